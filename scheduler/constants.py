@@ -1,0 +1,56 @@
+"""Every name cellfit shares with the outside world: annotation and label keys, resource names,
+URL paths. One module so that a rename is one edit and a grep finds every use."""
+
+from typing import Final
+
+DOMAIN: Final = "cellfit.io"
+
+# --- labels users set (see DESIGN.md "The user's contract") ---
+LABEL_VIRTUAL_CLUSTER: Final = f"{DOMAIN}/virtual-cluster"
+LABEL_JOB_CLASS: Final = f"{DOMAIN}/job-class"
+LABEL_PRIORITY: Final = f"{DOMAIN}/priority"
+
+JOB_CLASS_TRIAL: Final = "trial"
+JOB_CLASS_BEST_EFFORT: Final = "best-effort"
+PRIORITY_GUARANTEED: Final = "guaranteed"
+PRIORITY_OPPORTUNISTIC: Final = "opportunistic"
+
+# --- annotations users set ---
+ANNOTATION_CELL_TYPE: Final = f"{DOMAIN}/cell-type"
+ANNOTATION_GANG: Final = f"{DOMAIN}/gang"
+ANNOTATION_CONFIGURATIONS: Final = f"{DOMAIN}/configurations"
+ANNOTATION_ITERATIONS: Final = f"{DOMAIN}/iterations"
+
+# --- annotations cellfit writes (its durable state) ---
+ANNOTATION_BIND_INFO: Final = f"{DOMAIN}/bind-info"
+ANNOTATION_GPU_INDICES: Final = f"{DOMAIN}/gpu-indices"
+ANNOTATION_ESTIMATE: Final = f"{DOMAIN}/estimate"
+ANNOTATION_PLACEMENT: Final = f"{DOMAIN}/placement"
+ANNOTATION_PREEMPTIONS: Final = f"{DOMAIN}/preemptions"
+
+# --- resource names ---
+RESOURCE_CPU: Final = "cpu"
+RESOURCE_MEMORY: Final = "memory"
+RESOURCE_NVIDIA_GPU: Final = "nvidia.com/gpu"
+
+# --- GPU Feature Discovery node labels ---
+LABEL_GPU_PRODUCT: Final = "nvidia.com/gpu.product"
+LABEL_GPU_COUNT: Final = "nvidia.com/gpu.count"
+
+# --- HTTP surface ---
+EXTENDER_URL_PREFIX: Final = "/v1/extender"
+VERB_FILTER: Final = "filter"
+VERB_PRIORITIZE: Final = "prioritize"
+VERB_PREEMPT: Final = "preempt"
+VERB_BIND: Final = "bind"
+EXTENDER_VERBS: Final = (VERB_FILTER, VERB_PRIORITIZE, VERB_PREEMPT, VERB_BIND)
+PATH_HEALTHZ: Final = "/healthz"
+PATH_READYZ: Final = "/readyz"
+PATH_METRICS: Final = "/metrics"
+INSPECT_URL_PREFIX: Final = "/v1/inspect"
+
+# kube-scheduler's MaxExtenderPriority (k8s.io/kube-scheduler/extender/v1).
+MAX_EXTENDER_PRIORITY: Final = 10
+
+DEFAULT_PORT: Final = 8888
+SCHEDULER_NAME: Final = "cellfit"

@@ -1,0 +1,85 @@
+"""The engine interface every driver talks to, and the decisions it returns.
+
+The extender (kube-scheduler's webhooks), the watch cache and the simulator all drive a
+:class:`SchedulingEngine`; the policies behind it (resource fit today, HiveD cells, FitGpp
+preemption and AlloX matching as they land) are interchangeable. An engine is pure: no I/O, no
+wall clock, no threads. Callers serialise access (the extender holds one lock around it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping, Protocol, Sequence
+
+from scheduler.core.model import NodeInfo, PodInfo
+
+
+@dataclass(slots=True)
+class FilterDecision:
+    """Which of the offered nodes can take the pod.
+
+    ``failed`` nodes could take it if pods were preempted; ``unresolvable`` nodes never can
+    (kube-scheduler skips them in preemption). Each reason is one short human sentence, shown
+    to users in FailedScheduling events.
+    """
+
+    feasible: list[str] = field(default_factory=list)
+    failed: dict[str, str] = field(default_factory=dict)
+    unresolvable: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """A reservation made at bind time. ``annotations`` are written onto the pod with the
+    binding, so the decision survives a restart."""
+
+    pod_uid: str
+    node_name: str
+    annotations: Mapping[str, str] = field(default_factory=dict)
+
+
+class SchedulingEngine(Protocol):
+    """What kube-scheduler's verbs and the cluster watch need from a scheduling policy."""
+
+    # --- decisions ---
+    def filter(self, pod: PodInfo, node_names: Sequence[str]) -> FilterDecision: ...
+
+    def prioritize(self, pod: PodInfo, node_names: Sequence[str]) -> list[tuple[str, int]]:
+        """Scores in 0..MAX_EXTENDER_PRIORITY, one per offered node, in the offered order."""
+        ...
+
+    def select_victims(
+        self,
+        pod: PodInfo,
+        candidates: Mapping[str, Sequence[str]],
+        victim_pods: Mapping[str, PodInfo],
+    ) -> dict[str, list[str]]:
+        """From kube-scheduler's candidate victims (node -> pod UIDs), the nodes and victims
+        this policy accepts. ``victim_pods`` describes victims the request carried in full."""
+        ...
+
+    def reserve(self, pod: PodInfo, node_name: str) -> Placement:
+        """Book the pod onto the node at bind time; raises ``SchedulingConflict`` when it no
+        longer fits and ``UnknownNode`` for a node the engine has never seen."""
+        ...
+
+    def unreserve(self, pod_uid: str) -> None:
+        """Undo :meth:`reserve` (the binding API call failed)."""
+        ...
+
+    # --- cluster state ---
+    def apply_node(self, node: NodeInfo) -> None: ...
+
+    def delete_node(self, node_name: str) -> None: ...
+
+    def apply_pod(self, pod: PodInfo) -> None:
+        """Record a pod's latest state: bound and unfinished pods hold resources, others not."""
+        ...
+
+    def delete_pod(self, pod_uid: str) -> None: ...
+
+    def knows_node(self, node_name: str) -> bool: ...
+
+    def stats(self) -> Mapping[str, int]:
+        """Sizes for metrics and inspection, e.g. ``{"nodes": 3, "pods": 12}``."""
+        ...

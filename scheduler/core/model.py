@@ -1,0 +1,62 @@
+"""The core's view of the cluster: plain, immutable values translated from Kubernetes objects by
+the drivers (extender, watch cache, simulator). Only what a decision needs is kept."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Final, Mapping
+
+from scheduler.core.resources import ZERO, Resources
+
+TERMINAL_PHASES: Final = frozenset({"Succeeded", "Failed"})
+_EMPTY: Final[Mapping[str, str]] = MappingProxyType({})
+
+
+@dataclass(frozen=True, slots=True)
+class OwnerRef:
+    """The controller that owns a pod (usually a batch/v1 Job)."""
+
+    kind: str
+    name: str
+    uid: str
+
+
+@dataclass(frozen=True, slots=True)
+class PodInfo:
+    """A pod as the scheduling core sees it."""
+
+    uid: str
+    namespace: str
+    name: str
+    requests: Resources = ZERO
+    labels: Mapping[str, str] = field(default=_EMPTY)
+    annotations: Mapping[str, str] = field(default=_EMPTY)
+    priority: int = 0
+    node_name: str | None = None
+    phase: str = "Pending"
+    terminating: bool = False
+    grace_period_seconds: int = 30
+    owner: OwnerRef | None = None
+
+    @property
+    def key(self) -> str:
+        """``namespace/name``, the form users and kubectl use."""
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def holds_resources(self) -> bool:
+        """Bound and not finished: its requests count against its node. A terminating pod still
+        holds its resources until it is gone, as in kube-scheduler's accounting."""
+        return self.node_name is not None and self.phase not in TERMINAL_PHASES
+
+
+@dataclass(frozen=True, slots=True)
+class NodeInfo:
+    """A node as the scheduling core sees it."""
+
+    name: str
+    allocatable: Resources
+    labels: Mapping[str, str] = field(default=_EMPTY)
+    unschedulable: bool = False
+    ready: bool = True

@@ -1,0 +1,189 @@
+"""Resource vectors and Kubernetes quantity parsing.
+
+cellfit decides on three dimensions: CPU (millicores), memory (bytes) and GPUs (whole devices).
+Everything else a pod requests is kube-scheduler's business. Quantities are parsed exactly (no
+float rounding) following apimachinery's grammar, and rounded up to the unit like
+``Quantity.MilliValue()`` / ``Value()`` do.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Final, Mapping
+
+from scheduler.errors import InvalidQuantity
+
+# apimachinery stores quantities as int64 (milli)values; anything larger is no real resource.
+MAX_QUANTITY: Final = 2**63 - 1
+
+_BINARY_SUFFIXES: Final = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
+_DECIMAL_SUFFIXES: Final = {
+    "n": Fraction(1, 10**9),
+    "u": Fraction(1, 10**6),
+    "m": Fraction(1, 1000),
+    "": Fraction(1),
+    "k": Fraction(10**3),
+    "M": Fraction(10**6),
+    "G": Fraction(10**9),
+    "T": Fraction(10**12),
+    "P": Fraction(10**15),
+    "E": Fraction(10**18),
+}
+_QUANTITY_RE: Final = re.compile(
+    r"^(?P<sign>[+-]?)(?P<number>[0-9]+(?:\.[0-9]*)?|\.[0-9]+)"
+    r"(?:(?P<exp>[eE][+-]?[0-9]{1,3})|(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE])?)$"
+)
+# A decimal exponent beyond this can only produce a value far outside int64 (or zero).
+_MAX_EXPONENT: Final = 40
+
+
+def parse_quantity(value: str | int | float, *, field: str) -> Fraction:
+    """Parse a Kubernetes quantity (``"500m"``, ``"16Gi"``, ``"1e3"``, ``"2"``) exactly.
+
+    Raises :class:`InvalidQuantity` naming ``field`` for anything apimachinery would reject,
+    negative values, and values beyond int64.
+    """
+    if isinstance(value, bool):
+        raise InvalidQuantity(f"expected a quantity string, got {value!r}", field=field)
+    if isinstance(value, int):
+        amount = Fraction(value)
+    elif isinstance(value, float):
+        if value != value or value in (float("inf"), float("-inf")):
+            raise InvalidQuantity(f"{value!r} is not a finite quantity", field=field)
+        amount = Fraction(value)
+    elif isinstance(value, str):
+        amount = _parse_quantity_string(value, field=field)
+    else:
+        raise InvalidQuantity(f"expected a quantity string, got {type(value).__name__}", field=field)
+    if amount < 0:
+        raise InvalidQuantity(f"{value!r} is negative", field=field)
+    if amount > MAX_QUANTITY:
+        raise InvalidQuantity(f"{value!r} is larger than any real resource", field=field)
+    return amount
+
+
+def _parse_quantity_string(text: str, *, field: str) -> Fraction:
+    if len(text) > 64:
+        raise InvalidQuantity("quantity string is longer than 64 characters", field=field)
+    match = _QUANTITY_RE.match(text.strip())
+    if match is None:
+        raise InvalidQuantity(
+            f"{text!r} is not a Kubernetes quantity (e.g. '500m', '2', '16Gi', '1e3')", field=field
+        )
+    number = Fraction(match["number"] if not match["number"].endswith(".") else match["number"][:-1])
+    if match["sign"] == "-":
+        number = -number
+    if match["exp"] is not None:
+        exponent = int(match["exp"][1:])
+        if exponent > _MAX_EXPONENT:
+            raise InvalidQuantity(f"{text!r} is larger than any real resource", field=field)
+        if exponent < -_MAX_EXPONENT:
+            return Fraction(0)
+        return number * Fraction(10) ** exponent
+    suffix = match["suffix"] or ""
+    if suffix in _BINARY_SUFFIXES:
+        return number * _BINARY_SUFFIXES[suffix]
+    return number * _DECIMAL_SUFFIXES[suffix]
+
+
+def _ceil(amount: Fraction) -> int:
+    return -((-amount.numerator) // amount.denominator)
+
+
+def cpu_millis(value: str | int | float, *, field: str) -> int:
+    """A CPU quantity in millicores, rounded up as ``Quantity.MilliValue()`` does."""
+    return _checked(_ceil(parse_quantity(value, field=field) * 1000), value, field)
+
+
+def whole_units(value: str | int | float, *, field: str) -> int:
+    """A quantity in whole units (bytes, devices), rounded up as ``Quantity.Value()`` does."""
+    return _checked(_ceil(parse_quantity(value, field=field)), value, field)
+
+
+def device_count(value: str | int | float, *, field: str) -> int:
+    """An extended-resource quantity: devices are indivisible, so fractions are rejected."""
+    amount = parse_quantity(value, field=field)
+    if amount.denominator != 1:
+        raise InvalidQuantity(f"{value!r} is not a whole number of devices", field=field)
+    return _checked(int(amount), value, field)
+
+
+def _checked(units: int, value: object, field: str) -> int:
+    if units > MAX_QUANTITY:
+        raise InvalidQuantity(f"{value!r} is larger than any real resource", field=field)
+    return units
+
+
+@dataclass(frozen=True, slots=True)
+class Resources:
+    """An amount of the three resources cellfit schedules. All fields are non-negative integers."""
+
+    cpu_millis: int = 0
+    memory_bytes: int = 0
+    gpus: int = 0
+
+    def __add__(self, other: Resources) -> Resources:
+        return Resources(
+            self.cpu_millis + other.cpu_millis,
+            self.memory_bytes + other.memory_bytes,
+            self.gpus + other.gpus,
+        )
+
+    def __sub__(self, other: Resources) -> Resources:
+        return Resources(
+            self.cpu_millis - other.cpu_millis,
+            self.memory_bytes - other.memory_bytes,
+            self.gpus - other.gpus,
+        )
+
+    def fits_in(self, other: Resources) -> bool:
+        """Element-wise ``self <= other``."""
+        return (
+            self.cpu_millis <= other.cpu_millis
+            and self.memory_bytes <= other.memory_bytes
+            and self.gpus <= other.gpus
+        )
+
+    def elementwise_max(self, other: Resources) -> Resources:
+        return Resources(
+            max(self.cpu_millis, other.cpu_millis),
+            max(self.memory_bytes, other.memory_bytes),
+            max(self.gpus, other.gpus),
+        )
+
+    def as_tuple(self) -> tuple[int, int, int]:
+        return (self.cpu_millis, self.memory_bytes, self.gpus)
+
+    def describe(self) -> str:
+        """Human form used in log lines and reasons: ``cpu 2, memory 16Gi, nvidia.com/gpu 1``."""
+        return f"cpu {format_cpu(self.cpu_millis)}, memory {format_bytes(self.memory_bytes)}, gpus {self.gpus}"
+
+
+ZERO: Final = Resources()
+
+
+def resources_from_quantities(
+    quantities: Mapping[str, str | int | float], *, gpu_resource: str, field: str
+) -> Resources:
+    """Read cpu, memory and the GPU resource out of a ResourceList; other keys are ignored."""
+    cpu = quantities.get("cpu")
+    memory = quantities.get("memory")
+    gpus = quantities.get(gpu_resource)
+    return Resources(
+        cpu_millis=cpu_millis(cpu, field=f"{field}.cpu") if cpu is not None else 0,
+        memory_bytes=whole_units(memory, field=f"{field}.memory") if memory is not None else 0,
+        gpus=device_count(gpus, field=f"{field}[{gpu_resource}]") if gpus is not None else 0,
+    )
+
+
+def format_cpu(millis: int) -> str:
+    return str(millis // 1000) if millis % 1000 == 0 else f"{millis}m"
+
+
+def format_bytes(amount: int) -> str:
+    for suffix, factor in (("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10)):
+        if amount >= factor and amount % factor == 0:
+            return f"{amount // factor}{suffix}"
+    return str(amount)
