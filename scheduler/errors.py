@@ -41,3 +41,11 @@ class SchedulingConflict(CellfitError):
 
 class ClusterUnavailable(CellfitError):
     """An action needs the Kubernetes API and cellfit has no connection to one."""
+
+
+class KubernetesApiError(CellfitError):
+    """The Kubernetes API answered with an error or could not be reached."""
+
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status

@@ -30,8 +30,8 @@ class PodInfo:
     namespace: str
     name: str
     requests: Resources = ZERO
-    labels: Mapping[str, str] = field(default=_EMPTY)
-    annotations: Mapping[str, str] = field(default=_EMPTY)
+    labels: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
+    annotations: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
     priority: int = 0
     node_name: str | None = None
     phase: str = "Pending"
@@ -57,6 +57,6 @@ class NodeInfo:
 
     name: str
     allocatable: Resources
-    labels: Mapping[str, str] = field(default=_EMPTY)
+    labels: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
     unschedulable: bool = False
     ready: bool = True

@@ -1,0 +1,1 @@
+"""cellfit's estimator (see DESIGN.md). Its capability arrives with its own issue."""

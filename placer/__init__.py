@@ -1,0 +1,1 @@
+"""cellfit's placer (see DESIGN.md). Its capability arrives with its own issue."""

@@ -1,0 +1,83 @@
+"""``cellfit``: the command line.
+
+    cellfit serve [--host H] [--port P] [--config FILE]   run the extender
+    cellfit check-config FILE                            validate a config, start nothing
+    cellfit default-config                               print the embedded default config
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Sequence
+
+from pydantic import ValidationError
+
+from scheduler import __version__
+from scheduler.config import Settings, default_config_text, load_settings
+from scheduler.errors import ConfigError
+from scheduler.logs import configure_logging
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="cellfit", description="GPU-cluster scheduler extender for Kubernetes.")
+    parser.add_argument("--version", action="version", version=f"cellfit {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    serve = commands.add_parser("serve", help="run the kube-scheduler extender")
+    serve.add_argument("--config", metavar="FILE", help="YAML configuration (default: the embedded default)")
+    serve.add_argument("--host", help="listen address (overrides server.host)")
+    serve.add_argument("--port", type=int, help="listen port (overrides server.port)")
+    serve.add_argument("--kubeconfig", metavar="FILE", help="kubeconfig to watch the cluster with (overrides cluster.kubeconfig)")
+    serve.add_argument("--standalone", action="store_true", help="do not connect to any cluster (cluster.mode standalone)")
+
+    check = commands.add_parser("check-config", help="validate a configuration file without starting anything")
+    check.add_argument("file", metavar="FILE")
+
+    commands.add_parser("default-config", help="print the embedded default configuration")
+    return parser
+
+
+def _serve_settings(args: argparse.Namespace) -> Settings:
+    settings = load_settings(args.config)
+    server = settings.server.model_copy(
+        update={k: v for k, v in (("host", args.host), ("port", args.port)) if v is not None}
+    )
+    cluster = settings.cluster
+    if args.kubeconfig:
+        cluster = cluster.model_copy(update={"kubeconfig": args.kubeconfig, "mode": "kubeconfig"})
+    if args.standalone:
+        cluster = cluster.model_copy(update={"mode": "standalone"})
+    # Re-validate: overrides obey the same rules as the file (e.g. the port range).
+    return Settings.model_validate(
+        settings.model_copy(update={"server": server, "cluster": cluster}).model_dump(by_alias=True)
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        if args.command == "default-config":
+            sys.stdout.write(default_config_text())
+            return 0
+        if args.command == "check-config":
+            settings = load_settings(args.file)
+            print(f"{args.file}: valid (policy {settings.policy.name}, cluster mode {settings.cluster.mode})")
+            return 0
+        settings = _serve_settings(args)
+        configure_logging(level=settings.logging.level, fmt=settings.logging.format)
+        from scheduler.extender.server import serve  # heavy imports only when serving
+
+        serve(settings)
+        return 0
+    except ConfigError as error:
+        print(f"cellfit: invalid configuration: {error}", file=sys.stderr)
+        return 2
+    except ValidationError as error:  # command-line overrides break a rule of the config
+        fields = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors())
+        print(f"cellfit: invalid option: {fields}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

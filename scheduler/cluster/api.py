@@ -1,0 +1,170 @@
+"""The Kubernetes API calls cellfit makes, with raw JSON in and out.
+
+The official client's generated models deserialise every field of every object through Python
+classes; cellfit reads a handful, so it asks for the raw response (``_preload_content=False``)
+and decodes with the same msgspec structs as kube-scheduler's payloads. The client still does
+what it is good at: credentials (in-cluster token, kubeconfig with certs, tokens or exec
+plugins) and TLS.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import Any, Iterator, Literal
+
+from kubernetes import client as k8s
+from kubernetes import config as k8s_config
+from kubernetes.client.rest import ApiException
+
+from scheduler.config import ClusterSettings
+from scheduler.errors import ConfigError, KubernetesApiError
+from scheduler.kube import wire
+
+log = logging.getLogger(__name__)
+
+Kind = Literal["nodes", "pods"]
+# Finished pods hold nothing; leaving them out keeps the cache to what decisions need. A pod that
+# finishes leaves the selector, which the watch reports as DELETED.
+ACTIVE_PODS = "status.phase!=Succeeded,status.phase!=Failed"
+_IN_CLUSTER_TOKEN = Path("/var/run/secrets/kubernetes.io/serviceaccount/token")
+
+
+class WatchExpired(Exception):
+    """The resourceVersion being watched from is too old (HTTP 410 Gone): relist."""
+
+
+class KubernetesApi:
+    def __init__(self, api_client: k8s.ApiClient, *, settings: ClusterSettings, source: str) -> None:
+        self._core = k8s.CoreV1Api(api_client)
+        self._settings = settings
+        self.source = source
+
+    @classmethod
+    def connect(cls, settings: ClusterSettings) -> KubernetesApi | None:
+        """Credentials as ``cluster.mode`` says; ``None`` in standalone mode."""
+        mode = settings.mode
+        configuration = k8s.Configuration()
+        if mode == "standalone":
+            return None
+        if mode == "in-cluster" or (mode == "auto" and _in_cluster()):
+            try:
+                k8s_config.load_incluster_config(client_configuration=configuration)
+            except k8s_config.ConfigException as error:
+                raise ConfigError(f"cluster.mode: in-cluster credentials unusable: {error}") from None
+            return cls(k8s.ApiClient(configuration), settings=settings, source="in-cluster service account")
+        path = settings.kubeconfig or os.environ.get("KUBECONFIG") or str(Path.home() / ".kube" / "config")
+        path = path.split(os.pathsep)[0]
+        if not Path(path).is_file():
+            if mode == "kubeconfig" or settings.kubeconfig:
+                raise ConfigError(f"cluster.kubeconfig: no kubeconfig file at {path}")
+            return None
+        try:
+            k8s_config.load_kube_config(
+                config_file=path, context=settings.context, client_configuration=configuration
+            )
+        except (k8s_config.ConfigException, OSError, ValueError) as error:
+            raise ConfigError(f"cluster.kubeconfig: {path} is unusable: {error}") from None
+        return cls(k8s.ApiClient(configuration), settings=settings, source=f"kubeconfig {path}")
+
+    # ------------------------------------------------------------------ list and watch
+
+    def list_raw(self, kind: Kind) -> bytes:
+        response = self._call(self._lister(kind), _request_timeout=self._settings.request_timeout_seconds)
+        return bytes(response.data)
+
+    def watch(self, kind: Kind, *, resource_version: str) -> Iterator[bytes]:
+        """Watch events as raw JSON lines until the server ends the watch."""
+        timeout = self._settings.watch_timeout_seconds
+        try:
+            response = self._lister(kind)(
+                watch=True,
+                resource_version=resource_version,
+                allow_watch_bookmarks=True,
+                timeout_seconds=timeout,
+                _preload_content=False,
+                _request_timeout=(self._settings.request_timeout_seconds, timeout + 30),
+            )
+        except ApiException as error:
+            if error.status == 410:
+                raise WatchExpired from None
+            raise _api_error(error, f"watch {kind}") from None
+        try:
+            pending = b""
+            for chunk in response.stream(amt=65536, decode_content=True):
+                pending += chunk
+                *lines, pending = pending.split(b"\n")
+                for line in lines:
+                    if line.strip():
+                        yield line
+            if pending.strip():
+                yield pending
+        finally:
+            response.release_conn()
+
+    # ------------------------------------------------------------------ pods
+
+    def get_pod(self, namespace: str, name: str) -> wire.Pod | None:
+        try:
+            response = self._core.read_namespaced_pod(
+                name, namespace, _preload_content=False, _request_timeout=self._settings.request_timeout_seconds
+            )
+        except ApiException as error:
+            if error.status == 404:
+                return None
+            raise _api_error(error, f"get pod {namespace}/{name}") from None
+        return wire.POD_DECODER.decode(response.data)
+
+    def create_binding(
+        self, *, namespace: str, name: str, uid: str, node_name: str, annotations: dict[str, str]
+    ) -> None:
+        # The API server copies a Binding's annotations onto the pod in the same write, so the
+        # placement and cellfit's record of it cannot come apart. The UID guards against
+        # binding a pod that was deleted and recreated under the same name.
+        body: dict[str, Any] = {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": {"name": name, "namespace": namespace, "uid": uid, "annotations": annotations},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node_name},
+        }
+        try:
+            self._core.create_namespaced_binding(
+                namespace, body, _preload_content=False, _request_timeout=self._settings.request_timeout_seconds
+            )
+        except ApiException as error:
+            raise _api_error(error, f"bind pod {namespace}/{name} to {node_name}") from None
+
+    # ------------------------------------------------------------------ internals
+
+    def _lister(self, kind: Kind) -> Any:
+        if kind == "nodes":
+            return self._core.list_node
+        core = self._core
+
+        def list_active_pods(**kwargs: Any) -> Any:
+            return core.list_pod_for_all_namespaces(field_selector=ACTIVE_PODS, **kwargs)
+
+        return list_active_pods
+
+    def _call(self, method: Any, **kwargs: Any) -> Any:
+        try:
+            return method(_preload_content=False, **kwargs)
+        except ApiException as error:
+            raise _api_error(error, getattr(method, "__name__", "API call")) from None
+        except Exception as error:  # urllib3 connection errors and timeouts
+            raise KubernetesApiError(f"Kubernetes API unreachable: {error}") from None
+
+
+def _in_cluster() -> bool:
+    return bool(os.environ.get("KUBERNETES_SERVICE_HOST")) and _IN_CLUSTER_TOKEN.is_file()
+
+
+def _api_error(error: ApiException, action: str) -> KubernetesApiError:
+    message = error.reason or "error"
+    if error.body:
+        try:
+            message = wire.STATUS_DECODER.decode(error.body).message or message
+        except Exception:
+            pass
+    return KubernetesApiError(f"{action}: {message} (HTTP {error.status})", status=error.status)

@@ -1,0 +1,155 @@
+"""The live view of the cluster: Node and Pod reflectors feeding the engine.
+
+Every object is translated once, on arrival, into the core's values and applied to the engine
+under the shared lock. Pods are also kept by ``namespace/name`` so the bind verb can find the
+pod kube-scheduler names. An object that does not translate (a pod with a nonsensical quantity)
+is logged and skipped, never allowed to stop the watch.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Mapping
+
+import msgspec
+
+from scheduler.cluster.api import KubernetesApi, WatchExpired
+from scheduler.cluster.reflector import Reflector
+from scheduler.core.engine import SchedulingEngine
+from scheduler.core.model import PodInfo
+from scheduler.errors import CellfitError
+from scheduler.kube import translate, wire
+
+log = logging.getLogger(__name__)
+
+
+class ClusterCache:
+    def __init__(
+        self, *, api: KubernetesApi, engine: SchedulingEngine, lock: threading.RLock, gpu_resource: str
+    ) -> None:
+        self._api = api
+        self._engine = engine
+        self._lock = lock
+        self._gpu_resource = gpu_resource
+        self._pods: dict[str, PodInfo] = {}  # by UID
+        self._pod_uids: dict[str, str] = {}  # namespace/name -> UID
+        self._node_names: set[str] = set()
+        self.nodes = Reflector[wire.Node](
+            kind="nodes",
+            list_objects=lambda: self._list(wire.NODE_LIST_DECODER, "nodes"),
+            watch_lines=lambda version: api.watch("nodes", resource_version=version),
+            decode_object=wire.NODE_DECODER.decode,
+            version_of=lambda node: node.metadata.resourceVersion,
+            replace=self._replace_nodes,
+            apply=self._apply_node,
+            delete=self._delete_node,
+            expired=WatchExpired,
+        )
+        self.pods = Reflector[wire.Pod](
+            kind="pods",
+            list_objects=lambda: self._list(wire.POD_LIST_DECODER, "pods"),
+            watch_lines=lambda version: api.watch("pods", resource_version=version),
+            decode_object=wire.POD_DECODER.decode,
+            version_of=lambda pod: pod.metadata.resourceVersion,
+            replace=self._replace_pods,
+            apply=self._apply_pod,
+            delete=self._delete_pod,
+            expired=WatchExpired,
+        )
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def start(self) -> None:
+        log.info("watching the cluster", extra={"source": self._api.source})
+        self.nodes.start()
+        self.pods.start()
+
+    def stop(self) -> None:
+        self.nodes.stop()
+        self.pods.stop()
+
+    def ready(self) -> tuple[bool, str]:
+        waiting = [r.kind for r in (self.nodes, self.pods) if not r.synced.is_set()]
+        if waiting:
+            return False, f"watch cache not synced yet: {', '.join(waiting)}"
+        return True, "watch cache synced"
+
+    def sizes(self) -> Mapping[str, int]:
+        return {"nodes": len(self._node_names), "pods": len(self._pods)}
+
+    # ------------------------------------------------------------------ ClusterGateway
+
+    def find_pod(self, namespace: str, name: str) -> PodInfo | None:
+        with self._lock:
+            uid = self._pod_uids.get(f"{namespace}/{name}")
+            if uid is not None:
+                return self._pods[uid]
+        # Not seen yet (the watch may lag the scheduler by a few milliseconds): ask the API.
+        pod = self._api.get_pod(namespace, name)
+        return None if pod is None else translate.pod_info(pod, gpu_resource=self._gpu_resource)
+
+    def bind(self, *, namespace: str, name: str, uid: str, node_name: str, annotations: dict[str, str]) -> None:
+        self._api.create_binding(namespace=namespace, name=name, uid=uid, node_name=node_name, annotations=annotations)
+
+    # ------------------------------------------------------------------ reflector callbacks
+
+    def _list(self, decoder: msgspec.json.Decoder, kind: str) -> tuple[str, list]:  # type: ignore[type-arg]
+        listing = decoder.decode(self._api.list_raw(kind))  # type: ignore[arg-type]
+        return listing.metadata.resourceVersion, listing.items
+
+    def _replace_nodes(self, nodes: list[wire.Node]) -> None:
+        with self._lock:
+            listed = {node.metadata.name for node in nodes}
+            for name in self._node_names - listed:
+                self._engine.delete_node(name)
+            self._node_names = set()
+            for node in nodes:
+                self._apply_node(node)
+
+    def _apply_node(self, node: wire.Node) -> None:
+        try:
+            info = translate.node_info(node, gpu_resource=self._gpu_resource)
+        except CellfitError as error:
+            log.warning("node skipped", extra={"node": node.metadata.name, "reason": str(error)})
+            return
+        with self._lock:
+            self._engine.apply_node(info)
+            self._node_names.add(info.name)
+
+    def _delete_node(self, node: wire.Node) -> None:
+        with self._lock:
+            self._engine.delete_node(node.metadata.name)
+            self._node_names.discard(node.metadata.name)
+
+    def _replace_pods(self, pods: list[wire.Pod]) -> None:
+        with self._lock:
+            listed = {pod.metadata.uid for pod in pods}
+            for uid in set(self._pods) - listed:
+                self._forget(uid)
+            for pod in pods:
+                self._apply_pod(pod)
+
+    def _apply_pod(self, pod: wire.Pod) -> None:
+        try:
+            info = translate.pod_info(pod, gpu_resource=self._gpu_resource)
+        except CellfitError as error:
+            log.warning("pod skipped", extra={"pod": f"{pod.metadata.namespace}/{pod.metadata.name}", "reason": str(error)})
+            return
+        with self._lock:
+            if not info.holds_resources and info.node_name is not None:
+                self._forget(info.uid)  # finished: nothing left to account for
+                return
+            self._pods[info.uid] = info
+            self._pod_uids[info.key] = info.uid
+            self._engine.apply_pod(info)
+
+    def _delete_pod(self, pod: wire.Pod) -> None:
+        with self._lock:
+            self._forget(pod.metadata.uid)
+
+    def _forget(self, uid: str) -> None:
+        info = self._pods.pop(uid, None)
+        if info is not None and self._pod_uids.get(info.key) == uid:
+            del self._pod_uids[info.key]
+        self._engine.delete_pod(uid)

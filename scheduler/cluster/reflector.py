@@ -1,0 +1,118 @@
+"""List-then-watch for one kind of object, the way client-go's reflector does it:
+
+1. list, remember the list's resourceVersion, hand the whole set to ``replace`` (which also
+   drops objects that vanished while nobody watched), and mark the reflector synced;
+2. watch from that resourceVersion (with bookmarks, so an idle watch still advances it) and
+   hand each event to ``apply``/``delete``;
+3. when the server ends the watch, watch again from the last resourceVersion seen; when it
+   answers 410 Gone (the version was compacted away), go back to 1;
+4. on any other failure, wait (exponential backoff, capped) and go back to 1.
+
+It runs on its own daemon thread; ``stop()`` ends it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Callable, Generic, Iterator, TypeVar
+
+import msgspec
+
+from scheduler.kube import wire
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+_BACKOFF_INITIAL_SECONDS = 0.5
+_BACKOFF_MAX_SECONDS = 30.0
+
+
+class Expired(Exception):
+    """The watched resourceVersion is gone (HTTP 410): relist."""
+
+
+class Reflector(Generic[T]):
+    def __init__(
+        self,
+        *,
+        kind: str,
+        list_objects: Callable[[], tuple[str, list[T]]],
+        watch_lines: Callable[[str], Iterator[bytes]],
+        decode_object: Callable[[msgspec.Raw], T],
+        version_of: Callable[[T], str],
+        replace: Callable[[list[T]], None],
+        apply: Callable[[T], None],
+        delete: Callable[[T], None],
+        expired: type[Exception] = Expired,
+    ) -> None:
+        self.kind = kind
+        self._list = list_objects
+        self._watch = watch_lines
+        self._decode = decode_object
+        self._version_of = version_of
+        self._replace = replace
+        self._apply = apply
+        self._delete = delete
+        self._expired = expired
+        self._stop = threading.Event()
+        self.synced = threading.Event()
+        self.relists = 0
+        self._thread = threading.Thread(target=self._run, name=f"reflector-{kind}", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def join(self, timeout: float | None = None) -> None:
+        self._thread.join(timeout)
+
+    def _run(self) -> None:
+        backoff = _BACKOFF_INITIAL_SECONDS
+        while not self._stop.is_set():
+            try:
+                version = self._list_and_replace()
+                backoff = _BACKOFF_INITIAL_SECONDS
+                while not self._stop.is_set():
+                    version = self._watch_from(version)
+            except (Expired, self._expired):
+                log.info("watch expired; relisting", extra={"kind": self.kind})
+            except Exception as error:  # the API is down or answered nonsense: retry, never die
+                log.warning(
+                    "list/watch failed; retrying",
+                    extra={"kind": self.kind, "reason": str(error) or type(error).__name__, "retry_seconds": backoff},
+                )
+                self._stop.wait(backoff)
+                backoff = min(backoff * 2, _BACKOFF_MAX_SECONDS)
+
+    def _list_and_replace(self) -> str:
+        version, objects = self._list()
+        self._replace(objects)
+        self.relists += 1
+        if not self.synced.is_set():
+            log.info("cache synced", extra={"kind": self.kind, "objects": len(objects), "resource_version": version})
+        self.synced.set()
+        return version
+
+    def _watch_from(self, version: str) -> str:
+        for line in self._watch(version):
+            if self._stop.is_set():
+                break
+            event = wire.WATCH_EVENT_DECODER.decode(line)
+            if event.type == "ERROR":
+                status = wire.STATUS_DECODER.decode(event.object)
+                if status.code == 410:
+                    raise Expired
+                raise RuntimeError(f"watch error {status.code}: {status.message}")
+            obj = self._decode(event.object)
+            version = self._version_of(obj) or version
+            if event.type == "BOOKMARK":
+                continue
+            if event.type == "DELETED":
+                self._delete(obj)
+            else:
+                self._apply(obj)
+        return version

@@ -1,0 +1,134 @@
+"""cellfit's configuration: one YAML file, validated on load.
+
+Every setting has a default, so ``cellfit serve`` with no file runs on the embedded default
+(``scheduler/default-config.yaml`` spells it out; a test keeps the two identical). Keys are
+camelCase in YAML like every Kubernetes config; units are in the names (``...Seconds``,
+``...Bytes``). Unknown keys are errors: a misspelled key silently ignored is a production outage
+waiting to happen.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic.alias_generators import to_camel
+
+from scheduler.constants import DEFAULT_PORT, RESOURCE_NVIDIA_GPU
+from scheduler.errors import ConfigError
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, alias_generator=to_camel, populate_by_name=True
+    )
+
+
+class ServerSettings(_Section):
+    """The HTTP listener kube-scheduler calls."""
+
+    host: str = Field("127.0.0.1", description="Address to listen on; 0.0.0.0 in a container.")
+    port: int = Field(DEFAULT_PORT, ge=1, le=65535, description="TCP port.")
+    max_request_bytes: int = Field(
+        8 * 2**20,
+        ge=4096,
+        le=2**30,
+        description=(
+            "Largest request body accepted, in bytes. With nodeCacheCapable: false kube-scheduler "
+            "sends every candidate Node in full (~4 KB each): raise this for big clusters, or "
+            "better, use nodeCacheCapable: true."
+        ),
+    )
+
+
+class ClusterSettings(_Section):
+    """How cellfit reaches the Kubernetes API (watch cache of Nodes and Pods, bindings)."""
+
+    mode: Literal["auto", "standalone", "kubeconfig", "in-cluster"] = Field(
+        "auto",
+        description=(
+            "auto: in-cluster credentials when running in a pod, else $KUBECONFIG or "
+            "~/.kube/config when present, else standalone. standalone: no API; node capacity "
+            "comes only from the Node objects kube-scheduler sends, and bind is unavailable."
+        ),
+    )
+    kubeconfig: str | None = Field(None, description="Path to a kubeconfig (mode kubeconfig/auto).")
+    context: str | None = Field(None, description="kubeconfig context; default: current-context.")
+    watch_timeout_seconds: int = Field(
+        300, ge=10, le=3600, description="Server-side timeout of one watch request before re-watching."
+    )
+    request_timeout_seconds: float = Field(
+        10.0, gt=0, le=120, description="Client timeout of one API call (list, bind)."
+    )
+
+
+class PolicySettings(_Section):
+    """Which decisions the engine makes."""
+
+    name: Literal["resource-fit"] = Field(
+        "resource-fit",
+        description="resource-fit: CPU, memory and GPU requests against allocatable minus bound pods.",
+    )
+    gpu_resource_name: str = Field(
+        RESOURCE_NVIDIA_GPU, min_length=1, description="Extended resource that counts GPUs."
+    )
+
+
+class LoggingSettings(_Section):
+    level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    format: Literal["json", "text"] = Field("json", description="json: one object per line.")
+
+
+class Settings(_Section):
+    """The whole configuration file."""
+
+    server: ServerSettings = ServerSettings()
+    cluster: ClusterSettings = ClusterSettings()
+    policy: PolicySettings = PolicySettings()
+    logging: LoggingSettings = LoggingSettings()
+
+
+def default_config_text() -> str:
+    """The embedded default configuration, as shipped and documented."""
+    return resources.files("scheduler").joinpath("default-config.yaml").read_text(encoding="utf-8")
+
+
+def parse_settings(text: str, *, source: str = "<config>") -> Settings:
+    try:
+        document: Any = yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise ConfigError(f"{source}: not valid YAML{where}: {getattr(error, 'problem', error)}") from None
+    if document is None:
+        document = {}
+    if not isinstance(document, dict):
+        raise ConfigError(f"{source}: the top level must be a mapping, got {type(document).__name__}")
+    try:
+        return Settings.model_validate(document)
+    except ValidationError as error:
+        raise ConfigError(f"{source}: " + "; ".join(_describe(item) for item in error.errors())) from None
+
+
+def load_settings(path: str | Path | None) -> Settings:
+    """Read and validate a config file; ``None`` gives the embedded default."""
+    if path is None:
+        return parse_settings(default_config_text(), source="embedded default")
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as error:
+        raise ConfigError(f"{path}: cannot read: {error.strerror or error}") from None
+    return parse_settings(text, source=str(path))
+
+
+def _describe(error: Any) -> str:
+    field = ".".join(str(part) for part in error["loc"]) or "(top level)"
+    message = error["msg"]
+    if error["type"] == "extra_forbidden":
+        message = "unknown key (misspelled?)"
+    elif error["type"] not in ("missing",) and "input" in error:
+        message = f"{message} (got {error['input']!r})"
+    return f"{field}: {message}"

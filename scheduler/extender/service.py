@@ -1,0 +1,259 @@
+"""The extender's request flow, independent of the web framework:
+
+    request bytes -> wire structs -> core values -> engine decision -> result bytes / API call
+
+Each verb answers exactly what kube-scheduler expects. Failures are sorted into two kinds:
+
+* a request that cannot be understood (malformed JSON, a missing ``Pod``): :class:`InvalidRequest`,
+  which the HTTP layer turns into HTTP 400 — kube-scheduler never sends such a thing, so the
+  caller is a person or a broken client who reads the status;
+* a well-formed request cellfit cannot act on (an invalid quantity, a node that filled up): the
+  verb's ``Error`` field with HTTP 200, because kube-scheduler discards the body of any non-200
+  answer and users would never see the reason. Prioritize and preempt have no ``Error`` field,
+  so their semantic errors are HTTP 400 too.
+
+The engine is not thread-safe; every call into it holds ``lock``, which the watch cache shares.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass
+from typing import Protocol
+
+import msgspec
+
+from scheduler.core.engine import SchedulingEngine
+from scheduler.core.model import PodInfo
+from scheduler.errors import (
+    CellfitError,
+    ClusterUnavailable,
+    InvalidRequest,
+    SchedulingConflict,
+    UnknownNode,
+)
+from scheduler.extender.metrics import ExtenderMetrics
+from scheduler.kube import translate, wire
+
+log = logging.getLogger(__name__)
+
+
+class ClusterGateway(Protocol):
+    """What the bind verb needs from the Kubernetes API (implemented by scheduler.cluster)."""
+
+    def find_pod(self, namespace: str, name: str) -> PodInfo | None:
+        """The pod from the watch cache, or fetched from the API; ``None`` if it does not exist."""
+        ...
+
+    def bind(self, *, namespace: str, name: str, uid: str, node_name: str, annotations: dict[str, str]) -> None:
+        """Create the pods/binding (with annotations copied onto the pod); raises CellfitError."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """An HTTP answer: status and JSON body bytes."""
+
+    status: int
+    body: bytes
+
+
+class ExtenderService:
+    def __init__(
+        self,
+        *,
+        engine: SchedulingEngine,
+        lock: threading.RLock,
+        metrics: ExtenderMetrics,
+        gpu_resource: str,
+        cluster: ClusterGateway | None,
+    ) -> None:
+        self._engine = engine
+        self._lock = lock
+        self._metrics = metrics
+        self._gpu_resource = gpu_resource
+        self._cluster = cluster
+
+    # ------------------------------------------------------------------ filter
+
+    def filter(self, body: bytes) -> Answer:
+        args = _decode(wire.EXTENDER_ARGS_DECODER, body)
+        try:
+            pod = self._pod(args.Pod)
+            names, raw_nodes = self._offered_nodes(args)
+        except InvalidRequest as error:
+            return self._error_answer("filter", wire.ExtenderFilterResult(Error=str(error)), error)
+        with self._lock:
+            if raw_nodes is not None:
+                self._apply_sent_nodes(raw_nodes)
+            decision = self._engine.filter(pod, names)
+        verdicts = self._metrics.verdicts
+        verdicts["feasible"].inc(len(decision.feasible))
+        verdicts["failed"].inc(len(decision.failed))
+        verdicts["unresolvable"].inc(len(decision.unresolvable))
+        self._metrics.requests.labels(verb="filter", result="ok").inc()
+        if raw_nodes is None:
+            result = wire.ExtenderFilterResult(
+                NodeNames=decision.feasible,
+                FailedNodes=decision.failed,
+                FailedAndUnresolvableNodes=decision.unresolvable,
+            )
+        else:
+            result = wire.ExtenderFilterResult(
+                Nodes=wire.NodeList(items=[raw_nodes[name][0] for name in decision.feasible]),
+                FailedNodes=decision.failed,
+                FailedAndUnresolvableNodes=decision.unresolvable,
+            )
+        if not decision.feasible:
+            log.info(
+                "no node fits",
+                extra={"verb": "filter", "pod": pod.key, "offered": len(names), "failed": len(decision.failed)},
+            )
+        return Answer(200, wire.ENCODER.encode(result))
+
+    # ------------------------------------------------------------------ prioritize
+
+    def prioritize(self, body: bytes) -> Answer:
+        args = _decode(wire.EXTENDER_ARGS_DECODER, body)
+        pod = self._pod(args.Pod)
+        names, raw_nodes = self._offered_nodes(args)
+        with self._lock:
+            if raw_nodes is not None:
+                self._apply_sent_nodes(raw_nodes)
+            scores = self._engine.prioritize(pod, names)
+        self._metrics.requests.labels(verb="prioritize", result="ok").inc()
+        return Answer(200, wire.ENCODER.encode([wire.HostPriority(Host=host, Score=score) for host, score in scores]))
+
+    # ------------------------------------------------------------------ preempt
+
+    def preempt(self, body: bytes) -> Answer:
+        args = _decode(wire.PREEMPTION_ARGS_DECODER, body)
+        pod = self._pod(args.Pod)
+        candidates: dict[str, list[str]] = {}
+        pdb_violations: dict[str, int] = {}
+        victim_pods: dict[str, PodInfo] = {}
+        if args.NodeNameToVictims is not None:
+            for node_name, victims in args.NodeNameToVictims.items():
+                infos = [
+                    self._pod(victim, field=f"NodeNameToVictims[{node_name}].Pods[{index}]")
+                    for index, victim in enumerate(victims.Pods if victims else ())
+                ]
+                victim_pods.update((info.uid, info) for info in infos)
+                candidates[node_name] = [info.uid for info in infos]
+                pdb_violations[node_name] = victims.NumPDBViolations if victims else 0
+        elif args.NodeNameToMetaVictims is not None:
+            for node_name, meta in args.NodeNameToMetaVictims.items():
+                candidates[node_name] = [victim.UID for victim in (meta.Pods if meta else ())]
+                pdb_violations[node_name] = meta.NumPDBViolations if meta else 0
+        with self._lock:
+            accepted = self._engine.select_victims(pod, candidates, victim_pods)
+        self._metrics.requests.labels(verb="preempt", result="ok").inc()
+        self._metrics.preemption_victims.inc(sum(len(uids) for uids in accepted.values()))
+        # PDB violations are kube-scheduler's count for its own victim set; cellfit only ever
+        # narrows that set, so the count stays an upper bound and keeps its ranking meaning.
+        result = wire.ExtenderPreemptionResult(
+            NodeNameToMetaVictims={
+                node_name: wire.MetaVictims(
+                    Pods=[wire.MetaPod(UID=uid) for uid in uids],
+                    NumPDBViolations=pdb_violations.get(node_name, 0),
+                )
+                for node_name, uids in accepted.items()
+            }
+        )
+        return Answer(200, wire.ENCODER.encode(result))
+
+    # ------------------------------------------------------------------ bind
+
+    def bind(self, body: bytes) -> Answer:
+        args = _decode(wire.BINDING_ARGS_DECODER, body)
+        key = f"{args.PodNamespace}/{args.PodName}"
+        context = {"verb": "bind", "pod": key, "node": args.Node}
+        if self._cluster is None:
+            self._metrics.bindings.labels(result="unavailable").inc()
+            error = ClusterUnavailable(
+                "cellfit has no Kubernetes API connection (cluster.mode standalone), so it cannot "
+                "bind; remove bindVerb from the extender configuration or give cellfit credentials"
+            )
+            return self._error_answer("bind", wire.ExtenderBindingResult(Error=str(error)), error)
+        try:
+            pod = self._cluster.find_pod(args.PodNamespace, args.PodName)
+            if pod is None:
+                raise SchedulingConflict(f"pod {key} no longer exists")
+            if args.PodUID and pod.uid != args.PodUID:
+                raise SchedulingConflict(f"pod {key} was recreated (UID {pod.uid}, not {args.PodUID})")
+            with self._lock:
+                placement = self._engine.reserve(pod, args.Node)
+        except (SchedulingConflict, UnknownNode, InvalidRequest) as error:
+            self._metrics.bindings.labels(result="conflict").inc()
+            return self._error_answer("bind", wire.ExtenderBindingResult(Error=str(error)), error, context)
+        except CellfitError as error:
+            self._metrics.bindings.labels(result="api_error").inc()
+            return self._error_answer("bind", wire.ExtenderBindingResult(Error=str(error)), error, context)
+        try:
+            self._cluster.bind(
+                namespace=args.PodNamespace,
+                name=args.PodName,
+                uid=pod.uid,
+                node_name=args.Node,
+                annotations=dict(placement.annotations),
+            )
+        except CellfitError as error:
+            # The API refused: hand the reservation back so nothing leaks.
+            with self._lock:
+                self._engine.unreserve(pod.uid)
+            self._metrics.bindings.labels(result="api_error").inc()
+            return self._error_answer("bind", wire.ExtenderBindingResult(Error=str(error)), error, context)
+        self._metrics.bindings.labels(result="bound").inc()
+        self._metrics.requests.labels(verb="bind", result="ok").inc()
+        log.info("bound", extra=context)
+        return Answer(200, wire.ENCODER.encode(wire.ExtenderBindingResult()))
+
+    # ------------------------------------------------------------------ helpers
+
+    def _pod(self, pod: wire.Pod, *, field: str = "Pod") -> PodInfo:
+        return translate.pod_info(pod, gpu_resource=self._gpu_resource, field=field)
+
+    def _offered_nodes(
+        self, args: wire.ExtenderArgs
+    ) -> tuple[list[str], dict[str, tuple[msgspec.Raw, wire.Node]] | None]:
+        """The offered node names, and in full-Node mode each node's raw JSON and narrow view."""
+        if args.NodeNames is not None:
+            return args.NodeNames, None
+        items = args.Nodes.items if args.Nodes is not None and args.Nodes.items else []
+        raw_nodes: dict[str, tuple[msgspec.Raw, wire.Node]] = {}
+        for index, raw in enumerate(items):
+            node = _decode(wire.NODE_DECODER, raw, field=f"Nodes.items[{index}]")
+            if not node.metadata.name:
+                raise InvalidRequest("a Node needs metadata.name", field=f"Nodes.items[{index}]")
+            raw_nodes[node.metadata.name] = (raw, node)
+        return list(raw_nodes), raw_nodes
+
+    def _apply_sent_nodes(self, raw_nodes: dict[str, tuple[msgspec.Raw, wire.Node]]) -> None:
+        # kube-scheduler's Node objects are the freshest view of capacity cellfit can get
+        # without a watch: standalone mode learns the cluster from them.
+        for index, (_, node) in enumerate(raw_nodes.values()):
+            self._engine.apply_node(
+                translate.node_info(node, gpu_resource=self._gpu_resource, field=f"Nodes.items[{index}]")
+            )
+
+    def _error_answer(
+        self,
+        verb: str,
+        result: msgspec.Struct,
+        error: Exception,
+        context: dict[str, str] | None = None,
+    ) -> Answer:
+        self._metrics.requests.labels(verb=verb, result="error").inc()
+        log.warning("request not carried out", extra={"verb": verb, "reason": str(error), **(context or {})})
+        return Answer(200, wire.ENCODER.encode(result))
+
+
+def _decode(decoder: msgspec.json.Decoder, body: bytes, *, field: str | None = None):  # type: ignore[no-untyped-def]
+    try:
+        return decoder.decode(body)
+    except msgspec.ValidationError as error:
+        # msgspec says "Expected `str`, got `int` - at `$.Pod.metadata.name`"; keep that path.
+        raise InvalidRequest(str(error).replace("$.", "", 1), field=field) from None
+    except msgspec.DecodeError as error:
+        raise InvalidRequest(f"malformed JSON: {error}", field=field) from None

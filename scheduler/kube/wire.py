@@ -1,0 +1,212 @@
+"""kube-scheduler's extender wire format, and the narrow slices of v1.Pod / v1.Node cellfit reads.
+
+The extender types (k8s.io/kube-scheduler/extender/v1) carry no JSON tags, so their fields are
+spelled as in Go (``Pod``, ``NodeNames``, ``FailedAndUnresolvableNodes``...). The Kubernetes
+objects inside are lowerCamelCase as the API serialises them. Decoding is with msgspec into
+structs holding only what a decision needs: unknown fields are skipped without being built,
+which is what keeps a 5,000-node request sub-millisecond. Full Node objects are kept as raw
+bytes so that filter can hand them back to kube-scheduler untouched.
+
+The same structs decode objects from the Kubernetes API (list and watch), so a pod reaches the
+engine through one translation whichever way it arrived.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+# A quantity is a string on the wire; YAML-born numbers occasionally arrive as JSON numbers.
+Quantity = str | int | float
+ResourceList = dict[str, Quantity]
+
+
+class OwnerReference(msgspec.Struct, frozen=True):
+    kind: str = ""
+    name: str = ""
+    uid: str = ""
+    controller: bool | None = None
+
+
+class ObjectMeta(msgspec.Struct, frozen=True):
+    name: str = ""
+    namespace: str = ""
+    uid: str = ""
+    resourceVersion: str = ""
+    labels: dict[str, str] | None = None
+    annotations: dict[str, str] | None = None
+    ownerReferences: list[OwnerReference] | None = None
+    deletionTimestamp: str | None = None
+
+
+class ResourceRequirements(msgspec.Struct, frozen=True):
+    requests: ResourceList | None = None
+    limits: ResourceList | None = None
+
+
+class Container(msgspec.Struct, frozen=True):
+    name: str = ""
+    resources: ResourceRequirements | None = None
+
+
+class PodSpec(msgspec.Struct, frozen=True):
+    containers: list[Container] = []
+    initContainers: list[Container] | None = None
+    overhead: ResourceList | None = None
+    nodeName: str | None = None
+    schedulerName: str | None = None
+    priority: int | None = None
+    terminationGracePeriodSeconds: int | None = None
+
+
+class PodStatus(msgspec.Struct, frozen=True):
+    phase: str | None = None
+
+
+class Pod(msgspec.Struct, frozen=True):
+    metadata: ObjectMeta = ObjectMeta()
+    spec: PodSpec = PodSpec()
+    status: PodStatus | None = None
+
+
+class NodeCondition(msgspec.Struct, frozen=True):
+    type: str = ""
+    status: str = ""
+
+
+class NodeSpec(msgspec.Struct, frozen=True):
+    unschedulable: bool | None = None
+
+
+class NodeStatus(msgspec.Struct, frozen=True):
+    capacity: ResourceList | None = None
+    allocatable: ResourceList | None = None
+    conditions: list[NodeCondition] | None = None
+
+
+class Node(msgspec.Struct, frozen=True):
+    metadata: ObjectMeta = ObjectMeta()
+    spec: NodeSpec | None = None
+    status: NodeStatus | None = None
+
+
+class RawNodeList(msgspec.Struct, frozen=True):
+    """A v1.NodeList whose items stay raw JSON: decoded narrowly one by one, echoed verbatim."""
+
+    items: list[msgspec.Raw] | None = None
+
+
+class NodeList(msgspec.Struct, frozen=True):
+    """The NodeList the filter result carries back, built from the request's raw items."""
+
+    apiVersion: str = "v1"
+    kind: str = "NodeList"
+    metadata: dict[str, Any] = {}
+    items: list[msgspec.Raw] = []
+
+
+# --- extender verbs (k8s.io/kube-scheduler/extender/v1/types.go) ---
+
+
+class ExtenderArgs(msgspec.Struct, frozen=True):
+    Pod: Pod
+    Nodes: RawNodeList | None = None
+    NodeNames: list[str] | None = None
+
+
+class ExtenderFilterResult(msgspec.Struct, frozen=True):
+    Nodes: NodeList | None = None
+    NodeNames: list[str] | None = None
+    FailedNodes: dict[str, str] = {}
+    FailedAndUnresolvableNodes: dict[str, str] = {}
+    Error: str = ""
+
+
+class HostPriority(msgspec.Struct, frozen=True, array_like=False):
+    Host: str
+    Score: int
+
+
+class MetaPod(msgspec.Struct, frozen=True):
+    UID: str
+
+
+class MetaVictims(msgspec.Struct, frozen=True):
+    Pods: list[MetaPod] = []
+    NumPDBViolations: int = 0
+
+
+class Victims(msgspec.Struct, frozen=True):
+    Pods: list[Pod] = []
+    NumPDBViolations: int = 0
+
+
+class ExtenderPreemptionArgs(msgspec.Struct, frozen=True):
+    Pod: Pod
+    NodeNameToVictims: dict[str, Victims] | None = None
+    NodeNameToMetaVictims: dict[str, MetaVictims] | None = None
+
+
+class ExtenderPreemptionResult(msgspec.Struct, frozen=True):
+    NodeNameToMetaVictims: dict[str, MetaVictims] | None = None
+
+
+class ExtenderBindingArgs(msgspec.Struct, frozen=True):
+    PodName: str
+    PodNamespace: str
+    PodUID: str
+    Node: str
+
+
+class ExtenderBindingResult(msgspec.Struct, frozen=True):
+    Error: str = ""
+
+
+class ErrorBody(msgspec.Struct, frozen=True):
+    """The body of every HTTP 4xx cellfit answers; ``Error`` as in the extender result types."""
+
+    Error: str
+
+
+# --- Kubernetes API list responses (watch cache) ---
+
+
+class ListMeta(msgspec.Struct, frozen=True):
+    resourceVersion: str = ""
+
+
+class PodList(msgspec.Struct, frozen=True):
+    metadata: ListMeta = ListMeta()
+    items: list[Pod] = []
+
+
+class DecodedNodeList(msgspec.Struct, frozen=True):
+    metadata: ListMeta = ListMeta()
+    items: list[Node] = []
+
+
+class Status(msgspec.Struct, frozen=True):
+    """metav1.Status, as sent in a watch ERROR event."""
+
+    code: int = 0
+    reason: str = ""
+    message: str = ""
+
+
+class WatchEvent(msgspec.Struct, frozen=True):
+    type: str
+    object: msgspec.Raw
+
+
+# Decoders are built once: msgspec compiles a decoder per type.
+EXTENDER_ARGS_DECODER = msgspec.json.Decoder(ExtenderArgs)
+PREEMPTION_ARGS_DECODER = msgspec.json.Decoder(ExtenderPreemptionArgs)
+BINDING_ARGS_DECODER = msgspec.json.Decoder(ExtenderBindingArgs)
+NODE_DECODER = msgspec.json.Decoder(Node)
+POD_DECODER = msgspec.json.Decoder(Pod)
+POD_LIST_DECODER = msgspec.json.Decoder(PodList)
+NODE_LIST_DECODER = msgspec.json.Decoder(DecodedNodeList)
+WATCH_EVENT_DECODER = msgspec.json.Decoder(WatchEvent)
+STATUS_DECODER = msgspec.json.Decoder(Status)
+ENCODER = msgspec.json.Encoder()

@@ -1,0 +1,205 @@
+"""AlloX's matching (§3.1 steps i–iii, Algorithm 1, with the delays of §3.2).
+
+Jobs that have all arrived by ``now`` are matched to (machine, position-from-the-end) slots at
+minimum total completion time, and the matching is read back as one queue per machine. With every
+machine idle at ``now`` this is Lemma 3.1's optimal schedule; with busy machines it is still
+optimal for the jobs given, because a busy machine only adds its wait ``ω(i) - now`` to each job
+it runs (that is what D adds).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+import numpy as np
+import numpy.typing as npt
+from scipy.optimize import linear_sum_assignment
+
+from scheduler.matching.costs import kind_times, slot_cost_matrix
+from scheduler.matching.errors import InfeasibleInstance, InvalidInstance
+from scheduler.matching.model import Assignment, Job, Machine
+from scheduler.matching.positions import all_positions, position_limits, slots_for
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """One matching instance in array form.
+
+    ``delay[i]`` is ``ω(i) - now`` (never negative: a machine is available at ``now`` at the
+    earliest); ``times`` is jobs × kinds.
+    """
+
+    jobs: tuple[Job, ...]
+    machines: tuple[Machine, ...]
+    kinds: tuple[str, ...]
+    times: FloatArray
+    machine_kind: IntArray
+    delay: FloatArray
+    now: float
+
+
+@dataclass(frozen=True, slots=True)
+class Queues:
+    """Algorithm 1's output, flat: ``job[bounds[i]:bounds[i+1]]`` are the job indices machine ``i``
+    runs, in order, with their estimated ``start`` and ``finish``; and the matching's objective,
+    the total completion time measured from arrival."""
+
+    job: IntArray
+    start: FloatArray
+    finish: FloatArray
+    bounds: IntArray
+    total_completion_time: float
+
+    def queue(self, machine: int) -> IntArray:
+        return self.job[self.bounds[machine] : self.bounds[machine + 1]]
+
+    def first_job(self, machine: int) -> int | None:
+        """The job Algorithm 2 starts when ``machine`` frees up: its largest position."""
+        begin, end = int(self.bounds[machine]), int(self.bounds[machine + 1])
+        return int(self.job[begin]) if end > begin else None
+
+
+def prepare(
+    *,
+    jobs: Sequence[Job],
+    machines: Sequence[Machine],
+    now: float,
+    busy_until: Mapping[str, float] | None = None,
+) -> Problem:
+    """Validate an instance and turn it into arrays.
+
+    Raises :class:`InvalidInstance` for a job that has not arrived by ``now``, a negative or
+    non-finite processing time, or an unknown machine in ``busy_until``; and
+    :class:`InfeasibleInstance` for a job no machine here can run.
+    """
+    kinds = tuple(sorted({machine.kind for machine in machines}))
+    kind_index = {kind: index for index, kind in enumerate(kinds)}
+    for index, job in enumerate(jobs):
+        if job.arrival > now:
+            raise InvalidInstance(
+                f"job {job.name!r} arrives at {job.arrival}, after now ({now}); only jobs that "
+                "have arrived can be matched",
+                field=f"jobs[{index}].arrival",
+            )
+        for kind, value in job.processing_time.items():
+            if not (math.isfinite(value) and value >= 0):
+                raise InvalidInstance(
+                    f"must be a finite number >= 0, got {value!r}",
+                    field=f"jobs[{index}].processing_time.{kind}",
+                )
+        if not any(kind in kind_index for kind in job.processing_time):
+            raise InfeasibleInstance(job.name)
+    busy = dict(busy_until or {})
+    names = {machine.name for machine in machines}
+    for name in busy:
+        if name not in names:
+            raise InvalidInstance(f"unknown machine {name!r}", field=f"busy_until.{name}")
+    machine_kind = np.fromiter(
+        (kind_index[machine.kind] for machine in machines), dtype=np.int64, count=len(machines)
+    )
+    delay = np.fromiter(
+        (max(busy.get(machine.name, now), now) - now for machine in machines),
+        dtype=np.float64,
+        count=len(machines),
+    )
+    return Problem(
+        jobs=tuple(jobs),
+        machines=tuple(machines),
+        kinds=kinds,
+        times=kind_times(jobs, kinds),
+        machine_kind=machine_kind,
+        delay=delay,
+        now=now,
+    )
+
+
+def solve(problem: Problem, *, bounded: bool = True) -> Queues:
+    """Match jobs to slots at minimum cost and convert the matching to queues (Algorithm 1).
+
+    ``bounded=False`` builds all ``n`` positions on every machine, as the paper does; it exists
+    to check the bound of :mod:`scheduler.matching.positions` and is far slower.
+    """
+    machine_count = len(problem.machines)
+    job_count = len(problem.jobs)
+    if job_count == 0:
+        return Queues(
+            job=np.zeros(0, dtype=np.int64),
+            start=np.zeros(0, dtype=np.float64),
+            finish=np.zeros(0, dtype=np.float64),
+            bounds=np.zeros(machine_count + 1, dtype=np.int64),
+            total_completion_time=0.0,
+        )
+    runnable = np.isfinite(problem.times).sum(axis=0).astype(np.int64)
+    if bounded:
+        limits = position_limits(
+            machine_kind=problem.machine_kind, available=problem.delay, runnable_per_kind=runnable
+        )
+    else:
+        limits = all_positions(machine_count=machine_count, job_count=job_count)
+    slots = slots_for(limits=limits, machine_kind=problem.machine_kind, kind_count=len(problem.kinds))
+    cost = slot_cost_matrix(times=problem.times, slots=slots, delay=problem.delay)
+    rows, columns = linear_sum_assignment(cost)
+    return _queues(problem, rows=rows, machine=slots.machine[columns], position=slots.position[columns])
+
+
+def _queues(problem: Problem, *, rows: IntArray, machine: IntArray, position: IntArray) -> Queues:
+    # Algorithm 1: on each machine the job with the largest position-from-the-end runs first.
+    # A gap in the positions (possible only where times tie at 0) just closes up.
+    order = np.lexsort((-position, machine))
+    jobs_sorted = rows[order]
+    machines_sorted = machine[order]
+    durations = problem.times[jobs_sorted, problem.machine_kind[machines_sorted]]
+    machine_count = len(problem.machines)
+    counts = np.bincount(machines_sorted, minlength=machine_count)
+    bounds = np.concatenate(([0], np.cumsum(counts)))
+    running_total = np.cumsum(durations)
+    before_machine = np.repeat(np.concatenate(([0.0], running_total))[bounds[:-1]], counts)
+    available = problem.now + problem.delay[machines_sorted]
+    finish = available + running_total - before_machine
+    start = finish - durations
+    arrival = np.fromiter((job.arrival for job in problem.jobs), dtype=np.float64, count=len(problem.jobs))
+    total = float(np.sum(finish) - np.sum(arrival[jobs_sorted]))
+    return Queues(
+        job=jobs_sorted,
+        start=start,
+        finish=finish,
+        bounds=bounds.astype(np.int64),
+        total_completion_time=total,
+    )
+
+
+def assignments(problem: Problem, queues: Queues) -> list[Assignment]:
+    """Every job's machine, start and (estimated) finish, ordered by start then machine."""
+    machine_of = np.repeat(np.arange(len(problem.machines)), np.diff(queues.bounds))
+    result = [
+        Assignment(
+            job=problem.jobs[job],
+            machine=problem.machines[machine],
+            start=start,
+            finish=finish,
+        )
+        for job, machine, start, finish in zip(
+            queues.job.tolist(), machine_of.tolist(), queues.start.tolist(), queues.finish.tolist()
+        )
+    ]
+    result.sort(key=lambda a: (a.start, a.machine.name, a.job.name))
+    return result
+
+
+def schedule(
+    *,
+    jobs: Sequence[Job],
+    machines: Sequence[Machine],
+    now: float = 0.0,
+    busy_until: Mapping[str, float] | None = None,
+    bounded: bool = True,
+) -> list[Assignment]:
+    """The optimal non-preemptive schedule of ``jobs`` (all arrived by ``now``) on ``machines``
+    (Lemma 3.1, with §3.2's machine availability)."""
+    problem = prepare(jobs=jobs, machines=machines, now=now, busy_until=busy_until)
+    return assignments(problem, solve(problem, bounded=bounded))
