@@ -22,3 +22,8 @@ class InfeasibleInstance(CellfitError):
 class StalledSchedule(CellfitError):
     """A policy left jobs waiting with every machine idle and nothing left to happen, so a
     planned schedule could never finish."""
+
+
+class PolicyViolation(CellfitError):
+    """A policy returned a decision that cannot be carried out (a busy machine, a job that is
+    not waiting, a start other than now): a bug in the policy, never in the input."""

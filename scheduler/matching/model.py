@@ -50,7 +50,7 @@ class Job:
     user: str
     arrival: float
     processing_time: Mapping[str, float]
-    demand: Mapping[str, Demand] = field(default=_NO_DEMAND)
+    demand: Mapping[str, Demand] = field(default_factory=lambda: _NO_DEMAND)
 
     def time_on(self, kind: str) -> float:
         """Processing time on ``kind``; infinite where the job has no configuration for it."""

@@ -1,0 +1,145 @@
+"""AlloX's online scheduler (Algorithm 2, §3.2–3.3, with §4.4's temporary raise of α).
+
+When machines free up, the jobs of the ``ceil(α·n)`` users with the lowest progress are matched
+(with each machine's availability ω in the delay matrix) and every free machine starts the job
+the matching puts first on it. A free machine the matching leaves empty stays idle: the jobs are
+better off waiting for a faster machine, unless fairness is what hid the jobs that would use it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+from scheduler.matching.fairness import (
+    MachineShare,
+    ShareModel,
+    considered_count,
+    job_value,
+    rank_users,
+    user_progress,
+)
+from scheduler.matching.model import Assignment, Job, Machine
+from scheduler.matching.solve import prepare, solve
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AlloxScheduler:
+    """Algorithm 2 as a pure policy.
+
+    ``alpha`` is the fairness knob in [0, 1] (1: every user, pure performance). ``shares``
+    measures progress; by default one machine of a kind is ``1/count`` of that kind.
+    ``raise_alpha_when_idle`` enables §4.4's fix for low utilisation at small α: a free machine
+    that would stay idle brings in the next users (by progress) with a waiting job it can run.
+    """
+
+    alpha: float = 1.0
+    shares: ShareModel | None = None
+    raise_alpha_when_idle: bool = True
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.alpha <= 1.0:
+            raise ValueError(f"alpha must be in [0, 1], got {self.alpha}")
+
+    def on_machine_free(
+        self,
+        *,
+        now: float,
+        free_machines: Sequence[Machine],
+        pending_jobs: Sequence[Job],
+        busy_until: Mapping[Machine, float],
+        running: Sequence[Assignment] = (),
+    ) -> list[Assignment]:
+        free_names = {machine.name for machine in free_machines}
+        machines = [*free_machines, *(m for m in busy_until if m.name not in free_names)]
+        available = {machine.name: now for machine in free_machines}
+        for machine, until in busy_until.items():
+            if machine.name not in free_names:
+                available[machine.name] = max(until, now)
+        kinds = {machine.kind for machine in machines}
+        # Keyed by name (unique among pending jobs) and insertion-ordered, so candidates keep
+        # the caller's order and removal is O(1).
+        waiting = {
+            job.name: job
+            for job in pending_jobs
+            if job.arrival <= now and any(kind in kinds for kind in job.processing_time)
+        }
+        shares = self.shares if self.shares is not None else MachineShare.of(machines)
+        progress = user_progress(running, shares)
+        users = {job.user for job in waiting.values()} | {assignment.job.user for assignment in running}
+        base = considered_count(alpha=self.alpha, users=len(users))
+        ranking = rank_users(users, progress)
+        # Plans by the user set they were solved for. Starting a job keeps the plan it came from
+        # valid (see _start) and invalidates every other one.
+        plans: dict[frozenset[str], dict[str, list[Job]]] = {}
+
+        started: list[Assignment] = []
+        for machine in free_machines:
+            if not waiting:
+                break
+            count = base
+            chosen: tuple[frozenset[str], Job] | None = None
+            while count:
+                considered = frozenset(ranking[:count])
+                plan = plans.get(considered)
+                if plan is None:
+                    plan = self._solve(considered, waiting, machines=machines, available=available, now=now)
+                    plans[considered] = plan
+                queue = plan.get(machine.name)
+                if queue:
+                    chosen = (considered, queue[0])
+                    break
+                count = self._raised_count(ranking, count, waiting, machine) if self.raise_alpha_when_idle else 0
+            if chosen is None:
+                continue
+            considered, job = chosen
+            assignment = Assignment(job=job, machine=machine, start=now, finish=now + job.processing_time[machine.kind])
+            started.append(assignment)
+            del waiting[job.name]
+            available[machine.name] = assignment.finish
+            progress[job.user] = progress.get(job.user, 0.0) + job_value(job, machine.kind, shares)
+            ranking = rank_users(users, progress)
+            # The rest of an optimal matching stays optimal once the first job of one machine
+            # has started and that machine's ω has moved to the job's finish: every matching
+            # that keeps the job there pays the same extra for it, and any better matching of
+            # the rest would, with the job put back in front, beat the original. So the plan
+            # the job came from needs no re-solve; plans for other user sets may have placed the
+            # job elsewhere and are dropped.
+            kept = plans[considered]
+            kept[machine.name].pop(0)
+            plans = {considered: kept}
+        return started
+
+    @staticmethod
+    def _solve(
+        considered: frozenset[str],
+        waiting: Mapping[str, Job],
+        *,
+        machines: list[Machine],
+        available: Mapping[str, float],
+        now: float,
+    ) -> dict[str, list[Job]]:
+        """Lines 3–7 of Algorithm 2: match the considered users' jobs; each machine's queue."""
+        candidates = [job for job in waiting.values() if job.user in considered]
+        if not candidates:
+            return {}
+        problem = prepare(jobs=candidates, machines=machines, now=now, busy_until=available)
+        queues = solve(problem)
+        by_machine: dict[str, list[Job]] = {}
+        for index, machine in enumerate(problem.machines):
+            queue = queues.queue(index)
+            if queue.shape[0]:
+                by_machine[machine.name] = [problem.jobs[job] for job in queue.tolist()]
+        return by_machine
+
+    @staticmethod
+    def _raised_count(ranking: list[str], count: int, waiting: Mapping[str, Job], machine: Machine) -> int:
+        """§4.4: how many users to consider so that the next user (by progress) with a waiting
+        job ``machine`` can run is included; 0 when there is none."""
+        if count >= len(ranking):
+            return 0
+        needing = {job.user for job in waiting.values() if job.can_run_on(machine.kind)}
+        for index in range(count, len(ranking)):
+            if ranking[index] in needing:
+                return index + 1
+        return 0

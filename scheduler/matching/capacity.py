@@ -1,0 +1,76 @@
+"""From nodes to AlloX machines, and the cluster capacity fairness divides by.
+
+A machine is one unit a job holds alone (§3.1, §4.1): a whole GPU, or a CPU slot the size of
+the CPU configuration (the paper gives a CPU job a whole physical CPU). Every GPU job also needs
+a little CPU to feed the device, so ``reserved_cpu_per_gpu`` cores (one by default, §4.4
+"Minimum CPU per job") are set aside beside each GPU before the node's CPU is cut into slots.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+from scheduler.matching.errors import InvalidInstance
+from scheduler.matching.fairness import Capacity
+from scheduler.matching.model import KIND_CPU, KIND_GPU, Demand, Machine
+
+DEFAULT_RESERVED_CPU_PER_GPU = 1.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NodeResources:
+    """What a node offers: CPU cores, whole GPUs, memory (any unit, used consistently)."""
+
+    name: str
+    cpu: float
+    gpu: int
+    memory: float
+
+
+def cpu_slots(
+    node: NodeResources, *, cpu_slot: Demand, reserved_cpu_per_gpu: float = DEFAULT_RESERVED_CPU_PER_GPU
+) -> int:
+    """How many CPU configurations fit on ``node`` beside its GPUs' reserved cores."""
+    if cpu_slot.cpu <= 0:
+        raise InvalidInstance("a CPU slot needs a positive number of cores", field="cpu_slot.cpu")
+    cores = node.cpu - node.gpu * reserved_cpu_per_gpu
+    slots = math.floor(cores / cpu_slot.cpu) if cores > 0 else 0
+    if cpu_slot.memory > 0:
+        slots = min(slots, math.floor(node.memory / cpu_slot.memory))
+    return max(slots, 0)
+
+
+def machines_for(
+    nodes: Sequence[NodeResources],
+    *,
+    cpu_slot: Demand,
+    reserved_cpu_per_gpu: float = DEFAULT_RESERVED_CPU_PER_GPU,
+) -> list[Machine]:
+    """Every GPU and every CPU slot of ``nodes`` as a machine named ``<node>/gpu-<i>`` or
+    ``<node>/cpu-<i>``, in node order."""
+    machines: list[Machine] = []
+    for node in nodes:
+        machines.extend(Machine(name=f"{node.name}/gpu-{index}", kind=KIND_GPU) for index in range(node.gpu))
+        slots = cpu_slots(node, cpu_slot=cpu_slot, reserved_cpu_per_gpu=reserved_cpu_per_gpu)
+        machines.extend(Machine(name=f"{node.name}/cpu-{index}", kind=KIND_CPU) for index in range(slots))
+    return machines
+
+
+def cluster_capacity(nodes: Iterable[NodeResources]) -> Capacity:
+    """C, G and M of §3.3.2: the totals over all nodes."""
+    cpu = gpu = memory = 0.0
+    for node in nodes:
+        cpu += node.cpu
+        gpu += node.gpu
+        memory += node.memory
+    return Capacity(cpu=cpu, gpu=gpu, memory=memory)
+
+
+def default_demands(
+    *, cpu_slot: Demand, reserved_cpu_per_gpu: float = DEFAULT_RESERVED_CPU_PER_GPU
+) -> dict[str, Demand]:
+    """What a configuration holds when a job does not say: a GPU job one GPU and its reserved
+    cores; a CPU job one slot."""
+    return {KIND_GPU: Demand(gpu=1.0, cpu=reserved_cpu_per_gpu), KIND_CPU: cpu_slot}
