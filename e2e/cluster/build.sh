@@ -3,6 +3,7 @@
 #
 #   e2e/cluster/build.sh            # idempotent: skips whatever is already cached
 #   e2e/cluster/build.sh --print-bin   # only print the cache bin directory
+#   e2e/cluster/build.sh --check       # exit 0 when everything is already cached
 #
 # Output: $CELLFIT_E2E_CACHE/<versions-key>/bin/
 #   kube-apiserver kube-controller-manager kube-scheduler kubectl   (k8s-wrapper/, Go build)
@@ -26,7 +27,17 @@ PREFIX="$CACHE_ROOT/$KEY"
 BIN="$PREFIX/bin"
 SHARE="$PREFIX/share"
 
-if [ "${1:-}" = "--print-bin" ]; then echo "$BIN"; exit 0; fi
+case "${1:-}" in
+  --print-bin) echo "$BIN"; exit 0 ;;
+  --check) # exit 0 when everything is cached (nothing to build), 1 otherwise
+    for b in kube-apiserver kube-controller-manager kube-scheduler kubectl kwok kwokctl etcd etcdctl helm; do
+      [ -x "$BIN/$b" ] || exit 1
+    done
+    [ -f "$PREFIX/VERSIONS" ] || exit 1
+    exit 0 ;;
+  "") ;;
+  *) echo "usage: $0 [--print-bin|--check]" >&2; exit 2 ;;
+esac
 
 log() { printf '[build %s] %s\n' "$(date +%H:%M:%S)" "$*"; }
 die() { printf '[build] ERROR: %s\n' "$*" >&2; exit 1; }
