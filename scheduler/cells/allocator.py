@@ -1,0 +1,742 @@
+"""HiveD's cell allocator: VCs bound lazily onto physical cells, guaranteed and opportunistic
+bookings of GPUs, gangs, bad nodes, VC reconfiguration and recovery.
+
+Vocabulary:
+
+* A VC owns ``quota[cell type]`` cells. A *VC cell* (a root) is a physical cell bound to the VC by
+  the buddy allocator (``BOUND``) or pinned to it in the configuration (``PINNED``). Roots are
+  bound when a pod first needs one and released when their last guaranteed pod leaves.
+* A *booking* is one pod's GPUs (or one slot of a gang, before its pod exists). Guaranteed
+  bookings hold GPUs inside their VC's roots; opportunistic bookings hold idle GPUs anywhere.
+  A guaranteed booking may overlap opportunistic ones: those pods are its *victims* until they
+  are gone.
+* A request for ``n`` GPUs at level ``T`` needs ``n`` GPUs inside one level-``T`` cell. Inside a
+  VC the placement ignores opportunistic pods altogether, so that a VC decides exactly as its
+  private cluster would (sharing safety); opportunistic pods only break ties.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from typing import AbstractSet, Callable, Iterable, Mapping, Sequence
+
+from scheduler.cells.buckets import Buckets
+from scheduler.cells.buddy import BuddyAllocator, derived_capacity
+from scheduler.cells.config import VirtualClusterSpec
+from scheduler.cells.request import CellRequest, GangSpec, Priority
+from scheduler.cells.search import View, best_spot, contains, pick_gpus
+from scheduler.cells.topology import Cell, CellState, Chain, Topology
+
+MAX_ANOMALIES = 200
+
+
+class Unplaceable(Exception):
+    """A request cannot be placed now. ``resolvable`` is true when preemption could help;
+    the message is the one-line reason users see."""
+
+    def __init__(self, reason: str, *, resolvable: bool = False) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.resolvable = resolvable
+
+
+@dataclass(eq=False)
+class Group:
+    """A gang: ``size`` slots booked all at once; pods take free slots as they arrive."""
+
+    key: str
+    name: str
+    vc: str
+    priority: Priority
+    size: int
+    gpus: int
+    cell_type: str  # the level every slot was placed at
+    slots: list[Booking] = field(default_factory=list)
+
+    def members(self) -> list[str]:
+        return [s.pod_uid for s in self.slots if s.pod_uid is not None]
+
+
+@dataclass(eq=False)
+class Booking:
+    id: int
+    vc: str
+    priority: Priority
+    # "g": the GPUs carry this booking as their guaranteed owner; "o": as their opportunistic
+    # owner (opportunistic pods, and guaranteed pods recovered outside any legal VC cell).
+    holds: str
+    chain: Chain
+    level: int
+    root: Cell | None
+    gpus: tuple[Cell, ...]
+    pod_uid: str | None = None
+    pod_key: str | None = None
+    group: Group | None = None
+
+    @property
+    def node(self) -> str | None:
+        return self.gpus[0].node if self.gpus else None
+
+    @property
+    def cell_type(self) -> str:
+        return self.chain.type_at(self.level)
+
+    @property
+    def gpu_indices(self) -> list[int]:
+        return sorted(g.gpu_index for g in self.gpus)
+
+
+@dataclass(frozen=True, slots=True)
+class Spot:
+    """A planned placement: GPUs, and for a guaranteed one the VC cell holding them."""
+
+    chain: Chain
+    level: int
+    gpus: tuple[Cell, ...]
+    root: Cell | None = None
+    new_root: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """One way to serve a request: in ``chain``, GPUs inside one level-``level`` cell."""
+
+    chain: Chain
+    level: int
+
+
+class VcState:
+    def __init__(self, name: str, topology: Topology) -> None:
+        self.name = name
+        self.defined = True
+        self.quota: dict[str, int] = {}
+        self.pinned: list[Cell] = []
+        self.bound: dict[str, dict[Cell, None]] = {}  # cell type -> bound roots (not pinned)
+        # Roots new pods may use, keyed by their guaranteed-view free GPUs (best fit). A root
+        # that is over quota after a shrink is *draining*: left out of here until it empties.
+        self.usable: dict[str, Buckets[Cell]] = {}
+        self.draining: set[Cell] = set()
+        self._topology = topology
+
+    def owned_types(self) -> set[str]:
+        return {t for t, n in self.quota.items() if n > 0} | {c.cell_type for c in self.pinned}
+
+    def unbound(self, cell_type: str) -> int:
+        return self.quota.get(cell_type, 0) - len(self.bound.get(cell_type, ()))
+
+
+class CellAllocator:
+    """All mutable HiveD state. Deterministic: every choice is ordered by configuration order
+    and insertion order, never by hashing or time."""
+
+    def __init__(self, topology: Topology, virtual_clusters: Mapping[str, VirtualClusterSpec]) -> None:
+        self.topology = topology
+        self.buddies: dict[Chain, BuddyAllocator] = {}
+        for chain in topology.used_chains:
+            self.buddies[chain] = BuddyAllocator(chain, [c for c in topology.top_cells if c.chain is chain])
+        # Node cells keyed by idle GPUs, split by whether a VC cell overlaps them: opportunistic
+        # pods go to nodes no VC holds first, so that owners rarely have to preempt them.
+        self.nodes_free: dict[Chain, Buckets[Cell]] = {c: Buckets() for c in topology.used_chains}
+        self.nodes_owned: dict[Chain, Buckets[Cell]] = {c: Buckets() for c in topology.used_chains}
+        for node in topology.nodes.values():
+            self.nodes_free[node.chain].add(node, node.hfree)
+        self.vcs: dict[str, VcState] = {}
+        self.bookings: dict[int, Booking] = {}
+        self.by_pod: dict[str, Booking] = {}
+        self.groups: dict[str, Group] = {}
+        self.anomalies: deque[str] = deque(maxlen=MAX_ANOMALIES)
+        self._next_id = 1
+        self.configure(virtual_clusters)
+
+    # ================================================================== configuration
+
+    def configure(self, virtual_clusters: Mapping[str, VirtualClusterSpec]) -> None:
+        """Apply (new) VC quotas. Running pods are never touched: a VC that shrinks below what it
+        holds keeps its busy cells until their pods finish (they are *draining* meanwhile), and a
+        removed VC lingers, quota-less, until its last pod is gone. Validation and feasibility are
+        the caller's job."""
+        for name, spec in virtual_clusters.items():
+            vc = self.vcs.get(name)
+            if vc is None:
+                vc = self.vcs[name] = VcState(name, self.topology)
+            vc.defined = True
+            vc.quota = {c.cell_type: c.count for c in spec.cells}
+            wanted = [self.topology.pinned[p] for p in spec.pinned_cells]
+            for cell in list(vc.pinned):
+                if cell not in wanted:
+                    self._unpin(vc, cell)
+            for cell in wanted:
+                if cell not in vc.pinned:
+                    self._pin(vc, cell)
+        for name, vc in list(self.vcs.items()):
+            if name not in virtual_clusters:
+                vc.defined = False
+                vc.quota = {}
+                for cell in list(vc.pinned):
+                    self._unpin(vc, cell)
+        for vc in self.vcs.values():
+            for cell_type in list(vc.bound):
+                self._refresh_draining(vc, cell_type)
+            self._forget_if_idle(vc)
+
+    def _pin(self, vc: VcState, cell: Cell) -> None:
+        if cell.vc is not None and cell.vc != vc.name:
+            owner = self.vcs[cell.vc]
+            if cell.g_used:
+                raise ValueError(f"pinned cell {cell.pinned_id!r} still runs pods of virtual cluster {owner.name!r}")
+            owner.pinned.remove(cell)
+            owner.usable[cell.cell_type].remove(cell, cell.gfree)
+            self._set_owned(cell, -1)
+        vc.pinned.append(cell)
+        cell.vc = vc.name
+        cell.state = CellState.PINNED
+        vc.usable.setdefault(cell.cell_type, Buckets()).add(cell, cell.gfree)
+        self._set_owned(cell, +1)
+
+    def _unpin(self, vc: VcState, cell: Cell) -> None:
+        if cell.g_used:
+            raise ValueError(f"pinned cell {cell.pinned_id!r} still runs pods of virtual cluster {vc.name!r}")
+        vc.pinned.remove(cell)
+        vc.usable[cell.cell_type].remove(cell, cell.gfree)
+        self._set_owned(cell, -1)
+        # An unpinned cell stays out of the buddy pool: the pool's feasibility was proven with it
+        # pinned. It becomes a quota-less cell that only opportunistic pods use until restart.
+        cell.vc = None
+
+    def _forget_if_idle(self, vc: VcState) -> None:
+        if not vc.defined and not any(vc.bound.values()) and not vc.pinned:
+            del self.vcs[vc.name]
+
+    def _refresh_draining(self, vc: VcState, cell_type: str) -> None:
+        """Keep the fullest ``quota`` roots usable and let the rest drain."""
+        roots = list(vc.bound.get(cell_type, {}))
+        keep = max(vc.quota.get(cell_type, 0), 0)
+        ranked = sorted(roots, key=lambda c: (-c.g_used, c.id))
+        usable = vc.usable.setdefault(cell_type, Buckets())
+        for i, root in enumerate(ranked):
+            should_drain = i >= keep
+            if should_drain and root not in vc.draining:
+                usable.remove(root, root.gfree)
+                vc.draining.add(root)
+            elif not should_drain and root in vc.draining:
+                vc.draining.discard(root)
+                usable.add(root, root.gfree)
+
+    # ================================================================== counters and indexes
+
+    def _change_leaves(self, leaves: Iterable[Cell], mutate: Callable[[Cell], None]) -> None:
+        """Apply ``mutate`` to GPUs and propagate the counter deltas to every ancestor once,
+        moving cells between the indexes whose keys changed."""
+        deltas: dict[Cell, list[int]] = {}
+        for leaf in leaves:
+            b0, g0, o0 = leaf.is_bad, leaf.g_owner is not None, leaf.o_owner is not None
+            mutate(leaf)
+            b1, g1, o1 = leaf.is_bad, leaf.g_owner is not None, leaf.o_owner is not None
+            if (b0, g0, o0) == (b1, g1, o1):
+                continue
+            d = (
+                b1 - b0,
+                g1 - g0,
+                o1 - o0,
+                (not (b1 or g1 or o1)) - (not (b0 or g0 or o0)),
+                (not (b1 or g1)) - (not (b0 or g0)),
+            )
+            cell: Cell | None = leaf
+            while cell is not None:
+                acc = deltas.get(cell)
+                if acc is None:
+                    deltas[cell] = list(d)
+                else:
+                    for i in range(5):
+                        acc[i] += d[i]
+                cell = cell.parent
+        for cell, (d_bad, d_g, d_o, d_h, d_gf) in deltas.items():
+            old_h, old_gf = cell.hfree, cell.gfree
+            cell.bad += d_bad
+            cell.g_used += d_g
+            cell.opp += d_o
+            cell.hfree += d_h
+            cell.gfree += d_gf
+            if d_h and cell.node_cell is cell:
+                index = self.nodes_owned if cell.vc_overlaps else self.nodes_free
+                index[cell.chain].move(cell, old_h, cell.hfree)
+            if d_gf and cell.vc is not None and (cell.state is CellState.BOUND or cell.state is CellState.PINNED):
+                vc = self.vcs.get(cell.vc)
+                if vc is not None and cell not in vc.draining:
+                    vc.usable[cell.cell_type].move(cell, old_gf, cell.gfree)
+            if (d_bad or d_o) and cell.state is CellState.FREE:
+                self.buddies[cell.chain].reclassify(cell)
+
+    def _set_owned(self, root: Cell, delta: int) -> None:
+        nodes = root.node_cells if root.level >= root.chain.node_level else (root.node_cell,)
+        for node in nodes:
+            assert node is not None
+            before = node.vc_overlaps > 0
+            node.vc_overlaps += delta
+            after = node.vc_overlaps > 0
+            if before != after:
+                (self.nodes_owned if before else self.nodes_free)[node.chain].remove(node, node.hfree)
+                (self.nodes_owned if after else self.nodes_free)[node.chain].add(node, node.hfree)
+
+    def set_node_bad(self, node_name: str, bad: bool) -> bool:
+        """Mark a node's GPUs bad or healthy; returns whether anything changed. Bookings on the
+        node are kept: a bad cell only stops *new* placements."""
+        node = self.topology.nodes.get(node_name)
+        if node is None or all(leaf.is_bad == bad for leaf in node.leaves):
+            return False
+
+        def mutate(leaf: Cell) -> None:
+            leaf.is_bad = bad
+
+        self._change_leaves(node.leaves, mutate)
+        return True
+
+    # ================================================================== VC roots
+
+    def _bind(self, vc: VcState, root: Cell) -> None:
+        self.buddies[root.chain].take(root)
+        root.vc = vc.name
+        vc.bound.setdefault(root.cell_type, {})[root] = None
+        vc.usable.setdefault(root.cell_type, Buckets()).add(root, root.gfree)
+        self._set_owned(root, +1)
+        self._refresh_draining(vc, root.cell_type)
+
+    def _unbind(self, root: Cell) -> None:
+        assert root.vc is not None
+        vc = self.vcs[root.vc]
+        del vc.bound[root.cell_type][root]
+        if root in vc.draining:
+            vc.draining.discard(root)
+        else:
+            vc.usable[root.cell_type].remove(root, root.gfree)
+        self._set_owned(root, -1)
+        root.vc = None
+        self.buddies[root.chain].give(root)
+        self._refresh_draining(vc, root.cell_type)
+        self._forget_if_idle(vc)
+
+    def root_of(self, cell: Cell) -> Cell | None:
+        current: Cell | None = cell
+        while current is not None:
+            if current.state is CellState.BOUND or current.state is CellState.PINNED:
+                return current
+            current = current.parent
+        return None
+
+    def demand(self, chain: Chain) -> list[int]:
+        """r_k - a_k per level of ``chain`` (index 0 is level 1): cells VCs may still bind."""
+        wanted = [0] * chain.top
+        for vc in self.vcs.values():
+            for cell_type, count in vc.quota.items():
+                if self.topology.chain_of_type[cell_type] is chain:
+                    level = chain.level_of(cell_type)
+                    wanted[level - 1] += max(count - len(vc.bound.get(cell_type, ())), 0)
+        return wanted
+
+    def invariant(self, chain: Chain) -> list[tuple[int, int, int]]:
+        """(r_k - a_k, f_k, F_k) per level, for Theorem 1's ``r_k - a_k <= f_k + F_k``."""
+        free = self.buddies[chain].free_counts()
+        wanted = self.demand(chain)
+        capacity = derived_capacity(free, wanted, chain)
+        return [(wanted[k], free[k], capacity[k]) for k in range(chain.top)]
+
+    # ================================================================== resolving requests
+
+    def vc_state(self, request: CellRequest, default_vc: str | None) -> VcState | None:
+        name = request.vc or default_vc
+        if name is None:
+            raise Unplaceable("the pod has no cellfit.io/virtual-cluster label")
+        vc = self.vcs.get(name)
+        if vc is None or not vc.defined:
+            known = ", ".join(sorted(n for n, v in self.vcs.items() if v.defined)) or "none"
+            raise Unplaceable(f"unknown virtual cluster {name!r} (known: {known})")
+        return vc
+
+    def targets(self, request: CellRequest, vc: VcState | None) -> list[Target]:
+        """The (chain, level) pairs that can serve the request, in search order; raises
+        :class:`Unplaceable` with the reason when there are none."""
+        n = request.gpus
+        guaranteed = request.priority is Priority.GUARANTEED
+        owned = vc.owned_types() if (vc is not None and guaranteed) else None
+        if request.cell_type is not None:
+            chain = self.topology.chain_of_type.get(request.cell_type)
+            if chain is None or chain not in self.buddies:
+                raise Unplaceable(f"unknown cell type {request.cell_type!r} in annotation cellfit.io/cell-type")
+            level = chain.level_of(request.cell_type)
+            if level > chain.node_level:
+                raise Unplaceable(
+                    f"cell type {request.cell_type!r} is above the node level; a pod's GPUs are on one node "
+                    f"(use {chain.type_at(chain.node_level)!r} or lower)"
+                )
+            if n > chain.gpus[level - 1]:
+                raise Unplaceable(f"the pod requests {n} GPUs but a {request.cell_type!r} cell holds {chain.gpus[level - 1]}")
+            if owned is not None and not any(chain.level_of(t) >= level for t in owned if self.topology.chain_of_type[t] is chain):
+                assert vc is not None
+                raise Unplaceable(f"virtual cluster {vc.name!r} owns no cell of type {request.cell_type!r} or larger")
+            return [Target(chain, level)]
+        largest = max(self.buddies, key=lambda c: (c.gpus[c.node_level - 1], -c.order))
+        if n > largest.gpus[largest.node_level - 1]:
+            raise Unplaceable(
+                f"the pod requests {n} GPUs, more than any node-level cell holds "
+                f"(largest: {largest.type_at(largest.node_level)!r} with {largest.gpus[largest.node_level - 1]})"
+            )
+        found: list[Target] = []
+        for chain in self.topology.used_chains:
+            level = chain.smallest_level_for(n)
+            if level is None:
+                continue
+            if owned is not None and not any(
+                self.topology.chain_of_type[t] is chain and chain.level_of(t) >= level for t in owned
+            ):
+                continue
+            found.append(Target(chain, level))
+        if not found:
+            assert vc is not None
+            sizes = sorted(
+                {(self.topology.chain_of_type[t].gpus[self.topology.chain_of_type[t].level_of(t) - 1], t) for t in owned or ()}
+            )
+            largest_owned = f"largest: {sizes[-1][1]!r} with {sizes[-1][0]} GPUs" if sizes else "it owns no cells"
+            raise Unplaceable(f"the pod requests {n} GPUs, more than any cell virtual cluster {vc.name!r} owns ({largest_owned})")
+        return found
+
+    def gang_capacity(self, vc: VcState, target: Target, gpus: int) -> int:
+        """How many pods of ``gpus`` GPUs at ``target`` the VC's whole guarantee could hold."""
+        chain, level = target.chain, target.level
+        per_cell = chain.gpus[level - 1] // gpus
+        pods = 0
+        counts: dict[str, int] = dict(vc.quota)
+        for cell in vc.pinned:
+            counts[cell.cell_type] = counts.get(cell.cell_type, 0) + 1
+        for cell_type, count in counts.items():
+            if self.topology.chain_of_type[cell_type] is not chain:
+                continue
+            k = chain.level_of(cell_type)
+            if k >= level:
+                pods += count * (chain.gpus[k - 1] // chain.gpus[level - 1]) * per_cell
+        return pods
+
+    # ================================================================== planning (no mutation)
+
+    def plan(
+        self,
+        request: CellRequest,
+        vc: VcState | None,
+        targets: Sequence[Target],
+        *,
+        allowed: AbstractSet[str] | None,
+        view: View | None = None,
+    ) -> Spot:
+        """The placement a single pod of ``request`` would get; raises :class:`Unplaceable`."""
+        if request.priority is Priority.GUARANTEED:
+            assert vc is not None
+            return self._plan_guaranteed(vc, targets, request.gpus, allowed, view or View.GUARANTEED)
+        return self._plan_opportunistic(targets, request.gpus, allowed)
+
+    def _plan_guaranteed(
+        self, vc: VcState, targets: Sequence[Target], n: int, allowed: AbstractSet[str] | None, view: View
+    ) -> Spot:
+        # 1. inside the VC's cells already bound (packing: fullest level-k root first)
+        for target in targets:
+            chain = target.chain
+            for level in range(target.level, chain.top + 1):
+                index = vc.usable.get(chain.type_at(level))
+                if index is None:
+                    continue
+                key_min = n
+                for root in index.at_least(key_min):
+                    if view is View.IDLE and root.hfree < n:
+                        continue
+                    spot = best_spot(root, target.level, n, view, allowed)
+                    if spot is not None:
+                        return Spot(chain, target.level, tuple(pick_gpus(spot, n, view)), root, False)
+        # 2. a new VC cell, bound by the buddy allocator; legal only within the quota
+        quota_left: list[str] = []
+        for target in targets:
+            chain = target.chain
+            for level in range(target.level, chain.top + 1):
+                cell_type = chain.type_at(level)
+                if vc.unbound(cell_type) <= 0:
+                    continue
+                quota_left.append(cell_type)
+
+                def accept(cell: Cell, _t: Target = target) -> bool:
+                    return best_spot(cell, _t.level, n, view, allowed) is not None
+
+                root = self.buddies[chain].find(level, accept, lambda c=chain: self.demand(c))
+                if root is not None:
+                    spot = best_spot(root, target.level, n, view, allowed)
+                    assert spot is not None
+                    return Spot(chain, target.level, tuple(pick_gpus(spot, n, view)), root, True)
+        first = targets[0]
+        wanted = first.chain.type_at(first.level)
+        if not quota_left:
+            raise Unplaceable(
+                f"virtual cluster {vc.name!r} quota exhausted at level {wanted!r}: "
+                f"none of its cells of type {wanted!r} or larger has {n} free GPUs in one {wanted!r}, "
+                "and it has no unbound cell left"
+            )
+        offered = "" if allowed is None else " among the offered nodes"
+        raise Unplaceable(
+            f"no free cell of type {' or '.join(repr(t) for t in quota_left)}{offered} can take {n} GPUs "
+            f"in one {wanted!r} (bad nodes or nodes kube-scheduler filtered out)"
+        )
+
+    def _plan_opportunistic(self, targets: Sequence[Target], n: int, allowed: AbstractSet[str] | None) -> Spot:
+        for target in targets:
+            for index in (self.nodes_free[target.chain], self.nodes_owned[target.chain]):
+                for node in index.at_least(n):
+                    if allowed is not None and node.node not in allowed:
+                        continue
+                    spot = best_spot(node, target.level, n, View.IDLE, None)
+                    if spot is not None:
+                        return Spot(target.chain, target.level, tuple(pick_gpus(spot, n, View.IDLE)))
+        wanted = targets[0].chain.type_at(targets[0].level)
+        offered = "" if allowed is None else " on the offered nodes"
+        raise Unplaceable(f"no idle {n} GPUs in one {wanted!r} cell{offered} for an opportunistic pod")
+
+    # ================================================================== booking
+
+    def book(
+        self,
+        spot: Spot,
+        *,
+        vc: str,
+        priority: Priority,
+        pod_uid: str | None,
+        pod_key: str | None,
+        group: Group | None = None,
+        holds: str | None = None,
+    ) -> Booking:
+        holds = holds or ("g" if priority is Priority.GUARANTEED and spot.root is not None else "o")
+        if spot.new_root:
+            assert spot.root is not None
+            self._bind(self.vcs[vc], spot.root)
+        booking = Booking(
+            id=self._next_id,
+            vc=vc,
+            priority=priority,
+            holds=holds,
+            chain=spot.chain,
+            level=spot.level,
+            root=spot.root,
+            gpus=spot.gpus,
+            pod_uid=pod_uid,
+            pod_key=pod_key,
+            group=group,
+        )
+        self._next_id += 1
+        self.bookings[booking.id] = booking
+        if pod_uid is not None:
+            self.by_pod[pod_uid] = booking
+        if holds == "g":
+            overlapped = {leaf.o_owner for leaf in booking.gpus if leaf.o_owner is not None}
+
+            def own_g(leaf: Cell) -> None:
+                leaf.g_owner = booking.id
+
+            self._change_leaves(booking.gpus, own_g)
+            # An opportunistic gang slot nobody runs in yet has no pod to preempt: drop it.
+            for other_id in sorted(overlapped):
+                other = self.bookings.get(other_id)
+                if other is not None and other.pod_uid is None:
+                    self.release(other)
+        else:
+
+            def own_o(leaf: Cell) -> None:
+                leaf.o_owner = booking.id
+
+            self._change_leaves(booking.gpus, own_o)
+        return booking
+
+    def release(self, booking: Booking) -> None:
+        if self.bookings.pop(booking.id, None) is None:
+            return
+        if booking.pod_uid is not None and self.by_pod.get(booking.pod_uid) is booking:
+            del self.by_pod[booking.pod_uid]
+        if booking.holds == "g":
+
+            def clear_g(leaf: Cell) -> None:
+                if leaf.g_owner == booking.id:
+                    leaf.g_owner = None
+
+            self._change_leaves(booking.gpus, clear_g)
+            root = booking.root
+            if root is not None and root.state is CellState.BOUND and root.g_used == 0:
+                self._unbind(root)
+            elif root is not None and root.vc is not None:
+                vc = self.vcs.get(root.vc)
+                if vc is not None and root.state is CellState.BOUND:
+                    self._refresh_draining(vc, root.cell_type)
+        else:
+
+            def clear_o(leaf: Cell) -> None:
+                if leaf.o_owner == booking.id:
+                    leaf.o_owner = None
+
+            self._change_leaves(booking.gpus, clear_o)
+        if booking.group is not None and booking in booking.group.slots:
+            booking.group.slots.remove(booking)
+            if not booking.group.slots and self.groups.get(booking.group.key) is booking.group:
+                del self.groups[booking.group.key]
+
+    def victims(self, booking: Booking) -> list[Booking]:
+        """Opportunistic bookings whose GPUs this guaranteed booking needs, in a stable order."""
+        if booking.holds != "g":
+            return []
+        ids = sorted({leaf.o_owner for leaf in booking.gpus if leaf.o_owner is not None})
+        return [self.bookings[i] for i in ids if i in self.bookings]
+
+    def assign(self, booking: Booking, pod_uid: str, pod_key: str) -> None:
+        previous = self.by_pod.get(pod_uid)
+        if previous is not None and previous is not booking:
+            self.unassign(previous)
+        booking.pod_uid = pod_uid
+        booking.pod_key = pod_key
+        self.by_pod[pod_uid] = booking
+
+    def unassign(self, booking: Booking) -> None:
+        """The pod left its booking. A gang slot stays booked for the gang while any of the
+        gang's pods still holds a slot; a lone booking is released."""
+        if booking.pod_uid is not None and self.by_pod.get(booking.pod_uid) is booking:
+            del self.by_pod[booking.pod_uid]
+        booking.pod_uid = None
+        booking.pod_key = None
+        group = booking.group
+        if group is None:
+            self.release(booking)
+            return
+        if not group.members():
+            for slot in list(group.slots):
+                self.release(slot)
+            self.groups.pop(group.key, None)
+
+    # ================================================================== gangs
+
+    def plan_group(
+        self,
+        request: CellRequest,
+        gang: GangSpec,
+        vc: VcState | None,
+        targets: Sequence[Target],
+        *,
+        allowed: AbstractSet[str] | None,
+    ) -> Group:
+        """Book every slot of a gang, or nothing (raises :class:`Unplaceable`)."""
+        vc_name = vc.name if vc is not None else (request.vc or "")
+        if request.priority is Priority.GUARANTEED:
+            assert vc is not None
+            capacity = max(self.gang_capacity(vc, t, request.gpus) for t in targets)
+            if gang.size > capacity:
+                raise Unplaceable(
+                    f"gang {gang.name} needs {gang.size} pods x {request.gpus} GPUs but virtual cluster "
+                    f"{vc.name!r} can hold at most {capacity} such pods even when idle"
+                )
+        group = Group(
+            key=gang.key,
+            name=gang.name,
+            vc=vc_name,
+            priority=request.priority,
+            size=gang.size,
+            gpus=request.gpus,
+            cell_type=targets[0].chain.type_at(targets[0].level),
+        )
+        try:
+            for _ in range(gang.size):
+                spot = self.plan(request, vc, targets, allowed=allowed)
+                group.slots.append(
+                    self.book(spot, vc=vc_name, priority=request.priority, pod_uid=None, pod_key=None, group=group)
+                )
+        except Unplaceable as failure:
+            for slot in list(group.slots):
+                self.release(slot)
+            raise Unplaceable(
+                f"gang {gang.name} ({gang.size} pods x {request.gpus} GPUs) cannot be placed all at once: {failure.reason}",
+                resolvable=failure.resolvable,
+            ) from None
+        group.cell_type = group.slots[0].cell_type if group.slots else group.cell_type
+        self.groups[gang.key] = group
+        return group
+
+    # ================================================================== recovery
+
+    def recover_exact(
+        self,
+        *,
+        vc_name: str,
+        priority: Priority,
+        node: str,
+        gpu_indices: Sequence[int],
+        root_id: str | None,
+        cell_type: str | None,
+        pod_uid: str | None,
+        pod_key: str | None,
+        group: Group | None,
+    ) -> Booking | None:
+        """Re-create a booking exactly as a bind-info describes it; ``None`` when that is no
+        longer consistent (unknown cells, GPUs another guaranteed pod holds, a VC cell that is
+        now someone else's). Quotas are not checked: the pod is already running."""
+        node_cell = self.topology.nodes.get(node)
+        if node_cell is None or not gpu_indices:
+            return None
+        by_index = {leaf.gpu_index: leaf for leaf in node_cell.leaves}
+        if any(i not in by_index for i in gpu_indices) or len(set(gpu_indices)) != len(gpu_indices):
+            return None
+        gpus = tuple(by_index[i] for i in sorted(gpu_indices))
+        chain = node_cell.chain
+        level = chain.node_level
+        if cell_type is not None and self.topology.chain_of_type.get(cell_type) is chain:
+            level = min(chain.level_of(cell_type), chain.node_level)
+        if priority is Priority.OPPORTUNISTIC:
+            if any(g.o_owner is not None for g in gpus):
+                return None
+            spot = Spot(chain, level, gpus)
+            return self.book(spot, vc=vc_name, priority=priority, pod_uid=pod_uid, pod_key=pod_key, group=group)
+        root = self.topology.cells_by_id.get(root_id) if root_id else None
+        if root is None or any(not contains(root, g) for g in gpus) or any(g.g_owner is not None for g in gpus):
+            return None
+        vc = self.vcs.get(vc_name)
+        if vc is None:
+            # The VC was removed from the configuration while the pod ran: keep its cells until
+            # the pod is gone, under a quota-less VC.
+            vc = self.vcs[vc_name] = VcState(vc_name, self.topology)
+            vc.defined = False
+        if root.state is CellState.BOUND or root.state is CellState.PINNED:
+            if root.vc != vc_name:
+                return None
+            spot = Spot(chain, level, gpus, root, False)
+        elif self.buddies[chain].is_takeable(root) if chain in self.buddies else False:
+            spot = Spot(chain, level, gpus, root, True)
+        else:
+            return None
+        return self.book(spot, vc=vc_name, priority=priority, pod_uid=pod_uid, pod_key=pod_key, group=group)
+
+    def recover_on_node(
+        self, request: CellRequest, vc: VcState | None, node: str, *, pod_uid: str, pod_key: str
+    ) -> Booking | None:
+        """The best consistent booking for a pod found running on ``node`` without (usable)
+        bind-info: inside its VC if a legal cell is there, else on idle GPUs of the node, held
+        like an opportunistic pod so nothing is ever double-allocated."""
+        node_cell = self.topology.nodes.get(node)
+        if node_cell is None or request.gpus == 0:
+            return None
+        allowed = frozenset({node})
+        try:
+            targets = self.targets(request, vc)
+            spot = self.plan(request, vc, [t for t in targets if t.chain is node_cell.chain] or targets, allowed=allowed, view=View.IDLE)
+            if spot.gpus and spot.gpus[0].node == node:
+                return self.book(spot, vc=vc.name if vc else (request.vc or ""), priority=request.priority, pod_uid=pod_uid, pod_key=pod_key)
+        except Unplaceable:
+            pass
+        idle = [leaf for leaf in node_cell.leaves if leaf.g_owner is None and leaf.o_owner is None]
+        if len(idle) < request.gpus:
+            self.note(f"pod {pod_key} runs on {node} but the node has only {len(idle)} untracked GPUs for its {request.gpus}")
+            return None
+        self.note(f"pod {pod_key} on {node} has no consistent HiveD placement; its GPUs are tracked outside any VC cell")
+        spot = Spot(node_cell.chain, node_cell.chain.node_level, tuple(idle[: request.gpus]))
+        return self.book(
+            spot, vc=vc.name if vc else (request.vc or ""), priority=request.priority, pod_uid=pod_uid, pod_key=pod_key, holds="o"
+        )
+
+    def note(self, message: str) -> None:
+        self.anomalies.append(message)

@@ -1,0 +1,53 @@
+"""An ordered multiset of cells keyed by a small integer (a free-GPU count), for best-fit search.
+
+Best fit = "the cell with the fewest free GPUs that still holds the request": iterate keys upward
+from the request size. Keys live in a sorted list so that sparse key ranges (a rack root keyed by
+up to 2,048 free GPUs) cost nothing; cells within a key keep insertion order, which makes every
+pick deterministic.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, insort
+from typing import Generic, Hashable, Iterator, TypeVar
+
+T = TypeVar("T", bound=Hashable)
+
+
+class Buckets(Generic[T]):
+    __slots__ = ("_by_key", "_keys")
+
+    def __init__(self) -> None:
+        self._by_key: dict[int, dict[T, None]] = {}
+        self._keys: list[int] = []
+
+    def add(self, item: T, key: int) -> None:
+        bucket = self._by_key.get(key)
+        if bucket is None:
+            bucket = self._by_key[key] = {}
+            insort(self._keys, key)
+        bucket[item] = None
+
+    def remove(self, item: T, key: int) -> None:
+        bucket = self._by_key[key]
+        del bucket[item]
+        if not bucket:
+            del self._by_key[key]
+            del self._keys[bisect_left(self._keys, key)]
+
+    def move(self, item: T, old: int, new: int) -> None:
+        if old != new:
+            self.remove(item, old)
+            self.add(item, new)
+
+    def at_least(self, key: int) -> Iterator[T]:
+        """Items with key >= ``key``, smallest key first. Callers must not mutate while iterating."""
+        start = bisect_left(self._keys, key)
+        for k in self._keys[start:]:
+            yield from self._by_key[k]
+
+    def __len__(self) -> int:
+        return sum(len(b) for b in self._by_key.values())
+
+    def __contains__(self, item: object) -> bool:
+        return any(item in b for b in self._by_key.values())

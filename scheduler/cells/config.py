@@ -1,0 +1,365 @@
+"""The HiveD configuration: cell types, physical cells and virtual clusters (VCs).
+
+The YAML keys are camelCase (``cellTypes``, ``childCount``, ``virtualClusters``); misspelled keys
+are errors, never silently ignored, because a dropped ``isNodeLevel`` or ``count`` changes what a
+tenant is guaranteed. Every problem is reported as ``<field path>: <what is wrong>`` so an operator
+can fix the file from the message alone. Schema problems come from pydantic; the structural rules
+pydantic cannot express (one parent per cell type, child counts of physical cells, unique node
+names, known cell types in VCs) are checked by :func:`structural_problems`. Feasibility of the VC
+assignment is a separate step (``scheduler.cells.check``) because it needs the compiled topology.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Final, Mapping, Sequence
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from scheduler.errors import ConfigError
+
+# Kubernetes label values: the VC name is read from a pod label, so it must be writable as one.
+_LABEL_VALUE_RE: Final = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, validate_by_alias=True, validate_by_name=True, serialize_by_alias=True
+    )
+
+
+class CellTypeSpec(_Model):
+    """One level of a cell hierarchy: ``childCount`` cells of ``childType`` make one of these.
+
+    A ``childType`` that is not itself a key of ``cellTypes`` names a leaf GPU type (one GPU)."""
+
+    child_type: str = Field(alias="childType", min_length=1)
+    child_count: int = Field(alias="childCount", ge=1)
+    is_node_level: bool = Field(default=False, alias="isNodeLevel")
+
+
+class PhysicalCellSpec(_Model):
+    """A physical cell at or above the node level. Node-level cells name their node; higher
+    cells list exactly ``childCount`` children. Cells below a node are implied by its type."""
+
+    cell_type: str | None = Field(default=None, alias="cellType", min_length=1)
+    node_name: str | None = Field(default=None, alias="nodeName", min_length=1)
+    cell_id: str | None = Field(default=None, alias="cellId", min_length=1)
+    pinned_cell_id: str | None = Field(default=None, alias="pinnedCellId", min_length=1)
+    cell_children: tuple[PhysicalCellSpec, ...] = Field(default=(), alias="cellChildren")
+
+
+class TopologyConfig(_Model):
+    cell_types: dict[str, CellTypeSpec] = Field(alias="cellTypes")
+    physical_cells: tuple[PhysicalCellSpec, ...] = Field(alias="physicalCells")
+
+
+class VirtualCellSpec(_Model):
+    cell_type: str = Field(alias="cellType", min_length=1)
+    # 0 is allowed: shrinking a VC to nothing is a legitimate (gradual) reconfiguration.
+    count: int = Field(ge=0)
+
+
+class VirtualClusterSpec(_Model):
+    """A tenant's guarantee. Written either as ``{cells: [...], pinnedCells: [...]}`` or, when
+    nothing is pinned, directly as the list of ``{cellType, count}``."""
+
+    cells: tuple[VirtualCellSpec, ...] = ()
+    pinned_cells: tuple[str, ...] = Field(default=(), alias="pinnedCells")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _accept_bare_list(cls, data: Any) -> Any:
+        if isinstance(data, (list, tuple)):
+            return {"cells": data}
+        return data
+
+
+class CellsConfig(_Model):
+    """The HiveD section of the service configuration. With no ``topology`` the cells are
+    discovered from the cluster's nodes; with no ``virtualClusters`` a single VC named
+    ``default`` owns every cell."""
+
+    topology: TopologyConfig | None = None
+    virtual_clusters: dict[str, VirtualClusterSpec] = Field(default_factory=dict, alias="virtualClusters")
+
+
+# --------------------------------------------------------------------------- error formatting
+
+_MESSAGES: Final[Mapping[str, str]] = {
+    "missing": "is required",
+    "extra_forbidden": "is not a known field (check its spelling)",
+    "int_parsing": "must be an integer",
+    "int_type": "must be an integer",
+    "int_from_float": "must be a whole number",
+    "string_type": "must be a string",
+    "bool_parsing": "must be true or false",
+    "bool_type": "must be true or false",
+    "dict_type": "must be a mapping",
+    "list_type": "must be a list",
+    "tuple_type": "must be a list",
+    "model_type": "must be a mapping",
+    "model_attributes_type": "must be a mapping",
+    "string_too_short": "must not be empty",
+}
+
+
+def field_path(loc: Sequence[str | int], *, prefix: str = "") -> str:
+    """``("topology", "physicalCells", 0, "nodeName")`` -> ``topology.physicalCells[0].nodeName``."""
+    text = prefix
+    for part in loc:
+        if isinstance(part, int):
+            text += f"[{part}]"
+        else:
+            text += f".{part}" if text else str(part)
+    return text or "<root>"
+
+
+def format_validation_error(error: ValidationError, *, prefix: str = "") -> list[str]:
+    """One ``path: message`` line per pydantic error, in the wording operators see everywhere."""
+    lines: list[str] = []
+    for item in error.errors(include_url=False):
+        kind = item["type"]
+        ctx = item.get("ctx") or {}
+        if kind == "greater_than_equal":
+            message = f"must be >= {ctx.get('ge')}"
+        elif kind == "greater_than":
+            message = f"must be > {ctx.get('gt')}"
+        else:
+            message = _MESSAGES.get(kind, item["msg"])
+        # model_validator(mode="before") failures carry a trailing "[key]" marker; drop it.
+        loc = [p for p in item["loc"] if not (isinstance(p, str) and p.startswith("function-"))]
+        lines.append(f"{field_path(loc, prefix=prefix)}: {message}")
+    return lines
+
+
+# --------------------------------------------------------------------------- structural rules
+
+
+@dataclass(frozen=True, slots=True)
+class ChainShape:
+    """A linear hierarchy of cell types, from the leaf GPU type (level 1) to the top type."""
+
+    types: tuple[str, ...]  # types[k - 1] is the level-k type; types[0] is the leaf GPU type
+    node_level: int
+
+
+def chains_of(cell_types: Mapping[str, CellTypeSpec]) -> dict[str, ChainShape]:
+    """Every cell type -> the chain it belongs to. Assumes :func:`structural_problems` passed."""
+    parents = {spec.child_type: name for name, spec in cell_types.items()}
+    result: dict[str, ChainShape] = {}
+    for top in cell_types:
+        if top in parents:
+            continue
+        down: list[str] = [top]
+        while down[-1] in cell_types:
+            down.append(cell_types[down[-1]].child_type)
+        types = tuple(reversed(down))
+        node_level = next((i + 1 for i, t in enumerate(types) if t in cell_types and cell_types[t].is_node_level), 0)
+        shape = ChainShape(types=types, node_level=node_level)
+        for name in types:
+            result[name] = shape
+    return result
+
+
+def _cell_type_problems(cell_types: Mapping[str, CellTypeSpec], prefix: str) -> list[str]:
+    problems: list[str] = []
+    base = field_path(("topology", "cellTypes"), prefix=prefix)
+    parent_of: dict[str, str] = {}
+    for name, spec in cell_types.items():
+        if not name:
+            problems.append(f"{base}: cell type names must not be empty")
+        if spec.child_type == name:
+            problems.append(f"{base}.{name}.childType: a cell type cannot contain itself")
+        elif spec.child_type in parent_of:
+            # Two parent types would make level-k cells non-uniform (HiveD's hierarchical
+            # uniform composability), and the buddy algorithm's guarantee would no longer hold.
+            problems.append(
+                f"{base}.{name}.childType: {spec.child_type!r} is already the child type of "
+                f"{parent_of[spec.child_type]!r}; a cell type can have only one parent type"
+            )
+        else:
+            parent_of[spec.child_type] = name
+    if problems:
+        return problems
+    for name in cell_types:
+        seen = [name]
+        current = name
+        while current in cell_types:
+            current = cell_types[current].child_type
+            if current in seen:
+                problems.append(f"{base}.{name}.childType: cycle {' -> '.join([*seen, current])}")
+                break
+            seen.append(current)
+    if problems:
+        return problems
+    tops = [name for name in cell_types if name not in parent_of]
+    for top in tops:
+        chain = [top]
+        while chain[-1] in cell_types:
+            chain.append(cell_types[chain[-1]].child_type)
+        marked = [t for t in chain if t in cell_types and cell_types[t].is_node_level]
+        if not marked:
+            problems.append(
+                f"{base}.{top}: no cell type in {' > '.join(chain)} has isNodeLevel: true "
+                "(exactly one level of every hierarchy is the node)"
+            )
+        for extra in marked[1:]:
+            problems.append(
+                f"{base}.{extra}.isNodeLevel: {marked[0]!r} is already the node level of {' > '.join(chain)}"
+            )
+    return problems
+
+
+def _physical_problems(topology: TopologyConfig, prefix: str) -> list[str]:
+    cell_types = topology.cell_types
+    chains = chains_of(cell_types)
+    problems: list[str] = []
+    node_seen: dict[str, str] = {}
+    ids_seen: dict[str, str] = {}
+
+    def visit(spec: PhysicalCellSpec, path: tuple[str | int, ...], expected: str | None) -> None:
+        where = field_path(path, prefix=prefix)
+        cell_type = spec.cell_type or expected
+        if cell_type is None:
+            problems.append(f"{where}.cellType: is required")
+            return
+        if expected is not None and spec.cell_type is not None and spec.cell_type != expected:
+            problems.append(f"{where}.cellType: is {spec.cell_type!r} but its parent's childType is {expected!r}")
+            return
+        if cell_type not in cell_types:
+            problems.append(f"{where}.cellType: unknown cell type {cell_type!r} (known: {', '.join(sorted(cell_types))})")
+            return
+        chain = chains[cell_type]
+        level = chain.types.index(cell_type) + 1
+        for key, value in (("cellId", spec.cell_id), ("pinnedCellId", spec.pinned_cell_id)):
+            if value is None:
+                continue
+            if value in ids_seen:
+                problems.append(f"{where}.{key}: {value!r} is already used at {ids_seen[value]}")
+            else:
+                ids_seen[value] = f"{where}.{key}"
+        if level < chain.node_level:
+            problems.append(
+                f"{where}.cellType: {cell_type!r} is below the node level ({chain.types[chain.node_level - 1]!r}); "
+                "physical cells are nodes or groups of nodes"
+            )
+            return
+        if level == chain.node_level:
+            if spec.node_name is None:
+                problems.append(f"{where}.nodeName: is required for a node-level cell ({cell_type!r})")
+            elif spec.node_name in node_seen:
+                problems.append(f"{where}.nodeName: node {spec.node_name!r} already appears at {node_seen[spec.node_name]}")
+            else:
+                node_seen[spec.node_name] = f"{where}.nodeName"
+            if spec.cell_children:
+                problems.append(f"{where}.cellChildren: a node-level cell's children are implied by its type")
+            return
+        if spec.node_name is not None:
+            problems.append(f"{where}.nodeName: only node-level cells name a node; {cell_type!r} is above the node level")
+        want = cell_types[cell_type].child_count
+        if len(spec.cell_children) != want:
+            problems.append(
+                f"{where}.cellChildren: a {cell_type!r} cell has {want} children, {len(spec.cell_children)} are listed"
+            )
+        for i, child in enumerate(spec.cell_children):
+            visit(child, (*path, "cellChildren", i), cell_types[cell_type].child_type)
+
+    for i, top in enumerate(topology.physical_cells):
+        visit(top, ("topology", "physicalCells", i), None)
+    if not topology.physical_cells:
+        problems.append(f"{field_path(('topology', 'physicalCells'), prefix=prefix)}: must list at least one cell")
+    return problems
+
+
+def _pinned_ids(specs: Sequence[PhysicalCellSpec]) -> set[str]:
+    found: set[str] = set()
+    stack = list(specs)
+    while stack:
+        spec = stack.pop()
+        if spec.pinned_cell_id is not None:
+            found.add(spec.pinned_cell_id)
+        stack.extend(spec.cell_children)
+    return found
+
+
+def _pinned_nesting_problems(topology: TopologyConfig, prefix: str) -> list[str]:
+    problems: list[str] = []
+
+    def visit(spec: PhysicalCellSpec, path: tuple[str | int, ...], inside: str | None) -> None:
+        if spec.pinned_cell_id is not None and inside is not None:
+            problems.append(
+                f"{field_path((*path, 'pinnedCellId'), prefix=prefix)}: is inside pinned cell {inside!r}; "
+                "pinned cells cannot nest"
+            )
+        for i, child in enumerate(spec.cell_children):
+            visit(child, (*path, "cellChildren", i), inside or spec.pinned_cell_id)
+
+    for i, top in enumerate(topology.physical_cells):
+        visit(top, ("topology", "physicalCells", i), None)
+    return problems
+
+
+def virtual_cluster_problems(
+    virtual_clusters: Mapping[str, VirtualClusterSpec], topology: TopologyConfig, *, prefix: str = ""
+) -> list[str]:
+    """VC names, cell types and pinned cells; feasibility is checked separately."""
+    problems: list[str] = []
+    chains = chains_of(topology.cell_types)
+    pinned = _pinned_ids(topology.physical_cells)
+    claimed: dict[str, str] = {}
+    for vc, spec in virtual_clusters.items():
+        where = field_path(("virtualClusters", vc), prefix=prefix)
+        if not vc or len(vc) > 63 or not _LABEL_VALUE_RE.match(vc):
+            problems.append(f"{where}: {vc!r} is not a valid label value (the VC is named by the pod label)")
+        seen: set[str] = set()
+        for i, cell in enumerate(spec.cells):
+            if cell.cell_type not in chains:
+                problems.append(
+                    f"{where}.cells[{i}].cellType: unknown cell type {cell.cell_type!r} "
+                    f"(known: {', '.join(sorted(chains))})"
+                )
+            elif cell.cell_type in seen:
+                problems.append(f"{where}.cells[{i}].cellType: {cell.cell_type!r} is listed twice")
+            seen.add(cell.cell_type)
+        for i, pin in enumerate(spec.pinned_cells):
+            if pin not in pinned:
+                known = ", ".join(sorted(pinned)) or "none"
+                problems.append(f"{where}.pinnedCells[{i}]: no physical cell has pinnedCellId {pin!r} (known: {known})")
+            elif pin in claimed:
+                problems.append(f"{where}.pinnedCells[{i}]: {pin!r} is already pinned to virtual cluster {claimed[pin]!r}")
+            else:
+                claimed[pin] = vc
+    return problems
+
+
+def structural_problems(config: CellsConfig, *, prefix: str = "") -> list[str]:
+    """Everything wrong with a schema-valid config except VC feasibility, as ``path: message``."""
+    if config.topology is None:
+        if any(spec.pinned_cells for spec in config.virtual_clusters.values()):
+            return [f"{field_path(('virtualClusters',), prefix=prefix)}: pinned cells need a hand-written topology"]
+        return []
+    problems = _cell_type_problems(config.topology.cell_types, prefix)
+    if problems:
+        return problems
+    problems = _physical_problems(config.topology, prefix) + _pinned_nesting_problems(config.topology, prefix)
+    if problems:
+        return problems
+    return virtual_cluster_problems(config.virtual_clusters, config.topology, prefix=prefix)
+
+
+def parse_cells_config(data: Mapping[str, Any] | CellsConfig, *, prefix: str = "") -> CellsConfig:
+    """Validate the schema and the structure (not feasibility); raise :class:`ConfigError`
+    listing every problem, one ``path: message`` per line."""
+    if isinstance(data, CellsConfig):
+        config = data
+    else:
+        try:
+            config = CellsConfig.model_validate(data)
+        except ValidationError as error:
+            raise ConfigError("\n".join(format_validation_error(error, prefix=prefix))) from None
+    problems = structural_problems(config, prefix=prefix)
+    if problems:
+        raise ConfigError("\n".join(problems))
+    return config

@@ -1,0 +1,118 @@
+"""A node-level cell hierarchy built from the cluster's Nodes, for clusters with no hand-written
+topology.
+
+Nodes are grouped by GPU product (``nvidia.com/gpu.product``) and GPU count (allocatable
+``nvidia.com/gpu``): each group is one chain ``<base>`` (one GPU) -> ``<base>-NODE``, where
+``<base>`` is the product, suffixed with ``-<n>GPU`` when one product comes in several node sizes.
+Nothing below the node is assumed (PCIe topology is not on the Node object). With a rack label,
+the most common rack size of a group becomes a ``<base>-RACK`` level; nodes in racks of another
+size, or without the label, stay standalone node cells (HiveD needs every rack of a type to be the
+same size). Nodes without GPUs are not part of any cell.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter, defaultdict
+from typing import Final, Sequence
+
+from scheduler.cells.config import CellTypeSpec, PhysicalCellSpec, TopologyConfig
+from scheduler.constants import LABEL_GPU_PRODUCT
+from scheduler.core.model import NodeInfo
+
+UNKNOWN_PRODUCT: Final = "gpu"
+_UNSAFE: Final = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def _product(node: NodeInfo) -> str:
+    raw = node.labels.get(LABEL_GPU_PRODUCT, "").strip()
+    return _UNSAFE.sub("-", raw).strip("-") or UNKNOWN_PRODUCT
+
+
+def discover_topology(nodes: Sequence[NodeInfo], *, rack_label: str | None = None) -> TopologyConfig:
+    """Build cell types and physical cells from ``nodes``; deterministic for a given node set
+    (sorted by name, whatever order the watch delivered them in)."""
+    groups: dict[tuple[str, int], list[NodeInfo]] = defaultdict(list)
+    for node in sorted(nodes, key=lambda n: n.name):
+        if node.allocatable.gpus > 0:
+            groups[(_product(node), node.allocatable.gpus)].append(node)
+    sizes_per_product = Counter(product for product, _ in groups)
+    cell_types: dict[str, CellTypeSpec] = {}
+    physical: list[PhysicalCellSpec] = []
+    for (product, gpus), members in sorted(groups.items()):
+        base = product if sizes_per_product[product] == 1 else f"{product}-{gpus}GPU"
+        node_type = f"{base}-NODE"
+        cell_types[node_type] = CellTypeSpec(child_type=base, child_count=gpus, is_node_level=True)
+        racks: dict[str, list[NodeInfo]] = defaultdict(list)
+        standalone: list[NodeInfo] = []
+        for node in members:
+            value = node.labels.get(rack_label) if rack_label else None
+            (racks[value] if value else standalone).append(node)
+        rack_size = _common_size(racks)
+        if rack_size:
+            rack_type = f"{base}-RACK"
+            cell_types[rack_type] = CellTypeSpec(child_type=node_type, child_count=rack_size)
+            for value in sorted(racks):
+                if len(racks[value]) != rack_size:
+                    standalone.extend(racks[value])
+                    continue
+                children = tuple(PhysicalCellSpec(node_name=n.name) for n in racks[value])
+                physical.append(PhysicalCellSpec(cell_type=rack_type, cell_id=f"{rack_type}@{value}", cell_children=children))
+        else:
+            standalone.extend(n for rack in racks.values() for n in rack)
+        for node in sorted(standalone, key=lambda n: n.name):
+            physical.append(PhysicalCellSpec(cell_type=node_type, node_name=node.name))
+    return TopologyConfig(cell_types=cell_types, physical_cells=tuple(physical))
+
+
+def _common_size(racks: dict[str, list[NodeInfo]]) -> int:
+    """The most common rack size (ties: the larger); 0 when racks would add nothing."""
+    if not racks:
+        return 0
+    counts = Counter(len(members) for members in racks.values())
+    size, _ = max(counts.items(), key=lambda kv: (kv[1], kv[0]))
+    return size if size > 1 else 0
+
+
+def describe_topology(topology: TopologyConfig, *, nodes_without_gpus: int = 0) -> str:
+    """One line per hierarchy, e.g. ``A100-NODE (8 GPUs): 24 nodes, 3 A100-RACK of 8, 2 standalone``."""
+    if not topology.physical_cells:
+        return "no GPU nodes: HiveD has no cells" + (f" ({nodes_without_gpus} nodes without GPUs)" if nodes_without_gpus else "")
+    lines: list[str] = []
+    node_types = [name for name, spec in topology.cell_types.items() if spec.is_node_level]
+    for node_type in node_types:
+        gpus = _gpus(topology, node_type)
+        tops = Counter(cell.cell_type for cell in topology.physical_cells if _chain_has(topology, cell.cell_type, node_type))
+        nodes = sum(_nodes_in(cell) for cell in topology.physical_cells if _chain_has(topology, cell.cell_type, node_type))
+        parts = [f"{nodes} nodes"]
+        for cell_type, count in sorted(tops.items()):
+            if cell_type == node_type:
+                parts.append(f"{count} standalone")
+            else:
+                parts.append(f"{count} {cell_type} of {_gpus(topology, cell_type) // gpus} nodes")
+        lines.append(f"{node_type} ({gpus} GPUs each): {', '.join(parts)}")
+    if nodes_without_gpus:
+        lines.append(f"{nodes_without_gpus} nodes without GPUs are not part of any cell")
+    return "; ".join(lines)
+
+
+def _gpus(topology: TopologyConfig, cell_type: str) -> int:
+    spec = topology.cell_types.get(cell_type)
+    if spec is None:
+        return 1
+    return spec.child_count * _gpus(topology, spec.child_type)
+
+
+def _chain_has(topology: TopologyConfig, top: str | None, cell_type: str) -> bool:
+    current = top
+    while current is not None and current in topology.cell_types:
+        if current == cell_type:
+            return True
+        current = topology.cell_types[current].child_type
+    return False
+
+
+def _nodes_in(cell: PhysicalCellSpec) -> int:
+    if cell.node_name is not None:
+        return 1
+    return sum(_nodes_in(child) for child in cell.cell_children)

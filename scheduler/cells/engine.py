@@ -1,0 +1,460 @@
+"""``HivedEngine``: HiveD behind the :class:`~scheduler.core.engine.SchedulingEngine` protocol.
+
+How kube-scheduler's cycle maps onto HiveD:
+
+* ``filter`` decides the placement and returns only the node it lies on. A single pod's placement
+  is recomputed each time (deterministically); it is *booked* only at ``reserve`` (bind), or
+  earlier when it needs opportunistic pods preempted, so that the cells it waits for are not
+  handed to someone else meanwhile. A gang books all its slots on its first pod's filter.
+* ``select_victims`` narrows kube-scheduler's candidates to the opportunistic pods whose GPUs the
+  booking needs.
+* ``reserve`` returns the bind-info and GPU-index annotations; ``apply_pod`` of a bound pod with a
+  bind-info re-creates exactly that booking after a restart.
+
+Pods without GPUs are not HiveD's concern: every offered node passes, score 0, no annotations.
+"""
+
+from __future__ import annotations
+
+from typing import AbstractSet, Any, Mapping, Sequence
+
+from scheduler.cells import bindinfo, inspection
+from scheduler.cells.allocator import Booking, CellAllocator, Group, Target, Unplaceable, VcState
+from scheduler.cells.check import CellsCheck, check_config
+from scheduler.cells.config import CellsConfig, parse_cells_config, virtual_cluster_problems
+from scheduler.cells.feasibility import feasibility_problems
+from scheduler.cells.request import CellRequest, Priority, parse_request
+from scheduler.cells.topology import Topology
+from scheduler.constants import ANNOTATION_BIND_INFO, ANNOTATION_GPU_INDICES, MAX_EXTENDER_PRIORITY
+from scheduler.core.engine import FilterDecision, Placement
+from scheduler.core.model import TERMINAL_PHASES, NodeInfo, PodInfo
+from scheduler.errors import ConfigError, InvalidAnnotation, SchedulingConflict, UnknownNode
+
+
+class _Context:
+    __slots__ = ("request", "vc", "targets")
+
+    def __init__(self, request: CellRequest, vc: VcState | None, targets: list[Target]) -> None:
+        self.request = request
+        self.vc = vc
+        self.targets = targets
+
+
+class HivedEngine:
+    """HiveD virtual clusters as a scheduling engine. Not thread-safe (callers serialise)."""
+
+    def __init__(self, checked: CellsCheck) -> None:
+        if checked.topology is None:
+            raise ConfigError("topology: none configured and no nodes to discover it from")
+        self.checked = checked
+        self.summary = checked.summary
+        self.topology = Topology(checked.topology)
+        self.allocator = CellAllocator(self.topology, checked.virtual_clusters)
+        self.default_vc = checked.default_vc
+        self._nodes: dict[str, NodeInfo] = {}
+
+    # ------------------------------------------------------------------ construction
+
+    @classmethod
+    def from_config(
+        cls,
+        data: Mapping[str, Any] | CellsConfig,
+        *,
+        nodes: Sequence[NodeInfo] | None = None,
+        rack_label: str | None = None,
+        prefix: str = "",
+    ) -> HivedEngine:
+        """Build from the HiveD config section. Without a ``topology`` the cells are discovered
+        from ``nodes``; ``engine.summary`` says what was found (for the startup log)."""
+        engine = cls(check_config(data, nodes=nodes, rack_label=rack_label, prefix=prefix))
+        for node in nodes or ():
+            engine.apply_node(node)
+        return engine
+
+    @classmethod
+    def from_nodes(cls, nodes: Sequence[NodeInfo], *, rack_label: str | None = None) -> HivedEngine:
+        """No HiveD configuration at all: discovered cells, one VC ``default`` owning them."""
+        return cls.from_config({}, nodes=nodes, rack_label=rack_label)
+
+    def reconfigure(self, data: Mapping[str, Any] | CellsConfig, *, prefix: str = "") -> None:
+        """Apply changed virtual clusters at runtime (the topology must be unchanged: a new
+        topology needs a new engine, rebuilt from the pods' bind-info). A shrink never evicts:
+        the VC's surplus cells drain as their pods finish."""
+        config = parse_cells_config(data, prefix=prefix)
+        if config.topology is not None and config.topology != self.topology.config:
+            raise ConfigError(f"{prefix + '.' if prefix else ''}topology: changes need a restart of the scheduler")
+        vcs = dict(config.virtual_clusters)
+        if not vcs:
+            raise ConfigError(f"{prefix + '.' if prefix else ''}virtualClusters: cannot switch to the implicit default VC at runtime")
+        problems = virtual_cluster_problems(vcs, self.topology.config, prefix=prefix) or feasibility_problems(
+            self.topology, vcs, prefix=prefix
+        )
+        if problems:
+            raise ConfigError("\n".join(problems))
+        try:
+            self.allocator.configure(vcs)
+        except ValueError as error:
+            raise ConfigError(f"{prefix + '.' if prefix else ''}virtualClusters: {error}") from None
+        self.default_vc = None
+
+    # ------------------------------------------------------------------ helpers
+
+    def _context(self, pod: PodInfo) -> _Context:
+        """Parse and resolve the pod's request; raises Unplaceable / InvalidAnnotation."""
+        request = parse_request(pod)
+        if not self.allocator.buddies:
+            raise Unplaceable("the cluster has no GPU cells")
+        if request.priority is Priority.GUARANTEED:
+            vc = self.allocator.vc_state(request, self.default_vc)
+        else:
+            vc = self.allocator.vc_state(request, self.default_vc)
+        return _Context(request, vc, self.allocator.targets(request, vc))
+
+    def _allowed(self, node_names: Sequence[str]) -> AbstractSet[str] | None:
+        names = frozenset(n for n in node_names if n in self.topology.nodes)
+        return None if len(names) == len(self.topology.nodes) else names
+
+    @staticmethod
+    def _in(node: str | None, allowed: AbstractSet[str] | None) -> bool:
+        return node is not None and (allowed is None or node in allowed)
+
+    def _victim_reason(self, booking: Booking, victims: list[Booking]) -> str:
+        names = ", ".join(v.pod_key or f"slot {v.id}" for v in victims[:5])
+        more = f" and {len(victims) - 5} more" if len(victims) > 5 else ""
+        return f"waiting for preemption of opportunistic pods {names}{more} on node {booking.node}"
+
+    def _decide(self, pod: PodInfo, ctx: _Context, allowed: AbstractSet[str] | None) -> tuple[str, Booking | None, list[Booking]]:
+        """(node, booking if one is held, victims still to go); raises :class:`Unplaceable`."""
+        alloc = self.allocator
+        request = ctx.request
+        existing = alloc.by_pod.get(pod.uid)
+        if existing is not None:
+            if self._in(existing.node, allowed):
+                return existing.node or "", existing, alloc.victims(existing)
+            if existing.group is None:
+                alloc.release(existing)
+            else:
+                alloc.unassign(existing)
+        if request.gang is not None:
+            return self._decide_gang(pod, ctx, allowed)
+        spot = alloc.plan(request, ctx.vc, ctx.targets, allowed=allowed)
+        node = spot.gpus[0].node or ""
+        if any(g.o_owner is not None for g in spot.gpus) and request.priority is Priority.GUARANTEED:
+            # Hold the cells while the victims terminate, so nobody else takes them meanwhile.
+            booking = self._book(spot, ctx, pod)
+            return node, booking, alloc.victims(booking)
+        return node, None, []
+
+    def _book(self, spot: Any, ctx: _Context, pod: PodInfo) -> Booking:
+        vc_name = ctx.vc.name if ctx.vc is not None else (ctx.request.vc or "")
+        return self.allocator.book(spot, vc=vc_name, priority=ctx.request.priority, pod_uid=pod.uid, pod_key=pod.key)
+
+    def _decide_gang(self, pod: PodInfo, ctx: _Context, allowed: AbstractSet[str] | None) -> tuple[str, Booking | None, list[Booking]]:
+        alloc = self.allocator
+        request = ctx.request
+        gang = request.gang
+        assert gang is not None
+        group = alloc.groups.get(gang.key)
+        if group is None:
+            group = alloc.plan_group(request, gang, ctx.vc, ctx.targets, allowed=allowed)
+        elif group.gpus != request.gpus:
+            raise Unplaceable(f"pods of gang {gang.name} request different GPU counts ({group.gpus} and {request.gpus})")
+        free_slots = [s for s in group.slots if s.pod_uid is None]
+        slot = self._best_slot(free_slots, allowed)
+        if slot is None and free_slots:
+            # Every free slot is on a node kube-scheduler no longer offers (e.g. its CPU filled
+            # up): move one slot to where this pod can go.
+            spot = alloc.plan(request, ctx.vc, ctx.targets, allowed=allowed)
+            vc_name = ctx.vc.name if ctx.vc is not None else (request.vc or "")
+            moved = alloc.book(spot, vc=vc_name, priority=request.priority, pod_uid=None, pod_key=None, group=group)
+            group.slots.append(moved)
+            alloc.release(free_slots[0])
+            slot = moved
+        if slot is None:
+            raise Unplaceable(
+                f"gang {gang.name} already has all {group.size} slots taken by other pods "
+                f"(annotation cellfit.io/gang-size is {gang.size})"
+            )
+        alloc.assign(slot, pod.uid, pod.key)
+        return slot.node or "", slot, alloc.victims(slot)
+
+    def _best_slot(self, slots: list[Booking], allowed: AbstractSet[str] | None) -> Booking | None:
+        usable = [s for s in slots if self._in(s.node, allowed)]
+        if not usable:
+            return None
+        return min(usable, key=lambda s: (len(self.allocator.victims(s)) > 0, s.id))
+
+    # ------------------------------------------------------------------ decisions
+
+    def filter(self, pod: PodInfo, node_names: Sequence[str]) -> FilterDecision:
+        if pod.requests.gpus == 0:
+            return FilterDecision(feasible=list(node_names))
+        decision = FilterDecision()
+        cell_nodes = []
+        for name in node_names:
+            if name in self.topology.nodes:
+                cell_nodes.append(name)
+            else:
+                decision.unresolvable[name] = f"node {name} has no HiveD GPU cells"
+        try:
+            ctx = self._context(pod)
+            node, booking, victims = self._decide(pod, ctx, self._allowed(cell_nodes))
+        except (Unplaceable, InvalidAnnotation) as error:
+            reason = error.reason if isinstance(error, Unplaceable) else str(error)
+            target = decision.failed if isinstance(error, Unplaceable) and error.resolvable else decision.unresolvable
+            for name in cell_nodes:
+                target[name] = reason
+            return decision
+        for name in cell_nodes:
+            if name != node:
+                decision.unresolvable[name] = f"HiveD placed this pod's GPUs on node {node}"
+            elif victims:
+                assert booking is not None
+                decision.failed[name] = self._victim_reason(booking, victims)
+            else:
+                decision.feasible.append(name)
+        return decision
+
+    def prioritize(self, pod: PodInfo, node_names: Sequence[str]) -> list[tuple[str, int]]:
+        gpus = pod.requests.gpus
+        if gpus == 0:
+            return [(name, 0) for name in node_names]
+        chosen: str | None = None
+        existing = self.allocator.by_pod.get(pod.uid)
+        if existing is not None:
+            chosen = existing.node
+        else:
+            try:
+                ctx = self._context(pod)
+                if ctx.request.gang is None:
+                    spot = self.allocator.plan(ctx.request, ctx.vc, ctx.targets, allowed=self._allowed(node_names))
+                    chosen = spot.gpus[0].node
+            except (Unplaceable, InvalidAnnotation):
+                chosen = None
+        return [(name, MAX_EXTENDER_PRIORITY if name == chosen else self._packing_score(name, gpus)) for name in node_names]
+
+    def _packing_score(self, name: str, gpus: int) -> int:
+        """1..9 for a node that could take the GPUs: higher when the node, and the cell above
+        it, are already in use, so whole nodes and racks stay free for large requests."""
+        node = self.topology.nodes.get(name)
+        if node is None or node.hfree < gpus:
+            return 0
+        used_node = 1 - node.hfree / node.total
+        parent = node.parent
+        used_parent = 1 - parent.hfree / parent.total if parent is not None else 0.0
+        return min(MAX_EXTENDER_PRIORITY - 1, 1 + round(5 * used_node + 3 * used_parent))
+
+    def select_victims(
+        self,
+        pod: PodInfo,
+        candidates: Mapping[str, Sequence[str]],
+        victim_pods: Mapping[str, PodInfo],
+    ) -> dict[str, list[str]]:
+        if pod.requests.gpus == 0:
+            return {}
+        try:
+            ctx = self._context(pod)
+            node, booking, victims = self._decide(pod, ctx, self._allowed(list(candidates)))
+        except (Unplaceable, InvalidAnnotation):
+            return {}
+        if booking is None or not victims or node not in candidates:
+            return {}
+        return {node: [v.pod_uid for v in victims if v.pod_uid is not None]}
+
+    def reserve(self, pod: PodInfo, node_name: str) -> Placement:
+        if node_name not in self.topology.nodes and node_name not in self._nodes:
+            raise UnknownNode(node_name)
+        if pod.requests.gpus == 0:
+            return Placement(pod_uid=pod.uid, node_name=node_name)
+        if node_name not in self.topology.nodes:
+            raise SchedulingConflict(f"node {node_name} has no HiveD GPU cells")
+        try:
+            ctx = self._context(pod)
+            node, booking, victims = self._decide(pod, ctx, frozenset({node_name}))
+            if booking is None:
+                spot = self.allocator.plan(ctx.request, ctx.vc, ctx.targets, allowed=frozenset({node_name}))
+                booking = self._book(spot, ctx, pod)
+                node = booking.node or ""
+                victims = self.allocator.victims(booking)
+        except (Unplaceable, InvalidAnnotation) as error:
+            raise SchedulingConflict(error.reason if isinstance(error, Unplaceable) else str(error)) from None
+        if node != node_name:
+            raise SchedulingConflict(f"HiveD placed this pod's GPUs on node {node}, not {node_name}")
+        if victims:
+            raise SchedulingConflict(self._victim_reason(booking, victims))
+        return Placement(
+            pod_uid=pod.uid,
+            node_name=node_name,
+            annotations={
+                ANNOTATION_BIND_INFO: bindinfo.encode(booking),
+                ANNOTATION_GPU_INDICES: bindinfo.gpu_indices_annotation(booking),
+            },
+        )
+
+    def unreserve(self, pod_uid: str) -> None:
+        booking = self.allocator.by_pod.get(pod_uid)
+        if booking is not None:
+            self.allocator.unassign(booking)
+
+    # ------------------------------------------------------------------ cluster state
+
+    def apply_node(self, node: NodeInfo) -> None:
+        self._nodes[node.name] = node
+        cell = self.topology.nodes.get(node.name)
+        if cell is None:
+            if node.allocatable.gpus > 0:
+                self.allocator.note(
+                    f"node {node.name} has {node.allocatable.gpus} GPUs but is in no HiveD cell "
+                    "(add it to the topology, or restart to rediscover)"
+                )
+            return
+        # A node that lost GPUs is treated as bad as a whole: which GPU failed is not on the
+        # Node object, and a pod placed on a missing GPU would never start.
+        bad = (not node.ready) or node.unschedulable or node.allocatable.gpus < cell.total
+        self.allocator.set_node_bad(node.name, bad)
+
+    def delete_node(self, node_name: str) -> None:
+        self._nodes.pop(node_name, None)
+        if node_name in self.topology.nodes:
+            self.allocator.set_node_bad(node_name, True)
+
+    def apply_pod(self, pod: PodInfo) -> None:
+        if pod.requests.gpus == 0:
+            return
+        existing = self.allocator.by_pod.get(pod.uid)
+        if pod.phase in TERMINAL_PHASES:
+            if existing is not None:
+                self.allocator.unassign(existing)
+            return
+        if not pod.holds_resources:
+            return  # pending: keep whatever filter booked for it
+        if existing is not None:
+            if existing.node == pod.node_name:
+                return
+            # Bound somewhere else than HiveD planned (another binder, or a stale booking).
+            self.allocator.unassign(existing)
+        self._recover(pod)
+
+    def _recover(self, pod: PodInfo) -> None:
+        alloc = self.allocator
+        node = pod.node_name
+        assert node is not None
+        raw = pod.annotations.get(ANNOTATION_BIND_INFO)
+        info: bindinfo.BindInfo | None = None
+        if raw is not None:
+            try:
+                info = bindinfo.decode(raw)
+            except InvalidAnnotation as error:
+                alloc.note(f"pod {pod.key}: {error}; recovering it without")
+        if info is not None and info.node == node:
+            booking = self._recover_from_info(pod, info)
+            if booking is not None:
+                return
+            alloc.note(f"pod {pod.key}: its bind-info no longer fits the cluster state; re-placing it on {node}")
+        try:
+            request = parse_request(pod)
+            vc = alloc.vcs.get(request.vc or self.default_vc or "")
+        except InvalidAnnotation:
+            request = CellRequest(vc=None, priority=Priority.OPPORTUNISTIC, gpus=pod.requests.gpus, cell_type=None, gang=None)
+            vc = None
+        if request.gang is not None:
+            request = CellRequest(vc=request.vc, priority=request.priority, gpus=request.gpus, cell_type=request.cell_type, gang=None)
+        alloc.recover_on_node(request, vc, node, pod_uid=pod.uid, pod_key=pod.key)
+
+    def _recover_from_info(self, pod: PodInfo, info: bindinfo.BindInfo) -> Booking | None:
+        alloc = self.allocator
+        group: Group | None = None
+        if info.gang is not None:
+            group = alloc.groups.get(info.gang.key)
+            if group is None:
+                group = Group(
+                    key=info.gang.key,
+                    name=info.gang.name,
+                    vc=info.vc,
+                    priority=info.priority,
+                    size=info.gang.size,
+                    gpus=len(info.gpu_indices),
+                    cell_type=info.cell_type,
+                )
+                alloc.groups[group.key] = group
+                for slot in info.gang.slots:
+                    booked = alloc.recover_exact(
+                        vc_name=info.vc,
+                        priority=info.priority,
+                        node=slot.node,
+                        gpu_indices=slot.gpu_indices,
+                        root_id=slot.vc_cell,
+                        cell_type=info.cell_type,
+                        pod_uid=None,
+                        pod_key=None,
+                        group=group,
+                    )
+                    if booked is not None:
+                        group.slots.append(booked)
+            wanted = sorted(info.gpu_indices)
+            for slot in group.slots:
+                if slot.pod_uid is None and slot.node == info.node and slot.gpu_indices == wanted:
+                    alloc.assign(slot, pod.uid, pod.key)
+                    return slot
+        booking = alloc.recover_exact(
+            vc_name=info.vc,
+            priority=info.priority,
+            node=info.node,
+            gpu_indices=info.gpu_indices,
+            root_id=info.vc_cell,
+            cell_type=info.cell_type,
+            pod_uid=pod.uid,
+            pod_key=pod.key,
+            group=group,
+        )
+        if booking is not None and group is not None:
+            group.slots.append(booking)
+        if group is not None and not group.slots:
+            alloc.groups.pop(group.key, None)
+        return booking
+
+    def delete_pod(self, pod_uid: str) -> None:
+        booking = self.allocator.by_pod.get(pod_uid)
+        if booking is not None:
+            self.allocator.unassign(booking)
+
+    def knows_node(self, node_name: str) -> bool:
+        return node_name in self._nodes or node_name in self.topology.nodes
+
+    def stats(self) -> Mapping[str, int]:
+        alloc = self.allocator
+        return {
+            "nodes": len(self.topology.nodes),
+            "gpus": self.topology.total_gpus(),
+            "pods": len(alloc.by_pod),
+            "bookings": len(alloc.bookings),
+            "gangs": len(alloc.groups),
+            "virtualClusters": sum(1 for vc in alloc.vcs.values() if vc.defined),
+        }
+
+    # ------------------------------------------------------------------ explanations
+
+    def pending_preemptions(self) -> dict[str, list[str]]:
+        """Pod UID of a waiting guaranteed pod -> UIDs of the opportunistic pods it waits for. A
+        driver may delete these itself when kube-scheduler cannot (e.g. equal PriorityClass)."""
+        result: dict[str, list[str]] = {}
+        for booking in self.allocator.bookings.values():
+            if booking.pod_uid is None:
+                continue
+            victims = [v.pod_uid for v in self.allocator.victims(booking) if v.pod_uid is not None]
+            if victims:
+                result[booking.pod_uid] = victims
+        return result
+
+    def inspect_virtual_clusters(self) -> dict[str, Any]:
+        return inspection.virtual_clusters(self.allocator)
+
+    def inspect_virtual_cluster(self, name: str) -> dict[str, Any] | None:
+        """``None`` for an unknown VC (the HTTP layer answers 404)."""
+        return inspection.virtual_cluster(self.allocator, name)
+
+    def inspect_cells(self, *, node: str | None = None) -> dict[str, Any]:
+        return inspection.cells(self.allocator, node=node)
+
+    def metrics(self) -> dict[str, Any]:
+        return inspection.metrics(self.allocator)

@@ -1,0 +1,206 @@
+"""Plain-dict views of HiveD's state for ``/v1/inspect/...`` and the metrics gauges.
+
+Everything here is read-only and JSON-serialisable (str, int, float, bool, None, list, dict).
+Keys are camelCase like the rest of cellfit's HTTP surface.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from scheduler.cells.allocator import Booking, CellAllocator, VcState
+from scheduler.cells.topology import Cell, CellState
+
+
+def _pod_entry(alloc: CellAllocator, booking: Booking) -> dict[str, Any]:
+    victims = [v.pod_key or f"slot {v.id}" for v in alloc.victims(booking)]
+    return {
+        "pod": booking.pod_key,
+        "uid": booking.pod_uid,
+        "vc": booking.vc,
+        "priority": booking.priority.value,
+        "node": booking.node,
+        "gpuIndices": booking.gpu_indices,
+        "cellType": booking.cell_type,
+        "vcCell": booking.root.id if booking.root is not None and booking.holds == "g" else None,
+        "gang": booking.group.name if booking.group is not None else None,
+        "waitingForPreemptionOf": victims,
+        # A guaranteed pod recovered where no legal VC cell could hold it is tracked like an
+        # opportunistic one; operators should see that.
+        "outsideVcCells": booking.priority.value == "guaranteed" and booking.holds == "o",
+    }
+
+
+def _cell_types(alloc: CellAllocator, vc: VcState) -> list[str]:
+    types = set(vc.quota) | {t for t, roots in vc.bound.items() if roots} | {c.cell_type for c in vc.pinned}
+    return sorted(types, key=lambda t: (alloc.topology.chain_of_type[t].order, -alloc.topology.chain_of_type[t].level_of(t), t))
+
+
+def _vc_roots(vc: VcState) -> list[Cell]:
+    roots = [c for roots in vc.bound.values() for c in roots] + list(vc.pinned)
+    return sorted(roots, key=lambda c: c.id)
+
+
+def _summary(alloc: CellAllocator, vc: VcState) -> dict[str, Any]:
+    bookings = [b for b in alloc.bookings.values() if b.vc == vc.name]
+    cells = []
+    for cell_type in _cell_types(alloc, vc):
+        chain = alloc.topology.chain_of_type[cell_type]
+        bound = vc.bound.get(cell_type, {})
+        cells.append(
+            {
+                "cellType": cell_type,
+                "gpusPerCell": chain.gpus[chain.level_of(cell_type) - 1],
+                "quota": vc.quota.get(cell_type, 0),
+                "bound": len(bound),
+                "draining": sum(1 for c in bound if c in vc.draining),
+                "pinned": sum(1 for c in vc.pinned if c.cell_type == cell_type),
+            }
+        )
+    return {
+        "name": vc.name,
+        "configured": vc.defined,
+        "cells": cells,
+        "pinnedCells": sorted(c.pinned_id or c.id for c in vc.pinned),
+        "pods": {
+            "guaranteed": sum(1 for b in bookings if b.pod_uid and b.priority.value == "guaranteed"),
+            "opportunistic": sum(1 for b in bookings if b.pod_uid and b.priority.value == "opportunistic"),
+        },
+        "gpus": {
+            "guaranteed": sum(len(b.gpus) for b in bookings if b.holds == "g"),
+            "opportunistic": sum(len(b.gpus) for b in bookings if b.holds == "o"),
+        },
+    }
+
+
+def virtual_clusters(alloc: CellAllocator) -> dict[str, Any]:
+    return {"virtualClusters": [_summary(alloc, alloc.vcs[name]) for name in sorted(alloc.vcs)]}
+
+
+def _gpu_counts(cell: Cell) -> dict[str, int]:
+    return {"total": cell.total, "idle": cell.hfree, "guaranteed": cell.g_used, "opportunistic": cell.opp, "bad": cell.bad}
+
+
+def virtual_cluster(alloc: CellAllocator, name: str) -> dict[str, Any] | None:
+    vc = alloc.vcs.get(name)
+    if vc is None:
+        return None
+    result = _summary(alloc, vc)
+    pods_by_root: dict[Cell, list[str]] = {}
+    for booking in alloc.bookings.values():
+        if booking.root is not None and booking.holds == "g" and booking.pod_key:
+            pods_by_root.setdefault(booking.root, []).append(booking.pod_key)
+    result["vcCells"] = [
+        {
+            "id": root.id,
+            "cellType": root.cell_type,
+            "state": "pinned" if root.state is CellState.PINNED else ("draining" if root in vc.draining else "bound"),
+            "nodes": [n.node for n in root.node_cells] if root.level >= root.chain.node_level else [root.node],
+            "gpus": _gpu_counts(root),
+            "pods": sorted(pods_by_root.get(root, [])),
+        }
+        for root in _vc_roots(vc)
+    ]
+    result["placements"] = [
+        _pod_entry(alloc, b) for b in sorted(alloc.bookings.values(), key=lambda b: b.id) if b.vc == name
+    ]
+    result["gangs"] = [
+        {"name": g.name, "size": g.size, "gpusPerPod": g.gpus, "priority": g.priority.value, "podsPlaced": len(g.members())}
+        for g in sorted(alloc.groups.values(), key=lambda g: g.name)
+        if g.vc == name
+    ]
+    return result
+
+
+def _cell_tree(alloc: CellAllocator, cell: Cell, inherited: str, vc: str | None) -> dict[str, Any]:
+    state = inherited if cell.state is CellState.INSIDE else cell.state.value
+    if cell.state in (CellState.BOUND, CellState.PINNED):
+        vc = cell.vc
+    entry: dict[str, Any] = {"id": cell.id, "cellType": cell.cell_type, "level": cell.level, "state": state, "vc": vc}
+    if cell.pinned_id is not None:
+        entry["pinnedCellId"] = cell.pinned_id
+    if cell.level == 1:
+        owner = alloc.bookings.get(cell.g_owner) if cell.g_owner is not None else None
+        opp = alloc.bookings.get(cell.o_owner) if cell.o_owner is not None else None
+        entry["gpuIndex"] = cell.gpu_index
+        entry["bad"] = cell.is_bad
+        entry["priority"] = "guaranteed" if owner else ("opportunistic" if opp else None)
+        entry["pods"] = [b.pod_key or f"gang slot {b.id}" for b in (owner, opp) if b is not None]
+        return entry
+    entry["gpus"] = _gpu_counts(cell)
+    if cell.level == cell.chain.node_level:
+        entry["healthy"] = cell.bad == 0
+    entry["children"] = [_cell_tree(alloc, child, state, vc) for child in cell.children]
+    return entry
+
+
+def cells(alloc: CellAllocator, *, node: str | None = None) -> dict[str, Any]:
+    """The physical tree. With ``node``, only that node's subtree (the whole tree of a large
+    cluster is tens of megabytes)."""
+    if node is not None:
+        cell = alloc.topology.nodes.get(node)
+        if cell is None:
+            return {"cells": []}
+        state, vc = "inside", None
+        for ancestor in cell.ancestors():
+            if ancestor.state is not CellState.INSIDE:
+                state = ancestor.state.value
+                vc = ancestor.vc if ancestor.state in (CellState.BOUND, CellState.PINNED) else None
+                break
+        return {"cells": [_cell_tree(alloc, cell, state, vc)]}
+    return {"cells": [_cell_tree(alloc, top, "inside", None) for top in alloc.topology.top_cells]}
+
+
+def metrics(alloc: CellAllocator) -> dict[str, Any]:
+    """Gauges. ``virtualClusters`` rows count a VC's cells per cell type: ``used`` (bound or
+    pinned and holding guaranteed pods), ``free`` (quota not bound, plus idle pinned cells),
+    ``opportunistic`` (its cells running opportunistic GPUs) and ``bad`` (its cells with a bad
+    GPU). ``physical`` rows count physical cells per type: ``used`` (bound or pinned),
+    ``free`` (on the buddy free list), ``opportunistic`` and ``bad`` (cells with at least one
+    such GPU). ``fragmentation`` is, per node type, the share of node-level cells that cannot
+    host a whole-node request (fewer idle healthy GPUs than the node has)."""
+    vc_rows = []
+    for name in sorted(alloc.vcs):
+        vc = alloc.vcs[name]
+        for cell_type in _cell_types(alloc, vc):
+            roots = list(vc.bound.get(cell_type, {})) + [c for c in vc.pinned if c.cell_type == cell_type]
+            vc_rows.append(
+                {
+                    "vc": name,
+                    "cellType": cell_type,
+                    "used": sum(1 for c in roots if c.g_used > 0),
+                    "free": max(vc.unbound(cell_type), 0) + sum(1 for c in roots if c.state is CellState.PINNED and c.g_used == 0),
+                    "opportunistic": sum(1 for c in roots if c.opp > 0),
+                    "bad": sum(1 for c in roots if c.bad > 0),
+                }
+            )
+    per_type: dict[str, dict[str, int]] = {}
+    for cell in alloc.topology.all_cells():
+        row = per_type.setdefault(cell.cell_type, {"used": 0, "free": 0, "opportunistic": 0, "bad": 0})
+        if cell.state in (CellState.BOUND, CellState.PINNED):
+            row["used"] += 1
+        elif cell.state is CellState.FREE:
+            row["free"] += 1
+        if cell.opp:
+            row["opportunistic"] += 1
+        if cell.bad:
+            row["bad"] += 1
+    physical = []
+    for chain in alloc.topology.used_chains:
+        for level in range(chain.top, 0, -1):
+            cell_type = chain.type_at(level)
+            physical.append({"cellType": cell_type, "level": level, **per_type.get(cell_type, {"used": 0, "free": 0, "opportunistic": 0, "bad": 0})})
+    fragmentation: dict[str, float] = {}
+    blocked_all = 0
+    for chain in alloc.topology.used_chains:
+        nodes = [n for n in alloc.topology.nodes.values() if n.chain is chain]
+        blocked = sum(1 for n in nodes if n.hfree < n.total)
+        blocked_all += blocked
+        fragmentation[chain.type_at(chain.node_level)] = blocked / len(nodes) if nodes else 0.0
+    total_nodes = len(alloc.topology.nodes)
+    return {
+        "virtualClusters": vc_rows,
+        "physical": physical,
+        "fragmentation": fragmentation,
+        "fragmentationTotal": blocked_all / total_nodes if total_nodes else 0.0,
+    }

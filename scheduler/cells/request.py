@@ -1,0 +1,92 @@
+"""What a pod asks HiveD for, read from its labels, annotations and GPU request.
+
+Only the syntax is checked here (a label value that is not ``guaranteed|opportunistic``, a gang
+without a size). Whether the VC exists or owns the cell type is the allocator's business, because
+it depends on the configuration.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from typing import Final
+
+from scheduler.constants import (
+    ANNOTATION_CELL_TYPE,
+    ANNOTATION_GANG,
+    DOMAIN,
+    LABEL_PRIORITY,
+    LABEL_VIRTUAL_CLUSTER,
+    PRIORITY_GUARANTEED,
+    PRIORITY_OPPORTUNISTIC,
+)
+from scheduler.core.model import PodInfo
+from scheduler.errors import InvalidAnnotation
+
+# The number of pods in a gang. kube-scheduler sees one pod at a time, so the size must travel
+# on every pod; the placer's pod-create webhook can copy it from the Job's spec.parallelism.
+ANNOTATION_GANG_SIZE: Final = f"{DOMAIN}/gang-size"
+# The VC of pods that carry no VC label, when the configuration defines no VCs at all.
+DEFAULT_VIRTUAL_CLUSTER: Final = "default"
+# A guard against typos like "gang-size: 1000000" booking the whole cluster.
+MAX_GANG_SIZE: Final = 4096
+
+
+class Priority(Enum):
+    GUARANTEED = PRIORITY_GUARANTEED
+    OPPORTUNISTIC = PRIORITY_OPPORTUNISTIC
+
+
+@dataclass(frozen=True, slots=True)
+class GangSpec:
+    key: str  # the owner Job's UID: every pod of the Job shares it
+    name: str  # the owner Job's namespace/name, for messages
+    size: int
+
+
+@dataclass(frozen=True, slots=True)
+class CellRequest:
+    vc: str | None  # None: the pod has no VC label
+    priority: Priority
+    gpus: int
+    cell_type: str | None
+    gang: GangSpec | None
+
+    @property
+    def pods(self) -> int:
+        return self.gang.size if self.gang else 1
+
+
+def parse_request(pod: PodInfo) -> CellRequest:
+    """Raise :class:`InvalidAnnotation` naming the label or annotation that cannot be used."""
+    vc = pod.labels.get(LABEL_VIRTUAL_CLUSTER) or None
+    raw_priority = pod.labels.get(LABEL_PRIORITY, PRIORITY_GUARANTEED)
+    try:
+        priority = Priority(raw_priority)
+    except ValueError:
+        raise InvalidAnnotation(
+            f"{raw_priority!r} is not {PRIORITY_GUARANTEED!r} or {PRIORITY_OPPORTUNISTIC!r}",
+            field=f"label {LABEL_PRIORITY}",
+        ) from None
+    cell_type = pod.annotations.get(ANNOTATION_CELL_TYPE) or None
+    return CellRequest(vc=vc, priority=priority, gpus=pod.requests.gpus, cell_type=cell_type, gang=_parse_gang(pod))
+
+
+def _parse_gang(pod: PodInfo) -> GangSpec | None:
+    raw = pod.annotations.get(ANNOTATION_GANG, "false").strip().lower()
+    if raw in ("false", ""):
+        return None
+    if raw != "true":
+        raise InvalidAnnotation(f"{raw!r} is not 'true' or 'false'", field=f"annotation {ANNOTATION_GANG}")
+    if pod.owner is None:
+        raise InvalidAnnotation("a gang pod must be owned by a Job (it has no owner)", field=f"annotation {ANNOTATION_GANG}")
+    raw_size = pod.annotations.get(ANNOTATION_GANG_SIZE)
+    if raw_size is None:
+        raise InvalidAnnotation("is required on a gang pod (the number of pods of the Job)", field=f"annotation {ANNOTATION_GANG_SIZE}")
+    try:
+        size = int(raw_size)
+    except ValueError:
+        raise InvalidAnnotation(f"{raw_size!r} is not an integer", field=f"annotation {ANNOTATION_GANG_SIZE}") from None
+    if not 1 <= size <= MAX_GANG_SIZE:
+        raise InvalidAnnotation(f"must be between 1 and {MAX_GANG_SIZE}, got {size}", field=f"annotation {ANNOTATION_GANG_SIZE}")
+    return GangSpec(key=pod.owner.uid, name=f"{pod.namespace}/{pod.owner.name}", size=size)

@@ -1,0 +1,252 @@
+"""The compiled physical cluster: chains of cell types and the tree of physical cells.
+
+A *chain* is one linear hierarchy of cell types (leaf GPU -> ... -> node -> ... -> top). Every
+cell type belongs to exactly one chain, so a cell type alone names a level. Cells are mutable
+objects with ``__slots__``: the allocator keeps per-cell counters on them because walking a
+dozen ancestors and bumping integers is what makes an allocation cost microseconds, not
+milliseconds, on a 65,536-GPU cluster.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from typing import Iterator, Mapping
+
+from scheduler.cells.config import CellTypeSpec, PhysicalCellSpec, TopologyConfig, chains_of
+from scheduler.errors import ConfigError
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Chain:
+    """Levels are 1-based: level 1 is one GPU, ``top`` is the chain's highest cell type."""
+
+    name: str  # the top cell type
+    types: tuple[str, ...]  # types[k - 1] is the level-k type
+    child_counts: tuple[int, ...]  # child_counts[k - 1]: level-(k-1) children of a level-k cell (0 for GPUs)
+    gpus: tuple[int, ...]  # gpus[k - 1]: GPUs in a level-k cell
+    node_level: int
+    order: int  # position among chains, for deterministic iteration
+
+    @property
+    def top(self) -> int:
+        return len(self.types)
+
+    def level_of(self, cell_type: str) -> int:
+        return self.types.index(cell_type) + 1
+
+    def type_at(self, level: int) -> str:
+        return self.types[level - 1]
+
+    def smallest_level_for(self, gpus: int) -> int | None:
+        """The lowest level whose cells hold ``gpus`` GPUs, capped at the node (a pod lives on one node)."""
+        for level in range(1, self.node_level + 1):
+            if self.gpus[level - 1] >= gpus:
+                return level
+        return None
+
+    def __repr__(self) -> str:
+        return f"Chain({self.name})"
+
+
+class CellState(Enum):
+    """A cell's place in the buddy allocator. Cells inside a FREE, BOUND or PINNED cell have no
+    state of their own (INSIDE): only the highest free cell is on a free list (Algorithm 1)."""
+
+    INSIDE = "inside"
+    FREE = "free"
+    SPLIT = "split"
+    BOUND = "bound"
+    PINNED = "pinned"
+
+
+class Cell:
+    """A physical cell. Leaves (level 1) are GPUs and carry their owners; every cell carries
+    counters over its subtree, kept exact by the allocator on every change."""
+
+    __slots__ = (
+        "id",
+        "chain",
+        "level",
+        "cell_type",
+        "parent",
+        "children",
+        "ordinal",
+        "node",
+        "node_cell",
+        "gpu_index",
+        "leaves",
+        "node_cells",
+        "total",
+        # counters over the subtree
+        "bad",  # bad GPUs (node NotReady or cordoned)
+        "g_used",  # GPUs booked by guaranteed pods
+        "opp",  # GPUs used by opportunistic pods
+        "hfree",  # healthy GPUs with no pod at all
+        "gfree",  # healthy GPUs not booked by a guaranteed pod (opportunistic ones are preemptible)
+        # buddy / VC state
+        "state",
+        "vc",  # for a BOUND or PINNED cell: the VC owning it
+        "pinned_id",
+        "vc_overlaps",  # node cells only: VC cells (bound or pinned) that overlap this node
+        # leaf-only
+        "is_bad",
+        "g_owner",  # booking id of the guaranteed booking on this GPU
+        "o_owner",  # booking id of the opportunistic booking on this GPU
+    )
+
+    def __init__(self, *, cell_id: str, chain: Chain, level: int, parent: Cell | None, ordinal: int) -> None:
+        self.id = cell_id
+        self.chain = chain
+        self.level = level
+        self.cell_type = chain.type_at(level)
+        self.parent = parent
+        self.children: tuple[Cell, ...] = ()
+        self.ordinal = ordinal
+        self.node: str | None = None
+        self.node_cell: Cell | None = None
+        self.gpu_index = -1
+        self.leaves: tuple[Cell, ...] = ()
+        self.node_cells: tuple[Cell, ...] = ()
+        self.total = chain.gpus[level - 1]
+        self.bad = 0
+        self.g_used = 0
+        self.opp = 0
+        self.hfree = self.total
+        self.gfree = self.total
+        self.state = CellState.INSIDE
+        self.vc: str | None = None
+        self.pinned_id: str | None = None
+        self.vc_overlaps = 0
+        self.is_bad = False
+        self.g_owner: int | None = None
+        self.o_owner: int | None = None
+
+    def __repr__(self) -> str:
+        return f"Cell({self.id})"
+
+    def ancestors(self) -> Iterator[Cell]:
+        cell = self.parent
+        while cell is not None:
+            yield cell
+            cell = cell.parent
+
+    def walk(self) -> Iterator[Cell]:
+        """Pre-order over the subtree."""
+        stack = [self]
+        while stack:
+            cell = stack.pop()
+            yield cell
+            stack.extend(reversed(cell.children))
+
+    @property
+    def is_leaf(self) -> bool:
+        return self.level == 1
+
+    @property
+    def above_node(self) -> bool:
+        return self.level > self.chain.node_level
+
+
+class Topology:
+    """Chains, the physical cell tree, and lookups by node name, cell id and cell type."""
+
+    def __init__(self, config: TopologyConfig) -> None:
+        self.config = config
+        shapes = chains_of(config.cell_types)
+        self.chains: dict[str, Chain] = {}
+        self.chain_of_type: dict[str, Chain] = {}
+        for cell_type, shape in shapes.items():
+            top = shape.types[-1]
+            if top not in self.chains:
+                self.chains[top] = _make_chain(top, shape.types, shape.node_level, config.cell_types, len(self.chains))
+            self.chain_of_type[cell_type] = self.chains[top]
+        self.top_cells: list[Cell] = []
+        self.nodes: dict[str, Cell] = {}
+        self.cells_by_id: dict[str, Cell] = {}
+        self.pinned: dict[str, Cell] = {}
+        for spec in config.physical_cells:
+            assert spec.cell_type is not None  # guaranteed by structural validation
+            chain = self.chain_of_type[spec.cell_type]
+            top = self._build(spec, chain, chain.level_of(spec.cell_type), None, len(self.top_cells))
+            self.top_cells.append(top)
+        # Chains in the order their first physical cell appears: search order is deterministic
+        # and follows the operator's file.
+        used: list[Chain] = []
+        for top in self.top_cells:
+            if top.chain not in used:
+                used.append(top.chain)
+        self.used_chains: tuple[Chain, ...] = tuple(used)
+
+    def _build(self, spec: PhysicalCellSpec, chain: Chain, level: int, parent: Cell | None, ordinal: int) -> Cell:
+        if level == chain.node_level:
+            assert spec.node_name is not None
+            cell = self._build_node(spec.node_name, chain, parent, ordinal)
+        else:
+            cell = Cell(cell_id="", chain=chain, level=level, parent=parent, ordinal=ordinal)
+            children = [self._build(child, chain, level - 1, cell, i) for i, child in enumerate(spec.cell_children)]
+            cell.children = tuple(children)
+            cell.leaves = tuple(leaf for child in children for leaf in child.leaves)
+            cell.node_cells = tuple(n for child in children for n in child.node_cells)
+            cell.id = spec.cell_id or f"{cell.cell_type}@{cell.node_cells[0].node}"
+        if spec.pinned_cell_id is not None:
+            cell.pinned_id = spec.pinned_cell_id
+            self.pinned[spec.pinned_cell_id] = cell
+        self._register(cell)
+        return cell
+
+    def _build_node(self, node: str, chain: Chain, parent: Cell | None, ordinal: int) -> Cell:
+        cell = Cell(cell_id=node, chain=chain, level=chain.node_level, parent=parent, ordinal=ordinal)
+        cell.node = node
+        cell.node_cell = cell
+        cell.node_cells = (cell,)
+        counters: dict[int, int] = {}
+        gpu_counter = [0]
+
+        def below(owner: Cell) -> None:
+            if owner.level == 1:
+                owner.gpu_index = gpu_counter[0]
+                gpu_counter[0] += 1
+                owner.leaves = (owner,)
+                return
+            kids = []
+            for i in range(chain.child_counts[owner.level - 1]):
+                level = owner.level - 1
+                ordinal_in_node = counters.get(level, 0)
+                counters[level] = ordinal_in_node + 1
+                kid = Cell(cell_id=f"{node}/{chain.type_at(level)}#{ordinal_in_node}", chain=chain, level=level, parent=owner, ordinal=i)
+                kid.node = node
+                kid.node_cell = cell
+                below(kid)
+                self._register(kid)
+                kids.append(kid)
+            owner.children = tuple(kids)
+            owner.leaves = tuple(leaf for kid in kids for leaf in kid.leaves)
+
+        below(cell)
+        self.nodes[node] = cell
+        return cell
+
+    def _register(self, cell: Cell) -> None:
+        if cell.id in self.cells_by_id:
+            raise ConfigError(f"topology.physicalCells: cell id {cell.id!r} is used twice (set a distinct cellId)")
+        self.cells_by_id[cell.id] = cell
+
+    def all_cells(self) -> Iterator[Cell]:
+        for top in self.top_cells:
+            yield from top.walk()
+
+    def total_gpus(self) -> int:
+        return sum(top.total for top in self.top_cells)
+
+
+def _make_chain(
+    top: str, types: tuple[str, ...], node_level: int, cell_types: Mapping[str, CellTypeSpec], order: int
+) -> Chain:
+    child_counts = [0] + [cell_types[t].child_count for t in types[1:]]
+    gpus = [1]
+    for count in child_counts[1:]:
+        gpus.append(gpus[-1] * count)
+    return Chain(
+        name=top, types=types, child_counts=tuple(child_counts), gpus=tuple(gpus), node_level=node_level, order=order
+    )
