@@ -44,7 +44,7 @@ class SchedulingEngine(Protocol):
     # --- decisions ---
     def filter(self, pod: PodInfo, node_names: Sequence[str]) -> FilterDecision: ...
 
-    def prioritize(self, pod: PodInfo, node_names: Sequence[str]) -> list[tuple[str, int]]:
+    def prioritize(self, pod: PodInfo, node_names: Sequence[str]) -> list[int]:
         """Scores in 0..MAX_EXTENDER_PRIORITY, one per offered node, in the offered order."""
         ...
 

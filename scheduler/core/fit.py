@@ -15,6 +15,7 @@ Scoring, in 0..10 (kube-scheduler multiplies by the extender's weight):
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import repeat
 from typing import Final, Mapping, Sequence
 
 import numpy as np
@@ -30,26 +31,38 @@ _CPU, _MEMORY, _GPU = 0, 1, 2
 _DIMENSIONS: Final = 3
 _CPU_ONLY_GPU_NODE_MAX: Final = MAX_EXTENDER_PRIORITY // 2
 
-Vector = npt.NDArray[np.int64]
+Matrix = npt.NDArray[np.int64]
 
 
 @dataclass(frozen=True, slots=True)
 class _Booking:
     node_name: str
     requests: Resources
+    priority: int = 0
+
+
+def _column(resources: Resources) -> Matrix:
+    return np.array(resources.as_tuple(), dtype=np.int64)
 
 
 class ResourceFitEngine:
-    """A :class:`~scheduler.core.engine.SchedulingEngine` deciding on resource fit alone."""
+    """A :class:`~scheduler.core.engine.SchedulingEngine` deciding on resource fit alone.
+
+    State is one column per node slot in ``(3, capacity)`` matrices, a row per dimension: the
+    per-node tests of a request are then three element-wise comparisons over contiguous rows,
+    which numpy does an order of magnitude faster than reductions along a 3-wide axis.
+    """
 
     def __init__(self, *, initial_capacity: int = 64) -> None:
         self._index: dict[str, int] = {}
         self._nodes: list[NodeInfo | None] = []
         self._free_slots: list[int] = []
-        self._allocatable: Vector = np.zeros((initial_capacity, _DIMENSIONS), dtype=np.int64)
-        self._used: Vector = np.zeros((initial_capacity, _DIMENSIONS), dtype=np.int64)
+        self._allocatable: Matrix = np.zeros((_DIMENSIONS, initial_capacity), dtype=np.int64)
+        self._free: Matrix = np.zeros((_DIMENSIONS, initial_capacity), dtype=np.int64)
+        # Node names by slot, so results are picked out by mask rather than a loop per node.
+        self._names: npt.NDArray[np.object_] = np.full(initial_capacity, None, dtype=object)
         self._bookings: dict[str, _Booking] = {}
-        # Pods bound to nodes not seen yet: folded in when the node arrives.
+        # Bookings per node name, including nodes not seen yet (folded in when they arrive).
         self._pods_by_node: dict[str, set[str]] = {}
 
     # ------------------------------------------------------------------ cluster state
@@ -59,27 +72,28 @@ class ResourceFitEngine:
 
     def apply_node(self, node: NodeInfo) -> None:
         slot = self._index.get(node.name)
-        if slot is not None:
-            if self._nodes[slot] != node:
-                self._nodes[slot] = node
-                self._allocatable[slot] = node.allocatable.as_tuple()
+        if slot is None:
+            slot = self._take_slot()
+            self._index[node.name] = slot
+            self._names[slot] = node.name
+        elif self._nodes[slot] == node:
             return
-        slot = self._take_slot()
-        self._index[node.name] = slot
         self._nodes[slot] = node
-        self._allocatable[slot] = node.allocatable.as_tuple()
+        allocatable = _column(node.allocatable)
         used = np.zeros(_DIMENSIONS, dtype=np.int64)
         for uid in self._pods_by_node.get(node.name, ()):
             used += self._bookings[uid].requests.as_tuple()
-        self._used[slot] = used
+        self._allocatable[:, slot] = allocatable
+        self._free[:, slot] = allocatable - used
 
     def delete_node(self, node_name: str) -> None:
         slot = self._index.pop(node_name, None)
         if slot is None:
             return
         self._nodes[slot] = None
-        self._allocatable[slot] = 0
-        self._used[slot] = 0
+        self._names[slot] = None
+        self._allocatable[:, slot] = 0
+        self._free[:, slot] = 0
         self._free_slots.append(slot)
 
     def apply_pod(self, pod: PodInfo) -> None:
@@ -91,11 +105,11 @@ class ResourceFitEngine:
             self.delete_pod(pod.uid)
             return
         assert pod.node_name is not None
-        booking = self._bookings.get(pod.uid)
-        if booking is not None and booking.node_name == pod.node_name and booking.requests == pod.requests:
+        booking = _Booking(pod.node_name, pod.requests, pod.priority)
+        if self._bookings.get(pod.uid) == booking:
             return
         self.delete_pod(pod.uid)
-        self._book(pod.uid, _Booking(pod.node_name, pod.requests))
+        self._book(pod.uid, booking)
 
     def delete_pod(self, pod_uid: str) -> None:
         booking = self._bookings.pop(pod_uid, None)
@@ -108,7 +122,7 @@ class ResourceFitEngine:
                 del self._pods_by_node[booking.node_name]
         slot = self._index.get(booking.node_name)
         if slot is not None:
-            self._used[slot] -= booking.requests.as_tuple()
+            self._free[:, slot] += booking.requests.as_tuple()
 
     def stats(self) -> Mapping[str, int]:
         return {"nodes": len(self._index), "pods": len(self._bookings)}
@@ -117,52 +131,57 @@ class ResourceFitEngine:
 
     def filter(self, pod: PodInfo, node_names: Sequence[str]) -> FilterDecision:
         decision = FilterDecision()
-        slots, known, unknown = self._slots(node_names)
-        for name in unknown:
-            decision.unresolvable[name] = "cellfit has not seen this node yet (no Node object)."
-        if not known:
+        slots, unknown = self._slots(node_names)
+        if unknown:
+            decision.unresolvable = dict.fromkeys(unknown, "cellfit has not seen this node yet (no Node object).")
+        if not len(slots):
             return decision
-        request = np.array(pod.requests.as_tuple(), dtype=np.int64)
-        allocatable = self._allocatable[slots]
-        free = allocatable - self._used[slots]
-        never = allocatable < request  # per node and dimension: too small even when empty
-        not_now = free < request
-        never_any = never.any(axis=1)
-        not_now_any = not_now.any(axis=1) & ~never_any
-        if not never_any.any() and not not_now_any.any():
-            decision.feasible = known
+        cpu, memory, gpus = pod.requests.as_tuple()
+        allocatable = self._allocatable.take(slots, axis=1)
+        free = self._free.take(slots, axis=1)
+        # Too small even when empty (unresolvable), else too full now (preemption may help).
+        never = (allocatable[_CPU] < cpu, allocatable[_MEMORY] < memory, allocatable[_GPU] < gpus)
+        busy = (free[_CPU] < cpu, free[_MEMORY] < memory, free[_GPU] < gpus)
+        never_any = never[0] | never[1] | never[2]
+        busy_any = (busy[0] | busy[1] | busy[2]) & ~never_any
+        fits = ~(never_any | busy_any)
+        if not unknown and fits.all():
+            decision.feasible = list(node_names)
             return decision
-        never_reasons = self._reasons(pod.requests, "in all")
-        busy_reasons = self._reasons(pod.requests, "free")
-        never_dim = never.argmax(axis=1)
-        busy_dim = not_now.argmax(axis=1)
-        for position, name in enumerate(known):
-            if never_any[position]:
-                decision.unresolvable[name] = never_reasons[never_dim[position]]
-            elif not_now_any[position]:
-                decision.failed[name] = busy_reasons[busy_dim[position]]
-            else:
-                decision.feasible.append(name)
+        decision.feasible = self._names[slots[fits]].tolist()
+        for failing, by_dimension, reasons, into in (
+            (never_any, never, self._reasons(pod.requests, "in all"), decision.unresolvable),
+            (busy_any, busy, self._reasons(pod.requests, "free"), decision.failed),
+        ):
+            remaining = failing
+            for short, reason in zip(by_dimension, reasons):  # each node: its first shortfall
+                chosen = remaining & short
+                if chosen.any():
+                    into.update(dict.fromkeys(self._names[slots[chosen]].tolist(), reason))
+                    remaining = remaining & ~chosen
         return decision
 
-    def prioritize(self, pod: PodInfo, node_names: Sequence[str]) -> list[tuple[str, int]]:
-        slots, known, unknown = self._slots(node_names)
-        scores: dict[str, int] = dict.fromkeys(unknown, 0)
-        if known:
-            allocatable = self._allocatable[slots]
-            fits = ((allocatable - self._used[slots]) >= np.array(pod.requests.as_tuple(), dtype=np.int64)).all(axis=1)
-            used_gpus = self._used[slots, _GPU]
-            total_gpus = allocatable[:, _GPU]
-            has_gpus = total_gpus > 0
-            safe_total = np.where(has_gpus, total_gpus, 1)
-            if pod.requests.gpus > 0:
-                after = np.minimum(used_gpus + pod.requests.gpus, safe_total)
-                raw = np.where(has_gpus, after * MAX_EXTENDER_PRIORITY // safe_total, 0)
-            else:
-                busy = np.clip(used_gpus, 0, safe_total) * _CPU_ONLY_GPU_NODE_MAX // safe_total
-                raw = np.where(has_gpus, busy, MAX_EXTENDER_PRIORITY)
-            scores.update(zip(known, np.where(fits, raw, 0).tolist()))
-        return [(name, scores[name]) for name in node_names]
+    def prioritize(self, pod: PodInfo, node_names: Sequence[str]) -> list[int]:
+        slots, unknown = self._slots(node_names)
+        cpu, memory, gpus = pod.requests.as_tuple()
+        allocatable = self._allocatable.take(slots, axis=1)
+        free = self._free.take(slots, axis=1)
+        fits = (free[_CPU] >= cpu) & (free[_MEMORY] >= memory) & (free[_GPU] >= gpus)
+        total_gpus = allocatable[_GPU]
+        used_gpus = total_gpus - free[_GPU]
+        has_gpus = total_gpus > 0
+        safe_total = np.where(has_gpus, total_gpus, 1)
+        if gpus > 0:
+            after = np.minimum(used_gpus + gpus, safe_total)
+            raw = np.where(has_gpus, after * MAX_EXTENDER_PRIORITY // safe_total, 0)
+        else:
+            busy = np.clip(used_gpus, 0, safe_total) * _CPU_ONLY_GPU_NODE_MAX // safe_total
+            raw = np.where(has_gpus, busy, MAX_EXTENDER_PRIORITY)
+        scores = np.where(fits, raw, 0)
+        if not unknown:
+            return scores.tolist()
+        by_name = dict(zip(self._names[slots].tolist(), scores.tolist()))
+        return [by_name.get(name, 0) for name in node_names]
 
     def select_victims(
         self,
@@ -175,17 +194,20 @@ class ResourceFitEngine:
             slot = self._index.get(node_name)
             if slot is None:
                 continue
-            victims: list[tuple[str, PodInfo | Resources | None]] = []
+            victims: list[_Booking | None] = []
             for uid in victim_uids:
                 described = victim_pods.get(uid)
-                booking = self._bookings.get(uid)
-                victims.append((uid, described if described is not None else (booking.requests if booking else None)))
-            if any(victim is None for _, victim in victims):
+                victims.append(
+                    _Booking(node_name, described.requests, described.priority)
+                    if described is not None
+                    else self._bookings.get(uid)
+                )
+            if any(victim is None for victim in victims):
                 # A victim cellfit has no record of: kube-scheduler's own plugins chose it, and
                 # without its requests cellfit can neither confirm nor narrow the choice.
                 accepted[node_name] = list(victim_uids)
                 continue
-            chosen = self._minimal_victims(pod.requests, slot, victims)
+            chosen = self._minimal_victims(pod.requests, slot, list(zip(victim_uids, victims)))  # type: ignore[arg-type]
             if chosen is not None:
                 accepted[node_name] = chosen
         return accepted
@@ -199,13 +221,13 @@ class ResourceFitEngine:
             if booking.node_name == node_name:
                 return Placement(pod_uid=pod.uid, node_name=node_name)
             raise SchedulingConflict(f"pod {pod.key} is already bound to node {booking.node_name}")
-        free = self._allocatable[slot] - self._used[slot]
-        if (free < np.array(pod.requests.as_tuple())).any():
+        free = self.free_on(node_name)
+        if not pod.requests.fits_in(free):
             raise SchedulingConflict(
                 f"node {node_name} no longer has room for pod {pod.key} "
-                f"(needs {pod.requests.describe()}, free {_describe(free)})"
+                f"(needs {pod.requests.describe()}, free {free.describe()})"
             )
-        self._book(pod.uid, _Booking(node_name, pod.requests))
+        self._book(pod.uid, _Booking(node_name, pod.requests, pod.priority))
         return Placement(pod_uid=pod.uid, node_name=node_name)
 
     def unreserve(self, pod_uid: str) -> None:
@@ -216,66 +238,55 @@ class ResourceFitEngine:
         slot = self._index.get(node_name)
         if slot is None:
             raise UnknownNode(node_name)
-        cpu, memory, gpus = (self._allocatable[slot] - self._used[slot]).tolist()
+        cpu, memory, gpus = self._free[:, slot].tolist()
         return Resources(cpu, memory, gpus)
 
     # ------------------------------------------------------------------ internals
 
-    def _slots(self, node_names: Sequence[str]) -> tuple[npt.NDArray[np.intp], list[str], list[str]]:
-        index = self._index
-        found = [index.get(name, -1) for name in node_names]
-        if -1 not in found:
-            return np.fromiter(found, dtype=np.intp, count=len(found)), list(node_names), []
-        known = [name for name, slot in zip(node_names, found) if slot >= 0]
-        unknown = [name for name, slot in zip(node_names, found) if slot < 0]
-        return np.array([slot for slot in found if slot >= 0], dtype=np.intp), known, unknown
+    def _slots(self, node_names: Sequence[str]) -> tuple[npt.NDArray[np.intp], list[str]]:
+        """Slots of the known offered nodes, in offered order, and the unknown names."""
+        found = np.fromiter(map(self._index.get, node_names, repeat(-1)), dtype=np.intp, count=len(node_names))
+        known = found >= 0
+        if known.all():
+            return found, []
+        return found[known], [name for name, ok in zip(node_names, known.tolist()) if not ok]
 
     def _book(self, uid: str, booking: _Booking) -> None:
         self._bookings[uid] = booking
         self._pods_by_node.setdefault(booking.node_name, set()).add(uid)
         slot = self._index.get(booking.node_name)
         if slot is not None:
-            self._used[slot] += booking.requests.as_tuple()
+            self._free[:, slot] -= booking.requests.as_tuple()
 
     def _take_slot(self) -> int:
         if self._free_slots:
             return self._free_slots.pop()
         slot = len(self._nodes)
-        if slot == len(self._allocatable):
-            grown = max(64, 2 * slot)
-            self._allocatable = np.resize(self._allocatable, (grown, _DIMENSIONS))
-            self._used = np.resize(self._used, (grown, _DIMENSIONS))
-            self._allocatable[slot:] = 0
-            self._used[slot:] = 0
+        capacity = self._allocatable.shape[1]
+        if slot == capacity:
+            grown = max(64, 2 * capacity)
+            self._allocatable = np.pad(self._allocatable, ((0, 0), (0, grown - capacity)))
+            self._free = np.pad(self._free, ((0, 0), (0, grown - capacity)))
+            self._names = np.concatenate([self._names, np.full(grown - capacity, None, dtype=object)])
         self._nodes.append(None)
         return slot
 
-    def _minimal_victims(
-        self, request: Resources, slot: int, victims: list[tuple[str, PodInfo | Resources | None]]
-    ) -> list[str] | None:
+    def _minimal_victims(self, request: Resources, slot: int, victims: list[tuple[str, _Booking]]) -> list[str] | None:
         """Evict all candidates, then give back (highest priority first) every victim the pod
         can do without, as kube-scheduler's own preemption does. ``None`` if even evicting all
         of them leaves too little room."""
-        free = self._allocatable[slot] - self._used[slot]
-        need = np.array(request.as_tuple(), dtype=np.int64)
-
-        def requests_of(victim: PodInfo | Resources | None) -> Vector:
-            if isinstance(victim, PodInfo):
-                return np.array(victim.requests.as_tuple(), dtype=np.int64)
-            assert victim is not None
-            return np.array(victim.as_tuple(), dtype=np.int64)
-
-        released = sum((requests_of(v) for _, v in victims), np.zeros(_DIMENSIONS, dtype=np.int64))
+        free = self._free[:, slot].copy()
+        need = _column(request)
+        released = np.zeros(_DIMENSIONS, dtype=np.int64)
+        for _, victim in victims:
+            released += victim.requests.as_tuple()
         if ((free + released) < need).any():
             return None
-        ordered = sorted(
-            victims, key=lambda item: -(item[1].priority if isinstance(item[1], PodInfo) else 0)
-        )
         chosen: list[str] = []
-        for uid, victim in ordered:
-            amount = requests_of(victim)
+        for uid, victim in sorted(victims, key=lambda item: -item[1].priority):
+            amount = _column(victim.requests)
             if ((free + released - amount) >= need).all():
-                released = released - amount  # reprieved: it keeps running
+                released -= amount  # reprieved: it keeps running
             else:
                 chosen.append(uid)
         return chosen
@@ -296,7 +307,3 @@ class ResourceFitEngine:
             f"not enough free GPUs for the pod's {request.gpus}.",
         )
 
-
-def _describe(vector: Vector) -> str:
-    cpu, memory, gpus = vector.tolist()
-    return Resources(cpu, memory, gpus).describe()

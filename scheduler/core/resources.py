@@ -9,6 +9,7 @@ float rounding) following apimachinery's grammar, and rounded up to the unit lik
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Final, Mapping
@@ -65,20 +66,28 @@ def parse_quantity(value: str | int | float, *, field: str) -> Fraction:
 
 
 def _parse_quantity_string(text: str, *, field: str) -> Fraction:
+    try:
+        return _parse_quantity_text(text)
+    except ValueError as error:
+        raise InvalidQuantity(str(error), field=field) from None
+
+
+# Pods repeat the same few quantity strings ("1", "8Gi", "500m"): parsing each once makes pod
+# translation a dictionary lookup per quantity. Failures raise, so they are never cached.
+@lru_cache(maxsize=4096)
+def _parse_quantity_text(text: str) -> Fraction:
     if len(text) > 64:
-        raise InvalidQuantity("quantity string is longer than 64 characters", field=field)
+        raise ValueError("quantity string is longer than 64 characters")
     match = _QUANTITY_RE.match(text.strip())
     if match is None:
-        raise InvalidQuantity(
-            f"{text!r} is not a Kubernetes quantity (e.g. '500m', '2', '16Gi', '1e3')", field=field
-        )
+        raise ValueError(f"{text!r} is not a Kubernetes quantity (e.g. '500m', '2', '16Gi', '1e3')")
     number = Fraction(match["number"] if not match["number"].endswith(".") else match["number"][:-1])
     if match["sign"] == "-":
         number = -number
     if match["exp"] is not None:
         exponent = int(match["exp"][1:])
         if exponent > _MAX_EXPONENT:
-            raise InvalidQuantity(f"{text!r} is larger than any real resource", field=field)
+            raise ValueError(f"{text!r} is larger than any real resource")
         if exponent < -_MAX_EXPONENT:
             return Fraction(0)
         return number * Fraction(10) ** exponent
@@ -94,20 +103,42 @@ def _ceil(amount: Fraction) -> int:
 
 def cpu_millis(value: str | int | float, *, field: str) -> int:
     """A CPU quantity in millicores, rounded up as ``Quantity.MilliValue()`` does."""
-    return _checked(_ceil(parse_quantity(value, field=field) * 1000), value, field)
+    return _convert(value, "milli", field)
 
 
 def whole_units(value: str | int | float, *, field: str) -> int:
     """A quantity in whole units (bytes, devices), rounded up as ``Quantity.Value()`` does."""
-    return _checked(_ceil(parse_quantity(value, field=field)), value, field)
+    return _convert(value, "units", field)
 
 
 def device_count(value: str | int | float, *, field: str) -> int:
     """An extended-resource quantity: devices are indivisible, so fractions are rejected."""
-    amount = parse_quantity(value, field=field)
-    if amount.denominator != 1:
+    return _convert(value, "devices", field)
+
+
+def _convert(value: str | int | float, unit: str, field: str) -> int:
+    if isinstance(value, str):
+        try:
+            return _convert_text(value, unit)
+        except ValueError as error:
+            raise InvalidQuantity(str(error), field=field) from None
+    return _to_unit(parse_quantity(value, field=field), value, unit, field)
+
+
+@lru_cache(maxsize=4096)
+def _convert_text(text: str, unit: str) -> int:
+    try:
+        return _to_unit(parse_quantity(text, field=""), text, unit, "")
+    except InvalidQuantity as error:
+        raise ValueError(str(error)) from None
+
+
+def _to_unit(amount: Fraction, value: object, unit: str, field: str) -> int:
+    if unit == "milli":
+        return _checked(_ceil(amount * 1000), value, field)
+    if unit == "devices" and amount.denominator != 1:
         raise InvalidQuantity(f"{value!r} is not a whole number of devices", field=field)
-    return _checked(int(amount), value, field)
+    return _checked(_ceil(amount), value, field)
 
 
 def _checked(units: int, value: object, field: str) -> int:

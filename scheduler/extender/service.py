@@ -123,7 +123,7 @@ class ExtenderService:
                 self._apply_sent_nodes(raw_nodes)
             scores = self._engine.prioritize(pod, names)
         self._metrics.requests.labels(verb="prioritize", result="ok").inc()
-        return Answer(200, wire.ENCODER.encode([wire.HostPriority(Host=host, Score=score) for host, score in scores]))
+        return Answer(200, wire.ENCODER.encode(list(map(wire.HostPriority, names, scores))))
 
     # ------------------------------------------------------------------ preempt
 

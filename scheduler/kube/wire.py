@@ -123,7 +123,8 @@ class ExtenderFilterResult(msgspec.Struct, frozen=True):
     Error: str = ""
 
 
-class HostPriority(msgspec.Struct, frozen=True, array_like=False):
+class HostPriority(msgspec.Struct, frozen=True, gc=False):
+    # gc=False: thousands are built per prioritize call and none can form a cycle.
     Host: str
     Score: int
 

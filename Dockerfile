@@ -1,0 +1,22 @@
+# syntax=docker/dockerfile:1
+# Small, non-root image running `cellfit serve`.
+FROM python:3.11-slim-bookworm AS build
+WORKDIR /src
+COPY pyproject.toml README.md ./
+COPY scheduler ./scheduler
+COPY estimator ./estimator
+COPY placer ./placer
+RUN pip wheel --no-cache-dir --wheel-dir /wheels .
+
+FROM python:3.11-slim-bookworm
+LABEL org.opencontainers.image.title="cellfit" \
+      org.opencontainers.image.description="Kubernetes scheduler extender for deep-learning GPU clusters"
+COPY --from=build /wheels /wheels
+RUN pip install --no-cache-dir --no-compile /wheels/*.whl && rm -rf /wheels
+# 65532: the conventional "nonroot" UID; no shell login, no home writes needed.
+USER 65532:65532
+ENV PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
+EXPOSE 8888
+HEALTHCHECK NONE
+ENTRYPOINT ["cellfit", "serve"]
+CMD ["--host", "0.0.0.0", "--port", "8888"]

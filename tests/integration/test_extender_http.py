@@ -1,0 +1,171 @@
+"""The extender over real HTTP, with payloads shaped exactly as kube-scheduler sends them, in
+both nodeCacheCapable modes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from scheduler.core.model import PodInfo
+from scheduler.core.resources import Resources
+from tests.support import kube_objects as k
+
+FILTER, PRIORITIZE, PREEMPT, BIND = (f"/v1/extender/{verb}" for verb in ("filter", "prioritize", "preempt", "bind"))
+NODES = [k.node("gpu-a", gpus=8), k.node("gpu-b", gpus=8), k.node("gpu-small", gpus=2), k.node("cpu-only", gpus=0)]
+
+
+def post(client, path, body):
+    return client.post(path, content=k.dumps(body), headers={"Content-Type": "application/json"})
+
+
+def occupy(runtime, node_name: str, gpus: int, uid: str = "running-1", priority: int = 0) -> None:
+    runtime.engine.apply_pod(
+        PodInfo(uid=uid, namespace="ml", name=uid, requests=Resources(1000, 2**30, gpus), node_name=node_name, phase="Running", priority=priority)
+    )
+
+
+def learn_nodes(client) -> None:
+    """Standalone mode learns capacity from full Node objects, as kube-scheduler sends them."""
+    assert post(client, FILTER, k.extender_args(k.pod("warmup-0"), NODES, node_cache_capable=False)).status_code == 200
+
+
+def test_filter_with_full_nodes_echoes_the_feasible_node_objects(client, runtime):
+    occupy(runtime, "gpu-b", 6)
+    body = k.extender_args(k.pod("train-0", gpus=4), NODES, node_cache_capable=False)
+    response = post(client, FILTER, body)
+    assert response.status_code == 200
+    result = response.json()
+    assert set(result) == {"Nodes", "NodeNames", "FailedNodes", "FailedAndUnresolvableNodes", "Error"}
+    assert result["Error"] == "" and result["NodeNames"] is None
+    assert result["Nodes"]["items"] == [NODES[0]]  # the whole object, untouched
+    assert set(result["FailedNodes"]) == {"gpu-b"}
+    assert set(result["FailedAndUnresolvableNodes"]) == {"gpu-small", "cpu-only"}
+    assert all(isinstance(r, str) and r for r in result["FailedNodes"].values())
+
+
+def test_filter_with_node_names_uses_what_cellfit_knows(client, runtime):
+    learn_nodes(client)
+    occupy(runtime, "gpu-a", 8)
+    body = k.extender_args(k.pod("train-0", gpus=8), NODES, node_cache_capable=True)
+    body["NodeNames"].append("never-seen")
+    result = post(client, FILTER, body).json()
+    assert result["NodeNames"] == ["gpu-b"] and result["Nodes"] is None
+    assert set(result["FailedNodes"]) == {"gpu-a"}
+    assert set(result["FailedAndUnresolvableNodes"]) == {"gpu-small", "cpu-only", "never-seen"}
+
+
+@pytest.mark.parametrize("node_cache_capable", [False, True])
+def test_prioritize_returns_a_host_priority_list_in_0_to_10(client, runtime, node_cache_capable):
+    learn_nodes(client)
+    occupy(runtime, "gpu-b", 4)
+    response = post(client, PRIORITIZE, k.extender_args(k.pod("train-0", gpus=2), NODES, node_cache_capable=node_cache_capable))
+    assert response.status_code == 200
+    scores = response.json()
+    assert [s["Host"] for s in scores] == [n["metadata"]["name"] for n in NODES]
+    assert all(set(s) == {"Host", "Score"} and 0 <= s["Score"] <= 10 for s in scores)
+    by_host = {s["Host"]: s["Score"] for s in scores}
+    assert by_host["gpu-b"] > by_host["gpu-a"] and by_host["cpu-only"] == 0
+
+
+@pytest.mark.parametrize("node_cache_capable", [False, True])
+def test_preempt_narrows_kube_schedulers_victims(client, runtime, node_cache_capable):
+    learn_nodes(client)
+    victims = [k.pod(f"be-{i}", gpus=2, node_name="gpu-a", phase="Running", priority=i) for i in range(4)]
+    for victim in victims:
+        occupy(runtime, "gpu-a", 2, uid=victim["metadata"]["uid"], priority=victim["spec"]["priority"])
+    occupy(runtime, "gpu-small", 2, uid="small-1")
+    body = k.preemption_args(
+        k.pod("te-0", gpus=4, priority=100),
+        {"gpu-a": victims, "gpu-small": [k.pod("x-0", gpus=2, node_name="gpu-small", uid="small-1")]},
+        node_cache_capable=node_cache_capable,
+    )
+    response = post(client, PREEMPT, body)
+    assert response.status_code == 200
+    result = response.json()
+    assert set(result) == {"NodeNameToMetaVictims"}
+    # gpu-small can never hold 4 GPUs; on gpu-a the two lowest-priority pods are enough.
+    assert set(result["NodeNameToMetaVictims"]) == {"gpu-a"}
+    chosen = result["NodeNameToMetaVictims"]["gpu-a"]
+    assert sorted(p["UID"] for p in chosen["Pods"]) == sorted(v["metadata"]["uid"] for v in victims[:2])
+    assert chosen["NumPDBViolations"] == 0
+
+
+def test_bind_without_a_cluster_says_why_in_the_error_field(client):
+    response = post(client, BIND, {"PodName": "train-0", "PodNamespace": "ml", "PodUID": "u", "Node": "gpu-a"})
+    assert response.status_code == 200
+    assert "no Kubernetes API connection" in response.json()["Error"]
+
+
+# ---------------------------------------------------------------- bad input
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "fragment"),
+    [
+        (FILTER, b"{not json", "malformed JSON"),
+        (FILTER, b"", "malformed JSON"),
+        (FILTER, b'{"NodeNames": ["a"]}', "Object missing required field `Pod`"),
+        (PRIORITIZE, b'{"Pod": {"metadata": {"name": 5}}, "NodeNames": []}', "Pod.metadata.name"),
+        (PREEMPT, b'{"Pod": {}, "NodeNameToMetaVictims": {"n": {"Pods": [{"uid": "x"}]}}}', "UID"),
+        (BIND, b'{"PodName": "p"}', "PodNamespace"),
+        (FILTER, b"[1, 2, 3]", "Expected `object`"),
+    ],
+)
+def test_malformed_requests_get_http_400_naming_the_problem(client, path, body, fragment):
+    response = client.post(path, content=body)
+    assert response.status_code == 400
+    assert fragment in response.json()["Error"]
+
+
+def test_absurd_quantity_is_an_error_field_naming_the_field_for_filter_and_400_for_prioritize(client):
+    pod = k.pod("train-0", gpus=1)
+    pod["spec"]["containers"][0]["resources"]["requests"]["memory"] = "1e999"
+    body = k.extender_args(pod, NODES, node_cache_capable=False)
+    result = post(client, FILTER, body).json()
+    assert "Pod.spec.containers[0].resources.requests.memory" in result["Error"]
+    assert "larger than any real resource" in result["Error"]
+    response = post(client, PRIORITIZE, body)
+    assert response.status_code == 400 and "requests.memory" in response.json()["Error"]
+
+
+def test_oversized_bodies_are_refused_with_413_and_the_service_keeps_serving(client, runtime):
+    huge = b'{"Pod": {}, "NodeNames": ["' + b"x" * (10 * 2**20) + b'"]}'
+    response = client.post(FILTER, content=huge)
+    assert response.status_code == 413 and "maxRequestBytes" in response.json()["Error"]
+
+    def chunks():
+        yield b'{"Pod": {}, "NodeNames": ["'
+        for _ in range(10):
+            yield b"y" * 2**20
+        yield b'"]}'
+
+    response = client.post(FILTER, content=chunks())  # chunked: no Content-Length to trust
+    assert response.status_code == 413
+    ok = post(client, FILTER, k.extender_args(k.pod("train-0", gpus=1), NODES, node_cache_capable=False))
+    assert ok.status_code == 200 and len(ok.json()["Nodes"]["items"]) == 3
+
+
+def test_metrics_count_what_happened(client):
+    learn_nodes(client)
+    client.post(FILTER, content=b"{oops")
+    post(client, PRIORITIZE, k.extender_args(k.pod("p-0"), NODES, node_cache_capable=True))
+    text = client.get("/metrics").text
+    assert 'cellfit_extender_request_duration_seconds_bucket{le="0.0001",verb="filter"}' in text
+    assert 'cellfit_extender_requests_total{result="rejected",verb="filter"} 1.0' in text
+    assert 'cellfit_extender_requests_total{result="ok",verb="prioritize"} 1.0' in text
+    assert 'cellfit_filter_node_verdicts_total{verdict="feasible"} 4.0' in text
+    assert 'cellfit_cache_objects{kind="nodes"} 4.0' in text
+
+
+def test_health_readiness_and_openapi(client):
+    assert client.get("/healthz").json() == {"status": "ok"}
+    ready = client.get("/readyz")
+    assert ready.status_code == 200 and "standalone" in ready.json()["reason"]
+    document = client.get("/openapi.json").json()
+    for verb in ("filter", "prioritize", "preempt", "bind"):
+        assert f"/v1/extender/{verb}" in document["paths"]
+    schemas = document["components"]["schemas"]
+    assert {"ExtenderArgs", "ExtenderFilterResult", "HostPriority", "ExtenderPreemptionArgs", "ExtenderBindingArgs"} <= set(schemas)
+    assert set(schemas["ExtenderFilterResult"]["properties"]) == {"Nodes", "NodeNames", "FailedNodes", "FailedAndUnresolvableNodes", "Error"}
+    json.dumps(document)

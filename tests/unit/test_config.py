@@ -1,0 +1,62 @@
+from pathlib import Path
+
+import pytest
+
+from scheduler.cli import main
+from scheduler.config import Settings, default_config_text, load_settings, parse_settings
+from scheduler.errors import ConfigError
+
+
+def test_embedded_default_file_matches_the_documented_defaults():
+    assert load_settings(None) == Settings()
+    assert parse_settings(default_config_text()) == Settings()
+
+
+def test_partial_file_keeps_defaults_for_the_rest():
+    settings = parse_settings("server:\n  port: 9000\n")
+    assert settings.server.port == 9000 and settings.server.host == "127.0.0.1"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("server:\n  port: 70000\n", "server.port: Input should be less than or equal to 65535 (got 70000)"),
+        ("server:\n  prot: 1\n", "server.prot: unknown key (misspelled?)"),
+        ("policy:\n  name: magic\n", "policy.name: Input should be 'resource-fit'"),
+        ("cluster:\n  mode: sometimes\n", "cluster.mode"),
+        ("logging: [1, 2]\n", "logging: Input should be a valid dictionary"),
+        ("- just\n- a list\n", "the top level must be a mapping"),
+        ("server: {port: [}\n", "not valid YAML at line 1"),
+    ],
+)
+def test_errors_name_the_field(text, expected):
+    with pytest.raises(ConfigError) as error:
+        parse_settings(text, source="cfg.yaml")
+    assert expected in str(error.value)
+    assert str(error.value).startswith("cfg.yaml: ")
+
+
+def test_missing_file_is_a_config_error(tmp_path: Path):
+    with pytest.raises(ConfigError, match="cannot read"):
+        load_settings(tmp_path / "absent.yaml")
+
+
+def test_check_config_command(tmp_path: Path, capsys):
+    good = tmp_path / "good.yaml"
+    good.write_text("server:\n  port: 9000\n")
+    assert main(["check-config", str(good)]) == 0
+    assert "valid" in capsys.readouterr().out
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("server:\n  port: -1\n")
+    assert main(["check-config", str(bad)]) == 2
+    assert "server.port" in capsys.readouterr().err
+
+
+def test_default_config_command_prints_the_embedded_file(capsys):
+    assert main(["default-config"]) == 0
+    assert parse_settings(capsys.readouterr().out) == Settings()
+
+
+def test_serve_rejects_an_invalid_override(capsys):
+    assert main(["serve", "--port", "0", "--standalone"]) == 2
+    assert "server.port" in capsys.readouterr().err

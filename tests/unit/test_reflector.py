@@ -1,0 +1,109 @@
+"""The reflector's list-then-watch protocol, driven by scripted list and watch sources: resume
+from the last resourceVersion, relist on 410 (both as an ERROR event and as the watch call's
+own answer), drop objects that vanished between lists, survive API errors."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+from scheduler.cluster.reflector import Expired, Reflector
+from scheduler.kube import wire
+
+
+def event(kind: str, name: str, version: str) -> bytes:
+    return json.dumps({"type": kind, "object": {"metadata": {"name": name, "resourceVersion": version}}}).encode()
+
+
+def gone() -> bytes:
+    return json.dumps({"type": "ERROR", "object": {"kind": "Status", "code": 410, "reason": "Expired", "message": "too old resource version"}}).encode()
+
+
+class Script:
+    """Lists and watches answered from queues; the watch blocks when its script runs out."""
+
+    def __init__(self, lists, watches):
+        self.lists = list(lists)
+        self.watches = list(watches)
+        self.watched_from: list[str] = []
+        self.idle = threading.Event()
+
+    def list_objects(self):
+        item = self.lists.pop(0)
+        if isinstance(item, Exception):
+            raise item
+        version, names = item
+        return version, [wire.Node(metadata=wire.ObjectMeta(name=n, resourceVersion=version)) for n in names]
+
+    def watch_lines(self, version):
+        self.watched_from.append(version)
+        if not self.watches:
+            self.idle.set()
+            time.sleep(30)
+            return
+        step = self.watches.pop(0)
+        if isinstance(step, Exception):
+            raise step
+        yield from step
+
+
+def run(script: Script) -> tuple[dict[str, str], Reflector]:
+    store: dict[str, str] = {}
+
+    def replace(nodes):
+        store.clear()
+        store.update({n.metadata.name: n.metadata.resourceVersion for n in nodes})
+
+    reflector = Reflector[wire.Node](
+        kind="nodes",
+        list_objects=script.list_objects,
+        watch_lines=script.watch_lines,
+        decode_object=wire.NODE_DECODER.decode,
+        version_of=lambda n: n.metadata.resourceVersion,
+        replace=replace,
+        apply=lambda n: store.__setitem__(n.metadata.name, n.metadata.resourceVersion),
+        delete=lambda n: store.pop(n.metadata.name, None),
+    )
+    reflector.start()
+    assert script.idle.wait(10), "the reflector never reached the end of its script"
+    reflector.stop()
+    return store, reflector
+
+
+def test_list_then_watch_resumes_from_the_last_version():
+    script = Script(
+        lists=[("10", ["a", "b"])],
+        watches=[
+            [event("ADDED", "c", "11"), event("MODIFIED", "a", "12"), event("BOOKMARK", "", "15")],
+            [event("DELETED", "b", "16")],
+        ],
+    )
+    store, reflector = run(script)
+    assert store == {"a": "12", "c": "11"}
+    assert script.watched_from[:3] == ["10", "15", "16"]  # bookmarks advance the version too
+    assert reflector.synced.is_set() and reflector.relists == 1
+
+
+def test_a_410_error_event_relists_and_drops_what_vanished():
+    script = Script(
+        lists=[("10", ["a", "b"]), ("40", ["a", "z"])],
+        watches=[[event("ADDED", "c", "11"), gone()]],
+    )
+    store, reflector = run(script)
+    assert store == {"a": "40", "z": "40"}  # b and c vanished while the watch was gone
+    assert reflector.relists == 2 and script.watched_from[-1] == "40"
+
+
+def test_a_410_answer_to_the_watch_call_relists_too():
+    script = Script(lists=[("10", ["a"]), ("20", ["b"])], watches=[Expired()])
+    store, reflector = run(script)
+    assert store == {"b": "20"} and reflector.relists == 2
+
+
+def test_api_errors_back_off_and_recover():
+    script = Script(lists=[ConnectionError("refused"), ("10", ["a"])], watches=[RuntimeError("stream broke")] + [])
+    script.lists.append(("11", ["a", "b"]))
+    store, reflector = run(script)
+    assert store == {"a": "11", "b": "11"}
+    assert reflector.relists == 2
