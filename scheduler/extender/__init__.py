@@ -1,0 +1,2 @@
+"""The live driver kube-scheduler talks to: request flow (``service``), HTTP surface (``app``),
+metrics, and assembly (``server``)."""
