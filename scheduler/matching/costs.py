@@ -79,5 +79,7 @@ def slot_cost_matrix(*, times: FloatArray, slots: Slots, delay: FloatArray) -> F
             continue
         block = cost[:, start:stop]
         np.multiply(times[:, kind, np.newaxis], slots.position[np.newaxis, start:stop], out=block)
-        block += delay[slots.machine[start:stop]]
+        waits = delay[slots.machine[start:stop]]
+        if waits.any():  # idle machines (the usual case) wait 0: skip a pass over the block
+            block += waits
     return cost

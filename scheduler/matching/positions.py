@@ -3,39 +3,42 @@ machine (n·m·n entries); almost all of them can never appear in an optimal sch
 
 Bound (why the slots built here lose nothing)
 ---------------------------------------------
-Write ``ω_i`` for the time machine ``i`` becomes available, ``c(i)`` for its kind, ``n_c`` for the
-number of jobs that can run on kind ``c``, and
+Write ``ω_i`` for the time machine ``i`` becomes available, ``n_c`` for the number of jobs that
+can run on kind ``c``, ``k_i`` for the number of jobs a schedule puts on ``i``, and, among the
+machines of ``i``'s kind, ``s_i`` for those available strictly earlier than ``i`` and ``t_i`` for
+those available at the same time (``i`` included); ``r_i = s_i + t_i``. A job placed ``k``-th from
+the end of machine ``i`` costs ``k·p + ω_i - a`` (§3.1–3.2): it delays itself and the ``k - 1``
+jobs behind it. Moving the job that runs first on ``i`` to the front of another machine ``i'``
+of the same kind leaves every other job's position-from-the-end unchanged and changes the total
+by ``Δ = (k_i' + 1 - k_i)·p + ω_i' - ω_i``. Processing times are ``>= 0``.
 
-    r_i = |{ i' : c(i') = c(i) and ω_i' <= ω_i }|   (``i`` itself included).
+*(A) In every optimal schedule, ω_i' < ω_i implies k_i' >= k_i.* Otherwise ``k_i' <= k_i - 1``
+and ``Δ <= ω_i' - ω_i < 0``: the move would improve an optimal schedule.
 
-A job placed ``k``-th from the end of machine ``i`` costs ``k·p_j,c(i) + ω_i - a_j`` (§3.1–3.2):
-it delays itself and the ``k - 1`` jobs behind it.
+*(B) Some optimal schedule also has k_i' >= k_i - 1 whenever ω_i' <= ω_i.* While some pair has
+``k_i' <= k_i - 2``, make the move: ``Δ <= -p <= 0``, so the schedule stays optimal (and keeps (A));
+each move lowers ``Σ k_i²`` by at least 2, so the moves stop.
 
-*Claim 1.* Some optimal schedule puts at most ``K_i = ceil(n_c / r_i)`` jobs on every machine
-``i``, for processing times ``p >= 0``.
+*Claim 1.* In that schedule the kind runs at least ``k_i`` jobs on each of the ``s_i`` earlier
+machines (A), ``k_i - 1`` on each of the ``t_i - 1`` others available with ``i`` (B) and ``k_i`` on
+``i``, and at most ``n_c``. So ``r_i·k_i - t_i + 1 <= n_c``:
 
-*Proof.* Start from any optimal schedule and let ``k_i`` count the jobs on ``i``. While two machines
-``i, i'`` of one kind have ``ω_i' <= ω_i`` and ``k_i' <= k_i - 2``, move the job that runs first on
-``i`` to the front of ``i'``. The positions-from-the-end of every other job are unchanged, and the
-moved job's cost changes by ``(k_i' + 1 - k_i)·p + ω_i' - ω_i <= -p <= 0``, so the schedule stays
-optimal. Each move lowers ``Σ k_i²`` by at least 2, so the moves stop. Then every machine of
-``i``'s kind that is available no later than ``i`` holds at least ``k_i - 1`` jobs, so the kind
-runs at least ``k_i + (r_i - 1)(k_i - 1)`` jobs, and at most ``n_c``:
-``r_i·k_i - r_i + 1 <= n_c``, i.e. ``k_i <= ceil(n_c / r_i)``. ∎
+    k_i <= K_i = floor((n_c + t_i - 1) / r_i)
 
-*Claim 2.* Among ``g`` machines of one kind with the same ``ω`` (interchangeable, and with equal
-``K``), some optimal schedule meeting Claim 1 uses only the first ``min(g, n_c)``.
+(``ceil(n_c / m_c)`` when all machines of the kind are idle; 0 once ``n_c`` machines are strictly
+earlier).
 
-*Proof.* A schedule runs at most ``n_c`` jobs on the kind, so at most ``n_c`` machines of the group
-are non-empty; relabelling the machines of the group moves those to the front without changing
-any cost or count. ∎
+*Claim 2.* If a machine available at ``ω`` is used, every earlier machine of its kind is (A), so
+the ``t`` machines available at ``ω`` hold at most ``n_c - s`` jobs and at most that many of them
+are non-empty. They are interchangeable, so relabelling them moves the non-empty ones to the
+front: only the first ``max(0, n_c - s)`` of each such group are kept.
 
 Conversely, every matching of the kept slots is a schedule (Algorithm 1 reads each machine's
 queue from its largest position down; a gap in the positions only overstates the cost), so the
-optimum over the kept slots equals the paper's. With idle, identical machines (the common case)
+optimum over the kept slots equals the paper's. With idle identical machines (the common case)
 this keeps ``ceil(n_c / m_c)`` positions on at most ``n_c`` machines per kind: for 1,000 jobs and
-5,000 GPUs, 1,000 columns instead of 5,000,000. With distinct ``ω`` the total stays below
-``n_c·(1 + ln n_c) + m_c`` per kind (a harmonic sum).
+5,000 GPUs, 1,000 columns instead of 5,000,000; machines busy behind ``n_c`` earlier ones get
+none. With all ``ω`` distinct the total is ``Σ_r floor(n_c / r) <= n_c·(1 + ln n_c)`` per kind.
 """
 
 from __future__ import annotations
@@ -82,11 +85,13 @@ def position_limits(
         # machines the caller listed first: the choice is deterministic and predictable.
         order = np.argsort(omega, kind="stable")
         sorted_omega = omega[order]
+        earlier = np.searchsorted(sorted_omega, sorted_omega, side="left")
         earlier_or_equal = np.searchsorted(sorted_omega, sorted_omega, side="right")
-        group_start = np.searchsorted(sorted_omega, sorted_omega, side="left")
-        rank_in_group = np.arange(members.shape[0]) - group_start
-        bound = (runnable + earlier_or_equal - 1) // earlier_or_equal
-        limits[members[order]] = np.where(rank_in_group < runnable, bound, 0)
+        together = earlier_or_equal - earlier
+        rank_in_group = np.arange(members.shape[0]) - earlier
+        bound = (runnable + together - 1) // earlier_or_equal
+        kept = rank_in_group < runnable - earlier
+        limits[members[order]] = np.where(kept, bound, 0)
     return limits
 
 

@@ -20,7 +20,7 @@ from scipy.optimize import linear_sum_assignment
 from scheduler.matching.costs import kind_times, slot_cost_matrix
 from scheduler.matching.errors import InfeasibleInstance, InvalidInstance
 from scheduler.matching.model import Assignment, Job, Machine
-from scheduler.matching.positions import all_positions, position_limits, slots_for
+from scheduler.matching.positions import Slots, all_positions, position_limits, slots_for
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -94,19 +94,20 @@ def prepare(
                 )
         if not any(kind in kind_index for kind in job.processing_time):
             raise InfeasibleInstance(job.name)
-    busy = dict(busy_until or {})
-    names = {machine.name for machine in machines}
-    for name in busy:
-        if name not in names:
+    position_of = {machine.name: position for position, machine in enumerate(machines)}
+    busy = busy_until or {}
+    for name, until in busy.items():
+        if name not in position_of:
             raise InvalidInstance(f"unknown machine {name!r}", field=f"busy_until.{name}")
-    machine_kind = np.fromiter(
-        (kind_index[machine.kind] for machine in machines), dtype=np.int64, count=len(machines)
-    )
-    delay = np.fromiter(
-        (max(busy.get(machine.name, now), now) - now for machine in machines),
-        dtype=np.float64,
-        count=len(machines),
-    )
+        if not math.isfinite(until):
+            raise InvalidInstance(f"must be a finite time, got {until!r}", field=f"busy_until.{name}")
+    machine_kind = np.array([kind_index[machine.kind] for machine in machines], dtype=np.int64)
+    # Measured from now, and never negative: a machine that "freed up" in the past is free now.
+    delay = np.zeros(len(machines), dtype=np.float64)
+    if busy:
+        rows = np.fromiter((position_of[name] for name in busy), dtype=np.int64, count=len(busy))
+        until = np.fromiter(busy.values(), dtype=np.float64, count=len(busy))
+        delay[rows] = np.maximum(until - now, 0.0)
     return Problem(
         jobs=tuple(jobs),
         machines=tuple(machines),
@@ -125,8 +126,7 @@ def solve(problem: Problem, *, bounded: bool = True) -> Queues:
     to check the bound of :mod:`scheduler.matching.positions` and is far slower.
     """
     machine_count = len(problem.machines)
-    job_count = len(problem.jobs)
-    if job_count == 0:
+    if not problem.jobs:
         return Queues(
             job=np.zeros(0, dtype=np.int64),
             start=np.zeros(0, dtype=np.float64),
@@ -134,17 +134,22 @@ def solve(problem: Problem, *, bounded: bool = True) -> Queues:
             bounds=np.zeros(machine_count + 1, dtype=np.int64),
             total_completion_time=0.0,
         )
+    slots, cost = cost_matrix(problem, bounded=bounded)
+    rows, columns = linear_sum_assignment(cost)
+    return _queues(problem, rows=rows, machine=slots.machine[columns], position=slots.position[columns])
+
+
+def cost_matrix(problem: Problem, *, bounded: bool = True) -> tuple[Slots, FloatArray]:
+    """The slots kept (all ``n`` per machine when not ``bounded``) and Q over them."""
     runnable = np.isfinite(problem.times).sum(axis=0).astype(np.int64)
     if bounded:
         limits = position_limits(
             machine_kind=problem.machine_kind, available=problem.delay, runnable_per_kind=runnable
         )
     else:
-        limits = all_positions(machine_count=machine_count, job_count=job_count)
+        limits = all_positions(machine_count=len(problem.machines), job_count=len(problem.jobs))
     slots = slots_for(limits=limits, machine_kind=problem.machine_kind, kind_count=len(problem.kinds))
-    cost = slot_cost_matrix(times=problem.times, slots=slots, delay=problem.delay)
-    rows, columns = linear_sum_assignment(cost)
-    return _queues(problem, rows=rows, machine=slots.machine[columns], position=slots.position[columns])
+    return slots, slot_cost_matrix(times=problem.times, slots=slots, delay=problem.delay)
 
 
 def _queues(problem: Problem, *, rows: IntArray, machine: IntArray, position: IntArray) -> Queues:

@@ -43,7 +43,7 @@ def test_matching_with_busy_machines_matches_brute_force(seed: int) -> None:
         assert total_completion(result) == pytest.approx(expected, abs=1e-9)
 
 
-@pytest.mark.parametrize("seed", range(8))
+@pytest.mark.parametrize("seed", range(12))
 def test_bounded_positions_give_the_unbounded_optimum(seed: int) -> None:
     """The bound of scheduler.matching.positions loses nothing: same optimum as all n positions on
     every machine, with ties (integer times), equal and distinct ω, forbidden kinds, and many
@@ -52,9 +52,10 @@ def test_bounded_positions_give_the_unbounded_optimum(seed: int) -> None:
     for _ in range(30):
         case = random_instance(
             rng,
-            max_jobs=14,
-            max_machines=9,
-            busy=seed % 2 == 0,
+            # Alternate many jobs per machine with more machines than jobs (Claim 2's cuts).
+            max_jobs=14 if seed % 2 else 5,
+            max_machines=9 if seed % 2 else 14,
+            busy=seed % 3 != 0,
             integer_times=seed % 4 < 2,
             kinds=("gpu", "cpu") if seed < 4 else ("gpu", "cpu", "fpga"),
         )
@@ -120,8 +121,27 @@ class TestPositionLimits:
             available=np.array([5.0, 0.0, 9.0, 0.0]),
             runnable_per_kind=np.array([6]),
         )
-        # r = 3, 2, 4, 2 machines available no later: ceil(6/3), ceil(6/2), ceil(6/4), ceil(6/2).
-        assert limits.tolist() == [2, 3, 2, 3]
+        # (s, t) = (2, 1), (0, 2), (3, 1), (0, 2): floor((6 + t - 1) / (s + t)) = 2, 3, 1, 3.
+        assert limits.tolist() == [2, 3, 1, 3]
+
+    def test_machines_behind_n_earlier_ones_get_nothing(self) -> None:
+        """Two jobs, two idle GPUs: a busy GPU can never be worth waiting for."""
+        limits = position_limits(
+            machine_kind=np.zeros(5, dtype=np.int64),
+            available=np.array([0.0, 3.0, 0.0, 1.0, 3.0]),
+            runnable_per_kind=np.array([2]),
+        )
+        assert limits.tolist() == [1, 0, 1, 0, 0]
+
+    def test_group_after_earlier_machines_keeps_what_is_left(self) -> None:
+        """Three jobs; one machine free now, four free at 2: if any of the four is used, the first
+        machine is too, so at most two of the four can be non-empty."""
+        limits = position_limits(
+            machine_kind=np.zeros(5, dtype=np.int64),
+            available=np.array([0.0, 2.0, 2.0, 2.0, 2.0]),
+            runnable_per_kind=np.array([3]),
+        )
+        assert limits.tolist() == [3, 1, 1, 0, 0]
 
     def test_kind_nobody_can_use_gets_no_slots(self) -> None:
         limits = position_limits(
