@@ -58,7 +58,8 @@ def paper_cost_matrix(processing: FloatArray, delay: FloatArray) -> FloatArray:
     is tested against; :func:`slot_cost_matrix` is what the solver uses."""
     jobs, machines = processing.shape
     multiples = np.repeat(np.arange(1, jobs + 1, dtype=np.float64), machines)
-    return np.tile(processing, (1, jobs)) * multiples + np.tile(delay, (1, jobs))
+    cost: FloatArray = np.tile(processing, (1, jobs)) * multiples + np.tile(delay, (1, jobs))
+    return cost
 
 
 def slot_cost_matrix(*, times: FloatArray, slots: Slots, delay: FloatArray) -> FloatArray:

@@ -106,8 +106,8 @@ def prepare(
     delay = np.zeros(len(machines), dtype=np.float64)
     if busy:
         rows = np.fromiter((position_of[name] for name in busy), dtype=np.int64, count=len(busy))
-        until = np.fromiter(busy.values(), dtype=np.float64, count=len(busy))
-        delay[rows] = np.maximum(until - now, 0.0)
+        ends = np.fromiter(busy.values(), dtype=np.float64, count=len(busy))
+        delay[rows] = np.maximum(ends - now, 0.0)
     return Problem(
         jobs=tuple(jobs),
         machines=tuple(machines),

@@ -8,7 +8,7 @@ import pytest
 
 from allox_reference import brute_force_total, check_valid, total_completion
 from scheduler.matching.costs import delay_matrix, paper_cost_matrix, processing_matrix
-from scheduler.matching.model import Job, Machine
+from scheduler.matching.model import Assignment, Job, Machine
 from scheduler.matching.solve import prepare, schedule, solve
 
 GPU0 = Machine(name="gpu-0", kind="gpu")
@@ -31,7 +31,7 @@ def jobs_of(rows: list[tuple[float, float]], users: list[str] | None = None) -> 
     ]
 
 
-def placement(result: list) -> dict[str, str]:
+def placement(result: list[Assignment]) -> dict[str, str]:
     return {a.job.name: a.machine.name for a in result}
 
 
