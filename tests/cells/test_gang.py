@@ -1,0 +1,106 @@
+"""Gangs: all pods of a Job are booked together or not at all."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+from scheduler.cells import HivedEngine
+from tests.cells.helpers import node_names, pod, rack_cluster, schedule, snapshot
+
+NODES = node_names()
+
+
+def make() -> HivedEngine:
+    return HivedEngine.from_config(rack_cluster(vcs={"a": [{"cellType": "V100-NODE", "count": 4}], "b": [{"cellType": "V100-RACK", "count": 1}]}))
+
+
+def member(job: str, i: int, size: int, gpus: int = 8, vc: str = "a", **kw):
+    return pod(f"{job}-{i}", gpus, vc, gang=(job, size), **kw)
+
+
+def test_first_pod_books_the_whole_gang():
+    engine = make()
+    placed = schedule(engine, member("job", 0, 3), NODES)
+    assert placed is not None
+    info = json.loads(placed.annotations["cellfit.io/bind-info"])
+    assert info["gang"]["size"] == 3 and len(info["gang"]["placements"]) == 3
+    slots = {p["node"] for p in info["gang"]["placements"]}
+    assert len(slots) == 3
+    # The VC's fourth node is all that is left for anybody else in a.
+    assert schedule(engine, pod("other", 8, "a"), NODES) is not None
+    assert not engine.filter(pod("other2", 8, "a"), NODES).feasible
+    # The siblings land on their booked slots.
+    rest = [schedule(engine, member("job", i, 3), NODES) for i in (1, 2)]
+    assert {placed.node_name, *(p.node_name for p in rest)} == slots
+
+
+def test_gang_that_does_not_fit_books_nothing():
+    engine = make()
+    schedule(engine, pod("x", 8, "a"), NODES)
+    schedule(engine, pod("y", 8, "a"), NODES)
+    before = snapshot(engine)
+    decision = engine.filter(member("job", 0, 3), NODES)
+    assert not decision.feasible
+    reason = decision.unresolvable["r0n0"]
+    assert reason.startswith("gang ns/job (3 pods x 8 GPUs) cannot be placed all at once: virtual cluster 'a' quota exhausted")
+    assert snapshot(engine) == before
+
+
+def test_gang_larger_than_the_vc():
+    engine = make()
+    decision = engine.filter(member("big", 0, 5), NODES)
+    assert "gang ns/big needs 5 pods x 8 GPUs but virtual cluster 'a' can hold at most 4 such pods" in decision.unresolvable["r0n0"]
+    # 2-GPU pods: 4 nodes x 4 per node = 16 fit, 17 do not.
+    assert engine.filter(member("many", 0, 16, gpus=2), NODES).feasible
+    assert "can hold at most 16" in engine.filter(member("more", 0, 17, gpus=2), NODES).unresolvable["r0n0"]
+
+
+def test_gang_without_size_or_owner():
+    engine = make()
+    p = pod("lonely", 1, "a", annotations={"cellfit.io/gang": "true"})
+    assert "a gang pod must be owned by a Job" in engine.filter(p, NODES).unresolvable["r0n0"]
+    p = member("job", 0, 2)
+    p = dataclasses.replace(p, annotations={k: v for k, v in p.annotations.items() if k != "cellfit.io/gang-size"})
+    assert "annotation cellfit.io/gang-size: is required" in engine.filter(p, NODES).unresolvable["r0n0"]
+
+
+def test_gang_released_when_all_pods_are_gone_and_slot_reused():
+    engine = make()
+    initial = snapshot(engine)
+    pods = [schedule(engine, member("job", i, 2), NODES) for i in range(2)]
+    # A pod that fails is replaced by a new pod of the same Job: it gets the freed slot.
+    engine.delete_pod(pods[0].uid)
+    replacement = schedule(engine, member("job", 7, 2), NODES)
+    assert replacement.node_name == pods[0].node_name
+    engine.delete_pod(replacement.uid)
+    engine.delete_pod(pods[1].uid)
+    assert snapshot(engine) == initial
+
+
+def test_extra_pod_beyond_gang_size():
+    engine = make()
+    for i in range(2):
+        schedule(engine, member("job", i, 2), NODES)
+    decision = engine.filter(member("job", 2, 2), NODES)
+    assert "already has all 2 slots taken" in decision.unresolvable["r0n0"]
+
+
+def test_opportunistic_gang_is_all_or_nothing_too():
+    engine = make()
+    for i in range(6):
+        schedule(engine, pod(f"o{i}", 8, "b", priority="opportunistic"), NODES)
+    before = snapshot(engine)
+    decision = engine.filter(member("og", 0, 3, vc="b", priority="opportunistic"), NODES)
+    assert not decision.feasible and snapshot(engine) == before
+    assert engine.filter(member("og2", 0, 2, vc="b", priority="opportunistic"), NODES).feasible
+
+
+def test_slot_moves_when_its_node_is_no_longer_offered():
+    engine = make()
+    first = schedule(engine, member("job", 0, 2), NODES)
+    info = json.loads(first.annotations["cellfit.io/bind-info"])
+    other_slot = next(p["node"] for p in info["gang"]["placements"] if p["node"] != first.node_name)
+    offered = [n for n in NODES if n not in (other_slot, first.node_name)]
+    decision = engine.filter(member("job", 1, 2), offered)
+    assert decision.feasible and decision.feasible[0] in offered
