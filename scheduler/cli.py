@@ -3,6 +3,7 @@
     cellfit serve [--host H] [--port P] [--config FILE]   run the extender
     cellfit check-config FILE                            validate a config, start nothing
     cellfit default-config                               print the embedded default config
+    cellfit allox --input FILE [--output FILE]           solve one AlloX instance (scheduler/matching)
 """
 
 from __future__ import annotations
@@ -17,6 +18,12 @@ from scheduler import __version__
 from scheduler.config import Settings, default_config_text, load_settings
 from scheduler.errors import ConfigError
 from scheduler.logs import configure_logging
+from scheduler.matching import cli as allox_cli
+
+# Offline tools over the pure core: (subcommand, module with add_arguments/run, summary).
+TOOLS = (
+    ("allox", allox_cli, "solve one AlloX instance: CPU or GPU, and the order, for each job"),
+)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -35,6 +42,11 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("file", metavar="FILE")
 
     commands.add_parser("default-config", help="print the embedded default configuration")
+
+    for name, module, summary in TOOLS:
+        tool = commands.add_parser(name, help=summary, description=summary)
+        module.add_arguments(tool)
+        tool.set_defaults(tool_run=module.run)
     return parser
 
 
@@ -60,6 +72,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "default-config":
             sys.stdout.write(default_config_text())
             return 0
+        if getattr(args, "tool_run", None) is not None:
+            return int(args.tool_run(args))
         if args.command == "check-config":
             settings = load_settings(args.file)
             print(f"{args.file}: valid (policy {settings.policy.name}, cluster mode {settings.cluster.mode})")

@@ -60,3 +60,17 @@ def test_default_config_command_prints_the_embedded_file(capsys):
 def test_serve_rejects_an_invalid_override(capsys):
     assert main(["serve", "--port", "0", "--standalone"]) == 2
     assert "server.port" in capsys.readouterr().err
+
+
+def test_allox_tool_is_a_cellfit_subcommand(tmp_path: Path, capsys):
+    import json
+
+    output = tmp_path / "schedule.json"
+    example = Path(__file__).resolve().parents[2] / "scheduler/matching/examples/three-jobs.json"
+    assert main(["allox", "--input", str(example), "--output", str(output)]) == 0
+    schedule = json.loads(output.read_text())
+    assert {row["job"] for row in schedule["schedule"]} == {"j1", "j2", "j3"}
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"now": 0}')
+    assert main(["allox", "--input", str(bad)]) == 2
+    assert "machines" in capsys.readouterr().err
