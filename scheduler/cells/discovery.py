@@ -85,7 +85,7 @@ def describe_topology(topology: TopologyConfig, *, nodes_without_gpus: int = 0) 
         tops = Counter(cell.cell_type for cell in topology.physical_cells if _chain_has(topology, cell.cell_type, node_type))
         nodes = sum(_nodes_in(cell) for cell in topology.physical_cells if _chain_has(topology, cell.cell_type, node_type))
         parts = [f"{nodes} nodes"]
-        for cell_type, count in sorted(tops.items()):
+        for cell_type, count in sorted(tops.items(), key=lambda kv: (-_gpus(topology, kv[0]), kv[0])):
             if cell_type == node_type:
                 parts.append(f"{count} standalone")
             else:
