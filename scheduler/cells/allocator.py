@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
+from functools import partial
 from typing import AbstractSet, Callable, Iterable, Mapping, Sequence
 
 from scheduler.cells.buckets import Buckets
@@ -383,14 +384,14 @@ class CellAllocator:
             )
         found: list[Target] = []
         for chain in self.topology.used_chains:
-            level = chain.smallest_level_for(n)
-            if level is None:
+            smallest = chain.smallest_level_for(n)
+            if smallest is None:
                 continue
             if owned is not None and not any(
-                self.topology.chain_of_type[t] is chain and chain.level_of(t) >= level for t in owned
+                self.topology.chain_of_type[t] is chain and chain.level_of(t) >= smallest for t in owned
             ):
                 continue
-            found.append(Target(chain, level))
+            found.append(Target(chain, smallest))
         if not found:
             assert vc is not None
             sizes = sorted(
@@ -463,11 +464,11 @@ class CellAllocator:
                 def accept(cell: Cell, _t: Target = target) -> bool:
                     return best_spot(cell, _t.level, n, view, allowed) is not None
 
-                root = self.buddies[chain].find(level, accept, lambda c=chain: self.demand(c))
-                if root is not None:
-                    spot = best_spot(root, target.level, n, view, allowed)
+                fresh = self.buddies[chain].find(level, accept, partial(self.demand, chain))
+                if fresh is not None:
+                    spot = best_spot(fresh, target.level, n, view, allowed)
                     assert spot is not None
-                    return Spot(chain, target.level, tuple(pick_gpus(spot, n, view)), root, True)
+                    return Spot(chain, target.level, tuple(pick_gpus(spot, n, view)), fresh, True)
         first = targets[0]
         wanted = first.chain.type_at(first.level)
         if not quota_left:

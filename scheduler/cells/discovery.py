@@ -42,7 +42,7 @@ def discover_topology(nodes: Sequence[NodeInfo], *, rack_label: str | None = Non
     for (product, gpus), members in sorted(groups.items()):
         base = product if sizes_per_product[product] == 1 else f"{product}-{gpus}GPU"
         node_type = f"{base}-NODE"
-        cell_types[node_type] = CellTypeSpec(child_type=base, child_count=gpus, is_node_level=True)
+        cell_types[node_type] = CellTypeSpec(childType=base, childCount=gpus, isNodeLevel=True)
         racks: dict[str, list[NodeInfo]] = defaultdict(list)
         standalone: list[NodeInfo] = []
         for node in members:
@@ -51,18 +51,18 @@ def discover_topology(nodes: Sequence[NodeInfo], *, rack_label: str | None = Non
         rack_size = _common_size(racks)
         if rack_size:
             rack_type = f"{base}-RACK"
-            cell_types[rack_type] = CellTypeSpec(child_type=node_type, child_count=rack_size)
+            cell_types[rack_type] = CellTypeSpec(childType=node_type, childCount=rack_size)
             for value in sorted(racks):
                 if len(racks[value]) != rack_size:
                     standalone.extend(racks[value])
                     continue
-                children = tuple(PhysicalCellSpec(node_name=n.name) for n in racks[value])
-                physical.append(PhysicalCellSpec(cell_type=rack_type, cell_id=f"{rack_type}@{value}", cell_children=children))
+                children = tuple(PhysicalCellSpec(nodeName=n.name) for n in racks[value])
+                physical.append(PhysicalCellSpec(cellType=rack_type, cellId=f"{rack_type}@{value}", cellChildren=children))
         else:
             standalone.extend(n for rack in racks.values() for n in rack)
         for node in sorted(standalone, key=lambda n: n.name):
-            physical.append(PhysicalCellSpec(cell_type=node_type, node_name=node.name))
-    return TopologyConfig(cell_types=cell_types, physical_cells=tuple(physical))
+            physical.append(PhysicalCellSpec(cellType=node_type, nodeName=node.name))
+    return TopologyConfig(cellTypes=cell_types, physicalCells=tuple(physical))
 
 
 def _common_size(racks: dict[str, list[NodeInfo]]) -> int:
@@ -82,7 +82,9 @@ def describe_topology(topology: TopologyConfig, *, nodes_without_gpus: int = 0) 
     node_types = [name for name, spec in topology.cell_types.items() if spec.is_node_level]
     for node_type in node_types:
         gpus = _gpus(topology, node_type)
-        tops = Counter(cell.cell_type for cell in topology.physical_cells if _chain_has(topology, cell.cell_type, node_type))
+        tops = Counter(
+            cell.cell_type for cell in topology.physical_cells if cell.cell_type and _chain_has(topology, cell.cell_type, node_type)
+        )
         nodes = sum(_nodes_in(cell) for cell in topology.physical_cells if _chain_has(topology, cell.cell_type, node_type))
         parts = [f"{nodes} nodes"]
         for cell_type, count in sorted(tops.items(), key=lambda kv: (-_gpus(topology, kv[0]), kv[0])):

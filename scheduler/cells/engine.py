@@ -104,10 +104,8 @@ class HivedEngine:
         request = parse_request(pod)
         if not self.allocator.buddies:
             raise Unplaceable("the cluster has no GPU cells")
-        if request.priority is Priority.GUARANTEED:
-            vc = self.allocator.vc_state(request, self.default_vc)
-        else:
-            vc = self.allocator.vc_state(request, self.default_vc)
+        # Opportunistic pods need a VC too: it is whom their GPUs are accounted to.
+        vc = self.allocator.vc_state(request, self.default_vc)
         return _Context(request, vc, self.allocator.targets(request, vc))
 
     def _allowed(self, node_names: Sequence[str]) -> AbstractSet[str] | None:
@@ -392,11 +390,11 @@ class HivedEngine:
                     if booked is not None:
                         group.slots.append(booked)
             wanted = sorted(info.gpu_indices)
-            for slot in group.slots:
-                if slot.pod_uid is None and slot.node == info.node and slot.gpu_indices == wanted:
-                    alloc.assign(slot, pod.uid, pod.key)
-                    return slot
-        booking = alloc.recover_exact(
+            for booking in group.slots:
+                if booking.pod_uid is None and booking.node == info.node and booking.gpu_indices == wanted:
+                    alloc.assign(booking, pod.uid, pod.key)
+                    return booking
+        recovered = alloc.recover_exact(
             vc_name=info.vc,
             priority=info.priority,
             node=info.node,
@@ -407,11 +405,11 @@ class HivedEngine:
             pod_key=pod.key,
             group=group,
         )
-        if booking is not None and group is not None:
-            group.slots.append(booking)
+        if recovered is not None and group is not None:
+            group.slots.append(recovered)
         if group is not None and not group.slots:
             alloc.groups.pop(group.key, None)
-        return booking
+        return recovered
 
     def delete_pod(self, pod_uid: str) -> None:
         booking = self.allocator.by_pod.get(pod_uid)

@@ -168,14 +168,13 @@ class Topology:
         for spec in config.physical_cells:
             assert spec.cell_type is not None  # guaranteed by structural validation
             chain = self.chain_of_type[spec.cell_type]
-            top = self._build(spec, chain, chain.level_of(spec.cell_type), None, len(self.top_cells))
-            self.top_cells.append(top)
+            self.top_cells.append(self._build(spec, chain, chain.level_of(spec.cell_type), None, len(self.top_cells)))
         # Chains in the order their first physical cell appears: search order is deterministic
         # and follows the operator's file.
         used: list[Chain] = []
-        for top in self.top_cells:
-            if top.chain not in used:
-                used.append(top.chain)
+        for top_cell in self.top_cells:
+            if top_cell.chain not in used:
+                used.append(top_cell.chain)
         self.used_chains: tuple[Chain, ...] = tuple(used)
 
     def _build(self, spec: PhysicalCellSpec, chain: Chain, level: int, parent: Cell | None, ordinal: int) -> Cell:
