@@ -211,8 +211,11 @@ class CellAllocator:
 
     def _refresh_draining(self, vc: VcState, cell_type: str) -> None:
         """Keep the fullest ``quota`` roots usable and let the rest drain."""
-        roots = list(vc.bound.get(cell_type, {}))
         keep = max(vc.quota.get(cell_type, 0), 0)
+        bound = vc.bound.get(cell_type, {})
+        if len(bound) <= keep and not vc.draining:
+            return  # the common case: within quota, nothing draining
+        roots = list(bound)
         ranked = sorted(roots, key=lambda c: (-c.g_used, c.id))
         usable = vc.usable.setdefault(cell_type, Buckets())
         for i, root in enumerate(ranked):
@@ -227,47 +230,60 @@ class CellAllocator:
     # ================================================================== counters and indexes
 
     def _change_leaves(self, leaves: Iterable[Cell], mutate: Callable[[Cell], None]) -> None:
-        """Apply ``mutate`` to GPUs and propagate the counter deltas to every ancestor once,
-        moving cells between the indexes whose keys changed."""
-        deltas: dict[Cell, list[int]] = {}
+        """Apply ``mutate`` to GPUs and propagate the counter deltas up the tree, one level at a
+        time so that every ancestor is updated once however many of its GPUs changed, moving
+        cells between the indexes whose keys changed."""
+        level: dict[Cell, list[int]] = {}
         for leaf in leaves:
             b0, g0, o0 = leaf.is_bad, leaf.g_owner is not None, leaf.o_owner is not None
             mutate(leaf)
             b1, g1, o1 = leaf.is_bad, leaf.g_owner is not None, leaf.o_owner is not None
-            if (b0, g0, o0) == (b1, g1, o1):
-                continue
-            d = (
-                b1 - b0,
-                g1 - g0,
-                o1 - o0,
-                (not (b1 or g1 or o1)) - (not (b0 or g0 or o0)),
-                (not (b1 or g1)) - (not (b0 or g0)),
-            )
-            cell: Cell | None = leaf
-            while cell is not None:
-                acc = deltas.get(cell)
-                if acc is None:
-                    deltas[cell] = list(d)
-                else:
-                    for i in range(5):
-                        acc[i] += d[i]
-                cell = cell.parent
-        for cell, (d_bad, d_g, d_o, d_h, d_gf) in deltas.items():
-            old_h, old_gf = cell.hfree, cell.gfree
-            cell.bad += d_bad
-            cell.g_used += d_g
-            cell.opp += d_o
-            cell.hfree += d_h
-            cell.gfree += d_gf
-            if d_h and cell.node_cell is cell:
-                index = self.nodes_owned if cell.vc_overlaps else self.nodes_free
-                index[cell.chain].move(cell, old_h, cell.hfree)
-            if d_gf and cell.vc is not None and (cell.state is CellState.BOUND or cell.state is CellState.PINNED):
+            if (b0, g0, o0) != (b1, g1, o1):
+                level[leaf] = [
+                    b1 - b0,
+                    g1 - g0,
+                    o1 - o0,
+                    (not (b1 or g1 or o1)) - (not (b0 or g0 or o0)),
+                    (not (b1 or g1)) - (not (b0 or g0)),
+                ]
+        while level:
+            above: dict[Cell, list[int]] = {}
+            for cell, d in level.items():
+                self._apply_delta(cell, d)
+                parent = cell.parent
+                if parent is not None:
+                    acc = above.get(parent)
+                    if acc is None:
+                        above[parent] = list(d)
+                    else:
+                        acc[0] += d[0]
+                        acc[1] += d[1]
+                        acc[2] += d[2]
+                        acc[3] += d[3]
+                        acc[4] += d[4]
+            level = above
+
+    def _apply_delta(self, cell: Cell, d: list[int]) -> None:
+        d_bad, d_g, d_o, d_h, d_gf = d
+        old_h, old_gf = cell.hfree, cell.gfree
+        cell.bad += d_bad
+        cell.g_used += d_g
+        cell.opp += d_o
+        cell.hfree += d_h
+        cell.gfree += d_gf
+        if d_h and cell.node_cell is cell:
+            index = self.nodes_owned if cell.vc_overlaps else self.nodes_free
+            index[cell.chain].move(cell, old_h, cell.hfree)
+        if d_gf:
+            parent = cell.parent
+            if parent is not None and parent.child_index is not None:
+                parent.child_index.move(cell, old_gf, cell.gfree)
+            if cell.vc is not None and (cell.state is CellState.BOUND or cell.state is CellState.PINNED):
                 vc = self.vcs.get(cell.vc)
                 if vc is not None and cell not in vc.draining:
                     vc.usable[cell.cell_type].move(cell, old_gf, cell.gfree)
-            if (d_bad or d_o) and cell.state is CellState.FREE:
-                self.buddies[cell.chain].reclassify(cell)
+        if (d_bad or d_o) and cell.state is CellState.FREE:
+            self.buddies[cell.chain].reclassify(cell)
 
     def _set_owned(self, root: Cell, delta: int) -> None:
         nodes = root.node_cells if root.level >= root.chain.node_level else (root.node_cell,)

@@ -52,6 +52,7 @@ class HivedEngine:
         self.allocator = CellAllocator(self.topology, checked.virtual_clusters)
         self.default_vc = checked.default_vc
         self._nodes: dict[str, NodeInfo] = {}
+        self._node_set = frozenset(self.topology.nodes)
 
     # ------------------------------------------------------------------ construction
 
@@ -108,9 +109,9 @@ class HivedEngine:
         vc = self.allocator.vc_state(request, self.default_vc)
         return _Context(request, vc, self.allocator.targets(request, vc))
 
-    def _allowed(self, node_names: Sequence[str]) -> AbstractSet[str] | None:
-        names = frozenset(n for n in node_names if n in self.topology.nodes)
-        return None if len(names) == len(self.topology.nodes) else names
+    def _allowed(self, node_names: Sequence[str] | AbstractSet[str]) -> AbstractSet[str] | None:
+        names = self._node_set.intersection(node_names)
+        return None if len(names) == len(self._node_set) else names
 
     @staticmethod
     def _in(node: str | None, allowed: AbstractSet[str] | None) -> bool:
@@ -187,31 +188,43 @@ class HivedEngine:
     def filter(self, pod: PodInfo, node_names: Sequence[str]) -> FilterDecision:
         if pod.requests.gpus == 0:
             return FilterDecision(feasible=list(node_names))
+        # Set and dict operations run in C: with 5,000+ names per call, a Python loop per node
+        # would cost more than the HiveD decision itself.
+        offered = set(node_names)
+        outside = offered - self._node_set
+        cell_nodes = offered - outside if outside else offered
+        allowed = None if len(cell_nodes) == len(self._node_set) else frozenset(cell_nodes)
         decision = FilterDecision()
-        cell_nodes = []
-        for name in node_names:
-            if name in self.topology.nodes:
-                cell_nodes.append(name)
-            else:
-                decision.unresolvable[name] = f"node {name} has no HiveD GPU cells"
         try:
             ctx = self._context(pod)
-            node, booking, victims = self._decide(pod, ctx, self._allowed(cell_nodes))
+            node, booking, victims = self._decide(pod, ctx, allowed)
         except (Unplaceable, InvalidAnnotation) as error:
             reason = error.reason if isinstance(error, Unplaceable) else str(error)
-            target = decision.failed if isinstance(error, Unplaceable) and error.resolvable else decision.unresolvable
-            for name in cell_nodes:
-                target[name] = reason
-            return decision
-        for name in cell_nodes:
-            if name != node:
-                decision.unresolvable[name] = f"HiveD placed this pod's GPUs on node {node}"
-            elif victims:
-                assert booking is not None
-                decision.failed[name] = self._victim_reason(booking, victims)
+            resolvable = isinstance(error, Unplaceable) and error.resolvable
+            verdicts = dict.fromkeys(node_names, reason)
+            for name in outside:
+                del verdicts[name]
+            if resolvable:
+                decision.failed = verdicts
             else:
-                decision.feasible.append(name)
+                decision.unresolvable = verdicts
+            self._mark_outside(decision, outside)
+            return decision
+        decision.unresolvable = dict.fromkeys(node_names, f"HiveD placed this pod's GPUs on node {node}")
+        if node in decision.unresolvable:
+            del decision.unresolvable[node]
+            if victims:
+                assert booking is not None
+                decision.failed[node] = self._victim_reason(booking, victims)
+            else:
+                decision.feasible.append(node)
+        self._mark_outside(decision, outside)
         return decision
+
+    @staticmethod
+    def _mark_outside(decision: FilterDecision, outside: AbstractSet[str]) -> None:
+        for name in outside:
+            decision.unresolvable[name] = f"node {name} has no HiveD GPU cells"
 
     def prioritize(self, pod: PodInfo, node_names: Sequence[str]) -> list[tuple[str, int]]:
         gpus = pod.requests.gpus

@@ -46,6 +46,13 @@ def best_spot(cell: Cell, level: int, gpus: int, view: View, allowed: AbstractSe
         return cell if cell.above_node or node_allowed(cell, allowed) else None
     if cell.node is not None and allowed is not None and cell.node not in allowed:
         return None
+    if view is View.GUARANTEED and cell.child_index is not None:
+        # Wide cell: children come best-fit first from its index (ties in insertion order).
+        for kid in cell.child_index.at_least(gpus):
+            found = best_spot(kid, level, gpus, view, allowed)
+            if found is not None:
+                return found
+        return None
     if view is View.GUARANTEED:
         kids = sorted((c for c in cell.children if c.gfree >= gpus), key=lambda c: (c.gfree, c.opp, c.ordinal))
     else:

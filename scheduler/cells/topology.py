@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Iterator, Mapping
 
+from scheduler.cells.buckets import Buckets
 from scheduler.cells.config import CellTypeSpec, PhysicalCellSpec, TopologyConfig, chains_of
 from scheduler.errors import ConfigError
 
@@ -47,6 +48,11 @@ class Chain:
 
     def __repr__(self) -> str:
         return f"Chain({self.name})"
+
+
+# Cells with more children than this (racks of many nodes) index their children by free GPUs, so
+# that a best-fit descent does not sort hundreds of children per request.
+WIDE = 16
 
 
 class CellState(Enum):
@@ -88,6 +94,7 @@ class Cell:
         "state",
         "vc",  # for a BOUND or PINNED cell: the VC owning it
         "pinned_id",
+        "child_index",  # wide cells only: children keyed by guaranteed-view free GPUs (best fit)
         "vc_overlaps",  # node cells only: VC cells (bound or pinned) that overlap this node
         # leaf-only
         "is_bad",
@@ -117,6 +124,7 @@ class Cell:
         self.state = CellState.INSIDE
         self.vc: str | None = None
         self.pinned_id: str | None = None
+        self.child_index: Buckets[Cell] | None = None
         self.vc_overlaps = 0
         self.is_bad = False
         self.g_owner: int | None = None
@@ -188,6 +196,10 @@ class Topology:
             cell.leaves = tuple(leaf for child in children for leaf in child.leaves)
             cell.node_cells = tuple(n for child in children for n in child.node_cells)
             cell.id = spec.cell_id or f"{cell.cell_type}@{cell.node_cells[0].node}"
+            if len(children) > WIDE:
+                cell.child_index = Buckets()
+                for child in children:
+                    cell.child_index.add(child, child.gfree)
         if spec.pinned_cell_id is not None:
             cell.pinned_id = spec.pinned_cell_id
             self.pinned[spec.pinned_cell_id] = cell
