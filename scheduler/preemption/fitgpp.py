@@ -1,0 +1,301 @@
+"""Fitting Grace Period Preemption (FitGpp, arXiv:1902.01613 §3.2): which best-effort (BE)
+pod to suspend so that an arriving trial-and-error (TE) pod starts now.
+
+* eq. 1 — ``Size(D) = ||(C/C_cap, R/R_cap, G/G_cap)||₂`` with the capacities of the node the
+  job runs on, so the measure does not depend on units (4 CPUs vs 64 GB);
+* eq. 3 — ``Score(j) = Size(D_j)/max_J Size + s · GP_j/max_J GP`` over J, every running BE job;
+* eq. 2/4 — the victim is ``argmin Score(j)`` over the BE jobs whose release *alone* lets the
+  TE pod fit on their node (``D_TE <= D_j + N`` element-wise, N = the node's free resources)
+  and whose ``PreemptionCount_j < P``;
+* fallback (§3.2, "preempts a random BE job") — when no single job qualifies, BE jobs under
+  the limit are suspended in random order until one node has room.
+
+:func:`choose_victims` is the one entry point: the extender's preempt verb and the simulator's
+``fitgpp`` policy both call it. It is pure and deterministic: the fallback's random order is
+seeded by ``seed`` and the preemptor's UID, so the same request in the same state always gets
+the same answer (kube-scheduler retries preemption; a retry must not pick other victims).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass
+from typing import Collection, Final, Literal
+
+import numpy as np
+import numpy.typing as npt
+
+from scheduler.core.model import PodInfo
+from scheduler.core.resources import Resources
+from scheduler.preemption.model import FitGppSettings, JobClass, job_class_of
+from scheduler.preemption.table import CandidateTable
+
+Rule = Literal["fitgpp", "fallback"]
+RULE_FITGPP: Final[Rule] = "fitgpp"
+RULE_FALLBACK: Final[Rule] = "fallback"
+
+
+def resource_size(requests: Resources, capacity: Resources) -> float:  # eq. 1
+    """Eq. 1 for one job: the Euclidean norm of its demand as fractions of ``capacity``. A
+    resource the node does not have (capacity 0) adds nothing: no job there can request it."""
+    total = 0.0
+    for amount, whole in zip(requests.as_tuple(), capacity.as_tuple()):
+        if whole > 0:
+            total += (amount / whole) ** 2
+    return math.sqrt(total)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Normalisers:
+    """The denominators of eq. 3: the largest size (eq. 1) and the longest GP (seconds) among J,
+    the running BE jobs. By default they are taken over the table's valid rows; a driver whose
+    table holds only some nodes (kube-scheduler's candidates) passes the cluster-wide values so
+    scores mean the same thing in every request."""
+
+    max_size: float
+    max_grace_seconds: float
+
+    @classmethod
+    def of(cls, table: CandidateTable) -> Normalisers:
+        if not table.valid.any():
+            return Normalisers(max_size=0.0, max_grace_seconds=0.0)
+        return Normalisers(
+            max_size=float(table.sizes[table.valid].max()),
+            max_grace_seconds=float(table.grace_seconds[table.valid].max()),
+        )
+
+    def terms(self, *, size: float, grace_seconds: float) -> tuple[float, float]:
+        """The two normalised terms of eq. 3 (0 where J's maximum is 0: nothing to compare)."""
+        return (
+            size / self.max_size if self.max_size > 0 else 0.0,
+            grace_seconds / self.max_grace_seconds if self.max_grace_seconds > 0 else 0.0,
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class VictimScore:
+    """One victim and the terms of its eq. 3 score, for events and logs."""
+
+    uid: str
+    key: str
+    node: str
+    size: float
+    size_term: float
+    grace_period_seconds: float
+    grace_term: float
+    score: float
+    preemptions: int
+
+    def explain(self, *, grace_period_weight: float) -> str:
+        """``score 0.31 = size 0.12 + 4.0 x GP 0.05`` (the normalised terms of eq. 3)."""
+        return (
+            f"score {self.score:.2f} = size {self.size_term:.2f} + "
+            f"{format_weight(grace_period_weight)} x GP {self.grace_term:.2f}"
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PreemptionDecision:
+    """Suspend ``victims`` (all on ``node``) so that ``preemptor`` fits there.
+
+    ``rule`` says how they were chosen: ``fitgpp`` (eq. 4, always exactly one victim) or
+    ``fallback`` (random BE pods until the node had room). The preemptor should be placed on
+    ``node`` once the victims' grace periods are over.
+    """
+
+    preemptor_uid: str
+    preemptor_key: str
+    node: str
+    victims: tuple[VictimScore, ...]
+    rule: Rule
+    settings: FitGppSettings
+
+    found: bool = True
+
+    @property
+    def victim_uids(self) -> tuple[str, ...]:
+        return tuple(victim.uid for victim in self.victims)
+
+    def preemptor_messages(self) -> tuple[str, ...]:
+        """One event message per victim for the preemptor, e.g. ``preempting ns/pod on node X
+        (score 0.31 = size 0.12 + 4.0 x GP 0.05)``."""
+        weight = self.settings.grace_period_weight
+        prefix = "" if self.rule == RULE_FITGPP else "random fallback, no single best-effort pod frees enough; "
+        return tuple(
+            f"preempting {victim.key} on node {self.node} ({prefix}{victim.explain(grace_period_weight=weight)})"
+            for victim in self.victims
+        )
+
+    def victim_message(self) -> str:
+        """The event message for each victim: ``preempted by ns/pod``."""
+        return f"preempted by {self.preemptor_key}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NoVictims:
+    """Nothing to preempt; ``reason`` is one sentence for a FailedScheduling event."""
+
+    reason: str
+
+    found: bool = False
+
+
+def format_weight(weight: float) -> str:
+    """``4.0``, ``0.5``, ``2.25``: s as written in explanations (at least one decimal)."""
+    return f"{weight:.1f}" if round(weight, 1) == weight else f"{weight:g}"
+
+
+def choose_victims(
+    *,
+    preemptor: PodInfo,
+    table: CandidateTable,
+    settings: FitGppSettings,
+    nodes: Collection[str] | None = None,
+    normalisers: Normalisers | None = None,
+    seed: int = 0,
+) -> PreemptionDecision | NoVictims:
+    """The victims FitGpp suspends so that ``preemptor`` can run.
+
+    ``table`` holds the cluster's nodes (capacity, free *N*) and running pods; ``nodes``, when
+    given, restricts victims to those nodes (kube-scheduler's candidate nodes) while the
+    normalisation of eq. 3 still covers every valid row, or ``normalisers`` when given.
+
+    Only a TE preemptor preempts, and only BE pods are victims: a BE preemptor, or a TE pod
+    with no BE pod to take from, gets :class:`NoVictims`. A label that is neither class raises
+    :class:`~scheduler.errors.InvalidAnnotation`.
+    """
+    if job_class_of(preemptor.labels) is not JobClass.TRIAL:
+        return NoVictims(reason=f"{preemptor.key} is best-effort; only trial pods preempt")
+    if settings.max_preemptions == 0:
+        return NoVictims(reason="preemption is disabled (P = 0)")
+    need = preemptor.requests.as_tuple()
+    valid = table.valid
+    allowed = valid if nodes is None else valid & _node_mask(table, nodes)[_safe(table.node_of)]
+    if not allowed.any():
+        return NoVictims(reason="no best-effort pod runs on the nodes offered for preemption")
+    under_limit = allowed
+    if settings.max_preemptions is not None:
+        under_limit = allowed & (table.preemptions < settings.max_preemptions)
+    rows = np.flatnonzero(under_limit)
+    if not len(rows):
+        return NoVictims(
+            reason=f"every best-effort pod on the offered nodes was already preempted P = "
+            f"{settings.max_preemptions} times"
+        )
+    scale = normalisers if normalisers is not None else Normalisers.of(table)
+    node_of = table.node_of[rows]
+    # Eq. 2, one contiguous vector per dimension: the pod's release alone makes room.
+    alone = (table.demand[0, rows] + table.node_free[0, node_of]) >= need[0]
+    alone &= (table.demand[1, rows] + table.node_free[1, node_of]) >= need[1]
+    alone &= (table.demand[2, rows] + table.node_free[2, node_of]) >= need[2]
+    fitting = rows[alone]
+    if len(fitting):
+        # Eq. 3 only where eq. 4 looks; the normalisation covers all of J all the same.
+        size_terms = table.sizes[fitting] / scale.max_size if scale.max_size > 0 else np.zeros(len(fitting))
+        grace_terms = (
+            table.grace_seconds[fitting] / scale.max_grace_seconds
+            if scale.max_grace_seconds > 0
+            else np.zeros(len(fitting))
+        )
+        scores = size_terms + settings.grace_period_weight * grace_terms
+        best = scores.min()
+        tied = fitting[scores == best].tolist()
+        row = min(tied, key=lambda r: (table.node_names[int(table.node_of[r])] or "", table.uids[r] or ""))
+        return _decision(preemptor, table, settings, scale, [row], RULE_FITGPP)
+    return _fallback(preemptor, table, settings, scale, rows, need, seed)
+
+
+def _fallback(
+    preemptor: PodInfo,
+    table: CandidateTable,
+    settings: FitGppSettings,
+    scale: Normalisers,
+    rows: npt.NDArray[np.intp],
+    need: tuple[int, int, int],
+    seed: int,
+) -> PreemptionDecision | NoVictims:
+    """§3.2's "preempts a random BE job", repeated until one node has room, as LRTP and RAND
+    do. Victims drawn on a node that never reaches room would free nothing the preemptor can
+    use (it runs on one node), so the draw is over the nodes where room can be made, and only
+    the victims on the node that gets there first are returned."""
+    node_of = table.node_of[rows]
+    released = np.zeros_like(table.node_free)
+    for dimension in range(3):
+        np.add.at(released[dimension], node_of, table.demand[dimension, rows])
+    room = table.node_free + released
+    reachable = (room[0] >= need[0]) & (room[1] >= need[1]) & (room[2] >= need[2])
+    rows = rows[reachable[node_of]]
+    if not len(rows):
+        return NoVictims(
+            reason="suspending every eligible best-effort pod on any one offered node would still "
+            "leave too little room"
+        )
+    # A canonical order before shuffling: the choice must not depend on table slot order.
+    ordered = sorted(rows.tolist(), key=lambda r: table.uids[r] or "")
+    random.Random(f"fitgpp-fallback/{seed}/{preemptor.uid}").shuffle(ordered)
+    gathered: dict[int, list[int]] = {}
+    free_now: dict[int, list[int]] = {}
+    for row in ordered:
+        node = int(table.node_of[row])
+        free = free_now.get(node)
+        if free is None:
+            free = table.node_free[:, node].tolist()
+        free = [have + extra for have, extra in zip(free, table.demand[:, row].tolist())]
+        free_now[node] = free
+        gathered.setdefault(node, []).append(row)
+        if all(have >= wanted for have, wanted in zip(free, need)):
+            return _decision(preemptor, table, settings, scale, gathered[node], RULE_FALLBACK)
+    raise AssertionError("a reachable node never reached room")  # pragma: no cover
+
+
+def _decision(
+    preemptor: PodInfo,
+    table: CandidateTable,
+    settings: FitGppSettings,
+    scale: Normalisers,
+    rows: list[int],
+    rule: Rule,
+) -> PreemptionDecision:
+    node_name = table.node_names[int(table.node_of[rows[0]])]
+    assert node_name is not None
+    victims = []
+    for row in rows:
+        size = float(table.sizes[row])
+        grace = float(table.grace_seconds[row])
+        size_term, grace_term = scale.terms(size=size, grace_seconds=grace)
+        victims.append(
+            VictimScore(
+                uid=str(table.uids[row]),
+                key=str(table.keys[row]),
+                node=node_name,
+                size=size,
+                size_term=size_term,
+                grace_period_seconds=grace,
+                grace_term=grace_term,
+                score=size_term + settings.grace_period_weight * grace_term,
+                preemptions=int(table.preemptions[row]),
+            )
+        )
+    return PreemptionDecision(
+        preemptor_uid=preemptor.uid,
+        preemptor_key=preemptor.key,
+        node=node_name,
+        victims=tuple(victims),
+        rule=rule,
+        settings=settings,
+    )
+
+
+def _safe(node_of: npt.NDArray[np.intp]) -> npt.NDArray[np.intp]:
+    # Rows without a node are never valid; index them at 0 so fancy indexing stays in range.
+    return np.where(node_of >= 0, node_of, 0)
+
+
+def _node_mask(table: CandidateTable, nodes: Collection[str]) -> npt.NDArray[np.bool_]:
+    mask = np.zeros(max(1, len(table.node_names)), dtype=np.bool_)
+    for name in nodes:
+        slot = table.node_index.get(name)
+        if slot is not None:
+            mask[slot] = True
+    return mask

@@ -1,0 +1,158 @@
+"""The values FitGpp decides on (arXiv:1902.01613 §2–3): job classes, the two settings s and P,
+and a running pod as a preemption candidate.
+
+Everything here is a plain immutable value; the drivers translate Kubernetes objects into it
+(the extender from kube-scheduler's preempt request and its watch cache, the simulator from its
+trace), so both reach :func:`scheduler.preemption.fitgpp.choose_victims` with the same types.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Mapping, Sequence
+
+from scheduler.constants import (
+    ANNOTATION_PREEMPTIONS,
+    JOB_CLASS_BEST_EFFORT,
+    JOB_CLASS_TRIAL,
+    LABEL_JOB_CLASS,
+)
+from scheduler.core.model import PodInfo
+from scheduler.core.resources import Resources
+from scheduler.errors import InvalidAnnotation
+from scheduler.preemption.errors import InvalidPreemptionSettings
+
+
+class JobClass(StrEnum):
+    """§2: users say whether a job is trial-and-error (starts now) or best-effort (may wait and
+    be suspended). The values are the label values users write."""
+
+    TRIAL = JOB_CLASS_TRIAL
+    BEST_EFFORT = JOB_CLASS_BEST_EFFORT
+
+
+def job_class_of(labels: Mapping[str, str]) -> JobClass:
+    """The class a pod's ``cellfit.io/job-class`` label asks for.
+
+    No label means best-effort: an unlabelled job must never be able to preempt others, so the
+    safe default is the class that only ever loses resources. A value that is neither class is
+    refused rather than guessed, because a typo in ``trial`` would otherwise silently give up
+    the fast start the user asked for.
+    """
+    value = labels.get(LABEL_JOB_CLASS)
+    if value is None:
+        return JobClass.BEST_EFFORT
+    try:
+        return JobClass(value)
+    except ValueError:
+        raise InvalidAnnotation(
+            f"{value!r} is not a job class (use {JOB_CLASS_TRIAL!r} or {JOB_CLASS_BEST_EFFORT!r})",
+            field=f"metadata.labels[{LABEL_JOB_CLASS}]",
+        ) from None
+
+
+def preemption_count_of(annotations: Mapping[str, str]) -> int:
+    """How often FitGpp has already preempted a job, from its ``cellfit.io/preemptions``
+    annotation (absent: never). Kept on the Job so that the count, and with it P's guarantee
+    against starvation, survives both the pod's deletion and a scheduler restart."""
+    value = annotations.get(ANNOTATION_PREEMPTIONS)
+    if value is None:
+        return 0
+    text = value.strip()
+    if not text.isdigit():
+        raise InvalidAnnotation(
+            f"{value!r} is not a non-negative integer", field=f"metadata.annotations[{ANNOTATION_PREEMPTIONS}]"
+        )
+    return int(text)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FitGppSettings:
+    """FitGpp's two knobs (§3.2).
+
+    ``grace_period_weight`` is *s* in eq. 3: how much a long grace period (GP) counts against a
+    victim relative to its size. Dimensionless, finite, >= 0; both terms of the score are
+    normalised to [0, 1], so s = 4 (the paper's choice) makes a job with the longest GP cost
+    four times as much as the largest job. s = 0 ignores GPs.
+
+    ``max_preemptions`` is *P*: a best-effort job already preempted P times is never chosen
+    again, which bounds how often one job can be pushed back (starvation, §3.2). A count
+    (>= 0; 0 disables preemption) or ``None`` for no limit (the paper's "P infinite", Table 4).
+    The paper's experiments use P = 1.
+    """
+
+    grace_period_weight: float = 4.0
+    max_preemptions: int | None = 1
+
+    def __post_init__(self) -> None:
+        weight = self.grace_period_weight
+        if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not math.isfinite(weight):
+            raise InvalidPreemptionSettings(f"{weight!r} is not a finite number", field="grace_period_weight")
+        if weight < 0:
+            raise InvalidPreemptionSettings(f"{weight!r} is negative", field="grace_period_weight")
+        limit = self.max_preemptions
+        if limit is not None:
+            if isinstance(limit, bool) or not isinstance(limit, int):
+                raise InvalidPreemptionSettings(
+                    f"{limit!r} is not a whole number (or None for no limit)", field="max_preemptions"
+                )
+            if limit < 0:
+                raise InvalidPreemptionSettings(f"{limit!r} is negative", field="max_preemptions")
+
+    def below_limit(self, preemptions: int) -> bool:
+        """``PreemptionCount_j < P`` of eq. 4."""
+        return self.max_preemptions is None or preemptions < self.max_preemptions
+
+    def describe_limit(self) -> str:
+        return "unlimited" if self.max_preemptions is None else str(self.max_preemptions)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Candidate:
+    """A running pod seen as a possible victim.
+
+    Only best-effort pods that are not already terminating can be chosen; the others are still
+    worth passing in a :class:`NodeState` (they are skipped) but need not be.
+    ``grace_period_seconds`` is the GP of §2 (the pod's ``terminationGracePeriodSeconds``).
+    """
+
+    uid: str
+    key: str
+    job_class: JobClass
+    requests: Resources
+    grace_period_seconds: float
+    preemptions: int = 0
+    terminating: bool = False
+
+    @property
+    def preemptible(self) -> bool:
+        # TE jobs are never victims (§3: only BE jobs are suspended); a terminating pod is
+        # already on its way out and its resources are promised elsewhere.
+        return self.job_class is JobClass.BEST_EFFORT and not self.terminating
+
+    @classmethod
+    def from_pod(cls, pod: PodInfo, *, preemptions: int | None = None) -> Candidate:
+        """A candidate from a pod. ``preemptions`` should come from the pod's Job (where the
+        count survives the pod); without it the pod's own annotation is read."""
+        return cls(
+            uid=pod.uid,
+            key=pod.key,
+            job_class=job_class_of(pod.labels),
+            requests=pod.requests,
+            grace_period_seconds=float(pod.grace_period_seconds),
+            preemptions=preemption_count_of(pod.annotations) if preemptions is None else preemptions,
+            terminating=pod.terminating,
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NodeState:
+    """One node as eq. 2/4 needs it: ``capacity`` normalises sizes (eq. 1), ``free`` is *N*,
+    what is unallocated now (allocatable minus every bound pod, the candidates included)."""
+
+    name: str
+    capacity: Resources
+    free: Resources
+    candidates: Sequence[Candidate] = field(default_factory=tuple)
