@@ -111,3 +111,40 @@ def slots_for(*, limits: IntArray, machine_kind: IntArray, kind_count: int) -> S
     counts = np.bincount(slot_kind, minlength=kind_count)
     kind_bounds = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
     return Slots(machine=machine[order], position=position[order], kind_bounds=kind_bounds)
+
+
+@dataclass(frozen=True, slots=True)
+class SlotClasses:
+    """Slots grouped into classes of identical columns (same kind, same ω, same position):
+    ``slots_by_class[class_start[c] : class_start[c] + capacity[c]]`` are class ``c``'s slots in
+    slot order; ``first_slot[c]`` represents it."""
+
+    slots_by_class: IntArray
+    class_start: IntArray
+    capacity: IntArray
+    first_slot: IntArray
+
+    @property
+    def count(self) -> int:
+        return int(self.capacity.shape[0])
+
+
+def slot_classes(slots: Slots, *, machine_kind: IntArray, delay: FloatArray) -> SlotClasses:
+    kind = machine_kind[slots.machine]
+    wait = delay[slots.machine]
+    order = np.lexsort((np.arange(slots.count), slots.position, wait, kind))
+    sorted_kind, sorted_wait, sorted_position = kind[order], wait[order], slots.position[order]
+    new_class = np.ones(slots.count, dtype=bool)
+    new_class[1:] = (
+        (sorted_kind[1:] != sorted_kind[:-1])
+        | (sorted_wait[1:] != sorted_wait[:-1])
+        | (sorted_position[1:] != sorted_position[:-1])
+    )
+    class_start = np.flatnonzero(new_class).astype(np.int64)
+    capacity = np.diff(np.concatenate((class_start, [slots.count]))).astype(np.int64)
+    return SlotClasses(
+        slots_by_class=order.astype(np.int64),
+        class_start=class_start,
+        capacity=capacity,
+        first_slot=order[class_start].astype(np.int64),
+    )

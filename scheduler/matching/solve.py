@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Mapping, Sequence
+from typing import Literal, Mapping, Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -20,10 +20,17 @@ from scipy.optimize import linear_sum_assignment
 from scheduler.matching.costs import kind_times, slot_cost_matrix
 from scheduler.matching.errors import InfeasibleInstance, InvalidInstance
 from scheduler.matching.model import Assignment, Job, Machine
-from scheduler.matching.positions import Slots, all_positions, position_limits, slots_for
+from scheduler.matching.positions import Slots, SlotClasses, all_positions, position_limits, slot_classes, slots_for
+from scheduler.matching.transport import assign_to_classes
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
+
+# Above this many classes of identical slots, successive shortest paths over classes (O(C³) per
+# step) stop paying off against scipy's solver on the full matrix.
+MAX_CLASSES = 96
+
+Method = Literal["auto", "scipy", "classes"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,37 +126,97 @@ def prepare(
     )
 
 
-def solve(problem: Problem, *, bounded: bool = True) -> Queues:
-    """Match jobs to slots at minimum cost and convert the matching to queues (Algorithm 1).
+@dataclass(frozen=True, slots=True)
+class Matrix:
+    """What the solver matches jobs against: Q over every kept slot, or — when the kept slots
+    fall into few classes of identical columns — Q folded to one column per class."""
 
-    ``bounded=False`` builds all ``n`` positions on every machine, as the paper does; it exists
-    to check the bound of :mod:`scheduler.matching.positions` and is far slower.
+    slots: Slots
+    classes: SlotClasses | None
+    cost: FloatArray
+
+    @property
+    def method(self) -> str:
+        return "scipy" if self.classes is None else "classes"
+
+
+def build(problem: Problem, *, bounded: bool = True, method: Method = "auto") -> Matrix:
+    """The slots and the cost matrix to match on.
+
+    ``bounded=False`` builds all ``n`` positions on every machine, exactly as the paper does (and
+    never folds them): the reference the bound is tested against, far slower. ``method``
+    forces the full matrix (``"scipy"``) or the folded one (``"classes"``); ``"auto"`` folds
+    when there are few classes.
     """
-    machine_count = len(problem.machines)
+    if not bounded:
+        slots, cost = cost_matrix(problem, bounded=False)
+        return Matrix(slots=slots, classes=None, cost=cost)
+    slots = _bounded_slots(problem)
+    classes = slot_classes(slots, machine_kind=problem.machine_kind, delay=problem.delay)
+    if method == "scipy" or (method == "auto" and classes.count > MAX_CLASSES):
+        return Matrix(slots=slots, classes=None, cost=slot_cost_matrix(times=problem.times, slots=slots, delay=problem.delay))
+    machine = slots.machine[classes.first_slot]
+    kind = problem.machine_kind[machine]
+    cost = problem.times[:, kind] * slots.position[classes.first_slot] + problem.delay[machine]
+    return Matrix(slots=slots, classes=classes, cost=cost)
+
+
+def match(problem: Problem, matrix: Matrix, *, method: Method = "auto") -> tuple[IntArray, IntArray]:
+    """An optimal matching: job rows and the slot (column of the full Q) each one takes.
+    ``method="classes"`` lets the folded solve take as many steps as it needs (for tests)."""
+    jobs = len(problem.jobs)
+    if matrix.classes is not None:
+        classes = matrix.classes
+        # Successive shortest paths cost about (20,000 + n·C + C³) element operations per step
+        # (the first term is Python's fixed cost per step); scipy at least ~10 per entry of the
+        # full Q. Fold only while that is cheaper.
+        per_step = 20_000 + jobs * classes.count + classes.count**3
+        budget = jobs if method == "classes" else 10 * jobs * matrix.slots.count // per_step
+        assign = assign_to_classes(matrix.cost, classes.capacity, max_augmentations=budget)
+        if assign is not None:
+            # Within a class the slots are identical: hand them out in slot order. A class at
+            # position k then fills the same machines as position k-1 before it: no gaps.
+            rows = np.argsort(assign, kind="stable")
+            rank = np.arange(rows.shape[0]) - np.searchsorted(assign[rows], assign[rows], side="left")
+            return rows.astype(np.int64), classes.slots_by_class[classes.class_start[assign[rows]] + rank]
+        cost = slot_cost_matrix(times=problem.times, slots=matrix.slots, delay=problem.delay)
+    else:
+        cost = matrix.cost
+    rows, columns = linear_sum_assignment(cost)
+    return rows.astype(np.int64), columns.astype(np.int64)
+
+
+def solve(problem: Problem, *, bounded: bool = True, method: Method = "auto") -> Queues:
+    """Match jobs to slots at minimum cost and convert the matching to queues (Algorithm 1).
+    ``bounded`` and ``method``: see :func:`build`."""
     if not problem.jobs:
         return Queues(
             job=np.zeros(0, dtype=np.int64),
             start=np.zeros(0, dtype=np.float64),
             finish=np.zeros(0, dtype=np.float64),
-            bounds=np.zeros(machine_count + 1, dtype=np.int64),
+            bounds=np.zeros(len(problem.machines) + 1, dtype=np.int64),
             total_completion_time=0.0,
         )
-    slots, cost = cost_matrix(problem, bounded=bounded)
-    rows, columns = linear_sum_assignment(cost)
+    matrix = build(problem, bounded=bounded, method=method)
+    rows, columns = match(problem, matrix, method=method)
+    slots = matrix.slots
     return _queues(problem, rows=rows, machine=slots.machine[columns], position=slots.position[columns])
 
 
 def cost_matrix(problem: Problem, *, bounded: bool = True) -> tuple[Slots, FloatArray]:
-    """The slots kept (all ``n`` per machine when not ``bounded``) and Q over them."""
-    runnable = np.isfinite(problem.times).sum(axis=0).astype(np.int64)
+    """The slots kept (all ``n`` per machine when not ``bounded``) and the full Q over them."""
     if bounded:
-        limits = position_limits(
-            machine_kind=problem.machine_kind, available=problem.delay, runnable_per_kind=runnable
-        )
+        slots = _bounded_slots(problem)
     else:
         limits = all_positions(machine_count=len(problem.machines), job_count=len(problem.jobs))
-    slots = slots_for(limits=limits, machine_kind=problem.machine_kind, kind_count=len(problem.kinds))
+        slots = slots_for(limits=limits, machine_kind=problem.machine_kind, kind_count=len(problem.kinds))
     return slots, slot_cost_matrix(times=problem.times, slots=slots, delay=problem.delay)
+
+
+def _bounded_slots(problem: Problem) -> Slots:
+    runnable = np.isfinite(problem.times).sum(axis=0).astype(np.int64)
+    limits = position_limits(machine_kind=problem.machine_kind, available=problem.delay, runnable_per_kind=runnable)
+    return slots_for(limits=limits, machine_kind=problem.machine_kind, kind_count=len(problem.kinds))
 
 
 def _queues(problem: Problem, *, rows: IntArray, machine: IntArray, position: IntArray) -> Queues:
