@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
+import numpy as np
+
 from scheduler.matching.fairness import (
     MachineShare,
     ShareModel,
@@ -20,7 +22,7 @@ from scheduler.matching.fairness import (
     user_progress,
 )
 from scheduler.matching.model import Assignment, Job, Machine
-from scheduler.matching.solve import prepare, solve
+from scheduler.matching.solve import Fleet, fleet, prepare_on, solve
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -52,11 +54,9 @@ class AlloxScheduler:
     ) -> list[Assignment]:
         free_names = {machine.name for machine in free_machines}
         machines = [*free_machines, *(m for m in busy_until if m.name not in free_names)]
-        available = {machine.name: now for machine in free_machines}
-        for machine, until in busy_until.items():
-            if machine.name not in free_names:
-                available[machine.name] = max(until, now)
-        kinds = {machine.kind for machine in machines}
+        available = {m.name: until for m, until in busy_until.items() if m.name not in free_names}
+        arrays = fleet(machines=machines, now=now, busy_until=available)
+        kinds = set(arrays.kinds)
         # Keyed by name (unique among pending jobs) and insertion-ordered, so candidates keep
         # the caller's order and removal is O(1).
         waiting = {
@@ -83,7 +83,7 @@ class AlloxScheduler:
                 considered = frozenset(ranking[:count])
                 plan = plans.get(considered)
                 if plan is None:
-                    plan = self._solve(considered, waiting, machines=machines, available=available, now=now)
+                    plan = self._solve(considered, waiting, arrays)
                     plans[considered] = plan
                 queue = plan.get(machine.name)
                 if queue:
@@ -96,7 +96,7 @@ class AlloxScheduler:
             assignment = Assignment(job=job, machine=machine, start=now, finish=now + job.processing_time[machine.kind])
             started.append(assignment)
             del waiting[job.name]
-            available[machine.name] = assignment.finish
+            arrays = arrays.with_available(arrays.position_of[machine.name], assignment.finish)
             progress[job.user] = progress.get(job.user, 0.0) + job_value(job, machine.kind, shares)
             ranking = rank_users(users, progress)
             # The rest of an optimal matching stays optimal once the first job of one machine
@@ -111,26 +111,17 @@ class AlloxScheduler:
         return started
 
     @staticmethod
-    def _solve(
-        considered: frozenset[str],
-        waiting: Mapping[str, Job],
-        *,
-        machines: list[Machine],
-        available: Mapping[str, float],
-        now: float,
-    ) -> dict[str, list[Job]]:
+    def _solve(considered: frozenset[str], waiting: Mapping[str, Job], machines: Fleet) -> dict[str, list[Job]]:
         """Lines 3–7 of Algorithm 2: match the considered users' jobs; each machine's queue."""
         candidates = [job for job in waiting.values() if job.user in considered]
         if not candidates:
             return {}
-        problem = prepare(jobs=candidates, machines=machines, now=now, busy_until=available)
+        problem = prepare_on(machines, candidates)
         queues = solve(problem)
-        by_machine: dict[str, list[Job]] = {}
-        for index, machine in enumerate(problem.machines):
-            queue = queues.queue(index)
-            if queue.shape[0]:
-                by_machine[machine.name] = [problem.jobs[job] for job in queue.tolist()]
-        return by_machine
+        return {
+            problem.machines[index].name: [problem.jobs[job] for job in queues.queue(index).tolist()]
+            for index in np.flatnonzero(np.diff(queues.bounds)).tolist()
+        }
 
     @staticmethod
     def _raised_count(ranking: list[str], count: int, waiting: Mapping[str, Job], machine: Machine) -> int:

@@ -71,36 +71,36 @@ class Queues:
         return int(self.job[begin]) if end > begin else None
 
 
-def prepare(
-    *,
-    jobs: Sequence[Job],
-    machines: Sequence[Machine],
-    now: float,
-    busy_until: Mapping[str, float] | None = None,
-) -> Problem:
-    """Validate an instance and turn it into arrays.
+@dataclass(frozen=True, slots=True)
+class Fleet:
+    """The machines of an instance in array form, reusable across solves with different jobs
+    (Algorithm 2 re-solves for each user set with the same machines)."""
 
-    Raises :class:`InvalidInstance` for a job that has not arrived by ``now``, a negative or
-    non-finite processing time, or an unknown machine in ``busy_until``; and
-    :class:`InfeasibleInstance` for a job no machine here can run.
-    """
+    machines: tuple[Machine, ...]
+    kinds: tuple[str, ...]
+    machine_kind: IntArray
+    delay: FloatArray
+    now: float
+    position_of: Mapping[str, int]
+
+    def with_available(self, position: int, until: float) -> Fleet:
+        """The same fleet with machine ``position`` busy until ``until``."""
+        delay = self.delay.copy()
+        delay[position] = max(until - self.now, 0.0)
+        return Fleet(
+            machines=self.machines,
+            kinds=self.kinds,
+            machine_kind=self.machine_kind,
+            delay=delay,
+            now=self.now,
+            position_of=self.position_of,
+        )
+
+
+def fleet(*, machines: Sequence[Machine], now: float, busy_until: Mapping[str, float] | None = None) -> Fleet:
+    """Validate machines and their availability; :class:`InvalidInstance` names a bad entry."""
     kinds = tuple(sorted({machine.kind for machine in machines}))
     kind_index = {kind: index for index, kind in enumerate(kinds)}
-    for index, job in enumerate(jobs):
-        if job.arrival > now:
-            raise InvalidInstance(
-                f"job {job.name!r} arrives at {job.arrival}, after now ({now}); only jobs that "
-                "have arrived can be matched",
-                field=f"jobs[{index}].arrival",
-            )
-        for kind, value in job.processing_time.items():
-            if not (math.isfinite(value) and value >= 0):
-                raise InvalidInstance(
-                    f"must be a finite number >= 0, got {value!r}",
-                    field=f"jobs[{index}].processing_time.{kind}",
-                )
-        if not any(kind in kind_index for kind in job.processing_time):
-            raise InfeasibleInstance(job.name)
     position_of = {machine.name: position for position, machine in enumerate(machines)}
     busy = busy_until or {}
     for name, until in busy.items():
@@ -115,15 +115,59 @@ def prepare(
         rows = np.fromiter((position_of[name] for name in busy), dtype=np.int64, count=len(busy))
         ends = np.fromiter(busy.values(), dtype=np.float64, count=len(busy))
         delay[rows] = np.maximum(ends - now, 0.0)
-    return Problem(
-        jobs=tuple(jobs),
+    return Fleet(
         machines=tuple(machines),
         kinds=kinds,
-        times=kind_times(jobs, kinds),
         machine_kind=machine_kind,
         delay=delay,
         now=now,
+        position_of=position_of,
     )
+
+
+def prepare_on(machines: Fleet, jobs: Sequence[Job]) -> Problem:
+    """Validate ``jobs`` against ``machines`` and make the instance's arrays.
+
+    Raises :class:`InvalidInstance` for a job that has not arrived by ``now`` or a negative or
+    non-finite processing time, and :class:`InfeasibleInstance` for a job no machine can run.
+    """
+    present = set(machines.kinds)
+    now = machines.now
+    for index, job in enumerate(jobs):
+        if job.arrival > now:
+            raise InvalidInstance(
+                f"job {job.name!r} arrives at {job.arrival}, after now ({now}); only jobs that "
+                "have arrived can be matched",
+                field=f"jobs[{index}].arrival",
+            )
+        for kind, value in job.processing_time.items():
+            if not (math.isfinite(value) and value >= 0):
+                raise InvalidInstance(
+                    f"must be a finite number >= 0, got {value!r}",
+                    field=f"jobs[{index}].processing_time.{kind}",
+                )
+        if present.isdisjoint(job.processing_time):
+            raise InfeasibleInstance(job.name)
+    return Problem(
+        jobs=tuple(jobs),
+        machines=machines.machines,
+        kinds=machines.kinds,
+        times=kind_times(jobs, machines.kinds),
+        machine_kind=machines.machine_kind,
+        delay=machines.delay,
+        now=now,
+    )
+
+
+def prepare(
+    *,
+    jobs: Sequence[Job],
+    machines: Sequence[Machine],
+    now: float,
+    busy_until: Mapping[str, float] | None = None,
+) -> Problem:
+    """Validate an instance and turn it into arrays (:func:`fleet`, then :func:`prepare_on`)."""
+    return prepare_on(fleet(machines=machines, now=now, busy_until=busy_until), jobs)
 
 
 @dataclass(frozen=True, slots=True)
