@@ -25,6 +25,7 @@ from typing import AbstractSet, Callable, Iterable, Mapping, Sequence
 from scheduler.cells.buckets import Buckets
 from scheduler.cells.buddy import BuddyAllocator, derived_capacity
 from scheduler.cells.config import VirtualClusterSpec
+from scheduler.cells.idle_index import IdleNodeIndex
 from scheduler.cells.request import CellRequest, GangSpec, Priority
 from scheduler.cells.search import View, best_spot, contains, pick_gpus
 from scheduler.cells.topology import Cell, CellState, Chain, Topology
@@ -136,12 +137,7 @@ class CellAllocator:
         self.buddies: dict[Chain, BuddyAllocator] = {}
         for chain in topology.used_chains:
             self.buddies[chain] = BuddyAllocator(chain, [c for c in topology.top_cells if c.chain is chain])
-        # Node cells keyed by idle GPUs, split by whether a VC cell overlaps them: opportunistic
-        # pods go to nodes no VC holds first, so that owners rarely have to preempt them.
-        self.nodes_free: dict[Chain, Buckets[Cell]] = {c: Buckets() for c in topology.used_chains}
-        self.nodes_owned: dict[Chain, Buckets[Cell]] = {c: Buckets() for c in topology.used_chains}
-        for node in topology.nodes.values():
-            self.nodes_free[node.chain].add(node, node.hfree)
+        self.idle = IdleNodeIndex(topology)
         self.vcs: dict[str, VcState] = {}
         self.bookings: dict[int, Booking] = {}
         self.by_pod: dict[str, Booking] = {}
@@ -272,8 +268,7 @@ class CellAllocator:
         cell.hfree += d_h
         cell.gfree += d_gf
         if d_h and cell.node_cell is cell:
-            index = self.nodes_owned if cell.vc_overlaps else self.nodes_free
-            index[cell.chain].move(cell, old_h, cell.hfree)
+            self.idle.idle_changed(cell, old_h)
         if d_gf:
             parent = cell.parent
             if parent is not None and parent.child_index is not None:
@@ -286,15 +281,7 @@ class CellAllocator:
             self.buddies[cell.chain].reclassify(cell)
 
     def _set_owned(self, root: Cell, delta: int) -> None:
-        nodes = root.node_cells if root.level >= root.chain.node_level else (root.node_cell,)
-        for node in nodes:
-            assert node is not None
-            before = node.vc_overlaps > 0
-            node.vc_overlaps += delta
-            after = node.vc_overlaps > 0
-            if before != after:
-                (self.nodes_owned if before else self.nodes_free)[node.chain].remove(node, node.hfree)
-                (self.nodes_owned if after else self.nodes_free)[node.chain].add(node, node.hfree)
+        self.idle.cover(root, delta)
 
     def set_node_bad(self, node_name: str, bad: bool) -> bool:
         """Mark a node's GPUs bad or healthy; returns whether anything changed. Bookings on the
@@ -501,13 +488,12 @@ class CellAllocator:
 
     def _plan_opportunistic(self, targets: Sequence[Target], n: int, allowed: AbstractSet[str] | None) -> Spot:
         for target in targets:
-            for index in (self.nodes_free[target.chain], self.nodes_owned[target.chain]):
-                for node in index.at_least(n):
-                    if allowed is not None and node.node not in allowed:
-                        continue
-                    spot = best_spot(node, target.level, n, View.IDLE, None)
-                    if spot is not None:
-                        return Spot(target.chain, target.level, tuple(pick_gpus(spot, n, View.IDLE)))
+            for node in self.idle.candidates(target.chain, n):
+                if allowed is not None and node.node not in allowed:
+                    continue
+                spot = best_spot(node, target.level, n, View.IDLE, None)
+                if spot is not None:
+                    return Spot(target.chain, target.level, tuple(pick_gpus(spot, n, View.IDLE)))
         wanted = targets[0].chain.type_at(targets[0].level)
         offered = "" if allowed is None else " on the offered nodes"
         raise Unplaceable(f"no idle {n} GPUs in one {wanted!r} cell{offered} for an opportunistic pod")

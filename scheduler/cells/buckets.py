@@ -46,6 +46,16 @@ class Buckets(Generic[T]):
         for k in self._keys[start:]:
             yield from self._by_key[k]
 
+    def items_at_least(self, key: int) -> Iterator[tuple[int, T]]:
+        """``(key, item)`` pairs with key >= ``key``, smallest key first."""
+        start = bisect_left(self._keys, key)
+        for k in self._keys[start:]:
+            for item in self._by_key[k]:
+                yield k, item
+
+    def __bool__(self) -> bool:
+        return bool(self._keys)  # empty buckets are dropped eagerly
+
     def __len__(self) -> int:
         return sum(len(b) for b in self._by_key.values())
 

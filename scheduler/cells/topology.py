@@ -95,7 +95,6 @@ class Cell:
         "vc",  # for a BOUND or PINNED cell: the VC owning it
         "pinned_id",
         "child_index",  # wide cells only: children keyed by guaranteed-view free GPUs (best fit)
-        "vc_overlaps",  # node cells only: VC cells (bound or pinned) that overlap this node
         # leaf-only
         "is_bad",
         "g_owner",  # booking id of the guaranteed booking on this GPU
@@ -125,7 +124,6 @@ class Cell:
         self.vc: str | None = None
         self.pinned_id: str | None = None
         self.child_index: Buckets[Cell] | None = None
-        self.vc_overlaps = 0
         self.is_bad = False
         self.g_owner: int | None = None
         self.o_owner: int | None = None

@@ -110,3 +110,20 @@ def test_deleting_the_waiting_pod_frees_its_hold():
     engine.delete_pod("g")
     assert engine.pending_preemptions() == {}
     assert engine.inspect_virtual_cluster("a")["vcCells"] == []
+
+
+def test_wide_racks_are_covered_as_a_whole():
+    # Racks of 20 nodes are indexed per rack; binding one must still steer opportunistic pods
+    # away from all 20 of its nodes, and releasing it must bring them back.
+    engine = HivedEngine.from_config(rack_cluster(racks=2, nodes_per_rack=20, vcs={"a": [{"cellType": "V100-RACK", "count": 1}], "b": [{"cellType": "V100-RACK", "count": 1}]}))
+    names = node_names(racks=2, nodes_per_rack=20)
+    schedule(engine, pod("g", 1, "a"), names)
+    held = set(engine.inspect_virtual_cluster("a")["vcCells"][0]["nodes"])
+    assert len(held) == 20
+    for i in range(20):
+        assert schedule(engine, opp(f"o{i}", 8), names).node_name not in held
+    assert schedule(engine, opp("o20", 8), names).node_name in held  # only a's idle GPUs left
+    engine.delete_pod("o20")
+    engine.delete_pod("g")
+    # a's rack is free again: its nodes are back among the first choices.
+    assert not any(engine.allocator.idle.held(engine.topology.nodes[n]) for n in held)

@@ -1,0 +1,103 @@
+"""Where opportunistic pods look for idle GPUs: node cells by idle GPU count, split by whether a
+VC cell overlaps the node.
+
+Opportunistic pods go first to nodes no VC holds, so that owners rarely have to preempt them,
+and best fit within that (fullest node first). Marking every node of a freshly bound 256-node rack
+as "held" would cost hundreds of index moves per bind, so nodes under a *wide* parent (more than
+``WIDE`` nodes, i.e. real racks) live in a per-parent group that a bound ancestor covers with a
+single counter; the search merges the groups' best-fit orders. Nodes under narrow parents, and
+standalone nodes, share one group per chain and move individually.
+"""
+
+from __future__ import annotations
+
+import heapq
+from operator import itemgetter
+from typing import Iterator
+
+from scheduler.cells.buckets import Buckets
+from scheduler.cells.topology import WIDE, Cell, Chain, Topology
+
+
+class _Group:
+    __slots__ = ("covered", "free", "held", "order")
+
+    def __init__(self, order: int) -> None:
+        self.order = order
+        self.covered = 0  # VC cells at or above the group's parent that cover every node in it
+        self.free: Buckets[Cell] = Buckets()  # nodes no VC cell overlaps, keyed by idle GPUs
+        self.held: Buckets[Cell] = Buckets()  # nodes some VC cell overlaps
+
+
+class IdleNodeIndex:
+    def __init__(self, topology: Topology) -> None:
+        self._groups: dict[Chain, list[_Group]] = {c: [_Group(0)] for c in topology.used_chains}
+        self._group_of: dict[Cell, _Group] = {}
+        self._wide: dict[Cell, _Group] = {}
+        for node in topology.nodes.values():
+            parent = node.parent
+            if parent is not None and len(parent.children) > WIDE:
+                group = self._wide.get(parent)
+                if group is None:
+                    groups = self._groups[node.chain]
+                    group = self._wide[parent] = _Group(len(groups))
+                    groups.append(group)
+            else:
+                group = self._groups[node.chain][0]
+            self._group_of[node] = group
+            group.free.add(node, node.hfree)
+        # Per-node overlap counts (roots on or inside the node, or covering it individually).
+        self._overlaps: dict[Cell, int] = {}
+
+    def _bucket(self, node: Cell) -> Buckets[Cell]:
+        group = self._group_of[node]
+        return group.held if self._overlaps.get(node, 0) else group.free
+
+    def idle_changed(self, node: Cell, old: int) -> None:
+        self._bucket(node).move(node, old, node.hfree)
+
+    def held(self, node: Cell) -> bool:
+        return bool(self._overlaps.get(node, 0)) or self._group_of[node].covered > 0
+
+    def cover(self, root: Cell, delta: int) -> None:
+        """A VC cell was bound (+1) or released (-1): the nodes it overlaps change side."""
+        node_level = root.chain.node_level
+        if root.level <= node_level:
+            assert root.node_cell is not None
+            self._overlap(root.node_cell, delta)
+            return
+        stack = [root]
+        while stack:
+            cell = stack.pop()
+            group = self._wide.get(cell)
+            if group is not None:
+                group.covered += delta
+            elif cell.level == node_level:
+                self._overlap(cell, delta)
+            else:
+                stack.extend(cell.children)
+
+    def _overlap(self, node: Cell, delta: int) -> None:
+        before = self._overlaps.get(node, 0)
+        after = before + delta
+        group = self._group_of[node]
+        if (before > 0) != (after > 0):
+            (group.held if before else group.free).remove(node, node.hfree)
+            (group.held if after else group.free).add(node, node.hfree)
+        if after:
+            self._overlaps[node] = after
+        else:
+            self._overlaps.pop(node, None)
+
+    def candidates(self, chain: Chain, gpus: int) -> Iterator[Cell]:
+        """Nodes with at least ``gpus`` idle GPUs: unheld nodes best fit first, then held ones."""
+        groups = self._groups[chain]
+        first = [g.free for g in groups if not g.covered]
+        second = [g.held for g in groups if not g.covered] + [b for g in groups if g.covered for b in (g.free, g.held)]
+        for pass_buckets in (first, second):
+            live = [b for b in pass_buckets if b]
+            if len(live) == 1:
+                yield from live[0].at_least(gpus)
+            elif live:
+                for _, node in heapq.merge(*(b.items_at_least(gpus) for b in live), key=itemgetter(0)):
+                    yield node
