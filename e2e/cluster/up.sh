@@ -52,6 +52,8 @@ STAGES="$(dirname "$BIN")/share/kwok-stages"
 [ -d "$STAGES" ] || die "$STAGES is missing: run e2e/cluster/build.sh first"
 
 export KWOK_WORKDIR="$WORKDIR/kwok"
+# kubectl's discovery/http cache would otherwise go to ~/.kube/cache.
+export KUBECACHEDIR="$WORKDIR/kube-cache"
 KCFG="$WORKDIR/kubeconfig"
 ENVFILE="$WORKDIR/cluster.env"
 CONF="$WORKDIR/kwokctl.yaml"
@@ -157,6 +159,7 @@ export CELLFIT_E2E_KUBECTL='$BIN/kubectl'
 export CELLFIT_E2E_HELM='$BIN/helm'
 export CELLFIT_E2E_KWOKCTL='$BIN/kwokctl'
 export KWOK_WORKDIR='$KWOK_WORKDIR'
+export KUBECACHEDIR='$KUBECACHEDIR'
 export HELM_CACHE_HOME='$WORKDIR/helm/cache'
 export HELM_CONFIG_HOME='$WORKDIR/helm/config'
 export HELM_DATA_HOME='$WORKDIR/helm/data'

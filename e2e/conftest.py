@@ -1,0 +1,247 @@
+"""Fixtures for cellfit's end-to-end tests against the local control plane.
+
+The session fixture ``control_plane`` builds (or reuses) the binaries with
+``e2e/cluster/build.sh``, starts a kwok cluster with ``e2e/cluster/up.sh`` and deletes it
+with ``e2e/cluster/down.sh`` at the end of the session. Script output goes to
+``$CELLFIT_E2E_WORKDIR/harness.log``; if a script fails, the session's e2e tests fail with
+the tail of that log.
+
+Environment:
+  CELLFIT_E2E_WORKDIR   cluster state, kubeconfig, cluster.env, harness.log
+                        (default ~/.cache/cellfit-e2e/run)
+  CELLFIT_E2E_KEEP=1    leave the cluster running after the session (debugging)
+  CELLFIT_E2E_BUILD_TIMEOUT  extra seconds granted to an e2e test while the binaries are
+                        built for the first time (default 3600; cold builds take ~20-40 min)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import time
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+CLUSTER_DIR = Path(__file__).resolve().parent / "cluster"
+DEFAULT_WORKDIR = Path.home() / ".cache" / "cellfit-e2e" / "run"
+KWOK_TOLERATION = {"key": "kwok.x-k8s.io/node", "operator": "Exists", "effect": "NoSchedule"}
+RUN_FOR_ANNOTATION = "cellfit.io/e2e-run-for"
+
+
+def _workdir() -> Path:
+    return Path(os.environ.get("CELLFIT_E2E_WORKDIR", str(DEFAULT_WORKDIR))).expanduser()
+
+
+def _parse_env_file(path: Path) -> dict[str, str]:
+    """Read the ``export KEY='value'`` lines that up.sh writes."""
+    env: dict[str, str] = {}
+    for line in path.read_text().splitlines():
+        line = line.strip()
+        if not line.startswith("export "):
+            continue
+        words = shlex.split(line[len("export ") :])
+        if len(words) == 1 and "=" in words[0]:
+            key, value = words[0].split("=", 1)
+            env[key] = value
+    return env
+
+
+def _tail(path: Path, lines: int = 60) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+def _run_logged(cmd: Sequence[str], log: Path, env: dict[str, str], timeout: float) -> None:
+    """Run a harness script, appending its output to ``log``; fail the test on error."""
+    with log.open("a") as fh:
+        fh.write(f"\n===== {time.strftime('%H:%M:%S')} $ {' '.join(cmd)}\n")
+        fh.flush()
+        started = time.monotonic()
+        try:
+            proc = subprocess.run(
+                list(cmd), stdout=fh, stderr=subprocess.STDOUT, env=env, timeout=timeout, check=False
+            )
+        except subprocess.TimeoutExpired:
+            fh.write(f"===== timed out after {timeout:.0f}s\n")
+            fh.flush()
+            pytest.fail(
+                f"{cmd[0]} timed out after {timeout:.0f}s; log {log}:\n{_tail(log)}", pytrace=False
+            )
+        fh.write(f"===== exit {proc.returncode} after {time.monotonic() - started:.1f}s\n")
+    if proc.returncode != 0:
+        pytest.fail(
+            f"{' '.join(cmd)} failed with exit code {proc.returncode}; log {log}:\n{_tail(log)}",
+            pytrace=False,
+        )
+
+
+@dataclass
+class ControlPlane:
+    """A running local control plane (see e2e/cluster/README.md)."""
+
+    # Test modules cannot import this conftest (e2e/ is not a package): share constants here.
+    KWOK_TOLERATION = KWOK_TOLERATION  # pods must tolerate the kwok node taint
+    RUN_FOR_ANNOTATION = RUN_FOR_ANNOTATION  # Go duration after which kwok completes a pod
+
+    workdir: Path
+    kubeconfig: Path
+    env: dict[str, str]  # the variables of cluster.env: binary paths, KUBECONFIG, apiserver URL
+    log: Path
+    _namespaces: list[str] = field(default_factory=list)
+
+    @property
+    def apiserver_url(self) -> str:
+        return self.env["CELLFIT_E2E_APISERVER_URL"]
+
+    @property
+    def kubectl_bin(self) -> str:
+        return self.env["CELLFIT_E2E_KUBECTL"]
+
+    @property
+    def kube_scheduler_bin(self) -> str:
+        return self.env["CELLFIT_E2E_KUBE_SCHEDULER"]
+
+    @property
+    def helm_bin(self) -> str:
+        return self.env["CELLFIT_E2E_HELM"]
+
+    def process_env(self, **extra: str) -> dict[str, str]:
+        """os.environ plus cluster.env: for subprocesses that talk to the cluster."""
+        return {**os.environ, **self.env, **extra}
+
+    def kubectl(
+        self, *args: str, input: str | None = None, check: bool = True, timeout: float = 60
+    ) -> subprocess.CompletedProcess[str]:
+        """Run kubectl against the cluster; raise AssertionError with stderr when it fails."""
+        cmd = [self.kubectl_bin, "--kubeconfig", str(self.kubeconfig), *args]
+        proc = subprocess.run(
+            cmd, input=input, capture_output=True, text=True, timeout=timeout, check=False
+        )
+        if check and proc.returncode != 0:
+            raise AssertionError(
+                f"kubectl {' '.join(args)} failed ({proc.returncode}):\n{proc.stderr}{proc.stdout}"
+            )
+        return proc
+
+    def kubectl_json(self, *args: str, timeout: float = 60) -> Any:
+        return json.loads(self.kubectl(*args, "-o", "json", timeout=timeout).stdout)
+
+    def apply(self, manifest: str | dict[str, Any], namespace: str | None = None) -> None:
+        text = manifest if isinstance(manifest, str) else json.dumps(manifest)
+        ns = ["-n", namespace] if namespace else []
+        self.kubectl("apply", *ns, "-f", "-", input=text)
+
+    def create_namespace(self, prefix: str = "e2e", timeout: float = 60) -> str:
+        """Create a fresh namespace and wait for its ``default`` ServiceAccount (pods are
+        rejected until kube-controller-manager has created it). Deleted at teardown."""
+        name = f"{prefix}-{uuid.uuid4().hex[:6]}"
+        self.kubectl("create", "namespace", name)
+        self._namespaces.append(name)
+        wait_until(
+            lambda: self.kubectl("-n", name, "get", "serviceaccount", "default", check=False).returncode
+            == 0,
+            timeout,
+            f"serviceaccount {name}/default",
+        )
+        return name
+
+    def events_for(self, namespace: str, name: str, kind: str = "Pod") -> list[dict[str, Any]]:
+        selector = f"involvedObject.name={name},involvedObject.kind={kind}"
+        return self.kubectl_json("-n", namespace, "get", "events", "--field-selector", selector)[
+            "items"
+        ]
+
+    def wait_until(
+        self, predicate: Callable[[], Any], timeout: float, what: str, interval: float = 0.5
+    ) -> Any:
+        return wait_until(predicate, timeout, what, interval)
+
+    def cleanup_namespaces(self) -> None:
+        for ns in self._namespaces:
+            self.kubectl("delete", "namespace", ns, "--wait=false", "--ignore-not-found", check=False)
+        self._namespaces.clear()
+
+
+def wait_until(
+    predicate: Callable[[], Any], timeout: float, what: str, interval: float = 0.5
+) -> Any:
+    """Poll ``predicate`` until it returns a truthy value; fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while True:
+        last = predicate()
+        if last:
+            return last
+        if time.monotonic() >= deadline:
+            pytest.fail(f"timed out after {timeout:.0f}s waiting for {what} (last: {last!r})")
+        time.sleep(interval)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """While the binaries are not cached yet, the first e2e test's setup builds them
+    (20-40 min on 2 cores): grant e2e tests the build time on top of their timeout."""
+    e2e_items = [item for item in items if item.get_closest_marker("e2e")]
+    if not e2e_items:
+        return
+    cached = subprocess.run(
+        [str(CLUSTER_DIR / "build.sh"), "--check"], capture_output=True, check=False
+    ).returncode == 0
+    if cached:
+        return
+    extra = float(os.environ.get("CELLFIT_E2E_BUILD_TIMEOUT", "3600"))
+    base = 0.0
+    try:  # pytest-timeout: --timeout wins over the ini value
+        opt = config.getoption("timeout", default=None)
+        base = float(opt if opt is not None else (config.getini("timeout") or 0))
+    except (ValueError, TypeError):
+        pass
+    for item in e2e_items:
+        marker = item.get_closest_marker("timeout")
+        current = float(marker.args[0]) if marker and marker.args else base
+        if current > 0:
+            item.add_marker(pytest.mark.timeout(current + extra))
+
+
+@pytest.fixture(scope="session")
+def control_plane() -> Iterator[ControlPlane]:
+    workdir = _workdir()
+    workdir.mkdir(parents=True, exist_ok=True)
+    log = workdir / "harness.log"
+    log.write_text(f"cellfit e2e harness log, {time.strftime('%Y-%m-%d %H:%M:%S')}\n")
+    env = {**os.environ, "CELLFIT_E2E_WORKDIR": str(workdir)}
+    build_timeout = float(os.environ.get("CELLFIT_E2E_BUILD_TIMEOUT", "3600")) + 600
+
+    _run_logged([str(CLUSTER_DIR / "build.sh")], log, env, timeout=build_timeout)
+    try:
+        _run_logged([str(CLUSTER_DIR / "up.sh")], log, env, timeout=300)
+        cluster_env = _parse_env_file(workdir / "cluster.env")
+        cp = ControlPlane(
+            workdir=workdir,
+            kubeconfig=Path(cluster_env["KUBECONFIG"]),
+            env=cluster_env,
+            log=log,
+        )
+        yield cp
+        cp.cleanup_namespaces()
+    finally:
+        if os.environ.get("CELLFIT_E2E_KEEP") == "1":
+            with log.open("a") as fh:
+                fh.write("CELLFIT_E2E_KEEP=1: leaving the cluster running; stop it with e2e/cluster/down.sh\n")
+        else:
+            # Teardown must not hide the test result: report, do not fail.
+            with log.open("a") as fh:
+                proc = subprocess.run(
+                    [str(CLUSTER_DIR / "down.sh")], stdout=fh, stderr=subprocess.STDOUT,
+                    env=env, timeout=120, check=False,
+                )
+            if proc.returncode != 0:
+                print(f"e2e/cluster/down.sh failed ({proc.returncode}); see {log}")

@@ -1,0 +1,116 @@
+"""Smoke tests: the local control plane is a real Kubernetes API with a real kube-scheduler.
+
+They prove what cellfit's own e2e tests rely on: fake GPU nodes that are Ready and carry GPU
+feature discovery labels, the default scheduler placing pods by nvidia.com/gpu, kwok running
+pods and completing them after `cellfit.io/e2e-run-for`, and FailedScheduling events for
+requests no node can hold.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.e2e
+
+# The fixture's type lives in e2e/conftest.py, which test modules cannot import.
+ControlPlane = Any
+KWOK_TOLERATION = {"key": "kwok.x-k8s.io/node", "operator": "Exists", "effect": "NoSchedule"}
+RUN_FOR_ANNOTATION = "cellfit.io/e2e-run-for"
+
+GPUS_PER_NODE = 8
+
+
+def gpu_pod(name: str, gpus: int, run_for: str | None = None) -> dict[str, Any]:
+    annotations = {RUN_FOR_ANNOTATION: run_for} if run_for else {}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "annotations": annotations},
+        "spec": {
+            "tolerations": [KWOK_TOLERATION],
+            "restartPolicy": "Never",
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "cellfit.io/e2e/fake:latest",
+                    "resources": {
+                        "limits": {"nvidia.com/gpu": str(gpus), "cpu": "1", "memory": "1Gi"}
+                    },
+                }
+            ],
+        },
+    }
+
+
+def get_pod(cp: ControlPlane, ns: str, name: str) -> dict[str, Any]:
+    return cp.kubectl_json("-n", ns, "get", "pod", name)
+
+
+def test_gpu_nodes_are_ready_with_gfd_labels(control_plane: ControlPlane) -> None:
+    nodes = control_plane.kubectl_json("get", "nodes", "-l", "cellfit.io/e2e-node=true")["items"]
+    assert len(nodes) >= 2, f"expected the GPU nodes created by up.sh, got {len(nodes)}"
+    for node in nodes:
+        name = node["metadata"]["name"]
+        labels = node["metadata"]["labels"]
+        conditions = {c["type"]: c["status"] for c in node["status"].get("conditions", [])}
+        assert conditions.get("Ready") == "True", f"{name} not Ready: {conditions}"
+        assert labels["nvidia.com/gpu.product"] == "NVIDIA-A100-SXM4-80GB"
+        assert labels["nvidia.com/gpu.count"] == str(GPUS_PER_NODE)
+        assert labels["topology.cellfit.io/rack"].startswith("rack-")
+        assert node["status"]["allocatable"]["nvidia.com/gpu"] == str(GPUS_PER_NODE)
+        assert node["status"]["capacity"]["nvidia.com/gpu"] == str(GPUS_PER_NODE)
+        assert any(t["key"] == "kwok.x-k8s.io/node" for t in node["spec"].get("taints", []))
+    version = control_plane.kubectl_json("version")["serverVersion"]
+    assert version["gitVersion"] == control_plane.env["CELLFIT_E2E_KUBE_VERSION"]
+
+
+def test_gpu_pod_is_scheduled_runs_and_succeeds(control_plane: ControlPlane) -> None:
+    cp = control_plane
+    ns = cp.create_namespace("smoke")
+    cp.apply(gpu_pod("train-2gpu", gpus=2, run_for="5s"), namespace=ns)
+
+    running = cp.wait_until(
+        lambda: (p := get_pod(cp, ns, "train-2gpu"))["status"].get("phase") == "Running" and p,
+        60,
+        "pod train-2gpu Running",
+    )
+    node_name = running["spec"].get("nodeName")
+    assert node_name, "a Running pod must be bound to a node"
+    node = cp.kubectl_json("get", "node", node_name)
+    assert node["metadata"]["labels"].get("cellfit.io/e2e-node") == "true"
+    scheduled = [e for e in cp.events_for(ns, "train-2gpu") if e["reason"] == "Scheduled"]
+    assert scheduled, "no Scheduled event"
+    reporters = {scheduled[0].get("reportingComponent"), scheduled[0].get("source", {}).get("component")}
+    assert "default-scheduler" in reporters, scheduled[0]
+
+    done = cp.wait_until(
+        lambda: (p := get_pod(cp, ns, "train-2gpu"))["status"].get("phase") == "Succeeded" and p,
+        60,
+        "pod train-2gpu Succeeded after its 5s run",
+    )
+    (status,) = done["status"]["containerStatuses"]
+    assert status["state"]["terminated"]["exitCode"] == 0
+    assert status["state"]["terminated"]["reason"] == "Completed"
+
+
+def test_pod_larger_than_any_node_stays_pending(control_plane: ControlPlane) -> None:
+    cp = control_plane
+    ns = cp.create_namespace("smoke")
+    cp.apply(gpu_pod("too-big", gpus=GPUS_PER_NODE + 1, run_for="5s"), namespace=ns)
+
+    failed = cp.wait_until(
+        lambda: [e for e in cp.events_for(ns, "too-big") if e["reason"] == "FailedScheduling"],
+        60,
+        "a FailedScheduling event for pod too-big",
+    )
+    assert any("nvidia.com/gpu" in e.get("message", "") for e in failed), [
+        e.get("message") for e in failed
+    ]
+    pod = get_pod(cp, ns, "too-big")
+    assert pod["status"].get("phase") == "Pending"
+    assert not pod["spec"].get("nodeName")
+    cond = {c["type"]: c for c in pod["status"].get("conditions", [])}
+    assert cond["PodScheduled"]["status"] == "False"
+    assert cond["PodScheduled"]["reason"] == "Unschedulable"
