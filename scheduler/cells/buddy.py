@@ -75,11 +75,38 @@ class BuddyAllocator:
     def _add_free(self, cell: Cell) -> None:
         cell.state = CellState.FREE
         (self._clean if self._is_clean(cell) else self._dirty)[cell.level - 1][cell] = None
+        if cell.parent is not None:
+            cell.parent.free_kids += 1
 
     def _remove_free(self, cell: Cell) -> None:
         index = cell.level - 1
         if self._clean[index].pop(cell, 0) == 0:
             del self._dirty[index][cell]
+        if cell.parent is not None:
+            cell.parent.free_kids -= 1
+
+    def _free_children_except(self, parent: Cell, kept: Cell) -> None:
+        """Split ``parent``: every child but ``kept`` goes on the free list. A clean parent has
+        only clean children, so a 256-node rack is split with one C-level dict update."""
+        siblings = [c for c in parent.children if c is not kept]
+        if self._is_clean(parent):
+            for sibling in siblings:
+                sibling.state = CellState.FREE
+            self._clean[parent.level - 2].update(dict.fromkeys(siblings))
+            parent.free_kids += len(siblings)
+        else:
+            for sibling in siblings:
+                self._add_free(sibling)
+
+    def _merge_children(self, parent: Cell, released: Cell) -> None:
+        """The inverse: every child but ``released`` (just freed) leaves the free lists."""
+        clean, dirty = self._clean[parent.level - 2], self._dirty[parent.level - 2]
+        for sibling in parent.children:
+            if sibling is not released:
+                if clean.pop(sibling, 0) == 0:
+                    del dirty[sibling]
+                sibling.state = CellState.INSIDE
+        parent.free_kids = 0
 
     def reclassify(self, cell: Cell) -> None:
         """A free cell's opportunistic or bad count changed: move it between clean and dirty."""
@@ -181,9 +208,7 @@ class BuddyAllocator:
         self._remove_free(source)
         for upper, lower in zip(reversed(path), list(reversed(path))[1:]):
             upper.state = CellState.SPLIT
-            for sibling in upper.children:
-                if sibling is not lower:
-                    self._add_free(sibling)
+            self._free_children_except(upper, lower)
         cell.state = CellState.BOUND
 
     def is_takeable(self, cell: Cell) -> bool:
@@ -200,12 +225,9 @@ class BuddyAllocator:
             parent = cell.parent
             if parent is None or parent.state is not CellState.SPLIT:
                 break
-            siblings = [s for s in parent.children if s is not cell]
-            if not all(s.state is CellState.FREE for s in siblings):
+            if parent.free_kids != len(parent.children) - 1:
                 break
-            for sibling in siblings:
-                self._remove_free(sibling)
-                sibling.state = CellState.INSIDE
+            self._merge_children(parent, cell)
             parent.state = CellState.INSIDE
             cell = parent
         self._add_free(cell)

@@ -16,10 +16,11 @@ Pods without GPUs are not HiveD's concern: every offered node passes, score 0, n
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import AbstractSet, Any, Mapping, Sequence
 
 from scheduler.cells import bindinfo, inspection
-from scheduler.cells.allocator import Booking, CellAllocator, Group, Target, Unplaceable, VcState
+from scheduler.cells.allocator import Booking, CellAllocator, Group, Spot, Target, Unplaceable, VcState
 from scheduler.cells.check import CellsCheck, check_config
 from scheduler.cells.config import CellsConfig, parse_cells_config, virtual_cluster_problems
 from scheduler.cells.feasibility import feasibility_problems
@@ -29,6 +30,17 @@ from scheduler.constants import ANNOTATION_BIND_INFO, ANNOTATION_GPU_INDICES, MA
 from scheduler.core.engine import FilterDecision, Placement
 from scheduler.core.model import TERMINAL_PHASES, NodeInfo, PodInfo
 from scheduler.errors import ConfigError, InvalidAnnotation, SchedulingConflict, UnknownNode
+
+
+@dataclass(frozen=True, slots=True)
+class _Decision:
+    """Where a pod goes: ``booking`` when cells are already held for it (gang slot, or a hold
+    while victims terminate), else ``spot``, the placement to book at ``reserve``."""
+
+    node: str
+    booking: Booking | None
+    victims: list[Booking]
+    spot: Spot | None = None
 
 
 class _Context:
@@ -122,14 +134,14 @@ class HivedEngine:
         more = f" and {len(victims) - 5} more" if len(victims) > 5 else ""
         return f"waiting for preemption of opportunistic pods {names}{more} on node {booking.node}"
 
-    def _decide(self, pod: PodInfo, ctx: _Context, allowed: AbstractSet[str] | None) -> tuple[str, Booking | None, list[Booking]]:
-        """(node, booking if one is held, victims still to go); raises :class:`Unplaceable`."""
+    def _decide(self, pod: PodInfo, ctx: _Context, allowed: AbstractSet[str] | None) -> _Decision:
+        """Raises :class:`Unplaceable` when the pod cannot be placed on the allowed nodes."""
         alloc = self.allocator
         request = ctx.request
         existing = alloc.by_pod.get(pod.uid)
         if existing is not None:
             if self._in(existing.node, allowed):
-                return existing.node or "", existing, alloc.victims(existing)
+                return _Decision(existing.node or "", existing, alloc.victims(existing))
             if existing.group is None:
                 alloc.release(existing)
             else:
@@ -141,14 +153,14 @@ class HivedEngine:
         if any(g.o_owner is not None for g in spot.gpus) and request.priority is Priority.GUARANTEED:
             # Hold the cells while the victims terminate, so nobody else takes them meanwhile.
             booking = self._book(spot, ctx, pod)
-            return node, booking, alloc.victims(booking)
-        return node, None, []
+            return _Decision(node, booking, alloc.victims(booking))
+        return _Decision(node, None, [], spot)
 
-    def _book(self, spot: Any, ctx: _Context, pod: PodInfo) -> Booking:
+    def _book(self, spot: Spot, ctx: _Context, pod: PodInfo) -> Booking:
         vc_name = ctx.vc.name if ctx.vc is not None else (ctx.request.vc or "")
         return self.allocator.book(spot, vc=vc_name, priority=ctx.request.priority, pod_uid=pod.uid, pod_key=pod.key)
 
-    def _decide_gang(self, pod: PodInfo, ctx: _Context, allowed: AbstractSet[str] | None) -> tuple[str, Booking | None, list[Booking]]:
+    def _decide_gang(self, pod: PodInfo, ctx: _Context, allowed: AbstractSet[str] | None) -> _Decision:
         alloc = self.allocator
         request = ctx.request
         gang = request.gang
@@ -175,7 +187,7 @@ class HivedEngine:
                 f"(annotation cellfit.io/gang-size is {gang.size})"
             )
         alloc.assign(slot, pod.uid, pod.key)
-        return slot.node or "", slot, alloc.victims(slot)
+        return _Decision(slot.node or "", slot, alloc.victims(slot))
 
     def _best_slot(self, slots: list[Booking], allowed: AbstractSet[str] | None) -> Booking | None:
         usable = [s for s in slots if self._in(s.node, allowed)]
@@ -190,14 +202,18 @@ class HivedEngine:
             return FilterDecision(feasible=list(node_names))
         # Set and dict operations run in C: with 5,000+ names per call, a Python loop per node
         # would cost more than the HiveD decision itself.
-        offered = set(node_names)
-        outside = offered - self._node_set
-        cell_nodes = offered - outside if outside else offered
-        allowed = None if len(cell_nodes) == len(self._node_set) else frozenset(cell_nodes)
+        outside: AbstractSet[str]
+        if len(node_names) == len(self._node_set) and self._node_set.issuperset(node_names):
+            outside, allowed = frozenset(), None  # the common case: every node offered
+        else:
+            offered = set(node_names)
+            outside = offered - self._node_set
+            cell_nodes = offered - outside if outside else offered
+            allowed = None if len(cell_nodes) == len(self._node_set) else frozenset(cell_nodes)
         decision = FilterDecision()
         try:
             ctx = self._context(pod)
-            node, booking, victims = self._decide(pod, ctx, allowed)
+            decided = self._decide(pod, ctx, allowed)
         except (Unplaceable, InvalidAnnotation) as error:
             reason = error.reason if isinstance(error, Unplaceable) else str(error)
             resolvable = isinstance(error, Unplaceable) and error.resolvable
@@ -210,12 +226,13 @@ class HivedEngine:
                 decision.unresolvable = verdicts
             self._mark_outside(decision, outside)
             return decision
+        node = decided.node
         decision.unresolvable = dict.fromkeys(node_names, f"HiveD placed this pod's GPUs on node {node}")
         if node in decision.unresolvable:
             del decision.unresolvable[node]
-            if victims:
-                assert booking is not None
-                decision.failed[node] = self._victim_reason(booking, victims)
+            if decided.victims:
+                assert decided.booking is not None
+                decision.failed[node] = self._victim_reason(decided.booking, decided.victims)
             else:
                 decision.feasible.append(node)
         self._mark_outside(decision, outside)
@@ -265,12 +282,12 @@ class HivedEngine:
             return {}
         try:
             ctx = self._context(pod)
-            node, booking, victims = self._decide(pod, ctx, self._allowed(list(candidates)))
+            decided = self._decide(pod, ctx, self._allowed(list(candidates)))
         except (Unplaceable, InvalidAnnotation):
             return {}
-        if booking is None or not victims or node not in candidates:
+        if decided.booking is None or not decided.victims or decided.node not in candidates:
             return {}
-        return {node: [v.pod_uid for v in victims if v.pod_uid is not None]}
+        return {decided.node: [v.pod_uid for v in decided.victims if v.pod_uid is not None]}
 
     def reserve(self, pod: PodInfo, node_name: str) -> Placement:
         if node_name not in self.topology.nodes and node_name not in self._nodes:
@@ -281,16 +298,16 @@ class HivedEngine:
             raise SchedulingConflict(f"node {node_name} has no HiveD GPU cells")
         try:
             ctx = self._context(pod)
-            node, booking, victims = self._decide(pod, ctx, frozenset({node_name}))
-            if booking is None:
-                spot = self.allocator.plan(ctx.request, ctx.vc, ctx.targets, allowed=frozenset({node_name}))
-                booking = self._book(spot, ctx, pod)
-                node = booking.node or ""
-                victims = self.allocator.victims(booking)
+            decided = self._decide(pod, ctx, frozenset({node_name}))
         except (Unplaceable, InvalidAnnotation) as error:
             raise SchedulingConflict(error.reason if isinstance(error, Unplaceable) else str(error)) from None
-        if node != node_name:
-            raise SchedulingConflict(f"HiveD placed this pod's GPUs on node {node}, not {node_name}")
+        if decided.node != node_name:
+            raise SchedulingConflict(f"HiveD placed this pod's GPUs on node {decided.node}, not {node_name}")
+        booking = decided.booking
+        if booking is None:
+            assert decided.spot is not None
+            booking = self._book(decided.spot, ctx, pod)
+        victims = self.allocator.victims(booking)
         if victims:
             raise SchedulingConflict(self._victim_reason(booking, victims))
         return Placement(
@@ -357,9 +374,10 @@ class HivedEngine:
                 info = bindinfo.decode(raw)
             except InvalidAnnotation as error:
                 alloc.note(f"pod {pod.key}: {error}; recovering it without")
-        if info is not None and info.node == node:
-            booking = self._recover_from_info(pod, info)
-            if booking is not None:
+        if info is not None and info.node != node:
+            alloc.note(f"pod {pod.key}: its bind-info names node {info.node} but it runs on {node}; re-placing it there")
+        elif info is not None:
+            if self._recover_from_info(pod, info) is not None:
                 return
             alloc.note(f"pod {pod.key}: its bind-info no longer fits the cluster state; re-placing it on {node}")
         try:

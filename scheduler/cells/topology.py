@@ -95,6 +95,7 @@ class Cell:
         "vc",  # for a BOUND or PINNED cell: the VC owning it
         "pinned_id",
         "child_index",  # wide cells only: children keyed by guaranteed-view free GPUs (best fit)
+        "free_kids",  # children on a free list (lets a merge test its buddies in O(1))
         # leaf-only
         "is_bad",
         "g_owner",  # booking id of the guaranteed booking on this GPU
@@ -124,6 +125,7 @@ class Cell:
         self.vc: str | None = None
         self.pinned_id: str | None = None
         self.child_index: Buckets[Cell] | None = None
+        self.free_kids = 0
         self.is_bad = False
         self.g_owner: int | None = None
         self.o_owner: int | None = None

@@ -130,3 +130,16 @@ def test_parse_accepts_a_model_and_round_trips_aliases():
 def test_no_topology_offline_check():
     checked = check_config({"virtualClusters": {"a": [{"cellType": "anything", "count": 1}]}})
     assert checked.topology is None and "discovered" in checked.summary
+
+
+def test_readme_example_is_valid():
+    import pathlib
+    import re
+
+    import yaml
+
+    readme = pathlib.Path(__file__).resolve().parents[2] / "scheduler" / "cells" / "README.md"
+    block = re.search(r"```yaml\n(.*?)```", readme.read_text(), re.S)
+    assert block is not None
+    checked = check_config(yaml.safe_load(block.group(1)))
+    assert set(checked.virtual_clusters) == {"research", "prod"}
