@@ -31,8 +31,12 @@ class Capacity:
 
 
 class ShareModel(Protocol):
+    def usage(self, job: Job, kind: str) -> Mapping[str, float]:
+        """Fraction of each resource of the cluster ``job`` holds while it runs on ``kind``."""
+        ...
+
     def dominant_share(self, job: Job, kind: str) -> float:
-        """Share of the cluster ``job`` holds while it runs on ``kind``."""
+        """The largest of those fractions (DRF's dominant share)."""
         ...
 
 
@@ -50,9 +54,12 @@ class MachineShare:
             counts[machine.kind] = counts.get(machine.kind, 0) + 1
         return cls(machines_per_kind=counts)
 
-    def dominant_share(self, job: Job, kind: str) -> float:
+    def usage(self, job: Job, kind: str) -> Mapping[str, float]:
         count = self.machines_per_kind.get(kind, 0)
-        return 1.0 / count if count else 0.0
+        return {kind: 1.0 / count} if count else {}
+
+    def dominant_share(self, job: Job, kind: str) -> float:
+        return max(self.usage(job, kind).values(), default=0.0)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -63,18 +70,20 @@ class DemandShare:
     capacity: Capacity
     default_demand: Mapping[str, Demand]
 
-    def dominant_share(self, job: Job, kind: str) -> float:
+    def usage(self, job: Job, kind: str) -> Mapping[str, float]:
         demand = job.demand.get(kind) or self.default_demand.get(kind) or Demand()
-        shares = [
-            used / total
-            for used, total in (
-                (demand.cpu, self.capacity.cpu),
-                (demand.gpu, self.capacity.gpu),
-                (demand.memory, self.capacity.memory),
+        return {
+            name: used / total
+            for name, used, total in (
+                ("cpu", demand.cpu, self.capacity.cpu),
+                ("gpu", demand.gpu, self.capacity.gpu),
+                ("memory", demand.memory, self.capacity.memory),
             )
             if total > 0
-        ]
-        return max(shares, default=0.0)
+        }
+
+    def dominant_share(self, job: Job, kind: str) -> float:
+        return max(self.usage(job, kind).values(), default=0.0)
 
 
 def preferred_kind(job: Job) -> str:
