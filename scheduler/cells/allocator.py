@@ -488,7 +488,18 @@ class CellAllocator:
 
     def _plan_opportunistic(self, targets: Sequence[Target], n: int, allowed: AbstractSet[str] | None) -> Spot:
         for target in targets:
-            for node in self.idle.candidates(target.chain, n):
+            if allowed is not None and len(allowed) * 8 < len(self.topology.nodes):
+                # A few offered nodes (a nodeSelector): rank them directly instead of walking
+                # the whole index past nodes kube-scheduler did not offer.
+                offered_cells = [self.topology.nodes[name] for name in allowed if name in self.topology.nodes]
+                ranked = sorted(
+                    (c for c in offered_cells if c.chain is target.chain and c.hfree >= n),
+                    key=lambda c: (self.idle.held(c), c.hfree, c.id),
+                )
+                candidates: Iterable[Cell] = ranked
+            else:
+                candidates = self.idle.candidates(target.chain, n)
+            for node in candidates:
                 if allowed is not None and node.node not in allowed:
                     continue
                 spot = best_spot(node, target.level, n, View.IDLE, None)

@@ -262,15 +262,17 @@ class HivedEngine:
         return [(name, MAX_EXTENDER_PRIORITY if name == chosen else self._packing_score(name, gpus)) for name in node_names]
 
     def _packing_score(self, name: str, gpus: int) -> int:
-        """1..9 for a node that could take the GPUs: higher when the node, and the cell above
-        it, are already in use, so whole nodes and racks stay free for large requests."""
+        """1..9 for a node with ``gpus`` idle GPUs: higher the more of the node is in use, +2
+        when the cell above it (the rack) is already broken, so that whole nodes and whole racks
+        stay free for large requests; 0 for a node that cannot take the GPUs."""
         node = self.topology.nodes.get(name)
         if node is None or node.hfree < gpus:
             return 0
-        used_node = 1 - node.hfree / node.total
+        score = 1 + round(5 * (1 - node.hfree / node.total))
         parent = node.parent
-        used_parent = 1 - parent.hfree / parent.total if parent is not None else 0.0
-        return min(MAX_EXTENDER_PRIORITY - 1, 1 + round(5 * used_node + 3 * used_parent))
+        if parent is not None and parent.hfree < parent.total:
+            score += 2 + round(1 - parent.hfree / parent.total)
+        return min(MAX_EXTENDER_PRIORITY - 1, score)
 
     def select_victims(
         self,
