@@ -70,7 +70,7 @@ class AlloxScheduler:
         base = considered_count(alpha=self.alpha, users=len(users))
         ranking = rank_users(users, progress)
         # Plans by the user set they were solved for. Starting a job keeps the plan it came from
-        # valid (see _start) and invalidates every other one.
+        # valid (see the proof below) and invalidates every other one.
         plans: dict[frozenset[str], dict[str, list[Job]]] = {}
 
         started: list[Assignment] = []
