@@ -152,7 +152,15 @@ class CellAllocator:
         """Apply (new) VC quotas. Running pods are never touched: a VC that shrinks below what it
         holds keeps its busy cells until their pods finish (they are *draining* meanwhile), and a
         removed VC lingers, quota-less, until its last pod is gone. Validation and feasibility are
-        the caller's job."""
+        the caller's job. Raises ``ValueError`` (changing nothing) when a pinned cell would
+        change hands while pods of its current VC still run in it."""
+        wanted_owner = {pin: name for name, spec in virtual_clusters.items() for pin in spec.pinned_cells}
+        for pin, cell in sorted(self.topology.pinned.items()):
+            if cell.vc is not None and cell.g_used and wanted_owner.get(pin) != cell.vc:
+                raise ValueError(
+                    f"pinned cell {pin!r} still runs pods of virtual cluster {cell.vc!r}; "
+                    "re-assign it once they have finished"
+                )
         for name, spec in virtual_clusters.items():
             vc = self.vcs.get(name)
             if vc is None:

@@ -349,16 +349,20 @@ def structural_problems(config: CellsConfig, *, prefix: str = "") -> list[str]:
     return virtual_cluster_problems(config.virtual_clusters, config.topology, prefix=prefix)
 
 
+def parse_cells_schema(data: Mapping[str, Any] | CellsConfig, *, prefix: str = "") -> CellsConfig:
+    """Validate the schema only; raise :class:`ConfigError` with one ``path: message`` per line."""
+    if isinstance(data, CellsConfig):
+        return data
+    try:
+        return CellsConfig.model_validate(data)
+    except ValidationError as error:
+        raise ConfigError("\n".join(format_validation_error(error, prefix=prefix))) from None
+
+
 def parse_cells_config(data: Mapping[str, Any] | CellsConfig, *, prefix: str = "") -> CellsConfig:
     """Validate the schema and the structure (not feasibility); raise :class:`ConfigError`
     listing every problem, one ``path: message`` per line."""
-    if isinstance(data, CellsConfig):
-        config = data
-    else:
-        try:
-            config = CellsConfig.model_validate(data)
-        except ValidationError as error:
-            raise ConfigError("\n".join(format_validation_error(error, prefix=prefix))) from None
+    config = parse_cells_schema(data, prefix=prefix)
     problems = structural_problems(config, prefix=prefix)
     if problems:
         raise ConfigError("\n".join(problems))

@@ -22,7 +22,7 @@ from typing import AbstractSet, Any, Mapping, Sequence
 from scheduler.cells import bindinfo, inspection
 from scheduler.cells.allocator import Booking, CellAllocator, Group, Spot, Target, Unplaceable, VcState
 from scheduler.cells.check import CellsCheck, check_config
-from scheduler.cells.config import CellsConfig, parse_cells_config, virtual_cluster_problems
+from scheduler.cells.config import CellsConfig, parse_cells_schema, virtual_cluster_problems
 from scheduler.cells.feasibility import feasibility_problems
 from scheduler.cells.request import CellRequest, Priority, parse_request
 from scheduler.cells.topology import Topology
@@ -93,12 +93,13 @@ class HivedEngine:
         """Apply changed virtual clusters at runtime (the topology must be unchanged: a new
         topology needs a new engine, rebuilt from the pods' bind-info). A shrink never evicts:
         the VC's surplus cells drain as their pods finish."""
-        config = parse_cells_config(data, prefix=prefix)
+        config = parse_cells_schema(data, prefix=prefix)
         if config.topology is not None and config.topology != self.topology.config:
             raise ConfigError(f"{prefix + '.' if prefix else ''}topology: changes need a restart of the scheduler")
         vcs = dict(config.virtual_clusters)
         if not vcs:
             raise ConfigError(f"{prefix + '.' if prefix else ''}virtualClusters: cannot switch to the implicit default VC at runtime")
+        # Discovered or configured, the running topology is what the new VCs must fit.
         problems = virtual_cluster_problems(vcs, self.topology.config, prefix=prefix) or feasibility_problems(
             self.topology, vcs, prefix=prefix
         )

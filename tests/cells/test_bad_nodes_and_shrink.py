@@ -120,3 +120,19 @@ def test_removed_vc_keeps_running_pods():
     assert "unknown virtual cluster 'a' (known: b)" in engine.filter(pod("a1", 1, "a"), NODES).unresolvable["r0n0"]
     engine.delete_pod("a0")
     assert engine.inspect_virtual_cluster("a") is None
+
+
+def test_busy_pinned_cell_cannot_change_hands():
+    config = rack_cluster(vcs={"a": {"pinnedCells": ["p"]}, "b": [{"cellType": "V100-RACK", "count": 1}, {"cellType": "V100-NODE", "count": 3}]})
+    config["topology"]["physicalCells"][0]["cellChildren"][0]["pinnedCellId"] = "p"
+    engine = HivedEngine.from_config(config)
+    placed = schedule(engine, pod("a0", 2, "a"), NODES)
+    assert placed.node_name == "r0n0"  # a owns only its pinned node
+    before = snapshot(engine)
+    moved = {"virtualClusters": {"a": [], "b": {"cells": config["virtualClusters"]["b"], "pinnedCells": ["p"]}}}
+    with pytest.raises(ConfigError, match="pinned cell 'p' still runs pods of virtual cluster 'a'"):
+        engine.reconfigure(moved)
+    assert snapshot(engine) == before
+    engine.delete_pod("a0")
+    engine.reconfigure(moved)
+    assert schedule(engine, pod("b0", 8, "b", cell_type="V100-NODE"), ["r0n0"]).node_name == "r0n0"

@@ -92,3 +92,12 @@ def test_no_gpu_nodes_at_all():
     engine = HivedEngine.from_nodes([node("cpu", 0)])
     decision = engine.filter(pod("p", 1, vc=None), ["cpu"])
     assert decision.unresolvable["cpu"] == "node cpu has no HiveD GPU cells"
+
+
+def test_reconfigure_vcs_on_a_discovered_topology():
+    nodes = cluster()
+    engine = HivedEngine.from_nodes(nodes, rack_label="topology.kubernetes.io/rack")
+    engine.reconfigure({"virtualClusters": {"a": [{"cellType": "NVIDIA-A100-SXM4-80GB-RACK", "count": 2}]}})
+    names = [n.name for n in nodes]
+    assert schedule(engine, pod("p", 8, vc="a"), names).node_name.startswith("a")
+    assert "no cellfit.io/virtual-cluster label" in engine.filter(pod("q", 1, vc=None), names).unresolvable["t0"]
