@@ -180,7 +180,7 @@ class CellAllocator:
                 vc.quota = {}
                 for cell in list(vc.pinned):
                     self._unpin(vc, cell)
-        for vc in self.vcs.values():
+        for vc in list(self.vcs.values()):
             for cell_type in list(vc.bound):
                 self._refresh_draining(vc, cell_type)
             self._forget_if_idle(vc)
