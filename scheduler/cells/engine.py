@@ -65,6 +65,7 @@ class HivedEngine:
         self.default_vc = checked.default_vc
         self._nodes: dict[str, NodeInfo] = {}
         self._node_set = frozenset(self.topology.nodes)
+        self._strays: set[str] = set()  # GPU nodes outside the topology, reported once
 
     # ------------------------------------------------------------------ construction
 
@@ -333,7 +334,8 @@ class HivedEngine:
         self._nodes[node.name] = node
         cell = self.topology.nodes.get(node.name)
         if cell is None:
-            if node.allocatable.gpus > 0:
+            if node.allocatable.gpus > 0 and node.name not in self._strays:
+                self._strays.add(node.name)  # node status updates arrive every few seconds
                 self.allocator.note(
                     f"node {node.name} has {node.allocatable.gpus} GPUs but is in no HiveD cell "
                     "(add it to the topology, or restart to rediscover)"
@@ -346,6 +348,7 @@ class HivedEngine:
 
     def delete_node(self, node_name: str) -> None:
         self._nodes.pop(node_name, None)
+        self._strays.discard(node_name)
         if node_name in self.topology.nodes:
             self.allocator.set_node_bad(node_name, True)
 

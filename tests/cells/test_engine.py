@@ -10,7 +10,7 @@ import pytest
 from scheduler.cells import HivedEngine
 from scheduler.core.engine import SchedulingEngine
 from scheduler.errors import SchedulingConflict, UnknownNode
-from tests.cells.helpers import bound, node_names, pod, rack_cluster, schedule, snapshot
+from tests.cells.helpers import bound, node, node_names, pod, rack_cluster, schedule, snapshot
 
 NODES = node_names()
 
@@ -171,3 +171,14 @@ def test_stats(engine):
     schedule(engine, pod("p", 1), NODES)
     stats = engine.stats()
     assert stats["nodes"] == 8 and stats["gpus"] == 64 and stats["pods"] == 1 and stats["virtualClusters"] == 2
+
+
+def test_gpu_node_outside_the_topology_is_reported_once(engine):
+    for _ in range(3):
+        engine.apply_node(node("stray", 8))
+    assert [n for n in engine.allocator.anomalies if "stray" in n] == [
+        "node stray has 8 GPUs but is in no HiveD cell (add it to the topology, or restart to rediscover)"
+    ]
+    assert engine.knows_node("stray")
+    with pytest.raises(SchedulingConflict, match="node stray has no HiveD GPU cells"):
+        engine.reserve(pod("p", 1), "stray")
