@@ -1,0 +1,347 @@
+"""``cellfit simulate``: run the FitGpp experiments of arXiv:1902.01613 §4 on cellfit's own
+scheduling core, or any trace, and print the paper's tables.
+
+``scheduler/cli.py`` registers the subcommand with :func:`add_arguments` and :func:`run`; until
+then ``python -m scheduler.simulator.cli ...`` runs it alone. Exit codes: 0 done, 2 bad input
+or arguments (one line on stderr naming the field or the trace line), 1 anything else cellfit
+refuses. Examples::
+
+    python -m scheduler.simulator.cli --jobs 65536 --repeat 3 --output-json out.json --plots figs/
+    python -m scheduler.simulator.cli --trace scheduler/simulator/examples/trace.csv --nodes 2
+    python -m scheduler.simulator.cli --sweep s --jobs 8192 --plots figs/
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Final, NoReturn, Sequence
+
+from scheduler.core.resources import Resources, cpu_millis, device_count, whole_units
+from scheduler.errors import CellfitError, ConfigError, InvalidRequest
+from scheduler.preemption.model import FitGppSettings
+from scheduler.simulator.experiment import (
+    DEFAULT_SWEEP_VALUES,
+    SWEEPS,
+    Experiment,
+    Outcome,
+    SweepName,
+    Variant,
+    run_experiment,
+    run_sweep,
+)
+from scheduler.simulator.policies import policy_names
+from scheduler.simulator.progress import ProgressBar
+from scheduler.simulator.report import document, sweep_document, sweep_table, tables
+from scheduler.simulator.trace import dump_trace, load_trace
+from scheduler.simulator.workload import ClusterSpec, FitGppWorkload
+
+EXIT_OK: Final = 0
+EXIT_FAILED: Final = 1
+EXIT_BAD_INPUT: Final = 2
+_PROG: Final = "cellfit simulate"
+_DEFAULT_POLICIES: Final = "fifo,lrtp,rand,fitgpp"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    # Values are parsed in run(), not by argparse, so that every mistake is one line naming
+    # the option (argparse would print the whole usage first).
+    parser.description = (
+        "Discrete-event simulation of a GPU cluster under fifo, lrtp, rand and fitgpp "
+        "(FitGpp, arXiv:1902.01613), driving cellfit's own scheduling core. Prints the "
+        "paper's Tables 1-4."
+    )
+    source = parser.add_argument_group("workload")
+    source.add_argument("--workload", default=None, metavar="NAME", help="synthetic workload: fitgpp (default)")
+    source.add_argument("--trace", metavar="FILE", help="CSV or JSON trace instead (see README: submit_time, class, cpu, memory, gpu, duration, grace_period)")
+    source.add_argument(
+        "--arrivals",
+        default=None,
+        metavar="MODE",
+        help="fifo-load: submit times from a FIFO run holding --load (default for the workload); "
+        "trace: the jobs' own submit times (default for --trace)",
+    )
+    source.add_argument("--load", default="2.0", help="load held by the FIFO run (default 2.0)")
+    source.add_argument("--jobs", default=None, help="jobs per run (default 65536 = 2^16 as in the paper; a trace: all)")
+    source.add_argument("--te-share", default="0.3", help="share of TE jobs in the synthetic workload (default 0.3)")
+    source.add_argument("--gp-scale", default="1.0", help="scale of the grace-period distribution (default 1.0)")
+    source.add_argument("--seed", default="1", help="first seed (default 1); the same seed gives the same result")
+    source.add_argument("--repeat", default="1", help="seeds to run, from --seed on; tables show their mean (default 1)")
+
+    cluster = parser.add_argument_group("cluster")
+    cluster.add_argument("--nodes", default="84", help="number of nodes (default 84)")
+    cluster.add_argument("--node-cpu", default="32", help="CPUs per node (default 32)")
+    cluster.add_argument("--node-memory", default="256Gi", help="memory per node (default 256Gi)")
+    cluster.add_argument("--node-gpus", default="8", help="GPUs per node (default 8)")
+
+    policy = parser.add_argument_group("policies")
+    policy.add_argument("--policies", default=_DEFAULT_POLICIES, help=f"comma-separated (default {_DEFAULT_POLICIES})")
+    policy.add_argument("-s", "--grace-period-weight", default="4.0", help="FitGpp's s (eq. 3; default 4.0)")
+    policy.add_argument(
+        "-P", "--max-preemptions", default="1", help="P: preemptions per job at most, or 'inf' (default 1)"
+    )
+
+    output = parser.add_argument_group("output")
+    output.add_argument("--table4", action="store_true", help="also run the preemptive policies with P unlimited (Table 4)")
+    output.add_argument("--paper", action="store_true", help="print the paper's numbers under ours")
+    output.add_argument("--sweep", default=None, metavar="NAME", help=f"sensitivity sweep: {', '.join(SWEEPS)} (Figs. 4-7)")
+    output.add_argument("--sweep-values", default=None, metavar="LIST", help="comma-separated values for --sweep")
+    output.add_argument("--output-json", metavar="FILE", help="write the results as JSON")
+    output.add_argument("--plots", metavar="DIR", help="write PNG figures into DIR")
+    output.add_argument("--write-trace", metavar="FILE", help="write the first seed's jobs with their arrivals (CSV, or JSON by extension)")
+    output.add_argument("--workers", default="1", help="processes running policies in parallel (default 1)")
+    output.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+
+
+class _BadOption(InvalidRequest):
+    pass
+
+
+def _fail_option(option: str, message: str) -> NoReturn:
+    raise _BadOption(message, field=option)
+
+
+def _float(text: str, option: str, *, low: float = -math.inf, positive: bool = False) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        _fail_option(option, f"{text!r} is not a number")
+    if math.isnan(value) or value < low or (positive and value <= 0):
+        _fail_option(option, f"{text!r} is out of range")
+    return value
+
+
+def _int(text: str, option: str, *, low: int) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        _fail_option(option, f"{text!r} is not a whole number")
+    if value < low:
+        _fail_option(option, f"{text!r} is less than {low}")
+    return value
+
+
+def _settings(args: argparse.Namespace) -> FitGppSettings:
+    weight = _float(args.grace_period_weight, "--grace-period-weight", low=0.0)
+    if not math.isfinite(weight):
+        _fail_option("--grace-period-weight", f"{args.grace_period_weight!r} is not finite")
+    text = str(args.max_preemptions).strip().lower()
+    limit = None if text in ("inf", "infinite", "none", "unlimited") else _int(text, "--max-preemptions", low=0)
+    return FitGppSettings(grace_period_weight=weight, max_preemptions=limit)
+
+
+def _cluster(args: argparse.Namespace) -> ClusterSpec:
+    try:
+        node = Resources(
+            cpu_millis=cpu_millis(args.node_cpu, field="--node-cpu"),
+            memory_bytes=whole_units(args.node_memory, field="--node-memory"),
+            gpus=device_count(args.node_gpus, field="--node-gpus"),
+        )
+    except InvalidRequest as error:
+        raise _BadOption(str(error)) from None
+    return ClusterSpec(nodes=_int(args.nodes, "--nodes", low=1), node=node)
+
+
+def _policies(text: str) -> list[str]:
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    if not names:
+        _fail_option("--policies", "no policy named")
+    known = policy_names()
+    for name in names:
+        if name not in known:
+            _fail_option("--policies", f"unknown policy {name!r} (known: {', '.join(known)})")
+    if len(set(names)) != len(names):
+        _fail_option("--policies", "a policy is named twice")
+    return names
+
+
+def _experiment(args: argparse.Namespace, settings: FitGppSettings) -> Experiment:
+    if args.workload is not None and args.trace is not None:
+        _fail_option("--trace", "give either --workload or --trace")
+    if args.workload not in (None, "fitgpp"):
+        _fail_option("--workload", f"unknown workload {args.workload!r} (known: fitgpp)")
+    arrivals = args.arrivals or ("trace" if args.trace else "fifo-load")
+    if arrivals not in ("fifo-load", "trace"):
+        _fail_option("--arrivals", f"{arrivals!r} is not fifo-load or trace")
+    if arrivals == "trace" and not args.trace:
+        _fail_option("--arrivals", "trace arrivals need --trace FILE")
+    trace = tuple(load_trace(args.trace)) if args.trace else None
+    jobs_default = len(trace) if trace is not None else 2**16
+    jobs = jobs_default if args.jobs is None else _int(args.jobs, "--jobs", low=1)
+    seed = _int(args.seed, "--seed", low=0)
+    repeat = _int(args.repeat, "--repeat", low=1)
+    workload = FitGppWorkload(
+        te_share=_float(args.te_share, "--te-share", low=0.0),
+        gp_scale=_float(args.gp_scale, "--gp-scale", low=0.0),
+    )
+    if workload.te_share > 1:
+        _fail_option("--te-share", f"{args.te_share!r} is not a fraction in [0, 1]")
+    return Experiment(
+        cluster=_cluster(args),
+        workload=workload,
+        trace=trace,
+        arrivals=arrivals,  # type: ignore[arg-type]
+        load=_float(args.load, "--load", positive=True),
+        jobs=jobs,
+        seeds=tuple(range(seed, seed + repeat)),
+        variants=Experiment.standard_variants(_policies(args.policies), settings),
+    )
+
+
+def _sweep_values(name: str, text: str | None) -> list[float]:
+    if text is None:
+        return list(DEFAULT_SWEEP_VALUES[name])
+    values = []
+    for part in text.split(","):
+        part = part.strip()
+        if part.lower() in ("inf", "unlimited") and name == "P":
+            values.append(math.inf)
+            continue
+        values.append(_float(part, "--sweep-values", low=0.0))
+    if name == "P" and any(not math.isinf(v) and v != int(v) for v in values):
+        _fail_option("--sweep-values", "P values are whole numbers or inf")
+    if name == "te-share" and any(v > 1 for v in values):
+        _fail_option("--sweep-values", "TE shares are fractions in [0, 1]")
+    return values
+
+
+def _settings_document(args: argparse.Namespace, experiment: Experiment, settings: FitGppSettings) -> dict[str, object]:
+    return {
+        "workload": "trace" if experiment.trace is not None else "fitgpp",
+        "trace": args.trace,
+        "arrivals": experiment.arrivals,
+        "load": experiment.load,
+        "jobs": experiment.jobs,
+        "seeds": list(experiment.seeds),
+        "nodes": experiment.cluster.nodes,
+        "node": experiment.cluster.node.describe(),
+        "te_share": experiment.workload.te_share,
+        "gp_scale": experiment.workload.gp_scale,
+        "s": settings.grace_period_weight,
+        "P": settings.max_preemptions,
+    }
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        return _run(args)
+    except (InvalidRequest, ConfigError) as error:
+        return _fail(str(error), EXIT_BAD_INPUT)
+    except CellfitError as error:
+        return _fail(str(error), EXIT_FAILED)
+    except KeyboardInterrupt:
+        return _fail("interrupted", EXIT_FAILED)
+
+
+def _run(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    experiment = _experiment(args, settings)
+    workers = _int(args.workers, "--workers", low=1)
+    plots = Path(args.plots) if args.plots else None
+    sweep: str | None = args.sweep
+    if sweep is not None and sweep not in SWEEPS:
+        _fail_option("--sweep", f"unknown sweep {sweep!r} (known: {', '.join(SWEEPS)})")
+    if plots is not None:
+        try:
+            plots.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            return _fail(f"cannot create {plots}: {error.strerror or error}", EXIT_FAILED)
+    progress = ProgressBar(enabled=not args.no_progress)
+    started = time.perf_counter()
+    meta = _settings_document(args, experiment, settings)
+    try:
+        if sweep is not None:
+            values = _sweep_values(sweep, args.sweep_values)
+            points = run_sweep(
+                sweep,  # type: ignore[arg-type]
+                values,
+                experiment,
+                [v.policy for v in experiment.variants],
+                workers=workers,
+                progress=progress,
+            )
+            progress.close()
+            sys.stdout.write(sweep_table(sweep, points))
+            result_document: dict[str, object] = sweep_document(sweep, points, settings=meta)
+            if plots is not None:
+                from scheduler.simulator.plots import plot_sweep
+
+                path = plot_sweep(sweep, points, plots / f"sweep-{sweep}.png", title=f"FitGpp sweep over {sweep}")
+                print(f"wrote {path}", file=sys.stderr)
+            runs_events = sum(s.events * len(s.seeds) for p in points for s in p.summaries.values())
+        else:
+            outcome = run_experiment(experiment, workers=workers, progress=progress)
+            unlimited: Outcome | None = None
+            if args.table4:
+                free = replace(settings, max_preemptions=None)
+                variants = tuple(
+                    Variant(label=v.label, policy=v.policy, settings=free)
+                    for v in experiment.variants
+                    if v.policy != "fifo"
+                )
+                if variants:
+                    unlimited = run_experiment(replace(experiment, variants=variants), workers=workers, progress=progress)
+            progress.close()
+            sys.stdout.write(
+                tables(
+                    outcome.summaries,
+                    limit=settings.describe_limit(),
+                    unlimited=unlimited.summaries if unlimited else None,
+                    paper=args.paper,
+                )
+            )
+            result_document = document(
+                outcome.summaries, settings=meta, unlimited=unlimited.summaries if unlimited else None
+            )
+            if plots is not None:
+                from scheduler.simulator.plots import plot_slowdowns
+
+                path = plot_slowdowns(outcome.summaries, plots / "slowdown.png", title="Job slowdown rates")
+                print(f"wrote {path}", file=sys.stderr)
+            if args.write_trace:
+                first = experiment.seeds[0]
+                try:
+                    dump_trace(outcome.arrivals[first], args.write_trace)
+                except OSError as error:
+                    return _fail(f"cannot write {args.write_trace}: {error.strerror or error}", EXIT_FAILED)
+            runs_events = sum(r.events for results in outcome.runs.values() for r in results)
+            if unlimited:
+                runs_events += sum(r.events for results in unlimited.runs.values() for r in results)
+    finally:
+        progress.close()
+    elapsed = time.perf_counter() - started
+    print(
+        f"{_PROG}: {runs_events:.0f} events in {elapsed:.1f} s ({runs_events / max(elapsed, 1e-9):,.0f} events/s)",
+        file=sys.stderr,
+    )
+    if args.output_json:
+        try:
+            Path(args.output_json).write_text(json.dumps(result_document, indent=2) + "\n", encoding="utf-8")
+        except OSError as error:
+            return _fail(f"cannot write {args.output_json}: {error.strerror or error}", EXIT_FAILED)
+    return EXIT_OK
+
+
+def _fail(message: str, code: int) -> int:
+    print(f"{_PROG}: {message}", file=sys.stderr)
+    return code
+
+
+class _OneLineParser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_BAD_INPUT, f"{self.prog}: {message}\n")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _OneLineParser(prog=_PROG)
+    add_arguments(parser)
+    return run(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,28 @@
+"""Errors of the simulator, as subclasses of cellfit's domain errors so that the CLI turns every
+one a user can cause into one line naming the field (exit 2)."""
+
+from __future__ import annotations
+
+from scheduler.errors import CellfitError, InvalidRequest
+
+
+class TraceError(InvalidRequest):
+    """A trace file cannot be used; the message names the file, the line (CSV) or the index
+    (JSON) and the field, e.g. ``trace.csv line 5: duration: -3 is negative``."""
+
+
+class UnknownPolicy(InvalidRequest):
+    """A policy name nobody registered."""
+
+    def __init__(self, name: str, known: list[str]) -> None:
+        super().__init__(f"unknown policy {name!r} (known: {', '.join(known)})", field="policy")
+        self.name = name
+
+
+class InvalidWorkload(InvalidRequest):
+    """A workload parameter (a distribution, the TE share, the load) is out of range."""
+
+
+class SimulationStalled(CellfitError):
+    """Jobs are waiting and nothing is left to happen: a policy left the cluster idle with work
+    queued (a bug in the policy, never in the input)."""

@@ -1,0 +1,252 @@
+"""Scheduling policies the simulator can run, and the registry that names them.
+
+A policy gets one :meth:`Policy.schedule` call per instant, after that instant's events, and
+acts through the simulation: :meth:`~Simulation.try_place` starts a job where the resource-fit
+engine finds room, :meth:`~Simulation.preempt` suspends victims for a TE job. A new policy (the
+AlloX ones in a later issue) implements ``schedule`` and registers a factory::
+
+    register_policy("allox", lambda options: AlloxPolicy(options))
+
+The four of arXiv:1902.01613 §4.1 are here. All are FIFO at heart (§3: "built on the FIFO
+principle"): a queue head that cannot start blocks the jobs behind it (head-of-line blocking,
+the effect §3.1 is about). The preemptive ones serve TE jobs first: a TE job that does not fit
+preempts BE jobs at once; a TE job that can neither fit nor make room waits at the head of the
+TE queue and holds back the BE queue too, so BE jobs cannot take the room it is waiting for.
+
+* ``fifo`` — one queue in arrival order, never preempts;
+* ``lrtp`` — Big-C's Longest Remaining Time Preemption with perfect knowledge: preempt the BE
+  job with the most work left, then the next, until one node has room (§4.1, Appendix A);
+* ``rand`` — the same with BE jobs in random order;
+* ``fitgpp`` — :func:`scheduler.preemption.fitgpp.choose_victims`, the function the extender's
+  preempt verb calls.
+
+Every preemptive policy respects P (jobs preempted P times are never victims again), as in the
+paper's Tables 3 and 4.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable, Final, Iterable, Protocol
+
+from scheduler.preemption.fitgpp import PreemptionDecision, choose_victims
+from scheduler.preemption.model import FitGppSettings
+from scheduler.simulator.errors import UnknownPolicy
+from scheduler.simulator.state import PreemptionPlan, SimJob
+
+if TYPE_CHECKING:
+    from scheduler.simulator.simulation import Simulation
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PolicyOptions:
+    """What a policy factory gets: FitGpp's settings (P applies to every preemptive policy) and
+    the run's seed (for RAND's order and FitGpp's fallback)."""
+
+    settings: FitGppSettings
+    seed: int = 0
+
+
+class Policy(Protocol):
+    name: str
+    preemptive: bool
+
+    def schedule(self, sim: Simulation) -> None:
+        """Start and preempt jobs for the current instant (``sim.now``)."""
+        ...
+
+
+PolicyFactory = Callable[[PolicyOptions], Policy]
+_REGISTRY: dict[str, PolicyFactory] = {}
+
+
+def register_policy(name: str, factory: PolicyFactory) -> None:
+    """Make ``name`` available to the simulator and ``cellfit simulate --policies``."""
+    if name in _REGISTRY:
+        raise ValueError(f"policy {name!r} is already registered")
+    _REGISTRY[name] = factory
+
+
+def policy_names() -> list[str]:
+    return list(_REGISTRY)
+
+
+def make_policy(name: str, options: PolicyOptions) -> Policy:
+    factory = _REGISTRY.get(name)
+    if factory is None:
+        raise UnknownPolicy(name, policy_names())
+    return factory(options)
+
+
+class _Blocked:
+    """Remembers that a queue's head could not start at a given resource version: nothing can
+    change for it until something is released, so the next instants skip the attempt."""
+
+    __slots__ = ("job", "version")
+
+    def __init__(self) -> None:
+        self.job = -1
+        self.version = -1
+
+    def still(self, job: SimJob, sim: Simulation) -> bool:
+        return self.job == job.index and self.version == sim.version
+
+    def mark(self, job: SimJob, sim: Simulation) -> None:
+        self.job = job.index
+        self.version = sim.version
+
+
+class FifoPolicy:
+    """Non-preemptive FIFO over all jobs in arrival order, TE and BE alike."""
+
+    name: Final = "fifo"
+    preemptive: Final = False
+
+    def __init__(self, options: PolicyOptions | None = None) -> None:
+        self._blocked = _Blocked()
+
+    def schedule(self, sim: Simulation) -> None:
+        te, be = sim.te_queue, sim.be_queue
+        while te or be:
+            queue = te if not be or (te and te[0].arrival_seq < be[0].arrival_seq) else be
+            head = queue[0]
+            if self._blocked.still(head, sim) or not sim.try_place(head):
+                self._blocked.mark(head, sim)
+                return
+            queue.popleft()
+
+
+class PreemptiveFifo:
+    """TE queue first, then the BE queue, each FIFO; a TE job that does not fit asks
+    :meth:`plan` for victims. Subclasses choose the victims."""
+
+    name: str = "preemptive"
+    preemptive: Final = True
+
+    def __init__(self, options: PolicyOptions) -> None:
+        self.settings = options.settings
+        self.seed = options.seed
+        self._te_blocked = _Blocked()
+        self._be_blocked = _Blocked()
+
+    def plan(self, job: SimJob, sim: Simulation) -> PreemptionPlan | None:  # pragma: no cover
+        raise NotImplementedError
+
+    def schedule(self, sim: Simulation) -> None:
+        te = sim.te_queue
+        while te:
+            head = te[0]
+            if self._te_blocked.still(head, sim):
+                return
+            if sim.try_place(head):
+                te.popleft()
+                continue
+            plan = self.plan(head, sim) if self.settings.max_preemptions != 0 else None
+            if plan is None:
+                self._te_blocked.mark(head, sim)
+                return  # the BE queue waits behind a TE job that cannot start
+            te.popleft()
+            sim.preempt(head, plan)
+        be = sim.be_queue
+        while be:
+            head = be[0]
+            if self._be_blocked.still(head, sim) or not sim.try_place(head):
+                self._be_blocked.mark(head, sim)
+                return
+            be.popleft()
+
+    def _eligible(self, sim: Simulation) -> list[SimJob]:
+        """Running BE jobs not yet preempted P times, in start order."""
+        return [job for job in sim.running_be.values() if self.settings.below_limit(job.preemptions)]
+
+
+def _greedy(job: SimJob, sim: Simulation, order: Iterable[SimJob], rule: str) -> PreemptionPlan | None:
+    """Preempt jobs in ``order`` until one node has room for ``job`` (LRTP and RAND, §4.1:
+    "continue the preemption process until they can prepare enough resource"). Victims on other
+    nodes stay preempted, as in the paper. Nothing is preempted when no node can get there."""
+    need = job.demand.as_tuple()
+    candidates = list(order)
+    freed: dict[str, list[int]] = {}
+    for victim in candidates:
+        assert victim.node is not None
+        total = freed.setdefault(victim.node, [0, 0, 0])
+        for d, amount in enumerate(victim.demand.as_tuple()):
+            total[d] += amount
+    free_cache: dict[str, tuple[int, int, int]] = {}
+
+    def room(node: str, extra: list[int]) -> bool:
+        free = free_cache.get(node)
+        if free is None:
+            free = free_cache[node] = sim.engine.free_on(node).as_tuple()
+        return all(f + e >= n for f, e, n in zip(free, extra, need))
+
+    if not any(room(node, extra) for node, extra in freed.items()):
+        return None
+    released: dict[str, list[int]] = {}
+    victims: list[SimJob] = []
+    for victim in candidates:
+        assert victim.node is not None
+        victims.append(victim)
+        total = released.setdefault(victim.node, [0, 0, 0])
+        for d, amount in enumerate(victim.demand.as_tuple()):
+            total[d] += amount
+        if room(victim.node, total):
+            return PreemptionPlan(node=victim.node, victims=victims, rule=rule)
+    raise AssertionError("a node that could reach room never did")  # pragma: no cover
+
+
+class LrtpPolicy(PreemptiveFifo):
+    """Longest Remaining Time Preemption (Big-C), with perfect knowledge of remaining work."""
+
+    name = "lrtp"
+
+    def plan(self, job: SimJob, sim: Simulation) -> PreemptionPlan | None:
+        now = sim.now
+        order = sorted(self._eligible(sim), key=lambda victim: (-victim.remaining(now), victim.index))
+        return _greedy(job, sim, order, "lrtp")
+
+
+class RandPolicy(PreemptiveFifo):
+    """Preempt running BE jobs in random order (seeded)."""
+
+    name = "rand"
+
+    def __init__(self, options: PolicyOptions) -> None:
+        super().__init__(options)
+        self._rng = random.Random(f"rand/{options.seed}")
+
+    def plan(self, job: SimJob, sim: Simulation) -> PreemptionPlan | None:
+        order = sorted(self._eligible(sim), key=lambda victim: victim.index)
+        self._rng.shuffle(order)
+        return _greedy(job, sim, order, "rand")
+
+
+class FitGppPolicy(PreemptiveFifo):
+    """FitGpp through the production core: the same :func:`choose_victims` call the extender's
+    preempt verb makes, on the simulation's :class:`PreemptionIndex`."""
+
+    name = "fitgpp"
+
+    def __init__(self, options: PolicyOptions) -> None:
+        super().__init__(options)
+        self.last_decision: PreemptionDecision | None = None
+
+    def plan(self, job: SimJob, sim: Simulation) -> PreemptionPlan | None:
+        decision = choose_victims(
+            preemptor=job.pod, table=sim.index.table(), settings=self.settings, seed=self.seed
+        )
+        if not isinstance(decision, PreemptionDecision):
+            return None
+        self.last_decision = decision
+        return PreemptionPlan(
+            node=decision.node,
+            victims=[sim.by_uid[uid] for uid in decision.victim_uids],
+            rule=decision.rule,
+        )
+
+
+register_policy("fifo", FifoPolicy)
+register_policy("lrtp", LrtpPolicy)
+register_policy("rand", RandPolicy)
+register_policy("fitgpp", FitGppPolicy)
