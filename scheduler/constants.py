@@ -14,10 +14,14 @@ JOB_CLASS_TRIAL: Final = "trial"
 JOB_CLASS_BEST_EFFORT: Final = "best-effort"
 PRIORITY_GUARANTEED: Final = "guaranteed"
 PRIORITY_OPPORTUNISTIC: Final = "opportunistic"
+# The VC of pods without the label, and the one VC owning every cell when none are configured.
+DEFAULT_VIRTUAL_CLUSTER: Final = "default"
 
 # --- annotations users set ---
 ANNOTATION_CELL_TYPE: Final = f"{DOMAIN}/cell-type"
 ANNOTATION_GANG: Final = f"{DOMAIN}/gang"
+# Pods in a gang: set by users, or by the placer from the Job's spec.parallelism.
+ANNOTATION_GANG_SIZE: Final = f"{DOMAIN}/gang-size"
 ANNOTATION_CONFIGURATIONS: Final = f"{DOMAIN}/configurations"
 ANNOTATION_ITERATIONS: Final = f"{DOMAIN}/iterations"
 

@@ -245,10 +245,10 @@ class HivedEngine:
         for name in outside:
             decision.unresolvable[name] = f"node {name} has no HiveD GPU cells"
 
-    def prioritize(self, pod: PodInfo, node_names: Sequence[str]) -> list[tuple[str, int]]:
+    def prioritize(self, pod: PodInfo, node_names: Sequence[str]) -> list[int]:
         gpus = pod.requests.gpus
         if gpus == 0:
-            return [(name, 0) for name in node_names]
+            return [0] * len(node_names)
         chosen: str | None = None
         existing = self.allocator.by_pod.get(pod.uid)
         if existing is not None:
@@ -261,7 +261,7 @@ class HivedEngine:
                     chosen = spot.gpus[0].node
             except (Unplaceable, InvalidAnnotation):
                 chosen = None
-        return [(name, MAX_EXTENDER_PRIORITY if name == chosen else self._packing_score(name, gpus)) for name in node_names]
+        return [MAX_EXTENDER_PRIORITY if name == chosen else self._packing_score(name, gpus) for name in node_names]
 
     def _packing_score(self, name: str, gpus: int) -> int:
         """1..9 for a node with ``gpus`` idle GPUs: higher the more of the node is in use, +2

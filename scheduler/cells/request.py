@@ -14,7 +14,8 @@ from typing import Final
 from scheduler.constants import (
     ANNOTATION_CELL_TYPE,
     ANNOTATION_GANG,
-    DOMAIN,
+    ANNOTATION_GANG_SIZE,
+    DEFAULT_VIRTUAL_CLUSTER,
     LABEL_PRIORITY,
     LABEL_VIRTUAL_CLUSTER,
     PRIORITY_GUARANTEED,
@@ -23,11 +24,6 @@ from scheduler.constants import (
 from scheduler.core.model import PodInfo
 from scheduler.errors import InvalidAnnotation
 
-# The number of pods in a gang. kube-scheduler sees one pod at a time, so the size must travel
-# on every pod; the placer's pod-create webhook can copy it from the Job's spec.parallelism.
-ANNOTATION_GANG_SIZE: Final = f"{DOMAIN}/gang-size"
-# The VC of pods that carry no VC label, when the configuration defines no VCs at all.
-DEFAULT_VIRTUAL_CLUSTER: Final = "default"
 # A guard against typos like "gang-size: 1000000" booking the whole cluster.
 MAX_GANG_SIZE: Final = 4096
 

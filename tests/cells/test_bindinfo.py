@@ -67,7 +67,7 @@ def test_prioritize_prefers_busy_nodes_for_packing():
     schedule(engine, pod("p", 4, "a"), NODES)
     busy = engine.allocator.by_pod["p"].node
     q = pod("q", 2, "a")
-    scores = dict(engine.prioritize(q, NODES))
+    scores = dict(zip(NODES, engine.prioritize(q, NODES)))
     assert scores[busy] == 10  # HiveD's own choice: packed next to p
     idle_scores = {n: s for n, s in scores.items() if n != busy}
     same_rack = [n for n in idle_scores if n[:2] == busy[:2]]

@@ -40,7 +40,7 @@ def test_filter_returns_only_the_chosen_node(engine):
     assert not decision.failed
     assert set(decision.unresolvable) == set(NODES) - {chosen}
     assert all(reason == f"HiveD placed this pod's GPUs on node {chosen}" for reason in decision.unresolvable.values())
-    scores = dict(engine.prioritize(pod("p", 2), NODES))
+    scores = dict(zip(NODES, engine.prioritize(pod("p", 2), NODES)))
     assert scores[chosen] == 10 and all(0 <= s <= 9 for n, s in scores.items() if n != chosen)
 
 
@@ -121,7 +121,7 @@ def test_cpu_only_pods_pass_through(engine):
     p = pod("cpu", 0)
     assert engine.filter(p, NODES).feasible == NODES
     assert engine.reserve(p, "r0n0").annotations == {}
-    assert engine.prioritize(p, NODES) == [(n, 0) for n in NODES]
+    assert engine.prioritize(p, NODES) == [0] * len(NODES)
 
 
 def test_nodes_outside_the_topology(engine):
