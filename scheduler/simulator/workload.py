@@ -85,7 +85,7 @@ TRIAL_PROFILE: Final = ClassProfile(
     gpus=TruncatedNormal(mean=1.0, sd=3.0, low=0.0, high=8.0),
 )
 BEST_EFFORT_PROFILE: Final = ClassProfile(
-    duration_minutes=TruncatedNormal(mean=30.0, sd=11.0, low=4.0, high=24 * 60.0),
+    duration_minutes=TruncatedNormal(mean=30.0, sd=12.0, low=5.0, high=24 * 60.0),
     cpu_cores=TruncatedNormal(mean=12.0, sd=14.0, low=1.0, high=32.0),
     memory_gib=TruncatedNormal(mean=96.0, sd=120.0, low=1.0, high=256.0),
     gpus=TruncatedNormal(mean=2.0, sd=4.0, low=0.0, high=8.0),
