@@ -15,7 +15,7 @@ from typing import Sequence
 from pydantic import ValidationError
 
 from scheduler import __version__
-from scheduler.config import Settings, default_config_text, load_settings
+from scheduler.config import Settings, check_cells, default_config_text, load_settings
 from scheduler.errors import ConfigError
 from scheduler.logs import configure_logging
 from scheduler.matching import cli as allox_cli
@@ -77,6 +77,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "check-config":
             settings = load_settings(args.file)
             print(f"{args.file}: valid (policy {settings.policy.name}, cluster mode {settings.cluster.mode})")
+            cells = check_cells(settings, source=args.file)
+            print(f"cells: {cells}" if cells else "cells: discovered from the cluster's Nodes at startup")
             return 0
         settings = _serve_settings(args)
         configure_logging(level=settings.logging.level, fmt=settings.logging.format)

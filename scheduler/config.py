@@ -17,7 +17,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
-from scheduler.constants import DEFAULT_PORT, RESOURCE_NVIDIA_GPU
+from scheduler.cells import CellsConfig, check_config
+from scheduler.constants import DEFAULT_PORT, LABEL_RACK, RESOURCE_NVIDIA_GPU
 from scheduler.errors import ConfigError
 
 
@@ -65,15 +66,27 @@ class ClusterSettings(_Section):
     )
 
 
+PolicyName = Literal["auto", "hived", "resource-fit"]
+
+
 class PolicySettings(_Section):
     """Which decisions the engine makes."""
 
-    name: Literal["resource-fit"] = Field(
-        "resource-fit",
-        description="resource-fit: CPU, memory and GPU requests against allocatable minus bound pods.",
+    name: PolicyName = Field(
+        "auto",
+        description=(
+            "hived: HiveD virtual clusters of GPU cells (section cells). resource-fit: CPU, "
+            "memory and GPU requests against allocatable minus bound pods. auto: hived when "
+            "cells.topology is set or a cluster is connected (cells discovered from its Nodes), "
+            "resource-fit otherwise."
+        ),
     )
     gpu_resource_name: str = Field(
         RESOURCE_NVIDIA_GPU, min_length=1, description="Extended resource that counts GPUs."
+    )
+    rack_label: str | None = Field(
+        LABEL_RACK,
+        description="Node label naming a node's rack; discovery groups racks into rack cells. null: no rack level.",
     )
 
 
@@ -88,7 +101,17 @@ class Settings(_Section):
     server: ServerSettings = ServerSettings()
     cluster: ClusterSettings = ClusterSettings()
     policy: PolicySettings = PolicySettings()
+    cells: CellsConfig = Field(
+        default_factory=CellsConfig,
+        description="HiveD topology and virtual clusters (scheduler/cells/README.md).",
+    )
     logging: LoggingSettings = LoggingSettings()
+
+    def resolved_policy(self, *, connected: bool) -> Literal["hived", "resource-fit"]:
+        """The policy that runs: ``auto`` decided by what HiveD has to build its cells from."""
+        if self.policy.name != "auto":
+            return self.policy.name
+        return "hived" if self.cells.topology is not None or connected else "resource-fit"
 
 
 def default_config_text() -> str:
@@ -108,9 +131,22 @@ def parse_settings(text: str, *, source: str = "<config>") -> Settings:
     if not isinstance(document, dict):
         raise ConfigError(f"{source}: the top level must be a mapping, got {type(document).__name__}")
     try:
-        return Settings.model_validate(document)
+        settings = Settings.model_validate(document)
     except ValidationError as error:
         raise ConfigError(f"{source}: " + "; ".join(_describe(item) for item in error.errors())) from None
+    check_cells(settings, source=source)
+    return settings
+
+
+def check_cells(settings: Settings, *, source: str) -> str | None:
+    """Prove a configured HiveD topology sound and its VCs feasible (a summary), or say why not.
+    Without a topology the VCs are checked against the discovered cells at startup."""
+    if settings.cells.topology is None:
+        return None
+    try:
+        return check_config(settings.cells, prefix="cells").summary
+    except ConfigError as error:
+        raise ConfigError(f"{source}: {error}") from None
 
 
 def load_settings(path: str | Path | None) -> Settings:

@@ -40,6 +40,8 @@ RESOURCE_NVIDIA_GPU: Final = "nvidia.com/gpu"
 # --- GPU Feature Discovery node labels ---
 LABEL_GPU_PRODUCT: Final = "nvidia.com/gpu.product"
 LABEL_GPU_COUNT: Final = "nvidia.com/gpu.count"
+# The rack a node sits in (set by the cluster admin, or by the e2e harness on fake nodes).
+LABEL_RACK: Final = f"topology.{DOMAIN}/rack"
 
 # --- HTTP surface ---
 EXTENDER_URL_PREFIX: Final = "/v1/extender"

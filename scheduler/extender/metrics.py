@@ -4,9 +4,11 @@ client library's default buckets (from 5 ms) would put every request in the firs
 
 from __future__ import annotations
 
-from typing import Callable, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
 
 from scheduler.constants import EXTENDER_VERBS
 
@@ -63,3 +65,46 @@ class ExtenderMetrics:
         """Report ``sizes()[kind]`` at scrape time for each kind."""
         for kind in kinds:
             self.cache_objects.labels(kind=kind).set_function(lambda kind=kind: sizes().get(kind, 0))
+
+    def track_cells(self, snapshot: Callable[[], Mapping[str, Any]]) -> None:
+        """HiveD gauges, read from the engine at scrape time."""
+        self.registry.register(_CellsCollector(snapshot))
+
+
+_CELL_STATES = ("used", "free", "opportunistic", "bad")
+
+
+class _CellsCollector(Collector):
+    def __init__(self, snapshot: Callable[[], Mapping[str, Any]]) -> None:
+        self._snapshot = snapshot
+
+    def describe(self) -> list[GaugeMetricFamily]:
+        return []  # families depend on the live topology; collected at scrape time only
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        snapshot = self._snapshot()
+        vc_cells = GaugeMetricFamily(
+            "cellfit_vc_cells",
+            "A virtual cluster's cells per cell type and state (used, free, opportunistic, bad).",
+            labels=["vc", "cell_type", "state"],
+        )
+        for row in snapshot["virtualClusters"]:
+            for state in _CELL_STATES:
+                vc_cells.add_metric([row["vc"], row["cellType"], state], row[state])
+        physical = GaugeMetricFamily(
+            "cellfit_physical_cells",
+            "Physical cells per cell type and state (used, free, opportunistic, bad).",
+            labels=["cell_type", "state"],
+        )
+        for row in snapshot["physical"]:
+            for state in _CELL_STATES:
+                physical.add_metric([row["cellType"], state], row[state])
+        fragmentation = GaugeMetricFamily(
+            "cellfit_fragmentation_ratio",
+            "Share of node-level cells that cannot host a whole-node request, per node cell type.",
+            labels=["node_type"],
+        )
+        for node_type, ratio in snapshot["fragmentation"].items():
+            fragmentation.add_metric([node_type], ratio)
+        fragmentation.add_metric(["all"], snapshot["fragmentationTotal"])
+        yield from (vc_cells, physical, fragmentation)

@@ -1,0 +1,58 @@
+"""``/v1/inspect``: what the engine holds, for people and dashboards. Read-only, under the
+engine lock; a policy without cells answers 404 saying so."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Callable
+
+from fastapi import APIRouter, HTTPException, Query
+
+from scheduler.cells import HivedEngine
+from scheduler.constants import INSPECT_URL_PREFIX
+from scheduler.core.engine import SchedulingEngine
+
+
+def inspect_router(*, engine: SchedulingEngine, lock: threading.RLock) -> APIRouter:
+    router = APIRouter(prefix=INSPECT_URL_PREFIX, tags=["inspect"])
+
+    def hived() -> HivedEngine:
+        if not isinstance(engine, HivedEngine):
+            raise HTTPException(404, detail="the running policy (resource-fit) has no virtual clusters or cells")
+        return engine
+
+    def read(view: Callable[[], Any]) -> Any:
+        with lock:
+            return view()
+
+    @router.get("/virtual-clusters", summary="Every virtual cluster: quota, cells bound, pods.")
+    def virtual_clusters() -> dict[str, Any]:
+        cells = hived()
+        return read(cells.inspect_virtual_clusters)
+
+    @router.get(
+        "/virtual-clusters/{name}",
+        summary="One virtual cluster.",
+        responses={404: {"description": "No such virtual cluster."}},
+    )
+    def virtual_cluster(name: str) -> dict[str, Any]:
+        cells = hived()
+        found = read(lambda: cells.inspect_virtual_cluster(name))
+        if found is None:
+            raise HTTPException(404, detail=f"no virtual cluster named {name!r}")
+        return found
+
+    @router.get("/cells", summary="The physical cell tree: state, VC, priority, pods.")
+    def physical_cells(node: str | None = Query(None, description="only the cells of this node")) -> dict[str, Any]:
+        cells = hived()
+        return read(lambda: cells.inspect_cells(node=node))
+
+    @router.get("/engine", summary="The running policy and its sizes.")
+    def engine_summary() -> dict[str, Any]:
+        summary: dict[str, Any] = {"policy": "hived" if isinstance(engine, HivedEngine) else "resource-fit"}
+        summary["stats"] = dict(read(engine.stats))
+        if isinstance(engine, HivedEngine):
+            summary["cells"] = engine.summary
+        return summary
+
+    return router
