@@ -1,5 +1,6 @@
 """cellfit wired to a real kube-scheduler and kube-apiserver.
 
+It runs once per policy (resource-fit; hived with cells discovered from the cluster's Nodes).
 A second kube-scheduler runs with deploy/kube-scheduler-config.yaml (its own profile name, the
 port of a local ``cellfit serve``, and GPU fit left to cellfit with ``ignoredByScheduler`` so
 that cellfit's accounting alone decides where GPUs go). cellfit watches the cluster with the
@@ -7,7 +8,8 @@ kubeconfig, answers filter/prioritize/preempt and creates the bindings.
 
 The scenario, on two dedicated 8-GPU nodes:
 1. two 8-GPU pods are bound by cellfit, one per node;
-2. a 4-GPU pod waits, and its FailedScheduling event carries cellfit's reason;
+2. a 4-GPU pod waits, and its FailedScheduling event carries cellfit's reason (hived: the
+   bound pods carry the bind-info and GPU-index annotations recovery rebuilds from);
 3. cellfit restarts, rebuilds its view from the watch, and a new 4-GPU pod still waits: no
    allocation was forgotten, so nothing is double-booked;
 4. with cellfit down, freeing a node schedules nothing (the extender is not ignorable);
@@ -17,6 +19,7 @@ The scenario, on two dedicated 8-GPU nodes:
 
 from __future__ import annotations
 
+import re
 import socket
 import subprocess
 import sys
@@ -32,9 +35,9 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.e2e
 
-SUITE = f"wiring-{uuid.uuid4().hex[:5]}"
-SCHEDULER_NAME = f"cellfit-{SUITE}"
-NODE_PREFIX = f"{SUITE}-gpu"
+RUN = uuid.uuid4().hex[:5]
+# What a FailedScheduling event says when the two nodes' GPUs are taken, per policy.
+NO_ROOM = {"resource-fit": r"not enough free GPUs", "hived": r"virtual cluster .* quota exhausted|no free cell"}
 
 
 def free_port() -> int:
@@ -46,10 +49,11 @@ def free_port() -> int:
 class Cellfit:
     """A ``cellfit serve`` process watching the e2e cluster."""
 
-    def __init__(self, kubeconfig: Path, log: Path) -> None:
+    def __init__(self, kubeconfig: Path, log: Path, config: Path) -> None:
         self.port = free_port()
         self.kubeconfig = kubeconfig
         self.log = log
+        self.config = config
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -59,7 +63,7 @@ class Cellfit:
     def start(self) -> None:
         with self.log.open("ab") as out:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "scheduler.cli", "serve", "--port", str(self.port), "--kubeconfig", str(self.kubeconfig)],
+                [sys.executable, "-m", "scheduler.cli", "serve", "--config", str(self.config), "--port", str(self.port), "--kubeconfig", str(self.kubeconfig)],
                 cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
             )
         deadline = time.monotonic() + 60
@@ -86,55 +90,66 @@ class Cellfit:
         return 0.0
 
 
-def scheduler_config(*, kubeconfig: Path, cellfit_port: int) -> dict[str, Any]:
-    config = yaml.safe_load((ROOT / "deploy" / "kube-scheduler-config.yaml").read_text())
-    config["clientConnection"] = {"kubeconfig": str(kubeconfig)}
-    config["leaderElection"] = {"leaderElect": False}
-    config["profiles"][0]["schedulerName"] = SCHEDULER_NAME
-    extender = config["extenders"][0]
-    extender["urlPrefix"] = f"http://127.0.0.1:{cellfit_port}/v1/extender"
-    extender["managedResources"] = [{"name": "nvidia.com/gpu", "ignoredByScheduler": True}]
-    return config
+class Suite:
+    """Names of one policy's run: its nodes, its kube-scheduler profile."""
+
+    def __init__(self, policy: str) -> None:
+        self.policy = policy
+        self.name = f"wiring-{policy}-{RUN}"
+        self.scheduler_name = f"cellfit-{self.name}"
+        self.node_prefix = f"{self.name}-gpu"
+
+    def scheduler_config(self, *, kubeconfig: Path, cellfit_port: int) -> dict[str, Any]:
+        config = yaml.safe_load((ROOT / "deploy" / "kube-scheduler-config.yaml").read_text())
+        config["clientConnection"] = {"kubeconfig": str(kubeconfig)}
+        config["leaderElection"] = {"leaderElect": False}
+        config["profiles"][0]["schedulerName"] = self.scheduler_name
+        extender = config["extenders"][0]
+        extender["urlPrefix"] = f"http://127.0.0.1:{cellfit_port}/v1/extender"
+        extender["managedResources"] = [{"name": "nvidia.com/gpu", "ignoredByScheduler": True}]
+        return config
+
+    def gpu_pod(self, name: str, gpus: int) -> dict[str, Any]:
+        return {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "labels": {"app": self.name}},
+            "spec": {
+                "schedulerName": self.scheduler_name,
+                "nodeSelector": {"cellfit.io/e2e-suite": self.name},
+                "tolerations": [{"key": "kwok.x-k8s.io/node", "operator": "Exists", "effect": "NoSchedule"}],
+                "terminationGracePeriodSeconds": 0,
+                "containers": [{"name": "trainer", "image": "trainer:fake", "resources": {"limits": {"nvidia.com/gpu": str(gpus), "cpu": "1", "memory": "1Gi"}}}],
+            },
+        }
 
 
-@pytest.fixture(scope="module")
-def wiring(control_plane, tmp_path_factory) -> Iterator[tuple[Any, Cellfit]]:
-    work = tmp_path_factory.mktemp(SUITE)
+@pytest.fixture(scope="module", params=["resource-fit", "hived"])
+def wiring(request, control_plane, tmp_path_factory) -> Iterator[tuple[Any, Cellfit, Suite]]:
+    suite = Suite(request.param)
+    work = tmp_path_factory.mktemp(suite.name)
     subprocess.run(
-        [str(ROOT / "e2e/cluster/add-gpu-nodes.sh"), "2", "--prefix", NODE_PREFIX, "--label", f"cellfit.io/e2e-suite={SUITE}"],
+        [str(ROOT / "e2e/cluster/add-gpu-nodes.sh"), "2", "--prefix", suite.node_prefix, "--rack", suite.name, "--label", f"cellfit.io/e2e-suite={suite.name}"],
         env=control_plane.process_env(), check=True, capture_output=True, timeout=120,
     )
-    cellfit = Cellfit(control_plane.kubeconfig, work / "cellfit.log")
+    config = work / "cellfit.yaml"
+    config.write_text(yaml.safe_dump({"policy": {"name": suite.policy}, "logging": {"format": "text"}}))
+    cellfit = Cellfit(control_plane.kubeconfig, work / "cellfit.log", config)
     cellfit.start()
     config_file = work / "scheduler.yaml"
-    config_file.write_text(yaml.safe_dump(scheduler_config(kubeconfig=control_plane.kubeconfig, cellfit_port=cellfit.port)))
+    config_file.write_text(yaml.safe_dump(suite.scheduler_config(kubeconfig=control_plane.kubeconfig, cellfit_port=cellfit.port)))
     with (work / "kube-scheduler.log").open("ab") as out:
         scheduler = subprocess.Popen(
             [control_plane.kube_scheduler_bin, "--config", str(config_file), "--secure-port", "0", "--v", "2"],
             stdout=out, stderr=subprocess.STDOUT,
         )
     try:
-        yield control_plane, cellfit
+        yield control_plane, cellfit, suite
     finally:
         scheduler.terminate()
         scheduler.wait(15)
         cellfit.stop()
-        control_plane.kubectl("delete", "nodes", "-l", f"cellfit.io/e2e-suite={SUITE}", "--wait=false", check=False)
-
-
-def gpu_pod(name: str, gpus: int) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "labels": {"app": SUITE}},
-        "spec": {
-            "schedulerName": SCHEDULER_NAME,
-            "nodeSelector": {"cellfit.io/e2e-suite": SUITE},
-            "tolerations": [{"key": "kwok.x-k8s.io/node", "operator": "Exists", "effect": "NoSchedule"}],
-            "terminationGracePeriodSeconds": 0,
-            "containers": [{"name": "trainer", "image": "trainer:fake", "resources": {"limits": {"nvidia.com/gpu": str(gpus), "cpu": "1", "memory": "1Gi"}}}],
-        },
-    }
+        control_plane.kubectl("delete", "nodes", "-l", f"cellfit.io/e2e-suite={suite.name}", "--wait=false", check=False)
 
 
 def node_of(cp, namespace: str, name: str) -> str | None:
@@ -151,36 +166,40 @@ def gpus_per_node(cp, namespace: str) -> dict[str, int]:
     return totals
 
 
-def cellfit_reason(cp, namespace: str, name: str) -> str:
+def no_room_event(cp, namespace: str, name: str, pattern: str) -> str:
     for event in cp.events_for(namespace, name):
-        if event["reason"] == "FailedScheduling" and "GPUs" in event["message"]:
+        if event["reason"] == "FailedScheduling" and re.search(pattern, event["message"]):
             return event["message"]
     return ""
 
 
 def test_cellfit_binds_accounts_recovers_and_is_waited_for(wiring):
-    cp, cellfit = wiring
+    cp, cellfit, suite = wiring
     ns = cp.create_namespace("wiring")
+    no_room = NO_ROOM[suite.policy]
 
     # 1. bound by cellfit, one per node
-    cp.apply(gpu_pod("full-a", 8), namespace=ns)
-    cp.apply(gpu_pod("full-b", 8), namespace=ns)
+    cp.apply(suite.gpu_pod("full-a", 8), namespace=ns)
+    cp.apply(suite.gpu_pod("full-b", 8), namespace=ns)
     nodes = cp.wait_until(lambda: (node_of(cp, ns, "full-a"), node_of(cp, ns, "full-b")) if node_of(cp, ns, "full-a") and node_of(cp, ns, "full-b") else None, 60, "full-a and full-b bound")
-    assert set(nodes) == {f"{NODE_PREFIX}-0", f"{NODE_PREFIX}-1"}
+    assert set(nodes) == {f"{suite.node_prefix}-0", f"{suite.node_prefix}-1"}
     assert cellfit.metric('cellfit_bindings_total{result="bound"}') >= 2
+    if suite.policy == "hived":
+        annotations = cp.kubectl_json("-n", ns, "get", "pod", "full-a")["metadata"]["annotations"]
+        assert annotations["cellfit.io/gpu-indices"] == "0,1,2,3,4,5,6,7"
+        assert '"node":"%s"' % nodes[0] in annotations["cellfit.io/bind-info"]
 
     # 2. no room: cellfit's reason reaches the pod's events
-    cp.apply(gpu_pod("waits-c", 4), namespace=ns)
-    message = cp.wait_until(lambda: cellfit_reason(cp, ns, "waits-c"), 60, "FailedScheduling for waits-c")
-    assert "not enough free GPUs" in message
+    cp.apply(suite.gpu_pod("waits-c", 4), namespace=ns)
+    cp.wait_until(lambda: no_room_event(cp, ns, "waits-c", no_room), 60, "FailedScheduling for waits-c")
     assert node_of(cp, ns, "waits-c") is None
 
     # 3. restart: the watch rebuilds the bookings; a new pod still finds no room
     cellfit.stop()
     cellfit.start()
     assert cellfit.metric('cellfit_cache_objects{kind="pods"}') >= 2
-    cp.apply(gpu_pod("waits-d", 4), namespace=ns)
-    cp.wait_until(lambda: cellfit_reason(cp, ns, "waits-d"), 60, "FailedScheduling for waits-d")
+    cp.apply(suite.gpu_pod("waits-d", 4), namespace=ns)
+    cp.wait_until(lambda: no_room_event(cp, ns, "waits-d", no_room), 60, "FailedScheduling for waits-d")
     assert node_of(cp, ns, "waits-d") is None and node_of(cp, ns, "waits-c") is None
 
     # 4. cellfit down: freeing a node schedules nothing
