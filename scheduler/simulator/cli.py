@@ -175,12 +175,13 @@ def _experiment(args: argparse.Namespace, settings: FitGppSettings) -> Experimen
     jobs = jobs_default if args.jobs is None else _int(args.jobs, "--jobs", low=1)
     seed = _int(args.seed, "--seed", low=0)
     repeat = _int(args.repeat, "--repeat", low=1)
-    workload = FitGppWorkload(
-        te_share=_float(args.te_share, "--te-share", low=0.0),
-        gp_scale=_float(args.gp_scale, "--gp-scale", low=0.0),
-    )
-    if workload.te_share > 1:
+    te_share = _float(args.te_share, "--te-share", low=0.0)
+    if te_share > 1:
         _fail_option("--te-share", f"{args.te_share!r} is not a fraction in [0, 1]")
+    gp_scale = _float(args.gp_scale, "--gp-scale", low=0.0)
+    if not math.isfinite(gp_scale):
+        _fail_option("--gp-scale", f"{args.gp_scale!r} is not finite")
+    workload = FitGppWorkload(te_share=te_share, gp_scale=gp_scale)
     return Experiment(
         cluster=_cluster(args),
         workload=workload,

@@ -1,0 +1,155 @@
+"""``cellfit simulate`` (``python -m scheduler.simulator.cli``): tables, the JSON document, plots,
+sweeps, and one-line errors with exit code 2 for bad input."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from scheduler.simulator.cli import main
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "scheduler" / "simulator" / "examples"
+SMALL = ["--jobs", "300", "--nodes", "4", "--no-progress"]
+
+
+def run_cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    code = main(args)
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_tables_and_json_document(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out_json = tmp_path / "out.json"
+    code, out, err = run_cli([*SMALL, "--repeat", "2", "--table4", "--paper", "--output-json", str(out_json)], capsys)
+    assert code == 0, err
+    for title in ("Table 1", "Table 2", "Table 3", "Table 4", "paper fitgpp", "fitgpp vs fifo"):
+        assert title in out
+    assert "events/s" in err
+    document = json.loads(out_json.read_text())
+    assert list(document) == ["fifo", "lrtp", "rand", "fitgpp"]
+    for policy, entry in document.items():
+        for job_class in ("te", "be"):
+            assert set(entry[job_class]["slowdown"]) == {"p50", "p95", "p99"}
+            assert entry[job_class]["slowdown"]["p50"] >= 1.0
+        assert 0.0 <= entry["preempted_fraction"] <= 1.0
+        assert {"p50", "p95"} <= set(entry["rescheduling_interval_minutes"])
+        assert entry["jobs"] == 300
+        assert entry["seeds"] == [1, 2] and len(entry["per_seed"]) == 2
+        assert entry["settings"]["s"] == 4.0 and entry["settings"]["P"] == 1
+        assert ("unlimited_preemptions" in entry) == (policy != "fifo")
+    assert document["fifo"]["preempted_fraction"] == 0.0
+
+
+def test_same_seed_same_document(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    paths = [tmp_path / f"run{i}.json" for i in range(3)]
+    for path, seed in zip(paths, ("5", "5", "6")):
+        code, _, err = run_cli([*SMALL, "--policies", "fifo,rand", "--seed", seed, "--output-json", str(path)], capsys)
+        assert code == 0, err
+    first, again, other = (json.loads(path.read_text()) for path in paths)
+    assert first == again
+    assert first != other
+
+
+def test_trace_input_plots_and_written_trace(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    written = tmp_path / "arrivals.csv"
+    code, out, err = run_cli(
+        [
+            "--trace", str(EXAMPLES / "trace.csv"), "--nodes", "2", "--no-progress",
+            "--plots", str(tmp_path / "figs"), "--write-trace", str(written),
+        ],
+        capsys,
+    )
+    assert code == 0, err
+    assert (tmp_path / "figs" / "slowdown.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert written.read_text().startswith("id,submit_time,class,cpu,memory,gpu,duration,grace_period")
+    # FitGpp suspends the small job with the short grace period; LRTP the longest remaining one.
+    assert "fitgpp vs lrtp" in out
+
+
+@pytest.mark.parametrize(("sweep", "values"), [("s", "0,4"), ("P", "1,inf"), ("te-share", "0.2,0.4"), ("gp-scale", "1,2")])
+def test_sweeps(sweep: str, values: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out_json = tmp_path / "sweep.json"
+    args = ["--jobs", "150", "--nodes", "3", "--no-progress", "--sweep", sweep, "--sweep-values", values, "--output-json", str(out_json)]
+    if sweep == "s":
+        args += ["--plots", str(tmp_path)]
+    code, out, err = run_cli(args, capsys)
+    assert code == 0, err
+    assert f"Sweep over {sweep}" in out
+    document = json.loads(out_json.read_text())
+    assert document["sweep"] == sweep and len(document["points"]) == 2
+    labels = set(document["points"][0]["policies"])
+    if sweep in ("s", "P"):
+        assert labels == {"fitgpp"}
+    elif sweep == "te-share":
+        assert labels == {"fifo", "lrtp", "rand", "fitgpp"}
+    else:
+        assert labels == {"fifo", "lrtp", "rand", "fitgpp", "fitgpp s=8"}
+    if sweep == "P":
+        assert document["points"][1]["value"] == "unlimited"
+    if sweep == "s":
+        assert (tmp_path / "sweep-s.png").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--policies", "fifo,sjf"], "--policies: unknown policy 'sjf' (known: fifo, lrtp, rand, fitgpp"),
+        (["--jobs", "-5"], "--jobs: '-5' is less than 1"),
+        (["--jobs", "many"], "--jobs: 'many' is not a whole number"),
+        (["-P", "x"], "--max-preemptions: 'x' is not a whole number"),
+        (["-s", "-1"], "--grace-period-weight: '-1' is out of range"),
+        (["--te-share", "2"], "--te-share: '2' is not a fraction"),
+        (["--load", "0"], "--load: '0' is out of range"),
+        (["--sweep", "alpha"], "--sweep: unknown sweep 'alpha'"),
+        (["--workload", "alibaba"], "--workload: unknown workload 'alibaba'"),
+        (["--node-memory", "lots"], "--node-memory: 'lots' is not a Kubernetes quantity"),
+        (["--arrivals", "trace"], "--arrivals: trace arrivals need --trace FILE"),
+        (["--bogus"], "unrecognized arguments: --bogus"),
+    ],
+)
+def test_bad_options_are_one_line_and_exit_2(args: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    try:
+        code, out, err = run_cli([*args, "--no-progress"], capsys)
+    except SystemExit as exit:  # argparse's own errors
+        code, err = int(exit.code or 0), capsys.readouterr().err
+    assert code == 2
+    assert message in err
+    assert err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_bad_trace_names_the_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    trace = tmp_path / "jobs.csv"
+    trace.write_text("submit_time,class,cpu,memory,gpu,duration,grace_period\n0,trial,1,1Gi,0,10,0\n0,trial,1,1Gi,0,-10,0\n")
+    code, _, err = run_cli(["--trace", str(trace), "--no-progress"], capsys)
+    assert code == 2
+    assert err == "cellfit simulate: jobs.csv line 3: duration: '-10' is negative\n"
+    trace.write_text("submit_time,class,cpu,memory,gpu,grace_period\n")
+    code, _, err = run_cli(["--trace", str(trace), "--no-progress"], capsys)
+    assert code == 2 and "jobs.csv line 1: missing column 'duration'" in err
+    trace.write_text("submit_time,class,cpu,memory,gpu,duration,grace_period\n0,trial,1,1Gi,9,10,0\n")
+    code, _, err = run_cli(["--trace", str(trace), "--no-progress"], capsys)
+    assert code == 2 and "jobs.csv line 2: demand" in err and "does not fit on a node" in err
+
+
+def test_runs_as_a_module() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "scheduler.simulator.cli", "--trace", str(EXAMPLES / "trace.json"), "--nodes", "2", "--policies", "fifo,fitgpp", "--no-progress"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    assert result.returncode == 0, result.stderr
+    assert "Table 1" in result.stdout
+    bad = subprocess.run(
+        [sys.executable, "-m", "scheduler.simulator.cli", "--policies", "nope"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1
