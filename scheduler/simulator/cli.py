@@ -70,6 +70,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     source.add_argument("--jobs", default=None, help="jobs per run (default 65536 = 2^16 as in the paper; a trace: all)")
     source.add_argument("--te-share", default="0.3", help="share of TE jobs in the synthetic workload (default 0.3)")
     source.add_argument("--gp-scale", default="1.0", help="scale of the grace-period distribution (default 1.0)")
+    source.add_argument(
+        "--tick",
+        default="0",
+        help="seconds between scheduling decisions (default 0: at every event; 60: every simulated minute as in the paper)",
+    )
     source.add_argument("--seed", default="1", help="first seed (default 1); the same seed gives the same result")
     source.add_argument("--repeat", default="1", help="seeds to run, from --seed on; tables show their mean (default 1)")
 
@@ -174,6 +179,9 @@ def _experiment(args: argparse.Namespace, settings: FitGppSettings) -> Experimen
     jobs_default = len(trace) if trace is not None else 2**16
     jobs = jobs_default if args.jobs is None else _int(args.jobs, "--jobs", low=1)
     seed = _int(args.seed, "--seed", low=0)
+    tick = _float(args.tick, "--tick", low=0.0)
+    if not math.isfinite(tick):
+        _fail_option("--tick", f"{args.tick!r} is not finite")
     repeat = _int(args.repeat, "--repeat", low=1)
     te_share = _float(args.te_share, "--te-share", low=0.0)
     if te_share > 1:
@@ -191,6 +199,7 @@ def _experiment(args: argparse.Namespace, settings: FitGppSettings) -> Experimen
         jobs=jobs,
         seeds=tuple(range(seed, seed + repeat)),
         variants=Experiment.standard_variants(_policies(args.policies), settings),
+        tick=tick,
     )
 
 
@@ -223,6 +232,7 @@ def _settings_document(args: argparse.Namespace, experiment: Experiment, setting
         "node": experiment.cluster.node.describe(),
         "te_share": experiment.workload.te_share,
         "gp_scale": experiment.workload.gp_scale,
+        "tick_seconds": experiment.tick,
         "s": settings.grace_period_weight,
         "P": settings.max_preemptions,
     }
@@ -259,7 +269,7 @@ def _run(args: argparse.Namespace) -> int:
         if sweep is not None:
             values = _sweep_values(sweep, args.sweep_values)
             points = run_sweep(
-                sweep,  # type: ignore[arg-type]
+                sweep,
                 values,
                 experiment,
                 [v.policy for v in experiment.variants],

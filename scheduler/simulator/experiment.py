@@ -56,6 +56,8 @@ class Experiment:
     jobs: int = 2**16
     seeds: tuple[int, ...] = (1,)
     variants: tuple[Variant, ...] = ()
+    # 0: decide at every event; 60: only every simulated minute, like the paper's simulator.
+    tick: float = 0.0
 
     @staticmethod
     def standard_variants(policies: Sequence[str], settings: FitGppSettings) -> tuple[Variant, ...]:
@@ -96,6 +98,7 @@ def derive_arrivals(
         arrivals="load",
         load=experiment.load,
         on_progress=on_progress,
+        tick=experiment.tick,
     )
     result = simulation.run()
     return simulation.submitted_specs(), result
@@ -117,6 +120,7 @@ def run_variant(
         seed=seed,
         arrivals="trace",
         on_progress=on_progress,
+        tick=experiment.tick,
     )
     return simulation.run()
 
@@ -161,7 +165,7 @@ def run_experiment(
     for seed in experiment.seeds:
         jobs = jobs_for(experiment, seed)
         if derive:
-            key = (experiment.workload, experiment.cluster, experiment.jobs, experiment.load, experiment.trace, seed)
+            key = (experiment.workload, experiment.cluster, experiment.jobs, experiment.load, experiment.tick, experiment.trace, seed)
             cached = cache.get(key) if cache is not None else None
             if cached is None:
                 cached = derive_arrivals(

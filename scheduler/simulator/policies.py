@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Final, Iterable, Protocol
+from typing import TYPE_CHECKING, Callable, Iterable, Protocol
 
 from scheduler.preemption.fitgpp import PreemptionDecision, choose_victims
 from scheduler.preemption.model import FitGppSettings
@@ -49,8 +49,13 @@ class PolicyOptions:
 
 
 class Policy(Protocol):
-    name: str
-    preemptive: bool
+    @property
+    def name(self) -> str:
+        """The name it is registered under, as shown in tables."""
+        ...
+
+    @property
+    def preemptive(self) -> bool: ...
 
     def schedule(self, sim: Simulation) -> None:
         """Start and preempt jobs for the current instant (``sim.now``)."""
@@ -100,8 +105,8 @@ class _Blocked:
 class FifoPolicy:
     """Non-preemptive FIFO over all jobs in arrival order, TE and BE alike."""
 
-    name: Final = "fifo"
-    preemptive: Final = False
+    name = "fifo"
+    preemptive = False
 
     def __init__(self, options: PolicyOptions | None = None) -> None:
         self._blocked = _Blocked()
@@ -121,8 +126,8 @@ class PreemptiveFifo:
     """TE queue first, then the BE queue, each FIFO; a TE job that does not fit asks
     :meth:`plan` for victims. Subclasses choose the victims."""
 
-    name: str = "preemptive"
-    preemptive: Final = True
+    name = "preemptive"
+    preemptive = True
 
     def __init__(self, options: PolicyOptions) -> None:
         self.settings = options.settings

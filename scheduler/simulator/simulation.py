@@ -21,6 +21,7 @@ Two arrival modes:
 from __future__ import annotations
 
 import heapq
+import math
 from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Final, Literal, Sequence
@@ -45,6 +46,7 @@ ArrivalMode = Literal["trace", "load"]
 # Event kinds, in the order they are applied at one instant.
 _COMPLETE: Final = 0
 _GRACE_END: Final = 1
+_TICK: Final = 2
 
 ProgressCallback = Callable[[int, int], None]
 
@@ -102,9 +104,12 @@ class Simulation:
         load: float = 2.0,
         on_progress: ProgressCallback | None = None,
         progress_every: int = 2048,
+        tick: float = 0.0,
     ) -> None:
         if arrivals == "load" and not load > 0:
             raise InvalidWorkload(f"{load!r} is not a positive load", field="load")
+        if not tick >= 0 or tick == float("inf"):
+            raise InvalidWorkload(f"{tick!r} is not a non-negative number of seconds", field="tick")
         self.cluster = cluster
         self.policy = policy
         self.settings = settings
@@ -151,6 +156,10 @@ class Simulation:
         self._on_progress = on_progress
         self._progress_every = max(1, progress_every)
         self._ran = False
+        # 0: the policy decides at every event. > 0: only at multiples of ``tick`` seconds, as
+        # the paper's simulator does every simulated minute (a sensitivity option, README).
+        self._tick = tick
+        self._tick_pushed = -1.0
 
     # ------------------------------------------------------------------ the loop
 
@@ -176,6 +185,8 @@ class Simulation:
             self.now = now
             while heap and heap[0][0] == now:
                 _, kind, _, index, epoch = heapq.heappop(heap)
+                if kind == _TICK:
+                    continue
                 job = self.jobs[index]
                 if job.epoch != epoch:
                     continue  # a completion of a run that was preempted
@@ -188,7 +199,10 @@ class Simulation:
                 while cursor < total and pending[cursor].spec.submit_time <= now:
                     self._submit(pending[cursor])
                     cursor += 1
-            else:
+            if self._tick and not (now / self._tick).is_integer():
+                self._push_tick(now)
+                continue  # jobs wait for the next decision instant
+            if not trace_mode:
                 submitted = cursor
                 while cursor < total and self.load() < self._load:
                     self._submit(pending[cursor])
@@ -268,6 +282,13 @@ class Simulation:
         self._hold(job)
 
     # ------------------------------------------------------------------ events
+
+    def _push_tick(self, now: float) -> None:
+        at = math.ceil(now / self._tick) * self._tick
+        if at > self._tick_pushed:
+            self._tick_pushed = at
+            self._seq += 1
+            heapq.heappush(self._heap, (at, _TICK, self._seq, -1, 0))
 
     def _push(self, time: float, kind: int, job: SimJob) -> None:
         self._seq += 1

@@ -79,6 +79,7 @@ def simulate(
     arrivals: str = "trace",
     load: float = 2.0,
     checked: bool = True,
+    tick: float = 0.0,
 ) -> tuple[RunResult, Simulation]:
     chosen = settings or FitGppSettings()
     inner = make_policy(policy, PolicyOptions(settings=chosen, seed=seed))
@@ -90,5 +91,6 @@ def simulate(
         seed=seed,
         arrivals=arrivals,  # type: ignore[arg-type]
         load=load,
+        tick=tick,
     )
     return sim.run(), sim

@@ -289,3 +289,15 @@ def test_jobs_that_can_never_run_are_refused() -> None:
         simulate([job("a"), job("a")])
     with pytest.raises(InvalidWorkload, match="load"):
         simulate([job("a")], arrivals="load", load=0.0)
+
+
+def test_minute_ticks_delay_decisions_to_the_next_boundary() -> None:
+    jobs = [job("b", at=0, gpus=8, duration=600, grace=30), job("t", at=100, gpus=1, duration=60, trial=True)]
+    result, sim = simulate(jobs, policy="fitgpp", tick=60.0)
+    b, t = sim.jobs
+    # t arrives at 100 and is considered at 120; b's GP ends at 150 and t starts then; b waits
+    # for t (210) and resumes at the next tick, 240.
+    assert t.first_start == 150.0
+    assert b.intervals == [120.0] and b.finished_at == 240.0 + 480.0
+    with pytest.raises(InvalidWorkload, match="tick"):
+        simulate(jobs, tick=-1.0)
