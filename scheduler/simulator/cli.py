@@ -25,6 +25,7 @@ from typing import Final, NoReturn, Sequence
 from scheduler.core.resources import Resources, cpu_millis, device_count, whole_units
 from scheduler.errors import CellfitError, ConfigError, InvalidRequest
 from scheduler.preemption.model import FitGppSettings
+from scheduler.simulator.errors import InvalidWorkload
 from scheduler.simulator.experiment import (
     DEFAULT_SWEEP_VALUES,
     SWEEPS,
@@ -70,6 +71,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     source.add_argument("--jobs", default=None, help="jobs per run (default 65536 = 2^16 as in the paper; a trace: all)")
     source.add_argument("--te-share", default="0.3", help="share of TE jobs in the synthetic workload (default 0.3)")
     source.add_argument("--gp-scale", default="1.0", help="scale of the grace-period distribution (default 1.0)")
+    source.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="change one distribution parameter of the synthetic workload, e.g. te.gpus.mean=2, "
+        "be.duration.sd=20, gp.mean=6 (repeatable; README lists the keys)",
+    )
     source.add_argument(
         "--tick",
         default="0",
@@ -190,6 +199,14 @@ def _experiment(args: argparse.Namespace, settings: FitGppSettings) -> Experimen
     if not math.isfinite(gp_scale):
         _fail_option("--gp-scale", f"{args.gp_scale!r} is not finite")
     workload = FitGppWorkload(te_share=te_share, gp_scale=gp_scale)
+    for assignment in args.set:
+        key, equals, value = assignment.partition("=")
+        if not equals:
+            _fail_option("--set", f"{assignment!r} is not KEY=VALUE")
+        try:
+            workload = workload.with_parameter(key.strip(), _float(value, f"--set {key.strip()}"))
+        except InvalidWorkload as error:
+            raise _BadOption(str(error), field=f"--set {key.strip()}") from None
     return Experiment(
         cluster=_cluster(args),
         workload=workload,
@@ -232,6 +249,7 @@ def _settings_document(args: argparse.Namespace, experiment: Experiment, setting
         "node": experiment.cluster.node.describe(),
         "te_share": experiment.workload.te_share,
         "gp_scale": experiment.workload.gp_scale,
+        "set": list(args.set),
         "tick_seconds": experiment.tick,
         "s": settings.grace_period_weight,
         "P": settings.max_preemptions,

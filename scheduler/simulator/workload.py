@@ -116,6 +116,24 @@ class FitGppWorkload:
     def with_changes(self, **changes: object) -> FitGppWorkload:
         return replace(self, **changes)  # type: ignore[arg-type]
 
+    def with_parameter(self, key: str, value: float) -> FitGppWorkload:
+        """One distribution parameter changed, by a dotted name: ``te.gpus.mean``,
+        ``be.duration.sd``, ``gp.high`` (classes ``te``/``be``; attributes ``duration``
+        (minutes), ``cpu`` (cores), ``memory`` (GiB), ``gpus``; ``gp`` is the grace period in
+        minutes; fields ``mean``, ``sd``, ``low``, ``high``). For sensitivity runs."""
+        parts = key.split(".")
+        fields = ("mean", "sd", "low", "high")
+        if len(parts) == 2 and parts[0] == "gp" and parts[1] in fields:
+            return replace(self, grace_period_minutes=replace(self.grace_period_minutes, **{parts[1]: value}))
+        attributes = {"duration": "duration_minutes", "cpu": "cpu_cores", "memory": "memory_gib", "gpus": "gpus"}
+        if len(parts) != 3 or parts[0] not in ("te", "be") or parts[1] not in attributes or parts[2] not in fields:
+            raise InvalidWorkload(f"{key!r} is not a workload parameter (e.g. te.gpus.mean, be.duration.sd, gp.mean)")
+        profile_name = "trial" if parts[0] == "te" else "best_effort"
+        profile: ClassProfile = getattr(self, profile_name)
+        attribute = attributes[parts[1]]
+        distribution = replace(getattr(profile, attribute), **{parts[2]: value})
+        return replace(self, **{profile_name: replace(profile, **{attribute: distribution})})
+
     def generate(self, *, jobs: int, seed: int, cluster: ClusterSpec) -> list[JobSpec]:
         """``jobs`` jobs, all submitted at 0 (arrival times come from the FIFO load run).
 

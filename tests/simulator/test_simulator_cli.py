@@ -109,6 +109,10 @@ def test_sweeps(sweep: str, values: str, tmp_path: Path, capsys: pytest.CaptureF
         (["--node-memory", "lots"], "--node-memory: 'lots' is not a Kubernetes quantity"),
         (["--arrivals", "trace"], "--arrivals: trace arrivals need --trace FILE"),
         (["--bogus"], "unrecognized arguments: --bogus"),
+        (["--set", "te.gpus.mean"], "--set: 'te.gpus.mean' is not KEY=VALUE"),
+        (["--set", "te.gpu.mean=2"], "--set te.gpu.mean: 'te.gpu.mean' is not a workload parameter"),
+        (["--set", "be.cpu.sd=-1"], "--set be.cpu.sd: sd: needs a finite mean and sd >= 0"),
+        (["--tick", "-60"], "--tick: '-60' is out of range"),
     ],
 )
 def test_bad_options_are_one_line_and_exit_2(args: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:

@@ -87,3 +87,15 @@ def test_workload_is_validated() -> None:
         FitGppWorkload(gp_scale=-1)
     with pytest.raises(InvalidWorkload, match="nodes"):
         ClusterSpec(nodes=0)
+
+
+def test_one_parameter_can_be_changed_by_name() -> None:
+    base = FitGppWorkload()
+    changed = base.with_parameter("te.gpus.mean", 3.0)
+    assert changed.trial.gpus.mean == 3.0 and changed.trial.gpus.sd == base.trial.gpus.sd
+    assert changed.best_effort == base.best_effort and changed.grace_period_minutes == base.grace_period_minutes
+    assert base.with_parameter("be.duration.high", 60.0).best_effort.duration_minutes.high == 60.0
+    assert base.with_parameter("gp.mean", 6.0).grace_period_minutes.mean == 6.0
+    for key in ("te.gpu.mean", "xx.gpus.mean", "te.gpus", "gp.median", "be.memory.max"):
+        with pytest.raises(InvalidWorkload, match="not a workload parameter"):
+            base.with_parameter(key, 1.0)
