@@ -23,7 +23,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Callable, Final, Literal, Sequence
 
 import numpy as np
@@ -227,10 +227,6 @@ class Simulation:
 
     # ------------------------------------------------------------------ what policies call
 
-    def fits_anywhere(self, job: SimJob) -> list[str]:
-        """The nodes the resource-fit engine finds room on for ``job`` now."""
-        return self.engine.filter(job.pod, self.node_names).feasible
-
     def try_place(self, job: SimJob) -> bool:
         """Start ``job`` on the node the resource-fit engine scores best (kube-scheduler's
         filter then prioritize; ties go to the first node), or return False if none fits."""
@@ -423,8 +419,6 @@ class Simulation:
     def submitted_specs(self) -> list[JobSpec]:
         """The input jobs with the submit times this run gave them (the closed loop's arrivals,
         to replay under other policies)."""
-        from dataclasses import replace
-
         return [replace(job.spec, submit_time=job.submitted_at) for job in self.jobs]
 
 
