@@ -10,12 +10,16 @@ Environment:
   CELLFIT_E2E_WORKDIR   cluster state, kubeconfig, cluster.env, harness.log
                         (default ~/.cache/cellfit-e2e/run)
   CELLFIT_E2E_KEEP=1    leave the cluster running after the session (debugging)
+  CELLFIT_E2E_LOCK_TIMEOUT  seconds to wait for another session using the same workdir
+                        (default 1800); under pytest-xdist each worker gets workdir/<worker>
   CELLFIT_E2E_BUILD_TIMEOUT  extra seconds granted to an e2e test while the binaries are
                         built for the first time (default 3600; cold builds take ~20-40 min)
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import shlex
@@ -36,7 +40,32 @@ RUN_FOR_ANNOTATION = "cellfit.io/e2e-run-for"
 
 
 def _workdir() -> Path:
-    return Path(os.environ.get("CELLFIT_E2E_WORKDIR", str(DEFAULT_WORKDIR))).expanduser()
+    workdir = Path(os.environ.get("CELLFIT_E2E_WORKDIR", str(DEFAULT_WORKDIR))).expanduser()
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    return workdir / worker if worker else workdir  # one cluster per xdist worker
+
+
+@contextlib.contextmanager
+def _session_lock(workdir: Path, timeout: float) -> Iterator[None]:
+    """Serialise test sessions that share a workdir: up.sh replaces the cluster found there."""
+    with (workdir / ".session.lock").open("w") as fh:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    pytest.fail(
+                        f"another e2e session holds {workdir}/.session.lock for more than "
+                        f"{timeout:.0f}s; set CELLFIT_E2E_WORKDIR to a directory of your own",
+                        pytrace=False,
+                    )
+                time.sleep(1)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 def _parse_env_file(path: Path) -> dict[str, str]:
@@ -124,7 +153,13 @@ class ControlPlane:
         """Run kubectl against the cluster; raise AssertionError with stderr when it fails."""
         cmd = [self.kubectl_bin, "--kubeconfig", str(self.kubeconfig), *args]
         proc = subprocess.run(
-            cmd, input=input, capture_output=True, text=True, timeout=timeout, check=False
+            cmd,
+            input=input,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+            env=self.process_env(),  # KUBECACHEDIR: keep kubectl's cache out of ~/.kube
         )
         if check and proc.returncode != 0:
             raise AssertionError(
@@ -215,6 +250,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def control_plane() -> Iterator[ControlPlane]:
     workdir = _workdir()
     workdir.mkdir(parents=True, exist_ok=True)
+    with _session_lock(workdir, timeout=float(os.environ.get("CELLFIT_E2E_LOCK_TIMEOUT", "1800"))):
+        yield from _control_plane(workdir)
+
+
+def _control_plane(workdir: Path) -> Iterator[ControlPlane]:
     log = workdir / "harness.log"
     log.write_text(f"cellfit e2e harness log, {time.strftime('%Y-%m-%d %H:%M:%S')}\n")
     env = {**os.environ, "CELLFIT_E2E_WORKDIR": str(workdir)}

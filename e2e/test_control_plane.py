@@ -8,6 +8,7 @@ requests no node can hold.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 import pytest
@@ -42,6 +43,10 @@ def gpu_pod(name: str, gpus: int, run_for: str | None = None) -> dict[str, Any]:
             ],
         },
     }
+
+
+def parse_time(value: str) -> datetime:
+    return datetime.fromisoformat(value.replace("Z", "+00:00"))
 
 
 def get_pod(cp: ControlPlane, ns: str, name: str) -> dict[str, Any]:
@@ -91,8 +96,12 @@ def test_gpu_pod_is_scheduled_runs_and_succeeds(control_plane: ControlPlane) -> 
         "pod train-2gpu Succeeded after its 5s run",
     )
     (status,) = done["status"]["containerStatuses"]
-    assert status["state"]["terminated"]["exitCode"] == 0
-    assert status["state"]["terminated"]["reason"] == "Completed"
+    terminated = status["state"]["terminated"]
+    assert terminated["exitCode"] == 0
+    assert terminated["reason"] == "Completed"
+    # kwok honoured the 5s: Running (startTime) to finishedAt, at 1s timestamp resolution.
+    ran_for = parse_time(terminated["finishedAt"]) - parse_time(done["status"]["startTime"])
+    assert 4 <= ran_for.total_seconds() <= 15, f"pod ran for {ran_for}, expected about 5s"
 
 
 def test_pod_larger_than_any_node_stays_pending(control_plane: ControlPlane) -> None:

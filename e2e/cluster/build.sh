@@ -8,7 +8,7 @@
 # Output: $CELLFIT_E2E_CACHE/<versions-key>/bin/
 #   kube-apiserver kube-controller-manager kube-scheduler kubectl   (k8s-wrapper/, Go build)
 #   kwok kwokctl                                                    (go install, pinned)
-#   etcd etcdctl                                                    (Debian .deb extracted, or Go build)
+#   etcd etcdctl                                                    (etcd-wrapper/, Go build; Debian .deb fallback)
 #   helm                                                            (go install, pinned)
 # and $CELLFIT_E2E_CACHE/<versions-key>/share/kwok-stages/ (kwok's default Stage YAMLs).
 #
@@ -22,7 +22,7 @@ HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 . "$HERE/versions.env"
 
 CACHE_ROOT="${CELLFIT_E2E_CACHE:-$HOME/.cache/cellfit-e2e}"
-KEY="k8s-${KUBE_VERSION}_kwok-${KWOK_VERSION}_helm-${HELM_VERSION}"
+KEY="k8s-${KUBE_VERSION}_etcd-${ETCD_VERSION}_kwok-${KWOK_VERSION}_helm-${HELM_VERSION}"
 PREFIX="$CACHE_ROOT/$KEY"
 BIN="$PREFIX/bin"
 SHARE="$PREFIX/share"
@@ -50,11 +50,17 @@ unset GOFLAGS
 go_version="$("$GO" env GOVERSION)"
 
 mkdir -p "$BIN" "$SHARE"
+# One build at a time per cache key (a second caller waits, then finds everything cached).
+exec 9>"$PREFIX/.build.lock"
+if command -v flock >/dev/null && ! flock -n 9; then
+  log "another build.sh is running for $KEY; waiting for it"
+  flock 9
+fi
 TMP="$(mktemp -d "$PREFIX/.tmp.XXXXXX")"
 cleanup() { rm -rf "$TMP"; }
 trap 'rc=$?; cleanup; [ $rc -eq 0 ] || printf "[build] FAILED (exit %s): last command: %s\n" "$rc" "$BASH_COMMAND" >&2' EXIT
 
-log "versions: kubernetes ${KUBE_VERSION}, kwok ${KWOK_VERSION}, helm ${HELM_VERSION}, etcd (debian: ${ETCD_DEB_PACKAGES} | go: ${ETCD_GO_VERSION}); ${go_version}"
+log "versions: kubernetes ${KUBE_VERSION}, etcd ${ETCD_VERSION}, kwok ${KWOK_VERSION}, helm ${HELM_VERSION}; ${go_version}"
 log "cache: $BIN"
 
 # have NAME... -> true when every binary exists in $BIN
@@ -138,37 +144,32 @@ fi
 if have etcd etcdctl; then
   log "etcd: cached, skipping"
 else
-  etcd_ok=0
-  if command -v apt-get >/dev/null && command -v dpkg-deb >/dev/null; then
-    log "etcd: apt-get download ${ETCD_DEB_PACKAGES} (extracted with dpkg-deb, not installed)"
-    mkdir -p "$TMP/deb" "$TMP/deb/root"
-    # shellcheck disable=SC2086
-    if (cd "$TMP/deb" && apt-get download ${ETCD_DEB_PACKAGES}); then
-      for d in "$TMP"/deb/*.deb; do dpkg-deb -x "$d" "$TMP/deb/root"; done
-      if [ -x "$TMP/deb/root/usr/bin/etcd" ] && [ -x "$TMP/deb/root/usr/bin/etcdctl" ] \
-         && "$TMP/deb/root/usr/bin/etcd" --version >/dev/null 2>&1; then
-        install_from "$TMP/deb/root/usr/bin" etcd etcdctl
-        etcd_ok=1
-      else
-        log "etcd: the .deb did not contain working usr/bin/etcd and usr/bin/etcdctl"
-      fi
-    else
-      log "etcd: apt-get download failed (run 'apt-get update' first?); falling back to a Go build"
-    fi
+  E="$HERE/etcd-wrapper"
+  if ! grep -q "go.etcd.io/etcd/server/v3 ${ETCD_VERSION}\$" "$E/go.mod" 2>/dev/null; then
+    log "etcd-wrapper/go.mod does not require etcd ${ETCD_VERSION}: regenerating it (commit the result)"
+    GO="$GO" "$HERE/gen-etcd-wrapper.sh" || log "etcd: regenerating etcd-wrapper failed"
   fi
-  if [ "$etcd_ok" = 0 ]; then
-    log "etcd: go build go.etcd.io/etcd ${ETCD_GO_VERSION}"
-    E="$TMP/etcd-wrapper"
-    mkdir -p "$E"
-    (cd "$E" \
-      && "$GO" mod init cellfit.local/e2e/etcd-wrapper >/dev/null 2>&1 \
-      && printf '//go:build tools\n\npackage tools\n\nimport (\n\t_ "go.etcd.io/etcd/server/v3"\n\t_ "go.etcd.io/etcd/etcdctl/v3"\n)\n' > tools.go \
-      && "$GO" get "go.etcd.io/etcd/server/v3@${ETCD_GO_VERSION}" "go.etcd.io/etcd/etcdctl/v3@${ETCD_GO_VERSION}" \
-      && "$GO" mod tidy \
-      && "$GO" build -trimpath -o "$E/etcd" go.etcd.io/etcd/server/v3 \
-      && "$GO" build -trimpath -o "$E/etcdctl" go.etcd.io/etcd/etcdctl/v3) \
-      || die "could not get etcd: neither the Debian package nor a Go build of ${ETCD_GO_VERSION} worked"
-    install_from "$E" etcd etcdctl
+  log "etcd ${ETCD_VERSION}: go build etcd etcdctl"
+  mkdir -p "$TMP/etcd"
+  if (cd "$E" \
+      && "$GO" build -mod=readonly -trimpath -buildvcs=false -ldflags "-s -w" -o "$TMP/etcd/etcd" go.etcd.io/etcd/server/v3 \
+      && "$GO" build -mod=readonly -trimpath -buildvcs=false -ldflags "-s -w" -o "$TMP/etcd/etcdctl" go.etcd.io/etcd/etcdctl/v3); then
+    install_from "$TMP/etcd" etcd etcdctl
+  else
+    # Fallback: Debian's etcd 3.4 (up.sh then turns off kwok's watch-list client, which
+    # etcd < 3.5.13 cannot serve).
+    log "etcd: Go build failed; falling back to Debian packages ${ETCD_DEB_PACKAGES}"
+    command -v apt-get >/dev/null && command -v dpkg-deb >/dev/null \
+      || die "could not build etcd ${ETCD_VERSION}, and apt-get/dpkg-deb are not available for the fallback"
+    mkdir -p "$TMP/deb/root"
+    chmod 755 "$TMP" "$TMP/deb"  # lets apt's _apt user write the download (else a warning)
+    # shellcheck disable=SC2086
+    (cd "$TMP/deb" && apt-get download ${ETCD_DEB_PACKAGES}) \
+      || die "could not get etcd: the Go build failed and 'apt-get download ${ETCD_DEB_PACKAGES}' failed (run apt-get update?)"
+    for d in "$TMP"/deb/*.deb; do dpkg-deb -x "$d" "$TMP/deb/root"; done
+    "$TMP/deb/root/usr/bin/etcd" --version >/dev/null 2>&1 && [ -x "$TMP/deb/root/usr/bin/etcdctl" ] \
+      || die "the Debian packages did not contain working usr/bin/etcd and usr/bin/etcdctl"
+    install_from "$TMP/deb/root/usr/bin" etcd etcdctl
   fi
   log "etcd: $("$BIN/etcd" --version | head -1)"
 fi
