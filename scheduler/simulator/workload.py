@@ -128,11 +128,11 @@ class FitGppWorkload:
         attributes = {"duration": "duration_minutes", "cpu": "cpu_cores", "memory": "memory_gib", "gpus": "gpus"}
         if len(parts) != 3 or parts[0] not in ("te", "be") or parts[1] not in attributes or parts[2] not in fields:
             raise InvalidWorkload(f"{key!r} is not a workload parameter (e.g. te.gpus.mean, be.duration.sd, gp.mean)")
-        profile_name = "trial" if parts[0] == "te" else "best_effort"
-        profile: ClassProfile = getattr(self, profile_name)
+        profile = self.trial if parts[0] == "te" else self.best_effort
         attribute = attributes[parts[1]]
-        distribution = replace(getattr(profile, attribute), **{parts[2]: value})
-        return replace(self, **{profile_name: replace(profile, **{attribute: distribution})})
+        distribution: TruncatedNormal = replace(getattr(profile, attribute), **{parts[2]: value})
+        changed: ClassProfile = replace(profile, **{attribute: distribution})
+        return replace(self, trial=changed) if parts[0] == "te" else replace(self, best_effort=changed)
 
     def generate(self, *, jobs: int, seed: int, cluster: ClusterSpec) -> list[JobSpec]:
         """``jobs`` jobs, all submitted at 0 (arrival times come from the FIFO load run).

@@ -16,6 +16,7 @@ from scheduler.preemption import (
     FitGppSettings,
     InvalidPreemptionSettings,
     JobClass,
+    NodeState,
     NoVictims,
     Normalisers,
     PreemptionDecision,
@@ -30,13 +31,13 @@ from scheduler.preemption.table import _columns
 S4 = FitGppSettings(grace_period_weight=4.0, max_preemptions=1)
 
 
-def decide(preemptor: PodInfo, states: list, settings: FitGppSettings = S4, **kwargs: object) -> PreemptionDecision:
+def decide(preemptor: PodInfo, states: list[NodeState], settings: FitGppSettings = S4, **kwargs: object) -> PreemptionDecision:
     decision = choose_victims(preemptor=preemptor, table=CandidateTable.from_nodes(states), settings=settings, **kwargs)  # type: ignore[arg-type]
     assert isinstance(decision, PreemptionDecision), decision
     return decision
 
 
-def refuse(preemptor: PodInfo, states: list, settings: FitGppSettings = S4, **kwargs: object) -> NoVictims:
+def refuse(preemptor: PodInfo, states: list[NodeState], settings: FitGppSettings = S4, **kwargs: object) -> NoVictims:
     decision = choose_victims(preemptor=preemptor, table=CandidateTable.from_nodes(states), settings=settings, **kwargs)  # type: ignore[arg-type]
     assert isinstance(decision, NoVictims), decision
     assert not decision.found
@@ -181,7 +182,7 @@ def test_preemption_limit_p() -> None:
 # ---------------------------------------------------------------------- fallback
 
 
-def _fragmented() -> list:
+def _fragmented() -> list[NodeState]:
     # No single job frees 4 GPUs anywhere, but two on one node do.
     return [
         node(f"n{i}", [be(f"j{i}{k}", 2, 16, 2, grace=60 + k) for k in range(4)])
@@ -278,9 +279,9 @@ def test_preemption_count_annotation() -> None:
         ({"max_preemptions": True}, "max_preemptions"),
     ],
 )
-def test_settings_are_validated(kwargs: dict, field: str) -> None:
+def test_settings_are_validated(kwargs: dict[str, object], field: str) -> None:
     with pytest.raises(InvalidPreemptionSettings, match=field) as raised:
-        FitGppSettings(**kwargs)
+        FitGppSettings(**kwargs)  # type: ignore[arg-type]
     assert isinstance(raised.value, ConfigError)
     assert raised.value.field == field
 

@@ -157,3 +157,18 @@ def test_runs_as_a_module() -> None:
         cwd=Path(__file__).resolve().parents[2],
     )
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1
+
+
+def test_worker_processes_give_the_same_results(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    paths = [tmp_path / "one.json", tmp_path / "two.json"]
+    for path, workers in zip(paths, ("1", "2")):
+        code, _, err = run_cli([*SMALL, "--repeat", "2", "--workers", workers, "--output-json", str(path)], capsys)
+        assert code == 0, err
+    assert json.loads(paths[0].read_text()) == json.loads(paths[1].read_text())
+
+
+def test_progress_goes_to_stderr(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run_cli(["--jobs", "200", "--nodes", "3", "--policies", "fifo,fitgpp"], capsys)
+    assert code == 0
+    assert "[1/2] arrivals (fifo), seed 1" in err and "[2/2] fitgpp, seed 1" in err
+    assert "[1/2]" not in out
