@@ -4,6 +4,7 @@
     cellfit check-config FILE                            validate a config, start nothing
     cellfit default-config                               print the embedded default config
     cellfit allox --input FILE [--output FILE]           solve one AlloX instance (scheduler/matching)
+    cellfit simulate [--policies ...] [--trace FILE]     trace-driven simulation (scheduler/simulator)
 """
 
 from __future__ import annotations
@@ -19,10 +20,12 @@ from scheduler.config import Settings, check_cells, default_config_text, load_se
 from scheduler.errors import ConfigError
 from scheduler.logs import configure_logging
 from scheduler.matching import cli as allox_cli
+from scheduler.simulator import cli as simulate_cli
 
 # Offline tools over the pure core: (subcommand, module with add_arguments/run, summary).
 TOOLS = (
     ("allox", allox_cli, "solve one AlloX instance: CPU or GPU, and the order, for each job"),
+    ("simulate", simulate_cli, "simulate a cluster under scheduling policies, on a synthetic workload or a trace"),
 )
 
 

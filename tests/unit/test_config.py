@@ -74,3 +74,16 @@ def test_allox_tool_is_a_cellfit_subcommand(tmp_path: Path, capsys):
     bad.write_text('{"now": 0}')
     assert main(["allox", "--input", str(bad)]) == 2
     assert "machines" in capsys.readouterr().err
+
+
+def test_simulate_tool_is_a_cellfit_subcommand(tmp_path: Path, capsys):
+    import json
+
+    output = tmp_path / "result.json"
+    code = main(["simulate", "--jobs", "200", "--policies", "fifo,fitgpp", "--no-progress", "--output-json", str(output)])
+    assert code == 0
+    result = json.loads(output.read_text())
+    assert {"fifo", "fitgpp"} <= set(result)
+    assert result["fifo"]["te"]["slowdown"]["p50"] >= 1.0
+    assert main(["simulate", "--policies", "magic", "--no-progress"]) == 2
+    assert "magic" in capsys.readouterr().err
