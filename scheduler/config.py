@@ -90,6 +90,26 @@ class PolicySettings(_Section):
     )
 
 
+class PreemptionSettings(_Section):
+    """How victims are chosen when kube-scheduler asks to preempt (FitGpp, arXiv:1902.01613)."""
+
+    policy: Literal["fitgpp", "placement"] = Field(
+        "fitgpp",
+        description=(
+            "fitgpp: trial pods preempt the best-effort pod cheapest to suspend and quickest to "
+            "resume; best-effort pods never preempt. placement: the placement policy's own "
+            "choice (resource-fit: the fewest lowest-priority pods; hived: opportunistic pods)."
+        ),
+    )
+    grace_period_weight: float = Field(
+        4.0, ge=0, allow_inf_nan=False, description="FitGpp's s: weight of the grace period against size (dimensionless)."
+    )
+    max_preemptions: int | None = Field(
+        1, ge=0, description="FitGpp's P: how often one job may be preempted; null: no limit."
+    )
+    seed: int = Field(0, description="Seed of the fallback's random order (no single victim suffices).")
+
+
 class LoggingSettings(_Section):
     level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     format: Literal["json", "text"] = Field("json", description="json: one object per line.")
@@ -105,6 +125,7 @@ class Settings(_Section):
         default_factory=CellsConfig,
         description="HiveD topology and virtual clusters (scheduler/cells/README.md).",
     )
+    preemption: PreemptionSettings = PreemptionSettings()
     logging: LoggingSettings = LoggingSettings()
 
     def resolved_policy(self, *, connected: bool) -> Literal["hived", "resource-fit"]:

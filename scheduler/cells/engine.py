@@ -293,6 +293,13 @@ class HivedEngine:
             return {}
         return {decided.node: [v.pod_uid for v in decided.victims if v.pod_uid is not None]}
 
+    def reclaim_victims(
+        self, pod: PodInfo, candidates: Mapping[str, Sequence[str]], victim_pods: Mapping[str, PodInfo]
+    ) -> dict[str, list[str]]:
+        """HiveD's victims are always a reclaim: opportunistic pods on cells owed to the pod's VC
+        (FitGppEngine lets these go first, whatever the pod's job class)."""
+        return self.select_victims(pod, candidates, victim_pods)
+
     def reserve(self, pod: PodInfo, node_name: str) -> Placement:
         if node_name not in self.topology.nodes and node_name not in self._nodes:
             raise UnknownNode(node_name)

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterator, Literal
 
@@ -19,15 +21,17 @@ from kubernetes import config as k8s_config
 from kubernetes.client.rest import ApiException
 
 from scheduler.config import ClusterSettings
+from scheduler.constants import SCHEDULER_NAME
 from scheduler.errors import ConfigError, KubernetesApiError
 from scheduler.kube import wire
 
 log = logging.getLogger(__name__)
 
-Kind = Literal["nodes", "pods"]
+Kind = Literal["nodes", "pods", "jobs"]
 # Finished pods hold nothing; leaving them out keeps the cache to what decisions need. A pod that
 # finishes leaves the selector, which the watch reports as DELETED.
 ACTIVE_PODS = "status.phase!=Succeeded,status.phase!=Failed"
+EVENT_SOURCE = SCHEDULER_NAME
 _IN_CLUSTER_TOKEN = Path("/var/run/secrets/kubernetes.io/serviceaccount/token")
 
 
@@ -38,6 +42,7 @@ class WatchExpired(Exception):
 class KubernetesApi:
     def __init__(self, api_client: k8s.ApiClient, *, settings: ClusterSettings, source: str) -> None:
         self._core = k8s.CoreV1Api(api_client)
+        self._batch = k8s.BatchV1Api(api_client)
         self._settings = settings
         self.source = source
 
@@ -135,11 +140,51 @@ class KubernetesApi:
         except ApiException as error:
             raise _api_error(error, f"bind pod {namespace}/{name} to {node_name}") from None
 
+    # ------------------------------------------------------------------ jobs and events
+
+    def annotate_job(self, *, namespace: str, name: str, annotations: dict[str, str]) -> None:
+        try:
+            self._batch.patch_namespaced_job(
+                name, namespace, {"metadata": {"annotations": annotations}},
+                _preload_content=False, _request_timeout=self._settings.request_timeout_seconds,
+            )
+        except ApiException as error:
+            raise _api_error(error, f"annotate job {namespace}/{name}") from None
+
+    def create_event(
+        self, *, namespace: str, pod_name: str, pod_uid: str, reason: str, message: str, warning: bool = False
+    ) -> None:
+        """A core/v1 Event on a pod, as ``kubectl describe pod`` and ``kubectl get events`` show."""
+        now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        body = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"generateName": f"{pod_name}.", "namespace": namespace},
+            "involvedObject": {"apiVersion": "v1", "kind": "Pod", "name": pod_name, "namespace": namespace, "uid": pod_uid},
+            "reason": reason,
+            "message": message[:1024],  # the API caps event messages
+            "type": "Warning" if warning else "Normal",
+            "source": {"component": EVENT_SOURCE},
+            "reportingComponent": EVENT_SOURCE,
+            "reportingInstance": socket.gethostname(),
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "count": 1,
+        }
+        try:
+            self._core.create_namespaced_event(
+                namespace, body, _preload_content=False, _request_timeout=self._settings.request_timeout_seconds
+            )
+        except ApiException as error:
+            raise _api_error(error, f"event on pod {namespace}/{pod_name}") from None
+
     # ------------------------------------------------------------------ internals
 
     def _lister(self, kind: Kind) -> Any:
         if kind == "nodes":
             return self._core.list_node
+        if kind == "jobs":
+            return self._batch.list_job_for_all_namespaces
         core = self._core
 
         def list_active_pods(**kwargs: Any) -> Any:

@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import Callable, Mapping, Sequence
 
 import msgspec
 
 from scheduler.cluster.api import KubernetesApi, WatchExpired
 from scheduler.cluster.reflector import Reflector
-from scheduler.core.engine import SchedulingEngine
-from scheduler.core.model import PodInfo
+from scheduler.constants import ANNOTATION_PREEMPTIONS
+from scheduler.core.engine import SchedulingEngine, TracksJobs
+from scheduler.core.model import JobInfo, PodInfo
 from scheduler.errors import CellfitError
 from scheduler.kube import translate, wire
 
@@ -28,6 +30,9 @@ class ClusterCache:
     def __init__(
         self, *, api: KubernetesApi, engine: SchedulingEngine, lock: threading.RLock, gpu_resource: str
     ) -> None:
+        # API writes that must not hold up kube-scheduler (events, Job counts): one worker, so
+        # they land in the order decided.
+        self._writes = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cellfit-writes")
         self._api = api
         self._engine = engine
         self._lock = lock
@@ -58,19 +63,39 @@ class ClusterCache:
             expired=WatchExpired,
         )
 
+        self.jobs: Reflector[wire.Job] | None = None
+        if isinstance(engine, TracksJobs):
+            tracker = engine
+            self.jobs = Reflector[wire.Job](
+                kind="jobs",
+                list_objects=lambda: self._list(wire.JOB_LIST_DECODER, "jobs"),
+                watch_lines=lambda version: api.watch("jobs", resource_version=version),
+                decode_object=wire.JOB_DECODER.decode,
+                version_of=lambda job: job.metadata.resourceVersion,
+                replace=lambda jobs: self._under_lock(lambda: [tracker.apply_job(translate.job_info(j)) for j in jobs]),
+                apply=lambda job: self._under_lock(lambda: tracker.apply_job(translate.job_info(job))),
+                delete=lambda job: self._under_lock(lambda: tracker.delete_job(job.metadata.uid)),
+                expired=WatchExpired,
+            )
+
+    @property
+    def reflectors(self) -> list[Reflector]:  # type: ignore[type-arg]
+        return [r for r in (self.nodes, self.pods, self.jobs) if r is not None]
+
     # ------------------------------------------------------------------ lifecycle
 
     def start(self) -> None:
-        log.info("watching the cluster", extra={"source": self._api.source})
-        self.nodes.start()
-        self.pods.start()
+        log.info("watching the cluster", extra={"source": self._api.source, "kinds": [r.kind for r in self.reflectors]})
+        for reflector in self.reflectors:
+            reflector.start()
 
     def stop(self) -> None:
-        self.nodes.stop()
-        self.pods.stop()
+        for reflector in self.reflectors:
+            reflector.stop()
+        self._writes.shutdown(wait=False)
 
     def ready(self) -> tuple[bool, str]:
-        waiting = [r.kind for r in (self.nodes, self.pods) if not r.synced.is_set()]
+        waiting = [r.kind for r in self.reflectors if not r.synced.is_set()]
         if waiting:
             return False, f"watch cache not synced yet: {', '.join(waiting)}"
         return True, "watch cache synced"
@@ -92,7 +117,54 @@ class ClusterCache:
     def bind(self, *, namespace: str, name: str, uid: str, node_name: str, annotations: dict[str, str]) -> None:
         self._api.create_binding(namespace=namespace, name=name, uid=uid, node_name=node_name, annotations=annotations)
 
+    def record_preemption(
+        self,
+        *,
+        preemptor: PodInfo,
+        preemptor_messages: Sequence[str],
+        victims: Sequence[PodInfo],
+        victim_message: str,
+        job_counts: Sequence[tuple[JobInfo, int]],
+    ) -> None:
+        """Events on both sides and the victims' Job counts, written in the background."""
+
+        def write() -> None:
+            for job, count in job_counts:
+                self._attempt(
+                    lambda: self._api.annotate_job(
+                        namespace=job.namespace, name=job.name, annotations={ANNOTATION_PREEMPTIONS: str(count)}
+                    ),
+                    what=f"job {job.key} preemption count",
+                )
+            for message in preemptor_messages:
+                self._attempt(
+                    lambda: self._api.create_event(
+                        namespace=preemptor.namespace, pod_name=preemptor.name, pod_uid=preemptor.uid, reason="Preempting", message=message
+                    ),
+                    what=f"event on {preemptor.key}",
+                )
+            for victim in victims:
+                self._attempt(
+                    lambda: self._api.create_event(
+                        namespace=victim.namespace, pod_name=victim.name, pod_uid=victim.uid, reason="Preempted", message=victim_message, warning=True
+                    ),
+                    what=f"event on {victim.key}",
+                )
+
+        self._writes.submit(write)
+
+    @staticmethod
+    def _attempt(call: Callable[[], None], *, what: str) -> None:
+        try:
+            call()
+        except CellfitError as error:
+            log.warning("could not record preemption", extra={"what": what, "reason": str(error)})
+
     # ------------------------------------------------------------------ reflector callbacks
+
+    def _under_lock(self, action: Callable[[], object]) -> None:
+        with self._lock:
+            action()
 
     def _list(self, decoder: msgspec.json.Decoder, kind: str) -> tuple[str, list]:  # type: ignore[type-arg]
         listing = decoder.decode(self._api.list_raw(kind))  # type: ignore[arg-type]

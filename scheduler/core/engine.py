@@ -9,9 +9,9 @@ wall clock, no threads. Callers serialise access (the extender holds one lock ar
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Mapping, Protocol, Sequence
+from typing import Mapping, Protocol, Sequence, runtime_checkable
 
-from scheduler.core.model import NodeInfo, PodInfo
+from scheduler.core.model import JobInfo, NodeInfo, PodInfo
 
 
 @dataclass(slots=True)
@@ -83,3 +83,13 @@ class SchedulingEngine(Protocol):
     def stats(self) -> Mapping[str, int]:
         """Sizes for metrics and inspection, e.g. ``{"nodes": 3, "pods": 12}``."""
         ...
+
+
+@runtime_checkable
+class TracksJobs(Protocol):
+    """An engine that keeps per-Job state (FitGpp's preemption counts): the watch cache then
+    also watches Jobs and feeds it."""
+
+    def apply_job(self, job: JobInfo) -> None: ...
+
+    def delete_job(self, job_uid: str) -> None: ...

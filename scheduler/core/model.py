@@ -60,3 +60,18 @@ class NodeInfo:
     labels: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
     unschedulable: bool = False
     ready: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class JobInfo:
+    """A batch/v1 Job as the core sees it: where per-job state (FitGpp's preemption count)
+    lives, because the Job outlives each of its pods."""
+
+    uid: str
+    namespace: str
+    name: str
+    annotations: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"

@@ -45,6 +45,13 @@ class ExtenderMetrics:
             "Victims cellfit accepted in preempt answers.",
             registry=self.registry,
         )
+        self.preemptions = Counter(
+            "cellfit_preemptions_total",
+            "Preemptions answered, by the preemptor's job class and the rule that chose the victims "
+            "(fitgpp, fallback, reclaim: HiveD taking a VC's cells back, placement).",
+            ["preemptor_class", "rule"],
+            registry=self.registry,
+        )
         self.bindings = Counter(
             "cellfit_bindings_total",
             "Bind verb outcomes: bound, conflict (no longer fits), api_error, unavailable.",

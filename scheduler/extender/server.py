@@ -26,6 +26,8 @@ from scheduler.extender.metrics import ExtenderMetrics
 from scheduler.extender.inspect import inspect_router
 from scheduler.extender.service import ExtenderService
 from scheduler.kube import translate, wire
+from scheduler.preemption import FitGppSettings
+from scheduler.preemption.engine import FitGppEngine
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -49,8 +51,27 @@ DISCOVERY_TIMEOUT_SECONDS = 60.0
 
 
 def build_engine(settings: Settings, api: KubernetesApi | None) -> SchedulingEngine:
-    """The engine ``settings`` ask for. HiveD without a configured topology discovers its cells
-    from the cluster's Nodes, listed once here before anything is served."""
+    """The placement engine ``settings`` ask for, inside FitGpp's preemption unless disabled."""
+    placement = build_placement_engine(settings, api)
+    preemption = settings.preemption
+    if preemption.policy == "placement":
+        return placement
+    return FitGppEngine(
+        placement,
+        settings=FitGppSettings(
+            grace_period_weight=preemption.grace_period_weight, max_preemptions=preemption.max_preemptions
+        ),
+        seed=preemption.seed,
+    )
+
+
+def placement_engine(engine: SchedulingEngine) -> SchedulingEngine:
+    return engine.inner if isinstance(engine, FitGppEngine) else engine
+
+
+def build_placement_engine(settings: Settings, api: KubernetesApi | None) -> SchedulingEngine:
+    """HiveD without a configured topology discovers its cells from the cluster's Nodes, listed
+    once here before anything is served."""
     policy = settings.resolved_policy(connected=api is not None)
     if policy == "resource-fit":
         log.info("policy resource-fit")
@@ -121,8 +142,10 @@ def build_runtime(settings: Settings, *, api: KubernetesApi | None = None, stand
             return dict(engine.stats())
 
     metrics.track_sizes(sizes, ("nodes", "pods"))
-    if isinstance(engine, HivedEngine):
-        metrics.track_cells(lambda: _locked(lock, engine.metrics))
+    placement = placement_engine(engine)
+    if isinstance(placement, HivedEngine):
+        cells = placement
+        metrics.track_cells(lambda: _locked(lock, cells.metrics))
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -141,7 +164,7 @@ def build_runtime(settings: Settings, *, api: KubernetesApi | None = None, stand
         max_request_bytes=settings.server.max_request_bytes,
         lifespan=lifespan,
     )
-    app.include_router(inspect_router(engine=engine, lock=lock))
+    app.include_router(inspect_router(engine=placement, lock=lock))
     runtime = Runtime(app=app, engine=engine, cache=cache, metrics=metrics)
 
     if cache is None:

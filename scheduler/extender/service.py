@@ -20,12 +20,13 @@ from __future__ import annotations
 import logging
 import threading
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, Sequence
 
 import msgspec
 
+from scheduler.constants import JOB_CLASS_BEST_EFFORT, LABEL_JOB_CLASS
 from scheduler.core.engine import SchedulingEngine
-from scheduler.core.model import PodInfo
+from scheduler.core.model import JobInfo, PodInfo
 from scheduler.errors import (
     CellfitError,
     ClusterUnavailable,
@@ -35,6 +36,8 @@ from scheduler.errors import (
 )
 from scheduler.extender.metrics import ExtenderMetrics
 from scheduler.kube import translate, wire
+from scheduler.preemption import NoVictims, PreemptionDecision
+from scheduler.preemption.engine import FitGppEngine
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +51,19 @@ class ClusterGateway(Protocol):
 
     def bind(self, *, namespace: str, name: str, uid: str, node_name: str, annotations: dict[str, str]) -> None:
         """Create the pods/binding (with annotations copied onto the pod); raises CellfitError."""
+        ...
+
+    def record_preemption(
+        self,
+        *,
+        preemptor: PodInfo,
+        preemptor_messages: Sequence[str],
+        victims: Sequence[PodInfo],
+        victim_message: str,
+        job_counts: Sequence[tuple[JobInfo, int]],
+    ) -> None:
+        """Events on the preemptor and the victims, and each victim Job's new preemption count
+        (``cellfit.io/preemptions``); must not block."""
         ...
 
 
@@ -148,6 +164,7 @@ class ExtenderService:
                 pdb_violations[node_name] = meta.NumPDBViolations if meta else 0
         with self._lock:
             accepted = self._engine.select_victims(pod, candidates, victim_pods)
+            self._record_preemption(pod, accepted)
         self._metrics.requests.labels(verb="preempt", result="ok").inc()
         self._metrics.preemption_victims.inc(sum(len(uids) for uids in accepted.values()))
         # PDB violations are kube-scheduler's count for its own victim set; cellfit only ever
@@ -208,6 +225,40 @@ class ExtenderService:
         self._metrics.requests.labels(verb="bind", result="ok").inc()
         log.info("bound", extra=context)
         return Answer(200, wire.ENCODER.encode(wire.ExtenderBindingResult()))
+
+    def _record_preemption(self, pod: PodInfo, accepted: dict[str, list[str]]) -> None:
+        """Explain the choice (log, metric, events) and hand the victims' Job counts to the
+        cluster. Called under the engine lock: the decision and the counts belong together."""
+        engine = self._engine
+        decision = engine.take_decision(pod.uid) if isinstance(engine, FitGppEngine) else None
+        context = {"verb": "preempt", "pod": pod.key}
+        if isinstance(decision, NoVictims):
+            log.info("no preemption", extra={**context, "reason": decision.reason})
+            return
+        if not accepted:
+            return
+        preemptor_class = pod.labels.get(LABEL_JOB_CLASS, JOB_CLASS_BEST_EFFORT)
+        rule = decision.rule if isinstance(decision, PreemptionDecision) else (
+            "reclaim" if isinstance(engine, FitGppEngine) else "placement"
+        )
+        self._metrics.preemptions.labels(preemptor_class=preemptor_class, rule=rule).inc()
+        if not isinstance(decision, PreemptionDecision):
+            log.info("preempting", extra={**context, "rule": rule, "victims": accepted})
+            return
+        assert isinstance(engine, FitGppEngine)
+        messages = decision.preemptor_messages()
+        for message in messages:
+            log.info(message, extra={**context, "rule": rule})
+        if self._cluster is None:
+            return
+        victims = [v for v in (engine.victim(uid) for uid in decision.victim_uids) if v is not None]
+        self._cluster.record_preemption(
+            preemptor=pod,
+            preemptor_messages=messages,
+            victims=victims,
+            victim_message=decision.victim_message(),
+            job_counts=engine.victim_jobs(decision.victim_uids),
+        )
 
     # ------------------------------------------------------------------ helpers
 

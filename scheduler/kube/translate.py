@@ -11,7 +11,7 @@ from __future__ import annotations
 from types import MappingProxyType
 from typing import Final, Mapping
 
-from scheduler.core.model import NodeInfo, OwnerRef, PodInfo
+from scheduler.core.model import JobInfo, NodeInfo, OwnerRef, PodInfo
 from scheduler.core.resources import ZERO, Resources, resources_from_quantities
 from scheduler.kube import wire
 
@@ -107,3 +107,8 @@ def _is_ready(conditions: list[wire.NodeCondition] | None) -> bool:
         if condition.type == "Ready":
             return condition.status == "True"
     return True
+
+
+def job_info(job: wire.Job) -> JobInfo:
+    meta = job.metadata
+    return JobInfo(uid=meta.uid, namespace=meta.namespace, name=meta.name, annotations=meta.annotations or _EMPTY)

@@ -91,6 +91,12 @@ class Node(msgspec.Struct, frozen=True):
     status: NodeStatus | None = None
 
 
+class Job(msgspec.Struct, frozen=True):
+    """A batch/v1 Job: cellfit reads its identity and annotations only."""
+
+    metadata: ObjectMeta = ObjectMeta()
+
+
 class RawNodeList(msgspec.Struct, frozen=True):
     """A v1.NodeList whose items stay raw JSON: decoded narrowly one by one, echoed verbatim."""
 
@@ -187,6 +193,11 @@ class DecodedNodeList(msgspec.Struct, frozen=True):
     items: list[Node] = []
 
 
+class JobList(msgspec.Struct, frozen=True):
+    metadata: ListMeta = ListMeta()
+    items: list[Job] = []
+
+
 class Status(msgspec.Struct, frozen=True):
     """metav1.Status, as sent in a watch ERROR event."""
 
@@ -208,6 +219,8 @@ NODE_DECODER = msgspec.json.Decoder(Node)
 POD_DECODER = msgspec.json.Decoder(Pod)
 POD_LIST_DECODER = msgspec.json.Decoder(PodList)
 NODE_LIST_DECODER = msgspec.json.Decoder(DecodedNodeList)
+JOB_DECODER = msgspec.json.Decoder(Job)
+JOB_LIST_DECODER = msgspec.json.Decoder(JobList)
 WATCH_EVENT_DECODER = msgspec.json.Decoder(WatchEvent)
 STATUS_DECODER = msgspec.json.Decoder(Status)
 ENCODER = msgspec.json.Encoder()

@@ -5,11 +5,17 @@ from __future__ import annotations
 
 import json
 
+import httpx
+import msgspec
 import pytest
 
+from scheduler.config import parse_settings
 from scheduler.core.model import PodInfo
+from scheduler.extender.server import build_runtime
+from scheduler.kube import translate, wire
 from scheduler.core.resources import Resources
 from tests.support import kube_objects as k
+from tests.support.server import running_server
 
 FILTER, PRIORITIZE, PREEMPT, BIND = (f"/v1/extender/{verb}" for verb in ("filter", "prioritize", "preempt", "bind"))
 NODES = [k.node("gpu-a", gpus=8), k.node("gpu-b", gpus=8), k.node("gpu-small", gpus=2), k.node("cpu-only", gpus=0)]
@@ -68,8 +74,17 @@ def test_prioritize_returns_a_host_priority_list_in_0_to_10(client, runtime, nod
     assert by_host["gpu-b"] > by_host["gpu-a"] and by_host["cpu-only"] == 0
 
 
+@pytest.fixture
+def placement_client():
+    """preemption.policy placement: the placement engine's own victims."""
+    runtime = build_runtime(parse_settings("preemption: {policy: placement}"), standalone=True)
+    with running_server(runtime.app) as url, httpx.Client(base_url=url, timeout=10) as http:
+        yield http, runtime
+
+
 @pytest.mark.parametrize("node_cache_capable", [False, True])
-def test_preempt_narrows_kube_schedulers_victims(client, runtime, node_cache_capable):
+def test_preempt_with_placement_policy_narrows_kube_schedulers_victims(placement_client, node_cache_capable):
+    client, runtime = placement_client
     learn_nodes(client)
     victims = [k.pod(f"be-{i}", gpus=2, node_name="gpu-a", phase="Running", priority=i) for i in range(4)]
     for victim in victims:
@@ -89,6 +104,27 @@ def test_preempt_narrows_kube_schedulers_victims(client, runtime, node_cache_cap
     chosen = result["NodeNameToMetaVictims"]["gpu-a"]
     assert sorted(p["UID"] for p in chosen["Pods"]) == sorted(v["metadata"]["uid"] for v in victims[:2])
     assert chosen["NumPDBViolations"] == 0
+
+
+@pytest.mark.parametrize("node_cache_capable", [False, True])
+def test_preempt_answers_fitgpps_victim_for_a_trial_pod(client, runtime, node_cache_capable):
+    learn_nodes(client)
+    be = {"cellfit.io/job-class": "best-effort"}
+    # on gpu-a: a long-grace BE pod and a short-grace one; on gpu-b: a trial pod (never a victim)
+    long_grace = k.pod("be-long-0", gpus=4, node_name="gpu-a", phase="Running", labels=be, grace_period_seconds=1200)
+    short_grace = k.pod("be-short-0", gpus=4, node_name="gpu-a", phase="Running", labels=be, grace_period_seconds=30)
+    trial = k.pod("te-old-0", gpus=8, node_name="gpu-b", phase="Running", labels={"cellfit.io/job-class": "trial"})
+    for body in (long_grace, short_grace, trial):
+        runtime.engine.apply_pod(translate.pod_info(msgspec.convert(body, wire.Pod), gpu_resource="nvidia.com/gpu"))
+    victims = {"gpu-a": [long_grace, short_grace], "gpu-b": [trial]}
+    te = k.pod("te-new-0", gpus=2, priority=100, labels={"cellfit.io/job-class": "trial"})
+    result = post(client, PREEMPT, k.preemption_args(te, victims, node_cache_capable=node_cache_capable)).json()
+    assert result == {"NodeNameToMetaVictims": {"gpu-a": {"Pods": [{"UID": short_grace["metadata"]["uid"]}], "NumPDBViolations": 0}}}
+    be_pod = k.pod("be-new-0", gpus=2, priority=100, labels=be)
+    result = post(client, PREEMPT, k.preemption_args(be_pod, victims, node_cache_capable=node_cache_capable)).json()
+    assert result == {"NodeNameToMetaVictims": {}}
+    text = client.get("/metrics").text
+    assert 'cellfit_preemptions_total{preemptor_class="trial",rule="fitgpp"} 1.0' in text
 
 
 def test_bind_without_a_cluster_says_why_in_the_error_field(client):

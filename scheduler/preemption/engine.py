@@ -1,0 +1,208 @@
+"""``FitGppEngine``: FitGpp preemption around any placement engine.
+
+Placement (filter, prioritize, reserve) stays with the wrapped engine (resource-fit or HiveD);
+this decorator mirrors the cluster into a :class:`PreemptionIndex` and answers
+``select_victims`` with FitGpp's choice:
+
+* a placement engine's own reclaim comes first: when HiveD says the pod's cells are held by
+  opportunistic pods, those pods go, whatever the pod's class (HiveD's guarantee that a VC
+  always gets its cells back);
+* otherwise only a trial (TE) pod preempts, only best-effort (BE) pods are victims, and the
+  victim is FitGpp's (eq. 4, or the paper's fallback), on one node, by UID;
+* a best-effort pod never preempts anything.
+
+Each decision is kept until the driver collects it (:meth:`take_decision`) to write events and
+bump the victims' Job counts; the counts are also raised here at once, so that a second
+preemption cannot slip past P before the watch brings the Job's new annotation back.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Mapping, Protocol, Sequence, runtime_checkable
+
+from scheduler.constants import LABEL_PRIORITY, LABEL_VIRTUAL_CLUSTER, PRIORITY_OPPORTUNISTIC
+from scheduler.core.engine import FilterDecision, Placement, SchedulingEngine
+from scheduler.core.model import TERMINAL_PHASES, JobInfo, NodeInfo, PodInfo
+from scheduler.errors import InvalidAnnotation
+from scheduler.preemption.fitgpp import NoVictims, PreemptionDecision, choose_victims
+from scheduler.preemption.model import FitGppSettings, JobClass, job_class_of, preemption_count_of
+from scheduler.preemption.table import PreemptionIndex
+
+
+@runtime_checkable
+class ReclaimsCells(Protocol):
+    """A placement engine whose victims are a reclaim it must have (HiveD: opportunistic pods
+    on the cells a VC's guaranteed pod is owed)."""
+
+    def reclaim_victims(
+        self, pod: PodInfo, candidates: Mapping[str, Sequence[str]], victim_pods: Mapping[str, PodInfo]
+    ) -> dict[str, list[str]]: ...
+
+
+class FitGppEngine:
+    def __init__(self, inner: SchedulingEngine, *, settings: FitGppSettings, seed: int = 0) -> None:
+        self.inner = inner
+        self.settings = settings
+        self._seed = seed
+        self._index = PreemptionIndex()
+        self._pods: dict[str, PodInfo] = {}  # pods the index holds, latest state
+        self._job_counts: dict[str, int] = {}  # Job UID -> preemptions
+        self._pods_by_job: dict[str, set[str]] = {}
+        self._decisions: dict[str, PreemptionDecision | NoVictims] = {}
+
+    # ------------------------------------------------------------------ placement: delegated
+
+    def filter(self, pod: PodInfo, node_names: Sequence[str]) -> FilterDecision:
+        return self.inner.filter(pod, node_names)
+
+    def prioritize(self, pod: PodInfo, node_names: Sequence[str]) -> list[int]:
+        return self.inner.prioritize(pod, node_names)
+
+    def reserve(self, pod: PodInfo, node_name: str) -> Placement:
+        placement = self.inner.reserve(pod, node_name)
+        self._track(replace(pod, node_name=node_name, phase="Running"))
+        return placement
+
+    def unreserve(self, pod_uid: str) -> None:
+        self.inner.unreserve(pod_uid)
+        self._untrack(pod_uid)
+
+    def knows_node(self, node_name: str) -> bool:
+        return self.inner.knows_node(node_name)
+
+    def stats(self) -> Mapping[str, int]:
+        return {**self.inner.stats(), "preemptionCandidates": len(self._pods), "jobs": len(self._job_counts)}
+
+    # ------------------------------------------------------------------ cluster state: both
+
+    def apply_node(self, node: NodeInfo) -> None:
+        self.inner.apply_node(node)
+        self._index.apply_node(node)
+
+    def delete_node(self, node_name: str) -> None:
+        self.inner.delete_node(node_name)
+        self._index.delete_node(node_name)
+
+    def apply_pod(self, pod: PodInfo) -> None:
+        self.inner.apply_pod(pod)
+        if pod.node_name is None and pod.phase not in TERMINAL_PHASES:
+            return  # pending: holds nothing; a bind-time reservation stays, as in the engines
+        if pod.holds_resources:
+            self._track(pod)
+        else:
+            self._untrack(pod.uid)
+
+    def delete_pod(self, pod_uid: str) -> None:
+        self.inner.delete_pod(pod_uid)
+        self._untrack(pod_uid)
+
+    def apply_job(self, job: JobInfo) -> None:
+        try:
+            count = preemption_count_of(job.annotations)
+        except InvalidAnnotation:
+            count = 0
+        # Never lower a count raised by a decision the watch has not echoed yet.
+        if count > self._job_counts.get(job.uid, -1):
+            self._job_counts[job.uid] = count
+            for uid in self._pods_by_job.get(job.uid, ()):
+                self._index.apply_pod(self._pods[uid], preemptions=count)
+
+    def delete_job(self, job_uid: str) -> None:
+        self._job_counts.pop(job_uid, None)
+
+    # ------------------------------------------------------------------ preemption
+
+    def select_victims(
+        self,
+        pod: PodInfo,
+        candidates: Mapping[str, Sequence[str]],
+        victim_pods: Mapping[str, PodInfo],
+    ) -> dict[str, list[str]]:
+        if isinstance(self.inner, ReclaimsCells):
+            held = self.inner.reclaim_victims(pod, candidates, victim_pods)
+            if held:
+                return held
+        try:
+            preemptor_class = job_class_of(pod.labels)
+        except InvalidAnnotation as error:
+            self._decisions[pod.uid] = NoVictims(reason=str(error))
+            return {}
+        if preemptor_class is not JobClass.TRIAL:
+            self._decisions[pod.uid] = NoVictims(reason="a best-effort pod never preempts others (FitGpp)")
+            return {}
+        decision = choose_victims(
+            preemptor=pod, table=self._index.table(), settings=self.settings, nodes=candidates.keys(), seed=self._seed
+        )
+        if isinstance(decision, PreemptionDecision):
+            foreign = [v.key for v in decision.victims if not self._same_tenant(pod, self._pods.get(v.uid))]
+            if foreign:
+                decision = NoVictims(
+                    reason=f"FitGpp's victim {foreign[0]} holds cells of another virtual cluster, which guaranteed pods never lose"
+                )
+        self._decisions[pod.uid] = decision
+        if not isinstance(decision, PreemptionDecision):
+            return {}
+        for victim in decision.victims:
+            self._count_preemption(victim.uid)
+        return {decision.node: list(decision.victim_uids)}
+
+    def take_decision(self, pod_uid: str) -> PreemptionDecision | NoVictims | None:
+        """The decision made for ``pod_uid`` by the last :meth:`select_victims`, once."""
+        return self._decisions.pop(pod_uid, None)
+
+    def victim_jobs(self, victim_uids: Sequence[str]) -> list[tuple[JobInfo, int]]:
+        """The Jobs of these victims with their preemption counts after the decision, for the
+        driver to write back to each Job's ``cellfit.io/preemptions``."""
+        jobs: dict[str, tuple[JobInfo, int]] = {}
+        for uid in victim_uids:
+            pod = self._pods.get(uid)
+            if pod is not None and pod.owner is not None and pod.owner.kind == "Job":
+                job = JobInfo(uid=pod.owner.uid, namespace=pod.namespace, name=pod.owner.name)
+                jobs[job.uid] = (job, self._job_counts.get(job.uid, 0))
+        return list(jobs.values())
+
+    def victim(self, pod_uid: str) -> PodInfo | None:
+        return self._pods.get(pod_uid)
+
+    # ------------------------------------------------------------------ internals
+
+    @staticmethod
+    def _same_tenant(preemptor: PodInfo, victim: PodInfo | None) -> bool:
+        """HiveD's rule, enforced whatever the placement engine: a guaranteed pod's cells belong
+        to its VC; opportunistic pods run on borrowed cells and may go for anyone."""
+        if victim is None:
+            return True
+        if victim.labels.get(LABEL_PRIORITY) == PRIORITY_OPPORTUNISTIC:
+            return True
+        return victim.labels.get(LABEL_VIRTUAL_CLUSTER) == preemptor.labels.get(LABEL_VIRTUAL_CLUSTER)
+
+    def _track(self, pod: PodInfo) -> None:
+        self._pods[pod.uid] = pod
+        job = pod.owner.uid if pod.owner is not None else None
+        if job is not None:
+            self._pods_by_job.setdefault(job, set()).add(pod.uid)
+        self._index.apply_pod(pod, preemptions=self._job_counts.get(job) if job is not None else None)
+
+    def _untrack(self, pod_uid: str) -> None:
+        pod = self._pods.pop(pod_uid, None)
+        if pod is not None and pod.owner is not None:
+            members = self._pods_by_job.get(pod.owner.uid)
+            if members is not None:
+                members.discard(pod_uid)
+                if not members:
+                    del self._pods_by_job[pod.owner.uid]
+        self._index.delete_pod(pod_uid)
+
+    def _count_preemption(self, pod_uid: str) -> None:
+        pod = self._pods.get(pod_uid)
+        if pod is None:
+            return
+        if pod.owner is None:
+            self._index.apply_pod(replace(pod, terminating=True))
+            return
+        job = pod.owner.uid
+        self._job_counts[job] = self._job_counts.get(job, 0) + 1
+        for uid in self._pods_by_job.get(job, ()):
+            self._index.apply_pod(self._pods[uid], preemptions=self._job_counts[job])
+        self._index.set_terminating(pod_uid)
