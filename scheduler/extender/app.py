@@ -85,7 +85,7 @@ def create_app(
 
     def verb_route(verb: str, handler: Callable[[bytes], Answer], *, blocking: bool = False) -> Callable[[Request], Awaitable[Response]]:
         observe = metrics.duration_by_verb[verb].observe
-        rejected = metrics.requests.labels(verb=verb, result="rejected")
+        rejected = metrics.answered[verb, "rejected"]
 
         async def route(request: Request) -> Response:
             started = time.perf_counter()

@@ -67,6 +67,11 @@ class ExtenderMetrics:
         # Label children resolved once: .labels() costs a lock and a dict lookup per call.
         self.duration_by_verb = {verb: self.request_duration.labels(verb=verb) for verb in EXTENDER_VERBS}
         self.verdicts = {v: self.node_verdicts.labels(verdict=v) for v in ("feasible", "failed", "unresolvable")}
+        self.answered = {
+            (verb, result): self.requests.labels(verb=verb, result=result)
+            for verb in EXTENDER_VERBS
+            for result in ("ok", "rejected", "error")
+        }
 
     def track_sizes(self, sizes: Callable[[], Mapping[str, int]], kinds: tuple[str, ...]) -> None:
         """Report ``sizes()[kind]`` at scrape time for each kind."""

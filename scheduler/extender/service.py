@@ -108,7 +108,7 @@ class ExtenderService:
         verdicts["feasible"].inc(len(decision.feasible))
         verdicts["failed"].inc(len(decision.failed))
         verdicts["unresolvable"].inc(len(decision.unresolvable))
-        self._metrics.requests.labels(verb="filter", result="ok").inc()
+        self._metrics.answered["filter", "ok"].inc()
         if raw_nodes is None:
             result = wire.ExtenderFilterResult(
                 NodeNames=decision.feasible,
@@ -138,7 +138,7 @@ class ExtenderService:
             if raw_nodes is not None:
                 self._apply_sent_nodes(raw_nodes)
             scores = self._engine.prioritize(pod, names)
-        self._metrics.requests.labels(verb="prioritize", result="ok").inc()
+        self._metrics.answered["prioritize", "ok"].inc()
         return Answer(200, wire.ENCODER.encode(list(map(wire.HostPriority, names, scores))))
 
     # ------------------------------------------------------------------ preempt
@@ -165,7 +165,7 @@ class ExtenderService:
         with self._lock:
             accepted = self._engine.select_victims(pod, candidates, victim_pods)
             self._record_preemption(pod, accepted)
-        self._metrics.requests.labels(verb="preempt", result="ok").inc()
+        self._metrics.answered["preempt", "ok"].inc()
         self._metrics.preemption_victims.inc(sum(len(uids) for uids in accepted.values()))
         # PDB violations are kube-scheduler's count for its own victim set; cellfit only ever
         # narrows that set, so the count stays an upper bound and keeps its ranking meaning.
@@ -222,7 +222,7 @@ class ExtenderService:
             self._metrics.bindings.labels(result="api_error").inc()
             return self._error_answer("bind", wire.ExtenderBindingResult(Error=str(error)), error, context)
         self._metrics.bindings.labels(result="bound").inc()
-        self._metrics.requests.labels(verb="bind", result="ok").inc()
+        self._metrics.answered["bind", "ok"].inc()
         log.info("bound", extra=context)
         return Answer(200, wire.ENCODER.encode(wire.ExtenderBindingResult()))
 
@@ -295,7 +295,7 @@ class ExtenderService:
         error: Exception,
         context: dict[str, str] | None = None,
     ) -> Answer:
-        self._metrics.requests.labels(verb=verb, result="error").inc()
+        self._metrics.answered[verb, "error"].inc()
         log.warning("request not carried out", extra={"verb": verb, "reason": str(error), **(context or {})})
         return Answer(200, wire.ENCODER.encode(result))
 
