@@ -8,7 +8,9 @@ requests no node can hold.
 
 from __future__ import annotations
 
+import subprocess
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -123,3 +125,67 @@ def test_pod_larger_than_any_node_stays_pending(control_plane: ControlPlane) -> 
     cond = {c["type"]: c for c in pod["status"].get("conditions", [])}
     assert cond["PodScheduled"]["status"] == "False"
     assert cond["PodScheduled"]["reason"] == "Unschedulable"
+
+
+def test_second_kube_scheduler_from_env_file_schedules_its_pods(
+    control_plane: ControlPlane, tmp_path: Path
+) -> None:
+    """What cellfit's tests do: start their own kube-scheduler next to default-scheduler."""
+    cp = control_plane
+    config = tmp_path / "scheduler.yaml"
+    config.write_text(
+        "apiVersion: kubescheduler.config.k8s.io/v1\n"
+        "kind: KubeSchedulerConfiguration\n"
+        f"clientConnection:\n  kubeconfig: {cp.kubeconfig}\n"
+        "leaderElection:\n  leaderElect: false\n"
+        "profiles:\n- schedulerName: e2e-second-scheduler\n"
+    )
+    ns = cp.create_namespace("smoke")
+    log = (tmp_path / "scheduler.log").open("w")
+    proc = subprocess.Popen(
+        [cp.kube_scheduler_bin, "--config", str(config), "--secure-port=0"],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env=cp.process_env(),
+    )
+    try:
+        pod = gpu_pod("second", gpus=1)
+        pod["spec"]["schedulerName"] = "e2e-second-scheduler"
+        cp.apply(pod, namespace=ns)
+        cp.wait_until(
+            lambda: get_pod(cp, ns, "second")["status"].get("phase") == "Running",
+            60,
+            "pod scheduled by the second kube-scheduler to be Running",
+        )
+        scheduled = [e for e in cp.events_for(ns, "second") if e["reason"] == "Scheduled"]
+        assert scheduled and scheduled[0].get("reportingComponent") == "e2e-second-scheduler"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        log.close()
+
+
+def test_helm_installs_into_the_cluster(control_plane: ControlPlane, tmp_path: Path) -> None:
+    cp = control_plane
+    chart = tmp_path / "smoke"
+    (chart / "templates").mkdir(parents=True)
+    (chart / "Chart.yaml").write_text("apiVersion: v2\nname: smoke\nversion: 0.1.0\n")
+    (chart / "templates" / "cm.yaml").write_text(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-cm\n"
+        "data:\n  kube: {{ .Capabilities.KubeVersion.Version | quote }}\n"
+    )
+    ns = cp.create_namespace("helm")
+    env = cp.process_env()
+    subprocess.run(
+        [cp.helm_bin, "lint", "--strict", str(chart)], env=env, check=True, capture_output=True
+    )
+    proc = subprocess.run(
+        [cp.helm_bin, "install", "smoke", str(chart), "-n", ns, "--wait", "--timeout", "60s"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    cm = cp.kubectl_json("-n", ns, "get", "configmap", "smoke-cm")
+    assert cm["data"]["kube"] == cp.env["CELLFIT_E2E_KUBE_VERSION"]

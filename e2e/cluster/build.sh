@@ -98,7 +98,7 @@ else
     ldflags+=" -X $p.gitVersion=${KUBE_VERSION} -X $p.gitMajor=1 -X $p.gitMinor=${minor}"
     ldflags+=" -X $p.gitTreeState=clean -X $p.buildDate=${build_date}"
   done
-  log "kubernetes ${KUBE_VERSION}: go build ${K8S_BINS[*]} (cold: 15-30 min on 2 cores)"
+  log "kubernetes ${KUBE_VERSION}: go build ${K8S_BINS[*]} (cold: about 7 min on 2 cores)"
   mkdir -p "$TMP/k8s"
   (cd "$W" && "$GO" build -mod=readonly -trimpath -buildvcs=false -ldflags "$ldflags" -o "$TMP/k8s/" \
       k8s.io/kubernetes/cmd/kube-apiserver \
