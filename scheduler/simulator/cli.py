@@ -1,5 +1,6 @@
 """``cellfit simulate``: run the FitGpp experiments of arXiv:1902.01613 §4 on cellfit's own
-scheduling core, or any trace, and print the paper's tables.
+scheduling core, or any trace, and print the paper's tables; with ``--workload allox``, AlloX's
+experiments of EuroSys'20 §5 (interchangeable CPU/GPU jobs, :mod:`scheduler.simulator.allox`).
 
 ``scheduler/cli.py`` registers the subcommand with :func:`add_arguments` and :func:`run`; until
 then ``python -m scheduler.simulator.cli ...`` runs it alone. Exit codes: 0 done, 2 bad input
@@ -9,6 +10,8 @@ refuses. Examples::
     python -m scheduler.simulator.cli --jobs 65536 --repeat 3 --output-json out.json --plots figs/
     python -m scheduler.simulator.cli --trace scheduler/simulator/examples/trace.csv --nodes 2
     python -m scheduler.simulator.cli --sweep s --jobs 8192 --plots figs/
+    python -m scheduler.simulator.cli --workload allox --load 0.9 --plots figs/
+    python -m scheduler.simulator.cli --workload allox --sweep alpha --jobs 2000
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from scheduler.simulator.experiment import (
     run_experiment,
     run_sweep,
 )
+from scheduler.simulator.options import BadOption, fail_option, parse_float, parse_int, policy_list
 from scheduler.simulator.policies import policy_names
 from scheduler.simulator.progress import ProgressBar
 from scheduler.simulator.report import document, sweep_document, sweep_table, tables
@@ -47,6 +51,20 @@ EXIT_FAILED: Final = 1
 EXIT_BAD_INPUT: Final = 2
 _PROG: Final = "cellfit simulate"
 _DEFAULT_POLICIES: Final = "fifo,lrtp,rand,fitgpp"
+# Options of the FitGpp workload (and traces) that the allox workload has no use for, and the
+# reverse; giving one to the other workload is an error rather than silently ignored.
+_FITGPP_ONLY: Final = (
+    ("trace", "--trace"),
+    ("arrivals", "--arrivals"),
+    ("te_share", "--te-share"),
+    ("gp_scale", "--gp-scale"),
+    ("tick", "--tick"),
+    ("grace_period_weight", "--grace-period-weight"),
+    ("max_preemptions", "--max-preemptions"),
+    ("table4", "--table4"),
+    ("write_trace", "--write-trace"),
+)
+_ALLOX_ONLY: Final = (("alpha", "--alpha"), ("timeout", "--timeout"))
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -55,10 +73,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.description = (
         "Discrete-event simulation of a GPU cluster under fifo, lrtp, rand and fitgpp "
         "(FitGpp, arXiv:1902.01613), driving cellfit's own scheduling core. Prints the "
-        "paper's Tables 1-4."
+        "paper's Tables 1-4. With --workload allox: interchangeable CPU/GPU jobs under allox, "
+        "allox+, es, drff, drfs, drfa, srpt, bf, jsq+, sjf+ (AlloX, EuroSys'20 §5)."
     )
     source = parser.add_argument_group("workload")
-    source.add_argument("--workload", default=None, metavar="NAME", help="synthetic workload: fitgpp (default)")
+    source.add_argument(
+        "--workload", default=None, metavar="NAME", help="synthetic workload: fitgpp (default) or allox (AlloX §5.1)"
+    )
     source.add_argument("--trace", metavar="FILE", help="CSV or JSON trace instead (see README: submit_time, class, cpu, memory, gpu, duration, grace_period)")
     source.add_argument(
         "--arrivals",
@@ -67,43 +88,65 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="fifo-load: submit times from a FIFO run holding --load (default for the workload); "
         "trace: the jobs' own submit times (default for --trace)",
     )
-    source.add_argument("--load", default="2.0", help="load held by the FIFO run (default 2.0)")
-    source.add_argument("--jobs", default=None, help="jobs per run (default 65536 = 2^16 as in the paper; a trace: all)")
-    source.add_argument("--te-share", default="0.3", help="share of TE jobs in the synthetic workload (default 0.3)")
-    source.add_argument("--gp-scale", default="1.0", help="scale of the grace-period distribution (default 1.0)")
+    source.add_argument(
+        "--load",
+        default=None,
+        help="fitgpp: load held by the FIFO run (default 2.0); allox: Poisson arrival rate as a share of "
+        "the highest rate the cluster sustains (default 0.9)",
+    )
+    source.add_argument(
+        "--jobs", default=None, help="jobs per run (default: fitgpp 65536 = 2^16, allox 10000, as in the papers; a trace: all)"
+    )
+    source.add_argument("--te-share", default=None, help="share of TE jobs in the fitgpp workload (default 0.3)")
+    source.add_argument("--gp-scale", default=None, help="scale of the grace-period distribution (default 1.0)")
     source.add_argument(
         "--set",
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="change one distribution parameter of the synthetic workload, e.g. te.gpus.mean=2, "
-        "be.duration.sd=20, gp.mean=6 (repeatable; README lists the keys)",
+        help="change one parameter of the synthetic workload, e.g. te.gpus.mean=2, be.duration.sd=20, "
+        "gp.mean=6 (fitgpp), allox.estimation_error=0.2, allox.profiling_overhead=0.1 (allox); "
+        "repeatable; README lists the keys",
     )
     source.add_argument(
         "--tick",
-        default="0",
+        default=None,
         help="seconds between scheduling decisions (default 0: at every event; 60: every simulated minute as in the paper)",
     )
     source.add_argument("--seed", default="1", help="first seed (default 1); the same seed gives the same result")
     source.add_argument("--repeat", default="1", help="seeds to run, from --seed on; tables show their mean (default 1)")
 
     cluster = parser.add_argument_group("cluster")
-    cluster.add_argument("--nodes", default="84", help="number of nodes (default 84)")
-    cluster.add_argument("--node-cpu", default="32", help="CPUs per node (default 32)")
-    cluster.add_argument("--node-memory", default="256Gi", help="memory per node (default 256Gi)")
-    cluster.add_argument("--node-gpus", default="8", help="GPUs per node (default 8)")
+    cluster.add_argument("--nodes", default=None, help="number of nodes (default: fitgpp 84, allox 20)")
+    cluster.add_argument("--node-cpu", default=None, help="CPUs per node (default: fitgpp 32, allox 20)")
+    cluster.add_argument("--node-memory", default=None, help="memory per node (default: fitgpp 256Gi, allox 64Gi)")
+    cluster.add_argument("--node-gpus", default=None, help="GPUs per node (default: fitgpp 8, allox 1)")
 
     policy = parser.add_argument_group("policies")
-    policy.add_argument("--policies", default=_DEFAULT_POLICIES, help=f"comma-separated (default {_DEFAULT_POLICIES})")
-    policy.add_argument("-s", "--grace-period-weight", default="4.0", help="FitGpp's s (eq. 3; default 4.0)")
     policy.add_argument(
-        "-P", "--max-preemptions", default="1", help="P: preemptions per job at most, or 'inf' (default 1)"
+        "--policies",
+        default=None,
+        help=f"comma-separated (default: fitgpp {_DEFAULT_POLICIES}; allox allox,allox+,es,drff,drfs,drfa,srpt)",
+    )
+    policy.add_argument("-s", "--grace-period-weight", default=None, help="FitGpp's s (eq. 3; default 4.0)")
+    policy.add_argument(
+        "-P", "--max-preemptions", default=None, help="P: preemptions per job at most, or 'inf' (default 1)"
+    )
+    policy.add_argument("--alpha", default=None, help="allox: AlloX's fairness knob in [0, 1] (default 0.1, as in §5.1)")
+    policy.add_argument(
+        "--timeout", default=None, help="allox: AlloX+'s waiting timeout in minutes (default 240; 'inf' disables it)"
     )
 
     output = parser.add_argument_group("output")
     output.add_argument("--table4", action="store_true", help="also run the preemptive policies with P unlimited (Table 4)")
     output.add_argument("--paper", action="store_true", help="print the paper's numbers under ours")
-    output.add_argument("--sweep", default=None, metavar="NAME", help=f"sensitivity sweep: {', '.join(SWEEPS)} (Figs. 4-7)")
+    output.add_argument(
+        "--sweep",
+        default=None,
+        metavar="NAME",
+        help=f"sensitivity sweep: fitgpp {', '.join(SWEEPS)} (Figs. 4-7); allox alpha, load, estimation-error, "
+        "profiling-overhead (Figs. 16-18)",
+    )
     output.add_argument("--sweep-values", default=None, metavar="LIST", help="comma-separated values for --sweep")
     output.add_argument("--output-json", metavar="FILE", help="write the results as JSON")
     output.add_argument("--plots", metavar="DIR", help="write PNG figures into DIR")
@@ -112,73 +155,53 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     output.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
 
 
-class _BadOption(InvalidRequest):
-    pass
+_BadOption = BadOption
+_fail_option = fail_option
+_float = parse_float
+_int = parse_int
 
 
-def _fail_option(option: str, message: str) -> NoReturn:
-    raise _BadOption(message, field=option)
-
-
-def _float(text: str, option: str, *, low: float = -math.inf, positive: bool = False) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        _fail_option(option, f"{text!r} is not a number")
-    if math.isnan(value) or value < low or (positive and value <= 0):
-        _fail_option(option, f"{text!r} is out of range")
-    return value
-
-
-def _int(text: str, option: str, *, low: int) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        _fail_option(option, f"{text!r} is not a whole number")
-    if value < low:
-        _fail_option(option, f"{text!r} is less than {low}")
-    return value
+def _or(value: str | None, default: str) -> str:
+    return default if value is None else value
 
 
 def _settings(args: argparse.Namespace) -> FitGppSettings:
-    weight = _float(args.grace_period_weight, "--grace-period-weight", low=0.0)
+    weight = _float(_or(args.grace_period_weight, "4.0"), "--grace-period-weight", low=0.0)
     if not math.isfinite(weight):
         _fail_option("--grace-period-weight", f"{args.grace_period_weight!r} is not finite")
-    text = str(args.max_preemptions).strip().lower()
+    text = _or(args.max_preemptions, "1").strip().lower()
     limit = None if text in ("inf", "infinite", "none", "unlimited") else _int(text, "--max-preemptions", low=0)
     return FitGppSettings(grace_period_weight=weight, max_preemptions=limit)
 
 
-def _cluster(args: argparse.Namespace) -> ClusterSpec:
+def cluster_from(args: argparse.Namespace, default: ClusterSpec) -> ClusterSpec:
+    """--nodes and --node-*, each defaulting to ``default``'s (the workload's cluster)."""
+    base = default.node
     try:
         node = Resources(
-            cpu_millis=cpu_millis(args.node_cpu, field="--node-cpu"),
-            memory_bytes=whole_units(args.node_memory, field="--node-memory"),
-            gpus=device_count(args.node_gpus, field="--node-gpus"),
+            cpu_millis=base.cpu_millis if args.node_cpu is None else cpu_millis(args.node_cpu, field="--node-cpu"),
+            memory_bytes=base.memory_bytes if args.node_memory is None else whole_units(args.node_memory, field="--node-memory"),
+            gpus=base.gpus if args.node_gpus is None else device_count(args.node_gpus, field="--node-gpus"),
         )
     except InvalidRequest as error:
         raise _BadOption(str(error)) from None
-    return ClusterSpec(nodes=_int(args.nodes, "--nodes", low=1), node=node)
+    nodes = default.nodes if args.nodes is None else _int(args.nodes, "--nodes", low=1)
+    return ClusterSpec(nodes=nodes, node=node)
+
+
+def _cluster(args: argparse.Namespace) -> ClusterSpec:
+    return cluster_from(args, ClusterSpec())
 
 
 def _policies(text: str) -> list[str]:
-    names = [name.strip() for name in text.split(",") if name.strip()]
-    if not names:
-        _fail_option("--policies", "no policy named")
-    known = policy_names()
-    for name in names:
-        if name not in known:
-            _fail_option("--policies", f"unknown policy {name!r} (known: {', '.join(known)})")
-    if len(set(names)) != len(names):
-        _fail_option("--policies", "a policy is named twice")
-    return names
+    return policy_list(text, policy_names(), workload="fitgpp", other=policy_names("interchangeable"))
 
 
 def _experiment(args: argparse.Namespace, settings: FitGppSettings) -> Experiment:
     if args.workload is not None and args.trace is not None:
         _fail_option("--trace", "give either --workload or --trace")
     if args.workload not in (None, "fitgpp"):
-        _fail_option("--workload", f"unknown workload {args.workload!r} (known: fitgpp)")
+        _fail_option("--workload", f"unknown workload {args.workload!r} (known: fitgpp, allox)")
     arrivals = args.arrivals or ("trace" if args.trace else "fifo-load")
     if arrivals not in ("fifo-load", "trace"):
         _fail_option("--arrivals", f"{arrivals!r} is not fifo-load or trace")
@@ -188,14 +211,14 @@ def _experiment(args: argparse.Namespace, settings: FitGppSettings) -> Experimen
     jobs_default = len(trace) if trace is not None else 2**16
     jobs = jobs_default if args.jobs is None else _int(args.jobs, "--jobs", low=1)
     seed = _int(args.seed, "--seed", low=0)
-    tick = _float(args.tick, "--tick", low=0.0)
+    tick = _float(_or(args.tick, "0"), "--tick", low=0.0)
     if not math.isfinite(tick):
         _fail_option("--tick", f"{args.tick!r} is not finite")
     repeat = _int(args.repeat, "--repeat", low=1)
-    te_share = _float(args.te_share, "--te-share", low=0.0)
+    te_share = _float(_or(args.te_share, "0.3"), "--te-share", low=0.0)
     if te_share > 1:
         _fail_option("--te-share", f"{args.te_share!r} is not a fraction in [0, 1]")
-    gp_scale = _float(args.gp_scale, "--gp-scale", low=0.0)
+    gp_scale = _float(_or(args.gp_scale, "1.0"), "--gp-scale", low=0.0)
     if not math.isfinite(gp_scale):
         _fail_option("--gp-scale", f"{args.gp_scale!r} is not finite")
     workload = FitGppWorkload(te_share=te_share, gp_scale=gp_scale)
@@ -212,10 +235,10 @@ def _experiment(args: argparse.Namespace, settings: FitGppSettings) -> Experimen
         workload=workload,
         trace=trace,
         arrivals=arrivals,  # type: ignore[arg-type]
-        load=_float(args.load, "--load", positive=True),
+        load=_float(_or(args.load, "2.0"), "--load", positive=True),
         jobs=jobs,
         seeds=tuple(range(seed, seed + repeat)),
-        variants=Experiment.standard_variants(_policies(args.policies), settings),
+        variants=Experiment.standard_variants(_policies(_or(args.policies, _DEFAULT_POLICIES)), settings),
         tick=tick,
     )
 
@@ -268,13 +291,23 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    if args.workload == "allox":
+        for attribute, option in _FITGPP_ONLY:
+            if getattr(args, attribute) not in (None, False):
+                _fail_option(option, "not an option of workload allox")
+        from scheduler.simulator.allox.cli import run_allox
+
+        return run_allox(args)
+    for attribute, option in _ALLOX_ONLY:
+        if getattr(args, attribute) is not None:
+            _fail_option(option, "an option of workload allox only (add --workload allox)")
     settings = _settings(args)
     experiment = _experiment(args, settings)
     workers = _int(args.workers, "--workers", low=1)
     plots = Path(args.plots) if args.plots else None
     sweep: str | None = args.sweep
     if sweep is not None and sweep not in SWEEPS:
-        _fail_option("--sweep", f"unknown sweep {sweep!r} (known: {', '.join(SWEEPS)})")
+        _fail_option("--sweep", f"unknown sweep {sweep!r} for workload fitgpp (known: {', '.join(SWEEPS)})")
     if plots is not None:
         try:
             plots.mkdir(parents=True, exist_ok=True)

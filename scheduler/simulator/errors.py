@@ -12,10 +12,18 @@ class TraceError(InvalidRequest):
 
 
 class UnknownPolicy(InvalidRequest):
-    """A policy name nobody registered."""
+    """A policy name nobody registered, or one registered for the other job model (a FitGpp
+    policy asked to run interchangeable jobs, or the reverse)."""
 
-    def __init__(self, name: str, known: list[str]) -> None:
-        super().__init__(f"unknown policy {name!r} (known: {', '.join(known)})", field="policy")
+    def __init__(self, name: str, known: list[str], *, other_model: str | None = None) -> None:
+        if other_model is None:
+            message = f"unknown policy {name!r} (known: {', '.join(known)})"
+        else:
+            message = (
+                f"policy {name!r} does not run on this workload: it schedules {other_model} jobs "
+                f"(known here: {', '.join(known)})"
+            )
+        super().__init__(message, field="policy")
         self.name = name
 
 

@@ -2,10 +2,16 @@
 
 A policy gets one :meth:`Policy.schedule` call per instant, after that instant's events, and
 acts through the simulation: :meth:`~Simulation.try_place` starts a job where the resource-fit
-engine finds room, :meth:`~Simulation.preempt` suspends victims for a TE job. A new policy (the
-AlloX ones in a later issue) implements ``schedule`` and registers a factory::
+engine finds room, :meth:`~Simulation.preempt` suspends victims for a TE job. A new policy
+implements ``schedule`` and registers a factory::
 
-    register_policy("allox", lambda options: AlloxPolicy(options))
+    register_policy("fifo", FifoPolicy)
+
+Policies are registered for one *job model*: ``"demand"`` (jobs with one resource demand, run
+by :class:`~scheduler.simulator.simulation.Simulation`: the ``fitgpp`` workload and traces) or
+``"interchangeable"`` (jobs with a processing time per configuration, CPU or GPU, run by
+:class:`~scheduler.simulator.allox.simulation.InterchangeableSimulation`: the ``allox``
+workload; those policies are in :mod:`scheduler.simulator.allox.policies`).
 
 The four of arXiv:1902.01613 §4.1 are here. All are FIFO at heart (§3: "built on the FIFO
 principle"): a queue head that cannot start blocks the jobs behind it (head-of-line blocking,
@@ -28,7 +34,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Iterable, Protocol
+from typing import TYPE_CHECKING, Callable, Final, Iterable, Literal, Protocol, cast
 
 from scheduler.preemption.fitgpp import PreemptionDecision, choose_victims
 from scheduler.preemption.model import FitGppSettings
@@ -40,12 +46,24 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class AlloxOptions:
+    """Settings of the interchangeable-job policies: AlloX's fairness knob ``alpha`` (§3.3.3;
+    the paper's simulations use 0.1) and AlloX+'s waiting ``timeout`` in seconds (§4.4; the
+    paper gives no value, README.md says how ours was chosen)."""
+
+    alpha: float = 0.1
+    timeout: float = 4 * 3600.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class PolicyOptions:
-    """What a policy factory gets: FitGpp's settings (P applies to every preemptive policy) and
-    the run's seed (for RAND's order and FitGpp's fallback)."""
+    """What a policy factory gets: FitGpp's settings (P applies to every preemptive policy),
+    the run's seed (for RAND's order and FitGpp's fallback) and, for the interchangeable-job
+    policies, :class:`AlloxOptions`."""
 
     settings: FitGppSettings
     seed: int = 0
+    allox: AlloxOptions = AlloxOptions()
 
 
 class Policy(Protocol):
@@ -62,26 +80,47 @@ class Policy(Protocol):
         ...
 
 
+JobModel = Literal["demand", "interchangeable"]
+JOB_MODELS: Final[tuple[JobModel, ...]] = ("demand", "interchangeable")
 PolicyFactory = Callable[[PolicyOptions], Policy]
-_REGISTRY: dict[str, PolicyFactory] = {}
+_REGISTRY: dict[str, tuple[JobModel, Callable[[PolicyOptions], object]]] = {}
 
 
-def register_policy(name: str, factory: PolicyFactory) -> None:
-    """Make ``name`` available to the simulator and ``cellfit simulate --policies``."""
+def register_policy(name: str, factory: Callable[[PolicyOptions], object], *, model: JobModel = "demand") -> None:
+    """Make ``name`` available to the simulator and ``cellfit simulate --policies``, for the
+    workloads of job model ``model``. The factory returns a :class:`Policy` for ``"demand"``
+    and an :class:`~scheduler.simulator.allox.policies.InterchangeablePolicy` for
+    ``"interchangeable"``."""
+    if model not in JOB_MODELS:
+        raise ValueError(f"unknown job model {model!r}")
     if name in _REGISTRY:
         raise ValueError(f"policy {name!r} is already registered")
-    _REGISTRY[name] = factory
+    _REGISTRY[name] = (model, factory)
 
 
-def policy_names() -> list[str]:
-    return list(_REGISTRY)
+def policy_names(model: JobModel = "demand") -> list[str]:
+    """The policies registered for ``model``, in registration order."""
+    return [name for name, (registered, _) in _REGISTRY.items() if registered == model]
+
+
+def policy_model(name: str) -> JobModel | None:
+    """The job model ``name`` is registered for; None if nobody registered it."""
+    entry = _REGISTRY.get(name)
+    return entry[0] if entry else None
+
+
+def build_policy(name: str, options: PolicyOptions, *, model: JobModel) -> object:
+    """The factory's product for ``name``; :class:`UnknownPolicy` if ``name`` is not registered
+    for ``model`` (the message lists the policies that are)."""
+    entry = _REGISTRY.get(name)
+    if entry is None or entry[0] != model:
+        raise UnknownPolicy(name, policy_names(model), other_model=entry[0] if entry else None)
+    return entry[1](options)
 
 
 def make_policy(name: str, options: PolicyOptions) -> Policy:
-    factory = _REGISTRY.get(name)
-    if factory is None:
-        raise UnknownPolicy(name, policy_names())
-    return factory(options)
+    """A policy for the demand model (the ``fitgpp`` workload and traces)."""
+    return cast(Policy, build_policy(name, options, model="demand"))
 
 
 class _Blocked:

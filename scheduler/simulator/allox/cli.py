@@ -1,0 +1,182 @@
+"""``cellfit simulate --workload allox``: AlloX's experiments (EuroSys'20 §5) — the policies'
+average JCT, the users' progress spread and utilisation per kind, or a sweep (α, load,
+estimation error, profiling overhead) — as a table, ``--output-json`` and ``--plots`` PNGs.
+
+Called by :func:`scheduler.simulator.cli.run` for ``--workload allox``; options are parsed
+here, and every bad value is one error naming the option (exit 2)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from pathlib import Path
+from typing import Final
+
+from scheduler.simulator.allox.experiment import (
+    ALLOX_SWEEPS,
+    DEFAULT_ALLOX_SWEEP_VALUES,
+    DEFAULT_SWEEP_POLICIES,
+    AlloxExperiment,
+    AlloxSweepName,
+    run_allox_experiment,
+    run_allox_sweep,
+)
+from scheduler.simulator.allox.policies import PAPER_POLICIES, interchangeable_policy_names
+from scheduler.simulator.allox.report import document, sweep_document, sweep_table, tables
+from scheduler.simulator.allox.workload import ALLOX_CLUSTER, AlloxWorkload, describe
+from scheduler.simulator.cli import EXIT_FAILED, EXIT_OK, _fail, cluster_from
+from scheduler.simulator.errors import InvalidWorkload
+from scheduler.simulator.options import BadOption, fail_option, parse_float, parse_int, policy_list
+from scheduler.simulator.policies import AlloxOptions, policy_names
+from scheduler.simulator.progress import ProgressBar
+
+_PROG: Final = "cellfit simulate"
+DEFAULT_JOBS: Final = 10_000  # §5.1: 10 users, "over 1000 jobs for each user"
+DEFAULT_LOAD: Final = 0.9
+DEFAULT_TIMEOUT_MINUTES: Final = 240.0
+
+
+def _options(args: argparse.Namespace) -> AlloxOptions:
+    alpha = parse_float(args.alpha if args.alpha is not None else "0.1", "--alpha", low=0.0)
+    if alpha > 1:
+        fail_option("--alpha", f"{args.alpha!r} is not in [0, 1]")
+    text = (args.timeout if args.timeout is not None else str(DEFAULT_TIMEOUT_MINUTES)).strip().lower()
+    minutes = math.inf if text in ("inf", "none", "unlimited") else parse_float(text, "--timeout", low=0.0)
+    return AlloxOptions(alpha=alpha, timeout=minutes * 60.0)
+
+
+def _workload(args: argparse.Namespace) -> AlloxWorkload:
+    workload = AlloxWorkload()
+    for assignment in args.set:
+        key, equals, value = assignment.partition("=")
+        key = key.strip()
+        if not equals:
+            fail_option("--set", f"{assignment!r} is not KEY=VALUE")
+        if not key.startswith("allox."):
+            fail_option(f"--set {key}", f"{key!r} is not a parameter of workload allox (its keys start with 'allox.')")
+        try:
+            workload = workload.with_parameter(key, parse_float(value, f"--set {key}"))
+        except InvalidWorkload as error:
+            raise BadOption(str(error), field=f"--set {key}") from None
+    return workload
+
+
+def _sweep_values(name: str, text: str | None) -> list[float]:
+    if text is None:
+        return list(DEFAULT_ALLOX_SWEEP_VALUES[name])
+    values = [parse_float(part.strip(), "--sweep-values", low=0.0) for part in text.split(",") if part.strip()]
+    if not values:
+        fail_option("--sweep-values", "no value given")
+    if name == "alpha" and any(v > 1 for v in values):
+        fail_option("--sweep-values", "alpha values are in [0, 1]")
+    if name == "load" and any(v <= 0 for v in values):
+        fail_option("--sweep-values", "loads are positive")
+    if name in ("estimation-error", "profiling-overhead") and any(v > 1 for v in values):
+        fail_option("--sweep-values", f"{name} values are in [0, 1]")
+    return values
+
+
+def _experiment(args: argparse.Namespace, sweep: str | None) -> AlloxExperiment:
+    workload = _workload(args)
+    options = _options(args)
+    cluster = cluster_from(args, ALLOX_CLUSTER)
+    jobs = DEFAULT_JOBS if args.jobs is None else parse_int(args.jobs, "--jobs", low=1)
+    load = parse_float(args.load if args.load is not None else str(DEFAULT_LOAD), "--load", positive=True)
+    if not math.isfinite(load):
+        fail_option("--load", f"{args.load!r} is not finite")
+    seed = parse_int(args.seed, "--seed", low=0)
+    repeat = parse_int(args.repeat, "--repeat", low=1)
+    default = ",".join(DEFAULT_SWEEP_POLICIES[sweep] if sweep else PAPER_POLICIES)
+    names = policy_list(
+        args.policies if args.policies is not None else default,
+        interchangeable_policy_names(),
+        workload="allox",
+        other=policy_names("demand"),
+    )
+    machines = workload.machines(cluster)
+    if not machines:
+        fail_option("--nodes", "the cluster has no GPU and no CPU slot of allox.cpu_slot_cores cores")
+    return AlloxExperiment(
+        cluster=cluster,
+        workload=workload,
+        load=load,
+        jobs=jobs,
+        seeds=tuple(range(seed, seed + repeat)),
+        variants=AlloxExperiment.variants_for(names, options),
+    )
+
+
+def _settings_document(args: argparse.Namespace, experiment: AlloxExperiment) -> dict[str, object]:
+    options = experiment.variants[0].options
+    machines = experiment.workload.machines(experiment.cluster)
+    return {
+        "workload": "allox",
+        "load": experiment.load,
+        "jobs": experiment.jobs,
+        "seeds": list(experiment.seeds),
+        "nodes": experiment.cluster.nodes,
+        "node": experiment.cluster.node.describe(),
+        "machines": {kind: sum(1 for m in machines if m.kind == kind) for kind in ("gpu", "cpu")},
+        "alpha": options.alpha,
+        "timeout_minutes": None if math.isinf(options.timeout) else options.timeout / 60.0,
+        "parameters": describe(experiment.workload),
+        "set": list(args.set),
+    }
+
+
+def run_allox(args: argparse.Namespace) -> int:
+    sweep: str | None = args.sweep
+    if sweep is not None and sweep not in ALLOX_SWEEPS:
+        fail_option("--sweep", f"unknown sweep {sweep!r} for workload allox (known: {', '.join(ALLOX_SWEEPS)})")
+    experiment = _experiment(args, sweep)
+    workers = parse_int(args.workers, "--workers", low=1)
+    plots = Path(args.plots) if args.plots else None
+    values = _sweep_values(sweep, args.sweep_values) if sweep is not None else []
+    if plots is not None:
+        try:
+            plots.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            return _fail(f"cannot create {plots}: {error.strerror or error}", EXIT_FAILED)
+    progress = ProgressBar(enabled=not args.no_progress)
+    started = time.perf_counter()
+    meta = _settings_document(args, experiment)
+    try:
+        if sweep is not None:
+            points = run_allox_sweep(sweep, values, experiment, workers=workers, progress=progress)
+            progress.close()
+            sys.stdout.write(sweep_table(sweep, points))
+            result: dict[str, object] = sweep_document(sweep, points, settings=meta)
+            if plots is not None:
+                from scheduler.simulator.allox.plots import plot_sweep
+
+                path = plot_sweep(sweep, points, plots / f"allox-sweep-{sweep}.png", title=f"AlloX sweep over {sweep}")
+                print(f"wrote {path}", file=sys.stderr)
+            events = sum(s.events * len(s.seeds) for p in points for s in p.summaries.values())
+        else:
+            outcome = run_allox_experiment(experiment, workers=workers, progress=progress)
+            progress.close()
+            sys.stdout.write(tables(outcome.summaries))
+            result = document(outcome.summaries, settings=meta)
+            if plots is not None:
+                from scheduler.simulator.allox.plots import plot_policies
+
+                path = plot_policies(
+                    outcome.summaries,
+                    plots / "allox.png",
+                    title=f"AlloX workload, load {experiment.load:g}, {experiment.jobs} jobs",
+                )
+                print(f"wrote {path}", file=sys.stderr)
+            events = sum(r.events for runs in outcome.runs.values() for r in runs)
+    finally:
+        progress.close()
+    elapsed = time.perf_counter() - started
+    print(f"{_PROG}: {events:.0f} events in {elapsed:.1f} s ({events / max(elapsed, 1e-9):,.0f} events/s)", file=sys.stderr)
+    if args.output_json:
+        try:
+            Path(args.output_json).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+        except OSError as error:
+            return _fail(f"cannot write {args.output_json}: {error.strerror or error}", EXIT_FAILED)
+    return EXIT_OK

@@ -1,0 +1,196 @@
+"""Experiments on the ``allox`` workload: policies × seeds on one workload, and the sweeps of
+EuroSys'20 Figs. 16–18 (α, estimation error, profiling overhead) plus one over the load.
+
+Every policy of an experiment sees the same jobs for a seed (same arrivals, same true and
+estimated times), so differences are the policies' own.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field, replace
+from typing import Callable, Final, Literal, Sequence
+
+from scheduler.preemption.model import FitGppSettings
+from scheduler.simulator.allox.policies import ALPHA_POLICIES, make_interchangeable_policy
+from scheduler.simulator.allox.results import AlloxSummary, average, summarise
+from scheduler.simulator.allox.simulation import AlloxRunResult, InterchangeableSimulation
+from scheduler.simulator.allox.workload import ALLOX_CLUSTER, AlloxJobSpec, AlloxWorkload
+from scheduler.simulator.policies import AlloxOptions, PolicyOptions
+from scheduler.simulator.workload import ClusterSpec
+
+AlloxSweepName = Literal["alpha", "load", "estimation-error", "profiling-overhead"]
+ALLOX_SWEEPS: Final[tuple[AlloxSweepName, ...]] = ("alpha", "load", "estimation-error", "profiling-overhead")
+# Fig. 16 varies α from 0.1 to 1; Figs. 17 and 18 do not print their x axes in the text, so
+# ours span the paper's defaults (10% error, 3% overhead) to several times them.
+DEFAULT_ALLOX_SWEEP_VALUES: Final[dict[str, tuple[float, ...]]] = {
+    "alpha": (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0),
+    "load": (0.5, 0.6, 0.7, 0.8, 0.9, 0.95),
+    "estimation-error": (0.0, 0.1, 0.2, 0.3, 0.5),
+    "profiling-overhead": (0.0, 0.03, 0.1, 0.2, 0.4),
+}
+# The policies each figure compares when --policies is not given.
+DEFAULT_SWEEP_POLICIES: Final[dict[str, tuple[str, ...]]] = {
+    "alpha": ("allox", "es", "srpt"),
+    "load": ("allox", "allox+", "es", "drff", "drfs", "drfa", "srpt"),
+    "estimation-error": ("allox", "es", "srpt"),
+    "profiling-overhead": ("allox", "es", "drff", "srpt"),
+}
+
+ProgressCallback = Callable[[int, int, int, int, str], None]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AlloxVariant:
+    """One line of a table: a registered interchangeable policy with its options."""
+
+    label: str
+    policy: str
+    options: AlloxOptions = AlloxOptions()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AlloxExperiment:
+    cluster: ClusterSpec = ALLOX_CLUSTER
+    workload: AlloxWorkload = field(default_factory=AlloxWorkload)
+    load: float = 0.9
+    jobs: int = 10_000
+    seeds: tuple[int, ...] = (1,)
+    variants: tuple[AlloxVariant, ...] = ()
+
+    @staticmethod
+    def variants_for(policies: Sequence[str], options: AlloxOptions) -> tuple[AlloxVariant, ...]:
+        for name in policies:
+            make_interchangeable_policy(name, PolicyOptions(settings=FitGppSettings(), allox=options))  # UnknownPolicy
+        return tuple(AlloxVariant(label=name, policy=name, options=options) for name in policies)
+
+    def jobs_for(self, seed: int) -> list[AlloxJobSpec]:
+        return self.workload.generate(jobs=self.jobs, seed=seed, cluster=self.cluster, load=self.load)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AlloxOutcome:
+    summaries: dict[str, AlloxSummary]
+    runs: dict[str, list[AlloxRunResult]]
+
+
+def run_variant(
+    experiment: AlloxExperiment,
+    variant: AlloxVariant,
+    jobs: Sequence[AlloxJobSpec],
+    *,
+    seed: int,
+    on_progress: Callable[[int, int], None] | None = None,
+) -> AlloxRunResult:
+    policy = make_interchangeable_policy(
+        variant.policy, PolicyOptions(settings=FitGppSettings(), seed=seed, allox=variant.options)
+    )
+    simulation = InterchangeableSimulation(
+        cluster=experiment.cluster,
+        workload=experiment.workload,
+        jobs=jobs,
+        policy=policy,
+        seed=seed,
+        on_progress=on_progress,
+    )
+    return simulation.run()
+
+
+def _task(args: tuple[AlloxExperiment, AlloxVariant, int]) -> AlloxRunResult:
+    experiment, variant, seed = args
+    return run_variant(experiment, variant, experiment.jobs_for(seed), seed=seed)
+
+
+def run_allox_experiment(
+    experiment: AlloxExperiment, *, workers: int = 1, progress: ProgressCallback | None = None
+) -> AlloxOutcome:
+    """Every variant on every seed; ``workers`` > 1 runs them in parallel processes (the same
+    results: each run is deterministic on its own)."""
+    pending = [(variant, seed) for seed in experiment.seeds for variant in experiment.variants]
+    total = len(pending)
+    finished = 0
+    runs: dict[str, list[AlloxRunResult]] = {variant.label: [] for variant in experiment.variants}
+
+    def ran(label: str) -> None:
+        nonlocal finished
+        finished += 1
+        if progress is not None:
+            progress(finished, total, 0, 0, label)
+
+    if workers > 1 and total > 1:
+        with ProcessPoolExecutor(max_workers=workers) as pool:
+            tasks = [(experiment, variant, seed) for variant, seed in pending]
+            for (variant, seed), result in zip(pending, pool.map(_task, tasks)):
+                runs[variant.label].append(result)
+                ran(f"{variant.label}, seed {seed}")
+    else:
+        jobs_by_seed: dict[int, list[AlloxJobSpec]] = {}
+        for variant, seed in pending:
+            jobs = jobs_by_seed.get(seed)
+            if jobs is None:
+                jobs = jobs_by_seed[seed] = experiment.jobs_for(seed)
+            label = f"{variant.label}, seed {seed}"
+            reporter = None
+            if progress is not None:
+                callback = progress
+                reporter = lambda done, all_jobs, label=label: callback(finished, total, done, all_jobs, label)  # noqa: E731
+            runs[variant.label].append(run_variant(experiment, variant, jobs, seed=seed, on_progress=reporter))
+            ran(label)
+    summaries = {label: average([summarise(run, label=label) for run in results]) for label, results in runs.items()}
+    return AlloxOutcome(summaries=summaries, runs=runs)
+
+
+# ---------------------------------------------------------------------- sweeps
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AlloxSweepPoint:
+    value: float
+    summaries: dict[str, AlloxSummary]
+
+
+def sweep_experiments(
+    name: AlloxSweepName, values: Sequence[float], base: AlloxExperiment
+) -> list[tuple[float, AlloxExperiment]]:
+    """One experiment per value: ``alpha`` changes the α-dependent policies' options (the
+    others are run once, see :func:`run_allox_sweep`); ``load``, ``estimation-error`` and
+    ``profiling-overhead`` change the workload under every policy."""
+    out: list[tuple[float, AlloxExperiment]] = []
+    for value in values:
+        if name == "alpha":
+            variants = tuple(
+                replace(variant, options=replace(variant.options, alpha=value))
+                for variant in base.variants
+                if variant.policy in ALPHA_POLICIES
+            )
+            out.append((value, replace(base, variants=variants)))
+        elif name == "load":
+            out.append((value, replace(base, load=value)))
+        elif name == "estimation-error":
+            out.append((value, replace(base, workload=base.workload.with_changes(estimation_error=value))))
+        else:
+            out.append((value, replace(base, workload=base.workload.with_changes(profiling_overhead=value))))
+    return out
+
+
+def run_allox_sweep(
+    name: AlloxSweepName,
+    values: Sequence[float],
+    base: AlloxExperiment,
+    *,
+    workers: int = 1,
+    progress: ProgressCallback | None = None,
+) -> list[AlloxSweepPoint]:
+    """The sweep's points. For ``alpha`` the policies that do not read α (ES, SRPT, ...) are
+    run once and shown at every point, as the reference lines of Fig. 16."""
+    fixed: dict[str, AlloxSummary] = {}
+    if name == "alpha":
+        others = tuple(variant for variant in base.variants if variant.policy not in ALPHA_POLICIES)
+        if others:
+            fixed = run_allox_experiment(replace(base, variants=others), workers=workers, progress=progress).summaries
+    points = []
+    for value, experiment in sweep_experiments(name, values, base):
+        summaries = run_allox_experiment(experiment, workers=workers, progress=progress).summaries if experiment.variants else {}
+        ordered = {variant.label: (summaries.get(variant.label) or fixed[variant.label]) for variant in base.variants}
+        points.append(AlloxSweepPoint(value=value, summaries=ordered))
+    return points

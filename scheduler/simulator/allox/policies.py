@@ -1,0 +1,171 @@
+"""The interchangeable-job policies of ``cellfit simulate``: AlloX, AlloX+ and the paper's
+baselines (EuroSys'20 §2.2, §4.4, §5.1.1), each driving the policy object of
+:mod:`scheduler.matching` — the same code the live path will run — through
+:class:`~scheduler.simulator.allox.simulation.InterchangeableSimulation`.
+
+| name | object | estimates |
+|---|---|---|
+| ``allox`` | :class:`~scheduler.matching.AlloxScheduler` (α, demand-based progress) | yes |
+| ``allox+`` | :class:`~scheduler.matching.AlloxPlusScheduler` (timeout) | yes |
+| ``es`` | :class:`~scheduler.matching.EqualShareScheduler` | yes |
+| ``drff`` | :class:`~scheduler.matching.DrfScheduler` ``order="fcfs"`` | no: users state the configuration they prefer |
+| ``drfs`` | :class:`~scheduler.matching.DrfScheduler` ``order="sjf"`` | yes |
+| ``drfa`` | :class:`~scheduler.matching.DrfaScheduler` (mean speedup of the jobs it sees) | yes |
+| ``srpt`` | :func:`~scheduler.matching.srpt_allocation` at every event, preemptive | yes |
+| ``bf`` | :class:`~scheduler.matching.BestFitScheduler` | no: the preferred configuration only |
+| ``jsq+`` | :class:`~scheduler.matching.JsqPlusScheduler` | yes |
+| ``sjf+`` | :class:`~scheduler.matching.SjfPlusScheduler` | yes |
+
+A policy that needs estimates sees each job's estimated times (and, with a profiling overhead,
+only once the job's samples are done); one that does not (DRFF, BF: §5.3.2 "DRFF does not
+require estimation") sees the true times but reads nothing from them except which
+configuration is faster — the preference a user states.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Callable, Protocol, cast
+
+from scheduler.matching.allox import AlloxScheduler
+from scheduler.matching.alloxplus import AlloxPlusScheduler
+from scheduler.matching.baselines import (
+    BestFitScheduler,
+    DrfaScheduler,
+    DrfScheduler,
+    EqualShareScheduler,
+    JsqPlusScheduler,
+    SjfPlusScheduler,
+    srpt_allocation,
+)
+from scheduler.matching.fairness import ShareModel
+from scheduler.matching.model import Machine
+from scheduler.matching.policy import Policy as MatchingPolicy
+from scheduler.simulator.policies import PolicyOptions, build_policy, policy_names, register_policy
+
+if TYPE_CHECKING:
+    from scheduler.simulator.allox.simulation import InterchangeableSimulation
+
+
+class InterchangeablePolicy(Protocol):
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def preemptive(self) -> bool: ...
+
+    @property
+    def needs_estimates(self) -> bool:
+        """Whether its jobs must be profiled (§4.1) before it can schedule them."""
+        ...
+
+    def schedule(self, sim: InterchangeableSimulation) -> None:
+        """Start (and, if preemptive, stop) jobs for the current instant (``sim.now``)."""
+        ...
+
+
+class MatchingDriver:
+    """Drives a :class:`scheduler.matching.policy.Policy`: whenever a machine is free and a job
+    waits, one ``on_machine_free`` call with the idle machines, the waiting jobs, every busy
+    machine's expected end and the running jobs; every decision is started as given (the
+    simulation refuses an impossible one). ``build`` makes the policy object once the cluster
+    is known (fairness needs its capacity)."""
+
+    preemptive = False
+
+    def __init__(self, name: str, build: Callable[[ShareModel], MatchingPolicy], *, needs_estimates: bool) -> None:
+        self.name = name
+        self.needs_estimates = needs_estimates
+        self._build = build
+        self._inner: MatchingPolicy | None = None
+
+    @property
+    def inner(self) -> MatchingPolicy | None:
+        return self._inner
+
+    def schedule(self, sim: InterchangeableSimulation) -> None:
+        if self._inner is None:
+            self._inner = self._build(sim.shares)
+        free = sim.free_machines()
+        if not free:
+            return
+        decisions = self._inner.on_machine_free(
+            now=sim.now,
+            free_machines=free,
+            pending_jobs=sim.waiting_jobs(),
+            busy_until=sim.busy_until(),
+            running=sim.running(),
+        )
+        for assignment in decisions:
+            if assignment.start != sim.now:
+                raise AssertionError(f"{self.name}: job {assignment.job.name!r} starts at {assignment.start}, not now")
+            sim.start(assignment.job.name, assignment.machine)
+
+
+class SrptDriver:
+    """SRPT (§5.1.1), the preemptive reference: at every arrival and completion,
+    :func:`scheduler.matching.srpt_allocation` decides which jobs run where given the work
+    they have left (estimated), over the machines samples do not hold; running jobs it drops
+    are preempted and keep their progress, jobs it moves to another kind migrate, and a job it
+    keeps on the same kind stays on its machine. Preemption and migration cost nothing — what
+    makes it unrealistic, and a reference to beat."""
+
+    name = "srpt"
+    preemptive = True
+    needs_estimates = True
+
+    def schedule(self, sim: InterchangeableSimulation) -> None:
+        machines = [machine for machine in sim.machines if not sim.sampling(machine)]
+        jobs = sim.in_service()
+        allocation = srpt_allocation(machines=machines, remaining=[(job, left) for job, left, _ in jobs])
+        wanted = {job.name: machine.kind for job, machine in allocation}
+        kept: set[str] = set()
+        for job, _, machine in jobs:
+            if machine is None:
+                continue
+            if wanted.get(job.name) == machine.kind:
+                kept.add(job.name)
+            else:
+                sim.stop(job.name)
+        free: dict[str, list[Machine]] = {}
+        for machine in reversed(sim.free_machines()):
+            free.setdefault(machine.kind, []).append(machine)  # reversed: pop() gives cluster order
+        for job, machine in allocation:
+            if job.name not in kept:
+                sim.start(job.name, free[machine.kind].pop())
+
+
+def _matching(name: str, build: Callable[[PolicyOptions, ShareModel], MatchingPolicy], *, needs_estimates: bool = True) -> None:
+    register_policy(
+        name,
+        lambda options: MatchingDriver(name, lambda shares: build(options, shares), needs_estimates=needs_estimates),
+        model="interchangeable",
+    )
+
+
+_matching(
+    "allox",
+    lambda options, shares: AlloxScheduler(alpha=options.allox.alpha, shares=shares),
+)
+_matching("allox+", lambda options, shares: AlloxPlusScheduler(timeout=options.allox.timeout))
+_matching("es", lambda options, shares: EqualShareScheduler())
+_matching("drff", lambda options, shares: DrfScheduler(order="fcfs", shares=shares), needs_estimates=False)
+_matching("drfs", lambda options, shares: DrfScheduler(order="sjf", shares=shares))
+_matching("drfa", lambda options, shares: DrfaScheduler())
+register_policy("srpt", lambda options: SrptDriver(), model="interchangeable")
+_matching("bf", lambda options, shares: BestFitScheduler(), needs_estimates=False)
+_matching("jsq+", lambda options, shares: JsqPlusScheduler())
+_matching("sjf+", lambda options, shares: SjfPlusScheduler())
+
+# The policies whose result depends on α (an α sweep runs the others once).
+ALPHA_POLICIES = frozenset({"allox"})
+# The paper's §5 set, in its figures' order.
+PAPER_POLICIES = ("allox", "allox+", "es", "drff", "drfs", "drfa", "srpt")
+
+
+def make_interchangeable_policy(name: str, options: PolicyOptions) -> InterchangeablePolicy:
+    """The policy ``name`` for interchangeable jobs; :class:`UnknownPolicy` otherwise."""
+    return cast(InterchangeablePolicy, build_policy(name, options, model="interchangeable"))
+
+
+def interchangeable_policy_names() -> list[str]:
+    return policy_names("interchangeable")

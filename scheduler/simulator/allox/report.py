@@ -1,0 +1,143 @@
+"""Text tables for the ``allox`` workload (the numbers behind EuroSys'20 Figs. 12–14 and 16–18)
+and the ``--output-json`` documents. No I/O: functions return strings and plain dicts."""
+
+from __future__ import annotations
+
+from typing import Final, Mapping, Sequence
+
+from scheduler.simulator.allox.experiment import AlloxSweepPoint
+from scheduler.simulator.allox.results import AlloxSummary, total_utilisation
+from scheduler.simulator.report import number, percent
+from scheduler.simulator.results import change
+
+# §5.2.2: AlloX (α = 0.1) reduces the average JCT of these baselines by this much (Fig. 13),
+# and is 30% above SRPT (9% at α = 1, Fig. 16).
+PAPER_REDUCTION: Final = {"drff": -0.95, "drfs": -0.84, "es": -0.88, "drfa": -0.53}
+PAPER_ABOVE_SRPT: Final = 0.30
+
+
+def _rows(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    widths = [max(len(str(cell)) for cell in column) for column in zip(header, *rows)]
+    lines = [
+        "  ".join(str(cell).rjust(width) if i else str(cell).ljust(width) for i, (cell, width) in enumerate(zip(row, widths)))
+        for row in [header, *rows]
+    ]
+    return "\n".join(line.rstrip() for line in lines)
+
+
+def _signed(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:+.1f}%"
+
+
+def _util(summary: AlloxSummary, kind: str) -> str:
+    value = total_utilisation(summary, kind)
+    return "-" if value is None else percent(value)
+
+
+def jct_table(summaries: Mapping[str, AlloxSummary]) -> str:
+    """Fig. 13's average JCT (and its tail), Fig. 14's progress spread, Fig. 12's utilisation."""
+    reference = summaries.get("allox")
+    header = [
+        "policy",
+        "avg JCT [min]",
+        "allox vs it",
+        "p50",
+        "p95",
+        "p99",
+        "longest 1%",
+        "progress sd",
+        "GPU util",
+        "CPU util",
+        "on CPU",
+    ]
+    rows = []
+    for label, s in summaries.items():
+        versus = change(reference.average_jct, s.average_jct) if reference is not None and label != "allox" else None
+        rows.append(
+            [
+                label,
+                number(s.average_jct),
+                _signed(versus),
+                number(s.jct["p50"]),
+                number(s.jct["p95"]),
+                number(s.jct["p99"]),
+                number(s.longest_jct),
+                f"{s.progress_sd:.4f}",
+                _util(s, "gpu"),
+                _util(s, "cpu"),
+                percent(s.on_cpu),
+            ]
+        )
+    return (
+        "AlloX (EuroSys'20 Figs. 12-14): job completion time (JCT) [min], users' progress spread "
+        "(sd, in dominant shares), utilisation over the arrival window\n" + _rows(header, rows)
+    )
+
+
+def claims(summaries: Mapping[str, AlloxSummary]) -> str:
+    """The issue's acceptance figures: allox against the baselines and SRPT, beside the paper's."""
+    allox = summaries.get("allox")
+    if allox is None:
+        return ""
+    parts = []
+    for label, paper in PAPER_REDUCTION.items():
+        other = summaries.get(label)
+        if other is not None:
+            parts.append(f"vs {label} {_signed(change(allox.average_jct, other.average_jct))} (paper {_signed(paper)})")
+    srpt = summaries.get("srpt")
+    if srpt is not None:
+        parts.append(
+            f"vs srpt {_signed(change(allox.average_jct, srpt.average_jct))} (paper {_signed(PAPER_ABOVE_SRPT)} at alpha 0.1)"
+        )
+    return "allox average JCT " + ", ".join(parts) if parts else ""
+
+
+def tables(summaries: Mapping[str, AlloxSummary]) -> str:
+    parts = [jct_table(summaries)]
+    line = claims(summaries)
+    if line:
+        parts.append(line)
+    return "\n\n".join(parts) + "\n"
+
+
+def sweep_table(name: str, points: Sequence[AlloxSweepPoint]) -> str:
+    header = ["value", "policy", "avg JCT [min]", "p95", "longest 1%", "progress sd", "GPU util", "CPU util", "on CPU"]
+    rows = []
+    for point in points:
+        for label, s in point.summaries.items():
+            rows.append(
+                [
+                    f"{point.value:g}",
+                    label,
+                    number(s.average_jct),
+                    number(s.jct["p95"]),
+                    number(s.longest_jct),
+                    f"{s.progress_sd:.4f}",
+                    _util(s, "gpu"),
+                    _util(s, "cpu"),
+                    percent(s.on_cpu),
+                ]
+            )
+    return f"Sweep over {name}\n" + _rows(header, rows) + "\n"
+
+
+def document(summaries: Mapping[str, AlloxSummary], *, settings: Mapping[str, object]) -> dict[str, object]:
+    """``--output-json``: one key per policy (see :meth:`AlloxSummary.to_document`), each with
+    the settings it ran under."""
+    out: dict[str, object] = {}
+    for label, summary in summaries.items():
+        entry = summary.to_document()
+        entry["settings"] = dict(settings)
+        out[label] = entry
+    return out
+
+
+def sweep_document(name: str, points: Sequence[AlloxSweepPoint], *, settings: Mapping[str, object]) -> dict[str, object]:
+    return {
+        "sweep": name,
+        "settings": dict(settings),
+        "points": [
+            {"value": point.value, "policies": {label: s.to_document(per_seed=False) for label, s in point.summaries.items()}}
+            for point in points
+        ],
+    }

@@ -1,0 +1,534 @@
+"""The discrete-event simulation of interchangeable jobs (AlloX, EuroSys'20 §5): a virtual clock
+that jumps from event to event (arrivals, sample ends, job ends), machines that are whole GPUs or
+CPU slots (:func:`scheduler.matching.capacity.machines_for`), and every start booked on its node
+through the same :class:`~scheduler.core.fit.ResourceFitEngine` the extender uses, so a policy
+that over-allocates a node fails loudly instead of producing a result.
+
+A job's life: it arrives; if its policy needs estimates and profiling costs anything, its two
+samples (one per kind, §4.1) run first — ahead of every waiting job, FIFO among samples, on at
+most ``sample_share`` of each kind's machines (§4.4); it then waits until the policy starts it on
+a machine, and runs for its *true* processing time on that kind (the policy only ever sees the
+estimates). A preemptive policy (SRPT) may stop a running job; it keeps the fraction of its work
+done and may resume on any machine (preemption and migration are free, §5.1.1).
+
+At each instant, job and sample ends are applied first, then arrivals, then samples take free
+machines, then the policy gets one :meth:`InterchangeablePolicy.schedule` call (a non-preemptive
+policy only when a machine is free and a job waits).
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import deque
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import TYPE_CHECKING, Callable, Final, Mapping, Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+from scheduler.core.fit import ResourceFitEngine
+from scheduler.core.model import NodeInfo, PodInfo
+from scheduler.core.resources import Resources
+from scheduler.matching.capacity import cluster_capacity, default_demands
+from scheduler.matching.fairness import DemandShare, ShareModel, job_value
+from scheduler.matching.model import KIND_CPU, KIND_GPU, Assignment, Demand, Job, Machine
+from scheduler.simulator.allox.workload import AlloxJobSpec, AlloxWorkload
+from scheduler.simulator.errors import InvalidWorkload, SimulationStalled
+from scheduler.simulator.workload import GIB, ClusterSpec
+
+if TYPE_CHECKING:
+    from scheduler.simulator.allox.policies import InterchangeablePolicy
+
+FloatArray = npt.NDArray[np.float64]
+KINDS: Final = (KIND_GPU, KIND_CPU)
+
+_JOB_END: Final = 0
+_SAMPLE_END: Final = 1
+
+ProgressCallback = Callable[[int, int], None]
+
+
+class Phase(IntEnum):
+    FUTURE = 0
+    PROFILING = 1  # its samples run or wait for a machine
+    WAITING = 2  # profiled (or needing no profile), waiting for the policy
+    RUNNING = 3
+    DONE = 4
+
+
+class PolicyError(AssertionError):
+    """A policy asked for something impossible (a busy machine, a job that is not waiting): a
+    bug in the policy, never in the input."""
+
+
+class _SimJob:
+    __slots__ = (
+        "index",
+        "spec",
+        "phase",
+        "seen",
+        "truth",
+        "done",
+        "machine",
+        "started_at",
+        "epoch",
+        "first_start",
+        "finish",
+        "samples_left",
+        "starts",
+        "final_kind",
+    )
+
+    def __init__(self, index: int, spec: AlloxJobSpec, seen: Job, truth: Job) -> None:
+        self.index = index
+        self.spec = spec
+        self.phase = Phase.FUTURE
+        self.seen = seen  # what the policy is told (estimates, or the truth for estimate-free policies)
+        self.truth = truth
+        self.done = 0.0  # fraction of the work done by earlier (preempted) runs
+        self.machine: Machine | None = None
+        self.started_at = 0.0
+        self.epoch = 0
+        self.first_start = -1.0
+        self.finish = -1.0
+        self.samples_left = 0
+        self.starts = 0
+        self.final_kind = ""
+
+    def fraction_done(self, now: float) -> float:
+        if self.machine is None:
+            return self.done
+        return self.done + (now - self.started_at) / self.spec.processing_time[self.machine.kind]
+
+
+@dataclass(frozen=True, slots=True)
+class _Sample:
+    job: _SimJob
+    kind: str
+    started_at: float
+    length: float
+    machine: Machine
+
+
+@dataclass(frozen=True, slots=True)
+class _Event:
+    """A job's end (valid while the job's epoch is still ``epoch``) or a sample's end."""
+
+    job: _SimJob | None = None
+    epoch: int = 0
+    sample: _Sample | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AlloxRunResult:
+    """What one run measured. Times in seconds; arrays indexed like the input jobs.
+
+    ``final_kind`` is the kind each job finished on (0 GPU, 1 CPU). ``progress_sd`` is the
+    time average, over the arrival window (first to last arrival), of the standard deviation of
+    the users' progress (§3.3.2: the sum of the values of a user's running jobs, measured with
+    the true times) across the users with a job in the system; ``progress_mean`` the time
+    average of their mean; ``user_progress`` each user's time-averaged progress. ``busy`` is
+    machine-seconds per kind spent on jobs and on samples over the whole run; ``window_busy``
+    the machines per kind held on average over the arrival window (utilisation × ``machines``).
+    """
+
+    policy: str
+    seed: int
+    users: tuple[str, ...]
+    user: npt.NDArray[np.int64]
+    submit: FloatArray
+    first_start: FloatArray
+    finish: FloatArray
+    fastest: FloatArray
+    final_kind: npt.NDArray[np.int64]
+    progress_sd: float
+    progress_mean: float
+    user_progress: FloatArray
+    busy: Mapping[str, Mapping[str, float]]
+    window_busy: Mapping[str, Mapping[str, float]]
+    machines: Mapping[str, int]
+    makespan: float
+    events: int
+    decisions: int
+    preemptions: int
+
+    @property
+    def jobs(self) -> int:
+        return len(self.submit)
+
+    @property
+    def completion_time(self) -> FloatArray:
+        """JCT: finish minus arrival (what AlloX minimises on average)."""
+        result: FloatArray = self.finish - self.submit
+        return result
+
+
+class InterchangeableSimulation:
+    """One run of interchangeable ``jobs`` on ``cluster`` under ``policy``; call :meth:`run` once."""
+
+    def __init__(
+        self,
+        *,
+        cluster: ClusterSpec,
+        workload: AlloxWorkload,
+        jobs: Sequence[AlloxJobSpec],
+        policy: InterchangeablePolicy,
+        seed: int = 0,
+        on_progress: ProgressCallback | None = None,
+        progress_every: int = 1024,
+    ) -> None:
+        self.cluster = cluster
+        self.workload = workload
+        self.policy = policy
+        self.seed = seed
+        self.now = 0.0
+        self.nodes = workload.nodes(cluster)
+        self.machines: tuple[Machine, ...] = tuple(workload.machines(cluster))
+        self._node_of = {machine.name: machine.name.rsplit("/", 1)[0] for machine in self.machines}
+        self.kinds = tuple(kind for kind in KINDS if any(m.kind == kind for m in self.machines))
+        self.shares: ShareModel = DemandShare(
+            capacity=cluster_capacity(self.nodes),
+            default_demand=default_demands(
+                cpu_slot=Demand(cpu=workload.cpu_slot_cores), reserved_cpu_per_gpu=workload.reserved_cpu_per_gpu
+            ),
+        )
+        self.engine = ResourceFitEngine(initial_capacity=max(64, cluster.nodes))
+        for name in cluster.node_names():
+            self.engine.apply_node(NodeInfo(name=name, allocatable=cluster.node))
+        profiled = policy.needs_estimates and workload.profiling_overhead > 0
+        self._profiled = profiled
+        self.jobs: list[_SimJob] = []
+        seen_ids: set[str] = set()
+        for index, spec in enumerate(jobs):
+            if spec.job_id in seen_ids:
+                raise InvalidWorkload(f"job id {spec.job_id!r} appears twice", field="job_id")
+            seen_ids.add(spec.job_id)
+            usable = [kind for kind in spec.processing_time if kind in self.kinds]
+            if not usable:
+                raise InvalidWorkload(f"no machine of this cluster can run job {spec.job_id!r}", field="nodes")
+            for kind in usable:
+                if not self._resources(spec.demand[kind]).fits_in(cluster.node):
+                    raise InvalidWorkload(
+                        f"job {spec.job_id!r}'s {kind} configuration does not fit on a node", field="nodes"
+                    )
+            truth = Job(
+                name=spec.job_id,
+                user=spec.user,
+                arrival=spec.submit_time,
+                processing_time={kind: spec.processing_time[kind] for kind in usable},
+                demand=spec.demand,
+            )
+            seen = (
+                Job(
+                    name=spec.job_id,
+                    user=spec.user,
+                    arrival=spec.submit_time,
+                    processing_time={kind: spec.estimate[kind] for kind in usable},
+                    demand=spec.demand,
+                )
+                if policy.needs_estimates
+                else truth
+            )
+            self.jobs.append(_SimJob(index, spec, seen, truth))
+        self._index_of = {job.spec.job_id: job.index for job in self.jobs}
+        self.users: tuple[str, ...] = tuple(sorted({job.spec.user for job in self.jobs}))
+        self._user_index = {user: i for i, user in enumerate(self.users)}
+        # Machine state: what each machine holds (a job, a sample, or nothing).
+        self._holder: dict[str, _SimJob | _Sample | None] = {machine.name: None for machine in self.machines}
+        self._waiting: dict[int, _SimJob] = {}  # insertion order = arrival order (SRPT re-queues)
+        self._running: dict[int, _SimJob] = {}
+        self._sample_queue: dict[str, deque[_SimJob]] = {kind: deque() for kind in self.kinds}
+        self._samples_running = {kind: 0 for kind in self.kinds}
+        per_kind = {kind: sum(1 for m in self.machines if m.kind == kind) for kind in self.kinds}
+        self._machine_count = per_kind
+        self._sample_limit = {kind: max(1, math.floor(workload.sample_share * count)) for kind, count in per_kind.items()}
+        self._heap: list[tuple[float, int, int, _Event]] = []
+        self._seq = 0
+        self._done = 0
+        self._events = 0
+        self._decisions = 0
+        self._preemptions = 0
+        self._busy = {kind: {"jobs": 0.0, "samples": 0.0} for kind in self.kinds}
+        # Machine-seconds held inside the arrival window, and how many machines jobs hold now.
+        self._window_busy = {kind: {"jobs": 0.0, "samples": 0.0} for kind in self.kinds}
+        self._holding_jobs = {kind: 0 for kind in self.kinds}
+        # Fairness bookkeeping (true values): progress per user, jobs in the system per user.
+        self._progress = np.zeros(len(self.users))
+        self._in_system = np.zeros(len(self.users), dtype=np.int64)
+        submits = [job.spec.submit_time for job in self.jobs]
+        self._window = (min(submits), max(submits)) if submits else (0.0, 0.0)
+        self._measured_until = self._window[0]
+        self._sd_integral = 0.0
+        self._mean_integral = 0.0
+        self._user_integral = np.zeros(len(self.users))
+        self._on_progress = on_progress
+        self._progress_every = max(1, progress_every)
+        self._ran = False
+
+    # ------------------------------------------------------------------ the loop
+
+    def run(self) -> AlloxRunResult:
+        if self._ran:
+            raise RuntimeError("a simulation runs once")
+        self._ran = True
+        future = sorted(self.jobs, key=lambda job: (job.spec.submit_time, job.index))
+        cursor = 0
+        heap = self._heap
+        while True:
+            next_arrival = future[cursor].spec.submit_time if cursor < len(future) else math.inf
+            if heap and heap[0][0] <= next_arrival:
+                now = heap[0][0]
+            elif cursor < len(future):
+                now = next_arrival
+            else:
+                break
+            self._measure(now)
+            self.now = now
+            while heap and heap[0][0] == now:
+                _, _, _, event = heapq.heappop(heap)
+                if event.job is not None:
+                    if event.job.epoch == event.epoch:
+                        self._events += 1
+                        self._complete(event.job)
+                elif event.sample is not None:
+                    self._events += 1
+                    self._sample_done(event.sample)
+            while cursor < len(future) and future[cursor].spec.submit_time <= now:
+                self._arrive(future[cursor])
+                cursor += 1
+            self._start_samples()
+            if self.policy.preemptive or (self._waiting and any(h is None for h in self._holder.values())):
+                if self._waiting or self._running:
+                    self._decisions += 1
+                    self.policy.schedule(self)
+            if not heap and cursor >= len(future) and (self._waiting or self._profiling_left()):
+                names = ", ".join(repr(job.spec.job_id) for job in list(self._waiting.values())[:5])
+                raise SimulationStalled(
+                    f"policy {self.policy.name!r} left {len(self._waiting)} jobs waiting ({names}) with every machine idle"
+                )
+        if self._done != len(self.jobs):  # pragma: no cover - the stall check above catches it
+            raise SimulationStalled(f"{len(self.jobs) - self._done} jobs never finished under {self.policy.name!r}")
+        return self._result()
+
+    # ------------------------------------------------------------------ what policies read
+
+    def free_machines(self) -> list[Machine]:
+        """Idle machines, in the cluster's order (node by node, GPUs before CPU slots)."""
+        return [machine for machine in self.machines if self._holder[machine.name] is None]
+
+    def waiting_jobs(self) -> list[Job]:
+        """Jobs the policy may start, as the policy sees them (estimates), in arrival order."""
+        return [job.seen for job in self._waiting.values()]
+
+    def busy_until(self) -> dict[Machine, float]:
+        """Every busy machine and when its work is expected to end: a job by its estimate
+        (never before now), a sample by its length."""
+        out: dict[Machine, float] = {}
+        for machine in self.machines:
+            holder = self._holder[machine.name]
+            if isinstance(holder, _SimJob):
+                left = (1.0 - holder.done) * holder.seen.processing_time[machine.kind]
+                out[machine] = max(holder.started_at + left, self.now)
+            elif isinstance(holder, _Sample):
+                out[machine] = holder.started_at + holder.length
+        return out
+
+    def running(self) -> list[Assignment]:
+        """The running jobs as the policy sees them (estimated finish), for fairness."""
+        out = []
+        for job in self._running.values():
+            assert job.machine is not None
+            left = (1.0 - job.done) * job.seen.processing_time[job.machine.kind]
+            out.append(Assignment(job=job.seen, machine=job.machine, start=job.started_at, finish=job.started_at + left))
+        return out
+
+    def in_service(self) -> list[tuple[Job, float, Machine | None]]:
+        """Every waiting or running job with the fraction of its work left and its machine (None
+        when waiting), in arrival order: what SRPT reallocates."""
+        jobs = sorted([*self._waiting.values(), *self._running.values()], key=lambda job: job.index)
+        return [(job.seen, 1.0 - job.fraction_done(self.now), job.machine) for job in jobs]
+
+    def sampling(self, machine: Machine) -> bool:
+        return isinstance(self._holder[machine.name], _Sample)
+
+    # ------------------------------------------------------------------ what policies do
+
+    def start(self, job_name: str, machine: Machine) -> None:
+        """Start waiting job ``job_name`` on idle ``machine`` now; it runs for its true time."""
+        job = self._job(job_name)
+        if job.phase is not Phase.WAITING:
+            raise PolicyError(f"job {job_name!r} is not waiting ({job.phase.name})")
+        if machine.name not in self._holder or self._holder[machine.name] is not None:
+            raise PolicyError(f"machine {machine.name!r} is not idle")
+        if machine.kind not in job.truth.processing_time:
+            raise PolicyError(f"job {job_name!r} has no {machine.kind} configuration")
+        self._book(job.spec.job_id, job.spec.demand[machine.kind], machine)
+        self._holder[machine.name] = job
+        self._holding_jobs[machine.kind] += 1
+        del self._waiting[job.index]
+        self._running[job.index] = job
+        job.phase = Phase.RUNNING
+        job.machine = machine
+        job.started_at = self.now
+        job.starts += 1
+        if job.first_start < 0:
+            job.first_start = self.now
+        self._progress[self._user_index[job.spec.user]] += job_value(job.truth, machine.kind, self.shares)
+        left = (1.0 - job.done) * job.spec.processing_time[machine.kind]
+        self._push(self.now + left, _JOB_END, _Event(job=job, epoch=job.epoch))
+
+    def stop(self, job_name: str) -> None:
+        """Preempt running job ``job_name`` (preemptive policies only): it keeps the work done
+        and waits again."""
+        if not self.policy.preemptive:
+            raise PolicyError(f"policy {self.policy.name!r} is not preemptive")
+        job = self._job(job_name)
+        if job.phase is not Phase.RUNNING:
+            raise PolicyError(f"job {job_name!r} is not running")
+        job.done = job.fraction_done(self.now)
+        self._stop_running(job)
+        job.phase = Phase.WAITING
+        self._waiting[job.index] = job
+        self._preemptions += 1
+
+    # ------------------------------------------------------------------ internals
+
+    def _job(self, name: str) -> _SimJob:
+        index = self._index_of.get(name)
+        if index is None:
+            raise PolicyError(f"unknown job {name!r}")
+        return self.jobs[index]
+
+    @staticmethod
+    def _resources(demand: Demand) -> Resources:
+        return Resources(
+            cpu_millis=math.ceil(demand.cpu * 1000), memory_bytes=math.ceil(demand.memory * GIB), gpus=math.ceil(demand.gpu)
+        )
+
+    def _book(self, uid: str, demand: Demand, machine: Machine) -> None:
+        # SchedulingConflict here means a node would be over-allocated: a bug, never input.
+        pod = PodInfo(uid=uid, namespace="sim", name=uid, requests=self._resources(demand))
+        self.engine.reserve(pod, self._node_of[machine.name])
+
+    def _push(self, time: float, kind: int, event: _Event) -> None:
+        self._seq += 1
+        heapq.heappush(self._heap, (time, kind, self._seq, event))
+
+    def _arrive(self, job: _SimJob) -> None:
+        self._events += 1
+        self._in_system[self._user_index[job.spec.user]] += 1
+        if self._profiled:
+            job.phase = Phase.PROFILING
+            for kind in job.truth.processing_time:
+                self._sample_queue[kind].append(job)
+                job.samples_left += 1
+        else:
+            job.phase = Phase.WAITING
+            self._waiting[job.index] = job
+
+    def _start_samples(self) -> None:
+        if not self._profiled:
+            return
+        for kind in self.kinds:
+            queue = self._sample_queue[kind]
+            if not queue:
+                continue
+            for machine in self.machines:
+                if not queue or self._samples_running[kind] >= self._sample_limit[kind]:
+                    break
+                if machine.kind != kind or self._holder[machine.name] is not None:
+                    continue
+                job = queue.popleft()
+                sample = _Sample(
+                    job=job, kind=kind, started_at=self.now, length=self.workload.sample_time(job.spec), machine=machine
+                )
+                self._book(f"{job.spec.job_id}/sample-{kind}", job.spec.demand[kind], machine)
+                self._holder[machine.name] = sample
+                self._samples_running[kind] += 1
+                self._push(self.now + sample.length, _SAMPLE_END, _Event(sample=sample))
+
+    def _sample_done(self, sample: _Sample) -> None:
+        self.engine.delete_pod(f"{sample.job.spec.job_id}/sample-{sample.kind}")
+        self._holder[sample.machine.name] = None
+        self._samples_running[sample.kind] -= 1
+        self._busy[sample.kind]["samples"] += self.now - sample.started_at
+        job = sample.job
+        job.samples_left -= 1
+        if job.samples_left == 0:
+            job.phase = Phase.WAITING
+            self._waiting[job.index] = job
+
+    def _profiling_left(self) -> bool:
+        return any(self._sample_queue[kind] for kind in self.kinds)
+
+    def _stop_running(self, job: _SimJob) -> None:
+        machine = job.machine
+        assert machine is not None
+        self.engine.delete_pod(job.spec.job_id)
+        self._holder[machine.name] = None
+        self._holding_jobs[machine.kind] -= 1
+        del self._running[job.index]
+        self._busy[machine.kind]["jobs"] += self.now - job.started_at
+        self._progress[self._user_index[job.spec.user]] -= job_value(job.truth, machine.kind, self.shares)
+        job.machine = None
+        job.epoch += 1
+
+    def _complete(self, job: _SimJob) -> None:
+        assert job.machine is not None
+        job.finish = self.now
+        job.final_kind = job.machine.kind
+        self._stop_running(job)
+        job.done = 1.0
+        job.phase = Phase.DONE
+        user = self._user_index[job.spec.user]
+        self._in_system[user] -= 1
+        if self._in_system[user] == 0:
+            self._progress[user] = 0.0  # no floating-point residue for a user with nothing running
+        self._done += 1
+        if self._on_progress is not None and self._done % self._progress_every == 0:
+            self._on_progress(self._done, len(self.jobs))
+
+    def _measure(self, now: float) -> None:
+        """Integrate the users' progress over [last instant, now] ∩ the arrival window."""
+        begin, end = max(self._measured_until, self._window[0]), min(now, self._window[1])
+        if end > begin:
+            active = self._in_system > 0
+            if active.any():
+                values = self._progress[active]
+                span = end - begin
+                self._sd_integral += float(np.std(values)) * span
+                self._mean_integral += float(np.mean(values)) * span
+            self._user_integral += self._progress * (end - begin)
+            for kind in self.kinds:
+                held = self._window_busy[kind]
+                for what, count in (("jobs", self._holding_jobs[kind]), ("samples", self._samples_running[kind])):
+                    held[what] += count * (end - begin)
+        self._measured_until = max(self._measured_until, now)
+
+    def _result(self) -> AlloxRunResult:
+        jobs = self.jobs
+        span = self._window[1] - self._window[0]
+        kinds = {KIND_GPU: 0, KIND_CPU: 1}
+        return AlloxRunResult(
+            policy=self.policy.name,
+            seed=self.seed,
+            users=self.users,
+            user=np.array([self._user_index[job.spec.user] for job in jobs], dtype=np.int64),
+            submit=np.array([job.spec.submit_time for job in jobs], dtype=np.float64),
+            first_start=np.array([job.first_start for job in jobs], dtype=np.float64),
+            finish=np.array([job.finish for job in jobs], dtype=np.float64),
+            fastest=np.array([job.truth.fastest_time for job in jobs], dtype=np.float64),
+            final_kind=np.array([kinds[job.final_kind] for job in jobs], dtype=np.int64),
+            progress_sd=self._sd_integral / span if span > 0 else 0.0,
+            progress_mean=self._mean_integral / span if span > 0 else 0.0,
+            user_progress=self._user_integral / span if span > 0 else np.zeros(len(self.users)),
+            busy={kind: dict(values) for kind, values in self._busy.items()},
+            window_busy={kind: {what: value / span if span > 0 else 0.0 for what, value in values.items()} for kind, values in self._window_busy.items()},
+            machines=dict(self._machine_count),
+            makespan=self.now,
+            events=self._events,
+            decisions=self._decisions,
+            preemptions=self._preemptions,
+        )

@@ -1,0 +1,55 @@
+"""Parsing ``cellfit simulate``'s option values: every mistake becomes one error naming the
+option (the CLI prints it on one line and exits 2). Shared by the workloads' command paths."""
+
+from __future__ import annotations
+
+import math
+from typing import NoReturn
+
+from scheduler.errors import InvalidRequest
+
+
+class BadOption(InvalidRequest):
+    """An option value the simulator cannot use; the message starts with the option's name."""
+
+
+def fail_option(option: str, message: str) -> NoReturn:
+    raise BadOption(message, field=option)
+
+
+def parse_float(text: str, option: str, *, low: float = -math.inf, positive: bool = False) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        fail_option(option, f"{text!r} is not a number")
+    if math.isnan(value) or value < low or (positive and value <= 0):
+        fail_option(option, f"{text!r} is out of range")
+    return value
+
+
+def parse_int(text: str, option: str, *, low: int) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        fail_option(option, f"{text!r} is not a whole number")
+    if value < low:
+        fail_option(option, f"{text!r} is less than {low}")
+    return value
+
+
+def policy_list(text: str, known: list[str], *, workload: str, other: list[str]) -> list[str]:
+    """Comma-separated policy names, each registered for ``workload``'s job model; a name that
+    belongs to the other model (``other``) is named as such."""
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    if not names:
+        fail_option("--policies", "no policy named")
+    for name in names:
+        if name in other:
+            fail_option(
+                "--policies", f"policy {name!r} does not run on workload {workload} (known: {', '.join(known)})"
+            )
+        if name not in known:
+            fail_option("--policies", f"unknown policy {name!r} (known: {', '.join(known)})")
+    if len(set(names)) != len(names):
+        fail_option("--policies", "a policy is named twice")
+    return names
