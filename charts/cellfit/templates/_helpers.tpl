@@ -1,0 +1,148 @@
+{{/* Chart name, truncated to the 63 characters of a label value. */}}
+{{- define "cellfit.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Full name of the release's objects. */}}
+{{- define "cellfit.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "cellfit.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "cellfit.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "cellfit.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "cellfit.labels" -}}
+helm.sh/chart: {{ include "cellfit.chart" . }}
+{{ include "cellfit.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/component: scheduler
+{{- end }}
+
+{{- define "cellfit.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "cellfit.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- required "serviceAccount.name is required when serviceAccount.create is false" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{/* The Lease kube-scheduler replicas elect their leader on. */}}
+{{- define "cellfit.leaseName" -}}
+{{- default (include "cellfit.fullname" .) .Values.kubeScheduler.leaderElection.resourceName }}
+{{- end }}
+
+{{/* The cellfit ClusterRole's name (also used by the e2e suite to prove it sufficient). */}}
+{{- define "cellfit.extenderRoleName" -}}
+{{- printf "%s-extender" (include "cellfit.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "cellfit.kubeSchedulerRoleName" -}}
+{{- printf "%s-kube-scheduler" (include "cellfit.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* kube-scheduler's image tag: the value, else the cluster's version without a build suffix
+     (v1.32.5-eks-1234 -> v1.32.5), which is how registry.k8s.io tags its images. */}}
+{{- define "cellfit.kubeSchedulerTag" -}}
+{{- if .Values.kubeScheduler.image.tag }}
+{{- .Values.kubeScheduler.image.tag }}
+{{- else }}
+{{- $version := .Capabilities.KubeVersion.Version }}
+{{- regexFind "^v[0-9]+\\.[0-9]+\\.[0-9]+" $version | default $version }}
+{{- end }}
+{{- end }}
+
+{{- define "cellfit.cellfitImage" -}}
+{{- printf "%s:%s" .Values.cellfit.image.repository (default .Chart.AppVersion .Values.cellfit.image.tag) }}
+{{- end }}
+
+{{/* The loopback address kube-scheduler calls the extender on: the listen address, unless
+     cellfit listens on every address. */}}
+{{- define "cellfit.extenderHost" -}}
+{{- $host := .Values.cellfit.listenAddress }}
+{{- if or (eq $host "0.0.0.0") (eq $host "::") (eq $host "") }}127.0.0.1{{ else if contains ":" $host }}[{{ $host }}]{{ else }}{{ $host }}{{ end }}
+{{- end }}
+
+{{/* cellfit's configuration file, built from the values (cellfit validates it on start and
+     `cellfit check-config` validates it offline). */}}
+{{- define "cellfit.config" -}}
+{{- $policy := deepCopy .Values.policy }}
+{{- if eq (toString (default "" $policy.rackLabel)) "" }}
+{{- $_ := set $policy "rackLabel" nil }}
+{{- end }}
+{{- $preemption := deepCopy .Values.preemption }}
+{{- if eq (toString $preemption.maxPreemptions) "unlimited" }}
+{{- $_ := set $preemption "maxPreemptions" nil }}
+{{- end }}
+{{- $config := dict
+  "server" (dict "host" .Values.cellfit.listenAddress "port" .Values.cellfit.port "maxRequestBytes" .Values.cellfit.maxRequestBytes)
+  "cluster" (merge (dict "mode" "in-cluster") .Values.cluster)
+  "policy" $policy
+  "cells" .Values.cells
+  "preemption" $preemption
+  "logging" .Values.logging }}
+{{- toYaml $config }}
+{{- end }}
+
+{{/* The KubeSchedulerConfiguration of the cellfit profile. */}}
+{{- define "cellfit.schedulerConfig" -}}
+{{- $le := .Values.kubeScheduler.leaderElection -}}
+{{- $ext := .Values.kubeScheduler.extender -}}
+apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+leaderElection:
+  leaderElect: {{ $le.enabled }}
+  resourceLock: leases
+  resourceName: {{ include "cellfit.leaseName" . }}
+  resourceNamespace: {{ .Release.Namespace }}
+  leaseDuration: {{ $le.leaseDuration }}
+  renewDeadline: {{ $le.renewDeadline }}
+  retryPeriod: {{ $le.retryPeriod }}
+{{- if .Values.kubeScheduler.percentageOfNodesToScore }}
+percentageOfNodesToScore: {{ .Values.kubeScheduler.percentageOfNodesToScore }}
+{{- end }}
+profiles:
+  - schedulerName: {{ .Values.schedulerName }}
+extenders:
+  # cellfit runs in the same pod; deploy/kube-scheduler-config.yaml explains every field.
+  - urlPrefix: http://{{ include "cellfit.extenderHost" . }}:{{ .Values.cellfit.port }}/v1/extender
+    filterVerb: filter
+    prioritizeVerb: prioritize
+    preemptVerb: preempt
+    bindVerb: bind
+    weight: {{ $ext.weight }}
+    enableHTTPS: false
+    nodeCacheCapable: {{ $ext.nodeCacheCapable }}
+    httpTimeout: {{ $ext.httpTimeout }}
+    ignorable: {{ $ext.ignorable }}
+{{- with $ext.managedResources }}
+    managedResources:
+{{- toYaml . | nindent 6 }}
+{{- end }}
+{{- end }}
+
+{{/* Restricted container securityContext (Pod Security Standard "restricted"). */}}
+{{- define "cellfit.containerSecurityContext" -}}
+allowPrivilegeEscalation: false
+readOnlyRootFilesystem: true
+runAsNonRoot: true
+capabilities:
+  drop: ["ALL"]
+seccompProfile:
+  type: RuntimeDefault
+{{- end }}
