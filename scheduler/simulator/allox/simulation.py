@@ -58,6 +58,13 @@ class Phase(IntEnum):
     DONE = 4
 
 
+def demand_resources(demand: Demand) -> Resources:
+    """A configuration's demand (cores, GPUs, GiB) as the fit engine books it."""
+    return Resources(
+        cpu_millis=math.ceil(demand.cpu * 1000), memory_bytes=math.ceil(demand.memory * GIB), gpus=math.ceil(demand.gpu)
+    )
+
+
 class PolicyError(AssertionError):
     """A policy asked for something impossible (a busy machine, a job that is not waiting): a
     bug in the policy, never in the input."""
@@ -209,7 +216,7 @@ class InterchangeableSimulation:
             if not usable:
                 raise InvalidWorkload(f"no machine of this cluster can run job {spec.job_id!r}", field="nodes")
             for kind in usable:
-                if not self._resources(spec.demand[kind]).fits_in(cluster.node):
+                if not demand_resources(spec.demand[kind]).fits_in(cluster.node):
                     raise InvalidWorkload(
                         f"job {spec.job_id!r}'s {kind} configuration does not fit on a node", field="nodes"
                     )
@@ -353,6 +360,26 @@ class InterchangeableSimulation:
     def sampling(self, machine: Machine) -> bool:
         return isinstance(self._holder[machine.name], _Sample)
 
+    def holdings(self) -> dict[str, str | None]:
+        """Per machine name, the pod it holds (``<job>`` or ``<job>/sample-<kind>``) or None:
+        what invariant checks compare with the fit engine's bookings."""
+        out: dict[str, str | None] = {}
+        for name, holder in self._holder.items():
+            if isinstance(holder, _SimJob):
+                out[name] = holder.spec.job_id
+            elif isinstance(holder, _Sample):
+                out[name] = f"{holder.job.spec.job_id}/sample-{holder.kind}"
+            else:
+                out[name] = None
+        return out
+
+    def node_of(self, machine_name: str) -> str:
+        return self._node_of[machine_name]
+
+    def progress_of(self, job_name: str) -> float:
+        """Fraction of ``job_name``'s work done so far (1 once finished)."""
+        return self._job(job_name).fraction_done(self.now)
+
     # ------------------------------------------------------------------ what policies do
 
     def start(self, job_name: str, machine: Machine) -> None:
@@ -401,15 +428,9 @@ class InterchangeableSimulation:
             raise PolicyError(f"unknown job {name!r}")
         return self.jobs[index]
 
-    @staticmethod
-    def _resources(demand: Demand) -> Resources:
-        return Resources(
-            cpu_millis=math.ceil(demand.cpu * 1000), memory_bytes=math.ceil(demand.memory * GIB), gpus=math.ceil(demand.gpu)
-        )
-
     def _book(self, uid: str, demand: Demand, machine: Machine) -> None:
         # SchedulingConflict here means a node would be over-allocated: a bug, never input.
-        pod = PodInfo(uid=uid, namespace="sim", name=uid, requests=self._resources(demand))
+        pod = PodInfo(uid=uid, namespace="sim", name=uid, requests=demand_resources(demand))
         self.engine.reserve(pod, self._node_of[machine.name])
 
     def _push(self, time: float, kind: int, event: _Event) -> None:

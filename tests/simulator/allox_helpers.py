@@ -1,0 +1,113 @@
+"""Small interchangeable-job instances and an invariant-checking policy wrapper for the tests of
+the ``allox`` workload."""
+
+from __future__ import annotations
+
+from types import MappingProxyType
+from typing import Sequence
+
+from scheduler.core.resources import Resources
+from scheduler.matching.model import Demand
+from scheduler.preemption import FitGppSettings
+from scheduler.simulator.allox.policies import InterchangeablePolicy, make_interchangeable_policy
+from scheduler.simulator.allox.simulation import AlloxRunResult, InterchangeableSimulation, demand_resources
+from scheduler.simulator.allox.workload import AlloxJobSpec, AlloxWorkload
+from scheduler.simulator.policies import AlloxOptions, PolicyOptions
+from scheduler.simulator.workload import GIB, MINUTE, ClusterSpec
+
+ALLOX_NODE = Resources(cpu_millis=20_000, memory_bytes=64 * GIB, gpus=1)
+EXACT = AlloxWorkload(estimation_error=0.0, profiling_overhead=0.0)
+
+
+def cluster(nodes: int) -> ClusterSpec:
+    """``nodes`` of the paper's kind: each one GPU and one 19-core CPU slot."""
+    return ClusterSpec(nodes=nodes, node=ALLOX_NODE)
+
+
+def spec(
+    name: str,
+    gpu_minutes: float,
+    cpu_minutes: float,
+    *,
+    user: str = "u",
+    at_minutes: float = 0.0,
+    estimate: tuple[float, float] | None = None,
+) -> AlloxJobSpec:
+    truth = {"gpu": gpu_minutes * MINUTE, "cpu": cpu_minutes * MINUTE}
+    seen = truth if estimate is None else {"gpu": estimate[0] * MINUTE, "cpu": estimate[1] * MINUTE}
+    return AlloxJobSpec(
+        job_id=name,
+        user=user,
+        submit_time=at_minutes * MINUTE,
+        processing_time=MappingProxyType(truth),
+        estimate=MappingProxyType(seen),
+        demand=MappingProxyType({"gpu": Demand(gpu=1, cpu=1, memory=4), "cpu": Demand(cpu=19, memory=12)}),
+    )
+
+
+class Checked:
+    """Wraps a policy and checks, after every scheduling call, that every machine holds at most
+    one pod, that the fit engine books exactly the pods the machines hold, that no node is
+    over-allocated, and that no job has done more than all of its work."""
+
+    def __init__(self, inner: InterchangeablePolicy) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.preemptive = inner.preemptive
+        self.needs_estimates = inner.needs_estimates
+        self.calls = 0
+
+    def schedule(self, sim: InterchangeableSimulation) -> None:
+        self.inner.schedule(sim)
+        self.calls += 1
+        check(sim)
+
+
+def check(sim: InterchangeableSimulation) -> None:
+    holdings = sim.holdings()
+    held = [pod for pod in holdings.values() if pod is not None]
+    assert len(held) == len(set(held)), "a pod on two machines"
+    node = sim.cluster.node
+    for name in sim.cluster.node_names():
+        free = sim.engine.free_on(name)
+        assert free.cpu_millis >= 0 and free.memory_bytes >= 0 and free.gpus >= 0, (name, free)
+        assert free.fits_in(node)
+        pods_here = [pod for machine, pod in holdings.items() if pod is not None and sim.node_of(machine) == name]
+        assert sim.engine.free_on(name) == node - sum((_requests(sim, pod) for pod in pods_here), Resources())
+    for machine, pod in holdings.items():
+        if pod is not None and "/sample-" not in pod:
+            assert sim.progress_of(pod) <= 1.0 + 1e-9
+
+
+def _requests(sim: InterchangeableSimulation, pod: str) -> Resources:
+    job_id, _, sample = pod.partition("/sample-")
+    job = next(j for j in sim.jobs if j.spec.job_id == job_id)
+    kind = sample or (job.machine.kind if job.machine is not None else "")
+    return demand_resources(job.spec.demand[kind])
+
+
+def run(
+    jobs: Sequence[AlloxJobSpec],
+    policy: str,
+    *,
+    nodes: int = 1,
+    workload: AlloxWorkload = EXACT,
+    alpha: float = 1.0,
+    timeout: float = float("inf"),
+    checked: bool = True,
+    node: Resources = ALLOX_NODE,
+) -> AlloxRunResult:
+    inner = make_interchangeable_policy(
+        policy, PolicyOptions(settings=FitGppSettings(), allox=AlloxOptions(alpha=alpha, timeout=timeout))
+    )
+    sim = InterchangeableSimulation(
+        cluster=ClusterSpec(nodes=nodes, node=node),
+        workload=workload,
+        jobs=jobs,
+        policy=Checked(inner) if checked else inner,
+    )
+    return sim.run()
+
+
+def average_jct_minutes(result: AlloxRunResult) -> float:
+    return float(result.completion_time.mean()) / MINUTE

@@ -1,0 +1,126 @@
+"""``cellfit simulate --workload allox``: the table, the JSON document, sweeps, PNGs, and one-line
+errors with exit code 2 for bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from scheduler.simulator.cli import main
+
+SMALL = ["--workload", "allox", "--jobs", "150", "--nodes", "3", "--no-progress"]
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def run_cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    code = main(args)
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_table_json_and_plot(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out_json = tmp_path / "out.json"
+    code, out, err = run_cli(
+        [*SMALL, "--repeat", "2", "--set", "allox.estimation_error=0.2", "--output-json", str(out_json), "--plots", str(tmp_path)],
+        capsys,
+    )
+    assert code == 0, err
+    assert "avg JCT [min]" in out and "progress sd" in out and "GPU util" in out
+    assert "allox average JCT vs drff" in out and "(paper -95.0%)" in out and "vs srpt" in out
+    assert "events/s" in err
+    assert (tmp_path / "allox.png").read_bytes()[:8] == PNG
+    document = json.loads(out_json.read_text())
+    assert list(document) == ["allox", "allox+", "es", "drff", "drfs", "drfa", "srpt"]
+    for entry in document.values():
+        assert entry["jobs"] == 150 and entry["seeds"] == [1, 2] and len(entry["per_seed"]) == 2
+        assert entry["average_jct_minutes"] > 0
+        assert set(entry["jct_minutes"]) == {"p50", "p95", "p99"}
+        assert entry["longest_1pct_jct_minutes"] > 0
+        assert set(entry["progress"]) == {"sd", "mean", "per_user"} and len(entry["progress"]["per_user"]) == 10
+        assert set(entry["utilisation"]) == {"gpu", "cpu"}
+        for kind in ("gpu", "cpu"):
+            assert set(entry["utilisation"][kind]) == {"jobs", "samples"}
+            assert 0 <= sum(entry["utilisation"][kind].values()) <= 1 + 1e-9
+        assert 0 <= entry["on_cpu_fraction"] <= 1
+        settings = entry["settings"]
+        assert settings["workload"] == "allox" and settings["load"] == 0.9 and settings["alpha"] == 0.1
+        assert settings["machines"] == {"gpu": 3, "cpu": 3}
+        assert settings["parameters"]["allox.estimation_error"] == 0.2
+        assert settings["timeout_minutes"] == 240.0
+    assert document["srpt"]["preemptions"] > 0 and document["allox"]["preemptions"] == 0
+    assert document["drff"]["utilisation"]["cpu"] == {"jobs": 0.0, "samples": 0.0}
+
+
+def test_same_seed_same_document(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    paths = [tmp_path / f"run{i}.json" for i in range(3)]
+    for path, seed in zip(paths, ("4", "4", "5")):
+        args = [*SMALL, "--policies", "allox,es", "--seed", seed, "--output-json", str(path)]
+        code, _, err = run_cli(args, capsys)
+        assert code == 0, err
+    first, again, other = (json.loads(path.read_text()) for path in paths)
+    assert first == again and first != other
+
+
+def test_alpha_sweep(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out_json = tmp_path / "sweep.json"
+    code, out, err = run_cli(
+        [*SMALL, "--sweep", "alpha", "--sweep-values", "0.1,1", "--output-json", str(out_json), "--plots", str(tmp_path)],
+        capsys,
+    )
+    assert code == 0, err
+    assert "Sweep over alpha" in out
+    document = json.loads(out_json.read_text())
+    assert document["sweep"] == "alpha" and [p["value"] for p in document["points"]] == [0.1, 1.0]
+    low, high = (point["policies"] for point in document["points"])
+    assert list(low) == ["allox", "es", "srpt"]  # Fig. 16's lines
+    assert low["es"] == high["es"] and low["srpt"] == high["srpt"]  # α-independent: run once
+    assert low["allox"] != high["allox"]
+    assert (tmp_path / "allox-sweep-alpha.png").read_bytes()[:8] == PNG
+
+
+@pytest.mark.parametrize(("sweep", "values"), [("load", "0.5,0.9"), ("estimation-error", "0,0.3"), ("profiling-overhead", "0,0.2")])
+def test_other_sweeps(sweep: str, values: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out_json = tmp_path / "sweep.json"
+    args = [*SMALL, "--jobs", "80", "--policies", "allox,srpt", "--sweep", sweep, "--sweep-values", values, "--output-json", str(out_json)]
+    code, out, err = run_cli(args, capsys)
+    assert code == 0, err
+    points = json.loads(out_json.read_text())["points"]
+    assert len(points) == 2 and set(points[0]["policies"]) == {"allox", "srpt"}
+    assert points[0]["policies"]["allox"] != points[1]["policies"]["allox"]
+
+
+ALLOX = ["--workload", "allox"]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ([*ALLOX, "--policies", "allox,fitgpp"], "--policies: policy 'fitgpp' does not run on workload allox (known: allox, allox+, es,"),
+        (["--policies", "fifo,allox"], "--policies: policy 'allox' does not run on workload fitgpp (known: fifo, lrtp, rand, fitgpp)"),
+        ([*ALLOX, "--policies", "sjf"], "--policies: unknown policy 'sjf' (known: allox, allox+, es, drff, drfs, drfa, srpt, bf, jsq+, sjf+)"),
+        ([*ALLOX, "--set", "allox.bogus=1"], "--set allox.bogus: 'allox.bogus' is not a parameter of workload allox (known: allox.users,"),
+        ([*ALLOX, "--set", "te.gpus.mean=2"], "--set te.gpus.mean: 'te.gpus.mean' is not a parameter of workload allox"),
+        ([*ALLOX, "--set", "allox.estimation_error=-1"], "--set allox.estimation_error: allox.estimation_error: -1.0 is not a relative sd"),
+        ([*ALLOX, "--set", "allox.users=2.5"], "--set allox.users: allox.users: 2.5 is not a positive whole number"),
+        ([*ALLOX, "--set", "allox.load"], "--set: 'allox.load' is not KEY=VALUE"),
+        ([*ALLOX, "--alpha", "2"], "--alpha: '2' is not in [0, 1]"),
+        ([*ALLOX, "--timeout", "soon"], "--timeout: 'soon' is not a number"),
+        ([*ALLOX, "--load", "-1"], "--load: '-1' is out of range"),
+        ([*ALLOX, "--jobs", "0"], "--jobs: '0' is less than 1"),
+        ([*ALLOX, "--sweep", "s"], "--sweep: unknown sweep 's' for workload allox (known: alpha, load, estimation-error, profiling-overhead)"),
+        ([*ALLOX, "--sweep", "alpha", "--sweep-values", "0.1,2"], "--sweep-values: alpha values are in [0, 1]"),
+        ([*ALLOX, "--te-share", "0.2"], "--te-share: not an option of workload allox"),
+        ([*ALLOX, "-P", "2"], "--max-preemptions: not an option of workload allox"),
+        ([*ALLOX, "--trace", "x.csv"], "--trace: not an option of workload allox"),
+        ([*ALLOX, "--node-cpu", "10", "--node-gpus", "0"], "--nodes: the cluster has no GPU and no CPU slot"),
+        (["--alpha", "0.5"], "--alpha: an option of workload allox only (add --workload allox)"),
+        (["--workload", "alibaba"], "--workload: unknown workload 'alibaba' (known: fitgpp, allox)"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(args: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run_cli([*args, "--no-progress"], capsys)
+    assert code == 2
+    assert message in err, err
+    assert err.count("\n") == 1 and "Traceback" not in err
