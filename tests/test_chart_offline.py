@@ -71,7 +71,8 @@ TOOLS_CACHE = Path(os.environ.get("CELLFIT_CHART_TOOLS", Path.home() / ".cache" 
 CELLFIT_RULES = {
     ("", "nodes"): {"get", "list", "watch"},
     ("", "pods"): {"get", "list", "watch"},
-    ("", "pods/binding"): {"create"},
+    ("", "bindings"): {"create"},  # POST namespaces/{ns}/bindings (create_namespaced_binding)
+    ("", "pods/binding"): {"create"},  # the same through the pod subresource
     ("batch", "jobs"): {"list", "watch", "patch"},
     ("", "events"): {"create"},
 }

@@ -1,0 +1,493 @@
+"""Helpers shared by the chart's e2e tests (test_chart.py, test_scenarios.py) and the
+throughput benchmark (bench_throughput.py).
+
+The chart is installed with ``helm install`` into the live apiserver. Its pods cannot run
+under KWOK, so the two containers of its Deployment run here as local processes, configured
+exactly as the chart configures them:
+
+* kube-scheduler with the KubeSchedulerConfiguration from the chart's ConfigMap (the extender's
+  urlPrefix moved to a free local port), authenticated with a token of the chart's
+  ServiceAccount: its ClusterRoleBindings, the kube-system auth-reader RoleBinding and the
+  Lease Role are what lets it run, elect and bind;
+* ``cellfit serve`` with the cellfit ConfigMap, authenticated with a token of a ServiceAccount
+  bound *only* to the chart's cellfit ClusterRole (``<release>-extender``), which proves that
+  role alone suffices for everything cellfit does (watch, bind, Job annotations, events).
+
+Test modules import this file (``e2e/`` is on sys.path under pytest, and the benchmark adds it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import httpx
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+CHART = ROOT / "charts" / "cellfit"
+EXAMPLES = ROOT / "deploy" / "examples"
+RELEASE = "cellfit"
+NAMESPACE = "cellfit-system"
+EXTENDER_ONLY_SA = "cellfit-extender-only"  # bound to the chart's cellfit ClusterRole and nothing else
+
+KWOK_TOLERATION = {"key": "kwok.x-k8s.io/node", "operator": "Exists", "effect": "NoSchedule"}
+RUN_FOR = "cellfit.io/e2e-run-for"
+SCENARIO_LABEL = "cellfit.io/e2e-scenario"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float, what: str, interval: float = 0.5) -> Any:
+    """Poll until truthy; raise AssertionError (not pytest.fail: the benchmark uses it too)."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while True:
+        last = predicate()
+        if last:
+            return last
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what} (last: {last!r})")
+        time.sleep(interval)
+
+
+# ------------------------------------------------------------------------------ the cluster
+
+
+class Cluster:
+    """kubectl and helm against the e2e cluster; built from the ``control_plane`` fixture or,
+    for the benchmark, from a cluster.env file."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        self.env = env
+        self.kubeconfig = Path(env["KUBECONFIG"])
+
+    @classmethod
+    def from_control_plane(cls, cp: Any) -> Cluster:
+        return cls({**cp.env, "KUBECONFIG": str(cp.kubeconfig)})
+
+    def process_env(self) -> dict[str, str]:
+        return {**os.environ, **self.env}
+
+    def kubectl(self, *args: str, input: str | None = None, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        proc = subprocess.run(
+            [self.env["CELLFIT_E2E_KUBECTL"], "--kubeconfig", str(self.kubeconfig), *args],
+            input=input, capture_output=True, text=True, timeout=timeout, env=self.process_env(), check=False,
+        )
+        if check and proc.returncode != 0:
+            raise AssertionError(f"kubectl {' '.join(args)} failed ({proc.returncode}):\n{proc.stderr}{proc.stdout}")
+        return proc
+
+    def kubectl_json(self, *args: str, timeout: float = 120) -> Any:
+        return json.loads(self.kubectl(*args, "-o", "json", timeout=timeout).stdout)
+
+    def apply(self, *objects: dict[str, Any], namespace: str | None = None) -> None:
+        ns = ["-n", namespace] if namespace else []
+        items = {"apiVersion": "v1", "kind": "List", "items": list(objects)}
+        self.kubectl("apply", *ns, "-f", "-", input=json.dumps(items))
+
+    def helm(self, *args: str, check: bool = True, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+        proc = subprocess.run(
+            [self.env["CELLFIT_E2E_HELM"], "--kubeconfig", str(self.kubeconfig), *args],
+            capture_output=True, text=True, timeout=timeout, env=self.process_env(), check=False,
+        )
+        if check and proc.returncode != 0:
+            raise AssertionError(f"helm {' '.join(args)} failed ({proc.returncode}):\n{proc.stderr}{proc.stdout}")
+        return proc
+
+    def add_gpu_nodes(self, count: int, prefix: str, *, labels: dict[str, str], gpus: int = 8, rack: str | None = None,
+                      wait: bool = True, timeout: float = 300) -> list[str]:
+        args = [str(ROOT / "e2e/cluster/add-gpu-nodes.sh"), str(count), "--prefix", prefix, "--gpus", str(gpus)]
+        args += ["--rack", rack or prefix]
+        for key, value in labels.items():
+            args += ["--label", f"{key}={value}"]
+        if not wait:
+            args.append("--no-wait")
+        proc = subprocess.run(args, env=self.process_env(), capture_output=True, text=True, timeout=timeout, check=False)
+        if proc.returncode != 0:
+            raise AssertionError(f"add-gpu-nodes.sh failed:\n{proc.stderr}{proc.stdout}")
+        return [f"{prefix}-{i}" for i in range(count)]
+
+    def delete_nodes(self, selector: str) -> None:
+        self.kubectl("delete", "nodes", "-l", selector, "--wait=false", "--ignore-not-found", check=False)
+
+    def pods(self, namespace: str, selector: str | None = None) -> list[dict[str, Any]]:
+        args = ["-n", namespace, "get", "pods"] + (["-l", selector] if selector else [])
+        return list(self.kubectl_json(*args)["items"])
+
+    def events(self, namespace: str, name: str, kind: str = "Pod") -> list[dict[str, Any]]:
+        selector = f"involvedObject.name={name},involvedObject.kind={kind}"
+        return list(self.kubectl_json("-n", namespace, "get", "events", "--field-selector", selector)["items"])
+
+    def token_kubeconfig(self, service_account: str, namespace: str, path: Path, duration: str = "4h") -> Path:
+        """A kubeconfig that authenticates as the ServiceAccount (``kubectl create token``)."""
+        token = self.kubectl("create", "token", service_account, "-n", namespace, "--duration", duration).stdout.strip()
+        admin = yaml.safe_load(self.kubeconfig.read_text())
+        context_name = admin.get("current-context") or admin["contexts"][0]["name"]
+        context = next(c["context"] for c in admin["contexts"] if c["name"] == context_name)
+        cluster = copy.deepcopy(next(c["cluster"] for c in admin["clusters"] if c["name"] == context["cluster"]))
+        ca = cluster.get("certificate-authority")
+        if ca and not Path(ca).is_absolute():
+            cluster["certificate-authority"] = str((self.kubeconfig.parent / ca).resolve())
+        config = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "e2e", "cluster": cluster}],
+            "users": [{"name": service_account, "user": {"token": token}}],
+            "contexts": [{"name": "sa", "context": {"cluster": "e2e", "user": service_account}}],
+            "current-context": "sa",
+        }
+        path.write_text(yaml.safe_dump(config))
+        path.chmod(0o600)
+        return path
+
+
+# ------------------------------------------------------------------------------ the release
+
+
+@dataclass
+class Release:
+    name: str
+    namespace: str
+    objects: list[dict[str, Any]]  # the manifest helm applied
+    installed_now: bool
+    notes: str
+
+    def find(self, kind: str, suffix: str = "") -> dict[str, Any]:
+        found = [o for o in self.objects if o["kind"] == kind and o["metadata"]["name"].endswith(suffix)]
+        assert len(found) == 1, (kind, suffix, [o["metadata"]["name"] for o in found])
+        return found[0]
+
+    @property
+    def service_account(self) -> str:
+        return str(self.find("ServiceAccount")["metadata"]["name"])
+
+    @property
+    def scheduler_config(self) -> dict[str, Any]:
+        return dict(yaml.safe_load(self.find("ConfigMap", "-scheduler-config")["data"]["scheduler-config.yaml"]))
+
+    @property
+    def cellfit_config_text(self) -> str:
+        (cm,) = [o for o in self.objects if o["kind"] == "ConfigMap" and "config.yaml" in o.get("data", {})]
+        return str(cm["data"]["config.yaml"])
+
+    @property
+    def scheduler_name(self) -> str:
+        return str(self.scheduler_config["profiles"][0]["schedulerName"])
+
+    @property
+    def extender_role(self) -> str:
+        return str(self.find("ClusterRole", "-extender")["metadata"]["name"])
+
+    def priority_class(self, which: str) -> str:
+        return {"trial": "cellfit-trial", "best-effort": "cellfit-best-effort", "opportunistic": "cellfit-opportunistic"}[which]
+
+
+def ensure_release(cluster: Cluster, *extra: str) -> Release:
+    """``helm install`` the chart once per cluster (release ``cellfit`` in ``cellfit-system``);
+    later callers get the installed release. ``extra`` are helm flags for the first install."""
+    installed_now = False
+    if cluster.helm("status", RELEASE, "-n", NAMESPACE, check=False).returncode != 0:
+        cluster.helm("install", RELEASE, str(CHART), "-n", NAMESPACE, "--create-namespace", *extra)
+        installed_now = True
+    manifest = cluster.helm("get", "manifest", RELEASE, "-n", NAMESPACE).stdout
+    notes = cluster.helm("get", "notes", RELEASE, "-n", NAMESPACE, check=False).stdout
+    release = Release(RELEASE, NAMESPACE, [o for o in yaml.safe_load_all(manifest) if o], installed_now, notes)
+    _ensure_extender_only_account(cluster, release)
+    return release
+
+
+def _ensure_extender_only_account(cluster: Cluster, release: Release) -> None:
+    cluster.apply(
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": EXTENDER_ONLY_SA, "namespace": release.namespace}},
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": f"e2e-{EXTENDER_ONLY_SA}"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": release.extender_role},
+            "subjects": [{"kind": "ServiceAccount", "name": EXTENDER_ONLY_SA, "namespace": release.namespace}],
+        },
+    )
+
+
+# ------------------------------------------------------------------------------ processes
+
+
+class CellfitProcess:
+    """``cellfit serve`` with the chart's config file on a free local port."""
+
+    def __init__(self, config_text: str, kubeconfig: Path, workdir: Path, name: str = "cellfit") -> None:
+        self.port = free_port()
+        self.kubeconfig = kubeconfig
+        self.config = workdir / f"{name}.yaml"
+        self.config.write_text(config_text)
+        self.log = workdir / f"{name}.log"
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 120) -> None:
+        with self.log.open("ab") as out:
+            out.write(f"\n===== start {time.strftime('%H:%M:%S')}\n".encode())
+            out.flush()
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "scheduler.cli", "serve", "--config", str(self.config),
+                 "--host", "127.0.0.1", "--port", str(self.port), "--kubeconfig", str(self.kubeconfig)],
+                cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
+            )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"{self.url}/readyz", timeout=2).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            if self.process.poll() is not None:
+                raise AssertionError(f"cellfit exited with {self.process.returncode}; log {self.log}:\n{self.tail()}")
+            time.sleep(0.2)
+        raise AssertionError(f"cellfit not ready after {timeout:.0f}s; log {self.log}:\n{self.tail()}")
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(20)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(5)
+        self.process = None
+
+    def get(self, path: str, **params: str) -> Any:
+        response = httpx.get(f"{self.url}{path}", params=params, timeout=10)
+        response.raise_for_status()
+        return response.json() if "json" in response.headers.get("content-type", "") else response.text
+
+    def metric(self, line_prefix: str) -> float:
+        total = 0.0
+        for line in str(self.get("/metrics")).splitlines():
+            if line.startswith(line_prefix):
+                total += float(line.rsplit(" ", 1)[1])
+        return total
+
+    def tail(self, lines: int = 40) -> str:
+        try:
+            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no log)"
+
+
+class KubeSchedulerProcess:
+    """kube-scheduler with a KubeSchedulerConfiguration, serving HTTPS on a free local port
+    with delegated authentication and authorization through the same kubeconfig (as in a pod)."""
+
+    def __init__(self, binary: str, config: dict[str, Any], kubeconfig: Path, workdir: Path, name: str = "kube-scheduler",
+                 verbosity: int = 2) -> None:
+        self.binary = binary
+        self.secure_port = free_port()
+        self.kubeconfig = kubeconfig
+        self.config_path = workdir / f"{name}.yaml"
+        self.config_path.write_text(yaml.safe_dump({**config, "clientConnection": {"kubeconfig": str(kubeconfig), "qps": 200, "burst": 400}}))
+        self.log = workdir / f"{name}.log"
+        self.verbosity = verbosity
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        with self.log.open("ab") as out:
+            self.process = subprocess.Popen(
+                [self.binary, "--config", str(self.config_path), "--bind-address", "127.0.0.1",
+                 "--secure-port", str(self.secure_port), "--authentication-kubeconfig", str(self.kubeconfig),
+                 "--authorization-kubeconfig", str(self.kubeconfig), f"--v={self.verbosity}"],
+                stdout=out, stderr=subprocess.STDOUT,
+            )
+
+    def healthz(self) -> str:
+        try:
+            response = httpx.get(f"https://127.0.0.1:{self.secure_port}/healthz", verify=False, timeout=3)
+            return response.text if response.status_code == 200 else ""
+        except httpx.HTTPError:
+            return ""
+
+    def wait_healthy(self, timeout: float = 60) -> None:
+        def healthy() -> str:
+            if self.process is not None and self.process.poll() is not None:
+                raise AssertionError(f"kube-scheduler exited with {self.process.returncode}; log {self.log}:\n{self.tail()}")
+            return self.healthz()
+
+        wait_for(healthy, timeout, f"kube-scheduler /healthz (log {self.log})")
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(20)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(5)
+        self.process = None
+
+    def tail(self, lines: int = 40) -> str:
+        try:
+            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no log)"
+
+
+def local_scheduler_config(release: Release, *, cellfit_port: int, lease_seconds: int | None = None) -> dict[str, Any]:
+    """The chart's KubeSchedulerConfiguration with the extender on ``cellfit_port``; nothing
+    else changes (leader election included: the Lease Role is part of what is tested)."""
+    config = release.scheduler_config
+    extender = config["extenders"][0]
+    prefix = extender["urlPrefix"]
+    assert prefix.startswith("http://127.0.0.1:") and prefix.endswith("/v1/extender"), prefix
+    extender["urlPrefix"] = f"http://127.0.0.1:{cellfit_port}/v1/extender"
+    if lease_seconds is not None:
+        config["leaderElection"].update(leaseDuration=f"{lease_seconds}s", renewDeadline=f"{max(lease_seconds - 5, 2)}s")
+    return config
+
+
+@dataclass
+class ChartScheduler:
+    """The chart's two containers, running here."""
+
+    cellfit: CellfitProcess
+    scheduler: KubeSchedulerProcess
+    release: Release
+
+    def logs_forbidden(self) -> list[str]:
+        lines = []
+        for log in (self.cellfit.log, self.scheduler.log):
+            for line in log.read_text(errors="replace").splitlines():
+                if "forbidden" in line.lower():
+                    lines.append(f"{log.name}: {line}")
+        return lines
+
+
+@contextlib.contextmanager
+def chart_scheduler(cluster: Cluster, release: Release, workdir: Path, *, name: str = "chart") -> Iterator[ChartScheduler]:
+    """Run the chart's kube-scheduler and cellfit locally with the chart's configs and RBAC."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    scheduler_kubeconfig = cluster.token_kubeconfig(release.service_account, release.namespace, workdir / "scheduler.kubeconfig")
+    cellfit_kubeconfig = cluster.token_kubeconfig(EXTENDER_ONLY_SA, release.namespace, workdir / "cellfit.kubeconfig")
+    cellfit = CellfitProcess(release.cellfit_config_text, cellfit_kubeconfig, workdir, name=f"{name}-cellfit")
+    cellfit.start()
+    scheduler = KubeSchedulerProcess(
+        cluster.env["CELLFIT_E2E_KUBE_SCHEDULER"], local_scheduler_config(release, cellfit_port=cellfit.port),
+        scheduler_kubeconfig, workdir, name=f"{name}-kube-scheduler",
+    )
+    scheduler.start()
+    try:
+        scheduler.wait_healthy()
+        yield ChartScheduler(cellfit=cellfit, scheduler=scheduler, release=release)
+    finally:
+        scheduler.stop()
+        cellfit.stop()
+
+
+def lease_holder(cluster: Cluster, release: Release) -> str:
+    config = release.scheduler_config["leaderElection"]
+    proc = cluster.kubectl("-n", config["resourceNamespace"], "get", "lease", config["resourceName"],
+                           "-o", "jsonpath={.spec.holderIdentity}", check=False)
+    return proc.stdout.strip() if proc.returncode == 0 else ""
+
+
+# ------------------------------------------------------------------------------ workloads
+
+
+def example_job(example: str, *, name: str, scheduler_name: str, node_selector: dict[str, str], gpus: int,
+                run_for: str | None = None, grace_seconds: int | None = None, parallelism: int | None = None) -> dict[str, Any]:
+    """A Job from deploy/examples, made runnable on KWOK nodes: tolerate the kwok taint, pin it
+    to the scenario's nodes, drop volumes (no PVCs here), small CPU and memory requests."""
+    (job,) = [d for d in yaml.safe_load_all((EXAMPLES / f"{example}.yaml").read_text()) if d and d["kind"] == "Job"]
+    job["metadata"]["name"] = name
+    spec = job["spec"]
+    if parallelism is not None:
+        spec["parallelism"] = parallelism
+        spec["completions"] = parallelism
+        annotations = spec["template"]["metadata"].get("annotations", {})
+        if "cellfit.io/gang-size" in annotations:
+            annotations["cellfit.io/gang-size"] = str(parallelism)
+    template = spec["template"]
+    template["metadata"].setdefault("annotations", {})
+    if run_for is not None:
+        template["metadata"]["annotations"][RUN_FOR] = run_for
+    pod = template["spec"]
+    pod["schedulerName"] = scheduler_name
+    pod["tolerations"] = [KWOK_TOLERATION]
+    pod["nodeSelector"] = dict(node_selector)
+    pod.pop("volumes", None)
+    if grace_seconds is not None:
+        pod["terminationGracePeriodSeconds"] = grace_seconds
+    for container in pod["containers"]:
+        container.pop("volumeMounts", None)
+        container["image"] = "trainer:fake"
+        container["resources"] = {"limits": {"nvidia.com/gpu": str(gpus), "cpu": "1", "memory": "1Gi"}}
+    return job
+
+
+def gpu_pod(name: str, *, scheduler_name: str, node_selector: dict[str, str], gpus: int, priority_class: str | None = None,
+            labels: dict[str, str] | None = None, annotations: dict[str, str] | None = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "schedulerName": scheduler_name,
+        "nodeSelector": dict(node_selector),
+        "tolerations": [KWOK_TOLERATION],
+        "terminationGracePeriodSeconds": 0,
+        "containers": [{"name": "trainer", "image": "trainer:fake",
+                        "resources": {"limits": {"nvidia.com/gpu": str(gpus), "cpu": "1", "memory": "1Gi"}}}],
+    }
+    if priority_class:
+        spec["priorityClassName"] = priority_class
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "labels": labels or {}, "annotations": annotations or {}}, "spec": spec}
+
+
+def is_active(pod: dict[str, Any]) -> bool:
+    return pod["status"].get("phase") not in ("Succeeded", "Failed") and not pod["metadata"].get("deletionTimestamp")
+
+
+def gpus_of(pod: dict[str, Any]) -> int:
+    return sum(int(c.get("resources", {}).get("limits", {}).get("nvidia.com/gpu", 0)) for c in pod["spec"]["containers"])
+
+
+def gpu_bookings(pods: list[dict[str, Any]]) -> dict[str, list[tuple[str, tuple[int, ...]]]]:
+    """node -> [(pod, GPU indices from cellfit.io/gpu-indices)] of the active bound pods."""
+    out: dict[str, list[tuple[str, tuple[int, ...]]]] = {}
+    for pod in pods:
+        node = pod["spec"].get("nodeName")
+        if not node or not is_active(pod):
+            continue
+        raw = pod["metadata"].get("annotations", {}).get("cellfit.io/gpu-indices", "")
+        indices = tuple(int(i) for i in raw.split(",") if i != "")
+        out.setdefault(node, []).append((pod["metadata"]["name"], indices))
+    return out
+
+
+def assert_no_double_booking(pods: list[dict[str, Any]], gpus_per_node: int = 8) -> None:
+    """Per node: the GPUs requested fit, and no GPU index is handed to two pods."""
+    totals: dict[str, int] = {}
+    for pod in pods:
+        node = pod["spec"].get("nodeName")
+        if node and is_active(pod):
+            totals[node] = totals.get(node, 0) + gpus_of(pod)
+    assert all(total <= gpus_per_node for total in totals.values()), totals
+    for node, bookings in gpu_bookings(pods).items():
+        seen: dict[int, str] = {}
+        for pod, indices in bookings:
+            for index in indices:
+                assert index not in seen, f"GPU {index} of {node} given to both {seen[index]} and {pod}"
+                assert 0 <= index < gpus_per_node, (node, pod, indices)
+                seen[index] = pod
