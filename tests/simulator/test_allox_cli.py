@@ -44,6 +44,7 @@ def test_table_json_and_plot(tmp_path: Path, capsys: pytest.CaptureFixture[str])
             assert set(entry["utilisation"][kind]) == {"jobs", "samples"}
             assert 0 <= sum(entry["utilisation"][kind].values()) <= 1 + 1e-9
         assert 0 <= entry["on_cpu_fraction"] <= 1
+        assert entry["cpu_work_speedup"] is None or 1.8 - 1e-9 <= entry["cpu_work_speedup"] <= 10 + 1e-9
         settings = entry["settings"]
         assert settings["workload"] == "allox" and settings["load"] == 0.9 and settings["alpha"] == 0.1
         assert settings["machines"] == {"gpu": 3, "cpu": 3}
@@ -51,12 +52,13 @@ def test_table_json_and_plot(tmp_path: Path, capsys: pytest.CaptureFixture[str])
         assert settings["timeout_minutes"] == 240.0
     assert document["srpt"]["preemptions"] > 0 and document["allox"]["preemptions"] == 0
     assert document["drff"]["utilisation"]["cpu"] == {"jobs": 0.0, "samples": 0.0}
+    assert document["drff"]["cpu_work_speedup"] is None
 
 
-def test_same_seed_same_document(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_same_seed_same_document_with_or_without_workers(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     paths = [tmp_path / f"run{i}.json" for i in range(3)]
-    for path, seed in zip(paths, ("4", "4", "5")):
-        args = [*SMALL, "--policies", "allox,es", "--seed", seed, "--output-json", str(path)]
+    for path, seed, workers in zip(paths, ("4", "4", "5"), ("1", "2", "1")):
+        args = [*SMALL, "--policies", "allox,es", "--seed", seed, "--workers", workers, "--output-json", str(path)]
         code, _, err = run_cli(args, capsys)
         assert code == 0, err
     first, again, other = (json.loads(path.read_text()) for path in paths)

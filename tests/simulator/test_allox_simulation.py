@@ -36,6 +36,7 @@ def test_allox_plays_the_papers_three_job_example() -> None:
     assert result.completion_time.sum() / MINUTE == pytest.approx(17.0)
     assert list(result.final_kind) == [1, 0, 0]  # j1 on the CPU, j2 then j3 on the GPU
     assert list(result.finish / MINUTE) == pytest.approx([4.0, 4.0, 9.0])
+    assert result.cpu_work_speedup == pytest.approx(4 / 3)  # the CPU ran j1, 4 min of work worth 3 on a GPU
 
 
 @pytest.mark.parametrize(

@@ -46,9 +46,9 @@ def plot_policies(summaries: Mapping[str, AlloxSummary], path: Path, *, title: s
         values = [total_utilisation(summaries[label], kind) for label in labels]
         axes[2].bar([x + offset for x in xs], [math.nan if v is None else 100 * v for v in values], width, label=kind.upper())
     axes[2].set_ylabel("utilisation [%]")
-    axes[2].set_ylim(0, 105)
+    axes[2].set_ylim(0, 125)
     axes[2].set_title("utilisation (arrival window)")
-    axes[2].legend()
+    axes[2].legend(loc="upper right", ncol=2)
     for ax in axes:
         ax.set_xticks(list(xs), labels, rotation=30)
         ax.grid(axis="y", alpha=0.3)
@@ -69,7 +69,9 @@ def plot_sweep(name: str, points: Sequence[AlloxSweepPoint], path: Path, *, titl
     for label in labels:
         axes[0].plot(xs, [p.summaries[label].average_jct for p in points], marker="o", label=label)
         axes[1].plot(xs, [p.summaries[label].progress_sd for p in points], marker="o", label=label)
-    axes[0].set_yscale("log")
+    jcts = [p.summaries[label].average_jct for p in points for label in labels]
+    if jcts and min(jcts) > 0 and max(jcts) / min(jcts) > 5:
+        axes[0].set_yscale("log")
     axes[0].set_ylabel("average JCT [min]")
     axes[1].set_ylabel("sd of users' progress (dominant share)")
     for ax in axes:

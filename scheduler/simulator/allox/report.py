@@ -40,7 +40,7 @@ def jct_table(summaries: Mapping[str, AlloxSummary]) -> str:
     header = [
         "policy",
         "avg JCT [min]",
-        "allox vs it",
+        "allox vs this",
         "p50",
         "p95",
         "p99",
@@ -49,6 +49,7 @@ def jct_table(summaries: Mapping[str, AlloxSummary]) -> str:
         "GPU util",
         "CPU util",
         "on CPU",
+        "CPU work speedup",
     ]
     rows = []
     for label, s in summaries.items():
@@ -66,11 +67,13 @@ def jct_table(summaries: Mapping[str, AlloxSummary]) -> str:
                 _util(s, "gpu"),
                 _util(s, "cpu"),
                 percent(s.on_cpu),
+                number(s.cpu_work_speedup),
             ]
         )
     return (
         "AlloX (EuroSys'20 Figs. 12-14): job completion time (JCT) [min], users' progress spread "
-        "(sd, in dominant shares), utilisation over the arrival window\n" + _rows(header, rows)
+        "(sd, in dominant shares), utilisation over the arrival window, jobs that finished on a CPU, mean "
+        "speedup of the work CPUs did\n" + _rows(header, rows)
     )
 
 

@@ -22,7 +22,8 @@ class AlloxSummary:
     """One run's numbers, or the mean of several runs' (``seeds`` says which). JCTs in minutes;
     ``utilisation[kind]`` is the share of that kind's machines held by jobs and by samples over
     the arrival window; ``progress_sd`` / ``progress_mean`` are in dominant-share units (one GPU
-    of 20 = 0.05)."""
+    of 20 = 0.05); ``on_cpu`` is the share of jobs that finished on a CPU, ``cpu_work_speedup``
+    the mean speedup of the work CPUs did (see :class:`AlloxRunResult`)."""
 
     policy: str
     seeds: tuple[int, ...]
@@ -36,6 +37,7 @@ class AlloxSummary:
     user_jct: dict[str, float]
     utilisation: dict[str, dict[str, float]]
     on_cpu: float
+    cpu_work_speedup: float | None
     makespan: float
     preemptions: float
     events: float
@@ -52,6 +54,7 @@ class AlloxSummary:
             "user_average_jct_minutes": self.user_jct,
             "utilisation": self.utilisation,
             "on_cpu_fraction": self.on_cpu,
+            "cpu_work_speedup": self.cpu_work_speedup,
             "makespan_minutes": self.makespan,
             "preemptions": self.preemptions,
             "jobs": self.jobs,
@@ -102,6 +105,7 @@ def summarise(result: AlloxRunResult, *, label: str | None = None) -> AlloxSumma
         user_jct=user_jct,
         utilisation=utilisation,
         on_cpu=float(result.final_kind.mean()) if jobs else 0.0,
+        cpu_work_speedup=result.cpu_work_speedup,
         makespan=result.makespan / MINUTE,
         preemptions=float(result.preemptions),
         events=float(result.events),
@@ -138,12 +142,18 @@ def average(summaries: Sequence[AlloxSummary]) -> AlloxSummary:
             for kind in first.utilisation
         },
         on_cpu=mean([s.on_cpu for s in summaries]),
+        cpu_work_speedup=_mean_present([s.cpu_work_speedup for s in summaries]),
         makespan=mean([s.makespan for s in summaries]),
         preemptions=mean([s.preemptions for s in summaries]),
         events=mean([s.events for s in summaries]),
         decisions=mean([s.decisions for s in summaries]),
         per_seed=tuple(summaries),
     )
+
+
+def _mean_present(values: Sequence[float | None]) -> float | None:
+    present = [value for value in values if value is not None]
+    return float(np.mean(present)) if present else None
 
 
 def total_utilisation(summary: AlloxSummary, kind: str) -> float | None:

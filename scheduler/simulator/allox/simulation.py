@@ -139,6 +139,9 @@ class AlloxRunResult:
     average of their mean; ``user_progress`` each user's time-averaged progress. ``busy`` is
     machine-seconds per kind spent on jobs and on samples over the whole run; ``window_busy``
     the machines per kind held on average over the arrival window (utilisation × ``machines``).
+    ``cpu_work_speedup`` is the CPU time jobs ran for over the GPU time the same work would have
+    taken: the mean speedup of the work done on CPUs, weighted by CPU time (lower means the CPUs
+    ran the jobs that lose least there; None when CPUs ran nothing).
     """
 
     policy: str
@@ -156,6 +159,7 @@ class AlloxRunResult:
     busy: Mapping[str, Mapping[str, float]]
     window_busy: Mapping[str, Mapping[str, float]]
     machines: Mapping[str, int]
+    cpu_work_speedup: float | None
     makespan: float
     events: int
     decisions: int
@@ -261,6 +265,7 @@ class InterchangeableSimulation:
         # Machine-seconds held inside the arrival window, and how many machines jobs hold now.
         self._window_busy = {kind: {"jobs": 0.0, "samples": 0.0} for kind in self.kinds}
         self._holding_jobs = {kind: 0 for kind in self.kinds}
+        self._cpu_work_on_gpu = 0.0
         # Fairness bookkeeping (true values): progress per user, jobs in the system per user.
         self._progress = np.zeros(len(self.users))
         self._in_system = np.zeros(len(self.users), dtype=np.int64)
@@ -491,7 +496,11 @@ class InterchangeableSimulation:
         self._holder[machine.name] = None
         self._holding_jobs[machine.kind] -= 1
         del self._running[job.index]
-        self._busy[machine.kind]["jobs"] += self.now - job.started_at
+        ran = self.now - job.started_at
+        self._busy[machine.kind]["jobs"] += ran
+        if machine.kind == KIND_CPU and KIND_GPU in job.spec.processing_time:
+            # What this CPU work would have taken on a GPU: CPUs are worth this much GPU time.
+            self._cpu_work_on_gpu += ran / job.spec.processing_time[KIND_CPU] * job.spec.processing_time[KIND_GPU]
         self._progress[self._user_index[job.spec.user]] -= job_value(job.truth, machine.kind, self.shares)
         job.machine = None
         job.epoch += 1
@@ -548,6 +557,11 @@ class InterchangeableSimulation:
             busy={kind: dict(values) for kind, values in self._busy.items()},
             window_busy={kind: {what: value / span if span > 0 else 0.0 for what, value in values.items()} for kind, values in self._window_busy.items()},
             machines=dict(self._machine_count),
+            cpu_work_speedup=(
+                self._busy[KIND_CPU]["jobs"] / self._cpu_work_on_gpu
+                if KIND_CPU in self._busy and self._cpu_work_on_gpu > 0
+                else None
+            ),
             makespan=self.now,
             events=self._events,
             decisions=self._decisions,
