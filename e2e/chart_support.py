@@ -378,16 +378,20 @@ class ChartScheduler:
 
 
 @contextlib.contextmanager
-def chart_scheduler(cluster: Cluster, release: Release, workdir: Path, *, name: str = "chart") -> Iterator[ChartScheduler]:
-    """Run the chart's kube-scheduler and cellfit locally with the chart's configs and RBAC."""
+def chart_scheduler(cluster: Cluster, release: Release, workdir: Path, *, name: str = "chart",
+                    edit_scheduler_config: Callable[[dict[str, Any]], None] | None = None) -> Iterator[ChartScheduler]:
+    """Run the chart's kube-scheduler and cellfit locally with the chart's configs and RBAC
+    (``edit_scheduler_config`` may change the KubeSchedulerConfiguration, for experiments)."""
     workdir.mkdir(parents=True, exist_ok=True)
     scheduler_kubeconfig = cluster.token_kubeconfig(release.service_account, release.namespace, workdir / "scheduler.kubeconfig")
     cellfit_kubeconfig = cluster.token_kubeconfig(EXTENDER_ONLY_SA, release.namespace, workdir / "cellfit.kubeconfig")
     cellfit = CellfitProcess(release.cellfit_config_text, cellfit_kubeconfig, workdir, name=f"{name}-cellfit")
     cellfit.start()
+    config = local_scheduler_config(release, cellfit_port=cellfit.port)
+    if edit_scheduler_config is not None:
+        edit_scheduler_config(config)
     scheduler = KubeSchedulerProcess(
-        cluster.env["CELLFIT_E2E_KUBE_SCHEDULER"], local_scheduler_config(release, cellfit_port=cellfit.port),
-        scheduler_kubeconfig, workdir, name=f"{name}-kube-scheduler",
+        cluster.env["CELLFIT_E2E_KUBE_SCHEDULER"], config, scheduler_kubeconfig, workdir, name=f"{name}-kube-scheduler",
     )
     scheduler.start()
     try:
