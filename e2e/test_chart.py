@@ -122,4 +122,4 @@ def test_helm_upgrade_rolls_the_pods_on_a_config_change(installed: tuple[Cluster
         wait_for(lambda: len(cluster.kubectl_json("-n", NAMESPACE, "get", "replicasets", "-l", selector)["items"]) >= 2,
                  60, "a second ReplicaSet after the upgrade")
     finally:
-        cluster.helm("rollback", release.name, "1", "-n", release.namespace)
+        cluster.helm("rollback", release.name, "-n", release.namespace)  # to the previous revision
