@@ -116,12 +116,12 @@ class BindWatch:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            listing = self.core.list_namespaced_pod(self.namespace, _preload_content=False)
+            listing: Any = self.core.list_namespaced_pod(self.namespace, _preload_content=False)
             data = json.loads(listing.data)
             for pod in data["items"]:
                 if pod["spec"].get("nodeName"):
                     self.bound.setdefault(pod["metadata"]["uid"], time.monotonic())
-            response = self.core.list_namespaced_pod(
+            response: Any = self.core.list_namespaced_pod(
                 self.namespace, watch=True, resource_version=data["metadata"]["resourceVersion"],
                 timeout_seconds=600, _preload_content=False,
             )

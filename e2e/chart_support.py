@@ -490,8 +490,8 @@ def assert_no_double_booking(pods: list[dict[str, Any]], gpus_per_node: int = 8)
     assert all(total <= gpus_per_node for total in totals.values()), totals
     for node, bookings in gpu_bookings(pods).items():
         seen: dict[int, str] = {}
-        for pod, indices in bookings:
+        for pod_name, indices in bookings:
             for index in indices:
-                assert index not in seen, f"GPU {index} of {node} given to both {seen[index]} and {pod}"
-                assert 0 <= index < gpus_per_node, (node, pod, indices)
-                seen[index] = pod
+                assert index not in seen, f"GPU {index} of {node} given to both {seen[index]} and {pod_name}"
+                assert 0 <= index < gpus_per_node, (node, pod_name, indices)
+                seen[index] = pod_name

@@ -189,7 +189,8 @@ def test_trial_job_preempts_exactly_fitgpps_victim_which_resumes_later(env: Any)
     assert [p["status"]["phase"] for p in te_pods] == ["Succeeded"], "be-cheap resumed while te-probe still ran"
     wait_for(lambda: cluster.kubectl_json("-n", ns, "get", "job", "te-probe")["status"].get("succeeded") == 1, 30,
              "te-probe complete")
-    assert running_pod(cluster, ns, "be-costly")["metadata"]["uid"] == costly_pod["metadata"]["uid"]
+    still = running_pod(cluster, ns, "be-costly")
+    assert still is not None and still["metadata"]["uid"] == costly_pod["metadata"]["uid"]
     assert_no_double_booking(cluster.pods(ns))
 
 
