@@ -192,9 +192,6 @@ class Release:
     def extender_role(self) -> str:
         return str(self.find("ClusterRole", "-extender")["metadata"]["name"])
 
-    def priority_class(self, which: str) -> str:
-        return {"trial": "cellfit-trial", "best-effort": "cellfit-best-effort", "opportunistic": "cellfit-opportunistic"}[which]
-
 
 def ensure_release(cluster: Cluster, *extra: str) -> Release:
     """``helm install`` the chart once per cluster (release ``cellfit`` in ``cellfit-system``);
