@@ -107,10 +107,11 @@ class Reflector(Generic[T]):
                 if status.code == 410:
                     raise Expired
                 raise RuntimeError(f"watch error {status.code}: {status.message}")
+            if event.type == "BOOKMARK":
+                version = wire.BOOKMARK_DECODER.decode(event.object).metadata.resourceVersion or version
+                continue
             obj = self._decode(event.object)
             version = self._version_of(obj) or version
-            if event.type == "BOOKMARK":
-                continue
             if event.type == "DELETED":
                 self._delete(obj)
             else:

@@ -211,6 +211,13 @@ class WatchEvent(msgspec.Struct, frozen=True):
     object: msgspec.Raw
 
 
+class Bookmark(msgspec.Struct, frozen=True):
+    """A BOOKMARK event's object: only ``metadata.resourceVersion`` is meaningful (the rest of
+    the object is empty, e.g. a pod with ``spec.containers: null``)."""
+
+    metadata: ListMeta = ListMeta()
+
+
 # Decoders are built once: msgspec compiles a decoder per type.
 EXTENDER_ARGS_DECODER = msgspec.json.Decoder(ExtenderArgs)
 PREEMPTION_ARGS_DECODER = msgspec.json.Decoder(ExtenderPreemptionArgs)
@@ -223,4 +230,5 @@ JOB_DECODER = msgspec.json.Decoder(Job)
 JOB_LIST_DECODER = msgspec.json.Decoder(JobList)
 WATCH_EVENT_DECODER = msgspec.json.Decoder(WatchEvent)
 STATUS_DECODER = msgspec.json.Decoder(Status)
+BOOKMARK_DECODER = msgspec.json.Decoder(Bookmark)
 ENCODER = msgspec.json.Encoder()

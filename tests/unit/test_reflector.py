@@ -85,6 +85,41 @@ def test_list_then_watch_resumes_from_the_last_version():
     assert reflector.synced.is_set() and reflector.relists == 1
 
 
+def test_a_pod_bookmark_advances_the_version_without_decoding_a_pod():
+    # The API sends pod bookmarks with an empty spec ("containers": null), which is no valid Pod.
+    bookmark = json.dumps({"type": "BOOKMARK", "object": {"kind": "Pod", "apiVersion": "v1",
+        "metadata": {"resourceVersion": "77", "annotations": {"k8s.io/initial-events-end": "true"}},
+        "spec": {"containers": None}, "status": {}}}).encode()
+    store: dict[str, str] = {}
+    relisted: list[int] = []
+    watched: list[str] = []
+    done = threading.Event()
+
+    def watch(version):
+        watched.append(version)
+        if len(watched) == 1:
+            yield bookmark
+        else:
+            done.set()
+            time.sleep(30)
+            yield from ()
+
+    reflector = Reflector[wire.Pod](
+        kind="pods",
+        list_objects=lambda: (relisted.append(1) or ("10", [])),
+        watch_lines=watch,
+        decode_object=wire.POD_DECODER.decode,
+        version_of=lambda p: p.metadata.resourceVersion,
+        replace=lambda pods: None,
+        apply=lambda p: store.__setitem__(p.metadata.name, p.metadata.resourceVersion),
+        delete=lambda p: None,
+    )
+    reflector.start()
+    assert done.wait(10)
+    reflector.stop()
+    assert watched[:2] == ["10", "77"] and len(relisted) == 1
+
+
 def test_a_410_error_event_relists_and_drops_what_vanished():
     script = Script(
         lists=[("10", ["a", "b"]), ("40", ["a", "z"])],
