@@ -225,7 +225,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """While the binaries are not cached yet, the first e2e test's setup builds them
     (20-40 min on 2 cores): grant e2e tests the build time on top of their timeout."""
     e2e_items = [item for item in items if item.get_closest_marker("e2e")]
-    if not e2e_items:
+    if not e2e_items or _external_env_file() is not None:
         return
     cached = subprocess.run(
         [str(CLUSTER_DIR / "build.sh"), "--check"], capture_output=True, check=False
@@ -248,10 +248,33 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.fixture(scope="session")
 def control_plane() -> Iterator[ControlPlane]:
+    external = _external_env_file()
+    if external is not None:
+        yield from _external_control_plane(external)
+        return
     workdir = _workdir()
     workdir.mkdir(parents=True, exist_ok=True)
     with _session_lock(workdir, timeout=float(os.environ.get("CELLFIT_E2E_LOCK_TIMEOUT", "1800"))):
         yield from _control_plane(workdir)
+
+
+def _external_env_file() -> Path | None:
+    """``CELLFIT_E2E_EXTERNAL_ENV``: a cluster someone else runs (e2e/kind/run.sh writes one, in
+    cluster.env's ``export K='v'`` format); the suite then neither builds, starts nor stops one."""
+    value = os.environ.get("CELLFIT_E2E_EXTERNAL_ENV")
+    return Path(value).expanduser() if value else None
+
+
+def _external_control_plane(env_file: Path) -> Iterator[ControlPlane]:
+    if not env_file.is_file():
+        pytest.fail(f"CELLFIT_E2E_EXTERNAL_ENV={env_file}: no such file", pytrace=False)
+    cluster_env = _parse_env_file(env_file)
+    workdir = Path(cluster_env.get("CELLFIT_E2E_WORKDIR", str(env_file.parent)))
+    cp = ControlPlane(
+        workdir=workdir, kubeconfig=Path(cluster_env["KUBECONFIG"]), env=cluster_env, log=workdir / "harness.log"
+    )
+    yield cp
+    cp.cleanup_namespaces()
 
 
 def _control_plane(workdir: Path) -> Iterator[ControlPlane]:
