@@ -10,7 +10,7 @@ import random
 import numpy as np
 import pytest
 
-from allox_helpers import EXACT, Checked, average_jct_minutes, cluster, run, spec
+from allox_helpers import EXACT, average_jct_minutes, cluster, run, spec
 from scheduler.matching.model import Machine
 from scheduler.simulator.allox.policies import PAPER_POLICIES, interchangeable_policy_names
 from scheduler.simulator.allox.simulation import InterchangeableSimulation, PolicyError

@@ -20,7 +20,6 @@ from scheduler.simulator.allox.experiment import (
     DEFAULT_ALLOX_SWEEP_VALUES,
     DEFAULT_SWEEP_POLICIES,
     AlloxExperiment,
-    AlloxSweepName,
     run_allox_experiment,
     run_allox_sweep,
 )
