@@ -15,6 +15,9 @@ import socket
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterator, Literal
+from urllib.parse import quote
+
+import urllib3
 
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
@@ -32,6 +35,7 @@ Kind = Literal["nodes", "pods", "jobs"]
 # finishes leaves the selector, which the watch reports as DELETED.
 ACTIVE_PODS = "status.phase!=Succeeded,status.phase!=Failed"
 EVENT_SOURCE = SCHEDULER_NAME
+CONNECTION_POOL_SIZE = 64
 _IN_CLUSTER_TOKEN = Path("/var/run/secrets/kubernetes.io/serviceaccount/token")
 
 
@@ -51,6 +55,9 @@ class KubernetesApi:
         """Credentials as ``cluster.mode`` says; ``None`` in standalone mode."""
         mode = settings.mode
         configuration = k8s.Configuration()
+        # kube-scheduler binds many pods at once; urllib3 would open and discard a connection
+        # (a TLS handshake each) for every request beyond the pool.
+        configuration.connection_pool_maxsize = CONNECTION_POOL_SIZE
         if mode == "standalone":
             return None
         if mode == "in-cluster" or (mode == "auto" and _in_cluster()):
@@ -127,18 +134,44 @@ class KubernetesApi:
         # The API server copies a Binding's annotations onto the pod in the same write, so the
         # placement and cellfit's record of it cannot come apart. The UID guards against
         # binding a pod that was deleted and recreated under the same name.
-        body: dict[str, Any] = {
-            "apiVersion": "v1",
-            "kind": "Binding",
-            "metadata": {"name": name, "namespace": namespace, "uid": uid, "annotations": annotations},
-            "target": {"apiVersion": "v1", "kind": "Node", "name": node_name},
-        }
+        body = wire.ENCODER.encode(
+            {
+                "apiVersion": "v1",
+                "kind": "Binding",
+                "metadata": {"name": name, "namespace": namespace, "uid": uid, "annotations": annotations},
+                "target": {"apiVersion": "v1", "kind": "Node", "name": node_name},
+            }
+        )
+        path = f"/api/v1/namespaces/{quote(namespace, safe='')}/pods/{quote(name, safe='')}/binding"
+        status, data = self._post(path, body, action=f"bind pod {namespace}/{name} to {node_name}")
+        if status >= 300:
+            raise _status_error(status, data, f"bind pod {namespace}/{name} to {node_name}")
+
+    def _post(self, path: str, body: bytes, *, action: str) -> tuple[int, bytes]:
+        """POST pre-encoded JSON on the client's own pooled, authenticated connections. Binding
+        is the one write on kube-scheduler's path: the generated client's request pipeline
+        (validation, sanitising, model handling) costs ~4.7 ms of CPU per call against ~0.9 ms
+        for the same request sent directly (measured on the e2e cluster), and the bind verb
+        caps kube-scheduler's throughput."""
+        client = self._core.api_client
+        config = client.configuration
+        if config.refresh_api_key_hook is not None:  # rotated in-cluster and exec-plugin tokens
+            config.refresh_api_key_hook(config)
+        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        for setting in config.auth_settings().values():
+            if setting.get("in") == "header" and setting.get("value"):
+                headers[setting["key"]] = setting["value"]
         try:
-            self._core.create_namespaced_binding(
-                namespace, body, _preload_content=False, _request_timeout=self._settings.request_timeout_seconds
+            response = client.rest_client.pool_manager.request(
+                "POST",
+                config.host + path,
+                body=body,
+                headers=headers,
+                timeout=urllib3.Timeout(total=self._settings.request_timeout_seconds),
             )
-        except ApiException as error:
-            raise _api_error(error, f"bind pod {namespace}/{name} to {node_name}") from None
+        except urllib3.exceptions.HTTPError as error:
+            raise KubernetesApiError(f"{action}: Kubernetes API unreachable: {error}") from None
+        return response.status, response.data
 
     # ------------------------------------------------------------------ jobs and events
 
@@ -203,6 +236,15 @@ class KubernetesApi:
 
 def _in_cluster() -> bool:
     return bool(os.environ.get("KUBERNETES_SERVICE_HOST")) and _IN_CLUSTER_TOKEN.is_file()
+
+
+def _status_error(status: int, body: bytes, action: str) -> KubernetesApiError:
+    message = "error"
+    try:
+        message = wire.STATUS_DECODER.decode(body).message or message
+    except Exception:
+        pass
+    return KubernetesApiError(f"{action}: {message} (HTTP {status})", status=status)
 
 
 def _api_error(error: ApiException, action: str) -> KubernetesApiError:
