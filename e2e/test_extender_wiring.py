@@ -20,17 +20,15 @@ The scenario, on two dedicated 8-GPU nodes:
 from __future__ import annotations
 
 import re
-import socket
 import subprocess
-import sys
 import time
 import uuid
 from pathlib import Path
 from typing import Any, Iterator
 
-import httpx
 import pytest
 import yaml
+from chart_support import CellfitProcess
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.e2e
@@ -38,56 +36,6 @@ pytestmark = pytest.mark.e2e
 RUN = uuid.uuid4().hex[:5]
 # What a FailedScheduling event says when the two nodes' GPUs are taken, per policy.
 NO_ROOM = {"resource-fit": r"not enough free GPUs", "hived": r"virtual cluster .* quota exhausted|no free cell"}
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-class Cellfit:
-    """A ``cellfit serve`` process watching the e2e cluster."""
-
-    def __init__(self, kubeconfig: Path, log: Path, config: Path) -> None:
-        self.port = free_port()
-        self.kubeconfig = kubeconfig
-        self.log = log
-        self.config = config
-        self.process: subprocess.Popen[bytes] | None = None
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def start(self) -> None:
-        with self.log.open("ab") as out:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "scheduler.cli", "serve", "--config", str(self.config), "--port", str(self.port), "--kubeconfig", str(self.kubeconfig)],
-                cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
-            )
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"{self.url}/readyz", timeout=2).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            assert self.process.poll() is None, f"cellfit exited; log {self.log}"
-            time.sleep(0.2)
-        pytest.fail(f"cellfit never became ready; log {self.log}")
-
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            self.process.wait(15)
-        self.process = None
-
-    def metric(self, line_prefix: str) -> float:
-        for line in httpx.get(f"{self.url}/metrics", timeout=5).text.splitlines():
-            if line.startswith(line_prefix):
-                return float(line.rsplit(" ", 1)[1])
-        return 0.0
 
 
 class Suite:
@@ -125,16 +73,16 @@ class Suite:
 
 
 @pytest.fixture(scope="module", params=["resource-fit", "hived"])
-def wiring(request, control_plane, tmp_path_factory) -> Iterator[tuple[Any, Cellfit, Suite]]:
+def wiring(request, control_plane, tmp_path_factory) -> Iterator[tuple[Any, CellfitProcess, Suite]]:
     suite = Suite(request.param)
     work = tmp_path_factory.mktemp(suite.name)
     subprocess.run(
         [str(ROOT / "e2e/cluster/add-gpu-nodes.sh"), "2", "--prefix", suite.node_prefix, "--rack", suite.name, "--label", f"cellfit.io/e2e-suite={suite.name}"],
         env=control_plane.process_env(), check=True, capture_output=True, timeout=120,
     )
-    config = work / "cellfit.yaml"
-    config.write_text(yaml.safe_dump({"policy": {"name": suite.policy}, "logging": {"format": "text"}}))
-    cellfit = Cellfit(control_plane.kubeconfig, work / "cellfit.log", config)
+    cellfit = CellfitProcess(
+        yaml.safe_dump({"policy": {"name": suite.policy}, "logging": {"format": "text"}}), control_plane.kubeconfig, work
+    )
     cellfit.start()
     config_file = work / "scheduler.yaml"
     config_file.write_text(yaml.safe_dump(suite.scheduler_config(kubeconfig=control_plane.kubeconfig, cellfit_port=cellfit.port)))

@@ -16,7 +16,7 @@ from typing import Sequence
 from pydantic import ValidationError
 
 from scheduler import __version__
-from scheduler.config import Settings, check_cells, default_config_text, load_settings
+from scheduler.config import Settings, check_cells, default_config_text, describe_validation_error, load_settings
 from scheduler.errors import ConfigError
 from scheduler.logs import configure_logging
 from scheduler.matching import cli as allox_cli
@@ -93,8 +93,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"cellfit: invalid configuration: {error}", file=sys.stderr)
         return 2
     except ValidationError as error:  # command-line overrides break a rule of the config
-        fields = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors())
-        print(f"cellfit: invalid option: {fields}", file=sys.stderr)
+        print(f"cellfit: invalid option: {describe_validation_error(error)}", file=sys.stderr)
         return 2
 
 

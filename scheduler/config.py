@@ -154,7 +154,7 @@ def parse_settings(text: str, *, source: str = "<config>") -> Settings:
     try:
         settings = Settings.model_validate(document)
     except ValidationError as error:
-        raise ConfigError(f"{source}: " + "; ".join(_describe(item) for item in error.errors())) from None
+        raise ConfigError(f"{source}: {describe_validation_error(error)}") from None
     check_cells(settings, source=source)
     return settings
 
@@ -179,6 +179,11 @@ def load_settings(path: str | Path | None) -> Settings:
     except OSError as error:
         raise ConfigError(f"{path}: cannot read: {error.strerror or error}") from None
     return parse_settings(text, source=str(path))
+
+
+def describe_validation_error(error: ValidationError) -> str:
+    """``server.port: Input should be ... (got 70000); server.prot: unknown key (misspelled?)``."""
+    return "; ".join(_describe(item) for item in error.errors())
 
 
 def _describe(error: Any) -> str:
