@@ -137,11 +137,7 @@ def build_runtime(settings: Settings, *, api: KubernetesApi | None = None, stand
         cluster=cache,
     )
 
-    def sizes() -> dict[str, int]:
-        with lock:
-            return dict(engine.stats())
-
-    metrics.track_sizes(sizes, ("nodes", "pods"))
+    metrics.track_sizes(lambda: _locked(lock, engine.stats), ("nodes", "pods"))
     placement = placement_engine(engine)
     if isinstance(placement, HivedEngine):
         cells = placement
