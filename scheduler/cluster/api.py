@@ -47,6 +47,7 @@ class KubernetesApi:
     def __init__(self, api_client: k8s.ApiClient, *, settings: ClusterSettings, source: str) -> None:
         self._core = k8s.CoreV1Api(api_client)
         self._batch = k8s.BatchV1Api(api_client)
+        self._scheduling = k8s.SchedulingV1Api(api_client)
         self._settings = settings
         self.source = source
 
@@ -172,6 +173,17 @@ class KubernetesApi:
         except urllib3.exceptions.HTTPError as error:
             raise KubernetesApiError(f"{action}: Kubernetes API unreachable: {error}") from None
         return response.status, response.data
+
+    def get_priority_class(self, name: str) -> wire.PriorityClass | None:
+        try:
+            response = self._scheduling.read_priority_class(
+                name, _preload_content=False, _request_timeout=self._settings.request_timeout_seconds
+            )
+        except ApiException as error:
+            if error.status == 404:
+                return None
+            raise _api_error(error, f"get priorityclass {name}") from None
+        return wire.PRIORITY_CLASS_DECODER.decode(response.data)
 
     # ------------------------------------------------------------------ jobs and events
 

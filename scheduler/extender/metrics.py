@@ -58,6 +58,12 @@ class ExtenderMetrics:
             ["result"],
             registry=self.registry,
         )
+        self.admission_reviews = Counter(
+            "cellfit_admission_reviews_total",
+            "Pod-create admission reviews answered: resumed (given the resumed PriorityClass), unchanged.",
+            ["result"],
+            registry=self.registry,
+        )
         self.cache_objects = Gauge(
             "cellfit_cache_objects",
             "Objects the engine tracks, by kind (nodes; pods holding resources).",

@@ -94,7 +94,7 @@ class ExtenderService:
     # ------------------------------------------------------------------ filter
 
     def filter(self, body: bytes) -> Answer:
-        args = _decode(wire.EXTENDER_ARGS_DECODER, body)
+        args = wire.decode(wire.EXTENDER_ARGS_DECODER, body)
         try:
             pod = self._pod(args.Pod)
             names, raw_nodes = self._offered_nodes(args)
@@ -131,7 +131,7 @@ class ExtenderService:
     # ------------------------------------------------------------------ prioritize
 
     def prioritize(self, body: bytes) -> Answer:
-        args = _decode(wire.EXTENDER_ARGS_DECODER, body)
+        args = wire.decode(wire.EXTENDER_ARGS_DECODER, body)
         pod = self._pod(args.Pod)
         names, raw_nodes = self._offered_nodes(args)
         with self._lock:
@@ -144,7 +144,7 @@ class ExtenderService:
     # ------------------------------------------------------------------ preempt
 
     def preempt(self, body: bytes) -> Answer:
-        args = _decode(wire.PREEMPTION_ARGS_DECODER, body)
+        args = wire.decode(wire.PREEMPTION_ARGS_DECODER, body)
         pod = self._pod(args.Pod)
         candidates: dict[str, list[str]] = {}
         pdb_violations: dict[str, int] = {}
@@ -183,7 +183,7 @@ class ExtenderService:
     # ------------------------------------------------------------------ bind
 
     def bind(self, body: bytes) -> Answer:
-        args = _decode(wire.BINDING_ARGS_DECODER, body)
+        args = wire.decode(wire.BINDING_ARGS_DECODER, body)
         key = f"{args.PodNamespace}/{args.PodName}"
         context = {"verb": "bind", "pod": key, "node": args.Node}
         if self._cluster is None:
@@ -274,7 +274,7 @@ class ExtenderService:
         items = args.Nodes.items if args.Nodes is not None and args.Nodes.items else []
         raw_nodes: dict[str, tuple[msgspec.Raw, wire.Node]] = {}
         for index, raw in enumerate(items):
-            node = _decode(wire.NODE_DECODER, raw, field=f"Nodes.items[{index}]")
+            node = wire.decode(wire.NODE_DECODER, raw, field=f"Nodes.items[{index}]")
             if not node.metadata.name:
                 raise InvalidRequest("a Node needs metadata.name", field=f"Nodes.items[{index}]")
             raw_nodes[node.metadata.name] = (raw, node)
@@ -298,13 +298,3 @@ class ExtenderService:
         self._metrics.answered[verb, "error"].inc()
         log.warning("request not carried out", extra={"verb": verb, "reason": str(error), **(context or {})})
         return Answer(200, wire.ENCODER.encode(result))
-
-
-def _decode(decoder: msgspec.json.Decoder, body: bytes, *, field: str | None = None):  # type: ignore[no-untyped-def]
-    try:
-        return decoder.decode(body)
-    except msgspec.ValidationError as error:
-        # msgspec says "Expected `str`, got `int` - at `$.Pod.metadata.name`"; keep that path.
-        raise InvalidRequest(str(error).replace("$.", "", 1), field=field) from None
-    except msgspec.DecodeError as error:
-        raise InvalidRequest(f"malformed JSON: {error}", field=field) from None

@@ -17,6 +17,8 @@ from typing import Any
 
 import msgspec
 
+from scheduler.errors import InvalidRequest
+
 # A quantity is a string on the wire; YAML-born numbers occasionally arrive as JSON numbers.
 Quantity = str | int | float
 ResourceList = dict[str, Quantity]
@@ -38,6 +40,7 @@ class ObjectMeta(msgspec.Struct, frozen=True):
     annotations: dict[str, str] | None = None
     ownerReferences: list[OwnerReference] | None = None
     deletionTimestamp: str | None = None
+    generateName: str | None = None
 
 
 class ResourceRequirements(msgspec.Struct, frozen=True):
@@ -95,6 +98,14 @@ class Job(msgspec.Struct, frozen=True):
     """A batch/v1 Job: cellfit reads its identity and annotations only."""
 
     metadata: ObjectMeta = ObjectMeta()
+
+
+class PriorityClass(msgspec.Struct, frozen=True):
+    """A scheduling.k8s.io/v1 PriorityClass: both fields are immutable once created."""
+
+    metadata: ObjectMeta = ObjectMeta()
+    value: int = 0
+    preemptionPolicy: str | None = None
 
 
 class RawNodeList(msgspec.Struct, frozen=True):
@@ -176,6 +187,61 @@ class ErrorBody(msgspec.Struct, frozen=True):
     Error: str
 
 
+# --- admission.k8s.io/v1 (the pod-create webhook) ---
+
+
+class AdmittedPodSpec(msgspec.Struct, frozen=True):
+    priority: int | None = None
+    priorityClassName: str | None = None
+    schedulerName: str | None = None
+
+
+class AdmittedPod(msgspec.Struct, frozen=True):
+    """The pod being created: no uid yet, maybe no name (``generateName``)."""
+
+    metadata: ObjectMeta = ObjectMeta()
+    spec: AdmittedPodSpec = AdmittedPodSpec()
+
+
+class GroupVersionKind(msgspec.Struct, frozen=True):
+    group: str = ""
+    version: str = ""
+    kind: str = ""
+
+
+class AdmissionRequest(msgspec.Struct, frozen=True):
+    uid: str
+    kind: GroupVersionKind = GroupVersionKind()
+    operation: str = ""
+    namespace: str = ""
+    object: AdmittedPod | None = None
+
+
+class AdmissionReview(msgspec.Struct, frozen=True):
+    request: AdmissionRequest
+    apiVersion: str = "admission.k8s.io/v1"
+    kind: str = "AdmissionReview"
+
+
+class AdmissionStatus(msgspec.Struct, frozen=True, omit_defaults=True):
+    message: str = ""
+
+
+class AdmissionResponse(msgspec.Struct, frozen=True, omit_defaults=True):
+    uid: str
+    allowed: bool
+    patchType: str | None = None
+    patch: str | None = None  # base64 of the JSON Patch document
+    warnings: list[str] | None = None
+    status: AdmissionStatus | None = None
+
+
+class AdmissionReviewResponse(msgspec.Struct, frozen=True):
+    response: AdmissionResponse
+    apiVersion: str = "admission.k8s.io/v1"
+    kind: str = "AdmissionReview"
+
+
 # --- Kubernetes API list responses (watch cache) ---
 
 
@@ -222,13 +288,26 @@ class Bookmark(msgspec.Struct, frozen=True):
 EXTENDER_ARGS_DECODER = msgspec.json.Decoder(ExtenderArgs)
 PREEMPTION_ARGS_DECODER = msgspec.json.Decoder(ExtenderPreemptionArgs)
 BINDING_ARGS_DECODER = msgspec.json.Decoder(ExtenderBindingArgs)
+ADMISSION_REVIEW_DECODER = msgspec.json.Decoder(AdmissionReview)
 NODE_DECODER = msgspec.json.Decoder(Node)
 POD_DECODER = msgspec.json.Decoder(Pod)
 POD_LIST_DECODER = msgspec.json.Decoder(PodList)
 NODE_LIST_DECODER = msgspec.json.Decoder(DecodedNodeList)
 JOB_DECODER = msgspec.json.Decoder(Job)
+PRIORITY_CLASS_DECODER = msgspec.json.Decoder(PriorityClass)
 JOB_LIST_DECODER = msgspec.json.Decoder(JobList)
 WATCH_EVENT_DECODER = msgspec.json.Decoder(WatchEvent)
 STATUS_DECODER = msgspec.json.Decoder(Status)
 BOOKMARK_DECODER = msgspec.json.Decoder(Bookmark)
 ENCODER = msgspec.json.Encoder()
+
+
+def decode(decoder: msgspec.json.Decoder, body: bytes, *, field: str | None = None):  # type: ignore[no-untyped-def]
+    """``decoder.decode(body)``, with every failure an :class:`InvalidRequest` naming the field."""
+    try:
+        return decoder.decode(body)
+    except msgspec.ValidationError as error:
+        # msgspec says "Expected `str`, got `int` - at `$.Pod.metadata.name`"; keep that path.
+        raise InvalidRequest(str(error).replace("$.", "", 1), field=field) from None
+    except msgspec.DecodeError as error:
+        raise InvalidRequest(f"malformed JSON: {error}", field=field) from None

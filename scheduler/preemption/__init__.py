@@ -22,6 +22,7 @@ from scheduler.preemption.model import (
     job_class_of,
     preemption_count_of,
 )
+from scheduler.preemption.resume import ResumedPriorityClass, resumed_pod_patch
 from scheduler.preemption.table import CandidateTable, PreemptionIndex, sizes_of
 
 __all__ = [
@@ -37,11 +38,13 @@ __all__ = [
     "Normalisers",
     "PreemptionDecision",
     "PreemptionIndex",
+    "ResumedPriorityClass",
     "VictimScore",
     "choose_victims",
     "format_weight",
     "job_class_of",
     "preemption_count_of",
     "resource_size",
+    "resumed_pod_patch",
     "sizes_of",
 ]

@@ -162,6 +162,11 @@ class FitGppEngine:
                 jobs[job.uid] = (job, self._job_counts.get(job.uid, 0))
         return list(jobs.values())
 
+    def preemptions_of_job(self, job_uid: str) -> int:
+        """How often FitGpp has preempted this Job: its ``cellfit.io/preemptions``, or more when a
+        decision the watch has not echoed yet raised it."""
+        return self._job_counts.get(job_uid, 0)
+
     def victim(self, pod_uid: str) -> PodInfo | None:
         return self._pods.get(pod_uid)
 

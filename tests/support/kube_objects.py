@@ -10,6 +10,8 @@ import uuid
 from typing import Any
 
 CREATED = "2026-11-20T09:14:07Z"
+# Every pod built here belongs to a Job with this UID (its name follows the pod's).
+JOB_UID = "5f1f2a0e-8d3b-4c1e-9d55-0c3f6f1d7a10"
 
 
 def pod(
@@ -49,7 +51,7 @@ def pod(
                     "apiVersion": "batch/v1",
                     "kind": "Job",
                     "name": job,
-                    "uid": "5f1f2a0e-8d3b-4c1e-9d55-0c3f6f1d7a10",
+                    "uid": JOB_UID,
                     "controller": True,
                     "blockOwnerDeletion": True,
                 }
@@ -195,3 +197,36 @@ def preemption_args(
 
 def dumps(body: Any) -> bytes:
     return json.dumps(body).encode()
+
+
+def admission_review(pod_body: dict[str, Any], *, operation: str = "CREATE") -> dict[str, Any]:
+    """An admission.k8s.io/v1 AdmissionReview as kube-apiserver POSTs it to a mutating webhook
+    when the Job controller creates a pod: the object has no uid, resourceVersion or
+    creationTimestamp yet, and its priority is already set by the Priority admission plugin."""
+    created = json.loads(json.dumps(pod_body))
+    for key in ("uid", "resourceVersion", "creationTimestamp", "name"):
+        created["metadata"].pop(key, None)
+    created.pop("status", None)
+    namespace = created["metadata"].pop("namespace", "ml")
+    return {
+        "kind": "AdmissionReview",
+        "apiVersion": "admission.k8s.io/v1",
+        "request": {
+            "uid": str(uuid.uuid4()),
+            "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "resource": {"group": "", "version": "v1", "resource": "pods"},
+            "requestKind": {"group": "", "version": "v1", "kind": "Pod"},
+            "requestResource": {"group": "", "version": "v1", "resource": "pods"},
+            "namespace": namespace,
+            "operation": operation,
+            "userInfo": {
+                "username": "system:serviceaccount:kube-system:job-controller",
+                "uid": "0e5c7b7e-1f4c-4a3f-9d2a-6b1b7f0c2d11",
+                "groups": ["system:serviceaccounts", "system:serviceaccounts:kube-system", "system:authenticated"],
+            },
+            "object": created,
+            "oldObject": None,
+            "dryRun": False,
+            "options": {"kind": "CreateOptions", "apiVersion": "meta.k8s.io/v1"},
+        },
+    }
