@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic.alias_generators import to_camel
 
 from scheduler.cells import CellsConfig, check_config
@@ -29,7 +29,8 @@ class _Section(BaseModel):
 
 
 class ServerSettings(_Section):
-    """The HTTP listener kube-scheduler calls."""
+    """The HTTP listener kube-scheduler calls, and an optional second one for probes and
+    Prometheus."""
 
     host: str = Field("127.0.0.1", description="Address to listen on; 0.0.0.0 in a container.")
     port: int = Field(DEFAULT_PORT, ge=1, le=65535, description="TCP port.")
@@ -43,6 +44,34 @@ class ServerSettings(_Section):
             "better, use nodeCacheCapable: true."
         ),
     )
+    metrics_host: str = Field(
+        "0.0.0.0",
+        min_length=1,
+        description=(
+            "Address of the metrics listener (used only when metricsPort is set). Every address "
+            "by default, because that listener exists to be reached from outside the pod; :: for "
+            "IPv6."
+        ),
+    )
+    metrics_port: int | None = Field(
+        None,
+        ge=1,
+        le=65535,
+        description=(
+            "TCP port of a second listener, in the same process, that serves only /metrics, "
+            "/healthz and /readyz: no extender verb, no /v1/inspect. Lets the kubelet's probes "
+            "and Prometheus reach cellfit while host keeps the verbs on loopback. null: no "
+            "second listener (all three paths are served on port as well, either way)."
+        ),
+    )
+
+    @model_validator(mode="after")
+    def _metrics_port_differs(self) -> ServerSettings:
+        # The same port twice fails at bind time, after the cell tree was built and the
+        # cluster listed: say so while loading the file instead.
+        if self.metrics_port is not None and self.metrics_port == self.port:
+            raise ValueError(f"metricsPort must differ from port (both {self.port})")
+        return self
 
 
 class ClusterSettings(_Section):

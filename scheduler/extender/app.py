@@ -138,6 +138,34 @@ def create_app(
             },
         )
 
+    add_health_and_metrics_routes(app, metrics=metrics, readiness=readiness)
+
+    original_openapi = app.openapi
+
+    def openapi_with_wire_schemas() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            document = original_openapi()
+            document.setdefault("components", {}).setdefault("schemas", {}).update(components)
+            app.openapi_schema = document
+        return app.openapi_schema
+
+    app.openapi = openapi_with_wire_schemas  # type: ignore[method-assign]
+    return app
+
+
+def create_metrics_app(*, metrics: ExtenderMetrics, readiness: Readiness) -> FastAPI:
+    """The app of the second listener (``server.metricsPort``): /healthz, /readyz and /metrics
+    of the same process, nothing else. It may listen on every address, so it must never
+    grow a route that changes state or reveals more than the metrics do (no verbs, no
+    inspect, no OpenAPI document)."""
+    app = FastAPI(title="cellfit metrics", version=__version__, openapi_url=None, docs_url=None, redoc_url=None)
+    add_health_and_metrics_routes(app, metrics=metrics, readiness=readiness)
+    return app
+
+
+def add_health_and_metrics_routes(app: FastAPI, *, metrics: ExtenderMetrics, readiness: Readiness) -> None:
+    """/healthz, /readyz and /metrics: on the extender's listener and on the metrics one."""
+
     @app.get(PATH_HEALTHZ, summary="Liveness: the process serves requests.")
     async def healthz() -> JSONResponse:
         return JSONResponse({"status": "ok"})
@@ -154,18 +182,6 @@ def create_app(
     @app.get(PATH_METRICS, summary="Prometheus metrics.", response_class=Response)
     async def prometheus_metrics() -> Response:
         return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
-
-    original_openapi = app.openapi
-
-    def openapi_with_wire_schemas() -> dict[str, Any]:
-        if app.openapi_schema is None:
-            document = original_openapi()
-            document.setdefault("components", {}).setdefault("schemas", {}).update(components)
-            app.openapi_schema = document
-        return app.openapi_schema
-
-    app.openapi = openapi_with_wire_schemas  # type: ignore[method-assign]
-    return app
 
 
 def _error(status: int, message: str) -> Answer:

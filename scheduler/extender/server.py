@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
-import logging
+import asyncio
+import contextlib
 import gc
+import logging
+import signal
+import socket
 import threading
 import time
 from contextlib import asynccontextmanager
-from typing import AsyncIterator, Callable, TypeVar
 from dataclasses import dataclass
+from typing import AsyncIterator, Callable, Iterator, Literal, TypeVar
 
 import uvicorn
 from fastapi import FastAPI
@@ -21,7 +25,7 @@ from scheduler.core.engine import SchedulingEngine
 from scheduler.core.fit import ResourceFitEngine
 from scheduler.core.model import NodeInfo
 from scheduler.errors import CellfitError, ConfigError, KubernetesApiError
-from scheduler.extender.app import create_app
+from scheduler.extender.app import create_app, create_metrics_app
 from scheduler.extender.metrics import ExtenderMetrics
 from scheduler.extender.inspect import inspect_router
 from scheduler.extender.service import ExtenderService
@@ -41,6 +45,8 @@ class _AlwaysReady:
 @dataclass
 class Runtime:
     app: FastAPI
+    # /metrics, /healthz and /readyz only, for the listener on server.metricsPort.
+    metrics_app: FastAPI
     engine: SchedulingEngine
     cache: ClusterCache | None
     metrics: ExtenderMetrics
@@ -161,7 +167,8 @@ def build_runtime(settings: Settings, *, api: KubernetesApi | None = None, stand
         lifespan=lifespan,
     )
     app.include_router(inspect_router(engine=placement, lock=lock))
-    runtime = Runtime(app=app, engine=engine, cache=cache, metrics=metrics)
+    metrics_app = create_metrics_app(metrics=metrics, readiness=cache if cache is not None else _AlwaysReady())
+    runtime = Runtime(app=app, metrics_app=metrics_app, engine=engine, cache=cache, metrics=metrics)
 
     if cache is None:
         log.info(
@@ -175,17 +182,105 @@ def _locked(lock: threading.RLock, read: Callable[[], T]) -> T:
         return read()
 
 
-def serve(settings: Settings) -> None:
-    runtime = build_runtime(settings)
-    log.info(
-        "cellfit extender listening",
-        extra={"host": settings.server.host, "port": settings.server.port, "policy": settings.policy.name},
-    )
-    uvicorn.run(
-        runtime.app,
-        host=settings.server.host,
-        port=settings.server.port,
+# Seconds a listener waits for open requests at shutdown before closing them.
+GRACEFUL_SHUTDOWN_SECONDS = 5
+
+
+class _Listener(uvicorn.Server):
+    """A uvicorn server that leaves SIGINT and SIGTERM to :func:`serve`. uvicorn's own
+    handling assumes one server per process: each would install its handlers over the
+    other's and re-raise the signal when it stops, ending the process before the other
+    listener (the extender's, with the watch cache) has shut down."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+def _listener(
+    app: FastAPI, *, host: str, port: int, lifespan: Literal["on", "off"], setting: str
+) -> tuple[_Listener, socket.socket]:
+    config = uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        lifespan=lifespan,
         log_config=None,  # keep cellfit's structured logging
         access_log=False,
-        timeout_graceful_shutdown=5,
+        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
     )
+    return _Listener(config), _bind(host=host, port=port, setting=setting)
+
+
+def _bind(*, host: str, port: int, setting: str) -> socket.socket:
+    """Bind before any listener starts, so that a port in use ends the process before the
+    watch cache has started, with the setting to change (uvicorn would only log errno 98)."""
+    sock = socket.socket(family=socket.AF_INET6 if ":" in host else socket.AF_INET)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as error:
+        sock.close()
+        raise ConfigError(f"{setting}: cannot listen on {host}:{port}: {error.strerror or error}") from None
+    sock.set_inheritable(True)
+    return sock
+
+
+def serve(settings: Settings) -> None:
+    """Serve until SIGINT or SIGTERM: the extender (verbs, inspect, health, metrics) on
+    server.host:port and, when server.metricsPort is set, health and metrics alone on
+    server.metricsHost:metricsPort, in one event loop over one state."""
+    runtime = build_runtime(settings)
+    server = settings.server
+    listeners = [_listener(runtime.app, host=server.host, port=server.port, lifespan="on", setting="server.port")]
+    if server.metrics_port is not None:
+        listeners.append(
+            _listener(
+                runtime.metrics_app,
+                host=server.metrics_host,
+                port=server.metrics_port,
+                lifespan="off",
+                setting="server.metricsPort",
+            )
+        )
+    log.info(
+        "cellfit extender listening",
+        extra={
+            "host": server.host,
+            "port": server.port,
+            "metrics_host": server.metrics_host if server.metrics_port is not None else None,
+            "metrics_port": server.metrics_port,
+            "policy": settings.policy.name,
+        },
+    )
+    with asyncio.Runner(loop_factory=listeners[0][0].config.get_loop_factory()) as runner:
+        runner.run(_serve_until_signalled(listeners))
+
+
+async def _serve_until_signalled(listeners: list[tuple[_Listener, socket.socket]]) -> None:
+    loop = asyncio.get_running_loop()
+
+    def stop() -> None:
+        for listener, _ in listeners:
+            listener.should_exit = True
+
+    def on_signal() -> None:
+        # A second signal skips waiting for open requests and the lifespan's shutdown, as in
+        # uvicorn.
+        if any(listener.should_exit for listener, _ in listeners):
+            for listener, _ in listeners:
+                listener.force_exit = True
+        stop()
+
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, on_signal)
+    try:
+        serving = [asyncio.create_task(listener.serve(sockets=[sock])) for listener, sock in listeners]
+        # Whichever listener stops first, for whatever reason, stops the other: never a
+        # process serving probes "ok" without its extender, or the reverse.
+        await asyncio.wait(serving, return_when=asyncio.FIRST_COMPLETED)
+        stop()
+        await asyncio.gather(*serving)
+    finally:
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(signum)
