@@ -139,6 +139,39 @@ class PreemptionSettings(_Section):
     seed: int = Field(0, description="Seed of the fallback's random order (no single victim suffices).")
 
 
+class AdmissionSettings(_Section):
+    """The pod-create admission webhook, served over HTTPS on a listener of its own.
+
+    It gives the new pods of a best-effort Job that FitGpp preempted the resumed PriorityClass,
+    so that kube-scheduler takes them before other best-effort pods (the head of the BE queue).
+    The API server must trust the certificate (the chart makes one and registers the webhook
+    with its CA); the webhook never refuses a pod.
+    """
+
+    enabled: bool = Field(False, description="Serve the webhook (needs certFile and keyFile).")
+    host: str = Field("0.0.0.0", min_length=1, description="Address of the webhook listener; the API server calls it.")
+    port: int = Field(9443, ge=1, le=65535, description="TCP port of the webhook listener (HTTPS).")
+    cert_file: str | None = Field(None, description="PEM certificate (chain) the listener presents.")
+    key_file: str | None = Field(None, description="PEM private key of certFile.")
+    resumed_priority_class: str = Field(
+        "cellfit-resumed",
+        min_length=1,
+        description=(
+            "PriorityClass given to new pods of preempted best-effort Jobs: its value should lie "
+            "between the trial and best-effort classes'. Read from the API server (value and "
+            "preemptionPolicy), so it must exist; while it does not, pods keep their own class."
+        ),
+    )
+
+    @model_validator(mode="after")
+    def _certificate_when_enabled(self) -> AdmissionSettings:
+        if self.enabled:
+            missing = [name for name, value in (("certFile", self.cert_file), ("keyFile", self.key_file)) if not value]
+            if missing:
+                raise ValueError(f"{' and '.join(missing)} must be set when enabled is true (the API server calls webhooks over HTTPS)")
+        return self
+
+
 class LoggingSettings(_Section):
     level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     format: Literal["json", "text"] = Field("json", description="json: one object per line.")
@@ -155,7 +188,14 @@ class Settings(_Section):
         description="HiveD topology and virtual clusters (scheduler/cells/README.md).",
     )
     preemption: PreemptionSettings = PreemptionSettings()
+    admission: AdmissionSettings = AdmissionSettings()
     logging: LoggingSettings = LoggingSettings()
+
+    @model_validator(mode="after")
+    def _listeners_on_different_ports(self) -> Settings:
+        if self.admission.enabled and self.admission.port in (self.server.port, self.server.metrics_port):
+            raise ValueError(f"admission.port {self.admission.port} is already server.port or server.metricsPort")
+        return self
 
     def resolved_policy(self, *, connected: bool) -> Literal["hived", "resource-fit"]:
         """The policy that runs: ``auto`` decided by what HiveD has to build its cells from."""

@@ -54,6 +54,8 @@ PATH_HEALTHZ: Final = "/healthz"
 PATH_READYZ: Final = "/readyz"
 PATH_METRICS: Final = "/metrics"
 INSPECT_URL_PREFIX: Final = "/v1/inspect"
+# The pod-create admission webhook (served on admission.port, HTTPS).
+ADMISSION_PODS_PATH: Final = "/v1/admission/pods"
 
 # kube-scheduler's MaxExtenderPriority (k8s.io/kube-scheduler/extender/v1).
 MAX_EXTENDER_PRIORITY: Final = 10

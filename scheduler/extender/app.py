@@ -21,6 +21,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from scheduler import __version__
 from scheduler.constants import (
+    ADMISSION_PODS_PATH,
     EXTENDER_URL_PREFIX,
     PATH_HEALTHZ,
     PATH_METRICS,
@@ -31,6 +32,7 @@ from scheduler.constants import (
     VERB_PRIORITIZE,
 )
 from scheduler.errors import InvalidRequest
+from scheduler.extender.admission import PodAdmission
 from scheduler.extender.metrics import ExtenderMetrics
 from scheduler.extender.service import Answer, ExtenderService
 from scheduler.kube import wire
@@ -160,6 +162,33 @@ def create_metrics_app(*, metrics: ExtenderMetrics, readiness: Readiness) -> Fas
     inspect, no OpenAPI document)."""
     app = FastAPI(title="cellfit metrics", version=__version__, openapi_url=None, docs_url=None, redoc_url=None)
     add_health_and_metrics_routes(app, metrics=metrics, readiness=readiness)
+    return app
+
+
+def create_admission_app(*, admission: PodAdmission, max_request_bytes: int) -> FastAPI:
+    """The app of the webhook listener (``admission.port``, HTTPS): the pod-create review and
+    /healthz. The API server calls it; a review it cannot read is answered 400, which the
+    webhook's ``failurePolicy: Ignore`` turns into "pod admitted unchanged"."""
+    app = FastAPI(title="cellfit admission", version=__version__, openapi_url=None, docs_url=None, redoc_url=None)
+
+    @app.post(ADMISSION_PODS_PATH, response_class=Response)
+    async def review_pod(request: Request) -> Response:
+        body = await request.body()
+        if len(body) > max_request_bytes:
+            answer = _error(413, f"request body is larger than server.maxRequestBytes ({max_request_bytes} bytes)")
+        else:
+            try:
+                # Blocking: the first review reads the resumed PriorityClass from the API server.
+                answer = await run_in_threadpool(admission.review, body)
+            except InvalidRequest as error:
+                log.warning("admission review rejected", extra={"reason": str(error)})
+                answer = _error(400, str(error))
+        return Response(content=answer.body, status_code=answer.status, media_type=JSON)
+
+    @app.get(PATH_HEALTHZ, summary="Liveness: the process serves requests.")
+    async def healthz() -> JSONResponse:
+        return JSONResponse({"status": "ok"})
+
     return app
 
 

@@ -25,7 +25,9 @@ from scheduler.core.engine import SchedulingEngine
 from scheduler.core.fit import ResourceFitEngine
 from scheduler.core.model import NodeInfo
 from scheduler.errors import CellfitError, ConfigError, KubernetesApiError
-from scheduler.extender.app import create_app, create_metrics_app
+from scheduler.cluster.priority_class import PriorityClassLookup
+from scheduler.extender.admission import PodAdmission
+from scheduler.extender.app import create_admission_app, create_app, create_metrics_app
 from scheduler.extender.metrics import ExtenderMetrics
 from scheduler.extender.inspect import inspect_router
 from scheduler.extender.service import ExtenderService
@@ -47,6 +49,8 @@ class Runtime:
     app: FastAPI
     # /metrics, /healthz and /readyz only, for the listener on server.metricsPort.
     metrics_app: FastAPI
+    # The pod-create webhook, for the HTTPS listener on admission.port; None when disabled.
+    admission_app: FastAPI | None
     engine: SchedulingEngine
     cache: ClusterCache | None
     metrics: ExtenderMetrics
@@ -168,7 +172,18 @@ def build_runtime(settings: Settings, *, api: KubernetesApi | None = None, stand
     )
     app.include_router(inspect_router(engine=placement, lock=lock))
     metrics_app = create_metrics_app(metrics=metrics, readiness=cache if cache is not None else _AlwaysReady())
-    runtime = Runtime(app=app, metrics_app=metrics_app, engine=engine, cache=cache, metrics=metrics)
+    admission_app = None
+    if settings.admission.enabled:
+        resumed_class = (
+            PriorityClassLookup(api, name=settings.admission.resumed_priority_class) if api is not None else None
+        )
+        if resumed_class is None:
+            log.warning("admission webhook without a Kubernetes API: it admits every pod unchanged")
+        admission = PodAdmission(engine=engine, lock=lock, metrics=metrics, resumed_class=resumed_class)
+        admission_app = create_admission_app(admission=admission, max_request_bytes=settings.server.max_request_bytes)
+    runtime = Runtime(
+        app=app, metrics_app=metrics_app, admission_app=admission_app, engine=engine, cache=cache, metrics=metrics
+    )
 
     if cache is None:
         log.info(
@@ -198,7 +213,13 @@ class _Listener(uvicorn.Server):
 
 
 def _listener(
-    app: FastAPI, *, host: str, port: int, lifespan: Literal["on", "off"], setting: str
+    app: FastAPI,
+    *,
+    host: str,
+    port: int,
+    lifespan: Literal["on", "off"],
+    setting: str,
+    tls: tuple[str, str] | None = None,
 ) -> tuple[_Listener, socket.socket]:
     config = uvicorn.Config(
         app,
@@ -208,7 +229,14 @@ def _listener(
         log_config=None,  # keep cellfit's structured logging
         access_log=False,
         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
+        ssl_certfile=tls[0] if tls else None,
+        ssl_keyfile=tls[1] if tls else None,
     )
+    if tls is not None:
+        try:  # uvicorn would load the files only once serving, after the cluster was listed
+            config.load()
+        except (OSError, ValueError) as error:
+            raise ConfigError(f"admission.certFile/keyFile: cannot load {tls[0]} and {tls[1]}: {error}") from None
     return _Listener(config), _bind(host=host, port=port, setting=setting)
 
 
@@ -243,6 +271,18 @@ def serve(settings: Settings) -> None:
                 setting="server.metricsPort",
             )
         )
+    admission = settings.admission
+    if runtime.admission_app is not None and admission.cert_file and admission.key_file:
+        listeners.append(
+            _listener(
+                runtime.admission_app,
+                host=admission.host,
+                port=admission.port,
+                lifespan="off",
+                setting="admission.port",
+                tls=(admission.cert_file, admission.key_file),
+            )
+        )
     log.info(
         "cellfit extender listening",
         extra={
@@ -250,6 +290,7 @@ def serve(settings: Settings) -> None:
             "port": server.port,
             "metrics_host": server.metrics_host if server.metrics_port is not None else None,
             "metrics_port": server.metrics_port,
+            "admission_port": admission.port if runtime.admission_app is not None else None,
             "policy": settings.policy.name,
         },
     )
