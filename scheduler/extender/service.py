@@ -109,17 +109,21 @@ class ExtenderService:
         verdicts["failed"].inc(len(decision.failed))
         verdicts["unresolvable"].inc(len(decision.unresolvable))
         self._metrics.answered["filter", "ok"].inc()
+        # Reasons matter to kube-scheduler only when no node is left: they become the
+        # FailedScheduling event and tell preemption which nodes to skip. With a node left it
+        # schedules the pod and drops them, so they are not sent: under HiveD (one node placed,
+        # every other one with a reason) that is most of the answer, for kube-scheduler to decode.
+        failed = decision.failed if not decision.feasible else {}
+        unresolvable = decision.unresolvable if not decision.feasible else {}
         if raw_nodes is None:
             result = wire.ExtenderFilterResult(
-                NodeNames=decision.feasible,
-                FailedNodes=decision.failed,
-                FailedAndUnresolvableNodes=decision.unresolvable,
+                NodeNames=decision.feasible, FailedNodes=failed, FailedAndUnresolvableNodes=unresolvable
             )
         else:
             result = wire.ExtenderFilterResult(
                 Nodes=wire.NodeList(items=[raw_nodes[name][0] for name in decision.feasible]),
-                FailedNodes=decision.failed,
-                FailedAndUnresolvableNodes=decision.unresolvable,
+                FailedNodes=failed,
+                FailedAndUnresolvableNodes=unresolvable,
             )
         if not decision.feasible:
             log.info(

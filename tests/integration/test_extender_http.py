@@ -45,7 +45,12 @@ def test_filter_with_full_nodes_echoes_the_feasible_node_objects(client, runtime
     assert set(result) == {"Nodes", "NodeNames", "FailedNodes", "FailedAndUnresolvableNodes", "Error"}
     assert result["Error"] == "" and result["NodeNames"] is None
     assert result["Nodes"]["items"] == [NODES[0]]  # the whole object, untouched
-    assert set(result["FailedNodes"]) == {"gpu-b"}
+    # A node is left, so kube-scheduler schedules the pod and would drop reasons: none are sent.
+    assert result["FailedNodes"] == {} and result["FailedAndUnresolvableNodes"] == {}
+    occupy(runtime, "gpu-a", 6, uid="running-2")
+    result = post(client, FILTER, body).json()
+    assert result["Nodes"]["items"] == []
+    assert set(result["FailedNodes"]) == {"gpu-a", "gpu-b"}
     assert set(result["FailedAndUnresolvableNodes"]) == {"gpu-small", "cpu-only"}
     assert all(isinstance(r, str) and r for r in result["FailedNodes"].values())
 
@@ -57,6 +62,10 @@ def test_filter_with_node_names_uses_what_cellfit_knows(client, runtime):
     body["NodeNames"].append("never-seen")
     result = post(client, FILTER, body).json()
     assert result["NodeNames"] == ["gpu-b"] and result["Nodes"] is None
+    assert result["FailedNodes"] == {} and result["FailedAndUnresolvableNodes"] == {}
+    body["NodeNames"].remove("gpu-b")
+    result = post(client, FILTER, body).json()
+    assert result["NodeNames"] == []
     assert set(result["FailedNodes"]) == {"gpu-a"}
     assert set(result["FailedAndUnresolvableNodes"]) == {"gpu-small", "cpu-only", "never-seen"}
 
