@@ -19,8 +19,9 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
+from enum import Enum
 from functools import partial
-from typing import AbstractSet, Callable, Iterable, Mapping, Sequence
+from typing import AbstractSet, Iterable, Mapping, Sequence
 
 from scheduler.cells.buckets import Buckets
 from scheduler.cells.buddy import BuddyAllocator, derived_capacity
@@ -60,7 +61,7 @@ class Group:
         return [s.pod_uid for s in self.slots if s.pod_uid is not None]
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Booking:
     id: int
     vc: str
@@ -89,7 +90,30 @@ class Booking:
         return sorted(g.gpu_index for g in self.gpus)
 
 
-@dataclass(frozen=True, slots=True)
+class LeafChange(Enum):
+    """What happens to a booking's GPUs (see :meth:`CellAllocator._change_leaves`)."""
+
+    OWN_G = "own-guaranteed"
+    OWN_O = "own-opportunistic"
+    CLEAR_G = "clear-guaranteed"
+    CLEAR_O = "clear-opportunistic"
+    BAD = "bad"
+    HEALTHY = "healthy"
+
+
+# Enum members as module constants: a global read is several times cheaper than an Enum
+# attribute in CPython 3.11, and these are read on every placement.
+_FREE, _INSIDE, _SPLIT = CellState.FREE, CellState.INSIDE, CellState.SPLIT
+_BOUND, _PINNED = CellState.BOUND, CellState.PINNED
+_PRIO_GUARANTEED, _PRIO_OPPORTUNISTIC = Priority.GUARANTEED, Priority.OPPORTUNISTIC
+_VIEW_GUARANTEED, _VIEW_IDLE = View.GUARANTEED, View.IDLE
+_OWN_G, _OWN_O, _CLEAR_G, _CLEAR_O = LeafChange.OWN_G, LeafChange.OWN_O, LeafChange.CLEAR_G, LeafChange.CLEAR_O
+_BAD, _HEALTHY = LeafChange.BAD, LeafChange.HEALTHY
+
+
+# Spot and Target are created on every decision: plain slotted classes (a frozen dataclass's
+# __init__ costs four times as much). Treat them as immutable.
+@dataclass(slots=True)
 class Spot:
     """A planned placement: GPUs, and for a guaranteed one the VC cell holding them."""
 
@@ -100,7 +124,7 @@ class Spot:
     new_root: bool = False
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Target:
     """One way to serve a request: in ``chain``, GPUs inside one level-``level`` cell."""
 
@@ -144,6 +168,7 @@ class CellAllocator:
         self.groups: dict[str, Group] = {}
         self.anomalies: deque[str] = deque(maxlen=MAX_ANOMALIES)
         self._next_id = 1
+        self._targets: dict[tuple[str | None, Priority, int, str | None], list[Target]] = {}
         self.configure(virtual_clusters)
 
     # ================================================================== configuration
@@ -154,6 +179,7 @@ class CellAllocator:
         removed VC lingers, quota-less, until its last pod is gone. Validation and feasibility are
         the caller's job. Raises ``ValueError`` (changing nothing) when a pinned cell would
         change hands while pods of its current VC still run in it."""
+        self._targets.clear()
         wanted_owner = {pin: name for name, spec in virtual_clusters.items() for pin in spec.pinned_cells}
         for pin, cell in sorted(self.topology.pinned.items()):
             if cell.vc is not None and cell.g_used and wanted_owner.get(pin) != cell.vc:
@@ -195,7 +221,7 @@ class CellAllocator:
             self._set_owned(cell, -1)
         vc.pinned.append(cell)
         cell.vc = vc.name
-        cell.state = CellState.PINNED
+        cell.state = _PINNED
         vc.usable.setdefault(cell.cell_type, Buckets()).add(cell, cell.gfree)
         self._set_owned(cell, +1)
 
@@ -233,60 +259,139 @@ class CellAllocator:
 
     # ================================================================== counters and indexes
 
-    def _change_leaves(self, leaves: Iterable[Cell], mutate: Callable[[Cell], None]) -> None:
-        """Apply ``mutate`` to GPUs and propagate the counter deltas up the tree, one level at a
+    def _change_leaves(self, leaves: Sequence[Cell], change: LeafChange, booking_id: int = 0) -> None:
+        """Apply ``change`` to GPUs and propagate the counter deltas up the tree, one level at a
         time so that every ancestor is updated once however many of its GPUs changed, moving
-        cells between the indexes whose keys changed."""
-        level: dict[Cell, list[int]] = {}
+        cells between the indexes whose keys changed. This is the inner loop of every booking
+        and release: one function, no per-cell calls, no closures."""
+        own_g, own_o = change is _OWN_G, change is _OWN_O
+        clear_g, clear_o = change is _CLEAR_G, change is _CLEAR_O
+        bad = change is _BAD
+        # Deltas per cell: [bad, g_used, opp, hfree, gfree].
+        level: dict[Cell, list[int]] = {}  # cells whose deltas are still to be applied
+        above: dict[Cell, list[int]] = {}  # their parents, deltas summed
+        node = leaves[0].node_cell if leaves and (own_g or clear_g) else None
+        if node is not None and self._whole_node(node, leaves, own_g, booking_id):
+            total = node.total
+            level[node] = [0, total, 0, -total, -total] if own_g else [0, -total, 0, total, total]
+            leaves = ()
         for leaf in leaves:
             b0, g0, o0 = leaf.is_bad, leaf.g_owner is not None, leaf.o_owner is not None
-            mutate(leaf)
+            if own_g:
+                leaf.g_owner = booking_id
+            elif own_o:
+                leaf.o_owner = booking_id
+            elif clear_g:
+                if leaf.g_owner == booking_id:
+                    leaf.g_owner = None
+            elif clear_o:
+                if leaf.o_owner == booking_id:
+                    leaf.o_owner = None
+            else:
+                leaf.is_bad = bad
             b1, g1, o1 = leaf.is_bad, leaf.g_owner is not None, leaf.o_owner is not None
-            if (b0, g0, o0) != (b1, g1, o1):
-                level[leaf] = [
-                    b1 - b0,
-                    g1 - g0,
-                    o1 - o0,
-                    (not (b1 or g1 or o1)) - (not (b0 or g0 or o0)),
-                    (not (b1 or g1)) - (not (b0 or g0)),
-                ]
-        while level:
-            above: dict[Cell, list[int]] = {}
+            if b0 == b1 and g0 == g1 and o0 == o1:
+                continue
+            d_bad, d_g, d_o = b1 - b0, g1 - g0, o1 - o0
+            d_h = (not (b1 or g1 or o1)) - (not (b0 or g0 or o0))
+            d_gf = (not (b1 or g1)) - (not (b0 or g0))
+            parent = leaf.parent
+            if leaf.state is not _INSIDE or parent is None or parent.state is _SPLIT or parent.child_index is not None:
+                # A GPU that is a VC cell, free on its own, or under a wide cell: the general
+                # path below moves it in its indexes.
+                level[leaf] = [d_bad, d_g, d_o, d_h, d_gf]
+                continue
+            leaf.bad += d_bad
+            leaf.g_used += d_g
+            leaf.opp += d_o
+            leaf.hfree += d_h
+            leaf.gfree += d_gf
+            acc = above.get(parent)
+            if acc is None:
+                above[parent] = [d_bad, d_g, d_o, d_h, d_gf]
+            else:
+                acc[0] += d_bad
+                acc[1] += d_g
+                acc[2] += d_o
+                acc[3] += d_h
+                acc[4] += d_gf
+        idle = self.idle
+        vcs = self.vcs
+        while True:
             for cell, d in level.items():
-                self._apply_delta(cell, d)
+                d_bad, d_g, d_o, d_h, d_gf = d
                 parent = cell.parent
+                if d_g:
+                    cell.g_used += d_g
+                if d_h:
+                    old_h = cell.hfree
+                    cell.hfree = old_h + d_h
+                    if cell.node_cell is cell:
+                        idle.idle_changed(cell, old_h)
+                if d_gf:
+                    old_gf = cell.gfree
+                    new_gf = cell.gfree = old_gf + d_gf
+                    if parent is not None and parent.child_index is not None:
+                        parent.child_index.move(cell, old_gf, new_gf)
+                    if cell.vc is not None and (cell.state is _BOUND or cell.state is _PINNED):
+                        vc = vcs.get(cell.vc)
+                        if vc is not None and cell not in vc.draining:
+                            vc.usable[cell.cell_type].move(cell, old_gf, new_gf)
+                if d_bad or d_o:
+                    cell.bad += d_bad
+                    cell.opp += d_o
+                    state = cell.state
+                    if state is _FREE or (state is _INSIDE and parent is not None and parent.state is _SPLIT):
+                        self.buddies[cell.chain].reclassify(cell)
                 if parent is not None:
                     acc = above.get(parent)
                     if acc is None:
-                        above[parent] = list(d)
+                        above[parent] = d  # this level is done with d: hand it up as is
                     else:
-                        acc[0] += d[0]
-                        acc[1] += d[1]
-                        acc[2] += d[2]
-                        acc[3] += d[3]
-                        acc[4] += d[4]
-            level = above
+                        acc[0] += d_bad
+                        acc[1] += d_g
+                        acc[2] += d_o
+                        acc[3] += d_h
+                        acc[4] += d_gf
+            if not above:
+                return
+            level, above = above, {}
 
-    def _apply_delta(self, cell: Cell, d: list[int]) -> None:
-        d_bad, d_g, d_o, d_h, d_gf = d
-        old_h, old_gf = cell.hfree, cell.gfree
-        cell.bad += d_bad
-        cell.g_used += d_g
-        cell.opp += d_o
-        cell.hfree += d_h
-        cell.gfree += d_gf
-        if d_h and cell.node_cell is cell:
-            self.idle.idle_changed(cell, old_h)
-        if d_gf:
-            parent = cell.parent
-            if parent is not None and parent.child_index is not None:
-                parent.child_index.move(cell, old_gf, cell.gfree)
-            if cell.vc is not None and (cell.state is CellState.BOUND or cell.state is CellState.PINNED):
-                vc = self.vcs.get(cell.vc)
-                if vc is not None and cell not in vc.draining:
-                    vc.usable[cell.cell_type].move(cell, old_gf, cell.gfree)
-        if (d_bad or d_o) and cell.state is CellState.FREE:
-            self.buddies[cell.chain].reclassify(cell)
+    @staticmethod
+    def _whole_node(node: Cell, leaves: Sequence[Cell], own: bool, booking_id: int) -> bool:
+        """A guaranteed booking of every GPU of a healthy node without opportunistic pods (an
+        8-GPU pod, each slot of a gang of them): the counters of the GPUs and of the cells
+        inside the node are known outright, so they are set without computing deltas; the node
+        and its ancestors then take the summed delta. Returns False (nothing changed) when the
+        booking is not of that shape. Cells inside the node are never VC cells, free cells or
+        wide here: the booking's VC cell holds all of the node, so it is the node or above."""
+        total = len(leaves)
+        if node.total != total or node.opp or node.bad or node.g_used != (0 if own else total):
+            return False
+        # Owning: the node's counters (no guaranteed, opportunistic or bad GPU) already prove its
+        # GPUs untouched, and a booking's GPUs are distinct GPUs of one node. Clearing: make sure
+        # they are all this booking's before writing anything.
+        if not own:
+            for leaf in leaves:
+                if leaf.node_cell is not node or leaf.g_owner != booking_id:
+                    return False
+        if own:
+            for leaf in leaves:
+                leaf.g_owner = booking_id
+                leaf.g_used = 1
+                leaf.hfree = leaf.gfree = 0
+            for cell in node.inner:
+                cell.g_used = cell.total
+                cell.hfree = cell.gfree = 0
+        else:
+            for leaf in leaves:
+                leaf.g_owner = None
+                leaf.g_used = 0
+                leaf.hfree = leaf.gfree = 1
+            for cell in node.inner:
+                cell.g_used = 0
+                cell.hfree = cell.gfree = cell.total
+        return True
 
     def _set_owned(self, root: Cell, delta: int) -> None:
         self.idle.cover(root, delta)
@@ -298,10 +403,7 @@ class CellAllocator:
         if node is None or all(leaf.is_bad == bad for leaf in node.leaves):
             return False
 
-        def mutate(leaf: Cell) -> None:
-            leaf.is_bad = bad
-
-        self._change_leaves(node.leaves, mutate)
+        self._change_leaves(node.leaves, _BAD if bad else _HEALTHY)
         return True
 
     # ================================================================== VC roots
@@ -309,8 +411,15 @@ class CellAllocator:
     def _bind(self, vc: VcState, root: Cell) -> None:
         self.buddies[root.chain].take(root)
         root.vc = vc.name
-        vc.bound.setdefault(root.cell_type, {})[root] = None
-        vc.usable.setdefault(root.cell_type, Buckets()).add(root, root.gfree)
+        cell_type = root.cell_type
+        bound = vc.bound.get(cell_type)
+        if bound is None:
+            bound = vc.bound[cell_type] = {}
+        bound[root] = None
+        usable = vc.usable.get(cell_type)
+        if usable is None:
+            usable = vc.usable[cell_type] = Buckets()
+        usable.add(root, root.gfree)
         self._set_owned(root, +1)
         self._refresh_draining(vc, root.cell_type)
 
@@ -331,7 +440,7 @@ class CellAllocator:
     def root_of(self, cell: Cell) -> Cell | None:
         current: Cell | None = cell
         while current is not None:
-            if current.state is CellState.BOUND or current.state is CellState.PINNED:
+            if current.state is _BOUND or current.state is _PINNED:
                 return current
             current = current.parent
         return None
@@ -367,9 +476,17 @@ class CellAllocator:
 
     def targets(self, request: CellRequest, vc: VcState | None) -> list[Target]:
         """The (chain, level) pairs that can serve the request, in search order; raises
-        :class:`Unplaceable` with the reason when there are none."""
+        :class:`Unplaceable` with the reason when there are none. Memoised: they depend only
+        on the request's shape, the VC's quota and the chains, and every pod asks."""
+        key = (vc.name if vc is not None else None, request.priority, request.gpus, request.cell_type)
+        cached = self._targets.get(key)
+        if cached is None:
+            cached = self._targets[key] = self._find_targets(request, vc)
+        return cached
+
+    def _find_targets(self, request: CellRequest, vc: VcState | None) -> list[Target]:
         n = request.gpus
-        guaranteed = request.priority is Priority.GUARANTEED
+        guaranteed = request.priority is _PRIO_GUARANTEED
         owned = vc.owned_types() if (vc is not None and guaranteed) else None
         if request.cell_type is not None:
             chain = self.topology.chain_of_type.get(request.cell_type)
@@ -440,46 +557,52 @@ class CellAllocator:
         view: View | None = None,
     ) -> Spot:
         """The placement a single pod of ``request`` would get; raises :class:`Unplaceable`."""
-        if request.priority is Priority.GUARANTEED:
+        if request.priority is _PRIO_GUARANTEED:
             assert vc is not None
-            return self._plan_guaranteed(vc, targets, request.gpus, allowed, view or View.GUARANTEED)
+            return self._plan_guaranteed(vc, targets, request.gpus, allowed, view or _VIEW_GUARANTEED)
         return self._plan_opportunistic(targets, request.gpus, allowed)
 
     def _plan_guaranteed(
         self, vc: VcState, targets: Sequence[Target], n: int, allowed: AbstractSet[str] | None, view: View
     ) -> Spot:
         # 1. inside the VC's cells already bound (packing: fullest level-k root first)
+        usable = vc.usable
+        idle_view = view is _VIEW_IDLE
         for target in targets:
-            chain = target.chain
-            for level in range(target.level, chain.top + 1):
-                index = vc.usable.get(chain.type_at(level))
-                if index is None:
+            chain, target_level = target.chain, target.level
+            for cell_type in chain.types[target_level - 1 :]:
+                index = usable.get(cell_type)
+                if not index:
                     continue
-                key_min = n
-                for root in index.at_least(key_min):
-                    if view is View.IDLE and root.hfree < n:
+                for root in index.at_least(n):
+                    if idle_view and root.hfree < n:
                         continue
-                    spot = best_spot(root, target.level, n, view, allowed)
+                    spot = best_spot(root, target_level, n, view, allowed)
                     if spot is not None:
-                        return Spot(chain, target.level, tuple(pick_gpus(spot, n, view)), root, False)
+                        return Spot(chain, target_level, tuple(pick_gpus(spot, n, view)), root, False)
         # 2. a new VC cell, bound by the buddy allocator; legal only within the quota
         quota_left: list[str] = []
         for target in targets:
-            chain = target.chain
-            for level in range(target.level, chain.top + 1):
+            chain, target_level = target.chain, target.level
+            for level in range(target_level, chain.top + 1):
                 cell_type = chain.type_at(level)
                 if vc.unbound(cell_type) <= 0:
                     continue
                 quota_left.append(cell_type)
+                spots: dict[Cell, Cell] = {}  # what accept found, so it is not searched twice
 
-                def accept(cell: Cell, _t: Target = target) -> bool:
-                    return best_spot(cell, _t.level, n, view, allowed) is not None
+                def accept(cell: Cell, _level: int = target_level, _spots: dict[Cell, Cell] = spots) -> bool:
+                    spot = best_spot(cell, _level, n, view, allowed)
+                    if spot is None:
+                        return False
+                    _spots[cell] = spot
+                    return True
 
                 fresh = self.buddies[chain].find(level, accept, partial(self.demand, chain))
                 if fresh is not None:
-                    spot = best_spot(fresh, target.level, n, view, allowed)
+                    spot = spots.get(fresh) or best_spot(fresh, target_level, n, view, allowed)
                     assert spot is not None
-                    return Spot(chain, target.level, tuple(pick_gpus(spot, n, view)), fresh, True)
+                    return Spot(chain, target_level, tuple(pick_gpus(spot, n, view)), fresh, True)
         first = targets[0]
         wanted = first.chain.type_at(first.level)
         if not quota_left:
@@ -510,9 +633,9 @@ class CellAllocator:
             for node in candidates:
                 if allowed is not None and node.node not in allowed:
                     continue
-                spot = best_spot(node, target.level, n, View.IDLE, None)
+                spot = best_spot(node, target.level, n, _VIEW_IDLE, None)
                 if spot is not None:
-                    return Spot(target.chain, target.level, tuple(pick_gpus(spot, n, View.IDLE)))
+                    return Spot(target.chain, target.level, tuple(pick_gpus(spot, n, _VIEW_IDLE)))
         wanted = targets[0].chain.type_at(targets[0].level)
         offered = "" if allowed is None else " on the offered nodes"
         raise Unplaceable(f"no idle {n} GPUs in one {wanted!r} cell{offered} for an opportunistic pod")
@@ -530,10 +653,7 @@ class CellAllocator:
         group: Group | None = None,
         holds: str | None = None,
     ) -> Booking:
-        holds = holds or ("g" if priority is Priority.GUARANTEED and spot.root is not None else "o")
-        if spot.new_root:
-            assert spot.root is not None
-            self._bind(self.vcs[vc], spot.root)
+        holds = holds or ("g" if priority is _PRIO_GUARANTEED and spot.root is not None else "o")
         booking = Booking(
             id=self._next_id,
             vc=vc,
@@ -552,23 +672,23 @@ class CellAllocator:
         if pod_uid is not None:
             self.by_pod[pod_uid] = booking
         if holds == "g":
-            overlapped = {leaf.o_owner for leaf in booking.gpus if leaf.o_owner is not None}
-
-            def own_g(leaf: Cell) -> None:
-                leaf.g_owner = booking.id
-
-            self._change_leaves(booking.gpus, own_g)
+            node = booking.gpus[0].node_cell if booking.gpus else None
+            overlapped = [leaf.o_owner for leaf in booking.gpus if leaf.o_owner is not None] if node is None or node.opp else []
+            self._change_leaves(booking.gpus, _OWN_G, booking.id)
+        else:
+            self._change_leaves(booking.gpus, _OWN_O, booking.id)
+        if spot.new_root:
+            # Bound after the GPUs are booked, so that the new VC cell enters the VC's index and
+            # the idle index with its final counts (a whole node: not at all) instead of being
+            # added and moved at once.
+            assert spot.root is not None
+            self._bind(self.vcs[vc], spot.root)
+        if holds == "g":
             # An opportunistic gang slot nobody runs in yet has no pod to preempt: drop it.
-            for other_id in sorted(overlapped):
+            for other_id in sorted(set(overlapped)):
                 other = self.bookings.get(other_id)
                 if other is not None and other.pod_uid is None:
                     self.release(other)
-        else:
-
-            def own_o(leaf: Cell) -> None:
-                leaf.o_owner = booking.id
-
-            self._change_leaves(booking.gpus, own_o)
         return booking
 
     def release(self, booking: Booking) -> None:
@@ -577,26 +697,16 @@ class CellAllocator:
         if booking.pod_uid is not None and self.by_pod.get(booking.pod_uid) is booking:
             del self.by_pod[booking.pod_uid]
         if booking.holds == "g":
-
-            def clear_g(leaf: Cell) -> None:
-                if leaf.g_owner == booking.id:
-                    leaf.g_owner = None
-
-            self._change_leaves(booking.gpus, clear_g)
+            self._change_leaves(booking.gpus, _CLEAR_G, booking.id)
             root = booking.root
-            if root is not None and root.state is CellState.BOUND and root.g_used == 0:
+            if root is not None and root.state is _BOUND and root.g_used == 0:
                 self._unbind(root)
             elif root is not None and root.vc is not None:
                 vc = self.vcs.get(root.vc)
-                if vc is not None and root.state is CellState.BOUND:
+                if vc is not None and root.state is _BOUND:
                     self._refresh_draining(vc, root.cell_type)
         else:
-
-            def clear_o(leaf: Cell) -> None:
-                if leaf.o_owner == booking.id:
-                    leaf.o_owner = None
-
-            self._change_leaves(booking.gpus, clear_o)
+            self._change_leaves(booking.gpus, _CLEAR_O, booking.id)
         if booking.group is not None and booking in booking.group.slots:
             booking.group.slots.remove(booking)
             if not booking.group.slots and self.groups.get(booking.group.key) is booking.group:
@@ -646,7 +756,7 @@ class CellAllocator:
     ) -> Group:
         """Book every slot of a gang, or nothing (raises :class:`Unplaceable`)."""
         vc_name = vc.name if vc is not None else (request.vc or "")
-        if request.priority is Priority.GUARANTEED:
+        if request.priority is _PRIO_GUARANTEED:
             assert vc is not None
             capacity = max(self.gang_capacity(vc, t, request.gpus) for t in targets)
             if gang.size > capacity:
@@ -663,9 +773,14 @@ class CellAllocator:
             gpus=request.gpus,
             cell_type=targets[0].chain.type_at(targets[0].level),
         )
+        guaranteed_vc = vc if request.priority is _PRIO_GUARANTEED else None
         try:
             for _ in range(gang.size):
-                spot = self.plan(request, vc, targets, allowed=allowed)
+                spot = None
+                if guaranteed_vc is not None and group.slots:
+                    spot = self._plan_in_last_root(guaranteed_vc, group.slots[-1], targets, request.gpus, allowed)
+                if spot is None:
+                    spot = self.plan(request, vc, targets, allowed=allowed)
                 group.slots.append(
                     self.book(spot, vc=vc_name, priority=request.priority, pod_uid=None, pod_key=None, group=group)
                 )
@@ -679,6 +794,29 @@ class CellAllocator:
         group.cell_type = group.slots[0].cell_type if group.slots else group.cell_type
         self.groups[gang.key] = group
         return group
+
+    @staticmethod
+    def _plan_in_last_root(
+        vc: VcState, previous: Booking, targets: Sequence[Target], n: int, allowed: AbstractSet[str] | None
+    ) -> Spot | None:
+        """The next gang slot where :meth:`plan` would put it, found without the search when it
+        goes into the VC cell that took the previous slot. Exact, not a heuristic: the previous
+        slot's search found every VC cell it tried before that one unable to hold the request (or
+        bound that one fresh after all of them failed). Booking the slot changed nothing outside
+        that cell, and only lowered its free count, which moves it earlier in best-fit order; so
+        the same search for this slot tries that cell first among those that can succeed."""
+        root = previous.root
+        if root is None or root.vc != vc.name or root in vc.draining or root.gfree < n:
+            return None
+        if root.state is not _BOUND and root.state is not _PINNED:
+            return None
+        target = next((t for t in targets if t.chain is root.chain and t.level <= root.level), None)
+        if target is None:
+            return None
+        spot = best_spot(root, target.level, n, _VIEW_GUARANTEED, allowed)
+        if spot is None:
+            return None
+        return Spot(target.chain, target.level, tuple(pick_gpus(spot, n, _VIEW_GUARANTEED)), root, False)
 
     # ================================================================== recovery
 
@@ -709,7 +847,7 @@ class CellAllocator:
         level = chain.node_level
         if cell_type is not None and self.topology.chain_of_type.get(cell_type) is chain:
             level = min(chain.level_of(cell_type), chain.node_level)
-        if priority is Priority.OPPORTUNISTIC:
+        if priority is _PRIO_OPPORTUNISTIC:
             if any(g.o_owner is not None for g in gpus):
                 return None
             spot = Spot(chain, level, gpus)
@@ -723,7 +861,7 @@ class CellAllocator:
             # the pod is gone, under a quota-less VC.
             vc = self.vcs[vc_name] = VcState(vc_name, self.topology)
             vc.defined = False
-        if root.state is CellState.BOUND or root.state is CellState.PINNED:
+        if root.state is _BOUND or root.state is _PINNED:
             if root.vc != vc_name:
                 return None
             spot = Spot(chain, level, gpus, root, False)
@@ -745,7 +883,7 @@ class CellAllocator:
         allowed = frozenset({node})
         try:
             targets = self.targets(request, vc)
-            spot = self.plan(request, vc, [t for t in targets if t.chain is node_cell.chain] or targets, allowed=allowed, view=View.IDLE)
+            spot = self.plan(request, vc, [t for t in targets if t.chain is node_cell.chain] or targets, allowed=allowed, view=_VIEW_IDLE)
             if spot.gpus and spot.gpus[0].node == node:
                 return self.book(spot, vc=vc.name if vc else (request.vc or ""), priority=request.priority, pod_uid=pod_uid, pod_key=pod_key)
         except Unplaceable:

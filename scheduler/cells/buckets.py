@@ -4,6 +4,10 @@ Best fit = "the cell with the fewest free GPUs that still holds the request": it
 from the request size. Keys live in a sorted list so that sparse key ranges (a rack root keyed by
 up to 2,048 free GPUs) cost nothing; cells within a key keep insertion order, which makes every
 pick deterministic.
+
+Items keyed 0 are not stored at all: every query asks for at least one free GPU, so a full cell
+could only be walked past, and an 8-GPU pod filling a node then costs one removal instead of a
+move.
 """
 
 from __future__ import annotations
@@ -22,13 +26,18 @@ class Buckets(Generic[T]):
         self._keys: list[int] = []
 
     def add(self, item: T, key: int) -> None:
+        if not key:
+            return
         bucket = self._by_key.get(key)
         if bucket is None:
-            bucket = self._by_key[key] = {}
+            self._by_key[key] = {item: None}
             insort(self._keys, key)
-        bucket[item] = None
+        else:
+            bucket[item] = None
 
     def remove(self, item: T, key: int) -> None:
+        if not key:
+            return
         bucket = self._by_key[key]
         del bucket[item]
         if not bucket:
@@ -36,12 +45,27 @@ class Buckets(Generic[T]):
             del self._keys[bisect_left(self._keys, key)]
 
     def move(self, item: T, old: int, new: int) -> None:
-        if old != new:
-            self.remove(item, old)
-            self.add(item, new)
+        # remove() and add() inlined: this runs for every cell whose free count changes.
+        if old == new:
+            return
+        by_key = self._by_key
+        if old:
+            bucket = by_key[old]
+            del bucket[item]
+            if not bucket:
+                del by_key[old]
+                del self._keys[bisect_left(self._keys, old)]
+        if new:
+            target = by_key.get(new)
+            if target is None:
+                by_key[new] = {item: None}
+                insort(self._keys, new)
+            else:
+                target[item] = None
 
     def at_least(self, key: int) -> Iterator[T]:
-        """Items with key >= ``key``, smallest key first. Callers must not mutate while iterating."""
+        """Items with key >= ``key`` (which must be >= 1), smallest key first. Callers must not
+        mutate while iterating."""
         start = bisect_left(self._keys, key)
         for k in self._keys[start:]:
             yield from self._by_key[k]

@@ -54,7 +54,8 @@ class IdleNodeIndex:
         return group.held if self._overlaps.get(node, 0) else group.free
 
     def idle_changed(self, node: Cell, old: int) -> None:
-        self._bucket(node).move(node, old, node.hfree)
+        group = self._group_of[node]
+        (group.held if node in self._overlaps else group.free).move(node, old, node.hfree)
 
     def held(self, node: Cell) -> bool:
         return bool(self._overlaps.get(node, 0)) or self._group_of[node].covered > 0

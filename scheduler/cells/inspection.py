@@ -113,7 +113,8 @@ def virtual_cluster(alloc: CellAllocator, name: str) -> dict[str, Any] | None:
 
 
 def _cell_tree(alloc: CellAllocator, cell: Cell, inherited: str, vc: str | None) -> dict[str, Any]:
-    state = inherited if cell.state is CellState.INSIDE else cell.state.value
+    own = cell.buddy_state()
+    state = inherited if own is CellState.INSIDE else own.value
     if cell.state in (CellState.BOUND, CellState.PINNED):
         vc = cell.vc
     entry: dict[str, Any] = {"id": cell.id, "cellType": cell.cell_type, "level": cell.level, "state": state, "vc": vc}
@@ -143,8 +144,8 @@ def cells(alloc: CellAllocator, *, node: str | None = None) -> dict[str, Any]:
             return {"cells": []}
         state, vc = "inside", None
         for ancestor in cell.ancestors():
-            if ancestor.state is not CellState.INSIDE:
-                state = ancestor.state.value
+            if ancestor.buddy_state() is not CellState.INSIDE:
+                state = ancestor.buddy_state().value
                 vc = ancestor.vc if ancestor.state in (CellState.BOUND, CellState.PINNED) else None
                 break
         return {"cells": [_cell_tree(alloc, cell, state, vc)]}
@@ -179,7 +180,7 @@ def metrics(alloc: CellAllocator) -> dict[str, Any]:
         row = per_type.setdefault(cell.cell_type, {"used": 0, "free": 0, "opportunistic": 0, "bad": 0})
         if cell.state in (CellState.BOUND, CellState.PINNED):
             row["used"] += 1
-        elif cell.state is CellState.FREE:
+        elif cell.buddy_state() is CellState.FREE:
             row["free"] += 1
         if cell.opp:
             row["opportunistic"] += 1

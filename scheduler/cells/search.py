@@ -15,6 +15,7 @@ available GPUs, so that emptier (higher-level) cells stay whole for larger reque
 from __future__ import annotations
 
 from enum import Enum
+from operator import attrgetter
 from typing import AbstractSet
 
 from scheduler.cells.topology import Cell
@@ -25,13 +26,22 @@ class View(Enum):
     IDLE = "idle"
 
 
+# A global read is several times cheaper than an Enum attribute in CPython 3.11.
+_VIEW_GUARANTEED = View.GUARANTEED
+
+
 def available(cell: Cell, view: View) -> int:
-    return cell.gfree if view is View.GUARANTEED else cell.hfree
+    return cell.gfree if view is _VIEW_GUARANTEED else cell.hfree
 
 
 def node_allowed(cell: Cell, allowed: AbstractSet[str] | None) -> bool:
     """For a cell at or below the node level: is its node among the offered ones."""
     return allowed is None or cell.node in allowed
+
+
+# Packing keys (C-level attribute getters: these sorts run on every placement).
+_GUARANTEED_KEY = attrgetter("gfree", "opp", "ordinal")
+_IDLE_KEY = attrgetter("hfree", "ordinal")
 
 
 def best_spot(cell: Cell, level: int, gpus: int, view: View, allowed: AbstractSet[str] | None) -> Cell | None:
@@ -40,23 +50,39 @@ def best_spot(cell: Cell, level: int, gpus: int, view: View, allowed: AbstractSe
 
     Greedy: at each level the child with the fewest available GPUs that still holds the request
     is tried first, and the search backtracks only when a child is fragmented below."""
-    if available(cell, view) < gpus:
+    guaranteed = view is _VIEW_GUARANTEED
+    free = cell.gfree if guaranteed else cell.hfree
+    if free < gpus:
         return None
     if cell.level == level:
-        return cell if cell.above_node or node_allowed(cell, allowed) else None
-    if cell.node is not None and allowed is not None and cell.node not in allowed:
+        return cell if allowed is None or cell.node is None or cell.node in allowed else None
+    node = cell.node
+    if node is not None and allowed is not None and node not in allowed:
         return None
-    if view is View.GUARANTEED and cell.child_index is not None:
-        # Wide cell: children come best-fit first from its index (ties in insertion order).
-        for kid in cell.child_index.at_least(gpus):
-            found = best_spot(kid, level, gpus, view, allowed)
-            if found is not None:
-                return found
-        return None
-    if view is View.GUARANTEED:
-        kids = sorted((c for c in cell.children if c.gfree >= gpus), key=lambda c: (c.gfree, c.opp, c.ordinal))
+    if cell.child_index is not None:
+        if guaranteed:
+            # Wide cell: children come best-fit first from its index (ties in insertion order).
+            for kid in cell.child_index.at_least(gpus):
+                found = best_spot(kid, level, gpus, view, allowed)
+                if found is not None:
+                    return found
+            return None
+    elif free == cell.total and (allowed is None or node is not None) and (not guaranteed or cell.opp == 0):
+        # An untouched cell: its children tie on the packing key, so the first child is the
+        # best fit at every level down (the sort below would pick the same one).
+        while cell.level > level:
+            cell = cell.children[0]
+            if cell.child_index is not None and cell.level > level:
+                return best_spot(cell, level, gpus, view, allowed)
+        return cell
+    if guaranteed:
+        kids = [c for c in cell.children if c.gfree >= gpus]
+        if len(kids) > 1:
+            kids.sort(key=_GUARANTEED_KEY)
     else:
-        kids = sorted((c for c in cell.children if c.hfree >= gpus), key=lambda c: (c.hfree, c.ordinal))
+        kids = [c for c in cell.children if c.hfree >= gpus]
+        if len(kids) > 1:
+            kids.sort(key=_IDLE_KEY)
     for kid in kids:
         found = best_spot(kid, level, gpus, view, allowed)
         if found is not None:
@@ -70,14 +96,29 @@ def pick_gpus(cell: Cell, gpus: int, view: View) -> list[Cell]:
     In the guaranteed view GPUs without an opportunistic pod are preferred (fewer preemptions)."""
     if cell.level == 1:
         return [cell]
-
-    def key(c: Cell) -> tuple[int, int, int]:
-        return (available(c, view), c.opp if view is View.GUARANTEED else 0, c.ordinal)
-
-    kids = sorted((c for c in cell.children if available(c, view) > 0), key=key)
-    for kid in kids:
-        if available(kid, view) >= gpus:
-            return pick_gpus(kid, gpus, view)
+    guaranteed = view is _VIEW_GUARANTEED
+    free = cell.gfree if guaranteed else cell.hfree
+    if free == gpus:
+        # Every available GPU of the cell goes (a whole node for an 8-GPU pod): the packing
+        # order below would pick exactly these, one sorted level at a time.
+        if guaranteed:
+            return [leaf for leaf in cell.leaves if leaf.g_owner is None and not leaf.is_bad]
+        return [leaf for leaf in cell.leaves if leaf.g_owner is None and leaf.o_owner is None and not leaf.is_bad]
+    if free == cell.total and (not guaranteed or cell.opp == 0):
+        # An untouched cell: children tie on the key, so packing takes the first GPUs in order.
+        return list(cell.leaves[:gpus])
+    if guaranteed:
+        kids = [c for c in cell.children if c.gfree > 0]
+        kids.sort(key=_GUARANTEED_KEY)
+        for kid in kids:
+            if kid.gfree >= gpus:
+                return pick_gpus(kid, gpus, view)
+    else:
+        kids = [c for c in cell.children if c.hfree > 0]
+        kids.sort(key=_IDLE_KEY)
+        for kid in kids:
+            if kid.hfree >= gpus:
+                return pick_gpus(kid, gpus, view)
     chosen: list[Cell] = []
     remaining = gpus
     for kid in kids:

@@ -57,7 +57,11 @@ WIDE = 16
 
 class CellState(Enum):
     """A cell's place in the buddy allocator. Cells inside a FREE, BOUND or PINNED cell have no
-    state of their own (INSIDE): only the highest free cell is on a free list (Algorithm 1)."""
+    state of their own (INSIDE): only the highest free cell is on a free list (Algorithm 1).
+
+    A free child of a SPLIT cell also keeps INSIDE in ``Cell.state``: it is free by position, so
+    that splitting or merging a 256-node rack writes nothing to its 256 children.
+    :meth:`Cell.buddy_state` gives the resolved state (FREE for such a child)."""
 
     INSIDE = "inside"
     FREE = "free"
@@ -83,6 +87,7 @@ class Cell:
         "gpu_index",
         "leaves",
         "node_cells",
+        "inner",  # node cells only: the cells between the node and its GPUs
         "total",
         # counters over the subtree
         "bad",  # bad GPUs (node NotReady or cordoned)
@@ -115,6 +120,7 @@ class Cell:
         self.gpu_index = -1
         self.leaves: tuple[Cell, ...] = ()
         self.node_cells: tuple[Cell, ...] = ()
+        self.inner: tuple[Cell, ...] = ()
         self.total = chain.gpus[level - 1]
         self.bad = 0
         self.g_used = 0
@@ -146,6 +152,13 @@ class Cell:
             cell = stack.pop()
             yield cell
             stack.extend(reversed(cell.children))
+
+    def buddy_state(self) -> CellState:
+        """The state with "free by position" resolved: INSIDE under a SPLIT parent is FREE."""
+        state = self.state
+        if state is CellState.INSIDE and self.parent is not None and self.parent.state is CellState.SPLIT:
+            return CellState.FREE
+        return state
 
     @property
     def is_leaf(self) -> bool:
@@ -235,6 +248,12 @@ class Topology:
             owner.leaves = tuple(leaf for kid in kids for leaf in kid.leaves)
 
         below(cell)
+        inner: list[Cell] = []
+        layer = list(cell.children)
+        while layer and layer[0].level > 1:
+            inner.extend(layer)
+            layer = [kid for c in layer for kid in c.children]
+        cell.inner = tuple(inner)
         self.nodes[node] = cell
         return cell
 

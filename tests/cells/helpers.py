@@ -123,8 +123,8 @@ def snapshot(engine: HivedEngine) -> dict[str, Any]:
     gpus = {}
     states = {}
     for cell in engine.topology.all_cells():
-        if cell.state is not CellState.INSIDE:
-            states[cell.id] = (cell.state.value, cell.vc)
+        if cell.buddy_state() is not CellState.INSIDE:
+            states[cell.id] = (cell.buddy_state().value, cell.vc)
         if cell.level == 1 and (cell.g_owner is not None or cell.o_owner is not None):
             gpus[cell.id] = (who(cell.g_owner), who(cell.o_owner))
     groups = {

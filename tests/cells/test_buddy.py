@@ -54,7 +54,7 @@ def chain_topology(child_counts: list[int], node_level: int, tops: list[int]) ->
 def free_by_scan(topology: Topology, chain: Chain) -> list[int]:
     free = [0] * chain.top
     for cell in topology.all_cells():
-        if cell.chain is chain and cell.state is CellState.FREE:
+        if cell.chain is chain and cell.buddy_state() is CellState.FREE:
             free[cell.level - 1] += 1
     return free
 
@@ -212,5 +212,5 @@ def test_theorem1_every_legal_allocation_succeeds(scenario, data):
     for _, cell in held:
         alloc._unbind(cell)
     assert sorted(c.level for c in topology.top_cells) == sorted(
-        c.level for c in topology.all_cells() if c.state is CellState.FREE
+        c.level for c in topology.all_cells() if c.buddy_state() is CellState.FREE
     )
