@@ -25,6 +25,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,6 +43,8 @@ EXTENDER_ONLY_SA = "cellfit-extender-only"  # bound to the chart's cellfit Clust
 
 KWOK_TOLERATION = {"key": "kwok.x-k8s.io/node", "operator": "Exists", "effect": "NoSchedule"}
 RUN_FOR = "cellfit.io/e2e-run-for"
+# How long a deleted pod's process takes to exit on SIGTERM (e2e/cluster/stages/pod-exit-on-delete.yaml).
+EXIT_AFTER = "cellfit.io/e2e-exit-after"
 SCENARIO_LABEL = "cellfit.io/e2e-scenario"
 
 
@@ -128,6 +131,41 @@ class Cluster:
         args = ["-n", namespace, "get", "pods"] + (["-l", selector] if selector else [])
         return list(self.kubectl_json(*args)["items"])
 
+    @contextlib.contextmanager
+    def watch_pods(self, namespace: str, name: str | None = None) -> Iterator[list[PodVersion]]:
+        """Every version of the namespace's pods (or of the one named) as the API server sends
+        them (``kubectl get --watch``), appended while the block runs. Polling misses short
+        states: a preempted Job pod is Failed only until the Job controller drops its
+        finalizer. The block starts once the watch has listed what exists (at least one pod)."""
+        proc = subprocess.Popen(
+            [self.env["CELLFIT_E2E_KUBECTL"], "--kubeconfig", str(self.kubeconfig), "-n", namespace, "get", "pods",
+             *([name] if name else []), "--watch", "--output-watch-events", "-o", "json"],
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=self.process_env(),
+        )
+        versions: list[PodVersion] = []
+
+        def read() -> None:
+            assert proc.stdout is not None
+            pending = ""
+            for line in proc.stdout:  # one event per line, in kubectl 1.32; joined if split
+                pending += line
+                try:
+                    event = json.loads(pending)
+                except json.JSONDecodeError:
+                    continue
+                pending = ""
+                versions.append(PodVersion(event=event["type"], pod=event["object"], received=time.time()))
+
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()
+        try:
+            wait_for(lambda: versions, 30, f"the watch of pods in {namespace} to start")
+            yield versions
+        finally:
+            proc.terminate()
+            proc.wait(10)
+            reader.join(10)
+
     def events(self, namespace: str, name: str, kind: str = "Pod") -> list[dict[str, Any]]:
         selector = f"involvedObject.name={name},involvedObject.kind={kind}"
         return list(self.kubectl_json("-n", namespace, "get", "events", "--field-selector", selector)["items"])
@@ -153,6 +191,13 @@ class Cluster:
         path.write_text(yaml.safe_dump(config))
         path.chmod(0o600)
         return path
+
+
+@dataclass
+class PodVersion:
+    event: str  # ADDED, MODIFIED or DELETED
+    pod: dict[str, Any]
+    received: float  # time.time() when it arrived here
 
 
 # ------------------------------------------------------------------------------ the release
@@ -224,10 +269,19 @@ def _ensure_extender_only_account(cluster: Cluster, release: Release) -> None:
 
 
 class CellfitProcess:
-    """``cellfit serve`` with the chart's config file on a free local port."""
+    """``cellfit serve`` with the chart's config file on a free local port. A metrics listener
+    the config asks for (the chart's does, on 0.0.0.0) moves to another free port of
+    127.0.0.1: this machine is shared."""
 
     def __init__(self, config_text: str, kubeconfig: Path, workdir: Path, name: str = "cellfit") -> None:
         self.port = free_port()
+        self.metrics_port: int | None = None
+        document = yaml.safe_load(config_text) or {}
+        server = document.get("server") or {}
+        if server.get("metricsPort") is not None:
+            self.metrics_port = next(p for p in iter(free_port, None) if p != self.port)
+            document["server"] = {**server, "metricsHost": "127.0.0.1", "metricsPort": self.metrics_port}
+            config_text = yaml.safe_dump(document, sort_keys=False)
         self.kubeconfig = kubeconfig
         self.config = workdir / f"{name}.yaml"
         self.config.write_text(config_text)
@@ -238,6 +292,11 @@ class CellfitProcess:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
+    @property
+    def metrics_url(self) -> str:
+        assert self.metrics_port is not None, "this cellfit's config has no server.metricsPort"
+        return f"http://127.0.0.1:{self.metrics_port}"
+
     def start(self, timeout: float = 120) -> None:
         with self.log.open("ab") as out:
             out.write(f"\n===== start {time.strftime('%H:%M:%S')}\n".encode())
@@ -247,10 +306,11 @@ class CellfitProcess:
                  "--host", "127.0.0.1", "--port", str(self.port), "--kubeconfig", str(self.kubeconfig)],
                 cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
             )
+        ready_urls = [f"{self.url}/readyz"] + ([f"{self.metrics_url}/readyz"] if self.metrics_port is not None else [])
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             try:
-                if httpx.get(f"{self.url}/readyz", timeout=2).status_code == 200:
+                if all(httpx.get(url, timeout=2).status_code == 200 for url in ready_urls):
                     return
             except httpx.HTTPError:
                 pass
@@ -410,9 +470,12 @@ def lease_holder(cluster: Cluster, release: Release) -> str:
 
 
 def example_job(example: str, *, name: str, scheduler_name: str, node_selector: dict[str, str], gpus: int,
-                run_for: str | None = None, grace_seconds: int | None = None, parallelism: int | None = None) -> dict[str, Any]:
+                run_for: str | None = None, exit_after: str | None = None, grace_seconds: int | None = None,
+                parallelism: int | None = None) -> dict[str, Any]:
     """A Job from deploy/examples, made runnable on KWOK nodes: tolerate the kwok taint, pin it
-    to the scenario's nodes, drop volumes (no PVCs here), small CPU and memory requests."""
+    to the scenario's nodes, drop volumes (no PVCs here), small CPU and memory requests.
+    ``run_for``: its pods succeed that long after they start; ``exit_after``: a deleted pod's
+    process takes that long to exit (Go durations; e2e/cluster/README.md, "Stages")."""
     (job,) = [d for d in yaml.safe_load_all((EXAMPLES / f"{example}.yaml").read_text()) if d and d["kind"] == "Job"]
     job["metadata"]["name"] = name
     spec = job["spec"]
@@ -426,6 +489,8 @@ def example_job(example: str, *, name: str, scheduler_name: str, node_selector: 
     template["metadata"].setdefault("annotations", {})
     if run_for is not None:
         template["metadata"]["annotations"][RUN_FOR] = run_for
+    if exit_after is not None:
+        template["metadata"]["annotations"][EXIT_AFTER] = exit_after
     pod = template["spec"]
     pod["schedulerName"] = scheduler_name
     pod["tolerations"] = [KWOK_TOLERATION]

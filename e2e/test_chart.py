@@ -8,7 +8,9 @@
    win the chart's Lease and bind through the extender; cellfit with a token of an account
    holding only the chart's cellfit ClusterRole.
 3. A pod of the chart's profile is bound by cellfit with its bind-info annotations, and
-   nothing either process did was forbidden.
+   nothing either process did was forbidden. cellfit's metrics listener, which the chart's
+   probes, Service and ServiceMonitor use, answers /metrics, /healthz and /readyz, and
+   nothing else.
 4. ``helm upgrade`` with a changed cellfit setting rolls the Deployment (the checksum
    annotation changes its pod template).
 """
@@ -20,7 +22,9 @@ import uuid
 from pathlib import Path
 from typing import Any, Iterator
 
+import httpx
 import pytest
+import yaml
 
 from chart_support import (
     NAMESPACE,
@@ -100,6 +104,33 @@ def test_chart_scheduler_binds_a_pod_with_the_charts_rbac(running: tuple[Cluster
     assert procs.cellfit.metric('cellfit_bindings_total{result="bound"}') >= 1
     assert procs.scheduler.healthz() == "ok"
     assert not procs.logs_forbidden(), "\n".join(procs.logs_forbidden())
+
+
+def test_chart_metrics_listener_serves_probes_and_metrics_only(running: tuple[Cluster, Release, Any]) -> None:
+    cluster, release, procs = running
+    # What the installed objects point at: Service port "metrics" -> container port "metrics"
+    # -> the port the chart's cellfit config listens on for metrics.
+    service = cluster.kubectl_json("-n", release.namespace, "get", "service", release.find("Service")["metadata"]["name"])
+    (service_port,) = service["spec"]["ports"]
+    assert service_port["name"] == "metrics" and service_port["targetPort"] == "metrics", service_port
+    containers = {c["name"]: c for c in release.find("Deployment")["spec"]["template"]["spec"]["containers"]}
+    cellfit = containers["cellfit"]
+    ports = {p["name"]: p["containerPort"] for p in cellfit["ports"]}
+    server = yaml.safe_load(release.cellfit_config_text)["server"]
+    assert ports["metrics"] == server["metricsPort"] and server["metricsHost"] == "0.0.0.0", (ports, server)
+    assert {cellfit[probe]["httpGet"]["port"] for probe in ("startupProbe", "livenessProbe", "readinessProbe")} == {"metrics"}
+
+    # The process the chart configures (moved to a free port of 127.0.0.1 here) answers them.
+    url = procs.cellfit.metrics_url
+    assert httpx.get(f"{url}/healthz", timeout=5).json() == {"status": "ok"}
+    assert httpx.get(f"{url}/readyz", timeout=5).status_code == 200  # watch cache synced
+    scraped = httpx.get(f"{url}/metrics", timeout=5)
+    assert scraped.status_code == 200 and "cellfit_cache_objects" in scraped.text, scraped.text[:1000]
+    # ... and nothing else: no verb (bind binds any pod), no inspect, no OpenAPI document.
+    for method, path in (("POST", "/v1/extender/filter"), ("POST", "/v1/extender/bind"), ("GET", "/v1/inspect/engine"),
+                         ("GET", "/openapi.json")):
+        assert httpx.request(method, f"{url}{path}", content=b"{}", timeout=5).status_code == 404, path
+        assert httpx.request(method, f"{procs.cellfit.url}{path}", content=b"{}", timeout=5).status_code != 404, path
 
 
 def test_helm_upgrade_rolls_the_pods_on_a_config_change(installed: tuple[Cluster, Release]) -> None:

@@ -281,8 +281,8 @@ def test_nondefault_render(nondefault_docs: list[dict[str, Any]]) -> None:
     assert "--v=4" in by_name["kube-scheduler"]["command"]
     assert "--logging-format=json" in by_name["kube-scheduler"]["command"]
     assert by_name["cellfit"]["image"] == "registry.example.com/ml/cellfit:0.1.0-rc1"
-    assert by_name["cellfit"]["ports"][0]["containerPort"] == 9888
-    assert "9888/readyz" in " ".join(by_name["cellfit"]["readinessProbe"]["exec"]["command"])
+    assert {p["name"]: p["containerPort"] for p in by_name["cellfit"]["ports"]} == {"http": 9888, "metrics": 9889}
+    assert by_name["cellfit"]["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
     config = scheduler_config(nondefault_docs)
     assert config["profiles"] == [{"schedulerName": "cellfit-gpu"}]
     assert config["leaderElection"]["resourceName"] == "gpu-sched-leader"
@@ -292,9 +292,13 @@ def test_nondefault_render(nondefault_docs: list[dict[str, Any]]) -> None:
     cellfit = yaml.safe_load(cellfit_config_text(nondefault_docs))
     assert cellfit["preemption"] == {"policy": "fitgpp", "gracePeriodWeight": 2.5, "maxPreemptions": None, "seed": 7}
     assert cellfit["policy"]["rackLabel"] is None
+    assert cellfit["server"] == {"host": "127.0.0.1", "port": 9888, "maxRequestBytes": 16777216,
+                                 "metricsHost": "::", "metricsPort": 9889}
     assert set(cellfit["cells"]["virtualClusters"]) == {"vision", "nlp"}
     monitor = one(nondefault_docs, "ServiceMonitor")
     assert monitor["spec"]["endpoints"][0]["port"] == "metrics"
+    assert one(nondefault_docs, "Service")["spec"]["ports"] == [
+        {"name": "metrics", "port": 9090, "targetPort": "metrics", "protocol": "TCP"}]
     assert monitor["metadata"]["labels"]["release"] == "prometheus"
     assert {one(nondefault_docs, "PriorityClass", n)["value"] for n in ("-trial", "-best-effort", "-opportunistic")} == {20000, 10000, -10}
     lease_role = one(nondefault_docs, "Role")
@@ -447,6 +451,7 @@ def test_cellfit_config_passes_check_config(which: str, request: pytest.FixtureR
 
     settings = parse_settings(text)
     assert settings.server.host == "127.0.0.1"
+    assert settings.server.metrics_port == (9889 if which == "nondefault" else 8889)
     if which == "nondefault":
         assert settings.policy.name == "hived" and settings.preemption.max_preemptions is None
         assert "virtual clusters: nlp" in proc.stdout
@@ -490,6 +495,8 @@ def test_bad_cellfit_values_fail_check_config(tmp_path: Path) -> None:
         ("replicas=2", "replicas"),
         ("kubeScheduler.extendr.weight=3", "extendr"),
         ("cellfit.listenAdress=0.0.0.0", "listenAdress"),
+        ("cellfit.metrics.prot=9000", "prot"),
+        ("cellfit.metrics.port=80", "cellfit.metrics.port"),
         ("preemption.maxPreemption=2", "maxPreemption"),
         ("cells.virtualCluster.a[0].count=1", "virtualCluster"),
         ("policy.name=fifo", "policy.name"),
@@ -549,9 +556,10 @@ def test_containers_and_probes(default_docs: list[dict[str, Any]]) -> None:
     cellfit = by_name["cellfit"]
     assert cellfit["args"][:4] == ["--config", "/etc/cellfit/config.yaml", "--host", "127.0.0.1"]
     assert cellfit["image"] == "cellfit:0.1.0"
+    # The kubelet probes the metrics listener (every address); the verbs stay on loopback.
+    assert {p["name"]: p["containerPort"] for p in cellfit["ports"]} == {"http": 8888, "metrics": 8889}
     for probe, path in (("startupProbe", "/healthz"), ("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")):
-        command = cellfit[probe]["exec"]["command"]
-        assert command[:2] == ["python", "-c"] and f"http://127.0.0.1:8888{path}" in command[2], (probe, command)
+        assert cellfit[probe]["httpGet"] == {"path": path, "port": "metrics"}, (probe, cellfit[probe])
     scheduler = by_name["kube-scheduler"]
     assert scheduler["command"][0] == "kube-scheduler"
     assert "--config=/etc/kubernetes/cellfit/scheduler-config.yaml" in scheduler["command"]
@@ -560,9 +568,43 @@ def test_containers_and_probes(default_docs: list[dict[str, Any]]) -> None:
     assert mounts["scheduler-config"] == "/etc/kubernetes/cellfit"
 
 
-def test_probe_command_runs(default_docs: list[dict[str, Any]]) -> None:
-    """The probe one-liner is valid Python that fails when nothing listens."""
-    command = containers(default_docs)["cellfit"]["readinessProbe"]["exec"]["command"]
+def test_without_the_metrics_listener_probes_run_in_the_container() -> None:
+    """cellfit.metrics.enabled=false: one listener, on loopback, which only an exec probe
+    reaches; the Service targets that port; the config has no metricsPort."""
+    docs = render("--set", "cellfit.metrics.enabled=false")
+    cellfit = containers(docs)["cellfit"]
+    assert [p["name"] for p in cellfit["ports"]] == ["http"]
+    for probe, path in (("startupProbe", "/healthz"), ("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")):
+        command = cellfit[probe]["exec"]["command"]
+        assert command[:2] == ["python", "-c"] and f"http://127.0.0.1:8888{path}" in command[2], (probe, command)
+    assert one(docs, "Service")["spec"]["ports"][0]["targetPort"] == "http"
+    server = yaml.safe_load(cellfit_config_text(docs))["server"]
+    assert "metricsPort" not in server and "metricsHost" not in server
+
+
+def test_metrics_port_must_differ_from_the_extender_port() -> None:
+    proc = helm(*render_args("--set", "cellfit.metrics.port=8888"), check=False)
+    assert proc.returncode != 0 and "cellfit.metrics.port must differ from cellfit.port" in proc.stderr, proc.stderr
+
+
+def test_service_and_probes_reach_the_port_cellfit_serves_metrics_on(default_docs: list[dict[str, Any]]) -> None:
+    """The Service's targetPort names the container port cellfit's config puts the metrics
+    listener on, on every address (the kubelet and Prometheus come from outside the pod)."""
+    service = one(default_docs, "Service")
+    (port,) = service["spec"]["ports"]
+    assert port["name"] == "metrics" and port["port"] == 8889 and port["targetPort"] == "metrics"
+    container_ports = {p["name"]: p["containerPort"] for p in containers(default_docs)["cellfit"]["ports"]}
+    from scheduler.config import parse_settings
+
+    server = parse_settings(cellfit_config_text(default_docs)).server
+    assert container_ports[port["targetPort"]] == server.metrics_port == 8889
+    assert server.metrics_host == "0.0.0.0" and server.host == "127.0.0.1"
+
+
+def test_probe_command_runs() -> None:
+    """The exec probe one-liner (metrics listener off) is valid Python that fails when
+    nothing listens."""
+    command = containers(render("--set", "cellfit.metrics.enabled=false"))["cellfit"]["readinessProbe"]["exec"]["command"]
     source = command[2].replace("127.0.0.1:8888", "127.0.0.1:9")  # discard port: refused
     proc = subprocess.run([sys.executable, "-c", source], capture_output=True, text=True, timeout=30)
     assert proc.returncode != 0 and "Error" in proc.stderr, proc.stderr

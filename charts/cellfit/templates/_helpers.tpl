@@ -89,8 +89,16 @@ app.kubernetes.io/component: scheduler
 {{- if eq (toString $preemption.maxPreemptions) "unlimited" }}
 {{- $_ := set $preemption "maxPreemptions" nil }}
 {{- end }}
+{{- $server := dict "host" .Values.cellfit.listenAddress "port" .Values.cellfit.port "maxRequestBytes" .Values.cellfit.maxRequestBytes }}
+{{- if .Values.cellfit.metrics.enabled }}
+{{- if eq (int .Values.cellfit.metrics.port) (int .Values.cellfit.port) }}
+{{- fail (printf "cellfit.metrics.port must differ from cellfit.port (both %v)" .Values.cellfit.port) }}
+{{- end }}
+{{- $_ := set $server "metricsHost" .Values.cellfit.metrics.listenAddress }}
+{{- $_ := set $server "metricsPort" .Values.cellfit.metrics.port }}
+{{- end }}
 {{- $config := dict
-  "server" (dict "host" .Values.cellfit.listenAddress "port" .Values.cellfit.port "maxRequestBytes" .Values.cellfit.maxRequestBytes)
+  "server" $server
   "cluster" (merge (dict "mode" "in-cluster") .Values.cluster)
   "policy" $policy
   "cells" .Values.cells
