@@ -6,9 +6,11 @@ see chart_support), on fake 8-GPU nodes. Each scenario has nodes of its own, lab
 (a) FitGpp preemption: a node is full of two best-effort Jobs that differ only in their grace
     period; a trial Job arrives. Exactly FitGpp's victim (the shorter grace period, hence the
     lower score) is preempted, although kube-scheduler alone would have taken the other pod;
-    it terminates within its grace period; its Job is annotated cellfit.io/preemptions=1 and
-    counts no failure; events Preempting and Preempted explain it; when the trial Job is
-    done, the preempted Job resumes in a new pod.
+    it is deleted with its whole grace period, exits on SIGTERM 3 s into it (KWOK plays the
+    kubelet: e2e/cluster/stages/pod-exit-on-delete.yaml) and is gone before the period ends;
+    its Job is annotated cellfit.io/preemptions=1 and counts no failure; events Preempting
+    and Preempted explain it; when the trial Job is done, the preempted Job resumes in a new
+    pod.
 (b) Gang: a 2-pod gang of 8-GPU pods waits while only one node is free (no pod of it takes
     the free node), and is placed all at once when the second node frees up.
 (c) Restart: cellfit restarts while Jobs run and new pods queue; it recovers every allocation
@@ -44,6 +46,7 @@ from chart_support import (
 pytestmark = pytest.mark.e2e
 RUN = uuid.uuid4().hex[:5]
 SCENARIOS = {"preempt": 1, "gang": 2, "restart": 2}  # scenario -> 8-GPU nodes of its own
+VICTIM_EXIT_SECONDS = 3  # how long the preempted pod's process takes to exit on SIGTERM
 
 
 def scenario(name: str) -> str:
@@ -83,25 +86,6 @@ def running_pod(cluster: Cluster, ns: str, job: str) -> dict[str, Any] | None:
     return pods[0] if len(pods) == 1 else None
 
 
-def get_pod(cluster: Cluster, ns: str, name: str) -> dict[str, Any] | None:
-    proc = cluster.kubectl("-n", ns, "get", "pod", name, "-o", "json", check=False)
-    return json.loads(proc.stdout) if proc.returncode == 0 else None
-
-
-def kubelet_exit(cluster: Cluster, ns: str, name: str, exit_code: int = 143) -> None:
-    """What the kubelet does when a deleted pod's containers exit (KWOK does not): phase
-    Failed, containers terminated. The Job controller then counts the pod (podFailurePolicy
-    sees DisruptionTarget: Ignore) and drops its finalizer, and the pod goes."""
-    pod = get_pod(cluster, ns, name)
-    assert pod is not None
-    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    statuses = [{"name": c["name"], "image": c["image"], "imageID": "", "ready": False, "restartCount": 0, "started": False,
-                 "state": {"terminated": {"exitCode": exit_code, "reason": "Error", "startedAt": pod["status"].get("startTime", now),
-                                          "finishedAt": now}}} for c in pod["spec"]["containers"]]
-    patch = {"status": {"phase": "Failed", "containerStatuses": statuses}}
-    cluster.kubectl("-n", ns, "patch", "pod", name, "--subresource=status", "--type=merge", "-p", json.dumps(patch))
-
-
 def event_reasons(cluster: Cluster, ns: str, pod: str) -> dict[str, list[str]]:
     reasons: dict[str, list[str]] = {}
     for event in cluster.events(ns, pod):
@@ -124,7 +108,9 @@ def test_trial_job_preempts_exactly_fitgpps_victim_which_resumes_later(env: Any)
     # Two BE Jobs of equal size fill the node. "cheap" has the shorter grace period, so the lower
     # FitGpp score (size + s * GP): it is the victim. It starts first, so kube-scheduler's own
     # choice (the pod that started last among equals) would have been "costly".
-    cheap = example_job("be-job", name="be-cheap", scheduler_name=name, node_selector=where, gpus=4, grace_seconds=10)
+    # Its process needs 3 s of its 10 s grace period to checkpoint and exit on SIGTERM.
+    cheap = example_job("be-job", name="be-cheap", scheduler_name=name, node_selector=where, gpus=4, grace_seconds=10,
+                        exit_after=f"{VICTIM_EXIT_SECONDS}s")
     costly = example_job("be-job", name="be-costly", scheduler_name=name, node_selector=where, gpus=4, grace_seconds=120)
     cluster.apply(cheap, namespace=ns)
     cheap_pod = wait_for(lambda: running_pod(cluster, ns, "be-cheap"), 60, "be-cheap running")
@@ -134,18 +120,34 @@ def test_trial_job_preempts_exactly_fitgpps_victim_which_resumes_later(env: Any)
     assert cheap_pod["spec"]["priority"] == costly_pod["spec"]["priority"] == 500
 
     te = example_job("te-job", name="te-probe", scheduler_name=name, node_selector=where, gpus=4, run_for="25s")
-    cluster.apply(te, namespace=ns)
-    # kube-scheduler deletes the victim with its grace period; the "kubelet" (here: kubelet_exit,
-    # since KWOK leaves Job pods with their finalizer terminating forever) sees it exit.
     victim_name = cheap_pod["metadata"]["name"]
-    deleting = wait_for(lambda: (lambda p: p if p and p["metadata"].get("deletionTimestamp") else None)(
-        get_pod(cluster, ns, victim_name)), 60, f"{victim_name} deleted by preemption (scheduler log {procs.scheduler.log})")
-    # (Its deletionGracePeriodSeconds reads 0: KWOK's pod-delete stage deletes again at once.)
+    grace = cheap["spec"]["template"]["spec"]["terminationGracePeriodSeconds"]
+    # kube-scheduler deletes the victim with its grace period. KWOK plays the kubelet: the
+    # process exits on SIGTERM after VICTIM_EXIT_SECONDS (phase Failed, exit code 143), the Job
+    # controller counts the pod (podFailurePolicy: DisruptionTarget -> Ignore) and drops its
+    # finalizer, and the pod is deleted. Watched, not polled: the Failed state lasts only until
+    # the finalizer goes.
+    with cluster.watch_pods(ns, victim_name) as victim_versions:
+        cluster.apply(te, namespace=ns)
+        deleting = wait_for(lambda: next((v.pod for v in victim_versions if v.pod["metadata"].get("deletionTimestamp")), None),
+                            60, f"{victim_name} deleted by preemption (scheduler log {procs.scheduler.log})")
+        gone = wait_for(lambda: next((v for v in victim_versions if v.event == "DELETED"), None), 60, f"{victim_name} gone")
     assert any(c["type"] == "DisruptionTarget" and c["status"] == "True" and c.get("reason") == "PreemptionByScheduler"
                for c in deleting["status"]["conditions"]), deleting["status"]["conditions"]
-    kubelet_exit(cluster, ns, victim_name)
-    wait_for(lambda: get_pod(cluster, ns, victim_name) is None, 30, f"{victim_name} gone")
-    gone_at = time.time()
+    # Deleted with its whole grace period (nothing cut it to 0), and gone before it ran out.
+    # deletionTimestamp is the end of the grace period, in whole seconds.
+    assert deleting["metadata"]["deletionGracePeriodSeconds"] == grace, deleting["metadata"]
+    grace_ends = timestamp(deleting["metadata"]["deletionTimestamp"])
+    deleted_at = grace_ends - grace
+    assert gone.received <= grace_ends, f"{victim_name} gone {gone.received - deleted_at:.1f}s after its deletion ({grace}s grace)"
+    # It exited by itself on SIGTERM, VICTIM_EXIT_SECONDS in (not killed when the grace period ended: 137).
+    exits = [v.pod for v in victim_versions if v.pod["status"].get("phase") == "Failed"]
+    assert exits, [(v.event, v.pod["status"].get("phase")) for v in victim_versions]
+    (terminated,) = [c["state"]["terminated"] for c in exits[0]["status"]["containerStatuses"]]
+    assert (terminated["exitCode"], terminated["reason"]) == (143, "Error"), terminated
+    # (The deletion time is known to the second, so the exit may read up to 1 s early.)
+    exited_after = timestamp(terminated["finishedAt"]) - deleted_at
+    assert VICTIM_EXIT_SECONDS - 1.5 <= exited_after <= grace, exited_after
     te_pod = wait_for(lambda: running_pod(cluster, ns, "te-probe"), 90,
                       f"te-probe running (cellfit log {procs.cellfit.log}, scheduler log {procs.scheduler.log})")
     assert te_pod["spec"]["priority"] == 1000
@@ -163,11 +165,6 @@ def test_trial_job_preempts_exactly_fitgpps_victim_which_resumes_later(env: Any)
                              "Preempted event")
     assert victim_events
     assert not event_reasons(cluster, ns, costly_pod["metadata"]["name"]).get("Preempted")
-    # The victim terminated within its grace period (KWOK removes a deleted pod at once): from
-    # the Preempted event to its disappearance.
-    preempted = [e for e in cluster.events(ns, cheap_pod["metadata"]["name"]) if e["reason"] == "Preempted"][0]
-    issued = timestamp(preempted.get("firstTimestamp") or preempted["eventTime"])
-    assert gone_at - issued <= cheap["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] + 5, gone_at - issued
 
     # The Job counts the preemption, and not as a failure (podFailurePolicy Ignore on DisruptionTarget).
     def preemptions() -> str | None:

@@ -121,9 +121,11 @@ componentsPatches:
 EOF
   fi
   # A custom Stage replaces ALL of kwokctl's default stages, so the defaults we still
-  # want are listed explicitly (copied from the kwok module by build.sh).
+  # want are listed explicitly (copied from the kwok module by build.sh). Not pod-delete:
+  # stages/pod-delete-when-stopped.yaml and stages/pod-exit-on-delete.yaml replace it, so
+  # that a deleted pod's grace period plays out as under a kubelet.
   for f in node/fast/node-initialize.yaml node/heartbeat-with-lease/node-heartbeat-with-lease.yaml \
-           pod/fast/pod-ready.yaml pod/fast/pod-delete.yaml; do
+           pod/fast/pod-ready.yaml; do
     printf -- '---\n'
     cat "$STAGES/$f"
   done

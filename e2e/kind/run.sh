@@ -114,16 +114,17 @@ kubectl delete namespace kind-smoke --wait=false
 log "6/7 KWOK $KWOK_VERSION in the cluster, for the e2e suite's fake GPU nodes"
 kubectl apply -f "https://github.com/kubernetes-sigs/kwok/releases/download/${KWOK_VERSION}/kwok.yaml"
 # KWOK's fast stages, except the one completing Job pods at once (the suite completes pods
-# through the cellfit.io/e2e-run-for annotation), plus that stage.
+# through the cellfit.io/e2e-run-for annotation) and pod-delete (which cuts every grace period
+# to 0), plus the suite's own stages in e2e/cluster/stages/, as up.sh loads them.
 curl -fsSL "https://github.com/kubernetes-sigs/kwok/releases/download/${KWOK_VERSION}/stage-fast.yaml" -o "$WORK/stage-fast.yaml"
 python - "$WORK/stage-fast.yaml" "$WORK/stages.yaml" <<'PY'
 import sys, yaml
 docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
-keep = [d for d in docs if d.get("kind") == "Stage" and d["metadata"]["name"] != "pod-complete"]
+keep = [d for d in docs if d.get("kind") == "Stage" and d["metadata"]["name"] not in ("pod-complete", "pod-delete")]
 open(sys.argv[2], "w").write(yaml.safe_dump_all(keep))
 print("stages:", ", ".join(d["metadata"]["name"] for d in keep))
 PY
-kubectl apply -f "$WORK/stages.yaml" -f "$ROOT/e2e/cluster/stages/pod-complete-after-run-for.yaml"
+kubectl apply -f "$WORK/stages.yaml" -f "$ROOT/e2e/cluster/stages/"
 kubectl -n kube-system rollout status deploy/kwok-controller --timeout 3m
 
 log "7/7 the e2e suite (its own kube-scheduler and cellfit processes, with the chart's configs and tokens)"
