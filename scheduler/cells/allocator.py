@@ -21,7 +21,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from enum import Enum
 from functools import partial
-from typing import AbstractSet, Iterable, Mapping, Sequence
+from typing import AbstractSet, Callable, Iterable, Mapping, Sequence
 
 from scheduler.cells.buckets import Buckets
 from scheduler.cells.buddy import BuddyAllocator, derived_capacity
@@ -159,8 +159,11 @@ class CellAllocator:
     def __init__(self, topology: Topology, virtual_clusters: Mapping[str, VirtualClusterSpec]) -> None:
         self.topology = topology
         self.buddies: dict[Chain, BuddyAllocator] = {}
+        # r_k - a_k per chain, as the callable BuddyAllocator.find asks for (made once, not per search)
+        self._demand_of: dict[Chain, Callable[[], list[int]]] = {}
         for chain in topology.used_chains:
             self.buddies[chain] = BuddyAllocator(chain, [c for c in topology.top_cells if c.chain is chain])
+            self._demand_of[chain] = partial(self.demand, chain)
         self.idle = IdleNodeIndex(topology)
         self.vcs: dict[str, VcState] = {}
         self.bookings: dict[int, Booking] = {}
@@ -270,11 +273,6 @@ class CellAllocator:
         # Deltas per cell: [bad, g_used, opp, hfree, gfree].
         level: dict[Cell, list[int]] = {}  # cells whose deltas are still to be applied
         above: dict[Cell, list[int]] = {}  # their parents, deltas summed
-        node = leaves[0].node_cell if leaves and (own_g or clear_g) else None
-        if node is not None and self._whole_node(node, leaves, own_g, booking_id):
-            total = node.total
-            level[node] = [0, total, 0, -total, -total] if own_g else [0, -total, 0, total, total]
-            leaves = ()
         for leaf in leaves:
             b0, g0, o0 = leaf.is_bad, leaf.g_owner is not None, leaf.o_owner is not None
             if own_g:
@@ -357,25 +355,22 @@ class CellAllocator:
                 return
             level, above = above, {}
 
-    @staticmethod
-    def _whole_node(node: Cell, leaves: Sequence[Cell], own: bool, booking_id: int) -> bool:
-        """A guaranteed booking of every GPU of a healthy node without opportunistic pods (an
-        8-GPU pod, each slot of a gang of them): the counters of the GPUs and of the cells
-        inside the node are known outright, so they are set without computing deltas; the node
-        and its ancestors then take the summed delta. Returns False (nothing changed) when the
-        booking is not of that shape. Cells inside the node are never VC cells, free cells or
-        wide here: the booking's VC cell holds all of the node, so it is the node or above."""
+    def _change_whole_node(self, leaves: Sequence[Cell], booking_id: int, *, own: bool) -> bool:
+        """:meth:`_change_leaves` for a guaranteed booking of every GPU of a healthy node without
+        opportunistic pods (an 8-GPU pod, each slot of a gang of them), in far fewer steps: the
+        counters of the GPUs and of the cells inside the node are known outright, and every
+        ancestor takes the same delta, so there is nothing to sum per level. Returns False,
+        having changed nothing, when the booking is not of that shape.
+
+        Cells inside the node are never VC cells, free cells or wide cells here: the booking's
+        VC cell holds all of the node, so it is the node or above."""
+        node = leaves[0].node_cell if leaves else None
         total = len(leaves)
-        if node.total != total or node.opp or node.bad or node.g_used != (0 if own else total):
+        if node is None or node.total != total or node.opp or node.bad or node.g_used != (0 if own else total):
             return False
-        # Owning: the node's counters (no guaranteed, opportunistic or bad GPU) already prove its
-        # GPUs untouched, and a booking's GPUs are distinct GPUs of one node. Clearing: make sure
-        # they are all this booking's before writing anything.
-        if not own:
-            for leaf in leaves:
-                if leaf.node_cell is not node or leaf.g_owner != booking_id:
-                    return False
         if own:
+            # The node's counters (no guaranteed, opportunistic or bad GPU) prove its GPUs
+            # untouched, and a booking's GPUs are distinct GPUs of one node.
             for leaf in leaves:
                 leaf.g_owner = booking_id
                 leaf.g_used = 1
@@ -384,6 +379,9 @@ class CellAllocator:
                 cell.g_used = cell.total
                 cell.hfree = cell.gfree = 0
         else:
+            for leaf in leaves:  # make sure they are all this booking's before writing anything
+                if leaf.node_cell is not node or leaf.g_owner != booking_id:
+                    return False
             for leaf in leaves:
                 leaf.g_owner = None
                 leaf.g_used = 0
@@ -391,6 +389,26 @@ class CellAllocator:
             for cell in node.inner:
                 cell.g_used = 0
                 cell.hfree = cell.gfree = cell.total
+        booked = total if own else -total
+        idle = self.idle
+        vcs = self.vcs
+        current: Cell | None = node
+        while current is not None:
+            parent = current.parent
+            current.g_used += booked
+            old_h = current.hfree
+            current.hfree = old_h - booked
+            if current.node_cell is current:
+                idle.idle_changed(current, old_h)
+            old_gf = current.gfree
+            new_gf = current.gfree = old_gf - booked
+            if parent is not None and parent.child_index is not None:
+                parent.child_index.move(current, old_gf, new_gf)
+            if current.vc is not None and (current.state is _BOUND or current.state is _PINNED):
+                vc = vcs.get(current.vc)
+                if vc is not None and current not in vc.draining:
+                    vc.usable[current.cell_type].move(current, old_gf, new_gf)
+            current = parent
         return True
 
     def _set_owned(self, root: Cell, delta: int) -> None:
@@ -420,8 +438,9 @@ class CellAllocator:
         if usable is None:
             usable = vc.usable[cell_type] = Buckets()
         usable.add(root, root.gfree)
-        self._set_owned(root, +1)
-        self._refresh_draining(vc, root.cell_type)
+        self.idle.cover(root, +1)
+        if vc.draining or len(bound) > vc.quota.get(cell_type, 0):
+            self._refresh_draining(vc, cell_type)
 
     def _unbind(self, root: Cell) -> None:
         assert root.vc is not None
@@ -582,12 +601,13 @@ class CellAllocator:
                         return Spot(chain, target_level, tuple(pick_gpus(spot, n, view)), root, False)
         # 2. a new VC cell, bound by the buddy allocator; legal only within the quota
         quota_left: list[str] = []
+        quota, bound = vc.quota, vc.bound
         for target in targets:
             chain, target_level = target.chain, target.level
             for level in range(target_level, chain.top + 1):
-                cell_type = chain.type_at(level)
-                if vc.unbound(cell_type) <= 0:
-                    continue
+                cell_type = chain.types[level - 1]
+                if quota.get(cell_type, 0) - len(bound.get(cell_type, ())) <= 0:
+                    continue  # VcState.unbound, inlined: every level of every search asks
                 quota_left.append(cell_type)
                 spots: dict[Cell, Cell] = {}  # what accept found, so it is not searched twice
 
@@ -598,7 +618,7 @@ class CellAllocator:
                     _spots[cell] = spot
                     return True
 
-                fresh = self.buddies[chain].find(level, accept, partial(self.demand, chain))
+                fresh = self.buddies[chain].find(level, accept, self._demand_of[chain])
                 if fresh is not None:
                     spot = spots.get(fresh) or best_spot(fresh, target_level, n, view, allowed)
                     assert spot is not None
@@ -654,19 +674,8 @@ class CellAllocator:
         holds: str | None = None,
     ) -> Booking:
         holds = holds or ("g" if priority is _PRIO_GUARANTEED and spot.root is not None else "o")
-        booking = Booking(
-            id=self._next_id,
-            vc=vc,
-            priority=priority,
-            holds=holds,
-            chain=spot.chain,
-            level=spot.level,
-            root=spot.root,
-            gpus=spot.gpus,
-            pod_uid=pod_uid,
-            pod_key=pod_key,
-            group=group,
-        )
+        # Positional: the same fields as Booking declares them, cheaper than keywords here.
+        booking = Booking(self._next_id, vc, priority, holds, spot.chain, spot.level, spot.root, spot.gpus, pod_uid, pod_key, group)
         self._next_id += 1
         self.bookings[booking.id] = booking
         if pod_uid is not None:
@@ -674,7 +683,8 @@ class CellAllocator:
         if holds == "g":
             node = booking.gpus[0].node_cell if booking.gpus else None
             overlapped = [leaf.o_owner for leaf in booking.gpus if leaf.o_owner is not None] if node is None or node.opp else []
-            self._change_leaves(booking.gpus, _OWN_G, booking.id)
+            if not self._change_whole_node(booking.gpus, booking.id, own=True):
+                self._change_leaves(booking.gpus, _OWN_G, booking.id)
         else:
             self._change_leaves(booking.gpus, _OWN_O, booking.id)
         if spot.new_root:
@@ -697,7 +707,8 @@ class CellAllocator:
         if booking.pod_uid is not None and self.by_pod.get(booking.pod_uid) is booking:
             del self.by_pod[booking.pod_uid]
         if booking.holds == "g":
-            self._change_leaves(booking.gpus, _CLEAR_G, booking.id)
+            if not self._change_whole_node(booking.gpus, booking.id, own=False):
+                self._change_leaves(booking.gpus, _CLEAR_G, booking.id)
             root = booking.root
             if root is not None and root.state is _BOUND and root.g_used == 0:
                 self._unbind(root)

@@ -248,7 +248,7 @@ class BuddyAllocator:
             cell = self._candidates(source, accept)
             if cell is None:
                 continue
-            target = self._descend(cell, level, accept)
+            target = cell if source == level else self._descend(cell, level, accept)
             if target is None:
                 continue
             if source != standard and not self._safe_after(level, source, free, demand()):

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from enum import Enum
 from operator import attrgetter
-from typing import AbstractSet
+from typing import AbstractSet, Sequence
 
 from scheduler.cells.topology import Cell
 
@@ -90,23 +90,25 @@ def best_spot(cell: Cell, level: int, gpus: int, view: View, allowed: AbstractSe
     return None
 
 
-def pick_gpus(cell: Cell, gpus: int, view: View) -> list[Cell]:
+def pick_gpus(cell: Cell, gpus: int, view: View) -> Sequence[Cell]:
     """``gpus`` available GPUs inside ``cell`` (which must hold that many), packed: a single
     child that fits is preferred (best fit), otherwise the fullest children are emptied first.
     In the guaranteed view GPUs without an opportunistic pod are preferred (fewer preemptions)."""
     if cell.level == 1:
-        return [cell]
+        return (cell,)
     guaranteed = view is _VIEW_GUARANTEED
     free = cell.gfree if guaranteed else cell.hfree
     if free == gpus:
         # Every available GPU of the cell goes (a whole node for an 8-GPU pod): the packing
         # order below would pick exactly these, one sorted level at a time.
+        if free == cell.total:
+            return cell.leaves
         if guaranteed:
             return [leaf for leaf in cell.leaves if leaf.g_owner is None and not leaf.is_bad]
         return [leaf for leaf in cell.leaves if leaf.g_owner is None and leaf.o_owner is None and not leaf.is_bad]
     if free == cell.total and (not guaranteed or cell.opp == 0):
         # An untouched cell: children tie on the key, so packing takes the first GPUs in order.
-        return list(cell.leaves[:gpus])
+        return cell.leaves[:gpus]
     if guaranteed:
         kids = [c for c in cell.children if c.gfree > 0]
         kids.sort(key=_GUARANTEED_KEY)
