@@ -110,7 +110,7 @@ def test_chart_metrics_listener_serves_probes_and_metrics_only(running: tuple[Cl
     cluster, release, procs = running
     # What the installed objects point at: Service port "metrics" -> container port "metrics"
     # -> the port the chart's cellfit config listens on for metrics.
-    service = cluster.kubectl_json("-n", release.namespace, "get", "service", release.find("Service")["metadata"]["name"])
+    service = cluster.kubectl_json("-n", release.namespace, "get", "service", release.find("Service", release.name)["metadata"]["name"])
     (service_port,) = service["spec"]["ports"]
     assert service_port["name"] == "metrics" and service_port["targetPort"] == "metrics", service_port
     containers = {c["name"]: c for c in release.find("Deployment")["spec"]["template"]["spec"]["containers"]}

@@ -25,6 +25,7 @@ Regenerate deploy/rendered after a chart change:
 from __future__ import annotations
 
 import argparse
+import base64
 import functools
 import importlib.metadata
 import io
@@ -53,10 +54,16 @@ DOCKERFILE = ROOT / "Dockerfile"
 RENDER_KUBE_VERSION = "v1.32.5"
 RENDER_RELEASE = "cellfit"
 RENDER_NAMESPACE = "cellfit-system"
+# A manifest kept in git must not carry a private key, and the chart makes the webhook's at
+# install: the static manifests leave the webhook out (resumed Jobs then keep their own class).
+RENDER_STATIC = ("--set", "cellfit.admission.enabled=false")
 RENDERED_HEADER = (
     "# deploy/rendered/cellfit.yaml: charts/cellfit rendered with its default values, release\n"
     f"# {RENDER_RELEASE!r} in namespace {RENDER_NAMESPACE!r}, for Kubernetes {RENDER_KUBE_VERSION}"
-    " (the kube-scheduler image tag).\n"
+    " (the kube-scheduler image tag),\n"
+    "# except the admission webhook (cellfit.admission.enabled=false): its certificate is made by\n"
+    "# `helm install`, and no private key belongs in git. Install with Helm to have resumed Jobs\n"
+    "# go first among best-effort pods.\n"
     "# Generated; do not edit. Regenerate: python tests/test_chart_offline.py --render\n"
     "# Apply: kubectl create namespace cellfit-system && kubectl apply -f deploy/rendered/cellfit.yaml\n"
 )
@@ -74,6 +81,7 @@ CELLFIT_RULES = {
     ("", "pods/binding"): {"create"},  # the same through the pod subresource
     ("batch", "jobs"): {"list", "watch", "patch"},
     ("", "events"): {"create"},
+    ("scheduling.k8s.io", "priorityclasses"): {"get"},  # the resumed class the webhook copies
 }
 
 
@@ -189,7 +197,7 @@ def render(*extra: str, **kw: str) -> list[dict[str, Any]]:
 
 
 def rendered_file_text() -> str:
-    return RENDERED_HEADER + render_text()
+    return RENDERED_HEADER + render_text(*RENDER_STATIC)
 
 
 # ---------------------------------------------------------------------------------- helpers
@@ -199,6 +207,11 @@ def one(docs: list[dict[str, Any]], kind: str, name_suffix: str = "") -> dict[st
     found = [d for d in docs if d["kind"] == kind and d["metadata"]["name"].endswith(name_suffix)]
     assert len(found) == 1, f"expected one {kind} *{name_suffix}, got {[d['metadata']['name'] for d in found]}"
     return found[0]
+
+
+def metrics_service(docs: list[dict[str, Any]]) -> dict[str, Any]:
+    (service,) = [d for d in docs if d["kind"] == "Service" and any(p["name"] == "metrics" for p in d["spec"]["ports"])]
+    return service
 
 
 def scheduler_config(docs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -247,18 +260,22 @@ def test_default_render_has_every_object(default_docs: list[dict[str, Any]]) -> 
         ("ConfigMap", "cellfit-config"),
         ("ConfigMap", "cellfit-scheduler-config"),
         ("Deployment", "cellfit"),
+        ("MutatingWebhookConfiguration", "cellfit-webhook"),
         ("PodDisruptionBudget", "cellfit"),
         ("PriorityClass", "cellfit-best-effort"),
         ("PriorityClass", "cellfit-opportunistic"),
+        ("PriorityClass", "cellfit-resumed"),
         ("PriorityClass", "cellfit-trial"),
         ("Role", "cellfit-kube-scheduler"),
         ("RoleBinding", "cellfit-auth-reader"),
         ("RoleBinding", "cellfit-kube-scheduler"),
+        ("Secret", "cellfit-webhook"),
         ("Service", "cellfit"),
+        ("Service", "cellfit-webhook"),
         ("ServiceAccount", "cellfit"),
     ]), kinds
     for doc in default_docs:
-        cluster_scoped = doc["kind"] in ("ClusterRole", "ClusterRoleBinding", "PriorityClass")
+        cluster_scoped = doc["kind"] in ("ClusterRole", "ClusterRoleBinding", "PriorityClass", "MutatingWebhookConfiguration")
         namespace = doc["metadata"].get("namespace")
         if cluster_scoped:
             assert namespace is None, doc["metadata"]
@@ -281,7 +298,11 @@ def test_nondefault_render(nondefault_docs: list[dict[str, Any]]) -> None:
     assert "--v=4" in by_name["kube-scheduler"]["command"]
     assert "--logging-format=json" in by_name["kube-scheduler"]["command"]
     assert by_name["cellfit"]["image"] == "registry.example.com/ml/cellfit:0.1.0-rc1"
-    assert {p["name"]: p["containerPort"] for p in by_name["cellfit"]["ports"]} == {"http": 9888, "metrics": 9889}
+    assert {p["name"]: p["containerPort"] for p in by_name["cellfit"]["ports"]} == {"http": 9888, "metrics": 9889, "webhook": 10443}
+    (webhook,) = one(nondefault_docs, "MutatingWebhookConfiguration")["webhooks"]
+    assert (webhook["failurePolicy"], webhook["timeoutSeconds"]) == ("Fail", 3)
+    admission = yaml.safe_load(cellfit_config_text(nondefault_docs))["admission"]
+    assert (admission["host"], admission["port"]) == ("::", 10443)
     assert by_name["cellfit"]["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
     config = scheduler_config(nondefault_docs)
     assert config["profiles"] == [{"schedulerName": "cellfit-gpu"}]
@@ -297,7 +318,7 @@ def test_nondefault_render(nondefault_docs: list[dict[str, Any]]) -> None:
     assert set(cellfit["cells"]["virtualClusters"]) == {"vision", "nlp"}
     monitor = one(nondefault_docs, "ServiceMonitor")
     assert monitor["spec"]["endpoints"][0]["port"] == "metrics"
-    assert one(nondefault_docs, "Service")["spec"]["ports"] == [
+    assert metrics_service(nondefault_docs)["spec"]["ports"] == [
         {"name": "metrics", "port": 9090, "targetPort": "metrics", "protocol": "TCP"}]
     assert monitor["metadata"]["labels"]["release"] == "prometheus"
     assert {one(nondefault_docs, "PriorityClass", n)["value"] for n in ("-trial", "-best-effort", "-opportunistic")} == {20000, 10000, -10}
@@ -315,7 +336,8 @@ def test_service_monitor_only_when_the_api_exists() -> None:
 def test_optional_objects_can_be_turned_off() -> None:
     docs = render("--set", "priorityClasses.create=false", "--set", "podDisruptionBudget.enabled=false",
                   "--set", "service.enabled=false", "--set", "rbac.create=false",
-                  "--set", "serviceAccount.create=false", "--set", "serviceAccount.name=existing")
+                  "--set", "serviceAccount.create=false", "--set", "serviceAccount.name=existing",
+                  *RENDER_STATIC)
     assert sorted(d["kind"] for d in docs) == ["ConfigMap", "ConfigMap", "Deployment"]
     assert one(docs, "Deployment")["spec"]["template"]["spec"]["serviceAccountName"] == "existing"
 
@@ -557,7 +579,7 @@ def test_containers_and_probes(default_docs: list[dict[str, Any]]) -> None:
     assert cellfit["args"][:4] == ["--config", "/etc/cellfit/config.yaml", "--host", "127.0.0.1"]
     assert cellfit["image"] == "cellfit:0.1.0"
     # The kubelet probes the metrics listener (every address); the verbs stay on loopback.
-    assert {p["name"]: p["containerPort"] for p in cellfit["ports"]} == {"http": 8888, "metrics": 8889}
+    assert {p["name"]: p["containerPort"] for p in cellfit["ports"]} == {"http": 8888, "metrics": 8889, "webhook": 9443}
     for probe, path in (("startupProbe", "/healthz"), ("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")):
         assert cellfit[probe]["httpGet"] == {"path": path, "port": "metrics"}, (probe, cellfit[probe])
     scheduler = by_name["kube-scheduler"]
@@ -573,11 +595,11 @@ def test_without_the_metrics_listener_probes_run_in_the_container() -> None:
     reaches; the Service targets that port; the config has no metricsPort."""
     docs = render("--set", "cellfit.metrics.enabled=false")
     cellfit = containers(docs)["cellfit"]
-    assert [p["name"] for p in cellfit["ports"]] == ["http"]
+    assert [p["name"] for p in cellfit["ports"]] == ["http", "webhook"]
     for probe, path in (("startupProbe", "/healthz"), ("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")):
         command = cellfit[probe]["exec"]["command"]
         assert command[:2] == ["python", "-c"] and f"http://127.0.0.1:8888{path}" in command[2], (probe, command)
-    assert one(docs, "Service")["spec"]["ports"][0]["targetPort"] == "http"
+    assert metrics_service(docs)["spec"]["ports"][0]["targetPort"] == "http"
     server = yaml.safe_load(cellfit_config_text(docs))["server"]
     assert "metricsPort" not in server and "metricsHost" not in server
 
@@ -590,7 +612,7 @@ def test_metrics_port_must_differ_from_the_extender_port() -> None:
 def test_service_and_probes_reach_the_port_cellfit_serves_metrics_on(default_docs: list[dict[str, Any]]) -> None:
     """The Service's targetPort names the container port cellfit's config puts the metrics
     listener on, on every address (the kubelet and Prometheus come from outside the pod)."""
-    service = one(default_docs, "Service")
+    service = metrics_service(default_docs)
     (port,) = service["spec"]["ports"]
     assert port["name"] == "metrics" and port["port"] == 8889 and port["targetPort"] == "metrics"
     container_ports = {p["name"]: p["containerPort"] for p in containers(default_docs)["cellfit"]["ports"]}
@@ -678,10 +700,58 @@ def test_priority_classes_order(default_docs: list[dict[str, Any]]) -> None:
     trial = one(default_docs, "PriorityClass", "cellfit-trial")
     best_effort = one(default_docs, "PriorityClass", "cellfit-best-effort")
     opportunistic = one(default_docs, "PriorityClass", "cellfit-opportunistic")
-    assert trial["value"] > best_effort["value"] > opportunistic["value"]
-    assert trial["preemptionPolicy"] == best_effort["preemptionPolicy"] == "PreemptLowerPriority"
+    resumed = one(default_docs, "PriorityClass", "cellfit-resumed")
+    assert trial["value"] > resumed["value"] > best_effort["value"] > opportunistic["value"]
+    assert trial["preemptionPolicy"] == resumed["preemptionPolicy"] == best_effort["preemptionPolicy"] == "PreemptLowerPriority"
     assert opportunistic["preemptionPolicy"] == "Never"
-    assert not any(pc["globalDefault"] for pc in (trial, best_effort, opportunistic))
+    assert not any(pc["globalDefault"] for pc in (trial, resumed, best_effort, opportunistic))
+    admission = yaml.safe_load(cellfit_config_text(default_docs))["admission"]
+    assert admission["resumedPriorityClass"] == resumed["metadata"]["name"]
+
+
+# ---------------------------------------------------------------------------------- admission webhook
+
+
+def test_webhook_reaches_the_listener_cellfit_serves_with_a_certificate_its_ca_signs(default_docs: list[dict[str, Any]]) -> None:
+    from cryptography import x509
+
+    from scheduler.constants import ADMISSION_PODS_PATH
+
+    admission = yaml.safe_load(cellfit_config_text(default_docs))["admission"]
+    assert admission["enabled"] is True
+    (webhook,) = one(default_docs, "MutatingWebhookConfiguration")["webhooks"]
+    assert webhook["failurePolicy"] == "Ignore" and webhook["sideEffects"] == "None"
+    assert webhook["rules"] == [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"], "scope": "Namespaced"}]
+    assert webhook["objectSelector"] == {"matchExpressions": [{"key": "batch.kubernetes.io/job-name", "operator": "Exists"}]}
+    target = webhook["clientConfig"]["service"]
+    assert target["path"] == ADMISSION_PODS_PATH and target["namespace"] == RENDER_NAMESPACE
+    service = one(default_docs, "Service", "-webhook")
+    assert service["metadata"]["name"] == target["name"]
+    (port,) = service["spec"]["ports"]
+    assert port["port"] == target["port"] and port["targetPort"] == "webhook"
+    cellfit = containers(default_docs)["cellfit"]
+    assert {"name": "webhook", "containerPort": admission["port"], "protocol": "TCP"} in cellfit["ports"]
+    # The Secret is mounted where the config reads the certificate and key.
+    secret = one(default_docs, "Secret", "-webhook")
+    (mount,) = [m for m in cellfit["volumeMounts"] if m["name"] == "webhook-tls"]
+    assert admission["certFile"] == f"{mount['mountPath']}/tls.crt" and admission["keyFile"] == f"{mount['mountPath']}/tls.key"
+    volumes = one(default_docs, "Deployment")["spec"]["template"]["spec"]["volumes"]
+    assert {"name": "webhook-tls", "secret": {"secretName": secret["metadata"]["name"], "defaultMode": 0o440}} in volumes
+    # The caBundle signs the serving certificate, which names the Service as the API server dials it.
+    ca = x509.load_pem_x509_certificate(base64.b64decode(webhook["clientConfig"]["caBundle"]))
+    cert = x509.load_pem_x509_certificate(base64.b64decode(secret["data"]["tls.crt"]))
+    assert base64.b64decode(secret["data"]["ca.crt"]) == base64.b64decode(webhook["clientConfig"]["caBundle"])
+    cert.verify_directly_issued_by(ca)
+    names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value.get_values_for_type(x509.DNSName)
+    assert f"{target['name']}.{RENDER_NAMESPACE}.svc" in names
+
+
+def test_webhook_can_be_turned_off_and_its_port_must_be_its_own() -> None:
+    docs = render(*RENDER_STATIC)
+    assert not [d for d in docs if d["kind"] in ("MutatingWebhookConfiguration", "Secret")]
+    assert yaml.safe_load(cellfit_config_text(docs))["admission"] == {"enabled": False}
+    proc = helm(*render_args("--set", "cellfit.admission.port=8889"), check=False)
+    assert proc.returncode != 0 and "cellfit.admission.port 8889 must differ" in proc.stderr, proc.stderr
 
 
 # ---------------------------------------------------------------------------------- examples

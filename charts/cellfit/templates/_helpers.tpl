@@ -97,8 +97,18 @@ app.kubernetes.io/component: scheduler
 {{- $_ := set $server "metricsHost" .Values.cellfit.metrics.listenAddress }}
 {{- $_ := set $server "metricsPort" .Values.cellfit.metrics.port }}
 {{- end }}
+{{- $admission := dict "enabled" false }}
+{{- if .Values.cellfit.admission.enabled }}
+{{- if has (int .Values.cellfit.admission.port) (list (int .Values.cellfit.port) (int .Values.cellfit.metrics.port)) }}
+{{- fail (printf "cellfit.admission.port %v must differ from cellfit.port and cellfit.metrics.port" .Values.cellfit.admission.port) }}
+{{- end }}
+{{- $admission = dict "enabled" true "host" .Values.cellfit.admission.listenAddress "port" .Values.cellfit.admission.port
+      "certFile" "/etc/cellfit-webhook/tls.crt" "keyFile" "/etc/cellfit-webhook/tls.key"
+      "resumedPriorityClass" .Values.priorityClasses.resumed.name }}
+{{- end }}
 {{- $config := dict
   "server" $server
+  "admission" $admission
   "cluster" (merge (dict "mode" "in-cluster") .Values.cluster)
   "policy" $policy
   "cells" .Values.cells
@@ -153,4 +163,9 @@ capabilities:
   drop: ["ALL"]
 seccompProfile:
   type: RuntimeDefault
+{{- end }}
+
+{{/* The webhook's Service and Secret share this name. */}}
+{{- define "cellfit.webhookName" -}}
+{{- printf "%s-webhook" (include "cellfit.fullname" .) | trunc 63 | trimSuffix "-" }}
 {{- end }}
