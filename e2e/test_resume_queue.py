@@ -1,0 +1,165 @@
+"""A preempted best-effort Job resumes at the head of the best-effort queue (FitGpp §2).
+
+A node is full of two BE Jobs and a third BE Job ("waiter") queues for it. A trial Job arrives
+and FitGpp preempts one BE Job; the Job controller recreates its pod, and cellfit's pod-create
+webhook, registered with the API server over HTTPS as the chart registers it, gives that pod
+the chart's ``cellfit-resumed`` PriorityClass. When the trial Job ends, kube-scheduler takes the
+resumed pod first although the waiter has waited longer; the waiter keeps waiting.
+
+cellfit runs here with the chart's config and RBAC (it reads the PriorityClass with the chart's
+ServiceAccount token), the webhook's listener moved to a free loopback port with a certificate
+made for it, as chart_support does for the other listeners.
+"""
+
+from __future__ import annotations
+
+import base64
+import sys
+import time
+import uuid
+from typing import Any, Iterator
+
+import pytest
+import yaml
+
+from chart_support import (
+    EXTENDER_ONLY_SA,
+    ROOT,
+    SCENARIO_LABEL,
+    CellfitProcess,
+    Cluster,
+    KubeSchedulerProcess,
+    Release,
+    ensure_release,
+    example_job,
+    free_port,
+    is_active,
+    local_scheduler_config,
+    wait_for,
+)
+
+sys.path.insert(0, str(ROOT))
+from tests.support.tls import make_serving_certificate  # noqa: E402
+
+pytestmark = pytest.mark.e2e
+RUN = uuid.uuid4().hex[:5]
+SCENARIO = f"resume-{RUN}"
+WHERE = {SCENARIO_LABEL: SCENARIO}
+
+
+def admission_config(config_text: str, *, port: int, cert: Any) -> str:
+    """The chart's cellfit config with the webhook listener on a free loopback port and the
+    certificate made here (the chart's lives in a Secret mounted into the pod)."""
+    document = yaml.safe_load(config_text) or {}
+    admission = document.get("admission") or {}
+    assert admission.get("enabled") is True, f"the chart does not enable the webhook: {admission}"
+    document["admission"] = {**admission, "host": "127.0.0.1", "port": port,
+                             "certFile": str(cert.cert_file), "keyFile": str(cert.key_file)}
+    return yaml.safe_dump(document, sort_keys=False)
+
+
+def webhook_registration(release: Release, *, port: int, ca_pem: bytes) -> dict[str, Any]:
+    """The chart's MutatingWebhookConfiguration, pointed at the local listener and limited to
+    this scenario's pods (other tests' cellfit instances must not be asked)."""
+    chart = release.find("MutatingWebhookConfiguration")
+    (webhook,) = chart["webhooks"]
+    assert webhook["clientConfig"]["service"]["path"] == "/v1/admission/pods"
+    webhook = {**webhook, "clientConfig": {"url": f"https://127.0.0.1:{port}/v1/admission/pods",
+                                           "caBundle": base64.b64encode(ca_pem).decode()}}
+    selector = webhook.get("objectSelector") or {}
+    webhook["objectSelector"] = {**selector, "matchLabels": {**selector.get("matchLabels", {}), **WHERE}}
+    webhook["failurePolicy"] = "Fail"  # here a failing webhook must fail the test, not be ignored
+    return {"apiVersion": chart["apiVersion"], "kind": chart["kind"], "metadata": {"name": f"e2e-{SCENARIO}"}, "webhooks": [webhook]}
+
+
+@pytest.fixture(scope="module")
+def env(control_plane: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Cluster, Release, CellfitProcess, Any]]:
+    cluster = Cluster.from_control_plane(control_plane)
+    release = ensure_release(cluster)
+    cluster.add_gpu_nodes(1, f"{SCENARIO}-gpu", labels=WHERE)
+    workdir = tmp_path_factory.mktemp(SCENARIO)
+    cert = make_serving_certificate(workdir / "tls")
+    port = free_port()
+    cellfit = CellfitProcess(
+        admission_config(release.cellfit_config_text, port=port, cert=cert),
+        cluster.token_kubeconfig(EXTENDER_ONLY_SA, release.namespace, workdir / "cellfit.kubeconfig"),
+        workdir,
+        name="resume-cellfit",
+    )
+    registration = webhook_registration(release, port=port, ca_pem=cert.ca_pem)
+    scheduler: KubeSchedulerProcess | None = None
+    try:
+        cellfit.start()
+        cluster.apply(registration)
+        scheduler = KubeSchedulerProcess(
+            cluster.env["CELLFIT_E2E_KUBE_SCHEDULER"],
+            local_scheduler_config(release, cellfit_port=cellfit.port),
+            cluster.token_kubeconfig(release.service_account, release.namespace, workdir / "scheduler.kubeconfig"),
+            workdir,
+            name="resume-kube-scheduler",
+        )
+        scheduler.start()
+        scheduler.wait_healthy()
+        yield cluster, release, cellfit, control_plane
+    finally:
+        cluster.kubectl("delete", "mutatingwebhookconfiguration", registration["metadata"]["name"], "--ignore-not-found", check=False)
+        if scheduler is not None:
+            scheduler.stop()
+        cellfit.stop()
+        cluster.delete_nodes(f"{SCENARIO_LABEL}={SCENARIO}")
+
+
+def job(example: str, name: str, scheduler_name: str, **kwargs: Any) -> dict[str, Any]:
+    body = example_job(example, name=name, scheduler_name=scheduler_name, node_selector=WHERE, gpus=4, **kwargs)
+    body["spec"]["template"]["metadata"].setdefault("labels", {}).update(WHERE)  # the webhook's selector
+    return body
+
+
+def active_pods(cluster: Cluster, ns: str, job_name: str) -> list[dict[str, Any]]:
+    return [p for p in cluster.pods(ns, f"job-name={job_name}") if is_active(p) and not p["metadata"].get("deletionTimestamp")]
+
+
+def one_pod(cluster: Cluster, ns: str, job_name: str, *, bound: bool) -> dict[str, Any] | None:
+    pods = [p for p in active_pods(cluster, ns, job_name) if bool(p["spec"].get("nodeName")) == bound]
+    return pods[0] if len(pods) == 1 else None
+
+
+def test_resumed_job_goes_before_best_effort_jobs_that_waited_longer(env: Any) -> None:
+    cluster, release, cellfit, cp = env
+    ns = cp.create_namespace("resume")
+    name = release.scheduler_name
+    resumed_class = cluster.kubectl_json("get", "priorityclass", "cellfit-resumed", "-o", "json")
+    best_effort = cluster.kubectl_json("get", "priorityclass", "cellfit-best-effort", "-o", "json")
+    trial = cluster.kubectl_json("get", "priorityclass", "cellfit-trial", "-o", "json")
+    assert best_effort["value"] < resumed_class["value"] < trial["value"]
+
+    # The node fills with two BE Jobs; FitGpp's victim is the one with the shorter grace period.
+    cluster.apply(job("be-job", "be-victim", name, grace_seconds=20, exit_after="2s"), namespace=ns)
+    wait_for(lambda: one_pod(cluster, ns, "be-victim", bound=True), 60, "be-victim bound")
+    cluster.apply(job("be-job", "be-other", name, grace_seconds=300), namespace=ns)
+    wait_for(lambda: one_pod(cluster, ns, "be-other", bound=True), 60, "be-other bound")
+    # The waiter queues first: kube-scheduler alone would give it the next free GPUs.
+    cluster.apply(job("be-job", "be-waiter", name), namespace=ns)
+    waiter = wait_for(lambda: one_pod(cluster, ns, "be-waiter", bound=False), 60, "be-waiter pending")
+    wait_for(lambda: "FailedScheduling" in {e["reason"] for e in cluster.events(ns, waiter["metadata"]["name"])}, 60,
+             "be-waiter tried and refused")
+    assert waiter["spec"]["priority"] == best_effort["value"]
+
+    cluster.apply(job("te-job", "te-probe", name, run_for="20s"), namespace=ns)
+    resumed = wait_for(lambda: one_pod(cluster, ns, "be-victim", bound=False), 120, "be-victim's new pod")
+    # The webhook moved it up, with the class's own value and policy (the API server checks both).
+    assert resumed["spec"]["priorityClassName"] == "cellfit-resumed"
+    assert resumed["spec"]["priority"] == resumed_class["value"]
+    assert resumed["spec"]["preemptionPolicy"] == resumed_class.get("preemptionPolicy", "PreemptLowerPriority")
+    assert resumed["metadata"]["labels"]["cellfit.io/job-class"] == "best-effort"  # still BE to FitGpp
+    victim_job = cluster.kubectl_json("-n", ns, "get", "job", "be-victim", "-o", "json")
+    assert victim_job["metadata"]["annotations"]["cellfit.io/preemptions"] == "1"
+    assert cellfit.metric('cellfit_admission_reviews_total{result="resumed"}') >= 1
+
+    # The trial Job ends; the resumed pod, not the waiter, gets its GPUs.
+    bound = wait_for(lambda: one_pod(cluster, ns, "be-victim", bound=True), 120, "resumed be-victim bound")
+    assert bound["metadata"]["uid"] == resumed["metadata"]["uid"]
+    time.sleep(3)  # kube-scheduler has retried the waiter by now: the node is full again
+    assert one_pod(cluster, ns, "be-waiter", bound=False) is not None, "the waiter took the resumed Job's place"
+    assert one_pod(cluster, ns, "be-waiter", bound=True) is None
+
