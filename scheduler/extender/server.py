@@ -256,8 +256,9 @@ def _bind(*, host: str, port: int, setting: str) -> socket.socket:
 
 def serve(settings: Settings) -> None:
     """Serve until SIGINT or SIGTERM: the extender (verbs, inspect, health, metrics) on
-    server.host:port and, when server.metricsPort is set, health and metrics alone on
-    server.metricsHost:metricsPort, in one event loop over one state."""
+    server.host:port; when server.metricsPort is set, health and metrics alone on
+    server.metricsHost:metricsPort; when admission.enabled, the pod-create webhook over HTTPS on
+    admission.host:port; in one event loop over one state."""
     runtime = build_runtime(settings)
     server = settings.server
     listeners = [_listener(runtime.app, host=server.host, port=server.port, lifespan="on", setting="server.port")]
