@@ -25,7 +25,7 @@ from typing import AbstractSet, Callable, Iterable, Mapping, Sequence
 
 from scheduler.cells.buckets import Buckets
 from scheduler.cells.buddy import BuddyAllocator, derived_capacity
-from scheduler.cells.config import VirtualClusterSpec
+from scheduler.cells.config import CellTypeSpec, PhysicalCellSpec, VirtualClusterSpec
 from scheduler.cells.idle_index import IdleNodeIndex
 from scheduler.cells.request import CellRequest, GangSpec, Priority
 from scheduler.cells.search import View, best_spot, contains, pick_gpus
@@ -237,6 +237,53 @@ class CellAllocator:
         # An unpinned cell stays out of the buddy pool: the pool's feasibility was proven with it
         # pinned. It becomes a quota-less cell that only opportunistic pods use until restart.
         cell.vc = None
+
+    # ================================================================== growth and shrinkage
+
+    def add_top_cell(self, spec: PhysicalCellSpec, cell_types: Mapping[str, CellTypeSpec]) -> Cell:
+        """A new top-level cell (a node, or a rack of nodes, that joined the cluster): built into
+        the topology and put into the free space, owned by no VC yet (the caller grows a quota,
+        or not). Theorem 1's invariant is unaffected: f_k grows, and so does r_k if a quota does."""
+        cell = self.topology.add_top_cell(spec, cell_types)
+        chain = cell.chain
+        buddy = self.buddies.get(chain)
+        if buddy is None:
+            buddy = self.buddies[chain] = BuddyAllocator(chain, [])
+            self._demand_of[chain] = partial(self.demand, chain)
+        buddy.seed(cell)
+        for node in cell.node_cells:
+            self.idle.add_node(node)
+        self._targets.clear()  # a new chain or a larger cell may serve requests
+        return cell
+
+    def is_idle(self, cell: Cell) -> bool:
+        """No booking on any of its GPUs, and no VC cell on or inside it: it can leave."""
+        return cell.buddy_state() is _FREE and cell.g_used == 0 and cell.opp == 0
+
+    def remove_top_cell(self, cell: Cell) -> None:
+        """Take an idle top-level cell out of the cluster for good (its nodes were deleted).
+        The caller shrinks the quota it was counted in, if any."""
+        if cell.parent is not None or not self.is_idle(cell):
+            raise ValueError(f"cell {cell.id} is not an idle top-level cell")
+        self.buddies[cell.chain].withdraw(cell)
+        for node in cell.node_cells:
+            self.idle.remove_node(node)
+        self.topology.remove_top_cell(cell)
+        self._targets.clear()
+
+    def resize_quota(self, vc_name: str, deltas: Mapping[str, int]) -> None:
+        """Add ``deltas`` to a VC's quota per cell type (the implicit default VC following the
+        discovered cells). A smaller quota never evicts: surplus cells drain."""
+        vc = self.vcs[vc_name]
+        for cell_type, delta in deltas.items():
+            count = vc.quota.get(cell_type, 0) + delta
+            if count > 0:
+                vc.quota[cell_type] = count
+            else:
+                vc.quota.pop(cell_type, None)
+            if cell_type in vc.bound:
+                self._refresh_draining(vc, cell_type)
+        self._targets.clear()
 
     def _forget_if_idle(self, vc: VcState) -> None:
         if not vc.defined and not any(vc.bound.values()) and not vc.pinned:
@@ -863,8 +910,7 @@ class CellAllocator:
                 return None
             spot = Spot(chain, level, gpus)
             return self.book(spot, vc=vc_name, priority=priority, pod_uid=pod_uid, pod_key=pod_key, group=group)
-        root = self.topology.cells_by_id.get(root_id) if root_id else None
-        if root is None or any(not contains(root, g) for g in gpus) or any(g.g_owner is not None for g in gpus):
+        if any(g.g_owner is not None for g in gpus):
             return None
         vc = self.vcs.get(vc_name)
         if vc is None:
@@ -872,6 +918,16 @@ class CellAllocator:
             # the pod is gone, under a quota-less VC.
             vc = self.vcs[vc_name] = VcState(vc_name, self.topology)
             vc.defined = False
+        if root_id and root_id not in self.topology.cells_by_id:
+            # The VC cell is gone: the discovered cells changed shape since the bind (a rack
+            # that dissolved). Keep the pod on exactly its GPUs, in the VC cell that now holds them.
+            home = self._home_for(vc, gpus)
+            if home is not None:
+                self.note(f"pod {pod_key}: its VC cell {root_id} no longer exists; recovered in {home.id}")
+            root_id = home.id if home is not None else None
+        root = self.topology.cells_by_id.get(root_id) if root_id else None
+        if root is None or any(not contains(root, g) for g in gpus):
+            return None
         if root.state is _BOUND or root.state is _PINNED:
             if root.vc != vc_name:
                 return None
@@ -882,15 +938,53 @@ class CellAllocator:
             return None
         return self.book(spot, vc=vc_name, priority=priority, pod_uid=pod_uid, pod_key=pod_key, group=group)
 
+    def _home_for(self, vc: VcState, gpus: Sequence[Cell]) -> Cell | None:
+        """The VC cell a running pod's ``gpus`` can be recovered in: the VC's cell holding them,
+        or else the lowest free cell holding them of a type the VC owns; ``None`` if neither."""
+        cell: Cell | None = gpus[0]
+        while cell is not None and not all(contains(cell, g) for g in gpus):
+            cell = cell.parent
+        owned = vc.owned_types()
+        buddy = self.buddies.get(gpus[0].chain)
+        while cell is not None:
+            if cell.state is _BOUND or cell.state is _PINNED:
+                return cell if cell.vc == vc.name else None
+            if cell.cell_type in owned and buddy is not None and buddy.is_takeable(cell):
+                return cell
+            cell = cell.parent
+        return None
+
     def recover_on_node(
-        self, request: CellRequest, vc: VcState | None, node: str, *, pod_uid: str, pod_key: str
+        self,
+        request: CellRequest,
+        vc: VcState | None,
+        node: str,
+        *,
+        pod_uid: str,
+        pod_key: str,
+        gpu_indices: Sequence[int] = (),
     ) -> Booking | None:
         """The best consistent booking for a pod found running on ``node`` without (usable)
         bind-info: inside its VC if a legal cell is there, else on idle GPUs of the node, held
-        like an opportunistic pod so nothing is ever double-allocated."""
+        like an opportunistic pod so nothing is ever double-allocated. ``gpu_indices`` (from a
+        bind-info that no longer fits) are kept when they are still untracked: they are the
+        GPUs the pod's containers were given."""
         node_cell = self.topology.nodes.get(node)
         if node_cell is None or request.gpus == 0:
             return None
+        vc_name = vc.name if vc else (request.vc or "")
+        by_index = {leaf.gpu_index: leaf for leaf in node_cell.leaves}
+        kept = [by_index.get(i) for i in sorted(set(gpu_indices))]
+        if len(kept) == request.gpus and all(g is not None and g.g_owner is None and g.o_owner is None for g in kept):
+            gpus = tuple(g for g in kept if g is not None)
+            home = self._home_for(vc, gpus) if vc is not None and request.priority is _PRIO_GUARANTEED else None
+            level = node_cell.chain.node_level
+            if home is None:
+                if request.priority is _PRIO_GUARANTEED:
+                    self.note(f"pod {pod_key} on {node} has no consistent HiveD placement; its GPUs are tracked outside any VC cell")
+                return self.book(Spot(node_cell.chain, level, gpus), vc=vc_name, priority=request.priority, pod_uid=pod_uid, pod_key=pod_key, holds="o")
+            spot = Spot(node_cell.chain, level, gpus, home, home.state is not _BOUND and home.state is not _PINNED)
+            return self.book(spot, vc=vc_name, priority=request.priority, pod_uid=pod_uid, pod_key=pod_key)
         allowed = frozenset({node})
         try:
             targets = self.targets(request, vc)

@@ -91,6 +91,8 @@ class BuddyAllocator:
             raise ValueError(f"cell {cell.id} is not a free top-level cell (it is {cell.buddy_state().value})")
         self._remove_free(cell)
         cell.state = _INSIDE
+        for inner in cell.walk():
+            self._spare.pop(inner, None)
 
     # ------------------------------------------------------------------ free-list primitives
 

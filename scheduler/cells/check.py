@@ -81,6 +81,14 @@ def check_config(
     if problems:
         raise ConfigError("\n".join(problems))
     without_gpus = sum(1 for n in nodes or () if n.allocatable.gpus == 0)
+    summary = describe(topology, vcs, discovered=discovered, nodes_without_gpus=without_gpus)
+    return CellsCheck(config=config, topology=topology, virtual_clusters=vcs, default_vc=default_vc, summary=summary)
+
+
+def describe(
+    topology: TopologyConfig, vcs: Mapping[str, VirtualClusterSpec], *, discovered: bool, nodes_without_gpus: int = 0
+) -> str:
+    """The one-line summary of the cells and VCs, for the startup log and the inspect API."""
     source = "discovered" if discovered else "configured"
     vc_text = ", ".join(
         f"{name} ({', '.join(f'{c.count} {c.cell_type}' for c in spec.cells) or 'no cells'}"
@@ -88,5 +96,4 @@ def check_config(
         + ")"
         for name, spec in vcs.items()
     )
-    summary = f"topology ({source}): {describe_topology(topology, nodes_without_gpus=without_gpus)}; virtual clusters: {vc_text}"
-    return CellsCheck(config=config, topology=topology, virtual_clusters=vcs, default_vc=default_vc, summary=summary)
+    return f"topology ({source}): {describe_topology(topology, nodes_without_gpus=nodes_without_gpus)}; virtual clusters: {vc_text}"

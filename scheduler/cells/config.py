@@ -273,6 +273,12 @@ def _physical_problems(topology: TopologyConfig, prefix: str) -> list[str]:
     return problems
 
 
+def cell_type_problems(cell_types: Mapping[str, CellTypeSpec], *, prefix: str = "") -> list[str]:
+    """The cell-type rules alone (one parent per type, no cycles, one node level per chain), for
+    cell types that grow at runtime."""
+    return _cell_type_problems(cell_types, prefix)
+
+
 def _pinned_ids(specs: Sequence[PhysicalCellSpec]) -> set[str]:
     found: set[str] = set()
     stack = list(specs)

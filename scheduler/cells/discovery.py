@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import re
 from collections import Counter, defaultdict
-from typing import Final, Sequence
+from dataclasses import dataclass
+from typing import Final, Mapping, Sequence
 
 from scheduler.cells.config import CellTypeSpec, PhysicalCellSpec, TopologyConfig
 from scheduler.constants import LABEL_GPU_PRODUCT
@@ -29,26 +30,67 @@ def _product(node: NodeInfo) -> str:
     return _UNSAFE.sub("-", raw).strip("-") or UNKNOWN_PRODUCT
 
 
-def discover_topology(nodes: Sequence[NodeInfo], *, rack_label: str | None = None) -> TopologyConfig:
-    """Build cell types and physical cells from ``nodes``; deterministic for a given node set
-    (sorted by name, whatever order the watch delivered them in)."""
+@dataclass(frozen=True, slots=True)
+class DiscoveredCell:
+    """One top-level cell as discovery lays it out: a standalone node, or a rack of nodes."""
+
+    cell_type: str
+    cell_id: str  # the node name for a standalone node
+    nodes: tuple[str, ...]
+    rack: bool
+
+
+@dataclass(frozen=True, slots=True)
+class DiscoveredLayout:
+    """What :func:`discover_topology` builds, as plain values: the cell types and the top-level
+    cells in file order. Cheap to compute and compare, so that a running engine can ask what a
+    restart would build after a node came or went."""
+
+    cell_types: dict[str, CellTypeSpec]
+    cells: tuple[DiscoveredCell, ...]
+
+    def to_config(self) -> TopologyConfig:
+        physical = tuple(
+            PhysicalCellSpec(cellType=c.cell_type, cellId=c.cell_id, cellChildren=tuple(PhysicalCellSpec(nodeName=n) for n in c.nodes))
+            if c.rack
+            else PhysicalCellSpec(cellType=c.cell_type, nodeName=c.nodes[0])
+            for c in self.cells
+        )
+        return TopologyConfig(cellTypes=self.cell_types, physicalCells=physical)
+
+
+def discover_layout(
+    nodes: Sequence[NodeInfo], *, rack_label: str | None = None, running: Mapping[str, CellTypeSpec] | None = None
+) -> DiscoveredLayout:
+    """The cell types and top-level cells for ``nodes``; deterministic for a given node set
+    (sorted by name, whatever order the watch delivered them in).
+
+    ``running``: the cell types of a running cluster, whose names and rack sizes are kept (a
+    product that now comes in a second size keeps its hierarchy's name, racks keep their size
+    even if another size became the most common): cells can be added beside running ones but a
+    running cell type never changes. A restart picks names and sizes afresh."""
     groups: dict[tuple[str, int], list[NodeInfo]] = defaultdict(list)
     for node in sorted(nodes, key=lambda n: n.name):
         if node.allocatable.gpus > 0:
             groups[(_product(node), node.allocatable.gpus)].append(node)
     sizes_per_product = Counter(product for product, _ in groups)
     cell_types: dict[str, CellTypeSpec] = {}
-    physical: list[PhysicalCellSpec] = []
+    cells: list[DiscoveredCell] = []
     for (product, gpus), members in sorted(groups.items()):
-        base = product if sizes_per_product[product] == 1 else f"{product}-{gpus}GPU"
-        node_type = f"{base}-NODE"
+        if running is not None:
+            node_type, _ = node_type_for(members[0], running)
+            base = node_type.removesuffix("-NODE")
+        else:
+            base = product if sizes_per_product[product] == 1 else f"{product}-{gpus}GPU"
+            node_type = f"{base}-NODE"
         cell_types[node_type] = CellTypeSpec(childType=base, childCount=gpus, isNodeLevel=True)
         racks: dict[str, list[NodeInfo]] = defaultdict(list)
         standalone: list[NodeInfo] = []
         for node in members:
             value = node.labels.get(rack_label) if rack_label else None
             (racks[value] if value else standalone).append(node)
-        rack_size = _common_size(racks)
+        running_rack = running.get(f"{base}-RACK") if running is not None else None
+        rack_size = running_rack.child_count if running_rack is not None else _common_size(racks)
         if rack_size:
             rack_type = f"{base}-RACK"
             cell_types[rack_type] = CellTypeSpec(childType=node_type, childCount=rack_size)
@@ -56,13 +98,34 @@ def discover_topology(nodes: Sequence[NodeInfo], *, rack_label: str | None = Non
                 if len(racks[value]) != rack_size:
                     standalone.extend(racks[value])
                     continue
-                children = tuple(PhysicalCellSpec(nodeName=n.name) for n in racks[value])
-                physical.append(PhysicalCellSpec(cellType=rack_type, cellId=f"{rack_type}@{value}", cellChildren=children))
+                names = tuple(n.name for n in racks[value])
+                cells.append(DiscoveredCell(cell_type=rack_type, cell_id=f"{rack_type}@{value}", nodes=names, rack=True))
         else:
             standalone.extend(n for rack in racks.values() for n in rack)
         for node in sorted(standalone, key=lambda n: n.name):
-            physical.append(PhysicalCellSpec(cellType=node_type, nodeName=node.name))
-    return TopologyConfig(cellTypes=cell_types, physicalCells=tuple(physical))
+            cells.append(DiscoveredCell(cell_type=node_type, cell_id=node.name, nodes=(node.name,), rack=False))
+    return DiscoveredLayout(cell_types=cell_types, cells=tuple(cells))
+
+
+def discover_topology(nodes: Sequence[NodeInfo], *, rack_label: str | None = None) -> TopologyConfig:
+    """Build cell types and physical cells from ``nodes``; deterministic for a given node set
+    (sorted by name, whatever order the watch delivered them in)."""
+    return discover_layout(nodes, rack_label=rack_label).to_config()
+
+
+def node_type_for(node: NodeInfo, cell_types: Mapping[str, CellTypeSpec]) -> tuple[str, CellTypeSpec]:
+    """The node-level cell type a node of this product and GPU count joins as a standalone cell
+    of a running cluster: the existing one of that shape if there is one, else the name
+    discovery would give it (``<product>-<n>GPU-NODE`` when the product already comes in
+    another size)."""
+    product, gpus = _product(node), node.allocatable.gpus
+    for base in (product, f"{product}-{gpus}GPU"):
+        spec = cell_types.get(f"{base}-NODE")
+        if spec is not None and spec.child_type == base and spec.child_count == gpus and spec.is_node_level:
+            return f"{base}-NODE", spec
+    other_sizes = any(t == f"{product}-NODE" or (t.startswith(f"{product}-") and t.endswith("GPU-NODE")) for t in cell_types)
+    base = f"{product}-{gpus}GPU" if other_sizes else product
+    return f"{base}-NODE", CellTypeSpec(childType=base, childCount=gpus, isNodeLevel=True)
 
 
 def _common_size(racks: dict[str, list[NodeInfo]]) -> int:

@@ -16,20 +16,31 @@ Pods without GPUs are not HiveD's concern: every offered node passes, score 0, n
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass
-from typing import AbstractSet, Any, Mapping, Sequence
+from typing import AbstractSet, Any, Callable, Final, Mapping, Sequence
 
 from scheduler.cells import bindinfo, inspection
 from scheduler.cells.allocator import Booking, CellAllocator, Group, Spot, Target, Unplaceable, VcState
-from scheduler.cells.check import CellsCheck, check_config
-from scheduler.cells.config import CellsConfig, parse_cells_schema, virtual_cluster_problems
+from scheduler.cells.check import CellsCheck, check_config, describe
+from scheduler.cells.config import (
+    CellsConfig,
+    VirtualCellSpec,
+    VirtualClusterSpec,
+    parse_cells_schema,
+    virtual_cluster_problems,
+)
 from scheduler.cells.feasibility import feasibility_problems
+from scheduler.cells.membership import CellsChanged, NodeMembership
 from scheduler.cells.request import CellRequest, Priority, parse_request
 from scheduler.cells.topology import Topology
 from scheduler.constants import ANNOTATION_BIND_INFO, ANNOTATION_GPU_INDICES, MAX_EXTENDER_PRIORITY
 from scheduler.core.engine import FilterDecision, Placement
 from scheduler.core.model import TERMINAL_PHASES, NodeInfo, PodInfo
 from scheduler.errors import ConfigError, InvalidAnnotation, SchedulingConflict, UnknownNode
+
+
+MAX_CHANGES: Final = 200
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,7 +66,17 @@ class _Context:
 class HivedEngine:
     """HiveD virtual clusters as a scheduling engine. Not thread-safe (callers serialise)."""
 
-    def __init__(self, checked: CellsCheck) -> None:
+    def __init__(
+        self,
+        checked: CellsCheck,
+        *,
+        discovered_from: Sequence[NodeInfo] = (),
+        rack_label: str | None = None,
+        on_change: Callable[[str], None] | None = None,
+    ) -> None:
+        """``discovered_from``: with a discovered topology, the nodes it was discovered from
+        (the cells then follow nodes that join and leave). ``on_change`` hears, one line
+        each, how the cells changed at runtime (the extender logs it)."""
         if checked.topology is None:
             raise ConfigError("topology: none configured and no nodes to discover it from")
         self.checked = checked
@@ -66,6 +87,14 @@ class HivedEngine:
         self._nodes: dict[str, NodeInfo] = {}
         self._node_set = frozenset(self.topology.nodes)
         self._strays: set[str] = set()  # GPU nodes outside the topology, reported once
+        self._on_change = on_change
+        # Runtime changes to the cells, newest last (also passed to on_change).
+        self.changes: deque[str] = deque(maxlen=MAX_CHANGES)
+        self.membership: NodeMembership | None = None
+        if checked.config.topology is None:
+            self.membership = NodeMembership(
+                self.allocator, discovered_from, rack_label=rack_label, owner_vc=checked.default_vc
+            )
 
     # ------------------------------------------------------------------ construction
 
@@ -77,18 +106,27 @@ class HivedEngine:
         nodes: Sequence[NodeInfo] | None = None,
         rack_label: str | None = None,
         prefix: str = "",
+        on_change: Callable[[str], None] | None = None,
     ) -> HivedEngine:
         """Build from the HiveD config section. Without a ``topology`` the cells are discovered
-        from ``nodes``; ``engine.summary`` says what was found (for the startup log)."""
-        engine = cls(check_config(data, nodes=nodes, rack_label=rack_label, prefix=prefix))
+        from ``nodes`` and follow the nodes that join and leave afterwards; ``engine.summary``
+        says what was found (for the startup log), ``on_change`` hears what changed later."""
+        engine = cls(
+            check_config(data, nodes=nodes, rack_label=rack_label, prefix=prefix),
+            discovered_from=nodes or (),
+            rack_label=rack_label,
+            on_change=on_change,
+        )
         for node in nodes or ():
             engine.apply_node(node)
         return engine
 
     @classmethod
-    def from_nodes(cls, nodes: Sequence[NodeInfo], *, rack_label: str | None = None) -> HivedEngine:
+    def from_nodes(
+        cls, nodes: Sequence[NodeInfo], *, rack_label: str | None = None, on_change: Callable[[str], None] | None = None
+    ) -> HivedEngine:
         """No HiveD configuration at all: discovered cells, one VC ``default`` owning them."""
-        return cls.from_config({}, nodes=nodes, rack_label=rack_label)
+        return cls.from_config({}, nodes=nodes, rack_label=rack_label, on_change=on_change)
 
     def reconfigure(self, data: Mapping[str, Any] | CellsConfig, *, prefix: str = "") -> None:
         """Apply changed virtual clusters at runtime (the topology must be unchanged: a new
@@ -111,6 +149,8 @@ class HivedEngine:
         except ValueError as error:
             raise ConfigError(f"{prefix + '.' if prefix else ''}virtualClusters: {error}") from None
         self.default_vc = None
+        if self.membership is not None:
+            self.membership.owner_vc = None  # the configured VCs own what they say, no more
 
     # ------------------------------------------------------------------ helpers
 
@@ -334,11 +374,17 @@ class HivedEngine:
         booking = self.allocator.by_pod.get(pod_uid)
         if booking is not None:
             self.allocator.unassign(booking)
+            self._released()
 
     # ------------------------------------------------------------------ cluster state
 
     def apply_node(self, node: NodeInfo) -> None:
         self._nodes[node.name] = node
+        membership = self.membership
+        if membership is not None and node.allocatable.gpus > 0 and not membership.is_member(node.name):
+            # Discovered cells: a new GPU node (or a late device plugin, or a deleted node that
+            # came back) joins them now.
+            self._changed(membership.join(node))
         cell = self.topology.nodes.get(node.name)
         if cell is None:
             if node.allocatable.gpus > 0 and node.name not in self._strays:
@@ -349,15 +395,56 @@ class HivedEngine:
                 )
             return
         # A node that lost GPUs is treated as bad as a whole: which GPU failed is not on the
-        # Node object, and a pod placed on a missing GPU would never start.
-        bad = (not node.ready) or node.unschedulable or node.allocatable.gpus < cell.total
+        # Node object, and a pod placed on a missing GPU would never start. So is a node that
+        # was deleted but still holds pods (it leaves the cells once they have finished).
+        deleted = membership is not None and not membership.is_member(node.name)
+        bad = (not node.ready) or node.unschedulable or node.allocatable.gpus < cell.total or deleted
         self.allocator.set_node_bad(node.name, bad)
 
     def delete_node(self, node_name: str) -> None:
         self._nodes.pop(node_name, None)
         self._strays.discard(node_name)
-        if node_name in self.topology.nodes:
-            self.allocator.set_node_bad(node_name, True)
+        if node_name not in self.topology.nodes:
+            return
+        self.allocator.set_node_bad(node_name, True)
+        if self.membership is not None:
+            self._changed(self.membership.leave(node_name))
+
+    def _changed(self, changed: CellsChanged) -> None:
+        """The cells changed at runtime: refresh what depends on the node set, and tell."""
+        if not changed:
+            return
+        self._node_set = frozenset(self.topology.nodes)
+        self._strays.difference_update(self.topology.nodes)
+        for node_name in changed.rebuilt:
+            info = self._nodes.get(node_name)
+            if info is not None and node_name in self.topology.nodes:
+                self.apply_node(info)  # a new cell is healthy; the node may be NotReady or cordoned
+        self.summary = describe(
+            self.topology.config,
+            self._virtual_cluster_specs(),
+            discovered=True,
+            nodes_without_gpus=sum(1 for n in self._nodes.values() if n.allocatable.gpus == 0),
+        )
+        for message in changed.messages:
+            self.changes.append(message)
+            if self._on_change is not None:
+                self._on_change(message)
+
+    def _virtual_cluster_specs(self) -> dict[str, VirtualClusterSpec]:
+        return {
+            name: VirtualClusterSpec(
+                cells=tuple(VirtualCellSpec(cellType=t, count=n) for t, n in vc.quota.items()),
+                pinnedCells=tuple(c.pinned_id for c in vc.pinned if c.pinned_id is not None),
+            )
+            for name, vc in self.allocator.vcs.items()
+            if vc.defined
+        }
+
+    def _released(self) -> None:
+        """Pods left: a discovered cluster may now apply changes that waited for their cells."""
+        if self.membership is not None:
+            self._changed(self.membership.released())
 
     def apply_pod(self, pod: PodInfo) -> None:
         if pod.requests.gpus == 0:
@@ -366,6 +453,7 @@ class HivedEngine:
         if pod.phase in TERMINAL_PHASES:
             if existing is not None:
                 self.allocator.unassign(existing)
+                self._released()
             return
         if not pod.holds_resources:
             return  # pending: keep whatever filter booked for it
@@ -401,7 +489,8 @@ class HivedEngine:
             vc = None
         if request.gang is not None:
             request = CellRequest(vc=request.vc, priority=request.priority, gpus=request.gpus, cell_type=request.cell_type, gang=None)
-        alloc.recover_on_node(request, vc, node, pod_uid=pod.uid, pod_key=pod.key)
+        kept = info.gpu_indices if info is not None and info.node == node else ()
+        alloc.recover_on_node(request, vc, node, pod_uid=pod.uid, pod_key=pod.key, gpu_indices=kept)
 
     def _recover_from_info(self, pod: PodInfo, info: bindinfo.BindInfo) -> Booking | None:
         alloc = self.allocator
@@ -459,6 +548,7 @@ class HivedEngine:
         booking = self.allocator.by_pod.get(pod_uid)
         if booking is not None:
             self.allocator.unassign(booking)
+            self._released()
 
     def knows_node(self, node_name: str) -> bool:
         return node_name in self._nodes or node_name in self.topology.nodes

@@ -34,20 +34,34 @@ class IdleNodeIndex:
         self._groups: dict[Chain, list[_Group]] = {c: [_Group(0)] for c in topology.used_chains}
         self._group_of: dict[Cell, _Group] = {}
         self._wide: dict[Cell, _Group] = {}
-        for node in topology.nodes.values():
-            parent = node.parent
-            if parent is not None and len(parent.children) > WIDE:
-                group = self._wide.get(parent)
-                if group is None:
-                    groups = self._groups[node.chain]
-                    group = self._wide[parent] = _Group(len(groups))
-                    groups.append(group)
-            else:
-                group = self._groups[node.chain][0]
-            self._group_of[node] = group
-            group.free.add(node, node.hfree)
         # Per-node overlap counts (roots on or inside the node, or covering it individually).
         self._overlaps: dict[Cell, int] = {}
+        for node in topology.nodes.values():
+            self.add_node(node)
+
+    def add_node(self, node: Cell) -> None:
+        """Index a node (at construction, or when it joins a running cluster, not yet covered
+        by any VC cell)."""
+        parent = node.parent
+        groups = self._groups.setdefault(node.chain, [_Group(0)])
+        if parent is not None and len(parent.children) > WIDE:
+            group = self._wide.get(parent)
+            if group is None:
+                group = self._wide[parent] = _Group(len(groups))
+                groups.append(group)
+        else:
+            group = groups[0]
+        self._group_of[node] = group
+        group.free.add(node, node.hfree)
+
+    def remove_node(self, node: Cell) -> None:
+        """Forget a node that left the cluster (no VC cell covers it any more)."""
+        group = self._group_of.pop(node)
+        (group.held if self._overlaps.pop(node, 0) else group.free).remove(node, node.hfree)
+        parent = node.parent
+        if parent is not None and self._wide.get(parent) is group and not any(n in self._group_of for n in parent.children):
+            del self._wide[parent]
+            self._groups[node.chain].remove(group)
 
     def _bucket(self, node: Cell) -> Buckets[Cell]:
         group = self._group_of[node]

@@ -201,6 +201,52 @@ class Topology:
                 used.append(top_cell.chain)
         self.used_chains: tuple[Chain, ...] = tuple(used)
 
+    # ------------------------------------------------------------------ growth and shrinkage
+
+    def add_top_cell(self, spec: PhysicalCellSpec, cell_types: Mapping[str, CellTypeSpec]) -> Cell:
+        """Build one more top-level cell at runtime (a node that joined a discovered cluster).
+        ``cell_types`` may add new chains; types already known must be unchanged. The caller
+        (the allocator) puts the cell into the free space."""
+        merged = dict(self.config.cell_types)
+        for name, type_spec in cell_types.items():
+            if merged.setdefault(name, type_spec) != type_spec:
+                raise ConfigError(f"topology.cellTypes.{name}: differs from the running topology's")
+        assert spec.cell_type is not None
+        shapes = chains_of(merged)
+        for cell_type, shape in shapes.items():
+            top = shape.types[-1]
+            if cell_type in self.chain_of_type:
+                continue
+            if top not in self.chains:
+                self.chains[top] = _make_chain(top, shape.types, shape.node_level, merged, len(self.chains))
+            self.chain_of_type[cell_type] = self.chains[top]
+        chain = self.chain_of_type[spec.cell_type]
+        nodes = [spec.node_name] if spec.node_name else [child.node_name for child in spec.cell_children]
+        taken = [n for n in nodes if n is None or n in self.nodes or n in self.cells_by_id]
+        if taken or (spec.cell_id is not None and spec.cell_id in self.cells_by_id):
+            raise ConfigError(f"topology.physicalCells: {spec.cell_id or nodes[0]!r} is already in the topology")
+        cell = self._build(spec, chain, chain.level_of(spec.cell_type), None, len(self.top_cells))
+        self.top_cells.append(cell)
+        if chain not in self.used_chains:
+            self.used_chains = (*self.used_chains, chain)
+        self.config = TopologyConfig(cellTypes=merged, physicalCells=(*self.config.physical_cells, spec))
+        return cell
+
+    def remove_top_cell(self, cell: Cell) -> None:
+        """Forget a top-level cell and everything in it (its nodes left the cluster). The caller
+        (the allocator) has taken it out of the free space. Its chain stays known."""
+        index = self.top_cells.index(cell)
+        del self.top_cells[index]
+        specs = list(self.config.physical_cells)
+        del specs[index]
+        self.config = TopologyConfig(cellTypes=self.config.cell_types, physicalCells=tuple(specs))
+        for inner in cell.walk():
+            del self.cells_by_id[inner.id]
+            if inner.node_cell is inner and inner.node is not None:
+                del self.nodes[inner.node]
+            if inner.pinned_id is not None:
+                self.pinned.pop(inner.pinned_id, None)
+
     def _build(self, spec: PhysicalCellSpec, chain: Chain, level: int, parent: Cell | None, ordinal: int) -> Cell:
         if level == chain.node_level:
             assert spec.node_name is not None

@@ -94,7 +94,12 @@ def build_placement_engine(settings: Settings, api: KubernetesApi | None) -> Sch
             )
         nodes = _list_nodes(api, settings)
     engine = HivedEngine.from_config(
-        settings.cells, nodes=nodes, rack_label=settings.policy.rack_label, prefix="cells"
+        settings.cells,
+        nodes=nodes,
+        rack_label=settings.policy.rack_label,
+        prefix="cells",
+        # Discovered cells follow nodes that join and leave: say what changed, as at startup.
+        on_change=lambda change: log.info("cells changed", extra={"change": change}),
     )
     log.info("policy hived", extra={"cells": engine.summary})
     # The cell tree is large and lives for the whole process: keep the collector from walking
