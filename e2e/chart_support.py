@@ -35,6 +35,10 @@ import httpx
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # tests.support: the same certificate helper the unit tests use
+    sys.path.insert(0, str(ROOT))
+from tests.support.tls import ServingCertificate, make_serving_certificate  # noqa: E402
+
 CHART = ROOT / "charts" / "cellfit"
 EXAMPLES = ROOT / "deploy" / "examples"
 RELEASE = "cellfit"
@@ -281,7 +285,19 @@ class CellfitProcess:
         if server.get("metricsPort") is not None:
             self.metrics_port = next(p for p in iter(free_port, None) if p != self.port)
             document["server"] = {**server, "metricsHost": "127.0.0.1", "metricsPort": self.metrics_port}
-            config_text = yaml.safe_dump(document, sort_keys=False)
+        # The webhook listener the config asks for (the chart's does, with the certificate of a
+        # Secret mounted in the pod) moves to a free loopback port, with a certificate made here
+        # for 127.0.0.1: a test registers it with the API server by URL and this CA.
+        self.admission_port: int | None = None
+        self.admission_certificate: ServingCertificate | None = None
+        admission = document.get("admission") or {}
+        if admission.get("enabled"):
+            self.admission_port = next(p for p in iter(free_port, None) if p not in (self.port, self.metrics_port))
+            self.admission_certificate = make_serving_certificate(workdir / f"{name}-tls")
+            document["admission"] = {**admission, "host": "127.0.0.1", "port": self.admission_port,
+                                     "certFile": str(self.admission_certificate.cert_file),
+                                     "keyFile": str(self.admission_certificate.key_file)}
+        config_text = yaml.safe_dump(document, sort_keys=False)
         self.kubeconfig = kubeconfig
         self.config = workdir / f"{name}.yaml"
         self.config.write_text(config_text)

@@ -7,24 +7,21 @@ the chart's ``cellfit-resumed`` PriorityClass. When the trial Job ends, kube-sch
 resumed pod first although the waiter has waited longer; the waiter keeps waiting.
 
 cellfit runs here with the chart's config and RBAC (it reads the PriorityClass with the chart's
-ServiceAccount token), the webhook's listener moved to a free loopback port with a certificate
-made for it, as chart_support does for the other listeners.
+ServiceAccount token); chart_support.CellfitProcess moves the webhook's listener to a free
+loopback port with a certificate made for it.
 """
 
 from __future__ import annotations
 
 import base64
-import sys
 import time
 import uuid
 from typing import Any, Iterator
 
 import pytest
-import yaml
 
 from chart_support import (
     EXTENDER_ONLY_SA,
-    ROOT,
     SCENARIO_LABEL,
     CellfitProcess,
     Cluster,
@@ -32,30 +29,15 @@ from chart_support import (
     Release,
     ensure_release,
     example_job,
-    free_port,
     is_active,
     local_scheduler_config,
     wait_for,
 )
 
-sys.path.insert(0, str(ROOT))
-from tests.support.tls import make_serving_certificate  # noqa: E402
-
 pytestmark = pytest.mark.e2e
 RUN = uuid.uuid4().hex[:5]
 SCENARIO = f"resume-{RUN}"
 WHERE = {SCENARIO_LABEL: SCENARIO}
-
-
-def admission_config(config_text: str, *, port: int, cert: Any) -> str:
-    """The chart's cellfit config with the webhook listener on a free loopback port and the
-    certificate made here (the chart's lives in a Secret mounted into the pod)."""
-    document = yaml.safe_load(config_text) or {}
-    admission = document.get("admission") or {}
-    assert admission.get("enabled") is True, f"the chart does not enable the webhook: {admission}"
-    document["admission"] = {**admission, "host": "127.0.0.1", "port": port,
-                             "certFile": str(cert.cert_file), "keyFile": str(cert.key_file)}
-    return yaml.safe_dump(document, sort_keys=False)
 
 
 def webhook_registration(release: Release, *, port: int, ca_pem: bytes) -> dict[str, Any]:
@@ -78,15 +60,14 @@ def env(control_plane: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterato
     release = ensure_release(cluster)
     cluster.add_gpu_nodes(1, f"{SCENARIO}-gpu", labels=WHERE)
     workdir = tmp_path_factory.mktemp(SCENARIO)
-    cert = make_serving_certificate(workdir / "tls")
-    port = free_port()
     cellfit = CellfitProcess(
-        admission_config(release.cellfit_config_text, port=port, cert=cert),
+        release.cellfit_config_text,
         cluster.token_kubeconfig(EXTENDER_ONLY_SA, release.namespace, workdir / "cellfit.kubeconfig"),
         workdir,
         name="resume-cellfit",
     )
-    registration = webhook_registration(release, port=port, ca_pem=cert.ca_pem)
+    assert cellfit.admission_port is not None and cellfit.admission_certificate is not None, "the chart enables the webhook"
+    registration = webhook_registration(release, port=cellfit.admission_port, ca_pem=cellfit.admission_certificate.ca_pem)
     scheduler: KubeSchedulerProcess | None = None
     try:
         cellfit.start()
