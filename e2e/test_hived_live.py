@@ -1,0 +1,211 @@
+"""HiveD on a live cluster, with the chart's scheduler (its kube-scheduler and cellfit run here
+with the chart's configs and RBAC; see chart_support) and cells discovered from the Nodes (the
+chart configures no topology). Each scenario has fake 8-GPU nodes of its own, labelled
+``cellfit.io/e2e-scenario=<scenario>``, and its pods select them.
+
+(a) Growth: a GPU node added after cellfit started joins the cells (and the default VC) without a
+    restart; pods are scheduled onto it by HiveD (bind-info annotation); deleted while a pod runs
+    there it takes no new pods but keeps the pod, and once the pod is gone it leaves the cells.
+(b) Reclaim: opportunistic pods fill a node's idle GPUs; a guaranteed pod of the VC that owns the
+    node arrives: exactly the opportunistic pods on the GPUs HiveD gives it are preempted
+    (deleted by kube-scheduler, which asks cellfit whom to take) and it is bound there; the other
+    opportunistic pod runs on untouched.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+import uuid
+from typing import Any, Iterator
+
+import pytest
+import yaml
+
+from chart_support import (
+    SCENARIO_LABEL,
+    ChartScheduler,
+    Cluster,
+    Release,
+    assert_no_double_booking,
+    chart_scheduler,
+    ensure_release,
+    gpu_pod,
+    is_active,
+    wait_for,
+)
+
+pytestmark = pytest.mark.e2e
+RUN = uuid.uuid4().hex[:5]
+OPPORTUNISTIC = {"cellfit.io/priority": "opportunistic"}
+
+
+def scenario(name: str) -> str:
+    return f"hived-{name}-{RUN}"
+
+
+def selector(name: str) -> dict[str, str]:
+    return {SCENARIO_LABEL: scenario(name)}
+
+
+def without_webhook(release: Release) -> Release:
+    """The release with cellfit's pod-create webhook off: these scenarios resume no preempted
+    Job, and the chart's webhook certificate lives in a Secret a local process cannot mount."""
+    objects = copy.deepcopy(release.objects)
+    for obj in objects:
+        if obj["kind"] == "ConfigMap" and "config.yaml" in obj.get("data", {}):
+            document = yaml.safe_load(obj["data"]["config.yaml"]) or {}
+            document["admission"] = {**(document.get("admission") or {}), "enabled": False}
+            obj["data"]["config.yaml"] = yaml.safe_dump(document, sort_keys=False)
+    return dataclasses.replace(release, objects=objects)
+
+
+@pytest.fixture(scope="module")
+def env(control_plane: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Cluster, Release, ChartScheduler, Any]]:
+    cluster = Cluster.from_control_plane(control_plane)
+    release = without_webhook(ensure_release(cluster))
+    # The reclaim scenario's node exists before cellfit starts (discovered at startup); the
+    # growth scenario adds its node later.
+    cluster.add_gpu_nodes(1, f"{scenario('reclaim')}-gpu", labels=selector("reclaim"))
+    try:
+        with chart_scheduler(cluster, release, tmp_path_factory.mktemp(f"hived-live-{RUN}"), name="hived-live") as procs:
+            yield cluster, release, procs, control_plane
+    finally:
+        for name in ("reclaim", "grow"):
+            cluster.delete_nodes(f"{SCENARIO_LABEL}={scenario(name)}")
+
+
+def node_cells(procs: ChartScheduler, node: str) -> list[dict[str, Any]]:
+    return list(procs.cellfit.get("/v1/inspect/cells", node=node)["cells"])
+
+
+def default_vc_cells(procs: ChartScheduler) -> int:
+    """Cells the default VC is guaranteed, summed over cell types."""
+    vc = procs.cellfit.get("/v1/inspect/virtual-clusters/default")
+    return sum(int(row["quota"]) for row in vc["cells"])
+
+
+def pod(cluster: Cluster, ns: str, name: str) -> dict[str, Any]:
+    return dict(cluster.kubectl_json("-n", ns, "get", "pod", name))
+
+
+def running_on(cluster: Cluster, ns: str, name: str) -> str | None:
+    found = cluster.kubectl("-n", ns, "get", "pod", name, "-o", "json", check=False)
+    if found.returncode != 0:
+        return None
+    current = json.loads(found.stdout)
+    if current["status"].get("phase") != "Running" or not is_active(current):
+        return None
+    return str(current["spec"]["nodeName"])
+
+
+def gpu_indices(pod_object: dict[str, Any]) -> set[int]:
+    raw = pod_object["metadata"].get("annotations", {}).get("cellfit.io/gpu-indices", "")
+    return {int(i) for i in raw.split(",") if i}
+
+
+def log_lines(procs: ChartScheduler, *needles: str) -> list[str]:
+    return [line for line in procs.cellfit.log.read_text(errors="replace").splitlines() if all(n in line for n in needles)]
+
+
+# ------------------------------------------------------------------------------ (a) growth
+
+
+def test_a_gpu_node_added_after_start_joins_the_cells_and_takes_pods(env: Any) -> None:
+    cluster, release, procs, cp = env
+    ns = cp.create_namespace("grow")
+    where = selector("grow")
+    name = release.scheduler_name
+    node = f"{scenario('grow')}-gpu-0"
+    assert node_cells(procs, node) == []
+    guaranteed_before = default_vc_cells(procs)
+
+    cluster.add_gpu_nodes(1, f"{scenario('grow')}-gpu", labels=where)
+
+    # The Node watch delivers it; HiveD adds its cell and grows the default VC, and says so.
+    (cell,) = wait_for(lambda: node_cells(procs, node), 60, f"{node} in /v1/inspect/cells (cellfit log {procs.cellfit.log})")
+    assert cell["id"] == node and cell["healthy"] is True and cell["gpus"]["total"] == 8, cell
+    assert default_vc_cells(procs) == guaranteed_before + 1
+    assert wait_for(lambda: log_lines(procs, "cells changed", node), 10, f"a 'cells changed' log line naming {node}")
+
+    # HiveD places pods there: two 4-GPU pods share the node, each with its own GPUs.
+    for pod_name in ("first", "second"):
+        cluster.apply(gpu_pod(pod_name, scheduler_name=name, node_selector=where, gpus=4, priority_class="cellfit-best-effort"),
+                      namespace=ns)
+    for pod_name in ("first", "second"):
+        assert wait_for(lambda: running_on(cluster, ns, pod_name), 90,
+                        f"{pod_name} running (cellfit log {procs.cellfit.log}, scheduler log {procs.scheduler.log})") == node
+    placed = [pod(cluster, ns, n) for n in ("first", "second")]
+    for p in placed:
+        info = json.loads(p["metadata"]["annotations"]["cellfit.io/bind-info"])
+        assert info["node"] == node and info["vc"] == "default" and info["priority"] == "guaranteed", info
+        assert info["vcCell"] == node and sorted(info["gpuIndices"]) == sorted(gpu_indices(p)), info
+    assert gpu_indices(placed[0]) | gpu_indices(placed[1]) == set(range(8))
+    assert_no_double_booking(cluster.pods(ns))
+
+    # Deleted while "second" still runs: the node takes no new pod, the running one keeps its GPUs.
+    cluster.kubectl("-n", ns, "delete", "pod", "first", "--wait=true", timeout=60)
+    cluster.kubectl("delete", "node", node, "--wait=true", timeout=60)
+    wait_for(lambda: log_lines(procs, "cells changed", f"node {node} was deleted while pods still hold GPUs"), 30,
+             "cellfit noticing the deletion")
+    (cell,) = node_cells(procs, node)
+    assert cell["healthy"] is False, cell
+    # Once the pod is gone (its node is gone, so nobody finishes it: force), the node leaves.
+    cluster.kubectl("-n", ns, "delete", "pod", "second", "--grace-period=0", "--force", "--wait=true", timeout=60)
+    wait_for(lambda: node_cells(procs, node) == [], 30, f"{node} gone from /v1/inspect/cells")
+    assert default_vc_cells(procs) == guaranteed_before
+    assert log_lines(procs, "cells changed", "cells removed", node)
+
+
+# ------------------------------------------------------------------------------ (b) reclaim
+
+
+def test_opportunistic_pods_on_the_needed_gpus_are_preempted_for_a_guaranteed_pod(env: Any) -> None:
+    cluster, release, procs, cp = env
+    ns = cp.create_namespace("reclaim")
+    where = selector("reclaim")
+    name = release.scheduler_name
+    node = f"{scenario('reclaim')}-gpu-0"
+    # Opportunistic pods fill the node's idle GPUs: 2 + 2 + 4. They hold no VC cell.
+    sizes = {"opp-a": 2, "opp-b": 2, "opp-c": 4}
+    for pod_name, gpus in sizes.items():
+        cluster.apply(gpu_pod(pod_name, scheduler_name=name, node_selector=where, gpus=gpus,
+                              priority_class="cellfit-opportunistic", labels=OPPORTUNISTIC), namespace=ns)
+        assert wait_for(lambda: running_on(cluster, ns, pod_name), 90,
+                        f"{pod_name} running (cellfit log {procs.cellfit.log})") == node
+    opportunistic = {n: pod(cluster, ns, n) for n in sizes}
+    for p in opportunistic.values():
+        info = json.loads(p["metadata"]["annotations"]["cellfit.io/bind-info"])
+        assert info["priority"] == "opportunistic" and info["vcCell"] is None, info
+    assert set().union(*(gpu_indices(p) for p in opportunistic.values())) == set(range(8))
+    uids = {n: p["metadata"]["uid"] for n, p in opportunistic.items()}
+
+    # A guaranteed pod of the default VC, which owns the node's cell: HiveD binds the cell and
+    # reclaims the 4 GPUs it picks (those of the fewest opportunistic pods).
+    with cluster.watch_pods(ns) as versions:
+        cluster.apply(gpu_pod("owner", scheduler_name=name, node_selector=where, gpus=4, priority_class="cellfit-best-effort"),
+                      namespace=ns)
+        assert wait_for(lambda: running_on(cluster, ns, "owner"), 120,
+                        f"owner running (cellfit log {procs.cellfit.log}, scheduler log {procs.scheduler.log})") == node
+    owner = pod(cluster, ns, "owner")
+    info = json.loads(owner["metadata"]["annotations"]["cellfit.io/bind-info"])
+    assert info["priority"] == "guaranteed" and info["vc"] == "default" and info["vcCell"] == node, info
+    taken = gpu_indices(owner)
+    assert len(taken) == 4
+
+    # Exactly the opportunistic pods on those GPUs were preempted, by kube-scheduler...
+    expected = {n for n, p in opportunistic.items() if gpu_indices(p) & taken}
+    assert expected and len(expected) < len(sizes), (expected, taken)
+    deleted = {v.pod["metadata"]["name"] for v in versions if v.pod["metadata"].get("deletionTimestamp") and v.pod["metadata"]["uid"] in uids.values()}
+    assert deleted == expected, (deleted, expected)
+    for victim in expected:
+        conditions = next(v.pod["status"].get("conditions", []) for v in versions
+                          if v.pod["metadata"]["name"] == victim and v.pod["metadata"].get("deletionTimestamp"))
+        assert any(c["type"] == "DisruptionTarget" and c.get("reason") == "PreemptionByScheduler" for c in conditions), conditions
+    # ...and the others run on, untouched, on their GPUs.
+    for survivor in set(sizes) - expected:
+        current = pod(cluster, ns, survivor)
+        assert current["metadata"]["uid"] == uids[survivor] and running_on(cluster, ns, survivor) == node
+        assert gpu_indices(current) == gpu_indices(opportunistic[survivor]) and not gpu_indices(current) & taken
+    assert_no_double_booking(cluster.pods(ns))
