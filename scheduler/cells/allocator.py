@@ -832,13 +832,17 @@ class CellAllocator:
             cell_type=targets[0].chain.type_at(targets[0].level),
         )
         guaranteed_vc = vc if request.priority is _PRIO_GUARANTEED else None
+        listed: Cell | None = None  # the previous slot's VC cell, if bound straight off a free list
         try:
             for _ in range(gang.size):
                 spot = None
                 if guaranteed_vc is not None and group.slots:
                     spot = self._plan_in_last_root(guaranteed_vc, group.slots[-1], targets, request.gpus, allowed)
+                    if spot is None and listed is not None:
+                        spot = self._plan_next_listed(guaranteed_vc, listed, targets, request.gpus, allowed)
                 if spot is None:
                     spot = self.plan(request, vc, targets, allowed=allowed)
+                listed = spot.root if spot.new_root and spot.root is not None and spot.root.buddy_state() is _FREE else None
                 group.slots.append(
                     self.book(spot, vc=vc_name, priority=request.priority, pod_uid=None, pod_key=None, group=group)
                 )
@@ -875,6 +879,34 @@ class CellAllocator:
         if spot is None:
             return None
         return Spot(target.chain, target.level, tuple(pick_gpus(spot, n, _VIEW_GUARANTEED)), root, False)
+
+    def _plan_next_listed(
+        self, vc: VcState, previous: Cell, targets: Sequence[Target], n: int, allowed: AbstractSet[str] | None
+    ) -> Spot | None:
+        """The next gang slot where :meth:`plan` would put it, when the previous slot bound a new
+        VC cell straight off the free list of its level L and that cell cannot take this slot
+        (:meth:`_plan_in_last_root` said no). Exact, not a heuristic: the previous slot's search
+        found no VC cell able to take it and nothing at the levels and targets before L, and
+        binding a level-L cell off the list changes neither (other cells are untouched, and f_L
+        and r_L - a_L both drop by one, which leaves every deviation check of Theorem 1's
+        invariant as it was). So the search comes to level L again, where Algorithm 1 takes the
+        first acceptable clean cell of the level's free list; only that is done here. ``None``
+        (the full search runs) when the level has no free cell, no quota left, or no clean
+        acceptable cell."""
+        chain, level = previous.chain, previous.level
+        target = next((t for t in targets if t.chain is chain and t.level <= level), None)
+        buddy = self.buddies.get(chain)
+        if target is None or buddy is None or buddy.free_counts()[level - 1] == 0:
+            return None
+        cell_type = previous.cell_type
+        if vc.quota.get(cell_type, 0) - len(vc.bound.get(cell_type, ())) <= 0:
+            return None
+        found = buddy.first_clean(level, lambda cell: best_spot(cell, target.level, n, _VIEW_GUARANTEED, allowed) is not None)
+        if found is None:
+            return None
+        spot = best_spot(found, target.level, n, _VIEW_GUARANTEED, allowed)
+        assert spot is not None
+        return Spot(chain, target.level, tuple(pick_gpus(spot, n, _VIEW_GUARANTEED)), found, True)
 
     # ================================================================== recovery
 

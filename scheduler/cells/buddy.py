@@ -202,6 +202,15 @@ class BuddyAllocator:
 
     # ------------------------------------------------------------------ search (no mutation)
 
+    def first_clean(self, level: int, accept: Accept) -> Cell | None:
+        """The first acceptable clean free cell at ``level``, in free-list order (what
+        :meth:`find` takes when the level has one). Nothing is changed."""
+        for group in self._clean[level - 1].values():
+            for cell in group:
+                if accept(cell):
+                    return cell
+        return None
+
     def _candidates(self, level: int, accept: Accept) -> Cell | None:
         """The best acceptable free cell at ``level``: the first clean one, else the dirty one
         with the fewest opportunistic GPUs (then fewest bad GPUs)."""
