@@ -484,7 +484,8 @@ class CellAllocator:
         usable = vc.usable.get(cell_type)
         if usable is None:
             usable = vc.usable[cell_type] = Buckets()
-        usable.add(root, root.gfree)
+        if root.gfree:  # a full cell (an 8-GPU pod's node) is not kept in the index
+            usable.add(root, root.gfree)
         self.idle.cover(root, +1)
         if vc.draining or len(bound) > vc.quota.get(cell_type, 0):
             self._refresh_draining(vc, cell_type)
@@ -740,7 +741,7 @@ class CellAllocator:
             # added and moved at once.
             assert spot.root is not None
             self._bind(self.vcs[vc], spot.root)
-        if holds == "g":
+        if holds == "g" and overlapped:
             # An opportunistic gang slot nobody runs in yet has no pod to preempt: drop it.
             for other_id in sorted(set(overlapped)):
                 other = self.bookings.get(other_id)
@@ -832,17 +833,24 @@ class CellAllocator:
             cell_type=targets[0].chain.type_at(targets[0].level),
         )
         guaranteed_vc = vc if request.priority is _PRIO_GUARANTEED else None
+        target_of: dict[Chain, Target] = {}
+        for target in targets:
+            target_of.setdefault(target.chain, target)
         listed: Cell | None = None  # the previous slot's VC cell, if bound straight off a free list
         try:
             for _ in range(gang.size):
                 spot = None
                 if guaranteed_vc is not None and group.slots:
-                    spot = self._plan_in_last_root(guaranteed_vc, group.slots[-1], targets, request.gpus, allowed)
+                    spot = self._plan_in_last_root(guaranteed_vc, group.slots[-1], target_of, request.gpus, allowed)
                     if spot is None and listed is not None:
-                        spot = self._plan_next_listed(guaranteed_vc, listed, targets, request.gpus, allowed)
+                        spot = self._plan_next_listed(guaranteed_vc, listed, target_of, request.gpus, allowed)
                 if spot is None:
                     spot = self.plan(request, vc, targets, allowed=allowed)
-                listed = spot.root if spot.new_root and spot.root is not None and spot.root.buddy_state() is _FREE else None
+                root = spot.root
+                # Free on a list of its own level: a top-level FREE cell, or a child of a split one.
+                listed = root if spot.new_root and root is not None and (
+                    root.state is _FREE or (root.state is _INSIDE and root.parent is not None and root.parent.state is _SPLIT)
+                ) else None
                 group.slots.append(
                     self.book(spot, vc=vc_name, priority=request.priority, pod_uid=None, pod_key=None, group=group)
                 )
@@ -859,7 +867,7 @@ class CellAllocator:
 
     @staticmethod
     def _plan_in_last_root(
-        vc: VcState, previous: Booking, targets: Sequence[Target], n: int, allowed: AbstractSet[str] | None
+        vc: VcState, previous: Booking, target_of: Mapping[Chain, Target], n: int, allowed: AbstractSet[str] | None
     ) -> Spot | None:
         """The next gang slot where :meth:`plan` would put it, found without the search when it
         goes into the VC cell that took the previous slot. Exact, not a heuristic: the previous
@@ -872,8 +880,8 @@ class CellAllocator:
             return None
         if root.state is not _BOUND and root.state is not _PINNED:
             return None
-        target = next((t for t in targets if t.chain is root.chain and t.level <= root.level), None)
-        if target is None:
+        target = target_of.get(root.chain)
+        if target is None or target.level > root.level:
             return None
         spot = best_spot(root, target.level, n, _VIEW_GUARANTEED, allowed)
         if spot is None:
@@ -881,7 +889,7 @@ class CellAllocator:
         return Spot(target.chain, target.level, tuple(pick_gpus(spot, n, _VIEW_GUARANTEED)), root, False)
 
     def _plan_next_listed(
-        self, vc: VcState, previous: Cell, targets: Sequence[Target], n: int, allowed: AbstractSet[str] | None
+        self, vc: VcState, previous: Cell, target_of: Mapping[Chain, Target], n: int, allowed: AbstractSet[str] | None
     ) -> Spot | None:
         """The next gang slot where :meth:`plan` would put it, when the previous slot bound a new
         VC cell straight off the free list of its level L and that cell cannot take this slot
@@ -894,19 +902,19 @@ class CellAllocator:
         (the full search runs) when the level has no free cell, no quota left, or no clean
         acceptable cell."""
         chain, level = previous.chain, previous.level
-        target = next((t for t in targets if t.chain is chain and t.level <= level), None)
+        target = target_of.get(chain)
         buddy = self.buddies.get(chain)
-        if target is None or buddy is None or buddy.free_counts()[level - 1] == 0:
+        if target is None or target.level > level or buddy is None:
             return None
         cell_type = previous.cell_type
         if vc.quota.get(cell_type, 0) - len(vc.bound.get(cell_type, ())) <= 0:
             return None
-        found = buddy.first_clean(level, lambda cell: best_spot(cell, target.level, n, _VIEW_GUARANTEED, allowed) is not None)
+        target_level = target.level
+        found = buddy.first_clean(level, lambda cell: best_spot(cell, target_level, n, _VIEW_GUARANTEED, allowed))
         if found is None:
             return None
-        spot = best_spot(found, target.level, n, _VIEW_GUARANTEED, allowed)
-        assert spot is not None
-        return Spot(chain, target.level, tuple(pick_gpus(spot, n, _VIEW_GUARANTEED)), found, True)
+        cell, spot = found
+        return Spot(chain, target_level, tuple(pick_gpus(spot, n, _VIEW_GUARANTEED)), cell, True)
 
     # ================================================================== recovery
 

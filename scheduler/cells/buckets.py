@@ -70,6 +70,14 @@ class Buckets(Generic[T]):
         for k in self._keys[start:]:
             yield from self._by_key[k]
 
+    def first_at_least(self, key: int) -> T | None:
+        """The first item :meth:`at_least` would give, without making a generator."""
+        keys = self._keys
+        index = bisect_left(keys, key)
+        if index == len(keys):
+            return None
+        return next(iter(self._by_key[keys[index]]))
+
     def items_at_least(self, key: int) -> Iterator[tuple[int, T]]:
         """``(key, item)`` pairs with key >= ``key``, smallest key first."""
         start = bisect_left(self._keys, key)

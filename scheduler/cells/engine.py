@@ -17,8 +17,7 @@ Pods without GPUs are not HiveD's concern: every offered node passes, score 0, n
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass
-from typing import AbstractSet, Any, Callable, Final, Mapping, Sequence
+from typing import AbstractSet, Any, Callable, Final, Mapping, NamedTuple, Sequence
 
 from scheduler.cells import bindinfo, inspection
 from scheduler.cells.allocator import Booking, CellAllocator, Group, Spot, Target, Unplaceable, VcState
@@ -43,10 +42,10 @@ from scheduler.errors import ConfigError, InvalidAnnotation, SchedulingConflict,
 MAX_CHANGES: Final = 200
 
 
-@dataclass(frozen=True, slots=True)
-class _Decision:
+class _Decision(NamedTuple):
     """Where a pod goes: ``booking`` when cells are already held for it (gang slot, or a hold
-    while victims terminate), else ``spot``, the placement to book at ``reserve``."""
+    while victims terminate), else ``spot``, the placement to book at ``reserve``. (A NamedTuple:
+    made on every filter, and cheaper to build than a frozen dataclass.)"""
 
     node: str
     booking: Booking | None

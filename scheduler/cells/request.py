@@ -7,9 +7,8 @@ it depends on the configuration.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import Enum
-from typing import Final
+from typing import Final, NamedTuple
 
 from scheduler.constants import (
     ANNOTATION_CELL_TYPE,
@@ -37,15 +36,15 @@ class Priority(Enum):
 _PRIORITY_BY_VALUE: Final = {p.value: p for p in Priority}
 
 
-@dataclass(frozen=True, slots=True)
-class GangSpec:
+# Immutable values made for every pod: NamedTuples, which are built several times faster than
+# frozen dataclasses (whose __init__ goes through object.__setattr__ for every field).
+class GangSpec(NamedTuple):
     key: str  # the owner Job's UID: every pod of the Job shares it
     name: str  # the owner Job's namespace/name, for messages
     size: int
 
 
-@dataclass(frozen=True, slots=True)
-class CellRequest:
+class CellRequest(NamedTuple):
     vc: str | None  # None: the pod has no VC label
     priority: Priority
     gpus: int

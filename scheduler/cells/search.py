@@ -62,6 +62,13 @@ def best_spot(cell: Cell, level: int, gpus: int, view: View, allowed: AbstractSe
     if cell.child_index is not None:
         if guaranteed:
             # Wide cell: children come best-fit first from its index (ties in insertion order).
+            # Most searches end at the first one; only then is the index walked.
+            first = cell.child_index.first_at_least(gpus)
+            if first is None:
+                return None
+            found = best_spot(first, level, gpus, view, allowed)
+            if found is not None:
+                return found
             for kid in cell.child_index.at_least(gpus):
                 found = best_spot(kid, level, gpus, view, allowed)
                 if found is not None:
