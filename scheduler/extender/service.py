@@ -227,7 +227,9 @@ class ExtenderService:
             return self._error_answer("bind", wire.ExtenderBindingResult(Error=str(error)), error, context)
         self._metrics.bindings.labels(result="bound").inc()
         self._metrics.answered["bind", "ok"].inc()
-        log.info("bound", extra=context)
+        # DEBUG: an INFO line per bind was ~6% of cellfit's CPU in a 1,000-pod burst (py-spy);
+        # failures stay at WARNING, and cellfit_bindings_total counts every outcome.
+        log.debug("bound", extra=context)
         return Answer(200, wire.ENCODER.encode(wire.ExtenderBindingResult()))
 
     def _record_preemption(self, pod: PodInfo, accepted: dict[str, list[str]]) -> None:
