@@ -134,7 +134,7 @@ def test_a_gpu_node_added_after_start_joins_the_cells_and_takes_pods(env: Any) -
         cluster.apply(gpu_pod(pod_name, scheduler_name=name, node_selector=where, gpus=4, priority_class="cellfit-best-effort"),
                       namespace=ns)
     for pod_name in ("first", "second"):
-        assert wait_for(lambda: running_on(cluster, ns, pod_name), 90,
+        assert wait_for(lambda pod_name=pod_name: running_on(cluster, ns, pod_name), 90,
                         f"{pod_name} running (cellfit log {procs.cellfit.log}, scheduler log {procs.scheduler.log})") == node
     placed = [pod(cluster, ns, n) for n in ("first", "second")]
     for p in placed:
@@ -172,7 +172,7 @@ def test_opportunistic_pods_on_the_needed_gpus_are_preempted_for_a_guaranteed_po
     for pod_name, gpus in sizes.items():
         cluster.apply(gpu_pod(pod_name, scheduler_name=name, node_selector=where, gpus=gpus,
                               priority_class="cellfit-opportunistic", labels=OPPORTUNISTIC), namespace=ns)
-        assert wait_for(lambda: running_on(cluster, ns, pod_name), 90,
+        assert wait_for(lambda pod_name=pod_name: running_on(cluster, ns, pod_name), 90,
                         f"{pod_name} running (cellfit log {procs.cellfit.log})") == node
     opportunistic = {n: pod(cluster, ns, n) for n in sizes}
     for p in opportunistic.values():

@@ -121,12 +121,11 @@ class NodeMembership:
         changed = self.settle()
         cell = self._topology.nodes.get(name)
         if cell is not None:
-            changed += CellsChanged(
-                (
-                    f"node {name} was deleted while pods still hold GPUs in its cell {_top(cell).id}: "
-                    "it takes no new pods and leaves the cells once they have finished",
-                )
+            message = (
+                f"node {name} was deleted while pods still hold GPUs in its cell {_top(cell).id}: "
+                "it takes no new pods and leaves the cells once they have finished"
             )
+            changed += CellsChanged((message,))
         return changed
 
     def released(self) -> CellsChanged:

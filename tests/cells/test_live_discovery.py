@@ -282,10 +282,8 @@ def test_random_joins_and_deletions_keep_the_guarantee_and_survive_a_restart(see
     nodes = {n.name: n for n in rack_nodes("r0", 2) + [a100("s0")]}
     engine = HivedEngine.from_nodes(list(nodes.values()), rack_label=RACK)
     pods: dict[str, PodInfo] = {}
-    counter = 0
-    for _ in range(steps):
+    for counter in range(1, steps + 1):
         action = rng.random()
-        counter += 1
         if action < 0.25:
             rack = rng.choice(["r0", "r1", "r2", None])
             kind = rng.random()
