@@ -14,14 +14,11 @@ chart configures no topology). Each scenario has fake 8-GPU nodes of its own, la
 
 from __future__ import annotations
 
-import copy
-import dataclasses
 import json
 import uuid
 from typing import Any, Iterator
 
 import pytest
-import yaml
 
 from chart_support import (
     SCENARIO_LABEL,
@@ -49,22 +46,10 @@ def selector(name: str) -> dict[str, str]:
     return {SCENARIO_LABEL: scenario(name)}
 
 
-def without_webhook(release: Release) -> Release:
-    """The release with cellfit's pod-create webhook off: these scenarios resume no preempted
-    Job, and the chart's webhook certificate lives in a Secret a local process cannot mount."""
-    objects = copy.deepcopy(release.objects)
-    for obj in objects:
-        if obj["kind"] == "ConfigMap" and "config.yaml" in obj.get("data", {}):
-            document = yaml.safe_load(obj["data"]["config.yaml"]) or {}
-            document["admission"] = {**(document.get("admission") or {}), "enabled": False}
-            obj["data"]["config.yaml"] = yaml.safe_dump(document, sort_keys=False)
-    return dataclasses.replace(release, objects=objects)
-
-
 @pytest.fixture(scope="module")
 def env(control_plane: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Cluster, Release, ChartScheduler, Any]]:
     cluster = Cluster.from_control_plane(control_plane)
-    release = without_webhook(ensure_release(cluster))
+    release = ensure_release(cluster)
     # The reclaim scenario's node exists before cellfit starts (discovered at startup); the
     # growth scenario adds its node later.
     cluster.add_gpu_nodes(1, f"{scenario('reclaim')}-gpu", labels=selector("reclaim"))
