@@ -730,7 +730,7 @@ class CellAllocator:
             self.by_pod[pod_uid] = booking
         if holds == "g":
             node = booking.gpus[0].node_cell if booking.gpus else None
-            overlapped = [leaf.o_owner for leaf in booking.gpus if leaf.o_owner is not None] if node is None or node.opp else []
+            overlapped = [leaf.o_owner for leaf in booking.gpus if leaf.o_owner is not None] if node is None or node.opp else ()
             if not self._change_whole_node(booking.gpus, booking.id, own=True):
                 self._change_leaves(booking.gpus, _OWN_G, booking.id)
         else:
@@ -841,7 +841,9 @@ class CellAllocator:
             for _ in range(gang.size):
                 spot = None
                 if guaranteed_vc is not None and group.slots:
-                    spot = self._plan_in_last_root(guaranteed_vc, group.slots[-1], target_of, request.gpus, allowed)
+                    previous = group.slots[-1]
+                    if previous.root is not None and previous.root.gfree >= request.gpus:
+                        spot = self._plan_in_last_root(guaranteed_vc, previous, target_of, request.gpus, allowed)
                     if spot is None and listed is not None:
                         spot = self._plan_next_listed(guaranteed_vc, listed, target_of, request.gpus, allowed)
                 if spot is None:
@@ -910,6 +912,13 @@ class CellAllocator:
         if vc.quota.get(cell_type, 0) - len(vc.bound.get(cell_type, ())) <= 0:
             return None
         target_level = target.level
+        if target_level == level and allowed is None:
+            # The request fills whole cells of the free list's level (an 8-GPU pod, a node):
+            # a clean free cell holds it whole, so the first one is the answer.
+            first = buddy.first_clean_cell(level)
+            if first is None or first.gfree < n:
+                return None
+            return Spot(chain, target_level, tuple(pick_gpus(first, n, _VIEW_GUARANTEED)), first, True)
         found = buddy.first_clean(level, lambda cell: best_spot(cell, target_level, n, _VIEW_GUARANTEED, allowed))
         if found is None:
             return None

@@ -202,13 +202,22 @@ class BuddyAllocator:
 
     # ------------------------------------------------------------------ search (no mutation)
 
-    def first_clean(self, level: int, accept: Accept) -> Cell | None:
-        """The first acceptable clean free cell at ``level``, in free-list order (what
-        :meth:`find` takes when the level has one). Nothing is changed."""
+    def first_clean_cell(self, level: int) -> Cell | None:
+        """The first clean free cell at ``level``, in free-list order."""
         for group in self._clean[level - 1].values():
             for cell in group:
-                if accept(cell):
-                    return cell
+                return cell
+        return None
+
+    def first_clean(self, level: int, search: Callable[[Cell], Cell | None]) -> tuple[Cell, Cell] | None:
+        """The first clean free cell at ``level``, in free-list order, in which ``search`` finds
+        something (what :meth:`find` takes when the level has free cells), and what it found.
+        Nothing is changed."""
+        for group in self._clean[level - 1].values():
+            for cell in group:
+                found = search(cell)
+                if found is not None:
+                    return cell, found
         return None
 
     def _candidates(self, level: int, accept: Accept) -> Cell | None:
