@@ -8,8 +8,10 @@ from the same msgspec structs the service decodes with.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractAsyncContextManager
 from typing import Any, Awaitable, Callable, Protocol
 
@@ -31,6 +33,7 @@ from scheduler.constants import (
     VERB_PREEMPT,
     VERB_PRIORITIZE,
 )
+from scheduler.cluster.api import CONNECTION_POOL_SIZE
 from scheduler.errors import InvalidRequest
 from scheduler.extender.admission import PodAdmission
 from scheduler.extender.metrics import ExtenderMetrics
@@ -39,6 +42,8 @@ from scheduler.kube import wire
 
 log = logging.getLogger(__name__)
 JSON = "application/json"
+# Binds in flight at once: one per connection of the Kubernetes client's pool.
+BIND_CONCURRENCY = CONNECTION_POOL_SIZE
 
 
 class Readiness(Protocol):
@@ -85,6 +90,11 @@ def create_app(
             chunks.append(chunk)
         return b"".join(chunks)
 
+    # Bind waits on the API server, and kube-scheduler binds many pods at once: bind gets threads
+    # of its own, one per connection of the client's pool, rather than sharing the framework's
+    # 40 with everything else that blocks.
+    bind_threads = ThreadPoolExecutor(max_workers=BIND_CONCURRENCY, thread_name_prefix="bind")
+
     def verb_route(verb: str, handler: Callable[[bytes], Answer], *, blocking: bool = False) -> Callable[[Request], Awaitable[Response]]:
         observe = metrics.duration_by_verb[verb].observe
         rejected = metrics.answered[verb, "rejected"]
@@ -93,7 +103,10 @@ def create_app(
             started = time.perf_counter()
             try:
                 body = await read_body(request)
-                answer = await run_in_threadpool(handler, body) if blocking else handler(body)
+                if blocking:
+                    answer = await asyncio.get_running_loop().run_in_executor(bind_threads, handler, body)
+                else:
+                    answer = handler(body)
             except RequestTooLarge:
                 rejected.inc()
                 log.warning("request body too large", extra={"verb": verb, "limit_bytes": max_request_bytes})
