@@ -75,21 +75,6 @@ def create_app(
         ),
     )
 
-    async def read_body(request: Request) -> bytes:
-        declared = request.headers.get("content-length")
-        if declared is not None and declared.isdigit():
-            if int(declared) > max_request_bytes:
-                raise RequestTooLarge
-            return await request.body()
-        chunks: list[bytes] = []
-        size = 0
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > max_request_bytes:
-                raise RequestTooLarge
-            chunks.append(chunk)
-        return b"".join(chunks)
-
     # Bind waits on the API server, and kube-scheduler binds many pods at once: bind gets threads
     # of its own, one per connection of the client's pool, rather than sharing the framework's
     # 40 with everything else that blocks.
@@ -102,7 +87,7 @@ def create_app(
         async def route(request: Request) -> Response:
             started = time.perf_counter()
             try:
-                body = await read_body(request)
+                body = await _read_body(request, limit=max_request_bytes)
                 if blocking:
                     answer = await asyncio.get_running_loop().run_in_executor(bind_threads, handler, body)
                 else:
@@ -186,31 +171,24 @@ def create_admission_app(*, admission: PodAdmission, max_request_bytes: int) -> 
 
     @app.post(ADMISSION_PODS_PATH, response_class=Response)
     async def review_pod(request: Request) -> Response:
-        body = await request.body()
-        if len(body) > max_request_bytes:
+        try:
+            body = await _read_body(request, limit=max_request_bytes)
+            # Blocking: the first review reads the resumed PriorityClass from the API server.
+            answer = await run_in_threadpool(admission.review, body)
+        except RequestTooLarge:
             answer = _error(413, f"request body is larger than server.maxRequestBytes ({max_request_bytes} bytes)")
-        else:
-            try:
-                # Blocking: the first review reads the resumed PriorityClass from the API server.
-                answer = await run_in_threadpool(admission.review, body)
-            except InvalidRequest as error:
-                log.warning("admission review rejected", extra={"reason": str(error)})
-                answer = _error(400, str(error))
+        except InvalidRequest as error:
+            log.warning("admission review rejected", extra={"reason": str(error)})
+            answer = _error(400, str(error))
         return Response(content=answer.body, status_code=answer.status, media_type=JSON)
 
-    @app.get(PATH_HEALTHZ, summary="Liveness: the process serves requests.")
-    async def healthz() -> JSONResponse:
-        return JSONResponse({"status": "ok"})
-
+    _add_healthz(app)
     return app
 
 
 def add_health_and_metrics_routes(app: FastAPI, *, metrics: ExtenderMetrics, readiness: Readiness) -> None:
     """/healthz, /readyz and /metrics: on the extender's listener and on the metrics one."""
-
-    @app.get(PATH_HEALTHZ, summary="Liveness: the process serves requests.")
-    async def healthz() -> JSONResponse:
-        return JSONResponse({"status": "ok"})
+    _add_healthz(app)
 
     @app.get(
         PATH_READYZ,
@@ -224,6 +202,30 @@ def add_health_and_metrics_routes(app: FastAPI, *, metrics: ExtenderMetrics, rea
     @app.get(PATH_METRICS, summary="Prometheus metrics.", response_class=Response)
     async def prometheus_metrics() -> Response:
         return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
+
+
+def _add_healthz(app: FastAPI) -> None:
+    @app.get(PATH_HEALTHZ, summary="Liveness: the process serves requests.")
+    async def healthz() -> JSONResponse:
+        return JSONResponse({"status": "ok"})
+
+
+async def _read_body(request: Request, *, limit: int) -> bytes:
+    """The body, refused (:class:`RequestTooLarge`) as soon as it is known to exceed ``limit``
+    bytes, from Content-Length or while streaming, so an oversized body is never buffered."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit():
+        if int(declared) > limit:
+            raise RequestTooLarge
+        return await request.body()
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise RequestTooLarge
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def _error(status: int, message: str) -> Answer:

@@ -71,3 +71,20 @@ def test_cellfit_serve_names_the_setting_when_the_certificate_cannot_be_read(tmp
     output = process.communicate(timeout=60)[0]
     assert process.returncode == 2, output
     assert "admission.certFile/keyFile: cannot load" in output, output
+
+
+def test_an_oversized_review_is_refused_before_it_is_read_whole():
+    import threading
+
+    from scheduler.core.fit import ResourceFitEngine
+    from scheduler.extender.admission import PodAdmission
+    from scheduler.extender.app import create_admission_app
+    from scheduler.extender.metrics import ExtenderMetrics
+    from tests.support.server import running_server
+
+    admission = PodAdmission(engine=ResourceFitEngine(), lock=threading.RLock(), metrics=ExtenderMetrics(), resumed_class=None)
+    with running_server(create_admission_app(admission=admission, max_request_bytes=4096)) as url:
+        review = k.admission_review(k.pod("train-x7k2q"))
+        assert httpx.post(f"{url}{REVIEW}", content=k.dumps(review), timeout=10).status_code == 200
+        too_big = httpx.post(f"{url}{REVIEW}", content=b" " * 5000, timeout=10)
+        assert too_big.status_code == 413 and "server.maxRequestBytes (4096 bytes)" in too_big.json()["Error"]
