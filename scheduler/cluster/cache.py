@@ -11,11 +11,11 @@ from __future__ import annotations
 import logging
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import msgspec
 
-from scheduler.cluster.api import KubernetesApi, WatchExpired
+from scheduler.cluster.api import Kind, KubernetesApi, WatchExpired
 from scheduler.cluster.reflector import Reflector
 from scheduler.constants import ANNOTATION_PREEMPTIONS
 from scheduler.core.engine import SchedulingEngine, TracksJobs
@@ -40,43 +40,52 @@ class ClusterCache:
         self._pods: dict[str, PodInfo] = {}  # by UID
         self._pod_uids: dict[str, str] = {}  # namespace/name -> UID
         self._node_names: set[str] = set()
-        self.nodes = Reflector[wire.Node](
-            kind="nodes",
-            list_objects=lambda: self._list(wire.NODE_LIST_DECODER, "nodes"),
-            watch_lines=lambda version: api.watch("nodes", resource_version=version),
-            decode_object=wire.NODE_DECODER.decode,
-            version_of=lambda node: node.metadata.resourceVersion,
-            replace=self._replace_nodes,
-            apply=self._apply_node,
-            delete=self._delete_node,
-            expired=WatchExpired,
+        self.nodes: Reflector[wire.Node] = self._reflector(
+            api, "nodes", wire.NODE_LIST_DECODER, wire.NODE_DECODER,
+            replace=self._replace_nodes, apply=self._apply_node, delete=self._delete_node,
         )
-        self.pods = Reflector[wire.Pod](
-            kind="pods",
-            list_objects=lambda: self._list(wire.POD_LIST_DECODER, "pods"),
-            watch_lines=lambda version: api.watch("pods", resource_version=version),
-            decode_object=wire.POD_DECODER.decode,
-            version_of=lambda pod: pod.metadata.resourceVersion,
-            replace=self._replace_pods,
-            apply=self._apply_pod,
-            delete=self._delete_pod,
-            expired=WatchExpired,
+        self.pods: Reflector[wire.Pod] = self._reflector(
+            api, "pods", wire.POD_LIST_DECODER, wire.POD_DECODER,
+            replace=self._replace_pods, apply=self._apply_pod, delete=self._delete_pod,
         )
-
         self.jobs: Reflector[wire.Job] | None = None
         if isinstance(engine, TracksJobs):
             tracker = engine
-            self.jobs = Reflector[wire.Job](
-                kind="jobs",
-                list_objects=lambda: self._list(wire.JOB_LIST_DECODER, "jobs"),
-                watch_lines=lambda version: api.watch("jobs", resource_version=version),
-                decode_object=wire.JOB_DECODER.decode,
-                version_of=lambda job: job.metadata.resourceVersion,
-                replace=lambda jobs: self._under_lock(lambda: [tracker.apply_job(translate.job_info(j)) for j in jobs]),
+
+            def replace_jobs(jobs: list[wire.Job]) -> None:
+                for job in jobs:
+                    tracker.apply_job(translate.job_info(job))
+
+            self.jobs = self._reflector(
+                api, "jobs", wire.JOB_LIST_DECODER, wire.JOB_DECODER,
+                replace=lambda jobs: self._under_lock(lambda: replace_jobs(jobs)),
                 apply=lambda job: self._under_lock(lambda: tracker.apply_job(translate.job_info(job))),
                 delete=lambda job: self._under_lock(lambda: tracker.delete_job(job.metadata.uid)),
-                expired=WatchExpired,
             )
+
+    def _reflector(
+        self,
+        api: KubernetesApi,
+        kind: Kind,
+        list_decoder: msgspec.json.Decoder,
+        object_decoder: msgspec.json.Decoder,
+        *,
+        replace: Callable[[list[Any]], None],
+        apply: Callable[[Any], None],
+        delete: Callable[[Any], None],
+    ) -> Reflector:  # type: ignore[type-arg]
+        """List-then-watch of one kind, the same way for every kind the cache follows."""
+        return Reflector(
+            kind=kind,
+            list_objects=lambda: self._list(list_decoder, kind),
+            watch_lines=lambda version: api.watch(kind, resource_version=version),
+            decode_object=object_decoder.decode,
+            version_of=lambda obj: obj.metadata.resourceVersion,
+            replace=replace,
+            apply=apply,
+            delete=delete,
+            expired=WatchExpired,
+        )
 
     @property
     def reflectors(self) -> list[Reflector]:  # type: ignore[type-arg]
