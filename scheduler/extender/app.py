@@ -1,19 +1,18 @@
-"""The HTTP surface: a thin FastAPI adapter over :class:`ExtenderService`.
+"""The HTTP surface: thin adapters over :class:`ExtenderService` and :class:`PodAdmission`.
 
-Routes read the raw body and return raw bytes: FastAPI's own model validation would build the
-whole v1.Pod and every Node as Python objects and cost milliseconds per call (measured in
-tests/benchmarks/bench_extender.py). The OpenAPI document still describes every body exactly,
-from the same msgspec structs the service decodes with.
+The verbs take the raw body and answer raw bytes on :class:`VerbDispatch`'s path in front of
+FastAPI: FastAPI's model validation would build the whole v1.Pod and every Node as Python
+objects (milliseconds per call), and its routing alone costs as much as a small filter decision
+(both measured in tests/benchmarks/bench_extender.py). The OpenAPI document still describes every
+body exactly, from the same msgspec structs the service decodes with.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractAsyncContextManager
-from typing import Any, Awaitable, Callable, Protocol
+from typing import Any, Callable, Protocol
 
 import msgspec
 from fastapi import FastAPI, Request, Response
@@ -36,6 +35,7 @@ from scheduler.constants import (
 from scheduler.cluster.api import CONNECTION_POOL_SIZE
 from scheduler.errors import InvalidRequest
 from scheduler.extender.admission import PodAdmission
+from scheduler.extender.dispatch import ClientDisconnected, RequestTooLarge, VerbDispatch, VerbRoute, error_answer, receive_body
 from scheduler.extender.metrics import ExtenderMetrics
 from scheduler.extender.service import Answer, ExtenderService
 from scheduler.kube import wire
@@ -52,10 +52,6 @@ class Readiness(Protocol):
         ...
 
 
-class RequestTooLarge(Exception):
-    pass
-
-
 def create_app(
     *,
     service: ExtenderService,
@@ -63,8 +59,11 @@ def create_app(
     readiness: Readiness,
     max_request_bytes: int,
     lifespan: Callable[[FastAPI], AbstractAsyncContextManager[None]] | None = None,
-) -> FastAPI:
-    app = FastAPI(
+) -> VerbDispatch[FastAPI]:
+    """The extender's listener: the four verbs on :class:`VerbDispatch`'s fast path, in front of
+    a FastAPI app with health, metrics and the OpenAPI document (``.api``, where the inspect
+    routes are added)."""
+    api = FastAPI(
         lifespan=lifespan,
         title="cellfit",
         version=__version__,
@@ -79,37 +78,6 @@ def create_app(
     # of its own, one per connection of the client's pool, rather than sharing the framework's
     # 40 with everything else that blocks.
     bind_threads = ThreadPoolExecutor(max_workers=BIND_CONCURRENCY, thread_name_prefix="bind")
-
-    def verb_route(verb: str, handler: Callable[[bytes], Answer], *, blocking: bool = False) -> Callable[[Request], Awaitable[Response]]:
-        observe = metrics.duration_by_verb[verb].observe
-        rejected = metrics.answered[verb, "rejected"]
-
-        async def route(request: Request) -> Response:
-            started = time.perf_counter()
-            try:
-                body = await _read_body(request, limit=max_request_bytes)
-                if blocking:
-                    answer = await asyncio.get_running_loop().run_in_executor(bind_threads, handler, body)
-                else:
-                    answer = handler(body)
-            except RequestTooLarge:
-                rejected.inc()
-                log.warning("request body too large", extra={"verb": verb, "limit_bytes": max_request_bytes})
-                answer = _error(
-                    413,
-                    f"request body is larger than server.maxRequestBytes ({max_request_bytes} bytes); "
-                    "raise it, or set nodeCacheCapable: true so kube-scheduler sends node names only",
-                )
-            except InvalidRequest as error:
-                rejected.inc()
-                log.warning("request rejected", extra={"verb": verb, "reason": str(error)})
-                answer = _error(400, str(error))
-            observe(time.perf_counter() - started)
-            return Response(content=answer.body, status_code=answer.status, media_type=JSON)
-
-        route.__name__ = verb
-        return route
-
     verbs: list[tuple[str, Callable[[bytes], Answer], type, Any, str]] = [
         (VERB_FILTER, service.filter, wire.ExtenderArgs, wire.ExtenderFilterResult,
          "Which of the offered nodes can take the pod; the others with a reason."),
@@ -120,37 +88,49 @@ def create_app(
         (VERB_BIND, service.bind, wire.ExtenderBindingArgs, wire.ExtenderBindingResult,
          "Bind the pod to the node (creates pods/binding with cellfit's annotations)."),
     ]
+    routes = {
+        f"{EXTENDER_URL_PREFIX}/{verb}": VerbRoute(
+            handler=handler,
+            observe_seconds=metrics.duration_by_verb[verb].observe,
+            count_rejected=metrics.answered[verb, "rejected"].inc,
+            count_failed=metrics.answered[verb, "error"].inc,
+            executor=bind_threads if verb == VERB_BIND else None,
+        )
+        for verb, handler, *_ in verbs
+    }
+
+    add_health_and_metrics_routes(api, metrics=metrics, readiness=readiness)
+
+    # The verbs are not FastAPI routes, so the document describes them here, from the same
+    # msgspec structs the service decodes with.
     schemas, components = _schemas([args for _, _, args, _, _ in verbs] + [result for *_, result, _ in verbs] + [wire.ErrorBody])
-    for index, (verb, handler, _, _, summary) in enumerate(verbs):
-        app.add_api_route(
-            f"{EXTENDER_URL_PREFIX}/{verb}",
-            verb_route(verb, handler, blocking=(verb == VERB_BIND)),
-            methods=["POST"],
-            summary=summary,
-            response_class=Response,
-            openapi_extra={
+    verb_paths = {
+        f"{EXTENDER_URL_PREFIX}/{verb}": {
+            "post": {
+                "summary": summary,
+                "operationId": verb,
                 "requestBody": {"required": True, "content": {JSON: {"schema": schemas[index]}}},
                 "responses": {
                     "200": {"description": "The verb's result.", "content": {JSON: {"schema": schemas[len(verbs) + index]}}},
                     "400": {"description": "The body is not a valid request.", "content": {JSON: {"schema": schemas[-1]}}},
                     "413": {"description": "The body exceeds server.maxRequestBytes.", "content": {JSON: {"schema": schemas[-1]}}},
                 },
-            },
-        )
+            }
+        }
+        for index, (verb, _, _, _, summary) in enumerate(verbs)
+    }
+    original_openapi = api.openapi
 
-    add_health_and_metrics_routes(app, metrics=metrics, readiness=readiness)
-
-    original_openapi = app.openapi
-
-    def openapi_with_wire_schemas() -> dict[str, Any]:
-        if app.openapi_schema is None:
+    def openapi_with_verbs() -> dict[str, Any]:
+        if api.openapi_schema is None:
             document = original_openapi()
+            document["paths"] = {**verb_paths, **document.get("paths", {})}
             document.setdefault("components", {}).setdefault("schemas", {}).update(components)
-            app.openapi_schema = document
-        return app.openapi_schema
+            api.openapi_schema = document
+        return api.openapi_schema
 
-    app.openapi = openapi_with_wire_schemas  # type: ignore[method-assign]
-    return app
+    api.openapi = openapi_with_verbs  # type: ignore[method-assign]
+    return VerbDispatch(api=api, routes=routes, max_request_bytes=max_request_bytes)
 
 
 def create_metrics_app(*, metrics: ExtenderMetrics, readiness: Readiness) -> FastAPI:
@@ -172,14 +152,16 @@ def create_admission_app(*, admission: PodAdmission, max_request_bytes: int) -> 
     @app.post(ADMISSION_PODS_PATH, response_class=Response)
     async def review_pod(request: Request) -> Response:
         try:
-            body = await _read_body(request, limit=max_request_bytes)
+            body = await receive_body(request.receive, request.scope["headers"], limit=max_request_bytes)
             # Blocking: the first review reads the resumed PriorityClass from the API server.
             answer = await run_in_threadpool(admission.review, body)
+        except ClientDisconnected:
+            return Response(status_code=400)  # nobody is left to read it
         except RequestTooLarge:
-            answer = _error(413, f"request body is larger than server.maxRequestBytes ({max_request_bytes} bytes)")
+            answer = error_answer(413, f"request body is larger than server.maxRequestBytes ({max_request_bytes} bytes)")
         except InvalidRequest as error:
             log.warning("admission review rejected", extra={"reason": str(error)})
-            answer = _error(400, str(error))
+            answer = error_answer(400, str(error))
         return Response(content=answer.body, status_code=answer.status, media_type=JSON)
 
     _add_healthz(app)
@@ -208,28 +190,6 @@ def _add_healthz(app: FastAPI) -> None:
     @app.get(PATH_HEALTHZ, summary="Liveness: the process serves requests.")
     async def healthz() -> JSONResponse:
         return JSONResponse({"status": "ok"})
-
-
-async def _read_body(request: Request, *, limit: int) -> bytes:
-    """The body, refused (:class:`RequestTooLarge`) as soon as it is known to exceed ``limit``
-    bytes, from Content-Length or while streaming, so an oversized body is never buffered."""
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit():
-        if int(declared) > limit:
-            raise RequestTooLarge
-        return await request.body()
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise RequestTooLarge
-        chunks.append(chunk)
-    return b"".join(chunks)
-
-
-def _error(status: int, message: str) -> Answer:
-    return Answer(status, wire.ENCODER.encode(wire.ErrorBody(Error=message)))
 
 
 def _schemas(types: list[Any]) -> tuple[tuple[dict[str, Any], ...], dict[str, Any]]:

@@ -16,6 +16,7 @@ from typing import AsyncIterator, Callable, Iterator, Literal, TypeVar
 
 import uvicorn
 from fastapi import FastAPI
+from starlette.types import ASGIApp
 
 from scheduler.cells import HivedEngine
 from scheduler.cluster.api import KubernetesApi
@@ -28,6 +29,7 @@ from scheduler.errors import CellfitError, ConfigError, KubernetesApiError
 from scheduler.cluster.priority_class import PriorityClassLookup
 from scheduler.extender.admission import PodAdmission
 from scheduler.extender.app import create_admission_app, create_app, create_metrics_app
+from scheduler.extender.dispatch import VerbDispatch
 from scheduler.extender.metrics import ExtenderMetrics
 from scheduler.extender.inspect import inspect_router
 from scheduler.extender.service import ExtenderService
@@ -46,7 +48,8 @@ class _AlwaysReady:
 
 @dataclass
 class Runtime:
-    app: FastAPI
+    # The extender's listener: the verbs, then (``app.api``) inspect, health, metrics, OpenAPI.
+    app: VerbDispatch[FastAPI]
     # /metrics, /healthz and /readyz only, for the listener on server.metricsPort.
     metrics_app: FastAPI
     # The pod-create webhook, for the HTTPS listener on admission.port; None when disabled.
@@ -175,7 +178,7 @@ def build_runtime(settings: Settings, *, api: KubernetesApi | None = None, stand
         max_request_bytes=settings.server.max_request_bytes,
         lifespan=lifespan,
     )
-    app.include_router(inspect_router(engine=placement, lock=lock))
+    app.api.include_router(inspect_router(engine=placement, lock=lock))
     metrics_app = create_metrics_app(metrics=metrics, readiness=cache if cache is not None else _AlwaysReady())
     admission_app = None
     if settings.admission.enabled:
@@ -218,7 +221,7 @@ class _Listener(uvicorn.Server):
 
 
 def _listener(
-    app: FastAPI,
+    app: ASGIApp,
     *,
     host: str,
     port: int,

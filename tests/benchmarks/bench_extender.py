@@ -1,8 +1,12 @@
 """Extender latency over real HTTP: filter and prioritize at 500 and 5,000 NodeNames
 (nodeCacheCapable: true), one uvicorn worker in its own process, one request at a time on a
-kept-alive connection, as kube-scheduler calls it. Each verb is compared with a trivial
-endpoint of the same app that reads the same body and answers "{}", measured in the same run,
-so the ratio shows what cellfit's decoding and deciding add over the framework's floor.
+kept-alive connection, as kube-scheduler calls it. Each verb is compared with trivial endpoints
+of the same app that read the same body and answer "{}", measured in the same run:
+
+* ``trivial``: a FastAPI route (the issue's baseline: the framework's floor);
+* ``trivial-raw``: a route on the verbs' own path (scheduler.extender.dispatch: body read, metrics
+  and errors as for a verb, no decoding or deciding), so ``x raw`` shows what cellfit's decoding
+  and deciding alone add.
 
     python tests/benchmarks/bench_extender.py [--requests 2000] [--json FILE]
 
@@ -36,7 +40,9 @@ def serve(port: int, nodes: int, ready) -> None:  # runs in the server process
     from scheduler.config import Settings
     from scheduler.core.model import NodeInfo, PodInfo
     from scheduler.core.resources import Resources
+    from scheduler.extender.dispatch import VerbDispatch, VerbRoute
     from scheduler.extender.server import build_runtime
+    from scheduler.extender.service import Answer
 
     logging.disable(logging.WARNING)
     runtime = build_runtime(Settings(), standalone=True)
@@ -47,32 +53,50 @@ def serve(port: int, nodes: int, ready) -> None:  # runs in the server process
                 PodInfo(uid=f"busy-{i}", namespace="ml", name=f"busy-{i}", requests=Resources(1000, 2**30, 8), node_name=f"gpu-node-{i:05d}", phase="Running")
             )
 
-    @runtime.app.post("/bench/trivial", include_in_schema=False)
+    @runtime.app.api.post("/bench/trivial", include_in_schema=False)
     async def trivial(request: Request) -> Response:
         await request.body()
         return Response(b"{}", media_type="application/json")
 
-    config = uvicorn.Config(runtime.app, host="127.0.0.1", port=port, log_config=None, access_log=False)
+    filter_route = runtime.app.routes["/v1/extender/filter"]
+    raw_trivial = VerbRoute(
+        handler=lambda body: Answer(200, b"{}"),
+        observe_seconds=filter_route.observe_seconds,  # a histogram observation, as a verb's
+        count_rejected=filter_route.count_rejected,
+        count_failed=filter_route.count_failed,
+    )
+    app = VerbDispatch(
+        api=runtime.app.api,
+        routes={**runtime.app.routes, "/bench/trivial-raw": raw_trivial},
+        max_request_bytes=runtime.app.max_request_bytes,
+    )
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_config=None, access_log=False)
     server = uvicorn.Server(config)
     ready.set()
     server.run()
 
 
-def measure(port: int, path: str, body: bytes, requests: int) -> list[float]:
-    connection = http.client.HTTPConnection("127.0.0.1", port)
+def measure(port: int, paths: dict[str, str], body: bytes, requests: int) -> dict[str, list[float]]:
+    """Latency samples per endpoint. The endpoints take turns, one request each, so that the
+    machine's speed drifting during the run (it does, by up to 1.7x on a shared VM) weighs on
+    every endpoint alike instead of skewing the ratios."""
+    connections = {name: http.client.HTTPConnection("127.0.0.1", port) for name in paths}
     headers = {"Content-Type": "application/json", "Content-Length": str(len(body))}
-    samples = []
+    samples: dict[str, list[float]] = {name: [] for name in paths}
     for i in range(requests + requests // 10):  # the first tenth warms up
-        started = time.perf_counter()
-        connection.request("POST", path, body=body, headers=headers)
-        response = connection.getresponse()
-        payload = response.read()
-        elapsed = time.perf_counter() - started
-        if response.status != 200:
-            raise SystemExit(f"{path}: HTTP {response.status}: {payload[:200]!r}")
-        if i >= requests // 10:
-            samples.append(elapsed)
-    connection.close()
+        for name, path in paths.items():
+            connection = connections[name]
+            started = time.perf_counter()
+            connection.request("POST", path, body=body, headers=headers)
+            response = connection.getresponse()
+            payload = response.read()
+            elapsed = time.perf_counter() - started
+            if response.status != 200:
+                raise SystemExit(f"{path}: HTTP {response.status}: {payload[:200]!r}")
+            if i >= requests // 10:
+                samples[name].append(elapsed)
+    for connection in connections.values():
+        connection.close()
     return samples
 
 
@@ -87,7 +111,10 @@ def main() -> None:
     parser.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
     args = parser.parse_args()
     results = []
-    print(f"{'names':>6} {'endpoint':<11} {'p50 ms':>8} {'p99 ms':>8} {'req/s':>8} {'p50 x trivial':>14} {'p99 x trivial':>14}")
+    print(
+        f"{'names':>6} {'endpoint':<11} {'p50 ms':>8} {'p99 ms':>8} {'req/s':>8} {'p50 x trivial':>14} {'p99 x trivial':>14}"
+        f" {'p50 x raw':>10} {'p99 x raw':>10}"
+    )
     for size in SIZES:
         port = 18000 + size % 1000 + 17
         ready = multiprocessing.Event()
@@ -97,16 +124,19 @@ def main() -> None:
         time.sleep(1.0)
         nodes = [{"metadata": {"name": f"gpu-node-{i:05d}"}} for i in range(size)]
         body = k.dumps(k.extender_args(k.pod("train-0", gpus=1), nodes, node_cache_capable=True))
-        figures = {name: measure(port, path, body, args.requests) for name, path in (
-            ("trivial", "/bench/trivial"), ("filter", "/v1/extender/filter"), ("prioritize", "/v1/extender/prioritize"))}
+        figures = measure(port, {
+            "trivial": "/bench/trivial", "trivial-raw": "/bench/trivial-raw",
+            "filter": "/v1/extender/filter", "prioritize": "/v1/extender/prioritize"}, body, args.requests)
         base50, base99 = percentile(figures["trivial"], 0.5), percentile(figures["trivial"], 0.99)
+        raw50, raw99 = percentile(figures["trivial-raw"], 0.5), percentile(figures["trivial-raw"], 0.99)
         for name, samples in figures.items():
             p50, p99 = percentile(samples, 0.5), percentile(samples, 0.99)
             row = {"names": size, "endpoint": name, "p50_ms": p50 * 1e3, "p99_ms": p99 * 1e3,
                    "requests_per_second": 1 / statistics.fmean(samples), "p50_ratio": p50 / base50, "p99_ratio": p99 / base99,
-                   "body_bytes": len(body)}
+                   "p50_ratio_raw": p50 / raw50, "p99_ratio_raw": p99 / raw99, "body_bytes": len(body)}
             results.append(row)
-            print(f"{size:>6} {name:<11} {row['p50_ms']:>8.3f} {row['p99_ms']:>8.3f} {row['requests_per_second']:>8.0f} {row['p50_ratio']:>14.2f} {row['p99_ratio']:>14.2f}")
+            print(f"{size:>6} {name:<11} {row['p50_ms']:>8.3f} {row['p99_ms']:>8.3f} {row['requests_per_second']:>8.0f} {row['p50_ratio']:>14.2f} {row['p99_ratio']:>14.2f}"
+                  f" {row['p50_ratio_raw']:>10.2f} {row['p99_ratio_raw']:>10.2f}")
         process.terminate()
         process.join(5)
     if args.json:

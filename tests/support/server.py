@@ -8,11 +8,11 @@ import time
 from typing import Iterator
 
 import uvicorn
-from fastapi import FastAPI
+from starlette.types import ASGIApp
 
 
 @contextlib.contextmanager
-def running_server(app: FastAPI) -> Iterator[str]:
+def running_server(app: ASGIApp) -> Iterator[str]:
     config = uvicorn.Config(app, host="127.0.0.1", port=0, log_config=None, access_log=False, lifespan="on")
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
