@@ -17,10 +17,8 @@ refuses. Examples::
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
-import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Final, NoReturn, Sequence
@@ -43,13 +41,13 @@ from scheduler.simulator.options import BadOption, fail_option, parse_float, par
 from scheduler.simulator.policies import policy_names
 from scheduler.simulator.progress import ProgressBar
 from scheduler.simulator.report import document, sweep_document, sweep_table, tables
+from scheduler.simulator.session import PROG, OutputError, RunReport, run_and_report
 from scheduler.simulator.trace import dump_trace, load_trace
 from scheduler.simulator.workload import ClusterSpec, FitGppWorkload
 
 EXIT_OK: Final = 0
 EXIT_FAILED: Final = 1
 EXIT_BAD_INPUT: Final = 2
-_PROG: Final = "cellfit simulate"
 _DEFAULT_POLICIES: Final = "fifo,lrtp,rand,fitgpp"
 # Options of the FitGpp workload (and traces) that the allox workload has no use for, and the
 # reverse; giving one to the other workload is an error rather than silently ignored.
@@ -304,93 +302,71 @@ def _run(args: argparse.Namespace) -> int:
     settings = _settings(args)
     experiment = _experiment(args, settings)
     workers = _int(args.workers, "--workers", low=1)
-    plots = Path(args.plots) if args.plots else None
     sweep: str | None = args.sweep
     if sweep is not None and sweep not in SWEEPS:
         _fail_option("--sweep", f"unknown sweep {sweep!r} for workload fitgpp (known: {', '.join(SWEEPS)})")
-    if plots is not None:
-        try:
-            plots.mkdir(parents=True, exist_ok=True)
-        except OSError as error:
-            return _fail(f"cannot create {plots}: {error.strerror or error}", EXIT_FAILED)
-    progress = ProgressBar(enabled=not args.no_progress)
-    started = time.perf_counter()
     meta = _settings_document(args, experiment, settings)
-    try:
-        if sweep is not None:
-            values = _sweep_values(sweep, args.sweep_values)
-            points = run_sweep(
-                sweep,
-                values,
-                experiment,
-                [v.policy for v in experiment.variants],
-                workers=workers,
-                progress=progress,
-            )
-            progress.close()
-            sys.stdout.write(sweep_table(sweep, points))
-            result_document: dict[str, object] = sweep_document(sweep, points, settings=meta)
-            if plots is not None:
-                from scheduler.simulator.plots import plot_sweep
 
-                path = plot_sweep(sweep, points, plots / f"sweep-{sweep}.png", title=f"FitGpp sweep over {sweep}")
-                print(f"wrote {path}", file=sys.stderr)
-            runs_events = sum(s.events * len(s.seeds) for p in points for s in p.summaries.values())
-        else:
-            outcome = run_experiment(experiment, workers=workers, progress=progress)
-            unlimited: Outcome | None = None
-            if args.table4:
-                free = replace(settings, max_preemptions=None)
-                variants = tuple(
-                    Variant(label=v.label, policy=v.policy, settings=free)
-                    for v in experiment.variants
-                    if v.policy != "fifo"
-                )
-                if variants:
-                    unlimited = run_experiment(replace(experiment, variants=variants), workers=workers, progress=progress)
-            progress.close()
-            sys.stdout.write(
-                tables(
-                    outcome.summaries,
-                    limit=settings.describe_limit(),
-                    unlimited=unlimited.summaries if unlimited else None,
-                    paper=args.paper,
-                )
-            )
-            result_document = document(
-                outcome.summaries, settings=meta, unlimited=unlimited.summaries if unlimited else None
-            )
-            if plots is not None:
-                from scheduler.simulator.plots import plot_slowdowns
+    def produce_sweep(progress: ProgressBar) -> RunReport:
+        assert sweep is not None
+        values = _sweep_values(sweep, args.sweep_values)
+        points = run_sweep(sweep, values, experiment, [v.policy for v in experiment.variants], workers=workers, progress=progress)
 
-                path = plot_slowdowns(outcome.summaries, plots / "slowdown.png", title="Job slowdown rates")
-                print(f"wrote {path}", file=sys.stderr)
-            if args.write_trace:
-                first = experiment.seeds[0]
-                try:
-                    dump_trace(outcome.arrivals[first], args.write_trace)
-                except OSError as error:
-                    return _fail(f"cannot write {args.write_trace}: {error.strerror or error}", EXIT_FAILED)
-            runs_events = sum(r.events for results in outcome.runs.values() for r in results)
-            if unlimited:
-                runs_events += sum(r.events for results in unlimited.runs.values() for r in results)
-    finally:
-        progress.close()
-    elapsed = time.perf_counter() - started
-    print(
-        f"{_PROG}: {runs_events:.0f} events in {elapsed:.1f} s ({runs_events / max(elapsed, 1e-9):,.0f} events/s)",
-        file=sys.stderr,
+        def plot(folder: Path) -> list[Path]:
+            from scheduler.simulator.plots import plot_sweep
+
+            return [plot_sweep(sweep, points, folder / f"sweep-{sweep}.png", title=f"FitGpp sweep over {sweep}")]
+
+        return RunReport(
+            table=sweep_table(sweep, points),
+            document=sweep_document(sweep, points, settings=meta),
+            events=sum(s.events * len(s.seeds) for p in points for s in p.summaries.values()),
+            plot=plot,
+        )
+
+    def produce_experiment(progress: ProgressBar) -> RunReport:
+        outcome = run_experiment(experiment, workers=workers, progress=progress)
+        unlimited: Outcome | None = None
+        if args.table4:
+            free = replace(settings, max_preemptions=None)
+            variants = tuple(
+                Variant(label=v.label, policy=v.policy, settings=free) for v in experiment.variants if v.policy != "fifo"
+            )
+            if variants:
+                unlimited = run_experiment(replace(experiment, variants=variants), workers=workers, progress=progress)
+        if args.write_trace:
+            try:
+                dump_trace(outcome.arrivals[experiment.seeds[0]], args.write_trace)
+            except OSError as error:
+                raise OutputError(f"cannot write {args.write_trace}: {error.strerror or error}") from None
+        unlimited_summaries = unlimited.summaries if unlimited else None
+
+        def plot(folder: Path) -> list[Path]:
+            from scheduler.simulator.plots import plot_slowdowns
+
+            return [plot_slowdowns(outcome.summaries, folder / "slowdown.png", title="Job slowdown rates")]
+
+        events = sum(r.events for results in outcome.runs.values() for r in results)
+        if unlimited:
+            events += sum(r.events for results in unlimited.runs.values() for r in results)
+        return RunReport(
+            table=tables(outcome.summaries, limit=settings.describe_limit(), unlimited=unlimited_summaries, paper=args.paper),
+            document=document(outcome.summaries, settings=meta, unlimited=unlimited_summaries),
+            events=events,
+            plot=plot,
+        )
+
+    run_and_report(
+        produce_sweep if sweep is not None else produce_experiment,
+        plots=args.plots,
+        output_json=args.output_json,
+        show_progress=not args.no_progress,
     )
-    if args.output_json:
-        try:
-            Path(args.output_json).write_text(json.dumps(result_document, indent=2) + "\n", encoding="utf-8")
-        except OSError as error:
-            return _fail(f"cannot write {args.output_json}: {error.strerror or error}", EXIT_FAILED)
     return EXIT_OK
 
 
 def _fail(message: str, code: int) -> int:
-    print(f"{_PROG}: {message}", file=sys.stderr)
+    print(f"{PROG}: {message}", file=sys.stderr)
     return code
 
 
@@ -400,7 +376,7 @@ class _OneLineParser(argparse.ArgumentParser):
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = _OneLineParser(prog=_PROG)
+    parser = _OneLineParser(prog=PROG)
     add_arguments(parser)
     return run(parser.parse_args(argv))
 

@@ -172,3 +172,25 @@ def test_progress_goes_to_stderr(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 0
     assert "[1/2] arrivals (fifo), seed 1" in err and "[2/2] fitgpp, seed 1" in err
     assert "[1/2]" not in out
+
+
+ALLOX = ["--workload", "allox", "--jobs", "40"]
+
+
+@pytest.mark.parametrize(
+    ("workload", "option"),
+    [([], "--plots"), ([], "--output-json"), ([], "--write-trace"), (ALLOX, "--plots"), (ALLOX, "--output-json")],
+)
+def test_a_file_that_cannot_be_written_is_one_line_and_exit_1(
+    workload: list[str], option: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    target = blocker / "inside"  # a path under a regular file: neither folder nor file can be made
+    policies = "allox,srpt" if workload else "fifo"
+    code, out, err = run_cli([*SMALL, *workload, "--policies", policies, option, str(target)], capsys)
+    assert code == 1
+    verb = "create" if option == "--plots" else "write"
+    assert err.strip().splitlines()[-1].startswith(f"cellfit simulate: cannot {verb} {target}: ")
+    if option == "--plots":
+        assert out == ""  # refused before anything ran

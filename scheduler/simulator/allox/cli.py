@@ -8,10 +8,7 @@ here, and every bad value is one error naming the option (exit 2)."""
 from __future__ import annotations
 
 import argparse
-import json
 import math
-import sys
-import time
 from pathlib import Path
 from typing import Final
 
@@ -26,13 +23,13 @@ from scheduler.simulator.allox.experiment import (
 from scheduler.simulator.allox.policies import PAPER_POLICIES, interchangeable_policy_names
 from scheduler.simulator.allox.report import document, sweep_document, sweep_table, tables
 from scheduler.simulator.allox.workload import ALLOX_CLUSTER, AlloxWorkload, describe
-from scheduler.simulator.cli import EXIT_FAILED, EXIT_OK, _fail, cluster_from
+from scheduler.simulator.cli import EXIT_OK, cluster_from
 from scheduler.simulator.errors import InvalidWorkload
 from scheduler.simulator.options import BadOption, fail_option, parse_float, parse_int, policy_list
 from scheduler.simulator.policies import AlloxOptions, policy_names
 from scheduler.simulator.progress import ProgressBar
+from scheduler.simulator.session import RunReport, run_and_report
 
-_PROG: Final = "cellfit simulate"
 DEFAULT_JOBS: Final = 10_000  # §5.1: 10 users, "over 1000 jobs for each user"
 DEFAULT_LOAD: Final = 0.9
 DEFAULT_TIMEOUT_MINUTES: Final = 240.0
@@ -132,50 +129,45 @@ def run_allox(args: argparse.Namespace) -> int:
         fail_option("--sweep", f"unknown sweep {sweep!r} for workload allox (known: {', '.join(ALLOX_SWEEPS)})")
     experiment = _experiment(args, sweep)
     workers = parse_int(args.workers, "--workers", low=1)
-    plots = Path(args.plots) if args.plots else None
     values = _sweep_values(sweep, args.sweep_values) if sweep is not None else []
-    if plots is not None:
-        try:
-            plots.mkdir(parents=True, exist_ok=True)
-        except OSError as error:
-            return _fail(f"cannot create {plots}: {error.strerror or error}", EXIT_FAILED)
-    progress = ProgressBar(enabled=not args.no_progress)
-    started = time.perf_counter()
     meta = _settings_document(args, experiment)
-    try:
-        if sweep is not None:
-            points = run_allox_sweep(sweep, values, experiment, workers=workers, progress=progress)
-            progress.close()
-            sys.stdout.write(sweep_table(sweep, points))
-            result: dict[str, object] = sweep_document(sweep, points, settings=meta)
-            if plots is not None:
-                from scheduler.simulator.allox.plots import plot_sweep
 
-                path = plot_sweep(sweep, points, plots / f"allox-sweep-{sweep}.png", title=f"AlloX sweep over {sweep}")
-                print(f"wrote {path}", file=sys.stderr)
-            events = sum(s.events * len(s.seeds) for p in points for s in p.summaries.values())
-        else:
-            outcome = run_allox_experiment(experiment, workers=workers, progress=progress)
-            progress.close()
-            sys.stdout.write(tables(outcome.summaries))
-            result = document(outcome.summaries, settings=meta)
-            if plots is not None:
-                from scheduler.simulator.allox.plots import plot_policies
+    def produce_sweep(progress: ProgressBar) -> RunReport:
+        assert sweep is not None
+        points = run_allox_sweep(sweep, values, experiment, workers=workers, progress=progress)
 
-                path = plot_policies(
-                    outcome.summaries,
-                    plots / "allox.png",
-                    title=f"AlloX workload, load {experiment.load:g}, {experiment.jobs} jobs",
-                )
-                print(f"wrote {path}", file=sys.stderr)
-            events = sum(r.events for runs in outcome.runs.values() for r in runs)
-    finally:
-        progress.close()
-    elapsed = time.perf_counter() - started
-    print(f"{_PROG}: {events:.0f} events in {elapsed:.1f} s ({events / max(elapsed, 1e-9):,.0f} events/s)", file=sys.stderr)
-    if args.output_json:
-        try:
-            Path(args.output_json).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
-        except OSError as error:
-            return _fail(f"cannot write {args.output_json}: {error.strerror or error}", EXIT_FAILED)
+        def plot(folder: Path) -> list[Path]:
+            from scheduler.simulator.allox.plots import plot_sweep
+
+            return [plot_sweep(sweep, points, folder / f"allox-sweep-{sweep}.png", title=f"AlloX sweep over {sweep}")]
+
+        return RunReport(
+            table=sweep_table(sweep, points),
+            document=sweep_document(sweep, points, settings=meta),
+            events=sum(s.events * len(s.seeds) for p in points for s in p.summaries.values()),
+            plot=plot,
+        )
+
+    def produce_experiment(progress: ProgressBar) -> RunReport:
+        outcome = run_allox_experiment(experiment, workers=workers, progress=progress)
+
+        def plot(folder: Path) -> list[Path]:
+            from scheduler.simulator.allox.plots import plot_policies
+
+            title = f"AlloX workload, load {experiment.load:g}, {experiment.jobs} jobs"
+            return [plot_policies(outcome.summaries, folder / "allox.png", title=title)]
+
+        return RunReport(
+            table=tables(outcome.summaries),
+            document=document(outcome.summaries, settings=meta),
+            events=sum(r.events for runs in outcome.runs.values() for r in runs),
+            plot=plot,
+        )
+
+    run_and_report(
+        produce_sweep if sweep is not None else produce_experiment,
+        plots=args.plots,
+        output_json=args.output_json,
+        show_progress=not args.no_progress,
+    )
     return EXIT_OK

@@ -1,0 +1,71 @@
+"""What every ``cellfit simulate`` run does around its experiment, whichever the workload: the
+plots folder made before anything runs (a bad path fails in a second, not after an hour of
+simulation), a progress bar, the table on stdout, the simulated events per second on stderr,
+the PNGs and the ``--output-json`` document. A workload's command path only says how to run
+its experiment or sweep and what that produced (:class:`RunReport`)."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Final
+
+from scheduler.errors import CellfitError
+from scheduler.simulator.progress import ProgressBar
+
+PROG: Final = "cellfit simulate"
+
+
+class OutputError(CellfitError):
+    """A file the run was asked to write could not be written (exit 1)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunReport:
+    """What one experiment or sweep produced."""
+
+    table: str  # for stdout
+    document: dict[str, object]  # for --output-json
+    events: float  # simulated events, all runs together
+    # Writes the PNG(s) into the plots folder and returns the files written.
+    plot: Callable[[Path], list[Path]]
+
+
+def run_and_report(
+    produce: Callable[[ProgressBar], RunReport], *, plots: str | None, output_json: str | None, show_progress: bool
+) -> None:
+    """Run ``produce`` and report what it returns; raises :class:`OutputError` for a folder or
+    file that cannot be written."""
+    plots_dir = Path(plots) if plots else None
+    if plots_dir is not None:
+        try:
+            plots_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise OutputError(f"cannot create {plots_dir}: {error.strerror or error}") from None
+    progress = ProgressBar(enabled=show_progress)
+    started = time.perf_counter()
+    try:
+        report = produce(progress)
+    finally:
+        progress.close()
+    elapsed = time.perf_counter() - started
+    sys.stdout.write(report.table)
+    if plots_dir is not None:
+        for path in report.plot(plots_dir):
+            print(f"wrote {path}", file=sys.stderr)
+    print(
+        f"{PROG}: {report.events:.0f} events in {elapsed:.1f} s ({report.events / max(elapsed, 1e-9):,.0f} events/s)",
+        file=sys.stderr,
+    )
+    if output_json:
+        write_text(output_json, json.dumps(report.document, indent=2) + "\n")
+
+
+def write_text(path: str, text: str) -> None:
+    try:
+        Path(path).write_text(text, encoding="utf-8")
+    except OSError as error:
+        raise OutputError(f"cannot write {path}: {error.strerror or error}") from None
