@@ -27,9 +27,10 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 import httpx
 import yaml
@@ -473,6 +474,50 @@ def chart_scheduler(cluster: Cluster, release: Release, workdir: Path, *, name: 
     finally:
         scheduler.stop()
         cellfit.stop()
+
+
+class Scenarios:
+    """The scenarios of one test module. Each gets fake GPU nodes of its own, labelled
+    ``SCENARIO_LABEL=<prefix><scenario>-<run>`` and selected by its pods, so that modules, and
+    reruns against a kept cluster, never share nodes."""
+
+    def __init__(self, prefix: str) -> None:
+        self.run = uuid.uuid4().hex[:5]
+        self._prefix = prefix
+
+    def name(self, scenario: str) -> str:
+        return f"{self._prefix}{scenario}-{self.run}"
+
+    def selector(self, scenario: str) -> dict[str, str]:
+        return {SCENARIO_LABEL: self.name(scenario)}
+
+    def node(self, scenario: str, index: int = 0) -> str:
+        return f"{self.name(scenario)}-gpu-{index}"
+
+    def add_nodes(self, cluster: Cluster, scenario: str, count: int = 1) -> None:
+        cluster.add_gpu_nodes(count, f"{self.name(scenario)}-gpu", labels=self.selector(scenario))
+
+    def delete_nodes(self, cluster: Cluster, scenarios: Iterable[str]) -> None:
+        for scenario in scenarios:
+            cluster.delete_nodes(f"{SCENARIO_LABEL}={self.name(scenario)}")
+
+
+@contextlib.contextmanager
+def scenario_scheduler(control_plane: Any, workdir: Path, scenarios: Scenarios, *, nodes: Mapping[str, int], name: str,
+                       added_later: Iterable[str] = ()) -> Iterator[tuple[Cluster, Release, ChartScheduler]]:
+    """The release installed and :func:`chart_scheduler` running over the scenarios' ``nodes``
+    (scenario -> count), made before cellfit starts because HiveD discovers its cells from the
+    Nodes then. At the end every scenario's nodes go, also those of ``added_later`` scenarios
+    whose tests add nodes while cellfit runs."""
+    cluster = Cluster.from_control_plane(control_plane)
+    release = ensure_release(cluster)
+    for scenario, count in nodes.items():
+        scenarios.add_nodes(cluster, scenario, count)
+    try:
+        with chart_scheduler(cluster, release, workdir, name=name) as procs:
+            yield cluster, release, procs
+    finally:
+        scenarios.delete_nodes(cluster, [*nodes, *added_later])
 
 
 def lease_holder(cluster: Cluster, release: Release) -> str:

@@ -18,7 +18,6 @@
 from __future__ import annotations
 
 import json
-import uuid
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -28,9 +27,9 @@ import yaml
 
 from chart_support import (
     NAMESPACE,
-    SCENARIO_LABEL,
     Cluster,
     Release,
+    Scenarios,
     chart_scheduler,
     ensure_release,
     gpu_pod,
@@ -39,8 +38,8 @@ from chart_support import (
 )
 
 pytestmark = pytest.mark.e2e
-RUN = uuid.uuid4().hex[:5]
-SCENARIO = f"chart-{RUN}"
+SCENARIOS = Scenarios("chart-")
+WHERE = SCENARIOS.selector("bind")
 
 
 @pytest.fixture(scope="module")
@@ -71,13 +70,12 @@ def test_helm_install_creates_every_object(installed: tuple[Cluster, Release]) -
 @pytest.fixture(scope="module")
 def running(installed: tuple[Cluster, Release], tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Cluster, Release, Any]]:
     cluster, release = installed
-    labels = {SCENARIO_LABEL: SCENARIO}
-    cluster.add_gpu_nodes(1, f"{SCENARIO}-gpu", labels=labels)  # before cellfit starts: HiveD discovers it
+    SCENARIOS.add_nodes(cluster, "bind")  # before cellfit starts: HiveD discovers it
     try:
-        with chart_scheduler(cluster, release, tmp_path_factory.mktemp(SCENARIO)) as procs:
+        with chart_scheduler(cluster, release, tmp_path_factory.mktemp(SCENARIOS.name("bind"))) as procs:
             yield cluster, release, procs
     finally:
-        cluster.delete_nodes(f"{SCENARIO_LABEL}={SCENARIO}")
+        SCENARIOS.delete_nodes(cluster, ["bind"])
 
 
 def test_chart_scheduler_binds_a_pod_with_the_charts_rbac(running: tuple[Cluster, Release, Any], control_plane: Any) -> None:
@@ -86,7 +84,7 @@ def test_chart_scheduler_binds_a_pod_with_the_charts_rbac(running: tuple[Cluster
     # kube-scheduler won the chart's Lease with the chart's ServiceAccount.
     holder = wait_for(lambda: lease_holder(cluster, release), 60, "the chart's Lease to be held")
     assert holder, holder
-    pod = gpu_pod("train-0", scheduler_name=release.scheduler_name, node_selector={SCENARIO_LABEL: SCENARIO}, gpus=2,
+    pod = gpu_pod("train-0", scheduler_name=release.scheduler_name, node_selector=WHERE, gpus=2,
                   priority_class="cellfit-best-effort")
     cluster.apply(pod, namespace=ns)
 
@@ -95,10 +93,10 @@ def test_chart_scheduler_binds_a_pod_with_the_charts_rbac(running: tuple[Cluster
         return got if got["spec"].get("nodeName") else None
 
     got = wait_for(bound, 60, f"train-0 bound (scheduler log {procs.scheduler.log}, cellfit log {procs.cellfit.log})")
-    assert got["spec"]["nodeName"] == f"{SCENARIO}-gpu-0"
+    assert got["spec"]["nodeName"] == SCENARIOS.node("bind")
     annotations = got["metadata"]["annotations"]
     bind_info = json.loads(annotations["cellfit.io/bind-info"])
-    assert bind_info["node"] == f"{SCENARIO}-gpu-0" and len(bind_info["gpuIndices"]) == 2
+    assert bind_info["node"] == SCENARIOS.node("bind") and len(bind_info["gpuIndices"]) == 2
     assert annotations["cellfit.io/gpu-indices"] == ",".join(map(str, bind_info["gpuIndices"]))
     assert got["spec"]["priority"] == 500  # the chart's cellfit-best-effort PriorityClass
     assert procs.cellfit.metric('cellfit_bindings_total{result="bound"}') >= 1

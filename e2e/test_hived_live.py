@@ -15,50 +15,39 @@ chart configures no topology). Each scenario has fake 8-GPU nodes of its own, la
 from __future__ import annotations
 
 import json
-import uuid
 from typing import Any, Iterator
 
 import pytest
 
 from chart_support import (
-    SCENARIO_LABEL,
     ChartScheduler,
     Cluster,
     Release,
+    Scenarios,
     assert_no_double_booking,
-    chart_scheduler,
-    ensure_release,
     gpu_pod,
     is_active,
+    scenario_scheduler,
     wait_for,
 )
 
 pytestmark = pytest.mark.e2e
-RUN = uuid.uuid4().hex[:5]
+SCENARIOS = Scenarios("hived-")
 OPPORTUNISTIC = {"cellfit.io/priority": "opportunistic"}
 
 
-def scenario(name: str) -> str:
-    return f"hived-{name}-{RUN}"
-
-
-def selector(name: str) -> dict[str, str]:
-    return {SCENARIO_LABEL: scenario(name)}
+selector = SCENARIOS.selector
 
 
 @pytest.fixture(scope="module")
 def env(control_plane: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Cluster, Release, ChartScheduler, Any]]:
-    cluster = Cluster.from_control_plane(control_plane)
-    release = ensure_release(cluster)
     # The reclaim scenario's node exists before cellfit starts (discovered at startup); the
     # growth scenario adds its node later.
-    cluster.add_gpu_nodes(1, f"{scenario('reclaim')}-gpu", labels=selector("reclaim"))
-    try:
-        with chart_scheduler(cluster, release, tmp_path_factory.mktemp(f"hived-live-{RUN}"), name="hived-live") as procs:
-            yield cluster, release, procs, control_plane
-    finally:
-        for name in ("reclaim", "grow"):
-            cluster.delete_nodes(f"{SCENARIO_LABEL}={scenario(name)}")
+    workdir = tmp_path_factory.mktemp(f"hived-live-{SCENARIOS.run}")
+    with scenario_scheduler(
+        control_plane, workdir, SCENARIOS, nodes={"reclaim": 1}, name="hived-live", added_later=["grow"]
+    ) as (cluster, release, procs):
+        yield cluster, release, procs, control_plane
 
 
 def node_cells(procs: ChartScheduler, node: str) -> list[dict[str, Any]]:
@@ -102,11 +91,11 @@ def test_a_gpu_node_added_after_start_joins_the_cells_and_takes_pods(env: Any) -
     ns = cp.create_namespace("grow")
     where = selector("grow")
     name = release.scheduler_name
-    node = f"{scenario('grow')}-gpu-0"
+    node = SCENARIOS.node("grow")
     assert node_cells(procs, node) == []
     guaranteed_before = default_vc_cells(procs)
 
-    cluster.add_gpu_nodes(1, f"{scenario('grow')}-gpu", labels=where)
+    SCENARIOS.add_nodes(cluster, "grow")
 
     # The Node watch delivers it; HiveD adds its cell and grows the default VC, and says so.
     (cell,) = wait_for(lambda: node_cells(procs, node), 60, f"{node} in /v1/inspect/cells (cellfit log {procs.cellfit.log})")
@@ -151,7 +140,7 @@ def test_opportunistic_pods_on_the_needed_gpus_are_preempted_for_a_guaranteed_po
     ns = cp.create_namespace("reclaim")
     where = selector("reclaim")
     name = release.scheduler_name
-    node = f"{scenario('reclaim')}-gpu-0"
+    node = SCENARIOS.node("reclaim")
     # Opportunistic pods fill the node's idle GPUs: 2 + 2 + 4. They hold no VC cell.
     sizes = {"opp-a": 2, "opp-b": 2, "opp-c": 4}
     for pod_name, gpus in sizes.items():

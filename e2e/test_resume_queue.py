@@ -15,18 +15,17 @@ from __future__ import annotations
 
 import base64
 import time
-import uuid
 from typing import Any, Iterator
 
 import pytest
 
 from chart_support import (
     EXTENDER_ONLY_SA,
-    SCENARIO_LABEL,
     CellfitProcess,
     Cluster,
     KubeSchedulerProcess,
     Release,
+    Scenarios,
     ensure_release,
     example_job,
     is_active,
@@ -35,9 +34,9 @@ from chart_support import (
 )
 
 pytestmark = pytest.mark.e2e
-RUN = uuid.uuid4().hex[:5]
-SCENARIO = f"resume-{RUN}"
-WHERE = {SCENARIO_LABEL: SCENARIO}
+SCENARIOS = Scenarios("resume-")
+SCENARIO = SCENARIOS.name("queue")
+WHERE = SCENARIOS.selector("queue")
 
 
 def webhook_registration(release: Release, *, port: int, ca_pem: bytes) -> dict[str, Any]:
@@ -58,7 +57,7 @@ def webhook_registration(release: Release, *, port: int, ca_pem: bytes) -> dict[
 def env(control_plane: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Cluster, Release, CellfitProcess, Any]]:
     cluster = Cluster.from_control_plane(control_plane)
     release = ensure_release(cluster)
-    cluster.add_gpu_nodes(1, f"{SCENARIO}-gpu", labels=WHERE)
+    SCENARIOS.add_nodes(cluster, "queue")
     workdir = tmp_path_factory.mktemp(SCENARIO)
     cellfit = CellfitProcess(
         release.cellfit_config_text,
@@ -87,7 +86,7 @@ def env(control_plane: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterato
         if scheduler is not None:
             scheduler.stop()
         cellfit.stop()
-        cluster.delete_nodes(f"{SCENARIO_LABEL}={SCENARIO}")
+        SCENARIOS.delete_nodes(cluster, ["queue"])
 
 
 def job(example: str, name: str, scheduler_name: str, **kwargs: Any) -> dict[str, Any]:

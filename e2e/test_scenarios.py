@@ -22,54 +22,39 @@ from __future__ import annotations
 
 import json
 import time
-import uuid
 from datetime import datetime
 from typing import Any, Iterator
 
 import pytest
 
 from chart_support import (
-    SCENARIO_LABEL,
     ChartScheduler,
     Cluster,
     Release,
+    Scenarios,
     assert_no_double_booking,
-    chart_scheduler,
-    ensure_release,
     example_job,
     gpu_bookings,
     gpu_pod,
     is_active,
+    scenario_scheduler,
     wait_for,
 )
 
 pytestmark = pytest.mark.e2e
-RUN = uuid.uuid4().hex[:5]
-SCENARIOS = {"preempt": 1, "gang": 2, "restart": 2}  # scenario -> 8-GPU nodes of its own
+SCENARIOS = Scenarios("")
+NODES = {"preempt": 1, "gang": 2, "restart": 2}  # scenario -> 8-GPU nodes of its own
 VICTIM_EXIT_SECONDS = 3  # how long the preempted pod's process takes to exit on SIGTERM
 
 
-def scenario(name: str) -> str:
-    return f"{name}-{RUN}"
-
-
-def selector(name: str) -> dict[str, str]:
-    return {SCENARIO_LABEL: scenario(name)}
+selector = SCENARIOS.selector
 
 
 @pytest.fixture(scope="module")
 def env(control_plane: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Cluster, Release, ChartScheduler, Any]]:
-    cluster = Cluster.from_control_plane(control_plane)
-    release = ensure_release(cluster)
-    # Nodes first: HiveD discovers its cells from the Nodes when cellfit starts.
-    for name, count in SCENARIOS.items():
-        cluster.add_gpu_nodes(count, f"{scenario(name)}-gpu", labels=selector(name))
-    try:
-        with chart_scheduler(cluster, release, tmp_path_factory.mktemp(f"scenarios-{RUN}"), name="scenarios") as procs:
-            yield cluster, release, procs, control_plane
-    finally:
-        for name in SCENARIOS:
-            cluster.delete_nodes(f"{SCENARIO_LABEL}={scenario(name)}")
+    workdir = tmp_path_factory.mktemp(f"scenarios-{SCENARIOS.run}")
+    with scenario_scheduler(control_plane, workdir, SCENARIOS, nodes=NODES, name="scenarios") as (cluster, release, procs):
+        yield cluster, release, procs, control_plane
 
 
 def job_pods(cluster: Cluster, ns: str, job: str, *, active_only: bool = True) -> list[dict[str, Any]]:
@@ -224,7 +209,7 @@ def test_gang_is_placed_all_at_once_or_not_at_all(env: Any) -> None:
     pods = wait_for(lambda: (lambda ps: ps if len(bound(ps)) == 2 else None)(job_pods(cluster, ns, "gang-bert")), 90,
                     f"both gang pods bound (cellfit log {procs.cellfit.log})")
     nodes = {p["spec"]["nodeName"] for p in pods}
-    assert nodes == {f"{scenario('gang')}-gpu-0", f"{scenario('gang')}-gpu-1"}, nodes
+    assert nodes == {SCENARIOS.node("gang", 0), SCENARIOS.node("gang", 1)}, nodes
     infos = [json.loads(p["metadata"]["annotations"]["cellfit.io/bind-info"]) for p in pods]
     for info in infos:
         assert info["gang"]["size"] == 2 and len(info["gang"]["placements"]) == 2, info
@@ -262,7 +247,7 @@ def test_cellfit_restart_recovers_every_allocation_without_double_booking(env: A
     ns = cp.create_namespace("restart")
     where = selector("restart")
     name = release.scheduler_name
-    nodes = [f"{scenario('restart')}-gpu-{i}" for i in range(2)]
+    nodes = [SCENARIOS.node("restart", i) for i in range(2)]
     # 3 x 2 GPUs + 4 GPUs running: 10 of 16 GPUs.
     running = example_job("be-job", name="steady", scheduler_name=name, node_selector=where, gpus=2, parallelism=3)
     cluster.apply(running, gpu_pod("solo", scheduler_name=name, node_selector=where, gpus=4,
