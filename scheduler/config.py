@@ -153,6 +153,14 @@ class AdmissionSettings(_Section):
     port: int = Field(9443, ge=1, le=65535, description="TCP port of the webhook listener (HTTPS).")
     cert_file: str | None = Field(None, description="PEM certificate (chain) the listener presents.")
     key_file: str | None = Field(None, description="PEM private key of certFile.")
+    cert_reload_seconds: float = Field(
+        60.0,
+        gt=0,
+        description=(
+            "How often certFile and keyFile are checked for a new pair (a rotated Secret, a "
+            "renewal), which new connections then get without a restart."
+        ),
+    )
     resumed_priority_class: str = Field(
         "cellfit-resumed",
         min_length=1,

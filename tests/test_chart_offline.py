@@ -746,6 +746,65 @@ def test_webhook_reaches_the_listener_cellfit_serves_with_a_certificate_its_ca_s
     assert f"{target['name']}.{RENDER_NAMESPACE}.svc" in names
 
 
+def _cert_manager_objects(docs: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
+    return {(d["kind"], d["metadata"]["name"]): d for d in docs if d["apiVersion"] == "cert-manager.io/v1"}
+
+
+def test_with_cert_manager_a_certificate_replaces_the_chart_made_secret() -> None:
+    """certManager.enabled: a Certificate for the webhook Service, written into the Secret the
+    cellfit container mounts, signed by a CA of the release's own (self-signed Issuer -> CA
+    Certificate -> CA Issuer), whose CA cert-manager injects into the webhook (no caBundle)."""
+    docs = render("--set", "cellfit.admission.certManager.enabled=true")
+    assert not [d for d in docs if d["kind"] == "Secret"], "cert-manager writes the Secret"
+    objects = _cert_manager_objects(docs)
+    assert set(objects) == {
+        ("Issuer", "cellfit-webhook-selfsigned"), ("Certificate", "cellfit-webhook-ca"),
+        ("Issuer", "cellfit-webhook-ca"), ("Certificate", "cellfit-webhook"),
+    }
+    for doc in objects.values():
+        assert doc["metadata"]["namespace"] == RENDER_NAMESPACE
+    ca_certificate = objects["Certificate", "cellfit-webhook-ca"]["spec"]
+    assert ca_certificate["isCA"] is True
+    assert ca_certificate["issuerRef"] == {"name": "cellfit-webhook-selfsigned", "kind": "Issuer", "group": "cert-manager.io"}
+    assert objects["Issuer", "cellfit-webhook-selfsigned"]["spec"] == {"selfSigned": {}}
+    assert objects["Issuer", "cellfit-webhook-ca"]["spec"] == {"ca": {"secretName": ca_certificate["secretName"]}}
+    serving = objects["Certificate", "cellfit-webhook"]
+    assert serving["spec"]["issuerRef"] == {"name": "cellfit-webhook-ca", "kind": "Issuer", "group": "cert-manager.io"}
+    assert (serving["spec"]["duration"], serving["spec"]["renewBefore"]) == ("2160h", "720h")
+    assert serving["spec"]["privateKey"]["rotationPolicy"] == "Always"
+    # The Secret it writes is the one mounted; its names are the Service's as the API server dials it.
+    volumes = one(docs, "Deployment")["spec"]["template"]["spec"]["volumes"]
+    assert {"name": "webhook-tls", "secret": {"secretName": serving["spec"]["secretName"], "defaultMode": 0o440}} in volumes
+    configuration = one(docs, "MutatingWebhookConfiguration")
+    (webhook,) = configuration["webhooks"]
+    target = webhook["clientConfig"]["service"]
+    assert f"{target['name']}.{target['namespace']}.svc" in serving["spec"]["dnsNames"]
+    assert "caBundle" not in webhook["clientConfig"]
+    assert configuration["metadata"]["annotations"] == {
+        "cert-manager.io/inject-ca-from": f"{RENDER_NAMESPACE}/{serving['metadata']['name']}"
+    }
+    for doc in docs:  # everything else still matches the Kubernetes schemas
+        if doc["apiVersion"] != "cert-manager.io/v1" and not doc["apiVersion"].startswith("monitoring.coreos.com/"):
+            _validate(doc)
+
+
+def test_with_cert_manager_and_an_issuer_only_the_certificate_is_made() -> None:
+    docs = render(
+        "--set", "cellfit.admission.certManager.enabled=true",
+        "--set", "cellfit.admission.certManager.issuerRef.name=corp-ca",
+        "--set", "cellfit.admission.certManager.issuerRef.kind=ClusterIssuer",
+        "--set", "cellfit.admission.certManager.duration=720h",
+        "--set", "cellfit.admission.certManager.renewBefore=240h",
+    )
+    objects = _cert_manager_objects(docs)
+    assert set(objects) == {("Certificate", "cellfit-webhook")}
+    spec = objects["Certificate", "cellfit-webhook"]["spec"]
+    assert spec["issuerRef"] == {"name": "corp-ca", "kind": "ClusterIssuer", "group": "cert-manager.io"}
+    assert (spec["duration"], spec["renewBefore"]) == ("720h", "240h")
+    proc = helm(*render_args("--set", "cellfit.admission.certManager.duration=90d"), check=False)
+    assert proc.returncode != 0 and "cellfit.admission.certManager.duration" in proc.stderr, proc.stderr
+
+
 def test_webhook_can_be_turned_off_and_its_port_must_be_its_own() -> None:
     docs = render(*RENDER_STATIC)
     assert not [d for d in docs if d["kind"] in ("MutatingWebhookConfiguration", "Secret")]

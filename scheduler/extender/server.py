@@ -8,13 +8,15 @@ import gc
 import logging
 import signal
 import socket
+import ssl
 import threading
 import time
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import AsyncIterator, Callable, Iterator, Literal, TypeVar
+from typing import Any, AsyncIterator, Callable, Coroutine, Iterator, Literal, TypeVar
 
 import uvicorn
+from uvicorn.config import create_ssl_context
 from fastapi import FastAPI
 from starlette.types import ASGIApp
 
@@ -28,6 +30,7 @@ from scheduler.core.model import NodeInfo
 from scheduler.errors import CellfitError, ConfigError, KubernetesApiError
 from scheduler.cluster.priority_class import PriorityClassLookup
 from scheduler.extender.admission import PodAdmission
+from scheduler.extender.certificates import CertificateReloader
 from scheduler.extender.app import create_admission_app, create_app, create_metrics_app
 from scheduler.extender.dispatch import VerbDispatch
 from scheduler.extender.metrics import ExtenderMetrics
@@ -248,6 +251,26 @@ def _listener(
     return _Listener(config), _bind(host=host, port=port, setting=setting)
 
 
+def _certificate_reloader(config: uvicorn.Config) -> CertificateReloader:
+    """Keeps the TLS listener of ``config`` presenting its certificate files' current pair."""
+    assert config.ssl is not None and config.ssl_certfile is not None and config.ssl_keyfile is not None
+
+    def make_context() -> ssl.SSLContext:  # as uvicorn made the listener's (Config.load)
+        return create_ssl_context(
+            certfile=config.ssl_certfile,  # type: ignore[arg-type]
+            keyfile=config.ssl_keyfile,
+            password=config.ssl_keyfile_password,
+            ssl_version=config.ssl_version,
+            cert_reqs=config.ssl_cert_reqs,
+            ca_certs=config.ssl_ca_certs,
+            ciphers=config.ssl_ciphers,
+        )
+
+    return CertificateReloader(
+        context=config.ssl, make_context=make_context, cert_file=str(config.ssl_certfile), key_file=str(config.ssl_keyfile)
+    )
+
+
 def _bind(*, host: str, port: int, setting: str) -> socket.socket:
     """Bind before any listener starts, so that a port in use ends the process before the
     watch cache has started, with the setting to change (uvicorn would only log errno 98)."""
@@ -281,17 +304,19 @@ def serve(settings: Settings) -> None:
             )
         )
     admission = settings.admission
+    chores: list[Callable[[], Coroutine[Any, Any, None]]] = []
     if runtime.admission_app is not None and admission.cert_file and admission.key_file:
-        listeners.append(
-            _listener(
-                runtime.admission_app,
-                host=admission.host,
-                port=admission.port,
-                lifespan="off",
-                setting="admission.port",
-                tls=(admission.cert_file, admission.key_file),
-            )
+        webhook = _listener(
+            runtime.admission_app,
+            host=admission.host,
+            port=admission.port,
+            lifespan="off",
+            setting="admission.port",
+            tls=(admission.cert_file, admission.key_file),
         )
+        listeners.append(webhook)
+        reloader = _certificate_reloader(webhook[0].config)
+        chores.append(lambda: reloader.watch(interval_seconds=admission.cert_reload_seconds))
     log.info(
         "cellfit extender listening",
         extra={
@@ -304,10 +329,13 @@ def serve(settings: Settings) -> None:
         },
     )
     with asyncio.Runner(loop_factory=listeners[0][0].config.get_loop_factory()) as runner:
-        runner.run(_serve_until_signalled(listeners))
+        runner.run(_serve_until_signalled(listeners, chores))
 
 
-async def _serve_until_signalled(listeners: list[tuple[_Listener, socket.socket]]) -> None:
+async def _serve_until_signalled(
+    listeners: list[tuple[_Listener, socket.socket]], chores: list[Callable[[], Coroutine[Any, Any, None]]]
+) -> None:
+    """Serve ``listeners`` until a signal or until one stops; ``chores`` run alongside until then."""
     loop = asyncio.get_running_loop()
 
     def stop() -> None:
@@ -326,10 +354,13 @@ async def _serve_until_signalled(listeners: list[tuple[_Listener, socket.socket]
         loop.add_signal_handler(signum, on_signal)
     try:
         serving = [asyncio.create_task(listener.serve(sockets=[sock])) for listener, sock in listeners]
+        background = [asyncio.create_task(chore()) for chore in chores]
         # Whichever listener stops first, for whatever reason, stops the other: never a
         # process serving probes "ok" without its extender, or the reverse.
         await asyncio.wait(serving, return_when=asyncio.FIRST_COMPLETED)
         stop()
+        for task in background:
+            task.cancel()
         await asyncio.gather(*serving)
     finally:
         for signum in (signal.SIGINT, signal.SIGTERM):

@@ -4,6 +4,7 @@ when the Job controller creates a pod. Only the review and /healthz are served t
 from __future__ import annotations
 
 import ssl
+import time
 from pathlib import Path
 
 import httpx
@@ -88,3 +89,44 @@ def test_an_oversized_review_is_refused_before_it_is_read_whole():
         assert httpx.post(f"{url}{REVIEW}", content=k.dumps(review), timeout=10).status_code == 200
         too_big = httpx.post(f"{url}{REVIEW}", content=b" " * 5000, timeout=10)
         assert too_big.status_code == 413 and "server.maxRequestBytes (4096 bytes)" in too_big.json()["Error"]
+
+
+@pytest.mark.slow
+def test_a_rotated_certificate_is_presented_without_a_restart(tmp_path: Path) -> None:
+    first, second = make_serving_certificate(tmp_path / "first"), make_serving_certificate(tmp_path / "second")
+    cert_file, key_file = tmp_path / "tls.crt", tmp_path / "tls.key"
+    cert_file.write_bytes(first.cert_file.read_bytes())
+    key_file.write_bytes(first.key_file.read_bytes())
+    port, admission_port = free_port(), free_port()
+    config = tmp_path / "cellfit.yaml"
+    config.write_text(
+        f"server: {{port: {port}}}\nlogging: {{format: text}}\n"
+        f"admission: {{enabled: true, host: 127.0.0.1, port: {admission_port}, certFile: {cert_file}, "
+        f"keyFile: {key_file}, certReloadSeconds: 0.2}}\n"
+    )
+
+    def healthy_trusting(pair) -> bool:  # type: ignore[no-untyped-def]
+        trust = ssl.create_default_context(cafile=str(pair.ca_file))
+        try:
+            return httpx.get(f"https://127.0.0.1:{admission_port}/healthz", verify=trust, timeout=5).status_code == 200
+        except httpx.ConnectError:
+            return False
+
+    process = _serve(config)
+    try:
+        _wait_ok(f"http://127.0.0.1:{port}/readyz", process)
+        assert healthy_trusting(first) and not healthy_trusting(second)
+        # As the kubelet updates a mounted Secret: each file replaced in one rename.
+        for new, old in ((second.key_file, key_file), (second.cert_file, cert_file)):
+            staged = old.with_suffix(".new")
+            staged.write_bytes(new.read_bytes())
+            staged.replace(old)
+        deadline = time.monotonic() + 10
+        while not healthy_trusting(second):
+            assert time.monotonic() < deadline, "the new certificate was not presented within 10 s"
+            time.sleep(0.1)
+        assert not healthy_trusting(first)
+    finally:
+        process.terminate()
+        output, _ = process.communicate(timeout=30)
+    assert "certificate reloaded" in output

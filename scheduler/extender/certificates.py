@@ -1,0 +1,86 @@
+"""Keeps an HTTPS listener's certificate current without a restart.
+
+The webhook's certificate and key are files of a mounted Secret. When the Secret changes (the
+chart's certificate rotated, cert-manager renewing it), the kubelet swaps the files in place
+within a minute or so, but a TLS context loaded at startup would go on presenting the old
+certificate until it expires and the API server stops trusting it. So the files are checked
+periodically and, when they changed, loaded into a new context, which the listener's own
+context hands every new handshake to (its SNI callback runs for each ClientHello, SNI or not):
+connections made after that present the new pair, open ones keep theirs. A pair that does not
+load (a half-written swap, a key that does not match) is logged and the old one kept; the next
+check tries again. Loading into the listener's context itself would not do: a certificate
+whose key does not match is taken before the key is refused, leaving a context no handshake
+succeeds with.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import ssl
+from typing import Callable
+
+log = logging.getLogger(__name__)
+
+# (device, inode, size, mtime in ns) of each file: the kubelet swaps a Secret's files by
+# re-pointing a symlink, which changes the inode even when size and mtime match.
+_Stamp = tuple[tuple[int, int, int, int] | None, ...]
+
+
+class CertificateReloader:
+    """``context`` is the listener's; ``make_context`` builds one like it from the files (same
+    settings), raising when they do not load."""
+
+    def __init__(
+        self, *, context: ssl.SSLContext, make_context: Callable[[], ssl.SSLContext], cert_file: str, key_file: str
+    ) -> None:
+        self._make_context = make_context
+        self._cert_file = cert_file
+        self._key_file = key_file
+        self._loaded = self._stamp()
+        self._current = context
+        context.sni_callback = self._hand_over
+
+    def _hand_over(self, connection: ssl.SSLObject, server_name: str | None, context: ssl.SSLContext) -> None:
+        current = self._current
+        if connection.context is not current:
+            connection.context = current
+
+    def _stamp(self) -> _Stamp:
+        stamps: list[tuple[int, int, int, int] | None] = []
+        for path in (self._cert_file, self._key_file):
+            try:
+                found = os.stat(path)
+            except OSError:
+                stamps.append(None)
+                continue
+            stamps.append((found.st_dev, found.st_ino, found.st_size, found.st_mtime_ns))
+        return tuple(stamps)
+
+    def reload_if_changed(self) -> bool:
+        """Load the files into the context if they changed since the last load; returns
+        whether a new pair is now presented."""
+        stamp = self._stamp()
+        if stamp == self._loaded or None in stamp:
+            return False
+        try:
+            fresh = self._make_context()
+        except (OSError, ssl.SSLError, ValueError) as error:
+            log.warning(
+                "new certificate not loaded; the listener keeps presenting the previous one",
+                extra={"cert_file": self._cert_file, "key_file": self._key_file, "reason": str(error)},
+            )
+            return False
+        self._current = fresh
+        self._loaded = stamp
+        log.info("certificate reloaded", extra={"cert_file": self._cert_file})
+        return True
+
+    async def watch(self, *, interval_seconds: float) -> None:
+        """Check every ``interval_seconds`` until cancelled."""
+        if interval_seconds <= 0:
+            raise ValueError(f"interval_seconds must be positive, got {interval_seconds}")
+        while True:
+            await asyncio.sleep(interval_seconds)
+            self.reload_if_changed()
