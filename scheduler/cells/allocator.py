@@ -404,59 +404,77 @@ class CellAllocator:
 
     def _change_whole_node(self, leaves: Sequence[Cell], booking_id: int, *, own: bool) -> bool:
         """:meth:`_change_leaves` for a guaranteed booking of every GPU of a healthy node without
-        opportunistic pods (an 8-GPU pod, each slot of a gang of them), in far fewer steps: the
-        counters of the GPUs and of the cells inside the node are known outright, and every
-        ancestor takes the same delta, so there is nothing to sum per level. Returns False,
-        having changed nothing, when the booking is not of that shape.
-
-        Cells inside the node are never VC cells, free cells or wide cells here: the booking's
-        VC cell holds all of the node, so it is the node or above."""
+        opportunistic pods (an 8-GPU pod, each slot of a gang of them), in far fewer steps (see
+        :meth:`_change_whole_nodes`). Returns False, having changed nothing, when the booking is
+        not of that shape."""
         node = leaves[0].node_cell if leaves else None
         total = len(leaves)
         if node is None or node.total != total or node.opp or node.bad or node.g_used != (0 if own else total):
             return False
-        if own:
-            # The node's counters (no guaranteed, opportunistic or bad GPU) prove its GPUs
-            # untouched, and a booking's GPUs are distinct GPUs of one node.
-            for leaf in leaves:
-                leaf.g_owner = booking_id
-                leaf.g_used = 1
-                leaf.hfree = leaf.gfree = 0
-            for cell in node.inner:
-                cell.g_used = cell.total
-                cell.hfree = cell.gfree = 0
-        else:
+        if not own:
             for leaf in leaves:  # make sure they are all this booking's before writing anything
                 if leaf.node_cell is not node or leaf.g_owner != booking_id:
                     return False
-            for leaf in leaves:
-                leaf.g_owner = None
-                leaf.g_used = 0
-                leaf.hfree = leaf.gfree = 1
-            for cell in node.inner:
-                cell.g_used = 0
-                cell.hfree = cell.gfree = cell.total
-        booked = total if own else -total
+        # The node's counters (no guaranteed, opportunistic or bad GPU) prove its GPUs untouched
+        # when booking, and a booking's GPUs are distinct GPUs of one node.
+        self._change_whole_nodes((node,), (booking_id,), own=own)
+        return True
+
+    def _change_whole_nodes(self, nodes: Sequence[Cell], booking_ids: Sequence[int], *, own: bool) -> None:
+        """Book (``own``) or clear every GPU of each of ``nodes`` for the guaranteed booking at
+        the same position of ``booking_ids``, exactly as :meth:`_change_leaves` would one node
+        after another; the caller has checked that each node is healthy, without opportunistic
+        pods, and wholly free (or wholly that booking's). The counters of the GPUs and of the
+        cells inside a node are known outright, and an ancestor shared by several nodes takes
+        their summed delta once (a rack holding a gang's 8 slots: one index move, not 8).
+
+        Cells inside a node are never VC cells, free cells or wide cells here: the booking's VC
+        cell holds all of the node, so it is the node or above."""
+        level: dict[Cell, int] = {}  # cells whose deltas (GPUs booked) are still to be applied
+        for node, booking_id in zip(nodes, booking_ids):
+            if own:
+                for leaf in node.leaves:
+                    leaf.g_owner = booking_id
+                    leaf.g_used = 1
+                    leaf.hfree = leaf.gfree = 0
+                for cell in node.inner:
+                    cell.g_used = cell.total
+                    cell.hfree = cell.gfree = 0
+                level[node] = node.total
+            else:
+                for leaf in node.leaves:
+                    leaf.g_owner = None
+                    leaf.g_used = 0
+                    leaf.hfree = leaf.gfree = 1
+                for cell in node.inner:
+                    cell.g_used = 0
+                    cell.hfree = cell.gfree = cell.total
+                level[node] = -node.total
         idle = self.idle
         vcs = self.vcs
-        current: Cell | None = node
-        while current is not None:
-            parent = current.parent
-            current.g_used += booked
-            old_h = current.hfree
-            current.hfree = old_h - booked
-            if current.node_cell is current:
-                idle.idle_changed(current, old_h)
-            old_gf = current.gfree
-            new_gf = current.gfree = old_gf - booked
-            if parent is not None and parent.child_index is not None:
-                parent.child_index.move(current, old_gf, new_gf)
-            if current.vc is not None and (current.state is _BOUND or current.state is _PINNED):
-                vc = vcs.get(current.vc)
-                if vc is not None and current not in vc.draining:
-                    vc.usable[current.cell_type].move(current, old_gf, new_gf)
-            current = parent
-        return True
+        while level:
+            above: dict[Cell, int] = {}
+            for cell, booked in level.items():
+                parent = cell.parent
+                cell.g_used += booked
+                old_h = cell.hfree
+                cell.hfree = old_h - booked
+                if cell.node_cell is cell:
+                    idle.idle_changed(cell, old_h)
+                old_gf = cell.gfree
+                new_gf = cell.gfree = old_gf - booked
+                if cell.vc is not None and (cell.state is _BOUND or cell.state is _PINNED):
+                    vc = vcs.get(cell.vc)
+                    if vc is not None and cell not in vc.draining:
+                        vc.usable[cell.cell_type].move(cell, old_gf, new_gf)
+                if parent is not None:
+                    if parent.child_index is not None:
+                        parent.child_index.move(cell, old_gf, new_gf)
+                    # Re-inserted, not updated: cells of a level are moved in the order of their
+                    # last change, so that an index holding several of them ends in the order
+                    # node-by-node bookings would leave it (a moved cell goes last in its bucket).
+                    above[parent] = above.pop(parent, 0) + booked
+            level = above
 
     def _set_owned(self, root: Cell, delta: int) -> None:
         self.idle.cover(root, delta)
@@ -722,12 +740,7 @@ class CellAllocator:
         holds: str | None = None,
     ) -> Booking:
         holds = holds or ("g" if priority is _PRIO_GUARANTEED and spot.root is not None else "o")
-        # Positional: the same fields as Booking declares them, cheaper than keywords here.
-        booking = Booking(self._next_id, vc, priority, holds, spot.chain, spot.level, spot.root, spot.gpus, pod_uid, pod_key, group)
-        self._next_id += 1
-        self.bookings[booking.id] = booking
-        if pod_uid is not None:
-            self.by_pod[pod_uid] = booking
+        booking = self._new_booking(vc, priority, holds, spot.chain, spot.level, spot.root, spot.gpus, pod_uid, pod_key, group)
         if holds == "g":
             node = booking.gpus[0].node_cell if booking.gpus else None
             overlapped = [leaf.o_owner for leaf in booking.gpus if leaf.o_owner is not None] if node is None or node.opp else ()
@@ -747,6 +760,28 @@ class CellAllocator:
                 other = self.bookings.get(other_id)
                 if other is not None and other.pod_uid is None:
                     self.release(other)
+        return booking
+
+    def _new_booking(
+        self,
+        vc: str,
+        priority: Priority,
+        holds: str,
+        chain: Chain,
+        level: int,
+        root: Cell | None,
+        gpus: tuple[Cell, ...],
+        pod_uid: str | None,
+        pod_key: str | None,
+        group: Group | None,
+    ) -> Booking:
+        """A booking registered under the next id; its GPUs are the caller's to change."""
+        # Positional: the same fields as Booking declares them, cheaper than keywords here.
+        booking = Booking(self._next_id, vc, priority, holds, chain, level, root, gpus, pod_uid, pod_key, group)
+        self._next_id += 1
+        self.bookings[booking.id] = booking
+        if pod_uid is not None:
+            self.by_pod[pod_uid] = booking
         return booking
 
     def release(self, booking: Booking) -> None:
@@ -837,11 +872,20 @@ class CellAllocator:
         for target in targets:
             target_of.setdefault(target.chain, target)
         listed: Cell | None = None  # the previous slot's VC cell, if bound straight off a free list
+        fresh = False  # whether the previous slot bound a new VC cell
+        slots = group.slots
         try:
-            for _ in range(gang.size):
+            while len(slots) < gang.size:
+                if guaranteed_vc is not None and slots and allowed is None:
+                    booked_fresh = self._book_whole_nodes(guaranteed_vc, group, fresh, target_of, gang.size - len(slots))
+                    if booked_fresh is not None:
+                        fresh = booked_fresh
+                        listed = slots[-1].root if fresh else None
+                        if len(slots) == gang.size:
+                            break
                 spot = None
-                if guaranteed_vc is not None and group.slots:
-                    previous = group.slots[-1]
+                if guaranteed_vc is not None and slots:
+                    previous = slots[-1]
                     if previous.root is not None and previous.root.gfree >= request.gpus:
                         spot = self._plan_in_last_root(guaranteed_vc, previous, target_of, request.gpus, allowed)
                     if spot is None and listed is not None:
@@ -853,9 +897,10 @@ class CellAllocator:
                 listed = root if spot.new_root and root is not None and (
                     root.state is _FREE or (root.state is _INSIDE and root.parent is not None and root.parent.state is _SPLIT)
                 ) else None
-                group.slots.append(
+                slots.append(
                     self.book(spot, vc=vc_name, priority=request.priority, pod_uid=None, pod_key=None, group=group)
                 )
+                fresh = spot.new_root
         except Unplaceable as failure:
             for slot in list(group.slots):
                 self.release(slot)
@@ -866,6 +911,73 @@ class CellAllocator:
         group.cell_type = group.slots[0].cell_type if group.slots else group.cell_type
         self.groups[gang.key] = group
         return group
+
+    def _book_whole_nodes(
+        self, vc: VcState, group: Group, fresh: bool, target_of: Mapping[Chain, Target], count: int
+    ) -> bool | None:
+        """Book up to ``count`` more slots of ``group`` at once where each slot takes a whole
+        clean node (8-GPU pods on 8-GPU nodes), exactly where and how slot-by-slot booking would
+        put them, with the work the slots share done once (see :meth:`_change_whole_nodes`).
+        ``fresh``: the previous slot bound a new VC cell. Returns whether the slots booked did
+        so too (each its node), or ``None`` when the next slot is not of that kind (nothing is
+        booked then).
+
+        Which nodes, not a heuristic: a search per slot would take these one after another.
+        Inside the previous slot's VC cell (a wide cell of nodes) :meth:`_plan_in_last_root`
+        takes the first node of the cell's index with every GPU free (fewer would not hold the
+        request); booking it takes it out of the index and moves no other entry, so the next
+        slot takes the next such node. When the previous slot bound a fresh node, its search
+        found no VC cell able to take it and nothing for the targets before its own, and
+        booking it changed neither (see :meth:`_plan_next_listed`); at the node level it took
+        the first clean free node, or split a free cell when there was none (a clean free node
+        always holds the request). Either way the clean free nodes are now the ones after it
+        on the list, or the split's, and with quota left Algorithm 1 takes the first of them:
+        the node level is the lowest with a free cell, so there is no deviation to check.
+        Binding it changes nothing else on the list, nor any draining (none is allowed here).
+        A node with opportunistic pods ends the run: its slot needs the general booking,
+        which evicts."""
+        previous = group.slots[-1]
+        chain = previous.chain
+        node_level = chain.node_level
+        n = group.gpus
+        target = target_of.get(chain)
+        root = previous.root
+        if root is None or target is None or target.level != node_level or n != chain.gpus[node_level - 1]:
+            return None
+        nodes: list[Cell]
+        if (
+            root.level == node_level + 1
+            and root.child_index is not None
+            and root.vc == vc.name
+            and (root.state is _BOUND or root.state is _PINNED)
+            and root not in vc.draining
+        ):
+            nodes = root.child_index.first_with(n, count)
+            fresh = False
+        elif fresh and root.level == node_level and not vc.draining:
+            cell_type = root.cell_type
+            left = vc.quota.get(cell_type, 0) - len(vc.bound.get(cell_type, ()))
+            nodes = self.buddies[chain].first_clean_cells(node_level, min(count, left)) if left > 0 else []
+        else:
+            return None
+        for i, node in enumerate(nodes):
+            if node.opp or node.gfree != n:
+                del nodes[i:]
+                break
+        if not nodes:
+            return None
+        ids = []
+        for node in nodes:
+            booking = self._new_booking(
+                vc.name, group.priority, "g", chain, node_level, node if fresh else root, node.leaves, None, None, group
+            )
+            group.slots.append(booking)
+            ids.append(booking.id)
+        self._change_whole_nodes(nodes, ids, own=True)
+        if fresh:
+            for node in nodes:
+                self._bind(vc, node)
+        return fresh
 
     @staticmethod
     def _plan_in_last_root(
@@ -915,10 +1027,10 @@ class CellAllocator:
         if target_level == level and allowed is None:
             # The request fills whole cells of the free list's level (an 8-GPU pod, a node):
             # a clean free cell holds it whole, so the first one is the answer.
-            first = buddy.first_clean_cell(level)
-            if first is None or first.gfree < n:
+            clean = buddy.first_clean_cells(level, 1)
+            if not clean or clean[0].gfree < n:
                 return None
-            return Spot(chain, target_level, tuple(pick_gpus(first, n, _VIEW_GUARANTEED)), first, True)
+            return Spot(chain, target_level, tuple(pick_gpus(clean[0], n, _VIEW_GUARANTEED)), clean[0], True)
         found = buddy.first_clean(level, lambda cell: best_spot(cell, target_level, n, _VIEW_GUARANTEED, allowed))
         if found is None:
             return None

@@ -13,6 +13,7 @@ move.
 from __future__ import annotations
 
 from bisect import bisect_left, insort
+from itertools import islice
 from typing import Generic, Hashable, Iterator, TypeVar
 
 T = TypeVar("T", bound=Hashable)
@@ -77,6 +78,11 @@ class Buckets(Generic[T]):
         if index == len(keys):
             return None
         return next(iter(self._by_key[keys[index]]))
+
+    def first_with(self, key: int, count: int) -> list[T]:
+        """Up to ``count`` items keyed exactly ``key``, in order."""
+        bucket = self._by_key.get(key)
+        return list(islice(bucket, count)) if bucket is not None else []
 
     def items_at_least(self, key: int) -> Iterator[tuple[int, T]]:
         """``(key, item)`` pairs with key >= ``key``, smallest key first."""

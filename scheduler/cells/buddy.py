@@ -18,6 +18,7 @@ Deviations from the paper, and why they stay safe:
 
 from __future__ import annotations
 
+from itertools import islice
 from typing import Callable, Sequence
 
 from scheduler.cells.topology import Cell, CellState, Chain
@@ -202,12 +203,15 @@ class BuddyAllocator:
 
     # ------------------------------------------------------------------ search (no mutation)
 
-    def first_clean_cell(self, level: int) -> Cell | None:
-        """The first clean free cell at ``level``, in free-list order."""
+    def first_clean_cells(self, level: int, count: int) -> list[Cell]:
+        """Up to ``count`` clean free cells at ``level``, in free-list order: what ``count``
+        bindings in a row take when each takes the first."""
+        found: list[Cell] = []
         for group in self._clean[level - 1].values():
-            for cell in group:
-                return cell
-        return None
+            found.extend(islice(group, count - len(found)))
+            if len(found) == count:
+                break
+        return found
 
     def first_clean(self, level: int, search: Callable[[Cell], Cell | None]) -> tuple[Cell, Cell] | None:
         """The first clean free cell at ``level``, in free-list order, in which ``search`` finds

@@ -1,0 +1,206 @@
+"""Gangs of whole-node pods booked in one batch (CellAllocator._book_whole_nodes) leave HiveD's
+state exactly as booking slot by slot with a full search per slot does: the same bookings, ids,
+counters, buddy free lists and every index in the same order."""
+
+from __future__ import annotations
+
+import copy
+import random
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from scheduler.cells import HivedEngine
+from scheduler.cells.buckets import Buckets
+from scheduler.cells.topology import Cell
+from tests.cells.helpers import V100_TYPES, node, pod, schedule
+
+RACKS, NODES_PER_RACK = 3, 18  # more than WIDE nodes: racks index their nodes
+NAMES = [f"r{r}n{n}" for r in range(RACKS) for n in range(NODES_PER_RACK)]
+PINNED = {"r2n16": "p0", "r2n17": "p1"}  # whole nodes a VC holds even when idle
+VCS: dict[str, Any] = {
+    "a": {"cells": [{"cellType": "V100-NODE", "count": 10}, {"cellType": "V100-SOCKET", "count": 4}], "pinnedCells": ["p0", "p1"]},
+    "b": [{"cellType": "V100-RACK", "count": 1}, {"cellType": "V100-NODE", "count": 3}],
+    "c": [{"cellType": "V100-RACK", "count": 1}],
+}
+
+
+def config(vcs: dict[str, Any]) -> dict[str, Any]:
+    types = copy.deepcopy(V100_TYPES)
+    types["V100-RACK"] = {"childType": "V100-NODE", "childCount": NODES_PER_RACK}
+    physical = [
+        {
+            "cellType": "V100-RACK",
+            "cellChildren": [
+                {"nodeName": name, **({"pinnedCellId": PINNED[name]} if name in PINNED else {})}
+                for name in (f"r{r}n{n}" for n in range(NODES_PER_RACK))
+            ],
+        }
+        for r in range(RACKS)
+    ]
+    return {"topology": {"cellTypes": types, "physicalCells": physical}, "virtualClusters": vcs}
+
+
+def _ids(cells: Any) -> list[str]:
+    return [c.id for c in cells]
+
+
+def _buckets(index: Buckets[Cell] | None) -> Any:
+    if index is None:
+        return None
+    return [(key, _ids(index._by_key[key])) for key in index._keys]
+
+
+def exact_state(engine: HivedEngine) -> dict[str, Any]:
+    """Everything, orders included (unlike helpers.snapshot): what a later decision could see."""
+    alloc = engine.allocator
+    cells = {
+        c.id: (
+            c.g_used, c.hfree, c.gfree, c.opp, c.bad, c.g_owner, c.o_owner, c.is_bad, c.state, c.vc, c.free_kids,
+            _buckets(c.child_index),
+        )
+        for c in engine.topology.all_cells()
+    }
+    vcs = {
+        name: (
+            dict(vc.quota), _ids(vc.pinned), sorted(_ids(vc.draining)),
+            {t: _ids(roots) for t, roots in vc.bound.items()},
+            {t: _buckets(index) for t, index in vc.usable.items()},
+        )
+        for name, vc in alloc.vcs.items()
+    }
+    buddies = {
+        chain.name: (
+            [[(p.id if p else None, _ids(g)) for p, g in level.items()] for level in buddy._clean],
+            [[(p.id if p else None, _ids(g)) for p, g in level.items()] for level in buddy._dirty],
+            list(buddy._free),
+            {p.id: (_ids(g), missing.id) for p, (g, missing) in buddy._spare.items()},
+        )
+        for chain, buddy in alloc.buddies.items()
+    }
+    idle = alloc.idle
+    groups = {
+        chain.name: [(g.order, g.covered, _buckets(g.free), _buckets(g.held)) for g in chain_groups]
+        for chain, chain_groups in idle._groups.items()
+    }
+    bookings = {
+        i: (b.vc, b.priority, b.holds, b.chain.name, b.level, b.root.id if b.root else None, _ids(b.gpus), b.pod_uid,
+            b.group.key if b.group else None)
+        for i, b in alloc.bookings.items()
+    }
+    return {
+        "cells": cells, "vcs": vcs, "buddies": buddies, "idle": groups,
+        "overlaps": [(c.id, n) for c, n in idle._overlaps.items()],
+        "bookings": bookings, "next_id": alloc._next_id,
+        "groups": {k: [s.id for s in g.slots] for k, g in alloc.groups.items()},
+        "by_pod": {uid: b.id for uid, b in alloc.by_pod.items()},
+    }
+
+
+def slot_by_slot(engine: HivedEngine) -> HivedEngine:
+    """No shortcut at all: every slot of every gang gets a full search and its own booking."""
+    alloc = engine.allocator
+    alloc._book_whole_nodes = lambda *args: None  # type: ignore[method-assign]
+    alloc._plan_in_last_root = lambda *args: None  # type: ignore[method-assign]
+    alloc._plan_next_listed = lambda *args: None  # type: ignore[method-assign]
+    return engine
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(st.integers(0, 10_000))
+def test_batched_gang_slots_equal_slot_by_slot_booking(seed: int) -> None:
+    rng = random.Random(seed)
+    fast = HivedEngine.from_config(config(VCS))
+    slow = slot_by_slot(HivedEngine.from_config(config(VCS)))
+    engines = (fast, slow)
+    batches = 0
+    original = fast.allocator._book_whole_nodes
+
+    def counted(*args: Any) -> bool | None:
+        nonlocal batches
+        result = original(*args)
+        batches += result is not None
+        return result
+
+    fast.allocator._book_whole_nodes = counted  # type: ignore[method-assign]
+    for step in range(60):
+        vc = rng.choice(["a", "b", "c"])
+        roll = rng.random()
+        if roll < 0.45:
+            size = rng.randint(2, 12)
+            gpus = rng.choice([8, 8, 8, 4])
+            priority = rng.choice([None, None, None, "opportunistic"])
+            members = [pod(f"g{step}-{i}", gpus, vc, gang=(f"job{step}", size), priority=priority) for i in range(size)]
+        else:
+            gpus = rng.choice([1, 2, 4, 8])
+            members = [pod(f"p{step}", gpus, vc, priority=rng.choice([None, None, "opportunistic"]))]
+        offered = rng.sample(NAMES, rng.randint(1, len(NAMES))) if rng.random() < 0.1 else NAMES
+        for engine in engines:
+            for m in members:
+                placed = schedule(engine, m, offered)
+                if placed is not None:
+                    engine.apply_pod(placed)
+        if rng.random() < 0.1:
+            name = rng.choice(NAMES)
+            ready = rng.random() < 0.5
+            for engine in engines:
+                engine.apply_node(node(name, ready=ready))
+        if rng.random() < 0.05:
+            # Shrink or restore a quota: surplus VC cells drain until their pods finish.
+            vcs = copy.deepcopy(VCS)
+            vcs["a"]["cells"][0]["count"] = rng.choice([5, 10])
+            vcs["c"] = rng.choice([[{"cellType": "V100-RACK", "count": 1}], [{"cellType": "V100-NODE", "count": 2}]])
+            for engine in engines:
+                engine.reconfigure(config(vcs))
+        running = sorted(fast.allocator.by_pod)
+        if running and rng.random() < 0.5:
+            for uid in rng.sample(running, min(len(running), rng.randint(1, 12))):
+                for engine in engines:
+                    engine.delete_pod(uid)
+        assert exact_state(fast) == exact_state(slow), f"step {step}"
+    assert batches or seed % 7  # most runs batch something (a check that the test tests)
+
+
+def test_batch_matches_with_opportunistic_pods_in_the_way() -> None:
+    fast = HivedEngine.from_config(config(VCS))
+    slow = slot_by_slot(HivedEngine.from_config(config(VCS)))
+    for engine in (fast, slow):
+        for i, name in enumerate(NAMES[3:6]):
+            engine.apply_pod(pod(f"o{i}", 1, "a", priority="opportunistic", node=name, phase="Running"))
+        for i in range(10):
+            placed = schedule(engine, pod(f"g-{i}", 8, "c", gang=("job", 10)), NAMES)
+            assert placed is not None
+            engine.apply_pod(placed)
+    assert exact_state(fast) == exact_state(slow)
+
+
+def row_of_racks() -> HivedEngine:
+    """A wide cell of narrow ones: 17 racks of 3 two-GPU nodes in a row, so that racks sit in
+    their row's index and a batch's parents can share an index."""
+    types = {
+        "N": {"childType": "GPU", "childCount": 2, "isNodeLevel": True},
+        "RACK": {"childType": "N", "childCount": 3},
+        "ROW": {"childType": "RACK", "childCount": 17},
+    }
+    racks = [{"cellChildren": [{"nodeName": f"r{r}n{n}"} for n in range(3)]} for r in range(17)]
+    return HivedEngine.from_config({"topology": {"cellTypes": types, "physicalCells": [{"cellType": "ROW", "cellChildren": racks}]}})
+
+
+@settings(max_examples=80, deadline=None, derandomize=True)
+@given(st.lists(st.integers(0, 17 * 3 - 1), min_size=1, max_size=24, unique=True), st.integers(0, 24))
+def test_whole_nodes_changed_at_once_equal_one_after_another(picks: list[int], released: int) -> None:
+    """Interleaved racks (a node of rack A, two of B, another of A) must end in their row's index
+    in the order of their last change, as node-by-node bookings leave them."""
+    batch, single = row_of_racks(), row_of_racks()
+    names = [f"r{i // 3}n{i % 3}" for i in picks]
+    ids = list(range(1, len(names) + 1))
+    batch.allocator._change_whole_nodes([batch.topology.nodes[n] for n in names], ids, own=True)
+    for name, i in zip(names, ids):
+        assert single.allocator._change_whole_node(single.topology.nodes[name].leaves, i, own=True)
+    assert exact_state(batch) == exact_state(single)
+    gone = names[:released]
+    batch.allocator._change_whole_nodes([batch.topology.nodes[n] for n in gone], ids[: len(gone)], own=False)
+    for name, i in zip(gone, ids):
+        assert single.allocator._change_whole_node(single.topology.nodes[name].leaves, i, own=False)
+    assert exact_state(batch) == exact_state(single)
