@@ -32,10 +32,7 @@ class _Group:
 class IdleNodeIndex:
     def __init__(self, topology: Topology) -> None:
         self._groups: dict[Chain, list[_Group]] = {c: [_Group(0)] for c in topology.used_chains}
-        self._group_of: dict[Cell, _Group] = {}
         self._wide: dict[Cell, _Group] = {}
-        # Per-node overlap counts (roots on or inside the node, or covering it individually).
-        self._overlaps: dict[Cell, int] = {}
         for node in topology.nodes.values():
             self.add_node(node)
 
@@ -51,28 +48,31 @@ class IdleNodeIndex:
                 groups.append(group)
         else:
             group = groups[0]
-        self._group_of[node] = group
+        node.idle_group = group
+        node.overlaps = 0
         group.free.add(node, node.hfree)
 
     def remove_node(self, node: Cell) -> None:
         """Forget a node that left the cluster (no VC cell covers it any more)."""
-        group = self._group_of.pop(node)
-        (group.held if self._overlaps.pop(node, 0) else group.free).remove(node, node.hfree)
+        group = node.idle_group
+        assert group is not None
+        (group.held if node.overlaps else group.free).remove(node, node.hfree)
+        node.idle_group = None
+        node.overlaps = 0
         parent = node.parent
-        if parent is not None and self._wide.get(parent) is group and not any(n in self._group_of for n in parent.children):
+        if parent is not None and self._wide.get(parent) is group and not any(n.idle_group is not None for n in parent.children):
             del self._wide[parent]
             self._groups[node.chain].remove(group)
 
-    def _bucket(self, node: Cell) -> Buckets[Cell]:
-        group = self._group_of[node]
-        return group.held if self._overlaps.get(node, 0) else group.free
-
     def idle_changed(self, node: Cell, old: int) -> None:
-        group = self._group_of[node]
-        (group.held if node in self._overlaps else group.free).move(node, old, node.hfree)
+        group = node.idle_group
+        assert group is not None
+        (group.held if node.overlaps else group.free).move(node, old, node.hfree)
 
     def held(self, node: Cell) -> bool:
-        return bool(self._overlaps.get(node, 0)) or self._group_of[node].covered > 0
+        group = node.idle_group
+        assert group is not None
+        return node.overlaps > 0 or group.covered > 0
 
     def cover(self, root: Cell, delta: int) -> None:
         """A VC cell was bound (+1) or released (-1): the nodes it overlaps change side."""
@@ -93,16 +93,13 @@ class IdleNodeIndex:
                 stack.extend(cell.children)
 
     def _overlap(self, node: Cell, delta: int) -> None:
-        before = self._overlaps.get(node, 0)
-        after = before + delta
-        group = self._group_of[node]
-        if (before > 0) != (after > 0):
+        before = node.overlaps
+        after = node.overlaps = before + delta
+        if (before > 0) != (after > 0) and node.hfree:  # a full node is in no bucket (see Buckets)
+            group = node.idle_group
+            assert group is not None
             (group.held if before else group.free).remove(node, node.hfree)
             (group.held if after else group.free).add(node, node.hfree)
-        if after:
-            self._overlaps[node] = after
-        else:
-            self._overlaps.pop(node, None)
 
     def candidates(self, chain: Chain, gpus: int) -> Iterator[Cell]:
         """Nodes with at least ``gpus`` idle GPUs: unheld nodes best fit first, then held ones."""

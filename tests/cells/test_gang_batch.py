@@ -57,7 +57,7 @@ def exact_state(engine: HivedEngine) -> dict[str, Any]:
     alloc = engine.allocator
     cells = {
         c.id: (
-            c.g_used, c.hfree, c.gfree, c.opp, c.bad, c.g_owner, c.o_owner, c.is_bad, c.state, c.vc, c.free_kids,
+            c.g_used, c.hfree, c.gfree, c.opp, c.bad, c.g_owner, c.o_owner, c.is_bad, c.state, c.vc, c.free_kids, c.overlaps,
             _buckets(c.child_index),
         )
         for c in engine.topology.all_cells()
@@ -91,7 +91,6 @@ def exact_state(engine: HivedEngine) -> dict[str, Any]:
     }
     return {
         "cells": cells, "vcs": vcs, "buddies": buddies, "idle": groups,
-        "overlaps": [(c.id, n) for c, n in idle._overlaps.items()],
         "bookings": bookings, "next_id": alloc._next_id,
         "groups": {k: [s.id for s in g.slots] for k, g in alloc.groups.items()},
         "by_pod": {uid: b.id for uid, b in alloc.by_pod.items()},
