@@ -172,6 +172,7 @@ class CellAllocator:
         self.anomalies: deque[str] = deque(maxlen=MAX_ANOMALIES)
         self._next_id = 1
         self._targets: dict[tuple[str | None, Priority, int, str | None], list[Target]] = {}
+        self._capacity: dict[tuple[VcState, Chain, int, int], int] = {}
         self.configure(virtual_clusters)
 
     # ================================================================== configuration
@@ -182,7 +183,7 @@ class CellAllocator:
         removed VC lingers, quota-less, until its last pod is gone. Validation and feasibility are
         the caller's job. Raises ``ValueError`` (changing nothing) when a pinned cell would
         change hands while pods of its current VC still run in it."""
-        self._targets.clear()
+        self._forget_memos()
         wanted_owner = {pin: name for name, spec in virtual_clusters.items() for pin in spec.pinned_cells}
         for pin, cell in sorted(self.topology.pinned.items()):
             if cell.vc is not None and cell.g_used and wanted_owner.get(pin) != cell.vc:
@@ -253,7 +254,7 @@ class CellAllocator:
         buddy.seed(cell)
         for node in cell.node_cells:
             self.idle.add_node(node)
-        self._targets.clear()  # a new chain or a larger cell may serve requests
+        self._forget_memos()  # a new chain or a larger cell may serve requests
         return cell
 
     def is_idle(self, cell: Cell) -> bool:
@@ -269,7 +270,7 @@ class CellAllocator:
         for node in cell.node_cells:
             self.idle.remove_node(node)
         self.topology.remove_top_cell(cell)
-        self._targets.clear()
+        self._forget_memos()
 
     def resize_quota(self, vc_name: str, deltas: Mapping[str, int]) -> None:
         """Add ``deltas`` to a VC's quota per cell type (the implicit default VC following the
@@ -283,7 +284,13 @@ class CellAllocator:
                 vc.quota.pop(cell_type, None)
             if cell_type in vc.bound:
                 self._refresh_draining(vc, cell_type)
+        self._forget_memos()
+
+    def _forget_memos(self) -> None:
+        """What :meth:`targets` and :meth:`gang_capacity` remember depends on the quotas, the
+        pinned cells and the chains: forget it when one of them changes."""
         self._targets.clear()
+        self._capacity.clear()
 
     def _forget_if_idle(self, vc: VcState) -> None:
         if not vc.defined and not any(vc.bound.values()) and not vc.pinned:
@@ -615,8 +622,16 @@ class CellAllocator:
         return found
 
     def gang_capacity(self, vc: VcState, target: Target, gpus: int) -> int:
-        """How many pods of ``gpus`` GPUs at ``target`` the VC's whole guarantee could hold."""
+        """How many pods of ``gpus`` GPUs at ``target`` the VC's whole guarantee could hold.
+        Memoised: every gang asks."""
         chain, level = target.chain, target.level
+        key = (vc, chain, level, gpus)
+        pods = self._capacity.get(key)
+        if pods is None:
+            pods = self._capacity[key] = self._count_capacity(vc, chain, level, gpus)
+        return pods
+
+    def _count_capacity(self, vc: VcState, chain: Chain, level: int, gpus: int) -> int:
         per_cell = chain.gpus[level - 1] // gpus
         pods = 0
         counts: dict[str, int] = dict(vc.quota)

@@ -60,6 +60,13 @@ def test_gang_larger_than_the_vc():
     assert "can hold at most 16" in engine.filter(member("more", 0, 17, gpus=2), NODES).unresolvable["r0n0"]
 
 
+def test_gang_capacity_follows_quota_changes():
+    engine = make()
+    assert "can hold at most 4" in engine.filter(member("big", 0, 5), NODES).unresolvable["r0n0"]
+    engine.reconfigure(rack_cluster(vcs={"a": [{"cellType": "V100-NODE", "count": 2}], "b": [{"cellType": "V100-RACK", "count": 1}]}))
+    assert "can hold at most 2" in engine.filter(member("big2", 0, 3), NODES).unresolvable["r0n0"]
+
+
 def test_gang_without_size_or_owner():
     engine = make()
     p = pod("lonely", 1, "a", annotations={"cellfit.io/gang": "true"})
