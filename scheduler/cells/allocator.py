@@ -500,18 +500,27 @@ class CellAllocator:
 
     def _bind(self, vc: VcState, root: Cell) -> None:
         self.buddies[root.chain].take(root)
-        root.vc = vc.name
-        cell_type = root.cell_type
+        self._adopt(vc, (root,))
+
+    def _adopt(self, vc: VcState, roots: Sequence[Cell]) -> None:
+        """Make ``roots``, cells of one type the buddy allocator has just handed out, VC cells
+        of ``vc``. Draining is refreshed once, after all of them: several roots at once only
+        ever come within the quota and with nothing draining (see :meth:`_book_whole_nodes`)."""
+        cell_type = roots[0].cell_type
         bound = vc.bound.get(cell_type)
         if bound is None:
             bound = vc.bound[cell_type] = {}
-        bound[root] = None
         usable = vc.usable.get(cell_type)
         if usable is None:
             usable = vc.usable[cell_type] = Buckets()
-        if root.gfree:  # a full cell (an 8-GPU pod's node) is not kept in the index
-            usable.add(root, root.gfree)
-        self.idle.cover(root, +1)
+        name = vc.name
+        cover = self.idle.cover
+        for root in roots:
+            root.vc = name
+            bound[root] = None
+            if root.gfree:  # a full cell (an 8-GPU pod's node) is not kept in the index
+                usable.add(root, root.gfree)
+            cover(root, +1)
         if vc.draining or len(bound) > vc.quota.get(cell_type, 0):
             self._refresh_draining(vc, cell_type)
 
@@ -887,17 +896,9 @@ class CellAllocator:
         for target in targets:
             target_of.setdefault(target.chain, target)
         listed: Cell | None = None  # the previous slot's VC cell, if bound straight off a free list
-        fresh = False  # whether the previous slot bound a new VC cell
         slots = group.slots
         try:
             while len(slots) < gang.size:
-                if guaranteed_vc is not None and slots and allowed is None:
-                    booked_fresh = self._book_whole_nodes(guaranteed_vc, group, fresh, target_of, gang.size - len(slots))
-                    if booked_fresh is not None:
-                        fresh = booked_fresh
-                        listed = slots[-1].root if fresh else None
-                        if len(slots) == gang.size:
-                            break
                 spot = None
                 if guaranteed_vc is not None and slots:
                     previous = slots[-1]
@@ -909,13 +910,18 @@ class CellAllocator:
                     spot = self.plan(request, vc, targets, allowed=allowed)
                 root = spot.root
                 # Free on a list of its own level: a top-level FREE cell, or a child of a split one.
-                listed = root if spot.new_root and root is not None and (
+                off_list = spot.new_root and root is not None and (
                     root.state is _FREE or (root.state is _INSIDE and root.parent is not None and root.parent.state is _SPLIT)
-                ) else None
+                )
+                if guaranteed_vc is not None and allowed is None:
+                    last_off_list = self._book_whole_nodes(guaranteed_vc, group, spot, off_list, target_of, gang.size - len(slots))
+                    if last_off_list is not None:
+                        listed = slots[-1].root if last_off_list else None
+                        continue
+                listed = root if off_list else None
                 slots.append(
                     self.book(spot, vc=vc_name, priority=request.priority, pod_uid=None, pod_key=None, group=group)
                 )
-                fresh = spot.new_root
         except Unplaceable as failure:
             for slot in list(group.slots):
                 self.release(slot)
@@ -928,71 +934,86 @@ class CellAllocator:
         return group
 
     def _book_whole_nodes(
-        self, vc: VcState, group: Group, fresh: bool, target_of: Mapping[Chain, Target], count: int
+        self, vc: VcState, group: Group, spot: Spot, off_list: bool, target_of: Mapping[Chain, Target], count: int
     ) -> bool | None:
-        """Book up to ``count`` more slots of ``group`` at once where each slot takes a whole
-        clean node (8-GPU pods on 8-GPU nodes), exactly where and how slot-by-slot booking would
-        put them, with the work the slots share done once (see :meth:`_change_whole_nodes`).
-        ``fresh``: the previous slot bound a new VC cell. Returns whether the slots booked did
-        so too (each its node), or ``None`` when the next slot is not of that kind (nothing is
-        booked then).
+        """Book the planned slot ``spot`` and up to ``count - 1`` slots after it at once where
+        each slot takes a whole clean node (8-GPU pods on 8-GPU nodes), exactly where and how
+        slot-by-slot booking would put them, with the work the slots share done once (see
+        :meth:`_change_whole_nodes`, :meth:`_adopt`). ``off_list``: ``spot`` binds a VC cell
+        straight off the free list of its level. Returns whether the last slot booked did so
+        too, or ``None`` when ``spot`` is not of that kind (nothing is booked then).
 
         Which nodes, not a heuristic: a search per slot would take these one after another.
-        Inside the previous slot's VC cell (a wide cell of nodes) :meth:`_plan_in_last_root`
-        takes the first node of the cell's index with every GPU free (fewer would not hold the
-        request); booking it takes it out of the index and moves no other entry, so the next
-        slot takes the next such node. When the previous slot bound a fresh node, its search
-        found no VC cell able to take it and nothing for the targets before its own, and
-        booking it changed neither (see :meth:`_plan_next_listed`); at the node level it took
-        the first clean free node, or split a free cell when there was none (a clean free node
-        always holds the request). Either way the clean free nodes are now the ones after it
-        on the list, or the split's, and with quota left Algorithm 1 takes the first of them:
-        the node level is the lowest with a free cell, so there is no deviation to check.
-        Binding it changes nothing else on the list, nor any draining (none is allowed here).
-        A node with opportunistic pods ends the run: its slot needs the general booking,
-        which evicts."""
-        previous = group.slots[-1]
-        chain = previous.chain
+        Inside a wide VC cell of nodes (the spot's, bound before or by this slot)
+        :meth:`_plan_in_last_root` takes the first node of the cell's index with every GPU
+        free, which is where best fit put the spot itself; booking it takes it out of the index
+        and moves no other entry, so the next slot takes the next such node. When the spot binds
+        a fresh node, its search found no VC cell able to take it and nothing for the targets
+        before its own, and booking it changes neither (see :meth:`_plan_next_listed`); at the
+        node level it took the first clean free node, or split a free cell when there was none
+        (a clean free node always holds the request). Either way the clean free nodes are then
+        the ones after it on the list, or the split's, and with quota left Algorithm 1 takes
+        the first of them: the node level is the lowest with a free cell, so there is no
+        deviation to check. Binding it changes nothing else on the list, nor any draining (none
+        is allowed here). A node with opportunistic pods ends the run: its slot needs the
+        general booking, which evicts.
+
+        GPUs are booked before the new VC cells are registered, as :meth:`book` does for one:
+        with no draining and the quota respected, a registration moves nothing the later slots'
+        bookings move, and a new cell enters the VC's index where its last move would have put
+        it (last in the bucket of its final free count)."""
+        root = spot.root
+        chain = spot.chain
         node_level = chain.node_level
         n = group.gpus
         target = target_of.get(chain)
-        root = previous.root
         if root is None or target is None or target.level != node_level or n != chain.gpus[node_level - 1]:
             return None
+        anchor = spot.gpus[0].node_cell
+        if anchor is None or anchor.opp or anchor.gfree != n:
+            return None
         nodes: list[Cell]
-        if (
-            root.level == node_level + 1
-            and root.child_index is not None
-            and root.vc == vc.name
-            and (root.state is _BOUND or root.state is _PINNED)
-            and root not in vc.draining
-        ):
+        fresh_nodes = False  # every slot binds its own node
+        if root.level == node_level + 1 and root.child_index is not None:
+            # A root from the VC's index is the VC's and usable; a new one is once bound (as
+            # draining cannot change then).
+            if spot.new_root and vc.draining:
+                return None
             nodes = root.child_index.first_with(n, count)
-            fresh = False
-        elif fresh and root.level == node_level and not vc.draining:
+            if not nodes or nodes[0] is not anchor:
+                return None
+        elif root is anchor and spot.new_root and not vc.draining:
             cell_type = root.cell_type
             left = vc.quota.get(cell_type, 0) - len(vc.bound.get(cell_type, ()))
-            nodes = self.buddies[chain].first_clean_cells(node_level, min(count, left)) if left > 0 else []
+            buddy = self.buddies[chain]
+            buddy.take(anchor)  # what follows it on the list is what the next slots take
+            nodes = [anchor, *buddy.first_clean_cells(node_level, max(min(count, left) - 1, 0))]
+            fresh_nodes = True
         else:
             return None
         for i, node in enumerate(nodes):
             if node.opp or node.gfree != n:
                 del nodes[i:]
                 break
-        if not nodes:
-            return None
         ids = []
+        slots = group.slots
+        new_booking = self._new_booking
+        vc_name, priority = vc.name, group.priority
         for node in nodes:
-            booking = self._new_booking(
-                vc.name, group.priority, "g", chain, node_level, node if fresh else root, node.leaves, None, None, group
+            booking = new_booking(
+                vc_name, priority, "g", chain, node_level, node if fresh_nodes else root, node.leaves, None, None, group
             )
-            group.slots.append(booking)
+            slots.append(booking)
             ids.append(booking.id)
         self._change_whole_nodes(nodes, ids, own=True)
-        if fresh:
-            for node in nodes:
-                self._bind(vc, node)
-        return fresh
+        if fresh_nodes:
+            buddy = self.buddies[chain]
+            for node in nodes[1:]:
+                buddy.take(node)
+            self._adopt(vc, nodes)
+        elif spot.new_root:
+            self._bind(vc, root)
+        return off_list if len(nodes) == 1 else fresh_nodes
 
     @staticmethod
     def _plan_in_last_root(
