@@ -991,20 +991,19 @@ class CellAllocator:
             fresh_nodes = True
         else:
             return None
-        for i, node in enumerate(nodes):
-            if node.opp or node.gfree != n:
-                del nodes[i:]
-                break
         ids = []
         slots = group.slots
         new_booking = self._new_booking
         vc_name, priority = vc.name, group.priority
         for node in nodes:
+            if node.opp or node.gfree != n:
+                break
             booking = new_booking(
                 vc_name, priority, "g", chain, node_level, node if fresh_nodes else root, node.leaves, None, None, group
             )
             slots.append(booking)
             ids.append(booking.id)
+        del nodes[len(ids) :]
         self._change_whole_nodes(nodes, ids, own=True)
         if fresh_nodes:
             buddy = self.buddies[chain]
