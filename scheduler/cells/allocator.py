@@ -832,8 +832,11 @@ class CellAllocator:
 
     def victims(self, booking: Booking) -> list[Booking]:
         """Opportunistic bookings whose GPUs this guaranteed booking needs, in a stable order."""
-        if booking.holds != "g":
+        if booking.holds != "g" or not booking.gpus:
             return []
+        node = booking.gpus[0].node_cell  # a booking's GPUs are on one node
+        if node is not None and not node.opp:
+            return []  # asked for every free gang slot on each gang pod's filter: skip reading the GPUs
         ids = sorted({leaf.o_owner for leaf in booking.gpus if leaf.o_owner is not None})
         return [self.bookings[i] for i in ids if i in self.bookings]
 
