@@ -273,7 +273,30 @@ def _ensure_extender_only_account(cluster: Cluster, release: Release) -> None:
 # ------------------------------------------------------------------------------ processes
 
 
-class CellfitProcess:
+class LocalProcess:
+    """A server of the control plane's side running here, its output appended to ``log``."""
+
+    log: Path
+    process: subprocess.Popen[bytes] | None
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(20)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(5)
+        self.process = None
+
+    def tail(self, lines: int = 40) -> str:
+        try:
+            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no log)"
+
+
+class CellfitProcess(LocalProcess):
     """``cellfit serve`` with the chart's config file on a free local port. A metrics listener
     the config asks for (the chart's does, on 0.0.0.0) moves to another free port of
     127.0.0.1: this machine is shared."""
@@ -336,16 +359,6 @@ class CellfitProcess:
             time.sleep(0.2)
         raise AssertionError(f"cellfit not ready after {timeout:.0f}s; log {self.log}:\n{self.tail()}")
 
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(20)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(5)
-        self.process = None
-
     def get(self, path: str, **params: str) -> Any:
         response = httpx.get(f"{self.url}{path}", params=params, timeout=10)
         response.raise_for_status()
@@ -358,14 +371,8 @@ class CellfitProcess:
                 total += float(line.rsplit(" ", 1)[1])
         return total
 
-    def tail(self, lines: int = 40) -> str:
-        try:
-            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return "(no log)"
 
-
-class KubeSchedulerProcess:
+class KubeSchedulerProcess(LocalProcess):
     """kube-scheduler with a KubeSchedulerConfiguration, serving HTTPS on a free local port
     with delegated authentication and authorization through the same kubeconfig (as in a pod)."""
 
@@ -403,22 +410,6 @@ class KubeSchedulerProcess:
             return self.healthz()
 
         wait_for(healthy, timeout, f"kube-scheduler /healthz (log {self.log})")
-
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(20)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(5)
-        self.process = None
-
-    def tail(self, lines: int = 40) -> str:
-        try:
-            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return "(no log)"
 
 
 def local_scheduler_config(release: Release, *, cellfit_port: int, lease_seconds: int | None = None) -> dict[str, Any]:

@@ -370,10 +370,9 @@ class HivedEngine:
         )
 
     def unreserve(self, pod_uid: str) -> None:
-        booking = self.allocator.by_pod.get(pod_uid)
-        if booking is not None:
-            self.allocator.unassign(booking)
-            self._released()
+        # A bind that failed leaves the pod holding nothing, as if it were gone (a gang slot
+        # stays booked for the gang's other pods, as when a member pod is deleted).
+        self.delete_pod(pod_uid)
 
     # ------------------------------------------------------------------ cluster state
 
