@@ -43,6 +43,11 @@ class ClusterUnavailable(CellfitError):
     """An action needs the Kubernetes API and cellfit has no connection to one."""
 
 
+class NotReady(CellfitError):
+    """cellfit cannot decide yet: its watch cache has not synced, so a decision could hand out
+    GPUs that pods it has not listed yet already hold."""
+
+
 class KubernetesApiError(CellfitError):
     """The Kubernetes API answered with an error or could not be reached."""
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractAsyncContextManager
-from typing import Any, Callable, Protocol
+from typing import Any, Callable
 
 import msgspec
 from fastapi import FastAPI, Request, Response
@@ -37,19 +37,13 @@ from scheduler.errors import InvalidRequest
 from scheduler.extender.admission import PodAdmission
 from scheduler.extender.dispatch import ClientDisconnected, RequestTooLarge, VerbDispatch, VerbRoute, error_answer, receive_body
 from scheduler.extender.metrics import ExtenderMetrics
-from scheduler.extender.service import Answer, ExtenderService
+from scheduler.extender.service import Answer, ExtenderService, Readiness
 from scheduler.kube import wire
 
 log = logging.getLogger(__name__)
 JSON = "application/json"
 # Binds in flight at once: one per connection of the Kubernetes client's pool.
 BIND_CONCURRENCY = CONNECTION_POOL_SIZE
-
-
-class Readiness(Protocol):
-    def ready(self) -> tuple[bool, str]:
-        """Whether cellfit may take traffic, and why not."""
-        ...
 
 
 def create_app(
@@ -114,6 +108,10 @@ def create_app(
                     "200": {"description": "The verb's result.", "content": {JSON: {"schema": schemas[len(verbs) + index]}}},
                     "400": {"description": "The body is not a valid request.", "content": {JSON: {"schema": schemas[-1]}}},
                     "413": {"description": "The body exceeds server.maxRequestBytes.", "content": {JSON: {"schema": schemas[-1]}}},
+                    **({"503": {
+                        "description": "cellfit is starting (its watch cache has not synced); kube-scheduler retries the pod.",
+                        "content": {JSON: {"schema": schemas[-1]}},
+                    }} if verb in (VERB_PRIORITIZE, VERB_PREEMPT) else {}),
                 },
             }
         }

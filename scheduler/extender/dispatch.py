@@ -22,7 +22,7 @@ from typing import Callable, Generic, Iterable, Mapping, TypeVar
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from scheduler.errors import InvalidRequest
+from scheduler.errors import InvalidRequest, NotReady
 from scheduler.extender.service import Answer
 from scheduler.kube import wire
 
@@ -98,6 +98,10 @@ class VerbDispatch(Generic[App]):
             route.count_rejected()
             log.warning("request rejected", extra={"path": scope["path"], "reason": str(error)})
             answer = error_answer(400, str(error))
+        except NotReady as error:  # verbs without an Error field; kube-scheduler retries the pod
+            route.count_rejected()
+            log.info("not ready to decide", extra={"path": scope["path"], "reason": str(error)})
+            answer = error_answer(503, str(error))
         except Exception as error:  # noqa: BLE001 - a defect must not take the connection down
             route.count_failed()
             log.exception("request failed", extra={"path": scope["path"]})

@@ -35,18 +35,13 @@ from scheduler.extender.app import create_admission_app, create_app, create_metr
 from scheduler.extender.dispatch import VerbDispatch
 from scheduler.extender.metrics import ExtenderMetrics
 from scheduler.extender.inspect import inspect_router
-from scheduler.extender.service import ExtenderService
+from scheduler.extender.service import AlwaysReady, ExtenderService
 from scheduler.kube import translate, wire
 from scheduler.preemption import FitGppSettings
 from scheduler.preemption.engine import FitGppEngine
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-
-
-class _AlwaysReady:
-    def ready(self) -> tuple[bool, str]:
-        return True, "standalone: no watch cache to sync"
 
 
 @dataclass
@@ -150,12 +145,14 @@ def build_runtime(settings: Settings, *, api: KubernetesApi | None = None, stand
         if api is not None
         else None
     )
+    readiness = cache if cache is not None else AlwaysReady()
     service = ExtenderService(
         engine=engine,
         lock=lock,
         metrics=metrics,
         gpu_resource=settings.policy.gpu_resource_name,
         cluster=cache,
+        readiness=readiness,
     )
 
     metrics.track_sizes(lambda: _locked(lock, engine.stats), ("nodes", "pods"))
@@ -177,12 +174,12 @@ def build_runtime(settings: Settings, *, api: KubernetesApi | None = None, stand
     app = create_app(
         service=service,
         metrics=metrics,
-        readiness=cache if cache is not None else _AlwaysReady(),
+        readiness=readiness,
         max_request_bytes=settings.server.max_request_bytes,
         lifespan=lifespan,
     )
     app.api.include_router(inspect_router(engine=placement, lock=lock))
-    metrics_app = create_metrics_app(metrics=metrics, readiness=cache if cache is not None else _AlwaysReady())
+    metrics_app = create_metrics_app(metrics=metrics, readiness=readiness)
     admission_app = None
     if settings.admission.enabled:
         resumed_class = (

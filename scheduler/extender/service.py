@@ -31,6 +31,7 @@ from scheduler.errors import (
     CellfitError,
     ClusterUnavailable,
     InvalidRequest,
+    NotReady,
     SchedulingConflict,
     UnknownNode,
 )
@@ -67,6 +68,19 @@ class ClusterGateway(Protocol):
         ...
 
 
+class Readiness(Protocol):
+    def ready(self) -> tuple[bool, str]:
+        """Whether cellfit may decide (its watch cache has synced), and why not."""
+        ...
+
+
+class AlwaysReady:
+    """Standalone mode: no watch cache, so nothing to wait for."""
+
+    def ready(self) -> tuple[bool, str]:
+        return True, "standalone: no watch cache to sync"
+
+
 @dataclass(frozen=True, slots=True)
 class Answer:
     """An HTTP answer: status and JSON body bytes."""
@@ -84,21 +98,25 @@ class ExtenderService:
         metrics: ExtenderMetrics,
         gpu_resource: str,
         cluster: ClusterGateway | None,
+        readiness: Readiness,
     ) -> None:
         self._engine = engine
         self._lock = lock
         self._metrics = metrics
         self._gpu_resource = gpu_resource
         self._cluster = cluster
+        self._readiness = readiness
+        self._ready = False  # latched: a synced watch cache stays synced (relists keep state)
 
     # ------------------------------------------------------------------ filter
 
     def filter(self, body: bytes) -> Answer:
         args = wire.decode(wire.EXTENDER_ARGS_DECODER, body)
         try:
+            self._require_ready()
             pod = self._pod(args.Pod)
             names, raw_nodes = self._offered_nodes(args)
-        except InvalidRequest as error:
+        except (InvalidRequest, NotReady) as error:
             return self._error_answer("filter", wire.ExtenderFilterResult(Error=str(error)), error)
         with self._lock:
             if raw_nodes is not None:
@@ -136,6 +154,7 @@ class ExtenderService:
 
     def prioritize(self, body: bytes) -> Answer:
         args = wire.decode(wire.EXTENDER_ARGS_DECODER, body)
+        self._require_ready()  # no Error field: NotReady is HTTP 503
         pod = self._pod(args.Pod)
         names, raw_nodes = self._offered_nodes(args)
         with self._lock:
@@ -149,6 +168,7 @@ class ExtenderService:
 
     def preempt(self, body: bytes) -> Answer:
         args = wire.decode(wire.PREEMPTION_ARGS_DECODER, body)
+        self._require_ready()  # no Error field: NotReady is HTTP 503
         pod = self._pod(args.Pod)
         candidates: dict[str, list[str]] = {}
         pdb_violations: dict[str, int] = {}
@@ -198,6 +218,7 @@ class ExtenderService:
             )
             return self._error_answer("bind", wire.ExtenderBindingResult(Error=str(error)), error)
         try:
+            self._require_ready()
             pod = self._cluster.find_pod(args.PodNamespace, args.PodName)
             if pod is None:
                 raise SchedulingConflict(f"pod {key} no longer exists")
@@ -205,6 +226,9 @@ class ExtenderService:
                 raise SchedulingConflict(f"pod {key} was recreated (UID {pod.uid}, not {args.PodUID})")
             with self._lock:
                 placement = self._engine.reserve(pod, args.Node)
+        except NotReady as error:
+            self._metrics.bindings.labels(result="not_ready").inc()
+            return self._error_answer("bind", wire.ExtenderBindingResult(Error=str(error)), error, context)
         except (SchedulingConflict, UnknownNode, InvalidRequest) as error:
             self._metrics.bindings.labels(result="conflict").inc()
             return self._error_answer("bind", wire.ExtenderBindingResult(Error=str(error)), error, context)
@@ -267,6 +291,18 @@ class ExtenderService:
         )
 
     # ------------------------------------------------------------------ helpers
+
+    def _require_ready(self) -> None:
+        """Refuse to decide before the watch cache has synced: until every bound pod has been
+        listed (and, under HiveD, its cells recovered from its bind-info), the engine would see
+        their GPUs as free and could hand them out twice. kube-scheduler does not read /readyz;
+        it retries a pod whose attempt failed, with backoff."""
+        if self._ready:
+            return
+        ready, why = self._readiness.ready()
+        if not ready:
+            raise NotReady(f"cellfit is starting and cannot decide yet ({why}); kube-scheduler will retry")
+        self._ready = True
 
     def _pod(self, pod: wire.Pod, *, field: str = "Pod") -> PodInfo:
         return translate.pod_info(pod, gpu_resource=self._gpu_resource, field=field)

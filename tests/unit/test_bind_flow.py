@@ -13,7 +13,7 @@ from scheduler.core.model import NodeInfo, PodInfo
 from scheduler.core.resources import Resources
 from scheduler.errors import KubernetesApiError
 from scheduler.extender.metrics import ExtenderMetrics
-from scheduler.extender.service import ExtenderService
+from scheduler.extender.service import AlwaysReady, ExtenderService
 
 
 @dataclass
@@ -34,7 +34,10 @@ class RecordingGateway:
 def make(gateway):
     engine = ResourceFitEngine()
     engine.apply_node(NodeInfo(name="gpu-a", allocatable=Resources(64000, 512 * 2**30, 8)))
-    service = ExtenderService(engine=engine, lock=threading.RLock(), metrics=ExtenderMetrics(), gpu_resource="nvidia.com/gpu", cluster=gateway)
+    service = ExtenderService(
+        engine=engine, lock=threading.RLock(), metrics=ExtenderMetrics(), gpu_resource="nvidia.com/gpu",
+        cluster=gateway, readiness=AlwaysReady(),
+    )
     return engine, service
 
 
