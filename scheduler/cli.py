@@ -16,7 +16,14 @@ from typing import Sequence
 from pydantic import ValidationError
 
 from scheduler import __version__
-from scheduler.config import Settings, check_cells, default_config_text, describe_validation_error, load_settings
+from scheduler.config import (
+    ConfigFile,
+    Settings,
+    check_cells,
+    default_config_text,
+    describe_validation_error,
+    load_settings,
+)
 from scheduler.errors import ConfigError
 from scheduler.logs import configure_logging
 from scheduler.matching import cli as allox_cli
@@ -53,8 +60,10 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _serve_settings(args: argparse.Namespace) -> Settings:
+def _serve_settings(args: argparse.Namespace) -> tuple[Settings, ConfigFile | None]:
+    """The settings to serve with, and the file they came from (None: the embedded default)."""
     settings = load_settings(args.config)
+    loaded = ConfigFile(path=args.config, settings=settings) if args.config else None
     server = settings.server.model_copy(
         update={k: v for k, v in (("host", args.host), ("port", args.port)) if v is not None}
     )
@@ -64,9 +73,10 @@ def _serve_settings(args: argparse.Namespace) -> Settings:
     if args.standalone:
         cluster = cluster.model_copy(update={"mode": "standalone"})
     # Re-validate: overrides obey the same rules as the file (e.g. the port range).
-    return Settings.model_validate(
+    overridden = Settings.model_validate(
         settings.model_copy(update={"server": server, "cluster": cluster}).model_dump(by_alias=True)
     )
+    return overridden, loaded
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -83,11 +93,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             cells = check_cells(settings, source=args.file)
             print(f"cells: {cells}" if cells else "cells: discovered from the cluster's Nodes at startup")
             return 0
-        settings = _serve_settings(args)
+        settings, config_file = _serve_settings(args)
         configure_logging(level=settings.logging.level, fmt=settings.logging.format)
         from scheduler.extender.server import serve  # heavy imports only when serving
 
-        serve(settings)
+        serve(settings, config_file=config_file)
         return 0
     except ConfigError as error:
         print(f"cellfit: invalid configuration: {error}", file=sys.stderr)

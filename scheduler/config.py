@@ -9,6 +9,7 @@ waiting to happen.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
@@ -62,6 +63,17 @@ class ServerSettings(_Section):
             "/healthz and /readyz: no extender verb, no /v1/inspect. Lets the kubelet's probes "
             "and Prometheus reach cellfit while host keeps the verbs on loopback. null: no "
             "second listener (all three paths are served on port as well, either way)."
+        ),
+    )
+    config_reload_seconds: float = Field(
+        10.0,
+        ge=0,
+        allow_inf_nan=False,
+        description=(
+            "How often, in seconds, the file given to cellfit serve --config is checked for new "
+            "content. A changed cells.virtualClusters is applied without a restart (a shrunk VC "
+            "drains as its pods finish); other changes are logged as needing a restart. 0: never "
+            "checked."
         ),
     )
 
@@ -212,6 +224,15 @@ class Settings(_Section):
         return "hived" if self.cells.topology is not None or connected else "resource-fit"
 
 
+@dataclass(frozen=True)
+class ConfigFile:
+    """The file ``cellfit serve`` runs on and its settings as loaded, before command-line
+    overrides: what live reload compares the file's next content with (the overrides stay)."""
+
+    path: str
+    settings: Settings
+
+
 def default_config_text() -> str:
     """The embedded default configuration, as shipped and documented."""
     return resources.files("scheduler").joinpath("default-config.yaml").read_text(encoding="utf-8")
@@ -251,11 +272,17 @@ def load_settings(path: str | Path | None) -> Settings:
     """Read and validate a config file; ``None`` gives the embedded default."""
     if path is None:
         return parse_settings(default_config_text(), source="embedded default")
+    return parse_settings(read_config_text(path), source=str(path))
+
+
+def read_config_text(path: str | Path) -> str:
+    """The file's text, or a ConfigError saying why it cannot be read. Separate from parsing so
+    that a live reload can tell a file briefly missing from one that is invalid."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as error:
-        raise ConfigError(f"{path}: cannot read: {error.strerror or error}") from None
-    return parse_settings(text, source=str(path))
+        return Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        reason = getattr(error, "strerror", None) or error
+        raise ConfigError(f"{path}: cannot read: {reason}") from None
 
 
 def describe_validation_error(error: ValidationError) -> str:

@@ -11,6 +11,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from scheduler.constants import EXTENDER_VERBS
+from scheduler.extender.config_changes import RELOAD_RESULTS
 
 # 100 µs .. 1.6 s, doubling: kube-scheduler's framework extension-point buckets, one decade wider.
 LATENCY_BUCKETS = tuple(0.0001 * 2**exponent for exponent in range(15))
@@ -64,6 +65,13 @@ class ExtenderMetrics:
             ["result"],
             registry=self.registry,
         )
+        self.config_reload_outcomes = Counter(
+            "cellfit_config_reloads_total",
+            "New content of the configuration file, by outcome: applied (live), invalid (kept the "
+            "running configuration), needs_restart (some changes wait for a restart).",
+            ["result"],
+            registry=self.registry,
+        )
         self.cache_objects = Gauge(
             "cellfit_cache_objects",
             "Objects the engine tracks, by kind (nodes; pods holding resources).",
@@ -73,6 +81,9 @@ class ExtenderMetrics:
         # Label children resolved once: .labels() costs a lock and a dict lookup per call.
         self.duration_by_verb = {verb: self.request_duration.labels(verb=verb) for verb in EXTENDER_VERBS}
         self.verdicts = {v: self.node_verdicts.labels(verdict=v) for v in ("feasible", "failed", "unresolvable")}
+        # Every outcome exported from startup, so that an alert on increase(...[result="invalid"])
+        # sees the first one.
+        self.config_reloads = {r: self.config_reload_outcomes.labels(result=r) for r in RELOAD_RESULTS}
         self.answered = {
             (verb, result): self.requests.labels(verb=verb, result=result)
             for verb in EXTENDER_VERBS

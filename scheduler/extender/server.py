@@ -23,7 +23,7 @@ from starlette.types import ASGIApp
 from scheduler.cells import HivedEngine
 from scheduler.cluster.api import KubernetesApi
 from scheduler.cluster.cache import ClusterCache
-from scheduler.config import Settings
+from scheduler.config import ConfigFile, Settings
 from scheduler.core.engine import SchedulingEngine
 from scheduler.core.fit import ResourceFitEngine
 from scheduler.core.model import NodeInfo
@@ -31,6 +31,7 @@ from scheduler.errors import CellfitError, ConfigError, KubernetesApiError
 from scheduler.cluster.priority_class import PriorityClassLookup
 from scheduler.extender.admission import PodAdmission
 from scheduler.extender.certificates import CertificateReloader
+from scheduler.extender.configuration import ConfigReloader
 from scheduler.extender.app import create_admission_app, create_app, create_metrics_app
 from scheduler.extender.dispatch import VerbDispatch
 from scheduler.extender.metrics import ExtenderMetrics
@@ -55,6 +56,8 @@ class Runtime:
     engine: SchedulingEngine
     cache: ClusterCache | None
     metrics: ExtenderMetrics
+    # Serialises every call into the engine: the service's verbs, the watch cache, live reload.
+    lock: threading.RLock
 
 
 # Discovery waits this long for the API at startup before giving up (the pod then restarts).
@@ -190,7 +193,8 @@ def build_runtime(settings: Settings, *, api: KubernetesApi | None = None, stand
         admission = PodAdmission(engine=engine, lock=lock, metrics=metrics, resumed_class=resumed_class)
         admission_app = create_admission_app(admission=admission, max_request_bytes=settings.server.max_request_bytes)
     runtime = Runtime(
-        app=app, metrics_app=metrics_app, admission_app=admission_app, engine=engine, cache=cache, metrics=metrics
+        app=app, metrics_app=metrics_app, admission_app=admission_app, engine=engine, cache=cache, metrics=metrics,
+        lock=lock,
     )
 
     if cache is None:
@@ -268,6 +272,18 @@ def _certificate_reloader(config: uvicorn.Config) -> CertificateReloader:
     )
 
 
+def _config_reloader(runtime: Runtime, config_file: ConfigFile) -> ConfigReloader:
+    """Follows ``config_file``: its virtual clusters into the running HiveD engine, if any."""
+    placement = placement_engine(runtime.engine)
+    return ConfigReloader(
+        path=config_file.path,
+        running=config_file.settings,
+        cells=placement if isinstance(placement, HivedEngine) else None,
+        lock=runtime.lock,
+        metrics=runtime.metrics,
+    )
+
+
 def _bind(*, host: str, port: int, setting: str) -> socket.socket:
     """Bind before any listener starts, so that a port in use ends the process before the
     watch cache has started, with the setting to change (uvicorn would only log errno 98)."""
@@ -282,11 +298,12 @@ def _bind(*, host: str, port: int, setting: str) -> socket.socket:
     return sock
 
 
-def serve(settings: Settings) -> None:
+def serve(settings: Settings, *, config_file: ConfigFile | None = None) -> None:
     """Serve until SIGINT or SIGTERM: the extender (verbs, inspect, health, metrics) on
     server.host:port; when server.metricsPort is set, health and metrics alone on
     server.metricsHost:metricsPort; when admission.enabled, the pod-create webhook over HTTPS on
-    admission.host:port; in one event loop over one state."""
+    admission.host:port; in one event loop over one state. ``config_file``: the file
+    ``settings`` came from, checked every server.configReloadSeconds for changes to apply live."""
     runtime = build_runtime(settings)
     server = settings.server
     listeners = [_listener(runtime.app, host=server.host, port=server.port, lifespan="on", setting="server.port")]
@@ -314,6 +331,9 @@ def serve(settings: Settings) -> None:
         listeners.append(webhook)
         reloader = _certificate_reloader(webhook[0].config)
         chores.append(lambda: reloader.watch(interval_seconds=admission.cert_reload_seconds))
+    if config_file is not None and server.config_reload_seconds > 0:
+        watcher = _config_reloader(runtime, config_file)
+        chores.append(lambda: watcher.watch(interval_seconds=server.config_reload_seconds))
     log.info(
         "cellfit extender listening",
         extra={
@@ -323,6 +343,8 @@ def serve(settings: Settings) -> None:
             "metrics_port": server.metrics_port,
             "admission_port": admission.port if runtime.admission_app is not None else None,
             "policy": settings.policy.name,
+            "config_file": config_file.path if config_file is not None else None,
+            "config_reload_seconds": server.config_reload_seconds if config_file is not None else None,
         },
     )
     with asyncio.Runner(loop_factory=listeners[0][0].config.get_loop_factory()) as runner:

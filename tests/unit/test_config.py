@@ -22,6 +22,7 @@ def test_partial_file_keeps_defaults_for_the_rest():
     [
         ("server:\n  port: 70000\n", "server.port: Input should be less than or equal to 65535 (got 70000)"),
         ("server:\n  prot: 1\n", "server.prot: unknown key (misspelled?)"),
+        ("server:\n  configReloadSeconds: -1\n", "server.configReloadSeconds: Input should be greater than or equal to 0 (got -1)"),
         ("policy:\n  name: magic\n", "policy.name: Input should be 'auto', 'hived' or 'resource-fit'"),
         ("cluster:\n  mode: sometimes\n", "cluster.mode"),
         ("logging: [1, 2]\n", "logging: Input should be a valid dictionary"),

@@ -1,0 +1,124 @@
+"""Keeps a running cellfit on its configuration file's current virtual clusters, without a restart.
+
+In a cluster the file is a mounted ConfigMap. The kubelet updates it by writing a new
+timestamped directory and re-pointing the ``..data`` symlink, so the path's mtime says little
+(it may even go back in time) and for an instant the file may be missing: the file is therefore
+compared by the hash of its content, and a file that cannot be read is skipped until the next
+check. New content is parsed and validated exactly as at startup (``parse_settings``), and
+``config_changes.reload_settings`` decides what applies live (the VCs) and what waits for a
+restart. Every outcome is logged once per new content (a broken file is not re-reported every
+check) and counted in ``cellfit_config_reloads_total``; the process always keeps running on the
+last configuration that was valid.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import threading
+
+from scheduler.cells import HivedEngine
+from scheduler.config import Settings, parse_settings, read_config_text
+from scheduler.errors import ConfigError
+from scheduler.extender.config_changes import Reload, reload_settings
+from scheduler.extender.metrics import ExtenderMetrics
+
+log = logging.getLogger(__name__)
+
+
+class ConfigReloader:
+    """``running``: the settings the process runs on as read from ``path`` (before command-line
+    overrides, which a file never changes). ``cells``: the HiveD engine whose VCs follow the file,
+    None when the policy has none; it is only touched under ``lock`` (the engine lock the
+    service and the watch cache share)."""
+
+    def __init__(
+        self,
+        *,
+        path: str,
+        running: Settings,
+        cells: HivedEngine | None,
+        lock: threading.RLock,
+        metrics: ExtenderMetrics,
+    ) -> None:
+        self._path = path
+        self._running = running
+        self._cells = cells
+        self._lock = lock
+        self._metrics = metrics
+        # Hash of the content last acted on. None: nothing read yet, so the first check compares
+        # the file with what startup loaded (it may have changed in between).
+        self._seen: bytes | None = None
+        self._unreadable_checks = 0  # consecutive checks that found no readable file
+
+    @property
+    def running(self) -> Settings:
+        return self._running
+
+    def reload_if_changed(self) -> Reload | None:
+        """Read the file and act on it if its content is new; the outcome, or None when there
+        was nothing new to act on (same content, or the file cannot be read right now)."""
+        try:
+            text = read_config_text(self._path)
+        except ConfigError as error:
+            self._note_unreadable(error)
+            return None
+        self._unreadable_checks = 0
+        digest = hashlib.sha256(text.encode("utf-8")).digest()
+        if digest == self._seen:
+            return None
+        self._seen = digest
+        try:
+            new = parse_settings(text, source=self._path)
+        except ConfigError as error:
+            reload = Reload(result="invalid", running=self._running, reason=str(error))
+        else:
+            with self._lock:
+                reload = reload_settings(self._running, new, cells=self._cells)
+        self._running = reload.running
+        self._report(reload)
+        return reload
+
+    def _note_unreadable(self, error: ConfigError) -> None:
+        # A ConfigMap update makes the file vanish for an instant: say so only when it is still
+        # gone at the next check, and once until it is back.
+        self._unreadable_checks += 1
+        if self._unreadable_checks == 2:
+            log.warning(
+                "configuration file cannot be read; running on the last valid configuration",
+                extra={"config_file": self._path, "reason": str(error)},
+            )
+
+    def _report(self, reload: Reload) -> None:
+        if reload.result is None:
+            log.debug("configuration file rewritten; no setting changed", extra={"config_file": self._path})
+            return
+        self._metrics.config_reloads[reload.result].inc()
+        if reload.result == "invalid":
+            log.warning(
+                "new configuration not applied: invalid; running on the last valid configuration",
+                extra={"config_file": self._path, "reason": reload.reason},
+            )
+        if reload.applied:
+            log.info(
+                "configuration reloaded: virtual clusters applied",
+                extra={"config_file": self._path, "virtual_clusters": dict(reload.quotas)},
+            )
+        if reload.restart:
+            log.warning(
+                "configuration changes not applied: they need a restart",
+                extra={"config_file": self._path, "keys": sorted(reload.restart), "reasons": dict(reload.restart)},
+            )
+
+    async def watch(self, *, interval_seconds: float) -> None:
+        """Check every ``interval_seconds`` until cancelled. Each check runs in a worker thread:
+        it reads a file and may wait for the engine lock, which the event loop must not."""
+        if interval_seconds <= 0:
+            raise ValueError(f"interval_seconds must be positive, got {interval_seconds}")
+        while True:
+            await asyncio.sleep(interval_seconds)
+            try:
+                await asyncio.to_thread(self.reload_if_changed)
+            except Exception:  # a bug here must not end live reload for the process's lifetime
+                log.exception("configuration reload failed", extra={"config_file": self._path})
