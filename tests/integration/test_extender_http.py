@@ -4,6 +4,7 @@ both nodeCacheCapable modes."""
 from __future__ import annotations
 
 import json
+import logging
 
 import httpx
 import msgspec
@@ -15,6 +16,7 @@ from scheduler.extender.server import build_runtime
 from scheduler.kube import translate, wire
 from scheduler.core.resources import Resources
 from tests.support import kube_objects as k
+from tests.support.observe import records_about, requests_total
 from tests.support.server import running_server
 
 FILTER, PRIORITIZE, PREEMPT, BIND = (f"/v1/extender/{verb}" for verb in ("filter", "prioritize", "preempt", "bind"))
@@ -157,21 +159,35 @@ def test_bind_without_a_cluster_says_why_in_the_error_field(client):
         (FILTER, b"[1, 2, 3]", "Expected `object`"),
     ],
 )
-def test_malformed_requests_get_http_400_naming_the_problem(client, path, body, fragment):
+def test_malformed_requests_get_http_400_naming_the_problem(client, caplog, path, body, fragment):
+    caplog.set_level(logging.INFO)
+    verb = path.rsplit("/", 1)[1]
     response = client.post(path, content=body)
     assert response.status_code == 400
     assert fragment in response.json()["Error"]
+    # The operator's side: one WARNING naming the verb and the same reason, counted as rejected.
+    [record] = records_about(caplog.records, verb)
+    assert record.getMessage() == "request rejected" and record.reason == response.json()["Error"]
+    assert requests_total(client, verb) == {"ok": 0, "rejected": 1, "error": 0}
 
 
-def test_absurd_quantity_is_an_error_field_naming_the_field_for_filter_and_400_for_prioritize(client):
+def test_absurd_quantity_is_an_error_field_naming_the_field_for_filter_and_400_for_prioritize(client, caplog):
+    caplog.set_level(logging.INFO)
     pod = k.pod("train-0", gpus=1)
     pod["spec"]["containers"][0]["resources"]["requests"]["memory"] = "1e999"
     body = k.extender_args(pod, NODES, node_cache_capable=False)
     result = post(client, FILTER, body).json()
     assert "Pod.spec.containers[0].resources.requests.memory" in result["Error"]
     assert "larger than any real resource" in result["Error"]
+    # HTTP 200 with the Error field: counted as an error (not ok), one WARNING with the reason.
+    [record] = records_about(caplog.records, "filter")
+    assert record.getMessage() == "request not carried out" and record.reason == result["Error"]
+    assert requests_total(client, "filter") == {"ok": 0, "rejected": 0, "error": 1}
     response = post(client, PRIORITIZE, body)
     assert response.status_code == 400 and "requests.memory" in response.json()["Error"]
+    [record] = records_about(caplog.records, "prioritize")
+    assert record.getMessage() == "request rejected" and record.reason == response.json()["Error"]
+    assert requests_total(client, "prioritize") == {"ok": 0, "rejected": 1, "error": 0}
 
 
 def test_oversized_bodies_are_refused_with_413_and_the_service_keeps_serving(client, runtime):

@@ -1,12 +1,16 @@
 """Nothing a client sends makes the service fail: schemathesis fuzzes every operation of the
 OpenAPI document over real HTTP (valid and invalid bodies), and hypothesis mangles real
 kube-scheduler payloads. The checks: never a 5xx, never a traceback, every answer conforms to
-the documented schema, and the service still answers correctly afterwards."""
+the documented schema, and the service still answers correctly afterwards.
+
+Each test runs against both policies: resource-fit, and HiveD on a configured topology, whose
+decisions read more of the pod (VC label, gang and cell-type annotations) and whose inspect API
+serves the cell tree. Example counts stay small (each test a few seconds per policy)."""
 
 from __future__ import annotations
 
 import json
-from typing import Iterator
+from typing import Any, Iterator
 
 import httpx
 import pytest
@@ -15,22 +19,43 @@ from schemathesis.specs.openapi.checks import positive_data_acceptance
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from scheduler.config import Settings
+from scheduler.config import parse_settings
+from scheduler.constants import (
+    ANNOTATION_CELL_TYPE,
+    ANNOTATION_GANG,
+    ANNOTATION_GANG_SIZE,
+    LABEL_PRIORITY,
+    LABEL_VIRTUAL_CLUSTER,
+)
 from scheduler.extender.server import build_runtime
+from tests.support import hived
 from tests.support import kube_objects as k
 from tests.support.server import running_server
 
 VERBS = ("filter", "prioritize", "preempt", "bind")
+# The configuration of each policy fuzzed: the embedded default's (resource-fit standalone), and
+# HiveD with cells configured, so that no cluster is needed to discover them.
+POLICIES = {"resource-fit": "", "hived": hived.CONFIG}
+
+
+@pytest.fixture(scope="module", params=list(POLICIES))
+def policy(request: pytest.FixtureRequest) -> str:
+    return request.param
 
 
 @pytest.fixture(scope="module")
-def base_url() -> Iterator[str]:
-    runtime = build_runtime(Settings(), standalone=True)
+def base_url(policy: str) -> Iterator[str]:
+    runtime = build_runtime(parse_settings(POLICIES[policy]), standalone=True)
     with running_server(runtime.app) as url:
         yield url
 
 
-OPERATIONS = [("POST", f"/v1/extender/{verb}") for verb in VERBS] + [("GET", p) for p in ("/healthz", "/readyz", "/metrics")]
+INSPECT = ("virtual-clusters", "virtual-clusters/{name}", "cells", "engine")
+OPERATIONS = (
+    [("POST", f"/v1/extender/{verb}") for verb in VERBS]
+    + [("GET", p) for p in ("/healthz", "/readyz", "/metrics")]
+    + [("GET", f"/v1/inspect/{p}") for p in INSPECT]
+)
 
 
 @pytest.fixture(scope="module")
@@ -87,7 +112,31 @@ FIELDS = [
     ["NodeNames"],
     ["Nodes"],
     ["Nodes", "items"],
+    # What HiveD reads from a pod (resource-fit ignores them).
+    ["Pod", "metadata", "labels", LABEL_VIRTUAL_CLUSTER],
+    ["Pod", "metadata", "labels", LABEL_PRIORITY],
+    ["Pod", "metadata", "annotations", ANNOTATION_GANG],
+    ["Pod", "metadata", "annotations", ANNOTATION_GANG_SIZE],
+    ["Pod", "metadata", "annotations", ANNOTATION_CELL_TYPE],
+    ["Pod", "metadata", "ownerReferences"],
 ]
+# Strings that pods' labels and annotations really hold, right or wrong: random text is almost
+# never a number, a known cell type or a VC, so alone it would never get past the first check.
+PLAUSIBLE = st.sampled_from(
+    ["true", "false", "0", "1", "2", "3", "-1", "1e999", "A100", "A100-PAIR", "A100-NODE", "nobody", "speech", "opportunistic", ""]
+)
+
+
+def fuzzed_pod() -> dict[str, Any]:
+    """The pod every mangled payload starts from. For HiveD it is a member of a 2-pod gang of
+    2 GPUs each in the VC speech (the whole VC), so that gang booking and cell placement run,
+    not only the parsing."""
+    return k.pod(
+        "train-0",
+        gpus=2,
+        labels={LABEL_VIRTUAL_CLUSTER: "speech"},
+        annotations={ANNOTATION_GANG: "true", ANNOTATION_GANG_SIZE: "2"},
+    )
 
 
 @settings(max_examples=120, deadline=None, suppress_health_check=list(HealthCheck))
@@ -103,10 +152,15 @@ def test_arbitrary_bodies_never_cause_a_server_error(base_url, verb, junk):
 
 
 @settings(max_examples=120, deadline=None, suppress_health_check=list(HealthCheck))
-@given(verb=st.sampled_from(VERBS[:2]), field=st.sampled_from(FIELDS), value=json_values, full=st.booleans())
+@given(
+    verb=st.sampled_from(VERBS[:2]),
+    field=st.sampled_from(FIELDS),
+    value=st.one_of(json_values, PLAUSIBLE),
+    full=st.booleans(),
+)
 def test_mangled_kube_scheduler_payloads_never_cause_a_server_error(base_url, verb, field, value, full):
     nodes = [k.node("gpu-a"), k.node("gpu-b")]
-    body = k.extender_args(k.pod("train-0", gpus=2), nodes, node_cache_capable=not full)
+    body = k.extender_args(fuzzed_pod(), nodes, node_cache_capable=not full)
     if field[0] == "Nodes" and not full:
         field = ["NodeNames"]
     mangle(body, field, value)
@@ -117,8 +171,17 @@ def test_mangled_kube_scheduler_payloads_never_cause_a_server_error(base_url, ve
         assert message and "Traceback" not in message
 
 
-def test_still_serving_correctly_after_the_fuzzing(base_url):
-    body = k.extender_args(k.pod("train-0", gpus=8), [k.node("gpu-a"), k.node("gpu-small", gpus=2)], node_cache_capable=False)
+def test_still_serving_correctly_after_the_fuzzing(base_url, policy):
+    if policy == "hived":
+        # No fuzzed pod could reach vision's two nodes (the plausible strings do not name it):
+        # an 8-GPU vision pod is placed on one of them.
+        pod = k.pod("after-0", gpus=8, labels={LABEL_VIRTUAL_CLUSTER: "vision"})
+        body = k.extender_args(pod, hived.NODES, node_cache_capable=False)
+        expected = ({"gpu-a"}, {"gpu-b"}, {"gpu-c"})
+    else:
+        body = k.extender_args(k.pod("train-0", gpus=8), [k.node("gpu-a"), k.node("gpu-small", gpus=2)], node_cache_capable=False)
+        expected = ({"gpu-a"},)
     result = httpx.post(f"{base_url}/v1/extender/filter", content=k.dumps(body), timeout=10).json()
-    assert [n["metadata"]["name"] for n in result["Nodes"]["items"]] == ["gpu-a"]
+    assert {n["metadata"]["name"] for n in result["Nodes"]["items"]} in expected, result
     assert httpx.get(f"{base_url}/healthz").status_code == 200
+    assert httpx.get(f"{base_url}/v1/inspect/engine").json()["policy"] == policy
