@@ -240,49 +240,69 @@ class HivedEngine:
 
     def filter(self, pod: PodInfo, node_names: Sequence[str]) -> FilterDecision:
         if pod.requests.gpus == 0:
-            return FilterDecision(feasible=list(node_names))
+            return FilterDecision(feasible=node_names)
         # Set and dict operations run in C: with 5,000+ names per call, a Python loop per node
         # would cost more than the HiveD decision itself.
         outside: AbstractSet[str]
         if len(node_names) == len(self._node_set) and self._node_set.issuperset(node_names):
-            outside, allowed = frozenset(), None  # the common case: every node offered
+            outside, allowed, offered = frozenset(), None, self._node_set  # the common case: every node offered
         else:
             offered = set(node_names)
             outside = offered - self._node_set
             cell_nodes = offered - outside if outside else offered
             allowed = None if len(cell_nodes) == len(self._node_set) else frozenset(cell_nodes)
-        decision = FilterDecision()
         try:
             ctx = self._context(pod)
             decided = self._decide(pod, ctx, allowed)
         except (Unplaceable, InvalidAnnotation) as error:
             reason = error.reason if isinstance(error, Unplaceable) else str(error)
             resolvable = isinstance(error, Unplaceable) and error.resolvable
-            verdicts = dict.fromkeys(node_names, reason)
-            for name in outside:
-                del verdicts[name]
-            if resolvable:
-                decision.failed = verdicts
-            else:
-                decision.unresolvable = verdicts
-            self._mark_outside(decision, outside)
-            return decision
+            inside = len(node_names) - len(outside)
+            return FilterDecision(
+                explain=lambda: self._verdicts(node_names, outside, reason, resolvable=resolvable),
+                failed_count=inside if resolvable else 0,
+                unresolvable_count=len(outside) + (0 if resolvable else inside),
+            )
         node = decided.node
-        decision.unresolvable = dict.fromkeys(node_names, f"HiveD placed this pod's GPUs on node {node}")
-        if node in decision.unresolvable:
-            del decision.unresolvable[node]
-            if decided.victims:
-                assert decided.booking is not None
-                decision.failed[node] = self._victim_reason(decided.booking, decided.victims)
-            else:
-                decision.feasible.append(node)
-        self._mark_outside(decision, outside)
-        return decision
+        # Every other node gets the same sentence; kube-scheduler reads them only when no node
+        # is left, so they are built only if asked for.
+        placed = f"HiveD placed this pod's GPUs on node {node}"
+        if node not in offered:
+            return FilterDecision(
+                explain=lambda: self._verdicts(node_names, outside, placed, resolvable=False),
+                failed_count=0,
+                unresolvable_count=len(node_names),
+            )
+        failed: dict[str, str] = {}
+        if decided.victims:
+            assert decided.booking is not None
+            failed[node] = self._victim_reason(decided.booking, decided.victims)
+
+        def explain() -> tuple[dict[str, str], dict[str, str]]:
+            _, unresolvable = self._verdicts(node_names, outside, placed, resolvable=False)
+            del unresolvable[node]
+            return failed, unresolvable
+
+        return FilterDecision(
+            feasible=[] if failed else [node],
+            explain=explain,
+            failed_count=len(failed),
+            unresolvable_count=len(node_names) - 1,
+        )
 
     @staticmethod
-    def _mark_outside(decision: FilterDecision, outside: AbstractSet[str]) -> None:
+    def _verdicts(
+        node_names: Sequence[str], outside: AbstractSet[str], reason: str, *, resolvable: bool
+    ) -> tuple[dict[str, str], dict[str, str]]:
+        """(failed, unresolvable): ``reason`` for every offered node with cells, in the first
+        dict if preemption may help; nodes without cells, unresolvable, say so."""
+        verdicts = dict.fromkeys(node_names, reason)
         for name in outside:
-            decision.unresolvable[name] = f"node {name} has no HiveD GPU cells"
+            del verdicts[name]
+        failed, unresolvable = (verdicts, {}) if resolvable else ({}, verdicts)
+        for name in outside:
+            unresolvable[name] = f"node {name} has no HiveD GPU cells"
+        return failed, unresolvable
 
     def prioritize(self, pod: PodInfo, node_names: Sequence[str]) -> list[int]:
         gpus = pod.requests.gpus

@@ -9,23 +9,71 @@ wall clock, no threads. Callers serialise access (the extender holds one lock ar
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Mapping, Protocol, Sequence, runtime_checkable
+from typing import Callable, Mapping, Protocol, Sequence, runtime_checkable
 
 from scheduler.core.model import JobInfo, NodeInfo, PodInfo
 
 
-@dataclass(slots=True)
+Reasons = dict[str, str]
+
+
 class FilterDecision:
     """Which of the offered nodes can take the pod.
 
     ``failed`` nodes could take it if pods were preempted; ``unresolvable`` nodes never can
     (kube-scheduler skips them in preemption). Each reason is one short human sentence, shown
     to users in FailedScheduling events.
+
+    kube-scheduler reads the reasons only when no node is feasible, and under HiveD every node
+    but one gets a reason: an engine may therefore hand over ``explain``, which builds both
+    dicts on first access to :attr:`failed` or :attr:`unresolvable`, with the counts known at
+    once. ``explain`` runs after the caller released the engine's lock, so it must read only
+    values computed during the decision, never the engine's mutable state.
     """
 
-    feasible: list[str] = field(default_factory=list)
-    failed: dict[str, str] = field(default_factory=dict)
-    unresolvable: dict[str, str] = field(default_factory=dict)
+    __slots__ = ("feasible", "failed_count", "unresolvable_count", "_failed", "_unresolvable", "_explain")
+
+    def __init__(
+        self,
+        *,
+        feasible: Sequence[str] = (),
+        failed: Reasons | None = None,
+        unresolvable: Reasons | None = None,
+        explain: Callable[[], tuple[Reasons, Reasons]] | None = None,
+        failed_count: int | None = None,
+        unresolvable_count: int | None = None,
+    ) -> None:
+        if explain is not None and (failed is not None or unresolvable is not None):
+            raise ValueError("give the reasons or explain, not both")
+        if explain is not None and (failed_count is None or unresolvable_count is None):
+            raise ValueError("explain needs failed_count and unresolvable_count")
+        self.feasible = feasible
+        self._failed = failed if failed is not None else {}
+        self._unresolvable = unresolvable if unresolvable is not None else {}
+        self._explain = explain
+        self.failed_count = len(self._failed) if failed_count is None else failed_count
+        self.unresolvable_count = len(self._unresolvable) if unresolvable_count is None else unresolvable_count
+
+    @property
+    def failed(self) -> Reasons:
+        self._explain_now()
+        return self._failed
+
+    @property
+    def unresolvable(self) -> Reasons:
+        self._explain_now()
+        return self._unresolvable
+
+    def _explain_now(self) -> None:
+        if self._explain is not None:
+            self._failed, self._unresolvable = self._explain()
+            self._explain = None
+
+    def __repr__(self) -> str:
+        return (
+            f"FilterDecision(feasible={list(self.feasible)!r}, failed={self.failed!r}, "
+            f"unresolvable={self.unresolvable!r})"
+        )
 
 
 @dataclass(frozen=True, slots=True)

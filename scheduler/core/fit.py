@@ -16,15 +16,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
-from itertools import repeat
 from typing import Final, Mapping, Sequence
 
 import numpy as np
 import numpy.typing as npt
 
 from scheduler.constants import MAX_EXTENDER_PRIORITY
-from scheduler.core.engine import FilterDecision, Placement
+from scheduler.core.engine import FilterDecision, Placement, Reasons
 from scheduler.core.model import TERMINAL_PHASES, NodeInfo, PodInfo
+from scheduler.core.nodeindex import NodeIndex, pick
 from scheduler.core.resources import Resources, format_bytes, format_cpu
 from scheduler.errors import SchedulingConflict, UnknownNode
 
@@ -55,6 +55,23 @@ def _request_column(requests: Resources) -> Matrix:
     return column
 
 
+def _scores(requests: Resources, allocatable: Matrix, free: Matrix) -> npt.NDArray[np.int64]:
+    """The score of each column (node) for a pod with ``requests``; 0 where it does not fit."""
+    cpu, memory, gpus = requests.as_tuple()
+    fits = (free[_CPU] >= cpu) & (free[_MEMORY] >= memory) & (free[_GPU] >= gpus)
+    total_gpus = allocatable[_GPU]
+    used_gpus = total_gpus - free[_GPU]
+    has_gpus = total_gpus > 0
+    safe_total = np.where(has_gpus, total_gpus, 1)
+    if gpus > 0:
+        after = np.minimum(used_gpus + gpus, safe_total)
+        raw = np.where(has_gpus, after * MAX_EXTENDER_PRIORITY // safe_total, 0)
+    else:
+        busy = np.clip(used_gpus, 0, safe_total) * _CPU_ONLY_GPU_NODE_MAX // safe_total
+        raw = np.where(has_gpus, busy, MAX_EXTENDER_PRIORITY)
+    return np.where(fits, raw, 0)
+
+
 class ResourceFitEngine:
     """A :class:`~scheduler.core.engine.SchedulingEngine` deciding on resource fit alone.
 
@@ -64,13 +81,10 @@ class ResourceFitEngine:
     """
 
     def __init__(self, *, initial_capacity: int = 64) -> None:
-        self._index: dict[str, int] = {}
-        self._nodes: list[NodeInfo | None] = []
-        self._free_slots: list[int] = []
+        self.node_index = NodeIndex()
+        self._nodes: list[NodeInfo | None] = []  # by slot
         self._allocatable: Matrix = np.zeros((_DIMENSIONS, initial_capacity), dtype=np.int64)
         self._free: Matrix = np.zeros((_DIMENSIONS, initial_capacity), dtype=np.int64)
-        # Node names by slot, so results are picked out by mask rather than a loop per node.
-        self._names: npt.NDArray[np.object_] = np.full(initial_capacity, None, dtype=object)
         self._bookings: dict[str, _Booking] = {}
         # Bookings per node name, including nodes not seen yet (folded in when they arrive).
         self._pods_by_node: dict[str, set[str]] = {}
@@ -78,14 +92,13 @@ class ResourceFitEngine:
     # ------------------------------------------------------------------ cluster state
 
     def knows_node(self, node_name: str) -> bool:
-        return node_name in self._index
+        return node_name in self.node_index
 
     def apply_node(self, node: NodeInfo) -> None:
-        slot = self._index.get(node.name)
+        slot = self.node_index.get(node.name)
         if slot is None:
-            slot = self._take_slot()
-            self._index[node.name] = slot
-            self._names[slot] = node.name
+            slot = self.node_index.add(node.name)
+            self._grow_to(self.node_index.capacity)
         elif self._nodes[slot] == node:
             return
         self._nodes[slot] = node
@@ -97,14 +110,12 @@ class ResourceFitEngine:
         self._free[:, slot] = allocatable - used
 
     def delete_node(self, node_name: str) -> None:
-        slot = self._index.pop(node_name, None)
+        slot = self.node_index.remove(node_name)
         if slot is None:
             return
         self._nodes[slot] = None
-        self._names[slot] = None
         self._allocatable[:, slot] = 0
         self._free[:, slot] = 0
-        self._free_slots.append(slot)
 
     def apply_pod(self, pod: PodInfo) -> None:
         if pod.node_name is None and pod.phase not in TERMINAL_PHASES:
@@ -130,67 +141,81 @@ class ResourceFitEngine:
             members.discard(pod_uid)
             if not members:
                 del self._pods_by_node[booking.node_name]
-        slot = self._index.get(booking.node_name)
+        slot = self.node_index.get(booking.node_name)
         if slot is not None:
             self._free[:, slot] += booking.requests.as_tuple()
 
     def stats(self) -> Mapping[str, int]:
-        return {"nodes": len(self._index), "pods": len(self._bookings)}
+        return {"nodes": len(self.node_index), "pods": len(self._bookings)}
 
     # ------------------------------------------------------------------ decisions
 
     def filter(self, pod: PodInfo, node_names: Sequence[str]) -> FilterDecision:
-        decision = FilterDecision()
-        slots, unknown = self._slots(node_names)
-        if unknown:
-            decision.unresolvable = dict.fromkeys(unknown, "cellfit has not seen this node yet (no Node object).")
-        if not len(slots):
-            return decision
+        slots, positions = self._offered(node_names)
+        unknown = len(node_names) - len(slots)
         request = _request_column(pod.requests)
         # Free never exceeds allocatable, so a node too small even when empty is also short of
         # free room: one test finds every failing node, and the usual answer (all fit) costs
         # four numpy calls.
-        short_now = self._free.take(slots, axis=1) < request
-        failing = short_now.any(axis=0)
+        if self._whole_matrix_pays(len(slots)):
+            failing = (self._free[:, : self.node_index.capacity] < request).any(axis=0).take(slots)
+        else:
+            failing = (self._free.take(slots, axis=1) < request).any(axis=0)
         if not failing.any():
-            decision.feasible = list(node_names) if not unknown else self._names[slots].tolist()
-            return decision
-        decision.feasible = self._names[slots[~failing]].tolist()
+            feasible = node_names if positions is None else pick(node_names, positions)
+            if not unknown:
+                return FilterDecision(feasible=feasible)
+            return FilterDecision(
+                feasible=feasible,
+                explain=lambda: ({}, self._unknown_reasons(node_names, positions)),
+                failed_count=0,
+                unresolvable_count=unknown,
+            )
         failing_slots = slots[failing]
-        names = self._names[failing_slots]
+        short_now = self._free.take(failing_slots, axis=1) < request
         short_ever = self._allocatable.take(failing_slots, axis=1) < request
         never = short_ever.any(axis=0)
-        # Each node gets the reason of its first shortfall (CPU, then memory, then GPUs): too
-        # small even when empty (unresolvable), else too full now (preemption may help). One
-        # code per node, 0-2 now or 3-5 ever, then one dict per code that occurs.
-        code = np.where(never, short_ever.argmax(axis=0) + _DIMENSIONS, short_now[:, failing].argmax(axis=0))
-        reasons = self._reasons(pod.requests, "free") + self._reasons(pod.requests, "in all")
-        for which in np.flatnonzero(np.bincount(code, minlength=2 * _DIMENSIONS)).tolist():
-            into = decision.unresolvable if which >= _DIMENSIONS else decision.failed
-            into.update(dict.fromkeys(names[code == which].tolist(), reasons[which]))
-        return decision
+        never_count = int(never.sum())
+        fitting_at = np.flatnonzero(~failing)  # positions among the known offered nodes
+        failing_at = np.flatnonzero(failing)
+        if positions is not None:  # ... and among all offered ones
+            fitting_at, failing_at = positions[fitting_at], positions[failing_at]
+        # Reasons are built only if asked for (kube-scheduler reads them when no node is left),
+        # from values of this decision alone: the engine may change before they are.
+        requests = pod.requests
+
+        def explain() -> tuple[Reasons, Reasons]:
+            failed: Reasons = {}
+            unresolvable = self._unknown_reasons(node_names, positions) if unknown else {}
+            # Each node gets the reason of its first shortfall (CPU, then memory, then GPUs):
+            # too small even when empty (unresolvable), else too full now (preemption may help).
+            # One code per node, 0-2 now or 3-5 ever, then one dict per code that occurs.
+            code = np.where(never, short_ever.argmax(axis=0) + _DIMENSIONS, short_now.argmax(axis=0))
+            reasons = self._reasons(requests, "free") + self._reasons(requests, "in all")
+            for which in np.flatnonzero(np.bincount(code, minlength=2 * _DIMENSIONS)).tolist():
+                into = unresolvable if which >= _DIMENSIONS else failed
+                into.update(dict.fromkeys(pick(node_names, failing_at[code == which]), reasons[which]))
+            return failed, unresolvable
+
+        return FilterDecision(
+            feasible=pick(node_names, fitting_at),
+            explain=explain,
+            failed_count=len(failing_slots) - never_count,
+            unresolvable_count=never_count + unknown,
+        )
 
     def prioritize(self, pod: PodInfo, node_names: Sequence[str]) -> list[int]:
-        slots, unknown = self._slots(node_names)
-        cpu, memory, gpus = pod.requests.as_tuple()
-        allocatable = self._allocatable.take(slots, axis=1)
-        free = self._free.take(slots, axis=1)
-        fits = (free[_CPU] >= cpu) & (free[_MEMORY] >= memory) & (free[_GPU] >= gpus)
-        total_gpus = allocatable[_GPU]
-        used_gpus = total_gpus - free[_GPU]
-        has_gpus = total_gpus > 0
-        safe_total = np.where(has_gpus, total_gpus, 1)
-        if gpus > 0:
-            after = np.minimum(used_gpus + gpus, safe_total)
-            raw = np.where(has_gpus, after * MAX_EXTENDER_PRIORITY // safe_total, 0)
+        slots, positions = self._offered(node_names)
+        if self._whole_matrix_pays(len(slots)):
+            used = self.node_index.capacity
+            scores = _scores(pod.requests, self._allocatable[:, :used], self._free[:, :used]).take(slots)
         else:
-            busy = np.clip(used_gpus, 0, safe_total) * _CPU_ONLY_GPU_NODE_MAX // safe_total
-            raw = np.where(has_gpus, busy, MAX_EXTENDER_PRIORITY)
-        scores = np.where(fits, raw, 0)
-        if not unknown:
+            scores = _scores(pod.requests, self._allocatable.take(slots, axis=1), self._free.take(slots, axis=1))
+        if positions is None:
             return scores.tolist()
-        by_name = dict(zip(self._names[slots].tolist(), scores.tolist()))
-        return [by_name.get(name, 0) for name in node_names]
+        everyone = np.zeros(len(node_names), dtype=np.int64)  # a node cellfit has not seen scores 0
+        everyone[positions] = scores
+        return everyone.tolist()
 
     def select_victims(
         self,
@@ -200,7 +225,7 @@ class ResourceFitEngine:
     ) -> dict[str, list[str]]:
         accepted: dict[str, list[str]] = {}
         for node_name, victim_uids in candidates.items():
-            slot = self._index.get(node_name)
+            slot = self.node_index.get(node_name)
             if slot is None:
                 continue
             victims: list[_Booking | None] = []
@@ -222,7 +247,7 @@ class ResourceFitEngine:
         return accepted
 
     def reserve(self, pod: PodInfo, node_name: str) -> Placement:
-        slot = self._index.get(node_name)
+        slot = self.node_index.get(node_name)
         if slot is None:
             raise UnknownNode(node_name)
         booking = self._bookings.get(pod.uid)
@@ -244,7 +269,7 @@ class ResourceFitEngine:
 
     def free_on(self, node_name: str) -> Resources:
         """What is left on a node; for inspection and tests."""
-        slot = self._index.get(node_name)
+        slot = self.node_index.get(node_name)
         if slot is None:
             raise UnknownNode(node_name)
         cpu, memory, gpus = self._free[:, slot].tolist()
@@ -252,37 +277,46 @@ class ResourceFitEngine:
 
     # ------------------------------------------------------------------ internals
 
-    def _slots(self, node_names: Sequence[str]) -> tuple[npt.NDArray[np.intp], list[str]]:
-        """Slots of the known offered nodes, in offered order, and the unknown names."""
-        try:  # every name known, the usual case: __getitem__ is a third cheaper than get(name, -1)
-            return np.fromiter(map(self._index.__getitem__, node_names), dtype=np.intp, count=len(node_names)), []
-        except KeyError:
-            pass
-        found = np.fromiter(map(self._index.get, node_names, repeat(-1)), dtype=np.intp, count=len(node_names))
+    def _offered(self, node_names: Sequence[str]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64] | None]:
+        """Slots of the offered nodes cellfit knows, and their positions among the offered names
+        (``None`` when it knows them all: position i is slot i's)."""
+        found = self.node_index.resolve(node_names)
         known = found >= 0
         if known.all():
-            return found, []
-        return found[known], [name for name, ok in zip(node_names, known.tolist()) if not ok]
+            return found, None
+        positions = np.flatnonzero(known).astype(np.int64)
+        return found[positions], positions
+
+    def _whole_matrix_pays(self, offered: int) -> bool:
+        """Whether deciding for every node and picking the offered ones costs less than picking
+        the offered nodes' columns first: gathering a (3, n) block costs several times a
+        contiguous pass over the same columns, so it pays unless the offer is a small share."""
+        return self.node_index.capacity <= 4 * offered
+
+    @staticmethod
+    def _unknown_reasons(node_names: Sequence[str], positions: npt.NDArray[np.int64] | None) -> Reasons:
+        known = np.zeros(len(node_names), dtype=bool)
+        if positions is not None:
+            known[positions] = True
+        unknown = pick(node_names, np.flatnonzero(~known).astype(np.int64))
+        return dict.fromkeys(unknown, "cellfit has not seen this node yet (no Node object).")
 
     def _book(self, uid: str, booking: _Booking) -> None:
         self._bookings[uid] = booking
         self._pods_by_node.setdefault(booking.node_name, set()).add(uid)
-        slot = self._index.get(booking.node_name)
+        slot = self.node_index.get(booking.node_name)
         if slot is not None:
             self._free[:, slot] -= booking.requests.as_tuple()
 
-    def _take_slot(self) -> int:
-        if self._free_slots:
-            return self._free_slots.pop()
-        slot = len(self._nodes)
-        capacity = self._allocatable.shape[1]
-        if slot == capacity:
-            grown = max(64, 2 * capacity)
-            self._allocatable = np.pad(self._allocatable, ((0, 0), (0, grown - capacity)))
-            self._free = np.pad(self._free, ((0, 0), (0, grown - capacity)))
-            self._names = np.concatenate([self._names, np.full(grown - capacity, None, dtype=object)])
-        self._nodes.append(None)
-        return slot
+    def _grow_to(self, capacity: int) -> None:
+        """Room for ``capacity`` slots in the per-node state."""
+        while len(self._nodes) < capacity:
+            self._nodes.append(None)
+        have = self._allocatable.shape[1]
+        if capacity > have:
+            grown = max(64, 2 * have, capacity)
+            self._allocatable = np.pad(self._allocatable, ((0, 0), (0, grown - have)))
+            self._free = np.pad(self._free, ((0, 0), (0, grown - have)))
 
     def _minimal_victims(self, request: Resources, slot: int, victims: list[tuple[str, _Booking]]) -> list[str] | None:
         """Evict all candidates, then give back (highest priority first) every victim the pod

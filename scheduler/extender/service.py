@@ -37,6 +37,7 @@ from scheduler.errors import (
 )
 from scheduler.extender.metrics import ExtenderMetrics
 from scheduler.kube import translate, wire
+from scheduler.kube.names import ExtenderArgs, decode_extender_args, host_priorities_json, names_json
 from scheduler.preemption import NoVictims, PreemptionDecision
 from scheduler.preemption.engine import FitGppEngine
 
@@ -111,10 +112,10 @@ class ExtenderService:
     # ------------------------------------------------------------------ filter
 
     def filter(self, body: bytes) -> Answer:
-        args = wire.decode(wire.EXTENDER_ARGS_DECODER, body)
+        args = decode_extender_args(body)
         try:
             self._require_ready()
-            pod = self._pod(args.Pod)
+            pod = self._pod(args.pod)
             names, raw_nodes = self._offered_nodes(args)
         except (InvalidRequest, NotReady) as error:
             return self._error_answer("filter", wire.ExtenderFilterResult(Error=str(error)), error)
@@ -124,45 +125,46 @@ class ExtenderService:
             decision = self._engine.filter(pod, names)
         verdicts = self._metrics.verdicts
         verdicts["feasible"].inc(len(decision.feasible))
-        verdicts["failed"].inc(len(decision.failed))
-        verdicts["unresolvable"].inc(len(decision.unresolvable))
+        verdicts["failed"].inc(decision.failed_count)
+        verdicts["unresolvable"].inc(decision.unresolvable_count)
         self._metrics.answered["filter", "ok"].inc()
         # Reasons matter to kube-scheduler only when no node is left: they become the
         # FailedScheduling event and tell preemption which nodes to skip. With a node left it
-        # schedules the pod and drops them, so they are not sent: under HiveD (one node placed,
-        # every other one with a reason) that is most of the answer, for kube-scheduler to decode.
-        failed = decision.failed if not decision.feasible else {}
-        unresolvable = decision.unresolvable if not decision.feasible else {}
+        # schedules the pod and drops them, so they are neither built nor sent: under HiveD
+        # (one node placed, every other one with a reason) that would be most of the answer.
+        if decision.feasible:
+            failed, unresolvable = {}, {}
+        else:
+            failed, unresolvable = decision.failed, decision.unresolvable
+            log.info(
+                "no node fits",
+                extra={"verb": "filter", "pod": pod.key, "offered": len(names), "failed": decision.failed_count},
+            )
         if raw_nodes is None:
-            result = wire.ExtenderFilterResult(
-                NodeNames=decision.feasible, FailedNodes=failed, FailedAndUnresolvableNodes=unresolvable
+            result = wire.ExtenderFilterAnswer(
+                NodeNames=names_json(decision.feasible), FailedNodes=failed, FailedAndUnresolvableNodes=unresolvable
             )
         else:
-            result = wire.ExtenderFilterResult(
+            result = wire.ExtenderFilterAnswer(
                 Nodes=wire.NodeList(items=[raw_nodes[name][0] for name in decision.feasible]),
                 FailedNodes=failed,
                 FailedAndUnresolvableNodes=unresolvable,
-            )
-        if not decision.feasible:
-            log.info(
-                "no node fits",
-                extra={"verb": "filter", "pod": pod.key, "offered": len(names), "failed": len(decision.failed)},
             )
         return Answer(200, wire.ENCODER.encode(result))
 
     # ------------------------------------------------------------------ prioritize
 
     def prioritize(self, body: bytes) -> Answer:
-        args = wire.decode(wire.EXTENDER_ARGS_DECODER, body)
+        args = decode_extender_args(body)
         self._require_ready()  # no Error field: NotReady is HTTP 503
-        pod = self._pod(args.Pod)
+        pod = self._pod(args.pod)
         names, raw_nodes = self._offered_nodes(args)
         with self._lock:
             if raw_nodes is not None:
                 self._apply_sent_nodes(raw_nodes)
             scores = self._engine.prioritize(pod, names)
         self._metrics.answered["prioritize", "ok"].inc()
-        return Answer(200, wire.ENCODER.encode(list(map(wire.HostPriority, names, scores))))
+        return Answer(200, host_priorities_json(names, scores))
 
     # ------------------------------------------------------------------ preempt
 
@@ -308,12 +310,12 @@ class ExtenderService:
         return translate.pod_info(pod, gpu_resource=self._gpu_resource, field=field)
 
     def _offered_nodes(
-        self, args: wire.ExtenderArgs
-    ) -> tuple[list[str], dict[str, tuple[msgspec.Raw, wire.Node]] | None]:
+        self, args: ExtenderArgs
+    ) -> tuple[Sequence[str], dict[str, tuple[msgspec.Raw, wire.Node]] | None]:
         """The offered node names, and in full-Node mode each node's raw JSON and narrow view."""
-        if args.NodeNames is not None:
-            return args.NodeNames, None
-        items = args.Nodes.items if args.Nodes is not None and args.Nodes.items else []
+        if args.names is not None:
+            return args.names, None
+        items = args.nodes.items if args.nodes is not None and args.nodes.items else []
         raw_nodes: dict[str, tuple[msgspec.Raw, wire.Node]] = {}
         for index, raw in enumerate(items):
             node = wire.decode(wire.NODE_DECODER, raw, field=f"Nodes.items[{index}]")

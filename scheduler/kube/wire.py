@@ -140,6 +140,25 @@ class ExtenderFilterResult(msgspec.Struct, frozen=True):
     Error: str = ""
 
 
+# What the service decodes and encodes: the two structs above with the node names as JSON text
+# (scheduler.kube.names resolves them and writes the answer's without a str per name). The ones
+# above describe the wire format in the OpenAPI document; tests keep the fields alike.
+
+
+class OfferedExtenderArgs(msgspec.Struct, frozen=True):
+    Pod: Pod
+    Nodes: RawNodeList | None = None
+    NodeNames: msgspec.Raw = msgspec.Raw(b"null")
+
+
+class ExtenderFilterAnswer(msgspec.Struct, frozen=True):
+    Nodes: NodeList | None = None
+    NodeNames: msgspec.Raw | None = None
+    FailedNodes: dict[str, str] = {}
+    FailedAndUnresolvableNodes: dict[str, str] = {}
+    Error: str = ""
+
+
 class HostPriority(msgspec.Struct, frozen=True, gc=False):
     # gc=False: thousands are built per prioritize call and none can form a cycle.
     Host: str
@@ -285,7 +304,7 @@ class Bookmark(msgspec.Struct, frozen=True):
 
 
 # Decoders are built once: msgspec compiles a decoder per type.
-EXTENDER_ARGS_DECODER = msgspec.json.Decoder(ExtenderArgs)
+EXTENDER_ARGS_DECODER = msgspec.json.Decoder(OfferedExtenderArgs)
 PREEMPTION_ARGS_DECODER = msgspec.json.Decoder(ExtenderPreemptionArgs)
 BINDING_ARGS_DECODER = msgspec.json.Decoder(ExtenderBindingArgs)
 ADMISSION_REVIEW_DECODER = msgspec.json.Decoder(AdmissionReview)

@@ -1,0 +1,586 @@
+/* Node names on kube-scheduler's wire, resolved without building a Python object per name.
+ *
+ * With nodeCacheCapable, kube-scheduler sends filter and prioritize a JSON array of up to
+ * thousands of node names, and expects names back. In CPython every name costs a str object, a
+ * SipHash of it and a dict probe through scattered memory (~50-70 ns, more with cold caches):
+ * at 5,000 names that is more than the whole HTTP framework's cost per call. Here one pass over
+ * the array's bytes finds each name's span and its slot in a compact open-addressing table, and
+ * answers are written by copying the request's own bytes.
+ *
+ * Only the plain case is handled: an array of strings without escape sequences (Kubernetes node
+ * names are DNS subdomains, so kube-scheduler never escapes one). Anything else - an escape, a
+ * non-string element, malformed text - makes scan() return None, and the caller
+ * decodes the array with msgspec as before, which also names the field in any error.
+ *
+ * scheduler/kube/names.py is the Python side and the documented interface; tests compare every
+ * answer with the pure-Python path.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
+
+/* ------------------------------------------------------------------------------ hashing */
+
+static inline uint64_t mix(uint64_t h) {
+    /* MurmurHash3's 64-bit finaliser */
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdULL;
+    h ^= h >> 33;
+    h *= 0xc4ceb9fe1a85ec53ULL;
+    h ^= h >> 33;
+    return h;
+}
+
+static inline uint64_t load8(const unsigned char *data) {
+    uint64_t word;
+    memcpy(&word, data, 8);  /* a constant size: one unaligned load, no call */
+    return word;
+}
+
+/* The last up-to-8 bytes of data[0..length), length > 0, as a word: one load overlapping
+ * what came before when the name is that long, else a byte loop (a memcpy of variable
+ * length is a libc call). */
+static inline uint64_t tail8(const unsigned char *data, Py_ssize_t length, Py_ssize_t total) {
+    if (total >= 8) return load8(data + length - 8);
+    uint64_t word = 0;
+    for (Py_ssize_t k = 0; k < length; k++) word |= (uint64_t)data[k] << (8 * k);
+    return word;
+}
+
+static inline uint64_t hash_bytes(const unsigned char *data, Py_ssize_t length) {
+    /* Eight bytes a step (a byte-at-a-time hash spent most of a lookup in its multiply chain);
+     * collisions only cost a probe, since every hit is confirmed byte for byte. */
+    uint64_t h = (uint64_t)length * 0x9e3779b97f4a7c15ULL;
+    Py_ssize_t i = 0;
+    for (; i + 8 <= length; i += 8) {
+        h = (h ^ load8(data + i)) * 0x9e3779b97f4a7c15ULL;
+        h ^= h >> 29;
+    }
+    if (i < length) h = (h ^ tail8(data + i, length - i, length)) * 0x9e3779b97f4a7c15ULL;
+    return mix(h);
+}
+
+/* a[0..length) == b[0..length): a word at a time, the last word overlapping the one before. */
+static inline int same_bytes(const unsigned char *a, const unsigned char *b, Py_ssize_t length) {
+    if (length < 8) return memcmp(a, b, (size_t)length) == 0;
+    for (Py_ssize_t i = 0; i + 8 < length; i += 8)
+        if (load8(a + i) != load8(b + i)) return 0;
+    return load8(a + length - 8) == load8(b + length - 8);
+}
+
+/* ------------------------------------------------------------------------------ NameTable */
+
+/* 8 bytes an entry, so that the table of 5,000 names stays in cache: a lookup touches one
+ * entry, then the slot's name bytes to confirm the hit. */
+typedef struct {
+    uint32_t tag;       /* the hash's high half */
+    int32_t slot;       /* -1: empty */
+} Entry;
+
+typedef struct {
+    PyObject_HEAD
+    Entry *entries;
+    uint64_t mask;      /* capacity - 1; capacity a power of two, at most half full */
+    char *storage;      /* every name's UTF-8 bytes, one after the other */
+    uint32_t *offsets;  /* per slot: where its name starts in storage */
+    uint32_t *lengths;  /* per slot: its name's length */
+    Py_ssize_t size;    /* names in the table */
+} NameTable;
+
+static void NameTable_release(NameTable *self) {
+    PyMem_Free(self->entries);
+    PyMem_Free(self->storage);
+    PyMem_Free(self->offsets);
+    PyMem_Free(self->lengths);
+    self->entries = NULL;
+    self->storage = NULL;
+    self->offsets = self->lengths = NULL;
+    self->size = 0;
+}
+
+static void NameTable_dealloc(NameTable *self) {
+    NameTable_release(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static inline int64_t table_find(const NameTable *self, const char *name, Py_ssize_t length) {
+    uint64_t h = hash_bytes((const unsigned char *)name, length);
+    uint32_t tag = (uint32_t)(h >> 32);
+    uint64_t i = h & self->mask;
+    for (;;) {
+        const Entry *e = &self->entries[i];
+        if (e->slot < 0) return -1;
+        if (e->tag == tag && self->lengths[e->slot] == (uint32_t)length
+            && same_bytes((const unsigned char *)self->storage + self->offsets[e->slot], (const unsigned char *)name, length))
+            return e->slot;
+        i = (i + 1) & self->mask;
+    }
+}
+
+/* NameTable(names): names[i] is the name of slot i; None marks a free slot. */
+static int NameTable_init(NameTable *self, PyObject *args, PyObject *kwargs) {
+    static char *keywords[] = {"names", NULL};
+    PyObject *names;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O:NameTable", keywords, &names)) return -1;
+    PyObject *seq = PySequence_Fast(names, "names must be a sequence of str or None");
+    if (seq == NULL) return -1;
+    Py_ssize_t count = PySequence_Fast_GET_SIZE(seq);
+    PyObject **items = PySequence_Fast_ITEMS(seq);
+    NameTable_release(self);
+    if (count >= INT32_MAX / 2) {
+        PyErr_SetString(PyExc_ValueError, "too many names");
+        goto fail;
+    }
+
+    Py_ssize_t total = 0;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        if (items[i] == Py_None) continue;
+        if (!PyUnicode_Check(items[i])) {
+            PyErr_Format(PyExc_TypeError, "names[%zd] must be str or None, not %.80s", i, Py_TYPE(items[i])->tp_name);
+            goto fail;
+        }
+        Py_ssize_t length;
+        if (PyUnicode_AsUTF8AndSize(items[i], &length) == NULL) goto fail;
+        total += length;
+    }
+    if (total > UINT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "names too long in all");
+        goto fail;
+    }
+    uint64_t capacity = 8;
+    while (capacity < (uint64_t)count * 2) capacity <<= 1;
+    self->entries = PyMem_Malloc(capacity * sizeof(Entry));
+    self->storage = PyMem_Malloc(total ? (size_t)total : 1);
+    self->offsets = PyMem_Malloc((count ? (size_t)count : 1) * sizeof(uint32_t));
+    self->lengths = PyMem_Malloc((count ? (size_t)count : 1) * sizeof(uint32_t));
+    if (!self->entries || !self->storage || !self->offsets || !self->lengths) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    self->mask = capacity - 1;
+    for (uint64_t i = 0; i < capacity; i++) self->entries[i].slot = -1;
+
+    uint32_t offset = 0;
+    for (Py_ssize_t slot = 0; slot < count; slot++) {
+        self->offsets[slot] = offset;
+        self->lengths[slot] = 0;
+        if (items[slot] == Py_None) continue;
+        Py_ssize_t length;
+        const char *name = PyUnicode_AsUTF8AndSize(items[slot], &length);
+        if (table_find(self, name, length) >= 0) {
+            PyErr_Format(PyExc_ValueError, "names[%zd]: %R appears twice", slot, items[slot]);
+            goto fail;
+        }
+        memcpy(self->storage + offset, name, (size_t)length);
+        self->lengths[slot] = (uint32_t)length;
+        uint64_t h = hash_bytes((const unsigned char *)name, length);
+        uint64_t i = h & self->mask;
+        while (self->entries[i].slot >= 0) i = (i + 1) & self->mask;
+        self->entries[i] = (Entry){.tag = (uint32_t)(h >> 32), .slot = (int32_t)slot};
+        offset += (uint32_t)length;
+        self->size++;
+    }
+    Py_DECREF(seq);
+    return 0;
+fail:
+    NameTable_release(self);
+    Py_DECREF(seq);
+    return -1;
+}
+
+/* Bytes that end the plain part of a JSON string: the closing quote, an escape, and the
+ * control characters JSON forbids inside strings. */
+static unsigned char string_stop[256];
+
+static void init_string_stop(void) {
+    for (int c = 0; c < 0x20; c++) string_stop[c] = 1;
+    string_stop['"'] = 1;
+    string_stop['\\'] = 1;
+}
+
+/* The first byte at or after p that ends the plain part of a string (see string_stop). */
+static inline const char *string_end(const char *p, const char *end) {
+#ifdef __SSE2__
+    /* sixteen bytes a step; a node name and its closing quote mostly fit in one */
+    const __m128i quote = _mm_set1_epi8('"'), backslash = _mm_set1_epi8('\\'), control = _mm_set1_epi8(0x1f);
+    while (end - p >= 16) {
+        __m128i chunk = _mm_loadu_si128((const __m128i *)p);
+        __m128i stops = _mm_or_si128(
+            _mm_or_si128(_mm_cmpeq_epi8(chunk, quote), _mm_cmpeq_epi8(chunk, backslash)),
+            _mm_cmpeq_epi8(_mm_max_epu8(chunk, control), control)); /* unsigned byte <= 0x1f */
+        int mask = _mm_movemask_epi8(stops);
+        if (mask) return p + __builtin_ctz((unsigned)mask);
+        p += 16;
+    }
+#endif
+    while (p < end && !string_stop[(unsigned char)*p]) p++;
+    return p;
+}
+
+static inline const char *skip_space(const char *p, const char *end) {
+    while (p < end && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t')) p++;
+    return p;
+}
+
+/* Parses a JSON array of strings starting at p (after any space): appends each string's
+ * content (start, end) offsets from `text`, quotes excluded, to *spans. Returns the byte after
+ * the array, or NULL when the fast path does not apply (or memory ran out). */
+static const char *parse_names(const char *text, const char *p, const char *end,
+                               int32_t **spans, Py_ssize_t *count) {
+    Py_ssize_t capacity = 64;
+    *count = 0;
+    *spans = PyMem_Malloc(2 * capacity * sizeof(int32_t));
+    if (*spans == NULL) return NULL;
+    if (p == end || *p++ != '[') goto fail;
+    p = skip_space(p, end);
+    if (p < end && *p == ']') return p + 1;
+    for (;;) {
+        if (p == end || *p != '"') goto fail;
+        const char *start = ++p;
+        p = string_end(p, end);
+        /* the end of the text, an escape or a control character (invalid JSON): msgspec decides */
+        if (p == end || *p != '"') goto fail;
+        if (*count == capacity) {
+            capacity *= 2;
+            int32_t *more = PyMem_Realloc(*spans, 2 * capacity * sizeof(int32_t));
+            if (more == NULL) goto fail;
+            *spans = more;
+        }
+        (*spans)[2 * *count] = (int32_t)(start - text);
+        (*spans)[2 * *count + 1] = (int32_t)(p - text);
+        (*count)++;
+        p = skip_space(p + 1, end);
+        if (p == end) goto fail;
+        if (*p == ',') { p = skip_space(p + 1, end); continue; }
+        if (*p == ']') return p + 1;
+        goto fail;
+    }
+fail:
+    PyMem_Free(*spans);
+    *spans = NULL;
+    return NULL;
+}
+
+/* The end of the JSON object or array starting at p, found by counting brackets outside
+ * strings; NULL if the text ends first. Nothing else is checked: the caller has msgspec
+ * decode the span, which rejects whatever is not JSON. */
+static const char *skip_nested(const char *p, const char *end) {
+    Py_ssize_t depth = 0;
+    while (p < end) {
+        char c = *p++;
+        if (c == '"') {
+            for (;;) {
+                p = string_end(p, end);
+                if (p == end) return NULL;
+                if (*p == '"') { p++; break; }
+                if (*p == '\\') { if (++p == end) return NULL; p++; continue; }
+                p++;  /* a control character: the decoder will refuse it */
+            }
+        } else if (c == '{' || c == '[') {
+            depth++;
+        } else if (c == '}' || c == ']') {
+            if (--depth == 0) return p;
+        }
+    }
+    return NULL;
+}
+
+/* Checks shared by everything that reads spans: int32 pairs lying inside `text`. */
+static int check_spans(const Py_buffer *text, const Py_buffer *spans, Py_ssize_t *count) {
+    if (spans->len % (2 * (Py_ssize_t)sizeof(int32_t)) != 0) {
+        PyErr_SetString(PyExc_ValueError, "spans must hold int32 (start, end) pairs");
+        return 0;
+    }
+    *count = spans->len / (2 * (Py_ssize_t)sizeof(int32_t));
+    const int32_t *s = spans->buf;
+    for (Py_ssize_t i = 0; i < *count; i++) {
+        if (s[2 * i] < 1 || s[2 * i] > s[2 * i + 1] || s[2 * i + 1] >= text->len) {
+            PyErr_Format(PyExc_ValueError, "span %zd lies outside the text", i);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+PyDoc_STRVAR(lookup_doc,
+"lookup(text, spans) -> bytes\n\n"
+"The int64 slot of each name of ``spans`` (from scan(text)) in this table, -1 for a name\n"
+"it does not hold.");
+
+static PyObject *NameTable_lookup(NameTable *self, PyObject *args) {
+    if (self->entries == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "NameTable was not initialised");
+        return NULL;
+    }
+    Py_buffer text, spans;
+    if (!PyArg_ParseTuple(args, "y*y*:lookup", &text, &spans)) return NULL;
+    PyObject *result = NULL;
+    Py_ssize_t count;
+    if (!check_spans(&text, &spans, &count)) goto out;
+    result = PyBytes_FromStringAndSize(NULL, count * (Py_ssize_t)sizeof(int64_t));
+    if (result == NULL) goto out;
+    int64_t *slots = (int64_t *)PyBytes_AS_STRING(result);
+    const int32_t *s = spans.buf;
+    const char *src = text.buf;
+    for (Py_ssize_t i = 0; i < count; i++) slots[i] = table_find(self, src + s[2 * i], s[2 * i + 1] - s[2 * i]);
+out:
+    PyBuffer_Release(&text);
+    PyBuffer_Release(&spans);
+    return result;
+}
+
+static PyObject *NameTable_len_get(NameTable *self, void *closure) { return PyLong_FromSsize_t(self->size); }
+
+static PyMethodDef NameTable_methods[] = {
+    {"lookup", (PyCFunction)NameTable_lookup, METH_VARARGS, lookup_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef NameTable_getset[] = {
+    {"size", (getter)NameTable_len_get, NULL, "How many names the table holds.", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject NameTableType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "scheduler.kube._names.NameTable",
+    .tp_doc = PyDoc_STR("Node name -> slot, looked up straight from JSON text."),
+    .tp_basicsize = sizeof(NameTable),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)NameTable_init,
+    .tp_dealloc = (destructor)NameTable_dealloc,
+    .tp_methods = NameTable_methods,
+    .tp_getset = NameTable_getset,
+};
+
+/* ------------------------------------------------------------------------------ answers */
+
+PyDoc_STRVAR(select_doc,
+"select(text, spans, positions) -> bytes\n\n"
+"The JSON array of the strings at ``positions`` (int64 indices into ``spans``), in that\n"
+"order, copied from ``text``.");
+
+static PyObject *names_select(PyObject *module, PyObject *args) {
+    Py_buffer text, spans, positions;
+    if (!PyArg_ParseTuple(args, "y*y*y*:select", &text, &spans, &positions)) return NULL;
+    PyObject *result = NULL;
+    Py_ssize_t count;
+    if (!check_spans(&text, &spans, &count)) goto out;
+    if (positions.len % (Py_ssize_t)sizeof(int64_t) != 0) {
+        PyErr_SetString(PyExc_ValueError, "positions must hold int64 values");
+        goto out;
+    }
+    Py_ssize_t picked = positions.len / (Py_ssize_t)sizeof(int64_t);
+    const int64_t *at = positions.buf;
+    const int32_t *s = spans.buf;
+    Py_ssize_t size = 2 + (picked ? picked - 1 : 0);
+    for (Py_ssize_t i = 0; i < picked; i++) {
+        if (at[i] < 0 || at[i] >= count) {
+            PyErr_Format(PyExc_IndexError, "positions[%zd] = %lld is out of range", i, (long long)at[i]);
+            goto out;
+        }
+        size += 2 + s[2 * at[i] + 1] - s[2 * at[i]];
+    }
+    result = PyBytes_FromStringAndSize(NULL, size);
+    if (result == NULL) goto out;
+    char *w = PyBytes_AS_STRING(result);
+    const char *src = text.buf;
+    *w++ = '[';
+    for (Py_ssize_t i = 0; i < picked; i++) {
+        if (i) *w++ = ',';
+        int32_t start = s[2 * at[i]], stop = s[2 * at[i] + 1];
+        *w++ = '"';
+        memcpy(w, src + start, (size_t)(stop - start));
+        w += stop - start;
+        *w++ = '"';
+    }
+    *w++ = ']';
+out:
+    PyBuffer_Release(&text);
+    PyBuffer_Release(&spans);
+    PyBuffer_Release(&positions);
+    return result;
+}
+
+PyDoc_STRVAR(host_priorities_doc,
+"host_priorities(text, spans, scores) -> bytes\n\n"
+"kube-scheduler's HostPriorityList: ``[{\"Host\":<name>,\"Score\":<score>},...]`` for every\n"
+"name of ``spans``, copied from ``text``, with its score from ``scores`` (a sequence of\n"
+"int, e.g. the list an engine's prioritize returns).");
+
+static PyObject *names_host_priorities(PyObject *module, PyObject *args) {
+    static const char host[] = "{\"Host\":\"", score[] = "\",\"Score\":";
+    Py_buffer text, spans;
+    PyObject *score_list;
+    if (!PyArg_ParseTuple(args, "y*y*O:host_priorities", &text, &spans, &score_list)) return NULL;
+    PyObject *result = NULL, *seq = NULL;
+    char *buffer = NULL;
+    Py_ssize_t count;
+    if (!check_spans(&text, &spans, &count)) goto out;
+    seq = PySequence_Fast(score_list, "scores must be a sequence of int");
+    if (seq == NULL) goto out;
+    if (PySequence_Fast_GET_SIZE(seq) != count) {
+        PyErr_Format(PyExc_ValueError, "scores must hold one int per name (%zd names, %zd scores)",
+                     count, PySequence_Fast_GET_SIZE(seq));
+        goto out;
+    }
+    PyObject **value = PySequence_Fast_ITEMS(seq);
+    const int32_t *s = spans.buf;
+    /* 20 digits and a sign bound any int64 */
+    Py_ssize_t size = 2 + count * ((Py_ssize_t)sizeof(host) - 1 + (Py_ssize_t)sizeof(score) - 1 + 21 + 2);
+    for (Py_ssize_t i = 0; i < count; i++) size += s[2 * i + 1] - s[2 * i];
+    buffer = PyMem_Malloc((size_t)size);
+    if (buffer == NULL) { PyErr_NoMemory(); goto out; }
+    char *w = buffer;
+    const char *src = text.buf;
+    *w++ = '[';
+    for (Py_ssize_t i = 0; i < count; i++) {
+        long long number = PyLong_AsLongLong(value[i]);
+        if (number == -1 && PyErr_Occurred()) goto out;
+        if (i) *w++ = ',';
+        memcpy(w, host, sizeof(host) - 1);
+        w += sizeof(host) - 1;
+        memcpy(w, src + s[2 * i], (size_t)(s[2 * i + 1] - s[2 * i]));
+        w += s[2 * i + 1] - s[2 * i];
+        memcpy(w, score, sizeof(score) - 1);
+        w += sizeof(score) - 1;
+        char digits[24];
+        int n = 0;
+        uint64_t magnitude = number < 0 ? (uint64_t)0 - (uint64_t)number : (uint64_t)number;
+        do { digits[n++] = (char)('0' + magnitude % 10); magnitude /= 10; } while (magnitude);
+        if (number < 0) *w++ = '-';
+        while (n) *w++ = digits[--n];
+        *w++ = '}';
+    }
+    *w++ = ']';
+    result = PyBytes_FromStringAndSize(buffer, w - buffer);
+out:
+    PyMem_Free(buffer);
+    Py_XDECREF(seq);
+    PyBuffer_Release(&text);
+    PyBuffer_Release(&spans);
+    return result;
+}
+
+PyDoc_STRVAR(scan_doc,
+"scan(text) -> bytes | None\n\n"
+"``text`` is the JSON text of an array of strings (any buffer). The int32 (start, end) byte\n"
+"offsets of each string's content, quotes excluded; None when the text is not an array of\n"
+"strings without escape sequences: decode it the ordinary way.");
+
+static PyObject *names_scan(PyObject *module, PyObject *arg) {
+    Py_buffer text;
+    if (PyObject_GetBuffer(arg, &text, PyBUF_SIMPLE) < 0) return NULL;
+    PyObject *result = NULL;
+    int32_t *spans = NULL;
+    Py_ssize_t count = 0;
+    const char *start = text.buf, *end = start + text.len;
+    const char *after = text.len > INT32_MAX ? NULL : parse_names(start, skip_space(start, end), end, &spans, &count);
+    if (after != NULL && skip_space(after, end) == end)
+        result = PyBytes_FromStringAndSize((const char *)spans, count * 2 * (Py_ssize_t)sizeof(int32_t));
+    else if (!PyErr_Occurred())
+        result = Py_NewRef(Py_None);
+    PyMem_Free(spans);
+    PyBuffer_Release(&text);
+    return result;
+}
+
+PyDoc_STRVAR(split_args_doc,
+"split_args(body) -> (pod_start, pod_end, spans) | None\n\n"
+"kube-scheduler's ExtenderArgs with node names: an object with the keys Pod (an object),\n"
+"NodeNames (an array of strings without escapes) and optionally Nodes (null), in any order.\n"
+"The Pod value's byte span, and the names' spans as scan() gives them (offsets into body).\n"
+"None for anything else: decode the body the ordinary way.");
+
+static PyObject *names_split_args(PyObject *module, PyObject *arg) {
+    Py_buffer body;
+    if (PyObject_GetBuffer(arg, &body, PyBUF_SIMPLE) < 0) return NULL;
+    PyObject *result = NULL;
+    const char *text = body.buf, *end = text + body.len, *p = text;
+    const char *pod_start = NULL, *pod_end = NULL;
+    int32_t *spans = NULL;
+    Py_ssize_t count = 0;
+    int seen_nodes = 0, seen_names = 0;
+    if (body.len > INT32_MAX) goto none;
+    p = skip_space(p, end);
+    if (p == end || *p++ != '{') goto none;
+    for (;;) {
+        p = skip_space(p, end);
+        if (p == end || *p++ != '"') goto none;
+        const char *key = p;
+        p = string_end(p, end);
+        if (p == end || *p != '"') goto none;  /* an escape in a key: not kube-scheduler's */
+        Py_ssize_t key_length = p - key;
+        p = skip_space(p + 1, end);
+        if (p == end || *p++ != ':') goto none;
+        p = skip_space(p, end);
+        if (key_length == 3 && memcmp(key, "Pod", 3) == 0 && pod_start == NULL) {
+            if (p == end || *p != '{') goto none;
+            pod_start = p;
+            p = pod_end = skip_nested(p, end);
+            if (p == NULL) goto none;
+        } else if (key_length == 5 && memcmp(key, "Nodes", 5) == 0 && !seen_nodes) {
+            if (end - p < 4 || memcmp(p, "null", 4) != 0) goto none;  /* full Nodes: not this path */
+            p += 4;
+            seen_nodes = 1;
+        } else if (key_length == 9 && memcmp(key, "NodeNames", 9) == 0 && !seen_names) {
+            p = parse_names(text, p, end, &spans, &count);
+            if (p == NULL) goto none;
+            seen_names = 1;
+        } else {
+            goto none;  /* another key, or one twice */
+        }
+        p = skip_space(p, end);
+        if (p == end) goto none;
+        if (*p == ',') { p++; continue; }
+        if (*p++ == '}') break;
+        goto none;
+    }
+    if (skip_space(p, end) != end || pod_start == NULL || !seen_names) goto none;
+    result = Py_BuildValue("(nny#)", (Py_ssize_t)(pod_start - text), (Py_ssize_t)(pod_end - text),
+                           (const char *)spans, count * 2 * (Py_ssize_t)sizeof(int32_t));
+    goto out;
+none:
+    if (!PyErr_Occurred()) result = Py_NewRef(Py_None);
+out:
+    PyMem_Free(spans);
+    PyBuffer_Release(&body);
+    return result;
+}
+
+/* ------------------------------------------------------------------------------ module */
+
+static PyMethodDef module_methods[] = {
+    {"scan", names_scan, METH_O, scan_doc},
+    {"split_args", names_split_args, METH_O, split_args_doc},
+    {"select", names_select, METH_VARARGS, select_doc},
+    {"host_priorities", names_host_priorities, METH_VARARGS, host_priorities_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef names_module = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "scheduler.kube._names",
+    .m_doc = "Node names resolved and written straight from kube-scheduler's JSON (see names.py).",
+    .m_size = -1,
+    .m_methods = module_methods,
+};
+
+PyMODINIT_FUNC PyInit__names(void) {
+    init_string_stop();
+    if (PyType_Ready(&NameTableType) < 0) return NULL;
+    PyObject *module = PyModule_Create(&names_module);
+    if (module == NULL) return NULL;
+    Py_INCREF(&NameTableType);
+    if (PyModule_AddObject(module, "NameTable", (PyObject *)&NameTableType) < 0) {
+        Py_DECREF(&NameTableType);
+        Py_DECREF(module);
+        return NULL;
+    }
+    return module;
+}
