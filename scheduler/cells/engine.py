@@ -19,6 +19,9 @@ from __future__ import annotations
 from collections import deque
 from typing import AbstractSet, Any, Callable, Final, Mapping, NamedTuple, Sequence
 
+import numpy as np
+import numpy.typing as npt
+
 from scheduler.cells import bindinfo, inspection
 from scheduler.cells.allocator import Booking, CellAllocator, Group, Spot, Target, Unplaceable, VcState
 from scheduler.cells.check import CellsCheck, check_config, describe
@@ -36,10 +39,12 @@ from scheduler.cells.topology import Topology
 from scheduler.constants import ANNOTATION_BIND_INFO, ANNOTATION_GPU_INDICES, MAX_EXTENDER_PRIORITY
 from scheduler.core.engine import FilterDecision, Placement
 from scheduler.core.model import TERMINAL_PHASES, NodeInfo, PodInfo
+from scheduler.core.nodeindex import NodeIndex, pick
 from scheduler.errors import ConfigError, InvalidAnnotation, SchedulingConflict, UnknownNode
 
 
 MAX_CHANGES: Final = 200
+_NO_POSITIONS: Final = np.zeros(0, dtype=np.int64)
 
 
 class _Decision(NamedTuple):
@@ -84,7 +89,7 @@ class HivedEngine:
         self.allocator = CellAllocator(self.topology, checked.virtual_clusters)
         self.default_vc = checked.default_vc
         self._nodes: dict[str, NodeInfo] = {}
-        self._node_set = frozenset(self.topology.nodes)
+        self.node_index = self._index_cell_nodes()
         self._strays: set[str] = set()  # GPU nodes outside the topology, reported once
         self._on_change = on_change
         # Runtime changes to the cells, newest last (also passed to on_change).
@@ -162,9 +167,33 @@ class HivedEngine:
         vc = self.allocator.vc_state(request, self.default_vc)
         return _Context(request, vc, self.allocator.targets(request, vc))
 
-    def _allowed(self, node_names: Sequence[str] | AbstractSet[str]) -> AbstractSet[str] | None:
-        names = self._node_set.intersection(node_names)
-        return None if len(names) == len(self._node_set) else names
+    def _index_cell_nodes(self) -> NodeIndex:
+        index = NodeIndex()
+        for name in self.topology.nodes:
+            index.add(name)
+        return index
+
+    def _offered(self, node_names: Sequence[str]) -> tuple[AbstractSet[str] | None, npt.NDArray[np.int64]]:
+        """The cell nodes among ``node_names`` (``None`` when every one is offered, the usual
+        case), and the positions of offered names that are no cell node. Names are resolved in
+        bulk (:class:`NodeIndex`): with 5,000+ names per call, a Python step per name would
+        cost more than the HiveD decision itself."""
+        slots = self.node_index.resolve(node_names)
+        inside = slots >= 0
+        if inside.all():
+            outside = _NO_POSITIONS
+        else:
+            outside = np.flatnonzero(~inside).astype(np.int64)
+            slots = slots[inside]
+        offered = np.zeros(self.node_index.capacity, dtype=bool)
+        offered[slots] = True  # duplicates, were there any, count once
+        if offered.sum() == len(self.node_index):
+            return None, outside
+        names = self.node_index.names
+        return frozenset([names[slot] for slot in np.flatnonzero(offered).tolist()]), outside  # type: ignore[misc]
+
+    def _allowed(self, node_names: Sequence[str]) -> AbstractSet[str] | None:
+        return self._offered(node_names)[0]
 
     @staticmethod
     def _in(node: str | None, allowed: AbstractSet[str] | None) -> bool:
@@ -241,35 +270,27 @@ class HivedEngine:
     def filter(self, pod: PodInfo, node_names: Sequence[str]) -> FilterDecision:
         if pod.requests.gpus == 0:
             return FilterDecision(feasible=node_names)
-        # Set and dict operations run in C: with 5,000+ names per call, a Python loop per node
-        # would cost more than the HiveD decision itself.
-        outside: AbstractSet[str]
-        if len(node_names) == len(self._node_set) and self._node_set.issuperset(node_names):
-            outside, allowed, offered = frozenset(), None, self._node_set  # the common case: every node offered
-        else:
-            offered = set(node_names)
-            outside = offered - self._node_set
-            cell_nodes = offered - outside if outside else offered
-            allowed = None if len(cell_nodes) == len(self._node_set) else frozenset(cell_nodes)
+        allowed, outside_at = self._offered(node_names)
+        outside = len(outside_at)
         try:
             ctx = self._context(pod)
             decided = self._decide(pod, ctx, allowed)
         except (Unplaceable, InvalidAnnotation) as error:
             reason = error.reason if isinstance(error, Unplaceable) else str(error)
             resolvable = isinstance(error, Unplaceable) and error.resolvable
-            inside = len(node_names) - len(outside)
+            inside = len(node_names) - outside
             return FilterDecision(
-                explain=lambda: self._verdicts(node_names, outside, reason, resolvable=resolvable),
+                explain=lambda: self._verdicts(node_names, outside_at, reason, resolvable=resolvable),
                 failed_count=inside if resolvable else 0,
-                unresolvable_count=len(outside) + (0 if resolvable else inside),
+                unresolvable_count=outside + (0 if resolvable else inside),
             )
         node = decided.node
         # Every other node gets the same sentence; kube-scheduler reads them only when no node
         # is left, so they are built only if asked for.
         placed = f"HiveD placed this pod's GPUs on node {node}"
-        if node not in offered:
+        if not self._in(node, allowed):
             return FilterDecision(
-                explain=lambda: self._verdicts(node_names, outside, placed, resolvable=False),
+                explain=lambda: self._verdicts(node_names, outside_at, placed, resolvable=False),
                 failed_count=0,
                 unresolvable_count=len(node_names),
             )
@@ -279,7 +300,7 @@ class HivedEngine:
             failed[node] = self._victim_reason(decided.booking, decided.victims)
 
         def explain() -> tuple[dict[str, str], dict[str, str]]:
-            _, unresolvable = self._verdicts(node_names, outside, placed, resolvable=False)
+            _, unresolvable = self._verdicts(node_names, outside_at, placed, resolvable=False)
             del unresolvable[node]
             return failed, unresolvable
 
@@ -292,11 +313,13 @@ class HivedEngine:
 
     @staticmethod
     def _verdicts(
-        node_names: Sequence[str], outside: AbstractSet[str], reason: str, *, resolvable: bool
+        node_names: Sequence[str], outside_at: npt.NDArray[np.int64], reason: str, *, resolvable: bool
     ) -> tuple[dict[str, str], dict[str, str]]:
         """(failed, unresolvable): ``reason`` for every offered node with cells, in the first
-        dict if preemption may help; nodes without cells, unresolvable, say so."""
+        dict if preemption may help; nodes without cells (at ``outside_at``), unresolvable,
+        say so."""
         verdicts = dict.fromkeys(node_names, reason)
+        outside = list(pick(node_names, outside_at))
         for name in outside:
             del verdicts[name]
         failed, unresolvable = (verdicts, {}) if resolvable else ({}, verdicts)
@@ -432,7 +455,7 @@ class HivedEngine:
         """The cells changed at runtime: refresh what depends on the node set, and tell."""
         if not changed:
             return
-        self._node_set = frozenset(self.topology.nodes)
+        self.node_index = self._index_cell_nodes()
         self._strays.difference_update(self.topology.nodes)
         for node_name in changed.rebuilt:
             info = self._nodes.get(node_name)

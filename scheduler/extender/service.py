@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections import Counter
 from dataclasses import dataclass
 from typing import Protocol, Sequence
 
@@ -136,10 +137,7 @@ class ExtenderService:
             failed, unresolvable = {}, {}
         else:
             failed, unresolvable = decision.failed, decision.unresolvable
-            log.info(
-                "no node fits",
-                extra={"verb": "filter", "pod": pod.key, "offered": len(names), "failed": decision.failed_count},
-            )
+            _log_no_fit(pod, offered=len(names), failed=failed, unresolvable=unresolvable)
         if raw_nodes is None:
             result = wire.ExtenderFilterAnswer(
                 NodeNames=names_json(decision.feasible), FailedNodes=failed, FailedAndUnresolvableNodes=unresolvable
@@ -342,3 +340,25 @@ class ExtenderService:
         self._metrics.answered[verb, "error"].inc()
         log.warning("request not carried out", extra={"verb": verb, "reason": str(error), **(context or {})})
         return Answer(200, wire.ENCODER.encode(result))
+
+
+def _log_no_fit(pod: PodInfo, *, offered: int, failed: dict[str, str], unresolvable: dict[str, str]) -> None:
+    """Say why no node took the pod, as the FailedScheduling event does: a WARNING when no
+    preemption can help (every node unresolvable: the pod cannot run as written, e.g. an
+    unknown virtual cluster), else INFO (waiting for room is normal)."""
+    counts = Counter(unresolvable.values())
+    counts.update(failed.values())
+    common = counts.most_common(3)
+    log.log(
+        logging.INFO if failed else logging.WARNING,
+        "no node fits",
+        extra={
+            "verb": "filter",
+            "pod": pod.key,
+            "offered": offered,
+            "failed": len(failed),
+            "unresolvable": len(unresolvable),
+            "reason": common[0][0] if common else "no node was offered",
+            "reasons": dict(common),
+        },
+    )
