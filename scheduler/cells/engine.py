@@ -155,6 +155,7 @@ class HivedEngine:
         self.default_vc = None
         if self.membership is not None:
             self.membership.owner_vc = None  # the configured VCs own what they say, no more
+        self._refresh_summary()
 
     # ------------------------------------------------------------------ helpers
 
@@ -461,16 +462,20 @@ class HivedEngine:
             info = self._nodes.get(node_name)
             if info is not None and node_name in self.topology.nodes:
                 self.apply_node(info)  # a new cell is healthy; the node may be NotReady or cordoned
-        self.summary = describe(
-            self.topology.config,
-            self._virtual_cluster_specs(),
-            discovered=True,
-            nodes_without_gpus=sum(1 for n in self._nodes.values() if n.allocatable.gpus == 0),
-        )
+        self._refresh_summary()
         for message in changed.messages:
             self.changes.append(message)
             if self._on_change is not None:
                 self._on_change(message)
+
+    def _refresh_summary(self) -> None:
+        """The one-line summary (startup log, /v1/inspect/engine) after a runtime change."""
+        self.summary = describe(
+            self.topology.config,
+            self._virtual_cluster_specs(),
+            discovered=self.membership is not None,
+            nodes_without_gpus=sum(1 for n in self._nodes.values() if n.allocatable.gpus == 0),
+        )
 
     def _virtual_cluster_specs(self) -> dict[str, VirtualClusterSpec]:
         return {

@@ -70,7 +70,9 @@ def test_shrink_takes_effect_as_pods_finish():
     engine = HivedEngine.from_config(rack_cluster(**{"vcs": vcs(4, 4)["virtualClusters"]}))
     running = [schedule(engine, pod(f"a{i}", 8, "a"), NODES) for i in range(3)]
     before = snapshot(engine)
+    assert "a (4 V100-NODE)" in engine.summary
     engine.reconfigure(vcs(1, 7))
+    assert "a (1 V100-NODE), b (7 V100-NODE)" in engine.summary  # /v1/inspect/engine says so
     assert snapshot(engine)["gpus"] == before["gpus"]  # nobody was evicted
     assert "quota exhausted" in engine.filter(pod("new", 8, "a"), NODES).unresolvable["r0n0"]
     summary = engine.inspect_virtual_cluster("a")["cells"][0]
