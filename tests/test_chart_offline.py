@@ -663,6 +663,24 @@ def test_config_checksums_roll_the_pods(default_docs: list[dict[str, Any]]) -> N
     assert changed_scheduler["checksum/cellfit-config"] == base["checksum/cellfit-config"]
 
 
+def test_changed_vc_quotas_reach_the_running_pods_without_a_roll() -> None:
+    """cellfit reloads virtual-cluster quotas live (server.configReloadSeconds), so a changed
+    quota changes the ConfigMap but not the pods; configuring VCs at all, or anything else,
+    still rolls them (those need a restart)."""
+
+    def rendered(*vcs: int) -> tuple[str, str]:
+        quotas = {f"vc{i}": [{"cellType": "A100-NODE", "count": count}] for i, count in enumerate(vcs)}
+        docs = render("--set-json", f"cells.virtualClusters={json.dumps(quotas)}")
+        annotations = one(docs, "Deployment")["spec"]["template"]["metadata"]["annotations"]
+        return annotations["checksum/cellfit-config"], one(docs, "ConfigMap", "cellfit-config")["data"]["config.yaml"]
+
+    two_one, config_two_one = rendered(2, 1)
+    one_two, config_one_two = rendered(1, 2)
+    assert config_two_one != config_one_two and "count: 2" in config_two_one
+    assert two_one == one_two  # a quota change: reloaded, not rolled
+    assert rendered()[0] != two_one  # to the implicit default VC: rolled
+
+
 # ---------------------------------------------------------------------------------- RBAC and priorities
 
 
