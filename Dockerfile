@@ -1,6 +1,8 @@
 # syntax=docker/dockerfile:1
 # Small, non-root image running `cellfit serve`.
-FROM python:3.11-slim-bookworm AS build
+# The full image has the C compiler for scheduler.kube._names (the node-name fast path); the
+# runtime stage below is the slim image of the same Debian release, so the same glibc.
+FROM python:3.11-bookworm AS build
 WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY scheduler ./scheduler
@@ -12,7 +14,9 @@ FROM python:3.11-slim-bookworm
 LABEL org.opencontainers.image.title="cellfit" \
       org.opencontainers.image.description="Kubernetes scheduler extender for deep-learning GPU clusters"
 COPY --from=build /wheels /wheels
-RUN pip install --no-cache-dir --no-compile /wheels/*.whl && rm -rf /wheels
+# The extension is optional when installing from source; in the image it must be there.
+RUN pip install --no-cache-dir --no-compile /wheels/*.whl && rm -rf /wheels \
+    && python -c "from scheduler.kube import names; assert names.NATIVE, 'scheduler.kube._names was not built'"
 # 65532: the conventional "nonroot" UID; no shell login, no home writes needed.
 USER 65532:65532
 ENV PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
