@@ -31,6 +31,7 @@ except ImportError:  # pragma: no cover - the package was installed without its 
 NATIVE: Final = native is not None
 _NAMES_DECODER: Final = msgspec.json.Decoder(list[str])
 _NAMES_OR_NULL_DECODER: Final = msgspec.json.Decoder(list[str] | None)
+_PLAIN_ARGS_DECODER: Final = msgspec.json.Decoder(wire.ExtenderArgs)
 NULL: Final = msgspec.Raw(b"null")  # an absent or null field of a Raw-typed struct
 # Per NodeIndex, the native table of its names and the generation it was built at.
 _tables: weakref.WeakKeyDictionary[NodeIndex, tuple[int, object]] = weakref.WeakKeyDictionary()
@@ -117,6 +118,9 @@ def decode_extender_args(body: bytes) -> ExtenderArgs:
                 pass  # decoded whole below, for the error with its path
             else:
                 return ExtenderArgs(pod, RawNames(body, np.frombuffer(spans, dtype=np.int32).reshape(-1, 2)), None)
+    if native is None:  # one pass, names decoded with everything else
+        plain = wire.decode(_PLAIN_ARGS_DECODER, body)
+        return ExtenderArgs(plain.Pod, plain.NodeNames, plain.Nodes)
     args = wire.decode(wire.EXTENDER_ARGS_DECODER, body)
     return ExtenderArgs(args.Pod, offered_names(args.NodeNames), args.Nodes)
 

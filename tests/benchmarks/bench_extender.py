@@ -8,9 +8,14 @@ of the same app that read the same body and answer "{}", measured in the same ru
   and errors as for a verb, no decoding or deciding), so ``x raw`` shows what cellfit's decoding
   and deciding alone add.
 
+``filter-python`` and ``prioritize-python`` are the same verbs with the C extension
+scheduler.kube._names switched off for the call (as on a machine that installed cellfit without a
+C compiler): names decoded into ``str`` and looked up one by one.
+
     python tests/benchmarks/bench_extender.py [--requests 2000] [--json FILE]
 
 Targets (issue 2): filter p99 <= 0.5 ms at 500 names, p50 <= 1 ms at 5,000, <= 1.5x trivial.
+``req/s x trivial`` is one worker's rate (one request at a time) against the trivial endpoint's.
 This prints figures; it asserts nothing.
 """
 
@@ -58,7 +63,28 @@ def serve(port: int, nodes: int, ready) -> None:  # runs in the server process
         await request.body()
         return Response(b"{}", media_type="application/json")
 
+    from scheduler.kube import names
+
+    def without_native(handler):  # this server answers one request at a time
+        def answer(body: bytes) -> Answer:
+            saved, names.native = names.native, None
+            try:
+                return handler(body)
+            finally:
+                names.native = saved
+
+        return answer
+
     filter_route = runtime.app.routes["/v1/extender/filter"]
+    python_routes = {
+        f"/bench/{verb}-python": VerbRoute(
+            handler=without_native(runtime.app.routes[f"/v1/extender/{verb}"].handler),
+            observe_seconds=filter_route.observe_seconds,
+            count_rejected=filter_route.count_rejected,
+            count_failed=filter_route.count_failed,
+        )
+        for verb in ("filter", "prioritize")
+    }
     raw_trivial = VerbRoute(
         handler=lambda body: Answer(200, b"{}"),
         observe_seconds=filter_route.observe_seconds,  # a histogram observation, as a verb's
@@ -67,7 +93,7 @@ def serve(port: int, nodes: int, ready) -> None:  # runs in the server process
     )
     app = VerbDispatch(
         api=runtime.app.api,
-        routes={**runtime.app.routes, "/bench/trivial-raw": raw_trivial},
+        routes={**runtime.app.routes, "/bench/trivial-raw": raw_trivial, **python_routes},
         max_request_bytes=runtime.app.max_request_bytes,
     )
     config = uvicorn.Config(app, host="127.0.0.1", port=port, log_config=None, access_log=False)
@@ -111,9 +137,12 @@ def main() -> None:
     parser.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
     args = parser.parse_args()
     results = []
+    from scheduler.kube import names
+
+    print(f"C extension scheduler.kube._names: {'built' if names.NATIVE else 'NOT BUILT (the verbs run the Python path)'}")
     print(
-        f"{'names':>6} {'endpoint':<11} {'p50 ms':>8} {'p99 ms':>8} {'req/s':>8} {'p50 x trivial':>14} {'p99 x trivial':>14}"
-        f" {'p50 x raw':>10} {'p99 x raw':>10}"
+        f"{'names':>6} {'endpoint':<17} {'p50 ms':>8} {'p99 ms':>8} {'req/s':>8} {'p50 x trivial':>14} {'p99 x trivial':>14}"
+        f" {'req/s x trivial':>16} {'p50 x raw':>10} {'p99 x raw':>10}"
     )
     for size in SIZES:
         port = 18000 + size % 1000 + 17
@@ -126,17 +155,20 @@ def main() -> None:
         body = k.dumps(k.extender_args(k.pod("train-0", gpus=1), nodes, node_cache_capable=True))
         figures = measure(port, {
             "trivial": "/bench/trivial", "trivial-raw": "/bench/trivial-raw",
-            "filter": "/v1/extender/filter", "prioritize": "/v1/extender/prioritize"}, body, args.requests)
+            "filter": "/v1/extender/filter", "prioritize": "/v1/extender/prioritize",
+            "filter-python": "/bench/filter-python", "prioritize-python": "/bench/prioritize-python"}, body, args.requests)
         base50, base99 = percentile(figures["trivial"], 0.5), percentile(figures["trivial"], 0.99)
         raw50, raw99 = percentile(figures["trivial-raw"], 0.5), percentile(figures["trivial-raw"], 0.99)
+        base_rate = 1 / statistics.fmean(figures["trivial"])
         for name, samples in figures.items():
             p50, p99 = percentile(samples, 0.5), percentile(samples, 0.99)
             row = {"names": size, "endpoint": name, "p50_ms": p50 * 1e3, "p99_ms": p99 * 1e3,
                    "requests_per_second": 1 / statistics.fmean(samples), "p50_ratio": p50 / base50, "p99_ratio": p99 / base99,
                    "p50_ratio_raw": p50 / raw50, "p99_ratio_raw": p99 / raw99, "body_bytes": len(body)}
+            row["requests_per_second_ratio"] = row["requests_per_second"] / base_rate
             results.append(row)
-            print(f"{size:>6} {name:<11} {row['p50_ms']:>8.3f} {row['p99_ms']:>8.3f} {row['requests_per_second']:>8.0f} {row['p50_ratio']:>14.2f} {row['p99_ratio']:>14.2f}"
-                  f" {row['p50_ratio_raw']:>10.2f} {row['p99_ratio_raw']:>10.2f}")
+            print(f"{size:>6} {name:<17} {row['p50_ms']:>8.3f} {row['p99_ms']:>8.3f} {row['requests_per_second']:>8.0f} {row['p50_ratio']:>14.2f} {row['p99_ratio']:>14.2f}"
+                  f" {row['requests_per_second_ratio']:>16.2f} {row['p50_ratio_raw']:>10.2f} {row['p99_ratio_raw']:>10.2f}")
         process.terminate()
         process.join(5)
     if args.json:
