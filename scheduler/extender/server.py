@@ -37,7 +37,7 @@ from scheduler.extender.dispatch import VerbDispatch
 from scheduler.extender.metrics import ExtenderMetrics
 from scheduler.extender.inspect import inspect_router
 from scheduler.extender.service import AlwaysReady, ExtenderService
-from scheduler.kube import translate, wire
+from scheduler.kube import names, translate, wire
 from scheduler.preemption import FitGppSettings
 from scheduler.preemption.engine import FitGppEngine
 
@@ -345,6 +345,9 @@ def serve(settings: Settings, *, config_file: ConfigFile | None = None) -> None:
             "policy": settings.policy.name,
             "config_file": config_file.path if config_file is not None else None,
             "config_reload_seconds": server.config_reload_seconds if config_file is not None else None,
+            # False: installed without a C compiler; node names are decoded in Python (slower
+            # at thousands of nodes, the same answers).
+            "node_name_fast_path": names.NATIVE,
         },
     )
     with asyncio.Runner(loop_factory=listeners[0][0].config.get_loop_factory()) as runner:
