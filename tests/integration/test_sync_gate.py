@@ -7,14 +7,12 @@ over real HTTP: every verb refuses (filter and bind in their ``Error`` field, wh
 events; prioritize and preempt with HTTP 503, kube-scheduler's only other way to fail a call),
 and once the list arrives the running pod's GPUs are not offered again.
 
-The API here is a double of scheduler.cluster.api.KubernetesApi serving canned lists (the real
-one is exercised against kube-apiserver in e2e/); the cache, engine, service and HTTP are real.
+The API here is a double serving canned lists (tests/support/api_double.py); the cache, engine,
+service and HTTP are real.
 """
 
 from __future__ import annotations
 
-import json
-import threading
 import time
 from typing import Iterator
 
@@ -24,49 +22,16 @@ import pytest
 from scheduler.config import parse_settings
 from scheduler.extender.server import build_runtime
 from tests.support import kube_objects as k
+from tests.support.api_double import ListingApi
 from tests.support.server import running_server
 
 VERB = "/v1/extender/"
 RUNNING = k.pod("old-0", uid="uid-old", gpus=8, node_name="gpu-a", phase="Running")
 
 
-class HeldBackApi:
-    """Lists Nodes and Jobs at once and Pods only after :meth:`release_pods`; watches stay
-    quiet; records bindings."""
-
-    source = "test double"
-
-    def __init__(self) -> None:
-        self.pods_released = threading.Event()
-        self.bindings: list[tuple[str, str]] = []
-
-    def release_pods(self) -> None:
-        self.pods_released.set()
-
-    def list_raw(self, kind: str) -> bytes:
-        if kind == "nodes":
-            items = [k.node("gpu-a", gpus=8), k.node("gpu-b", gpus=8)]
-        elif kind == "pods":
-            self.pods_released.wait(30)
-            items = [RUNNING]
-        else:
-            items = []
-        return json.dumps({"metadata": {"resourceVersion": "100"}, "items": items}).encode()
-
-    def watch(self, kind: str, *, resource_version: str) -> Iterator[bytes]:
-        time.sleep(0.2)  # the server ends an idle watch; the reflector watches again
-        return iter(())
-
-    def get_pod(self, namespace: str, name: str):  # type: ignore[no-untyped-def]
-        return None
-
-    def create_binding(self, *, namespace: str, name: str, uid: str, node_name: str, annotations: dict[str, str]) -> None:
-        self.bindings.append((f"{namespace}/{name}", node_name))
-
-
 @pytest.fixture
-def held_back() -> Iterator[tuple[HeldBackApi, httpx.Client]]:
-    api = HeldBackApi()
+def held_back() -> Iterator[tuple[ListingApi, httpx.Client]]:
+    api = ListingApi(nodes=[k.node("gpu-a", gpus=8), k.node("gpu-b", gpus=8)], pods=[RUNNING], hold_pods=True)
     settings = parse_settings("policy: {name: resource-fit}\npreemption: {policy: placement}\n")
     runtime = build_runtime(settings, api=api)  # type: ignore[arg-type]
     try:
@@ -80,7 +45,7 @@ def post(client: httpx.Client, verb: str, body: object) -> httpx.Response:
     return client.post(VERB + verb, content=k.dumps(body), headers={"Content-Type": "application/json"})
 
 
-def test_every_verb_refuses_until_the_pods_are_listed(held_back: tuple[HeldBackApi, httpx.Client]) -> None:
+def test_every_verb_refuses_until_the_pods_are_listed(held_back: tuple[ListingApi, httpx.Client]) -> None:
     api, client = held_back
     nodes = [k.node("gpu-a", gpus=8), k.node("gpu-b", gpus=8)]
     new = k.pod("new-0", uid="uid-new", gpus=8)

@@ -1,0 +1,46 @@
+"""A stand-in for scheduler.cluster.api.KubernetesApi serving canned lists, for tests of what
+cellfit does while it lists the cluster (the real API is exercised against kube-apiserver in e2e/)."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from typing import Any, Iterator
+
+
+class ListingApi:
+    """Lists ``nodes`` and ``pods`` (Pods only once :meth:`release_pods` is called, when
+    ``hold_pods``); no Jobs; watches stay quiet; records bindings."""
+
+    source = "test double"
+
+    def __init__(self, *, nodes: list[dict[str, Any]], pods: list[dict[str, Any]] = (), hold_pods: bool = False) -> None:  # type: ignore[assignment]
+        self.nodes = list(nodes)
+        self.pods = list(pods)
+        self.pods_released = threading.Event()
+        if not hold_pods:
+            self.pods_released.set()
+        self.bindings: list[tuple[str, str]] = []
+
+    def release_pods(self) -> None:
+        self.pods_released.set()
+
+    def list_raw(self, kind: str) -> bytes:
+        items: list[dict[str, Any]] = []
+        if kind == "nodes":
+            items = self.nodes
+        elif kind == "pods":
+            self.pods_released.wait(30)
+            items = self.pods
+        return json.dumps({"metadata": {"resourceVersion": "100"}, "items": items}).encode()
+
+    def watch(self, kind: str, *, resource_version: str) -> Iterator[bytes]:
+        time.sleep(0.2)  # the server ends an idle watch; the reflector watches again
+        return iter(())
+
+    def get_pod(self, namespace: str, name: str) -> None:
+        return None
+
+    def create_binding(self, *, namespace: str, name: str, uid: str, node_name: str, annotations: dict[str, str]) -> None:
+        self.bindings.append((f"{namespace}/{name}", node_name))
