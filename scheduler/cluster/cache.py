@@ -49,18 +49,28 @@ class ClusterCache:
             replace=self._replace_pods, apply=self._apply_pod, delete=self._delete_pod,
         )
         self.jobs: Reflector[wire.Job] | None = None
+        self._job_uids: set[str] = set()
         if isinstance(engine, TracksJobs):
             tracker = engine
 
             def replace_jobs(jobs: list[wire.Job]) -> None:
+                self._job_uids = {job.metadata.uid for job in jobs}
                 for job in jobs:
                     tracker.apply_job(translate.job_info(job))
+
+            def apply_job(job: wire.Job) -> None:
+                self._job_uids.add(job.metadata.uid)
+                tracker.apply_job(translate.job_info(job))
+
+            def delete_job(job: wire.Job) -> None:
+                self._job_uids.discard(job.metadata.uid)
+                tracker.delete_job(job.metadata.uid)
 
             self.jobs = self._reflector(
                 api, "jobs", wire.JOB_LIST_DECODER, wire.JOB_DECODER,
                 replace=lambda jobs: self._under_lock(lambda: replace_jobs(jobs)),
-                apply=lambda job: self._under_lock(lambda: tracker.apply_job(translate.job_info(job))),
-                delete=lambda job: self._under_lock(lambda: tracker.delete_job(job.metadata.uid)),
+                apply=lambda job: self._under_lock(lambda: apply_job(job)),
+                delete=lambda job: self._under_lock(lambda: delete_job(job)),
             )
 
     def _reflector(
@@ -110,7 +120,8 @@ class ClusterCache:
         return True, "watch cache synced"
 
     def sizes(self) -> Mapping[str, int]:
-        return {"nodes": len(self._node_names), "pods": len(self._pods)}
+        """Objects the watch cache holds, by kind (the cellfit_cache_objects gauge)."""
+        return {"nodes": len(self._node_names), "pods": len(self._pods), "jobs": len(self._job_uids)}
 
     # ------------------------------------------------------------------ ClusterGateway
 

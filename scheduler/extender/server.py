@@ -158,7 +158,10 @@ def build_runtime(settings: Settings, *, api: KubernetesApi | None = None, stand
         readiness=readiness,
     )
 
-    metrics.track_sizes(lambda: _locked(lock, engine.stats), ("nodes", "pods"))
+    if cache is not None:
+        metrics.track_sizes(lambda: _locked(lock, cache.sizes), ("nodes", "pods", "jobs"))
+    else:  # standalone: the nodes kube-scheduler sent, the pods bound through cellfit
+        metrics.track_sizes(lambda: _locked(lock, engine.stats), ("nodes", "pods"))
     placement = placement_engine(engine)
     if isinstance(placement, HivedEngine):
         cells = placement

@@ -31,8 +31,9 @@ RUNNING = k.pod("old-0", uid="uid-old", gpus=8, node_name="gpu-a", phase="Runnin
 
 @pytest.fixture
 def held_back() -> Iterator[tuple[ListingApi, httpx.Client]]:
-    api = ListingApi(nodes=[k.node("gpu-a", gpus=8), k.node("gpu-b", gpus=8)], pods=[RUNNING], hold_pods=True)
-    settings = parse_settings("policy: {name: resource-fit}\npreemption: {policy: placement}\n")
+    job = {"metadata": {"name": "old", "namespace": "ml", "uid": "uid-job-old", "resourceVersion": "7"}}
+    api = ListingApi(nodes=[k.node("gpu-a", gpus=8), k.node("gpu-b", gpus=8)], pods=[RUNNING], jobs=[job], hold_pods=True)
+    settings = parse_settings("policy: {name: resource-fit}\n")  # FitGpp over resource fit: Jobs are watched
     runtime = build_runtime(settings, api=api)  # type: ignore[arg-type]
     try:
         with running_server(runtime.app) as url, httpx.Client(base_url=url, timeout=10) as client:
@@ -78,3 +79,7 @@ def test_every_verb_refuses_until_the_pods_are_listed(held_back: tuple[ListingAp
     assert filtered["Error"] == "" and filtered["NodeNames"] == ["gpu-b"]
     scores = {p["Host"]: p["Score"] for p in post(client, "prioritize", args).json()}
     assert scores["gpu-a"] == 0
+    # The cache-size gauges count what the watch cache holds.
+    metrics = client.get("/metrics").text
+    for kind, count in (("nodes", 2), ("pods", 1), ("jobs", 1)):
+        assert f'cellfit_cache_objects{{kind="{kind}"}} {count}.0' in metrics, kind

@@ -10,14 +10,22 @@ from typing import Any, Iterator
 
 
 class ListingApi:
-    """Lists ``nodes`` and ``pods`` (Pods only once :meth:`release_pods` is called, when
-    ``hold_pods``); no Jobs; watches stay quiet; records bindings."""
+    """Lists ``nodes``, ``pods`` (only once :meth:`release_pods` is called, when ``hold_pods``)
+    and ``jobs``; watches stay quiet; records bindings."""
 
     source = "test double"
 
-    def __init__(self, *, nodes: list[dict[str, Any]], pods: list[dict[str, Any]] = (), hold_pods: bool = False) -> None:  # type: ignore[assignment]
+    def __init__(
+        self,
+        *,
+        nodes: list[dict[str, Any]],
+        pods: list[dict[str, Any]] | None = None,
+        jobs: list[dict[str, Any]] | None = None,
+        hold_pods: bool = False,
+    ) -> None:
         self.nodes = list(nodes)
-        self.pods = list(pods)
+        self.pods = list(pods or ())
+        self.jobs = list(jobs or ())
         self.pods_released = threading.Event()
         if not hold_pods:
             self.pods_released.set()
@@ -33,6 +41,8 @@ class ListingApi:
         elif kind == "pods":
             self.pods_released.wait(30)
             items = self.pods
+        elif kind == "jobs":
+            items = self.jobs
         return json.dumps({"metadata": {"resourceVersion": "100"}, "items": items}).encode()
 
     def watch(self, kind: str, *, resource_version: str) -> Iterator[bytes]:
