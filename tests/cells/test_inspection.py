@@ -75,3 +75,22 @@ def test_metrics():
     # Nodes that cannot take a whole-node request: a1's node, a8's node, o1's node, the bad one.
     assert metrics["fragmentation"]["V100-NODE"] == 4 / 8
     assert metrics["fragmentationTotal"] == 4 / 8
+
+
+def test_vc_gauges_count_opportunistic_and_bad_cells():
+    """A VC's cell counts as opportunistic while other tenants' opportunistic pods use its idle
+    GPUs, and as bad while its node is NotReady (both gauges are 0 until then)."""
+    engine = make()
+    partial = schedule(engine, pod("a2", 2, "a", cell_type="V100-NODE"), NODES)  # binds a's 2nd node cell, 6 GPUs idle
+    assert partial is not None
+    rows = {(r["vc"], r["cellType"]): r for r in engine.metrics()["virtualClusters"]}
+    assert rows[("a", "V100-NODE")] == {"vc": "a", "cellType": "V100-NODE", "used": 2, "free": 0, "opportunistic": 0, "bad": 0}
+    filled = 0
+    while schedule(engine, pod(f"opp-{filled}", 1, "b", priority="opportunistic"), NODES) is not None:
+        filled += 1
+    assert filled == 64 - 2 - 8 - 2 - 4  # every idle GPU, a's bound cell's included
+    engine.apply_node(node(engine.allocator.by_pod["a1"].node, ready=False))
+    rows = {(r["vc"], r["cellType"]): r for r in engine.metrics()["virtualClusters"]}
+    assert rows[("a", "V100-NODE")]["opportunistic"] == 1
+    assert rows[("a", "V100-SWITCH")]["bad"] == 1
+    assert rows[("b", "V100-RACK")] == {"vc": "b", "cellType": "V100-RACK", "used": 0, "free": 1, "opportunistic": 0, "bad": 0}
