@@ -138,6 +138,12 @@ def _list_nodes(api: KubernetesApi, settings: Settings) -> list[NodeInfo]:
 def build_runtime(settings: Settings, *, api: KubernetesApi | None = None, standalone: bool = False) -> Runtime:
     """Wire everything for ``settings``. ``api`` overrides the connection ``cluster.mode`` would
     make; ``standalone`` forces none."""
+    if not names.use_native(settings.server.node_name_fast_path) and settings.server.node_name_fast_path:
+        log.warning(
+            "node names are decoded in Python: the C extension scheduler.kube._names was not built "
+            "(no C compiler at install); the answers are the same, slower at thousands of nodes",
+            extra={"setting": "server.nodeNameFastPath"},
+        )
     if api is None and not standalone:
         api = KubernetesApi.connect(settings.cluster)
     engine = build_engine(settings, api)
@@ -350,7 +356,7 @@ def serve(settings: Settings, *, config_file: ConfigFile | None = None) -> None:
             "config_reload_seconds": server.config_reload_seconds if config_file is not None else None,
             # False: installed without a C compiler; node names are decoded in Python (slower
             # at thousands of nodes, the same answers).
-            "node_name_fast_path": names.NATIVE,
+            "node_name_fast_path": names.native is not None,
         },
     )
     with asyncio.Runner(loop_factory=listeners[0][0].config.get_loop_factory()) as runner:

@@ -24,11 +24,20 @@ from scheduler.core.nodeindex import NodeIndex, OfferedNames, Slots
 from scheduler.kube import wire
 
 try:
-    from scheduler.kube import _names as native
+    from scheduler.kube import _names as _built
 except ImportError:  # pragma: no cover - the package was installed without its C extension
-    native = None  # type: ignore[assignment]
+    _built = None  # type: ignore[assignment]
 
-NATIVE: Final = native is not None
+NATIVE: Final = _built is not None  # the extension was built
+native = _built  # the extension in use: None runs the Python path (use_native)
+
+
+def use_native(enabled: bool) -> bool:
+    """Use the extension (when built) or not, for this process (``server.nodeNameFastPath``: an
+    operator's switch should they suspect it). Whether it is in use now."""
+    global native
+    native = _built if enabled else None
+    return native is not None
 _NAMES_DECODER: Final = msgspec.json.Decoder(list[str])
 _NAMES_OR_NULL_DECODER: Final = msgspec.json.Decoder(list[str] | None)
 _PLAIN_ARGS_DECODER: Final = msgspec.json.Decoder(wire.ExtenderArgs)
