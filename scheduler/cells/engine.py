@@ -320,7 +320,7 @@ class HivedEngine:
         dict if preemption may help; nodes without cells (at ``outside_at``), unresolvable,
         say so."""
         verdicts = dict.fromkeys(node_names, reason)
-        outside = list(pick(node_names, outside_at))
+        outside = set(pick(node_names, outside_at))  # a name offered twice is one node
         for name in outside:
             del verdicts[name]
         failed, unresolvable = (verdicts, {}) if resolvable else ({}, verdicts)

@@ -108,7 +108,8 @@ class OfferedNames(Sequence[str]):
 
 
 def pick(names: Sequence[str], positions: npt.NDArray[np.int64]) -> Sequence[str]:
-    """``[names[i] for i in positions]``, in bulk where ``names`` can."""
+    """``[names[i] for i in positions]``, in bulk where ``names`` can. ``positions`` are indices
+    in ``range(len(names))``, as ``np.flatnonzero`` gives them."""
     if isinstance(names, OfferedNames):
         return names.pick(positions)
     return [names[i] for i in positions.tolist()]

@@ -192,12 +192,14 @@ fail:
     return -1;
 }
 
-/* Bytes that end the plain part of a JSON string: the closing quote, an escape, and the
- * control characters JSON forbids inside strings. */
+/* Bytes that end the plain part of a JSON string: the closing quote, an escape, the control
+ * characters JSON forbids inside strings, and every non-ASCII byte (node names are ASCII; a
+ * name with others goes to msgspec, which checks the UTF-8). */
 static unsigned char string_stop[256];
 
 static void init_string_stop(void) {
     for (int c = 0; c < 0x20; c++) string_stop[c] = 1;
+    for (int c = 0x80; c < 0x100; c++) string_stop[c] = 1;
     string_stop['"'] = 1;
     string_stop['\\'] = 1;
 }
@@ -212,7 +214,7 @@ static inline const char *string_end(const char *p, const char *end) {
         __m128i stops = _mm_or_si128(
             _mm_or_si128(_mm_cmpeq_epi8(chunk, quote), _mm_cmpeq_epi8(chunk, backslash)),
             _mm_cmpeq_epi8(_mm_max_epu8(chunk, control), control)); /* unsigned byte <= 0x1f */
-        int mask = _mm_movemask_epi8(stops);
+        int mask = _mm_movemask_epi8(stops) | _mm_movemask_epi8(chunk); /* | bytes >= 0x80 */
         if (mask) return p + __builtin_ctz((unsigned)mask);
         p += 16;
     }
@@ -278,7 +280,7 @@ static const char *skip_nested(const char *p, const char *end) {
                 if (p == end) return NULL;
                 if (*p == '"') { p++; break; }
                 if (*p == '\\') { if (++p == end) return NULL; p++; continue; }
-                p++;  /* a control character: the decoder will refuse it */
+                p++;  /* non-ASCII (or a control character, which the decoder will refuse) */
             }
         } else if (c == '{' || c == '[') {
             depth++;
@@ -290,7 +292,14 @@ static const char *skip_nested(const char *p, const char *end) {
 }
 
 /* Checks shared by everything that reads spans: int32 pairs lying inside `text`. */
+static int aligned(const Py_buffer *buffer, size_t alignment, const char *what) {
+    if ((uintptr_t)buffer->buf % alignment == 0) return 1;
+    PyErr_Format(PyExc_ValueError, "%s must be aligned to %zu bytes", what, alignment);
+    return 0;
+}
+
 static int check_spans(const Py_buffer *text, const Py_buffer *spans, Py_ssize_t *count) {
+    if (!aligned(spans, sizeof(int32_t), "spans")) return 0;
     if (spans->len % (2 * (Py_ssize_t)sizeof(int32_t)) != 0) {
         PyErr_SetString(PyExc_ValueError, "spans must hold int32 (start, end) pairs");
         return 0;
@@ -371,6 +380,7 @@ static PyObject *names_select(PyObject *module, PyObject *args) {
     PyObject *result = NULL;
     Py_ssize_t count;
     if (!check_spans(&text, &spans, &count)) goto out;
+    if (!aligned(&positions, sizeof(int64_t), "positions")) goto out;
     if (positions.len % (Py_ssize_t)sizeof(int64_t) != 0) {
         PyErr_SetString(PyExc_ValueError, "positions must hold int64 values");
         goto out;
@@ -413,23 +423,60 @@ PyDoc_STRVAR(host_priorities_doc,
 "name of ``spans``, copied from ``text``, with its score from ``scores`` (a sequence of\n"
 "int, e.g. the list an engine's prioritize returns).");
 
-static PyObject *names_host_priorities(PyObject *module, PyObject *args) {
-    static const char host[] = "{\"Host\":\"", score[] = "\",\"Score\":";
-    Py_buffer text, spans;
-    PyObject *score_list;
-    if (!PyArg_ParseTuple(args, "y*y*O:host_priorities", &text, &spans, &score_list)) return NULL;
-    PyObject *result = NULL, *seq = NULL;
-    char *buffer = NULL;
-    Py_ssize_t count;
-    if (!check_spans(&text, &spans, &count)) goto out;
-    seq = PySequence_Fast(score_list, "scores must be a sequence of int");
-    if (seq == NULL) goto out;
+/* The scores as int64, read before anything is written: reading an int that is not exactly an
+ * int runs Python code (__index__), which could change the list under a kept pointer, so such
+ * lists are read from a tuple copy. bool is refused (JSON would want true, not 1). */
+static int64_t *read_scores(PyObject *scores, Py_ssize_t count) {
+    PyObject *seq = PySequence_Fast(scores, "scores must be a sequence of int");
+    if (seq == NULL) return NULL;
+    int exact = 1;
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq); i++)
+        if (!PyLong_CheckExact(PySequence_Fast_GET_ITEM(seq, i))) { exact = 0; break; }
+    if (!exact) {
+        PyObject *copy = PySequence_Tuple(seq);
+        Py_DECREF(seq);
+        if (copy == NULL) return NULL;
+        seq = copy;
+    }
+    int64_t *values = NULL;
     if (PySequence_Fast_GET_SIZE(seq) != count) {
         PyErr_Format(PyExc_ValueError, "scores must hold one int per name (%zd names, %zd scores)",
                      count, PySequence_Fast_GET_SIZE(seq));
         goto out;
     }
-    PyObject **value = PySequence_Fast_ITEMS(seq);
+    values = PyMem_Malloc((count ? (size_t)count : 1) * sizeof(int64_t));
+    if (values == NULL) { PyErr_NoMemory(); goto out; }
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *item = PySequence_Fast_GET_ITEM(seq, i);
+        if (PyBool_Check(item)) {
+            PyErr_Format(PyExc_TypeError, "scores[%zd] must be an int, not bool", i);
+            goto fail;
+        }
+        long long number = PyLong_AsLongLong(item);
+        if (number == -1 && PyErr_Occurred()) goto fail;
+        values[i] = number;
+    }
+    goto out;
+fail:
+    PyMem_Free(values);
+    values = NULL;
+out:
+    Py_DECREF(seq);
+    return values;
+}
+
+static PyObject *names_host_priorities(PyObject *module, PyObject *args) {
+    static const char host[] = "{\"Host\":\"", score[] = "\",\"Score\":";
+    Py_buffer text, spans;
+    PyObject *score_list;
+    if (!PyArg_ParseTuple(args, "y*y*O:host_priorities", &text, &spans, &score_list)) return NULL;
+    PyObject *result = NULL;
+    char *buffer = NULL;
+    int64_t *value = NULL;
+    Py_ssize_t count;
+    if (!check_spans(&text, &spans, &count)) goto out;
+    value = read_scores(score_list, count);
+    if (value == NULL) goto out;
     const int32_t *s = spans.buf;
     /* 20 digits and a sign bound any int64 */
     Py_ssize_t size = 2 + count * ((Py_ssize_t)sizeof(host) - 1 + (Py_ssize_t)sizeof(score) - 1 + 21 + 2);
@@ -440,8 +487,6 @@ static PyObject *names_host_priorities(PyObject *module, PyObject *args) {
     const char *src = text.buf;
     *w++ = '[';
     for (Py_ssize_t i = 0; i < count; i++) {
-        long long number = PyLong_AsLongLong(value[i]);
-        if (number == -1 && PyErr_Occurred()) goto out;
         if (i) *w++ = ',';
         memcpy(w, host, sizeof(host) - 1);
         w += sizeof(host) - 1;
@@ -451,9 +496,9 @@ static PyObject *names_host_priorities(PyObject *module, PyObject *args) {
         w += sizeof(score) - 1;
         char digits[24];
         int n = 0;
-        uint64_t magnitude = number < 0 ? (uint64_t)0 - (uint64_t)number : (uint64_t)number;
+        uint64_t magnitude = value[i] < 0 ? (uint64_t)0 - (uint64_t)value[i] : (uint64_t)value[i];
         do { digits[n++] = (char)('0' + magnitude % 10); magnitude /= 10; } while (magnitude);
-        if (number < 0) *w++ = '-';
+        if (value[i] < 0) *w++ = '-';
         while (n) *w++ = digits[--n];
         *w++ = '}';
     }
@@ -461,7 +506,7 @@ static PyObject *names_host_priorities(PyObject *module, PyObject *args) {
     result = PyBytes_FromStringAndSize(buffer, w - buffer);
 out:
     PyMem_Free(buffer);
-    Py_XDECREF(seq);
+    PyMem_Free(value);
     PyBuffer_Release(&text);
     PyBuffer_Release(&spans);
     return result;

@@ -39,9 +39,6 @@ def use_native(enabled: bool) -> bool:
     native = _built if enabled else None
     return native is not None
 _NAMES_DECODER: Final = msgspec.json.Decoder(list[str])
-_NAMES_OR_NULL_DECODER: Final = msgspec.json.Decoder(list[str] | None)
-_PLAIN_ARGS_DECODER: Final = msgspec.json.Decoder(wire.ExtenderArgs)
-NULL: Final = msgspec.Raw(b"null")  # an absent or null field of a Raw-typed struct
 # Per NodeIndex, the native table of its names and the generation it was built at.
 _tables: weakref.WeakKeyDictionary[NodeIndex, tuple[int, object]] = weakref.WeakKeyDictionary()
 
@@ -93,6 +90,7 @@ class RawNames(OfferedNames):
         return slots if self._positions is None else slots[self._positions]
 
     def pick(self, positions: npt.NDArray[np.int64]) -> RawNames:
+        positions = np.asarray(positions, dtype=np.int64)  # no copy when it already is
         return RawNames(self._text, self._spans, positions if self._positions is None else self._positions[positions])
 
     def json(self) -> bytes:
@@ -116,36 +114,20 @@ class ExtenderArgs(NamedTuple):
 def decode_extender_args(body: bytes) -> ExtenderArgs:
     """The request of filter or prioritize. kube-scheduler's own shape (a Pod, node names, a
     null Nodes) is split in one pass, msgspec decoding only the Pod; any other body, or one that
-    fails there, is decoded whole, so errors read the same either way. Raises InvalidRequest."""
+    fails there, is decoded whole as without the extension, so that errors read the same either
+    way. Raises InvalidRequest."""
     if native is not None:
         split = native.split_args(body)
         if split is not None:
             pod_start, pod_end, spans = split
             try:
                 pod = wire.POD_DECODER.decode(memoryview(body)[pod_start:pod_end])
-            except msgspec.MsgspecError:
+            except (msgspec.MsgspecError, UnicodeDecodeError, RecursionError):
                 pass  # decoded whole below, for the error with its path
             else:
                 return ExtenderArgs(pod, RawNames(body, np.frombuffer(spans, dtype=np.int32).reshape(-1, 2)), None)
-    if native is None:  # one pass, names decoded with everything else
-        plain = wire.decode(_PLAIN_ARGS_DECODER, body)
-        return ExtenderArgs(plain.Pod, plain.NodeNames, plain.Nodes)
     args = wire.decode(wire.EXTENDER_ARGS_DECODER, body)
-    return ExtenderArgs(args.Pod, offered_names(args.NodeNames), args.Nodes)
-
-
-def offered_names(text: msgspec.Raw) -> Sequence[str] | None:
-    """The ``NodeNames`` of a request: ``None`` for JSON null, else a sequence of names, as
-    :class:`RawNames` when the fast path takes the text. Raises InvalidRequest naming the field
-    when it is not an array of strings."""
-    if text == NULL:
-        return None
-    if native is not None:
-        spans = native.scan(text)
-        if spans is not None:
-            return RawNames(text, np.frombuffer(spans, dtype=np.int32).reshape(-1, 2))
-    names: list[str] | None = wire.decode(_NAMES_OR_NULL_DECODER, text, field="NodeNames")
-    return names
+    return ExtenderArgs(args.Pod, args.NodeNames, args.Nodes)
 
 
 def names_json(names: Sequence[str]) -> msgspec.Raw:

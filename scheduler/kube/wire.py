@@ -140,15 +140,9 @@ class ExtenderFilterResult(msgspec.Struct, frozen=True):
     Error: str = ""
 
 
-# What the service decodes and encodes: the two structs above with the node names as JSON text
-# (scheduler.kube.names resolves them and writes the answer's without a str per name). The ones
-# above describe the wire format in the OpenAPI document; tests keep the fields alike.
-
-
-class OfferedExtenderArgs(msgspec.Struct, frozen=True):
-    Pod: Pod
-    Nodes: RawNodeList | None = None
-    NodeNames: msgspec.Raw = msgspec.Raw(b"null")
+# ExtenderFilterResult as the service writes it: the node names as JSON text (scheduler.kube.names
+# copies them from the request). ExtenderFilterResult describes the wire format in the OpenAPI
+# document; a test keeps the fields alike.
 
 
 class ExtenderFilterAnswer(msgspec.Struct, frozen=True):
@@ -304,7 +298,7 @@ class Bookmark(msgspec.Struct, frozen=True):
 
 
 # Decoders are built once: msgspec compiles a decoder per type.
-EXTENDER_ARGS_DECODER = msgspec.json.Decoder(OfferedExtenderArgs)
+EXTENDER_ARGS_DECODER = msgspec.json.Decoder(ExtenderArgs)
 PREEMPTION_ARGS_DECODER = msgspec.json.Decoder(ExtenderPreemptionArgs)
 BINDING_ARGS_DECODER = msgspec.json.Decoder(ExtenderBindingArgs)
 ADMISSION_REVIEW_DECODER = msgspec.json.Decoder(AdmissionReview)
@@ -330,3 +324,7 @@ def decode(decoder: msgspec.json.Decoder, body: bytes, *, field: str | None = No
         raise InvalidRequest(str(error).replace("$.", "", 1), field=field) from None
     except msgspec.DecodeError as error:
         raise InvalidRequest(f"malformed JSON: {error}", field=field) from None
+    except UnicodeDecodeError as error:
+        raise InvalidRequest(f"malformed JSON: not UTF-8 ({error.reason} at byte {error.start})", field=field) from None
+    except RecursionError:
+        raise InvalidRequest("malformed JSON: nested too deeply", field=field) from None
