@@ -29,6 +29,9 @@ class FilterDecision:
     dicts on first access to :attr:`failed` or :attr:`unresolvable`, with the counts known at
     once. ``explain`` runs after the caller released the engine's lock, so it must read only
     values computed during the decision, never the engine's mutable state.
+
+    ``feasible`` may be the very sequence the caller offered (every node fits): read it, do not
+    change it. The counts count offered names; kube-scheduler never offers one twice.
     """
 
     __slots__ = ("feasible", "failed_count", "unresolvable_count", "_failed", "_unresolvable", "_explain")

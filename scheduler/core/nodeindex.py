@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from abc import abstractmethod
 from itertools import repeat
-from typing import Final, Iterator, Sequence
+from typing import Final, Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -41,9 +41,6 @@ class NodeIndex:
 
     def __contains__(self, name: object) -> bool:
         return name in self._slots
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._slots)
 
     @property
     def capacity(self) -> int:

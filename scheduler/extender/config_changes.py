@@ -18,10 +18,9 @@ from scheduler.cells import CellsConfig, HivedEngine
 from scheduler.config import Settings
 from scheduler.errors import ConfigError
 
-# The outcomes counted by cellfit_config_reloads_total; a file whose settings did not change
-# (a comment, a reordering) is none of them.
+# The outcomes counted by cellfit_config_reloads_total (metrics.CONFIG_RELOAD_RESULTS); a file
+# whose settings did not change (a comment, a reordering) is none of them.
 ReloadResult = Literal["applied", "invalid", "needs_restart"]
-RELOAD_RESULTS: tuple[ReloadResult, ...] = ("applied", "invalid", "needs_restart")
 
 
 @dataclass(frozen=True)

@@ -7,8 +7,9 @@ compared by the hash of its content, and a file that cannot be read is skipped u
 check. New content is parsed and validated exactly as at startup (``parse_settings``), and
 ``config_changes.reload_settings`` decides what applies live (the VCs) and what waits for a
 restart. Every outcome is logged once per new content (a broken file is not re-reported every
-check) and counted in ``cellfit_config_reloads_total``; the process always keeps running on the
-last configuration that was valid.
+check) and counted in ``cellfit_config_reloads_total``; ``cellfit_config_in_effect`` says whether
+the running configuration is the file's. The process always keeps running on the last
+configuration that was valid.
 """
 
 from __future__ import annotations
@@ -91,6 +92,9 @@ class ConfigReloader:
             )
 
     def _report(self, reload: Reload) -> None:
+        # In effect: the running settings are the file's (applied, or unchanged in substance,
+        # e.g. a broken file put back); not: invalid, refused, or waiting for a restart.
+        self._metrics.config_in_effect.set(1 if reload.result in (None, "applied") and not reload.restart else 0)
         if reload.result is None:
             log.debug("configuration file rewritten; no setting changed", extra={"config_file": self._path})
             return

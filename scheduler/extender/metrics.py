@@ -4,18 +4,20 @@ client library's default buckets (from 5 ms) would put every request in the firs
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any, Callable, Final, Iterator, Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from scheduler.constants import EXTENDER_VERBS
-from scheduler.extender.config_changes import RELOAD_RESULTS
 
 # 100 µs .. 1.6 s, doubling: kube-scheduler's framework extension-point buckets, one decade wider.
 LATENCY_BUCKETS = tuple(0.0001 * 2**exponent for exponent in range(15))
 
+
+# cellfit_config_reloads_total's results (scheduler.extender.config_changes.ReloadResult).
+CONFIG_RELOAD_RESULTS: Final = ("applied", "invalid", "needs_restart")
 
 class ExtenderMetrics:
     """All metrics of one service instance, in their own registry (tests build many)."""
@@ -31,7 +33,8 @@ class ExtenderMetrics:
         )
         self.requests = Counter(
             "cellfit_extender_requests_total",
-            "Extender calls by verb and result (ok, rejected: HTTP 4xx, error: Error field set).",
+            "Extender calls by verb and result: ok; rejected (HTTP 4xx, or 503 while the watch cache "
+            "syncs); error (the verb's Error field set, or HTTP 500).",
             ["verb", "result"],
             registry=self.registry,
         )
@@ -72,9 +75,18 @@ class ExtenderMetrics:
             ["result"],
             registry=self.registry,
         )
+        self.config_in_effect = Gauge(
+            "cellfit_config_in_effect",
+            "1 while the running configuration is the configuration file's; 0 while the file holds "
+            "changes not in effect (invalid, refused by the running cells, or waiting for a "
+            "restart): a restart would run another configuration, or refuse to start. Alert on 0.",
+            registry=self.registry,
+        )
+        self.config_in_effect.set(1)
         self.cache_objects = Gauge(
             "cellfit_cache_objects",
-            "Objects the engine tracks, by kind (nodes; pods holding resources).",
+            "Objects by kind: with a cluster connection, what the watch cache holds (nodes, pods, "
+            "jobs); standalone, the nodes kube-scheduler sent and the pods bound through cellfit.",
             ["kind"],
             registry=self.registry,
         )
@@ -83,7 +95,7 @@ class ExtenderMetrics:
         self.verdicts = {v: self.node_verdicts.labels(verdict=v) for v in ("feasible", "failed", "unresolvable")}
         # Every outcome exported from startup, so that an alert on increase(...[result="invalid"])
         # sees the first one.
-        self.config_reloads = {r: self.config_reload_outcomes.labels(result=r) for r in RELOAD_RESULTS}
+        self.config_reloads = {r: self.config_reload_outcomes.labels(result=r) for r in CONFIG_RELOAD_RESULTS}
         self.answered = {
             (verb, result): self.requests.labels(verb=verb, result=result)
             for verb in EXTENDER_VERBS

@@ -118,7 +118,11 @@ class ExtenderService:
             self._require_ready()
             pod = self._pod(args.pod)
             names, raw_nodes = self._offered_nodes(args)
-        except (InvalidRequest, NotReady) as error:
+        except NotReady as error:
+            self._metrics.answered["filter", "error"].inc()
+            log.info("not ready to decide", extra={"verb": "filter", "reason": str(error)})  # each call while starting
+            return Answer(200, wire.ENCODER.encode(wire.ExtenderFilterResult(Error=str(error))))
+        except InvalidRequest as error:
             return self._error_answer("filter", wire.ExtenderFilterResult(Error=str(error)), error)
         with self._lock:
             if raw_nodes is not None:

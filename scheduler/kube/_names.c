@@ -7,10 +7,11 @@
  * the array's bytes finds each name's span and its slot in a compact open-addressing table, and
  * answers are written by copying the request's own bytes.
  *
- * Only the plain case is handled: an array of strings without escape sequences (Kubernetes node
- * names are DNS subdomains, so kube-scheduler never escapes one). Anything else - an escape, a
- * non-string element, malformed text - makes scan() return None, and the caller
- * decodes the array with msgspec as before, which also names the field in any error.
+ * Only the plain case is handled: kube-scheduler's ExtenderArgs with an array of ASCII strings
+ * without escape sequences (Kubernetes node names are DNS subdomains). Anything else - an escape,
+ * a non-ASCII byte, a non-string element, another key, malformed text - makes split_args()
+ * return None, and the caller decodes the body with msgspec as before, which also names the
+ * field in any error. scan() is the same array parser alone, for tests and tools.
  *
  * scheduler/kube/names.py is the Python side and the documented interface; tests compare every
  * answer with the pure-Python path.

@@ -14,7 +14,7 @@ a list as before; both paths answer byte-for-byte alike (tests/unit/test_names.p
 from __future__ import annotations
 
 import weakref
-from typing import Final, Iterator, NamedTuple, Sequence, overload
+from typing import Any, Final, Iterator, NamedTuple, Sequence, overload
 
 import msgspec
 import numpy as np
@@ -38,6 +38,7 @@ def use_native(enabled: bool) -> bool:
     global native
     native = _built if enabled else None
     return native is not None
+
 _NAMES_DECODER: Final = msgspec.json.Decoder(list[str])
 # Per NodeIndex, the native table of its names and the generation it was built at.
 _tables: weakref.WeakKeyDictionary[NodeIndex, tuple[int, object]] = weakref.WeakKeyDictionary()
@@ -48,11 +49,14 @@ class RawNames(OfferedNames):
     Indexing or iterating decodes them (once); :meth:`slots_in`, :meth:`pick`, :meth:`json` and
     :meth:`host_priorities` never do."""
 
-    __slots__ = ("_text", "_spans", "_positions", "_decoded")
+    __slots__ = ("_codec", "_text", "_spans", "_positions", "_decoded")
 
     def __init__(
         self, text: bytes | msgspec.Raw, spans: npt.NDArray[np.int32], positions: npt.NDArray[np.int64] | None = None
     ) -> None:
+        if native is None:
+            raise RuntimeError("RawNames needs the C extension scheduler.kube._names")
+        self._codec = native  # kept: answers are written by what scanned, whatever use_native says later
         self._text = text
         self._spans = spans  # (n, 2) int32: start and end of each name's bytes, quotes excluded
         self._positions = positions  # which of the spans, in order; None: all of them
@@ -86,21 +90,24 @@ class RawNames(OfferedNames):
         return np.arange(len(self._spans), dtype=np.int64) if self._positions is None else self._positions
 
     def slots_in(self, index: NodeIndex) -> Slots:
-        slots = np.frombuffer(_table(index).lookup(self._text, self._spans), dtype=np.int64)
+        slots = np.frombuffer(_table(index, self._codec).lookup(self._text, self._spans), dtype=np.int64)
         return slots if self._positions is None else slots[self._positions]
 
     def pick(self, positions: npt.NDArray[np.int64]) -> RawNames:
-        positions = np.asarray(positions, dtype=np.int64)  # no copy when it already is
-        return RawNames(self._text, self._spans, positions if self._positions is None else self._positions[positions])
+        picked = RawNames.__new__(RawNames)
+        picked._codec, picked._text, picked._spans, picked._decoded = self._codec, self._text, self._spans, None
+        positions = np.ascontiguousarray(positions, dtype=np.int64)  # no copy when it already is
+        picked._positions = positions if self._positions is None else self._positions[positions]
+        return picked
 
     def json(self) -> bytes:
         """The names as a JSON array."""
-        return native.select(self._text, self._spans, self._all_positions())
+        return self._codec.select(self._text, self._spans, self._all_positions())
 
     def host_priorities(self, scores: Sequence[int]) -> bytes:
         """kube-scheduler's HostPriorityList for these names with ``scores``, as JSON."""
         spans = self._spans if self._positions is None else np.ascontiguousarray(self._spans[self._positions])
-        return native.host_priorities(self._text, spans, scores)
+        return self._codec.host_priorities(self._text, spans, scores)
 
 
 class ExtenderArgs(NamedTuple):
@@ -144,12 +151,13 @@ def host_priorities_json(names: Sequence[str], scores: Sequence[int]) -> bytes:
     return wire.ENCODER.encode(list(map(wire.HostPriority, names, scores)))
 
 
-def _table(index: NodeIndex):  # type: ignore[no-untyped-def]
-    """The native table of ``index``'s names, rebuilt when they changed."""
+def _table(index: NodeIndex, codec: Any):  # type: ignore[no-untyped-def]
+    """The native table of ``index``'s names, rebuilt when they changed. Callers hold the
+    engine's lock (engines resolve names inside their decisions)."""
     cached = _tables.get(index)
     if cached is not None and cached[0] == index.generation:
         return cached[1]
-    table = native.NameTable(index.names)
+    table = codec.NameTable(index.names)
     _tables[index] = (index.generation, table)
     return table
 

@@ -170,3 +170,13 @@ def test_guarantee_changes_name_added_removed_and_changed_vcs():
         "c": "1 Y -> none",
         "d": "none -> pinned p",
     }
+
+
+def test_every_reload_result_is_exported() -> None:
+    """The counter's label values, kept in metrics.py, are exactly the planner's results."""
+    from typing import get_args
+
+    from scheduler.extender.config_changes import ReloadResult
+    from scheduler.extender.metrics import CONFIG_RELOAD_RESULTS
+
+    assert set(CONFIG_RELOAD_RESULTS) == set(get_args(ReloadResult))

@@ -14,9 +14,8 @@ import yaml
 
 from scheduler.cells import HivedEngine
 from scheduler.config import Settings, parse_settings
-from scheduler.extender.config_changes import RELOAD_RESULTS
 from scheduler.extender.configuration import ConfigReloader
-from scheduler.extender.metrics import ExtenderMetrics
+from scheduler.extender.metrics import CONFIG_RELOAD_RESULTS, ExtenderMetrics
 from tests.cells.helpers import rack_cluster
 from tests.support.configmap import MountedConfigMap
 
@@ -50,7 +49,10 @@ class Fixture:
 
     def counted(self) -> dict[str, float]:
         value = self.metrics.registry.get_sample_value
-        return {result: value("cellfit_config_reloads_total", {"result": result}) for result in RELOAD_RESULTS}
+        return {result: value("cellfit_config_reloads_total", {"result": result}) for result in CONFIG_RELOAD_RESULTS}
+
+    def in_effect(self) -> float | None:
+        return self.metrics.registry.get_sample_value("cellfit_config_in_effect")
 
 
 @pytest.fixture
@@ -59,6 +61,7 @@ def world(tmp_path: Path) -> Fixture:
 
 
 def test_the_file_as_loaded_at_startup_changes_nothing(world: Fixture, caplog):
+    assert world.in_effect() == 1
     with caplog.at_level(logging.DEBUG, logger=LOGGER):
         assert world.reloader.reload_if_changed() is not None  # first look: compared with startup
         assert world.reloader.reload_if_changed() is None  # same content: not even parsed
@@ -74,6 +77,7 @@ def test_a_configmap_update_is_applied_and_logged(world: Fixture, caplog):
     assert reload is not None and reload.result == "applied"
     assert (world.quota("a"), world.quota("b")) == (2, 6)
     assert world.counted() == {"applied": 1, "invalid": 0, "needs_restart": 0}
+    assert world.in_effect() == 1
     (record,) = caplog.records
     assert record.levelno == logging.INFO
     assert record.virtual_clusters == {"a": "4 V100-NODE -> 2 V100-NODE", "b": "4 V100-NODE -> 6 V100-NODE"}
@@ -91,8 +95,12 @@ def test_an_invalid_file_is_logged_once_naming_the_field_and_ignored(world: Fixt
     assert str(world.mounted.path) in record.reason
     assert world.counted() == {"applied": 0, "invalid": 1, "needs_restart": 0}
     assert world.quota("a") == 4 and world.reloader.running == world.startup
+    assert world.in_effect() == 0  # a restart would refuse this file: alert
+    world.mounted.write(config_text(4, 4))  # put back: what runs is the file's again
+    assert world.reloader.reload_if_changed().result is None and world.in_effect() == 1
     world.mounted.write(config_text(3, 5))  # fixed: applies against what runs
     assert world.reloader.reload_if_changed().quotas == {"a": "4 V100-NODE -> 3 V100-NODE", "b": "4 V100-NODE -> 5 V100-NODE"}
+    assert world.in_effect() == 1
 
 
 def test_changes_that_need_a_restart_are_named_and_not_applied(world: Fixture, caplog):
@@ -104,7 +112,7 @@ def test_changes_that_need_a_restart_are_named_and_not_applied(world: Fixture, c
     assert record.levelno == logging.WARNING and record.keys == ["logging", "server"]
     assert "restart" in record.getMessage()
     assert world.counted() == {"applied": 0, "invalid": 0, "needs_restart": 1}
-    assert world.reloader.running == world.startup
+    assert world.reloader.running == world.startup and world.in_effect() == 0
 
 
 def test_a_file_missing_for_a_moment_is_not_an_error(world: Fixture, tmp_path: Path, caplog):

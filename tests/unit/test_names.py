@@ -875,3 +875,26 @@ def test_misaligned_buffers_are_refused() -> None:
     positions = memoryview(b"\0" + np.array([1, 0], dtype=np.int64).tobytes())[1:]
     with pytest.raises(ValueError, match="aligned"):
         native.select(text, spans, positions)
+
+
+def test_the_filter_answer_struct_is_the_documented_result() -> None:
+    """The service writes ExtenderFilterAnswer (names as JSON text); the OpenAPI document
+    describes ExtenderFilterResult: the same fields, order and defaults, so they cannot drift."""
+    answer, result = wire.ExtenderFilterAnswer, wire.ExtenderFilterResult
+    assert answer.__struct_fields__ == result.__struct_fields__
+    assert wire.ENCODER.encode(answer()) == wire.ENCODER.encode(result())  # the same defaults
+    assert wire.ENCODER.encode(answer(NodeNames=msgspec.Raw(b'["a"]'), Error="x")) == wire.ENCODER.encode(
+        result(NodeNames=["a"], Error="x")
+    )
+
+
+def test_raw_names_keep_the_codec_they_were_made_with() -> None:
+    """The extension switched off (server.nodeNameFastPath) after names were scanned: those names
+    are still written by the code that scanned them; new requests go the Python way."""
+    made = raw_names(["a", "bb"]).pick(np.arange(2)[::-1])  # and positions that are not contiguous
+    try:
+        names.use_native(False)
+        assert made.json() == b'["bb","a"]'
+        assert names.decode_extender_args(b'{"Pod":{},"NodeNames":["a"]}').names == ["a"]
+    finally:
+        names.use_native(True)
