@@ -44,7 +44,6 @@ from scheduler.errors import ConfigError, InvalidAnnotation, SchedulingConflict,
 
 
 MAX_CHANGES: Final = 200
-_NO_POSITIONS: Final = np.zeros(0, dtype=np.int64)
 
 
 class _Decision(NamedTuple):
@@ -179,13 +178,7 @@ class HivedEngine:
         case), and the positions of offered names that are no cell node. Names are resolved in
         bulk (:class:`NodeIndex`): with 5,000+ names per call, a Python step per name would
         cost more than the HiveD decision itself."""
-        slots = self.node_index.resolve(node_names)
-        inside = slots >= 0
-        if inside.all():
-            outside = _NO_POSITIONS
-        else:
-            outside = np.flatnonzero(~inside).astype(np.int64)
-            slots = slots[inside]
+        slots, _, outside = self.node_index.locate(node_names)
         offered = np.zeros(self.node_index.capacity, dtype=bool)
         offered[slots] = True  # duplicates, were there any, count once
         if offered.sum() == len(self.node_index):

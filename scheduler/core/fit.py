@@ -151,8 +151,8 @@ class ResourceFitEngine:
     # ------------------------------------------------------------------ decisions
 
     def filter(self, pod: PodInfo, node_names: Sequence[str]) -> FilterDecision:
-        slots, positions = self._offered(node_names)
-        unknown = len(node_names) - len(slots)
+        slots, positions, unknown_at = self.node_index.locate(node_names)
+        unknown = len(unknown_at)
         request = _request_column(pod.requests)
         # Free never exceeds allocatable, so a node too small even when empty is also short of
         # free room: one test finds every failing node, and the usual answer (all fit) costs
@@ -167,7 +167,7 @@ class ResourceFitEngine:
                 return FilterDecision(feasible=feasible)
             return FilterDecision(
                 feasible=feasible,
-                explain=lambda: ({}, self._unknown_reasons(node_names, positions)),
+                explain=lambda: ({}, self._unknown_reasons(node_names, unknown_at)),
                 failed_count=0,
                 unresolvable_count=unknown,
             )
@@ -186,7 +186,7 @@ class ResourceFitEngine:
 
         def explain() -> tuple[Reasons, Reasons]:
             failed: Reasons = {}
-            unresolvable = self._unknown_reasons(node_names, positions) if unknown else {}
+            unresolvable = self._unknown_reasons(node_names, unknown_at)
             # Each node gets the reason of its first shortfall (CPU, then memory, then GPUs):
             # too small even when empty (unresolvable), else too full now (preemption may help).
             # One code per node, 0-2 now or 3-5 ever, then one dict per code that occurs.
@@ -205,7 +205,7 @@ class ResourceFitEngine:
         )
 
     def prioritize(self, pod: PodInfo, node_names: Sequence[str]) -> list[int]:
-        slots, positions = self._offered(node_names)
+        slots, positions, _ = self.node_index.locate(node_names)
         if self._whole_matrix_pays(len(slots)):
             used = self.node_index.capacity
             scores = _scores(pod.requests, self._allocatable[:, :used], self._free[:, :used]).take(slots)
@@ -277,16 +277,6 @@ class ResourceFitEngine:
 
     # ------------------------------------------------------------------ internals
 
-    def _offered(self, node_names: Sequence[str]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64] | None]:
-        """Slots of the offered nodes cellfit knows, and their positions among the offered names
-        (``None`` when it knows them all: position i is slot i's)."""
-        found = self.node_index.resolve(node_names)
-        known = found >= 0
-        if known.all():
-            return found, None
-        positions = np.flatnonzero(known).astype(np.int64)
-        return found[positions], positions
-
     def _whole_matrix_pays(self, offered: int) -> bool:
         """Whether deciding for every node and picking the offered ones costs less than picking
         the offered nodes' columns first: gathering a (3, n) block costs several times a
@@ -294,12 +284,8 @@ class ResourceFitEngine:
         return self.node_index.capacity <= 4 * offered
 
     @staticmethod
-    def _unknown_reasons(node_names: Sequence[str], positions: npt.NDArray[np.int64] | None) -> Reasons:
-        known = np.zeros(len(node_names), dtype=bool)
-        if positions is not None:
-            known[positions] = True
-        unknown = pick(node_names, np.flatnonzero(~known).astype(np.int64))
-        return dict.fromkeys(unknown, "cellfit has not seen this node yet (no Node object).")
+    def _unknown_reasons(node_names: Sequence[str], unknown_at: npt.NDArray[np.int64]) -> Reasons:
+        return dict.fromkeys(pick(node_names, unknown_at), "cellfit has not seen this node yet (no Node object).")
 
     def _book(self, uid: str, booking: _Booking) -> None:
         self._bookings[uid] = booking

@@ -12,13 +12,23 @@ from __future__ import annotations
 
 from abc import abstractmethod
 from itertools import repeat
-from typing import Final, Sequence
+from typing import Final, NamedTuple, Sequence
 
 import numpy as np
 import numpy.typing as npt
 
 Slots = npt.NDArray[np.int64]
+Positions = npt.NDArray[np.int64]  # indices into a sequence of offered names
 UNKNOWN: Final = -1  # the slot of a name the index does not hold
+_NO_POSITIONS: Final[Positions] = np.zeros(0, dtype=np.int64)
+
+
+class Located(NamedTuple):
+    """Offered names located in a :class:`NodeIndex`."""
+
+    slots: Slots  # the slot of each name the index holds, in offered order
+    known_at: Positions | None  # their positions among the offered names; None: all are known
+    unknown_at: Positions  # the positions of the names it does not hold
 
 
 class NodeIndex:
@@ -86,6 +96,15 @@ class NodeIndex:
             return np.fromiter(map(self._slots.__getitem__, names), dtype=np.int64, count=len(names))
         except KeyError:
             return np.fromiter(map(self._slots.get, names, repeat(UNKNOWN)), dtype=np.int64, count=len(names))
+
+    def locate(self, names: Sequence[str]) -> Located:
+        """Which offered names the index holds (their slots and positions) and which not."""
+        found = self.resolve(names)
+        known = found >= 0
+        if known.all():
+            return Located(found, None, _NO_POSITIONS)
+        known_at = np.flatnonzero(known).astype(np.int64, copy=False)
+        return Located(found[known_at], known_at, np.flatnonzero(~known).astype(np.int64, copy=False))
 
 
 class OfferedNames(Sequence[str]):

@@ -118,10 +118,8 @@ class ExtenderService:
             self._require_ready()
             pod = self._pod(args.pod)
             names, raw_nodes = self._offered_nodes(args)
-        except NotReady as error:
-            self._metrics.answered["filter", "error"].inc()
-            log.info("not ready to decide", extra={"verb": "filter", "reason": str(error)})  # each call while starting
-            return Answer(200, wire.ENCODER.encode(wire.ExtenderFilterResult(Error=str(error))))
+        except NotReady as error:  # every call while starting: INFO
+            return self._error_answer("filter", wire.ExtenderFilterResult(Error=str(error)), error, level=logging.INFO)
         except InvalidRequest as error:
             return self._error_answer("filter", wire.ExtenderFilterResult(Error=str(error)), error)
         with self._lock:
@@ -340,9 +338,11 @@ class ExtenderService:
         result: msgspec.Struct,
         error: Exception,
         context: dict[str, str] | None = None,
+        *,
+        level: int = logging.WARNING,
     ) -> Answer:
         self._metrics.answered[verb, "error"].inc()
-        log.warning("request not carried out", extra={"verb": verb, "reason": str(error), **(context or {})})
+        log.log(level, "request not carried out", extra={"verb": verb, "reason": str(error), **(context or {})})
         return Answer(200, wire.ENCODER.encode(result))
 
 

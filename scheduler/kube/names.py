@@ -39,6 +39,7 @@ def use_native(enabled: bool) -> bool:
     native = _built if enabled else None
     return native is not None
 
+
 _NAMES_DECODER: Final = msgspec.json.Decoder(list[str])
 # Per NodeIndex, the native table of its names and the generation it was built at.
 _tables: weakref.WeakKeyDictionary[NodeIndex, tuple[int, object]] = weakref.WeakKeyDictionary()
@@ -52,11 +53,17 @@ class RawNames(OfferedNames):
     __slots__ = ("_codec", "_text", "_spans", "_positions", "_decoded")
 
     def __init__(
-        self, text: bytes | msgspec.Raw, spans: npt.NDArray[np.int32], positions: npt.NDArray[np.int64] | None = None
+        self,
+        text: bytes | msgspec.Raw,
+        spans: npt.NDArray[np.int32],
+        positions: npt.NDArray[np.int64] | None = None,
+        *,
+        codec: Any = None,
     ) -> None:
-        if native is None:
+        # Kept: answers are written by the extension that scanned, whatever use_native says later.
+        self._codec = codec if codec is not None else native
+        if self._codec is None:
             raise RuntimeError("RawNames needs the C extension scheduler.kube._names")
-        self._codec = native  # kept: answers are written by what scanned, whatever use_native says later
         self._text = text
         self._spans = spans  # (n, 2) int32: start and end of each name's bytes, quotes excluded
         self._positions = positions  # which of the spans, in order; None: all of them
@@ -94,11 +101,9 @@ class RawNames(OfferedNames):
         return slots if self._positions is None else slots[self._positions]
 
     def pick(self, positions: npt.NDArray[np.int64]) -> RawNames:
-        picked = RawNames.__new__(RawNames)
-        picked._codec, picked._text, picked._spans, picked._decoded = self._codec, self._text, self._spans, None
         positions = np.ascontiguousarray(positions, dtype=np.int64)  # no copy when it already is
-        picked._positions = positions if self._positions is None else self._positions[positions]
-        return picked
+        chosen = positions if self._positions is None else self._positions[positions]
+        return RawNames(self._text, self._spans, chosen, codec=self._codec)
 
     def json(self) -> bytes:
         """The names as a JSON array."""
@@ -160,4 +165,3 @@ def _table(index: NodeIndex, codec: Any):  # type: ignore[no-untyped-def]
     table = codec.NameTable(index.names)
     _tables[index] = (index.generation, table)
     return table
-

@@ -140,12 +140,11 @@ class ExtenderFilterResult(msgspec.Struct, frozen=True):
     Error: str = ""
 
 
-# ExtenderFilterResult as the service writes it: the node names as JSON text (scheduler.kube.names
-# copies them from the request). ExtenderFilterResult describes the wire format in the OpenAPI
-# document; a test keeps the fields alike.
-
-
 class ExtenderFilterAnswer(msgspec.Struct, frozen=True):
+    """ExtenderFilterResult as the service writes it: the node names as JSON text
+    (scheduler.kube.names copies them from the request). ExtenderFilterResult describes the wire
+    format in the OpenAPI document; tests/unit/test_names.py keeps the two alike."""
+
     Nodes: NodeList | None = None
     NodeNames: msgspec.Raw | None = None
     FailedNodes: dict[str, str] = {}
