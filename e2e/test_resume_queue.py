@@ -104,6 +104,17 @@ def one_pod(cluster: Cluster, ns: str, job_name: str, *, bound: bool) -> dict[st
     return pods[0] if len(pods) == 1 else None
 
 
+def explain_unbound(cluster: Cluster, ns: str, resumed: dict[str, Any], error: AssertionError, cellfit: CellfitProcess) -> str:
+    """Why the resumed pod is still pending: whether the waiter took the GPUs, what the resumed
+    pod's events say, and the end of cellfit's log (which a later run's temp dirs replace)."""
+    waiter = one_pod(cluster, ns, "be-waiter", bound=True)
+    events = [f"{e['reason']}: {e.get('message', '')}" for e in cluster.events(ns, resumed["metadata"]["name"])][-5:]
+    return (
+        f"{error}\nthe waiter {'was bound to ' + waiter['spec']['nodeName'] if waiter else 'is not bound either'}; "
+        f"the resumed pod's last events: {events}\ncellfit's log ({cellfit.log}):\n{cellfit.tail(30)}"
+    )
+
+
 def test_resumed_job_goes_before_best_effort_jobs_that_waited_longer(env: Any) -> None:
     cluster, release, cellfit, cp = env
     ns = cp.create_namespace("resume")
@@ -137,7 +148,10 @@ def test_resumed_job_goes_before_best_effort_jobs_that_waited_longer(env: Any) -
     assert cellfit.metric('cellfit_admission_reviews_total{result="resumed"}') >= 1
 
     # The trial Job ends; the resumed pod, not the waiter, gets its GPUs.
-    bound = wait_for(lambda: one_pod(cluster, ns, "be-victim", bound=True), 120, "resumed be-victim bound")
+    try:
+        bound = wait_for(lambda: one_pod(cluster, ns, "be-victim", bound=True), 120, "resumed be-victim bound")
+    except AssertionError as error:  # say which way it went: the waiter first, or nobody
+        raise AssertionError(explain_unbound(cluster, ns, resumed, error, cellfit)) from None
     assert bound["metadata"]["uid"] == resumed["metadata"]["uid"]
     time.sleep(3)  # kube-scheduler has retried the waiter by now: the node is full again
     assert one_pod(cluster, ns, "be-waiter", bound=False) is not None, "the waiter took the resumed Job's place"
