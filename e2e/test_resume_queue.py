@@ -3,8 +3,15 @@
 A node is full of two BE Jobs and a third BE Job ("waiter") queues for it. A trial Job arrives
 and FitGpp preempts one BE Job; the Job controller recreates its pod, and cellfit's pod-create
 webhook, registered with the API server over HTTPS as the chart registers it, gives that pod
-the chart's ``cellfit-resumed`` PriorityClass. When the trial Job ends, kube-scheduler takes the
-resumed pod first although the waiter has waited longer; the waiter keeps waiting.
+the chart's ``cellfit-resumed`` PriorityClass. When the trial Job ends, the resumed pod, not the
+waiter that has waited longer, gets its GPUs.
+
+Priority alone decides this only when both pods are in kube-scheduler's active queue at once;
+a resumed pod still in backoff lost the GPUs to the waiter in CI. cellfit therefore keeps the
+room on the node (scheduler/preemption/holds.py). To test that deterministically, the resumed
+pod carries a scheduling gate (the Job's template has one; the test lifts it from the first pod
+at once): kube-scheduler cannot place it until the test lifts the gate, so the waiter is retried
+on the freed GPUs first, and must be turned away with the hold's reason.
 
 cellfit runs here with the chart's config and RBAC (it reads the PriorityClass with the chart's
 ServiceAccount token); chart_support.CellfitProcess moves the webhook's listener to a free
@@ -37,6 +44,7 @@ pytestmark = pytest.mark.e2e
 SCENARIOS = Scenarios("resume-")
 SCENARIO = SCENARIOS.name("queue")
 WHERE = SCENARIOS.selector("queue")
+GATE = "e2e.cellfit.io/hold-until-lifted"
 
 
 def webhook_registration(release: Release, *, port: int, ca_pem: bytes) -> dict[str, Any]:
@@ -104,6 +112,11 @@ def one_pod(cluster: Cluster, ns: str, job_name: str, *, bound: bool) -> dict[st
     return pods[0] if len(pods) == 1 else None
 
 
+def lift_gate(cluster: Cluster, ns: str, pod: dict[str, Any]) -> None:
+    cluster.kubectl("-n", ns, "patch", "pod", pod["metadata"]["name"], "--type=json",
+                    "-p", '[{"op": "remove", "path": "/spec/schedulingGates"}]')
+
+
 def explain_unbound(cluster: Cluster, ns: str, resumed: dict[str, Any], error: AssertionError, cellfit: CellfitProcess) -> str:
     """Why the resumed pod is still pending: whether the waiter took the GPUs, what the resumed
     pod's events say, and the end of cellfit's log (which a later run's temp dirs replace)."""
@@ -125,7 +138,10 @@ def test_resumed_job_goes_before_best_effort_jobs_that_waited_longer(env: Any) -
     assert best_effort["value"] < resumed_class["value"] < trial["value"]
 
     # The node fills with two BE Jobs; FitGpp's victim is the one with the shorter grace period.
-    cluster.apply(job("be-job", "be-victim", name, grace_seconds=20, exit_after="2s"), namespace=ns)
+    victim = job("be-job", "be-victim", name, grace_seconds=20, exit_after="2s")
+    victim["spec"]["template"]["spec"]["schedulingGates"] = [{"name": GATE}]
+    cluster.apply(victim, namespace=ns)
+    lift_gate(cluster, ns, wait_for(lambda: one_pod(cluster, ns, "be-victim", bound=False), 60, "be-victim's pod"))
     wait_for(lambda: one_pod(cluster, ns, "be-victim", bound=True), 60, "be-victim bound")
     cluster.apply(job("be-job", "be-other", name, grace_seconds=300), namespace=ns)
     wait_for(lambda: one_pod(cluster, ns, "be-other", bound=True), 60, "be-other bound")
@@ -147,7 +163,20 @@ def test_resumed_job_goes_before_best_effort_jobs_that_waited_longer(env: Any) -
     assert victim_job["metadata"]["annotations"]["cellfit.io/preemptions"] == "1"
     assert cellfit.metric('cellfit_admission_reviews_total{result="resumed"}') >= 1
 
-    # The trial Job ends; the resumed pod, not the waiter, gets its GPUs.
+    # The trial Job ends. The resumed pod is gated, so kube-scheduler retries the waiter on the
+    # freed GPUs first: cellfit keeps them, and says so in the waiter's FailedScheduling event.
+    wait_for(lambda: not active_pods(cluster, ns, "te-probe"), 120, "the trial Job ended")
+    kept = f"its free resources are kept for {ns}/{resumed['metadata']['name']}"
+    try:
+        wait_for(lambda: any(kept in e.get("message", "") for e in cluster.events(ns, waiter["metadata"]["name"])), 60,
+                 "the waiter turned away from the kept GPUs")
+    except AssertionError as error:
+        raise AssertionError(explain_unbound(cluster, ns, resumed, error, cellfit)) from None
+    assert one_pod(cluster, ns, "be-waiter", bound=False) is not None
+    assert cellfit.metric("cellfit_resume_hold_refusals_total") >= 1
+
+    # The gate lifted, the resumed pod, not the waiter, gets the GPUs.
+    lift_gate(cluster, ns, resumed)
     try:
         bound = wait_for(lambda: one_pod(cluster, ns, "be-victim", bound=True), 120, "resumed be-victim bound")
     except AssertionError as error:  # say which way it went: the waiter first, or nobody

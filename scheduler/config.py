@@ -158,6 +158,17 @@ class PreemptionSettings(_Section):
         1, ge=0, description="FitGpp's P: how often one job may be preempted; null: no limit."
     )
     seed: int = Field(0, description="Seed of the fallback's random order (no single victim suffices).")
+    resume_hold_seconds: float | None = Field(
+        120.0,
+        gt=0,
+        allow_inf_nan=False,
+        description=(
+            "The node a preempted best-effort pod left keeps room for its Job's next pod, turning "
+            "away lower-priority pods that would take it, so the resumed Job goes first; a hold "
+            "gives up this many seconds after it first turned a pod away (the resumed pod may "
+            "never be placed there). null: until the resumed pod is bound."
+        ),
+    )
 
 
 class AdmissionSettings(_Section):

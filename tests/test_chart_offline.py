@@ -311,7 +311,7 @@ def test_nondefault_render(nondefault_docs: list[dict[str, Any]]) -> None:
     assert config["extenders"][0]["urlPrefix"] == "http://127.0.0.1:9888/v1/extender"
     assert config["extenders"][0]["managedResources"] == [{"name": "nvidia.com/gpu", "ignoredByScheduler": True}]
     cellfit = yaml.safe_load(cellfit_config_text(nondefault_docs))
-    assert cellfit["preemption"] == {"policy": "fitgpp", "gracePeriodWeight": 2.5, "maxPreemptions": None, "seed": 7}
+    assert cellfit["preemption"] == {"policy": "fitgpp", "gracePeriodWeight": 2.5, "maxPreemptions": None, "seed": 7, "resumeHoldSeconds": None}
     assert cellfit["policy"]["rackLabel"] is None
     assert cellfit["server"] == {"host": "127.0.0.1", "port": 9888, "maxRequestBytes": 16777216,
                                  "metricsHost": "::", "metricsPort": 9889}

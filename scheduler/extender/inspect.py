@@ -11,6 +11,7 @@ from fastapi import APIRouter, HTTPException, Query
 from scheduler.cells import HivedEngine
 from scheduler.constants import INSPECT_URL_PREFIX
 from scheduler.core.engine import SchedulingEngine
+from scheduler.preemption.holds import ResumeHolds
 
 
 # hived()'s 404 belongs in the OpenAPI document of every route that calls it: undocumented, a
@@ -18,7 +19,9 @@ from scheduler.core.engine import SchedulingEngine
 _NO_CELLS = {404: {"description": "The running policy (resource-fit) has no virtual clusters or cells."}}
 
 
-def inspect_router(*, engine: SchedulingEngine, lock: threading.RLock) -> APIRouter:
+def inspect_router(*, engine: SchedulingEngine, lock: threading.RLock, holds: ResumeHolds | None = None) -> APIRouter:
+    """``engine`` is the placement engine; ``holds`` FitGpp's resume holds (``None``: the
+    preemption policy is the placement engine's own)."""
     router = APIRouter(prefix=INSPECT_URL_PREFIX, tags=["inspect"])
 
     def hived() -> HivedEngine:
@@ -59,5 +62,15 @@ def inspect_router(*, engine: SchedulingEngine, lock: threading.RLock) -> APIRou
         if isinstance(engine, HivedEngine):
             summary["cells"] = engine.summary
         return summary
+
+    @router.get("/resume-holds", summary="Nodes keeping room for the next pod of a preempted best-effort Job.")
+    def resume_holds() -> dict[str, Any]:
+        if holds is None:
+            return {"enabled": False, "holds": []}
+        found = read(holds.holds)
+        return {
+            "enabled": True,
+            "holds": [{"node": h.node, "requests": h.requests.describe(), "pods": list(h.pods)} for h in found],
+        }
 
     return router

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any, Callable, Final, Iterator, Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from scheduler.constants import EXTENDER_VERBS
@@ -107,9 +107,37 @@ class ExtenderMetrics:
         for kind in kinds:
             self.cache_objects.labels(kind=kind).set_function(lambda kind=kind: sizes().get(kind, 0))
 
+    def track_resume_holds(self, stats: Callable[[], Mapping[str, int]]) -> None:
+        """FitGpp's resume holds (scheduler/preemption/holds.py), read at scrape time."""
+        self.registry.register(_ResumeHoldsCollector(stats))
+
     def track_cells(self, snapshot: Callable[[], Mapping[str, Any]]) -> None:
         """HiveD gauges, read from the engine at scrape time."""
         self.registry.register(_CellsCollector(snapshot))
+
+
+class _ResumeHoldsCollector(Collector):
+    def __init__(self, stats: Callable[[], Mapping[str, int]]) -> None:
+        self._stats = stats
+
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        stats = self._stats()
+        yield GaugeMetricFamily(
+            "cellfit_resume_holds",
+            "Nodes keeping room for the next pod of a preempted best-effort Job (FitGpp resumes it first).",
+            value=stats["resumeHolds"],
+        )
+        yield CounterMetricFamily(
+            "cellfit_resume_hold_refusals",
+            "Nodes a filter turned away from a pod because they keep room for a resumed Job.",
+            value=stats["resumeHoldRefusals"],
+        )
+        yield CounterMetricFamily(
+            "cellfit_resume_holds_lapsed",
+            "Resume holds given up after preemption.resumeHoldSeconds of turning pods away (the "
+            "resumed pod was not placed there: a new taint, a changed label, a scheduling gate).",
+            value=stats["resumeHoldsLapsed"],
+        )
 
 
 _CELL_STATES = ("used", "free", "opportunistic", "bad")

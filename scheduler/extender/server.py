@@ -76,6 +76,8 @@ def build_engine(settings: Settings, api: KubernetesApi | None) -> SchedulingEng
             grace_period_weight=preemption.grace_period_weight, max_preemptions=preemption.max_preemptions
         ),
         seed=preemption.seed,
+        resume_hold_seconds=preemption.resume_hold_seconds,
+        clock=time.monotonic,
     )
 
 
@@ -172,6 +174,9 @@ def build_runtime(settings: Settings, *, api: KubernetesApi | None = None, stand
     if isinstance(placement, HivedEngine):
         cells = placement
         metrics.track_cells(lambda: _locked(lock, cells.metrics))
+    if isinstance(engine, FitGppEngine):
+        holds = engine.holds
+        metrics.track_resume_holds(lambda: _locked(lock, holds.stats))
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -190,7 +195,9 @@ def build_runtime(settings: Settings, *, api: KubernetesApi | None = None, stand
         max_request_bytes=settings.server.max_request_bytes,
         lifespan=lifespan,
     )
-    app.api.include_router(inspect_router(engine=placement, lock=lock))
+    app.api.include_router(
+        inspect_router(engine=placement, lock=lock, holds=engine.holds if isinstance(engine, FitGppEngine) else None)
+    )
     metrics_app = create_metrics_app(metrics=metrics, readiness=readiness)
     admission_app = None
     if settings.admission.enabled:

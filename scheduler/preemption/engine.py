@@ -11,6 +11,10 @@ this decorator mirrors the cluster into a :class:`PreemptionIndex` and answers
   victim is FitGpp's (eq. 4, or the paper's fallback), on one node, by UID;
 * a best-effort pod never preempts anything.
 
+A preempted Job's next pod then goes first among best-effort pods: the node its predecessor
+left keeps room for it (:mod:`scheduler.preemption.holds`), and filter turns away the pods that
+would take that room.
+
 Each decision is kept until the driver collects it (:meth:`take_decision`) to write events and
 bump the victims' Job counts; the counts are also raised here at once, so that a second
 preemption cannot slip past P before the watch brings the Job's new annotation back.
@@ -21,11 +25,14 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Mapping, Protocol, Sequence, runtime_checkable
 
+from scheduler.core.resources import Resources
+
 from scheduler.constants import LABEL_PRIORITY, LABEL_VIRTUAL_CLUSTER, PRIORITY_OPPORTUNISTIC
 from scheduler.core.engine import FilterDecision, Placement, SchedulingEngine
 from scheduler.core.model import TERMINAL_PHASES, JobInfo, NodeInfo, PodInfo
 from scheduler.errors import InvalidAnnotation
 from scheduler.preemption.fitgpp import NoVictims, PreemptionDecision, choose_victims
+from scheduler.preemption.holds import Clock, ResumeHolds
 from scheduler.preemption.model import FitGppSettings, JobClass, job_class_of, preemption_count_of
 from scheduler.preemption.table import PreemptionIndex
 
@@ -41,10 +48,22 @@ class ReclaimsCells(Protocol):
 
 
 class FitGppEngine:
-    def __init__(self, inner: SchedulingEngine, *, settings: FitGppSettings, seed: int = 0) -> None:
+    """``resume_hold_seconds`` and ``clock`` bound how long a resume hold may turn pods away
+    (see :class:`ResumeHolds`); without them a hold lasts until the resumed pod is bound."""
+
+    def __init__(
+        self,
+        inner: SchedulingEngine,
+        *,
+        settings: FitGppSettings,
+        seed: int = 0,
+        resume_hold_seconds: float | None = None,
+        clock: Clock | None = None,
+    ) -> None:
         self.inner = inner
         self.settings = settings
         self._seed = seed
+        self.holds = ResumeHolds(hold_seconds=resume_hold_seconds, clock=clock)
         self._index = PreemptionIndex()
         self._pods: dict[str, PodInfo] = {}  # pods the index holds, latest state
         self._job_counts: dict[str, int] = {}  # Job UID -> preemptions
@@ -54,7 +73,29 @@ class FitGppEngine:
     # ------------------------------------------------------------------ placement: delegated
 
     def filter(self, pod: PodInfo, node_names: Sequence[str]) -> FilterDecision:
-        return self.inner.filter(pod, node_names)
+        decision = self.inner.filter(pod, node_names)
+        if not decision.feasible or not self.holds.active:
+            return decision
+        refusals = self.holds.refusals(pod, free_on=self._free_on)
+        if not refusals:
+            return decision
+        kept: dict[str, str] = {}
+        offered: Sequence[str] = node_names
+        # Ask again without the kept nodes: a placement engine that names one node (HiveD) may
+        # find room elsewhere. Each round removes at least one node.
+        while blocked := [name for name in decision.feasible if name in refusals]:
+            kept.update((name, refusals[name]) for name in blocked)
+            offered = [name for name in offered if name not in kept]
+            decision = self.inner.filter(pod, offered) if offered else FilterDecision()
+        if not kept:
+            return decision
+        final = decision
+        return FilterDecision(
+            feasible=final.feasible,
+            explain=lambda: ({**final.failed, **kept}, final.unresolvable),
+            failed_count=final.failed_count + len(kept),
+            unresolvable_count=final.unresolvable_count,
+        )
 
     def prioritize(self, pod: PodInfo, node_names: Sequence[str]) -> list[int]:
         return self.inner.prioritize(pod, node_names)
@@ -62,17 +103,26 @@ class FitGppEngine:
     def reserve(self, pod: PodInfo, node_name: str) -> Placement:
         placement = self.inner.reserve(pod, node_name)
         self._track(replace(pod, node_name=node_name, phase="Running"))
+        self.holds.bound(pod)
         return placement
 
     def unreserve(self, pod_uid: str) -> None:
+        pod = self._pods.get(pod_uid)
         self.inner.unreserve(pod_uid)
         self._untrack(pod_uid)
+        if pod is not None:
+            self.holds.unbound(pod)
 
     def knows_node(self, node_name: str) -> bool:
         return self.inner.knows_node(node_name)
 
     def stats(self) -> Mapping[str, int]:
-        return {**self.inner.stats(), "preemptionCandidates": len(self._pods), "jobs": len(self._job_counts)}
+        return {
+            **self.inner.stats(),
+            "preemptionCandidates": len(self._pods),
+            "jobs": len(self._job_counts),
+            **self.holds.stats(),
+        }
 
     # ------------------------------------------------------------------ cluster state: both
 
@@ -86,6 +136,7 @@ class FitGppEngine:
 
     def apply_pod(self, pod: PodInfo) -> None:
         self.inner.apply_pod(pod)
+        self.holds.apply_pod(pod)
         if pod.node_name is None and pod.phase not in TERMINAL_PHASES:
             return  # pending: holds nothing; a bind-time reservation stays, as in the engines
         if pod.holds_resources:
@@ -95,6 +146,7 @@ class FitGppEngine:
 
     def delete_pod(self, pod_uid: str) -> None:
         self.inner.delete_pod(pod_uid)
+        self.holds.delete_pod(pod_uid)
         self._untrack(pod_uid)
 
     def apply_job(self, job: JobInfo) -> None:
@@ -110,6 +162,7 @@ class FitGppEngine:
 
     def delete_job(self, job_uid: str) -> None:
         self._job_counts.pop(job_uid, None)
+        self.holds.delete_job(job_uid)
 
     # ------------------------------------------------------------------ preemption
 
@@ -199,6 +252,12 @@ class FitGppEngine:
                     del self._pods_by_job[pod.owner.uid]
         self._index.delete_pod(pod_uid)
 
+    def _free_on(self, node_name: str) -> Resources | None:
+        try:
+            return self._index.free_on(node_name)
+        except KeyError:
+            return None
+
     def _count_preemption(self, pod_uid: str) -> None:
         pod = self._pods.get(pod_uid)
         if pod is None:
@@ -208,6 +267,8 @@ class FitGppEngine:
             return
         job = pod.owner.uid
         self._job_counts[job] = self._job_counts.get(job, 0) + 1
+        if pod.owner.kind == "Job" and pod.node_name is not None:
+            self.holds.displaced(job_uid=job, node_name=pod.node_name)
         for uid in self._pods_by_job.get(job, ()):
             self._index.apply_pod(self._pods[uid], preemptions=self._job_counts[job])
         self._index.set_terminating(pod_uid)

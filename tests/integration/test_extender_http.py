@@ -138,6 +138,37 @@ def test_preempt_answers_fitgpps_victim_for_a_trial_pod(client, runtime, node_ca
     assert 'cellfit_preemptions_total{preemptor_class="trial",rule="fitgpp"} 1.0' in text
 
 
+def test_the_node_a_preempted_pod_left_is_kept_for_its_jobs_next_pod(client, runtime):
+    learn_nodes(client)
+    be = {"cellfit.io/job-class": "best-effort"}
+    kept = k.pod("be-kept-0", gpus=4, node_name="gpu-a", phase="Running", labels=be, grace_period_seconds=1200, job_uid="job-kept")
+    victim = k.pod("be-victim-0", gpus=4, node_name="gpu-a", phase="Running", labels=be, grace_period_seconds=30, job_uid="job-victim")
+    for body in (kept, victim):
+        runtime.engine.apply_pod(translate.pod_info(msgspec.convert(body, wire.Pod), gpu_resource="nvidia.com/gpu"))
+    te = k.pod("te-new-0", gpus=4, priority=1000, labels={"cellfit.io/job-class": "trial"}, job_uid="job-te")
+    result = post(client, PREEMPT, k.preemption_args(te, {"gpu-a": [kept, victim]}, node_cache_capable=True)).json()
+    assert result["NodeNameToMetaVictims"]["gpu-a"]["Pods"] == [{"UID": victim["metadata"]["uid"]}]
+    # The victim is gone and its Job made a new pod, which waits; the trial pod went elsewhere.
+    runtime.engine.delete_pod(victim["metadata"]["uid"])
+    resumed = k.pod("be-victim-1", gpus=4, priority=750, labels=be, job_uid="job-victim")
+    runtime.engine.apply_pod(translate.pod_info(msgspec.convert(resumed, wire.Pod), gpu_resource="nvidia.com/gpu"))
+
+    waiter = k.pod("be-waiter-0", gpus=4, priority=500, labels=be, job_uid="job-waiter")
+    answer = post(client, FILTER, k.extender_args(waiter, NODES[:1], node_cache_capable=True)).json()
+    assert answer["NodeNames"] == [] and answer["FailedAndUnresolvableNodes"] == {}
+    assert answer["FailedNodes"] == {
+        "gpu-a": "its free resources are kept for ml/be-victim-1, a best-effort Job preempted there and now "
+        "resuming (FitGpp resumes preempted jobs first)"
+    }
+    answer = post(client, FILTER, k.extender_args(resumed, NODES[:1], node_cache_capable=True)).json()
+    assert answer["NodeNames"] == ["gpu-a"]
+    holds = client.get("/v1/inspect/resume-holds").json()
+    assert holds == {"enabled": True, "holds": [{"node": "gpu-a", "requests": "cpu 2, memory 8Gi, gpus 4", "pods": ["ml/be-victim-1"]}]}
+    text = client.get("/metrics").text
+    assert "cellfit_resume_holds 1.0" in text and "cellfit_resume_hold_refusals_total 1.0" in text
+    assert "cellfit_resume_holds_lapsed_total 0.0" in text
+
+
 def test_bind_without_a_cluster_says_why_in_the_error_field(client):
     response = post(client, BIND, {"PodName": "train-0", "PodNamespace": "ml", "PodUID": "u", "Node": "gpu-a"})
     assert response.status_code == 200

@@ -29,6 +29,7 @@ def pod(
     annotations: dict[str, str] | None = None,
     init_cpu: str | None = None,
     grace_period_seconds: int = 30,
+    job_uid: str = JOB_UID,
 ) -> dict[str, Any]:
     requests: dict[str, str] = {"cpu": cpu, "memory": memory}
     limits: dict[str, str] = {"memory": memory}
@@ -51,7 +52,7 @@ def pod(
                     "apiVersion": "batch/v1",
                     "kind": "Job",
                     "name": job,
-                    "uid": JOB_UID,
+                    "uid": job_uid,
                     "controller": True,
                     "blockOwnerDeletion": True,
                 }

@@ -89,6 +89,9 @@ app.kubernetes.io/component: scheduler
 {{- if eq (toString $preemption.maxPreemptions) "unlimited" }}
 {{- $_ := set $preemption "maxPreemptions" nil }}
 {{- end }}
+{{- if eq (toString $preemption.resumeHoldSeconds) "unlimited" }}
+{{- $_ := set $preemption "resumeHoldSeconds" nil }}
+{{- end }}
 {{- $server := dict "host" .Values.cellfit.listenAddress "port" .Values.cellfit.port "maxRequestBytes" .Values.cellfit.maxRequestBytes }}
 {{- if .Values.cellfit.metrics.enabled }}
 {{- if eq (int .Values.cellfit.metrics.port) (int .Values.cellfit.port) }}
