@@ -11,7 +11,7 @@ a resumed pod still in backoff lost the GPUs to the waiter in CI. cellfit theref
 room on the node (scheduler/preemption/holds.py). To test that deterministically, the resumed
 pod carries a scheduling gate (the Job's template has one; the test lifts it from the first pod
 at once): kube-scheduler cannot place it until the test lifts the gate, so the waiter is retried
-on the freed GPUs first, and must be turned away with the hold's reason.
+on the freed GPUs first, and must be kept off with the hold's reason.
 
 cellfit runs here with the chart's config and RBAC (it reads the PriorityClass with the chart's
 ServiceAccount token); chart_support.CellfitProcess moves the webhook's listener to a free
@@ -169,11 +169,11 @@ def test_resumed_job_goes_before_best_effort_jobs_that_waited_longer(env: Any) -
     kept = f"its free resources are kept for {ns}/{resumed['metadata']['name']}"
     try:
         wait_for(lambda: any(kept in e.get("message", "") for e in cluster.events(ns, waiter["metadata"]["name"])), 60,
-                 "the waiter turned away from the kept GPUs")
+                 "the waiter kept off the held GPUs")
     except AssertionError as error:
         raise AssertionError(explain_unbound(cluster, ns, resumed, error, cellfit)) from None
     assert one_pod(cluster, ns, "be-waiter", bound=False) is not None
-    assert cellfit.metric("cellfit_resume_hold_refusals_total") >= 1
+    assert cellfit.metric("cellfit_resume_hold_kept_off_total") >= 1
 
     # The gate lifted, the resumed pod, not the waiter, gets the GPUs.
     lift_gate(cluster, ns, resumed)

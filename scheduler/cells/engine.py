@@ -261,6 +261,17 @@ class HivedEngine:
 
     # ------------------------------------------------------------------ decisions
 
+    def has_booking(self, pod: PodInfo) -> bool:
+        """Whether cells are set aside for the pod already: its own booking (held while its
+        victims terminate) or its gang's planned slots."""
+        if pod.uid in self.allocator.by_pod:
+            return True
+        try:
+            gang = parse_request(pod).gang
+        except InvalidAnnotation:
+            return False
+        return gang is not None and gang.key in self.allocator.groups
+
     def filter(self, pod: PodInfo, node_names: Sequence[str]) -> FilterDecision:
         if pod.requests.gpus == 0:
             return FilterDecision(feasible=node_names)

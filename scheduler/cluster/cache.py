@@ -54,7 +54,10 @@ class ClusterCache:
             tracker = engine
 
             def replace_jobs(jobs: list[wire.Job]) -> None:
-                self._job_uids = {job.metadata.uid for job in jobs}
+                listed = {job.metadata.uid for job in jobs}
+                for uid in self._job_uids - listed:  # deleted while the watch was down
+                    tracker.delete_job(uid)
+                self._job_uids = listed
                 for job in jobs:
                     tracker.apply_job(translate.job_info(job))
 

@@ -63,14 +63,16 @@ def inspect_router(*, engine: SchedulingEngine, lock: threading.RLock, holds: Re
             summary["cells"] = engine.summary
         return summary
 
-    @router.get("/resume-holds", summary="Nodes keeping room for the next pod of a preempted best-effort Job.")
+    @router.get("/resume-holds", summary="Room nodes keep for the pending pods of preempted best-effort Jobs.")
     def resume_holds() -> dict[str, Any]:
         if holds is None:
             return {"enabled": False, "holds": []}
         found = read(holds.holds)
         return {
             "enabled": True,
-            "holds": [{"node": h.node, "requests": h.requests.describe(), "pods": list(h.pods)} for h in found],
+            "holds": [
+                {"node": h.node, "job": h.job, "requests": h.requests.describe(), "pods": list(h.pods)} for h in found
+            ],
         }
 
     return router

@@ -124,17 +124,17 @@ class _ResumeHoldsCollector(Collector):
         stats = self._stats()
         yield GaugeMetricFamily(
             "cellfit_resume_holds",
-            "Nodes keeping room for the next pod of a preempted best-effort Job (FitGpp resumes it first).",
+            "Holds (one preempted best-effort Job, one node) keeping room for the Job's pending pods.",
             value=stats["resumeHolds"],
         )
         yield CounterMetricFamily(
-            "cellfit_resume_hold_refusals",
-            "Nodes a filter turned away from a pod because they keep room for a resumed Job.",
-            value=stats["resumeHoldRefusals"],
+            "cellfit_resume_hold_kept_off",
+            "Nodes filter kept a pod off because they keep room for a resuming Job.",
+            value=stats["resumeHoldKeptOff"],
         )
         yield CounterMetricFamily(
             "cellfit_resume_holds_lapsed",
-            "Resume holds given up after preemption.resumeHoldSeconds of turning pods away (the "
+            "Holds given up preemption.resumeHoldSeconds after they first kept a pod off (the "
             "resumed pod was not placed there: a new taint, a changed label, a scheduling gate).",
             value=stats["resumeHoldsLapsed"],
         )

@@ -12,8 +12,8 @@ this decorator mirrors the cluster into a :class:`PreemptionIndex` and answers
 * a best-effort pod never preempts anything.
 
 A preempted Job's next pod then goes first among best-effort pods: the node its predecessor
-left keeps room for it (:mod:`scheduler.preemption.holds`), and filter turns away the pods that
-would take that room.
+left keeps room for it (:mod:`scheduler.preemption.holds`), and filter keeps the pods that would
+take that room off that node.
 
 Each decision is kept until the driver collects it (:meth:`take_decision`) to write events and
 bump the victims' Job counts; the counts are also raised here at once, so that a second
@@ -25,6 +25,9 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Mapping, Protocol, Sequence, runtime_checkable
 
+import numpy as np
+
+from scheduler.core.nodeindex import NodeIndex, pick
 from scheduler.core.resources import Resources
 
 from scheduler.constants import LABEL_PRIORITY, LABEL_VIRTUAL_CLUSTER, PRIORITY_OPPORTUNISTIC
@@ -45,6 +48,15 @@ class ReclaimsCells(Protocol):
     def reclaim_victims(
         self, pod: PodInfo, candidates: Mapping[str, Sequence[str]], victim_pods: Mapping[str, PodInfo]
     ) -> dict[str, list[str]]: ...
+
+
+@runtime_checkable
+class BooksAhead(Protocol):
+    """A placement engine that sets resources aside for a pod before it is bound (HiveD: cells
+    booked while victims terminate, a gang's planned slots). Resume holds leave such a pod
+    alone: keeping it off its booked node would leave the booking out of everyone's reach."""
+
+    def has_booking(self, pod: PodInfo) -> bool: ...
 
 
 class FitGppEngine:
@@ -73,28 +85,33 @@ class FitGppEngine:
     # ------------------------------------------------------------------ placement: delegated
 
     def filter(self, pod: PodInfo, node_names: Sequence[str]) -> FilterDecision:
-        decision = self.inner.filter(pod, node_names)
-        if not decision.feasible or not self.holds.active:
-            return decision
-        refusals = self.holds.refusals(pod, free_on=self._free_on)
-        if not refusals:
-            return decision
-        kept: dict[str, str] = {}
-        offered: Sequence[str] = node_names
-        # Ask again without the kept nodes: a placement engine that names one node (HiveD) may
-        # find room elsewhere. Each round removes at least one node.
-        while blocked := [name for name in decision.feasible if name in refusals]:
-            kept.update((name, refusals[name]) for name in blocked)
-            offered = [name for name in offered if name not in kept]
-            decision = self.inner.filter(pod, offered) if offered else FilterDecision()
-        if not kept:
-            return decision
-        final = decision
+        if not self.holds.active or (isinstance(self.inner, BooksAhead) and self.inner.has_booking(pod)):
+            return self.inner.filter(pod, node_names)
+        keeps = self.holds.kept_from(pod, free_on=self._free_on)
+        if not keeps:
+            return self.inner.filter(pod, node_names)
+        # The kept nodes among the offered names, found in bulk (a handful of nodes against
+        # thousands of names); the placement engine decides over the others, never seeing them.
+        kept_index = NodeIndex()
+        for name in keeps:
+            kept_index.add(name)
+        located = kept_index.locate(node_names)
+        kept_at = np.arange(len(node_names), dtype=np.int64) if located.known_at is None else located.known_at
+        if not len(kept_at):
+            return self.inner.filter(pod, node_names)
+        others = np.ones(len(node_names), dtype=bool)
+        others[kept_at] = False
+        rest = pick(node_names, np.flatnonzero(others))
+        decision = self.inner.filter(pod, rest) if len(rest) else FilterDecision()
+        kept = {name: keeps[name].reason for name in pick(node_names, kept_at)}
+        self.holds.kept_off_nodes({name: keeps[name] for name in kept})
+        # Unresolvable: preempting pods there would not help this pod, the hold would still
+        # keep it off (and HiveD would book the freed cells for it, out of the held pod's reach).
         return FilterDecision(
-            feasible=final.feasible,
-            explain=lambda: ({**final.failed, **kept}, final.unresolvable),
-            failed_count=final.failed_count + len(kept),
-            unresolvable_count=final.unresolvable_count,
+            feasible=decision.feasible,
+            explain=lambda: (decision.failed, {**decision.unresolvable, **kept}),
+            failed_count=decision.failed_count,
+            unresolvable_count=decision.unresolvable_count + len(kept),
         )
 
     def prioritize(self, pod: PodInfo, node_names: Sequence[str]) -> list[int]:
@@ -103,7 +120,7 @@ class FitGppEngine:
     def reserve(self, pod: PodInfo, node_name: str) -> Placement:
         placement = self.inner.reserve(pod, node_name)
         self._track(replace(pod, node_name=node_name, phase="Running"))
-        self.holds.bound(pod)
+        self.holds.bound(pod, node_name)
         return placement
 
     def unreserve(self, pod_uid: str) -> None:

@@ -8,20 +8,23 @@ GPUs free up, a BE pod whose backoff ends sooner takes them and the resumed Job 
 kube-scheduler keeps room for a pod in one case only, a nominated node after a preemption, and a
 BE pod never preempts.
 
-So cellfit keeps the room, much as kube-scheduler honours nominated pods: a pending pod of a Job
-FitGpp preempted holds its requests on the node its predecessor was preempted from (where its
-node selector, affinity and tolerations were met). Another pod is refused that node when placing
-it there would leave too little for the held pods, if it
+So cellfit keeps the room, much as kube-scheduler honours nominated pods. Each pod FitGpp
+preempts leaves a hold on its node for one pending pod of its Job (where the Job's node
+selector, affinity and tolerations were met). A pod is kept off that node when placing it there
+would leave a held pod no room, if it
 
-* is not a trial pod and has a priority no higher than theirs,
-* is not itself a pod of a preempted Job, and
+* is not a trial pod and has a priority no higher than the held pod's,
+* is not itself a pod of a Job that waits to resume, and
 * runs in the same virtual cluster, or is opportunistic (a hold never spends another tenant's
   guaranteed cells).
 
-A hold refuses only while its pods fit on the node now, so it never keeps room that nothing
-could use; it ends when the Job's pod is bound (anywhere), the Job or pod goes away, or
-``hold_seconds`` after it first refused a pod: a resumed pod kube-scheduler will not place there
-(a new taint, a changed label, a scheduling gate) must not keep the room forever.
+Room is kept only for held pods that fit on the node now (as many as fit, in a fixed order), so
+nothing is kept that no pod could use, and only from pods that would fit there themselves. A
+hold ends when a pod of its Job is bound (anywhere) or the Job goes away, and gives up
+``hold_seconds`` after it first kept a pod off (a resumed pod kube-scheduler will not place
+there, after a new taint or a changed label, must not keep the room forever); that time starts
+again when the hold finds nothing to keep, or a pod that goes before the held ones (a trial
+pod) is bound there.
 
 Pure: the driver feeds pod and Job changes; time comes from the ``clock`` it passes.
 """
@@ -29,7 +32,7 @@ Pure: the driver feeds pod and Job changes; time comes from the ``clock`` it pas
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Callable, Iterable, Mapping
+from typing import Callable, Mapping
 
 from scheduler.constants import LABEL_PRIORITY, LABEL_VIRTUAL_CLUSTER, PRIORITY_OPPORTUNISTIC
 from scheduler.core.model import TERMINAL_PHASES, PodInfo
@@ -43,40 +46,56 @@ Clock = Callable[[], float]
 
 @dataclass(slots=True)
 class _Displacement:
-    """Pods of one Job preempted on ``node`` whose successors are not bound yet."""
+    """Pods of one Job preempted on one node whose successors are not bound yet."""
 
-    node: str
     pods: int
-    refusing_since: float | None = None  # clock reading of the first refusal
+    keeping_since: float | None = None  # clock reading of the first pod kept off, this spell
+
+
+@dataclass(slots=True)
+class _Resumed:
+    """A pod whose binding ended a hold: ``confirmed`` once the watch shows it bound (a
+    binding cellfit announced may still fail and give the hold back)."""
+
+    job: str
+    node: str
+    confirmed: bool
 
 
 @dataclass(frozen=True, slots=True)
 class Hold:
-    """Room kept on one node for the pending pods of preempted Jobs (for inspection)."""
+    """Room a node keeps for the pending pods of one preempted Job (for inspection)."""
 
     node: str
+    job: str  # namespace/name
     requests: Resources
     pods: tuple[str, ...]  # namespace/name of the pods it is kept for
 
 
+@dataclass(frozen=True, slots=True)
+class Keep:
+    """Why one node keeps a pod off, and which Jobs' holds do it."""
+
+    reason: str
+    jobs: tuple[str, ...]  # Job UIDs
+
+
 @dataclass(slots=True)
 class ResumeHolds:
-    """Which nodes keep room for resumed pods, and which pods they turn away.
+    """Which nodes keep room for resumed pods, and which pods they keep off.
 
-    ``hold_seconds``: how long a hold may keep refusing pods, from its first refusal (seconds,
-    > 0); ``None`` (with or without a clock) keeps it until the resumed pod is bound.
+    ``hold_seconds``: how long a hold may keep pods off, from the first pod it kept off
+    (seconds, > 0); ``None`` (or no ``clock``): until a pod of its Job is bound.
     """
 
     hold_seconds: float | None = None
     clock: Clock | None = None
-    _displaced: dict[str, _Displacement] = field(default_factory=dict)  # Job UID ->
+    _displaced: dict[str, dict[str, _Displacement]] = field(default_factory=dict)  # Job UID -> node ->
     _pending: dict[str, dict[str, PodInfo]] = field(default_factory=dict)  # Job UID -> pod UID ->
     _job_of_pending: dict[str, str] = field(default_factory=dict)  # pod UID -> Job UID
-    # pod UID -> (Job UID, node) of a hold a binding ended, until the watch confirms it: a
-    # binding that fails (unreserve) gives the hold back.
-    _ended_by_binding: dict[str, tuple[str, str]] = field(default_factory=dict)
-    refused: int = 0  # nodes turned away from a pod, all filters together
-    lapsed: int = 0  # holds ended by hold_seconds
+    _resumed: dict[str, _Resumed] = field(default_factory=dict)  # pod UID ->
+    kept_off: int = 0  # nodes kept from a pod, all filters together
+    lapsed: int = 0  # holds (a Job on a node) given up after hold_seconds
 
     def __post_init__(self) -> None:
         seconds = self.hold_seconds
@@ -87,115 +106,149 @@ class ResumeHolds:
 
     def displaced(self, *, job_uid: str, node_name: str) -> None:
         """FitGpp preempted one pod of the Job on ``node_name``."""
-        record = self._displaced.get(job_uid)
-        if record is None or record.node != node_name:
-            # A Job preempted again elsewhere before it resumed: its newest place is the one
-            # its pods can use now; the older one was taken by a trial pod since.
-            pods = 1 if record is None else record.pods + 1
-            self._displaced[job_uid] = _Displacement(node=node_name, pods=pods)
-        else:
-            record.pods += 1
+        record = self._displaced.setdefault(job_uid, {}).setdefault(node_name, _Displacement(pods=0))
+        record.pods += 1
 
     def apply_pod(self, pod: PodInfo) -> None:
-        """Record a pod's latest state (every pod, whatever its Job)."""
+        """Record a pod's latest state (every pod the watch shows, whatever its Job)."""
         if pod.owner is None or pod.owner.kind != "Job":
             return
         job = pod.owner.uid
+        resumed = self._resumed.get(pod.uid)
         if pod.node_name is None and pod.phase not in TERMINAL_PHASES and not pod.terminating:
-            self._pending.setdefault(job, {})[pod.uid] = pod
-            self._job_of_pending[pod.uid] = job
+            if resumed is None:  # else an event older than the binding cellfit made
+                self._pending.setdefault(job, {})[pod.uid] = pod
+                self._job_of_pending[pod.uid] = job
             return
-        self._ended_by_binding.pop(pod.uid, None)
         was_pending = self._forget(pod.uid)
-        if was_pending and pod.node_name is not None:
-            self._resumed_one(job)
-
-    def bound(self, pod: PodInfo) -> None:
-        """The pod is being bound by this scheduler (before the watch says so)."""
-        if not self._forget(pod.uid) or pod.owner is None:
+        if pod.node_name is None or pod.phase in TERMINAL_PHASES:
+            self._resumed.pop(pod.uid, None)  # nothing left to confirm or give back
             return
-        record = self._displaced.get(pod.owner.uid)
-        if record is not None:
-            self._ended_by_binding[pod.uid] = (pod.owner.uid, record.node)
-        self._resumed_one(pod.owner.uid)
+        if resumed is not None:
+            resumed.confirmed = True
+        elif was_pending:  # bound by someone else: a hold of its Job ends all the same
+            self._end_one(job, pod.node_name, pod_uid=pod.uid, confirmed=True)
+
+    def bound(self, pod: PodInfo, node_name: str) -> None:
+        """This scheduler is binding the pod (the watch has not said so yet)."""
+        self._room_taken(pod, node_name)
+        if pod.owner is None or pod.owner.kind != "Job" or pod.uid in self._resumed:
+            return
+        self._forget(pod.uid)
+        self._end_one(pod.owner.uid, node_name, pod_uid=pod.uid, confirmed=False)
 
     def unbound(self, pod: PodInfo) -> None:
-        """The binding :meth:`bound` announced failed: the pod waits again, and so does its hold."""
-        ended = self._ended_by_binding.pop(pod.uid, None)
-        if ended is not None:
-            job, node = ended
-            record = self._displaced.get(job)
-            if record is None:
-                self._displaced[job] = _Displacement(node=node, pods=1)
-            else:
-                record.pods += 1
+        """The binding announced by :meth:`bound` failed: the pod waits again, and so does the
+        hold its binding ended. A binding the watch has confirmed stays."""
+        resumed = self._resumed.get(pod.uid)
+        if resumed is None or resumed.confirmed:
+            return
+        del self._resumed[pod.uid]
+        self._displaced.setdefault(resumed.job, {}).setdefault(resumed.node, _Displacement(pods=0)).pods += 1
         self.apply_pod(replace(pod, node_name=None, phase="Pending"))
 
     def delete_pod(self, pod_uid: str) -> None:
-        self._ended_by_binding.pop(pod_uid, None)
+        self._resumed.pop(pod_uid, None)
         self._forget(pod_uid)
 
     def delete_job(self, job_uid: str) -> None:
         self._displaced.pop(job_uid, None)
         for uid in self._pending.pop(job_uid, {}):
             self._job_of_pending.pop(uid, None)
+        for uid in [uid for uid, resumed in self._resumed.items() if resumed.job == job_uid]:
+            del self._resumed[uid]
 
     # ------------------------------------------------------------------ decisions
 
-    def holds(self) -> list[Hold]:
-        """Every node that keeps room now, with what it keeps and for whom."""
-        by_node: dict[str, list[PodInfo]] = {}
-        for job, record in self._displaced.items():
-            by_node.setdefault(record.node, []).extend(self._held_pods(job, record))
-        return [
-            Hold(node=node, requests=_total(pods), pods=tuple(p.key for p in pods))
-            for node, pods in sorted(by_node.items())
-            if pods
-        ]
-
-    def refusals(self, pod: PodInfo, *, free_on: Callable[[str], Resources | None]) -> dict[str, str]:
-        """The nodes ``pod`` may not take, each with the sentence its FailedScheduling event
-        shows. ``free_on`` gives a node's free resources now (``None``: an unknown node)."""
-        if not self._displaced or (pod.owner is not None and pod.owner.uid in self._displaced):
-            return {}
-        self._lapse()
-        held: dict[str, list[PodInfo]] = {}
-        for job, record in self._displaced.items():
-            pods = [r for r in self._held_pods(job, record) if _yields_to(pod, r)]
-            if pods:
-                held.setdefault(record.node, []).extend(pods)
-        refusals: dict[str, str] = {}
-        for node, pods in held.items():
-            free = free_on(node)
-            kept = _total(pods)
-            # Only while the held pods fit: room nothing can use now is not kept.
-            if free is None or not kept.fits_in(free) or kept.fits_in(free - pod.requests):
-                continue
-            names = ", ".join(p.key for p in pods[:3]) + (f" and {len(pods) - 3} more" if len(pods) > 3 else "")
-            refusals[node] = (
-                f"its free resources are kept for {names}, a best-effort Job preempted there and "
-                "now resuming (FitGpp resumes preempted jobs first)"
-            )
-        if refusals:
-            self.refused += len(refusals)
-            self._refusing(refusals.keys())
-        return refusals
-
     @property
     def active(self) -> bool:
-        """Whether any Job waits to resume (a cheap test before :meth:`refusals`)."""
+        """Whether any Job waits to resume (a cheap test before :meth:`kept_from`)."""
         return bool(self._displaced)
 
+    def kept_from(self, pod: PodInfo, *, free_on: Callable[[str], Resources | None]) -> dict[str, Keep]:
+        """The nodes that keep ``pod`` off. ``free_on`` gives a node's free resources now
+        (``None``: a node it does not know). Nothing is counted until :meth:`kept_off_nodes`."""
+        if not self._displaced or (pod.owner is not None and pod.owner.uid in self._displaced) or _is_trial(pod):
+            return {}
+        self._lapse()
+        candidates: dict[str, list[tuple[str, PodInfo]]] = {}
+        for job, node, held in self._assignments():
+            if _yields_to(pod, held):
+                candidates.setdefault(node, []).append((job, held))
+        keeps: dict[str, Keep] = {}
+        for node, held_pods in candidates.items():
+            free = free_on(node)
+            if free is None or not pod.requests.fits_in(free):
+                continue  # the pod cannot go there anyway: the placement engine says why
+            kept, jobs = ZERO, []
+            for job, held in held_pods:
+                if (kept + held.requests).fits_in(free):
+                    kept = kept + held.requests
+                    jobs.append((job, held))
+            if not jobs:  # nothing held fits now: no room to keep, and a new spell starts later
+                for job, _ in held_pods:
+                    self._displaced[job][node].keeping_since = None
+                continue
+            if kept.fits_in(free - pod.requests):
+                continue
+            names = [held.key for _, held in jobs]
+            listed = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+            keeps[node] = Keep(
+                reason=(
+                    f"its free resources are kept for {listed}, of a best-effort Job preempted there "
+                    "and now resuming (FitGpp resumes preempted jobs first)"
+                ),
+                jobs=tuple(dict.fromkeys(job for job, _ in jobs)),
+            )
+        return keeps
+
+    def kept_off_nodes(self, keeps: Mapping[str, Keep]) -> None:
+        """``keeps`` (from :meth:`kept_from`) were offered and kept the pod off: count them and
+        start their holds' clocks."""
+        self.kept_off += len(keeps)
+        if self.clock is None:
+            return
+        now = self.clock()
+        for node, keep in keeps.items():
+            for job in keep.jobs:
+                record = self._displaced.get(job, {}).get(node)
+                if record is not None and record.keeping_since is None:
+                    record.keeping_since = now
+
+    def holds(self) -> list[Hold]:
+        """Every Job's room on every node that has a pod to keep it for."""
+        self._lapse()
+        grouped: dict[tuple[str, str], list[PodInfo]] = {}
+        for job, node, held in self._assignments():
+            grouped.setdefault((node, job), []).append(held)
+        return [
+            Hold(
+                node=node,
+                job=_job_key(pods[0]),
+                requests=_total(pods),
+                pods=tuple(p.key for p in pods),
+            )
+            for (node, _), pods in sorted(grouped.items(), key=lambda item: (item[0][0], _job_key(item[1][0])))
+        ]
+
     def stats(self) -> Mapping[str, int]:
-        return {"resumeHolds": len(self.holds()), "resumeHoldRefusals": self.refused, "resumeHoldsLapsed": self.lapsed}
+        return {"resumeHolds": len(self.holds()), "resumeHoldKeptOff": self.kept_off, "resumeHoldsLapsed": self.lapsed}
 
     # ------------------------------------------------------------------ internals
 
-    def _held_pods(self, job: str, record: _Displacement) -> list[PodInfo]:
-        pending = self._pending.get(job)
-        if not pending:
-            return []
-        return [pending[uid] for uid in sorted(pending)[: record.pods]]
+    def _assignments(self) -> list[tuple[str, str, PodInfo]]:
+        """(Job, node, pending pod): a Job's pending pods, in UID order, fill its holds in the
+        order the preemptions made them."""
+        out: list[tuple[str, str, PodInfo]] = []
+        for job, nodes in self._displaced.items():
+            pending = self._pending.get(job)
+            if not pending:
+                continue
+            waiting = [pending[uid] for uid in sorted(pending)]
+            for node, record in nodes.items():
+                taken, waiting = waiting[: record.pods], waiting[record.pods :]
+                out.extend((job, node, held) for held in taken)
+        return out
 
     def _forget(self, pod_uid: str) -> bool:
         job = self._job_of_pending.pop(pod_uid, None)
@@ -207,44 +260,39 @@ class ResumeHolds:
             del self._pending[job]
         return True
 
-    def _resumed_one(self, job: str) -> None:
-        record = self._displaced.get(job)
-        if record is None:
+    def _room_taken(self, pod: PodInfo, node_name: str) -> None:
+        """A pod that goes before the held ones (a trial pod, say) took room on their node:
+        their holds had no room to keep, so the time they keep pods off starts again."""
+        for job, node, held in self._assignments():
+            if node == node_name and (_is_trial(pod) or not _yields_to(pod, held)):
+                self._displaced[job][node].keeping_since = None
+
+    def _end_one(self, job: str, node_name: str, *, pod_uid: str, confirmed: bool) -> None:
+        """A pod of ``job`` was bound to ``node_name``: one of its holds ends, the one on that
+        node if it has one, else its oldest."""
+        nodes = self._displaced.get(job)
+        if not nodes:
             return
+        node = node_name if node_name in nodes else next(iter(nodes))
+        record = nodes[node]
         record.pods -= 1
         if record.pods <= 0:
-            del self._displaced[job]
-
-    def _refusing(self, nodes: Iterable[str]) -> None:
-        if self.clock is None:
-            return
-        now = self.clock()
-        refused = set(nodes)
-        for record in self._displaced.values():
-            if record.node in refused and record.refusing_since is None:
-                record.refusing_since = now
+            del nodes[node]
+            if not nodes:
+                del self._displaced[job]
+        self._resumed[pod_uid] = _Resumed(job=job, node=node, confirmed=confirmed)
 
     def _lapse(self) -> None:
         if self.clock is None or self.hold_seconds is None:
             return
         now = self.clock()
-        expired = [
-            job
-            for job, record in self._displaced.items()
-            if record.refusing_since is not None and now - record.refusing_since > self.hold_seconds
-        ]
-        for job in expired:
-            del self._displaced[job]
-        self.lapsed += len(expired)
-
-
-def _yields_to(pod: PodInfo, resumed: PodInfo) -> bool:
-    """Whether ``pod`` must leave room for ``resumed``."""
-    if pod.priority > resumed.priority or _is_trial(pod):
-        return False
-    if pod.labels.get(LABEL_PRIORITY) == PRIORITY_OPPORTUNISTIC:
-        return True
-    return pod.labels.get(LABEL_VIRTUAL_CLUSTER) == resumed.labels.get(LABEL_VIRTUAL_CLUSTER)
+        for job in list(self._displaced):
+            nodes = self._displaced[job]
+            for node in [n for n, r in nodes.items() if r.keeping_since is not None and now - r.keeping_since > self.hold_seconds]:
+                del nodes[node]
+                self.lapsed += 1
+            if not nodes:
+                del self._displaced[job]
 
 
 def _is_trial(pod: PodInfo) -> bool:
@@ -253,6 +301,19 @@ def _is_trial(pod: PodInfo) -> bool:
         return job_class_of(pod.labels) is JobClass.TRIAL
     except InvalidAnnotation:
         return False  # the filter verb refuses such a pod anyway
+
+
+def _yields_to(pod: PodInfo, held: PodInfo) -> bool:
+    """Whether ``pod`` must leave room for the held pod ``held``."""
+    if pod.priority > held.priority:
+        return False
+    if pod.labels.get(LABEL_PRIORITY) == PRIORITY_OPPORTUNISTIC:
+        return True
+    return pod.labels.get(LABEL_VIRTUAL_CLUSTER) == held.labels.get(LABEL_VIRTUAL_CLUSTER)
+
+
+def _job_key(pod: PodInfo) -> str:
+    return f"{pod.namespace}/{pod.owner.name}" if pod.owner is not None else pod.key
 
 
 def _total(pods: list[PodInfo]) -> Resources:

@@ -155,17 +155,20 @@ def test_the_node_a_preempted_pod_left_is_kept_for_its_jobs_next_pod(client, run
 
     waiter = k.pod("be-waiter-0", gpus=4, priority=500, labels=be, job_uid="job-waiter")
     answer = post(client, FILTER, k.extender_args(waiter, NODES[:1], node_cache_capable=True)).json()
-    assert answer["NodeNames"] == [] and answer["FailedAndUnresolvableNodes"] == {}
-    assert answer["FailedNodes"] == {
-        "gpu-a": "its free resources are kept for ml/be-victim-1, a best-effort Job preempted there and now "
-        "resuming (FitGpp resumes preempted jobs first)"
+    assert answer["NodeNames"] == [] and answer["FailedNodes"] == {}
+    assert answer["FailedAndUnresolvableNodes"] == {
+        "gpu-a": "its free resources are kept for ml/be-victim-1, of a best-effort Job preempted there and "
+        "now resuming (FitGpp resumes preempted jobs first)"
     }
     answer = post(client, FILTER, k.extender_args(resumed, NODES[:1], node_cache_capable=True)).json()
     assert answer["NodeNames"] == ["gpu-a"]
     holds = client.get("/v1/inspect/resume-holds").json()
-    assert holds == {"enabled": True, "holds": [{"node": "gpu-a", "requests": "cpu 2, memory 8Gi, gpus 4", "pods": ["ml/be-victim-1"]}]}
+    assert holds == {
+        "enabled": True,
+        "holds": [{"node": "gpu-a", "job": "ml/be-victim", "requests": "cpu 2, memory 8Gi, gpus 4", "pods": ["ml/be-victim-1"]}],
+    }
     text = client.get("/metrics").text
-    assert "cellfit_resume_holds 1.0" in text and "cellfit_resume_hold_refusals_total 1.0" in text
+    assert "cellfit_resume_holds 1.0" in text and "cellfit_resume_hold_kept_off_total 1.0" in text
     assert "cellfit_resume_holds_lapsed_total 0.0" in text
 
 

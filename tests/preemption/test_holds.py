@@ -65,10 +65,11 @@ def test_a_waiting_best_effort_pod_is_turned_away_from_the_room_the_resumed_pod_
     waiter = pending("waiter", job="w")
     decision = engine.filter(waiter, ["n1"])
     assert list(decision.feasible) == []
-    assert decision.failed_count == 1 and decision.unresolvable_count == 0  # resolvable: it frees
-    assert decision.failed["n1"] == (
-        "its free resources are kept for ml/be-short-2, a best-effort Job preempted there and now "
-        "resuming (FitGpp resumes preempted jobs first)"
+    # unresolvable: preempting pods there would not help the waiter
+    assert decision.failed_count == 0 and decision.unresolvable_count == 1
+    assert decision.unresolvable["n1"] == (
+        "its free resources are kept for ml/be-short-2, of a best-effort Job preempted there and "
+        "now resuming (FitGpp resumes preempted jobs first)"
     )
     # the resumed pod itself, and a trial pod, pass
     assert list(engine.filter(resumed, ["n1"]).feasible) == ["n1"]
@@ -82,14 +83,14 @@ def test_the_hold_ends_when_the_resumed_pod_is_bound():
     assert not engine.holds.active
     assert engine.stats()["resumeHolds"] == 0
     # the node is full again: the waiter fails on resources, not on a hold
-    assert "kept for" not in engine.filter(pending("waiter", job="w"), ["n1"]).failed["n1"]
+    assert "kept for" not in engine.filter(pending("waiter", job="w"), ["n1"]).unresolvable.get("n1", "")
 
 
 def test_a_failed_binding_gives_the_hold_back():
     engine, resumed = engine_with_resumed_pod()
     engine.reserve(resumed, "n1")
     engine.unreserve(resumed.uid)  # the binding API call failed: the pod waits again
-    assert [h.pods for h in engine.holds.holds()] == [("ml/be-short-2",)]
+    assert [(h.node, h.job, h.pods) for h in engine.holds.holds()] == [("n1", "ml/b", ("ml/be-short-2",))]
     assert list(engine.filter(pending("waiter", job="w"), ["n1"]).feasible) == []
     engine.reserve(resumed, "n1")
     engine.apply_pod(replace(resumed, node_name="n1", phase="Running"))  # the watch confirms it
@@ -166,6 +167,7 @@ def test_a_hold_gives_up_hold_seconds_after_it_first_turned_a_pod_away():
     clock.now += 1
     assert list(engine.filter(waiter, ["n1"]).feasible) == ["n1"]
     assert engine.stats()["resumeHoldsLapsed"] == 1 and engine.stats()["resumeHolds"] == 0
+    assert engine.stats()["resumeHoldKeptOff"] == 2
 
 
 def test_only_the_held_nodes_are_refused_among_many():
@@ -174,16 +176,24 @@ def test_only_the_held_nodes_are_refused_among_many():
         engine.apply_node(NodeInfo(name=name, allocatable=Resources(32000, 256 * GI, 8)))
     decision = engine.filter(pending("waiter", job="w"), ["n2", "n1", "n3"])
     assert list(decision.feasible) == ["n2", "n3"]
-    assert set(decision.failed) == {"n1"} and decision.failed_count == 1
+    assert set(decision.unresolvable) == {"n1"} and decision.unresolvable_count == 1
+
+
+VC = {"cellfit.io/virtual-cluster": "default"}
+
+
+def hived_engine(nodes: int) -> tuple[FitGppEngine, HivedEngine]:
+    """FitGpp around HiveD on ``nodes`` 8-GPU nodes g0, g1, ..., all owned by VC "default"."""
+    infos = [NodeInfo(name=f"g{i}", allocatable=Resources(64000, 512 * GI, 8), labels={"nvidia.com/gpu.product": "A100"}) for i in range(nodes)]
+    hived = HivedEngine.from_config({"virtualClusters": {"default": [{"cellType": "A100-NODE", "count": nodes}]}}, nodes=infos)
+    engine = FitGppEngine(hived, settings=FitGppSettings())
+    for node in infos:
+        engine.apply_node(node)
+    return engine, hived
 
 
 def test_hived_places_the_waiter_on_another_node_instead():
-    VC = {"cellfit.io/virtual-cluster": "default"}
-    nodes = [NodeInfo(name=f"g{i}", allocatable=Resources(64000, 512 * GI, 8), labels={"nvidia.com/gpu.product": "A100"}) for i in range(2)]
-    hived = HivedEngine.from_config({"virtualClusters": {"default": [{"cellType": "A100-NODE", "count": 2}]}}, nodes=nodes)
-    engine = FitGppEngine(hived, settings=FitGppSettings())
-    for node in nodes:
-        engine.apply_node(node)
+    engine, hived = hived_engine(2)
     first = pending("a-1", job="a", labels=VC)
     engine.reserve(first, engine.filter(first, ["g0", "g1"]).feasible[0])
     second = pending("b-1", job="b", labels=VC)
@@ -201,7 +211,7 @@ def test_hived_places_the_waiter_on_another_node_instead():
     decision = engine.filter(waiter, ["g0", "g1"])
     other = "g1" if home == "g0" else "g0"
     assert list(decision.feasible) == [other]
-    assert decision.failed_count == 1
+    assert decision.unresolvable_count == 1 and "kept for" in decision.unresolvable[home]
 
 
 def test_hold_seconds_must_be_positive():
@@ -210,3 +220,118 @@ def test_hold_seconds_must_be_positive():
     with pytest.raises(ConfigError, match="resumeHoldSeconds"):
         parse_settings("preemption:\n  resumeHoldSeconds: 0\n")
     assert parse_settings("preemption:\n  resumeHoldSeconds: null\n").preemption.resume_hold_seconds is None
+
+
+# ---------------------------------------------------------------------- ResumeHolds on its own
+
+N1_FREE = {"n1": Resources(16000, 128 * GI, 4)}
+
+
+def holds_with(*jobs_on_n1: str, clock: FakeClock | None = None, hold_seconds: float | None = None) -> ResumeHolds:
+    """Each named Job lost one pod on n1 and has a pending pod ``<job>-2`` (4 GPUs)."""
+    holds = ResumeHolds(clock=clock, hold_seconds=hold_seconds)
+    for job in jobs_on_n1:
+        holds.displaced(job_uid=f"job-{job}", node_name="n1")
+        holds.apply_pod(pending(f"{job}-2", job=job, priority=RESUMED_PRIORITY))
+    return holds
+
+
+def test_nodes_not_offered_or_not_fitting_the_pod_count_nothing_and_start_no_clock():
+    clock = FakeClock()
+    engine, _ = engine_with_resumed_pod(clock=clock, hold_seconds=120)
+    engine.apply_node(NodeInfo(name="n2", allocatable=Resources(32000, 256 * GI, 8)))
+    assert list(engine.filter(pending("waiter", job="w"), ["n2"]).feasible) == ["n2"]  # n1 not offered
+    too_big = pending("big", job="big", gpus=6)  # cannot fit n1's 4 free GPUs anyway
+    decision = engine.filter(too_big, ["n1"])
+    assert "kept for" not in decision.failed.get("n1", "") + decision.unresolvable.get("n1", "")
+    assert engine.stats()["resumeHoldKeptOff"] == 0
+    clock.now += 1000  # no clock ran: the first real keep-off is not a lapse
+    assert list(engine.filter(pending("waiter", job="w"), ["n1"]).feasible) == []
+    assert engine.stats()["resumeHoldsLapsed"] == 0
+
+
+def test_a_stale_pending_event_after_the_binding_does_not_end_a_second_hold():
+    holds = ResumeHolds()
+    for _ in range(2):  # two of Job b's pods were preempted on n1
+        holds.displaced(job_uid="job-b", node_name="n1")
+    first, second = pending("b-2", job="b"), pending("b-3", job="b")
+    holds.apply_pod(first)
+    holds.apply_pod(second)
+    holds.bound(first, "n1")
+    holds.apply_pod(first)  # the watch lags: an older event shows it pending
+    holds.apply_pod(replace(first, node_name="n1", phase="Running"))
+    holds.apply_pod(replace(first, node_name="n1", phase="Running"))  # status updates
+    assert [h.pods for h in holds.holds()] == [("ml/b-3",)]
+
+
+def test_a_binding_the_watch_confirmed_is_not_given_back_and_a_deleted_job_stays_deleted():
+    holds = ResumeHolds()
+    holds.displaced(job_uid="job-b", node_name="n1")
+    resumed = pending("b-2", job="b")
+    holds.apply_pod(resumed)
+    holds.bound(resumed, "n1")
+    holds.apply_pod(replace(resumed, node_name="n1", phase="Running"))
+    holds.unbound(resumed)  # the bind call reported an error, but the binding went through
+    assert not holds.active and holds.holds() == []
+    holds.displaced(job_uid="job-c", node_name="n1")
+    other = pending("c-2", job="c")
+    holds.apply_pod(other)
+    holds.bound(other, "n1")
+    holds.delete_job("job-c")
+    holds.unbound(other)  # the binding failed after the Job was deleted
+    assert not holds.active
+
+
+def test_the_clock_runs_per_job_and_node_and_restarts_when_a_trial_pod_takes_the_room():
+    clock = FakeClock()
+    holds = holds_with("a", clock=clock, hold_seconds=120)
+    waiter = pending("waiter", job="w")
+    keeps = holds.kept_from(waiter, free_on=N1_FREE.get)
+    holds.kept_off_nodes(keeps)
+    holds.displaced(job_uid="job-b", node_name="n1")  # b's pod is still terminating: no pending pod yet
+    clock.now += 100
+    holds.bound(te("te-2", gpus=4), "n1")  # a trial pod takes the room: a's clock starts again
+    clock.now += 100
+    holds.apply_pod(pending("b-2", job="b", priority=RESUMED_PRIORITY))
+    keeps = holds.kept_from(waiter, free_on=N1_FREE.get)
+    assert keeps["n1"].jobs == ("job-a",)  # only one of the two 4-GPU pods fits the 4 free GPUs
+    holds.kept_off_nodes(keeps)
+    clock.now += 121  # b's clock never started: only a's hold lapses
+    keeps = holds.kept_from(waiter, free_on=N1_FREE.get)
+    assert holds.lapsed == 1 and keeps["n1"].jobs == ("job-b",)
+
+
+def test_as_many_held_pods_as_fit_are_kept_for_and_a_job_keeps_a_hold_per_node():
+    holds = holds_with("a", "b")
+    keeps = holds.kept_from(pending("waiter", job="w", gpus=1), free_on=N1_FREE.get)
+    assert keeps["n1"].jobs == ("job-a",)  # 4 free: one of the two 4-GPU pods can have them
+    moved = ResumeHolds()
+    moved.displaced(job_uid="job-x", node_name="n1")
+    moved.displaced(job_uid="job-x", node_name="n2")
+    for uid in ("x-2", "x-3"):
+        moved.apply_pod(pending(uid, job="x"))
+    assert [(h.node, h.pods) for h in moved.holds()] == [("n1", ("ml/x-2",)), ("n2", ("ml/x-3",))]
+    free = {"n1": Resources(16000, 128 * GI, 4), "n2": Resources(16000, 128 * GI, 4)}
+    assert set(moved.kept_from(pending("waiter", job="w"), free_on=free.get)) == {"n1", "n2"}
+
+
+def test_hived_gang_members_with_planned_slots_are_left_alone():
+    gang = {"cellfit.io/gang": "true", "cellfit.io/gang-size": "2"}
+    engine, hived = hived_engine(3)
+    a = pending("a-1", job="a", labels=VC)
+    engine.reserve(a, engine.filter(a, ["g0"]).feasible[0])
+    engine.reserve(pending("b-1", job="b", labels=VC), "g0")
+    (victim,) = engine.select_victims(te(gpus=4, vc="default"), {"g0": ["a-1", "b-1"]}, {})["g0"]
+    job = victim.split("-")[0]
+    engine.delete_pod(victim)
+    resumed = pending(f"{job}-2", job=job, priority=RESUMED_PRIORITY, labels=VC)
+    engine.apply_pod(resumed)
+    # The gang's first member is kept off g0; HiveD plans the whole gang elsewhere.
+    w1 = replace(pending("w-1", job="w", labels=VC), annotations=gang)
+    w2 = replace(pending("w-2", job="w", labels=VC), annotations=gang)
+    first = engine.filter(w1, ["g0", "g1", "g2"])
+    assert list(first.feasible) in (["g1"], ["g2"])
+    engine.reserve(w1, first.feasible[0])
+    assert hived.has_booking(w2)  # its slot is planned: holds leave it to HiveD
+    assert list(engine.filter(w2, ["g0", "g1", "g2"]).feasible) != ["g0"]
+    assert list(engine.filter(resumed, ["g0", "g1", "g2"]).feasible) == ["g0"]  # the room is still there
