@@ -9,12 +9,18 @@ wall clock, no threads. Callers serialise access (the extender holds one lock ar
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Mapping, Protocol, Sequence, runtime_checkable
+from typing import Callable, Mapping, Protocol, Sequence, Union, runtime_checkable
+
+import numpy as np
+import numpy.typing as npt
 
 from scheduler.core.model import JobInfo, NodeInfo, PodInfo
 
 
 Reasons = dict[str, str]
+# Prioritize's scores, one per offered node: a list, or an int64 array (written out by the
+# extender's native path without a Python int per node).
+Scores = Union[list[int], npt.NDArray[np.int64]]
 
 
 class FilterDecision:
@@ -95,7 +101,7 @@ class SchedulingEngine(Protocol):
     # --- decisions ---
     def filter(self, pod: PodInfo, node_names: Sequence[str]) -> FilterDecision: ...
 
-    def prioritize(self, pod: PodInfo, node_names: Sequence[str]) -> list[int]:
+    def prioritize(self, pod: PodInfo, node_names: Sequence[str]) -> Scores:
         """Scores in 0..MAX_EXTENDER_PRIORITY, one per offered node, in the offered order."""
         ...
 

@@ -204,7 +204,7 @@ class ResourceFitEngine:
             unresolvable_count=never_count + unknown,
         )
 
-    def prioritize(self, pod: PodInfo, node_names: Sequence[str]) -> list[int]:
+    def prioritize(self, pod: PodInfo, node_names: Sequence[str]) -> npt.NDArray[np.int64]:
         slots, positions, _ = self.node_index.locate(node_names)
         if self._whole_matrix_pays(len(slots)):
             used = self.node_index.capacity
@@ -212,10 +212,10 @@ class ResourceFitEngine:
         else:
             scores = _scores(pod.requests, self._allocatable.take(slots, axis=1), self._free.take(slots, axis=1))
         if positions is None:
-            return scores.tolist()
+            return scores
         everyone = np.zeros(len(node_names), dtype=np.int64)  # a node cellfit has not seen scores 0
         everyone[positions] = scores
-        return everyone.tolist()
+        return everyone
 
     def select_victims(
         self,

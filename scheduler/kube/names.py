@@ -20,6 +20,7 @@ import msgspec
 import numpy as np
 import numpy.typing as npt
 
+from scheduler.core.engine import Scores
 from scheduler.core.nodeindex import NodeIndex, OfferedNames, Slots
 from scheduler.kube import wire
 
@@ -109,7 +110,7 @@ class RawNames(OfferedNames):
         """The names as a JSON array."""
         return self._codec.select(self._text, self._spans, self._all_positions())
 
-    def host_priorities(self, scores: Sequence[int]) -> bytes:
+    def host_priorities(self, scores: Scores) -> bytes:
         """kube-scheduler's HostPriorityList for these names with ``scores``, as JSON."""
         spans = self._spans if self._positions is None else np.ascontiguousarray(self._spans[self._positions])
         return self._codec.host_priorities(self._text, spans, scores)
@@ -149,10 +150,12 @@ def names_json(names: Sequence[str]) -> msgspec.Raw:
     return msgspec.Raw(wire.ENCODER.encode(list(names)))
 
 
-def host_priorities_json(names: Sequence[str], scores: Sequence[int]) -> bytes:
+def host_priorities_json(names: Sequence[str], scores: Scores) -> bytes:
     """kube-scheduler's HostPriorityList: ``[{"Host": name, "Score": score}, ...]``."""
     if isinstance(names, RawNames):
         return names.host_priorities(scores)
+    if isinstance(scores, np.ndarray):
+        scores = scores.tolist()
     return wire.ENCODER.encode(list(map(wire.HostPriority, names, scores)))
 
 

@@ -31,7 +31,7 @@ from scheduler.core.nodeindex import NodeIndex, pick
 from scheduler.core.resources import Resources
 
 from scheduler.constants import LABEL_PRIORITY, LABEL_VIRTUAL_CLUSTER, PRIORITY_OPPORTUNISTIC
-from scheduler.core.engine import FilterDecision, Placement, SchedulingEngine
+from scheduler.core.engine import FilterDecision, Placement, SchedulingEngine, Scores
 from scheduler.core.model import TERMINAL_PHASES, JobInfo, NodeInfo, PodInfo
 from scheduler.errors import InvalidAnnotation
 from scheduler.preemption.fitgpp import NoVictims, PreemptionDecision, choose_victims
@@ -114,7 +114,7 @@ class FitGppEngine:
             unresolvable_count=decision.unresolvable_count + len(kept),
         )
 
-    def prioritize(self, pod: PodInfo, node_names: Sequence[str]) -> list[int]:
+    def prioritize(self, pod: PodInfo, node_names: Sequence[str]) -> Scores:
         return self.inner.prioritize(pod, node_names)
 
     def reserve(self, pod: PodInfo, node_name: str) -> Placement:

@@ -237,7 +237,7 @@ class Simulation:
             node = feasible[0]
         else:
             scores = self.engine.prioritize(job.pod, feasible)
-            node = feasible[scores.index(max(scores))]
+            node = feasible[int(np.argmax(scores))]  # the first best, as kube-scheduler's order
         self._start(job, node)
         return True
 

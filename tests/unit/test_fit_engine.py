@@ -102,7 +102,7 @@ def test_prioritize_packs_gpu_pods_and_keeps_cpu_pods_off_gpu_nodes(engine):
     cpu_scores = dict(zip(["a", "b", "cpu"], engine.prioritize(pod("c"), ["a", "b", "cpu"])))
     assert cpu_scores["cpu"] == MAX_EXTENDER_PRIORITY
     assert cpu_scores["a"] < cpu_scores["b"] <= MAX_EXTENDER_PRIORITY // 2
-    assert engine.prioritize(pod("c"), ["cpu", "ghost", "a"]) == [MAX_EXTENDER_PRIORITY, 0, cpu_scores["a"]]
+    assert list(engine.prioritize(pod("c"), ["cpu", "ghost", "a"])) == [MAX_EXTENDER_PRIORITY, 0, cpu_scores["a"]]
 
 
 def test_select_victims_keeps_only_the_victims_needed(engine):

@@ -440,7 +440,9 @@ def test_host_priorities_writes_what_msgspec_would(pairs: list[tuple[str, int]])
     [
         ([1], ValueError), ([1, 2, 3], ValueError), ([1.0, 2], TypeError), (["1", 2], TypeError),
         ([None, 2], TypeError), ([1, 2**63], OverflowError), ([-(2**63) - 1, 0], OverflowError), (3, TypeError),
-        (np.array([1.5, 2.0]), TypeError),
+        (np.array([1.5, 2.0]), TypeError), (np.array([1, 2], dtype=np.int32), TypeError),
+        (np.zeros((2, 1), dtype=np.int64), TypeError), (np.arange(4, dtype=np.int64)[::2], ValueError),
+        (np.array([1], dtype=np.int64), ValueError),
     ],
 )
 def test_host_priorities_refuses_bad_scores(scores: Any, error: type[Exception]) -> None:
