@@ -174,9 +174,10 @@ def build_runtime(settings: Settings, *, api: KubernetesApi | None = None, stand
     if isinstance(placement, HivedEngine):
         cells = placement
         metrics.track_cells(lambda: _locked(lock, cells.metrics))
-    if isinstance(engine, FitGppEngine):
-        holds = engine.holds
-        metrics.track_resume_holds(lambda: _locked(lock, holds.stats))
+    holds = engine.holds if isinstance(engine, FitGppEngine) else None
+    if holds is not None:
+        resume_holds = holds
+        metrics.track_resume_holds(lambda: _locked(lock, resume_holds.stats))
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -195,9 +196,7 @@ def build_runtime(settings: Settings, *, api: KubernetesApi | None = None, stand
         max_request_bytes=settings.server.max_request_bytes,
         lifespan=lifespan,
     )
-    app.api.include_router(
-        inspect_router(engine=placement, lock=lock, holds=engine.holds if isinstance(engine, FitGppEngine) else None)
-    )
+    app.api.include_router(inspect_router(engine=placement, lock=lock, holds=holds))
     metrics_app = create_metrics_app(metrics=metrics, readiness=readiness)
     admission_app = None
     if settings.admission.enabled:

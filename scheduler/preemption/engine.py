@@ -30,13 +30,12 @@ import numpy as np
 from scheduler.core.nodeindex import NodeIndex, pick
 from scheduler.core.resources import Resources
 
-from scheduler.constants import LABEL_PRIORITY, LABEL_VIRTUAL_CLUSTER, PRIORITY_OPPORTUNISTIC
 from scheduler.core.engine import FilterDecision, Placement, SchedulingEngine, Scores
 from scheduler.core.model import TERMINAL_PHASES, JobInfo, NodeInfo, PodInfo
 from scheduler.errors import InvalidAnnotation
 from scheduler.preemption.fitgpp import NoVictims, PreemptionDecision, choose_victims
 from scheduler.preemption.holds import Clock, ResumeHolds
-from scheduler.preemption.model import FitGppSettings, JobClass, job_class_of, preemption_count_of
+from scheduler.preemption.model import FitGppSettings, JobClass, job_class_of, may_claim_cells, preemption_count_of
 from scheduler.preemption.table import PreemptionIndex
 
 
@@ -95,16 +94,15 @@ class FitGppEngine:
         kept_index = NodeIndex()
         for name in keeps:
             kept_index.add(name)
-        located = kept_index.locate(node_names)
-        kept_at = np.arange(len(node_names), dtype=np.int64) if located.known_at is None else located.known_at
-        if not len(kept_at):
+        _, kept_at, rest_at = kept_index.locate(node_names)
+        if kept_at is None:  # every offered node is kept
+            kept_at = np.arange(len(node_names), dtype=np.int64)
+        elif not len(kept_at):
             return self.inner.filter(pod, node_names)
-        others = np.ones(len(node_names), dtype=bool)
-        others[kept_at] = False
-        rest = pick(node_names, np.flatnonzero(others))
-        decision = self.inner.filter(pod, rest) if len(rest) else FilterDecision()
-        kept = {name: keeps[name].reason for name in pick(node_names, kept_at)}
-        self.holds.kept_off_nodes({name: keeps[name] for name in kept})
+        decision = self.inner.filter(pod, pick(node_names, rest_at)) if len(rest_at) else FilterDecision()
+        offered_keeps = {name: keeps[name] for name in pick(node_names, kept_at)}
+        self.holds.kept_off_nodes(offered_keeps)
+        kept = {name: keep.reason for name, keep in offered_keeps.items()}
         # Unresolvable: preempting pods there would not help this pod, the hold would still
         # keep it off (and HiveD would book the freed cells for it, out of the held pod's reach).
         return FilterDecision(
@@ -205,7 +203,7 @@ class FitGppEngine:
             preemptor=pod, table=self._index.table(), settings=self.settings, nodes=candidates.keys(), seed=self._seed
         )
         if isinstance(decision, PreemptionDecision):
-            foreign = [v.key for v in decision.victims if not self._same_tenant(pod, self._pods.get(v.uid))]
+            foreign = [v.key for v in decision.victims if not self._may_take(pod, self._pods.get(v.uid))]
             if foreign:
                 decision = NoVictims(
                     reason=f"FitGpp's victim {foreign[0]} holds cells of another virtual cluster, which guaranteed pods never lose"
@@ -243,14 +241,8 @@ class FitGppEngine:
     # ------------------------------------------------------------------ internals
 
     @staticmethod
-    def _same_tenant(preemptor: PodInfo, victim: PodInfo | None) -> bool:
-        """HiveD's rule, enforced whatever the placement engine: a guaranteed pod's cells belong
-        to its VC; opportunistic pods run on borrowed cells and may go for anyone."""
-        if victim is None:
-            return True
-        if victim.labels.get(LABEL_PRIORITY) == PRIORITY_OPPORTUNISTIC:
-            return True
-        return victim.labels.get(LABEL_VIRTUAL_CLUSTER) == preemptor.labels.get(LABEL_VIRTUAL_CLUSTER)
+    def _may_take(preemptor: PodInfo, victim: PodInfo | None) -> bool:
+        return victim is None or may_claim_cells(preemptor, victim)
 
     def _track(self, pod: PodInfo) -> None:
         self._pods[pod.uid] = pod

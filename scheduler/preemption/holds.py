@@ -34,12 +34,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Callable, Mapping
 
-from scheduler.constants import LABEL_PRIORITY, LABEL_VIRTUAL_CLUSTER, PRIORITY_OPPORTUNISTIC
 from scheduler.core.model import TERMINAL_PHASES, PodInfo
 from scheduler.core.resources import ZERO, Resources
-from scheduler.errors import InvalidAnnotation
 from scheduler.preemption.errors import InvalidPreemptionSettings
-from scheduler.preemption.model import JobClass, job_class_of
+from scheduler.preemption.model import JobClass, job_class_or_best_effort, may_claim_cells
 
 Clock = Callable[[], float]
 
@@ -297,19 +295,13 @@ class ResumeHolds:
 
 def _is_trial(pod: PodInfo) -> bool:
     """Trial pods go before every best-effort pod, resumed or not, whatever their priority."""
-    try:
-        return job_class_of(pod.labels) is JobClass.TRIAL
-    except InvalidAnnotation:
-        return False  # the filter verb refuses such a pod anyway
+    return job_class_or_best_effort(pod.labels) is JobClass.TRIAL
 
 
 def _yields_to(pod: PodInfo, held: PodInfo) -> bool:
-    """Whether ``pod`` must leave room for the held pod ``held``."""
-    if pod.priority > held.priority:
-        return False
-    if pod.labels.get(LABEL_PRIORITY) == PRIORITY_OPPORTUNISTIC:
-        return True
-    return pod.labels.get(LABEL_VIRTUAL_CLUSTER) == held.labels.get(LABEL_VIRTUAL_CLUSTER)
+    """Whether ``pod`` must leave room for the held pod ``held``: the held pod could claim the
+    cells ``pod`` would take there."""
+    return pod.priority <= held.priority and may_claim_cells(held, pod)
 
 
 def _job_key(pod: PodInfo) -> str:

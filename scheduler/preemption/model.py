@@ -18,6 +18,9 @@ from scheduler.constants import (
     JOB_CLASS_BEST_EFFORT,
     JOB_CLASS_TRIAL,
     LABEL_JOB_CLASS,
+    LABEL_PRIORITY,
+    LABEL_VIRTUAL_CLUSTER,
+    PRIORITY_OPPORTUNISTIC,
 )
 from scheduler.core.model import PodInfo
 from scheduler.core.resources import Resources
@@ -51,6 +54,24 @@ def job_class_of(labels: Mapping[str, str]) -> JobClass:
             f"{value!r} is not a job class (use {JOB_CLASS_TRIAL!r} or {JOB_CLASS_BEST_EFFORT!r})",
             field=f"metadata.labels[{LABEL_JOB_CLASS}]",
         ) from None
+
+
+def job_class_or_best_effort(labels: Mapping[str, str]) -> JobClass:
+    """:func:`job_class_of`, reading a label cellfit cannot understand as best-effort (the class
+    that never preempts): for state kept from the watch, which a bad label must not stop. The
+    filter and preempt verbs refuse such a pod themselves."""
+    try:
+        return job_class_of(labels)
+    except InvalidAnnotation:
+        return JobClass.BEST_EFFORT
+
+
+def may_claim_cells(claimant: PodInfo, holder: PodInfo) -> bool:
+    """HiveD's tenancy rule, enforced whatever the placement engine: a guaranteed pod's cells
+    belong to its VC; opportunistic pods run on borrowed cells and may lose them to anyone."""
+    if holder.labels.get(LABEL_PRIORITY) == PRIORITY_OPPORTUNISTIC:
+        return True
+    return holder.labels.get(LABEL_VIRTUAL_CLUSTER) == claimant.labels.get(LABEL_VIRTUAL_CLUSTER)
 
 
 def preemption_count_of(annotations: Mapping[str, str]) -> int:

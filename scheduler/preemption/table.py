@@ -23,7 +23,7 @@ import numpy.typing as npt
 from scheduler.core.model import TERMINAL_PHASES, NodeInfo, PodInfo
 from scheduler.core.resources import Resources
 from scheduler.errors import InvalidAnnotation
-from scheduler.preemption.model import Candidate, JobClass, NodeState, job_class_of, preemption_count_of
+from scheduler.preemption.model import Candidate, NodeState, job_class_or_best_effort, preemption_count_of
 
 IntMatrix = npt.NDArray[np.int64]
 IntVector = npt.NDArray[np.int64]
@@ -207,7 +207,7 @@ class PreemptionIndex:
 
         A label or annotation cellfit cannot read does not stop the watch: such a pod is
         treated as best-effort (the class that never preempts) with the count it shows, or 0.
-        The same label is refused when that pod asks to preempt (:func:`job_class_of`).
+        The same label is refused when that pod asks to preempt (:func:`~scheduler.preemption.model.job_class_of`).
         """
         if pod.node_name is None and pod.phase not in TERMINAL_PHASES:
             return  # pending: holds nothing yet (a bind-time reservation stays, as in the engine)
@@ -215,10 +215,7 @@ class PreemptionIndex:
             self.delete_pod(pod.uid)
             return
         assert pod.node_name is not None
-        try:
-            job_class = job_class_of(pod.labels)
-        except InvalidAnnotation:
-            job_class = JobClass.BEST_EFFORT
+        job_class = job_class_or_best_effort(pod.labels)
         if preemptions is None:
             try:
                 preemptions = preemption_count_of(pod.annotations)
