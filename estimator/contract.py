@@ -1,0 +1,136 @@
+"""The estimator's side of the user contract (DESIGN.md): ``cellfit.io/iterations``,
+``cellfit.io/estimate`` (set by a user, or written by cellfit) and a sampling pod's
+termination message. Parsing and encoding only; every error names its field.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from typing import Any, Final, Mapping
+
+from estimator.model import ConfigurationEstimate, Sample
+from placer.configuration import KINDS
+from scheduler.constants import ANNOTATION_ESTIMATE, ANNOTATION_ITERATIONS
+from scheduler.errors import InvalidAnnotation
+
+# Beyond any real training run; keeps arithmetic on iterations exact in floats.
+MAX_ITERATIONS: Final = 10**12
+MAX_SECONDS: Final = 10**9  # ~31 years
+# The kubelet keeps at most 4 KiB of a termination message.
+MAX_TERMINATION_MESSAGE_BYTES: Final = 4096
+
+
+def parse_iterations(text: str | None, *, where: str = ANNOTATION_ITERATIONS) -> int:
+    if text is None or not text.strip():
+        raise InvalidAnnotation("is missing; the estimator extrapolates samples to this many iterations", field=where)
+    try:
+        value = int(text.strip())
+    except ValueError:
+        raise InvalidAnnotation(f"{text!r} is not an integer", field=where) from None
+    if not 3 <= value <= MAX_ITERATIONS:
+        raise InvalidAnnotation(f"{value} is out of range; expected 3..{MAX_ITERATIONS}", field=where)
+    return value
+
+
+@dataclass(frozen=True)
+class RecordedEstimate:
+    """What ``cellfit.io/estimate`` says: seconds per configuration, and whether cellfit wrote it
+    (its entries carry a ``method``) or a user did."""
+
+    seconds: Mapping[str, float]
+    by_cellfit: bool
+    document: Mapping[str, Any]
+
+
+def parse_estimate(text: str, *, where: str = ANNOTATION_ESTIMATE) -> RecordedEstimate:
+    try:
+        document = json.loads(text)
+    except (ValueError, RecursionError) as error:
+        raise InvalidAnnotation(f"is not valid JSON: {error}", field=where) from None
+    if not isinstance(document, dict) or not document:
+        raise InvalidAnnotation('must be a JSON object such as {"gpu": {"seconds": 600}}', field=where)
+    seconds: dict[str, float] = {}
+    methods = set()
+    for kind, entry in document.items():
+        if kind not in KINDS:
+            raise InvalidAnnotation(f"unknown configuration kind {kind!r}; expected one of {', '.join(KINDS)}", field=where)
+        if not isinstance(entry, dict):
+            raise InvalidAnnotation('must be an object such as {"seconds": 600}', field=f"{where}.{kind}")
+        value = entry.get("seconds")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or not 0 < value <= MAX_SECONDS:
+            raise InvalidAnnotation(f"must be a number of seconds in (0, {MAX_SECONDS}], got {value!r}", field=f"{where}.{kind}.seconds")
+        seconds[kind] = float(value)
+        methods.add(entry.get("method", "user"))
+    return RecordedEstimate(seconds=seconds, by_cellfit=methods != {"user"}, document=document)
+
+
+@dataclass(frozen=True)
+class SampleReport:
+    """A sampling pod's termination message: ``{"iterations": k, "seconds": t, "peakMemoryBytes": m}``."""
+
+    iterations: int
+    seconds: float
+    peak_memory_bytes: int | None
+
+
+def parse_sample_report(text: str, *, where: str = "terminationMessage") -> SampleReport:
+    if len(text.encode()) > MAX_TERMINATION_MESSAGE_BYTES:
+        raise InvalidAnnotation("is longer than the kubelet keeps", field=where)
+    try:
+        document = json.loads(text)
+    except (ValueError, RecursionError) as error:
+        raise InvalidAnnotation(f"is not valid JSON: {error}", field=where) from None
+    if not isinstance(document, dict):
+        raise InvalidAnnotation('must be {"iterations": k, "seconds": t, "peakMemoryBytes": m}', field=where)
+    iterations = document.get("iterations")
+    if isinstance(iterations, bool) or not isinstance(iterations, int) or not 1 <= iterations <= MAX_ITERATIONS:
+        raise InvalidAnnotation(f"must be a positive integer, got {iterations!r}", field=f"{where}.iterations")
+    seconds = document.get("seconds")
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not math.isfinite(seconds) or not 0 <= seconds <= MAX_SECONDS:
+        raise InvalidAnnotation(f"must be a number of seconds, got {seconds!r}", field=f"{where}.seconds")
+    memory = document.get("peakMemoryBytes")
+    if memory is not None and (isinstance(memory, bool) or not isinstance(memory, int) or memory < 0):
+        raise InvalidAnnotation(f"must be a non-negative integer, got {memory!r}", field=f"{where}.peakMemoryBytes")
+    return SampleReport(iterations=iterations, seconds=float(seconds), peak_memory_bytes=memory)
+
+
+def encode_estimate(
+    estimates: Mapping[str, ConfigurationEstimate],
+    *,
+    samples: Mapping[str, list[tuple[str, Sample]]],
+    overhead_fraction: float | None,
+) -> str:
+    """``cellfit.io/estimate`` as cellfit writes it: per configuration ``seconds`` (what AlloX
+    reads), then ``uncertaintySeconds``, ``podSeconds``, ``memoryBytes``, ``method`` and the
+    samples behind it (pod, iterations, seconds, peak memory, complete)."""
+    document: dict[str, Any] = {}
+    for kind, estimate in estimates.items():
+        entry: dict[str, Any] = {
+            "seconds": _round(estimate.seconds),
+            "uncertaintySeconds": _round(estimate.uncertainty_seconds),
+            "podSeconds": _round(estimate.pod_seconds),
+            "method": estimate.method,
+        }
+        if estimate.memory_bytes is not None:
+            entry["memoryBytes"] = estimate.memory_bytes
+        entry["samples"] = [
+            {
+                "pod": pod,
+                "iterations": sample.iterations,
+                "seconds": _round(sample.seconds),
+                **({"peakMemoryBytes": sample.peak_memory_bytes} if sample.peak_memory_bytes is not None else {}),
+                **({"complete": False} if not sample.complete else {}),
+                **({"pilot": sample.pilot} if sample.pilot else {}),
+            }
+            for pod, sample in samples.get(kind, [])
+        ]
+        if overhead_fraction is not None:
+            entry["overheadFraction"] = round(overhead_fraction, 4)
+        document[kind] = entry
+    return json.dumps(document, separators=(",", ":"), sort_keys=False)
+
+
+def _round(seconds: float) -> float:
+    return round(seconds, 3)

@@ -1,0 +1,270 @@
+"""From samples to estimates: the estimator's pure model (AlloX §4.1, SLearn §4.1).
+
+A sample is one short run of a Job's pod in one configuration: ``k`` iterations took ``t``
+seconds. Training loops cost a start-up (imports, data loading, CUDA context) plus a time per
+iteration, so a configuration's samples are fitted as ``t = a + b·k`` over at least two sample
+lengths, and one pod's whole run of ``N`` iterations is predicted as ``a + b·N``: the start-up is
+paid once, never multiplied by ``N / k``.
+
+Uncertainty: each sample's timing has a noise of ``timing_noise_fraction`` of its length (other
+work on the node) plus its clock's resolution (1 s when it is read from container timestamps,
+see :class:`Sample`). The fit is weighted by those variances, and the prediction's standard
+deviation comes from the fit's covariance, scaled up by the residuals when more samples than
+parameters show more scatter than the noise model allows.
+
+A multi-pod Job is sampled on a few pilot pods (SLearn's pilot tasks); the task mean is the mean
+of their predictions and its uncertainty the task-wise spread over the square root of the pilot
+count. A family's history gives a prior (mean μ, σ0) combined with the samples (mean of m
+predictions, task-wise σ1) as SLearn §4.1's Gaussian posterior:
+``(Σ y_i/σ1² + μ/σ0²) / (m/σ1² + 1/σ0²)``, variance ``1 / (m/σ1² + 1/σ0²)``.
+
+Pure: no I/O, no clock, deterministic.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Final, Iterable, Literal, Sequence
+
+Method = Literal["samples", "proportional", "posterior", "history", "lower-bound", "user"]
+
+MIB: Final = 2**20
+
+
+@dataclass(frozen=True)
+class ModelSettings:
+    """The model's knobs; the defaults are those documented in estimator/README.md."""
+
+    # Relative timing noise of one sample (one standard deviation), from sharing a node.
+    timing_noise_fraction: float = 0.02
+    # Memory demand = the samples' peak times this, rounded up to a MiB (Gandiva-style headroom
+    # for allocator growth over a longer run).
+    memory_headroom: float = 1.25
+    # Relative spread assumed for a family prior backed by a single past Job.
+    single_history_cov: float = 0.5
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One sampling run. ``complete=False``: stopped as long after ``seconds``, so the run would
+    have taken more (a lower bound)."""
+
+    configuration: str
+    iterations: int
+    seconds: float
+    peak_memory_bytes: int | None = None
+    complete: bool = True
+    # Clock resolution of ``seconds``: ~0 from the termination message, 1 s from container
+    # start/finish timestamps (RFC 3339 seconds).
+    resolution_seconds: float = 0.0
+    # Which pilot pod of a multi-pod Job this sample ran as (0 for single-pod Jobs).
+    pilot: int = 0
+
+
+@dataclass(frozen=True)
+class LinearFit:
+    """``t = startup_seconds + seconds_per_iteration · k`` with the covariance of the two."""
+
+    startup_seconds: float
+    seconds_per_iteration: float
+    var_startup: float
+    cov: float
+    var_per_iteration: float
+    proportional: bool  # fitted through the origin (one sample length, or a negative slope)
+
+    def predict(self, iterations: float) -> float:
+        return self.startup_seconds + self.seconds_per_iteration * iterations
+
+    def std(self, iterations: float) -> float:
+        variance = self.var_startup + 2 * iterations * self.cov + iterations * iterations * self.var_per_iteration
+        return math.sqrt(max(variance, 0.0))
+
+
+def _variance(sample: Sample, settings: ModelSettings) -> float:
+    noise = settings.timing_noise_fraction * sample.seconds
+    # A difference of two timestamps each rounded to ``resolution``: uniform error, variance r²/6.
+    floor = 1e-6 + sample.resolution_seconds**2 / 6
+    return noise * noise + floor
+
+
+def fit_linear(samples: Sequence[Sample], *, settings: ModelSettings = ModelSettings()) -> LinearFit:
+    """Weighted least squares of ``t`` on ``k`` over complete samples. With one distinct length,
+    or when noise makes the slope negative, the fit goes through the origin (``t = b·k``), which
+    over-estimates by the start-up's share rather than extrapolating noise."""
+    points = [s for s in samples if s.complete and s.iterations > 0]
+    if not points:
+        raise ValueError("no complete sample to fit")
+    weights = [1.0 / _variance(s, settings) for s in points]
+    if len({s.iterations for s in points}) >= 2:
+        sw = sum(weights)
+        swk = sum(w * s.iterations for w, s in zip(weights, points))
+        swkk = sum(w * s.iterations * s.iterations for w, s in zip(weights, points))
+        swt = sum(w * s.seconds for w, s in zip(weights, points))
+        swkt = sum(w * s.iterations * s.seconds for w, s in zip(weights, points))
+        det = sw * swkk - swk * swk
+        slope = (sw * swkt - swk * swt) / det
+        if slope > 0:
+            intercept = (swt - slope * swk) / sw
+            scale = _scatter(points, weights, lambda k: intercept + slope * k, parameters=2)
+            return LinearFit(
+                startup_seconds=intercept,
+                seconds_per_iteration=slope,
+                var_startup=scale * swkk / det,
+                cov=-scale * swk / det,
+                var_per_iteration=scale * sw / det,
+                proportional=False,
+            )
+    swkk = sum(w * s.iterations * s.iterations for w, s in zip(weights, points))
+    swkt = sum(w * s.iterations * s.seconds for w, s in zip(weights, points))
+    slope = swkt / swkk
+    scale = _scatter(points, weights, lambda k: slope * k, parameters=1)
+    return LinearFit(
+        startup_seconds=0.0,
+        seconds_per_iteration=slope,
+        var_startup=0.0,
+        cov=0.0,
+        var_per_iteration=scale / swkk,
+        proportional=True,
+    )
+
+
+def _scatter(points: Sequence[Sample], weights: Sequence[float], predict: object, *, parameters: int) -> float:
+    """Reduced chi-square when there are more points than parameters and it exceeds 1."""
+    if len(points) <= parameters:
+        return 1.0
+    residual = sum(w * (s.seconds - predict(s.iterations)) ** 2 for w, s in zip(weights, points))  # type: ignore[operator]
+    return max(1.0, residual / (len(points) - parameters))
+
+
+@dataclass(frozen=True)
+class Prior:
+    """A family's history for one configuration: seconds per iteration (start-up included) of
+    its past Jobs' pods."""
+
+    mean_per_iteration: float
+    std_per_iteration: float
+    count: int
+
+    @property
+    def cov(self) -> float:
+        return self.std_per_iteration / self.mean_per_iteration if self.mean_per_iteration > 0 else math.inf
+
+
+@dataclass(frozen=True)
+class ConfigurationEstimate:
+    """One configuration's estimate for a whole Job."""
+
+    configuration: str
+    seconds: float  # the Job's processing time: pod time × waves
+    uncertainty_seconds: float  # one standard deviation
+    pod_seconds: float
+    memory_bytes: int | None  # per pod, headroom included
+    samples: int
+    method: Method
+
+    @property
+    def lower_bound(self) -> bool:
+        return self.method == "lower-bound"
+
+
+def memory_demand(samples: Iterable[Sample], *, settings: ModelSettings = ModelSettings()) -> int | None:
+    peaks = [s.peak_memory_bytes for s in samples if s.peak_memory_bytes is not None and s.peak_memory_bytes > 0]
+    if not peaks:
+        return None
+    return math.ceil(max(peaks) * settings.memory_headroom / MIB) * MIB
+
+
+def estimate_configuration(
+    configuration: str,
+    samples: Sequence[Sample],
+    *,
+    iterations: int,
+    waves: int = 1,
+    prior: Prior | None = None,
+    settings: ModelSettings = ModelSettings(),
+) -> ConfigurationEstimate:
+    """The estimate of a Job whose pods each run ``iterations`` in ``waves`` rounds, from its
+    samples in ``configuration`` (any pilots), combined with ``prior`` when given."""
+    own = [s for s in samples if s.configuration == configuration]
+    memory = memory_demand(own, settings=settings)
+    pilots: dict[int, list[Sample]] = {}
+    for sample in own:
+        pilots.setdefault(sample.pilot, []).append(sample)
+    predictions: list[tuple[float, float, bool]] = []  # mean, variance, proportional
+    for pilot_samples in pilots.values():
+        if any(s.complete for s in pilot_samples):
+            fit = fit_linear(pilot_samples, settings=settings)
+            longest = max(s.seconds for s in pilot_samples)  # a run is never shorter than a part of it
+            predictions.append((max(fit.predict(iterations), longest), fit.std(iterations) ** 2, fit.proportional))
+    if not predictions:
+        stopped = [s for s in own if not s.complete and s.iterations > 0]
+        if prior is not None:
+            return _from_prior(configuration, prior, iterations=iterations, waves=waves, memory=memory, samples=len(own))
+        if not stopped:
+            raise ValueError(f"no sample of configuration {configuration!r}")
+        # Stopped before finishing: the run is at least as long as that rate extrapolated.
+        bound = max(s.seconds * max(1.0, iterations / s.iterations) for s in stopped)
+        return ConfigurationEstimate(
+            configuration=configuration, seconds=bound * waves, uncertainty_seconds=0.0, pod_seconds=bound,
+            memory_bytes=memory, samples=len(own), method="lower-bound",
+        )
+    m = len(predictions)
+    means = [p[0] for p in predictions]
+    mean = sum(means) / m
+    measurement = sum(p[1] for p in predictions) / m
+    spread = sum((y - mean) ** 2 for y in means) / (m - 1) if m >= 2 else 0.0
+    task_variance = max(spread, measurement, 1e-12)  # σ1²: one task's variance around the mean
+    method: Method = "proportional" if any(p[2] for p in predictions) else "samples"
+    variance = task_variance / m
+    if prior is not None:
+        prior_mean = prior.mean_per_iteration * iterations
+        prior_variance = max((prior.std_per_iteration * iterations) ** 2, 1e-12)
+        precision = m / task_variance + 1 / prior_variance
+        mean = (sum(means) / task_variance + prior_mean / prior_variance) / precision
+        variance = 1 / precision
+        method = "posterior"
+    return ConfigurationEstimate(
+        configuration=configuration,
+        seconds=mean * waves,
+        uncertainty_seconds=math.sqrt(variance) * waves,
+        pod_seconds=mean,
+        memory_bytes=memory,
+        samples=len(own),
+        method=method,
+    )
+
+
+def _from_prior(
+    configuration: str, prior: Prior, *, iterations: int, waves: int, memory: int | None, samples: int
+) -> ConfigurationEstimate:
+    pod_seconds = prior.mean_per_iteration * iterations
+    return ConfigurationEstimate(
+        configuration=configuration,
+        seconds=pod_seconds * waves,
+        uncertainty_seconds=prior.std_per_iteration * iterations * waves,
+        pod_seconds=pod_seconds,
+        memory_bytes=memory,
+        samples=samples,
+        method="history",
+    )
+
+
+def estimate_from_history(configuration: str, prior: Prior, *, iterations: int, waves: int = 1) -> ConfigurationEstimate:
+    """A family whose history is tight enough skips sampling: the prior alone."""
+    return _from_prior(configuration, prior, iterations=iterations, waves=waves, memory=None, samples=0)
+
+
+def prior_from_history(
+    per_iteration_seconds: Sequence[float], *, settings: ModelSettings = ModelSettings()
+) -> Prior | None:
+    """μ and σ0 of a family's past pods' seconds per iteration (job-wise variation)."""
+    values = [v for v in per_iteration_seconds if v > 0 and math.isfinite(v)]
+    if not values:
+        return None
+    mean = sum(values) / len(values)
+    if len(values) == 1:
+        return Prior(mean_per_iteration=mean, std_per_iteration=mean * settings.single_history_cov, count=1)
+    std = math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
+    # Identical past runs do not make the next one certain: at least the timing noise.
+    return Prior(mean_per_iteration=mean, std_per_iteration=max(std, mean * settings.timing_noise_fraction), count=len(values))

@@ -1,0 +1,178 @@
+"""One Job's sampling, decided: from what exists (the Job's plan, its sampling pods, their
+results) to what to do next (pods to create or stop, the estimate to write, what failed).
+
+The live controller and the simulator both call :func:`decide`; it keeps no state between calls,
+so a restarted controller that lists the same pods decides the same thing (and, because sampling
+pods have deterministic names, never starts one twice).
+
+Pure: no I/O, no clock (the caller says how long each running sample has run).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal, Mapping, Sequence
+
+from estimator.model import (
+    ConfigurationEstimate,
+    ModelSettings,
+    Prior,
+    Sample,
+    estimate_configuration,
+    estimate_from_history,
+)
+from estimator.sampling import LENGTHS, Length, SamplePlan, SamplingSettings, long_deadline_seconds
+
+PodState = Literal["pending", "running", "succeeded", "failed", "stopped"]
+
+
+@dataclass(frozen=True, order=True)
+class SampleKey:
+    """One sampling run a plan asks for: a configuration, a pilot pod, a length."""
+
+    configuration: str
+    pilot: int
+    length: Length
+
+
+@dataclass(frozen=True)
+class SamplePod:
+    """A sampling pod as the driver sees it. ``sample``: the result of a succeeded pod (or the
+    lower bound of one stopped as long). ``running_seconds``: how long a running pod has run."""
+
+    name: str
+    key: SampleKey
+    attempt: int
+    state: PodState
+    sample: Sample | None = None
+    running_seconds: float | None = None
+    failure: str | None = None
+
+
+@dataclass(frozen=True)
+class CreateSample:
+    key: SampleKey
+    attempt: int
+    iterations: int
+
+
+@dataclass(frozen=True)
+class StopSample:
+    pod: str
+    key: SampleKey
+    seconds: float  # how long it had run: the lower bound it proved
+    deadline_seconds: float
+
+
+@dataclass(frozen=True)
+class EstimatorSettings:
+    sampling: SamplingSettings = SamplingSettings()
+    model: ModelSettings = ModelSettings()
+    # Attempts of one sampling run before its configuration counts as failed.
+    max_attempts: int = 3
+    # A family prior this tight (σ0/μ) and with this many past Jobs replaces sampling.
+    history_skip_cov: float = 0.05
+    history_skip_min_jobs: int = 3
+
+
+@dataclass
+class Decision:
+    create: list[CreateSample] = field(default_factory=list)
+    stop: list[StopSample] = field(default_factory=list)
+    # Set once every planned run has ended: the estimate per configuration that has one.
+    estimates: dict[str, ConfigurationEstimate] | None = None
+    # Configurations that could not be estimated, with why.
+    failed: dict[str, str] = field(default_factory=dict)
+    # The samples behind each configuration's estimate, by pod name.
+    samples: dict[str, list[tuple[str, Sample]]] = field(default_factory=dict)
+    overhead_fraction: float | None = None
+    # Runs waiting for their pod to start or finish.
+    in_progress: int = 0
+
+    @property
+    def done(self) -> bool:
+        return self.estimates is not None
+
+
+def tight(prior: Prior | None, settings: EstimatorSettings) -> bool:
+    return (
+        prior is not None
+        and prior.count >= settings.history_skip_min_jobs
+        and prior.cov <= settings.history_skip_cov
+    )
+
+
+def decide(
+    *,
+    configurations: Sequence[str],
+    plan: SamplePlan,
+    job_iterations: int,
+    waves: int,
+    pods: Sequence[SamplePod],
+    priors: Mapping[str, Prior] | None = None,
+    settings: EstimatorSettings = EstimatorSettings(),
+) -> Decision:
+    priors = priors or {}
+    decision = Decision()
+    by_key: dict[SampleKey, list[SamplePod]] = {}
+    for pod in pods:
+        by_key.setdefault(pod.key, []).append(pod)
+    finished = [p.sample for p in pods if p.state == "succeeded" and p.sample is not None]
+
+    results: dict[str, list[tuple[str, Sample]]] = {kind: [] for kind in configurations}
+    failures: dict[str, list[str]] = {kind: [] for kind in configurations}
+    sampled = [kind for kind in configurations if not tight(priors.get(kind), settings)]
+    for kind in sampled:
+        for pilot in plan.pilots:
+            for length in LENGTHS:
+                key = SampleKey(configuration=kind, pilot=pilot, length=length)
+                iterations = plan.iterations[length]
+                attempts = sorted(by_key.get(key, []), key=lambda p: p.attempt)
+                latest = attempts[-1] if attempts else None
+                if latest is None:
+                    decision.create.append(CreateSample(key=key, attempt=0, iterations=iterations))
+                    decision.in_progress += 1
+                elif latest.state in ("succeeded", "stopped") and latest.sample is not None:
+                    results[kind].append((latest.name, latest.sample))
+                elif latest.state == "failed" or latest.sample is None and latest.state in ("succeeded", "stopped"):
+                    if latest.attempt + 1 < settings.max_attempts:
+                        decision.create.append(CreateSample(key=key, attempt=latest.attempt + 1, iterations=iterations))
+                        decision.in_progress += 1
+                    else:
+                        failures[kind].append(f"{latest.name}: {latest.failure or 'failed'}")
+                else:
+                    decision.in_progress += 1
+                    if latest.state == "running" and latest.running_seconds is not None:
+                        deadline = long_deadline_seconds(
+                            iterations=iterations, finished=finished, settings=settings.sampling, model=settings.model
+                        )
+                        if deadline is not None and latest.running_seconds > deadline:
+                            decision.stop.append(
+                                StopSample(pod=latest.name, key=key, seconds=latest.running_seconds, deadline_seconds=deadline)
+                            )
+    if decision.in_progress:
+        return decision
+
+    estimates: dict[str, ConfigurationEstimate] = {}
+    for kind in configurations:
+        prior = priors.get(kind)
+        if kind not in sampled:
+            assert prior is not None
+            estimates[kind] = estimate_from_history(kind, prior, iterations=job_iterations, waves=waves)
+            continue
+        samples = [sample for _, sample in results[kind]]
+        if failures[kind] and not samples and prior is None:
+            decision.failed[kind] = "; ".join(failures[kind])
+            continue
+        # Failed runs beside good ones: the estimate rests on fewer pilots (said in the samples).
+        estimates[kind] = estimate_configuration(
+            kind, samples, iterations=job_iterations, waves=waves, prior=prior, settings=settings.model
+        )
+        if failures[kind]:
+            decision.failed[kind] = "; ".join(failures[kind])
+    decision.estimates = estimates
+    decision.samples = {kind: results[kind] for kind in estimates}
+    spent = sum(sample.seconds for rows in results.values() for _, sample in rows)
+    total = sum(e.seconds for e in estimates.values())
+    decision.overhead_fraction = spent / total if total > 0 and spent > 0 else None
+    return decision

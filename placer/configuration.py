@@ -1,0 +1,173 @@
+"""An interchangeable Job's configurations: the ``cellfit.io/configurations`` annotation, parsed
+and validated.
+
+The annotation is JSON keyed by configuration kind (``cpu``, ``gpu``: AlloX's two
+interchangeable resources). Each configuration holds the container ``resources`` applied to
+every container of the pod template, and optionally ``env``, ``nodeSelector``, ``tolerations``
+and ``annotations`` (DESIGN.md, "The user's contract")::
+
+    {"cpu": {"resources": {"cpu": "16", "memory": "32Gi"}},
+     "gpu": {"resources": {"nvidia.com/gpu": "1", "cpu": "2", "memory": "16Gi"},
+             "env": {"CUDA": "1"}}}
+
+``resources`` is either a flat map (the requests; extended resources such as GPUs are also
+written as limits, which Kubernetes requires of them) or ``{"requests": {...}, "limits": {...}}``
+as in a container spec. Every error names the field, for the Job's Event and condition.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Final, Literal, Mapping
+
+from scheduler.constants import ANNOTATION_CONFIGURATIONS, RESOURCE_CPU, RESOURCE_MEMORY
+from scheduler.core.resources import parse_quantity
+from scheduler.errors import InvalidAnnotation, InvalidQuantity
+
+ConfigurationKind = Literal["cpu", "gpu"]
+KINDS: Final[tuple[ConfigurationKind, ...]] = ("cpu", "gpu")
+_KEYS: Final = frozenset({"resources", "env", "nodeSelector", "tolerations", "annotations"})
+# Resources the kubelet lets a pod exceed its request of; every other one (GPUs, hugepages,
+# devices) must be given as a limit equal to its request.
+_OVERCOMMITTABLE: Final = frozenset({RESOURCE_CPU, RESOURCE_MEMORY, "ephemeral-storage"})
+_TOLERATION_KEYS: Final = frozenset({"key", "operator", "value", "effect", "tolerationSeconds"})
+# The API server caps all annotations of an object at 256 KiB together.
+MAX_ANNOTATION_BYTES: Final = 256 * 1024
+
+
+def _frozen(mapping: Mapping[str, str]) -> Mapping[str, str]:
+    return MappingProxyType(dict(mapping))
+
+
+@dataclass(frozen=True)
+class Configuration:
+    """One way to run a Job: what each of its containers requests, and what else its pods carry."""
+
+    kind: ConfigurationKind
+    requests: Mapping[str, str]
+    limits: Mapping[str, str]
+    env: Mapping[str, str] = field(default_factory=lambda: _frozen({}))
+    node_selector: Mapping[str, str] = field(default_factory=lambda: _frozen({}))
+    tolerations: tuple[Mapping[str, Any], ...] = ()
+    annotations: Mapping[str, str] = field(default_factory=lambda: _frozen({}))
+
+    def device_count(self, resource: str) -> int:
+        """Whole devices of ``resource`` (e.g. ``nvidia.com/gpu``) one container asks for."""
+        amount = self.limits.get(resource, self.requests.get(resource))
+        if amount is None:
+            return 0
+        return int(parse_quantity(amount, field=f"{self.kind}.resources.{resource}"))
+
+
+@dataclass(frozen=True)
+class Configurations:
+    """A Job's interchangeable configurations, by kind, in the order of :data:`KINDS`."""
+
+    by_kind: Mapping[ConfigurationKind, Configuration]
+
+    @property
+    def kinds(self) -> tuple[ConfigurationKind, ...]:
+        return tuple(kind for kind in KINDS if kind in self.by_kind)
+
+    def __getitem__(self, kind: ConfigurationKind) -> Configuration:
+        return self.by_kind[kind]
+
+    def __contains__(self, kind: object) -> bool:
+        return kind in self.by_kind
+
+
+def parse_configurations(text: str | None, *, where: str = ANNOTATION_CONFIGURATIONS) -> Configurations:
+    """Parse the annotation's value. Raises :class:`InvalidAnnotation` naming the field
+    (``cellfit.io/configurations.gpu.resources.nvidia.com/gpu``) for anything unusable."""
+    if text is None or not text.strip():
+        raise InvalidAnnotation("is missing or empty; expected a JSON object with cpu and/or gpu", field=where)
+    if len(text.encode()) > MAX_ANNOTATION_BYTES:
+        raise InvalidAnnotation(f"is larger than {MAX_ANNOTATION_BYTES} bytes", field=where)
+    try:
+        document = json.loads(text)
+    except (ValueError, RecursionError) as error:
+        raise InvalidAnnotation(f"is not valid JSON: {error}", field=where) from None
+    if not isinstance(document, dict) or not document:
+        raise InvalidAnnotation("must be a JSON object with a cpu and/or a gpu configuration", field=where)
+    by_kind: dict[ConfigurationKind, Configuration] = {}
+    for kind, body in document.items():
+        if kind not in KINDS:
+            raise InvalidAnnotation(f"unknown configuration kind {kind!r}; expected one of {', '.join(KINDS)}", field=where)
+        by_kind[kind] = _configuration(kind, body, where=f"{where}.{kind}")
+    return Configurations(by_kind=MappingProxyType({kind: by_kind[kind] for kind in KINDS if kind in by_kind}))
+
+
+def _configuration(kind: ConfigurationKind, body: object, *, where: str) -> Configuration:
+    if not isinstance(body, dict):
+        raise InvalidAnnotation("must be a JSON object", field=where)
+    unknown = sorted(set(body) - _KEYS)
+    if unknown:
+        raise InvalidAnnotation(f"unknown key {unknown[0]!r}; expected {', '.join(sorted(_KEYS))}", field=where)
+    if "resources" not in body:
+        raise InvalidAnnotation("is missing; every configuration names its container resources", field=f"{where}.resources")
+    requests, limits = _resources(body["resources"], where=f"{where}.resources")
+    tolerations = body.get("tolerations", [])
+    if not isinstance(tolerations, list):
+        raise InvalidAnnotation("must be a list of tolerations", field=f"{where}.tolerations")
+    for index, toleration in enumerate(tolerations):
+        place = f"{where}.tolerations[{index}]"
+        if not isinstance(toleration, dict) or not toleration:
+            raise InvalidAnnotation("must be a toleration object", field=place)
+        extra = sorted(set(toleration) - _TOLERATION_KEYS)
+        if extra:
+            raise InvalidAnnotation(f"unknown key {extra[0]!r}", field=place)
+    return Configuration(
+        kind=kind,
+        requests=_frozen(requests),
+        limits=_frozen(limits),
+        env=_frozen(_string_map(body.get("env", {}), where=f"{where}.env")),
+        node_selector=_frozen(_string_map(body.get("nodeSelector", {}), where=f"{where}.nodeSelector")),
+        tolerations=tuple(MappingProxyType(dict(t)) for t in tolerations),
+        annotations=_frozen(_string_map(body.get("annotations", {}), where=f"{where}.annotations")),
+    )
+
+
+def _resources(body: object, *, where: str) -> tuple[dict[str, str], dict[str, str]]:
+    if not isinstance(body, dict) or not body:
+        raise InvalidAnnotation("must be a non-empty JSON object of resource quantities", field=where)
+    if set(body) <= {"requests", "limits"}:
+        requests = _quantities(body.get("requests", {}), where=f"{where}.requests")
+        limits = _quantities(body.get("limits", {}), where=f"{where}.limits")
+        for name, amount in requests.items():
+            if name not in _OVERCOMMITTABLE and name not in limits:
+                limits[name] = amount
+    else:
+        requests = _quantities(body, where=where)
+        limits = {name: amount for name, amount in requests.items() if name not in _OVERCOMMITTABLE}
+    if not requests and not limits:
+        raise InvalidAnnotation("names no resource", field=where)
+    return requests, limits
+
+
+def _quantities(body: object, *, where: str) -> dict[str, str]:
+    if not isinstance(body, dict):
+        raise InvalidAnnotation("must be a JSON object of resource quantities", field=where)
+    quantities: dict[str, str] = {}
+    for name, amount in body.items():
+        place = f"{where}.{name}"
+        if isinstance(amount, bool) or not isinstance(amount, (str, int, float)):
+            raise InvalidAnnotation(f"expected a quantity such as \"2\" or \"16Gi\", got {amount!r}", field=place)
+        try:
+            parse_quantity(amount, field=place)
+        except InvalidQuantity as error:
+            raise InvalidAnnotation(str(error).removeprefix(f"{place}: "), field=place) from None
+        quantities[name] = str(amount)
+    return quantities
+
+
+def _string_map(body: object, *, where: str) -> dict[str, str]:
+    if not isinstance(body, dict):
+        raise InvalidAnnotation("must be a JSON object of strings", field=where)
+    for key, value in body.items():
+        if not isinstance(value, str):
+            raise InvalidAnnotation(f"must be a string, got {value!r}", field=f"{where}.{key}")
+        if not key:
+            raise InvalidAnnotation("has an empty key", field=where)
+    return dict(body)

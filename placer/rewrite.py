@@ -1,0 +1,73 @@
+"""The placer's pure rewrite: a pod template (or pod) and a configuration in, the same pod in that
+configuration out. The sampling pods and the placed Job use this one function, so a Job runs on
+exactly what it was sampled on.
+
+What changes, and why each way:
+- every container's ``resources`` is *replaced* by the configuration's (never merged), so a pod
+  never carries both configurations' resources (a GPU limit left from a template written for
+  GPUs would hold a GPU while running on CPUs);
+- ``env`` entries are set on every container, replacing variables of the same name and keeping
+  the others;
+- ``nodeSelector`` entries are merged into the pod's, the configuration winning a conflict;
+- ``tolerations`` are appended unless already present;
+- ``annotations`` are merged into the pod's metadata, and ``extra_labels`` /
+  ``extra_annotations`` (cellfit's own bookkeeping) after them.
+Init containers keep their resources: they run before the workload and are not what the
+configuration sizes.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, Mapping
+
+from placer.configuration import Configuration
+
+
+def apply_configuration(
+    template: Mapping[str, Any],
+    configuration: Configuration,
+    *,
+    extra_env: Mapping[str, str] | None = None,
+    extra_labels: Mapping[str, str] | None = None,
+    extra_annotations: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """``template`` (``{"metadata": ..., "spec": ...}`` as the API writes a pod or a Job's
+    ``spec.template``) rewritten to ``configuration``. ``template`` is not modified."""
+    pod = copy.deepcopy(dict(template))
+    metadata = pod.setdefault("metadata", {}) or {}
+    pod["metadata"] = metadata
+    spec = pod.setdefault("spec", {}) or {}
+    pod["spec"] = spec
+
+    env = {**configuration.env, **(extra_env or {})}
+    resources: dict[str, Any] = {}
+    if configuration.requests:
+        resources["requests"] = dict(configuration.requests)
+    if configuration.limits:
+        resources["limits"] = dict(configuration.limits)
+    for container in spec.get("containers") or []:
+        container["resources"] = copy.deepcopy(resources)
+        if env:
+            container["env"] = _with_env(container.get("env") or [], env)
+
+    if configuration.node_selector:
+        spec["nodeSelector"] = {**(spec.get("nodeSelector") or {}), **configuration.node_selector}
+    if configuration.tolerations:
+        tolerations = list(spec.get("tolerations") or [])
+        for toleration in configuration.tolerations:
+            if dict(toleration) not in tolerations:
+                tolerations.append(dict(toleration))
+        spec["tolerations"] = tolerations
+
+    annotations = {**(metadata.get("annotations") or {}), **configuration.annotations, **(extra_annotations or {})}
+    if annotations:
+        metadata["annotations"] = annotations
+    if extra_labels:
+        metadata["labels"] = {**(metadata.get("labels") or {}), **extra_labels}
+    return pod
+
+
+def _with_env(current: list[dict[str, Any]], values: Mapping[str, str]) -> list[dict[str, Any]]:
+    kept = [entry for entry in current if entry.get("name") not in values]
+    return kept + [{"name": name, "value": value} for name, value in values.items()]
