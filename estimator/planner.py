@@ -60,6 +60,7 @@ class CreateSample:
 class StopSample:
     pod: str
     key: SampleKey
+    iterations: int
     seconds: float  # how long it had run: the lower bound it proved
     deadline_seconds: float
 
@@ -148,7 +149,10 @@ def decide(
                         )
                         if deadline is not None and latest.running_seconds > deadline:
                             decision.stop.append(
-                                StopSample(pod=latest.name, key=key, seconds=latest.running_seconds, deadline_seconds=deadline)
+                                StopSample(
+                                    pod=latest.name, key=key, iterations=iterations, seconds=latest.running_seconds,
+                                    deadline_seconds=deadline,
+                                )
                             )
     if decision.in_progress:
         return decision

@@ -212,6 +212,61 @@ class AdmissionSettings(_Section):
         return self
 
 
+class EstimatorSettings(_Section):
+    """The sampling-pod estimator (estimator/README.md): Jobs with ``cellfit.io/configurations``
+    are run briefly in each configuration and their processing times written to
+    ``cellfit.io/estimate``. Runs only with a cluster connection."""
+
+    enabled: bool = Field(True, description="Sample interchangeable Jobs (when connected to a cluster).")
+    priority_class_name: str | None = Field(
+        "cellfit-sampling",
+        description=(
+            "PriorityClass of sampling pods: below trial, above best-effort (SLearn's sampling "
+            "queue). It must exist; null keeps the Job template's class."
+        ),
+    )
+    scheduler_name: str = Field("cellfit", min_length=1, description="schedulerName of sampling pods.")
+    max_cluster_share: float = Field(
+        0.1,
+        gt=0,
+        le=1,
+        allow_inf_nan=False,
+        description=(
+            "Sampling pods together request at most this share of the cluster's CPUs and of its "
+            "GPUs (AlloX §4.4); one sampling pod may always run, so sampling never stalls."
+        ),
+    )
+    short_fraction: float = Field(0.01, gt=0, lt=0.5, description="Short sample: this fraction of the Job's iterations.")
+    long_fraction: float = Field(0.02, gt=0, lt=0.5, description="Long sample: this fraction of the Job's iterations.")
+    thin_limit: int = Field(3, ge=1, description="Jobs with fewer pods are sampled as one pod, never a pilot set (SLearn).")
+    max_pilots: int = Field(16, ge=1, description="Most pilot pods sampled of one wide Job.")
+    long_factor: float = Field(
+        10.0, gt=1, allow_inf_nan=False, description="A sample running this many times what its peers predict is stopped as long."
+    )
+    long_min_seconds: float = Field(120.0, ge=0, allow_inf_nan=False, description="... but never before this many seconds.")
+    max_attempts: int = Field(3, ge=1, le=20, description="Runs of one sample before its configuration counts as failed.")
+    history_skip_cov: float = Field(
+        0.05, ge=0, allow_inf_nan=False,
+        description="A Job family whose past runs vary less than this (σ0/μ) skips sampling ...",
+    )
+    history_skip_min_jobs: int = Field(3, ge=1, description="... once it has this many past Jobs.")
+    history_window: int = Field(20, ge=1, description="Past Jobs of a family the prior is computed from (most recent).")
+    memory_headroom: float = Field(1.25, ge=1, allow_inf_nan=False, description="Memory demand = the samples' peak times this.")
+    timing_noise_fraction: float = Field(
+        0.02, gt=0, lt=1, allow_inf_nan=False, description="Relative timing noise of one sample (one standard deviation)."
+    )
+    resync_seconds: float = Field(
+        5.0, gt=0, allow_inf_nan=False,
+        description="How often running samples are checked against their long deadline and the budget is refilled.",
+    )
+
+    @model_validator(mode="after")
+    def _short_below_long(self) -> EstimatorSettings:
+        if self.short_fraction >= self.long_fraction:
+            raise ValueError("shortFraction must be below longFraction (two sample lengths fit start-up and rate)")
+        return self
+
+
 class LoggingSettings(_Section):
     level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     format: Literal["json", "text"] = Field("json", description="json: one object per line.")
@@ -229,6 +284,7 @@ class Settings(_Section):
     )
     preemption: PreemptionSettings = PreemptionSettings()
     admission: AdmissionSettings = AdmissionSettings()
+    estimator: EstimatorSettings = EstimatorSettings()
     logging: LoggingSettings = LoggingSettings()
 
     @model_validator(mode="after")

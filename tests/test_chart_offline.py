@@ -76,10 +76,12 @@ TOOLS_CACHE = Path(os.environ.get("CELLFIT_CHART_TOOLS", Path.home() / ".cache" 
 # cellfit's API calls (scheduler/cluster): the chart's ClusterRole must grant exactly these.
 CELLFIT_RULES = {
     ("", "nodes"): {"get", "list", "watch"},
-    ("", "pods"): {"get", "list", "watch"},
+    # create, delete: the estimator's sampling pods (owned by their Job, labelled cellfit.io/sample)
+    ("", "pods"): {"get", "list", "watch", "create", "delete"},
     ("", "bindings"): {"create"},  # POST namespaces/{ns}/bindings (create_namespaced_binding)
     ("", "pods/binding"): {"create"},  # the same through the pod subresource
     ("batch", "jobs"): {"list", "watch", "patch"},
+    ("batch", "jobs/status"): {"patch"},  # the estimator's Estimated condition
     ("", "events"): {"create"},
     ("scheduling.k8s.io", "priorityclasses"): {"get"},  # the resumed class the webhook copies
 }
@@ -265,6 +267,7 @@ def test_default_render_has_every_object(default_docs: list[dict[str, Any]]) -> 
         ("PriorityClass", "cellfit-best-effort"),
         ("PriorityClass", "cellfit-opportunistic"),
         ("PriorityClass", "cellfit-resumed"),
+        ("PriorityClass", "cellfit-sampling"),
         ("PriorityClass", "cellfit-trial"),
         ("Role", "cellfit-kube-scheduler"),
         ("RoleBinding", "cellfit-auth-reader"),
@@ -722,6 +725,10 @@ def test_priority_classes_order(default_docs: list[dict[str, Any]]) -> None:
     assert trial["value"] > resumed["value"] > best_effort["value"] > opportunistic["value"]
     assert trial["preemptionPolicy"] == resumed["preemptionPolicy"] == best_effort["preemptionPolicy"] == "PreemptLowerPriority"
     assert opportunistic["preemptionPolicy"] == "Never"
+    # Sampling pods go before best-effort pods in the queue but never preempt running work.
+    sampling = one(default_docs, "PriorityClass", "cellfit-sampling")
+    assert trial["value"] > sampling["value"] > best_effort["value"]
+    assert sampling["preemptionPolicy"] == "Never"
     assert not any(pc["globalDefault"] for pc in (trial, resumed, best_effort, opportunistic))
     admission = yaml.safe_load(cellfit_config_text(default_docs))["admission"]
     assert admission["resumedPriorityClass"] == resumed["metadata"]["name"]

@@ -30,10 +30,12 @@ from scheduler.kube import wire
 
 log = logging.getLogger(__name__)
 
-Kind = Literal["nodes", "pods", "jobs"]
+Kind = Literal["nodes", "pods", "jobs", "sample-pods"]
 # Finished pods hold nothing; leaving them out keeps the cache to what decisions need. A pod that
 # finishes leaves the selector, which the watch reports as DELETED.
 ACTIVE_PODS = "status.phase!=Succeeded,status.phase!=Failed"
+# The estimator's sampling pods, finished ones included: their results are read from them.
+SAMPLE_PODS = "cellfit.io/sample=true"
 EVENT_SOURCE = SCHEDULER_NAME
 CONNECTION_POOL_SIZE = 64
 _IN_CLUSTER_TOKEN = Path("/var/run/secrets/kubernetes.io/serviceaccount/token")
@@ -154,17 +156,22 @@ class KubernetesApi:
         (validation, sanitising, model handling) costs ~4.7 ms of CPU per call against ~0.9 ms
         for the same request sent directly (measured on the e2e cluster), and the bind verb
         caps kube-scheduler's throughput."""
+        return self._send("POST", path, body, action=action)
+
+    def _send(
+        self, method: str, path: str, body: bytes | None, *, action: str, content_type: str = "application/json"
+    ) -> tuple[int, bytes]:
         client = self._core.api_client
         config = client.configuration
         if config.refresh_api_key_hook is not None:  # rotated in-cluster and exec-plugin tokens
             config.refresh_api_key_hook(config)
-        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        headers = {"Content-Type": content_type, "Accept": "application/json"}
         for setting in config.auth_settings().values():
             if setting.get("in") == "header" and setting.get("value"):
                 headers[setting["key"]] = setting["value"]
         try:
             response = client.rest_client.pool_manager.request(
-                "POST",
+                method,
                 config.host + path,
                 body=body,
                 headers=headers,
@@ -173,6 +180,37 @@ class KubernetesApi:
         except urllib3.exceptions.HTTPError as error:
             raise KubernetesApiError(f"{action}: Kubernetes API unreachable: {error}") from None
         return response.status, response.data
+
+    # ------------------------------------------------------------------ the estimator's writes
+
+    def create_pod(self, *, namespace: str, pod: dict[str, Any]) -> None:
+        """Create ``pod``; an existing pod of that name raises with status 409."""
+        name = pod.get("metadata", {}).get("name", "")
+        path = f"/api/v1/namespaces/{quote(namespace, safe='')}/pods"
+        status, data = self._post(path, wire.ENCODER.encode(pod), action=f"create pod {namespace}/{name}")
+        if status >= 300:
+            raise _status_error(status, data, f"create pod {namespace}/{name}")
+
+    def delete_pod(self, *, namespace: str, name: str, uid: str | None = None) -> None:
+        """Delete a pod (its grace period honoured); already gone is success. ``uid``: only that
+        incarnation of the name."""
+        body = wire.ENCODER.encode({"preconditions": {"uid": uid}}) if uid else None
+        path = f"/api/v1/namespaces/{quote(namespace, safe='')}/pods/{quote(name, safe='')}"
+        status, data = self._send("DELETE", path, body, action=f"delete pod {namespace}/{name}")
+        if status >= 300 and status not in (404, 409):
+            raise _status_error(status, data, f"delete pod {namespace}/{name}")
+
+    def set_job_condition(self, *, namespace: str, name: str, condition: dict[str, Any]) -> None:
+        """Set one condition of a Job's status (merged by ``type``: the Job controller's own
+        conditions stay)."""
+        body = wire.ENCODER.encode({"status": {"conditions": [condition]}})
+        path = f"/apis/batch/v1/namespaces/{quote(namespace, safe='')}/jobs/{quote(name, safe='')}/status"
+        status, data = self._send(
+            "PATCH", path, body, action=f"condition on job {namespace}/{name}",
+            content_type="application/strategic-merge-patch+json",
+        )
+        if status >= 300:
+            raise _status_error(status, data, f"condition on job {namespace}/{name}")
 
     def get_priority_class(self, name: str) -> wire.PriorityClass | None:
         try:
@@ -197,15 +235,27 @@ class KubernetesApi:
             raise _api_error(error, f"annotate job {namespace}/{name}") from None
 
     def create_event(
-        self, *, namespace: str, pod_name: str, pod_uid: str, reason: str, message: str, warning: bool = False
+        self,
+        *,
+        namespace: str,
+        pod_name: str,
+        pod_uid: str,
+        reason: str,
+        message: str,
+        warning: bool = False,
+        kind: Literal["Pod", "Job"] = "Pod",
     ) -> None:
-        """A core/v1 Event on a pod, as ``kubectl describe pod`` and ``kubectl get events`` show."""
+        """A core/v1 Event on a pod (or a Job: ``kind``), as ``kubectl describe`` and ``kubectl
+        get events`` show."""
         now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
         body = {
             "apiVersion": "v1",
             "kind": "Event",
             "metadata": {"generateName": f"{pod_name}.", "namespace": namespace},
-            "involvedObject": {"apiVersion": "v1", "kind": "Pod", "name": pod_name, "namespace": namespace, "uid": pod_uid},
+            "involvedObject": {
+                "apiVersion": "v1" if kind == "Pod" else "batch/v1", "kind": kind, "name": pod_name,
+                "namespace": namespace, "uid": pod_uid,
+            },
             "reason": reason,
             "message": message[:1024],  # the API caps event messages
             "type": "Warning" if warning else "Normal",
@@ -221,7 +271,7 @@ class KubernetesApi:
                 namespace, body, _preload_content=False, _request_timeout=self._settings.request_timeout_seconds
             )
         except ApiException as error:
-            raise _api_error(error, f"event on pod {namespace}/{pod_name}") from None
+            raise _api_error(error, f"event on {kind.lower()} {namespace}/{pod_name}") from None
 
     # ------------------------------------------------------------------ internals
 
@@ -231,6 +281,12 @@ class KubernetesApi:
         if kind == "jobs":
             return self._batch.list_job_for_all_namespaces
         core = self._core
+        if kind == "sample-pods":
+
+            def list_sample_pods(**kwargs: Any) -> Any:
+                return core.list_pod_for_all_namespaces(label_selector=SAMPLE_PODS, **kwargs)
+
+            return list_sample_pods
 
         def list_active_pods(**kwargs: Any) -> Any:
             return core.list_pod_for_all_namespaces(field_selector=ACTIVE_PODS, **kwargs)

@@ -20,6 +20,7 @@ from scheduler.cluster.reflector import Reflector
 from scheduler.constants import ANNOTATION_PREEMPTIONS
 from scheduler.core.engine import SchedulingEngine, TracksJobs
 from scheduler.core.model import JobInfo, PodInfo
+from scheduler.core.resources import ZERO, Resources
 from scheduler.errors import CellfitError
 from scheduler.kube import translate, wire
 
@@ -40,6 +41,7 @@ class ClusterCache:
         self._pods: dict[str, PodInfo] = {}  # by UID
         self._pod_uids: dict[str, str] = {}  # namespace/name -> UID
         self._node_names: set[str] = set()
+        self._allocatable: dict[str, Resources] = {}
         self.nodes: Reflector[wire.Node] = self._reflector(
             api, "nodes", wire.NODE_LIST_DECODER, wire.NODE_DECODER,
             replace=self._replace_nodes, apply=self._apply_node, delete=self._delete_node,
@@ -126,6 +128,11 @@ class ClusterCache:
         """Objects the watch cache holds, by kind (the cellfit_cache_objects gauge)."""
         return {"nodes": len(self._node_names), "pods": len(self._pods), "jobs": len(self._job_uids)}
 
+    def capacity(self) -> Resources:
+        """The allocatable resources of every node the cache holds, summed."""
+        with self._lock:
+            return sum(self._allocatable.values(), ZERO)
+
     # ------------------------------------------------------------------ ClusterGateway
 
     def find_pod(self, namespace: str, name: str) -> PodInfo | None:
@@ -198,6 +205,7 @@ class ClusterCache:
             listed = {node.metadata.name for node in nodes}
             for name in self._node_names - listed:
                 self._engine.delete_node(name)
+                self._allocatable.pop(name, None)
             self._node_names = set()
             for node in nodes:
                 self._apply_node(node)
@@ -211,11 +219,13 @@ class ClusterCache:
         with self._lock:
             self._engine.apply_node(info)
             self._node_names.add(info.name)
+            self._allocatable[info.name] = info.allocatable
 
     def _delete_node(self, node: wire.Node) -> None:
         with self._lock:
             self._engine.delete_node(node.metadata.name)
             self._node_names.discard(node.metadata.name)
+            self._allocatable.pop(node.metadata.name, None)
 
     def _replace_pods(self, pods: list[wire.Pod]) -> None:
         with self._lock:

@@ -19,10 +19,27 @@ from scheduler.preemption.holds import ResumeHolds
 _NO_CELLS = {404: {"description": "The running policy (resource-fit) has no virtual clusters or cells."}}
 
 
-def inspect_router(*, engine: SchedulingEngine, lock: threading.RLock, holds: ResumeHolds | None = None) -> APIRouter:
+def inspect_router(
+    *,
+    engine: SchedulingEngine,
+    lock: threading.RLock,
+    holds: ResumeHolds | None = None,
+    estimates: Callable[[], dict[str, Any]] | None = None,
+) -> APIRouter:
     """``engine`` is the placement engine; ``holds`` FitGpp's resume holds (``None``: the
-    preemption policy is the placement engine's own)."""
+    preemption policy is the placement engine's own); ``estimates`` the estimator's view
+    (``None``: not running, standalone or switched off)."""
     router = APIRouter(prefix=INSPECT_URL_PREFIX, tags=["inspect"])
+
+    @router.get(
+        "/estimates",
+        summary="Interchangeable Jobs: sampling state, samples, estimates.",
+        responses={404: {"description": "The estimator is not running (standalone, or estimator.enabled is false)."}},
+    )
+    def estimator_view() -> dict[str, Any]:
+        if estimates is None:
+            raise HTTPException(404, detail="the estimator is not running (standalone, or estimator.enabled is false)")
+        return estimates()
 
     def hived() -> HivedEngine:
         if not isinstance(engine, HivedEngine):

@@ -90,6 +90,24 @@ class ExtenderMetrics:
             ["kind"],
             registry=self.registry,
         )
+        self.estimates = Counter(
+            "cellfit_estimator_estimates_total",
+            "Configuration estimates written on interchangeable Jobs, by configuration and method "
+            "(samples, proportional, posterior, history, lower-bound).",
+            ["configuration", "method"],
+            registry=self.registry,
+        )
+        self.estimate_error = Histogram(
+            "cellfit_estimator_estimate_error_ratio",
+            "|estimate - real runtime| / real runtime of finished Jobs, for the configuration they ran in.",
+            buckets=(0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0),
+            registry=self.registry,
+        )
+        self.sampling_pods = Gauge(
+            "cellfit_estimator_sampling_pods",
+            "Sampling pods pending or running (they count against estimator.maxClusterShare).",
+            registry=self.registry,
+        )
         # Label children resolved once: .labels() costs a lock and a dict lookup per call.
         self.duration_by_verb = {verb: self.request_duration.labels(verb=verb) for verb in EXTENDER_VERBS}
         self.verdicts = {v: self.node_verdicts.labels(verdict=v) for v in ("feasible", "failed", "unresolvable")}
@@ -106,6 +124,9 @@ class ExtenderMetrics:
         """Report ``sizes()[kind]`` at scrape time for each kind."""
         for kind in kinds:
             self.cache_objects.labels(kind=kind).set_function(lambda kind=kind: sizes().get(kind, 0))
+
+    def track_sampling(self, active_pods: Callable[[], int]) -> None:
+        self.sampling_pods.set_function(lambda: float(active_pods()))
 
     def track_resume_holds(self, stats: Callable[[], Mapping[str, int]]) -> None:
         """FitGpp's resume holds (scheduler/preemption/holds.py), read at scrape time."""

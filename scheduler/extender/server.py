@@ -40,6 +40,7 @@ from scheduler.extender.service import AlwaysReady, ExtenderService
 from scheduler.kube import names, translate, wire
 from scheduler.preemption import FitGppSettings
 from scheduler.preemption.engine import FitGppEngine
+from estimator.controller import Capacity, EstimatorController
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -58,6 +59,8 @@ class Runtime:
     metrics: ExtenderMetrics
     # Serialises every call into the engine: the service's verbs, the watch cache, live reload.
     lock: threading.RLock
+    # The sampling-pod estimator; None standalone or when estimator.enabled is false.
+    estimator: EstimatorController | None = None
 
 
 # Discovery waits this long for the API at startup before giving up (the pod then restarts).
@@ -179,13 +182,19 @@ def build_runtime(settings: Settings, *, api: KubernetesApi | None = None, stand
         resume_holds = holds
         metrics.track_resume_holds(lambda: _locked(lock, resume_holds.stats))
 
+    estimator = _estimator(settings, api, cache, metrics)
+
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         if cache is not None:
             cache.start()
+        if estimator is not None:
+            estimator.start()
         try:
             yield
         finally:
+            if estimator is not None:
+                estimator.stop()
             if cache is not None:
                 cache.stop()
 
@@ -196,7 +205,7 @@ def build_runtime(settings: Settings, *, api: KubernetesApi | None = None, stand
         max_request_bytes=settings.server.max_request_bytes,
         lifespan=lifespan,
     )
-    app.api.include_router(inspect_router(engine=placement, lock=lock, holds=holds))
+    app.api.include_router(inspect_router(engine=placement, lock=lock, holds=holds, estimates=estimator.inspect if estimator else None))
     metrics_app = create_metrics_app(metrics=metrics, readiness=readiness)
     admission_app = None
     if settings.admission.enabled:
@@ -209,7 +218,7 @@ def build_runtime(settings: Settings, *, api: KubernetesApi | None = None, stand
         admission_app = create_admission_app(admission=admission, max_request_bytes=settings.server.max_request_bytes)
     runtime = Runtime(
         app=app, metrics_app=metrics_app, admission_app=admission_app, engine=engine, cache=cache, metrics=metrics,
-        lock=lock,
+        lock=lock, estimator=estimator,
     )
 
     if cache is None:
@@ -217,6 +226,29 @@ def build_runtime(settings: Settings, *, api: KubernetesApi | None = None, stand
             "standalone mode: node capacity comes from the Node objects kube-scheduler sends; bind is unavailable",
         )
     return runtime
+
+
+def _estimator(
+    settings: Settings, api: KubernetesApi | None, cache: ClusterCache | None, metrics: ExtenderMetrics
+) -> EstimatorController | None:
+    """The sampling-pod estimator beside the extender: it needs the cluster (it creates pods)."""
+    if api is None or cache is None or not settings.estimator.enabled:
+        return None
+
+    def capacity() -> Capacity:
+        total = cache.capacity()
+        return Capacity(cpu_millis=total.cpu_millis, gpus=total.gpus)
+
+    controller = EstimatorController(
+        api=api,
+        settings=settings.estimator,
+        gpu_resource=settings.policy.gpu_resource_name,
+        capacity=capacity,
+        on_estimate=lambda e: metrics.estimates.labels(configuration=e.configuration, method=e.method).inc(),
+        on_error=metrics.estimate_error.observe,
+    )
+    metrics.track_sampling(lambda: controller.active_pods)
+    return controller
 
 
 def _locked(lock: threading.RLock, read: Callable[[], T]) -> T:

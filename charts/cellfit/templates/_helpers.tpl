@@ -116,6 +116,7 @@ app.kubernetes.io/component: scheduler
   "policy" $policy
   "cells" .Values.cells
   "preemption" $preemption
+  "estimator" (merge (dict "priorityClassName" .Values.priorityClasses.sampling.name) .Values.estimator)
   "logging" .Values.logging }}
 {{- toYaml $config }}
 {{- end }}

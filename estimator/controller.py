@@ -1,0 +1,649 @@
+"""The estimator's live driver: watches interchangeable Jobs and their sampling pods, asks the
+planner what to do for each Job, and does it through the Kubernetes API (create or stop sampling
+pods, write ``cellfit.io/estimate``, Events and the ``Estimated`` condition).
+
+State lives in the cluster, as HiveD's bind-info does: sampling pods carry their run
+(annotations), finished pods keep their results until the Job is deleted, samples stopped as long
+are recorded on the Job (``cellfit.io/sampling``) before their pod is deleted, and the estimate is
+an annotation. A restarted controller lists all of it and decides the same; sampling pod names
+are deterministic, so it never starts a run twice.
+
+One worker thread reconciles Jobs whose objects changed, and every ``resyncSeconds`` all of them
+(running samples' long deadlines, the sampling budget). It never takes the extender's lock.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Callable, Literal, Mapping
+
+import msgspec
+
+from estimator.contract import encode_estimate, parse_estimate, parse_iterations
+from estimator.model import ConfigurationEstimate, ModelSettings, Prior, Sample, prior_from_history
+from estimator.objects import (
+    ANNOTATION_SAMPLING,
+    JOB_DECODER,
+    JOB_LIST_DECODER,
+    LABEL_JOB_FAMILY,
+    LABEL_SAMPLE_JOB,
+    POD_DECODER,
+    POD_LIST_DECODER,
+    Job,
+    Pod,
+    sample_pod,
+    timestamp,
+)
+from estimator.planner import Decision, EstimatorSettings as PlannerSettings, SampleKey, SamplePod, decide
+from estimator.sample_pod import build_sample_pod
+from estimator.sampling import SamplingRatio, SamplingSettings, plan, pods_of, waves_of
+from placer.configuration import Configuration, Configurations, parse_configurations
+from scheduler.cluster.api import KubernetesApi, WatchExpired
+from scheduler.cluster.reflector import Reflector
+from scheduler.config import EstimatorSettings
+from scheduler.constants import (
+    ANNOTATION_CONFIGURATIONS,
+    ANNOTATION_ESTIMATE,
+    ANNOTATION_ITERATIONS,
+    ANNOTATION_PLACEMENT,
+    RESOURCE_CPU,
+)
+from scheduler.core.resources import cpu_millis
+from scheduler.errors import CellfitError, InvalidAnnotation, KubernetesApiError
+
+log = logging.getLogger(__name__)
+
+CONDITION_ESTIMATED = "Estimated"
+JobState = Literal["sampling", "waiting-for-capacity", "estimated", "user-estimate", "invalid", "failed", "unsuspended", "finished"]
+
+
+@dataclass
+class JobView:
+    """What ``GET /v1/inspect/estimates`` shows of one Job."""
+
+    namespace: str
+    name: str
+    state: JobState
+    message: str = ""
+    samples: list[dict[str, Any]] = field(default_factory=list)
+    estimate: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class Capacity:
+    """The cluster's allocatable CPUs (millicores) and GPUs, which the sampling budget is a share of."""
+
+    cpu_millis: int
+    gpus: int
+
+
+def planner_settings(settings: EstimatorSettings) -> PlannerSettings:
+    return PlannerSettings(
+        sampling=SamplingSettings(
+            short_fraction=settings.short_fraction,
+            long_fraction=settings.long_fraction,
+            thin_limit=settings.thin_limit,
+            max_pilots=settings.max_pilots,
+            long_factor=settings.long_factor,
+            long_min_seconds=settings.long_min_seconds,
+        ),
+        model=ModelSettings(timing_noise_fraction=settings.timing_noise_fraction, memory_headroom=settings.memory_headroom),
+        max_attempts=settings.max_attempts,
+        history_skip_cov=settings.history_skip_cov,
+        history_skip_min_jobs=settings.history_skip_min_jobs,
+    )
+
+
+class EstimatorController:
+    def __init__(
+        self,
+        *,
+        api: KubernetesApi,
+        settings: EstimatorSettings,
+        gpu_resource: str,
+        capacity: Callable[[], Capacity],
+        clock: Callable[[], float] = time.time,
+        on_estimate: Callable[[ConfigurationEstimate], None] | None = None,
+        on_error: Callable[[float], None] | None = None,
+    ) -> None:
+        self._api = api
+        self._settings = settings
+        self._planner = planner_settings(settings)
+        self._gpu_resource = gpu_resource
+        self._capacity = capacity
+        self._clock = clock
+        self._on_estimate = on_estimate
+        self._on_error = on_error
+        self._lock = threading.Lock()
+        self._jobs: dict[str, Job] = {}  # interchangeable Jobs by UID
+        self._pods: dict[str, dict[str, Pod]] = {}  # sampling pods by Job UID, then name
+        self._views: dict[str, JobView] = {}
+        self._said: dict[str, set[str]] = {}  # events and conditions already written, per Job
+        self._history: dict[tuple[str, str], deque[float]] = {}  # (family, kind) -> s per iteration
+        self._recorded: set[str] = set()  # finished Jobs already counted in the history
+        self._ratio = SamplingRatio()
+        self._dirty: set[str] = set()
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self.active_pods = 0
+        self.jobs_reflector: Reflector[Job] = self._reflector("jobs", JOB_LIST_DECODER, JOB_DECODER, self._replace_jobs, self._apply_job, self._delete_job)
+        self.pods_reflector: Reflector[Pod] = self._reflector("sample-pods", POD_LIST_DECODER, POD_DECODER, self._replace_pods, self._apply_pod, self._delete_pod)
+        self._worker = threading.Thread(target=self._run, name="estimator", daemon=True)
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def start(self) -> None:
+        self.jobs_reflector.start()
+        self.pods_reflector.start()
+        self._worker.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        self.jobs_reflector.stop()
+        self.pods_reflector.stop()
+
+    @property
+    def synced(self) -> bool:
+        return self.jobs_reflector.synced.is_set() and self.pods_reflector.synced.is_set()
+
+    def inspect(self) -> dict[str, Any]:
+        with self._lock:
+            views = sorted(self._views.values(), key=lambda v: (v.namespace, v.name))
+            history = {f"{family}/{kind}": len(values) for (family, kind), values in self._history.items()}
+            return {
+                "synced": self.synced,
+                "activeSamplingPods": self.active_pods,
+                "families": history,
+                "jobs": [
+                    {"namespace": v.namespace, "name": v.name, "state": v.state, "message": v.message,
+                     "samples": v.samples, "estimate": v.estimate}
+                    for v in views
+                ],
+            }
+
+    # ------------------------------------------------------------------ watch callbacks
+
+    def _reflector(self, kind: Any, list_decoder: msgspec.json.Decoder, decoder: msgspec.json.Decoder, replace: Any, apply: Any, delete: Any) -> Reflector:  # type: ignore[type-arg]
+        def list_objects() -> tuple[str, list[Any]]:
+            listing = list_decoder.decode(self._api.list_raw(kind))
+            return listing.metadata.resourceVersion, listing.items
+
+        return Reflector(
+            kind=f"estimator-{kind}",
+            list_objects=list_objects,
+            watch_lines=lambda version: self._api.watch(kind, resource_version=version),
+            decode_object=decoder.decode,
+            version_of=lambda obj: obj.metadata.resourceVersion,
+            replace=replace,
+            apply=apply,
+            delete=delete,
+            expired=WatchExpired,
+        )
+
+    def _replace_jobs(self, jobs: list[Job]) -> None:
+        with self._lock:
+            listed = {job.metadata.uid for job in jobs if ANNOTATION_CONFIGURATIONS in job.annotations}
+            for uid in set(self._jobs) - listed:
+                self._forget_job(uid)
+        for job in jobs:
+            self._apply_job(job)
+
+    def _apply_job(self, job: Job) -> None:
+        uid = job.metadata.uid
+        with self._lock:
+            if ANNOTATION_CONFIGURATIONS not in job.annotations:
+                if uid in self._jobs:
+                    self._forget_job(uid)
+                return
+            self._jobs[uid] = job
+            self._dirty.add(uid)
+        self._wake.set()
+
+    def _delete_job(self, job: Job) -> None:
+        with self._lock:
+            pods = list(self._pods.get(job.metadata.uid, {}).values())
+            self._forget_job(job.metadata.uid)
+        # Garbage collection deletes them too (they are owned by the Job); not waiting for it.
+        for pod in pods:
+            if (pod.status is None or pod.status.phase not in ("Succeeded", "Failed")) and pod.metadata.deletionTimestamp is None:
+                self._attempt(lambda: self._api.delete_pod(namespace=pod.metadata.namespace, name=pod.metadata.name, uid=pod.metadata.uid), what=f"delete sampling pod {pod.metadata.name}")
+
+    def _forget_job(self, uid: str) -> None:
+        self._jobs.pop(uid, None)
+        self._views.pop(uid, None)
+        self._said.pop(uid, None)
+        self._dirty.discard(uid)
+
+    def _replace_pods(self, pods: list[Pod]) -> None:
+        with self._lock:
+            self._pods = {}
+            for pod in pods:
+                self._keep_pod(pod)
+            self._dirty.update(self._jobs)
+        self._wake.set()
+
+    def _apply_pod(self, pod: Pod) -> None:
+        with self._lock:
+            job_uid = self._keep_pod(pod)
+            if job_uid:
+                self._dirty.add(job_uid)
+        self._wake.set()
+
+    def _delete_pod(self, pod: Pod) -> None:
+        job_uid = (pod.metadata.labels or {}).get(LABEL_SAMPLE_JOB, "")
+        with self._lock:
+            self._pods.get(job_uid, {}).pop(pod.metadata.name, None)
+            self._dirty.add(job_uid)
+        self._wake.set()
+
+    def _keep_pod(self, pod: Pod) -> str:
+        job_uid = (pod.metadata.labels or {}).get(LABEL_SAMPLE_JOB, "")
+        if job_uid:
+            self._pods.setdefault(job_uid, {})[pod.metadata.name] = pod
+        return job_uid
+
+    # ------------------------------------------------------------------ the worker
+
+    def _run(self) -> None:
+        next_resync = 0.0
+        while not self._stop.is_set():
+            self._wake.wait(timeout=max(0.05, next_resync - time.monotonic()))
+            self._wake.clear()
+            if self._stop.is_set() or not self.synced:
+                continue
+            if time.monotonic() >= next_resync:
+                next_resync = time.monotonic() + self._settings.resync_seconds
+            try:
+                self.reconcile()
+            except Exception:  # a defect must not end estimation for every Job
+                log.exception("estimator reconcile failed")
+
+    def reconcile(self) -> None:
+        """One pass over every interchangeable Job, in creation order (the sampling budget goes
+        to the oldest first)."""
+        now = self._clock()
+        with self._lock:
+            self._dirty.clear()
+            jobs = sorted(self._jobs.values(), key=lambda j: (j.metadata.creationTimestamp or "", j.metadata.name))
+            pods = {uid: dict(self._pods.get(uid, {})) for uid in self._jobs}
+        capacity = self._capacity()
+        limit_cpu = self._settings.max_cluster_share * capacity.cpu_millis
+        limit_gpu = self._settings.max_cluster_share * capacity.gpus
+        budget = _Budget(limit_cpu=limit_cpu, limit_gpu=limit_gpu)
+        parsed: dict[str, Configurations] = {}
+        for job in jobs:  # what running sampling pods already hold
+            configurations = self._configurations(job)
+            if configurations is None:
+                continue
+            parsed[job.metadata.uid] = configurations
+            for pod in pods[job.metadata.uid].values():
+                phase = pod.status.phase if pod.status else None
+                kind = (pod.metadata.annotations or {}).get("cellfit.io/sample-configuration")
+                if phase not in ("Succeeded", "Failed") and pod.metadata.deletionTimestamp is None and kind in configurations:
+                    budget.take(self._cost(configurations[kind]))  # type: ignore[index]
+        self.active_pods = budget.pods
+        for job in jobs:
+            try:
+                self._reconcile_job(job, pods[job.metadata.uid], parsed.get(job.metadata.uid), budget, now)
+            except KubernetesApiError as error:
+                log.warning("estimator could not act on a job", extra={"job": _key(job), "reason": str(error)})
+
+    def _configurations(self, job: Job) -> Configurations | None:
+        try:
+            return parse_configurations(job.annotations.get(ANNOTATION_CONFIGURATIONS))
+        except InvalidAnnotation:
+            return None
+
+    def _cost(self, configuration: Configuration) -> tuple[int, int]:
+        cpu = configuration.requests.get(RESOURCE_CPU) or configuration.limits.get(RESOURCE_CPU) or "0"
+        return cpu_millis(cpu, field="cpu"), configuration.device_count(self._gpu_resource)
+
+    def _reconcile_job(
+        self, job: Job, pods: Mapping[str, Pod], configurations: Configurations | None, budget: _Budget, now: float
+    ) -> None:
+        uid = job.metadata.uid
+        annotations = job.annotations
+        if job.finished:
+            self._finished(job)
+            return
+        estimate_text = annotations.get(ANNOTATION_ESTIMATE)
+        if estimate_text is not None:
+            try:
+                recorded = parse_estimate(estimate_text)
+            except InvalidAnnotation as error:
+                self._invalid(job, error)
+                return
+            state: JobState = "estimated" if recorded.by_cellfit else "user-estimate"
+            self._view(job, state, "", estimate=recorded.document)
+            return
+        if not job.suspended:
+            self._view(job, "unsuspended", "running without an estimate: unsuspended before sampling ended")
+            return
+        if configurations is None:
+            try:
+                parse_configurations(annotations.get(ANNOTATION_CONFIGURATIONS))
+            except InvalidAnnotation as error:
+                self._invalid(job, error)
+            return
+        try:
+            iterations = parse_iterations(annotations.get(ANNOTATION_ITERATIONS))
+        except InvalidAnnotation as error:
+            self._invalid(job, error)
+            return
+        if job.spec.template is None:
+            self._invalid(job, InvalidAnnotation("is missing", field="spec.template"))
+            return
+        sampling = _sampling_record(annotations.get(ANNOTATION_SAMPLING))
+        pod_count = pods_of(completions=job.spec.completions, parallelism=job.spec.parallelism)
+        waves = waves_of(completions=job.spec.completions, parallelism=job.spec.parallelism)
+        ratio = sampling.get("ratio")
+        wide = pod_count >= max(2, self._planner.sampling.thin_limit)
+        if wide and not isinstance(ratio, (int, float)):
+            # Drawn once and kept on the Job: a restart must pick the same pilots.
+            with self._lock:
+                ratio = self._ratio.next_ratio()
+            sampling["ratio"] = ratio
+            self._api.annotate_job(namespace=job.metadata.namespace, name=job.metadata.name, annotations={ANNOTATION_SAMPLING: json.dumps(sampling)})
+        sample_plan = plan(job_uid=uid, iterations=iterations, pods=pod_count, ratio=float(ratio or 0.03), settings=self._planner.sampling)
+        stopped: Mapping[str, float] = sampling.get("stopped", {})
+        views = [sample_pod(pod, now=now, stopped_seconds=stopped.get(name)) for name, pod in pods.items()]
+        sample_pods = [v for v in views if v is not None]
+        for name, seconds in stopped.items():  # stopped and already gone: the record is the sample
+            if name not in pods:
+                restored = _restore_stopped(name, seconds, sampling)
+                if restored is not None:
+                    sample_pods.append(restored)
+        decision = decide(
+            configurations=configurations.kinds,
+            plan=sample_plan,
+            job_iterations=iterations,
+            waves=waves,
+            pods=sample_pods,
+            priors=self._priors(job, configurations),
+            settings=self._planner,
+        )
+        self._act(job, pods, configurations, decision, sampling, sample_pods, budget)
+
+    def _act(
+        self,
+        job: Job,
+        pods: Mapping[str, Pod],
+        configurations: Configurations,
+        decision: Decision,
+        sampling: dict[str, Any],
+        sample_pods: list[SamplePod],
+        budget: _Budget,
+    ) -> None:
+        namespace, name = job.metadata.namespace, job.metadata.name
+        for stop in decision.stop:
+            # Recorded on the Job before the pod goes: a restart in between still knows it.
+            sampling.setdefault("stopped", {})[stop.pod] = round(stop.seconds, 3)
+            sampling.setdefault("runs", {})[stop.pod] = [stop.key.configuration, stop.key.pilot, stop.key.length, stop.iterations]
+            self._api.annotate_job(namespace=namespace, name=name, annotations={ANNOTATION_SAMPLING: json.dumps(sampling)})
+            pod = pods[stop.pod]
+            self._attempt(lambda: self._api.delete_pod(namespace=namespace, name=stop.pod, uid=pod.metadata.uid), what=f"stop long sample {stop.pod}")
+            self._event(job, "SampleStopped", f"sample {stop.pod} ran {stop.seconds:.0f} s, more than {stop.deadline_seconds:.0f} s its peers predict: {stop.key.configuration} recorded as long", warning=False, once=stop.pod)
+        for view in sample_pods:  # stuck (image pull, bad config) yet holding resources
+            pod = pods.get(view.name)
+            if view.state == "failed" and pod is not None and pod.status is not None and pod.status.phase not in ("Failed", "Succeeded") and pod.metadata.deletionTimestamp is None:
+                self._attempt(lambda: self._api.delete_pod(namespace=namespace, name=view.name, uid=pod.metadata.uid), what=f"delete stuck sample {view.name}")
+        waiting = 0
+        template = json.loads(job.spec.template) if decision.create else {}
+        for run in decision.create:
+            configuration = configurations[run.key.configuration]  # type: ignore[index]
+            if not budget.admit(self._cost(configuration)):
+                waiting += 1
+                continue
+            body = build_sample_pod(
+                job_name=name, job_namespace=namespace, job_uid=job.metadata.uid, template=template,
+                configuration=configuration, run=run, indexed=job.spec.completionMode == "Indexed",
+                scheduler_name=self._settings.scheduler_name, priority_class_name=self._settings.priority_class_name,
+            )
+            try:
+                self._api.create_pod(namespace=namespace, pod=body)
+            except KubernetesApiError as error:
+                if error.status == 409:
+                    continue  # created before a restart; its watch event is on the way
+                self._event(job, "SamplingPodRejected", f"sampling pod {body['metadata']['name']} not created: {error}", warning=True, once=str(error))
+                raise
+        rows = [_sample_row(view) for view in sorted(sample_pods, key=lambda v: v.name)]
+        if decision.estimates is None:
+            if waiting and waiting == len(decision.create) and decision.in_progress == waiting:
+                self._view(job, "waiting-for-capacity", f"{waiting} sampling runs wait for the sampling budget (estimator.maxClusterShare)", samples=rows)
+            else:
+                self._view(job, "sampling", f"{decision.in_progress} sampling runs in progress", samples=rows)
+            return
+        self._estimated(job, decision, rows)
+
+    def _estimated(self, job: Job, decision: Decision, rows: list[dict[str, Any]]) -> None:
+        assert decision.estimates is not None
+        for kind, reason in decision.failed.items():
+            self._event(job, "SamplingFailed", f"{kind}: sampling failed after {self._settings.max_attempts} attempts: {reason}", warning=True, once=f"failed-{kind}")
+        if not decision.estimates:
+            message = "no configuration could be sampled: " + "; ".join(f"{k}: {r}" for k, r in decision.failed.items())
+            self._condition(job, status="False", reason="SamplingFailed", message=message)
+            self._view(job, "failed", message, samples=rows)
+            return
+        text = encode_estimate(decision.estimates, samples=decision.samples, overhead_fraction=decision.overhead_fraction)
+        self._api.annotate_job(namespace=job.metadata.namespace, name=job.metadata.name, annotations={ANNOTATION_ESTIMATE: text})
+        summary = describe(decision)
+        self._event(job, "Estimated", summary, warning=False, once="estimated")
+        self._condition(job, status="True", reason="Sampled" if any(e.samples for e in decision.estimates.values()) else "FromHistory", message=summary)
+        for estimate in decision.estimates.values():
+            if self._on_estimate is not None:
+                self._on_estimate(estimate)
+        self._view(job, "estimated", summary, samples=rows, estimate=json.loads(text))
+        log.info("job estimated", extra={"job": _key(job), "estimate": summary})
+
+    # ------------------------------------------------------------------ history (learning in time)
+
+    def _priors(self, job: Job, configurations: Configurations) -> dict[str, Prior]:
+        family = (job.metadata.labels or {}).get(LABEL_JOB_FAMILY)
+        if not family:
+            return {}
+        priors = {}
+        with self._lock:
+            for kind in configurations.kinds:
+                prior = prior_from_history(list(self._history.get((family, kind), ())), settings=self._planner.model)
+                if prior is not None:
+                    priors[kind] = prior
+        return priors
+
+    def _finished(self, job: Job) -> None:
+        """A finished Job: its real runtime joins its family's history, and the estimate's real
+        error is written beside it so users can trust or distrust the next one."""
+        uid = job.metadata.uid
+        text = job.annotations.get(ANNOTATION_ESTIMATE)
+        self._view(job, "finished", f"finished: {job.finished}")
+        if uid in self._recorded or text is None or job.finished != "Complete" or job.status is None:
+            return
+        try:
+            recorded = parse_estimate(text)
+        except InvalidAnnotation:
+            return
+        started, completed = timestamp(job.status.startTime), timestamp(job.status.completionTime)
+        kind = job.annotations.get(ANNOTATION_PLACEMENT) or _kind_of_template(job, self._gpu_resource)
+        try:
+            iterations = parse_iterations(job.annotations.get(ANNOTATION_ITERATIONS))
+        except InvalidAnnotation:
+            return
+        if started is None or completed is None or completed <= started or kind not in recorded.seconds:
+            return
+        actual = completed - started
+        waves = waves_of(completions=job.spec.completions, parallelism=job.spec.parallelism)
+        family = (job.metadata.labels or {}).get(LABEL_JOB_FAMILY)
+        with self._lock:
+            self._recorded.add(uid)
+            if family:
+                window = self._history.setdefault((family, kind), deque(maxlen=self._settings.history_window))
+                window.append(actual / waves / iterations)
+            sampling = _sampling_record(job.annotations.get(ANNOTATION_SAMPLING))
+            ratio = sampling.get("ratio")
+            created = timestamp(job.metadata.creationTimestamp)
+            if isinstance(ratio, (int, float)) and created is not None:
+                self._ratio.job_finished(ratio=float(ratio), normalized_jct=(completed - created) / actual)
+        document = dict(recorded.document)
+        entry = document.get(kind)
+        if recorded.by_cellfit and isinstance(entry, dict) and "actualSeconds" not in entry:
+            error = (recorded.seconds[kind] - actual) / actual
+            document[kind] = {**entry, "actualSeconds": round(actual, 3), "error": round(error, 4)}
+            self._attempt(
+                lambda: self._api.annotate_job(namespace=job.metadata.namespace, name=job.metadata.name, annotations={ANNOTATION_ESTIMATE: json.dumps(document, separators=(",", ":"))}),
+                what=f"record the real runtime of {_key(job)}",
+            )
+            if self._on_error is not None:
+                self._on_error(abs(error))
+
+    # ------------------------------------------------------------------ telling users
+
+    def _invalid(self, job: Job, error: CellfitError) -> None:
+        message = f"nothing is sampled: {error}"
+        self._event(job, "InvalidInterchangeableJob", message, warning=True, once=message)
+        self._condition(job, status="False", reason="InvalidSpec", message=message)
+        self._view(job, "invalid", message)
+
+    def _view(self, job: Job, state: JobState, message: str, *, samples: list[dict[str, Any]] | None = None, estimate: Mapping[str, Any] | None = None) -> None:
+        with self._lock:
+            if job.metadata.uid in self._jobs:
+                self._views[job.metadata.uid] = JobView(job.metadata.namespace, job.metadata.name, state, message, samples or [], estimate)
+
+    def _said_once(self, job: Job, what: str) -> bool:
+        with self._lock:
+            said = self._said.setdefault(job.metadata.uid, set())
+            if what in said:
+                return False
+            said.add(what)
+            return True
+
+    def _event(self, job: Job, reason: str, message: str, *, warning: bool, once: str) -> None:
+        if not self._said_once(job, f"event:{reason}:{once}"):
+            return
+        self._attempt(
+            lambda: self._api.create_event(namespace=job.metadata.namespace, pod_name=job.metadata.name, pod_uid=job.metadata.uid, reason=reason, message=message, warning=warning, kind="Job"),
+            what=f"event on {_key(job)}",
+        )
+
+    def _condition(self, job: Job, *, status: str, reason: str, message: str) -> None:
+        current = job.condition(CONDITION_ESTIMATED)
+        if current is not None and current.status == status and current.reason == reason and current.message == message[:1024]:
+            return
+        if not self._said_once(job, f"condition:{status}:{reason}:{message}"):
+            return
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self._clock()))
+        condition = {"type": CONDITION_ESTIMATED, "status": status, "reason": reason, "message": message[:1024], "lastTransitionTime": now, "lastProbeTime": now}
+        self._attempt(lambda: self._api.set_job_condition(namespace=job.metadata.namespace, name=job.metadata.name, condition=condition), what=f"condition on {_key(job)}")
+
+    @staticmethod
+    def _attempt(call: Callable[[], None], *, what: str) -> None:
+        try:
+            call()
+        except CellfitError as error:
+            log.warning("estimator write failed", extra={"what": what, "reason": str(error)})
+
+
+@dataclass
+class _Budget:
+    """Sampling pods' share of the cluster: CPU millicores and GPUs requested by running ones."""
+
+    limit_cpu: float
+    limit_gpu: float
+    cpu: int = 0
+    gpus: int = 0
+    pods: int = 0
+
+    def take(self, cost: tuple[int, int]) -> None:
+        self.cpu += cost[0]
+        self.gpus += cost[1]
+        self.pods += 1
+
+    def admit(self, cost: tuple[int, int]) -> bool:
+        cpu, gpus = cost
+        # One sampling pod may always run: a budget smaller than one pod must not stall sampling.
+        fits = self.pods == 0 or (self.cpu + cpu <= self.limit_cpu and self.gpus + gpus <= self.limit_gpu)
+        if fits:
+            self.take(cost)
+        return fits
+
+
+def _sampling_record(text: str | None) -> dict[str, Any]:
+    if not text:
+        return {}
+    try:
+        record = json.loads(text)
+    except ValueError:
+        return {}
+    return record if isinstance(record, dict) else {}
+
+
+def _restore_stopped(name: str, seconds: Any, sampling: Mapping[str, Any]) -> SamplePod | None:
+    """A sample stopped as long whose pod is gone, from the Job's record of it."""
+    run = sampling.get("runs", {}).get(name)
+    if not isinstance(run, list) or len(run) != 4 or not isinstance(seconds, (int, float)):
+        return None
+    kind, pilot, length, iterations = run
+    if length not in ("short", "long") or not isinstance(iterations, int) or not isinstance(pilot, int):
+        return None
+    tail = name.rsplit("-", 1)[-1]
+    return SamplePod(
+        name=name, key=SampleKey(configuration=str(kind), pilot=pilot, length=length), attempt=int(tail) if tail.isdigit() else 0,
+        state="stopped", sample=Sample(str(kind), iterations, float(seconds), complete=False, pilot=pilot),
+    )
+
+
+def _sample_row(view: SamplePod) -> dict[str, Any]:
+    row: dict[str, Any] = {"pod": view.name, "configuration": view.key.configuration, "length": view.key.length, "pilot": view.key.pilot, "attempt": view.attempt, "state": view.state}
+    if view.sample is not None:
+        row.update(iterations=view.sample.iterations, seconds=round(view.sample.seconds, 3))
+    if view.failure:
+        row["failure"] = view.failure
+    return row
+
+
+def _kind_of_template(job: Job, gpu_resource: str) -> str:
+    """The configuration a Job ran in when nobody recorded it: GPUs in its template or not."""
+    if job.spec.template is None:
+        return "cpu"
+    template = json.loads(job.spec.template)
+    for container in (template.get("spec") or {}).get("containers") or []:
+        resources = container.get("resources") or {}
+        if gpu_resource in (resources.get("limits") or {}) or gpu_resource in (resources.get("requests") or {}):
+            return "gpu"
+    return "cpu"
+
+
+def _key(job: Job) -> str:
+    return f"{job.metadata.namespace}/{job.metadata.name}"
+
+
+def format_duration(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 2 * 3600:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def describe(decision: Decision) -> str:
+    """"estimated gpu 41 min ± 3 min, cpu 6.2 h ± 0.4 h from 4 samples, 3.1% overhead"."""
+    assert decision.estimates is not None
+    parts = []
+    for kind, estimate in decision.estimates.items():
+        text = f"{kind} {format_duration(estimate.seconds)}"
+        if estimate.lower_bound:
+            text = f"{kind} at least {format_duration(estimate.seconds)}"
+        elif estimate.uncertainty_seconds > 0:
+            text += f" ± {format_duration(estimate.uncertainty_seconds)}"
+        if estimate.method in ("history", "posterior"):
+            text += f" ({estimate.method})"
+        parts.append(text)
+    samples = sum(len(rows) for rows in decision.samples.values())
+    summary = f"estimated {', '.join(parts)} from {samples} samples"
+    if decision.overhead_fraction is not None:
+        summary += f", {decision.overhead_fraction:.1%} overhead"
+    return summary

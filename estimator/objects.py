@@ -1,0 +1,233 @@
+"""The slices of batch/v1 Job and v1 Pod the estimator reads, and their translation into the
+planner's values. Decoded with msgspec like the extender's payloads: fields nobody reads are
+skipped, and a Job's pod template is kept as raw JSON for the sampling pods."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Final
+
+import msgspec
+
+from estimator.contract import SampleReport, parse_sample_report
+from estimator.model import Sample
+from estimator.planner import PodState, SampleKey, SamplePod
+from scheduler.constants import DOMAIN
+from scheduler.errors import InvalidAnnotation
+
+# --- what cellfit puts on sampling pods ---
+LABEL_SAMPLE: Final = f"{DOMAIN}/sample"  # "true": lets the estimator watch only its pods
+LABEL_SAMPLE_JOB: Final = f"{DOMAIN}/sample-job"  # the Job's UID
+ANNOTATION_SAMPLE_CONFIGURATION: Final = f"{DOMAIN}/sample-configuration"
+ANNOTATION_SAMPLE_PILOT: Final = f"{DOMAIN}/sample-pilot"
+ANNOTATION_SAMPLE_LENGTH: Final = f"{DOMAIN}/sample-length"
+ANNOTATION_SAMPLE_ATTEMPT: Final = f"{DOMAIN}/sample-attempt"
+ANNOTATION_SAMPLE_ITERATIONS: Final = f"{DOMAIN}/sample-iterations"
+ENV_SAMPLE_ITERATIONS: Final = "CELLFIT_SAMPLE_ITERATIONS"
+# The Job's own sampling bookkeeping: the ratio its pilots were drawn with, samples stopped as long.
+ANNOTATION_SAMPLING: Final = f"{DOMAIN}/sampling"
+LABEL_JOB_FAMILY: Final = f"{DOMAIN}/job-family"
+# Container waiting reasons that never resolve by waiting: the run failed.
+STUCK_REASONS: Final = frozenset(
+    {"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "CreateContainerConfigError", "CreateContainerError"}
+)
+
+
+class OwnerReference(msgspec.Struct, frozen=True):
+    kind: str = ""
+    name: str = ""
+    uid: str = ""
+
+
+class Metadata(msgspec.Struct, frozen=True):
+    name: str = ""
+    namespace: str = ""
+    uid: str = ""
+    resourceVersion: str = ""
+    creationTimestamp: str | None = None
+    deletionTimestamp: str | None = None
+    labels: dict[str, str] | None = None
+    annotations: dict[str, str] | None = None
+
+
+class JobCondition(msgspec.Struct, frozen=True):
+    type: str = ""
+    status: str = ""
+    reason: str | None = None
+    message: str | None = None
+
+
+class JobSpec(msgspec.Struct, frozen=True):
+    suspend: bool | None = None
+    completions: int | None = None
+    parallelism: int | None = None
+    completionMode: str | None = None
+    template: msgspec.Raw | None = None
+
+
+class JobStatus(msgspec.Struct, frozen=True):
+    conditions: list[JobCondition] | None = None
+    startTime: str | None = None
+    completionTime: str | None = None
+
+
+class Job(msgspec.Struct, frozen=True):
+    metadata: Metadata = Metadata()
+    spec: JobSpec = JobSpec()
+    status: JobStatus | None = None
+
+    @property
+    def annotations(self) -> dict[str, str]:
+        return self.metadata.annotations or {}
+
+    @property
+    def suspended(self) -> bool:
+        return bool(self.spec.suspend)
+
+    def condition(self, kind: str) -> JobCondition | None:
+        for condition in (self.status.conditions if self.status else None) or []:
+            if condition.type == kind:
+                return condition
+        return None
+
+    @property
+    def finished(self) -> str | None:
+        """``Complete`` or ``Failed`` once the Job has ended, else None."""
+        for kind in ("Complete", "Failed"):
+            condition = self.condition(kind)
+            if condition is not None and condition.status == "True":
+                return kind
+        return None
+
+
+class Terminated(msgspec.Struct, frozen=True):
+    exitCode: int = 0
+    reason: str | None = None
+    message: str | None = None
+    startedAt: str | None = None
+    finishedAt: str | None = None
+
+
+class Waiting(msgspec.Struct, frozen=True):
+    reason: str | None = None
+    message: str | None = None
+
+
+class ContainerState(msgspec.Struct, frozen=True):
+    terminated: Terminated | None = None
+    waiting: Waiting | None = None
+
+
+class ContainerStatus(msgspec.Struct, frozen=True):
+    name: str = ""
+    state: ContainerState | None = None
+
+
+class PodStatus(msgspec.Struct, frozen=True):
+    phase: str | None = None
+    reason: str | None = None
+    startTime: str | None = None
+    containerStatuses: list[ContainerStatus] | None = None
+
+
+class Pod(msgspec.Struct, frozen=True):
+    metadata: Metadata = Metadata()
+    status: PodStatus | None = None
+
+
+class ListMeta(msgspec.Struct, frozen=True):
+    resourceVersion: str = ""
+
+
+class JobList(msgspec.Struct, frozen=True):
+    metadata: ListMeta = ListMeta()
+    items: list[Job] = []
+
+
+class PodList(msgspec.Struct, frozen=True):
+    metadata: ListMeta = ListMeta()
+    items: list[Pod] = []
+
+
+JOB_DECODER: Final = msgspec.json.Decoder(Job)
+JOB_LIST_DECODER: Final = msgspec.json.Decoder(JobList)
+POD_DECODER: Final = msgspec.json.Decoder(Pod)
+POD_LIST_DECODER: Final = msgspec.json.Decoder(PodList)
+
+
+def timestamp(text: str | None) -> float | None:
+    """Seconds since the epoch of an RFC 3339 timestamp as the API writes it."""
+    if not text:
+        return None
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def sample_pod(pod: Pod, *, now: float, stopped_seconds: float | None) -> SamplePod | None:
+    """A sampling pod as the planner sees it; None for a pod without cellfit's sample annotations
+    (not one of ours, or edited by hand). ``stopped_seconds``: the Job records this pod as
+    stopped for being long, after that many seconds."""
+    annotations = pod.metadata.annotations or {}
+    try:
+        kind = annotations[ANNOTATION_SAMPLE_CONFIGURATION]
+        length = annotations[ANNOTATION_SAMPLE_LENGTH]
+        key = SampleKey(configuration=kind, pilot=int(annotations[ANNOTATION_SAMPLE_PILOT]), length=length)  # type: ignore[arg-type]
+        attempt = int(annotations[ANNOTATION_SAMPLE_ATTEMPT])
+        iterations = int(annotations[ANNOTATION_SAMPLE_ITERATIONS])
+    except (KeyError, ValueError):
+        return None
+    if length not in ("short", "long"):
+        return None
+    name = pod.metadata.name
+    if stopped_seconds is not None:
+        sample = Sample(kind, iterations, stopped_seconds, complete=False, pilot=key.pilot)
+        return SamplePod(name=name, key=key, attempt=attempt, state="stopped", sample=sample)
+    status = pod.status or PodStatus()
+    phase = status.phase or "Pending"
+    terminated = _terminated(status)
+    if phase == "Succeeded":
+        sample = _sample(kind, key.pilot, iterations, status, terminated)
+        return SamplePod(
+            name=name, key=key, attempt=attempt, state="succeeded", sample=sample,
+            failure=None if sample is not None else "finished without a readable time (no termination message or container times)",
+        )
+    if phase == "Failed":
+        reason = (terminated.reason if terminated else None) or status.reason or "Failed"
+        exit_code = f" (exit code {terminated.exitCode})" if terminated and terminated.exitCode else ""
+        return SamplePod(name=name, key=key, attempt=attempt, state="failed", failure=f"{reason}{exit_code}")
+    for container in status.containerStatuses or []:
+        waiting = container.state.waiting if container.state else None
+        if waiting is not None and waiting.reason in STUCK_REASONS:
+            return SamplePod(name=name, key=key, attempt=attempt, state="failed", failure=waiting.reason)
+    state: PodState = "running" if phase == "Running" else "pending"
+    started = timestamp(status.startTime)
+    running = max(0.0, now - started) if state == "running" and started is not None else None
+    return SamplePod(name=name, key=key, attempt=attempt, state=state, running_seconds=running)
+
+
+def _terminated(status: PodStatus) -> Terminated | None:
+    for container in status.containerStatuses or []:
+        if container.state and container.state.terminated:
+            return container.state.terminated
+    return None
+
+
+def _sample(kind: str, pilot: int, iterations: int, status: PodStatus, terminated: Terminated | None) -> Sample | None:
+    """From the termination message when the workload wrote one, else from the container's start
+    and finish times (1 s resolution)."""
+    report: SampleReport | None = None
+    if terminated is not None and terminated.message:
+        try:
+            report = parse_sample_report(terminated.message.strip())
+        except InvalidAnnotation:
+            report = None  # a workload's own message (a log tail): fall back to the times
+    if report is not None:
+        return Sample(kind, report.iterations, report.seconds, peak_memory_bytes=report.peak_memory_bytes, pilot=pilot)
+    if terminated is None:
+        return None
+    started, finished = timestamp(terminated.startedAt), timestamp(terminated.finishedAt)
+    if started is None or finished is None or finished < started:
+        return None
+    return Sample(kind, iterations, finished - started, resolution_seconds=1.0, pilot=pilot)

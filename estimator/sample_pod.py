@@ -1,0 +1,84 @@
+"""A sampling pod, built: the Job's own pod template in one configuration, told to run k
+iterations (``CELLFIT_SAMPLE_ITERATIONS``), owned by the Job, labelled as a sample.
+
+Its name is a function of the Job and the run (configuration, pilot, length, attempt), so a
+controller that restarts and decides again creates the same name, which the API server refuses
+to create twice: no sample ever runs twice.
+
+Pure: builds dictionaries, calls nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final, Mapping
+
+from estimator.objects import (
+    ANNOTATION_SAMPLE_ATTEMPT,
+    ANNOTATION_SAMPLE_CONFIGURATION,
+    ANNOTATION_SAMPLE_ITERATIONS,
+    ANNOTATION_SAMPLE_LENGTH,
+    ANNOTATION_SAMPLE_PILOT,
+    ENV_SAMPLE_ITERATIONS,
+    LABEL_SAMPLE,
+    LABEL_SAMPLE_JOB,
+)
+from estimator.planner import CreateSample
+from placer.configuration import Configuration
+from placer.rewrite import apply_configuration
+
+# Labels the Job controller selects its pods by: a sampling pod must not carry them, or the Job
+# would count it as one of its own.
+_JOB_CONTROLLER_LABELS: Final = frozenset(
+    {"controller-uid", "batch.kubernetes.io/controller-uid", "job-name", "batch.kubernetes.io/job-name"}
+)
+_MAX_NAME: Final = 63
+
+
+def sample_pod_name(*, job_name: str, job_uid: str, run: CreateSample) -> str:
+    suffix = f"-{job_uid[:5]}-{run.key.configuration}-{run.key.length[0]}{run.key.pilot}-{run.attempt}"
+    prefix = job_name[: _MAX_NAME - len(suffix)].rstrip("-.")
+    return f"{prefix}{suffix}".lower()
+
+
+def build_sample_pod(
+    *,
+    job_name: str,
+    job_namespace: str,
+    job_uid: str,
+    template: Mapping[str, Any],
+    configuration: Configuration,
+    run: CreateSample,
+    indexed: bool,
+    scheduler_name: str,
+    priority_class_name: str | None,
+) -> dict[str, Any]:
+    extra_env = {ENV_SAMPLE_ITERATIONS: str(run.iterations)}
+    if indexed:  # an Indexed Job's pods find their share of the work by index
+        extra_env["JOB_COMPLETION_INDEX"] = str(run.key.pilot)
+    pod = apply_configuration(
+        template,
+        configuration,
+        extra_env=extra_env,
+        extra_labels={LABEL_SAMPLE: "true", LABEL_SAMPLE_JOB: job_uid},
+        extra_annotations={
+            ANNOTATION_SAMPLE_CONFIGURATION: run.key.configuration,
+            ANNOTATION_SAMPLE_PILOT: str(run.key.pilot),
+            ANNOTATION_SAMPLE_LENGTH: run.key.length,
+            ANNOTATION_SAMPLE_ATTEMPT: str(run.attempt),
+            ANNOTATION_SAMPLE_ITERATIONS: str(run.iterations),
+        },
+    )
+    metadata = pod["metadata"]
+    metadata["labels"] = {k: v for k, v in metadata.get("labels", {}).items() if k not in _JOB_CONTROLLER_LABELS}
+    metadata["name"] = sample_pod_name(job_name=job_name, job_uid=job_uid, run=run)
+    metadata["namespace"] = job_namespace
+    metadata.pop("generateName", None)
+    # An owner, not the controller: garbage collected with the Job, ignored by the Job controller.
+    metadata["ownerReferences"] = [{"apiVersion": "batch/v1", "kind": "Job", "name": job_name, "uid": job_uid}]
+    spec = pod["spec"]
+    spec["restartPolicy"] = "Never"  # a crash is a failed attempt, counted, not restarted in place
+    spec["schedulerName"] = scheduler_name
+    if priority_class_name:
+        spec["priorityClassName"] = priority_class_name
+        spec.pop("priority", None)
+    return {"apiVersion": "v1", "kind": "Pod", **pod}
