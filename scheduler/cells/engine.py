@@ -378,7 +378,9 @@ class HivedEngine:
             return {}
         if decided.booking is None or not decided.victims or decided.node not in candidates:
             return {}
-        return {decided.node: [v.pod_uid for v in decided.victims if v.pod_uid is not None]}
+        # kube-scheduler deletes pods: a gang slot whose pod has left has none to delete.
+        uids = [v.pod_uid for v in decided.victims if v.pod_uid is not None]
+        return {decided.node: uids} if uids else {}
 
     def reclaim_victims(
         self, pod: PodInfo, candidates: Mapping[str, Sequence[str]], victim_pods: Mapping[str, PodInfo]

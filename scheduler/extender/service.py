@@ -21,7 +21,7 @@ import logging
 import threading
 from collections import Counter
 from dataclasses import dataclass
-from typing import Protocol, Sequence
+from typing import Mapping, Protocol, Sequence
 
 import msgspec
 
@@ -172,29 +172,16 @@ class ExtenderService:
         args = wire.decode(wire.PREEMPTION_ARGS_DECODER, body)
         self._require_ready()  # no Error field: NotReady is HTTP 503
         pod = self._pod(args.Pod)
-        candidates: dict[str, list[str]] = {}
-        pdb_violations: dict[str, int] = {}
-        victim_pods: dict[str, PodInfo] = {}
-        if args.NodeNameToVictims is not None:
-            for node_name, victims in args.NodeNameToVictims.items():
-                infos = [
-                    self._pod(victim, field=f"NodeNameToVictims[{node_name}].Pods[{index}]")
-                    for index, victim in enumerate(victims.Pods if victims else ())
-                ]
-                victim_pods.update((info.uid, info) for info in infos)
-                candidates[node_name] = [info.uid for info in infos]
-                pdb_violations[node_name] = victims.NumPDBViolations if victims else 0
-        elif args.NodeNameToMetaVictims is not None:
-            for node_name, meta in args.NodeNameToMetaVictims.items():
-                candidates[node_name] = [victim.UID for victim in (meta.Pods if meta else ())]
-                pdb_violations[node_name] = meta.NumPDBViolations if meta else 0
+        candidates, pdb_violations, victim_pods = self._preemption_candidates(args)
         with self._lock:
-            accepted = self._engine.select_victims(pod, candidates, victim_pods)
+            chosen = self._engine.select_victims(pod, candidates, victim_pods)
+            accepted = _answerable(pod, chosen, candidates)
             self._record_preemption(pod, accepted)
         self._metrics.answered["preempt", "ok"].inc()
         self._metrics.preemption_victims.inc(sum(len(uids) for uids in accepted.values()))
-        # PDB violations are kube-scheduler's count for its own victim set; cellfit only ever
-        # narrows that set, so the count stays an upper bound and keeps its ranking meaning.
+        # PDB violations are kube-scheduler's count for the victims it offered on that node (0
+        # when it offered none). cellfit does not read PodDisruptionBudgets, so the node keeps
+        # that count whichever victims cellfit chose there; kube-scheduler only ranks nodes by it.
         result = wire.ExtenderPreemptionResult(
             NodeNameToMetaVictims={
                 node_name: wire.MetaVictims(
@@ -205,6 +192,37 @@ class ExtenderService:
             }
         )
         return Answer(200, wire.ENCODER.encode(result))
+
+    def _preemption_candidates(
+        self, args: wire.ExtenderPreemptionArgs
+    ) -> tuple[dict[str, list[str]], dict[str, int], dict[str, PodInfo]]:
+        """kube-scheduler's candidate nodes, each with the UIDs of the victims it offers there,
+        their PDB violations, and the victims it sent in full (``nodeCacheCapable: false``).
+
+        kube-scheduler fills one map (``NodeNameToVictims`` with full pods, or
+        ``NodeNameToMetaVictims`` with UIDs) and sends the other as ``null``; both are read, a
+        node in both counting once. A node may come with no victims at all (``[]``, ``null``, no
+        ``Pods``, or a ``null`` entry): it is still a candidate. FitGpp and HiveD choose victims
+        from what they know of each node, never from kube-scheduler's list, so they choose
+        there too or leave the node out; resource-fit alone (``preemption.policy: placement``)
+        only narrows kube-scheduler's list, so it leaves such a node out."""
+        candidates: dict[str, list[str]] = {}
+        pdb_violations: dict[str, int] = {}
+        victim_pods: dict[str, PodInfo] = {}
+        for node_name, victims in (args.NodeNameToVictims or {}).items():
+            infos = [
+                self._pod(victim, field=f"NodeNameToVictims[{node_name}].Pods[{index}]")
+                for index, victim in enumerate((victims.Pods or ()) if victims is not None else ())
+            ]
+            victim_pods.update((info.uid, info) for info in infos)
+            candidates[node_name] = [info.uid for info in infos]
+            pdb_violations[node_name] = victims.NumPDBViolations if victims is not None else 0
+        for node_name, meta in (args.NodeNameToMetaVictims or {}).items():
+            if node_name in candidates:
+                continue
+            candidates[node_name] = [victim.UID for victim in ((meta.Pods or ()) if meta is not None else ())]
+            pdb_violations[node_name] = meta.NumPDBViolations if meta is not None else 0
+        return candidates, pdb_violations, victim_pods
 
     # ------------------------------------------------------------------ bind
 
@@ -344,6 +362,23 @@ class ExtenderService:
         self._metrics.answered[verb, "error"].inc()
         log.log(level, "request not carried out", extra={"verb": verb, "reason": str(error), **(context or {})})
         return Answer(200, wire.ENCODER.encode(result))
+
+
+def _answerable(
+    pod: PodInfo, chosen: dict[str, list[str]], candidates: Mapping[str, Sequence[str]]
+) -> dict[str, list[str]]:
+    """The engine's choice as kube-scheduler can act on it: offered nodes, each with at least
+    one victim. kube-scheduler fails the whole preemption when a node it offered with victims
+    comes back with none ("expected at least one victim pod on node"), and a node offered with
+    none that comes back with none would only nominate the pod to a node cellfit's filter
+    refused: such a node is dropped, as is any node kube-scheduler did not offer."""
+    answerable = {node: uids for node, uids in chosen.items() if uids and node in candidates}
+    if len(answerable) < len(chosen):
+        log.info(
+            "preemption nodes dropped",
+            extra={"verb": "preempt", "pod": pod.key, "nodes": sorted(set(chosen) - set(answerable))},
+        )
+    return answerable
 
 
 def _log_no_fit(pod: PodInfo, *, offered: int, failed: dict[str, str], unresolvable: dict[str, str]) -> None:

@@ -162,20 +162,26 @@ class MetaPod(msgspec.Struct, frozen=True):
     UID: str
 
 
+# A candidate node's victims may be empty, written ``[]``, ``null`` (Go's nil slice) or left out:
+# newer kube-schedulers (kubernetes#139270, PR #135486) offer preemption-capable extenders nodes
+# whose dry run found no victim, because it cannot see the resources the extender manages. The
+# node's entry itself may be ``null`` (a nil *Victims), and so may either map.
+
+
 class MetaVictims(msgspec.Struct, frozen=True):
-    Pods: list[MetaPod] = []
+    Pods: list[MetaPod] | None = []
     NumPDBViolations: int = 0
 
 
 class Victims(msgspec.Struct, frozen=True):
-    Pods: list[Pod] = []
+    Pods: list[Pod] | None = []
     NumPDBViolations: int = 0
 
 
 class ExtenderPreemptionArgs(msgspec.Struct, frozen=True):
     Pod: Pod
-    NodeNameToVictims: dict[str, Victims] | None = None
-    NodeNameToMetaVictims: dict[str, MetaVictims] | None = None
+    NodeNameToVictims: dict[str, Victims | None] | None = None
+    NodeNameToMetaVictims: dict[str, MetaVictims | None] | None = None
 
 
 class ExtenderPreemptionResult(msgspec.Struct, frozen=True):
