@@ -293,6 +293,8 @@ class EstimatorController:
                 self._reconcile_job(job, pods[job.metadata.uid], parsed.get(job.metadata.uid), budget, now)
             except KubernetesApiError as error:
                 log.warning("estimator could not act on a job", extra={"job": _key(job), "reason": str(error)})
+            except Exception:  # a defect on one Job must not stall every other Job's sampling
+                log.exception("estimator failed on a job", extra={"job": _key(job)})
 
     def _configurations(self, job: Job) -> Configurations | None:
         try:
@@ -336,7 +338,7 @@ class EstimatorController:
         except InvalidAnnotation as error:
             self._invalid(job, error)
             return
-        if job.spec.template is None:
+        if not job.spec.has_template:
             self._invalid(job, InvalidAnnotation("is missing", field="spec.template"))
             return
         sampling = _sampling_record(annotations.get(ANNOTATION_SAMPLING))
@@ -394,7 +396,7 @@ class EstimatorController:
             if view.state == "failed" and pod is not None and pod.status is not None and pod.status.phase not in ("Failed", "Succeeded") and pod.metadata.deletionTimestamp is None:
                 self._attempt(lambda: self._api.delete_pod(namespace=namespace, name=view.name, uid=pod.metadata.uid), what=f"delete stuck sample {view.name}")
         waiting = 0
-        template = json.loads(job.spec.template) if decision.create else {}
+        template = json.loads(bytes(job.spec.template)) if decision.create else {}
         for run in decision.create:
             configuration = configurations[run.key.configuration]  # type: ignore[index]
             if not budget.admit(self._cost(configuration)):
@@ -607,9 +609,9 @@ def _sample_row(view: SamplePod) -> dict[str, Any]:
 
 def _kind_of_template(job: Job, gpu_resource: str) -> str:
     """The configuration a Job ran in when nobody recorded it: GPUs in its template or not."""
-    if job.spec.template is None:
+    if not job.spec.has_template:
         return "cpu"
-    template = json.loads(job.spec.template)
+    template = json.loads(bytes(job.spec.template))
     for container in (template.get("spec") or {}).get("containers") or []:
         resources = container.get("resources") or {}
         if gpu_resource in (resources.get("limits") or {}) or gpu_resource in (resources.get("requests") or {}):

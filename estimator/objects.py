@@ -62,7 +62,12 @@ class JobSpec(msgspec.Struct, frozen=True):
     completions: int | None = None
     parallelism: int | None = None
     completionMode: str | None = None
-    template: msgspec.Raw | None = None
+    # msgspec.Raw takes no union: an absent template reads as JSON null.
+    template: msgspec.Raw = msgspec.Raw(b"null")
+
+    @property
+    def has_template(self) -> bool:
+        return bytes(self.template) not in (b"", b"null")
 
 
 class JobStatus(msgspec.Struct, frozen=True):
