@@ -852,7 +852,7 @@ def _example_jobs() -> dict[str, dict[str, Any]]:
 
 def test_examples_follow_the_user_contract(default_docs: list[dict[str, Any]]) -> None:
     jobs = _example_jobs()
-    assert set(jobs) == {"te-job", "be-job", "gang-job", "opportunistic-job"}
+    assert set(jobs) == {"te-job", "be-job", "gang-job", "opportunistic-job", "interchangeable-job"}
     classes = {d["metadata"]["name"] for d in default_docs if d["kind"] == "PriorityClass"}
     for name, job in jobs.items():
         pod = job["spec"]["template"]
@@ -872,6 +872,13 @@ def test_examples_follow_the_user_contract(default_docs: list[dict[str, Any]]) -
     assert int(annotations["cellfit.io/gang-size"]) == gang["parallelism"]
     assert opp["template"]["metadata"]["labels"]["cellfit.io/priority"] == "opportunistic"
     assert opp["template"]["spec"]["priorityClassName"] == "cellfit-opportunistic"
+    interchangeable = jobs["interchangeable-job"]
+    assert interchangeable["spec"]["suspend"] is True
+    from estimator.contract import parse_iterations
+    from placer.configuration import parse_configurations
+    annotations = interchangeable["metadata"]["annotations"]
+    assert parse_configurations(annotations["cellfit.io/configurations"]).kinds == ("cpu", "gpu")
+    assert parse_iterations(annotations["cellfit.io/iterations"]) == 20000
 
 
 # ---------------------------------------------------------------------------------- deploy/rendered
