@@ -19,6 +19,8 @@ import logging
 import threading
 import time
 from collections import deque
+from concurrent.futures import ThreadPoolExecutor
+from functools import lru_cache
 from dataclasses import dataclass, field
 from typing import Any, Callable, Literal, Mapping
 
@@ -27,6 +29,7 @@ import msgspec
 from estimator.contract import encode_estimate, parse_estimate, parse_iterations
 from estimator.model import ConfigurationEstimate, ModelSettings, Prior, Sample, prior_from_history
 from estimator.objects import (
+    ANNOTATION_SAMPLE_CONFIGURATION,
     ANNOTATION_SAMPLING,
     JOB_DECODER,
     JOB_LIST_DECODER,
@@ -59,6 +62,7 @@ from scheduler.errors import CellfitError, InvalidAnnotation, KubernetesApiError
 log = logging.getLogger(__name__)
 
 CONDITION_ESTIMATED = "Estimated"
+CREATE_CONCURRENCY = 16
 JobState = Literal["sampling", "waiting-for-capacity", "estimated", "user-estimate", "invalid", "failed", "unsuspended", "finished"]
 
 
@@ -128,6 +132,10 @@ class EstimatorController:
         self._recorded: set[str] = set()  # finished Jobs already counted in the history
         self._ratio = SamplingRatio()
         self._dirty: set[str] = set()
+        self._waiting: set[str] = set()  # Jobs with runs deferred by the sampling budget
+        self._written_sampling: dict[str, dict[str, Any]] = {}  # cellfit.io/sampling as last written
+        # Pod creations of one pass go out together: the API server, not this thread, sets the pace.
+        self._creator = ThreadPoolExecutor(max_workers=CREATE_CONCURRENCY, thread_name_prefix="estimator-create")
         self._wake = threading.Event()
         self._stop = threading.Event()
         self.active_pods = 0
@@ -145,6 +153,7 @@ class EstimatorController:
     def stop(self) -> None:
         self._stop.set()
         self._wake.set()
+        self._creator.shutdown(wait=False)
         self.jobs_reflector.stop()
         self.pods_reflector.stop()
 
@@ -219,6 +228,8 @@ class EstimatorController:
         self._views.pop(uid, None)
         self._said.pop(uid, None)
         self._dirty.discard(uid)
+        self._waiting.discard(uid)
+        self._written_sampling.pop(uid, None)
 
     def _replace_pods(self, pods: list[Pod]) -> None:
         with self._lock:
@@ -257,48 +268,65 @@ class EstimatorController:
             self._wake.clear()
             if self._stop.is_set() or not self.synced:
                 continue
-            if time.monotonic() >= next_resync:
+            everything = time.monotonic() >= next_resync
+            if everything:
                 next_resync = time.monotonic() + self._settings.resync_seconds
             try:
-                self.reconcile()
+                self.reconcile(everything=everything)
             except Exception:  # a defect must not end estimation for every Job
                 log.exception("estimator reconcile failed")
 
-    def reconcile(self) -> None:
-        """One pass over every interchangeable Job, in creation order (the sampling budget goes
-        to the oldest first)."""
+    def reconcile(self, *, everything: bool = True) -> None:
+        """One pass, in creation order (the sampling budget goes to the oldest Jobs first): over
+        every Job when ``everything`` (the periodic resync: long deadlines), else over the Jobs
+        whose objects changed and those waiting for the budget. Pod creations of the whole pass
+        go out in parallel at its end."""
         now = self._clock()
         with self._lock:
+            chosen = set(self._jobs) if everything else (self._dirty | self._waiting) & set(self._jobs)
             self._dirty.clear()
-            jobs = sorted(self._jobs.values(), key=lambda j: (j.metadata.creationTimestamp or "", j.metadata.name))
-            pods = {uid: dict(self._pods.get(uid, {})) for uid in self._jobs}
+            jobs = sorted((self._jobs[uid] for uid in chosen), key=lambda j: (j.metadata.creationTimestamp or "", j.metadata.name))
+            pods = {uid: dict(self._pods.get(uid, {})) for uid in chosen}
+            holding = [(self._jobs[uid], list(self._pods.get(uid, {}).values())) for uid in self._jobs]
         capacity = self._capacity()
-        limit_cpu = self._settings.max_cluster_share * capacity.cpu_millis
-        limit_gpu = self._settings.max_cluster_share * capacity.gpus
-        budget = _Budget(limit_cpu=limit_cpu, limit_gpu=limit_gpu)
-        parsed: dict[str, Configurations] = {}
-        for job in jobs:  # what running sampling pods already hold
+        budget = _Budget(
+            limit_cpu=self._settings.max_cluster_share * capacity.cpu_millis,
+            limit_gpu=self._settings.max_cluster_share * capacity.gpus,
+        )
+        for job, job_pods in holding:  # what pending and running sampling pods already hold
             configurations = self._configurations(job)
             if configurations is None:
                 continue
-            parsed[job.metadata.uid] = configurations
-            for pod in pods[job.metadata.uid].values():
+            for pod in job_pods:
                 phase = pod.status.phase if pod.status else None
-                kind = (pod.metadata.annotations or {}).get("cellfit.io/sample-configuration")
+                kind = (pod.metadata.annotations or {}).get(ANNOTATION_SAMPLE_CONFIGURATION)
                 if phase not in ("Succeeded", "Failed") and pod.metadata.deletionTimestamp is None and kind in configurations:
                     budget.take(self._cost(configurations[kind]))  # type: ignore[index]
         self.active_pods = budget.pods
+        creations: list[tuple[Job, dict[str, Any]]] = []
         for job in jobs:
             try:
-                self._reconcile_job(job, pods[job.metadata.uid], parsed.get(job.metadata.uid), budget, now)
+                creations += self._reconcile_job(job, pods[job.metadata.uid], self._configurations(job), budget, now)
             except KubernetesApiError as error:
                 log.warning("estimator could not act on a job", extra={"job": _key(job), "reason": str(error)})
             except Exception:  # a defect on one Job must not stall every other Job's sampling
                 log.exception("estimator failed on a job", extra={"job": _key(job)})
+        self.active_pods = budget.pods
+        if creations:
+            list(self._creator.map(lambda item: self._create(*item), creations))
+
+    def _create(self, job: Job, body: dict[str, Any]) -> None:
+        try:
+            self._api.create_pod(namespace=job.metadata.namespace, pod=body)
+        except KubernetesApiError as error:
+            if error.status == 409:
+                return  # created before a restart; its watch event is on the way
+            self._event(job, "SamplingPodRejected", f"sampling pod {body['metadata']['name']} not created: {error}", warning=True, once=str(error))
+            log.warning("sampling pod not created", extra={"job": _key(job), "pod": body["metadata"]["name"], "reason": str(error)})
 
     def _configurations(self, job: Job) -> Configurations | None:
         try:
-            return parse_configurations(job.annotations.get(ANNOTATION_CONFIGURATIONS))
+            return _parsed_configurations(job.annotations.get(ANNOTATION_CONFIGURATIONS))
         except InvalidAnnotation:
             return None
 
@@ -308,40 +336,41 @@ class EstimatorController:
 
     def _reconcile_job(
         self, job: Job, pods: Mapping[str, Pod], configurations: Configurations | None, budget: _Budget, now: float
-    ) -> None:
+    ) -> list[tuple[Job, dict[str, Any]]]:
+        """The sampling pods to create for ``job`` (after acting on everything else)."""
         uid = job.metadata.uid
         annotations = job.annotations
         if job.finished:
             self._finished(job)
-            return
+            return []
         estimate_text = annotations.get(ANNOTATION_ESTIMATE)
         if estimate_text is not None:
             try:
                 recorded = parse_estimate(estimate_text)
             except InvalidAnnotation as error:
                 self._invalid(job, error)
-                return
+                return []
             state: JobState = "estimated" if recorded.by_cellfit else "user-estimate"
             self._view(job, state, "", estimate=recorded.document)
-            return
+            return []
         if not job.suspended:
             self._view(job, "unsuspended", "running without an estimate: unsuspended before sampling ended")
-            return
+            return []
         if configurations is None:
             try:
                 parse_configurations(annotations.get(ANNOTATION_CONFIGURATIONS))
             except InvalidAnnotation as error:
                 self._invalid(job, error)
-            return
+            return []
         try:
             iterations = parse_iterations(annotations.get(ANNOTATION_ITERATIONS))
         except InvalidAnnotation as error:
             self._invalid(job, error)
-            return
+            return []
         if not job.spec.has_template:
             self._invalid(job, InvalidAnnotation("is missing", field="spec.template"))
-            return
-        sampling = _sampling_record(annotations.get(ANNOTATION_SAMPLING))
+            return []
+        sampling = self._sampling(job)
         pod_count = pods_of(completions=job.spec.completions, parallelism=job.spec.parallelism)
         waves = waves_of(completions=job.spec.completions, parallelism=job.spec.parallelism)
         ratio = sampling.get("ratio")
@@ -351,7 +380,7 @@ class EstimatorController:
             with self._lock:
                 ratio = self._ratio.next_ratio()
             sampling["ratio"] = ratio
-            self._api.annotate_job(namespace=job.metadata.namespace, name=job.metadata.name, annotations={ANNOTATION_SAMPLING: json.dumps(sampling)})
+            self._record_sampling(job, sampling)
         sample_plan = plan(job_uid=uid, iterations=iterations, pods=pod_count, ratio=float(ratio or 0.03), settings=self._planner.sampling)
         stopped: Mapping[str, float] = sampling.get("stopped", {})
         views = [sample_pod(pod, now=now, stopped_seconds=stopped.get(name)) for name, pod in pods.items()]
@@ -370,7 +399,25 @@ class EstimatorController:
             priors=self._priors(job, configurations),
             settings=self._planner,
         )
-        self._act(job, pods, configurations, decision, sampling, sample_pods, budget)
+        return self._act(job, pods, configurations, decision, sampling, sample_pods, budget)
+
+    def _sampling(self, job: Job) -> dict[str, Any]:
+        """The Job's sampling record: its annotation, and what this process wrote that the watch
+        has not brought back yet (a pass in between must not draw another ratio, or forget a
+        stopped sample and start it again)."""
+        record = _sampling_record(job.annotations.get(ANNOTATION_SAMPLING))
+        with self._lock:
+            written = self._written_sampling.get(job.metadata.uid)
+        if written:
+            record = {**record, **{k: v for k, v in written.items() if k == "ratio"}}
+            for key in ("stopped", "runs"):
+                record[key] = {**record.get(key, {}), **written.get(key, {})}
+        return record
+
+    def _record_sampling(self, job: Job, sampling: dict[str, Any]) -> None:
+        self._api.annotate_job(namespace=job.metadata.namespace, name=job.metadata.name, annotations={ANNOTATION_SAMPLING: json.dumps(sampling)})
+        with self._lock:
+            self._written_sampling[job.metadata.uid] = json.loads(json.dumps(sampling))
 
     def _act(
         self,
@@ -381,13 +428,13 @@ class EstimatorController:
         sampling: dict[str, Any],
         sample_pods: list[SamplePod],
         budget: _Budget,
-    ) -> None:
+    ) -> list[tuple[Job, dict[str, Any]]]:
         namespace, name = job.metadata.namespace, job.metadata.name
         for stop in decision.stop:
             # Recorded on the Job before the pod goes: a restart in between still knows it.
             sampling.setdefault("stopped", {})[stop.pod] = round(stop.seconds, 3)
             sampling.setdefault("runs", {})[stop.pod] = [stop.key.configuration, stop.key.pilot, stop.key.length, stop.iterations]
-            self._api.annotate_job(namespace=namespace, name=name, annotations={ANNOTATION_SAMPLING: json.dumps(sampling)})
+            self._record_sampling(job, sampling)
             pod = pods[stop.pod]
             self._attempt(lambda: self._api.delete_pod(namespace=namespace, name=stop.pod, uid=pod.metadata.uid), what=f"stop long sample {stop.pod}")
             self._event(job, "SampleStopped", f"sample {stop.pod} ran {stop.seconds:.0f} s, more than {stop.deadline_seconds:.0f} s its peers predict: {stop.key.configuration} recorded as long", warning=False, once=stop.pod)
@@ -396,32 +443,32 @@ class EstimatorController:
             if view.state == "failed" and pod is not None and pod.status is not None and pod.status.phase not in ("Failed", "Succeeded") and pod.metadata.deletionTimestamp is None:
                 self._attempt(lambda: self._api.delete_pod(namespace=namespace, name=view.name, uid=pod.metadata.uid), what=f"delete stuck sample {view.name}")
         waiting = 0
+        creations: list[tuple[Job, dict[str, Any]]] = []
         template = json.loads(bytes(job.spec.template)) if decision.create else {}
         for run in decision.create:
             configuration = configurations[run.key.configuration]  # type: ignore[index]
             if not budget.admit(self._cost(configuration)):
                 waiting += 1
                 continue
-            body = build_sample_pod(
+            creations.append((job, build_sample_pod(
                 job_name=name, job_namespace=namespace, job_uid=job.metadata.uid, template=template,
                 configuration=configuration, run=run, indexed=job.spec.completionMode == "Indexed",
                 scheduler_name=self._settings.scheduler_name, priority_class_name=self._settings.priority_class_name,
-            )
-            try:
-                self._api.create_pod(namespace=namespace, pod=body)
-            except KubernetesApiError as error:
-                if error.status == 409:
-                    continue  # created before a restart; its watch event is on the way
-                self._event(job, "SamplingPodRejected", f"sampling pod {body['metadata']['name']} not created: {error}", warning=True, once=str(error))
-                raise
+            )))
+        with self._lock:
+            if waiting:
+                self._waiting.add(job.metadata.uid)
+            else:
+                self._waiting.discard(job.metadata.uid)
         rows = [_sample_row(view) for view in sorted(sample_pods, key=lambda v: v.name)]
         if decision.estimates is None:
             if waiting and waiting == len(decision.create) and decision.in_progress == waiting:
                 self._view(job, "waiting-for-capacity", f"{waiting} sampling runs wait for the sampling budget (estimator.maxClusterShare)", samples=rows)
             else:
                 self._view(job, "sampling", f"{decision.in_progress} sampling runs in progress", samples=rows)
-            return
+            return creations
         self._estimated(job, decision, rows)
+        return creations
 
     def _estimated(self, job: Job, decision: Decision, rows: list[dict[str, Any]]) -> None:
         assert decision.estimates is not None
@@ -571,6 +618,12 @@ class _Budget:
         if fits:
             self.take(cost)
         return fits
+
+
+@lru_cache(maxsize=4096)
+def _parsed_configurations(text: str | None) -> Configurations:
+    """Parsed once per distinct annotation: every pass reads every Job's configurations."""
+    return parse_configurations(text)
 
 
 def _sampling_record(text: str | None) -> dict[str, Any]:

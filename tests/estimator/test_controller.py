@@ -1,0 +1,150 @@
+"""The estimator's live driver, one reconcile pass at a time, over a recording API: the sampling
+budget, the ratio a wide Job keeps, results turned into the estimate. (Against the real API
+server: e2e/test_estimator.py.)"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from estimator.controller import Capacity, EstimatorController
+from estimator.objects import JOB_DECODER, POD_DECODER
+from scheduler.config import EstimatorSettings
+from scheduler.errors import KubernetesApiError
+
+
+class RecordingApi:
+    source = "recording double"
+
+    def __init__(self) -> None:
+        self.created: list[dict[str, Any]] = []
+        self.annotations: list[tuple[str, dict[str, str]]] = []
+        self.events: list[tuple[str, str]] = []
+        self.conditions: list[dict[str, Any]] = []
+        self.existing: set[str] = set()
+
+    def create_pod(self, *, namespace: str, pod: dict[str, Any]) -> None:
+        name = pod["metadata"]["name"]
+        if name in self.existing:
+            raise KubernetesApiError("already exists", status=409)
+        self.existing.add(name)
+        self.created.append(pod)
+
+    def annotate_job(self, *, namespace: str, name: str, annotations: dict[str, str]) -> None:
+        self.annotations.append((name, annotations))
+
+    def create_event(self, *, reason: str, message: str, **_: Any) -> None:
+        self.events.append((reason, message))
+
+    def set_job_condition(self, *, condition: dict[str, Any], **_: Any) -> None:
+        self.conditions.append(condition)
+
+    def delete_pod(self, **_: Any) -> None:
+        pass
+
+
+def controller(api: RecordingApi, *, cpus: int = 64, share: float = 0.1) -> EstimatorController:
+    return EstimatorController(
+        api=api,  # type: ignore[arg-type]
+        settings=EstimatorSettings(max_cluster_share=share),
+        gpu_resource="nvidia.com/gpu",
+        capacity=lambda: Capacity(cpu_millis=cpus * 1000, gpus=8),
+    )
+
+
+def job(name: str, *, cpu: str = "2", parallelism: int | None = None, created: str = "2026-01-01T00:00:00Z") -> Any:
+    configurations = {"cpu": {"resources": {"cpu": cpu}}, "gpu": {"resources": {"nvidia.com/gpu": "1", "cpu": "1"}}}
+    body = {
+        "metadata": {"name": name, "namespace": "ml", "uid": f"uid-{name}", "creationTimestamp": created,
+                     "annotations": {"cellfit.io/configurations": json.dumps(configurations), "cellfit.io/iterations": "1000"}},
+        "spec": {"suspend": True, "parallelism": parallelism, "completions": parallelism,
+                 "template": {"spec": {"containers": [{"name": "c", "image": "i"}]}}},
+    }
+    return JOB_DECODER.decode(json.dumps(body).encode())
+
+
+def finished(pod: dict[str, Any], seconds: float) -> Any:
+    iterations = int(pod["metadata"]["annotations"]["cellfit.io/sample-iterations"])
+    message = json.dumps({"iterations": iterations, "seconds": seconds})
+    body = {**pod, "status": {"phase": "Succeeded", "containerStatuses": [{"name": "c", "state": {"terminated": {"exitCode": 0, "message": message}}}]}}
+    return POD_DECODER.decode(json.dumps(body).encode())
+
+
+def pending(pod: dict[str, Any]) -> Any:
+    return POD_DECODER.decode(json.dumps({**pod, "status": {"phase": "Pending"}}).encode())
+
+
+def test_the_sampling_budget_goes_to_the_oldest_job_and_the_rest_waits():
+    api = RecordingApi()
+    estimator = controller(api, cpus=20, share=0.5)  # 10 CPUs for samples
+    estimator._replace_jobs([job("old", cpu="4", created="2026-01-01T00:00:00Z"), job("new", cpu="4", created="2026-01-01T00:01:00Z")])
+    estimator.reconcile()
+    owners = [p["metadata"]["ownerReferences"][0]["name"] for p in api.created]
+    # cpu runs take 4 CPUs, gpu runs 1: old's four runs (10 CPUs) fill the budget exactly.
+    assert owners == ["old"] * 4
+    states = {j["name"]: j["state"] for j in estimator.inspect()["jobs"]}
+    assert states == {"old": "sampling", "new": "waiting-for-capacity"}
+    # Those pods now hold the budget: a second pass creates nothing more.
+    estimator._replace_pods([pending(p) for p in api.created])
+    estimator.reconcile()
+    assert len(api.created) == 4
+
+
+def test_one_sampling_pod_may_always_run():
+    api = RecordingApi()
+    estimator = controller(api, cpus=1, share=0.1)  # 100m of budget, runs of 2 CPUs
+    estimator._replace_jobs([job("big")])
+    estimator.reconcile()
+    assert len(api.created) == 1
+
+
+def test_a_wide_job_draws_its_ratio_once_even_before_the_watch_brings_it_back():
+    api = RecordingApi()
+    estimator = controller(api, share=1.0)
+    estimator._replace_jobs([job("wide", parallelism=100)])
+    estimator.reconcile()
+    first = sorted(p["metadata"]["name"] for p in api.created)
+    estimator.reconcile()  # the Job in the cache still lacks cellfit.io/sampling
+    ratios = [json.loads(a["cellfit.io/sampling"])["ratio"] for _, a in api.annotations if "cellfit.io/sampling" in a]
+    assert ratios == [0.03]
+    assert len(first) == 2 * 2 * 3  # two configurations, two lengths, 3% of 100 pods
+    assert sorted(p["metadata"]["name"] for p in api.created) == first  # the repeat answered 409
+
+
+def test_finished_samples_become_the_estimate_the_event_and_the_condition():
+    api = RecordingApi()
+    estimator = controller(api, share=1.0)
+    estimator._replace_jobs([job("mlp")])
+    estimator.reconcile()
+    rates = {"cpu": (4.0, 2.0), "gpu": (8.0, 0.2)}
+
+    def seconds(pod: dict[str, Any]) -> float:
+        notes = pod["metadata"]["annotations"]
+        startup, rate = rates[notes["cellfit.io/sample-configuration"]]
+        return startup + rate * int(notes["cellfit.io/sample-iterations"])
+
+    estimator._replace_pods([finished(p, seconds(p)) for p in api.created])
+    estimator.reconcile()
+    (written,) = [a["cellfit.io/estimate"] for _, a in api.annotations if "cellfit.io/estimate" in a]
+    estimate = json.loads(written)
+    assert estimate["cpu"]["seconds"] == pytest.approx(2004.0) and estimate["gpu"]["seconds"] == pytest.approx(208.0)
+    assert [reason for reason, _ in api.events] == ["Estimated"]
+    assert api.conditions[-1]["type"] == "Estimated" and api.conditions[-1]["status"] == "True"
+    assert "from 4 samples" in api.events[0][1]
+
+
+def test_invalid_iterations_are_reported_once_and_nothing_is_created():
+    api = RecordingApi()
+    estimator = controller(api)
+    bad = job("bad")
+    body = json.loads(json.dumps({"metadata": {**{f: getattr(bad.metadata, f) for f in ("name", "namespace", "uid", "creationTimestamp")},
+                                               "annotations": {**bad.annotations, "cellfit.io/iterations": "many"}},
+                                  "spec": {"suspend": True, "template": {"spec": {}}}}))
+    estimator._replace_jobs([JOB_DECODER.decode(json.dumps(body).encode())])
+    estimator.reconcile()
+    estimator.reconcile()
+    assert api.created == []
+    assert [reason for reason, _ in api.events] == ["InvalidInterchangeableJob"]
+    assert "cellfit.io/iterations" in api.conditions[0]["message"] and api.conditions[0]["reason"] == "InvalidSpec"
