@@ -1,0 +1,162 @@
+"""AlloX admission: the live state of interchangeable Jobs in, which of them start now (and on
+which kind), and where every other one stands, out. The live placer controller and the
+simulator call this one function.
+
+- **Machines** (§3.1, §4.1, §4.4): the free capacity of the cluster cut into whole GPUs and CPU
+  slots (``capacity.machines_for``: one core kept beside each GPU), idle now; plus one busy
+  machine per running interchangeable Job, free at ``ω = started + estimate`` (never before
+  ``now``: an overdue Job is taken to end any moment).
+- **Starts**: :class:`~scheduler.matching.allox.AlloxScheduler` (Algorithm 2, fairness α, §4.4's
+  temporary raise) or AlloX+ on the idle machines.
+- **Queue**: the Jobs left waiting are matched once more on every machine, the started ones now
+  busy (Lemma 3.1's optimal order): each gets a kind, its position among the Jobs queued for
+  that kind, and the expected start, for the Job's condition ("2nd on gpu, expected start in
+  ~12 min").
+
+Pure: no I/O, no clock; deterministic.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Literal, Mapping, Sequence
+
+from scheduler.matching.allox import AlloxScheduler
+from scheduler.matching.alloxplus import AlloxPlusScheduler
+from scheduler.matching.capacity import DEFAULT_RESERVED_CPU_PER_GPU, NodeResources, machines_for
+from scheduler.matching.model import Assignment, Demand, Job, Machine
+from scheduler.matching.solve import schedule
+
+AdmissionPolicy = Literal["allox", "allox+"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WaitingJob:
+    """An estimated, suspended interchangeable Job. ``seconds``: its estimate per kind (a kind
+    without one cannot be chosen); ``demand``: one pod's resources per kind (cores, GPUs, GiB)."""
+
+    key: str
+    user: str
+    arrival: float
+    seconds: Mapping[str, float]
+    demand: Mapping[str, Demand] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunningJob:
+    key: str
+    user: str
+    kind: str
+    started: float
+    seconds: float
+    demand: Demand = Demand()
+
+
+@dataclass(frozen=True, slots=True)
+class Start:
+    key: str
+    kind: str
+    machine: str
+    seconds: float  # its estimate on that kind
+
+
+@dataclass(frozen=True, slots=True)
+class Queued:
+    key: str
+    kind: str
+    position: int  # 1: next on that kind
+    expected_start_seconds: float  # from now
+
+
+@dataclass(frozen=True, slots=True)
+class AdmissionDecision:
+    starts: tuple[Start, ...]
+    queue: tuple[Queued, ...]
+    # Jobs no machine of the cluster can run (no kind they have an estimate for exists).
+    unplaceable: tuple[str, ...]
+    idle_machines: Mapping[str, int]  # by kind, before the starts
+    busy_machines: Mapping[str, int]
+    cpu_slot: Demand
+
+
+def cpu_slot_for(waiting: Sequence[WaitingJob], *, default: Demand = Demand(cpu=1.0)) -> Demand:
+    """A CPU machine must hold any queued CPU configuration: the largest one asked for."""
+    demands = [job.demand["cpu"] for job in waiting if "cpu" in job.seconds and "cpu" in job.demand]
+    if not demands:
+        return default
+    return Demand(cpu=max(max(d.cpu for d in demands), 1e-3), memory=max(d.memory for d in demands))
+
+
+def decide(
+    *,
+    now: float,
+    waiting: Sequence[WaitingJob],
+    running: Sequence[RunningJob],
+    free_nodes: Sequence[NodeResources],
+    alpha: float = 1.0,
+    policy: AdmissionPolicy = "allox",
+    reserved_cpu_per_gpu: float = DEFAULT_RESERVED_CPU_PER_GPU,
+    allox_plus_timeout: float = math.inf,
+) -> AdmissionDecision:
+    cpu_slot = cpu_slot_for(waiting)
+    idle = machines_for(free_nodes, cpu_slot=cpu_slot, reserved_cpu_per_gpu=reserved_cpu_per_gpu)
+    busy: dict[Machine, float] = {}
+    running_assignments: list[Assignment] = []
+    for job in sorted(running, key=lambda r: r.key):
+        machine = Machine(name=f"running/{job.key}", kind=job.kind)
+        until = max(now, job.started + job.seconds)
+        busy[machine] = until
+        matching_job = Job(name=job.key, user=job.user, arrival=min(job.started, now), processing_time={job.kind: job.seconds},
+                           demand={job.kind: job.demand})
+        running_assignments.append(Assignment(job=matching_job, machine=machine, start=job.started, finish=until))
+    kinds = {m.kind for m in idle} | {m.kind for m in busy}
+    jobs = []
+    unplaceable = []
+    for job in sorted(waiting, key=lambda j: (j.arrival, j.key)):
+        usable = {kind: seconds for kind, seconds in job.seconds.items() if kind in kinds}
+        if not usable:
+            unplaceable.append(job.key)
+            continue
+        jobs.append(Job(name=job.key, user=job.user, arrival=min(job.arrival, now), processing_time=usable,
+                        demand={kind: job.demand[kind] for kind in usable if kind in job.demand}))
+    scheduler = AlloxScheduler(alpha=alpha) if policy == "allox" else AlloxPlusScheduler(timeout=allox_plus_timeout)
+    started = scheduler.on_machine_free(now=now, free_machines=idle, pending_jobs=jobs, busy_until=busy, running=running_assignments)
+    starts = tuple(Start(key=a.job.name, kind=a.kind, machine=a.machine.name, seconds=a.finish - a.start) for a in started)
+    queue = _queue(now=now, jobs=jobs, started=started, idle=idle, busy=busy)
+    return AdmissionDecision(
+        starts=starts,
+        queue=queue,
+        unplaceable=tuple(unplaceable),
+        idle_machines=_count(idle),
+        busy_machines=_count(busy),
+        cpu_slot=cpu_slot,
+    )
+
+
+def _queue(
+    *, now: float, jobs: Sequence[Job], started: Sequence[Assignment], idle: Sequence[Machine], busy: Mapping[Machine, float]
+) -> tuple[Queued, ...]:
+    started_names = {a.job.name for a in started}
+    left = [job for job in jobs if job.name not in started_names]
+    if not left:
+        return ()
+    until = {m.name: t for m, t in busy.items()}
+    for assignment in started:
+        until[assignment.machine.name] = assignment.finish
+    machines = [*idle, *busy]
+    plan = schedule(jobs=left, machines=machines, now=now, busy_until=until)
+    queued: list[Queued] = []
+    positions: dict[str, int] = {}
+    for assignment in sorted(plan, key=lambda a: (a.start, a.machine.name)):
+        positions[assignment.kind] = positions.get(assignment.kind, 0) + 1
+        queued.append(Queued(key=assignment.job.name, kind=assignment.kind, position=positions[assignment.kind],
+                             expected_start_seconds=max(0.0, assignment.start - now)))
+    return tuple(queued)
+
+
+def _count(machines: Sequence[Machine] | Mapping[Machine, float]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for machine in machines:
+        counts[machine.kind] = counts.get(machine.kind, 0) + 1
+    return counts

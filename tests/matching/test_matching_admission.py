@@ -1,0 +1,85 @@
+"""AlloX admission over live state: machines from free capacity and running Jobs, Algorithm 2's
+starts, and the queue positions and expected starts of the Jobs left waiting."""
+
+import pytest
+
+from scheduler.matching.admission import RunningJob, WaitingJob, cpu_slot_for, decide
+from scheduler.matching.capacity import NodeResources
+from scheduler.matching.model import Demand, Job, Machine
+from scheduler.matching.solve import schedule
+
+CPU, GPU = Demand(cpu=4, memory=8), Demand(gpu=1, cpu=1)
+
+
+def waiting(key, user, arrival, cpu, gpu):
+    return WaitingJob(key=key, user=user, arrival=arrival, seconds={"cpu": cpu, "gpu": gpu}, demand={"cpu": CPU, "gpu": GPU})
+
+
+JOBS = [waiting("a", "u1", 0, 100, 10), waiting("b", "u2", 1, 50, 40), waiting("c", "u1", 2, 300, 20), waiting("d", "u2", 3, 60, 30)]
+NODE = NodeResources(name="n1", cpu=5, gpu=1, memory=64)  # one GPU and one 4-core slot beside its core
+
+
+def test_starts_and_queue_follow_the_optimal_schedule_of_the_same_instance():
+    decision = decide(now=10, waiting=JOBS, running=[], free_nodes=[NODE])
+    machines = [Machine(name="n1/gpu-0", kind="gpu"), Machine(name="n1/cpu-0", kind="cpu")]
+    offline = schedule(jobs=[Job(name=j.key, user=j.user, arrival=j.arrival, processing_time=j.seconds) for j in JOBS],
+                       machines=machines, now=10)
+    first_on = {}
+    for assignment in sorted(offline, key=lambda a: a.start):
+        first_on.setdefault(assignment.machine.name, assignment.job.name)
+    assert {(s.machine, s.key) for s in decision.starts} == set(first_on.items())
+    # Every job either starts or is queued, once.
+    keys = [s.key for s in decision.starts] + [q.key for q in decision.queue]
+    assert sorted(keys) == ["a", "b", "c", "d"]
+    # The queue is the rest of that optimal plan: same kinds and start times.
+    offline_rest = {a.job.name: a for a in offline if a.job.name not in first_on.values()}
+    for queued in decision.queue:
+        assert queued.kind == offline_rest[queued.key].kind
+        assert queued.expected_start_seconds == pytest.approx(offline_rest[queued.key].start - 10)
+    positions = {}
+    for queued in decision.queue:
+        positions.setdefault(queued.kind, []).append(queued.position)
+    assert all(p == list(range(1, len(p) + 1)) for p in positions.values())
+
+
+def test_a_running_job_keeps_its_machine_until_its_estimate_ends():
+    running = [RunningJob(key="r", user="u3", kind="gpu", started=0, seconds=100, demand=GPU)]
+    no_gpu = NodeResources(name="n1", cpu=5, gpu=0, memory=64)
+    decision = decide(now=10, waiting=[waiting("a", "u1", 0, 1000, 10)], running=running, free_nodes=[no_gpu])
+    assert decision.busy_machines == {"gpu": 1} and decision.idle_machines == {"cpu": 1}
+    # Waiting 90 s for the GPU (done at 110) beats 1000 s on the idle CPU slot.
+    assert decision.starts == ()
+    (queued,) = decision.queue
+    assert (queued.kind, queued.position, queued.expected_start_seconds) == ("gpu", 1, pytest.approx(90))
+    # An overdue running Job is taken to end now.
+    late = [RunningJob(key="r", user="u3", kind="gpu", started=0, seconds=5, demand=GPU)]
+    assert decide(now=10, waiting=[waiting("a", "u1", 0, 1000, 10)], running=late, free_nodes=[no_gpu]).queue[0].expected_start_seconds == 0
+
+
+def test_a_job_whose_kinds_the_cluster_lacks_is_unplaceable():
+    gpu_only = WaitingJob(key="g", user="u", arrival=0, seconds={"gpu": 10}, demand={"gpu": GPU})
+    decision = decide(now=0, waiting=[gpu_only], running=[], free_nodes=[NodeResources(name="c", cpu=8, gpu=0, memory=32)])
+    assert decision.unplaceable == ("g",) and decision.starts == () and decision.queue == ()
+
+
+def test_small_alpha_serves_the_user_with_the_least_progress_first():
+    running = [RunningJob(key="r1", user="u1", kind="gpu", started=0, seconds=1000, demand=GPU)]
+    jobs = [waiting("x1", "u1", 0, 100, 5), waiting("y1", "u2", 0, 100, 50)]
+    two_gpus = NodeResources(name="n", cpu=2, gpu=1, memory=64)  # one idle GPU, no CPU slot
+    fair = decide(now=1, waiting=jobs, running=running, free_nodes=[two_gpus], alpha=0.1)
+    assert [s.key for s in fair.starts] == ["y1"]  # u1 already holds a GPU
+    fast = decide(now=1, waiting=jobs, running=running, free_nodes=[two_gpus], alpha=1.0)
+    assert [s.key for s in fast.starts] == ["x1"]  # pure performance: the shorter job
+
+
+def test_cpu_slots_are_sized_for_the_largest_queued_cpu_configuration():
+    jobs = [WaitingJob(key="k", user="u", arrival=0, seconds={"cpu": 1}, demand={"cpu": Demand(cpu=16, memory=32)}),
+            WaitingJob(key="l", user="u", arrival=0, seconds={"cpu": 1, "gpu": 1}, demand={"cpu": Demand(cpu=4, memory=8)})]
+    assert cpu_slot_for(jobs) == Demand(cpu=16, memory=32)
+    decision = decide(now=0, waiting=jobs, running=[], free_nodes=[NodeResources(name="n", cpu=40, gpu=0, memory=512)])
+    assert decision.idle_machines == {"cpu": 2}
+
+
+def test_allox_plus_is_selectable():
+    decision = decide(now=10, waiting=JOBS, running=[], free_nodes=[NODE], policy="allox+")
+    assert len(decision.starts) == 2 and len(decision.queue) == 2
