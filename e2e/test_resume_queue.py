@@ -51,7 +51,7 @@ def webhook_registration(release: Release, *, port: int, ca_pem: bytes) -> dict[
     """The chart's MutatingWebhookConfiguration, pointed at the local listener and limited to
     this scenario's pods (other tests' cellfit instances must not be asked)."""
     chart = release.find("MutatingWebhookConfiguration")
-    (webhook,) = chart["webhooks"]
+    webhook = next(w for w in chart["webhooks"] if w["name"].startswith("resumed-pods."))
     assert webhook["clientConfig"]["service"]["path"] == "/v1/admission/pods"
     webhook = {**webhook, "clientConfig": {"url": f"https://127.0.0.1:{port}/v1/admission/pods",
                                            "caBundle": base64.b64encode(ca_pem).decode()}}

@@ -132,6 +132,7 @@ class EstimatorController:
         self._recorded: set[str] = set()  # finished Jobs already counted in the history
         self._ratio = SamplingRatio()
         self._dirty: set[str] = set()
+        self._subscribers: list[Callable[[], None]] = []
         self._waiting: set[str] = set()  # Jobs with runs deferred by the sampling budget
         self._written_sampling: dict[str, dict[str, Any]] = {}  # cellfit.io/sampling as last written
         # Pod creations of one pass go out together: the API server, not this thread, sets the pace.
@@ -213,11 +214,28 @@ class EstimatorController:
             self._jobs[uid] = job
             self._dirty.add(uid)
         self._wake.set()
+        self._notify()
+
+    # ------------------------------------------------------------------ the Jobs, for the placer
+
+    def interchangeable_jobs(self) -> list[Job]:
+        """Every Job with ``cellfit.io/configurations`` the watch holds (AlloX admission's input)."""
+        with self._lock:
+            return list(self._jobs.values())
+
+    def subscribe(self, on_change: Callable[[], None]) -> None:
+        """``on_change()`` after every change of an interchangeable Job (from the watch thread)."""
+        self._subscribers.append(on_change)
+
+    def _notify(self) -> None:
+        for on_change in self._subscribers:
+            on_change()
 
     def _delete_job(self, job: Job) -> None:
         with self._lock:
             pods = list(self._pods.get(job.metadata.uid, {}).values())
             self._forget_job(job.metadata.uid)
+        self._notify()
         # Garbage collection deletes them too (they are owned by the Job); not waiting for it.
         for pod in pods:
             if (pod.status is None or pod.status.phase not in ("Succeeded", "Failed")) and pod.metadata.deletionTimestamp is None:

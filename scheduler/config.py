@@ -212,6 +212,49 @@ class AdmissionSettings(_Section):
         return self
 
 
+class AlloxSettings(_Section):
+    """AlloX admission and the placer (placer/README.md): estimated interchangeable Jobs are
+    queued, matched to the cluster's GPUs and CPU slots by min-cost matching (AlloX §3), and the
+    ones that start now are put in the chosen configuration and unsuspended."""
+
+    enabled: bool = Field(True, description="Admit interchangeable Jobs (when connected to a cluster).")
+    policy: Literal["allox", "allox+"] = Field(
+        "allox", description="allox: Algorithm 2 with fairness alpha; allox+: §4.4's heuristic for very large queues."
+    )
+    alpha: float = Field(
+        0.1, ge=0, le=1, allow_inf_nan=False,
+        description="Fairness (§3.3): the share of users, by least progress, whose Jobs are matched (1: all, pure performance).",
+    )
+    allox_plus_timeout_seconds: float | None = Field(
+        None, gt=0, description="AlloX+: a Job that waited this long goes first; null: never."
+    )
+    user_label: str | None = Field(
+        None, description="Label on the Job naming its user for fairness; null: the Job's namespace."
+    )
+    reserved_cpu_per_gpu: float = Field(
+        1.0, ge=0, allow_inf_nan=False, description="Cores kept beside each GPU for its Job before CPU slots are cut (§4.4)."
+    )
+    node_selector: dict[str, str] = Field(
+        default_factory=dict,
+        description=(
+            "Labels a node must carry for AlloX to count its GPUs and CPU slots as machines (the "
+            "nodes interchangeable Jobs run on); empty: every Ready node."
+        ),
+    )
+    mechanism: Literal["auto", "template", "webhook"] = Field(
+        "auto",
+        description=(
+            "How a placed Job's pods get the configuration: template (patch the suspended Job's pod "
+            "template; needs KEP-5440, Kubernetes >= 1.36), webhook (the pod-create webhook rewrites "
+            "each pod; needs admission.enabled), auto (template, else webhook)."
+        ),
+    )
+    debounce_seconds: float = Field(
+        1.0, ge=0, allow_inf_nan=False, description="Changes within this long share one matching."
+    )
+    resync_seconds: float = Field(10.0, gt=0, allow_inf_nan=False, description="A matching at least this often (capacity freed by other pods).")
+
+
 class EstimatorSettings(_Section):
     """The sampling-pod estimator (estimator/README.md): Jobs with ``cellfit.io/configurations``
     are run briefly in each configuration and their processing times written to
@@ -285,6 +328,7 @@ class Settings(_Section):
     preemption: PreemptionSettings = PreemptionSettings()
     admission: AdmissionSettings = AdmissionSettings()
     estimator: EstimatorSettings = EstimatorSettings()
+    allox: AlloxSettings = AlloxSettings()
     logging: LoggingSettings = LoggingSettings()
 
     @model_validator(mode="after")

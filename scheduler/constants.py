@@ -31,6 +31,9 @@ ANNOTATION_GPU_INDICES: Final = f"{DOMAIN}/gpu-indices"
 ANNOTATION_ESTIMATE: Final = f"{DOMAIN}/estimate"
 ANNOTATION_PLACEMENT: Final = f"{DOMAIN}/placement"
 ANNOTATION_PREEMPTIONS: Final = f"{DOMAIN}/preemptions"
+# On a placed Job's pod template (so on its pods): the configuration AlloX chose, which the
+# pod-create webhook rewrites the pod into.
+LABEL_PLACEMENT: Final = f"{DOMAIN}/placement"
 
 # --- resource names ---
 RESOURCE_CPU: Final = "cpu"

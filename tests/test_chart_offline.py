@@ -302,8 +302,9 @@ def test_nondefault_render(nondefault_docs: list[dict[str, Any]]) -> None:
     assert "--logging-format=json" in by_name["kube-scheduler"]["command"]
     assert by_name["cellfit"]["image"] == "registry.example.com/ml/cellfit:0.1.0-rc1"
     assert {p["name"]: p["containerPort"] for p in by_name["cellfit"]["ports"]} == {"http": 9888, "metrics": 9889, "webhook": 10443}
-    (webhook,) = one(nondefault_docs, "MutatingWebhookConfiguration")["webhooks"]
+    webhook, placed = one(nondefault_docs, "MutatingWebhookConfiguration")["webhooks"]
     assert (webhook["failurePolicy"], webhook["timeoutSeconds"]) == ("Fail", 3)
+    assert (placed["failurePolicy"], placed["timeoutSeconds"]) == ("Fail", 3)
     admission = yaml.safe_load(cellfit_config_text(nondefault_docs))["admission"]
     assert (admission["host"], admission["port"]) == ("::", 10443)
     assert by_name["cellfit"]["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
@@ -744,10 +745,16 @@ def test_webhook_reaches_the_listener_cellfit_serves_with_a_certificate_its_ca_s
 
     admission = yaml.safe_load(cellfit_config_text(default_docs))["admission"]
     assert admission["enabled"] is True
-    (webhook,) = one(default_docs, "MutatingWebhookConfiguration")["webhooks"]
+    webhook, placed = one(default_docs, "MutatingWebhookConfiguration")["webhooks"]
     assert webhook["failurePolicy"] == "Ignore" and webhook["sideEffects"] == "None"
     assert webhook["rules"] == [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"], "scope": "Namespaced"}]
-    assert webhook["objectSelector"] == {"matchExpressions": [{"key": "batch.kubernetes.io/job-name", "operator": "Exists"}]}
+    assert webhook["objectSelector"] == {"matchExpressions": [
+        {"key": "batch.kubernetes.io/job-name", "operator": "Exists"}, {"key": "cellfit.io/placement", "operator": "DoesNotExist"}]}
+    # A placed Job's pods must not be created in the wrong configuration: that entry fails closed.
+    assert placed["failurePolicy"] == "Fail" and placed["rules"] == webhook["rules"]
+    assert placed["clientConfig"] == webhook["clientConfig"]
+    assert placed["objectSelector"] == {"matchExpressions": [
+        {"key": "batch.kubernetes.io/job-name", "operator": "Exists"}, {"key": "cellfit.io/placement", "operator": "Exists"}]}
     target = webhook["clientConfig"]["service"]
     assert target["path"] == ADMISSION_PODS_PATH and target["namespace"] == RENDER_NAMESPACE
     service = one(default_docs, "Service", "-webhook")
@@ -801,7 +808,8 @@ def test_with_cert_manager_a_certificate_replaces_the_chart_made_secret() -> Non
     volumes = one(docs, "Deployment")["spec"]["template"]["spec"]["volumes"]
     assert {"name": "webhook-tls", "secret": {"secretName": serving["spec"]["secretName"], "defaultMode": 0o440}} in volumes
     configuration = one(docs, "MutatingWebhookConfiguration")
-    (webhook,) = configuration["webhooks"]
+    webhook = configuration["webhooks"][0]
+    assert all(w["clientConfig"] == webhook["clientConfig"] for w in configuration["webhooks"])
     target = webhook["clientConfig"]["service"]
     assert f"{target['name']}.{target['namespace']}.svc" in serving["spec"]["dnsNames"]
     assert "caBundle" not in webhook["clientConfig"]

@@ -200,6 +200,17 @@ class KubernetesApi:
         if status >= 300 and status not in (404, 409):
             raise _status_error(status, data, f"delete pod {namespace}/{name}")
 
+    def patch_job(self, *, namespace: str, name: str, operations: list[dict[str, Any]]) -> None:
+        """Apply a JSON Patch to a Job; a refused patch (HTTP 422: a field that may not change)
+        raises with its status, so the caller can try a narrower one."""
+        path = f"/apis/batch/v1/namespaces/{quote(namespace, safe='')}/jobs/{quote(name, safe='')}"
+        status, data = self._send(
+            "PATCH", path, wire.ENCODER.encode(operations), action=f"patch job {namespace}/{name}",
+            content_type="application/json-patch+json",
+        )
+        if status >= 300:
+            raise _status_error(status, data, f"patch job {namespace}/{name}")
+
     def set_job_condition(self, *, namespace: str, name: str, condition: dict[str, Any]) -> None:
         """Set one condition of a Job's status (merged by ``type``: the Job controller's own
         conditions stay)."""

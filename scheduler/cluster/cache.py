@@ -42,6 +42,8 @@ class ClusterCache:
         self._pod_uids: dict[str, str] = {}  # namespace/name -> UID
         self._node_names: set[str] = set()
         self._allocatable: dict[str, Resources] = {}
+        self._schedulable: set[str] = set()  # Ready and not cordoned
+        self._labels: dict[str, Mapping[str, str]] = {}
         self.nodes: Reflector[wire.Node] = self._reflector(
             api, "nodes", wire.NODE_LIST_DECODER, wire.NODE_DECODER,
             replace=self._replace_nodes, apply=self._apply_node, delete=self._delete_node,
@@ -133,6 +135,21 @@ class ClusterCache:
         with self._lock:
             return sum(self._allocatable.values(), ZERO)
 
+    def free_by_node(self, selector: Mapping[str, str] | None = None) -> dict[str, Resources]:
+        """What each Ready, uncordoned node (carrying every label of ``selector``) has left:
+        allocatable less the requests of the pods bound to it (AlloX admission cuts it into
+        machines)."""
+        with self._lock:
+            nodes = sorted(
+                name for name in self._schedulable
+                if all(self._labels.get(name, {}).get(k) == v for k, v in (selector or {}).items())
+            )
+            used: dict[str, Resources] = {}
+            for pod in self._pods.values():
+                if pod.holds_resources and pod.node_name in self._schedulable:
+                    used[pod.node_name] = used.get(pod.node_name, ZERO) + pod.requests  # type: ignore[index]
+            return {name: self._allocatable[name] - used.get(name, ZERO) for name in nodes}
+
     # ------------------------------------------------------------------ ClusterGateway
 
     def find_pod(self, namespace: str, name: str) -> PodInfo | None:
@@ -206,6 +223,8 @@ class ClusterCache:
             for name in self._node_names - listed:
                 self._engine.delete_node(name)
                 self._allocatable.pop(name, None)
+                self._labels.pop(name, None)
+                self._schedulable.discard(name)
             self._node_names = set()
             for node in nodes:
                 self._apply_node(node)
@@ -220,12 +239,19 @@ class ClusterCache:
             self._engine.apply_node(info)
             self._node_names.add(info.name)
             self._allocatable[info.name] = info.allocatable
+            self._labels[info.name] = info.labels
+            if info.ready and not info.unschedulable:
+                self._schedulable.add(info.name)
+            else:
+                self._schedulable.discard(info.name)
 
     def _delete_node(self, node: wire.Node) -> None:
         with self._lock:
             self._engine.delete_node(node.metadata.name)
             self._node_names.discard(node.metadata.name)
             self._allocatable.pop(node.metadata.name, None)
+            self._labels.pop(node.metadata.name, None)
+            self._schedulable.discard(node.metadata.name)
 
     def _replace_pods(self, pods: list[wire.Pod]) -> None:
         with self._lock:

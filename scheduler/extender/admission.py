@@ -2,9 +2,10 @@
 
     AdmissionReview bytes -> the pod's Job -> FitGpp's preemption count -> JSON Patch -> bytes
 
-Today it does one thing: the new pod of a best-effort Job that FitGpp preempted is given the
+It does two things: the new pod of a best-effort Job that FitGpp preempted is given the
 "resumed" PriorityClass, so kube-scheduler takes it before other best-effort pods
-(scheduler/preemption/resume.py says why). The webhook never refuses a pod: every answer is
+(scheduler/preemption/resume.py says why); and a pod of a Job AlloX placed is rewritten into the
+chosen configuration (the placer's webhook mechanism, placer/controller.py). The webhook never refuses a pod: every answer is
 ``allowed``, and the chart registers it with ``failurePolicy: Ignore``, so a cellfit outage costs
 a resumed Job its place in the queue, never a pod its creation.
 """
@@ -12,12 +13,16 @@ a resumed Job its place in the queue, never a pod its creation.
 from __future__ import annotations
 
 import base64
+import json
 import logging
 import threading
 from typing import Protocol
 
+from placer.configuration import parse_configurations
+from placer.patch import placement_patch
+from scheduler.constants import ANNOTATION_CONFIGURATIONS, LABEL_PLACEMENT
 from scheduler.core.engine import SchedulingEngine
-from scheduler.errors import InvalidRequest
+from scheduler.errors import InvalidAnnotation, InvalidRequest
 from scheduler.extender.metrics import ExtenderMetrics
 from scheduler.extender.service import Answer
 from scheduler.kube import wire
@@ -55,13 +60,41 @@ class PodAdmission:
         request = review.request
         if not request.uid:
             raise InvalidRequest("an AdmissionReview request needs a uid", field="request.uid")
-        patch = self._patch(request)
+        patch = self._placement_patch(request, body) + self._patch(request)
         response = wire.AdmissionResponse(uid=request.uid, allowed=True)
         if patch:
             encoded = base64.b64encode(wire.ENCODER.encode(patch)).decode("ascii")
             response = wire.AdmissionResponse(uid=request.uid, allowed=True, patchType=JSON_PATCH, patch=encoded)
-        self._metrics.admission_reviews.labels(result="resumed" if patch else "unchanged").inc()
+        self._metrics.admission_reviews.labels(result=self._result(patch)).inc()
         return Answer(200, wire.ENCODER.encode(wire.AdmissionReviewResponse(response=response, apiVersion=review.apiVersion)))
+
+    @staticmethod
+    def _result(patch: list[dict[str, object]]) -> str:
+        if not patch:
+            return "unchanged"
+        return "resumed" if any(op["path"] in ("/spec/priorityClassName", "/spec/priority") for op in patch) else "placed"
+
+    def _placement_patch(self, request: wire.AdmissionRequest, body: bytes) -> list[dict[str, object]]:
+        """A pod of a Job AlloX placed (label ``cellfit.io/placement``), rewritten into that
+        configuration from the configurations the placer copied onto the Job's template: the
+        webhook mechanism of the placer (placer/patch.py)."""
+        pod = request.object
+        if request.kind.kind != "Pod" or request.operation != "CREATE" or pod is None:
+            return []
+        kind = (pod.metadata.labels or {}).get(LABEL_PLACEMENT)
+        if kind is None:
+            return []
+        where = f"pod {request.namespace}/{pod.metadata.name or pod.metadata.generateName}"
+        try:
+            configurations = parse_configurations((pod.metadata.annotations or {}).get(ANNOTATION_CONFIGURATIONS))
+            if kind not in configurations:
+                raise InvalidAnnotation(f"names {kind!r}, which the configurations lack", field=LABEL_PLACEMENT)
+            raw = json.loads(body)["request"]["object"]
+            return placement_patch(raw, configurations[kind])  # type: ignore[arg-type]
+        except (InvalidAnnotation, ValueError, KeyError, TypeError) as error:
+            # Admitted unchanged (the webhook never refuses a pod); the log says why.
+            log.warning("placed pod left as created", extra={"pod": where, "reason": str(error)})
+            return []
 
     def _patch(self, request: wire.AdmissionRequest) -> list[dict[str, object]]:
         pod = request.object

@@ -25,6 +25,7 @@ def inspect_router(
     lock: threading.RLock,
     holds: ResumeHolds | None = None,
     estimates: Callable[[], dict[str, Any]] | None = None,
+    allox: Callable[[], dict[str, Any]] | None = None,
 ) -> APIRouter:
     """``engine`` is the placement engine; ``holds`` FitGpp's resume holds (``None``: the
     preemption policy is the placement engine's own); ``estimates`` the estimator's view
@@ -40,6 +41,16 @@ def inspect_router(
         if estimates is None:
             raise HTTPException(404, detail="the estimator is not running (standalone, or estimator.enabled is false)")
         return estimates()
+
+    @router.get(
+        "/allox",
+        summary="AlloX admission: the queue per kind, the last matching (starts, machines, time), the placer's mechanism.",
+        responses={404: {"description": "AlloX admission is not running (standalone, or allox.enabled is false)."}},
+    )
+    def allox_view() -> dict[str, Any]:
+        if allox is None:
+            raise HTTPException(404, detail="AlloX admission is not running (standalone, or allox.enabled is false)")
+        return allox()
 
     def hived() -> HivedEngine:
         if not isinstance(engine, HivedEngine):

@@ -64,7 +64,8 @@ class ExtenderMetrics:
         )
         self.admission_reviews = Counter(
             "cellfit_admission_reviews_total",
-            "Pod-create admission reviews answered: resumed (given the resumed PriorityClass), unchanged.",
+            "Pod-create admission reviews answered: resumed (given the resumed PriorityClass), placed "
+            "(rewritten into the configuration AlloX chose), unchanged.",
             ["result"],
             registry=self.registry,
         )
@@ -106,6 +107,24 @@ class ExtenderMetrics:
         self.sampling_pods = Gauge(
             "cellfit_estimator_sampling_pods",
             "Sampling pods pending or running (they count against estimator.maxClusterShare).",
+            registry=self.registry,
+        )
+        self.allox_decision_duration = Histogram(
+            "cellfit_allox_decision_duration_seconds",
+            "Time of one AlloX admission decision, from the live state to the starts and the queue.",
+            buckets=LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self.allox_queue = Gauge(
+            "cellfit_allox_queue_jobs",
+            "Interchangeable Jobs waiting for AlloX, by the kind the matching plans them on.",
+            ["kind"],
+            registry=self.registry,
+        )
+        self.allox_placements = Counter(
+            "cellfit_allox_placements_total",
+            "Interchangeable Jobs started by AlloX admission, by kind and the placer's mechanism (template, webhook).",
+            ["kind", "mechanism"],
             registry=self.registry,
         )
         # Label children resolved once: .labels() costs a lock and a dict lookup per call.

@@ -41,6 +41,7 @@ from scheduler.kube import names, translate, wire
 from scheduler.preemption import FitGppSettings
 from scheduler.preemption.engine import FitGppEngine
 from estimator.controller import Capacity, EstimatorController
+from placer.controller import PlacerController
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -61,6 +62,8 @@ class Runtime:
     lock: threading.RLock
     # The sampling-pod estimator; None standalone or when estimator.enabled is false.
     estimator: EstimatorController | None = None
+    # AlloX admission and the placer; None without the estimator or when allox.enabled is false.
+    placer: PlacerController | None = None
 
 
 # Discovery waits this long for the API at startup before giving up (the pod then restarts).
@@ -183,6 +186,7 @@ def build_runtime(settings: Settings, *, api: KubernetesApi | None = None, stand
         metrics.track_resume_holds(lambda: _locked(lock, resume_holds.stats))
 
     estimator = _estimator(settings, api, cache, metrics)
+    placer = _placer(settings, api, cache, estimator, metrics)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -190,9 +194,13 @@ def build_runtime(settings: Settings, *, api: KubernetesApi | None = None, stand
             cache.start()
         if estimator is not None:
             estimator.start()
+        if placer is not None:
+            placer.start()
         try:
             yield
         finally:
+            if placer is not None:
+                placer.stop()
             if estimator is not None:
                 estimator.stop()
             if cache is not None:
@@ -205,7 +213,8 @@ def build_runtime(settings: Settings, *, api: KubernetesApi | None = None, stand
         max_request_bytes=settings.server.max_request_bytes,
         lifespan=lifespan,
     )
-    app.api.include_router(inspect_router(engine=placement, lock=lock, holds=holds, estimates=estimator.inspect if estimator else None))
+    app.api.include_router(inspect_router(engine=placement, lock=lock, holds=holds, estimates=estimator.inspect if estimator else None,
+                                          allox=placer.inspect if placer else None))
     metrics_app = create_metrics_app(metrics=metrics, readiness=readiness)
     admission_app = None
     if settings.admission.enabled:
@@ -218,7 +227,7 @@ def build_runtime(settings: Settings, *, api: KubernetesApi | None = None, stand
         admission_app = create_admission_app(admission=admission, max_request_bytes=settings.server.max_request_bytes)
     runtime = Runtime(
         app=app, metrics_app=metrics_app, admission_app=admission_app, engine=engine, cache=cache, metrics=metrics,
-        lock=lock, estimator=estimator,
+        lock=lock, estimator=estimator, placer=placer,
     )
 
     if cache is None:
@@ -249,6 +258,36 @@ def _estimator(
     )
     metrics.track_sampling(lambda: controller.active_pods)
     return controller
+
+
+def _placer(
+    settings: Settings,
+    api: KubernetesApi | None,
+    cache: ClusterCache | None,
+    estimator: EstimatorController | None,
+    metrics: ExtenderMetrics,
+) -> PlacerController | None:
+    """AlloX admission beside the estimator, whose watch of interchangeable Jobs it reads."""
+    if api is None or cache is None or estimator is None or not settings.allox.enabled:
+        return None
+
+    def decided(seconds: float, decision: Any) -> None:
+        metrics.allox_decision_duration.observe(seconds)
+        counts: dict[str, int] = {"cpu": 0, "gpu": 0}
+        for queued in decision.queue:
+            counts[queued.kind] = counts.get(queued.kind, 0) + 1
+        for kind, count in counts.items():
+            metrics.allox_queue.labels(kind=kind).set(count)
+
+    return PlacerController(
+        api=api,
+        jobs=estimator,
+        free_by_node=lambda: cache.free_by_node(settings.allox.node_selector),
+        settings=settings.allox,
+        gpu_resource=settings.policy.gpu_resource_name,
+        on_decision=decided,
+        on_start=lambda kind, mechanism: metrics.allox_placements.labels(kind=kind, mechanism=mechanism).inc(),
+    )
 
 
 def _locked(lock: threading.RLock, read: Callable[[], T]) -> T:

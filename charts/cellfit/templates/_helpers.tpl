@@ -117,6 +117,7 @@ app.kubernetes.io/component: scheduler
   "cells" .Values.cells
   "preemption" $preemption
   "estimator" (merge (dict "priorityClassName" .Values.priorityClasses.sampling.name) .Values.estimator)
+  "allox" .Values.allox
   "logging" .Values.logging }}
 {{- toYaml $config }}
 {{- end }}

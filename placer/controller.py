@@ -1,0 +1,361 @@
+"""AlloX admission, live: estimated, suspended interchangeable Jobs are AlloX's queue; the ones the
+matching starts now are put in the chosen configuration and unsuspended; the others are told
+where they stand.
+
+Data flow: the estimator's watch of interchangeable Jobs and the cluster cache's free capacity →
+:func:`scheduler.matching.admission.decide` → Job patches, Events and the ``Placed`` condition.
+
+State lives on the Jobs, so a restart decides from what the cluster says: a Job with
+``cellfit.io/placement`` and not suspended is running on that kind (ω = its start + estimate); a
+Job with ``cellfit.io/placement`` still suspended was being started when the process stopped and
+is started again on the same kind; a Job a user unsuspended by hand counts as running on the kind
+its template asks for.
+
+How a started Job's pods get the configuration (``allox.mechanism``):
+- template: the suspended Job's pod template is rewritten whole (resources, env, selectors,
+  tolerations) in the same patch that unsuspends it; Kubernetes accepts resources there from
+  KEP-5440 (MutablePodResourcesForSuspendedJobs, beta and on by default in 1.36);
+- webhook: the patch changes only what every supported Kubernetes lets a suspended Job change
+  (the template's labels, annotations, node selector and tolerations) and labels the pods
+  ``cellfit.io/placement``; the pod-create webhook rewrites each pod from the configurations
+  copied onto the template (placer/patch.py);
+- auto: template, and webhook when the API server refuses the template's resources (HTTP 422).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+from estimator.contract import parse_estimate
+from estimator.controller import format_duration
+from estimator.objects import Job, timestamp
+from placer.configuration import Configuration, Configurations, parse_configurations
+from placer.rewrite import apply_configuration
+from scheduler.config import AlloxSettings
+from scheduler.constants import (
+    ANNOTATION_CONFIGURATIONS,
+    ANNOTATION_ESTIMATE,
+    ANNOTATION_PLACEMENT,
+    LABEL_PLACEMENT,
+    RESOURCE_CPU,
+    RESOURCE_MEMORY,
+)
+from scheduler.core.resources import Resources, cpu_millis, parse_quantity
+from scheduler.errors import CellfitError, InvalidAnnotation, KubernetesApiError
+from scheduler.matching.admission import AdmissionDecision, RunningJob, WaitingJob, decide
+from scheduler.matching.capacity import NodeResources
+from scheduler.matching.model import Demand
+
+log = logging.getLogger(__name__)
+
+CONDITION_PLACED = "Placed"
+GIB = 2**30
+
+
+class JobSource:
+    """What the controller reads Jobs from (the estimator's watch)."""
+
+    def interchangeable_jobs(self) -> list[Job]: ...
+
+    def subscribe(self, on_change: Callable[[], None]) -> None: ...
+
+
+@dataclass
+class LastDecision:
+    at: float = 0.0
+    seconds: float = 0.0  # how long deciding took
+    starts: list[dict[str, Any]] = field(default_factory=list)
+    queue: list[dict[str, Any]] = field(default_factory=list)
+    unplaceable: list[str] = field(default_factory=list)
+    idle_machines: Mapping[str, int] = field(default_factory=dict)
+    busy_machines: Mapping[str, int] = field(default_factory=dict)
+    mechanism: str = ""
+
+
+class PlacerController:
+    def __init__(
+        self,
+        *,
+        api: Any,
+        jobs: JobSource,
+        free_by_node: Callable[[], Mapping[str, Resources]],
+        settings: AlloxSettings,
+        gpu_resource: str,
+        clock: Callable[[], float] = time.time,
+        on_decision: Callable[[float, AdmissionDecision], None] | None = None,
+        on_start: Callable[[str, str], None] | None = None,
+    ) -> None:
+        self._api = api
+        self._jobs = jobs
+        self._free_by_node = free_by_node
+        self._settings = settings
+        self._gpu_resource = gpu_resource
+        self._clock = clock
+        self._on_decision = on_decision
+        self._on_start = on_start
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._told: dict[str, str] = {}  # the last queue message written per Job UID
+        self._started: dict[str, str] = {}  # Job UID -> kind, until the watch shows it running
+        self._template_refused = False  # the API server refused template resources once: webhook from then on
+        self.last = LastDecision()
+        jobs.subscribe(self._wake.set)
+        self._worker = threading.Thread(target=self._run, name="allox-admission", daemon=True)
+
+    def start(self) -> None:
+        self._worker.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+
+    # ------------------------------------------------------------------ the loop
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self._wake.wait(timeout=self._settings.resync_seconds)
+            if self._stop.is_set():
+                return
+            time.sleep(self._settings.debounce_seconds)  # let a burst of Job changes arrive
+            self._wake.clear()
+            try:
+                self.admit()
+            except Exception:  # a defect must not end admission
+                log.exception("AlloX admission failed")
+
+    def admit(self) -> AdmissionDecision:
+        """One matching over the live state, carried out."""
+        now = self._clock()
+        jobs = self._jobs.interchangeable_jobs()
+        waiting: list[WaitingJob] = []
+        running: list[RunningJob] = []
+        configurations: dict[str, Configurations] = {}
+        by_key: dict[str, Job] = {}
+        for job in jobs:
+            key = f"{job.metadata.namespace}/{job.metadata.name}"
+            by_key[key] = job
+            item = self._classify(job, now, configurations)
+            if isinstance(item, WaitingJob):
+                waiting.append(item)
+            elif isinstance(item, RunningJob):
+                running.append(item)
+        free = [
+            NodeResources(name=name, cpu=r.cpu_millis / 1000, gpu=max(r.gpus, 0), memory=max(r.memory_bytes, 0) / GIB)
+            for name, r in self._free_by_node().items()
+        ]
+        started = time.perf_counter()
+        decision = decide(
+            now=now, waiting=waiting, running=running, free_nodes=free, alpha=self._settings.alpha,
+            policy=self._settings.policy, reserved_cpu_per_gpu=self._settings.reserved_cpu_per_gpu,
+            allox_plus_timeout=self._settings.allox_plus_timeout_seconds or float("inf"),
+        )
+        elapsed = time.perf_counter() - started
+        if self._on_decision is not None:
+            self._on_decision(elapsed, decision)
+        estimates = {w.key: w.seconds for w in waiting}
+        for start in decision.starts:
+            job = by_key[start.key]
+            self._start(job, configurations[job.metadata.uid], start.kind, estimates[start.key])
+        for queued in decision.queue:
+            job = by_key[queued.key]
+            message = (f"{_ordinal(queued.position)} on {queued.kind}, expected start in "
+                       f"~{format_duration(queued.expected_start_seconds)} (AlloX)")
+            self._tell(job, status="False", reason="Queued", message=message)
+        for key in decision.unplaceable:
+            self._tell(by_key[key], status="False", reason="NoMachine",
+                       message="no node of the cluster offers a kind this Job has an estimate for")
+        self.last = LastDecision(
+            at=now, seconds=elapsed,
+            starts=[{"job": s.key, "kind": s.kind, "machine": s.machine, "seconds": s.seconds} for s in decision.starts],
+            queue=[{"job": q.key, "kind": q.kind, "position": q.position, "expectedStartSeconds": round(q.expected_start_seconds, 1)} for q in decision.queue],
+            unplaceable=list(decision.unplaceable), idle_machines=dict(decision.idle_machines),
+            busy_machines=dict(decision.busy_machines),
+            mechanism="webhook" if self._template_refused or self._settings.mechanism == "webhook" else self._settings.mechanism,
+        )
+        return decision
+
+    def _classify(self, job: Job, now: float, configurations: dict[str, Configurations]) -> WaitingJob | RunningJob | None:
+        if job.finished or job.metadata.deletionTimestamp:
+            return None
+        try:
+            parsed = parse_configurations(job.annotations.get(ANNOTATION_CONFIGURATIONS))
+        except InvalidAnnotation:
+            return None  # the estimator reports it
+        configurations[job.metadata.uid] = parsed
+        seconds: Mapping[str, float] = {}
+        text = job.annotations.get(ANNOTATION_ESTIMATE)
+        if text:
+            try:
+                seconds = parse_estimate(text).seconds
+            except InvalidAnnotation:
+                seconds = {}
+        key = f"{job.metadata.namespace}/{job.metadata.name}"
+        user = self._user(job)
+        placement = job.annotations.get(ANNOTATION_PLACEMENT) or self._started.get(job.metadata.uid)
+        if not job.suspended:
+            kind = placement or _kind_of(job, parsed, self._gpu_resource)
+            self._started.pop(job.metadata.uid, None)
+            if kind not in seconds or kind not in parsed:
+                return None  # no ω known: its pods hold their capacity, that is all
+            started = timestamp(job.status.startTime if job.status else None) or now
+            return RunningJob(key=key, user=user, kind=kind, started=started, seconds=seconds[kind],
+                              demand=_demand(parsed[kind], self._gpu_resource))
+        if placement is not None and placement in parsed:
+            # Placed before a restart, or the watch has not shown the unsuspend yet: finish it.
+            if job.metadata.uid not in self._started:
+                self._start(job, parsed, placement, seconds)
+            return None
+        if not seconds or (job.spec.parallelism or 1) > 1:
+            if (job.spec.parallelism or 1) > 1 and seconds:
+                self._tell(job, status="False", reason="Unsupported",
+                           message="AlloX admission places Jobs of parallelism 1; unsuspend this one yourself")
+            return None
+        usable = {kind: value for kind, value in seconds.items() if kind in parsed}
+        return WaitingJob(
+            key=key, user=user, arrival=timestamp(job.metadata.creationTimestamp) or now, seconds=usable,
+            demand={kind: _demand(parsed[kind], self._gpu_resource) for kind in usable},
+        )
+
+    def _user(self, job: Job) -> str:
+        label = self._settings.user_label
+        if label:
+            value = (job.metadata.labels or {}).get(label)
+            if value:
+                return value
+        return job.metadata.namespace
+
+    # ------------------------------------------------------------------ carrying out a start
+
+    def _start(self, job: Job, configurations: Configurations, kind: str, seconds: Mapping[str, float]) -> None:
+        namespace, name = job.metadata.namespace, job.metadata.name
+        configuration = configurations[kind]  # type: ignore[index]
+        template = json.loads(bytes(job.spec.template))
+        mechanism = self._settings.mechanism
+        try:
+            if mechanism == "template" or (mechanism == "auto" and not self._template_refused):
+                try:
+                    self._api.patch_job(namespace=namespace, name=name, operations=_operations(
+                        job, kind, apply_configuration(template, configuration, extra_labels={LABEL_PLACEMENT: kind})))
+                    used = "template"
+                except KubernetesApiError as error:
+                    if error.status != 422 or mechanism == "template":
+                        raise
+                    self._template_refused = True
+                    log.info("the API server refuses a suspended Job's pod resources (no KEP-5440): the pod-create "
+                             "webhook places pods from now on", extra={"job": f"{namespace}/{name}", "reason": str(error)})
+                    self._patch_for_webhook(job, template, configuration, kind)
+                    used = "webhook"
+            else:
+                self._patch_for_webhook(job, template, configuration, kind)
+                used = "webhook"
+        except CellfitError as error:
+            log.warning("could not start a placed Job", extra={"job": f"{namespace}/{name}", "kind": kind, "reason": str(error)})
+            return
+        with self._lock:
+            self._started[job.metadata.uid] = kind
+        others = ", ".join(f"{k} {format_duration(v)}" for k, v in sorted(seconds.items()) if k != kind)
+        why = f"AlloX chose {kind} (estimated {format_duration(seconds.get(kind, 0.0))}" + (f"; {others}" if others else "") + ")"
+        self._event(job, "Placed", f"started on {kind}: {why}; pods placed by the {used} mechanism")
+        self._tell(job, status="True", reason="Started", message=f"running on {kind}: {why}")
+        if self._on_start is not None:
+            self._on_start(kind, used)
+        log.info("job placed", extra={"job": f"{namespace}/{name}", "kind": kind, "mechanism": used})
+
+    def _patch_for_webhook(self, job: Job, template: dict[str, Any], configuration: Configuration, kind: str) -> None:
+        """Only what a suspended Job's template may always change; the webhook does the rest."""
+        placed = json.loads(json.dumps(template))
+        metadata = placed.setdefault("metadata", {})
+        metadata["labels"] = {**(metadata.get("labels") or {}), LABEL_PLACEMENT: kind}
+        metadata["annotations"] = {
+            **(metadata.get("annotations") or {}), **configuration.annotations,
+            ANNOTATION_CONFIGURATIONS: job.annotations[ANNOTATION_CONFIGURATIONS],
+        }
+        spec = placed.setdefault("spec", {})
+        rewritten = apply_configuration(template, configuration)["spec"]
+        for key in ("nodeSelector", "tolerations"):
+            if key in rewritten:
+                spec[key] = rewritten[key]
+        self._api.patch_job(namespace=job.metadata.namespace, name=job.metadata.name, operations=_operations(job, kind, placed))
+
+    # ------------------------------------------------------------------ telling users
+
+    def _tell(self, job: Job, *, status: str, reason: str, message: str) -> None:
+        uid = job.metadata.uid
+        with self._lock:
+            if self._told.get(uid) == message:
+                return
+            self._told[uid] = message
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self._clock()))
+        condition = {"type": CONDITION_PLACED, "status": status, "reason": reason, "message": message,
+                     "lastTransitionTime": now, "lastProbeTime": now}
+        self._attempt(lambda: self._api.set_job_condition(namespace=job.metadata.namespace, name=job.metadata.name, condition=condition))
+
+    def _event(self, job: Job, reason: str, message: str) -> None:
+        self._attempt(lambda: self._api.create_event(
+            namespace=job.metadata.namespace, pod_name=job.metadata.name, pod_uid=job.metadata.uid, reason=reason,
+            message=message, kind="Job"))
+
+    @staticmethod
+    def _attempt(call: Callable[[], None]) -> None:
+        try:
+            call()
+        except CellfitError as error:
+            log.warning("placer write failed", extra={"reason": str(error)})
+
+    def inspect(self) -> dict[str, Any]:
+        last = self.last
+        queue_by_kind: dict[str, list[dict[str, Any]]] = {}
+        for row in last.queue:
+            queue_by_kind.setdefault(row["kind"], []).append(row)
+        return {
+            "policy": self._settings.policy, "alpha": self._settings.alpha, "mechanism": last.mechanism or self._settings.mechanism,
+            "lastDecision": {"at": last.at, "seconds": round(last.seconds, 6), "starts": last.starts, "unplaceable": last.unplaceable,
+                             "idleMachines": last.idle_machines, "busyMachines": last.busy_machines},
+            "queue": queue_by_kind,
+        }
+
+
+def _operations(job: Job, kind: str, template: dict[str, Any]) -> list[dict[str, Any]]:
+    """One JSON Patch: the placement recorded, the template replaced, the Job unsuspended. The
+    test on ``suspend`` makes a second start of the same Job fail instead of patching twice."""
+    return [
+        {"op": "test", "path": "/spec/suspend", "value": True},
+        {"op": "add", "path": f"/metadata/annotations/{_escape(ANNOTATION_PLACEMENT)}", "value": kind},
+        {"op": "replace", "path": "/spec/template", "value": template},
+        {"op": "replace", "path": "/spec/suspend", "value": False},
+    ]
+
+
+def _escape(key: str) -> str:
+    return key.replace("~", "~0").replace("/", "~1")
+
+
+def _demand(configuration: Configuration, gpu_resource: str) -> Demand:
+    def quantity(name: str) -> str:
+        return configuration.requests.get(name) or configuration.limits.get(name) or "0"
+
+    memory = float(parse_quantity(quantity(RESOURCE_MEMORY), field="memory")) / GIB
+    return Demand(cpu=cpu_millis(quantity(RESOURCE_CPU), field="cpu") / 1000, gpu=configuration.device_count(gpu_resource), memory=memory)
+
+
+def _kind_of(job: Job, configurations: Configurations, gpu_resource: str) -> str:
+    template = json.loads(bytes(job.spec.template)) if job.spec.has_template else {}
+    labels = (template.get("metadata") or {}).get("labels") or {}
+    if labels.get(LABEL_PLACEMENT) in configurations:
+        return str(labels[LABEL_PLACEMENT])
+    for container in (template.get("spec") or {}).get("containers") or []:
+        resources = container.get("resources") or {}
+        if gpu_resource in (resources.get("limits") or {}) or gpu_resource in (resources.get("requests") or {}):
+            return "gpu"
+    return "cpu"
+
+
+def _ordinal(n: int) -> str:
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"

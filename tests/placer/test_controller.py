@@ -1,0 +1,148 @@
+"""AlloX admission, live, one matching at a time over a recording API: what a start patches
+(template mechanism, and the webhook mechanism when the API server refuses template resources),
+what a waiting Job is told, and how state comes back from the Jobs after a restart."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from estimator.objects import JOB_DECODER
+from placer.controller import PlacerController
+from scheduler.config import AlloxSettings
+from scheduler.core.resources import Resources
+from scheduler.errors import KubernetesApiError
+
+CONFIGURATIONS = {"cpu": {"resources": {"cpu": "4", "memory": "8Gi"}},
+                  "gpu": {"resources": {"nvidia.com/gpu": "1", "cpu": "1"}, "env": {"CUDA": "1"}}}
+
+
+class RecordingApi:
+    def __init__(self, *, refuse_template_resources: bool = False) -> None:
+        self.refuse = refuse_template_resources
+        self.patches: list[tuple[str, list[dict[str, Any]]]] = []
+        self.conditions: list[tuple[str, dict[str, Any]]] = []
+        self.events: list[tuple[str, str, str]] = []
+
+    def patch_job(self, *, namespace: str, name: str, operations: list[dict[str, Any]]) -> None:
+        template = next(op["value"] for op in operations if op["path"] == "/spec/template")
+        if self.refuse and any("resources" in c and c["resources"] != {"requests": {"cpu": "500m"}} for c in template["spec"]["containers"]):
+            raise KubernetesApiError("spec.template: field is immutable", status=422)
+        self.patches.append((name, operations))
+
+    def set_job_condition(self, *, name: str, condition: dict[str, Any], **_: Any) -> None:
+        self.conditions.append((name, condition))
+
+    def create_event(self, *, pod_name: str, reason: str, message: str, **_: Any) -> None:
+        self.events.append((pod_name, reason, message))
+
+
+class Jobs:
+    def __init__(self, jobs: list[Any]) -> None:
+        self.jobs = jobs
+
+    def interchangeable_jobs(self) -> list[Any]:
+        return list(self.jobs)
+
+    def subscribe(self, on_change: Any) -> None:
+        pass
+
+
+def job(name: str, *, namespace: str = "alice", cpu: float = 100, gpu: float = 10, created: int = 0, suspend: bool = True,
+        placement: str | None = None, started: str | None = None) -> Any:
+    annotations = {"cellfit.io/configurations": json.dumps(CONFIGURATIONS),
+                   "cellfit.io/estimate": json.dumps({"cpu": {"seconds": cpu}, "gpu": {"seconds": gpu}})}
+    if placement:
+        annotations["cellfit.io/placement"] = placement
+    body = {"metadata": {"name": name, "namespace": namespace, "uid": f"uid-{name}", "annotations": annotations,
+                         "creationTimestamp": f"2026-01-01T00:00:{created:02d}Z"},
+            "spec": {"suspend": suspend, "template": {"metadata": {"labels": {"job-name": name}},
+                                                      "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "500m"}}}]}}},
+            "status": {"startTime": started} if started else {}}
+    return JOB_DECODER.decode(json.dumps(body).encode())
+
+
+def controller(api: RecordingApi, jobs: list[Any], *, gpus: int = 1, mechanism: str = "auto") -> PlacerController:
+    return PlacerController(
+        api=api, jobs=Jobs(jobs), settings=AlloxSettings(alpha=1.0, mechanism=mechanism), gpu_resource="nvidia.com/gpu",
+        free_by_node=lambda: {"n1": Resources(cpu_millis=(gpus + 4) * 1000, memory_bytes=64 * 2**30, gpus=gpus)},
+        clock=lambda: 1767225700.0,
+    )
+
+
+def template_of(operations: list[dict[str, Any]]) -> dict[str, Any]:
+    return next(op["value"] for op in operations if op["path"] == "/spec/template")
+
+
+def test_starts_rewrite_the_template_and_unsuspend_in_one_guarded_patch():
+    api = RecordingApi()
+    placer = controller(api, [job("a", cpu=100, gpu=10), job("b", cpu=50, gpu=40, created=1)])
+    decision = placer.admit()
+    assert {(s.key, s.kind) for s in decision.starts} == {("alice/a", "gpu"), ("alice/b", "cpu")}
+    patches = dict(api.patches)
+    ops = patches["a"]
+    assert ops[0] == {"op": "test", "path": "/spec/suspend", "value": True}
+    assert {"op": "add", "path": "/metadata/annotations/cellfit.io~1placement", "value": "gpu"} in ops
+    assert ops[-1] == {"op": "replace", "path": "/spec/suspend", "value": False}
+    gpu_template = template_of(ops)
+    assert gpu_template["spec"]["containers"][0]["resources"] == {"requests": {"nvidia.com/gpu": "1", "cpu": "1"}, "limits": {"nvidia.com/gpu": "1"}}
+    assert gpu_template["metadata"]["labels"] == {"job-name": "a", "cellfit.io/placement": "gpu"}
+    assert template_of(patches["b"])["spec"]["containers"][0]["resources"] == {"requests": {"cpu": "4", "memory": "8Gi"}}
+    placed = [e for e in api.events if e[1] == "Placed"]
+    assert len(placed) == 2 and "template mechanism" in placed[0][2]
+
+
+def test_without_kep_5440_the_webhook_mechanism_takes_over():
+    api = RecordingApi(refuse_template_resources=True)
+    placer = controller(api, [job("a"), job("c", cpu=200, gpu=10, created=2)])
+    placer.admit()
+    (name, ops), = api.patches  # one start (one GPU, the CPU slot would make c slower than waiting)
+    template = template_of(ops)
+    assert template["spec"]["containers"][0]["resources"] == {"requests": {"cpu": "500m"}}  # left to the webhook
+    assert template["metadata"]["labels"]["cellfit.io/placement"] == "gpu"
+    assert json.loads(template["metadata"]["annotations"]["cellfit.io/configurations"]) == CONFIGURATIONS
+    assert placer.inspect()["mechanism"] == "webhook"
+    assert any("webhook mechanism" in message for _, reason, message in api.events if reason == "Placed")
+
+
+def test_waiting_jobs_are_told_their_position_and_expected_start_once():
+    api = RecordingApi()
+    jobs = [job("a", gpu=10, cpu=1000), job("b", gpu=20, cpu=1000, created=1), job("c", gpu=30, cpu=1000, created=2)]
+    placer = controller(api, jobs)
+    placer.admit()
+    told = {name: c["message"] for name, c in api.conditions if c["reason"] == "Queued"}
+    assert told == {"b": "1st on gpu, expected start in ~10 s (AlloX)", "c": "2nd on gpu, expected start in ~30 s (AlloX)"}
+    before = len(api.conditions)
+    jobs_now = [job("b", gpu=20, cpu=1000, created=1), job("c", gpu=30, cpu=1000, created=2),
+                job("a", gpu=10, cpu=1000, suspend=False, placement="gpu", started="2026-01-01T00:01:40Z")]
+    placer._jobs = Jobs(jobs_now)  # the watch now shows a running on its GPU, which its pod holds
+    placer._free_by_node = lambda: {"n1": Resources(cpu_millis=4000, memory_bytes=64 * 2**30, gpus=0)}
+    placer.admit()
+    assert len(api.conditions) == before  # nothing moved: nothing written
+
+
+def test_state_comes_back_from_the_jobs_after_a_restart():
+    api = RecordingApi()
+    # a: placed before the restart, still suspended (the process stopped mid-start); r: running by hand.
+    jobs = [job("a", placement="cpu"), job("r", namespace="bob", suspend=False, started="2026-01-01T00:01:00Z")]
+    placer = controller(api, jobs, gpus=0)
+    decision = placer.admit()
+    assert [name for name, _ in api.patches] == ["a"]
+    assert {"op": "add", "path": "/metadata/annotations/cellfit.io~1placement", "value": "cpu"} in api.patches[0][1]
+    assert decision.busy_machines == {"cpu": 1}  # r holds a CPU slot until its start + estimate
+    assert decision.starts == ()
+
+
+def test_jobs_without_an_estimate_or_wider_than_one_pod_wait_for_the_user():
+    api = RecordingApi()
+    unestimated = JOB_DECODER.decode(json.dumps({"metadata": {"name": "u", "namespace": "n", "uid": "u",
+        "annotations": {"cellfit.io/configurations": json.dumps(CONFIGURATIONS)}}, "spec": {"suspend": True}}).encode())
+    wide = json.loads(json.dumps({"metadata": {"name": "w", "namespace": "n", "uid": "w",
+        "annotations": {"cellfit.io/configurations": json.dumps(CONFIGURATIONS), "cellfit.io/estimate": '{"gpu": {"seconds": 5}}'}},
+        "spec": {"suspend": True, "parallelism": 4}}))
+    placer = controller(api, [unestimated, JOB_DECODER.decode(json.dumps(wide).encode())])
+    decision = placer.admit()
+    assert decision.starts == () and api.patches == []
+    assert [(name, c["reason"]) for name, c in api.conditions] == [("w", "Unsupported")]
