@@ -95,3 +95,41 @@ def test_a_body_that_is_not_an_admission_review_is_refused_naming_the_field(body
     service, _, _ = admission()
     with pytest.raises(InvalidRequest, match=field.replace(".", r"\.")):
         service.review(body)
+
+
+# ---------------------------------------------------------------------- the placer's webhook mechanism
+
+PLACED_CONFIGURATIONS = json.dumps({"cpu": {"resources": {"cpu": "8", "memory": "16Gi"}, "env": {"OMP_NUM_THREADS": "8"}},
+                                    "gpu": {"resources": {"nvidia.com/gpu": "1"}}})
+
+
+def placed_pod(kind: str, configurations: str = PLACED_CONFIGURATIONS) -> dict:
+    pod = k.pod("train-p4x2z", gpus=1, labels={"cellfit.io/placement": kind, "batch.kubernetes.io/job-name": "train"})
+    pod["metadata"]["annotations"] = {"cellfit.io/configurations": configurations}
+    return pod
+
+
+def test_a_placed_jobs_pod_is_rewritten_into_the_chosen_configuration():
+    from placer.configuration import parse_configurations
+    from placer.rewrite import apply_configuration
+    from tests.placer.test_patch import apply_add
+
+    service, _, metrics = admission()
+    pod = placed_pod("cpu")
+    response = review(service, k.admission_review(pod))["response"]
+    assert response["allowed"] is True and response["patchType"] == "JSONPatch"
+    operations = json.loads(base64.b64decode(response["patch"]))
+    # Applied as the API server applies it, the pod is exactly the cpu configuration: no GPU left.
+    patched = apply_add(pod, operations)
+    assert patched == apply_configuration(pod, parse_configurations(PLACED_CONFIGURATIONS)["cpu"])
+    assert patched["spec"]["containers"][0]["resources"] == {"requests": {"cpu": "8", "memory": "16Gi"}}
+    assert metrics.admission_reviews.labels(result="placed")._value.get() == 1
+
+
+@pytest.mark.parametrize("configurations", ["{broken", json.dumps({"gpu": {"resources": {"nvidia.com/gpu": "1"}}})])
+def test_a_placed_pod_whose_configuration_is_unusable_is_admitted_unchanged(configurations, caplog):
+    service, _, metrics = admission()
+    response = review(service, k.admission_review(placed_pod("cpu", configurations)))["response"]
+    assert response["allowed"] is True and "patch" not in response
+    assert "placed pod left as created" in caplog.text
+    assert metrics.admission_reviews.labels(result="unchanged")._value.get() == 1
