@@ -83,7 +83,7 @@ class PlacerController:
         *,
         api: Any,
         jobs: JobSource,
-        free_by_node: Callable[[], Mapping[str, Resources]],
+        free_by_node: Callable[[frozenset[str]], Mapping[str, Resources]],
         settings: AlloxSettings,
         gpu_resource: str,
         clock: Callable[[], float] = time.time,
@@ -135,6 +135,7 @@ class PlacerController:
         jobs = self._jobs.interchangeable_jobs()
         waiting: list[WaitingJob] = []
         running: list[RunningJob] = []
+        running_uids: set[str] = set()
         configurations: dict[str, Configurations] = {}
         by_key: dict[str, Job] = {}
         for job in jobs:
@@ -145,9 +146,12 @@ class PlacerController:
                 waiting.append(item)
             elif isinstance(item, RunningJob):
                 running.append(item)
+                running_uids.add(job.metadata.uid)
+        # Running Jobs are busy machines of their own: their pods (bound yet or not) must not
+        # also make their node look full, nor, unbound, leave it looking free.
         free = [
             NodeResources(name=name, cpu=r.cpu_millis / 1000, gpu=max(r.gpus, 0), memory=max(r.memory_bytes, 0) / GIB)
-            for name, r in self._free_by_node().items()
+            for name, r in self._free_by_node(frozenset(running_uids)).items()
         ]
         started = time.perf_counter()
         decision = decide(

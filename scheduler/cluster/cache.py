@@ -135,10 +135,13 @@ class ClusterCache:
         with self._lock:
             return sum(self._allocatable.values(), ZERO)
 
-    def free_by_node(self, selector: Mapping[str, str] | None = None) -> dict[str, Resources]:
+    def free_by_node(
+        self, selector: Mapping[str, str] | None = None, *, except_owners: frozenset[str] = frozenset()
+    ) -> dict[str, Resources]:
         """What each Ready, uncordoned node (carrying every label of ``selector``) has left:
-        allocatable less the requests of the pods bound to it (AlloX admission cuts it into
-        machines)."""
+        allocatable less the requests of the pods bound to it, except pods whose controller's
+        UID is in ``except_owners`` (AlloX admission counts its running Jobs as busy machines
+        of their own, bound yet or not)."""
         with self._lock:
             nodes = sorted(
                 name for name in self._schedulable
@@ -146,6 +149,8 @@ class ClusterCache:
             )
             used: dict[str, Resources] = {}
             for pod in self._pods.values():
+                if pod.owner is not None and pod.owner.uid in except_owners:
+                    continue
                 if pod.holds_resources and pod.node_name in self._schedulable:
                     used[pod.node_name] = used.get(pod.node_name, ZERO) + pod.requests  # type: ignore[index]
             return {name: self._allocatable[name] - used.get(name, ZERO) for name in nodes}

@@ -282,7 +282,7 @@ def _placer(
     return PlacerController(
         api=api,
         jobs=estimator,
-        free_by_node=lambda: cache.free_by_node(settings.allox.node_selector),
+        free_by_node=lambda running: cache.free_by_node(settings.allox.node_selector, except_owners=running),
         settings=settings.allox,
         gpu_resource=settings.policy.gpu_resource_name,
         on_decision=decided,

@@ -2,10 +2,10 @@
 which kind), and where every other one stands, out. The live placer controller and the
 simulator call this one function.
 
-- **Machines** (§3.1, §4.1, §4.4): the free capacity of the cluster cut into whole GPUs and CPU
-  slots (``capacity.machines_for``: one core kept beside each GPU), idle now; plus one busy
-  machine per running interchangeable Job, free at ``ω = started + estimate`` (never before
-  ``now``: an overdue Job is taken to end any moment).
+- **Machines** (§3.1, §4.1, §4.4): the capacity other work leaves cut into whole GPUs and CPU
+  slots (``capacity.machines_for``: one core kept beside each GPU); one of them per running
+  interchangeable Job is busy until ``ω = started + estimate`` (never before ``now``: an overdue
+  Job is taken to end any moment), the rest are idle.
 - **Starts**: :class:`~scheduler.matching.allox.AlloxScheduler` (Algorithm 2, fairness α, §4.4's
   temporary raise) or AlloX+ on the idle machines.
 - **Queue**: the Jobs left waiting are matched once more on every machine, the started ones now
@@ -101,6 +101,16 @@ def decide(
 ) -> AdmissionDecision:
     cpu_slot = cpu_slot_for(waiting)
     idle = machines_for(free_nodes, cpu_slot=cpu_slot, reserved_cpu_per_gpu=reserved_cpu_per_gpu)
+    taken: dict[str, int] = {}
+    for job in running:
+        taken[job.kind] = taken.get(job.kind, 0) + 1
+    kept: list[Machine] = []
+    for machine in reversed(idle):  # a running Job holds one machine of its kind (the last ones)
+        if taken.get(machine.kind, 0) > 0:
+            taken[machine.kind] -= 1
+        else:
+            kept.append(machine)
+    idle = kept[::-1]
     busy: dict[Machine, float] = {}
     running_assignments: list[Assignment] = []
     for job in sorted(running, key=lambda r: r.key):

@@ -44,8 +44,9 @@ def test_starts_and_queue_follow_the_optimal_schedule_of_the_same_instance():
 
 def test_a_running_job_keeps_its_machine_until_its_estimate_ends():
     running = [RunningJob(key="r", user="u3", kind="gpu", started=0, seconds=100, demand=GPU)]
-    no_gpu = NodeResources(name="n1", cpu=5, gpu=0, memory=64)
-    decision = decide(now=10, waiting=[waiting("a", "u1", 0, 1000, 10)], running=running, free_nodes=[no_gpu])
+    # Free capacity leaves running interchangeable Jobs in: r's GPU is the node's one GPU.
+    node = NodeResources(name="n1", cpu=6, gpu=1, memory=64)
+    decision = decide(now=10, waiting=[waiting("a", "u1", 0, 1000, 10)], running=running, free_nodes=[node])
     assert decision.busy_machines == {"gpu": 1} and decision.idle_machines == {"cpu": 1}
     # Waiting 90 s for the GPU (done at 110) beats 1000 s on the idle CPU slot.
     assert decision.starts == ()
@@ -53,7 +54,7 @@ def test_a_running_job_keeps_its_machine_until_its_estimate_ends():
     assert (queued.kind, queued.position, queued.expected_start_seconds) == ("gpu", 1, pytest.approx(90))
     # An overdue running Job is taken to end now.
     late = [RunningJob(key="r", user="u3", kind="gpu", started=0, seconds=5, demand=GPU)]
-    assert decide(now=10, waiting=[waiting("a", "u1", 0, 1000, 10)], running=late, free_nodes=[no_gpu]).queue[0].expected_start_seconds == 0
+    assert decide(now=10, waiting=[waiting("a", "u1", 0, 1000, 10)], running=late, free_nodes=[node]).queue[0].expected_start_seconds == 0
 
 
 def test_a_job_whose_kinds_the_cluster_lacks_is_unplaceable():
@@ -65,7 +66,7 @@ def test_a_job_whose_kinds_the_cluster_lacks_is_unplaceable():
 def test_small_alpha_serves_the_user_with_the_least_progress_first():
     running = [RunningJob(key="r1", user="u1", kind="gpu", started=0, seconds=1000, demand=GPU)]
     jobs = [waiting("x1", "u1", 0, 100, 5), waiting("y1", "u2", 0, 100, 50)]
-    two_gpus = NodeResources(name="n", cpu=2, gpu=1, memory=64)  # one idle GPU, no CPU slot
+    two_gpus = NodeResources(name="n", cpu=2, gpu=2, memory=64)  # r1 holds one GPU: one idle, no CPU slot
     fair = decide(now=1, waiting=jobs, running=running, free_nodes=[two_gpus], alpha=0.1)
     assert [s.key for s in fair.starts] == ["y1"]  # u1 already holds a GPU
     fast = decide(now=1, waiting=jobs, running=running, free_nodes=[two_gpus], alpha=1.0)

@@ -67,7 +67,7 @@ def job(name: str, *, namespace: str = "alice", cpu: float = 100, gpu: float = 1
 def controller(api: RecordingApi, jobs: list[Any], *, gpus: int = 1, mechanism: str = "auto") -> PlacerController:
     return PlacerController(
         api=api, jobs=Jobs(jobs), settings=AlloxSettings(alpha=1.0, mechanism=mechanism), gpu_resource="nvidia.com/gpu",
-        free_by_node=lambda: {"n1": Resources(cpu_millis=(gpus + 4) * 1000, memory_bytes=64 * 2**30, gpus=gpus)},
+        free_by_node=lambda running: {"n1": Resources(cpu_millis=(gpus + 4) * 1000, memory_bytes=64 * 2**30, gpus=gpus)},
         clock=lambda: 1767225700.0,
     )
 
@@ -117,8 +117,7 @@ def test_waiting_jobs_are_told_their_position_and_expected_start_once():
     before = len(api.conditions)
     jobs_now = [job("b", gpu=20, cpu=1000, created=1), job("c", gpu=30, cpu=1000, created=2),
                 job("a", gpu=10, cpu=1000, suspend=False, placement="gpu", started="2026-01-01T00:01:40Z")]
-    placer._jobs = Jobs(jobs_now)  # the watch now shows a running on its GPU, which its pod holds
-    placer._free_by_node = lambda: {"n1": Resources(cpu_millis=4000, memory_bytes=64 * 2**30, gpus=0)}
+    placer._jobs = Jobs(jobs_now)  # the watch now shows a running on its GPU
     placer.admit()
     assert len(api.conditions) == before  # nothing moved: nothing written
 
@@ -131,7 +130,7 @@ def test_state_comes_back_from_the_jobs_after_a_restart():
     decision = placer.admit()
     assert [name for name, _ in api.patches] == ["a"]
     assert {"op": "add", "path": "/metadata/annotations/cellfit.io~1placement", "value": "cpu"} in api.patches[0][1]
-    assert decision.busy_machines == {"cpu": 1}  # r holds a CPU slot until its start + estimate
+    assert decision.busy_machines == {"cpu": 1}  # r holds a slot until its start + estimate
     assert decision.starts == ()
 
 
