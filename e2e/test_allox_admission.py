@@ -1,0 +1,217 @@
+"""AlloX admission and the placer on a real control plane (issue: interchangeable Jobs live).
+
+Three users (namespaces) submit interchangeable Jobs with ``kubectl apply``: suspended, with
+``cellfit.io/configurations`` and a user-set ``cellfit.io/estimate`` (so nothing is sampled;
+test_estimator.py covers sampling). cellfit matches them to the scenario node's machines (2 GPUs
+and 3 CPU slots of 20 cores: ``allox.nodeSelector`` limits AlloX to that node), starts the chosen
+ones in their configuration and leaves the rest suspended with their place in the queue.
+
+KWOK plays the workload: a configuration's ``annotations`` carry ``cellfit.io/e2e-run-for``, so a
+pod runs as long as its configuration takes. On a control plane without KEP-5440 the pods get the
+configuration's resources from cellfit's pod-create webhook, registered here as the chart
+registers it (pointed at this cellfit's listener, limited to this scenario's pods).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any, Iterator
+
+import pytest
+import yaml
+
+from chart_support import (
+    EXTENDER_ONLY_SA,
+    KWOK_TOLERATION,
+    CellfitProcess,
+    Cluster,
+    KubeSchedulerProcess,
+    Release,
+    Scenarios,
+    ensure_release,
+    local_scheduler_config,
+    wait_for,
+)
+from scheduler.matching.admission import WaitingJob, decide
+from scheduler.matching.capacity import NodeResources
+from scheduler.matching.model import Demand
+
+pytestmark = pytest.mark.e2e
+SCENARIOS = Scenarios("allox-")
+SCENARIO = SCENARIOS.name("admission")
+WHERE = SCENARIOS.selector("admission")
+CPU_CONFIG = {"cpu": "20", "memory": "8Gi"}
+# (user, job, cpu seconds, gpu seconds): 6 Jobs for 5 machines, so one waits.
+JOBS = [
+    ("alice", "resnet", 12, 4), ("alice", "bert", 6, 5),
+    ("bob", "gpt", 40, 6), ("bob", "mlp", 5, 4),
+    ("carol", "vit", 30, 5), ("carol", "lstm", 8, 7),
+]
+
+
+def registration(release: Release, *, port: int, ca_pem: bytes) -> dict[str, Any]:
+    chart = release.find("MutatingWebhookConfiguration")
+    webhook = next(w for w in chart["webhooks"] if w["name"].startswith("placed-pods."))
+    webhook = {**webhook, "clientConfig": {"url": f"https://127.0.0.1:{port}/v1/admission/pods",
+                                           "caBundle": base64.b64encode(ca_pem).decode()}}
+    selector = webhook.get("objectSelector") or {}
+    webhook["objectSelector"] = {**selector, "matchLabels": {**selector.get("matchLabels", {}), **WHERE}}
+    return {"apiVersion": chart["apiVersion"], "kind": chart["kind"], "metadata": {"name": f"e2e-{SCENARIO}"}, "webhooks": [webhook]}
+
+
+@pytest.fixture(scope="module")
+def env(control_plane: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Cluster, Release, CellfitProcess, Any]]:
+    cluster = Cluster.from_control_plane(control_plane)
+    release = ensure_release(cluster)
+    cluster.add_gpu_nodes(1, f"{SCENARIO}-gpu", labels=WHERE, gpus=2)
+    workdir = tmp_path_factory.mktemp(SCENARIO)
+    config = yaml.safe_load(release.cellfit_config_text)
+    config["allox"] = {**config.get("allox", {}), "nodeSelector": WHERE, "alpha": 1.0, "debounceSeconds": 1.0, "resyncSeconds": 2}
+    cellfit = CellfitProcess(
+        yaml.safe_dump(config),
+        cluster.token_kubeconfig(EXTENDER_ONLY_SA, release.namespace, workdir / "cellfit.kubeconfig"),
+        workdir,
+        name="allox-cellfit",
+    )
+    assert cellfit.admission_port is not None and cellfit.admission_certificate is not None, "the chart enables the webhook"
+    webhook = registration(release, port=cellfit.admission_port, ca_pem=cellfit.admission_certificate.ca_pem)
+    scheduler: KubeSchedulerProcess | None = None
+    # The release's own placed-pods entry points at a Service no pod serves here (KWOK runs no
+    # cellfit container) and fails closed: while this module runs it may fail open, and the
+    # registration above, at this process's listener, places the pods.
+    chart_webhook = release.find("MutatingWebhookConfiguration")["metadata"]["name"]
+    placed_index = next(i for i, w in enumerate(release.find("MutatingWebhookConfiguration")["webhooks"]) if w["name"].startswith("placed-pods."))
+    failure_policy = f"/webhooks/{placed_index}/failurePolicy"
+    try:
+        cluster.kubectl("patch", "mutatingwebhookconfiguration", chart_webhook, "--type=json",
+                        "-p", json.dumps([{"op": "replace", "path": failure_policy, "value": "Ignore"}]))
+        cellfit.start()
+        cluster.apply(webhook)
+        scheduler = KubeSchedulerProcess(
+            cluster.env["CELLFIT_E2E_KUBE_SCHEDULER"],
+            local_scheduler_config(release, cellfit_port=cellfit.port),
+            cluster.token_kubeconfig(release.service_account, release.namespace, workdir / "scheduler.kubeconfig"),
+            workdir,
+            name="allox-kube-scheduler",
+        )
+        scheduler.start()
+        scheduler.wait_healthy()
+        yield cluster, release, cellfit, control_plane
+    finally:
+        cluster.kubectl("delete", "mutatingwebhookconfiguration", webhook["metadata"]["name"], "--ignore-not-found", check=False)
+        cluster.kubectl("patch", "mutatingwebhookconfiguration", chart_webhook, "--type=json",
+                        "-p", json.dumps([{"op": "replace", "path": failure_policy, "value": "Fail"}]), check=False)
+        if scheduler is not None:
+            scheduler.stop()
+        cellfit.stop()
+        SCENARIOS.delete_nodes(cluster, ["admission"])
+
+
+def interchangeable_job(name: str, scheduler_name: str, cpu_seconds: float, gpu_seconds: float) -> dict[str, Any]:
+    configurations = {
+        "cpu": {"resources": dict(CPU_CONFIG), "env": {"OMP_NUM_THREADS": "20"},
+                "annotations": {"cellfit.io/e2e-run-for": f"{cpu_seconds}s"}},
+        "gpu": {"resources": {"nvidia.com/gpu": "1", "cpu": "1", "memory": "4Gi"},
+                "annotations": {"cellfit.io/e2e-run-for": f"{gpu_seconds}s"}},
+    }
+    estimate = {"cpu": {"seconds": cpu_seconds}, "gpu": {"seconds": gpu_seconds}}
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "annotations": {"cellfit.io/configurations": json.dumps(configurations),
+                                                   "cellfit.io/estimate": json.dumps(estimate)}},
+        "spec": {
+            "suspend": True,
+            "backoffLimit": 0,
+            "template": {
+                "metadata": {"labels": dict(WHERE)},
+                "spec": {
+                    "schedulerName": scheduler_name,
+                    "restartPolicy": "Never",
+                    "tolerations": [KWOK_TOLERATION],
+                    "nodeSelector": dict(WHERE),
+                    "containers": [{"name": "train", "image": "trainer:fake", "resources": {"requests": {"cpu": "100m"}}}],
+                },
+            },
+        },
+    }
+
+
+def get_job(cluster: Cluster, ns: str, name: str) -> dict[str, Any]:
+    return cluster.kubectl_json("-n", ns, "get", "job", name, "-o", "json")
+
+
+def completed(job: dict[str, Any]) -> bool:
+    return any(c["type"] == "Complete" and c["status"] == "True" for c in job.get("status", {}).get("conditions") or [])
+
+
+def explain(cluster: Cluster, namespaces: dict[str, str], cellfit: CellfitProcess) -> str:
+    """Each Job's state and its pods' phase, node and resources, and the end of cellfit's log."""
+    lines = []
+    for user, name, *_ in JOBS:
+        ns = namespaces[user]
+        job = get_job(cluster, ns, name)
+        conditions = [(c["type"], c["status"], c.get("message", "")) for c in job.get("status", {}).get("conditions") or []]
+        lines.append(f"{ns}/{name}: suspend={job['spec'].get('suspend')} placement={job['metadata']['annotations'].get('cellfit.io/placement')} {conditions}")
+        for pod in cluster.pods(ns, f"batch.kubernetes.io/job-name={name}"):
+            resources = [c.get("resources") for c in pod["spec"]["containers"]]
+            lines.append(f"  pod {pod['metadata']['name']}: {pod['status'].get('phase')} on {pod['spec'].get('nodeName')} {resources} "
+                         f"run-for={pod['metadata'].get('annotations', {}).get('cellfit.io/e2e-run-for')}")
+        events = [f"{e['reason']}: {e.get('message', '')[:160]}" for e in cluster.events(ns, name, kind="Job")][-4:]
+        lines.append(f"  events: {events}")
+    return "\n".join(lines) + f"\ncellfit's log:\n{cellfit.tail(20)}"
+
+
+def test_interchangeable_jobs_run_once_in_the_configuration_allox_chose(env: Any) -> None:
+    cluster, release, cellfit, cp = env
+    namespaces = {user: cp.create_namespace(f"allox-{user}") for user in ("alice", "bob", "carol")}
+    items = {user: [] for user in namespaces}
+    for user, name, cpu_seconds, gpu_seconds in JOBS:
+        items[user].append(interchangeable_job(name, release.scheduler_name, cpu_seconds, gpu_seconds))
+    for user, ns in namespaces.items():
+        cluster.apply(*items[user], namespace=ns)
+
+    def all_completed() -> bool:
+        return all(completed(get_job(cluster, namespaces[user], name)) for user, name, *_ in JOBS)
+
+    try:
+        wait_for(all_completed, 240, "every interchangeable Job completed")
+    except AssertionError as error:
+        raise AssertionError(f"{error}\n{explain(cluster, namespaces, cellfit)}") from None
+
+    # The offline matching of the same instance: 2 GPUs and 3 CPU slots of 20 cores.
+    waiting = [WaitingJob(key=f"{namespaces[user]}/{name}", user=namespaces[user], arrival=0,
+                          seconds={"cpu": cpu_seconds, "gpu": gpu_seconds},
+                          demand={"cpu": Demand(cpu=20, memory=8), "gpu": Demand(gpu=1, cpu=1, memory=4)})
+               for user, name, cpu_seconds, gpu_seconds in JOBS]
+    offline = decide(now=0, waiting=waiting, running=[], free_nodes=[NodeResources(name="n", cpu=64, gpu=2, memory=512)], alpha=1.0)
+    planned = {s.key: s.kind for s in offline.starts} | {q.key: q.kind for q in offline.queue}
+    assert len(offline.starts) == 5 and len(offline.queue) == 1
+
+    for user, name, *_ in JOBS:
+        ns = namespaces[user]
+        job = get_job(cluster, ns, name)
+        kind = job["metadata"]["annotations"]["cellfit.io/placement"]
+        assert kind == planned[f"{ns}/{name}"], (name, kind, planned)
+        pods = cluster.pods(ns, f"batch.kubernetes.io/job-name={name}")
+        assert len(pods) == 1, f"{name} ran {len(pods)} pods"  # exactly once
+        (container,) = pods[0]["spec"]["containers"]
+        if kind == "cpu":
+            assert container["resources"] == {"requests": CPU_CONFIG}, "exactly the cpu configuration: no GPU"
+        else:
+            assert container["resources"]["limits"] == {"nvidia.com/gpu": "1"}
+        assert pods[0]["metadata"]["labels"]["cellfit.io/placement"] == kind
+        events = [e for e in cluster.events(ns, name, kind="Job") if e["reason"] == "Placed"]
+        assert len(events) == 1 and f"started on {kind}" in events[0]["message"]
+
+    # The one the matching queued started only when a machine of its kind had freed.
+    (queued,) = offline.queue
+    ns, name = queued.key.split("/")
+    started = get_job(cluster, ns, name)["status"]["startTime"]
+    others = [get_job(cluster, namespaces[u], n) for u, n, *_ in JOBS if n != name]
+    first_done = min(j["status"]["completionTime"] for j in others if j["metadata"]["annotations"]["cellfit.io/placement"] == queued.kind)
+    assert started >= first_done[:19], (started, first_done)
+    view = cellfit.get("/v1/inspect/allox")
+    assert view["mechanism"] in ("template", "webhook")
+    assert cellfit.metric("cellfit_allox_placements_total") >= len(JOBS)
