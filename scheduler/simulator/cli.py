@@ -103,7 +103,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=[],
         metavar="KEY=VALUE",
         help="change one parameter of the synthetic workload, e.g. te.gpus.mean=2, be.duration.sd=20, "
-        "gp.mean=6 (fitgpp), allox.estimation_error=0.2, allox.profiling_overhead=0.1 (allox); "
+        "gp.mean=6 (fitgpp), allox.sample_noise=0.04, allox.sampling_fraction=0.06 (allox); "
         "repeatable; README lists the keys",
     )
     source.add_argument(
@@ -142,8 +142,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--sweep",
         default=None,
         metavar="NAME",
-        help=f"sensitivity sweep: fitgpp {', '.join(SWEEPS)} (Figs. 4-7); allox alpha, load, estimation-error, "
-        "profiling-overhead (Figs. 16-18)",
+        help=f"sensitivity sweep: fitgpp {', '.join(SWEEPS)} (Figs. 4-7); allox alpha, load, sample-noise, "
+        "sampling-fraction (Figs. 16-18)",
     )
     output.add_argument("--sweep-values", default=None, metavar="LIST", help="comma-separated values for --sweep")
     output.add_argument("--output-json", metavar="FILE", help="write the results as JSON")

@@ -10,13 +10,15 @@ from scheduler.core.resources import Resources
 from scheduler.matching.model import Demand
 from scheduler.preemption import FitGppSettings
 from scheduler.simulator.allox.policies import InterchangeablePolicy, make_interchangeable_policy
+from scheduler.simulator.allox.sampling import SampledJob
 from scheduler.simulator.allox.simulation import AlloxRunResult, InterchangeableSimulation, demand_resources
 from scheduler.simulator.allox.workload import AlloxJobSpec, AlloxWorkload
 from scheduler.simulator.policies import AlloxOptions, PolicyOptions
 from scheduler.simulator.workload import GIB, MINUTE, ClusterSpec
 
 ALLOX_NODE = Resources(cpu_millis=20_000, memory_bytes=64 * GIB, gpus=1)
-EXACT = AlloxWorkload(estimation_error=0.0, profiling_overhead=0.0)
+# Every job's user states its exact times (cellfit.io/estimate): nothing is sampled.
+EXACT = AlloxWorkload(user_estimate_share=1.0)
 
 
 def cluster(nodes: int) -> ClusterSpec:
@@ -32,16 +34,41 @@ def spec(
     user: str = "u",
     at_minutes: float = 0.0,
     estimate: tuple[float, float] | None = None,
+    sampling: SampledJob | None = None,
 ) -> AlloxJobSpec:
+    """A job of ``gpu_minutes`` / ``cpu_minutes``. What policies see: ``estimate`` (minutes)
+    if given, else the estimator on ``sampling``'s runs if given, else the exact times (set
+    by the user)."""
     truth = {"gpu": gpu_minutes * MINUTE, "cpu": cpu_minutes * MINUTE}
-    seen = truth if estimate is None else {"gpu": estimate[0] * MINUTE, "cpu": estimate[1] * MINUTE}
+    seen = {"gpu": estimate[0] * MINUTE, "cpu": estimate[1] * MINUTE} if estimate is not None else truth
     return AlloxJobSpec(
         job_id=name,
         user=user,
         submit_time=at_minutes * MINUTE,
         processing_time=MappingProxyType(truth),
-        estimate=MappingProxyType(seen),
+        estimate=None if sampling is not None and estimate is None else MappingProxyType(seen),
+        sampling=sampling,
         demand=MappingProxyType({"gpu": Demand(gpu=1, cpu=1, memory=4), "cpu": Demand(cpu=19, memory=12)}),
+    )
+
+
+def world(
+    gpu_minutes: float,
+    cpu_minutes: float,
+    *,
+    iterations: int = 10_000,
+    startup: tuple[float, float] = (0.0, 0.0),
+    noise: dict[tuple[str, str], float] | None = None,
+) -> SampledJob:
+    """The sampling world of a job of these true times: start-ups (seconds) ``startup`` on
+    (GPU, CPU), the rest spread over ``iterations``; measured times exact unless ``noise``."""
+    startups = {"gpu": startup[0], "cpu": startup[1]}
+    truth = {"gpu": gpu_minutes * MINUTE, "cpu": cpu_minutes * MINUTE}
+    return SampledJob(
+        iterations=iterations,
+        startup=MappingProxyType(startups),
+        per_iteration=MappingProxyType({kind: (truth[kind] - startups[kind]) / iterations for kind in truth}),
+        noise=MappingProxyType(dict(noise or {})),
     )
 
 
@@ -80,9 +107,9 @@ def check(sim: InterchangeableSimulation) -> None:
 
 
 def _requests(sim: InterchangeableSimulation, pod: str) -> Resources:
-    job_id, _, sample = pod.partition("/sample-")
+    job_id, _, sample = pod.partition("/sample-")  # <job>/sample-<kind>-<length>
     job = next(j for j in sim.jobs if j.spec.job_id == job_id)
-    kind = sample or (job.machine.kind if job.machine is not None else "")
+    kind = sample.split("-")[0] if sample else (job.machine.kind if job.machine is not None else "")
     return demand_resources(job.spec.demand[kind])
 
 

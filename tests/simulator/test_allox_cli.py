@@ -23,11 +23,11 @@ def run_cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, s
 def test_table_json_and_plot(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out_json = tmp_path / "out.json"
     code, out, err = run_cli(
-        [*SMALL, "--repeat", "2", "--set", "allox.estimation_error=0.2", "--output-json", str(out_json), "--plots", str(tmp_path)],
+        [*SMALL, "--repeat", "2", "--set", "allox.sample_noise=0.04", "--output-json", str(out_json), "--plots", str(tmp_path)],
         capsys,
     )
     assert code == 0, err
-    assert "avg JCT [min]" in out and "progress sd" in out and "GPU util" in out
+    assert "avg JCT [min]" in out and "progress sd" in out and "GPU util" in out and "est. MAE" in out
     assert "allox average JCT vs drff" in out and "(paper -95.0%)" in out and "vs srpt" in out
     assert "events/s" in err
     assert (tmp_path / "allox.png").read_bytes()[:8] == PNG
@@ -48,11 +48,18 @@ def test_table_json_and_plot(tmp_path: Path, capsys: pytest.CaptureFixture[str])
         settings = entry["settings"]
         assert settings["workload"] == "allox" and settings["load"] == 0.9 and settings["alpha"] == 0.1
         assert settings["machines"] == {"gpu": 3, "cpu": 3}
-        assert settings["parameters"]["allox.estimation_error"] == 0.2
+        assert settings["parameters"]["allox.sample_noise"] == 0.04
         assert settings["timeout_minutes"] == 240.0
     assert document["srpt"]["preemptions"] > 0 and document["allox"]["preemptions"] == 0
     assert document["drff"]["utilisation"]["cpu"] == {"jobs": 0.0, "samples": 0.0}
     assert document["drff"]["cpu_work_speedup"] is None
+    # The estimator's figures: measured on the sampled jobs, none for estimate-free policies.
+    assert document["drff"]["estimation"] is None
+    figures = document["allox"]["estimation"]
+    assert figures["jobs"] == 300 and figures["estimates"] == 600  # 150 jobs x 2 seeds, 2 kinds each
+    assert 0.05 < figures["mae"] < 0.5 and figures["error_sd"] > 0 and 0.02 < figures["overhead"] < 0.15
+    assert figures["methods"].get("samples", 0) + figures["methods"].get("proportional", 0) == 600
+    assert len(document["allox"]["per_seed"]) == 2 and document["allox"]["per_seed"][0]["estimation"]["jobs"] == 150
 
 
 def test_same_seed_same_document_with_or_without_workers(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -82,7 +89,7 @@ def test_alpha_sweep(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None
     assert (tmp_path / "allox-sweep-alpha.png").read_bytes()[:8] == PNG
 
 
-@pytest.mark.parametrize(("sweep", "values"), [("load", "0.5,0.9"), ("estimation-error", "0,0.3"), ("profiling-overhead", "0,0.2")])
+@pytest.mark.parametrize(("sweep", "values"), [("load", "0.5,0.9"), ("sample-noise", "0,0.04"), ("sampling-fraction", "0.015,0.1")])
 def test_other_sweeps(sweep: str, values: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out_json = tmp_path / "sweep.json"
     args = [*SMALL, "--jobs", "80", "--policies", "allox,srpt", "--sweep", sweep, "--sweep-values", values, "--output-json", str(out_json)]
@@ -91,6 +98,12 @@ def test_other_sweeps(sweep: str, values: str, tmp_path: Path, capsys: pytest.Ca
     points = json.loads(out_json.read_text())["points"]
     assert len(points) == 2 and set(points[0]["policies"]) == {"allox", "srpt"}
     assert points[0]["policies"]["allox"] != points[1]["policies"]["allox"]
+    low, high = (point["policies"]["allox"]["estimation"] for point in points)
+    if sweep == "sample-noise":  # exact samples, exact estimates; noise makes the error
+        assert low["mae"] < 1e-9 and high["mae"] > 0.1
+        assert "est. MAE" in out and "est. sd" in out
+    if sweep == "sampling-fraction":  # longer samples: more accurate, more overhead
+        assert low["mae"] > high["mae"] and low["overhead"] < high["overhead"]
 
 
 ALLOX = ["--workload", "allox"]
@@ -104,14 +117,19 @@ ALLOX = ["--workload", "allox"]
         ([*ALLOX, "--policies", "sjf"], "--policies: unknown policy 'sjf' (known: allox, allox+, es, drff, drfs, drfa, srpt, bf, jsq+, sjf+)"),
         ([*ALLOX, "--set", "allox.bogus=1"], "--set allox.bogus: 'allox.bogus' is not a parameter of workload allox (known: allox.users,"),
         ([*ALLOX, "--set", "te.gpus.mean=2"], "--set te.gpus.mean: 'te.gpus.mean' is not a parameter of workload allox"),
-        ([*ALLOX, "--set", "allox.estimation_error=-1"], "--set allox.estimation_error: allox.estimation_error: -1.0 is not a relative sd"),
+        ([*ALLOX, "--set", "allox.sample_noise=-1"], "--set allox.sample_noise: allox.sample_noise: -1.0 is not a relative sd"),
+        ([*ALLOX, "--set", "allox.estimation_error=0.1"], "--set allox.estimation_error: 'allox.estimation_error' is no longer a parameter: estimates come from the estimator run on simulated samples"),
+        ([*ALLOX, "--set", "allox.profiling_overhead=0.1"], "--set allox.profiling_overhead: 'allox.profiling_overhead' is no longer a parameter: the profiling overhead is the simulated sampling runs' time; set allox.sampling_fraction"),
         ([*ALLOX, "--set", "allox.users=2.5"], "--set allox.users: allox.users: 2.5 is not a positive whole number"),
         ([*ALLOX, "--set", "allox.load"], "--set: 'allox.load' is not KEY=VALUE"),
         ([*ALLOX, "--alpha", "2"], "--alpha: '2' is not in [0, 1]"),
         ([*ALLOX, "--timeout", "soon"], "--timeout: 'soon' is not a number"),
         ([*ALLOX, "--load", "-1"], "--load: '-1' is out of range"),
         ([*ALLOX, "--jobs", "0"], "--jobs: '0' is less than 1"),
-        ([*ALLOX, "--sweep", "s"], "--sweep: unknown sweep 's' for workload allox (known: alpha, load, estimation-error, profiling-overhead)"),
+        ([*ALLOX, "--sweep", "s"], "--sweep: unknown sweep 's' for workload allox (known: alpha, load, sample-noise, sampling-fraction)"),
+        ([*ALLOX, "--sweep", "estimation-error"], "--sweep: 'estimation-error' is no longer a sweep: the estimation error is measured now, not set: sweep sample-noise (Fig. 17)"),
+        ([*ALLOX, "--sweep", "profiling-overhead"], "--sweep: 'profiling-overhead' is no longer a sweep: the profiling overhead is measured now, not set: sweep sampling-fraction (Fig. 18)"),
+        ([*ALLOX, "--sweep", "sampling-fraction", "--sweep-values", "0"], "--sweep-values: sampling-fraction values are in (0, 0.5]"),
         ([*ALLOX, "--sweep", "alpha", "--sweep-values", "0.1,2"], "--sweep-values: alpha values are in [0, 1]"),
         ([*ALLOX, "--te-share", "0.2"], "--te-share: not an option of workload allox"),
         ([*ALLOX, "-P", "2"], "--max-preemptions: not an option of workload allox"),

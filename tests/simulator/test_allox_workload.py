@@ -1,5 +1,5 @@
-"""The ``allox`` workload (§5.1): machines, jobs, arrivals at a load, estimates, and the maximum
-sustainable rate that defines load 1."""
+"""The ``allox`` workload (§5.1): machines, jobs, arrivals at a load, the world the sampling runs
+meet, and the maximum sustainable rate that defines load 1."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import pytest
 from scipy.optimize import linprog
 
 from allox_helpers import cluster
+from estimator.planner import EstimatorSettings
 from scheduler.simulator.allox.workload import ALLOX_CLUSTER, AlloxWorkload, max_throughput
 from scheduler.simulator.errors import InvalidWorkload
 from scheduler.simulator.workload import MINUTE
@@ -52,25 +53,64 @@ def test_arrivals_are_poisson_at_the_load() -> None:
     assert [j.processing_time for j in faster] == [j.processing_time for j in jobs]
 
 
-def test_estimates_carry_the_chosen_error() -> None:
-    exact = AlloxWorkload(estimation_error=0.0).generate(jobs=3000, seed=3, cluster=ALLOX_CLUSTER, load=0.9)
-    assert all(job.estimate == job.processing_time for job in exact)
-    noisy = PAPER.generate(jobs=3000, seed=3, cluster=ALLOX_CLUSTER, load=0.9)
-    errors = np.array([job.estimate[k] / job.processing_time[k] - 1 for job in noisy for k in ("gpu", "cpu")])
-    # σ = 0.1: mean absolute error 8% (the paper's Fig. 10), sd 10%.
-    assert np.mean(np.abs(errors)) == pytest.approx(0.08, abs=0.005)
-    assert np.std(errors) == pytest.approx(0.10, abs=0.005)
-    assert [j.processing_time for j in noisy] == [j.processing_time for j in exact]
+def test_a_jobs_sampling_world_adds_up_to_its_true_times() -> None:
+    jobs = PAPER.generate(jobs=3000, seed=3, cluster=ALLOX_CLUSTER, load=0.9)
+    for job in jobs:
+        world = job.sampling
+        assert world is not None and job.estimate is None  # the estimator, not the user, estimates
+        assert PAPER.iterations_low <= world.iterations <= PAPER.iterations_high
+        for kind, truth in job.processing_time.items():
+            assert world.true_seconds(kind) == pytest.approx(truth, rel=1e-12)
+            assert 0 < world.startup[kind] <= min(PAPER.startup_high_seconds, PAPER.startup_max_share * truth) + 1e-9
+            assert world.per_iteration[kind] > 0
+    startups = np.array([job.sampling.startup["gpu"] for job in jobs if job.sampling is not None])
+    # Log-uniform on [5, 30] s (cut at 20% of the shortest jobs): the median near sqrt(5 · 30).
+    assert np.median(startups) == pytest.approx((5 * 30) ** 0.5, rel=0.1)
+    logs = np.log([f for job in jobs if job.sampling is not None for f in job.sampling.noise.values()])
+    assert np.std(logs) == pytest.approx(PAPER.sample_noise, rel=0.05) and abs(np.mean(logs)) < 0.002
 
 
-def test_the_long_user_and_profiling_knobs() -> None:
+def test_sampling_knobs_change_only_the_sampling() -> None:
+    base = PAPER.generate(jobs=500, seed=4, cluster=ALLOX_CLUSTER, load=0.9)
+    noisier = PAPER.with_parameter("allox.sample_noise", 0.08).generate(jobs=500, seed=4, cluster=ALLOX_CLUSTER, load=0.9)
+    exact = PAPER.with_parameter("allox.sample_noise", 0).generate(jobs=500, seed=4, cluster=ALLOX_CLUSTER, load=0.9)
+    for a, b, c in zip(base, noisier, exact):
+        assert (a.submit_time, a.processing_time, a.user) == (b.submit_time, b.processing_time, b.user)
+        assert a.sampling is not None and b.sampling is not None and c.sampling is not None
+        assert a.sampling.startup == b.sampling.startup and a.sampling.iterations == b.sampling.iterations
+        for key, factor in a.sampling.noise.items():
+            # The same draw z, scaled: log factor = noise · z.
+            assert np.log(b.sampling.noise[key]) == pytest.approx(4 * np.log(factor))
+            assert c.sampling.noise[key] == 1.0
+
+
+def test_some_users_state_their_estimates() -> None:
+    jobs = PAPER.with_parameter("allox.user_estimate_share", 0.25).generate(jobs=2000, seed=5, cluster=ALLOX_CLUSTER, load=0.9)
+    stated = [job for job in jobs if job.estimate is not None]
+    assert len(stated) / len(jobs) == pytest.approx(0.25, abs=0.03)
+    assert all(job.estimate == job.processing_time and job.sampling is None for job in stated)
+    assert all(job.sampling is not None for job in jobs if job.estimate is None)
+
+
+def test_the_long_user_knob() -> None:
     base = PAPER.generate(jobs=500, seed=4, cluster=ALLOX_CLUSTER, load=0.9)
     longer = PAPER.with_parameter("allox.long_user_scale", 3).generate(jobs=500, seed=4, cluster=ALLOX_CLUSTER, load=0.9)
     for a, b in zip(base, longer):
         factor = 3.0 if a.user == "user-9" else 1.0
         assert b.processing_time["gpu"] == pytest.approx(factor * a.processing_time["gpu"])
-    job = base[0]
-    assert PAPER.sample_time(job) == pytest.approx(0.015 * job.processing_time["gpu"])
+
+
+def test_the_estimator_settings_follow_the_sampling_fraction() -> None:
+    # 3%: the live estimator's own lengths (1% and 2% of the iterations) and long-sample rule.
+    live = EstimatorSettings()
+    ours = PAPER.estimator()
+    assert ours.sampling.short_fraction == pytest.approx(live.sampling.short_fraction)
+    assert ours.sampling.long_fraction == pytest.approx(live.sampling.long_fraction)
+    assert (ours.sampling.long_factor, ours.sampling.long_min_seconds) == (live.sampling.long_factor, live.sampling.long_min_seconds)
+    assert ours.model == live.model
+    wider = PAPER.with_changes(sampling_fraction=0.3, long_factor=3).estimator()
+    assert (wider.sampling.short_fraction, wider.sampling.long_fraction) == pytest.approx((0.1, 0.2))
+    assert wider.sampling.long_factor == 3
 
 
 @pytest.mark.parametrize("seed", range(12))
@@ -104,7 +144,10 @@ def test_max_throughput_by_hand() -> None:
         ("allox.speedup_low", 0.5, "allox.speedup_low: 0.5 is not at least 1"),
         ("allox.gpu_min_minutes", 500, "allox.gpu_min_minutes: 500 is not positive and at most gpu_max_minutes"),
         ("allox.sample_share", 0, "allox.sample_share: 0 is not a fraction in (0, 1]"),
-        ("allox.profiling_overhead", 2, "allox.profiling_overhead: 2 is not a fraction in [0, 1]"),
+        ("allox.sampling_fraction", 0, "allox.sampling_fraction: 0 is not a fraction in (0, 0.5]"),
+        ("allox.sample_noise", -0.1, "allox.sample_noise: -0.1 is not a relative sd in [0, 1]"),
+        ("allox.estimation_error", 0.1, "'allox.estimation_error' is no longer a parameter: estimates come from the estimator"),
+        ("allox.profiling_overhead", 0.1, "'allox.profiling_overhead' is no longer a parameter: the profiling overhead is the"),
         ("allox.nonsense", 1, "'allox.nonsense' is not a parameter of workload allox"),
     ],
 )

@@ -1,6 +1,7 @@
 """``cellfit simulate --workload allox``: AlloX's experiments (EuroSys'20 §5) — the policies'
-average JCT, the users' progress spread and utilisation per kind, or a sweep (α, load,
-estimation error, profiling overhead) — as a table, ``--output-json`` and ``--plots`` PNGs.
+average JCT, the users' progress spread, utilisation per kind and the estimator's measured
+error and overhead, or a sweep (α, load, sample noise, sampling fraction) — as a table,
+``--output-json`` and ``--plots`` PNGs.
 
 Called by :func:`scheduler.simulator.cli.run` for ``--workload allox``; options are parsed
 here, and every bad value is one error naming the option (exit 2)."""
@@ -15,6 +16,7 @@ from typing import Final
 from scheduler.simulator.allox.experiment import (
     ALLOX_SWEEPS,
     DEFAULT_ALLOX_SWEEP_VALUES,
+    RETIRED_SWEEPS,
     DEFAULT_SWEEP_POLICIES,
     AlloxExperiment,
     run_allox_experiment,
@@ -70,8 +72,10 @@ def _sweep_values(name: str, text: str | None) -> list[float]:
         fail_option("--sweep-values", "alpha values are in [0, 1]")
     if name == "load" and any(v <= 0 for v in values):
         fail_option("--sweep-values", "loads are positive")
-    if name in ("estimation-error", "profiling-overhead") and any(v > 1 for v in values):
-        fail_option("--sweep-values", f"{name} values are in [0, 1]")
+    if name == "sample-noise" and any(v > 1 for v in values):
+        fail_option("--sweep-values", "sample-noise values are in [0, 1]")
+    if name == "sampling-fraction" and any(v <= 0 or v > 0.5 for v in values):
+        fail_option("--sweep-values", "sampling-fraction values are in (0, 0.5]")
     return values
 
 
@@ -125,6 +129,8 @@ def _settings_document(args: argparse.Namespace, experiment: AlloxExperiment) ->
 
 def run_allox(args: argparse.Namespace) -> int:
     sweep: str | None = args.sweep
+    if sweep in RETIRED_SWEEPS:
+        fail_option("--sweep", f"{sweep!r} is no longer a sweep: {RETIRED_SWEEPS[sweep]}")
     if sweep is not None and sweep not in ALLOX_SWEEPS:
         fail_option("--sweep", f"unknown sweep {sweep!r} for workload allox (known: {', '.join(ALLOX_SWEEPS)})")
     experiment = _experiment(args, sweep)

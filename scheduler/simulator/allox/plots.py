@@ -13,8 +13,8 @@ from scheduler.simulator.allox.results import AlloxSummary, total_utilisation
 _AXIS = {
     "alpha": "fairness knob α",
     "load": "load (share of the highest sustainable arrival rate)",
-    "estimation-error": "estimation error (relative sd)",
-    "profiling-overhead": "profiling overhead (share of a job's fastest time)",
+    "sample-noise": "sample noise (relative sd of a sampling run's measured time)",
+    "sampling-fraction": "sampling fraction (share of a job's iterations sampled per configuration)",
 }
 
 
@@ -61,9 +61,11 @@ def plot_policies(summaries: Mapping[str, AlloxSummary], path: Path, *, title: s
 
 def plot_sweep(name: str, points: Sequence[AlloxSweepPoint], path: Path, *, title: str) -> Path:
     """Average JCT (log scale) and the users' progress spread against the swept value, one line
-    per policy (Fig. 16 for α, Figs. 17–18 for the estimation error and profiling overhead)."""
+    per policy (Fig. 16 for α, Figs. 17–18 for the sample noise and the sampling fraction); for
+    the last two, a third panel with the estimator's measured error and overhead."""
     plt = _pyplot()
-    figure, axes = plt.subplots(1, 2, figsize=(11, 4))
+    estimating = name in ("sample-noise", "sampling-fraction")
+    figure, axes = plt.subplots(1, 3 if estimating else 2, figsize=(16 if estimating else 11, 4))
     xs = [point.value for point in points]
     labels = list(points[0].summaries) if points else []
     for label in labels:
@@ -74,6 +76,15 @@ def plot_sweep(name: str, points: Sequence[AlloxSweepPoint], path: Path, *, titl
         axes[0].set_yscale("log")
     axes[0].set_ylabel("average JCT [min]")
     axes[1].set_ylabel("sd of users' progress (dominant share)")
+    if estimating:
+        sampled = [label for label in labels if all(p.summaries[label].estimation is not None for p in points)]
+        if sampled:
+            figures = [p.summaries[sampled[0]].estimation or {} for p in points]
+            for key, what in (("mae", "mean absolute error"), ("error_sd", "sd of the error"), ("overhead", "overhead")):
+                values = [math.nan if f.get(key) is None else 100 * f[key] for f in figures]
+                axes[2].plot(xs, values, marker="o", label=what)
+        axes[2].set_ylabel("estimator [%]")
+        axes[2].set_title(f"measured ({sampled[0]})" if sampled else "nothing sampled")
     for ax in axes:
         ax.set_xlabel(_AXIS.get(name, name))
         ax.grid(alpha=0.3)

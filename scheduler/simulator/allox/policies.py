@@ -16,8 +16,8 @@ baselines (EuroSys'20 §2.2, §4.4, §5.1.1), each driving the policy object of
 | ``jsq+`` | :class:`~scheduler.matching.JsqPlusScheduler` | yes |
 | ``sjf+`` | :class:`~scheduler.matching.SjfPlusScheduler` | yes |
 
-A policy that needs estimates sees each job's estimated times (and, with a profiling overhead,
-only once the job's samples are done); one that does not (DRFF, BF: §5.3.2 "DRFF does not
+A policy that needs estimates sees each job's estimated times — the estimator's, once the
+job's sampling runs are done, or its user's (``cellfit.io/estimate``); one that does not (DRFF, BF: §5.3.2 "DRFF does not
 require estimation") sees the true times but reads nothing from them except which
 configuration is faster — the preference a user states.
 """

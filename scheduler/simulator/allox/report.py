@@ -34,6 +34,15 @@ def _util(summary: AlloxSummary, kind: str) -> str:
     return "-" if value is None else percent(value)
 
 
+def _estimation(summary: AlloxSummary, key: str) -> str:
+    """One of the estimator's figures as a percentage; "-" where nothing was sampled."""
+    figures = summary.estimation
+    value = None if figures is None else figures.get(key)
+    if value is None:
+        return "-"
+    return percent(0.0 if abs(value) < 1e-9 else value)  # exact samples: float residue only
+
+
 def jct_table(summaries: Mapping[str, AlloxSummary]) -> str:
     """Fig. 13's average JCT (and its tail), Fig. 14's progress spread, Fig. 12's utilisation."""
     reference = summaries.get("allox")
@@ -50,6 +59,8 @@ def jct_table(summaries: Mapping[str, AlloxSummary]) -> str:
         "CPU util",
         "on CPU",
         "CPU work speedup",
+        "est. MAE",
+        "overhead",
     ]
     rows = []
     for label, s in summaries.items():
@@ -68,12 +79,15 @@ def jct_table(summaries: Mapping[str, AlloxSummary]) -> str:
                 _util(s, "cpu"),
                 percent(s.on_cpu),
                 number(s.cpu_work_speedup),
+                _estimation(s, "mae"),
+                _estimation(s, "overhead"),
             ]
         )
     return (
         "AlloX (EuroSys'20 Figs. 12-14): job completion time (JCT) [min], users' progress spread "
-        "(sd, in dominant shares), utilisation over the arrival window, jobs that finished on a CPU, mean "
-        "speedup of the work CPUs did\n" + _rows(header, rows)
+        "(sd, in dominant shares), utilisation over the arrival window (jobs and samples), jobs that finished "
+        "on a CPU, mean speedup of the work CPUs did, the estimator's mean absolute error and its overhead "
+        "(sampling time over the job's estimates)\n" + _rows(header, rows)
     )
 
 
@@ -104,7 +118,20 @@ def tables(summaries: Mapping[str, AlloxSummary]) -> str:
 
 
 def sweep_table(name: str, points: Sequence[AlloxSweepPoint]) -> str:
-    header = ["value", "policy", "avg JCT [min]", "p95", "longest 1%", "progress sd", "GPU util", "CPU util", "on CPU"]
+    header = [
+        "value",
+        "policy",
+        "avg JCT [min]",
+        "p95",
+        "longest 1%",
+        "progress sd",
+        "GPU util",
+        "CPU util",
+        "on CPU",
+        "est. MAE",
+        "est. sd",
+        "overhead",
+    ]
     rows = []
     for point in points:
         for label, s in point.summaries.items():
@@ -119,6 +146,9 @@ def sweep_table(name: str, points: Sequence[AlloxSweepPoint]) -> str:
                     _util(s, "gpu"),
                     _util(s, "cpu"),
                     percent(s.on_cpu),
+                    _estimation(s, "mae"),
+                    _estimation(s, "error_sd"),
+                    _estimation(s, "overhead"),
                 ]
             )
     return f"Sweep over {name}\n" + _rows(header, rows) + "\n"

@@ -1,13 +1,14 @@
 """AlloX's metrics from simulation runs (EuroSys'20 §5.1 "Metrics"): the average job completion
 time (JCT) and its tail, the JCT of the longest 1% of jobs (Fig. 13), the spread of the users'
 progress (Fig. 14: "standard deviation of progresses across users"), CPU and GPU utilisation
-(Fig. 12), and their mean over seeds."""
+(Fig. 12), the estimator's measured error and overhead (Figs. 10, 17, 18), and their mean over
+seeds."""
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Final, Mapping, Sequence
+from typing import Any, Final, Mapping, Sequence
 
 import numpy as np
 
@@ -23,7 +24,9 @@ class AlloxSummary:
     ``utilisation[kind]`` is the share of that kind's machines held by jobs and by samples over
     the arrival window; ``progress_sd`` / ``progress_mean`` are in dominant-share units (one GPU
     of 20 = 0.05); ``on_cpu`` is the share of jobs that finished on a CPU, ``cpu_work_speedup``
-    the mean speedup of the work CPUs did (see :class:`AlloxRunResult`)."""
+    the mean speedup of the work CPUs did (see :class:`AlloxRunResult`). ``estimation`` is what
+    the estimator measured on the jobs it sampled (:func:`estimation_figures`); None for a
+    policy that needs no estimate or when nothing was sampled."""
 
     policy: str
     seeds: tuple[int, ...]
@@ -42,6 +45,7 @@ class AlloxSummary:
     preemptions: float
     events: float
     decisions: float
+    estimation: dict[str, Any] | None = None
     per_seed: tuple[AlloxSummary, ...] = field(default=())
 
     def to_document(self, *, per_seed: bool = True) -> dict[str, object]:
@@ -61,6 +65,7 @@ class AlloxSummary:
             "events": self.events,
             "decisions": self.decisions,
             "seeds": list(self.seeds),
+            "estimation": self.estimation,
         }
         if per_seed and len(self.per_seed) > 1:
             document["per_seed"] = [summary.to_document(per_seed=False) for summary in self.per_seed]
@@ -110,7 +115,40 @@ def summarise(result: AlloxRunResult, *, label: str | None = None) -> AlloxSumma
         preemptions=float(result.preemptions),
         events=float(result.events),
         decisions=float(result.decisions),
+        estimation=estimation_figures(result),
     )
+
+
+def estimation_figures(result: AlloxRunResult) -> dict[str, Any] | None:
+    """The estimator's figures over the jobs it sampled: the relative error ``estimate / true −
+    1`` of every configuration estimated (``mae`` its mean absolute value, ``error_sd`` its
+    standard deviation, ``bias`` its mean, ``p90_abs`` the 90th percentile of its absolute value,
+    as AlloX Fig. 10 reports them), ``overhead`` the mean of the planner's per-job overhead
+    (sampling seconds over the sum of the job's estimates, as the live Event says it),
+    ``sample_vs_fastest`` the sampling machine-seconds over the jobs' true fastest times,
+    the estimates per model method and the runs stopped as long. None when nothing was
+    sampled."""
+    sampled = result.sampled
+    if not sampled.any():
+        return None
+    estimate, truth = result.estimate[sampled], result.truth[sampled]
+    present = ~np.isnan(estimate) & ~np.isnan(truth)
+    errors = estimate[present] / truth[present] - 1.0
+    absolute = np.abs(errors)
+    overhead = result.overhead[sampled]
+    overhead = overhead[~np.isnan(overhead)]
+    return {
+        "jobs": int(sampled.sum()),
+        "estimates": int(errors.size),
+        "mae": float(absolute.mean()) if errors.size else None,
+        "error_sd": float(errors.std()) if errors.size else None,
+        "bias": float(errors.mean()) if errors.size else None,
+        "p90_abs": float(np.percentile(absolute, 90)) if errors.size else None,
+        "overhead": float(overhead.mean()) if overhead.size else None,
+        "sample_vs_fastest": float(result.sample_seconds[sampled].sum() / result.fastest[sampled].sum()),
+        "methods": dict(result.methods),
+        "stopped_samples": result.stopped_samples,
+    }
 
 
 def average(summaries: Sequence[AlloxSummary]) -> AlloxSummary:
@@ -147,8 +185,30 @@ def average(summaries: Sequence[AlloxSummary]) -> AlloxSummary:
         preemptions=mean([s.preemptions for s in summaries]),
         events=mean([s.events for s in summaries]),
         decisions=mean([s.decisions for s in summaries]),
+        estimation=_mean_estimation([s.estimation for s in summaries]),
         per_seed=tuple(summaries),
     )
+
+
+def _mean_estimation(figures: Sequence[dict[str, Any] | None]) -> dict[str, Any] | None:
+    """Numbers averaged over the seeds that sampled; counts (jobs, methods, stopped runs) summed."""
+    present = [f for f in figures if f is not None]
+    if not present:
+        return None
+    out: dict[str, Any] = {}
+    for key in present[0]:
+        if key == "methods":
+            methods: dict[str, int] = {}
+            for f in present:
+                for method, count in f["methods"].items():
+                    methods[method] = methods.get(method, 0) + count
+            out[key] = dict(sorted(methods.items()))
+        elif key in ("jobs", "estimates", "stopped_samples"):
+            out[key] = sum(f[key] for f in present)
+        else:
+            values = [f[key] for f in present if f[key] is not None]
+            out[key] = float(np.mean(values)) if values else None
+    return out
 
 
 def _mean_present(values: Sequence[float | None]) -> float | None:

@@ -4,16 +4,22 @@ CPU slots (:func:`scheduler.matching.capacity.machines_for`), and every start bo
 through the same :class:`~scheduler.core.fit.ResourceFitEngine` the extender uses, so a policy
 that over-allocates a node fails loudly instead of producing a result.
 
-A job's life: it arrives; if its policy needs estimates and profiling costs anything, its two
-samples (one per kind, §4.1) run first — ahead of every waiting job, FIFO among samples, on at
-most ``sample_share`` of each kind's machines (§4.4); it then waits until the policy starts it on
-a machine, and runs for its *true* processing time on that kind (the policy only ever sees the
-estimates). A preemptive policy (SRPT) may stop a running job; it keeps the fraction of its work
-done and may resume on any machine (preemption and migration are free, §5.1.1).
+A job's life: it arrives; if its policy needs estimates and its user gave none, the estimator's
+planner (:mod:`estimator.planner`, through :class:`~scheduler.simulator.allox.sampling.SamplingRun`)
+asks for its sampling runs — two lengths per configuration (§4.1) — which run first: ahead of
+every waiting job, FIFO among samples, on machines of their configuration's kind, at most
+``sample_share`` of each kind's machines at once (§4.4 "AlloX prioritizes all sample jobs … sets
+a limit on resources for sample jobs"). A run that goes far past what its peers predict is
+stopped by the planner (§4.4 "we do not need to complete it"). Once every run has ended, the
+planner's estimates are what the policy sees; the job waits until the policy starts it on a
+machine, and runs for its *true* processing time on that kind. A preemptive policy (SRPT) may
+stop a running job; it keeps the fraction of its work done and may resume on any machine
+(preemption and migration are free, §5.1.1).
 
-At each instant, job and sample ends are applied first, then arrivals, then samples take free
-machines, then the policy gets one :meth:`InterchangeablePolicy.schedule` call (a non-preemptive
-policy only when a machine is free and a job waits).
+At each instant, job and sample ends are applied first, then samples past their deadline are
+stopped, then arrivals, then samples take free machines, then the policy gets one
+:meth:`InterchangeablePolicy.schedule` call (a non-preemptive policy only when a machine is free
+and a job waits).
 """
 
 from __future__ import annotations
@@ -34,6 +40,8 @@ from scheduler.core.resources import Resources
 from scheduler.matching.capacity import cluster_capacity, default_demands
 from scheduler.matching.fairness import DemandShare, ShareModel, job_value
 from scheduler.matching.model import KIND_CPU, KIND_GPU, Assignment, Demand, Job, Machine
+from estimator.planner import StopSample
+from scheduler.simulator.allox.sampling import RunState, SamplingRun
 from scheduler.simulator.allox.workload import AlloxJobSpec, AlloxWorkload
 from scheduler.simulator.errors import InvalidWorkload, SimulationStalled
 from scheduler.simulator.workload import GIB, ClusterSpec
@@ -46,6 +54,7 @@ KINDS: Final = (KIND_GPU, KIND_CPU)
 
 _JOB_END: Final = 0
 _SAMPLE_END: Final = 1
+_SAMPLE_CHECK: Final = 2
 
 ProgressCallback = Callable[[int, int], None]
 
@@ -62,6 +71,14 @@ def demand_resources(demand: Demand) -> Resources:
     """A configuration's demand (cores, GPUs, GiB) as the fit engine books it."""
     return Resources(
         cpu_millis=math.ceil(demand.cpu * 1000), memory_bytes=math.ceil(demand.memory * GIB), gpus=math.ceil(demand.gpu)
+    )
+
+
+def _as_job(spec: AlloxJobSpec, processing_time: Mapping[str, float]) -> Job:
+    """``spec`` as the matching package's :class:`Job` with these processing times (the truth,
+    or what the policy is told)."""
+    return Job(
+        name=spec.job_id, user=spec.user, arrival=spec.submit_time, processing_time=dict(processing_time), demand=spec.demand
     )
 
 
@@ -83,9 +100,9 @@ class _SimJob:
         "epoch",
         "first_start",
         "finish",
-        "samples_left",
         "starts",
         "final_kind",
+        "sampling",
     )
 
     def __init__(self, index: int, spec: AlloxJobSpec, seen: Job, truth: Job) -> None:
@@ -100,9 +117,9 @@ class _SimJob:
         self.epoch = 0
         self.first_start = -1.0
         self.finish = -1.0
-        self.samples_left = 0
         self.starts = 0
         self.final_kind = ""
+        self.sampling: SamplingRun | None = None  # the estimator's view of its samples, once it arrived
 
     def fraction_done(self, now: float) -> float:
         if self.machine is None:
@@ -112,20 +129,28 @@ class _SimJob:
 
 @dataclass(frozen=True, slots=True)
 class _Sample:
+    """A sampling run holding a machine."""
+
     job: _SimJob
-    kind: str
+    run: RunState
     started_at: float
-    length: float
+    length: float  # how long it runs if nobody stops it
     machine: Machine
+
+    @property
+    def kind(self) -> str:
+        return self.machine.kind
 
 
 @dataclass(frozen=True, slots=True)
 class _Event:
-    """A job's end (valid while the job's epoch is still ``epoch``) or a sample's end."""
+    """A job's end (valid while the job's epoch is still ``epoch``), a sample's end, or the
+    instant a running sample passes its deadline (``check``)."""
 
     job: _SimJob | None = None
     epoch: int = 0
     sample: _Sample | None = None
+    check: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -142,6 +167,14 @@ class AlloxRunResult:
     ``cpu_work_speedup`` is the CPU time jobs ran for over the GPU time the same work would have
     taken: the mean speedup of the work done on CPUs, weighted by CPU time (lower means the CPUs
     ran the jobs that lose least there; None when CPUs ran nothing).
+
+    ``estimate`` holds the estimates the policy saw, per job and kind (columns GPU, CPU; NaN
+    where a kind was not estimated and for jobs nothing was sampled for), ``truth`` the true
+    times in the same shape; ``sampled`` says which jobs the estimator sampled;
+    ``overhead`` is the planner's overhead figure per sampled job (sampling seconds over the
+    sum of its estimates, what the live Event reports; NaN elsewhere); ``sample_seconds`` the
+    machine-seconds each job's samples held; ``methods`` counts the estimates by the model's
+    method; ``stopped_samples`` counts the runs the planner stopped as long.
     """
 
     policy: str
@@ -164,6 +197,13 @@ class AlloxRunResult:
     events: int
     decisions: int
     preemptions: int
+    estimate: FloatArray
+    truth: FloatArray
+    sampled: npt.NDArray[np.bool_]
+    overhead: FloatArray
+    sample_seconds: FloatArray
+    methods: Mapping[str, int]
+    stopped_samples: int
 
     @property
     def jobs(self) -> int:
@@ -208,8 +248,7 @@ class InterchangeableSimulation:
         self.engine = ResourceFitEngine(initial_capacity=max(64, cluster.nodes))
         for name in cluster.node_names():
             self.engine.apply_node(NodeInfo(name=name, allocatable=cluster.node))
-        profiled = policy.needs_estimates and workload.profiling_overhead > 0
-        self._profiled = profiled
+        self._estimator = workload.estimator()
         self.jobs: list[_SimJob] = []
         seen_ids: set[str] = set()
         for index, spec in enumerate(jobs):
@@ -224,24 +263,18 @@ class InterchangeableSimulation:
                     raise InvalidWorkload(
                         f"job {spec.job_id!r}'s {kind} configuration does not fit on a node", field="nodes"
                     )
-            truth = Job(
-                name=spec.job_id,
-                user=spec.user,
-                arrival=spec.submit_time,
-                processing_time={kind: spec.processing_time[kind] for kind in usable},
-                demand=spec.demand,
-            )
-            seen = (
-                Job(
-                    name=spec.job_id,
-                    user=spec.user,
-                    arrival=spec.submit_time,
-                    processing_time={kind: spec.estimate[kind] for kind in usable},
-                    demand=spec.demand,
-                )
-                if policy.needs_estimates
-                else truth
-            )
+            truth = _as_job(spec, {kind: spec.processing_time[kind] for kind in usable})
+            seen = truth  # estimate-free policies; replaced below or once the samples are done
+            if policy.needs_estimates:
+                if spec.estimate is not None:
+                    missing = [kind for kind in usable if kind not in spec.estimate]
+                    if missing:
+                        raise InvalidWorkload(f"job {spec.job_id!r}'s estimate has no {missing[0]} time", field="estimate")
+                    seen = _as_job(spec, {kind: spec.estimate[kind] for kind in usable})
+                elif spec.sampling is None:
+                    raise InvalidWorkload(
+                        f"job {spec.job_id!r} has neither an estimate nor a sampling model", field="estimate"
+                    )
             self.jobs.append(_SimJob(index, spec, seen, truth))
         self._index_of = {job.spec.job_id: job.index for job in self.jobs}
         self.users: tuple[str, ...] = tuple(sorted({job.spec.user for job in self.jobs}))
@@ -250,7 +283,8 @@ class InterchangeableSimulation:
         self._holder: dict[str, _SimJob | _Sample | None] = {machine.name: None for machine in self.machines}
         self._waiting: dict[int, _SimJob] = {}  # insertion order = arrival order (SRPT re-queues)
         self._running: dict[int, _SimJob] = {}
-        self._sample_queue: dict[str, deque[_SimJob]] = {kind: deque() for kind in self.kinds}
+        self._sample_queue: dict[str, deque[tuple[_SimJob, RunState]]] = {kind: deque() for kind in self.kinds}
+        self._sample_holding: dict[str, _Sample] = {}  # run name -> the sample running it
         self._samples_running = {kind: 0 for kind in self.kinds}
         per_kind = {kind: sum(1 for m in self.machines if m.kind == kind) for kind in self.kinds}
         self._machine_count = per_kind
@@ -261,6 +295,7 @@ class InterchangeableSimulation:
         self._events = 0
         self._decisions = 0
         self._preemptions = 0
+        self._stopped_samples = 0
         self._busy = {kind: {"jobs": 0.0, "samples": 0.0} for kind in self.kinds}
         # Machine-seconds held inside the arrival window, and how many machines jobs hold now.
         self._window_busy = {kind: {"jobs": 0.0, "samples": 0.0} for kind in self.kinds}
@@ -304,9 +339,12 @@ class InterchangeableSimulation:
                     if event.job.epoch == event.epoch:
                         self._events += 1
                         self._complete(event.job)
-                elif event.sample is not None:
+                elif event.sample is not None and self._holder[event.sample.machine.name] is event.sample:
                     self._events += 1
-                    self._sample_done(event.sample)
+                    if event.check:
+                        self._sample_check(event.sample)
+                    else:
+                        self._sample_done(event.sample)
             while cursor < len(future) and future[cursor].spec.submit_time <= now:
                 self._arrive(future[cursor])
                 cursor += 1
@@ -366,14 +404,14 @@ class InterchangeableSimulation:
         return isinstance(self._holder[machine.name], _Sample)
 
     def holdings(self) -> dict[str, str | None]:
-        """Per machine name, the pod it holds (``<job>`` or ``<job>/sample-<kind>``) or None:
+        """Per machine name, the pod it holds (``<job>`` or ``<job>/sample-<kind>-<length>``) or None:
         what invariant checks compare with the fit engine's bookings."""
         out: dict[str, str | None] = {}
         for name, holder in self._holder.items():
             if isinstance(holder, _SimJob):
                 out[name] = holder.spec.job_id
             elif isinstance(holder, _Sample):
-                out[name] = f"{holder.job.spec.job_id}/sample-{holder.kind}"
+                out[name] = holder.run.name
             else:
                 out[name] = None
         return out
@@ -445,18 +483,25 @@ class InterchangeableSimulation:
     def _arrive(self, job: _SimJob) -> None:
         self._events += 1
         self._in_system[self._user_index[job.spec.user]] += 1
-        if self._profiled:
+        if self.policy.needs_estimates and job.spec.estimate is None:
+            assert job.spec.sampling is not None
             job.phase = Phase.PROFILING
-            for kind in job.truth.processing_time:
-                self._sample_queue[kind].append(job)
-                job.samples_left += 1
+            job.sampling = SamplingRun(
+                job_id=job.spec.job_id,
+                world=job.spec.sampling,
+                configurations=tuple(job.truth.processing_time),
+                settings=self._estimator,
+            )
+            self._queue_samples(job, job.sampling.start())
         else:
             job.phase = Phase.WAITING
             self._waiting[job.index] = job
 
+    def _queue_samples(self, job: _SimJob, runs: Sequence[RunState]) -> None:
+        for run in runs:
+            self._sample_queue[run.create.key.configuration].append((job, run))
+
     def _start_samples(self) -> None:
-        if not self._profiled:
-            return
         for kind in self.kinds:
             queue = self._sample_queue[kind]
             if not queue:
@@ -466,23 +511,69 @@ class InterchangeableSimulation:
                     break
                 if machine.kind != kind or self._holder[machine.name] is not None:
                     continue
-                job = queue.popleft()
-                sample = _Sample(
-                    job=job, kind=kind, started_at=self.now, length=self.workload.sample_time(job.spec), machine=machine
-                )
-                self._book(f"{job.spec.job_id}/sample-{kind}", job.spec.demand[kind], machine)
+                job, run = queue.popleft()
+                assert job.sampling is not None
+                sample = _Sample(job=job, run=run, started_at=self.now, length=run.seconds, machine=machine)
+                self._book(run.name, job.spec.demand[kind], machine)
                 self._holder[machine.name] = sample
+                self._sample_holding[run.name] = sample
                 self._samples_running[kind] += 1
+                job.sampling.started(run, self.now)
                 self._push(self.now + sample.length, _SAMPLE_END, _Event(sample=sample))
+                self._watch(sample)
 
-    def _sample_done(self, sample: _Sample) -> None:
-        self.engine.delete_pod(f"{sample.job.spec.job_id}/sample-{sample.kind}")
+    def _watch(self, sample: _Sample) -> None:
+        """An event at the instant ``sample`` passes the planner's deadline, if it ever does."""
+        assert sample.job.sampling is not None
+        deadline = sample.job.sampling.deadline(sample.run)
+        if deadline is not None:
+            # The planner stops a run that has run *more* than its deadline.
+            self._push(deadline + 1e-9 * max(1.0, deadline), _SAMPLE_CHECK, _Event(sample=sample, check=True))
+
+    def _release(self, sample: _Sample) -> None:
+        self.engine.delete_pod(sample.run.name)
         self._holder[sample.machine.name] = None
+        del self._sample_holding[sample.run.name]
         self._samples_running[sample.kind] -= 1
         self._busy[sample.kind]["samples"] += self.now - sample.started_at
+
+    def _sample_done(self, sample: _Sample) -> None:
+        self._release(sample)
         job = sample.job
-        job.samples_left -= 1
-        if job.samples_left == 0:
+        assert job.sampling is not None
+        created, stops = job.sampling.ended(sample.run, self.now)
+        self._after_sampling_step(job, created, stops)
+        # A finished run changes the deadlines of its peers still running.
+        for run in job.sampling.runs.values():
+            running = self._sample_holding.get(run.name)
+            if running is not None:
+                self._watch(running)
+
+    def _sample_check(self, sample: _Sample) -> None:
+        job = sample.job
+        assert job.sampling is not None
+        self._after_sampling_step(job, [], job.sampling.check(self.now))
+
+    def _after_sampling_step(self, job: _SimJob, created: Sequence[RunState], stops: Sequence[StopSample]) -> None:
+        assert job.sampling is not None
+        self._queue_samples(job, created)
+        pending = list(stops)
+        while pending:
+            stop = pending.pop()
+            running = self._sample_holding.get(stop.pod)
+            if running is None:  # pragma: no cover - the planner stops only runs it saw running
+                continue
+            self._release(running)
+            self._stopped_samples += 1
+            more, again = job.sampling.stopped(running.run, self.now)
+            self._queue_samples(job, more)
+            pending.extend(again)
+        if job.sampling.done and job.phase is Phase.PROFILING:
+            estimates = job.sampling.estimates
+            kinds = {kind: estimate.seconds for kind, estimate in estimates.items() if kind in job.truth.processing_time}
+            if not kinds:  # pragma: no cover - simulated runs never fail
+                raise SimulationStalled(f"the estimator estimated no configuration of job {job.spec.job_id!r}")
+            job.seen = _as_job(job.spec, kinds)
             job.phase = Phase.WAITING
             self._waiting[job.index] = job
 
@@ -566,4 +657,40 @@ class InterchangeableSimulation:
             events=self._events,
             decisions=self._decisions,
             preemptions=self._preemptions,
+            **self._estimation(),
         )
+
+    def _estimation(self) -> dict[str, object]:
+        jobs = self.jobs
+        estimate = np.full((len(jobs), 2), np.nan)
+        truth = np.full((len(jobs), 2), np.nan)
+        overhead = np.full(len(jobs), np.nan)
+        spent = np.zeros(len(jobs))
+        sampled = np.zeros(len(jobs), dtype=np.bool_)
+        methods: dict[str, int] = {}
+        for job in jobs:
+            for column, kind in enumerate(KINDS):
+                if kind in job.truth.processing_time:
+                    truth[job.index, column] = job.truth.processing_time[kind]
+            sampling = job.sampling
+            if sampling is None or not sampling.done:
+                continue
+            sampled[job.index] = True
+            for column, kind in enumerate(KINDS):
+                found = sampling.estimates.get(kind)
+                if found is not None:
+                    estimate[job.index, column] = found.seconds
+                    methods[found.method] = methods.get(found.method, 0) + 1
+            assert sampling.decision is not None
+            if sampling.decision.overhead_fraction is not None:
+                overhead[job.index] = sampling.decision.overhead_fraction
+            spent[job.index] = sampling.spent_seconds
+        return {
+            "estimate": estimate,
+            "truth": truth,
+            "sampled": sampled,
+            "overhead": overhead,
+            "sample_seconds": spent,
+            "methods": dict(sorted(methods.items())),
+            "stopped_samples": self._stopped_samples,
+        }

@@ -1,10 +1,10 @@
 """The ``allox`` workload: interchangeable jobs modelled on AlloX's simulations (EuroSys'20 §5.1).
 
 The paper's simulated cluster has 20 GPUs, 20 CPUs of 20 cores and 1,280 GB of memory; 10 users
-with over 1,000 TensorFlow jobs each; GPU speedups over one CPU between 1.8 and 10; estimation
-errors around 10% (Fig. 10: mean absolute error 8%, sd 11%) and profiling overheads of 3% of the
-real jobs (§4.1, §5.1). What the paper leaves open is ours, chosen before any measurement and
-listed in README.md "Workload ``allox``":
+with over 1,000 TensorFlow jobs each; GPU speedups over one CPU between 1.8 and 10; estimates
+from two short samples per configuration, 3% of the job (§4.1; Fig. 10: mean absolute error 8%,
+sd 11%). What the paper leaves open is ours, chosen before any measurement and listed in
+README.md "Workload ``allox``":
 
 * the cluster is 20 nodes of (20 cores, 64 GiB, 1 GPU); a GPU job holds its GPU and one
   reserved core (§4.4), a CPU job one 19-core slot (§5.1: 19 threads, one core left over);
@@ -13,14 +13,19 @@ listed in README.md "Workload ``allox``":
   (geometrically spaced over the users) with a log-normal spread, clipped to [1.8, 10];
 * arrivals are Poisson (the paper replays the Google trace's arrival times, not published) at a
   rate ``load`` times the highest rate the cluster could sustain (:func:`max_throughput`);
-* an estimate is the true time times ``1 + estimation_error · z``, z standard normal per job and
-  kind (σ = 0.1 gives a mean absolute error of 8%, the paper's Fig. 10);
-* a job's samples take ``profiling_overhead`` of its processing time on its faster kind, half
-  on a GPU and half on a CPU slot (§4.1: two samples per kind).
+* a job is a training loop of ``N`` iterations (log-uniform) with a start-up per configuration
+  (log-uniform seconds, at most ``startup_max_share`` of the run) and a time per iteration that
+  makes up the rest of its true processing time;
+* its estimates are not drawn: the estimator (:mod:`estimator.planner`) runs on simulated
+  samples of ``sampling_fraction`` of the iterations (1/3 short, 2/3 long, per configuration),
+  whose measured times carry a log-normal noise of ``sample_noise``
+  (:mod:`scheduler.simulator.allox.sampling`); its error and overhead are measured, not set;
+* a share ``user_estimate_share`` of the jobs carry an estimate set by their user
+  (``cellfit.io/estimate``, AlloX §5.3.2), taken as exact: nothing is sampled for them.
 
 Every random quantity has its own stream derived from the seed, so changing one knob (the load,
-the estimation error) leaves every other attribute of every job as it was, and sweeps compare
-like with like.
+the sample noise, the sampling fraction) leaves every other attribute of every job as it was,
+and sweeps compare like with like.
 """
 
 from __future__ import annotations
@@ -36,11 +41,26 @@ import numpy.typing as npt
 from scheduler.core.resources import Resources
 from scheduler.matching.capacity import NodeResources, machines_for
 from scheduler.matching.model import KIND_CPU, KIND_GPU, Demand, Machine
+from estimator.planner import EstimatorSettings
+from scheduler.simulator.allox.sampling import SampledJob, estimator_settings
 from scheduler.simulator.distributions import TruncatedNormal
 from scheduler.simulator.errors import InvalidWorkload
 from scheduler.simulator.workload import GIB, MINUTE, ClusterSpec
 
 FloatArray = npt.NDArray[np.float64]
+
+# Relative sd of a sampling run's measured time. Chosen so that the estimator's mean absolute
+# error on this workload is the paper's 8% (Fig. 10); see README.md "Workload allox".
+SAMPLE_NOISE: Final = 0.02
+# Knobs the workload had before the estimator produced its estimates, and what replaces them.
+RETIRED: Final = MappingProxyType(
+    {
+        "estimation_error": "estimates come from the estimator run on simulated samples; their error follows "
+        "allox.sample_noise and allox.sampling_fraction (and is reported, not set)",
+        "profiling_overhead": "the profiling overhead is the simulated sampling runs' time; set "
+        "allox.sampling_fraction (the share of a job's iterations each configuration samples)",
+    }
+)
 
 # 20 nodes of 20 cores, 64 GiB and one GPU: the paper's 20 GPUs, 20 CPUs of 20 cores, 1,280 GB.
 ALLOX_CLUSTER: Final = ClusterSpec(nodes=20, node=Resources(cpu_millis=20_000, memory_bytes=64 * GIB, gpus=1))
@@ -49,15 +69,18 @@ ALLOX_CLUSTER: Final = ClusterSpec(nodes=20, node=Resources(cpu_millis=20_000, m
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AlloxJobSpec:
     """One interchangeable job. Times in seconds. ``processing_time`` is the truth (what a run
-    takes), ``estimate`` what the estimator reports (what the policies see); ``demand`` is each
-    configuration's resources (cores, GPUs, GiB), booked on the node while it runs."""
+    takes); ``demand`` is each configuration's resources (cores, GPUs, GiB), booked on the node
+    while it runs. What the policies see comes either from ``estimate``, set by the job's user
+    (``cellfit.io/estimate``: nothing is sampled), or, when that is None, from the estimator run
+    on samples of ``sampling`` (the world its sampling runs meet)."""
 
     job_id: str
     user: str
     submit_time: float
     processing_time: Mapping[str, float]
-    estimate: Mapping[str, float]
     demand: Mapping[str, Demand]
+    estimate: Mapping[str, float] | None = None
+    sampling: SampledJob | None = None
 
     @property
     def fastest_time(self) -> float:
@@ -76,7 +99,8 @@ class AlloxWorkload:
     Times in minutes, memory in GiB. ``long_user_scale`` multiplies the last user's processing
     times (the "user with longer jobs" of the paper's Fig. 15; 1 = none). ``sample_share`` is the
     largest share of each kind's machines that samples may hold at once (§4.4: "AlloX also sets
-    a limit on resources for sample jobs").
+    a limit on resources for sample jobs"). The sampling knobs are described in the module's
+    docstring.
     """
 
     users: int = 10
@@ -94,9 +118,17 @@ class AlloxWorkload:
     cpu_memory_high: float = 24.0
     cpu_slot_cores: float = 19.0
     reserved_cpu_per_gpu: float = 1.0
-    estimation_error: float = 0.1
-    profiling_overhead: float = 0.03
-    sample_share: float = 0.2
+    sample_share: float = 0.3
+    sampling_fraction: float = 0.03
+    sample_noise: float = SAMPLE_NOISE
+    startup_low_seconds: float = 5.0
+    startup_high_seconds: float = 30.0
+    startup_max_share: float = 0.2
+    iterations_low: float = 1_000.0
+    iterations_high: float = 100_000.0
+    user_estimate_share: float = 0.0
+    long_factor: float = 10.0
+    long_min_seconds: float = 120.0
 
     def __post_init__(self) -> None:
         def need(ok: bool, name: str, what: str) -> None:
@@ -117,9 +149,23 @@ class AlloxWorkload:
         need(0 < self.cpu_memory_low <= self.cpu_memory_high, "cpu_memory_low", "positive and at most cpu_memory_high")
         need(self.cpu_slot_cores > 0, "cpu_slot_cores", "positive")
         need(self.reserved_cpu_per_gpu >= 0, "reserved_cpu_per_gpu", "non-negative")
-        need(0 <= self.estimation_error <= 1, "estimation_error", "a relative sd in [0, 1]")
-        need(0 <= self.profiling_overhead <= 1, "profiling_overhead", "a fraction in [0, 1]")
         need(0 < self.sample_share <= 1, "sample_share", "a fraction in (0, 1]")
+        need(0 < self.sampling_fraction <= 0.5, "sampling_fraction", "a fraction in (0, 0.5]")
+        need(0 <= self.sample_noise <= 1, "sample_noise", "a relative sd in [0, 1]")
+        need(
+            0 <= self.startup_low_seconds <= self.startup_high_seconds,
+            "startup_low_seconds",
+            "non-negative and at most startup_high_seconds",
+        )
+        need(0 <= self.startup_max_share < 1, "startup_max_share", "a fraction in [0, 1)")
+        need(
+            1 <= self.iterations_low <= self.iterations_high,
+            "iterations_low",
+            "at least 1 and at most iterations_high",
+        )
+        need(0 <= self.user_estimate_share <= 1, "user_estimate_share", "a fraction in [0, 1]")
+        need(self.long_factor > 1, "long_factor", "above 1")
+        need(self.long_min_seconds >= 0, "long_min_seconds", "non-negative")
 
     @staticmethod
     def parameter_names() -> list[str]:
@@ -128,6 +174,8 @@ class AlloxWorkload:
     def with_parameter(self, key: str, value: float) -> AlloxWorkload:
         """One knob changed by name, ``allox.<name>`` (the ``allox.`` prefix is optional)."""
         name = key.removeprefix("allox.")
+        if name in RETIRED:
+            raise InvalidWorkload(f"{key!r} is no longer a parameter: {RETIRED[name]}")
         if name not in self.parameter_names():
             raise InvalidWorkload(
                 f"{key!r} is not a parameter of workload allox (known: {', '.join('allox.' + n for n in self.parameter_names())})"
@@ -135,6 +183,9 @@ class AlloxWorkload:
         return self.with_changes(**{name: value})
 
     def with_changes(self, **changes: float) -> AlloxWorkload:
+        for name in changes:
+            if name in RETIRED:
+                raise InvalidWorkload(f"'allox.{name}' is no longer a parameter: {RETIRED[name]}")
         typed: dict[str, Any] = dict(changes)
         if "users" in typed:
             users = typed["users"]
@@ -175,7 +226,8 @@ class AlloxWorkload:
         if not gpus and not cpus:
             raise InvalidWorkload("the cluster has neither a GPU nor a CPU slot", field="nodes")
         users = int(self.users)
-        streams = np.random.SeedSequence([seed, 0x416C6C58]).spawn(9)
+        # Streams 0-4 and 7 as before sampling was modelled: the same seed gives the same jobs.
+        streams = np.random.SeedSequence([seed, 0x416C6C58]).spawn(12)
         draw = [np.random.default_rng(stream) for stream in streams]
         user = draw[0].integers(0, users, size=jobs)
         log_gpu = TruncatedNormal(
@@ -196,8 +248,20 @@ class AlloxWorkload:
         cpu_seconds = gpu_seconds * speedup
         gpu_memory = np.round(draw[3].uniform(self.gpu_memory_low, self.gpu_memory_high, size=jobs))
         cpu_memory = np.round(draw[4].uniform(self.cpu_memory_low, self.cpu_memory_high, size=jobs))
-        error_gpu = draw[5].standard_normal(jobs)
-        error_cpu = draw[6].standard_normal(jobs)
+        # One standard normal per job, configuration and sample length: the measured times' noise.
+        noise_z = {KIND_GPU: draw[5].standard_normal((jobs, 2)), KIND_CPU: draw[6].standard_normal((jobs, 2))}
+        iterations = np.round(
+            np.exp(draw[8].uniform(math.log(self.iterations_low), math.log(self.iterations_high), size=jobs))
+        ).astype(np.int64)
+        startup_draw = {
+            kind: np.exp(
+                draw[9 + k].uniform(
+                    math.log(max(self.startup_low_seconds, 1e-9)), math.log(max(self.startup_high_seconds, 1e-9)), size=jobs
+                )
+            )
+            for k, kind in enumerate((KIND_GPU, KIND_CPU))
+        }
+        user_set = draw[11].random(jobs) < self.user_estimate_share
         gaps = draw[7].exponential(1.0, size=jobs)
         kinds_present = {KIND_GPU: gpus > 0, KIND_CPU: cpus > 0}
         rate = load * max_throughput(
@@ -213,17 +277,32 @@ class AlloxWorkload:
         for i in range(jobs):
             truth = {KIND_GPU: float(gpu_seconds[i]), KIND_CPU: float(cpu_seconds[i])}
             truth = {kind: value for kind, value in truth.items() if kinds_present[kind]}
-            estimate = {
-                kind: value * _error_factor(self.estimation_error, float((error_gpu if kind == KIND_GPU else error_cpu)[i]))
-                for kind, value in truth.items()
-            }
+            world = None
+            if not user_set[i]:
+                startup = {
+                    kind: min(float(startup_draw[kind][i]), self.startup_max_share * value) for kind, value in truth.items()
+                }
+                n = int(iterations[i])
+                world = SampledJob(
+                    iterations=n,
+                    startup=MappingProxyType(startup),
+                    per_iteration=MappingProxyType({kind: (value - startup[kind]) / n for kind, value in truth.items()}),
+                    noise=MappingProxyType(
+                        {
+                            (kind, length): math.exp(self.sample_noise * float(noise_z[kind][i, column]))
+                            for kind in truth
+                            for column, length in enumerate(("short", "long"))
+                        }
+                    ),
+                )
             out.append(
                 AlloxJobSpec(
                     job_id=f"job-{i:0{width}d}",
                     user=f"user-{int(user[i]):0{user_width}d}",
                     submit_time=float(arrivals[i]),
                     processing_time=MappingProxyType(truth),
-                    estimate=MappingProxyType(estimate),
+                    estimate=MappingProxyType(dict(truth)) if user_set[i] else None,
+                    sampling=world,
                     demand=MappingProxyType(
                         {
                             KIND_GPU: Demand(gpu=1.0, cpu=self.reserved_cpu_per_gpu, memory=float(gpu_memory[i])),
@@ -241,15 +320,11 @@ class AlloxWorkload:
             return np.array([math.sqrt(self.speedup_low * self.speedup_high)])
         return np.geomspace(self.speedup_low, self.speedup_high, users)
 
-    def sample_time(self, job: AlloxJobSpec) -> float:
-        """Seconds each of a job's two samples (one per kind) runs: half the overhead each."""
-        return 0.5 * self.profiling_overhead * job.fastest_time
-
-
-def _error_factor(sd: float, z: float) -> float:
-    # Never below a tenth of the truth: an estimator that has timed a sample cannot be off by
-    # more than that (and times must stay positive).
-    return max(0.1, 1.0 + sd * z)
+    def estimator(self) -> EstimatorSettings:
+        """The live estimator's settings with this workload's sample lengths."""
+        return estimator_settings(
+            self.sampling_fraction, long_factor=self.long_factor, long_min_seconds=self.long_min_seconds
+        )
 
 
 def max_throughput(gpu_times: FloatArray, cpu_times: FloatArray, *, gpus: int, cpus: int) -> float:
