@@ -7,6 +7,10 @@ with ``e2e/cluster/down.sh`` at the end of the session. Script output goes to
 the tail of that log.
 
 Environment:
+  CELLFIT_E2E_KUBE_VERSION  which Kubernetes release to build and start: ``newest``, ``oldest``,
+                        a minor (``1.35``) or an exact release (``v1.37.2``); default: the
+                        ``KUBE_VERSION_DEFAULT`` of e2e/cluster/versions.env. Resolved by the
+                        scripts (e2e/cluster/kube-version.sh); shown in pytest's header.
   CELLFIT_E2E_WORKDIR   cluster state, kubeconfig, cluster.env, harness.log
                         (default ~/.cache/cellfit-e2e/run)
   CELLFIT_E2E_KEEP=1    leave the cluster running after the session (debugging)
@@ -20,8 +24,10 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import json
 import os
+import re
 import shlex
 import subprocess
 import time
@@ -126,6 +132,7 @@ class ControlPlane:
     env: dict[str, str]  # the variables of cluster.env: binary paths, KUBECONFIG, apiserver URL
     log: Path
     _namespaces: list[str] = field(default_factory=list)
+    _feature_gates: dict[str, bool] = field(default_factory=dict)
 
     @property
     def apiserver_url(self) -> str:
@@ -189,6 +196,20 @@ class ControlPlane:
         )
         return name
 
+    @property
+    def kube_version(self) -> str:
+        """The Kubernetes release running (``v1.37.2``)."""
+        return self.env["CELLFIT_E2E_KUBE_VERSION"]
+
+    def feature_gates(self) -> dict[str, bool]:
+        """kube-apiserver's feature gates as it reports them (``kubernetes_feature_enabled`` in
+        its /metrics), e.g. ``MutablePodResourcesForSuspendedJobs`` (KEP-5440)."""
+        if not self._feature_gates:
+            text = self.kubectl("get", "--raw", "/metrics").stdout
+            for match in re.finditer(r'^kubernetes_feature_enabled\{name="([^"]+)"[^}]*\} (\d+)', text, re.M):
+                self._feature_gates[match.group(1)] = match.group(2) == "1"
+        return dict(self._feature_gates)
+
     def events_for(self, namespace: str, name: str, kind: str = "Pod") -> list[dict[str, Any]]:
         selector = f"involvedObject.name={name},involvedObject.kind={kind}"
         return self.kubectl_json("-n", namespace, "get", "events", "--field-selector", selector)[
@@ -219,6 +240,28 @@ def wait_until(
         if time.monotonic() >= deadline:
             pytest.fail(f"timed out after {timeout:.0f}s waiting for {what} (last: {last!r})")
         time.sleep(interval)
+
+
+@functools.cache
+def _selected_kube_version() -> tuple[str | None, str]:
+    """The release CELLFIT_E2E_KUBE_VERSION selects, as build.sh resolves it: (version, "") or
+    (None, why not)."""
+    proc = subprocess.run(
+        [str(CLUSTER_DIR / "build.sh"), "--print-version"], capture_output=True, text=True, check=False
+    )
+    if proc.returncode != 0:
+        return None, (proc.stderr or proc.stdout).strip()
+    return proc.stdout.strip(), ""
+
+
+def pytest_report_header(config: pytest.Config) -> str | None:
+    external = _external_env_file()
+    if external is not None:
+        return f"e2e: external cluster {external} (CELLFIT_E2E_EXTERNAL_ENV)"
+    version, error = _selected_kube_version()
+    asked = os.environ.get("CELLFIT_E2E_KUBE_VERSION", "")
+    how = f"CELLFIT_E2E_KUBE_VERSION={asked}" if asked else "the default; CELLFIT_E2E_KUBE_VERSION selects"
+    return f"e2e: Kubernetes {version} ({how})" if version else f"e2e: {error}"
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -278,8 +321,11 @@ def _external_control_plane(env_file: Path) -> Iterator[ControlPlane]:
 
 
 def _control_plane(workdir: Path) -> Iterator[ControlPlane]:
+    version, error = _selected_kube_version()
+    if version is None:
+        pytest.fail(error, pytrace=False)
     log = workdir / "harness.log"
-    log.write_text(f"cellfit e2e harness log, {time.strftime('%Y-%m-%d %H:%M:%S')}\n")
+    log.write_text(f"cellfit e2e harness log, {time.strftime('%Y-%m-%d %H:%M:%S')}, Kubernetes {version}\n")
     env = {**os.environ, "CELLFIT_E2E_WORKDIR": str(workdir)}
     build_timeout = float(os.environ.get("CELLFIT_E2E_BUILD_TIMEOUT", "3600")) + 600
 
@@ -287,6 +333,12 @@ def _control_plane(workdir: Path) -> Iterator[ControlPlane]:
     try:
         _run_logged([str(CLUSTER_DIR / "up.sh")], log, env, timeout=300)
         cluster_env = _parse_env_file(workdir / "cluster.env")
+        if cluster_env.get("CELLFIT_E2E_KUBE_VERSION") != version:
+            pytest.fail(
+                f"up.sh started Kubernetes {cluster_env.get('CELLFIT_E2E_KUBE_VERSION')}, "
+                f"but {version} was selected; log {log}",
+                pytrace=False,
+            )
         cp = ControlPlane(
             workdir=workdir,
             kubeconfig=Path(cluster_env["KUBECONFIG"]),

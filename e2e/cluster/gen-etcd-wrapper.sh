@@ -1,17 +1,22 @@
 #!/usr/bin/env bash
-# Regenerate e2e/cluster/etcd-wrapper/{go.mod,go.sum,tools.go} for ETCD_VERSION.
+# Regenerate e2e/cluster/etcd-wrapper/<etcd version>/{go.mod,go.sum,tools.go}.
+#
+#   e2e/cluster/gen-etcd-wrapper.sh [KUBE_VERSION]   # the etcd versions.env pairs with that
+#                                                    # Kubernetes release (default:
+#                                                    # CELLFIT_E2E_KUBE_VERSION, see kube-version.sh)
 #
 # etcd's server and etcdctl modules have replace lines for their sibling modules, so they
 # cannot be `go install`ed; a wrapper module that requires both resolves the siblings from
 # the module proxy at the same release (client/v2 is published as v2.305.x).
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-# shellcheck source=versions.env
-. "$HERE/versions.env"
+[ $# -eq 0 ] || CELLFIT_E2E_KUBE_VERSION="$1"
+# shellcheck source=kube-version.sh
+. "$HERE/kube-version.sh"
 GO="${GO:-$(command -v go || echo /usr/local/go/bin/go)}"
-export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=mod
+export CGO_ENABLED=0 GOFLAGS=-mod=mod  # GOTOOLCHAIN: kube-version.sh
 
-W="$HERE/etcd-wrapper"
+W="$ETCD_WRAPPER"
 echo "[gen-etcd-wrapper] etcd ${ETCD_VERSION}, go: $("$GO" version)"
 rm -f "$W/go.mod" "$W/go.sum"
 mkdir -p "$W"

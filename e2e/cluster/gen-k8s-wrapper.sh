@@ -1,5 +1,8 @@
 #!/usr/bin/env bash
-# Regenerate e2e/cluster/k8s-wrapper/{go.mod,go.sum,tools.go} for KUBE_VERSION.
+# Regenerate e2e/cluster/k8s-wrapper/<version>/{go.mod,go.sum,tools.go}.
+#
+#   e2e/cluster/gen-k8s-wrapper.sh [VERSION]   # VERSION: as CELLFIT_E2E_KUBE_VERSION (see
+#                                              # kube-version.sh); default: that variable
 #
 # k8s.io/kubernetes cannot be `go install`ed: its go.mod replaces every k8s.io/* staging
 # module with ./staging/src/... . The wrapper module requires k8s.io/kubernetes and
@@ -7,13 +10,14 @@
 # staging modules is read from the release's own go.mod, so it is never hand-maintained.
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-# shellcheck source=versions.env
-. "$HERE/versions.env"
+[ $# -eq 0 ] || CELLFIT_E2E_KUBE_VERSION="$1"
+# shellcheck source=kube-version.sh
+. "$HERE/kube-version.sh"
 GO="${GO:-$(command -v go || echo /usr/local/go/bin/go)}"
-export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=mod
+export CGO_ENABLED=0 GOFLAGS=-mod=mod  # GOTOOLCHAIN: kube-version.sh
 
 STAGING="v0.${KUBE_VERSION#v1.}"   # v1.32.13 -> v0.32.13
-W="$HERE/k8s-wrapper"
+W="$K8S_WRAPPER"
 echo "[gen-k8s-wrapper] kubernetes ${KUBE_VERSION}, staging modules ${STAGING}, go: $("$GO" version)"
 
 upstream_mod="$("$GO" mod download -json "k8s.io/kubernetes@${KUBE_VERSION}" 2>/dev/null \

@@ -15,6 +15,8 @@
 #   CELLFIT_E2E_WORKDIR   state directory (default $HOME/.cache/cellfit-e2e/run): kwokctl's
 #                         KWOK_WORKDIR, the kubeconfig and cluster.env live there.
 #   CELLFIT_E2E_CLUSTER   kwokctl cluster name (default cellfit-e2e)
+#   CELLFIT_E2E_KUBE_VERSION  which built release to start: newest, oldest, v1.35, v1.37.2
+#                         (default: KUBE_VERSION_DEFAULT of versions.env; see kube-version.sh)
 #
 # A cluster of the same name left behind in the same workdir is deleted first.
 # Never reads or writes ~/.kube/config. Writes $CELLFIT_E2E_WORKDIR/cluster.env last, once
@@ -22,8 +24,8 @@
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-# shellcheck source=versions.env
-. "$HERE/versions.env"
+# shellcheck source=kube-version.sh
+. "$HERE/kube-version.sh"
 
 NODES=4 GPUS=8 PRODUCT=NVIDIA-A100-SXM4-80GB PER_RACK=2
 while [ $# -gt 0 ]; do
@@ -32,7 +34,7 @@ while [ $# -gt 0 ]; do
     --gpus) GPUS="$2"; shift 2 ;;
     --product) PRODUCT="$2"; shift 2 ;;
     --nodes-per-rack) PER_RACK="$2"; shift 2 ;;
-    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
     *) echo "[up] ERROR: unknown argument $1" >&2; exit 2 ;;
   esac
 done

@@ -5,10 +5,13 @@
 #
 #   e2e/kind/run.sh [--keep] [--no-suite] [-- PYTEST_ARGS...]
 #
-# Needs: docker, kind (>= 0.27), kubectl, helm 3, python 3.11 with `pip install -e ".[test]"`,
-# and internet access (kindest/node, registry.k8s.io/kube-scheduler, KWOK's release manifests).
-# Environment: KIND_CLUSTER (default cellfit), KIND_NODE_IMAGE (default kindest/node:v1.32.5),
-# KWOK_VERSION (default v0.8.0), IMAGE (default cellfit:dev).
+# Needs: docker, kind (a release that publishes a kindest/node image of the chosen Kubernetes),
+# kubectl, helm 3, python 3.11 with `pip install -e ".[test]"`, and internet access
+# (kindest/node, registry.k8s.io/kube-scheduler, KWOK's release manifests).
+# Environment: KIND_CLUSTER (default cellfit), KIND_NODE_IMAGE (default kindest/node:<release>,
+# the release CELLFIT_E2E_KUBE_VERSION selects for the local control plane: newest, oldest, ...;
+# see e2e/cluster/README.md; the chart accepts 1.35-1.37), KWOK_VERSION (default v0.8.0),
+# IMAGE (default cellfit:dev).
 #
 # NOT RUN in cellfit's CI: the development machines have no Docker engine. Every step mirrors
 # one that runs there (the chart install and the suite on the local control plane), but this
@@ -18,7 +21,7 @@ set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
 CLUSTER="${KIND_CLUSTER:-cellfit}"
-NODE_IMAGE="${KIND_NODE_IMAGE:-kindest/node:v1.32.5}"
+NODE_IMAGE="${KIND_NODE_IMAGE:-kindest/node:$("$ROOT/e2e/cluster/build.sh" --print-version)}"
 KWOK_VERSION="${KWOK_VERSION:-v0.8.0}"
 IMAGE="${IMAGE:-cellfit:dev}"
 RELEASE=cellfit NAMESPACE=cellfit-system
@@ -28,7 +31,7 @@ while [ $# -gt 0 ]; do
     --keep) KEEP=1; shift ;;
     --no-suite) SUITE=0; shift ;;
     --) shift; PYTEST_ARGS=("$@"); break ;;
-    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
     *) echo "run.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
