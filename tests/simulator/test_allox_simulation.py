@@ -88,16 +88,16 @@ def test_profiling_delays_the_policies_that_need_estimates() -> None:
     assert allox.finish[0] == pytest.approx(54.0 + 600)
     assert allox.busy["gpu"]["samples"] == pytest.approx(18.0)
     assert allox.busy["cpu"]["samples"] == pytest.approx(54.0)
-    assert list(allox.estimate[0]) == pytest.approx([600, 1800])  # exact samples, exact fit
-    assert allox.methods == {"samples": 2} and allox.stopped_samples == 0
-    assert allox.overhead[0] == pytest.approx(72 / 2400)
+    assert list(allox.sampling.estimate[0]) == pytest.approx([600, 1800])  # exact samples, exact fit
+    assert allox.sampling.methods == {"samples": 2} and allox.sampling.stopped == 0
+    assert allox.sampling.overhead[0] == pytest.approx(72 / 2400)
     # DRFF needs no estimate: nothing is sampled, the job starts at once.
     drff = run([job], "drff")
     assert drff.first_start[0] == 0.0 and drff.finish[0] == pytest.approx(600)
-    assert drff.busy["gpu"]["samples"] == 0.0 and not drff.sampled.any()
+    assert drff.busy["gpu"]["samples"] == 0.0 and not drff.sampling.sampled.any()
     # A user-set estimate (cellfit.io/estimate) is not sampled either.
     stated = run([spec("j", 10, 30)], "allox")
-    assert stated.first_start[0] == 0.0 and not stated.sampled.any()
+    assert stated.first_start[0] == 0.0 and not stated.sampling.sampled.any()
 
 
 def test_the_policy_sees_the_estimators_answer_and_the_job_its_true_time() -> None:
@@ -108,7 +108,7 @@ def test_the_policy_sees_the_estimators_answer_and_the_job_its_true_time() -> No
     job = spec("j", 10, 30, sampling=world(10, 30, noise=noise))
     result = run([job], "allox")
     gpu = estimate_configuration("gpu", [Sample("gpu", 100, 6.0), Sample("gpu", 200, 12.0 * 2.2)], iterations=10_000)
-    assert result.estimate[0, 0] == pytest.approx(gpu.seconds) and gpu.seconds > 1800
+    assert result.sampling.estimate[0, 0] == pytest.approx(gpu.seconds) and gpu.seconds > 1800
     assert result.final_kind[0] == 1
     assert result.finish[0] - result.first_start[0] == pytest.approx(1800)
 
@@ -120,10 +120,10 @@ def test_a_sample_far_past_its_peers_is_stopped_and_frees_its_machine() -> None:
     # is the lower bound they proved, and the job starts on the GPU at 240 s.
     job = spec("j", 10, 2000, sampling=world(10, 2000))
     result = run([job], "allox")
-    assert result.stopped_samples == 2
-    assert result.methods == {"lower-bound": 1, "samples": 1}
+    assert result.sampling.stopped == 2
+    assert result.sampling.methods == {"lower-bound": 1, "samples": 1}
     assert result.first_start[0] == pytest.approx(240.0)
-    assert result.estimate[0, 1] == pytest.approx(120 * 100, rel=1e-6)
+    assert result.sampling.estimate[0, 1] == pytest.approx(120 * 100, rel=1e-6)
     assert result.busy["cpu"]["samples"] == pytest.approx(240.0)
     assert result.final_kind[0] == 0 and result.finish[0] == pytest.approx(240 + 600)
 
@@ -161,15 +161,15 @@ def test_every_policy_finishes_every_job_once_and_never_over_allocates(policy: s
         else:
             assert ran == pytest.approx(job.processing_time[kinds[result.final_kind[index]]])
         if policy not in ("drff", "bf"):  # profiled first: not before its short runs ended
-            assert job.sampling is not None and result.sampled[index]
+            assert job.sampling is not None and result.sampling.sampled[index]
             short = max(job.sampling.run_seconds(kind, "short", round(0.01 * job.sampling.iterations)) for kind in kinds)
             assert result.first_start[index] >= job.submit_time + short * (1 - 1e-6)
-            assert result.sample_seconds[index] > 0
+            assert result.sampling.sample_seconds[index] > 0
     if policy in ("drff", "bf"):
-        assert not result.sampled.any() and np.isnan(result.estimate).all()
+        assert not result.sampling.sampled.any() and np.isnan(result.sampling.estimate).all()
     else:
-        assert result.sampled.all() and result.stopped_samples == 0
-        assert np.isfinite(result.estimate).all()
+        assert result.sampling.sampled.all() and result.sampling.stopped == 0
+        assert np.isfinite(result.sampling.estimate).all()
     assert (result.preemptions > 0) == (policy == "srpt")
     for kind, held in result.window_busy.items():
         assert 0.0 <= held["jobs"] + held["samples"] <= result.machines[kind] + 1e-9
@@ -298,7 +298,7 @@ def test_allox_is_robust_to_the_estimators_error() -> None:
             workload = base.with_changes(sample_noise=noise)
             jobs = workload.generate(jobs=300, seed=seed, cluster=cluster(4), load=0.8)
             results = {policy: run(jobs, policy, nodes=4, workload=workload, alpha=0.25, checked=False) for policy in ("allox", "es")}
-            errors = results["allox"].estimate / results["allox"].truth - 1
+            errors = results["allox"].sampling.estimate / results["allox"].sampling.truth - 1
             assert (np.nanmean(np.abs(errors)) < 1e-9) == (noise == 0.0)
             averages[noise] = {policy: average_jct_minutes(result) for policy, result in results.items()}
             assert averages[noise]["allox"] < 0.85 * averages[noise]["es"], (seed, noise, averages)

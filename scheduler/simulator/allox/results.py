@@ -128,14 +128,15 @@ def estimation_figures(result: AlloxRunResult) -> dict[str, Any] | None:
     ``sample_vs_fastest`` the sampling machine-seconds over the jobs' true fastest times,
     the estimates per model method and the runs stopped as long. None when nothing was
     sampled."""
-    sampled = result.sampled
+    record = result.sampling
+    sampled = record.sampled
     if not sampled.any():
         return None
-    estimate, truth = result.estimate[sampled], result.truth[sampled]
+    estimate, truth = record.estimate[sampled], record.truth[sampled]
     present = ~np.isnan(estimate) & ~np.isnan(truth)
     errors = estimate[present] / truth[present] - 1.0
     absolute = np.abs(errors)
-    overhead = result.overhead[sampled]
+    overhead = record.overhead[sampled]
     overhead = overhead[~np.isnan(overhead)]
     return {
         "jobs": int(sampled.sum()),
@@ -145,9 +146,9 @@ def estimation_figures(result: AlloxRunResult) -> dict[str, Any] | None:
         "bias": float(errors.mean()) if errors.size else None,
         "p90_abs": float(np.percentile(absolute, 90)) if errors.size else None,
         "overhead": float(overhead.mean()) if overhead.size else None,
-        "sample_vs_fastest": float(result.sample_seconds[sampled].sum() / result.fastest[sampled].sum()),
-        "methods": dict(result.methods),
-        "stopped_samples": result.stopped_samples,
+        "sample_vs_fastest": float(record.sample_seconds[sampled].sum() / result.fastest[sampled].sum()),
+        "methods": dict(record.methods),
+        "stopped_samples": record.stopped,
     }
 
 

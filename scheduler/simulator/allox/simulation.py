@@ -154,6 +154,26 @@ class _Event:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class SamplingRecord:
+    """What the estimator did in one run, arrays indexed like the input jobs. ``estimate``: the
+    estimates the policy saw, per job and kind (columns GPU, CPU; NaN where a kind was not
+    estimated and for jobs nothing was sampled for); ``truth``: the true times in the same
+    shape; ``sampled``: which jobs the estimator sampled; ``overhead``: the planner's overhead
+    figure per sampled job (sampling seconds over the sum of its estimates, what the live Event
+    reports; NaN elsewhere); ``sample_seconds``: the machine-seconds each job's runs held;
+    ``methods``: the estimates by the model's method; ``stopped``: the runs the planner stopped
+    as long."""
+
+    estimate: FloatArray
+    truth: FloatArray
+    sampled: npt.NDArray[np.bool_]
+    overhead: FloatArray
+    sample_seconds: FloatArray
+    methods: Mapping[str, int]
+    stopped: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class AlloxRunResult:
     """What one run measured. Times in seconds; arrays indexed like the input jobs.
 
@@ -166,15 +186,8 @@ class AlloxRunResult:
     the machines per kind held on average over the arrival window (utilisation × ``machines``).
     ``cpu_work_speedup`` is the CPU time jobs ran for over the GPU time the same work would have
     taken: the mean speedup of the work done on CPUs, weighted by CPU time (lower means the CPUs
-    ran the jobs that lose least there; None when CPUs ran nothing).
-
-    ``estimate`` holds the estimates the policy saw, per job and kind (columns GPU, CPU; NaN
-    where a kind was not estimated and for jobs nothing was sampled for), ``truth`` the true
-    times in the same shape; ``sampled`` says which jobs the estimator sampled;
-    ``overhead`` is the planner's overhead figure per sampled job (sampling seconds over the
-    sum of its estimates, what the live Event reports; NaN elsewhere); ``sample_seconds`` the
-    machine-seconds each job's samples held; ``methods`` counts the estimates by the model's
-    method; ``stopped_samples`` counts the runs the planner stopped as long.
+    ran the jobs that lose least there; None when CPUs ran nothing). ``sampling`` is what the
+    estimator did (:class:`SamplingRecord`).
     """
 
     policy: str
@@ -197,13 +210,7 @@ class AlloxRunResult:
     events: int
     decisions: int
     preemptions: int
-    estimate: FloatArray
-    truth: FloatArray
-    sampled: npt.NDArray[np.bool_]
-    overhead: FloatArray
-    sample_seconds: FloatArray
-    methods: Mapping[str, int]
-    stopped_samples: int
+    sampling: SamplingRecord
 
     @property
     def jobs(self) -> int:
@@ -657,10 +664,10 @@ class InterchangeableSimulation:
             events=self._events,
             decisions=self._decisions,
             preemptions=self._preemptions,
-            **self._estimation(),
+            sampling=self._sampling_record(),
         )
 
-    def _estimation(self) -> dict[str, object]:
+    def _sampling_record(self) -> SamplingRecord:
         jobs = self.jobs
         estimate = np.full((len(jobs), 2), np.nan)
         truth = np.full((len(jobs), 2), np.nan)
@@ -685,12 +692,12 @@ class InterchangeableSimulation:
             if sampling.decision.overhead_fraction is not None:
                 overhead[job.index] = sampling.decision.overhead_fraction
             spent[job.index] = sampling.spent_seconds
-        return {
-            "estimate": estimate,
-            "truth": truth,
-            "sampled": sampled,
-            "overhead": overhead,
-            "sample_seconds": spent,
-            "methods": dict(sorted(methods.items())),
-            "stopped_samples": self._stopped_samples,
-        }
+        return SamplingRecord(
+            estimate=estimate,
+            truth=truth,
+            sampled=sampled,
+            overhead=overhead,
+            sample_seconds=spent,
+            methods=dict(sorted(methods.items())),
+            stopped=self._stopped_samples,
+        )
