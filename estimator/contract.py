@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, Final, Mapping
 
 from estimator.model import ConfigurationEstimate, Sample
@@ -42,6 +43,12 @@ class RecordedEstimate:
     seconds: Mapping[str, float]
     by_cellfit: bool
     document: Mapping[str, Any]
+
+
+@lru_cache(maxsize=8192)
+def parse_estimate_cached(text: str) -> RecordedEstimate:
+    """:func:`parse_estimate` once per distinct annotation value (read on every admission pass)."""
+    return parse_estimate(text)
 
 
 def parse_estimate(text: str, *, where: str = ANNOTATION_ESTIMATE) -> RecordedEstimate:

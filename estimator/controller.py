@@ -20,7 +20,6 @@ import threading
 import time
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
-from functools import lru_cache
 from dataclasses import dataclass, field
 from typing import Any, Callable, Literal, Mapping
 
@@ -45,7 +44,7 @@ from estimator.objects import (
 from estimator.planner import Decision, EstimatorSettings as PlannerSettings, SampleKey, SamplePod, decide
 from estimator.sample_pod import build_sample_pod
 from estimator.sampling import SamplingRatio, SamplingSettings, plan, pods_of, waves_of
-from placer.configuration import Configuration, Configurations, parse_configurations
+from placer.configuration import Configuration, Configurations, parse_configurations, parse_configurations_cached
 from scheduler.cluster.api import KubernetesApi, WatchExpired
 from scheduler.cluster.reflector import Reflector
 from scheduler.config import EstimatorSettings
@@ -344,7 +343,7 @@ class EstimatorController:
 
     def _configurations(self, job: Job) -> Configurations | None:
         try:
-            return _parsed_configurations(job.annotations.get(ANNOTATION_CONFIGURATIONS))
+            return parse_configurations_cached(job.annotations.get(ANNOTATION_CONFIGURATIONS))
         except InvalidAnnotation:
             return None
 
@@ -636,12 +635,6 @@ class _Budget:
         if fits:
             self.take(cost)
         return fits
-
-
-@lru_cache(maxsize=4096)
-def _parsed_configurations(text: str | None) -> Configurations:
-    """Parsed once per distinct annotation: every pass reads every Job's configurations."""
-    return parse_configurations(text)
 
 
 def _sampling_record(text: str | None) -> dict[str, Any]:

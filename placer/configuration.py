@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from functools import lru_cache
 from types import MappingProxyType
 from typing import Any, Final, Literal, Mapping
 
@@ -97,6 +98,13 @@ def parse_configurations(text: str | None, *, where: str = ANNOTATION_CONFIGURAT
             raise InvalidAnnotation(f"unknown configuration kind {kind!r}; expected one of {', '.join(KINDS)}", field=where)
         by_kind[kind] = _configuration(kind, body, where=f"{where}.{kind}")
     return Configurations(by_kind=MappingProxyType({kind: by_kind[kind] for kind in KINDS if kind in by_kind}))
+
+
+@lru_cache(maxsize=8192)
+def parse_configurations_cached(text: str | None) -> Configurations:
+    """:func:`parse_configurations` once per distinct annotation value: the live drivers read
+    every interchangeable Job's configurations on every pass (the result is immutable)."""
+    return parse_configurations(text)
 
 
 def _configuration(kind: ConfigurationKind, body: object, *, where: str) -> Configuration:

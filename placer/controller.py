@@ -26,15 +26,18 @@ from __future__ import annotations
 
 import json
 import logging
+import multiprocessing
 import threading
 import time
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
-from estimator.contract import parse_estimate
+from estimator.contract import parse_estimate_cached
 from estimator.controller import format_duration
 from estimator.objects import Job, timestamp
-from placer.configuration import Configuration, Configurations, parse_configurations
+from placer.configuration import Configuration, Configurations, parse_configurations_cached
 from placer.rewrite import apply_configuration
 from scheduler.config import AlloxSettings
 from scheduler.constants import (
@@ -105,6 +108,7 @@ class PlacerController:
         self._started: dict[str, str] = {}  # Job UID -> kind, until the watch shows it running
         self._template_refused = False  # the API server refused template resources once: webhook from then on
         self.last = LastDecision()
+        self._solver: ProcessPoolExecutor | None = None
         jobs.subscribe(self._wake.set)
         self._worker = threading.Thread(target=self._run, name="allox-admission", daemon=True)
 
@@ -114,6 +118,8 @@ class PlacerController:
     def stop(self) -> None:
         self._stop.set()
         self._wake.set()
+        if self._solver is not None:
+            self._solver.shutdown(wait=False, cancel_futures=True)
 
     # ------------------------------------------------------------------ the loop
 
@@ -154,7 +160,7 @@ class PlacerController:
             for name, r in self._free_by_node(frozenset(running_uids)).items()
         ]
         started = time.perf_counter()
-        decision = decide(
+        decision = self._decide(
             now=now, waiting=waiting, running=running, free_nodes=free, alpha=self._settings.alpha,
             policy=self._settings.policy, reserved_cpu_per_gpu=self._settings.reserved_cpu_per_gpu,
             allox_plus_timeout=self._settings.allox_plus_timeout_seconds or float("inf"),
@@ -184,11 +190,25 @@ class PlacerController:
         )
         return decision
 
+    def _decide(self, **inputs: Any) -> AdmissionDecision:
+        """:func:`decide`, in the child process when ``allox.solverProcess`` (a broken child is
+        replaced, and that one matching solved here)."""
+        if not self._settings.solver_process:
+            return decide(**inputs)
+        if self._solver is None:
+            self._solver = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
+        try:
+            return self._solver.submit(decide, **inputs).result()
+        except BrokenProcessPool:
+            log.warning("the AlloX solver process died; starting another")
+            self._solver = None
+            return decide(**inputs)
+
     def _classify(self, job: Job, now: float, configurations: dict[str, Configurations]) -> WaitingJob | RunningJob | None:
         if job.finished or job.metadata.deletionTimestamp:
             return None
         try:
-            parsed = parse_configurations(job.annotations.get(ANNOTATION_CONFIGURATIONS))
+            parsed = parse_configurations_cached(job.annotations.get(ANNOTATION_CONFIGURATIONS))
         except InvalidAnnotation:
             return None  # the estimator reports it
         configurations[job.metadata.uid] = parsed
@@ -196,7 +216,7 @@ class PlacerController:
         text = job.annotations.get(ANNOTATION_ESTIMATE)
         if text:
             try:
-                seconds = parse_estimate(text).seconds
+                seconds = parse_estimate_cached(text).seconds
             except InvalidAnnotation:
                 seconds = {}
         key = f"{job.metadata.namespace}/{job.metadata.name}"

@@ -252,6 +252,13 @@ class AlloxSettings(_Section):
     debounce_seconds: float = Field(
         1.0, ge=0, allow_inf_nan=False, description="Changes within this long share one matching."
     )
+    solver_process: bool = Field(
+        True,
+        description=(
+            "Solve the matching in a child process: a large matching holds the interpreter for "
+            "tens of milliseconds or more, which the extender's verbs would otherwise wait behind."
+        ),
+    )
     resync_seconds: float = Field(10.0, gt=0, allow_inf_nan=False, description="A matching at least this often (capacity freed by other pods).")
 
 

@@ -20,7 +20,7 @@ NODE = NodeResources(name="n1", cpu=5, gpu=1, memory=64)  # one GPU and one 4-co
 
 
 def test_starts_and_queue_follow_the_optimal_schedule_of_the_same_instance():
-    decision = decide(now=10, waiting=JOBS, running=[], free_nodes=[NODE])
+    decision = decide(now=10, waiting=JOBS, running=[], free_nodes=[NODE], omega_grid_seconds=0)  # exact, as offline
     machines = [Machine(name="n1/gpu-0", kind="gpu"), Machine(name="n1/cpu-0", kind="cpu")]
     offline = schedule(jobs=[Job(name=j.key, user=j.user, arrival=j.arrival, processing_time=j.seconds) for j in JOBS],
                        machines=machines, now=10)
@@ -46,7 +46,7 @@ def test_a_running_job_keeps_its_machine_until_its_estimate_ends():
     running = [RunningJob(key="r", user="u3", kind="gpu", started=0, seconds=100, demand=GPU)]
     # Free capacity leaves running interchangeable Jobs in: r's GPU is the node's one GPU.
     node = NodeResources(name="n1", cpu=6, gpu=1, memory=64)
-    decision = decide(now=10, waiting=[waiting("a", "u1", 0, 1000, 10)], running=running, free_nodes=[node])
+    decision = decide(now=10, waiting=[waiting("a", "u1", 0, 1000, 10)], running=running, free_nodes=[node], omega_grid_seconds=0)
     assert decision.busy_machines == {"gpu": 1} and decision.idle_machines == {"cpu": 1}
     # Waiting 90 s for the GPU (done at 110) beats 1000 s on the idle CPU slot.
     assert decision.starts == ()
@@ -84,3 +84,16 @@ def test_cpu_slots_are_sized_for_the_largest_queued_cpu_configuration():
 def test_allox_plus_is_selectable():
     decision = decide(now=10, waiting=JOBS, running=[], free_nodes=[NODE], policy="allox+")
     assert len(decision.starts) == 2 and len(decision.queue) == 2
+
+
+def test_busy_machines_free_on_a_grid_so_that_they_fold_into_few_classes():
+    from scheduler.matching.admission import _on_grid
+
+    for delay in (0.5, 59, 60, 61, 599, 601, 3000, 36000):
+        rounded = _on_grid(delay, step=60, ratio=1.25)
+        assert delay <= rounded <= max(delay + 60, delay * 1.25) + 1e-9
+    assert len({_on_grid(d, step=60, ratio=1.25) for d in range(1, 36000, 7)}) < 40
+    node = NodeResources(name="n1", cpu=6, gpu=1, memory=64)
+    running = [RunningJob(key="r", user="u3", kind="gpu", started=0, seconds=100, demand=GPU)]
+    (queued,) = decide(now=10, waiting=[waiting("a", "u1", 0, 1000, 10)], running=running, free_nodes=[node]).queue
+    assert queued.expected_start_seconds == 120  # 90 s rounded up to the minute grid

@@ -66,7 +66,7 @@ def job(name: str, *, namespace: str = "alice", cpu: float = 100, gpu: float = 1
 
 def controller(api: RecordingApi, jobs: list[Any], *, gpus: int = 1, mechanism: str = "auto") -> PlacerController:
     return PlacerController(
-        api=api, jobs=Jobs(jobs), settings=AlloxSettings(alpha=1.0, mechanism=mechanism), gpu_resource="nvidia.com/gpu",
+        api=api, jobs=Jobs(jobs), settings=AlloxSettings(alpha=1.0, mechanism=mechanism, solver_process=False), gpu_resource="nvidia.com/gpu",
         free_by_node=lambda running: {"n1": Resources(cpu_millis=(gpus + 4) * 1000, memory_bytes=64 * 2**30, gpus=gpus)},
         clock=lambda: 1767225700.0,
     )
@@ -113,7 +113,8 @@ def test_waiting_jobs_are_told_their_position_and_expected_start_once():
     placer = controller(api, jobs)
     placer.admit()
     told = {name: c["message"] for name, c in api.conditions if c["reason"] == "Queued"}
-    assert told == {"b": "1st on gpu, expected start in ~10 s (AlloX)", "c": "2nd on gpu, expected start in ~30 s (AlloX)"}
+    # a's 10 s end on the minute grid (scheduler/matching/admission.py), then b's 20 s.
+    assert told == {"b": "1st on gpu, expected start in ~60 s (AlloX)", "c": "2nd on gpu, expected start in ~80 s (AlloX)"}
     before = len(api.conditions)
     jobs_now = [job("b", gpu=20, cpu=1000, created=1), job("c", gpu=30, cpu=1000, created=2),
                 job("a", gpu=10, cpu=1000, suspend=False, placement="gpu", started="2026-01-01T00:01:40Z")]

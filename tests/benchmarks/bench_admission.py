@@ -1,0 +1,251 @@
+"""AlloX admission's decision time from the live state, against scipy's solve of the same
+matrix, and the extender's filter latency while the admission loop runs.
+
+    python tests/benchmarks/bench_admission.py [--rounds 15] [--sizes 100,1000,5000] [--json FILE]
+
+For 100, 1,000 and 5,000 pending interchangeable Jobs over 1,000 machines (100 nodes of 5 GPUs
+and 5 CPU slots, a fifth of the machines busy with running Jobs), each round times:
+
+* ``admit``: ``PlacerController.admit()`` from the Job objects as the watch holds them (msgspec
+  structs with their annotations) to the decision (configurations and estimates parsed, free
+  capacity cut into machines, Algorithm 2's starts, the queue's positions), with an API that
+  records nothing (the patches are not what is timed);
+* ``decide``: ``scheduler.matching.admission.decide`` alone, from typed values;
+* ``scipy``: ``scipy.optimize.linear_sum_assignment`` on the full cost matrix Q of the same
+  instance (built beforehand, not timed), which is what "solving the matrix" costs.
+
+Timed for AlloX at alpha 1 (one matching serves every free machine), AlloX+ (§4.4, for very
+large queues), and AlloX at alpha 0.1 (100 Jobs only: Algorithm 2 re-solves per free machine).
+Targets (issue 13): admit p99 <= 20 ms at 1,000 Jobs and <= 2x the scipy solve alone.
+
+Then the extender's filter verb (500 nodes, resource-fit, in-process on the request bytes
+kube-scheduler sends) is timed with and without an admission loop of 1,000 Jobs running in a
+thread beside it: ``filter p99 with / without`` shows what the loop costs the verbs (the GIL is
+shared). This prints figures; it asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+import numpy as np  # noqa: E402
+from scipy.optimize import linear_sum_assignment  # noqa: E402
+
+from estimator.objects import JOB_DECODER  # noqa: E402
+from placer.controller import PlacerController  # noqa: E402
+from scheduler.config import AlloxSettings  # noqa: E402
+from scheduler.core.resources import Resources  # noqa: E402
+from scheduler.matching.admission import RunningJob, WaitingJob, decide  # noqa: E402
+from scheduler.matching.capacity import NodeResources, machines_for  # noqa: E402
+from scheduler.matching.model import Demand, Job  # noqa: E402
+from scheduler.matching.solve import build, prepare  # noqa: E402
+
+NODES = 100
+GPUS_PER_NODE = 5
+CPU_SLOT = 8  # cores of the CPU configuration
+NOW = 1_800_000_000.0
+CONFIGURATIONS = json.dumps({"cpu": {"resources": {"cpu": str(CPU_SLOT), "memory": "16Gi"}},
+                             "gpu": {"resources": {"nvidia.com/gpu": "1", "cpu": "1", "memory": "8Gi"}}})
+
+
+class NullApi:
+    def patch_job(self, **_: Any) -> None:
+        pass
+
+    def set_job_condition(self, **_: Any) -> None:
+        pass
+
+    def create_event(self, **_: Any) -> None:
+        pass
+
+
+class Jobs:
+    def __init__(self, jobs: list[Any]) -> None:
+        self.jobs = jobs
+
+    def interchangeable_jobs(self) -> list[Any]:
+        return self.jobs
+
+    def subscribe(self, on_change: Any) -> None:
+        pass
+
+
+def instance(pending: int, seed: int = 1) -> tuple[list[Any], dict[str, Resources], list[WaitingJob], list[RunningJob], list[NodeResources]]:
+    rng = np.random.default_rng(seed)
+    busy = NODES * GPUS_PER_NODE * 2 // 5  # a fifth of the 1,000 machines
+    raw: list[Any] = []
+    waiting: list[WaitingJob] = []
+    running: list[RunningJob] = []
+    for index in range(pending + busy):
+        gpu = float(rng.uniform(60, 3600))
+        cpu = gpu * float(rng.uniform(1.8, 10))
+        user = f"user-{index % 10}"
+        is_running = index >= pending
+        kind = "gpu" if index % 2 else "cpu"
+        annotations = {"cellfit.io/configurations": CONFIGURATIONS,
+                       "cellfit.io/estimate": json.dumps({"cpu": {"seconds": cpu}, "gpu": {"seconds": gpu}})}
+        if is_running:
+            annotations["cellfit.io/placement"] = kind
+        started = NOW - float(rng.uniform(0, 600))
+        body = {"metadata": {"name": f"job-{index}", "namespace": user, "uid": f"uid-{index}", "annotations": annotations,
+                             "creationTimestamp": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(NOW - 600 + index * 0.1))},
+                "spec": {"suspend": not is_running, "template": {"spec": {"containers": [{"name": "c"}]}}},
+                "status": {"startTime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started))} if is_running else {}}
+        raw.append(JOB_DECODER.decode(json.dumps(body).encode()))
+        demand = {"cpu": Demand(cpu=CPU_SLOT, memory=16), "gpu": Demand(gpu=1, cpu=1, memory=8)}
+        if is_running:
+            running.append(RunningJob(key=f"{user}/job-{index}", user=user, kind=kind, started=started,
+                                      seconds=gpu if kind == "gpu" else cpu, demand=demand[kind]))
+        else:
+            waiting.append(WaitingJob(key=f"{user}/job-{index}", user=user, arrival=NOW - 600 + index * 0.1,
+                                      seconds={"cpu": cpu, "gpu": gpu}, demand=demand))
+    cores = GPUS_PER_NODE * 1 + GPUS_PER_NODE * CPU_SLOT  # 5 GPU-reserved cores + 5 CPU slots
+    free = {f"node-{n:03d}": Resources(cpu_millis=cores * 1000, memory_bytes=512 * 2**30, gpus=GPUS_PER_NODE) for n in range(NODES)}
+    nodes = [NodeResources(name=name, cpu=r.cpu_millis / 1000, gpu=r.gpus, memory=512) for name, r in free.items()]
+    return raw, free, waiting, running, nodes
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q / 100 * (len(ordered) - 1))))]
+
+
+def scipy_solve_seconds(waiting: list[WaitingJob], nodes: list[NodeResources], rounds: int) -> list[float]:
+    machines = machines_for(nodes, cpu_slot=Demand(cpu=CPU_SLOT, memory=16))
+    jobs = [Job(name=w.key, user=w.user, arrival=min(w.arrival, NOW), processing_time=dict(w.seconds)) for w in waiting]
+    matrix = build(prepare(jobs=jobs, machines=machines, now=NOW), method="scipy")
+    cost = np.asarray(matrix.cost)
+    times = []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        linear_sum_assignment(cost)
+        times.append(time.perf_counter() - start)
+    return times
+
+
+POLICIES = {  # label -> (keyword arguments of decide / AlloxSettings, largest queue it is timed at)
+    "allox a=1": ({"alpha": 1.0}, 10**9),
+    "allox+": ({"policy": "allox+"}, 10**9),
+    # Algorithm 2 at small alpha re-solves for each free machine the matching of the users with
+    # least progress: hundreds of solves in a burst of free machines (minutes at 1,000 Jobs).
+    "allox a=0.1": ({"alpha": 0.1}, 100),
+}
+
+
+def admission_figures(sizes: list[int], rounds: int) -> dict[str, Any]:
+    results: dict[str, Any] = {}
+    for size in sizes:
+        raw, free, waiting, running, nodes = instance(size)
+        solve = scipy_solve_seconds(waiting, nodes, rounds)
+        scipy_p99 = 1000 * percentile(solve, 99)
+        for label, (options, largest) in POLICIES.items():
+            if size > largest:
+                print(f"{size:>5} pending Jobs, {label}: not timed (above {largest})", flush=True)
+                continue
+            placer = PlacerController(api=NullApi(), jobs=Jobs(raw), free_by_node=lambda _running: free,
+                                      settings=AlloxSettings(**options, solver_process=False), gpu_resource="nvidia.com/gpu", clock=lambda: NOW)
+            admit, pure = [], []
+            for _ in range(rounds):
+                placer._started.clear()
+                placer._told.clear()
+                start = time.perf_counter()
+                placer.admit()
+                admit.append(time.perf_counter() - start)
+                start = time.perf_counter()
+                decide(now=NOW, waiting=waiting, running=running, free_nodes=nodes, **options)
+                pure.append(time.perf_counter() - start)
+            row = {name: {"p50_ms": 1000 * statistics.median(v), "p99_ms": 1000 * percentile(v, 99)}
+                   for name, v in (("admit", admit), ("decide", pure), ("scipy", solve))}
+            row["admit_over_scipy_p99"] = row["admit"]["p99_ms"] / scipy_p99
+            results[f"{size}/{label}"] = row
+            print(f"{size:>5} pending Jobs, 1,000 machines, {label}: admit p50 {row['admit']['p50_ms']:.1f} ms "
+                  f"p99 {row['admit']['p99_ms']:.1f} ms | decide p50 {row['decide']['p50_ms']:.1f} ms | scipy solve "
+                  f"p50 {row['scipy']['p50_ms']:.1f} ms p99 {scipy_p99:.1f} ms | admit/scipy p99 {row['admit_over_scipy_p99']:.2f}x",
+                  flush=True)
+    return results
+
+
+def filter_figures(requests: int) -> dict[str, float]:
+    import logging
+
+    from scheduler.config import Settings
+    from scheduler.core.model import NodeInfo
+    from scheduler.extender.server import build_runtime
+    from tests.support import kube_objects as k
+
+    logging.disable(logging.WARNING)
+    runtime = build_runtime(Settings.model_validate({"policy": {"name": "resource-fit"}}), standalone=True)
+    names = [f"gpu-node-{i:05d}" for i in range(500)]
+    for name in names:
+        runtime.engine.apply_node(NodeInfo(name=name, allocatable=Resources(64000, 512 * 2**30, 8)))
+    body = k.dumps({"Pod": k.pod("p", gpus=1), "Nodes": None, "NodeNames": names})
+    handler = runtime.app.routes["/v1/extender/filter"].handler
+
+    def sample() -> list[float]:
+        times = []
+        for _ in range(requests):
+            start = time.perf_counter()
+            answer = handler(body)
+            times.append(time.perf_counter() - start)
+            assert answer.status == 200
+        return times
+
+    raw, free, *_ = instance(1000)
+    figures: dict[str, float] = {}
+    alone = sample()
+    for where, in_process in (("solver process", False), ("same process", True)):
+        placer = PlacerController(api=NullApi(), jobs=Jobs(raw), free_by_node=lambda _running: free,
+                                  settings=AlloxSettings(alpha=1.0, solver_process=not in_process), gpu_resource="nvidia.com/gpu",
+                                  clock=lambda: NOW)
+        placer.admit()  # the child process started and warm
+        stop = threading.Event()
+
+        def loop() -> None:
+            while not stop.is_set():
+                placer._started.clear()
+                placer.admit()
+
+        thread = threading.Thread(target=loop, daemon=True)
+        thread.start()
+        beside = sample()
+        stop.set()
+        thread.join()
+        placer.stop()
+        figures[f"filter_p99_ms_with_loop_{where.replace(' ', '_')}"] = 1000 * percentile(beside, 99)
+        figures[f"filter_p50_ms_with_loop_{where.replace(' ', '_')}"] = 1000 * statistics.median(beside)
+    alone += sample()
+    figures["filter_p99_ms_without"] = 1000 * percentile(alone, 99)
+    figures["filter_p50_ms_without"] = 1000 * statistics.median(alone)
+    print(f"filter, 500 names, p50 / p99: without an admission loop {figures['filter_p50_ms_without']:.3f} / "
+          f"{figures['filter_p99_ms_without']:.3f} ms; with the loop (1,000 Jobs, back to back) solving in its child process "
+          f"{figures['filter_p50_ms_with_loop_solver_process']:.3f} / {figures['filter_p99_ms_with_loop_solver_process']:.3f} ms; "
+          f"solving in the extender's process {figures['filter_p50_ms_with_loop_same_process']:.3f} / "
+          f"{figures['filter_p99_ms_with_loop_same_process']:.3f} ms", flush=True)
+    return figures
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--sizes", default="100,1000,5000")
+    parser.add_argument("--filter-requests", type=int, default=3000)
+    parser.add_argument("--json", metavar="FILE")
+    args = parser.parse_args(argv)
+    results = {"admission": admission_figures([int(s) for s in args.sizes.split(",")], args.rounds),
+               "filter": filter_figures(args.filter_requests)}
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
