@@ -20,6 +20,12 @@ How a started Job's pods get the configuration (``allox.mechanism``):
   ``cellfit.io/placement``; the pod-create webhook rewrites each pod from the configurations
   copied onto the template (placer/patch.py);
 - auto: template, and webhook when the API server refuses the template's resources (HTTP 422).
+
+Trial Jobs (FitGpp's trial-and-error class) never wait in AlloX's queue: each starts at once
+where it finishes first (``choose_for_trial``): an idle GPU; else a CPU slot when the CPU run
+ends before the GPU run would, after FitGpp's preemption (the shortest grace period of the
+best-effort pods holding GPUs) or after the first busy GPU frees; else the GPU configuration, and
+FitGpp preempts as it does for any trial pod.
 """
 
 from __future__ import annotations
@@ -44,13 +50,24 @@ from scheduler.constants import (
     ANNOTATION_CONFIGURATIONS,
     ANNOTATION_ESTIMATE,
     ANNOTATION_PLACEMENT,
+    JOB_CLASS_TRIAL,
+    LABEL_JOB_CLASS,
     LABEL_PLACEMENT,
     RESOURCE_CPU,
     RESOURCE_MEMORY,
 )
 from scheduler.core.resources import Resources, cpu_millis, parse_quantity
 from scheduler.errors import CellfitError, InvalidAnnotation, KubernetesApiError
-from scheduler.matching.admission import AdmissionDecision, RunningJob, WaitingJob, decide
+from scheduler.matching.admission import (
+    AdmissionDecision,
+    RunningJob,
+    TrialChoice,
+    WaitingJob,
+    choose_for_trial,
+    cpu_slot_for,
+    decide,
+    idle_machines,
+)
 from scheduler.matching.capacity import NodeResources
 from scheduler.matching.model import Demand
 
@@ -92,6 +109,7 @@ class PlacerController:
         clock: Callable[[], float] = time.time,
         on_decision: Callable[[float, AdmissionDecision], None] | None = None,
         on_start: Callable[[str, str], None] | None = None,
+        preemption_grace: Callable[[], float | None] = lambda: None,
     ) -> None:
         self._api = api
         self._jobs = jobs
@@ -101,6 +119,9 @@ class PlacerController:
         self._clock = clock
         self._on_decision = on_decision
         self._on_start = on_start
+        # The shortest grace period among best-effort pods holding GPUs: how long FitGpp's
+        # preemption keeps a trial Job off a GPU (None: nothing to preempt).
+        self._preemption_grace = preemption_grace
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._stop = threading.Event()
@@ -142,6 +163,7 @@ class PlacerController:
         waiting: list[WaitingJob] = []
         running: list[RunningJob] = []
         running_uids: set[str] = set()
+        trials: list[WaitingJob] = []
         configurations: dict[str, Configurations] = {}
         by_key: dict[str, Job] = {}
         for job in jobs:
@@ -149,7 +171,7 @@ class PlacerController:
             by_key[key] = job
             item = self._classify(job, now, configurations)
             if isinstance(item, WaitingJob):
-                waiting.append(item)
+                (trials if _is_trial(job) else waiting).append(item)
             elif isinstance(item, RunningJob):
                 running.append(item)
                 running_uids.add(job.metadata.uid)
@@ -159,6 +181,12 @@ class PlacerController:
             NodeResources(name=name, cpu=r.cpu_millis / 1000, gpu=max(r.gpus, 0), memory=max(r.memory_bytes, 0) / GIB)
             for name, r in self._free_by_node(frozenset(running_uids)).items()
         ]
+        estimates = {w.key: w.seconds for w in (*waiting, *trials)}
+        for trial, choice in self._trials(now, trials, waiting, running, free):
+            job = by_key[trial.key]
+            self._start(job, configurations[job.metadata.uid], choice.kind, estimates[trial.key], why=choice.reason)
+            running.append(RunningJob(key=trial.key, user=trial.user, kind=choice.kind, started=now,
+                                      seconds=trial.seconds[choice.kind], demand=trial.demand.get(choice.kind, Demand())))
         started = time.perf_counter()
         decision = self._decide(
             now=now, waiting=waiting, running=running, free_nodes=free, alpha=self._settings.alpha,
@@ -168,7 +196,6 @@ class PlacerController:
         elapsed = time.perf_counter() - started
         if self._on_decision is not None:
             self._on_decision(elapsed, decision)
-        estimates = {w.key: w.seconds for w in waiting}
         for start in decision.starts:
             job = by_key[start.key]
             self._start(job, configurations[job.metadata.uid], start.kind, estimates[start.key])
@@ -189,6 +216,29 @@ class PlacerController:
             mechanism="webhook" if self._template_refused or self._settings.mechanism == "webhook" else self._settings.mechanism,
         )
         return decision
+
+    def _trials(
+        self, now: float, trials: list[WaitingJob], waiting: list[WaitingJob], running: list[RunningJob], free: list[NodeResources]
+    ) -> list[tuple[WaitingJob, TrialChoice]]:
+        """Trial Jobs start at once, each where it finishes first (``choose_for_trial``)."""
+        if not trials:
+            return []
+        machines = idle_machines(free_nodes=free, running=running, cpu_slot=cpu_slot_for([*waiting, *trials]),
+                                 reserved_cpu_per_gpu=self._settings.reserved_cpu_per_gpu)
+        idle: dict[str, int] = {}
+        for machine in machines:
+            idle[machine.kind] = idle.get(machine.kind, 0) + 1
+        gpu_ends = [max(0.0, r.started + r.seconds - now) for r in running if r.kind == "gpu"]
+        grace = self._preemption_grace()
+        chosen = []
+        for trial in sorted(trials, key=lambda t: (t.arrival, t.key)):
+            choice = choose_for_trial(seconds=trial.seconds, idle=idle, gpu_free_in=min(gpu_ends, default=None),
+                                      preemption_seconds=grace)
+            if choice is None:
+                continue
+            idle[choice.kind] = max(0, idle.get(choice.kind, 0) - 1)
+            chosen.append((trial, choice))
+        return chosen
 
     def _decide(self, **inputs: Any) -> AdmissionDecision:
         """:func:`decide`, in the child process when ``allox.solverProcess`` (a broken child is
@@ -256,7 +306,9 @@ class PlacerController:
 
     # ------------------------------------------------------------------ carrying out a start
 
-    def _start(self, job: Job, configurations: Configurations, kind: str, seconds: Mapping[str, float]) -> None:
+    def _start(
+        self, job: Job, configurations: Configurations, kind: str, seconds: Mapping[str, float], *, why: str | None = None
+    ) -> None:
         namespace, name = job.metadata.namespace, job.metadata.name
         configuration = configurations[kind]  # type: ignore[index]
         template = json.loads(bytes(job.spec.template))
@@ -283,8 +335,11 @@ class PlacerController:
             return
         with self._lock:
             self._started[job.metadata.uid] = kind
-        others = ", ".join(f"{k} {format_duration(v)}" for k, v in sorted(seconds.items()) if k != kind)
-        why = f"AlloX chose {kind} (estimated {format_duration(seconds.get(kind, 0.0))}" + (f"; {others}" if others else "") + ")"
+        if why is None:
+            others = ", ".join(f"{k} {format_duration(v)}" for k, v in sorted(seconds.items()) if k != kind)
+            why = f"AlloX chose {kind} (estimated {format_duration(seconds.get(kind, 0.0))}" + (f"; {others}" if others else "") + ")"
+        else:
+            why = f"trial Job, {why}"
         self._event(job, "Placed", f"started on {kind}: {why}; pods placed by the {used} mechanism")
         self._tell(job, status="True", reason="Started", message=f"running on {kind}: {why}")
         if self._on_start is not None:
@@ -378,6 +433,16 @@ def _kind_of(job: Job, configurations: Configurations, gpu_resource: str) -> str
         if gpu_resource in (resources.get("limits") or {}) or gpu_resource in (resources.get("requests") or {}):
             return "gpu"
     return "cpu"
+
+
+def _is_trial(job: Job) -> bool:
+    """A FitGpp trial-and-error Job (label on the Job or on its pod template)."""
+    if (job.metadata.labels or {}).get(LABEL_JOB_CLASS) == JOB_CLASS_TRIAL:
+        return True
+    if not job.spec.has_template:
+        return False
+    labels = (json.loads(bytes(job.spec.template)).get("metadata") or {}).get("labels") or {}
+    return labels.get(LABEL_JOB_CLASS) == JOB_CLASS_TRIAL
 
 
 def _ordinal(n: int) -> str:

@@ -22,6 +22,7 @@ from scheduler.core.engine import SchedulingEngine, TracksJobs
 from scheduler.core.model import JobInfo, PodInfo
 from scheduler.core.resources import ZERO, Resources
 from scheduler.errors import CellfitError
+from scheduler.preemption.model import JobClass, job_class_or_best_effort
 from scheduler.kube import translate, wire
 
 log = logging.getLogger(__name__)
@@ -154,6 +155,20 @@ class ClusterCache:
                 if pod.holds_resources and pod.node_name in self._schedulable:
                     used[pod.node_name] = used.get(pod.node_name, ZERO) + pod.requests  # type: ignore[index]
             return {name: self._allocatable[name] - used.get(name, ZERO) for name in nodes}
+
+    def shortest_gpu_victim_grace(self, selector: Mapping[str, str] | None = None) -> float | None:
+        """The shortest grace period (seconds) among best-effort pods holding GPUs on the nodes
+        ``selector`` names: how long FitGpp's preemption keeps a trial pod off a GPU at best.
+        None when no such pod runs (nothing to preempt)."""
+        with self._lock:
+            graces = [
+                pod.grace_period_seconds
+                for pod in self._pods.values()
+                if pod.holds_resources and pod.requests.gpus > 0 and not pod.terminating
+                and job_class_or_best_effort(pod.labels) is JobClass.BEST_EFFORT
+                and all(self._labels.get(pod.node_name or "", {}).get(k) == v for k, v in (selector or {}).items())
+            ]
+        return float(min(graces)) if graces else None
 
     # ------------------------------------------------------------------ ClusterGateway
 

@@ -287,6 +287,7 @@ def _placer(
         gpu_resource=settings.policy.gpu_resource_name,
         on_decision=decided,
         on_start=lambda kind, mechanism: metrics.allox_placements.labels(kind=kind, mechanism=mechanism).inc(),
+        preemption_grace=lambda: cache.shortest_gpu_victim_grace(settings.allox.node_selector),
     )
 
 

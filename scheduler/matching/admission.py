@@ -80,6 +80,23 @@ class AdmissionDecision:
     cpu_slot: Demand
 
 
+def idle_machines(
+    *, free_nodes: Sequence[NodeResources], running: Sequence[RunningJob], cpu_slot: Demand, reserved_cpu_per_gpu: float
+) -> list[Machine]:
+    """The free capacity's machines less one per running interchangeable Job of its kind."""
+    machines = machines_for(free_nodes, cpu_slot=cpu_slot, reserved_cpu_per_gpu=reserved_cpu_per_gpu)
+    taken: dict[str, int] = {}
+    for job in running:
+        taken[job.kind] = taken.get(job.kind, 0) + 1
+    kept: list[Machine] = []
+    for machine in reversed(machines):  # a running Job holds one machine of its kind (the last ones)
+        if taken.get(machine.kind, 0) > 0:
+            taken[machine.kind] -= 1
+        else:
+            kept.append(machine)
+    return kept[::-1]
+
+
 def cpu_slot_for(waiting: Sequence[WaitingJob], *, default: Demand = Demand(cpu=1.0)) -> Demand:
     """A CPU machine must hold any queued CPU configuration: the largest one asked for."""
     demands = [job.demand["cpu"] for job in waiting if "cpu" in job.seconds and "cpu" in job.demand]
@@ -109,17 +126,7 @@ def decide(
     to scipy on the full matrix (~1 s for 1,000 Jobs). Estimates are good to ~5-10%; the grid
     adds no more than that where it matters. 0 turns rounding off."""
     cpu_slot = cpu_slot_for(waiting)
-    idle = machines_for(free_nodes, cpu_slot=cpu_slot, reserved_cpu_per_gpu=reserved_cpu_per_gpu)
-    taken: dict[str, int] = {}
-    for job in running:
-        taken[job.kind] = taken.get(job.kind, 0) + 1
-    kept: list[Machine] = []
-    for machine in reversed(idle):  # a running Job holds one machine of its kind (the last ones)
-        if taken.get(machine.kind, 0) > 0:
-            taken[machine.kind] -= 1
-        else:
-            kept.append(machine)
-    idle = kept[::-1]
+    idle = idle_machines(free_nodes=free_nodes, running=running, cpu_slot=cpu_slot, reserved_cpu_per_gpu=reserved_cpu_per_gpu)
     busy: dict[Machine, float] = {}
     running_assignments: list[Assignment] = []
     for job in sorted(running, key=lambda r: r.key):
@@ -197,3 +204,57 @@ def _count(machines: Sequence[Machine] | Mapping[Machine, float]) -> dict[str, i
     for machine in machines:
         counts[machine.kind] = counts.get(machine.kind, 0) + 1
     return counts
+
+
+@dataclass(frozen=True, slots=True)
+class TrialChoice:
+    """Where a trial Job starts now, and why (the Event's words)."""
+
+    kind: str
+    reason: str
+
+
+def choose_for_trial(
+    *,
+    seconds: Mapping[str, float],
+    idle: Mapping[str, int],
+    gpu_free_in: float | None,
+    preemption_seconds: float | None,
+) -> TrialChoice | None:
+    """FitGpp's trial Jobs start at once (they never wait in AlloX's queue); with CPU and GPU
+    configurations they start where they finish first (beyond AlloX and FitGpp):
+
+    - a GPU is idle: on it;
+    - else on a CPU slot when the CPU run ends sooner than the GPU run would: after FitGpp's
+      preemption (``preemption_seconds``: the victim's grace period, its checkpoint), or after
+      the first busy GPU frees (``gpu_free_in``), whichever comes first;
+    - else on the GPU configuration: kube-scheduler and FitGpp preempt a best-effort pod.
+
+    None when the Job has no estimate for any kind it could run on here."""
+    gpu = seconds.get("gpu")
+    cpu = seconds.get("cpu")
+    if gpu is not None and idle.get("gpu", 0) > 0:
+        return TrialChoice("gpu", f"gpu: a GPU is free, done in ~{_minutes(gpu)}")
+    waits = [w for w in (preemption_seconds, gpu_free_in) if w is not None]
+    gpu_done = gpu + min(waits) if gpu is not None and waits else None
+    if cpu is not None and idle.get("cpu", 0) > 0 and (gpu_done is None or cpu < gpu_done):
+        after = "" if gpu_done is None else (
+            f"; gpu would start after a best-effort Job checkpoints, ~{_minutes(gpu_done)}"
+            if preemption_seconds is not None and (gpu_free_in is None or preemption_seconds <= gpu_free_in)
+            else f"; gpu would start when one frees, ~{_minutes(gpu_done)}"
+        )
+        return TrialChoice("cpu", f"cpu: done in ~{_minutes(cpu)}{after}")
+    if gpu is not None:
+        why = f"gpu: done in ~{_minutes(gpu_done)}" if gpu_done is not None else "gpu"
+        if cpu is not None:
+            why += f", before cpu (~{_minutes(cpu)})" if idle.get("cpu", 0) > 0 else "; no CPU slot is free"
+        return TrialChoice("gpu", why + " (FitGpp preempts a best-effort Job if no GPU frees)")
+    if cpu is not None and idle.get("cpu", 0) > 0:
+        return TrialChoice("cpu", f"cpu: done in ~{_minutes(cpu)}")
+    return None
+
+
+def _minutes(seconds: float | None) -> str:
+    if seconds is None:
+        return "?"
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"

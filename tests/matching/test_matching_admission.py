@@ -97,3 +97,25 @@ def test_busy_machines_free_on_a_grid_so_that_they_fold_into_few_classes():
     running = [RunningJob(key="r", user="u3", kind="gpu", started=0, seconds=100, demand=GPU)]
     (queued,) = decide(now=10, waiting=[waiting("a", "u1", 0, 1000, 10)], running=running, free_nodes=[node]).queue
     assert queued.expected_start_seconds == 120  # 90 s rounded up to the minute grid
+
+
+def test_a_trial_job_starts_where_it_finishes_first():
+    from scheduler.matching.admission import choose_for_trial
+
+    seconds = {"cpu": 14 * 60, "gpu": 4 * 60}
+    # A GPU is idle: there.
+    assert choose_for_trial(seconds=seconds, idle={"gpu": 1, "cpu": 1}, gpu_free_in=None, preemption_seconds=None).kind == "gpu"
+    # No GPU: FitGpp's victim checkpoints for 15 min, so the GPU run would end in 19 min: CPU it is.
+    choice = choose_for_trial(seconds=seconds, idle={"cpu": 1}, gpu_free_in=None, preemption_seconds=15 * 60)
+    assert choice.kind == "cpu"
+    assert choice.reason == "cpu: done in ~14 min; gpu would start after a best-effort Job checkpoints, ~19 min"
+    # A victim that checkpoints in a minute: the GPU run ends in 5 min; preempt.
+    choice = choose_for_trial(seconds=seconds, idle={"cpu": 1}, gpu_free_in=None, preemption_seconds=60)
+    assert choice.kind == "gpu" and "before cpu" in choice.reason
+    # A busy GPU freeing sooner than any checkpoint counts too.
+    assert choose_for_trial(seconds=seconds, idle={"cpu": 1}, gpu_free_in=120, preemption_seconds=3600).kind == "gpu"
+    # No CPU slot free: the GPU configuration, whatever the wait.
+    assert choose_for_trial(seconds=seconds, idle={}, gpu_free_in=None, preemption_seconds=3600).kind == "gpu"
+    # Nothing to preempt and no GPU will free: the CPU.
+    assert choose_for_trial(seconds=seconds, idle={"cpu": 1}, gpu_free_in=None, preemption_seconds=None).kind == "cpu"
+    assert choose_for_trial(seconds={"cpu": 10}, idle={}, gpu_free_in=None, preemption_seconds=None) is None

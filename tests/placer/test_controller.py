@@ -146,3 +146,31 @@ def test_jobs_without_an_estimate_or_wider_than_one_pod_wait_for_the_user():
     decision = placer.admit()
     assert decision.starts == () and api.patches == []
     assert [(name, c["reason"]) for name, c in api.conditions] == [("w", "Unsupported")]
+
+
+def trial(name: str, **kwargs: Any) -> Any:
+    body = json.loads(json.dumps({"metadata": {"labels": {"cellfit.io/job-class": "trial"}}}))
+    job_object = job(name, **kwargs)
+    raw = json.loads(json.dumps({
+        "metadata": {**{f: getattr(job_object.metadata, f) for f in ("name", "namespace", "uid", "creationTimestamp")},
+                     "annotations": job_object.annotations, **body["metadata"]},
+        "spec": {"suspend": True, "template": json.loads(bytes(job_object.spec.template))},
+    }))
+    return JOB_DECODER.decode(json.dumps(raw).encode())
+
+
+@pytest.mark.parametrize(("grace", "kind"), [(15 * 60, "cpu"), (30, "gpu")])
+def test_a_trial_job_starts_at_once_where_it_finishes_first(grace, kind):
+    api = RecordingApi()
+    # The one GPU is busy for an hour with a best-effort Job whose pod checkpoints in `grace` seconds.
+    running = job("be", namespace="bob", cpu=7200, gpu=3600, suspend=False, placement="gpu", started="2026-01-01T00:01:40Z")
+    placer = controller(api, [running, trial("te", cpu=14 * 60, gpu=4 * 60)], gpus=1)
+    placer._preemption_grace = lambda: float(grace)
+    placer.admit()
+    (name, ops), = api.patches
+    assert name == "te" and {"op": "add", "path": "/metadata/annotations/cellfit.io~1placement", "value": kind} in ops
+    (event,) = [message for job_name, reason, message in api.events if reason == "Placed"]
+    if kind == "cpu":
+        assert "cpu: done in ~14 min; gpu would start after a best-effort Job checkpoints, ~19 min" in event
+    else:
+        assert "FitGpp preempts" in event
