@@ -23,6 +23,8 @@ import yaml
 
 from chart_support import (
     EXTENDER_ONLY_SA,
+    example_job,
+    is_active,
     KWOK_TOLERATION,
     CellfitProcess,
     Cluster,
@@ -108,7 +110,7 @@ def env(control_plane: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterato
         SCENARIOS.delete_nodes(cluster, ["admission"])
 
 
-def interchangeable_job(name: str, scheduler_name: str, cpu_seconds: float, gpu_seconds: float) -> dict[str, Any]:
+def interchangeable_job(name: str, scheduler_name: str, cpu_seconds: float, gpu_seconds: float, *, trial: bool = False) -> dict[str, Any]:
     configurations = {
         "cpu": {"resources": dict(CPU_CONFIG), "env": {"OMP_NUM_THREADS": "20"},
                 "annotations": {"cellfit.io/e2e-run-for": f"{cpu_seconds}s"}},
@@ -116,6 +118,8 @@ def interchangeable_job(name: str, scheduler_name: str, cpu_seconds: float, gpu_
                 "annotations": {"cellfit.io/e2e-run-for": f"{gpu_seconds}s"}},
     }
     estimate = {"cpu": {"seconds": cpu_seconds}, "gpu": {"seconds": gpu_seconds}}
+    labels = {**WHERE, "cellfit.io/job-class": "trial"} if trial else dict(WHERE)
+    extra = {"priorityClassName": "cellfit-trial"} if trial else {}
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -125,8 +129,9 @@ def interchangeable_job(name: str, scheduler_name: str, cpu_seconds: float, gpu_
             "suspend": True,
             "backoffLimit": 0,
             "template": {
-                "metadata": {"labels": dict(WHERE)},
+                "metadata": {"labels": labels},
                 "spec": {
+                    **extra,
                     "schedulerName": scheduler_name,
                     "restartPolicy": "Never",
                     "tolerations": [KWOK_TOLERATION],
@@ -213,5 +218,51 @@ def test_interchangeable_jobs_run_once_in_the_configuration_allox_chose(env: Any
     first_done = min(j["status"]["completionTime"] for j in others if j["metadata"]["annotations"]["cellfit.io/placement"] == queued.kind)
     assert started >= first_done[:19], (started, first_done)
     view = cellfit.get("/v1/inspect/allox")
-    assert view["mechanism"] in ("template", "webhook")
+    assert sum(view["startsByMechanism"].values()) >= len(JOBS)
     assert cellfit.metric("cellfit_allox_placements_total") >= len(JOBS)
+
+
+def holder(name: str, scheduler_name: str, *, grace_seconds: int) -> dict[str, Any]:
+    """A best-effort Job holding both GPUs of the scenario node until it is preempted."""
+    body = example_job("be-job", name=name, scheduler_name=scheduler_name, node_selector=WHERE, gpus=2,
+                       grace_seconds=grace_seconds, exit_after="1s")
+    body["spec"]["template"]["metadata"].setdefault("labels", {}).update(WHERE)
+    return body
+
+
+def test_a_trial_job_runs_on_cpu_when_that_ends_sooner_and_preempts_when_it_does_not(env: Any) -> None:
+    cluster, release, cellfit, cp = env
+    ns = cp.create_namespace("allox-trial")
+    name = release.scheduler_name
+
+    def running_pods(job: str) -> list[dict[str, Any]]:
+        return [p for p in cluster.pods(ns, f"batch.kubernetes.io/job-name={job}") if is_active(p) and p["spec"].get("nodeName")]
+
+    # Both GPUs held by a best-effort Job that needs 15 minutes to checkpoint: the CPU run (20 s)
+    # ends long before a GPU run could (FitGpp's preemption + 5 s).
+    cluster.apply(holder("be-slow", name, grace_seconds=900), namespace=ns)
+    wait_for(lambda: running_pods("be-slow"), 60, "be-slow holding the GPUs")
+    cluster.apply(interchangeable_job("te-cpu", name, 20, 5, trial=True), namespace=ns)
+    job = wait_for(lambda: (lambda j: j if completed(j) else None)(get_job(cluster, ns, "te-cpu")), 120, "te-cpu completed")
+    assert job["metadata"]["annotations"]["cellfit.io/placement"] == "cpu"
+    (event,) = [e["message"] for e in cluster.events(ns, "te-cpu", kind="Job") if e["reason"] == "Placed"]
+    assert "trial Job, cpu: done in ~20 s; gpu would start after a best-effort Job checkpoints" in event
+    assert running_pods("be-slow"), "nothing was preempted"
+
+    # Now the holder checkpoints in 3 s: a GPU run (3 s + 5 s) beats 10 minutes on a CPU, so the
+    # trial Job takes the GPU configuration and FitGpp preempts.
+    cluster.kubectl("-n", ns, "delete", "job", "be-slow", "--wait=true", timeout=120)
+    wait_for(lambda: not running_pods("be-slow"), 60, "be-slow gone")
+    cluster.apply(holder("be-quick", name, grace_seconds=3), namespace=ns)
+    wait_for(lambda: running_pods("be-quick"), 60, "be-quick holding the GPUs")
+    cluster.apply(interchangeable_job("te-gpu", name, 600, 5, trial=True), namespace=ns)
+    job = wait_for(lambda: (lambda j: j if completed(j) else None)(get_job(cluster, ns, "te-gpu")), 180, "te-gpu completed")
+    assert job["metadata"]["annotations"]["cellfit.io/placement"] == "gpu"
+    (event,) = [e["message"] for e in cluster.events(ns, "te-gpu", kind="Job") if e["reason"] == "Placed"]
+    assert "FitGpp preempts" in event
+    (pod,) = cluster.pods(ns, "batch.kubernetes.io/job-name=te-gpu")
+    assert pod["spec"]["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu": "1"}
+    preempted = [e for e in cluster.events(ns, "be-quick", kind="Job")] + [
+        e for p in cluster.pods(ns, "batch.kubernetes.io/job-name=be-quick") for e in cluster.events(ns, p["metadata"]["name"])]
+    assert any(e["reason"] in ("Preempted", "Preempting", "Killing") for e in preempted) or \
+        get_job(cluster, ns, "be-quick")["metadata"].get("annotations", {}).get("cellfit.io/preemptions") == "1"

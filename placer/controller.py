@@ -19,7 +19,8 @@ How a started Job's pods get the configuration (``allox.mechanism``):
   (the template's labels, annotations, node selector and tolerations) and labels the pods
   ``cellfit.io/placement``; the pod-create webhook rewrites each pod from the configurations
   copied onto the template (placer/patch.py);
-- auto: template, and webhook when the API server refuses the template's resources (HTTP 422).
+- auto: template, and for a Job whose rewrite the API server refuses (HTTP 422: no KEP-5440, or
+  a change it does not cover, such as env), webhook.
 
 Trial Jobs (FitGpp's trial-and-error class) never wait in AlloX's queue: each starts at once
 where it finishes first (``choose_for_trial``): an idle GPU; else a CPU slot when the CPU run
@@ -127,7 +128,7 @@ class PlacerController:
         self._stop = threading.Event()
         self._told: dict[str, str] = {}  # the last queue message written per Job UID
         self._started: dict[str, str] = {}  # Job UID -> kind, until the watch shows it running
-        self._template_refused = False  # the API server refused template resources once: webhook from then on
+        self._mechanisms: dict[str, int] = {}  # starts per mechanism used
         self.last = LastDecision()
         self._solver: ProcessPoolExecutor | None = None
         jobs.subscribe(self._wake.set)
@@ -212,8 +213,7 @@ class PlacerController:
             starts=[{"job": s.key, "kind": s.kind, "machine": s.machine, "seconds": s.seconds} for s in decision.starts],
             queue=[{"job": q.key, "kind": q.kind, "position": q.position, "expectedStartSeconds": round(q.expected_start_seconds, 1)} for q in decision.queue],
             unplaceable=list(decision.unplaceable), idle_machines=dict(decision.idle_machines),
-            busy_machines=dict(decision.busy_machines),
-            mechanism="webhook" if self._template_refused or self._settings.mechanism == "webhook" else self._settings.mechanism,
+            busy_machines=dict(decision.busy_machines), mechanism=self._settings.mechanism,
         )
         return decision
 
@@ -314,17 +314,21 @@ class PlacerController:
         template = json.loads(bytes(job.spec.template))
         mechanism = self._settings.mechanism
         try:
-            if mechanism == "template" or (mechanism == "auto" and not self._template_refused):
+            if mechanism in ("template", "auto"):
                 try:
-                    self._api.patch_job(namespace=namespace, name=name, operations=_operations(
-                        job, kind, apply_configuration(template, configuration, extra_labels={LABEL_PLACEMENT: kind})))
+                    placed = apply_configuration(
+                        template, configuration, extra_labels={LABEL_PLACEMENT: kind},
+                        extra_annotations={ANNOTATION_CONFIGURATIONS: job.annotations[ANNOTATION_CONFIGURATIONS]},
+                    )
+                    self._api.patch_job(namespace=namespace, name=name, operations=_operations(job, kind, placed))
                     used = "template"
                 except KubernetesApiError as error:
                     if error.status != 422 or mechanism == "template":
                         raise
-                    self._template_refused = True
-                    log.info("the API server refuses a suspended Job's pod resources (no KEP-5440): the pod-create "
-                             "webhook places pods from now on", extra={"job": f"{namespace}/{name}", "reason": str(error)})
+                    # No KEP-5440, or a change it does not cover (env): this Job's pods are
+                    # rewritten by the webhook instead.
+                    log.info("the API server refuses this rewrite of a suspended Job's pod template: the pod-create "
+                             "webhook places its pods", extra={"job": f"{namespace}/{name}", "reason": str(error)[:300]})
                     self._patch_for_webhook(job, template, configuration, kind)
                     used = "webhook"
             else:
@@ -333,6 +337,7 @@ class PlacerController:
         except CellfitError as error:
             log.warning("could not start a placed Job", extra={"job": f"{namespace}/{name}", "kind": kind, "reason": str(error)})
             return
+        self._mechanisms[used] = self._mechanisms.get(used, 0) + 1
         with self._lock:
             self._started[job.metadata.uid] = kind
         if why is None:
@@ -393,7 +398,8 @@ class PlacerController:
         for row in last.queue:
             queue_by_kind.setdefault(row["kind"], []).append(row)
         return {
-            "policy": self._settings.policy, "alpha": self._settings.alpha, "mechanism": last.mechanism or self._settings.mechanism,
+            "policy": self._settings.policy, "alpha": self._settings.alpha, "mechanism": self._settings.mechanism,
+            "startsByMechanism": dict(self._mechanisms),
             "lastDecision": {"at": last.at, "seconds": round(last.seconds, 6), "starts": last.starts, "unplaceable": last.unplaceable,
                              "idleMachines": last.idle_machines, "busyMachines": last.busy_machines},
             "queue": queue_by_kind,

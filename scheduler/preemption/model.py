@@ -17,6 +17,7 @@ from scheduler.constants import (
     ANNOTATION_PREEMPTIONS,
     JOB_CLASS_BEST_EFFORT,
     JOB_CLASS_TRIAL,
+    DEFAULT_VIRTUAL_CLUSTER,
     LABEL_JOB_CLASS,
     LABEL_PRIORITY,
     LABEL_VIRTUAL_CLUSTER,
@@ -71,7 +72,10 @@ def may_claim_cells(claimant: PodInfo, holder: PodInfo) -> bool:
     belong to its VC; opportunistic pods run on borrowed cells and may lose them to anyone."""
     if holder.labels.get(LABEL_PRIORITY) == PRIORITY_OPPORTUNISTIC:
         return True
-    return holder.labels.get(LABEL_VIRTUAL_CLUSTER) == claimant.labels.get(LABEL_VIRTUAL_CLUSTER)
+    # A pod without the label is in the default VC, like one that names it.
+    return holder.labels.get(LABEL_VIRTUAL_CLUSTER, DEFAULT_VIRTUAL_CLUSTER) == claimant.labels.get(
+        LABEL_VIRTUAL_CLUSTER, DEFAULT_VIRTUAL_CLUSTER
+    )
 
 
 def preemption_count_of(annotations: Mapping[str, str]) -> int:

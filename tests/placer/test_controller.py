@@ -89,6 +89,8 @@ def test_starts_rewrite_the_template_and_unsuspend_in_one_guarded_patch():
     gpu_template = template_of(ops)
     assert gpu_template["spec"]["containers"][0]["resources"] == {"requests": {"nvidia.com/gpu": "1", "cpu": "1"}, "limits": {"nvidia.com/gpu": "1"}}
     assert gpu_template["metadata"]["labels"] == {"job-name": "a", "cellfit.io/placement": "gpu"}
+    # The webhook, which sees the placement label, finds the configurations and nothing to change.
+    assert json.loads(gpu_template["metadata"]["annotations"]["cellfit.io/configurations"]) == CONFIGURATIONS
     assert template_of(patches["b"])["spec"]["containers"][0]["resources"] == {"requests": {"cpu": "4", "memory": "8Gi"}}
     placed = [e for e in api.events if e[1] == "Placed"]
     assert len(placed) == 2 and "template mechanism" in placed[0][2]
@@ -103,7 +105,7 @@ def test_without_kep_5440_the_webhook_mechanism_takes_over():
     assert template["spec"]["containers"][0]["resources"] == {"requests": {"cpu": "500m"}}  # left to the webhook
     assert template["metadata"]["labels"]["cellfit.io/placement"] == "gpu"
     assert json.loads(template["metadata"]["annotations"]["cellfit.io/configurations"]) == CONFIGURATIONS
-    assert placer.inspect()["mechanism"] == "webhook"
+    assert placer.inspect()["startsByMechanism"] == {"webhook": 1}
     assert any("webhook mechanism" in message for _, reason, message in api.events if reason == "Placed")
 
 

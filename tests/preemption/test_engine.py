@@ -122,3 +122,15 @@ def test_hived_reclaim_of_opportunistic_pods_comes_first():
     node = next(iter(decision.failed))
     chosen = engine.select_victims(owed, {node: ["opp-0", "opp-1"]}, {})
     assert len(chosen) == 1 and len(next(iter(chosen.values()))) == 1
+
+
+def test_a_pod_without_a_vc_label_is_in_the_default_vc_like_one_that_names_it():
+    """A best-effort Job labelled virtual-cluster: default and a trial Job with no label share
+    the default VC: FitGpp may preempt one for the other (found on the e2e control plane)."""
+    from scheduler.preemption.model import may_claim_cells
+
+    named = running("be-named", job="be", gpus=8, vc="default")
+    assert may_claim_cells(te(gpus=1), named)
+    assert may_claim_cells(te(gpus=1, vc="default"), running("be-bare", job="bb", gpus=8))
+    assert not may_claim_cells(te(gpus=1, vc="team-a"), named)
+    assert not may_claim_cells(te(gpus=1), running("be-a", job="ba", gpus=8, vc="team-a"))
