@@ -412,6 +412,47 @@ class KubeSchedulerProcess(LocalProcess):
         wait_for(healthy, timeout, f"kube-scheduler /healthz (log {self.log})")
 
 
+@contextlib.contextmanager
+def local_extender(
+    cluster: Cluster,
+    release: Release,
+    workdir: Path,
+    *,
+    name: str,
+    config_text: str | None = None,
+    with_cellfit: Callable[[CellfitProcess], None] | None = None,
+) -> Iterator[CellfitProcess]:
+    """``cellfit serve`` (the chart's configuration unless ``config_text``; the chart's cellfit
+    RBAC through the extender-only ServiceAccount's token) and a kube-scheduler of the chart's
+    profile calling it, both running here; ``with_cellfit(cellfit)`` runs once cellfit is ready,
+    before kube-scheduler starts (e.g. to register its webhook). Both stop at the end."""
+    cellfit = CellfitProcess(
+        config_text if config_text is not None else release.cellfit_config_text,
+        cluster.token_kubeconfig(EXTENDER_ONLY_SA, release.namespace, workdir / "cellfit.kubeconfig"),
+        workdir,
+        name=f"{name}-cellfit",
+    )
+    scheduler: KubeSchedulerProcess | None = None
+    try:
+        cellfit.start()
+        if with_cellfit is not None:
+            with_cellfit(cellfit)
+        scheduler = KubeSchedulerProcess(
+            cluster.env["CELLFIT_E2E_KUBE_SCHEDULER"],
+            local_scheduler_config(release, cellfit_port=cellfit.port),
+            cluster.token_kubeconfig(release.service_account, release.namespace, workdir / "scheduler.kubeconfig"),
+            workdir,
+            name=f"{name}-kube-scheduler",
+        )
+        scheduler.start()
+        scheduler.wait_healthy()
+        yield cellfit
+    finally:
+        if scheduler is not None:
+            scheduler.stop()
+        cellfit.stop()
+
+
 def local_scheduler_config(release: Release, *, cellfit_port: int, lease_seconds: int | None = None) -> dict[str, Any]:
     """The chart's KubeSchedulerConfiguration with the extender on ``cellfit_port``; nothing
     else changes (leader election included: the Lease Role is part of what is tested)."""

@@ -22,17 +22,15 @@ import pytest
 import yaml
 
 from chart_support import (
-    EXTENDER_ONLY_SA,
-    example_job,
-    is_active,
     KWOK_TOLERATION,
     CellfitProcess,
     Cluster,
-    KubeSchedulerProcess,
     Release,
     Scenarios,
     ensure_release,
-    local_scheduler_config,
+    example_job,
+    is_active,
+    local_extender,
     wait_for,
 )
 from scheduler.matching.admission import WaitingJob, decide
@@ -67,46 +65,33 @@ def env(control_plane: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterato
     cluster = Cluster.from_control_plane(control_plane)
     release = ensure_release(cluster)
     cluster.add_gpu_nodes(1, f"{SCENARIO}-gpu", labels=WHERE, gpus=2)
-    workdir = tmp_path_factory.mktemp(SCENARIO)
     config = yaml.safe_load(release.cellfit_config_text)
     config["allox"] = {**config.get("allox", {}), "nodeSelector": WHERE, "alpha": 1.0, "debounceSeconds": 1.0, "resyncSeconds": 2}
-    cellfit = CellfitProcess(
-        yaml.safe_dump(config),
-        cluster.token_kubeconfig(EXTENDER_ONLY_SA, release.namespace, workdir / "cellfit.kubeconfig"),
-        workdir,
-        name="allox-cellfit",
-    )
-    assert cellfit.admission_port is not None and cellfit.admission_certificate is not None, "the chart enables the webhook"
-    webhook = registration(release, port=cellfit.admission_port, ca_pem=cellfit.admission_certificate.ca_pem)
-    scheduler: KubeSchedulerProcess | None = None
     # The release's own placed-pods entry points at a Service no pod serves here (KWOK runs no
-    # cellfit container) and fails closed: while this module runs it may fail open, and the
-    # registration above, at this process's listener, places the pods.
-    chart_webhook = release.find("MutatingWebhookConfiguration")["metadata"]["name"]
-    placed_index = next(i for i, w in enumerate(release.find("MutatingWebhookConfiguration")["webhooks"]) if w["name"].startswith("placed-pods."))
+    # cellfit container) and fails closed: while this module runs it may fail open, and a
+    # registration at this process's listener places the pods.
+    chart = release.find("MutatingWebhookConfiguration")
+    placed_index = next(i for i, w in enumerate(chart["webhooks"]) if w["name"].startswith("placed-pods."))
     failure_policy = f"/webhooks/{placed_index}/failurePolicy"
-    try:
-        cluster.kubectl("patch", "mutatingwebhookconfiguration", chart_webhook, "--type=json",
-                        "-p", json.dumps([{"op": "replace", "path": failure_policy, "value": "Ignore"}]))
-        cellfit.start()
+    registered: list[str] = []
+
+    def register(cellfit: CellfitProcess) -> None:
+        assert cellfit.admission_port is not None and cellfit.admission_certificate is not None, "the chart enables the webhook"
+        webhook = registration(release, port=cellfit.admission_port, ca_pem=cellfit.admission_certificate.ca_pem)
         cluster.apply(webhook)
-        scheduler = KubeSchedulerProcess(
-            cluster.env["CELLFIT_E2E_KUBE_SCHEDULER"],
-            local_scheduler_config(release, cellfit_port=cellfit.port),
-            cluster.token_kubeconfig(release.service_account, release.namespace, workdir / "scheduler.kubeconfig"),
-            workdir,
-            name="allox-kube-scheduler",
-        )
-        scheduler.start()
-        scheduler.wait_healthy()
-        yield cluster, release, cellfit, control_plane
+        registered.append(webhook["metadata"]["name"])
+
+    try:
+        cluster.kubectl("patch", "mutatingwebhookconfiguration", chart["metadata"]["name"], "--type=json",
+                        "-p", json.dumps([{"op": "replace", "path": failure_policy, "value": "Ignore"}]))
+        with local_extender(cluster, release, tmp_path_factory.mktemp(SCENARIO), name="allox",
+                            config_text=yaml.safe_dump(config), with_cellfit=register) as cellfit:
+            yield cluster, release, cellfit, control_plane
     finally:
-        cluster.kubectl("delete", "mutatingwebhookconfiguration", webhook["metadata"]["name"], "--ignore-not-found", check=False)
-        cluster.kubectl("patch", "mutatingwebhookconfiguration", chart_webhook, "--type=json",
+        for name in registered:
+            cluster.kubectl("delete", "mutatingwebhookconfiguration", name, "--ignore-not-found", check=False)
+        cluster.kubectl("patch", "mutatingwebhookconfiguration", chart["metadata"]["name"], "--type=json",
                         "-p", json.dumps([{"op": "replace", "path": failure_policy, "value": "Fail"}]), check=False)
-        if scheduler is not None:
-            scheduler.stop()
-        cellfit.stop()
         SCENARIOS.delete_nodes(cluster, ["admission"])
 
 

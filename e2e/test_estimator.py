@@ -22,15 +22,13 @@ from typing import Any, Iterator
 import pytest
 
 from chart_support import (
-    EXTENDER_ONLY_SA,
     KWOK_TOLERATION,
     CellfitProcess,
     Cluster,
-    KubeSchedulerProcess,
     Release,
     Scenarios,
     ensure_release,
-    local_scheduler_config,
+    local_extender,
     wait_for,
 )
 
@@ -46,30 +44,10 @@ def env(control_plane: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterato
     cluster = Cluster.from_control_plane(control_plane)
     release = ensure_release(cluster)
     SCENARIOS.add_nodes(cluster, "sampling", 2)
-    workdir = tmp_path_factory.mktemp("estimator")
-    cellfit = CellfitProcess(
-        release.cellfit_config_text,
-        cluster.token_kubeconfig(EXTENDER_ONLY_SA, release.namespace, workdir / "cellfit.kubeconfig"),
-        workdir,
-        name="estimator-cellfit",
-    )
-    scheduler: KubeSchedulerProcess | None = None
     try:
-        cellfit.start()
-        scheduler = KubeSchedulerProcess(
-            cluster.env["CELLFIT_E2E_KUBE_SCHEDULER"],
-            local_scheduler_config(release, cellfit_port=cellfit.port),
-            cluster.token_kubeconfig(release.service_account, release.namespace, workdir / "scheduler.kubeconfig"),
-            workdir,
-            name="estimator-kube-scheduler",
-        )
-        scheduler.start()
-        scheduler.wait_healthy()
-        yield cluster, release, cellfit, control_plane
+        with local_extender(cluster, release, tmp_path_factory.mktemp("estimator"), name="estimator") as cellfit:
+            yield cluster, release, cellfit, control_plane
     finally:
-        if scheduler is not None:
-            scheduler.stop()
-        cellfit.stop()
         SCENARIOS.delete_nodes(cluster, ["sampling"])
 
 

@@ -27,16 +27,14 @@ from typing import Any, Iterator
 import pytest
 
 from chart_support import (
-    EXTENDER_ONLY_SA,
     CellfitProcess,
     Cluster,
-    KubeSchedulerProcess,
     Release,
     Scenarios,
     ensure_release,
     example_job,
     is_active,
-    local_scheduler_config,
+    local_extender,
     wait_for,
 )
 
@@ -66,34 +64,20 @@ def env(control_plane: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterato
     cluster = Cluster.from_control_plane(control_plane)
     release = ensure_release(cluster)
     SCENARIOS.add_nodes(cluster, "queue")
-    workdir = tmp_path_factory.mktemp(SCENARIO)
-    cellfit = CellfitProcess(
-        release.cellfit_config_text,
-        cluster.token_kubeconfig(EXTENDER_ONLY_SA, release.namespace, workdir / "cellfit.kubeconfig"),
-        workdir,
-        name="resume-cellfit",
-    )
-    assert cellfit.admission_port is not None and cellfit.admission_certificate is not None, "the chart enables the webhook"
-    registration = webhook_registration(release, port=cellfit.admission_port, ca_pem=cellfit.admission_certificate.ca_pem)
-    scheduler: KubeSchedulerProcess | None = None
+    registered: list[str] = []
+
+    def register(cellfit: CellfitProcess) -> None:
+        assert cellfit.admission_port is not None and cellfit.admission_certificate is not None, "the chart enables the webhook"
+        webhook = webhook_registration(release, port=cellfit.admission_port, ca_pem=cellfit.admission_certificate.ca_pem)
+        cluster.apply(webhook)
+        registered.append(webhook["metadata"]["name"])
+
     try:
-        cellfit.start()
-        cluster.apply(registration)
-        scheduler = KubeSchedulerProcess(
-            cluster.env["CELLFIT_E2E_KUBE_SCHEDULER"],
-            local_scheduler_config(release, cellfit_port=cellfit.port),
-            cluster.token_kubeconfig(release.service_account, release.namespace, workdir / "scheduler.kubeconfig"),
-            workdir,
-            name="resume-kube-scheduler",
-        )
-        scheduler.start()
-        scheduler.wait_healthy()
-        yield cluster, release, cellfit, control_plane
+        with local_extender(cluster, release, tmp_path_factory.mktemp(SCENARIO), name="resume", with_cellfit=register) as cellfit:
+            yield cluster, release, cellfit, control_plane
     finally:
-        cluster.kubectl("delete", "mutatingwebhookconfiguration", registration["metadata"]["name"], "--ignore-not-found", check=False)
-        if scheduler is not None:
-            scheduler.stop()
-        cellfit.stop()
+        for name in registered:
+            cluster.kubectl("delete", "mutatingwebhookconfiguration", name, "--ignore-not-found", check=False)
         SCENARIOS.delete_nodes(cluster, ["queue"])
 
 

@@ -12,7 +12,7 @@ from functools import lru_cache
 from typing import Any, Final, Mapping
 
 from estimator.model import ConfigurationEstimate, Sample
-from placer.configuration import KINDS
+from placer.configuration import KINDS, json_object_annotation
 from scheduler.constants import ANNOTATION_ESTIMATE, ANNOTATION_ITERATIONS
 from scheduler.errors import InvalidAnnotation
 
@@ -52,12 +52,7 @@ def parse_estimate_cached(text: str) -> RecordedEstimate:
 
 
 def parse_estimate(text: str, *, where: str = ANNOTATION_ESTIMATE) -> RecordedEstimate:
-    try:
-        document = json.loads(text)
-    except (ValueError, RecursionError) as error:
-        raise InvalidAnnotation(f"is not valid JSON: {error}", field=where) from None
-    if not isinstance(document, dict) or not document:
-        raise InvalidAnnotation('must be a JSON object such as {"gpu": {"seconds": 600}}', field=where)
+    document = json_object_annotation(text, where=where, expected='a JSON object such as {"gpu": {"seconds": 600}}')
     seconds: dict[str, float] = {}
     methods = set()
     for kind, entry in document.items():

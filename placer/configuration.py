@@ -79,11 +79,9 @@ class Configurations:
         return kind in self.by_kind
 
 
-def parse_configurations(text: str | None, *, where: str = ANNOTATION_CONFIGURATIONS) -> Configurations:
-    """Parse the annotation's value. Raises :class:`InvalidAnnotation` naming the field
-    (``cellfit.io/configurations.gpu.resources.nvidia.com/gpu``) for anything unusable."""
-    if text is None or not text.strip():
-        raise InvalidAnnotation("is missing or empty; expected a JSON object with cpu and/or gpu", field=where)
+def json_object_annotation(text: str, *, where: str, expected: str) -> dict[str, Any]:
+    """A non-empty JSON object from an annotation's value; :class:`InvalidAnnotation` naming
+    ``where`` otherwise (``expected`` says what was wanted)."""
     if len(text.encode()) > MAX_ANNOTATION_BYTES:
         raise InvalidAnnotation(f"is larger than {MAX_ANNOTATION_BYTES} bytes", field=where)
     try:
@@ -91,7 +89,16 @@ def parse_configurations(text: str | None, *, where: str = ANNOTATION_CONFIGURAT
     except (ValueError, RecursionError) as error:
         raise InvalidAnnotation(f"is not valid JSON: {error}", field=where) from None
     if not isinstance(document, dict) or not document:
-        raise InvalidAnnotation("must be a JSON object with a cpu and/or a gpu configuration", field=where)
+        raise InvalidAnnotation(f"must be {expected}", field=where)
+    return document
+
+
+def parse_configurations(text: str | None, *, where: str = ANNOTATION_CONFIGURATIONS) -> Configurations:
+    """Parse the annotation's value. Raises :class:`InvalidAnnotation` naming the field
+    (``cellfit.io/configurations.gpu.resources.nvidia.com/gpu``) for anything unusable."""
+    if text is None or not text.strip():
+        raise InvalidAnnotation("is missing or empty; expected a JSON object with cpu and/or gpu", field=where)
+    document = json_object_annotation(text, where=where, expected="a JSON object with a cpu and/or a gpu configuration")
     by_kind: dict[ConfigurationKind, Configuration] = {}
     for kind, body in document.items():
         if kind not in KINDS:
