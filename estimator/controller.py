@@ -139,6 +139,8 @@ class EstimatorController:
         self._wake = threading.Event()
         self._stop = threading.Event()
         self.active_pods = 0
+        # What pending and running sampling pods request, as a share of the cluster (by resource).
+        self.share: dict[str, float] = {"cpu": 0.0, "gpu": 0.0}
         self.jobs_reflector: Reflector[Job] = self._reflector("jobs", JOB_LIST_DECODER, JOB_DECODER, self._replace_jobs, self._apply_job, self._delete_job)
         self.pods_reflector: Reflector[Pod] = self._reflector("sample-pods", POD_LIST_DECODER, POD_DECODER, self._replace_pods, self._apply_pod, self._delete_pod)
         self._worker = threading.Thread(target=self._run, name="estimator", daemon=True)
@@ -329,6 +331,10 @@ class EstimatorController:
             except Exception:  # a defect on one Job must not stall every other Job's sampling
                 log.exception("estimator failed on a job", extra={"job": _key(job)})
         self.active_pods = budget.pods
+        self.share = {
+            "cpu": budget.cpu / capacity.cpu_millis if capacity.cpu_millis else 0.0,
+            "gpu": budget.gpus / capacity.gpus if capacity.gpus else 0.0,
+        }
         if creations:
             list(self._creator.map(lambda item: self._create(*item), creations))
 
@@ -371,7 +377,12 @@ class EstimatorController:
             self._view(job, state, "", estimate=recorded.document)
             return []
         if not job.suspended:
-            self._view(job, "unsuspended", "running without an estimate: unsuspended before sampling ended")
+            # cellfit does not suspend Jobs itself (no webhook on Job creation): a Job submitted
+            # without suspend: true runs as written, and its user is told.
+            message = ("running without an estimate: submitted without spec.suspend: true, or unsuspended before "
+                       "sampling ended; it runs as its template says")
+            self._event(job, "NotEstimated", message, warning=True, once="unsuspended")
+            self._view(job, "unsuspended", message)
             return []
         if configurations is None:
             try:

@@ -127,6 +127,13 @@ class ExtenderMetrics:
             ["kind", "mechanism"],
             registry=self.registry,
         )
+        self.sampling_share = Gauge(
+            "cellfit_estimator_sampling_share",
+            "What pending and running sampling pods request, as a share of the cluster's CPUs and GPUs "
+            "(capped by estimator.maxClusterShare, one pod always allowed).",
+            ["resource"],
+            registry=self.registry,
+        )
         # Label children resolved once: .labels() costs a lock and a dict lookup per call.
         self.duration_by_verb = {verb: self.request_duration.labels(verb=verb) for verb in EXTENDER_VERBS}
         self.verdicts = {v: self.node_verdicts.labels(verdict=v) for v in ("feasible", "failed", "unresolvable")}
@@ -144,8 +151,10 @@ class ExtenderMetrics:
         for kind in kinds:
             self.cache_objects.labels(kind=kind).set_function(lambda kind=kind: sizes().get(kind, 0))
 
-    def track_sampling(self, active_pods: Callable[[], int]) -> None:
+    def track_sampling(self, active_pods: Callable[[], int], share: Callable[[], Mapping[str, float]]) -> None:
         self.sampling_pods.set_function(lambda: float(active_pods()))
+        for resource in ("cpu", "gpu"):
+            self.sampling_share.labels(resource=resource).set_function(lambda resource=resource: share().get(resource, 0.0))
 
     def track_resume_holds(self, stats: Callable[[], Mapping[str, int]]) -> None:
         """FitGpp's resume holds (scheduler/preemption/holds.py), read at scrape time."""

@@ -256,7 +256,7 @@ def _estimator(
         on_estimate=lambda e: metrics.estimates.labels(configuration=e.configuration, method=e.method).inc(),
         on_error=metrics.estimate_error.observe,
     )
-    metrics.track_sampling(lambda: controller.active_pods)
+    metrics.track_sampling(lambda: controller.active_pods, lambda: controller.share)
     return controller
 
 

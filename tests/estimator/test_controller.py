@@ -148,3 +148,28 @@ def test_invalid_iterations_are_reported_once_and_nothing_is_created():
     assert api.created == []
     assert [reason for reason, _ in api.events] == ["InvalidInterchangeableJob"]
     assert "cellfit.io/iterations" in api.conditions[0]["message"] and api.conditions[0]["reason"] == "InvalidSpec"
+
+
+def test_a_job_submitted_without_suspend_runs_as_written_and_is_told_once():
+    api = RecordingApi()
+    estimator = controller(api)
+    unsuspended = json.loads(json.dumps({"metadata": {"name": "eager", "namespace": "ml", "uid": "u-eager",
+        "annotations": {"cellfit.io/configurations": '{"cpu": {"resources": {"cpu": "1"}}}', "cellfit.io/iterations": "100"}},
+        "spec": {"suspend": False, "template": {"spec": {}}}}))
+    estimator._replace_jobs([JOB_DECODER.decode(json.dumps(unsuspended).encode())])
+    estimator.reconcile()
+    estimator.reconcile()
+    assert api.created == []
+    assert [reason for reason, _ in api.events] == ["NotEstimated"]
+    assert estimator.inspect()["jobs"][0]["state"] == "unsuspended"
+
+
+def test_the_sampling_share_is_what_pending_and_running_samples_request():
+    api = RecordingApi()
+    estimator = controller(api, cpus=100, share=1.0)
+    estimator._replace_jobs([job("a", cpu="10")])
+    estimator.reconcile()
+    estimator._replace_pods([pending(p) for p in api.created])
+    estimator.reconcile()
+    # Two cpu runs of 10 cores and two gpu runs of 1 core and 1 GPU, of 100 cores and 8 GPUs.
+    assert estimator.share == {"cpu": pytest.approx(0.22), "gpu": pytest.approx(0.25)}
