@@ -133,6 +133,7 @@ class EstimatorController:
         self._dirty: set[str] = set()
         self._subscribers: list[Callable[[], None]] = []
         self._waiting: set[str] = set()  # Jobs with runs deferred by the sampling budget
+        self._holding: dict[str, tuple[int, int, int]] = {}  # per Job: what its sampling pods request
         self._written_sampling: dict[str, dict[str, Any]] = {}  # cellfit.io/sampling as last written
         # Pod creations of one pass go out together: the API server, not this thread, sets the pace.
         self._creator = ThreadPoolExecutor(max_workers=CREATE_CONCURRENCY, thread_name_prefix="estimator-create")
@@ -306,21 +307,22 @@ class EstimatorController:
             self._dirty.clear()
             jobs = sorted((self._jobs[uid] for uid in chosen), key=lambda j: (j.metadata.creationTimestamp or "", j.metadata.name))
             pods = {uid: dict(self._pods.get(uid, {})) for uid in chosen}
-            holding = [(self._jobs[uid], list(self._pods.get(uid, {}).values())) for uid in self._jobs]
+            # What each Job's sampling pods hold, recounted only for the Jobs whose objects changed
+            # (a pod event marks its Job dirty): a pass must not cost every pod of every Job.
+            for uid in chosen:
+                self._holding[uid] = self._held_by(self._jobs[uid], self._pods.get(uid, {}).values())
+            for uid in set(self._holding) - set(self._jobs):
+                del self._holding[uid]
+            held = list(self._holding.values())
         capacity = self._capacity()
         budget = _Budget(
             limit_cpu=self._settings.max_cluster_share * capacity.cpu_millis,
             limit_gpu=self._settings.max_cluster_share * capacity.gpus,
         )
-        for job, job_pods in holding:  # what pending and running sampling pods already hold
-            configurations = self._configurations(job)
-            if configurations is None:
-                continue
-            for pod in job_pods:
-                phase = pod.status.phase if pod.status else None
-                kind = (pod.metadata.annotations or {}).get(ANNOTATION_SAMPLE_CONFIGURATION)
-                if phase not in ("Succeeded", "Failed") and pod.metadata.deletionTimestamp is None and kind in configurations:
-                    budget.take(self._cost(configurations[kind]))  # type: ignore[index]
+        for cpu, gpus, count in held:  # what pending and running sampling pods already hold
+            budget.cpu += cpu
+            budget.gpus += gpus
+            budget.pods += count
         self.active_pods = budget.pods
         creations: list[tuple[Job, dict[str, Any]]] = []
         for job in jobs:
@@ -336,7 +338,29 @@ class EstimatorController:
             "gpu": budget.gpus / capacity.gpus if capacity.gpus else 0.0,
         }
         if creations:
+            with self._lock:  # counted now: a pass before their watch events must not admit more
+                for job, body in creations:
+                    configurations = self._configurations(job)
+                    kind = body["metadata"]["annotations"][ANNOTATION_SAMPLE_CONFIGURATION]
+                    if configurations is not None and kind in configurations:
+                        cpu, gpus = self._cost(configurations[kind])  # type: ignore[index]
+                        before = self._holding.get(job.metadata.uid, (0, 0, 0))
+                        self._holding[job.metadata.uid] = (before[0] + cpu, before[1] + gpus, before[2] + 1)
             list(self._creator.map(lambda item: self._create(*item), creations))
+
+    def _held_by(self, job: Job, pods: Any) -> tuple[int, int, int]:
+        """CPU millicores, GPUs and pods that ``job``'s pending and running sampling pods request."""
+        configurations = self._configurations(job)
+        cpu = gpus = count = 0
+        if configurations is None:
+            return 0, 0, 0
+        for pod in pods:
+            phase = pod.status.phase if pod.status else None
+            kind = (pod.metadata.annotations or {}).get(ANNOTATION_SAMPLE_CONFIGURATION)
+            if phase not in ("Succeeded", "Failed") and pod.metadata.deletionTimestamp is None and kind in configurations:
+                pod_cpu, pod_gpus = self._cost(configurations[kind])  # type: ignore[index]
+                cpu, gpus, count = cpu + pod_cpu, gpus + pod_gpus, count + 1
+        return cpu, gpus, count
 
     def _create(self, job: Job, body: dict[str, Any]) -> None:
         try:
