@@ -303,7 +303,11 @@ class EstimatorController:
         go out in parallel at its end."""
         now = self._clock()
         with self._lock:
-            chosen = set(self._jobs) if everything else (self._dirty | self._waiting) & set(self._jobs)
+            # The resync skips Jobs already settled (estimated, user-set, invalid, failed,
+            # finished) unless they changed: only running samples have deadlines to check.
+            unsettled = {uid for uid, view in self._views.items() if view.state in ("sampling", "waiting-for-capacity")}
+            base = (set(self._jobs) - set(self._views)) | unsettled if everything else set()
+            chosen = (base | self._dirty | self._waiting) & set(self._jobs)
             self._dirty.clear()
             jobs = sorted((self._jobs[uid] for uid in chosen), key=lambda j: (j.metadata.creationTimestamp or "", j.metadata.name))
             pods = {uid: dict(self._pods.get(uid, {})) for uid in chosen}
