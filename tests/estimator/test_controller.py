@@ -173,3 +173,25 @@ def test_the_sampling_share_is_what_pending_and_running_samples_request():
     estimator.reconcile()
     # Two cpu runs of 10 cores and two gpu runs of 1 core and 1 GPU, of 100 cores and 8 GPUs.
     assert estimator.share == {"cpu": pytest.approx(0.22), "gpu": pytest.approx(0.25)}
+
+
+def test_a_finished_job_records_its_real_runtime_and_error_and_feeds_its_family():
+    api = RecordingApi()
+    estimator = controller(api)
+    estimate = json.dumps({"gpu": {"seconds": 110.0, "method": "samples"}, "cpu": {"seconds": 900.0, "method": "samples"}})
+    body = {"metadata": {"name": "done", "namespace": "ml", "uid": "u-done", "labels": {"cellfit.io/job-family": "mlp"},
+                         "creationTimestamp": "2026-01-01T00:00:00Z",
+                         "annotations": {"cellfit.io/configurations": '{"cpu": {"resources": {"cpu": "1"}}, "gpu": {"resources": {"nvidia.com/gpu": "1"}}}',
+                                         "cellfit.io/iterations": "1000", "cellfit.io/estimate": estimate, "cellfit.io/placement": "gpu"}},
+            "spec": {"suspend": False, "template": {"spec": {}}},
+            "status": {"startTime": "2026-01-01T00:01:00Z", "completionTime": "2026-01-01T00:02:40Z",
+                       "conditions": [{"type": "Complete", "status": "True"}]}}
+    estimator._replace_jobs([JOB_DECODER.decode(json.dumps(body).encode())])
+    estimator.reconcile()
+    estimator.reconcile()  # once only
+    written = [json.loads(a["cellfit.io/estimate"]) for _, a in api.annotations if "cellfit.io/estimate" in a]
+    assert len(written) == 1
+    assert written[0]["gpu"]["actualSeconds"] == 100.0 and written[0]["gpu"]["error"] == pytest.approx(0.1)
+    assert "actualSeconds" not in written[0]["cpu"]  # it did not run there
+    assert estimator.inspect()["families"] == {"mlp/gpu": 1}
+    assert estimator._history[("mlp", "gpu")][0] == pytest.approx(0.1)  # seconds per iteration
