@@ -25,9 +25,9 @@ def test_exact_samples_give_the_true_times_start_up_included() -> None:
     assert {kind: e.method for kind, e in estimates.items()} == {"gpu": "samples", "cpu": "samples"}
     assert estimates["gpu"].seconds == pytest.approx(600, rel=1e-9)
     assert estimates["cpu"].seconds == pytest.approx(2700, rel=1e-9)
-    # Runs of 1% and 2% of the work plus their start-ups, over the two estimates.
+    # Runs of 1% and 2% of the work plus their start-ups, over the fastest estimate (the GPU's).
     spent = 2 * 40 + 0.03 * 560 + 2 * 15 + 0.03 * 2685
-    assert overhead == pytest.approx(spent / 3300)
+    assert overhead == pytest.approx(spent / 600)
 
 
 def test_noisy_samples_give_what_the_model_makes_of_them() -> None:
@@ -86,8 +86,9 @@ def test_the_default_noise_gives_the_papers_estimation_error() -> None:
     mae, sd, overhead = _figures(PAPER, jobs=3000)
     assert 0.07 <= mae <= 0.09, mae
     assert 0.10 <= sd <= 0.30, sd
-    # 3% of the iterations per configuration plus two start-ups per configuration.
-    assert 0.04 <= overhead <= 0.08, overhead
+    # 3% of the iterations per configuration plus two start-ups per configuration, over the
+    # fastest (GPU) time: the CPU runs cost 3% of 1.8-10x that time.
+    assert 0.2 <= overhead <= 0.45, overhead
 
 
 def test_error_grows_with_the_noise_and_overhead_with_the_fraction() -> None:
