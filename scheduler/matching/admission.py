@@ -117,6 +117,7 @@ def decide(
     allox_plus_timeout: float = math.inf,
     omega_grid_seconds: float = 60.0,
     omega_grid_ratio: float = 1.25,
+    plan_queue: bool = True,
 ) -> AdmissionDecision:
     """Busy machines' ω is rounded up onto a grid: ``omega_grid_seconds`` apart up to ten steps
     from now, then growing by ``omega_grid_ratio`` (a machine freeing in 3 h is placed within
@@ -124,7 +125,8 @@ def decide(
     are identical to the matching and fold into one column class (``transport.py``); with
     hundreds of running Jobs each distinct ω would be a class of its own, and the solve falls back
     to scipy on the full matrix (~1 s for 1,000 Jobs). Estimates are good to ~5-10%; the grid
-    adds no more than that where it matters. 0 turns rounding off."""
+    adds no more than that where it matters. 0 turns rounding off. ``plan_queue`` False leaves
+    the queue empty (the starts alone; the simulator needs no positions)."""
     cpu_slot = cpu_slot_for(waiting)
     idle = idle_machines(free_nodes=free_nodes, running=running, cpu_slot=cpu_slot, reserved_cpu_per_gpu=reserved_cpu_per_gpu)
     busy: dict[Machine, float] = {}
@@ -152,7 +154,7 @@ def decide(
     started = scheduler.on_machine_free(now=now, free_machines=idle, pending_jobs=jobs, busy_until=busy, running=running_assignments)
     starts = tuple(Start(key=a.job.name, kind=a.kind, machine=a.machine.name, seconds=a.finish - a.start) for a in started)
     grid = (lambda delay: _on_grid(delay, step=omega_grid_seconds, ratio=omega_grid_ratio)) if omega_grid_seconds > 0 else (lambda delay: delay)
-    queue = _queue(now=now, jobs=jobs, started=started, idle=idle, busy=busy, grid=grid)
+    queue = _queue(now=now, jobs=jobs, started=started, idle=idle, busy=busy, grid=grid) if plan_queue else ()
     return AdmissionDecision(
         starts=starts,
         queue=queue,

@@ -62,7 +62,7 @@ _FITGPP_ONLY: Final = (
     ("table4", "--table4"),
     ("write_trace", "--write-trace"),
 )
-_ALLOX_ONLY: Final = (("alpha", "--alpha"), ("timeout", "--timeout"))
+_ALLOX_ONLY: Final = (("alpha", "--alpha"), ("timeout", "--timeout"), ("omega_grid", "--omega-grid"))
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -133,6 +133,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     policy.add_argument("--alpha", default=None, help="allox: AlloX's fairness knob in [0, 1] (default 0.1, as in §5.1)")
     policy.add_argument(
         "--timeout", default=None, help="allox: AlloX+'s waiting timeout in minutes (default 240; 'inf' disables it)"
+    )
+    policy.add_argument(
+        "--omega-grid",
+        default=None,
+        metavar="SECONDS",
+        help="allox, allox+: the grid AlloX admission rounds busy machines' expected ends onto "
+        "(default: admission's own, what the live controller uses: 60 s steps, then +25%%; 0: exact)",
     )
 
     output = parser.add_argument_group("output")

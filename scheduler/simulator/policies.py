@@ -48,11 +48,14 @@ if TYPE_CHECKING:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AlloxOptions:
     """Settings of the interchangeable-job policies: AlloX's fairness knob ``alpha`` (§3.3.3;
-    the paper's simulations use 0.1) and AlloX+'s waiting ``timeout`` in seconds (§4.4; the
-    paper gives no value, README.md says how ours was chosen)."""
+    the paper's simulations use 0.1), AlloX+'s waiting ``timeout`` in seconds (§4.4; the
+    paper gives no value, README.md says how ours was chosen) and ``omega_grid_seconds``, the
+    grid AlloX admission rounds busy machines' ω onto (None: admission's own default, what
+    the live controller uses; 0: exact)."""
 
     alpha: float = 0.1
     timeout: float = 4 * 3600.0
+    omega_grid_seconds: float | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -50,6 +50,7 @@ def test_table_json_and_plot(tmp_path: Path, capsys: pytest.CaptureFixture[str])
         assert settings["machines"] == {"gpu": 3, "cpu": 3}
         assert settings["parameters"]["allox.sample_noise"] == 0.04
         assert settings["timeout_minutes"] == 240.0
+        assert settings["omega_grid_seconds"] is None  # admission's own grid, as live
     assert document["srpt"]["preemptions"] > 0 and document["allox"]["preemptions"] == 0
     assert document["drff"]["utilisation"]["cpu"] == {"jobs": 0.0, "samples": 0.0}
     assert document["drff"]["cpu_work_speedup"] is None
@@ -57,7 +58,7 @@ def test_table_json_and_plot(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     assert document["drff"]["estimation"] is None
     figures = document["allox"]["estimation"]
     assert figures["jobs"] == 300 and figures["estimates"] == 600  # 150 jobs x 2 seeds, 2 kinds each
-    assert 0.05 < figures["mae"] < 0.5 and figures["error_sd"] > 0 and 0.02 < figures["overhead"] < 0.15
+    assert 0.05 < figures["mae"] < 0.5 and figures["error_sd"] > 0 and 0.15 < figures["overhead"] < 0.6
     assert figures["methods"].get("samples", 0) + figures["methods"].get("proportional", 0) == 600
     assert len(document["allox"]["per_seed"]) == 2 and document["allox"]["per_seed"][0]["estimation"]["jobs"] == 150
 
@@ -124,6 +125,8 @@ ALLOX = ["--workload", "allox"]
         ([*ALLOX, "--set", "allox.load"], "--set: 'allox.load' is not KEY=VALUE"),
         ([*ALLOX, "--alpha", "2"], "--alpha: '2' is not in [0, 1]"),
         ([*ALLOX, "--timeout", "soon"], "--timeout: 'soon' is not a number"),
+        ([*ALLOX, "--omega-grid", "-1"], "--omega-grid: '-1' is out of range"),
+        ([*ALLOX, "--omega-grid", "inf"], "--omega-grid: 'inf' is not finite"),
         ([*ALLOX, "--load", "-1"], "--load: '-1' is out of range"),
         ([*ALLOX, "--jobs", "0"], "--jobs: '0' is less than 1"),
         ([*ALLOX, "--sweep", "s"], "--sweep: unknown sweep 's' for workload allox (known: alpha, load, sample-noise, sampling-fraction)"),
@@ -136,6 +139,7 @@ ALLOX = ["--workload", "allox"]
         ([*ALLOX, "--trace", "x.csv"], "--trace: not an option of workload allox"),
         ([*ALLOX, "--node-cpu", "10", "--node-gpus", "0"], "--nodes: the cluster has no GPU and no CPU slot"),
         (["--alpha", "0.5"], "--alpha: an option of workload allox only (add --workload allox)"),
+        (["--omega-grid", "0"], "--omega-grid: an option of workload allox only (add --workload allox)"),
         (["--workload", "alibaba"], "--workload: unknown workload 'alibaba' (known: fitgpp, allox)"),
     ],
 )

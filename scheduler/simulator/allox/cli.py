@@ -43,7 +43,10 @@ def _options(args: argparse.Namespace) -> AlloxOptions:
         fail_option("--alpha", f"{args.alpha!r} is not in [0, 1]")
     text = (args.timeout if args.timeout is not None else str(DEFAULT_TIMEOUT_MINUTES)).strip().lower()
     minutes = math.inf if text in ("inf", "none", "unlimited") else parse_float(text, "--timeout", low=0.0)
-    return AlloxOptions(alpha=alpha, timeout=minutes * 60.0)
+    grid = None if args.omega_grid is None else parse_float(args.omega_grid, "--omega-grid", low=0.0)
+    if grid is not None and not math.isfinite(grid):
+        fail_option("--omega-grid", f"{args.omega_grid!r} is not finite")
+    return AlloxOptions(alpha=alpha, timeout=minutes * 60.0, omega_grid_seconds=grid)
 
 
 def _workload(args: argparse.Namespace) -> AlloxWorkload:
@@ -122,6 +125,7 @@ def _settings_document(args: argparse.Namespace, experiment: AlloxExperiment) ->
         "machines": {kind: sum(1 for m in machines if m.kind == kind) for kind in ("gpu", "cpu")},
         "alpha": options.alpha,
         "timeout_minutes": None if math.isinf(options.timeout) else options.timeout / 60.0,
+        "omega_grid_seconds": options.omega_grid_seconds,  # null: admission's own (the live) grid
         "parameters": describe(experiment.workload),
         "set": list(args.set),
     }

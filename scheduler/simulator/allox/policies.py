@@ -1,12 +1,17 @@
 """The interchangeable-job policies of ``cellfit simulate``: AlloX, AlloX+ and the paper's
-baselines (EuroSys'20 §2.2, §4.4, §5.1.1), each driving the policy object of
-:mod:`scheduler.matching` — the same code the live path will run — through
+baselines (EuroSys'20 §2.2, §4.4, §5.1.1), driven through
 :class:`~scheduler.simulator.allox.simulation.InterchangeableSimulation`.
 
-| name | object | estimates |
+``allox`` and ``allox+`` are AlloX admission itself: at every scheduling event the simulation's
+state is translated into the inputs of :func:`scheduler.matching.admission.decide` — the
+function the live placer controller calls — and its starts are carried out, so a result
+measured here is a result of the live decision (DESIGN.md, "one engine, two drivers"). The
+baselines drive the policy objects of :mod:`scheduler.matching` directly.
+
+| name | what decides | estimates |
 |---|---|---|
-| ``allox`` | :class:`~scheduler.matching.AlloxScheduler` (α, demand-based progress) | yes |
-| ``allox+`` | :class:`~scheduler.matching.AlloxPlusScheduler` (timeout) | yes |
+| ``allox`` | :func:`~scheduler.matching.admission.decide` ``policy="allox"`` (Algorithm 2, α) | yes |
+| ``allox+`` | :func:`~scheduler.matching.admission.decide` ``policy="allox+"`` (timeout) | yes |
 | ``es`` | :class:`~scheduler.matching.EqualShareScheduler` | yes |
 | ``drff`` | :class:`~scheduler.matching.DrfScheduler` ``order="fcfs"`` | no: users state the configuration they prefer |
 | ``drfs`` | :class:`~scheduler.matching.DrfScheduler` ``order="sjf"`` | yes |
@@ -26,8 +31,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Callable, Protocol, cast
 
-from scheduler.matching.allox import AlloxScheduler
-from scheduler.matching.alloxplus import AlloxPlusScheduler
+from scheduler.matching.admission import AdmissionPolicy, decide
 from scheduler.matching.baselines import (
     BestFitScheduler,
     DrfaScheduler,
@@ -40,7 +44,8 @@ from scheduler.matching.baselines import (
 from scheduler.matching.fairness import ShareModel
 from scheduler.matching.model import Machine
 from scheduler.matching.policy import Policy as MatchingPolicy
-from scheduler.simulator.policies import PolicyOptions, build_policy, policy_names, register_policy
+from scheduler.simulator.allox.simulation import PolicyError
+from scheduler.simulator.policies import AlloxOptions, PolicyOptions, build_policy, policy_names, register_policy
 
 if TYPE_CHECKING:
     from scheduler.simulator.allox.simulation import InterchangeableSimulation
@@ -101,6 +106,54 @@ class MatchingDriver:
             sim.start(assignment.job.name, assignment.machine)
 
 
+class AdmissionDriver:
+    """AlloX admission (:func:`scheduler.matching.admission.decide`, the live placer
+    controller's call) at every instant where a machine is free and a job waits: the
+    simulation's waiting jobs, running jobs and free capacity
+    (:meth:`~scheduler.simulator.allox.simulation.InterchangeableSimulation.admission_inputs`)
+    in, and each start carried out on an idle machine of the kind it names. Admission's
+    machines are cut from free capacity, as live, so their names are not the simulation's; all
+    idle machines of a kind are alike (ω = now), and the kind is what a start decides — as
+    live, where the pods of an unsuspended Job go wherever kube-scheduler puts them.
+
+    ``options.omega_grid_seconds`` None calls ``decide`` with its own (the live) grid for busy
+    machines' ω; a number overrides it (0: exact ω)."""
+
+    preemptive = False
+    needs_estimates = True
+
+    def __init__(self, name: str, policy: AdmissionPolicy, options: AlloxOptions) -> None:
+        self.name = name
+        self._policy = policy
+        self._options = options
+
+    def schedule(self, sim: InterchangeableSimulation) -> None:
+        free: dict[str, list[Machine]] = {}
+        for machine in reversed(sim.free_machines()):
+            free.setdefault(machine.kind, []).append(machine)  # reversed: pop() gives cluster order
+        if not free:
+            return
+        inputs = sim.admission_inputs()
+        grid = {} if self._options.omega_grid_seconds is None else {"omega_grid_seconds": self._options.omega_grid_seconds}
+        decision = decide(
+            now=inputs.now,
+            waiting=inputs.waiting,
+            running=inputs.running,
+            free_nodes=inputs.free_nodes,
+            alpha=self._options.alpha,
+            policy=self._policy,
+            reserved_cpu_per_gpu=sim.workload.reserved_cpu_per_gpu,
+            allox_plus_timeout=self._options.timeout,
+            plan_queue=False,
+            **grid,
+        )
+        for start in decision.starts:
+            machines = free.get(start.kind)
+            if not machines:
+                raise PolicyError(f"{self.name}: admission started {start.key!r} on {start.kind}, but no {start.kind} machine is idle")
+            sim.start(start.key, machines.pop())
+
+
 class SrptDriver:
     """SRPT (§5.1.1), the preemptive reference: at every arrival and completion,
     :func:`scheduler.matching.srpt_allocation` decides which jobs run where given the work
@@ -142,11 +195,8 @@ def _matching(name: str, build: Callable[[PolicyOptions, ShareModel], MatchingPo
     )
 
 
-_matching(
-    "allox",
-    lambda options, shares: AlloxScheduler(alpha=options.allox.alpha, shares=shares),
-)
-_matching("allox+", lambda options, shares: AlloxPlusScheduler(timeout=options.allox.timeout))
+register_policy("allox", lambda options: AdmissionDriver("allox", "allox", options.allox), model="interchangeable")
+register_policy("allox+", lambda options: AdmissionDriver("allox+", "allox+", options.allox), model="interchangeable")
 _matching("es", lambda options, shares: EqualShareScheduler())
 _matching("drff", lambda options, shares: DrfScheduler(order="fcfs", shares=shares), needs_estimates=False)
 _matching("drfs", lambda options, shares: DrfScheduler(order="sjf", shares=shares))

@@ -37,7 +37,8 @@ import numpy.typing as npt
 from scheduler.core.fit import ResourceFitEngine
 from scheduler.core.model import NodeInfo, PodInfo
 from scheduler.core.resources import Resources
-from scheduler.matching.capacity import cluster_capacity, default_demands
+from scheduler.matching.admission import RunningJob, WaitingJob
+from scheduler.matching.capacity import NodeResources, cluster_capacity, default_demands
 from scheduler.matching.fairness import DemandShare, ShareModel, job_value
 from scheduler.matching.model import KIND_CPU, KIND_GPU, Assignment, Demand, Job, Machine
 from estimator.planner import StopSample
@@ -223,6 +224,17 @@ class AlloxRunResult:
         return result
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AdmissionInputs:
+    """One instant of a simulation as AlloX admission's inputs
+    (:meth:`InterchangeableSimulation.admission_inputs`)."""
+
+    now: float
+    waiting: tuple[WaitingJob, ...]
+    running: tuple[RunningJob, ...]
+    free_nodes: tuple[NodeResources, ...]
+
+
 class InterchangeableSimulation:
     """One run of interchangeable ``jobs`` on ``cluster`` under ``policy``; call :meth:`run` once."""
 
@@ -391,6 +403,54 @@ class InterchangeableSimulation:
             elif isinstance(holder, _Sample):
                 out[machine] = holder.started_at + holder.length
         return out
+
+    def free_by_node(self) -> dict[str, Resources]:
+        """What each node has left for AlloX admission, as the live cluster cache reports it
+        (``ClusterCache.free_by_node(except_owners=<the running Jobs>)``): allocatable less every
+        pod booked on it except the running jobs', which admission counts as busy machines of
+        their own — here, allocatable less the sampling runs. In node-name order, as the cache."""
+        free = {name: self.engine.free_on(name) for name in self.cluster.node_names()}
+        for job in self._running.values():
+            assert job.machine is not None
+            node = self._node_of[job.machine.name]
+            free[node] = free[node] + demand_resources(job.spec.demand[job.machine.kind])
+        return free
+
+    def admission_inputs(self) -> AdmissionInputs:
+        """The state :func:`scheduler.matching.admission.decide` takes, translated as the live
+        placer controller translates a cluster's: every job waiting for the policy (profiled)
+        with the estimates the policy sees and its configurations' demands; every running job
+        with its start and its estimate on the kind it runs on (ω = start + estimate); and
+        :meth:`free_by_node` as :class:`NodeResources` (cores, GPUs, GiB)."""
+        waiting = tuple(
+            WaitingJob(
+                key=job.spec.job_id,
+                user=job.spec.user,
+                arrival=job.spec.submit_time,
+                seconds=dict(job.seen.processing_time),
+                demand={kind: job.spec.demand[kind] for kind in job.seen.processing_time},
+            )
+            for job in self._waiting.values()
+        )
+        running = []
+        for job in self._running.values():
+            machine = job.machine
+            assert machine is not None
+            running.append(
+                RunningJob(
+                    key=job.spec.job_id,
+                    user=job.spec.user,
+                    kind=machine.kind,
+                    started=job.started_at,
+                    seconds=(1.0 - job.done) * job.seen.processing_time[machine.kind],
+                    demand=job.spec.demand[machine.kind],
+                )
+            )
+        free = tuple(
+            NodeResources(name=name, cpu=r.cpu_millis / 1000, gpu=max(r.gpus, 0), memory=max(r.memory_bytes, 0) / GIB)
+            for name, r in self.free_by_node().items()
+        )
+        return AdmissionInputs(now=self.now, waiting=waiting, running=tuple(running), free_nodes=free)
 
     def running(self) -> list[Assignment]:
         """The running jobs as the policy sees them (estimated finish), for fairness."""
