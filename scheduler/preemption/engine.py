@@ -23,12 +23,12 @@ preemption cannot slip past P before the watch brings the Job's new annotation b
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Mapping, Protocol, Sequence, runtime_checkable
+from typing import Iterable, Mapping, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
 from scheduler.core.nodeindex import NodeIndex, pick
-from scheduler.core.resources import Resources
+from scheduler.core.resources import ZERO, Resources
 
 from scheduler.core.engine import FilterDecision, Placement, SchedulingEngine, Scores
 from scheduler.core.model import TERMINAL_PHASES, JobInfo, NodeInfo, PodInfo
@@ -77,6 +77,7 @@ class FitGppEngine:
         self.holds = ResumeHolds(hold_seconds=resume_hold_seconds, clock=clock)
         self._index = PreemptionIndex()
         self._pods: dict[str, PodInfo] = {}  # pods the index holds, latest state
+        self._chosen: set[str] = set()  # victims chosen and not gone yet (their deletion may lag)
         self._job_counts: dict[str, int] = {}  # Job UID -> preemptions
         self._pods_by_job: dict[str, set[str]] = {}
         self._decisions: dict[str, PreemptionDecision | NoVictims] = {}
@@ -199,6 +200,16 @@ class FitGppEngine:
         if preemptor_class is not JobClass.TRIAL:
             self._decisions[pod.uid] = NoVictims(reason="a best-effort pod never preempts others (FitGpp)")
             return {}
+        waiting = self._freed_by_terminating(pod, candidates.keys())
+        if waiting is not None:
+            # kube-scheduler's own rule (a pod whose nominated node has terminating victims does
+            # not preempt again), kept against cellfit's view: kube-scheduler's cache may drop an
+            # exited victim a moment before cellfit's watch does, and would then take a second
+            # victim for the same pod while the first one's GPUs are about to be free.
+            self._decisions[pod.uid] = NoVictims(
+                reason=f"pods already terminating on node {waiting} free enough for this pod; waiting for them to exit"
+            )
+            return {}
         decision = choose_victims(
             preemptor=pod, table=self._index.table(), settings=self.settings, nodes=candidates.keys(), seed=self._seed
         )
@@ -252,6 +263,7 @@ class FitGppEngine:
         self._index.apply_pod(pod, preemptions=self._job_counts.get(job) if job is not None else None)
 
     def _untrack(self, pod_uid: str) -> None:
+        self._chosen.discard(pod_uid)
         pod = self._pods.pop(pod_uid, None)
         if pod is not None and pod.owner is not None:
             members = self._pods_by_job.get(pod.owner.uid)
@@ -267,7 +279,23 @@ class FitGppEngine:
         except KeyError:
             return None
 
+    def _freed_by_terminating(self, pod: PodInfo, nodes: Iterable[str]) -> str | None:
+        """A candidate node where the pods already on their way out (deleted, or chosen as
+        victims) free, with what is free now, enough for ``pod``; None when there is none."""
+        leaving: dict[str, Resources] = {}
+        for other in self._pods.values():
+            if other.node_name is not None and (other.terminating or other.uid in self._chosen):
+                leaving[other.node_name] = leaving.get(other.node_name, ZERO) + other.requests
+        for node in nodes:
+            if node not in leaving:
+                continue
+            free = self._free_on(node)
+            if free is not None and pod.requests.fits_in(free + leaving[node]):
+                return node
+        return None
+
     def _count_preemption(self, pod_uid: str) -> None:
+        self._chosen.add(pod_uid)
         pod = self._pods.get(pod_uid)
         if pod is None:
             return

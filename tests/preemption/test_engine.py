@@ -134,3 +134,24 @@ def test_a_pod_without_a_vc_label_is_in_the_default_vc_like_one_that_names_it():
     assert may_claim_cells(te(gpus=1, vc="default"), running("be-bare", job="bb", gpus=8))
     assert not may_claim_cells(te(gpus=1, vc="team-a"), named)
     assert not may_claim_cells(te(gpus=1), running("be-a", job="ba", gpus=8, vc="team-a"))
+
+
+def test_no_second_victim_while_the_first_one_is_still_leaving():
+    """kube-scheduler may drop an exited victim from its cache a moment before cellfit's watch
+    does, and ask again for the same pod: cellfit waits for the victim instead of taking another
+    (the cause of e2e/test_resume_queue.py's intermittent second preemption)."""
+    from scheduler.core.model import PodInfo as Pod
+
+    engine = FitGppEngine(ResourceFitEngine(), settings=FitGppSettings(max_preemptions=None))
+    full_node(engine)
+    trial = te(gpus=4)
+    assert engine.select_victims(trial, {"n1": ["be-long", "be-short"]}, {}) == {"n1": ["be-short"]}
+    # Asked again before the victim's deletion reached cellfit: nothing more is taken.
+    assert engine.select_victims(trial, {"n1": ["be-long"]}, {}) == {}
+    assert "already terminating on node n1" in engine.take_decision(trial.uid).reason
+    # Once it is gone, a pod that still needs room may preempt again.
+    engine.delete_pod("be-short")
+    engine.apply_pod(Pod(uid="te-other", namespace="ml", name="te-other", requests=Resources(4000, 32 * GI, 4),
+                         labels={"cellfit.io/job-class": "best-effort"}, node_name="n1", phase="Running"))
+    bigger = te(uid="te-2", gpus=4)
+    assert engine.select_victims(bigger, {"n1": ["be-long", "te-other"]}, {}) != {}
