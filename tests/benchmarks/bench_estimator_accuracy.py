@@ -1,0 +1,546 @@
+"""Estimator accuracy on real compute (issue 12): real training runs on this machine, sampled
+through the estimator's own code path, predicted, then run in full and compared.
+
+Each workload is deploy/examples/interchangeable/train.py (a numpy MLP trained by minibatch SGD)
+at one model and batch size, in two configurations that differ only in their env, as
+interchangeable configurations do: ``1-thread`` and ``2-threads`` (OMP_NUM_THREADS /
+OPENBLAS_NUM_THREADS). For each workload:
+
+1. **Calibration** (not part of the estimate): a few short runs choose the Job's iteration count
+   N so that its full run takes about the workload's target seconds with 1 thread (and at most
+   1.5 times it with 2). Nothing measured here reaches the estimator.
+2. **Sampling**, as the live controller does it: ``estimator.sampling.plan`` gives the sample
+   lengths (1% and 2% of N: 3% of the run), ``estimator.planner.decide`` asks for the sampling
+   runs, each runs as a real subprocess of train.py with ``CELLFIT_SAMPLE_ITERATIONS=k`` and a
+   temporary termination-message file, read by ``estimator.contract.parse_sample_report``, and
+   handed back to ``decide`` as a succeeded ``SamplePod``; its estimate is the prediction.
+3. **Full runs**: train.py with N iterations in each configuration (``--repeats`` times, the
+   median kept); the actual seconds are read from the same termination message.
+
+Prints per workload and configuration: predicted seconds ± the estimate's own uncertainty (one
+standard deviation), actual seconds, the error, the sampling overhead (the configuration's
+sample seconds over its full run); then the mean absolute error, the standard deviation of the
+error, the mean overhead and how often the actual time fell within 2 uncertainties, with the
+machine's load average before and after. The samples and the full runs share the machine with
+whatever else runs on it: ``others`` is the share of the CPUs (in percent, from /proc/stat less
+this benchmark's own CPU time) that other processes used during the full run / during the
+busiest of its samples. ``--wait-quiet`` waits for a quiet machine before each Job's sampling and
+each full run; a workload whose runs were disturbed all the same (other processes above 10%
+during a sample or a full run) is measured again at the end (``--retries``), its disturbed
+attempt summarized apart; and the runs that other processes left alone are summarized apart, as
+the estimator's error without that interference (on a cluster, a pod's CPU request isolates it).
+
+``--alternative SHORT,LONG`` also samples every Job with other sample fractions (same 3% budget
+or less, e.g. ``0.002,0.028``) and scores them against the same full runs: the two-point fit's
+error is the samples' timing noise times about N / (k_long - k_short), so the split matters.
+
+    python tests/benchmarks/bench_estimator_accuracy.py [--quick] [--repeats 1] [--alternative 0.002,0.028]
+        [--wait-quiet 120] [--wait-total 1200] [--retries 2] [--json FILE]
+
+Reference: AlloX Fig. 10, 40 jobs, 3% sampling: MAE 8%, std 11%. Target (issue 12): MAE <= 5%
+at <= 3% overhead. This prints figures; it asserts nothing.
+"""
+
+import argparse
+import json
+import os
+import resource
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import deque
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from estimator.contract import parse_sample_report  # noqa: E402
+from estimator.model import Sample  # noqa: E402
+from estimator.planner import Decision, EstimatorSettings, SamplePod, decide  # noqa: E402
+from estimator.sampling import SamplingSettings, pods_of, waves_of  # noqa: E402
+from estimator.sampling import plan as sampling_plan  # noqa: E402
+from scheduler.errors import InvalidAnnotation  # noqa: E402
+
+TRAIN = ROOT / "deploy" / "examples" / "interchangeable" / "train.py"
+# A run during which other processes kept more than this share of the machine's CPUs busy
+# counts as disturbed; ``--wait-quiet`` waits for a share below it before each Job and full run.
+QUIET = 0.10
+CPUS = os.cpu_count() or 1
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def threads(count: int) -> dict[str, str]:
+    return {name: str(count) for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
+
+
+CONFIGURATIONS: dict[str, dict[str, str]] = {"1-thread": threads(1), "2-threads": threads(2)}
+
+
+@dataclass(frozen=True)
+class Workload:
+    hidden: int
+    layers: int
+    batch: int
+    target_seconds: float  # the full run's length in its slower configuration, about
+
+    @property
+    def name(self) -> str:
+        return f"mlp-h{self.hidden}-l{self.layers}-b{self.batch}"
+
+    def arguments(self) -> list[str]:
+        return ["--hidden", str(self.hidden), "--layers", str(self.layers), "--batch", str(self.batch)]
+
+
+# Several model and batch sizes: from Python-overhead-bound (small matrices, many iterations)
+# to BLAS-bound (large matrices, where a second thread can help), 8 to 18 s per full run.
+WORKLOADS: tuple[Workload, ...] = (
+    Workload(64, 1, 16, 8),
+    Workload(64, 2, 32, 10),
+    Workload(64, 4, 64, 14),
+    Workload(128, 1, 64, 8),
+    Workload(128, 2, 16, 12),
+    Workload(128, 3, 128, 10),
+    Workload(128, 4, 256, 16),
+    Workload(256, 1, 256, 10),
+    Workload(256, 2, 64, 8),
+    Workload(256, 3, 32, 12),
+    Workload(256, 3, 128, 14),
+    Workload(256, 4, 512, 10),
+    Workload(512, 1, 128, 12),
+    Workload(512, 2, 256, 8),
+    Workload(512, 2, 32, 10),
+    Workload(512, 3, 64, 16),
+    Workload(512, 4, 512, 12),
+    Workload(1024, 1, 64, 10),
+    Workload(1024, 2, 128, 12),
+    Workload(1024, 2, 512, 18),
+    Workload(1024, 3, 256, 14),
+    Workload(2048, 1, 256, 12),
+)
+QUICK: tuple[Workload, ...] = (WORKLOADS[1], WORKLOADS[8], WORKLOADS[13], WORKLOADS[18])
+
+
+@dataclass(frozen=True)
+class Run:
+    seconds: float  # from the termination message: what the estimator reads
+    wall_seconds: float  # the subprocess as seen from here (interpreter start-up included)
+    cpu_seconds: float  # user + system of the subprocess
+    iterations: int
+    peak_memory_bytes: int | None
+    others: float | None  # share of the machine's CPUs other processes used meanwhile
+
+
+class RunFailed(RuntimeError):
+    pass
+
+
+def busy_cpu_seconds() -> float | None:
+    """CPU seconds the whole machine has been busy since boot (/proc/stat); None off Linux."""
+    try:
+        with open("/proc/stat", encoding="ascii") as stat:
+            values = [int(v) for v in stat.readline().split()[1:9]]  # user .. steal
+    except (OSError, ValueError):
+        return None
+    idle = values[3] + values[4]  # idle, iowait
+    return (sum(values) - idle) / CLOCK_TICKS
+
+
+def own_cpu_seconds() -> float:
+    """This process's and its finished children's CPU seconds."""
+    return sum(r.ru_utime + r.ru_stime for r in map(resource.getrusage, (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)))
+
+
+class OtherLoad:
+    """The share of the machine's CPUs that processes other than this benchmark and its runs
+    used between ``__init__`` and :meth:`share`."""
+
+    def __init__(self) -> None:
+        self.busy, self.own, self.started = busy_cpu_seconds(), own_cpu_seconds(), time.perf_counter()
+
+    def share(self) -> float | None:
+        busy = busy_cpu_seconds()
+        if busy is None or self.busy is None:
+            return None
+        wall = time.perf_counter() - self.started
+        return max(0.0, (busy - self.busy) - (own_cpu_seconds() - self.own)) / (wall * CPUS)
+
+
+class Quiet:
+    """Waits for other processes to use less than QUIET of the CPUs (probed for a second at a
+    time), ``per_wait`` seconds at the most each time and ``total`` seconds in all."""
+
+    def __init__(self, *, per_wait: float, total: float) -> None:
+        self.per_wait, self.left = per_wait, total
+
+    def wait(self) -> float:
+        """Returns the seconds waited."""
+        limit = min(self.per_wait, self.left)
+        started = time.perf_counter()
+        while limit > 0:
+            probe = OtherLoad()
+            time.sleep(1.0)
+            share = probe.share()
+            waited = time.perf_counter() - started
+            if share is None or share < QUIET or waited >= limit:
+                break
+            time.sleep(min(4.0, max(0.0, limit - waited)))
+        waited = time.perf_counter() - started
+        self.left -= waited
+        return waited
+
+
+def run_train(workload: Workload, configuration: str, *, iterations: int, sample: int | None, timeout: float = 120) -> Run:
+    """train.py as a pod would run it: the configuration's env, N in CELLFIT_ITERATIONS, and for
+    a sampling run CELLFIT_SAMPLE_ITERATIONS=k; the result read from its termination message."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("CELLFIT_")}
+    env.update(CONFIGURATIONS[configuration])
+    env["CELLFIT_ITERATIONS"] = str(iterations)
+    if sample is not None:
+        env["CELLFIT_SAMPLE_ITERATIONS"] = str(sample)
+    with tempfile.TemporaryDirectory(prefix="cellfit-bench-") as directory:
+        message = Path(directory) / "termination-log"
+        env["CELLFIT_TERMINATION_MESSAGE_PATH"] = str(message)
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        others = OtherLoad()
+        started = time.perf_counter()
+        try:
+            done = subprocess.run(
+                [sys.executable, str(TRAIN), *workload.arguments()], env=env, capture_output=True, text=True, timeout=timeout
+            )
+        except subprocess.TimeoutExpired:
+            raise RunFailed(f"still running after {timeout:.0f} s, stopped") from None
+        wall = time.perf_counter() - started
+        share = others.share()
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        if done.returncode != 0:
+            raise RunFailed(f"exit {done.returncode}: {done.stderr.strip()[-300:]}")
+        try:
+            report = parse_sample_report(message.read_text())
+        except (OSError, InvalidAnnotation) as error:
+            raise RunFailed(f"no usable termination message: {error}") from None
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return Run(report.seconds, wall, cpu, report.iterations, report.peak_memory_bytes, share)
+
+
+def calibrate(workload: Workload) -> int:
+    """N such that the 1-thread full run takes about the target. Rough on purpose: it only sizes
+    the Job; the estimator never sees these runs. Other work on the machine only ever slows a
+    run down, so the faster of two measurements is kept."""
+    rates = []
+    for _ in range(2):
+        first = run_train(workload, "1-thread", iterations=1000, sample=2).seconds
+        k = 32
+        while True:
+            seconds = run_train(workload, "1-thread", iterations=1000, sample=k).seconds
+            if seconds - first >= 0.5 or k >= 1 << 20:
+                break
+            k *= 4
+        rates.append((max(seconds - first, 1e-3) / (k - 2), first))
+    rate, startup = min(rates)
+    iterations = max(300, (workload.target_seconds - startup) / rate)
+    digits = len(str(int(iterations))) - 2  # two significant digits: a Job's round count
+    return int(round(iterations, -digits))
+
+
+@dataclass
+class Prediction:
+    """One configuration's estimate from one sampling of the Job."""
+
+    sample_iterations: list[int]
+    sample_seconds: list[float]
+    seconds: float
+    uncertainty_seconds: float
+    method: str
+    sample_others: list[float | None]  # share of the CPUs other processes used during each sample
+    error: float = 0.0  # (predicted - actual) / actual
+    overhead: float = 0.0  # this configuration's sample seconds / its actual full run
+
+
+@dataclass
+class Row:
+    workload: str
+    configuration: str
+    iterations: int
+    actual_seconds: float
+    actual_runs: list[float]
+    cpu_per_wall: float  # of the full run(s)
+    others: float | None  # share of the CPUs other processes used during the full run(s), at most
+    waited_seconds: float  # waiting for the machine to be quiet, before sampling and this full run
+    load_1min: float  # when the full run ended
+    job_overhead: float | None  # the planner's overheadFraction, as the controller reports it
+    default: Prediction  # sampled with the estimator's default lengths
+    alternative: Prediction | None  # sampled with --alternative's lengths
+    attempt: int = 0  # > 0: measured again after a disturbed attempt
+
+
+def sample_job(
+    workload: Workload, iterations: int, configurations: list[str], sampling: SamplingSettings
+) -> tuple[Decision, dict[str, float | None]]:
+    """The live controller's loop, run synchronously: ask ``decide`` what to create, run it, tell
+    ``decide`` what happened, until it has an estimate. Also returns the other processes' share
+    of the CPUs during each sampling run, by pod name."""
+    pods = pods_of(completions=1, parallelism=1)
+    job_plan = sampling_plan(job_uid=workload.name, iterations=iterations, pods=pods, ratio=0.03, settings=sampling)
+    waves = waves_of(completions=1, parallelism=1)
+    settings = EstimatorSettings(sampling=sampling)
+    existing: list[SamplePod] = []
+    others: dict[str, float | None] = {}
+    for _ in range(10):
+        decision = decide(configurations=configurations, plan=job_plan, job_iterations=iterations, waves=waves, pods=existing, settings=settings)
+        if decision.done:
+            return decision, others
+        for create in decision.create:
+            name = f"{workload.name}-{create.key.configuration}-{create.key.length}-{create.attempt}"
+            try:
+                run = run_train(workload, create.key.configuration, iterations=iterations, sample=create.iterations)
+            except RunFailed as error:
+                existing.append(SamplePod(name=name, key=create.key, attempt=create.attempt, state="failed", failure=str(error)))
+                continue
+            others[name] = run.others
+            if run.iterations != create.iterations:
+                print(f"  warning: {name} reported {run.iterations} iterations, asked for {create.iterations}", file=sys.stderr)
+            sample = Sample(
+                configuration=create.key.configuration,
+                iterations=run.iterations,
+                seconds=run.seconds,
+                peak_memory_bytes=run.peak_memory_bytes,
+                pilot=create.key.pilot,
+            )
+            existing.append(SamplePod(name=name, key=create.key, attempt=create.attempt, state="succeeded", sample=sample))
+    raise RuntimeError(f"{workload.name}: the planner did not finish sampling")
+
+
+def prediction(sampled: tuple[Decision, dict[str, float | None]], configuration: str) -> Prediction | None:
+    decision, others = sampled
+    estimate = (decision.estimates or {}).get(configuration)
+    if estimate is None:
+        return None
+    samples = [sample for _, sample in decision.samples[configuration]]
+    return Prediction(
+        sample_others=[others[pod] for pod, _ in decision.samples[configuration]],
+        sample_iterations=[s.iterations for s in samples],
+        sample_seconds=[round(s.seconds, 4) for s in samples],
+        seconds=estimate.seconds,
+        uncertainty_seconds=estimate.uncertainty_seconds,
+        method=estimate.method,
+    )
+
+
+def measure(workload: Workload, *, repeats: int, alternative: SamplingSettings | None, quiet: Quiet) -> list[Row]:
+    waited = quiet.wait()
+    iterations = calibrate(workload)
+    configurations = list(CONFIGURATIONS)
+    waited += quiet.wait()
+    default = sample_job(workload, iterations, configurations, SamplingSettings())
+    other = sample_job(workload, iterations, configurations, alternative) if alternative else None
+    rows = []
+    for configuration in configurations:
+        predicted = prediction(default, configuration)
+        if predicted is None:
+            print(f"  {workload.name} {configuration}: no estimate ({default[0].failed.get(configuration)})")
+            continue
+        runs = []
+        for _ in range(repeats):
+            waited += quiet.wait()
+            try:
+                # Ten times its target: only a machine busy with other work takes that long.
+                runs.append(run_train(workload, configuration, iterations=iterations, sample=None, timeout=10 * workload.target_seconds))
+            except RunFailed as error:
+                print(f"  {workload.name} {configuration}: full run failed ({error}); left out")
+        if not runs:
+            continue
+        shares = [run.others for run in runs if run.others is not None]
+        actual = statistics.median(run.seconds for run in runs)
+        row = Row(
+            workload=workload.name,
+            configuration=configuration,
+            iterations=iterations,
+            actual_seconds=actual,
+            actual_runs=[round(run.seconds, 4) for run in runs],
+            cpu_per_wall=sum(run.cpu_seconds for run in runs) / sum(run.wall_seconds for run in runs),
+            others=max(shares) if shares else None,
+            waited_seconds=round(waited, 1),
+            load_1min=os.getloadavg()[0],
+            job_overhead=default[0].overhead_fraction,
+            default=predicted,
+            alternative=prediction(other, configuration) if other else None,
+        )
+        for p in (row.default, row.alternative):
+            if p is not None:
+                p.error = (p.seconds - actual) / actual
+                p.overhead = sum(p.sample_seconds) / actual
+        rows.append(row)
+        waited = 0.0
+    return rows
+
+
+def summarize(predictions: list[Prediction], actual: list[float]) -> dict[str, float]:
+    errors = [p.error for p in predictions]
+    absolute = [abs(e) for e in errors]
+    return {
+        "runs": len(predictions),
+        "mae": statistics.fmean(absolute),
+        "error_std": statistics.stdev(errors) if len(errors) > 1 else 0.0,
+        "median_absolute_error": statistics.median(absolute),
+        "max_absolute_error": max(absolute),
+        "bias": statistics.fmean(errors),
+        "mean_overhead": statistics.fmean(p.overhead for p in predictions),
+        "within_2_uncertainties": sum(abs(p.seconds - a) <= 2 * p.uncertainty_seconds for p, a in zip(predictions, actual)) / len(predictions),
+        "mean_relative_uncertainty": statistics.fmean(p.uncertainty_seconds / p.seconds for p in predictions),
+    }
+
+
+def undisturbed(prediction: Prediction, row: Row) -> bool:
+    shares = [*prediction.sample_others, row.others]
+    return all(share is not None and share < QUIET for share in shares)
+
+
+def default_of(row: Row) -> Prediction:
+    return row.default
+
+
+def alternative_of(row: Row) -> Prediction | None:
+    return row.alternative
+
+
+def report(title: str, rows: list[Row], pick) -> dict[str, object]:
+    chosen = [(pick(r), r) for r in rows if pick(r) is not None]
+    summary: dict[str, object] = dict(summarize([p for p, _ in chosen], [r.actual_seconds for _, r in chosen]))
+    print(f"{title}:")
+    print(f"  mean absolute error {summary['mae']:.1%}, std of the error {summary['error_std']:.1%} (bias {summary['bias']:+.1%}, "
+          f"median |error| {summary['median_absolute_error']:.1%}, max {summary['max_absolute_error']:.1%}), {summary['runs']} runs")
+    for name in CONFIGURATIONS:
+        part = [(p, r) for p, r in chosen if r.configuration == name]
+        if part:
+            figures = summarize([p for p, _ in part], [r.actual_seconds for _, r in part])
+            summary[name] = figures
+            print(f"    {name}: MAE {figures['mae']:.1%}, std {figures['error_std']:.1%}, {figures['runs']} runs")
+    quiet = [(p, r) for p, r in chosen if undisturbed(p, r)]
+    if len(quiet) >= 2:
+        figures = summarize([p for p, _ in quiet], [r.actual_seconds for _, r in quiet])
+        summary["undisturbed"] = figures
+        print(f"    undisturbed (other processes used < {QUIET:.0%} of the CPUs during both samples and the full run): "
+              f"MAE {figures['mae']:.1%}, std {figures['error_std']:.1%}, {figures['runs']} runs")
+    print(f"  sampling overhead {summary['mean_overhead']:.2%} of the full run (mean over runs)")
+    if pick is default_of:
+        job = [r.job_overhead for r in rows if r.job_overhead is not None]
+        summary["mean_job_overhead"] = statistics.fmean(job) if job else None
+        if job:
+            print(f"  the planner's overheadFraction (every sample over the fastest configuration's estimate): {statistics.fmean(job):.2%} (mean)")
+    print(f"  actual within 2 uncertainties: {summary['within_2_uncertainties']:.0%} "
+          f"(mean uncertainty {summary['mean_relative_uncertainty']:.1%} of the prediction)")
+    return summary
+
+
+def others_column(full: float | None, samples: list[float | None]) -> str:
+    """Other processes' share of the CPUs, in percent: during the full run / the most during a sample."""
+    shown = [full, max((s for s in samples if s is not None), default=None)]
+    return "/".join("?" if share is None else f"{100 * share:.0f}" for share in shown)
+
+
+def fractions(text: str) -> SamplingSettings:
+    short, long = (float(part) for part in text.split(","))
+    if not 0 < short < long or short + long > 0.03 + 1e-9:
+        raise argparse.ArgumentTypeError("expected SHORT,LONG with 0 < SHORT < LONG and SHORT + LONG <= 0.03")
+    return SamplingSettings(short_fraction=short, long_fraction=long)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help=f"{len(QUICK)} workloads instead of {len(WORKLOADS)} (a smoke run)")
+    parser.add_argument("--repeats", type=int, default=1, help="full runs per workload and configuration; the median is kept (default 1)")
+    parser.add_argument(
+        "--alternative", type=fractions, metavar="SHORT,LONG",
+        help="also sample each Job with these sample fractions (e.g. 0.002,0.028) and compare, on the same full runs",
+    )
+    parser.add_argument(
+        "--wait-quiet", type=float, default=120, metavar="SECONDS",
+        help=f"before each Job's sampling and each full run, wait up to this long until other processes use less than {100 * QUIET:.0f}%% of the CPUs (0: never; default 120)",
+    )
+    parser.add_argument("--wait-total", type=float, default=1200, metavar="SECONDS", help="... and this long in all (default 1200)")
+    parser.add_argument(
+        "--retries", type=int, default=2,
+        help=f"measure a workload again, at the end, when other processes used >= {100 * QUIET:.0f}%% of the CPUs during its runs (default 2 more times)",
+    )
+    parser.add_argument("--retry-minutes", type=float, default=25, help="... but start no retry after this many minutes (default 25)")
+    parser.add_argument("--json", metavar="FILE", help="also write the rows and the summary as JSON")
+    args = parser.parse_args()
+    # Stopped with SIGTERM: exit through subprocess.run, which kills the running train.py.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    workloads = QUICK if args.quick else WORKLOADS
+    defaults = SamplingSettings()
+
+    load_before = os.getloadavg()
+    started = time.perf_counter()
+    print(f"{len(workloads)} workloads x {len(CONFIGURATIONS)} configurations ({', '.join(CONFIGURATIONS)}), "
+          f"{os.cpu_count()} CPUs, load average {load_before[0]:.2f} {load_before[1]:.2f} {load_before[2]:.2f}; "
+          f"samples of {defaults.short_fraction:.1%} and {defaults.long_fraction:.1%} of N (the estimator's defaults)"
+          + (f", alternative {args.alternative.short_fraction:.1%} and {args.alternative.long_fraction:.1%}" if args.alternative else ""))
+    header = f"{'workload':<20} {'config':<9} {'N':>7} {'k':>10} {'predicted':>13} {'actual':>7} {'error':>7} {'overhead':>8} {'others':>7} {'load':>5}"
+    if args.alternative:
+        header += f" {'alt k':>9} {'alt predicted':>13} {'alt err':>7}"
+    print(header)
+    rows: list[Row] = []
+    redone: list[Row] = []  # disturbed attempts, measured again
+    quiet = Quiet(per_wait=args.wait_quiet, total=args.wait_total)
+    queue = deque((workload, 0) for workload in workloads)
+    while queue:
+        workload, attempt = queue.popleft()
+        measured = measure(workload, repeats=args.repeats, alternative=args.alternative, quiet=quiet)
+        disturbed = not all(undisturbed(p, r) for r in measured for p in (r.default, r.alternative) if p is not None)
+        again = disturbed and attempt < args.retries and time.perf_counter() - started < 60 * args.retry_minutes
+        for row in measured:
+            row.attempt = attempt
+            d = row.default
+            name = row.workload if not attempt else f"{row.workload} #{attempt + 1}"
+            line = (f"{name:<20} {row.configuration:<9} {row.iterations:>7} {'/'.join(map(str, d.sample_iterations)):>10} "
+                    f"{f'{d.seconds:.2f}±{d.uncertainty_seconds:.2f}':>13} {row.actual_seconds:>7.2f} {d.error:>+7.1%} {d.overhead:>8.2%} "
+                    f"{others_column(row.others, d.sample_others):>7} {row.load_1min:>5.2f}")
+            if row.alternative:
+                a = row.alternative
+                line += f" {'/'.join(map(str, a.sample_iterations)):>9} {f'{a.seconds:.2f}±{a.uncertainty_seconds:.2f}':>13} {a.error:>+7.1%}"
+            print(line, flush=True)
+        (redone if again else rows).extend(measured)
+        if again:
+            print(f"  {workload.name}: other processes used >= {QUIET:.0%} of the CPUs meanwhile; measured again later")
+            queue.append((workload, attempt + 1))
+    load_after = os.getloadavg()
+    elapsed = time.perf_counter() - started
+
+    print()
+    print(f"{len(rows)} full runs, {elapsed:.0f} s in all; load average before {load_before[0]:.2f} {load_before[1]:.2f} {load_before[2]:.2f}, "
+          f"after {load_after[0]:.2f} {load_after[1]:.2f} {load_after[2]:.2f} on {os.cpu_count()} CPUs; "
+          f"{sum(r.waited_seconds for r in rows):.0f} s of it waiting for a quiet machine; "
+          f"{sum(undisturbed(r.default, r) for r in rows)} of {len(rows)} runs undisturbed; "
+          f"{len(redone)} disturbed runs measured again (below, only the last attempt of each counts)")
+    summaries = {"default": report(f"estimator defaults ({defaults.short_fraction:.1%} + {defaults.long_fraction:.1%})", rows, default_of)}
+    if args.alternative:
+        summaries["alternative"] = report(
+            f"alternative ({args.alternative.short_fraction:.1%} + {args.alternative.long_fraction:.1%})", rows, alternative_of
+        )
+    if redone:
+        summaries["redone"] = report("the disturbed attempts measured again (estimator defaults), for comparison", redone, default_of)
+    print("reference: AlloX Fig. 10 MAE 8%, std 11%; target MAE <= 5% at <= 3% overhead")
+    if args.json:
+        document = {
+            "workloads": [asdict(w) | {"name": w.name} for w in workloads],
+            "configurations": CONFIGURATIONS,
+            "sampling": {"default": asdict(defaults), "alternative": asdict(args.alternative) if args.alternative else None},
+            "repeats": args.repeats,
+            "cpus": os.cpu_count(),
+            "load_average_before": load_before,
+            "load_average_after": load_after,
+            "elapsed_seconds": elapsed,
+            "summary": summaries,
+            "rows": [asdict(row) for row in rows],
+            "redone": [asdict(row) for row in redone],
+        }
+        Path(args.json).write_text(json.dumps(document, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,84 @@
+"""deploy/examples/interchangeable/train.py keeps cellfit's sampling contract (DESIGN.md): with
+CELLFIT_SAMPLE_ITERATIONS=k it runs exactly k iterations and exits 0, and every run writes a
+termination message the estimator accepts; a message path it cannot write is no failure."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from estimator.contract import parse_sample_report
+
+TRAIN = Path(__file__).resolve().parents[2] / "deploy" / "examples" / "interchangeable" / "train.py"
+SMALL = ["--hidden", "16", "--layers", "2", "--batch", "8", "--batches", "4"]
+
+
+def run(tmp_path: Path, *, env: dict[str, str], args: list[str] = SMALL, message: Path | None = None) -> tuple[subprocess.CompletedProcess[str], Path]:
+    message = message if message is not None else tmp_path / "termination-log"
+    base = {key: value for key, value in os.environ.items() if not key.startswith("CELLFIT_")}
+    base |= {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "CELLFIT_TERMINATION_MESSAGE_PATH": str(message)}
+    done = subprocess.run([sys.executable, str(TRAIN), *args], env=base | env, capture_output=True, text=True, timeout=60)
+    return done, message
+
+
+def test_a_sampling_run_does_k_iterations_and_reports_them(tmp_path: Path) -> None:
+    started = time.perf_counter()
+    done, message = run(tmp_path, env={"CELLFIT_SAMPLE_ITERATIONS": "3", "CELLFIT_ITERATIONS": "500"})
+    wall = time.perf_counter() - started
+    assert done.returncode == 0, done.stderr
+    report = parse_sample_report(message.read_text())
+    assert report.iterations == 3
+    # Start-up (numpy's import, the data) is in it; the interpreter's own start is not.
+    assert 0.01 < report.seconds < wall
+    assert report.peak_memory_bytes is not None and report.peak_memory_bytes > 2**20  # bytes, not KiB
+    assert "sample: 3 iterations" in done.stdout
+
+
+def test_the_message_is_exactly_the_contract_and_fits_the_kubelet(tmp_path: Path) -> None:
+    done, message = run(tmp_path, env={"CELLFIT_SAMPLE_ITERATIONS": "2"})
+    assert done.returncode == 0, done.stderr
+    text = message.read_text()
+    assert set(json.loads(text)) == {"iterations", "seconds", "peakMemoryBytes"}
+    assert len(text.encode()) < 4096
+
+
+def test_without_the_sample_env_it_runs_the_full_count(tmp_path: Path) -> None:
+    done, message = run(tmp_path, env={"CELLFIT_ITERATIONS": "40"})
+    assert done.returncode == 0, done.stderr
+    assert parse_sample_report(message.read_text()).iterations == 40
+    assert "full run: 40 iterations" in done.stdout
+
+
+def test_the_iterations_flag_overrides_the_env(tmp_path: Path) -> None:
+    done, message = run(tmp_path, env={"CELLFIT_ITERATIONS": "40"}, args=[*SMALL, "--iterations", "7"])
+    assert done.returncode == 0, done.stderr
+    assert parse_sample_report(message.read_text()).iterations == 7
+
+
+def test_it_learns(tmp_path: Path) -> None:
+    """A real training loop, not a sleep: the loss falls below chance (ln 10 = 2.30)."""
+    done, _ = run(tmp_path, env={"CELLFIT_ITERATIONS": "300"})
+    assert done.returncode == 0, done.stderr
+    loss = float(done.stdout.split("loss ")[1].split(",")[0])
+    assert loss < 1.5
+
+
+def test_an_unwritable_message_path_is_a_warning(tmp_path: Path) -> None:
+    unwritable = tmp_path / "missing-directory" / "termination-log"
+    done, _ = run(tmp_path, env={"CELLFIT_SAMPLE_ITERATIONS": "3"}, message=unwritable)
+    assert done.returncode == 0, done.stderr
+    assert "warning: cannot write the termination message" in done.stderr
+    assert not unwritable.exists()
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "three"])
+def test_a_bad_sample_count_is_an_error_naming_the_env(tmp_path: Path, value: str) -> None:
+    done, message = run(tmp_path, env={"CELLFIT_SAMPLE_ITERATIONS": value})
+    assert done.returncode == 2
+    assert "CELLFIT_SAMPLE_ITERATIONS" in done.stderr
+    assert not message.exists()
+
