@@ -85,7 +85,7 @@ class Workload:
     hidden: int
     layers: int
     batch: int
-    target_seconds: float  # the full run's length in its slower configuration, about
+    target_seconds: float  # the full run's length with 1 thread, about (calibrate sets N)
 
     @property
     def name(self) -> str:

@@ -23,6 +23,8 @@ which numpy's BLAS reads when it is imported: that is how the CPU configurations
     CELLFIT_ITERATIONS=2000 python train.py --hidden 256 --batch 64 --layers 3
 """
 
+from __future__ import annotations  # older Pythons in training images
+
 import time
 
 _STARTED = time.perf_counter()  # before any other import: start-up counts
