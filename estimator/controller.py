@@ -39,6 +39,7 @@ from estimator.objects import (
     Job,
     Pod,
     sample_pod,
+    template_kind,
     timestamp,
 )
 from estimator.planner import Decision, EstimatorSettings as PlannerSettings, SampleKey, SamplePod, decide
@@ -573,7 +574,7 @@ class EstimatorController:
         except InvalidAnnotation:
             return
         started, completed = timestamp(job.status.startTime), timestamp(job.status.completionTime)
-        kind = job.annotations.get(ANNOTATION_PLACEMENT) or _kind_of_template(job, self._gpu_resource)
+        kind = job.annotations.get(ANNOTATION_PLACEMENT) or template_kind(job, self._gpu_resource)
         try:
             iterations = parse_iterations(job.annotations.get(ANNOTATION_ITERATIONS))
         except InvalidAnnotation:
@@ -708,18 +709,6 @@ def _sample_row(view: SamplePod) -> dict[str, Any]:
     if view.failure:
         row["failure"] = view.failure
     return row
-
-
-def _kind_of_template(job: Job, gpu_resource: str) -> str:
-    """The configuration a Job ran in when nobody recorded it: GPUs in its template or not."""
-    if not job.spec.has_template:
-        return "cpu"
-    template = json.loads(bytes(job.spec.template))
-    for container in (template.get("spec") or {}).get("containers") or []:
-        resources = container.get("resources") or {}
-        if gpu_resource in (resources.get("limits") or {}) or gpu_resource in (resources.get("requests") or {}):
-            return "gpu"
-    return "cpu"
 
 
 def _key(job: Job) -> str:

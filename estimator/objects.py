@@ -4,15 +4,16 @@ skipped, and a Job's pod template is kept as raw JSON for the sampling pods."""
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
-from typing import Final
+from typing import Collection, Final
 
 import msgspec
 
 from estimator.contract import SampleReport, parse_sample_report
 from estimator.model import Sample
 from estimator.planner import PodState, SampleKey, SamplePod
-from scheduler.constants import DOMAIN
+from scheduler.constants import DOMAIN, LABEL_PLACEMENT
 from scheduler.errors import InvalidAnnotation
 
 # --- what cellfit puts on sampling pods ---
@@ -168,6 +169,22 @@ def timestamp(text: str | None) -> float | None:
         return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
     except ValueError:
         return None
+
+
+def template_kind(job: Job, gpu_resource: str, *, kinds: Collection[str] = ("cpu", "gpu")) -> str:
+    """The configuration a Job's pods run in when its annotations do not say: the placement label
+    on its template (one of ``kinds``), else ``gpu`` when a container asks for ``gpu_resource``."""
+    if not job.spec.has_template:
+        return "cpu"
+    template = json.loads(bytes(job.spec.template))
+    labels = (template.get("metadata") or {}).get("labels") or {}
+    if labels.get(LABEL_PLACEMENT) in kinds:
+        return str(labels[LABEL_PLACEMENT])
+    for container in (template.get("spec") or {}).get("containers") or []:
+        resources = container.get("resources") or {}
+        if gpu_resource in (resources.get("limits") or {}) or gpu_resource in (resources.get("requests") or {}):
+            return "gpu"
+    return "cpu"
 
 
 def sample_pod(pod: Pod, *, now: float, stopped_seconds: float | None) -> SamplePod | None:

@@ -43,7 +43,7 @@ from typing import Any, Callable, Mapping
 
 from estimator.contract import parse_estimate_cached
 from estimator.controller import format_duration
-from estimator.objects import Job, timestamp
+from estimator.objects import Job, template_kind, timestamp
 from placer.configuration import Configuration, Configurations, parse_configurations_cached
 from placer.rewrite import apply_configuration
 from scheduler.config import AlloxSettings
@@ -273,7 +273,7 @@ class PlacerController:
         user = self._user(job)
         placement = job.annotations.get(ANNOTATION_PLACEMENT) or self._started.get(job.metadata.uid)
         if not job.suspended:
-            kind = placement or _kind_of(job, parsed, self._gpu_resource)
+            kind = placement or template_kind(job, self._gpu_resource, kinds=parsed.kinds)
             self._started.pop(job.metadata.uid, None)
             if kind not in seconds or kind not in parsed:
                 return None  # no ω known: its pods hold their capacity, that is all
@@ -427,18 +427,6 @@ def _demand(configuration: Configuration, gpu_resource: str) -> Demand:
 
     memory = float(parse_quantity(quantity(RESOURCE_MEMORY), field="memory")) / GIB
     return Demand(cpu=cpu_millis(quantity(RESOURCE_CPU), field="cpu") / 1000, gpu=configuration.device_count(gpu_resource), memory=memory)
-
-
-def _kind_of(job: Job, configurations: Configurations, gpu_resource: str) -> str:
-    template = json.loads(bytes(job.spec.template)) if job.spec.has_template else {}
-    labels = (template.get("metadata") or {}).get("labels") or {}
-    if labels.get(LABEL_PLACEMENT) in configurations:
-        return str(labels[LABEL_PLACEMENT])
-    for container in (template.get("spec") or {}).get("containers") or []:
-        resources = container.get("resources") or {}
-        if gpu_resource in (resources.get("limits") or {}) or gpu_resource in (resources.get("requests") or {}):
-            return "gpu"
-    return "cpu"
 
 
 def _is_trial(job: Job) -> bool:
