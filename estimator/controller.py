@@ -46,7 +46,8 @@ from estimator.planner import Decision, EstimatorSettings as PlannerSettings, Sa
 from estimator.sample_pod import build_sample_pod
 from estimator.sampling import SamplingRatio, SamplingSettings, plan, pods_of, waves_of
 from placer.configuration import Configuration, Configurations, parse_configurations, parse_configurations_cached
-from scheduler.cluster.api import KubernetesApi, WatchExpired
+from scheduler.cluster.api import KubernetesApi
+from scheduler.cluster.cache import api_reflector
 from scheduler.cluster.reflector import Reflector
 from scheduler.config import EstimatorSettings
 from scheduler.constants import (
@@ -183,20 +184,8 @@ class EstimatorController:
     # ------------------------------------------------------------------ watch callbacks
 
     def _reflector(self, kind: Any, list_decoder: msgspec.json.Decoder, decoder: msgspec.json.Decoder, replace: Any, apply: Any, delete: Any) -> Reflector:  # type: ignore[type-arg]
-        def list_objects() -> tuple[str, list[Any]]:
-            listing = list_decoder.decode(self._api.list_raw(kind))
-            return listing.metadata.resourceVersion, listing.items
-
-        return Reflector(
-            kind=f"estimator-{kind}",
-            list_objects=list_objects,
-            watch_lines=lambda version: self._api.watch(kind, resource_version=version),
-            decode_object=decoder.decode,
-            version_of=lambda obj: obj.metadata.resourceVersion,
-            replace=replace,
-            apply=apply,
-            delete=delete,
-            expired=WatchExpired,
+        return api_reflector(
+            self._api, kind, list_decoder, decoder, name=f"estimator-{kind}", replace=replace, apply=apply, delete=delete
         )
 
     def _replace_jobs(self, jobs: list[Job]) -> None:

@@ -28,6 +28,37 @@ from scheduler.kube import translate, wire
 log = logging.getLogger(__name__)
 
 
+def api_reflector(
+    api: KubernetesApi,
+    kind: Kind,
+    list_decoder: msgspec.json.Decoder,
+    object_decoder: msgspec.json.Decoder,
+    *,
+    name: str,
+    replace: Callable[[list[Any]], None],
+    apply: Callable[[Any], None],
+    delete: Callable[[Any], None],
+) -> Reflector:  # type: ignore[type-arg]
+    """A list-then-watch of one ``kind`` through ``api``, decoded with msgspec (the watch cache's
+    reflectors and the estimator's are built here alike)."""
+
+    def list_objects() -> tuple[str, list[Any]]:
+        listing = list_decoder.decode(api.list_raw(kind))
+        return listing.metadata.resourceVersion, listing.items
+
+    return Reflector(
+        kind=name,
+        list_objects=list_objects,
+        watch_lines=lambda version: api.watch(kind, resource_version=version),
+        decode_object=object_decoder.decode,
+        version_of=lambda obj: obj.metadata.resourceVersion,
+        replace=replace,
+        apply=apply,
+        delete=delete,
+        expired=WatchExpired,
+    )
+
+
 class ClusterCache:
     def __init__(
         self, *, api: KubernetesApi, engine: SchedulingEngine, lock: threading.RLock, gpu_resource: str
@@ -93,16 +124,8 @@ class ClusterCache:
         delete: Callable[[Any], None],
     ) -> Reflector:  # type: ignore[type-arg]
         """List-then-watch of one kind, the same way for every kind the cache follows."""
-        return Reflector(
-            kind=kind,
-            list_objects=lambda: self._list(list_decoder, kind),
-            watch_lines=lambda version: api.watch(kind, resource_version=version),
-            decode_object=object_decoder.decode,
-            version_of=lambda obj: obj.metadata.resourceVersion,
-            replace=replace,
-            apply=apply,
-            delete=delete,
-            expired=WatchExpired,
+        return api_reflector(
+            api, kind, list_decoder, object_decoder, name=kind, replace=replace, apply=apply, delete=delete
         )
 
     @property
@@ -232,10 +255,6 @@ class ClusterCache:
     def _under_lock(self, action: Callable[[], object]) -> None:
         with self._lock:
             action()
-
-    def _list(self, decoder: msgspec.json.Decoder, kind: str) -> tuple[str, list]:  # type: ignore[type-arg]
-        listing = decoder.decode(self._api.list_raw(kind))  # type: ignore[arg-type]
-        return listing.metadata.resourceVersion, listing.items
 
     def _replace_nodes(self, nodes: list[wire.Node]) -> None:
         with self._lock:
