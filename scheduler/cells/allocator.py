@@ -21,11 +21,13 @@ from collections import deque
 from dataclasses import dataclass, field
 from enum import Enum
 from functools import partial
+from operator import attrgetter
 from typing import AbstractSet, Callable, Iterable, Mapping, Sequence
 
 from scheduler.cells.buckets import Buckets
 from scheduler.cells.buddy import BuddyAllocator, derived_capacity
 from scheduler.cells.config import CellTypeSpec, PhysicalCellSpec, VirtualClusterSpec
+from scheduler.cells.fewest_victims import MAX_CANDIDATES, Shape, equal_picks, equal_spots, victim_cost
 from scheduler.cells.idle_index import IdleNodeIndex
 from scheduler.cells.request import CellRequest, GangSpec, Priority
 from scheduler.cells.search import View, best_spot, contains, pick_gpus
@@ -668,8 +670,76 @@ class CellAllocator:
         """The placement a single pod of ``request`` would get; raises :class:`Unplaceable`."""
         if request.priority is _PRIO_GUARANTEED:
             assert vc is not None
-            return self._plan_guaranteed(vc, targets, request.gpus, allowed, view or _VIEW_GUARANTEED)
+            spot = self._plan_guaranteed(vc, targets, request.gpus, allowed, view or _VIEW_GUARANTEED)
+            if view is not _VIEW_IDLE and self._preempts(spot):
+                return self._fewest_victims(vc, spot, allowed)
+            return spot
         return self._plan_opportunistic(targets, request.gpus, allowed)
+
+    @staticmethod
+    def _preempts(spot: Spot) -> bool:
+        """Whether booking ``spot`` would preempt opportunistic pods (its node's count first:
+        the usual answer, no, costs one read)."""
+        node = spot.gpus[0].node_cell if spot.gpus else None
+        return node is not None and node.opp > 0 and any(gpu.o_owner is not None for gpu in spot.gpus)
+
+    def _fewest_victims(self, vc: VcState, spot: Spot, allowed: AbstractSet[str] | None) -> Spot:
+        """Among the placements equal to ``spot`` for the VC (fewest_victims.py), the one whose
+        GPUs carry the fewest opportunistic pods, then the fewest GPUs of them; ``spot`` itself
+        on a tie. The candidates are the images of ``spot`` inside the VC cells shaped like its
+        own (a VC cell already bound), or inside the free cells of the level the buddy
+        allocator took its new VC cell from."""
+        root = spot.root
+        assert root is not None
+        placed = spot.gpus[0]
+        while placed.level < spot.level:
+            assert placed.parent is not None
+            placed = placed.parent
+        if spot.new_root:
+            top = root
+            while top.buddy_state() is not _FREE:
+                assert top.parent is not None
+                top = top.parent
+            others: Iterable[Cell] = self.buddies[spot.chain].free_cells(top.level)
+        else:
+            top = root
+            others = vc.usable[root.cell_type].first_with(root.gfree, len(self.topology.cells_by_id))
+        path = [placed]
+        while path[-1] is not top:
+            parent = path[-1].parent
+            assert parent is not None
+            path.append(parent)
+        path.reverse()
+        memo: dict[Cell, Shape] = {}
+        bookings = self.bookings
+
+        def size_of(booking_id: int) -> int | None:
+            booking = bookings.get(booking_id)
+            return len(booking.gpus) if booking is not None and booking.pod_uid is not None else None
+
+        best_gpus, best_cost = spot.gpus, victim_cost(spot.gpus, size_of)
+        best_cell = placed
+        tried = 0
+        tops = [top, *(cell for cell in others if cell is not top)]
+        for image in equal_spots(tops, path, memo):
+            if allowed is not None and image.node not in allowed:
+                continue
+            for gpus in equal_picks(placed, spot.gpus, image, memo):
+                tried += 1
+                cost = victim_cost(gpus, size_of)
+                if cost < best_cost:
+                    best_gpus, best_cost, best_cell = tuple(gpus), cost, image
+                if best_cost == (0, 0) or tried >= MAX_CANDIDATES:
+                    break
+            if best_cost == (0, 0) or tried >= MAX_CANDIDATES:
+                break
+        if best_cell is placed and best_gpus is spot.gpus:
+            return spot
+        new_root = best_cell
+        while new_root.level < root.level:
+            assert new_root.parent is not None
+            new_root = new_root.parent
+        return Spot(spot.chain, spot.level, tuple(sorted(best_gpus, key=attrgetter("gpu_index"))), new_root, spot.new_root)
 
     def _plan_guaranteed(
         self, vc: VcState, targets: Sequence[Target], n: int, allowed: AbstractSet[str] | None, view: View
@@ -907,6 +977,8 @@ class CellAllocator:
                     previous = slots[-1]
                     if previous.root is not None and previous.root.gfree >= request.gpus:
                         spot = self._plan_in_last_root(guaranteed_vc, previous, target_of, request.gpus, allowed)
+                        if spot is not None and self._preempts(spot):
+                            spot = None  # the full plan weighs its victims against its equals
                     if spot is None and listed is not None:
                         spot = self._plan_next_listed(guaranteed_vc, listed, target_of, request.gpus, allowed)
                 if spot is None:
