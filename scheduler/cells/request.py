@@ -88,3 +88,33 @@ def _parse_gang(pod: PodInfo) -> GangSpec | None:
     if not 1 <= size <= MAX_GANG_SIZE:
         raise InvalidAnnotation(f"must be between 1 and {MAX_GANG_SIZE}, got {size}", field=f"annotation {ANNOTATION_GANG_SIZE}")
     return GangSpec(key=pod.owner.uid, name=f"{pod.namespace}/{pod.owner.name}", size=size)
+
+
+def pods_at_once(*, parallelism: int | None, completions: int | None) -> int | None:
+    """How many pods a batch/v1 Job runs at the same time at most: ``spec.parallelism``
+    (Kubernetes defaults it to 1), fewer when ``spec.completions`` is smaller. ``None`` for a
+    Job scaled to 0 (``parallelism: 0``): it runs none until it is scaled up, which says nothing
+    yet about its gang."""
+    width = 1 if parallelism is None else parallelism
+    if width == 0:
+        return None
+    return width if completions is None else min(width, completions)
+
+
+def gang_size_problem(size: int, *, parallelism: int | None, completions: int | None) -> str | None:
+    """Why a gang of ``size`` pods can never be complete in a Job with this spec, or ``None``.
+
+    Pure, for every place that sees the Job: HiveD's filter refuses such a gang's pods (its
+    booking would hold the cells for pods that never come), and the admission webhook warns
+    when the Job is created. The sentence names both fields."""
+    at_once = pods_at_once(parallelism=parallelism, completions=completions)
+    if at_once is None or size <= at_once:
+        return None
+    spec = f"spec.parallelism {1 if parallelism is None else parallelism}"
+    if completions is not None and completions < (1 if parallelism is None else parallelism):
+        spec += f", spec.completions {completions}"
+    pods = "1 pod" if at_once == 1 else f"{at_once} pods"
+    return (
+        f"annotation {ANNOTATION_GANG_SIZE} is {size} but the Job runs at most {pods} at once ({spec}): "
+        f"the gang could never be complete (set it to {at_once})"
+    )
