@@ -172,12 +172,14 @@ class PreemptionSettings(_Section):
 
 
 class AdmissionSettings(_Section):
-    """The pod-create admission webhook, served over HTTPS on a listener of its own.
+    """The admission webhooks, served over HTTPS on a listener of its own.
 
-    It gives the new pods of a best-effort Job that FitGpp preempted the resumed PriorityClass,
-    so that kube-scheduler takes them before other best-effort pods (the head of the BE queue).
-    The API server must trust the certificate (the chart makes one and registers the webhook
-    with its CA); the webhook never refuses a pod.
+    The pod-create webhook gives the new pods of a best-effort Job that FitGpp preempted the
+    resumed PriorityClass, so that kube-scheduler takes them before other best-effort pods (the
+    head of the BE queue), and rewrites a placed Job's pods; it never refuses a pod. The
+    validating webhook checks cellfit's labels and annotations on new Pods and on new and
+    updated Jobs (warnings, or refusals with rejectInvalid). The API server must trust the
+    certificate (the chart makes one and registers the webhooks with its CA).
     """
 
     enabled: bool = Field(False, description="Serve the webhook (needs certFile and keyFile).")
@@ -200,6 +202,15 @@ class AdmissionSettings(_Section):
             "PriorityClass given to new pods of preempted best-effort Jobs: its value should lie "
             "between the trial and best-effort classes'. Read from the API server (value and "
             "preemptionPolicy), so it must exist; while it does not, pods keep their own class."
+        ),
+    )
+    reject_invalid: bool = Field(
+        False,
+        description=(
+            "false: a Pod or Job whose cellfit labels or annotations cellfit cannot use is "
+            "admitted with a warning per problem (kubectl apply prints them); true: it is "
+            "refused, the message naming each field (an update only for a problem it brings). "
+            "Unknown or misplaced cellfit.io/ keys are only ever warned about."
         ),
     )
 

@@ -59,6 +59,10 @@ PATH_METRICS: Final = "/metrics"
 INSPECT_URL_PREFIX: Final = "/v1/inspect"
 # The pod-create admission webhook (served on admission.port, HTTPS).
 ADMISSION_PODS_PATH: Final = "/v1/admission/pods"
+# The validating webhook (same listener): cellfit's labels and annotations on new Pods and on
+# new and updated Jobs.
+ADMISSION_VALIDATE_PODS_PATH: Final = "/v1/admission/validate/pods"
+ADMISSION_VALIDATE_JOBS_PATH: Final = "/v1/admission/validate/jobs"
 
 # kube-scheduler's MaxExtenderPriority (k8s.io/kube-scheduler/extender/v1).
 MAX_EXTENDER_PRIORITY: Final = 10

@@ -294,9 +294,12 @@ def test_default_render_has_every_object(default_docs: list[dict[str, Any]]) -> 
         ("Service", "cellfit"),
         ("Service", "cellfit-webhook"),
         ("ServiceAccount", "cellfit"),
+        ("ValidatingWebhookConfiguration", "cellfit-webhook"),
     ]), kinds
     for doc in default_docs:
-        cluster_scoped = doc["kind"] in ("ClusterRole", "ClusterRoleBinding", "PriorityClass", "MutatingWebhookConfiguration")
+        cluster_scoped = doc["kind"] in (
+            "ClusterRole", "ClusterRoleBinding", "PriorityClass", "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"
+        )
         namespace = doc["metadata"].get("namespace")
         if cluster_scoped:
             assert namespace is None, doc["metadata"]
@@ -324,7 +327,10 @@ def test_nondefault_render(nondefault_docs: list[dict[str, Any]]) -> None:
     assert (webhook["failurePolicy"], webhook["timeoutSeconds"]) == ("Fail", 3)
     assert (placed["failurePolicy"], placed["timeoutSeconds"]) == ("Fail", 3)
     admission = yaml.safe_load(cellfit_config_text(nondefault_docs))["admission"]
-    assert (admission["host"], admission["port"]) == ("::", 10443)
+    assert (admission["host"], admission["port"], admission["rejectInvalid"]) == ("::", 10443, True)
+    # The validating webhooks stay Ignore whatever the pod-create one's policy: an outage never
+    # blocks a Pod or a Job.
+    assert [w["failurePolicy"] for w in one(nondefault_docs, "ValidatingWebhookConfiguration")["webhooks"]] == ["Ignore", "Ignore"]
     assert by_name["cellfit"]["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
     config = scheduler_config(nondefault_docs)
     assert config["profiles"] == [{"schedulerName": "cellfit-gpu"}]
@@ -819,6 +825,34 @@ def test_webhook_reaches_the_listener_cellfit_serves_with_a_certificate_its_ca_s
     assert f"{target['name']}.{RENDER_NAMESPACE}.svc" in names
 
 
+def test_validating_webhooks_see_only_cellfits_pods_and_jobs_and_never_block_them(default_docs: list[dict[str, Any]]) -> None:
+    from scheduler.constants import ADMISSION_VALIDATE_JOBS_PATH, ADMISSION_VALIDATE_PODS_PATH
+
+    assert yaml.safe_load(cellfit_config_text(default_docs))["admission"]["rejectInvalid"] is False
+    (mutating,) = one(default_docs, "MutatingWebhookConfiguration")["webhooks"][:1]
+    pods, jobs = one(default_docs, "ValidatingWebhookConfiguration")["webhooks"]
+    assert (pods["failurePolicy"], jobs["failurePolicy"]) == ("Ignore", "Ignore")
+    assert pods["sideEffects"] == jobs["sideEffects"] == "None"
+    for webhook, path in ((pods, ADMISSION_VALIDATE_PODS_PATH), (jobs, ADMISSION_VALIDATE_JOBS_PATH)):
+        # The same Service, port and CA as the pod-create webhook; the path of the review.
+        assert webhook["clientConfig"] == {**mutating["clientConfig"], "service": {**mutating["clientConfig"]["service"], "path": path}}
+    assert pods["rules"] == [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"], "scope": "Namespaced"}]
+    assert jobs["rules"] == [{"apiGroups": ["batch"], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"], "resources": ["jobs"],
+                              "scope": "Namespaced"}]
+    assert pods["objectSelector"] == {"matchExpressions": [{"key": "cellfit.io/sample", "operator": "DoesNotExist"}]}
+    # The API server calls them only for cellfit's objects (a cellfit.io/ key, or the profile's
+    # schedulerName) and never for cellfit's own writes (e2e/test_validation_webhook.py shows
+    # both on a live API server).
+    service_account = one(default_docs, "ServiceAccount")["metadata"]["name"]
+    for webhook, where in ((pods, ["object.metadata"]), (jobs, ["object.metadata", "object.spec.template.metadata"])):
+        itself, ours = webhook["matchConditions"]
+        assert itself["expression"] == f"request.userInfo.username != 'system:serviceaccount:{RENDER_NAMESPACE}:{service_account}'"
+        assert f"schedulerName == '{scheduler_config(default_docs)['profiles'][0]['schedulerName']}'" in ours["expression"]
+        for meta in where:
+            for part in ("labels", "annotations"):
+                assert f"{meta}.{part}.exists(k, k.startsWith('cellfit.io/'))" in ours["expression"]
+
+
 def _cert_manager_objects(docs: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
     return {(d["kind"], d["metadata"]["name"]): d for d in docs if d["apiVersion"] == "cert-manager.io/v1"}
 
@@ -851,6 +885,9 @@ def test_with_cert_manager_a_certificate_replaces_the_chart_made_secret() -> Non
     configuration = one(docs, "MutatingWebhookConfiguration")
     webhook = configuration["webhooks"][0]
     assert all(w["clientConfig"] == webhook["clientConfig"] for w in configuration["webhooks"])
+    validating = one(docs, "ValidatingWebhookConfiguration")
+    assert validating["metadata"]["annotations"] == configuration["metadata"]["annotations"]
+    assert not [w for w in validating["webhooks"] if "caBundle" in w["clientConfig"]]
     target = webhook["clientConfig"]["service"]
     assert f"{target['name']}.{target['namespace']}.svc" in serving["spec"]["dnsNames"]
     assert "caBundle" not in webhook["clientConfig"]
@@ -881,7 +918,7 @@ def test_with_cert_manager_and_an_issuer_only_the_certificate_is_made() -> None:
 
 def test_webhook_can_be_turned_off_and_its_port_must_be_its_own() -> None:
     docs = render(*RENDER_STATIC)
-    assert not [d for d in docs if d["kind"] in ("MutatingWebhookConfiguration", "Secret")]
+    assert not [d for d in docs if d["kind"] in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration", "Secret")]
     assert yaml.safe_load(cellfit_config_text(docs))["admission"] == {"enabled": False}
     proc = helm(*render_args("--set", "cellfit.admission.port=8889"), check=False)
     assert proc.returncode != 0 and "cellfit.admission.port 8889 must differ" in proc.stderr, proc.stderr

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractAsyncContextManager
-from typing import Any, Callable
+from typing import Any, Awaitable, Callable
 
 import msgspec
 from fastapi import FastAPI, Request, Response
@@ -23,6 +23,8 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from scheduler import __version__
 from scheduler.constants import (
     ADMISSION_PODS_PATH,
+    ADMISSION_VALIDATE_JOBS_PATH,
+    ADMISSION_VALIDATE_PODS_PATH,
     EXTENDER_URL_PREFIX,
     PATH_HEALTHZ,
     PATH_METRICS,
@@ -38,6 +40,7 @@ from scheduler.extender.admission import PodAdmission
 from scheduler.extender.dispatch import ClientDisconnected, RequestTooLarge, VerbDispatch, VerbRoute, error_answer, receive_body
 from scheduler.extender.metrics import ExtenderMetrics
 from scheduler.extender.service import Answer, ExtenderService, Readiness
+from scheduler.extender.validating import ObjectValidation
 from scheduler.kube import wire
 
 log = logging.getLogger(__name__)
@@ -141,29 +144,40 @@ def create_metrics_app(*, metrics: ExtenderMetrics, readiness: Readiness) -> Fas
     return app
 
 
-def create_admission_app(*, admission: PodAdmission, max_request_bytes: int) -> FastAPI:
-    """The app of the webhook listener (``admission.port``, HTTPS): the pod-create review and
-    /healthz. The API server calls it; a review it cannot read is answered 400, which the
-    webhook's ``failurePolicy: Ignore`` turns into "pod admitted unchanged"."""
+def create_admission_app(
+    *, admission: PodAdmission, validation: ObjectValidation | None = None, max_request_bytes: int
+) -> FastAPI:
+    """The app of the webhook listener (``admission.port``, HTTPS): the pod-create review, the
+    validating reviews of Pods and Jobs (``validation``), and /healthz. The API server calls it;
+    a review it cannot read is answered 400, which the webhooks' ``failurePolicy: Ignore`` turns
+    into "admitted unchanged"."""
     app = FastAPI(title="cellfit admission", version=__version__, openapi_url=None, docs_url=None, redoc_url=None)
+    reviews: list[tuple[str, Callable[[bytes], Answer]]] = [(ADMISSION_PODS_PATH, admission.review)]
+    if validation is not None:
+        reviews += [(ADMISSION_VALIDATE_PODS_PATH, validation.review_pod), (ADMISSION_VALIDATE_JOBS_PATH, validation.review_job)]
+    for path, review in reviews:
+        app.add_api_route(path, _review_endpoint(review, max_request_bytes=max_request_bytes), methods=["POST"], response_class=Response)
+    _add_healthz(app)
+    return app
 
-    @app.post(ADMISSION_PODS_PATH, response_class=Response)
-    async def review_pod(request: Request) -> Response:
+
+def _review_endpoint(review: Callable[[bytes], Answer], *, max_request_bytes: int) -> Callable[[Request], Awaitable[Response]]:
+    async def endpoint(request: Request) -> Response:
         try:
             body = await receive_body(request.receive, request.scope["headers"], limit=max_request_bytes)
-            # Blocking: the first review reads the resumed PriorityClass from the API server.
-            answer = await run_in_threadpool(admission.review, body)
+            # In a thread: the first pod review reads the resumed PriorityClass from the API
+            # server, and the validating ones wait for the engine's lock.
+            answer = await run_in_threadpool(review, body)
         except ClientDisconnected:
             return Response(status_code=400)  # nobody is left to read it
         except RequestTooLarge:
             answer = error_answer(413, f"request body is larger than server.maxRequestBytes ({max_request_bytes} bytes)")
         except InvalidRequest as error:
-            log.warning("admission review rejected", extra={"reason": str(error)})
+            log.warning("admission review rejected", extra={"path": request.url.path, "reason": str(error)})
             answer = error_answer(400, str(error))
         return Response(content=answer.body, status_code=answer.status, media_type=JSON)
 
-    _add_healthz(app)
-    return app
+    return endpoint
 
 
 def add_health_and_metrics_routes(app: FastAPI, *, metrics: ExtenderMetrics, readiness: Readiness) -> None:

@@ -69,6 +69,13 @@ class ExtenderMetrics:
             ["result"],
             registry=self.registry,
         )
+        self.admission_validations = Counter(
+            "cellfit_admission_validations_total",
+            "Pods and Jobs reviewed by the validating webhook, by kind (pod, job) and result: valid, "
+            "warned (admitted with warnings), rejected (admission.rejectInvalid).",
+            ["kind", "result"],
+            registry=self.registry,
+        )
         self.config_reload_outcomes = Counter(
             "cellfit_config_reloads_total",
             "New content of the configuration file, by outcome: applied (live), invalid (kept the "

@@ -37,6 +37,8 @@ from scheduler.extender.dispatch import VerbDispatch
 from scheduler.extender.metrics import ExtenderMetrics
 from scheduler.extender.inspect import inspect_router
 from scheduler.extender.service import AlwaysReady, ExtenderService
+from scheduler.extender.validating import ObjectValidation
+from scheduler.extender.validation import LiveCells
 from scheduler.kube import names, translate, wire
 from scheduler.preemption import FitGppSettings
 from scheduler.preemption.engine import FitGppEngine
@@ -224,7 +226,15 @@ def build_runtime(settings: Settings, *, api: KubernetesApi | None = None, stand
         if resumed_class is None:
             log.warning("admission webhook without a Kubernetes API: it admits every pod unchanged")
         admission = PodAdmission(engine=engine, lock=lock, metrics=metrics, resumed_class=resumed_class)
-        admission_app = create_admission_app(admission=admission, max_request_bytes=settings.server.max_request_bytes)
+        validation = ObjectValidation(
+            cells=LiveCells(placement, lock=lock) if isinstance(placement, HivedEngine) else None,
+            metrics=metrics,
+            gpu_resource=settings.policy.gpu_resource_name,
+            reject_invalid=settings.admission.reject_invalid,
+        )
+        admission_app = create_admission_app(
+            admission=admission, validation=validation, max_request_bytes=settings.server.max_request_bytes
+        )
     runtime = Runtime(
         app=app, metrics_app=metrics_app, admission_app=admission_app, engine=engine, cache=cache, metrics=metrics,
         lock=lock, estimator=estimator, placer=placer,

@@ -107,7 +107,7 @@ app.kubernetes.io/component: scheduler
 {{- end }}
 {{- $admission = dict "enabled" true "host" .Values.cellfit.admission.listenAddress "port" .Values.cellfit.admission.port
       "certFile" "/etc/cellfit-webhook/tls.crt" "keyFile" "/etc/cellfit-webhook/tls.key"
-      "resumedPriorityClass" .Values.priorityClasses.resumed.name }}
+      "resumedPriorityClass" .Values.priorityClasses.resumed.name "rejectInvalid" .Values.cellfit.admission.rejectInvalid }}
 {{- end }}
 {{- $config := dict
   "server" $server

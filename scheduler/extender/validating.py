@@ -1,0 +1,146 @@
+"""The validating admission webhook, independent of the web framework:
+
+    AdmissionReview bytes -> the Pod or Job -> cellfit's checks (validation.py) -> warnings or a denial
+
+The API server asks it when a Pod or a Job that carries cellfit's labels or annotations (or
+names cellfit's scheduler) is created, and when a Job is updated. Its answer is ``allowed`` with
+one warning per problem, which ``kubectl apply`` prints; with ``admission.rejectInvalid`` a
+problem that cellfit would act on wrongly (the blocking ones) denies the request instead, the
+message naming each field. An update is denied only for a problem it brings: an object that was
+already wrong (created while cellfit was away, or before the setting) can still be fixed,
+labelled or deleted. The chart registers it with ``failurePolicy: Ignore``, so a cellfit outage
+never blocks a Pod or a Job.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Final, Literal
+
+import msgspec
+
+from scheduler.errors import InvalidRequest
+from scheduler.extender.metrics import ExtenderMetrics
+from scheduler.extender.service import Answer
+from scheduler.extender.validation import (
+    JOB_DECODER,
+    LiveCells,
+    Problem,
+    introduced,
+    job_problems,
+    pod_problems,
+)
+from scheduler.kube import translate, wire
+
+log = logging.getLogger(__name__)
+
+# kube-apiserver keeps at most 4 KiB of warnings per request and cuts each to 256 characters
+# once over that (k8s.io/apiserver/pkg/endpoints/filters/warning.go): stay within both.
+MAX_WARNINGS: Final = 12
+MAX_WARNING_CHARS: Final = 256
+WARNING_PREFIX: Final = "cellfit: "
+
+Kind = Literal["Pod", "Job"]
+
+
+class ValidationRequest(msgspec.Struct, frozen=True):
+    """admission.k8s.io/v1 AdmissionRequest: the objects are decoded by kind, afterwards."""
+
+    uid: str
+    kind: wire.GroupVersionKind = wire.GroupVersionKind()
+    operation: str = ""
+    namespace: str = ""
+    name: str = ""
+    object: msgspec.Raw = msgspec.Raw(b"null")
+    oldObject: msgspec.Raw = msgspec.Raw(b"null")
+
+
+class ValidationReview(msgspec.Struct, frozen=True):
+    request: ValidationRequest
+    apiVersion: str = "admission.k8s.io/v1"
+
+
+_REVIEW_DECODER: Final = msgspec.json.Decoder(ValidationReview)
+
+
+class ObjectValidation:
+    """``cells``: the running HiveD configuration, to check virtual clusters and cell types
+    against (``None`` under resource-fit, which has neither)."""
+
+    def __init__(
+        self, *, cells: LiveCells | None, metrics: ExtenderMetrics, gpu_resource: str, reject_invalid: bool
+    ) -> None:
+        self._cells = cells
+        self._metrics = metrics
+        self._gpu_resource = gpu_resource
+        self._reject_invalid = reject_invalid
+
+    def review_pod(self, body: bytes) -> Answer:
+        """Raises :class:`InvalidRequest` for a body that is not an AdmissionReview of a Pod."""
+        return self._review(body, "Pod")
+
+    def review_job(self, body: bytes) -> Answer:
+        """Raises :class:`InvalidRequest` for a body that is not an AdmissionReview of a Job."""
+        return self._review(body, "Job")
+
+    def _review(self, body: bytes, kind: Kind) -> Answer:
+        review = wire.decode(_REVIEW_DECODER, body)
+        request = review.request
+        if not request.uid:
+            raise InvalidRequest("an AdmissionReview request needs a uid", field="request.uid")
+        if request.kind.kind and request.kind.kind != kind:
+            raise InvalidRequest(f"this path reviews a {kind}, not a {request.kind.kind}", field="request.kind.kind")
+        problems, denied = self._problems(request, kind)
+        warnings = [_cut(WARNING_PREFIX + problem.text) for problem in problems[:MAX_WARNINGS]]
+        if len(problems) > MAX_WARNINGS:
+            warnings[-1] = _cut(f"{WARNING_PREFIX}{len(problems) - MAX_WARNINGS + 1} more problems not shown")
+        response = wire.AdmissionResponse(uid=request.uid, allowed=not denied, warnings=warnings or None)
+        if denied:
+            what = kind.lower()
+            message = f"cellfit refuses this {what} (admission.rejectInvalid): " + "; ".join(p.text for p in denied)
+            response = wire.AdmissionResponse(
+                uid=request.uid, allowed=False, warnings=warnings or None, status=wire.AdmissionStatus(message=message)
+            )
+        result = "rejected" if denied else ("warned" if problems else "valid")
+        self._metrics.admission_validations.labels(kind=kind.lower(), result=result).inc()
+        if problems:
+            log.info(
+                "admission found problems",
+                extra={
+                    "kind": kind,
+                    "object": f"{request.namespace}/{request.name or '(generated name)'}",
+                    "operation": request.operation,
+                    "result": result,
+                    "problems": [problem.field for problem in problems],
+                },
+            )
+        return Answer(200, wire.ENCODER.encode(wire.AdmissionReviewResponse(response=response, apiVersion=review.apiVersion)))
+
+    def _problems(self, request: ValidationRequest, kind: Kind) -> tuple[list[Problem], list[Problem]]:
+        """(every problem of the object, the ones that deny it)."""
+        if request.operation not in ("CREATE", "UPDATE"):
+            return [], []
+        now = self._object_problems(request.object, kind, creating=request.operation == "CREATE")
+        if not self._reject_invalid:
+            return now, []
+        if request.operation == "CREATE":
+            return now, [problem for problem in now if problem.blocking]
+        before = self._object_problems(request.oldObject, kind, creating=False)
+        return now, introduced(now, before)
+
+    def _object_problems(self, raw: msgspec.Raw, kind: Kind, *, creating: bool) -> list[Problem]:
+        if bytes(raw) in (b"", b"null"):
+            return []
+        if kind == "Job":
+            job = wire.decode(JOB_DECODER, raw, field="request.object")
+            return job_problems(job, cells=self._cells, gpu_resource=self._gpu_resource, creating=creating)
+        pod = wire.decode(wire.POD_DECODER, raw, field="request.object")
+        try:
+            info = translate.pod_info(pod, gpu_resource=self._gpu_resource, field="spec")
+        except InvalidRequest as error:  # a quantity cellfit cannot read: the scheduler would refuse it too
+            return [Problem(field=error.field or "spec", text=str(error))]
+        return pod_problems(info, cells=self._cells)
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= MAX_WARNING_CHARS else text[: MAX_WARNING_CHARS - 1] + "…"

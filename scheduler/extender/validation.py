@@ -1,0 +1,313 @@
+"""cellfit's labels and annotations on a pod or a Job, checked where the user is (at creation, by
+the validating webhook), not only when kube-scheduler gets around to asking cellfit: on a full
+cluster its own resource check turns every node away before cellfit's filter runs, and a pod
+with a gang-size of "abc" would wait behind "Insufficient nvidia.com/gpu" forever.
+
+Every check is a parser the scheduler, the estimator or the placer runs on the same value
+(:func:`~scheduler.cells.request.parse_request`, :func:`~scheduler.preemption.job_class_of`,
+:func:`~placer.configuration.parse_configurations`, :func:`~estimator.contract.parse_iterations`,
+:func:`~estimator.contract.parse_estimate`, and the running HiveD configuration's own lookups of
+virtual clusters and cell types), so the webhook can neither accept what they refuse nor refuse
+what they accept. Each :class:`Problem` is one sentence naming the field.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, replace
+from typing import Callable, Final, Mapping, Sequence
+
+import msgspec
+
+from estimator.contract import parse_estimate, parse_iterations
+from estimator.objects import (
+    ANNOTATION_SAMPLE_ATTEMPT,
+    ANNOTATION_SAMPLE_CONFIGURATION,
+    ANNOTATION_SAMPLE_ITERATIONS,
+    ANNOTATION_SAMPLE_LENGTH,
+    ANNOTATION_SAMPLE_PILOT,
+    ANNOTATION_SAMPLING,
+    LABEL_JOB_FAMILY,
+    LABEL_SAMPLE,
+    LABEL_SAMPLE_JOB,
+)
+from placer.configuration import parse_configurations
+from scheduler.cells import HivedEngine
+from scheduler.cells.allocator import Unplaceable
+from scheduler.cells.request import CellRequest, parse_request
+from scheduler.constants import (
+    ANNOTATION_BIND_INFO,
+    ANNOTATION_CELL_TYPE,
+    ANNOTATION_CONFIGURATIONS,
+    ANNOTATION_ESTIMATE,
+    ANNOTATION_GANG,
+    ANNOTATION_GANG_SIZE,
+    ANNOTATION_GPU_INDICES,
+    ANNOTATION_ITERATIONS,
+    ANNOTATION_PLACEMENT,
+    ANNOTATION_PREEMPTIONS,
+    DOMAIN,
+    LABEL_JOB_CLASS,
+    LABEL_PLACEMENT,
+    LABEL_PRIORITY,
+    LABEL_VIRTUAL_CLUSTER,
+)
+from scheduler.core.model import OwnerRef, PodInfo
+from scheduler.errors import InvalidAnnotation, InvalidRequest
+from scheduler.kube import translate, wire
+from scheduler.preemption import job_class_of, preemption_count_of
+
+# Every key under cellfit.io/ that cellfit reads or writes, as a label or as an annotation
+# (DESIGN.md, "The user's contract"; what the estimator puts on its sampling pods).
+LABEL_KEYS: Final = frozenset(
+    {LABEL_VIRTUAL_CLUSTER, LABEL_JOB_CLASS, LABEL_PRIORITY, LABEL_JOB_FAMILY, LABEL_PLACEMENT, LABEL_SAMPLE, LABEL_SAMPLE_JOB}
+)
+ANNOTATION_KEYS: Final = frozenset(
+    {
+        ANNOTATION_CELL_TYPE, ANNOTATION_GANG, ANNOTATION_GANG_SIZE, ANNOTATION_CONFIGURATIONS, ANNOTATION_ITERATIONS,
+        ANNOTATION_ESTIMATE, ANNOTATION_BIND_INFO, ANNOTATION_GPU_INDICES, ANNOTATION_PLACEMENT, ANNOTATION_PREEMPTIONS,
+        ANNOTATION_SAMPLE_CONFIGURATION, ANNOTATION_SAMPLE_PILOT, ANNOTATION_SAMPLE_LENGTH, ANNOTATION_SAMPLE_ATTEMPT,
+        ANNOTATION_SAMPLE_ITERATIONS, ANNOTATION_SAMPLING,
+    }
+)
+# Read from a pod (so from a Job's pod template), never from the Job itself.
+POD_LEVEL_KEYS: Final = (
+    ("label", LABEL_VIRTUAL_CLUSTER), ("label", LABEL_PRIORITY), ("label", LABEL_JOB_CLASS),
+    ("annotation", ANNOTATION_CELL_TYPE), ("annotation", ANNOTATION_GANG), ("annotation", ANNOTATION_GANG_SIZE),
+)
+_PREFIX: Final = f"{DOMAIN}/"
+TEMPLATE: Final = "spec.template"
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """One mistake: ``text`` is the sentence users see (it starts with ``field``). A
+    ``blocking`` problem is one cellfit would act on wrongly or not at all (the pod never
+    scheduled, the Job never estimated); the others (an unknown or misplaced key) are only
+    ever warned about."""
+
+    field: str
+    text: str
+    blocking: bool = True
+
+
+def _within(where: str, text: str) -> str:
+    return f"{where}: {text}" if where else text
+
+
+def _problem(error: InvalidRequest, *, where: str) -> Problem:
+    return Problem(field=_within(where, error.field or ""), text=_within(where, str(error)))
+
+
+# ---------------------------------------------------------------------------------- HiveD
+
+
+class LiveCells:
+    """What the running HiveD configuration says of a request: whether its virtual cluster
+    exists, and whether a cell of its type (or any cell) can ever hold its GPUs. The
+    allocator's own lookups, the ones filter makes, under the engine's lock (a live reload
+    may change the virtual clusters at any moment)."""
+
+    def __init__(self, engine: HivedEngine, *, lock: threading.RLock) -> None:
+        self._engine = engine
+        self._lock = lock
+
+    def problems(self, request: CellRequest, *, where: str) -> list[Problem]:
+        allocator = self._engine.allocator
+        with self._lock:
+            try:
+                vc = allocator.vc_state(request, self._engine.default_vc)
+            except Unplaceable as error:
+                return [_unplaceable(error, where=where, key=LABEL_VIRTUAL_CLUSTER, field=f"label {LABEL_VIRTUAL_CLUSTER}")]
+            if not allocator.buddies:  # no GPU cells yet (discovery): nothing to hold it against
+                return []
+            try:
+                allocator.targets(request, vc)
+            except Unplaceable as error:
+                if request.cell_type:
+                    return [_unplaceable(error, where=where, key=ANNOTATION_CELL_TYPE, field=f"annotation {ANNOTATION_CELL_TYPE}")]
+                return [_unplaceable(error, where=where, key=None, field="the containers' GPU requests")]
+        return []
+
+
+def _unplaceable(error: Unplaceable, *, where: str, key: str | None, field: str) -> Problem:
+    """The allocator's reason, led by the field unless it names the key itself already."""
+    named = key is not None and key in error.reason
+    return Problem(field=_within(where, field), text=_within(where, error.reason if named else f"{field}: {error.reason}"))
+
+
+# ---------------------------------------------------------------------------------- keys
+
+
+def key_problems(labels: Mapping[str, str], annotations: Mapping[str, str], *, where: str) -> list[Problem]:
+    """Keys under cellfit.io/ that cellfit never reads: a misspelling (``gang_size``), or a
+    label written as an annotation or the reverse. Warnings only: another tool, or a newer
+    cellfit, may own the key."""
+    problems = []
+    for kind, keys, known, other, other_kind in (
+        ("label", labels, LABEL_KEYS, ANNOTATION_KEYS, "annotation"),
+        ("annotation", annotations, ANNOTATION_KEYS, LABEL_KEYS, "label"),
+    ):
+        for key in sorted(k for k in keys if k.startswith(_PREFIX) and k not in known):
+            field = _within(where, f"{kind} {key}")
+            if key in other:
+                text = f"{field}: cellfit reads {key} as {_article(other_kind)}, not as {_article(kind)}"
+            else:
+                text = f"{field}: cellfit knows no such {kind}; it is ignored (a misspelling?)"
+            problems.append(Problem(field=field, text=text, blocking=False))
+    return problems
+
+
+def _article(kind: str) -> str:
+    return f"an {kind}" if kind[0] in "aeiou" else f"a {kind}"
+
+
+# ---------------------------------------------------------------------------------- pods
+
+
+def pod_problems(pod: PodInfo, *, cells: LiveCells | None, where: str = "") -> list[Problem]:
+    """Everything wrong with a pod's cellfit labels and annotations (``where`` prefixes each
+    field: a Job's pod template is checked as the pods it will make)."""
+    problems = key_problems(pod.labels, pod.annotations, where=where)
+    request, errors = _cell_request(pod)
+    problems += [_problem(error, where=where) for error in errors]
+    if request is not None and cells is not None and request.gpus:
+        problems += cells.problems(request, where=where)
+    try:
+        job_class_of(pod.labels)
+    except InvalidAnnotation as error:
+        problems.append(_problem(error, where=where))
+    return problems
+
+
+# parse_request names its fields "label <key>" and "annotation <key>".
+_FIELD_KINDS: Final = {"label": "labels", "annotation": "annotations"}
+
+
+def _cell_request(pod: PodInfo) -> tuple[CellRequest | None, list[InvalidAnnotation]]:
+    """Every error :func:`parse_request` finds, and the request it reads once the keys in error
+    are set aside: it stops at the first error, so the key it names is dropped and the rest
+    parsed again (a user fixing one mistake should not meet the next one only on the next
+    try), and the virtual cluster is still checked when the gang-size is wrong."""
+    errors: list[InvalidAnnotation] = []
+    while True:
+        try:
+            return parse_request(pod), errors
+        except InvalidAnnotation as error:
+            if any(seen.field == error.field for seen in errors):
+                # Set aside, the key is missing, and a gang needs it ("gang-size is required"):
+                # set the gang aside too, not a second error.
+                if ANNOTATION_GANG not in pod.annotations:
+                    return None, errors
+                pod = _without(pod, "annotations", ANNOTATION_GANG)
+                continue
+            errors.append(error)
+            kind, _, key = (error.field or "").partition(" ")
+            attribute = _FIELD_KINDS.get(kind)
+            if attribute is None or key not in getattr(pod, attribute):
+                return None, errors
+            pod = _without(pod, attribute, key)
+
+
+def _without(pod: PodInfo, attribute: str, key: str) -> PodInfo:
+    values: Mapping[str, str] = getattr(pod, attribute)
+    return replace(pod, **{attribute: {k: v for k, v in values.items() if k != key}})  # type: ignore[arg-type]
+
+
+# ---------------------------------------------------------------------------------- Jobs
+
+
+class PodTemplate(msgspec.Struct, frozen=True):
+    metadata: wire.ObjectMeta = wire.ObjectMeta()
+    spec: wire.PodSpec = wire.PodSpec()
+
+
+class JobSpec(msgspec.Struct, frozen=True):
+    parallelism: int | None = None
+    completions: int | None = None
+    suspend: bool | None = None
+    template: PodTemplate | None = None
+
+
+class AdmittedJob(msgspec.Struct, frozen=True):
+    """The slice of a batch/v1 Job the checks read (the estimator keeps its own, narrower)."""
+
+    metadata: wire.ObjectMeta = wire.ObjectMeta()
+    spec: JobSpec = JobSpec()
+
+
+def job_problems(job: AdmittedJob, *, cells: LiveCells | None, gpu_resource: str, creating: bool) -> list[Problem]:
+    """Everything wrong with a Job's cellfit labels and annotations and with its pod template's.
+    ``creating``: checks of what a Job must carry when it is submitted (an interchangeable Job's
+    iterations and ``suspend``), which a later update (cellfit's own unsuspend) must not fail."""
+    labels = job.metadata.labels or {}
+    annotations = job.metadata.annotations or {}
+    problems = key_problems(labels, annotations, where="")
+    checks: list[Callable[[], object]] = [lambda: job_class_of(labels), lambda: preemption_count_of(annotations)]
+    interchangeable = ANNOTATION_CONFIGURATIONS in annotations
+    if interchangeable:
+        checks.append(lambda: parse_configurations(annotations[ANNOTATION_CONFIGURATIONS]))
+    if ANNOTATION_ESTIMATE in annotations:
+        checks.append(lambda: parse_estimate(annotations[ANNOTATION_ESTIMATE]))
+    # The estimator extrapolates its samples to this many iterations: needed unless the user
+    # gave the estimate (an absent one says "is missing").
+    if ANNOTATION_ITERATIONS in annotations or (creating and interchangeable and ANNOTATION_ESTIMATE not in annotations):
+        checks.append(lambda: parse_iterations(annotations.get(ANNOTATION_ITERATIONS)))
+    for check in checks:
+        try:
+            check()
+        except InvalidAnnotation as error:
+            problems.append(_problem(error, where=""))
+    if creating and interchangeable and not job.spec.suspend:
+        field = f"annotation {ANNOTATION_CONFIGURATIONS}"
+        problems.append(Problem(
+            field=field,
+            text=f"{field}: the Job is not created with spec.suspend: true, so it starts as its template says, "
+                 "never estimated nor placed by AlloX",
+            blocking=False,
+        ))
+    template = job.spec.template
+    if template is None:
+        return problems
+    template_labels = template.metadata.labels or {}
+    template_annotations = template.metadata.annotations or {}
+    for kind, key in POD_LEVEL_KEYS:
+        on_job, on_template = (labels, template_labels) if kind == "label" else (annotations, template_annotations)
+        if key in on_job and key not in on_template:
+            field = f"{kind} {key}"
+            problems.append(Problem(
+                field=field,
+                text=f"{field}: set on the Job, but cellfit reads it from the pods (put it in {TEMPLATE}.metadata)",
+                blocking=False,
+            ))
+    try:
+        pod = template_pod(job, gpu_resource=gpu_resource)
+    except InvalidRequest as error:  # a quantity cellfit cannot read
+        return problems + [_problem(error, where="")]
+    return problems + pod_problems(pod, cells=cells, where=TEMPLATE)
+
+
+def template_pod(job: AdmittedJob, *, gpu_resource: str) -> PodInfo:
+    """The pods ``job`` will make, as the scheduler will see them (owned by the Job)."""
+    assert job.spec.template is not None
+    template = job.spec.template
+    meta = job.metadata
+    return PodInfo(
+        uid="",
+        namespace=meta.namespace or "default",
+        name=meta.name or (meta.generateName or ""),
+        requests=translate.pod_requests(template.spec, gpu_resource=gpu_resource, field=f"{TEMPLATE}.spec"),
+        labels=template.metadata.labels or {},
+        annotations=template.metadata.annotations or {},
+        owner=OwnerRef(kind="Job", name=meta.name, uid=meta.uid),
+    )
+
+
+def introduced(now: Sequence[Problem], before: Sequence[Problem]) -> list[Problem]:
+    """The blocking problems an update brings: a mistake the object already had is not the
+    updater's to answer for (cellfit's own annotation writes, a label someone else set)."""
+    old = {problem.text for problem in before}
+    return [problem for problem in now if problem.blocking and problem.text not in old]
+
+
+JOB_DECODER: Final = msgspec.json.Decoder(AdmittedJob)

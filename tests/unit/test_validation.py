@@ -1,0 +1,317 @@
+"""The validating webhook's checks of cellfit's labels and annotations on Pods and Jobs: one
+warning per mistake, naming the field; a denial with admission.rejectInvalid; the same verdict
+as the scheduler's own filter, because it is the same parsers and the same live cells."""
+
+from __future__ import annotations
+
+import json
+import threading
+from typing import Any
+
+import pytest
+
+import scheduler.constants as constants
+from scheduler.cells import HivedEngine
+from scheduler.config import parse_settings
+from scheduler.errors import InvalidRequest
+from scheduler.extender.metrics import ExtenderMetrics
+from scheduler.extender.validating import MAX_WARNING_CHARS, MAX_WARNINGS, ObjectValidation
+from scheduler.extender.validation import ANNOTATION_KEYS, LABEL_KEYS, LiveCells
+from scheduler.kube import translate, wire
+from scheduler.preemption import FitGppSettings
+from scheduler.preemption.engine import FitGppEngine
+from tests.support import kube_objects as k
+from tests.support.admission_reviews import job, validating_review
+from tests.support.hived import CONFIG
+
+VISION = {"cellfit.io/virtual-cluster": "vision"}
+CONFIGURATIONS = json.dumps({"cpu": {"resources": {"cpu": "16", "memory": "32Gi"}},
+                             "gpu": {"resources": {"nvidia.com/gpu": "1", "cpu": "2", "memory": "16Gi"}}})
+
+
+def hived() -> HivedEngine:
+    return HivedEngine.from_config(parse_settings(CONFIG).cells)
+
+
+def validation(*, reject: bool = False, engine: HivedEngine | None = None, cells: bool = True) -> tuple[ObjectValidation, ExtenderMetrics]:
+    metrics = ExtenderMetrics()
+    live = LiveCells(engine or hived(), lock=threading.RLock()) if cells else None
+    return ObjectValidation(cells=live, metrics=metrics, gpu_resource="nvidia.com/gpu", reject_invalid=reject), metrics
+
+
+def answer(service: ObjectValidation, body: dict[str, Any], **review: Any) -> dict[str, Any]:
+    document = validating_review(body, **review)
+    reviewed = service.review_job if body.get("kind") == "Job" else service.review_pod
+    result = reviewed(k.dumps(document))
+    assert result.status == 200
+    decoded = json.loads(result.body)
+    assert decoded["apiVersion"] == "admission.k8s.io/v1" and decoded["kind"] == "AdmissionReview"
+    assert decoded["response"]["uid"] == document["request"]["uid"]
+    return dict(decoded["response"])
+
+
+def pod(gpus: int = 2, labels: dict[str, str] | None = None, annotations: dict[str, str] | None = None) -> dict[str, Any]:
+    return k.pod("train-x7k2q", gpus=gpus, labels={**VISION, **(labels or {})}, annotations=annotations)
+
+
+def test_a_pod_cellfit_can_schedule_is_admitted_without_a_word():
+    service, metrics = validation()
+    gang = {"cellfit.io/gang": "true", "cellfit.io/gang-size": "2", "cellfit.io/cell-type": "A100-PAIR"}
+    for labels in ({"cellfit.io/job-class": "trial"}, {"cellfit.io/job-class": "best-effort", "cellfit.io/priority": "opportunistic"}):
+        response = answer(service, pod(labels=labels, annotations=gang))
+        assert response.keys() == {"uid", "allowed"} and response["allowed"] is True
+    assert metrics.admission_validations.labels(kind="pod", result="valid")._value.get() == 2
+
+
+# One mistake each: what the user wrote, and the field the warning must name.
+MISTAKES = [
+    ("gang-size", {}, {"cellfit.io/gang": "true", "cellfit.io/gang-size": "abc"},
+     "annotation cellfit.io/gang-size: 'abc' is not an integer"),
+    ("priority", {"cellfit.io/priority": "urgent"}, {}, "label cellfit.io/priority: 'urgent' is not 'guaranteed' or 'opportunistic'"),
+    ("unknown VC", {"cellfit.io/virtual-cluster": "nlp"}, {},
+     "label cellfit.io/virtual-cluster: unknown virtual cluster 'nlp' (known: speech, vision)"),
+    ("unknown cell type", {}, {"cellfit.io/cell-type": "A100-RACK"}, "unknown cell type 'A100-RACK' in annotation cellfit.io/cell-type"),
+    ("cell type the VC lacks", {"cellfit.io/virtual-cluster": "speech"}, {"cellfit.io/cell-type": "A100-NODE"},
+     "annotation cellfit.io/cell-type: virtual cluster 'speech' owns no cell of type 'A100-NODE' or larger"),
+    ("job class", {"cellfit.io/job-class": "trail"}, {},
+     "metadata.labels[cellfit.io/job-class]: 'trail' is not a job class (use 'trial' or 'best-effort')"),
+    ("gang flag", {}, {"cellfit.io/gang": "yes"}, "annotation cellfit.io/gang: 'yes' is not 'true' or 'false'"),
+    ("gang without size", {}, {"cellfit.io/gang": "true"},
+     "annotation cellfit.io/gang-size: is required on a gang pod (the number of pods of the Job)"),
+    ("gang too large", {}, {"cellfit.io/gang": "true", "cellfit.io/gang-size": "100000"},
+     "annotation cellfit.io/gang-size: must be between 1 and 4096, got 100000"),
+]
+
+
+@pytest.mark.parametrize(("labels", "annotations", "warning"), [m[1:] for m in MISTAKES], ids=[m[0] for m in MISTAKES])
+def test_each_mistake_is_one_warning_naming_its_field_and_the_filter_says_the_same(labels, annotations, warning):
+    service, metrics = validation()
+    body = pod(labels=labels, annotations=annotations)
+    response = answer(service, body)
+    assert response["allowed"] is True
+    assert response["warnings"] == [f"cellfit: {warning}"]
+    assert metrics.admission_validations.labels(kind="pod", result="warned")._value.get() == 1
+    # The scheduler refuses the pod for the very reason the webhook gave (the same parsers, the
+    # same live cells): what kubectl apply printed is what the FailedScheduling event would say,
+    # or, for the job class, the reason FitGpp gives for preempting nothing.
+    engine = FitGppEngine(hived(), settings=FitGppSettings())
+    info = translate.pod_info(wire.POD_DECODER.decode(k.dumps(body)), gpu_resource="nvidia.com/gpu")
+    decision = engine.filter(info, ["gpu-a", "gpu-b"])
+    if decision.feasible:
+        assert engine.select_victims(info, {"gpu-a": []}, {}) == {}
+        reason = engine.take_decision(info.uid).reason
+    else:
+        (reason,) = set(decision.unresolvable.values()) | set(decision.failed.values())
+    assert reason in warning, (reason, warning)
+
+
+def test_more_than_one_pod_level_mistake_is_reported_at_once():
+    service, _ = validation()
+    body = pod(labels={"cellfit.io/priority": "urgent", "cellfit.io/virtual-cluster": "nlp"},
+               annotations={"cellfit.io/gang": "true", "cellfit.io/gang-size": "abc"})
+    assert answer(service, body)["warnings"] == [
+        "cellfit: label cellfit.io/priority: 'urgent' is not 'guaranteed' or 'opportunistic'",
+        "cellfit: annotation cellfit.io/gang-size: 'abc' is not an integer",
+        "cellfit: label cellfit.io/virtual-cluster: unknown virtual cluster 'nlp' (known: speech, vision)",
+    ]
+
+
+def test_a_gpu_pod_without_a_vc_and_one_larger_than_any_node_are_told_so():
+    service, _ = validation()
+    no_vc = k.pod("train-x7k2q", gpus=1)
+    assert answer(service, no_vc)["warnings"] == ["cellfit: the pod has no cellfit.io/virtual-cluster label"]
+    assert answer(service, pod(gpus=16))["warnings"] == [
+        "cellfit: the containers' GPU requests: the pod requests 16 GPUs, more than any node-level cell holds "
+        "(largest: 'A100-NODE' with 8)"
+    ]
+
+
+def test_a_gang_pod_of_no_job_is_told_it_needs_one():
+    service, _ = validation()
+    bare = pod(annotations={"cellfit.io/gang": "true", "cellfit.io/gang-size": "2"})
+    del bare["metadata"]["ownerReferences"]
+    assert answer(service, bare)["warnings"] == ["cellfit: annotation cellfit.io/gang: a gang pod must be owned by a Job (it has no owner)"]
+
+
+def test_misspelt_and_misplaced_keys_are_warned_about_and_never_refused():
+    service, metrics = validation(reject=True)
+    body = pod(labels={"cellfit.io/gang-size": "2", "cellfit.io/virtual-cluster-name": "vision"},
+               annotations={"cellfit.io/gang_size": "2", "cellfit.io/priority": "guaranteed"})
+    response = answer(service, body)
+    assert response["allowed"] is True and "status" not in response
+    assert response["warnings"] == [
+        "cellfit: label cellfit.io/gang-size: cellfit reads cellfit.io/gang-size as an annotation, not as a label",
+        "cellfit: label cellfit.io/virtual-cluster-name: cellfit knows no such label; it is ignored (a misspelling?)",
+        "cellfit: annotation cellfit.io/gang_size: cellfit knows no such annotation; it is ignored (a misspelling?)",
+        "cellfit: annotation cellfit.io/priority: cellfit reads cellfit.io/priority as a label, not as an annotation",
+    ]
+    assert metrics.admission_validations.labels(kind="pod", result="warned")._value.get() == 1
+
+
+def test_every_key_of_the_contract_is_known_so_none_is_taken_for_a_misspelling():
+    """A key added to scheduler/constants.py must be added to the validator too, or the
+    webhook would call a correct key unknown."""
+    labels = {v for n, v in vars(constants).items() if n.startswith("LABEL_") and isinstance(v, str) and v.startswith("cellfit.io/")}
+    annotations = {v for n, v in vars(constants).items() if n.startswith("ANNOTATION_")}
+    assert labels and annotations
+    assert labels <= LABEL_KEYS, labels - LABEL_KEYS
+    assert annotations <= ANNOTATION_KEYS, annotations - ANNOTATION_KEYS
+
+
+def test_reject_invalid_refuses_a_pod_naming_every_field_with_the_warnings_kept():
+    service, metrics = validation(reject=True)
+    body = pod(labels={"cellfit.io/priority": "urgent"}, annotations={"cellfit.io/gang": "true", "cellfit.io/gang-size": "abc"})
+    response = answer(service, body)
+    assert response["allowed"] is False
+    assert response["status"] == {"message": (
+        "cellfit refuses this pod (admission.rejectInvalid): label cellfit.io/priority: 'urgent' is not 'guaranteed' or "
+        "'opportunistic'; annotation cellfit.io/gang-size: 'abc' is not an integer"
+    )}
+    assert len(response["warnings"]) == 2
+    assert metrics.admission_validations.labels(kind="pod", result="rejected")._value.get() == 1
+    assert answer(service, pod())["allowed"] is True
+
+
+def test_resource_fit_has_no_virtual_clusters_to_check_against():
+    service, _ = validation(cells=False)
+    assert "warnings" not in answer(service, pod(labels={"cellfit.io/virtual-cluster": "nlp"}))
+    assert answer(service, pod(labels={"cellfit.io/priority": "urgent"}))["warnings"] == [
+        "cellfit: label cellfit.io/priority: 'urgent' is not 'guaranteed' or 'opportunistic'"
+    ]
+
+
+def test_the_virtual_clusters_checked_are_the_running_ones_after_a_live_reload():
+    engine = hived()
+    service, _ = validation(engine=engine)
+    nlp = pod(labels={"cellfit.io/virtual-cluster": "nlp"})
+    assert answer(service, nlp)["warnings"] == ["cellfit: label cellfit.io/virtual-cluster: unknown virtual cluster 'nlp' (known: speech, vision)"]
+    cells = parse_settings(CONFIG).cells.model_dump(by_alias=True, exclude_none=True)
+    cells["virtualClusters"]["nlp"] = cells["virtualClusters"].pop("speech")
+    engine.reconfigure(cells)
+    assert "warnings" not in answer(service, nlp)
+
+
+def test_a_cpu_pod_is_not_held_against_the_cells():
+    service, _ = validation()
+    assert "warnings" not in answer(service, k.pod("prep-x7k2q", labels={"cellfit.io/virtual-cluster": "nlp"}))
+
+
+# ---------------------------------------------------------------------------------- Jobs
+
+
+def test_a_jobs_template_is_checked_as_the_pods_it_will_make():
+    service, metrics = validation()
+    body = job("train", template_labels={**VISION, "cellfit.io/priority": "urgent"},
+               template_annotations={"cellfit.io/gang": "true", "cellfit.io/gang-size": "abc"}, gpus=2, parallelism=2)
+    assert answer(service, body)["warnings"] == [
+        "cellfit: spec.template: label cellfit.io/priority: 'urgent' is not 'guaranteed' or 'opportunistic'",
+        "cellfit: spec.template: annotation cellfit.io/gang-size: 'abc' is not an integer",
+    ]
+    good = job("train", template_labels=VISION, template_annotations={"cellfit.io/gang": "true", "cellfit.io/gang-size": "2"},
+               gpus=2, parallelism=2)
+    assert answer(service, good).keys() == {"uid", "allowed"}
+    assert metrics.admission_validations.labels(kind="job", result="warned")._value.get() == 1
+    assert metrics.admission_validations.labels(kind="job", result="valid")._value.get() == 1
+
+
+def test_an_unknown_vc_in_a_jobs_template_names_the_template():
+    service, _ = validation()
+    assert answer(service, job("train", template_labels={"cellfit.io/virtual-cluster": "nlp"}))["warnings"] == [
+        "cellfit: spec.template: label cellfit.io/virtual-cluster: unknown virtual cluster 'nlp' (known: speech, vision)"
+    ]
+
+
+@pytest.mark.parametrize(("annotations", "warning"), [
+    ({"cellfit.io/configurations": '{"gpu": {"resources": {"nvidia.com/gpu": "one"}}}', "cellfit.io/iterations": "1000"},
+     "cellfit.io/configurations.gpu.resources.nvidia.com/gpu: 'one' is not a Kubernetes quantity"),
+    ({"cellfit.io/configurations": "{cpu: 16}", "cellfit.io/iterations": "1000"}, "cellfit.io/configurations: is not valid JSON"),
+    ({"cellfit.io/configurations": CONFIGURATIONS, "cellfit.io/iterations": "many"}, "cellfit.io/iterations: 'many' is not an integer"),
+    ({"cellfit.io/configurations": CONFIGURATIONS},
+     "cellfit.io/iterations: is missing; the estimator extrapolates samples to this many iterations"),
+    ({"cellfit.io/configurations": CONFIGURATIONS, "cellfit.io/estimate": '{"gpu": {"seconds": -5}}'},
+     "cellfit.io/estimate.gpu.seconds: must be a number of seconds in (0, 1000000000], got -5"),
+    ({"cellfit.io/preemptions": "once"}, "metadata.annotations[cellfit.io/preemptions]: 'once' is not a non-negative integer"),
+], ids=["configuration quantity", "configurations JSON", "iterations", "iterations missing", "estimate", "preemptions"])
+def test_the_estimators_and_placers_annotations_on_a_job(annotations, warning):
+    service, _ = validation(reject=True)
+    response = answer(service, job("train", annotations=annotations, template_labels=VISION, suspend=True))
+    assert response["allowed"] is False
+    (given,) = response["warnings"]
+    assert given.startswith(f"cellfit: {warning}"), given
+    assert warning in response["status"]["message"]
+
+
+def test_an_interchangeable_job_must_be_suspended_to_be_estimated_a_warning_only():
+    service, _ = validation(reject=True)
+    body = job("train", annotations={"cellfit.io/configurations": CONFIGURATIONS, "cellfit.io/iterations": "1000"}, template_labels=VISION)
+    response = answer(service, body)
+    assert response["allowed"] is True
+    assert response["warnings"] == [
+        "cellfit: annotation cellfit.io/configurations: the Job is not created with spec.suspend: true, so it starts as its "
+        "template says, never estimated nor placed by AlloX"
+    ]
+    # cellfit itself unsuspends it once placed, and writes its estimate instead of iterations:
+    # neither is held against an update.
+    placed = json.loads(json.dumps(body))
+    del placed["metadata"]["annotations"]["cellfit.io/iterations"]
+    assert answer(service, placed, operation="UPDATE", old=body).keys() == {"uid", "allowed"}
+
+
+def test_pod_keys_on_the_job_instead_of_its_template_are_pointed_at_the_template():
+    service, _ = validation(reject=True)
+    body = job("train", labels={"cellfit.io/virtual-cluster": "vision", "cellfit.io/job-class": "trial"},
+               annotations={"cellfit.io/gang": "true"}, template_labels={"cellfit.io/job-class": "trial"})
+    response = answer(service, body)
+    assert response["warnings"][:2] == [
+        "cellfit: label cellfit.io/virtual-cluster: set on the Job, but cellfit reads it from the pods (put it in spec.template.metadata)",
+        "cellfit: annotation cellfit.io/gang: set on the Job, but cellfit reads it from the pods (put it in spec.template.metadata)",
+    ]
+    # And so the pods have no VC: that one blocks.
+    assert response["warnings"][2:] == ["cellfit: spec.template: the pod has no cellfit.io/virtual-cluster label"]
+    assert response["allowed"] is False and "spec.template: the pod has no cellfit.io/virtual-cluster label" in response["status"]["message"]
+
+
+def test_an_update_is_refused_only_for_a_mistake_it_brings():
+    service, metrics = validation(reject=True)
+    bad = job("train", template_labels={**VISION, "cellfit.io/priority": "urgent"}, suspend=True)
+    relabelled = json.loads(json.dumps(bad))
+    relabelled["metadata"]["labels"]["team"] = "vision"
+    response = answer(service, relabelled, operation="UPDATE", old=bad)
+    assert response["allowed"] is True  # the mistake was there before: the update may go on
+    assert response["warnings"] == ["cellfit: spec.template: label cellfit.io/priority: 'urgent' is not 'guaranteed' or 'opportunistic'"]
+    worse = json.loads(json.dumps(relabelled))
+    worse["metadata"]["annotations"]["cellfit.io/preemptions"] = "-1"
+    response = answer(service, worse, operation="UPDATE", old=relabelled)
+    assert response["allowed"] is False
+    assert response["status"]["message"] == (
+        "cellfit refuses this job (admission.rejectInvalid): "
+        "metadata.annotations[cellfit.io/preemptions]: '-1' is not a non-negative integer"
+    )
+    assert metrics.admission_validations.labels(kind="job", result="rejected")._value.get() == 1
+
+
+def test_deletes_and_connects_are_never_looked_at():
+    service, _ = validation(reject=True)
+    bad = pod(labels={"cellfit.io/priority": "urgent"})
+    assert answer(service, {**bad, "kind": "Pod"}, operation="DELETE", old=bad).keys() == {"uid", "allowed"}
+
+
+def test_warnings_stay_within_what_the_api_server_keeps():
+    service, _ = validation()
+    many = {f"cellfit.io/typo-{i}": "x" for i in range(30)}
+    long_vc = {"cellfit.io/virtual-cluster": "v" * 63}
+    warnings = answer(service, pod(labels=long_vc, annotations=many))["warnings"]
+    assert len(warnings) == MAX_WARNINGS and warnings[-1] == "cellfit: 20 more problems not shown"
+    assert all(len(w) <= MAX_WARNING_CHARS for w in warnings)
+
+
+def test_what_is_not_a_review_of_the_paths_kind_is_a_400():
+    service, _ = validation()
+    with pytest.raises(InvalidRequest, match="request.uid"):
+        service.review_pod(b'{"request": {"uid": ""}}')
+    with pytest.raises(InvalidRequest, match="request.kind.kind: this path reviews a Job, not a Pod"):
+        service.review_job(k.dumps(validating_review(pod())))
+    with pytest.raises(InvalidRequest, match="request.object"):
+        document = validating_review(pod())
+        document["request"]["object"]["metadata"]["labels"] = ["not", "a", "map"]
+        service.review_pod(k.dumps(document))
