@@ -29,9 +29,67 @@ class _Section(BaseModel):
     )
 
 
+class ListenerLimits(_Section):
+    """What the clients of one listener may hold of the process. Each listener has its own, so
+    that flooding one (the metrics port is reachable on the pod IP) cannot spend the others'
+    connections, nor the file descriptors the extender verbs need."""
+
+    max_connections: int = Field(
+        256,
+        ge=1,
+        le=65536,
+        description=(
+            "Connections open at once, TLS handshakes in progress included; one more is closed "
+            "as soon as it is accepted. Each holds a file descriptor: the listeners' sum must "
+            "fit the process's RLIMIT_NOFILE (checked at start)."
+        ),
+    )
+    max_header_bytes: int = Field(
+        16384,
+        ge=1024,
+        le=2**20,
+        description=(
+            "Request line and headers of one request, in bytes; more: HTTP 431 and the "
+            "connection closed, before the rest is buffered."
+        ),
+    )
+    max_header_count: int = Field(
+        100, ge=8, le=10000, description="Header fields of one request; more: HTTP 431 and the connection closed."
+    )
+    read_timeout_seconds: float = Field(
+        30.0,
+        gt=0,
+        le=3600,
+        allow_inf_nan=False,
+        description=(
+            "Seconds from a request's first byte until its headers and body are read (and for a "
+            "TLS handshake); slower: HTTP 408 and the connection closed. Time the body waits on "
+            "cellfit to read it does not count."
+        ),
+    )
+    idle_timeout_seconds: float = Field(
+        120.0,
+        gt=0,
+        le=3600,
+        allow_inf_nan=False,
+        description=(
+            "Seconds a connection stays open with no request in progress (new, or kept alive "
+            "between requests) before it is closed. Longer than Go clients' 90 s idle timeout "
+            "(kube-scheduler, the API server), so that they close first and never send a "
+            "request on a connection cellfit is closing."
+        ),
+    )
+
+
+class MetricsListenerLimits(ListenerLimits):
+    """The metrics listener's: the kubelet's probes and a Prometheus or two, on the pod IP."""
+
+    max_connections: int = Field(32, ge=1, le=65536, description=ListenerLimits.model_fields["max_connections"].description)
+
+
 class ServerSettings(_Section):
     """The HTTP listener kube-scheduler calls, and an optional second one for probes and
-    Prometheus."""
+    Prometheus; the limits of every listener, the admission webhook's included."""
 
     host: str = Field("127.0.0.1", description="Address to listen on; 0.0.0.0 in a container.")
     port: int = Field(DEFAULT_PORT, ge=1, le=65535, description="TCP port.")
@@ -84,6 +142,17 @@ class ServerSettings(_Section):
             "them in Python, ~2x slower at 5,000 names, the same answers; a switch should you "
             "suspect the extension. Needs a restart."
         ),
+    )
+
+    extender_listener: ListenerLimits = Field(
+        default_factory=ListenerLimits,
+        description="Limits of the extender's listener (port): kube-scheduler's calls, inspect.",
+    )
+    metrics_listener: MetricsListenerLimits = Field(
+        default_factory=MetricsListenerLimits, description="Limits of the metrics listener (metricsPort)."
+    )
+    admission_listener: ListenerLimits = Field(
+        default_factory=ListenerLimits, description="Limits of the admission webhook's HTTPS listener (admission.port)."
     )
 
     @model_validator(mode="after")

@@ -1,5 +1,12 @@
 """Structured logging: one JSON object per line (or readable text), with the context a reader
-needs passed as ``extra={...}`` (pod, node, verb, reason) rather than formatted into prose."""
+needs passed as ``extra={...}`` (pod, node, verb, reason) rather than formatted into prose.
+
+What clients send must not decide how much is written: the records a bad request causes (a
+refused body, an invalid request line, a refused connection) pass :class:`RepeatLimiter`, at
+most a burst and then a few a minute of each kind, the next one that passes saying how many
+were held back; and context values are cut at :data:`MAX_VALUE_CHARS` (a reason can quote what
+the client sent).
+"""
 
 from __future__ import annotations
 
@@ -7,15 +14,86 @@ import json
 import logging
 import sys
 import time
-from typing import Any
+from collections import OrderedDict
+from typing import Any, Callable, Iterable
 
 # Attributes every LogRecord has; anything else on a record came from ``extra=``.
 # uvicorn adds ``color_message``, an ANSI-coloured copy of the message, for its own formatter.
 _STANDARD = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime", "color_message"}
 
 
+# A context string longer than this is cut, saying how much was left out.
+MAX_VALUE_CHARS = 2000
+
+# Loggers that write a record per request a client can make fail: their records are limited
+# per kind by RepeatLimiter (everything else cellfit logs is caused by the cluster or itself).
+REQUEST_LOGGERS = frozenset({
+    "scheduler.extender.dispatch",  # refused verb bodies
+    "scheduler.extender.app",  # refused admission reviews
+    "scheduler.extender.admission",
+    "scheduler.extender.listeners",  # refused connections and heads, slow requests, TLS
+    "uvicorn.error",  # uvicorn's own warnings about requests
+})
+
+
 def context_of(record: logging.LogRecord) -> dict[str, Any]:
-    return {key: value for key, value in vars(record).items() if key not in _STANDARD}
+    return {key: _cut(value) for key, value in vars(record).items() if key not in _STANDARD}
+
+
+def _cut(value: Any) -> Any:
+    if isinstance(value, str) and len(value) > MAX_VALUE_CHARS:
+        return f"{value[:MAX_VALUE_CHARS]}... ({len(value) - MAX_VALUE_CHARS} more characters cut)"
+    return value
+
+
+class RepeatLimiter(logging.Filter):
+    """Lets records of ``loggers`` through at most ``burst`` at once and ``per_minute`` a minute
+    after that, per kind (logger, level, message before its arguments): a token bucket each.
+    The record that passes after others of its kind were held back carries ``suppressed``, how
+    many. Kinds are code locations, a bounded set; the most recent ``max_kinds`` are kept."""
+
+    def __init__(
+        self,
+        *,
+        loggers: Iterable[str] = REQUEST_LOGGERS,
+        burst: int = 10,
+        per_minute: float = 6.0,
+        clock: Callable[[], float] = time.monotonic,
+        max_kinds: int = 1024,
+    ) -> None:
+        super().__init__()
+        if burst < 1 or per_minute <= 0:
+            raise ValueError(f"burst must be >= 1 and per_minute > 0, got {burst} and {per_minute}")
+        self._loggers = frozenset(loggers)
+        self._burst = float(burst)
+        self._per_second = per_minute / 60.0
+        self._clock = clock
+        self._max_kinds = max_kinds
+        # kind -> [tokens, time of the last refill, records held back since the last one passed]
+        self._kinds: OrderedDict[tuple[str, int, str], list[float]] = OrderedDict()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.name not in self._loggers:
+            return True
+        now = self._clock()
+        kind = (record.name, record.levelno, str(record.msg)[:200])
+        state = self._kinds.get(kind)
+        if state is None:
+            state = self._kinds[kind] = [self._burst, now, 0]
+            if len(self._kinds) > self._max_kinds:
+                self._kinds.popitem(last=False)
+        else:
+            self._kinds.move_to_end(kind)
+            state[0] = min(self._burst, state[0] + (now - state[1]) * self._per_second)
+            state[1] = now
+        if state[0] < 1:
+            state[2] += 1
+            return False
+        state[0] -= 1
+        if state[2]:
+            record.suppressed = int(state[2])  # shown with the record's context
+            state[2] = 0
+        return True
 
 
 class JsonFormatter(logging.Formatter):
@@ -46,6 +124,7 @@ class TextFormatter(logging.Formatter):
 def configure_logging(*, level: str, fmt: str) -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
+    handler.addFilter(RepeatLimiter())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)

@@ -15,15 +15,14 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, AsyncIterator, Callable, Coroutine, Iterator, Literal, TypeVar
 
-import uvicorn
-from uvicorn.config import create_ssl_context
+from uvicorn.config import SSL_PROTOCOL_VERSION, create_ssl_context
 from fastapi import FastAPI
 from starlette.types import ASGIApp
 
 from scheduler.cells import HivedEngine
 from scheduler.cluster.api import KubernetesApi
 from scheduler.cluster.cache import ClusterCache
-from scheduler.config import ConfigFile, Settings
+from scheduler.config import ConfigFile, ListenerLimits, Settings
 from scheduler.core.engine import SchedulingEngine
 from scheduler.core.fit import ResourceFitEngine
 from scheduler.core.model import NodeInfo
@@ -34,6 +33,7 @@ from scheduler.extender.certificates import CertificateReloader
 from scheduler.extender.configuration import ConfigReloader
 from scheduler.extender.app import create_admission_app, create_app, create_metrics_app
 from scheduler.extender.dispatch import VerbDispatch
+from scheduler.extender.listeners import BoundedServer, ListenerConfig, ensure_descriptor_budget
 from scheduler.extender.metrics import ExtenderMetrics
 from scheduler.extender.inspect import inspect_router
 from scheduler.extender.service import AlwaysReady, ExtenderService
@@ -310,7 +310,7 @@ def _locked(lock: threading.RLock, read: Callable[[], T]) -> T:
 GRACEFUL_SHUTDOWN_SECONDS = 5
 
 
-class _Listener(uvicorn.Server):
+class _Listener(BoundedServer):
     """A uvicorn server that leaves SIGINT and SIGTERM to :func:`serve`. uvicorn's own
     handling assumes one server per process: each would install its handlers over the
     other's and re-raise the signal when it stops, ending the process before the other
@@ -328,44 +328,52 @@ def _listener(
     port: int,
     lifespan: Literal["on", "off"],
     setting: str,
+    limits: ListenerLimits,
+    limits_setting: str,
     tls: tuple[str, str] | None = None,
 ) -> tuple[_Listener, socket.socket]:
-    config = uvicorn.Config(
+    """A listener on ``host``:``port`` (``setting`` names them) whose connections get
+    ``limits`` (``limits_setting``: their key, named in refusals); HTTPS with the ``tls``
+    certificate and key files."""
+    context = None
+    if tls is not None:
+        try:  # loaded before serving, not after the cluster was listed
+            context = _tls_context(*tls)
+        except (OSError, ssl.SSLError, ValueError) as error:
+            raise ConfigError(f"admission.certFile/keyFile: cannot load {tls[0]} and {tls[1]}: {error}") from None
+    config = ListenerConfig(
         app,
+        limits=limits,
+        setting=limits_setting,
+        tls=context,
         host=host,
         port=port,
         lifespan=lifespan,
         log_config=None,  # keep cellfit's structured logging
         access_log=False,
         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
-        ssl_certfile=tls[0] if tls else None,
-        ssl_keyfile=tls[1] if tls else None,
     )
-    if tls is not None:
-        try:  # uvicorn would load the files only once serving, after the cluster was listed
-            config.load()
-        except (OSError, ValueError) as error:
-            raise ConfigError(f"admission.certFile/keyFile: cannot load {tls[0]} and {tls[1]}: {error}") from None
     return _Listener(config), _bind(host=host, port=port, setting=setting)
 
 
-def _certificate_reloader(config: uvicorn.Config) -> CertificateReloader:
+def _tls_context(cert_file: str, key_file: str) -> ssl.SSLContext:
+    """A server context for the pair, as uvicorn makes its own (Config.load's defaults)."""
+    return create_ssl_context(
+        certfile=cert_file,
+        keyfile=key_file,
+        password=None,
+        ssl_version=SSL_PROTOCOL_VERSION,
+        cert_reqs=ssl.CERT_NONE,
+        ca_certs=None,
+        ciphers=None,
+    )
+
+
+def _certificate_reloader(config: ListenerConfig, cert_file: str, key_file: str) -> CertificateReloader:
     """Keeps the TLS listener of ``config`` presenting its certificate files' current pair."""
-    assert config.ssl is not None and config.ssl_certfile is not None and config.ssl_keyfile is not None
-
-    def make_context() -> ssl.SSLContext:  # as uvicorn made the listener's (Config.load)
-        return create_ssl_context(
-            certfile=config.ssl_certfile,  # type: ignore[arg-type]
-            keyfile=config.ssl_keyfile,
-            password=config.ssl_keyfile_password,
-            ssl_version=config.ssl_version,
-            cert_reqs=config.ssl_cert_reqs,
-            ca_certs=config.ssl_ca_certs,
-            ciphers=config.ssl_ciphers,
-        )
-
+    assert config.tls is not None
     return CertificateReloader(
-        context=config.ssl, make_context=make_context, cert_file=str(config.ssl_certfile), key_file=str(config.ssl_keyfile)
+        context=config.tls, make_context=lambda: _tls_context(cert_file, key_file), cert_file=cert_file, key_file=key_file
     )
 
 
@@ -403,7 +411,17 @@ def serve(settings: Settings, *, config_file: ConfigFile | None = None) -> None:
     ``settings`` came from, checked every server.configReloadSeconds for changes to apply live."""
     runtime = build_runtime(settings)
     server = settings.server
-    listeners = [_listener(runtime.app, host=server.host, port=server.port, lifespan="on", setting="server.port")]
+    listeners = [
+        _listener(
+            runtime.app,
+            host=server.host,
+            port=server.port,
+            lifespan="on",
+            setting="server.port",
+            limits=server.extender_listener,
+            limits_setting="server.extenderListener",
+        )
+    ]
     if server.metrics_port is not None:
         listeners.append(
             _listener(
@@ -412,6 +430,8 @@ def serve(settings: Settings, *, config_file: ConfigFile | None = None) -> None:
                 port=server.metrics_port,
                 lifespan="off",
                 setting="server.metricsPort",
+                limits=server.metrics_listener,
+                limits_setting="server.metricsListener",
             )
         )
     admission = settings.admission
@@ -423,10 +443,12 @@ def serve(settings: Settings, *, config_file: ConfigFile | None = None) -> None:
             port=admission.port,
             lifespan="off",
             setting="admission.port",
+            limits=server.admission_listener,
+            limits_setting="server.admissionListener",
             tls=(admission.cert_file, admission.key_file),
         )
         listeners.append(webhook)
-        reloader = _certificate_reloader(webhook[0].config)
+        reloader = _certificate_reloader(webhook[0].config, admission.cert_file, admission.key_file)
         chores.append(lambda: reloader.watch(interval_seconds=admission.cert_reload_seconds))
     if config_file is not None and server.config_reload_seconds > 0:
         watcher = _config_reloader(runtime, config_file)
@@ -446,6 +468,10 @@ def serve(settings: Settings, *, config_file: ConfigFile | None = None) -> None:
             # at thousands of nodes, the same answers).
             "node_name_fast_path": names.native is not None,
         },
+    )
+    ensure_descriptor_budget(
+        {listener.config.setting + ".maxConnections": listener.config.limits.max_connections
+         for listener, _ in listeners}
     )
     with asyncio.Runner(loop_factory=listeners[0][0].config.get_loop_factory()) as runner:
         runner.run(_serve_until_signalled(listeners, chores))

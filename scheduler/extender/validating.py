@@ -104,7 +104,9 @@ class ObjectValidation:
         result = "rejected" if denied else ("warned" if problems else "valid")
         self._metrics.admission_validations.labels(kind=kind.lower(), result=result).inc()
         if problems:
-            log.info(
+            # A refusal is news to the operator; a warning reached its user (and is counted).
+            log.log(
+                logging.INFO if denied else logging.DEBUG,
                 "admission found problems",
                 extra={
                     "kind": kind,

@@ -20,35 +20,21 @@ from typing import Callable, Final, Mapping, Sequence
 import msgspec
 
 from estimator.contract import parse_estimate, parse_iterations
-from estimator.objects import (
-    ANNOTATION_SAMPLE_ATTEMPT,
-    ANNOTATION_SAMPLE_CONFIGURATION,
-    ANNOTATION_SAMPLE_ITERATIONS,
-    ANNOTATION_SAMPLE_LENGTH,
-    ANNOTATION_SAMPLE_PILOT,
-    ANNOTATION_SAMPLING,
-    LABEL_JOB_FAMILY,
-    LABEL_SAMPLE,
-    LABEL_SAMPLE_JOB,
-)
+import estimator.objects as sampling_objects
 from placer.configuration import parse_configurations
 from scheduler.cells import HivedEngine
 from scheduler.cells.allocator import Unplaceable
-from scheduler.cells.request import CellRequest, parse_request
+from scheduler import constants
+from scheduler.cells.request import CellRequest, gang_size_problem, parse_request
 from scheduler.constants import (
-    ANNOTATION_BIND_INFO,
     ANNOTATION_CELL_TYPE,
     ANNOTATION_CONFIGURATIONS,
     ANNOTATION_ESTIMATE,
     ANNOTATION_GANG,
     ANNOTATION_GANG_SIZE,
-    ANNOTATION_GPU_INDICES,
     ANNOTATION_ITERATIONS,
-    ANNOTATION_PLACEMENT,
-    ANNOTATION_PREEMPTIONS,
     DOMAIN,
     LABEL_JOB_CLASS,
-    LABEL_PLACEMENT,
     LABEL_PRIORITY,
     LABEL_VIRTUAL_CLUSTER,
 )
@@ -57,19 +43,20 @@ from scheduler.errors import InvalidAnnotation, InvalidRequest
 from scheduler.kube import translate, wire
 from scheduler.preemption import job_class_of, preemption_count_of
 
-# Every key under cellfit.io/ that cellfit reads or writes, as a label or as an annotation
-# (DESIGN.md, "The user's contract"; what the estimator puts on its sampling pods).
-LABEL_KEYS: Final = frozenset(
-    {LABEL_VIRTUAL_CLUSTER, LABEL_JOB_CLASS, LABEL_PRIORITY, LABEL_JOB_FAMILY, LABEL_PLACEMENT, LABEL_SAMPLE, LABEL_SAMPLE_JOB}
-)
-ANNOTATION_KEYS: Final = frozenset(
-    {
-        ANNOTATION_CELL_TYPE, ANNOTATION_GANG, ANNOTATION_GANG_SIZE, ANNOTATION_CONFIGURATIONS, ANNOTATION_ITERATIONS,
-        ANNOTATION_ESTIMATE, ANNOTATION_BIND_INFO, ANNOTATION_GPU_INDICES, ANNOTATION_PLACEMENT, ANNOTATION_PREEMPTIONS,
-        ANNOTATION_SAMPLE_CONFIGURATION, ANNOTATION_SAMPLE_PILOT, ANNOTATION_SAMPLE_LENGTH, ANNOTATION_SAMPLE_ATTEMPT,
-        ANNOTATION_SAMPLE_ITERATIONS, ANNOTATION_SAMPLING,
-    }
-)
+def _keys(kind: str) -> frozenset[str]:
+    """Every cellfit.io/ key of ``kind`` (``LABEL``, ``ANNOTATION``) that cellfit reads or
+    writes: the constants of scheduler/constants.py (the user's contract, what cellfit writes
+    back) and of the estimator's sampling pods, so a key added there is never called unknown."""
+    return frozenset(
+        value
+        for module in (constants, sampling_objects)
+        for name, value in vars(module).items()
+        if name.startswith(f"{kind}_") and isinstance(value, str) and value.startswith(f"{DOMAIN}/")
+    )
+
+
+LABEL_KEYS: Final = _keys("LABEL")
+ANNOTATION_KEYS: Final = _keys("ANNOTATION")
 # Read from a pod (so from a Job's pod template), never from the Job itself.
 POD_LEVEL_KEYS: Final = (
     ("label", LABEL_VIRTUAL_CLUSTER), ("label", LABEL_PRIORITY), ("label", LABEL_JOB_CLASS),
@@ -284,7 +271,22 @@ def job_problems(job: AdmittedJob, *, cells: LiveCells | None, gpu_resource: str
         pod = template_pod(job, gpu_resource=gpu_resource)
     except InvalidRequest as error:  # a quantity cellfit cannot read
         return problems + [_problem(error, where="")]
-    return problems + pod_problems(pod, cells=cells, where=TEMPLATE)
+    return problems + pod_problems(pod, cells=cells, where=TEMPLATE) + _gang_shape_problems(pod, job.spec)
+
+
+def _gang_shape_problems(pod: PodInfo, spec: JobSpec) -> list[Problem]:
+    """A gang larger than the pods the Job ever runs at once: its booking would wait for pods
+    that never come."""
+    try:
+        gang = parse_request(pod).gang
+    except InvalidAnnotation:  # reported with the template's other problems
+        return []
+    if gang is None:
+        return []
+    problem = gang_size_problem(gang.size, parallelism=spec.parallelism, completions=spec.completions)
+    if problem is None:
+        return []
+    return [Problem(field=f"{TEMPLATE}: annotation {ANNOTATION_GANG_SIZE}", text=f"{TEMPLATE}: {problem}")]
 
 
 def template_pod(job: AdmittedJob, *, gpu_resource: str) -> PodInfo:

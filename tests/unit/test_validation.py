@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 
-import scheduler.constants as constants
 from scheduler.cells import HivedEngine
 from scheduler.config import parse_settings
 from scheduler.errors import InvalidRequest
@@ -148,14 +147,24 @@ def test_misspelt_and_misplaced_keys_are_warned_about_and_never_refused():
     assert metrics.admission_validations.labels(kind="pod", result="warned")._value.get() == 1
 
 
-def test_every_key_of_the_contract_is_known_so_none_is_taken_for_a_misspelling():
-    """A key added to scheduler/constants.py must be added to the validator too, or the
-    webhook would call a correct key unknown."""
-    labels = {v for n, v in vars(constants).items() if n.startswith("LABEL_") and isinstance(v, str) and v.startswith("cellfit.io/")}
-    annotations = {v for n, v in vars(constants).items() if n.startswith("ANNOTATION_")}
-    assert labels and annotations
-    assert labels <= LABEL_KEYS, labels - LABEL_KEYS
-    assert annotations <= ANNOTATION_KEYS, annotations - ANNOTATION_KEYS
+def test_every_key_of_the_users_contract_is_read_where_it_is_written():
+    """DESIGN.md's contract (and what cellfit writes back) never draws an unknown-key warning,
+    so that a warning about a key always means a mistake."""
+    service, _ = validation()
+    template_labels = {**VISION, "cellfit.io/job-class": "trial", "cellfit.io/priority": "opportunistic", "cellfit.io/placement": "gpu"}
+    template_annotations = {"cellfit.io/cell-type": "A100-PAIR", "cellfit.io/gang": "true", "cellfit.io/gang-size": "2",
+                            "cellfit.io/configurations": CONFIGURATIONS}
+    labels = {"cellfit.io/job-family": "resnet", "cellfit.io/job-class": "trial"}
+    annotations = {"cellfit.io/configurations": CONFIGURATIONS, "cellfit.io/iterations": "5000",
+                   "cellfit.io/estimate": '{"cpu": {"seconds": 5400}, "gpu": {"seconds": 600}}',
+                   "cellfit.io/placement": "gpu", "cellfit.io/preemptions": "1", "cellfit.io/sampling": "{}"}
+    body = job("train", labels=labels, annotations=annotations, template_labels=template_labels,
+               template_annotations=template_annotations, gpus=2, parallelism=2, suspend=True)
+    assert answer(service, body).keys() == {"uid", "allowed"}
+    bound = pod(annotations={"cellfit.io/bind-info": "{}", "cellfit.io/gpu-indices": "0,1"},
+                labels={"cellfit.io/sample": "true", "cellfit.io/sample-job": k.JOB_UID})
+    assert answer(service, bound).keys() == {"uid", "allowed"}
+    assert {"cellfit.io/job-family", "cellfit.io/sample"} <= LABEL_KEYS and "cellfit.io/sample-pilot" in ANNOTATION_KEYS
 
 
 def test_reject_invalid_refuses_a_pod_naming_every_field_with_the_warnings_kept():
@@ -212,6 +221,18 @@ def test_a_jobs_template_is_checked_as_the_pods_it_will_make():
     assert answer(service, good).keys() == {"uid", "allowed"}
     assert metrics.admission_validations.labels(kind="job", result="warned")._value.get() == 1
     assert metrics.admission_validations.labels(kind="job", result="valid")._value.get() == 1
+
+
+def test_a_gang_larger_than_the_pods_a_job_runs_at_once_is_refused_with_rejectinvalid():
+    service, _ = validation(reject=True)
+    gang = {"cellfit.io/gang": "true", "cellfit.io/gang-size": "4"}
+    response = answer(service, job("train", template_labels=VISION, template_annotations=gang, parallelism=2))
+    expected = ("spec.template: annotation cellfit.io/gang-size is 4 but the Job runs at most 2 pods at once "
+                "(spec.parallelism 2): the gang could never be complete (set it to 2)")
+    assert response["warnings"] == [f"cellfit: {expected}"]
+    assert response["allowed"] is False and expected in response["status"]["message"]
+    fits = job("train", template_labels=VISION, template_annotations=gang, parallelism=4, completions=8)
+    assert answer(service, fits).keys() == {"uid", "allowed"}
 
 
 def test_an_unknown_vc_in_a_jobs_template_names_the_template():
