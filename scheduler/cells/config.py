@@ -83,6 +83,30 @@ class CellsConfig(_Model):
 
     topology: TopologyConfig | None = None
     virtual_clusters: dict[str, VirtualClusterSpec] = Field(default_factory=dict, alias="virtualClusters")
+    # How long a booking waits for its reason (scheduler/cells/expiry.py); applied by live reload.
+    unseen_pod_grace_seconds: float = Field(
+        default=10.0,
+        alias="unseenPodGraceSeconds",
+        gt=0,
+        le=3600,
+        allow_inf_nan=False,
+        description=(
+            "Seconds cells booked at filter for a pod the watch cache has not shown are kept (the "
+            "watch may lag kube-scheduler by a moment); then they are released, with an Event. "
+            "Only with a cluster connection."
+        ),
+    )
+    gang_booking_timeout_seconds: float | None = Field(
+        default=300.0,
+        alias="gangBookingTimeoutSeconds",
+        gt=0,
+        le=86400,
+        allow_inf_nan=False,
+        description=(
+            "Seconds a gang's slots may wait for pods while fewer than its gang-size exist; then "
+            "the slots without a pod are released, with an Event on the Job. null: never."
+        ),
+    )
 
 
 # --------------------------------------------------------------------------- error formatting

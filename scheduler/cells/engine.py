@@ -25,6 +25,7 @@ import numpy.typing as npt
 from scheduler.cells import bindinfo, inspection
 from scheduler.cells.allocator import Booking, CellAllocator, Group, Spot, Target, Unplaceable, VcState
 from scheduler.cells.check import CellsCheck, check_config, describe
+from scheduler.cells.expiry import BookingExpiry, BookingLimits, BookingReleased
 from scheduler.cells.config import (
     CellsConfig,
     VirtualCellSpec,
@@ -38,7 +39,7 @@ from scheduler.cells.request import CellRequest, Priority, parse_request
 from scheduler.cells.topology import Topology
 from scheduler.constants import ANNOTATION_BIND_INFO, ANNOTATION_GPU_INDICES, MAX_EXTENDER_PRIORITY
 from scheduler.core.engine import FilterDecision, Placement
-from scheduler.core.model import TERMINAL_PHASES, NodeInfo, PodInfo
+from scheduler.core.model import TERMINAL_PHASES, JobInfo, NodeInfo, PodInfo
 from scheduler.core.nodeindex import NodeIndex, pick
 from scheduler.errors import ConfigError, InvalidAnnotation, SchedulingConflict, UnknownNode
 
@@ -86,6 +87,8 @@ class HivedEngine:
         self.summary = checked.summary
         self.topology = Topology(checked.topology)
         self.allocator = CellAllocator(self.topology, checked.virtual_clusters)
+        # Bookings that lose their reason are released (expiry.py); the driver sweeps.
+        self.expiry = BookingExpiry(self.allocator, booking_limits(checked.config))
         self.default_vc = checked.default_vc
         self._nodes: dict[str, NodeInfo] = {}
         self.node_index = self._index_cell_nodes()
@@ -139,6 +142,10 @@ class HivedEngine:
         if config.topology is not None and config.topology != self.topology.config:
             raise ConfigError(f"{prefix + '.' if prefix else ''}topology: changes need a restart of the scheduler")
         vcs = dict(config.virtual_clusters)
+        if not vcs and self.default_vc is not None:
+            # Still the implicit default VC: only the booking limits can have changed.
+            self.expiry.limits = booking_limits(config)
+            return
         if not vcs:
             raise ConfigError(f"{prefix + '.' if prefix else ''}virtualClusters: cannot switch to the implicit default VC at runtime")
         # Discovered or configured, the running topology is what the new VCs must fit.
@@ -151,6 +158,7 @@ class HivedEngine:
             self.allocator.configure(vcs)
         except ValueError as error:
             raise ConfigError(f"{prefix + '.' if prefix else ''}virtualClusters: {error}") from None
+        self.expiry.limits = booking_limits(config)
         self.default_vc = None
         if self.membership is not None:
             self.membership.owner_vc = None  # the configured VCs own what they say, no more
@@ -209,7 +217,7 @@ class HivedEngine:
             if existing.group is None:
                 alloc.release(existing)
             else:
-                alloc.unassign(existing)
+                self._unassign(existing)
         if request.gang is not None:
             return self._decide_gang(pod, ctx, allowed)
         spot = alloc.plan(request, ctx.vc, ctx.targets, allowed=allowed)
@@ -217,6 +225,7 @@ class HivedEngine:
         if any(g.o_owner is not None for g in spot.gpus) and request.priority is Priority.GUARANTEED:
             # Hold the cells while the victims terminate, so nobody else takes them meanwhile.
             booking = self._book(spot, ctx, pod)
+            self.expiry.booked_for(pod.uid)
             return _Decision(node, booking, alloc.victims(booking))
         return _Decision(node, None, [], spot)
 
@@ -229,29 +238,42 @@ class HivedEngine:
         request = ctx.request
         gang = request.gang
         assert gang is not None
+        problem = self.expiry.gang_problem(gang)
+        if problem is not None:
+            raise Unplaceable(f"gang {gang.name}: {problem}")
         group = alloc.groups.get(gang.key)
         if group is None:
             group = alloc.plan_group(request, gang, ctx.vc, ctx.targets, allowed=allowed)
+            self.expiry.gang_changed(gang.key)
         elif group.gpus != request.gpus:
             raise Unplaceable(f"pods of gang {gang.name} request different GPU counts ({group.gpus} and {request.gpus})")
         free_slots = [s for s in group.slots if s.pod_uid is None]
         slot = self._best_slot(free_slots, allowed)
-        if slot is None and free_slots:
+        if slot is None and (free_slots or len(group.slots) < group.size):
             # Every free slot is on a node kube-scheduler no longer offers (e.g. its CPU filled
-            # up): move one slot to where this pod can go.
+            # up): move one slot to where this pod can go. Or the gang gave back the slots of
+            # pods that did not come in time (expiry.py), and this one has come since.
             spot = alloc.plan(request, ctx.vc, ctx.targets, allowed=allowed)
             vc_name = ctx.vc.name if ctx.vc is not None else (request.vc or "")
-            moved = alloc.book(spot, vc=vc_name, priority=request.priority, pod_uid=None, pod_key=None, group=group)
-            group.slots.append(moved)
-            alloc.release(free_slots[0])
-            slot = moved
+            slot = alloc.book(spot, vc=vc_name, priority=request.priority, pod_uid=None, pod_key=None, group=group)
+            group.slots.append(slot)
+            if free_slots:
+                alloc.release(free_slots[0])
         if slot is None:
             raise Unplaceable(
                 f"gang {gang.name} already has all {group.size} slots taken by other pods "
                 f"(annotation cellfit.io/gang-size is {gang.size})"
             )
         alloc.assign(slot, pod.uid, pod.key)
+        self.expiry.booked_for(pod.uid)
         return _Decision(slot.node or "", slot, alloc.victims(slot))
+
+    def _unassign(self, booking: Booking) -> None:
+        """The pod left its booking (a gang slot then waits for another pod of the gang)."""
+        group = booking.group
+        self.allocator.unassign(booking)
+        if group is not None:
+            self.expiry.gang_changed(group.key)
 
     def _best_slot(self, slots: list[Booking], allowed: AbstractSet[str] | None) -> Booking | None:
         usable = [s for s in slots if self._in(s.node, allowed)]
@@ -407,6 +429,7 @@ class HivedEngine:
         if booking is None:
             assert decided.spot is not None
             booking = self._book(decided.spot, ctx, pod)
+            self.expiry.booked_for(pod.uid)
         victims = self.allocator.victims(booking)
         if victims:
             raise SchedulingConflict(self._victim_reason(booking, victims))
@@ -503,17 +526,19 @@ class HivedEngine:
             return
         existing = self.allocator.by_pod.get(pod.uid)
         if pod.phase in TERMINAL_PHASES:
+            self.expiry.pod_gone(pod.uid)
             if existing is not None:
-                self.allocator.unassign(existing)
+                self._unassign(existing)
                 self._released()
             return
+        self.expiry.pod_seen(pod)
         if not pod.holds_resources:
             return  # pending: keep whatever filter booked for it
         if existing is not None:
             if existing.node == pod.node_name:
                 return
             # Bound somewhere else than HiveD planned (another binder, or a stale booking).
-            self.allocator.unassign(existing)
+            self._unassign(existing)
         self._recover(pod)
 
     def _recover(self, pod: PodInfo) -> None:
@@ -560,6 +585,7 @@ class HivedEngine:
                     cell_type=info.cell_type,
                 )
                 alloc.groups[group.key] = group
+                self.expiry.gang_changed(group.key)  # its siblings' slots wait for their pods
                 for slot in info.gang.slots:
                     booked = alloc.recover_exact(
                         vc_name=info.vc,
@@ -597,10 +623,31 @@ class HivedEngine:
         return recovered
 
     def delete_pod(self, pod_uid: str) -> None:
+        self.expiry.pod_gone(pod_uid)
         booking = self.allocator.by_pod.get(pod_uid)
         if booking is not None:
-            self.allocator.unassign(booking)
+            self._unassign(booking)
             self._released()
+
+    # ------------------------------------------------------------------ Jobs and expiry
+
+    def apply_job(self, job: JobInfo) -> None:
+        """The Job's width: a gang larger than it can ever run is refused at filter."""
+        self.expiry.job_applied(job)
+
+    def delete_job(self, job_uid: str) -> None:
+        """The Job is gone: its gang's slots without a pod are released (told at the next sweep)."""
+        self.expiry.job_deleted(job_uid)
+        self._released()
+
+    def expire_bookings(self, now: float) -> list[BookingReleased]:
+        """Release the bookings that have waited past their limits for their reason (expiry.py);
+        ``now`` in seconds on the caller's monotonic clock, called periodically. What was
+        released since the last call, to be told on each pod or Job."""
+        released = self.expiry.expire(now)
+        if released:
+            self._released()
+        return released
 
     def knows_node(self, node_name: str) -> bool:
         return node_name in self._nodes or node_name in self.topology.nodes
@@ -642,3 +689,11 @@ class HivedEngine:
 
     def metrics(self) -> dict[str, Any]:
         return inspection.metrics(self.allocator)
+
+
+def booking_limits(config: CellsConfig) -> BookingLimits:
+    """The booking limits a cells section sets."""
+    return BookingLimits(
+        unseen_pod_grace_seconds=config.unseen_pod_grace_seconds,
+        gang_booking_timeout_seconds=config.gang_booking_timeout_seconds,
+    )

@@ -71,6 +71,9 @@ class JobInfo:
     namespace: str
     name: str
     annotations: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
+    # spec.parallelism and spec.completions as written (None: unset); how many pods run at once
+    parallelism: int | None = None
+    completions: int | None = None
 
     @property
     def key(self) -> str:

@@ -32,6 +32,7 @@ from scheduler.extender.admission import PodAdmission
 from scheduler.extender.certificates import CertificateReloader
 from scheduler.extender.configuration import ConfigReloader
 from scheduler.extender.app import create_admission_app, create_app, create_metrics_app
+from scheduler.extender.bookings import BookingSweeper
 from scheduler.extender.dispatch import VerbDispatch
 from scheduler.extender.listeners import BoundedServer, ListenerConfig, ensure_descriptor_budget
 from scheduler.extender.metrics import ExtenderMetrics
@@ -179,6 +180,8 @@ def build_runtime(settings: Settings, *, api: KubernetesApi | None = None, stand
     else:  # standalone: the nodes kube-scheduler sent, the pods bound through cellfit
         metrics.track_sizes(lambda: _locked(lock, engine.stats), ("nodes", "pods"))
     placement = placement_engine(engine)
+    # HiveD's bookings that lose their reason are released (scheduler/cells/expiry.py).
+    sweeper = BookingSweeper.for_engine(placement, lock=lock, events=api, watched=cache is not None)
     if isinstance(placement, HivedEngine):
         cells = placement
         metrics.track_cells(lambda: _locked(lock, cells.metrics))
@@ -194,6 +197,8 @@ def build_runtime(settings: Settings, *, api: KubernetesApi | None = None, stand
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         if cache is not None:
             cache.start()
+        if sweeper is not None:
+            sweeper.start()
         if estimator is not None:
             estimator.start()
         if placer is not None:
@@ -205,6 +210,8 @@ def build_runtime(settings: Settings, *, api: KubernetesApi | None = None, stand
                 placer.stop()
             if estimator is not None:
                 estimator.stop()
+            if sweeper is not None:
+                sweeper.stop()
             if cache is not None:
                 cache.stop()
 

@@ -111,4 +111,11 @@ def _is_ready(conditions: list[wire.NodeCondition] | None) -> bool:
 
 def job_info(job: wire.Job) -> JobInfo:
     meta = job.metadata
-    return JobInfo(uid=meta.uid, namespace=meta.namespace, name=meta.name, annotations=meta.annotations or _EMPTY)
+    return JobInfo(
+        uid=meta.uid,
+        namespace=meta.namespace,
+        name=meta.name,
+        annotations=meta.annotations or _EMPTY,
+        parallelism=job.spec.parallelism,
+        completions=job.spec.completions,
+    )

@@ -94,10 +94,18 @@ class Node(msgspec.Struct, frozen=True):
     status: NodeStatus | None = None
 
 
+class JobWidth(msgspec.Struct, frozen=True):
+    """How many pods a Job runs at once (HiveD refuses a gang larger than that)."""
+
+    parallelism: int | None = None
+    completions: int | None = None
+
+
 class Job(msgspec.Struct, frozen=True):
-    """A batch/v1 Job: cellfit reads its identity and annotations only."""
+    """A batch/v1 Job: cellfit reads its identity, annotations and width."""
 
     metadata: ObjectMeta = ObjectMeta()
+    spec: JobWidth = JobWidth()
 
 
 class PriorityClass(msgspec.Struct, frozen=True):

@@ -30,7 +30,7 @@ import numpy as np
 from scheduler.core.nodeindex import NodeIndex, pick
 from scheduler.core.resources import ZERO, Resources
 
-from scheduler.core.engine import FilterDecision, Placement, SchedulingEngine, Scores
+from scheduler.core.engine import FilterDecision, Placement, SchedulingEngine, Scores, TracksJobs
 from scheduler.core.model import TERMINAL_PHASES, JobInfo, NodeInfo, PodInfo
 from scheduler.errors import InvalidAnnotation
 from scheduler.preemption.fitgpp import NoVictims, PreemptionDecision, choose_victims
@@ -166,6 +166,8 @@ class FitGppEngine:
         self._untrack(pod_uid)
 
     def apply_job(self, job: JobInfo) -> None:
+        if isinstance(self.inner, TracksJobs):
+            self.inner.apply_job(job)  # HiveD: a gang's Job width, a deleted Job's slots
         try:
             count = preemption_count_of(job.annotations)
         except InvalidAnnotation:
@@ -177,6 +179,8 @@ class FitGppEngine:
                 self._index.apply_pod(self._pods[uid], preemptions=count)
 
     def delete_job(self, job_uid: str) -> None:
+        if isinstance(self.inner, TracksJobs):
+            self.inner.delete_job(job_uid)
         self._job_counts.pop(job_uid, None)
         self.holds.delete_job(job_uid)
 

@@ -122,12 +122,14 @@ app.kubernetes.io/component: scheduler
 {{- toYaml $config }}
 {{- end }}
 
-{{/* cellfit's configuration less what it applies without a restart (cells.virtualClusters):
-its checksum rolls the pods. Whether VCs are configured at all stays in it, since switching to
-or from the implicit default VC needs a restart. */}}
+{{/* cellfit's configuration less what it applies without a restart (cells.virtualClusters
+and the booking limits): its checksum rolls the pods. Whether VCs are configured at all stays
+in it, since switching to or from the implicit default VC needs a restart. */}}
 {{- define "cellfit.configNeedingRestart" -}}
 {{- $values := deepCopy .Values }}
 {{- $_ := set $values.cells "virtualClusters" (ternary "configured" "implicit default" (not (empty .Values.cells.virtualClusters))) }}
+{{- $_ := unset $values.cells "unseenPodGraceSeconds" }}
+{{- $_ := unset $values.cells "gangBookingTimeoutSeconds" }}
 {{- include "cellfit.config" (dict "Values" $values) }}
 {{- end }}
 

@@ -1,0 +1,232 @@
+"""No booking outlives its reason: cells held for pods that never come are given back.
+
+HiveD books cells before a pod is bound: a gang's every slot on its first pod's filter, a
+guaranteed pod's cells while its victims terminate. Each booking has a reason, and loses it:
+
+* **a pod the cluster does not have.** Filter is called with a pod in its body; when a watch
+  feeds the engine (``pods_watched``), a booking made for a pod the watch has not delivered is
+  kept only ``unseen_pod_grace_seconds`` (the watch may lag kube-scheduler by a moment). A filter
+  call for a pod that exists nowhere (a 64 x 8-GPU gang pod made up by hand) would otherwise hold
+  its cells until a restart.
+* **gang pods that do not come.** A gang that has had slots without pods for
+  ``gang_booking_timeout_seconds``, while fewer than its size of pods exist, gives those slots
+  back (a ``cellfit.io/gang-size`` larger than the Job ever runs, pods that finished and are not
+  replaced, a Job whose pods are held up elsewhere). The pods it has keep theirs; a pod that comes
+  later gets a slot of its own.
+* **a deleted Job.** Its gang's free slots go at once.
+* A gang whose Job can never run its size of pods at once is refused at filter
+  (:func:`~scheduler.cells.request.gang_size_problem`), before anything is booked.
+
+Pure: no clock of its own. The driver calls :meth:`BookingExpiry.expire` periodically with its
+``now`` (seconds, any monotonic origin); a booking's time starts at the first call that finds
+it without its reason, so it is released between one limit and one period later. Each release
+comes back as a :class:`BookingReleased`, for the driver's Event and log line.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final, Literal, NamedTuple
+
+from scheduler.cells.allocator import Booking, CellAllocator, Group
+from scheduler.cells.request import GangSpec, gang_size_problem
+from scheduler.constants import ANNOTATION_GANG
+from scheduler.core.model import JobInfo, PodInfo
+
+REASON: Final = "BookingReleased"
+
+
+@dataclass(frozen=True, slots=True)
+class BookingLimits:
+    """How long a booking may wait for its reason (seconds). ``gang_booking_timeout_seconds``
+    ``None``: a gang keeps its slots until its last pod is gone."""
+
+    unseen_pod_grace_seconds: float = 10.0
+    gang_booking_timeout_seconds: float | None = 300.0
+
+
+class BookingReleased(NamedTuple):
+    """A booking given back, to be told on the object it was for: ``kind`` Pod or Job."""
+
+    kind: Literal["Pod", "Job"]
+    namespace: str
+    name: str
+    uid: str
+    message: str
+
+
+class _Width(NamedTuple):
+    parallelism: int | None
+    completions: int | None
+
+
+def _gang_key(pod: PodInfo) -> str | None:
+    """The gang a pod counts for (its owner's UID), read as parse_request reads it but without
+    refusing anything: a malformed gang pod is refused at filter, and counts for nobody."""
+    if pod.owner is None or pod.annotations.get(ANNOTATION_GANG, "").strip().lower() != "true":
+        return None
+    return pod.owner.uid
+
+
+class BookingExpiry:
+    """What the watch has shown of pods and Jobs, and which bookings wait for what."""
+
+    def __init__(self, allocator: CellAllocator, limits: BookingLimits) -> None:
+        self._alloc = allocator
+        self.limits = limits
+        # Set by a driver whose watch feeds the engine every pod: only then does "the watch has
+        # not seen it" mean anything (standalone, kube-scheduler's calls are all there is).
+        self.pods_watched = False
+        self._live: set[str] = set()  # GPU pods the watch has delivered and that have not finished
+        self._gang_of: dict[str, str] = {}  # pod UID -> its gang's key, for live gang pods
+        self._gang_pods: dict[str, set[str]] = {}  # gang key -> its live pods
+        self._widths: dict[str, _Width] = {}  # Job UID -> how many pods it runs at once
+        # Waiting for their reason, with the first sweep that found them waiting (None: none yet).
+        self._unseen: dict[str, float | None] = {}  # pod UID
+        self._incomplete: dict[str, float | None] = {}  # gang key
+        self._released: list[BookingReleased] = []  # told at the next sweep
+
+    # ------------------------------------------------------------------ what the watch shows
+
+    def pod_seen(self, pod: PodInfo) -> None:
+        """A GPU pod the watch delivered, not finished."""
+        uid = pod.uid
+        self._live.add(uid)
+        self._unseen.pop(uid, None)
+        key = _gang_key(pod)
+        if key is not None and self._gang_of.get(uid) != key:
+            self._gang_of[uid] = key
+            self._gang_pods.setdefault(key, set()).add(uid)
+
+    def pod_gone(self, uid: str) -> None:
+        """A pod finished or was deleted: its gang may wait for a replacement now."""
+        self._live.discard(uid)
+        self._unseen.pop(uid, None)
+        key = self._gang_of.pop(uid, None)
+        if key is not None:
+            members = self._gang_pods.get(key)
+            if members is not None:
+                members.discard(uid)
+                if not members:
+                    del self._gang_pods[key]
+            self.gang_changed(key)
+
+    def job_applied(self, job: JobInfo) -> None:
+        self._widths[job.uid] = _Width(job.parallelism, job.completions)
+
+    def job_deleted(self, job_uid: str) -> None:
+        """The Job is gone: its gang's slots without a pod go now (its pods' own slots go with
+        them, as the garbage collector deletes them)."""
+        self._widths.pop(job_uid, None)
+        group = self._alloc.groups.get(job_uid)
+        if group is None:
+            return
+        free = self._release_free_slots(group)
+        if free:
+            self._tell_job(group, f"cellfit released the {self._slots(free, group)} booked for gang {group.name}: its Job was deleted")
+
+    # ------------------------------------------------------------------ what the engine books
+
+    def booked_for(self, pod_uid: str) -> None:
+        """Cells were booked (or a gang slot taken) for this pod."""
+        if self.pods_watched and pod_uid not in self._live:
+            self._unseen.setdefault(pod_uid, None)
+
+    def gang_changed(self, key: str) -> None:
+        """A gang was booked, or may have a slot without a pod now."""
+        self._incomplete.setdefault(key, None)
+
+    def gang_problem(self, gang: GangSpec) -> str | None:
+        """Why the gang's Job can never run it, when the watch has shown the Job."""
+        width = self._widths.get(gang.key)
+        if width is None:
+            return None
+        return gang_size_problem(gang.size, parallelism=width.parallelism, completions=width.completions)
+
+    # ------------------------------------------------------------------ the sweep
+
+    def expire(self, now: float) -> list[BookingReleased]:
+        """Release what has waited past its limit; what was released since the last call."""
+        self._expire_unseen(now)
+        self._expire_incomplete(now)
+        released, self._released = self._released, []
+        return released
+
+    def _expire_unseen(self, now: float) -> None:
+        grace = self.limits.unseen_pod_grace_seconds
+        alloc = self._alloc
+        for uid, since in list(self._unseen.items()):
+            booking = alloc.by_pod.get(uid)
+            if booking is None or uid in self._live:
+                del self._unseen[uid]
+            elif since is None:
+                self._unseen[uid] = now
+            elif now - since >= grace:
+                del self._unseen[uid]
+                self._release_unseen(booking, grace)
+
+    def _release_unseen(self, booking: Booking, grace: float) -> None:
+        namespace, _, name = (booking.pod_key or "/").partition("/")
+        uid = booking.pod_uid or ""
+        what = f"{len(booking.gpus)} GPUs on node {booking.node}"
+        group = booking.group
+        if group is not None:
+            whole = group.members() == [uid]
+            what = f"a slot of gang {group.name} ({what})"
+            if whole:
+                what += f", and with it the gang's other {len(group.slots) - 1} slots"
+        self._alloc.unassign(booking)
+        if group is not None and group.key in self._alloc.groups:
+            self.gang_changed(group.key)
+        self._released.append(
+            BookingReleased(
+                kind="Pod",
+                namespace=namespace,
+                name=name,
+                uid=uid,
+                message=(
+                    f"cellfit released the cells booked for this pod, {what}: the cluster showed no such pod "
+                    f"within {grace:g} s of the booking (cells.unseenPodGraceSeconds)"
+                ),
+            )
+        )
+
+    def _expire_incomplete(self, now: float) -> None:
+        timeout = self.limits.gang_booking_timeout_seconds
+        for key, since in list(self._incomplete.items()):
+            group = self._alloc.groups.get(key)
+            arrived = self._arrived(group) if group is not None else 0
+            if group is None or timeout is None or arrived >= group.size or all(s.pod_uid for s in group.slots):
+                # Gone, complete, or waiting for pods that exist: a pod leaving brings it back.
+                del self._incomplete[key]
+            elif since is None:
+                self._incomplete[key] = now
+            elif now - since >= timeout:
+                del self._incomplete[key]
+                free = self._release_free_slots(group)
+                self._tell_job(
+                    group,
+                    f"cellfit released the {self._slots(free, group)} booked for gang {group.name}: "
+                    f"{arrived} of its {group.size} pods came within {timeout:g} s "
+                    "(cells.gangBookingTimeoutSeconds); a pod that comes later is placed on its own",
+                )
+
+    def _arrived(self, group: Group) -> int:
+        """Pods of the gang that exist: the live ones the watch has shown, or (without a watch)
+        those holding a slot."""
+        return max(len(group.members()), len(self._gang_pods.get(group.key, ())))
+
+    def _release_free_slots(self, group: Group) -> list[Booking]:
+        free = [slot for slot in group.slots if slot.pod_uid is None]
+        for slot in free:
+            self._alloc.release(slot)
+        return free
+
+    @staticmethod
+    def _slots(free: list[Booking], group: Group) -> str:
+        gpus = sum(len(slot.gpus) for slot in free)
+        return f"{len(free)} slot{'s' if len(free) != 1 else ''} ({gpus} GPUs)"
+
+    def _tell_job(self, group: Group, message: str) -> None:
+        namespace, _, name = group.name.partition("/")
+        self._released.append(BookingReleased(kind="Job", namespace=namespace, name=name, uid=group.key, message=message))
