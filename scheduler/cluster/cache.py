@@ -243,6 +243,17 @@ class ClusterCache:
 
         self._writes.submit(write)
 
+    def record_pod_event(self, *, pod: PodInfo, reason: str, message: str, warning: bool) -> None:
+        """An Event on the pod, written in the background."""
+        self._writes.submit(
+            lambda: self._attempt(
+                lambda: self._api.create_event(
+                    namespace=pod.namespace, pod_name=pod.name, pod_uid=pod.uid, reason=reason, message=message, warning=warning
+                ),
+                what=f"event {reason} on {pod.key}",
+            )
+        )
+
     @staticmethod
     def _attempt(call: Callable[[], None], *, what: str) -> None:
         try:

@@ -39,7 +39,7 @@ from scheduler.extender.metrics import ExtenderMetrics
 from scheduler.extender.inspect import inspect_router
 from scheduler.extender.service import AlwaysReady, ExtenderService
 from scheduler.extender.validating import ObjectValidation
-from scheduler.extender.validation import LiveCells
+from scheduler.extender.validation import LiveCells, unplaceable_reason
 from scheduler.kube import names, translate, wire
 from scheduler.preemption import FitGppSettings
 from scheduler.preemption.engine import FitGppEngine
@@ -166,6 +166,10 @@ def build_runtime(settings: Settings, *, api: KubernetesApi | None = None, stand
         else None
     )
     readiness = cache if cache is not None else AlwaysReady()
+    # The running HiveD configuration's VCs and cell types, for the preempt verb's refusals and
+    # the validating webhook (scheduler/extender/validation.py).
+    hived = placement_engine(engine)
+    live_cells = LiveCells(hived, lock=lock) if isinstance(hived, HivedEngine) else None
     service = ExtenderService(
         engine=engine,
         lock=lock,
@@ -173,6 +177,7 @@ def build_runtime(settings: Settings, *, api: KubernetesApi | None = None, stand
         gpu_resource=settings.policy.gpu_resource_name,
         cluster=cache,
         readiness=readiness,
+        unplaceable=(lambda pod: unplaceable_reason(pod, cells=live_cells)) if live_cells is not None else None,
     )
 
     if cache is not None:
@@ -234,7 +239,7 @@ def build_runtime(settings: Settings, *, api: KubernetesApi | None = None, stand
             log.warning("admission webhook without a Kubernetes API: it admits every pod unchanged")
         admission = PodAdmission(engine=engine, lock=lock, metrics=metrics, resumed_class=resumed_class)
         validation = ObjectValidation(
-            cells=LiveCells(placement, lock=lock) if isinstance(placement, HivedEngine) else None,
+            cells=live_cells,
             metrics=metrics,
             gpu_resource=settings.policy.gpu_resource_name,
             reject_invalid=settings.admission.reject_invalid,

@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections import Counter
+from collections import Counter, OrderedDict
 from dataclasses import dataclass
-from typing import Mapping, Protocol, Sequence
+from typing import Callable, Final, Mapping, Protocol, Sequence
 
 import msgspec
 
@@ -69,6 +69,10 @@ class ClusterGateway(Protocol):
         (``cellfit.io/preemptions``); must not block."""
         ...
 
+    def record_pod_event(self, *, pod: PodInfo, reason: str, message: str, warning: bool) -> None:
+        """One Event on the pod, written in the background; must not block."""
+        ...
+
 
 class Readiness(Protocol):
     def ready(self) -> tuple[bool, str]:
@@ -81,6 +85,12 @@ class AlwaysReady:
 
     def ready(self) -> tuple[bool, str]:
         return True, "standalone: no watch cache to sync"
+
+
+# Why the preempt verb took no victims for a pod, told once per pod and reason (kube-scheduler
+# asks again on every retry): this many pods remembered, the oldest forgotten first.
+REFUSALS_REMEMBERED: Final = 4096
+EVENT_PREEMPTION_REFUSED: Final = "PreemptionRefused"
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,7 +111,11 @@ class ExtenderService:
         gpu_resource: str,
         cluster: ClusterGateway | None,
         readiness: Readiness,
+        unplaceable: Callable[[PodInfo], str | None] | None = None,
     ) -> None:
+        """``unplaceable``: why the placement engine can never place a pod as written (a
+        mistake in its labels or annotations, the live configuration's VCs and cell types), or
+        ``None``; the preempt verb then takes no victims and says why."""
         self._engine = engine
         self._lock = lock
         self._metrics = metrics
@@ -109,6 +123,8 @@ class ExtenderService:
         self._cluster = cluster
         self._readiness = readiness
         self._ready = False  # latched: a synced watch cache stays synced (relists keep state)
+        self._unplaceable = unplaceable
+        self._refusals_told: OrderedDict[str, str] = OrderedDict()  # pod UID -> the last reason told
 
     # ------------------------------------------------------------------ filter
 
@@ -173,10 +189,19 @@ class ExtenderService:
         self._require_ready()  # no Error field: NotReady is HTTP 503
         pod = self._pod(args.Pod)
         candidates, pdb_violations, victim_pods = self._preemption_candidates(args)
-        with self._lock:
-            chosen = self._engine.select_victims(pod, candidates, victim_pods)
-            accepted = _answerable(pod, chosen, candidates)
-            self._record_preemption(pod, accepted)
+        mistake = self._unplaceable(pod) if self._unplaceable is not None else None
+        if mistake is not None:
+            # On a full cluster kube-scheduler's own checks turn every node away before the
+            # filter could say this; its event then reads only "no candidate node for preemption".
+            accepted: dict[str, list[str]] = {}
+            self._tell_refusal(pod, f"cellfit cannot place this pod as written, so it preempts no one for it: {mistake}", warning=True)
+        else:
+            with self._lock:
+                chosen = self._engine.select_victims(pod, candidates, victim_pods)
+                accepted = _answerable(pod, chosen, candidates)
+                refusal = self._record_preemption(pod, accepted)
+            if refusal is not None:
+                self._tell_refusal(pod, f"cellfit preempts no one for this pod: {refusal}", warning=False)
         self._metrics.answered["preempt", "ok"].inc()
         self._metrics.preemption_victims.inc(sum(len(uids) for uids in accepted.values()))
         # PDB violations are kube-scheduler's count for the victims it offered on that node (0
@@ -276,17 +301,17 @@ class ExtenderService:
         log.debug("bound", extra=context)
         return Answer(200, wire.ENCODER.encode(wire.ExtenderBindingResult()))
 
-    def _record_preemption(self, pod: PodInfo, accepted: dict[str, list[str]]) -> None:
+    def _record_preemption(self, pod: PodInfo, accepted: dict[str, list[str]]) -> str | None:
         """Explain the choice (log, metric, events) and hand the victims' Job counts to the
-        cluster. Called under the engine lock: the decision and the counts belong together."""
+        cluster; FitGpp's reason for taking no victims, if it gave one. Called under the engine
+        lock: the decision and the counts belong together."""
         engine = self._engine
         decision = engine.take_decision(pod.uid) if isinstance(engine, FitGppEngine) else None
         context = {"verb": "preempt", "pod": pod.key}
         if isinstance(decision, NoVictims):
-            log.info("no preemption", extra={**context, "reason": decision.reason})
-            return
+            return decision.reason
         if not accepted:
-            return
+            return None
         preemptor_class = pod.labels.get(LABEL_JOB_CLASS, JOB_CLASS_BEST_EFFORT)
         rule = decision.rule if isinstance(decision, PreemptionDecision) else (
             "reclaim" if isinstance(engine, FitGppEngine) else "placement"
@@ -294,13 +319,13 @@ class ExtenderService:
         self._metrics.preemptions.labels(preemptor_class=preemptor_class, rule=rule).inc()
         if not isinstance(decision, PreemptionDecision):
             log.info("preempting", extra={**context, "rule": rule, "victims": accepted})
-            return
+            return None
         assert isinstance(engine, FitGppEngine)
         messages = decision.preemptor_messages()
         for message in messages:
             log.info(message, extra={**context, "rule": rule})
         if self._cluster is None:
-            return
+            return None
         victims = [v for v in (engine.victim(uid) for uid in decision.victim_uids) if v is not None]
         self._cluster.record_preemption(
             preemptor=pod,
@@ -309,6 +334,23 @@ class ExtenderService:
             victim_message=decision.victim_message(),
             job_counts=engine.victim_jobs(decision.victim_uids),
         )
+        return None
+
+    def _tell_refusal(self, pod: PodInfo, message: str, *, warning: bool) -> None:
+        """Log why no victim was taken, and put it in an Event on the pod (``kubectl describe``),
+        once per pod and reason: kube-scheduler asks again on every retry."""
+        log.info("no preemption", extra={"verb": "preempt", "pod": pod.key, "reason": message})
+        told = self._refusals_told
+        with self._lock:
+            if told.get(pod.uid) == message:
+                told.move_to_end(pod.uid)
+                return
+            told[pod.uid] = message
+            told.move_to_end(pod.uid)
+            while len(told) > REFUSALS_REMEMBERED:
+                told.popitem(last=False)
+        if self._cluster is not None:
+            self._cluster.record_pod_event(pod=pod, reason=EVENT_PREEMPTION_REFUSED, message=message, warning=warning)
 
     # ------------------------------------------------------------------ helpers
 

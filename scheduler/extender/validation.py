@@ -155,16 +155,31 @@ def _article(kind: str) -> str:
 def pod_problems(pod: PodInfo, *, cells: LiveCells | None, where: str = "") -> list[Problem]:
     """Everything wrong with a pod's cellfit labels and annotations (``where`` prefixes each
     field: a Job's pod template is checked as the pods it will make)."""
-    problems = key_problems(pod.labels, pod.annotations, where=where)
-    request, errors = _cell_request(pod)
-    problems += [_problem(error, where=where) for error in errors]
-    if request is not None and cells is not None and request.gpus:
-        problems += cells.problems(request, where=where)
+    problems = key_problems(pod.labels, pod.annotations, where=where) + placement_problems(pod, cells=cells, where=where)
     try:
         job_class_of(pod.labels)
     except InvalidAnnotation as error:
         problems.append(_problem(error, where=where))
     return problems
+
+
+def placement_problems(pod: PodInfo, *, cells: LiveCells | None, where: str = "") -> list[Problem]:
+    """What keeps HiveD from ever placing the pod: its request's syntax, and (``cells``) the
+    virtual cluster and cell type it names against the running configuration."""
+    request, errors = _cell_request(pod)
+    problems = [_problem(error, where=where) for error in errors]
+    if request is not None and cells is not None and request.gpus:
+        problems += cells.problems(request, where=where)
+    return problems
+
+
+def unplaceable_reason(pod: PodInfo, *, cells: LiveCells) -> str | None:
+    """Why HiveD can never place ``pod`` as written (one sentence per problem), or ``None``.
+    The preempt verb refuses such a pod: preempting anyone for it would free GPUs its filter
+    then refuses it. (A bad job class is FitGpp's to refuse: a reclaim of the pod's own VC
+    cells does not depend on it.)"""
+    problems = [problem.text for problem in placement_problems(pod, cells=cells)]
+    return "; ".join(problems) if problems else None
 
 
 # parse_request names its fields "label <key>" and "annotation <key>".

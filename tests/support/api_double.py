@@ -54,3 +54,14 @@ class ListingApi:
 
     def create_binding(self, *, namespace: str, name: str, uid: str, node_name: str, annotations: dict[str, str]) -> None:
         self.bindings.append((f"{namespace}/{name}", node_name))
+
+
+class EventRecordingApi(ListingApi):
+    """:class:`ListingApi` that also records the Events cellfit writes (``create_event``'s keywords)."""
+
+    def __init__(self, **lists: Any) -> None:
+        super().__init__(**lists)
+        self.events: list[dict[str, Any]] = []
+
+    def create_event(self, **event: Any) -> None:
+        self.events.append(event)
