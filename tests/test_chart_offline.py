@@ -281,6 +281,7 @@ def test_default_render_has_every_object(default_docs: list[dict[str, Any]]) -> 
         ("ConfigMap", "cellfit-scheduler-config"),
         ("Deployment", "cellfit"),
         ("MutatingWebhookConfiguration", "cellfit-webhook"),
+        ("NetworkPolicy", "cellfit"),
         ("PodDisruptionBudget", "cellfit"),
         ("PriorityClass", "cellfit-best-effort"),
         ("PriorityClass", "cellfit-opportunistic"),
@@ -342,7 +343,9 @@ def test_nondefault_render(nondefault_docs: list[dict[str, Any]]) -> None:
     assert cellfit["preemption"] == {"policy": "fitgpp", "gracePeriodWeight": 2.5, "maxPreemptions": None, "seed": 7, "resumeHoldSeconds": None}
     assert cellfit["policy"]["rackLabel"] is None
     assert cellfit["server"] == {"host": "127.0.0.1", "port": 9888, "maxRequestBytes": 16777216,
-                                 "metricsHost": "::", "metricsPort": 9889}
+                                 "metricsHost": "::", "metricsPort": 9889,
+                                 "metricsListener": {"maxConnections": 16, "idleTimeoutSeconds": 30}}
+    assert one(nondefault_docs, "NetworkPolicy")["spec"]["ingress"][1]["from"] == [{"ipBlock": {"cidr": "10.0.0.0/24"}}]
     assert set(cellfit["cells"]["virtualClusters"]) == {"vision", "nlp"}
     monitor = one(nondefault_docs, "ServiceMonitor")
     assert monitor["spec"]["endpoints"][0]["port"] == "metrics"
@@ -365,7 +368,7 @@ def test_optional_objects_can_be_turned_off() -> None:
     docs = render("--set", "priorityClasses.create=false", "--set", "podDisruptionBudget.enabled=false",
                   "--set", "service.enabled=false", "--set", "rbac.create=false",
                   "--set", "serviceAccount.create=false", "--set", "serviceAccount.name=existing",
-                  *RENDER_STATIC)
+                  "--set", "networkPolicy.enabled=false", *RENDER_STATIC)
     assert sorted(d["kind"] for d in docs) == ["ConfigMap", "ConfigMap", "Deployment"]
     assert one(docs, "Deployment")["spec"]["template"]["spec"]["serviceAccountName"] == "existing"
 
@@ -647,6 +650,39 @@ def test_without_the_metrics_listener_probes_run_in_the_container() -> None:
 def test_metrics_port_must_differ_from_the_extender_port() -> None:
     proc = helm(*render_args("--set", "cellfit.metrics.port=8888"), check=False)
     assert proc.returncode != 0 and "cellfit.metrics.port must differ from cellfit.port" in proc.stderr, proc.stderr
+
+
+def test_network_policy_admits_only_prometheus_and_the_api_server(default_docs: list[dict[str, Any]]) -> None:
+    """Prometheus reaches the metrics port and kube-scheduler's secure port, the API server the
+    webhook; nothing reaches the extender's port (kube-scheduler calls it over loopback) and the
+    kubelet's probes come from the node, which no NetworkPolicy stops."""
+    policy = one(default_docs, "NetworkPolicy")["spec"]
+    assert policy["policyTypes"] == ["Ingress"]
+    assert policy["podSelector"] == one(default_docs, "Deployment")["spec"]["selector"]
+    scrape, review = policy["ingress"]
+    ports = {p["name"] for c in containers(default_docs).values() for p in c["ports"]}
+    assert {p["port"] for p in scrape["ports"]} == {"metrics", "https"} <= ports
+    assert scrape["from"] == [{"namespaceSelector": {}, "podSelector": {"matchLabels": {"app.kubernetes.io/name": "prometheus"}}}]
+    assert [p["port"] for p in review["ports"]] == ["webhook"]
+    assert all(p["port"] != "http" for rule in policy["ingress"] for p in rule["ports"])
+    # Without the metrics listener the metrics are on the extender's port; without the webhook
+    # there is no rule for it; extra rules are appended.
+    docs = render("--set", "cellfit.metrics.enabled=false", "--set", "cellfit.admission.enabled=false",
+                  "--set", "networkPolicy.extraIngress[0].ports[0].port=http")
+    rules = one(docs, "NetworkPolicy")["spec"]["ingress"]
+    assert [[p["port"] for p in rule["ports"]] for rule in rules] == [["http", "https"], ["http"]]
+
+
+def test_listener_limits_reach_cellfits_config() -> None:
+    docs = render("--set", "cellfit.listenerLimits.admission.maxConnections=64", "--set",
+                  "cellfit.listenerLimits.extender.readTimeoutSeconds=5")
+    from scheduler.config import parse_settings
+
+    server = parse_settings(cellfit_config_text(docs)).server
+    assert server.admission_listener.max_connections == 64 and server.extender_listener.read_timeout_seconds == 5
+    assert server.metrics_listener == type(server.metrics_listener)()  # left out: cellfit's defaults
+    refused = helm(*render_args("--set", "cellfit.listenerLimits.metrics.maxConections=3"), check=False)
+    assert refused.returncode != 0 and "maxConections" in refused.stderr
 
 
 def test_service_and_probes_reach_the_port_cellfit_serves_metrics_on(default_docs: list[dict[str, Any]]) -> None:

@@ -93,6 +93,11 @@ app.kubernetes.io/component: scheduler
 {{- $_ := set $preemption "resumeHoldSeconds" nil }}
 {{- end }}
 {{- $server := dict "host" .Values.cellfit.listenAddress "port" .Values.cellfit.port "maxRequestBytes" .Values.cellfit.maxRequestBytes }}
+{{- range $listener, $limits := .Values.cellfit.listenerLimits }}
+{{- if $limits }}
+{{- $_ := set $server (printf "%sListener" $listener) $limits }}
+{{- end }}
+{{- end }}
 {{- if .Values.cellfit.metrics.enabled }}
 {{- if eq (int .Values.cellfit.metrics.port) (int .Values.cellfit.port) }}
 {{- fail (printf "cellfit.metrics.port must differ from cellfit.port (both %v)" .Values.cellfit.port) }}
