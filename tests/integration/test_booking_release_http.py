@@ -19,7 +19,7 @@ import pytest
 from scheduler.config import parse_settings
 from scheduler.extender.server import build_runtime
 from tests.support import kube_objects as k
-from tests.support.api_double import ListingApi
+from tests.support.api_double import EventRecordingApi
 from tests.support.hived import CONFIG, NODES
 from tests.support.server import running_server
 
@@ -39,15 +39,6 @@ def gang_pod(name: str, uid: str) -> dict[str, Any]:
         name, uid=uid, gpus=8, labels=VISION, job_uid=JOB_UID,
         annotations={"cellfit.io/gang": "true", "cellfit.io/gang-size": "2"},
     )
-
-
-class EventRecordingApi(ListingApi):
-    def __init__(self, **lists: Any) -> None:
-        super().__init__(**lists)
-        self.events: list[dict[str, Any]] = []
-
-    def create_event(self, **event: Any) -> None:
-        self.events.append(event)
 
 
 @pytest.fixture
