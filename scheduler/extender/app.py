@@ -100,7 +100,10 @@ def create_app(
 
     # The verbs are not FastAPI routes, so the document describes them here, from the same
     # msgspec structs the service decodes with.
-    schemas, components = _schemas([args for _, _, args, _, _ in verbs] + [result for *_, result, _ in verbs] + [wire.ErrorBody])
+    # OfferedNode: what RawNodeList's raw items refer to.
+    schemas, components = _schemas(
+        [args for _, _, args, _, _ in verbs] + [result for *_, result, _ in verbs] + [wire.ErrorBody, wire.OfferedNode]
+    )
     verb_paths = {
         f"{EXTENDER_URL_PREFIX}/{verb}": {
             "post": {

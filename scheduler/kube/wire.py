@@ -13,7 +13,7 @@ engine through one translation whichever way it arrived.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
 
@@ -116,10 +116,24 @@ class PriorityClass(msgspec.Struct, frozen=True):
     preemptionPolicy: str | None = None
 
 
-class RawNodeList(msgspec.Struct, frozen=True):
-    """A v1.NodeList whose items stay raw JSON: decoded narrowly one by one, echoed verbatim."""
+class NamedObjectMeta(ObjectMeta, frozen=True, kw_only=True):
+    name: Annotated[str, msgspec.Meta(min_length=1)]
 
-    items: list[msgspec.Raw] | None = None
+
+class OfferedNode(msgspec.Struct, frozen=True):
+    """What the OpenAPI document says of each Node in a RawNodeList: cellfit reads it as
+    :class:`Node` and refuses one without a name (HTTP 400), so the document requires it."""
+
+    metadata: NamedObjectMeta
+    spec: NodeSpec | None = None
+    status: NodeStatus | None = None
+
+
+class RawNodeList(msgspec.Struct, frozen=True):
+    """A v1.NodeList whose items stay raw JSON: decoded narrowly one by one, echoed verbatim.
+    The OpenAPI document describes each item as an :class:`OfferedNode` (a component of it)."""
+
+    items: list[Annotated[msgspec.Raw, msgspec.Meta(extra_json_schema={"$ref": "#/components/schemas/OfferedNode"})]] | None = None
 
 
 class NodeList(msgspec.Struct, frozen=True):
