@@ -70,11 +70,21 @@ def parse_estimate(text: str, *, where: str = ANNOTATION_ESTIMATE) -> RecordedEs
 
 @dataclass(frozen=True)
 class SampleReport:
-    """A sampling pod's termination message: ``{"iterations": k, "seconds": t, "peakMemoryBytes": m}``."""
+    """A sampling pod's termination message: ``{"iterations": k, "seconds": t, "startupSeconds": s,
+    "peakMemoryBytes": m}``; ``startupSeconds`` (the part of ``t`` before the first iteration) and
+    ``peakMemoryBytes`` are optional."""
 
     iterations: int
     seconds: float
     peak_memory_bytes: int | None
+    startup_seconds: float | None = None
+
+    def sample(self, *, configuration: str, pilot: int) -> Sample:
+        """The sample this report is, as the model reads it."""
+        return Sample(
+            configuration, self.iterations, self.seconds, peak_memory_bytes=self.peak_memory_bytes,
+            startup_seconds=self.startup_seconds, pilot=pilot,
+        )
 
 
 def parse_sample_report(text: str, *, where: str = "terminationMessage") -> SampleReport:
@@ -92,10 +102,18 @@ def parse_sample_report(text: str, *, where: str = "terminationMessage") -> Samp
     seconds = document.get("seconds")
     if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not math.isfinite(seconds) or not 0 <= seconds <= MAX_SECONDS:
         raise InvalidAnnotation(f"must be a number of seconds, got {seconds!r}", field=f"{where}.seconds")
+    startup = document.get("startupSeconds")
+    if startup is not None and (
+        isinstance(startup, bool) or not isinstance(startup, (int, float)) or not math.isfinite(startup) or not 0 <= startup <= seconds
+    ):
+        raise InvalidAnnotation(f"must be a number of seconds in [0, seconds], got {startup!r}", field=f"{where}.startupSeconds")
     memory = document.get("peakMemoryBytes")
     if memory is not None and (isinstance(memory, bool) or not isinstance(memory, int) or memory < 0):
         raise InvalidAnnotation(f"must be a non-negative integer, got {memory!r}", field=f"{where}.peakMemoryBytes")
-    return SampleReport(iterations=iterations, seconds=float(seconds), peak_memory_bytes=memory)
+    return SampleReport(
+        iterations=iterations, seconds=float(seconds), peak_memory_bytes=memory,
+        startup_seconds=float(startup) if startup is not None else None,
+    )
 
 
 def encode_estimate(
@@ -122,6 +140,7 @@ def encode_estimate(
                 "pod": pod,
                 "iterations": sample.iterations,
                 "seconds": _round(sample.seconds),
+                **({"startupSeconds": _round(sample.startup_seconds)} if sample.startup_seconds is not None else {}),
                 **({"peakMemoryBytes": sample.peak_memory_bytes} if sample.peak_memory_bytes is not None else {}),
                 **({"complete": False} if not sample.complete else {}),
                 **({"pilot": sample.pilot} if sample.pilot else {}),

@@ -6,6 +6,14 @@ iteration, so a configuration's samples are fitted as ``t = a + b·k`` over at l
 lengths, and one pod's whole run of ``N`` iterations is predicted as ``a + b·N``: the start-up is
 paid once, never multiplied by ``N / k``.
 
+A workload that reports its start-up (``startupSeconds`` in the termination message: the part
+of ``t`` before the first iteration) is fitted from inside each run instead: the start-up is
+measured, not extrapolated, so its jitter between runs is no longer multiplied by
+``N / (k_long - k_short)`` (on a loaded node that jitter dominated the two-point fit's error).
+The iterations' own time ``t - startup`` is fitted through the origin, ``b·k``, unless the two
+lengths show a warm-up (first iterations slower or faster, e.g. autotuning) beyond twice its
+standard error; then the loop is fitted as ``w + b·k`` and the warm-up ``w`` joins the start-up.
+
 Uncertainty: each sample's timing has a noise of ``timing_noise_fraction`` of its length (other
 work on the node) plus its clock's resolution (1 s when it is read from container timestamps,
 see :class:`Sample`). The fit is weighted by those variances, and the prediction's standard
@@ -60,6 +68,8 @@ class Sample:
     resolution_seconds: float = 0.0
     # Which pilot pod of a multi-pod Job this sample ran as (0 for single-pod Jobs).
     pilot: int = 0
+    # The part of ``seconds`` before the first iteration, when the workload reports it.
+    startup_seconds: float | None = None
 
 
 @dataclass(frozen=True)
@@ -95,6 +105,8 @@ def fit_linear(samples: Sequence[Sample], *, settings: ModelSettings = ModelSett
     points = [s for s in samples if s.complete and s.iterations > 0]
     if not points:
         raise ValueError("no complete sample to fit")
+    if all(s.startup_seconds is not None for s in points):
+        return _fit_from_inside(points, settings)
     weights = [1.0 / _variance(s, settings) for s in points]
     if len({s.iterations for s in points}) >= 2:
         sw = sum(weights)
@@ -126,6 +138,50 @@ def fit_linear(samples: Sequence[Sample], *, settings: ModelSettings = ModelSett
         cov=0.0,
         var_per_iteration=scale / swkk,
         proportional=True,
+    )
+
+
+def _fit_from_inside(points: Sequence[Sample], settings: ModelSettings) -> LinearFit:
+    """Start-up measured by each run, iterations' time fitted apart (see the module's doc)."""
+    startups = [s.startup_seconds or 0.0 for s in points]
+    loops = [max(s.seconds - startup, 0.0) for s, startup in zip(points, startups)]
+    startup = sum(startups) / len(startups)
+    # The full run's start-up is one more draw: the runs' spread, at least the timing noise.
+    spread = sum((v - startup) ** 2 for v in startups) / (len(startups) - 1) if len(startups) >= 2 else 0.0
+    var_startup = max(spread, (settings.timing_noise_fraction * startup) ** 2, 1e-12)
+    loop_points = [
+        Sample(s.configuration, s.iterations, loop, resolution_seconds=s.resolution_seconds) for s, loop in zip(points, loops)
+    ]
+    weights = [1.0 / _variance(s, settings) for s in loop_points]
+    swkk = sum(w * s.iterations * s.iterations for w, s in zip(weights, loop_points))
+    swkt = sum(w * s.iterations * s.seconds for w, s in zip(weights, loop_points))
+    slope = swkt / swkk
+    fit = LinearFit(
+        startup_seconds=startup,
+        seconds_per_iteration=slope,
+        var_startup=var_startup,
+        cov=0.0,
+        var_per_iteration=_scatter(loop_points, weights, lambda k: slope * k, parameters=1) / swkk,
+        proportional=False,
+    )
+    if len({s.iterations for s in loop_points}) < 2:
+        return fit
+    sw = sum(weights)
+    swk = sum(w * s.iterations for w, s in zip(weights, loop_points))
+    swt = sum(w * s.seconds for w, s in zip(weights, loop_points))
+    det = sw * swkk - swk * swk
+    warm_slope = (sw * swkt - swk * swt) / det
+    warmup = (swt - warm_slope * swk) / sw
+    var_warmup = swkk / det  # the noise model's, unscaled: two lengths leave no residual to scale by
+    if warm_slope <= 0 or warmup * warmup <= 4 * var_warmup:
+        return fit
+    return LinearFit(
+        startup_seconds=startup + warmup,
+        seconds_per_iteration=warm_slope,
+        var_startup=var_startup + var_warmup,
+        cov=-swk / det,
+        var_per_iteration=sw / det,
+        proportional=False,
     )
 
 

@@ -246,7 +246,7 @@ def _sample(kind: str, pilot: int, iterations: int, status: PodStatus, terminate
         except InvalidAnnotation:
             report = None  # a workload's own message (a log tail): fall back to the times
     if report is not None:
-        return Sample(kind, report.iterations, report.seconds, peak_memory_bytes=report.peak_memory_bytes, pilot=pilot)
+        return report.sample(configuration=kind, pilot=pilot)
     if terminated is None:
         return None
     started, finished = timestamp(terminated.startedAt), timestamp(terminated.finishedAt)

@@ -58,8 +58,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from estimator.contract import parse_sample_report  # noqa: E402
-from estimator.model import Sample  # noqa: E402
+from estimator.contract import SampleReport, parse_sample_report  # noqa: E402
 from estimator.planner import Decision, EstimatorSettings, SamplePod, decide  # noqa: E402
 from estimator.sampling import SamplingSettings, pods_of, waves_of  # noqa: E402
 from estimator.sampling import plan as sampling_plan  # noqa: E402
@@ -132,6 +131,7 @@ class Run:
     iterations: int
     peak_memory_bytes: int | None
     others: float | None  # share of the machine's CPUs other processes used meanwhile
+    report: SampleReport  # the termination message, parsed as the controller parses it
 
 
 class RunFailed(RuntimeError):
@@ -223,7 +223,7 @@ def run_train(workload: Workload, configuration: str, *, iterations: int, sample
         except (OSError, InvalidAnnotation) as error:
             raise RunFailed(f"no usable termination message: {error}") from None
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return Run(report.seconds, wall, cpu, report.iterations, report.peak_memory_bytes, share)
+    return Run(report.seconds, wall, cpu, report.iterations, report.peak_memory_bytes, share, report)
 
 
 def calibrate(workload: Workload) -> int:
@@ -303,13 +303,7 @@ def sample_job(
             others[name] = run.others
             if run.iterations != create.iterations:
                 print(f"  warning: {name} reported {run.iterations} iterations, asked for {create.iterations}", file=sys.stderr)
-            sample = Sample(
-                configuration=create.key.configuration,
-                iterations=run.iterations,
-                seconds=run.seconds,
-                peak_memory_bytes=run.peak_memory_bytes,
-                pilot=create.key.pilot,
-            )
+            sample = run.report.sample(configuration=create.key.configuration, pilot=create.key.pilot)
             existing.append(SamplePod(name=name, key=create.key, attempt=create.attempt, state="succeeded", sample=sample))
     raise RuntimeError(f"{workload.name}: the planner did not finish sampling")
 

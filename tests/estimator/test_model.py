@@ -37,13 +37,50 @@ def test_two_lengths_separate_startup_from_per_iteration_time():
     short=st.integers(1, 1000),
     extra=st.integers(1, 1000),
     iterations=st.integers(3, 10**7),
+    reported=st.booleans(),
 )
-def test_noiseless_samples_predict_exactly(startup, per_iteration, short, extra, iterations):
+def test_noiseless_samples_predict_exactly(startup, per_iteration, short, extra, iterations, reported):
+    # Fitted across the two runs, or from inside each when the run reports its start-up.
     long = short + extra
-    samples = [Sample("cpu", k, startup + per_iteration * k) for k in (short, long)]
+    samples = [Sample("cpu", k, startup + per_iteration * k, startup_seconds=startup if reported else None) for k in (short, long)]
     estimate = estimate_configuration("cpu", samples, iterations=iterations)
     truth = max(startup + per_iteration * iterations, samples[-1].seconds)
     assert estimate.seconds == pytest.approx(truth, rel=1e-6, abs=1e-6)
+
+
+def test_a_reported_startup_is_measured_not_extrapolated():
+    # Start-up jitter between the two runs (5.0 s vs 5.3 s) is 30% of the short run's loop:
+    # the two-point fit multiplies it by N/(k_long - k_short); the run's own split does not.
+    jittered = [Sample("cpu", 10, 5.0 + 1.0), Sample("cpu", 20, 5.3 + 2.0)]
+    inside = [Sample("cpu", 10, 6.0, startup_seconds=5.0), Sample("cpu", 20, 7.3, startup_seconds=5.3)]
+    truth = 5.15 + 0.1 * 1000
+    across = estimate_configuration("cpu", jittered, iterations=1000).seconds
+    split = estimate_configuration("cpu", inside, iterations=1000).seconds
+    assert abs(across - truth) > 0.25 * truth
+    assert split == pytest.approx(truth, rel=1e-9)
+
+
+def test_a_warmup_beyond_the_noise_joins_the_startup():
+    # The first iterations cost 2 s more (autotuning): 2 + 0.1·k inside the loop, 5 s before it.
+    samples = [Sample("gpu", k, 5.0 + 2.0 + 0.1 * k, startup_seconds=5.0) for k in (100, 200)]
+    fit = fit_linear(samples)
+    assert fit.startup_seconds == pytest.approx(7.0)
+    assert fit.seconds_per_iteration == pytest.approx(0.1)
+    assert estimate_configuration("gpu", samples, iterations=10_000).seconds == pytest.approx(1007.0)
+
+
+def test_a_warmup_within_the_noise_is_not_extrapolated():
+    # 0.05 s of "warm-up" on loops of 10 and 20 s is noise (2% of a loop is 0.2-0.4 s): the
+    # loop is fitted through the origin, the slope from both lengths together.
+    samples = [Sample("cpu", 100, 1.0 + 10.05, startup_seconds=1.0), Sample("cpu", 200, 1.0 + 20.0, startup_seconds=1.0)]
+    fit = fit_linear(samples)
+    assert fit.startup_seconds == pytest.approx(1.0)
+    assert fit.seconds_per_iteration == pytest.approx(30.05 / 300, rel=0.01)
+
+
+def test_without_every_startup_the_fit_is_across_runs():
+    mixed = [Sample("cpu", 10, 6.0, startup_seconds=5.0), Sample("cpu", 20, 7.0)]
+    assert fit_linear(mixed).startup_seconds == pytest.approx(5.0)  # t = 5 + 0.1·k from both runs' totals
 
 
 def test_uncertainty_grows_with_extrapolation_and_with_timestamp_resolution():

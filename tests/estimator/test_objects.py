@@ -5,10 +5,12 @@ import json
 
 import pytest
 
+from estimator.contract import parse_sample_report
 from estimator.objects import JOB_DECODER, POD_DECODER, sample_pod
 from estimator.planner import CreateSample, SampleKey
 from estimator.sample_pod import build_sample_pod, sample_pod_name
 from placer.configuration import parse_configurations
+from scheduler.errors import InvalidAnnotation
 
 NOTES = {
     "cellfit.io/sample-configuration": "gpu", "cellfit.io/sample-pilot": "0", "cellfit.io/sample-length": "long",
@@ -33,6 +35,16 @@ def test_a_termination_message_gives_the_precise_sample():
     assert view.state == "succeeded" and view.attempt == 1
     assert view.key == SampleKey(configuration="gpu", pilot=0, length="long")
     assert (view.sample.seconds, view.sample.peak_memory_bytes, view.sample.resolution_seconds) == (12.25, 1 << 30, 0.0)
+
+
+def test_a_reported_startup_reaches_the_sample_and_a_wrong_one_is_named():
+    message = json.dumps({"iterations": 20, "seconds": 12.25, "startupSeconds": 2.5})
+    view = sample_pod(pod("Succeeded", terminated={"exitCode": 0, "message": message}), now=0, stopped_seconds=None)
+    assert view.sample.startup_seconds == 2.5 and view.sample.peak_memory_bytes is None
+    for wrong in (-1, 13.0, "2", True, float("nan")):
+        with pytest.raises(InvalidAnnotation) as error:
+            parse_sample_report(json.dumps({"iterations": 20, "seconds": 12.25, "startupSeconds": wrong}))
+        assert error.value.field == "terminationMessage.startupSeconds"
 
 
 def test_without_a_message_the_container_times_with_one_second_resolution():

@@ -34,6 +34,8 @@ def test_a_sampling_run_does_k_iterations_and_reports_them(tmp_path: Path) -> No
     assert report.iterations == 3
     # Start-up (numpy's import, the data) is in it; the interpreter's own start is not.
     assert 0.01 < report.seconds < wall
+    # The start-up ends where the iterations begin: most of a 3-iteration run.
+    assert report.startup_seconds is not None and 0.5 * report.seconds < report.startup_seconds < report.seconds
     assert report.peak_memory_bytes is not None and report.peak_memory_bytes > 2**20  # bytes, not KiB
     assert "sample: 3 iterations" in done.stdout
 
@@ -42,7 +44,7 @@ def test_the_message_is_exactly_the_contract_and_fits_the_kubelet(tmp_path: Path
     done, message = run(tmp_path, env={"CELLFIT_SAMPLE_ITERATIONS": "2"})
     assert done.returncode == 0, done.stderr
     text = message.read_text()
-    assert set(json.loads(text)) == {"iterations", "seconds", "peakMemoryBytes"}
+    assert set(json.loads(text)) == {"iterations", "seconds", "startupSeconds", "peakMemoryBytes"}
     assert len(text.encode()) < 4096
 
 

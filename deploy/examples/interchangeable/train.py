@@ -9,12 +9,15 @@ The contract:
 
 * ``CELLFIT_SAMPLE_ITERATIONS=k``: run exactly ``k`` iterations instead of the full count and
   exit 0 (a sampling pod).
-* Either way, on exit it writes ``{"iterations": n, "seconds": t, "peakMemoryBytes": m}`` to
+* Either way, on exit it writes ``{"iterations": n, "seconds": t, "startupSeconds": s,
+  "peakMemoryBytes": m}`` to
   ``$CELLFIT_TERMINATION_MESSAGE_PATH`` (default ``/dev/termination-log``); a path it cannot
   write is a warning on stderr, not a failure.
 * ``seconds`` is the wall time from the first line of this file to the message: imports, data
   generation and the loop, the start-up a scheduler sees in every run. The interpreter's own
   start-up before this file runs (some tens of milliseconds) is not included.
+* ``startupSeconds`` is the part of ``seconds`` before the first iteration, so the estimator
+  takes the start-up as measured instead of extrapolating it from two runs.
 * ``peakMemoryBytes`` is the process's peak resident set (``getrusage`` ``ru_maxrss``).
 
 Threads come from the configuration's env (``OMP_NUM_THREADS`` / ``OPENBLAS_NUM_THREADS``),
@@ -87,9 +90,14 @@ def peak_memory_bytes() -> int:
     return peak if sys.platform == "darwin" else peak * 1024  # KiB on Linux, bytes on macOS
 
 
-def write_message(iterations: int) -> None:
+def write_message(iterations: int, *, startup_seconds: float) -> None:
     message = json.dumps(
-        {"iterations": iterations, "seconds": round(time.perf_counter() - _STARTED, 6), "peakMemoryBytes": peak_memory_bytes()},
+        {
+            "iterations": iterations,
+            "seconds": round(time.perf_counter() - _STARTED, 6),
+            "startupSeconds": round(startup_seconds, 6),
+            "peakMemoryBytes": peak_memory_bytes(),
+        },
         separators=(",", ":"),
     )
     path = os.environ.get("CELLFIT_TERMINATION_MESSAGE_PATH") or DEFAULT_MESSAGE_PATH
@@ -129,6 +137,7 @@ def main(argv: list[str]) -> int:
 
     total = args.sample if args.sample is not None else args.iterations
     loss = float("nan")
+    startup_seconds = time.perf_counter() - _STARTED  # everything before the first iteration
     for step in range(total):
         start = (step % args.batches) * args.batch
         x = inputs[start : start + args.batch]
@@ -168,7 +177,7 @@ def main(argv: list[str]) -> int:
             if args.log_every:
                 print(f"iteration {step + 1}/{total} loss {loss:.4f}", flush=True)
 
-    write_message(total)
+    write_message(total, startup_seconds=startup_seconds)
     kind = "sample" if args.sample is not None else "full run"
     print(f"{kind}: {total} iterations, loss {loss:.4f}, {time.perf_counter() - _STARTED:.3f} s", flush=True)
     return 0
