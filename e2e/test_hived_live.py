@@ -10,6 +10,10 @@ chart configures no topology). Each scenario has fake 8-GPU nodes of its own, la
     node arrives: exactly the opportunistic pods on the GPUs HiveD gives it are preempted
     (deleted by kube-scheduler, which asks cellfit whom to take) and it is bound there; the other
     opportunistic pod runs on untouched.
+(c) A deleted Job's gang booking: a gang of two 8-GPU pods whose second pod is never created (a
+    ResourceQuota of one pod) holds both of its nodes; the Job is deleted, leaving its running pod
+    (--cascade=orphan): the slot nobody took is released at once, with a BookingReleased Event
+    on the Job, and another pod is bound on that node.
 """
 
 from __future__ import annotations
@@ -45,7 +49,7 @@ def env(control_plane: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterato
     # growth scenario adds its node later.
     workdir = tmp_path_factory.mktemp(f"hived-live-{SCENARIOS.run}")
     with scenario_scheduler(
-        control_plane, workdir, SCENARIOS, nodes={"reclaim": 1}, name="hived-live", added_later=["grow"]
+        control_plane, workdir, SCENARIOS, nodes={"reclaim": 1, "orphan": 2}, name="hived-live", added_later=["grow"]
     ) as (cluster, release, procs):
         yield cluster, release, procs, control_plane
 
@@ -183,3 +187,49 @@ def test_opportunistic_pods_on_the_needed_gpus_are_preempted_for_a_guaranteed_po
         assert current["metadata"]["uid"] == uids[survivor] and running_on(cluster, ns, survivor) == node
         assert gpu_indices(current) == gpu_indices(opportunistic[survivor]) and not gpu_indices(current) & taken
     assert_no_double_booking(cluster.pods(ns))
+
+
+# ------------------------------------------------------------------------------ (c) a deleted Job's gang booking
+
+
+def test_a_deleted_jobs_unused_gang_slot_is_released_with_an_event(env: Any) -> None:
+    cluster, release, procs, cp = env
+    ns = cp.create_namespace("orphan")
+    where = selector("orphan")
+    name = release.scheduler_name
+    # One pod at most in the namespace: the Job's second pod is refused by the API server, so the
+    # gang's second slot waits for a pod that never comes.
+    cluster.apply({"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "one-pod"}, "spec": {"hard": {"pods": "1"}}},
+                  namespace=ns)
+    template = gpu_pod("pair", scheduler_name=name, node_selector=where, gpus=8, priority_class="cellfit-best-effort",
+                       annotations={"cellfit.io/gang": "true", "cellfit.io/gang-size": "2"})
+    template["spec"]["restartPolicy"] = "Never"
+    cluster.apply({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "pair"},
+                   "spec": {"parallelism": 2, "completions": 2, "backoffLimit": 0,
+                            "template": {"metadata": {"annotations": template["metadata"]["annotations"]}, "spec": template["spec"]}}},
+                  namespace=ns)
+
+    def running_pod() -> dict[str, Any] | None:
+        return next((p for p in cluster.pods(ns) if p["status"].get("phase") == "Running" and is_active(p)), None)
+
+    first = wait_for(running_pod, 120, f"the Job's first pod running (cellfit log {procs.cellfit.log})")
+    taken = first["spec"]["nodeName"]
+    (free_node,) = {SCENARIOS.node("orphan", i) for i in range(2)} - {taken}
+    info = json.loads(first["metadata"]["annotations"]["cellfit.io/bind-info"])
+    assert info["gang"]["size"] == 2 and sorted(s["node"] for s in info["gang"]["placements"]) == sorted([taken, free_node]), info
+
+    cluster.kubectl("-n", ns, "delete", "job", "pair", "--cascade=orphan", "--wait=true", timeout=60)
+    (event,) = wait_for(lambda: [e for e in cluster.events(ns, "pair", kind="Job") if e["reason"] == "BookingReleased"], 30,
+                        f"a BookingReleased Event on Job pair (cellfit log {procs.cellfit.log})")
+    assert event["type"] == "Warning", event
+    assert event["message"] == f"cellfit released the 1 slot (8 GPUs) booked for gang {ns}/pair: its Job was deleted", event
+    assert wait_for(lambda: log_lines(procs, "booking released", f"{ns}/pair"), 10, "a 'booking released' log line")
+
+    # The orphaned pod keeps its node and GPUs; the freed node takes another 8-GPU pod.
+    assert running_on(cluster, ns, first["metadata"]["name"]) == taken
+    other = cp.create_namespace("orphan-next")
+    cluster.apply(gpu_pod("next", scheduler_name=name, node_selector=where, gpus=8, priority_class="cellfit-best-effort"),
+                  namespace=other)
+    assert wait_for(lambda: running_on(cluster, other, "next"), 90,
+                    f"next running (cellfit log {procs.cellfit.log}, scheduler log {procs.scheduler.log})") == free_node
+    assert_no_double_booking(cluster.pods(ns) + cluster.pods(other))
