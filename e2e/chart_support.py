@@ -267,6 +267,14 @@ def _ensure_extender_only_account(cluster: Cluster, release: Release) -> None:
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": release.extender_role},
             "subjects": [{"kind": "ServiceAccount", "name": EXTENDER_ONLY_SA, "namespace": release.namespace}],
         },
+        # ... and to the chart's Role for cellfit's own Lease (leaderElection), cellfit's other grant.
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": {"name": f"e2e-{EXTENDER_ONLY_SA}", "namespace": release.namespace},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": release.extender_role},
+            "subjects": [{"kind": "ServiceAccount", "name": EXTENDER_ONLY_SA, "namespace": release.namespace}],
+        },
     )
 
 

@@ -397,6 +397,66 @@ class EstimatorSettings(_Section):
         return self
 
 
+class LeaderElectionSettings(_Section):
+    """Which replica runs the live drivers (the estimator, AlloX admission and the placer, the
+    requeue nudge): the holder of a coordination.k8s.io Lease of cellfit's own. Every replica
+    serves the extender verbs to the kube-scheduler beside it, leader or not; a standby starts
+    the drivers within leaseDurationSeconds (plus one retryPeriodSeconds) of the leader's last
+    renewal."""
+
+    enabled: bool = Field(
+        True, description="Elect a leader (when connected to a cluster); false: every replica runs the drivers."
+    )
+    lease_name: str = Field("cellfit-controllers", min_length=1, max_length=253, description="The Lease's name.")
+    namespace: str | None = Field(
+        None, description="The Lease's namespace; null: the pod's own (its service account's), else default."
+    )
+    identity: str | None = Field(
+        None,
+        description=(
+            "This replica's name in the Lease; null: the host name (the pod's name, unique per replica, "
+            "and the same after a container restart, which then takes the Lease back at once)."
+        ),
+    )
+    lease_duration_seconds: int = Field(
+        15, ge=2, le=300,
+        description="A standby takes over once the Lease has gone unrenewed this long.",
+    )
+    renew_deadline_seconds: float = Field(
+        10.0, gt=0, allow_inf_nan=False,
+        description="The leader stops its drivers when it could not renew for this long (< leaseDurationSeconds).",
+    )
+    retry_period_seconds: float = Field(
+        2.0, gt=0, allow_inf_nan=False, description="How often the Lease is renewed, or tried for by a standby."
+    )
+
+    @model_validator(mode="after")
+    def _deadlines_in_order(self) -> LeaderElectionSettings:
+        if not self.retry_period_seconds < self.renew_deadline_seconds < self.lease_duration_seconds:
+            raise ValueError(
+                "leaderElection: need retryPeriodSeconds < renewDeadlineSeconds < leaseDurationSeconds "
+                f"(got {self.retry_period_seconds}, {self.renew_deadline_seconds}, {self.lease_duration_seconds})"
+            )
+        return self
+
+
+class NudgeSettings(_Section):
+    """After an outage, pods kube-scheduler parked as unschedulable are retried within seconds,
+    not at its 5-minute flush: the leader lists the profile's pending pods and, when some were
+    found unschedulable before it took charge or met an extender error, makes kube-scheduler
+    requeue them (scheduler/cluster/nudge.py)."""
+
+    enabled: bool = Field(True, description="Nudge (when connected to a cluster; on the leader only).")
+    scheduler_name: str = Field("cellfit", min_length=1, description="The kube-scheduler profile whose pending pods are watched.")
+    period_seconds: float = Field(
+        5.0, ge=0.5, le=600, allow_inf_nan=False, description="How often the leader lists the profile's pending pods."
+    )
+    min_interval_seconds: float = Field(
+        10.0, ge=1, le=3600, allow_inf_nan=False,
+        description="At most one requeue signal (two API calls; kube-scheduler retries every parked pod once) this often.",
+    )
+
+
 class LoggingSettings(_Section):
     level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     format: Literal["json", "text"] = Field("json", description="json: one object per line.")
@@ -416,6 +476,8 @@ class Settings(_Section):
     admission: AdmissionSettings = AdmissionSettings()
     estimator: EstimatorSettings = EstimatorSettings()
     allox: AlloxSettings = AlloxSettings()
+    leader_election: LeaderElectionSettings = LeaderElectionSettings()
+    nudge: NudgeSettings = NudgeSettings()
     logging: LoggingSettings = LoggingSettings()
 
     @model_validator(mode="after")

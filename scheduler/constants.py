@@ -35,6 +35,12 @@ ANNOTATION_PREEMPTIONS: Final = f"{DOMAIN}/preemptions"
 # pod-create webhook rewrites the pod into.
 LABEL_PLACEMENT: Final = f"{DOMAIN}/placement"
 
+# The short-lived pod cellfit creates and deletes so that kube-scheduler retries the pods it
+# parked while cellfit was away (scheduler/cluster/nudge.py): its label, and the node it is bound
+# to, which never exists (".invalid" is a reserved top-level domain), so nothing ever runs it.
+LABEL_REQUEUE_SIGNAL: Final = f"{DOMAIN}/requeue-signal"
+REQUEUE_SIGNAL_NODE: Final = "cellfit-requeue.invalid"
+
 # --- resource names ---
 RESOURCE_CPU: Final = "cpu"
 RESOURCE_MEMORY: Final = "memory"

@@ -288,8 +288,10 @@ def test_default_render_has_every_object(default_docs: list[dict[str, Any]]) -> 
         ("PriorityClass", "cellfit-resumed"),
         ("PriorityClass", "cellfit-sampling"),
         ("PriorityClass", "cellfit-trial"),
+        ("Role", "cellfit-extender"),
         ("Role", "cellfit-kube-scheduler"),
         ("RoleBinding", "cellfit-auth-reader"),
+        ("RoleBinding", "cellfit-extender"),
         ("RoleBinding", "cellfit-kube-scheduler"),
         ("Secret", "cellfit-webhook"),
         ("Service", "cellfit"),
@@ -353,8 +355,9 @@ def test_nondefault_render(nondefault_docs: list[dict[str, Any]]) -> None:
         {"name": "metrics", "port": 9090, "targetPort": "metrics", "protocol": "TCP"}]
     assert monitor["metadata"]["labels"]["release"] == "prometheus"
     assert {one(nondefault_docs, "PriorityClass", n)["value"] for n in ("-trial", "-best-effort", "-opportunistic")} == {20000, 10000, -10}
-    lease_role = one(nondefault_docs, "Role")
+    lease_role = one(nondefault_docs, "Role", "-kube-scheduler")
     assert lease_role["rules"][1]["resourceNames"] == ["gpu-sched-leader"]
+    assert one(nondefault_docs, "Role", "-extender")["rules"][1]["resourceNames"] == ["gpu-sched-controllers"]
 
 
 def test_service_monitor_only_when_the_api_exists() -> None:
@@ -529,7 +532,7 @@ def test_chart_defaults_match_cellfit_defaults(default_docs: list[dict[str, Any]
     chart = parse_settings(cellfit_config_text(default_docs)).model_dump()
     embedded = Settings().model_dump()
     assert chart["cluster"]["mode"] == "in-cluster"
-    for section in ("policy", "preemption", "logging", "cells"):
+    for section in ("policy", "preemption", "logging", "cells", "nudge"):
         assert chart[section] == embedded[section], section
     assert chart["server"]["port"] == embedded["server"]["port"]
 
@@ -793,8 +796,17 @@ def test_rbac_is_least_privilege(default_docs: list[dict[str, Any]]) -> None:
         ("ClusterRoleBinding", "ClusterRole", "cellfit-extender", None),
         ("RoleBinding", "Role", "extension-apiserver-authentication-reader", "kube-system"),
         ("RoleBinding", "Role", "cellfit-kube-scheduler", RENDER_NAMESPACE),
+        ("RoleBinding", "Role", "cellfit-extender", RENDER_NAMESPACE),
     }
-    lease = one(default_docs, "Role")
+    # cellfit's own Lease (leaderElection), that one by name.
+    controllers = one(default_docs, "Role", "-extender")
+    assert controllers["rules"] == [
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": ["cellfit-controllers"], "verbs": ["get", "update"]},
+    ]
+    config = yaml.safe_load(cellfit_config_text(default_docs))
+    assert config["leaderElection"]["leaseName"] == "cellfit-controllers" and config["leaderElection"]["namespace"] == RENDER_NAMESPACE
+    lease = one(default_docs, "Role", "-kube-scheduler")
     assert lease["rules"] == [
         {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
         {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": ["cellfit"], "verbs": ["get", "update"]},

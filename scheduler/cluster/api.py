@@ -191,10 +191,17 @@ class KubernetesApi:
         if status >= 300:
             raise _status_error(status, data, f"create pod {namespace}/{name}")
 
-    def delete_pod(self, *, namespace: str, name: str, uid: str | None = None) -> None:
-        """Delete a pod (its grace period honoured); already gone is success. ``uid``: only that
-        incarnation of the name."""
-        body = wire.ENCODER.encode({"preconditions": {"uid": uid}}) if uid else None
+    def delete_pod(
+        self, *, namespace: str, name: str, uid: str | None = None, grace_period_seconds: int | None = None
+    ) -> None:
+        """Delete a pod (its grace period honoured, unless ``grace_period_seconds``); already
+        gone is success. ``uid``: only that incarnation of the name."""
+        options: dict[str, Any] = {}
+        if uid:
+            options["preconditions"] = {"uid": uid}
+        if grace_period_seconds is not None:
+            options["gracePeriodSeconds"] = grace_period_seconds
+        body = wire.ENCODER.encode(options) if options else None
         path = f"/api/v1/namespaces/{quote(namespace, safe='')}/pods/{quote(name, safe='')}"
         status, data = self._send("DELETE", path, body, action=f"delete pod {namespace}/{name}")
         if status >= 300 and status not in (404, 409):
@@ -284,6 +291,39 @@ class KubernetesApi:
         except ApiException as error:
             raise _api_error(error, f"event on {kind.lower()} {namespace}/{pod_name}") from None
 
+    # ------------------------------------------------------------------ leader election and the nudge
+
+    def get_lease(self, *, namespace: str, name: str) -> bytes | None:
+        """The coordination.k8s.io/v1 Lease as raw JSON; ``None`` if it does not exist."""
+        status, data = self._send("GET", _lease_path(namespace, name), None, action=f"get lease {namespace}/{name}")
+        if status == 404:
+            return None
+        if status >= 300:
+            raise _status_error(status, data, f"get lease {namespace}/{name}")
+        return bytes(data)
+
+    def write_lease(self, *, namespace: str, lease: dict[str, Any]) -> bytes:
+        """Create the Lease (no ``metadata.resourceVersion``) or replace it (with one: the write
+        fails with status 409 if another replica wrote it since). Returns what the server stored."""
+        name = lease["metadata"]["name"]
+        replacing = bool(lease["metadata"].get("resourceVersion"))
+        action = f"{'update' if replacing else 'create'} lease {namespace}/{name}"
+        path = _lease_path(namespace, name) if replacing else _lease_path(namespace, "")
+        status, data = self._send("PUT" if replacing else "POST", path, wire.ENCODER.encode(lease), action=action)
+        if status >= 300:
+            raise _status_error(status, data, action)
+        return bytes(data)
+
+    def list_pending_pods(self, scheduler_name: str) -> bytes:
+        """The pods of one kube-scheduler profile not bound to a node yet, from the API server's
+        watch cache (resourceVersion 0: no etcd read), as a raw PodList."""
+        selector = f"spec.schedulerName={scheduler_name},spec.nodeName=,status.phase=Pending"
+        path = f"/api/v1/pods?fieldSelector={quote(selector, safe='=,')}&resourceVersion=0"
+        status, data = self._send("GET", path, None, action=f"list pending pods of {scheduler_name}")
+        if status >= 300:
+            raise _status_error(status, data, f"list pending pods of {scheduler_name}")
+        return bytes(data)
+
     # ------------------------------------------------------------------ internals
 
     def _lister(self, kind: Kind) -> Any:
@@ -311,6 +351,11 @@ class KubernetesApi:
             raise _api_error(error, getattr(method, "__name__", "API call")) from None
         except Exception as error:  # urllib3 connection errors and timeouts
             raise KubernetesApiError(f"Kubernetes API unreachable: {error}") from None
+
+
+def _lease_path(namespace: str, name: str) -> str:
+    base = f"/apis/coordination.k8s.io/v1/namespaces/{quote(namespace, safe='')}/leases"
+    return f"{base}/{quote(name, safe='')}" if name else base
 
 
 def _in_cluster() -> bool:

@@ -32,7 +32,7 @@ import socket
 import ssl
 import struct
 from asyncio import TimerHandle
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Final, Mapping
 
 import httptools
 import uvicorn
@@ -44,16 +44,29 @@ from scheduler.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
+# After answering a refusal, input is read and dropped this long, or until this much came,
+# before the connection closes.
+LINGER_SECONDS = 1.0
+LINGER_BYTES = 65536
+
 # File descriptors cellfit needs besides its listeners' connections: the Kubernetes client's
 # pool (scheduler.cluster.api.CONNECTION_POOL_SIZE, 64) and watches, the AlloX solver's
 # process pipes, the listening sockets, the event loop's own, files being read.
 DESCRIPTOR_RESERVE = 192
 
 
+# Why a listener refused a connection or cut a request: maxConnections; maxHeaderBytes or
+# maxHeaderCount (431); readTimeoutSeconds (408); not HTTP (400); a TLS handshake failed or
+# timed out.
+REFUSALS: Final = ("connection_limit", "header_limit", "read_timeout", "invalid_request", "tls_handshake")
+
+
 class ListenerConfig(uvicorn.Config):
     """uvicorn's configuration of one listener, with the limits its connections get.
     ``setting``: the settings key of those limits, named in refusals (server.metricsListener).
-    ``tls``: the listener's certificate; the handshake is then bounded and counted too."""
+    ``tls``: the listener's certificate; the handshake is then bounded and counted too.
+    ``on_refusal``: told the :data:`REFUSALS` reason of each connection or request refused or
+    cut (the log says only some of them: it is rate-limited)."""
 
     def __init__(
         self,
@@ -62,12 +75,14 @@ class ListenerConfig(uvicorn.Config):
         limits: ListenerLimits,
         setting: str,
         tls: ssl.SSLContext | None = None,
+        on_refusal: Callable[[str], None] = lambda reason: None,
         **options: Any,
     ) -> None:
         super().__init__(app, http=BoundedHttpProtocol, **options)
         self.limits = limits
         self.setting = setting
         self.tls = tls
+        self.on_refusal = on_refusal
 
 
 class _HeadRefused(Exception):
@@ -89,6 +104,7 @@ class BoundedHttpProtocol(HttpToolsProtocol):
             raise TypeError("BoundedHttpProtocol needs a ListenerConfig")
         self.limits = config.limits
         self.setting = config.setting
+        self.refused = config.on_refusal
         # uvicorn's keep-alive timer, armed from the connection's first moment as well.
         self.timeout_keep_alive = self.limits.idle_timeout_seconds  # type: ignore[assignment]
         self._read_deadline: TimerHandle | None = None
@@ -99,11 +115,14 @@ class BoundedHttpProtocol(HttpToolsProtocol):
         self._head_received_bytes = 0
         self._head_fields = 0
         self._refusal: tuple[int, str] | None = None
+        self._lingering = False
+        self._linger_bytes = 0
 
     # ------------------------------------------------------------------ connection lifetime
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         if len(self.connections) >= self.limits.max_connections:
+            self.refused("connection_limit")
             log.warning(
                 "connection refused: the listener is at its connection limit",
                 extra={"setting": f"{self.setting}.maxConnections", "limit": self.limits.max_connections,
@@ -130,6 +149,11 @@ class BoundedHttpProtocol(HttpToolsProtocol):
     # ------------------------------------------------------------------ reading requests
 
     def data_received(self, data: bytes) -> None:
+        if self._lingering:  # answered and closing: what still arrives is dropped, up to a point
+            self._linger_bytes += len(data)
+            if self._linger_bytes > LINGER_BYTES:
+                self.transport.abort()
+            return
         self._unset_keepalive_if_required()
         head_was_open = self._head_open
         try:
@@ -144,6 +168,7 @@ class BoundedHttpProtocol(HttpToolsProtocol):
             if isinstance(error, httptools.HttpParserCallbackError) and self._refusal is not None:
                 self._reply_and_close(*self._refusal)
             else:
+                self.refused("invalid_request")
                 log.warning("invalid HTTP request", extra={"setting": self.setting, "client": _peer(self.transport),
                                                            "reason": str(error)})
                 self._reply_and_close(400, "Invalid HTTP request received.")
@@ -188,6 +213,7 @@ class BoundedHttpProtocol(HttpToolsProtocol):
             raise _HeadRefused
 
     def _head_refusal(self, reason: str, *, setting: str = "maxHeaderBytes") -> tuple[int, str]:
+        self.refused("header_limit")
         log.warning(
             "request refused: headers too large",
             extra={"setting": f"{self.setting}.{setting}", "client": _peer(self.transport), "reason": reason},
@@ -202,6 +228,7 @@ class BoundedHttpProtocol(HttpToolsProtocol):
             self._read_deadline = self.loop.call_later(self.limits.read_timeout_seconds, self._read_deadline_passed)
             return
         seconds = self.limits.read_timeout_seconds
+        self.refused("read_timeout")
         log.warning(
             "request not read in time: connection closed",
             extra={"setting": f"{self.setting}.readTimeoutSeconds", "limit_seconds": seconds,
@@ -221,7 +248,13 @@ class BoundedHttpProtocol(HttpToolsProtocol):
             self._read_deadline = None
 
     def _reply_and_close(self, status: int, message: str) -> None:
+        """Answer ``status`` and close. The client may still be sending: closing at once, with
+        its bytes unread, would reset the connection and drop the answer before it is read, so
+        input is read and dropped for :data:`LINGER_SECONDS` after the answer (HTTP's lingering
+        close), the connection counted against the cap meanwhile; past :data:`LINGER_BYTES` the
+        connection is reset (a flood)."""
         self._cancel_read_deadline()
+        self._unset_keepalive_if_required()
         body = message.encode("ascii", "replace")
         self.transport.write(
             b"".join([
@@ -232,7 +265,11 @@ class BoundedHttpProtocol(HttpToolsProtocol):
                 body,
             ])
         )
-        self.transport.close()
+        self._lingering = True
+        self.flow.resume_reading()
+        if self.transport.can_write_eof():
+            self.transport.write_eof()
+        self.loop.call_later(LINGER_SECONDS, self.transport.close)
 
 
 class BoundedServer(uvicorn.Server):
@@ -263,6 +300,11 @@ class BoundedServer(uvicorn.Server):
         ]
         self.started = True
 
+    def open_connections(self) -> int:
+        """Connections open now, TLS handshakes in progress included: what maxConnections caps."""
+        handshakes = sum(server.handshakes() for server in getattr(self, "servers", ()) if isinstance(server, _TlsAcceptor))
+        return len(self.server_state.connections) + handshakes
+
 
 class _TlsAcceptor:
     """Accepts on ``sock`` and hands each connection, TLS handshake first, to a ``protocol()``:
@@ -283,6 +325,7 @@ class _TlsAcceptor:
         self._context = config.tls
         self._limits = config.limits
         self._setting = config.setting
+        self._refused = config.on_refusal
         self._connections = connections
         self._handshakes: set[asyncio.Task[None]] = set()
         sock.setblocking(False)
@@ -293,7 +336,8 @@ class _TlsAcceptor:
         loop = asyncio.get_running_loop()
         while True:
             connection, peer = await loop.sock_accept(self._sock)
-            if len(self._connections) + len(self._handshakes) >= self._limits.max_connections:
+            if len(self._connections) + self.handshakes() >= self._limits.max_connections:
+                self._refused("connection_limit")
                 log.warning(
                     "connection refused: the listener is at its connection limit",
                     extra={"setting": f"{self._setting}.maxConnections", "limit": self._limits.max_connections,
@@ -314,11 +358,16 @@ class _TlsAcceptor:
             connection.close()
             raise
         except Exception as error:  # noqa: BLE001 - a failed handshake ends its connection only
+            self._refused("tls_handshake")
             log.warning(
                 "TLS handshake failed",
                 extra={"setting": self._setting, "client": _address(peer), "reason": str(error) or type(error).__name__},
             )
             connection.close()
+
+    def handshakes(self) -> int:
+        """TLS handshakes in progress."""
+        return len(self._handshakes)
 
     def close(self) -> None:
         self._accepting.cancel()

@@ -4,7 +4,7 @@ client library's default buckets (from 5 ms) would put every request in the firs
 
 from __future__ import annotations
 
-from typing import Any, Callable, Final, Iterator, Mapping
+from typing import Any, Callable, Final, Iterable, Iterator, Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
@@ -141,6 +141,37 @@ class ExtenderMetrics:
             ["resource"],
             registry=self.registry,
         )
+        self.leader = Gauge(
+            "cellfit_leader",
+            "1 while this replica holds the controllers' Lease and runs the estimator, AlloX "
+            "admission, the placer and the nudge (leaderElection); every replica serves the verbs.",
+            registry=self.registry,
+        )
+        self.requeue_signals = Counter(
+            "cellfit_requeue_signals_total",
+            "Requeue signals sent (scheduler/cluster/nudge.py): kube-scheduler retried the pods it "
+            "had parked, some of them because their last attempt met an extender error (failed) or "
+            "unschedulable since before this replica took charge (stale).",
+            ["reason"],
+            registry=self.registry,
+        )
+        self.listener_refusals = Counter(
+            "cellfit_listener_refusals_total",
+            "Connections and requests a listener refused or cut, by listener (extender, metrics, "
+            "admission) and reason: connection_limit (maxConnections), header_limit "
+            "(maxHeaderBytes or maxHeaderCount, HTTP 431), read_timeout (readTimeoutSeconds, HTTP "
+            "408), invalid_request (not HTTP, 400), tls_handshake (failed or timed out). Every one "
+            "is counted; the log says only some (it is rate-limited).",
+            ["listener", "reason"],
+            registry=self.registry,
+        )
+        self.listener_connections = Gauge(
+            "cellfit_listener_connections",
+            "Open connections by listener, TLS handshakes in progress included: at its "
+            "maxConnections, the next one is refused.",
+            ["listener"],
+            registry=self.registry,
+        )
         # Label children resolved once: .labels() costs a lock and a dict lookup per call.
         self.duration_by_verb = {verb: self.request_duration.labels(verb=verb) for verb in EXTENDER_VERBS}
         self.verdicts = {v: self.node_verdicts.labels(verdict=v) for v in ("feasible", "failed", "unresolvable")}
@@ -152,6 +183,13 @@ class ExtenderMetrics:
             for verb in EXTENDER_VERBS
             for result in ("ok", "rejected", "error")
         }
+
+    def track_listener(self, listener: str, *, reasons: Iterable[str], connections: Callable[[], int]) -> Callable[[str], None]:
+        """Export ``listener``'s open ``connections()`` at scrape time, and every ``reasons``
+        from startup (an alert on increase() sees the first); returns what counts a refusal."""
+        self.listener_connections.labels(listener=listener).set_function(lambda: float(connections()))
+        counters = {reason: self.listener_refusals.labels(listener=listener, reason=reason) for reason in reasons}
+        return lambda reason: counters[reason].inc()
 
     def track_sizes(self, sizes: Callable[[], Mapping[str, int]], kinds: tuple[str, ...]) -> None:
         """Report ``sizes()[kind]`` at scrape time for each kind."""

@@ -22,6 +22,8 @@ from starlette.types import ASGIApp
 from scheduler.cells import HivedEngine
 from scheduler.cluster.api import KubernetesApi
 from scheduler.cluster.cache import ClusterCache
+from scheduler.cluster.leadership import Driver, LeaderElector, Terms, default_namespace
+from scheduler.cluster.nudge import Nudger, Parked
 from scheduler.config import ConfigFile, ListenerLimits, Settings
 from scheduler.core.engine import SchedulingEngine
 from scheduler.core.fit import ResourceFitEngine
@@ -34,7 +36,7 @@ from scheduler.extender.configuration import ConfigReloader
 from scheduler.extender.app import create_admission_app, create_app, create_metrics_app
 from scheduler.extender.bookings import BookingSweeper
 from scheduler.extender.dispatch import VerbDispatch
-from scheduler.extender.listeners import BoundedServer, ListenerConfig, ensure_descriptor_budget
+from scheduler.extender.listeners import REFUSALS, BoundedServer, ListenerConfig, ensure_descriptor_budget
 from scheduler.extender.metrics import ExtenderMetrics
 from scheduler.extender.inspect import inspect_router
 from scheduler.extender.service import AlwaysReady, ExtenderService
@@ -48,6 +50,7 @@ from placer.controller import PlacerController
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+D = TypeVar("D")
 
 
 @dataclass
@@ -63,10 +66,23 @@ class Runtime:
     metrics: ExtenderMetrics
     # Serialises every call into the engine: the service's verbs, the watch cache, live reload.
     lock: threading.RLock
-    # The sampling-pod estimator; None standalone or when estimator.enabled is false.
-    estimator: EstimatorController | None = None
-    # AlloX admission and the placer; None without the estimator or when allox.enabled is false.
-    placer: PlacerController | None = None
+    # The live drivers (estimator, AlloX admission and placer, nudge), built afresh for each term
+    # of leadership; None standalone.
+    terms: Terms | None = None
+    # The election on the controllers' Lease that begins and ends the terms; None standalone or
+    # with leaderElection.enabled false (then one term runs from start to shutdown).
+    elector: LeaderElector | None = None
+
+    @property
+    def estimator(self) -> EstimatorController | None:
+        """The current term's sampling-pod estimator; None standalone, when estimator.enabled is
+        false, or on a standby."""
+        return _driver(self.terms, EstimatorController)
+
+    @property
+    def placer(self) -> PlacerController | None:
+        """The current term's AlloX admission and placer; None also when allox.enabled is false."""
+        return _driver(self.terms, PlacerController)
 
 
 # Discovery waits this long for the API at startup before giving up (the pod then restarts).
@@ -195,8 +211,7 @@ def build_runtime(settings: Settings, *, api: KubernetesApi | None = None, stand
         resume_holds = holds
         metrics.track_resume_holds(lambda: _locked(lock, resume_holds.stats))
 
-    estimator = _estimator(settings, api, cache, metrics)
-    placer = _placer(settings, api, cache, estimator, metrics)
+    terms, elector = _leadership(settings, api, cache, metrics)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -204,17 +219,18 @@ def build_runtime(settings: Settings, *, api: KubernetesApi | None = None, stand
             cache.start()
         if sweeper is not None:
             sweeper.start()
-        if estimator is not None:
-            estimator.start()
-        if placer is not None:
-            placer.start()
+        if elector is not None:
+            elector.start()
+        elif terms is not None:
+            metrics.leader.set(1)
+            terms.begin()
         try:
             yield
         finally:
-            if placer is not None:
-                placer.stop()
-            if estimator is not None:
-                estimator.stop()
+            if elector is not None:
+                elector.stop()  # ends the term and releases the Lease: a standby takes over at once
+            elif terms is not None:
+                terms.end()
             if sweeper is not None:
                 sweeper.stop()
             if cache is not None:
@@ -227,8 +243,9 @@ def build_runtime(settings: Settings, *, api: KubernetesApi | None = None, stand
         max_request_bytes=settings.server.max_request_bytes,
         lifespan=lifespan,
     )
-    app.api.include_router(inspect_router(engine=placement, lock=lock, holds=holds, estimates=estimator.inspect if estimator else None,
-                                          allox=placer.inspect if placer else None))
+    app.api.include_router(inspect_router(engine=placement, lock=lock, holds=holds, estimates=_term_view(terms, elector, EstimatorController, enabled=settings.estimator.enabled),
+                                          allox=_term_view(terms, elector, PlacerController,
+                                                           enabled=settings.estimator.enabled and settings.allox.enabled)))
     metrics_app = create_metrics_app(metrics=metrics, readiness=readiness)
     admission_app = None
     if settings.admission.enabled:
@@ -249,7 +266,7 @@ def build_runtime(settings: Settings, *, api: KubernetesApi | None = None, stand
         )
     runtime = Runtime(
         app=app, metrics_app=metrics_app, admission_app=admission_app, engine=engine, cache=cache, metrics=metrics,
-        lock=lock, estimator=estimator, placer=placer,
+        lock=lock, terms=terms, elector=elector,
     )
 
     if cache is None:
@@ -257,6 +274,80 @@ def build_runtime(settings: Settings, *, api: KubernetesApi | None = None, stand
             "standalone mode: node capacity comes from the Node objects kube-scheduler sends; bind is unavailable",
         )
     return runtime
+
+
+def _leadership(
+    settings: Settings, api: KubernetesApi | None, cache: ClusterCache | None, metrics: ExtenderMetrics
+) -> tuple[Terms | None, LeaderElector | None]:
+    """The live drivers, built afresh for each term, and the election on the controllers' Lease
+    that begins and ends the terms (scheduler/cluster/leadership.py). Every replica serves the
+    verbs to the kube-scheduler beside it, leader or not."""
+    if api is None or cache is None or not (settings.estimator.enabled or settings.nudge.enabled):
+        return None, None
+    connected, watched = api, cache
+    election = settings.leader_election
+    namespace = election.namespace or default_namespace()
+
+    def build() -> list[Driver]:
+        estimator = _estimator(settings, connected, watched, metrics)
+        placer = _placer(settings, connected, watched, estimator, metrics)
+        nudger = _nudger(settings, connected, watched, metrics, namespace=namespace)
+        return [driver for driver in (estimator, placer, nudger) if driver is not None]
+
+    terms = Terms(build)
+    if not election.enabled:
+        return terms, None
+
+    def stopped() -> None:
+        terms.end()
+        metrics.track_sampling(lambda: 0, lambda: {})  # a standby samples nothing
+
+    elector = LeaderElector(
+        api=api, settings=election, on_started=terms.begin, on_stopped=stopped,
+        on_change=lambda leading: metrics.leader.set(1 if leading else 0),
+    )
+    return terms, elector
+
+
+def _nudger(
+    settings: Settings, api: KubernetesApi, cache: ClusterCache, metrics: ExtenderMetrics, *, namespace: str
+) -> Nudger | None:
+    """The requeue nudge: pods kube-scheduler parked while cellfit was away are retried within
+    seconds (its signal pod lives in ``namespace``, the Lease's)."""
+    if not settings.nudge.enabled:
+        return None
+
+    def signalled(found: Parked) -> None:
+        metrics.requeue_signals.labels(reason="failed" if found.failed else "stale").inc()
+
+    return Nudger(api=api, settings=settings.nudge, namespace=namespace, ready=lambda: cache.ready()[0], on_signal=signalled)
+
+
+def _driver(terms: Terms | None, kind: type[D]) -> D | None:
+    """The current term's driver of ``kind``."""
+    if terms is None:
+        return None
+    return next((driver for driver in terms.drivers if isinstance(driver, kind)), None)
+
+
+def _term_view(
+    terms: Terms | None, elector: LeaderElector | None, kind: type[Any], *, enabled: bool
+) -> Callable[[], dict[str, Any]] | None:
+    """The /v1/inspect view of the current term's driver of ``kind``; on a standby, who leads."""
+    if terms is None or not enabled:
+        return None
+
+    def view() -> dict[str, Any]:
+        driver = _driver(terms, kind)
+        if driver is None:
+            return {
+                "leading": False,
+                "leader": elector.holder if elector is not None else "",
+                "message": "this replica is a standby: the holder of the controllers' Lease runs this driver",
+            }
+        return {"leading": True, **driver.inspect()}
+
+    return view
 
 
 def _estimator(
@@ -481,6 +572,12 @@ def serve(settings: Settings, *, config_file: ConfigFile | None = None) -> None:
             "node_name_fast_path": names.native is not None,
         },
     )
+    for listener, _ in listeners:
+        listener.config.on_refusal = runtime.metrics.track_listener(
+            listener.config.setting.removeprefix("server.").removesuffix("Listener"),
+            reasons=REFUSALS,
+            connections=listener.open_connections,
+        )
     ensure_descriptor_budget(
         {listener.config.setting + ".maxConnections": listener.config.limits.max_connections
          for listener, _ in listeners}

@@ -73,6 +73,13 @@ class Served:
             return False
         return response.status_code == 200 and response.json()["Nodes"]["items"][0]["metadata"]["name"] == "gpu-a"
 
+    def refusals(self, listener: str, reason: str) -> float:
+        """cellfit_listener_refusals_total of ``listener`` for ``reason``, scraped on the extender's port."""
+        scraped = httpx.get(f"http://127.0.0.1:{self.port}/metrics", timeout=5).text
+        series = f'cellfit_listener_refusals_total{{listener="{listener}",reason="{reason}"}} '
+        (line,) = [line for line in scraped.splitlines() if line.startswith(series)]
+        return float(line.removeprefix(series))
+
     def rss_bytes(self) -> int:
         for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
             if line.startswith("VmRSS:"):
@@ -116,15 +123,17 @@ def _closed_by_server(sock: socket.socket, *, within: float) -> bytes | None:
     received = b""
     deadline = time.monotonic() + within
     try:
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline or received:  # an answer came: on to the close
             chunk = sock.recv(65536)
             if not chunk:
                 return received
             received += chunk
+            deadline = max(deadline, time.monotonic() + 3)  # cellfit lingers a second after answering
+            sock.settimeout(3)
     except (ConnectionResetError, BrokenPipeError):
         return received
     except socket.timeout:
-        return None
+        return received or None
     return None
 
 
@@ -151,6 +160,7 @@ def test_a_header_flood_is_refused_before_it_is_buffered(serve) -> None:  # type
     assert sent < 64 * 2**20, f"the server read {sent} bytes of one header"
     assert grown < 16 * 2**20, f"cellfit grew by {grown / 2**20:.0f} MiB under the flood"
     assert served.filter_answers()
+    assert served.refusals("metrics", "header_limit") == 1 and served.refusals("extender", "header_limit") == 0
 
 
 def test_too_many_header_fields_are_refused(serve) -> None:  # type: ignore[no-untyped-def]
@@ -171,6 +181,8 @@ def test_connections_beyond_the_metrics_cap_are_closed_while_the_verbs_answer(se
     extra = [_connect(served.metrics_port) for _ in range(200)]
     refused = sum(_closed_by_server(sock, within=5) is not None for sock in extra)
     assert refused == len(extra)
+    assert served.refusals("metrics", "connection_limit") == len(extra)
+    assert 'cellfit_listener_connections{listener="metrics"} 16.0' in httpx.get(f"http://127.0.0.1:{served.port}/metrics").text
     assert all(_closed_by_server(sock, within=0.05) is None for sock in held)  # the first 16 stay
     assert served.filter_answers()
     # The metrics listener serves again as soon as a connection leaves.
@@ -237,6 +249,7 @@ def test_slowloris_headers_are_cut_by_the_read_timeout(serve) -> None:  # type: 
     assert reply is not None and reply.startswith(b"HTTP/1.1 408"), reply
     assert time.monotonic() - started < 3
     assert b"server.metricsListener.readTimeoutSeconds" in reply
+    assert served.refusals("metrics", "read_timeout") == 1
 
 
 def test_a_body_that_stalls_is_cut_by_the_read_timeout(serve) -> None:  # type: ignore[no-untyped-def]
@@ -267,6 +280,8 @@ def test_tls_handshakes_count_against_the_cap_and_are_timed(serve, tmp_path: Pat
     started = time.monotonic()
     assert all(_closed_by_server(sock, within=5) is not None for sock in silent)
     assert time.monotonic() - started < 3, "handshakes were not cut by readTimeoutSeconds"
+    time.sleep(0.2)
+    assert served.refusals("admission", "connection_limit") == 1 and served.refusals("admission", "tls_handshake") == 8
     # The listener serves again once the handshakes are given up.
     trust = ssl.create_default_context(cafile=str(pair.ca_file))
     deadline = time.monotonic() + 5

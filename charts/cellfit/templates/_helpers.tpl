@@ -47,6 +47,11 @@ app.kubernetes.io/component: scheduler
 {{- default (include "cellfit.fullname" .) .Values.kubeScheduler.leaderElection.resourceName }}
 {{- end }}
 
+{{/* The Lease whose holder runs cellfit's live drivers (estimator, placer, nudge). */}}
+{{- define "cellfit.controllersLeaseName" -}}
+{{- default (printf "%s-controllers" (include "cellfit.fullname" .) | trunc 63 | trimSuffix "-") .Values.leaderElection.leaseName }}
+{{- end }}
+
 {{/* The cellfit ClusterRole's name (also used by the e2e suite to prove it sufficient). */}}
 {{- define "cellfit.extenderRoleName" -}}
 {{- printf "%s-extender" (include "cellfit.fullname" .) | trunc 63 | trimSuffix "-" }}
@@ -123,6 +128,8 @@ app.kubernetes.io/component: scheduler
   "preemption" $preemption
   "estimator" (merge (dict "priorityClassName" .Values.priorityClasses.sampling.name) .Values.estimator)
   "allox" .Values.allox
+  "leaderElection" (merge (dict "namespace" .Release.Namespace "leaseName" (include "cellfit.controllersLeaseName" .)) (omit .Values.leaderElection "leaseName"))
+  "nudge" (merge (dict "schedulerName" .Values.schedulerName) .Values.nudge)
   "logging" .Values.logging }}
 {{- toYaml $config }}
 {{- end }}
@@ -135,7 +142,7 @@ in it, since switching to or from the implicit default VC needs a restart. */}}
 {{- $_ := set $values.cells "virtualClusters" (ternary "configured" "implicit default" (not (empty .Values.cells.virtualClusters))) }}
 {{- $_ := unset $values.cells "unseenPodGraceSeconds" }}
 {{- $_ := unset $values.cells "gangBookingTimeoutSeconds" }}
-{{- include "cellfit.config" (dict "Values" $values) }}
+{{- include "cellfit.config" (dict "Values" $values "Release" .Release "Chart" .Chart) }}
 {{- end }}
 
 {{/* The KubeSchedulerConfiguration of the cellfit profile. */}}

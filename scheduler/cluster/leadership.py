@@ -1,0 +1,338 @@
+"""Leader election on a coordination.k8s.io Lease, the way client-go's ``leaderelection`` does it,
+and the terms of leadership that the live drivers run in.
+
+Every replica serves the extender verbs to the kube-scheduler beside it: kube-scheduler's own
+Lease decides which of those is called. What must run once per cluster - the estimator, AlloX
+admission and the placer, the requeue nudge - runs on the holder of cellfit's own Lease only
+(``leaderElection`` in the configuration):
+
+* a replica takes the Lease when it does not exist, when it is released (no holder), when it
+  holds it already (a restarted container keeps its identity, the pod's name, and takes it back
+  at once), or when nobody renewed it for ``leaseDurationSeconds`` *as this replica observed it*:
+  the lapse is measured on the local monotonic clock from the moment the record last changed,
+  never from the timestamps in it, so clock skew between replicas cannot cut a term short;
+* the leader renews every ``retryPeriodSeconds``; when it could not for ``renewDeadlineSeconds``
+  (shorter than the lease) it ends its term, so its drivers stop before a standby's can start;
+* writes carry the record's resourceVersion: of two replicas racing for the Lease, one wins;
+* on a clean shutdown the leader releases the Lease, and a standby takes it within one retry.
+
+A term's drivers are built fresh (:class:`Terms`): a stopped controller's threads cannot be
+started again, and a new term rebuilds its state from the cluster, as a restart does.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable, Protocol, Sequence
+
+import msgspec
+
+from scheduler.config import LeaderElectionSettings
+from scheduler.errors import KubernetesApiError
+
+log = logging.getLogger(__name__)
+
+_SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+
+
+class LeaseApi(Protocol):
+    """The calls leader election makes (implemented by scheduler.cluster.api.KubernetesApi)."""
+
+    def get_lease(self, *, namespace: str, name: str) -> bytes | None: ...
+
+    def write_lease(self, *, namespace: str, lease: dict[str, Any]) -> bytes: ...
+
+
+class Driver(Protocol):
+    """A live driver that runs during a term of leadership."""
+
+    def start(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+
+# ------------------------------------------------------------------ the Lease record
+
+
+class _LeaseSpec(msgspec.Struct, frozen=True):
+    holderIdentity: str | None = None
+    leaseDurationSeconds: int | None = None
+    acquireTime: str | None = None
+    renewTime: str | None = None
+    leaseTransitions: int | None = None
+
+
+class _LeaseMeta(msgspec.Struct, frozen=True):
+    name: str = ""
+    namespace: str = ""
+    resourceVersion: str = ""
+
+
+class _Lease(msgspec.Struct, frozen=True):
+    metadata: _LeaseMeta = _LeaseMeta()
+    spec: _LeaseSpec = _LeaseSpec()
+
+
+_LEASE_DECODER = msgspec.json.Decoder(_Lease)
+
+
+@dataclass(frozen=True)
+class LeaseRecord:
+    """What the Lease says, as read."""
+
+    holder: str  # "" when released
+    lease_duration_seconds: int
+    acquire_time: str | None
+    transitions: int
+    resource_version: str
+
+
+def parse_lease(raw: bytes) -> LeaseRecord:
+    lease = _LEASE_DECODER.decode(raw)
+    spec = lease.spec
+    return LeaseRecord(
+        holder=spec.holderIdentity or "",
+        lease_duration_seconds=spec.leaseDurationSeconds or 0,
+        acquire_time=spec.acquireTime,
+        transitions=spec.leaseTransitions or 0,
+        resource_version=lease.metadata.resourceVersion,
+    )
+
+
+def may_take(record: LeaseRecord | None, *, identity: str, observed_at: float, now: float) -> bool:
+    """Whether ``identity`` may write itself into the Lease now: it does not exist, nobody holds
+    it, ``identity`` holds it, or it went unrenewed for its duration since ``observed_at`` (the
+    local monotonic time the record was last seen to change)."""
+    if record is None or not record.holder or record.holder == identity:
+        return True
+    return now >= observed_at + record.lease_duration_seconds
+
+
+def lease_body(
+    record: LeaseRecord | None,
+    *,
+    name: str,
+    namespace: str,
+    identity: str,
+    lease_duration_seconds: int,
+    now: datetime,
+    release: bool = False,
+) -> dict[str, Any]:
+    """The Lease ``identity`` writes to take or renew it (or, ``release``, to give it up): the
+    acquire time and transition count carry over while the holder stays the same."""
+    stamp = micro_time(now)
+    metadata: dict[str, Any] = {"name": name, "namespace": namespace}
+    if record is not None:
+        metadata["resourceVersion"] = record.resource_version
+    keeps = record is not None and record.holder == identity
+    transitions = record.transitions if record is not None else 0
+    if record is not None and not keeps and not release:
+        transitions += 1
+    spec: dict[str, Any] = {
+        "holderIdentity": "" if release else identity,
+        # Released: a standby may take it at once (client-go writes 1 s as well).
+        "leaseDurationSeconds": 1 if release else lease_duration_seconds,
+        "acquireTime": record.acquire_time if keeps and record is not None and record.acquire_time else stamp,
+        "renewTime": stamp,
+        "leaseTransitions": transitions,
+    }
+    return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": metadata, "spec": spec}
+
+
+def micro_time(moment: datetime) -> str:
+    """A metav1.MicroTime: RFC 3339 in UTC with microseconds."""
+    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def default_identity() -> str:
+    """The host name: in a pod its name, unique per replica and kept across container restarts."""
+    return socket.gethostname()
+
+
+def default_namespace() -> str:
+    """The pod's namespace (its service account's), else ``default``."""
+    try:
+        return _SERVICE_ACCOUNT_NAMESPACE.read_text().strip() or "default"
+    except OSError:
+        return "default"
+
+
+# ------------------------------------------------------------------ the elector
+
+
+class LeaderElector:
+    """Campaigns for the Lease in a thread of its own; ``on_started`` and ``on_stopped`` run in
+    that thread at the start and end of each term."""
+
+    def __init__(
+        self,
+        *,
+        api: LeaseApi,
+        settings: LeaderElectionSettings,
+        on_started: Callable[[], None],
+        on_stopped: Callable[[], None],
+        on_change: Callable[[bool], None] | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
+        wall: Callable[[], datetime] = lambda: datetime.now(timezone.utc),
+    ) -> None:
+        self._api = api
+        self._settings = settings
+        self.identity = settings.identity or default_identity()
+        self.namespace = settings.namespace or default_namespace()
+        self.name = settings.lease_name
+        self._on_started = on_started
+        self._on_stopped = on_stopped
+        self._on_change = on_change
+        self._monotonic = monotonic
+        self._wall = wall
+        self._stop = threading.Event()
+        self._record: LeaseRecord | None = None
+        self._observed_at = 0.0
+        self._renewed_at = 0.0
+        self._failing = False  # the API has failed since the last success: said once, not every retry
+        self.leading = False
+        self.holder = ""  # as last read: who leads now
+        self._thread = threading.Thread(target=self._run, name="leader-election", daemon=True)
+
+    def start(self) -> None:
+        log.info(
+            "campaigning for the controllers' Lease",
+            extra={"lease": f"{self.namespace}/{self.name}", "identity": self.identity},
+        )
+        self._thread.start()
+
+    def stop(self) -> None:
+        """End the term, if any, and release the Lease so that a standby takes over at once."""
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=self._settings.retry_period_seconds + self._request_margin())
+        if self.leading:
+            self._end_term("shutting down")
+            self._release()
+
+    # ------------------------------------------------------------------ the loop
+
+    def _run(self) -> None:
+        period = self._settings.retry_period_seconds
+        while not self._stop.is_set():
+            try:
+                self.campaign_once()
+            except Exception:  # a defect must not end leader election (the drivers would stay as they are)
+                if not self._failing:
+                    self._failing = True
+                    log.exception("leader election failed; retrying")
+            self._stop.wait(period)
+
+    def campaign_once(self) -> None:
+        """One round: take or renew the Lease if it may be, and begin or end the term."""
+        held = self._try_acquire_or_renew()
+        now = self._monotonic()
+        if held:
+            self._renewed_at = now
+            if not self.leading:
+                self.leading = True
+                log.info("leading: starting the controllers", extra={"lease": f"{self.namespace}/{self.name}", "identity": self.identity})
+                self._changed(True)
+                self._on_started()
+        elif self.leading and now - self._renewed_at > self._settings.renew_deadline_seconds:
+            self._end_term(f"could not renew the Lease for {self._settings.renew_deadline_seconds:g}s")
+
+    def _try_acquire_or_renew(self) -> bool:
+        try:
+            raw = self._api.get_lease(namespace=self.namespace, name=self.name)
+            record = parse_lease(raw) if raw is not None else None
+            now = self._monotonic()
+            if record is None or self._record is None or record.resource_version != self._record.resource_version:
+                self._record, self._observed_at = record, now
+            self.holder = record.holder if record is not None else ""
+            if not may_take(record, identity=self.identity, observed_at=self._observed_at, now=now):
+                self._recovered()
+                return False
+            body = lease_body(
+                record, name=self.name, namespace=self.namespace, identity=self.identity,
+                lease_duration_seconds=self._settings.lease_duration_seconds, now=self._wall(),
+            )
+            written = parse_lease(self._api.write_lease(namespace=self.namespace, lease=body))
+        except KubernetesApiError as error:
+            if error.status == 409:  # another replica wrote first: read again next round
+                return False
+            if not self._failing:
+                self._failing = True
+                log.warning("the controllers' Lease is unreachable; retrying", extra={"reason": str(error)})
+            return False
+        self._recovered()
+        self._record, self._observed_at = written, self._monotonic()
+        self.holder = written.holder
+        return True
+
+    def _end_term(self, why: str) -> None:
+        self.leading = False
+        log.warning("no longer leading: stopping the controllers", extra={"reason": why, "identity": self.identity})
+        self._changed(False)
+        self._on_stopped()
+
+    def _release(self) -> None:
+        if self._record is None or self._record.holder != self.identity:
+            return
+        body = lease_body(
+            self._record, name=self.name, namespace=self.namespace, identity=self.identity,
+            lease_duration_seconds=self._settings.lease_duration_seconds, now=self._wall(), release=True,
+        )
+        try:
+            self._api.write_lease(namespace=self.namespace, lease=body)
+            log.info("released the controllers' Lease", extra={"identity": self.identity})
+        except KubernetesApiError as error:  # the standby then waits for the lease to lapse
+            log.warning("could not release the controllers' Lease", extra={"reason": str(error)})
+
+    def _recovered(self) -> None:
+        if self._failing:
+            self._failing = False
+            log.info("the controllers' Lease is reachable again")
+
+    def _changed(self, leading: bool) -> None:
+        if self._on_change is not None:
+            self._on_change(leading)
+
+    def _request_margin(self) -> float:
+        return 15.0  # one API call in flight may take the client's timeout
+
+
+# ------------------------------------------------------------------ terms
+
+
+class Terms:
+    """The drivers of each term of leadership, built by ``build`` when the term starts and
+    stopped (last built, first stopped) when it ends. Without leader election there is one term,
+    from start to shutdown."""
+
+    def __init__(self, build: Callable[[], Sequence[Driver]]) -> None:
+        self._build = build
+        self._lock = threading.Lock()
+        self._drivers: Sequence[Driver] = ()
+        self.started = 0  # terms begun in this process
+
+    def begin(self) -> None:
+        with self._lock:
+            if self._drivers:
+                return
+            self._drivers = self._build()
+            self.started += 1
+            for driver in self._drivers:
+                driver.start()
+
+    def end(self) -> None:
+        with self._lock:
+            drivers, self._drivers = self._drivers, ()
+            for driver in reversed(drivers):
+                driver.stop()
+
+    @property
+    def drivers(self) -> Sequence[Driver]:
+        return self._drivers
+

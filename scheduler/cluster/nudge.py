@@ -1,0 +1,298 @@
+"""After an outage, make kube-scheduler retry the pods it parked while cellfit was away.
+
+kube-scheduler keeps a pod that failed to schedule in its unschedulable queue until a cluster
+event that one of the pod's rejecting plugins registered for says it may fit now, or until its
+5-minute flush. A pod whose preemption met a down or restarting cellfit was rejected by
+kube-scheduler's own NodeResourcesFit (the GPUs are full), and then the preempt call failed:
+nothing in a quiet cluster wakes it for 5 minutes (measured 294 s and 312 s in issue 18).
+
+What wakes it: an *update of the pod itself* only does when the rejection came partly from the
+extender (kube-scheduler then records the pseudo-plugin "Extender", registered for every
+event); NodeResourcesFit's queueing hints ignore updates of the pending pod (v1.35 and v1.37:
+``PodSchedulingPropertiesChange`` yields TargetPod/Update, for which NodeResourcesFit registers
+nothing), so an annotation or label patch leaves the usual preempt-path pod parked (seen on the
+e2e control plane: the patched pod stayed in "Unschedulable" with rejectors NodeAffinity and
+NodeResourcesFit). What NodeResourcesFit and "Extender" both requeue on is the deletion of an
+assigned pod (``isSchedulableAfterAssignedPodDelete``: any assigned pod deleted, Queue). So the
+requeue signal is a pod bound at creation to a node that never exists
+(:data:`REQUEUE_SIGNAL_NODE`), deleted at once with no grace period: no kubelet ever sees it,
+kube-scheduler's cache adds and removes it, and every pod parked on resources or by the
+extender goes back to its active queue (or its backoff, at most 10 s). Two API calls however
+many pods are parked; the retry is what any pod completing in a busy cluster would cause.
+
+When: the leader (scheduler/cluster/leadership.py) lists the profile's pending pods every
+``nudge.periodSeconds`` once its watch cache has synced, and signals when
+
+* a pod has been unschedulable since before this term began (its PodScheduled=False condition
+  is older than the moment this cellfit took charge): once per term;
+* a pod's last attempt met an extender error (its condition message names cellfit's extender
+  path: "connection refused", or HTTP 503 while cellfit was starting): while such pods remain,
+  at most every ``nudge.minIntervalSeconds`` (another replica's cellfit may still be coming back).
+
+The retry also replaces the stale "connection refused" FailedScheduling event: kube-scheduler
+writes the new attempt's outcome.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Callable, Protocol, Sequence
+
+import msgspec
+
+from scheduler.config import NudgeSettings
+from scheduler.constants import EXTENDER_URL_PREFIX, LABEL_REQUEUE_SIGNAL, REQUEUE_SIGNAL_NODE
+from scheduler.errors import KubernetesApiError
+
+log = logging.getLogger(__name__)
+
+# What kube-scheduler's messages contain when a call to cellfit failed: the verb's URL, in both
+# "Post \"http://.../v1/extender/preempt\": ... connection refused" and "failed preemption with
+# extender at URL http://.../v1/extender/preempt, code 503".
+EXTENDER_ERROR_MARK = EXTENDER_URL_PREFIX + "/"
+# Never pulled: no kubelet runs a pod bound to a node that does not exist.
+SIGNAL_IMAGE = "registry.k8s.io/pause:3.10"
+LOGGED_KEYS = 5  # pod names a signal's log line lists
+
+
+class NudgeApi(Protocol):
+    """The calls the nudge makes (implemented by scheduler.cluster.api.KubernetesApi)."""
+
+    def list_pending_pods(self, scheduler_name: str) -> bytes: ...
+
+    def create_pod(self, *, namespace: str, pod: dict[str, Any]) -> None: ...
+
+    def delete_pod(
+        self, *, namespace: str, name: str, uid: str | None = None, grace_period_seconds: int | None = None
+    ) -> None: ...
+
+
+# ------------------------------------------------------------------ what is read of a pending pod
+
+
+class _Condition(msgspec.Struct, frozen=True):
+    type: str = ""
+    status: str = ""
+    message: str = ""
+    lastTransitionTime: str | None = None
+
+
+class _Status(msgspec.Struct, frozen=True):
+    conditions: list[_Condition] | None = None
+
+
+class _Meta(msgspec.Struct, frozen=True):
+    name: str = ""
+    namespace: str = ""
+    deletionTimestamp: str | None = None
+
+
+class _Pod(msgspec.Struct, frozen=True):
+    metadata: _Meta = _Meta()
+    status: _Status | None = None
+
+
+class _PodList(msgspec.Struct, frozen=True):
+    items: list[_Pod] = []
+
+
+_POD_LIST_DECODER = msgspec.json.Decoder(_PodList)
+
+
+@dataclass(frozen=True)
+class UnschedulablePod:
+    """A pending pod whose PodScheduled condition is False: kube-scheduler tried and failed."""
+
+    key: str  # namespace/name
+    since: float  # the condition's lastTransitionTime, seconds since the epoch
+    message: str
+
+
+def unschedulable_pods(raw_pod_list: bytes) -> list[UnschedulablePod]:
+    """The pods of a PodList that kube-scheduler found unschedulable (not being deleted)."""
+    found = []
+    for pod in _POD_LIST_DECODER.decode(raw_pod_list).items:
+        if pod.metadata.deletionTimestamp or pod.status is None:
+            continue
+        for condition in pod.status.conditions or ():
+            if condition.type == "PodScheduled" and condition.status == "False" and condition.lastTransitionTime:
+                found.append(UnschedulablePod(
+                    key=f"{pod.metadata.namespace}/{pod.metadata.name}",
+                    since=_epoch(condition.lastTransitionTime),
+                    message=condition.message,
+                ))
+                break
+    return found
+
+
+# ------------------------------------------------------------------ which pods, and when (pure)
+
+
+@dataclass(frozen=True)
+class Parked:
+    """The pods that call for a requeue signal, by why."""
+
+    stale: tuple[str, ...] = ()  # unschedulable since before this term began
+    failed: tuple[str, ...] = ()  # their last attempt met an extender error
+
+    def __bool__(self) -> bool:
+        return bool(self.stale or self.failed)
+
+
+def parked(pods: Sequence[UnschedulablePod], *, term_began: float, error_mark: str = EXTENDER_ERROR_MARK) -> Parked:
+    """Sort ``pods`` into those unschedulable since before ``term_began`` and those whose last
+    attempt failed on an extender call (a pod that is both counts as failed)."""
+    stale, failed = [], []
+    for pod in pods:
+        if error_mark in pod.message:
+            failed.append(pod.key)
+        elif pod.since < term_began:
+            stale.append(pod.key)
+    return Parked(stale=tuple(sorted(stale)), failed=tuple(sorted(failed)))
+
+
+@dataclass
+class SignalPacer:
+    """When to send the requeue signal: for stale pods once per term (one signal requeues them
+    all; if they stay unschedulable afterwards, the cluster's own events wake them), for failed
+    pods while they remain, never twice within ``min_interval`` seconds."""
+
+    min_interval: float
+    last: float | None = None
+    stale_covered: bool = False
+    sent: int = field(default=0)
+
+    def due(self, found: Parked, now: float) -> bool:
+        if self.last is not None and now - self.last < self.min_interval:
+            return False
+        return bool(found.failed) or (bool(found.stale) and not self.stale_covered)
+
+    def record(self, now: float) -> None:
+        self.last = now
+        self.stale_covered = True
+        self.sent += 1
+
+
+# ------------------------------------------------------------------ the signal
+
+
+def signal_pod(name: str, *, namespace: str) -> dict[str, Any]:
+    """The pod whose creation and deletion make kube-scheduler requeue parked pods: bound at
+    creation to a node that never exists, requesting nothing, restricted in every way the Pod
+    Security "restricted" profile asks."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace, "labels": {LABEL_REQUEUE_SIGNAL: "true"}},
+        "spec": {
+            "nodeName": REQUEUE_SIGNAL_NODE,
+            "automountServiceAccountToken": False,
+            "terminationGracePeriodSeconds": 0,
+            "securityContext": {"runAsNonRoot": True, "runAsUser": 65532, "seccompProfile": {"type": "RuntimeDefault"}},
+            "containers": [{
+                "name": "signal",
+                "image": SIGNAL_IMAGE,
+                "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
+            }],
+        },
+    }
+
+
+def send_signal(api: NudgeApi, *, namespace: str) -> None:
+    """Create the signal pod and delete it at once (no grace: nothing runs it)."""
+    name = f"cellfit-requeue-{uuid.uuid4().hex[:10]}"
+    api.create_pod(namespace=namespace, pod=signal_pod(name, namespace=namespace))
+    api.delete_pod(namespace=namespace, name=name, grace_period_seconds=0)
+
+
+# ------------------------------------------------------------------ the loop
+
+
+class Nudger:
+    """One term's nudge loop (start and stop it with the term)."""
+
+    def __init__(
+        self,
+        *,
+        api: NudgeApi,
+        settings: NudgeSettings,
+        namespace: str,
+        ready: Callable[[], bool],
+        clock: Callable[[], float] = time.time,
+        on_signal: Callable[[Parked], None] | None = None,
+    ) -> None:
+        self._api = api
+        self._settings = settings
+        self._namespace = namespace
+        self._ready = ready
+        self._clock = clock
+        self._on_signal = on_signal
+        self._pacer = SignalPacer(min_interval=settings.min_interval_seconds)
+        self._stop = threading.Event()
+        self._failing = False
+        self.term_began: float | None = None  # when this cellfit took charge: leading and synced
+        self._thread = threading.Thread(target=self._run, name="nudge", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    @property
+    def signals(self) -> int:
+        return self._pacer.sent
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.pass_once()
+            except Exception:  # a defect must not end the loop
+                log.exception("nudge pass failed")
+            self._stop.wait(self._settings.period_seconds)
+
+    def pass_once(self) -> Parked:
+        """List, select, and signal if due; what was found."""
+        if not self._ready():
+            return Parked()
+        if self.term_began is None:
+            self.term_began = self._clock()
+        try:
+            pods = unschedulable_pods(self._api.list_pending_pods(self._settings.scheduler_name))
+            found = parked(pods, term_began=self.term_began)
+            now = self._clock()
+            if not self._pacer.due(found, now):
+                self._recovered()
+                return found
+            send_signal(self._api, namespace=self._namespace)
+        except KubernetesApiError as error:
+            if not self._failing:
+                self._failing = True
+                log.warning("nudge: the API call failed; retrying", extra={"reason": str(error)})
+            return Parked()
+        self._recovered()
+        self._pacer.record(now)
+        log.info(
+            "requeue signal sent: kube-scheduler retries the pods it parked",
+            extra={
+                "stale": len(found.stale), "failed": len(found.failed),
+                "pods": list((found.failed + found.stale)[:LOGGED_KEYS]),
+            },
+        )
+        if self._on_signal is not None:
+            self._on_signal(found)
+        return found
+
+    def _recovered(self) -> None:
+        if self._failing:
+            self._failing = False
+            log.info("nudge: the API answers again")
+
+
+def _epoch(timestamp: str) -> float:
+    return datetime.fromisoformat(timestamp.replace("Z", "+00:00")).timestamp()

@@ -1,0 +1,159 @@
+"""The requeue nudge's pure parts: which pending pods call for a signal, when the pacer lets one
+go, what is read of a PodList, and the signal pod itself. The loop against a real control plane
+is e2e/test_outage_nudge.py."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from typing import Any
+
+from scheduler.config import NudgeSettings, parse_settings
+from scheduler.constants import LABEL_REQUEUE_SIGNAL, REQUEUE_SIGNAL_NODE
+from scheduler.cluster.nudge import (
+    EXTENDER_ERROR_MARK,
+    Parked,
+    SignalPacer,
+    UnschedulablePod,
+    parked,
+    signal_pod,
+    unschedulable_pods,
+)
+
+T0 = datetime(2026, 11, 25, 17, 0, 0, tzinfo=timezone.utc).timestamp()
+REFUSED = (
+    '0/5 nodes are available: 1 Insufficient nvidia.com/gpu, 4 node(s) didn\'t match Pod\'s node affinity/selector. '
+    'preemption: Post "http://127.0.0.1:8888/v1/extender/preempt": dial tcp 127.0.0.1:8888: connect: connection refused'
+)
+STARTING = "preemption: failed preemption with extender at URL http://127.0.0.1:8888/v1/extender/preempt, code 503"
+NO_ROOM = "0/4 nodes are available: 4 Insufficient nvidia.com/gpu. preemption: 0/4 nodes are available: 4 No victims found."
+
+
+def pod(key: str, *, since: float, message: str = NO_ROOM) -> UnschedulablePod:
+    return UnschedulablePod(key=key, since=since, message=message)
+
+
+def listed(*items: dict[str, Any]) -> bytes:
+    return json.dumps({"kind": "PodList", "metadata": {"resourceVersion": "9"}, "items": list(items)}).encode()
+
+
+def pending(name: str, *conditions: dict[str, Any], deleting: bool = False) -> dict[str, Any]:
+    metadata: dict[str, Any] = {"name": name, "namespace": "ml", "uid": f"uid-{name}"}
+    if deleting:
+        metadata["deletionTimestamp"] = "2026-11-25T17:00:09Z"
+    return {"metadata": metadata, "spec": {"schedulerName": "cellfit", "containers": [{"name": "c"}]},
+            "status": {"phase": "Pending", "conditions": list(conditions)}}
+
+
+def scheduled(status: str, message: str = NO_ROOM, at: str = "2026-11-25T17:00:00Z") -> dict[str, Any]:
+    return {"type": "PodScheduled", "status": status, "reason": "Unschedulable", "message": message, "lastTransitionTime": at}
+
+
+# ------------------------------------------------------------------ selection
+
+
+def test_a_pod_unschedulable_since_before_the_term_is_stale_one_since_after_is_not() -> None:
+    found = parked([pod("ml/old", since=T0 - 60), pod("ml/new", since=T0 + 1)], term_began=T0)
+    assert found == Parked(stale=("ml/old",), failed=())
+
+
+def test_a_pod_whose_last_attempt_met_an_extender_error_is_failed_whenever_it_began() -> None:
+    found = parked(
+        [pod("ml/refused", since=T0 + 30, message=REFUSED), pod("ml/starting", since=T0 - 5, message=STARTING),
+         pod("ml/waiting", since=T0 + 30)],
+        term_began=T0,
+    )
+    # "starting" is also older than the term: it counts once, as failed.
+    assert found == Parked(stale=(), failed=("ml/refused", "ml/starting"))
+    assert EXTENDER_ERROR_MARK == "/v1/extender/"
+
+
+def test_nothing_parked_calls_for_no_signal() -> None:
+    assert not parked([pod("ml/new", since=T0 + 1)], term_began=T0)
+    assert not parked([], term_began=T0)
+
+
+# ------------------------------------------------------------------ pacing
+
+
+def test_stale_pods_get_one_signal_per_term() -> None:
+    pacer = SignalPacer(min_interval=10)
+    stale = Parked(stale=("ml/old",))
+    assert pacer.due(stale, T0)
+    pacer.record(T0)
+    # The same pods, still unschedulable for their own reasons: the cluster's events wake them now.
+    assert not pacer.due(stale, T0 + 5)
+    assert not pacer.due(stale, T0 + 3600)
+    assert pacer.sent == 1
+
+
+def test_failed_pods_get_a_signal_at_most_every_min_interval_while_they_remain() -> None:
+    pacer = SignalPacer(min_interval=10)
+    failed = Parked(failed=("ml/refused",))
+    sent = []
+    for second in range(0, 35):  # a pass every second, the other cellfit still away
+        now = T0 + second
+        if pacer.due(failed, now):
+            pacer.record(now)
+            sent.append(second)
+    assert sent == [0, 10, 20, 30]
+    assert not pacer.due(Parked(), T0 + 100)  # nothing parked any more: nothing sent
+
+
+def test_a_failed_pod_right_after_a_stale_signal_waits_for_the_interval() -> None:
+    pacer = SignalPacer(min_interval=10)
+    pacer.record(T0)  # the term's first signal, for stale pods
+    failed = Parked(failed=("ml/refused",))
+    assert not pacer.due(failed, T0 + 9.9)
+    assert pacer.due(failed, T0 + 10)
+
+
+# ------------------------------------------------------------------ reading the PodList
+
+
+def test_only_pods_with_podscheduled_false_are_read_and_deleting_pods_are_left_out() -> None:
+    raw = listed(
+        pending("refused", scheduled("False", REFUSED, "2026-11-25T17:00:05Z")),
+        pending("never-tried"),  # no condition: kube-scheduler has not tried it yet
+        pending("gone", scheduled("False"), deleting=True),
+        pending("being-bound", scheduled("True")),
+        pending("other-conditions", {"type": "Ready", "status": "False"}, scheduled("False", at="2026-11-25T16:59:00Z")),
+    )
+    pods = unschedulable_pods(raw)
+    assert pods == [
+        UnschedulablePod(key="ml/refused", since=T0 + 5, message=REFUSED),
+        UnschedulablePod(key="ml/other-conditions", since=T0 - 60, message=NO_ROOM),
+    ]
+
+
+def test_fractional_condition_times_are_read() -> None:
+    raw = listed(pending("p", scheduled("False", at="2026-11-25T17:00:00.250000Z")))
+    assert unschedulable_pods(raw)[0].since == T0 + 0.25
+
+
+# ------------------------------------------------------------------ the signal pod
+
+
+def test_the_signal_pod_is_bound_to_a_node_that_cannot_exist_and_asks_for_nothing() -> None:
+    body = signal_pod("cellfit-requeue-0123456789", namespace="cellfit-system")
+    assert body["metadata"] == {"name": "cellfit-requeue-0123456789", "namespace": "cellfit-system",
+                                "labels": {LABEL_REQUEUE_SIGNAL: "true"}}
+    spec = body["spec"]
+    assert spec["nodeName"] == REQUEUE_SIGNAL_NODE and REQUEUE_SIGNAL_NODE.endswith(".invalid")
+    (container,) = spec["containers"]
+    assert "resources" not in container and spec["automountServiceAccountToken"] is False
+    # Admitted where Pod Security "restricted" is enforced.
+    assert spec["securityContext"]["runAsNonRoot"] and spec["securityContext"]["seccompProfile"]["type"] == "RuntimeDefault"
+    assert container["securityContext"] == {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+
+
+def test_nudge_settings_have_documented_defaults_and_bounds() -> None:
+    settings = parse_settings("").nudge
+    assert settings == NudgeSettings(enabled=True, scheduler_name="cellfit", period_seconds=5.0, min_interval_seconds=10.0)
+    for bad in ("nudge: {minIntervalSeconds: 0}", "nudge: {periodSeconds: 0.1}", "nudge: {schedulerName: ''}"):
+        try:
+            parse_settings(bad)
+        except Exception as error:
+            assert "nudge" in str(error), str(error)
+        else:
+            raise AssertionError(f"accepted {bad!r}")
