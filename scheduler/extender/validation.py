@@ -19,12 +19,12 @@ from typing import Callable, Final, Mapping, Sequence
 
 import msgspec
 
-from estimator.contract import parse_estimate, parse_iterations
 import estimator.objects as sampling_objects
+from estimator.contract import parse_estimate, parse_iterations
 from placer.configuration import parse_configurations
+from scheduler import constants
 from scheduler.cells import HivedEngine
 from scheduler.cells.allocator import Unplaceable
-from scheduler import constants
 from scheduler.cells.request import CellRequest, gang_size_problem, parse_request
 from scheduler.constants import (
     ANNOTATION_CELL_TYPE,
@@ -42,6 +42,7 @@ from scheduler.core.model import OwnerRef, PodInfo
 from scheduler.errors import InvalidAnnotation, InvalidRequest
 from scheduler.kube import translate, wire
 from scheduler.preemption import job_class_of, preemption_count_of
+
 
 def _keys(kind: str) -> frozenset[str]:
     """Every cellfit.io/ key of ``kind`` (``LABEL``, ``ANNOTATION``) that cellfit reads or
