@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from concurrent.futures import Executor
+from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Callable, Generic, Iterable, Mapping, TypeVar
 
@@ -52,6 +52,13 @@ class VerbRoute:
     executor: Executor | None = None
 
 
+# A body larger than this is decided on a thread of its own, not on the event loop: parsing
+# 8 MiB of full Nodes takes hundreds of milliseconds, which every other request (the extender's
+# and the metrics listener's, one event loop) would otherwise wait out. Small bodies, what
+# kube-scheduler sends with nodeCacheCapable, stay on the loop, where they cost least.
+LARGE_BODY_BYTES = 256 * 1024
+
+
 class VerbDispatch(Generic[App]):
     """ASGI app: POST ``path`` of a :class:`VerbRoute` is answered by it, everything else by
     ``api``. Lifespan events go to ``api`` too, so its startup and shutdown hooks run."""
@@ -62,6 +69,8 @@ class VerbDispatch(Generic[App]):
         self.api = api
         self.routes: Mapping[str, VerbRoute] = dict(routes)
         self.max_request_bytes = max_request_bytes
+        # One thread: large bodies queue behind each other rather than all parsing at once.
+        self._large_bodies = ThreadPoolExecutor(max_workers=1, thread_name_prefix="large-body")
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
@@ -80,8 +89,9 @@ class VerbDispatch(Generic[App]):
         limit = self.max_request_bytes
         try:
             body = await receive_body(receive, scope["headers"], limit=limit)
-            if route.executor is not None:
-                answer = await asyncio.get_running_loop().run_in_executor(route.executor, route.handler, body)
+            executor = route.executor or (self._large_bodies if len(body) > LARGE_BODY_BYTES else None)
+            if executor is not None:
+                answer = await asyncio.get_running_loop().run_in_executor(executor, route.handler, body)
             else:
                 answer = route.handler(body)
         except ClientDisconnected:

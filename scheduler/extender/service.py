@@ -27,7 +27,7 @@ import msgspec
 
 from scheduler.constants import JOB_CLASS_BEST_EFFORT, LABEL_JOB_CLASS
 from scheduler.core.engine import SchedulingEngine
-from scheduler.core.model import JobInfo, PodInfo
+from scheduler.core.model import JobInfo, NodeInfo, PodInfo
 from scheduler.errors import (
     CellfitError,
     ClusterUnavailable,
@@ -138,9 +138,10 @@ class ExtenderService:
             return self._error_answer("filter", wire.ExtenderFilterResult(Error=str(error)), error, level=logging.INFO)
         except InvalidRequest as error:
             return self._error_answer("filter", wire.ExtenderFilterResult(Error=str(error)), error)
+        sent = self._sent_nodes(raw_nodes)
         with self._lock:
-            if raw_nodes is not None:
-                self._apply_sent_nodes(raw_nodes)
+            for node in sent:
+                self._engine.apply_node(node)
             decision = self._engine.filter(pod, names)
         verdicts = self._metrics.verdicts
         verdicts["feasible"].inc(len(decision.feasible))
@@ -175,9 +176,10 @@ class ExtenderService:
         self._require_ready()  # no Error field: NotReady is HTTP 503
         pod = self._pod(args.pod)
         names, raw_nodes = self._offered_nodes(args)
+        sent = self._sent_nodes(raw_nodes)
         with self._lock:
-            if raw_nodes is not None:
-                self._apply_sent_nodes(raw_nodes)
+            for node in sent:
+                self._engine.apply_node(node)
             scores = self._engine.prioritize(pod, names)
         self._metrics.answered["prioritize", "ok"].inc()
         return Answer(200, host_priorities_json(names, scores))
@@ -384,13 +386,15 @@ class ExtenderService:
             raw_nodes[node.metadata.name] = (raw, node)
         return list(raw_nodes), raw_nodes
 
-    def _apply_sent_nodes(self, raw_nodes: dict[str, tuple[msgspec.Raw, wire.Node]]) -> None:
-        # kube-scheduler's Node objects are the freshest view of capacity cellfit can get
-        # without a watch: standalone mode learns the cluster from them.
-        for index, (_, node) in enumerate(raw_nodes.values()):
-            self._engine.apply_node(
-                translate.node_info(node, gpu_resource=self._gpu_resource, field=f"Nodes.items[{index}]")
-            )
+    def _sent_nodes(self, raw_nodes: dict[str, tuple[msgspec.Raw, wire.Node]] | None) -> list[NodeInfo]:
+        """kube-scheduler's Node objects, which the engine is given before deciding: the
+        freshest view of capacity cellfit can get without a watch (standalone mode learns the
+        cluster from them). Translated before the engine lock is taken, so that a request with
+        thousands of them holds the lock only for applying them."""
+        return [
+            translate.node_info(node, gpu_resource=self._gpu_resource, field=f"Nodes.items[{index}]")
+            for index, (_, node) in enumerate((raw_nodes or {}).values())
+        ]
 
     def _error_answer(
         self,

@@ -334,3 +334,37 @@ def test_a_flood_of_bad_requests_writes_a_bounded_log_saying_what_it_held_back(s
     # Every refused body is accounted for: logged, or counted in the next record that was.
     assert len(rejected) + sum(line.get("suppressed", 0) for line in rejected) == 1201
     assert rejected[-1]["suppressed"] > 0
+
+
+# ------------------------------------------------------------------------------ costly bodies
+
+
+def test_a_costly_body_does_not_hold_the_requests_behind_it(serve) -> None:  # type: ignore[no-untyped-def]
+    """An 8 MiB filter of full Nodes takes hundreds of milliseconds to parse: it is decided off
+    the event loop, so a small filter sent while it is being parsed is answered first."""
+    served = serve("maxRequestBytes: 16777216")
+    node = k.node("gpu-x", gpus=8)
+    count = 8 * 2**20 // len(k.dumps(node))
+    costly = k.dumps(k.extender_args(k.pod("big-0", gpus=1), [k.node(f"n-{i}", gpus=8) for i in range(count)], node_cache_capable=False))
+    big = _connect(served.port)
+    big.sendall(
+        b"POST /v1/extender/filter HTTP/1.1\r\nHost: cellfit\r\nContent-Type: application/json\r\n"
+        b"Content-Length: %d\r\n\r\n" % len(costly) + costly
+    )
+    time.sleep(0.05)  # read whole and being parsed
+    small = _connect(served.port)
+    small.sendall(
+        b"POST /v1/extender/filter HTTP/1.1\r\nHost: cellfit\r\nContent-Type: application/json\r\n"
+        b"Connection: close\r\nContent-Length: %d\r\n\r\n" % len(FILTER_BODY) + FILTER_BODY
+    )
+    small.settimeout(30)
+    small_answer = small.recv(65536)
+    big.setblocking(False)
+    try:
+        big_answered_first = bool(big.recv(65536))
+    except BlockingIOError:
+        big_answered_first = False
+    assert small_answer.startswith(b"HTTP/1.1 200"), small_answer[:200]
+    assert not big_answered_first, "the small filter waited for the 8 MiB one"
+    big.settimeout(30)
+    assert big.recv(65536).startswith(b"HTTP/1.1 200")
