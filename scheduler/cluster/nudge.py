@@ -18,7 +18,9 @@ requeue signal is a pod bound at creation to a node that never exists
 (:data:`REQUEUE_SIGNAL_NODE`), deleted at once with no grace period: no kubelet ever sees it,
 kube-scheduler's cache adds and removes it, and every pod parked on resources or by the
 extender goes back to its active queue (or its backoff, at most 10 s). Two API calls however
-many pods are parked; the retry is what any pod completing in a busy cluster would cause.
+many pods are parked; the retry is what any pod completing in a busy cluster would cause. A
+signal pod whose deletion failed is removed by kube-controller-manager's pod garbage collector,
+which deletes pods bound to a node that does not exist.
 
 When: the leader (scheduler/cluster/leadership.py) lists the profile's pending pods every
 ``nudge.periodSeconds`` once its watch cache has synced, and signals when
