@@ -7,9 +7,9 @@ the chart's configuration (leader election on cellfit's own Lease for the estima
 admission, the placer and the nudge), each authenticated as the chart's RBAC allows.
 
 Replica A starts first and leads both Leases; replica B stands by: its cellfit serves the verbs
-(nobody calls them) and runs no driver. A burst of 30 one-GPU pods arrives on four 8-GPU nodes;
-A binds the first ones, then both of A's processes are killed while more arrive (SIGKILL: no Lease is released). B's
-kube-scheduler takes over within the lease duration (plus the retry period in which it
+(nobody calls them) and runs no driver. A burst of 30 one-GPU pods arrives on four 8-GPU nodes
+in batches of 5; once A has bound the first 10, both of A's processes are killed (SIGKILL: no
+Lease is released) and the rest keep arriving. B's kube-scheduler takes over within the lease duration (plus the retry period in which it
 notices), and B's cellfit takes the controllers' Lease as fast. Then: every pod is bound, each
 exactly once (its node never changes, none is recreated), no GPU index is shared, B's engine
 counts every GPU (two more pods fill the last two GPUs, a third waits), and B's estimator - idle
