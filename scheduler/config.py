@@ -14,13 +14,15 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic.alias_generators import to_camel
 
 from scheduler.cells import CellsConfig, check_config
 from scheduler.constants import DEFAULT_PORT, LABEL_RACK, RESOURCE_NVIDIA_GPU
 from scheduler.errors import ConfigError
+from scheduler.messages import MAX_PROBLEMS, clip, first_problems, quoted
+from scheduler.safe_yaml import LIMITS as YAML_LIMITS
+from scheduler.safe_yaml import load_yaml
 
 
 class _Section(BaseModel):
@@ -508,12 +510,14 @@ def default_config_text() -> str:
 
 
 def parse_settings(text: str, *, source: str = "<config>") -> Settings:
+    """Validate a configuration file's text; :class:`ConfigError` names the field otherwise.
+    Bounded (``scheduler.safe_yaml``: size, nesting, aliases, duplicate keys; the cell tree's
+    size in ``scheduler.cells``), so a hostile file is refused in milliseconds, not after
+    exhausting memory, and no message echoes more than the start of a long value."""
     try:
-        document: Any = yaml.safe_load(text)
-    except yaml.YAMLError as error:
-        mark = getattr(error, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise ConfigError(f"{source}: not valid YAML{where}: {getattr(error, 'problem', error)}") from None
+        document: Any = load_yaml(text)
+    except ConfigError as error:
+        raise ConfigError(f"{source}: {error}") from None
     if document is None:
         document = {}
     if not isinstance(document, dict):
@@ -546,24 +550,34 @@ def load_settings(path: str | Path | None) -> Settings:
 
 def read_config_text(path: str | Path) -> str:
     """The file's text, or a ConfigError saying why it cannot be read. Separate from parsing so
-    that a live reload can tell a file briefly missing from one that is invalid."""
+    that a live reload can tell a file briefly missing from one that is invalid. Reads at most
+    one byte past the size limit: a 10 GB file is refused, not loaded."""
+    limit = YAML_LIMITS.max_bytes
     try:
-        return Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as error:
-        reason = getattr(error, "strerror", None) or error
-        raise ConfigError(f"{path}: cannot read: {reason}") from None
+        with Path(path).open("rb") as file:
+            data = file.read(limit + 1)
+    except OSError as error:
+        raise ConfigError(f"{path}: cannot read: {error.strerror or error}") from None
+    if len(data) > limit:
+        raise ConfigError(f"{path}: is larger than {limit:,} bytes, the most a configuration file may hold")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise ConfigError(f"{path}: cannot read: not UTF-8 (byte {error.start:,})") from None
 
 
 def describe_validation_error(error: ValidationError) -> str:
-    """``server.port: Input should be ... (got 70000); server.prot: unknown key (misspelled?)``."""
-    return "; ".join(_describe(item) for item in error.errors())
+    """``server.port: Input should be ... (got 70000); server.prot: unknown key (misspelled?)``;
+    the first problems of a long list, each value cut to its start."""
+    shown = [_describe(item) for item in error.errors()[:MAX_PROBLEMS]]
+    return first_problems(shown, separator="; ", total=error.error_count())
 
 
 def _describe(error: Any) -> str:
-    field = ".".join(str(part) for part in error["loc"]) or "(top level)"
+    field = ".".join(clip(str(part)) for part in error["loc"]) or "(top level)"
     message = error["msg"]
     if error["type"] == "extra_forbidden":
         message = "unknown key (misspelled?)"
     elif error["type"] not in ("missing",) and "input" in error:
-        message = f"{message} (got {error['input']!r})"
+        message = f"{message} (got {quoted(error['input'])})"
     return f"{field}: {message}"

@@ -13,14 +13,25 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Final, Mapping, Sequence
+from typing import Any, Final, Iterable, Mapping, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from scheduler.errors import ConfigError
+from scheduler.messages import MAX_PROBLEMS, clip, first_problems, quoted
 
 # Kubernetes label values: the VC name is read from a pod label, so it must be writable as one.
 _LABEL_VALUE_RE: Final = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+
+# What a configuration may describe, checked before a cell is built: one `childCount:
+# 1000000000` would otherwise build cells until memory runs out. The cell tree costs ~0.55 KB a
+# cell (measured: 262,144 GPUs in 360,576 cells, ~195 MB), so the bounds keep it well inside the
+# chart's 1 GiB; 4x the HiveD paper's 65,536-GPU cluster.
+MAX_GPUS: Final = 2**18
+MAX_CELLS: Final = 2**20  # GPUs and every cell above them: about 2x the GPUs in usual hierarchies
+MAX_LEVELS: Final = 16  # levels of one hierarchy, GPU included (GPU, pair, socket, node, rack: 5)
+MAX_CELL_TYPES: Final = 256
+_KNOWN_SHOWN: Final = 10  # names listed in "unknown X (known: ...)"
 
 
 class _Model(BaseModel):
@@ -136,14 +147,16 @@ def field_path(loc: Sequence[str | int], *, prefix: str = "") -> str:
         if isinstance(part, int):
             text += f"[{part}]"
         else:
-            text += f".{part}" if text else str(part)
+            part = clip(part)  # a key is the user's text too: a 1 MB VC name is cut
+            text += f".{part}" if text else part
     return text or "<root>"
 
 
-def format_validation_error(error: ValidationError, *, prefix: str = "") -> list[str]:
-    """One ``path: message`` line per pydantic error, in the wording operators see everywhere."""
+def format_validation_error(error: ValidationError, *, prefix: str = "", most: int | None = None) -> list[str]:
+    """One ``path: message`` line per pydantic error, in the wording operators see everywhere;
+    the first ``most`` of them when given."""
     lines: list[str] = []
-    for item in error.errors(include_url=False):
+    for item in error.errors(include_url=False)[:most]:
         kind = item["type"]
         ctx = item.get("ctx") or {}
         if kind == "greater_than_equal":
@@ -156,6 +169,11 @@ def format_validation_error(error: ValidationError, *, prefix: str = "") -> list
         loc = [p for p in item["loc"] if not (isinstance(p, str) and p.startswith("function-"))]
         lines.append(f"{field_path(loc, prefix=prefix)}: {message}")
     return lines
+
+
+def problems_error(problems: Sequence[str], *, total: int | None = None) -> ConfigError:
+    """One ``path: message`` per line, the first :data:`~scheduler.messages.MAX_PROBLEMS` of them."""
+    return ConfigError(first_problems(problems, separator="\n", total=total))
 
 
 # --------------------------------------------------------------------------- structural rules
@@ -190,32 +208,26 @@ def chains_of(cell_types: Mapping[str, CellTypeSpec]) -> dict[str, ChainShape]:
 def _cell_type_problems(cell_types: Mapping[str, CellTypeSpec], prefix: str) -> list[str]:
     problems: list[str] = []
     base = field_path(("topology", "cellTypes"), prefix=prefix)
+    if len(cell_types) > MAX_CELL_TYPES:
+        return [f"{base}: {len(cell_types):,} cell types; at most {MAX_CELL_TYPES} may be configured"]
     parent_of: dict[str, str] = {}
     for name, spec in cell_types.items():
         if not name:
             problems.append(f"{base}: cell type names must not be empty")
         if spec.child_type == name:
-            problems.append(f"{base}.{name}.childType: a cell type cannot contain itself")
+            problems.append(f"{base}.{clip(name)}.childType: a cell type cannot contain itself")
         elif spec.child_type in parent_of:
             # Two parent types would make level-k cells non-uniform (HiveD's hierarchical
             # uniform composability), and the buddy algorithm's guarantee would no longer hold.
             problems.append(
-                f"{base}.{name}.childType: {spec.child_type!r} is already the child type of "
-                f"{parent_of[spec.child_type]!r}; a cell type can have only one parent type"
+                f"{base}.{clip(name)}.childType: {quoted(spec.child_type)} is already the child type of "
+                f"{quoted(parent_of[spec.child_type])}; a cell type can have only one parent type"
             )
         else:
             parent_of[spec.child_type] = name
     if problems:
         return problems
-    for name in cell_types:
-        seen = [name]
-        current = name
-        while current in cell_types:
-            current = cell_types[current].child_type
-            if current in seen:
-                problems.append(f"{base}.{name}.childType: cycle {' -> '.join([*seen, current])}")
-                break
-            seen.append(current)
+    problems = _cycle_problems(cell_types, base)
     if problems:
         return problems
     tops = [name for name in cell_types if name not in parent_of]
@@ -223,22 +235,59 @@ def _cell_type_problems(cell_types: Mapping[str, CellTypeSpec], prefix: str) -> 
         chain = [top]
         while chain[-1] in cell_types:
             chain.append(cell_types[chain[-1]].child_type)
+        if len(chain) > MAX_LEVELS:
+            problems.append(f"{base}.{clip(top)}: its hierarchy has {len(chain)} levels (GPU included); at most {MAX_LEVELS}")
+            continue
         marked = [t for t in chain if t in cell_types and cell_types[t].is_node_level]
         if not marked:
             problems.append(
-                f"{base}.{top}: no cell type in {' > '.join(chain)} has isNodeLevel: true "
+                f"{base}.{clip(top)}: no cell type in {_chain_text(chain)} has isNodeLevel: true "
                 "(exactly one level of every hierarchy is the node)"
             )
         for extra in marked[1:]:
             problems.append(
-                f"{base}.{extra}.isNodeLevel: {marked[0]!r} is already the node level of {' > '.join(chain)}"
+                f"{base}.{clip(extra)}.isNodeLevel: {quoted(marked[0])} is already the node level of {_chain_text(chain)}"
             )
     return problems
+
+
+def _cycle_problems(cell_types: Mapping[str, CellTypeSpec], base: str) -> list[str]:
+    """Each cycle of child types, once per type on it. With one parent per type, the types form
+    chains and cycles, so one walk from each type not yet seen finds them all (linear)."""
+    problems: list[str] = []
+    settled: set[str] = set()  # on a chain already walked, or on a cycle already reported
+    for name in cell_types:
+        walk: dict[str, int] = {}  # type -> its position on this walk
+        current = name
+        while current in cell_types and current not in settled and current not in walk:
+            walk[current] = len(walk)
+            current = cell_types[current].child_type
+        if current in walk:  # came back to a type of this walk: the types from there loop
+            cycle = list(walk)[walk[current]:]
+            for member in cycle:
+                turn = cycle[cycle.index(member):] + cycle[: cycle.index(member)]
+                steps = " -> ".join(clip(t) for t in [*turn, member])
+                problems.append(f"{base}.{clip(member)}.childType: cycle {steps}")
+        settled.update(walk)
+    return problems
+
+
+def _known(names: Iterable[str]) -> str:
+    """``A, B, C and 40 more``: the names a reference could have meant, listed once per check
+    (not once per wrong reference, which could be 100,000 times 256 names)."""
+    ordered = sorted(names)
+    shown = ", ".join(clip(name) for name in ordered[:_KNOWN_SHOWN]) or "none"
+    return f"{shown} and {len(ordered) - _KNOWN_SHOWN:,} more" if len(ordered) > _KNOWN_SHOWN else shown
+
+
+def _chain_text(chain: Sequence[str]) -> str:
+    return " > ".join(clip(t) for t in chain)
 
 
 def _physical_problems(topology: TopologyConfig, prefix: str) -> list[str]:
     cell_types = topology.cell_types
     chains = chains_of(cell_types)
+    known_types = _known(cell_types)
     problems: list[str] = []
     node_seen: dict[str, str] = {}
     ids_seen: dict[str, str] = {}
@@ -250,10 +299,10 @@ def _physical_problems(topology: TopologyConfig, prefix: str) -> list[str]:
             problems.append(f"{where}.cellType: is required")
             return
         if expected is not None and spec.cell_type is not None and spec.cell_type != expected:
-            problems.append(f"{where}.cellType: is {spec.cell_type!r} but its parent's childType is {expected!r}")
+            problems.append(f"{where}.cellType: is {quoted(spec.cell_type)} but its parent's childType is {quoted(expected)}")
             return
         if cell_type not in cell_types:
-            problems.append(f"{where}.cellType: unknown cell type {cell_type!r} (known: {', '.join(sorted(cell_types))})")
+            problems.append(f"{where}.cellType: unknown cell type {quoted(cell_type)} (known: {known_types})")
             return
         chain = chains[cell_type]
         level = chain.types.index(cell_type) + 1
@@ -261,31 +310,31 @@ def _physical_problems(topology: TopologyConfig, prefix: str) -> list[str]:
             if value is None:
                 continue
             if value in ids_seen:
-                problems.append(f"{where}.{key}: {value!r} is already used at {ids_seen[value]}")
+                problems.append(f"{where}.{key}: {quoted(value)} is already used at {ids_seen[value]}")
             else:
                 ids_seen[value] = f"{where}.{key}"
         if level < chain.node_level:
             problems.append(
-                f"{where}.cellType: {cell_type!r} is below the node level ({chain.types[chain.node_level - 1]!r}); "
+                f"{where}.cellType: {quoted(cell_type)} is below the node level ({quoted(chain.types[chain.node_level - 1])}); "
                 "physical cells are nodes or groups of nodes"
             )
             return
         if level == chain.node_level:
             if spec.node_name is None:
-                problems.append(f"{where}.nodeName: is required for a node-level cell ({cell_type!r})")
+                problems.append(f"{where}.nodeName: is required for a node-level cell ({quoted(cell_type)})")
             elif spec.node_name in node_seen:
-                problems.append(f"{where}.nodeName: node {spec.node_name!r} already appears at {node_seen[spec.node_name]}")
+                problems.append(f"{where}.nodeName: node {quoted(spec.node_name)} already appears at {node_seen[spec.node_name]}")
             else:
                 node_seen[spec.node_name] = f"{where}.nodeName"
             if spec.cell_children:
                 problems.append(f"{where}.cellChildren: a node-level cell's children are implied by its type")
             return
         if spec.node_name is not None:
-            problems.append(f"{where}.nodeName: only node-level cells name a node; {cell_type!r} is above the node level")
+            problems.append(f"{where}.nodeName: only node-level cells name a node; {quoted(cell_type)} is above the node level")
         want = cell_types[cell_type].child_count
         if len(spec.cell_children) != want:
             problems.append(
-                f"{where}.cellChildren: a {cell_type!r} cell has {want} children, {len(spec.cell_children)} are listed"
+                f"{where}.cellChildren: a {quoted(cell_type)} cell has {want} children, {len(spec.cell_children)} are listed"
             )
         for i, child in enumerate(spec.cell_children):
             visit(child, (*path, "cellChildren", i), cell_types[cell_type].child_type)
@@ -294,6 +343,48 @@ def _physical_problems(topology: TopologyConfig, prefix: str) -> list[str]:
         visit(top, ("topology", "physicalCells", i), None)
     if not topology.physical_cells:
         problems.append(f"{field_path(('topology', 'physicalCells'), prefix=prefix)}: must list at least one cell")
+    return problems
+
+
+def _tree_size_problems(topology: TopologyConfig, prefix: str) -> list[str]:
+    """The GPUs and cells the topology describes, counted from the cell types before a cell is
+    built (assumes the structure is sound): a cell type too big on its own names its
+    childCount, a topology too big in all names physicalCells."""
+    cell_types = topology.cell_types
+    base = field_path(("topology", "cellTypes"), prefix=prefix)
+    bound = f"a topology may describe at most {MAX_GPUS:,} GPUs in {MAX_CELLS:,} cells"
+    problems: list[str] = []
+    gpus: dict[str, int] = {}  # cell type -> GPUs in one cell of it
+    cells: dict[str, int] = {}  # cell type -> cells in one cell of it (itself and all inside)
+    for shape in {shape.types: shape for shape in chains_of(cell_types).values()}.values():
+        g = c = 1  # the leaf GPU type
+        for name in shape.types[1:]:
+            spec = cell_types[name]
+            g, c = g * spec.child_count, 1 + c * spec.child_count
+            gpus[name], cells[name] = g, c
+            if g > MAX_GPUS or c > MAX_CELLS:
+                problems.append(
+                    f"{base}.{clip(name)}.childCount: {spec.child_count:,} x {quoted(spec.child_type)} makes one "
+                    f"{quoted(name)} cell hold {g:,} GPUs in {c:,} cells; {bound}"
+                )
+                break  # the types above are bigger still: this is the one to fix
+    if problems:
+        return problems
+    total_gpus = total_cells = nodes = 0
+    # (cell, its type): a child may leave cellType out, its parent's childType says it
+    stack: list[tuple[PhysicalCellSpec, str]] = [(spec, spec.cell_type or "") for spec in topology.physical_cells]
+    while stack:
+        spec, cell_type = stack.pop()
+        if spec.node_name is not None:
+            nodes += 1
+            total_gpus += gpus[cell_type]
+            total_cells += cells[cell_type]
+        else:
+            total_cells += 1
+            stack.extend((child, child.cell_type or cell_types[cell_type].child_type) for child in spec.cell_children)
+    if total_gpus > MAX_GPUS or total_cells > MAX_CELLS:
+        where = field_path(("topology", "physicalCells"), prefix=prefix)
+        problems.append(f"{where}: the {nodes:,} nodes listed hold {total_gpus:,} GPUs in {total_cells:,} cells; {bound}")
     return problems
 
 
@@ -320,7 +411,7 @@ def _pinned_nesting_problems(topology: TopologyConfig, prefix: str) -> list[str]
     def visit(spec: PhysicalCellSpec, path: tuple[str | int, ...], inside: str | None) -> None:
         if spec.pinned_cell_id is not None and inside is not None:
             problems.append(
-                f"{field_path((*path, 'pinnedCellId'), prefix=prefix)}: is inside pinned cell {inside!r}; "
+                f"{field_path((*path, 'pinnedCellId'), prefix=prefix)}: is inside pinned cell {quoted(inside)}; "
                 "pinned cells cannot nest"
             )
         for i, child in enumerate(spec.cell_children):
@@ -338,27 +429,27 @@ def virtual_cluster_problems(
     problems: list[str] = []
     chains = chains_of(topology.cell_types)
     pinned = _pinned_ids(topology.physical_cells)
+    known_types, known_pins = _known(chains), _known(pinned)
     claimed: dict[str, str] = {}
     for vc, spec in virtual_clusters.items():
         where = field_path(("virtualClusters", vc), prefix=prefix)
         if not vc or len(vc) > 63 or not _LABEL_VALUE_RE.match(vc):
-            problems.append(f"{where}: {vc!r} is not a valid label value (the VC is named by the pod label)")
+            problems.append(f"{where}: {quoted(vc)} is not a valid label value (the VC is named by the pod label)")
         seen: set[str] = set()
         for i, cell in enumerate(spec.cells):
             if cell.cell_type not in chains:
                 problems.append(
-                    f"{where}.cells[{i}].cellType: unknown cell type {cell.cell_type!r} "
-                    f"(known: {', '.join(sorted(chains))})"
+                    f"{where}.cells[{i}].cellType: unknown cell type {quoted(cell.cell_type)} "
+                    f"(known: {known_types})"
                 )
             elif cell.cell_type in seen:
-                problems.append(f"{where}.cells[{i}].cellType: {cell.cell_type!r} is listed twice")
+                problems.append(f"{where}.cells[{i}].cellType: {quoted(cell.cell_type)} is listed twice")
             seen.add(cell.cell_type)
         for i, pin in enumerate(spec.pinned_cells):
             if pin not in pinned:
-                known = ", ".join(sorted(pinned)) or "none"
-                problems.append(f"{where}.pinnedCells[{i}]: no physical cell has pinnedCellId {pin!r} (known: {known})")
+                problems.append(f"{where}.pinnedCells[{i}]: no physical cell has pinnedCellId {quoted(pin)} (known: {known_pins})")
             elif pin in claimed:
-                problems.append(f"{where}.pinnedCells[{i}]: {pin!r} is already pinned to virtual cluster {claimed[pin]!r}")
+                problems.append(f"{where}.pinnedCells[{i}]: {quoted(pin)} is already pinned to virtual cluster {quoted(claimed[pin])}")
             else:
                 claimed[pin] = vc
     return problems
@@ -376,6 +467,9 @@ def structural_problems(config: CellsConfig, *, prefix: str = "") -> list[str]:
     problems = _physical_problems(config.topology, prefix) + _pinned_nesting_problems(config.topology, prefix)
     if problems:
         return problems
+    problems = _tree_size_problems(config.topology, prefix)
+    if problems:
+        return problems
     return virtual_cluster_problems(config.virtual_clusters, config.topology, prefix=prefix)
 
 
@@ -386,7 +480,8 @@ def parse_cells_schema(data: Mapping[str, Any] | CellsConfig, *, prefix: str = "
     try:
         return CellsConfig.model_validate(data)
     except ValidationError as error:
-        raise ConfigError("\n".join(format_validation_error(error, prefix=prefix))) from None
+        shown = format_validation_error(error, prefix=prefix, most=MAX_PROBLEMS)
+        raise problems_error(shown, total=error.error_count()) from None
 
 
 def parse_cells_config(data: Mapping[str, Any] | CellsConfig, *, prefix: str = "") -> CellsConfig:
@@ -395,5 +490,5 @@ def parse_cells_config(data: Mapping[str, Any] | CellsConfig, *, prefix: str = "
     config = parse_cells_schema(data, prefix=prefix)
     problems = structural_problems(config, prefix=prefix)
     if problems:
-        raise ConfigError("\n".join(problems))
+        raise problems_error(problems)
     return config

@@ -82,10 +82,16 @@ def _cells_need_restart(running: CellsConfig, new: CellsConfig, *, live_cells: b
 
 
 def reload_settings(running: Settings, new: Settings, *, cells: HivedEngine | None) -> Reload:
-    """Apply what ``new`` may change live to ``cells`` (the caller holds the engine lock).
-    A VC change the running engine refuses (not feasible on the running cells, a pinned cell
-    that still runs another VC's pods) leaves everything as it was: the result is ``invalid``."""
-    plan = plan_reload(running, new, live_cells=cells is not None)
+    """Plan and apply in one step (the caller holds the engine lock throughout)."""
+    return apply_reload(running, plan_reload(running, new, live_cells=cells is not None), cells=cells)
+
+
+def apply_reload(running: Settings, plan: ReloadPlan, *, cells: HivedEngine | None) -> Reload:
+    """Apply what ``plan`` (from :func:`plan_reload`) may change live to ``cells`` (the caller
+    holds the engine lock; planning needs no lock, and comparing two large topologies under it
+    would hold the verbs up). A VC change the running engine refuses (not feasible on the running
+    cells, a pinned cell that still runs another VC's pods) leaves everything as it was: the
+    result is ``invalid``."""
     if not plan.changed:
         return Reload(result=None, running=running)
     if plan.cells is None or cells is None:

@@ -4,9 +4,10 @@ In a cluster the file is a mounted ConfigMap. The kubelet updates it by writing 
 timestamped directory and re-pointing the ``..data`` symlink, so the path's mtime says little
 (it may even go back in time) and for an instant the file may be missing: the file is therefore
 compared by the hash of its content, and a file that cannot be read is skipped until the next
-check. New content is parsed and validated exactly as at startup (``parse_settings``), and
-``config_changes.reload_settings`` decides what applies live (the VCs) and what waits for a
-restart. Every outcome is logged once per new content (a broken file is not re-reported every
+check. New content is parsed and validated exactly as at startup (``parse_settings``), in a
+child process with a time and a memory limit (``isolated_parse``: a hostile or huge file never
+holds the verbs up), and ``config_changes`` decides what applies live (the VCs) and what waits
+for a restart; only applying the VCs takes the engine lock. Every outcome is logged once per new content (a broken file is not re-reported every
 check) and counted in ``cellfit_config_reloads_total``; ``cellfit_config_in_effect`` says whether
 the running configuration is the file's. The process always keeps running on the last
 configuration that was valid.
@@ -20,9 +21,10 @@ import logging
 import threading
 
 from scheduler.cells import HivedEngine
-from scheduler.config import Settings, parse_settings, read_config_text
+from scheduler.config import Settings, read_config_text
 from scheduler.errors import ConfigError
-from scheduler.extender.config_changes import Reload, reload_settings
+from scheduler.extender.config_changes import Reload, apply_reload, plan_reload
+from scheduler.extender.isolated_parse import parse_settings_isolated
 from scheduler.extender.metrics import ExtenderMetrics
 
 log = logging.getLogger(__name__)
@@ -71,12 +73,13 @@ class ConfigReloader:
             return None
         self._seen = digest
         try:
-            new = parse_settings(text, source=self._path)
+            new = parse_settings_isolated(text, source=self._path)
         except ConfigError as error:
             reload = Reload(result="invalid", running=self._running, reason=str(error))
         else:
+            plan = plan_reload(self._running, new, live_cells=self._cells is not None)
             with self._lock:
-                reload = reload_settings(self._running, new, cells=self._cells)
+                reload = apply_reload(self._running, plan, cells=self._cells)
         self._running = reload.running
         self._report(reload)
         return reload
