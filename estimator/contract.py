@@ -135,6 +135,8 @@ def encode_estimate(
         }
         if estimate.memory_bytes is not None:
             entry["memoryBytes"] = estimate.memory_bytes
+        if estimate.task_cov is not None:
+            entry["taskCov"] = round(estimate.task_cov, 4)
         entry["samples"] = [
             {
                 "pod": pod,

@@ -130,6 +130,7 @@ class EstimatorController:
         self._views: dict[str, JobView] = {}
         self._said: dict[str, set[str]] = {}  # events and conditions already written, per Job
         self._history: dict[tuple[str, str], deque[float]] = {}  # (family, kind) -> s per iteration
+        self._task_spread: dict[tuple[str, str], deque[float]] = {}  # (family, kind) -> pilots' CoV
         self._recorded: set[str] = set()  # finished Jobs already counted in the history
         self._ratio = SamplingRatio()
         self._dirty: set[str] = set()
@@ -545,7 +546,10 @@ class EstimatorController:
         priors = {}
         with self._lock:
             for kind in configurations.kinds:
-                prior = prior_from_history(list(self._history.get((family, kind), ())), settings=self._planner.model)
+                prior = prior_from_history(
+                    list(self._history.get((family, kind), ())), task_covs=list(self._task_spread.get((family, kind), ())),
+                    settings=self._planner.model,
+                )
                 if prior is not None:
                     priors[kind] = prior
         return priors
@@ -578,6 +582,11 @@ class EstimatorController:
             if family:
                 window = self._history.setdefault((family, kind), deque(maxlen=self._settings.history_window))
                 window.append(actual / waves / iterations)
+                for sampled, entry in recorded.document.items():  # every configuration its pilots ran in
+                    spread = entry.get("taskCov") if isinstance(entry, dict) else None
+                    if isinstance(spread, (int, float)) and not isinstance(spread, bool):
+                        covs = self._task_spread.setdefault((family, sampled), deque(maxlen=self._settings.history_window))
+                        covs.append(float(spread))
             sampling = _sampling_record(job.annotations.get(ANNOTATION_SAMPLING))
             ratio = sampling.get("ratio")
             created = timestamp(job.metadata.creationTimestamp)

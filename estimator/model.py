@@ -201,6 +201,9 @@ class Prior:
     mean_per_iteration: float
     std_per_iteration: float
     count: int
+    # The family's task-wise spread: the pooled coefficient of variation of its past Jobs' pilot
+    # pods (0: unknown). It floors σ1, which one or two pilots of a new Job cannot measure.
+    task_cov: float = 0.0
 
     @property
     def cov(self) -> float:
@@ -218,6 +221,9 @@ class ConfigurationEstimate:
     memory_bytes: int | None  # per pod, headroom included
     samples: int
     method: Method
+    # The pilots' predictions' coefficient of variation (SLearn's task-wise variation seen in
+    # this Job), with two pilots or more; recorded so that the family learns its task spread.
+    task_cov: float | None = None
 
     @property
     def lower_bound(self) -> bool:
@@ -271,9 +277,13 @@ def estimate_configuration(
     measurement = sum(p[1] for p in predictions) / m
     spread = sum((y - mean) ** 2 for y in means) / (m - 1) if m >= 2 else 0.0
     task_variance = max(spread, measurement, 1e-12)  # σ1²: one task's variance around the mean
+    task_cov = math.sqrt(spread) / mean if m >= 2 and mean > 0 else None
     method: Method = "proportional" if any(p[2] for p in predictions) else "samples"
     variance = task_variance / m
     if prior is not None:
+        # With m = 1-2 pilots the spread seen is mostly luck: the family's own spread is a floor,
+        # or the posterior would trust a skewed pilot over a steady history (SLearn §4.1).
+        task_variance = max(task_variance, (prior.task_cov * mean) ** 2)
         prior_mean = prior.mean_per_iteration * iterations
         prior_variance = max((prior.std_per_iteration * iterations) ** 2, 1e-12)
         precision = m / task_variance + 1 / prior_variance
@@ -288,6 +298,7 @@ def estimate_configuration(
         memory_bytes=memory,
         samples=len(own),
         method=method,
+        task_cov=task_cov,
     )
 
 
@@ -312,15 +323,22 @@ def estimate_from_history(configuration: str, prior: Prior, *, iterations: int, 
 
 
 def prior_from_history(
-    per_iteration_seconds: Sequence[float], *, settings: ModelSettings = ModelSettings()
+    per_iteration_seconds: Sequence[float], *, task_covs: Sequence[float] = (), settings: ModelSettings = ModelSettings()
 ) -> Prior | None:
-    """μ and σ0 of a family's past pods' seconds per iteration (job-wise variation)."""
+    """μ and σ0 of a family's past pods' seconds per iteration (job-wise variation), and the
+    family's task spread: the root mean square of its past Jobs' pilots' coefficients of
+    variation (each an unbiased variance estimate, however few pilots it had)."""
     values = [v for v in per_iteration_seconds if v > 0 and math.isfinite(v)]
     if not values:
         return None
+    covs = [c for c in task_covs if c >= 0 and math.isfinite(c)]
+    task_cov = math.sqrt(sum(c * c for c in covs) / len(covs)) if covs else 0.0
     mean = sum(values) / len(values)
     if len(values) == 1:
-        return Prior(mean_per_iteration=mean, std_per_iteration=mean * settings.single_history_cov, count=1)
+        return Prior(mean_per_iteration=mean, std_per_iteration=mean * settings.single_history_cov, count=1, task_cov=task_cov)
     std = math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
     # Identical past runs do not make the next one certain: at least the timing noise.
-    return Prior(mean_per_iteration=mean, std_per_iteration=max(std, mean * settings.timing_noise_fraction), count=len(values))
+    return Prior(
+        mean_per_iteration=mean, std_per_iteration=max(std, mean * settings.timing_noise_fraction), count=len(values),
+        task_cov=task_cov,
+    )

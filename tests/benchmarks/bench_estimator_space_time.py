@@ -20,17 +20,17 @@ The predictors, all from :mod:`estimator`, as the live controller calls them:
   (SLearn's ratio, at most 16), each sampled at 1% and 2% of N;
   ``estimate_configuration(samples, iterations=N, waves=S)``;
 * **history alone**: ``prior_from_history`` over the family's last 20 finished Jobs' real
-  seconds per iteration (the Job's time / waves / N, as the controller records it);
+  seconds per iteration (the Job's time / waves / N, as the controller records it) and their
+  pilots' spread (``taskCov`` of the planner's estimate, where it had two pilots or more);
   ``estimate_from_history``;
-* **posterior**: ``estimate_configuration(..., prior=prior)``;
+* **posterior**: ``estimate_configuration(..., prior=prior)``: SLearn §4.1's posterior, σ1 at
+  least the family's task spread learnt from past pilots;
 * **planner**: ``estimator.planner.decide`` with the prior: history alone when the prior is
   tight (≥ 3 Jobs, σ0/μ ≤ 5%), otherwise the posterior; ``skipped`` is the share of Jobs it
   did not sample;
-* **suggested** (not the estimator's code): the same posterior with the task-wise σ1 taken as
-  at least the family's past task spread (the mean coefficient of variation of its past Jobs'
-  pod times, times the pilots' mean). With one or two pilots the estimator's σ1 is the spread
-  of those few predictions or the fits' timing noise, far below the real task-wise variance, so
-  its posterior gives the prior too little weight when tasks are skewed.
+* **oracle σ1** (not the estimator's code, a reference): the same posterior with σ1 floored by
+  the family's true past task spread (the mean coefficient of variation of its past Jobs' pod
+  times, which the estimator never sees) instead of the spread its pilots showed.
 
 Every Job with at least 3 earlier runs of its family is scored (so that history has something
 to say) on ``|predicted / actual − 1|`` of the Job's total time. Three regimes, as SLearn §4.1's
@@ -66,7 +66,7 @@ KIND = "gpu"
 RATIO = 0.03  # SLearn's sampling ratio (§4.3: max(1, 0.03·S) pilot tasks)
 HISTORY_WINDOW = 20  # the controller's historyWindow
 MIN_HISTORY = 3
-PREDICTORS = ("sampling", "history", "posterior", "planner", "suggested")
+PREDICTORS = ("sampling", "history", "posterior", "planner", "oracle")
 
 
 @dataclass(frozen=True)
@@ -148,7 +148,8 @@ def evaluate(scenario: Scenario, *, families: int, runs: int, seed: int) -> dict
     settings = EstimatorSettings()
     rng = random.Random(f"{seed}/{scenario.name}/samples")
     history: dict[int, deque[float]] = {}
-    spreads: dict[int, deque[float]] = {}  # per family: the CoV of past Jobs' pod times
+    spreads: dict[int, deque[float]] = {}  # per family: the CoV of past Jobs' pod times (the truth)
+    covs: dict[int, deque[float]] = {}  # per family: past estimates' taskCov (what the controller keeps)
     errors: dict[str, list[float]] = {name: [] for name in PREDICTORS}
     skipped = pilots = 0
     for job in trace(scenario, families=families, runs=runs, seed=seed):
@@ -156,30 +157,34 @@ def evaluate(scenario: Scenario, *, families: int, runs: int, seed: int) -> dict
         waves = waves_of(completions=job.pods, parallelism=None)
         past = history.setdefault(job.family, deque(maxlen=HISTORY_WINDOW))
         past_spread = spreads.setdefault(job.family, deque(maxlen=HISTORY_WINDOW))
+        past_covs = covs.setdefault(job.family, deque(maxlen=HISTORY_WINDOW))
+        pods, sample_plan = sample_pods(job, scenario, settings, rng)
+        samples = [pod.sample for pod in pods if pod.sample is not None]
+        prior = prior_from_history(list(past), task_covs=list(past_covs), settings=settings.model)
+        decision = decide(
+            configurations=(KIND,), plan=sample_plan, job_iterations=job.iterations, waves=waves,  # type: ignore[arg-type]
+            pods=pods, priors={KIND: prior} if prior is not None and len(past) >= MIN_HISTORY else {}, settings=settings,
+        )
+        assert decision.estimates is not None
         if len(past) >= MIN_HISTORY:
-            prior = prior_from_history(list(past), settings=settings.model)
             assert prior is not None
-            pods, sample_plan = sample_pods(job, scenario, settings, rng)
-            samples = [pod.sample for pod in pods if pod.sample is not None]
             predicted = {
                 "sampling": estimate_configuration(KIND, samples, iterations=job.iterations, waves=waves, settings=settings.model),
                 "history": estimate_from_history(KIND, prior, iterations=job.iterations, waves=waves),
                 "posterior": estimate_configuration(
                     KIND, samples, iterations=job.iterations, waves=waves, prior=prior, settings=settings.model
                 ),
+                "planner": decision.estimates[KIND],
             }
-            decision = decide(
-                configurations=(KIND,), plan=sample_plan, job_iterations=job.iterations, waves=waves,  # type: ignore[arg-type]
-                pods=pods, priors={KIND: prior}, settings=settings,
-            )
-            assert decision.estimates is not None
-            predicted["planner"] = decision.estimates[KIND]
-            suggested = _suggested(job, samples, prior, statistics.fmean(past_spread), settings, waves=waves)
+            oracle = _oracle(job, samples, prior, statistics.fmean(past_spread), settings, waves=waves)
             skipped += decision.estimates[KIND].method == "history"
             pilots += len(sample_plan.pilots)  # type: ignore[attr-defined]
             for name, estimate in predicted.items():
                 errors[name].append(estimate.seconds / actual - 1.0)
-            errors["suggested"].append(suggested / actual - 1.0)
+            errors["oracle"].append(oracle / actual - 1.0)
+        # What the controller keeps of the estimate it wrote: the pilots' spread (taskCov).
+        if decision.estimates[KIND].task_cov is not None:
+            past_covs.append(decision.estimates[KIND].task_cov)
         # The Job finished: its real seconds per iteration join its family's history.
         past.append(actual / waves / job.iterations)
         pod_times = [job.startup + rate * job.iterations for rate in job.per_iteration]
@@ -194,8 +199,8 @@ def evaluate(scenario: Scenario, *, families: int, runs: int, seed: int) -> dict
     }
 
 
-def _suggested(job: Job, samples: Sequence[Sample], prior: object, task_cov: float, settings: EstimatorSettings, *, waves: int) -> float:
-    """SLearn's posterior with σ1 at least the family's task spread (see the module docstring)."""
+def _oracle(job: Job, samples: Sequence[Sample], prior: object, task_cov: float, settings: EstimatorSettings, *, waves: int) -> float:
+    """SLearn's posterior with σ1 at least the family's true task spread (see the module docstring)."""
     pilots = sorted({sample.pilot for sample in samples})
     means = []
     variances = []
@@ -234,7 +239,7 @@ def _percentile(ordered: Sequence[float], q: float) -> float:
 def table(results: Sequence[dict[str, object]]) -> str:
     header = "| trace | jobs | pilots (mean) | " + " | ".join(
         f"{name} MAE / p50 / p90" for name in PREDICTORS[:4]
-    ) + " | planner skipped sampling | suggested σ1: MAE / p50 / p90 |"
+    ) + " | planner skipped sampling | oracle σ1 (reference): MAE / p50 / p90 |"
     lines = [header, "|" + "---|" * (4 + len(PREDICTORS))]
     for result in results:
         scenario = result["scenario"]
@@ -267,7 +272,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(
         "\n|error| of the Job's total time (sum of its pods), mean / median / 90th percentile; bold: the lowest "
         "mean of sampling, history and posterior. Jobs with >= 3 earlier runs of their family are scored. "
-        "'suggested' is not the estimator's code (see the docstring)."
+        "'oracle σ1' is not the estimator's code: it floors σ1 with the true past task spread (see the docstring)."
     )
     if args.json is not None:
         args.json.write_text(json.dumps(results, indent=2))

@@ -178,7 +178,8 @@ def test_the_sampling_share_is_what_pending_and_running_samples_request():
 def test_a_finished_job_records_its_real_runtime_and_error_and_feeds_its_family():
     api = RecordingApi()
     estimator = controller(api)
-    estimate = json.dumps({"gpu": {"seconds": 110.0, "method": "samples"}, "cpu": {"seconds": 900.0, "method": "samples"}})
+    estimate = json.dumps({"gpu": {"seconds": 110.0, "method": "samples", "taskCov": 0.3},
+                           "cpu": {"seconds": 900.0, "method": "samples", "taskCov": 0.2}})
     body = {"metadata": {"name": "done", "namespace": "ml", "uid": "u-done", "labels": {"cellfit.io/job-family": "mlp"},
                          "creationTimestamp": "2026-01-01T00:00:00Z",
                          "annotations": {"cellfit.io/configurations": '{"cpu": {"resources": {"cpu": "1"}}, "gpu": {"resources": {"nvidia.com/gpu": "1"}}}',
@@ -195,3 +196,5 @@ def test_a_finished_job_records_its_real_runtime_and_error_and_feeds_its_family(
     assert "actualSeconds" not in written[0]["cpu"]  # it did not run there
     assert estimator.inspect()["families"] == {"mlp/gpu": 1}
     assert estimator._history[("mlp", "gpu")][0] == pytest.approx(0.1)  # seconds per iteration
+    # The pilots' spread of every configuration they ran in: the family's task spread.
+    assert (list(estimator._task_spread[("mlp", "gpu")]), list(estimator._task_spread[("mlp", "cpu")])) == ([0.3], [0.2])

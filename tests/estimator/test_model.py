@@ -157,6 +157,23 @@ def test_posterior_formula_matches_slearn():
     assert combined.uncertainty_seconds == pytest.approx(math.sqrt(1 / (1 / var1 + 1 / var0)))
 
 
+def test_the_family_task_spread_floors_what_one_or_two_pilots_see():
+    # Two pilots that happen to agree (10 s per iteration each) against a steady family at 20 s
+    # whose past Jobs' pilots spread by 50%: one lucky pair must not outweigh the history.
+    pilots = [Sample("cpu", k, 10.0 * k, pilot=p, startup_seconds=0.0) for p in (0, 1) for k in (10, 20)]
+    blind = prior_from_history([20.0, 20.5, 19.5])
+    informed = prior_from_history([20.0, 20.5, 19.5], task_covs=[0.6, 0.4, 0.5])
+    assert blind.task_cov == 0.0 and informed.task_cov == pytest.approx(math.sqrt((0.36 + 0.16 + 0.25) / 3))
+    trusting = estimate_configuration("cpu", pilots, iterations=100, prior=blind).pod_seconds
+    floored = estimate_configuration("cpu", pilots, iterations=100, prior=informed).pod_seconds
+    assert trusting < 1100 < floored < 2000
+    # The pilots' own spread is recorded for the family (two pilots or more), and a floor never
+    # narrows what the pilots show.
+    spread = [Sample("cpu", k, r * k, pilot=p, startup_seconds=0.0) for p, r in ((0, 8.0), (1, 12.0)) for k in (10, 20)]
+    assert estimate_configuration("cpu", spread, iterations=100).task_cov == pytest.approx(math.sqrt(2) * 200 / 1000)  # 800 s and 1200 s
+    assert estimate_configuration("cpu", pilots[:2], iterations=100).task_cov is None
+
+
 def test_history_prior_and_history_only_estimate():
     prior = prior_from_history([1.0, 1.1, 0.9])
     assert prior.count == 3 and prior.mean_per_iteration == pytest.approx(1.0)
