@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import resource
+import selectors
 import socket
 import ssl
 import subprocess
@@ -39,7 +40,7 @@ class Served:
         self.port, self.metrics_port, self.admission_port = free_port(), free_port(), free_port()
         config = tmp_path / "cellfit.yaml"
         config.write_text(
-            f"server: {{port: {self.port}, metricsHost: 127.0.0.1, metricsPort: {self.metrics_port}, {server}}}\n"
+            f"server: {{port: {self.port}, metricsHost: 127.0.0.1, metricsPort: {self.metrics_port}{', ' + server if server else ''}}}\n"
             "logging: {format: json}\n"
             + (f"admission: {{enabled: true, host: 127.0.0.1, port: {self.admission_port}, {admission}}}\n" if admission else "")
         )
@@ -116,6 +117,26 @@ def _connect(port: int) -> socket.socket:
     return socket.create_connection(("127.0.0.1", port), timeout=5)
 
 
+def _all_closed(socks: list[socket.socket], *, within: float) -> int:
+    """How many of ``socks`` the server closes within ``within`` seconds (one deadline for all)."""
+    pending = {sock.fileno(): sock for sock in socks}
+    closed = 0
+    deadline = time.monotonic() + within
+    with selectors.DefaultSelector() as selector:
+        for sock in socks:
+            selector.register(sock, selectors.EVENT_READ)
+        while pending and time.monotonic() < deadline:
+            for key, _ in selector.select(timeout=max(0.0, deadline - time.monotonic())):
+                sock = pending.pop(key.fd)
+                selector.unregister(sock)
+                try:
+                    sock.recv(65536)
+                except OSError:
+                    pass
+                closed += 1
+    return closed
+
+
 def _closed_by_server(sock: socket.socket, *, within: float) -> bytes | None:
     """What the server sent before closing ``sock`` within ``within`` seconds; None if it is
     still open then."""
@@ -141,7 +162,7 @@ def _closed_by_server(sock: socket.socket, *, within: float) -> bytes | None:
 
 
 def test_a_header_flood_is_refused_before_it_is_buffered(serve) -> None:  # type: ignore[no-untyped-def]
-    served = serve("metricsListener: {maxHeaderBytes: 8192}")
+    served = serve("")  # the default limits
     before = served.rss_bytes()
     flood = _connect(served.metrics_port)
     flood.sendall(b"GET /metrics HTTP/1.1\r\nHost: cellfit\r\nX-Flood: ")
@@ -164,26 +185,25 @@ def test_a_header_flood_is_refused_before_it_is_buffered(serve) -> None:  # type
 
 
 def test_too_many_header_fields_are_refused(serve) -> None:  # type: ignore[no-untyped-def]
-    served = serve("extenderListener: {maxHeaderCount: 20}")
-    headers = {f"x-field-{n}": "1" for n in range(40)}
+    served = serve("")  # maxHeaderCount 100
+    headers = {f"x-field-{n}": "1" for n in range(150)}
     response = httpx.get(f"http://127.0.0.1:{served.port}/healthz", headers=headers, timeout=5)
     assert response.status_code == 431 and "server.extenderListener.maxHeaderCount" in response.text
-    assert httpx.get(f"http://127.0.0.1:{served.port}/healthz", headers=dict(list(headers.items())[:10]), timeout=5).status_code == 200
+    assert httpx.get(f"http://127.0.0.1:{served.port}/healthz", headers=dict(list(headers.items())[:50]), timeout=5).status_code == 200
 
 
 # ------------------------------------------------------------------------------ connections
 
 
 def test_connections_beyond_the_metrics_cap_are_closed_while_the_verbs_answer(serve) -> None:  # type: ignore[no-untyped-def]
-    served = serve("metricsListener: {maxConnections: 16, idleTimeoutSeconds: 60}")
-    held = [_connect(served.metrics_port) for _ in range(16)]
-    time.sleep(0.5)  # accepted in order: these are the 16 served
+    served = serve("")  # the metrics listener's maxConnections: 32
+    held = [_connect(served.metrics_port) for _ in range(32)]
+    time.sleep(0.5)  # accepted in order: these are the 32 served
     extra = [_connect(served.metrics_port) for _ in range(200)]
-    refused = sum(_closed_by_server(sock, within=5) is not None for sock in extra)
-    assert refused == len(extra)
+    assert _all_closed(extra, within=5) == len(extra)
     assert served.refusals("metrics", "connection_limit") == len(extra)
-    assert 'cellfit_listener_connections{listener="metrics"} 16.0' in httpx.get(f"http://127.0.0.1:{served.port}/metrics").text
-    assert all(_closed_by_server(sock, within=0.05) is None for sock in held)  # the first 16 stay
+    assert 'cellfit_listener_connections{listener="metrics"} 32.0' in httpx.get(f"http://127.0.0.1:{served.port}/metrics").text
+    assert _all_closed(held, within=0.1) == 0  # the first 32 stay
     assert served.filter_answers()
     # The metrics listener serves again as soon as a connection leaves.
     held.pop().close()
@@ -194,9 +214,10 @@ def test_connections_beyond_the_metrics_cap_are_closed_while_the_verbs_answer(se
 
 
 def test_the_verbs_answer_under_a_connection_flood_beyond_the_descriptor_limit(serve) -> None:  # type: ignore[no-untyped-def]
-    """1,500 connections at a process allowed 400 file descriptors: without a cap the process
-    runs out and the extender's listener cannot accept kube-scheduler's next call."""
-    served = serve("extenderListener: {maxConnections: 64}, metricsListener: {maxConnections: 32}", nofile=400)
+    """1,500 connections at a process allowed 600 file descriptors: without a cap the process
+    runs out and the extender's listener cannot accept kube-scheduler's next call. The default
+    caps (256 + 32) and the reserve fit 600."""
+    served = serve("", nofile=600)
     flood = []
     for _ in range(1500):
         try:
@@ -298,7 +319,7 @@ def test_tls_handshakes_count_against_the_cap_and_are_timed(serve, tmp_path: Pat
 
 
 def test_a_flood_of_bad_requests_writes_a_bounded_log_saying_what_it_held_back(serve) -> None:  # type: ignore[no-untyped-def]
-    served = serve("metricsListener: {maxConnections: 4}")
+    served = serve("")  # the metrics listener's maxConnections: 32
     before = served.log.stat().st_size
     junk = b'{"Pod": {"metadata": {"labels": {"' + b"x" * 20000 + b'": 1}}}}'
     with httpx.Client(base_url=f"http://127.0.0.1:{served.port}", timeout=5) as client:
@@ -309,11 +330,11 @@ def test_a_flood_of_bad_requests_writes_a_bounded_log_saying_what_it_held_back(s
         with _connect(served.port) as bad:
             bad.sendall(b"\x00\x01 nonsense\r\n\r\n")
             _closed_by_server(bad, within=2)
-    held = [_connect(served.metrics_port) for _ in range(4)]
-    for _ in range(300):
-        with _connect(served.metrics_port) as beyond:
-            _closed_by_server(beyond, within=2)
-    for sock in held:
+    held = [_connect(served.metrics_port) for _ in range(32)]
+    time.sleep(0.3)
+    beyond = [_connect(served.metrics_port) for _ in range(300)]
+    _all_closed(beyond, within=5)
+    for sock in held + beyond:
         sock.close()
     time.sleep(0.2)
     written = served.log.read_text()[before:]
