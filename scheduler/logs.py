@@ -15,7 +15,7 @@ import logging
 import sys
 import time
 from collections import OrderedDict
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Mapping
 
 # Attributes every LogRecord has; anything else on a record came from ``extra=``.
 # uvicorn adds ``color_message``, an ANSI-coloured copy of the message, for its own formatter.
@@ -25,15 +25,19 @@ _STANDARD = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {
 # A context string longer than this is cut, saying how much was left out.
 MAX_VALUE_CHARS = 2000
 
-# Loggers that write a record per request a client can make fail: their records are limited
-# per kind by RepeatLimiter (everything else cellfit logs is caused by the cluster or itself).
-REQUEST_LOGGERS = frozenset({
-    "scheduler.extender.dispatch",  # refused verb bodies
-    "scheduler.extender.app",  # refused admission reviews
-    "scheduler.extender.admission",
-    "scheduler.extender.listeners",  # refused connections and heads, slow requests, TLS
-    "uvicorn.error",  # uvicorn's own warnings about requests
-})
+# Loggers that write a record per request a client can make fail, with the lowest level
+# RepeatLimiter limits per kind: everything else cellfit logs is caused by the cluster or by
+# itself. The service's INFO records (a decision per pod) stay whole; its WARNINGs (a request
+# it could not carry out) do not.
+REQUEST_LOGGERS: Mapping[str, int] = {
+    "scheduler.extender.dispatch": logging.NOTSET,  # refused verb bodies
+    "scheduler.extender.service": logging.WARNING,  # verbs not carried out (the Error field)
+    "scheduler.extender.app": logging.NOTSET,  # refused admission reviews
+    "scheduler.extender.admission": logging.NOTSET,
+    "scheduler.extender.validating": logging.NOTSET,  # problems found (counted in metrics too)
+    "scheduler.extender.listeners": logging.NOTSET,  # refused connections and heads, slow requests, TLS
+    "uvicorn.error": logging.NOTSET,  # uvicorn's own warnings about requests
+}
 
 
 def context_of(record: logging.LogRecord) -> dict[str, Any]:
@@ -47,15 +51,16 @@ def _cut(value: Any) -> Any:
 
 
 class RepeatLimiter(logging.Filter):
-    """Lets records of ``loggers`` through at most ``burst`` at once and ``per_minute`` a minute
-    after that, per kind (logger, level, message before its arguments): a token bucket each.
+    """Lets records of ``loggers`` (name -> the lowest level limited) through at most ``burst``
+    at once and ``per_minute`` a minute after that, per kind (logger, level, message before its
+    arguments): a token bucket each.
     The record that passes after others of its kind were held back carries ``suppressed``, how
     many. Kinds are code locations, a bounded set; the most recent ``max_kinds`` are kept."""
 
     def __init__(
         self,
         *,
-        loggers: Iterable[str] = REQUEST_LOGGERS,
+        loggers: Mapping[str, int] = REQUEST_LOGGERS,
         burst: int = 10,
         per_minute: float = 6.0,
         clock: Callable[[], float] = time.monotonic,
@@ -64,7 +69,7 @@ class RepeatLimiter(logging.Filter):
         super().__init__()
         if burst < 1 or per_minute <= 0:
             raise ValueError(f"burst must be >= 1 and per_minute > 0, got {burst} and {per_minute}")
-        self._loggers = frozenset(loggers)
+        self._loggers = dict(loggers)
         self._burst = float(burst)
         self._per_second = per_minute / 60.0
         self._clock = clock
@@ -73,7 +78,8 @@ class RepeatLimiter(logging.Filter):
         self._kinds: OrderedDict[tuple[str, int, str], list[float]] = OrderedDict()
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if record.name not in self._loggers:
+        floor = self._loggers.get(record.name)
+        if floor is None or record.levelno < floor:
             return True
         now = self._clock()
         kind = (record.name, record.levelno, str(record.msg)[:200])

@@ -322,10 +322,12 @@ def test_a_flood_of_bad_requests_writes_a_bounded_log_saying_what_it_held_back(s
     served = serve("")  # the metrics listener's maxConnections: 32
     before = served.log.stat().st_size
     junk = b'{"Pod": {"metadata": {"labels": {"' + b"x" * 20000 + b'": 1}}}}'
+    absurd = k.dumps(k.extender_args(k.pod("absurd-0", gpus=1, cpu="1e999"), [k.node("gpu-a", gpus=8)], node_cache_capable=False))
     with httpx.Client(base_url=f"http://127.0.0.1:{served.port}", timeout=5) as client:
         for _ in range(600):
             assert client.post(FILTER, content=junk).status_code == 400
             assert client.post(FILTER, content=b"not json").status_code == 400
+            assert "larger than any real resource" in client.post(FILTER, content=absurd).json()["Error"]
     for _ in range(300):
         with _connect(served.port) as bad:
             bad.sendall(b"\x00\x01 nonsense\r\n\r\n")
@@ -339,10 +341,11 @@ def test_a_flood_of_bad_requests_writes_a_bounded_log_saying_what_it_held_back(s
     time.sleep(0.2)
     written = served.log.read_text()[before:]
     lines = [json.loads(line) for line in written.splitlines() if line.startswith("{")]
-    # 1,800 refused requests and 300 refused connections: a burst of each kind, no more.
-    assert len(written) < 64 * 1024, f"{len(written)} bytes of log for 2,100 bad requests"
+    # 2,100 refused requests and 300 refused connections: a burst of each kind, no more.
+    assert len(written) < 64 * 1024, f"{len(written)} bytes of log for 2,700 bad requests"
     kinds = {(line["logger"], line["msg"]) for line in lines}
     assert ("scheduler.extender.dispatch", "request rejected") in kinds
+    assert ("scheduler.extender.service", "request not carried out") in kinds
     assert ("scheduler.extender.listeners", "invalid HTTP request") in kinds
     assert ("scheduler.extender.listeners", "connection refused: the listener is at its connection limit") in kinds
     assert all(len(str(value)) < 4000 for line in lines for value in line.values())

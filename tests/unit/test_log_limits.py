@@ -29,7 +29,7 @@ def _record(logger: str, msg: str, **extra: object) -> logging.LogRecord:
 
 def test_a_burst_passes_then_a_few_a_minute_and_the_next_says_how_many_were_held_back() -> None:
     clock = Clock()
-    limiter = RepeatLimiter(loggers={"scheduler.extender.dispatch"}, burst=10, per_minute=6, clock=clock)
+    limiter = RepeatLimiter(loggers={"scheduler.extender.dispatch": logging.NOTSET}, burst=10, per_minute=6, clock=clock)
     passed = [limiter.filter(_record("scheduler.extender.dispatch", "request rejected")) for _ in range(1000)]
     assert sum(passed) == 10 and all(passed[:10])
     clock.now += 10  # one token at 6 a minute
@@ -41,7 +41,7 @@ def test_a_burst_passes_then_a_few_a_minute_and_the_next_says_how_many_were_held
 
 
 def test_kinds_are_limited_apart_and_other_loggers_not_at_all() -> None:
-    limiter = RepeatLimiter(loggers={"scheduler.extender.dispatch"}, burst=2, per_minute=1, clock=Clock())
+    limiter = RepeatLimiter(loggers={"scheduler.extender.dispatch": logging.NOTSET}, burst=2, per_minute=1, clock=Clock())
     for _ in range(5):
         limiter.filter(_record("scheduler.extender.dispatch", "request rejected"))
     assert limiter.filter(_record("scheduler.extender.dispatch", "request body too large"))
@@ -49,10 +49,19 @@ def test_kinds_are_limited_apart_and_other_loggers_not_at_all() -> None:
 
 
 def test_the_kinds_remembered_are_bounded() -> None:
-    limiter = RepeatLimiter(loggers={"uvicorn.error"}, burst=1, per_minute=1, clock=Clock(), max_kinds=16)
+    limiter = RepeatLimiter(loggers={"uvicorn.error": logging.NOTSET}, burst=1, per_minute=1, clock=Clock(), max_kinds=16)
     for n in range(1000):
         limiter.filter(_record("uvicorn.error", f"message {n}"))
     assert len(limiter._kinds) == 16
+
+
+def test_a_logger_is_limited_from_its_level_up() -> None:
+    limiter = RepeatLimiter(loggers={"scheduler.extender.service": logging.WARNING}, burst=1, per_minute=1, clock=Clock())
+    decisions = [_record("scheduler.extender.service", "no node fits") for _ in range(20)]
+    for record in decisions:
+        record.levelno = logging.INFO
+    assert all(limiter.filter(record) for record in decisions)  # a decision per pod stays whole
+    assert sum(limiter.filter(_record("scheduler.extender.service", "request not carried out")) for _ in range(20)) == 1
 
 
 def test_limits_must_let_something_through() -> None:
