@@ -35,6 +35,7 @@ from chart_support import (
 )
 from scheduler.matching.admission import WaitingJob, decide
 from scheduler.matching.capacity import NodeResources
+from scheduler.matching.fairness import Capacity
 from scheduler.matching.model import Demand
 
 pytestmark = pytest.mark.e2e
@@ -175,7 +176,8 @@ def test_interchangeable_jobs_run_once_in_the_configuration_allox_chose(env: Any
                           seconds={"cpu": cpu_seconds, "gpu": gpu_seconds},
                           demand={"cpu": Demand(cpu=20, memory=8), "gpu": Demand(gpu=1, cpu=1, memory=4)})
                for user, name, cpu_seconds, gpu_seconds in JOBS]
-    offline = decide(now=0, waiting=waiting, running=[], free_nodes=[NodeResources(name="n", cpu=64, gpu=2, memory=512)], alpha=1.0)
+    offline = decide(now=0, waiting=waiting, running=[], free_nodes=[NodeResources(name="n", cpu=64, gpu=2, memory=512)],
+                     capacity=Capacity(cpu=64, gpu=2, memory=512), alpha=1.0)
     planned = {s.key: s.kind for s in offline.starts} | {q.key: q.kind for q in offline.queue}
     assert len(offline.starts) == 5 and len(offline.queue) == 1
 

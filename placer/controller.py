@@ -70,6 +70,7 @@ from scheduler.matching.admission import (
     idle_machines,
 )
 from scheduler.matching.capacity import NodeResources
+from scheduler.matching.fairness import Capacity
 from scheduler.matching.model import Demand
 
 log = logging.getLogger(__name__)
@@ -96,6 +97,8 @@ class LastDecision:
     idle_machines: Mapping[str, int] = field(default_factory=dict)
     busy_machines: Mapping[str, int] = field(default_factory=dict)
     mechanism: str = ""
+    progress: Mapping[str, float] = field(default_factory=dict)  # §3.3.2, per user
+    progress_spread: float = 0.0
 
 
 class PlacerController:
@@ -105,6 +108,7 @@ class PlacerController:
         api: Any,
         jobs: JobSource,
         free_by_node: Callable[[frozenset[str]], Mapping[str, Resources]],
+        capacity: Callable[[], Resources],
         settings: AlloxSettings,
         gpu_resource: str,
         clock: Callable[[], float] = time.time,
@@ -115,6 +119,8 @@ class PlacerController:
         self._api = api
         self._jobs = jobs
         self._free_by_node = free_by_node
+        # The allocatable resources of AlloX's nodes, summed: what fairness divides demands by.
+        self._capacity = capacity
         self._settings = settings
         self._gpu_resource = gpu_resource
         self._clock = clock
@@ -187,10 +193,12 @@ class PlacerController:
             job = by_key[trial.key]
             self._start(job, configurations[job.metadata.uid], choice.kind, estimates[trial.key], why=choice.reason)
             running.append(RunningJob(key=trial.key, user=trial.user, kind=choice.kind, started=now,
-                                      seconds=trial.seconds[choice.kind], demand=trial.demand.get(choice.kind, Demand())))
+                                      seconds=trial.seconds, demand=trial.demand))
+        total = self._capacity()
+        capacity = Capacity(cpu=total.cpu_millis / 1000, gpu=max(total.gpus, 0), memory=max(total.memory_bytes, 0) / GIB)
         started = time.perf_counter()
         decision = self._decide(
-            now=now, waiting=waiting, running=running, free_nodes=free, alpha=self._settings.alpha,
+            now=now, waiting=waiting, running=running, free_nodes=free, capacity=capacity, alpha=self._settings.alpha,
             policy=self._settings.policy, reserved_cpu_per_gpu=self._settings.reserved_cpu_per_gpu,
             allox_plus_timeout=self._settings.allox_plus_timeout_seconds or float("inf"),
         )
@@ -214,6 +222,7 @@ class PlacerController:
             queue=[{"job": q.key, "kind": q.kind, "position": q.position, "expectedStartSeconds": round(q.expected_start_seconds, 1)} for q in decision.queue],
             unplaceable=list(decision.unplaceable), idle_machines=dict(decision.idle_machines),
             busy_machines=dict(decision.busy_machines), mechanism=self._settings.mechanism,
+            progress=dict(decision.progress), progress_spread=decision.progress_spread,
         )
         return decision
 
@@ -228,7 +237,7 @@ class PlacerController:
         idle: dict[str, int] = {}
         for machine in machines:
             idle[machine.kind] = idle.get(machine.kind, 0) + 1
-        gpu_ends = [max(0.0, r.started + r.seconds - now) for r in running if r.kind == "gpu"]
+        gpu_ends = [max(0.0, r.started + r.seconds[r.kind] - now) for r in running if r.kind == "gpu"]
         grace = self._preemption_grace()
         chosen = []
         for trial in sorted(trials, key=lambda t: (t.arrival, t.key)):
@@ -278,8 +287,9 @@ class PlacerController:
             if kind not in seconds or kind not in parsed:
                 return None  # no ω known: its pods hold their capacity, that is all
             started = timestamp(job.status.startTime if job.status else None) or now
-            return RunningJob(key=key, user=user, kind=kind, started=started, seconds=seconds[kind],
-                              demand=_demand(parsed[kind], self._gpu_resource))
+            known = {k: value for k, value in seconds.items() if k in parsed}
+            return RunningJob(key=key, user=user, kind=kind, started=started, seconds=known,
+                              demand={k: _demand(parsed[k], self._gpu_resource) for k in known})
         if placement is not None and placement in parsed:
             # Placed before a restart, or the watch has not shown the unsuspend yet: finish it.
             if job.metadata.uid not in self._started:
@@ -402,6 +412,10 @@ class PlacerController:
             "startsByMechanism": dict(self._mechanisms),
             "lastDecision": {"at": last.at, "seconds": round(last.seconds, 6), "starts": last.starts, "unplaceable": last.unplaceable,
                              "idleMachines": last.idle_machines, "busyMachines": last.busy_machines},
+            # §3.3.2: each user's progress (the dominant shares of her running Jobs, discounted
+            # on their slower kind) and its standard deviation over the users with Jobs here.
+            "progress": {user: round(value, 6) for user, value in last.progress.items()},
+            "progressSpread": round(last.progress_spread, 6),
             "queue": queue_by_kind,
         }
 

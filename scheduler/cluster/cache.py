@@ -154,10 +154,14 @@ class ClusterCache:
         """Objects the watch cache holds, by kind (the cellfit_cache_objects gauge)."""
         return {"nodes": len(self._node_names), "pods": len(self._pods), "jobs": len(self._job_uids)}
 
-    def capacity(self) -> Resources:
-        """The allocatable resources of every node the cache holds, summed."""
+    def capacity(self, selector: Mapping[str, str] | None = None) -> Resources:
+        """The allocatable resources of every node the cache holds (carrying every label of
+        ``selector``), summed."""
         with self._lock:
-            return sum(self._allocatable.values(), ZERO)
+            if not selector:
+                return sum(self._allocatable.values(), ZERO)
+            return sum((allocatable for name, allocatable in self._allocatable.items()
+                        if all(self._labels.get(name, {}).get(k) == v for k, v in selector.items())), ZERO)
 
     def free_by_node(
         self, selector: Mapping[str, str] | None = None, *, except_owners: frozenset[str] = frozenset()

@@ -128,6 +128,12 @@ class ExtenderMetrics:
             ["kind"],
             registry=self.registry,
         )
+        self.allox_fairness_spread = Gauge(
+            "cellfit_allox_fairness_spread",
+            "Standard deviation of the users' AlloX progress (§3.3.2: dominant shares of their running Jobs, "
+            "discounted on the slower kind) over the users with interchangeable Jobs waiting or running, after the last decision.",
+            registry=self.registry,
+        )
         self.allox_placements = Counter(
             "cellfit_allox_placements_total",
             "Interchangeable Jobs started by AlloX admission, by kind and the placer's mechanism (template, webhook).",

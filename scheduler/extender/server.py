@@ -391,11 +391,13 @@ def _placer(
             counts[queued.kind] = counts.get(queued.kind, 0) + 1
         for kind, count in counts.items():
             metrics.allox_queue.labels(kind=kind).set(count)
+        metrics.allox_fairness_spread.set(decision.progress_spread)
 
     return PlacerController(
         api=api,
         jobs=estimator,
         free_by_node=lambda running: cache.free_by_node(settings.allox.node_selector, except_owners=running),
+        capacity=lambda: cache.capacity(settings.allox.node_selector),
         settings=settings.allox,
         gpu_resource=settings.policy.gpu_resource_name,
         on_decision=decided,

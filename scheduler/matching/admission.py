@@ -8,6 +8,12 @@ simulator call this one function.
   Job is taken to end any moment), the rest are idle.
 - **Starts**: :class:`~scheduler.matching.allox.AlloxScheduler` (Algorithm 2, fairness α, §4.4's
   temporary raise) or AlloX+ on the idle machines.
+- **Fairness** (§3.3.2): a user's progress is the sum of her running Jobs' values, a Job's value
+  the dominant share of its faster configuration's demand over the cluster's ``capacity``
+  (DRF: ``max(cpu/C, gpu/G, memory/M)``), discounted by ``p_fast / p_placed`` when it runs on the
+  slower kind; so a running Job carries every kind's estimate, not only its own kind's.
+  ``progress_spread`` is the standard deviation of the progress of the users with Jobs waiting
+  or running, after the starts (what the simulator's ``progress sd`` integrates over time).
 - **Queue**: the Jobs left waiting are matched once more on every machine, the started ones now
   busy (Lemma 3.1's optimal order): each gets a kind, its position among the Jobs queued for
   that kind, and the expected start, for the Job's condition ("2nd on gpu, expected start in
@@ -24,7 +30,8 @@ from typing import Callable, Literal, Mapping, Sequence
 
 from scheduler.matching.allox import AlloxScheduler
 from scheduler.matching.alloxplus import AlloxPlusScheduler
-from scheduler.matching.capacity import DEFAULT_RESERVED_CPU_PER_GPU, NodeResources, machines_for
+from scheduler.matching.capacity import DEFAULT_RESERVED_CPU_PER_GPU, NodeResources, default_demands, machines_for
+from scheduler.matching.fairness import Capacity, DemandShare, user_progress
 from scheduler.matching.model import Assignment, Demand, Job, Machine
 from scheduler.matching.solve import schedule
 
@@ -45,12 +52,20 @@ class WaitingJob:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RunningJob:
+    """An interchangeable Job running on ``kind`` since ``started``. ``seconds``: its estimate per
+    kind, the running kind's included (ω = ``started + seconds[kind]``; the others measure how far
+    it is from its faster configuration, §3.3.2); ``demand``: one pod's resources per kind."""
+
     key: str
     user: str
     kind: str
     started: float
-    seconds: float
-    demand: Demand = Demand()
+    seconds: Mapping[str, float]
+    demand: Mapping[str, Demand] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.kind not in self.seconds:
+            raise ValueError(f"running Job {self.key!r}: no estimate for the kind it runs on ({self.kind})")
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +93,10 @@ class AdmissionDecision:
     idle_machines: Mapping[str, int]  # by kind, before the starts
     busy_machines: Mapping[str, int]
     cpu_slot: Demand
+    # §3.3.2's progress of every user with Jobs waiting or running, after the starts, and its
+    # standard deviation over those users.
+    progress: Mapping[str, float]
+    progress_spread: float
 
 
 def idle_machines(
@@ -111,6 +130,7 @@ def decide(
     waiting: Sequence[WaitingJob],
     running: Sequence[RunningJob],
     free_nodes: Sequence[NodeResources],
+    capacity: Capacity,
     alpha: float = 1.0,
     policy: AdmissionPolicy = "allox",
     reserved_cpu_per_gpu: float = DEFAULT_RESERVED_CPU_PER_GPU,
@@ -126,21 +146,25 @@ def decide(
     hundreds of running Jobs each distinct ω would be a class of its own, and the solve falls back
     to scipy on the full matrix (~1 s for 1,000 Jobs). Estimates are good to ~5-10%; the grid
     adds no more than that where it matters. 0 turns rounding off. ``plan_queue`` False leaves
-    the queue empty (the starts alone; the simulator needs no positions)."""
+    the queue empty (the starts alone; the simulator needs no positions). ``capacity``: the
+    cluster's CPU, GPU and memory (cores, GPUs, GiB), what fairness divides demands by."""
     cpu_slot = cpu_slot_for(waiting)
+    shares = DemandShare(capacity=capacity, default_demand=default_demands(cpu_slot=cpu_slot, reserved_cpu_per_gpu=reserved_cpu_per_gpu))
     idle = idle_machines(free_nodes=free_nodes, running=running, cpu_slot=cpu_slot, reserved_cpu_per_gpu=reserved_cpu_per_gpu)
     busy: dict[Machine, float] = {}
     running_assignments: list[Assignment] = []
+    kinds = {m.kind for m in idle} | {job.kind for job in running}
     for job in sorted(running, key=lambda r: r.key):
         machine = Machine(name=f"running/{job.key}", kind=job.kind)
-        until = max(now, job.started + job.seconds)
+        until = max(now, job.started + job.seconds[job.kind])
         if omega_grid_seconds > 0 and until > now:
             until = now + _on_grid(until - now, step=omega_grid_seconds, ratio=omega_grid_ratio)
         busy[machine] = until
-        matching_job = Job(name=job.key, user=job.user, arrival=min(job.started, now), processing_time={job.kind: job.seconds},
-                           demand={job.kind: job.demand})
+        # Fairness weighs it against the kinds this cluster has (as a waiting Job's choices).
+        seconds = {kind: value for kind, value in job.seconds.items() if kind in kinds}
+        matching_job = Job(name=job.key, user=job.user, arrival=min(job.started, now), processing_time=seconds,
+                           demand={kind: job.demand[kind] for kind in seconds if kind in job.demand})
         running_assignments.append(Assignment(job=matching_job, machine=machine, start=job.started, finish=until))
-    kinds = {m.kind for m in idle} | {m.kind for m in busy}
     jobs = []
     unplaceable = []
     for job in sorted(waiting, key=lambda j: (j.arrival, j.key)):
@@ -150,11 +174,14 @@ def decide(
             continue
         jobs.append(Job(name=job.key, user=job.user, arrival=min(job.arrival, now), processing_time=usable,
                         demand={kind: job.demand[kind] for kind in usable if kind in job.demand}))
-    scheduler = AlloxScheduler(alpha=alpha) if policy == "allox" else AlloxPlusScheduler(timeout=allox_plus_timeout)
+    scheduler = AlloxScheduler(alpha=alpha, shares=shares) if policy == "allox" else AlloxPlusScheduler(timeout=allox_plus_timeout)
     started = scheduler.on_machine_free(now=now, free_machines=idle, pending_jobs=jobs, busy_until=busy, running=running_assignments)
     starts = tuple(Start(key=a.job.name, kind=a.kind, machine=a.machine.name, seconds=a.finish - a.start) for a in started)
     grid = (lambda delay: _on_grid(delay, step=omega_grid_seconds, ratio=omega_grid_ratio)) if omega_grid_seconds > 0 else (lambda delay: delay)
     queue = _queue(now=now, jobs=jobs, started=started, idle=idle, busy=busy, grid=grid) if plan_queue else ()
+    progress = user_progress([*running_assignments, *started], shares)
+    users = sorted({job.user for job in waiting} | {job.user for job in running})
+    values = [progress.get(user, 0.0) for user in users]
     return AdmissionDecision(
         starts=starts,
         queue=queue,
@@ -162,7 +189,16 @@ def decide(
         idle_machines=_count(idle),
         busy_machines=_count(busy),
         cpu_slot=cpu_slot,
+        progress={user: progress.get(user, 0.0) for user in users},
+        progress_spread=_standard_deviation(values),
     )
+
+
+def _standard_deviation(values: Sequence[float]) -> float:
+    if not values:
+        return 0.0
+    mean = sum(values) / len(values)
+    return math.sqrt(sum((value - mean) ** 2 for value in values) / len(values))
 
 
 def _queue(

@@ -21,14 +21,14 @@ from scheduler.matching.costs import kind_times, slot_cost_matrix
 from scheduler.matching.errors import InfeasibleInstance, InvalidInstance
 from scheduler.matching.model import Assignment, Job, Machine
 from scheduler.matching.positions import Slots, SlotClasses, all_positions, position_limits, slot_classes, slots_for
-from scheduler.matching.transport import assign_to_classes
+from scheduler.matching.transport import Groups, assign_to_classes
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 
-# Above this many classes of identical slots, successive shortest paths over classes (O(C³) per
-# step) stop paying off against scipy's solver on the full matrix.
-MAX_CLASSES = 96
+# Above this many classes of identical slots, the folded solve's shortest paths (O(C²) per step)
+# stop paying off against scipy's solver on the full matrix.
+MAX_CLASSES = 1024
 
 Method = Literal["auto", "scipy", "classes"]
 
@@ -211,14 +211,12 @@ def match(problem: Problem, matrix: Matrix, *, method: Method = "auto") -> tuple
     jobs = len(problem.jobs)
     if matrix.classes is not None:
         classes = matrix.classes
-        # Successive shortest paths cost about (20,000 + n·C + C³) element operations per step
-        # (the first term is Python's fixed cost per step); scipy ~50 per entry of the full Q
-        # once many columns tie (jobs competing for idle identical machines beside busy ones:
-        # 1,000 Jobs x 2,810 slots in 78 classes took scipy 1.55 s against 0.29 s folded, 590
-        # steps, where ~10 per entry allowed only 49). Fold only while that is cheaper.
-        per_step = 20_000 + jobs * classes.count + classes.count**3
+        # The folded solve's last phase costs about (20,000 + n·C + C²) element operations per
+        # step (the first term is Python's fixed cost per step); scipy ~50 per entry of the full
+        # Q once many columns tie. Fold only while that is cheaper.
+        per_step = 20_000 + jobs * classes.count + classes.count**2
         budget = jobs if method == "classes" else 50 * jobs * matrix.slots.count // per_step
-        assign = assign_to_classes(matrix.cost, classes.capacity, max_augmentations=budget)
+        assign = assign_to_classes(matrix.cost, classes.capacity, max_augmentations=budget, groups=_groups(problem, matrix))
         if assign is not None:
             # Within a class the slots are identical: hand them out in slot order. A class at
             # position k then fills the same machines as position k-1 before it: no gaps.
@@ -230,6 +228,19 @@ def match(problem: Problem, matrix: Matrix, *, method: Method = "auto") -> tuple
         cost = matrix.cost
     rows, columns = linear_sum_assignment(cost)
     return rows.astype(np.int64), columns.astype(np.int64)
+
+
+def _groups(problem: Problem, matrix: Matrix) -> Groups:
+    """The classes of one kind and one position differ only by their machines' wait (the same
+    for every job): one group each, priced together by the folded solve."""
+    assert matrix.classes is not None
+    first = matrix.classes.first_slot
+    machine = matrix.slots.machine[first]
+    kind = problem.machine_kind[machine]
+    position = matrix.slots.position[first]
+    keys, group = np.unique(np.stack((kind, position), axis=1), axis=0, return_inverse=True)
+    group_cost = problem.times[:, keys[:, 0]] * keys[:, 1]
+    return Groups(group=group.reshape(-1).astype(np.int64), offset=problem.delay[machine], group_cost=group_cost)
 
 
 def solve(problem: Problem, *, bounded: bool = True, method: Method = "auto") -> Queues:
@@ -246,7 +257,45 @@ def solve(problem: Problem, *, bounded: bool = True, method: Method = "auto") ->
     matrix = build(problem, bounded=bounded, method=method)
     rows, columns = match(problem, matrix, method=method)
     slots = matrix.slots
-    return _queues(problem, rows=rows, machine=slots.machine[columns], position=slots.position[columns])
+    rows, machine, position = canonical(problem, rows=rows, machine=slots.machine[columns], position=slots.position[columns])
+    return _queues(problem, rows=rows, machine=machine, position=position)
+
+
+def canonical(problem: Problem, *, rows: IntArray, machine: IntArray, position: IntArray) -> tuple[IntArray, IntArray, IntArray]:
+    """One optimal matching fixed by the instance alone, whichever optimal one the solver found.
+
+    Optimal matchings differ in ways that cost nothing: machines of one kind free at the same
+    time are interchangeable, and two jobs at the same position on two machines of one kind
+    can swap (``k·p₁ + ω_a + k·p₂ + ω_b`` either way), even when those machines free at
+    different times. The first decides which machine a queue is named after; the second which
+    of the two jobs starts first — a different decision for Algorithm 2. So: among
+    interchangeable machines the longer queues go to the machines listed first; then, from the
+    largest position down, the jobs of one (kind, position) in the order listed take its slots
+    in the order they start (then machine order), a slot starting when the jobs ahead of it on
+    its machine end. A slot's start does not move when Algorithm 2 starts the first job of its
+    machine (ω grows by what the queue ahead shrinks by), so a matching kept after a start is
+    still the canonical one. What is left (which jobs at which kind and position) is the same in
+    every optimal matching unless two jobs' times tie.
+    """
+    kind = problem.machine_kind
+    count = np.bincount(machine, minlength=kind.shape[0])
+    index = np.arange(kind.shape[0])
+    by_index = np.lexsort((index, problem.delay, kind))
+    by_queue = np.lexsort((index, -count, problem.delay, kind))
+    label = np.empty_like(index)
+    label[by_queue] = by_index  # same groups, same sizes: the k-th longest queue to the k-th listed
+    machine = label[machine]
+    slot_kind = kind[machine]
+    out_rows, out_machine = np.empty_like(rows), np.empty_like(machine)
+    ready = problem.delay.copy()  # when each machine's slot at the current position starts
+    levels = np.argsort(-position, kind="stable")
+    bounds = np.flatnonzero(np.diff(position[levels])) + 1
+    for at in np.split(levels, bounds):
+        jobs = at[np.lexsort((rows[at], slot_kind[at]))]
+        slots = at[np.lexsort((machine[at], ready[machine[at]], slot_kind[at]))]
+        out_rows[at], out_machine[at] = rows[jobs], machine[slots]
+        ready[machine[slots]] += problem.times[rows[jobs], slot_kind[slots]]
+    return out_rows, out_machine, position
 
 
 def cost_matrix(problem: Problem, *, bounded: bool = True) -> tuple[Slots, FloatArray]:

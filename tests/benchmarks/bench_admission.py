@@ -46,6 +46,7 @@ from scheduler.config import AlloxSettings  # noqa: E402
 from scheduler.core.resources import Resources  # noqa: E402
 from scheduler.matching.admission import RunningJob, WaitingJob, decide  # noqa: E402
 from scheduler.matching.capacity import NodeResources, machines_for  # noqa: E402
+from scheduler.matching.fairness import Capacity  # noqa: E402
 from scheduler.matching.model import Demand, Job  # noqa: E402
 from scheduler.matching.solve import build, prepare  # noqa: E402
 
@@ -53,6 +54,11 @@ NODES = 100
 GPUS_PER_NODE = 5
 CPU_SLOT = 8  # cores of the CPU configuration
 NOW = 1_800_000_000.0
+# Every node offers what the free capacity below says: the running Jobs' pods are left in it (as
+# the live cache does for admission), so the cluster's capacity is that, summed.
+NODE_CORES = GPUS_PER_NODE * 1 + GPUS_PER_NODE * CPU_SLOT  # 5 GPU-reserved cores + 5 CPU slots
+CAPACITY_RESOURCES = Resources(cpu_millis=NODES * NODE_CORES * 1000, memory_bytes=NODES * 512 * 2**30, gpus=NODES * GPUS_PER_NODE)
+CAPACITY = Capacity(cpu=NODES * NODE_CORES, gpu=NODES * GPUS_PER_NODE, memory=NODES * 512)
 CONFIGURATIONS = json.dumps({"cpu": {"resources": {"cpu": str(CPU_SLOT), "memory": "16Gi"}},
                              "gpu": {"resources": {"nvidia.com/gpu": "1", "cpu": "1", "memory": "8Gi"}}})
 
@@ -104,12 +110,11 @@ def instance(pending: int, seed: int = 1) -> tuple[list[Any], dict[str, Resource
         demand = {"cpu": Demand(cpu=CPU_SLOT, memory=16), "gpu": Demand(gpu=1, cpu=1, memory=8)}
         if is_running:
             running.append(RunningJob(key=f"{user}/job-{index}", user=user, kind=kind, started=started,
-                                      seconds=gpu if kind == "gpu" else cpu, demand=demand[kind]))
+                                      seconds={"cpu": cpu, "gpu": gpu}, demand=demand))
         else:
             waiting.append(WaitingJob(key=f"{user}/job-{index}", user=user, arrival=NOW - 600 + index * 0.1,
                                       seconds={"cpu": cpu, "gpu": gpu}, demand=demand))
-    cores = GPUS_PER_NODE * 1 + GPUS_PER_NODE * CPU_SLOT  # 5 GPU-reserved cores + 5 CPU slots
-    free = {f"node-{n:03d}": Resources(cpu_millis=cores * 1000, memory_bytes=512 * 2**30, gpus=GPUS_PER_NODE) for n in range(NODES)}
+    free = {f"node-{n:03d}": Resources(cpu_millis=NODE_CORES * 1000, memory_bytes=512 * 2**30, gpus=GPUS_PER_NODE) for n in range(NODES)}
     nodes = [NodeResources(name=name, cpu=r.cpu_millis / 1000, gpu=r.gpus, memory=512) for name, r in free.items()]
     return raw, free, waiting, running, nodes
 
@@ -151,7 +156,7 @@ def admission_figures(sizes: list[int], rounds: int) -> dict[str, Any]:
             if size > largest:
                 print(f"{size:>5} pending Jobs, {label}: not timed (above {largest})", flush=True)
                 continue
-            placer = PlacerController(api=NullApi(), jobs=Jobs(raw), free_by_node=lambda _running: free,
+            placer = PlacerController(api=NullApi(), jobs=Jobs(raw), free_by_node=lambda _running: free, capacity=lambda: CAPACITY_RESOURCES,
                                       settings=AlloxSettings(**options, solver_process=False), gpu_resource="nvidia.com/gpu", clock=lambda: NOW)
             admit, pure = [], []
             for _ in range(rounds):
@@ -161,7 +166,7 @@ def admission_figures(sizes: list[int], rounds: int) -> dict[str, Any]:
                 placer.admit()
                 admit.append(time.perf_counter() - start)
                 start = time.perf_counter()
-                decide(now=NOW, waiting=waiting, running=running, free_nodes=nodes, **options)
+                decide(now=NOW, waiting=waiting, running=running, free_nodes=nodes, capacity=CAPACITY, **options)
                 pure.append(time.perf_counter() - start)
             row = {name: {"p50_ms": 1000 * statistics.median(v), "p99_ms": 1000 * percentile(v, 99)}
                    for name, v in (("admit", admit), ("decide", pure), ("scipy", solve))}
@@ -203,7 +208,7 @@ def filter_figures(requests: int) -> dict[str, float]:
     figures: dict[str, float] = {}
     alone = sample()
     for where, in_process in (("solver process", False), ("same process", True)):
-        placer = PlacerController(api=NullApi(), jobs=Jobs(raw), free_by_node=lambda _running: free,
+        placer = PlacerController(api=NullApi(), jobs=Jobs(raw), free_by_node=lambda _running: free, capacity=lambda: CAPACITY_RESOURCES,
                                   settings=AlloxSettings(alpha=1.0, solver_process=not in_process), gpu_resource="nvidia.com/gpu",
                                   clock=lambda: NOW)
         placer.admit()  # the child process started and warm

@@ -3,12 +3,24 @@ starts, and the queue positions and expected starts of the Jobs left waiting."""
 
 import pytest
 
-from scheduler.matching.admission import RunningJob, WaitingJob, cpu_slot_for, decide
+from functools import partial
+
+from scheduler.matching.admission import RunningJob, WaitingJob, cpu_slot_for
+from scheduler.matching.admission import decide as decide_with
 from scheduler.matching.capacity import NodeResources
+from scheduler.matching.fairness import Capacity
 from scheduler.matching.model import Demand, Job, Machine
 from scheduler.matching.solve import schedule
 
 CPU, GPU = Demand(cpu=4, memory=8), Demand(gpu=1, cpu=1)
+# What fairness divides demands by (a cluster of 16 cores, 2 GPUs, 64 GiB), where the test does not say.
+decide = partial(decide_with, capacity=Capacity(cpu=16, gpu=2, memory=64))
+
+
+def running_job(key, user, kind, started, seconds, *, other=None):
+    """A running Job with its estimate on ``kind`` (and ``other``: {kind: seconds} it could also run on)."""
+    return RunningJob(key=key, user=user, kind=kind, started=started, seconds={kind: seconds, **(other or {})},
+                      demand={"cpu": CPU, "gpu": GPU})
 
 
 def waiting(key, user, arrival, cpu, gpu):
@@ -43,7 +55,7 @@ def test_starts_and_queue_follow_the_optimal_schedule_of_the_same_instance():
 
 
 def test_a_running_job_keeps_its_machine_until_its_estimate_ends():
-    running = [RunningJob(key="r", user="u3", kind="gpu", started=0, seconds=100, demand=GPU)]
+    running = [running_job("r", "u3", "gpu", 0, 100)]
     # Free capacity leaves running interchangeable Jobs in: r's GPU is the node's one GPU.
     node = NodeResources(name="n1", cpu=6, gpu=1, memory=64)
     decision = decide(now=10, waiting=[waiting("a", "u1", 0, 1000, 10)], running=running, free_nodes=[node], omega_grid_seconds=0)
@@ -53,7 +65,7 @@ def test_a_running_job_keeps_its_machine_until_its_estimate_ends():
     (queued,) = decision.queue
     assert (queued.kind, queued.position, queued.expected_start_seconds) == ("gpu", 1, pytest.approx(90))
     # An overdue running Job is taken to end now.
-    late = [RunningJob(key="r", user="u3", kind="gpu", started=0, seconds=5, demand=GPU)]
+    late = [running_job("r", "u3", "gpu", 0, 5)]
     assert decide(now=10, waiting=[waiting("a", "u1", 0, 1000, 10)], running=late, free_nodes=[node]).queue[0].expected_start_seconds == 0
 
 
@@ -64,7 +76,7 @@ def test_a_job_whose_kinds_the_cluster_lacks_is_unplaceable():
 
 
 def test_small_alpha_serves_the_user_with_the_least_progress_first():
-    running = [RunningJob(key="r1", user="u1", kind="gpu", started=0, seconds=1000, demand=GPU)]
+    running = [running_job("r1", "u1", "gpu", 0, 1000)]
     jobs = [waiting("x1", "u1", 0, 100, 5), waiting("y1", "u2", 0, 100, 50)]
     two_gpus = NodeResources(name="n", cpu=2, gpu=2, memory=64)  # r1 holds one GPU: one idle, no CPU slot
     fair = decide(now=1, waiting=jobs, running=running, free_nodes=[two_gpus], alpha=0.1)
@@ -94,7 +106,7 @@ def test_busy_machines_free_on_a_grid_so_that_they_fold_into_few_classes():
         assert delay <= rounded <= max(delay + 60, delay * 1.25) + 1e-9
     assert len({_on_grid(d, step=60, ratio=1.25) for d in range(1, 36000, 7)}) < 40
     node = NodeResources(name="n1", cpu=6, gpu=1, memory=64)
-    running = [RunningJob(key="r", user="u3", kind="gpu", started=0, seconds=100, demand=GPU)]
+    running = [running_job("r", "u3", "gpu", 0, 100)]
     (queued,) = decide(now=10, waiting=[waiting("a", "u1", 0, 1000, 10)], running=running, free_nodes=[node]).queue
     assert queued.expected_start_seconds == 120  # 90 s rounded up to the minute grid
 
@@ -119,3 +131,27 @@ def test_a_trial_job_starts_where_it_finishes_first():
     # Nothing to preempt and no GPU will free: the CPU.
     assert choose_for_trial(seconds=seconds, idle={"cpu": 1}, gpu_free_in=None, preemption_seconds=None).kind == "cpu"
     assert choose_for_trial(seconds={"cpu": 10}, idle={}, gpu_free_in=None, preemption_seconds=None) is None
+
+
+def test_progress_is_the_dominant_share_of_the_faster_configuration_discounted_on_the_slower_kind():
+    # §3.3.2 with capacity (16 cores, 2 GPUs, 64 GiB): a GPU configuration's dominant share is
+    # 1/2 (one of two GPUs), a CPU configuration's 1/4 (4 of 16 cores). User a runs a Job on
+    # the GPU, its faster kind: 0.5. User b runs a Job ten times faster on a GPU on a CPU slot:
+    # the GPU share discounted by 100/1000, 0.05. Counting each running Job at one machine of
+    # its kind (1/2 GPUs, 1/1 CPU slots) would put a behind b instead.
+    running = [running_job("ra", "a", "gpu", 0, 1000, other={"cpu": 1100}), running_job("rb", "b", "cpu", 0, 1000, other={"gpu": 100})]
+    node = NodeResources(name="n", cpu=6, gpu=2, memory=64)  # 2 GPUs (a's and an idle one), one 4-core slot (b's)
+    jobs = [waiting("a2", "a", 0, 500, 50), waiting("b2", "b", 0, 500, 50)]
+    decision = decide(now=1, waiting=jobs, running=running, free_nodes=[node], alpha=0.1)
+    assert decision.idle_machines == {"gpu": 1}
+    assert [(s.key, s.kind) for s in decision.starts] == [("b2", "gpu")]  # b has least progress
+    assert decision.progress == pytest.approx({"a": 0.5, "b": 0.05 + 0.5})
+    assert decision.progress_spread == pytest.approx(0.025)
+    # The capacity is what shares are measured against: with 8 GPUs a GPU Job is 1/8 of them.
+    wider = decide_with(now=1, waiting=jobs, running=running, free_nodes=[node], alpha=0.1, capacity=Capacity(cpu=16, gpu=8, memory=64))
+    assert wider.progress == pytest.approx({"a": 0.125, "b": 0.0125 + 0.125})
+
+
+def test_a_running_job_needs_the_estimate_of_its_own_kind():
+    with pytest.raises(ValueError, match="no estimate for the kind it runs on"):
+        RunningJob(key="r", user="u", kind="gpu", started=0, seconds={"cpu": 10})

@@ -14,7 +14,7 @@ from scipy.optimize import linear_sum_assignment
 from allox_reference import brute_force_total, check_valid, random_instance
 from scheduler.matching.model import Job, Machine
 from scheduler.matching.solve import assignments, prepare, solve
-from scheduler.matching.transport import assign_to_classes
+from scheduler.matching.transport import Groups, assign_to_classes
 
 
 def expanded_optimum(cost: np.ndarray, capacity: np.ndarray) -> float | None:
@@ -67,10 +67,40 @@ def test_no_excess_needs_no_step() -> None:
     assert assign is not None and assign.tolist() == [0, 1]
 
 
-def test_too_many_steps_is_declined() -> None:
-    cost = np.array([[1.0, 5.0], [1.0, 5.0], [1.0, 5.0]])
-    assert assign_to_classes(cost, np.array([1, 2]), max_augmentations=1) is None
-    assert assign_to_classes(cost, np.array([1, 2]), max_augmentations=2) is not None
+def test_too_many_steps_is_declined_and_groups_need_none() -> None:
+    # A and B are one position on two machines, B free 60 later: every job pays 60 more on B.
+    # Priced class by class, the jobs trade places between A and B at zero price and the
+    # shortest paths must finish; priced as one group, the dual ascent alone finds the optimum.
+    cost = np.array([[100.0, 160.0, 300.0]] * 3)
+    capacity = np.array([1, 1, 10])
+    assert assign_to_classes(cost, capacity, max_augmentations=0) is None
+    assert sorted(assign_to_classes(cost, capacity, max_augmentations=1).tolist()) == [0, 1, 2]
+    groups = Groups(group=np.array([0, 0, 1]), offset=np.array([0.0, 60.0, 0.0]), group_cost=cost[:, [0, 2]])
+    assign = assign_to_classes(cost, capacity, max_augmentations=0, groups=groups)
+    assert assign is not None and sorted(assign.tolist()) == [0, 1, 2]
+
+
+def test_grouped_prices_equal_scipy_on_random_staircases() -> None:
+    # Groups of classes that differ by a constant per class (positions on machines free at
+    # different times), many jobs competing: the dual ascent plus the shortest paths stay exact.
+    rng = np.random.default_rng(11)
+    for _ in range(40):
+        rows, group_count = int(rng.integers(5, 40)), int(rng.integers(1, 4))
+        per_group = rng.integers(1, 4, group_count)
+        group = np.repeat(np.arange(group_count), per_group)
+        offset = np.concatenate([np.sort(rng.choice([0.0, 60.0, 120.0, 300.0], n, replace=False)) for n in per_group])
+        group_cost = rng.uniform(10, 200, (rows, group_count)) * (1 + np.arange(group_count))
+        if rng.random() < 0.3:
+            group_cost[: rows // 2] = group_cost[0]  # identical jobs
+        cost = group_cost[:, group] + offset
+        capacity = rng.integers(1, max(2, rows // 2), group.shape[0])
+        expected = expanded_optimum(cost, capacity)
+        if expected is None:
+            continue
+        assign = assign_to_classes(cost, capacity, max_augmentations=rows, groups=Groups(group=group, offset=offset, group_cost=group_cost))
+        assert assign is not None
+        assert np.all(np.bincount(assign, minlength=cost.shape[1]) <= capacity)
+        assert cost[np.arange(rows), assign].sum() == pytest.approx(expected, abs=1e-6)
 
 
 @pytest.mark.parametrize("seed", range(4))

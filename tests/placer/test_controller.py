@@ -68,6 +68,7 @@ def controller(api: RecordingApi, jobs: list[Any], *, gpus: int = 1, mechanism: 
     return PlacerController(
         api=api, jobs=Jobs(jobs), settings=AlloxSettings(alpha=1.0, mechanism=mechanism, solver_process=False), gpu_resource="nvidia.com/gpu",
         free_by_node=lambda running: {"n1": Resources(cpu_millis=(gpus + 4) * 1000, memory_bytes=64 * 2**30, gpus=gpus)},
+        capacity=lambda: Resources(cpu_millis=(gpus + 4) * 1000, memory_bytes=64 * 2**30, gpus=gpus),
         clock=lambda: 1767225700.0,
     )
 

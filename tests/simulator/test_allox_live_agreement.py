@@ -166,10 +166,11 @@ def test_the_live_controller_takes_the_simulators_decisions(policy: str, alpha: 
     settings = AlloxSettings(policy=policy, alpha=alpha, allox_plus_timeout_seconds=None if math.isinf(timeout) else timeout,
                              reserved_cpu_per_gpu=workload.reserved_cpu_per_gpu, solver_process=False)
     points = recording.points
+    capacity = cluster(4).capacity  # the cluster cache's capacity(): every node's allocatable, summed
     for index, point in enumerate(points):
         api = RecordingApi()
-        live = PlacerController(api=api, jobs=Jobs(point.jobs), free_by_node=point.free_by_node, settings=settings,
-                                gpu_resource=GPU, clock=lambda now=point.now: now)
+        live = PlacerController(api=api, jobs=Jobs(point.jobs), free_by_node=point.free_by_node, capacity=lambda: capacity,
+                                settings=settings, gpu_resource=GPU, clock=lambda now=point.now: now)
         live.admit()
         assert api.placed == point.took, (index, point.now)
     # The run went through the states that matter: starts, AlloX leaving an idle machine idle,

@@ -140,6 +140,7 @@ class AdmissionDriver:
             waiting=inputs.waiting,
             running=inputs.running,
             free_nodes=inputs.free_nodes,
+            capacity=inputs.capacity,
             alpha=self._options.alpha,
             policy=self._policy,
             reserved_cpu_per_gpu=sim.workload.reserved_cpu_per_gpu,

@@ -39,7 +39,7 @@ from scheduler.core.model import NodeInfo, PodInfo
 from scheduler.core.resources import Resources
 from scheduler.matching.admission import RunningJob, WaitingJob
 from scheduler.matching.capacity import NodeResources, cluster_capacity, default_demands
-from scheduler.matching.fairness import DemandShare, ShareModel, job_value
+from scheduler.matching.fairness import Capacity, DemandShare, ShareModel, job_value
 from scheduler.matching.model import KIND_CPU, KIND_GPU, Assignment, Demand, Job, Machine
 from estimator.planner import StopSample
 from scheduler.simulator.allox.sampling import RunState, SamplingRun
@@ -233,6 +233,7 @@ class AdmissionInputs:
     waiting: tuple[WaitingJob, ...]
     running: tuple[RunningJob, ...]
     free_nodes: tuple[NodeResources, ...]
+    capacity: Capacity
 
 
 class InterchangeableSimulation:
@@ -258,8 +259,9 @@ class InterchangeableSimulation:
         self.machines: tuple[Machine, ...] = tuple(workload.machines(cluster))
         self._node_of = {machine.name: machine.name.rsplit("/", 1)[0] for machine in self.machines}
         self.kinds = tuple(kind for kind in KINDS if any(m.kind == kind for m in self.machines))
+        self._capacity = cluster_capacity(self.nodes)
         self.shares: ShareModel = DemandShare(
-            capacity=cluster_capacity(self.nodes),
+            capacity=self._capacity,
             default_demand=default_demands(
                 cpu_slot=Demand(cpu=workload.cpu_slot_cores), reserved_cpu_per_gpu=workload.reserved_cpu_per_gpu
             ),
@@ -420,8 +422,9 @@ class InterchangeableSimulation:
         """The state :func:`scheduler.matching.admission.decide` takes, translated as the live
         placer controller translates a cluster's: every job waiting for the policy (profiled)
         with the estimates the policy sees and its configurations' demands; every running job
-        with its start and its estimate on the kind it runs on (ω = start + estimate); and
-        :meth:`free_by_node` as :class:`NodeResources` (cores, GPUs, GiB)."""
+        with its start, the kind it runs on and its estimates on every kind (ω = start + the
+        running kind's; fairness weighs the others, §3.3.2); :meth:`free_by_node` as
+        :class:`NodeResources` (cores, GPUs, GiB); and the cluster's capacity in those units."""
         waiting = tuple(
             WaitingJob(
                 key=job.spec.job_id,
@@ -442,15 +445,16 @@ class InterchangeableSimulation:
                     user=job.spec.user,
                     kind=machine.kind,
                     started=job.started_at,
-                    seconds=(1.0 - job.done) * job.seen.processing_time[machine.kind],
-                    demand=job.spec.demand[machine.kind],
+                    seconds={kind: (1.0 - job.done) * seconds for kind, seconds in job.seen.processing_time.items()},
+                    demand={kind: job.spec.demand[kind] for kind in job.seen.processing_time},
                 )
             )
         free = tuple(
             NodeResources(name=name, cpu=r.cpu_millis / 1000, gpu=max(r.gpus, 0), memory=max(r.memory_bytes, 0) / GIB)
             for name, r in self.free_by_node().items()
         )
-        return AdmissionInputs(now=self.now, waiting=waiting, running=tuple(running), free_nodes=free)
+        return AdmissionInputs(now=self.now, waiting=waiting, running=tuple(running), free_nodes=free,
+                               capacity=self._capacity)
 
     def running(self) -> list[Assignment]:
         """The running jobs as the policy sees them (estimated finish), for fairness."""

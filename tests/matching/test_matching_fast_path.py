@@ -1,0 +1,115 @@
+"""The fast path decides as the straightforward one does.
+
+Fast: the folded solve (classes of identical slots, priced in groups, ``transport.py``) and
+Algorithm 2 sharing one solve among the free machines while the users considered stay the same.
+Straightforward: scipy's ``linear_sum_assignment`` on the full Q, and Algorithm 2 written out as
+the paper has it — rank the users, match the considered users' jobs from scratch for every free
+machine, start the first job the matching puts on it. Both pass through the same canonical
+choice among equally good matchings (``solve.canonical``), so on instances without tied
+processing times the decisions must be identical, not merely as good.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+
+import numpy as np
+import pytest
+
+from scheduler.matching.allox import AlloxScheduler
+from scheduler.matching.fairness import Capacity, DemandShare, considered_count, rank_users, user_progress
+from scheduler.matching.model import Assignment, Demand, Job, Machine
+from scheduler.matching.solve import prepare, solve
+
+SHARES = DemandShare(capacity=Capacity(cpu=64, gpu=8, memory=256),
+                     default_demand={"gpu": Demand(gpu=1, cpu=1), "cpu": Demand(cpu=8, memory=16)})
+
+
+def instance(rng: random.Random, *, jobs: int, users: int) -> tuple[list[Machine], dict[Machine, float], list[Job], list[Assignment]]:
+    """Idle machines and machines busy until a point of a coarse grid (so that several free at the
+    same time and fold into one class), waiting jobs with continuous times, and the running jobs."""
+    now = 100.0
+    free = [Machine(name=f"{kind}-idle-{i}", kind=kind) for kind in ("gpu", "cpu") for i in range(rng.randint(1, 5))]
+    busy: dict[Machine, float] = {}
+    running: list[Assignment] = []
+    for kind in ("gpu", "cpu"):
+        for i in range(rng.randint(0, 4)):
+            machine = Machine(name=f"{kind}-busy-{i}", kind=kind)
+            busy[machine] = now + 60.0 * rng.randint(1, 3)
+            gpu = rng.uniform(10, 300)
+            job = Job(name=f"run-{kind}-{i}", user=f"u{rng.randrange(users)}", arrival=0.0,
+                      processing_time={"gpu": gpu, "cpu": gpu * rng.uniform(1.5, 8)})
+            running.append(Assignment(job=job, machine=machine, start=0.0, finish=busy[machine]))
+    waiting = []
+    for j in range(jobs):
+        gpu = rng.uniform(10, 300)
+        times = {"gpu": gpu, "cpu": gpu * rng.uniform(1.2, 9)}
+        if rng.random() < 0.15:
+            del times[rng.choice(["gpu", "cpu"])]  # some jobs have one configuration only
+        waiting.append(Job(name=f"j{j}", user=f"u{rng.randrange(users)}", arrival=rng.uniform(0, now), processing_time=times))
+    return free, busy, waiting, running
+
+
+def straightforward(*, alpha: float, now: float, free: list[Machine], busy: dict[Machine, float], waiting: list[Job],
+                    running: list[Assignment]) -> list[tuple[str, str]]:
+    """Algorithm 2 with §4.4's raise, one scipy solve per free machine and user set."""
+    machines = [*free, *busy]
+    until = {m.name: t for m, t in busy.items()}
+    left = list(waiting)
+    holding = list(running)
+    users = {job.user for job in waiting} | {a.job.user for a in running}
+    starts = []
+    for machine in free:
+        if not left:
+            break
+        ranking = rank_users(users, user_progress(holding, SHARES))
+        count = considered_count(alpha=alpha, users=len(ranking))
+        chosen = None
+        while count:
+            considered = set(ranking[:count])
+            candidates = [job for job in left if job.user in considered]
+            if candidates:
+                problem = prepare(jobs=candidates, machines=machines, now=now, busy_until=until)
+                queues = solve(problem, method="scipy")
+                first = queues.first_job(machines.index(machine))
+                if first is not None:
+                    chosen = candidates[first]
+                    break
+            needing = [i for i in range(count, len(ranking))
+                       if any(job.user == ranking[i] and job.can_run_on(machine.kind) for job in left)]
+            count = needing[0] + 1 if needing else 0
+        if chosen is None:
+            continue
+        finish = now + chosen.processing_time[machine.kind]
+        until[machine.name] = finish
+        left.remove(chosen)
+        holding.append(Assignment(job=chosen, machine=machine, start=now, finish=finish))
+        starts.append((chosen.name, machine.name))
+    return starts
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_the_folded_solve_and_scipy_give_the_same_schedule(seed: int) -> None:
+    rng = random.Random(seed)
+    for _ in range(25):
+        free, busy, waiting, _ = instance(rng, jobs=rng.randint(2, 40), users=3)
+        problem = prepare(jobs=waiting, machines=[*free, *busy], now=100.0, busy_until={m.name: t for m, t in busy.items()})
+        fast, reference = solve(problem, method="classes"), solve(problem, method="scipy")
+        assert fast.total_completion_time == pytest.approx(reference.total_completion_time)
+        assert fast.bounds.tolist() == reference.bounds.tolist()
+        assert fast.job.tolist() == reference.job.tolist()
+        np.testing.assert_allclose(fast.start, reference.start)
+
+
+@pytest.mark.parametrize("alpha", [0.2, 0.5, 1.0])
+@pytest.mark.parametrize("seed", range(5))
+def test_algorithm_2_starts_the_same_jobs_on_the_same_machines(alpha: float, seed: int) -> None:
+    rng = random.Random(1000 * seed + int(alpha * 10))
+    for _ in range(12):
+        free, busy, waiting, running = instance(rng, jobs=rng.randint(1, 30), users=rng.randint(1, 6))
+        fast = AlloxScheduler(alpha=alpha, shares=SHARES).on_machine_free(
+            now=100.0, free_machines=free, pending_jobs=waiting, busy_until=busy, running=running)
+        expected = straightforward(alpha=alpha, now=100.0, free=free, busy=busy, waiting=waiting, running=running)
+        assert [(a.job.name, a.machine.name) for a in fast] == expected
+        assert all(math.isclose(a.finish - a.start, a.job.processing_time[a.kind]) for a in fast)
