@@ -39,10 +39,10 @@ def test_drifting_families_are_learnt_better_in_space(bench: ModuleType) -> None
 def test_stable_families_with_skewed_tasks_are_learnt_better_in_time(bench: ModuleType) -> None:
     mae = _mae(bench, 1)
     assert mae["history"] < 0.6 * mae["sampling"], mae
-    # The estimator's posterior under-weights the prior with one or two pilots (README);
-    # a σ1 floored at the family's task spread recovers history's accuracy.
-    assert mae["posterior"] > 1.5 * mae["history"], mae
-    assert mae["suggested"] < 1.2 * mae["history"], mae
+    # One or two pilots cannot see the skew; σ1 floored at the family's task spread (learnt from
+    # its past Jobs' pilots) keeps the posterior near history, far from sampling alone.
+    assert mae["posterior"] < 1.3 * mae["history"], mae
+    assert mae["posterior"] < 0.5 * mae["sampling"], mae
 
 
 def test_stable_families_with_even_tasks_skip_sampling(bench: ModuleType) -> None:
