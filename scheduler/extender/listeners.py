@@ -1,7 +1,8 @@
 """Bounded HTTP listeners: what the clients of one listener may hold of cellfit's process.
 
 uvicorn (0.54, httptools) bounds none of it. httptools buffers a header field until its end,
-so one connection sending 1 GiB of headers grew cellfit by ~959 MB; no timer runs on a
+by concatenation (quadratic: the event loop is held as it grows), so one connection sending
+1 GiB of headers grew cellfit by ~959 MB; no timer runs on a
 connection before its first request, so a connection that sends nothing is kept forever; and
 connections are accepted until the process runs out of file descriptors (21,000 idle ones made
 every extender call fail). :class:`BoundedHttpProtocol` is uvicorn's httptools protocol with
@@ -14,7 +15,9 @@ the :class:`~scheduler.config.ListenerLimits` of its listener applied:
 - a request not read whole ``readTimeoutSeconds`` after its first byte gets HTTP 408 and the
   connection is closed (slowloris), and so is a TLS handshake that long;
 - a connection with no request in progress is closed after ``idleTimeoutSeconds``, from its
-  first moment on.
+  first moment on;
+- after such an answer, what the client still sends is read and dropped for a moment (a
+  lingering close), so that the answer is not lost to a connection reset.
 
 Each listener has its own limits and its own count, so flooding the metrics port (on the pod
 IP) spends none of the extender's connections. :func:`ensure_descriptor_budget` checks at start
@@ -130,9 +133,6 @@ class BoundedHttpProtocol(HttpToolsProtocol):
             )
             transport.abort()  # before the app or a parser sees a byte; frees the descriptor now
             return
-        self._serve(transport)
-
-    def _serve(self, transport: asyncio.Transport) -> None:
         super().connection_made(transport)
         self._arm_idle_timer()
 
