@@ -18,6 +18,7 @@ Test modules import this file (``e2e/`` is on sys.path under pytest, and the ben
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import copy
 import json
@@ -459,6 +460,51 @@ def local_extender(
         if scheduler is not None:
             scheduler.stop()
         cellfit.stop()
+
+
+def placed_pods_registration(release: Release, *, name: str, port: int, ca_pem: bytes, where: Mapping[str, str]) -> dict[str, Any]:
+    """The chart's ``placed-pods`` webhook, pointed at a local cellfit's admission listener and
+    limited to the pods labelled ``where``."""
+    chart = release.find("MutatingWebhookConfiguration")
+    webhook = next(w for w in chart["webhooks"] if w["name"].startswith("placed-pods."))
+    webhook = {**webhook, "clientConfig": {"url": f"https://127.0.0.1:{port}/v1/admission/pods",
+                                           "caBundle": base64.b64encode(ca_pem).decode()}}
+    selector = webhook.get("objectSelector") or {}
+    webhook["objectSelector"] = {**selector, "matchLabels": {**selector.get("matchLabels", {}), **where}}
+    return {"apiVersion": chart["apiVersion"], "kind": chart["kind"], "metadata": {"name": f"e2e-{name}"}, "webhooks": [webhook]}
+
+
+@contextlib.contextmanager
+def placing_extender(
+    cluster: Cluster, release: Release, workdir: Path, *, name: str, config_text: str, where: Mapping[str, str]
+) -> Iterator[CellfitProcess]:
+    """:func:`local_extender` whose cellfit also places the pods of Jobs AlloX starts (the
+    placer's pod-create webhook, needed where the template path is not: Kubernetes without
+    KEP-5440). The release's own ``placed-pods`` entry points at a Service no pod serves here
+    (KWOK runs no cellfit container) and fails closed: meanwhile it fails open, and a
+    registration at this process's listener places the pods labelled ``where``."""
+    chart = release.find("MutatingWebhookConfiguration")
+    placed_index = next(i for i, w in enumerate(chart["webhooks"]) if w["name"].startswith("placed-pods."))
+    failure_policy = f"/webhooks/{placed_index}/failurePolicy"
+    registered: list[str] = []
+
+    def register(cellfit: CellfitProcess) -> None:
+        assert cellfit.admission_port is not None and cellfit.admission_certificate is not None, "the chart enables the webhook"
+        webhook = placed_pods_registration(release, name=name, port=cellfit.admission_port,
+                                           ca_pem=cellfit.admission_certificate.ca_pem, where=where)
+        cluster.apply(webhook)
+        registered.append(webhook["metadata"]["name"])
+
+    try:
+        cluster.kubectl("patch", "mutatingwebhookconfiguration", chart["metadata"]["name"], "--type=json",
+                        "-p", json.dumps([{"op": "replace", "path": failure_policy, "value": "Ignore"}]))
+        with local_extender(cluster, release, workdir, name=name, config_text=config_text, with_cellfit=register) as cellfit:
+            yield cellfit
+    finally:
+        for registration in registered:
+            cluster.kubectl("delete", "mutatingwebhookconfiguration", registration, "--ignore-not-found", check=False)
+        cluster.kubectl("patch", "mutatingwebhookconfiguration", chart["metadata"]["name"], "--type=json",
+                        "-p", json.dumps([{"op": "replace", "path": failure_policy, "value": "Fail"}]), check=False)
 
 
 def local_scheduler_config(release: Release, *, cellfit_port: int, lease_seconds: int | None = None) -> dict[str, Any]:

@@ -14,7 +14,6 @@ registers it (pointed at this cellfit's listener, limited to this scenario's pod
 
 from __future__ import annotations
 
-import base64
 import json
 from typing import Any, Iterator
 
@@ -30,7 +29,7 @@ from chart_support import (
     ensure_release,
     example_job,
     is_active,
-    local_extender,
+    placing_extender,
     wait_for,
 )
 from scheduler.matching.admission import WaitingJob, decide
@@ -51,16 +50,6 @@ JOBS = [
 ]
 
 
-def registration(release: Release, *, port: int, ca_pem: bytes) -> dict[str, Any]:
-    chart = release.find("MutatingWebhookConfiguration")
-    webhook = next(w for w in chart["webhooks"] if w["name"].startswith("placed-pods."))
-    webhook = {**webhook, "clientConfig": {"url": f"https://127.0.0.1:{port}/v1/admission/pods",
-                                           "caBundle": base64.b64encode(ca_pem).decode()}}
-    selector = webhook.get("objectSelector") or {}
-    webhook["objectSelector"] = {**selector, "matchLabels": {**selector.get("matchLabels", {}), **WHERE}}
-    return {"apiVersion": chart["apiVersion"], "kind": chart["kind"], "metadata": {"name": f"e2e-{SCENARIO}"}, "webhooks": [webhook]}
-
-
 @pytest.fixture(scope="module")
 def env(control_plane: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Cluster, Release, CellfitProcess, Any]]:
     cluster = Cluster.from_control_plane(control_plane)
@@ -68,31 +57,11 @@ def env(control_plane: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterato
     cluster.add_gpu_nodes(1, f"{SCENARIO}-gpu", labels=WHERE, gpus=2)
     config = yaml.safe_load(release.cellfit_config_text)
     config["allox"] = {**config.get("allox", {}), "nodeSelector": WHERE, "alpha": 1.0, "debounceSeconds": 1.0, "resyncSeconds": 2}
-    # The release's own placed-pods entry points at a Service no pod serves here (KWOK runs no
-    # cellfit container) and fails closed: while this module runs it may fail open, and a
-    # registration at this process's listener places the pods.
-    chart = release.find("MutatingWebhookConfiguration")
-    placed_index = next(i for i, w in enumerate(chart["webhooks"]) if w["name"].startswith("placed-pods."))
-    failure_policy = f"/webhooks/{placed_index}/failurePolicy"
-    registered: list[str] = []
-
-    def register(cellfit: CellfitProcess) -> None:
-        assert cellfit.admission_port is not None and cellfit.admission_certificate is not None, "the chart enables the webhook"
-        webhook = registration(release, port=cellfit.admission_port, ca_pem=cellfit.admission_certificate.ca_pem)
-        cluster.apply(webhook)
-        registered.append(webhook["metadata"]["name"])
-
     try:
-        cluster.kubectl("patch", "mutatingwebhookconfiguration", chart["metadata"]["name"], "--type=json",
-                        "-p", json.dumps([{"op": "replace", "path": failure_policy, "value": "Ignore"}]))
-        with local_extender(cluster, release, tmp_path_factory.mktemp(SCENARIO), name="allox",
-                            config_text=yaml.safe_dump(config), with_cellfit=register) as cellfit:
+        with placing_extender(cluster, release, tmp_path_factory.mktemp(SCENARIO), name=SCENARIO,
+                              config_text=yaml.safe_dump(config), where=WHERE) as cellfit:
             yield cluster, release, cellfit, control_plane
     finally:
-        for name in registered:
-            cluster.kubectl("delete", "mutatingwebhookconfiguration", name, "--ignore-not-found", check=False)
-        cluster.kubectl("patch", "mutatingwebhookconfiguration", chart["metadata"]["name"], "--type=json",
-                        "-p", json.dumps([{"op": "replace", "path": failure_policy, "value": "Fail"}]), check=False)
         SCENARIOS.delete_nodes(cluster, ["admission"])
 
 

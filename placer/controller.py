@@ -201,6 +201,7 @@ class PlacerController:
             now=now, waiting=waiting, running=running, free_nodes=free, capacity=capacity, alpha=self._settings.alpha,
             policy=self._settings.policy, reserved_cpu_per_gpu=self._settings.reserved_cpu_per_gpu,
             allox_plus_timeout=self._settings.allox_plus_timeout_seconds or float("inf"),
+            omega_grid_seconds=self._settings.omega_grid_seconds,
         )
         elapsed = time.perf_counter() - started
         if self._on_decision is not None:

@@ -334,6 +334,16 @@ class AlloxSettings(_Section):
     debounce_seconds: float = Field(
         1.0, ge=0, allow_inf_nan=False, description="Changes within this long share one matching."
     )
+    omega_grid_seconds: float = Field(
+        60.0,
+        ge=0,
+        allow_inf_nan=False,
+        description=(
+            "Busy machines' expected end (ω) is rounded up to this grid (ten steps, then 25% wider "
+            "ones) so that machines freeing close together share one column of the matching; 0: "
+            "exact. Lower it when Jobs run for seconds rather than minutes."
+        ),
+    )
     solver_process: bool = Field(
         True,
         description=(
