@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Callable, Literal, Mapping, Sequence
+from typing import Callable, Collection, Literal, Mapping, Sequence
 
 from scheduler.matching.allox import AlloxScheduler
 from scheduler.matching.alloxplus import AlloxPlusScheduler
@@ -151,20 +151,9 @@ def decide(
     cpu_slot = cpu_slot_for(waiting)
     shares = DemandShare(capacity=capacity, default_demand=default_demands(cpu_slot=cpu_slot, reserved_cpu_per_gpu=reserved_cpu_per_gpu))
     idle = idle_machines(free_nodes=free_nodes, running=running, cpu_slot=cpu_slot, reserved_cpu_per_gpu=reserved_cpu_per_gpu)
-    busy: dict[Machine, float] = {}
-    running_assignments: list[Assignment] = []
     kinds = {m.kind for m in idle} | {job.kind for job in running}
-    for job in sorted(running, key=lambda r: r.key):
-        machine = Machine(name=f"running/{job.key}", kind=job.kind)
-        until = max(now, job.started + job.seconds[job.kind])
-        if omega_grid_seconds > 0 and until > now:
-            until = now + _on_grid(until - now, step=omega_grid_seconds, ratio=omega_grid_ratio)
-        busy[machine] = until
-        # Fairness weighs it against the kinds this cluster has (as a waiting Job's choices).
-        seconds = {kind: value for kind, value in job.seconds.items() if kind in kinds}
-        matching_job = Job(name=job.key, user=job.user, arrival=min(job.started, now), processing_time=seconds,
-                           demand={kind: job.demand[kind] for kind in seconds if kind in job.demand})
-        running_assignments.append(Assignment(job=matching_job, machine=machine, start=job.started, finish=until))
+    busy, running_assignments = busy_machines(now=now, running=running, kinds=kinds, omega_grid_seconds=omega_grid_seconds,
+                                              omega_grid_ratio=omega_grid_ratio)
     jobs = []
     unplaceable = []
     for job in sorted(waiting, key=lambda j: (j.arrival, j.key)):
@@ -199,6 +188,28 @@ def _standard_deviation(values: Sequence[float]) -> float:
         return 0.0
     mean = sum(values) / len(values)
     return math.sqrt(sum((value - mean) ** 2 for value in values) / len(values))
+
+
+def busy_machines(
+    *, now: float, running: Sequence[RunningJob], kinds: Collection[str], omega_grid_seconds: float = 60.0,
+    omega_grid_ratio: float = 1.25,
+) -> tuple[dict[Machine, float], list[Assignment]]:
+    """One busy machine per running Job, free at ω (its start + its estimate on its kind, on
+    the grid :func:`decide` describes), and the running Jobs as the matching's assignments
+    (fairness weighs each against the ``kinds`` the cluster has, as a waiting Job's choices)."""
+    busy: dict[Machine, float] = {}
+    assignments: list[Assignment] = []
+    for job in sorted(running, key=lambda r: r.key):
+        machine = Machine(name=f"running/{job.key}", kind=job.kind)
+        until = max(now, job.started + job.seconds[job.kind])
+        if omega_grid_seconds > 0 and until > now:
+            until = now + _on_grid(until - now, step=omega_grid_seconds, ratio=omega_grid_ratio)
+        busy[machine] = until
+        seconds = {kind: value for kind, value in job.seconds.items() if kind in kinds}
+        matching_job = Job(name=job.key, user=job.user, arrival=min(job.started, now), processing_time=seconds,
+                           demand={kind: job.demand[kind] for kind in seconds if kind in job.demand})
+        assignments.append(Assignment(job=matching_job, machine=machine, start=job.started, finish=until))
+    return busy, assignments
 
 
 def _queue(

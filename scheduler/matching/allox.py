@@ -72,6 +72,11 @@ class AlloxScheduler:
         # Plans by the user set they were solved for. Starting a job keeps the plan it came from
         # valid (see the proof below) and invalidates every other one.
         plans: dict[frozenset[str], dict[str, list[Job]]] = {}
+        # Machines started on since the fleet's arrays were last written: folded in before the
+        # next solve (with one user set, the common case, there is none).
+        moved: dict[int, float] = {}
+        # With every user considered the ranking cannot change who is matched.
+        ranked = base < len(ranking)
 
         started: list[Assignment] = []
         for machine in free_machines:
@@ -83,6 +88,9 @@ class AlloxScheduler:
                 considered = frozenset(ranking[:count])
                 plan = plans.get(considered)
                 if plan is None:
+                    if moved:
+                        arrays = arrays.with_available(moved)
+                        moved = {}
                     plan = self._solve(considered, waiting, arrays)
                     plans[considered] = plan
                 queue = plan.get(machine.name)
@@ -96,9 +104,10 @@ class AlloxScheduler:
             assignment = Assignment(job=job, machine=machine, start=now, finish=now + job.processing_time[machine.kind])
             started.append(assignment)
             del waiting[job.name]
-            arrays = arrays.with_available(arrays.position_of[machine.name], assignment.finish)
-            progress[job.user] = progress.get(job.user, 0.0) + job_value(job, machine.kind, shares)
-            ranking = rank_users(users, progress)
+            moved[arrays.position_of[machine.name]] = assignment.finish
+            if ranked:
+                progress[job.user] = progress.get(job.user, 0.0) + job_value(job, machine.kind, shares)
+                ranking = rank_users(users, progress)
             # The rest of an optimal matching stays optimal once the first job of one machine
             # has started and that machine's ω has moved to the job's finish: every matching
             # that keeps the job there pays the same extra for it, and any better matching of

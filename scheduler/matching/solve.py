@@ -83,10 +83,11 @@ class Fleet:
     now: float
     position_of: Mapping[str, int]
 
-    def with_available(self, position: int, until: float) -> Fleet:
-        """The same fleet with machine ``position`` busy until ``until``."""
+    def with_available(self, until: Mapping[int, float]) -> Fleet:
+        """The same fleet with each machine ``position`` of ``until`` busy until its value."""
         delay = self.delay.copy()
-        delay[position] = max(until - self.now, 0.0)
+        for position, end in until.items():
+            delay[position] = max(end - self.now, 0.0)
         return Fleet(
             machines=self.machines,
             kinds=self.kinds,
