@@ -40,7 +40,6 @@ from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from functools import lru_cache
-from types import MappingProxyType
 from typing import Any, Callable, Mapping
 
 from estimator.contract import parse_estimate_cached
@@ -441,9 +440,10 @@ def _escape(key: str) -> str:
 @lru_cache(maxsize=8192)
 def _demands(configurations: str, gpu_resource: str) -> Mapping[str, Demand]:
     """One pod's demand per kind, once per distinct ``cellfit.io/configurations`` value (every
-    pass reads every Job's; parsing quantities was a quarter of a pass at 1,000 Jobs)."""
+    pass reads every Job's; parsing quantities was a quarter of a pass at 1,000 Jobs). Shared
+    between passes, so read only; a plain dict, as the inputs go to the solver process pickled."""
     parsed = parse_configurations_cached(configurations)
-    return MappingProxyType({kind: _demand(parsed[kind], gpu_resource) for kind in parsed.kinds})  # type: ignore[index]
+    return {kind: _demand(parsed[kind], gpu_resource) for kind in parsed.kinds}  # type: ignore[index]
 
 
 def _demand(configuration: Configuration, gpu_resource: str) -> Demand:

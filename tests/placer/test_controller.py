@@ -64,9 +64,10 @@ def job(name: str, *, namespace: str = "alice", cpu: float = 100, gpu: float = 1
     return JOB_DECODER.decode(json.dumps(body).encode())
 
 
-def controller(api: RecordingApi, jobs: list[Any], *, gpus: int = 1, mechanism: str = "auto") -> PlacerController:
+def controller(api: RecordingApi, jobs: list[Any], *, gpus: int = 1, mechanism: str = "auto", solver_process: bool = False) -> PlacerController:
     return PlacerController(
-        api=api, jobs=Jobs(jobs), settings=AlloxSettings(alpha=1.0, mechanism=mechanism, solver_process=False), gpu_resource="nvidia.com/gpu",
+        api=api, jobs=Jobs(jobs), settings=AlloxSettings(alpha=1.0, mechanism=mechanism, solver_process=solver_process),
+        gpu_resource="nvidia.com/gpu",
         free_by_node=lambda running: {"n1": Resources(cpu_millis=(gpus + 4) * 1000, memory_bytes=64 * 2**30, gpus=gpus)},
         capacity=lambda: Resources(cpu_millis=(gpus + 4) * 1000, memory_bytes=64 * 2**30, gpus=gpus),
         clock=lambda: 1767225700.0,
@@ -177,3 +178,17 @@ def test_a_trial_job_starts_at_once_where_it_finishes_first(grace, kind):
         assert "cpu: done in ~14 min; gpu would start after a best-effort Job checkpoints, ~19 min" in event
     else:
         assert "FitGpp preempts" in event
+
+
+def test_the_solver_process_decides_as_the_extenders_process():
+    # allox.solverProcess sends decide's inputs to a child process: they must pickle, and the
+    # decision coming back must be the one made in process.
+    jobs = [job("a", cpu=100, gpu=10), job("b", cpu=50, gpu=40, created=1), job("c", cpu=300, gpu=20, created=2),
+            job("r", namespace="bob", cpu=700, gpu=70, suspend=False, placement="gpu", started="2026-01-01T00:01:00Z")]
+    here = controller(RecordingApi(), jobs, gpus=2).admit()
+    child = controller(RecordingApi(), jobs, gpus=2, solver_process=True)
+    try:
+        assert child.admit() == here
+    finally:
+        child.stop()
+    assert here.progress and here.starts
