@@ -30,6 +30,13 @@ during a sample or a full run) is measured again at the end (``--retries``), its
 attempt summarized apart; and the runs that other processes left alone are summarized apart, as
 the estimator's error without that interference (on a cluster, a pod's CPU request isolates it).
 
+``--settle SECONDS`` keeps every CPU busy that long before each sampling run and full run. On a
+VM whose host lets the second vCPU burst for under a second and then throttles it (this
+machine: numpy on 2 threads did 4,100 matmuls/s in its first second, then 2,550/s, below one
+thread's 2,880/s), a 2-thread sample of 0.2 s runs at the burst's speed and its 10 s full run at
+the sustained one: no sample that short can see the throttle. Settled, both start throttled,
+as a pod's CPU time would be steady on a node.
+
 ``--alternative SHORT,LONG`` also samples every Job with other sample fractions (same 3% budget
 or less, e.g. ``0.002,0.028``) and scores them against the same full runs: the two-point fit's
 error is the samples' timing noise times about N / (k_long - k_short), so the split matters.
@@ -193,9 +200,28 @@ class Quiet:
         return waited
 
 
-def run_train(workload: Workload, configuration: str, *, iterations: int, sample: int | None, timeout: float = 120) -> Run:
+# Seconds of load on every CPU before each run (--settle); 0: none.
+SETTLE_SECONDS = 0.0
+_SPIN = "import time, sys\nend = time.perf_counter() + float(sys.argv[1])\nwhile time.perf_counter() < end:\n    pass\n"
+
+
+def settle(seconds: float) -> None:
+    """Keep every CPU busy for ``seconds``, so that a run starts with the CPU time the host
+    grants under sustained load: on a VM whose host lets a second vCPU burst for about a second
+    and then throttles it, a 0.2 s sample would otherwise run at the burst's speed and its
+    10 s full run mostly at the sustained one (see --settle)."""
+    spinners = [subprocess.Popen([sys.executable, "-c", _SPIN, str(seconds)]) for _ in range(CPUS)]
+    for spinner in spinners:
+        spinner.wait()
+
+
+def run_train(
+    workload: Workload, configuration: str, *, iterations: int, sample: int | None, timeout: float = 120, settled: bool = True
+) -> Run:
     """train.py as a pod would run it: the configuration's env, N in CELLFIT_ITERATIONS, and for
     a sampling run CELLFIT_SAMPLE_ITERATIONS=k; the result read from its termination message."""
+    if settled and SETTLE_SECONDS > 0:
+        settle(SETTLE_SECONDS)
     env = {key: value for key, value in os.environ.items() if not key.startswith("CELLFIT_")}
     env.update(CONFIGURATIONS[configuration])
     env["CELLFIT_ITERATIONS"] = str(iterations)
@@ -232,10 +258,10 @@ def calibrate(workload: Workload) -> int:
     run down, so the faster of two measurements is kept."""
     rates = []
     for _ in range(2):
-        first = run_train(workload, "1-thread", iterations=1000, sample=2).seconds
+        first = run_train(workload, "1-thread", iterations=1000, sample=2, settled=False).seconds
         k = 32
         while True:
-            seconds = run_train(workload, "1-thread", iterations=1000, sample=k).seconds
+            seconds = run_train(workload, "1-thread", iterations=1000, sample=k, settled=False).seconds
             if seconds - first >= 0.5 or k >= 1 << 20:
                 break
             k *= 4
@@ -461,8 +487,15 @@ def main() -> None:
         help=f"measure a workload again, at the end, when other processes used >= {100 * QUIET:.0f}%% of the CPUs during its runs (default 2 more times)",
     )
     parser.add_argument("--retry-minutes", type=float, default=25, help="... but start no retry after this many minutes (default 25)")
+    parser.add_argument(
+        "--settle", type=float, default=0.0, metavar="SECONDS",
+        help="before every run, keep all CPUs busy this long (a VM whose host throttles sustained use of its "
+             "vCPUs after a burst: samples and full runs then meet the same sustained speed; default 0)",
+    )
     parser.add_argument("--json", metavar="FILE", help="also write the rows and the summary as JSON")
     args = parser.parse_args()
+    global SETTLE_SECONDS
+    SETTLE_SECONDS = args.settle
     # Stopped with SIGTERM: exit through subprocess.run, which kills the running train.py.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     workloads = QUICK if args.quick else WORKLOADS
