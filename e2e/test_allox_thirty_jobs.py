@@ -142,8 +142,12 @@ def test_thirty_jobs_follow_the_offline_matching_and_the_simulated_jct(env: Any)
     def reasons(job: dict[str, Any]) -> set[str]:
         return {c.get("reason", "") for c in job.get("status", {}).get("conditions") or []}
 
-    wait_for(lambda: (lambda jobs: len(jobs) == len(JOBS) and all("NoMachine" in reasons(j) for j in jobs.values()))(listed()),
-             60, "every Job queued without a machine")
+    try:
+        wait_for(lambda: (lambda jobs: len(jobs) == len(JOBS) and all("NoMachine" in reasons(j) for j in jobs.values()))(listed()),
+                 120, "every Job queued without a machine")
+    except AssertionError as error:
+        told = {key: sorted(reasons(job)) for key, job in listed().items()}
+        raise AssertionError(f"{error}\n{told}\n{cellfit.tail(20)}") from None
     # The machines appear together; the clock of the instance starts here.
     cluster.add_gpu_nodes(NODES, f"{SCENARIO}-gpu", labels=WHERE, gpus=GPUS_PER_NODE)
     origin = time.time()
