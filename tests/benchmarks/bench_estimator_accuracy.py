@@ -278,6 +278,7 @@ class Prediction:
 
     sample_iterations: list[int]
     sample_seconds: list[float]
+    sample_startups: list[float | None]  # each sample's startupSeconds, as reported
     seconds: float
     uncertainty_seconds: float
     method: str
@@ -344,6 +345,7 @@ def prediction(sampled: tuple[Decision, dict[str, float | None]], configuration:
         sample_others=[others[pod] for pod, _ in decision.samples[configuration]],
         sample_iterations=[s.iterations for s in samples],
         sample_seconds=[round(s.seconds, 4) for s in samples],
+        sample_startups=[None if s.startup_seconds is None else round(s.startup_seconds, 4) for s in samples],
         seconds=estimate.seconds,
         uncertainty_seconds=estimate.uncertainty_seconds,
         method=estimate.method,
