@@ -11,8 +11,9 @@ of ``t`` before the first iteration) is fitted from inside each run instead: the
 measured, not extrapolated, so its jitter between runs is no longer multiplied by
 ``N / (k_long - k_short)`` (on a loaded node that jitter dominated the two-point fit's error).
 The iterations' own time ``t - startup`` is fitted through the origin, ``b·k``, unless the two
-lengths show a warm-up (first iterations slower or faster, e.g. autotuning) beyond twice its
-standard error; then the loop is fitted as ``w + b·k`` and the warm-up ``w`` joins the start-up.
+lengths show a warm-up (first iterations slower or faster, e.g. autotuning) beyond three times
+its standard error (two let timing noise on a busy node pass for a warm-up, whose extrapolation
+then costs more than the warm-up it corrects); then the loop is fitted as ``w + b·k`` and the warm-up ``w`` joins the start-up.
 
 Uncertainty: each sample's timing has a noise of ``timing_noise_fraction`` of its length (other
 work on the node) plus its clock's resolution (1 s when it is read from container timestamps,
@@ -173,7 +174,7 @@ def _fit_from_inside(points: Sequence[Sample], settings: ModelSettings) -> Linea
     warm_slope = (sw * swkt - swk * swt) / det
     warmup = (swt - warm_slope * swk) / sw
     var_warmup = swkk / det  # the noise model's, unscaled: two lengths leave no residual to scale by
-    if warm_slope <= 0 or warmup * warmup <= 4 * var_warmup:
+    if warm_slope <= 0 or warmup * warmup <= 9 * var_warmup:
         return fit
     return LinearFit(
         startup_seconds=startup + warmup,

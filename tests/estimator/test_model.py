@@ -78,6 +78,15 @@ def test_a_warmup_within_the_noise_is_not_extrapolated():
     assert fit.seconds_per_iteration == pytest.approx(30.05 / 300, rel=0.01)
 
 
+def test_a_warmup_under_three_standard_errors_is_not_extrapolated():
+    # 1.5 s on loops of ~11.5 and ~21.5 s is about 2.4 standard errors of the 2% noise model:
+    # taken as a warm-up it would move the slope by 15%, for what noise on a busy node can do.
+    samples = [Sample("cpu", k, 5.0 + 1.5 + 0.1 * k, startup_seconds=5.0) for k in (100, 200)]
+    fit = fit_linear(samples)
+    assert fit.startup_seconds == pytest.approx(5.0)
+    assert fit.seconds_per_iteration == pytest.approx((11.5 + 21.5) / 300, rel=0.02)
+
+
 def test_without_every_startup_the_fit_is_across_runs():
     mixed = [Sample("cpu", 10, 6.0, startup_seconds=5.0), Sample("cpu", 20, 7.0)]
     assert fit_linear(mixed).startup_seconds == pytest.approx(5.0)  # t = 5 + 0.1·k from both runs' totals
