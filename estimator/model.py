@@ -99,6 +99,41 @@ def _variance(sample: Sample, settings: ModelSettings) -> float:
     return noise * noise + floor
 
 
+@dataclass(frozen=True)
+class _Sums:
+    """The weighted sums both least-squares fits (with and without an intercept) are made of."""
+
+    sw: float
+    swk: float
+    swkk: float
+    swt: float
+    swkt: float
+
+    @classmethod
+    def of(cls, points: Sequence[Sample], weights: Sequence[float]) -> _Sums:
+        pairs = list(zip(weights, points))
+        return cls(
+            sw=sum(weights),
+            swk=sum(w * s.iterations for w, s in pairs),
+            swkk=sum(w * s.iterations * s.iterations for w, s in pairs),
+            swt=sum(w * s.seconds for w, s in pairs),
+            swkt=sum(w * s.iterations * s.seconds for w, s in pairs),
+        )
+
+    @property
+    def det(self) -> float:
+        return self.sw * self.swkk - self.swk * self.swk
+
+    def line(self) -> tuple[float, float]:
+        """Intercept and slope of ``t = a + b·k`` (at least two distinct lengths)."""
+        slope = (self.sw * self.swkt - self.swk * self.swt) / self.det
+        return (self.swt - slope * self.swk) / self.sw, slope
+
+    def origin_slope(self) -> float:
+        """Slope of ``t = b·k``."""
+        return self.swkt / self.swkk
+
+
 def fit_linear(samples: Sequence[Sample], *, settings: ModelSettings = ModelSettings()) -> LinearFit:
     """Weighted least squares of ``t`` on ``k`` over complete samples. With one distinct length,
     or when noise makes the slope negative, the fit goes through the origin (``t = b·k``), which
@@ -109,35 +144,27 @@ def fit_linear(samples: Sequence[Sample], *, settings: ModelSettings = ModelSett
     if all(s.startup_seconds is not None for s in points):
         return _fit_from_inside(points, settings)
     weights = [1.0 / _variance(s, settings) for s in points]
+    sums = _Sums.of(points, weights)
     if len({s.iterations for s in points}) >= 2:
-        sw = sum(weights)
-        swk = sum(w * s.iterations for w, s in zip(weights, points))
-        swkk = sum(w * s.iterations * s.iterations for w, s in zip(weights, points))
-        swt = sum(w * s.seconds for w, s in zip(weights, points))
-        swkt = sum(w * s.iterations * s.seconds for w, s in zip(weights, points))
-        det = sw * swkk - swk * swk
-        slope = (sw * swkt - swk * swt) / det
+        intercept, slope = sums.line()
         if slope > 0:
-            intercept = (swt - slope * swk) / sw
             scale = _scatter(points, weights, lambda k: intercept + slope * k, parameters=2)
             return LinearFit(
                 startup_seconds=intercept,
                 seconds_per_iteration=slope,
-                var_startup=scale * swkk / det,
-                cov=-scale * swk / det,
-                var_per_iteration=scale * sw / det,
+                var_startup=scale * sums.swkk / sums.det,
+                cov=-scale * sums.swk / sums.det,
+                var_per_iteration=scale * sums.sw / sums.det,
                 proportional=False,
             )
-    swkk = sum(w * s.iterations * s.iterations for w, s in zip(weights, points))
-    swkt = sum(w * s.iterations * s.seconds for w, s in zip(weights, points))
-    slope = swkt / swkk
+    slope = sums.origin_slope()
     scale = _scatter(points, weights, lambda k: slope * k, parameters=1)
     return LinearFit(
         startup_seconds=0.0,
         seconds_per_iteration=slope,
         var_startup=0.0,
         cov=0.0,
-        var_per_iteration=scale / swkk,
+        var_per_iteration=scale / sums.swkk,
         proportional=True,
     )
 
@@ -145,43 +172,37 @@ def fit_linear(samples: Sequence[Sample], *, settings: ModelSettings = ModelSett
 def _fit_from_inside(points: Sequence[Sample], settings: ModelSettings) -> LinearFit:
     """Start-up measured by each run, iterations' time fitted apart (see the module's doc)."""
     startups = [s.startup_seconds or 0.0 for s in points]
-    loops = [max(s.seconds - startup, 0.0) for s, startup in zip(points, startups)]
     startup = sum(startups) / len(startups)
     # The full run's start-up is one more draw: the runs' spread, at least the timing noise.
     spread = sum((v - startup) ** 2 for v in startups) / (len(startups) - 1) if len(startups) >= 2 else 0.0
     var_startup = max(spread, (settings.timing_noise_fraction * startup) ** 2, 1e-12)
     loop_points = [
-        Sample(s.configuration, s.iterations, loop, resolution_seconds=s.resolution_seconds) for s, loop in zip(points, loops)
+        Sample(s.configuration, s.iterations, max(s.seconds - v, 0.0), resolution_seconds=s.resolution_seconds)
+        for s, v in zip(points, startups)
     ]
     weights = [1.0 / _variance(s, settings) for s in loop_points]
-    swkk = sum(w * s.iterations * s.iterations for w, s in zip(weights, loop_points))
-    swkt = sum(w * s.iterations * s.seconds for w, s in zip(weights, loop_points))
-    slope = swkt / swkk
+    sums = _Sums.of(loop_points, weights)
+    slope = sums.origin_slope()
     fit = LinearFit(
         startup_seconds=startup,
         seconds_per_iteration=slope,
         var_startup=var_startup,
         cov=0.0,
-        var_per_iteration=_scatter(loop_points, weights, lambda k: slope * k, parameters=1) / swkk,
+        var_per_iteration=_scatter(loop_points, weights, lambda k: slope * k, parameters=1) / sums.swkk,
         proportional=False,
     )
     if len({s.iterations for s in loop_points}) < 2:
         return fit
-    sw = sum(weights)
-    swk = sum(w * s.iterations for w, s in zip(weights, loop_points))
-    swt = sum(w * s.seconds for w, s in zip(weights, loop_points))
-    det = sw * swkk - swk * swk
-    warm_slope = (sw * swkt - swk * swt) / det
-    warmup = (swt - warm_slope * swk) / sw
-    var_warmup = swkk / det  # the noise model's, unscaled: two lengths leave no residual to scale by
+    warmup, warm_slope = sums.line()
+    var_warmup = sums.swkk / sums.det  # the noise model's, unscaled: two lengths leave no residual to scale by
     if warm_slope <= 0 or warmup * warmup <= 9 * var_warmup:
         return fit
     return LinearFit(
         startup_seconds=startup + warmup,
         seconds_per_iteration=warm_slope,
         var_startup=var_startup + var_warmup,
-        cov=-swk / det,
-        var_per_iteration=sw / det,
+        cov=-sums.swk / sums.det,
+        var_per_iteration=sums.sw / sums.det,
         proportional=False,
     )
 
