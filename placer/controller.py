@@ -38,9 +38,9 @@ import threading
 import time
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 from estimator.contract import parse_estimate_cached
 from estimator.controller import format_duration
@@ -55,6 +55,9 @@ from scheduler.constants import (
     JOB_CLASS_TRIAL,
     LABEL_JOB_CLASS,
     LABEL_PLACEMENT,
+    LABEL_PRIORITY,
+    LABEL_VIRTUAL_CLUSTER,
+    PRIORITY_OPPORTUNISTIC,
     RESOURCE_CPU,
     RESOURCE_MEMORY,
 )
@@ -69,8 +72,9 @@ from scheduler.matching.admission import (
     cpu_slot_for,
     decide,
     idle_machines,
+    pool_kind,
 )
-from scheduler.matching.capacity import NodeResources
+from scheduler.matching.capacity import GuaranteeCell, NodeResources, guaranteed_gpu_machines
 from scheduler.matching.fairness import Capacity
 from scheduler.matching.model import Demand
 
@@ -78,6 +82,16 @@ log = logging.getLogger(__name__)
 
 CONDITION_PLACED = "Placed"
 GIB = 2**30
+
+
+@dataclass(frozen=True)
+class Guarantees:
+    """HiveD's virtual clusters as AlloX admission sees them: each VC's cells
+    (placer/guarantee.py) and the VC a pod without the label belongs to (the implicit
+    ``default`` VC; None when VCs are configured)."""
+
+    cells: Mapping[str, Sequence[GuaranteeCell]]
+    default_vc: str | None
 
 
 class JobSource:
@@ -100,6 +114,7 @@ class LastDecision:
     mechanism: str = ""
     progress: Mapping[str, float] = field(default_factory=dict)  # §3.3.2, per user
     progress_spread: float = 0.0
+    waiting_for_pool: list[str] = field(default_factory=list)
 
 
 class PlacerController:
@@ -116,6 +131,7 @@ class PlacerController:
         on_decision: Callable[[float, AdmissionDecision], None] | None = None,
         on_start: Callable[[str, str], None] | None = None,
         preemption_grace: Callable[[], float | None] = lambda: None,
+        guarantees: Callable[[frozenset[str]], Guarantees] | None = None,
     ) -> None:
         self._api = api
         self._jobs = jobs
@@ -130,6 +146,10 @@ class PlacerController:
         # The shortest grace period among best-effort pods holding GPUs: how long FitGpp's
         # preemption keeps a trial Job off a GPU (None: nothing to preempt).
         self._preemption_grace = preemption_grace
+        # Under HiveD: each VC's free guarantee, the pods of the given running Jobs counted as
+        # free (they are busy machines of their own, as in free_by_node). None: no VCs, a
+        # Job's GPU configuration may use any free GPU of AlloX's nodes.
+        self._guarantees = guarantees
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._stop = threading.Event()
@@ -189,12 +209,19 @@ class PlacerController:
             NodeResources(name=name, cpu=r.cpu_millis / 1000, gpu=max(r.gpus, 0), memory=max(r.memory_bytes, 0) / GIB)
             for name, r in self._free_by_node(frozenset(running_uids)).items()
         ]
+        gpu_pools: dict[str, int] | None = None
+        if self._guarantees is not None:
+            found = self._guarantees(frozenset(running_uids))
+            waiting, trials, running = (
+                [replace(item, pool=self._pool(by_key[item.key], found)) for item in items] for items in (waiting, trials, running)
+            )
+            gpu_pools = guaranteed_gpu_machines(found.cells, gpus_per_pod=_gpus_per_pod([*waiting, *trials]))
         estimates = {w.key: w.seconds for w in (*waiting, *trials)}
-        for trial, choice in self._trials(now, trials, waiting, running, free):
+        for trial, choice in self._trials(now, trials, waiting, running, free, gpu_pools):
             job = by_key[trial.key]
             self._start(job, configurations[job.metadata.uid], choice.kind, estimates[trial.key], why=choice.reason)
             running.append(RunningJob(key=trial.key, user=trial.user, kind=choice.kind, started=now,
-                                      seconds=trial.seconds, demand=trial.demand))
+                                      seconds=trial.seconds, demand=trial.demand, pods=trial.pods, pool=trial.pool))
         total = self._capacity()
         capacity = Capacity(cpu=total.cpu_millis / 1000, gpu=max(total.gpus, 0), memory=max(total.memory_bytes, 0) / GIB)
         started = time.perf_counter()
@@ -202,7 +229,7 @@ class PlacerController:
             now=now, waiting=waiting, running=running, free_nodes=free, capacity=capacity, alpha=self._settings.alpha,
             policy=self._settings.policy, reserved_cpu_per_gpu=self._settings.reserved_cpu_per_gpu,
             allox_plus_timeout=self._settings.allox_plus_timeout_seconds or float("inf"),
-            omega_grid_seconds=self._settings.omega_grid_seconds,
+            omega_grid_seconds=self._settings.omega_grid_seconds, gpu_pools=gpu_pools,
         )
         elapsed = time.perf_counter() - started
         if self._on_decision is not None:
@@ -212,16 +239,27 @@ class PlacerController:
             self._start(job, configurations[job.metadata.uid], start.kind, estimates[start.key])
         for queued in decision.queue:
             job = by_key[queued.key]
-            message = (f"{_ordinal(queued.position)} on {queued.kind}, expected start in "
+            where = queued.kind if queued.pool is None else f"{queued.kind} of virtual cluster {queued.pool!r}"
+            message = (f"{_ordinal(queued.position)} on {where}, expected start in "
                        f"~{format_duration(queued.expected_start_seconds)} (AlloX)")
             self._tell(job, status="False", reason="Queued", message=message)
         for key in decision.unplaceable:
             self._tell(by_key[key], status="False", reason="NoMachine",
-                       message="no node of the cluster offers a kind this Job has an estimate for")
+                       message="no node of the cluster offers a kind this Job has an estimate for"
+                       + (f" with {_pods(by_key[key])} machines at once" if _pods(by_key[key]) > 1 else ""))
+        pools = {w.key: w.pool for w in waiting}
+        for key in decision.waiting_for_pool:
+            self._tell(by_key[key], status="False", reason="WaitingForQuota",
+                       message=f"waiting for a GPU of virtual cluster {pools.get(key)!r}: its guaranteed GPUs are in use "
+                       "(AlloX does not count other virtual clusters' idle GPUs)")
         self.last = LastDecision(
             at=now, seconds=elapsed,
-            starts=[{"job": s.key, "kind": s.kind, "machine": s.machine, "seconds": s.seconds} for s in decision.starts],
-            queue=[{"job": q.key, "kind": q.kind, "position": q.position, "expectedStartSeconds": round(q.expected_start_seconds, 1)} for q in decision.queue],
+            starts=[{"job": s.key, "kind": s.kind, "machine": s.machine, "seconds": s.seconds,
+                     **({"machines": list(s.machines)} if len(s.machines) > 1 else {}),
+                     **({"virtualCluster": s.pool} if s.pool is not None else {})} for s in decision.starts],
+            queue=[{"job": q.key, "kind": q.kind, "position": q.position, "expectedStartSeconds": round(q.expected_start_seconds, 1),
+                    **({"virtualCluster": q.pool} if q.pool is not None else {})} for q in decision.queue],
+            waiting_for_pool=list(decision.waiting_for_pool),
             unplaceable=list(decision.unplaceable), idle_machines=dict(decision.idle_machines),
             busy_machines=dict(decision.busy_machines), mechanism=self._settings.mechanism,
             progress=dict(decision.progress), progress_spread=decision.progress_spread,
@@ -229,25 +267,33 @@ class PlacerController:
         return decision
 
     def _trials(
-        self, now: float, trials: list[WaitingJob], waiting: list[WaitingJob], running: list[RunningJob], free: list[NodeResources]
+        self, now: float, trials: list[WaitingJob], waiting: list[WaitingJob], running: list[RunningJob], free: list[NodeResources],
+        gpu_pools: Mapping[str, int] | None,
     ) -> list[tuple[WaitingJob, TrialChoice]]:
-        """Trial Jobs start at once, each where it finishes first (``choose_for_trial``)."""
+        """Trial Jobs start at once, each where it finishes first (``choose_for_trial``); under
+        HiveD a trial Job's GPUs are its VC's (``gpu_pools``)."""
         if not trials:
             return []
         machines = idle_machines(free_nodes=free, running=running, cpu_slot=cpu_slot_for([*waiting, *trials]),
-                                 reserved_cpu_per_gpu=self._settings.reserved_cpu_per_gpu)
+                                 reserved_cpu_per_gpu=self._settings.reserved_cpu_per_gpu, gpu_pools=gpu_pools)
         idle: dict[str, int] = {}
         for machine in machines:
             idle[machine.kind] = idle.get(machine.kind, 0) + 1
-        gpu_ends = [max(0.0, r.started + r.seconds[r.kind] - now) for r in running if r.kind == "gpu"]
         grace = self._preemption_grace()
         chosen = []
         for trial in sorted(trials, key=lambda t: (t.arrival, t.key)):
-            choice = choose_for_trial(seconds=trial.seconds, idle=idle, gpu_free_in=min(gpu_ends, default=None),
-                                      preemption_seconds=grace)
+            gpu = "gpu" if gpu_pools is None else (pool_kind(trial.pool) if trial.pool is not None else "")
+            gpu_ends = [max(0.0, r.started + r.seconds[r.kind] - now) for r in running
+                        if r.kind == "gpu" and (gpu_pools is None or r.pool == trial.pool)]
+            seen = {"cpu": idle.get("cpu", 0), "gpu": idle.get(gpu, 0)}
+            seconds = trial.seconds if gpu else {k: v for k, v in trial.seconds.items() if k != "gpu"}
+            # A trial Job of several pods needs that many idle machines of a kind to start on it.
+            choice = choose_for_trial(seconds=seconds, idle={k: v // trial.pods for k, v in seen.items()},
+                                      gpu_free_in=min(gpu_ends, default=None), preemption_seconds=grace)
             if choice is None:
                 continue
-            idle[choice.kind] = max(0, idle.get(choice.kind, 0) - 1)
+            machine_kind = gpu if choice.kind == "gpu" else choice.kind
+            idle[machine_kind] = max(0, idle.get(machine_kind, 0) - trial.pods)
             chosen.append((trial, choice))
         return chosen
 
@@ -291,22 +337,31 @@ class PlacerController:
             started = timestamp(job.status.startTime if job.status else None) or now
             known = {k: value for k, value in seconds.items() if k in parsed}
             return RunningJob(key=key, user=user, kind=kind, started=started, seconds=known,
-                              demand=_demands(job.annotations[ANNOTATION_CONFIGURATIONS], self._gpu_resource))
+                              demand=_demands(job.annotations[ANNOTATION_CONFIGURATIONS], self._gpu_resource),
+                              pods=max(_pods(job), 1))
         if placement is not None and placement in parsed:
             # Placed before a restart, or the watch has not shown the unsuspend yet: finish it.
             if job.metadata.uid not in self._started:
                 self._start(job, parsed, placement, seconds)
             return None
-        if not seconds or (job.spec.parallelism or 1) > 1:
-            if (job.spec.parallelism or 1) > 1 and seconds:
-                self._tell(job, status="False", reason="Unsupported",
-                           message="AlloX admission places Jobs of parallelism 1; unsuspend this one yourself")
-            return None
+        if not seconds or _pods(job) < 1:
+            return None  # not estimated yet, or scaled to no pods
         usable = {kind: value for kind, value in seconds.items() if kind in parsed}
         return WaitingJob(
             key=key, user=user, arrival=timestamp(job.metadata.creationTimestamp) or now, seconds=usable,
-            demand=_demands(job.annotations[ANNOTATION_CONFIGURATIONS], self._gpu_resource),
+            demand=_demands(job.annotations[ANNOTATION_CONFIGURATIONS], self._gpu_resource), pods=_pods(job),
         )
+
+    def _pool(self, job: Job, found: Guarantees) -> str | None:
+        """The virtual cluster whose guarantee the Job's GPU configuration uses: its pods'
+        ``cellfit.io/virtual-cluster`` label, or the implicit default VC. None for opportunistic
+        pods (they run on other VCs' idle cells, which AlloX does not count) and for a VC
+        HiveD does not know (its pods are refused at filter)."""
+        labels = _template_labels(job)
+        if labels.get(LABEL_PRIORITY) == PRIORITY_OPPORTUNISTIC:
+            return None
+        vc = labels.get(LABEL_VIRTUAL_CLUSTER) or found.default_vc
+        return vc if vc in found.cells else None
 
     def _user(self, job: Job) -> str:
         label = self._settings.user_label
@@ -413,6 +468,7 @@ class PlacerController:
             "policy": self._settings.policy, "alpha": self._settings.alpha, "mechanism": self._settings.mechanism,
             "startsByMechanism": dict(self._mechanisms),
             "lastDecision": {"at": last.at, "seconds": round(last.seconds, 6), "starts": last.starts, "unplaceable": last.unplaceable,
+                             "waitingForQuota": last.waiting_for_pool,
                              "idleMachines": last.idle_machines, "busyMachines": last.busy_machines},
             # §3.3.2: each user's progress (the dominant shares of her running Jobs, discounted
             # on their slower kind) and its standard deviation over the users with Jobs here.
@@ -458,10 +514,32 @@ def _is_trial(job: Job) -> bool:
     """A FitGpp trial-and-error Job (label on the Job or on its pod template)."""
     if (job.metadata.labels or {}).get(LABEL_JOB_CLASS) == JOB_CLASS_TRIAL:
         return True
+    return _template_labels(job).get(LABEL_JOB_CLASS) == JOB_CLASS_TRIAL
+
+
+def _template_labels(job: Job) -> dict[str, str]:
     if not job.spec.has_template:
-        return False
-    labels = (json.loads(bytes(job.spec.template)).get("metadata") or {}).get("labels") or {}
-    return labels.get(LABEL_JOB_CLASS) == JOB_CLASS_TRIAL
+        return {}
+    return dict((json.loads(bytes(job.spec.template)).get("metadata") or {}).get("labels") or {})
+
+
+def _pods(job: Job) -> int:
+    """Pods the Job runs at once (``spec.parallelism``, fewer when ``spec.completions`` is
+    smaller): the machines it holds. Its estimate is already the whole Job's time (waves
+    included, estimator/model.py)."""
+    width = 1 if job.spec.parallelism is None else job.spec.parallelism
+    return width if job.spec.completions is None else min(width, job.spec.completions)
+
+
+def _gpus_per_pod(jobs: Sequence[WaitingJob]) -> dict[str, int]:
+    """Per virtual cluster, the most GPUs one of its queued GPU configurations asks for: a GPU
+    machine of that VC must hold any of them (as a CPU slot holds the largest CPU configuration)."""
+    sizes: dict[str, int] = {}
+    for job in jobs:
+        demand = job.demand.get("gpu")
+        if job.pool is not None and "gpu" in job.seconds and demand is not None:
+            sizes[job.pool] = max(sizes.get(job.pool, 1), int(demand.gpu))
+    return sizes
 
 
 def _ordinal(n: int) -> str:

@@ -183,6 +183,12 @@ class ClusterCache:
                     used[pod.node_name] = used.get(pod.node_name, ZERO) + pod.requests  # type: ignore[index]
             return {name: self._allocatable[name] - used.get(name, ZERO) for name in nodes}
 
+    def pods_owned_by(self, owners: frozenset[str]) -> frozenset[str]:
+        """The UIDs of the pods whose controller's UID is in ``owners`` (AlloX admission gives
+        its running Jobs' HiveD bookings back to their VC, as free_by_node's ``except_owners``)."""
+        with self._lock:
+            return frozenset(uid for uid, pod in self._pods.items() if pod.owner is not None and pod.owner.uid in owners)
+
     def shortest_gpu_victim_grace(self, selector: Mapping[str, str] | None = None) -> float | None:
         """The shortest grace period (seconds) among best-effort pods holding GPUs on the nodes
         ``selector`` names: how long FitGpp's preemption keeps a trial pod off a GPU at best.

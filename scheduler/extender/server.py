@@ -46,7 +46,8 @@ from scheduler.kube import names, translate, wire
 from scheduler.preemption import FitGppSettings
 from scheduler.preemption.engine import FitGppEngine
 from estimator.controller import Capacity, EstimatorController
-from placer.controller import PlacerController
+from placer.controller import Guarantees, PlacerController
+from placer.guarantee import guarantees as guarantee_views
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -211,7 +212,8 @@ def build_runtime(settings: Settings, *, api: KubernetesApi | None = None, stand
         resume_holds = holds
         metrics.track_resume_holds(lambda: _locked(lock, resume_holds.stats))
 
-    terms, elector = _leadership(settings, api, cache, metrics)
+    hived_cells = placement if isinstance(placement, HivedEngine) else None
+    terms, elector = _leadership(settings, api, cache, metrics, hived=hived_cells, lock=lock)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -277,7 +279,8 @@ def build_runtime(settings: Settings, *, api: KubernetesApi | None = None, stand
 
 
 def _leadership(
-    settings: Settings, api: KubernetesApi | None, cache: ClusterCache | None, metrics: ExtenderMetrics
+    settings: Settings, api: KubernetesApi | None, cache: ClusterCache | None, metrics: ExtenderMetrics,
+    *, hived: HivedEngine | None = None, lock: threading.RLock | None = None,
 ) -> tuple[Terms | None, LeaderElector | None]:
     """The live drivers, built afresh for each term, and the election on the controllers' Lease
     that begins and ends the terms (scheduler/cluster/leadership.py). Every replica serves the
@@ -290,7 +293,7 @@ def _leadership(
 
     def build() -> list[Driver]:
         estimator = _estimator(settings, connected, watched, metrics)
-        placer = _placer(settings, connected, watched, estimator, metrics)
+        placer = _placer(settings, connected, watched, estimator, metrics, hived=hived, lock=lock)
         nudger = _nudger(settings, connected, watched, metrics, namespace=namespace)
         return [driver for driver in (estimator, placer, nudger) if driver is not None]
 
@@ -379,10 +382,28 @@ def _placer(
     cache: ClusterCache | None,
     estimator: EstimatorController | None,
     metrics: ExtenderMetrics,
+    *,
+    hived: HivedEngine | None = None,
+    lock: threading.RLock | None = None,
 ) -> PlacerController | None:
-    """AlloX admission beside the estimator, whose watch of interchangeable Jobs it reads."""
+    """AlloX admission beside the estimator, whose watch of interchangeable Jobs it reads;
+    under HiveD a Job's GPU configuration uses only its VC's free guarantee, read from the
+    engine's own view under the engine lock (placer/guarantee.py)."""
     if api is None or cache is None or estimator is None or not settings.allox.enabled:
         return None
+    guarantees: Callable[[frozenset[str]], Guarantees] | None = None
+    if hived is not None and lock is not None:
+        cells, engine_lock = hived, lock
+
+        def read_guarantees(running: frozenset[str]) -> Guarantees:
+            except_pods = cache.pods_owned_by(running)
+            with engine_lock:
+                names = [vc["name"] for vc in cells.inspect_virtual_clusters()["virtualClusters"]]
+                views = [view for name in names if (view := cells.inspect_virtual_cluster(name)) is not None]
+                default_vc = cells.default_vc
+            return Guarantees(cells=guarantee_views(views, except_pods=except_pods), default_vc=default_vc)
+
+        guarantees = read_guarantees
 
     def decided(seconds: float, decision: Any) -> None:
         metrics.allox_decision_duration.observe(seconds)
@@ -403,6 +424,7 @@ def _placer(
         on_decision=decided,
         on_start=lambda kind, mechanism: metrics.allox_placements.labels(kind=kind, mechanism=mechanism).inc(),
         preemption_grace=lambda: cache.shortest_gpu_victim_grace(settings.allox.node_selector),
+        guarantees=guarantees,
     )
 
 

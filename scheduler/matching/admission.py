@@ -26,28 +26,38 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Callable, Collection, Literal, Mapping, Sequence
+from typing import Callable, Collection, Literal, Mapping, Sequence, TypeVar
 
 from scheduler.matching.allox import AlloxScheduler
 from scheduler.matching.alloxplus import AlloxPlusScheduler
 from scheduler.matching.capacity import DEFAULT_RESERVED_CPU_PER_GPU, NodeResources, default_demands, machines_for
 from scheduler.matching.fairness import Capacity, DemandShare, user_progress
-from scheduler.matching.model import Assignment, Demand, Job, Machine
+from scheduler.matching.model import KIND_GPU, Assignment, Demand, Job, Machine
 from scheduler.matching.solve import schedule
 
 AdmissionPolicy = Literal["allox", "allox+"]
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class WaitingJob:
     """An estimated, suspended interchangeable Job. ``seconds``: its estimate per kind (a kind
-    without one cannot be chosen); ``demand``: one pod's resources per kind (cores, GPUs, GiB)."""
+    without one cannot be chosen); ``demand``: one pod's resources per kind (cores, GPUs, GiB).
+    ``pods``: machines it holds at once (its parallelism; ``seconds`` is the whole Job's time).
+    ``pool``: its virtual cluster, whose free guarantee alone its GPU configuration may use
+    when :func:`decide` is given ``gpu_pools``."""
 
     key: str
     user: str
     arrival: float
     seconds: Mapping[str, float]
     demand: Mapping[str, Demand] = field(default_factory=dict)
+    pods: int = 1
+    pool: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.pods < 1:
+            raise ValueError(f"waiting Job {self.key!r}: pods must be at least 1, got {self.pods}")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -62,26 +72,33 @@ class RunningJob:
     started: float
     seconds: Mapping[str, float]
     demand: Mapping[str, Demand] = field(default_factory=dict)
+    pods: int = 1  # machines it holds, each until ω
+    pool: str | None = None  # its virtual cluster (see WaitingJob)
 
     def __post_init__(self) -> None:
         if self.kind not in self.seconds:
             raise ValueError(f"running Job {self.key!r}: no estimate for the kind it runs on ({self.kind})")
+        if self.pods < 1:
+            raise ValueError(f"running Job {self.key!r}: pods must be at least 1, got {self.pods}")
 
 
 @dataclass(frozen=True, slots=True)
 class Start:
     key: str
-    kind: str
-    machine: str
+    kind: str  # the configuration: cpu or gpu
+    machine: str  # the first of its machines
     seconds: float  # its estimate on that kind
+    machines: tuple[str, ...] = ()  # every machine it holds (its pods)
+    pool: str | None = None  # the virtual cluster whose GPUs it uses
 
 
 @dataclass(frozen=True, slots=True)
 class Queued:
     key: str
     kind: str
-    position: int  # 1: next on that kind
+    position: int  # 1: next on that kind (in its pool)
     expected_start_seconds: float  # from now
+    pool: str | None = None  # the virtual cluster whose GPUs it waits for
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,18 +114,68 @@ class AdmissionDecision:
     # standard deviation over those users.
     progress: Mapping[str, float]
     progress_spread: float
+    # Jobs whose virtual cluster's guarantee holds no GPU machine for them now (``gpu_pools``),
+    # with no other kind to run on: they wait for their VC's GPUs to free.
+    waiting_for_pool: tuple[str, ...] = ()
+
+
+def pool_kind(pool: str) -> str:
+    """The machine kind of a virtual cluster's GPUs (``gpu@<vc>``): the matching pairs a Job's GPU
+    configuration only with its own VC's GPU machines."""
+    return f"{KIND_GPU}@{pool}"
+
+
+def configuration_kind(kind: str) -> str:
+    """The configuration a machine kind runs (``gpu@vision`` → ``gpu``)."""
+    return kind.split("@", 1)[0]
+
+
+def _kind_for(kind: str, pool: str | None, gpu_pools: Mapping[str, int] | None) -> str | None:
+    """The machine kind a Job's ``kind`` configuration runs on: its VC's GPUs under
+    ``gpu_pools`` (None: a GPU configuration outside every pool has no machine)."""
+    if gpu_pools is None or kind != KIND_GPU:
+        return kind
+    return pool_kind(pool) if pool is not None and pool in gpu_pools else None
+
+
+def _translated(mapping: Mapping[str, T], pool: str | None, gpu_pools: Mapping[str, int] | None) -> dict[str, T]:
+    translated: dict[str, T] = {}
+    for kind, value in mapping.items():
+        machine_kind = _kind_for(kind, pool, gpu_pools)
+        if machine_kind is not None:
+            translated[machine_kind] = value
+    return translated
+
+
+def _running_kind(job: RunningJob, gpu_pools: Mapping[str, int] | None) -> str:
+    """A running GPU Job outside every pool (opportunistic, or of no VC) keeps the plain kind:
+    it holds none of a VC's guarantee, and no waiting Job's GPU configuration matches it."""
+    return _kind_for(job.kind, job.pool, gpu_pools) or job.kind
 
 
 def idle_machines(
-    *, free_nodes: Sequence[NodeResources], running: Sequence[RunningJob], cpu_slot: Demand, reserved_cpu_per_gpu: float
+    *,
+    free_nodes: Sequence[NodeResources],
+    running: Sequence[RunningJob],
+    cpu_slot: Demand,
+    reserved_cpu_per_gpu: float,
+    gpu_pools: Mapping[str, int] | None = None,
 ) -> list[Machine]:
-    """The free capacity's machines less one per running interchangeable Job of its kind."""
+    """The free capacity's machines less the ones running interchangeable Jobs hold (``pods``
+    of their kind each). With ``gpu_pools`` (virtual cluster → GPU machines its free guarantee
+    holds, running Jobs' included), the GPU machines are those, named ``vc/<vc>/gpu-<i>`` and of
+    kind ``gpu@<vc>``; the nodes' free GPUs only keep cores beside them."""
     machines = machines_for(free_nodes, cpu_slot=cpu_slot, reserved_cpu_per_gpu=reserved_cpu_per_gpu)
+    if gpu_pools is not None:
+        machines = [m for m in machines if m.kind != KIND_GPU]
+        for pool in sorted(gpu_pools):
+            machines.extend(Machine(name=f"vc/{pool}/gpu-{index}", kind=pool_kind(pool)) for index in range(max(gpu_pools[pool], 0)))
     taken: dict[str, int] = {}
     for job in running:
-        taken[job.kind] = taken.get(job.kind, 0) + 1
+        kind = _running_kind(job, gpu_pools)
+        taken[kind] = taken.get(kind, 0) + job.pods
     kept: list[Machine] = []
-    for machine in reversed(machines):  # a running Job holds one machine of its kind (the last ones)
+    for machine in reversed(machines):  # a running Job holds machines of its kind (the last ones)
         if taken.get(machine.kind, 0) > 0:
             taken[machine.kind] -= 1
         else:
@@ -138,6 +205,7 @@ def decide(
     omega_grid_seconds: float = 60.0,
     omega_grid_ratio: float = 1.25,
     plan_queue: bool = True,
+    gpu_pools: Mapping[str, int] | None = None,
 ) -> AdmissionDecision:
     """Busy machines' ω is rounded up onto a grid: ``omega_grid_seconds`` apart up to ten steps
     from now, then growing by ``omega_grid_ratio`` (a machine freeing in 3 h is placed within
@@ -147,40 +215,149 @@ def decide(
     to scipy on the full matrix (~1 s for 1,000 Jobs). Estimates are good to ~5-10%; the grid
     adds no more than that where it matters. 0 turns rounding off. ``plan_queue`` False leaves
     the queue empty (the starts alone; the simulator needs no positions). ``capacity``: the
-    cluster's CPU, GPU and memory (cores, GPUs, GiB), what fairness divides demands by."""
+    cluster's CPU, GPU and memory (cores, GPUs, GiB), what fairness divides demands by.
+
+    ``gpu_pools`` (HiveD): virtual cluster → the GPU machines its free guarantee holds
+    (:func:`~scheduler.matching.capacity.guaranteed_gpu_machines`, running Jobs' machines
+    included). A Job's GPU configuration is then matched only to its own VC's (``pool``)
+    machines, a kind of its own per VC (``gpu@<vc>``); other VCs' idle GPUs are not AlloX's.
+
+    Jobs of several pods (``pods`` > 1, gangs) hold that many machines of one kind at once,
+    which no column of Q expresses. They go first, oldest first, each on the kind that
+    finishes it earliest given when that many machines of the kind are free (the idle ones
+    now, the busy ones at their ω): with that many idle it starts; otherwise it holds the
+    idle machines of that kind and claims the busy ones that free first, so Jobs matched
+    after it cannot take them, and it starts when the last of them frees. Single-pod Jobs are
+    then matched (Algorithm 2) on the machines left, the gangs' machines busy until they end."""
     cpu_slot = cpu_slot_for(waiting)
-    shares = DemandShare(capacity=capacity, default_demand=default_demands(cpu_slot=cpu_slot, reserved_cpu_per_gpu=reserved_cpu_per_gpu))
-    idle = idle_machines(free_nodes=free_nodes, running=running, cpu_slot=cpu_slot, reserved_cpu_per_gpu=reserved_cpu_per_gpu)
-    kinds = {m.kind for m in idle} | {job.kind for job in running}
+    defaults = default_demands(cpu_slot=cpu_slot, reserved_cpu_per_gpu=reserved_cpu_per_gpu)
+    if gpu_pools is not None:
+        defaults.update({pool_kind(pool): defaults[KIND_GPU] for pool in gpu_pools})
+    shares = DemandShare(capacity=capacity, default_demand=defaults)
+    idle = idle_machines(free_nodes=free_nodes, running=running, cpu_slot=cpu_slot, reserved_cpu_per_gpu=reserved_cpu_per_gpu,
+                         gpu_pools=gpu_pools)
+    kinds = {m.kind for m in idle} | {_running_kind(job, gpu_pools) for job in running}
     busy, running_assignments = busy_machines(now=now, running=running, kinds=kinds, omega_grid_seconds=omega_grid_seconds,
-                                              omega_grid_ratio=omega_grid_ratio)
-    jobs = []
-    unplaceable = []
+                                              omega_grid_ratio=omega_grid_ratio, gpu_pools=gpu_pools)
+    machines_of: dict[str, int] = {}
+    for machine in (*idle, *busy):
+        machines_of[machine.kind] = machines_of.get(machine.kind, 0) + 1
+    jobs: list[Job] = []
+    gangs: list[tuple[Job, int]] = []
+    unplaceable: list[str] = []
+    waiting_for_pool: list[str] = []
     for job in sorted(waiting, key=lambda j: (j.arrival, j.key)):
-        usable = {kind: seconds for kind, seconds in job.seconds.items() if kind in kinds}
+        seconds = _translated(job.seconds, job.pool, gpu_pools)
+        usable = {kind: value for kind, value in seconds.items() if machines_of.get(kind, 0) >= job.pods}
         if not usable:
-            unplaceable.append(job.key)
+            pooled = gpu_pools is not None and job.pool in gpu_pools and KIND_GPU in job.seconds
+            (waiting_for_pool if pooled else unplaceable).append(job.key)
             continue
-        jobs.append(Job(name=job.key, user=job.user, arrival=min(job.arrival, now), processing_time=usable,
-                        demand={kind: job.demand[kind] for kind in usable if kind in job.demand}))
+        demand = _translated(job.demand, job.pool, gpu_pools)
+        matching_job = Job(name=job.key, user=job.user, arrival=min(job.arrival, now), processing_time=usable,
+                           demand={kind: demand[kind] for kind in usable if kind in demand})
+        if job.pods > 1:
+            gangs.append((matching_job, job.pods))
+        else:
+            jobs.append(matching_job)
+    gang_plan = _gangs(now=now, gangs=gangs, idle=idle, busy=busy)
+    idle = gang_plan.idle
+    busy = gang_plan.busy
     scheduler = AlloxScheduler(alpha=alpha, shares=shares) if policy == "allox" else AlloxPlusScheduler(timeout=allox_plus_timeout)
-    started = scheduler.on_machine_free(now=now, free_machines=idle, pending_jobs=jobs, busy_until=busy, running=running_assignments)
-    starts = tuple(Start(key=a.job.name, kind=a.kind, machine=a.machine.name, seconds=a.finish - a.start) for a in started)
+    started = scheduler.on_machine_free(now=now, free_machines=idle, pending_jobs=jobs, busy_until=busy,
+                                        running=[*running_assignments, *gang_plan.started_assignments])
+    starts = (
+        *gang_plan.starts,
+        *(Start(key=a.job.name, kind=configuration_kind(a.kind), machine=a.machine.name, seconds=a.finish - a.start,
+                machines=(a.machine.name,), pool=_pool_of(a.kind)) for a in started),
+    )
     grid = (lambda delay: _on_grid(delay, step=omega_grid_seconds, ratio=omega_grid_ratio)) if omega_grid_seconds > 0 else (lambda delay: delay)
-    queue = _queue(now=now, jobs=jobs, started=started, idle=idle, busy=busy, grid=grid) if plan_queue else ()
-    progress = user_progress([*running_assignments, *started], shares)
+    queue: tuple[Queued, ...] = ()
+    if plan_queue:
+        planned = [*_queue(now=now, jobs=jobs, started=started, idle=idle, busy=busy, grid=grid), *gang_plan.queued]
+        queue = _numbered(planned)
+    progress = user_progress([*running_assignments, *gang_plan.started_assignments, *started], shares)
     users = sorted({job.user for job in waiting} | {job.user for job in running})
     values = [progress.get(user, 0.0) for user in users]
     return AdmissionDecision(
         starts=starts,
         queue=queue,
         unplaceable=tuple(unplaceable),
-        idle_machines=_count(idle),
-        busy_machines=_count(busy),
+        idle_machines=_count(gang_plan.idle_before),
+        busy_machines=_count(gang_plan.busy_before),
         cpu_slot=cpu_slot,
         progress={user: progress.get(user, 0.0) for user in users},
         progress_spread=_standard_deviation(values),
+        waiting_for_pool=tuple(waiting_for_pool),
     )
+
+
+def _pool_of(kind: str) -> str | None:
+    return kind.split("@", 1)[1] if "@" in kind else None
+
+
+@dataclass(frozen=True, slots=True)
+class _GangPlan:
+    starts: tuple[Start, ...]
+    started_assignments: tuple[Assignment, ...]  # one per machine: fairness counts every pod
+    queued: tuple[tuple[str, str, float], ...]  # (key, machine kind, start from now) of the gangs waiting
+    idle: list[Machine]  # what single-pod Jobs may start on
+    busy: dict[Machine, float]  # every other machine, free at ω (a gang's machines: at its end)
+    idle_before: list[Machine]
+    busy_before: dict[Machine, float]
+
+
+def _gangs(*, now: float, gangs: Sequence[tuple[Job, int]], idle: Sequence[Machine], busy: Mapping[Machine, float]) -> _GangPlan:
+    """Gangs first, oldest first (see :func:`decide`): each on the kind where its ``pods``
+    machines free soonest plus its time there ends earliest; it starts now on idle machines, or
+    holds the idle ones and claims the busy ones freeing first."""
+    free = list(idle)
+    # A machine a gang takes or waits for is busy until that gang ends: a later gang on the
+    # same kind queues behind it.
+    taken_busy: dict[Machine, float] = dict(busy)
+    starts: list[Start] = []
+    assignments: list[Assignment] = []
+    queued: list[tuple[str, str, float]] = []
+    for job, pods in gangs:
+        best: tuple[float, str, float] | None = None  # (finish, kind, ready)
+        for kind, seconds in job.processing_time.items():
+            idle_here = sum(1 for m in free if m.kind == kind)
+            frees = sorted(until for m, until in taken_busy.items() if m.kind == kind)
+            times = [now] * idle_here + frees
+            if len(times) < pods:
+                continue
+            ready = max(now, times[pods - 1])
+            option = (ready + seconds, kind, ready)
+            if best is None or option < best:
+                best = option
+        if best is None:  # decide() keeps only kinds with enough machines
+            continue
+        finish, kind, ready = best
+        held = [m for m in free if m.kind == kind][:pods]
+        free = [m for m in free if m not in held]
+        waiting_on = sorted((m for m in taken_busy if m.kind == kind), key=lambda m: (taken_busy[m], m.name))[: pods - len(held)]
+        for machine in (*held, *waiting_on):
+            taken_busy[machine] = finish
+        if ready <= now and len(held) == pods:
+            names = tuple(m.name for m in held)
+            starts.append(Start(key=job.name, kind=configuration_kind(kind), machine=names[0], seconds=finish - now,
+                                machines=names, pool=_pool_of(kind)))
+            assignments.extend(Assignment(job=job, machine=m, start=now, finish=finish) for m in held)
+        else:
+            queued.append((job.name, kind, ready - now))
+    return _GangPlan(starts=tuple(starts), started_assignments=tuple(assignments), queued=tuple(queued), idle=free,
+                     busy=taken_busy, idle_before=list(idle), busy_before=dict(busy))
+
+
+def _numbered(planned: Sequence[tuple[str, str, float]]) -> tuple[Queued, ...]:
+    """Positions per machine kind (a VC's GPUs count apart), in the order they start."""
+    queued: list[Queued] = []
+    positions: dict[str, int] = {}
+    for key, kind, start_delay in sorted(planned, key=lambda row: row[2]):  # stable: ties keep the plan's order
+        positions[kind] = positions.get(kind, 0) + 1
+        queued.append(Queued(key=key, kind=configuration_kind(kind), position=positions[kind],
+                             expected_start_seconds=max(0.0, start_delay), pool=_pool_of(kind)))
+    return tuple(queued)
 
 
 def _standard_deviation(values: Sequence[float]) -> float:
@@ -192,23 +369,32 @@ def _standard_deviation(values: Sequence[float]) -> float:
 
 def busy_machines(
     *, now: float, running: Sequence[RunningJob], kinds: Collection[str], omega_grid_seconds: float = 60.0,
-    omega_grid_ratio: float = 1.25,
+    omega_grid_ratio: float = 1.25, gpu_pools: Mapping[str, int] | None = None,
 ) -> tuple[dict[Machine, float], list[Assignment]]:
-    """One busy machine per running Job, free at ω (its start + its estimate on its kind, on
-    the grid :func:`decide` describes), and the running Jobs as the matching's assignments
-    (fairness weighs each against the ``kinds`` the cluster has, as a waiting Job's choices)."""
+    """The machines running Jobs hold (``pods`` each), free at ω (its start + its estimate on
+    its kind, on the grid :func:`decide` describes), and the running Jobs as the matching's
+    assignments, one per machine (fairness weighs each against the ``kinds`` the cluster has,
+    as a waiting Job's choices, and counts every pod)."""
     busy: dict[Machine, float] = {}
     assignments: list[Assignment] = []
     for job in sorted(running, key=lambda r: r.key):
-        machine = Machine(name=f"running/{job.key}", kind=job.kind)
+        kind = _running_kind(job, gpu_pools)
         until = max(now, job.started + job.seconds[job.kind])
         if omega_grid_seconds > 0 and until > now:
             until = now + _on_grid(until - now, step=omega_grid_seconds, ratio=omega_grid_ratio)
-        busy[machine] = until
-        seconds = {kind: value for kind, value in job.seconds.items() if kind in kinds}
+        own = _translated(job.seconds, job.pool, gpu_pools)
+        own[kind] = job.seconds[job.kind]
+        seconds = {k: value for k, value in own.items() if k in kinds or k == kind}
+        demand = _translated(job.demand, job.pool, gpu_pools)
+        if job.kind in job.demand:
+            demand[kind] = job.demand[job.kind]
         matching_job = Job(name=job.key, user=job.user, arrival=min(job.started, now), processing_time=seconds,
-                           demand={kind: job.demand[kind] for kind in seconds if kind in job.demand})
-        assignments.append(Assignment(job=matching_job, machine=machine, start=job.started, finish=until))
+                           demand={k: demand[k] for k in seconds if k in demand})
+        names = [f"running/{job.key}"] if job.pods == 1 else [f"running/{job.key}/{index}" for index in range(job.pods)]
+        for name in names:
+            machine = Machine(name=name, kind=kind)
+            busy[machine] = until
+            assignments.append(Assignment(job=matching_job, machine=machine, start=job.started, finish=until))
     return busy, assignments
 
 
@@ -220,23 +406,19 @@ def _queue(
     idle: Sequence[Machine],
     busy: Mapping[Machine, float],
     grid: Callable[[float], float],
-) -> tuple[Queued, ...]:
+) -> list[tuple[str, str, float]]:
+    """The single-pod Jobs left waiting, matched once more on every machine (Lemma 3.1's
+    order): (key, machine kind, expected start from now)."""
     started_names = {a.job.name for a in started}
     left = [job for job in jobs if job.name not in started_names]
     if not left:
-        return ()
+        return []
     until = {m.name: t for m, t in busy.items()}
     for assignment in started:  # on the grid as on the next pass, when they are busy machines
         until[assignment.machine.name] = now + grid(assignment.finish - now)
     machines = [*idle, *busy]
     plan = schedule(jobs=left, machines=machines, now=now, busy_until=until)
-    queued: list[Queued] = []
-    positions: dict[str, int] = {}
-    for assignment in sorted(plan, key=lambda a: (a.start, a.machine.name)):
-        positions[assignment.kind] = positions.get(assignment.kind, 0) + 1
-        queued.append(Queued(key=assignment.job.name, kind=assignment.kind, position=positions[assignment.kind],
-                             expected_start_seconds=max(0.0, assignment.start - now)))
-    return tuple(queued)
+    return [(a.job.name, a.kind, a.start - now) for a in sorted(plan, key=lambda a: (a.start, a.machine.name))]
 
 
 def _on_grid(delay: float, *, step: float, ratio: float) -> float:

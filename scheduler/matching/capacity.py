@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from typing import Iterable, Mapping, Sequence
 
 from scheduler.matching.errors import InvalidInstance
 from scheduler.matching.fairness import Capacity
@@ -74,3 +74,29 @@ def default_demands(
     """What a configuration holds when a job does not say: a GPU job one GPU and its reserved
     cores; a CPU job one slot."""
     return {KIND_GPU: Demand(gpu=1.0, cpu=reserved_cpu_per_gpu), KIND_CPU: cpu_slot}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GuaranteeCell:
+    """One cell of a virtual cluster's guarantee (HiveD, §3): ``gpus`` GPUs, of which ``free``
+    are neither held by a guaranteed pod nor bad. A cell of the quota not bound yet is wholly
+    free: HiveD's buddy allocator binds one when a pod needs it (Theorem 1 keeps one free)."""
+
+    gpus: int
+    free: int
+
+
+def guaranteed_gpu_machines(
+    guarantees: Mapping[str, Sequence[GuaranteeCell]], *, gpus_per_pod: Mapping[str, int]
+) -> dict[str, int]:
+    """How many GPU machines each virtual cluster's free guarantee holds: pods of
+    ``gpus_per_pod[vc]`` GPUs (1 when absent) that fit in its cells, ``Σ ⌊free / g⌋``. For one
+    GPU this is exact; for more it counts a cell's free GPUs as one block, an upper bound when a
+    cell's free GPUs are split below it (HiveD then places the pod, or it waits).
+    Opportunistic use of other VCs' idle cells is not counted: what AlloX plans on must be the
+    VC's to keep."""
+    machines: dict[str, int] = {}
+    for vc, cells in guarantees.items():
+        size = max(1, gpus_per_pod.get(vc, 1))
+        machines[vc] = sum(max(cell.free, 0) // size for cell in cells)
+    return machines

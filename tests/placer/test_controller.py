@@ -139,17 +139,51 @@ def test_state_comes_back_from_the_jobs_after_a_restart():
     assert decision.starts == ()
 
 
-def test_jobs_without_an_estimate_or_wider_than_one_pod_wait_for_the_user():
+def wide_job(name: str, *, parallelism: int, gpu: float = 5, cpu: float | None = None, completions: int | None = None) -> Any:
+    estimate = {"gpu": {"seconds": gpu}, **({"cpu": {"seconds": cpu}} if cpu is not None else {})}
+    body = {"metadata": {"name": name, "namespace": "n", "uid": name, "creationTimestamp": "2026-01-01T00:00:00Z",
+                         "annotations": {"cellfit.io/configurations": json.dumps(CONFIGURATIONS), "cellfit.io/estimate": json.dumps(estimate)}},
+            "spec": {"suspend": True, "parallelism": parallelism, **({"completions": completions} if completions else {}),
+                     "template": {"spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "500m"}}}]}}}}
+    return JOB_DECODER.decode(json.dumps(body).encode())
+
+
+def test_a_job_without_an_estimate_waits_and_one_wider_than_the_cluster_says_so():
     api = RecordingApi()
     unestimated = JOB_DECODER.decode(json.dumps({"metadata": {"name": "u", "namespace": "n", "uid": "u",
         "annotations": {"cellfit.io/configurations": json.dumps(CONFIGURATIONS)}}, "spec": {"suspend": True}}).encode())
-    wide = json.loads(json.dumps({"metadata": {"name": "w", "namespace": "n", "uid": "w",
-        "annotations": {"cellfit.io/configurations": json.dumps(CONFIGURATIONS), "cellfit.io/estimate": '{"gpu": {"seconds": 5}}'}},
-        "spec": {"suspend": True, "parallelism": 4}}))
-    placer = controller(api, [unestimated, JOB_DECODER.decode(json.dumps(wide).encode())])
+    placer = controller(api, [unestimated, wide_job("w", parallelism=4)])  # 4 pods, one GPU in the cluster
     decision = placer.admit()
     assert decision.starts == () and api.patches == []
-    assert [(name, c["reason"]) for name, c in api.conditions] == [("w", "Unsupported")]
+    ((name, condition),) = api.conditions
+    assert name == "w" and condition["reason"] == "NoMachine" and "with 4 machines at once" in condition["message"]
+
+
+def test_a_job_of_two_pods_starts_on_two_gpus_in_the_gpu_configuration():
+    api = RecordingApi()
+    placer = controller(api, [wide_job("pair", parallelism=2, gpu=5, cpu=500), job("solo", gpu=5, cpu=500, created=1)], gpus=2)
+    decision = placer.admit()
+    (start,) = decision.starts  # the pair holds both GPUs; solo waits behind it
+    assert start.key == "n/pair" and start.kind == "gpu" and len(start.machines) == 2
+    ((name, operations),) = api.patches
+    assert name == "pair"
+    (container,) = template_of(operations)["spec"]["containers"]
+    assert container["resources"] == {"limits": {"nvidia.com/gpu": "1"}, "requests": {"nvidia.com/gpu": "1", "cpu": "1"}}
+    (queued,) = decision.queue
+    assert queued.key == "alice/solo" and queued.kind == "gpu" and queued.expected_start_seconds > 0
+    assert placer.inspect()["lastDecision"]["starts"][0]["machines"] == list(start.machines)
+
+
+def test_a_running_job_of_several_pods_holds_that_many_machines():
+    api = RecordingApi()
+    running = json.loads(json.dumps({"metadata": {"name": "pair", "namespace": "n", "uid": "pair",
+        "annotations": {"cellfit.io/configurations": json.dumps(CONFIGURATIONS), "cellfit.io/placement": "gpu",
+                        "cellfit.io/estimate": json.dumps({"gpu": {"seconds": 500}, "cpu": {"seconds": 5000}})}},
+        "spec": {"suspend": False, "parallelism": 2, "completions": 4}, "status": {"startTime": "2026-01-01T00:01:00Z"}}))
+    placer = controller(api, [JOB_DECODER.decode(json.dumps(running).encode()), job("solo", gpu=5, cpu=5000, created=1)], gpus=3)
+    decision = placer.admit()
+    assert decision.busy_machines == {"gpu": 2}
+    assert [(s.key, s.kind) for s in decision.starts] == [("alice/solo", "gpu")]
 
 
 def trial(name: str, **kwargs: Any) -> Any:

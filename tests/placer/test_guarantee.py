@@ -1,0 +1,99 @@
+"""Under HiveD, AlloX's GPU machines per virtual cluster come from the allocator's own view of
+each VC (placer/guarantee.py over HivedEngine.inspect_virtual_cluster), and the controller
+matches a Job's GPU configuration only to its VC's machines. A real HivedEngine, pods placed
+through its filter and reserve as kube-scheduler does."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from tests.cells.helpers import node_names, pod, rack_cluster, schedule
+from estimator.objects import JOB_DECODER
+from placer.controller import Guarantees, PlacerController
+from placer.guarantee import guarantee_cells, guarantees
+from scheduler.cells import HivedEngine
+from scheduler.config import AlloxSettings
+from scheduler.core.resources import Resources
+from scheduler.matching.capacity import guaranteed_gpu_machines
+
+from tests.placer.test_controller import CONFIGURATIONS, Jobs, RecordingApi
+
+NODES = node_names(1, 2)  # r0n0, r0n1: 8 GPUs each
+
+
+def engine() -> HivedEngine:
+    return HivedEngine.from_config(rack_cluster(1, 2, vcs={"a": [{"cellType": "V100-NODE", "count": 1}],
+                                                           "b": [{"cellType": "V100-NODE", "count": 1}]}))
+
+
+def place(cells: HivedEngine, uid: str, gpus: int, vc: str, **kwargs: Any) -> None:
+    placed = schedule(cells, pod(uid, gpus, vc, **kwargs), NODES)
+    assert placed is not None
+    cells.apply_pod(placed)
+
+
+def views(cells: HivedEngine) -> list[dict[str, Any]]:
+    return [cells.inspect_virtual_cluster(vc["name"]) for vc in cells.inspect_virtual_clusters()["virtualClusters"]]
+
+
+def machines(cells: HivedEngine, *, except_pods: frozenset[str] = frozenset(), gpus: dict[str, int] | None = None) -> dict[str, int]:
+    return guaranteed_gpu_machines(guarantees(views(cells), except_pods=except_pods), gpus_per_pod=gpus or {})
+
+
+def test_a_vcs_machines_are_its_quotas_free_gpus_whatever_other_vcs_do():
+    cells = engine()
+    assert machines(cells) == {"a": 8, "b": 8}
+    place(cells, "p1", 3, "a")
+    assert machines(cells) == {"a": 5, "b": 8}
+    # An opportunistic pod of b on b's or anyone's idle cells is no capacity lost for b (its
+    # guaranteed pods preempt it) and none gained for anyone.
+    place(cells, "o1", 2, "b", priority="opportunistic")
+    assert machines(cells) == {"a": 5, "b": 8}
+    place(cells, "p2", 5, "a")
+    assert machines(cells) == {"a": 0, "b": 8}
+    # Pods of running AlloX Jobs are busy machines of their own: their GPUs count as free here.
+    assert machines(cells, except_pods=frozenset({"p1"})) == {"a": 3, "b": 8}
+    # Pods of 2 GPUs: 8 GPUs of b's unbound node cell hold 4.
+    assert machines(cells, gpus={"b": 2}) == {"a": 0, "b": 4}
+
+
+def test_a_draining_cell_takes_no_new_pod():
+    view = {"name": "a", "cells": [{"quota": 0, "bound": 1, "gpusPerCell": 8}],
+            "vcCells": [{"id": "x", "state": "draining", "gpus": {"total": 8, "guaranteed": 0, "bad": 0}}], "placements": []}
+    assert guarantee_cells(view) == []
+
+
+def job(name: str, vc: str, *, created: int) -> Any:
+    annotations = {"cellfit.io/configurations": json.dumps(CONFIGURATIONS),
+                   "cellfit.io/estimate": json.dumps({"cpu": {"seconds": 60}, "gpu": {"seconds": 10}})}
+    body = {"metadata": {"name": name, "namespace": vc, "uid": f"uid-{name}", "annotations": annotations,
+                         "creationTimestamp": f"2026-01-01T00:00:{created:02d}Z"},
+            "spec": {"suspend": True, "template": {"metadata": {"labels": {"cellfit.io/virtual-cluster": vc}},
+                                                   "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "500m"}}}]}}}}
+    return JOB_DECODER.decode(json.dumps(body).encode())
+
+
+def test_the_controller_starts_a_full_vcs_job_on_cpu_and_another_vcs_job_on_its_gpus():
+    cells = engine()
+    place(cells, "hold", 8, "a")  # VC a's whole quota is in use; b's node is idle
+    api = RecordingApi()
+    seen: list[frozenset[str]] = []
+
+    def read(running: frozenset[str]) -> Guarantees:
+        seen.append(running)
+        return Guarantees(cells=guarantees(views(cells)), default_vc=cells.default_vc)
+
+    free = {name: Resources(cpu_millis=64000, memory_bytes=2**38, gpus=8 if name == "r0n1" else 0) for name in NODES}
+    placer = PlacerController(
+        api=api, jobs=Jobs([job("ja", "a", created=0), job("jb", "b", created=1)]),
+        settings=AlloxSettings(alpha=1.0, mechanism="template"), gpu_resource="nvidia.com/gpu",
+        free_by_node=lambda running: free, capacity=lambda: Resources(cpu_millis=128000, memory_bytes=2**39, gpus=16),
+        clock=lambda: 1767225700.0, guarantees=read,
+    )
+    decision = placer.admit()
+    assert {(s.key, s.kind, s.pool) for s in decision.starts} == {("a/ja", "cpu", None), ("b/jb", "gpu", "b")}
+    assert decision.idle_machines.get("gpu@a", 0) == 0 and decision.idle_machines["gpu@b"] == 8
+    rows = {row["job"]: row for row in placer.inspect()["lastDecision"]["starts"]}
+    assert rows["b/jb"]["virtualCluster"] == "b" and "virtualCluster" not in rows["a/ja"]
+    assert seen == [frozenset()]
