@@ -18,7 +18,7 @@ configuration sizes.
 
 from __future__ import annotations
 
-import copy
+import json
 from typing import Any, Mapping
 
 from placer.configuration import Configuration
@@ -34,7 +34,9 @@ def apply_configuration(
 ) -> dict[str, Any]:
     """``template`` (``{"metadata": ..., "spec": ...}`` as the API writes a pod or a Job's
     ``spec.template``) rewritten to ``configuration``. ``template`` is not modified."""
-    pod = copy.deepcopy(dict(template))
+    # A copy through JSON (what a template is): a third of copy.deepcopy's time, which was most
+    # of carrying out a start when AlloX starts hundreds of Jobs in one pass.
+    pod = json.loads(json.dumps(template))
     metadata = pod.setdefault("metadata", {}) or {}
     pod["metadata"] = metadata
     spec = pod.setdefault("spec", {}) or {}
@@ -47,7 +49,7 @@ def apply_configuration(
     if configuration.limits:
         resources["limits"] = dict(configuration.limits)
     for container in spec.get("containers") or []:
-        container["resources"] = copy.deepcopy(resources)
+        container["resources"] = {key: dict(values) for key, values in resources.items()}
         if env:
             container["env"] = _with_env(container.get("env") or [], env)
 
