@@ -125,6 +125,26 @@ class ServerSettings(_Section):
             "second listener (all three paths are served on port as well, either way)."
         ),
     )
+    inspect_host: str = Field(
+        "0.0.0.0",
+        min_length=1,
+        description=(
+            "Address of the inspect listener (used only when inspectPort is set): every address "
+            "by default, because the API server's service proxy (kubectl cellfit) reaches it on "
+            "the pod IP; :: for IPv6."
+        ),
+    )
+    inspect_port: int | None = Field(
+        None,
+        ge=1,
+        le=65535,
+        description=(
+            "TCP port of a listener, in the same process, that serves only the read-only "
+            "GET /v1/inspect/... and /healthz: no extender verb, no metrics. kubectl cellfit "
+            "reads it through the API server's service proxy, so that RBAC (services/proxy) "
+            "decides who may. null: no such listener (inspect stays on port only)."
+        ),
+    )
     config_reload_seconds: float = Field(
         10.0,
         ge=0,
@@ -153,6 +173,9 @@ class ServerSettings(_Section):
     metrics_listener: MetricsListenerLimits = Field(
         default_factory=MetricsListenerLimits, description="Limits of the metrics listener (metricsPort)."
     )
+    inspect_listener: MetricsListenerLimits = Field(
+        default_factory=MetricsListenerLimits, description="Limits of the inspect listener (inspectPort)."
+    )
     admission_listener: ListenerLimits = Field(
         default_factory=ListenerLimits, description="Limits of the admission webhook's HTTPS listener (admission.port)."
     )
@@ -163,6 +186,8 @@ class ServerSettings(_Section):
         # cluster listed: say so while loading the file instead.
         if self.metrics_port is not None and self.metrics_port == self.port:
             raise ValueError(f"metricsPort must differ from port (both {self.port})")
+        if self.inspect_port is not None and self.inspect_port in (self.port, self.metrics_port):
+            raise ValueError(f"inspectPort {self.inspect_port} must differ from port and metricsPort")
         return self
 
 
@@ -494,8 +519,10 @@ class Settings(_Section):
 
     @model_validator(mode="after")
     def _listeners_on_different_ports(self) -> Settings:
-        if self.admission.enabled and self.admission.port in (self.server.port, self.server.metrics_port):
-            raise ValueError(f"admission.port {self.admission.port} is already server.port or server.metricsPort")
+        if self.admission.enabled and self.admission.port in (self.server.port, self.server.metrics_port, self.server.inspect_port):
+            raise ValueError(
+                f"admission.port {self.admission.port} is already server.port, server.metricsPort or server.inspectPort"
+            )
         return self
 
     def resolved_policy(self, *, connected: bool) -> Literal["hived", "resource-fit"]:

@@ -274,6 +274,7 @@ def test_default_render_has_every_object(default_docs: list[dict[str, Any]]) -> 
     kinds = sorted((d["kind"], d["metadata"]["name"]) for d in default_docs)
     assert kinds == sorted([
         ("ClusterRole", "cellfit-extender"),
+        ("ClusterRole", "cellfit-viewer"),
         ("ClusterRoleBinding", "cellfit-extender"),
         ("ClusterRoleBinding", "cellfit-kube-scheduler"),
         ("ClusterRoleBinding", "cellfit-volume-scheduler"),
@@ -325,7 +326,7 @@ def test_nondefault_render(nondefault_docs: list[dict[str, Any]]) -> None:
     assert "--v=4" in by_name["kube-scheduler"]["command"]
     assert "--logging-format=json" in by_name["kube-scheduler"]["command"]
     assert by_name["cellfit"]["image"] == "registry.example.com/ml/cellfit:0.1.0-rc1"
-    assert {p["name"]: p["containerPort"] for p in by_name["cellfit"]["ports"]} == {"http": 9888, "metrics": 9889, "webhook": 10443}
+    assert {p["name"]: p["containerPort"] for p in by_name["cellfit"]["ports"]} == {"http": 9888, "metrics": 9889, "webhook": 10443, "inspect": 9890}
     webhook, placed = one(nondefault_docs, "MutatingWebhookConfiguration")["webhooks"]
     assert (webhook["failurePolicy"], webhook["timeoutSeconds"]) == ("Fail", 3)
     assert (placed["failurePolicy"], placed["timeoutSeconds"]) == ("Fail", 3)
@@ -345,14 +346,15 @@ def test_nondefault_render(nondefault_docs: list[dict[str, Any]]) -> None:
     assert cellfit["preemption"] == {"policy": "fitgpp", "gracePeriodWeight": 2.5, "maxPreemptions": None, "seed": 7, "resumeHoldSeconds": None}
     assert cellfit["policy"]["rackLabel"] is None
     assert cellfit["server"] == {"host": "127.0.0.1", "port": 9888, "maxRequestBytes": 16777216,
-                                 "metricsHost": "::", "metricsPort": 9889,
+                                 "metricsHost": "::", "metricsPort": 9889, "inspectHost": "::", "inspectPort": 9890,
                                  "metricsListener": {"maxConnections": 16, "idleTimeoutSeconds": 30}}
     assert one(nondefault_docs, "NetworkPolicy")["spec"]["ingress"][1]["from"] == [{"ipBlock": {"cidr": "10.0.0.0/24"}}]
     assert set(cellfit["cells"]["virtualClusters"]) == {"vision", "nlp"}
     monitor = one(nondefault_docs, "ServiceMonitor")
     assert monitor["spec"]["endpoints"][0]["port"] == "metrics"
     assert metrics_service(nondefault_docs)["spec"]["ports"] == [
-        {"name": "metrics", "port": 9090, "targetPort": "metrics", "protocol": "TCP"}]
+        {"name": "metrics", "port": 9090, "targetPort": "metrics", "protocol": "TCP"},
+        {"name": "inspect", "port": 9890, "targetPort": "inspect", "protocol": "TCP"}]
     assert monitor["metadata"]["labels"]["release"] == "prometheus"
     assert {one(nondefault_docs, "PriorityClass", n)["value"] for n in ("-trial", "-best-effort", "-opportunistic")} == {20000, 10000, -10}
     lease_role = one(nondefault_docs, "Role", "-kube-scheduler")
@@ -413,6 +415,10 @@ def test_rendered_objects_match_kubernetes_schemas(which: str, request: pytest.F
     for doc in docs:
         if doc["apiVersion"].startswith("monitoring.coreos.com/"):
             # A CRD: kubernetes-validate has no schema for it; check the shape that matters.
+            if doc["kind"] == "PrometheusRule":  # its expressions: tests/kubectl/test_monitoring.py
+                assert set(doc["spec"]) == {"groups"} and all({"alert", "expr", "labels", "annotations"} <= set(rule)
+                                                              for group in doc["spec"]["groups"] for rule in group["rules"])
+                continue
             assert set(doc["spec"]) == {"selector", "namespaceSelector", "endpoints"}
             continue
         _validate(doc)
@@ -625,7 +631,7 @@ def test_containers_and_probes(default_docs: list[dict[str, Any]]) -> None:
     assert cellfit["args"][:4] == ["--config", "/etc/cellfit/config.yaml", "--host", "127.0.0.1"]
     assert cellfit["image"] == "cellfit:0.1.0"
     # The kubelet probes the metrics listener (every address); the verbs stay on loopback.
-    assert {p["name"]: p["containerPort"] for p in cellfit["ports"]} == {"http": 8888, "metrics": 8889, "webhook": 9443}
+    assert {p["name"]: p["containerPort"] for p in cellfit["ports"]} == {"http": 8888, "metrics": 8889, "webhook": 9443, "inspect": 8890}
     for probe, path in (("startupProbe", "/healthz"), ("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")):
         assert cellfit[probe]["httpGet"] == {"path": path, "port": "metrics"}, (probe, cellfit[probe])
     scheduler = by_name["kube-scheduler"]
@@ -641,7 +647,7 @@ def test_without_the_metrics_listener_probes_run_in_the_container() -> None:
     reaches; the Service targets that port; the config has no metricsPort."""
     docs = render("--set", "cellfit.metrics.enabled=false")
     cellfit = containers(docs)["cellfit"]
-    assert [p["name"] for p in cellfit["ports"]] == ["http", "webhook"]
+    assert [p["name"] for p in cellfit["ports"]] == ["http", "webhook", "inspect"]
     for probe, path in (("startupProbe", "/healthz"), ("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")):
         command = cellfit[probe]["exec"]["command"]
         assert command[:2] == ["python", "-c"] and f"http://127.0.0.1:8888{path}" in command[2], (probe, command)
@@ -666,14 +672,14 @@ def test_network_policy_admits_only_prometheus_and_the_api_server(default_docs: 
     ports = {p["name"] for c in containers(default_docs).values() for p in c["ports"]}
     assert {p["port"] for p in scrape["ports"]} == {"metrics", "https"} <= ports
     assert scrape["from"] == [{"namespaceSelector": {}, "podSelector": {"matchLabels": {"app.kubernetes.io/name": "prometheus"}}}]
-    assert [p["port"] for p in review["ports"]] == ["webhook"]
+    assert [p["port"] for p in review["ports"]] == ["webhook", "inspect"]  # reviews; the service proxy
     assert all(p["port"] != "http" for rule in policy["ingress"] for p in rule["ports"])
     # Without the metrics listener the metrics are on the extender's port; without the webhook
     # there is no rule for it; extra rules are appended.
     docs = render("--set", "cellfit.metrics.enabled=false", "--set", "cellfit.admission.enabled=false",
                   "--set", "networkPolicy.extraIngress[0].ports[0].port=http")
     rules = one(docs, "NetworkPolicy")["spec"]["ingress"]
-    assert [[p["port"] for p in rule["ports"]] for rule in rules] == [["http", "https"], ["http"]]
+    assert [[p["port"] for p in rule["ports"]] for rule in rules] == [["http", "https"], ["inspect"], ["http"]]
 
 
 def test_listener_limits_reach_cellfits_config() -> None:
@@ -692,7 +698,8 @@ def test_service_and_probes_reach_the_port_cellfit_serves_metrics_on(default_doc
     """The Service's targetPort names the container port cellfit's config puts the metrics
     listener on, on every address (the kubelet and Prometheus come from outside the pod)."""
     service = metrics_service(default_docs)
-    (port,) = service["spec"]["ports"]
+    port, inspect = service["spec"]["ports"]
+    assert inspect["name"] == "inspect" and inspect["targetPort"] == "inspect"  # kubectl cellfit's (test_inspect_*)
     assert port["name"] == "metrics" and port["port"] == 8889 and port["targetPort"] == "metrics"
     container_ports = {p["name"]: p["containerPort"] for p in containers(default_docs)["cellfit"]["ports"]}
     from scheduler.config import parse_settings

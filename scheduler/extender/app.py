@@ -15,7 +15,7 @@ from contextlib import AbstractAsyncContextManager
 from typing import Any, Awaitable, Callable
 
 import msgspec
-from fastapi import FastAPI, Request, Response
+from fastapi import APIRouter, FastAPI, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
@@ -144,6 +144,17 @@ def create_metrics_app(*, metrics: ExtenderMetrics, readiness: Readiness) -> Fas
     inspect, no OpenAPI document)."""
     app = FastAPI(title="cellfit metrics", version=__version__, openapi_url=None, docs_url=None, redoc_url=None)
     add_health_and_metrics_routes(app, metrics=metrics, readiness=readiness)
+    return app
+
+
+def create_inspect_app(*, inspect: APIRouter) -> FastAPI:
+    """The app of the inspect listener (``server.inspectPort``): the read-only ``inspect``
+    routes and /healthz, nothing else. The API server's service proxy reaches it on the pod IP
+    for ``kubectl cellfit`` (RBAC's services/proxy decides who may), so it must never grow a
+    route that changes state (no verbs, no webhook)."""
+    app = FastAPI(title="cellfit inspect", version=__version__, openapi_url=None, docs_url=None, redoc_url=None)
+    app.include_router(inspect)
+    _add_healthz(app)
     return app
 
 

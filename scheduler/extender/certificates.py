@@ -40,6 +40,7 @@ class CertificateReloader:
         self._key_file = key_file
         self._loaded = self._stamp()
         self._current = context
+        self.not_after = certificate_not_after(cert_file)
         context.sni_callback = self._hand_over
 
     def _hand_over(self, connection: ssl.SSLObject, server_name: str | None, context: ssl.SSLContext) -> None:
@@ -74,6 +75,7 @@ class CertificateReloader:
             return False
         self._current = fresh
         self._loaded = stamp
+        self.not_after = certificate_not_after(self._cert_file)
         log.info("certificate reloaded", extra={"cert_file": self._cert_file})
         return True
 
@@ -84,3 +86,13 @@ class CertificateReloader:
         while True:
             await asyncio.sleep(interval_seconds)
             self.reload_if_changed()
+
+
+def certificate_not_after(cert_file: str) -> float | None:
+    """The first certificate's notAfter in ``cert_file`` (Unix seconds), for the expiry metric;
+    None when it cannot be read. ssl has no public parser for a certificate file: its private
+    one (what ssl's own tests use) is the only one in the standard library."""
+    try:
+        return float(ssl.cert_time_to_seconds(ssl._ssl._test_decode_cert(cert_file)["notAfter"]))  # type: ignore[attr-defined]
+    except (AttributeError, KeyError, OSError, ValueError, ssl.SSLError):
+        return None

@@ -91,6 +91,21 @@ class ExtenderMetrics:
             registry=self.registry,
         )
         self.config_in_effect.set(1)
+        self.watch_cache_synced = Gauge(
+            "cellfit_watch_cache_synced",
+            "1 once the watch cache has listed Nodes, Pods and Jobs and follows their watches "
+            "(/readyz answers 200; always 1 standalone); 0 while it lists or relists. The verbs "
+            "answer 503 meanwhile: alert when it stays 0.",
+            registry=self.registry,
+        )
+        self.certificate_expiry = Gauge(
+            "cellfit_admission_certificate_expiry_timestamp_seconds",
+            "When the certificate the admission webhook presents ends (its notAfter, Unix "
+            "seconds); absent without the webhook. The API server refuses the webhook after it.",
+            registry=None,  # registered by track_certificate: no webhook, no series
+        )
+        self.estimator_view: Callable[[], Mapping[str, Any]] | None = None
+        self.registry.register(_EstimatorCollector(self))
         self.cache_objects = Gauge(
             "cellfit_cache_objects",
             "Objects by kind: with a cluster connection, what the watch cache holds (nodes, pods, "
@@ -207,6 +222,20 @@ class ExtenderMetrics:
         for resource in ("cpu", "gpu"):
             self.sampling_share.labels(resource=resource).set_function(lambda resource=resource: share().get(resource, 0.0))
 
+    def track_readiness(self, ready: Callable[[], bool]) -> None:
+        """The watch cache's readiness (scheduler/cluster/cache.py), read at scrape time."""
+        self.watch_cache_synced.set_function(lambda: 1.0 if ready() else 0.0)
+
+    def track_certificate(self, not_after: Callable[[], float | None]) -> None:
+        """The webhook certificate's end, read at scrape time (NaN when it cannot be read)."""
+        self.certificate_expiry.set_function(lambda: float("nan") if (end := not_after()) is None else end)
+        self.registry.register(self.certificate_expiry)
+
+    def track_estimator(self, view: Callable[[], Mapping[str, Any]] | None) -> None:
+        """The estimator's inspect view (EstimatorController.inspect), read at scrape time: Jobs
+        per state, failed sampling pods of Jobs still sampling. None: no estimator (standby)."""
+        self.estimator_view = view
+
     def track_resume_holds(self, stats: Callable[[], Mapping[str, int]]) -> None:
         """FitGpp's resume holds (scheduler/preemption/holds.py), read at scrape time."""
         self.registry.register(_ResumeHoldsCollector(stats))
@@ -214,6 +243,38 @@ class ExtenderMetrics:
     def track_cells(self, snapshot: Callable[[], Mapping[str, Any]]) -> None:
         """HiveD gauges, read from the engine at scrape time."""
         self.registry.register(_CellsCollector(snapshot))
+
+
+# The estimator's Job states (estimator/controller.py JobState), exported from startup.
+ESTIMATOR_JOB_STATES: Final = ("sampling", "waiting-for-capacity", "estimated", "user-estimate", "invalid", "failed",
+                               "unsuspended", "finished")
+
+
+class _EstimatorCollector(Collector):
+    """Counts from the estimator's view at scrape time; zeros where no estimator runs."""
+
+    def __init__(self, metrics: ExtenderMetrics) -> None:
+        self._metrics = metrics
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        view = self._metrics.estimator_view
+        jobs = list((view() if view is not None else {}).get("jobs") or [])
+        by_state = GaugeMetricFamily(
+            "cellfit_estimator_jobs",
+            "Interchangeable Jobs the estimator follows, by state (failed: sampling failed for every "
+            "configuration, Estimated=False SamplingFailed; invalid: InvalidSpec).",
+            labels=["state"],
+        )
+        for state in ESTIMATOR_JOB_STATES:
+            by_state.add_metric([state], sum(1 for job in jobs if job.get("state") == state))
+        failed = GaugeMetricFamily(
+            "cellfit_estimator_failed_sampling_pods",
+            "Sampling pods that failed (crash, OOM, image pull, eviction) of Jobs still sampling: "
+            "each is retried up to estimator.maxAttempts, then its configuration is left out.",
+            value=sum(1 for job in jobs if job.get("state") in ("sampling", "waiting-for-capacity")
+                      for sample in job.get("samples") or [] if sample.get("state") == "failed"),
+        )
+        yield from (by_state, failed)
 
 
 class _ResumeHoldsCollector(Collector):

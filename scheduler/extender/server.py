@@ -33,7 +33,7 @@ from scheduler.cluster.priority_class import PriorityClassLookup
 from scheduler.extender.admission import PodAdmission
 from scheduler.extender.certificates import CertificateReloader
 from scheduler.extender.configuration import ConfigReloader
-from scheduler.extender.app import create_admission_app, create_app, create_metrics_app
+from scheduler.extender.app import create_admission_app, create_app, create_inspect_app, create_metrics_app
 from scheduler.extender.bookings import BookingSweeper
 from scheduler.extender.dispatch import VerbDispatch
 from scheduler.extender.listeners import REFUSALS, BoundedServer, ListenerConfig, ensure_descriptor_budget
@@ -62,6 +62,8 @@ class Runtime:
     metrics_app: FastAPI
     # The pod-create webhook, for the HTTPS listener on admission.port; None when disabled.
     admission_app: FastAPI | None
+    # Read-only /v1/inspect and /healthz, for the listener on server.inspectPort.
+    inspect_app: FastAPI
     engine: SchedulingEngine
     cache: ClusterCache | None
     metrics: ExtenderMetrics
@@ -183,6 +185,7 @@ def build_runtime(settings: Settings, *, api: KubernetesApi | None = None, stand
         else None
     )
     readiness = cache if cache is not None else AlwaysReady()
+    metrics.track_readiness(lambda: readiness.ready()[0])
     # The running HiveD configuration's VCs and cell types, for the preempt verb's refusals and
     # the validating webhook (scheduler/extender/validation.py).
     hived = placement_engine(engine)
@@ -245,9 +248,11 @@ def build_runtime(settings: Settings, *, api: KubernetesApi | None = None, stand
         max_request_bytes=settings.server.max_request_bytes,
         lifespan=lifespan,
     )
-    app.api.include_router(inspect_router(engine=placement, lock=lock, holds=holds, estimates=_term_view(terms, elector, EstimatorController, enabled=settings.estimator.enabled),
-                                          allox=_term_view(terms, elector, PlacerController,
-                                                           enabled=settings.estimator.enabled and settings.allox.enabled)))
+    inspect = inspect_router(engine=placement, lock=lock, holds=holds, estimates=_term_view(terms, elector, EstimatorController, enabled=settings.estimator.enabled),
+                             allox=_term_view(terms, elector, PlacerController,
+                                              enabled=settings.estimator.enabled and settings.allox.enabled))
+    app.api.include_router(inspect)
+    inspect_app = create_inspect_app(inspect=inspect)
     metrics_app = create_metrics_app(metrics=metrics, readiness=readiness)
     admission_app = None
     if settings.admission.enabled:
@@ -267,7 +272,7 @@ def build_runtime(settings: Settings, *, api: KubernetesApi | None = None, stand
             admission=admission, validation=validation, max_request_bytes=settings.server.max_request_bytes
         )
     runtime = Runtime(
-        app=app, metrics_app=metrics_app, admission_app=admission_app, engine=engine, cache=cache, metrics=metrics,
+        app=app, metrics_app=metrics_app, inspect_app=inspect_app, admission_app=admission_app, engine=engine, cache=cache, metrics=metrics,
         lock=lock, terms=terms, elector=elector,
     )
 
@@ -304,6 +309,7 @@ def _leadership(
     def stopped() -> None:
         terms.end()
         metrics.track_sampling(lambda: 0, lambda: {})  # a standby samples nothing
+        metrics.track_estimator(None)
 
     elector = LeaderElector(
         api=api, settings=election, on_started=terms.begin, on_stopped=stopped,
@@ -373,6 +379,7 @@ def _estimator(
         on_error=metrics.estimate_error.observe,
     )
     metrics.track_sampling(lambda: controller.active_pods, lambda: controller.share)
+    metrics.track_estimator(controller.inspect)
     return controller
 
 
@@ -533,7 +540,8 @@ def _bind(*, host: str, port: int, setting: str) -> socket.socket:
 def serve(settings: Settings, *, config_file: ConfigFile | None = None) -> None:
     """Serve until SIGINT or SIGTERM: the extender (verbs, inspect, health, metrics) on
     server.host:port; when server.metricsPort is set, health and metrics alone on
-    server.metricsHost:metricsPort; when admission.enabled, the pod-create webhook over HTTPS on
+    server.metricsHost:metricsPort; when server.inspectPort is set, inspect alone on
+    server.inspectHost:inspectPort; when admission.enabled, the pod-create webhook over HTTPS on
     admission.host:port; in one event loop over one state. ``config_file``: the file
     ``settings`` came from, checked every server.configReloadSeconds for changes to apply live."""
     runtime = build_runtime(settings)
@@ -561,6 +569,18 @@ def serve(settings: Settings, *, config_file: ConfigFile | None = None) -> None:
                 limits_setting="server.metricsListener",
             )
         )
+    if server.inspect_port is not None:
+        listeners.append(
+            _listener(
+                runtime.inspect_app,
+                host=server.inspect_host,
+                port=server.inspect_port,
+                lifespan="off",
+                setting="server.inspectPort",
+                limits=server.inspect_listener,
+                limits_setting="server.inspectListener",
+            )
+        )
     admission = settings.admission
     chores: list[Callable[[], Coroutine[Any, Any, None]]] = []
     if runtime.admission_app is not None and admission.cert_file and admission.key_file:
@@ -576,6 +596,7 @@ def serve(settings: Settings, *, config_file: ConfigFile | None = None) -> None:
         )
         listeners.append(webhook)
         reloader = _certificate_reloader(webhook[0].config, admission.cert_file, admission.key_file)
+        runtime.metrics.track_certificate(lambda: reloader.not_after)
         chores.append(lambda: reloader.watch(interval_seconds=admission.cert_reload_seconds))
     if config_file is not None and server.config_reload_seconds > 0:
         watcher = _config_reloader(runtime, config_file)
@@ -587,6 +608,7 @@ def serve(settings: Settings, *, config_file: ConfigFile | None = None) -> None:
             "port": server.port,
             "metrics_host": server.metrics_host if server.metrics_port is not None else None,
             "metrics_port": server.metrics_port,
+            "inspect_port": server.inspect_port,
             "admission_port": admission.port if runtime.admission_app is not None else None,
             "policy": settings.policy.name,
             "config_file": config_file.path if config_file is not None else None,

@@ -110,8 +110,18 @@ app.kubernetes.io/component: scheduler
 {{- $_ := set $server "metricsHost" .Values.cellfit.metrics.listenAddress }}
 {{- $_ := set $server "metricsPort" .Values.cellfit.metrics.port }}
 {{- end }}
+{{- if .Values.cellfit.inspect.enabled }}
+{{- if has (int .Values.cellfit.inspect.port) (list (int .Values.cellfit.port) (int .Values.cellfit.metrics.port)) }}
+{{- fail (printf "cellfit.inspect.port %v must differ from cellfit.port and cellfit.metrics.port" .Values.cellfit.inspect.port) }}
+{{- end }}
+{{- $_ := set $server "inspectHost" .Values.cellfit.inspect.listenAddress }}
+{{- $_ := set $server "inspectPort" .Values.cellfit.inspect.port }}
+{{- end }}
 {{- $admission := dict "enabled" false }}
 {{- if .Values.cellfit.admission.enabled }}
+{{- if and .Values.cellfit.inspect.enabled (eq (int .Values.cellfit.admission.port) (int .Values.cellfit.inspect.port)) }}
+{{- fail (printf "cellfit.admission.port %v must differ from cellfit.inspect.port" .Values.cellfit.admission.port) }}
+{{- end }}
 {{- if has (int .Values.cellfit.admission.port) (list (int .Values.cellfit.port) (int .Values.cellfit.metrics.port)) }}
 {{- fail (printf "cellfit.admission.port %v must differ from cellfit.port and cellfit.metrics.port" .Values.cellfit.admission.port) }}
 {{- end }}

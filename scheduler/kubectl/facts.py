@@ -1,0 +1,118 @@
+"""Reads what ``why`` needs: the pod or Job, its pods and events, and cellfit's view of them."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+from urllib.parse import quote
+
+from scheduler.kubectl.api import InspectApi, KubeApi
+from scheduler.kubectl.errors import NotFound, UsageError, ViewUnavailable
+from scheduler.kubectl.objects import (
+    CellfitView,
+    Event,
+    Facts,
+    JobFacts,
+    PodFacts,
+    Preemption,
+    events_from,
+    job_from,
+    job_pod_name,
+    pod_from,
+    preemption_from,
+)
+
+KINDS = {"pod": "pod", "pods": "pod", "po": "pod", "job": "job", "jobs": "job", "job.batch": "job"}
+
+
+def parse_target(text: str) -> tuple[str, str]:
+    """``job/NAME`` or ``pod/NAME`` (kubectl's ``TYPE/NAME``) -> ("job"|"pod", NAME)."""
+    kind, slash, name = text.partition("/")
+    if not slash or not name or kind.lower() not in KINDS:
+        raise UsageError(f"{text!r}: name a pod or a Job as pod/NAME or job/NAME")
+    return KINDS[kind.lower()], name
+
+
+class FactReader:
+    def __init__(self, *, api: KubeApi, inspect: InspectApi) -> None:
+        self.api = api
+        self.inspect = inspect
+
+    def facts(self, *, kind: str, name: str, namespace: str) -> Facts:
+        if kind == "pod":
+            obj = self.api.get(f"/api/v1/namespaces/{quote(namespace)}/pods/{quote(name)}", what=f"pod {namespace}/{name}")
+            pod = pod_from(obj, events=self.events(namespace, "Pod", name, uid=obj["metadata"].get("uid")))
+            owner = next((o for o in obj["metadata"].get("ownerReferences") or [] if o.get("kind") == "Job"), None)
+            job = self.job(namespace, owner["name"], with_pods=False) if owner is not None else None
+            return Facts(pod=pod, job=job, cellfit=self.view(pod=pod, job=job))
+        job = self.job(namespace, name, with_pods=True)
+        return Facts(job=job, cellfit=self.view(pod=None, job=job))
+
+    def job(self, namespace: str, name: str, *, with_pods: bool) -> JobFacts:
+        path = f"/apis/batch/v1/namespaces/{quote(namespace)}/jobs/{quote(name)}"
+        obj = self.api.get(path, what=f"Job {namespace}/{name}")
+        pods: tuple[PodFacts, ...] = ()
+        if with_pods:
+            uid = obj["metadata"].get("uid")
+            listed = self.api.get(f"/api/v1/namespaces/{quote(namespace)}/pods", what=f"pods in namespace {namespace}",
+                                  query={"labelSelector": f"job-name={name}"})["items"]
+            owned = [p for p in listed if any(o.get("uid") == uid for o in p["metadata"].get("ownerReferences") or [])]
+            pods = tuple(pod_from(p, events=self.events(namespace, "Pod", p["metadata"]["name"], uid=p["metadata"].get("uid")))
+                         for p in owned)
+        return job_from(obj, events=self.events(namespace, "Job", name, uid=obj["metadata"].get("uid")), pods=pods,
+                        preemptions=self.preemptions(namespace, name))
+
+    def events(self, namespace: str, kind: str, name: str, *, uid: str | None = None) -> tuple[Event, ...]:
+        selector = f"involvedObject.kind={kind},involvedObject.name={name}"
+        items = self._events(namespace, selector)
+        return events_from([i for i in items if uid is None or (i.get("involvedObject") or {}).get("uid") in (uid, None, "")])
+
+    def _events(self, namespace: str, selector: str) -> list[Mapping[str, Any]]:
+        found = self.api.get(f"/api/v1/namespaces/{quote(namespace)}/events", what=f"events in namespace {namespace}",
+                             query={"fieldSelector": selector})
+        return list(found.get("items") or [])
+
+    def preemptions(self, namespace: str, job: str) -> tuple[Preemption, ...]:
+        """The Job's pods cellfit preempted (gone by now: their Preempted events remain), each
+        with the preemptor's Preempting event, which holds the score breakdown."""
+        found: list[Preemption] = []
+        for item in self._events(namespace, "reason=Preempted,involvedObject.kind=Pod"):
+            victim = str((item.get("involvedObject") or {}).get("name") or "")
+            if not job_pod_name(job, victim):
+                continue
+            preempted = events_from([item])[0]
+            by = preempted.message.removeprefix("preempted by ").strip()
+            preemptor_events: tuple[Event, ...] = ()
+            if "/" in by:
+                by_namespace, by_name = by.split("/", 1)
+                try:
+                    preemptor_events = self.events(by_namespace, "Pod", by_name)
+                except NotFound:
+                    preemptor_events = ()
+            found.append(preemption_from(victim=f"{namespace}/{victim}", preempted=preempted, preemptor_events=preemptor_events))
+        return tuple(sorted(found, key=lambda p: p.when))
+
+    def view(self, *, pod: PodFacts | None, job: JobFacts | None) -> CellfitView:
+        """Only the views the answer may need; one cellfit does not serve is noted, not fatal."""
+        unavailable: dict[str, str] = {}
+
+        def read(view: str, key: str) -> Any:
+            try:
+                return self.inspect.view(view)
+            except ViewUnavailable as error:
+                unavailable[key] = str(error)
+                return None
+
+        pods = ([pod] if pod is not None else []) + list(job.pods if job is not None else [])
+        vc = next((p.vc for p in pods), None)
+        virtual_cluster = read(f"virtual-clusters/{quote(vc)}", "virtual-cluster") if vc is not None else None
+        holds = read("resume-holds", "resume-holds") or {}
+        estimator_entry = allox_entry = None
+        if job is not None and job.interchangeable:
+            estimates = read("estimates", "estimates") or {}
+            estimator_entry = next((j for j in estimates.get("jobs") or []
+                                    if j.get("namespace") == job.namespace and j.get("name") == job.name), None)
+            allox = read("allox", "allox") or {}
+            allox_entry = next((row for rows in (allox.get("queue") or {}).values() for row in rows
+                                if row.get("job") == job.key), None)
+        return CellfitView(virtual_cluster=virtual_cluster, resume_holds=tuple(holds.get("holds") or []),
+                           estimator_entry=estimator_entry, allox_entry=allox_entry, unavailable=unavailable)

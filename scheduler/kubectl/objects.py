@@ -1,0 +1,226 @@
+"""The facts ``why`` reasons over, and how each is read from the API's JSON. Pure: plain
+values in, frozen values out; the reading itself is ``facts``'."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from scheduler.constants import (
+    ANNOTATION_CONFIGURATIONS,
+    ANNOTATION_ESTIMATE,
+    ANNOTATION_GANG,
+    ANNOTATION_GANG_SIZE,
+    ANNOTATION_PLACEMENT,
+    ANNOTATION_PREEMPTIONS,
+    DEFAULT_VIRTUAL_CLUSTER,
+    JOB_CLASS_BEST_EFFORT,
+    LABEL_JOB_CLASS,
+    LABEL_VIRTUAL_CLUSTER,
+)
+
+# The Preempting event's message (scheduler/preemption/fitgpp.py PreemptionDecision):
+# "preempting ns/pod on node X (score 0.31 = size 0.12 + 4.0 x GP 0.05)".
+PREEMPTING = re.compile(r"^preempting (?P<victim>\S+) on node (?P<node>\S+) \((?P<why>.*)\)$")
+# The Preempted event's: "preempted by ns/pod".
+PREEMPTED_BY = re.compile(r"^preempted by (?P<by>\S+)")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Event:
+    reason: str
+    message: str
+    warning: bool
+    count: int = 1
+    # RFC 3339 (lastTimestamp, else eventTime, else creationTimestamp): sorts as time does.
+    last_seen: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Condition:
+    type: str
+    status: str
+    reason: str = ""
+    message: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class PodFacts:
+    namespace: str
+    name: str
+    phase: str
+    node: str | None
+    scheduler_name: str
+    vc: str
+    job_class: str
+    gang: bool = False
+    gang_size: int | None = None
+    scheduling_gates: tuple[str, ...] = ()
+    deleting: bool = False
+    events: tuple[Event, ...] = ()
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Preemption:
+    """One pod of the Job preempted: by whom, where, and FitGpp's score breakdown (from the
+    preemptor's Preempting event; None when that event is gone)."""
+
+    victim: str
+    by: str
+    node: str | None = None
+    breakdown: str | None = None
+    when: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class JobFacts:
+    namespace: str
+    name: str
+    suspended: bool
+    interchangeable: bool
+    placement: str | None = None
+    estimate: Mapping[str, Any] | None = None
+    preemption_count: int = 0
+    conditions: tuple[Condition, ...] = ()
+    events: tuple[Event, ...] = ()
+    pods: tuple[PodFacts, ...] = ()
+    preemptions: tuple[Preemption, ...] = ()
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    def condition(self, kind: str) -> Condition | None:
+        return next((c for c in self.conditions if c.type == kind), None)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CellfitView:
+    """What cellfit's inspect API says about the object: its VC (``/virtual-clusters/{vc}``),
+    the resume holds, the Job's estimator entry and AlloX queue entry; ``unavailable``: views
+    cellfit does not serve here, with its sentence (resource-fit has no VCs, AlloX is off)."""
+
+    virtual_cluster: Mapping[str, Any] | None = None
+    resume_holds: tuple[Mapping[str, Any], ...] = ()
+    estimator_entry: Mapping[str, Any] | None = None
+    allox_entry: Mapping[str, Any] | None = None
+    unavailable: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Facts:
+    """``pod`` for ``why pod/NAME``; ``job`` for ``why job/NAME`` (its pods inside it), and also
+    for a pod of a Job, so the Job's preemptions and estimates explain the pod too."""
+
+    pod: PodFacts | None = None
+    job: JobFacts | None = None
+    cellfit: CellfitView = field(default_factory=CellfitView)
+
+
+# ------------------------------------------------------------------------------ reading
+
+
+def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    return obj.get("metadata") or {}
+
+
+def event_from(obj: Mapping[str, Any]) -> Event:
+    stamp = obj.get("lastTimestamp") or obj.get("eventTime") or _meta(obj).get("creationTimestamp") or ""
+    series = obj.get("series") or {}
+    return Event(
+        reason=str(obj.get("reason") or ""),
+        message=str(obj.get("message") or "").strip(),
+        warning=obj.get("type") == "Warning",
+        count=int(series.get("count") or obj.get("count") or 1),
+        last_seen=str(stamp),
+    )
+
+
+def events_from(items: list[Mapping[str, Any]]) -> tuple[Event, ...]:
+    """Oldest first."""
+    return tuple(sorted((event_from(item) for item in items), key=lambda e: e.last_seen))
+
+
+def pod_from(obj: Mapping[str, Any], *, events: tuple[Event, ...] = ()) -> PodFacts:
+    meta, spec, status = _meta(obj), obj.get("spec") or {}, obj.get("status") or {}
+    labels, annotations = meta.get("labels") or {}, meta.get("annotations") or {}
+    size = annotations.get(ANNOTATION_GANG_SIZE)
+    return PodFacts(
+        namespace=str(meta.get("namespace") or ""),
+        name=str(meta.get("name") or ""),
+        phase=str(status.get("phase") or "Pending"),
+        node=spec.get("nodeName") or None,
+        scheduler_name=str(spec.get("schedulerName") or "default-scheduler"),
+        vc=str(labels.get(LABEL_VIRTUAL_CLUSTER) or DEFAULT_VIRTUAL_CLUSTER),
+        job_class=str(labels.get(LABEL_JOB_CLASS) or JOB_CLASS_BEST_EFFORT),
+        gang=str(annotations.get(ANNOTATION_GANG, "")).lower() == "true",
+        gang_size=int(size) if isinstance(size, str) and size.isdigit() else None,
+        scheduling_gates=tuple(str(g.get("name")) for g in spec.get("schedulingGates") or []),
+        deleting=meta.get("deletionTimestamp") is not None,
+        events=events,
+    )
+
+
+def conditions_from(status: Mapping[str, Any]) -> tuple[Condition, ...]:
+    return tuple(
+        Condition(type=str(c.get("type")), status=str(c.get("status")), reason=str(c.get("reason") or ""),
+                  message=str(c.get("message") or ""))
+        for c in status.get("conditions") or []
+    )
+
+
+def job_from(
+    obj: Mapping[str, Any],
+    *,
+    events: tuple[Event, ...] = (),
+    pods: tuple[PodFacts, ...] = (),
+    preemptions: tuple[Preemption, ...] = (),
+) -> JobFacts:
+    meta, spec = _meta(obj), obj.get("spec") or {}
+    annotations = meta.get("annotations") or {}
+    count = str(annotations.get(ANNOTATION_PREEMPTIONS, "0"))
+    estimate: Mapping[str, Any] | None = None
+    try:
+        parsed = json.loads(annotations[ANNOTATION_ESTIMATE]) if ANNOTATION_ESTIMATE in annotations else None
+        estimate = parsed if isinstance(parsed, dict) else None
+    except ValueError:
+        estimate = None  # the validating webhook warns about it; here it only explains less
+    return JobFacts(
+        namespace=str(meta.get("namespace") or ""),
+        name=str(meta.get("name") or ""),
+        suspended=bool(spec.get("suspend")),
+        interchangeable=ANNOTATION_CONFIGURATIONS in annotations,
+        placement=annotations.get(ANNOTATION_PLACEMENT),
+        estimate=estimate,
+        preemption_count=int(count) if count.isdigit() else 0,
+        conditions=conditions_from(obj.get("status") or {}),
+        events=events,
+        pods=pods,
+        preemptions=preemptions,
+    )
+
+
+def preemption_from(*, victim: str, preempted: Event, preemptor_events: tuple[Event, ...]) -> Preemption:
+    """The victim's ``Preempted`` event, completed by the preemptor's ``Preempting`` event that
+    names this victim (node and score breakdown)."""
+    found = PREEMPTED_BY.match(preempted.message)
+    by = found.group("by") if found else "?"
+    for event in reversed(preemptor_events):
+        match = PREEMPTING.match(event.message) if event.reason == "Preempting" else None
+        if match and match.group("victim") == victim:
+            return Preemption(victim=victim, by=by, node=match.group("node"), breakdown=match.group("why"),
+                              when=preempted.last_seen)
+    return Preemption(victim=victim, by=by, when=preempted.last_seen)
+
+
+def job_pod_name(job: str, pod: str) -> bool:
+    """Whether ``pod`` is named as the Job controller names ``job``'s pods (``job-xxxxx``, or
+    ``job-<index>-xxxxx`` for Indexed Jobs): preempted pods are gone, so only their names and
+    events remain to tell whose they were."""
+    return re.fullmatch(rf"{re.escape(job)}-(\d+-)?[a-z0-9]{{5}}", pod) is not None

@@ -1,0 +1,78 @@
+"""Rows of the ``vcs``, ``cells`` and ``queue`` tables from cellfit's inspect API. Pure."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from scheduler.kubectl.wording import duration
+
+VC_COLUMNS = ("vc", "cell-type", "gpus/cell", "quota", "bound", "unbound", "draining", "pinned", "pods", "gpus-used")
+CELL_COLUMNS = ("cell", "type", "state", "vc", "gpus", "idle", "guaranteed", "opportunistic", "bad", "pods")
+QUEUE_COLUMNS = ("job", "kind", "position", "expected-start", "vc")
+
+
+def vc_rows(view: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """One row per VC and cell type (``/v1/inspect/virtual-clusters``); the VC's pods and GPUs
+    in use (guaranteed/opportunistic) on its first row, like ``kubectl top``'s totals."""
+    rows: list[dict[str, Any]] = []
+    for vc in view.get("virtualClusters") or []:
+        pods, gpus = vc.get("pods") or {}, vc.get("gpus") or {}
+        for index, cell in enumerate(vc.get("cells") or [{}]):
+            rows.append({
+                "vc": vc.get("name"),
+                "cell-type": cell.get("cellType"),
+                "gpus/cell": cell.get("gpusPerCell"),
+                "quota": cell.get("quota"),
+                "bound": cell.get("bound"),
+                "unbound": max(int(cell.get("quota") or 0) - int(cell.get("bound") or 0), 0) if cell else None,
+                "draining": cell.get("draining"),
+                "pinned": cell.get("pinned"),
+                "pods": f"{pods.get('guaranteed', 0)}/{pods.get('opportunistic', 0)}" if index == 0 else "",
+                "gpus-used": f"{gpus.get('guaranteed', 0)}/{gpus.get('opportunistic', 0)}" if index == 0 else "",
+            })
+    return rows
+
+
+def cell_rows(view: Mapping[str, Any], *, gpus: bool) -> list[dict[str, Any]]:
+    """The physical tree depth first, indented by level; GPU cells only with ``gpus`` (a whole
+    cluster's GPUs are thousands of rows: ``--node`` shows them)."""
+    rows: list[dict[str, Any]] = []
+
+    def walk(cell: Mapping[str, Any], depth: int) -> None:
+        if cell.get("level") == 1 and not gpus:
+            return
+        counts = cell.get("gpus") or {}
+        leaf = cell.get("level") == 1
+        rows.append({
+            "cell": "  " * depth + str(cell.get("id")),
+            "type": cell.get("cellType"),
+            "state": cell.get("state"),
+            "vc": cell.get("vc"),
+            "gpus": 1 if leaf else counts.get("total"),
+            "idle": (0 if cell.get("pods") or cell.get("bad") else 1) if leaf else counts.get("idle"),
+            "guaranteed": (1 if cell.get("priority") == "guaranteed" else 0) if leaf else counts.get("guaranteed"),
+            "opportunistic": (1 if cell.get("priority") == "opportunistic" else 0) if leaf else counts.get("opportunistic"),
+            "bad": (1 if cell.get("bad") else 0) if leaf else counts.get("bad"),
+            "pods": list(cell.get("pods") or []) if leaf else "",
+        })
+        for child in cell.get("children") or []:
+            walk(child, depth + 1)
+
+    for top in view.get("cells") or []:
+        walk(top, 0)
+    return rows
+
+
+def queue_rows(view: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """AlloX's queue (``/v1/inspect/allox``), per kind in the matching's order."""
+    rows = []
+    for kind in sorted(view.get("queue") or {}):
+        for row in sorted(view["queue"][kind], key=lambda r: r.get("position", 0)):
+            rows.append({
+                "job": row.get("job"),
+                "kind": kind,
+                "position": row.get("position"),
+                "expected-start": f"~{duration(float(row.get('expectedStartSeconds') or 0.0))}",
+                "vc": row.get("virtualCluster"),
+            })
+    return rows

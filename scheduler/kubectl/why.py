@@ -1,0 +1,334 @@
+"""Why a Job or pod is where it is: one short answer from the facts (objects), pure.
+
+The order of the checks is the order a user asks in: is it done; is cellfit still deciding how
+to run it (estimating, AlloX's queue); was it preempted; and otherwise what keeps its pending
+pod off every node (a resume hold, its gang, its VC's quota, another reason kube-scheduler
+reported). Every sentence comes from what cellfit or kube-scheduler recorded; nothing is
+guessed beyond naming which record said it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+from scheduler.kubectl.objects import CellfitView, Condition, Event, Facts, JobFacts, PodFacts, Preemption
+from scheduler.kubectl.wording import MAX_NAMED, duration, listed, ordinal
+
+# What cellfit's filter says, inside kube-scheduler's FailedScheduling message.
+KEPT_FOR = re.compile(r"its free resources are kept for (?P<held>[^,]+),")
+QUOTA = re.compile(r"virtual cluster '(?P<vc>[^']+)' quota exhausted at level '(?P<level>[^']+)'")
+GANG = re.compile(r"gang (?P<gang>[^\s:]+/[^\s:]+)[: ]")
+ESTIMATOR_FAILED = ("InvalidSpec", "SamplingFailed")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Answer:
+    """``reason``: a stable tag for scripts (``quota``, ``gang``, ``resume-hold``, ...);
+    ``summary``: the one line; ``details``: the facts behind it, one per line."""
+
+    reason: str
+    summary: str
+    details: tuple[str, ...] = ()
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"reason": self.reason, "summary": self.summary, "details": list(self.details)}
+
+
+def explain(facts: Facts) -> Answer:
+    if facts.pod is not None:
+        answer = explain_pod(facts.pod, facts.cellfit)
+        if facts.job is not None and answer.reason in ("pending", "running"):
+            # A pod of a preempted Job: the preemption is the news, the pod's state the detail.
+            preempted = _preempted(facts.job, answer)
+            if preempted is not None:
+                return preempted
+        return answer
+    if facts.job is not None:
+        return explain_job(facts.job, facts.cellfit)
+    raise ValueError("facts name neither a pod nor a Job")
+
+
+# ------------------------------------------------------------------------------ Jobs
+
+
+def explain_job(job: JobFacts, view: CellfitView) -> Answer:
+    finished = _finished(job)
+    if finished is not None:
+        return finished
+    if job.interchangeable and job.suspended:
+        return _deciding(job, view)
+    if job.suspended:
+        return Answer(reason="suspended", summary=f"suspended (spec.suspend: true): nothing runs until it is unsuspended; "
+                      "cellfit starts only Jobs with cellfit.io/configurations")
+    gang = _gang_of_job(job, view)
+    now = _job_pods_now(job, view) if gang is None else gang
+    preempted = _preempted(job, now)
+    if preempted is not None:
+        return preempted
+    if job.placement == "cpu":
+        return _on_cpu(job, now)
+    return now
+
+
+def _finished(job: JobFacts) -> Answer | None:
+    for kind, reason in (("Complete", "complete"), ("Failed", "failed")):
+        found = job.condition(kind)
+        if found is not None and found.status == "True":
+            said = f": {found.message}" if found.message else (f" ({found.reason})" if found.reason else "")
+            return Answer(reason=reason, summary=f"{'completed' if kind == 'Complete' else 'failed'}{said}")
+    return None
+
+
+def _deciding(job: JobFacts, view: CellfitView) -> Answer:
+    """A suspended interchangeable Job: cellfit estimates it, then AlloX starts it."""
+    estimated = job.condition("Estimated")
+    if estimated is not None and estimated.status == "False" and estimated.reason in ESTIMATOR_FAILED:
+        return Answer(reason="not-estimated", summary=f"not estimated ({estimated.reason}): {estimated.message}",
+                      details=_estimator_details(view))
+    if estimated is None or estimated.status != "True":
+        return _estimating(job, view, estimated)
+    placed = job.condition("Placed")
+    entry = view.allox_entry
+    details = _estimate_details(job.estimate)
+    if entry is not None:
+        kind, position = entry.get("kind", "?"), int(entry.get("position", 0))
+        when = duration(float(entry.get("expectedStartSeconds", 0.0)))
+        return Answer(reason="allox-queue",
+                      summary=f"queued by AlloX: {ordinal(position)} on {kind}, expected start in ~{when}",
+                      details=details + ((f"Placed: {placed.message}",) if placed is not None and placed.message else ()))
+    if placed is not None and placed.status == "False":
+        return Answer(reason="allox-queue", summary=f"queued by AlloX ({placed.reason}): {placed.message}", details=details)
+    if "allox" in view.unavailable:
+        return Answer(reason="allox-off", summary=f"estimated, but not started: {view.unavailable['allox']}", details=details)
+    return Answer(reason="allox-queue", summary="estimated; waiting for AlloX's next decision", details=details)
+
+
+def _estimating(job: JobFacts, view: CellfitView, estimated: Condition | None) -> Answer:
+    entry = view.estimator_entry
+    if entry is None:
+        why = view.unavailable.get("estimates")
+        if why is not None:
+            return Answer(reason="not-estimated", summary=f"suspended, waiting for an estimate, but {why}")
+        said = f": {estimated.message}" if estimated is not None and estimated.message else ""
+        return Answer(reason="estimating", summary=f"waiting for cellfit's estimator{said}")
+    samples = [s for s in entry.get("samples") or [] if isinstance(s, Mapping)]
+    done = sum(1 for s in samples if s.get("state") in ("succeeded", "stopped"))
+    running = [_sample(s) for s in samples if s.get("state") not in ("succeeded", "stopped", "failed")]
+    failed = [_sample(s) for s in samples if s.get("state") == "failed"]
+    state = str(entry.get("state", "sampling"))
+    if state == "waiting-for-capacity":
+        head = "estimating: waiting for room for its sampling pods (estimator.maxClusterShare)"
+    else:
+        head = f"estimating: {done} of {len(samples)} samples done" if samples else "estimating: no sample started yet"
+    tail = f"; running {', '.join(running)}" if running else ""
+    tail += f"; failed {', '.join(failed)}" if failed else ""
+    message = str(entry.get("message") or "")
+    return Answer(reason="estimating", summary=head + tail, details=((message,) if message else ()) + _estimator_details(view))
+
+
+def _sample(row: Mapping[str, Any]) -> str:
+    """``cpu short (pod: failure)``: the estimator's sample row (configuration, length short or long)."""
+    length = f" {row['length']}" if row.get("length") else ""
+    failure = f": {row['failure']}" if row.get("failure") else ""
+    return f"{row.get('configuration', '?')}{length} ({row.get('pod', '?')}{failure})"
+
+
+def _estimator_details(view: CellfitView) -> tuple[str, ...]:
+    entry = view.estimator_entry or {}
+    return tuple(f"sample {_sample(s)}: {s.get('state')}" for s in entry.get("samples") or [] if isinstance(s, Mapping))
+
+
+def _estimate_details(estimate: Mapping[str, Any] | None) -> tuple[str, ...]:
+    rows = []
+    for kind in ("cpu", "gpu"):
+        entry = (estimate or {}).get(kind)
+        if isinstance(entry, Mapping) and isinstance(entry.get("seconds"), (int, float)):
+            spread = entry.get("uncertaintySeconds")
+            plus = f" ± {duration(float(spread))}" if isinstance(spread, (int, float)) and spread > 0 else ""
+            method = f" ({entry['method']})" if entry.get("method") else ""
+            rows.append(f"estimate {kind}: {duration(float(entry['seconds']))}{plus}{method}")
+    return tuple(rows)
+
+
+def _on_cpu(job: JobFacts, now: Answer) -> Answer:
+    placed = job.condition("Placed")
+    why = placed.message if placed is not None and placed.message else "AlloX chose cpu"
+    estimates = _estimate_details(job.estimate)
+    return Answer(reason="cpu-instead-of-gpu", summary=f"on CPU instead of GPU: {why}",
+                  details=estimates + (f"now: {now.summary}",))
+
+
+def _preempted(job: JobFacts, now: Answer) -> Answer | None:
+    if not job.preemptions and job.preemption_count == 0:
+        return None
+    times = max(job.preemption_count, len(job.preemptions))
+    head = f"preempted {times} time{'s' if times != 1 else ''}"
+    last = job.preemptions[-1] if job.preemptions else None
+    if last is not None:
+        head += f", last by {last.by}"
+        if last.node is not None:
+            head += f" on node {last.node}"
+        if last.breakdown is not None:
+            head += f" ({last.breakdown})"
+    return Answer(reason="preempted", summary=f"{head}; now {now.summary}",
+                  details=tuple(_preemption_line(p) for p in job.preemptions) + (f"now: {now.reason}",) + now.details)
+
+
+def _preemption_line(found: Preemption) -> str:
+    where = f" on node {found.node}" if found.node else ""
+    why = f" ({found.breakdown})" if found.breakdown else ""
+    when = f" at {found.when}" if found.when else ""
+    return f"{found.victim} preempted by {found.by}{where}{why}{when}"
+
+
+def _job_pods_now(job: JobFacts, view: CellfitView) -> Answer:
+    active = [p for p in job.pods if not p.deleting and p.phase not in ("Succeeded", "Failed")]
+    pending = [p for p in active if p.node is None]
+    if pending:
+        answer = explain_pod(pending[0], view)
+        others = f" (and {len(pending) - 1} more pending pod{'s' if len(pending) > 2 else ''})" if len(pending) > 1 else ""
+        return Answer(reason=answer.reason, summary=f"pod {pending[0].name}: {answer.summary}{others}", details=answer.details)
+    if active:
+        nodes = sorted({p.node for p in active if p.node})
+        return Answer(reason="running", summary=f"running: {len(active)} pod{'s' if len(active) != 1 else ''} on "
+                      f"{listed(nodes, noun='node')}")
+    return Answer(reason="pending", summary="no pod yet: the Job controller has not created one (or all have ended)")
+
+
+# ------------------------------------------------------------------------------ gangs
+
+
+def _gang_entry(view: CellfitView, gang: str) -> Mapping[str, Any] | None:
+    for entry in (view.virtual_cluster or {}).get("gangs") or []:
+        if isinstance(entry, Mapping) and entry.get("name") == gang:
+            return entry
+    return None
+
+
+def _gang_of_job(job: JobFacts, view: CellfitView) -> Answer | None:
+    """A gang whose slots wait for pods, or whose pods wait to be placed together."""
+    members = [p for p in job.pods if p.gang and not p.deleting and p.phase not in ("Succeeded", "Failed")]
+    if not members:
+        return None
+    pending = [p for p in members if p.node is None]
+    if not pending:
+        return None
+    answer = explain_pod(pending[0], view)
+    if answer.reason == "gang":
+        return answer
+    entry = _gang_entry(view, job.key)
+    size = int(entry["size"]) if entry is not None else (members[0].gang_size or len(members))
+    placed = int(entry["podsPlaced"]) if entry is not None else sum(1 for p in members if p.node)
+    waiting = ", ".join(p.name for p in pending[:MAX_NAMED]) + (f" and {len(pending) - MAX_NAMED} more" if len(pending) > MAX_NAMED else "")
+    booked = "its other slots are booked" if entry is not None and placed > 0 else "nothing is booked yet"
+    return Answer(reason="gang", summary=f"waiting for its gang {job.key}: {placed} of {size} pods placed, {booked}; "
+                  f"waiting for {waiting}: {answer.summary}", details=answer.details)
+
+
+# ------------------------------------------------------------------------------ pods
+
+
+def explain_pod(pod: PodFacts, view: CellfitView) -> Answer:
+    if pod.phase in ("Succeeded", "Failed"):
+        return Answer(reason="complete" if pod.phase == "Succeeded" else "failed", summary=f"ended: phase {pod.phase}")
+    if pod.deleting:
+        return Answer(reason="terminating", summary="terminating (deleted, in its grace period)",
+                      details=tuple(f"{e.reason}: {e.message}" for e in pod.events if e.reason == "Preempted"))
+    if pod.node is not None:
+        return Answer(reason="running", summary=f"running on node {pod.node}" if pod.phase == "Running"
+                      else f"bound to node {pod.node} ({pod.phase})")
+    if pod.scheduling_gates:
+        return Answer(reason="gated", summary=f"waiting for its scheduling gates to be removed: {', '.join(pod.scheduling_gates)} "
+                      "(kube-scheduler does not try it before)")
+    failed = _last(pod.events, "FailedScheduling")
+    if failed is None:
+        if pod.scheduler_name == "default-scheduler":
+            return Answer(reason="not-cellfit", summary="not scheduled by cellfit: spec.schedulerName is default-scheduler")
+        return Answer(reason="pending", summary=f"pending; {pod.scheduler_name} has not reported an attempt yet")
+    message = failed.message
+    held = KEPT_FOR.search(message)
+    if held is not None:
+        return _resume_hold(pod, held.group("held"), failed, view)
+    gang = GANG.search(message)
+    if pod.gang and gang is not None:
+        return _gang_pod(pod, gang.group("gang"), failed, view)
+    quota = QUOTA.search(message)
+    if quota is not None:
+        return _quota(pod, quota.group("vc"), quota.group("level"), failed, view)
+    return Answer(reason="pending", summary=f"pending: {_scheduler_sentence(message)}", details=_seen(failed))
+
+
+def _resume_hold(pod: PodFacts, held: str, failed: Event, view: CellfitView) -> Answer:
+    holds = [h for h in view.resume_holds if held in (h.get("pods") or [])]
+    nodes = sorted({str(h.get("node")) for h in holds})
+    where = f"node{'s' if len(nodes) > 1 else ''} {', '.join(nodes)}" if nodes else "the node it fits"
+    job = f" of Job {holds[0]['job']}" if holds and holds[0].get("job") else ""
+    return Answer(
+        reason="resume-hold",
+        summary=f"kept off {where} by a resume hold: its free resources are kept for {held}{job}, a preempted "
+        "best-effort Job resuming (until that pod is bound, at most preemption.resumeHoldSeconds)",
+        details=tuple(f"hold on {h.get('node')}: {h.get('requests')} for {', '.join(h.get('pods') or [])}" for h in holds)
+        + _seen(failed),
+    )
+
+
+def _gang_pod(pod: PodFacts, gang: str, failed: Event, view: CellfitView) -> Answer:
+    entry = _gang_entry(view, gang)
+    problem = _scheduler_sentence(failed.message)
+    if entry is not None:
+        count = f"{entry.get('podsPlaced', 0)} of {entry.get('size', pod.gang_size)} pods placed"
+    else:
+        count = f"none of {pod.gang_size} pods placed" if pod.gang_size else "no pod placed"
+    return Answer(reason="gang", summary=f"waiting for its gang {gang} ({count}): all its pods are placed together or "
+                  f"none: {problem}", details=_seen(failed))
+
+
+def _quota(pod: PodFacts, vc: str, level: str, failed: Event, view: CellfitView) -> Answer:
+    found = view.virtual_cluster
+    if found is None or found.get("name") != vc:
+        why = view.unavailable.get("virtual-cluster")
+        return Answer(reason="quota", summary=f"pending: virtual cluster {vc!r} has used its quota at level {level!r}"
+                      + (f" ({why})" if why else ""), details=_seen(failed))
+    row = next((c for c in found.get("cells") or [] if c.get("cellType") == level), None)
+    holders = sorted({p for cell in found.get("vcCells") or [] if cell.get("cellType") == level for p in cell.get("pods") or []})
+    if not holders:  # the level's cells hold pods of other levels' requests: every guaranteed pod counts
+        holders = sorted({str(p["pod"]) for p in found.get("placements") or [] if p.get("pod") and p.get("priority") == "guaranteed"})
+    used = f"{row['bound']} of {row['quota']} {level!r} cells" if row is not None else f"its {level!r} cells"
+    held = f", held by {listed(holders, noun='pod')}" if holders else ""
+    return Answer(
+        reason="quota",
+        summary=f"pending: virtual cluster {vc!r} has used its quota at level {level!r} ({used} bound{held})",
+        details=tuple(f"{c['id']}: {', '.join(c.get('pods') or []) or 'no pod'}" for c in found.get("vcCells") or []
+                      if c.get("cellType") == level) + _seen(failed),
+    )
+
+
+# ------------------------------------------------------------------------------ wording
+
+
+def _last(events: Sequence[Event], reason: str) -> Event | None:
+    found = [e for e in events if e.reason == reason]
+    return found[-1] if found else None
+
+
+def _seen(event: Event) -> tuple[str, ...]:
+    times = f" ({event.count} times)" if event.count > 1 else ""
+    return (f"{event.reason}{times}, last {event.last_seen or 'seen'}: {event.message}",)
+
+
+# kube-scheduler's FailedScheduling frame around the extender's reasons:
+# "0/8 nodes are available: 8 <reason>. preemption: 0/8 nodes are available: ...".
+SCHEDULER_PREFIX = re.compile(r"^\d+/(?P<nodes>\d+) nodes are available: (?P<count>\d+) (?=\D)")
+PREEMPTION_SUFFIX = re.compile(r"\.? preemption: .*$")
+
+
+def _scheduler_sentence(message: str) -> str:
+    """A FailedScheduling message as the end of an answer: one line, without kube-scheduler's
+    node counts and its preemption attempt when they frame one reason."""
+    line = PREEMPTION_SUFFIX.sub("", " ".join(message.split()))
+    framed = SCHEDULER_PREFIX.match(line)
+    if framed is not None and framed.group("nodes") == framed.group("count"):  # every node, one reason
+        line = line[framed.end():]
+    return line.rstrip(".")
