@@ -310,7 +310,8 @@ class CellfitProcess(LocalProcess):
     the config asks for (the chart's does, on 0.0.0.0) moves to another free port of
     127.0.0.1: this machine is shared."""
 
-    def __init__(self, config_text: str, kubeconfig: Path, workdir: Path, name: str = "cellfit") -> None:
+    def __init__(self, config_text: str, kubeconfig: Path, workdir: Path, name: str = "cellfit",
+                 inspect_host: str = "127.0.0.1") -> None:
         self.port = free_port()
         self.metrics_port: int | None = None
         document = yaml.safe_load(config_text) or {}
@@ -318,6 +319,13 @@ class CellfitProcess(LocalProcess):
         if server.get("metricsPort") is not None:
             self.metrics_port = next(p for p in iter(free_port, None) if p != self.port)
             document["server"] = {**server, "metricsHost": "127.0.0.1", "metricsPort": self.metrics_port}
+        # The inspect listener the config asks for (the chart's does, on 0.0.0.0:8890) moves to a
+        # free port of ``inspect_host``: loopback, unless a test has the API server's service
+        # proxy reach it (e2e/test_kubectl_plugin.py).
+        self.inspect_port: int | None = None
+        if server.get("inspectPort") is not None:
+            self.inspect_port = next(p for p in iter(free_port, None) if p not in (self.port, self.metrics_port))
+            document["server"] = {**document["server"], "inspectHost": inspect_host, "inspectPort": self.inspect_port}
         # The webhook listener the config asks for (the chart's does, with the certificate of a
         # Secret mounted in the pod) moves to a free loopback port, with a certificate made here
         # for 127.0.0.1: a test registers it with the API server by URL and this CA.
@@ -325,7 +333,7 @@ class CellfitProcess(LocalProcess):
         self.admission_certificate: ServingCertificate | None = None
         admission = document.get("admission") or {}
         if admission.get("enabled"):
-            self.admission_port = next(p for p in iter(free_port, None) if p not in (self.port, self.metrics_port))
+            self.admission_port = next(p for p in iter(free_port, None) if p not in (self.port, self.metrics_port, self.inspect_port))
             self.admission_certificate = make_serving_certificate(workdir / f"{name}-tls")
             document["admission"] = {**admission, "host": "127.0.0.1", "port": self.admission_port,
                                      "certFile": str(self.admission_certificate.cert_file),
