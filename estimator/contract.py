@@ -21,6 +21,8 @@ MAX_ITERATIONS: Final = 10**12
 MAX_SECONDS: Final = 10**9  # ~31 years
 # The kubelet keeps at most 4 KiB of a termination message.
 MAX_TERMINATION_MESSAGE_BYTES: Final = 4096
+# A termination message's ``splits``: enough for a run's progress, few enough to stay small.
+MAX_SPLITS: Final = 16
 
 
 def parse_iterations(text: str | None, *, where: str = ANNOTATION_ITERATIONS) -> int:
@@ -71,19 +73,21 @@ def parse_estimate(text: str, *, where: str = ANNOTATION_ESTIMATE) -> RecordedEs
 @dataclass(frozen=True)
 class SampleReport:
     """A sampling pod's termination message: ``{"iterations": k, "seconds": t, "startupSeconds": s,
-    "peakMemoryBytes": m}``; ``startupSeconds`` (the part of ``t`` before the first iteration) and
-    ``peakMemoryBytes`` are optional."""
+    "splits": [[j, t_j]], "peakMemoryBytes": m}``; ``startupSeconds`` (the part of ``t`` before the
+    first iteration), ``splits`` (the seconds reached at earlier iteration counts ``j < k``, such
+    as ``CELLFIT_SAMPLE_SPLIT_ITERATIONS``) and ``peakMemoryBytes`` are optional."""
 
     iterations: int
     seconds: float
     peak_memory_bytes: int | None
     startup_seconds: float | None = None
+    splits: tuple[tuple[int, float], ...] = ()
 
     def sample(self, *, configuration: str, pilot: int) -> Sample:
         """The sample this report is, as the model reads it."""
         return Sample(
             configuration, self.iterations, self.seconds, peak_memory_bytes=self.peak_memory_bytes,
-            startup_seconds=self.startup_seconds, pilot=pilot,
+            startup_seconds=self.startup_seconds, pilot=pilot, splits=self.splits,
         )
 
 
@@ -113,7 +117,30 @@ def parse_sample_report(text: str, *, where: str = "terminationMessage") -> Samp
     return SampleReport(
         iterations=iterations, seconds=float(seconds), peak_memory_bytes=memory,
         startup_seconds=float(startup) if startup is not None else None,
+        splits=_splits(document.get("splits"), iterations=iterations, seconds=seconds, startup=startup, where=f"{where}.splits"),
     )
+
+
+def _splits(value: Any, *, iterations: int, seconds: float, startup: float | None, where: str) -> tuple[tuple[int, float], ...]:
+    """``[[j, t_j], ...]``: iteration counts rising below ``iterations``, seconds rising, between
+    the start-up and ``seconds``."""
+    if value is None:
+        return ()
+    if not isinstance(value, list) or len(value) > MAX_SPLITS:
+        raise InvalidAnnotation(f"must be a list of at most {MAX_SPLITS} [iterations, seconds] pairs", field=where)
+    splits: list[tuple[int, float]] = []
+    for index, pair in enumerate(value):
+        field = f"{where}[{index}]"
+        if not isinstance(pair, list) or len(pair) != 2:
+            raise InvalidAnnotation(f"must be an [iterations, seconds] pair, got {pair!r}", field=field)
+        k, t = pair
+        low_k, low_t = splits[-1] if splits else (0, startup or 0.0)
+        if isinstance(k, bool) or not isinstance(k, int) or not low_k < k < iterations:
+            raise InvalidAnnotation(f"iterations must be an integer in ({low_k}, {iterations}), got {k!r}", field=field)
+        if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t) or not low_t <= t <= seconds:
+            raise InvalidAnnotation(f"seconds must be in [{low_t:g}, {seconds:g}], got {t!r}", field=field)
+        splits.append((k, float(t)))
+    return tuple(splits)
 
 
 def encode_estimate(
@@ -143,6 +170,7 @@ def encode_estimate(
                 "iterations": sample.iterations,
                 "seconds": _round(sample.seconds),
                 **({"startupSeconds": _round(sample.startup_seconds)} if sample.startup_seconds is not None else {}),
+                **({"splits": [[k, _round(t)] for k, t in sample.splits]} if sample.splits else {}),
                 **({"peakMemoryBytes": sample.peak_memory_bytes} if sample.peak_memory_bytes is not None else {}),
                 **({"complete": False} if not sample.complete else {}),
                 **({"pilot": sample.pilot} if sample.pilot else {}),

@@ -96,6 +96,7 @@ def planner_settings(settings: EstimatorSettings) -> PlannerSettings:
             max_pilots=settings.max_pilots,
             long_factor=settings.long_factor,
             long_min_seconds=settings.long_min_seconds,
+            short_after_long=settings.short_after_long,
         ),
         model=ModelSettings(timing_noise_fraction=settings.timing_noise_fraction, memory_headroom=settings.memory_headroom),
         max_attempts=settings.max_attempts,
@@ -509,7 +510,9 @@ class EstimatorController:
                 self._waiting.discard(job.metadata.uid)
         rows = [_sample_row(view) for view in sorted(sample_pods, key=lambda v: v.name)]
         if decision.estimates is None:
-            if waiting and waiting == len(decision.create) and decision.in_progress == waiting:
+            # Nothing of the Job's runs under way, only held back: it waits for the budget (its
+            # short runs waiting on long ones not yet created are no progress either).
+            if waiting and waiting == len(decision.create) and not any(p.state in ("pending", "running") for p in sample_pods):
                 self._view(job, "waiting-for-capacity", f"{waiting} sampling runs wait for the sampling budget (estimator.maxClusterShare)", samples=rows)
             else:
                 self._view(job, "sampling", f"{decision.in_progress} sampling runs in progress", samples=rows)

@@ -4,7 +4,9 @@ A sample is one short run of a Job's pod in one configuration: ``k`` iterations 
 seconds. Training loops cost a start-up (imports, data loading, CUDA context) plus a time per
 iteration, so a configuration's samples are fitted as ``t = a + b·k`` over at least two sample
 lengths, and one pod's whole run of ``N`` iterations is predicted as ``a + b·N``: the start-up is
-paid once, never multiplied by ``N / k``.
+paid once, never multiplied by ``N / k``. The two lengths may come from one run: a workload that
+reports the time it had reached at an earlier iteration (``splits`` in the termination message)
+gives both from one pod, one start-up paid instead of two.
 
 A workload that reports its start-up (``startupSeconds`` in the termination message: the part
 of ``t`` before the first iteration) is fitted from inside each run instead: the start-up is
@@ -33,7 +35,7 @@ Pure: no I/O, no clock, deterministic.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Final, Iterable, Literal, Sequence
 
 Method = Literal["samples", "proportional", "posterior", "history", "lower-bound", "user"]
@@ -71,6 +73,23 @@ class Sample:
     pilot: int = 0
     # The part of ``seconds`` before the first iteration, when the workload reports it.
     startup_seconds: float | None = None
+    # Times the run reported on its way (``splits`` in the termination message): ``(k_j, t_j)``
+    # with ``k_j < iterations``, ``t_j`` counted from the same start as ``seconds``. Each is a
+    # shorter sample of the same run, so one pod gives two sample lengths for one start-up.
+    splits: tuple[tuple[int, float], ...] = ()
+
+    def points(self) -> tuple[Sample, ...]:
+        """The run as points of the fit: itself and, for each split, the run cut there (same
+        start-up and clock)."""
+        cuts = tuple(
+            Sample(
+                self.configuration, k, t, resolution_seconds=self.resolution_seconds, pilot=self.pilot,
+                startup_seconds=self.startup_seconds,
+            )
+            for k, t in self.splits
+            if 0 < k < self.iterations
+        )
+        return (replace(self, splits=()), *cuts) if cuts else (self,)
 
 
 @dataclass(frozen=True)
@@ -135,10 +154,11 @@ class _Sums:
 
 
 def fit_linear(samples: Sequence[Sample], *, settings: ModelSettings = ModelSettings()) -> LinearFit:
-    """Weighted least squares of ``t`` on ``k`` over complete samples. With one distinct length,
+    """Weighted least squares of ``t`` on ``k`` over complete samples (and their splits,
+    :meth:`Sample.points`). With one distinct length,
     or when noise makes the slope negative, the fit goes through the origin (``t = b·k``), which
     over-estimates by the start-up's share rather than extrapolating noise."""
-    points = [s for s in samples if s.complete and s.iterations > 0]
+    points = [point for s in samples if s.complete and s.iterations > 0 for point in s.points()]
     if not points:
         raise ValueError("no complete sample to fit")
     if all(s.startup_seconds is not None for s in points):

@@ -25,6 +25,9 @@ ANNOTATION_SAMPLE_LENGTH: Final = f"{DOMAIN}/sample-length"
 ANNOTATION_SAMPLE_ATTEMPT: Final = f"{DOMAIN}/sample-attempt"
 ANNOTATION_SAMPLE_ITERATIONS: Final = f"{DOMAIN}/sample-iterations"
 ENV_SAMPLE_ITERATIONS: Final = "CELLFIT_SAMPLE_ITERATIONS"
+# A long sampling run's short length: the workload reports the seconds it reached there (splits).
+ENV_SAMPLE_SPLIT_ITERATIONS: Final = "CELLFIT_SAMPLE_SPLIT_ITERATIONS"
+ANNOTATION_SAMPLE_SPLIT_ITERATIONS: Final = f"{DOMAIN}/sample-split-iterations"
 # The Job's own sampling bookkeeping: the ratio its pilots were drawn with, samples stopped as long.
 ANNOTATION_SAMPLING: Final = f"{DOMAIN}/sampling"
 LABEL_JOB_FAMILY: Final = f"{DOMAIN}/job-family"

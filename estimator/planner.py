@@ -54,6 +54,9 @@ class CreateSample:
     key: SampleKey
     attempt: int
     iterations: int
+    # Asks the run to also report the seconds it reached at this iteration (``splits``): the
+    # short sample's length, on a long run whose short one waits for it.
+    split_iterations: int | None = None
 
 
 @dataclass(frozen=True)
@@ -96,6 +99,18 @@ class Decision:
         return self.estimates is not None
 
 
+# Where a configuration's long run stands, for its short run waiting on it: still to end;
+# ended with a split that stands for the short run (or stopped as long); ended without one; failed.
+SampleRunState = Literal["waiting", "done", "no-split", "failed"]
+
+
+def _covers_short(sample: Sample, plan: SamplePlan) -> bool:
+    """A split of the long run nearer the short length than the long one serves as the short
+    sample: the two lengths the fit needs, one start-up paid."""
+    middle = (plan.iterations["short"] + plan.iterations["long"]) / 2
+    return sample.complete and any(0 < k <= middle for k, _ in sample.splits)
+
+
 def tight(prior: Prior | None, settings: EstimatorSettings) -> bool:
     return (
         prior is not None
@@ -124,24 +139,47 @@ def decide(
     results: dict[str, list[tuple[str, Sample]]] = {kind: [] for kind in configurations}
     failures: dict[str, list[str]] = {kind: [] for kind in configurations}
     sampled = [kind for kind in configurations if not tight(priors.get(kind), settings)]
+    in_sequence = settings.sampling.short_after_long
+    split = plan.iterations["short"] if in_sequence else None
     for kind in sampled:
         for pilot in plan.pilots:
-            for length in LENGTHS:
+            long_run: SampleRunState = "waiting"
+            for length in ("long", "short") if in_sequence else LENGTHS:
                 key = SampleKey(configuration=kind, pilot=pilot, length=length)
                 iterations = plan.iterations[length]
                 attempts = sorted(by_key.get(key, []), key=lambda p: p.attempt)
                 latest = attempts[-1] if attempts else None
+                if in_sequence and length == "short" and latest is None and long_run in ("waiting", "done"):
+                    # The long run may make this one unneeded: wait for it, then skip it when
+                    # the run reported a split near the short length, or when it was stopped
+                    # as long (the lower bound stands).
+                    if long_run == "waiting":
+                        decision.in_progress += 1
+                    continue
                 if latest is None:
-                    decision.create.append(CreateSample(key=key, attempt=0, iterations=iterations))
+                    decision.create.append(
+                        CreateSample(key=key, attempt=0, iterations=iterations, split_iterations=split if length == "long" else None)
+                    )
                     decision.in_progress += 1
                 elif latest.state in ("succeeded", "stopped") and latest.sample is not None:
                     results[kind].append((latest.name, latest.sample))
+                    if length == "long":
+                        long_run = "done" if _covers_short(latest.sample, plan) else "no-split"
+                        if long_run == "no-split" and not latest.sample.complete:
+                            long_run = "done"
                 elif latest.state == "failed" or latest.sample is None and latest.state in ("succeeded", "stopped"):
                     if latest.attempt + 1 < settings.max_attempts:
-                        decision.create.append(CreateSample(key=key, attempt=latest.attempt + 1, iterations=iterations))
+                        decision.create.append(
+                            CreateSample(
+                                key=key, attempt=latest.attempt + 1, iterations=iterations,
+                                split_iterations=split if length == "long" else None,
+                            )
+                        )
                         decision.in_progress += 1
                     else:
                         failures[kind].append(f"{latest.name}: {latest.failure or 'failed'}")
+                        if length == "long":
+                            long_run = "failed"
                 else:
                     decision.in_progress += 1
                     if latest.state == "running" and latest.running_seconds is not None:

@@ -1,5 +1,6 @@
 """A sampling pod, built: the Job's own pod template in one configuration, told to run k
-iterations (``CELLFIT_SAMPLE_ITERATIONS``), owned by the Job, labelled as a sample.
+iterations (``CELLFIT_SAMPLE_ITERATIONS``; a long run also ``CELLFIT_SAMPLE_SPLIT_ITERATIONS``, the
+short length it reports the time of), owned by the Job, labelled as a sample.
 
 Its name is a function of the Job and the run (configuration, pilot, length, attempt), so a
 controller that restarts and decides again creates the same name, which the API server refuses
@@ -18,7 +19,9 @@ from estimator.objects import (
     ANNOTATION_SAMPLE_ITERATIONS,
     ANNOTATION_SAMPLE_LENGTH,
     ANNOTATION_SAMPLE_PILOT,
+    ANNOTATION_SAMPLE_SPLIT_ITERATIONS,
     ENV_SAMPLE_ITERATIONS,
+    ENV_SAMPLE_SPLIT_ITERATIONS,
     LABEL_SAMPLE,
     LABEL_SAMPLE_JOB,
 )
@@ -53,6 +56,10 @@ def build_sample_pod(
     priority_class_name: str | None,
 ) -> dict[str, Any]:
     extra_env = {ENV_SAMPLE_ITERATIONS: str(run.iterations)}
+    split = {}
+    if run.split_iterations is not None:
+        extra_env[ENV_SAMPLE_SPLIT_ITERATIONS] = str(run.split_iterations)
+        split[ANNOTATION_SAMPLE_SPLIT_ITERATIONS] = str(run.split_iterations)
     if indexed:  # an Indexed Job's pods find their share of the work by index
         extra_env["JOB_COMPLETION_INDEX"] = str(run.key.pilot)
     pod = apply_configuration(
@@ -66,6 +73,7 @@ def build_sample_pod(
             ANNOTATION_SAMPLE_LENGTH: run.key.length,
             ANNOTATION_SAMPLE_ATTEMPT: str(run.attempt),
             ANNOTATION_SAMPLE_ITERATIONS: str(run.iterations),
+            **split,
         },
     )
     metadata = pod["metadata"]

@@ -1,8 +1,10 @@
 """What to sample: lengths, pilot pods, the adaptive sampling ratio, when a sample is "long".
 
 - **Lengths** (AlloX §4.1, §4.4): two samples per configuration, of ``short_fraction`` and
-  ``long_fraction`` of the Job's iterations (1% and 2% by default: 3% of the run in all), so the
-  start-up and the time per iteration can be told apart.
+  ``long_fraction`` of the Job's iterations, so the start-up and the time per iteration can be
+  told apart. The long run goes first and is asked for the time it reached at the short length
+  (``CELLFIT_SAMPLE_SPLIT_ITERATIONS``); a workload that reports it (``splits``) needs no short
+  run: one pod, one start-up per configuration. Otherwise the short run follows.
 - **Pilots** (SLearn §5.1.2): a Job with at least ``thin_limit`` pods samples
   ``max(1, round(r·S))`` of its S pods, chosen by a seeded draw (deterministic per Job); thinner
   Jobs are sampled as one pod, never held for a pilot set.
@@ -40,6 +42,10 @@ class SamplingSettings:
     long_factor: float = 10.0
     # ... but never before this many seconds: start-up (image pull, scheduling) is not work.
     long_min_seconds: float = 120.0
+    # The short run only after the long one, which reports the time it reached at the short
+    # length (``splits``) if the workload can: then no short run at all, one start-up paid
+    # instead of two. False: both at once (sampling ends sooner where no split is reported).
+    short_after_long: bool = True
 
 
 @dataclass(frozen=True)

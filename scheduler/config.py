@@ -405,6 +405,15 @@ class EstimatorSettings(_Section):
     )
     short_fraction: float = Field(0.01, gt=0, lt=0.5, description="Short sample: this fraction of the Job's iterations.")
     long_fraction: float = Field(0.02, gt=0, lt=0.5, description="Long sample: this fraction of the Job's iterations.")
+    short_after_long: bool = Field(
+        True,
+        description=(
+            "Run a configuration's short sample only after its long one, and not at all when the long "
+            "one reports the time it reached at the short length (splits in its termination message): "
+            "one start-up paid instead of two. false: both at once (sampling ends sooner for workloads "
+            "that report no splits)."
+        ),
+    )
     thin_limit: int = Field(3, ge=1, description="Jobs with fewer pods are sampled as one pod, never a pilot set (SLearn).")
     max_pilots: int = Field(16, ge=1, description="Most pilot pods sampled of one wide Job.")
     long_factor: float = Field(

@@ -79,11 +79,110 @@ CPUS = os.cpu_count() or 1
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
-def threads(count: int) -> dict[str, str]:
-    return {name: str(count) for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
+@dataclass(frozen=True)
+class Configuration:
+    """How one configuration runs train.py: its BLAS threads (env) and, as a pod's
+    ``limits.cpu`` does, a CFS quota of ``cpu_limit`` CPUs (None: no quota)."""
+
+    name: str
+    threads: int
+    cpu_limit: float | None = None
+
+    @property
+    def env(self) -> dict[str, str]:
+        return {name: str(self.threads) for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
 
 
-CONFIGURATIONS: dict[str, dict[str, str]] = {"1-thread": threads(1), "2-threads": threads(2)}
+CONFIGURATION_SETS: dict[str, tuple[Configuration, ...]] = {
+    # Two CPU limits of one single-threaded program, as two interchangeable configurations that
+    # differ in their resources: steady on this VM (see the module docstring).
+    "limits": (Configuration("1-cpu", threads=1, cpu_limit=1.0), Configuration("half-cpu", threads=1, cpu_limit=0.5)),
+    # Two thread counts, no quota: the second thread runs on the VM's second vCPU.
+    "threads": (Configuration("1-thread", threads=1), Configuration("2-threads", threads=2)),
+}
+# The set in use (--configurations); the first of it calibrates the Job's length.
+CONFIGURATIONS: dict[str, Configuration] = {c.name: c for c in CONFIGURATION_SETS["limits"]}
+# CFS period of the quota. Kubernetes' default is 100 ms; a sample here lasts 0.1-0.5 s, where
+# 100 ms slices would be a quantization error no real sample (minutes long) sees, so the period
+# is scaled down with the Jobs' length (kubelet: --cpu-cfs-quota-period).
+CFS_PERIOD_MICROSECONDS = 10_000
+CPU_CGROUP = Path("/sys/fs/cgroup/cpu")  # cgroup v1 cpu controller
+CPUSET_CGROUP = Path("/sys/fs/cgroup/cpuset")  # cgroup v1 cpuset controller
+# The CPUs this benchmark and its runs use (--pin): None, all.
+PINNED: set[int] | None = None
+
+
+def watched_cpus() -> list[int]:
+    return sorted(PINNED) if PINNED is not None else list(range(CPUS))
+
+
+def quota_group(configuration: Configuration) -> Path | None:
+    """The cgroup that holds a configuration's CPU limit (created on first use)."""
+    if configuration.cpu_limit is None:
+        return None
+    group = CPU_CGROUP / "cellfit-bench" / configuration.name
+    if not group.is_dir():
+        group.mkdir(parents=True)
+        (group / "cpu.cfs_period_us").write_text(str(CFS_PERIOD_MICROSECONDS))
+        (group / "cpu.cfs_quota_us").write_text(str(round(configuration.cpu_limit * CFS_PERIOD_MICROSECONDS)))
+    return group
+
+
+def remove_quota_groups() -> None:
+    parent = CPU_CGROUP / "cellfit-bench"
+    for group in (parent.iterdir() if parent.is_dir() else ()):
+        if group.is_dir():
+            group.rmdir()
+    if parent.is_dir():
+        parent.rmdir()
+
+
+def confine(configuration: Configuration):
+    """The preexec_fn of a run: into the configuration's quota group, onto the pinned CPUs."""
+    group = quota_group(configuration)
+
+    def enter() -> None:
+        if group is not None:
+            (group / "cgroup.procs").write_text(str(os.getpid()))
+        if PINNED is not None:
+            os.sched_setaffinity(0, PINNED)
+
+    return enter if group is not None or PINNED is not None else None
+
+
+REST = CPUSET_CGROUP / "cellfit-bench-rest"
+
+
+def release_isolation() -> None:
+    """Moves every process back from the cpuset ``isolate`` put them in, and removes it."""
+    if not REST.is_dir():
+        return
+    for pid in (REST / "cgroup.procs").read_text().split():
+        try:
+            (CPUSET_CGROUP / "cgroup.procs").write_text(pid)
+        except OSError:
+            pass  # exited meanwhile
+    REST.rmdir()
+
+
+def isolate(cpus: set[int]) -> int:
+    """Moves every other process of the machine into a cpuset without ``cpus`` (cgroup v1, as
+    root), as a node's CPU manager gives a guaranteed pod cores of its own. Returns how many
+    moved; kernel threads bound to a CPU stay."""
+    release_isolation()
+    REST.mkdir()
+    (REST / "cpuset.cpus").write_text(",".join(str(c) for c in range(CPUS) if c not in cpus))
+    (REST / "cpuset.mems").write_text((CPUSET_CGROUP / "cpuset.mems").read_text().strip())
+    moved = 0
+    for pid in (CPUSET_CGROUP / "cgroup.procs").read_text().split():
+        if int(pid) == os.getpid():
+            continue
+        try:
+            (REST / "cgroup.procs").write_text(pid)
+            moved += 1
+        except OSError:
+            pass  # a kernel thread, or exited meanwhile
+    return moved
 
 
 @dataclass(frozen=True)
@@ -102,30 +201,32 @@ class Workload:
 
 
 # Several model and batch sizes: from Python-overhead-bound (small matrices, many iterations)
-# to BLAS-bound (large matrices, where a second thread can help), 8 to 18 s per full run.
+# to BLAS-bound (large matrices, where a second thread can help), 16 to 36 s per full run in the
+# first configuration: long next to the ~0.2 s start-up of each run (numpy's import, the data),
+# which a real Job's hour dwarfs.
 WORKLOADS: tuple[Workload, ...] = (
-    Workload(64, 1, 16, 8),
-    Workload(64, 2, 32, 10),
-    Workload(64, 4, 64, 14),
-    Workload(128, 1, 64, 8),
-    Workload(128, 2, 16, 12),
-    Workload(128, 3, 128, 10),
-    Workload(128, 4, 256, 16),
-    Workload(256, 1, 256, 10),
-    Workload(256, 2, 64, 8),
-    Workload(256, 3, 32, 12),
-    Workload(256, 3, 128, 14),
-    Workload(256, 4, 512, 10),
-    Workload(512, 1, 128, 12),
-    Workload(512, 2, 256, 8),
-    Workload(512, 2, 32, 10),
-    Workload(512, 3, 64, 16),
-    Workload(512, 4, 512, 12),
-    Workload(1024, 1, 64, 10),
-    Workload(1024, 2, 128, 12),
-    Workload(1024, 2, 512, 18),
-    Workload(1024, 3, 256, 14),
-    Workload(2048, 1, 256, 12),
+    Workload(64, 1, 16, 16),
+    Workload(64, 2, 32, 20),
+    Workload(64, 4, 64, 28),
+    Workload(128, 1, 64, 16),
+    Workload(128, 2, 16, 24),
+    Workload(128, 3, 128, 20),
+    Workload(128, 4, 256, 32),
+    Workload(256, 1, 256, 20),
+    Workload(256, 2, 64, 16),
+    Workload(256, 3, 32, 24),
+    Workload(256, 3, 128, 28),
+    Workload(256, 4, 512, 20),
+    Workload(512, 1, 128, 24),
+    Workload(512, 2, 256, 16),
+    Workload(512, 2, 32, 20),
+    Workload(512, 3, 64, 32),
+    Workload(512, 4, 512, 24),
+    Workload(1024, 1, 64, 20),
+    Workload(1024, 2, 128, 24),
+    Workload(1024, 2, 512, 36),
+    Workload(1024, 3, 256, 28),
+    Workload(2048, 1, 256, 24),
 )
 QUICK: tuple[Workload, ...] = (WORKLOADS[1], WORKLOADS[8], WORKLOADS[13], WORKLOADS[18])
 
@@ -146,14 +247,20 @@ class RunFailed(RuntimeError):
 
 
 def busy_cpu_seconds() -> float | None:
-    """CPU seconds the whole machine has been busy since boot (/proc/stat); None off Linux."""
+    """CPU seconds the watched CPUs (all, or the pinned ones) have been busy since boot
+    (/proc/stat); None off Linux."""
+    watched = {f"cpu{c}" for c in watched_cpus()}
+    busy = 0
     try:
         with open("/proc/stat", encoding="ascii") as stat:
-            values = [int(v) for v in stat.readline().split()[1:9]]  # user .. steal
+            for line in stat:
+                name, *fields = line.split()
+                if name in watched:
+                    values = [int(v) for v in fields[:8]]  # user .. steal
+                    busy += sum(values) - values[3] - values[4]  # less idle, iowait
     except (OSError, ValueError):
         return None
-    idle = values[3] + values[4]  # idle, iowait
-    return (sum(values) - idle) / CLOCK_TICKS
+    return busy / CLOCK_TICKS
 
 
 def own_cpu_seconds() -> float:
@@ -173,7 +280,7 @@ class OtherLoad:
         if busy is None or self.busy is None:
             return None
         wall = time.perf_counter() - self.started
-        return max(0.0, (busy - self.busy) - (own_cpu_seconds() - self.own)) / (wall * CPUS)
+        return max(0.0, (busy - self.busy) - (own_cpu_seconds() - self.own)) / (wall * len(watched_cpus()))
 
 
 class Quiet:
@@ -210,23 +317,26 @@ def settle(seconds: float) -> None:
     grants under sustained load: on a VM whose host lets a second vCPU burst for about a second
     and then throttles it, a 0.2 s sample would otherwise run at the burst's speed and its
     10 s full run mostly at the sustained one (see --settle)."""
-    spinners = [subprocess.Popen([sys.executable, "-c", _SPIN, str(seconds)]) for _ in range(CPUS)]
+    spinners = [subprocess.Popen([sys.executable, "-c", _SPIN, str(seconds)]) for _ in watched_cpus()]
     for spinner in spinners:
         spinner.wait()
 
 
 def run_train(
-    workload: Workload, configuration: str, *, iterations: int, sample: int | None, timeout: float = 120, settled: bool = True
+    workload: Workload, configuration: str, *, iterations: int, sample: int | None, split: int | None = None,
+    timeout: float = 120, settled: bool = True,
 ) -> Run:
     """train.py as a pod would run it: the configuration's env, N in CELLFIT_ITERATIONS, and for
     a sampling run CELLFIT_SAMPLE_ITERATIONS=k; the result read from its termination message."""
     if settled and SETTLE_SECONDS > 0:
         settle(SETTLE_SECONDS)
     env = {key: value for key, value in os.environ.items() if not key.startswith("CELLFIT_")}
-    env.update(CONFIGURATIONS[configuration])
+    env.update(CONFIGURATIONS[configuration].env)
     env["CELLFIT_ITERATIONS"] = str(iterations)
     if sample is not None:
         env["CELLFIT_SAMPLE_ITERATIONS"] = str(sample)
+    if split is not None:
+        env["CELLFIT_SAMPLE_SPLIT_ITERATIONS"] = str(split)
     with tempfile.TemporaryDirectory(prefix="cellfit-bench-") as directory:
         message = Path(directory) / "termination-log"
         env["CELLFIT_TERMINATION_MESSAGE_PATH"] = str(message)
@@ -235,7 +345,8 @@ def run_train(
         started = time.perf_counter()
         try:
             done = subprocess.run(
-                [sys.executable, str(TRAIN), *workload.arguments()], env=env, capture_output=True, text=True, timeout=timeout
+                [sys.executable, str(TRAIN), *workload.arguments()], env=env, capture_output=True, text=True, timeout=timeout,
+                preexec_fn=confine(CONFIGURATIONS[configuration]),
             )
         except subprocess.TimeoutExpired:
             raise RunFailed(f"still running after {timeout:.0f} s, stopped") from None
@@ -253,15 +364,16 @@ def run_train(
 
 
 def calibrate(workload: Workload) -> int:
-    """N such that the 1-thread full run takes about the target. Rough on purpose: it only sizes
+    """N such that the full run in the first configuration takes about the target. Rough on purpose: it only sizes
     the Job; the estimator never sees these runs. Other work on the machine only ever slows a
     run down, so the faster of two measurements is kept."""
     rates = []
+    base = next(iter(CONFIGURATIONS))
     for _ in range(2):
-        first = run_train(workload, "1-thread", iterations=1000, sample=2, settled=False).seconds
+        first = run_train(workload, base, iterations=1000, sample=2, settled=False).seconds
         k = 32
         while True:
-            seconds = run_train(workload, "1-thread", iterations=1000, sample=k, settled=False).seconds
+            seconds = run_train(workload, base, iterations=1000, sample=k, settled=False).seconds
             if seconds - first >= 0.5 or k >= 1 << 20:
                 break
             k *= 4
@@ -279,6 +391,7 @@ class Prediction:
     sample_iterations: list[int]
     sample_seconds: list[float]
     sample_startups: list[float | None]  # each sample's startupSeconds, as reported
+    sample_splits: list[list[list[float]]]  # each sample's splits, as reported
     seconds: float
     uncertainty_seconds: float
     method: str
@@ -323,7 +436,9 @@ def sample_job(
         for create in decision.create:
             name = f"{workload.name}-{create.key.configuration}-{create.key.length}-{create.attempt}"
             try:
-                run = run_train(workload, create.key.configuration, iterations=iterations, sample=create.iterations)
+                run = run_train(
+                    workload, create.key.configuration, iterations=iterations, sample=create.iterations, split=create.split_iterations
+                )
             except RunFailed as error:
                 existing.append(SamplePod(name=name, key=create.key, attempt=create.attempt, state="failed", failure=str(error)))
                 continue
@@ -346,6 +461,7 @@ def prediction(sampled: tuple[Decision, dict[str, float | None]], configuration:
         sample_iterations=[s.iterations for s in samples],
         sample_seconds=[round(s.seconds, 4) for s in samples],
         sample_startups=[None if s.startup_seconds is None else round(s.startup_seconds, 4) for s in samples],
+        sample_splits=[[[k, round(t, 4)] for k, t in s.splits] for s in samples],
         seconds=estimate.seconds,
         uncertainty_seconds=estimate.uncertainty_seconds,
         method=estimate.method,
@@ -494,12 +610,55 @@ def main() -> None:
         help="before every run, keep all CPUs busy this long (a VM whose host throttles sustained use of its "
              "vCPUs after a burst: samples and full runs then meet the same sustained speed; default 0)",
     )
+    parser.add_argument(
+        "--configurations", choices=sorted(CONFIGURATION_SETS), default="limits",
+        help="limits: 1-cpu and half-cpu, one thread under a CFS quota (default); threads: 1 and 2 BLAS threads, no quota",
+    )
+    parser.add_argument(
+        "--pin", type=cpu_list, metavar="CPUS",
+        help="run the benchmark and every run on these CPUs only (e.g. 1); 'others' then counts only them",
+    )
+    parser.add_argument(
+        "--isolate", action="store_true",
+        help="with --pin: move every other process of the machine to the other CPUs while it runs (root, cgroup v1 cpuset)",
+    )
     parser.add_argument("--json", metavar="FILE", help="also write the rows and the summary as JSON")
     args = parser.parse_args()
-    global SETTLE_SECONDS
+    global SETTLE_SECONDS, CONFIGURATIONS, PINNED
     SETTLE_SECONDS = args.settle
-    # Stopped with SIGTERM: exit through subprocess.run, which kills the running train.py.
+    CONFIGURATIONS = {c.name: c for c in CONFIGURATION_SETS[args.configurations]}
+    if args.isolate and args.pin is None:
+        parser.error("--isolate needs --pin")
+    if args.pin is not None:
+        if max(c.threads for c in CONFIGURATIONS.values()) > len(args.pin):
+            parser.error(f"--pin gives {len(args.pin)} CPU(s); the {args.configurations} configurations run up to "
+                         f"{max(c.threads for c in CONFIGURATIONS.values())} threads")
+        PINNED = args.pin
+        os.sched_setaffinity(0, PINNED)
+    # Stopped with SIGTERM: exit through subprocess.run, which kills the running train.py (and
+    # through the finally below, which gives the machine its CPUs back).
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    try:
+        if args.isolate:
+            print(f"isolated: {isolate(PINNED)} processes moved off CPU {','.join(map(str, sorted(PINNED)))}")
+        run(args)
+    finally:
+        if args.isolate:
+            release_isolation()
+        remove_quota_groups()
+
+
+def cpu_list(text: str) -> set[int]:
+    try:
+        cpus = {int(part) for part in text.split(",")}
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected CPU numbers separated by commas, got {text!r}") from None
+    if not cpus or not cpus <= set(range(CPUS)):
+        raise argparse.ArgumentTypeError(f"CPUs {text!r}: this machine has CPUs 0-{CPUS - 1}")
+    return cpus
+
+
+def run(args: argparse.Namespace) -> None:
     workloads = QUICK if args.quick else WORKLOADS
     defaults = SamplingSettings()
 
@@ -557,7 +716,10 @@ def main() -> None:
     if args.json:
         document = {
             "workloads": [asdict(w) | {"name": w.name} for w in workloads],
-            "configurations": CONFIGURATIONS,
+            "configurations": {name: asdict(c) | {"env": c.env} for name, c in CONFIGURATIONS.items()},
+            "cfs_period_microseconds": CFS_PERIOD_MICROSECONDS,
+            "pinned": sorted(PINNED) if PINNED is not None else None,
+            "isolated": args.isolate,
             "sampling": {"default": asdict(defaults), "alternative": asdict(args.alternative) if args.alternative else None},
             "repeats": args.repeats,
             "cpus": os.cpu_count(),

@@ -65,9 +65,9 @@ def job(name: str, *, cpu: str = "2", parallelism: int | None = None, created: s
     return JOB_DECODER.decode(json.dumps(body).encode())
 
 
-def finished(pod: dict[str, Any], seconds: float) -> Any:
+def finished(pod: dict[str, Any], seconds: float, *, splits: list[list[float]] | None = None) -> Any:
     iterations = int(pod["metadata"]["annotations"]["cellfit.io/sample-iterations"])
-    message = json.dumps({"iterations": iterations, "seconds": seconds})
+    message = json.dumps({"iterations": iterations, "seconds": seconds, **({"splits": splits} if splits else {})})
     body = {**pod, "status": {"phase": "Succeeded", "containerStatuses": [{"name": "c", "state": {"terminated": {"exitCode": 0, "message": message}}}]}}
     return POD_DECODER.decode(json.dumps(body).encode())
 
@@ -78,18 +78,18 @@ def pending(pod: dict[str, Any]) -> Any:
 
 def test_the_sampling_budget_goes_to_the_oldest_job_and_the_rest_waits():
     api = RecordingApi()
-    estimator = controller(api, cpus=20, share=0.5)  # 10 CPUs for samples
+    estimator = controller(api, cpus=10, share=0.5)  # 5 CPUs for samples
     estimator._replace_jobs([job("old", cpu="4", created="2026-01-01T00:00:00Z"), job("new", cpu="4", created="2026-01-01T00:01:00Z")])
     estimator.reconcile()
     owners = [p["metadata"]["ownerReferences"][0]["name"] for p in api.created]
-    # cpu runs take 4 CPUs, gpu runs 1: old's four runs (10 CPUs) fill the budget exactly.
-    assert owners == ["old"] * 4
+    # cpu runs take 4 CPUs, gpu runs 1: old's two long runs (5 CPUs) fill the budget exactly.
+    assert owners == ["old"] * 2
     states = {j["name"]: j["state"] for j in estimator.inspect()["jobs"]}
     assert states == {"old": "sampling", "new": "waiting-for-capacity"}
     # Those pods now hold the budget: a second pass creates nothing more.
     estimator._replace_pods([pending(p) for p in api.created])
     estimator.reconcile()
-    assert len(api.created) == 4
+    assert len(api.created) == 2
 
 
 def test_one_sampling_pod_may_always_run():
@@ -109,7 +109,7 @@ def test_a_wide_job_draws_its_ratio_once_even_before_the_watch_brings_it_back():
     estimator.reconcile()  # the Job in the cache still lacks cellfit.io/sampling
     ratios = [json.loads(a["cellfit.io/sampling"])["ratio"] for _, a in api.annotations if "cellfit.io/sampling" in a]
     assert ratios == [0.03]
-    assert len(first) == 2 * 2 * 3  # two configurations, two lengths, 3% of 100 pods
+    assert len(first) == 2 * 3  # two configurations, 3% of 100 pods: the long runs first
     assert sorted(p["metadata"]["name"] for p in api.created) == first  # the repeat answered 409
 
 
@@ -120,19 +120,38 @@ def test_finished_samples_become_the_estimate_the_event_and_the_condition():
     estimator.reconcile()
     rates = {"cpu": (4.0, 2.0), "gpu": (8.0, 0.2)}
 
-    def seconds(pod: dict[str, Any]) -> float:
+    def seconds(pod: dict[str, Any], key: str = "cellfit.io/sample-iterations") -> float:
         notes = pod["metadata"]["annotations"]
         startup, rate = rates[notes["cellfit.io/sample-configuration"]]
-        return startup + rate * int(notes["cellfit.io/sample-iterations"])
+        return startup + rate * int(notes[key])
 
-    estimator._replace_pods([finished(p, seconds(p)) for p in api.created])
+    def played(pod: dict[str, Any]) -> Any:
+        # The gpu workload reports the split it was asked for, the cpu one does not.
+        notes = pod["metadata"]["annotations"]
+        split = notes.get("cellfit.io/sample-split-iterations")
+        if split is None or notes["cellfit.io/sample-configuration"] == "cpu":
+            return finished(pod, seconds(pod))
+        return finished(pod, seconds(pod), splits=[[int(split), seconds(pod, "cellfit.io/sample-split-iterations")]])
+
+    (cpu_long, gpu_long) = sorted(api.created, key=lambda p: p["metadata"]["annotations"]["cellfit.io/sample-configuration"])
+    env = {e["name"]: e["value"] for e in gpu_long["spec"]["containers"][0]["env"]}
+    assert (env["CELLFIT_SAMPLE_ITERATIONS"], env["CELLFIT_SAMPLE_SPLIT_ITERATIONS"]) == ("20", "10")
+    estimator._replace_pods([played(p) for p in api.created])
+    estimator.reconcile()
+    # gpu's split stands for its short run; cpu reported none, so its short run follows.
+    (cpu_short,) = api.created[2:]
+    assert cpu_short["metadata"]["annotations"]["cellfit.io/sample-configuration"] == "cpu"
+    assert cpu_short["metadata"]["annotations"]["cellfit.io/sample-iterations"] == "10"
+    assert "CELLFIT_SAMPLE_SPLIT_ITERATIONS" not in {e["name"] for e in cpu_short["spec"]["containers"][0]["env"]}
+    estimator._replace_pods([played(p) for p in api.created])
     estimator.reconcile()
     (written,) = [a["cellfit.io/estimate"] for _, a in api.annotations if "cellfit.io/estimate" in a]
     estimate = json.loads(written)
     assert estimate["cpu"]["seconds"] == pytest.approx(2004.0) and estimate["gpu"]["seconds"] == pytest.approx(208.0)
+    assert estimate["gpu"]["samples"][0]["splits"] == [[10, 10.0]]
     assert [reason for reason, _ in api.events] == ["Estimated"]
     assert api.conditions[-1]["type"] == "Estimated" and api.conditions[-1]["status"] == "True"
-    assert "from 4 samples" in api.events[0][1]
+    assert "from 3 samples" in api.events[0][1]
 
 
 def test_invalid_iterations_are_reported_once_and_nothing_is_created():
@@ -171,8 +190,8 @@ def test_the_sampling_share_is_what_pending_and_running_samples_request():
     estimator.reconcile()
     estimator._replace_pods([pending(p) for p in api.created])
     estimator.reconcile()
-    # Two cpu runs of 10 cores and two gpu runs of 1 core and 1 GPU, of 100 cores and 8 GPUs.
-    assert estimator.share == {"cpu": pytest.approx(0.22), "gpu": pytest.approx(0.25)}
+    # The long runs: a cpu run of 10 cores and a gpu run of 1 core and 1 GPU, of 100 cores and 8 GPUs.
+    assert estimator.share == {"cpu": pytest.approx(0.11), "gpu": pytest.approx(0.125)}
 
 
 def test_a_finished_job_records_its_real_runtime_and_error_and_feeds_its_family():

@@ -60,6 +60,28 @@ def test_a_reported_startup_is_measured_not_extrapolated():
     assert split == pytest.approx(truth, rel=1e-9)
 
 
+def test_a_runs_split_is_a_second_length_of_the_same_run():
+    # One run of 20 iterations that reached iteration 10 at 6.0 s: the two lengths of the fit,
+    # with one start-up, measured or not.
+    for startup in (5.0, None):
+        one = [Sample("cpu", 20, 7.0, startup_seconds=startup, splits=((10, 6.0),))]
+        fit = fit_linear(one)
+        assert (fit.startup_seconds, fit.seconds_per_iteration) == (pytest.approx(5.0), pytest.approx(0.1))
+        assert not fit.proportional
+        estimate = estimate_configuration("cpu", one, iterations=1000)
+        assert estimate.seconds == pytest.approx(105.0) and estimate.samples == 1 and estimate.method == "samples"
+
+
+def test_a_split_shares_the_runs_start_up_so_its_jitter_is_not_extrapolated():
+    # Two runs whose start-ups differ by 0.3 s mislead the fit across runs (see above); a run
+    # and its own split, sharing one start-up, do not.
+    across = estimate_configuration("cpu", [Sample("cpu", 10, 6.0), Sample("cpu", 20, 7.3)], iterations=1000).seconds
+    split = estimate_configuration("cpu", [Sample("cpu", 20, 7.3, splits=((10, 6.3),))], iterations=1000).seconds
+    truth = 5.3 + 0.1 * 1000
+    assert abs(across - truth) > 0.25 * truth
+    assert split == pytest.approx(truth, rel=1e-9)
+
+
 def test_a_warmup_beyond_the_noise_joins_the_startup():
     # The first iterations cost 2 s more (autotuning): 2 + 0.1·k inside the loop, 5 s before it.
     samples = [Sample("gpu", k, 5.0 + 2.0 + 0.1 * k, startup_seconds=5.0) for k in (100, 200)]

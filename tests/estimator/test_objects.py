@@ -47,6 +47,23 @@ def test_a_reported_startup_reaches_the_sample_and_a_wrong_one_is_named():
         assert error.value.field == "terminationMessage.startupSeconds"
 
 
+def test_splits_reach_the_sample_and_a_wrong_one_is_named():
+    message = json.dumps({"iterations": 20, "seconds": 12.25, "startupSeconds": 2.5, "splits": [[10, 7.4]]})
+    view = sample_pod(pod("Succeeded", terminated={"exitCode": 0, "message": message}), now=0, stopped_seconds=None)
+    assert view.sample.splits == ((10, 7.4),)
+    wrong_cases = {
+        "terminationMessage.splits": ("10,7.4", [[1, 3.0]] * 17),
+        "terminationMessage.splits[0]": ([10, 7.4], [[10]], [[0, 3.0]], [[20, 12.0]], [[10, 1.0]], [[10, 13.0]], [[True, 3.0]],
+                                         [[10, "7"]], [[10, float("nan")]]),
+        "terminationMessage.splits[1]": ([[10, 7.4], [10, 8.0]], [[10, 7.4], [12, 7.0]]),  # not rising
+    }
+    for field, values in wrong_cases.items():
+        for wrong in values:
+            with pytest.raises(InvalidAnnotation) as error:
+                parse_sample_report(json.dumps({"iterations": 20, "seconds": 12.25, "startupSeconds": 2.5, "splits": wrong}))
+            assert error.value.field == field, wrong
+
+
 def test_without_a_message_the_container_times_with_one_second_resolution():
     times = {"exitCode": 0, "startedAt": "2026-01-01T00:00:03Z", "finishedAt": "2026-01-01T00:00:15Z", "message": "epoch 3 done"}
     view = sample_pod(pod("Succeeded", terminated=times), now=0, stopped_seconds=None)

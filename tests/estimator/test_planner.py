@@ -24,8 +24,12 @@ def done(kind, length, *, attempt=0, pilot=0):
     )
 
 
-def run(**kwargs):
-    return decide(configurations=KINDS, plan=PLAN, job_iterations=1000, waves=1, **kwargs)
+# Both lengths at once (``short_after_long=False``): the runs these tests play report no splits.
+PARALLEL = EstimatorSettings(sampling=SamplingSettings(short_after_long=False))
+
+
+def run(*, settings=PARALLEL, **kwargs):
+    return decide(configurations=KINDS, plan=PLAN, job_iterations=1000, waves=1, settings=settings, **kwargs)
 
 
 def test_nothing_yet_creates_every_run_once():
@@ -76,7 +80,7 @@ def test_a_configuration_whose_every_run_failed_has_no_estimate():
 
 
 def test_a_run_far_past_its_peers_is_stopped_and_gives_a_lower_bound():
-    settings = EstimatorSettings(sampling=SamplingSettings(long_factor=10, long_min_seconds=0))
+    settings = EstimatorSettings(sampling=SamplingSettings(long_factor=10, long_min_seconds=0, short_after_long=False))
     slow = SamplePod(name="cpu-long-0", key=key("cpu", "long"), attempt=0, state="running", running_seconds=500.0)
     gpu = [done("gpu", "short"), done("gpu", "long")]  # gpu predicts 12 s for k = 20
     decision = run(pods=gpu + [done("cpu", "short"), slow], settings=settings)
@@ -113,6 +117,92 @@ def test_a_tight_family_history_skips_sampling_that_configuration():
 
 def test_wide_jobs_sample_every_pilot():
     wide = plan(job_uid="uid-2", iterations=1000, pods=100, ratio=0.03)
-    decision = decide(configurations=("gpu",), plan=wide, job_iterations=1000, waves=10, pods=[])
+    decision = decide(configurations=("gpu",), plan=wide, job_iterations=1000, waves=10, pods=[], settings=PARALLEL)
     assert sorted({c.key.pilot for c in decision.create}) == list(wide.pilots)
     assert len(decision.create) == 2 * len(wide.pilots)
+    # In sequence: one long run per pilot first.
+    decision = decide(configurations=("gpu",), plan=wide, job_iterations=1000, waves=10, pods=[])
+    assert [(c.key.pilot, c.key.length) for c in decision.create] == [(pilot, "long") for pilot in wide.pilots]
+    assert decision.in_progress == 2 * len(wide.pilots)
+
+
+# --- In sequence (the default): the long run first, the short one only when it is needed ---
+
+SEQUENCE = EstimatorSettings()
+
+
+def long_with_split(kind, *, split=True, pilot=0):
+    """A long run of PLAN that reports (or not) the time it reached at the short length."""
+    startup, rate = RATE[kind]
+    k, short = PLAN.iterations["long"], PLAN.iterations["short"]
+    splits = ((short, startup + rate * short),) if split else ()
+    return SamplePod(
+        name=f"{kind}-long-0", key=key(kind, "long", pilot), attempt=0, state="succeeded",
+        sample=Sample(kind, k, startup + rate * k, pilot=pilot, splits=splits),
+    )
+
+
+def test_in_sequence_the_long_runs_go_first_asking_for_a_split_at_the_short_length():
+    decision = run(pods=[], settings=SEQUENCE)
+    assert [(c.key.configuration, c.key.length, c.iterations, c.split_iterations) for c in decision.create] == [
+        ("cpu", "long", 20, 10), ("gpu", "long", 20, 10),
+    ]
+    assert decision.in_progress == 4 and not decision.done  # the short runs wait, counted
+    running = [SamplePod(name=f"{k}-long-0", key=key(k, "long"), attempt=0, state="running", running_seconds=1.0) for k in KINDS]
+    decision = run(pods=running, settings=SEQUENCE)
+    assert not decision.create and decision.in_progress == 4
+
+
+def test_a_long_run_that_reports_its_split_is_both_samples_one_start_up_paid():
+    decision = run(pods=[long_with_split(k) for k in KINDS], settings=SEQUENCE)
+    assert decision.done and not decision.create
+    assert decision.estimates["cpu"].seconds == pytest.approx(4 + 2.0 * 1000)
+    assert decision.estimates["gpu"].seconds == pytest.approx(8 + 0.2 * 1000)
+    assert decision.estimates["gpu"].method == "samples"  # two lengths: start-up and rate told apart
+    assert decision.estimates["gpu"].samples == 1
+    assert decision.overhead_fraction == pytest.approx(((4 + 40) + (8 + 4)) / 208)  # one start-up each
+
+
+def test_a_long_run_without_a_split_is_followed_by_the_short_run():
+    pods = [long_with_split("cpu", split=False), long_with_split("gpu")]
+    decision = run(pods=pods, settings=SEQUENCE)
+    assert [(c.key.configuration, c.key.length, c.split_iterations) for c in decision.create] == [("cpu", "short", None)]
+    assert not decision.done
+    decision = run(pods=pods + [done("cpu", "short")], settings=SEQUENCE)
+    assert decision.done and decision.estimates["cpu"].seconds == pytest.approx(4 + 2.0 * 1000)
+
+
+def test_a_split_at_the_long_length_end_does_not_stand_for_the_short_run():
+    # 18 of 20 iterations: nearer the long length than the short one, too close to fit a rate.
+    pod = long_with_split("cpu")
+    late = SamplePod(name=pod.name, key=pod.key, attempt=0, state="succeeded", sample=Sample("cpu", 20, 44.0, splits=((18, 40.0),)))
+    decision = run(pods=[late, long_with_split("gpu")], settings=SEQUENCE)
+    assert [(c.key.configuration, c.key.length) for c in decision.create] == [("cpu", "short")]
+
+
+def test_a_long_run_stopped_as_long_needs_no_short_run():
+    settings = EstimatorSettings(sampling=SamplingSettings(long_factor=10, long_min_seconds=0))
+    stopped = SamplePod(name="cpu-long-0", key=key("cpu", "long"), attempt=0, state="stopped", sample=Sample("cpu", 20, 500.0, complete=False))
+    decision = run(pods=[stopped, long_with_split("gpu")], settings=settings)
+    assert decision.done and not decision.create
+    assert decision.estimates["cpu"].method == "lower-bound"
+    assert decision.estimates["cpu"].seconds == pytest.approx(500.0 * 1000 / 20)
+
+
+def test_a_long_run_that_keeps_failing_hands_over_to_the_short_run():
+    failed = [SamplePod(name=f"cpu-long-{a}", key=key("cpu", "long"), attempt=a, state="failed", failure="OOMKilled") for a in range(2)]
+    decision = run(pods=failed + [long_with_split("gpu")], settings=SEQUENCE)
+    assert [(c.key.length, c.attempt, c.split_iterations) for c in decision.create] == [("long", 2, 10)]  # retried first
+    failed.append(SamplePod(name="cpu-long-2", key=key("cpu", "long"), attempt=2, state="failed", failure="OOMKilled"))
+    decision = run(pods=failed + [long_with_split("gpu")], settings=SEQUENCE)
+    assert [(c.key.length, c.attempt) for c in decision.create] == [("short", 0)]
+    decision = run(pods=failed + [long_with_split("gpu"), done("cpu", "short")], settings=SEQUENCE)
+    assert decision.done and decision.estimates["cpu"].method == "proportional"
+    assert "OOMKilled" in decision.failed["cpu"]
+
+
+def test_a_short_run_that_exists_is_used_whatever_the_order():
+    # Started before a switch to sequence (or by an older cellfit): it counts, nothing is redone.
+    decision = run(pods=[done("cpu", "short"), long_with_split("cpu", split=False), long_with_split("gpu")], settings=SEQUENCE)
+    assert decision.done and not decision.create
+    assert [name for name, _ in decision.samples["cpu"]] == ["cpu-long-0", "cpu-short-0"]

@@ -40,6 +40,19 @@ def test_a_sampling_run_does_k_iterations_and_reports_them(tmp_path: Path) -> No
     assert "sample: 3 iterations" in done.stdout
 
 
+def test_a_long_sample_reports_the_time_it_reached_at_its_split(tmp_path: Path) -> None:
+    done, message = run(tmp_path, env={"CELLFIT_SAMPLE_ITERATIONS": "40", "CELLFIT_SAMPLE_SPLIT_ITERATIONS": "15"})
+    assert done.returncode == 0, done.stderr
+    report = parse_sample_report(message.read_text())
+    ((k, t),) = report.splits
+    assert k == 15 and report.startup_seconds < t < report.seconds
+    # At or past the run's end, or without a sample count, there is no split to note.
+    for env in ({"CELLFIT_SAMPLE_ITERATIONS": "15", "CELLFIT_SAMPLE_SPLIT_ITERATIONS": "15"}, {"CELLFIT_SAMPLE_SPLIT_ITERATIONS": "5"}):
+        done, message = run(tmp_path, env={"CELLFIT_ITERATIONS": "20", **env})
+        assert done.returncode == 0, done.stderr
+        assert parse_sample_report(message.read_text()).splits == ()
+
+
 def test_the_message_is_exactly_the_contract_and_fits_the_kubelet(tmp_path: Path) -> None:
     done, message = run(tmp_path, env={"CELLFIT_SAMPLE_ITERATIONS": "2"})
     assert done.returncode == 0, done.stderr

@@ -8,9 +8,10 @@ numpy. One iteration = one minibatch: forward, backward, SGD update.
 The contract:
 
 * ``CELLFIT_SAMPLE_ITERATIONS=k``: run exactly ``k`` iterations instead of the full count and
-  exit 0 (a sampling pod).
+  exit 0 (a sampling pod). With ``CELLFIT_SAMPLE_SPLIT_ITERATIONS=j`` (``j < k``) it also notes
+  the seconds it had reached after ``j`` iterations, as ``"splits": [[j, t_j]]``.
 * Either way, on exit it writes ``{"iterations": n, "seconds": t, "startupSeconds": s,
-  "peakMemoryBytes": m}`` to
+  "splits": [...], "peakMemoryBytes": m}`` to
   ``$CELLFIT_TERMINATION_MESSAGE_PATH`` (default ``/dev/termination-log``); a path it cannot
   write is a warning on stderr, not a failure.
 * ``seconds`` is the wall time from the first line of this file to the message: imports, data
@@ -71,6 +72,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     if args.iterations is None:
         args.iterations = _env_int(parser, "CELLFIT_ITERATIONS") or DEFAULT_ITERATIONS
     args.sample = _env_int(parser, "CELLFIT_SAMPLE_ITERATIONS")
+    # Where a sampling run also notes the time it reached (splits): cellfit asks a long sample
+    # for its short length, so one run gives both.
+    args.split = _env_int(parser, "CELLFIT_SAMPLE_SPLIT_ITERATIONS") if args.sample is not None else None
     return args
 
 
@@ -90,12 +94,13 @@ def peak_memory_bytes() -> int:
     return peak if sys.platform == "darwin" else peak * 1024  # KiB on Linux, bytes on macOS
 
 
-def write_message(iterations: int, *, startup_seconds: float) -> None:
+def write_message(iterations: int, *, startup_seconds: float, splits: list[list[float]]) -> None:
     message = json.dumps(
         {
             "iterations": iterations,
             "seconds": round(time.perf_counter() - _STARTED, 6),
             "startupSeconds": round(startup_seconds, 6),
+            **({"splits": splits} if splits else {}),
             "peakMemoryBytes": peak_memory_bytes(),
         },
         separators=(",", ":"),
@@ -136,6 +141,8 @@ def main(argv: list[str]) -> int:
     row_stat = np.empty((args.batch, 1), dtype=dtype)
 
     total = args.sample if args.sample is not None else args.iterations
+    split = args.split if args.split is not None and args.split < total else None
+    splits: list[list[float]] = []
     loss = float("nan")
     startup_seconds = time.perf_counter() - _STARTED  # everything before the first iteration
     for step in range(total):
@@ -176,8 +183,10 @@ def main(argv: list[str]) -> int:
             loss = float(-np.log(np.maximum((probabilities * y).sum(axis=1), 1e-12)).mean())
             if args.log_every:
                 print(f"iteration {step + 1}/{total} loss {loss:.4f}", flush=True)
+        if step + 1 == split:
+            splits.append([split, round(time.perf_counter() - _STARTED, 6)])
 
-    write_message(total, startup_seconds=startup_seconds)
+    write_message(total, startup_seconds=startup_seconds, splits=splits)
     kind = "sample" if args.sample is not None else "full run"
     print(f"{kind}: {total} iterations, loss {loss:.4f}, {time.perf_counter() - _STARTED:.3f} s", flush=True)
     return 0

@@ -49,7 +49,7 @@ def estimator_settings(
     base: EstimatorSettings = EstimatorSettings(),
 ) -> EstimatorSettings:
     """The live estimator's settings (``base``) with the two sample lengths at ``f/3`` and
-    ``2f/3`` of the iterations (``f`` = 0.03 gives the estimator's own 1% and 2%) and, when
+    ``2f/3`` of the iterations, run at once (AlloX's two runs per configuration), and, when
     given, its long-sample rule (``estimator.longFactor``, ``estimator.longMinSeconds``)."""
     sampling = SamplingSettings(
         short_fraction=sampling_fraction * SHORT_SHARE,
@@ -58,6 +58,9 @@ def estimator_settings(
         max_pilots=base.sampling.max_pilots,
         long_factor=base.sampling.long_factor if long_factor is None else long_factor,
         long_min_seconds=base.sampling.long_min_seconds if long_min_seconds is None else long_min_seconds,
+        # The simulated runs report no splits (the paper's samples: two runs per configuration),
+        # so both lengths start at once, as AlloX runs them.
+        short_after_long=False,
     )
     return EstimatorSettings(
         sampling=sampling,
