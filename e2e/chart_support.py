@@ -438,6 +438,7 @@ def local_extender(
     name: str,
     config_text: str | None = None,
     with_cellfit: Callable[[CellfitProcess], None] | None = None,
+    inspect_host: str = "127.0.0.1",
 ) -> Iterator[CellfitProcess]:
     """``cellfit serve`` (the chart's configuration unless ``config_text``; the chart's cellfit
     RBAC through the extender-only ServiceAccount's token) and a kube-scheduler of the chart's
@@ -448,6 +449,7 @@ def local_extender(
         cluster.token_kubeconfig(EXTENDER_ONLY_SA, release.namespace, workdir / "cellfit.kubeconfig"),
         workdir,
         name=f"{name}-cellfit",
+        inspect_host=inspect_host,
     )
     scheduler: KubeSchedulerProcess | None = None
     try:
@@ -513,6 +515,21 @@ def placing_extender(
             cluster.kubectl("delete", "mutatingwebhookconfiguration", registration, "--ignore-not-found", check=False)
         cluster.kubectl("patch", "mutatingwebhookconfiguration", chart["metadata"]["name"], "--type=json",
                         "-p", json.dumps([{"op": "replace", "path": failure_policy, "value": "Fail"}]), check=False)
+
+
+@contextlib.contextmanager
+def allox_extender(
+    cluster: Cluster, release: Release, workdir: Path, *, name: str, where: Mapping[str, str], allox: Mapping[str, Any],
+    sections: Mapping[str, Any] | None = None,
+) -> Iterator[CellfitProcess]:
+    """:func:`placing_extender` running the release's cellfit configuration with AlloX limited to
+    the nodes labelled ``where`` (``allox``: more keys of its section; ``sections``: whole
+    sections replaced, e.g. ``policy`` and ``cells``)."""
+    config = yaml.safe_load(release.cellfit_config_text)
+    config.update(sections or {})
+    config["allox"] = {**config.get("allox", {}), "nodeSelector": dict(where), **allox}
+    with placing_extender(cluster, release, workdir, name=name, config_text=yaml.safe_dump(config), where=where) as cellfit:
+        yield cellfit
 
 
 def local_scheduler_config(release: Release, *, cellfit_port: int, lease_seconds: int | None = None) -> dict[str, Any]:

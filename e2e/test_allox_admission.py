@@ -18,7 +18,6 @@ import json
 from typing import Any, Iterator
 
 import pytest
-import yaml
 
 from chart_support import (
     KWOK_TOLERATION,
@@ -26,10 +25,10 @@ from chart_support import (
     Cluster,
     Release,
     Scenarios,
+    allox_extender,
     ensure_release,
     example_job,
     is_active,
-    placing_extender,
     wait_for,
 )
 from scheduler.matching.admission import WaitingJob, decide
@@ -55,11 +54,9 @@ def env(control_plane: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterato
     cluster = Cluster.from_control_plane(control_plane)
     release = ensure_release(cluster)
     cluster.add_gpu_nodes(1, f"{SCENARIO}-gpu", labels=WHERE, gpus=2)
-    config = yaml.safe_load(release.cellfit_config_text)
-    config["allox"] = {**config.get("allox", {}), "nodeSelector": WHERE, "alpha": 1.0, "debounceSeconds": 1.0, "resyncSeconds": 2}
+    allox = {"alpha": 1.0, "debounceSeconds": 1.0, "resyncSeconds": 2}
     try:
-        with placing_extender(cluster, release, tmp_path_factory.mktemp(SCENARIO), name=SCENARIO,
-                              config_text=yaml.safe_dump(config), where=WHERE) as cellfit:
+        with allox_extender(cluster, release, tmp_path_factory.mktemp(SCENARIO), name=SCENARIO, where=WHERE, allox=allox) as cellfit:
             yield cluster, release, cellfit, control_plane
     finally:
         SCENARIOS.delete_nodes(cluster, ["admission"])

@@ -216,7 +216,13 @@ class PlacerController:
             waiting, trials, running = (
                 [replace(item, pool=self._pool(by_key[item.key], found)) for item in items] for items in (waiting, trials, running)
             )
-            gpu_pools = guaranteed_gpu_machines(found.cells, gpus_per_pod=_gpus_per_pod([*waiting, *trials]))
+            sizes = _gpus_per_pod([*waiting, *trials])
+            guaranteed = guaranteed_gpu_machines(found.cells, gpus_per_pod=sizes)
+            # A VC's guarantee may lie on nodes AlloX does not run on (allox.nodeSelector; the
+            # implicit default VC owns every GPU): no more of its machines than AlloX's nodes
+            # have GPUs free, running AlloX Jobs' included.
+            gpu_pools = {vc: min(count, sum(node.gpu // max(sizes.get(vc, 1), 1) for node in free))
+                         for vc, count in guaranteed.items()}
         estimates = {w.key: w.seconds for w in (*waiting, *trials)}
         for trial, choice in self._trials(now, trials, waiting, running, free, gpu_pools):
             job = by_key[trial.key]

@@ -97,3 +97,22 @@ def test_the_controller_starts_a_full_vcs_job_on_cpu_and_another_vcs_job_on_its_
     rows = {row["job"]: row for row in placer.inspect()["lastDecision"]["starts"]}
     assert rows["b/jb"]["virtualCluster"] == "b" and "virtualCluster" not in rows["a/ja"]
     assert seen == [frozenset()]
+
+
+def test_a_vcs_machines_are_no_more_than_the_gpus_free_on_alloxs_nodes():
+    # The implicit default VC owns every GPU of the cluster, but AlloX runs on one node
+    # (allox.nodeSelector) with a single GPU free: one GPU machine, not sixteen.
+    cells = HivedEngine.from_config(rack_cluster(1, 2))
+    placer = PlacerController(
+        api=RecordingApi(), jobs=Jobs([job("j1", "default", created=0), job("j2", "default", created=1)]),
+        settings=AlloxSettings(alpha=1.0, mechanism="template"), gpu_resource="nvidia.com/gpu",
+        free_by_node=lambda running: {"r0n0": Resources(cpu_millis=1000, memory_bytes=2**38, gpus=1)},
+        capacity=lambda: Resources(cpu_millis=8000, memory_bytes=2**38, gpus=8), clock=lambda: 1767225700.0,
+        guarantees=lambda running: Guarantees(cells=guarantees(views(cells)), default_vc=cells.default_vc),
+    )
+    decision = placer.admit()
+    assert machines(cells) == {"default": 16}
+    assert decision.idle_machines == {"gpu@default": 1}
+    assert [s.kind for s in decision.starts] == ["gpu"]  # the other waits for it (the same Job twice: either)
+    (queued,) = decision.queue
+    assert queued.pool == "default" and queued.expected_start_seconds > 0
