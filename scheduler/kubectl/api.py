@@ -131,24 +131,30 @@ class InspectApi:
         if reply.status == 401:
             return Forbidden(f"the API server does not accept your credentials ({self.api.session.source}): {message}")
         if reply.status == 404 and from_apiserver:
-            return NotInstalled(
-                f"cellfit is not installed here: no {where} ({message}). Install the chart, or name where it is: "
-                "--cellfit-namespace and --cellfit-service (or CELLFIT_NAMESPACE and CELLFIT_SERVICE)"
-            )
+            return self._not_installed(where, message)
         if reply.status == 404:
             return ViewUnavailable(f"cellfit does not serve /v1/inspect/{view} here: {message}")
         if reply.status in (502, 503, 500) and from_apiserver:
-            return Unreachable(self._unreachable(where, message))
+            return self._no_endpoint(where, message)
         return Unreachable(f"cellfit's {where} answered HTTP {reply.status} for /v1/inspect/{view}: {message}")
 
-    def _unreachable(self, where: str, message: str) -> str:
-        """No endpoint: tell "the Service has no inspect port" (chart value off) from "no ready
-        cellfit pod", when the user may read the Service."""
+    def _not_installed(self, where: str, message: str) -> NotInstalled:
+        return NotInstalled(
+            f"cellfit is not installed here: no {where} ({message}). Install the chart, or name where it is: "
+            "--cellfit-namespace and --cellfit-service (or CELLFIT_NAMESPACE and CELLFIT_SERVICE)"
+        )
+
+    def _no_endpoint(self, where: str, message: str) -> PluginError:
+        """The proxy found no endpoint (it looks for endpoints before the Service): tell "no such
+        Service" and "the Service has no inspect port" (chart value off) from "no ready cellfit
+        pod", as far as the user may read the Service."""
         service = self.api.raw(f"/api/v1/namespaces/{quote(self.cellfit.namespace)}/services/{quote(self.cellfit.service)}")
+        if service.status == 404:
+            return self._not_installed(where, status_message(service))
         if service.status == 200 and isinstance(service.body, Mapping):
             ports = [str(p.get("name")) for p in (service.body.get("spec") or {}).get("ports") or []]
             if INSPECT_PORT_NAME not in ports:
-                return (f"cellfit's {where} has no port named {INSPECT_PORT_NAME!r} (it has: {', '.join(ports) or 'none'}): its "
-                        "inspect listener is off; install the chart with cellfit.inspect.enabled=true")
-        return (f"cellfit is not reachable through {where}: {message} (is a cellfit pod ready? kubectl -n "
-                f"{self.cellfit.namespace} get pods)")
+                return Unreachable(f"cellfit's {where} has no port named {INSPECT_PORT_NAME!r} (it has: {', '.join(ports) or 'none'}): "
+                                   "its inspect listener is off; install the chart with cellfit.inspect.enabled=true")
+        return Unreachable(f"cellfit is not reachable through {where}: {message} (is a cellfit pod ready? kubectl -n "
+                           f"{self.cellfit.namespace} get pods)")

@@ -8,6 +8,7 @@ from urllib.parse import quote
 from scheduler.kubectl.api import InspectApi, KubeApi
 from scheduler.kubectl.errors import NotFound, UsageError, ViewUnavailable
 from scheduler.kubectl.objects import (
+    PREEMPTED_BY,
     CellfitView,
     Event,
     Facts,
@@ -72,18 +73,23 @@ class FactReader:
         return list(found.get("items") or [])
 
     def preemptions(self, namespace: str, job: str) -> tuple[Preemption, ...]:
-        """The Job's pods cellfit preempted (gone by now: their Preempted events remain), each
-        with the preemptor's Preempting event, which holds the score breakdown."""
-        found: list[Preemption] = []
+        """The Job's pods preempted (gone by now: their Preempted events remain), one per pod:
+        cellfit's event ("preempted by ns/pod") completed by the preemptor's Preempting event,
+        which holds the score breakdown; kube-scheduler's own ("Preempted by pod <uid> on node
+        N") where cellfit's is missing."""
+        by_victim: dict[str, list[Event]] = {}
         for item in self._events(namespace, "reason=Preempted,involvedObject.kind=Pod"):
             victim = str((item.get("involvedObject") or {}).get("name") or "")
-            if not job_pod_name(job, victim):
-                continue
-            preempted = events_from([item])[0]
-            by = preempted.message.removeprefix("preempted by ").strip()
+            if job_pod_name(job, victim):
+                by_victim.setdefault(victim, []).extend(events_from([item]))
+        found: list[Preemption] = []
+        for victim, events in by_victim.items():
+            ours = [e for e in events if PREEMPTED_BY.match(e.message)]
+            preempted = (ours or events)[-1]
             preemptor_events: tuple[Event, ...] = ()
-            if "/" in by:
-                by_namespace, by_name = by.split("/", 1)
+            by = PREEMPTED_BY.match(preempted.message)
+            if by is not None and "/" in by.group("by"):
+                by_namespace, by_name = by.group("by").split("/", 1)
                 try:
                     preemptor_events = self.events(by_namespace, "Pod", by_name)
                 except NotFound:

@@ -24,8 +24,10 @@ from scheduler.constants import (
 # The Preempting event's message (scheduler/preemption/fitgpp.py PreemptionDecision):
 # "preempting ns/pod on node X (score 0.31 = size 0.12 + 4.0 x GP 0.05)".
 PREEMPTING = re.compile(r"^preempting (?P<victim>\S+) on node (?P<node>\S+) \((?P<why>.*)\)$")
-# The Preempted event's: "preempted by ns/pod".
+# cellfit's Preempted event: "preempted by ns/pod".
 PREEMPTED_BY = re.compile(r"^preempted by (?P<by>\S+)")
+# kube-scheduler's, on the same pod: "Preempted by pod <uid> on node <node>".
+SCHEDULER_PREEMPTED = re.compile(r"^Preempted by pod (?P<uid>\S+) on node (?P<node>\S+)")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -216,6 +218,9 @@ def preemption_from(*, victim: str, preempted: Event, preemptor_events: tuple[Ev
         if match and match.group("victim") == victim:
             return Preemption(victim=victim, by=by, node=match.group("node"), breakdown=match.group("why"),
                               when=preempted.last_seen)
+    scheduler = SCHEDULER_PREEMPTED.match(preempted.message)
+    if scheduler is not None:  # only kube-scheduler's event: the preemptor by UID
+        return Preemption(victim=victim, by=f"pod {scheduler.group('uid')}", node=scheduler.group("node"), when=preempted.last_seen)
     return Preemption(victim=victim, by=by, when=preempted.last_seen)
 
 

@@ -262,6 +262,15 @@ def test_not_installed(config: Path, apiserver: ApiServer) -> None:
         cli.run(["vcs"])
 
 
+def test_not_installed_when_the_proxy_finds_no_endpoint_and_no_service(config: Path, apiserver: ApiServer) -> None:
+    """kube-apiserver looks for the Service's endpoints before the Service itself: a missing
+    Service answers 503 "no endpoints", and the plugin asks for the Service to tell."""
+    apiserver.routes[f"{PROXY}/v1/inspect/virtual-clusters"] = (503, status(503, "ServiceUnavailable",
+                                                                            'no endpoints available for service "cellfit"'))
+    with pytest.raises(NotInstalled, match="cellfit is not installed here: no Service cellfit in namespace cellfit-system"):
+        cli.run(["vcs"])
+
+
 def test_another_install_is_named_by_flags_or_environment(config: Path, apiserver: ApiServer, monkeypatch: pytest.MonkeyPatch) -> None:
     other = "/api/v1/namespaces/sched/services/http:cf:inspect/proxy/v1/inspect/virtual-clusters"
     apiserver.routes[other] = (200, {"virtualClusters": []})
@@ -310,6 +319,6 @@ def test_kubectl_plugin_entry_point_is_declared() -> None:
 
 def test_runs_as_a_program(config: Path) -> None:
     done = subprocess.run([sys.executable, "-m", "scheduler.kubectl.cli", "vcs", "-o", "json"], capture_output=True,
-                          text=True, cwd=ROOT, env={**os.environ}, timeout=60)
+                          text=True, cwd=ROOT, env={**os.environ}, timeout=300)
     assert done.returncode == 0, done.stderr
     assert "virtualClusters" in json.loads(done.stdout)

@@ -228,6 +228,14 @@ def test_preempted_job_says_by_whom_where_the_score_and_how_often() -> None:
     assert answer.details[0] == f"ns/be-cheap-7xk2p preempted by ns/te-probe-q8w3z on node gpu-7 ({breakdown}) at {T0}"
 
 
+def test_kube_schedulers_own_preempted_event_names_the_node_and_the_preemptors_uid() -> None:
+    """kube-scheduler writes a Preempted event of its own on the victim; alone (cellfit's lost),
+    it still tells where and by which pod."""
+    theirs = event("Preempted", "Preempted by pod 0f1e2d3c-aaaa-bbbb on node gpu-7", warning=True)
+    found = preemption_from(victim="ns/be-abcde", preempted=events_from([theirs])[0], preemptor_events=())
+    assert (found.by, found.node, found.breakdown) == ("pod 0f1e2d3c-aaaa-bbbb", "gpu-7", None)
+
+
 def test_preempted_job_resumed_and_running() -> None:
     job = job_from(job_json("be", annotations={"cellfit.io/preemptions": "2"}),
                    pods=(a_pod("be-abcde", node="gpu-2", phase="Running"),))
