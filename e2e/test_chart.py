@@ -109,13 +109,15 @@ def test_chart_metrics_listener_serves_probes_and_metrics_only(running: tuple[Cl
     # What the installed objects point at: Service port "metrics" -> container port "metrics"
     # -> the port the chart's cellfit config listens on for metrics.
     service = cluster.kubectl_json("-n", release.namespace, "get", "service", release.find("Service", release.name)["metadata"]["name"])
-    (service_port,) = service["spec"]["ports"]
+    service_port, inspect_port = service["spec"]["ports"]
     assert service_port["name"] == "metrics" and service_port["targetPort"] == "metrics", service_port
+    assert inspect_port["name"] == "inspect" and inspect_port["targetPort"] == "inspect", inspect_port  # kubectl cellfit
     containers = {c["name"]: c for c in release.find("Deployment")["spec"]["template"]["spec"]["containers"]}
     cellfit = containers["cellfit"]
     ports = {p["name"]: p["containerPort"] for p in cellfit["ports"]}
     server = yaml.safe_load(release.cellfit_config_text)["server"]
     assert ports["metrics"] == server["metricsPort"] and server["metricsHost"] == "0.0.0.0", (ports, server)
+    assert ports["inspect"] == server["inspectPort"] and server["inspectHost"] == "0.0.0.0", (ports, server)
     assert {cellfit[probe]["httpGet"]["port"] for probe in ("startupProbe", "livenessProbe", "readinessProbe")} == {"metrics"}
 
     # The process the chart configures (moved to a free port of 127.0.0.1 here) answers them.
@@ -128,6 +130,11 @@ def test_chart_metrics_listener_serves_probes_and_metrics_only(running: tuple[Cl
     for method, path in (("POST", "/v1/extender/filter"), ("POST", "/v1/extender/bind"), ("GET", "/v1/inspect/engine"),
                          ("GET", "/openapi.json")):
         assert httpx.request(method, f"{url}{path}", content=b"{}", timeout=5).status_code == 404, path
+    # The inspect listener (also moved to 127.0.0.1 here) answers inspect, and no verb.
+    inspect = f"http://127.0.0.1:{procs.cellfit.inspect_port}"
+    assert httpx.get(f"{inspect}/v1/inspect/engine", timeout=5).json() == procs.cellfit.get("/v1/inspect/engine")
+    for path in ("/v1/extender/bind", "/metrics"):
+        assert httpx.request("POST" if "extender" in path else "GET", f"{inspect}{path}", content=b"{}", timeout=5).status_code in (404, 405), path
         assert httpx.request(method, f"{procs.cellfit.url}{path}", content=b"{}", timeout=5).status_code != 404, path
 
 
