@@ -12,6 +12,7 @@ refuses. Examples::
     python -m scheduler.simulator.cli --sweep s --jobs 8192 --plots figs/
     python -m scheduler.simulator.cli --workload allox --load 0.9 --plots figs/
     python -m scheduler.simulator.cli --workload allox --sweep alpha --jobs 2000
+    python -m scheduler.simulator.cli --workload hived --plots scheduler/simulator/figures
 """
 
 from __future__ import annotations
@@ -76,7 +77,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     source = parser.add_argument_group("workload")
     source.add_argument(
-        "--workload", default=None, metavar="NAME", help="synthetic workload: fitgpp (default) or allox (AlloX §5.1)"
+        "--workload",
+        default=None,
+        metavar="NAME",
+        help="synthetic workload: fitgpp (default), allox (AlloX §5.1) or hived (HiveD §5.2: sharing anomaly)",
     )
     source.add_argument("--trace", metavar="FILE", help="CSV or JSON trace instead (see README: submit_time, class, cpu, memory, gpu, duration, grace_period)")
     source.add_argument(
@@ -206,7 +210,7 @@ def _experiment(args: argparse.Namespace, settings: FitGppSettings) -> Experimen
     if args.workload is not None and args.trace is not None:
         _fail_option("--trace", "give either --workload or --trace")
     if args.workload not in (None, "fitgpp"):
-        _fail_option("--workload", f"unknown workload {args.workload!r} (known: fitgpp, allox)")
+        _fail_option("--workload", f"unknown workload {args.workload!r} (known: fitgpp, allox, hived)")
     arrivals = args.arrivals or ("trace" if args.trace else "fifo-load")
     if arrivals not in ("fifo-load", "trace"):
         _fail_option("--arrivals", f"{arrivals!r} is not fifo-load or trace")
@@ -296,6 +300,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    if args.workload == "hived":
+        from scheduler.simulator.hived.cli import run_hived
+
+        return run_hived(args)
     if args.workload == "allox":
         for attribute, option in _FITGPP_ONLY:
             if getattr(args, attribute) not in (None, False):

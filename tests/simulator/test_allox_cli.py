@@ -140,7 +140,7 @@ ALLOX = ["--workload", "allox"]
         ([*ALLOX, "--node-cpu", "10", "--node-gpus", "0"], "--nodes: the cluster has no GPU and no CPU slot"),
         (["--alpha", "0.5"], "--alpha: an option of workload allox only (add --workload allox)"),
         (["--omega-grid", "0"], "--omega-grid: an option of workload allox only (add --workload allox)"),
-        (["--workload", "alibaba"], "--workload: unknown workload 'alibaba' (known: fitgpp, allox)"),
+        (["--workload", "alibaba"], "--workload: unknown workload 'alibaba' (known: fitgpp, allox, hived)"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(args: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:

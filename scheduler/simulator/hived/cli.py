@@ -1,0 +1,144 @@
+"""``cellfit simulate --workload hived``: HiveD's sharing-anomaly experiment (§2, §5.2) — the
+same multi-tenant arrivals on each tenant's private cluster, on the shared cluster under HiveD,
+and under a quota-only baseline (spreading and packing) — as Markdown tables, ``--output-json``
+and a ``--plots`` PNG.
+
+Called by :func:`scheduler.simulator.cli.run` for ``--workload hived``; every bad value is one
+error naming the option (exit 2)."""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import replace
+from pathlib import Path
+from typing import Final
+
+from scheduler.simulator.errors import InvalidWorkload
+from scheduler.simulator.hived.experiment import (
+    DEFAULT_JOBS,
+    SETTINGS,
+    HivedExperiment,
+    run_hived_experiment,
+)
+from scheduler.simulator.hived.report import document, tables
+from scheduler.simulator.hived.results import summarise_outcome
+from scheduler.simulator.hived.simulation import QUEUES
+from scheduler.simulator.hived.workload import HivedWorkload
+from scheduler.simulator.options import (
+    BadOption,
+    fail_option,
+    parse_float,
+    parse_int,
+    policy_list,
+)
+from scheduler.simulator.progress import ProgressBar
+from scheduler.simulator.session import RunReport, run_and_report
+
+EXIT_OK: Final = 0
+# Options of the other workloads; giving one to this workload is an error, not ignored.
+_OTHER_OPTIONS: Final = (
+    ("trace", "--trace"),
+    ("arrivals", "--arrivals"),
+    ("te_share", "--te-share"),
+    ("gp_scale", "--gp-scale"),
+    ("tick", "--tick"),
+    ("grace_period_weight", "--grace-period-weight"),
+    ("max_preemptions", "--max-preemptions"),
+    ("table4", "--table4"),
+    ("write_trace", "--write-trace"),
+    ("alpha", "--alpha"),
+    ("timeout", "--timeout"),
+    ("omega_grid", "--omega-grid"),
+    ("sweep", "--sweep"),
+    ("sweep_values", "--sweep-values"),
+    ("paper", "--paper"),
+    ("nodes", "--nodes"),
+    ("node_cpu", "--node-cpu"),
+    ("node_memory", "--node-memory"),
+    ("node_gpus", "--node-gpus"),
+)
+SET_KEYS: Final = ("hived.queue", "hived.duration_low", "hived.duration_high", "hived.load.<tenant>")
+
+
+def _workload_and_queue(args: argparse.Namespace) -> tuple[HivedWorkload, str]:
+    workload = HivedWorkload()
+    if args.load is not None:
+        workload = replace(workload, load=parse_float(args.load, "--load", positive=True))
+    queue = "fifo"
+    tenants = {t.name: t for t in workload.tenants}
+    for assignment in args.set:
+        key, equals, value = assignment.partition("=")
+        key, value = key.strip(), value.strip()
+        if not equals:
+            fail_option("--set", f"{assignment!r} is not KEY=VALUE")
+        option = f"--set {key}"
+        try:
+            if key == "hived.queue":
+                if value not in QUEUES:
+                    fail_option(option, f"{value!r} is not one of {', '.join(QUEUES)}")
+                queue = value
+            elif key == "hived.duration_low":
+                workload = replace(workload, duration_low=parse_float(value, option, positive=True))
+            elif key == "hived.duration_high":
+                workload = replace(workload, duration_high=parse_float(value, option, positive=True))
+            elif key.startswith("hived.load."):
+                name = key[len("hived.load.") :]
+                if name not in tenants:
+                    fail_option(option, f"no tenant {name!r} (tenants: {', '.join(tenants)})")
+                tenants[name] = replace(tenants[name], load=parse_float(value, option, positive=True))
+                workload = replace(workload, tenants=tuple(tenants.values()))
+            else:
+                fail_option(option, f"{key!r} is not a parameter of workload hived (keys: {', '.join(SET_KEYS)})")
+        except InvalidWorkload as error:
+            message = str(error).removeprefix(f"{error.field}: ") if error.field else str(error)
+            raise BadOption(message, field=option) from None
+    return workload, queue
+
+
+def run_hived(args: argparse.Namespace) -> int:
+    for attribute, option in _OTHER_OPTIONS:
+        if getattr(args, attribute, None) not in (None, False):
+            fail_option(option, "not an option of workload hived")
+    workload, queue = _workload_and_queue(args)
+    jobs = DEFAULT_JOBS if args.jobs is None else parse_int(args.jobs, "--jobs", low=1)
+    seed = parse_int(args.seed, "--seed", low=0)
+    repeat = parse_int(args.repeat, "--repeat", low=1)
+    workers = parse_int(args.workers, "--workers", low=1)
+    settings = policy_list(args.policies if args.policies is not None else ",".join(SETTINGS), list(SETTINGS), workload="hived", other=[])
+    experiment = HivedExperiment(
+        workload=workload, jobs=jobs, seeds=tuple(range(seed, seed + repeat)), settings=tuple(settings), queue=queue
+    )
+    meta: dict[str, object] = {
+        "workload": "hived",
+        "jobs": jobs,
+        "seeds": list(experiment.seeds),
+        "queue": queue,
+        "cluster": {"racks": workload.shape.racks, "nodes_per_rack": workload.shape.nodes_per_rack, "gpus_per_node": workload.shape.gpus_per_node},
+        "load": workload.load,
+        "duration_minutes": [workload.duration_low, workload.duration_high],
+        "tenants": {
+            t.name: {"racks": t.racks, "nodes": t.nodes, "load": t.load, "sizes": {str(g): s for g, s in t.sizes}}
+            for t in workload.tenants
+        },
+        "set": list(args.set),
+    }
+
+    def produce(progress: ProgressBar) -> RunReport:
+        outcome = run_hived_experiment(experiment, workers=workers, progress=progress)
+        summaries = summarise_outcome(outcome.runs)
+
+        def plot(folder: Path) -> list[Path]:
+            from scheduler.simulator.hived.plots import plot_delays
+
+            title = f"HiveD workload: {jobs} jobs, queue {queue}, seeds {experiment.seeds[0]}..{experiment.seeds[-1]}"
+            return [plot_delays(summaries, folder / "hived-delay.png", title=title)]
+
+        return RunReport(
+            table=tables(summaries),
+            document=document(summaries, settings=meta),
+            events=sum(r.events for runs in outcome.runs.values() for r in runs),
+            plot=plot,
+        )
+
+    run_and_report(produce, plots=args.plots, output_json=args.output_json, show_progress=not args.no_progress)
+    return EXIT_OK

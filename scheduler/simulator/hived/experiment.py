@@ -1,0 +1,197 @@
+"""The ``hived`` experiment (HiveD §5.2): the same arrivals under four settings.
+
+* ``private`` — each tenant alone on a private cluster of its quota's cells, under HiveD (one
+  virtual cluster owning all of them): the yardstick of sharing safety;
+* ``hived`` — the shared cluster under HiveD, one virtual cluster per tenant;
+* ``quota-spread`` — the shared cluster, each tenant limited to its quota's GPU count
+  (:class:`~.quota.QuotaGate`), pods placed by kube-scheduler's default scoring
+  (``NodeResourcesFit`` LeastAllocated over GPUs: spreading);
+* ``quota-pack`` — the same quota, pods placed by cellfit's
+  :class:`~scheduler.core.fit.ResourceFitEngine` (most-allocated GPUs: packing, the paper's
+  YARN-CS "packs jobs as compactly as possible").
+
+Every setting of a seed replays the same jobs (same arrival times, sizes, durations).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from typing import Final
+
+import numpy as np
+
+from scheduler.cells import HivedEngine
+from scheduler.core.fit import ResourceFitEngine
+from scheduler.simulator.errors import UnknownPolicy
+from scheduler.simulator.hived.cluster import (
+    gpu_nodes,
+    private_cells_config,
+    private_node_names,
+    shared_cells_config,
+)
+from scheduler.simulator.hived.quota import QuotaGate
+from scheduler.simulator.hived.simulation import (
+    QUEUES,
+    ClusterScheduler,
+    GangRunResult,
+    GangSimulation,
+    spread_choice,
+)
+from scheduler.simulator.hived.workload import GangJob, HivedWorkload
+
+SETTINGS: Final = ("private", "hived", "quota-spread", "quota-pack")
+DEFAULT_JOBS: Final = 4000
+
+ProgressCallback = Callable[[int, int, int, int, str], None]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HivedExperiment:
+    workload: HivedWorkload = field(default_factory=HivedWorkload)
+    jobs: int = DEFAULT_JOBS
+    seeds: tuple[int, ...] = (1,)
+    settings: tuple[str, ...] = SETTINGS
+    queue: str = "fifo"
+
+    def __post_init__(self) -> None:
+        for name in self.settings:
+            if name not in SETTINGS:
+                raise UnknownPolicy(name, list(SETTINGS))
+        if self.queue not in QUEUES:
+            raise UnknownPolicy(self.queue, list(QUEUES))
+
+    def jobs_for(self, seed: int) -> list[GangJob]:
+        return self.workload.generate(jobs=self.jobs, seed=seed)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HivedOutcome:
+    """Per setting, one run per seed (in seed order)."""
+
+    runs: dict[str, list[GangRunResult]]
+
+
+def run_setting(
+    experiment: HivedExperiment,
+    setting: str,
+    jobs: Sequence[GangJob],
+    *,
+    seed: int,
+    on_progress: Callable[[int, int], None] | None = None,
+) -> GangRunResult:
+    """One setting on one seed's jobs."""
+    workload = experiment.workload
+    shape = workload.shape
+    tenants = [t.name for t in workload.tenants]
+    window = max(job.submit_time for job in jobs)
+    if setting == "private":
+        return _private(experiment, jobs, seed=seed, window=window)
+    nodes = gpu_nodes(shape.node_names(), shape.gpus_per_node)
+    quota = QuotaGate({t.name: t.quota_gpus(shape) for t in workload.tenants})
+    if setting == "hived":
+        scheduler = ClusterScheduler(engine=HivedEngine.from_config(shared_cells_config(workload)), nodes=nodes)
+    elif setting == "quota-spread":
+        engine = ResourceFitEngine(initial_capacity=max(64, shape.nodes))
+        scheduler = ClusterScheduler(engine=engine, nodes=nodes, choice=spread_choice(engine, shape.gpus_per_node), quota=quota)
+    else:
+        assert setting == "quota-pack"
+        engine = ResourceFitEngine(initial_capacity=max(64, shape.nodes))
+        scheduler = ClusterScheduler(engine=engine, nodes=nodes, quota=quota)
+    return GangSimulation(
+        jobs=jobs,
+        scheduler=scheduler,
+        tenants=tenants,
+        setting=setting,
+        seed=seed,
+        gpus_per_node=shape.gpus_per_node,
+        queue=experiment.queue,
+        window=window,
+        on_progress=on_progress,
+    ).run()
+
+
+def _private(experiment: HivedExperiment, jobs: Sequence[GangJob], *, seed: int, window: float) -> GangRunResult:
+    """Each tenant's jobs alone on its private cluster, merged back into the jobs' order."""
+    workload = experiment.workload
+    shape = workload.shape
+    tenants = tuple(t.name for t in workload.tenants)
+    start = np.full(len(jobs), np.nan)
+    finish = np.full(len(jobs), np.nan)
+    events = 0
+    busy = used = 0.0
+    for tenant in workload.tenants:
+        positions = [i for i, job in enumerate(jobs) if job.tenant == tenant.name]
+        names = private_node_names(workload, tenant)
+        nodes = gpu_nodes(names, shape.gpus_per_node)
+        scheduler = ClusterScheduler(engine=HivedEngine.from_config(private_cells_config(workload, tenant)), nodes=nodes)
+        result = GangSimulation(
+            jobs=[jobs[i] for i in positions],
+            scheduler=scheduler,
+            tenants=[tenant.name],
+            setting="private",
+            seed=seed,
+            gpus_per_node=shape.gpus_per_node,
+            queue=experiment.queue,
+            window=window,
+        ).run()
+        start[positions] = result.start
+        finish[positions] = result.finish
+        events += result.events
+        busy += result.busy_gpu_seconds
+        used += result.used_node_seconds
+    return GangRunResult(
+        setting="private",
+        seed=seed,
+        tenants=tenants,
+        tenant=np.array([tenants.index(job.tenant) for job in jobs], dtype=np.int64),
+        gpus=np.array([job.gpus for job in jobs], dtype=np.int64),
+        submit=np.array([job.submit_time for job in jobs], dtype=np.float64),
+        start=start,
+        finish=finish,
+        events=events,
+        window=window,
+        nodes=shape.nodes,  # the private clusters together: the quotas' nodes
+        cluster_gpus=sum(t.quota_gpus(shape) for t in workload.tenants),
+        busy_gpu_seconds=busy,
+        used_node_seconds=used,
+    )
+
+
+def _task(args: tuple[HivedExperiment, str, list[GangJob], int]) -> GangRunResult:
+    experiment, setting, jobs, seed = args
+    return run_setting(experiment, setting, jobs, seed=seed)
+
+
+def run_hived_experiment(
+    experiment: HivedExperiment, *, workers: int = 1, progress: ProgressCallback | None = None
+) -> HivedOutcome:
+    """Every setting on every seed; ``workers`` > 1 runs them in processes (same results)."""
+    pending = [(setting, seed) for seed in experiment.seeds for setting in experiment.settings]
+    arrivals = {seed: experiment.jobs_for(seed) for seed in experiment.seeds}
+    runs: dict[str, list[GangRunResult]] = {setting: [] for setting in experiment.settings}
+    total = len(pending)
+    done = 0
+
+    def ran(label: str) -> None:
+        nonlocal done
+        done += 1
+        if progress is not None:
+            progress(done, total, 0, 0, label)
+
+    if workers > 1 and total > 1:
+        with ProcessPoolExecutor(max_workers=workers) as pool:
+            tasks = [(experiment, setting, arrivals[seed], seed) for setting, seed in pending]
+            for (setting, seed), result in zip(pending, pool.map(_task, tasks)):
+                runs[setting].append(result)
+                ran(f"{setting}, seed {seed}")
+    else:
+        for setting, seed in pending:
+            label = f"{setting}, seed {seed}"
+            reporter = None
+            if progress is not None:
+                reporter = lambda d, t, _label=label: progress(done, total, d, t, _label)
+            runs[setting].append(run_setting(experiment, setting, arrivals[seed], seed=seed, on_progress=reporter))
+            ran(label)
+    return HivedOutcome(runs=runs)

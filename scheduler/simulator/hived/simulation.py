@@ -1,0 +1,383 @@
+"""The ``hived`` workload's event loop: gang jobs of several tenants on one cluster, placed by
+a :class:`~scheduler.core.engine.SchedulingEngine` through a model of kube-scheduler's cycle.
+
+* **The engine** is the production one: :class:`~scheduler.cells.HivedEngine` built from the
+  same ``cells:`` configuration ``cellfit serve`` reads (HiveD), or cellfit's
+  :class:`~scheduler.core.fit.ResourceFitEngine` behind a per-tenant GPU quota (the quota-only
+  baseline). Nothing here allocates cells or GPUs itself.
+* **kube-scheduler's cycle, per pod** (:class:`ClusterScheduler`): filter over every node,
+  the node chosen among the feasible ones (prioritize's first best, or kube-scheduler's own
+  LeastAllocated), reserve (bind), then the bound pod reported back as the watch would. A gang
+  is all or nothing, as a coscheduling plugin makes it: if one pod finds no node, the pods
+  reserved before it are unreserved and the job waits. Under HiveD the first pod's filter books
+  every slot of the gang, so a gang either gets all its cells or none.
+* **The queue**, one of :data:`QUEUES`: ``fifo`` (§5.2's YARN-CS, one FIFO queue per tenant;
+  the default) tries the tenants' head jobs oldest first, and a head that cannot start blocks
+  its tenant's queue until something is released (head-of-line blocking, as the paper describes
+  for the quota-based cluster); ``kube`` (kube-scheduler's queue) tries every waiting job in
+  creation order and sets aside the ones that cannot start. Whether a job may start depends on
+  the engine's answer alone, so under HiveD a tenant's decisions are those of its private
+  cluster (sharing safety; the tests check it job by job).
+* **Events** (virtual clock, no ticks): at each instant, completions first, then arrivals, then
+  one scheduling pass. Every job is a regular (guaranteed) job: no opportunistic jobs, no
+  preemption, so a job's queueing delay is its start less its submit time.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Final
+
+import numpy as np
+import numpy.typing as npt
+
+from scheduler.constants import (
+    ANNOTATION_GANG,
+    ANNOTATION_GANG_SIZE,
+    LABEL_VIRTUAL_CLUSTER,
+)
+from scheduler.core.engine import SchedulingEngine, TracksJobs
+from scheduler.core.fit import ResourceFitEngine
+from scheduler.core.model import JobInfo, NodeInfo, OwnerRef, PodInfo
+from scheduler.core.resources import Resources
+from scheduler.simulator.errors import InvalidWorkload, SimulationStalled
+from scheduler.simulator.hived.quota import QuotaGate, least_allocated
+from scheduler.simulator.hived.workload import GangJob
+
+# How a node is chosen among those filter left: (pod, feasible node names) -> node name.
+NodeChoice = Callable[[PodInfo, Sequence[str]], str]
+ProgressCallback = Callable[[int, int], None]
+# Queue disciplines: ``fifo`` — one FIFO queue per tenant whose head blocks it (YARN-CS, the
+# paper's §5.2 policy); ``kube`` — kube-scheduler's queue: every waiting job in creation order,
+# one that cannot start waits aside and the next is tried (no head-of-line blocking).
+QUEUES: Final = ("fifo", "kube")
+
+
+def engine_choice(engine: SchedulingEngine) -> NodeChoice:
+    """The node the engine's prioritize scores best, the first one on a tie (kube-scheduler with
+    the extender's scores alone, as the FitGpp simulation places)."""
+
+    def choose(pod: PodInfo, feasible: Sequence[str]) -> str:
+        if len(feasible) == 1:
+            return feasible[0]
+        scores = engine.prioritize(pod, feasible)
+        return feasible[int(np.argmax(np.asarray(scores)))]
+
+    return choose
+
+
+def spread_choice(engine: ResourceFitEngine, allocatable: int) -> NodeChoice:
+    """kube-scheduler's LeastAllocated over GPUs (:func:`~.quota.least_allocated`)."""
+
+    def choose(pod: PodInfo, feasible: Sequence[str]) -> str:
+        free = [engine.free_on(name).gpus for name in feasible]
+        return feasible[least_allocated(requested=pod.requests.gpus, free=free, allocatable=[allocatable] * len(free))]
+
+    return choose
+
+
+def job_pods(job: GangJob) -> list[PodInfo]:
+    """The job's pods as the placer would create them: in the tenant's namespace, labelled with
+    its virtual cluster, owned by the Job, and (several pods) annotated as one gang."""
+    owner = OwnerRef(kind="Job", name=job.job_id, uid=f"uid-{job.job_id}")
+    annotations = {ANNOTATION_GANG: "true", ANNOTATION_GANG_SIZE: str(job.pods)} if job.pods > 1 else {}
+    requests = Resources(gpus=job.gpus_per_pod)
+    return [
+        PodInfo(
+            uid=f"{job.job_id}-{i}",
+            namespace=job.tenant,
+            name=f"{job.job_id}-{i}",
+            requests=requests,
+            labels={LABEL_VIRTUAL_CLUSTER: job.tenant},
+            annotations=annotations,
+            owner=owner,
+        )
+        for i in range(job.pods)
+    ]
+
+
+class ClusterScheduler:
+    """One cluster: an engine fed the nodes, kube-scheduler's cycle per pod, and (for the
+    quota-only baseline) a :class:`QuotaGate` in front."""
+
+    def __init__(
+        self,
+        *,
+        engine: SchedulingEngine,
+        nodes: Sequence[NodeInfo],
+        choice: NodeChoice | None = None,
+        quota: QuotaGate | None = None,
+    ) -> None:
+        self.engine = engine
+        self.node_names = [node.name for node in nodes]
+        for node in nodes:
+            engine.apply_node(node)
+        self.choice = choice if choice is not None else engine_choice(engine)
+        self.quota = quota
+        self._running: dict[str, list[PodInfo]] = {}
+
+    def try_start(self, job: GangJob) -> list[str] | None:
+        """Bind every pod of ``job`` and return their nodes, or bind none and return None."""
+        if self.quota is not None and not self.quota.admits(job.tenant, job.gpus):
+            return None
+        engine = self.engine
+        pods = job_pods(job)
+        if isinstance(engine, TracksJobs):
+            engine.apply_job(JobInfo(uid=f"uid-{job.job_id}", namespace=job.tenant, name=job.job_id, parallelism=job.pods))
+        bound: list[PodInfo] = []
+        for pod in pods:
+            feasible = engine.filter(pod, self.node_names).feasible
+            if not feasible:
+                for placed in bound:
+                    engine.unreserve(placed.uid)
+                if isinstance(engine, TracksJobs):
+                    engine.delete_job(f"uid-{job.job_id}")
+                return None
+            node = self.choice(pod, feasible)
+            placement = engine.reserve(pod, node)  # a SchedulingConflict here is a bug: let it out
+            bound.append(
+                PodInfo(
+                    uid=pod.uid,
+                    namespace=pod.namespace,
+                    name=pod.name,
+                    requests=pod.requests,
+                    labels=pod.labels,
+                    annotations={**pod.annotations, **placement.annotations},
+                    node_name=node,
+                    phase="Running",
+                    owner=pod.owner,
+                )
+            )
+        for pod in bound:
+            engine.apply_pod(pod)  # the watch reports the bound pod
+        if self.quota is not None:
+            self.quota.take(job.tenant, job.gpus)
+        self._running[job.job_id] = bound
+        return [pod.node_name or "" for pod in bound]
+
+    def finish(self, job: GangJob) -> None:
+        """The job's pods succeeded: the watch reports them finished, then the Job goes."""
+        engine = self.engine
+        for pod in self._running.pop(job.job_id):
+            engine.apply_pod(
+                PodInfo(
+                    uid=pod.uid,
+                    namespace=pod.namespace,
+                    name=pod.name,
+                    requests=pod.requests,
+                    labels=pod.labels,
+                    annotations=pod.annotations,
+                    node_name=pod.node_name,
+                    phase="Succeeded",
+                    owner=pod.owner,
+                )
+            )
+            engine.delete_pod(pod.uid)
+        if isinstance(engine, TracksJobs):
+            engine.delete_job(f"uid-{job.job_id}")
+        if self.quota is not None:
+            self.quota.give_back(job.tenant, job.gpus)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GangRunResult:
+    """What one run measured, arrays indexed like the input jobs; times in seconds.
+    ``busy_gpu_seconds`` and ``used_node_seconds`` (nodes with at least one GPU in use: not
+    available to a whole-node pod, the paper's fragmentation level) are integrated over
+    [0, ``window``], the arrival window."""
+
+    setting: str
+    seed: int
+    tenants: tuple[str, ...]
+    tenant: npt.NDArray[np.int64]
+    gpus: npt.NDArray[np.int64]
+    submit: npt.NDArray[np.float64]
+    start: npt.NDArray[np.float64]
+    finish: npt.NDArray[np.float64]
+    events: int
+    window: float
+    nodes: int
+    cluster_gpus: int
+    busy_gpu_seconds: float
+    used_node_seconds: float
+
+    @property
+    def delay(self) -> npt.NDArray[np.float64]:
+        """Queueing delay: from submission to start."""
+        result: npt.NDArray[np.float64] = self.start - self.submit
+        return result
+
+    @property
+    def utilisation(self) -> float:
+        return self.busy_gpu_seconds / (self.cluster_gpus * self.window) if self.window > 0 else 0.0
+
+    @property
+    def nodes_in_use(self) -> float:
+        return self.used_node_seconds / (self.nodes * self.window) if self.window > 0 else 0.0
+
+
+class GangSimulation:
+    """One run of ``jobs`` (any tenants) on one cluster; call :meth:`run` once."""
+
+    def __init__(
+        self,
+        *,
+        jobs: Sequence[GangJob],
+        scheduler: ClusterScheduler,
+        tenants: Sequence[str],
+        setting: str,
+        seed: int,
+        gpus_per_node: int,
+        queue: str = "fifo",
+        window: float | None = None,
+        on_progress: ProgressCallback | None = None,
+        progress_every: int = 1024,
+    ) -> None:
+        self.jobs = list(jobs)
+        self.scheduler = scheduler
+        self.tenants = tuple(tenants)
+        self.setting = setting
+        self.seed = seed
+        self.gpus_per_node = gpus_per_node
+        self.window = window if window is not None else max((job.submit_time for job in self.jobs), default=0.0)
+        self.now = 0.0
+        if queue not in QUEUES:
+            raise InvalidWorkload(f"{queue!r} is not one of {', '.join(QUEUES)}", field="hived.queue")
+        self.queue = queue
+        self._lanes: dict[tuple[str, int, int], deque[int]] = {}
+        self._start = np.full(len(self.jobs), np.nan)
+        self._finish = np.full(len(self.jobs), np.nan)
+        self._nodes_of: dict[int, list[str]] = {}
+        self._used: dict[str, int] = dict.fromkeys(scheduler.node_names, 0)
+        self._busy = 0
+        self._used_nodes = 0
+        self._busy_area = 0.0
+        self._node_area = 0.0
+        # Bumped at every release: a tenant whose head failed at version v waits for v + 1.
+        self._version = 0
+        self._blocked: dict[tuple[str, int, int], int] = {}
+        self._events = 0
+        self._done = 0
+        self._on_progress = on_progress
+        self._progress_every = max(1, progress_every)
+        self._ran = False
+
+    def run(self) -> GangRunResult:
+        if self._ran:
+            raise RuntimeError("a GangSimulation runs once")
+        self._ran = True
+        order = sorted(range(len(self.jobs)), key=lambda i: (self.jobs[i].submit_time, i))
+        heap: list[tuple[float, int]] = []  # (finish time, job position): positions are unique
+        cursor = 0
+        while cursor < len(order) or heap:
+            next_arrival = self.jobs[order[cursor]].submit_time if cursor < len(order) else None
+            now = heap[0][0] if heap and (next_arrival is None or heap[0][0] <= next_arrival) else next_arrival
+            assert now is not None
+            self._advance(now)
+            while heap and heap[0][0] == now:
+                self._complete(heapq.heappop(heap)[1])
+            while cursor < len(order) and self.jobs[order[cursor]].submit_time <= now:
+                position = order[cursor]
+                self._events += 1
+                lane = self._lane(self.jobs[position])
+                self._lanes.setdefault(lane, deque()).append(position)
+                cursor += 1
+            for position in self._schedule():
+                heapq.heappush(heap, (now + self.jobs[position].duration, position))
+        if self._done != len(self.jobs):
+            raise SimulationStalled(f"{len(self.jobs) - self._done} jobs never started under {self.setting}")
+        jobs = self.jobs
+        return GangRunResult(
+            setting=self.setting,
+            seed=self.seed,
+            tenants=self.tenants,
+            tenant=np.array([self.tenants.index(job.tenant) for job in jobs], dtype=np.int64),
+            gpus=np.array([job.gpus for job in jobs], dtype=np.int64),
+            submit=np.array([job.submit_time for job in jobs], dtype=np.float64),
+            start=self._start,
+            finish=self._finish,
+            events=self._events,
+            window=self.window,
+            nodes=len(self._used),
+            cluster_gpus=len(self._used) * self.gpus_per_node,
+            busy_gpu_seconds=self._busy_area,
+            used_node_seconds=self._node_area,
+        )
+
+    def _advance(self, now: float) -> None:
+        span = min(now, self.window) - min(self.now, self.window)
+        if span > 0:
+            self._busy_area += span * self._busy
+            self._node_area += span * self._used_nodes
+        self.now = now
+
+    def _schedule(self) -> list[int]:
+        """One pass: the oldest head of the lanes not blocked is tried, until every lane is
+        blocked or empty. Returns the jobs started. A lane that failed stays blocked until
+        something is released (state only fills up meanwhile, so it would fail again); under
+        ``kube`` a failed shape also blocks the tenant's lanes of larger shapes (more GPUs per
+        pod, or as many and more pods), which would fail as well: fewer engine calls, the same
+        decisions."""
+        started: list[int] = []
+        lanes, blocked, jobs = self._lanes, self._blocked, self.jobs
+        version = self._version
+        while True:
+            best: tuple[float, int] | None = None
+            best_lane: tuple[str, int, int] | None = None
+            for lane, queue in lanes.items():
+                if not queue or blocked.get(lane) == version:
+                    continue
+                head = queue[0]
+                key = (jobs[head].submit_time, head)
+                if best is None or key < best:
+                    best, best_lane = key, lane
+            if best is None or best_lane is None:
+                return started
+            position = best[1]
+            job = jobs[position]
+            nodes = self.scheduler.try_start(job)
+            if nodes is None:
+                blocked[best_lane] = version
+                if self.queue == "kube":
+                    tenant, per_pod, pods = best_lane
+                    for other in lanes:
+                        if other[0] == tenant and other[1] >= per_pod and (other[1] > per_pod or other[2] >= pods):
+                            blocked[other] = version
+                continue
+            lanes[best_lane].popleft()
+            self._started(position, nodes)
+            started.append(position)
+
+    def _lane(self, job: GangJob) -> tuple[str, int, int]:
+        """``fifo``: one lane per tenant; ``kube``: one per tenant and job shape (pods' GPUs,
+        pods), FIFO inside, so that a job that cannot start holds back no other shape."""
+        return (job.tenant, 0, 0) if self.queue == "fifo" else (job.tenant, job.gpus_per_pod, job.pods)
+
+    def _started(self, position: int, nodes: list[str]) -> None:
+        job = self.jobs[position]
+        self._events += 1
+        self._start[position] = self.now
+        self._nodes_of[position] = nodes
+        for node in nodes:
+            if self._used[node] == 0:
+                self._used_nodes += 1
+            self._used[node] += job.gpus_per_pod
+        self._busy += job.gpus
+
+    def _complete(self, position: int) -> None:
+        job = self.jobs[position]
+        self._events += 1
+        self.scheduler.finish(job)
+        for node in self._nodes_of.pop(position):
+            self._used[node] -= job.gpus_per_pod
+            if self._used[node] == 0:
+                self._used_nodes -= 1
+        self._busy -= job.gpus
+        self._finish[position] = self.now
+        self._version += 1
+        self._done += 1
+        if self._on_progress is not None and self._done % self._progress_every == 0:
+            self._on_progress(self._done, len(self.jobs))
