@@ -56,6 +56,7 @@ def api_reflector(
         apply=apply,
         delete=delete,
         expired=WatchExpired,
+        decode_event=msgspec.json.Decoder(wire.ObjectEvent[object_decoder.type]).decode,  # type: ignore[name-defined]
     )
 
 
@@ -150,6 +151,10 @@ class ClusterCache:
             return False, f"watch cache not synced yet: {', '.join(waiting)}"
         return True, "watch cache synced"
 
+    def cpu_seconds(self) -> Mapping[str, float]:
+        """CPU time of each kind's reflector thread (the cellfit_watch_cpu_seconds_total counter)."""
+        return {reflector.kind: reflector.cpu_seconds() for reflector in self.reflectors}
+
     def sizes(self) -> Mapping[str, int]:
         """Objects the watch cache holds, by kind (the cellfit_cache_objects gauge)."""
         return {"nodes": len(self._node_names), "pods": len(self._pods), "jobs": len(self._job_uids)}
@@ -205,17 +210,17 @@ class ClusterCache:
 
     # ------------------------------------------------------------------ ClusterGateway
 
-    def find_pod(self, namespace: str, name: str) -> PodInfo | None:
+    async def find_pod(self, namespace: str, name: str) -> PodInfo | None:
         with self._lock:
             uid = self._pod_uids.get(f"{namespace}/{name}")
             if uid is not None:
                 return self._pods[uid]
         # Not seen yet (the watch may lag the scheduler by a few milliseconds): ask the API.
-        pod = self._api.get_pod(namespace, name)
+        pod = await self._api.get_pod(namespace, name)
         return None if pod is None else translate.pod_info(pod, gpu_resource=self._gpu_resource)
 
-    def bind(self, *, namespace: str, name: str, uid: str, node_name: str, annotations: dict[str, str]) -> None:
-        self._api.create_binding(namespace=namespace, name=name, uid=uid, node_name=node_name, annotations=annotations)
+    async def bind(self, *, namespace: str, name: str, uid: str, node_name: str, annotations: dict[str, str]) -> None:
+        await self._api.create_binding(namespace=namespace, name=name, uid=uid, node_name=node_name, annotations=annotations)
 
     def record_preemption(
         self,

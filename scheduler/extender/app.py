@@ -10,7 +10,6 @@ body exactly, from the same msgspec structs the service decodes with.
 from __future__ import annotations
 
 import logging
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractAsyncContextManager
 from typing import Any, Awaitable, Callable
 
@@ -34,7 +33,6 @@ from scheduler.constants import (
     VERB_PREEMPT,
     VERB_PRIORITIZE,
 )
-from scheduler.cluster.api import CONNECTION_POOL_SIZE
 from scheduler.errors import InvalidRequest
 from scheduler.extender.admission import PodAdmission
 from scheduler.extender.dispatch import ClientDisconnected, RequestTooLarge, VerbDispatch, VerbRoute, error_answer, receive_body
@@ -45,8 +43,6 @@ from scheduler.kube import wire
 
 log = logging.getLogger(__name__)
 JSON = "application/json"
-# Binds in flight at once: one per connection of the Kubernetes client's pool.
-BIND_CONCURRENCY = CONNECTION_POOL_SIZE
 
 
 def create_app(
@@ -71,11 +67,7 @@ def create_app(
         ),
     )
 
-    # Bind waits on the API server, and kube-scheduler binds many pods at once: bind gets threads
-    # of its own, one per connection of the client's pool, rather than sharing the framework's
-    # 40 with everything else that blocks.
-    bind_threads = ThreadPoolExecutor(max_workers=BIND_CONCURRENCY, thread_name_prefix="bind")
-    verbs: list[tuple[str, Callable[[bytes], Answer], type, Any, str]] = [
+    verbs: list[tuple[str, Callable[[bytes], Any], type, Any, str]] = [
         (VERB_FILTER, service.filter, wire.ExtenderArgs, wire.ExtenderFilterResult,
          "Which of the offered nodes can take the pod; the others with a reason."),
         (VERB_PRIORITIZE, service.prioritize, wire.ExtenderArgs, list[wire.HostPriority],
@@ -91,7 +83,7 @@ def create_app(
             observe_seconds=metrics.duration_by_verb[verb].observe,
             count_rejected=metrics.answered[verb, "rejected"].inc,
             count_failed=metrics.answered[verb, "error"].inc,
-            executor=bind_threads if verb == VERB_BIND else None,
+            add_cpu_seconds=metrics.cpu_seconds_by_verb[verb].inc,
         )
         for verb, handler, *_ in verbs
     }

@@ -16,9 +16,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from concurrent.futures import Executor, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Callable, Generic, Iterable, Mapping, TypeVar
+from typing import Any, Awaitable, Callable, Coroutine, Generator, Generic, Iterable, Mapping, TypeVar
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -42,14 +42,14 @@ class ClientDisconnected(Exception):
 
 @dataclass(frozen=True, slots=True)
 class VerbRoute:
-    """One verb: the handler deciding on the raw body, and where its outcome is counted."""
+    """One verb: the handler deciding on the raw body, and where its outcome is counted. A
+    handler that waits on the API server (bind) is a coroutine function, awaited on the loop."""
 
-    handler: Callable[[bytes], Answer]
+    handler: Callable[[bytes], Answer] | Callable[[bytes], Awaitable[Answer]]
     observe_seconds: Callable[[float], None]  # the verb's request-duration histogram
     count_rejected: Callable[[], None]  # HTTP 4xx answers
     count_failed: Callable[[], None]  # HTTP 500 answers (a defect: logged with its traceback)
-    # Handlers that wait on the API server (bind) run here, off the event loop.
-    executor: Executor | None = None
+    add_cpu_seconds: Callable[[float], None] = lambda _: None  # the verb's CPU-time counter
 
 
 # A body larger than this is decided on a thread of its own, not on the event loop: parsing
@@ -89,11 +89,14 @@ class VerbDispatch(Generic[App]):
         limit = self.max_request_bytes
         try:
             body = await receive_body(receive, scope["headers"], limit=limit)
-            executor = route.executor or (self._large_bodies if len(body) > LARGE_BODY_BYTES else None)
-            if executor is not None:
-                answer = await asyncio.get_running_loop().run_in_executor(executor, route.handler, body)
+            if len(body) > LARGE_BODY_BYTES:
+                answer = await asyncio.get_running_loop().run_in_executor(
+                    self._large_bodies, _timed_call, route.handler, body, route.add_cpu_seconds
+                )
             else:
-                answer = route.handler(body)
+                answer = _timed_call(route.handler, body, route.add_cpu_seconds)
+            if not isinstance(answer, Answer):
+                answer = await _TimedSteps(answer, route.add_cpu_seconds)
         except ClientDisconnected:
             return
         except RequestTooLarge:
@@ -118,6 +121,47 @@ class VerbDispatch(Generic[App]):
             answer = error_answer(500, f"internal error ({type(error).__name__}); see cellfit's log")
         route.observe_seconds(time.perf_counter() - started)
         await _send(send, answer)
+
+
+def _timed_call(handler: Callable[[bytes], Any], body: bytes, add_cpu_seconds: Callable[[float], None]) -> Any:
+    """``handler(body)``, its CPU time on this thread added to the verb's counter."""
+    started = time.thread_time()
+    try:
+        return handler(body)
+    finally:
+        add_cpu_seconds(time.thread_time() - started)
+
+
+class _TimedSteps:
+    """Awaits a handler's coroutine, adding the CPU time of each of its steps to the verb's
+    counter: what the verb's own code costs on the loop, without the waits between the steps
+    (other requests run then). It steps the coroutine as an asyncio Task would."""
+
+    __slots__ = ("_coroutine", "_add")
+
+    def __init__(self, coroutine: Awaitable[Answer], add_cpu_seconds: Callable[[float], None]) -> None:
+        self._coroutine: Coroutine[Any, Any, Answer] = coroutine  # type: ignore[assignment]
+        self._add = add_cpu_seconds
+
+    def __await__(self) -> Generator[Any, Any, Answer]:
+        coroutine, add, clock = self._coroutine, self._add, time.thread_time
+        value: Any = None
+        error: BaseException | None = None
+        while True:
+            started = clock()
+            try:
+                yielded = coroutine.send(value) if error is None else coroutine.throw(error)
+            except StopIteration as stop:
+                add(clock() - started)
+                return stop.value  # type: ignore[no-any-return]
+            except BaseException:
+                add(clock() - started)
+                raise
+            add(clock() - started)
+            try:
+                value, error = (yield yielded), None
+            except BaseException as thrown:  # cancellation: handed to the coroutine
+                value, error = None, thrown
 
 
 async def receive_body(receive: Receive, headers: Iterable[tuple[bytes, bytes]], *, limit: int) -> bytes:

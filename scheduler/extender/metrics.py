@@ -62,6 +62,14 @@ class ExtenderMetrics:
             ["result"],
             registry=self.registry,
         )
+        self.cpu_by_verb = Counter(
+            "cellfit_extender_cpu_seconds_total",
+            "CPU time of the verbs' own work (decoding, deciding, answering; for bind also the API "
+            "request written and its answer read), summed over the steps each request runs on its "
+            "thread: the waits between them are not counted. HTTP parsing is not included.",
+            ["verb"],
+            registry=self.registry,
+        )
         self.admission_reviews = Counter(
             "cellfit_admission_reviews_total",
             "Pod-create admission reviews answered: resumed (given the resumed PriorityClass), placed "
@@ -195,6 +203,8 @@ class ExtenderMetrics:
         )
         # Label children resolved once: .labels() costs a lock and a dict lookup per call.
         self.duration_by_verb = {verb: self.request_duration.labels(verb=verb) for verb in EXTENDER_VERBS}
+        self.cpu_seconds_by_verb = {verb: self.cpu_by_verb.labels(verb=verb) for verb in EXTENDER_VERBS}
+        self.bindings_bound = self.bindings.labels(result="bound")
         self.verdicts = {v: self.node_verdicts.labels(verdict=v) for v in ("feasible", "failed", "unresolvable")}
         # Every outcome exported from startup, so that an alert on increase(...[result="invalid"])
         # sees the first one.
@@ -221,6 +231,10 @@ class ExtenderMetrics:
         self.sampling_pods.set_function(lambda: float(active_pods()))
         for resource in ("cpu", "gpu"):
             self.sampling_share.labels(resource=resource).set_function(lambda resource=resource: share().get(resource, 0.0))
+
+    def track_watch_cpu(self, cpu_seconds: Callable[[], Mapping[str, float]]) -> None:
+        """The watch cache's CPU time by kind (each reflector's thread), read at scrape time."""
+        self.registry.register(_WatchCpuCollector(cpu_seconds))
 
     def track_readiness(self, ready: Callable[[], bool]) -> None:
         """The watch cache's readiness (scheduler/cluster/cache.py), read at scrape time."""
@@ -299,6 +313,22 @@ class _ResumeHoldsCollector(Collector):
             "resumed pod was not placed there: a new taint, a changed label, a scheduling gate).",
             value=stats["resumeHoldsLapsed"],
         )
+
+
+class _WatchCpuCollector(Collector):
+    def __init__(self, cpu_seconds: Callable[[], Mapping[str, float]]) -> None:
+        self._cpu_seconds = cpu_seconds
+
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        family = CounterMetricFamily(
+            "cellfit_watch_cpu_seconds",
+            "CPU time of the watch cache by kind: the thread that lists and watches it, decodes "
+            "the events and applies them to the engine.",
+            labels=["kind"],
+        )
+        for kind, seconds in self._cpu_seconds().items():
+            family.add_metric([kind], seconds)
+        yield family
 
 
 _CELL_STATES = ("used", "free", "opportunistic", "bad")

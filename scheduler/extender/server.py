@@ -202,6 +202,7 @@ def build_runtime(settings: Settings, *, api: KubernetesApi | None = None, stand
 
     if cache is not None:
         metrics.track_sizes(lambda: _locked(lock, cache.sizes), ("nodes", "pods", "jobs"))
+        metrics.track_watch_cpu(cache.cpu_seconds)
     else:  # standalone: the nodes kube-scheduler sent, the pods bound through cellfit
         metrics.track_sizes(lambda: _locked(lock, engine.stats), ("nodes", "pods"))
     placement = placement_engine(engine)

@@ -13,11 +13,13 @@ engine through one translation whichever way it arrived.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Generic, TypeVar
 
 import msgspec
 
 from scheduler.errors import InvalidRequest
+
+T = TypeVar("T")
 
 # A quantity is a string on the wire; YAML-born numbers occasionally arrive as JSON numbers.
 Quantity = str | int | float
@@ -315,6 +317,14 @@ class Status(msgspec.Struct, frozen=True):
 class WatchEvent(msgspec.Struct, frozen=True):
     type: str
     object: msgspec.Raw
+
+
+class ObjectEvent(msgspec.Struct, Generic[T], frozen=True):
+    """A watch event decoded with its object in one pass (ADDED, MODIFIED, DELETED): the line is
+    read once, not once for the event and again for the object."""
+
+    type: str
+    object: T
 
 
 class Bookmark(msgspec.Struct, frozen=True):

@@ -49,10 +49,10 @@ class ListingApi:
         time.sleep(0.2)  # the server ends an idle watch; the reflector watches again
         return iter(())
 
-    def get_pod(self, namespace: str, name: str) -> None:
+    async def get_pod(self, namespace: str, name: str) -> None:
         return None
 
-    def create_binding(self, *, namespace: str, name: str, uid: str, node_name: str, annotations: dict[str, str]) -> None:
+    async def create_binding(self, *, namespace: str, name: str, uid: str, node_name: str, annotations: dict[str, str]) -> None:
         self.bindings.append((f"{namespace}/{name}", node_name))
 
 

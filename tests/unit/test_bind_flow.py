@@ -4,6 +4,7 @@ implementation of the ClusterGateway protocol (the real one is exercised in e2e/
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 from dataclasses import dataclass, field
@@ -22,10 +23,10 @@ class RecordingGateway:
     refuse_with: Exception | None = None
     bindings: list[tuple[str, str]] = field(default_factory=list)
 
-    def find_pod(self, namespace: str, name: str) -> PodInfo | None:
+    async def find_pod(self, namespace: str, name: str) -> PodInfo | None:
         return self.pods.get(f"{namespace}/{name}")
 
-    def bind(self, *, namespace, name, uid, node_name, annotations) -> None:
+    async def bind(self, *, namespace, name, uid, node_name, annotations) -> None:
         if self.refuse_with is not None:
             raise self.refuse_with
         self.bindings.append((f"{namespace}/{name}", node_name))
@@ -45,6 +46,10 @@ def bind_body(name: str, uid: str, node: str = "gpu-a") -> bytes:
     return json.dumps({"PodName": name, "PodNamespace": "ml", "PodUID": uid, "Node": node}).encode()
 
 
+def bind(service: ExtenderService, body: bytes):
+    return asyncio.run(service.bind(body))
+
+
 def pending(name: str, gpus: int) -> PodInfo:
     return PodInfo(uid=f"uid-{name}", namespace="ml", name=name, requests=Resources(1000, 2**30, gpus))
 
@@ -52,7 +57,7 @@ def pending(name: str, gpus: int) -> PodInfo:
 def test_successful_bind_books_the_pod():
     gateway = RecordingGateway(pods={"ml/a": pending("a", 6)})
     engine, service = make(gateway)
-    answer = service.bind(bind_body("a", "uid-a"))
+    answer = bind(service, bind_body("a", "uid-a"))
     assert json.loads(answer.body) == {"Error": ""}
     assert gateway.bindings == [("ml/a", "gpu-a")] and engine.free_on("gpu-a").gpus == 2
 
@@ -60,7 +65,7 @@ def test_successful_bind_books_the_pod():
 def test_api_refusal_hands_the_reservation_back():
     gateway = RecordingGateway(pods={"ml/a": pending("a", 6)}, refuse_with=KubernetesApiError("bind pod ml/a: pod already assigned (HTTP 409)", status=409))
     engine, service = make(gateway)
-    answer = service.bind(bind_body("a", "uid-a"))
+    answer = bind(service, bind_body("a", "uid-a"))
     assert "HTTP 409" in json.loads(answer.body)["Error"]
     assert engine.free_on("gpu-a").gpus == 8 and engine.stats()["pods"] == 0
 
@@ -68,12 +73,12 @@ def test_api_refusal_hands_the_reservation_back():
 def test_conflicts_are_reported_without_calling_the_api():
     gateway = RecordingGateway(pods={"ml/a": pending("a", 6), "ml/b": pending("b", 6)})
     engine, service = make(gateway)
-    service.bind(bind_body("a", "uid-a"))
+    bind(service, bind_body("a", "uid-a"))
     errors = {
-        "full": json.loads(service.bind(bind_body("b", "uid-b")).body)["Error"],
-        "gone": json.loads(service.bind(bind_body("zz", "uid-zz")).body)["Error"],
-        "recreated": json.loads(service.bind(bind_body("b", "some-old-uid")).body)["Error"],
-        "unknown node": json.loads(service.bind(bind_body("b", "uid-b", node="nowhere")).body)["Error"],
+        "full": json.loads(bind(service, bind_body("b", "uid-b")).body)["Error"],
+        "gone": json.loads(bind(service, bind_body("zz", "uid-zz")).body)["Error"],
+        "recreated": json.loads(bind(service, bind_body("b", "some-old-uid")).body)["Error"],
+        "unknown node": json.loads(bind(service, bind_body("b", "uid-b", node="nowhere")).body)["Error"],
     }
     assert "no longer has room" in errors["full"]
     assert "no longer exists" in errors["gone"]

@@ -1,0 +1,293 @@
+"""HTTP/1.1 requests to the Kubernetes API on the event loop that serves kube-scheduler.
+
+The bind verb is the one request on kube-scheduler's path that waits on the API server, and a
+burst sends hundreds at once. Sent from a pool of threads through urllib3, each bind cost ~0.9 ms
+of CPU in Python (request building, http.client's header parsing) and, worse, a wait for the GIL
+after every blocking call: with 64 bind threads beside the event loop and the watch threads, a
+bind under a 1,000-pod burst took 0.2-1.6 s, almost all of it queued (e2e/bench_throughput.py).
+Here a request is a few bytes written to a kept-alive connection and a response parsed by
+httptools (C), on the loop itself: no thread, no GIL hand-over, tens of microseconds of CPU.
+
+Only what kube-scheduler's path needs: one request at a time per connection, keep-alive, a pool
+that grows to ``max_connections`` and waits beyond, a total timeout per request, and one retry
+when a kept-alive connection turns out to have been closed by the server before it answered
+anything (as Go's http.Transport does). Credentials and TLS come from the Kubernetes client's
+Configuration (token, client certificate, CA, server name); a proxy is not spoken here, so
+:func:`for_configuration` answers ``None`` for one and callers keep the client's own path.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+from urllib.parse import urlsplit
+
+import httptools
+
+from scheduler.errors import KubernetesApiError
+
+_USER_AGENT = b"cellfit"
+CREDENTIALS_REFRESH_SECONDS = 10.0
+
+
+class ConnectionLost(Exception):
+    """The server closed the connection before the response was complete."""
+
+    def __init__(self, *, answered: bool) -> None:
+        super().__init__("connection closed by the server" + (" mid-response" if answered else ""))
+        self.answered = answered  # some response bytes had arrived: the request was read
+
+
+class _Connection(asyncio.Protocol):
+    """One kept-alive connection: a request written, its response parsed as it arrives."""
+
+    def __init__(self) -> None:
+        # uvloop's TLS transport is no asyncio.Transport subclass; both write and close alike.
+        self.transport: Any = None
+        self.open = False
+        self._parser = httptools.HttpResponseParser(self)
+        self._response: asyncio.Future[tuple[int, bytes, bool]] | None = None
+        self._body: list[bytes] = []
+        self._status = 0
+        self._answered = False
+
+    # asyncio.Protocol
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport
+        self.open = True
+
+    def data_received(self, data: bytes) -> None:
+        self._answered = True
+        try:
+            self._parser.feed_data(data)
+        except httptools.HttpParserError as error:
+            self._fail(KubernetesApiError(f"malformed HTTP response from the Kubernetes API: {error}"))
+            self.close()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.open = False
+        self._fail(ConnectionLost(answered=self._answered))
+
+    # httptools callbacks
+    def on_headers_complete(self) -> None:
+        self._status = self._parser.get_status_code()
+
+    def on_body(self, body: bytes) -> None:
+        self._body.append(body)
+
+    def on_message_complete(self) -> None:
+        response, self._response = self._response, None
+        body = b"".join(self._body)
+        self._body = []
+        if response is not None and not response.done():
+            response.set_result((self._status, body, self._parser.should_keep_alive()))
+
+    # the pool's side
+    def send(self, request: bytes) -> asyncio.Future[tuple[int, bytes, bool]]:
+        assert self.transport is not None and self._response is None
+        self._answered = False
+        self._response = asyncio.get_running_loop().create_future()
+        self.transport.write(request)
+        return self._response
+
+    def close(self) -> None:
+        self.open = False
+        if self.transport is not None:
+            self.transport.close()
+
+    def _fail(self, error: Exception) -> None:
+        response, self._response = self._response, None
+        if response is not None and not response.done():
+            response.set_exception(error)
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Where the API server is and how to reach it."""
+
+    host: str
+    port: int
+    path_prefix: str  # a kubeconfig server URL may carry one (e.g. behind a gateway)
+    ssl: ssl.SSLContext | None
+    server_hostname: str | None
+
+
+class LoopHttpClient:
+    """A pool of kept-alive HTTP/1.1 connections to one API server, used from one event loop."""
+
+    def __init__(
+        self,
+        *,
+        endpoint: Endpoint,
+        headers: Callable[[], Mapping[str, str]],
+        timeout_seconds: float,
+        max_connections: int,
+    ) -> None:
+        """``headers``: the credentials' headers, asked for every request (tokens rotate)."""
+        if max_connections < 1:
+            raise ValueError(f"max_connections must be positive, got {max_connections}")
+        self._endpoint = endpoint
+        self._headers = headers
+        self._timeout = timeout_seconds
+        self._max_connections = max_connections
+        self._idle: list[_Connection] = []
+        self._slots: asyncio.Semaphore | None = None
+        default_port = 443 if endpoint.ssl is not None else 80
+        self._host_header = endpoint.host if endpoint.port == default_port else f"{endpoint.host}:{endpoint.port}"
+        if ":" in endpoint.host and not endpoint.host.startswith("["):  # an IPv6 literal
+            self._host_header = f"[{endpoint.host}]" + ("" if endpoint.port == default_port else f":{endpoint.port}")
+
+    @property
+    def idle_connections(self) -> int:
+        return len(self._idle)
+
+    async def request(
+        self, method: str, path: str, body: bytes | None = None, *, content_type: str = "application/json"
+    ) -> tuple[int, bytes]:
+        """Status and body of ``method path``; raises :class:`KubernetesApiError` when no
+        answer came (unreachable, timed out, closed mid-response)."""
+        if self._slots is None:
+            self._slots = asyncio.Semaphore(self._max_connections)
+        request = self._encode(method, path, body, content_type)
+        try:
+            async with self._slots, asyncio.timeout(self._timeout):
+                return await self._exchange(request)
+        except TimeoutError:
+            raise KubernetesApiError(f"Kubernetes API did not answer within {self._timeout:g}s") from None
+        except (OSError, ConnectionLost, ssl.SSLError) as error:
+            raise KubernetesApiError(f"Kubernetes API unreachable: {error}") from None
+
+    def close(self) -> None:
+        for connection in self._idle:
+            connection.close()
+        self._idle.clear()
+
+    async def _exchange(self, request: bytes) -> tuple[int, bytes]:
+        while self._idle:
+            connection = self._idle.pop()
+            if not connection.open:
+                continue
+            try:
+                return await self._send_on(connection, request)
+            except ConnectionLost as error:
+                if error.answered:
+                    raise
+                # The server closed this kept-alive connection before reading the request (its
+                # idle timeout): nothing was done, so a fresh connection may carry it.
+        return await self._send_on(await self._connect(), request)
+
+    async def _send_on(self, connection: _Connection, request: bytes) -> tuple[int, bytes]:
+        try:
+            status, body, keep_alive = await connection.send(request)
+        except BaseException:
+            connection.close()  # cancelled or failed mid-exchange: its state is unknown
+            raise
+        if keep_alive and connection.open:
+            self._idle.append(connection)
+        else:
+            connection.close()
+        return status, body
+
+    async def _connect(self) -> _Connection:
+        endpoint = self._endpoint
+        _, connection = await asyncio.get_running_loop().create_connection(
+            _Connection,
+            endpoint.host,
+            endpoint.port,
+            ssl=endpoint.ssl,
+            server_hostname=endpoint.server_hostname if endpoint.ssl is not None else None,
+        )
+        return connection
+
+    def _encode(self, method: str, path: str, body: bytes | None, content_type: str) -> bytes:
+        lines = [
+            f"{method} {self._endpoint.path_prefix}{path} HTTP/1.1",
+            f"Host: {self._host_header}",
+            "Accept: application/json",
+        ]
+        lines.extend(f"{name}: {value}" for name, value in self._headers().items())
+        if body is not None:
+            lines.append(f"Content-Type: {content_type}")
+            lines.append(f"Content-Length: {len(body)}")
+        head = ("\r\n".join(lines) + "\r\n").encode("latin-1") + b"User-Agent: " + _USER_AGENT + b"\r\n\r\n"
+        return head + body if body is not None else head
+
+
+def for_configuration(
+    configuration: Any, *, headers: Callable[[], Mapping[str, str]], timeout_seconds: float, max_connections: int
+) -> LoopHttpClient | None:
+    """A client speaking to the API server of a ``kubernetes.client.Configuration`` with its TLS
+    settings and ``headers`` (its :class:`Credentials`); ``None`` when it goes through a proxy
+    (the Kubernetes client's own path then)."""
+    if configuration.proxy:
+        return None
+    url = urlsplit(configuration.host)
+    if url.scheme not in ("http", "https") or not url.hostname:
+        raise KubernetesApiError(f"cannot reach the Kubernetes API at {configuration.host!r}: not an http(s) URL")
+    secure = url.scheme == "https"
+    endpoint = Endpoint(
+        host=url.hostname,
+        port=url.port or (443 if secure else 80),
+        path_prefix=url.path.rstrip("/"),
+        ssl=_ssl_context(configuration) if secure else None,
+        server_hostname=_server_hostname(configuration, url.hostname) if secure else None,
+    )
+
+    return LoopHttpClient(endpoint=endpoint, headers=headers, timeout_seconds=timeout_seconds, max_connections=max_connections)
+
+
+class Credentials:
+    """The credentials' headers of a ``kubernetes.client.Configuration``, refreshed at most every
+    ``CREDENTIALS_REFRESH_SECONDS``. The client's refresh hook re-reads the credentials (a
+    kubeconfig's hook loads its whole authentication again): ~140 µs of CPU per call, more than
+    the rest of a bind request. Rotated tokens stay valid long past their replacement (the
+    kubelet rotates at 80% of their lifetime), so a few seconds' delay costs nothing."""
+
+    def __init__(self, configuration: Any, *, clock: Callable[[], float] = time.monotonic) -> None:
+        self._configuration = configuration
+        self._clock = clock
+        self._headers: dict[str, str] = {}
+        self._refreshed_at: float | None = None
+
+    def __call__(self) -> Mapping[str, str]:
+        now = self._clock()
+        if self._refreshed_at is None or now - self._refreshed_at >= CREDENTIALS_REFRESH_SECONDS:
+            configuration = self._configuration
+            # auth_settings() runs the refresh hook (rotated in-cluster and exec-plugin tokens).
+            self._headers = {
+                setting["key"]: setting["value"]
+                for setting in configuration.auth_settings().values()
+                if setting.get("in") == "header" and setting.get("value")
+            }
+            self._refreshed_at = now
+        return self._headers
+
+
+def _server_hostname(configuration: Any, host: str) -> str:
+    """The name sent in SNI and checked against the certificate: ``tls_server_name``, else a
+    name given as ``assert_hostname``, else the URL's host."""
+    if configuration.tls_server_name:
+        return str(configuration.tls_server_name)
+    if isinstance(configuration.assert_hostname, str) and configuration.assert_hostname:
+        return configuration.assert_hostname
+    return host
+
+
+def _ssl_context(configuration: Any) -> ssl.SSLContext:
+    """TLS as the Kubernetes client sets up urllib3 (kubernetes.client.rest): its CA file or
+    data, client certificate and key, ``verify_ssl`` and ``assert_hostname``."""
+    context = ssl.create_default_context(
+        cafile=configuration.ssl_ca_cert or None, cadata=getattr(configuration, "ca_cert_data", None) or None
+    )
+    if configuration.cert_file:
+        context.load_cert_chain(configuration.cert_file, configuration.key_file or None)
+    if not configuration.verify_ssl:
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    elif configuration.assert_hostname is False:
+        context.check_hostname = False
+    context.set_alpn_protocols(["http/1.1"])
+    return context
