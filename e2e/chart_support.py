@@ -486,7 +486,8 @@ def placed_pods_registration(release: Release, *, name: str, port: int, ca_pem: 
 
 @contextlib.contextmanager
 def placing_extender(
-    cluster: Cluster, release: Release, workdir: Path, *, name: str, config_text: str, where: Mapping[str, str]
+    cluster: Cluster, release: Release, workdir: Path, *, name: str, config_text: str, where: Mapping[str, str],
+    inspect_host: str = "127.0.0.1",
 ) -> Iterator[CellfitProcess]:
     """:func:`local_extender` whose cellfit also places the pods of Jobs AlloX starts (the
     placer's pod-create webhook, needed where the template path is not: Kubernetes without
@@ -508,7 +509,8 @@ def placing_extender(
     try:
         cluster.kubectl("patch", "mutatingwebhookconfiguration", chart["metadata"]["name"], "--type=json",
                         "-p", json.dumps([{"op": "replace", "path": failure_policy, "value": "Ignore"}]))
-        with local_extender(cluster, release, workdir, name=name, config_text=config_text, with_cellfit=register) as cellfit:
+        with local_extender(cluster, release, workdir, name=name, config_text=config_text, with_cellfit=register,
+                            inspect_host=inspect_host) as cellfit:
             yield cellfit
     finally:
         for registration in registered:
@@ -520,7 +522,7 @@ def placing_extender(
 @contextlib.contextmanager
 def allox_extender(
     cluster: Cluster, release: Release, workdir: Path, *, name: str, where: Mapping[str, str], allox: Mapping[str, Any],
-    sections: Mapping[str, Any] | None = None,
+    sections: Mapping[str, Any] | None = None, inspect_host: str = "127.0.0.1",
 ) -> Iterator[CellfitProcess]:
     """:func:`placing_extender` running the release's cellfit configuration with AlloX limited to
     the nodes labelled ``where`` (``allox``: more keys of its section; ``sections``: whole
@@ -528,7 +530,8 @@ def allox_extender(
     config = yaml.safe_load(release.cellfit_config_text)
     config.update(sections or {})
     config["allox"] = {**config.get("allox", {}), "nodeSelector": dict(where), **allox}
-    with placing_extender(cluster, release, workdir, name=name, config_text=yaml.safe_dump(config), where=where) as cellfit:
+    with placing_extender(cluster, release, workdir, name=name, config_text=yaml.safe_dump(config), where=where,
+                          inspect_host=inspect_host) as cellfit:
         yield cellfit
 
 

@@ -17,6 +17,10 @@ chart's ClusterRole ``cellfit-viewer`` (and ``view`` in the workload namespace),
 (d) preemption and resume hold: a trial Job preempts a best-effort Job (FitGpp); the preempted
     Job's why names the preemptor, the node and the score; its new pod is gated, so a waiting
     best-effort pod is kept off that node by the resume hold, and its why says so.
+(e) AlloX (a second cellfit, once the first has stopped: both schedule the chart's profile): five
+    interchangeable Jobs with user-set estimates for one GPU and three CPU slots; the one AlloX
+    queues is "queued by AlloX: 1st on <kind>", those it starts on CPU slots say so with the
+    Placed condition's reason, and ``queue`` lists the queued one.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ import yaml
 from chart_support import (
     CellfitProcess,
     Cluster,
+    allox_extender,
     Release,
     Scenarios,
     ensure_release,
@@ -46,6 +51,7 @@ from chart_support import (
     local_extender,
     wait_for,
 )
+from test_allox_admission import interchangeable_job
 
 pytestmark = pytest.mark.e2e
 SCENARIOS = Scenarios("explain-")
@@ -149,7 +155,7 @@ def service_account(cluster: Cluster, namespace: str, name: str, *, roles: list[
     return cluster.token_kubeconfig(name, namespace, workdir / f"{name}.kubeconfig")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="class")
 def env(control_plane: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     cluster = Cluster.from_control_plane(control_plane)
     release = ensure_release(cluster)
@@ -206,150 +212,228 @@ def lift_gate(cluster: Cluster, ns: str, pod: dict[str, Any]) -> None:
                     "-p", '[{"op": "remove", "path": "/spec/schedulingGates"}]')
 
 
-# ------------------------------------------------------------------------------ (a) quota, RBAC
+class TestHivedDecisions:
+    """Quota, RBAC, vcs, gang, preemption and resume hold, under one HiveD cellfit."""
+
+    # -------------------------------------------------------------------------- (a) quota, RBAC
+
+    def test_quota_blocked_pod_and_a_user_without_the_viewer_role(self, env: dict[str, Any]) -> None:
+        cluster, ns, plugin, users = env["cluster"], env["ns"], env["plugin"], env["users"]
+        holder = gpu_pod("quota-holder", scheduler_name=env["scheduler"], node_selector=WHERE, gpus=8,
+                         priority_class="cellfit-best-effort", labels=vc_labels("quota"))
+        cluster.apply(holder, namespace=ns)
+        node = wait_for(lambda: bound_node(cluster, ns, "quota-holder"), 60, f"quota-holder bound (cellfit log {env['cellfit'].log})")
+        cluster.apply(gpu_pod("quota-waiter", scheduler_name=env["scheduler"], node_selector=WHERE, gpus=8,
+                              priority_class="cellfit-best-effort", labels=vc_labels("quota")), namespace=ns)
+        wait_for(lambda: pending_with(cluster, ns, "quota-waiter", "quota exhausted"), 60, "quota-waiter's FailedScheduling")
+
+        answer = plugin.why(users["viewer"], "pod/quota-waiter", ns)
+        assert answer["reason"] == "quota", answer
+        assert answer["summary"] == (f"pending: virtual cluster 'quota' has used its quota at level 'E2E-NODE' "
+                                     f"(1 of 1 'E2E-NODE' cells bound, held by {ns}/quota-holder)"), answer
+        assert f"{node}: {ns}/quota-holder" in answer["details"], answer
+        table = plugin.run(users["viewer"], "why", "pod/quota-waiter", "-n", ns).stdout.splitlines()
+        assert table[0] == f"pod/quota-waiter: {answer['summary']}"
+        print("\n".join(["$ kubectl cellfit why pod/quota-waiter", *table]))  # what a user sees (pytest -s)
+
+        refused = plugin.run(users["outsider"], "vcs", check=False)
+        assert refused.returncode == 5, refused
+        assert refused.stdout == ""
+        assert refused.stderr.startswith("error: you may not read cellfit's inspect API: RBAC does not grant you get on "
+                                         f"services/proxy 'http:cellfit:inspect' in namespace {env['services']}"), refused.stderr
+        assert f"--clusterrole={env['viewer_role']}" in refused.stderr
+        refused_why = plugin.run(users["outsider"], "why", "pod/quota-waiter", "-n", ns, check=False)
+        assert refused_why.returncode == 5 and "services/proxy" in refused_why.stderr, refused_why
 
 
-def test_quota_blocked_pod_and_a_user_without_the_viewer_role(env: dict[str, Any]) -> None:
-    cluster, ns, plugin, users = env["cluster"], env["ns"], env["plugin"], env["users"]
-    holder = gpu_pod("quota-holder", scheduler_name=env["scheduler"], node_selector=WHERE, gpus=8,
-                     priority_class="cellfit-best-effort", labels=vc_labels("quota"))
-    cluster.apply(holder, namespace=ns)
-    node = wait_for(lambda: bound_node(cluster, ns, "quota-holder"), 60, f"quota-holder bound (cellfit log {env['cellfit'].log})")
-    cluster.apply(gpu_pod("quota-waiter", scheduler_name=env["scheduler"], node_selector=WHERE, gpus=8,
-                          priority_class="cellfit-best-effort", labels=vc_labels("quota")), namespace=ns)
-    wait_for(lambda: pending_with(cluster, ns, "quota-waiter", "quota exhausted"), 60, "quota-waiter's FailedScheduling")
-
-    answer = plugin.why(users["viewer"], "pod/quota-waiter", ns)
-    assert answer["reason"] == "quota", answer
-    assert answer["summary"] == (f"pending: virtual cluster 'quota' has used its quota at level 'E2E-NODE' "
-                                 f"(1 of 1 'E2E-NODE' cells bound, held by {ns}/quota-holder)"), answer
-    assert f"{node}: {ns}/quota-holder" in answer["details"], answer
-    table = plugin.run(users["viewer"], "why", "pod/quota-waiter", "-n", ns).stdout.splitlines()
-    assert table[0] == f"pod/quota-waiter: {answer['summary']}"
-    print("\n".join(["$ kubectl cellfit why pod/quota-waiter", *table]))  # what a user sees (pytest -s)
-
-    refused = plugin.run(users["outsider"], "vcs", check=False)
-    assert refused.returncode == 5, refused
-    assert refused.stdout == ""
-    assert refused.stderr.startswith("error: you may not read cellfit's inspect API: RBAC does not grant you get on "
-                                     f"services/proxy 'http:cellfit:inspect' in namespace {env['services']}"), refused.stderr
-    assert f"--clusterrole={env['viewer_role']}" in refused.stderr
-    refused_why = plugin.run(users["outsider"], "why", "pod/quota-waiter", "-n", ns, check=False)
-    assert refused_why.returncode == 5 and "services/proxy" in refused_why.stderr, refused_why
+    def test_not_installed_where_the_plugin_looks(self, env: dict[str, Any]) -> None:
+        done = env["plugin"].run(env["users"]["viewer"], "vcs", "--cellfit-service", "cellfit-nowhere", check=False)
+        # The viewer role names only the chart's Service: RBAC refuses before the API server looks.
+        assert done.returncode == 5 and "'http:cellfit-nowhere:inspect'" in done.stderr, done
+        admin = Path(env["cluster"].env["KUBECONFIG"])
+        done = env["plugin"].run(admin, "vcs", "--cellfit-service", "cellfit-nowhere", check=False)
+        assert done.returncode == 3, done
+        assert f"cellfit is not installed here: no Service cellfit-nowhere in namespace {env['services']}" in done.stderr
 
 
-def test_not_installed_where_the_plugin_looks(env: dict[str, Any]) -> None:
-    done = env["plugin"].run(env["users"]["viewer"], "vcs", "--cellfit-service", "cellfit-nowhere", check=False)
-    # The viewer role names only the chart's Service: RBAC refuses before the API server looks.
-    assert done.returncode == 5 and "'http:cellfit-nowhere:inspect'" in done.stderr, done
-    admin = Path(env["cluster"].env["KUBECONFIG"])
-    done = env["plugin"].run(admin, "vcs", "--cellfit-service", "cellfit-nowhere", check=False)
-    assert done.returncode == 3, done
-    assert f"cellfit is not installed here: no Service cellfit-nowhere in namespace {env['services']}" in done.stderr
+    # -------------------------------------------------------------------------- (b) vcs
+
+    def test_vcs_is_the_inspect_view(self, env: dict[str, Any]) -> None:
+        plugin, viewer, cellfit = env["plugin"], env["users"]["viewer"], env["cellfit"]
+
+        def agree() -> tuple[Any, Any] | None:
+            direct = cellfit.get("/v1/inspect/virtual-clusters")
+            through = json.loads(plugin.run(viewer, "vcs", "-o", "json").stdout)
+            return (direct, through) if direct == through else None
+
+        direct, _ = wait_for(agree, 30, "kubectl cellfit vcs -o json equal to /v1/inspect/virtual-clusters")
+        assert {vc["name"] for vc in direct["virtualClusters"]} == set(VCS)
+        table = plugin.run(viewer, "vcs").stdout
+        print(f"$ kubectl cellfit vcs\n{table}")
+        rows = [line.split() for line in table.splitlines()]
+        assert rows[0] == ["VC", "CELL-TYPE", "GPUS/CELL", "QUOTA", "BOUND", "UNBOUND", "DRAINING", "PINNED", "PODS", "GPUS-USED"]
+        for vc in direct["virtualClusters"]:
+            (row,) = [r for r in rows[1:] if r[0] == vc["name"]]
+            (cell,) = vc["cells"]
+            assert row[1:6] == ["E2E-NODE", "8", str(cell["quota"]), str(cell["bound"]), str(cell["quota"] - cell["bound"])]
+            assert row[8:] == [f"{vc['pods']['guaranteed']}/{vc['pods']['opportunistic']}",
+                               f"{vc['gpus']['guaranteed']}/{vc['gpus']['opportunistic']}"]
+        cells = plugin.run(viewer, "cells", "--node", NODES[0], "-o", "json").stdout
+        assert json.loads(cells) == cellfit.get("/v1/inspect/cells", node=NODES[0])
 
 
-# ------------------------------------------------------------------------------ (b) vcs
+    # -------------------------------------------------------------------------- (c) gang
+
+    def test_gang_waiting_for_its_member(self, env: dict[str, Any]) -> None:
+        cluster, ns, plugin = env["cluster"], env["ns"], env["plugin"]
+        job = example_job("gang-job", name="gang", scheduler_name=env["scheduler"], node_selector=WHERE, gpus=4, parallelism=2)
+        job["spec"]["template"]["metadata"]["labels"].update(vc_labels("gang"))
+        job["spec"]["template"]["spec"]["schedulingGates"] = [{"name": GATE}]
+        cluster.apply(job, namespace=ns)
+        pods = wait_for(lambda: (lambda ps: ps if len(ps) == 2 else None)(job_pods(cluster, ns, "gang")), 60, "the gang's two pods")
+        first = sorted(pods, key=lambda p: p["metadata"]["name"])[0]
+        lift_gate(cluster, ns, first)
+        wait_for(lambda: bound_node(cluster, ns, first["metadata"]["name"]), 60, f"the gang's first pod bound (cellfit log {env['cellfit'].log})")
+        waiting = next(p["metadata"]["name"] for p in pods if p["metadata"]["uid"] != first["metadata"]["uid"])
+
+        answer = plugin.why(env["users"]["viewer"], "job/gang", ns)
+        print(f"$ kubectl cellfit why job/gang\njob/gang: {answer['summary']}")
+        assert answer["reason"] == "gang", answer
+        assert answer["summary"] == (f"waiting for its gang {ns}/gang: 1 of 2 pods placed, its other slots are booked; waiting for "
+                                     f"{waiting}: waiting for its scheduling gates to be removed: {GATE} "
+                                     "(kube-scheduler does not try it before)"), answer
 
 
-def test_vcs_is_the_inspect_view(env: dict[str, Any]) -> None:
-    plugin, viewer, cellfit = env["plugin"], env["users"]["viewer"], env["cellfit"]
+    # -------------------------------------------------------------------------- (d) preemption, resume hold
 
-    def agree() -> tuple[Any, Any] | None:
-        direct = cellfit.get("/v1/inspect/virtual-clusters")
-        through = json.loads(plugin.run(viewer, "vcs", "-o", "json").stdout)
-        return (direct, through) if direct == through else None
+    def test_preempted_job_and_a_pod_kept_off_by_its_resume_hold(self, env: dict[str, Any]) -> None:
+        cluster, ns, plugin, viewer = env["cluster"], env["ns"], env["plugin"], env["users"]["viewer"]
+        name = env["scheduler"]
 
-    direct, _ = wait_for(agree, 30, "kubectl cellfit vcs -o json equal to /v1/inspect/virtual-clusters")
-    assert {vc["name"] for vc in direct["virtualClusters"]} == set(VCS)
-    table = plugin.run(viewer, "vcs").stdout
-    print(f"$ kubectl cellfit vcs\n{table}")
-    rows = [line.split() for line in table.splitlines()]
-    assert rows[0] == ["VC", "CELL-TYPE", "GPUS/CELL", "QUOTA", "BOUND", "UNBOUND", "DRAINING", "PINNED", "PODS", "GPUS-USED"]
-    for vc in direct["virtualClusters"]:
-        (row,) = [r for r in rows[1:] if r[0] == vc["name"]]
-        (cell,) = vc["cells"]
-        assert row[1:6] == ["E2E-NODE", "8", str(cell["quota"]), str(cell["bound"]), str(cell["quota"] - cell["bound"])]
-        assert row[8:] == [f"{vc['pods']['guaranteed']}/{vc['pods']['opportunistic']}",
-                           f"{vc['gpus']['guaranteed']}/{vc['gpus']['opportunistic']}"]
-    cells = plugin.run(viewer, "cells", "--node", NODES[0], "-o", "json").stdout
-    assert json.loads(cells) == cellfit.get("/v1/inspect/cells", node=NODES[0])
+        def be_job(job_name: str, **kwargs: Any) -> dict[str, Any]:
+            body = example_job("be-job", name=job_name, scheduler_name=name, node_selector=WHERE, gpus=4, **kwargs)
+            body["spec"]["template"]["metadata"]["labels"].update(vc_labels("fit"))
+            return body
+
+        # The VC's node fills with two best-effort Jobs; FitGpp's victim is the shorter grace period.
+        # Its Job's pods are gated: the first is let through, the one it resumes in stays pending.
+        victim = be_job("be-victim", grace_seconds=10, exit_after="2s")
+        victim["spec"]["template"]["spec"]["schedulingGates"] = [{"name": GATE}]
+        cluster.apply(victim, namespace=ns)
+        lift_gate(cluster, ns, wait_for(lambda: (job_pods(cluster, ns, "be-victim") or [None])[0], 60, "be-victim's pod"))
+        wait_for(lambda: any(p["spec"].get("nodeName") for p in job_pods(cluster, ns, "be-victim")), 60, "be-victim bound")
+        cluster.apply(be_job("be-other", grace_seconds=300), namespace=ns)
+        wait_for(lambda: any(p["spec"].get("nodeName") for p in job_pods(cluster, ns, "be-other")), 60, "be-other bound")
+        cluster.apply(be_job("be-waiter"), namespace=ns)
+
+        trial = example_job("te-job", name="te-probe", scheduler_name=name, node_selector=WHERE, gpus=4, run_for="15s")
+        trial["spec"]["template"]["metadata"]["labels"].update(vc_labels("fit", "trial"))
+        cluster.apply(trial, namespace=ns)
+        wait_for(lambda: cluster.kubectl_json("-n", ns, "get", "job", "be-victim")["metadata"].get("annotations", {})
+                 .get("cellfit.io/preemptions") == "1", 120, f"be-victim preempted (cellfit log {env['cellfit'].log})")
+        resumed = wait_for(lambda: next((p for p in job_pods(cluster, ns, "be-victim") if not p["spec"].get("nodeName")), None),
+                           120, "be-victim's new pod")
+
+        answer = plugin.why(viewer, "job/be-victim", ns)
+        print("$ kubectl cellfit why job/be-victim\n" + plugin.run(viewer, "why", "job/be-victim", "-n", ns).stdout)
+        assert answer["reason"] == "preempted", answer
+        assert answer["summary"].startswith(f"preempted 1 time, last by {ns}/te-probe-"), answer
+        assert " on node " in answer["summary"] and "(score " in answer["summary"] and " x GP " in answer["summary"], answer
+        assert answer["summary"].endswith(f"now pod {resumed['metadata']['name']}: waiting for its scheduling gates to be removed: "
+                                          f"{GATE} (kube-scheduler does not try it before)"), answer
+
+        # The trial Job ends: the waiter is tried on the freed GPUs and kept off them for the resumed pod.
+        waiter = wait_for(lambda: (job_pods(cluster, ns, "be-waiter") or [None])[0], 60, "be-waiter's pod")
+        kept = f"its free resources are kept for {ns}/{resumed['metadata']['name']}"
+        wait_for(lambda: pending_with(cluster, ns, waiter["metadata"]["name"], kept), 120,
+                 f"be-waiter kept off the held GPUs (cellfit log {env['cellfit'].log})")
+        holds = env["cellfit"].get("/v1/inspect/resume-holds")["holds"]
+        (hold,) = [h for h in holds if f"{ns}/{resumed['metadata']['name']}" in h["pods"]]
+        answer = plugin.why(viewer, f"pod/{waiter['metadata']['name']}", ns)
+        print(f"$ kubectl cellfit why pod/{waiter['metadata']['name']}\n{answer['summary']}")
+        assert answer["reason"] == "resume-hold", answer
+        assert answer["summary"] == (f"kept off node {hold['node']} by a resume hold: {kept} of Job {hold['job']}, a preempted "
+                                     "best-effort Job resuming (until that pod is bound, at most preemption.resumeHoldSeconds)"), answer
+        lift_gate(cluster, ns, resumed)
+        wait_for(lambda: bound_node(cluster, ns, resumed["metadata"]["name"]), 120, "the resumed pod bound")
+        answer = plugin.why(viewer, "job/be-victim", ns)
+        assert answer["reason"] == "preempted" and answer["summary"].endswith(f"now running: 1 pod on {hold['node']}"), answer
 
 
-# ------------------------------------------------------------------------------ (c) gang
+# ------------------------------------------------------------------------------ (e) AlloX
+
+ALLOX = SCENARIOS.name("allox")
+ALLOX_WHERE = SCENARIOS.selector("allox")
+# (job, cpu seconds, gpu seconds): five Jobs for one GPU and three CPU slots (20 of the node's 64
+# cores each, one kept beside the GPU), long enough to be asked about while they run or wait.
+ALLOX_JOBS = [("ij-a", 150, 120), ("ij-b", 150, 120), ("ij-c", 150, 120), ("ij-d", 150, 120), ("ij-e", 150, 120)]
 
 
-def test_gang_waiting_for_its_member(env: dict[str, Any]) -> None:
-    cluster, ns, plugin = env["cluster"], env["ns"], env["plugin"]
-    job = example_job("gang-job", name="gang", scheduler_name=env["scheduler"], node_selector=WHERE, gpus=4, parallelism=2)
-    job["spec"]["template"]["metadata"]["labels"].update(vc_labels("gang"))
-    job["spec"]["template"]["spec"]["schedulingGates"] = [{"name": GATE}]
-    cluster.apply(job, namespace=ns)
-    pods = wait_for(lambda: (lambda ps: ps if len(ps) == 2 else None)(job_pods(cluster, ns, "gang")), 60, "the gang's two pods")
-    first = sorted(pods, key=lambda p: p["metadata"]["name"])[0]
-    lift_gate(cluster, ns, first)
-    wait_for(lambda: bound_node(cluster, ns, first["metadata"]["name"]), 60, f"the gang's first pod bound (cellfit log {env['cellfit'].log})")
-    waiting = next(p["metadata"]["name"] for p in pods if p["metadata"]["uid"] != first["metadata"]["uid"])
+@pytest.fixture(scope="class")
+def allox_env(control_plane: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    """A cellfit with the estimator and AlloX admission limited to one node of its own, placing
+    pods through its webhook (chart_support.allox_extender), its inspect listener behind a Service
+    of its own for the plugin. It starts after TestHivedDecisions' cellfit and kube-scheduler
+    stopped: both schedule the chart's profile."""
+    cluster = Cluster.from_control_plane(control_plane)
+    release = ensure_release(cluster)
+    viewer = release.find("ClusterRole", "-viewer")["metadata"]["name"]
+    workdir = tmp_path_factory.mktemp(ALLOX)
+    cluster.add_gpu_nodes(1, f"{ALLOX}-gpu", labels=ALLOX_WHERE, gpus=1)
+    address = host_address()
+    ns = control_plane.create_namespace("explain-allox")
+    services = control_plane.create_namespace("explain-allox-svc")
+    allox = {"alpha": 1.0, "debounceSeconds": 1.0, "resyncSeconds": 2}
+    try:
+        with allox_extender(cluster, release, workdir, name=ALLOX, where=ALLOX_WHERE, allox=allox, inspect_host=address) as cellfit:
+            assert cellfit.inspect_port is not None
+            inspect_service(cluster, services, address=address, port=cellfit.inspect_port)
+            proxy = f"/api/v1/namespaces/{services}/services/http:cellfit:inspect/proxy/healthz"
+            wait_for(lambda: cluster.kubectl("get", "--raw", proxy, check=False).returncode == 0, 60, "the service proxy")
+            user = service_account(cluster, ns, "viewer", roles=[(services, viewer), (ns, "view")], workdir=workdir)
+            yield {"cluster": cluster, "cellfit": cellfit, "ns": ns, "user": user, "scheduler": release.scheduler_name,
+                   "plugin": Plugin(cluster, plugin_bin(workdir / "bin"), service_namespace=services)}
+    finally:
+        SCENARIOS.delete_nodes(cluster, ["allox"])
 
-    answer = plugin.why(env["users"]["viewer"], "job/gang", ns)
-    print(f"$ kubectl cellfit why job/gang\njob/gang: {answer['summary']}")
-    assert answer["reason"] == "gang", answer
-    assert answer["summary"] == (f"waiting for its gang {ns}/gang: 1 of 2 pods placed, its other slots are booked; waiting for "
-                                 f"{waiting}: waiting for its scheduling gates to be removed: {GATE} "
-                                 "(kube-scheduler does not try it before)"), answer
+
+def allox_job(name: str, scheduler_name: str, cpu_seconds: int, gpu_seconds: int) -> dict[str, Any]:
+    body = interchangeable_job(name, scheduler_name, cpu_seconds, gpu_seconds)
+    body["spec"]["template"]["metadata"]["labels"] = dict(ALLOX_WHERE)
+    body["spec"]["template"]["spec"]["nodeSelector"] = dict(ALLOX_WHERE)
+    return body
 
 
-# ------------------------------------------------------------------------------ (d) preemption, resume hold
+class TestAlloxDecisions:
+    def test_queued_by_allox_and_on_cpu_instead_of_gpu(self, allox_env: dict[str, Any]) -> None:
+        cluster, ns, cellfit, plugin, user = (allox_env[k] for k in ("cluster", "ns", "cellfit", "plugin", "user"))
+        cluster.apply(*(allox_job(name, allox_env["scheduler"], cpu, gpu) for name, cpu, gpu in ALLOX_JOBS), namespace=ns)
 
+        def decided() -> dict[str, Any] | None:
+            view = cellfit.get("/v1/inspect/allox")
+            queued = [row for rows in view["queue"].values() for row in rows if row["job"].startswith(f"{ns}/")]
+            placed = {name: cluster.kubectl_json("-n", ns, "get", "job", name)["metadata"].get("annotations", {})
+                      .get("cellfit.io/placement") for name, *_ in ALLOX_JOBS}
+            return {"queued": queued, "placed": placed} if len(queued) == 1 and sum(1 for k in placed.values() if k) == 4 else None
 
-def test_preempted_job_and_a_pod_kept_off_by_its_resume_hold(env: dict[str, Any]) -> None:
-    cluster, ns, plugin, viewer = env["cluster"], env["ns"], env["plugin"], env["users"]["viewer"]
-    name = env["scheduler"]
+        state = wait_for(decided, 90, f"four Jobs started and one queued (cellfit log {cellfit.log})")
+        (queued,) = state["queued"]
+        name = queued["job"].split("/", 1)[1]
+        answer = plugin.why(user, f"job/{name}", ns)
+        print(f"$ kubectl cellfit why job/{name}\njob/{name}: {answer['summary']}")
+        assert answer["reason"] == "allox-queue", answer
+        assert answer["summary"].startswith(f"queued by AlloX: 1st on {queued['kind']}, expected start in ~"), answer
+        assert answer["details"][:2] == ["estimate cpu: 2 min", "estimate gpu: 2 min"], answer  # the user's 150 s and 120 s
 
-    def be_job(job_name: str, **kwargs: Any) -> dict[str, Any]:
-        body = example_job("be-job", name=job_name, scheduler_name=name, node_selector=WHERE, gpus=4, **kwargs)
-        body["spec"]["template"]["metadata"]["labels"].update(vc_labels("fit"))
-        return body
-
-    # The VC's node fills with two best-effort Jobs; FitGpp's victim is the shorter grace period.
-    # Its Job's pods are gated: the first is let through, the one it resumes in stays pending.
-    victim = be_job("be-victim", grace_seconds=10, exit_after="2s")
-    victim["spec"]["template"]["spec"]["schedulingGates"] = [{"name": GATE}]
-    cluster.apply(victim, namespace=ns)
-    lift_gate(cluster, ns, wait_for(lambda: (job_pods(cluster, ns, "be-victim") or [None])[0], 60, "be-victim's pod"))
-    wait_for(lambda: any(p["spec"].get("nodeName") for p in job_pods(cluster, ns, "be-victim")), 60, "be-victim bound")
-    cluster.apply(be_job("be-other", grace_seconds=300), namespace=ns)
-    wait_for(lambda: any(p["spec"].get("nodeName") for p in job_pods(cluster, ns, "be-other")), 60, "be-other bound")
-    cluster.apply(be_job("be-waiter"), namespace=ns)
-
-    trial = example_job("te-job", name="te-probe", scheduler_name=name, node_selector=WHERE, gpus=4, run_for="15s")
-    trial["spec"]["template"]["metadata"]["labels"].update(vc_labels("fit", "trial"))
-    cluster.apply(trial, namespace=ns)
-    wait_for(lambda: cluster.kubectl_json("-n", ns, "get", "job", "be-victim")["metadata"].get("annotations", {})
-             .get("cellfit.io/preemptions") == "1", 120, f"be-victim preempted (cellfit log {env['cellfit'].log})")
-    resumed = wait_for(lambda: next((p for p in job_pods(cluster, ns, "be-victim") if not p["spec"].get("nodeName")), None),
-                       120, "be-victim's new pod")
-
-    answer = plugin.why(viewer, "job/be-victim", ns)
-    print("$ kubectl cellfit why job/be-victim\n" + plugin.run(viewer, "why", "job/be-victim", "-n", ns).stdout)
-    assert answer["reason"] == "preempted", answer
-    assert answer["summary"].startswith(f"preempted 1 time, last by {ns}/te-probe-"), answer
-    assert " on node " in answer["summary"] and "(score " in answer["summary"] and " x GP " in answer["summary"], answer
-    assert answer["summary"].endswith(f"now pod {resumed['metadata']['name']}: waiting for its scheduling gates to be removed: "
-                                      f"{GATE} (kube-scheduler does not try it before)"), answer
-
-    # The trial Job ends: the waiter is tried on the freed GPUs and kept off them for the resumed pod.
-    waiter = wait_for(lambda: (job_pods(cluster, ns, "be-waiter") or [None])[0], 60, "be-waiter's pod")
-    kept = f"its free resources are kept for {ns}/{resumed['metadata']['name']}"
-    wait_for(lambda: pending_with(cluster, ns, waiter["metadata"]["name"], kept), 120,
-             f"be-waiter kept off the held GPUs (cellfit log {env['cellfit'].log})")
-    holds = env["cellfit"].get("/v1/inspect/resume-holds")["holds"]
-    (hold,) = [h for h in holds if f"{ns}/{resumed['metadata']['name']}" in h["pods"]]
-    answer = plugin.why(viewer, f"pod/{waiter['metadata']['name']}", ns)
-    print(f"$ kubectl cellfit why pod/{waiter['metadata']['name']}\n{answer['summary']}")
-    assert answer["reason"] == "resume-hold", answer
-    assert answer["summary"] == (f"kept off node {hold['node']} by a resume hold: {kept} of Job {hold['job']}, a preempted "
-                                 "best-effort Job resuming (until that pod is bound, at most preemption.resumeHoldSeconds)"), answer
-    lift_gate(cluster, ns, resumed)
-    wait_for(lambda: bound_node(cluster, ns, resumed["metadata"]["name"]), 120, "the resumed pod bound")
-    answer = plugin.why(viewer, "job/be-victim", ns)
-    assert answer["reason"] == "preempted" and answer["summary"].endswith(f"now running: 1 pod on {hold['node']}"), answer
+        on_cpu = [job for job, kind in state["placed"].items() if kind == "cpu"]
+        assert on_cpu, state  # one GPU for four started Jobs: three run on CPU slots
+        for job in on_cpu:
+            placed = next(c for c in cluster.kubectl_json("-n", ns, "get", "job", job)["status"]["conditions"] if c["type"] == "Placed")
+            answer = plugin.why(user, f"job/{job}", ns)
+            assert answer["reason"] == "cpu-instead-of-gpu", answer
+            assert answer["summary"] == f"on CPU instead of GPU: {placed['message']}", answer
+        print(f"$ kubectl cellfit why job/{on_cpu[0]}\n" + plugin.run(user, "why", f"job/{on_cpu[0]}", "-n", ns).stdout)
+        table = plugin.run(user, "queue").stdout.splitlines()
+        print("$ kubectl cellfit queue\n" + "\n".join(table))
+        assert table[0].split() == ["JOB", "KIND", "POSITION", "EXPECTED-START", "VC"]
+        assert any(line.split()[:3] == [queued["job"], queued["kind"], "1"] for line in table[1:]), table

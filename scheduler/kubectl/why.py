@@ -40,10 +40,13 @@ def explain(facts: Facts) -> Answer:
     if facts.pod is not None:
         answer = explain_pod(facts.pod, facts.cellfit)
         if facts.job is not None and answer.reason in ("pending", "running"):
-            # A pod of a preempted Job: the preemption is the news, the pod's state the detail.
+            # A pod of a preempted Job, or of one AlloX put on CPUs: that is the news, the
+            # pod's state the detail.
             preempted = _preempted(facts.job, answer)
             if preempted is not None:
                 return preempted
+            if facts.job.placement == "cpu":
+                return _on_cpu(facts.job, answer)
         return answer
     if facts.job is not None:
         return explain_job(facts.job, facts.cellfit)
@@ -82,13 +85,13 @@ def _finished(job: JobFacts) -> Answer | None:
 
 
 def _deciding(job: JobFacts, view: CellfitView) -> Answer:
-    """A suspended interchangeable Job: cellfit estimates it, then AlloX starts it."""
+    """A suspended interchangeable Job: cellfit estimates it (unless its user did), then AlloX
+    starts it. AlloX's queue and its Placed condition speak first: AlloX holds only Jobs with an
+    estimate, whoever wrote it."""
     estimated = job.condition("Estimated")
     if estimated is not None and estimated.status == "False" and estimated.reason in ESTIMATOR_FAILED:
         return Answer(reason="not-estimated", summary=f"not estimated ({estimated.reason}): {estimated.message}",
                       details=_estimator_details(view))
-    if estimated is None or estimated.status != "True":
-        return _estimating(job, view, estimated)
     placed = job.condition("Placed")
     entry = view.allox_entry
     details = _estimate_details(job.estimate)
@@ -100,6 +103,10 @@ def _deciding(job: JobFacts, view: CellfitView) -> Answer:
                       details=details + ((f"Placed: {placed.message}",) if placed is not None and placed.message else ()))
     if placed is not None and placed.status == "False":
         return Answer(reason="allox-queue", summary=f"queued by AlloX ({placed.reason}): {placed.message}", details=details)
+    has_estimate = (job.estimate is not None or (estimated is not None and estimated.status == "True")
+                    or (view.estimator_entry or {}).get("state") in ("estimated", "user-estimate"))
+    if not has_estimate:
+        return _estimating(job, view, estimated)
     if "allox" in view.unavailable:
         return Answer(reason="allox-off", summary=f"estimated, but not started: {view.unavailable['allox']}", details=details)
     return Answer(reason="allox-queue", summary="estimated; waiting for AlloX's next decision", details=details)

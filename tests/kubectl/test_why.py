@@ -322,6 +322,16 @@ def test_queued_by_allox_with_position_and_expected_start() -> None:
     assert answer.details[:2] == ("estimate cpu: 101 s ± 2 s (samples)", "estimate gpu: 27 s ± 1 s (samples)")
 
 
+def test_a_user_estimate_needs_no_estimated_condition_to_be_queued() -> None:
+    """A user-set cellfit.io/estimate means nothing is sampled, and no Estimated condition is
+    written: AlloX's queue still holds the Job (seen on the local control plane)."""
+    job = job_from(interchangeable(estimate=True))
+    entry = {"job": "ns/ij", "kind": "cpu", "position": 1, "expectedStartSeconds": 95.0}
+    assert explain_job(job, CellfitView(allox_entry=entry)).summary == "queued by AlloX: 1st on cpu, expected start in ~95 s"
+    assert explain_job(job, CellfitView()).summary == "estimated; waiting for AlloX's next decision"
+    assert explain_job(job_from(interchangeable()), CellfitView()).reason == "estimating"  # no estimate at all
+
+
 def test_queued_by_allox_from_the_condition_when_the_queue_does_not_list_it() -> None:
     conditions = [{"type": "Estimated", "status": "True"},
                   {"type": "Placed", "status": "False", "reason": "WaitingForQuota", "message": "waiting for a GPU of virtual cluster 'a'"}]
@@ -339,6 +349,14 @@ def test_running_on_cpu_instead_of_gpu_gives_the_estimates_and_allox_reason() ->
     assert answer.reason == "cpu-instead-of-gpu"
     assert answer.summary == "on CPU instead of GPU: running on cpu: AlloX chose cpu (estimated 101 s; gpu 27 s, every GPU busy for ~9 min)"
     assert answer.details == ("estimate cpu: 101 s ± 2 s (samples)", "estimate gpu: 27 s ± 1 s (samples)", "now: running: 1 pod on cpu-1")
+
+
+def test_a_pod_of_a_job_on_cpu_says_so() -> None:
+    conditions = [{"type": "Placed", "status": "True", "reason": "Started", "message": "running on cpu: AlloX chose cpu"}]
+    job = job_from(interchangeable(suspend=False, placement="cpu", conditions=conditions, estimate=True))
+    answer = explain(Facts(pod=a_pod("ij-abcde", node="cpu-1", phase="Running"), job=job))
+    assert (answer.reason, answer.summary) == ("cpu-instead-of-gpu", "on CPU instead of GPU: running on cpu: AlloX chose cpu")
+    assert answer.details[-1] == "now: running on node cpu-1"
 
 
 def test_placed_on_gpu_is_just_running() -> None:
