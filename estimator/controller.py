@@ -339,7 +339,7 @@ class EstimatorController:
                     configurations = self._configurations(job)
                     kind = body["metadata"]["annotations"][ANNOTATION_SAMPLE_CONFIGURATION]
                     if configurations is not None and kind in configurations:
-                        cpu, gpus = self._cost(configurations[kind])  # type: ignore[index]
+                        cpu, gpus = self._cost(configurations[kind])
                         before = self._holding.get(job.metadata.uid, (0, 0, 0))
                         self._holding[job.metadata.uid] = (before[0] + cpu, before[1] + gpus, before[2] + 1)
             list(self._creator.map(lambda item: self._create(*item), creations))
@@ -487,9 +487,10 @@ class EstimatorController:
             self._attempt(lambda: self._api.delete_pod(namespace=namespace, name=stop.pod, uid=pod.metadata.uid), what=f"stop long sample {stop.pod}")
             self._event(job, "SampleStopped", f"sample {stop.pod} ran {stop.seconds:.0f} s, more than {stop.deadline_seconds:.0f} s its peers predict: {stop.key.configuration} recorded as long", warning=False, once=stop.pod)
         for view in sample_pods:  # stuck (image pull, bad config) yet holding resources
-            pod = pods.get(view.name)
-            if view.state == "failed" and pod is not None and pod.status is not None and pod.status.phase not in ("Failed", "Succeeded") and pod.metadata.deletionTimestamp is None:
-                self._attempt(lambda: self._api.delete_pod(namespace=namespace, name=view.name, uid=pod.metadata.uid), what=f"delete stuck sample {view.name}")
+            stuck = pods.get(view.name)
+            if view.state == "failed" and stuck is not None and stuck.status is not None and stuck.status.phase not in ("Failed", "Succeeded") and stuck.metadata.deletionTimestamp is None:
+                uid = stuck.metadata.uid
+                self._attempt(lambda: self._api.delete_pod(namespace=namespace, name=view.name, uid=uid), what=f"delete stuck sample {view.name}")
         waiting = 0
         creations: list[tuple[Job, dict[str, Any]]] = []
         template = json.loads(bytes(job.spec.template)) if decision.create else {}
@@ -546,7 +547,7 @@ class EstimatorController:
         family = (job.metadata.labels or {}).get(LABEL_JOB_FAMILY)
         if not family:
             return {}
-        priors = {}
+        priors: dict[str, Prior] = {}
         with self._lock:
             for kind in configurations.kinds:
                 prior = prior_from_history(

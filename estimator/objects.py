@@ -207,8 +207,8 @@ def sample_pod(pod: Pod, *, now: float, stopped_seconds: float | None) -> Sample
         return None
     name = pod.metadata.name
     if stopped_seconds is not None:
-        sample = Sample(kind, iterations, stopped_seconds, complete=False, pilot=key.pilot)
-        return SamplePod(name=name, key=key, attempt=attempt, state="stopped", sample=sample)
+        bound = Sample(kind, iterations, stopped_seconds, complete=False, pilot=key.pilot)
+        return SamplePod(name=name, key=key, attempt=attempt, state="stopped", sample=bound)
     status = pod.status or PodStatus()
     phase = status.phase or "Pending"
     terminated = _terminated(status)

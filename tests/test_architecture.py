@@ -15,3 +15,11 @@ def test_import_contracts_hold():
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "0 broken" in result.stdout
+
+
+def test_the_pure_core_type_checks_strictly():
+    """mypy --strict over the pure core ([tool.mypy] in pyproject.toml): the drivers rely on its
+    Protocols and dataclasses, so a wrong type there is a defect the tests may not reach."""
+    result = subprocess.run([sys.executable, "-m", "mypy"], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+

@@ -20,7 +20,7 @@ from scheduler.cells.config import (
 )
 from scheduler.cells.discovery import describe_topology, discover_topology
 from scheduler.cells.engine import HivedEngine
-from scheduler.cells.request import ANNOTATION_GANG_SIZE, DEFAULT_VIRTUAL_CLUSTER
+from scheduler.constants import ANNOTATION_GANG_SIZE, DEFAULT_VIRTUAL_CLUSTER
 
 __all__ = [
     "ANNOTATION_GANG_SIZE",

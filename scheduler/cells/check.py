@@ -16,8 +16,8 @@ from scheduler.cells.config import (
 )
 from scheduler.cells.discovery import describe_topology, discover_topology
 from scheduler.cells.feasibility import feasibility_problems, initial_free
-from scheduler.cells.request import DEFAULT_VIRTUAL_CLUSTER
 from scheduler.cells.topology import Topology
+from scheduler.constants import DEFAULT_VIRTUAL_CLUSTER
 from scheduler.core.model import NodeInfo
 from scheduler.errors import ConfigError
 
@@ -41,9 +41,9 @@ def default_virtual_clusters(topology: Topology) -> dict[str, VirtualClusterSpec
     for chain in topology.used_chains:
         for level, count in enumerate(initial_free(topology, chain), start=1):
             if count:
-                cells.append(VirtualCellSpec(cellType=chain.type_at(level), count=count))
+                cells.append(VirtualCellSpec(cell_type=chain.type_at(level), count=count))
     pinned = tuple(sorted(topology.pinned))
-    return {DEFAULT_VIRTUAL_CLUSTER: VirtualClusterSpec(cells=tuple(cells), pinnedCells=pinned)}
+    return {DEFAULT_VIRTUAL_CLUSTER: VirtualClusterSpec(cells=tuple(cells), pinned_cells=pinned)}
 
 
 def check_config(

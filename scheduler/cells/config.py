@@ -359,12 +359,12 @@ def _tree_size_problems(topology: TopologyConfig, prefix: str) -> list[str]:
     for shape in {shape.types: shape for shape in chains_of(cell_types).values()}.values():
         g = c = 1  # the leaf GPU type
         for name in shape.types[1:]:
-            spec = cell_types[name]
-            g, c = g * spec.child_count, 1 + c * spec.child_count
+            type_spec = cell_types[name]
+            g, c = g * type_spec.child_count, 1 + c * type_spec.child_count
             gpus[name], cells[name] = g, c
             if g > MAX_GPUS or c > MAX_CELLS:
                 problems.append(
-                    f"{base}.{clip(name)}.childCount: {spec.child_count:,} x {quoted(spec.child_type)} makes one "
+                    f"{base}.{clip(name)}.childCount: {type_spec.child_count:,} x {quoted(type_spec.child_type)} makes one "
                     f"{quoted(name)} cell hold {g:,} GPUs in {c:,} cells; {bound}"
                 )
                 break  # the types above are bigger still: this is the one to fix

@@ -51,12 +51,12 @@ class DiscoveredLayout:
 
     def to_config(self) -> TopologyConfig:
         physical = tuple(
-            PhysicalCellSpec(cellType=c.cell_type, cellId=c.cell_id, cellChildren=tuple(PhysicalCellSpec(nodeName=n) for n in c.nodes))
+            PhysicalCellSpec(cell_type=c.cell_type, cell_id=c.cell_id, cell_children=tuple(PhysicalCellSpec(node_name=n) for n in c.nodes))
             if c.rack
-            else PhysicalCellSpec(cellType=c.cell_type, nodeName=c.nodes[0])
+            else PhysicalCellSpec(cell_type=c.cell_type, node_name=c.nodes[0])
             for c in self.cells
         )
-        return TopologyConfig(cellTypes=self.cell_types, physicalCells=physical)
+        return TopologyConfig(cell_types=self.cell_types, physical_cells=physical)
 
 
 def discover_layout(
@@ -83,7 +83,7 @@ def discover_layout(
         else:
             base = product if sizes_per_product[product] == 1 else f"{product}-{gpus}GPU"
             node_type = f"{base}-NODE"
-        cell_types[node_type] = CellTypeSpec(childType=base, childCount=gpus, isNodeLevel=True)
+        cell_types[node_type] = CellTypeSpec(child_type=base, child_count=gpus, is_node_level=True)
         racks: dict[str, list[NodeInfo]] = defaultdict(list)
         standalone: list[NodeInfo] = []
         for node in members:
@@ -93,7 +93,7 @@ def discover_layout(
         rack_size = running_rack.child_count if running_rack is not None else _common_size(racks)
         if rack_size:
             rack_type = f"{base}-RACK"
-            cell_types[rack_type] = CellTypeSpec(childType=node_type, childCount=rack_size)
+            cell_types[rack_type] = CellTypeSpec(child_type=node_type, child_count=rack_size)
             for value in sorted(racks):
                 if len(racks[value]) != rack_size:
                     standalone.extend(racks[value])
@@ -125,7 +125,7 @@ def node_type_for(node: NodeInfo, cell_types: Mapping[str, CellTypeSpec]) -> tup
             return f"{base}-NODE", spec
     other_sizes = any(t == f"{product}-NODE" or (t.startswith(f"{product}-") and t.endswith("GPU-NODE")) for t in cell_types)
     base = f"{product}-{gpus}GPU" if other_sizes else product
-    return f"{base}-NODE", CellTypeSpec(childType=base, childCount=gpus, isNodeLevel=True)
+    return f"{base}-NODE", CellTypeSpec(child_type=base, child_count=gpus, is_node_level=True)
 
 
 def _common_size(racks: dict[str, list[NodeInfo]]) -> int:

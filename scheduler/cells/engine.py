@@ -509,8 +509,8 @@ class HivedEngine:
     def _virtual_cluster_specs(self) -> dict[str, VirtualClusterSpec]:
         return {
             name: VirtualClusterSpec(
-                cells=tuple(VirtualCellSpec(cellType=t, count=n) for t, n in vc.quota.items()),
-                pinnedCells=tuple(c.pinned_id for c in vc.pinned if c.pinned_id is not None),
+                cells=tuple(VirtualCellSpec(cell_type=t, count=n) for t, n in vc.quota.items()),
+                pinned_cells=tuple(c.pinned_id for c in vc.pinned if c.pinned_id is not None),
             )
             for name, vc in self.allocator.vcs.items()
             if vc.defined

@@ -47,7 +47,7 @@ def shape(cell: Cell, memo: dict[Cell, Shape]) -> Shape:
     if cell.gfree == cell.total or cell.gfree == 0 or not cell.children:
         result: Shape = (cell.gfree,)
     else:
-        result = (cell.gfree, *sorted(shape(kid, memo) for kid in cell.children))  # type: ignore[type-var]
+        result = (cell.gfree, *sorted(shape(kid, memo) for kid in cell.children))
     memo[cell] = result
     return result
 
@@ -103,7 +103,7 @@ def equal_picks(spot: Cell, chosen: Sequence[Cell], image: Cell, memo: dict[Cell
 
 
 # A pick inside a cell: (the cell's shape, its touched children's picks); a GPU: (shape, ()).
-_Pick = tuple[Shape, tuple[object, ...]]
+_Pick = tuple[Shape, tuple["_Pick", ...]]
 
 
 def _pattern(cell: Cell, chosen: set[Cell], memo: dict[Cell, Shape]) -> _Pick | None:
@@ -116,7 +116,7 @@ def _pattern(cell: Cell, chosen: set[Cell], memo: dict[Cell, Shape]) -> _Pick | 
     return shape(cell, memo), tuple(touched)
 
 
-def _embed(cell: Cell, picks: tuple[object, ...], memo: dict[Cell, Shape]) -> Iterator[list[Cell]]:
+def _embed(cell: Cell, picks: tuple[_Pick, ...], memo: dict[Cell, Shape]) -> Iterator[list[Cell]]:
     """Each way to give every pick of ``picks`` its own child of ``cell`` of the pick's shape,
     recursively. Identical picks take children in increasing order (no permutation of the same
     choice is produced twice)."""
@@ -129,7 +129,7 @@ def _embed(cell: Cell, picks: tuple[object, ...], memo: dict[Cell, Shape]) -> It
         if index == len(picks):
             yield []
             return
-        kid_shape, inner = picks[index]  # type: ignore[misc]
+        kid_shape, inner = picks[index]
         start = floor if index and picks[index] == picks[index - 1] else 0
         for position in range(start, len(kids)):
             kid = kids[position]

@@ -265,7 +265,7 @@ class NodeMembership:
         """The node's change waits: it joins now as a standalone node cell of its product and
         size (that type's existing chain, else a new one), so it is usable at once."""
         node_type, spec = node_type_for(node, self._topology.config.cell_types)
-        self._allocator.add_top_cell(PhysicalCellSpec(cellType=node_type, nodeName=node.name), {node_type: spec})
+        self._allocator.add_top_cell(PhysicalCellSpec(cell_type=node_type, node_name=node.name), {node_type: spec})
         self._grow_owner({node_type: 1})
         return (
             f"cells added: {node.name} ({node_type}, {spec.child_count} GPUs) as a standalone node; "
@@ -288,8 +288,8 @@ class NodeMembership:
 
 def _physical_spec(cell: DiscoveredCell) -> PhysicalCellSpec:
     if cell.rack:
-        return PhysicalCellSpec(cellType=cell.cell_type, cellId=cell.cell_id, cellChildren=tuple(PhysicalCellSpec(nodeName=n) for n in cell.nodes))
-    return PhysicalCellSpec(cellType=cell.cell_type, nodeName=cell.nodes[0])
+        return PhysicalCellSpec(cell_type=cell.cell_type, cell_id=cell.cell_id, cell_children=tuple(PhysicalCellSpec(node_name=n) for n in cell.nodes))
+    return PhysicalCellSpec(cell_type=cell.cell_type, node_name=cell.nodes[0])
 
 
 def _describe_cell(cell: DiscoveredCell, cell_types: Mapping[str, CellTypeSpec]) -> str:

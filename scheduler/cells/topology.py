@@ -238,7 +238,7 @@ class Topology:
         self.top_cells.append(cell)
         if chain not in self.used_chains:
             self.used_chains = (*self.used_chains, chain)
-        self.config = TopologyConfig(cellTypes=merged, physicalCells=(*self.config.physical_cells, spec))
+        self.config = TopologyConfig(cell_types=merged, physical_cells=(*self.config.physical_cells, spec))
         return cell
 
     def remove_top_cell(self, cell: Cell) -> None:
@@ -248,7 +248,7 @@ class Topology:
         del self.top_cells[index]
         specs = list(self.config.physical_cells)
         del specs[index]
-        self.config = TopologyConfig(cellTypes=self.config.cell_types, physicalCells=tuple(specs))
+        self.config = TopologyConfig(cell_types=self.config.cell_types, physical_cells=tuple(specs))
         for inner in cell.walk():
             del self.cells_by_id[inner.id]
             if inner.node_cell is inner and inner.node is not None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Final, Mapping, Sequence
+from typing import Final, Mapping, Sequence, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -157,10 +157,12 @@ class ResourceFitEngine:
         # Free never exceeds allocatable, so a node too small even when empty is also short of
         # free room: one test finds every failing node, and the usual answer (all fit) costs
         # four numpy calls.
+        failing: npt.NDArray[np.bool_]
         if self._whole_matrix_pays(len(slots)):
             failing = (self._free[:, : self.node_index.capacity] < request).any(axis=0).take(slots)
         else:
-            failing = (self._free.take(slots, axis=1) < request).any(axis=0)
+            # any() over an axis of a 2-D array is an array; numpy's stubs also allow a scalar.
+            failing = cast("npt.NDArray[np.bool_]", (self._free.take(slots, axis=1) < request).any(axis=0))
         if not failing.any():
             feasible = node_names if positions is None else pick(node_names, positions)
             if not unknown:

@@ -92,7 +92,7 @@ def test_shrink_takes_effect_as_pods_finish():
 def test_draining_cells_take_no_new_pods():
     engine = HivedEngine.from_config(rack_cluster(vcs=vcs(2, 6)["virtualClusters"]))
     first = schedule(engine, pod("x", 4, "a"), NODES)
-    second = schedule(engine, pod("y", 8, "a"), NODES)
+    schedule(engine, pod("y", 8, "a"), NODES)
     third = schedule(engine, pod("z", 2, "a"), NODES)  # packed next to x
     assert third.node_name == first.node_name
     engine.reconfigure(vcs(1, 6))

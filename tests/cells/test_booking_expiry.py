@@ -9,7 +9,7 @@ import json
 from scheduler.cells import HivedEngine
 from scheduler.cells.expiry import BookingReleased
 from scheduler.core.model import JobInfo
-from tests.cells.helpers import bound, node_names, pod, rack_cluster, schedule
+from tests.cells.helpers import node_names, pod, rack_cluster, schedule
 
 NODES = node_names()  # 2 racks x 4 nodes x 8 GPUs, one implicit VC "default" owning them all
 

@@ -10,7 +10,7 @@ import pytest
 from scheduler.cells import HivedEngine
 from scheduler.core.engine import SchedulingEngine
 from scheduler.errors import SchedulingConflict, UnknownNode
-from tests.cells.helpers import bound, node, node_names, pod, rack_cluster, schedule, snapshot
+from tests.cells.helpers import node, node_names, pod, rack_cluster, schedule, snapshot
 
 NODES = node_names()
 

@@ -326,6 +326,6 @@ def test_random_joins_and_deletions_keep_the_guarantee_and_survive_a_restart(see
     else:
         # A change still waits for busy cells (e.g. a rack that cannot form under running
         # pods): each pod is still recovered onto exactly its node and GPUs.
-        for uid, p in pods.items():
+        for uid in pods:
             mine, theirs = restarted.allocator.by_pod[uid], engine.allocator.by_pod[uid]
             assert (mine.node, mine.gpu_indices) == (theirs.node, theirs.gpu_indices)

@@ -111,7 +111,7 @@ def test_a_tight_family_history_skips_sampling_that_configuration():
     # Too few past Jobs, or too loose: sample, then combine.
     loose = Prior(mean_per_iteration=0.21, std_per_iteration=0.1, count=5)
     assert len(run(pods=[], priors={"gpu": loose}).create) == 4
-    decision = run(pods=[done(k, l) for k in KINDS for l in ("short", "long")], priors={"gpu": loose})
+    decision = run(pods=[done(k, length) for k in KINDS for length in ("short", "long")], priors={"gpu": loose})
     assert decision.estimates["gpu"].method == "posterior"
 
 

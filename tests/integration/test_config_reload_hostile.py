@@ -98,7 +98,7 @@ def summary(latencies: list[float]) -> str:
         pytest.param(lambda port: huge_infeasible_topology(port=port, nodes=8_192), "over-committed", id="slow-65536-gpus"),
     ],
 )
-def test_a_hostile_file_is_refused_naming_the_field_while_the_verbs_answer(served, hostile, field):
+def test_a_hostile_file_is_refused_naming_the_field_while_the_verbs_answer(served, hostile, field):  # noqa: F811 (the fixture)
     cellfit, mounted, port = served
     before = filter_latencies_until(cellfit, lambda calls: len(calls) >= 30, within=60)
     quotas = cellfit.quotas()

@@ -109,7 +109,7 @@ def test_hived_reclaim_of_opportunistic_pods_comes_first():
     for node in nodes:
         engine.apply_node(node)
     # speech's opportunistic pods fill both nodes
-    for i, node in enumerate(("g0", "g1")):
+    for i in range(2):
         pod = PodInfo(uid=f"opp-{i}", namespace="ml", name=f"opp-{i}", requests=Resources(1000, GI, 8),
                       labels={"cellfit.io/virtual-cluster": "speech", "cellfit.io/priority": "opportunistic", "cellfit.io/job-class": "best-effort"})
         placed = engine.filter(pod, ["g0", "g1"]).feasible

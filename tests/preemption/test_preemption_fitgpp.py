@@ -195,9 +195,7 @@ def test_fallback_preempts_random_be_jobs_on_one_node_until_there_is_room() -> N
     assert decision.rule == "fallback"
     assert len(decision.victims) >= 2
     assert {v.node for v in decision.victims} == {decision.node}
-    freed = Resources()
-    for victim in decision.victims:
-        freed = freed + res(2, 16, 2)
+    freed = sum((res(2, 16, 2) for _ in decision.victims), Resources())  # every job of _fragmented holds this
     assert res(4, 32, 4).fits_in(freed)
     assert all(message.startswith(f"preempting ns/{v.uid} on node {decision.node} (random fallback") for message, v in zip(decision.preemptor_messages(), decision.victims))
 

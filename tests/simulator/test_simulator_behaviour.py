@@ -8,7 +8,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from scheduler.core.resources import Resources
 from scheduler.preemption import FitGppSettings
 from scheduler.simulator.errors import InvalidWorkload, SimulationStalled, UnknownPolicy
 from scheduler.simulator.experiment import Experiment, derive_arrivals, run_variant, Variant
@@ -16,7 +15,7 @@ from scheduler.simulator.policies import PolicyOptions, _REGISTRY, make_policy, 
 from scheduler.simulator.simulation import Simulation
 from scheduler.simulator.workload import ClusterSpec, FitGppWorkload
 
-from sim_helpers import GIB, SMALL_NODE, Checked, job, simulate
+from sim_helpers import job, simulate
 
 POLICIES = ("fifo", "lrtp", "rand", "fitgpp")
 SMALL_CLUSTER = ClusterSpec(nodes=6)

@@ -9,7 +9,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import yaml
 
 from scheduler.cli import main
 from scheduler.config import load_settings, parse_settings, read_config_text

@@ -25,7 +25,7 @@ from typing import Any, Callable, Iterator, Sequence
 import msgspec
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, assume, example, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from scheduler.config import Settings, parse_settings
@@ -380,7 +380,7 @@ def test_every_span_reader_checks_spans(length: int, pairs: list[tuple[int, int]
         "select": lambda: native.select(text, spans, b""),
         "host_priorities": lambda: native.host_priorities(text, spans, [0] * (len(spans) // 8)),
     }
-    for name, call in calls.items():
+    for call in calls.values():
         if fine:
             call()
         else:
@@ -784,7 +784,7 @@ def leak_inputs(count: int) -> list[Callable[[], Any]]:
     rng = random.Random(7)
     table = native.NameTable([f"node-{i}" for i in range(100)] + [None])
     calls: list[Callable[[], Any]] = []
-    for i in range(count):
+    for _ in range(count):
         items = [f"node-{rng.randrange(150)}" + "x" * rng.choice((0, 9, 70)) for _ in range(rng.choice((0, 3, 70)))]
         text = json.dumps(items).encode()
         spans = native.scan(text)
