@@ -35,27 +35,10 @@ from scheduler.simulator.progress import ProgressBar
 from scheduler.simulator.session import RunReport, run_and_report
 
 EXIT_OK: Final = 0
-# Options of the other workloads; giving one to this workload is an error, not ignored.
-_OTHER_OPTIONS: Final = (
-    ("trace", "--trace"),
-    ("arrivals", "--arrivals"),
-    ("te_share", "--te-share"),
-    ("gp_scale", "--gp-scale"),
-    ("tick", "--tick"),
-    ("grace_period_weight", "--grace-period-weight"),
-    ("max_preemptions", "--max-preemptions"),
-    ("table4", "--table4"),
-    ("write_trace", "--write-trace"),
-    ("alpha", "--alpha"),
-    ("timeout", "--timeout"),
-    ("omega_grid", "--omega-grid"),
-    ("sweep", "--sweep"),
-    ("sweep_values", "--sweep-values"),
-    ("paper", "--paper"),
-    ("nodes", "--nodes"),
-    ("node_cpu", "--node-cpu"),
-    ("node_memory", "--node-memory"),
-    ("node_gpus", "--node-gpus"),
+# The options this workload reads; any other one given (not None or False) belongs to another
+# workload and is an error rather than silently ignored.
+_OPTIONS: Final = frozenset(
+    {"workload", "load", "jobs", "set", "seed", "repeat", "policies", "output_json", "plots", "workers", "no_progress"}
 )
 SET_KEYS: Final = ("hived.queue", "hived.duration_low", "hived.duration_high", "hived.load.<tenant>")
 
@@ -96,9 +79,9 @@ def _workload_and_queue(args: argparse.Namespace) -> tuple[HivedWorkload, str]:
 
 
 def run_hived(args: argparse.Namespace) -> int:
-    for attribute, option in _OTHER_OPTIONS:
-        if getattr(args, attribute, None) not in (None, False):
-            fail_option(option, "not an option of workload hived")
+    for attribute, value in vars(args).items():
+        if attribute not in _OPTIONS and value not in (None, False):
+            fail_option("--" + attribute.replace("_", "-"), "not an option of workload hived")
     workload, queue = _workload_and_queue(args)
     jobs = DEFAULT_JOBS if args.jobs is None else parse_int(args.jobs, "--jobs", low=1)
     seed = parse_int(args.seed, "--seed", low=0)
@@ -131,7 +114,8 @@ def run_hived(args: argparse.Namespace) -> int:
             from scheduler.simulator.hived.plots import plot_delays
 
             title = f"HiveD workload: {jobs} jobs, queue {queue}, seeds {experiment.seeds[0]}..{experiment.seeds[-1]}"
-            return [plot_delays(summaries, folder / "hived-delay.png", title=title)]
+            name = "hived-delay.png" if queue == "fifo" else f"hived-delay-{queue}.png"
+            return [plot_delays(summaries, folder / name, title=title)]
 
         return RunReport(
             table=tables(summaries),

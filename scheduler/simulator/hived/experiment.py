@@ -164,6 +164,19 @@ def _task(args: tuple[HivedExperiment, str, list[GangJob], int]) -> GangRunResul
     return run_setting(experiment, setting, jobs, seed=seed)
 
 
+def _reporter(
+    progress: ProgressCallback | None, done: int, total: int, label: str
+) -> Callable[[int, int], None] | None:
+    """A run's progress (jobs finished of its jobs) as the experiment's progress bar reads it."""
+    if progress is None:
+        return None
+
+    def report(jobs_done: int, jobs_total: int) -> None:
+        progress(done, total, jobs_done, jobs_total, label)
+
+    return report
+
+
 def run_hived_experiment(
     experiment: HivedExperiment, *, workers: int = 1, progress: ProgressCallback | None = None
 ) -> HivedOutcome:
@@ -189,9 +202,8 @@ def run_hived_experiment(
     else:
         for setting, seed in pending:
             label = f"{setting}, seed {seed}"
-            reporter = None
-            if progress is not None:
-                reporter = lambda d, t, _label=label: progress(done, total, d, t, _label)
-            runs[setting].append(run_setting(experiment, setting, arrivals[seed], seed=seed, on_progress=reporter))
+            runs[setting].append(
+                run_setting(experiment, setting, arrivals[seed], seed=seed, on_progress=_reporter(progress, done, total, label))
+            )
             ran(label)
     return HivedOutcome(runs=runs)

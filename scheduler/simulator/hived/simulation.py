@@ -28,7 +28,7 @@ from __future__ import annotations
 import heapq
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Final
 
 import numpy as np
@@ -138,19 +138,8 @@ class ClusterScheduler:
                 return None
             node = self.choice(pod, feasible)
             placement = engine.reserve(pod, node)  # a SchedulingConflict here is a bug: let it out
-            bound.append(
-                PodInfo(
-                    uid=pod.uid,
-                    namespace=pod.namespace,
-                    name=pod.name,
-                    requests=pod.requests,
-                    labels=pod.labels,
-                    annotations={**pod.annotations, **placement.annotations},
-                    node_name=node,
-                    phase="Running",
-                    owner=pod.owner,
-                )
-            )
+            annotations = {**pod.annotations, **placement.annotations}
+            bound.append(replace(pod, annotations=annotations, node_name=node, phase="Running"))
         for pod in bound:
             engine.apply_pod(pod)  # the watch reports the bound pod
         if self.quota is not None:
@@ -162,19 +151,7 @@ class ClusterScheduler:
         """The job's pods succeeded: the watch reports them finished, then the Job goes."""
         engine = self.engine
         for pod in self._running.pop(job.job_id):
-            engine.apply_pod(
-                PodInfo(
-                    uid=pod.uid,
-                    namespace=pod.namespace,
-                    name=pod.name,
-                    requests=pod.requests,
-                    labels=pod.labels,
-                    annotations=pod.annotations,
-                    node_name=pod.node_name,
-                    phase="Succeeded",
-                    owner=pod.owner,
-                )
-            )
+            engine.apply_pod(replace(pod, phase="Succeeded"))
             engine.delete_pod(pod.uid)
         if isinstance(engine, TracksJobs):
             engine.delete_job(f"uid-{job.job_id}")
