@@ -155,11 +155,21 @@ def service_account(cluster: Cluster, namespace: str, name: str, *, roles: list[
     return cluster.token_kubeconfig(name, namespace, workdir / f"{name}.kubeconfig")
 
 
+def viewer_role(release: Release) -> str:
+    """The chart's viewer ClusterRole; a release installed before the chart had one (a cluster
+    kept with CELLFIT_E2E_KEEP) must be upgraded first."""
+    found = [o for o in release.objects if o["kind"] == "ClusterRole" and o["metadata"]["name"].endswith("-viewer")]
+    if not found:
+        pytest.fail(f"release {release.name} in {release.namespace} has no viewer ClusterRole: it predates the chart's "
+                    "inspect listener; helm upgrade it, or start a fresh cluster", pytrace=False)
+    return str(found[0]["metadata"]["name"])
+
+
 @pytest.fixture(scope="class")
 def env(control_plane: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     cluster = Cluster.from_control_plane(control_plane)
     release = ensure_release(cluster)
-    viewer = release.find("ClusterRole", "-viewer")["metadata"]["name"]
+    viewer = viewer_role(release)
     workdir = tmp_path_factory.mktemp(SCENARIO)
     SCENARIOS.add_nodes(cluster, "plugin", count=len(NODES))  # before cellfit: the topology names them
     config = yaml.safe_load(release.cellfit_config_text)
@@ -377,7 +387,7 @@ def allox_env(control_plane: Any, tmp_path_factory: pytest.TempPathFactory) -> I
     stopped: both schedule the chart's profile."""
     cluster = Cluster.from_control_plane(control_plane)
     release = ensure_release(cluster)
-    viewer = release.find("ClusterRole", "-viewer")["metadata"]["name"]
+    viewer = viewer_role(release)
     workdir = tmp_path_factory.mktemp(ALLOX)
     cluster.add_gpu_nodes(1, f"{ALLOX}-gpu", labels=ALLOX_WHERE, gpus=1)
     address = host_address()
