@@ -1,0 +1,164 @@
+"""The quota move of a matched exchange, and its proof before anything changes.
+
+During a match's window the lender's VC holds its configured quota minus the offered cells, the
+borrower's its quota plus the cells it asked for (a spatial exchange converts: the lender gives
+one 8-GPU node cell, the borrower gets eight 1-GPU cells). At the window's end (windows are
+half-open) the match no longer applies and the quotas are the configured ones again, or those
+of the exchanges still under way. :func:`project` gives the VC specs at any time; the driver
+hands them to ``HivedEngine.reconfigure`` through :func:`reconfiguration`, the same path as a
+live VC reconfiguration, so the engine checks them again and applies them the same way.
+
+:class:`QuotaProof` is the arbiter's ``admit``: a match is refused, with the reason naming the
+field, unless at every moment of its window, together with every exchange already admitted,
+the lender still holds the cells it lends and ``feasibility_problems`` finds the VC assignment
+placeable on the topology (Theorem 1's invariant at time zero, as a configuration change is
+checked).
+
+**The borrower's pods still running when the window ends** (:class:`WindowPlan`): the cells go
+back through ``reconfigure``, which never evicts: the borrower's VC cells beyond its quota
+*drain* (they take no new pod and return to the free pool as their pods finish), exactly as a
+shrunk VC does today. Draining alone would let a borrower keep a lender's cell for as long as
+its job runs, so the lender's guarantee would depend on another tenant's job length; so the
+drain is bounded: at ``preempt_at`` (the window's end plus a grace period) the driver preempts
+the borrower's guaranteed pods still holding draining cells (``inspect_virtual_cluster(vc)``
+lists them: ``vcCells[].state == "draining"``, ``vcCells[].pods``). A grace of ``None`` keeps the
+pure drain (the lender waits for the borrower's pods to finish).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Mapping, Sequence
+
+from scheduler.cells.config import CellsConfig, VirtualCellSpec, VirtualClusterSpec
+from scheduler.cells.exchange.arbiter import Match
+from scheduler.cells.exchange.model import Window, describe_cells
+from scheduler.cells.feasibility import feasibility_problems
+from scheduler.cells.topology import Topology
+
+# The borrower's pods holding draining cells this long after a window's end are preempted.
+DEFAULT_RETURN_GRACE_SECONDS = 300.0
+
+_PATH = "virtualClusters"
+
+
+def _label(match: Match) -> str:
+    return f"exchange {match.offer.id} -> {match.request.id}"
+
+
+def project(
+    *, base: Mapping[str, VirtualClusterSpec], matches: Iterable[Match], at: float
+) -> tuple[dict[str, VirtualClusterSpec], list[str]]:
+    """The VC specs at time ``at``: ``base`` (the configured VCs) with every match whose window
+    holds ``at`` applied; and the problems (a VC not configured, a lender lending cells it does
+    not hold then; the specs are meaningless when there are problems). Cell types keep their configured order; types a borrower gains follow, in
+    the order the matches give them. Pinned cells never move."""
+    counts: dict[str, dict[str, int]] = {name: {c.cell_type: c.count for c in spec.cells} for name, spec in base.items()}
+    problems: list[str] = []
+    lenders: dict[tuple[str, str], list[Match]] = {}
+    for match in matches:
+        if not match.window.holds(at):
+            continue
+        for vc in (match.lender, match.borrower):
+            if vc not in counts:
+                problems.append(f"{_PATH}.{vc}: is not a configured virtual cluster ({_label(match)})")
+        if match.lender not in counts or match.borrower not in counts:
+            continue
+        lender, borrower = counts[match.lender], counts[match.borrower]
+        for cell_type, count in match.offer.cells:
+            lender[cell_type] = lender.get(cell_type, 0) - count
+            lenders.setdefault((match.lender, cell_type), []).append(match)
+        for cell_type, count in match.request.cells:
+            borrower[cell_type] = borrower.get(cell_type, 0) + count
+    for (vc, cell_type), lent in lenders.items():
+        if counts[vc][cell_type] < 0:
+            configured = next((c.count for c in base[vc].cells if c.cell_type == cell_type), 0)
+            total = sum(count for m in lent for t, count in m.offer.cells if t == cell_type)
+            problems.append(
+                f"{_PATH}.{vc}.cells: lends {total} {cell_type} at {at:g} "
+                f"({', '.join(_label(m) for m in lent)}) but its quota holds {configured} with the exchanges then"
+            )
+    # With problems the specs mean nothing; a count below zero is shown as 0 so they can be built.
+    specs = {
+        name: VirtualClusterSpec(
+            cells=tuple(VirtualCellSpec(cell_type=t, count=max(n, 0)) for t, n in counts[name].items()),
+            pinned_cells=spec.pinned_cells,
+        )
+        for name, spec in base.items()
+    }
+    return specs, problems
+
+
+def _moments(window: Window, others: Iterable[Match]) -> list[float]:
+    """The times in ``window`` at which the set of exchanges under way can change: its start, and
+    every start and end of another exchange inside it. Between two of them the specs are constant."""
+    points = {window.start}
+    for match in others:
+        for t in (match.window.start, match.window.end):
+            if window.start < t < window.end:
+                points.add(t)
+    return sorted(points)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class QuotaProof:
+    """The arbiter's ``admit``: ``None`` when ``candidate`` keeps every VC assignment feasible
+    throughout its window, else why not. ``active``: the exchanges admitted in earlier rounds
+    that are not over yet; the arbiter passes those admitted earlier in the round."""
+
+    topology: Topology
+    base: Mapping[str, VirtualClusterSpec]
+    active: tuple[Match, ...] = ()
+
+    def __call__(self, candidate: Match, admitted: Sequence[Match]) -> str | None:
+        others = (*self.active, *admitted)
+        moments = _moments(candidate.window, others)
+        for i, at in enumerate(moments):
+            specs, problems = project(base=self.base, matches=(*others, candidate), at=at)
+            if not problems:
+                problems = feasibility_problems(self.topology, specs)
+            if problems:
+                until = moments[i + 1] if i + 1 < len(moments) else candidate.window.end
+                return (
+                    f"{_label(candidate)} ({describe_cells(candidate.offer.cells)} of {candidate.lender} for "
+                    f"{describe_cells(candidate.request.cells)} of {candidate.borrower}) during "
+                    f"{Window(start=at, end=until).describe()}: " + "; ".join(problems)
+                )
+        return None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WindowPlan:
+    """What a match does to the VCs: ``during`` from its window's start, ``after`` from its end
+    (both with the other exchanges under way then), and when the borrower's pods still holding
+    draining cells are preempted (``None``: never, they drain)."""
+
+    match: Match
+    during: dict[str, VirtualClusterSpec]
+    after: dict[str, VirtualClusterSpec]
+    preempt_at: float | None
+
+
+def window_plan(
+    *,
+    base: Mapping[str, VirtualClusterSpec],
+    others: Sequence[Match],
+    match: Match,
+    grace_seconds: float | None = DEFAULT_RETURN_GRACE_SECONDS,
+) -> WindowPlan:
+    """The specs to reconfigure to when ``match``'s window opens and when it closes."""
+    if grace_seconds is not None and not grace_seconds >= 0:
+        raise ValueError(f"grace_seconds: must be >= 0 or None, not {grace_seconds!r}")
+    during, problems = project(base=base, matches=(*others, match), at=match.window.start)
+    if problems:
+        raise ValueError("; ".join(problems))
+    after, problems = project(base=base, matches=others, at=match.window.end)
+    if problems:
+        raise ValueError("; ".join(problems))
+    preempt_at = None if grace_seconds is None else match.window.end + grace_seconds
+    return WindowPlan(match=match, during=during, after=after, preempt_at=preempt_at)
+
+
+def reconfiguration(config: CellsConfig, specs: Mapping[str, VirtualClusterSpec]) -> CellsConfig:
+    """``config`` with its VCs replaced by ``specs``: what ``HivedEngine.reconfigure`` takes."""
+    return config.model_copy(update={"virtual_clusters": dict(specs)})
