@@ -39,7 +39,6 @@ import pytest
 import yaml
 
 from chart_support import (
-    CellfitProcess,
     Cluster,
     allox_extender,
     Release,

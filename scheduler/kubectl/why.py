@@ -63,7 +63,7 @@ def explain_job(job: JobFacts, view: CellfitView) -> Answer:
     if job.interchangeable and job.suspended:
         return _deciding(job, view)
     if job.suspended:
-        return Answer(reason="suspended", summary=f"suspended (spec.suspend: true): nothing runs until it is unsuspended; "
+        return Answer(reason="suspended", summary="suspended (spec.suspend: true): nothing runs until it is unsuspended; "
                       "cellfit starts only Jobs with cellfit.io/configurations")
     gang = _gang_of_job(job, view)
     now = _job_pods_now(job, view) if gang is None else gang
