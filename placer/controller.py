@@ -211,6 +211,7 @@ class PlacerController:
             for name, r in self._free_by_node(frozenset(running_uids)).items()
         ]
         gpu_pools: dict[str, int] | None = None
+        guaranteed: dict[str, int] = {}
         if self._guarantees is not None:
             found = self._guarantees(frozenset(running_uids))
             waiting, trials, running = (
@@ -250,12 +251,16 @@ class PlacerController:
             message = (f"{_ordinal(queued.position)} on {where}, expected start in "
                        f"~{format_duration(queued.expected_start_seconds)} (AlloX)")
             self._tell(job, status="False", reason="Queued", message=message)
-        for key in decision.unplaceable:
+        pools = {w.key: w.pool for w in waiting}
+        # A Job whose VC has free guarantee but AlloX's nodes no free GPU lacks machines, not quota.
+        lacking = [key for key in decision.waiting_for_pool if guaranteed.get(pools.get(key) or "", 0) > 0]
+        for key in (*decision.unplaceable, *lacking):
             self._tell(by_key[key], status="False", reason="NoMachine",
                        message="no node of the cluster offers a kind this Job has an estimate for"
                        + (f" with {_pods(by_key[key])} machines at once" if _pods(by_key[key]) > 1 else ""))
-        pools = {w.key: w.pool for w in waiting}
         for key in decision.waiting_for_pool:
+            if key in lacking:
+                continue
             self._tell(by_key[key], status="False", reason="WaitingForQuota",
                        message=f"waiting for a GPU of virtual cluster {pools.get(key)!r}: its guaranteed GPUs are in use "
                        "(AlloX does not count other virtual clusters' idle GPUs)")

@@ -172,9 +172,11 @@ def idle_machines(
     kind ``gpu@<vc>``; the nodes' free GPUs only keep cores beside them."""
     machines = list(_machines_for(tuple(free_nodes), cpu_slot, reserved_cpu_per_gpu))
     if gpu_pools is not None:
-        machines = [m for m in machines if m.kind != KIND_GPU]
-        for pool in sorted(gpu_pools):
-            machines.extend(Machine(name=f"vc/{pool}/gpu-{index}", kind=pool_kind(pool)) for index in range(max(gpu_pools[pool], 0)))
+        # The VCs' GPUs first, as the nodes' GPUs come first on each node: at α < 1 Algorithm 2
+        # decides the free machines one after another, and the order changes who gets what.
+        pooled = [Machine(name=f"vc/{pool}/gpu-{index}", kind=pool_kind(pool))
+                  for pool in sorted(gpu_pools) for index in range(max(gpu_pools[pool], 0))]
+        machines = [*pooled, *(m for m in machines if m.kind != KIND_GPU)]
     taken: dict[str, int] = {}
     for job in running:
         kind = _running_kind(job, gpu_pools)
