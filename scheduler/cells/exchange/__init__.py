@@ -1,7 +1,8 @@
 """HiveD's inter-tenant cell exchange (../../../../shared/papers/hived.txt §3.3, Algorithm 2), as a
 pure core: offers and requests (``model``), which offers qualify for a request (``qualify``),
 the balanced cell exchange arbiter (``arbiter``), the quota move with its feasibility proof and
-the return at the window's end (``quota``), and refusal of bad input (``validation``). No I/O,
+the return at the window's end (``quota``), refusal of bad input (``validation``), and the
+CellOffer / CellRequest objects of charts/cellfit/crds/ read into offers and requests (``resource``). No I/O,
 no clock: times are arguments. See "Cell exchange" in ../README.md.
 """
 
@@ -16,6 +17,7 @@ from scheduler.cells.exchange.quota import (
     reconfiguration,
     window_plan,
 )
+from scheduler.cells.exchange.resource import parse_offer, parse_request, rfc3339
 from scheduler.cells.exchange.validation import namespace_virtual_cluster, offer_problems, request_problems
 
 __all__ = [
@@ -40,8 +42,11 @@ __all__ = [
     "namespace_virtual_cluster",
     "offer_problems",
     "packing_problem",
+    "parse_offer",
+    "parse_request",
     "project",
     "reconfiguration",
     "request_problems",
+    "rfc3339",
     "window_plan",
 ]
