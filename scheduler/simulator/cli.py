@@ -94,10 +94,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--load",
         default=None,
         help="fitgpp: load held by the FIFO run (default 2.0); allox: Poisson arrival rate as a share of "
-        "the highest rate the cluster sustains (default 0.9)",
+        "the highest rate the cluster sustains (default 0.9); hived: multiplies every tenant's load (default 1)",
     )
     source.add_argument(
-        "--jobs", default=None, help="jobs per run (default: fitgpp 65536 = 2^16, allox 10000, as in the papers; a trace: all)"
+        "--jobs", default=None, help="jobs per run (default: fitgpp 65536 = 2^16, allox 10000, as in the papers; hived 4000; a trace: all)"
     )
     source.add_argument("--te-share", default=None, help="share of TE jobs in the fitgpp workload (default 0.3)")
     source.add_argument("--gp-scale", default=None, help="scale of the grace-period distribution (default 1.0)")
@@ -154,7 +154,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         metavar="NAME",
         help=f"sensitivity sweep: fitgpp {', '.join(SWEEPS)} (Figs. 4-7); allox alpha, load, sample-noise, "
-        "sampling-fraction (Figs. 16-18)",
+        "sampling-fraction (Figs. 16-18); hived load",
     )
     output.add_argument("--sweep-values", default=None, metavar="LIST", help="comma-separated values for --sweep")
     output.add_argument("--output-json", metavar="FILE", help="write the results as JSON")

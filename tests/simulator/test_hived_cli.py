@@ -37,6 +37,23 @@ def test_settings_queue_and_loads_are_options(capsys: pytest.CaptureFixture[str]
     assert "| hived | – | – | – | – |" in captured.out  # no private run to compare with
 
 
+def test_load_sweep(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out_json = tmp_path / "sweep.json"
+    code = main([*SMALL, "--sweep", "load", "--sweep-values", "0.8,1.2", "--output-json", str(out_json), "--plots", str(tmp_path)])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert "| load | private delay | hived delay | quota-spread delay | quota-pack delay |" in captured.out
+    rows = [line for line in captured.out.splitlines() if line.startswith(("| 0.8 |", "| 1.2 |"))]
+    assert len(rows) == 2
+    assert (tmp_path / "hived-sweep-load.png").stat().st_size > 10_000
+    document = json.loads(out_json.read_text())
+    assert [point["load"] for point in document["points"]] == [0.8, 1.2]
+    for point in document["points"]:
+        hived, private = point["results"]["hived"], point["results"]["private"]
+        assert hived["node_level_jobs"] == private["node_level_jobs"]
+        assert hived["node_level_jobs_longer_than_private"] == 0.0
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -47,6 +64,9 @@ def test_settings_queue_and_loads_are_options(capsys: pytest.CaptureFixture[str]
         (["--set", "hived.duration_low=900"], "--set hived.duration_low: durations [900.0, 720.0] min are not 0 < low <= high"),
         (["--policies", "fifo"], "--policies: unknown policy 'fifo' (known: private, hived, quota-spread, quota-pack)"),
         (["--jobs", "0"], "--jobs: '0' is less than 1"),
+        (["--sweep", "s"], "--sweep: unknown sweep 's' for workload hived (known: load)"),
+        (["--sweep-values", "1"], "--sweep-values: only with --sweep"),
+        (["--sweep", "load", "--sweep-values", "0"], "--sweep-values: '0' is out of range"),
         (["--tick", "60"], "--tick: not an option of workload hived"),
         (["--alpha", "0.5"], "--alpha: not an option of workload hived"),
         (["--nodes", "4"], "--nodes: not an option of workload hived"),

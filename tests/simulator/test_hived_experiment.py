@@ -5,6 +5,8 @@ not."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -104,3 +106,14 @@ def test_bad_workloads_name_the_field(workload: object, field: str) -> None:
 def test_unknown_setting_is_refused() -> None:
     with pytest.raises(InvalidRequest, match="unknown policy 'yarn'"):
         HivedExperiment(settings=("yarn",))
+
+
+@pytest.mark.parametrize("setting", ["hived", "quota-pack", "quota-spread"])
+def test_skipping_larger_shapes_decides_as_asking_the_engine_for_each(setting: str) -> None:
+    # Under the kube queue a failed shape blocks the tenant's larger shapes unasked; asking the
+    # engine for every lane instead must start the same jobs at the same instants.
+    experiment = HivedExperiment(jobs=400, seeds=(2,), queue="kube")
+    jobs = experiment.jobs_for(2)
+    shortcut = run_setting(experiment, setting, jobs, seed=2)
+    every = run_setting(replace(experiment, skip_larger_shapes=False), setting, jobs, seed=2)
+    assert np.array_equal(shortcut.start, every.start)

@@ -8,7 +8,9 @@ from scheduler.simulator.hived.experiment import (
     SETTINGS,
     HivedExperiment,
     HivedOutcome,
+    HivedSweepPoint,
     run_hived_experiment,
+    run_hived_sweep,
     run_setting,
 )
 from scheduler.simulator.hived.quota import QuotaGate, least_allocated
@@ -35,11 +37,13 @@ __all__ = [
     "HivedExperiment",
     "HivedOutcome",
     "HivedSummary",
+    "HivedSweepPoint",
     "HivedWorkload",
     "QuotaGate",
     "Tenant",
     "least_allocated",
     "run_hived_experiment",
+    "run_hived_sweep",
     "run_setting",
     "summarise",
     "summarise_outcome",

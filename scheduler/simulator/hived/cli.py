@@ -15,12 +15,15 @@ from typing import Final
 
 from scheduler.simulator.errors import InvalidWorkload
 from scheduler.simulator.hived.experiment import (
+    DEFAULT_LOADS,
+    HIVED_SWEEPS,
+    run_hived_sweep,
     DEFAULT_JOBS,
     SETTINGS,
     HivedExperiment,
     run_hived_experiment,
 )
-from scheduler.simulator.hived.report import document, tables
+from scheduler.simulator.hived.report import document, sweep_document, sweep_table, tables
 from scheduler.simulator.hived.results import summarise_outcome
 from scheduler.simulator.hived.simulation import QUEUES
 from scheduler.simulator.hived.workload import HivedWorkload
@@ -38,7 +41,21 @@ EXIT_OK: Final = 0
 # The options this workload reads; any other one given (not None or False) belongs to another
 # workload and is an error rather than silently ignored.
 _OPTIONS: Final = frozenset(
-    {"workload", "load", "jobs", "set", "seed", "repeat", "policies", "output_json", "plots", "workers", "no_progress"}
+    {
+        "workload",
+        "load",
+        "jobs",
+        "set",
+        "seed",
+        "repeat",
+        "policies",
+        "sweep",
+        "sweep_values",
+        "output_json",
+        "plots",
+        "workers",
+        "no_progress",
+    }
 )
 SET_KEYS: Final = ("hived.queue", "hived.duration_low", "hived.duration_high", "hived.load.<tenant>")
 
@@ -78,6 +95,15 @@ def _workload_and_queue(args: argparse.Namespace) -> tuple[HivedWorkload, str]:
     return workload, queue
 
 
+def _sweep_values(text: str | None) -> list[float]:
+    if text is None:
+        return list(DEFAULT_LOADS)
+    values = [parse_float(part.strip(), "--sweep-values", positive=True) for part in text.split(",") if part.strip()]
+    if not values:
+        fail_option("--sweep-values", "no value given")
+    return values
+
+
 def run_hived(args: argparse.Namespace) -> int:
     for attribute, value in vars(args).items():
         if attribute not in _OPTIONS and value not in (None, False):
@@ -106,6 +132,13 @@ def run_hived(args: argparse.Namespace) -> int:
         "set": list(args.set),
     }
 
+    sweep: str | None = args.sweep
+    if sweep is not None and sweep not in HIVED_SWEEPS:
+        fail_option("--sweep", f"unknown sweep {sweep!r} for workload hived (known: {', '.join(HIVED_SWEEPS)})")
+    if sweep is None and args.sweep_values is not None:
+        fail_option("--sweep-values", "only with --sweep")
+    values = _sweep_values(args.sweep_values) if sweep is not None else []
+
     def produce(progress: ProgressBar) -> RunReport:
         outcome = run_hived_experiment(experiment, workers=workers, progress=progress)
         summaries = summarise_outcome(outcome.runs)
@@ -124,5 +157,22 @@ def run_hived(args: argparse.Namespace) -> int:
             plot=plot,
         )
 
-    run_and_report(produce, plots=args.plots, output_json=args.output_json, show_progress=not args.no_progress)
+    def produce_sweep(progress: ProgressBar) -> RunReport:
+        points = run_hived_sweep(experiment, values, workers=workers, progress=progress)
+
+        def plot(folder: Path) -> list[Path]:
+            from scheduler.simulator.hived.plots import plot_load_sweep
+
+            title = f"HiveD workload over the load: {jobs} jobs, queue {queue}"
+            name = "hived-sweep-load.png" if queue == "fifo" else f"hived-sweep-load-{queue}.png"
+            return [plot_load_sweep(points, folder / name, title=title)]
+
+        return RunReport(
+            table=sweep_table(points),
+            document=sweep_document(points, settings=meta),
+            events=sum(s.events for p in points for s in p.summaries.values()),
+            plot=plot,
+        )
+
+    run_and_report(produce_sweep if sweep is not None else produce, plots=args.plots, output_json=args.output_json, show_progress=not args.no_progress)
     return EXIT_OK

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Final
 
 import numpy as np
@@ -32,6 +32,7 @@ from scheduler.simulator.hived.cluster import (
     shared_cells_config,
 )
 from scheduler.simulator.hived.quota import QuotaGate
+from scheduler.simulator.hived.results import HivedSummary, summarise_outcome
 from scheduler.simulator.hived.simulation import (
     QUEUES,
     ClusterScheduler,
@@ -43,6 +44,10 @@ from scheduler.simulator.hived.workload import GangJob, HivedWorkload
 
 SETTINGS: Final = ("private", "hived", "quota-spread", "quota-pack")
 DEFAULT_JOBS: Final = 4000
+# --sweep load: the workload's load multiplier (every tenant's load times it), as §5.2.2 shrinks
+# the cluster from 279 to 200 nodes to raise the load.
+HIVED_SWEEPS: Final = ("load",)
+DEFAULT_LOADS: Final = (0.6, 0.8, 1.0, 1.2)
 
 ProgressCallback = Callable[[int, int, int, int, str], None]
 
@@ -54,6 +59,9 @@ class HivedExperiment:
     seeds: tuple[int, ...] = (1,)
     settings: tuple[str, ...] = SETTINGS
     queue: str = "fifo"
+    # Under the kube queue, skip a tenant's larger shapes once a shape failed (fewer engine
+    # calls, the same decisions: the tests compare); False asks the engine for every lane.
+    skip_larger_shapes: bool = True
 
     def __post_init__(self) -> None:
         for name in self.settings:
@@ -107,6 +115,7 @@ def run_setting(
         seed=seed,
         gpus_per_node=shape.gpus_per_node,
         queue=experiment.queue,
+        skip_larger_shapes=experiment.skip_larger_shapes,
         window=window,
         on_progress=on_progress,
     ).run()
@@ -134,6 +143,7 @@ def _private(experiment: HivedExperiment, jobs: Sequence[GangJob], *, seed: int,
             seed=seed,
             gpus_per_node=shape.gpus_per_node,
             queue=experiment.queue,
+        skip_larger_shapes=experiment.skip_larger_shapes,
             window=window,
         ).run()
         start[positions] = result.start
@@ -207,3 +217,21 @@ def run_hived_experiment(
             )
             ran(label)
     return HivedOutcome(runs=runs)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HivedSweepPoint:
+    value: float
+    summaries: dict[str, HivedSummary]
+
+
+def run_hived_sweep(
+    experiment: HivedExperiment, values: Sequence[float], *, workers: int = 1, progress: ProgressCallback | None = None
+) -> list[HivedSweepPoint]:
+    """The experiment once per load multiplier (``HivedWorkload.load``)."""
+    points = []
+    for value in values:
+        point = replace(experiment, workload=replace(experiment.workload, load=value))
+        outcome = run_hived_experiment(point, workers=workers, progress=progress)
+        points.append(HivedSweepPoint(value=value, summaries=summarise_outcome(outcome.runs)))
+    return points

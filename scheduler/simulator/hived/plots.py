@@ -5,9 +5,11 @@ quota-based cluster and HiveD). matplotlib (Agg) is imported only when the figur
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
+from scheduler.simulator.hived.experiment import HivedSweepPoint
 from scheduler.simulator.hived.results import HivedSummary
 from scheduler.simulator.hived.workload import JOB_SIZES
 from scheduler.simulator.plots import _pyplot
@@ -33,6 +35,33 @@ def plot_delays(summaries: Mapping[str, HivedSummary], path: Path, *, title: str
         ax.grid(axis="y", alpha=0.3)
     axes[0][0].set_ylabel("mean queueing delay [min]")
     axes[0][0].legend(fontsize="small")
+    return _save(plt, figure, path, title)
+
+
+def plot_load_sweep(points: Sequence[HivedSweepPoint], path: Path, *, title: str) -> Path:
+    """Mean queueing delay of the jobs of a whole node or more (every tenant) against the load,
+    one line per setting (the private and HiveD lines coincide)."""
+    plt = _pyplot()
+    figure, ax = plt.subplots(figsize=(6, 4))
+    settings = list(points[0].summaries)
+    loads = [p.value for p in points]
+    for i, setting in enumerate(settings):
+        values = [_node_level_mean(p.summaries[setting]) for p in points]
+        ax.plot(loads, values, marker="o", linestyle="--" if setting == "hived" else "-", linewidth=2.5 - 0.5 * i, label=setting)
+    ax.set_yscale("log")
+    ax.set_xlabel("load (x every tenant's default load)")
+    ax.set_ylabel("mean queueing delay [min], jobs of >= 1 node")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize="small")
+    return _save(plt, figure, path, title)
+
+
+def _node_level_mean(summary: HivedSummary) -> float:
+    stats = summary.node_level
+    return math.nan if stats is None else max(stats.mean, 0.1)  # 0 cannot be drawn on a log axis
+
+
+def _save(plt: Any, figure: Any, path: Path, title: str) -> Path:
     figure.suptitle(title)
     figure.tight_layout()
     figure.savefig(path, dpi=110)

@@ -51,6 +51,9 @@ class HivedSummary:
     seeds: tuple[int, ...]
     delays: dict[str, dict[int, DelayStats]]
     longer_than_private: dict[str, float] | None
+    # Every tenant's jobs of a whole node or more (node- and rack-level), pooled.
+    node_level: DelayStats | None
+    node_level_longer_than_private: float | None
     utilisation: float
     nodes_in_use: float
     events: int
@@ -63,6 +66,8 @@ class HivedSummary:
                 for tenant, by_size in self.delays.items()
             },
             "multi_gpu_jobs_longer_than_private": self.longer_than_private,
+            "node_level_jobs": None if self.node_level is None else self.node_level.to_document(),
+            "node_level_jobs_longer_than_private": self.node_level_longer_than_private,
             "gpu_utilisation": self.utilisation,
             "nodes_in_use": self.nodes_in_use,
             "events": self.events,
@@ -85,7 +90,9 @@ def summarise(runs: Sequence[GangRunResult], *, private: Sequence[GangRunResult]
             if stats is not None:
                 by_size[size] = stats
         delays[name] = by_size
+    node_level = gpus >= first.cluster_gpus // max(first.nodes, 1)
     longer: dict[str, float] | None = None
+    node_level_longer: float | None = None
     if private is not None:
         base = np.concatenate([r.delay for r in private]) / MINUTE
         excess = delay - base > EXCESS_MINUTES
@@ -93,12 +100,15 @@ def summarise(runs: Sequence[GangRunResult], *, private: Sequence[GangRunResult]
         for index, name in enumerate(tenants):
             multi = (tenant == index) & (gpus > 1)
             longer[name] = float(excess[multi].mean()) if multi.any() else 0.0
+        node_level_longer = float(excess[node_level].mean()) if node_level.any() else 0.0
     window = sum(r.window for r in runs)
     return HivedSummary(
         setting=first.setting,
         seeds=tuple(r.seed for r in runs),
         delays=delays,
         longer_than_private=longer,
+        node_level=delay_stats(delay[node_level]),
+        node_level_longer_than_private=node_level_longer,
         utilisation=sum(r.busy_gpu_seconds for r in runs) / sum(r.cluster_gpus * r.window for r in runs) if window else 0.0,
         nodes_in_use=sum(r.used_node_seconds for r in runs) / sum(r.nodes * r.window for r in runs) if window else 0.0,
         events=sum(r.events for r in runs),
