@@ -71,7 +71,7 @@ def test_the_quota_baseline_delays_multi_gpu_jobs_that_hived_starts() -> None:
     spread = summaries["quota-spread"]
     assert spread.longer_than_private is not None
     # Most of the multi-GPU jobs of every tenant but the 1-GPU-dominated prod-e wait longer
-    # than on their private cluster under kube-scheduler's spreading (600 jobs: about a day).
+    # than on their private cluster under kube-scheduler's spreading (600 jobs: half a day of arrivals).
     for tenant in ("prod-a", "prod-c", "res-f"):
         assert spread.longer_than_private[tenant] > 0.5, tenant
     for tenant in ("prod-c", "res-f"):
