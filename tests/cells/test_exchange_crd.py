@@ -135,7 +135,7 @@ def test_good_objects_pass_the_schema_and_the_core(kind):
     [
         ([{"cellType": "V100-NODE", "count": 0}], "2026-11-26T10:00:00Z", "2026-11-26T20:00:00Z", "spec.cells[0].count", "spec.cells.0.count"),
         ([], "2026-11-26T10:00:00Z", "2026-11-26T20:00:00Z", "spec.cells", "spec.cells"),
-        # An unknown field: the API server's strict field validation names the object holding it.
+        # An unknown field: jsonschema names the object holding it (the API server names the field).
         ([{"cellType": "V100-NODE", "count": 1, "gpus": 8}], "2026-11-26T10:00:00Z", "2026-11-26T20:00:00Z", "spec.cells[0].gpus", "spec.cells.0"),
         ([{"cellType": "V100-NODE", "count": 1}], "today", "2026-11-26T20:00:00Z", "spec.window.start", "spec.window.start"),
     ],

@@ -194,9 +194,10 @@ def test_window_plan_gives_the_specs_at_both_ends_and_the_preemption_time():
     m = exchange("a", "b", start=HOUR, end=3 * HOUR)
     plan = window_plan(base=base, others=(), match=m)
     assert counts(plan.during["b"]) == {"V100-NODE": 2} and plan.after == base
-    assert plan.preempt_at == 3 * HOUR + DEFAULT_RETURN_GRACE_SECONDS
-    assert window_plan(base=base, others=(), match=m, grace_seconds=None).preempt_at is None
-    assert window_plan(base=base, others=(), match=m, grace_seconds=0).preempt_at == 3 * HOUR
+    assert (plan.lender_preempt_at, plan.borrower_preempt_at) == (HOUR + DEFAULT_RETURN_GRACE_SECONDS, 3 * HOUR + DEFAULT_RETURN_GRACE_SECONDS)
+    drain_only = window_plan(base=base, others=(), match=m, grace_seconds=None)
+    assert (drain_only.lender_preempt_at, drain_only.borrower_preempt_at) == (None, None)
+    assert window_plan(base=base, others=(), match=m, grace_seconds=0).borrower_preempt_at == 3 * HOUR
     with pytest.raises(ValueError, match="grace_seconds: must be >= 0 or None"):
         window_plan(base=base, others=(), match=m, grace_seconds=-1)
     # Another exchange still under way at the end stays applied in "after".
@@ -225,7 +226,7 @@ def test_the_engine_carries_out_the_exchange_and_the_return_drains():
     summary = engine.inspect_virtual_cluster("b")
     assert summary["cells"][0] == {"cellType": "V100-NODE", "gpusPerCell": 8, "quota": 1, "bound": 2, "draining": 1, "pinned": 0}
     draining = [c for c in summary["vcCells"] if c["state"] == "draining"]
-    assert len(draining) == 1 and len(draining[0]["pods"]) == 1  # what the driver preempts at preempt_at
+    assert len(draining) == 1 and len(draining[0]["pods"]) == 1  # what the driver preempts at borrower_preempt_at
     assert not engine.filter(pod("a0", 8, "a"), nodes).feasible  # the lender waits for the drain
     assert not engine.filter(pod("b2", 1, "b"), nodes).feasible  # the draining cell takes nothing new
     victim = draining[0]["pods"][0].split("/")[-1]
@@ -233,3 +234,31 @@ def test_the_engine_carries_out_the_exchange_and_the_return_drains():
     placed = schedule(engine, pod("a0", 8, "a"), nodes)
     assert placed is not None
     assert engine.inspect_virtual_cluster("b")["cells"][0]["draining"] == 0
+
+
+def test_a_lender_busy_when_the_window_opens_drains_and_an_idle_cell_is_lent_first():
+    nodes = node_names(1, 4)
+    cfg = config(racks=1, nodes=4, a={"V100-NODE": 2}, b={"V100-NODE": 2})
+    engine = HivedEngine.from_config(cfg)
+    a0 = schedule(engine, pod("a0", 8, "a"), nodes)
+    plan = window_plan(base=cfg.virtual_clusters, others=(), match=exchange("a", "b", start=0, end=HOUR))
+    # a has an idle node: that one is lent, a0 keeps running and nothing drains.
+    engine.reconfigure(reconfiguration(cfg, plan.during))
+    assert engine.inspect_virtual_cluster("a")["cells"][0]["draining"] == 0
+    placed = [schedule(engine, pod(f"b{i}", 8, "b"), nodes) for i in range(3)]
+    assert all(p is not None for p in placed)
+    engine.reconfigure(reconfiguration(cfg, plan.after))
+    for p in placed:
+        engine.delete_pod(p.uid)
+    # a is busy on both nodes when the next window opens: one of its cells drains, its pod keeps
+    # running until the driver preempts it at lender_preempt_at, and b's third pod waits.
+    a1 = schedule(engine, pod("a1", 8, "a"), nodes)
+    assert a0 is not None and a1 is not None
+    for p in [schedule(engine, pod(f"c{i}", 8, "b"), nodes) for i in range(2)]:
+        assert p is not None
+    engine.reconfigure(reconfiguration(cfg, plan.during))
+    draining = [c for c in engine.inspect_virtual_cluster("a")["vcCells"] if c["state"] == "draining"]
+    assert len(draining) == 1 and len(draining[0]["pods"]) == 1
+    assert not engine.filter(pod("c2", 8, "b"), nodes).feasible
+    engine.delete_pod(draining[0]["pods"][0].split("/")[-1])
+    assert schedule(engine, pod("c2", 8, "b"), nodes) is not None

@@ -14,15 +14,20 @@ the lender still holds the cells it lends and ``feasibility_problems`` finds the
 placeable on the topology (Theorem 1's invariant at time zero, as a configuration change is
 checked).
 
-**The borrower's pods still running when the window ends** (:class:`WindowPlan`): the cells go
-back through ``reconfigure``, which never evicts: the borrower's VC cells beyond its quota
-*drain* (they take no new pod and return to the free pool as their pods finish), exactly as a
-shrunk VC does today. Draining alone would let a borrower keep a lender's cell for as long as
-its job runs, so the lender's guarantee would depend on another tenant's job length; so the
-drain is bounded: at ``preempt_at`` (the window's end plus a grace period) the driver preempts
-the borrower's guaranteed pods still holding draining cells (``inspect_virtual_cluster(vc)``
-lists them: ``vcCells[].state == "draining"``, ``vcCells[].pods``). A grace of ``None`` keeps the
-pure drain (the lender waits for the borrower's pods to finish).
+**Pods on cells that change hands** (:class:`WindowPlan`): ``reconfigure`` never evicts. A VC
+whose quota shrinks keeps its running pods, and its VC cells beyond the new quota *drain*: they
+take no new pod and go back to the free pool as their pods finish, exactly as a shrunk VC's do
+today. That happens twice per exchange: to the lender when the window opens (if its cells are
+all busy then, the borrower's pods wait for one to empty), and to the borrower when it ends (if
+its pods still run on the cells it returns, the lender's pods wait). Draining alone would make one tenant's
+guarantee depend on the other's job lengths (a borrower starting a week-long job just before the
+end would keep the lender's cell for a week), so the drain is bounded the same way both times:
+at ``lender_preempt_at`` (the window's start plus a grace period) the driver preempts the
+lender's guaranteed pods still holding draining cells, and at ``borrower_preempt_at`` (its end
+plus the grace) the borrower's (``inspect_virtual_cluster(vc)`` lists them:
+``vcCells[].state == "draining"``, ``vcCells[].pods``). The engine drains the emptiest cells
+(it keeps the fullest within the quota), so a lender with an idle cell of the type loses no pod.
+A grace of ``None`` keeps the pure drain.
 """
 
 from __future__ import annotations
@@ -36,7 +41,8 @@ from scheduler.cells.exchange.model import Window, describe_cells
 from scheduler.cells.feasibility import feasibility_problems
 from scheduler.cells.topology import Topology
 
-# The borrower's pods holding draining cells this long after a window's end are preempted.
+# Pods holding draining cells this long after the window opens (the lender's) or ends (the
+# borrower's) are preempted.
 DEFAULT_RETURN_GRACE_SECONDS = 300.0
 
 _PATH = "virtualClusters"
@@ -130,13 +136,14 @@ class QuotaProof:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class WindowPlan:
     """What a match does to the VCs: ``during`` from its window's start, ``after`` from its end
-    (both with the other exchanges under way then), and when the borrower's pods still holding
-    draining cells are preempted (``None``: never, they drain)."""
+    (both with the other exchanges under way then), and when the lender's (then the borrower's)
+    pods still holding draining cells are preempted (``None``: never, they drain)."""
 
     match: Match
     during: dict[str, VirtualClusterSpec]
     after: dict[str, VirtualClusterSpec]
-    preempt_at: float | None
+    lender_preempt_at: float | None
+    borrower_preempt_at: float | None
 
 
 def window_plan(
@@ -155,8 +162,15 @@ def window_plan(
     after, problems = project(base=base, matches=others, at=match.window.end)
     if problems:
         raise ValueError("; ".join(problems))
-    preempt_at = None if grace_seconds is None else match.window.end + grace_seconds
-    return WindowPlan(match=match, during=during, after=after, preempt_at=preempt_at)
+    if grace_seconds is None:
+        return WindowPlan(match=match, during=during, after=after, lender_preempt_at=None, borrower_preempt_at=None)
+    return WindowPlan(
+        match=match,
+        during=during,
+        after=after,
+        lender_preempt_at=match.window.start + grace_seconds,
+        borrower_preempt_at=match.window.end + grace_seconds,
+    )
 
 
 def reconfiguration(config: CellsConfig, specs: Mapping[str, VirtualClusterSpec]) -> CellsConfig:
