@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
+
 from tests.cells.helpers import node_names, pod, rack_cluster, schedule
 from estimator.objects import JOB_DECODER
 from placer.controller import Guarantees, PlacerController
@@ -116,3 +118,34 @@ def test_a_vcs_machines_are_no_more_than_the_gpus_free_on_alloxs_nodes():
     assert [s.kind for s in decision.starts] == ["gpu"]  # the other waits for it (the same Job twice: either)
     (queued,) = decision.queue
     assert queued.pool == "default" and queued.expected_start_seconds > 0
+
+
+def gpu_only_job(name: str, vc: str) -> Any:
+    body = json.loads(json.dumps({"metadata": {"name": name, "namespace": vc, "uid": f"uid-{name}", "creationTimestamp": "2026-01-01T00:00:00Z",
+        "annotations": {"cellfit.io/configurations": json.dumps(CONFIGURATIONS), "cellfit.io/estimate": json.dumps({"gpu": {"seconds": 10}})}},
+        "spec": {"suspend": True, "template": {"metadata": {"labels": {"cellfit.io/virtual-cluster": vc}},
+                                               "spec": {"containers": [{"name": "c"}]}}}}))
+    return JOB_DECODER.decode(json.dumps(body).encode())
+
+
+@pytest.mark.parametrize(("held", "free_gpus", "reason"), [
+    (8, 8, "WaitingForQuota"),  # a's quota in use, b's GPUs idle on AlloX's nodes
+    (0, 0, "NoMachine"),  # a's quota free, but AlloX's nodes have no GPU free
+])
+def test_a_gpu_only_job_is_told_whether_its_vc_or_the_nodes_lack_gpus(held: int, free_gpus: int, reason: str) -> None:
+    cells = engine()
+    if held:
+        place(cells, "hold", held, "a")
+    api = RecordingApi()
+    placer = PlacerController(
+        api=api, jobs=Jobs([gpu_only_job("g", "a")]), settings=AlloxSettings(alpha=1.0), gpu_resource="nvidia.com/gpu",
+        free_by_node=lambda running: {"r0n1": Resources(cpu_millis=64000, memory_bytes=2**38, gpus=free_gpus)},
+        capacity=lambda: Resources(cpu_millis=128000, memory_bytes=2**39, gpus=16), clock=lambda: 1767225700.0,
+        guarantees=lambda running: Guarantees(cells=guarantees(views(cells)), default_vc=cells.default_vc),
+    )
+    decision = placer.admit()
+    assert decision.starts == () and decision.waiting_for_pool == ("a/g",)
+    ((name, condition),) = api.conditions
+    assert condition["reason"] == reason, condition
+    if reason == "WaitingForQuota":
+        assert "virtual cluster 'a'" in condition["message"]
