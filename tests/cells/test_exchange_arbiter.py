@@ -151,6 +151,7 @@ def test_admit_refusal_tries_the_next_offer_and_moves_no_surplus():
     assert result.surplus["poor"] == -5.0  # a refused exchange costs and earns nothing
     assert seen == [("o-poor", ()), ("o-rich", ()), ("o-poor", ("o-rich",))]
     assert [o.id for o in result.offers_left] == ["o-poor"]
+    assert "of 2 qualified offers, 1 refused by the quota proof (o-poor), and of the rest its owner has the lowest surplus (poor -5.00, rich +5.00)" in result.matches[0].explanation
 
 
 def _random_board(rng: random.Random):

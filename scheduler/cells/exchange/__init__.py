@@ -1,9 +1,9 @@
 """HiveD's inter-tenant cell exchange (../../../../shared/papers/hived.txt §3.3, Algorithm 2), as a
 pure core: offers and requests (``model``), which offers qualify for a request (``qualify``),
 the balanced cell exchange arbiter (``arbiter``), the quota move with its feasibility proof and
-the return at the window's end (``quota``), refusal of bad input (``validation``), and the
-CellOffer / CellRequest objects of charts/cellfit/crds/ read into offers and requests (``resource``). No I/O,
-no clock: times are arguments. See "Cell exchange" in ../README.md.
+the plan for the window's start and end (``quota``), refusal of bad input (``validation``), and
+the CellOffer / CellRequest objects of charts/cellfit/crds/ read into offers and requests
+(``resource``). No I/O, no clock: times are arguments. See "Cell exchange" in ../README.md.
 """
 
 from scheduler.cells.exchange.arbiter import Admit, Match, Matching, Refused, Unmatched, do_matching

@@ -99,6 +99,7 @@ def _explain(
     request: Request,
     offer: Offer,
     qualified: Sequence[Offer],
+    refused: Sequence[Offer],
     surplus: Mapping[str, float],
     turn: int,
     tenants: int,
@@ -115,15 +116,19 @@ def _explain(
     if len(ranked) > _SURPLUSES_SHOWN:
         shown += f" and {len(ranked) - _SURPLUSES_SHOWN} more"
     lowest = surplus.get(lender, 0.0)
-    tied = [o for o in qualified if surplus.get(o.tenant, 0.0) == lowest]
+    tied = [o for o in qualified if o not in refused and surplus.get(o.tenant, 0.0) == lowest]
     tie = ""
     if len(tied) > 1:
         tie = f"; {len(tied)} offers tie at {lowest:+.2f}, {offer.id} is the earliest posted ({offer.posted:g})"
+    # After refusals the chosen owner's surplus is the lowest of the offers left, not of all.
+    skipped = ""
+    if refused:
+        skipped = f", {len(refused)} refused by the quota proof ({', '.join(o.id for o in refused)}), and of the rest"
     before_b, before_l = surplus.get(borrower, 0.0), lowest
     return (
         f"request {request.id} of {borrower} (surplus {before_b:+.2f} GPU-hours, {_ordinal(turn)} of {tenants} "
         f"tenants with requests) took offer {offer.id} of {lender} ({describe_cells(offer.cells)} for "
-        f"{describe_cells(request.cells)}): of {len(qualified)} qualified offers its owner has the lowest surplus "
+        f"{describe_cells(request.cells)}): of {len(qualified)} qualified offers{skipped} its owner has the lowest surplus "
         f"({shown}){tie}; {gpus} GPUs x {window.hours:.2f} h = {gpu_hours:.2f} GPU-hours; surplus {borrower} "
         f"{before_b:+.2f} -> {before_b - gpu_hours:+.2f}, {lender} {before_l:+.2f} -> {before_l + gpu_hours:+.2f}"
     )
@@ -185,6 +190,7 @@ def do_matching(
             gpu_hours = gpus * window.hours
             chosen: Match | None = None
             refusals: list[str] = []
+            refused_offers: list[Offer] = []
             for offer in ranked:
                 candidate = Match(
                     request=request,
@@ -196,6 +202,7 @@ def do_matching(
                         request=request,
                         offer=offer,
                         qualified=ranked,
+                        refused=tuple(refused_offers),
                         surplus=balance,
                         turn=turn,
                         tenants=len(order),
@@ -210,6 +217,7 @@ def do_matching(
                     break
                 refused.append(Refused(request=request, offer=offer, reason=why_not))
                 refusals.append(f"offer {offer.id}: {why_not}")
+                refused_offers.append(offer)
             if chosen is None:
                 unmatched.append(Unmatched(request=request, reason="every qualified offer was refused: " + "; ".join(refusals)))
                 continue
