@@ -684,6 +684,10 @@ class HivedEngine:
         """``None`` for an unknown VC (the HTTP layer answers 404)."""
         return inspection.virtual_cluster(self.allocator, name)
 
+    def inspect_guarantees(self, *, except_pods: AbstractSet[str] = frozenset()) -> dict[str, list[dict[str, Any]]]:
+        """Each VC's cells for AlloX admission (``inspection.guarantees``)."""
+        return inspection.guarantees(self.allocator, except_pods=except_pods)
+
     def inspect_cells(self, *, node: str | None = None) -> dict[str, Any]:
         return inspection.cells(self.allocator, node=node)
 

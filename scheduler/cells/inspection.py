@@ -6,7 +6,7 @@ Keys are camelCase like the rest of cellfit's HTTP surface.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import AbstractSet, Any
 
 from scheduler.cells.allocator import Booking, CellAllocator, VcState
 from scheduler.cells.topology import Cell, CellState
@@ -75,6 +75,33 @@ def _summary(alloc: CellAllocator, vc: VcState) -> dict[str, Any]:
 
 def virtual_clusters(alloc: CellAllocator) -> dict[str, Any]:
     return {"virtualClusters": [_summary(alloc, alloc.vcs[name]) for name in sorted(alloc.vcs)]}
+
+
+def guarantees(alloc: CellAllocator, *, except_pods: AbstractSet[str] = frozenset()) -> dict[str, list[dict[str, Any]]]:
+    """Each VC's cells as AlloX admission reads them (placer/guarantee.py): its quota not bound
+    yet, one row per cell, and its bound or pinned cells with their GPUs held by guaranteed pods
+    (less those of ``except_pods``), bad, and whether draining. O(VCs + cells + except_pods),
+    no walk over the bookings: it is read under the engine lock on every admission pass."""
+    returned: dict[Cell, int] = {}
+    for uid in except_pods:
+        booking = alloc.by_pod.get(uid)
+        if booking is not None and booking.holds == "g" and booking.root is not None:
+            returned[booking.root] = returned.get(booking.root, 0) + len(booking.gpus)
+    result: dict[str, list[dict[str, Any]]] = {}
+    for name in sorted(alloc.vcs):
+        vc = alloc.vcs[name]
+        if not vc.defined:
+            continue
+        rows: list[dict[str, Any]] = []
+        for cell_type in _cell_types(alloc, vc):
+            chain = alloc.topology.chain_of_type[cell_type]
+            gpus = chain.gpus[chain.level_of(cell_type) - 1]
+            rows.extend({"gpus": gpus, "guaranteed": 0, "bad": 0, "draining": False} for _ in range(max(vc.unbound(cell_type), 0)))
+        for root in _vc_roots(vc):
+            rows.append({"gpus": root.total, "guaranteed": root.g_used - returned.get(root, 0), "bad": root.bad,
+                         "draining": root in vc.draining})
+        result[name] = rows
+    return result
 
 
 def _gpu_counts(cell: Cell) -> dict[str, int]:

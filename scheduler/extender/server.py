@@ -406,10 +406,8 @@ def _placer(
         def read_guarantees(running: frozenset[str]) -> Guarantees:
             except_pods = cache.pods_owned_by(running)
             with engine_lock:
-                names = [vc["name"] for vc in cells.inspect_virtual_clusters()["virtualClusters"]]
-                views = [view for name in names if (view := cells.inspect_virtual_cluster(name)) is not None]
-                default_vc = cells.default_vc
-            return Guarantees(cells=guarantee_views(views, except_pods=except_pods), default_vc=default_vc)
+                view, default_vc = cells.inspect_guarantees(except_pods=except_pods), cells.default_vc
+            return Guarantees(cells=guarantee_views(view), default_vc=default_vc)
 
         guarantees = read_guarantees
 

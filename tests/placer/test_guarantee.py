@@ -17,7 +17,7 @@ from placer.guarantee import guarantee_cells, guarantees
 from scheduler.cells import HivedEngine
 from scheduler.config import AlloxSettings
 from scheduler.core.resources import Resources
-from scheduler.matching.capacity import guaranteed_gpu_machines
+from scheduler.matching.capacity import GuaranteeCell, guaranteed_gpu_machines
 
 from tests.placer.test_controller import CONFIGURATIONS, Jobs, RecordingApi
 
@@ -35,12 +35,12 @@ def place(cells: HivedEngine, uid: str, gpus: int, vc: str, **kwargs: Any) -> No
     cells.apply_pod(placed)
 
 
-def views(cells: HivedEngine) -> list[dict[str, Any]]:
-    return [cells.inspect_virtual_cluster(vc["name"]) for vc in cells.inspect_virtual_clusters()["virtualClusters"]]
+def views(cells: HivedEngine, *, except_pods: frozenset[str] = frozenset()) -> dict[str, Any]:
+    return cells.inspect_guarantees(except_pods=except_pods)
 
 
 def machines(cells: HivedEngine, *, except_pods: frozenset[str] = frozenset(), gpus: dict[str, int] | None = None) -> dict[str, int]:
-    return guaranteed_gpu_machines(guarantees(views(cells), except_pods=except_pods), gpus_per_pod=gpus or {})
+    return guaranteed_gpu_machines(guarantees(views(cells, except_pods=except_pods)), gpus_per_pod=gpus or {})
 
 
 def test_a_vcs_machines_are_its_quotas_free_gpus_whatever_other_vcs_do():
@@ -60,10 +60,13 @@ def test_a_vcs_machines_are_its_quotas_free_gpus_whatever_other_vcs_do():
     assert machines(cells, gpus={"b": 2}) == {"a": 0, "b": 4}
 
 
-def test_a_draining_cell_takes_no_new_pod():
-    view = {"name": "a", "cells": [{"quota": 0, "bound": 1, "gpusPerCell": 8}],
-            "vcCells": [{"id": "x", "state": "draining", "gpus": {"total": 8, "guaranteed": 0, "bad": 0}}], "placements": []}
-    assert guarantee_cells(view) == []
+def test_a_draining_cell_takes_no_new_pod_and_bad_gpus_are_no_machines():
+    cells = engine()
+    place(cells, "p1", 2, "a")  # binds a's node cell
+    cells.reconfigure({"virtualClusters": {"a": [{"cellType": "V100-NODE", "count": 0}], "b": [{"cellType": "V100-NODE", "count": 1}]}})
+    assert views(cells)["a"] == [{"gpus": 8, "guaranteed": 2, "bad": 0, "draining": True}]
+    assert machines(cells) == {"a": 0, "b": 8}
+    assert guarantee_cells([{"gpus": 8, "guaranteed": 2, "bad": 3, "draining": False}]) == [GuaranteeCell(gpus=8, free=3)]
 
 
 def job(name: str, vc: str, *, created: int) -> Any:
