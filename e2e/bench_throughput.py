@@ -1,28 +1,55 @@
-"""kube-scheduler throughput with and without the cellfit extender, on ~1,000 fake GPU nodes.
+"""kube-scheduler's throughput with and without the cellfit extender, on fake GPU nodes.
 
 Not a pytest module (pytest collects test_*.py only). Run it against the local control plane:
 
-    python e2e/bench_throughput.py                      # starts its own cluster, stops it after
-    python e2e/bench_throughput.py --nodes 1000 --pods 1000 --rounds 2 --keep
+    python e2e/bench_throughput.py --rounds 5                     # 1,000 nodes, HiveD and resource-fit
+    python e2e/bench_throughput.py --nodes 5000 --rounds 3 --keep
+    python e2e/bench_throughput.py --policies hived --json out.json
 
-Both schedulers run here as processes, one at a time, against the same nodes, with the same
-client rate limits (qps 200, burst 400) and the chart's ServiceAccount token:
+Each round runs, one after another against the same nodes (rounds alternate, so that a noisy
+neighbour on a shared machine hits every scheduler):
 
-* plain: kube-scheduler, one profile, no extender (its own DefaultBinder);
-* extender: the chart's kube-scheduler configuration (filter, prioritize, preempt, bind through
-  cellfit, nodeCacheCapable) and ``cellfit serve`` with the chart's cellfit configuration
-  (policy auto: HiveD cells discovered from the Nodes).
+* ``plain``: kube-scheduler alone, the chart's KubeSchedulerConfiguration without the extender
+  (its own DefaultBinder);
+* ``hived`` and ``resource-fit``: the chart's configuration (filter, prioritize, preempt and bind
+  through cellfit, nodeCacheCapable) and ``cellfit serve`` with the chart's configuration, its
+  policy set to HiveD (cells discovered from the Nodes) or resource-fit.
 
-One round per scheduler: ``--pods`` pending pods (1 GPU each, pinned to the benchmark nodes)
-are created while no scheduler of their profile runs; then the scheduler starts, and a watch
-timestamps each pod's binding. Throughput = (pods - 1) / (last binding - first binding): the
-scheduler's steady rate, without its start-up. The pods are deleted between rounds, so every
-round sees the same empty nodes. Rounds alternate (plain, extender, plain, extender...) so that
-a noisy neighbour on a shared machine hits both. The ratio extender/plain is printed (target >= 0.85).
+Both kube-schedulers run without leader election (one replica; acquiring a Lease that the
+previous round's kube-scheduler still holds would wait out its 15 s) and with the same client
+rate limits (qps 200, burst 400) and the chart's ServiceAccount token.
+
+A round: ``--pods`` pending pods (1 GPU each, pinned to the benchmark nodes) are created while
+no scheduler of their profile runs; cellfit starts and becomes ready (its start-up is reported
+apart: ``cellfit_ready_s``); then the burst starts: kube-scheduler's process starts, and a watch
+timestamps each pod's binding. Reported per round:
+
+* ``first_bind_s``: kube-scheduler's start to the first binding (its own start-up included,
+  the same for every scheduler);
+* ``pods_per_s``: (pods - 1) / (last binding - first binding), the steady rate; and
+  ``end_to_end_pods_per_s``: pods / (last binding - kube-scheduler's start);
+* ``bind_p50_ms``, ``bind_p99_ms``: cellfit's bind verb, body read to answer, from its
+  request-duration histogram (interpolated within its buckets, as Prometheus'
+  ``histogram_quantile`` does; the buckets double from 100 µs);
+* CPU per scheduled pod (milliseconds), from /proc, over the burst: ``kube-scheduler``,
+  ``cellfit`` (the whole process), the API server and etcd; and cellfit's by component, from its
+  own counters (``cellfit_extender_cpu_seconds_total``, ``cellfit_thread_cpu_seconds_total``):
+  filter, prioritize, preempt, bind (the verb's steps on the event loop, its API request
+  written included), watch (the reflector threads: decoding events and applying them), http
+  (the rest of the event loop's thread: serving HTTP, reading the API's answers to bindings),
+  controllers (the other threads: estimator, AlloX admission, leader election, nudge), other
+  (what no live thread accounts for);
+* the API server's own latency for POST pods/binding over the round (its
+  ``apiserver_request_duration_seconds``), for every scheduler, and how long cellfit's binds
+  waited for it (``cellfit_bind_api_wait_seconds``): the bind verb's latency is mostly that.
+
+The pods are deleted between rounds, so every round sees the same empty nodes. The medians over
+rounds are printed with each policy's ratios to kube-scheduler alone, against the targets.
 
 Environment: CELLFIT_E2E_WORKDIR (default /tmp/cellfit-bench) and CELLFIT_E2E_CLUSTER
 (default cellfit-bench): an existing cluster there (cluster.env, apiserver answering) is reused,
-else e2e/cluster/build.sh and up.sh start one (and down.sh stops it unless --keep).
+else e2e/cluster/build.sh and up.sh start one (and down.sh stops it unless --keep). Nodes
+already there (a kept cluster) are reused; more are added up to ``--nodes``.
 """
 
 from __future__ import annotations
@@ -38,22 +65,34 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
+
+import yaml
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
 from chart_support import (  # noqa: E402
+    EXTENDER_ONLY_SA,
     KWOK_TOLERATION,
+    CellfitProcess,
     Cluster,
     KubeSchedulerProcess,
-    chart_scheduler,
+    Release,
     ensure_release,
+    local_scheduler_config,
     wait_for,
 )
 
 BENCH_LABEL = "cellfit.io/e2e-bench"
+POLICIES = ("hived", "resource-fit")
+# The issue's targets, as ratios measured in the same run.
+TARGET_RATE_RATIO = 0.9
+TARGET_FIRST_BIND_EXTRA_S = 0.5
+TARGET_BIND_P99_MS = 50.0
+TARGET_CPU_RATIO = 0.3
+COMPONENTS = ("filter", "prioritize", "preempt", "bind", "http", "watch", "controllers", "other")
 
 
 def parse_env_file(path: Path) -> dict[str, str]:
@@ -191,91 +230,203 @@ def cpu_seconds(pid: int | None) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def cellfit_verb_times(url: str) -> dict[str, tuple[int, float]]:
-    """verb -> (requests, mean seconds) from cellfit's request-duration histogram."""
+def control_plane_pids(workdir: Path) -> dict[str, int]:
+    """The API server's and etcd's process ids of this cluster (their command lines name files
+    under its work dir; other clusters may run on the same machine)."""
+    found: dict[str, int] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        program = os.path.basename(argv[0].decode(errors="replace"))
+        if program in ("kube-apiserver", "etcd") and str(workdir).encode() in b" ".join(argv):
+            found[program] = int(entry.name)
+    return found
+
+
+def metric_lines(text: str) -> Any:
+    """(name, labels, value) of each sample in a Prometheus text exposition."""
+    for line in text.splitlines():
+        if line.startswith("#") or " " not in line:
+            continue
+        name_labels, value_text = line.rsplit(" ", 1)
+        name, _, labels = name_labels.partition("{")
+        label = dict(part.split("=", 1) for part in labels.rstrip("}").replace('"', "").split(",") if "=" in part)
+        yield name, label, float(value_text)
+
+
+def scrape(url: str) -> dict[str, Any]:
+    """cellfit's CPU counters (by verb and by thread) and its bind histograms, from /metrics."""
     import httpx
 
-    sums: dict[str, float] = {}
-    counts: dict[str, int] = {}
-    for line in httpx.get(f"{url}/metrics", timeout=10).text.splitlines():
-        for suffix, target in (("_sum", sums), ("_count", counts)):
-            prefix = f"cellfit_extender_request_duration_seconds{suffix}{{"
-            if line.startswith(prefix):
-                verb = line.split('verb="', 1)[1].split('"', 1)[0]
-                value = float(line.rsplit(" ", 1)[1])
-                target[verb] = int(value) if suffix == "_count" else value  # type: ignore[assignment]
-    return {verb: (counts[verb], sums[verb] / counts[verb]) for verb in counts if counts[verb]}
+    verbs: dict[str, float] = {}
+    threads: dict[str, float] = {}
+    bind: list[tuple[float, float]] = []
+    api_wait: list[tuple[float, float]] = []
+    verb_sum: dict[str, float] = {}
+    verb_count: dict[str, float] = {}
+    for name, label, value in metric_lines(httpx.get(f"{url}/metrics", timeout=10).text):
+        if name == "cellfit_extender_cpu_seconds_total":
+            verbs[label["verb"]] = value
+        elif name == "cellfit_thread_cpu_seconds_total":
+            threads[label["thread"]] = value
+        elif name == "cellfit_extender_request_duration_seconds_bucket" and label.get("verb") == "bind":
+            bind.append((float(label["le"]), value))
+        elif name == "cellfit_bind_api_wait_seconds_bucket":
+            api_wait.append((float(label["le"]), value))
+        elif name == "cellfit_extender_request_duration_seconds_sum":
+            verb_sum[label["verb"]] = value
+        elif name == "cellfit_extender_request_duration_seconds_count":
+            verb_count[label["verb"]] = value
+    mean_ms = {verb: 1000 * verb_sum[verb] / count for verb, count in verb_count.items() if count}
+    return {"verbs": verbs, "threads": threads, "bind_buckets": sorted(bind), "api_wait_buckets": sorted(api_wait),
+            "mean_ms": mean_ms}
 
 
-def measure(cluster: Cluster, namespace: str, count: int, scheduler_name: str, prefix: str, start: Any, stop: Any,
-            timeout: float, processes: Any) -> dict[str, Any]:
-    """``processes()`` -> {name: pid} of the processes whose CPU time to report."""
-    create_pods(cluster, namespace, count, scheduler_name, prefix)
-    watch = BindWatch(cluster, namespace)
-    watch.start()
-    started = time.monotonic()
-    start()
-    cpu_before = {name: cpu_seconds(pid) for name, pid in processes().items()}
-    extra: dict[str, Any] = {}
-    try:
-        wait_for(lambda: len(watch.bound) >= count, timeout, f"{count} pods bound by {scheduler_name}", interval=0.5)
-        extra["cpu_s"] = {name: round(cpu_seconds(pid) - cpu_before.get(name, 0.0), 2) for name, pid in processes().items()}
-        url = processes.__dict__.get("cellfit_url") if hasattr(processes, "__dict__") else None
-        if url:
-            extra["cellfit_verbs"] = {verb: {"requests": n, "mean_ms": round(mean * 1000, 3)}
-                                      for verb, (n, mean) in cellfit_verb_times(url()).items()}
-    finally:
-        stop()
-        watch.stop()
-    times = sorted(watch.bound.values())
-    span = times[-1] - times[0]
-    return {
-        "pods": count,
-        "first_bind_s": times[0] - started,
-        "span_s": span,
-        "pods_per_s": (count - 1) / span if span > 0 else float("inf"),
-        "end_to_end_pods_per_s": count / (times[-1] - started),
-        **extra,
-    }
+def components(before: dict[str, Any], after: dict[str, Any], process_seconds: float) -> dict[str, float]:
+    """cellfit's CPU seconds over a round by component: the verbs' own steps; the rest of the
+    event loop's thread (HTTP serving, reading the API's answers to bindings, timers); the watch
+    threads; the controllers' threads; and what no live thread accounts for."""
+    def delta(kind: str, key: str) -> float:
+        return after[kind].get(key, 0.0) - before[kind].get(key, 0.0)
+
+    parts = {verb: delta("verbs", verb) for verb in ("filter", "prioritize", "preempt", "bind")}
+    parts["http"] = delta("threads", "MainThread") - sum(parts.values())
+    parts["watch"] = sum(delta("threads", name) for name in after["threads"] if name.startswith("reflector-"))
+    parts["controllers"] = sum(delta("threads", name) for name in after["threads"]
+                               if name != "MainThread" and not name.startswith("reflector-"))
+    parts["other"] = process_seconds - sum(parts.values())
+    return parts
 
 
-def run_plain(cluster: Cluster, env: dict[str, str], namespace: str, args: argparse.Namespace, config: dict[str, Any],
-              kubeconfig: Path, work: Path, round_no: int) -> dict[str, Any]:
-    plain = KubeSchedulerProcess(env["CELLFIT_E2E_KUBE_SCHEDULER"], config, kubeconfig, work, name=f"plain-{round_no}", verbosity=1)
-    return measure(cluster, namespace, args.pods, "bench-plain", f"plain{round_no}", plain.start, plain.stop, args.timeout,
-                   lambda: {"kube-scheduler": plain.process.pid if plain.process else None})
+def apiserver_bindings(cluster: Cluster) -> list[tuple[float, float]]:
+    """The API server's own latency histogram for POST pods/binding (cumulative buckets)."""
+    text = cluster.kubectl("get", "--raw", "/metrics", timeout=60).stdout
+    return sorted(
+        (float(label["le"]), value) for name, label, value in metric_lines(text)
+        if name == "apiserver_request_duration_seconds_bucket" and label.get("subresource") == "binding"
+        and label.get("verb") == "POST"
+    )
 
 
-def run_extender(cluster: Cluster, release: Any, namespace: str, args: argparse.Namespace, work: Path,
-                 round_no: int, bind: bool = True) -> dict[str, Any]:
-    holder: dict[str, Any] = {}
+def bucket_delta(after: list[tuple[float, float]], before: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    earlier = dict(before)
+    return [(bound, count - earlier.get(bound, 0.0)) for bound, count in after]
 
-    def no_bind(config: dict[str, Any]) -> None:
-        config["extenders"][0].pop("bindVerb")
 
-    def start() -> None:
-        # chart_scheduler starts cellfit, waits until it is ready, then starts kube-scheduler:
-        # all of that lies before the first binding, outside the measured span.
-        label = f"extender-{round_no}" if bind else f"extender-nobind-{round_no}"
-        context = chart_scheduler(cluster, release, work / label, name=label, edit_scheduler_config=None if bind else no_bind)
-        holder["context"] = context
-        holder["procs"] = context.__enter__()
+def histogram_quantile(quantile: float, buckets: list[tuple[float, float]]) -> float | None:
+    """Prometheus' histogram_quantile over cumulative (upper bound, count) buckets."""
+    if not buckets or buckets[-1][1] == 0:
+        return None
+    rank = quantile * buckets[-1][1]
+    lower, below = 0.0, 0.0
+    for upper, count in buckets:
+        if count >= rank:
+            if upper == float("inf"):
+                return lower
+            return lower + (upper - lower) * ((rank - below) / (count - below) if count > below else 1.0)
+        lower, below = upper, count
+    return lower
 
-    def stop() -> None:
-        context = holder.pop("context", None)
-        if context is not None:
-            context.__exit__(None, None, None)
 
-    def processes() -> dict[str, int | None]:
-        procs = holder.get("procs")
-        if procs is None:
-            return {}
-        return {"kube-scheduler": procs.scheduler.process.pid if procs.scheduler.process else None,
-                "cellfit": procs.cellfit.process.pid if procs.cellfit.process else None}
+class Bench:
+    def __init__(self, cluster: Cluster, release: Release, workdir: Path, args: argparse.Namespace) -> None:
+        self.cluster = cluster
+        self.release = release
+        self.workdir = workdir
+        self.work = workdir / "bench"
+        self.work.mkdir(parents=True, exist_ok=True)
+        self.args = args
+        self.namespace = "bench"
+        self.scheduler_kubeconfig = cluster.token_kubeconfig(release.service_account, release.namespace, self.work / "scheduler.kubeconfig")
+        self.cellfit_kubeconfig = cluster.token_kubeconfig(EXTENDER_ONLY_SA, release.namespace, self.work / "cellfit.kubeconfig")
 
-    processes.cellfit_url = lambda: holder["procs"].cellfit.url  # type: ignore[attr-defined]
-    return measure(cluster, namespace, args.pods, release.scheduler_name, f"ext{round_no}", start, stop, args.timeout,
-                   processes)
+    def scheduler_config(self, *, cellfit_port: int | None, scheduler_name: str) -> dict[str, Any]:
+        """The chart's KubeSchedulerConfiguration (without the extender when ``cellfit_port`` is
+        None), one replica: no leader election."""
+        config = local_scheduler_config(self.release, cellfit_port=cellfit_port or 1)
+        if cellfit_port is None:
+            del config["extenders"]
+        config["profiles"] = [{**config["profiles"][0], "schedulerName": scheduler_name}]
+        config["leaderElection"] = {"leaderElect": False}
+        return config
+
+    def cellfit_config(self, policy: str) -> str:
+        document = yaml.safe_load(self.release.cellfit_config_text)
+        document["policy"] = {**document.get("policy", {}), "name": policy}
+        return yaml.safe_dump(document, sort_keys=False)
+
+    def run_round(self, kind: str, round_no: int) -> dict[str, Any]:
+        """One burst of ``kind``: plain, or a cellfit policy."""
+        label = f"{kind}-{round_no}"
+        scheduler_name = "bench-plain" if kind == "plain" else self.release.scheduler_name
+        create_pods(self.cluster, self.namespace, self.args.pods, scheduler_name, f"r{round_no}{kind[:1]}")
+        cellfit: CellfitProcess | None = None
+        scheduler: KubeSchedulerProcess | None = None
+        watch = BindWatch(self.cluster, self.namespace)
+        result: dict[str, Any] = {"pods": self.args.pods}
+        try:
+            if kind != "plain":
+                cellfit = CellfitProcess(self.cellfit_config(kind), self.cellfit_kubeconfig, self.work, name=f"{label}-cellfit")
+                started = time.monotonic()
+                cellfit.start()
+                result["cellfit_ready_s"] = time.monotonic() - started
+            config = self.scheduler_config(cellfit_port=cellfit.port if cellfit else None, scheduler_name=scheduler_name)
+            scheduler = KubeSchedulerProcess(self.cluster.env["CELLFIT_E2E_KUBE_SCHEDULER"], config, self.scheduler_kubeconfig,
+                                             self.work, name=f"{label}-kube-scheduler", verbosity=1)
+            watch.start()
+            control_plane = control_plane_pids(self.workdir)
+            cellfit_pid = cellfit.process.pid if cellfit and cellfit.process else None
+            before = {"cellfit": cpu_seconds(cellfit_pid), **{name: cpu_seconds(pid) for name, pid in control_plane.items()}}
+            counters_before = scrape(cellfit.url) if cellfit else {}
+            bindings_before = apiserver_bindings(self.cluster)
+            started = time.monotonic()
+            scheduler.start()
+            wait_for(lambda: len(watch.bound) >= self.args.pods or scheduler.process.poll() is not None,  # type: ignore[union-attr]
+                     self.args.timeout, f"{self.args.pods} pods bound by {label}", interval=0.2)
+            if len(watch.bound) < self.args.pods:
+                raise AssertionError(f"kube-scheduler exited; log {scheduler.log}:\n{scheduler.tail()}")
+            scheduler_pid = scheduler.process.pid if scheduler.process else None
+            used = {"kube-scheduler": cpu_seconds(scheduler_pid), "cellfit": cpu_seconds(cellfit_pid) - before["cellfit"],
+                    **{name: cpu_seconds(pid) - before[name] for name, pid in control_plane.items()}}
+            bindings = bucket_delta(apiserver_bindings(self.cluster), bindings_before)
+            result["apiserver_binding_p50_ms"] = _ms(histogram_quantile(0.5, bindings))
+            result["apiserver_binding_p99_ms"] = _ms(histogram_quantile(0.99, bindings))
+            if cellfit is not None:
+                after = scrape(cellfit.url)
+                parts = components(counters_before, after, used["cellfit"])
+                result["cellfit_cpu_ms_per_pod"] = {part: 1000 * seconds / self.args.pods for part, seconds in parts.items()}
+                result["bind_p50_ms"] = _ms(histogram_quantile(0.5, after["bind_buckets"]))
+                result["bind_p99_ms"] = _ms(histogram_quantile(0.99, after["bind_buckets"]))
+                result["bind_api_wait_p50_ms"] = _ms(histogram_quantile(0.5, after["api_wait_buckets"]))
+                result["bind_api_wait_p99_ms"] = _ms(histogram_quantile(0.99, after["api_wait_buckets"]))
+                result["verb_mean_ms"] = after["mean_ms"]
+            else:
+                del used["cellfit"]
+            result["cpu_ms_per_pod"] = {name: 1000 * seconds / self.args.pods for name, seconds in used.items()}
+        finally:
+            watch.stop()
+            if scheduler is not None:
+                scheduler.stop()
+            if cellfit is not None:
+                cellfit.stop()
+            delete_pods(self.cluster, self.namespace)
+        times = sorted(watch.bound.values())
+        span = times[-1] - times[0]
+        result.update(
+            first_bind_s=times[0] - started,
+            span_s=span,
+            pods_per_s=(len(times) - 1) / span if span > 0 else float("inf"),
+            end_to_end_pods_per_s=len(times) / (times[-1] - started),
+        )
+        return result
+
+
+def _ms(seconds: float | None) -> float | None:
+    return None if seconds is None else 1000 * seconds
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -284,69 +435,133 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pods", type=int, default=1000, help="pods per round")
     parser.add_argument("--rounds", type=int, default=1, help="rounds per scheduler (alternating)")
     parser.add_argument("--timeout", type=float, default=600, help="seconds allowed for one round")
-    parser.add_argument("--schedulers", default="plain,extender",
-                        help="which to measure, comma-separated: plain, extender, and extender-nobind (the chart's "
-                             "configuration without bindVerb: kube-scheduler binds, cellfit only filters; a diagnostic)")
+    parser.add_argument("--policies", default=",".join(POLICIES),
+                        help=f"cellfit's policies to measure, comma-separated: {', '.join(POLICIES)}")
+    parser.add_argument("--no-plain", action="store_true", help="skip kube-scheduler alone (no ratios then)")
     parser.add_argument("--keep", action="store_true", help="leave the cluster running")
     parser.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     args = parser.parse_args(argv)
+    policies = [p for p in args.policies.split(",") if p]
+    unknown = [p for p in policies if p not in POLICIES]
+    if unknown:
+        parser.error(f"--policies: unknown {', '.join(unknown)} (known: {', '.join(POLICIES)})")
+    kinds = ([] if args.no_plain else ["plain"]) + policies
 
     workdir = Path(os.environ.get("CELLFIT_E2E_WORKDIR", "/tmp/cellfit-bench"))
     env, started_here = start_cluster(workdir)
     cluster = Cluster(env)
-    results: dict[str, list[dict[str, Any]]] = {"plain": [], "extender": [], "extender-nobind": []}
+    results: dict[str, list[dict[str, Any]]] = {kind: [] for kind in kinds}
+    load: list[float] = []
     try:
         t0 = time.monotonic()
-        if _ready_nodes(cluster) < args.nodes:  # a kept cluster already has them
-            cluster.add_gpu_nodes(args.nodes, "bench-gpu", labels={BENCH_LABEL: "true"}, rack="bench", wait=False, timeout=900)
-        wait_for(lambda: _ready_nodes(cluster) >= args.nodes, 600, f"{args.nodes} benchmark nodes Ready", interval=3)
+        ready = _ready_nodes(cluster)
+        if ready < args.nodes:  # a kept cluster already has some
+            add_nodes(cluster, args.nodes - ready, start=ready)
+        wait_for(lambda: _ready_nodes(cluster) >= args.nodes, 1800, f"{args.nodes} benchmark nodes Ready", interval=5)
         print(f"{args.nodes} nodes Ready in {time.monotonic() - t0:.0f}s", flush=True)
         release = ensure_release(cluster)
-        namespace = "bench"
-        cluster.kubectl("create", "namespace", namespace, check=False)
-        wait_for(lambda: cluster.kubectl("-n", namespace, "get", "serviceaccount", "default", check=False).returncode == 0,
+        cluster.kubectl("create", "namespace", "bench", check=False)
+        wait_for(lambda: cluster.kubectl("-n", "bench", "get", "serviceaccount", "default", check=False).returncode == 0,
                  60, "namespace bench ready")
-        work = workdir / "bench"
-        work.mkdir(parents=True, exist_ok=True)
-        token = cluster.token_kubeconfig(release.service_account, release.namespace, work / "plain.kubeconfig")
-        plain_config = {
-            "apiVersion": "kubescheduler.config.k8s.io/v1",
-            "kind": "KubeSchedulerConfiguration",
-            "leaderElection": {"leaderElect": False},
-            "profiles": [{"schedulerName": "bench-plain"}],
-        }
-        which = [w for w in args.schedulers.split(",") if w]
+        bench = Bench(cluster, release, workdir, args)
+        delete_pods(cluster, bench.namespace)  # what an interrupted run left
         for round_no in range(args.rounds):
-            for kind in which:
-                if kind == "plain":
-                    result = run_plain(cluster, env, namespace, args, plain_config, token, work, round_no)
-                elif kind in ("extender", "extender-nobind"):
-                    result = run_extender(cluster, release, namespace, args, work, round_no, bind=kind == "extender")
-                else:
-                    parser.error(f"unknown scheduler {kind!r}")
+            for kind in kinds:
+                result = bench.run_round(kind, round_no)
+                result["load_average"] = os.getloadavg()[0]
+                load.append(result["load_average"])
                 results[kind].append(result)
-                print(f"round {round_no + 1} {kind + ':':9} {result['pods_per_s']:7.1f} pods/s  ({_fmt(result)})", flush=True)
-                delete_pods(cluster, namespace)
+                print(f"round {round_no + 1} {kind + ':':13} {_fmt(result)}", flush=True)
     finally:
         if started_here and not args.keep:
             stop_cluster(workdir)
 
-    if not results["plain"] or not results["extender"]:
-        return 0
-    plain_rate = statistics.median(r["pods_per_s"] for r in results["plain"])
-    ext_rate = statistics.median(r["pods_per_s"] for r in results["extender"])
-    ratio = ext_rate / plain_rate
+    summary = summarise(results, policies, plain=not args.no_plain)
     print()
-    print(f"nodes {args.nodes}, pods per round {args.pods}, rounds {args.rounds} (median)")
-    print(f"  kube-scheduler alone:          {plain_rate:7.1f} pods/s")
-    print(f"  kube-scheduler + cellfit:      {ext_rate:7.1f} pods/s")
-    print(f"  ratio:                         {ratio:7.2f}  (target >= 0.85: {'met' if ratio >= 0.85 else 'NOT met'})")
-    if results["extender-nobind"]:
-        nobind = statistics.median(r["pods_per_s"] for r in results["extender-nobind"])
-        print(f"  diagnostic, without bindVerb:  {nobind:7.1f} pods/s, ratio {nobind / plain_rate:.2f}")
+    print(f"nodes {args.nodes}, pods per round {args.pods}, rounds {args.rounds}, medians; "
+          f"1-minute load average {min(load):.1f}-{max(load):.1f} on {os.cpu_count()} CPUs")
+    print_summary(summary)
     if args.json:
-        Path(args.json).write_text(json.dumps({"nodes": args.nodes, "results": results, "ratio": ratio}, indent=2))
+        Path(args.json).write_text(json.dumps({"nodes": args.nodes, "pods": args.pods, "results": results,
+                                               "summary": summary}, indent=2))
     return 0
+
+
+def _median(values: list[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return statistics.median(present) if present else None
+
+
+def summarise(results: dict[str, list[dict[str, Any]]], policies: list[str], *, plain: bool) -> dict[str, Any]:
+    summary: dict[str, Any] = {}
+    for kind, rounds in results.items():
+        if not rounds:
+            continue
+        row: dict[str, Any] = {key: _median([r.get(key) for r in rounds]) for key in
+                               ("pods_per_s", "end_to_end_pods_per_s", "first_bind_s", "cellfit_ready_s", "bind_p50_ms", "bind_p99_ms",
+                                "bind_api_wait_p50_ms", "bind_api_wait_p99_ms", "apiserver_binding_p50_ms", "apiserver_binding_p99_ms")}
+        names = sorted({name for r in rounds for name in r["cpu_ms_per_pod"]})
+        row["cpu_ms_per_pod"] = {name: _median([r["cpu_ms_per_pod"].get(name) for r in rounds]) for name in names}
+        if kind != "plain":
+            row["cellfit_cpu_ms_per_pod"] = {part: _median([r["cellfit_cpu_ms_per_pod"][part] for r in rounds]) for part in COMPONENTS}
+        summary[kind] = row
+    if plain and "plain" in summary:
+        base = summary["plain"]
+        for policy in policies:
+            row = summary[policy]
+            row["rate_ratio"] = row["pods_per_s"] / base["pods_per_s"]
+            row["end_to_end_ratio"] = row["end_to_end_pods_per_s"] / base["end_to_end_pods_per_s"]
+            row["first_bind_extra_s"] = row["first_bind_s"] - base["first_bind_s"]
+            # cellfit's CPU per pod against kube-scheduler's own in the same rounds (with cellfit).
+            row["cpu_ratio"] = row["cpu_ms_per_pod"]["cellfit"] / row["cpu_ms_per_pod"]["kube-scheduler"]
+            # Round by round, against the plain round next to it.
+            row["rate_ratios_by_round"] = [
+                ext["pods_per_s"] / alone["pods_per_s"] for ext, alone in zip(results[policy], results["plain"])
+            ]
+    return summary
+
+
+def _met(value: float, target: float, *, at_most: bool) -> str:
+    return "met" if (value <= target if at_most else value >= target) else "NOT met"
+
+
+def print_summary(summary: dict[str, Any]) -> None:
+    for kind, row in summary.items():
+        cpu = ", ".join(f"{name} {ms:.2f}" for name, ms in row["cpu_ms_per_pod"].items())
+        text = (f"  {kind + ':':13} {row['pods_per_s']:6.1f} pods/s steady, {row['end_to_end_pods_per_s']:6.1f} end to end; "
+                f"first binding {row['first_bind_s']:.2f}s; CPU ms/pod: {cpu}")
+        print(text + f"; the API server's bindings p50 {_num(row['apiserver_binding_p50_ms'])} ms, "
+                     f"p99 {_num(row['apiserver_binding_p99_ms'])} ms")
+        if kind == "plain":
+            continue
+        parts = ", ".join(f"{part} {ms:.2f}" for part, ms in row["cellfit_cpu_ms_per_pod"].items())
+        print(f"  {'':13} cellfit ready in {row['cellfit_ready_s']:.1f}s; bind p50 {row['bind_p50_ms']:.1f} ms, "
+              f"p99 {row['bind_p99_ms']:.1f} ms, of which waiting for the API p50 {_num(row['bind_api_wait_p50_ms'])} ms, "
+              f"p99 {_num(row['bind_api_wait_p99_ms'])} ms; cellfit CPU ms/pod by component: {parts}")
+        if "rate_ratio" in row:
+            print(f"  {'':13} throughput ratio {row['rate_ratio']:.2f} (target >= {TARGET_RATE_RATIO}: "
+                  f"{_met(row['rate_ratio'], TARGET_RATE_RATIO, at_most=False)}; rounds "
+                  f"{', '.join(f'{r:.2f}' for r in row['rate_ratios_by_round'])}), end to end {row['end_to_end_ratio']:.2f}; "
+                  f"first binding +{row['first_bind_extra_s']:.2f}s (target <= {TARGET_FIRST_BIND_EXTRA_S}: "
+                  f"{_met(row['first_bind_extra_s'], TARGET_FIRST_BIND_EXTRA_S, at_most=True)}); bind p99 "
+                  f"{_met(row['bind_p99_ms'], TARGET_BIND_P99_MS, at_most=True)} (<= {TARGET_BIND_P99_MS:g} ms); "
+                  f"cellfit CPU {row['cpu_ratio']:.2f}x kube-scheduler's (target <= {TARGET_CPU_RATIO}: "
+                  f"{_met(row['cpu_ratio'], TARGET_CPU_RATIO, at_most=True)})")
+
+
+def add_nodes(cluster: Cluster, count: int, *, start: int) -> None:
+    """bench-gpu-<start>..: 8 GPUs each, in one rack, labelled for the benchmark's pods."""
+    proc = subprocess.run(
+        [str(HERE / "cluster" / "add-gpu-nodes.sh"), str(count), "--prefix", "bench-gpu", "--start", str(start),
+         "--gpus", "8", "--rack", "bench", "--label", f"{BENCH_LABEL}=true", "--no-wait"],
+        env=cluster.process_env(), capture_output=True, text=True, timeout=1800, check=False,
+    )
+    if proc.returncode != 0:
+        raise AssertionError(f"add-gpu-nodes.sh failed:\n{proc.stderr}{proc.stdout}")
+
+
+def _num(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}"
 
 
 def _ready_nodes(cluster: Cluster) -> int:
@@ -355,12 +570,18 @@ def _ready_nodes(cluster: Cluster) -> int:
     return sum(1 for line in out.splitlines() if line.strip() == "True")
 
 
-def _fmt(result: dict[str, float]) -> str:
-    text = (f"{result['pods']:.0f} pods bound over {result['span_s']:.1f}s; first binding {result['first_bind_s']:.1f}s "
-            f"after start; end to end {result['end_to_end_pods_per_s']:.1f} pods/s; CPU s {result.get('cpu_s')}")
-    if result.get("cellfit_verbs"):
-        text += f"; cellfit verbs {result['cellfit_verbs']}"
-    return text
+def _fmt(result: dict[str, Any]) -> str:
+    cpu = ", ".join(f"{name} {ms:.2f}" for name, ms in result["cpu_ms_per_pod"].items())
+    text = (f"{result['pods_per_s']:6.1f} pods/s steady, {result['end_to_end_pods_per_s']:6.1f} end to end; first binding "
+            f"{result['first_bind_s']:.2f}s; CPU ms/pod {cpu}")
+    text += f"; API server bindings p50 {_num(result['apiserver_binding_p50_ms'])} / p99 {_num(result['apiserver_binding_p99_ms'])} ms"
+    if "bind_p99_ms" in result:
+        parts = ", ".join(f"{part} {ms:.2f}" for part, ms in result["cellfit_cpu_ms_per_pod"].items())
+        text += (f"; cellfit ready {result['cellfit_ready_s']:.1f}s, bind p50 {_num(result['bind_p50_ms'])} / "
+                 f"p99 {_num(result['bind_p99_ms'])} ms (API wait p50 {_num(result['bind_api_wait_p50_ms'])} / "
+                 f"p99 {_num(result['bind_api_wait_p99_ms'])}), components {parts}; verb means ms "
+                 f"{ {verb: round(ms, 2) for verb, ms in result['verb_mean_ms'].items()} }")
+    return text + f"; load {result.get('load_average', os.getloadavg()[0]):.1f}"
 
 
 if __name__ == "__main__":

@@ -151,10 +151,6 @@ class ClusterCache:
             return False, f"watch cache not synced yet: {', '.join(waiting)}"
         return True, "watch cache synced"
 
-    def cpu_seconds(self) -> Mapping[str, float]:
-        """CPU time of each kind's reflector thread (the cellfit_watch_cpu_seconds_total counter)."""
-        return {reflector.kind: reflector.cpu_seconds() for reflector in self.reflectors}
-
     def sizes(self) -> Mapping[str, int]:
         """Objects the watch cache holds, by kind (the cellfit_cache_objects gauge)."""
         return {"nodes": len(self._node_names), "pods": len(self._pods), "jobs": len(self._job_uids)}

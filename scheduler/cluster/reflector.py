@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from typing import Callable, Generic, Iterator, TypeVar
 
 import msgspec
@@ -76,17 +75,6 @@ class Reflector(Generic[T]):
 
     def join(self, timeout: float | None = None) -> None:
         self._thread.join(timeout)
-
-    def cpu_seconds(self) -> float:
-        """CPU time of the reflector's thread so far (listing, decoding, applying); 0 before it
-        starts and after it ends."""
-        ident = self._thread.ident
-        if ident is None or not self._thread.is_alive():
-            return 0.0
-        try:
-            return time.clock_gettime(time.pthread_getcpuclockid(ident))
-        except OSError:  # ended between the two calls
-            return 0.0
 
     def _run(self) -> None:
         backoff = _BACKOFF_INITIAL_SECONDS

@@ -134,7 +134,7 @@ class BoundedHttpProtocol(HttpToolsProtocol):
             )
             transport.abort()  # before the app or a parser sees a byte; frees the descriptor now
             return
-        super().connection_made(transport)
+        super().connection_made(_CoalescedWrites(transport, self.loop))  # type: ignore[arg-type]
         self._arm_idle_timer()
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -271,6 +271,54 @@ class BoundedHttpProtocol(HttpToolsProtocol):
         if self.transport.can_write_eof():
             self.transport.write_eof()
         self.loop.call_later(LINGER_SECONDS, self.transport.close)
+
+
+class _CoalescedWrites:
+    """A connection's transport whose writes within one turn of the event loop leave as one.
+    uvicorn writes an answer's head and its body apart: two system calls and two TCP segments
+    (the socket is TCP_NODELAY) for every answer, and kube-scheduler reads twice. On the verbs'
+    path that was a fifth of cellfit's busy time under a burst (py-spy); joined, it is one write
+    at the end of the turn, microseconds later. Closing, half-closing and aborting keep their
+    order with the writes before them."""
+
+    __slots__ = ("_transport", "_loop", "_pending")
+
+    def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
+        self._transport = transport
+        self._loop = loop
+        self._pending: list[bytes] = []
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        if not self._pending:
+            self._loop.call_soon(self._flush)
+        self._pending.append(bytes(data))
+
+    def writelines(self, chunks: Any) -> None:
+        for chunk in chunks:
+            self.write(chunk)
+
+    def _flush(self) -> None:
+        pending, self._pending = self._pending, []
+        if pending and not self._transport.is_closing():
+            self._transport.write(pending[0] if len(pending) == 1 else b"".join(pending))
+
+    def write_eof(self) -> None:
+        self._flush()
+        self._transport.write_eof()
+
+    def close(self) -> None:
+        self._flush()
+        self._transport.close()
+
+    def abort(self) -> None:
+        self._pending = []
+        self._transport.abort()
+
+    def get_write_buffer_size(self) -> int:
+        return self._transport.get_write_buffer_size() + sum(len(chunk) for chunk in self._pending)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
 
 
 class BoundedServer(uvicorn.Server):

@@ -4,6 +4,8 @@ client library's default buckets (from 5 ms) would put every request in the firs
 
 from __future__ import annotations
 
+import threading
+import time
 from typing import Any, Callable, Final, Iterable, Iterator, Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
@@ -60,6 +62,13 @@ class ExtenderMetrics:
             "cellfit_bindings_total",
             "Bind verb outcomes: bound, conflict (no longer fits), api_error, unavailable.",
             ["result"],
+            registry=self.registry,
+        )
+        self.binding_wait = Histogram(
+            "cellfit_bind_api_wait_seconds",
+            "Time the bind verb waited for the Kubernetes API's answer to its Binding (the rest of "
+            "cellfit_extender_request_duration_seconds{verb=\"bind\"} is cellfit's own).",
+            buckets=LATENCY_BUCKETS,
             registry=self.registry,
         )
         self.cpu_by_verb = Counter(
@@ -232,9 +241,9 @@ class ExtenderMetrics:
         for resource in ("cpu", "gpu"):
             self.sampling_share.labels(resource=resource).set_function(lambda resource=resource: share().get(resource, 0.0))
 
-    def track_watch_cpu(self, cpu_seconds: Callable[[], Mapping[str, float]]) -> None:
-        """The watch cache's CPU time by kind (each reflector's thread), read at scrape time."""
-        self.registry.register(_WatchCpuCollector(cpu_seconds))
+    def track_thread_cpu(self) -> None:
+        """Each thread's CPU time, read at scrape time (cellfit_thread_cpu_seconds_total)."""
+        self.registry.register(_ThreadCpuCollector())
 
     def track_readiness(self, ready: Callable[[], bool]) -> None:
         """The watch cache's readiness (scheduler/cluster/cache.py), read at scrape time."""
@@ -315,19 +324,29 @@ class _ResumeHoldsCollector(Collector):
         )
 
 
-class _WatchCpuCollector(Collector):
-    def __init__(self, cpu_seconds: Callable[[], Mapping[str, float]]) -> None:
-        self._cpu_seconds = cpu_seconds
+class _ThreadCpuCollector(Collector):
+    """CPU time of each live thread, by name: MainThread runs the event loop (HTTP serving and
+    the verbs), reflector-<kind> the watches (decoding events, applying them to the engine), the
+    others the controllers. Linux thread CPU clocks; a thread that ended is no longer counted."""
 
     def collect(self) -> Iterator[CounterMetricFamily]:
         family = CounterMetricFamily(
-            "cellfit_watch_cpu_seconds",
-            "CPU time of the watch cache by kind: the thread that lists and watches it, decodes "
-            "the events and applies them to the engine.",
-            labels=["kind"],
+            "cellfit_thread_cpu_seconds",
+            "CPU time of each live thread by name (MainThread: the event loop, which serves HTTP and "
+            "runs the verbs; reflector-<kind>: a watch; the rest: controllers and pools).",
+            labels=["thread"],
         )
-        for kind, seconds in self._cpu_seconds().items():
-            family.add_metric([kind], seconds)
+        seconds: dict[str, float] = {}
+        for thread in threading.enumerate():
+            if thread.ident is None:
+                continue
+            try:
+                used = time.clock_gettime(time.pthread_getcpuclockid(thread.ident))
+            except (OSError, AttributeError):  # ended meanwhile, or no thread clocks here
+                continue
+            seconds[thread.name] = seconds.get(thread.name, 0.0) + used
+        for name, used in sorted(seconds.items()):
+            family.add_metric([name], used)
         yield family
 
 

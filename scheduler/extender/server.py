@@ -185,6 +185,7 @@ def build_runtime(settings: Settings, *, api: KubernetesApi | None = None, stand
         else None
     )
     readiness = cache if cache is not None else AlwaysReady()
+    metrics.track_thread_cpu()
     metrics.track_readiness(lambda: readiness.ready()[0])
     # The running HiveD configuration's VCs and cell types, for the preempt verb's refusals and
     # the validating webhook (scheduler/extender/validation.py).
@@ -202,7 +203,6 @@ def build_runtime(settings: Settings, *, api: KubernetesApi | None = None, stand
 
     if cache is not None:
         metrics.track_sizes(lambda: _locked(lock, cache.sizes), ("nodes", "pods", "jobs"))
-        metrics.track_watch_cpu(cache.cpu_seconds)
     else:  # standalone: the nodes kube-scheduler sent, the pods bound through cellfit
         metrics.track_sizes(lambda: _locked(lock, engine.stats), ("nodes", "pods"))
     placement = placement_engine(engine)
