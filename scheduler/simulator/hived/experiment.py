@@ -23,7 +23,10 @@ from typing import Final
 import numpy as np
 
 from scheduler.cells import HivedEngine
+from scheduler.core.engine import SchedulingEngine
 from scheduler.core.fit import ResourceFitEngine
+from scheduler.preemption.engine import FitGppEngine
+from scheduler.preemption.model import FitGppSettings
 from scheduler.simulator.errors import UnknownPolicy
 from scheduler.simulator.hived.cluster import (
     gpu_nodes,
@@ -81,6 +84,15 @@ class HivedOutcome:
     runs: dict[str, list[GangRunResult]]
 
 
+def as_served(placement: SchedulingEngine) -> FitGppEngine:
+    """The placement engine inside FitGpp's preemption, as ``cellfit serve`` composes it under
+    its default ``preemption.policy: fitgpp`` (``build_engine`` in scheduler/extender/server.py,
+    which the simulator may not import): FitGpp's defaults s = 4, P = 1. Nothing here preempts
+    (regular pods, no job class), so FitGpp forwards every decision to the placement engine and
+    keeps its index of the bound pods; no resume hold ever starts, so none needs a clock."""
+    return FitGppEngine(placement, settings=FitGppSettings())
+
+
 def run_setting(
     experiment: HivedExperiment,
     setting: str,
@@ -99,14 +111,15 @@ def run_setting(
     nodes = gpu_nodes(shape.node_names(), shape.gpus_per_node)
     quota = QuotaGate({t.name: t.quota_gpus(shape) for t in workload.tenants})
     if setting == "hived":
-        scheduler = ClusterScheduler(engine=HivedEngine.from_config(shared_cells_config(workload)), nodes=nodes)
+        scheduler = ClusterScheduler(engine=as_served(HivedEngine.from_config(shared_cells_config(workload))), nodes=nodes)
     elif setting == "quota-spread":
-        engine = ResourceFitEngine(initial_capacity=max(64, shape.nodes))
-        scheduler = ClusterScheduler(engine=engine, nodes=nodes, choice=spread_choice(engine, shape.gpus_per_node), quota=quota)
+        fit = ResourceFitEngine(initial_capacity=max(64, shape.nodes))
+        scheduler = ClusterScheduler(
+            engine=as_served(fit), nodes=nodes, choice=spread_choice(fit, shape.gpus_per_node), quota=quota
+        )
     else:
         assert setting == "quota-pack"
-        engine = ResourceFitEngine(initial_capacity=max(64, shape.nodes))
-        scheduler = ClusterScheduler(engine=engine, nodes=nodes, quota=quota)
+        scheduler = ClusterScheduler(engine=as_served(ResourceFitEngine(initial_capacity=max(64, shape.nodes))), nodes=nodes, quota=quota)
     return GangSimulation(
         jobs=jobs,
         scheduler=scheduler,
@@ -134,7 +147,7 @@ def _private(experiment: HivedExperiment, jobs: Sequence[GangJob], *, seed: int,
         positions = [i for i, job in enumerate(jobs) if job.tenant == tenant.name]
         names = private_node_names(workload, tenant)
         nodes = gpu_nodes(names, shape.gpus_per_node)
-        scheduler = ClusterScheduler(engine=HivedEngine.from_config(private_cells_config(workload, tenant)), nodes=nodes)
+        scheduler = ClusterScheduler(engine=as_served(HivedEngine.from_config(private_cells_config(workload, tenant))), nodes=nodes)
         result = GangSimulation(
             jobs=[jobs[i] for i in positions],
             scheduler=scheduler,

@@ -4,7 +4,8 @@ a :class:`~scheduler.core.engine.SchedulingEngine` through a model of kube-sched
 * **The engine** is the production one: :class:`~scheduler.cells.HivedEngine` built from the
   same ``cells:`` configuration ``cellfit serve`` reads (HiveD), or cellfit's
   :class:`~scheduler.core.fit.ResourceFitEngine` behind a per-tenant GPU quota (the quota-only
-  baseline). Nothing here allocates cells or GPUs itself.
+  baseline), each inside FitGpp's engine as ``cellfit serve`` composes them
+  (``experiment.as_served``). Nothing here allocates cells or GPUs itself.
 * **kube-scheduler's cycle, per pod** (:class:`ClusterScheduler`): filter over every node,
   the node chosen among the feasible ones (prioritize's first best, or kube-scheduler's own
   LeastAllocated), reserve (bind), then the bound pod reported back as the watch would. A gang
@@ -117,6 +118,8 @@ class ClusterScheduler:
             engine.apply_node(node)
         self.choice = choice if choice is not None else engine_choice(engine)
         self.quota = quota
+        # A runtime Protocol check costs microseconds: made once, not per job.
+        self._jobs: TracksJobs | None = engine if isinstance(engine, TracksJobs) else None
         self._running: dict[str, list[PodInfo]] = {}
 
     def try_start(self, job: GangJob) -> list[str] | None:
@@ -125,16 +128,16 @@ class ClusterScheduler:
             return None
         engine = self.engine
         pods = job_pods(job)
-        if isinstance(engine, TracksJobs):
-            engine.apply_job(JobInfo(uid=f"uid-{job.job_id}", namespace=job.tenant, name=job.job_id, parallelism=job.pods))
+        if self._jobs is not None:
+            self._jobs.apply_job(JobInfo(uid=f"uid-{job.job_id}", namespace=job.tenant, name=job.job_id, parallelism=job.pods))
         bound: list[PodInfo] = []
         for pod in pods:
             feasible = engine.filter(pod, self.node_names).feasible
             if not feasible:
                 for placed in bound:
                     engine.unreserve(placed.uid)
-                if isinstance(engine, TracksJobs):
-                    engine.delete_job(f"uid-{job.job_id}")
+                if self._jobs is not None:
+                    self._jobs.delete_job(f"uid-{job.job_id}")
                 return None
             node = self.choice(pod, feasible)
             placement = engine.reserve(pod, node)  # a SchedulingConflict here is a bug: let it out
@@ -153,8 +156,8 @@ class ClusterScheduler:
         for pod in self._running.pop(job.job_id):
             engine.apply_pod(replace(pod, phase="Succeeded"))
             engine.delete_pod(pod.uid)
-        if isinstance(engine, TracksJobs):
-            engine.delete_job(f"uid-{job.job_id}")
+        if self._jobs is not None:
+            self._jobs.delete_job(f"uid-{job.job_id}")
         if self.quota is not None:
             self.quota.give_back(job.tenant, job.gpus)
 
