@@ -108,7 +108,7 @@ def instance(pending: int, seed: int = 1) -> tuple[list[Any], dict[str, Resource
         if is_running:
             annotations["cellfit.io/placement"] = kind
         started = NOW - float(rng.uniform(0, 600))
-        body = {"metadata": {"name": f"job-{index}", "namespace": user, "uid": f"uid-{index}", "annotations": annotations,
+        body = {"metadata": {"name": f"job-{index}", "namespace": user, "uid": f"uid-{index}", "resourceVersion": str(index), "annotations": annotations,
                              "creationTimestamp": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(NOW - 600 + index * 0.1))},
                 "spec": {"suspend": not is_running, "template": {"spec": {"containers": [{"name": "c"}]}}},
                 "status": {"startTime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started))} if is_running else {}}

@@ -226,3 +226,30 @@ def test_the_solver_process_decides_as_the_extenders_process():
     finally:
         child.stop()
     assert here.progress and here.starts
+
+
+def versioned(body: Any, version: str, **changes: Any) -> Any:
+    document = json.loads(json.dumps({"metadata": {**{f: getattr(body.metadata, f) for f in ("name", "namespace", "uid", "creationTimestamp")},
+                                                   "resourceVersion": version, "annotations": {**body.annotations, **changes}},
+                                      "spec": {"suspend": True, "template": json.loads(bytes(body.spec.template))}}))
+    return JOB_DECODER.decode(json.dumps(document).encode())
+
+
+def test_a_waiting_job_is_read_again_only_when_the_watch_shows_it_changed():
+    api = RecordingApi()
+    first = versioned(job("a", gpu=10, cpu=100), "7")
+    source = Jobs([first])
+    placer = PlacerController(
+        api=api, jobs=source, settings=AlloxSettings(alpha=1.0), gpu_resource="nvidia.com/gpu",
+        free_by_node=lambda running: {"n1": Resources(cpu_millis=1000, memory_bytes=2**36, gpus=0)},  # no machine: it waits
+        capacity=lambda: Resources(cpu_millis=1000, memory_bytes=2**36, gpus=0), clock=lambda: 1767225700.0,
+    )
+    placer.admit()
+    (entry,) = placer._waiting_seen.values()
+    placer.admit()
+    assert next(iter(placer._waiting_seen.values()))[1] is entry[1]  # unchanged: the same reading
+    # The estimate changes (a new resourceVersion): read again.
+    source.jobs = [versioned(first, "8", **{"cellfit.io/estimate": json.dumps({"cpu": {"seconds": 50}})})]
+    placer.admit()
+    (changed,) = placer._waiting_seen.values()
+    assert changed[0] == "8" and dict(changed[1].seconds) == {"cpu": 50.0}
