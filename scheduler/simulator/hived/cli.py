@@ -146,7 +146,9 @@ def run_hived(args: argparse.Namespace) -> int:
         def plot(folder: Path) -> list[Path]:
             from scheduler.simulator.hived.plots import plot_delays
 
-            title = f"HiveD workload: {jobs} jobs, queue {queue}, seeds {experiment.seeds[0]}..{experiment.seeds[-1]}"
+            seeds = experiment.seeds
+            which = f"seed {seeds[0]}" if len(seeds) == 1 else f"seeds {seeds[0]}-{seeds[-1]}"
+            title = f"HiveD workload: {jobs} jobs, queue {queue}, {which}"
             name = "hived-delay.png" if queue == "fifo" else f"hived-delay-{queue}.png"
             return [plot_delays(summaries, folder / name, title=title)]
 

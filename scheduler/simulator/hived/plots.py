@@ -20,7 +20,7 @@ def plot_delays(summaries: Mapping[str, HivedSummary], path: Path, *, title: str
     plt = _pyplot()
     settings = list(summaries)
     tenants = list(summaries[settings[0]].delays)
-    figure, axes = plt.subplots(1, len(tenants), figsize=(4 * len(tenants), 3.8), sharey=True, squeeze=False)
+    figure, axes = plt.subplots(1, len(tenants), figsize=(4 * len(tenants), 4.1), sharey=True, squeeze=False)
     width = 0.8 / len(settings)
     for ax, tenant in zip(axes[0], tenants):
         sizes = [size for size in JOB_SIZES if size in summaries[settings[0]].delays[tenant]]
@@ -34,8 +34,9 @@ def plot_delays(summaries: Mapping[str, HivedSummary], path: Path, *, title: str
         ax.set_title(tenant)
         ax.grid(axis="y", alpha=0.3)
     axes[0][0].set_ylabel("mean queueing delay [min]")
-    axes[0][0].legend(fontsize="small")
-    return _save(plt, figure, path, title)
+    # Below the panels: inside one, the legend would hide its bars.
+    figure.legend(*axes[0][0].get_legend_handles_labels(), loc="lower center", ncol=len(settings), fontsize="small")
+    return _save(plt, figure, path, title, bottom=0.08)
 
 
 def plot_load_sweep(points: Sequence[HivedSweepPoint], path: Path, *, title: str) -> Path:
@@ -61,9 +62,9 @@ def _node_level_mean(summary: HivedSummary) -> float:
     return math.nan if stats is None else max(stats.mean, 0.1)  # 0 cannot be drawn on a log axis
 
 
-def _save(plt: Any, figure: Any, path: Path, title: str) -> Path:
+def _save(plt: Any, figure: Any, path: Path, title: str, *, bottom: float = 0.0) -> Path:
     figure.suptitle(title)
-    figure.tight_layout()
+    figure.tight_layout(rect=(0, bottom, 1, 1))
     figure.savefig(path, dpi=110)
     plt.close(figure)
     return path
