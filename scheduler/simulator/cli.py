@@ -33,7 +33,6 @@ from scheduler.simulator.experiment import (
     SWEEPS,
     Experiment,
     Outcome,
-    SweepName,
     Variant,
     run_experiment,
     run_sweep,

@@ -58,7 +58,7 @@ def plot_sweep(name: str, points: Sequence[SweepPoint], path: Path, *, title: st
     finite = [p.value for p in points if not math.isinf(p.value)]
     stand_in = (max(finite) * 2 if finite else 1.0) if any(math.isinf(p.value) for p in points) else None
     xs = [stand_in if math.isinf(p.value) else p.value for p in points]
-    labels = sorted({label for p in points for label in p.summaries}, key=lambda l: (l != "fifo", l))
+    labels = sorted({label for p in points for label in p.summaries}, key=lambda label: (label != "fifo", label))
     for ax, (job_class, class_name) in zip(axes, _CLASSES):
         if name in ("s", "P"):
             for key in _PERCENTILES:
