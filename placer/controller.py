@@ -22,6 +22,11 @@ How a started Job's pods get the configuration (``allox.mechanism``):
 - auto: template, and for a Job whose rewrite the API server refuses (HTTP 422: no KEP-5440, or
   a change it does not cover, such as env), webhook.
 
+Under HiveD (``guarantees``), a Job's GPU configuration may use only its virtual cluster's free
+guarantee (its pod template's ``cellfit.io/virtual-cluster`` label, or the implicit default VC),
+read from the engine each pass and capped at the GPUs free on AlloX's nodes; HiveD still places
+the pods. A Job of parallelism p holds p machines of one kind (``decide``'s gangs).
+
 Trial Jobs (FitGpp's trial-and-error class) never wait in AlloX's queue: each starts at once
 where it finishes first (``choose_for_trial``): an idle GPU; else a CPU slot when the CPU run
 ends before the GPU run would, after FitGpp's preemption (the shortest grace period of the
