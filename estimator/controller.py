@@ -59,6 +59,7 @@ from scheduler.constants import (
 )
 from scheduler.core.resources import cpu_millis
 from scheduler.errors import CellfitError, InvalidAnnotation, KubernetesApiError
+from scheduler.wording import duration
 
 log = logging.getLogger(__name__)
 
@@ -717,24 +718,16 @@ def _key(job: Job) -> str:
     return f"{job.metadata.namespace}/{job.metadata.name}"
 
 
-def format_duration(seconds: float) -> str:
-    if seconds < 120:
-        return f"{seconds:.0f} s"
-    if seconds < 2 * 3600:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"
-
-
 def describe(decision: Decision) -> str:
     """"estimated gpu 41 min ± 3 min, cpu 6.2 h ± 0.4 h from 4 samples, 3.1% overhead"."""
     assert decision.estimates is not None
     parts = []
     for kind, estimate in decision.estimates.items():
-        text = f"{kind} {format_duration(estimate.seconds)}"
+        text = f"{kind} {duration(estimate.seconds)}"
         if estimate.lower_bound:
-            text = f"{kind} at least {format_duration(estimate.seconds)}"
+            text = f"{kind} at least {duration(estimate.seconds)}"
         elif estimate.uncertainty_seconds > 0:
-            text += f" ± {format_duration(estimate.uncertainty_seconds)}"
+            text += f" ± {duration(estimate.uncertainty_seconds)}"
         if estimate.method in ("history", "posterior"):
             text += f" ({estimate.method})"
         parts.append(text)

@@ -49,7 +49,6 @@ from types import MappingProxyType
 from typing import Any, Callable, Mapping, Sequence
 
 from estimator.contract import parse_estimate_cached
-from estimator.controller import format_duration
 from estimator.objects import Job, template_kind, timestamp
 from placer.configuration import Configuration, Configurations, parse_configurations_cached
 from placer.rewrite import apply_configuration
@@ -83,6 +82,7 @@ from scheduler.matching.admission import (
 from scheduler.matching.capacity import GuaranteeCell, NodeResources, guaranteed_gpu_machines
 from scheduler.matching.fairness import Capacity
 from scheduler.matching.model import Demand
+from scheduler.wording import duration, ordinal
 
 log = logging.getLogger(__name__)
 
@@ -267,8 +267,8 @@ class PlacerController:
         for queued in decision.queue:
             job = by_key[queued.key]
             where = queued.kind if queued.pool is None else f"{queued.kind} of virtual cluster {queued.pool!r}"
-            message = (f"{_ordinal(queued.position)} on {where}, expected start in "
-                       f"~{format_duration(queued.expected_start_seconds)} (AlloX)")
+            message = (f"{ordinal(queued.position)} on {where}, expected start in "
+                       f"~{duration(queued.expected_start_seconds)} (AlloX)")
             self._tell(job, status="False", reason="Queued", message=message)
         pools = {w.key: w.pool for w in waiting}
         # A Job whose VC has free guarantee but AlloX's nodes no free GPU lacks machines, not quota.
@@ -439,8 +439,8 @@ class PlacerController:
         with self._lock:
             self._started[job.metadata.uid] = kind
         if why is None:
-            others = ", ".join(f"{k} {format_duration(v)}" for k, v in sorted(seconds.items()) if k != kind)
-            why = f"AlloX chose {kind} (estimated {format_duration(seconds.get(kind, 0.0))}" + (f"; {others}" if others else "") + ")"
+            others = ", ".join(f"{k} {duration(v)}" for k, v in sorted(seconds.items()) if k != kind)
+            why = f"AlloX chose {kind} (estimated {duration(seconds.get(kind, 0.0))}" + (f"; {others}" if others else "") + ")"
         else:
             why = f"trial Job, {why}"
         self._event(job, "Placed", f"started on {kind}: {why}; pods placed by the {used} mechanism")
@@ -580,6 +580,3 @@ def _gpus_per_pod(jobs: Sequence[WaitingJob]) -> dict[str, int]:
     return sizes
 
 
-def _ordinal(n: int) -> str:
-    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
-    return f"{n}{suffix}"

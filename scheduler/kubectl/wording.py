@@ -4,22 +4,12 @@ from __future__ import annotations
 
 from typing import Iterable
 
+from scheduler.wording import duration, ordinal
+
+__all__ = ["MAX_NAMED", "duration", "listed", "ordinal"]
+
 # Names beyond this many are counted, not listed: an answer stays one line.
 MAX_NAMED = 4
-
-
-def duration(seconds: float) -> str:
-    """``45 s``, ``12 min``, ``3.5 h``."""
-    if seconds < 120:
-        return f"{seconds:.0f} s"
-    if seconds < 2 * 3600:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"
-
-
-def ordinal(number: int) -> str:
-    suffix = "th" if 10 <= number % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(number % 10, "th")
-    return f"{number}{suffix}"
 
 
 def listed(names: Iterable[str], *, noun: str) -> str:

@@ -29,6 +29,7 @@ from typing import Callable, Mapping, Sequence
 
 from scheduler.cells.exchange.model import CellCatalog, Offer, Request, Window, describe_cells
 from scheduler.cells.exchange.qualify import disqualification
+from scheduler.wording import ordinal
 
 # Disqualified offers quoted in an unmatched request's reason; the rest are counted.
 _REASONS_SHOWN = 3
@@ -89,9 +90,6 @@ class Matching:
     tenant_order: tuple[str, ...]
 
 
-def _ordinal(n: int) -> str:
-    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
-    return f"{n}{suffix}"
 
 
 def _explain(
@@ -126,7 +124,7 @@ def _explain(
         skipped = f", {len(refused)} refused by the quota proof ({', '.join(o.id for o in refused)}), and of the rest"
     before_b, before_l = surplus.get(borrower, 0.0), lowest
     return (
-        f"request {request.id} of {borrower} (surplus {before_b:+.2f} GPU-hours, {_ordinal(turn)} of {tenants} "
+        f"request {request.id} of {borrower} (surplus {before_b:+.2f} GPU-hours, {ordinal(turn)} of {tenants} "
         f"tenants with requests) took offer {offer.id} of {lender} ({describe_cells(offer.cells)} for "
         f"{describe_cells(request.cells)}): of {len(qualified)} qualified offers{skipped} its owner has the lowest surplus "
         f"({shown}){tie}; {gpus} GPUs x {window.hours:.2f} h = {gpu_hours:.2f} GPU-hours; surplus {borrower} "
