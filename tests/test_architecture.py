@@ -23,3 +23,11 @@ def test_the_pure_core_type_checks_strictly():
     result = subprocess.run([sys.executable, "-m", "mypy"], cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
 
+
+
+def test_the_code_lints_clean():
+    """ruff's pyflakes, pycodestyle and bugbear rules ([tool.ruff] in pyproject.toml) over
+    every Python file of the repository."""
+    result = subprocess.run([sys.executable, "-m", "ruff", "check", "--output-format", "concise", "."],
+                            cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
