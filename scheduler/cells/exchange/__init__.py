@@ -3,10 +3,15 @@ pure core: offers and requests (``model``), which offers qualify for a request (
 the balanced cell exchange arbiter (``arbiter``), the quota move with its feasibility proof and
 the plan for the window's start and end (``quota``), refusal of bad input (``validation``), and
 the CellOffer / CellRequest objects of charts/cellfit/crds/ read into offers and requests
-(``resource``). No I/O, no clock: times are arguments. See "Cell exchange" in ../README.md.
+(``resource``), the durable record of matches and surplus (``ledger``), one round over the posted
+objects with each one's status (``board``), and the pods to preempt when a drain's grace ends
+(``preemption``). No I/O, no clock: times are arguments. See "Cell exchange" in ../README.md.
 """
 
+from scheduler.cells.exchange import ledger
 from scheduler.cells.exchange.arbiter import Admit, Match, Matching, Refused, Unmatched, do_matching
+from scheduler.cells.exchange.board import Outcome, Posting, Round, exchange_round, phase_of
+from scheduler.cells.exchange.ledger import Entry
 from scheduler.cells.exchange.model import CellCatalog, Cells, CellSize, Offer, Request, Window, cells_of, describe_cells
 from scheduler.cells.exchange.qualify import disqualification, packing_problem
 from scheduler.cells.exchange.quota import (
@@ -17,6 +22,7 @@ from scheduler.cells.exchange.quota import (
     reconfiguration,
     window_plan,
 )
+from scheduler.cells.exchange.preemption import Preemption, draining_pods, due_preemptions
 from scheduler.cells.exchange.resource import parse_offer, parse_request, rfc3339
 from scheduler.cells.exchange.validation import namespace_virtual_cluster, offer_problems, request_problems
 
@@ -25,25 +31,35 @@ __all__ = [
     "Admit",
     "CellCatalog",
     "CellSize",
+    "Entry",
     "Cells",
     "Match",
     "Matching",
     "Offer",
+    "Outcome",
+    "Posting",
+    "Preemption",
     "QuotaProof",
     "Refused",
     "Request",
+    "Round",
     "Unmatched",
     "Window",
     "WindowPlan",
     "cells_of",
     "describe_cells",
     "disqualification",
+    "draining_pods",
+    "due_preemptions",
+    "exchange_round",
+    "ledger",
     "do_matching",
     "namespace_virtual_cluster",
     "offer_problems",
     "packing_problem",
     "parse_offer",
     "parse_request",
+    "phase_of",
     "project",
     "reconfiguration",
     "request_problems",

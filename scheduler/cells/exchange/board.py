@@ -1,0 +1,257 @@
+"""One round of the exchange over the posted objects: what the live driver does on every change
+and at every window edge, as a pure function.
+
+From the CellOffer and CellRequest objects (as the API server returns them), the Namespaces'
+labels, the configured VCs, the topology and the ledger, :func:`exchange_round` validates what
+is not matched yet (``validation``; offers in posting order, each against the offers posted
+before it and the matched ones), matches the open offers and requests (``arbiter.do_matching``
+with the ledger's surplus and ``quota.QuotaProof`` over the exchanges not over yet), and says
+what each object's status is now and which ledger entries are new. The ledger decides a
+matched object's status: a match holds until its window ends even if the offer or request is
+deleted, or its namespace relabelled (the borrower was promised the cells).
+
+Phases: ``Posted`` (on the board; the message says why nothing took it), ``Matched`` (its window
+has not opened), ``Active`` (the cells are lent), ``Returned`` (the window ended), ``Expired``
+(the window ended unmatched), ``Invalid`` (refused; the message names the field).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal, Mapping, Sequence
+
+from scheduler.cells.config import VirtualClusterSpec
+from scheduler.cells.exchange.arbiter import Refused, do_matching
+from scheduler.cells.exchange.ledger import Entry, entry_of, not_over, surplus
+from scheduler.cells.exchange.model import CellCatalog, Offer, Request, describe_cells
+from scheduler.cells.exchange.quota import QuotaProof
+from scheduler.cells.exchange.resource import parse_offer, parse_request, rfc3339
+from scheduler.cells.exchange.validation import namespace_virtual_cluster, offer_problems, request_problems
+from scheduler.cells.topology import Topology
+
+Kind = Literal["offer", "request"]
+Phase = Literal["Posted", "Matched", "Active", "Returned", "Expired", "Invalid"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Posting:
+    """A CellOffer or CellRequest as watched: ``obj`` the object, ``posted`` its
+    creationTimestamp in seconds (restart-stable: ties go to the earliest posted)."""
+
+    kind: Kind
+    obj: Mapping[str, Any]
+    posted: float
+
+    @property
+    def namespace(self) -> str:
+        return str((self.obj.get("metadata") or {}).get("namespace") or "")
+
+    @property
+    def name(self) -> str:
+        return str((self.obj.get("metadata") or {}).get("name") or "")
+
+    @property
+    def id(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def generation(self) -> int | None:
+        value = (self.obj.get("metadata") or {}).get("generation")
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Outcome:
+    """What ``posting``'s status is after the round."""
+
+    posting: Posting
+    phase: Phase
+    status: dict[str, Any]
+
+    @property
+    def message(self) -> str:
+        return str(self.status.get("message") or "")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Round:
+    outcomes: list[Outcome]
+    new_entries: list[Entry]
+    refused: list[Refused]
+    surplus: dict[str, float]
+    problems: list[str] = field(default_factory=list)
+
+
+def _ref(object_id: str) -> dict[str, str]:
+    namespace, _, name = object_id.partition("/")
+    return {"namespace": namespace, "name": name}
+
+
+def phase_of(entry: Entry, *, now: float) -> Phase:
+    if now < entry.window.start:
+        return "Matched"
+    return "Active" if now < entry.window.end else "Returned"
+
+
+def _matched_status(
+    entry: Entry, posting: Posting, *, now: float, grace_seconds: float | None, draining: Mapping[str, int]
+) -> Outcome:
+    phase = phase_of(entry, now=now)
+    start, end = rfc3339(entry.window.start), rfc3339(entry.window.end)
+    lent, asked = describe_cells(entry.offer_cells), describe_cells(entry.request_cells)
+    as_offer = posting.kind == "offer"
+    preempt_at = None
+    if grace_seconds is not None:
+        preempt_at = (entry.window.start if as_offer else entry.window.end) + grace_seconds
+    when = f"at {rfc3339(preempt_at)}" if preempt_at is not None else "never (they drain)"
+    held = draining.get(entry.lender, 0)
+    kept = draining.get(entry.borrower, 0)
+    if as_offer:
+        message = {
+            "Matched": f"matched: {lent} lent to virtual cluster {entry.borrower} ({entry.request}) from {start} to {end}",
+            "Active": f"{lent} lent to virtual cluster {entry.borrower} ({entry.request}) until {end}",
+            "Returned": f"the window ended at {end}: {lent} are {entry.lender}'s again",
+        }[phase]
+        if phase == "Active" and held:
+            message += (f"; {held} guaranteed pods of {entry.lender} still hold cells it lends (they take no new pod, "
+                        f"and are preempted {when})")
+    else:
+        message = {
+            "Matched": f"matched: {asked} of virtual cluster {entry.lender} ({entry.offer}) from {start} to {end}",
+            "Active": (f"{asked} of virtual cluster {entry.lender} ({entry.offer}) are {entry.borrower}'s until {end}; "
+                       f"its guaranteed pods still on them then are preempted {when}"),
+            "Returned": f"the window ended at {end}: the cells went back to {entry.lender}",
+        }[phase]
+        if phase == "Active" and held:
+            message += (f"; {held} guaranteed pods of {entry.lender} still hold the lent cells: this VC's pods wait "
+                        f"for them (the lender's are preempted at {rfc3339(entry.window.start + grace_seconds)})"
+                        if grace_seconds is not None else f"; {held} guaranteed pods of {entry.lender} still hold the lent cells")
+        if phase == "Returned" and kept and preempt_at is not None and now < preempt_at:
+            message += f"; {kept} guaranteed pods of {entry.borrower} still hold cells it returns: preempted {when}"
+    if phase == "Matched":
+        message += f" ({entry.explanation})" if entry.explanation else ""
+    match = {
+        ("request" if as_offer else "offer"): _ref(entry.request if as_offer else entry.offer),
+        "virtualCluster": entry.borrower if as_offer else entry.lender,
+        "start": start,
+        "end": end,
+        "gpuHours": round(entry.gpu_hours, 6),
+        "explanation": entry.explanation,
+    }
+    status = {
+        "phase": phase,
+        "virtualCluster": entry.lender if as_offer else entry.borrower,
+        "message": message,
+        "observedGeneration": posting.generation,
+        "match": match,
+        "preemptAt": rfc3339(preempt_at) if preempt_at is not None else None,
+    }
+    return Outcome(posting=posting, phase=phase, status=status)
+
+
+def _plain_status(posting: Posting, phase: Phase, message: str, vc: str | None) -> Outcome:
+    status = {"phase": phase, "virtualCluster": vc, "message": message, "observedGeneration": posting.generation,
+              "match": None, "preemptAt": None}
+    return Outcome(posting=posting, phase=phase, status=status)
+
+
+def exchange_round(
+    *,
+    offers: Sequence[Posting],
+    requests: Sequence[Posting],
+    namespaces: Mapping[str, Mapping[str, str]],
+    base: Mapping[str, VirtualClusterSpec],
+    catalog: CellCatalog,
+    topology: Topology,
+    entries: Sequence[Entry],
+    now: float,
+    grace_seconds: float | None,
+    draining: Mapping[str, int] | None = None,
+) -> Round:
+    """One round (see the module docstring). ``namespaces``: labels of every Namespace (one
+    missing does not exist); ``draining``: per VC, its guaranteed pods on draining cells (for
+    the messages: whose pods the borrower waits for)."""
+    draining = draining or {}
+    by_offer = {e.offer: e for e in entries}
+    by_request = {e.request: e for e in entries}
+    outcomes: list[Outcome] = []
+    vcs: dict[str, str] = {}
+
+    def parsed(posting: Posting) -> Offer | Request | None:
+        vc, problems = namespace_virtual_cluster(
+            namespace=posting.namespace, labels=namespaces.get(posting.namespace), virtual_clusters=base
+        )
+        item: Offer | Request | None = None
+        if vc is not None:
+            vcs[posting.id] = vc
+            parse = parse_offer if posting.kind == "offer" else parse_request
+            item, problems = parse(posting.obj, vc=vc, posted=posting.posted)
+        if item is None:
+            outcomes.append(_plain_status(posting, "Invalid", "; ".join(problems), vc))
+        return item
+
+    open_offers: list[Offer] = []
+    matched_offers = [e.match().offer for e in not_over(entries, now=now)]
+    for posting in sorted(offers, key=lambda p: (p.posted, p.id)):
+        if posting.id in by_offer:
+            continue
+        offer = parsed(posting)
+        if not isinstance(offer, Offer):
+            continue
+        problems = offer_problems(offer=offer, catalog=catalog, virtual_clusters=base, posted_offers=[*matched_offers, *open_offers])
+        if problems:
+            outcomes.append(_plain_status(posting, "Invalid", "; ".join(problems), offer.tenant))
+        else:
+            open_offers.append(offer)
+    open_requests: list[Request] = []
+    for posting in sorted(requests, key=lambda p: (p.posted, p.id)):
+        if posting.id in by_request:
+            continue
+        request = parsed(posting)
+        if not isinstance(request, Request):
+            continue
+        problems = request_problems(request=request, catalog=catalog, virtual_clusters=base)
+        if problems:
+            outcomes.append(_plain_status(posting, "Invalid", "; ".join(problems), request.tenant))
+        else:
+            open_requests.append(request)
+
+    proof = QuotaProof(topology=topology, base=base, active=tuple(e.match() for e in not_over(entries, now=now)))
+    matching = do_matching(offers=open_offers, requests=open_requests, surplus=surplus(entries), catalog=catalog, now=now, admit=proof)
+    new_entries = [entry_of(m, matched_at=now) for m in matching.matches]
+    for entry in new_entries:
+        by_offer[entry.offer] = entry
+        by_request[entry.request] = entry
+
+    refusals: dict[str, list[str]] = {}
+    for refused in matching.refused:
+        refusals.setdefault(refused.offer.id, []).append(f"refused for {refused.request.id}: {refused.reason}")
+    unmatched = {u.request.id: u.reason for u in matching.unmatched}
+    for posting in offers:
+        entry = by_offer.get(posting.id)
+        if entry is not None:
+            outcomes.append(_matched_status(entry, posting, now=now, grace_seconds=grace_seconds, draining=draining))
+            continue
+        offer = next((o for o in open_offers if o.id == posting.id), None)
+        if offer is None:
+            continue  # Invalid, told above
+        if offer.window.end <= now:
+            outcomes.append(_plain_status(posting, "Expired", f"the window ended at {rfc3339(offer.window.end)} with no request taking it", offer.tenant))
+            continue
+        message = "on the board: no open request qualifies for it yet"
+        if posting.id in refusals:
+            message += "; the quota proof " + "; ".join(refusals[posting.id])
+        outcomes.append(_plain_status(posting, "Posted", message, offer.tenant))
+    for posting in requests:
+        entry = by_request.get(posting.id)
+        if entry is not None:
+            outcomes.append(_matched_status(entry, posting, now=now, grace_seconds=grace_seconds, draining=draining))
+            continue
+        request = next((r for r in open_requests if r.id == posting.id), None)
+        if request is None:
+            continue
+        if request.window.end <= now:
+            outcomes.append(_plain_status(posting, "Expired", f"the window ended at {rfc3339(request.window.end)} unmatched", request.tenant))
+            continue
+        outcomes.append(_plain_status(posting, "Posted", "waiting for an offer: " + unmatched.get(posting.id, "not matched yet"), request.tenant))
+    return Round(outcomes=outcomes, new_entries=new_entries, refused=list(matching.refused), surplus=dict(matching.surplus))

@@ -1,0 +1,94 @@
+"""Which pods the live driver preempts when a drain's grace period ends (``quota.WindowPlan``).
+
+``reconfigure`` never evicts: when a window opens, the lender's VC cells beyond its new quota
+drain; when it ends, the borrower's do. At the window's start plus the grace period the
+lender's guaranteed pods still on draining cells of the lent types are preempted; at its end
+plus the grace the borrower's on draining cells of the types it borrowed. At most as many
+draining cells per type as the exchange moved are emptied, so a drain of another cause (a
+smaller quota in the configuration file) is not cut short by the exchange beyond that. The
+borrower's side is looked at for ``horizon_seconds`` after its grace ends, then no more: its
+pods are gone by then, and a later drain of the same VC is none of this exchange's business.
+
+Input is ``HivedEngine.inspect_virtual_cluster(vc)`` per VC (``vcCells[].state``, ``.pods``,
+``placements[].uid``). Pure.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping
+
+from scheduler.cells.exchange.ledger import Entry
+from scheduler.cells.exchange.model import Cells, describe_cells
+from scheduler.cells.exchange.resource import rfc3339
+from scheduler.wording import duration
+
+BORROWER_HORIZON_SECONDS = 3600.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Preemption:
+    pod: str  # namespace/name
+    uid: str | None
+    vc: str
+    cell: str
+    reason: str
+
+
+def _draining_pods(view: Mapping[str, Any], cells: Cells) -> list[tuple[str, str, str | None]]:
+    """(pod, cell id, uid) on at most ``count`` draining cells of each type of ``cells``."""
+    uids = {p.get("pod"): p.get("uid") for p in view.get("placements") or []}
+    wanted = dict(cells)
+    found: list[tuple[str, str, str | None]] = []
+    for cell in sorted(view.get("vcCells") or [], key=lambda c: str(c.get("id"))):
+        cell_type = cell.get("cellType")
+        if cell.get("state") != "draining" or not cell.get("pods") or wanted.get(cell_type, 0) <= 0:
+            continue
+        wanted[cell_type] -= 1
+        found += [(pod, str(cell.get("id")), uids.get(pod)) for pod in cell["pods"]]
+    return found
+
+
+def due_preemptions(
+    *,
+    entries: Iterable[Entry],
+    now: float,
+    grace_seconds: float | None,
+    views: Mapping[str, Mapping[str, Any]],
+    horizon_seconds: float = BORROWER_HORIZON_SECONDS,
+) -> list[Preemption]:
+    """The pods to preempt at ``now`` (each once, in entry order). ``grace_seconds`` None: none."""
+    if grace_seconds is None:
+        return []
+    due: list[Preemption] = []
+    seen: set[str] = set()
+    for entry in entries:
+        sides: list[tuple[str, Cells, str]] = []
+        if entry.window.start + grace_seconds <= now < entry.window.end:
+            sides.append((entry.lender, entry.offer_cells,
+                          f"cell exchange {entry.offer} -> {entry.request}: virtual cluster {entry.lender} lent "
+                          f"{describe_cells(entry.offer_cells)} from {rfc3339(entry.window.start)}, and its guaranteed pods "
+                          f"still on the lent cells {duration(grace_seconds)} later are preempted"))
+        if entry.window.end + grace_seconds <= now < entry.window.end + grace_seconds + horizon_seconds:
+            sides.append((entry.borrower, entry.request_cells,
+                          f"cell exchange {entry.offer} -> {entry.request}: the window ended at {rfc3339(entry.window.end)}, "
+                          f"and virtual cluster {entry.borrower}'s guaranteed pods still on the cells it returned "
+                          f"{duration(grace_seconds)} later are preempted"))
+        for vc, cells, reason in sides:
+            view = views.get(vc)
+            if view is None:
+                continue
+            for pod, cell, uid in _draining_pods(view, cells):
+                if pod in seen:
+                    continue
+                seen.add(pod)
+                due.append(Preemption(pod=pod, uid=uid, vc=vc, cell=cell, reason=reason))
+    return due
+
+
+def draining_pods(views: Mapping[str, Mapping[str, Any]]) -> dict[str, int]:
+    """Per VC, its guaranteed pods on draining cells (for the statuses' messages)."""
+    return {
+        vc: sum(len(c.get("pods") or []) for c in view.get("vcCells") or [] if c.get("state") == "draining")
+        for vc, view in views.items()
+    }

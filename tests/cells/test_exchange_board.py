@@ -1,0 +1,166 @@
+"""One exchange round over posted objects (``board.exchange_round``), the ledger that keeps the
+matches and the surplus across restarts (``ledger``), and the pods preempted when a drain's
+grace ends (``preemption``)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from scheduler.cells.config import parse_cells_config
+from scheduler.cells.exchange import CellCatalog, Posting, exchange_round, ledger
+from scheduler.cells.exchange.preemption import draining_pods, due_preemptions
+from scheduler.cells.exchange.resource import rfc3339
+from scheduler.cells.topology import Topology
+from tests.cells.helpers import rack_cluster
+
+HOUR = 3600.0
+T0 = 1_800_000_000.0  # a round time, seconds since the epoch
+LABEL = "cellfit.io/virtual-cluster"
+
+
+def cells_config(**vcs: dict[str, int]) -> Any:
+    return parse_cells_config(rack_cluster(1, 4, vcs={n: [{"cellType": t, "count": c} for t, c in cells.items()] for n, cells in vcs.items()}))
+
+
+CONFIG = cells_config(a={"V100-NODE": 2}, b={"V100-NODE": 1}, c={"V100-NODE": 1})
+TOPOLOGY = Topology(CONFIG.topology)
+CATALOG = CellCatalog(CONFIG.topology.cell_types)
+NAMESPACES = {"team-a": {LABEL: "a"}, "team-b": {LABEL: "b"}, "team-c": {LABEL: "c"}, "nolabel": {}}
+
+
+def posting(kind: str, ns: str, name: str, cells: dict[str, int], start: float, end: float, posted: float = T0 - 60) -> Posting:
+    obj = {"metadata": {"namespace": ns, "name": name, "generation": 1},
+           "spec": {"cells": [{"cellType": t, "count": n} for t, n in cells.items()],
+                    "window": {"start": rfc3339(start), "end": rfc3339(end)}}}
+    return Posting(kind=kind, obj=obj, posted=posted)  # type: ignore[arg-type]
+
+
+def run(offers=(), requests=(), entries=(), now=T0, grace=300.0, draining=None, base=None):
+    return exchange_round(offers=list(offers), requests=list(requests), namespaces=NAMESPACES, base=base or CONFIG.virtual_clusters,
+                          catalog=CATALOG, topology=TOPOLOGY, entries=list(entries), now=now, grace_seconds=grace, draining=draining)
+
+
+def by_id(result) -> dict[str, Any]:
+    return {o.posting.id: o for o in result.outcomes}
+
+
+def test_a_round_matches_records_the_entry_and_every_status_says_with_whom():
+    offer = posting("offer", "team-a", "idle", {"V100-NODE": 1}, T0, T0 + 2 * HOUR)
+    request = posting("request", "team-b", "burst", {"V100": 8}, T0 + HOUR, T0 + 2 * HOUR)
+    result = run([offer], [request])
+    (entry,) = result.new_entries
+    assert (entry.offer, entry.request, entry.lender, entry.borrower) == ("team-a/idle", "team-b/burst", "a", "b")
+    assert entry.gpu_hours == pytest.approx(8.0) and result.surplus == {"a": pytest.approx(8.0), "b": pytest.approx(-8.0)}
+    outcomes = by_id(result)
+    o, r = outcomes["team-a/idle"], outcomes["team-b/burst"]
+    assert o.phase == r.phase == "Matched"
+    assert o.status["match"]["request"] == {"namespace": "team-b", "name": "burst"} and o.status["match"]["virtualCluster"] == "b"
+    assert r.status["match"]["offer"] == {"namespace": "team-a", "name": "idle"} and r.status["virtualCluster"] == "b"
+    assert o.status["preemptAt"] == rfc3339(T0 + HOUR + 300) and r.status["preemptAt"] == rfc3339(T0 + 2 * HOUR + 300)
+    assert "took offer team-a/idle" in r.message
+
+
+def test_the_ledger_decides_later_rounds_without_matching_twice():
+    offer = posting("offer", "team-a", "idle", {"V100-NODE": 1}, T0, T0 + 2 * HOUR)
+    request = posting("request", "team-b", "burst", {"V100-NODE": 1}, T0, T0 + HOUR)
+    (entry,) = run([offer], [request]).new_entries
+    data = {entry.key: ledger.encode(entry)}
+    entries, problems = ledger.read(data)
+    assert problems == [] and entries == [entry]
+    for now, phase in ((T0 + 1, "Active"), (T0 + HOUR, "Returned")):
+        later = run([offer], [request], entries=entries, now=now)
+        assert later.new_entries == []
+        assert {o.phase for o in later.outcomes} == {phase}
+    # A second request in the same hour finds no offer: the one offer is taken.
+    again = run([offer], [request, posting("request", "team-c", "more", {"V100-NODE": 1}, T0, T0 + HOUR)], entries=entries, now=T0 + 1)
+    assert by_id(again)["team-c/more"].phase == "Posted" and again.new_entries == []
+    assert ledger.surplus(entries) == {"a": pytest.approx(8.0), "b": pytest.approx(-8.0)}
+
+
+def test_bad_input_is_invalid_naming_the_field_and_matches_nothing():
+    offers = [
+        posting("offer", "team-a", "too-many", {"V100-NODE": 3}, T0, T0 + HOUR),
+        posting("offer", "team-a", "unknown", {"H100-NODE": 1}, T0, T0 + HOUR),
+        posting("offer", "nolabel", "nowhere", {"V100-NODE": 1}, T0, T0 + HOUR),
+        posting("offer", "missing", "ghost", {"V100-NODE": 1}, T0, T0 + HOUR),
+        posting("offer", "team-b", "first", {"V100-NODE": 1}, T0, T0 + HOUR, posted=T0 - 100),
+        posting("offer", "team-b", "overlap", {"V100-NODE": 1}, T0 + 600, T0 + HOUR, posted=T0 - 50),
+    ]
+    result = run(offers, [])
+    outcomes = by_id(result)
+    assert outcomes["team-a/too-many"].phase == "Invalid" and "spec.cells[0].count" in outcomes["team-a/too-many"].message
+    assert "spec.cells[0].cellType: unknown cell type 'H100-NODE'" in outcomes["team-a/unknown"].message
+    assert outcomes["nolabel/nowhere"].message.startswith("metadata.namespace:") and outcomes["nolabel/nowhere"].status["virtualCluster"] is None
+    assert "does not exist" in outcomes["missing/ghost"].message
+    assert outcomes["team-b/first"].phase == "Posted"
+    assert outcomes["team-b/overlap"].phase == "Invalid" and outcomes["team-b/overlap"].message.startswith("spec.window:")
+    assert result.new_entries == []
+
+
+def test_a_matched_offer_counts_against_the_lenders_later_offers():
+    first = posting("offer", "team-b", "first", {"V100-NODE": 1}, T0, T0 + HOUR, posted=T0 - 100)
+    request = posting("request", "team-a", "r", {"V100-NODE": 1}, T0, T0 + HOUR)
+    (entry,) = run([first], [request]).new_entries
+    second = posting("offer", "team-b", "second", {"V100-NODE": 1}, T0 + 60, T0 + 2 * HOUR, posted=T0)
+    later = by_id(run([first, second], [request], entries=[entry], now=T0 + 10))
+    assert later["team-b/second"].phase == "Invalid" and "team-b/first" in later["team-b/second"].message
+
+
+def test_expired_and_unmatched_say_why():
+    offer = posting("offer", "team-a", "old", {"V100-NODE": 1}, T0 - 2 * HOUR, T0 - HOUR, posted=T0 - 3 * HOUR)
+    request = posting("request", "team-b", "late", {"V100-NODE": 1}, T0 - 2 * HOUR, T0 - HOUR, posted=T0 - 3 * HOUR)
+    wants = posting("request", "team-c", "big", {"V100-NODE": 2}, T0, T0 + HOUR)
+    outcomes = by_id(run([offer], [request, wants]))
+    assert outcomes["team-a/old"].phase == "Expired" and outcomes["team-b/late"].phase == "Expired"
+    assert outcomes["team-c/big"].phase == "Posted" and "no open offer" in outcomes["team-c/big"].message
+
+
+def test_an_active_status_names_the_lenders_pods_the_borrower_waits_for():
+    offer = posting("offer", "team-a", "busy", {"V100-NODE": 1}, T0, T0 + HOUR)
+    request = posting("request", "team-b", "r", {"V100-NODE": 1}, T0, T0 + HOUR)
+    (entry,) = run([offer], [request]).new_entries
+    outcomes = by_id(run([offer], [request], entries=[entry], now=T0 + 5, draining={"a": 2}))
+    assert "2 guaranteed pods of a still hold" in outcomes["team-a/busy"].message
+    assert f"preempted at {rfc3339(T0 + 300)}" in outcomes["team-b/r"].message
+
+
+def test_ledger_refuses_entries_that_do_not_read_and_keys_not_their_own():
+    offer = posting("offer", "team-a", "idle", {"V100-NODE": 1}, T0, T0 + HOUR)
+    request = posting("request", "team-b", "r", {"V100-NODE": 1}, T0, T0 + HOUR)
+    (entry,) = run([offer], [request]).new_entries
+    other = ledger.entry_key(offer="x/y", request="z/w")
+    broken = json.loads(ledger.encode(entry))
+    broken["gpuHours"] = "lots"
+    entries, problems = ledger.read({entry.key: ledger.encode(entry), other: ledger.encode(entry),
+                                     ledger.entry_key(offer="p/q", request="r/s"): json.dumps(broken), "settings": "x"})
+    assert entries == [entry]
+    assert any(f"data.{other}: records team-a/idle -> team-b/r" in p for p in problems)
+    assert any("gpuHours: must be a finite number" in p for p in problems)
+    assert ledger.next_edge([entry], now=T0, grace_seconds=300) == T0 + 300
+    assert ledger.next_edge([entry], now=T0 + HOUR + 300, grace_seconds=300) is None
+    assert ledger.exchanged([entry]) == {"a": {"lent": pytest.approx(8.0), "borrowed": 0.0}, "b": {"lent": 0.0, "borrowed": pytest.approx(8.0)}}
+
+
+def view(vc: str, cells: list[tuple[str, str, list[str]]]) -> dict[str, Any]:
+    return {"name": vc, "vcCells": [{"id": i, "cellType": "V100-NODE", "state": s, "pods": p} for i, s, p in cells],
+            "placements": [{"pod": p, "uid": f"uid-{p}"} for _, _, pods in cells for p in pods]}
+
+
+def test_preemption_waits_for_the_grace_then_takes_only_draining_cells_of_the_moved_type():
+    offer = posting("offer", "team-a", "idle", {"V100-NODE": 1}, T0, T0 + HOUR)
+    request = posting("request", "team-b", "r", {"V100-NODE": 1}, T0, T0 + HOUR)
+    (entry,) = run([offer], [request]).new_entries
+    views = {"a": view("a", [("n1", "draining", ["team-a/old"]), ("n2", "bound", ["team-a/keep"])]),
+             "b": view("b", [("n3", "draining", ["team-b/late"]), ("n4", "draining", ["team-b/other"])])}
+    assert due_preemptions(entries=[entry], now=T0 + 299, grace_seconds=300, views=views) == []
+    (lender,) = due_preemptions(entries=[entry], now=T0 + 300, grace_seconds=300, views=views)
+    assert (lender.pod, lender.uid, lender.vc) == ("team-a/old", "uid-team-a/old", "a") and "lent" in lender.reason
+    assert due_preemptions(entries=[entry], now=T0 + HOUR + 10, grace_seconds=300, views=views) == []
+    (borrower,) = due_preemptions(entries=[entry], now=T0 + HOUR + 300, grace_seconds=300, views=views)
+    assert borrower.pod == "team-b/late"  # one cell moved: one draining cell emptied, not two
+    assert due_preemptions(entries=[entry], now=T0 + 3 * HOUR, grace_seconds=300, views=views) == []
+    assert due_preemptions(entries=[entry], now=T0 + HOUR + 300, grace_seconds=None, views=views) == []
+    assert draining_pods(views) == {"a": 1, "b": 2}
