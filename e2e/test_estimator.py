@@ -170,14 +170,17 @@ def test_interchangeable_job_is_sampled_on_both_configurations_and_estimated(env
 def test_without_a_termination_message_the_container_times_are_used(env: Any) -> None:
     cluster, release, _, cp = env
     ns = cp.create_namespace("estimate-times")
-    # Longer samples: whole-second timestamps need seconds of work to be accurate.
-    played = {"cpu": (1.0, 1.0), "gpu": (2.0, 0.4)}
-    body = interchangeable_job("bert", release.scheduler_name, configs=configurations(played=played, message=False))
+    # Whole-second timestamps put about 0.6 s of error on the difference of two sample times,
+    # which the fit extrapolates N / (k_long - k_short) = 100 times: samples of 20 and 40
+    # iterations run 10 s apart on either configuration, so the slope is known to ~6% (with
+    # 5 and 10 iterations, 2 s apart, it was off by more than 35% about one run in four).
+    iterations = 2000
+    played = {"cpu": (1.0, 0.5), "gpu": (2.0, 0.4)}  # long 21 s / 18 s, then short 11 s / 10 s
+    body = interchangeable_job("bert", release.scheduler_name, configs=configurations(played=played, message=False), iterations=iterations)
     cluster.apply(body, namespace=ns)
     estimate = wait_for(lambda: estimate_of(cluster, ns, "bert"), 150, "the Job's cellfit.io/estimate")
     for kind, (startup, per_iteration) in played.items():
-        truth = startup + per_iteration * ITERATIONS
-        # Each time is known to ±1 s; extrapolated 50x from a 5-iteration difference.
+        truth = startup + per_iteration * iterations
         assert estimate[kind]["seconds"] == pytest.approx(truth, rel=0.35), (kind, estimate[kind])
         assert estimate[kind]["uncertaintySeconds"] > 0.05 * truth, "second resolution must show in the uncertainty"
 
