@@ -20,7 +20,6 @@ Two arrival modes:
 
 from __future__ import annotations
 
-import heapq
 import math
 from collections import deque
 from dataclasses import dataclass, replace
@@ -35,6 +34,7 @@ from scheduler.core.resources import Resources
 from scheduler.preemption.model import Candidate, FitGppSettings, JobClass
 from scheduler.preemption.table import PreemptionIndex
 from scheduler.simulator.errors import InvalidWorkload, SimulationStalled
+from scheduler.simulator.kernel import EventKernel
 from scheduler.simulator.state import JobState, PreemptionPlan, SimJob
 from scheduler.simulator.workload import ClusterSpec, JobSpec
 
@@ -146,8 +146,8 @@ class Simulation:
         self._capacity = [float(x) for x in cluster.capacity.as_tuple()]
         self._in_system = [0, 0, 0]
         self._max_load = 0.0
-        self._heap: list[tuple[float, int, int, int, int]] = []
-        self._seq = 0
+        # Events: (kind, job index, the job's epoch when scheduled).
+        self._kernel: EventKernel[tuple[int, int, int]] = EventKernel()
         self._arrival_seq = 0
         self._done = 0
         self._events = 0
@@ -167,49 +167,42 @@ class Simulation:
         if self._ran:
             raise RuntimeError("a Simulation runs once")
         self._ran = True
-        heap = self._heap
-        pending = sorted(self.jobs, key=lambda j: (j.spec.submit_time, j.index)) if self._arrivals_mode == "trace" else self.jobs
-        cursor = 0
-        total = len(pending)
         trace_mode = self._arrivals_mode == "trace"
-        while True:
-            next_arrival = pending[cursor].spec.submit_time if trace_mode and cursor < total else None
-            if heap and (next_arrival is None or heap[0][0] <= next_arrival):
-                now = heap[0][0]
-            elif next_arrival is not None:
-                now = next_arrival
-            elif not trace_mode and cursor < total:
-                now = self.now  # closed loop: the first instant, or jobs waiting for load room
-            else:
-                break
+        pending = sorted(self.jobs, key=lambda j: (j.spec.submit_time, j.index)) if trace_mode else self.jobs
+        total = len(pending)
+        kernel = self._kernel
+        cursor = 0
+
+        def next_arrival() -> float | None:
+            if cursor >= total:
+                return None
+            if trace_mode:
+                return pending[cursor].spec.submit_time
+            # Closed loop: the first instant, or jobs waiting for load room with nothing running.
+            return None if kernel.pending else self.now
+
+        def advance(now: float) -> None:
             self.now = now
-            while heap and heap[0][0] == now:
-                _, kind, _, index, epoch = heapq.heappop(heap)
-                if kind == _TICK:
-                    continue
-                job = self.jobs[index]
-                if job.epoch != epoch:
-                    continue  # a completion of a run that was preempted
-                self._events += 1
-                if kind == _COMPLETE:
-                    self._complete(job)
-                else:
-                    self._grace_end(job)
+
+        def instant(now: float) -> None:
+            nonlocal cursor
             if trace_mode:
                 while cursor < total and pending[cursor].spec.submit_time <= now:
                     self._submit(pending[cursor])
                     cursor += 1
             if self._tick and not (now / self._tick).is_integer():
                 self._push_tick(now)
-                continue  # jobs wait for the next decision instant
+                return  # jobs wait for the next decision instant
             if not trace_mode:
                 submitted = cursor
                 while cursor < total and self.load() < self._load:
                     self._submit(pending[cursor])
                     cursor += 1
-                if cursor == submitted and not heap and cursor < total:
+                if cursor == submitted and not kernel.pending and cursor < total:
                     raise SimulationStalled("the closed loop cannot submit more jobs and nothing runs")
             self.policy.schedule(self)
+
+        kernel.run(next_arrival=next_arrival, on_event=self._on_event, instant=instant, advance=advance)
         if self._done != len(self.jobs):
             waiting = len(self.jobs) - self._done
             raise SimulationStalled(
@@ -217,6 +210,19 @@ class Simulation:
                 "work queued)"
             )
         return self._result()
+
+    def _on_event(self, event: tuple[int, int, int]) -> None:
+        kind, index, epoch = event
+        if kind == _TICK:
+            return
+        job = self.jobs[index]
+        if job.epoch != epoch:
+            return  # a completion of a run that was preempted
+        self._events += 1
+        if kind == _COMPLETE:
+            self._complete(job)
+        else:
+            self._grace_end(job)
 
     def load(self) -> float:
         """Demand of all jobs in the system (running, waiting, suspended) over capacity, taking
@@ -283,12 +289,10 @@ class Simulation:
         at = math.ceil(now / self._tick) * self._tick
         if at > self._tick_pushed:
             self._tick_pushed = at
-            self._seq += 1
-            heapq.heappush(self._heap, (at, _TICK, self._seq, -1, 0))
+            self._kernel.schedule(at, (_TICK, -1, 0), kind=_TICK)
 
     def _push(self, time: float, kind: int, job: SimJob) -> None:
-        self._seq += 1
-        heapq.heappush(self._heap, (time, kind, self._seq, job.index, job.epoch))
+        self._kernel.schedule(time, (kind, job.index, job.epoch), kind=kind)
 
     def _submit(self, spec_or_job: SimJob) -> None:
         job = spec_or_job

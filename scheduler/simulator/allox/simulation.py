@@ -24,7 +24,6 @@ and a job waits).
 
 from __future__ import annotations
 
-import heapq
 import math
 from collections import deque
 from dataclasses import dataclass
@@ -45,6 +44,7 @@ from estimator.planner import StopSample
 from scheduler.simulator.allox.sampling import RunState, SamplingRun
 from scheduler.simulator.allox.workload import AlloxJobSpec, AlloxWorkload
 from scheduler.simulator.errors import InvalidWorkload, SimulationStalled
+from scheduler.simulator.kernel import EventKernel
 from scheduler.simulator.workload import GIB, ClusterSpec
 
 if TYPE_CHECKING:
@@ -310,8 +310,7 @@ class InterchangeableSimulation:
         per_kind = {kind: sum(1 for m in self.machines if m.kind == kind) for kind in self.kinds}
         self._machine_count = per_kind
         self._sample_limit = {kind: max(1, math.floor(workload.sample_share * count)) for kind, count in per_kind.items()}
-        self._heap: list[tuple[float, int, int, _Event]] = []
-        self._seq = 0
+        self._kernel: EventKernel[_Event] = EventKernel()
         self._done = 0
         self._events = 0
         self._decisions = 0
@@ -342,30 +341,18 @@ class InterchangeableSimulation:
             raise RuntimeError("a simulation runs once")
         self._ran = True
         future = sorted(self.jobs, key=lambda job: (job.spec.submit_time, job.index))
+        kernel = self._kernel
         cursor = 0
-        heap = self._heap
-        while True:
-            next_arrival = future[cursor].spec.submit_time if cursor < len(future) else math.inf
-            if heap and heap[0][0] <= next_arrival:
-                now = heap[0][0]
-            elif cursor < len(future):
-                now = next_arrival
-            else:
-                break
+
+        def next_arrival() -> float | None:
+            return future[cursor].spec.submit_time if cursor < len(future) else None
+
+        def advance(now: float) -> None:
             self._measure(now)
             self.now = now
-            while heap and heap[0][0] == now:
-                _, _, _, event = heapq.heappop(heap)
-                if event.job is not None:
-                    if event.job.epoch == event.epoch:
-                        self._events += 1
-                        self._complete(event.job)
-                elif event.sample is not None and self._holder[event.sample.machine.name] is event.sample:
-                    self._events += 1
-                    if event.check:
-                        self._sample_check(event.sample)
-                    else:
-                        self._sample_done(event.sample)
+
+        def instant(now: float) -> None:
+            nonlocal cursor
             while cursor < len(future) and future[cursor].spec.submit_time <= now:
                 self._arrive(future[cursor])
                 cursor += 1
@@ -374,11 +361,13 @@ class InterchangeableSimulation:
                 if self._waiting or self._running:
                     self._decisions += 1
                     self.policy.schedule(self)
-            if not heap and cursor >= len(future) and (self._waiting or self._profiling_left()):
+            if not kernel.pending and cursor >= len(future) and (self._waiting or self._profiling_left()):
                 names = ", ".join(repr(job.spec.job_id) for job in list(self._waiting.values())[:5])
                 raise SimulationStalled(
                     f"policy {self.policy.name!r} left {len(self._waiting)} jobs waiting ({names}) with every machine idle"
                 )
+
+        kernel.run(next_arrival=next_arrival, on_event=self._on_event, instant=instant, advance=advance)
         if self._done != len(self.jobs):  # pragma: no cover - the stall check above catches it
             raise SimulationStalled(f"{len(self.jobs) - self._done} jobs never finished under {self.policy.name!r}")
         return self._result()
@@ -548,8 +537,19 @@ class InterchangeableSimulation:
         self.engine.reserve(pod, self._node_of[machine.name])
 
     def _push(self, time: float, kind: int, event: _Event) -> None:
-        self._seq += 1
-        heapq.heappush(self._heap, (time, kind, self._seq, event))
+        self._kernel.schedule(time, event, kind=kind)
+
+    def _on_event(self, event: _Event) -> None:
+        if event.job is not None:
+            if event.job.epoch == event.epoch:
+                self._events += 1
+                self._complete(event.job)
+        elif event.sample is not None and self._holder[event.sample.machine.name] is event.sample:
+            self._events += 1
+            if event.check:
+                self._sample_check(event.sample)
+            else:
+                self._sample_done(event.sample)
 
     def _arrive(self, job: _SimJob) -> None:
         self._events += 1

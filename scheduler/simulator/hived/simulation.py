@@ -26,7 +26,6 @@ a :class:`~scheduler.core.engine.SchedulingEngine` through a model of kube-sched
 
 from __future__ import annotations
 
-import heapq
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -46,6 +45,7 @@ from scheduler.core.model import JobInfo, NodeInfo, OwnerRef, PodInfo
 from scheduler.core.resources import Resources
 from scheduler.simulator.errors import InvalidWorkload, SimulationStalled
 from scheduler.simulator.hived.quota import QuotaGate, least_allocated
+from scheduler.simulator.kernel import EventKernel
 from scheduler.simulator.hived.workload import GangJob
 
 # How a node is chosen among those filter left: (pod, feasible node names) -> node name.
@@ -254,15 +254,15 @@ class GangSimulation:
             raise RuntimeError("a GangSimulation runs once")
         self._ran = True
         order = sorted(range(len(self.jobs)), key=lambda i: (self.jobs[i].submit_time, i))
-        heap: list[tuple[float, int]] = []  # (finish time, job position): positions are unique
+        # Events: completions, by job position; ties at one instant go in position order.
+        kernel: EventKernel[int] = EventKernel()
         cursor = 0
-        while cursor < len(order) or heap:
-            next_arrival = self.jobs[order[cursor]].submit_time if cursor < len(order) else None
-            now = heap[0][0] if heap and (next_arrival is None or heap[0][0] <= next_arrival) else next_arrival
-            assert now is not None
-            self._advance(now)
-            while heap and heap[0][0] == now:
-                self._complete(heapq.heappop(heap)[1])
+
+        def next_arrival() -> float | None:
+            return self.jobs[order[cursor]].submit_time if cursor < len(order) else None
+
+        def instant(now: float) -> None:
+            nonlocal cursor
             while cursor < len(order) and self.jobs[order[cursor]].submit_time <= now:
                 position = order[cursor]
                 self._events += 1
@@ -270,7 +270,9 @@ class GangSimulation:
                 self._lanes.setdefault(lane, deque()).append(position)
                 cursor += 1
             for position in self._schedule():
-                heapq.heappush(heap, (now + self.jobs[position].duration, position))
+                kernel.schedule(now + self.jobs[position].duration, position, order=position)
+
+        kernel.run(next_arrival=next_arrival, on_event=self._complete, instant=instant, advance=self._advance)
         if self._done != len(self.jobs):
             raise SimulationStalled(f"{len(self.jobs) - self._done} jobs never started under {self.setting}")
         jobs = self.jobs
