@@ -26,9 +26,13 @@ from scheduler.matching.transport import Groups, assign_to_classes
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 
-# Above this many classes of identical slots, the folded solve's shortest paths (O(C²) per step)
-# stop paying off against scipy's solver on the full matrix.
-MAX_CLASSES = 1024
+# Fold only when the classes are fewer than this share of the slots: the folded matrix is
+# jobs × classes, and with as many classes as slots (every machine's ω distinct) it is Q itself.
+# Phase 3's steps cost O(G²) in the *groups* (kind × position, a few hundred at most), not in
+# the classes, so many classes alone never make the folded solve slow: with 1,000 busy machines
+# on ω's grid (~870-1,100 classes, 120 groups) it solves 1,000 Jobs in ~3 ms where scipy on the
+# full 1,000 × 8,000 Q took 3-6 s (a full cluster, the live steady state).
+FOLD_WHEN_CLASSES_PER_SLOT = 1.0
 
 Method = Literal["auto", "scipy", "classes"]
 
@@ -178,11 +182,22 @@ class Matrix:
 
     slots: Slots
     classes: SlotClasses | None
-    cost: FloatArray
+    full_cost: FloatArray | None  # Q over every kept slot; None when folded
+    groups: Groups | None = None  # the classes' groups, when folded
 
     @property
     def method(self) -> str:
         return "scipy" if self.classes is None else "classes"
+
+    @property
+    def cost(self) -> FloatArray:
+        """Q over every kept slot, or folded to one column per class. The folded solve never
+        needs the folded matrix written out (jobs × classes; as large as Q when every busy
+        machine frees at its own time): its groups stand for it."""
+        if self.full_cost is not None:
+            return self.full_cost
+        assert self.groups is not None
+        return self.groups.group_cost[:, self.groups.group] + self.groups.offset
 
 
 def build(problem: Problem, *, bounded: bool = True, method: Method = "auto") -> Matrix:
@@ -195,15 +210,12 @@ def build(problem: Problem, *, bounded: bool = True, method: Method = "auto") ->
     """
     if not bounded:
         slots, cost = cost_matrix(problem, bounded=False)
-        return Matrix(slots=slots, classes=None, cost=cost)
+        return Matrix(slots=slots, classes=None, full_cost=cost)
     slots = _bounded_slots(problem)
     classes = slot_classes(slots, machine_kind=problem.machine_kind, delay=problem.delay)
-    if method == "scipy" or (method == "auto" and classes.count > MAX_CLASSES):
-        return Matrix(slots=slots, classes=None, cost=slot_cost_matrix(times=problem.times, slots=slots, delay=problem.delay))
-    machine = slots.machine[classes.first_slot]
-    kind = problem.machine_kind[machine]
-    cost = problem.times[:, kind] * slots.position[classes.first_slot] + problem.delay[machine]
-    return Matrix(slots=slots, classes=classes, cost=cost)
+    if method == "scipy" or (method == "auto" and classes.count > FOLD_WHEN_CLASSES_PER_SLOT * slots.count):
+        return Matrix(slots=slots, classes=None, full_cost=slot_cost_matrix(times=problem.times, slots=slots, delay=problem.delay))
+    return Matrix(slots=slots, classes=classes, full_cost=None, groups=_groups(problem, slots, classes))
 
 
 def match(problem: Problem, matrix: Matrix, *, method: Method = "auto") -> tuple[IntArray, IntArray]:
@@ -211,13 +223,15 @@ def match(problem: Problem, matrix: Matrix, *, method: Method = "auto") -> tuple
     ``method="classes"`` lets the folded solve take as many steps as it needs (for tests)."""
     jobs = len(problem.jobs)
     if matrix.classes is not None:
-        classes = matrix.classes
-        # The folded solve's last phase costs about (20,000 + n·C + C²) element operations per
-        # step (the first term is Python's fixed cost per step); scipy ~50 per entry of the full
-        # Q once many columns tie. Fold only while that is cheaper.
-        per_step = 20_000 + jobs * classes.count + classes.count**2
+        classes, groups = matrix.classes, matrix.groups
+        assert groups is not None
+        count = groups.group_cost.shape[1]
+        # The folded solve's last phase costs about (20,000 + n·G + G²) element operations per
+        # step over its G groups (the first term is Python's fixed cost per step); scipy ~50 per
+        # entry of the full Q once many columns tie. Fold only while that is cheaper.
+        per_step = 20_000 + jobs * count + count**2
         budget = jobs if method == "classes" else 50 * jobs * matrix.slots.count // per_step
-        assign = assign_to_classes(matrix.cost, classes.capacity, max_augmentations=budget, groups=_groups(problem, matrix))
+        assign = assign_to_classes(None, classes.capacity, max_augmentations=budget, groups=groups)
         if assign is not None:
             # Within a class the slots are identical: hand them out in slot order. A class at
             # position k then fills the same machines as position k-1 before it: no gaps.
@@ -231,14 +245,13 @@ def match(problem: Problem, matrix: Matrix, *, method: Method = "auto") -> tuple
     return rows.astype(np.int64), columns.astype(np.int64)
 
 
-def _groups(problem: Problem, matrix: Matrix) -> Groups:
+def _groups(problem: Problem, slots: Slots, classes: SlotClasses) -> Groups:
     """The classes of one kind and one position differ only by their machines' wait (the same
     for every job): one group each, priced together by the folded solve."""
-    assert matrix.classes is not None
-    first = matrix.classes.first_slot
-    machine = matrix.slots.machine[first]
+    first = classes.first_slot
+    machine = slots.machine[first]
     kind = problem.machine_kind[machine]
-    position = matrix.slots.position[first]
+    position = slots.position[first]
     keys, group = np.unique(np.stack((kind, position), axis=1), axis=0, return_inverse=True)
     group_cost = problem.times[:, keys[:, 0]] * keys[:, 1]
     return Groups(group=group.reshape(-1).astype(np.int64), offset=problem.delay[machine], group_cost=group_cost)

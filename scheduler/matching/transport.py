@@ -41,7 +41,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
-from scipy.sparse.csgraph import csgraph_from_dense, dijkstra
+from scipy.sparse import csr_matrix
+from scipy.sparse.csgraph import dijkstra
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -62,27 +63,35 @@ class Groups:
 
 
 def assign_to_classes(
-    cost: FloatArray, capacity: IntArray, *, max_augmentations: int, groups: Groups | None = None
+    cost: FloatArray | None, capacity: IntArray, *, max_augmentations: int, groups: Groups | None = None
 ) -> IntArray | None:
     """The class of every row in a minimum-cost assignment that puts at most ``capacity[c]``
     rows in class ``c``; ``None`` when phase 3 would take more than ``max_augmentations`` steps,
     rounding makes the shortest paths unreliable, or no assignment exists (the caller then
     solves another way). ``groups`` (optional) says which classes differ by a constant; without
-    it each class is a group of its own.
+    it each class is a group of its own. ``cost`` None: the rows × classes costs are never
+    written out, ``groups`` stands for them (every class then needs a capacity of at least one).
     """
-    rows, classes = cost.shape
-    assign: IntArray = np.argmin(cost, axis=1).astype(np.int64)
+    if cost is None:
+        if groups is None:
+            raise ValueError("assign_to_classes needs the cost matrix or the groups")
+        rows, classes = groups.group_cost.shape[0], groups.group.shape[0]
+        assign = _cheapest_classes(groups)
+    else:
+        rows, classes = cost.shape
+        assign = np.argmin(cost, axis=1).astype(np.int64)
     load = np.bincount(assign, minlength=classes).astype(np.int64)
     if not np.any(load > capacity):
         return assign
     if groups is None:
+        assert cost is not None
         groups = Groups(group=np.arange(classes, dtype=np.int64), offset=np.zeros(classes), group_cost=cost)
     kept = np.flatnonzero(capacity > 0)  # classes without a slot take no part
     group_ids, group = np.unique(groups.group[kept], return_inverse=True)
     offset = groups.offset[kept]
-    members_of = [kept[group.reshape(-1) == g] for g in range(group_ids.shape[0])]
-    for g, members in enumerate(members_of):
-        members_of[g] = members[np.argsort(groups.offset[members], kind="stable")]
+    # Each group's classes by offset, then class order (one sort instead of one pass per group).
+    order = kept[np.lexsort((offset, group.reshape(-1)))]
+    members_of = np.split(order, np.flatnonzero(np.diff(np.sort(group.reshape(-1)))) + 1)
     units = [np.repeat(groups.offset[m], capacity[m]) for m in members_of]
     problem = _Grouped(cost=groups.group_cost[:, group_ids], units=units)
     if offset.size == 0 or not problem.feasible():
@@ -97,6 +106,35 @@ def assign_to_classes(
         ends = np.cumsum(capacity[members])
         result[jobs] = members[np.searchsorted(ends, np.arange(jobs.shape[0]), side="right")]
     return result
+
+
+def _sparse(graph: FloatArray) -> csr_matrix:
+    """The finite entries of a dense graph as a sparse one, zeros kept as edges (what
+    ``csgraph_from_dense(graph, null_value=inf)`` gives, without its masked arrays)."""
+    finite = np.isfinite(graph)
+    indptr = np.concatenate(([0], np.cumsum(finite.sum(axis=1))))
+    return csr_matrix((graph[finite], np.nonzero(finite)[1], indptr), shape=graph.shape)
+
+
+def _cheapest_classes(groups: Groups) -> IntArray:
+    """``argmin`` over the classes of ``group_cost[:, group] + offset`` (ties: the first class),
+    without writing that rows × classes matrix: a group's cheapest class is the same for every
+    row (its least offset, then its first class), so the rows pick among the groups' cheapest
+    classes, taken in class order so that a tie falls to the first class as ``argmin`` has it.
+    The sums are the same floating-point operations as the written-out matrix's, so equal."""
+    classes = groups.group.shape[0]
+    count = groups.group_cost.shape[1]
+    order = np.lexsort((np.arange(classes), groups.offset, groups.group))
+    starts = np.searchsorted(groups.group[order], np.arange(count), side="left")
+    present = starts < classes
+    present[present] = groups.group[order[starts[present]]] == np.flatnonzero(present)
+    best = order[starts[present]]  # each group's cheapest class
+    which = np.flatnonzero(present)
+    by_class = np.argsort(best, kind="stable")
+    total = groups.group_cost[:, which[by_class]] + groups.offset[best[by_class]]
+    chosen: IntArray = best[by_class][np.argmin(total, axis=1)].astype(np.int64)
+    chosen[~np.isfinite(total).any(axis=1)] = 0  # as argmin has a row with no finite cost
+    return chosen
 
 
 class _Grouped:
@@ -117,21 +155,27 @@ class _Grouped:
         """How many units of each group cost at most its price."""
         return np.array([np.searchsorted(u, p, side="right") for u, p in zip(self.units, self.price)], dtype=np.int64)
 
-    def _over(self) -> int:
-        load = np.bincount(self.assign, minlength=self.price.shape[0])
-        return int(np.maximum(load - self._priced_units(), 0).sum())
-
     def raise_prices(self) -> None:
         """Phase 2."""
         cost, price, assign = self.cost, self.price, self.assign
-        best, stalled = self._over(), 0
+        # Each group's jobs and priced units, kept up to date through the sweep: most groups
+        # are not over, and telling so without a pass over the rows is what makes a sweep cheap
+        # with hundreds of groups (busy machines freeing at many times).
+        load = np.bincount(assign, minlength=price.shape[0]).astype(np.int64)
+        priced = self._priced_units()
+        best, stalled = int(np.maximum(load - priced, 0).sum()), 0
         for _ in range(_MAX_SWEEPS):
             if best == 0 or stalled >= _STALLED_SWEEPS:
                 return
-            for g, units in enumerate(self.units):
+            g = -1
+            while True:
+                # The next group over, in group order, as the sweep has left them so far.
+                later = np.flatnonzero(load[g + 1 :] > priced[g + 1 :])
+                if later.shape[0] == 0:
+                    break
+                g += 1 + int(later[0])
+                units = self.units[g]
                 jobs = np.flatnonzero(assign == g)
-                if jobs.size <= np.searchsorted(units, price[g], side="right"):
-                    continue
                 others = cost[jobs] + price
                 others[:, g] = np.inf
                 alternative = np.argmin(others, axis=1)
@@ -146,11 +190,36 @@ class _Grouped:
                 if not np.isfinite(floor):
                     return  # jobs with nowhere else to go: phase 3 sorts it out (or declines)
                 price[g] = max(price[g], floor)
+                priced[g] = np.searchsorted(units, price[g], side="right")
                 leaving = order[staying:]
                 assign[jobs[leaving]] = alternative[leaving]
-            over = self._over()
+                load[g] -= leaving.shape[0]
+                load += np.bincount(alternative[leaving], minlength=load.shape[0])
+            over = int(np.maximum(load - priced, 0).sum())
             stalled = 0 if over < best else stalled + 1
             best = min(best, over)
+
+    def _refresh_all(self, cheapest: FloatArray, mover: IntArray) -> bool:
+        """Every group's cheapest move to every other group, and who makes it (the first such
+        job in row order), in one pass over the rows; False (nothing written) when a row's
+        costs make a NaN, for the per-group pass to handle."""
+        cost, assign = self.cost, self.assign
+        rows, groups = cost.shape
+        with np.errstate(invalid="ignore"):
+            moves = cost - cost[np.arange(rows), assign][:, np.newaxis]
+        if np.isnan(moves).any():
+            return False
+        order = np.argsort(assign, kind="stable")  # by group, rows ascending within one
+        counts = np.bincount(assign, minlength=groups)
+        present = np.flatnonzero(counts)
+        starts = (np.cumsum(counts) - counts)[present]
+        ordered = moves[order]
+        least = np.minimum.reduceat(ordered, starts, axis=0)
+        first = np.where(ordered == np.repeat(least, counts[present], axis=0), np.arange(rows)[:, np.newaxis], rows)
+        cheapest[present] = least
+        mover[present] = order[np.minimum.reduceat(first, starts, axis=0)]
+        cheapest[np.arange(groups), np.arange(groups)] = np.inf
+        return True
 
     def shortest_paths(self, *, max_augmentations: int) -> bool:
         """Phase 3; False when it would take more than ``max_augmentations`` steps or rounding
@@ -181,8 +250,9 @@ class _Grouped:
             mover[g] = jobs[best]
             cheapest[g, g] = np.inf
 
-        for g in range(groups):
-            refresh(g)
+        if not self._refresh_all(cheapest, mover):
+            for g in range(groups):
+                refresh(g)
         sink = groups
         graph = np.full((groups + 1, groups + 1), np.inf)
         for _ in range(excess):
@@ -197,8 +267,7 @@ class _Grouped:
                 return False
             graph[:groups, sink] = np.maximum(to_sink, 0.0)
             sources = np.flatnonzero(load > used)
-            distance, previous, _ = dijkstra(csgraph_from_dense(graph, null_value=np.inf), indices=sources,
-                                             min_only=True, return_predecessors=True)
+            distance, previous, _ = dijkstra(_sparse(graph), indices=sources, min_only=True, return_predecessors=True)
             if not np.isfinite(distance[sink]):
                 return False
             path = [int(previous[sink])]

@@ -20,7 +20,7 @@ import pytest
 from scheduler.matching.allox import AlloxScheduler
 from scheduler.matching.fairness import Capacity, DemandShare, considered_count, rank_users, user_progress
 from scheduler.matching.model import Assignment, Demand, Job, Machine
-from scheduler.matching.solve import prepare, solve
+from scheduler.matching.solve import build, prepare, solve
 
 SHARES = DemandShare(capacity=Capacity(cpu=64, gpu=8, memory=256),
                      default_demand={"gpu": Demand(gpu=1, cpu=1), "cpu": Demand(cpu=8, memory=16)})
@@ -113,3 +113,30 @@ def test_algorithm_2_starts_the_same_jobs_on_the_same_machines(alpha: float, see
         expected = straightforward(alpha=alpha, now=100.0, free=free, busy=busy, waiting=waiting, running=running)
         assert [(a.job.name, a.machine.name) for a in fast] == expected
         assert all(math.isclose(a.finish - a.start, a.job.processing_time[a.kind]) for a in fast)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_full_cluster_folds_and_decides_as_scipy(seed: int) -> None:
+    """The live steady state: most machines busy, each until its own time (no grid), a few idle,
+    many more jobs than machines. Nearly every slot is a class of its own; the folded solve
+    still takes it (it prices groups of kind and position, not classes) and must decide what
+    scipy decides on the full Q."""
+    rng = random.Random(7000 + seed)
+    for _ in range(3):
+        machines, until = [], {}
+        for kind in ("gpu", "cpu"):
+            for i in range(rng.randint(8, 30)):
+                machine = Machine(name=f"{kind}-{i}", kind=kind)
+                machines.append(machine)
+                if rng.random() < 0.85:
+                    until[machine.name] = 100.0 + rng.uniform(0, 3000)
+        jobs = []
+        for j in range(rng.randint(40, 150)):
+            gpu = rng.uniform(60, 3600)
+            jobs.append(Job(name=f"j{j}", user="u", arrival=rng.uniform(0, 100), processing_time={"gpu": gpu, "cpu": gpu * rng.uniform(1.8, 10)}))
+        problem = prepare(jobs=jobs, machines=machines, now=100.0, busy_until=until)
+        assert build(problem).method == "classes"
+        fast, reference = solve(problem), solve(problem, method="scipy")
+        assert fast.bounds.tolist() == reference.bounds.tolist()
+        assert fast.job.tolist() == reference.job.tolist()
+        np.testing.assert_allclose(fast.start, reference.start)

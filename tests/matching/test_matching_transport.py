@@ -137,3 +137,20 @@ def test_folded_solve_equals_scipy_under_contention(seed: int) -> None:
         full = solve(problem, method="scipy")
         assert folded.total_completion_time == pytest.approx(full.total_completion_time, rel=1e-12)
         check_valid(assignments(problem, folded), jobs, machines, busy_until=busy)
+
+
+def test_the_groups_pick_the_cheapest_class_as_argmin_over_the_written_out_matrix() -> None:
+    """Given the groups alone (``cost`` None), the first choice of every row is ``argmin`` over
+    ``group_cost[:, group] + offset``, ties to the first class, as when the matrix is written out."""
+    rng = np.random.default_rng(3)
+    for _ in range(200):
+        rows, group_count = int(rng.integers(1, 30)), int(rng.integers(1, 6))
+        per_group = rng.integers(1, 5, group_count)
+        group = rng.permutation(np.repeat(np.arange(group_count), per_group))
+        offset = rng.choice([0.0, 30.0, 60.0, 90.0], group.shape[0])  # ties within and across groups
+        group_cost = rng.integers(0, 4, (rows, group_count)).astype(float) * 30.0
+        group_cost[rng.random((rows, group_count)) < 0.2] = np.inf
+        capacity = np.full(group.shape[0], rows)  # nothing over: the first choice is the answer
+        groups = Groups(group=group, offset=offset, group_cost=group_cost)
+        written = group_cost[:, group] + offset
+        assert assign_to_classes(None, capacity, max_augmentations=0, groups=groups).tolist() == np.argmin(written, axis=1).tolist()
