@@ -503,6 +503,30 @@ class NudgeSettings(_Section):
     )
 
 
+class ExchangeSettings(_Section):
+    """HiveD's cell exchange (scheduler/cells/README.md, "Cell exchange"): tenants post CellOffer
+    and CellRequest objects in namespaces labelled with their VC; the leader matches them and
+    records each match in a ConfigMap (the ledger, in the leader election's namespace), and every
+    replica moves the VCs' quotas at the windows' edges."""
+
+    enabled: bool = Field(True, description="Run the exchange (when connected to a cluster and the policy is hived).")
+    return_grace_seconds: float | None = Field(
+        300.0, ge=0, le=7 * 86400, allow_inf_nan=False,
+        description=(
+            "Guaranteed pods still on cells that changed hands this long after a window opened (the "
+            "lender's) or ended (the borrower's) are preempted; null: they drain, however long they run."
+        ),
+    )
+    ledger_name: str = Field(
+        "cellfit-exchange-ledger", min_length=1, max_length=253,
+        description="The ConfigMap keeping every match and so each VC's surplus (restart-safe).",
+    )
+    resync_seconds: float = Field(
+        10.0, ge=0.5, le=3600, allow_inf_nan=False,
+        description="A round runs on every change of the objects, at every window edge, and at least this often.",
+    )
+
+
 class LoggingSettings(_Section):
     level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     format: Literal["json", "text"] = Field("json", description="json: one object per line.")
@@ -524,6 +548,7 @@ class Settings(_Section):
     allox: AlloxSettings = AlloxSettings()
     leader_election: LeaderElectionSettings = LeaderElectionSettings()
     nudge: NudgeSettings = NudgeSettings()
+    exchange: ExchangeSettings = ExchangeSettings()
     logging: LoggingSettings = LoggingSettings()
 
     @model_validator(mode="after")

@@ -75,3 +75,14 @@ MAX_EXTENDER_PRIORITY: Final = 10
 
 DEFAULT_PORT: Final = 8888
 SCHEDULER_NAME: Final = "cellfit"
+
+# --- cell exchange (HiveD §3.3; charts/cellfit/crds/) ---
+EXCHANGE_GROUP: Final = DOMAIN
+EXCHANGE_VERSION: Final = "v1alpha1"
+EXCHANGE_API_VERSION: Final = f"{EXCHANGE_GROUP}/{EXCHANGE_VERSION}"
+KIND_CELL_OFFER: Final = "CellOffer"
+KIND_CELL_REQUEST: Final = "CellRequest"
+CELL_OFFERS_PATH: Final = f"/apis/{EXCHANGE_API_VERSION}/celloffers"
+CELL_REQUESTS_PATH: Final = f"/apis/{EXCHANGE_API_VERSION}/cellrequests"
+# The inspect view of current exchanges (under INSPECT_URL_PREFIX).
+INSPECT_EXCHANGES_PATH: Final = "/exchanges"

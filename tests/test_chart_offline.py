@@ -102,6 +102,12 @@ CELLFIT_RULES = {
     ("batch", "jobs/status"): {"patch"},  # the estimator's Estimated condition
     ("", "events"): {"create"},
     ("scheduling.k8s.io", "priorityclasses"): {"get"},  # the resumed class the webhook copies
+    # the cell exchange: tenants' offers and requests, their status, the Namespaces' VC label
+    ("cellfit.io", "celloffers"): {"list", "watch"},
+    ("cellfit.io", "cellrequests"): {"list", "watch"},
+    ("cellfit.io", "celloffers/status"): {"patch"},
+    ("cellfit.io", "cellrequests/status"): {"patch"},
+    ("", "namespaces"): {"list", "watch"},
 }
 
 
@@ -273,6 +279,7 @@ def test_helm_lint_strict(values: Path | None) -> None:
 def test_default_render_has_every_object(default_docs: list[dict[str, Any]]) -> None:
     kinds = sorted((d["kind"], d["metadata"]["name"]) for d in default_docs)
     assert kinds == sorted([
+        ("ClusterRole", "cellfit-cell-trader"),
         ("ClusterRole", "cellfit-extender"),
         ("ClusterRole", "cellfit-viewer"),
         ("ClusterRoleBinding", "cellfit-extender"),
@@ -350,6 +357,11 @@ def test_nondefault_render(nondefault_docs: list[dict[str, Any]]) -> None:
                                  "metricsListener": {"maxConnections": 16, "idleTimeoutSeconds": 30}}
     assert one(nondefault_docs, "NetworkPolicy")["spec"]["ingress"][1]["from"] == [{"ipBlock": {"cidr": "10.0.0.0/24"}}]
     assert set(cellfit["cells"]["virtualClusters"]) == {"vision", "nlp"}
+    assert cellfit["exchange"] == {"enabled": True, "returnGraceSeconds": None, "ledgerName": "gpu-sched-ledger"}
+    assert one(nondefault_docs, "Role", "-extender")["rules"][3]["resourceNames"] == ["gpu-sched-ledger"]
+    traders = one(nondefault_docs, "RoleBinding", "-cell-trader")
+    assert (traders["metadata"]["namespace"], traders["roleRef"]["name"]) == ("team-vision", "gpu-sched-cell-trader")
+    assert traders["subjects"] == [{"kind": "Group", "name": "vision", "apiGroup": "rbac.authorization.k8s.io"}]
     monitor = one(nondefault_docs, "ServiceMonitor")
     assert monitor["spec"]["endpoints"][0]["port"] == "metrics"
     assert metrics_service(nondefault_docs)["spec"]["ports"] == [
@@ -810,8 +822,18 @@ def test_rbac_is_least_privilege(default_docs: list[dict[str, Any]]) -> None:
     assert controllers["rules"] == [
         {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
         {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": ["cellfit-controllers"], "verbs": ["get", "update"]},
+        {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create"]},
+        {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": ["cellfit-exchange-ledger"], "verbs": ["get", "list", "watch", "update"]},
+    ]
+    # Tenants: the trader role grants offers and requests (their status read-only), nothing else.
+    trader = one(default_docs, "ClusterRole", "-cell-trader")
+    assert trader["rules"] == [
+        {"apiGroups": ["cellfit.io"], "resources": ["celloffers", "cellrequests"],
+         "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
+        {"apiGroups": ["cellfit.io"], "resources": ["celloffers/status", "cellrequests/status"], "verbs": ["get"]},
     ]
     config = yaml.safe_load(cellfit_config_text(default_docs))
+    assert config["exchange"]["ledgerName"] == "cellfit-exchange-ledger"
     assert config["leaderElection"]["leaseName"] == "cellfit-controllers" and config["leaderElection"]["namespace"] == RENDER_NAMESPACE
     lease = one(default_docs, "Role", "-kube-scheduler")
     assert lease["rules"] == [

@@ -119,17 +119,63 @@ class KubernetesApi:
                 raise WatchExpired from None
             raise _api_error(error, f"watch {kind}") from None
         try:
-            pending = b""
-            for chunk in response.stream(amt=65536, decode_content=True):
-                pending += chunk
-                *lines, pending = pending.split(b"\n")
-                for line in lines:
-                    if line.strip():
-                        yield line
-            if pending.strip():
-                yield pending
+            yield from _lines(response)
         finally:
             response.release_conn()
+
+    # ------------------------------------------------------------------ any path (the cell exchange's kinds)
+
+    def list_path(self, path: str) -> bytes:
+        """GET a list (``/apis/cellfit.io/v1alpha1/celloffers``, a ConfigMap by field selector) raw."""
+        status, data = self._send("GET", path, None, action=f"list {path}")
+        if status >= 300:
+            raise _status_error(status, data, f"list {path}")
+        return bytes(data)
+
+    def watch_path(self, path: str, *, resource_version: str) -> Iterator[bytes]:
+        """Watch the list at ``path`` from ``resource_version``, as raw JSON lines, until the server
+        ends the watch (kinds the generated client has no lister for: custom resources)."""
+        timeout = self._settings.watch_timeout_seconds
+        query = (f"watch=true&allowWatchBookmarks=true&timeoutSeconds={timeout}"
+                 f"&resourceVersion={quote(resource_version, safe='')}")
+        client = self._core.api_client
+        headers = {"Accept": "application/json", **self._credentials()}
+        try:
+            response = client.rest_client.pool_manager.request(
+                "GET", client.configuration.host + path + ("&" if "?" in path else "?") + query, headers=headers,
+                preload_content=False,
+                timeout=urllib3.Timeout(connect=self._settings.request_timeout_seconds, read=timeout + 30),
+            )
+        except urllib3.exceptions.HTTPError as error:
+            raise KubernetesApiError(f"watch {path}: Kubernetes API unreachable: {error}") from None
+        try:
+            if response.status == 410:
+                raise WatchExpired
+            if response.status >= 300:
+                raise _status_error(response.status, response.read(), f"watch {path}")
+            yield from _lines(response)
+        finally:
+            response.release_conn()
+
+    def get_path(self, path: str) -> bytes | None:
+        """GET one object raw; ``None`` if it does not exist."""
+        status, data = self._send("GET", path, None, action=f"get {path}")
+        if status == 404:
+            return None
+        if status >= 300:
+            raise _status_error(status, data, f"get {path}")
+        return bytes(data)
+
+    def write_path(
+        self, method: Literal["POST", "PUT", "PATCH"], path: str, body: Any, *, content_type: str = "application/json"
+    ) -> bytes:
+        """Create (POST), replace (PUT, with ``metadata.resourceVersion``: HTTP 409 if another
+        writer came first) or patch an object; what the server stored, raw."""
+        action = f"{method.lower()} {path}"
+        status, data = self._send(method, path, wire.ENCODER.encode(body), action=action, content_type=content_type)
+        if status >= 300:
+            raise _status_error(status, data, action)
+        return bytes(data)
 
     # ------------------------------------------------------------------ pods
 
@@ -282,17 +328,18 @@ class KubernetesApi:
         reason: str,
         message: str,
         warning: bool = False,
-        kind: Literal["Pod", "Job"] = "Pod",
+        kind: str = "Pod",
+        api_version: str | None = None,
     ) -> None:
-        """A core/v1 Event on a pod (or a Job: ``kind``), as ``kubectl describe`` and ``kubectl
-        get events`` show."""
+        """A core/v1 Event on a pod (or a Job, a CellOffer...: ``kind`` and, beyond Pod and Job,
+        its ``api_version``), as ``kubectl describe`` and ``kubectl get events`` show."""
         now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
         body = {
             "apiVersion": "v1",
             "kind": "Event",
             "metadata": {"generateName": f"{pod_name}.", "namespace": namespace},
             "involvedObject": {
-                "apiVersion": "v1" if kind == "Pod" else "batch/v1", "kind": kind, "name": pod_name,
+                "apiVersion": api_version or ("v1" if kind == "Pod" else "batch/v1"), "kind": kind, "name": pod_name,
                 "namespace": namespace, "uid": pod_uid,
             },
             "reason": reason,
@@ -404,6 +451,19 @@ _BINDING_ENCODER = msgspec.json.Encoder()
 def _lease_path(namespace: str, name: str) -> str:
     base = f"/apis/coordination.k8s.io/v1/namespaces/{quote(namespace, safe='')}/leases"
     return f"{base}/{quote(name, safe='')}" if name else base
+
+
+def _lines(response: Any) -> Iterator[bytes]:
+    """The non-empty lines of a streamed watch response."""
+    pending = b""
+    for chunk in response.stream(amt=65536, decode_content=True):
+        pending += chunk
+        *lines, pending = pending.split(b"\n")
+        for line in lines:
+            if line.strip():
+                yield line
+    if pending.strip():
+        yield pending
 
 
 def _in_cluster() -> bool:

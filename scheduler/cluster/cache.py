@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import msgspec
 
@@ -41,15 +41,50 @@ def api_reflector(
 ) -> Reflector:  # type: ignore[type-arg]
     """A list-then-watch of one ``kind`` through ``api``, decoded with msgspec (the watch cache's
     reflectors and the estimator's are built here alike)."""
+    return _decoded_reflector(
+        lambda: api.list_raw(kind), lambda version: api.watch(kind, resource_version=version), list_decoder, object_decoder,
+        name=name, replace=replace, apply=apply, delete=delete,
+    )
 
+
+def path_reflector(
+    api: KubernetesApi,
+    path: str,
+    list_decoder: msgspec.json.Decoder,
+    object_decoder: msgspec.json.Decoder,
+    *,
+    name: str,
+    replace: Callable[[list[Any]], None],
+    apply: Callable[[Any], None],
+    delete: Callable[[Any], None],
+) -> Reflector:  # type: ignore[type-arg]
+    """:func:`api_reflector` for a list the generated client has no lister for (custom
+    resources, one ConfigMap by field selector): ``path`` is the list's URL path."""
+    return _decoded_reflector(
+        lambda: api.list_path(path), lambda version: api.watch_path(path, resource_version=version), list_decoder,
+        object_decoder, name=name, replace=replace, apply=apply, delete=delete,
+    )
+
+
+def _decoded_reflector(
+    list_raw: Callable[[], bytes],
+    watch: Callable[[str], Iterator[bytes]],
+    list_decoder: msgspec.json.Decoder,
+    object_decoder: msgspec.json.Decoder,
+    *,
+    name: str,
+    replace: Callable[[list[Any]], None],
+    apply: Callable[[Any], None],
+    delete: Callable[[Any], None],
+) -> Reflector:  # type: ignore[type-arg]
     def list_objects() -> tuple[str, list[Any]]:
-        listing = list_decoder.decode(api.list_raw(kind))
+        listing = list_decoder.decode(list_raw())
         return listing.metadata.resourceVersion, listing.items
 
     return Reflector(
         kind=name,
         list_objects=list_objects,
-        watch_lines=lambda version: api.watch(kind, resource_version=version),
+        watch_lines=watch,
         decode_object=object_decoder.decode,
         version_of=lambda obj: obj.metadata.resourceVersion,
         replace=replace,

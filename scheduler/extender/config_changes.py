@@ -12,7 +12,7 @@ every case is a plain unit test; ``configuration.ConfigReloader`` is the adapter
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal, Mapping
+from typing import Any, Callable, Literal, Mapping
 
 from scheduler.cells import CellsConfig, HivedEngine
 from scheduler.config import Settings
@@ -81,24 +81,33 @@ def _cells_need_restart(running: CellsConfig, new: CellsConfig, *, live_cells: b
     return None
 
 
-def reload_settings(running: Settings, new: Settings, *, cells: HivedEngine | None) -> Reload:
+def reload_settings(
+    running: Settings, new: Settings, *, cells: HivedEngine | None, rebase: Callable[[CellsConfig], None] | None = None
+) -> Reload:
     """Plan and apply in one step (the caller holds the engine lock throughout)."""
-    return apply_reload(running, plan_reload(running, new, live_cells=cells is not None), cells=cells)
+    return apply_reload(running, plan_reload(running, new, live_cells=cells is not None), cells=cells, rebase=rebase)
 
 
-def apply_reload(running: Settings, plan: ReloadPlan, *, cells: HivedEngine | None) -> Reload:
+def apply_reload(
+    running: Settings, plan: ReloadPlan, *, cells: HivedEngine | None, rebase: Callable[[CellsConfig], None] | None = None
+) -> Reload:
     """Apply what ``plan`` (from :func:`plan_reload`) may change live to ``cells`` (the caller
     holds the engine lock; planning needs no lock, and comparing two large topologies under it
     would hold the verbs up). A VC change the running engine refuses (not feasible on the running
     cells, a pinned cell that still runs another VC's pods) leaves everything as it was: the
-    result is ``invalid``."""
+    result is ``invalid``. ``rebase``: what applies the new cells section instead of
+    ``cells.reconfigure`` (the cell exchange's, which applies the exchanges under way on top of
+    it, and refuses a section that leaves one of them impossible)."""
     if not plan.changed:
         return Reload(result=None, running=running)
     if plan.cells is None or cells is None:
         return Reload(result="needs_restart", running=running, restart=plan.restart)
     before = vc_guarantees(cells.inspect_virtual_clusters())
     try:
-        cells.reconfigure(plan.cells, prefix="cells")
+        if rebase is not None:
+            rebase(plan.cells)
+        else:
+            cells.reconfigure(plan.cells, prefix="cells")
     except ConfigError as error:
         return Reload(result="invalid", running=running, restart=plan.restart, reason=str(error))
     return Reload(

@@ -19,8 +19,9 @@ import asyncio
 import hashlib
 import logging
 import threading
+from typing import Callable
 
-from scheduler.cells import HivedEngine
+from scheduler.cells import CellsConfig, HivedEngine
 from scheduler.config import Settings, read_config_text
 from scheduler.errors import ConfigError
 from scheduler.extender.config_changes import Reload, apply_reload, plan_reload
@@ -44,8 +45,12 @@ class ConfigReloader:
         cells: HivedEngine | None,
         lock: threading.RLock,
         metrics: ExtenderMetrics,
+        rebase: Callable[[CellsConfig], None] | None = None,
     ) -> None:
         self._path = path
+        # The cell exchange's (scheduler/cluster/exchange/quotas.py): the new VCs with the
+        # exchanges under way applied on top.
+        self._rebase = rebase
         self._running = running
         self._cells = cells
         self._lock = lock
@@ -79,7 +84,7 @@ class ConfigReloader:
         else:
             plan = plan_reload(self._running, new, live_cells=self._cells is not None)
             with self._lock:
-                reload = apply_reload(self._running, plan, cells=self._cells)
+                reload = apply_reload(self._running, plan, cells=self._cells, rebase=self._rebase)
         self._running = reload.running
         self._report(reload)
         return reload

@@ -9,7 +9,7 @@ from typing import Any, Callable
 from fastapi import APIRouter, HTTPException, Query
 
 from scheduler.cells import HivedEngine
-from scheduler.constants import INSPECT_URL_PREFIX
+from scheduler.constants import INSPECT_EXCHANGES_PATH, INSPECT_URL_PREFIX
 from scheduler.core.engine import SchedulingEngine
 from scheduler.preemption.holds import ResumeHolds
 
@@ -26,6 +26,7 @@ def inspect_router(
     holds: ResumeHolds | None = None,
     estimates: Callable[[], dict[str, Any]] | None = None,
     allox: Callable[[], dict[str, Any]] | None = None,
+    exchanges: Callable[[], dict[str, Any]] | None = None,
 ) -> APIRouter:
     """``engine`` is the placement engine; ``holds`` FitGpp's resume holds (``None``: the
     preemption policy is the placement engine's own); ``estimates`` the estimator's view
@@ -51,6 +52,17 @@ def inspect_router(
         if allox is None:
             raise HTTPException(404, detail="AlloX admission is not running (standalone, or allox.enabled is false)")
         return allox()
+
+    @router.get(
+        INSPECT_EXCHANGES_PATH,
+        summary="Cell exchange: the exchanges matched, under way and just returned, each VC's surplus, the VCs' quotas now, the board.",
+        responses={404: {"description": "The cell exchange is not running (standalone, no virtual clusters, or exchange.enabled is false)."}},
+    )
+    def exchanges_view() -> dict[str, Any]:
+        if exchanges is None:
+            raise HTTPException(404, detail="the cell exchange is not running (standalone, a policy without virtual clusters, "
+                                            "or exchange.enabled is false)")
+        return exchanges()
 
     def hived() -> HivedEngine:
         if not isinstance(engine, HivedEngine):

@@ -267,6 +267,19 @@ class ExtenderMetrics:
         """HiveD gauges, read from the engine at scrape time."""
         self.registry.register(_CellsCollector(snapshot))
 
+    def track_exchange(self, snapshot: Callable[[], Mapping[str, Any]]) -> Callable[[str], None]:
+        """The cell exchange's gauges, read from its ledger at scrape time
+        (ExchangeQuotas.metrics); returns what counts a pod preempted for it, by VC."""
+        self.registry.register(_ExchangeCollector(snapshot))
+        preempted = Counter(
+            "cellfit_exchange_preemptions_total",
+            "Guaranteed pods preempted because they still held cells that changed hands when the grace "
+            "period (exchange.returnGraceSeconds) ended, by their VC.",
+            ["vc"],
+            registry=self.registry,
+        )
+        return lambda vc: preempted.labels(vc=vc).inc()
+
 
 # The estimator's Job states (estimator/controller.py JobState), exported from startup.
 ESTIMATOR_JOB_STATES: Final = ("sampling", "waiting-for-capacity", "estimated", "user-estimate", "invalid", "failed",
@@ -387,3 +400,37 @@ class _CellsCollector(Collector):
             fragmentation.add_metric([node_type], ratio)
         fragmentation.add_metric(["all"], snapshot["fragmentationTotal"])
         yield from (vc_cells, physical, fragmentation)
+
+
+class _ExchangeCollector(Collector):
+    """The cell exchange's ledger at scrape time (every replica follows it)."""
+
+    def __init__(self, snapshot: Callable[[], Mapping[str, Any]]) -> None:
+        self._snapshot = snapshot
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        snap = self._snapshot()
+        hours = GaugeMetricFamily(
+            "cellfit_exchange_gpu_hours",
+            "GPU-hours of the cell exchanges matched (the ledger's), per VC and role: lent (its cells "
+            "used by others) or borrowed (others' cells it used).",
+            labels=["vc", "role"],
+        )
+        for vc, roles in sorted(snap.get("exchanged", {}).items()):
+            for role in ("lent", "borrowed"):
+                hours.add_metric([vc, role], roles.get(role, 0.0))
+        surplus = GaugeMetricFamily(
+            "cellfit_exchange_surplus_gpu_hours",
+            "Each VC's surplus in the cell exchange (GPU-hours lent minus borrowed): the arbiter serves "
+            "the requests of the highest surplus first, from the offers of the lowest.",
+            labels=["vc"],
+        )
+        for vc, value in sorted(snap.get("surplus", {}).items()):
+            surplus.add_metric([vc], value)
+        exchanges = GaugeMetricFamily(
+            "cellfit_exchanges", "Cell exchanges matched whose window has not opened (matched) and under way (active).",
+            labels=["state"],
+        )
+        for state in ("matched", "active"):
+            exchanges.add_metric([state], snap.get(state, 0))
+        yield from (hours, surplus, exchanges)

@@ -22,6 +22,8 @@ from starlette.types import ASGIApp
 from scheduler.cells import HivedEngine
 from scheduler.cluster.api import KubernetesApi
 from scheduler.cluster.cache import ClusterCache
+from scheduler.cluster.exchange.controller import ExchangeController
+from scheduler.cluster.exchange.quotas import ExchangeQuotas
 from scheduler.cluster.leadership import Driver, LeaderElector, Terms, default_namespace
 from scheduler.cluster.nudge import Nudger, Parked
 from scheduler.config import ConfigFile, ListenerLimits, Settings
@@ -75,6 +77,8 @@ class Runtime:
     # The election on the controllers' Lease that begins and ends the terms; None standalone or
     # with leaderElection.enabled false (then one term runs from start to shutdown).
     elector: LeaderElector | None = None
+    # The cell exchange's quota moves (every replica); None unless HiveD runs with a cluster.
+    exchange_quotas: ExchangeQuotas | None = None
 
     @property
     def estimator(self) -> EstimatorController | None:
@@ -217,12 +221,17 @@ def build_runtime(settings: Settings, *, api: KubernetesApi | None = None, stand
         metrics.track_resume_holds(lambda: _locked(lock, resume_holds.stats))
 
     hived_cells = placement if isinstance(placement, HivedEngine) else None
-    terms, elector = _leadership(settings, api, cache, metrics, hived=hived_cells, lock=lock)
+    quotas = _exchange_quotas(settings, api, hived_cells, lock)
+    count_preemption = metrics.track_exchange(quotas.metrics) if quotas is not None else None
+    terms, elector = _leadership(settings, api, cache, metrics, hived=hived_cells, lock=lock, quotas=quotas,
+                                 count_preemption=count_preemption)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         if cache is not None:
             cache.start()
+        if quotas is not None:
+            quotas.start()
         if sweeper is not None:
             sweeper.start()
         if elector is not None:
@@ -239,6 +248,8 @@ def build_runtime(settings: Settings, *, api: KubernetesApi | None = None, stand
                 terms.end()
             if sweeper is not None:
                 sweeper.stop()
+            if quotas is not None:
+                quotas.stop()
             if cache is not None:
                 cache.stop()
 
@@ -251,7 +262,8 @@ def build_runtime(settings: Settings, *, api: KubernetesApi | None = None, stand
     )
     inspect = inspect_router(engine=placement, lock=lock, holds=holds, estimates=_term_view(terms, elector, EstimatorController, enabled=settings.estimator.enabled),
                              allox=_term_view(terms, elector, PlacerController,
-                                              enabled=settings.estimator.enabled and settings.allox.enabled))
+                                              enabled=settings.estimator.enabled and settings.allox.enabled),
+                             exchanges=_exchange_view(quotas, _term_view(terms, elector, ExchangeController, enabled=quotas is not None)))
     app.api.include_router(inspect)
     inspect_app = create_inspect_app(inspect=inspect)
     metrics_app = create_metrics_app(metrics=metrics, readiness=readiness)
@@ -274,7 +286,7 @@ def build_runtime(settings: Settings, *, api: KubernetesApi | None = None, stand
         )
     runtime = Runtime(
         app=app, metrics_app=metrics_app, inspect_app=inspect_app, admission_app=admission_app, engine=engine, cache=cache, metrics=metrics,
-        lock=lock, terms=terms, elector=elector,
+        lock=lock, terms=terms, elector=elector, exchange_quotas=quotas,
     )
 
     if cache is None:
@@ -286,12 +298,13 @@ def build_runtime(settings: Settings, *, api: KubernetesApi | None = None, stand
 
 def _leadership(
     settings: Settings, api: KubernetesApi | None, cache: ClusterCache | None, metrics: ExtenderMetrics,
-    *, hived: HivedEngine | None = None, lock: threading.RLock | None = None,
+    *, hived: HivedEngine | None = None, lock: threading.RLock | None = None, quotas: ExchangeQuotas | None = None,
+    count_preemption: Callable[[str], None] | None = None,
 ) -> tuple[Terms | None, LeaderElector | None]:
     """The live drivers, built afresh for each term, and the election on the controllers' Lease
     that begins and ends the terms (scheduler/cluster/leadership.py). Every replica serves the
     verbs to the kube-scheduler beside it, leader or not."""
-    if api is None or cache is None or not (settings.estimator.enabled or settings.nudge.enabled):
+    if api is None or cache is None or not (settings.estimator.enabled or settings.nudge.enabled or quotas is not None):
         return None, None
     connected, watched = api, cache
     election = settings.leader_election
@@ -301,7 +314,11 @@ def _leadership(
         estimator = _estimator(settings, connected, watched, metrics)
         placer = _placer(settings, connected, watched, estimator, metrics, hived=hived, lock=lock)
         nudger = _nudger(settings, connected, watched, metrics, namespace=namespace)
-        return [driver for driver in (estimator, placer, nudger) if driver is not None]
+        exchange = None
+        if quotas is not None and hived is not None and lock is not None:
+            exchange = ExchangeController(api=connected, quotas=quotas, engine=hived, lock=lock, settings=settings.exchange,
+                                          on_preempt=count_preemption)
+        return [driver for driver in (estimator, placer, nudger, exchange) if driver is not None]
 
     terms = Terms(build)
     if not election.enabled:
@@ -358,6 +375,25 @@ def _term_view(
         return {"leading": True, **driver.inspect()}
 
     return view
+
+
+def _exchange_quotas(
+    settings: Settings, api: KubernetesApi | None, hived: HivedEngine | None, lock: threading.RLock
+) -> ExchangeQuotas | None:
+    """The cell exchange's quota moves, on every replica: HiveD with a cluster connection."""
+    if api is None or hived is None or not settings.exchange.enabled:
+        return None
+    namespace = settings.leader_election.namespace or default_namespace()
+    return ExchangeQuotas(api=api, engine=hived, lock=lock, base=settings.cells, namespace=namespace, settings=settings.exchange)
+
+
+def _exchange_view(
+    quotas: ExchangeQuotas | None, controller: Callable[[], dict[str, Any]] | None
+) -> Callable[[], dict[str, Any]] | None:
+    """/v1/inspect/exchanges: the ledger and the quotas every replica applies, and the leader's board."""
+    if quotas is None:
+        return None
+    return lambda: {**quotas.inspect(), "controller": controller() if controller is not None else {"leading": False}}
 
 
 def _estimator(
@@ -519,6 +555,7 @@ def _config_reloader(runtime: Runtime, config_file: ConfigFile) -> ConfigReloade
         cells=placement if isinstance(placement, HivedEngine) else None,
         lock=runtime.lock,
         metrics=runtime.metrics,
+        rebase=runtime.exchange_quotas.reconfigure_base if runtime.exchange_quotas is not None else None,
     )
 
 

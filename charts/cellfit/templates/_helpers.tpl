@@ -52,6 +52,11 @@ app.kubernetes.io/component: scheduler
 {{- default (printf "%s-controllers" (include "cellfit.fullname" .) | trunc 63 | trimSuffix "-") .Values.leaderElection.leaseName }}
 {{- end }}
 
+{{/* The cell exchange's ledger ConfigMap (in the release namespace). */}}
+{{- define "cellfit.exchangeLedgerName" -}}
+{{- default (printf "%s-exchange-ledger" (include "cellfit.fullname" .) | trunc 63 | trimSuffix "-") .Values.exchange.ledgerName }}
+{{- end }}
+
 {{/* The cellfit ClusterRole's name (also used by the e2e suite to prove it sufficient). */}}
 {{- define "cellfit.extenderRoleName" -}}
 {{- printf "%s-extender" (include "cellfit.fullname" .) | trunc 63 | trimSuffix "-" }}
@@ -97,6 +102,10 @@ app.kubernetes.io/component: scheduler
 {{- if eq (toString $preemption.resumeHoldSeconds) "unlimited" }}
 {{- $_ := set $preemption "resumeHoldSeconds" nil }}
 {{- end }}
+{{- $exchange := merge (dict "ledgerName" (include "cellfit.exchangeLedgerName" .)) (omit .Values.exchange "ledgerName") }}
+{{- if eq (toString $exchange.returnGraceSeconds) "drain" }}
+{{- $_ := set $exchange "returnGraceSeconds" nil }}
+{{- end }}
 {{- $server := dict "host" .Values.cellfit.listenAddress "port" .Values.cellfit.port "maxRequestBytes" .Values.cellfit.maxRequestBytes }}
 {{- range $listener, $limits := .Values.cellfit.listenerLimits }}
 {{- if $limits }}
@@ -140,6 +149,7 @@ app.kubernetes.io/component: scheduler
   "allox" .Values.allox
   "leaderElection" (merge (dict "namespace" .Release.Namespace "leaseName" (include "cellfit.controllersLeaseName" .)) (omit .Values.leaderElection "leaseName"))
   "nudge" (merge (dict "schedulerName" .Values.schedulerName) .Values.nudge)
+  "exchange" $exchange
   "logging" .Values.logging }}
 {{- toYaml $config }}
 {{- end }}

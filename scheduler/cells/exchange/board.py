@@ -228,9 +228,9 @@ def exchange_round(
         refusals.setdefault(refused.offer.id, []).append(f"refused for {refused.request.id}: {refused.reason}")
     unmatched = {u.request.id: u.reason for u in matching.unmatched}
     for posting in offers:
-        entry = by_offer.get(posting.id)
-        if entry is not None:
-            outcomes.append(_matched_status(entry, posting, now=now, grace_seconds=grace_seconds, draining=draining))
+        recorded = by_offer.get(posting.id)
+        if recorded is not None:
+            outcomes.append(_matched_status(recorded, posting, now=now, grace_seconds=grace_seconds, draining=draining))
             continue
         offer = next((o for o in open_offers if o.id == posting.id), None)
         if offer is None:
@@ -243,9 +243,9 @@ def exchange_round(
             message += "; the quota proof " + "; ".join(refusals[posting.id])
         outcomes.append(_plain_status(posting, "Posted", message, offer.tenant))
     for posting in requests:
-        entry = by_request.get(posting.id)
-        if entry is not None:
-            outcomes.append(_matched_status(entry, posting, now=now, grace_seconds=grace_seconds, draining=draining))
+        recorded = by_request.get(posting.id)
+        if recorded is not None:
+            outcomes.append(_matched_status(recorded, posting, now=now, grace_seconds=grace_seconds, draining=draining))
             continue
         request = next((r for r in open_requests if r.id == posting.id), None)
         if request is None:

@@ -1,0 +1,321 @@
+"""The cell exchange's controller, on the leader: CellOffer and CellRequest objects in, matches,
+statuses, Events and preemptions out.
+
+Each round (on every change of the objects, their Namespaces or the ledger; at every window edge
+and grace end; at least every ``exchange.resyncSeconds``):
+
+1. the ledger ConfigMap is read from the API server (not the watch, which may lag this
+   replica's own last write: an offer is matched once);
+2. ``board.exchange_round`` validates what is not matched yet, matches the open offers and
+   requests (Algorithm 2, the ledger's surplus, the quota proof over the exchanges not over)
+   and gives each object's status;
+3. new matches are written to the ledger first, in one write that fails if another came in
+   between (the round is then run again): a match is durable before anyone is told of it, and
+   keyed by the match, so a restart never counts it twice; ``quotas`` takes the write at once;
+4. each object whose status differs gets it (``/status``), with an Event when its phase
+   changes (``Invalid`` and ``Expired`` as warnings, naming the field);
+5. guaranteed pods still on cells that changed hands when a grace period ends are preempted
+   (``preemption.due_preemptions``): deleted with their own grace period, an Event on each.
+
+Nothing here keeps a copy of pods or cells: the engine's view is read under the engine lock.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+from estimator.objects import timestamp
+from scheduler.cells import HivedEngine
+from scheduler.cells.exchange import CellCatalog, Posting, draining_pods, due_preemptions, exchange_round, ledger
+from scheduler.cells.exchange.board import Outcome
+from scheduler.cells.exchange.ledger import Entry
+from scheduler.cluster.api import KubernetesApi
+from scheduler.cluster.cache import path_reflector
+from scheduler.cluster.exchange.objects import (
+    CELL_LIST_DECODER,
+    CELL_OBJECT_DECODER,
+    CONFIG_MAP_DECODER,
+    NAMESPACE_DECODER,
+    NAMESPACE_LIST_DECODER,
+    NAMESPACES_PATH,
+    CellObject,
+    ConfigMap,
+    collection_path,
+    config_maps_path,
+    status_path,
+)
+from scheduler.cluster.exchange.quotas import ExchangeQuotas
+from scheduler.config import ExchangeSettings
+from scheduler.constants import EXCHANGE_API_VERSION, KIND_CELL_OFFER, KIND_CELL_REQUEST
+from scheduler.errors import CellfitError, KubernetesApiError
+
+log = logging.getLogger(__name__)
+
+# Short enough that a burst of postings is one round.
+DEBOUNCE_SECONDS = 0.5
+# A pod deleted for the exchange is not deleted again while it terminates.
+_PREEMPTED_MEMORY_SECONDS = 600.0
+_WARNINGS = frozenset({"Invalid", "Expired"})
+
+
+@dataclass
+class LastRound:
+    at: float = 0.0
+    seconds: float = 0.0
+    matched: list[str] = field(default_factory=list)
+    refused: list[str] = field(default_factory=list)
+    preempted: list[str] = field(default_factory=list)
+    board: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+
+
+class _Store:
+    """One kind's objects as the watch delivers them, by UID."""
+
+    def __init__(self, on_change: Callable[[], None]) -> None:
+        self._lock = threading.Lock()
+        self._objects: dict[str, Any] = {}
+        self._on_change = on_change
+
+    def replace(self, items: list[Any]) -> None:
+        with self._lock:
+            self._objects = {item.metadata.uid or item.metadata.name: item for item in items}
+        self._on_change()
+
+    def apply(self, item: Any) -> None:
+        with self._lock:
+            self._objects[item.metadata.uid or item.metadata.name] = item
+        self._on_change()
+
+    def delete(self, item: Any) -> None:
+        with self._lock:
+            self._objects.pop(item.metadata.uid or item.metadata.name, None)
+        self._on_change()
+
+    def items(self) -> list[Any]:
+        with self._lock:
+            return list(self._objects.values())
+
+
+class ExchangeController:
+    def __init__(
+        self,
+        *,
+        api: KubernetesApi,
+        quotas: ExchangeQuotas,
+        engine: HivedEngine,
+        lock: threading.RLock,
+        settings: ExchangeSettings,
+        clock: Callable[[], float] = time.time,
+        on_preempt: Callable[[str], None] | None = None,
+    ) -> None:
+        self._api = api
+        self._quotas = quotas
+        self._engine = engine
+        self._lock = lock
+        self._settings = settings
+        self._clock = clock
+        self._on_preempt = on_preempt
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._told: dict[str, str] = {}  # object UID -> the last phase an Event announced
+        self._preempted: dict[str, float] = {}  # pod UID -> when it was deleted
+        self.last = LastRound()
+        self._stores = {kind: _Store(self._wake.set) for kind in ("offer", "request", "namespace")}
+        self._reflectors = [
+            path_reflector(api, collection_path("offer"), CELL_LIST_DECODER, CELL_OBJECT_DECODER, name="celloffers",
+                           replace=self._stores["offer"].replace, apply=self._stores["offer"].apply, delete=self._stores["offer"].delete),
+            path_reflector(api, collection_path("request"), CELL_LIST_DECODER, CELL_OBJECT_DECODER, name="cellrequests",
+                           replace=self._stores["request"].replace, apply=self._stores["request"].apply,
+                           delete=self._stores["request"].delete),
+            path_reflector(api, NAMESPACES_PATH, NAMESPACE_LIST_DECODER, NAMESPACE_DECODER, name="namespaces",
+                           replace=self._stores["namespace"].replace, apply=self._stores["namespace"].apply,
+                           delete=self._stores["namespace"].delete),
+        ]
+        quotas.subscribe(self._wake.set)
+        self._worker = threading.Thread(target=self._run, name="cell-exchange", daemon=True)
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def start(self) -> None:
+        for reflector in self._reflectors:
+            reflector.start()
+        self._worker.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        for reflector in self._reflectors:
+            reflector.stop()
+
+    @property
+    def synced(self) -> bool:
+        return self._quotas.synced and all(r.synced.is_set() for r in self._reflectors)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self._wake.wait(timeout=self._next_wait())
+            if self._stop.is_set():
+                return
+            time.sleep(DEBOUNCE_SECONDS)
+            self._wake.clear()
+            try:
+                if self.synced:
+                    self.reconcile()
+            except Exception:  # a defect must not end the exchange
+                log.exception("cell exchange round failed")
+
+    def _next_wait(self) -> float:
+        now = self._clock()
+        edge = ledger.next_edge(self._quotas.entries, now=now, grace_seconds=self._settings.return_grace_seconds)
+        wait = self._settings.resync_seconds
+        return wait if edge is None else min(wait, max(edge - now - DEBOUNCE_SECONDS, 0.0) + 0.05)
+
+    # ------------------------------------------------------------------ one round
+
+    def reconcile(self) -> None:
+        started = time.perf_counter()
+        now = self._clock()
+        config_map, entries = self._read_ledger()
+        postings = {kind: [self._posting(kind, obj) for obj in self._stores[kind].items() if not obj.metadata.deletionTimestamp]
+                    for kind in ("offer", "request")}
+        namespaces = {ns.metadata.name: dict(ns.metadata.labels or {}) for ns in self._stores["namespace"].items()}
+        base = self._quotas.base.virtual_clusters
+        with self._lock:
+            views = {vc: self._engine.inspect_virtual_cluster(vc) or {} for vc in base}
+            result = exchange_round(
+                offers=postings["offer"], requests=postings["request"], namespaces=namespaces, base=base,
+                catalog=CellCatalog(self._engine.topology.config.cell_types), topology=self._engine.topology,
+                entries=entries, now=now, grace_seconds=self._settings.return_grace_seconds, draining=draining_pods(views),
+            )
+        if result.new_entries:
+            if not self._record(config_map, result.new_entries):
+                self._wake.set()  # another write came in between: decide again on what it holds
+                return
+            self._quotas.apply()
+            for entry in result.new_entries:
+                log.info("cells exchanged", extra={"offer": entry.offer, "request": entry.request, "lender": entry.lender,
+                                                   "borrower": entry.borrower, "gpu_hours": round(entry.gpu_hours, 3),
+                                                   "explanation": entry.explanation})
+        watched = {(kind, obj.metadata.namespace, obj.metadata.name): obj for kind in ("offer", "request")
+                   for obj in self._stores[kind].items()}
+        for outcome in result.outcomes:
+            posting = outcome.posting
+            current = watched.get((posting.kind, posting.namespace, posting.name))
+            if current is not None:
+                self._report(outcome, current)
+        preempted = self._preempt([*entries, *result.new_entries], now, views)
+        self.last = LastRound(
+            at=now, seconds=time.perf_counter() - started, matched=[f"{e.offer} -> {e.request}" for e in result.new_entries],
+            refused=[f"{r.offer.id} for {r.request.id}: {r.reason}" for r in result.refused], preempted=preempted,
+            board={kind + "s": [{"object": o.posting.id, "phase": o.phase, "message": o.message}
+                                for o in result.outcomes if o.posting.kind == kind] for kind in ("offer", "request")},
+        )
+
+    def _posting(self, kind: str, obj: CellObject) -> Posting:
+        # creationTimestamp is whole seconds: ties between offers posted in the same second go
+        # to the name, the same after a restart.
+        return Posting(kind=kind, obj=obj.as_posted(), posted=timestamp(obj.metadata.creationTimestamp) or self._clock())  # type: ignore[arg-type]
+
+    # ------------------------------------------------------------------ the ledger
+
+    def _ledger_path(self) -> str:
+        return f"{config_maps_path(self._quotas.namespace)}/{self._settings.ledger_name}"
+
+    def _read_ledger(self) -> tuple[ConfigMap | None, list[Entry]]:
+        raw = self._api.get_path(self._ledger_path())
+        config_map = CONFIG_MAP_DECODER.decode(raw) if raw is not None else None
+        entries, _ = ledger.read(config_map.data if config_map is not None else None)
+        return config_map, entries
+
+    def _record(self, config_map: ConfigMap | None, new: list[Entry]) -> bool:
+        """The new entries written in one write that fails if the ledger changed since it was
+        read; False then."""
+        data = {**((config_map.data or {}) if config_map is not None else {}), **{e.key: ledger.encode(e) for e in new}}
+        body: dict[str, Any] = {
+            "apiVersion": "v1", "kind": "ConfigMap", "data": data,
+            "metadata": {"name": self._settings.ledger_name, "namespace": self._quotas.namespace,
+                         "labels": {"app.kubernetes.io/name": "cellfit", "app.kubernetes.io/component": "cell-exchange"}},
+        }
+        try:
+            if config_map is None:
+                written = self._api.write_path("POST", config_maps_path(self._quotas.namespace), body)
+            else:
+                body["metadata"]["resourceVersion"] = config_map.metadata.resourceVersion
+                body["metadata"]["labels"] = {**(config_map.metadata.labels or {}), **body["metadata"]["labels"]}
+                written = self._api.write_path("PUT", self._ledger_path(), body)
+        except KubernetesApiError as error:
+            if error.status in (409,):
+                log.info("exchange ledger changed meanwhile; deciding again", extra={"ledger": self._settings.ledger_name})
+            else:
+                log.warning("exchange ledger not written; the matches wait for the next round", extra={"reason": str(error)})
+            return False
+        self._quotas.observe(CONFIG_MAP_DECODER.decode(written))
+        return True
+
+    # ------------------------------------------------------------------ telling
+
+    def _report(self, outcome: Outcome, current: CellObject) -> None:
+        posting = outcome.posting
+        uid = current.metadata.uid
+        observed = current.status if isinstance(current.status, dict) else {}
+        wanted = {k: v for k, v in outcome.status.items() if v is not None}
+        if observed != wanted:
+            try:
+                self._api.write_path("PATCH", status_path(posting.kind, posting.namespace, posting.name), {"status": outcome.status},
+                                     content_type="application/merge-patch+json")
+            except KubernetesApiError as error:
+                if error.status != 404:  # deleted meanwhile: nothing to tell
+                    log.warning("exchange status not written", extra={"object": posting.id, "reason": str(error)})
+                return
+        told = self._told.get(uid, observed.get("phase"))
+        if told != outcome.phase:
+            self._told[uid] = outcome.phase
+            self._event(posting, uid, outcome.phase, outcome.message, warning=outcome.phase in _WARNINGS)
+
+    def _event(self, posting: Posting, uid: str, reason: str, message: str, *, warning: bool) -> None:
+        try:
+            self._api.create_event(namespace=posting.namespace, pod_name=posting.name, pod_uid=uid, reason=reason, message=message,
+                                   warning=warning, kind=KIND_CELL_OFFER if posting.kind == "offer" else KIND_CELL_REQUEST,
+                                   api_version=EXCHANGE_API_VERSION)
+        except CellfitError as error:
+            log.warning("exchange event not written", extra={"object": posting.id, "reason": str(error)})
+
+    # ------------------------------------------------------------------ preemption
+
+    def _preempt(self, entries: list[Entry], now: float, views: Mapping[str, Mapping[str, Any]]) -> list[str]:
+        self._preempted = {uid: at for uid, at in self._preempted.items() if now - at < _PREEMPTED_MEMORY_SECONDS}
+        done: list[str] = []
+        for due in due_preemptions(entries=entries, now=now, grace_seconds=self._settings.return_grace_seconds, views=views):
+            if due.uid is None or due.uid in self._preempted:
+                continue
+            namespace, _, name = due.pod.partition("/")
+            try:
+                self._api.delete_pod(namespace=namespace, name=name, uid=due.uid)
+            except CellfitError as error:
+                log.warning("exchange preemption failed", extra={"pod": due.pod, "reason": str(error)})
+                continue
+            self._preempted[due.uid] = now
+            done.append(due.pod)
+            if self._on_preempt is not None:
+                self._on_preempt(due.vc)
+            log.info("pod preempted for a cell exchange", extra={"pod": due.pod, "vc": due.vc, "cell": due.cell, "reason": due.reason})
+            try:
+                self._api.create_event(namespace=namespace, pod_name=name, pod_uid=due.uid, reason="Preempted",
+                                       message=due.reason, warning=True)
+            except CellfitError as error:
+                log.warning("exchange event not written", extra={"pod": due.pod, "reason": str(error)})
+        return done
+
+    def inspect(self) -> dict[str, Any]:
+        last = self.last
+        return {
+            "synced": self.synced,
+            "lastRound": {"at": last.at, "seconds": round(last.seconds, 6), "matched": last.matched, "refused": last.refused,
+                          "preempted": last.preempted},
+            "board": last.board,
+        }
+

@@ -1,0 +1,81 @@
+"""The exchange's objects as the API server sends them, decoded with msgspec: CellOffers and
+CellRequests (spec and status kept as plain JSON: the pure core reads and validates them), the
+Namespaces whose label maps them to a VC, and the ledger ConfigMap; and their URL paths."""
+
+from __future__ import annotations
+
+from typing import Any, Generic, TypeVar
+from urllib.parse import quote
+
+import msgspec
+
+from scheduler.constants import CELL_OFFERS_PATH, CELL_REQUESTS_PATH
+from scheduler.kube import wire
+
+T = TypeVar("T")
+
+NAMESPACES_PATH = "/api/v1/namespaces"
+
+
+class Meta(msgspec.Struct, frozen=True):
+    name: str = ""
+    namespace: str = ""
+    uid: str = ""
+    resourceVersion: str = ""
+    generation: int | None = None
+    labels: dict[str, str] | None = None
+    creationTimestamp: str | None = None
+    deletionTimestamp: str | None = None
+
+
+class CellObject(msgspec.Struct, frozen=True):
+    """A CellOffer or a CellRequest."""
+
+    metadata: Meta = Meta()
+    spec: Any = None
+    status: Any = None
+
+    def as_posted(self) -> dict[str, Any]:
+        """The object as the pure core reads it (``board.Posting.obj``)."""
+        meta = self.metadata
+        return {"metadata": {"namespace": meta.namespace, "name": meta.name, "generation": meta.generation}, "spec": self.spec}
+
+
+class Namespace(msgspec.Struct, frozen=True):
+    metadata: Meta = Meta()
+
+
+class ConfigMap(msgspec.Struct, frozen=True):
+    metadata: Meta = Meta()
+    data: dict[str, str] | None = None
+
+
+class ObjectList(msgspec.Struct, Generic[T], frozen=True):
+    metadata: wire.ListMeta
+    items: list[T] = msgspec.field(default_factory=list)
+
+
+CELL_OBJECT_DECODER = msgspec.json.Decoder(CellObject)
+CELL_LIST_DECODER = msgspec.json.Decoder(ObjectList[CellObject])
+NAMESPACE_DECODER = msgspec.json.Decoder(Namespace)
+NAMESPACE_LIST_DECODER = msgspec.json.Decoder(ObjectList[Namespace])
+CONFIG_MAP_DECODER = msgspec.json.Decoder(ConfigMap)
+CONFIG_MAP_LIST_DECODER = msgspec.json.Decoder(ObjectList[ConfigMap])
+
+
+def collection_path(kind: str) -> str:
+    return CELL_OFFERS_PATH if kind == "offer" else CELL_REQUESTS_PATH
+
+
+def status_path(kind: str, namespace: str, name: str) -> str:
+    base = collection_path(kind).rsplit("/", 1)
+    return f"{base[0]}/namespaces/{quote(namespace, safe='')}/{base[1]}/{quote(name, safe='')}/status"
+
+
+def config_maps_path(namespace: str) -> str:
+    return f"/api/v1/namespaces/{quote(namespace, safe='')}/configmaps"
+
+
+def ledger_list_path(namespace: str, name: str) -> str:
+    """The ledger alone, by field selector (RBAC may then grant list and watch on its name only)."""
+    return f"{config_maps_path(namespace)}?fieldSelector={quote(f'metadata.name={name}', safe='')}"

@@ -1,0 +1,209 @@
+"""The exchange's quota moves, on every replica: each one's engine serves its own kube-scheduler,
+so each follows the ledger (one ConfigMap, watched) and, at every window edge, hands its HiveD
+engine the configured VCs with the exchanges under way applied (``quota.project``) through
+``HivedEngine.reconfigure``, the path of a live configuration reload. A reload of the file goes
+through :meth:`ExchangeQuotas.reconfigure_base`, so that the exchanges under way are applied
+on top of the new VCs (and a file that leaves one of them impossible is refused, naming it).
+
+The leader's controller writes the ledger; this only reads it (and takes the controller's write
+at once, without waiting for the watch to bring it back).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any, Callable
+
+from scheduler.cells import CellsConfig, HivedEngine
+from scheduler.cells.exchange import ledger, project, reconfiguration
+from scheduler.cells.exchange.ledger import Entry
+from scheduler.cells.exchange.resource import rfc3339
+from scheduler.cluster.api import KubernetesApi
+from scheduler.cluster.cache import path_reflector
+from scheduler.cluster.exchange.objects import CONFIG_MAP_DECODER, CONFIG_MAP_LIST_DECODER, ConfigMap, ledger_list_path
+from scheduler.config import ExchangeSettings
+from scheduler.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+
+class ExchangeQuotas:
+    def __init__(
+        self,
+        *,
+        api: KubernetesApi,
+        engine: HivedEngine,
+        lock: threading.RLock,
+        base: CellsConfig,
+        namespace: str,
+        settings: ExchangeSettings,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._engine = engine
+        self._lock = lock
+        self._base = base
+        self._settings = settings
+        self._clock = clock
+        self.namespace = namespace
+        self._guard = threading.Lock()
+        self._entries: list[Entry] = []
+        self._problems: list[str] = []
+        self._applied: frozenset[str] = frozenset()  # keys of the entries under way in the engine now
+        self._apply_problem = ""
+        self._listeners: list[Callable[[], None]] = []
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self.reflector = path_reflector(
+            api, ledger_list_path(namespace, settings.ledger_name), CONFIG_MAP_LIST_DECODER, CONFIG_MAP_DECODER,
+            name="exchange-ledger", replace=lambda items: self.observe(items[0] if items else None),
+            apply=self.observe, delete=lambda _: self.observe(None),
+        )
+        self._thread = threading.Thread(target=self._run, name="exchange-quotas", daemon=True)
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def start(self) -> None:
+        self.reflector.start()
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        self.reflector.stop()
+
+    @property
+    def synced(self) -> bool:
+        return self.reflector.synced.is_set()
+
+    def subscribe(self, on_change: Callable[[], None]) -> None:
+        """``on_change()`` after every new ledger content (the leader's controller wakes on it)."""
+        self._listeners.append(on_change)
+
+    # ------------------------------------------------------------------ the ledger
+
+    def observe(self, config_map: ConfigMap | None) -> None:
+        """New ledger content (from the watch, or the controller's own write)."""
+        entries, problems = ledger.read(config_map.data if config_map is not None else None)
+        with self._guard:
+            if problems and problems != self._problems:
+                log.warning("exchange ledger entries left out", extra={"ledger": self._settings.ledger_name, "problems": problems[:10]})
+            self._entries, self._problems = entries, problems
+        self._wake.set()
+        for listener in self._listeners:
+            listener()
+
+    @property
+    def entries(self) -> list[Entry]:
+        with self._guard:
+            return list(self._entries)
+
+    @property
+    def base(self) -> CellsConfig:
+        """The configured cells section (the file's), before any exchange."""
+        return self._base
+
+    # ------------------------------------------------------------------ applying
+
+    def apply(self) -> bool:
+        """Bring the engine to the exchanges under way now; True when it changed."""
+        now = self._clock()
+        entries = self.entries
+        under_way = frozenset(e.key for e in ledger.under_way(entries, now=now))
+        with self._lock:
+            if under_way == self._applied or not self._base.virtual_clusters:
+                return False
+            try:
+                self._reconfigure(self._base, entries, now)
+            except ConfigError as error:
+                if str(error) != self._apply_problem:
+                    log.error("exchange quotas not applied: the VCs they give are not feasible",
+                              extra={"reason": str(error)})
+                self._apply_problem = str(error)
+                return False
+            self._apply_problem = ""
+            self._applied = under_way
+        log.info("exchange quotas applied", extra={
+            "under_way": sorted(f"{e.offer} -> {e.request}" for e in entries if e.key in under_way),
+            "virtual_clusters": self.guarantees()})
+        return True
+
+    def reconfigure_base(self, base: CellsConfig) -> None:
+        """A live reload's new cells section, with the exchanges under way applied on top (the
+        caller holds the engine lock). ``ConfigError`` when it leaves one of them impossible: the
+        engine and the base stay as they were."""
+        now = self._clock()
+        entries = self.entries
+        if base.virtual_clusters:
+            self._reconfigure(base, entries, now)
+        else:
+            self._engine.reconfigure(base, prefix="cells")
+        self._base = base
+        self._applied = frozenset(e.key for e in ledger.under_way(entries, now=now))
+
+    def _reconfigure(self, base: CellsConfig, entries: list[Entry], now: float) -> None:
+        specs, problems = project(base=base.virtual_clusters, matches=[e.match() for e in ledger.under_way(entries, now=now)], at=now)
+        if problems:
+            raise ConfigError("cells.virtualClusters: the cell exchanges under way do not fit: " + "; ".join(problems))
+        self._engine.reconfigure(reconfiguration(base, specs), prefix="cells")
+
+    def guarantees(self) -> dict[str, dict[str, int]]:
+        """Each configured VC's quota in the engine now, by cell type."""
+        with self._lock:
+            return {vc["name"]: {c["cellType"]: c["quota"] for c in vc["cells"] if c["quota"]}
+                    for vc in self._engine.inspect_virtual_clusters()["virtualClusters"] if vc["configured"]}
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            now = self._clock()
+            edge = ledger.next_edge(self.entries, now=now, grace_seconds=None)
+            wait = self._settings.resync_seconds if edge is None else min(self._settings.resync_seconds, max(edge - now, 0.0) + 0.01)
+            self._wake.wait(timeout=wait)
+            self._wake.clear()
+            if self._stop.is_set():
+                return
+            try:
+                if self.synced:
+                    self.apply()
+            except Exception:  # a defect must not end the quota moves
+                log.exception("applying exchange quotas failed")
+
+    # ------------------------------------------------------------------ views
+
+    def metrics(self) -> dict[str, Any]:
+        """What the exchange gauges read: GPU-hours lent and borrowed per VC, surplus, and the
+        exchanges matched and under way."""
+        now = self._clock()
+        entries = self.entries
+        return {
+            "exchanged": ledger.exchanged(entries),
+            "surplus": ledger.surplus(entries),
+            "matched": sum(1 for e in entries if now < e.window.start),
+            "active": sum(1 for e in entries if e.window.holds(now)),
+        }
+
+    def inspect(self) -> dict[str, Any]:
+        now = self._clock()
+        entries = self.entries
+        with self._guard:
+            problems = list(self._problems)
+        return {
+            "ledger": {"namespace": self.namespace, "name": self._settings.ledger_name, "synced": self.synced,
+                       "entries": len(entries), "problems": problems},
+            "surplus": {vc: round(v, 6) for vc, v in sorted(ledger.surplus(entries).items())},
+            "exchanges": [
+                {
+                    "offer": e.offer, "request": e.request, "lender": e.lender, "borrower": e.borrower,
+                    "offerCells": [{"cellType": t, "count": n} for t, n in e.offer_cells],
+                    "requestCells": [{"cellType": t, "count": n} for t, n in e.request_cells],
+                    "start": rfc3339(e.window.start), "end": rfc3339(e.window.end), "gpuHours": round(e.gpu_hours, 6),
+                    "state": "matched" if now < e.window.start else ("active" if now < e.window.end else "returned"),
+                    "applied": e.key in self._applied,
+                }
+                for e in sorted(entries, key=lambda e: (e.window.start, e.key))
+                if now < e.window.end + (self._settings.return_grace_seconds or 0.0) + 3600
+            ],
+            "virtualClusters": self.guarantees(),
+            **({"applyProblem": self._apply_problem} if self._apply_problem else {}),
+        }

@@ -1,0 +1,94 @@
+"""The exchange's quota moves on a real HivedEngine (scheduler/cluster/exchange/quotas.py): the
+ledger's exchanges under way are applied at the window's edges through ``reconfigure``, and a
+live reload of the configuration file applies them on top of the new VCs, or is refused naming
+the exchange it would break (and nothing changes). The ledger arrives as the ConfigMap the watch
+delivers; no API call is made (the watch is not started)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from scheduler.cells import HivedEngine
+from scheduler.cells.config import parse_cells_config
+from scheduler.cells.exchange import Match, Offer, Request, Window, cells_of, ledger
+from scheduler.cluster.exchange.objects import ConfigMap
+from scheduler.cluster.exchange.quotas import ExchangeQuotas
+from scheduler.config import ExchangeSettings, Settings
+from scheduler.errors import ConfigError
+from scheduler.extender.config_changes import reload_settings
+from tests.cells.helpers import rack_cluster
+
+HOUR = 3600.0
+T0 = 1_800_000_000.0
+
+
+class Clock:
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def cells(**vcs: int) -> Any:
+    return parse_cells_config(rack_cluster(1, 4, vcs={n: [{"cellType": "V100-NODE", "count": c}] for n, c in vcs.items()}))
+
+
+def quotas_of(engine: HivedEngine) -> dict[str, int]:
+    return {vc["name"]: sum(c["quota"] for c in vc["cells"]) for vc in engine.inspect_virtual_clusters()["virtualClusters"] if vc["configured"]}
+
+
+def entry(lender: str = "a", borrower: str = "b", start: float = T0, end: float = T0 + HOUR) -> ledger.Entry:
+    window = Window(start=start, end=end)
+    node = cells_of({"V100-NODE": 1})
+    match = Match(request=Request(id="team-b/r", tenant=borrower, cells=node, window=window, posted=T0),
+                  offer=Offer(id="team-a/o", tenant=lender, cells=node, window=window, posted=T0),
+                  window=window, gpus=8, gpu_hours=8.0, explanation="test")
+    return ledger.entry_of(match, matched_at=T0 - 60)
+
+
+def setup(base: Any) -> tuple[HivedEngine, ExchangeQuotas, Clock]:
+    import threading
+
+    engine = HivedEngine.from_config(base)
+    clock = Clock(T0 - 10)
+    quotas = ExchangeQuotas(api=object(), engine=engine, lock=threading.RLock(), base=base, namespace="cellfit-system",  # type: ignore[arg-type]
+                            settings=ExchangeSettings(), clock=clock)
+    return engine, quotas, clock
+
+
+def test_the_quota_moves_at_the_window_edges_and_back():
+    engine, quotas, clock = setup(cells(a=2, b=1, c=1))
+    e = entry()
+    quotas.observe(ConfigMap(data={e.key: ledger.encode(e)}))
+    assert quotas.apply() is False and quotas_of(engine) == {"a": 2, "b": 1, "c": 1}  # not open yet
+    clock.now = T0
+    assert quotas.apply() is True and quotas_of(engine) == {"a": 1, "b": 2, "c": 1}
+    assert quotas.apply() is False  # nothing new
+    assert quotas.inspect()["exchanges"][0]["state"] == "active" and quotas.inspect()["exchanges"][0]["applied"] is True
+    clock.now = T0 + HOUR  # half-open: back at the end
+    assert quotas.apply() is True and quotas_of(engine) == {"a": 2, "b": 1, "c": 1}
+    assert quotas.metrics()["surplus"] == {"a": 8.0, "b": -8.0}
+
+
+def test_a_reload_applies_the_exchanges_under_way_on_top_of_the_new_vcs_or_is_refused():
+    base = cells(a=2, b=1, c=1)
+    engine, quotas, clock = setup(base)
+    e = entry()
+    quotas.observe(ConfigMap(data={e.key: ledger.encode(e)}))
+    clock.now = T0 + 60
+    quotas.apply()
+    running = Settings(cells=base)
+    grown = running.model_copy(update={"cells": cells(a=2, b=1, c=0)})
+    reload = reload_settings(running, grown, cells=engine, rebase=quotas.reconfigure_base)
+    assert reload.result == "applied" and quotas_of(engine) == {"a": 1, "b": 2, "c": 0}
+    assert quotas.base.virtual_clusters == grown.cells.virtual_clusters
+    # a's quota down to what it lends: the exchange under way would need a cell a no longer has.
+    shrunk = grown.model_copy(update={"cells": cells(a=0, b=1, c=0)})
+    refused = reload_settings(reload.running, shrunk, cells=engine, rebase=quotas.reconfigure_base)
+    assert refused.result == "invalid" and "team-a/o -> team-b/r" in refused.reason and "virtualClusters.a.cells" in refused.reason
+    assert quotas_of(engine) == {"a": 1, "b": 2, "c": 0} and quotas.base.virtual_clusters == grown.cells.virtual_clusters
+    with pytest.raises(ConfigError):
+        quotas.reconfigure_base(shrunk.cells)
