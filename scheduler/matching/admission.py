@@ -34,7 +34,7 @@ import numpy as np
 from scheduler.matching.allox import AlloxScheduler
 from scheduler.matching.alloxplus import AlloxPlusScheduler
 from scheduler.matching.capacity import DEFAULT_RESERVED_CPU_PER_GPU, NodeResources, default_demands, machines_for
-from scheduler.matching.fairness import Capacity, DemandShare, user_progress
+from scheduler.matching.fairness import Capacity, DemandShare, job_value, user_progress
 from scheduler.matching.model import KIND_GPU, Assignment, Demand, Job, Machine
 from scheduler.matching.solve import prepare, solve
 
@@ -277,9 +277,14 @@ def decide(
     gang_plan = _gangs(now=now, gangs=gangs, idle=idle, busy=busy)
     idle = gang_plan.idle
     busy = gang_plan.busy
-    scheduler = AlloxScheduler(alpha=alpha, shares=shares) if policy == "allox" else AlloxPlusScheduler(timeout=allox_plus_timeout)
-    started = scheduler.on_machine_free(now=now, free_machines=idle, pending_jobs=jobs, busy_until=busy,
-                                        running=[*running_assignments, *gang_plan.started_assignments])
+    holding = [*running_assignments, *gang_plan.started_assignments]
+    progress = user_progress(holding, shares)  # once: Algorithm 2 ranks by it, the answer adds the starts
+    if policy == "allox":
+        started = AlloxScheduler(alpha=alpha, shares=shares).on_machine_free(
+            now=now, free_machines=idle, pending_jobs=jobs, busy_until=busy, running=holding, progress=progress)
+    else:
+        started = AlloxPlusScheduler(timeout=allox_plus_timeout).on_machine_free(
+            now=now, free_machines=idle, pending_jobs=jobs, busy_until=busy, running=holding)
     starts = (
         *gang_plan.starts,
         *(Start(key=a.job.name, kind=configuration_kind(a.kind), machine=a.machine.name, seconds=a.finish - a.start,
@@ -290,7 +295,9 @@ def decide(
     if plan_queue:
         planned = [*_queue(now=now, jobs=jobs, started=started, idle=idle, busy=busy, grid=grid), *gang_plan.queued]
         queue = _numbered(planned)
-    progress = user_progress([*running_assignments, *gang_plan.started_assignments, *started], shares)
+    for assignment in started:  # as user_progress over holding then started would sum them
+        user = assignment.job.user
+        progress[user] = progress.get(user, 0.0) + job_value(assignment.job, assignment.kind, shares)
     users = sorted({job.user for job in waiting} | {job.user for job in running})
     values = [progress.get(user, 0.0) for user in users]
     return AdmissionDecision(

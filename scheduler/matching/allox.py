@@ -51,7 +51,10 @@ class AlloxScheduler:
         pending_jobs: Sequence[Job],
         busy_until: Mapping[Machine, float],
         running: Sequence[Assignment] = (),
+        progress: Mapping[str, float] | None = None,
     ) -> list[Assignment]:
+        """``progress``: the users' progress from ``running``, when the caller has it already
+        (``user_progress(running, shares)``; admission needs it for its own answer too)."""
         free_names = {machine.name for machine in free_machines}
         machines = [*free_machines, *(m for m in busy_until if m.name not in free_names)]
         available = {m.name: until for m, until in busy_until.items() if m.name not in free_names}
@@ -65,9 +68,11 @@ class AlloxScheduler:
             if job.arrival <= now and any(kind in kinds for kind in job.processing_time)
         }
         shares = self.shares if self.shares is not None else MachineShare.of(machines)
-        progress = user_progress(running, shares)
+        progress = dict(progress) if progress is not None else user_progress(running, shares)
         users = {job.user for job in waiting.values()} | {assignment.job.user for assignment in running}
         base = considered_count(alpha=self.alpha, users=len(users))
+        if base >= len(users):
+            return self._every_user(now=now, free_machines=free_machines, waiting=waiting, machines=arrays)
         ranking = rank_users(users, progress)
         # Plans by the user set they were solved for. Starting a job keeps the plan it came from
         # valid (see the proof below) and invalidates every other one.
@@ -117,6 +122,27 @@ class AlloxScheduler:
             kept = plans[considered]
             kept[machine.name].pop(0)
             plans = {considered: kept}
+        return started
+
+    @staticmethod
+    def _every_user(*, now: float, free_machines: Sequence[Machine], waiting: Mapping[str, Job], machines: Fleet) -> list[Assignment]:
+        """Every user considered (α = 1, or as few users as ``ceil(α·n)``): one matching serves
+        every free machine (the plan stays optimal after each start, see the loop), the ranking
+        never changes who is matched and no machine can raise α, so the starts are each free
+        machine's first job in that one matching, read off its arrays."""
+        if not waiting:
+            return []
+        problem = prepare_on(machines, list(waiting.values()))
+        queues = solve(problem)
+        started: list[Assignment] = []
+        taken: dict[str, int] = {}  # a machine listed twice starts the next job of its queue
+        for machine in free_machines:
+            index = machines.position_of[machine.name]
+            at = int(queues.bounds[index]) + taken.get(machine.name, 0)
+            if at < int(queues.bounds[index + 1]):
+                taken[machine.name] = taken.get(machine.name, 0) + 1
+                job = problem.jobs[int(queues.job[at])]
+                started.append(Assignment(job=job, machine=machine, start=now, finish=now + job.processing_time[machine.kind]))
         return started
 
     @staticmethod
