@@ -28,10 +28,10 @@ from scheduler.cluster.leadership import Driver, LeaderElector, Terms, default_n
 from scheduler.cluster.nudge import Nudger, Parked
 from scheduler.config import ConfigFile, ListenerLimits, Settings
 from scheduler.core.engine import SchedulingEngine
-from scheduler.core.fit import ResourceFitEngine
 from scheduler.core.model import NodeInfo
 from scheduler.errors import CellfitError, ConfigError, KubernetesApiError
 from scheduler.cluster.priority_class import PriorityClassLookup
+from scheduler.composition import compose_placement, with_preemption
 from scheduler.extender.admission import PodAdmission
 from scheduler.extender.certificates import CertificateReloader
 from scheduler.extender.configuration import ConfigReloader
@@ -45,7 +45,6 @@ from scheduler.extender.service import AlwaysReady, ExtenderService
 from scheduler.extender.validating import ObjectValidation
 from scheduler.extender.validation import LiveCells, unplaceable_reason
 from scheduler.kube import names, translate, wire
-from scheduler.preemption import FitGppSettings
 from scheduler.preemption.engine import FitGppEngine
 from estimator.controller import Capacity, EstimatorController
 from placer.controller import Guarantees, PlacerController
@@ -98,19 +97,7 @@ DISCOVERY_TIMEOUT_SECONDS = 60.0
 
 def build_engine(settings: Settings, api: KubernetesApi | None) -> SchedulingEngine:
     """The placement engine ``settings`` ask for, inside FitGpp's preemption unless disabled."""
-    placement = build_placement_engine(settings, api)
-    preemption = settings.preemption
-    if preemption.policy == "placement":
-        return placement
-    return FitGppEngine(
-        placement,
-        settings=FitGppSettings(
-            grace_period_weight=preemption.grace_period_weight, max_preemptions=preemption.max_preemptions
-        ),
-        seed=preemption.seed,
-        resume_hold_seconds=preemption.resume_hold_seconds,
-        clock=time.monotonic,
-    )
+    return with_preemption(build_placement_engine(settings, api), settings.preemption, clock=time.monotonic)
 
 
 def placement_engine(engine: SchedulingEngine) -> SchedulingEngine:
@@ -123,7 +110,7 @@ def build_placement_engine(settings: Settings, api: KubernetesApi | None) -> Sch
     policy = settings.resolved_policy(connected=api is not None)
     if policy == "resource-fit":
         log.info("policy resource-fit")
-        return ResourceFitEngine()
+        return compose_placement(settings, connected=api is not None)
     nodes: list[NodeInfo] | None = None
     if settings.cells.topology is None:
         if api is None:
@@ -131,14 +118,14 @@ def build_placement_engine(settings: Settings, api: KubernetesApi | None) -> Sch
                 "policy.name: hived needs cells.topology, or a cluster connection to discover the cells from"
             )
         nodes = _list_nodes(api, settings)
-    engine = HivedEngine.from_config(
-        settings.cells,
+    engine = compose_placement(
+        settings,
+        connected=api is not None,
         nodes=nodes,
-        rack_label=settings.policy.rack_label,
-        prefix="cells",
         # Discovered cells follow nodes that join and leave: say what changed, as at startup.
-        on_change=lambda change: log.info("cells changed", extra={"change": change}),
+        on_cells_change=lambda change: log.info("cells changed", extra={"change": change}),
     )
+    assert isinstance(engine, HivedEngine)
     log.info("policy hived", extra={"cells": engine.summary})
     # The cell tree is large and lives for the whole process: keep the collector from walking
     # it on every full collection (millisecond pauses inside kube-scheduler's calls).

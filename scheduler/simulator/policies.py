@@ -23,8 +23,9 @@ TE queue and holds back the BE queue too, so BE jobs cannot take the room it is 
 * ``lrtp`` — Big-C's Longest Remaining Time Preemption with perfect knowledge: preempt the BE
   job with the most work left, then the next, until one node has room (§4.1, Appendix A);
 * ``rand`` — the same with BE jobs in random order;
-* ``fitgpp`` — :func:`scheduler.preemption.fitgpp.choose_victims`, the function the extender's
-  preempt verb calls.
+* ``fitgpp`` — the composed engine's ``select_victims`` (FitGpp's
+  :func:`scheduler.preemption.fitgpp.choose_victims` on kube-scheduler's candidate nodes), the
+  call the extender's preempt verb makes.
 
 Every preemptive policy respects P (jobs preempted P times are never victims again), as in the
 paper's Tables 3 and 4.
@@ -36,7 +37,7 @@ import random
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Final, Iterable, Literal, Protocol, cast
 
-from scheduler.preemption.fitgpp import PreemptionDecision, choose_victims
+from scheduler.preemption.fitgpp import NoVictims, PreemptionDecision
 from scheduler.preemption.model import FitGppSettings
 from scheduler.simulator.errors import UnknownPolicy
 from scheduler.simulator.state import PreemptionPlan, SimJob
@@ -225,7 +226,7 @@ def _greedy(job: SimJob, sim: Simulation, order: Iterable[SimJob], rule: str) ->
     def room(node: str, extra: list[int]) -> bool:
         free = free_cache.get(node)
         if free is None:
-            free = free_cache[node] = sim.engine.free_on(node).as_tuple()
+            free = free_cache[node] = sim.free_on(node).as_tuple()
         return all(f + e >= n for f, e, n in zip(free, extra, need))
 
     if not any(room(node, extra) for node, extra in freed.items()):
@@ -270,26 +271,30 @@ class RandPolicy(PreemptiveFifo):
 
 
 class FitGppPolicy(PreemptiveFifo):
-    """FitGpp through the production core: the same :func:`choose_victims` call the extender's
-    preempt verb makes, on the simulation's :class:`PreemptionIndex`."""
+    """FitGpp through the production engine: kube-scheduler's candidate nodes for the TE pod
+    (its dry run) go to the composed engine's ``select_victims``, the call the extender's
+    preempt verb makes, and its choice is the plan."""
 
     name = "fitgpp"
 
     def __init__(self, options: PolicyOptions) -> None:
         super().__init__(options)
-        self.last_decision: PreemptionDecision | None = None
+        self.last_decision: PreemptionDecision | NoVictims | None = None
 
     def plan(self, job: SimJob, sim: Simulation) -> PreemptionPlan | None:
-        decision = choose_victims(
-            preemptor=job.pod, table=sim.index.table(), settings=self.settings, seed=self.seed
-        )
-        if not isinstance(decision, PreemptionDecision):
-            return None
+        candidates = sim.preemption_candidates(job)
+        if not candidates:
+            return None  # kube-scheduler finds no node where preemption helps: no preempt call
+        chosen = sim.engine.select_victims(job.pod, candidates, {})
+        decision = sim.engine.take_decision(job.pod.uid)
         self.last_decision = decision
+        if not chosen:
+            return None
+        ((node, victims),) = chosen.items()
         return PreemptionPlan(
-            node=decision.node,
-            victims=[sim.by_uid[uid] for uid in decision.victim_uids],
-            rule=decision.rule,
+            node=node,
+            victims=[sim.by_pod[uid] for uid in victims],
+            rule=decision.rule if isinstance(decision, PreemptionDecision) else "reclaim",
         )
 
 

@@ -23,18 +23,22 @@ from __future__ import annotations
 import math
 from collections import deque
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Callable, Final, Literal, Sequence
+from typing import TYPE_CHECKING, Callable, Final, Literal, Protocol, Sequence
 
 import numpy as np
 import numpy.typing as npt
 
-from scheduler.core.fit import ResourceFitEngine
+from scheduler.composition import compose_engine
+from scheduler.config import Settings, load_settings
+from scheduler.core.engine import FilterDecision, SchedulingEngine
+from scheduler.preemption.engine import FitGppEngine
+from scheduler.preemption.fitgpp import NoVictims, PreemptionDecision
 from scheduler.core.model import NodeInfo, PodInfo
 from scheduler.core.resources import Resources
-from scheduler.preemption.model import Candidate, FitGppSettings, JobClass
-from scheduler.preemption.table import PreemptionIndex
+from scheduler.preemption.model import FitGppSettings
 from scheduler.simulator.errors import InvalidWorkload, SimulationStalled
 from scheduler.simulator.kernel import EventKernel
+from scheduler.simulator.kube_model import NodeCache, NominatedPods, RunningPod, admits, preemption_candidates
 from scheduler.simulator.state import JobState, PreemptionPlan, SimJob
 from scheduler.simulator.workload import ClusterSpec, JobSpec
 
@@ -42,6 +46,13 @@ if TYPE_CHECKING:
     from scheduler.simulator.policies import Policy
 
 ArrivalMode = Literal["trace", "load"]
+
+
+class SimulatedEngine(SchedulingEngine, Protocol):
+    """What the simulation drives: the verbs and cluster state of any engine, and FitGpp's
+    explanation of its last preemption choice for a pod (None where none was kept)."""
+
+    def take_decision(self, pod_uid: str) -> PreemptionDecision | NoVictims | None: ...
 
 # Event kinds, in the order they are applied at one instant.
 _COMPLETE: Final = 0
@@ -105,7 +116,17 @@ class Simulation:
         on_progress: ProgressCallback | None = None,
         progress_every: int = 2048,
         tick: float = 0.0,
+        configuration: Settings | None = None,
+        engine: SimulatedEngine | None = None,
+        record_decisions: bool = False,
     ) -> None:
+        """The engine is the one ``cellfit serve`` composes from ``configuration`` (default: its
+        embedded default configuration; standalone, so resource fit unless the configuration
+        asks for HiveD with a topology), its ``preemption`` section given the run's s, P and
+        seed (:func:`served_settings`), on the virtual clock. ``engine`` replaces it (the parity
+        test passes the live service); it must also answer ``take_decision`` (FitGpp's
+        explanation of its last choice for a pod, or None).
+        ``record_decisions``: keep every bind and preemption in :attr:`decisions`."""
         if arrivals == "load" and not load > 0:
             raise InvalidWorkload(f"{load!r} is not a positive load", field="load")
         if not tick >= 0 or tick == float("inf"):
@@ -118,15 +139,26 @@ class Simulation:
         # Bumped whenever resources are released: a policy that found its queue head blocked
         # at version v need not look again until something was freed.
         self.version = 0
-        self.engine = ResourceFitEngine(initial_capacity=max(64, cluster.nodes))
-        self.index = PreemptionIndex(initial_capacity=max(64, cluster.nodes))
+        # The engine ``cellfit serve`` composes (standalone, no HiveD topology: resource fit
+        # inside FitGpp with its resume holds), on the virtual clock.
+        self.engine: SimulatedEngine = engine or _served_engine(
+            served_settings(settings, seed=seed, configuration=configuration), clock=lambda: self.now
+        )
         self.node_names = cluster.node_names()
         for name in self.node_names:
-            node = NodeInfo(name=name, allocatable=cluster.node)
-            self.engine.apply_node(node)
-            self.index.apply_node(node)
+            self.engine.apply_node(NodeInfo(name=name, allocatable=cluster.node))
         self.jobs = [SimJob(i, spec) for i, spec in enumerate(jobs)]
         self.by_uid: dict[str, SimJob] = {}
+        self.by_pod: dict[str, SimJob] = {}  # the current pod of each job, by pod UID
+        # kube-scheduler's side: pods nominated to a node while their victims terminate, and
+        # the bound pods of each node as its cache shows them to the preemption dry run.
+        self.nominated = NominatedPods()
+        self._on_node: dict[str, dict[str, SimJob]] = {name: {} for name in self.node_names}
+        self.kube_cache = NodeCache([(name, cluster.node) for name in self.node_names])
+        self._unplaced: tuple[str, FilterDecision] | None = None  # the last failed filter
+        # (time, "bind", pod UID, node, ()) and (time, "preempt", preemptor UID, node, victim
+        # UIDs), in the order they were made; None unless asked for.
+        self.decisions: list[tuple[float, str, str, str, tuple[str, ...]]] | None = [] if record_decisions else None
         for job in self.jobs:
             if job.uid in self.by_uid:
                 raise InvalidWorkload(f"job id {job.uid!r} appears twice", field=job.spec.origin or "job_id")
@@ -137,6 +169,7 @@ class Simulation:
                     field=job.spec.origin or f"job {job.uid}",
                 )
             self.by_uid[job.uid] = job
+            self.by_pod[job.pod.uid] = job
         self.te_queue: deque[SimJob] = deque()
         self.be_queue: deque[SimJob] = deque()
         # Running (not terminating) BE jobs in start order, for policies that scan them.
@@ -234,23 +267,61 @@ class Simulation:
     # ------------------------------------------------------------------ what policies call
 
     def try_place(self, job: SimJob) -> bool:
-        """Start ``job`` on the node the resource-fit engine scores best (kube-scheduler's
-        filter then prioritize; ties go to the first node), or return False if none fits."""
-        feasible = self.engine.filter(job.pod, self.node_names).feasible
+        """kube-scheduler's cycle for ``job``'s pod: its own filter (room kept for nominated
+        pods), then the engine's filter and prioritize (ties go to the first node, as in
+        kube-scheduler's order), then bind; False if no node is feasible."""
+        pod = job.pod
+        offered = self._kube_filter(pod)
+        # With no node left kube-scheduler does not call the extender.
+        decision = self.engine.filter(pod, offered) if offered else FilterDecision()
+        feasible = decision.feasible
         if not feasible:
+            self._unplaced = (pod.uid, decision)  # the statuses kube-scheduler's preemption reads
             return False
         if len(feasible) == 1:
             node = feasible[0]
         else:
-            scores = self.engine.prioritize(job.pod, feasible)
+            scores = self.engine.prioritize(pod, feasible)
             node = feasible[int(np.argmax(scores))]  # the first best, as kube-scheduler's order
         self._start(job, node)
         return True
 
+    def preemption_candidates(self, job: SimJob) -> dict[str, list[str]]:
+        """The candidate nodes and victims kube-scheduler would offer the extender's preempt
+        verb for ``job``'s pod (its dry run, :mod:`~scheduler.simulator.kube_model`)."""
+        pod = job.pod
+        unplaced = self._unplaced
+        if unplaced is not None and unplaced[0] == pod.uid:
+            decision = unplaced[1]  # this scheduling cycle's filter
+        else:
+            offered = self._kube_filter(pod)
+            decision = self.engine.filter(pod, offered) if offered else FilterDecision()
+            if decision.feasible:
+                raise AssertionError(f"{job.uid} preempts while a node is feasible for it")
+        return preemption_candidates(
+            pod,
+            nodes=self.node_names,
+            unresolvable=decision.unresolvable if decision.unresolvable_count else {},
+            free_on=self._kube_free,
+            pods_on=self._running_on,
+            nominated=self.nominated,
+        )
+
+    def free_on(self, node: str) -> Resources:
+        """What kube-scheduler sees free on ``node`` for a pod of no higher priority than the
+        pods nominated there: free less what they are owed (never below zero)."""
+        free = self._kube_free(node)
+        if not self.nominated:
+            return free
+        kept = self.nominated.kept_for(_LOWEST, node)
+        return Resources(
+            max(0, free.cpu_millis - kept.cpu_millis), max(0, free.memory_bytes - kept.memory_bytes), max(0, free.gpus - kept.gpus)
+        )
+
     def preempt(self, job: SimJob, plan: PreemptionPlan) -> None:
-        """Signal ``plan.victims`` (they stop working now and release their resources when their
-        GP ends) and reserve ``plan.node`` for the TE ``job``, which starts there when the last
-        victim on that node is gone."""
+        """kube-scheduler's preemption once victims are chosen: delete ``plan.victims`` (they
+        stop working now and release their resources when their GP ends) and nominate the TE
+        ``job`` to ``plan.node``, where it is bound when the last victim there is gone."""
         if not job.trial or job.state is not JobState.QUEUED:
             raise AssertionError(f"only a queued TE job preempts, not {job.uid} ({job.state.name})")
         if not plan.victims:
@@ -270,7 +341,8 @@ class Simulation:
             victim.state = JobState.TERMINATING
             victim.signalled_at = now
             victim.preemptions += 1
-            self.index.set_terminating(victim.uid)
+            # The deletion as the watch shows it: the pod holds its resources until it is gone.
+            self.engine.apply_pod(replace(victim.pod, node_name=victim.node, phase="Running", terminating=True))
             del self.running_be[victim.index]
             if victim.node == plan.node:
                 victim.preempted_for = job
@@ -278,10 +350,31 @@ class Simulation:
             self._push(now + victim.spec.grace_period, _GRACE_END, victim)
         if not on_target:
             raise AssertionError(f"no victim of {job.uid} runs on its node {plan.node}")
+        if self.decisions is not None:
+            self.decisions.append((now, "preempt", job.pod.uid, plan.node, tuple(v.pod.uid for v in plan.victims)))
         job.state = JobState.RESERVED
         job.reserved_node = plan.node
         job.pending_victims = on_target
-        self._hold(job)
+        self.nominated.nominate(job.pod, plan.node)
+
+    def _kube_filter(self, pod: PodInfo) -> Sequence[str]:
+        """The nodes kube-scheduler's own filter passes on to the extender: those with room
+        for the pod in its cache, but not where pods nominated before ``pod`` leave it none."""
+        fitting = self.kube_cache.fitting(pod)
+        if not self.nominated:
+            return fitting
+        blocked = {
+            node for node in self.nominated.nodes()
+            if not admits(pod, node, free=self._kube_free(node), nominated=self.nominated)
+        }
+        return [name for name in fitting if name not in blocked] if blocked else fitting
+
+    def _kube_free(self, node: str) -> Resources:
+        """Free on ``node`` in kube-scheduler's cache: allocatable less its bound pods."""
+        return self.kube_cache.free(node)
+
+    def _running_on(self, node: str) -> list[RunningPod]:
+        return [RunningPod(pod=other.pod, started_at=other.started_at) for other in self._on_node[node].values()]
 
     # ------------------------------------------------------------------ events
 
@@ -309,11 +402,17 @@ class Simulation:
         load = self.load()
         if load > self._max_load:
             self._max_load = load
+        self.engine.apply_pod(job.pod)  # the new pending pod, as the watch shows it
         (self.te_queue if job.trial else self.be_queue).append(job)
 
     def _start(self, job: SimJob, node: str) -> None:
         self.engine.reserve(job.pod, node)
-        self.index.add(job.candidate(), node_name=node)
+        if self.decisions is not None:
+            self.decisions.append((self.now, "bind", job.pod.uid, node, ()))
+        # The binding as the watch brings it back (a resume hold ends when it is confirmed).
+        self.engine.apply_pod(replace(job.pod, node_name=node, phase="Running"))
+        self._on_node[node][job.pod.uid] = job
+        self.kube_cache.bind(node, job.demand)
         now = self.now
         job.state = JobState.RUNNING
         job.node = node
@@ -328,8 +427,10 @@ class Simulation:
         self._push(now + (job.spec.duration - job.work_done), _COMPLETE, job)
 
     def _release(self, job: SimJob) -> None:
-        self.engine.delete_pod(job.uid)
-        self.index.delete_pod(job.uid)
+        assert job.node is not None
+        self.engine.delete_pod(job.pod.uid)
+        del self._on_node[job.node][job.pod.uid]
+        self.kube_cache.release(job.node, job.demand)
         self.version += 1
 
     def _complete(self, job: SimJob) -> None:
@@ -355,47 +456,24 @@ class Simulation:
         victim.state = JobState.QUEUED
         victim.node = None
         victim.epoch += 1
+        # The Job controller's next pod, pending (the engine's resume hold keeps room for it);
+        # the resumed PriorityClass puts it at the head of the BE queue.
+        del self.by_pod[victim.pod.uid]
+        self.engine.apply_pod(victim.next_pod())
+        self.by_pod[victim.pod.uid] = victim
         self.be_queue.appendleft(victim)
         job = victim.preempted_for
         victim.preempted_for = None
         if job is None:
             return
         job.pending_victims -= 1
-        node = job.reserved_node
-        assert node is not None
-        self._drop_hold(job)
         if job.pending_victims:
-            self._hold(job)  # what this victim released stays with the TE job
-            return
-        job.reserved_node = None
-        self._start(job, node)  # SchedulingConflict here would be a bookkeeping bug
-
-    def _hold(self, job: SimJob) -> None:
-        """Hold what is free on the TE job's node (up to its demand) until its victims are
-        gone, as kube-scheduler's nominated node does: neither the N of eq. 2 nor what an
-        earlier victim released may go to another pod meanwhile."""
+            return  # what this victim released stays with the TE job, nominated there
         node = job.reserved_node
         assert node is not None
-        hold = _elementwise_min(job.demand, self.engine.free_on(node))
-        if hold == Resources():
-            return
-        placeholder = _placeholder(job, hold)
-        self.engine.reserve(placeholder, node)
-        self.index.add(
-            Candidate(
-                uid=placeholder.uid,
-                key=placeholder.key,
-                job_class=JobClass.TRIAL,
-                requests=hold,
-                grace_period_seconds=0.0,
-            ),
-            node_name=node,
-        )
-
-    def _drop_hold(self, job: SimJob) -> None:
-        placeholder_uid = _placeholder_uid(job)
-        self.engine.delete_pod(placeholder_uid)
-        self.index.delete_pod(placeholder_uid)
+        job.reserved_node = None
+        self.nominated.clear(job.pod, node)
+        self._start(job, node)  # SchedulingConflict here would be a bookkeeping bug
 
     # ------------------------------------------------------------------ results
 
@@ -426,13 +504,28 @@ class Simulation:
         return [replace(job.spec, submit_time=job.submitted_at) for job in self.jobs]
 
 
-def _elementwise_min(a: Resources, b: Resources) -> Resources:
-    return Resources(min(a.cpu_millis, b.cpu_millis), min(a.memory_bytes, b.memory_bytes), min(a.gpus, b.gpus))
+
+def _served_engine(configuration: Settings, *, clock: Callable[[], float]) -> FitGppEngine:
+    engine = compose_engine(configuration, connected=False, clock=clock)
+    if not isinstance(engine, FitGppEngine):  # served_settings sets preemption.policy fitgpp
+        raise AssertionError("the served composition has FitGpp's preemption")
+    return engine
 
 
-def _placeholder_uid(job: SimJob) -> str:
-    return f"{job.uid}/reservation"
+def served_settings(settings: FitGppSettings, *, seed: int, configuration: Settings | None = None) -> Settings:
+    """``configuration`` (default: the one ``cellfit serve`` runs with by default) with FitGpp's
+    preemption at the run's s, P and seed (the fallback's order)."""
+    default = configuration if configuration is not None else load_settings(None)
+    preemption = default.preemption.model_copy(
+        update={
+            "grace_period_weight": settings.grace_period_weight,
+            "max_preemptions": settings.max_preemptions,
+            "seed": seed,
+            "policy": "fitgpp",
+        }
+    )
+    return default.model_copy(update={"preemption": preemption})
 
 
-def _placeholder(job: SimJob, hold: Resources) -> PodInfo:
-    return PodInfo(uid=_placeholder_uid(job), namespace="sim", name=f"{job.uid}-reservation", requests=hold)
+# A pod below every simulated pod's priority: what is kept for nominated pods from anyone.
+_LOWEST = PodInfo(uid="", namespace="", name="", priority=-1)

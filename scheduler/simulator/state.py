@@ -1,6 +1,10 @@
 """The mutable state of one job during a simulation, and the plan a policy hands back when it
 wants jobs preempted. Kept apart from the event loop so that policies can import it without
-importing the loop."""
+importing the loop.
+
+Each job is a batch/v1 Job as the engine sees it: its pods are owned by it, and a job preempted
+and resumed runs its next pod (a new UID, as the Job controller makes one), so that the
+engine's per-Job state (FitGpp's preemption count P, resume holds) is the live one."""
 
 from __future__ import annotations
 
@@ -8,10 +12,16 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import Sequence
 
-from scheduler.core.model import PodInfo
+from scheduler.core.model import OwnerRef, PodInfo
 from scheduler.core.resources import Resources
-from scheduler.preemption.model import Candidate, JobClass
+from scheduler.preemption.model import JobClass
 from scheduler.simulator.workload import JobSpec
+
+
+# The PriorityClasses the simulated pods carry: trial pods go before best-effort pods in
+# kube-scheduler's queue and preempt them (the chart's classes, reduced to their order).
+TRIAL_PRIORITY = 1
+BEST_EFFORT_PRIORITY = 0
 
 
 class JobState(IntEnum):
@@ -48,6 +58,7 @@ class SimJob:
         "preempted_for",
         "reserved_node",
         "pending_victims",
+        "runs",
     )
 
     def __init__(self, index: int, spec: JobSpec) -> None:
@@ -55,14 +66,8 @@ class SimJob:
         self.spec = spec
         self.trial = spec.job_class is JobClass.TRIAL
         self.demand: Resources = spec.demand
-        self.pod = PodInfo(
-            uid=spec.job_id,
-            namespace="sim",
-            name=spec.job_id,
-            requests=spec.demand,
-            labels={"cellfit.io/job-class": spec.job_class.value},
-            grace_period_seconds=round(spec.grace_period),
-        )
+        self.runs = 0  # pods this Job has had before the current one
+        self.pod = self._pod()
         self.state = JobState.FUTURE
         self.arrival_seq = -1
         self.submitted_at = spec.submit_time
@@ -84,20 +89,31 @@ class SimJob:
     def uid(self) -> str:
         return self.spec.job_id
 
+    def next_pod(self) -> PodInfo:
+        """The pod the Job controller creates after this one was preempted (pending)."""
+        self.runs += 1
+        self.pod = self._pod()
+        return self.pod
+
+    def _pod(self) -> PodInfo:
+        spec = self.spec
+        # The first pod's UID is the job's id: traces and decisions name jobs by it.
+        uid = spec.job_id if not self.runs else f"{spec.job_id}-run{self.runs}"
+        return PodInfo(
+            uid=uid,
+            namespace="sim",
+            name=uid,
+            requests=spec.demand,
+            labels={"cellfit.io/job-class": spec.job_class.value},
+            priority=TRIAL_PRIORITY if self.trial else BEST_EFFORT_PRIORITY,
+            grace_period_seconds=round(spec.grace_period),
+            owner=OwnerRef(kind="Job", name=spec.job_id, uid=f"job/{spec.job_id}"),
+        )
+
     def remaining(self, now: float) -> float:
         """Work left; for a running job, as of ``now`` (LRTP's perfect knowledge)."""
         done = self.work_done + (now - self.started_at if self.state is JobState.RUNNING else 0.0)
         return self.spec.duration - done
-
-    def candidate(self) -> Candidate:
-        return Candidate(
-            uid=self.spec.job_id,
-            key=f"sim/{self.spec.job_id}",
-            job_class=self.spec.job_class,
-            requests=self.demand,
-            grace_period_seconds=self.spec.grace_period,
-            preemptions=self.preemptions,
-        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

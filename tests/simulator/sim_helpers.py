@@ -61,10 +61,11 @@ def check_cluster(sim: Simulation) -> None:
         else:
             assert job.node is None
     for name in sim.node_names:
-        free = sim.engine.free_on(name)
-        # No node is ever over capacity, and the preemption core sees what the fit engine books.
+        free = sim.engine.inner.free_on(name)
+        # No node is ever over capacity, and FitGpp's index (inside the composed engine) sees
+        # what the placement engine books.
         assert free.cpu_millis >= 0 and free.memory_bytes >= 0 and free.gpus >= 0, (name, free)
-        assert sim.index.free_on(name) == free
+        assert sim.engine._free_on(name) == free
         assert held[name].fits_in(node - free), (name, held[name], free)
 
 

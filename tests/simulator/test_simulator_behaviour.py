@@ -203,7 +203,7 @@ def _check_run(result, sim, settings: FitGppSettings) -> None:  # type: ignore[n
     # Every preemption was followed by a restart (resumed, not failed).
     assert len(result.intervals) == int(result.preemptions.sum())
     assert (result.intervals >= 0).all()
-    assert sim.engine.stats()["pods"] == 0 and sim.index.stats()["pods"] == 0
+    assert sim.engine.stats()["pods"] == 0 and sim.engine.stats()["preemptionCandidates"] == 0
 
 
 @pytest.mark.parametrize("policy", POLICIES)

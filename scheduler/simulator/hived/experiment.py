@@ -25,8 +25,8 @@ import numpy as np
 from scheduler.cells import HivedEngine
 from scheduler.core.engine import SchedulingEngine
 from scheduler.core.fit import ResourceFitEngine
-from scheduler.preemption.engine import FitGppEngine
-from scheduler.preemption.model import FitGppSettings
+from scheduler.composition import with_preemption
+from scheduler.config import load_settings
 from scheduler.simulator.errors import UnknownPolicy
 from scheduler.simulator.hived.cluster import (
     gpu_nodes,
@@ -84,13 +84,17 @@ class HivedOutcome:
     runs: dict[str, list[GangRunResult]]
 
 
-def as_served(placement: SchedulingEngine) -> FitGppEngine:
+def as_served(placement: SchedulingEngine) -> SchedulingEngine:
     """The placement engine inside FitGpp's preemption, as ``cellfit serve`` composes it under
-    its default ``preemption.policy: fitgpp`` (``build_engine`` in scheduler/extender/server.py,
-    which the simulator may not import): FitGpp's defaults s = 4, P = 1. Nothing here preempts
-    (regular pods, no job class), so FitGpp forwards every decision to the placement engine and
-    keeps its index of the bound pods; no resume hold ever starts, so none needs a clock."""
-    return FitGppEngine(placement, settings=FitGppSettings())
+    its default configuration (:func:`scheduler.composition.with_preemption`). Nothing here
+    preempts (regular pods, no job class), so FitGpp forwards every decision to the placement
+    engine and keeps its index of the bound pods; no resume hold ever starts, so nothing asks
+    the clock."""
+    return with_preemption(placement, load_settings(None).preemption, clock=_no_clock)
+
+
+def _no_clock() -> float:
+    raise AssertionError("nothing preempts in the hived workload, so no resume hold asks the time")
 
 
 def run_setting(
