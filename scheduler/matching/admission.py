@@ -261,15 +261,20 @@ def decide(
     unplaceable: list[str] = []
     waiting_for_pool: list[str] = []
     for job in sorted(waiting, key=lambda j: (j.arrival, j.key)):
-        seconds = _translated(job.seconds, job.pool, gpu_pools)
-        usable = {kind: value for kind, value in seconds.items() if machines_of.get(kind, 0) >= job.pods}
+        # Without pools a Job's own mappings serve as they are (read only) when every kind of
+        # it has machines: copying them was a sixth of deciding at 1,000 Jobs.
+        seconds = job.seconds if gpu_pools is None else _translated(job.seconds, job.pool, gpu_pools)
+        usable = seconds
+        if not all(machines_of.get(kind, 0) >= job.pods for kind in seconds):
+            usable = {kind: value for kind, value in seconds.items() if machines_of.get(kind, 0) >= job.pods}
         if not usable:
             pooled = gpu_pools is not None and job.pool in gpu_pools and KIND_GPU in job.seconds
             (waiting_for_pool if pooled else unplaceable).append(job.key)
             continue
-        demand = _translated(job.demand, job.pool, gpu_pools)
-        matching_job = Job(name=job.key, user=job.user, arrival=min(job.arrival, now), processing_time=usable,
-                           demand={kind: demand[kind] for kind in usable if kind in demand})
+        demand = job.demand if gpu_pools is None else _translated(job.demand, job.pool, gpu_pools)
+        if demand.keys() != usable.keys():
+            demand = {kind: demand[kind] for kind in usable if kind in demand}
+        matching_job = Job(name=job.key, user=job.user, arrival=min(job.arrival, now), processing_time=usable, demand=demand)
         if job.pods > 1:
             gangs.append((matching_job, job.pods))
         else:

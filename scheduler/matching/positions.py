@@ -33,6 +33,16 @@ the ``t`` machines available at ``ω`` hold at most ``n_c - s`` jobs and at most
 are non-empty. They are interchangeable, so relabelling them moves the non-empty ones to the
 front: only the first ``max(0, n_c - s)`` of each such group are kept.
 
+*Claim 3.* With every job's time on the kind at least ``p > 0``: in every optimal schedule, a
+machine ``i'`` of the kind with ``ω_i <= ω_i' < ω_i + (l+1)·p`` runs at least ``k_i - 1 - l``
+jobs. Moving the job that runs first on ``i`` (time ``q >= p``) to the front of ``i'`` changes
+the total by ``Δ = (k_i' + 1 - k_i)·q + ω_i' - ω_i >= 0``, so ``(k_i - 1 - k_i')·q <= ω_i' - ω_i
+< (l+1)·q`` and ``k_i' > k_i - 2 - l``. Counting as in Claim 1, with ``c_il`` such machines at
+level ``l``: ``k_i·(1 + s_i) + Σ_l c_il·max(0, k_i - 1 - l) <= n_c``. Machines freeing together
+are level 0 (Claim 1's ``t_i``), so this never exceeds Claim 1's bound; where machines free
+apart, by less than a few jobs' time (a full cluster, every machine busy until its own time),
+it is far below it: the machine freeing first no longer gets a position for every job.
+
 Conversely, every matching of the kept slots is a schedule (Algorithm 1 reads each machine's
 queue from its largest position down; a gap in the positions only overstates the cost), so the
 optimum over the kept slots equals the paper's. With idle identical machines (the common case)
@@ -68,11 +78,13 @@ class Slots:
 
 
 def position_limits(
-    *, machine_kind: IntArray, available: FloatArray, runnable_per_kind: IntArray
+    *, machine_kind: IntArray, available: FloatArray, runnable_per_kind: IntArray, shortest_per_kind: FloatArray | None = None
 ) -> IntArray:
     """``K_i`` of Claim 1 for every machine, and 0 for machines Claim 2 drops.
 
     ``machine_kind[i]`` indexes ``runnable_per_kind`` (``n_c``); ``available[i]`` is ``ω_i``.
+    ``shortest_per_kind`` (optional): the shortest processing time on each kind among the jobs
+    that can run there; where it is above 0, Claim 3 tightens ``K_i``.
     """
     limits = np.zeros(machine_kind.shape[0], dtype=np.int64)
     for kind in np.unique(machine_kind):
@@ -90,9 +102,40 @@ def position_limits(
         together = earlier_or_equal - earlier
         rank_in_group = np.arange(members.shape[0]) - earlier
         bound = (runnable + together - 1) // earlier_or_equal
+        if shortest_per_kind is not None and shortest_per_kind[kind] > 0:
+            bound = _tightened(bound, omega=sorted_omega, earlier=earlier, runnable=runnable, shortest=float(shortest_per_kind[kind]))
         kept = rank_in_group < runnable - earlier
         limits[members[order]] = np.where(kept, bound, 0)
     return limits
+
+
+# Claim 3 counts the machines freeing within this many multiples of the shortest job after
+# machine i (farther ones only loosen the bound, which stays valid without them).
+_LEVELS = 16
+
+
+def _tightened(bound: IntArray, *, omega: FloatArray, earlier: IntArray, runnable: int, shortest: float) -> IntArray:
+    """Claim 3's ``K_i`` for machines of one kind sorted by ω (``bound``: Claim 1's, which it
+    never exceeds): the largest ``k`` with ``k·(1 + s_i) + Σ_l c_il·max(0, k − 1 − l) <= n_c``,
+    ``c_il`` the other machines freeing in ``[ω_i + l·p, ω_i + (l+1)·p)`` (the window a hair
+    narrower than ``p``, so that rounding can only loosen it)."""
+    width = shortest * (1.0 - 1e-9)
+    reach = np.stack([np.searchsorted(omega, omega + (level + 1) * width, side="left") for level in range(_LEVELS)])
+    within = reach - earlier[np.newaxis, :] - 1  # other machines at or after ω_i, closer than (l+1)·p
+    counts = np.diff(np.concatenate((np.zeros((1, omega.shape[0]), dtype=np.int64), within)), axis=0)
+    behind = np.arange(1, _LEVELS + 1)[:, np.newaxis]  # 1 + l
+
+    def needed(k: IntArray) -> IntArray:
+        result: IntArray = k * (1 + earlier) + (counts * np.maximum(0, k[np.newaxis, :] - behind)).sum(axis=0)
+        return result
+
+    low, high = np.zeros_like(bound), bound.copy()
+    while bool(np.any(low < high)):
+        middle = (low + high + 1) // 2
+        fits = needed(middle) <= runnable
+        low = np.where(fits, middle, low)
+        high = np.where(fits, high, middle - 1)
+    return low
 
 
 def all_positions(*, machine_count: int, job_count: int) -> IntArray:

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from itertools import chain
+from operator import attrgetter, methodcaller
 from typing import Literal, Mapping, Sequence
 
 import numpy as np
@@ -136,6 +138,27 @@ def prepare_on(machines: Fleet, jobs: Sequence[Job]) -> Problem:
     Raises :class:`InvalidInstance` for a job that has not arrived by ``now`` or a negative or
     non-finite processing time, and :class:`InfeasibleInstance` for a job no machine can run.
     """
+    now = machines.now
+    times = kind_times(jobs, machines.kinds)
+    # One pass in C over every value; the loop below only runs to name what is wrong.
+    values = np.fromiter(chain.from_iterable(map(methodcaller("values"), map(attrgetter("processing_time"), jobs))), dtype=np.float64)
+    arrivals = np.fromiter(map(attrgetter("arrival"), jobs), dtype=np.float64, count=len(jobs))
+    valid = bool(np.isfinite(values).all() and (values >= 0).all() and (arrivals <= now).all())
+    if not (valid and np.isfinite(times).any(axis=1).all()):
+        _explain_invalid(machines, jobs)
+    return Problem(
+        jobs=tuple(jobs),
+        machines=machines.machines,
+        kinds=machines.kinds,
+        times=times,
+        machine_kind=machines.machine_kind,
+        delay=machines.delay,
+        now=now,
+    )
+
+
+def _explain_invalid(machines: Fleet, jobs: Sequence[Job]) -> None:
+    """The first thing wrong with ``jobs``, in job order, raised with its field."""
     present = set(machines.kinds)
     now = machines.now
     for index, job in enumerate(jobs):
@@ -153,15 +176,6 @@ def prepare_on(machines: Fleet, jobs: Sequence[Job]) -> Problem:
                 )
         if present.isdisjoint(job.processing_time):
             raise InfeasibleInstance(job.name)
-    return Problem(
-        jobs=tuple(jobs),
-        machines=machines.machines,
-        kinds=machines.kinds,
-        times=kind_times(jobs, machines.kinds),
-        machine_kind=machines.machine_kind,
-        delay=machines.delay,
-        now=now,
-    )
 
 
 def prepare(
@@ -323,8 +337,11 @@ def cost_matrix(problem: Problem, *, bounded: bool = True) -> tuple[Slots, Float
 
 
 def _bounded_slots(problem: Problem) -> Slots:
-    runnable = np.isfinite(problem.times).sum(axis=0).astype(np.int64)
-    limits = position_limits(machine_kind=problem.machine_kind, available=problem.delay, runnable_per_kind=runnable)
+    finite = np.isfinite(problem.times)
+    runnable = finite.sum(axis=0).astype(np.int64)
+    shortest = np.where(finite, problem.times, np.inf).min(axis=0, initial=np.inf)
+    limits = position_limits(machine_kind=problem.machine_kind, available=problem.delay, runnable_per_kind=runnable,
+                             shortest_per_kind=np.where(np.isfinite(shortest), shortest, 0.0))
     return slots_for(limits=limits, machine_kind=problem.machine_kind, kind_count=len(problem.kinds))
 
 
@@ -343,7 +360,7 @@ def _queues(problem: Problem, *, rows: IntArray, machine: IntArray, position: In
     available = problem.now + problem.delay[machines_sorted]
     finish = available + running_total - before_machine
     start = finish - durations
-    arrival = np.fromiter((job.arrival for job in problem.jobs), dtype=np.float64, count=len(problem.jobs))
+    arrival = np.fromiter(map(attrgetter("arrival"), problem.jobs), dtype=np.float64, count=len(problem.jobs))
     total = float(np.sum(finish) - np.sum(arrival[jobs_sorted]))
     return Queues(
         job=jobs_sorted,

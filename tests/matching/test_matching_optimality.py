@@ -233,3 +233,38 @@ class TestRejectedInstances:
 
     def test_no_jobs(self) -> None:
         assert schedule(jobs=[], machines=[Machine(name="g", kind="gpu")]) == []
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_claim_3_keeps_the_unbounded_optimum_on_a_full_cluster(seed: int) -> None:
+    """Every machine busy until its own time, within a few jobs' time of each other (a full
+    cluster): Claim 3 cuts the first-freeing machine's positions well below Claim 1's n, and the
+    schedule is still the paper's unbounded optimum, queue for queue."""
+    rng = random.Random(3000 + seed)
+    for _ in range(8):
+        machines = [Machine(name=f"{kind}{i}", kind=kind) for kind in ("gpu", "cpu") for i in range(rng.randint(2, 6))]
+        jobs = []
+        for j in range(rng.randint(10, 30)):
+            gpu = rng.uniform(5.0, 30.0)
+            jobs.append(Job(name=f"j{j}", user="u", arrival=0.0, processing_time={"gpu": gpu, "cpu": gpu * rng.uniform(1.5, 4.0)}))
+        busy = {m.name: rng.uniform(0.0, 60.0) for m in machines}
+        problem = prepare(jobs=jobs, machines=machines, now=0.0, busy_until=busy)
+        bounded, unbounded = solve(problem), solve(problem, bounded=False)
+        assert bounded.total_completion_time == pytest.approx(unbounded.total_completion_time, abs=1e-9)
+        assert bounded.bounds.tolist() == unbounded.bounds.tolist()
+        assert bounded.job.tolist() == unbounded.job.tolist()
+    claim_1 = position_limits(machine_kind=problem.machine_kind, available=problem.delay, runnable_per_kind=np.array([len(jobs)] * 2))
+    claim_3 = position_limits(machine_kind=problem.machine_kind, available=problem.delay, runnable_per_kind=np.array([len(jobs)] * 2),
+                              shortest_per_kind=np.array([5.0, 5.0]))
+    assert np.all(claim_3 <= claim_1) and claim_3.sum() < claim_1.sum()
+
+
+def test_claim_3_counts_machines_by_how_far_behind_they_free() -> None:
+    # One kind, shortest job 10, 9 jobs. Machines free at 0, 5, 15, 100: Claim 1 gives the first
+    # 9 positions. Claim 3 with k on it: the one at 5 holds >= k-1, the one at 15 >= k-2, the one
+    # at 100 (9 jobs' time behind) nothing forced: k + (k-1) + (k-2) <= 9 -> k <= 4.
+    limits = position_limits(machine_kind=np.zeros(4, dtype=np.int64), available=np.array([0.0, 5.0, 15.0, 100.0]),
+                             runnable_per_kind=np.array([9]), shortest_per_kind=np.array([10.0]))
+    assert limits[0] == 4
+    assert position_limits(machine_kind=np.zeros(4, dtype=np.int64), available=np.array([0.0, 5.0, 15.0, 100.0]),
+                           runnable_per_kind=np.array([9]))[0] == 9
