@@ -6,9 +6,9 @@ at one model and batch size, in two configurations that differ only in their env
 interchangeable configurations do: ``1-thread`` and ``2-threads`` (OMP_NUM_THREADS /
 OPENBLAS_NUM_THREADS). For each workload:
 
-1. **Calibration** (not part of the estimate): a few short runs choose the Job's iteration count
-   N so that its full run takes about the workload's target seconds with 1 thread (and at most
-   1.5 times it with 2). Nothing measured here reaches the estimator.
+1. **Calibration** (not part of the estimate): a few short runs in each configuration choose the
+   Job's iteration count N so that its full run in the slowest configuration takes about the
+   workload's target seconds. Nothing measured here reaches the estimator.
 2. **Sampling**, as the live controller does it: ``estimator.sampling.plan`` gives the sample
    lengths (1% and 2% of N: 3% of the run), ``estimator.planner.decide`` asks for the sampling
    runs, each runs as a real subprocess of train.py with ``CELLFIT_SAMPLE_ITERATIONS=k`` and a
@@ -37,12 +37,26 @@ thread's 2,880/s), a 2-thread sample of 0.2 s runs at the burst's speed and its 
 the sustained one: no sample that short can see the throttle. Settled, both start throttled,
 as a pod's CPU time would be steady on a node.
 
+``--configurations devices`` runs the same program on an NVIDIA GPU (``CELLFIT_DEVICE=gpu``:
+CuPy) and on four CPU threads (numpy), AlloX's two kinds of machine, over DEVICE_WORKLOADS (small
+models, where the GPU's kernel launches cost more than the CPUs' arithmetic, to larger ones where
+the GPU is many times faster); N is sized by the slower configuration of each workload.
+
+On a many-core machine the workloads can run in lanes side by side: ``--shard I/N`` takes every
+N-th workload, ``--pin`` gives each lane its own CPUs, ``--watch pinned`` counts only those
+CPUs' other load as disturbance, ``--json`` is rewritten after every workload (a lane stopped at
+a time limit keeps what it measured), and ``--merge A.json B.json ...`` prints the lanes' summary
+as one measurement. ``--target-scale`` shortens (or lengthens) every run.
+
 ``--alternative SHORT,LONG`` also samples every Job with other sample fractions (same 3% budget
 or less, e.g. ``0.002,0.028``) and scores them against the same full runs: the two-point fit's
 error is the samples' timing noise times about N / (k_long - k_short), so the split matters.
 
     python tests/benchmarks/bench_estimator_accuracy.py [--quick] [--repeats 1] [--alternative 0.002,0.028]
         [--wait-quiet 120] [--wait-total 1200] [--retries 2] [--json FILE]
+        [--configurations limits|threads|devices] [--pin CPUS [--isolate] [--watch pinned]]
+        [--shard I/N] [--target-scale F]
+    python tests/benchmarks/bench_estimator_accuracy.py --merge lane1.json lane2.json ...
 
 Reference: AlloX Fig. 10, 40 jobs, 3% sampling: MAE 8%, std 11%. Target (issue 12): MAE <= 5%
 at <= 3% overhead. This prints figures; it asserts nothing.
@@ -81,16 +95,19 @@ CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 @dataclass(frozen=True)
 class Configuration:
-    """How one configuration runs train.py: its BLAS threads (env) and, as a pod's
-    ``limits.cpu`` does, a CFS quota of ``cpu_limit`` CPUs (None: no quota)."""
+    """How one configuration runs train.py: its BLAS threads (env), the device it computes on
+    (``CELLFIT_DEVICE``: numpy on CPUs, CuPy on the GPU) and, as a pod's ``limits.cpu`` does, a
+    CFS quota of ``cpu_limit`` CPUs (None: no quota)."""
 
     name: str
     threads: int
     cpu_limit: float | None = None
+    device: str = "cpu"
 
     @property
     def env(self) -> dict[str, str]:
-        return {name: str(self.threads) for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
+        env = {name: str(self.threads) for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
+        return env | {"CELLFIT_DEVICE": self.device}
 
 
 CONFIGURATION_SETS: dict[str, tuple[Configuration, ...]] = {
@@ -99,6 +116,9 @@ CONFIGURATION_SETS: dict[str, tuple[Configuration, ...]] = {
     "limits": (Configuration("1-cpu", threads=1, cpu_limit=1.0), Configuration("half-cpu", threads=1, cpu_limit=0.5)),
     # Two thread counts, no quota: the second thread runs on the VM's second vCPU.
     "threads": (Configuration("1-thread", threads=1), Configuration("2-threads", threads=2)),
+    # One program on an NVIDIA GPU (CuPy) and on four CPU threads (numpy): AlloX's two kinds of
+    # machine. Needs CuPy and a GPU; give --pin four CPUs.
+    "devices": (Configuration("gpu", threads=1, device="gpu"), Configuration("cpu-4", threads=4)),
 }
 # The set in use (--configurations); the first of it calibrates the Job's length.
 CONFIGURATIONS: dict[str, Configuration] = {c.name: c for c in CONFIGURATION_SETS["limits"]}
@@ -112,10 +132,18 @@ CPUSET_CGROUP = Path("/sys/fs/cgroup/cpuset")  # cgroup v1 cpuset controller
 PINNED: set[int] | None = None
 
 
+# Whose load counts as disturbance (--watch): "all" CPUs, or only the "pinned" ones.
+WATCH = "all"
+
+
 def watched_cpus() -> list[int]:
-    """The CPUs whose load counts as disturbance: all of them, pinned or not (a busy sibling
-    vCPU slows a pinned run down as much as a neighbour on its own CPU: on this VM a pinned
-    thread ran at 13,000-26,000 matmuls/s with the other vCPU busy, 27,500 ± 3% with it idle)."""
+    """The CPUs whose load counts as disturbance: by default all of them, pinned or not (a busy
+    sibling vCPU slows a pinned run down as much as a neighbour on its own CPU: on a 2-vCPU VM a
+    pinned thread ran at 13,000-26,000 matmuls/s with the other vCPU busy, 27,500 ± 3% with it
+    idle). ``--watch pinned``: only the pinned CPUs, for lanes of this benchmark running side by
+    side on disjoint CPUs of a many-core machine."""
+    if WATCH == "pinned" and PINNED is not None:
+        return sorted(PINNED)
     return list(range(CPUS))
 
 
@@ -232,6 +260,20 @@ WORKLOADS: tuple[Workload, ...] = (
     Workload(2048, 1, 256, 24),
 )
 QUICK: tuple[Workload, ...] = (WORKLOADS[1], WORKLOADS[8], WORKLOADS[13], WORKLOADS[18])
+# For the devices configurations: from matrices so small that the GPU's kernel launches cost
+# more than four CPU threads' arithmetic, to ones where the GPU is many times faster (beyond
+# these, N for a slowest run of ~15 s leaves the GPU's run almost all start-up).
+DEVICE_WORKLOADS: tuple[Workload, ...] = (
+    Workload(64, 1, 16, 12),
+    Workload(128, 2, 64, 12),
+    Workload(256, 2, 64, 12),
+    Workload(256, 3, 128, 12),
+    Workload(512, 2, 128, 12),
+    Workload(512, 3, 256, 12),
+    Workload(1024, 2, 256, 12),
+)
+# Multiplies every workload's target seconds (--target-scale).
+TARGET_SCALE = 1.0
 
 
 @dataclass(frozen=True)
@@ -367,22 +409,27 @@ def run_train(
 
 
 def calibrate(workload: Workload) -> int:
-    """N such that the full run in the first configuration takes about the target. Rough on purpose: it only sizes
-    the Job; the estimator never sees these runs. Other work on the machine only ever slows a
-    run down, so the faster of two measurements is kept."""
-    rates = []
-    base = next(iter(CONFIGURATIONS))
-    for _ in range(2):
-        first = run_train(workload, base, iterations=1000, sample=2, settled=False).seconds
-        k = 32
-        while True:
-            seconds = run_train(workload, base, iterations=1000, sample=k, settled=False).seconds
-            if seconds - first >= 0.5 or k >= 1 << 20:
-                break
-            k *= 4
-        rates.append((max(seconds - first, 1e-3) / (k - 2), first))
-    rate, startup = min(rates)
-    iterations = max(300, (workload.target_seconds - startup) / rate)
+    """N such that the full run in the slowest configuration takes about the target. Rough on
+    purpose: it only sizes the Job; the estimator never sees these runs. Other work on the
+    machine only ever slows a run down, so the faster of two measurements is kept. (On a GPU the
+    first runs also fill CuPy's kernel cache, as an image built with its cache would have it.)"""
+    slowest: tuple[float, float] | None = None
+    for configuration in CONFIGURATIONS:
+        rates = []
+        for _ in range(2):
+            first = run_train(workload, configuration, iterations=1000, sample=2, settled=False).seconds
+            k = 32
+            while True:
+                seconds = run_train(workload, configuration, iterations=1000, sample=k, settled=False).seconds
+                if seconds - first >= 0.5 or k >= 1 << 20:
+                    break
+                k *= 4
+            rates.append((max(seconds - first, 1e-3) / (k - 2), first))
+        fastest = min(rates)
+        slowest = fastest if slowest is None else max(slowest, fastest)
+    assert slowest is not None
+    rate, startup = slowest
+    iterations = max(300, (TARGET_SCALE * workload.target_seconds - startup) / rate)
     digits = len(str(int(iterations))) - 2  # two significant digits: a Job's round count
     return int(round(iterations, -digits))
 
@@ -489,7 +536,7 @@ def measure(workload: Workload, *, repeats: int, alternative: SamplingSettings |
             waited += quiet.wait()
             try:
                 # Ten times its target: only a machine busy with other work takes that long.
-                runs.append(run_train(workload, configuration, iterations=iterations, sample=None, timeout=10 * workload.target_seconds))
+                runs.append(run_train(workload, configuration, iterations=iterations, sample=None, timeout=10 * TARGET_SCALE * workload.target_seconds))
             except RunFailed as error:
                 print(f"  {workload.name} {configuration}: full run failed ({error}); left out")
         if not runs:
@@ -625,10 +672,26 @@ def main() -> None:
         "--isolate", action="store_true",
         help="with --pin: move every other process of the machine to the other CPUs while it runs (root, cgroup v1 cpuset)",
     )
-    parser.add_argument("--json", metavar="FILE", help="also write the rows and the summary as JSON")
+    parser.add_argument(
+        "--watch", choices=("all", "pinned"), default="all",
+        help="whose load counts as other processes' (disturbance): all CPUs (default) or, with --pin, only the pinned ones "
+             "(lanes of this benchmark side by side on disjoint CPUs of a many-core machine)",
+    )
+    parser.add_argument("--shard", type=shard, metavar="I/N", help="only every N-th workload from the I-th (1-based): one lane of several")
+    parser.add_argument("--target-scale", type=float, default=1.0, metavar="FACTOR", help="multiply every workload's target seconds (default 1)")
+    parser.add_argument("--json", metavar="FILE", help="also write the rows and the summary as JSON (rewritten after every workload)")
+    parser.add_argument(
+        "--merge", nargs="+", metavar="FILE",
+        help="measure nothing: print the summary of the rows in these --json files together (lanes of one measurement)",
+    )
     args = parser.parse_args()
-    global SETTLE_SECONDS, CONFIGURATIONS, PINNED
+    global SETTLE_SECONDS, CONFIGURATIONS, PINNED, WATCH, TARGET_SCALE
     SETTLE_SECONDS = args.settle
+    WATCH = args.watch
+    TARGET_SCALE = args.target_scale
+    if args.merge:
+        merge(args.merge)
+        return
     CONFIGURATIONS = {c.name: c for c in CONFIGURATION_SETS[args.configurations]}
     if args.isolate and args.pin is None:
         parser.error("--isolate needs --pin")
@@ -651,6 +714,48 @@ def main() -> None:
         remove_quota_groups()
 
 
+def shard(text: str) -> tuple[int, int]:
+    try:
+        index, count = (int(part) for part in text.split("/"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected I/N, got {text!r}") from None
+    if not 1 <= index <= count:
+        raise argparse.ArgumentTypeError(f"{text!r}: I must be 1 to N")
+    return index, count
+
+
+def row_of(document: dict) -> Row:
+    """A Row back from its --json form."""
+    fields = dict(document)
+    for key in ("default", "alternative"):
+        if fields[key] is not None:
+            fields[key] = Prediction(**fields[key])
+    return Row(**fields)
+
+
+def merge(paths: list[str]) -> None:
+    """The summary of several lanes' --json files, as one measurement."""
+    global CONFIGURATIONS
+    documents = [json.loads(Path(path).read_text()) for path in paths]
+    CONFIGURATIONS = {}
+    for document in documents:
+        for name, fields in document["configurations"].items():
+            fields = {key: value for key, value in fields.items() if key != "env"}
+            CONFIGURATIONS.setdefault(name, Configuration(**fields))
+    rows = [row_of(row) for document in documents for row in document["rows"]]
+    redone = [row_of(row) for document in documents for row in document.get("redone", [])]
+    print(f"{len(paths)} lanes, {len({r.workload for r in rows})} workloads, {len(rows)} full runs; "
+          f"{sum(undisturbed(r.default, r) for r in rows)} undisturbed; "
+          f"{', '.join(str(d.get('elapsed_seconds', '?')).split('.')[0] + ' s' for d in documents)} per lane; "
+          f"{sum(not d.get('complete', True) for d in documents)} lanes cut short")
+    report("estimator defaults", rows, default_of)
+    if any(r.alternative is not None for r in rows):
+        report("alternative", rows, alternative_of)
+    if redone:
+        report("the disturbed attempts measured again (estimator defaults), for comparison", redone, default_of)
+    print("reference: AlloX Fig. 10 MAE 8%, std 11%; target MAE <= 5% at <= 3% overhead")
+
+
 def cpu_list(text: str) -> set[int]:
     try:
         cpus = {int(part) for part in text.split(",")}
@@ -662,7 +767,13 @@ def cpu_list(text: str) -> set[int]:
 
 
 def run(args: argparse.Namespace) -> None:
-    workloads = QUICK if args.quick else WORKLOADS
+    if args.configurations == "devices":
+        workloads = DEVICE_WORKLOADS[:2] if args.quick else DEVICE_WORKLOADS
+    else:
+        workloads = QUICK if args.quick else WORKLOADS
+    if args.shard:
+        index, count = args.shard
+        workloads = workloads[index - 1 :: count]
     defaults = SamplingSettings()
 
     load_before = os.getloadavg()
@@ -696,6 +807,8 @@ def run(args: argparse.Namespace) -> None:
                 line += f" {'/'.join(map(str, a.sample_iterations)):>9} {f'{a.seconds:.2f}±{a.uncertainty_seconds:.2f}':>13} {a.error:>+7.1%}"
             print(line, flush=True)
         (redone if again else rows).extend(measured)
+        if args.json:
+            write_json(args, workloads=workloads, rows=rows, redone=redone, started=started, load_before=load_before, summaries=None)
         if again:
             print(f"  {workload.name}: other processes used >= {QUIET:.0%} of the CPUs meanwhile; measured again later")
             queue.append((workload, attempt + 1))
@@ -717,23 +830,36 @@ def run(args: argparse.Namespace) -> None:
         summaries["redone"] = report("the disturbed attempts measured again (estimator defaults), for comparison", redone, default_of)
     print("reference: AlloX Fig. 10 MAE 8%, std 11%; target MAE <= 5% at <= 3% overhead")
     if args.json:
-        document = {
-            "workloads": [asdict(w) | {"name": w.name} for w in workloads],
-            "configurations": {name: asdict(c) | {"env": c.env} for name, c in CONFIGURATIONS.items()},
-            "cfs_period_microseconds": CFS_PERIOD_MICROSECONDS,
-            "pinned": sorted(PINNED) if PINNED is not None else None,
-            "isolated": args.isolate,
-            "sampling": {"default": asdict(defaults), "alternative": asdict(args.alternative) if args.alternative else None},
-            "repeats": args.repeats,
-            "cpus": os.cpu_count(),
-            "load_average_before": load_before,
-            "load_average_after": load_after,
-            "elapsed_seconds": elapsed,
-            "summary": summaries,
-            "rows": [asdict(row) for row in rows],
-            "redone": [asdict(row) for row in redone],
-        }
-        Path(args.json).write_text(json.dumps(document, indent=2))
+        write_json(args, workloads=workloads, rows=rows, redone=redone, started=started, load_before=load_before, summaries=summaries)
+
+
+def write_json(
+    args: argparse.Namespace, *, workloads: tuple[Workload, ...], rows: list[Row], redone: list[Row], started: float,
+    load_before: tuple[float, float, float], summaries: dict[str, object] | None,
+) -> None:
+    """The rows so far (``complete`` false until the summary is in): a lane stopped at its
+    time limit still leaves what it measured."""
+    document = {
+        "complete": summaries is not None,
+        "workloads": [asdict(w) | {"name": w.name} for w in workloads],
+        "configurations": {name: asdict(c) | {"env": c.env} for name, c in CONFIGURATIONS.items()},
+        "cfs_period_microseconds": CFS_PERIOD_MICROSECONDS,
+        "pinned": sorted(PINNED) if PINNED is not None else None,
+        "watch": WATCH,
+        "isolated": args.isolate,
+        "shard": args.shard,
+        "target_scale": TARGET_SCALE,
+        "sampling": {"default": asdict(SamplingSettings()), "alternative": asdict(args.alternative) if args.alternative else None},
+        "repeats": args.repeats,
+        "cpus": os.cpu_count(),
+        "load_average_before": load_before,
+        "load_average_after": os.getloadavg(),
+        "elapsed_seconds": time.perf_counter() - started,
+        "summary": summaries,
+        "rows": [asdict(row) for row in rows],
+        "redone": [asdict(row) for row in redone],
+    }
+    Path(args.json).write_text(json.dumps(document, indent=2))
 
 
 if __name__ == "__main__":

@@ -97,3 +97,44 @@ def test_a_bad_sample_count_is_an_error_naming_the_env(tmp_path: Path, value: st
     assert "CELLFIT_SAMPLE_ITERATIONS" in done.stderr
     assert not message.exists()
 
+
+
+def test_a_bad_device_is_an_error_naming_the_env(tmp_path: Path) -> None:
+    done, message = run(tmp_path, env={"CELLFIT_DEVICE": "tpu", "CELLFIT_SAMPLE_ITERATIONS": "3"})
+    assert done.returncode == 2
+    assert "CELLFIT_DEVICE" in done.stderr and "'tpu'" in done.stderr
+    assert not message.exists()
+
+
+def gpu_usable() -> bool:
+    try:
+        import cupy  # type: ignore[import-not-found]
+
+        return bool(cupy.cuda.runtime.getDeviceCount())
+    except Exception:  # not installed, or no driver / device
+        return False
+
+
+def test_without_a_gpu_the_gpu_configuration_fails_saying_why(tmp_path: Path) -> None:
+    if gpu_usable():
+        pytest.skip("this machine has a usable GPU")
+    done, message = run(tmp_path, env={"CELLFIT_DEVICE": "gpu", "CELLFIT_SAMPLE_ITERATIONS": "3"})
+    assert done.returncode != 0
+    assert "CELLFIT_DEVICE=gpu" in done.stderr
+    assert not message.exists()  # a failed sampling pod: the estimator retries it, reads no time
+
+
+@pytest.mark.skipif(not gpu_usable(), reason="needs CuPy and an NVIDIA GPU")
+def test_on_a_gpu_it_trains_the_same_network_and_keeps_the_contract(tmp_path: Path) -> None:
+    """CELLFIT_DEVICE=gpu: the same seeded network trained with CuPy; the loss after the same
+    iterations matches the CPU's (float32 sums in another order), and the message is the same."""
+    losses = {}
+    for device in ("cpu", "gpu"):
+        done, message = run(tmp_path, env={"CELLFIT_DEVICE": device, "CELLFIT_SAMPLE_ITERATIONS": "40", "CELLFIT_SAMPLE_SPLIT_ITERATIONS": "10"})
+        assert done.returncode == 0, done.stderr
+        report = parse_sample_report(message.read_text())
+        assert report.iterations == 40
+        ((k, t),) = report.splits
+        assert k == 10 and report.startup_seconds < t < report.seconds
+        losses[device] = float(done.stdout.split("loss ")[1].split(",")[0])
+    assert losses["gpu"] == pytest.approx(losses["cpu"], abs=1e-3)
