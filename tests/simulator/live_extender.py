@@ -1,0 +1,193 @@
+"""cellfit's live extender as an engine the simulator can drive: every decision goes over HTTP
+to the service ``cellfit serve`` builds (``build_runtime``), as the JSON kube-scheduler writes,
+and every change of a pod reaches it as its watch cache brings it.
+
+* **Verbs**: filter, prioritize and preempt are POSTed to a running server with the extender
+  configured ``nodeCacheCapable: false`` (full Node objects in ``Nodes``, the victims kube-
+  scheduler's dry run chose as full Pods in ``NodeNameToVictims``); the answers are read as
+  kube-scheduler reads them.
+* **Binding**: kube-scheduler's own (an extender without ``bindVerb``; a standalone cellfit has
+  no API to create bindings with). The bound pod then reaches cellfit through the watch, as
+  any pod change does.
+* **The watch**: each pod's state is written as the Pod object the API server would send
+  (``tests.support.kube_objects``), decoded and translated by the same code as the cluster
+  cache (``wire.Pod``, ``translate.pod_info``) and applied under the service's engine lock.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any, Mapping, Sequence
+
+import httpx
+import msgspec
+
+from scheduler.core.engine import FilterDecision, Placement, Scores, TracksJobs
+from scheduler.core.model import JobInfo, NodeInfo, PodInfo
+from scheduler.extender.server import Runtime
+from scheduler.kube import translate, wire
+from scheduler.preemption.fitgpp import NoVictims, PreemptionDecision
+from tests.support import kube_objects as k
+
+GPU = "nvidia.com/gpu"
+DELETED_AT = "2026-11-26T10:00:00Z"
+
+
+def pod_object(pod: PodInfo) -> dict[str, Any]:
+    """The Pod object the API server holds for ``pod`` (its requests the only resources it
+    names: a pod that asks for no CPU or memory sends none)."""
+    assert pod.owner is not None, "simulated pods belong to Jobs"
+    body = k.pod(
+        pod.name,
+        namespace=pod.namespace,
+        uid=pod.uid,
+        gpus=pod.requests.gpus,
+        cpu=f"{pod.requests.cpu_millis}m",
+        memory=str(pod.requests.memory_bytes),
+        node_name=pod.node_name,
+        phase=pod.phase,
+        priority=pod.priority,
+        labels=dict(pod.labels),
+        annotations=dict(pod.annotations),
+        grace_period_seconds=pod.grace_period_seconds,
+        job_uid=pod.owner.uid,
+    )
+    for container in body["spec"]["containers"]:
+        resources = container["resources"]
+        for name, amount in (("cpu", pod.requests.cpu_millis), ("memory", pod.requests.memory_bytes)):
+            if not amount:
+                resources["requests"].pop(name)
+                resources["limits"].pop(name, None)
+    if pod.terminating:
+        body["metadata"]["deletionTimestamp"] = DELETED_AT
+        body["metadata"]["deletionGracePeriodSeconds"] = pod.grace_period_seconds
+    return body
+
+
+def job_object(job: JobInfo) -> dict[str, Any]:
+    """The batch/v1 Job object the API server holds for ``job`` (what cellfit reads of it)."""
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": job.name,
+            "namespace": job.namespace,
+            "uid": job.uid,
+            "resourceVersion": "48200",
+            "creationTimestamp": k.CREATED,
+            "annotations": dict(job.annotations),
+        },
+        "spec": {
+            "parallelism": job.parallelism,
+            "completions": job.completions,
+            "backoffLimit": 6,
+            "template": {"spec": {"schedulerName": "cellfit", "restartPolicy": "Never", "containers": []}},
+        },
+        "status": {"active": 0},
+    }
+
+
+def node_object(node: NodeInfo) -> dict[str, Any]:
+    allocatable = node.allocatable
+    return k.node(node.name, gpus=allocatable.gpus, cpu=f"{allocatable.cpu_millis}m", memory=str(allocatable.memory_bytes))
+
+
+class LiveExtender:
+    """A :class:`~scheduler.simulator.simulation.SimulatedEngine` whose decisions are the live
+    service's. ``calls`` counts the HTTP requests by verb."""
+
+    def __init__(self, client: httpx.Client, runtime: Runtime) -> None:
+        self._client = client
+        self._runtime = runtime
+        self._nodes: dict[str, dict[str, Any]] = {}
+        self._pods: dict[str, dict[str, Any]] = {}  # the latest object of each pod the watch showed
+        self.calls: dict[str, int] = {}
+
+    # ------------------------------------------------------------------ verbs over HTTP
+
+    def filter(self, pod: PodInfo, node_names: Sequence[str]) -> FilterDecision:
+        answer = self._post("filter", k.extender_args(self._pod_body(pod), self._offered(node_names), node_cache_capable=False))
+        assert answer["Error"] == "", answer["Error"]
+        feasible = [item["metadata"]["name"] for item in (answer["Nodes"] or {}).get("items") or ()]
+        return FilterDecision(
+            feasible=feasible, failed=dict(answer["FailedNodes"] or {}), unresolvable=dict(answer["FailedAndUnresolvableNodes"] or {})
+        )
+
+    def prioritize(self, pod: PodInfo, node_names: Sequence[str]) -> Scores:
+        answer = self._post("prioritize", k.extender_args(self._pod_body(pod), self._offered(node_names), node_cache_capable=False))
+        scores = {entry["Host"]: entry["Score"] for entry in answer}
+        return [scores[name] for name in node_names]
+
+    def select_victims(
+        self, pod: PodInfo, candidates: Mapping[str, Sequence[str]], victim_pods: Mapping[str, PodInfo]
+    ) -> dict[str, list[str]]:
+        victims = {node: [self._pods[uid] for uid in uids] for node, uids in candidates.items()}
+        answer = self._post("preempt", k.preemption_args(self._pod_body(pod), victims, node_cache_capable=False))
+        chosen = answer["NodeNameToMetaVictims"] or {}
+        return {node: [victim["UID"] for victim in (entry["Pods"] or ())] for node, entry in chosen.items()}
+
+    def take_decision(self, pod_uid: str) -> PreemptionDecision | NoVictims | None:
+        return None  # the live service collects FitGpp's explanation itself (events, metrics)
+
+    # ------------------------------------------------------------------ binding and the watch
+
+    def reserve(self, pod: PodInfo, node_name: str) -> Placement:
+        """kube-scheduler binds; cellfit hears of it from the watch."""
+        self.apply_pod(replace(pod, node_name=node_name, phase="Running"))
+        return Placement(pod_uid=pod.uid, node_name=node_name)
+
+    def unreserve(self, pod_uid: str) -> None:
+        raise AssertionError("kube-scheduler's own binding is never taken back")
+
+    def apply_node(self, node: NodeInfo) -> None:
+        self._nodes[node.name] = node_object(node)  # sent with every verb (nodeCacheCapable: false)
+
+    def delete_node(self, node_name: str) -> None:
+        del self._nodes[node_name]
+
+    def apply_pod(self, pod: PodInfo) -> None:
+        body = pod_object(pod)
+        self._pods[pod.uid] = body
+        info = translate.pod_info(msgspec.convert(body, wire.Pod), gpu_resource=GPU)
+        with self._runtime.lock:
+            self._runtime.engine.apply_pod(info)
+
+    def delete_pod(self, pod_uid: str) -> None:
+        self._pods.pop(pod_uid, None)
+        with self._runtime.lock:
+            self._runtime.engine.delete_pod(pod_uid)
+
+    def apply_job(self, job: JobInfo) -> None:
+        """A Job as the cache's Job watch applies it (HiveD reads a gang's width from it)."""
+        info = translate.job_info(msgspec.convert(job_object(job), wire.Job))
+        engine = self._runtime.engine
+        assert isinstance(engine, TracksJobs)
+        with self._runtime.lock:
+            engine.apply_job(info)
+
+    def delete_job(self, job_uid: str) -> None:
+        engine = self._runtime.engine
+        assert isinstance(engine, TracksJobs)
+        with self._runtime.lock:
+            engine.delete_job(job_uid)
+
+    def knows_node(self, node_name: str) -> bool:
+        return node_name in self._nodes
+
+    def stats(self) -> Mapping[str, int]:
+        with self._runtime.lock:
+            return self._runtime.engine.stats()
+
+    # ------------------------------------------------------------------ internals
+
+    def _pod_body(self, pod: PodInfo) -> dict[str, Any]:
+        return self._pods.get(pod.uid) or pod_object(pod)
+
+    def _offered(self, node_names: Sequence[str]) -> list[dict[str, Any]]:
+        return [self._nodes[name] for name in node_names]
+
+    def _post(self, verb: str, body: dict[str, Any]) -> Any:
+        self.calls[verb] = self.calls.get(verb, 0) + 1
+        response = self._client.post(f"/v1/extender/{verb}", content=k.dumps(body), headers={"Content-Type": "application/json"})
+        assert response.status_code == 200, (verb, response.status_code, response.text)
+        return response.json()
