@@ -15,7 +15,13 @@ and grace end; at least every ``exchange.resyncSeconds``):
 4. each object whose status differs gets it (``/status``), with an Event when its phase
    changes (``Invalid`` and ``Expired`` as warnings, naming the field);
 5. guaranteed pods still on cells that changed hands when a grace period ends are preempted
-   (``preemption.due_preemptions``): deleted with their own grace period, an Event on each.
+   (``preemption.due_preemptions``): deleted with their own grace period, an Event on each;
+6. when the quotas moved (a window opened or ended) and when the preempted pods have left the
+   engine, kube-scheduler is made to retry the pods it parked (the nudge's requeue signal,
+   scheduler/cluster/nudge.py): a pod a VC's quota or a busy cell kept out was parked as
+   unschedulable, and nothing else in the cluster would make kube-scheduler try it again before
+   its 5-minute flush. (Retried on the deletion alone, it may reach cellfit's filter before
+   cellfit's own watch has seen the deletion, and be parked again.)
 
 Nothing here keeps a copy of pods or cells: the engine's view is read under the engine lock.
 """
@@ -49,6 +55,7 @@ from scheduler.cluster.exchange.objects import (
     status_path,
 )
 from scheduler.cluster.exchange.quotas import ExchangeQuotas
+from scheduler.cluster.nudge import send_signal
 from scheduler.config import ExchangeSettings
 from scheduler.constants import EXCHANGE_API_VERSION, KIND_CELL_OFFER, KIND_CELL_REQUEST
 from scheduler.errors import CellfitError, KubernetesApiError
@@ -123,6 +130,9 @@ class ExchangeController:
         self._stop = threading.Event()
         self._told: dict[str, str] = {}  # object UID -> the last phase an Event announced
         self._preempted: dict[str, float] = {}  # pod UID -> when it was deleted
+        self._leaving: set[str] = set()  # pods preempted that the engine still holds
+        self._seen_applied = quotas.applied  # the quota moves as of the last round
+        self.requeue_signals = 0
         self.last = LastRound()
         self._stores = {kind: _Store(self._wake.set) for kind in ("offer", "request", "namespace")}
         self._reflectors = [
@@ -169,6 +179,8 @@ class ExchangeController:
                 log.exception("cell exchange round failed")
 
     def _next_wait(self) -> float:
+        if self._leaving:
+            return 1.0  # the preempted pods' deletion reaches the engine through the watch
         now = self._clock()
         edge = ledger.next_edge(self._quotas.entries, now=now, grace_seconds=self._settings.return_grace_seconds)
         wait = self._settings.resync_seconds
@@ -178,6 +190,10 @@ class ExchangeController:
 
     def reconcile(self) -> None:
         started = time.perf_counter()
+        # The quotas as of now (the quota thread may not have reached this edge yet).
+        self._quotas.apply()
+        moved = self._quotas.applied != self._seen_applied
+        self._seen_applied = self._quotas.applied
         now = self._clock()
         config_map, entries = self._read_ledger()
         postings = {kind: [self._posting(kind, obj) for obj in self._stores[kind].items() if not obj.metadata.deletionTimestamp]
@@ -207,6 +223,11 @@ class ExchangeController:
             current = watched.get((posting.kind, posting.namespace, posting.name))
             if current is not None:
                 self._report(outcome, current)
+        held = {str(p.get("uid")) for view in views.values() for p in view.get("placements") or []}
+        left = self._leaving - held
+        self._leaving -= left
+        if moved or left:
+            self._requeue("quotas moved" if moved else "preempted pods gone")
         preempted = self._preempt([*entries, *result.new_entries], now, views)
         self.last = LastRound(
             at=now, seconds=time.perf_counter() - started, matched=[f"{e.offer} -> {e.request}" for e in result.new_entries],
@@ -299,6 +320,7 @@ class ExchangeController:
                 log.warning("exchange preemption failed", extra={"pod": due.pod, "reason": str(error)})
                 continue
             self._preempted[due.uid] = now
+            self._leaving.add(due.uid)
             done.append(due.pod)
             if self._on_preempt is not None:
                 self._on_preempt(due.vc)
@@ -310,6 +332,15 @@ class ExchangeController:
                 log.warning("exchange event not written", extra={"pod": due.pod, "reason": str(error)})
         return done
 
+    def _requeue(self, why: str) -> None:
+        try:
+            send_signal(self._api, namespace=self._quotas.namespace)
+        except CellfitError as error:
+            log.warning("requeue signal not sent", extra={"reason": str(error)})
+            return
+        self.requeue_signals += 1
+        log.info("requeue signal sent: kube-scheduler retries its parked pods", extra={"why": why})
+
     def inspect(self) -> dict[str, Any]:
         last = self.last
         return {
@@ -317,5 +348,6 @@ class ExchangeController:
             "lastRound": {"at": last.at, "seconds": round(last.seconds, 6), "matched": last.matched, "refused": last.refused,
                           "preempted": last.preempted},
             "board": last.board,
+            "requeueSignals": self.requeue_signals,
         }
 

@@ -104,6 +104,11 @@ class ExchangeQuotas:
         """The configured cells section (the file's), before any exchange."""
         return self._base
 
+    @property
+    def applied(self) -> frozenset[str]:
+        """The keys of the ledger entries whose quota moves the engine has now."""
+        return self._applied
+
     # ------------------------------------------------------------------ applying
 
     def apply(self) -> bool:
