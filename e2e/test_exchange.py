@@ -222,3 +222,69 @@ def test_two_tenants_exchange_a_node_cell_for_a_window(env: Any) -> None:
     assert cellfit.metric('cellfit_exchange_preemptions_total{vc="b"}') == 1
     ledger = cluster.kubectl_json("-n", release.namespace, "get", "configmap", "cellfit-exchange-ledger")
     assert len([k for k in ledger["data"] if k.startswith("match-")]) >= 1
+    for ns in namespaces.values():  # the next scenario starts with idle cells
+        cluster.kubectl("-n", ns, "delete", "pods", "--all", "--wait=true")
+
+
+def ledger_keys(cluster: Cluster, release: Release) -> list[str]:
+    found = cluster.kubectl_json("-n", release.namespace, "get", "configmap", "cellfit-exchange-ledger")
+    return sorted(k for k in found.get("data") or {} if k.startswith("match-"))
+
+
+def quotas_now(cellfit: CellfitProcess) -> dict[str, int]:
+    return {vc: cells.get("X-NODE", 0) for vc, cells in cellfit.get("/v1/inspect/exchanges")["virtualClusters"].items()}
+
+
+def test_a_restart_and_a_config_reload_keep_the_exchange_under_way(env: Any) -> None:
+    """cellfit restarted during a window reads the match back from the ledger (the quota moves
+    again, nothing is matched or counted twice); a reload of the configuration file applies the
+    exchange on top of the new VCs, and a file that would leave it impossible is refused."""
+    cluster, release, cellfit, cp = env
+    namespaces = {vc: cp.create_namespace(f"again-{vc}") for vc in ("a", "b")}
+    for vc, ns in namespaces.items():
+        cluster.kubectl("label", "namespace", ns, f"{VC_LABEL}={vc}")
+    start, end = time.time() + 8, time.time() + 70
+    cluster.apply(cell_object("CellOffer", "spare", start, end), namespace=namespaces["a"])
+    cluster.apply(cell_object("CellRequest", "more", start, end), namespace=namespaces["b"])
+
+    def wait(predicate: Any, timeout: float, what: str) -> Any:
+        try:
+            return wait_for(predicate, timeout, what)
+        except AssertionError as error:
+            raise AssertionError(f"{error}\n{diagnosis(cluster, namespaces, cellfit)}") from None
+
+    wait(lambda: phase(cluster, namespaces["b"], "cellrequest", "more") == "Active", 40, "the request Active")
+    wait(lambda: quotas_now(cellfit) == {"a": 0, "b": 2, "c": 1}, 10, "the quotas moved")
+    keys, surplus = ledger_keys(cluster, release), cellfit.get("/v1/inspect/exchanges")["surplus"]
+
+    cellfit.stop()
+    cellfit.start()
+    # Back up: the exchange under way is applied again from the ledger, nothing is added to it.
+    wait(lambda: quotas_now(cellfit) == {"a": 0, "b": 2, "c": 1}, 30, "the quotas moved again after the restart")
+    wait(lambda: cellfit.get("/v1/inspect/exchanges")["controller"].get("synced"), 30, "the controller synced")
+    time.sleep(3)  # a few rounds
+    assert ledger_keys(cluster, release) == keys
+    assert cellfit.get("/v1/inspect/exchanges")["surplus"] == surplus
+    assert phase(cluster, namespaces["b"], "cellrequest", "more") == "Active"
+
+    # A reload (c's quota to 0): the exchange stays applied on top of the new VCs.
+    original = cellfit.config.read_text()
+    config = yaml.safe_load(original)
+    config["cells"]["virtualClusters"]["c"] = [{"cellType": "X-NODE", "count": 0}]
+    cellfit.config.write_text(yaml.safe_dump(config))
+    try:
+        wait(lambda: quotas_now(cellfit) == {"a": 0, "b": 2, "c": 0}, 40, "the reload applied with the exchange on top")
+        assert cellfit.metric("cellfit_config_in_effect") == 1
+        # a's quota to 0: the exchange under way would need a cell a no longer has: refused.
+        config["cells"]["virtualClusters"]["a"] = [{"cellType": "X-NODE", "count": 0}]
+        cellfit.config.write_text(yaml.safe_dump(config))
+        wait(lambda: cellfit.metric("cellfit_config_in_effect") == 0, 40, "the breaking reload refused")
+        assert quotas_now(cellfit) == {"a": 0, "b": 2, "c": 0}
+        refused = [line for line in cellfit.log.read_text().splitlines() if "new configuration not applied" in line]
+        assert refused and "cell exchanges under way do not fit" in refused[-1] and f"{namespaces['a']}/spare" in refused[-1], refused[-1:]
+    finally:
+        cellfit.config.write_text(original)
+    wait(lambda: quotas_now(cellfit) == {"a": 0, "b": 2, "c": 1}, 40, "the original file back, the exchange on top")
+    # The window ends: every quota is the file's again.
+    wait(lambda: quotas_now(cellfit) == {"a": 1, "b": 1, "c": 1}, max(end - time.time(), 0) + 20, "the quotas back at the end")
+    wait(lambda: phase(cluster, namespaces["b"], "cellrequest", "more") == "Returned", 20, "the request Returned")
