@@ -51,6 +51,7 @@ from typing import Any, Callable, Mapping, Sequence
 from estimator.contract import parse_estimate_cached
 from estimator.objects import Job, template_kind, timestamp
 from placer.configuration import Configuration, Configurations, parse_configurations_cached
+from placer.holding import DEFAULT_UNBOUND_HOLD_SECONDS, HOLDING, Hold, JobPods, explain, hold
 from placer.rewrite import apply_configuration
 from scheduler.config import AlloxSettings
 from scheduler.constants import (
@@ -112,6 +113,9 @@ class JobSource:
 class LastDecision:
     at: float = 0.0
     seconds: float = 0.0  # how long deciding took
+    # From the pass's start (the Jobs as the watch holds them) to the decision: reading the
+    # live state and deciding, not carrying the decision out (the benchmark's "decision").
+    from_state_seconds: float = 0.0
     starts: list[dict[str, Any]] = field(default_factory=list)
     queue: list[dict[str, Any]] = field(default_factory=list)
     unplaceable: list[str] = field(default_factory=list)
@@ -121,6 +125,8 @@ class LastDecision:
     progress: Mapping[str, float] = field(default_factory=dict)  # §3.3.2, per user
     progress_spread: float = 0.0
     waiting_for_pool: list[str] = field(default_factory=list)
+    # Started Jobs that hold no machine of AlloX's, and why (placer/holding.py).
+    released: list[dict[str, str]] = field(default_factory=list)
 
 
 class PlacerController:
@@ -138,6 +144,8 @@ class PlacerController:
         on_start: Callable[[str, str], None] | None = None,
         preemption_grace: Callable[[], float | None] = lambda: None,
         guarantees: Callable[[frozenset[str]], Guarantees] | None = None,
+        job_pods: Callable[[frozenset[str]], Mapping[str, JobPods]] | None = None,
+        unbound_hold_seconds: float = DEFAULT_UNBOUND_HOLD_SECONDS,
     ) -> None:
         self._api = api
         self._jobs = jobs
@@ -156,6 +164,11 @@ class PlacerController:
         # free (they are busy machines of their own, as in free_by_node). None: no VCs, a
         # Job's GPU configuration may use any free GPU of AlloX's nodes.
         self._guarantees = guarantees
+        # The started Jobs' pods (the cluster cache): whether each still holds AlloX's machines
+        # (placer/holding.py). None: every started Job holds them until start + estimate.
+        self._job_pods = job_pods
+        self._unbound_hold_seconds = unbound_hold_seconds
+        self._released: set[str] = set()  # UIDs of started Jobs told they hold no machine
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._stop = threading.Event()
@@ -194,6 +207,7 @@ class PlacerController:
 
     def admit(self) -> AdmissionDecision:
         """One matching over the live state, carried out."""
+        began = time.perf_counter()
         now = self._clock()
         jobs = self._jobs.interchangeable_jobs()
         waiting: list[WaitingJob] = []
@@ -223,6 +237,8 @@ class PlacerController:
                 running.append(item)
                 running_uids.add(job.metadata.uid)
         self._waiting_seen = seen
+        running, released = self._holding(now, running, by_key)
+        running_uids.difference_update(by_key[item.key].metadata.uid for item, _ in released)
         # Running Jobs are busy machines of their own: their pods (bound yet or not) must not
         # also make their node look full, nor, unbound, leave it looking free.
         free = [
@@ -258,7 +274,8 @@ class PlacerController:
             allox_plus_timeout=self._settings.allox_plus_timeout_seconds or float("inf"),
             omega_grid_seconds=self._settings.omega_grid_seconds, gpu_pools=gpu_pools,
         )
-        elapsed = time.perf_counter() - started
+        decided = time.perf_counter()
+        elapsed = decided - started
         if self._on_decision is not None:
             self._on_decision(elapsed, decision)
         for start in decision.starts:
@@ -284,7 +301,7 @@ class PlacerController:
                        message=f"waiting for a GPU of virtual cluster {pools.get(key)!r}: its guaranteed GPUs are in use "
                        "(AlloX does not count other virtual clusters' idle GPUs)")
         self.last = LastDecision(
-            at=now, seconds=elapsed,
+            at=now, seconds=elapsed, from_state_seconds=decided - began,
             starts=[{"job": s.key, "kind": s.kind, "machine": s.machine, "seconds": s.seconds,
                      **({"machines": list(s.machines)} if len(s.machines) > 1 else {}),
                      **({"virtualCluster": s.pool} if s.pool is not None else {})} for s in decision.starts],
@@ -294,8 +311,36 @@ class PlacerController:
             unplaceable=list(decision.unplaceable), idle_machines=dict(decision.idle_machines),
             busy_machines=dict(decision.busy_machines), mechanism=self._settings.mechanism,
             progress=dict(decision.progress), progress_spread=decision.progress_spread,
+            released=[{"job": item.key, "kind": item.kind, "why": state} for item, state in released],
         )
         return decision
+
+    def _holding(
+        self, now: float, running: list[RunningJob], by_key: Mapping[str, Job]
+    ) -> tuple[list[RunningJob], list[tuple[RunningJob, Hold]]]:
+        """The started Jobs that hold AlloX's machines, and the others with why
+        (placer/holding.py); a Job that stops or starts holding again is told."""
+        if self._job_pods is None or not running:
+            return running, []
+        found = self._job_pods(frozenset(by_key[item.key].metadata.uid for item in running))
+        kept: list[RunningJob] = []
+        released: list[tuple[RunningJob, Hold]] = []
+        for item in running:
+            job = by_key[item.key]
+            uid = job.metadata.uid
+            state = hold(pods=found.get(uid), started=item.started, now=now, unbound_hold_seconds=self._unbound_hold_seconds)
+            if state in HOLDING:
+                kept.append(item)
+                if state == "running" and uid in self._released:
+                    self._released.discard(uid)
+                    self._tell(job, status="True", reason="Started", message=f"running on {item.kind}: its pods are bound again")
+                continue
+            released.append((item, state))
+            if state in ("elsewhere", "unbound") and uid not in self._released:
+                self._released.add(uid)
+                self._tell(job, status="True", reason="PodsElsewhere" if state == "elsewhere" else "NotBound",
+                           message=explain(item.kind, state, unbound_hold_seconds=self._unbound_hold_seconds))
+        return kept, released
 
     def _trials(
         self, now: float, trials: list[WaitingJob], waiting: list[WaitingJob], running: list[RunningJob], free: list[NodeResources],
@@ -409,13 +454,13 @@ class PlacerController:
     ) -> None:
         namespace, name = job.metadata.namespace, job.metadata.name
         configuration = configurations[kind]  # type: ignore[index]
-        template = json.loads(bytes(job.spec.template))
+        raw_template = bytes(job.spec.template)
         mechanism = self._settings.mechanism
         try:
             if mechanism in ("template", "auto"):
                 try:
                     placed = apply_configuration(
-                        template, configuration, extra_labels={LABEL_PLACEMENT: kind},
+                        raw_template, configuration, extra_labels={LABEL_PLACEMENT: kind},
                         extra_annotations={ANNOTATION_CONFIGURATIONS: job.annotations[ANNOTATION_CONFIGURATIONS]},
                     )
                     self._api.patch_job(namespace=namespace, name=name, operations=_operations(job, kind, placed))
@@ -427,10 +472,10 @@ class PlacerController:
                     # rewritten by the webhook instead.
                     log.info("the API server refuses this rewrite of a suspended Job's pod template: the pod-create "
                              "webhook places its pods", extra={"job": f"{namespace}/{name}", "reason": str(error)[:300]})
-                    self._patch_for_webhook(job, template, configuration, kind)
+                    self._patch_for_webhook(job, json.loads(raw_template), configuration, kind)
                     used = "webhook"
             else:
-                self._patch_for_webhook(job, template, configuration, kind)
+                self._patch_for_webhook(job, json.loads(raw_template), configuration, kind)
                 used = "webhook"
         except CellfitError as error:
             log.warning("could not start a placed Job", extra={"job": f"{namespace}/{name}", "kind": kind, "reason": str(error)})
@@ -498,8 +543,9 @@ class PlacerController:
         return {
             "policy": self._settings.policy, "alpha": self._settings.alpha, "mechanism": self._settings.mechanism,
             "startsByMechanism": dict(self._mechanisms),
-            "lastDecision": {"at": last.at, "seconds": round(last.seconds, 6), "starts": last.starts, "unplaceable": last.unplaceable,
-                             "waitingForQuota": last.waiting_for_pool,
+            "lastDecision": {"at": last.at, "seconds": round(last.seconds, 6), "secondsFromState": round(last.from_state_seconds, 6),
+                             "starts": last.starts, "unplaceable": last.unplaceable,
+                             "waitingForQuota": last.waiting_for_pool, "holdingNoMachine": last.released,
                              "idleMachines": last.idle_machines, "busyMachines": last.busy_machines},
             # §3.3.2: each user's progress (the dominant shares of her running Jobs, discounted
             # on their slower kind) and its standard deviation over the users with Jobs here.

@@ -15,11 +15,12 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import msgspec
 
+from placer.holding import JobPods
 from scheduler.cluster.api import Kind, KubernetesApi, WatchExpired
 from scheduler.cluster.reflector import Reflector
 from scheduler.constants import ANNOTATION_PREEMPTIONS
 from scheduler.core.engine import SchedulingEngine, TracksJobs
-from scheduler.core.model import JobInfo, PodInfo
+from scheduler.core.model import TERMINAL_PHASES, JobInfo, PodInfo
 from scheduler.core.resources import ZERO, Resources
 from scheduler.errors import CellfitError
 from scheduler.preemption.model import JobClass, job_class_or_best_effort
@@ -224,6 +225,24 @@ class ClusterCache:
         its running Jobs' HiveD bookings back to their VC, as free_by_node's ``except_owners``)."""
         with self._lock:
             return frozenset(uid for uid, pod in self._pods.items() if pod.owner is not None and pod.owner.uid in owners)
+
+    def job_pods(self, owners: frozenset[str], selector: Mapping[str, str] | None = None) -> dict[str, JobPods]:
+        """Per controller UID in ``owners``, its pods the cache holds (it forgets finished ones):
+        bound to a node carrying every label of ``selector`` (AlloX's nodes), bound elsewhere,
+        not bound yet (placer/holding.py: whether a started Job still holds AlloX's machines)."""
+        counts: dict[str, list[int]] = {}
+        with self._lock:
+            for pod in self._pods.values():
+                if pod.owner is None or pod.owner.uid not in owners or pod.phase in TERMINAL_PHASES:
+                    continue
+                row = counts.setdefault(pod.owner.uid, [0, 0, 0])
+                if pod.node_name is None:
+                    row[2] += 1
+                elif pod.node_name in self._labels and all(self._labels[pod.node_name].get(k) == v for k, v in (selector or {}).items()):
+                    row[0] += 1
+                else:
+                    row[1] += 1
+        return {uid: JobPods(here=here, elsewhere=elsewhere, unbound=unbound) for uid, (here, elsewhere, unbound) in counts.items()}
 
     def shortest_gpu_victim_grace(self, selector: Mapping[str, str] | None = None) -> float | None:
         """The shortest grace period (seconds) among best-effort pods holding GPUs on the nodes

@@ -454,6 +454,7 @@ def _placer(
         on_start=lambda kind, mechanism: metrics.allox_placements.labels(kind=kind, mechanism=mechanism).inc(),
         preemption_grace=lambda: cache.shortest_gpu_victim_grace(settings.allox.node_selector),
         guarantees=guarantees,
+        job_pods=lambda owners: cache.job_pods(owners, settings.allox.node_selector),
     )
 
 

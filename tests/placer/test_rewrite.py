@@ -1,6 +1,7 @@
 """The placer's pure rewrite: a pod template in one configuration, never both."""
 
 import copy
+import json
 
 from placer.configuration import parse_configurations
 from placer.rewrite import apply_configuration
@@ -55,3 +56,10 @@ def test_a_bare_template_gets_what_the_configuration_says():
     pod = apply_configuration({"spec": {"containers": [{"name": "c"}]}}, CONFIGURATIONS["gpu"])
     assert pod["spec"]["containers"][0]["env"] == [{"name": "CUDA", "value": "1"}]
     assert pod["metadata"] == {"annotations": {"profile": "gpu"}}
+
+
+def test_a_template_as_json_text_is_rewritten_as_the_parsed_one():
+    for kind in ("cpu", "gpu"):
+        text = json.dumps(TEMPLATE).encode()
+        assert apply_configuration(text, CONFIGURATIONS[kind], extra_labels={"l": "v"}) == \
+            apply_configuration(TEMPLATE, CONFIGURATIONS[kind], extra_labels={"l": "v"})
