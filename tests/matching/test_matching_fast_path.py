@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import math
 import random
+from functools import partial
+from typing import Any
 
 import numpy as np
 import pytest
@@ -140,3 +142,51 @@ def test_a_full_cluster_folds_and_decides_as_scipy(seed: int) -> None:
         assert fast.bounds.tolist() == reference.bounds.tolist()
         assert fast.job.tolist() == reference.job.tolist()
         np.testing.assert_allclose(fast.start, reference.start)
+
+
+@pytest.mark.parametrize("alpha", [0.3, 1.0])
+@pytest.mark.parametrize("seed", range(4))
+def test_admission_decides_as_with_the_paper_s_full_matrix_on_random_live_queues(alpha: float, seed: int,
+                                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """decide() on random live queues (idle and busy machines, running Jobs of several users, ω on
+    admission's grid or exact) decides what it decides when every matching is scipy's on the
+    paper's unbounded Q (no position bound, no fold): the same starts on the same machines, the
+    same queue (kinds, positions, expected starts) and progress."""
+    from scheduler.matching import admission, allox
+    from scheduler.matching.admission import RunningJob, WaitingJob, decide
+    from scheduler.matching.capacity import NodeResources
+    from scheduler.matching.fairness import Capacity
+
+    rng = random.Random(9000 + seed)
+    now = 10_000.0
+    for _ in range(4):
+        nodes = [NodeResources(name=f"n{i}", cpu=rng.choice([9.0, 17.0]), gpu=rng.randint(0, 2), memory=64.0) for i in range(rng.randint(1, 3))]
+        demand = {"cpu": Demand(cpu=8, memory=8), "gpu": Demand(gpu=1, cpu=1, memory=4)}
+        users = [f"u{i}" for i in range(rng.randint(1, 4))]
+        waiting = []
+        for j in range(rng.randint(1, 18)):
+            gpu = rng.uniform(60, 900)
+            waiting.append(WaitingJob(key=f"w{j}", user=rng.choice(users), arrival=now - rng.uniform(0, 600),
+                                      seconds={"gpu": gpu, "cpu": gpu * rng.uniform(1.5, 6)}, demand=demand))
+        running = []
+        for j in range(rng.randint(0, 4)):
+            gpu = rng.uniform(60, 900)
+            running.append(RunningJob(key=f"r{j}", user=rng.choice(users), kind=rng.choice(["gpu", "cpu"]), started=now - rng.uniform(0, 900),
+                                      seconds={"gpu": gpu, "cpu": gpu * rng.uniform(1.5, 6)}, demand=demand))
+        grid = rng.choice([0.0, 60.0])
+        capacity = Capacity(cpu=sum(n.cpu for n in nodes), gpu=max(1, sum(n.gpu for n in nodes)), memory=64.0 * len(nodes))
+
+        def decided() -> Any:
+            return decide(now=now, waiting=waiting, running=running, free_nodes=nodes, capacity=capacity, alpha=alpha, omega_grid_seconds=grid)
+
+        fast = decided()
+        with monkeypatch.context() as patched:
+            paper = partial(solve, bounded=False)
+            patched.setattr(allox, "solve", paper)
+            patched.setattr(admission, "solve", paper)
+            reference = decided()
+        assert fast.starts == reference.starts
+        assert [(q.key, q.kind, q.position) for q in fast.queue] == [(q.key, q.kind, q.position) for q in reference.queue]
+        for ours, theirs in zip(fast.queue, reference.queue):
+            assert ours.expected_start_seconds == pytest.approx(theirs.expected_start_seconds)
+        assert fast.progress == pytest.approx(reference.progress)
