@@ -21,7 +21,7 @@ import time
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Callable, Literal, Mapping
+from typing import Any, Callable, Literal, Mapping, Sequence
 
 import msgspec
 
@@ -31,11 +31,9 @@ from estimator.objects import (
     ANNOTATION_SAMPLE_CONFIGURATION,
     ANNOTATION_SAMPLING,
     JOB_DECODER,
-    JOB_LIST_DECODER,
     LABEL_JOB_FAMILY,
     LABEL_SAMPLE_JOB,
     POD_DECODER,
-    POD_LIST_DECODER,
     Job,
     Pod,
     sample_pod,
@@ -147,8 +145,8 @@ class EstimatorController:
         self.active_pods = 0
         # What pending and running sampling pods request, as a share of the cluster (by resource).
         self.share: dict[str, float] = {"cpu": 0.0, "gpu": 0.0}
-        self.jobs_reflector: Reflector[Job] = self._reflector("jobs", JOB_LIST_DECODER, JOB_DECODER, self._replace_jobs, self._apply_job, self._delete_job)
-        self.pods_reflector: Reflector[Pod] = self._reflector("sample-pods", POD_LIST_DECODER, POD_DECODER, self._replace_pods, self._apply_pod, self._delete_pod)
+        self.jobs_reflector: Reflector[Job] = self._reflector("jobs", JOB_DECODER, self._replace_jobs, self._apply_job, self._delete_job)
+        self.pods_reflector: Reflector[Pod] = self._reflector("sample-pods", POD_DECODER, self._replace_pods, self._apply_pod, self._delete_pod)
         self._worker = threading.Thread(target=self._run, name="estimator", daemon=True)
 
     # ------------------------------------------------------------------ lifecycle
@@ -186,12 +184,10 @@ class EstimatorController:
 
     # ------------------------------------------------------------------ watch callbacks
 
-    def _reflector(self, kind: Any, list_decoder: msgspec.json.Decoder, decoder: msgspec.json.Decoder, replace: Any, apply: Any, delete: Any) -> Reflector:  # type: ignore[type-arg]
-        return api_reflector(
-            self._api, kind, list_decoder, decoder, name=f"estimator-{kind}", replace=replace, apply=apply, delete=delete
-        )
+    def _reflector(self, kind: Any, decoder: msgspec.json.Decoder, replace: Any, apply: Any, delete: Any) -> Reflector:  # type: ignore[type-arg]
+        return api_reflector(self._api, kind, decoder, name=f"estimator-{kind}", replace=replace, apply=apply, delete=delete)
 
-    def _replace_jobs(self, jobs: list[Job]) -> None:
+    def _replace_jobs(self, jobs: Sequence[Job]) -> None:
         with self._lock:
             listed = {job.metadata.uid for job in jobs if ANNOTATION_CONFIGURATIONS in job.annotations}
             for uid in set(self._jobs) - listed:
@@ -244,7 +240,7 @@ class EstimatorController:
         self._waiting.discard(uid)
         self._written_sampling.pop(uid, None)
 
-    def _replace_pods(self, pods: list[Pod]) -> None:
+    def _replace_pods(self, pods: Sequence[Pod]) -> None:
         with self._lock:
             self._pods = {}
             for pod in pods:

@@ -144,24 +144,8 @@ class Pod(msgspec.Struct, frozen=True):
     status: PodStatus | None = None
 
 
-class ListMeta(msgspec.Struct, frozen=True):
-    resourceVersion: str = ""
-
-
-class JobList(msgspec.Struct, frozen=True):
-    metadata: ListMeta = ListMeta()
-    items: list[Job] = []
-
-
-class PodList(msgspec.Struct, frozen=True):
-    metadata: ListMeta = ListMeta()
-    items: list[Pod] = []
-
-
 JOB_DECODER: Final = msgspec.json.Decoder(Job)
-JOB_LIST_DECODER: Final = msgspec.json.Decoder(JobList)
 POD_DECODER: Final = msgspec.json.Decoder(Pod)
-POD_LIST_DECODER: Final = msgspec.json.Decoder(PodList)
 
 
 def timestamp(text: str | None) -> float | None:

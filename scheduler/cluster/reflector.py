@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Callable, Generic, Iterator, TypeVar
+from typing import Callable, Generic, Iterator, Sequence, TypeVar
 
 import msgspec
 
@@ -39,11 +39,11 @@ class Reflector(Generic[T]):
         self,
         *,
         kind: str,
-        list_objects: Callable[[], tuple[str, list[T]]],
+        list_objects: Callable[[], tuple[str, Sequence[T]]],
         watch_lines: Callable[[str], Iterator[bytes]],
         decode_object: Callable[[msgspec.Raw], T],
         version_of: Callable[[T], str],
-        replace: Callable[[list[T]], None],
+        replace: Callable[[Sequence[T]], None],
         apply: Callable[[T], None],
         delete: Callable[[T], None],
         expired: type[Exception] = Expired,

@@ -291,19 +291,17 @@ class ListMeta(msgspec.Struct, frozen=True):
     resourceVersion: str = ""
 
 
-class PodList(msgspec.Struct, frozen=True):
+class RawList(msgspec.Struct, frozen=True):
+    """Any list response with its items left undecoded: a relist decodes them one by one (see
+    scheduler.cluster.cache.LazilyDecoded), never the whole list in one call holding the GIL."""
+
     metadata: ListMeta = ListMeta()
-    items: list[Pod] = []
+    items: list[msgspec.Raw] | None = None
 
 
 class DecodedNodeList(msgspec.Struct, frozen=True):
     metadata: ListMeta = ListMeta()
     items: list[Node] = []
-
-
-class JobList(msgspec.Struct, frozen=True):
-    metadata: ListMeta = ListMeta()
-    items: list[Job] = []
 
 
 class Status(msgspec.Struct, frozen=True):
@@ -341,11 +339,10 @@ BINDING_ARGS_DECODER = msgspec.json.Decoder(ExtenderBindingArgs)
 ADMISSION_REVIEW_DECODER = msgspec.json.Decoder(AdmissionReview)
 NODE_DECODER = msgspec.json.Decoder(Node)
 POD_DECODER = msgspec.json.Decoder(Pod)
-POD_LIST_DECODER = msgspec.json.Decoder(PodList)
 NODE_LIST_DECODER = msgspec.json.Decoder(DecodedNodeList)
 JOB_DECODER = msgspec.json.Decoder(Job)
 PRIORITY_CLASS_DECODER = msgspec.json.Decoder(PriorityClass)
-JOB_LIST_DECODER = msgspec.json.Decoder(JobList)
+RAW_LIST_DECODER = msgspec.json.Decoder(RawList)
 WATCH_EVENT_DECODER = msgspec.json.Decoder(WatchEvent)
 STATUS_DECODER = msgspec.json.Decoder(Status)
 BOOKMARK_DECODER = msgspec.json.Decoder(Bookmark)

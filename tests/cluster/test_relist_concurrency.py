@@ -1,0 +1,121 @@
+"""A relist never stalls the verbs: the watch cache applies it one object per hold of the engine
+lock (issue 14, "Concurrency"), so a verb waits for one object's update at most, and the relist
+still ends in the state the list describes.
+
+The lock is the one the verbs take (ExtenderService shares it with the cache); here it is wrapped
+to count what happens inside each hold. The engine is the production composition's FitGpp over
+resource fit; the API is the listing test double (the real list and watch run in e2e/)."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from scheduler.cluster.cache import ClusterCache
+from scheduler.core.fit import ResourceFitEngine
+from scheduler.preemption import FitGppSettings
+from scheduler.preemption.engine import FitGppEngine
+from tests.support.api_double import ListingApi
+from tests.support.kube_objects import node, pod
+
+NODES = 100
+PODS = 10_000  # 100 per node
+
+
+class CountingLock:
+    """An RLock that counts the engine changes made during each outermost hold."""
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self._depth = 0
+        self.changes_in_hold = 0
+        self.most_changes_in_one_hold = 0
+        self.holds = 0
+
+    def __enter__(self) -> CountingLock:
+        self._lock.acquire()
+        self._depth += 1
+        if self._depth == 1:
+            self.holds += 1
+            self.changes_in_hold = 0
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        if self._depth == 1:
+            self.most_changes_in_one_hold = max(self.most_changes_in_one_hold, self.changes_in_hold)
+        self._depth -= 1
+        self._lock.release()
+
+
+class CountedEngine:
+    """The real engine; each change it is told of counts against the lock's current hold."""
+
+    def __init__(self, engine: FitGppEngine, lock: CountingLock) -> None:
+        self._engine, self._lock = engine, lock
+
+    def __getattr__(self, name: str) -> Any:
+        attribute = getattr(self._engine, name)
+        if name not in ("apply_pod", "delete_pod", "apply_node", "delete_node", "apply_job", "delete_job"):
+            return attribute
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            self._lock.changes_in_hold += 1
+            return attribute(*args, **kwargs)
+
+        return counted
+
+
+def cluster(pods: int = PODS) -> tuple[ListingApi, ClusterCache, CountingLock, FitGppEngine]:
+    nodes = [node(f"node-{i:03d}", gpus=8, cpu="256") for i in range(NODES)]
+    listed = [
+        pod(f"train-{i:05d}", uid=f"uid-{i:05d}", cpu="1", gpus=0, node_name=f"node-{i % NODES:03d}", phase="Running")
+        for i in range(pods)
+    ]
+    api = ListingApi(nodes=nodes, pods=listed)
+    lock = CountingLock()
+    engine = FitGppEngine(ResourceFitEngine(), settings=FitGppSettings())
+    cache = ClusterCache(api=api, engine=CountedEngine(engine, lock), lock=lock, gpu_resource="nvidia.com/gpu")  # type: ignore[arg-type]
+    return api, cache, lock, engine
+
+
+def test_a_relist_of_10000_pods_holds_the_lock_for_one_pod_at_a_time() -> None:
+    _, cache, lock, _ = cluster()
+    cache.nodes._list_and_replace()
+    lock.most_changes_in_one_hold = 0
+    holds_before = lock.holds
+    cache.pods._list_and_replace()
+    assert cache.sizes()["pods"] == PODS
+    assert lock.most_changes_in_one_hold == 1
+    assert lock.holds - holds_before >= PODS  # one hold per pod (and one to read what is gone)
+
+
+def test_a_relist_forgets_what_it_no_longer_lists_one_object_at_a_time() -> None:
+    api, cache, lock, engine = cluster(pods=300)
+    cache.nodes._list_and_replace()
+    cache.pods._list_and_replace()
+    assert cache.sizes()["pods"] == 300
+    # Deleted while the watch was down (HTTP 410, relist): 100 pods and 10 nodes.
+    api.pods = api.pods[100:]
+    api.nodes = api.nodes[10:]
+    lock.most_changes_in_one_hold = 0
+    cache.pods._list_and_replace()
+    cache.nodes._list_and_replace()
+    assert cache.sizes()["pods"] == 200 and cache.sizes()["nodes"] == NODES - 10
+    assert lock.most_changes_in_one_hold == 1
+    assert sorted(cache.free_by_node()) == sorted(f"node-{i:03d}" for i in range(10, NODES))
+
+
+def test_a_verb_takes_the_lock_while_a_relist_of_10000_pods_is_still_running() -> None:
+    """The verbs' side: the lock is free between two pods, so a caller gets it while the relist
+    runs (before, the relist held it throughout and the caller got it only after the end)."""
+    _, cache, lock, _ = cluster()
+    cache.nodes._list_and_replace()
+    relist = threading.Thread(target=cache.pods._list_and_replace)
+    relist.start()
+    while cache.sizes()["pods"] == 0 and relist.is_alive():  # the list decoded, the first pods applied
+        pass
+    with lock:
+        applied_when_a_verb_got_the_lock = cache.sizes()["pods"]
+    relist.join()
+    assert 0 < applied_when_a_verb_got_the_lock < PODS
+    assert cache.sizes()["pods"] == PODS
