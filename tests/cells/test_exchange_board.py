@@ -164,3 +164,54 @@ def test_preemption_waits_for_the_grace_then_takes_only_draining_cells_of_the_mo
     assert due_preemptions(entries=[entry], now=T0 + 3 * HOUR, grace_seconds=300, views=views) == []
     assert due_preemptions(entries=[entry], now=T0 + HOUR + 300, grace_seconds=None, views=views) == []
     assert draining_pods(views) == {"a": 1, "b": 2}
+
+
+def test_folding_long_over_matches_of_deleted_objects_keeps_every_gpu_hour_once():
+    offer = posting("offer", "team-a", "idle", {"V100-NODE": 1}, T0, T0 + HOUR)
+    request = posting("request", "team-b", "r", {"V100-NODE": 1}, T0, T0 + HOUR)
+    (entry,) = run([offer], [request]).new_entries
+    settled = {"a": {"lent": 3.0, "borrowed": 1.0}}
+    after = 300 + 3600.0
+    # Over, but the request still exists: kept.
+    assert ledger.fold([entry], settled, now=T0 + 3 * HOUR, objects={"team-b/r"}, after_seconds=after) == ([], settled)
+    # Both gone, but not long enough over: kept.
+    assert ledger.fold([entry], settled, now=T0 + HOUR + 60, objects=set(), after_seconds=after)[0] == []
+    folded, totals = ledger.fold([entry], settled, now=T0 + 3 * HOUR, objects=set(), after_seconds=after)
+    assert folded == [entry]
+    assert totals == {"a": {"lent": pytest.approx(11.0), "borrowed": 1.0}, "b": {"lent": 0.0, "borrowed": pytest.approx(8.0)}}
+    # The surplus is the same before and after the fold.
+    assert ledger.surplus([entry], settled) == pytest.approx(ledger.surplus([], totals))
+    data = {ledger.SETTLED_KEY: ledger.encode_settled(totals)}
+    assert ledger.read_settled(data) == (totals, [])
+    assert ledger.read_settled({ledger.SETTLED_KEY: '{"a": {"lent": "x"}}'})[1] == ["data.settled: a.lent: must be a finite number"]
+    # Without the settled totals b and c tie (b first, by name); with them, b is in debt.
+    tied = run([posting("offer", "team-a", "o2", {"V100-NODE": 1}, T0 + 4 * HOUR, T0 + 5 * HOUR)],
+               [posting("request", "team-b", "r2", {"V100-NODE": 1}, T0 + 4 * HOUR, T0 + 5 * HOUR),
+                posting("request", "team-c", "r3", {"V100-NODE": 1}, T0 + 4 * HOUR, T0 + 5 * HOUR)], now=T0 + 3 * HOUR)
+    assert [e.borrower for e in tied.new_entries] == ["b"]
+    settled_round = exchange_round(
+        offers=[posting("offer", "team-a", "o2", {"V100-NODE": 1}, T0 + 4 * HOUR, T0 + 5 * HOUR)],
+        requests=[posting("request", "team-b", "r2", {"V100-NODE": 1}, T0 + 4 * HOUR, T0 + 5 * HOUR),
+                  posting("request", "team-c", "r3", {"V100-NODE": 1}, T0 + 4 * HOUR, T0 + 5 * HOUR)],
+        namespaces=NAMESPACES, base=CONFIG.virtual_clusters, catalog=CATALOG, topology=TOPOLOGY, entries=[], now=T0 + 3 * HOUR,
+        grace_seconds=300, settled=totals)
+    assert [e.borrower for e in settled_round.new_entries] == ["c"]
+
+
+def with_uid(p: Posting, uid: str) -> Posting:
+    obj = {**p.obj, "metadata": {**p.obj["metadata"], "uid": uid}}
+    return Posting(kind=p.kind, obj=obj, posted=p.posted)
+
+
+def test_an_object_posted_again_under_a_matched_ones_name_is_a_new_one():
+    offer = with_uid(posting("offer", "team-a", "idle", {"V100-NODE": 1}, T0, T0 + HOUR), "uid-1")
+    request = with_uid(posting("request", "team-b", "r", {"V100-NODE": 1}, T0, T0 + HOUR), "uid-2")
+    (entry,) = run([offer], [request]).new_entries
+    assert (entry.offer_uid, entry.request_uid) == ("uid-1", "uid-2")
+    assert ledger.read({entry.key: ledger.encode(entry)}) == ([entry], [])
+    # The request deleted and posted again (a new UID): not the matched one; the offer is taken.
+    again = with_uid(request, "uid-3")
+    outcomes = by_id(run([offer], [again], entries=[entry], now=T0 + 5))
+    assert outcomes["team-a/idle"].phase == "Active"
+    assert outcomes["team-b/r"].phase == "Posted" and "no open offer" in outcomes["team-b/r"].message
+    assert ledger.entry_key(offer="team-a/idle", request="team-b/r", request_uid="uid-3") != entry.key

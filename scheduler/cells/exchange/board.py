@@ -22,7 +22,7 @@ from typing import Any, Literal, Mapping, Sequence
 
 from scheduler.cells.config import VirtualClusterSpec
 from scheduler.cells.exchange.arbiter import Refused, do_matching
-from scheduler.cells.exchange.ledger import Entry, entry_of, not_over, surplus
+from scheduler.cells.exchange.ledger import Entry, Settled, entry_of, not_over, surplus
 from scheduler.cells.exchange.model import CellCatalog, Offer, Request, describe_cells
 from scheduler.cells.exchange.quota import QuotaProof
 from scheduler.cells.exchange.resource import parse_offer, parse_request, rfc3339
@@ -53,6 +53,10 @@ class Posting:
     @property
     def id(self) -> str:
         return f"{self.namespace}/{self.name}"
+
+    @property
+    def uid(self) -> str:
+        return str((self.obj.get("metadata") or {}).get("uid") or "")
 
     @property
     def generation(self) -> int | None:
@@ -167,13 +171,23 @@ def exchange_round(
     now: float,
     grace_seconds: float | None,
     draining: Mapping[str, int] | None = None,
+    settled: Settled | None = None,
 ) -> Round:
     """One round (see the module docstring). ``namespaces``: labels of every Namespace (one
     missing does not exist); ``draining``: per VC, its guaranteed pods on draining cells (for
-    the messages: whose pods the borrower waits for)."""
+    the messages: whose pods the borrower waits for); ``settled``: the ledger's folded totals."""
     draining = draining or {}
     by_offer = {e.offer: e for e in entries}
     by_request = {e.request: e for e in entries}
+
+    def recorded(posting: Posting) -> Entry | None:
+        """The entry of ``posting``'s match; None for an object posted again under a matched
+        one's name (another UID): it is new."""
+        entry = (by_offer if posting.kind == "offer" else by_request).get(posting.id)
+        if entry is None:
+            return None
+        uid = entry.offer_uid if posting.kind == "offer" else entry.request_uid
+        return entry if not uid or not posting.uid or uid == posting.uid else None
     outcomes: list[Outcome] = []
     vcs: dict[str, str] = {}
 
@@ -193,7 +207,7 @@ def exchange_round(
     open_offers: list[Offer] = []
     matched_offers = [e.match().offer for e in not_over(entries, now=now)]
     for posting in sorted(offers, key=lambda p: (p.posted, p.id)):
-        if posting.id in by_offer:
+        if recorded(posting) is not None:
             continue
         offer = parsed(posting)
         if not isinstance(offer, Offer):
@@ -205,7 +219,7 @@ def exchange_round(
             open_offers.append(offer)
     open_requests: list[Request] = []
     for posting in sorted(requests, key=lambda p: (p.posted, p.id)):
-        if posting.id in by_request:
+        if recorded(posting) is not None:
             continue
         request = parsed(posting)
         if not isinstance(request, Request):
@@ -217,8 +231,9 @@ def exchange_round(
             open_requests.append(request)
 
     proof = QuotaProof(topology=topology, base=base, active=tuple(e.match() for e in not_over(entries, now=now)))
-    matching = do_matching(offers=open_offers, requests=open_requests, surplus=surplus(entries), catalog=catalog, now=now, admit=proof)
-    new_entries = [entry_of(m, matched_at=now) for m in matching.matches]
+    matching = do_matching(offers=open_offers, requests=open_requests, surplus=surplus(entries, settled), catalog=catalog, now=now, admit=proof)
+    offer_uids, request_uids = ({p.id: p.uid for p in postings} for postings in (offers, requests))
+    new_entries = [entry_of(m, matched_at=now, offer_uids=offer_uids, request_uids=request_uids) for m in matching.matches]
     for entry in new_entries:
         by_offer[entry.offer] = entry
         by_request[entry.request] = entry
@@ -228,9 +243,9 @@ def exchange_round(
         refusals.setdefault(refused.offer.id, []).append(f"refused for {refused.request.id}: {refused.reason}")
     unmatched = {u.request.id: u.reason for u in matching.unmatched}
     for posting in offers:
-        recorded = by_offer.get(posting.id)
-        if recorded is not None:
-            outcomes.append(_matched_status(recorded, posting, now=now, grace_seconds=grace_seconds, draining=draining))
+        match_entry = recorded(posting)
+        if match_entry is not None:
+            outcomes.append(_matched_status(match_entry, posting, now=now, grace_seconds=grace_seconds, draining=draining))
             continue
         offer = next((o for o in open_offers if o.id == posting.id), None)
         if offer is None:
@@ -243,9 +258,9 @@ def exchange_round(
             message += "; the quota proof " + "; ".join(refusals[posting.id])
         outcomes.append(_plain_status(posting, "Posted", message, offer.tenant))
     for posting in requests:
-        recorded = by_request.get(posting.id)
-        if recorded is not None:
-            outcomes.append(_matched_status(recorded, posting, now=now, grace_seconds=grace_seconds, draining=draining))
+        match_entry = recorded(posting)
+        if match_entry is not None:
+            outcomes.append(_matched_status(match_entry, posting, now=now, grace_seconds=grace_seconds, draining=draining))
             continue
         request = next((r for r in open_requests if r.id == posting.id), None)
         if request is None:

@@ -4,8 +4,12 @@
 The live driver keeps the entries in one ConfigMap (``data``: key -> JSON); everything the
 exchange needs after a restart is there: each tenant's surplus (:func:`surplus`, the sum over
 the entries, as Algorithm 2 keeps it), and the matches whose quota moves apply now
-(:func:`matches`). The CellOffer / CellRequest statuses are reports of it, rewritten from it.
-Pure: the caller reads and writes the ConfigMap.
+(:func:`under_way`). The CellOffer / CellRequest statuses are reports of it, rewritten from it.
+
+A ConfigMap holds at most 1 MiB, so a match long over whose offer and request are both deleted
+is folded (:func:`fold`) into ``settled``: per VC, the GPU-hours lent and borrowed by the matches
+folded so far. Removing the entries and adding them to ``settled`` is one write, so nothing is
+counted twice or lost. Pure: the caller reads and writes the ConfigMap.
 """
 
 from __future__ import annotations
@@ -24,11 +28,13 @@ from scheduler.messages import clip
 # may be longer than a key may be.
 _KEY_PREFIX = "match-"
 _KEY_HEX = 20
+SETTLED_KEY = "settled"
 
 
-def entry_key(*, offer: str, request: str) -> str:
-    """The ConfigMap key of the match of ``offer`` and ``request`` (``namespace/name`` each)."""
-    digest = hashlib.sha256(f"{offer}\n{request}".encode("utf-8")).hexdigest()[:_KEY_HEX]
+def entry_key(*, offer: str, request: str, offer_uid: str = "", request_uid: str = "") -> str:
+    """The ConfigMap key of the match of ``offer`` and ``request`` (``namespace/name`` each; with
+    their UIDs, so that an object deleted and posted again under its name is a new match)."""
+    digest = hashlib.sha256(f"{offer}\n{request}\n{offer_uid}\n{request_uid}".encode("utf-8")).hexdigest()[:_KEY_HEX]
     return _KEY_PREFIX + digest
 
 
@@ -48,10 +54,12 @@ class Entry:
     gpu_hours: float
     matched_at: float
     explanation: str
+    offer_uid: str = ""
+    request_uid: str = ""
 
     @property
     def key(self) -> str:
-        return entry_key(offer=self.offer, request=self.request)
+        return entry_key(offer=self.offer, request=self.request, offer_uid=self.offer_uid, request_uid=self.request_uid)
 
     def match(self) -> Match:
         """The :class:`Match` it records (offer and request reduced to the matched window)."""
@@ -65,7 +73,10 @@ class Entry:
         )
 
 
-def entry_of(match: Match, *, matched_at: float) -> Entry:
+def entry_of(
+    match: Match, *, matched_at: float, offer_uids: Mapping[str, str] | None = None, request_uids: Mapping[str, str] | None = None
+) -> Entry:
+    """``offer_uids``, ``request_uids``: object id -> its UID, when known."""
     return Entry(
         offer=match.offer.id,
         request=match.request.id,
@@ -78,6 +89,8 @@ def entry_of(match: Match, *, matched_at: float) -> Entry:
         gpu_hours=match.gpu_hours,
         matched_at=matched_at,
         explanation=match.explanation,
+        offer_uid=(offer_uids or {}).get(match.offer.id, ""),
+        request_uid=(request_uids or {}).get(match.request.id, ""),
     )
 
 
@@ -97,6 +110,8 @@ def encode(entry: Entry) -> str:
             "gpuHours": entry.gpu_hours,
             "matchedAt": entry.matched_at,
             "explanation": entry.explanation,
+            "offerUid": entry.offer_uid,
+            "requestUid": entry.request_uid,
         },
         sort_keys=True,
     )
@@ -144,6 +159,8 @@ def decode(key: str, text: str) -> Entry:
             gpu_hours=_number(raw.get("gpuHours"), "gpuHours"),
             matched_at=_number(raw.get("matchedAt"), "matchedAt"),
             explanation=str(raw.get("explanation") or ""),
+            offer_uid=str(raw.get("offerUid") or ""),
+            request_uid=str(raw.get("requestUid") or ""),
         )
     except ValueError as error:  # json.JSONDecodeError included
         raise ValueError(f"data.{key}: {clip(str(error))}") from None
@@ -167,22 +184,55 @@ def read(data: Mapping[str, str] | None) -> tuple[list[Entry], list[str]]:
     return entries, problems
 
 
-def surplus(entries: Iterable[Entry]) -> dict[str, float]:
-    """Each tenant's surplus: GPU-hours lent minus GPU-hours borrowed."""
-    balance: dict[str, float] = {}
-    for entry in entries:
-        balance[entry.lender] = balance.get(entry.lender, 0.0) + entry.gpu_hours
-        balance[entry.borrower] = balance.get(entry.borrower, 0.0) - entry.gpu_hours
-    return balance
+# Per VC, the GPU-hours ``lent`` and ``borrowed`` by the matches folded out of the entries.
+Settled = dict[str, dict[str, float]]
 
 
-def exchanged(entries: Iterable[Entry]) -> dict[str, dict[str, float]]:
-    """Per VC, the GPU-hours it ``lent`` and ``borrowed`` (the metrics' figures)."""
-    totals: dict[str, dict[str, float]] = {}
+def read_settled(data: Mapping[str, str] | None) -> tuple[Settled, list[str]]:
+    """The ``settled`` totals of a ConfigMap's ``data`` (none: empty), or the problem."""
+    text = (data or {}).get(SETTLED_KEY)
+    if text is None:
+        return {}, []
+    try:
+        raw = json.loads(text)
+        if not isinstance(raw, dict):
+            raise ValueError("must be a JSON object {vc: {lent, borrowed}}")
+        settled: Settled = {}
+        for vc, roles in raw.items():
+            if not isinstance(roles, dict):
+                raise ValueError(f"{vc}: must be {{lent, borrowed}}")
+            settled[str(vc)] = {role: _number(roles.get(role, 0.0), f"{vc}.{role}") for role in ("lent", "borrowed")}
+    except ValueError as error:
+        return {}, [f"data.{SETTLED_KEY}: {clip(str(error))}"]
+    return settled, []
+
+
+def encode_settled(settled: Settled) -> str:
+    return json.dumps({vc: {"lent": r["lent"], "borrowed": r["borrowed"]} for vc, r in sorted(settled.items())}, sort_keys=True)
+
+
+def exchanged(entries: Iterable[Entry], settled: Settled | None = None) -> dict[str, dict[str, float]]:
+    """Per VC, the GPU-hours it ``lent`` and ``borrowed`` (the metrics' figures), folded ones included."""
+    totals: dict[str, dict[str, float]] = {vc: dict(roles) for vc, roles in (settled or {}).items()}
     for entry in entries:
         totals.setdefault(entry.lender, {"lent": 0.0, "borrowed": 0.0})["lent"] += entry.gpu_hours
         totals.setdefault(entry.borrower, {"lent": 0.0, "borrowed": 0.0})["borrowed"] += entry.gpu_hours
     return totals
+
+
+def surplus(entries: Iterable[Entry], settled: Settled | None = None) -> dict[str, float]:
+    """Each tenant's surplus: GPU-hours lent minus GPU-hours borrowed, folded ones included."""
+    return {vc: roles["lent"] - roles["borrowed"] for vc, roles in exchanged(entries, settled).items()}
+
+
+def fold(
+    entries: Iterable[Entry], settled: Settled, *, now: float, objects: set[str], after_seconds: float
+) -> tuple[list[Entry], Settled]:
+    """The entries to fold now (their window ended more than ``after_seconds`` ago and neither
+    their offer nor their request is among ``objects``, the ids still posted), and ``settled``
+    with them added."""
+    folded = [e for e in entries if e.window.end + after_seconds < now and e.offer not in objects and e.request not in objects]
+    return folded, exchanged(folded, settled) if folded else settled
 
 
 def under_way(entries: Iterable[Entry], *, now: float) -> list[Entry]:

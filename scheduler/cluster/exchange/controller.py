@@ -39,6 +39,7 @@ from scheduler.cells import HivedEngine
 from scheduler.cells.exchange import CellCatalog, Posting, draining_pods, due_preemptions, exchange_round, ledger
 from scheduler.cells.exchange.board import Outcome
 from scheduler.cells.exchange.ledger import Entry
+from scheduler.cells.exchange.preemption import BORROWER_HORIZON_SECONDS
 from scheduler.cluster.api import KubernetesApi
 from scheduler.cluster.cache import path_reflector
 from scheduler.cluster.exchange.objects import (
@@ -195,23 +196,31 @@ class ExchangeController:
         moved = self._quotas.applied != self._seen_applied
         self._seen_applied = self._quotas.applied
         now = self._clock()
-        config_map, entries = self._read_ledger()
+        config_map, entries, settled = self._read_ledger()
         postings = {kind: [self._posting(kind, obj) for obj in self._stores[kind].items() if not obj.metadata.deletionTimestamp]
                     for kind in ("offer", "request")}
         namespaces = {ns.metadata.name: dict(ns.metadata.labels or {}) for ns in self._stores["namespace"].items()}
         base = self._quotas.base.virtual_clusters
+        # Only the VCs of exchanges not long over: each view walks every booking, under the lock.
+        grace = self._settings.return_grace_seconds or 0.0
+        involved = {vc for e in entries if e.window.end + grace + BORROWER_HORIZON_SECONDS > now for vc in (e.lender, e.borrower)}
         with self._lock:
-            views = {vc: self._engine.inspect_virtual_cluster(vc) or {} for vc in base}
+            views = {vc: self._engine.inspect_virtual_cluster(vc) or {} for vc in sorted(involved & set(base))}
             result = exchange_round(
                 offers=postings["offer"], requests=postings["request"], namespaces=namespaces, base=base,
                 catalog=CellCatalog(self._engine.topology.config.cell_types), topology=self._engine.topology,
                 entries=entries, now=now, grace_seconds=self._settings.return_grace_seconds, draining=draining_pods(views),
+                settled=settled,
             )
-        if result.new_entries:
-            if not self._record(config_map, result.new_entries):
+        posted = {p.id for kind in ("offer", "request") for p in postings[kind]}
+        folded, settled = ledger.fold(entries, settled, now=now, objects=posted, after_seconds=grace + BORROWER_HORIZON_SECONDS)
+        if result.new_entries or folded:
+            if not self._record(config_map, result.new_entries, folded, settled):
                 self._wake.set()  # another write came in between: decide again on what it holds
                 return
             self._quotas.apply()
+            if folded:
+                log.info("exchange ledger entries folded into the settled totals", extra={"entries": len(folded)})
             for entry in result.new_entries:
                 log.info("cells exchanged", extra={"offer": entry.offer, "request": entry.request, "lender": entry.lender,
                                                    "borrower": entry.borrower, "gpu_hours": round(entry.gpu_hours, 3),
@@ -246,16 +255,24 @@ class ExchangeController:
     def _ledger_path(self) -> str:
         return f"{config_maps_path(self._quotas.namespace)}/{self._settings.ledger_name}"
 
-    def _read_ledger(self) -> tuple[ConfigMap | None, list[Entry]]:
+    def _read_ledger(self) -> tuple[ConfigMap | None, list[Entry], ledger.Settled]:
         raw = self._api.get_path(self._ledger_path())
         config_map = CONFIG_MAP_DECODER.decode(raw) if raw is not None else None
-        entries, _ = ledger.read(config_map.data if config_map is not None else None)
-        return config_map, entries
+        data = config_map.data if config_map is not None else None
+        entries, _ = ledger.read(data)
+        settled, problems = ledger.read_settled(data)
+        if problems:  # never overwrite totals that do not read: an operator's to fix
+            raise KubernetesApiError(f"exchange ledger {self._settings.ledger_name}: " + "; ".join(problems))
+        return config_map, entries, settled
 
-    def _record(self, config_map: ConfigMap | None, new: list[Entry]) -> bool:
-        """The new entries written in one write that fails if the ledger changed since it was
-        read; False then."""
+    def _record(self, config_map: ConfigMap | None, new: list[Entry], folded: list[Entry], settled: ledger.Settled) -> bool:
+        """The new entries added and the folded ones moved into ``settled``, in one write that
+        fails if the ledger changed since it was read; False then."""
         data = {**((config_map.data or {}) if config_map is not None else {}), **{e.key: ledger.encode(e) for e in new}}
+        for entry in folded:
+            data.pop(entry.key, None)
+        if settled:
+            data[ledger.SETTLED_KEY] = ledger.encode_settled(settled)
         body: dict[str, Any] = {
             "apiVersion": "v1", "kind": "ConfigMap", "data": data,
             "metadata": {"name": self._settings.ledger_name, "namespace": self._quotas.namespace,

@@ -38,7 +38,8 @@ class CellObject(msgspec.Struct, frozen=True):
     def as_posted(self) -> dict[str, Any]:
         """The object as the pure core reads it (``board.Posting.obj``)."""
         meta = self.metadata
-        return {"metadata": {"namespace": meta.namespace, "name": meta.name, "generation": meta.generation}, "spec": self.spec}
+        return {"metadata": {"namespace": meta.namespace, "name": meta.name, "uid": meta.uid, "generation": meta.generation},
+                "spec": self.spec}
 
 
 class Namespace(msgspec.Struct, frozen=True):

@@ -49,6 +49,7 @@ class ExchangeQuotas:
         self.namespace = namespace
         self._guard = threading.Lock()
         self._entries: list[Entry] = []
+        self._settled: ledger.Settled = {}
         self._problems: list[str] = []
         self._applied: frozenset[str] = frozenset()  # keys of the entries under way in the engine now
         self._apply_problem = ""
@@ -85,11 +86,14 @@ class ExchangeQuotas:
 
     def observe(self, config_map: ConfigMap | None) -> None:
         """New ledger content (from the watch, or the controller's own write)."""
-        entries, problems = ledger.read(config_map.data if config_map is not None else None)
+        data = config_map.data if config_map is not None else None
+        entries, problems = ledger.read(data)
+        settled, unread = ledger.read_settled(data)
+        problems += unread
         with self._guard:
             if problems and problems != self._problems:
                 log.warning("exchange ledger entries left out", extra={"ledger": self._settings.ledger_name, "problems": problems[:10]})
-            self._entries, self._problems = entries, problems
+            self._entries, self._settled, self._problems = entries, settled, problems
         self._wake.set()
         for listener in self._listeners:
             listener()
@@ -98,6 +102,11 @@ class ExchangeQuotas:
     def entries(self) -> list[Entry]:
         with self._guard:
             return list(self._entries)
+
+    @property
+    def settled(self) -> ledger.Settled:
+        with self._guard:
+            return self._settled
 
     @property
     def base(self) -> CellsConfig:
@@ -182,8 +191,8 @@ class ExchangeQuotas:
         now = self._clock()
         entries = self.entries
         return {
-            "exchanged": ledger.exchanged(entries),
-            "surplus": ledger.surplus(entries),
+            "exchanged": ledger.exchanged(entries, self.settled),
+            "surplus": ledger.surplus(entries, self.settled),
             "matched": sum(1 for e in entries if now < e.window.start),
             "active": sum(1 for e in entries if e.window.holds(now)),
         }
@@ -195,8 +204,8 @@ class ExchangeQuotas:
             problems = list(self._problems)
         return {
             "ledger": {"namespace": self.namespace, "name": self._settings.ledger_name, "synced": self.synced,
-                       "entries": len(entries), "problems": problems},
-            "surplus": {vc: round(v, 6) for vc, v in sorted(ledger.surplus(entries).items())},
+                       "entries": len(entries), "settledVirtualClusters": len(self.settled), "problems": problems},
+            "surplus": {vc: round(v, 6) for vc, v in sorted(ledger.surplus(entries, self.settled).items())},
             "exchanges": [
                 {
                     "offer": e.offer, "request": e.request, "lender": e.lender, "borrower": e.borrower,
