@@ -31,3 +31,15 @@ def test_the_code_lints_clean():
     result = subprocess.run([sys.executable, "-m", "ruff", "check", "--output-format", "concise", "."],
                             cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+
+
+def test_the_readme_layout_names_every_package():
+    """A newcomer finds every package in the README's layout table (a package added without a
+    line there is invisible from the front page)."""
+    readme = (ROOT / "README.md").read_text()
+    layout = readme[readme.index("## Layout"):]
+    packages = ["estimator", "placer"] + sorted(
+        f"scheduler/{init.parent.name}" for init in (ROOT / "scheduler").glob("*/__init__.py")
+    )
+    missing = [package for package in packages if f"`{package}/`" not in layout]
+    assert not missing, f"packages missing from the README's layout table: {missing}"
