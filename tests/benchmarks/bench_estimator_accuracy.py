@@ -607,6 +607,13 @@ def report(title: str, rows: list[Row], pick) -> dict[str, object]:
             figures = summarize([p for p, _ in part], [r.actual_seconds for _, r in part])
             summary[name] = figures
             print(f"    {name}: MAE {figures['mae']:.1%}, std {figures['error_std']:.1%}, {figures['runs']} runs")
+    repeated = [r for _, r in chosen if len(r.actual_runs) >= 2]
+    if repeated:
+        # The machine's own floor: how well one full run predicts its repeat (same N, same
+        # configuration, moments apart). No sample can predict a run better than that.
+        floor = statistics.fmean(abs(r.actual_runs[1] - r.actual_runs[0]) / r.actual_runs[1] for r in repeated)
+        summary["repeat_mae"] = floor
+        print(f"    the machine's floor: a full run predicts its repeat with MAE {floor:.1%} ({len(repeated)} runs repeated)")
     quiet = [(p, r) for p, r in chosen if undisturbed(p, r)]
     if len(quiet) >= 2:
         figures = summarize([p for p, _ in quiet], [r.actual_seconds for _, r in quiet])
@@ -640,7 +647,11 @@ def fractions(text: str) -> SamplingSettings:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help=f"{len(QUICK)} workloads instead of {len(WORKLOADS)} (a smoke run)")
-    parser.add_argument("--repeats", type=int, default=1, help="full runs per workload and configuration; the median is kept (default 1)")
+    parser.add_argument(
+        "--repeats", type=int, default=1,
+        help="full runs per workload and configuration; the median is kept, and with 2 or more the summary also gives the "
+             "machine's floor: how well a full run predicts its repeat (default 1)",
+    )
     parser.add_argument(
         "--alternative", type=fractions, metavar="SHORT,LONG",
         help="also sample each Job with these sample fractions (e.g. 0.002,0.028) and compare, on the same full runs",

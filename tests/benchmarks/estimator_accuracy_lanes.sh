@@ -10,15 +10,19 @@
 # Every lane stops at LIMIT seconds (what it measured is kept: its JSON is rewritten after every
 # workload); then the lanes are merged into one summary per kind of lane.
 #
-#   tests/benchmarks/estimator_accuracy_lanes.sh OUTDIR [LIMIT_SECONDS] [TARGET_SCALE]
+#   tests/benchmarks/estimator_accuracy_lanes.sh OUTDIR [LIMIT_SECONDS] [TARGET_SCALE] [REPEATS]
+#
+# REPEATS 2 runs every full run twice: the summaries then also give the machine's floor, how
+# well a full run predicts its repeat (no sample can do better on that machine).
 #
 # OUTDIR gets summary.txt (machine facts, merged summaries) and lanes.tar.gz (each lane's log
 # and JSON). Run it on a machine with nothing else running: the lanes' "others" column shows
 # what else ran on their CPUs.
 set -u
-out=${1:?usage: $0 OUTDIR [LIMIT_SECONDS] [TARGET_SCALE]}
+out=${1:?usage: $0 OUTDIR [LIMIT_SECONDS] [TARGET_SCALE] [REPEATS]}
 limit=${2:-400}
 scale=${3:-1}
+repeats=${4:-1}
 here=$(cd "$(dirname "$0")" && pwd)
 bench="$here/bench_estimator_accuracy.py"
 python=${PYTHON:-python3}
@@ -65,7 +69,7 @@ first=0
 pids=()
 if ((gpu)) && ((${#lanes[@]} >= 4)); then
     timeout -s TERM "$limit" "$python" "$bench" --configurations devices --pin "${lanes[0]},${lanes[1]}" --watch pinned \
-        --wait-quiet 0 --retries 0 --target-scale "$scale" --alternative 0.005,0.015 \
+        --wait-quiet 0 --retries 0 --target-scale "$scale" --repeats "$repeats" --alternative 0.005,0.015 \
         --json "$work/devices.json" >"$work/devices.log" 2>&1 &
     pids+=($!)
     first=2
@@ -74,7 +78,7 @@ count=$((${#lanes[@]} - first - 1))  # the last lane's CPUs are left to the syst
 ((count >= 1)) || count=1
 for ((i = 0; i < count; i++)); do
     timeout -s TERM "$limit" "$python" "$bench" --configurations threads --pin "${lanes[first + i]}" --watch pinned \
-        --wait-quiet 0 --retries 0 --target-scale "$scale" --alternative 0.005,0.015 --shard "$((i + 1))/$count" \
+        --wait-quiet 0 --retries 0 --target-scale "$scale" --repeats "$repeats" --alternative 0.005,0.015 --shard "$((i + 1))/$count" \
         --json "$work/threads-$((i + 1)).json" >"$work/threads-$((i + 1)).log" 2>&1 &
     pids+=($!)
 done
@@ -82,7 +86,7 @@ wait "${pids[@]}"
 
 {
     echo
-    echo "== lanes: ${#pids[@]} ($([[ $gpu == 1 ]] && echo "devices on ${lanes[0]},${lanes[1]}; ")threads on ${lanes[*]:first:count}), limit ${limit} s, target scale ${scale}"
+    echo "== lanes: ${#pids[@]} ($([[ $gpu == 1 ]] && echo "devices on ${lanes[0]},${lanes[1]}; ")threads on ${lanes[*]:first:count}), limit ${limit} s, target scale ${scale}, ${repeats} full run(s) each"
     uptime
     if [[ -f $work/devices.json ]]; then
         echo
