@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from functools import partial
 from operator import attrgetter
-from typing import AbstractSet, Callable, Iterable, Mapping, Sequence
+from typing import AbstractSet, Callable, Iterable, Literal, Mapping, Sequence
 
 from scheduler.cells.buckets import Buckets
 from scheduler.cells.buddy import BuddyAllocator, derived_capacity
@@ -34,6 +34,11 @@ from scheduler.cells.search import View, best_spot, contains, pick_gpus
 from scheduler.cells.topology import Cell, CellState, Chain, Topology
 
 MAX_ANOMALIES = 200
+
+
+# How a booking holds its GPUs: as their guaranteed owner (in a VC cell of its VC) or as their
+# opportunistic owner (preemptible by a guaranteed booking).
+Hold = Literal["guaranteed", "opportunistic"]
 
 
 class Unplaceable(Exception):
@@ -68,9 +73,10 @@ class Booking:
     id: int
     vc: str
     priority: Priority
-    # "g": the GPUs carry this booking as their guaranteed owner; "o": as their opportunistic
-    # owner (opportunistic pods, and guaranteed pods recovered outside any legal VC cell).
-    holds: str
+    # "guaranteed": the GPUs carry this booking as their guaranteed owner; "opportunistic": as
+    # their opportunistic owner (opportunistic pods, and guaranteed pods recovered outside any
+    # legal VC cell).
+    holds: Hold
     chain: Chain
     level: int
     root: Cell | None
@@ -95,10 +101,10 @@ class Booking:
 class LeafChange(Enum):
     """What happens to a booking's GPUs (see :meth:`CellAllocator._change_leaves`)."""
 
-    OWN_G = "own-guaranteed"
-    OWN_O = "own-opportunistic"
-    CLEAR_G = "clear-guaranteed"
-    CLEAR_O = "clear-opportunistic"
+    BOOK_GUARANTEED = "book-guaranteed"
+    BOOK_OPPORTUNISTIC = "book-opportunistic"
+    CLEAR_GUARANTEED = "clear-guaranteed"
+    CLEAR_OPPORTUNISTIC = "clear-opportunistic"
     BAD = "bad"
     HEALTHY = "healthy"
 
@@ -109,7 +115,8 @@ _FREE, _INSIDE, _SPLIT = CellState.FREE, CellState.INSIDE, CellState.SPLIT
 _BOUND, _PINNED = CellState.BOUND, CellState.PINNED
 _PRIO_GUARANTEED, _PRIO_OPPORTUNISTIC = Priority.GUARANTEED, Priority.OPPORTUNISTIC
 _VIEW_GUARANTEED, _VIEW_IDLE = View.GUARANTEED, View.IDLE
-_OWN_G, _OWN_O, _CLEAR_G, _CLEAR_O = LeafChange.OWN_G, LeafChange.OWN_O, LeafChange.CLEAR_G, LeafChange.CLEAR_O
+_BOOK_GUARANTEED, _BOOK_OPPORTUNISTIC = LeafChange.BOOK_GUARANTEED, LeafChange.BOOK_OPPORTUNISTIC
+_CLEAR_GUARANTEED, _CLEAR_OPPORTUNISTIC = LeafChange.CLEAR_GUARANTEED, LeafChange.CLEAR_OPPORTUNISTIC
 _BAD, _HEALTHY = LeafChange.BAD, LeafChange.HEALTHY
 
 
@@ -166,7 +173,7 @@ class CellAllocator:
         for chain in topology.used_chains:
             self.buddies[chain] = BuddyAllocator(chain, [c for c in topology.top_cells if c.chain is chain])
             self._demand_of[chain] = partial(self.demand, chain)
-        self.idle = IdleNodeIndex(topology)
+        self.idle_nodes = IdleNodeIndex(topology)
         self.vcs: dict[str, VcState] = {}
         self.bookings: dict[int, Booking] = {}
         self.by_pod: dict[str, Booking] = {}
@@ -188,7 +195,7 @@ class CellAllocator:
         self._forget_memos()
         wanted_owner = {pin: name for name, spec in virtual_clusters.items() for pin in spec.pinned_cells}
         for pin, cell in sorted(self.topology.pinned.items()):
-            if cell.vc is not None and cell.g_used and wanted_owner.get(pin) != cell.vc:
+            if cell.vc is not None and cell.guaranteed_used and wanted_owner.get(pin) != cell.vc:
                 raise ValueError(
                     f"pinned cell {pin!r} still runs pods of virtual cluster {cell.vc!r}; "
                     "re-assign it once they have finished"
@@ -220,22 +227,22 @@ class CellAllocator:
     def _pin(self, vc: VcState, cell: Cell) -> None:
         if cell.vc is not None and cell.vc != vc.name:
             owner = self.vcs[cell.vc]
-            if cell.g_used:
+            if cell.guaranteed_used:
                 raise ValueError(f"pinned cell {cell.pinned_id!r} still runs pods of virtual cluster {owner.name!r}")
             owner.pinned.remove(cell)
-            owner.usable[cell.cell_type].remove(cell, cell.gfree)
+            owner.usable[cell.cell_type].remove(cell, cell.guaranteed_free)
             self._set_owned(cell, -1)
         vc.pinned.append(cell)
         cell.vc = vc.name
         cell.state = _PINNED
-        vc.usable.setdefault(cell.cell_type, Buckets()).add(cell, cell.gfree)
+        vc.usable.setdefault(cell.cell_type, Buckets()).add(cell, cell.guaranteed_free)
         self._set_owned(cell, +1)
 
     def _unpin(self, vc: VcState, cell: Cell) -> None:
-        if cell.g_used:
+        if cell.guaranteed_used:
             raise ValueError(f"pinned cell {cell.pinned_id!r} still runs pods of virtual cluster {vc.name!r}")
         vc.pinned.remove(cell)
-        vc.usable[cell.cell_type].remove(cell, cell.gfree)
+        vc.usable[cell.cell_type].remove(cell, cell.guaranteed_free)
         self._set_owned(cell, -1)
         # An unpinned cell stays out of the buddy pool: the pool's feasibility was proven with it
         # pinned. It becomes a quota-less cell that only opportunistic pods use until restart.
@@ -255,13 +262,13 @@ class CellAllocator:
             self._demand_of[chain] = partial(self.demand, chain)
         buddy.seed(cell)
         for node in cell.node_cells:
-            self.idle.add_node(node)
+            self.idle_nodes.add_node(node)
         self._forget_memos()  # a new chain or a larger cell may serve requests
         return cell
 
     def is_idle(self, cell: Cell) -> bool:
         """No booking on any of its GPUs, and no VC cell on or inside it: it can leave."""
-        return cell.buddy_state() is _FREE and cell.g_used == 0 and cell.opp == 0
+        return cell.buddy_state() is _FREE and cell.guaranteed_used == 0 and cell.opportunistic_used == 0
 
     def remove_top_cell(self, cell: Cell) -> None:
         """Take an idle top-level cell out of the cluster for good (its nodes were deleted).
@@ -270,7 +277,7 @@ class CellAllocator:
             raise ValueError(f"cell {cell.id} is not an idle top-level cell")
         self.buddies[cell.chain].withdraw(cell)
         for node in cell.node_cells:
-            self.idle.remove_node(node)
+            self.idle_nodes.remove_node(node)
         self.topology.remove_top_cell(cell)
         self._forget_memos()
 
@@ -305,16 +312,16 @@ class CellAllocator:
         if len(bound) <= keep and not vc.draining:
             return  # the common case: within quota, nothing draining
         roots = list(bound)
-        ranked = sorted(roots, key=lambda c: (-c.g_used, c.id))
+        ranked = sorted(roots, key=lambda c: (-c.guaranteed_used, c.id))
         usable = vc.usable.setdefault(cell_type, Buckets())
         for i, root in enumerate(ranked):
             should_drain = i >= keep
             if should_drain and root not in vc.draining:
-                usable.remove(root, root.gfree)
+                usable.remove(root, root.guaranteed_free)
                 vc.draining.add(root)
             elif not should_drain and root in vc.draining:
                 vc.draining.discard(root)
-                usable.add(root, root.gfree)
+                usable.add(root, root.guaranteed_free)
 
     # ================================================================== counters and indexes
 
@@ -323,77 +330,77 @@ class CellAllocator:
         time so that every ancestor is updated once however many of its GPUs changed, moving
         cells between the indexes whose keys changed. This is the inner loop of every booking
         and release: one function, no per-cell calls, no closures."""
-        own_g, own_o = change is _OWN_G, change is _OWN_O
-        clear_g, clear_o = change is _CLEAR_G, change is _CLEAR_O
+        book_guaranteed, book_opportunistic = change is _BOOK_GUARANTEED, change is _BOOK_OPPORTUNISTIC
+        clear_guaranteed, clear_opportunistic = change is _CLEAR_GUARANTEED, change is _CLEAR_OPPORTUNISTIC
         bad = change is _BAD
-        # Deltas per cell: [bad, g_used, opp, hfree, gfree].
+        # Deltas per cell: [bad, guaranteed_used, opportunistic_used, idle_gpus, guaranteed_free].
         level: dict[Cell, list[int]] = {}  # cells whose deltas are still to be applied
         above: dict[Cell, list[int]] = {}  # their parents, deltas summed
         for leaf in leaves:
-            b0, g0, o0 = leaf.is_bad, leaf.g_owner is not None, leaf.o_owner is not None
-            if own_g:
-                leaf.g_owner = booking_id
-            elif own_o:
-                leaf.o_owner = booking_id
-            elif clear_g:
-                if leaf.g_owner == booking_id:
-                    leaf.g_owner = None
-            elif clear_o:
-                if leaf.o_owner == booking_id:
-                    leaf.o_owner = None
+            bad_before, guaranteed_before, opportunistic_before = leaf.is_bad, leaf.guaranteed_owner is not None, leaf.opportunistic_owner is not None
+            if book_guaranteed:
+                leaf.guaranteed_owner = booking_id
+            elif book_opportunistic:
+                leaf.opportunistic_owner = booking_id
+            elif clear_guaranteed:
+                if leaf.guaranteed_owner == booking_id:
+                    leaf.guaranteed_owner = None
+            elif clear_opportunistic:
+                if leaf.opportunistic_owner == booking_id:
+                    leaf.opportunistic_owner = None
             else:
                 leaf.is_bad = bad
-            b1, g1, o1 = leaf.is_bad, leaf.g_owner is not None, leaf.o_owner is not None
-            if b0 == b1 and g0 == g1 and o0 == o1:
+            bad_after, guaranteed_after, opportunistic_after = leaf.is_bad, leaf.guaranteed_owner is not None, leaf.opportunistic_owner is not None
+            if bad_before == bad_after and guaranteed_before == guaranteed_after and opportunistic_before == opportunistic_after:
                 continue
-            d_bad, d_g, d_o = b1 - b0, g1 - g0, o1 - o0
-            d_h = (not (b1 or g1 or o1)) - (not (b0 or g0 or o0))
-            d_gf = (not (b1 or g1)) - (not (b0 or g0))
+            d_bad, d_guaranteed, d_opportunistic = bad_after - bad_before, guaranteed_after - guaranteed_before, opportunistic_after - opportunistic_before
+            d_idle = (not (bad_after or guaranteed_after or opportunistic_after)) - (not (bad_before or guaranteed_before or opportunistic_before))
+            d_guaranteed_free = (not (bad_after or guaranteed_after)) - (not (bad_before or guaranteed_before))
             parent = leaf.parent
             if leaf.state is not _INSIDE or parent is None or parent.state is _SPLIT or parent.child_index is not None:
                 # A GPU that is a VC cell, free on its own, or under a wide cell: the general
                 # path below moves it in its indexes.
-                level[leaf] = [d_bad, d_g, d_o, d_h, d_gf]
+                level[leaf] = [d_bad, d_guaranteed, d_opportunistic, d_idle, d_guaranteed_free]
                 continue
             leaf.bad += d_bad
-            leaf.g_used += d_g
-            leaf.opp += d_o
-            leaf.hfree += d_h
-            leaf.gfree += d_gf
+            leaf.guaranteed_used += d_guaranteed
+            leaf.opportunistic_used += d_opportunistic
+            leaf.idle_gpus += d_idle
+            leaf.guaranteed_free += d_guaranteed_free
             acc = above.get(parent)
             if acc is None:
-                above[parent] = [d_bad, d_g, d_o, d_h, d_gf]
+                above[parent] = [d_bad, d_guaranteed, d_opportunistic, d_idle, d_guaranteed_free]
             else:
                 acc[0] += d_bad
-                acc[1] += d_g
-                acc[2] += d_o
-                acc[3] += d_h
-                acc[4] += d_gf
-        idle = self.idle
+                acc[1] += d_guaranteed
+                acc[2] += d_opportunistic
+                acc[3] += d_idle
+                acc[4] += d_guaranteed_free
+        idle_nodes = self.idle_nodes
         vcs = self.vcs
         while True:
             for cell, d in level.items():
-                d_bad, d_g, d_o, d_h, d_gf = d
+                d_bad, d_guaranteed, d_opportunistic, d_idle, d_guaranteed_free = d
                 parent = cell.parent
-                if d_g:
-                    cell.g_used += d_g
-                if d_h:
-                    old_h = cell.hfree
-                    cell.hfree = old_h + d_h
+                if d_guaranteed:
+                    cell.guaranteed_used += d_guaranteed
+                if d_idle:
+                    old_idle = cell.idle_gpus
+                    cell.idle_gpus = old_idle + d_idle
                     if cell.node_cell is cell:
-                        idle.idle_changed(cell, old_h)
-                if d_gf:
-                    old_gf = cell.gfree
-                    new_gf = cell.gfree = old_gf + d_gf
+                        idle_nodes.idle_changed(cell, old_idle)
+                if d_guaranteed_free:
+                    old_free = cell.guaranteed_free
+                    new_free = cell.guaranteed_free = old_free + d_guaranteed_free
                     if parent is not None and parent.child_index is not None:
-                        parent.child_index.move(cell, old_gf, new_gf)
+                        parent.child_index.move(cell, old_free, new_free)
                     if cell.vc is not None and (cell.state is _BOUND or cell.state is _PINNED):
                         vc = vcs.get(cell.vc)
                         if vc is not None and cell not in vc.draining:
-                            vc.usable[cell.cell_type].move(cell, old_gf, new_gf)
-                if d_bad or d_o:
+                            vc.usable[cell.cell_type].move(cell, old_free, new_free)
+                if d_bad or d_opportunistic:
                     cell.bad += d_bad
-                    cell.opp += d_o
+                    cell.opportunistic_used += d_opportunistic
                     state = cell.state
                     if state is _FREE or (state is _INSIDE and parent is not None and parent.state is _SPLIT):
                         self.buddies[cell.chain].reclassify(cell)
@@ -403,34 +410,34 @@ class CellAllocator:
                         above[parent] = d  # this level is done with d: hand it up as is
                     else:
                         acc[0] += d_bad
-                        acc[1] += d_g
-                        acc[2] += d_o
-                        acc[3] += d_h
-                        acc[4] += d_gf
+                        acc[1] += d_guaranteed
+                        acc[2] += d_opportunistic
+                        acc[3] += d_idle
+                        acc[4] += d_guaranteed_free
             if not above:
                 return
             level, above = above, {}
 
-    def _change_whole_node(self, leaves: Sequence[Cell], booking_id: int, *, own: bool) -> bool:
+    def _change_whole_node(self, leaves: Sequence[Cell], booking_id: int, *, book: bool) -> bool:
         """:meth:`_change_leaves` for a guaranteed booking of every GPU of a healthy node without
         opportunistic pods (an 8-GPU pod, each slot of a gang of them), in far fewer steps (see
         :meth:`_change_whole_nodes`). Returns False, having changed nothing, when the booking is
         not of that shape."""
         node = leaves[0].node_cell if leaves else None
         total = len(leaves)
-        if node is None or node.total != total or node.opp or node.bad or node.g_used != (0 if own else total):
+        if node is None or node.total != total or node.opportunistic_used or node.bad or node.guaranteed_used != (0 if book else total):
             return False
-        if not own:
+        if not book:
             for leaf in leaves:  # make sure they are all this booking's before writing anything
-                if leaf.node_cell is not node or leaf.g_owner != booking_id:
+                if leaf.node_cell is not node or leaf.guaranteed_owner != booking_id:
                     return False
         # The node's counters (no guaranteed, opportunistic or bad GPU) prove its GPUs untouched
         # when booking, and a booking's GPUs are distinct GPUs of one node.
-        self._change_whole_nodes((node,), (booking_id,), own=own)
+        self._change_whole_nodes((node,), (booking_id,), book=book)
         return True
 
-    def _change_whole_nodes(self, nodes: Sequence[Cell], booking_ids: Sequence[int], *, own: bool) -> None:
-        """Book (``own``) or clear every GPU of each of ``nodes`` for the guaranteed booking at
+    def _change_whole_nodes(self, nodes: Sequence[Cell], booking_ids: Sequence[int], *, book: bool) -> None:
+        """Book (``book``) or clear every GPU of each of ``nodes`` for the guaranteed booking at
         the same position of ``booking_ids``, exactly as :meth:`_change_leaves` would one node
         after another; the caller has checked that each node is healthy, without opportunistic
         pods, and wholly free (or wholly that booking's). The counters of the GPUs and of the
@@ -441,44 +448,44 @@ class CellAllocator:
         cell holds all of the node, so it is the node or above."""
         level: dict[Cell, int] = {}  # cells whose deltas (GPUs booked) are still to be applied
         for node, booking_id in zip(nodes, booking_ids):
-            if own:
+            if book:
                 for leaf in node.leaves:
-                    leaf.g_owner = booking_id
-                    leaf.g_used = 1
-                    leaf.hfree = leaf.gfree = 0
+                    leaf.guaranteed_owner = booking_id
+                    leaf.guaranteed_used = 1
+                    leaf.idle_gpus = leaf.guaranteed_free = 0
                 for cell in node.inner:
-                    cell.g_used = cell.total
-                    cell.hfree = cell.gfree = 0
+                    cell.guaranteed_used = cell.total
+                    cell.idle_gpus = cell.guaranteed_free = 0
                 level[node] = node.total
             else:
                 for leaf in node.leaves:
-                    leaf.g_owner = None
-                    leaf.g_used = 0
-                    leaf.hfree = leaf.gfree = 1
+                    leaf.guaranteed_owner = None
+                    leaf.guaranteed_used = 0
+                    leaf.idle_gpus = leaf.guaranteed_free = 1
                 for cell in node.inner:
-                    cell.g_used = 0
-                    cell.hfree = cell.gfree = cell.total
+                    cell.guaranteed_used = 0
+                    cell.idle_gpus = cell.guaranteed_free = cell.total
                 level[node] = -node.total
-        idle = self.idle
+        idle_nodes = self.idle_nodes
         vcs = self.vcs
         while level:
             above: dict[Cell, int] = {}
             for cell, booked in level.items():
                 parent = cell.parent
-                cell.g_used += booked
-                old_h = cell.hfree
-                cell.hfree = old_h - booked
+                cell.guaranteed_used += booked
+                old_idle = cell.idle_gpus
+                cell.idle_gpus = old_idle - booked
                 if cell.node_cell is cell:
-                    idle.idle_changed(cell, old_h)
-                old_gf = cell.gfree
-                new_gf = cell.gfree = old_gf - booked
+                    idle_nodes.idle_changed(cell, old_idle)
+                old_free = cell.guaranteed_free
+                new_free = cell.guaranteed_free = old_free - booked
                 if cell.vc is not None and (cell.state is _BOUND or cell.state is _PINNED):
                     vc = vcs.get(cell.vc)
                     if vc is not None and cell not in vc.draining:
-                        vc.usable[cell.cell_type].move(cell, old_gf, new_gf)
+                        vc.usable[cell.cell_type].move(cell, old_free, new_free)
                 if parent is not None:
                     if parent.child_index is not None:
-                        parent.child_index.move(cell, old_gf, new_gf)
+                        parent.child_index.move(cell, old_free, new_free)
                     # Re-inserted, not updated: cells of a level are moved in the order of their
                     # last change, so that an index holding several of them ends in the order
                     # node-by-node bookings would leave it (a moved cell goes last in its bucket).
@@ -486,7 +493,7 @@ class CellAllocator:
             level = above
 
     def _set_owned(self, root: Cell, delta: int) -> None:
-        self.idle.cover(root, delta)
+        self.idle_nodes.cover(root, delta)
 
     def set_node_bad(self, node_name: str, bad: bool) -> bool:
         """Mark a node's GPUs bad or healthy; returns whether anything changed. Bookings on the
@@ -516,12 +523,12 @@ class CellAllocator:
         if usable is None:
             usable = vc.usable[cell_type] = Buckets()
         name = vc.name
-        cover = self.idle.cover
+        cover = self.idle_nodes.cover
         for root in roots:
             root.vc = name
             bound[root] = None
-            if root.gfree:  # a full cell (an 8-GPU pod's node) is not kept in the index
-                usable.add(root, root.gfree)
+            if root.guaranteed_free:  # a full cell (an 8-GPU pod's node) is not kept in the index
+                usable.add(root, root.guaranteed_free)
             cover(root, +1)
         if vc.draining or len(bound) > vc.quota.get(cell_type, 0):
             self._refresh_draining(vc, cell_type)
@@ -533,7 +540,7 @@ class CellAllocator:
         if root in vc.draining:
             vc.draining.discard(root)
         else:
-            vc.usable[root.cell_type].remove(root, root.gfree)
+            vc.usable[root.cell_type].remove(root, root.guaranteed_free)
         self._set_owned(root, -1)
         root.vc = None
         self.buddies[root.chain].give(root)
@@ -681,7 +688,7 @@ class CellAllocator:
         """Whether booking ``spot`` would preempt opportunistic pods (its node's count first:
         the usual answer, no, costs one read)."""
         node = spot.gpus[0].node_cell if spot.gpus else None
-        return node is not None and node.opp > 0 and any(gpu.o_owner is not None for gpu in spot.gpus)
+        return node is not None and node.opportunistic_used > 0 and any(gpu.opportunistic_owner is not None for gpu in spot.gpus)
 
     def _fewest_victims(self, vc: VcState, spot: Spot, allowed: AbstractSet[str] | None) -> Spot:
         """Among the placements equal to ``spot`` for the VC (fewest_victims.py), the one whose
@@ -703,7 +710,7 @@ class CellAllocator:
             others: Iterable[Cell] = self.buddies[spot.chain].free_cells(top.level)
         else:
             top = root
-            others = vc.usable[root.cell_type].first_with(root.gfree, len(self.topology.cells_by_id))
+            others = vc.usable[root.cell_type].first_with(root.guaranteed_free, len(self.topology.cells_by_id))
         path = [placed]
         while path[-1] is not top:
             parent = path[-1].parent
@@ -754,7 +761,7 @@ class CellAllocator:
                 if not index:
                     continue
                 for root in index.at_least(n):
-                    if idle_view and root.hfree < n:
+                    if idle_view and root.idle_gpus < n:
                         continue
                     spot = best_spot(root, target_level, n, view, allowed)
                     if spot is not None:
@@ -804,12 +811,12 @@ class CellAllocator:
                 # the whole index past nodes kube-scheduler did not offer.
                 offered_cells = [self.topology.nodes[name] for name in allowed if name in self.topology.nodes]
                 ranked = sorted(
-                    (c for c in offered_cells if c.chain is target.chain and c.hfree >= n),
-                    key=lambda c: (self.idle.held(c), c.hfree, c.id),
+                    (c for c in offered_cells if c.chain is target.chain and c.idle_gpus >= n),
+                    key=lambda c: (self.idle_nodes.held(c), c.idle_gpus, c.id),
                 )
                 candidates: Iterable[Cell] = ranked
             else:
-                candidates = self.idle.candidates(target.chain, n)
+                candidates = self.idle_nodes.candidates(target.chain, n)
             for node in candidates:
                 if allowed is not None and node.node not in allowed:
                     continue
@@ -831,24 +838,24 @@ class CellAllocator:
         pod_uid: str | None,
         pod_key: str | None,
         group: Group | None = None,
-        holds: str | None = None,
+        holds: Hold | None = None,
     ) -> Booking:
-        holds = holds or ("g" if priority is _PRIO_GUARANTEED and spot.root is not None else "o")
+        holds = holds or ("guaranteed" if priority is _PRIO_GUARANTEED and spot.root is not None else "opportunistic")
         booking = self._new_booking(vc, priority, holds, spot.chain, spot.level, spot.root, spot.gpus, pod_uid, pod_key, group)
-        if holds == "g":
+        if holds == "guaranteed":
             node = booking.gpus[0].node_cell if booking.gpus else None
-            overlapped = [leaf.o_owner for leaf in booking.gpus if leaf.o_owner is not None] if node is None or node.opp else ()
-            if not self._change_whole_node(booking.gpus, booking.id, own=True):
-                self._change_leaves(booking.gpus, _OWN_G, booking.id)
+            overlapped = [leaf.opportunistic_owner for leaf in booking.gpus if leaf.opportunistic_owner is not None] if node is None or node.opportunistic_used else ()
+            if not self._change_whole_node(booking.gpus, booking.id, book=True):
+                self._change_leaves(booking.gpus, _BOOK_GUARANTEED, booking.id)
         else:
-            self._change_leaves(booking.gpus, _OWN_O, booking.id)
+            self._change_leaves(booking.gpus, _BOOK_OPPORTUNISTIC, booking.id)
         if spot.new_root:
             # Bound after the GPUs are booked, so that the new VC cell enters the VC's index and
             # the idle index with its final counts (a whole node: not at all) instead of being
             # added and moved at once.
             assert spot.root is not None
             self._bind(self.vcs[vc], spot.root)
-        if holds == "g" and overlapped:
+        if holds == "guaranteed" and overlapped:
             # An opportunistic gang slot nobody runs in yet has no pod to preempt: drop it.
             for other_id in sorted(set(overlapped)):
                 other = self.bookings.get(other_id)
@@ -860,7 +867,7 @@ class CellAllocator:
         self,
         vc: str,
         priority: Priority,
-        holds: str,
+        holds: Hold,
         chain: Chain,
         level: int,
         root: Cell | None,
@@ -883,18 +890,18 @@ class CellAllocator:
             return
         if booking.pod_uid is not None and self.by_pod.get(booking.pod_uid) is booking:
             del self.by_pod[booking.pod_uid]
-        if booking.holds == "g":
-            if not self._change_whole_node(booking.gpus, booking.id, own=False):
-                self._change_leaves(booking.gpus, _CLEAR_G, booking.id)
+        if booking.holds == "guaranteed":
+            if not self._change_whole_node(booking.gpus, booking.id, book=False):
+                self._change_leaves(booking.gpus, _CLEAR_GUARANTEED, booking.id)
             root = booking.root
-            if root is not None and root.state is _BOUND and root.g_used == 0:
+            if root is not None and root.state is _BOUND and root.guaranteed_used == 0:
                 self._unbind(root)
             elif root is not None and root.vc is not None:
                 vc = self.vcs.get(root.vc)
                 if vc is not None and root.state is _BOUND:
                     self._refresh_draining(vc, root.cell_type)
         else:
-            self._change_leaves(booking.gpus, _CLEAR_O, booking.id)
+            self._change_leaves(booking.gpus, _CLEAR_OPPORTUNISTIC, booking.id)
         if booking.group is not None and booking in booking.group.slots:
             booking.group.slots.remove(booking)
             if not booking.group.slots and self.groups.get(booking.group.key) is booking.group:
@@ -902,12 +909,12 @@ class CellAllocator:
 
     def victims(self, booking: Booking) -> list[Booking]:
         """Opportunistic bookings whose GPUs this guaranteed booking needs, in a stable order."""
-        if booking.holds != "g" or not booking.gpus:
+        if booking.holds != "guaranteed" or not booking.gpus:
             return []
         node = booking.gpus[0].node_cell  # a booking's GPUs are on one node
-        if node is not None and not node.opp:
+        if node is not None and not node.opportunistic_used:
             return []  # asked for every free gang slot on each gang pod's filter: skip reading the GPUs
-        ids = sorted({leaf.o_owner for leaf in booking.gpus if leaf.o_owner is not None})
+        ids = sorted({leaf.opportunistic_owner for leaf in booking.gpus if leaf.opportunistic_owner is not None})
         return [self.bookings[i] for i in ids if i in self.bookings]
 
     def assign(self, booking: Booking, pod_uid: str, pod_key: str) -> None:
@@ -975,7 +982,7 @@ class CellAllocator:
                 spot = None
                 if guaranteed_vc is not None and slots:
                     previous = slots[-1]
-                    if previous.root is not None and previous.root.gfree >= request.gpus:
+                    if previous.root is not None and previous.root.guaranteed_free >= request.gpus:
                         spot = self._plan_in_last_root(guaranteed_vc, previous, target_of, request.gpus, allowed)
                         if spot is not None and self._preempts(spot):
                             spot = None  # the full plan weighs its victims against its equals
@@ -1045,7 +1052,7 @@ class CellAllocator:
         if root is None or target is None or target.level != node_level or n != chain.gpus[node_level - 1]:
             return None
         anchor = spot.gpus[0].node_cell
-        if anchor is None or anchor.opp or anchor.gfree != n:
+        if anchor is None or anchor.opportunistic_used or anchor.guaranteed_free != n:
             return None
         nodes: list[Cell]
         fresh_nodes = False  # every slot binds its own node
@@ -1071,15 +1078,15 @@ class CellAllocator:
         new_booking = self._new_booking
         vc_name, priority = vc.name, group.priority
         for node in nodes:
-            if node.opp or node.gfree != n:
+            if node.opportunistic_used or node.guaranteed_free != n:
                 break
             booking = new_booking(
-                vc_name, priority, "g", chain, node_level, node if fresh_nodes else root, node.leaves, None, None, group
+                vc_name, priority, "guaranteed", chain, node_level, node if fresh_nodes else root, node.leaves, None, None, group
             )
             slots.append(booking)
             ids.append(booking.id)
         del nodes[len(ids) :]
-        self._change_whole_nodes(nodes, ids, own=True)
+        self._change_whole_nodes(nodes, ids, book=True)
         if fresh_nodes:
             buddy = self.buddies[chain]
             for node in nodes[1:]:
@@ -1100,7 +1107,7 @@ class CellAllocator:
         that cell, and only lowered its free count, which moves it earlier in best-fit order; so
         the same search for this slot tries that cell first among those that can succeed."""
         root = previous.root
-        if root is None or root.vc != vc.name or root in vc.draining or root.gfree < n:
+        if root is None or root.vc != vc.name or root in vc.draining or root.guaranteed_free < n:
             return None
         if root.state is not _BOUND and root.state is not _PINNED:
             return None
@@ -1138,7 +1145,7 @@ class CellAllocator:
             # The request fills whole cells of the free list's level (an 8-GPU pod, a node):
             # a clean free cell holds it whole, so the first one is the answer.
             clean = buddy.first_clean_cells(level, 1)
-            if not clean or clean[0].gfree < n:
+            if not clean or clean[0].guaranteed_free < n:
                 return None
             return Spot(chain, target_level, tuple(pick_gpus(clean[0], n, _VIEW_GUARANTEED)), clean[0], True)
         found = buddy.first_clean(level, lambda cell: best_spot(cell, target_level, n, _VIEW_GUARANTEED, allowed))
@@ -1177,11 +1184,11 @@ class CellAllocator:
         if cell_type is not None and self.topology.chain_of_type.get(cell_type) is chain:
             level = min(chain.level_of(cell_type), chain.node_level)
         if priority is _PRIO_OPPORTUNISTIC:
-            if any(g.o_owner is not None for g in gpus):
+            if any(g.opportunistic_owner is not None for g in gpus):
                 return None
             spot = Spot(chain, level, gpus)
             return self.book(spot, vc=vc_name, priority=priority, pod_uid=pod_uid, pod_key=pod_key, group=group)
-        if any(g.g_owner is not None for g in gpus):
+        if any(g.guaranteed_owner is not None for g in gpus):
             return None
         vc = self.vcs.get(vc_name)
         if vc is None:
@@ -1246,14 +1253,14 @@ class CellAllocator:
         vc_name = vc.name if vc else (request.vc or "")
         by_index = {leaf.gpu_index: leaf for leaf in node_cell.leaves}
         kept = [by_index.get(i) for i in sorted(set(gpu_indices))]
-        if len(kept) == request.gpus and all(g is not None and g.g_owner is None and g.o_owner is None for g in kept):
+        if len(kept) == request.gpus and all(g is not None and g.guaranteed_owner is None and g.opportunistic_owner is None for g in kept):
             gpus = tuple(g for g in kept if g is not None)
             home = self._home_for(vc, gpus) if vc is not None and request.priority is _PRIO_GUARANTEED else None
             level = node_cell.chain.node_level
             if home is None:
                 if request.priority is _PRIO_GUARANTEED:
                     self.note(f"pod {pod_key} on {node} has no consistent HiveD placement; its GPUs are tracked outside any VC cell")
-                return self.book(Spot(node_cell.chain, level, gpus), vc=vc_name, priority=request.priority, pod_uid=pod_uid, pod_key=pod_key, holds="o")
+                return self.book(Spot(node_cell.chain, level, gpus), vc=vc_name, priority=request.priority, pod_uid=pod_uid, pod_key=pod_key, holds="opportunistic")
             spot = Spot(node_cell.chain, level, gpus, home, home.state is not _BOUND and home.state is not _PINNED)
             return self.book(spot, vc=vc_name, priority=request.priority, pod_uid=pod_uid, pod_key=pod_key)
         allowed = frozenset({node})
@@ -1264,14 +1271,14 @@ class CellAllocator:
                 return self.book(spot, vc=vc.name if vc else (request.vc or ""), priority=request.priority, pod_uid=pod_uid, pod_key=pod_key)
         except Unplaceable:
             pass
-        idle = [leaf for leaf in node_cell.leaves if leaf.g_owner is None and leaf.o_owner is None]
+        idle = [leaf for leaf in node_cell.leaves if leaf.guaranteed_owner is None and leaf.opportunistic_owner is None]
         if len(idle) < request.gpus:
             self.note(f"pod {pod_key} runs on {node} but the node has only {len(idle)} untracked GPUs for its {request.gpus}")
             return None
         self.note(f"pod {pod_key} on {node} has no consistent HiveD placement; its GPUs are tracked outside any VC cell")
         spot = Spot(node_cell.chain, node_cell.chain.node_level, tuple(idle[: request.gpus]))
         return self.book(
-            spot, vc=vc.name if vc else (request.vc or ""), priority=request.priority, pod_uid=pod_uid, pod_key=pod_key, holds="o"
+            spot, vc=vc.name if vc else (request.vc or ""), priority=request.priority, pod_uid=pod_uid, pod_key=pod_key, holds="opportunistic"
         )
 
     def note(self, message: str) -> None:

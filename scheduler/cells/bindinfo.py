@@ -54,7 +54,7 @@ def _slot(booking: Booking) -> dict[str, Any]:
     return {
         "node": booking.node,
         "gpuIndices": booking.gpu_indices,
-        "vcCell": booking.root.id if booking.root is not None and booking.holds == "g" else None,
+        "vcCell": booking.root.id if booking.root is not None and booking.holds == "guaranteed" else None,
     }
 
 

@@ -99,7 +99,7 @@ class BuddyAllocator:
 
     @staticmethod
     def _is_clean(cell: Cell) -> bool:
-        return cell.opp == 0 and cell.bad == 0
+        return cell.opportunistic_used == 0 and cell.bad == 0
 
     def _add_free(self, cell: Cell) -> None:
         parent = cell.parent
@@ -107,8 +107,8 @@ class BuddyAllocator:
             cell.state = _FREE
         else:
             cell.state = _INSIDE  # free by position: its parent is split
-            parent.free_kids += 1
-        groups = (self._clean if cell.opp == 0 and cell.bad == 0 else self._dirty)[cell.level - 1]
+            parent.free_children += 1
+        groups = (self._clean if cell.opportunistic_used == 0 and cell.bad == 0 else self._dirty)[cell.level - 1]
         group = groups.get(parent)
         if group is None:
             groups[parent] = {cell: None}
@@ -129,7 +129,7 @@ class BuddyAllocator:
         if not group:
             del groups[parent]
         if parent is not None:
-            parent.free_kids -= 1
+            parent.free_children -= 1
         self._free[index] -= 1
 
     def _split(self, parent: Cell, kept: Cell) -> None:
@@ -154,7 +154,7 @@ class BuddyAllocator:
                 if child is not kept:
                     groups = (self._clean if self._is_clean(child) else self._dirty)[index]
                     groups.setdefault(parent, {})[child] = None
-        parent.free_kids = len(children) - 1
+        parent.free_children = len(children) - 1
         self._free[index] += len(children) - 1
 
     def _merge(self, parent: Cell, released: Cell) -> None:
@@ -165,8 +165,8 @@ class BuddyAllocator:
         dirty = self._dirty[index].pop(parent, None)
         if clean is not None and dirty is None:
             self._spare[parent] = (clean, released)
-        self._free[index] -= parent.free_kids
-        parent.free_kids = 0
+        self._free[index] -= parent.free_children
+        parent.free_children = 0
 
     def is_free(self, cell: Cell) -> bool:
         return cell.buddy_state() is _FREE
@@ -234,7 +234,7 @@ class BuddyAllocator:
         best: Cell | None = None
         for group in self._dirty[level - 1].values():
             for cell in group:
-                if (best is None or (cell.opp, cell.bad) < (best.opp, best.bad)) and accept(cell):
+                if (best is None or (cell.opportunistic_used, cell.bad) < (best.opportunistic_used, best.bad)) and accept(cell):
                     best = cell
         return best
 
@@ -244,11 +244,11 @@ class BuddyAllocator:
         while cell.level > level:
             best: Cell | None = None
             for child in cell.children:
-                if best is not None and (child.opp, child.bad) >= (best.opp, best.bad):
+                if best is not None and (child.opportunistic_used, child.bad) >= (best.opportunistic_used, best.bad):
                     continue
                 if accept(child):
                     best = child
-                    if child.opp == 0 and child.bad == 0:
+                    if child.opportunistic_used == 0 and child.bad == 0:
                         break
             if best is None:
                 return None
@@ -334,7 +334,7 @@ class BuddyAllocator:
             parent = cell.parent
             if parent is None or parent.state is not _SPLIT:
                 break
-            if parent.free_kids != len(parent.children) - 1:
+            if parent.free_children != len(parent.children) - 1:
                 break
             self._merge(parent, cell)
             parent.state = _INSIDE

@@ -222,7 +222,7 @@ class HivedEngine:
             return self._decide_gang(pod, ctx, allowed)
         spot = alloc.plan(request, ctx.vc, ctx.targets, allowed=allowed)
         node = spot.gpus[0].node or ""
-        if any(g.o_owner is not None for g in spot.gpus) and request.priority is Priority.GUARANTEED:
+        if any(g.opportunistic_owner is not None for g in spot.gpus) and request.priority is Priority.GUARANTEED:
             # Hold the cells while the victims terminate, so nobody else takes them meanwhile.
             booking = self._book(spot, ctx, pod)
             self.expiry.booked_for(pod.uid)
@@ -377,12 +377,12 @@ class HivedEngine:
         when the cell above it (the rack) is already broken, so that whole nodes and whole racks
         stay free for large requests; 0 for a node that cannot take the GPUs."""
         node = self.topology.nodes.get(name)
-        if node is None or node.hfree < gpus:
+        if node is None or node.idle_gpus < gpus:
             return 0
-        score = 1 + round(5 * (1 - node.hfree / node.total))
+        score = 1 + round(5 * (1 - node.idle_gpus / node.total))
         parent = node.parent
-        if parent is not None and parent.hfree < parent.total:
-            score += 2 + round(1 - parent.hfree / parent.total)
+        if parent is not None and parent.idle_gpus < parent.total:
+            score += 2 + round(1 - parent.idle_gpus / parent.total)
         return min(MAX_EXTENDER_PRIORITY - 1, score)
 
     def select_victims(

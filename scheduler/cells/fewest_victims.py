@@ -44,10 +44,10 @@ def shape(cell: Cell, memo: dict[Cell, Shape]) -> Shape:
     found = memo.get(cell)
     if found is not None:
         return found
-    if cell.gfree == cell.total or cell.gfree == 0 or not cell.children:
-        result: Shape = (cell.gfree,)
+    if cell.guaranteed_free == cell.total or cell.guaranteed_free == 0 or not cell.children:
+        result: Shape = (cell.guaranteed_free,)
     else:
-        result = (cell.gfree, *sorted(shape(kid, memo) for kid in cell.children))
+        result = (cell.guaranteed_free, *sorted(shape(kid, memo) for kid in cell.children))
     memo[cell] = result
     return result
 
@@ -56,7 +56,7 @@ def victim_cost(gpus: Iterable[Cell], size_of: Callable[[int], int | None]) -> C
     """The opportunistic pods on ``gpus`` and every GPU they hold. ``size_of(booking id)``: the
     GPUs of a booking that has a pod, ``None`` for one without (a gang slot nobody runs in is
     dropped, not preempted)."""
-    owners = {gpu.o_owner for gpu in gpus if gpu.o_owner is not None}
+    owners = {gpu.opportunistic_owner for gpu in gpus if gpu.opportunistic_owner is not None}
     pods = held = 0
     for owner in owners:
         size = size_of(owner)
@@ -82,20 +82,20 @@ def equal_spots(tops: Iterable[Cell], path: Sequence[Cell], memo: dict[Cell, Sha
             kids.remove(on_path)
             kids.insert(0, on_path)
         for kid in kids:
-            if kid.gfree == on_path.gfree and shape(kid, memo) == wanted[depth + 1]:
+            if kid.guaranteed_free == on_path.guaranteed_free and shape(kid, memo) == wanted[depth + 1]:
                 yield from descend(kid, depth + 1)
 
     for top in tops:
-        if top.gfree == path[0].gfree and shape(top, memo) == wanted[0]:
+        if top.guaranteed_free == path[0].guaranteed_free and shape(top, memo) == wanted[0]:
             yield from descend(top, 0)
 
 
 def equal_picks(spot: Cell, chosen: Sequence[Cell], image: Cell, memo: dict[Cell, Shape]) -> Iterator[list[Cell]]:
     """GPUs of ``image`` (shaped as ``spot``) that a symmetry maps ``chosen`` (GPUs of
     ``spot``) onto: every way to take the same GPUs, as the VC sees it."""
-    if len(chosen) == spot.gfree:
+    if len(chosen) == spot.guaranteed_free:
         # Every available GPU of the cell (the usual case: a request filling its cell): one way.
-        yield [leaf for leaf in image.leaves if leaf.g_owner is None and not leaf.is_bad]
+        yield [leaf for leaf in image.leaves if leaf.guaranteed_owner is None and not leaf.is_bad]
         return
     pattern = _pattern(spot, set(chosen), memo)
     assert pattern is not None

@@ -50,13 +50,13 @@ class IdleNodeIndex:
             group = groups[0]
         node.idle_group = group
         node.overlaps = 0
-        group.free.add(node, node.hfree)
+        group.free.add(node, node.idle_gpus)
 
     def remove_node(self, node: Cell) -> None:
         """Forget a node that left the cluster (no VC cell covers it any more)."""
         group = node.idle_group
         assert group is not None
-        (group.held if node.overlaps else group.free).remove(node, node.hfree)
+        (group.held if node.overlaps else group.free).remove(node, node.idle_gpus)
         node.idle_group = None
         node.overlaps = 0
         parent = node.parent
@@ -67,7 +67,7 @@ class IdleNodeIndex:
     def idle_changed(self, node: Cell, old: int) -> None:
         group = node.idle_group
         assert group is not None
-        (group.held if node.overlaps else group.free).move(node, old, node.hfree)
+        (group.held if node.overlaps else group.free).move(node, old, node.idle_gpus)
 
     def held(self, node: Cell) -> bool:
         group = node.idle_group
@@ -95,11 +95,11 @@ class IdleNodeIndex:
     def _overlap(self, node: Cell, delta: int) -> None:
         before = node.overlaps
         after = node.overlaps = before + delta
-        if (before > 0) != (after > 0) and node.hfree:  # a full node is in no bucket (see Buckets)
+        if (before > 0) != (after > 0) and node.idle_gpus:  # a full node is in no bucket (see Buckets)
             group = node.idle_group
             assert group is not None
-            (group.held if before else group.free).remove(node, node.hfree)
-            (group.held if after else group.free).add(node, node.hfree)
+            (group.held if before else group.free).remove(node, node.idle_gpus)
+            (group.held if after else group.free).add(node, node.idle_gpus)
 
     def candidates(self, chain: Chain, gpus: int) -> Iterator[Cell]:
         """Nodes with at least ``gpus`` idle GPUs: unheld nodes best fit first, then held ones."""

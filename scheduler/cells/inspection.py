@@ -22,12 +22,12 @@ def _pod_entry(alloc: CellAllocator, booking: Booking) -> dict[str, Any]:
         "node": booking.node,
         "gpuIndices": booking.gpu_indices,
         "cellType": booking.cell_type,
-        "vcCell": booking.root.id if booking.root is not None and booking.holds == "g" else None,
+        "vcCell": booking.root.id if booking.root is not None and booking.holds == "guaranteed" else None,
         "gang": booking.group.name if booking.group is not None else None,
         "waitingForPreemptionOf": victims,
         # A guaranteed pod recovered where no legal VC cell could hold it is tracked like an
         # opportunistic one; operators should see that.
-        "outsideVcCells": booking.priority.value == "guaranteed" and booking.holds == "o",
+        "outsideVcCells": booking.priority.value == "guaranteed" and booking.holds == "opportunistic",
     }
 
 
@@ -67,8 +67,8 @@ def _summary(alloc: CellAllocator, vc: VcState) -> dict[str, Any]:
             "opportunistic": sum(1 for b in bookings if b.pod_uid and b.priority.value == "opportunistic"),
         },
         "gpus": {
-            "guaranteed": sum(len(b.gpus) for b in bookings if b.holds == "g"),
-            "opportunistic": sum(len(b.gpus) for b in bookings if b.holds == "o"),
+            "guaranteed": sum(len(b.gpus) for b in bookings if b.holds == "guaranteed"),
+            "opportunistic": sum(len(b.gpus) for b in bookings if b.holds == "opportunistic"),
         },
     }
 
@@ -85,7 +85,7 @@ def guarantees(alloc: CellAllocator, *, except_pods: AbstractSet[str] = frozense
     returned: dict[Cell, int] = {}
     for uid in except_pods:
         booking = alloc.by_pod.get(uid)
-        if booking is not None and booking.holds == "g" and booking.root is not None:
+        if booking is not None and booking.holds == "guaranteed" and booking.root is not None:
             returned[booking.root] = returned.get(booking.root, 0) + len(booking.gpus)
     result: dict[str, list[dict[str, Any]]] = {}
     for name in sorted(alloc.vcs):
@@ -98,14 +98,14 @@ def guarantees(alloc: CellAllocator, *, except_pods: AbstractSet[str] = frozense
             gpus = chain.gpus[chain.level_of(cell_type) - 1]
             rows.extend({"gpus": gpus, "guaranteed": 0, "bad": 0, "draining": False} for _ in range(max(vc.unbound(cell_type), 0)))
         for root in _vc_roots(vc):
-            rows.append({"gpus": root.total, "guaranteed": root.g_used - returned.get(root, 0), "bad": root.bad,
+            rows.append({"gpus": root.total, "guaranteed": root.guaranteed_used - returned.get(root, 0), "bad": root.bad,
                          "draining": root in vc.draining})
         result[name] = rows
     return result
 
 
 def _gpu_counts(cell: Cell) -> dict[str, int]:
-    return {"total": cell.total, "idle": cell.hfree, "guaranteed": cell.g_used, "opportunistic": cell.opp, "bad": cell.bad}
+    return {"total": cell.total, "idle": cell.idle_gpus, "guaranteed": cell.guaranteed_used, "opportunistic": cell.opportunistic_used, "bad": cell.bad}
 
 
 def virtual_cluster(alloc: CellAllocator, name: str) -> dict[str, Any] | None:
@@ -115,7 +115,7 @@ def virtual_cluster(alloc: CellAllocator, name: str) -> dict[str, Any] | None:
     result = _summary(alloc, vc)
     pods_by_root: dict[Cell, list[str]] = {}
     for booking in alloc.bookings.values():
-        if booking.root is not None and booking.holds == "g" and booking.pod_key:
+        if booking.root is not None and booking.holds == "guaranteed" and booking.pod_key:
             pods_by_root.setdefault(booking.root, []).append(booking.pod_key)
     result["vcCells"] = [
         {
@@ -148,12 +148,12 @@ def _cell_tree(alloc: CellAllocator, cell: Cell, inherited: str, vc: str | None)
     if cell.pinned_id is not None:
         entry["pinnedCellId"] = cell.pinned_id
     if cell.level == 1:
-        owner = alloc.bookings.get(cell.g_owner) if cell.g_owner is not None else None
-        opp = alloc.bookings.get(cell.o_owner) if cell.o_owner is not None else None
+        guaranteed = alloc.bookings.get(cell.guaranteed_owner) if cell.guaranteed_owner is not None else None
+        opportunistic = alloc.bookings.get(cell.opportunistic_owner) if cell.opportunistic_owner is not None else None
         entry["gpuIndex"] = cell.gpu_index
         entry["bad"] = cell.is_bad
-        entry["priority"] = "guaranteed" if owner else ("opportunistic" if opp else None)
-        entry["pods"] = [b.pod_key or f"gang slot {b.id}" for b in (owner, opp) if b is not None]
+        entry["priority"] = "guaranteed" if guaranteed else ("opportunistic" if opportunistic else None)
+        entry["pods"] = [b.pod_key or f"gang slot {b.id}" for b in (guaranteed, opportunistic) if b is not None]
         return entry
     entry["gpus"] = _gpu_counts(cell)
     if cell.level == cell.chain.node_level:
@@ -196,9 +196,9 @@ def metrics(alloc: CellAllocator) -> dict[str, Any]:
                 {
                     "vc": name,
                     "cellType": cell_type,
-                    "used": sum(1 for c in roots if c.g_used > 0),
-                    "free": max(vc.unbound(cell_type), 0) + sum(1 for c in roots if c.state is CellState.PINNED and c.g_used == 0),
-                    "opportunistic": sum(1 for c in roots if c.opp > 0),
+                    "used": sum(1 for c in roots if c.guaranteed_used > 0),
+                    "free": max(vc.unbound(cell_type), 0) + sum(1 for c in roots if c.state is CellState.PINNED and c.guaranteed_used == 0),
+                    "opportunistic": sum(1 for c in roots if c.opportunistic_used > 0),
                     "bad": sum(1 for c in roots if c.bad > 0),
                 }
             )
@@ -209,7 +209,7 @@ def metrics(alloc: CellAllocator) -> dict[str, Any]:
             row["used"] += 1
         elif cell.buddy_state() is CellState.FREE:
             row["free"] += 1
-        if cell.opp:
+        if cell.opportunistic_used:
             row["opportunistic"] += 1
         if cell.bad:
             row["bad"] += 1
@@ -222,7 +222,7 @@ def metrics(alloc: CellAllocator) -> dict[str, Any]:
     blocked_all = 0
     for chain in alloc.topology.used_chains:
         nodes = [n for n in alloc.topology.nodes.values() if n.chain is chain]
-        blocked = sum(1 for n in nodes if n.hfree < n.total)
+        blocked = sum(1 for n in nodes if n.idle_gpus < n.total)
         blocked_all += blocked
         fragmentation[chain.type_at(chain.node_level)] = blocked / len(nodes) if nodes else 0.0
     total_nodes = len(alloc.topology.nodes)

@@ -31,7 +31,7 @@ _VIEW_GUARANTEED = View.GUARANTEED
 
 
 def available(cell: Cell, view: View) -> int:
-    return cell.gfree if view is _VIEW_GUARANTEED else cell.hfree
+    return cell.guaranteed_free if view is _VIEW_GUARANTEED else cell.idle_gpus
 
 
 def node_allowed(cell: Cell, allowed: AbstractSet[str] | None) -> bool:
@@ -40,8 +40,8 @@ def node_allowed(cell: Cell, allowed: AbstractSet[str] | None) -> bool:
 
 
 # Packing keys (C-level attribute getters: these sorts run on every placement).
-_GUARANTEED_KEY = attrgetter("gfree", "opp", "ordinal")
-_IDLE_KEY = attrgetter("hfree", "ordinal")
+_GUARANTEED_KEY = attrgetter("guaranteed_free", "opportunistic_used", "ordinal")
+_IDLE_KEY = attrgetter("idle_gpus", "ordinal")
 
 
 def best_spot(cell: Cell, level: int, gpus: int, view: View, allowed: AbstractSet[str] | None) -> Cell | None:
@@ -51,7 +51,7 @@ def best_spot(cell: Cell, level: int, gpus: int, view: View, allowed: AbstractSe
     Greedy: at each level the child with the fewest available GPUs that still holds the request
     is tried first, and the search backtracks only when a child is fragmented below."""
     guaranteed = view is _VIEW_GUARANTEED
-    free = cell.gfree if guaranteed else cell.hfree
+    free = cell.guaranteed_free if guaranteed else cell.idle_gpus
     if free < gpus:
         return None
     if cell.level == level:
@@ -74,7 +74,7 @@ def best_spot(cell: Cell, level: int, gpus: int, view: View, allowed: AbstractSe
                 if found is not None:
                     return found
             return None
-    elif free == cell.total and (allowed is None or node is not None) and (not guaranteed or cell.opp == 0):
+    elif free == cell.total and (allowed is None or node is not None) and (not guaranteed or cell.opportunistic_used == 0):
         # An untouched cell: its children tie on the packing key, so the first child is the
         # best fit at every level down (the sort below would pick the same one).
         while cell.level > level:
@@ -83,11 +83,11 @@ def best_spot(cell: Cell, level: int, gpus: int, view: View, allowed: AbstractSe
                 return best_spot(cell, level, gpus, view, allowed)
         return cell
     if guaranteed:
-        kids = [c for c in cell.children if c.gfree >= gpus]
+        kids = [c for c in cell.children if c.guaranteed_free >= gpus]
         if len(kids) > 1:
             kids.sort(key=_GUARANTEED_KEY)
     else:
-        kids = [c for c in cell.children if c.hfree >= gpus]
+        kids = [c for c in cell.children if c.idle_gpus >= gpus]
         if len(kids) > 1:
             kids.sort(key=_IDLE_KEY)
     for kid in kids:
@@ -104,29 +104,29 @@ def pick_gpus(cell: Cell, gpus: int, view: View) -> Sequence[Cell]:
     if cell.level == 1:
         return (cell,)
     guaranteed = view is _VIEW_GUARANTEED
-    free = cell.gfree if guaranteed else cell.hfree
+    free = cell.guaranteed_free if guaranteed else cell.idle_gpus
     if free == gpus:
         # Every available GPU of the cell goes (a whole node for an 8-GPU pod): the packing
         # order below would pick exactly these, one sorted level at a time.
         if free == cell.total:
             return cell.leaves
         if guaranteed:
-            return [leaf for leaf in cell.leaves if leaf.g_owner is None and not leaf.is_bad]
-        return [leaf for leaf in cell.leaves if leaf.g_owner is None and leaf.o_owner is None and not leaf.is_bad]
-    if free == cell.total and (not guaranteed or cell.opp == 0):
+            return [leaf for leaf in cell.leaves if leaf.guaranteed_owner is None and not leaf.is_bad]
+        return [leaf for leaf in cell.leaves if leaf.guaranteed_owner is None and leaf.opportunistic_owner is None and not leaf.is_bad]
+    if free == cell.total and (not guaranteed or cell.opportunistic_used == 0):
         # An untouched cell: children tie on the key, so packing takes the first GPUs in order.
         return cell.leaves[:gpus]
     if guaranteed:
-        kids = [c for c in cell.children if c.gfree > 0]
+        kids = [c for c in cell.children if c.guaranteed_free > 0]
         kids.sort(key=_GUARANTEED_KEY)
         for kid in kids:
-            if kid.gfree >= gpus:
+            if kid.guaranteed_free >= gpus:
                 return pick_gpus(kid, gpus, view)
     else:
-        kids = [c for c in cell.children if c.hfree > 0]
+        kids = [c for c in cell.children if c.idle_gpus > 0]
         kids.sort(key=_IDLE_KEY)
         for kid in kids:
-            if kid.hfree >= gpus:
+            if kid.idle_gpus >= gpus:
                 return pick_gpus(kid, gpus, view)
     chosen: list[Cell] = []
     remaining = gpus

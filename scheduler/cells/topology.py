@@ -82,14 +82,14 @@ class Cell:
     # touches miss the cache).
     __slots__ = (
         # counters over the subtree
-        "g_used",  # GPUs booked by guaranteed pods
-        "hfree",  # healthy GPUs with no pod at all
-        "gfree",  # healthy GPUs not booked by a guaranteed pod (opportunistic ones are preemptible)
-        "opp",  # GPUs used by opportunistic pods
+        "guaranteed_used",  # GPUs booked by guaranteed pods
+        "idle_gpus",  # healthy GPUs with no pod at all
+        "guaranteed_free",  # healthy GPUs not booked by a guaranteed pod (opportunistic ones are preemptible)
+        "opportunistic_used",  # GPUs used by opportunistic pods
         "bad",  # bad GPUs (node NotReady or cordoned)
         # leaf-only
-        "g_owner",  # booking id of the guaranteed booking on this GPU
-        "o_owner",  # booking id of the opportunistic booking on this GPU
+        "guaranteed_owner",  # booking id of the guaranteed booking on this GPU
+        "opportunistic_owner",  # booking id of the opportunistic booking on this GPU
         "is_bad",
         # the tree and buddy / VC state
         "parent",
@@ -108,7 +108,7 @@ class Cell:
         "node",
         "inner",  # node cells only: the cells between the node and its GPUs
         "leaves",
-        "free_kids",  # children on a free list (lets a merge test its buddies in O(1))
+        "free_children",  # children on a free list (lets a merge test its buddies in O(1))
         "chain",
         "cell_type",
         "id",
@@ -133,20 +133,20 @@ class Cell:
         self.inner: tuple[Cell, ...] = ()
         self.total = chain.gpus[level - 1]
         self.bad = 0
-        self.g_used = 0
-        self.opp = 0
-        self.hfree = self.total
-        self.gfree = self.total
+        self.guaranteed_used = 0
+        self.opportunistic_used = 0
+        self.idle_gpus = self.total
+        self.guaranteed_free = self.total
         self.state = CellState.INSIDE
         self.vc: str | None = None
         self.pinned_id: str | None = None
         self.child_index: Buckets[Cell] | None = None
         self.idle_group: _Group | None = None
         self.overlaps = 0
-        self.free_kids = 0
+        self.free_children = 0
         self.is_bad = False
-        self.g_owner: int | None = None
-        self.o_owner: int | None = None
+        self.guaranteed_owner: int | None = None
+        self.opportunistic_owner: int | None = None
 
     def __repr__(self) -> str:
         return f"Cell({self.id})"
@@ -270,7 +270,7 @@ class Topology:
             if len(children) > WIDE:
                 cell.child_index = Buckets()
                 for child in children:
-                    cell.child_index.add(child, child.gfree)
+                    cell.child_index.add(child, child.guaranteed_free)
         if spec.pinned_cell_id is not None:
             cell.pinned_id = spec.pinned_cell_id
             self.pinned[spec.pinned_cell_id] = cell

@@ -125,8 +125,8 @@ def snapshot(engine: HivedEngine) -> dict[str, Any]:
     for cell in engine.topology.all_cells():
         if cell.buddy_state() is not CellState.INSIDE:
             states[cell.id] = (cell.buddy_state().value, cell.vc)
-        if cell.level == 1 and (cell.g_owner is not None or cell.o_owner is not None):
-            gpus[cell.id] = (who(cell.g_owner), who(cell.o_owner))
+        if cell.level == 1 and (cell.guaranteed_owner is not None or cell.opportunistic_owner is not None):
+            gpus[cell.id] = (who(cell.guaranteed_owner), who(cell.opportunistic_owner))
     groups = {
         key: sorted((s.node, tuple(s.gpu_indices), s.pod_uid) for s in g.slots) for key, g in alloc.groups.items()
     }

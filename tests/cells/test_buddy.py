@@ -129,7 +129,7 @@ def test_dirty_free_cells_are_taken_last():
     chain = topology.used_chains[0]
     buddy = BuddyAllocator(chain, topology.top_cells)
     first = topology.top_cells[0]
-    first.opp = 3  # pretend opportunistic pods run there
+    first.opportunistic_used = 3  # pretend opportunistic pods run there
     buddy.reclassify(first)
     chosen = buddy.find(2, lambda c: True, lambda: [0, 0])
     assert chosen is topology.top_cells[1]

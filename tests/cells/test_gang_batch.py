@@ -66,7 +66,7 @@ def exact_state(engine: HivedEngine) -> dict[str, Any]:
     alloc = engine.allocator
     cells = {
         c.id: (
-            c.g_used, c.hfree, c.gfree, c.opp, c.bad, c.g_owner, c.o_owner, c.is_bad, c.state, c.vc, c.free_kids, c.overlaps,
+            c.guaranteed_used, c.idle_gpus, c.guaranteed_free, c.opportunistic_used, c.bad, c.guaranteed_owner, c.opportunistic_owner, c.is_bad, c.state, c.vc, c.free_children, c.overlaps,
             _buckets(c.child_index),
         )
         for c in engine.topology.all_cells()
@@ -88,7 +88,7 @@ def exact_state(engine: HivedEngine) -> dict[str, Any]:
         )
         for chain, buddy in alloc.buddies.items()
     }
-    idle = alloc.idle
+    idle = alloc.idle_nodes
     groups = {
         chain.name: [(g.order, g.covered, _buckets(g.free), _buckets(g.held)) for g in chain_groups]
         for chain, chain_groups in idle._groups.items()
@@ -227,12 +227,12 @@ def test_whole_nodes_changed_at_once_equal_one_after_another(picks: list[int], r
     batch, single = row_of_racks(), row_of_racks()
     names = [f"r{i // 3}n{i % 3}" for i in picks]
     ids = list(range(1, len(names) + 1))
-    batch.allocator._change_whole_nodes([batch.topology.nodes[n] for n in names], ids, own=True)
+    batch.allocator._change_whole_nodes([batch.topology.nodes[n] for n in names], ids, book=True)
     for name, i in zip(names, ids):
-        assert single.allocator._change_whole_node(single.topology.nodes[name].leaves, i, own=True)
+        assert single.allocator._change_whole_node(single.topology.nodes[name].leaves, i, book=True)
     assert exact_state(batch) == exact_state(single)
     gone = names[:released]
-    batch.allocator._change_whole_nodes([batch.topology.nodes[n] for n in gone], ids[: len(gone)], own=False)
+    batch.allocator._change_whole_nodes([batch.topology.nodes[n] for n in gone], ids[: len(gone)], book=False)
     for name, i in zip(gone, ids):
-        assert single.allocator._change_whole_node(single.topology.nodes[name].leaves, i, own=False)
+        assert single.allocator._change_whole_node(single.topology.nodes[name].leaves, i, book=False)
     assert exact_state(batch) == exact_state(single)

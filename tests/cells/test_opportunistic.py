@@ -126,4 +126,4 @@ def test_wide_racks_are_covered_as_a_whole():
     engine.delete_pod("o20")
     engine.delete_pod("g")
     # a's rack is free again: its nodes are back among the first choices.
-    assert not any(engine.allocator.idle.held(engine.topology.nodes[n]) for n in held)
+    assert not any(engine.allocator.idle_nodes.held(engine.topology.nodes[n]) for n in held)

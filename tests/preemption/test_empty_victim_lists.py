@@ -159,7 +159,7 @@ def hived() -> HivedEngine:
 def opportunistic_pods_on(engine: HivedEngine, node_name: str) -> set[str]:
     return {
         b.pod_uid for b in engine.allocator.bookings.values()
-        if b.holds == "o" and b.node == node_name and b.pod_uid is not None
+        if b.holds == "opportunistic" and b.node == node_name and b.pod_uid is not None
     }
 
 
