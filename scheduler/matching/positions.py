@@ -120,7 +120,8 @@ def _tightened(bound: IntArray, *, omega: FloatArray, earlier: IntArray, runnabl
     ``c_il`` the other machines freeing in ``[ω_i + l·p, ω_i + (l+1)·p)`` (the window a hair
     narrower than ``p``, so that rounding can only loosen it)."""
     width = shortest * (1.0 - 1e-9)
-    reach = np.stack([np.searchsorted(omega, omega + (level + 1) * width, side="left") for level in range(_LEVELS)])
+    ends = omega[np.newaxis, :] + np.arange(1, _LEVELS + 1)[:, np.newaxis] * width
+    reach = np.searchsorted(omega, ends.ravel(), side="left").reshape(ends.shape)
     within = reach - earlier[np.newaxis, :] - 1  # other machines at or after ω_i, closer than (l+1)·p
     counts = np.diff(np.concatenate((np.zeros((1, omega.shape[0]), dtype=np.int64), within)), axis=0)
     behind = np.arange(1, _LEVELS + 1)[:, np.newaxis]  # 1 + l

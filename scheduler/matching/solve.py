@@ -266,8 +266,10 @@ def _groups(problem: Problem, slots: Slots, classes: SlotClasses) -> Groups:
     machine = slots.machine[first]
     kind = problem.machine_kind[machine]
     position = slots.position[first]
-    keys, group = np.unique(np.stack((kind, position), axis=1), axis=0, return_inverse=True)
-    group_cost = problem.times[:, keys[:, 0]] * keys[:, 1]
+    # One integer per (kind, position), ordered as the pairs are (np.unique over rows is slow).
+    span = int(position.max(initial=0)) + 1
+    keys, group = np.unique(kind * span + position, return_inverse=True)
+    group_cost = problem.times[:, keys // span] * (keys % span)
     return Groups(group=group.reshape(-1).astype(np.int64), offset=problem.delay[machine], group_cost=group_cost)
 
 
