@@ -3,6 +3,11 @@ same object: the extender (``scheduler.extender.server``) and the simulator, whi
 import the extender. The placement engine (resource fit, or HiveD's cells) inside FitGpp's
 preemption with its resume holds, unless ``preemption.policy`` is ``placement``.
 
+The composition knows what it built, so it hands the drivers each part as a typed capability
+(:class:`Composition`): the engine every verb and the watch drive, FitGpp's preemption with its
+explanations, the resume holds, and HiveD's cells (inspection, reconfiguration, bookings).
+No driver has to ask an engine what it is.
+
 No I/O: discovering HiveD's cells from the cluster's Nodes is the caller's (it passes them),
 and time comes from the ``clock`` the caller passes (the wall clock live, the virtual clock in
 simulation).
@@ -10,6 +15,7 @@ simulation).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from scheduler.cells import HivedEngine
@@ -17,9 +23,35 @@ from scheduler.config import PreemptionSettings, Settings
 from scheduler.core.engine import SchedulingEngine
 from scheduler.core.fit import ResourceFitEngine
 from scheduler.core.model import NodeInfo
-from scheduler.preemption.engine import FitGppEngine
-from scheduler.preemption.holds import Clock
+from scheduler.preemption.engine import ExplainedPreemption, FitGppEngine
+from scheduler.preemption.holds import Clock, ResumeHolds
 from scheduler.preemption.model import FitGppSettings
+
+
+@dataclass(frozen=True, slots=True)
+class Composition:
+    """The engine and what the drivers may do with it beyond the
+    :class:`~scheduler.core.engine.SchedulingEngine` verbs; ``None`` where the composition has
+    no such part."""
+
+    engine: SchedulingEngine  # the verbs and the watch go here
+    placement: SchedulingEngine  # filter, prioritize and bookings, inside any preemption
+    preemption: ExplainedPreemption | None  # FitGpp: victims with their explanation, Job counts
+    holds: ResumeHolds | None  # FitGpp's resume holds, for inspection and metrics
+    cells: HivedEngine | None  # HiveD: cell inspection, reconfiguration, bookings to sweep
+
+
+def compose(
+    settings: Settings,
+    *,
+    connected: bool,
+    clock: Clock,
+    nodes: Sequence[NodeInfo] | None = None,
+    on_cells_change: Callable[[str], None] | None = None,
+) -> Composition:
+    """Everything ``settings`` ask for (see :func:`compose_cells` for the placement)."""
+    cells = compose_cells(settings, connected=connected, nodes=nodes, on_cells_change=on_cells_change)
+    return assemble(cells=cells, preemption=settings.preemption, clock=clock)
 
 
 def compose_engine(
@@ -30,32 +62,46 @@ def compose_engine(
     nodes: Sequence[NodeInfo] | None = None,
     on_cells_change: Callable[[str], None] | None = None,
 ) -> SchedulingEngine:
-    """The whole engine ``settings`` ask for (see :func:`compose_placement` for the rest)."""
-    placement = compose_placement(settings, connected=connected, nodes=nodes, on_cells_change=on_cells_change)
-    return with_preemption(placement, settings.preemption, clock=clock)
+    """The engine alone, for drivers that need nothing else."""
+    return compose(settings, connected=connected, clock=clock, nodes=nodes, on_cells_change=on_cells_change).engine
 
 
-def compose_placement(
+def compose_cells(
     settings: Settings,
     *,
     connected: bool,
     nodes: Sequence[NodeInfo] | None = None,
     on_cells_change: Callable[[str], None] | None = None,
-) -> SchedulingEngine:
-    """Resource fit, or HiveD's cells from ``cells.topology`` or, without one, from ``nodes``
-    (the cluster's Nodes, listed by the caller)."""
+) -> HivedEngine | None:
+    """HiveD's cells from ``cells.topology`` or, without one, from ``nodes`` (the cluster's
+    Nodes, listed by the caller); None where the policy is resource fit."""
     if settings.resolved_policy(connected=connected) == "resource-fit":
-        return ResourceFitEngine()
+        return None
     return HivedEngine.from_config(
         settings.cells, nodes=nodes, rack_label=settings.policy.rack_label, prefix="cells", on_change=on_cells_change
     )
 
 
+def assemble(*, cells: HivedEngine | None, preemption: PreemptionSettings, clock: Clock) -> Composition:
+    """HiveD's cells, or resource fit without them, inside FitGpp's preemption as
+    ``preemption`` asks."""
+    placement: SchedulingEngine = cells if cells is not None else ResourceFitEngine()
+    fitgpp = _fitgpp(placement, preemption, clock=clock)
+    if fitgpp is None:
+        return Composition(engine=placement, placement=placement, preemption=None, holds=None, cells=cells)
+    return Composition(engine=fitgpp, placement=placement, preemption=fitgpp, holds=fitgpp.holds, cells=cells)
+
+
 def with_preemption(placement: SchedulingEngine, preemption: PreemptionSettings, *, clock: Clock) -> SchedulingEngine:
-    """``placement`` inside FitGpp's preemption (victims, P, resume holds timed by ``clock``),
-    or alone under ``preemption.policy: placement``."""
+    """Any placement engine inside FitGpp's preemption (victims, P, resume holds timed by
+    ``clock``), or alone under ``preemption.policy: placement``."""
+    fitgpp = _fitgpp(placement, preemption, clock=clock)
+    return placement if fitgpp is None else fitgpp
+
+
+def _fitgpp(placement: SchedulingEngine, preemption: PreemptionSettings, *, clock: Clock) -> FitGppEngine | None:
     if preemption.policy == "placement":
-        return placement
+        return None
     return FitGppEngine(
         placement,
         settings=FitGppSettings(grace_period_weight=preemption.grace_period_weight, max_preemptions=preemption.max_preemptions),

@@ -21,13 +21,12 @@ from typing import Protocol
 from placer.configuration import parse_configurations
 from placer.patch import placement_patch
 from scheduler.constants import ANNOTATION_CONFIGURATIONS, LABEL_PLACEMENT
-from scheduler.core.engine import SchedulingEngine
 from scheduler.errors import InvalidAnnotation, InvalidRequest
 from scheduler.extender.metrics import ExtenderMetrics
 from scheduler.extender.service import Answer
 from scheduler.kube import wire
 from scheduler.preemption import ResumedPriorityClass, resumed_pod_patch
-from scheduler.preemption.engine import FitGppEngine
+from scheduler.preemption.engine import ExplainedPreemption
 
 log = logging.getLogger(__name__)
 
@@ -44,12 +43,14 @@ class PodAdmission:
     def __init__(
         self,
         *,
-        engine: SchedulingEngine,
+        preemption: ExplainedPreemption | None,
         lock: threading.RLock,
         metrics: ExtenderMetrics,
         resumed_class: ResumedClassSource | None,
     ) -> None:
-        self._engine = engine
+        """``preemption``: FitGpp's, whose Job counts say which pods resume (None: the
+        preemption policy is the placement engine's own, and no pod is patched)."""
+        self._preemption = preemption
         self._lock = lock
         self._metrics = metrics
         self._resumed_class = resumed_class
@@ -103,11 +104,11 @@ class PodAdmission:
         job = next(
             (o for o in pod.metadata.ownerReferences or () if o.kind == "Job" and o.controller and o.uid), None
         )
-        engine = self._engine
-        if job is None or not isinstance(engine, FitGppEngine) or self._resumed_class is None:
+        preemption = self._preemption
+        if job is None or preemption is None or self._resumed_class is None:
             return []
         with self._lock:
-            preemptions = engine.preemptions_of_job(job.uid)
+            preemptions = preemption.preemptions_of_job(job.uid)
         if preemptions == 0:
             return []
         resumed = self._resumed_class.get()

@@ -17,7 +17,6 @@ from typing import Callable, Final
 from scheduler.cells import HivedEngine
 from scheduler.cells.expiry import REASON, BookingLimits, BookingReleased
 from scheduler.cluster.api import KubernetesApi
-from scheduler.core.engine import SchedulingEngine
 from scheduler.errors import CellfitError
 
 log = logging.getLogger(__name__)
@@ -54,16 +53,16 @@ class BookingSweeper:
 
     @classmethod
     def for_engine(
-        cls, placement: SchedulingEngine, *, lock: threading.RLock, events: KubernetesApi | None, watched: bool
+        cls, cells: HivedEngine | None, *, lock: threading.RLock, events: KubernetesApi | None, watched: bool
     ) -> BookingSweeper | None:
-        """A sweeper for a HiveD placement engine (None for another policy: it books nothing
-        before bind). ``watched``: a watch cache feeds the engine every pod, so a booking for a
-        pod it never shows can be told apart (expiry.py)."""
-        if not isinstance(placement, HivedEngine):
+        """A sweeper for HiveD's cells (None without them: resource fit books nothing before
+        bind). ``watched``: a watch cache feeds the engine every pod, so a booking for a pod it
+        never shows can be told apart (expiry.py)."""
+        if cells is None:
             return None
         with lock:
-            placement.expiry.pods_watched = watched
-        return cls(engine=placement, lock=lock, events=events)
+            cells.expiry.pods_watched = watched
+        return cls(engine=cells, lock=lock, events=events)
 
     def start(self) -> None:
         self._stopping.clear()

@@ -23,12 +23,14 @@ def inspect_router(
     *,
     engine: SchedulingEngine,
     lock: threading.RLock,
+    cells: HivedEngine | None = None,
     holds: ResumeHolds | None = None,
     estimates: Callable[[], dict[str, Any]] | None = None,
     allox: Callable[[], dict[str, Any]] | None = None,
     exchanges: Callable[[], dict[str, Any]] | None = None,
 ) -> APIRouter:
-    """``engine`` is the placement engine; ``holds`` FitGpp's resume holds (``None``: the
+    """``engine`` is the placement engine; ``cells`` HiveD's, the same engine (``None``: resource
+    fit); ``holds`` FitGpp's resume holds (``None``: the
     preemption policy is the placement engine's own); ``estimates`` the estimator's view
     (``None``: not running, standalone or switched off)."""
     router = APIRouter(prefix=INSPECT_URL_PREFIX, tags=["inspect"])
@@ -65,9 +67,9 @@ def inspect_router(
         return exchanges()
 
     def hived() -> HivedEngine:
-        if not isinstance(engine, HivedEngine):
+        if cells is None:
             raise HTTPException(404, detail="the running policy (resource-fit) has no virtual clusters or cells")
-        return engine
+        return cells
 
     def read(view: Callable[[], Any]) -> Any:
         with lock:
@@ -97,10 +99,10 @@ def inspect_router(
 
     @router.get("/engine", summary="The running policy and its sizes.")
     def engine_summary() -> dict[str, Any]:
-        summary: dict[str, Any] = {"policy": "hived" if isinstance(engine, HivedEngine) else "resource-fit"}
+        summary: dict[str, Any] = {"policy": "hived" if cells is not None else "resource-fit"}
         summary["stats"] = dict(read(engine.stats))
-        if isinstance(engine, HivedEngine):
-            summary["cells"] = engine.summary
+        if cells is not None:
+            summary["cells"] = cells.summary
         return summary
 
     @router.get("/resume-holds", summary="Room nodes keep for the pending pods of preempted best-effort Jobs.")

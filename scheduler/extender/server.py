@@ -31,7 +31,7 @@ from scheduler.core.engine import SchedulingEngine
 from scheduler.core.model import NodeInfo
 from scheduler.errors import CellfitError, ConfigError, KubernetesApiError
 from scheduler.cluster.priority_class import PriorityClassLookup
-from scheduler.composition import compose_placement, with_preemption
+from scheduler.composition import Composition, assemble, compose_cells
 from scheduler.extender.admission import PodAdmission
 from scheduler.extender.certificates import CertificateReloader
 from scheduler.extender.configuration import ConfigReloader
@@ -45,7 +45,6 @@ from scheduler.extender.service import AlwaysReady, ExtenderService
 from scheduler.extender.validating import ObjectValidation
 from scheduler.extender.validation import LiveCells, unplaceable_reason
 from scheduler.kube import names, translate, wire
-from scheduler.preemption.engine import FitGppEngine
 from estimator.controller import Capacity, EstimatorController
 from placer.controller import Guarantees, PlacerController
 from placer.guarantee import guarantees as guarantee_views
@@ -78,6 +77,8 @@ class Runtime:
     elector: LeaderElector | None = None
     # The cell exchange's quota moves (every replica); None unless HiveD runs with a cluster.
     exchange_quotas: ExchangeQuotas | None = None
+    # HiveD's cells inside the engine (live reload of the VCs); None under resource fit.
+    cells: HivedEngine | None = None
 
     @property
     def estimator(self) -> EstimatorController | None:
@@ -97,20 +98,21 @@ DISCOVERY_TIMEOUT_SECONDS = 60.0
 
 def build_engine(settings: Settings, api: KubernetesApi | None) -> SchedulingEngine:
     """The placement engine ``settings`` ask for, inside FitGpp's preemption unless disabled."""
-    return with_preemption(build_placement_engine(settings, api), settings.preemption, clock=time.monotonic)
+    return build_composition(settings, api).engine
 
 
-def placement_engine(engine: SchedulingEngine) -> SchedulingEngine:
-    return engine.inner if isinstance(engine, FitGppEngine) else engine
+def build_composition(settings: Settings, api: KubernetesApi | None) -> Composition:
+    """The engine and the capabilities the drivers get (``scheduler/composition.py``)."""
+    return assemble(cells=build_cells(settings, api), preemption=settings.preemption, clock=time.monotonic)
 
 
-def build_placement_engine(settings: Settings, api: KubernetesApi | None) -> SchedulingEngine:
-    """HiveD without a configured topology discovers its cells from the cluster's Nodes, listed
-    once here before anything is served."""
+def build_cells(settings: Settings, api: KubernetesApi | None) -> HivedEngine | None:
+    """HiveD's cells, None under resource fit. HiveD without a configured topology discovers its
+    cells from the cluster's Nodes, listed once here before anything is served."""
     policy = settings.resolved_policy(connected=api is not None)
     if policy == "resource-fit":
         log.info("policy resource-fit")
-        return compose_placement(settings, connected=api is not None)
+        return None
     nodes: list[NodeInfo] | None = None
     if settings.cells.topology is None:
         if api is None:
@@ -118,14 +120,14 @@ def build_placement_engine(settings: Settings, api: KubernetesApi | None) -> Sch
                 "policy.name: hived needs cells.topology, or a cluster connection to discover the cells from"
             )
         nodes = _list_nodes(api, settings)
-    engine = compose_placement(
+    engine = compose_cells(
         settings,
         connected=api is not None,
         nodes=nodes,
         # Discovered cells follow nodes that join and leave: say what changed, as at startup.
         on_cells_change=lambda change: log.info("cells changed", extra={"change": change}),
     )
-    assert isinstance(engine, HivedEngine)
+    assert engine is not None  # the policy is hived
     log.info("policy hived", extra={"cells": engine.summary})
     # The cell tree is large and lives for the whole process: keep the collector from walking
     # it on every full collection (millisecond pauses inside kube-scheduler's calls).
@@ -167,7 +169,8 @@ def build_runtime(settings: Settings, *, api: KubernetesApi | None = None, stand
         )
     if api is None and not standalone:
         api = KubernetesApi.connect(settings.cluster)
-    engine = build_engine(settings, api)
+    composition = build_composition(settings, api)
+    engine = composition.engine
     lock = threading.RLock()
     metrics = ExtenderMetrics()
     cache = (
@@ -180,8 +183,7 @@ def build_runtime(settings: Settings, *, api: KubernetesApi | None = None, stand
     metrics.track_readiness(lambda: readiness.ready()[0])
     # The running HiveD configuration's VCs and cell types, for the preempt verb's refusals and
     # the validating webhook (scheduler/extender/validation.py).
-    hived = placement_engine(engine)
-    live_cells = LiveCells(hived, lock=lock) if isinstance(hived, HivedEngine) else None
+    live_cells = LiveCells(composition.cells, lock=lock) if composition.cells is not None else None
     service = ExtenderService(
         engine=engine,
         lock=lock,
@@ -190,24 +192,25 @@ def build_runtime(settings: Settings, *, api: KubernetesApi | None = None, stand
         cluster=cache,
         readiness=readiness,
         unplaceable=(lambda pod: unplaceable_reason(pod, cells=live_cells)) if live_cells is not None else None,
+        preemption=composition.preemption,
     )
 
     if cache is not None:
         metrics.track_sizes(lambda: _locked(lock, cache.sizes), ("nodes", "pods", "jobs"))
     else:  # standalone: the nodes kube-scheduler sent, the pods bound through cellfit
         metrics.track_sizes(lambda: _locked(lock, engine.stats), ("nodes", "pods"))
-    placement = placement_engine(engine)
+    placement = composition.placement
     # HiveD's bookings that lose their reason are released (scheduler/cells/expiry.py).
-    sweeper = BookingSweeper.for_engine(placement, lock=lock, events=api, watched=cache is not None)
-    if isinstance(placement, HivedEngine):
-        cells = placement
+    sweeper = BookingSweeper.for_engine(composition.cells, lock=lock, events=api, watched=cache is not None)
+    if composition.cells is not None:
+        cells = composition.cells
         metrics.track_cells(lambda: _locked(lock, cells.metrics))
-    holds = engine.holds if isinstance(engine, FitGppEngine) else None
+    holds = composition.holds
     if holds is not None:
         resume_holds = holds
         metrics.track_resume_holds(lambda: _locked(lock, resume_holds.stats))
 
-    hived_cells = placement if isinstance(placement, HivedEngine) else None
+    hived_cells = composition.cells
     quotas = _exchange_quotas(settings, api, hived_cells, lock)
     count_preemption = metrics.track_exchange(quotas.metrics) if quotas is not None else None
     terms, elector = _leadership(settings, api, cache, metrics, hived=hived_cells, lock=lock, quotas=quotas,
@@ -247,7 +250,7 @@ def build_runtime(settings: Settings, *, api: KubernetesApi | None = None, stand
         max_request_bytes=settings.server.max_request_bytes,
         lifespan=lifespan,
     )
-    inspect = inspect_router(engine=placement, lock=lock, holds=holds, estimates=_term_view(terms, elector, EstimatorController, enabled=settings.estimator.enabled),
+    inspect = inspect_router(engine=placement, cells=composition.cells, lock=lock, holds=holds, estimates=_term_view(terms, elector, EstimatorController, enabled=settings.estimator.enabled),
                              allox=_term_view(terms, elector, PlacerController,
                                               enabled=settings.estimator.enabled and settings.allox.enabled),
                              exchanges=_exchange_view(quotas, _term_view(terms, elector, ExchangeController, enabled=quotas is not None)))
@@ -261,7 +264,7 @@ def build_runtime(settings: Settings, *, api: KubernetesApi | None = None, stand
         )
         if resumed_class is None:
             log.warning("admission webhook without a Kubernetes API: it admits every pod unchanged")
-        admission = PodAdmission(engine=engine, lock=lock, metrics=metrics, resumed_class=resumed_class)
+        admission = PodAdmission(preemption=composition.preemption, lock=lock, metrics=metrics, resumed_class=resumed_class)
         validation = ObjectValidation(
             cells=live_cells,
             metrics=metrics,
@@ -273,7 +276,7 @@ def build_runtime(settings: Settings, *, api: KubernetesApi | None = None, stand
         )
     runtime = Runtime(
         app=app, metrics_app=metrics_app, inspect_app=inspect_app, admission_app=admission_app, engine=engine, cache=cache, metrics=metrics,
-        lock=lock, terms=terms, elector=elector, exchange_quotas=quotas,
+        lock=lock, terms=terms, elector=elector, exchange_quotas=quotas, cells=composition.cells,
     )
 
     if cache is None:
@@ -536,11 +539,10 @@ def _certificate_reloader(config: ListenerConfig, cert_file: str, key_file: str)
 
 def _config_reloader(runtime: Runtime, config_file: ConfigFile) -> ConfigReloader:
     """Follows ``config_file``: its virtual clusters into the running HiveD engine, if any."""
-    placement = placement_engine(runtime.engine)
     return ConfigReloader(
         path=config_file.path,
         running=config_file.settings,
-        cells=placement if isinstance(placement, HivedEngine) else None,
+        cells=runtime.cells,
         lock=runtime.lock,
         metrics=runtime.metrics,
         rebase=runtime.exchange_quotas.reconfigure_base if runtime.exchange_quotas is not None else None,

@@ -41,7 +41,7 @@ from scheduler.extender.metrics import ExtenderMetrics
 from scheduler.kube import translate, wire
 from scheduler.kube.names import ExtenderArgs, decode_extender_args, host_priorities_json, names_json
 from scheduler.preemption import NoVictims, PreemptionDecision
-from scheduler.preemption.engine import FitGppEngine
+from scheduler.preemption.engine import ExplainedPreemption
 
 log = logging.getLogger(__name__)
 
@@ -117,11 +117,15 @@ class ExtenderService:
         cluster: ClusterGateway | None,
         readiness: Readiness,
         unplaceable: Callable[[PodInfo], str | None] | None = None,
+        preemption: ExplainedPreemption | None = None,
     ) -> None:
         """``unplaceable``: why the placement engine can never place a pod as written (a
         mistake in its labels or annotations, the live configuration's VCs and cell types), or
-        ``None``; the preempt verb then takes no victims and says why."""
+        ``None``; the preempt verb then takes no victims and says why. ``preemption``: FitGpp's
+        inside ``engine``, whose choices come with their explanation (None: the placement
+        engine's own victims, unexplained)."""
         self._engine = engine
+        self._preemption = preemption
         self._lock = lock
         self._metrics = metrics
         self._gpu_resource = gpu_resource
@@ -204,9 +208,13 @@ class ExtenderService:
             self._tell_refusal(pod, f"cellfit cannot place this pod as written, so it preempts no one for it: {mistake}", warning=True)
         else:
             with self._lock:
-                chosen = self._engine.select_victims(pod, candidates, victim_pods)
+                if self._preemption is not None:
+                    choice = self._preemption.decide_preemption(pod, candidates, victim_pods)
+                    chosen, decision = choice.victims, choice.decision
+                else:
+                    chosen, decision = self._engine.select_victims(pod, candidates, victim_pods), None
                 accepted = _answerable(pod, chosen, candidates)
-                refusal = self._record_preemption(pod, accepted)
+                refusal = self._record_preemption(pod, accepted, decision)
             if refusal is not None:
                 self._tell_refusal(pod, f"cellfit preempts no one for this pod: {refusal}", warning=False)
         self._metrics.answered["preempt", "ok"].inc()
@@ -310,12 +318,13 @@ class ExtenderService:
         log.debug("bound", extra=context)
         return _BOUND
 
-    def _record_preemption(self, pod: PodInfo, accepted: dict[str, list[str]]) -> str | None:
+    def _record_preemption(
+        self, pod: PodInfo, accepted: dict[str, list[str]], decision: PreemptionDecision | NoVictims | None
+    ) -> str | None:
         """Explain the choice (log, metric, events) and hand the victims' Job counts to the
         cluster; FitGpp's reason for taking no victims, if it gave one. Called under the engine
         lock: the decision and the counts belong together."""
-        engine = self._engine
-        decision = engine.take_decision(pod.uid) if isinstance(engine, FitGppEngine) else None
+        preemption = self._preemption
         context = {"verb": "preempt", "pod": pod.key}
         if isinstance(decision, NoVictims):
             return decision.reason
@@ -323,25 +332,25 @@ class ExtenderService:
             return None
         preemptor_class = pod.labels.get(LABEL_JOB_CLASS, JOB_CLASS_BEST_EFFORT)
         rule = decision.rule if isinstance(decision, PreemptionDecision) else (
-            "reclaim" if isinstance(engine, FitGppEngine) else "placement"
+            "reclaim" if preemption is not None else "placement"
         )
         self._metrics.preemptions.labels(preemptor_class=preemptor_class, rule=rule).inc()
         if not isinstance(decision, PreemptionDecision):
             log.info("preempting", extra={**context, "rule": rule, "victims": accepted})
             return None
-        assert isinstance(engine, FitGppEngine)
+        assert preemption is not None  # only FitGpp's choices carry a PreemptionDecision
         messages = decision.preemptor_messages()
         for message in messages:
             log.info(message, extra={**context, "rule": rule})
         if self._cluster is None:
             return None
-        victims = [v for v in (engine.victim(uid) for uid in decision.victim_uids) if v is not None]
+        victims = [v for v in (preemption.victim(uid) for uid in decision.victim_uids) if v is not None]
         self._cluster.record_preemption(
             preemptor=pod,
             preemptor_messages=messages,
             victims=victims,
             victim_message=decision.victim_message(),
-            job_counts=engine.victim_jobs(decision.victim_uids),
+            job_counts=preemption.victim_jobs(decision.victim_uids),
         )
         return None
 

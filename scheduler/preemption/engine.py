@@ -15,14 +15,16 @@ A preempted Job's next pod then goes first among best-effort pods: the node its 
 left keeps room for it (:mod:`scheduler.preemption.holds`), and filter keeps the pods that would
 take that room off that node.
 
-Each decision is kept until the driver collects it (:meth:`take_decision`) to write events and
-bump the victims' Job counts; the counts are also raised here at once, so that a second
-preemption cannot slip past P before the watch brings the Job's new annotation back.
+:meth:`FitGppEngine.decide_preemption` returns the victims with their explanation (a
+:class:`VictimChoice`), which the driver turns into events and the victims' Job counts; the
+counts are also raised here at once, so that a second preemption cannot slip past P before the
+watch brings the Job's new annotation back. Drivers reach this through the
+:class:`ExplainedPreemption` capability the composition hands them (``scheduler/composition.py``).
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Iterable, Mapping, Protocol, Sequence, runtime_checkable
 
 import numpy as np
@@ -58,6 +60,36 @@ class BooksAhead(Protocol):
     def has_booking(self, pod: PodInfo) -> bool: ...
 
 
+@dataclass(frozen=True, slots=True)
+class VictimChoice:
+    """The victims chosen for one pod (node -> pod UIDs; empty: none) and why: FitGpp's decision
+    (its rule, scores and the sentences events carry) or its reason for taking none; ``None``
+    when the placement engine's own reclaim chose them (HiveD's opportunistic pods)."""
+
+    victims: dict[str, list[str]]
+    decision: PreemptionDecision | NoVictims | None
+
+    @property
+    def rule(self) -> str:
+        """How the victims were chosen: ``fitgpp``, ``fallback`` or ``reclaim``."""
+        return self.decision.rule if isinstance(self.decision, PreemptionDecision) else "reclaim"
+
+
+class ExplainedPreemption(Protocol):
+    """The preemption capability drivers use (FitGpp's): victims with their explanation, and
+    the per-Job state the events and the admission webhook need."""
+
+    def decide_preemption(
+        self, pod: PodInfo, candidates: Mapping[str, Sequence[str]], victim_pods: Mapping[str, PodInfo]
+    ) -> VictimChoice: ...
+
+    def victim_jobs(self, victim_uids: Sequence[str]) -> list[tuple[JobInfo, int]]: ...
+
+    def victim(self, pod_uid: str) -> PodInfo | None: ...
+
+    def preemptions_of_job(self, job_uid: str) -> int: ...
+
+
 class FitGppEngine:
     """``resume_hold_seconds`` and ``clock`` bound how long a resume hold may turn pods away
     (see :class:`ResumeHolds`); without them a hold lasts until the resumed pod is bound."""
@@ -80,7 +112,6 @@ class FitGppEngine:
         self._chosen: set[str] = set()  # victims chosen and not gone yet (their deletion may lag)
         self._job_counts: dict[str, int] = {}  # Job UID -> preemptions
         self._pods_by_job: dict[str, set[str]] = {}
-        self._decisions: dict[str, PreemptionDecision | NoVictims] = {}
 
     # ------------------------------------------------------------------ placement: delegated
 
@@ -192,28 +223,37 @@ class FitGppEngine:
         candidates: Mapping[str, Sequence[str]],
         victim_pods: Mapping[str, PodInfo],
     ) -> dict[str, list[str]]:
+        return self.decide_preemption(pod, candidates, victim_pods).victims
+
+    def decide_preemption(
+        self,
+        pod: PodInfo,
+        candidates: Mapping[str, Sequence[str]],
+        victim_pods: Mapping[str, PodInfo],
+    ) -> VictimChoice:
+        """:meth:`select_victims` with the explanation of the choice."""
         if isinstance(self.inner, ReclaimsCells):
             held = self.inner.reclaim_victims(pod, candidates, victim_pods)
             if held:
-                return held
+                return VictimChoice(victims=held, decision=None)
         try:
             preemptor_class = job_class_of(pod.labels)
         except InvalidAnnotation as error:
-            self._decisions[pod.uid] = NoVictims(reason=str(error))
-            return {}
+            return VictimChoice(victims={}, decision=NoVictims(reason=str(error)))
         if preemptor_class is not JobClass.TRIAL:
-            self._decisions[pod.uid] = NoVictims(reason="a best-effort pod never preempts others (FitGpp)")
-            return {}
+            return VictimChoice(victims={}, decision=NoVictims(reason="a best-effort pod never preempts others (FitGpp)"))
         waiting = self._freed_by_terminating(pod, candidates.keys())
         if waiting is not None:
             # kube-scheduler's own rule (a pod whose nominated node has terminating victims does
             # not preempt again), kept against cellfit's view: kube-scheduler's cache may drop an
             # exited victim a moment before cellfit's watch does, and would then take a second
             # victim for the same pod while the first one's GPUs are about to be free.
-            self._decisions[pod.uid] = NoVictims(
-                reason=f"pods already terminating on node {waiting} free enough for this pod; waiting for them to exit"
+            return VictimChoice(
+                victims={},
+                decision=NoVictims(
+                    reason=f"pods already terminating on node {waiting} free enough for this pod; waiting for them to exit"
+                ),
             )
-            return {}
         decision = choose_victims(
             preemptor=pod, table=self._index.table(), settings=self.settings, nodes=candidates.keys(), seed=self._seed
         )
@@ -223,16 +263,11 @@ class FitGppEngine:
                 decision = NoVictims(
                     reason=f"FitGpp's victim {foreign[0]} holds cells of another virtual cluster, which guaranteed pods never lose"
                 )
-        self._decisions[pod.uid] = decision
         if not isinstance(decision, PreemptionDecision):
-            return {}
+            return VictimChoice(victims={}, decision=decision)
         for victim in decision.victims:
             self._count_preemption(victim.uid)
-        return {decision.node: list(decision.victim_uids)}
-
-    def take_decision(self, pod_uid: str) -> PreemptionDecision | NoVictims | None:
-        """The decision made for ``pod_uid`` by the last :meth:`select_victims`, once."""
-        return self._decisions.pop(pod_uid, None)
+        return VictimChoice(victims={decision.node: list(decision.victim_uids)}, decision=decision)
 
     def victim_jobs(self, victim_uids: Sequence[str]) -> list[tuple[JobInfo, int]]:
         """The Jobs of these victims with their preemption counts after the decision, for the

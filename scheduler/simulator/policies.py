@@ -37,7 +37,7 @@ import random
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Final, Iterable, Literal, Protocol, cast
 
-from scheduler.preemption.fitgpp import NoVictims, PreemptionDecision
+from scheduler.preemption.engine import VictimChoice
 from scheduler.preemption.model import FitGppSettings
 from scheduler.simulator.errors import UnknownPolicy
 from scheduler.simulator.state import PreemptionPlan, SimJob
@@ -279,23 +279,23 @@ class FitGppPolicy(PreemptiveFifo):
 
     def __init__(self, options: PolicyOptions) -> None:
         super().__init__(options)
-        self.last_decision: PreemptionDecision | NoVictims | None = None
+        self.last_choice: VictimChoice | None = None
 
     def plan(self, job: SimJob, sim: Simulation) -> PreemptionPlan | None:
         candidates = sim.preemption_candidates(job)
         if not candidates:
             return None  # kube-scheduler finds no node where preemption helps: no preempt call
-        chosen = sim.engine.select_victims(job.pod, candidates, {})
-        decision = sim.engine.take_decision(job.pod.uid)
-        self.last_decision = decision
-        if not chosen:
+        if sim.preemption is not None:
+            choice = sim.preemption.decide_preemption(job.pod, candidates, {})
+            rule = choice.rule
+        else:  # an engine without the capability (the live service): its victims, unexplained
+            choice = VictimChoice(victims=sim.engine.select_victims(job.pod, candidates, {}), decision=None)
+            rule = "unexplained"
+        self.last_choice = choice
+        if not choice.victims:
             return None
-        ((node, victims),) = chosen.items()
-        return PreemptionPlan(
-            node=node,
-            victims=[sim.by_pod[uid] for uid in victims],
-            rule=decision.rule if isinstance(decision, PreemptionDecision) else "reclaim",
-        )
+        ((node, victims),) = choice.victims.items()
+        return PreemptionPlan(node=node, victims=[sim.by_pod[uid] for uid in victims], rule=rule)
 
 
 register_policy("fifo", FifoPolicy)

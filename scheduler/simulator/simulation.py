@@ -23,16 +23,15 @@ from __future__ import annotations
 import math
 from collections import deque
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Callable, Final, Literal, Protocol, Sequence
+from typing import TYPE_CHECKING, Callable, Final, Literal, Mapping, Protocol, Sequence
 
 import numpy as np
 import numpy.typing as npt
 
-from scheduler.composition import compose_engine
+from scheduler.composition import compose
 from scheduler.config import Settings, load_settings
 from scheduler.core.engine import FilterDecision, SchedulingEngine
-from scheduler.preemption.engine import FitGppEngine
-from scheduler.preemption.fitgpp import NoVictims, PreemptionDecision
+from scheduler.preemption.engine import VictimChoice
 from scheduler.core.model import NodeInfo, PodInfo
 from scheduler.core.resources import Resources
 from scheduler.preemption.model import FitGppSettings
@@ -48,11 +47,13 @@ if TYPE_CHECKING:
 ArrivalMode = Literal["trace", "load"]
 
 
-class SimulatedEngine(SchedulingEngine, Protocol):
-    """What the simulation drives: the verbs and cluster state of any engine, and FitGpp's
-    explanation of its last preemption choice for a pod (None where none was kept)."""
+class DecidesPreemption(Protocol):
+    """The part of FitGpp's preemption capability the simulation uses: victims with their
+    explanation (:class:`~scheduler.preemption.engine.ExplainedPreemption`)."""
 
-    def take_decision(self, pod_uid: str) -> PreemptionDecision | NoVictims | None: ...
+    def decide_preemption(
+        self, pod: PodInfo, candidates: Mapping[str, Sequence[str]], victim_pods: Mapping[str, PodInfo]
+    ) -> VictimChoice: ...
 
 # Event kinds, in the order they are applied at one instant.
 _COMPLETE: Final = 0
@@ -117,15 +118,17 @@ class Simulation:
         progress_every: int = 2048,
         tick: float = 0.0,
         configuration: Settings | None = None,
-        engine: SimulatedEngine | None = None,
+        engine: SchedulingEngine | None = None,
+        preemption: DecidesPreemption | None = None,
         record_decisions: bool = False,
     ) -> None:
         """The engine is the one ``cellfit serve`` composes from ``configuration`` (default: its
         embedded default configuration; standalone, so resource fit unless the configuration
         asks for HiveD with a topology), its ``preemption`` section given the run's s, P and
-        seed (:func:`served_settings`), on the virtual clock. ``engine`` replaces it (the parity
-        test passes the live service); it must also answer ``take_decision`` (FitGpp's
-        explanation of its last choice for a pod, or None).
+        seed (:func:`served_settings`), on the virtual clock, with FitGpp's preemption capability
+        from the same composition. ``engine`` replaces it (the parity test passes the live
+        service), with ``preemption`` (None: victims come from ``engine.select_victims``,
+        unexplained).
         ``record_decisions``: keep every bind and preemption in :attr:`decisions`."""
         if arrivals == "load" and not load > 0:
             raise InvalidWorkload(f"{load!r} is not a positive load", field="load")
@@ -141,9 +144,15 @@ class Simulation:
         self.version = 0
         # The engine ``cellfit serve`` composes (standalone, no HiveD topology: resource fit
         # inside FitGpp with its resume holds), on the virtual clock.
-        self.engine: SimulatedEngine = engine or _served_engine(
-            served_settings(settings, seed=seed, configuration=configuration), clock=lambda: self.now
-        )
+        self.engine: SchedulingEngine
+        self.preemption: DecidesPreemption | None
+        if engine is None:
+            composition = compose(
+                served_settings(settings, seed=seed, configuration=configuration), connected=False, clock=lambda: self.now
+            )
+            self.engine, self.preemption = composition.engine, composition.preemption
+        else:
+            self.engine, self.preemption = engine, preemption
         self.node_names = cluster.node_names()
         for name in self.node_names:
             self.engine.apply_node(NodeInfo(name=name, allocatable=cluster.node))
@@ -503,13 +512,6 @@ class Simulation:
         to replay under other policies)."""
         return [replace(job.spec, submit_time=job.submitted_at) for job in self.jobs]
 
-
-
-def _served_engine(configuration: Settings, *, clock: Callable[[], float]) -> FitGppEngine:
-    engine = compose_engine(configuration, connected=False, clock=clock)
-    if not isinstance(engine, FitGppEngine):  # served_settings sets preemption.policy fitgpp
-        raise AssertionError("the served composition has FitGpp's preemption")
-    return engine
 
 
 def served_settings(settings: FitGppSettings, *, seed: int, configuration: Settings | None = None) -> Settings:

@@ -45,7 +45,7 @@ from scheduler.constants import LABEL_VIRTUAL_CLUSTER, VERB_FILTER  # noqa: E402
 from scheduler.core.engine import SchedulingEngine  # noqa: E402
 from scheduler.core.model import NodeInfo, OwnerRef, PodInfo  # noqa: E402
 from scheduler.core.resources import Resources  # noqa: E402
-from scheduler.extender.server import Runtime, build_runtime, placement_engine  # noqa: E402
+from scheduler.extender.server import Runtime, build_runtime  # noqa: E402
 from scheduler.extender.service import Answer  # noqa: E402
 from tests.support import kube_objects as k  # noqa: E402
 
@@ -158,8 +158,8 @@ def run(racks: int, nodes_per_rack: int, requests: int, seed: int) -> None:
         rng = random.Random(seed)
         build_start = time.perf_counter()
         hived_runtime, fit_runtime = runtimes(cfg)
-        engine = placement_engine(hived_runtime.engine)
-        assert isinstance(engine, HivedEngine)
+        engine = hived_runtime.cells
+        assert engine is not None
         fit = fit_runtime.engine
         for name in names:
             fit.apply_node(NodeInfo(name=name, allocatable=Resources(cpu_millis=64000, memory_bytes=2**40, gpus=8)))

@@ -77,13 +77,12 @@ def test_cellfit_serve_names_the_setting_when_the_certificate_cannot_be_read(tmp
 def test_an_oversized_review_is_refused_before_it_is_read_whole():
     import threading
 
-    from scheduler.core.fit import ResourceFitEngine
     from scheduler.extender.admission import PodAdmission
     from scheduler.extender.app import create_admission_app
     from scheduler.extender.metrics import ExtenderMetrics
     from tests.support.server import running_server
 
-    admission = PodAdmission(engine=ResourceFitEngine(), lock=threading.RLock(), metrics=ExtenderMetrics(), resumed_class=None)
+    admission = PodAdmission(preemption=None, lock=threading.RLock(), metrics=ExtenderMetrics(), resumed_class=None)
     with running_server(create_admission_app(admission=admission, max_request_bytes=4096)) as url:
         review = k.admission_review(k.pod("train-x7k2q"))
         assert httpx.post(f"{url}{REVIEW}", content=k.dumps(review), timeout=10).status_code == 200

@@ -72,11 +72,11 @@ def test_fitgpp_chooses_by_its_score_on_a_node_offered_without_victims(cheap):
         running("be-a", "n1", gpus=4, grace=30 if cheap == "be-a" else 900),
         running("be-b", "n1", gpus=4, grace=30 if cheap == "be-b" else 900),
     )
-    chosen = engine.select_victims(trial(), {"n1": []}, {})
-    assert chosen == {"n1": [cheap]}
-    decision = engine.take_decision("te-1")
+    choice = engine.decide_preemption(trial(), {"n1": []}, {})
+    assert choice.victims == {"n1": [cheap]}
+    decision = choice.decision
     assert isinstance(decision, PreemptionDecision) and decision.rule == "fitgpp"
-    assert_frees_room(engine, trial(), chosen)
+    assert_frees_room(engine, trial(), choice.victims)
 
 
 def test_fitgpp_answers_the_same_whether_kube_scheduler_listed_victims_or_not():
@@ -100,10 +100,10 @@ def test_fitgpp_chooses_among_the_offered_nodes_only():
 def test_fitgpp_falls_back_to_several_victims_that_together_make_room():
     engine = fitgpp(*(running(f"be-{i}", "n1", gpus=2, grace=60) for i in range(4)))
     preemptor = trial(gpus=6)
-    chosen = engine.select_victims(preemptor, {"n1": []}, {})
-    assert set(chosen) == {"n1"} and len(chosen["n1"]) >= 3
-    assert engine.take_decision("te-1").rule == "fallback"
-    assert_frees_room(engine, preemptor, chosen)
+    choice = engine.decide_preemption(preemptor, {"n1": []}, {})
+    assert set(choice.victims) == {"n1"} and len(choice.victims["n1"]) >= 3
+    assert choice.decision.rule == "fallback"
+    assert_frees_room(engine, preemptor, choice.victims)
 
 
 @pytest.mark.parametrize(
@@ -124,8 +124,9 @@ def test_fitgpp_falls_back_to_several_victims_that_together_make_room():
 )
 def test_fitgpp_drops_a_node_where_nothing_it_may_preempt_makes_room(pods, preemptor, reason):
     engine = fitgpp(*pods)
-    assert engine.select_victims(preemptor, {"n1": []}, {}) == {}
-    decision = engine.take_decision("te-1")
+    choice = engine.decide_preemption(preemptor, {"n1": []}, {})
+    assert choice.victims == {}
+    decision = choice.decision
     assert isinstance(decision, NoVictims) and reason in decision.reason, decision
 
 

@@ -40,28 +40,29 @@ def full_node(engine: FitGppEngine, **kwargs) -> None:
 def test_trial_pod_preempts_fitgpps_victim_and_explains_it():
     engine = FitGppEngine(ResourceFitEngine(), settings=FitGppSettings())
     full_node(engine)
-    chosen = engine.select_victims(te(), {"n1": ["be-long", "be-short"]}, {})
-    assert chosen == {"n1": ["be-short"]}
-    decision = engine.take_decision("te-1")
-    assert isinstance(decision, PreemptionDecision) and decision.rule == "fitgpp"
+    choice = engine.decide_preemption(te(), {"n1": ["be-long", "be-short"]}, {})
+    assert choice.victims == {"n1": ["be-short"]}
+    decision = choice.decision  # the explanation travels with the choice
+    assert isinstance(decision, PreemptionDecision) and decision.rule == "fitgpp" and choice.rule == "fitgpp"
     assert decision.preemptor_messages()[0].startswith("preempting ml/be-short on node n1 (score ")
-    assert engine.take_decision("te-1") is None  # handed out once
 
 
 def test_best_effort_never_preempts():
     engine = FitGppEngine(ResourceFitEngine(), settings=FitGppSettings())
     full_node(engine)
     be = PodInfo(uid="be-new", namespace="ml", name="be-new", requests=Resources(0, 0, 2), labels={"cellfit.io/job-class": "best-effort"})
-    assert engine.select_victims(be, {"n1": ["be-short"]}, {}) == {}
-    assert "never preempts" in engine.take_decision("be-new").reason
+    choice = engine.decide_preemption(be, {"n1": ["be-short"]}, {})
+    assert choice.victims == {}
+    assert "never preempts" in choice.decision.reason
 
 
 def test_trial_pods_are_never_victims():
     engine = FitGppEngine(ResourceFitEngine(), settings=FitGppSettings())
     engine.apply_node(NODE)
     engine.apply_pod(running("te-old", job="t", gpus=8, cls="trial"))
-    assert engine.select_victims(te(), {"n1": ["te-old"]}, {}) == {}
-    assert isinstance(engine.take_decision("te-1"), NoVictims)
+    choice = engine.decide_preemption(te(), {"n1": ["te-old"]}, {})
+    assert choice.victims == {}
+    assert isinstance(choice.decision, NoVictims)
 
 
 def test_counts_come_from_jobs_and_are_raised_before_the_watch_echoes_them():
@@ -80,8 +81,9 @@ def test_counts_come_from_jobs_and_are_raised_before_the_watch_echoes_them():
 def test_guaranteed_pods_of_another_vc_are_never_victims():
     engine = FitGppEngine(ResourceFitEngine(), settings=FitGppSettings())
     full_node(engine, vc="speech")
-    assert engine.select_victims(te(vc="vision"), {"n1": ["be-long", "be-short"]}, {}) == {}
-    assert "another virtual cluster" in engine.take_decision("te-1").reason
+    choice = engine.decide_preemption(te(vc="vision"), {"n1": ["be-long", "be-short"]}, {})
+    assert choice.victims == {}
+    assert "another virtual cluster" in choice.decision.reason
     engine2 = FitGppEngine(ResourceFitEngine(), settings=FitGppSettings())
     full_node(engine2, vc="speech", priority="opportunistic")
     assert engine2.select_victims(te(vc="vision"), {"n1": ["be-long", "be-short"]}, {}) == {"n1": ["be-short"]}
@@ -147,8 +149,9 @@ def test_no_second_victim_while_the_first_one_is_still_leaving():
     trial = te(gpus=4)
     assert engine.select_victims(trial, {"n1": ["be-long", "be-short"]}, {}) == {"n1": ["be-short"]}
     # Asked again before the victim's deletion reached cellfit: nothing more is taken.
-    assert engine.select_victims(trial, {"n1": ["be-long"]}, {}) == {}
-    assert "already terminating on node n1" in engine.take_decision(trial.uid).reason
+    choice = engine.decide_preemption(trial, {"n1": ["be-long"]}, {})
+    assert choice.victims == {}
+    assert "already terminating on node n1" in choice.decision.reason
     # Once it is gone, a pod that still needs room may preempt again.
     engine.delete_pod("be-short")
     engine.apply_pod(Pod(uid="te-other", namespace="ml", name="te-other", requests=Resources(4000, 32 * GI, 4),

@@ -26,7 +26,6 @@ from scheduler.core.engine import FilterDecision, Placement, Scores, TracksJobs
 from scheduler.core.model import JobInfo, NodeInfo, PodInfo
 from scheduler.extender.server import Runtime
 from scheduler.kube import translate, wire
-from scheduler.preemption.fitgpp import NoVictims, PreemptionDecision
 from tests.support import kube_objects as k
 
 GPU = "nvidia.com/gpu"
@@ -93,8 +92,9 @@ def node_object(node: NodeInfo) -> dict[str, Any]:
 
 
 class LiveExtender:
-    """A :class:`~scheduler.simulator.simulation.SimulatedEngine` whose decisions are the live
-    service's. ``calls`` counts the HTTP requests by verb."""
+    """An engine whose decisions are the live service's. It has no preemption capability of
+    its own: FitGpp's explanation stays in the service (events, metrics), and the victims come
+    back as the preempt verb answers them. ``calls`` counts the HTTP requests by verb."""
 
     def __init__(self, client: httpx.Client, runtime: Runtime) -> None:
         self._client = client
@@ -125,9 +125,6 @@ class LiveExtender:
         answer = self._post("preempt", k.preemption_args(self._pod_body(pod), victims, node_cache_capable=False))
         chosen = answer["NodeNameToMetaVictims"] or {}
         return {node: [victim["UID"] for victim in (entry["Pods"] or ())] for node, entry in chosen.items()}
-
-    def take_decision(self, pod_uid: str) -> PreemptionDecision | NoVictims | None:
-        return None  # the live service collects FitGpp's explanation itself (events, metrics)
 
     # ------------------------------------------------------------------ binding and the watch
 

@@ -35,7 +35,9 @@ class FixedClass:
 def admission(engine=None, resumed=FixedClass()) -> tuple[PodAdmission, FitGppEngine | ResourceFitEngine, ExtenderMetrics]:
     engine = engine if engine is not None else FitGppEngine(ResourceFitEngine(), settings=FitGppSettings())
     metrics = ExtenderMetrics()
-    return PodAdmission(engine=engine, lock=threading.RLock(), metrics=metrics, resumed_class=resumed), engine, metrics
+    # What the composition hands the webhook: FitGpp's preemption, or none under resource fit alone.
+    preemption = engine if isinstance(engine, FitGppEngine) else None
+    return PodAdmission(preemption=preemption, lock=threading.RLock(), metrics=metrics, resumed_class=resumed), engine, metrics
 
 
 def preempted_once(engine: FitGppEngine) -> None:

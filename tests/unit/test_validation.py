@@ -97,8 +97,9 @@ def test_each_mistake_is_one_warning_naming_its_field_and_the_filter_says_the_sa
     info = translate.pod_info(wire.POD_DECODER.decode(k.dumps(body)), gpu_resource="nvidia.com/gpu")
     decision = engine.filter(info, ["gpu-a", "gpu-b"])
     if decision.feasible:
-        assert engine.select_victims(info, {"gpu-a": []}, {}) == {}
-        reason = engine.take_decision(info.uid).reason
+        choice = engine.decide_preemption(info, {"gpu-a": []}, {})
+        assert choice.victims == {}
+        reason = choice.decision.reason
     else:
         (reason,) = set(decision.unresolvable.values()) | set(decision.failed.values())
     assert reason in warning, (reason, warning)
