@@ -78,6 +78,7 @@ def test_inspect_app_routes_are_read_only(runtime: Runtime) -> None:
     assert set(methods) == {
         "/healthz", "/v1/inspect/engine", "/v1/inspect/virtual-clusters", "/v1/inspect/virtual-clusters/{name}",
         "/v1/inspect/cells", "/v1/inspect/resume-holds", "/v1/inspect/estimates", "/v1/inspect/allox",
+        "/v1/inspect/exchanges",
     }
     assert all(m <= {"GET", "HEAD"} for m in methods.values()), methods
 
