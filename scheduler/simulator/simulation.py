@@ -165,6 +165,7 @@ class Simulation:
         self._on_node: dict[str, dict[str, SimJob]] = {name: {} for name in self.node_names}
         self.kube_cache = NodeCache([(name, cluster.node) for name in self.node_names])
         self._unplaced: tuple[str, FilterDecision] | None = None  # the last failed filter
+        self.requeues = 0  # TE jobs whose nominated node had no room once their victims were gone
         # (time, "bind", pod UID, node, ()) and (time, "preempt", preemptor UID, node, victim
         # UIDs), in the order they were made; None unless asked for.
         self.decisions: list[tuple[float, str, str, str, tuple[str, ...]]] | None = [] if record_decisions else None
@@ -478,11 +479,28 @@ class Simulation:
         job.pending_victims -= 1
         if job.pending_victims:
             return  # what this victim released stays with the TE job, nominated there
+        self._retry_nominated(job)
+
+    def _retry_nominated(self, job: SimJob) -> None:
+        """The TE job's last victim on its nominated node is gone: kube-scheduler tries it at
+        once, on that node first (its own filter, with the other nominated pods counted, then
+        the engine's). FitGpp does not see nominations, so a second TE job may have been given
+        victims whose room was owed to this one; then the node has no room and the job goes
+        back to the TE queue, in arrival order, for the policy's next pass (it may preempt
+        again)."""
         node = job.reserved_node
         assert node is not None
         job.reserved_node = None
         self.nominated.clear(job.pod, node)
-        self._start(job, node)  # SchedulingConflict here would be a bookkeeping bug
+        job.state = JobState.QUEUED
+        pod = job.pod
+        if node in self._kube_filter(pod) and self.engine.filter(pod, [node]).feasible:
+            self._start(job, node)
+            return
+        self.requeues += 1
+        queue = self.te_queue
+        at = next((i for i, other in enumerate(queue) if other.arrival_seq > job.arrival_seq), len(queue))
+        queue.insert(at, job)
 
     # ------------------------------------------------------------------ results
 

@@ -131,6 +131,28 @@ def test_a_hand_made_trace_decides_the_same_live(composition: str, live: tuple[h
 
 
 @EVERY_COMPOSITION
+def test_a_trial_job_whose_nominated_room_was_taken_decides_the_same_live(
+    composition: str, live: tuple[httpx.Client, Runtime]
+) -> None:
+    """te-2 is given victims on te-1's nominated node whose room is owed to te-1 (FitGpp does
+    not see nominations); te-1 goes back to the queue when its victim is gone (see
+    test_kube_model), live as in the simulator."""
+    jobs = [
+        job("be-a", gpus=6, duration=1000, grace=100),
+        job("be-b", gpus=2, duration=1000, grace=10),
+        job("be-full-1", gpus=8, duration=1000, grace=900),
+        job("be-full-2", gpus=8, duration=1000, grace=900),
+        job("te-1", at=1, trial=True, gpus=2, duration=50),
+        job("te-2", at=5, trial=True, gpus=4, duration=50),
+    ]
+    simulated = _run(jobs, "fitgpp", composition)
+    assert simulated[1].requeues == 1
+    served = _run(jobs, "fitgpp", composition, engine=LiveExtender(*live))
+    _assert_same(simulated, served)
+    assert served[1].requeues == 1
+
+
+@EVERY_COMPOSITION
 @pytest.mark.parametrize("policy", ["fitgpp", "fifo"])
 def test_a_synthetic_trace_decides_the_same_live(policy: str, composition: str, live: tuple[httpx.Client, Runtime]) -> None:
     """Forty jobs of the calibrated workload on three nodes, arrivals from the closed FIFO loop
