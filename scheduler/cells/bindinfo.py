@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Final, Sequence
 
-from scheduler.cells.allocator import Booking, Group
+from scheduler.cells.booking import Booking, Group
 from scheduler.cells.request import Priority
 from scheduler.cells.search import contains
 from scheduler.cells.topology import Cell

@@ -23,7 +23,10 @@ import numpy as np
 import numpy.typing as npt
 
 from scheduler.cells import bindinfo, inspection
-from scheduler.cells.allocator import Booking, CellAllocator, Group, Spot, Target, Unplaceable, VcState
+from scheduler.cells.allocator import CellAllocator
+from scheduler.cells.booking import Booking, Group
+from scheduler.cells.planning import Spot, Target, Unplaceable
+from scheduler.cells.virtual_clusters import VcState
 from scheduler.cells.check import CellsCheck, check_config, describe
 from scheduler.cells.expiry import BookingExpiry, BookingLimits, BookingReleased
 from scheduler.cells.config import (

@@ -28,7 +28,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final, Literal, NamedTuple
 
-from scheduler.cells.allocator import Booking, CellAllocator, Group
+from scheduler.cells.allocator import CellAllocator
+from scheduler.cells.booking import Booking, Group
 from scheduler.cells.request import GangSpec, gang_size_problem
 from scheduler.constants import ANNOTATION_GANG
 from scheduler.core.model import JobInfo, PodInfo

@@ -29,10 +29,22 @@ class _Group:
         self.held: Buckets[Cell] = Buckets()  # nodes some VC cell overlaps
 
 
+class _Node:
+    """What the index keeps per node: its group, and how many VC cells overlap it on their own
+    (on or inside the node, or covering it individually, not through its group)."""
+
+    __slots__ = ("group", "overlaps")
+
+    def __init__(self, group: _Group) -> None:
+        self.group = group
+        self.overlaps = 0
+
+
 class IdleNodeIndex:
     def __init__(self, topology: Topology) -> None:
         self._groups: dict[Chain, list[_Group]] = {c: [_Group(0)] for c in topology.used_chains}
         self._wide: dict[Cell, _Group] = {}
+        self._nodes: dict[Cell, _Node] = {}
         for node in topology.nodes.values():
             self.add_node(node)
 
@@ -48,31 +60,27 @@ class IdleNodeIndex:
                 groups.append(group)
         else:
             group = groups[0]
-        node.idle_group = group
-        node.overlaps = 0
+        self._nodes[node] = _Node(group)
         group.free.add(node, node.idle_gpus)
 
     def remove_node(self, node: Cell) -> None:
         """Forget a node that left the cluster (no VC cell covers it any more)."""
-        group = node.idle_group
-        assert group is not None
-        (group.held if node.overlaps else group.free).remove(node, node.idle_gpus)
-        node.idle_group = None
-        node.overlaps = 0
+        entry = self._nodes.pop(node)
+        group = entry.group
+        (group.held if entry.overlaps else group.free).remove(node, node.idle_gpus)
         parent = node.parent
-        if parent is not None and self._wide.get(parent) is group and not any(n.idle_group is not None for n in parent.children):
+        if parent is not None and self._wide.get(parent) is group and not any(n in self._nodes for n in parent.children):
             del self._wide[parent]
             self._groups[node.chain].remove(group)
 
     def idle_changed(self, node: Cell, old: int) -> None:
-        group = node.idle_group
-        assert group is not None
-        (group.held if node.overlaps else group.free).move(node, old, node.idle_gpus)
+        entry = self._nodes[node]
+        group = entry.group
+        (group.held if entry.overlaps else group.free).move(node, old, node.idle_gpus)
 
     def held(self, node: Cell) -> bool:
-        group = node.idle_group
-        assert group is not None
-        return node.overlaps > 0 or group.covered > 0
+        entry = self._nodes[node]
+        return entry.overlaps > 0 or entry.group.covered > 0
 
     def cover(self, root: Cell, delta: int) -> None:
         """A VC cell was bound (+1) or released (-1): the nodes it overlaps change side."""
@@ -93,11 +101,11 @@ class IdleNodeIndex:
                 stack.extend(cell.children)
 
     def _overlap(self, node: Cell, delta: int) -> None:
-        before = node.overlaps
-        after = node.overlaps = before + delta
+        entry = self._nodes[node]
+        before = entry.overlaps
+        after = entry.overlaps = before + delta
         if (before > 0) != (after > 0) and node.idle_gpus:  # a full node is in no bucket (see Buckets)
-            group = node.idle_group
-            assert group is not None
+            group = entry.group
             (group.held if before else group.free).remove(node, node.idle_gpus)
             (group.held if after else group.free).add(node, node.idle_gpus)
 

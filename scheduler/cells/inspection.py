@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from typing import AbstractSet, Any
 
-from scheduler.cells.allocator import Booking, CellAllocator, VcState
+from scheduler.cells.allocator import CellAllocator
+from scheduler.cells.booking import Booking
+from scheduler.cells.virtual_clusters import VcState
 from scheduler.cells.topology import Cell, CellState
 
 

@@ -11,14 +11,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
-from typing import TYPE_CHECKING, Iterator, Mapping
+from typing import Iterator, Mapping
 
 from scheduler.cells.buckets import Buckets
 from scheduler.cells.config import CellTypeSpec, PhysicalCellSpec, TopologyConfig, chains_of
 from scheduler.errors import ConfigError
-
-if TYPE_CHECKING:
-    from scheduler.cells.idle_index import _Group
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -95,10 +92,6 @@ class Cell:
         "parent",
         "state",
         "node_cell",
-        # node cells only, IdleNodeIndex's: kept on the node, not in dicts keyed by node, because
-        # every booking reads them and a dict lookup there is a cache miss
-        "idle_group",
-        "overlaps",  # VC cells on or inside the node, or covering it individually
         "child_index",  # wide cells only: children keyed by guaranteed-view free GPUs (best fit)
         "vc",  # for a BOUND or PINNED cell: the VC owning it
         "level",
@@ -141,8 +134,6 @@ class Cell:
         self.vc: str | None = None
         self.pinned_id: str | None = None
         self.child_index: Buckets[Cell] | None = None
-        self.idle_group: _Group | None = None
-        self.overlaps = 0
         self.free_children = 0
         self.is_bad = False
         self.guaranteed_owner: int | None = None

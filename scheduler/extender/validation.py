@@ -24,7 +24,7 @@ from estimator.contract import parse_estimate, parse_iterations
 from placer.configuration import parse_configurations
 from scheduler import constants
 from scheduler.cells import HivedEngine
-from scheduler.cells.allocator import Unplaceable
+from scheduler.cells.planning import Unplaceable
 from scheduler.cells.request import CellRequest, gang_size_problem, parse_request
 from scheduler.constants import (
     ANNOTATION_CELL_TYPE,

@@ -114,12 +114,12 @@ def test_free_cells_are_only_the_highest():
     for _ in range(3):
         cell = alloc.buddies[chain].find(1, lambda c: True, lambda: alloc.demand(chain))
         assert cell is not None
-        alloc._bind(vc, cell)
+        alloc.virtual_clusters.bind(vc, cell)
         taken.append(cell)
     # All three GPUs come from one top cell: splitting a second top cell would fragment it.
     assert len({c.parent.parent for c in taken}) == 1
     for cell in taken:
-        alloc._unbind(cell)
+        alloc.virtual_clusters.unbind(cell)
     assert free_by_scan(topology, chain) == [0, 0, 2]
 
 
@@ -197,12 +197,12 @@ def test_theorem1_every_legal_allocation_succeeds(scenario, data):
             cell = alloc.buddies[chain].find(level, lambda c: True, lambda: alloc.demand(chain))
             assert cell is not None, f"legal request of {tenant} for a level-{level} cell failed"
             assert cell.level == level
-            alloc._bind(alloc.vcs[tenant], cell)
+            alloc.virtual_clusters.bind(alloc.vcs[tenant], cell)
             held.append((tenant, cell))
         elif held:
             index = data.draw(st.integers(0, len(held) - 1))
             _, cell = held.pop(index)
-            alloc._unbind(cell)
+            alloc.virtual_clusters.unbind(cell)
         check_invariant()
         # The allocator's own accounting agrees with the test's.
         assert [r for r, _, _ in alloc.invariant(chain)] == [
@@ -210,7 +210,7 @@ def test_theorem1_every_legal_allocation_succeeds(scenario, data):
         ]
     # Releasing everything merges the free lists back to the physical top cells.
     for _, cell in held:
-        alloc._unbind(cell)
+        alloc.virtual_clusters.unbind(cell)
     assert sorted(c.level for c in topology.top_cells) == sorted(
         c.level for c in topology.all_cells() if c.buddy_state() is CellState.FREE
     )

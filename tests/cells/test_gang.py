@@ -133,8 +133,8 @@ def test_gang_slots_are_exactly_where_slot_by_slot_search_puts_them(seed: int) -
     )
     names = node_names(racks=3, nodes_per_rack=4)
     fast, slow = HivedEngine.from_config(config), HivedEngine.from_config(config)
-    slow.allocator._plan_in_last_root = lambda *args: None  # type: ignore[method-assign]
-    slow.allocator._plan_next_listed = lambda *args: None  # type: ignore[method-assign]
+    slow.allocator.gangs._plan_in_last_root = lambda *args: None  # type: ignore[method-assign]
+    slow.allocator.gangs._plan_next_listed = lambda *args: None  # type: ignore[method-assign]
     for step in range(40):
         vc = rng.choice(["a", "b"])
         gpus = rng.choice([1, 2, 4, 8])

@@ -1,4 +1,4 @@
-"""Gangs of whole-node pods booked in one batch (CellAllocator._book_whole_nodes) leave HiveD's
+"""Gangs of whole-node pods booked in one batch (GangPlanner._book_whole_nodes) leave HiveD's
 state exactly as booking slot by slot with a full search per slot does: the same bookings, ids,
 counters, buddy free lists and every index in the same order."""
 
@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from scheduler.cells import HivedEngine
 from scheduler.cells.buckets import Buckets
+from scheduler.cells.idle_index import IdleNodeIndex
 from scheduler.cells.topology import Cell
 from tests.cells.helpers import V100_TYPES, node, pod, schedule
 
@@ -61,12 +62,17 @@ def _buckets(index: Buckets[Cell] | None) -> Any:
     return [(key, _ids(index._by_key[key])) for key in index._keys]
 
 
+def _overlaps(index: IdleNodeIndex, cell: Cell) -> int:
+    entry = index._nodes.get(cell)
+    return entry.overlaps if entry is not None else 0
+
+
 def exact_state(engine: HivedEngine) -> dict[str, Any]:
     """Everything, orders included (unlike helpers.snapshot): what a later decision could see."""
     alloc = engine.allocator
     cells = {
         c.id: (
-            c.guaranteed_used, c.idle_gpus, c.guaranteed_free, c.opportunistic_used, c.bad, c.guaranteed_owner, c.opportunistic_owner, c.is_bad, c.state, c.vc, c.free_children, c.overlaps,
+            c.guaranteed_used, c.idle_gpus, c.guaranteed_free, c.opportunistic_used, c.bad, c.guaranteed_owner, c.opportunistic_owner, c.is_bad, c.state, c.vc, c.free_children, _overlaps(alloc.idle_nodes, c),
             _buckets(c.child_index),
         )
         for c in engine.topology.all_cells()
@@ -100,7 +106,7 @@ def exact_state(engine: HivedEngine) -> dict[str, Any]:
     }
     return {
         "cells": cells, "vcs": vcs, "buddies": buddies, "idle": groups,
-        "bookings": bookings, "next_id": alloc._next_id,
+        "bookings": bookings, "next_id": alloc.bookkeeper.next_id,
         "groups": {k: [s.id for s in g.slots] for k, g in alloc.groups.items()},
         "by_pod": {uid: b.id for uid, b in alloc.by_pod.items()},
     }
@@ -109,9 +115,9 @@ def exact_state(engine: HivedEngine) -> dict[str, Any]:
 def slot_by_slot(engine: HivedEngine) -> HivedEngine:
     """No shortcut at all: every slot of every gang gets a full search and its own booking."""
     alloc = engine.allocator
-    alloc._book_whole_nodes = lambda *args: None  # type: ignore[method-assign]
-    alloc._plan_in_last_root = lambda *args: None  # type: ignore[method-assign]
-    alloc._plan_next_listed = lambda *args: None  # type: ignore[method-assign]
+    alloc.gangs._book_whole_nodes = lambda *args: None  # type: ignore[method-assign]
+    alloc.gangs._plan_in_last_root = lambda *args: None  # type: ignore[method-assign]
+    alloc.gangs._plan_next_listed = lambda *args: None  # type: ignore[method-assign]
     return engine
 
 
@@ -129,7 +135,7 @@ def _compare_random_steps(seed: int, wide: bool) -> int:
     slow = slot_by_slot(HivedEngine.from_config(make(base)))
     engines = (fast, slow)
     batches = 0
-    original = fast.allocator._book_whole_nodes
+    original = fast.allocator.gangs._book_whole_nodes
 
     def counted(*args: Any) -> bool | None:
         nonlocal batches
@@ -137,7 +143,7 @@ def _compare_random_steps(seed: int, wide: bool) -> int:
         batches += result is not None
         return result
 
-    fast.allocator._book_whole_nodes = counted  # type: ignore[method-assign]
+    fast.allocator.gangs._book_whole_nodes = counted  # type: ignore[method-assign]
     for step in range(60):
         vc = rng.choice(["a", "b", "c"])
         roll = rng.random()
@@ -227,12 +233,12 @@ def test_whole_nodes_changed_at_once_equal_one_after_another(picks: list[int], r
     batch, single = row_of_racks(), row_of_racks()
     names = [f"r{i // 3}n{i % 3}" for i in picks]
     ids = list(range(1, len(names) + 1))
-    batch.allocator._change_whole_nodes([batch.topology.nodes[n] for n in names], ids, book=True)
+    batch.allocator.ledger.change_whole_nodes([batch.topology.nodes[n] for n in names], ids, book=True)
     for name, i in zip(names, ids):
-        assert single.allocator._change_whole_node(single.topology.nodes[name].leaves, i, book=True)
+        assert single.allocator.ledger.change_whole_node(single.topology.nodes[name].leaves, i, book=True)
     assert exact_state(batch) == exact_state(single)
     gone = names[:released]
-    batch.allocator._change_whole_nodes([batch.topology.nodes[n] for n in gone], ids[: len(gone)], book=False)
+    batch.allocator.ledger.change_whole_nodes([batch.topology.nodes[n] for n in gone], ids[: len(gone)], book=False)
     for name, i in zip(gone, ids):
-        assert single.allocator._change_whole_node(single.topology.nodes[name].leaves, i, book=False)
+        assert single.allocator.ledger.change_whole_node(single.topology.nodes[name].leaves, i, book=False)
     assert exact_state(batch) == exact_state(single)

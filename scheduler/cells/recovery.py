@@ -1,0 +1,164 @@
+"""Recovery after a restart: bookings re-created from the pods' bind-info, exactly as it
+describes them, or, for a pod whose bind-info is missing or no longer fits, the best consistent
+booking on the node it runs on. Quotas are not checked (the pod already runs); nothing is ever
+double-allocated, and what does not fit is noted as an anomaly.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+from scheduler.cells.booking import Booking, Group
+from scheduler.cells.bookkeeping import Bookkeeper
+from scheduler.cells.planning import Planner, Spot, Unplaceable
+from scheduler.cells.request import CellRequest, Priority
+from scheduler.cells.search import View, contains
+from scheduler.cells.topology import Cell, CellState, Topology
+from scheduler.cells.virtual_clusters import VcState, VirtualClusters
+
+_BOUND, _PINNED = CellState.BOUND, CellState.PINNED
+_PRIO_GUARANTEED, _PRIO_OPPORTUNISTIC = Priority.GUARANTEED, Priority.OPPORTUNISTIC
+_VIEW_IDLE = View.IDLE
+
+
+class Recovery:
+    def __init__(
+        self,
+        *,
+        topology: Topology,
+        virtual_clusters: VirtualClusters,
+        planner: Planner,
+        bookkeeper: Bookkeeper,
+        note: Callable[[str], None],
+    ) -> None:
+        self.topology = topology
+        self._vcs = virtual_clusters
+        self._planner = planner
+        self._bookkeeper = bookkeeper
+        self._note = note
+
+    def recover_exact(
+        self,
+        *,
+        vc_name: str,
+        priority: Priority,
+        node: str,
+        gpu_indices: Sequence[int],
+        root_id: str | None,
+        cell_type: str | None,
+        pod_uid: str | None,
+        pod_key: str | None,
+        group: Group | None,
+    ) -> Booking | None:
+        """Re-create a booking exactly as a bind-info describes it; ``None`` when that is no
+        longer consistent (unknown cells, GPUs another guaranteed pod holds, a VC cell that is
+        now someone else's). Quotas are not checked: the pod is already running."""
+        node_cell = self.topology.nodes.get(node)
+        if node_cell is None or not gpu_indices:
+            return None
+        by_index = {leaf.gpu_index: leaf for leaf in node_cell.leaves}
+        if any(i not in by_index for i in gpu_indices) or len(set(gpu_indices)) != len(gpu_indices):
+            return None
+        gpus = tuple(by_index[i] for i in sorted(gpu_indices))
+        chain = node_cell.chain
+        level = chain.node_level
+        if cell_type is not None and self.topology.chain_of_type.get(cell_type) is chain:
+            level = min(chain.level_of(cell_type), chain.node_level)
+        if priority is _PRIO_OPPORTUNISTIC:
+            if any(g.opportunistic_owner is not None for g in gpus):
+                return None
+            spot = Spot(chain, level, gpus)
+            return self._bookkeeper.book(spot, vc=vc_name, priority=priority, pod_uid=pod_uid, pod_key=pod_key, group=group)
+        if any(g.guaranteed_owner is not None for g in gpus):
+            return None
+        vc = self._vcs.vcs.get(vc_name)
+        if vc is None:
+            # The VC was removed from the configuration while the pod ran: keep its cells until
+            # the pod is gone, under a quota-less VC.
+            vc = self._vcs.vcs[vc_name] = VcState(vc_name)
+            vc.defined = False
+        if root_id and root_id not in self.topology.cells_by_id:
+            # The VC cell is gone: the discovered cells changed shape since the bind (a rack
+            # that dissolved). Keep the pod on exactly its GPUs, in the VC cell that now holds them.
+            home = self._home_for(vc, gpus)
+            if home is not None:
+                self._note(f"pod {pod_key}: its VC cell {root_id} no longer exists; recovered in {home.id}")
+            root_id = home.id if home is not None else None
+        root = self.topology.cells_by_id.get(root_id) if root_id else None
+        if root is None or any(not contains(root, g) for g in gpus):
+            return None
+        if root.state is _BOUND or root.state is _PINNED:
+            if root.vc != vc_name:
+                return None
+            spot = Spot(chain, level, gpus, root, False)
+        elif self._vcs.buddies[chain].is_takeable(root) if chain in self._vcs.buddies else False:
+            spot = Spot(chain, level, gpus, root, True)
+        else:
+            return None
+        return self._bookkeeper.book(spot, vc=vc_name, priority=priority, pod_uid=pod_uid, pod_key=pod_key, group=group)
+
+    def _home_for(self, vc: VcState, gpus: Sequence[Cell]) -> Cell | None:
+        """The VC cell a running pod's ``gpus`` can be recovered in: the VC's cell holding them,
+        or else the lowest free cell holding them of a type the VC owns; ``None`` if neither."""
+        cell: Cell | None = gpus[0]
+        while cell is not None and not all(contains(cell, g) for g in gpus):
+            cell = cell.parent
+        owned = vc.owned_types()
+        buddy = self._vcs.buddies.get(gpus[0].chain)
+        while cell is not None:
+            if cell.state is _BOUND or cell.state is _PINNED:
+                return cell if cell.vc == vc.name else None
+            if cell.cell_type in owned and buddy is not None and buddy.is_takeable(cell):
+                return cell
+            cell = cell.parent
+        return None
+
+    def recover_on_node(
+        self,
+        request: CellRequest,
+        vc: VcState | None,
+        node: str,
+        *,
+        pod_uid: str,
+        pod_key: str,
+        gpu_indices: Sequence[int] = (),
+    ) -> Booking | None:
+        """The best consistent booking for a pod found running on ``node`` without (usable)
+        bind-info: inside its VC if a legal cell is there, else on idle GPUs of the node, held
+        like an opportunistic pod so nothing is ever double-allocated. ``gpu_indices`` (from a
+        bind-info that no longer fits) are kept when they are still untracked: they are the
+        GPUs the pod's containers were given."""
+        node_cell = self.topology.nodes.get(node)
+        if node_cell is None or request.gpus == 0:
+            return None
+        vc_name = vc.name if vc else (request.vc or "")
+        by_index = {leaf.gpu_index: leaf for leaf in node_cell.leaves}
+        kept = [by_index.get(i) for i in sorted(set(gpu_indices))]
+        if len(kept) == request.gpus and all(g is not None and g.guaranteed_owner is None and g.opportunistic_owner is None for g in kept):
+            gpus = tuple(g for g in kept if g is not None)
+            home = self._home_for(vc, gpus) if vc is not None and request.priority is _PRIO_GUARANTEED else None
+            level = node_cell.chain.node_level
+            if home is None:
+                if request.priority is _PRIO_GUARANTEED:
+                    self._note(f"pod {pod_key} on {node} has no consistent HiveD placement; its GPUs are tracked outside any VC cell")
+                return self._bookkeeper.book(Spot(node_cell.chain, level, gpus), vc=vc_name, priority=request.priority, pod_uid=pod_uid, pod_key=pod_key, holds="opportunistic")
+            spot = Spot(node_cell.chain, level, gpus, home, home.state is not _BOUND and home.state is not _PINNED)
+            return self._bookkeeper.book(spot, vc=vc_name, priority=request.priority, pod_uid=pod_uid, pod_key=pod_key)
+        allowed = frozenset({node})
+        try:
+            targets = self._planner.targets(request, vc)
+            spot = self._planner.plan(request, vc, [t for t in targets if t.chain is node_cell.chain] or targets, allowed=allowed, view=_VIEW_IDLE)
+            if spot.gpus and spot.gpus[0].node == node:
+                return self._bookkeeper.book(spot, vc=vc.name if vc else (request.vc or ""), priority=request.priority, pod_uid=pod_uid, pod_key=pod_key)
+        except Unplaceable:
+            pass
+        idle = [leaf for leaf in node_cell.leaves if leaf.guaranteed_owner is None and leaf.opportunistic_owner is None]
+        if len(idle) < request.gpus:
+            self._note(f"pod {pod_key} runs on {node} but the node has only {len(idle)} untracked GPUs for its {request.gpus}")
+            return None
+        self._note(f"pod {pod_key} on {node} has no consistent HiveD placement; its GPUs are tracked outside any VC cell")
+        spot = Spot(node_cell.chain, node_cell.chain.node_level, tuple(idle[: request.gpus]))
+        return self._bookkeeper.book(
+            spot, vc=vc.name if vc else (request.vc or ""), priority=request.priority, pod_uid=pod_uid, pod_key=pod_key, holds="opportunistic"
+        )
+
