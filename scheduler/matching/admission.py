@@ -379,10 +379,11 @@ def _numbered(planned: Sequence[tuple[str, str, float]]) -> tuple[Queued, ...]:
     """Positions per machine kind (a VC's GPUs count apart), in the order they start."""
     queued: list[Queued] = []
     positions: dict[str, int] = {}
+    named: dict[str, tuple[str, str | None]] = {}  # machine kind -> (configuration, pool), once per kind
     for key, kind, start_delay in sorted(planned, key=lambda row: row[2]):  # stable: ties keep the plan's order
-        positions[kind] = positions.get(kind, 0) + 1
-        queued.append(Queued(key=key, kind=configuration_kind(kind), position=positions[kind],
-                             expected_start_seconds=max(0.0, start_delay), pool=_pool_of(kind)))
+        position = positions[kind] = positions.get(kind, 0) + 1
+        configuration, pool = named.get(kind) or named.setdefault(kind, (configuration_kind(kind), _pool_of(kind)))
+        queued.append(Queued(key, configuration, position, start_delay if start_delay > 0.0 else 0.0, pool))
     return tuple(queued)
 
 
@@ -403,19 +404,30 @@ def busy_machines(
     as a waiting Job's choices, and counts every pod)."""
     busy: dict[Machine, float] = {}
     assignments: list[Assignment] = []
+    known = frozenset(kinds)
     for job in sorted(running, key=lambda r: r.key):
         kind = _running_kind(job, gpu_pools)
         until = max(now, job.started + job.seconds[job.kind])
         if omega_grid_seconds > 0 and until > now:
             until = now + _on_grid(until - now, step=omega_grid_seconds, ratio=omega_grid_ratio)
-        own = _translated(job.seconds, job.pool, gpu_pools)
-        own[kind] = job.seconds[job.kind]
-        seconds = {k: value for k, value in own.items() if k in kinds or k == kind}
-        demand = _translated(job.demand, job.pool, gpu_pools)
-        if job.kind in job.demand:
-            demand[kind] = job.demand[job.kind]
-        matching_job = Job(name=job.key, user=job.user, arrival=min(job.started, now), processing_time=seconds,
-                           demand={k: demand[k] for k in seconds if k in demand})
+        if gpu_pools is None:
+            # The Job's own mappings where they serve as they are (read only): a full cluster
+            # has a running Job per machine, and copying them was a third of this.
+            seconds: Mapping[str, float] = job.seconds
+            if not known.issuperset(seconds):
+                seconds = {k: value for k, value in seconds.items() if k in known or k == kind}
+            demand: Mapping[str, Demand] = job.demand
+            if demand.keys() != seconds.keys():
+                demand = {k: demand[k] for k in seconds if k in demand}
+        else:
+            own = _translated(job.seconds, job.pool, gpu_pools)
+            own[kind] = job.seconds[job.kind]
+            seconds = {k: value for k, value in own.items() if k in kinds or k == kind}
+            translated = _translated(job.demand, job.pool, gpu_pools)
+            if job.kind in job.demand:
+                translated[kind] = job.demand[job.kind]
+            demand = {k: translated[k] for k in seconds if k in translated}
+        matching_job = Job(name=job.key, user=job.user, arrival=min(job.started, now), processing_time=seconds, demand=demand)
         names = [f"running/{job.key}"] if job.pods == 1 else [f"running/{job.key}/{index}" for index in range(job.pods)]
         for name in names:
             machine = Machine(name=name, kind=kind)

@@ -65,7 +65,7 @@ class AlloxScheduler:
         waiting = {
             job.name: job
             for job in pending_jobs
-            if job.arrival <= now and any(kind in kinds for kind in job.processing_time)
+            if job.arrival <= now and not kinds.isdisjoint(job.processing_time)
         }
         shares = self.shares if self.shares is not None else MachineShare.of(machines)
         progress = dict(progress) if progress is not None else user_progress(running, shares)

@@ -83,7 +83,15 @@ class DemandShare:
         }
 
     def dominant_share(self, job: Job, kind: str) -> float:
-        return max(self.usage(job, kind).values(), default=0.0)
+        # max(usage(...).values()) without the dict: asked for every running and started Job.
+        demand = job.demand.get(kind) or self.default_demand.get(kind) or Demand()
+        capacity = self.capacity
+        share: float | None = None
+        for used, total in ((demand.cpu, capacity.cpu), (demand.gpu, capacity.gpu), (demand.memory, capacity.memory)):
+            if total > 0:
+                ratio = used / total
+                share = ratio if share is None or ratio > share else share
+        return 0.0 if share is None else share
 
 
 def preferred_kind(job: Job) -> str:
