@@ -16,6 +16,7 @@ deleted).
 from __future__ import annotations
 
 import json
+import math
 import time
 from datetime import datetime, timezone
 from typing import Any, Iterator
@@ -60,6 +61,22 @@ def env(control_plane: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterato
             yield cluster, release, cellfit, control_plane
     finally:
         SCENARIOS.delete_nodes(cluster, ["swap"])
+
+
+@pytest.fixture
+def tidy(env: Any) -> Iterator[list[str]]:
+    """Namespaces whose pods are deleted after the test, passed or not: the next test starts
+    with idle cells."""
+    namespaces: list[str] = []
+    yield namespaces
+    for ns in namespaces:
+        env[0].kubectl("-n", ns, "delete", "pods", "--all", "--wait=true", check=False)
+
+
+def window(opens_in: float, ends_in: float) -> tuple[float, float]:
+    """A window in whole seconds from now (objects carry whole seconds: what cellfit reads)."""
+    now = math.floor(time.time())
+    return now + opens_in, now + ends_in
 
 
 def rfc3339(seconds: float) -> str:
@@ -113,11 +130,12 @@ def diagnosis(cluster: Cluster, namespaces: dict[str, str], cellfit: CellfitProc
     return "\n".join(lines) + f"\n/v1/inspect/exchanges: {inspect}\ncellfit's log:\n{cellfit.tail(30)}"
 
 
-def test_two_tenants_exchange_a_node_cell_for_a_window(env: Any) -> None:
+def test_two_tenants_exchange_a_node_cell_for_a_window(env: Any, tidy: list[str]) -> None:
     cluster, release, cellfit, cp = env
     scheduler = release.scheduler_name
     trader_role = release.find("ClusterRole", "-cell-trader")["metadata"]["name"]
     namespaces = {vc: cp.create_namespace(f"team-{vc}") for vc in ("a", "b", "c")}
+    tidy.extend(namespaces.values())
     unlabelled = cp.create_namespace("team-none")
     for vc, ns in namespaces.items():
         cluster.kubectl("label", "namespace", ns, f"{VC_LABEL}={vc}")
@@ -160,7 +178,7 @@ def test_two_tenants_exchange_a_node_cell_for_a_window(env: Any) -> None:
     (a_node,) = set(NODES) - held
 
     # a offers its idle node cell, b asks for one, for a short window.
-    start, end = time.time() + 20, time.time() + 75
+    start, end = window(20, 75)
     as_user(cluster, "tenant-a", ns_a, "create", "-f", "-", body=cell_object("CellOffer", "idle-node", start, end))
     as_user(cluster, "tenant-b", ns_b, "create", "-f", "-", body=cell_object("CellRequest", "burst", start, end))
     wait(lambda: phase(cluster, ns_a, "celloffer", "idle-node") == "Matched" and phase(cluster, ns_b, "cellrequest", "burst") == "Matched",
@@ -222,8 +240,6 @@ def test_two_tenants_exchange_a_node_cell_for_a_window(env: Any) -> None:
     assert cellfit.metric('cellfit_exchange_preemptions_total{vc="b"}') == 1
     ledger = cluster.kubectl_json("-n", release.namespace, "get", "configmap", "cellfit-exchange-ledger")
     assert len([k for k in ledger["data"] if k.startswith("match-")]) >= 1
-    for ns in namespaces.values():  # the next scenario starts with idle cells
-        cluster.kubectl("-n", ns, "delete", "pods", "--all", "--wait=true")
 
 
 def ledger_keys(cluster: Cluster, release: Release) -> list[str]:
@@ -243,7 +259,7 @@ def test_a_restart_and_a_config_reload_keep_the_exchange_under_way(env: Any) -> 
     namespaces = {vc: cp.create_namespace(f"again-{vc}") for vc in ("a", "b")}
     for vc, ns in namespaces.items():
         cluster.kubectl("label", "namespace", ns, f"{VC_LABEL}={vc}")
-    start, end = time.time() + 8, time.time() + 70
+    start, end = window(8, 70)
     cluster.apply(cell_object("CellOffer", "spare", start, end), namespace=namespaces["a"])
     cluster.apply(cell_object("CellRequest", "more", start, end), namespace=namespaces["b"])
 
@@ -288,3 +304,56 @@ def test_a_restart_and_a_config_reload_keep_the_exchange_under_way(env: Any) -> 
     # The window ends: every quota is the file's again.
     wait(lambda: quotas_now(cellfit) == {"a": 1, "b": 1, "c": 1}, max(end - time.time(), 0) + 20, "the quotas back at the end")
     wait(lambda: phase(cluster, namespaces["b"], "cellrequest", "more") == "Returned", 20, "the request Returned")
+
+
+def test_a_lender_busy_when_the_window_opens_is_preempted_after_the_grace(env: Any, tidy: list[str]) -> None:
+    """The lender's own pod still holds its only cell when the window opens: its cell drains (no
+    eviction), the offer says whose pods the borrower waits for and when they go, the borrower's
+    pod waits; at the start plus the grace period cellfit preempts the lender's pod and the
+    borrower's pod gets the cell."""
+    cluster, release, cellfit, cp = env
+    scheduler = release.scheduler_name
+    namespaces = {vc: cp.create_namespace(f"busy-{vc}") for vc in ("a", "b", "c")}
+    tidy.extend(namespaces.values())
+    for vc, ns in namespaces.items():
+        cluster.kubectl("label", "namespace", ns, f"{VC_LABEL}={vc}")
+    ns_a, ns_b = namespaces["a"], namespaces["b"]
+
+    def wait(predicate: Any, timeout: float, what: str) -> Any:
+        try:
+            return wait_for(predicate, timeout, what)
+        except AssertionError as error:
+            raise AssertionError(f"{error}\n{diagnosis(cluster, namespaces, cellfit)}") from None
+
+    # Every node busy, each VC on its own cell.
+    for vc, name in (("a", "a-busy"), ("b", "b-0"), ("c", "c-hold")):
+        cluster.apply(vc_pod(name, scheduler, vc), namespace=namespaces[vc])
+    for vc, name in (("a", "a-busy"), ("b", "b-0"), ("c", "c-hold")):
+        wait(lambda vc=vc, name=name: running(cluster, namespaces[vc], name), 90, f"{name} running")
+    a_busy = running(cluster, ns_a, "a-busy")
+    assert a_busy is not None
+    start, end = window(12, 90)
+    cluster.apply(cell_object("CellOffer", "busy-node", start, end), namespace=ns_a)
+    cluster.apply(cell_object("CellRequest", "now", start, end), namespace=ns_b)
+    wait(lambda: phase(cluster, ns_b, "cellrequest", "now") == "Matched", 30, "the request Matched")
+
+    # The window opens on a busy lender: its pod keeps running, the offer says what follows.
+    wait(lambda: phase(cluster, ns_a, "celloffer", "busy-node") == "Active", 40, "the offer Active")
+    cluster.apply(vc_pod("b-1", scheduler, "b"), namespace=ns_b)
+    offer = wait(lambda: (lambda o: o if "still hold" in o["status"]["message"] else None)(get(cluster, ns_a, "celloffer", "busy-node")),
+                 20, "the offer naming the lender's pods")
+    assert f"preempted at {offer['status']['preemptAt']}" in offer["status"]["message"], offer["status"]
+    assert offer["status"]["preemptAt"] == rfc3339(start + GRACE)
+    request = get(cluster, ns_b, "cellrequest", "now")
+    assert "this VC's pods wait" in request["status"]["message"], request["status"]
+    if time.time() < start + GRACE - 1:
+        assert running(cluster, ns_b, "b-1") is None and running(cluster, ns_a, "a-busy") is not None
+
+    # At the start plus the grace the lender's pod is preempted, and the borrower's pod runs there.
+    b_1 = wait(lambda: running(cluster, ns_b, "b-1"), 60, "b-1 running")
+    assert time.time() >= start + GRACE
+    assert b_1["spec"]["nodeName"] == a_busy["spec"]["nodeName"] and bind_info(b_1)["vc"] == "b"
+    assert running(cluster, ns_a, "a-busy") is None
+    events = [e for e in cluster.events(ns_a, "a-busy") if e["reason"] == "Preempted"]
+    assert events and "lent" in events[0]["message"] and f"{ns_a}/busy-node" in events[0]["message"], events
+    assert cellfit.metric('cellfit_exchange_preemptions_total{vc="a"}') == 1
