@@ -116,6 +116,7 @@ class LastDecision:
     # From the pass's start (the Jobs as the watch holds them) to the decision: reading the
     # live state and deciding, not carrying the decision out (the benchmark's "decision").
     from_state_seconds: float = 0.0
+    from_state_cpu_seconds: float = 0.0  # the same, CPU time of the admission thread
     starts: list[dict[str, Any]] = field(default_factory=list)
     queue: list[dict[str, Any]] = field(default_factory=list)
     unplaceable: list[str] = field(default_factory=list)
@@ -207,7 +208,7 @@ class PlacerController:
 
     def admit(self) -> AdmissionDecision:
         """One matching over the live state, carried out."""
-        began = time.perf_counter()
+        began, began_cpu = time.perf_counter(), time.thread_time()
         now = self._clock()
         jobs = self._jobs.interchangeable_jobs()
         waiting: list[WaitingJob] = []
@@ -274,7 +275,7 @@ class PlacerController:
             allox_plus_timeout=self._settings.allox_plus_timeout_seconds or float("inf"),
             omega_grid_seconds=self._settings.omega_grid_seconds, gpu_pools=gpu_pools,
         )
-        decided = time.perf_counter()
+        decided, decided_cpu = time.perf_counter(), time.thread_time()
         elapsed = decided - started
         if self._on_decision is not None:
             self._on_decision(elapsed, decision)
@@ -301,7 +302,7 @@ class PlacerController:
                        message=f"waiting for a GPU of virtual cluster {pools.get(key)!r}: its guaranteed GPUs are in use "
                        "(AlloX does not count other virtual clusters' idle GPUs)")
         self.last = LastDecision(
-            at=now, seconds=elapsed, from_state_seconds=decided - began,
+            at=now, seconds=elapsed, from_state_seconds=decided - began, from_state_cpu_seconds=decided_cpu - began_cpu,
             starts=[{"job": s.key, "kind": s.kind, "machine": s.machine, "seconds": s.seconds,
                      **({"machines": list(s.machines)} if len(s.machines) > 1 else {}),
                      **({"virtualCluster": s.pool} if s.pool is not None else {})} for s in decision.starts],
@@ -320,9 +321,13 @@ class PlacerController:
     ) -> tuple[list[RunningJob], list[tuple[RunningJob, Hold]]]:
         """The started Jobs that hold AlloX's machines, and the others with why
         (placer/holding.py); a Job that stops or starts holding again is told."""
-        if self._job_pods is None or not running:
+        if self._job_pods is None:
             return running, []
-        found = self._job_pods(frozenset(by_key[item.key].metadata.uid for item in running))
+        uids = frozenset(by_key[item.key].metadata.uid for item in running)
+        self._released &= uids  # Jobs no longer running are forgotten
+        if not running:
+            return running, []
+        found = self._job_pods(uids)
         kept: list[RunningJob] = []
         released: list[tuple[RunningJob, Hold]] = []
         for item in running:
