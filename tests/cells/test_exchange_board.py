@@ -215,3 +215,37 @@ def test_an_object_posted_again_under_a_matched_ones_name_is_a_new_one():
     assert outcomes["team-a/idle"].phase == "Active"
     assert outcomes["team-b/r"].phase == "Posted" and "no open offer" in outcomes["team-b/r"].message
     assert ledger.entry_key(offer="team-a/idle", request="team-b/r", request_uid="uid-3") != entry.key
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+def test_an_offer_posted_again_under_a_matched_ones_name_is_matched_once_in_either_ledger_order(reverse: bool):
+    """Both entries of the name stay in the ledger: the live object is the one whose UID an
+    entry records, whichever entry the ledger lists last (key order is a hash's)."""
+    base = cells_config(a={"V100-NODE": 3}, b={"V100-NODE": 1}).virtual_clusters
+    window = (T0 + HOUR, T0 + 3 * HOUR)
+    first = with_uid(posting("offer", "team-a", "idle", {"V100-NODE": 1}, *window), "uid-o1")
+    r1 = with_uid(posting("request", "team-b", "r1", {"V100-NODE": 1}, *window), "uid-r1")
+    (e1,) = run([first], [r1], base=base).new_entries
+    # Tenant a deletes the offer and applies the same manifest again (a new UID); b asks again.
+    again = with_uid(posting("offer", "team-a", "idle", {"V100-NODE": 1}, *window, posted=T0), "uid-o2")
+    r2 = with_uid(posting("request", "team-b", "r2", {"V100-NODE": 1}, *window, posted=T0), "uid-r2")
+    (e2,) = run([again], [r1, r2], entries=[e1], now=T0 + 10, base=base).new_entries
+    assert (e2.offer_uid, e2.request) == ("uid-o2", "team-b/r2")
+    entries = [e2, e1] if reverse else [e1, e2]
+    r3 = with_uid(posting("request", "team-b", "r3", {"V100-NODE": 1}, *window, posted=T0 + 20), "uid-r3")
+    third = run([again], [r1, r2, r3], entries=entries, now=T0 + 30, base=base)
+    assert third.new_entries == []
+    outcomes = by_id(third)
+    assert outcomes["team-b/r3"].phase == "Posted"
+    assert outcomes["team-a/idle"].status["match"]["request"] == {"namespace": "team-b", "name": "r2"}
+
+
+def test_a_matched_offer_counts_against_one_posted_again_under_its_name():
+    """The matched object and the one posted again under its name are two offers of the VC."""
+    window = (T0 + HOUR, T0 + 2 * HOUR)
+    first = with_uid(posting("offer", "team-c", "idle", {"V100-NODE": 1}, *window), "uid-o1")
+    r1 = with_uid(posting("request", "team-b", "r1", {"V100-NODE": 1}, *window), "uid-r1")
+    (e1,) = run([first], [r1]).new_entries
+    again = with_uid(posting("offer", "team-c", "idle", {"V100-NODE": 1}, *window, posted=T0), "uid-o2")
+    outcomes = by_id(run([again], [r1], entries=[e1], now=T0 + 10))
+    assert outcomes["team-c/idle"].phase == "Invalid" and "spec.window" in outcomes["team-c/idle"].message

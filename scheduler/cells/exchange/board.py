@@ -177,17 +177,32 @@ def exchange_round(
     missing does not exist); ``draining``: per VC, its guaranteed pods on draining cells (for
     the messages: whose pods the borrower waits for); ``settled``: the ledger's folded totals."""
     draining = draining or {}
-    by_offer = {e.offer: e for e in entries}
-    by_request = {e.request: e for e in entries}
+    # Every entry of a name: an object deleted and posted again under it has a match of its own
+    # beside the first object's, and only the UID tells which one is the live object's.
+    by_offer: dict[str, list[Entry]] = {}
+    by_request: dict[str, list[Entry]] = {}
+
+    def index(entry: Entry) -> None:
+        by_offer.setdefault(entry.offer, []).append(entry)
+        by_request.setdefault(entry.request, []).append(entry)
+
+    for entry in entries:
+        index(entry)
 
     def recorded(posting: Posting) -> Entry | None:
         """The entry of ``posting``'s match; None for an object posted again under a matched
-        one's name (another UID): it is new."""
-        entry = (by_offer if posting.kind == "offer" else by_request).get(posting.id)
-        if entry is None:
-            return None
-        uid = entry.offer_uid if posting.kind == "offer" else entry.request_uid
-        return entry if not uid or not posting.uid or uid == posting.uid else None
+        one's name (another UID): it is new. An entry or object without a UID (written before
+        entries had them, a test) matches by name, the latest matched first."""
+        candidates = (by_offer if posting.kind == "offer" else by_request).get(posting.id, [])
+        by_name: Entry | None = None
+        for entry in candidates:
+            uid = entry.offer_uid if posting.kind == "offer" else entry.request_uid
+            if uid and posting.uid:
+                if uid == posting.uid:
+                    return entry
+            elif by_name is None or entry.matched_at > by_name.matched_at:
+                by_name = entry
+        return by_name
     outcomes: list[Outcome] = []
     vcs: dict[str, str] = {}
 
@@ -235,8 +250,7 @@ def exchange_round(
     offer_uids, request_uids = ({p.id: p.uid for p in postings} for postings in (offers, requests))
     new_entries = [entry_of(m, matched_at=now, offer_uids=offer_uids, request_uids=request_uids) for m in matching.matches]
     for entry in new_entries:
-        by_offer[entry.offer] = entry
-        by_request[entry.request] = entry
+        index(entry)
 
     refusals: dict[str, list[str]] = {}
     for refused in matching.refused:

@@ -103,7 +103,9 @@ def offer_problems(
     posted_offers: Sequence[Offer],
 ) -> list[str]:
     """Everything wrong with ``offer``, one ``field: message`` each. ``posted_offers``: the offers
-    already on the board or matched and not yet over (any tenant's; only ``offer.tenant``'s count)."""
+    already on the board or matched and not yet over (any tenant's; only ``offer.tenant``'s count;
+    a matched offer under ``offer``'s name counts too: it was an object deleted since, whose
+    match still lends its cells)."""
     spec = virtual_clusters.get(offer.tenant)
     problems: list[str] = []
     if spec is None:
@@ -114,7 +116,7 @@ def offer_problems(
         return problems
     quota = {c.cell_type: c.count for c in spec.cells}
     overlapping = [
-        o for o in sorted(posted_offers, key=lambda o: (o.posted, o.id)) if o.tenant == offer.tenant and o.id != offer.id and o.window.overlaps(offer.window)
+        o for o in sorted(posted_offers, key=lambda o: (o.posted, o.id)) if o.tenant == offer.tenant and o is not offer and o.window.overlaps(offer.window)
     ]
     for i, (cell_type, count) in enumerate(offer.cells):
         held = quota.get(cell_type, 0)
