@@ -53,6 +53,7 @@ from estimator.objects import Job, template_kind, timestamp
 from placer.configuration import Configuration, Configurations, parse_configurations_cached
 from placer.holding import DEFAULT_UNBOUND_HOLD_SECONDS, HOLDING, Hold, JobPods, explain, hold
 from placer.rewrite import apply_configuration
+from placer.solver_wire import decide_encoded, decode_decision, encode_inputs
 from scheduler.config import AlloxSettings
 from scheduler.constants import (
     ANNOTATION_CONFIGURATIONS,
@@ -386,7 +387,8 @@ class PlacerController:
         if self._solver is None:
             self._solver = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
         try:
-            return self._solver.submit(decide, **inputs).result()
+            # As msgpack: pickling the inputs and the decision cost as much as deciding.
+            return decode_decision(self._solver.submit(decide_encoded, encode_inputs(inputs)).result())
         except BrokenProcessPool:
             log.warning("the AlloX solver process died; starting another")
             self._solver = None
