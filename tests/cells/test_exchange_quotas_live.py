@@ -92,3 +92,46 @@ def test_a_reload_applies_the_exchanges_under_way_on_top_of_the_new_vcs_or_is_re
     assert quotas_of(engine) == {"a": 1, "b": 2, "c": 0} and quotas.base.virtual_clusters == grown.cells.virtual_clusters
     with pytest.raises(ConfigError):
         quotas.reconfigure_base(shrunk.cells)
+
+
+def named_entry(offer: str, request: str, lender: str, borrower: str, start: float, end: float) -> ledger.Entry:
+    window = Window(start=start, end=end)
+    node = cells_of({"V100-NODE": 1})
+    match = Match(request=Request(id=request, tenant=borrower, cells=node, window=window, posted=T0),
+                  offer=Offer(id=offer, tenant=lender, cells=node, window=window, posted=T0),
+                  window=window, gpus=8, gpu_hours=8.0, explanation="test")
+    return ledger.entry_of(match, matched_at=T0 - 60)
+
+
+def test_a_reload_that_leaves_an_exchange_not_yet_open_impossible_is_refused():
+    base = cells(a=2, b=1, c=1)
+    engine, quotas, clock = setup(base)
+    now_ex = named_entry("team-c/o", "team-b/r0", "c", "b", T0, T0 + HOUR)
+    future = named_entry("team-a/o", "team-b/r1", "a", "b", T0 + HOUR, T0 + 2 * HOUR)
+    quotas.observe(ConfigMap(data={e.key: ledger.encode(e) for e in (now_ex, future)}))
+    clock.now = T0 + 60
+    quotas.apply()
+    running = Settings(cells=base)
+    cut = running.model_copy(update={"cells": cells(a=0, b=1, c=1)})  # a lends a node from T0 + 1 h
+    refused = reload_settings(running, cut, cells=engine, rebase=quotas.reconfigure_base)
+    assert refused.result == "invalid" and "team-a/o -> team-b/r1" in refused.reason and "virtualClusters.a.cells" in refused.reason
+    assert quotas_of(engine) == {"a": 2, "b": 2, "c": 0} and quotas.base.virtual_clusters == base.virtual_clusters
+
+
+def test_an_exchange_the_configuration_makes_impossible_is_left_out_and_the_others_apply():
+    """A replica started on a file that cuts a lender below what it lends (a reload refused for
+    it, then a restart): the other exchanges still move, the impossible one is shown."""
+    engine, quotas, clock = setup(cells(a=0, b=1, c=1))
+    other = named_entry("team-c/o", "team-b/r0", "c", "b", T0, T0 + 2 * HOUR)
+    broken = named_entry("team-a/o", "team-b/r1", "a", "b", T0 + HOUR, T0 + 2 * HOUR)
+    quotas.observe(ConfigMap(data={e.key: ledger.encode(e) for e in (other, broken)}))
+    clock.now = T0 + HOUR + 1
+    assert quotas.apply() is True and quotas_of(engine) == {"a": 0, "b": 2, "c": 0}
+    view = {e["offer"]: e for e in quotas.inspect()["exchanges"]}
+    assert view["team-c/o"]["applied"] is True and "notApplied" not in view["team-c/o"]
+    assert view["team-a/o"]["applied"] is False and "virtualClusters.a.cells" in view["team-a/o"]["notApplied"]
+    assert "team-a/o -> team-b/r1" in quotas.inspect()["applyProblem"]
+    assert quotas.apply() is False  # nothing new: not tried again
+    clock.now = T0 + 2 * HOUR  # both over: the configured quotas
+    assert quotas.apply() is True and quotas_of(engine) == {"a": 0, "b": 1, "c": 1}
+    assert "applyProblem" not in quotas.inspect()

@@ -16,10 +16,13 @@ from scheduler.cells.exchange.model import CellCatalog, Cells, CellSize, Offer, 
 from scheduler.cells.exchange.qualify import disqualification, packing_problem
 from scheduler.cells.exchange.quota import (
     DEFAULT_RETURN_GRACE_SECONDS,
+    Applicable,
     QuotaProof,
     WindowPlan,
+    applicable,
     project,
     reconfiguration,
+    schedule_problems,
     window_plan,
 )
 from scheduler.cells.exchange.preemption import Preemption, draining_pods, due_preemptions
@@ -29,6 +32,7 @@ from scheduler.cells.exchange.validation import namespace_virtual_cluster, offer
 __all__ = [
     "DEFAULT_RETURN_GRACE_SECONDS",
     "Admit",
+    "Applicable",
     "CellCatalog",
     "CellSize",
     "Entry",
@@ -49,6 +53,7 @@ __all__ = [
     "cells_of",
     "describe_cells",
     "disqualification",
+    "applicable",
     "draining_pods",
     "due_preemptions",
     "exchange_round",
@@ -64,5 +69,6 @@ __all__ = [
     "reconfiguration",
     "request_problems",
     "rfc3339",
+    "schedule_problems",
     "window_plan",
 ]

@@ -38,6 +38,7 @@ from typing import Iterable, Mapping, Sequence
 from scheduler.cells.config import CellsConfig, VirtualCellSpec, VirtualClusterSpec
 from scheduler.cells.exchange.arbiter import Match
 from scheduler.cells.exchange.model import Window, describe_cells
+from scheduler.cells.exchange.resource import rfc3339
 from scheduler.cells.feasibility import feasibility_problems
 from scheduler.cells.topology import Topology
 
@@ -131,6 +132,56 @@ class QuotaProof:
                     f"{Window(start=at, end=until).describe()}: " + "; ".join(problems)
                 )
         return None
+
+
+def schedule_problems(
+    *, topology: Topology, base: Mapping[str, VirtualClusterSpec], matches: Sequence[Match], now: float
+) -> list[str]:
+    """What is wrong with carrying out ``matches`` (the exchanges not over at ``now``) on
+    ``base``: at ``now`` and at every later start and end of one of them (between two, the specs
+    are constant), the projected VCs must hold what they lend and be placeable. A configuration
+    reload checks this, so that no exchange matched under the old VCs, under way or not yet
+    open, becomes impossible when its window opens."""
+    points = {now} | {t for m in matches for t in (m.window.start, m.window.end) if t > now}
+    for at in sorted(points):
+        specs, problems = project(base=base, matches=matches, at=at)
+        if not problems:
+            problems = feasibility_problems(topology, specs)
+        if problems:
+            under_way = ", ".join(_label(m) for m in matches if m.window.holds(at)) or "none"
+            return [f"at {rfc3339(at)} (exchanges under way then: {under_way}): " + "; ".join(problems)]
+    return []
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Applicable:
+    """The exchanges under way that can be applied together, and why each other one cannot."""
+
+    specs: dict[str, VirtualClusterSpec]
+    applied: tuple[Match, ...]
+    left_out: tuple[tuple[Match, str], ...]
+
+
+def applicable(*, topology: Topology, base: Mapping[str, VirtualClusterSpec], matches: Sequence[Match], at: float) -> Applicable:
+    """The VCs at ``at`` with as many of ``matches`` (those under way, in the order they were
+    matched) applied as keep them holding what they lend and placeable: each is added in turn
+    unless it breaks that. A configuration reload refuses a file that makes one impossible, but a
+    replica may start on such a file; one exchange must not then freeze the others' quota moves."""
+    applied: list[Match] = []
+    left_out: list[tuple[Match, str]] = []
+    specs, _ = project(base=base, matches=(), at=at)
+    for match in matches:
+        if not match.window.holds(at):
+            continue
+        trial, problems = project(base=base, matches=(*applied, match), at=at)
+        if not problems:
+            problems = feasibility_problems(topology, trial)
+        if problems:
+            left_out.append((match, "; ".join(problems)))
+        else:
+            applied.append(match)
+            specs = trial
+    return Applicable(specs=specs, applied=tuple(applied), left_out=tuple(left_out))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

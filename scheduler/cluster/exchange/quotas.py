@@ -3,7 +3,9 @@ so each follows the ledger (one ConfigMap, watched) and, at every window edge, h
 engine the configured VCs with the exchanges under way applied (``quota.project``) through
 ``HivedEngine.reconfigure``, the path of a live configuration reload. A reload of the file goes
 through :meth:`ExchangeQuotas.reconfigure_base`, so that the exchanges under way are applied
-on top of the new VCs (and a file that leaves one of them impossible is refused, naming it).
+on top of the new VCs (and a file that leaves one of the exchanges not over impossible, under
+way or matched for later, is refused, naming it). A replica started on such a file applies the
+exchanges it can carry and shows the others (``inspect``: ``notApplied``, ``applyProblem``).
 
 The leader's controller writes the ledger; this only reads it (and takes the controller's write
 at once, without waiting for the watch to bring it back).
@@ -17,7 +19,7 @@ import time
 from typing import Any, Callable
 
 from scheduler.cells import CellsConfig, HivedEngine
-from scheduler.cells.exchange import ledger, project, reconfiguration
+from scheduler.cells.exchange import applicable, ledger, reconfiguration, schedule_problems
 from scheduler.cells.exchange.ledger import Entry
 from scheduler.cells.exchange.resource import rfc3339
 from scheduler.cluster.api import KubernetesApi
@@ -52,6 +54,8 @@ class ExchangeQuotas:
         self._settled: ledger.Settled = {}
         self._problems: list[str] = []
         self._applied: frozenset[str] = frozenset()  # keys of the entries under way in the engine now
+        self._attempted: frozenset[str] = frozenset()  # keys of the entries under way at the last apply
+        self._not_applied: dict[str, str] = {}  # key -> why the configured VCs cannot carry it
         self._apply_problem = ""
         self._listeners: list[Callable[[], None]] = []
         self._wake = threading.Event()
@@ -121,46 +125,64 @@ class ExchangeQuotas:
     # ------------------------------------------------------------------ applying
 
     def apply(self) -> bool:
-        """Bring the engine to the exchanges under way now; True when it changed."""
+        """Bring the engine to the exchanges under way now; True when the quotas moved. An
+        exchange the configured VCs cannot carry (a file a reload refused for it, read at a
+        restart) is left out and shown (``inspect``); the others still apply."""
         now = self._clock()
         entries = self.entries
-        under_way = frozenset(e.key for e in ledger.under_way(entries, now=now))
+        under_way = sorted(ledger.under_way(entries, now=now), key=lambda e: (e.matched_at, e.key))
+        keys = frozenset(e.key for e in under_way)
         with self._lock:
-            if under_way == self._applied or not self._base.virtual_clusters:
+            if keys == self._attempted or not self._base.virtual_clusters:
                 return False
             try:
-                self._reconfigure(self._base, entries, now)
-            except ConfigError as error:
+                applied = self._reconfigure(self._base, under_way, now)
+            except ConfigError as error:  # the engine refused what the proof let through
                 if str(error) != self._apply_problem:
-                    log.error("exchange quotas not applied: the VCs they give are not feasible",
-                              extra={"reason": str(error)})
+                    log.error("exchange quotas not applied: the VCs they give are not feasible", extra={"reason": str(error)})
                 self._apply_problem = str(error)
                 return False
-            self._apply_problem = ""
-            self._applied = under_way
-        log.info("exchange quotas applied", extra={
-            "under_way": sorted(f"{e.offer} -> {e.request}" for e in entries if e.key in under_way),
-            "virtual_clusters": self.guarantees()})
-        return True
+            moved = applied != self._applied
+            self._attempted, self._applied = keys, applied
+        if moved:
+            log.info("exchange quotas applied", extra={
+                "under_way": sorted(f"{e.offer} -> {e.request}" for e in entries if e.key in applied),
+                "virtual_clusters": self.guarantees()})
+        return moved
 
     def reconfigure_base(self, base: CellsConfig) -> None:
         """A live reload's new cells section, with the exchanges under way applied on top (the
-        caller holds the engine lock). ``ConfigError`` when it leaves one of them impossible: the
-        engine and the base stay as they were."""
+        caller holds the engine lock). ``ConfigError`` when it leaves one of the exchanges not
+        over impossible, now or when its window opens: the engine and the base stay as they were."""
         now = self._clock()
         entries = self.entries
         if base.virtual_clusters:
-            self._reconfigure(base, entries, now)
+            matches = [e.match() for e in ledger.not_over(entries, now=now)]
+            problems = schedule_problems(topology=self._engine.topology, base=base.virtual_clusters, matches=matches, now=now)
+            if problems:
+                raise ConfigError("cells.virtualClusters: the cell exchanges matched do not fit: " + "; ".join(problems))
+            under_way = sorted(ledger.under_way(entries, now=now), key=lambda e: (e.matched_at, e.key))
+            self._applied = self._reconfigure(base, under_way, now)
         else:
             self._engine.reconfigure(base, prefix="cells")
+            self._applied = frozenset()
+            self._not_applied = {}
+            self._apply_problem = ""
         self._base = base
-        self._applied = frozenset(e.key for e in ledger.under_way(entries, now=now))
+        self._attempted = frozenset(e.key for e in ledger.under_way(entries, now=now))
 
-    def _reconfigure(self, base: CellsConfig, entries: list[Entry], now: float) -> None:
-        specs, problems = project(base=base.virtual_clusters, matches=[e.match() for e in ledger.under_way(entries, now=now)], at=now)
-        if problems:
-            raise ConfigError("cells.virtualClusters: the cell exchanges under way do not fit: " + "; ".join(problems))
-        self._engine.reconfigure(reconfiguration(base, specs), prefix="cells")
+    def _reconfigure(self, base: CellsConfig, under_way: list[Entry], now: float) -> frozenset[str]:
+        """The engine at ``base`` with what it can carry of ``under_way``; the keys applied."""
+        matches = [e.match() for e in under_way]
+        key_of = {id(m): e.key for m, e in zip(matches, under_way)}
+        result = applicable(topology=self._engine.topology, base=base.virtual_clusters, matches=matches, at=now)
+        self._engine.reconfigure(reconfiguration(base, result.specs), prefix="cells")
+        self._not_applied = {key_of[id(m)]: why for m, why in result.left_out}
+        problem = "; ".join(f"exchange {m.offer.id} -> {m.request.id}: {why}" for m, why in result.left_out)
+        if problem and problem != self._apply_problem:
+            log.error("exchange quotas left out: the configured VCs cannot carry them", extra={"reason": problem})
+        self._apply_problem = problem
+        return frozenset(key_of[id(m)] for m in result.applied)
 
     def guarantees(self) -> dict[str, dict[str, int]]:
         """Each configured VC's quota in the engine now, by cell type."""
@@ -214,6 +236,7 @@ class ExchangeQuotas:
                     "start": rfc3339(e.window.start), "end": rfc3339(e.window.end), "gpuHours": round(e.gpu_hours, 6),
                     "state": "matched" if now < e.window.start else ("active" if now < e.window.end else "returned"),
                     "applied": e.key in self._applied,
+                    **({"notApplied": self._not_applied[e.key]} if e.key in self._not_applied else {}),
                 }
                 for e in sorted(entries, key=lambda e: (e.window.start, e.key))
                 if now < e.window.end + (self._settings.return_grace_seconds or 0.0) + 3600
