@@ -249,3 +249,49 @@ def test_a_matched_offer_counts_against_one_posted_again_under_its_name():
     again = with_uid(posting("offer", "team-c", "idle", {"V100-NODE": 1}, *window, posted=T0), "uid-o2")
     outcomes = by_id(run([again], [r1], entries=[e1], now=T0 + 10))
     assert outcomes["team-c/idle"].phase == "Invalid" and "spec.window" in outcomes["team-c/idle"].message
+
+
+def test_a_window_far_in_the_future_is_invalid_naming_the_field_and_the_round_goes_on():
+    far = posting("offer", "team-a", "forever", {"V100-NODE": 1}, T0, T0 + HOUR)
+    far.obj["spec"]["window"] = {"start": "2027-01-01T00:00:00Z", "end": "9999-12-31T23:59:59Z"}
+    late = posting("request", "team-c", "later", {"V100-NODE": 1}, T0, T0 + HOUR)
+    late.obj["spec"]["window"] = {"start": "9999-12-31T22:00:00Z", "end": "9999-12-31T23:59:59Z"}
+    offer = posting("offer", "team-a", "idle", {"V100-NODE": 1}, T0, T0 + HOUR)
+    request = posting("request", "team-b", "burst", {"V100-NODE": 1}, T0, T0 + HOUR)
+    result = run([far, offer], [late, request])
+    outcomes = by_id(result)
+    assert outcomes["team-a/forever"].phase == "Invalid" and outcomes["team-a/forever"].message.startswith("spec.window.end:")
+    assert "9999-12-31T23:59:59Z" in outcomes["team-a/forever"].message
+    assert outcomes["team-c/later"].phase == "Invalid" and outcomes["team-c/later"].message.startswith("spec.window.start:")
+    assert [(e.offer, e.request) for e in result.new_entries] == [("team-a/idle", "team-b/burst")]
+
+
+def test_a_ledger_entry_far_in_the_future_still_gives_statuses():
+    """An entry written before windows were bounded (or by hand) cannot stop a round."""
+    offer = posting("offer", "team-a", "idle", {"V100-NODE": 1}, T0, T0 + HOUR)
+    request = posting("request", "team-b", "burst", {"V100-NODE": 1}, T0, T0 + HOUR)
+    (entry,) = run([offer], [request]).new_entries
+    from dataclasses import replace
+    from scheduler.cells.exchange import Window
+    far = replace(entry, window=Window(start=entry.window.start, end=1e12))
+    outcomes = by_id(run([offer], [request], entries=[far], now=T0 + 1))
+    assert outcomes["team-a/idle"].phase == "Active" and "since the epoch" in outcomes["team-a/idle"].message
+
+
+class _Unreadable(dict):
+    """A spec that fails when read (an object no schema checked): it must cost only its own status."""
+
+    def get(self, key, default=None):
+        raise RuntimeError("unreadable spec")
+
+
+def test_an_object_that_cannot_be_read_is_invalid_alone():
+    bad = posting("offer", "team-a", "bad", {"V100-NODE": 1}, T0, T0 + HOUR)
+    bad.obj["spec"] = _Unreadable()
+    offer = posting("offer", "team-a", "idle", {"V100-NODE": 1}, T0, T0 + HOUR)
+    request = posting("request", "team-b", "burst", {"V100-NODE": 1}, T0, T0 + HOUR)
+    result = run([bad, offer], [request])
+    outcomes = by_id(result)
+    assert outcomes["team-a/bad"].phase == "Invalid" and "unreadable spec" in outcomes["team-a/bad"].message
+    assert [(e.offer, e.request) for e in result.new_entries] == [("team-a/idle", "team-b/burst")]
+    assert any("team-a/bad" in p for p in result.problems)

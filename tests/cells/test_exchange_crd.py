@@ -72,7 +72,7 @@ CATALOG = CellCatalog(CONFIG.topology.cell_types)
 
 def core_problems(kind: str, obj: dict[str, Any]) -> list[str]:
     parse = parse_offer if kind == "CellOffer" else parse_request
-    parsed, problems = parse(obj, vc="vision", posted=0)
+    parsed, problems = parse(obj, vc="vision", posted=1_795_684_800.0)  # 2026-11-26T09:20:00Z, before the windows
     if parsed is None:
         return problems
     if kind == "CellOffer":

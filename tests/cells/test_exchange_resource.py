@@ -71,3 +71,14 @@ def test_malformed_objects_name_every_field(spec, problems):
 def test_an_object_without_metadata_still_parses():
     offer, problems = parse_offer({"spec": obj()["spec"]}, vc="a", posted=0)
     assert problems == [] and offer.id == "/"
+
+
+@pytest.mark.parametrize("seconds", [253402300799.0 + 1, 1e300, -1e300, float("inf"), float("nan")])
+def test_rfc3339_is_total(seconds: float):
+    """Times beyond what a datetime holds (year 10000 on) still read, never raise."""
+    assert str(seconds) in rfc3339(seconds) or "since the epoch" in rfc3339(seconds)
+
+
+def test_rfc3339_at_the_edges_of_the_calendar():
+    assert rfc3339(253402300799.0) == "9999-12-31T23:59:59Z"
+    assert rfc3339(-62135596800.0) == "0001-01-01T00:00:00Z"

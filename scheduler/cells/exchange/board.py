@@ -12,13 +12,14 @@ deleted, or its namespace relabelled (the borrower was promised the cells).
 
 Phases: ``Posted`` (on the board; the message says why nothing took it), ``Matched`` (its window
 has not opened), ``Active`` (the cells are lent), ``Returned`` (the window ended), ``Expired``
-(the window ended unmatched), ``Invalid`` (refused; the message names the field).
+(the window ended unmatched), ``Invalid`` (refused; the message names the field; an object the
+round fails to read at all is Invalid alone, saying why, and the others go on).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal, Mapping, Sequence
+from typing import Any, Callable, Literal, Mapping, Sequence
 
 from scheduler.cells.config import VirtualClusterSpec
 from scheduler.cells.exchange.arbiter import Refused, do_matching
@@ -28,6 +29,7 @@ from scheduler.cells.exchange.quota import QuotaProof
 from scheduler.cells.exchange.resource import parse_offer, parse_request, rfc3339
 from scheduler.cells.exchange.validation import namespace_virtual_cluster, offer_problems, request_problems
 from scheduler.cells.topology import Topology
+from scheduler.messages import clip
 
 Kind = Literal["offer", "request"]
 Phase = Literal["Posted", "Matched", "Active", "Returned", "Expired", "Invalid"]
@@ -221,29 +223,45 @@ def exchange_round(
 
     open_offers: list[Offer] = []
     matched_offers = [e.match().offer for e in not_over(entries, now=now)]
-    for posting in sorted(offers, key=lambda p: (p.posted, p.id)):
-        if recorded(posting) is not None:
-            continue
+    round_problems: list[str] = []
+
+    def guarded(posting: Posting, judge: Callable[[], None]) -> None:
+        """``judge()`` the one object; if it fails, that object alone is Invalid, saying why (an
+        object no schema checked, a defect): the round goes on for every other one."""
+        try:
+            judge()
+        except Exception as error:  # noqa: BLE001 - one object must never stop the round
+            reason = f"{type(error).__name__}: {clip(str(error))}"
+            round_problems.append(f"{posting.kind} {posting.id}: {reason}")
+            outcomes.append(_plain_status(posting, "Invalid", f"cellfit could not read it: {reason}", vcs.get(posting.id)))
+
+    def judge_offer(posting: Posting) -> None:
         offer = parsed(posting)
         if not isinstance(offer, Offer):
-            continue
+            return
         problems = offer_problems(offer=offer, catalog=catalog, virtual_clusters=base, posted_offers=[*matched_offers, *open_offers])
         if problems:
             outcomes.append(_plain_status(posting, "Invalid", "; ".join(problems), offer.tenant))
         else:
             open_offers.append(offer)
-    open_requests: list[Request] = []
-    for posting in sorted(requests, key=lambda p: (p.posted, p.id)):
-        if recorded(posting) is not None:
-            continue
+
+    def judge_request(posting: Posting) -> None:
         request = parsed(posting)
         if not isinstance(request, Request):
-            continue
+            return
         problems = request_problems(request=request, catalog=catalog, virtual_clusters=base)
         if problems:
             outcomes.append(_plain_status(posting, "Invalid", "; ".join(problems), request.tenant))
         else:
             open_requests.append(request)
+
+    open_requests: list[Request] = []
+    for posting in sorted(offers, key=lambda p: (p.posted, p.id)):
+        if recorded(posting) is None:
+            guarded(posting, lambda: judge_offer(posting))
+    for posting in sorted(requests, key=lambda p: (p.posted, p.id)):
+        if recorded(posting) is None:
+            guarded(posting, lambda: judge_request(posting))
 
     proof = QuotaProof(topology=topology, base=base, active=tuple(e.match() for e in not_over(entries, now=now)))
     matching = do_matching(offers=open_offers, requests=open_requests, surplus=surplus(entries, settled), catalog=catalog, now=now, admit=proof)
@@ -256,31 +274,42 @@ def exchange_round(
     for refused in matching.refused:
         refusals.setdefault(refused.offer.id, []).append(f"refused for {refused.request.id}: {refused.reason}")
     unmatched = {u.request.id: u.reason for u in matching.unmatched}
-    for posting in offers:
+    told = {id(o.posting) for o in outcomes}
+
+    def tell_offer(posting: Posting) -> None:
         match_entry = recorded(posting)
         if match_entry is not None:
             outcomes.append(_matched_status(match_entry, posting, now=now, grace_seconds=grace_seconds, draining=draining))
-            continue
+            return
         offer = next((o for o in open_offers if o.id == posting.id), None)
         if offer is None:
-            continue  # Invalid, told above
+            return  # Invalid, told above
         if offer.window.end <= now:
             outcomes.append(_plain_status(posting, "Expired", f"the window ended at {rfc3339(offer.window.end)} with no request taking it", offer.tenant))
-            continue
+            return
         message = "on the board: no open request qualifies for it yet"
         if posting.id in refusals:
             message += "; the quota proof " + "; ".join(refusals[posting.id])
         outcomes.append(_plain_status(posting, "Posted", message, offer.tenant))
-    for posting in requests:
+
+    def tell_request(posting: Posting) -> None:
         match_entry = recorded(posting)
         if match_entry is not None:
             outcomes.append(_matched_status(match_entry, posting, now=now, grace_seconds=grace_seconds, draining=draining))
-            continue
+            return
         request = next((r for r in open_requests if r.id == posting.id), None)
         if request is None:
-            continue
+            return
         if request.window.end <= now:
             outcomes.append(_plain_status(posting, "Expired", f"the window ended at {rfc3339(request.window.end)} unmatched", request.tenant))
-            continue
+            return
         outcomes.append(_plain_status(posting, "Posted", "waiting for an offer: " + unmatched.get(posting.id, "not matched yet"), request.tenant))
-    return Round(outcomes=outcomes, new_entries=new_entries, refused=list(matching.refused), surplus=dict(matching.surplus))
+
+    for posting in offers:
+        if id(posting) not in told:
+            guarded(posting, lambda: tell_offer(posting))
+    for posting in requests:
+        if id(posting) not in told:
+            guarded(posting, lambda: tell_request(posting))
+    return Round(outcomes=outcomes, new_entries=new_entries, refused=list(matching.refused), surplus=dict(matching.surplus),
+                 problems=round_problems)

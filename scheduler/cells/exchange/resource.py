@@ -10,16 +10,25 @@ seconds since the epoch.
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any, Mapping
 
 from scheduler.cells.exchange.model import Cells, Offer, Request, Window
 from scheduler.messages import quoted
 
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
 def rfc3339(seconds: float) -> str:
-    """Seconds since the epoch -> ``2026-11-26T10:00:00Z`` (whole seconds, as status shows them)."""
-    return datetime.fromtimestamp(round(seconds), tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    """Seconds since the epoch -> ``2026-11-26T10:00:00Z`` (whole seconds, as status shows them).
+    Total: a time no calendar date holds (before year 1, from year 10000 on, not finite) reads as
+    ``… seconds since the epoch``, so that no message about it can fail."""
+    try:
+        # isoformat, not strftime: %Y writes year 1 as "1" on some C libraries.
+        return (_EPOCH + timedelta(seconds=round(seconds))).replace(tzinfo=None).isoformat() + "Z"
+    except (OverflowError, ValueError):
+        return f"{seconds:g} seconds since the epoch"
 
 
 def _time(value: Any, field: str, problems: list[str]) -> float | None:

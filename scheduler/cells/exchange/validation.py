@@ -23,9 +23,14 @@ from typing import Mapping, Sequence
 
 from scheduler.cells.config import VirtualClusterSpec
 from scheduler.cells.exchange.model import CellCatalog, Cells, Offer, Request, Window, describe_cells
+from scheduler.cells.exchange.resource import rfc3339
 from scheduler.constants import LABEL_VIRTUAL_CLUSTER
 from scheduler.messages import clip, quoted
 
+# How far ahead of its posting a window may reach: a year and a day. Beyond, nobody plans a
+# cluster's capacity, and times near year 9999 are past what a calendar date holds.
+MAX_DAYS_AHEAD = 366
+SECONDS_PER_DAY = 86400.0
 _KNOWN_SHOWN = 10
 _OVERLAPS_SHOWN = 3
 
@@ -64,10 +69,17 @@ def _window_problems(window: Window, posted: float) -> list[str]:
             problems.append(f"spec.window.{name}: must be a finite time, not {value!r}")
     if problems:
         return problems
+    latest = posted + MAX_DAYS_AHEAD * SECONDS_PER_DAY
     if window.end <= window.start:
         problems.append(f"spec.window.end: must be after spec.window.start ({window.end:g} <= {window.start:g})")
     elif window.end <= posted:
         problems.append(f"spec.window.end: {window.end:g} has already passed (posted at {posted:g})")
+    elif window.start > latest:
+        problems.append(f"spec.window.start: {rfc3339(window.start)} is more than {MAX_DAYS_AHEAD} days after the object "
+                        f"was posted ({rfc3339(posted)}); post it nearer the time")
+    elif window.end > latest:
+        problems.append(f"spec.window.end: {rfc3339(window.end)} is more than {MAX_DAYS_AHEAD} days after the object "
+                        f"was posted ({rfc3339(posted)}); a window ends by {rfc3339(latest)}")
     return problems
 
 

@@ -212,6 +212,8 @@ class ExchangeController:
                 entries=entries, now=now, grace_seconds=self._settings.return_grace_seconds, draining=draining_pods(views),
                 settled=settled,
             )
+        if result.problems:
+            log.error("cell exchange objects not judged (each is Invalid, saying why)", extra={"problems": result.problems[:10]})
         posted = {p.id for kind in ("offer", "request") for p in postings[kind]}
         folded, settled = ledger.fold(entries, settled, now=now, objects=posted, after_seconds=grace + BORROWER_HORIZON_SECONDS)
         if result.new_entries or folded:
@@ -231,7 +233,10 @@ class ExchangeController:
             posting = outcome.posting
             current = watched.get((posting.kind, posting.namespace, posting.name))
             if current is not None:
-                self._report(outcome, current)
+                try:
+                    self._report(outcome, current)
+                except Exception:  # one object's status must not stop the others' or the preemptions
+                    log.exception("exchange status not reported", extra={"object": posting.id})
         held = {str(p.get("uid")) for view in views.values() for p in view.get("placements") or []}
         left = self._leaving - held
         self._leaving -= left
