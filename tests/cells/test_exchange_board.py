@@ -295,3 +295,23 @@ def test_an_object_that_cannot_be_read_is_invalid_alone():
     assert outcomes["team-a/bad"].phase == "Invalid" and "unreadable spec" in outcomes["team-a/bad"].message
     assert [(e.offer, e.request) for e in result.new_entries] == [("team-a/idle", "team-b/burst")]
     assert any("team-a/bad" in p for p in result.problems)
+
+
+def test_a_match_long_over_folds_even_while_its_objects_exist_and_they_stay_returned():
+    """Nothing deletes Returned objects: were they to keep their entries, the ledger would fill
+    its 1 MiB. A day past the grace and the borrower's hour the entry folds regardless; the
+    objects keep the Returned status they have (cellfit's status, which tenants cannot write)."""
+    offer = posting("offer", "team-a", "idle", {"V100-NODE": 1}, T0, T0 + HOUR)
+    request = posting("request", "team-b", "r", {"V100-NODE": 1}, T0, T0 + HOUR)
+    (entry,) = run([offer], [request]).new_entries
+    after = 300 + 3600.0
+    objects = {"team-a/idle", "team-b/r"}
+    assert ledger.fold([entry], {}, now=T0 + HOUR + after + 3600, objects=objects, after_seconds=after)[0] == []
+    later = T0 + HOUR + after + ledger.FOLD_REGARDLESS_SECONDS + 1
+    folded, totals = ledger.fold([entry], {}, now=later, objects=objects, after_seconds=after)
+    assert folded == [entry] and ledger.surplus([], totals) == pytest.approx(ledger.surplus([entry]))
+    returned = {o.posting.id: o for o in run([offer], [request], entries=[entry], now=later).outcomes}
+    told = [Posting(kind=p.kind, obj={**p.obj, "status": returned[p.id].status}, posted=p.posted) for p in (offer, request)]
+    outcomes = by_id(run(told[:1], told[1:], entries=[], now=later, base=CONFIG.virtual_clusters))
+    assert {o.phase for o in outcomes.values()} == {"Returned"}
+    assert outcomes["team-a/idle"].status == returned["team-a/idle"].status

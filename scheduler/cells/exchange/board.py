@@ -12,7 +12,7 @@ deleted, or its namespace relabelled (the borrower was promised the cells).
 
 Phases: ``Posted`` (on the board; the message says why nothing took it), ``Matched`` (its window
 has not opened), ``Active`` (the cells are lent), ``Returned`` (the window ended), ``Expired``
-(the window ended unmatched), ``Invalid`` (refused; the message names the field; an object the
+(the window ended unmatched; one Returned whose entry the ledger folded stays Returned), ``Invalid`` (refused; the message names the field; an object the
 round fails to read at all is Invalid alone, saying why, and the others go on).
 """
 
@@ -59,6 +59,12 @@ class Posting:
     @property
     def uid(self) -> str:
         return str((self.obj.get("metadata") or {}).get("uid") or "")
+
+    @property
+    def status(self) -> Mapping[str, Any]:
+        """The status cellfit wrote last (tenants cannot write it: the status subresource)."""
+        status = self.obj.get("status")
+        return status if isinstance(status, Mapping) else {}
 
     @property
     def generation(self) -> int | None:
@@ -284,6 +290,9 @@ def exchange_round(
         offer = next((o for o in open_offers if o.id == posting.id), None)
         if offer is None:
             return  # Invalid, told above
+        if offer.window.end <= now and posting.status.get("phase") == "Returned":
+            outcomes.append(Outcome(posting=posting, phase="Returned", status=dict(posting.status)))  # its entry folded
+            return
         if offer.window.end <= now:
             outcomes.append(_plain_status(posting, "Expired", f"the window ended at {rfc3339(offer.window.end)} with no request taking it", offer.tenant))
             return
@@ -299,6 +308,9 @@ def exchange_round(
             return
         request = next((r for r in open_requests if r.id == posting.id), None)
         if request is None:
+            return
+        if request.window.end <= now and posting.status.get("phase") == "Returned":
+            outcomes.append(Outcome(posting=posting, phase="Returned", status=dict(posting.status)))  # its entry folded
             return
         if request.window.end <= now:
             outcomes.append(_plain_status(posting, "Expired", f"the window ended at {rfc3339(request.window.end)} unmatched", request.tenant))

@@ -6,8 +6,8 @@ exchange needs after a restart is there: each tenant's surplus (:func:`surplus`,
 the entries, as Algorithm 2 keeps it), and the matches whose quota moves apply now
 (:func:`under_way`). The CellOffer / CellRequest statuses are reports of it, rewritten from it.
 
-A ConfigMap holds at most 1 MiB, so a match long over whose offer and request are both deleted
-is folded (:func:`fold`) into ``settled``: per VC, the GPU-hours lent and borrowed by the matches
+A ConfigMap holds at most 1 MiB, so a match long over whose offer and request are both deleted,
+or over for a day more whatever is posted, is folded (:func:`fold`) into ``settled``: per VC, the GPU-hours lent and borrowed by the matches
 folded so far. Removing the entries and adding them to ``settled`` is one write, so nothing is
 counted twice or lost. Pure: the caller reads and writes the ConfigMap.
 """
@@ -29,6 +29,8 @@ from scheduler.messages import clip
 _KEY_PREFIX = "match-"
 _KEY_HEX = 20
 SETTLED_KEY = "settled"
+# An entry over for this long past its fold delay folds even while its objects exist (a day).
+FOLD_REGARDLESS_SECONDS = 86400.0
 
 
 def entry_key(*, offer: str, request: str, offer_uid: str = "", request_uid: str = "") -> str:
@@ -114,6 +116,7 @@ def encode(entry: Entry) -> str:
             "requestUid": entry.request_uid,
         },
         sort_keys=True,
+        separators=(",", ":"),  # no spaces: the ConfigMap's 1 MiB holds more entries
     )
 
 
@@ -228,10 +231,15 @@ def surplus(entries: Iterable[Entry], settled: Settled | None = None) -> dict[st
 def fold(
     entries: Iterable[Entry], settled: Settled, *, now: float, objects: set[str], after_seconds: float
 ) -> tuple[list[Entry], Settled]:
-    """The entries to fold now (their window ended more than ``after_seconds`` ago and neither
-    their offer nor their request is among ``objects``, the ids still posted), and ``settled``
-    with them added."""
-    folded = [e for e in entries if e.window.end + after_seconds < now and e.offer not in objects and e.request not in objects]
+    """The entries to fold now, and ``settled`` with them added: those whose window ended more
+    than ``after_seconds`` ago and neither of whose offer and request is among ``objects`` (the
+    ids still posted), and, whatever is posted, those over for :data:`FOLD_REGARDLESS_SECONDS`
+    more (nothing deletes a Returned object; its status stays Returned without the entry)."""
+    folded = [
+        e for e in entries
+        if e.window.end + after_seconds < now
+        and ((e.offer not in objects and e.request not in objects) or e.window.end + after_seconds + FOLD_REGARDLESS_SECONDS < now)
+    ]
     return folded, exchanged(folded, settled) if folded else settled
 
 

@@ -32,7 +32,7 @@ import logging
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Literal, Mapping
 
 from estimator.objects import timestamp
 from scheduler.cells import HivedEngine
@@ -68,6 +68,17 @@ DEBOUNCE_SECONDS = 0.5
 # A pod deleted for the exchange is not deleted again while it terminates.
 _PREEMPTED_MEMORY_SECONDS = 600.0
 _WARNINGS = frozenset({"Invalid", "Expired"})
+# A ledger write refused for another reason than a conflict is retried after this, doubling up to
+# the most (the ConfigMap full: no hot loop).
+_FIRST_BACKOFF_SECONDS = 1.0
+_MAX_BACKOFF_SECONDS = 60.0
+# A ConfigMap holds 1 MiB; past three quarters of it the log says so.
+_CONFIG_MAP_BYTES = 1 << 20
+_LEDGER_WARN_BYTES = _CONFIG_MAP_BYTES * 3 // 4
+
+
+def _size(data: Mapping[str, str]) -> int:
+    return sum(len(k) + len(v.encode("utf-8")) for k, v in data.items())
 
 
 @dataclass
@@ -78,6 +89,7 @@ class LastRound:
     refused: list[str] = field(default_factory=list)
     preempted: list[str] = field(default_factory=list)
     board: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    unrecorded: list[str] = field(default_factory=list)  # objects of matches the ledger refused
 
 
 class _Store:
@@ -134,6 +146,8 @@ class ExchangeController:
         self._leaving: set[str] = set()  # pods preempted that the engine still holds
         self._seen_applied = quotas.applied  # the quota moves as of the last round
         self.requeue_signals = 0
+        self._backoff = _FIRST_BACKOFF_SECONDS
+        self._retry_at: float | None = None  # when a refused ledger write is tried again
         self.last = LastRound()
         self._stores = {kind: _Store(self._wake.set) for kind in ("offer", "request", "namespace")}
         self._reflectors = [
@@ -185,6 +199,8 @@ class ExchangeController:
         now = self._clock()
         edge = ledger.next_edge(self._quotas.entries, now=now, grace_seconds=self._settings.return_grace_seconds)
         wait = self._settings.resync_seconds
+        if self._retry_at is not None:
+            wait = min(wait, max(self._retry_at - now - DEBOUNCE_SECONDS, 0.0) + 0.05)
         return wait if edge is None else min(wait, max(edge - now - DEBOUNCE_SECONDS, 0.0) + 0.05)
 
     # ------------------------------------------------------------------ one round
@@ -216,21 +232,34 @@ class ExchangeController:
             log.error("cell exchange objects not judged (each is Invalid, saying why)", extra={"problems": result.problems[:10]})
         posted = {p.id for kind in ("offer", "request") for p in postings[kind]}
         folded, settled = ledger.fold(entries, settled, now=now, objects=posted, after_seconds=grace + BORROWER_HORIZON_SECONDS)
+        recorded = entries
+        unrecorded: set[str] = set()
         if result.new_entries or folded:
-            if not self._record(config_map, result.new_entries, folded, settled):
+            written = self._record(config_map, result.new_entries, folded, settled)
+            if written == "conflict":
                 self._wake.set()  # another write came in between: decide again on what it holds
                 return
-            self._quotas.apply()
-            if folded:
-                log.info("exchange ledger entries folded into the settled totals", extra={"entries": len(folded)})
-            for entry in result.new_entries:
-                log.info("cells exchanged", extra={"offer": entry.offer, "request": entry.request, "lender": entry.lender,
-                                                   "borrower": entry.borrower, "gpu_hours": round(entry.gpu_hours, 3),
-                                                   "explanation": entry.explanation})
+            if written == "failed":
+                # Told to nobody and preempted for by nobody until recorded; the rest goes on.
+                unrecorded = {object_id for e in result.new_entries for object_id in (e.offer, e.request)}
+                self._retry_at = now + self._backoff
+                self._backoff = min(self._backoff * 2, _MAX_BACKOFF_SECONDS)
+            else:
+                self._retry_at, self._backoff = None, _FIRST_BACKOFF_SECONDS
+                recorded = [*entries, *result.new_entries]
+                self._quotas.apply()
+                if folded:
+                    log.info("exchange ledger entries folded into the settled totals", extra={"entries": len(folded)})
+                for entry in result.new_entries:
+                    log.info("cells exchanged", extra={"offer": entry.offer, "request": entry.request, "lender": entry.lender,
+                                                       "borrower": entry.borrower, "gpu_hours": round(entry.gpu_hours, 3),
+                                                       "explanation": entry.explanation})
         watched = {(kind, obj.metadata.namespace, obj.metadata.name): obj for kind in ("offer", "request")
                    for obj in self._stores[kind].items()}
         for outcome in result.outcomes:
             posting = outcome.posting
+            if posting.id in unrecorded:
+                continue
             current = watched.get((posting.kind, posting.namespace, posting.name))
             if current is not None:
                 try:
@@ -242,12 +271,14 @@ class ExchangeController:
         self._leaving -= left
         if moved or left:
             self._requeue("quotas moved" if moved else "preempted pods gone")
-        preempted = self._preempt([*entries, *result.new_entries], now, views)
+        preempted = self._preempt(recorded, now, views)
         self.last = LastRound(
             at=now, seconds=time.perf_counter() - started, matched=[f"{e.offer} -> {e.request}" for e in result.new_entries],
             refused=[f"{r.offer.id} for {r.request.id}: {r.reason}" for r in result.refused], preempted=preempted,
             board={kind + "s": [{"object": o.posting.id, "phase": o.phase, "message": o.message}
-                                for o in result.outcomes if o.posting.kind == kind] for kind in ("offer", "request")},
+                                for o in result.outcomes if o.posting.kind == kind and o.posting.id not in unrecorded]
+                   for kind in ("offer", "request")},
+            unrecorded=sorted(unrecorded),
         )
 
     def _posting(self, kind: str, obj: CellObject) -> Posting:
@@ -270,9 +301,12 @@ class ExchangeController:
             raise KubernetesApiError(f"exchange ledger {self._settings.ledger_name}: " + "; ".join(problems))
         return config_map, entries, settled
 
-    def _record(self, config_map: ConfigMap | None, new: list[Entry], folded: list[Entry], settled: ledger.Settled) -> bool:
+    def _record(
+        self, config_map: ConfigMap | None, new: list[Entry], folded: list[Entry], settled: ledger.Settled
+    ) -> Literal["written", "conflict", "failed"]:
         """The new entries added and the folded ones moved into ``settled``, in one write that
-        fails if the ledger changed since it was read; False then."""
+        fails (``conflict``) if the ledger changed since it was read; ``failed`` on any other
+        error (the ConfigMap full, the API server down): retried after a back-off."""
         data = {**((config_map.data or {}) if config_map is not None else {}), **{e.key: ledger.encode(e) for e in new}}
         for entry in folded:
             data.pop(entry.key, None)
@@ -291,13 +325,17 @@ class ExchangeController:
                 body["metadata"]["labels"] = {**(config_map.metadata.labels or {}), **body["metadata"]["labels"]}
                 written = self._api.write_path("PUT", self._ledger_path(), body)
         except KubernetesApiError as error:
-            if error.status in (409,):
+            if error.status == 409:
                 log.info("exchange ledger changed meanwhile; deciding again", extra={"ledger": self._settings.ledger_name})
-            else:
-                log.warning("exchange ledger not written; the matches wait for the next round", extra={"reason": str(error)})
-            return False
+                return "conflict"
+            log.warning("exchange ledger not written; the new matches wait, retried after a back-off",
+                        extra={"reason": str(error), "retry_in_seconds": self._backoff, "bytes": _size(data)})
+            return "failed"
         self._quotas.observe(CONFIG_MAP_DECODER.decode(written))
-        return True
+        size = _size(data)
+        if size > _LEDGER_WARN_BYTES:
+            log.warning("exchange ledger nearly full", extra={"bytes": size, "limit": _CONFIG_MAP_BYTES})
+        return "written"
 
     # ------------------------------------------------------------------ telling
 
@@ -368,7 +406,7 @@ class ExchangeController:
         return {
             "synced": self.synced,
             "lastRound": {"at": last.at, "seconds": round(last.seconds, 6), "matched": last.matched, "refused": last.refused,
-                          "preempted": last.preempted},
+                          "preempted": last.preempted, "unrecorded": last.unrecorded},
             "board": last.board,
             "requeueSignals": self.requeue_signals,
         }

@@ -39,7 +39,7 @@ class CellObject(msgspec.Struct, frozen=True):
         """The object as the pure core reads it (``board.Posting.obj``)."""
         meta = self.metadata
         return {"metadata": {"namespace": meta.namespace, "name": meta.name, "uid": meta.uid, "generation": meta.generation},
-                "spec": self.spec}
+                "spec": self.spec, "status": self.status}
 
 
 class Namespace(msgspec.Struct, frozen=True):
