@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, Generic, Iterator, Mapping, Sequence, TypeVar, overload
+from typing import Any, Callable, Generic, Iterable, Iterator, Mapping, Sequence, TypeVar, overload
 
 import msgspec
 
@@ -28,6 +28,9 @@ from scheduler.kube import translate, wire
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+# Preemption victims remembered at most (a victim whose deletion the watch never sees, say one
+# deleted while the watch was down and relisted away, is forgotten with the oldest).
+VICTIMS_KEPT = 10_000
 
 
 class LazilyDecoded(Sequence[T], Generic[T]):
@@ -144,6 +147,12 @@ class ClusterCache:
         self._allocatable: dict[str, Resources] = {}
         self._schedulable: set[str] = set()  # Ready and not cordoned
         self._labels: dict[str, Mapping[str, str]] = {}
+        # UIDs of the pods cellfit chose as preemption victims, until the watch sees them go
+        # (oldest dropped past VICTIMS_KEPT: a victim whose deletion was never seen).
+        self._victims: dict[str, None] = {}
+        # Called, under the lock, when a victim's deletion or end has been applied to the engine
+        # (nudge.VictimRequeue.victims_gone); None: nobody to tell.
+        self.on_victims_gone: Callable[[], None] | None = None
         self.nodes: Reflector[wire.Node] = self._reflector(
             api, "nodes", wire.NODE_DECODER,
             replace=self._replace_nodes, apply=self._apply_node, delete=self._delete_node,
@@ -340,6 +349,14 @@ class ClusterCache:
 
         self._writes.submit(write)
 
+    def remember_victims(self, uids: Iterable[str]) -> None:
+        """Preemption victims, until the watch sees them go (:attr:`on_victims_gone`)."""
+        with self._lock:
+            for uid in uids:
+                self._victims[uid] = None
+            while len(self._victims) > VICTIMS_KEPT:
+                del self._victims[next(iter(self._victims))]
+
     def record_pod_event(self, *, pod: PodInfo, reason: str, message: str, warning: bool) -> None:
         """An Event on the pod, written in the background."""
         self._writes.submit(
@@ -438,3 +455,7 @@ class ClusterCache:
         if info is not None and self._pod_uids.get(info.key) == uid:
             del self._pod_uids[info.key]
         self._engine.delete_pod(uid)
+        if uid in self._victims:
+            del self._victims[uid]
+            if self.on_victims_gone is not None:
+                self.on_victims_gone()

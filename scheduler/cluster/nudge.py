@@ -212,6 +212,71 @@ def send_signal(api: NudgeApi, *, namespace: str) -> None:
     api.delete_pod(namespace=namespace, name=name, grace_period_seconds=0)
 
 
+class VictimRequeue:
+    """Makes kube-scheduler retry its parked pods once cellfit has seen preemption victims go.
+
+    kube-scheduler retries a preemptor when a victim's deletion reaches its own informer;
+    cellfit's watch applies the same deletion a few milliseconds later or sooner. A filter
+    answered in between still counts the victim's GPUs as used and refuses the pod, which
+    kube-scheduler then parks until another cluster event requeues it: in a quiet cluster, its
+    5-minute flush (seen once in the cell exchange's e2e before its controller signalled). One
+    requeue signal after cellfit applied the deletions closes that window. The victims that go
+    within ``delay_seconds`` of the first share one signal, and signals are at least
+    ``min_interval_seconds`` apart. :meth:`victims_gone` only sets an event: the watch cache
+    calls it under the engine lock."""
+
+    def __init__(
+        self,
+        *,
+        api: NudgeApi,
+        namespace: str,
+        delay_seconds: float = 0.2,
+        min_interval_seconds: float = 1.0,
+        on_signal: Callable[[], None] | None = None,
+    ) -> None:
+        self._api = api
+        self._namespace = namespace
+        self._delay = delay_seconds
+        self._min_interval = min_interval_seconds
+        self._on_signal = on_signal
+        self._gone = threading.Event()
+        self._stop = threading.Event()
+        self._last = float("-inf")
+        self.sent = 0
+        self._thread = threading.Thread(target=self._run, name="victim-requeue", daemon=True)
+
+    def victims_gone(self) -> None:
+        self._gone.set()
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._gone.set()
+
+    def _run(self) -> None:
+        while True:
+            self._gone.wait()
+            if self._stop.wait(max(self._delay, self._last + self._min_interval - time.monotonic())):
+                return
+            self._gone.clear()
+            try:
+                send_signal(self._api, namespace=self._namespace)
+            except KubernetesApiError as error:
+                log.warning("requeue signal after preemption not sent", extra={"reason": str(error)})
+                continue
+            except Exception:  # a defect must not end the loop
+                log.exception("requeue signal after preemption failed")
+                continue
+            finally:
+                self._last = time.monotonic()
+            self.sent += 1
+            log.info("requeue signal sent: preemption victims gone, kube-scheduler retries its parked pods")
+            if self._on_signal is not None:
+                self._on_signal()
+
+
 # ------------------------------------------------------------------ the loop
 
 

@@ -189,7 +189,8 @@ class ExtenderMetrics:
             "cellfit_requeue_signals_total",
             "Requeue signals sent (scheduler/cluster/nudge.py): kube-scheduler retried the pods it "
             "had parked, some of them because their last attempt met an extender error (failed) or "
-            "unschedulable since before this replica took charge (stale).",
+            "unschedulable since before this replica took charge (stale), or once the watch saw the "
+            "victims of a preemption go (victims-gone).",
             ["reason"],
             registry=self.registry,
         )

@@ -22,7 +22,7 @@ import threading
 import time
 from collections import Counter, OrderedDict
 from dataclasses import dataclass
-from typing import Callable, Final, Mapping, Protocol, Sequence
+from typing import Callable, Final, Iterable, Mapping, Protocol, Sequence
 
 import msgspec
 
@@ -73,6 +73,11 @@ class ClusterGateway(Protocol):
 
     def record_pod_event(self, *, pod: PodInfo, reason: str, message: str, warning: bool) -> None:
         """One Event on the pod, written in the background; must not block."""
+        ...
+
+    def remember_victims(self, uids: Iterable[str]) -> None:
+        """The pods a preemption takes, whatever chose them, so the watch can tell when they
+        have gone (kube-scheduler is then made to retry what it parked); must not block."""
         ...
 
 
@@ -330,6 +335,8 @@ class ExtenderService:
             return decision.reason
         if not accepted:
             return None
+        if self._cluster is not None:
+            self._cluster.remember_victims(uid for uids in accepted.values() for uid in uids)
         preemptor_class = pod.labels.get(LABEL_JOB_CLASS, JOB_CLASS_BEST_EFFORT)
         rule = decision.rule if isinstance(decision, PreemptionDecision) else (
             "reclaim" if preemption is not None else "placement"
