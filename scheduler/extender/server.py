@@ -25,7 +25,7 @@ from scheduler.cluster.cache import ClusterCache
 from scheduler.cluster.exchange.controller import ExchangeController
 from scheduler.cluster.exchange.quotas import ExchangeQuotas
 from scheduler.cluster.leadership import Driver, LeaderElector, Terms, default_namespace
-from scheduler.cluster.nudge import Nudger, Parked, VictimRequeue
+from scheduler.cluster.nudge import Nudger, Parked
 from scheduler.config import ConfigFile, ListenerLimits, Settings
 from scheduler.core.engine import SchedulingEngine
 from scheduler.core.model import NodeInfo
@@ -178,7 +178,11 @@ def build_runtime(settings: Settings, *, api: KubernetesApi | None = None, stand
         if api is not None
         else None
     )
+    # The cell exchange's quota moves (every replica): a replica decides once its ledger is applied.
+    quotas = _exchange_quotas(settings, api, composition.cells, lock)
     readiness = cache if cache is not None else AlwaysReady()
+    if cache is not None and quotas is not None:
+        readiness = _AllReady(cache, quotas)
     metrics.track_thread_cpu()
     metrics.track_readiness(lambda: readiness.ready()[0])
     # The running HiveD configuration's VCs and cell types, for the preempt verb's refusals and
@@ -211,11 +215,9 @@ def build_runtime(settings: Settings, *, api: KubernetesApi | None = None, stand
         metrics.track_resume_holds(lambda: _locked(lock, resume_holds.stats))
 
     hived_cells = composition.cells
-    quotas = _exchange_quotas(settings, api, hived_cells, lock)
     count_preemption = metrics.track_exchange(quotas.metrics) if quotas is not None else None
     terms, elector = _leadership(settings, api, cache, metrics, hived=hived_cells, lock=lock, quotas=quotas,
                                  count_preemption=count_preemption)
-    victim_requeue = _victim_requeue(settings, api, cache, metrics)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -225,8 +227,6 @@ def build_runtime(settings: Settings, *, api: KubernetesApi | None = None, stand
             quotas.start()
         if sweeper is not None:
             sweeper.start()
-        if victim_requeue is not None:
-            victim_requeue.start()
         if elector is not None:
             elector.start()
         elif terms is not None:
@@ -241,8 +241,6 @@ def build_runtime(settings: Settings, *, api: KubernetesApi | None = None, stand
                 terms.end()
             if sweeper is not None:
                 sweeper.stop()
-            if victim_requeue is not None:
-                victim_requeue.stop()
             if quotas is not None:
                 quotas.stop()
             if cache is not None:
@@ -345,21 +343,6 @@ def _nudger(
     return Nudger(api=api, settings=settings.nudge, namespace=namespace, ready=lambda: cache.ready()[0], on_signal=signalled)
 
 
-def _victim_requeue(
-    settings: Settings, api: KubernetesApi | None, cache: ClusterCache | None, metrics: ExtenderMetrics
-) -> VictimRequeue | None:
-    """A requeue signal once the watch has seen preemption victims go (scheduler/cluster/nudge.py,
-    VictimRequeue). On every replica: the kube-scheduler beside any of them may be the active one."""
-    if api is None or cache is None or not settings.nudge.enabled:
-        return None
-    requeue = VictimRequeue(
-        api=api, namespace=settings.leader_election.namespace or default_namespace(),
-        on_signal=lambda: metrics.requeue_signals.labels(reason="victims-gone").inc(),
-    )
-    cache.on_victims_gone = requeue.victims_gone
-    return requeue
-
-
 def _driver(terms: Terms | None, kind: type[D]) -> D | None:
     """The current term's driver of ``kind``."""
     if terms is None:
@@ -385,6 +368,22 @@ def _term_view(
         return {"leading": True, **driver.inspect()}
 
     return view
+
+
+class _AllReady:
+    """Ready when every part is, in order (the watch cache, then the exchange's ledger applied)."""
+
+    def __init__(self, *parts: Any) -> None:
+        self._parts = parts
+
+    def ready(self) -> tuple[bool, str]:
+        whys = []
+        for part in self._parts:
+            ready, why = part.ready()
+            if not ready:
+                return False, why
+            whys.append(why)
+        return True, "; ".join(whys)
 
 
 def _exchange_quotas(

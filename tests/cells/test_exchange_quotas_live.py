@@ -135,3 +135,48 @@ def test_an_exchange_the_configuration_makes_impossible_is_left_out_and_the_othe
     clock.now = T0 + 2 * HOUR  # both over: the configured quotas
     assert quotas.apply() is True and quotas_of(engine) == {"a": 0, "b": 1, "c": 1}
     assert "applyProblem" not in quotas.inspect()
+
+
+class LedgerApi:
+    """The list and watch of the ledger as the API server answers them: one list, then a watch
+    that stays open (nothing changes) until the test ends."""
+
+    def __init__(self, data: dict[str, str]) -> None:
+        self.data = data
+        self.closed = __import__("threading").Event()
+
+    def list_path(self, path: str) -> bytes:
+        import json
+
+        item = {"metadata": {"name": "cellfit-exchange-ledger", "namespace": "cellfit-system", "resourceVersion": "5"}, "data": self.data}
+        return json.dumps({"metadata": {"resourceVersion": "5"}, "items": [item]}).encode()
+
+    def watch_path(self, path: str, *, resource_version: str) -> Any:
+        self.closed.wait()
+        return iter(())
+
+
+def test_a_restarted_replica_is_ready_only_once_the_ledgers_exchanges_are_applied():
+    """The first list of the ledger reaches the quotas before the reflector marks itself synced:
+    the quota thread must apply it then, not at its next resync (minutes here), and readiness
+    waits for that apply."""
+    import threading
+    import time
+
+    base = cells(a=2, b=1, c=1)
+    engine = HivedEngine.from_config(base)
+    e = entry(start=T0 - 60, end=T0 + HOUR)
+    api = LedgerApi({e.key: ledger.encode(e)})
+    quotas = ExchangeQuotas(api=api, engine=engine, lock=threading.RLock(), base=base, namespace="cellfit-system",  # type: ignore[arg-type]
+                            settings=ExchangeSettings(resyncSeconds=600), clock=lambda: T0)
+    assert quotas.ready()[0] is False and "ledger" in quotas.ready()[1]
+    quotas.start()
+    try:
+        deadline = time.monotonic() + 30  # a liveness bound on a loaded machine, not a speed check
+        while not quotas.ready()[0] and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert quotas.ready()[0] is True
+        assert quotas_of(engine) == {"a": 1, "b": 2, "c": 1}  # applied before ready
+    finally:
+        quotas.stop()
+        api.closed.set()

@@ -30,6 +30,9 @@ from scheduler.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
+# How often the quota thread looks whether the ledger's first list is in (it waits on the mark).
+_SYNC_POLL_SECONDS = 1.0
+
 
 class ExchangeQuotas:
     def __init__(
@@ -60,6 +63,7 @@ class ExchangeQuotas:
         self._listeners: list[Callable[[], None]] = []
         self._wake = threading.Event()
         self._stop = threading.Event()
+        self._caught_up = threading.Event()  # the ledger listed and its quota moves applied once
         self.reflector = path_reflector(
             api, ledger_list_path(namespace, settings.ledger_name), CONFIG_MAP_LIST_DECODER, CONFIG_MAP_DECODER,
             name="exchange-ledger", replace=lambda items: self.observe(items[0] if items else None),
@@ -81,6 +85,15 @@ class ExchangeQuotas:
     @property
     def synced(self) -> bool:
         return self.reflector.synced.is_set()
+
+    def ready(self) -> tuple[bool, str]:
+        """Whether this replica's engine has the ledger's exchanges (part of readiness: before,
+        it would serve the configured quotas, as if nothing were lent)."""
+        if self._caught_up.is_set():
+            return True, "exchange ledger applied"
+        if not self.synced:
+            return False, f"exchange ledger {self._settings.ledger_name} not listed yet"
+        return False, "exchange ledger listed, its quota moves not applied yet"
 
     def subscribe(self, on_change: Callable[[], None]) -> None:
         """``on_change()`` after every new ledger content (the leader's controller wakes on it)."""
@@ -192,16 +205,22 @@ class ExchangeQuotas:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            now = self._clock()
-            edge = ledger.next_edge(self.entries, now=now, grace_seconds=None)
-            wait = self._settings.resync_seconds if edge is None else min(self._settings.resync_seconds, max(edge - now, 0.0) + 0.01)
-            self._wake.wait(timeout=wait)
-            self._wake.clear()
+            if self.synced:
+                now = self._clock()
+                edge = ledger.next_edge(self.entries, now=now, grace_seconds=None)
+                wait = self._settings.resync_seconds if edge is None else min(self._settings.resync_seconds, max(edge - now, 0.0) + 0.01)
+                self._wake.wait(timeout=wait)
+                self._wake.clear()
+            else:
+                # The first list reaches observe() before the reflector marks itself synced: wait
+                # for the mark itself, so the ledger's moves apply the moment it is listed.
+                self.reflector.synced.wait(timeout=_SYNC_POLL_SECONDS)
             if self._stop.is_set():
                 return
             try:
                 if self.synced:
                     self.apply()
+                    self._caught_up.set()
             except Exception:  # a defect must not end the quota moves
                 log.exception("applying exchange quotas failed")
 
