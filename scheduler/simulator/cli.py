@@ -24,6 +24,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Final, NoReturn, Sequence
 
+from scheduler.config import Settings, load_settings
 from scheduler.core.resources import Resources, cpu_millis, device_count, whole_units
 from scheduler.errors import CellfitError, ConfigError, InvalidRequest
 from scheduler.preemption.model import FitGppSettings
@@ -61,6 +62,7 @@ _FITGPP_ONLY: Final = (
     ("max_preemptions", "--max-preemptions"),
     ("table4", "--table4"),
     ("write_trace", "--write-trace"),
+    ("config", "--config"),
 )
 _ALLOX_ONLY: Final = (("alpha", "--alpha"), ("timeout", "--timeout"), ("omega_grid", "--omega-grid"))
 
@@ -133,6 +135,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     policy.add_argument(
         "-P", "--max-preemptions", default=None, help="P: preemptions per job at most, or 'inf' (default 1)"
     )
+    policy.add_argument(
+        "--config",
+        metavar="FILE",
+        default=None,
+        help="fitgpp: the cellfit configuration the engine is composed from, as `cellfit serve --config` "
+        "reads it (default: the embedded default, resource fit); -s and -P default to its preemption "
+        "section's and override it, the seed replaces its seed; policy.name hived without cells.topology "
+        "discovers the cells from the simulated nodes",
+    )
     policy.add_argument("--alpha", default=None, help="allox: AlloX's fairness knob in [0, 1] (default 0.1, as in §5.1)")
     policy.add_argument(
         "--timeout", default=None, help="allox: AlloX+'s waiting timeout in minutes (default 240; 'inf' disables it)"
@@ -173,11 +184,15 @@ def _or(value: str | None, default: str) -> str:
     return default if value is None else value
 
 
-def _settings(args: argparse.Namespace) -> FitGppSettings:
-    weight = _float(_or(args.grace_period_weight, "4.0"), "--grace-period-weight", low=0.0)
+def _settings(args: argparse.Namespace, configuration: Settings | None) -> FitGppSettings:
+    """-s and -P; without them, the --config file's (else FitGpp's defaults, 4 and 1)."""
+    preemption = configuration.preemption if configuration is not None else None
+    weight_default = str(preemption.grace_period_weight) if preemption is not None else "4.0"
+    limit_default = "1" if preemption is None else ("inf" if preemption.max_preemptions is None else str(preemption.max_preemptions))
+    weight = _float(_or(args.grace_period_weight, weight_default), "--grace-period-weight", low=0.0)
     if not math.isfinite(weight):
         _fail_option("--grace-period-weight", f"{args.grace_period_weight!r} is not finite")
-    text = _or(args.max_preemptions, "1").strip().lower()
+    text = _or(args.max_preemptions, limit_default).strip().lower()
     limit = None if text in ("inf", "infinite", "none", "unlimited") else _int(text, "--max-preemptions", low=0)
     return FitGppSettings(grace_period_weight=weight, max_preemptions=limit)
 
@@ -205,7 +220,7 @@ def _policies(text: str) -> list[str]:
     return policy_list(text, policy_names(), workload="fitgpp", other=policy_names("interchangeable"))
 
 
-def _experiment(args: argparse.Namespace, settings: FitGppSettings) -> Experiment:
+def _experiment(args: argparse.Namespace, settings: FitGppSettings, configuration: Settings | None) -> Experiment:
     if args.workload is not None and args.trace is not None:
         _fail_option("--trace", "give either --workload or --trace")
     if args.workload not in (None, "fitgpp"):
@@ -248,6 +263,7 @@ def _experiment(args: argparse.Namespace, settings: FitGppSettings) -> Experimen
         seeds=tuple(range(seed, seed + repeat)),
         variants=Experiment.standard_variants(_policies(_or(args.policies, _DEFAULT_POLICIES)), settings),
         tick=tick,
+        configuration=configuration,
     )
 
 
@@ -284,6 +300,7 @@ def _settings_document(args: argparse.Namespace, experiment: Experiment, setting
         "tick_seconds": experiment.tick,
         "s": settings.grace_period_weight,
         "P": settings.max_preemptions,
+        "config": args.config,
     }
 
 
@@ -313,8 +330,9 @@ def _run(args: argparse.Namespace) -> int:
     for attribute, option in _ALLOX_ONLY:
         if getattr(args, attribute) is not None:
             _fail_option(option, "an option of workload allox only (add --workload allox)")
-    settings = _settings(args)
-    experiment = _experiment(args, settings)
+    configuration = load_settings(args.config) if args.config else None
+    settings = _settings(args, configuration)
+    experiment = _experiment(args, settings, configuration)
     workers = _int(args.workers, "--workers", low=1)
     sweep: str | None = args.sweep
     if sweep is not None and sweep not in SWEEPS:

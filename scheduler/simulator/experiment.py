@@ -13,6 +13,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Callable, Final, Literal, Sequence
 
+from scheduler.config import Settings
 from scheduler.preemption.model import FitGppSettings
 from scheduler.simulator.policies import PolicyOptions, make_policy, policy_names
 from scheduler.simulator.results import Summary, average, summarise
@@ -58,6 +59,9 @@ class Experiment:
     variants: tuple[Variant, ...] = ()
     # 0: decide at every event; 60: only every simulated minute, like the paper's simulator.
     tick: float = 0.0
+    # The configuration the engine is composed from, as ``cellfit serve --config`` reads it;
+    # None: the embedded default (resource fit, standalone).
+    configuration: Settings | None = None
 
     @staticmethod
     def standard_variants(policies: Sequence[str], settings: FitGppSettings) -> tuple[Variant, ...]:
@@ -99,6 +103,7 @@ def derive_arrivals(
         load=experiment.load,
         on_progress=on_progress,
         tick=experiment.tick,
+        configuration=experiment.configuration,
     )
     result = simulation.run()
     return simulation.submitted_specs(), result
@@ -121,6 +126,7 @@ def run_variant(
         arrivals="trace",
         on_progress=on_progress,
         tick=experiment.tick,
+        configuration=experiment.configuration,
     )
     return simulation.run()
 

@@ -146,16 +146,19 @@ class Simulation:
         # inside FitGpp with its resume holds), on the virtual clock.
         self.engine: SchedulingEngine
         self.preemption: DecidesPreemption | None
+        self.node_names = cluster.node_names()
+        nodes = [NodeInfo(name=name, allocatable=cluster.node) for name in self.node_names]
         if engine is None:
-            composition = compose(
-                served_settings(settings, seed=seed, configuration=configuration), connected=False, clock=lambda: self.now
-            )
+            served = served_settings(settings, seed=seed, configuration=configuration)
+            # HiveD without a topology discovers its cells from the cluster's Nodes, as a
+            # connected cellfit does at startup: here the simulated ones.
+            discovers = served.policy.name == "hived" and served.cells.topology is None
+            composition = compose(served, connected=discovers, nodes=nodes if discovers else None, clock=lambda: self.now)
             self.engine, self.preemption = composition.engine, composition.preemption
         else:
             self.engine, self.preemption = engine, preemption
-        self.node_names = cluster.node_names()
-        for name in self.node_names:
-            self.engine.apply_node(NodeInfo(name=name, allocatable=cluster.node))
+        for node in nodes:
+            self.engine.apply_node(node)
         self.jobs = [SimJob(i, spec) for i, spec in enumerate(jobs)]
         self.by_uid: dict[str, SimJob] = {}
         self.by_pod: dict[str, SimJob] = {}  # the current pod of each job, by pod UID

@@ -194,3 +194,35 @@ def test_a_file_that_cannot_be_written_is_one_line_and_exit_1(
     assert err.strip().splitlines()[-1].startswith(f"cellfit simulate: cannot {verb} {target}: ")
     if option == "--plots":
         assert out == ""  # refused before anything ran
+
+
+def test_a_configuration_composes_the_engine_as_cellfit_serve_does(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--config: the engine is composed from the file as ``cellfit serve --config`` composes it;
+    HiveD without a topology discovers its cells from the simulated nodes (one VC, ``default``,
+    owning them), and its decisions are not resource fit's on the same jobs."""
+    hived = tmp_path / "hived.yaml"
+    hived.write_text("policy:\n  name: hived\npreemption:\n  gracePeriodWeight: 2\n")
+    common = ["--jobs", "400", "--nodes", "6", "--policies", "fitgpp", "--no-progress"]
+    code, out_hived, err = run_cli([*common, "--config", str(hived), "--output-json", str(tmp_path / "h.json")], capsys)
+    assert code == 0, err
+    code, out_fit, err = run_cli([*common, "--output-json", str(tmp_path / "f.json")], capsys)
+    assert code == 0, err
+    under_hived = json.loads((tmp_path / "h.json").read_text())
+    under_fit = json.loads((tmp_path / "f.json").read_text())
+    assert under_hived["fitgpp"]["settings"]["config"] == str(hived) and under_fit["fitgpp"]["settings"]["config"] is None
+    assert under_hived["fitgpp"]["settings"]["s"] == 2.0 and under_fit["fitgpp"]["settings"]["s"] == 4.0  # the file's s
+    assert under_hived["fitgpp"]["preemption_decisions"] > 0
+    assert under_hived["fitgpp"]["be"] != under_fit["fitgpp"]["be"]  # HiveD places differently
+
+
+def test_a_configuration_that_cannot_be_read_or_is_invalid_is_one_line_and_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = run_cli([*SMALL, "--config", str(tmp_path / "missing.yaml")], capsys)
+    assert code == 2 and "missing.yaml: cannot read" in err and err.count("\n") == 1
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("preemption:\n  gracePeriodWeight: -1\n")
+    code, _, err = run_cli([*SMALL, "--config", str(bad)], capsys)
+    assert code == 2 and "gracePeriodWeight" in err and err.count("\n") == 1
+    code, _, err = run_cli(["--workload", "allox", "--config", str(bad), "--no-progress"], capsys)
+    assert code == 2 and "--config: not an option of workload allox" in err
