@@ -1,8 +1,9 @@
 """Scheduling policies the simulator can run, and the registry that names them.
 
 A policy gets one :meth:`Policy.schedule` call per instant, after that instant's events, and
-acts through the simulation: :meth:`~Simulation.try_place` starts a job where the resource-fit
-engine finds room, :meth:`~Simulation.preempt` suspends victims for a TE job. A new policy
+acts through the simulation: :meth:`~Simulation.try_place` starts a job where the served
+engine places it (kube-scheduler's cycle), :meth:`~Simulation.preempt` suspends victims for a
+TE job. A new policy
 implements ``schedule`` and registers a factory::
 
     register_policy("fifo", FifoPolicy)

@@ -1,7 +1,10 @@
-"""The discrete-event simulation: a virtual clock that jumps from event to event (arrivals,
-completions, grace-period ends; no minute ticks), a cluster booked through the same
-:class:`~scheduler.core.fit.ResourceFitEngine` the extender uses, and a
-:class:`~scheduler.preemption.table.PreemptionIndex` kept beside it for the preemption core.
+"""The ``fitgpp`` workload's simulation: events on the simulator's kernel
+(:mod:`~scheduler.simulator.kernel`: arrivals, completions, grace-period ends; no minute ticks),
+and a cluster whose every decision is taken by the engine ``cellfit serve`` composes
+(:mod:`scheduler.composition`), driven as kube-scheduler drives it
+(:mod:`~scheduler.simulator.kube_model`: its own resource fit and nominated nodes, the engine's
+filter, prioritize and bind, its preemption dry run offering candidate nodes to the engine's
+preemption, victims deleted and gone after their grace period, a preempted Job's next pod).
 
 After all events at one instant are applied, the policy gets one scheduling pass
 (:meth:`Policy.schedule`); it starts jobs with :meth:`Simulation.try_place` and suspends jobs
