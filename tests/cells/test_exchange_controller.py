@@ -152,3 +152,29 @@ def test_one_object_whose_report_raises_leaves_the_others_told():
     api.create_event = create_event  # type: ignore[method-assign]
     controller.reconcile()
     assert api.statuses["r2"]["phase"] == "Matched" and ("r2", "Matched") in api.events and len(api.deleted) == 1
+
+
+def test_the_round_runs_outside_the_engine_lock():
+    """The verbs take the engine lock; the matching and its quota proofs (seconds at hundreds of
+    requests and offers) must not hold it. The offer's spec records, each time the round reads
+    it, whether another thread could take the lock then."""
+    free: list[bool] = []
+
+    class Probe(dict):
+        def get(self, key: str, default: Any = None) -> Any:
+            def try_lock() -> None:
+                taken = controller._lock.acquire(timeout=0.5)
+                if taken:
+                    controller._lock.release()
+                free.append(taken)
+
+            thread = threading.Thread(target=try_lock)
+            thread.start()
+            thread.join()
+            return super().get(key, default)
+
+    offer = cell_object("na", "o2", "u1")
+    probed = CellObject(metadata=offer.metadata, spec=Probe(offer.spec))
+    controller, api = setup(offers=[probed], requests=[cell_object("nb", "r2", "u2")])
+    controller.reconcile()
+    assert free and all(free) and api.statuses["o2"]["phase"] == "Matched"

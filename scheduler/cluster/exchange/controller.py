@@ -23,7 +23,9 @@ and grace end; at least every ``exchange.resyncSeconds``):
    its 5-minute flush. (Retried on the deletion alone, it may reach cellfit's filter before
    cellfit's own watch has seen the deletion, and be parked again.)
 
-Nothing here keeps a copy of pods or cells: the engine's view is read under the engine lock.
+Nothing here keeps a copy of pods or cells: the engine's views of the VCs involved are read
+under the engine lock; the round itself (matching, quota proofs) runs outside it, on those views
+and the topology (fixed for the engine's life), so the verbs never wait for it.
 """
 
 from __future__ import annotations
@@ -222,12 +224,14 @@ class ExchangeController:
         involved = {vc for e in entries if e.window.end + grace + BORROWER_HORIZON_SECONDS > now for vc in (e.lender, e.borrower)}
         with self._lock:
             views = {vc: self._engine.inspect_virtual_cluster(vc) or {} for vc in sorted(involved & set(base))}
-            result = exchange_round(
-                offers=postings["offer"], requests=postings["request"], namespaces=namespaces, base=base,
-                catalog=CellCatalog(self._engine.topology.config.cell_types), topology=self._engine.topology,
-                entries=entries, now=now, grace_seconds=self._settings.return_grace_seconds, draining=draining_pods(views),
-                settled=settled,
-            )
+            topology = self._engine.topology  # fixed for the engine's life: reconfigure refuses a new one
+        # The matching and its quota proofs run outside the lock: the verbs wait for nothing of it.
+        result = exchange_round(
+            offers=postings["offer"], requests=postings["request"], namespaces=namespaces, base=base,
+            catalog=CellCatalog(topology.config.cell_types), topology=topology,
+            entries=entries, now=now, grace_seconds=self._settings.return_grace_seconds, draining=draining_pods(views),
+            settled=settled,
+        )
         if result.problems:
             log.error("cell exchange objects not judged (each is Invalid, saying why)", extra={"problems": result.problems[:10]})
         posted = {p.id for kind in ("offer", "request") for p in postings[kind]}
