@@ -161,7 +161,10 @@ def test_preemption_waits_for_the_grace_then_takes_only_draining_cells_of_the_mo
     assert due_preemptions(entries=[entry], now=T0 + HOUR + 10, grace_seconds=300, views=views) == []
     (borrower,) = due_preemptions(entries=[entry], now=T0 + HOUR + 300, grace_seconds=300, views=views)
     assert borrower.pod == "team-b/late"  # one cell moved: one draining cell emptied, not two
-    assert due_preemptions(entries=[entry], now=T0 + 3 * HOUR, grace_seconds=300, views=views) == []
+    # Still there hours later (a deletion that failed, a pod stuck terminating): tried again.
+    assert [p.pod for p in due_preemptions(entries=[entry], now=T0 + 3 * HOUR, grace_seconds=300, views=views)] == ["team-b/late"]
+    # A day on, a drain of the VC is another cause's, none of this exchange's business.
+    assert due_preemptions(entries=[entry], now=T0 + HOUR + 300 + 86400, grace_seconds=300, views=views) == []
     assert due_preemptions(entries=[entry], now=T0 + HOUR + 300, grace_seconds=None, views=views) == []
     assert draining_pods(views) == {"a": 1, "b": 2}
 

@@ -10,7 +10,10 @@ One round (:func:`do_matching`) over the bulletin board's open offers and reques
 3. Of the offers qualifying for the request (``qualify.disqualification`` is ``None``), the one
    whose owner has the lowest surplus *now*, ties by the earliest posted, then id. It is removed
    from the board, and ``gpu_hours`` (the request's GPUs x the hours of its window still to
-   come) moves: the requester's surplus goes down by it, the owner's up.
+   come) moves: the requester's surplus goes down by it, the owner's up. Algorithm 2 moves the
+   offer's GPU-hours; here the lender is credited for what it lends (the request's window, its
+   GPUs those of the offer by the exact packing). The offer leaves the board whole, as in
+   Algorithm 2: the rest of a longer offer's window is not lent, and is posted again if wanted.
 
 Before a match counts, ``admit`` (the quota move's feasibility proof, ``quota.QuotaProof``) may
 refuse it with a reason; the next qualified offer in the same order is tried then, and the

@@ -6,8 +6,9 @@ lender's guaranteed pods still on draining cells of the lent types are preempted
 plus the grace the borrower's on draining cells of the types it borrowed. At most as many
 draining cells per type as the exchange moved are emptied, so a drain of another cause (a
 smaller quota in the configuration file) is not cut short by the exchange beyond that. The
-borrower's side is looked at for ``horizon_seconds`` after its grace ends, then no more: its
-pods are gone by then, and a later drain of the same VC is none of this exchange's business.
+borrower's side is looked at for ``horizon_seconds`` (a day) after its grace ends, while its pods
+still hold draining cells of the types it borrowed (a deletion that failed, a pod stuck
+terminating), then no more: a later drain of the same VC is none of this exchange's business.
 
 Input is ``HivedEngine.inspect_virtual_cluster(vc)`` per VC (``vcCells[].state``, ``.pods``,
 ``placements[].uid``). Pure.
@@ -23,7 +24,10 @@ from scheduler.cells.exchange.model import Cells, describe_cells
 from scheduler.cells.exchange.resource import rfc3339
 from scheduler.wording import duration
 
-BORROWER_HORIZON_SECONDS = 3600.0
+# How long after its grace the borrower's side is looked at: a day, so a pod whose deletion failed
+# or that is stuck terminating is tried again, while a later drain of the VC (another cause's)
+# is left alone. The ledger keeps the entry at least this long.
+BORROWER_HORIZON_SECONDS = 86400.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
