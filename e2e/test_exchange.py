@@ -73,6 +73,11 @@ def tidy(env: Any) -> Iterator[list[str]]:
         env[0].kubectl("-n", ns, "delete", "pods", "--all", "--wait=true", check=False)
 
 
+def seconds(stamp: str) -> float:
+    """An object's RFC 3339 time (whole seconds) -> seconds since the epoch."""
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+
+
 def window(opens_in: float, ends_in: float) -> tuple[float, float]:
     """A window in whole seconds from now (objects carry whole seconds: what cellfit reads)."""
     now = math.floor(time.time())
@@ -219,7 +224,10 @@ def test_two_tenants_exchange_a_node_cell_for_a_window(env: Any, tidy: list[str]
     wait(lambda: phase(cluster, ns_b, "cellrequest", "burst") == "Returned", max(end - time.time(), 0) + 30, "the request Returned")
     assert phase(cluster, ns_a, "celloffer", "idle-node") == "Returned"
     a_1 = wait(lambda: running(cluster, ns_a, "a-1"), 90, "a-1 running")
-    assert time.time() >= end + GRACE
+    # The pods' own times, not the test's clock (which passes end + GRACE whatever cellfit does):
+    # a-1 was placed only at the end plus the grace, when b's pod left on the cell was preempted.
+    scheduled = next(c["lastTransitionTime"] for c in a_1["status"]["conditions"] if c["type"] == "PodScheduled")
+    assert seconds(scheduled) >= end + GRACE, (scheduled, end)
     info = bind_info(a_1)
     assert (info["vc"], info["priority"]) == ("a", "guaranteed"), info
     survivors = [name for name in ("b-0", "b-1") if running(cluster, ns_b, name)]
@@ -228,6 +236,7 @@ def test_two_tenants_exchange_a_node_cell_for_a_window(env: Any, tidy: list[str]
     assert a_1["spec"]["nodeName"] != running(cluster, ns_b, survivors[0])["spec"]["nodeName"]  # type: ignore[index]
     events = [e for e in cluster.events(ns_b, preempted) if e["reason"] == "Preempted"]
     assert events and "cell exchange" in events[0]["message"] and "window ended" in events[0]["message"], events
+    assert seconds(events[0]["firstTimestamp"]) >= end + GRACE, (events[0]["firstTimestamp"], end)  # written after the deletion
 
     # Inspect and metrics say what happened.
     view = cellfit.get("/v1/inspect/exchanges")
@@ -351,9 +360,11 @@ def test_a_lender_busy_when_the_window_opens_is_preempted_after_the_grace(env: A
 
     # At the start plus the grace the lender's pod is preempted, and the borrower's pod runs there.
     b_1 = wait(lambda: running(cluster, ns_b, "b-1"), 60, "b-1 running")
-    assert time.time() >= start + GRACE
+    scheduled = next(c["lastTransitionTime"] for c in b_1["status"]["conditions"] if c["type"] == "PodScheduled")
+    assert seconds(scheduled) >= start + GRACE, (scheduled, start)  # the pod's time, not the test's clock
     assert b_1["spec"]["nodeName"] == a_busy["spec"]["nodeName"] and bind_info(b_1)["vc"] == "b"
     assert running(cluster, ns_a, "a-busy") is None
     events = [e for e in cluster.events(ns_a, "a-busy") if e["reason"] == "Preempted"]
     assert events and "lent" in events[0]["message"] and f"{ns_a}/busy-node" in events[0]["message"], events
+    assert seconds(events[0]["firstTimestamp"]) >= start + GRACE, (events[0]["firstTimestamp"], start)
     assert cellfit.metric('cellfit_exchange_preemptions_total{vc="a"}') == 1

@@ -178,3 +178,15 @@ def test_the_round_runs_outside_the_engine_lock():
     controller, api = setup(offers=[probed], requests=[cell_object("nb", "r2", "u2")])
     controller.reconcile()
     assert free and all(free) and api.statuses["o2"]["phase"] == "Matched"
+
+
+def test_a_value_that_does_not_read_is_never_written_over():
+    """An entry that does not read (an operator's edit, an older format) under the key of the
+    match the round makes: the match waits, told to nobody; the value stays for its owner."""
+    controller, api = setup(offers=[cell_object("na", "o2", "u1")], requests=[cell_object("nb", "r2", "u2")])
+    key = ledger.entry_key(offer="na/o2", request="nb/r2", offer_uid="u1", request_uid="u2")
+    api.data[key] = "edited by hand"
+    controller.reconcile()
+    assert api.data[key] == "edited by hand" and api.ledger_writes == 0
+    assert "o2" not in api.statuses and "r2" not in api.statuses and len(api.deleted) == 1
+    assert controller.inspect()["lastRound"]["unrecorded"] == ["na/o2", "nb/r2"]

@@ -150,6 +150,7 @@ class ExchangeController:
         self.requeue_signals = 0
         self._backoff = _FIRST_BACKOFF_SECONDS
         self._retry_at: float | None = None  # when a refused ledger write is tried again
+        self._unread: list[str] = []  # the ledger's entries that did not read, as last logged
         self.last = LastRound()
         self._stores = {kind: _Store(self._wake.set) for kind in ("offer", "request", "namespace")}
         self._reflectors = [
@@ -237,24 +238,28 @@ class ExchangeController:
         posted = {p.id for kind in ("offer", "request") for p in postings[kind]}
         folded, settled = ledger.fold(entries, settled, now=now, objects=posted, after_seconds=grace + BORROWER_HORIZON_SECONDS)
         recorded = entries
-        unrecorded: set[str] = set()
-        if result.new_entries or folded:
-            written = self._record(config_map, result.new_entries, folded, settled)
+        # A new match whose key holds a value that does not read (an operator's edit, an entry of
+        # an older format) is not written over it: it waits, told to nobody, until that is fixed.
+        taken = set((config_map.data or {}) if config_map is not None else {})
+        new_entries = [e for e in result.new_entries if e.key not in taken]
+        unrecorded = {object_id for e in result.new_entries if e.key in taken for object_id in (e.offer, e.request)}
+        if new_entries or folded:
+            written = self._record(config_map, new_entries, folded, settled)
             if written == "conflict":
                 self._wake.set()  # another write came in between: decide again on what it holds
                 return
             if written == "failed":
                 # Told to nobody and preempted for by nobody until recorded; the rest goes on.
-                unrecorded = {object_id for e in result.new_entries for object_id in (e.offer, e.request)}
+                unrecorded |= {object_id for e in new_entries for object_id in (e.offer, e.request)}
                 self._retry_at = now + self._backoff
                 self._backoff = min(self._backoff * 2, _MAX_BACKOFF_SECONDS)
             else:
                 self._retry_at, self._backoff = None, _FIRST_BACKOFF_SECONDS
-                recorded = [*entries, *result.new_entries]
+                recorded = [*entries, *new_entries]
                 self._quotas.apply()
                 if folded:
                     log.info("exchange ledger entries folded into the settled totals", extra={"entries": len(folded)})
-                for entry in result.new_entries:
+                for entry in new_entries:
                     log.info("cells exchanged", extra={"offer": entry.offer, "request": entry.request, "lender": entry.lender,
                                                        "borrower": entry.borrower, "gpu_hours": round(entry.gpu_hours, 3),
                                                        "explanation": entry.explanation})
@@ -277,7 +282,8 @@ class ExchangeController:
             self._requeue("quotas moved" if moved else "preempted pods gone")
         preempted = self._preempt(recorded, now, views)
         self.last = LastRound(
-            at=now, seconds=time.perf_counter() - started, matched=[f"{e.offer} -> {e.request}" for e in result.new_entries],
+            at=now, seconds=time.perf_counter() - started,
+            matched=[f"{e.offer} -> {e.request}" for e in result.new_entries if e.offer not in unrecorded],
             refused=[f"{r.offer.id} for {r.request.id}: {r.reason}" for r in result.refused], preempted=preempted,
             board={kind + "s": [{"object": o.posting.id, "phase": o.phase, "message": o.message}
                                 for o in result.outcomes if o.posting.kind == kind and o.posting.id not in unrecorded]
@@ -299,7 +305,12 @@ class ExchangeController:
         raw = self._api.get_path(self._ledger_path())
         config_map = CONFIG_MAP_DECODER.decode(raw) if raw is not None else None
         data = config_map.data if config_map is not None else None
-        entries, _ = ledger.read(data)
+        entries, unread = ledger.read(data)
+        if unread != self._unread:  # each set once: the replicas' quotas name them too (inspect)
+            if unread:
+                log.error("exchange ledger entries that do not read are left out (never overwritten)",
+                          extra={"ledger": self._settings.ledger_name, "problems": unread[:10]})
+            self._unread = unread
         settled, problems = ledger.read_settled(data)
         if problems:  # never overwrite totals that do not read: an operator's to fix
             raise KubernetesApiError(f"exchange ledger {self._settings.ledger_name}: " + "; ".join(problems))
