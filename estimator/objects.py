@@ -5,7 +5,6 @@ skipped, and a Job's pod template is kept as raw JSON for the sampling pods."""
 from __future__ import annotations
 
 import json
-from datetime import datetime
 from typing import Collection, Final
 
 import msgspec
@@ -15,6 +14,7 @@ from estimator.model import Sample
 from estimator.planner import PodState, SampleKey, SamplePod
 from scheduler.constants import DOMAIN, LABEL_PLACEMENT
 from scheduler.errors import InvalidAnnotation
+from scheduler.kube.times import timestamp as timestamp  # re-exported: the estimator and the placer read it here
 
 # --- what cellfit puts on sampling pods ---
 LABEL_SAMPLE: Final = f"{DOMAIN}/sample"  # "true": lets the estimator watch only its pods
@@ -146,16 +146,6 @@ class Pod(msgspec.Struct, frozen=True):
 
 JOB_DECODER: Final = msgspec.json.Decoder(Job)
 POD_DECODER: Final = msgspec.json.Decoder(Pod)
-
-
-def timestamp(text: str | None) -> float | None:
-    """Seconds since the epoch of an RFC 3339 timestamp as the API writes it."""
-    if not text:
-        return None
-    try:
-        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
 
 
 def template_kind(job: Job, gpu_resource: str, *, kinds: Collection[str] = ("cpu", "gpu")) -> str:

@@ -83,7 +83,6 @@ def api_reflector(
 def path_reflector(
     api: KubernetesApi,
     path: str,
-    list_decoder: msgspec.json.Decoder,
     object_decoder: msgspec.json.Decoder,
     *,
     name: str,
@@ -92,10 +91,8 @@ def path_reflector(
     delete: Callable[[Any], None],
 ) -> Reflector:  # type: ignore[type-arg]
     """:func:`api_reflector` for a list the generated client has no lister for (custom
-    resources, one ConfigMap by field selector): ``path`` is the list's URL path.
-    ``list_decoder`` is no longer used (lists are decoded item by item with ``object_decoder``);
-    it goes once its callers stop passing it."""
-    del list_decoder
+    resources, one ConfigMap by field selector): ``path`` is the list's URL path; the list's
+    items and the watch's objects are decoded with ``object_decoder``."""
     return _decoded_reflector(
         lambda: api.list_path(path), lambda version: api.watch_path(path, resource_version=version),
         object_decoder, name=name, replace=replace, apply=apply, delete=delete,

@@ -36,7 +36,6 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Literal, Mapping
 
-from estimator.objects import timestamp
 from scheduler.cells import HivedEngine
 from scheduler.cells.exchange import CellCatalog, Posting, draining_pods, due_preemptions, exchange_round, ledger
 from scheduler.cells.exchange.board import Outcome
@@ -45,11 +44,9 @@ from scheduler.cells.exchange.preemption import BORROWER_HORIZON_SECONDS
 from scheduler.cluster.api import KubernetesApi
 from scheduler.cluster.cache import path_reflector
 from scheduler.cluster.exchange.objects import (
-    CELL_LIST_DECODER,
     CELL_OBJECT_DECODER,
     CONFIG_MAP_DECODER,
     NAMESPACE_DECODER,
-    NAMESPACE_LIST_DECODER,
     NAMESPACES_PATH,
     CellObject,
     ConfigMap,
@@ -62,6 +59,7 @@ from scheduler.cluster.nudge import send_signal
 from scheduler.config import ExchangeSettings
 from scheduler.constants import EXCHANGE_API_VERSION, KIND_CELL_OFFER, KIND_CELL_REQUEST
 from scheduler.errors import CellfitError, KubernetesApiError
+from scheduler.kube.times import timestamp
 
 log = logging.getLogger(__name__)
 
@@ -154,12 +152,12 @@ class ExchangeController:
         self.last = LastRound()
         self._stores = {kind: _Store(self._wake.set) for kind in ("offer", "request", "namespace")}
         self._reflectors = [
-            path_reflector(api, collection_path("offer"), CELL_LIST_DECODER, CELL_OBJECT_DECODER, name="celloffers",
+            path_reflector(api, collection_path("offer"), CELL_OBJECT_DECODER, name="celloffers",
                            replace=self._stores["offer"].replace, apply=self._stores["offer"].apply, delete=self._stores["offer"].delete),
-            path_reflector(api, collection_path("request"), CELL_LIST_DECODER, CELL_OBJECT_DECODER, name="cellrequests",
+            path_reflector(api, collection_path("request"), CELL_OBJECT_DECODER, name="cellrequests",
                            replace=self._stores["request"].replace, apply=self._stores["request"].apply,
                            delete=self._stores["request"].delete),
-            path_reflector(api, NAMESPACES_PATH, NAMESPACE_LIST_DECODER, NAMESPACE_DECODER, name="namespaces",
+            path_reflector(api, NAMESPACES_PATH, NAMESPACE_DECODER, name="namespaces",
                            replace=self._stores["namespace"].replace, apply=self._stores["namespace"].apply,
                            delete=self._stores["namespace"].delete),
         ]

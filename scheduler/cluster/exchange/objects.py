@@ -4,15 +4,12 @@ Namespaces whose label maps them to a VC, and the ledger ConfigMap; and their UR
 
 from __future__ import annotations
 
-from typing import Any, Generic, TypeVar
+from typing import Any
 from urllib.parse import quote
 
 import msgspec
 
 from scheduler.constants import CELL_OFFERS_PATH, CELL_REQUESTS_PATH
-from scheduler.kube import wire
-
-T = TypeVar("T")
 
 NAMESPACES_PATH = "/api/v1/namespaces"
 
@@ -51,17 +48,9 @@ class ConfigMap(msgspec.Struct, frozen=True):
     data: dict[str, str] | None = None
 
 
-class ObjectList(msgspec.Struct, Generic[T], frozen=True):
-    metadata: wire.ListMeta
-    items: list[T] = msgspec.field(default_factory=list)
-
-
 CELL_OBJECT_DECODER = msgspec.json.Decoder(CellObject)
-CELL_LIST_DECODER = msgspec.json.Decoder(ObjectList[CellObject])
 NAMESPACE_DECODER = msgspec.json.Decoder(Namespace)
-NAMESPACE_LIST_DECODER = msgspec.json.Decoder(ObjectList[Namespace])
 CONFIG_MAP_DECODER = msgspec.json.Decoder(ConfigMap)
-CONFIG_MAP_LIST_DECODER = msgspec.json.Decoder(ObjectList[ConfigMap])
 
 
 def collection_path(kind: str) -> str:

@@ -24,7 +24,7 @@ from scheduler.cells.exchange.ledger import Entry
 from scheduler.cells.exchange.resource import rfc3339
 from scheduler.cluster.api import KubernetesApi
 from scheduler.cluster.cache import path_reflector
-from scheduler.cluster.exchange.objects import CONFIG_MAP_DECODER, CONFIG_MAP_LIST_DECODER, ConfigMap, ledger_list_path
+from scheduler.cluster.exchange.objects import CONFIG_MAP_DECODER, ConfigMap, ledger_list_path
 from scheduler.config import ExchangeSettings
 from scheduler.errors import ConfigError
 
@@ -65,7 +65,7 @@ class ExchangeQuotas:
         self._stop = threading.Event()
         self._caught_up = threading.Event()  # the ledger listed and its quota moves applied once
         self.reflector = path_reflector(
-            api, ledger_list_path(namespace, settings.ledger_name), CONFIG_MAP_LIST_DECODER, CONFIG_MAP_DECODER,
+            api, ledger_list_path(namespace, settings.ledger_name), CONFIG_MAP_DECODER,
             name="exchange-ledger", replace=lambda items: self.observe(items[0] if items else None),
             apply=self.observe, delete=lambda _: self.observe(None),
         )
