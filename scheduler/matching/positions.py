@@ -119,24 +119,32 @@ def _tightened(bound: IntArray, *, omega: FloatArray, earlier: IntArray, runnabl
     never exceeds): the largest ``k`` with ``k·(1 + s_i) + Σ_l c_il·max(0, k − 1 − l) <= n_c``,
     ``c_il`` the other machines freeing in ``[ω_i + l·p, ω_i + (l+1)·p)`` (the window a hair
     narrower than ``p``, so that rounding can only loosen it)."""
+    # Claim 1's bound of 1 stands (k = 1 needs 1 + s_i <= n_c, which Claim 1 already says):
+    # only machines it allows two or more positions are worked on.
+    open_ = np.flatnonzero(bound >= 2)
+    if open_.shape[0] == 0:
+        return bound
     width = shortest * (1.0 - 1e-9)
-    ends = omega[np.newaxis, :] + np.arange(1, _LEVELS + 1)[:, np.newaxis] * width
+    ends = omega[np.newaxis, open_] + np.arange(1, _LEVELS + 1)[:, np.newaxis] * width
     reach = np.searchsorted(omega, ends.ravel(), side="left").reshape(ends.shape)
-    within = reach - earlier[np.newaxis, :] - 1  # other machines at or after ω_i, closer than (l+1)·p
-    counts = np.diff(np.concatenate((np.zeros((1, omega.shape[0]), dtype=np.int64), within)), axis=0)
+    before = earlier[open_]
+    within = reach - before[np.newaxis, :] - 1  # other machines at or after ω_i, closer than (l+1)·p
+    counts = np.diff(np.concatenate((np.zeros((1, open_.shape[0]), dtype=np.int64), within)), axis=0)
     behind = np.arange(1, _LEVELS + 1)[:, np.newaxis]  # 1 + l
 
     def needed(k: IntArray) -> IntArray:
-        result: IntArray = k * (1 + earlier) + (counts * np.maximum(0, k[np.newaxis, :] - behind)).sum(axis=0)
+        result: IntArray = k * (1 + before) + (counts * np.maximum(0, k[np.newaxis, :] - behind)).sum(axis=0)
         return result
 
-    low, high = np.zeros_like(bound), bound.copy()
+    low, high = np.zeros_like(open_), bound[open_]
     while bool(np.any(low < high)):
         middle = (low + high + 1) // 2
         fits = needed(middle) <= runnable
         low = np.where(fits, middle, low)
         high = np.where(fits, high, middle - 1)
-    return low
+    tightened = bound.copy()
+    tightened[open_] = low
+    return tightened
 
 
 def all_positions(*, machine_count: int, job_count: int) -> IntArray:
