@@ -70,6 +70,9 @@ class BuddyAllocator:
         # Merged cells -> the free group of their children as the merge left it (all but the
         # child released last): a rack that splits and merges over and over reuses one dict.
         self._spare: dict[Cell, tuple[dict[Cell, None], Cell]] = {}
+        # Split cells -> how many of their children are on a free list (a merge tests its
+        # buddies in O(1)); a cell that is not split has none.
+        self._free_children: dict[Cell, int] = {}
         for cell in top_cells:
             self.seed(cell)
 
@@ -94,6 +97,7 @@ class BuddyAllocator:
         cell.state = _INSIDE
         for inner in cell.walk():
             self._spare.pop(inner, None)
+            self._free_children.pop(inner, None)
 
     # ------------------------------------------------------------------ free-list primitives
 
@@ -107,7 +111,7 @@ class BuddyAllocator:
             cell.state = _FREE
         else:
             cell.state = _INSIDE  # free by position: its parent is split
-            parent.free_children += 1
+            self._free_children[parent] = self._free_children.get(parent, 0) + 1
         groups = (self._clean if cell.opportunistic_used == 0 and cell.bad == 0 else self._dirty)[cell.level - 1]
         group = groups.get(parent)
         if group is None:
@@ -129,7 +133,7 @@ class BuddyAllocator:
         if not group:
             del groups[parent]
         if parent is not None:
-            parent.free_children -= 1
+            self._free_children[parent] -= 1
         self._free[index] -= 1
 
     def _split(self, parent: Cell, kept: Cell) -> None:
@@ -154,7 +158,7 @@ class BuddyAllocator:
                 if child is not kept:
                     groups = (self._clean if self._is_clean(child) else self._dirty)[index]
                     groups.setdefault(parent, {})[child] = None
-        parent.free_children = len(children) - 1
+        self._free_children[parent] = len(children) - 1
         self._free[index] += len(children) - 1
 
     def _merge(self, parent: Cell, released: Cell) -> None:
@@ -165,8 +169,7 @@ class BuddyAllocator:
         dirty = self._dirty[index].pop(parent, None)
         if clean is not None and dirty is None:
             self._spare[parent] = (clean, released)
-        self._free[index] -= parent.free_children
-        parent.free_children = 0
+        self._free[index] -= self._free_children.pop(parent, 0)
 
     def is_free(self, cell: Cell) -> bool:
         return cell.buddy_state() is _FREE
@@ -334,7 +337,7 @@ class BuddyAllocator:
             parent = cell.parent
             if parent is None or parent.state is not _SPLIT:
                 break
-            if parent.free_children != len(parent.children) - 1:
+            if self._free_children.get(parent, 0) != len(parent.children) - 1:
                 break
             self._merge(parent, cell)
             parent.state = _INSIDE

@@ -101,7 +101,6 @@ class Cell:
         "node",
         "inner",  # node cells only: the cells between the node and its GPUs
         "leaves",
-        "free_children",  # children on a free list (lets a merge test its buddies in O(1))
         "chain",
         "cell_type",
         "id",
@@ -134,7 +133,6 @@ class Cell:
         self.vc: str | None = None
         self.pinned_id: str | None = None
         self.child_index: Buckets[Cell] | None = None
-        self.free_children = 0
         self.is_bad = False
         self.guaranteed_owner: int | None = None
         self.opportunistic_owner: int | None = None

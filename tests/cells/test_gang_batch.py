@@ -72,7 +72,7 @@ def exact_state(engine: HivedEngine) -> dict[str, Any]:
     alloc = engine.allocator
     cells = {
         c.id: (
-            c.guaranteed_used, c.idle_gpus, c.guaranteed_free, c.opportunistic_used, c.bad, c.guaranteed_owner, c.opportunistic_owner, c.is_bad, c.state, c.vc, c.free_children, _overlaps(alloc.idle_nodes, c),
+            c.guaranteed_used, c.idle_gpus, c.guaranteed_free, c.opportunistic_used, c.bad, c.guaranteed_owner, c.opportunistic_owner, c.is_bad, c.state, c.vc, alloc.buddies[c.chain]._free_children.get(c, 0), _overlaps(alloc.idle_nodes, c),
             _buckets(c.child_index),
         )
         for c in engine.topology.all_cells()
