@@ -306,7 +306,7 @@ def test_a_restart_and_a_config_reload_keep_the_exchange_under_way(env: Any) -> 
         wait(lambda: cellfit.metric("cellfit_config_in_effect") == 0, 40, "the breaking reload refused")
         assert quotas_now(cellfit) == {"a": 0, "b": 2, "c": 0}
         refused = [line for line in cellfit.log.read_text().splitlines() if "new configuration not applied" in line]
-        assert refused and "cell exchanges under way do not fit" in refused[-1] and f"{namespaces['a']}/spare" in refused[-1], refused[-1:]
+        assert refused and "cell exchanges matched do not fit" in refused[-1] and f"{namespaces['a']}/spare" in refused[-1], refused[-1:]
     finally:
         cellfit.config.write_text(original)
     wait(lambda: quotas_now(cellfit) == {"a": 0, "b": 2, "c": 1}, 40, "the original file back, the exchange on top")
