@@ -318,3 +318,16 @@ def test_a_match_long_over_folds_even_while_its_objects_exist_and_they_stay_retu
     outcomes = by_id(run(told[:1], told[1:], entries=[], now=later, base=CONFIG.virtual_clusters))
     assert {o.phase for o in outcomes.values()} == {"Returned"}
     assert outcomes["team-a/idle"].status == returned["team-a/idle"].status
+
+
+def test_an_exchange_under_way_the_configuration_cannot_carry_says_so_in_its_status():
+    offer = posting("offer", "team-a", "idle", {"V100-NODE": 1}, T0, T0 + HOUR)
+    request = posting("request", "team-b", "burst", {"V100-NODE": 1}, T0, T0 + HOUR)
+    (entry,) = run([offer], [request]).new_entries
+    outcomes = by_id(exchange_round(offers=[offer], requests=[request], namespaces=NAMESPACES, base=CONFIG.virtual_clusters,
+                                    catalog=CATALOG, topology=TOPOLOGY, entries=[entry], now=T0 + 1, grace_seconds=300,
+                                    not_applied={entry.key: "virtualClusters.a.cells: lends 1 V100-NODE but its quota holds 0"}))
+    for object_id in ("team-a/idle", "team-b/burst"):
+        assert outcomes[object_id].phase == "Active" and "not in effect" in outcomes[object_id].message
+        assert "virtualClusters.a.cells" in outcomes[object_id].message
+    assert "not in effect" not in by_id(run([offer], [request], entries=[entry], now=T0 + 1))["team-a/idle"].message

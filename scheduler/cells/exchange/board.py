@@ -106,7 +106,8 @@ def phase_of(entry: Entry, *, now: float) -> Phase:
 
 
 def _matched_status(
-    entry: Entry, posting: Posting, *, now: float, grace_seconds: float | None, draining: Mapping[str, int]
+    entry: Entry, posting: Posting, *, now: float, grace_seconds: float | None, draining: Mapping[str, int],
+    not_applied: Mapping[str, str],
 ) -> Outcome:
     phase = phase_of(entry, now=now)
     start, end = rfc3339(entry.window.start), rfc3339(entry.window.end)
@@ -140,6 +141,9 @@ def _matched_status(
                         if grace_seconds is not None else f"; {held} guaranteed pods of {entry.lender} still hold the lent cells")
         if phase == "Returned" and kept and preempt_at is not None and now < preempt_at:
             message += f"; {kept} guaranteed pods of {entry.borrower} still hold cells it returns: preempted {when}"
+    if phase == "Active" and entry.key in not_applied:
+        message += ("; not in effect: the configured virtual clusters cannot carry it (a configuration changed since "
+                    f"the match): {not_applied[entry.key]}")
     if phase == "Matched":
         message += f" ({entry.explanation})" if entry.explanation else ""
     match = {
@@ -180,11 +184,15 @@ def exchange_round(
     grace_seconds: float | None,
     draining: Mapping[str, int] | None = None,
     settled: Settled | None = None,
+    not_applied: Mapping[str, str] | None = None,
 ) -> Round:
     """One round (see the module docstring). ``namespaces``: labels of every Namespace (one
     missing does not exist); ``draining``: per VC, its guaranteed pods on draining cells (for
-    the messages: whose pods the borrower waits for); ``settled``: the ledger's folded totals."""
+    the messages: whose pods the borrower waits for); ``settled``: the ledger's folded totals;
+    ``not_applied``: entry key -> why the configured VCs cannot carry that exchange under way
+    (``quota.applicable``), said in its objects' status."""
     draining = draining or {}
+    not_applied = not_applied or {}
     # Every entry of a name: an object deleted and posted again under it has a match of its own
     # beside the first object's, and only the UID tells which one is the live object's.
     by_offer: dict[str, list[Entry]] = {}
@@ -285,7 +293,8 @@ def exchange_round(
     def tell_offer(posting: Posting) -> None:
         match_entry = recorded(posting)
         if match_entry is not None:
-            outcomes.append(_matched_status(match_entry, posting, now=now, grace_seconds=grace_seconds, draining=draining))
+            outcomes.append(_matched_status(match_entry, posting, now=now, grace_seconds=grace_seconds, draining=draining,
+                                            not_applied=not_applied))
             return
         offer = next((o for o in open_offers if o.id == posting.id), None)
         if offer is None:
@@ -304,7 +313,8 @@ def exchange_round(
     def tell_request(posting: Posting) -> None:
         match_entry = recorded(posting)
         if match_entry is not None:
-            outcomes.append(_matched_status(match_entry, posting, now=now, grace_seconds=grace_seconds, draining=draining))
+            outcomes.append(_matched_status(match_entry, posting, now=now, grace_seconds=grace_seconds, draining=draining,
+                                            not_applied=not_applied))
             return
         request = next((r for r in open_requests if r.id == posting.id), None)
         if request is None:

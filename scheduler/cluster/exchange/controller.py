@@ -229,7 +229,7 @@ class ExchangeController:
             offers=postings["offer"], requests=postings["request"], namespaces=namespaces, base=base,
             catalog=CellCatalog(topology.config.cell_types), topology=topology,
             entries=entries, now=now, grace_seconds=self._settings.return_grace_seconds, draining=draining_pods(views),
-            settled=settled,
+            settled=settled, not_applied=self._quotas.not_applied,
         )
         if result.problems:
             log.error("cell exchange objects not judged (each is Invalid, saying why)", extra={"problems": result.problems[:10]})

@@ -131,6 +131,11 @@ class ExchangeQuotas:
         return self._base
 
     @property
+    def not_applied(self) -> dict[str, str]:
+        """Entry key -> why the configured VCs cannot carry that exchange under way."""
+        return dict(self._not_applied)
+
+    @property
     def applied(self) -> frozenset[str]:
         """The keys of the ledger entries whose quota moves the engine has now."""
         return self._applied
