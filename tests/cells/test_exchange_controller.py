@@ -76,6 +76,14 @@ def cell_object(namespace: str, name: str, uid: str, start: str = "2027-01-15T09
                       spec={"cells": [{"cellType": "V100-NODE", "count": 1}], "window": {"start": start, "end": end}})
 
 
+class Clock:
+    def __init__(self) -> None:
+        self.now = T0
+
+    def __call__(self) -> float:
+        return self.now
+
+
 def setup(*, offers: list[CellObject], requests: list[CellObject]) -> tuple[ExchangeController, Api]:
     cfg = config(racks=1, nodes=2, a={"V100-NODE": 1}, b={"V100-NODE": 1})
     engine, lock = HivedEngine.from_config(cfg), threading.RLock()
@@ -86,7 +94,7 @@ def setup(*, offers: list[CellObject], requests: list[CellObject]) -> tuple[Exch
         schedule(engine, pod(f"b{i}", 8, "b"), node_names(1, 2))
     engine.reconfigure(reconfiguration(cfg, plan.after))
     api = Api({old.key: ledger.encode(old)})
-    clock = lambda: T0  # noqa: E731
+    clock = Clock()
     quotas = ExchangeQuotas(api=api, engine=engine, lock=lock, base=cfg, namespace="cellfit",  # type: ignore[arg-type]
                             settings=ExchangeSettings(), clock=clock)
     controller = ExchangeController(api=api, quotas=quotas, engine=engine, lock=lock, settings=ExchangeSettings(), clock=clock)  # type: ignore[arg-type]
@@ -96,6 +104,7 @@ def setup(*, offers: list[CellObject], requests: list[CellObject]) -> tuple[Exch
     controller._stores["offer"].replace(offers)
     controller._stores["request"].replace(requests)
     controller._wake.clear()  # the stores' fill woke it; the tests call reconcile themselves
+    controller.clock = clock  # type: ignore[attr-defined]  # the tests move it
     return controller, api
 
 
@@ -119,8 +128,22 @@ def test_a_ledger_write_refused_keeps_telling_and_preempting_from_what_is_record
     assert not controller._wake.is_set()  # no retry every 0.5 s
     assert 0 < controller._next_wait() <= ExchangeSettings().resync_seconds
     api.refuse = None
+    controller.reconcile()  # woken early (another object changed, say): no write before the back-off
+    assert api.ledger_writes == 1 and "o2" not in api.statuses
+    controller.clock.now = T0 + 1.5  # type: ignore[attr-defined]
     controller.reconcile()
     assert api.ledger_writes == 2 and api.statuses["o2"]["phase"] == "Matched"
+
+
+def test_after_a_refused_write_with_nothing_left_to_write_the_controller_waits_as_usual():
+    controller, api = setup(offers=[cell_object("na", "o2", "u1")], requests=[cell_object("nb", "r2", "u2")])
+    api.refuse = 500
+    controller.reconcile()
+    controller._stores["offer"].replace([])  # the offer deleted: no match to write any more
+    controller.clock.now = T0 + 5  # type: ignore[attr-defined]
+    controller.reconcile()
+    # No retry pending (a round every 0.5 s otherwise); the preempted pod's leaving paces it at 1 s.
+    assert api.ledger_writes == 1 and controller._retry_at is None and controller._next_wait() >= 1.0
 
 
 def test_a_ledger_write_conflict_decides_again_at_once():

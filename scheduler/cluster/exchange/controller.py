@@ -241,16 +241,20 @@ class ExchangeController:
         taken = set((config_map.data or {}) if config_map is not None else {})
         new_entries = [e for e in result.new_entries if e.key not in taken]
         unrecorded = {object_id for e in result.new_entries if e.key in taken for object_id in (e.offer, e.request)}
-        if new_entries or folded:
-            written = self._record(config_map, new_entries, folded, settled)
+        if not (new_entries or folded):
+            self._retry_at, self._backoff = None, _FIRST_BACKOFF_SECONDS  # nothing waits to be written
+        else:
+            backing_off = self._retry_at is not None and now < self._retry_at  # a round woken early tries no write
+            written = "failed" if backing_off else self._record(config_map, new_entries, folded, settled)
             if written == "conflict":
                 self._wake.set()  # another write came in between: decide again on what it holds
                 return
             if written == "failed":
                 # Told to nobody and preempted for by nobody until recorded; the rest goes on.
                 unrecorded |= {object_id for e in new_entries for object_id in (e.offer, e.request)}
-                self._retry_at = now + self._backoff
-                self._backoff = min(self._backoff * 2, _MAX_BACKOFF_SECONDS)
+                if not backing_off:
+                    self._retry_at = now + self._backoff
+                    self._backoff = min(self._backoff * 2, _MAX_BACKOFF_SECONDS)
             else:
                 self._retry_at, self._backoff = None, _FIRST_BACKOFF_SECONDS
                 recorded = [*entries, *new_entries]
