@@ -150,3 +150,23 @@ def test_window_arithmetic_is_half_open():
     assert w.overlaps(Window(start=19, end=30))
     assert w.hours == pytest.approx(10 / 3600)
     assert all(Window(start=a, end=b).covers(Window(start=a, end=b)) for a, b in itertools.product([0, 5], [10, 15]) if a < b)
+
+
+def test_qualifies_agrees_with_disqualification():
+    """The arbiter writes the reasons of the first few offers only and asks ``qualifies`` of the rest."""
+    from scheduler.cells.exchange.qualify import qualifies
+
+    rng = random.Random(5)
+    types = sorted(CATALOG.sizes)
+    for _ in range(2000):
+        def cells() -> dict[str, int]:
+            return {t: rng.randint(1, 4) for t in rng.sample(types, rng.randint(1, 2))}
+
+        start = rng.choice([0, 1800, 3600])
+        offer = Offer(id="o", tenant=rng.choice("ab"), cells=cells_of(cells()), window=Window(start=start, end=start + rng.choice([1800, 7200])), posted=0)
+        asked = offer.cells if rng.random() < 0.5 else cells_of(cells())  # half of them the same cells: many qualify
+        request = Request(id="r", tenant="b", cells=asked, window=Window(start=3600, end=5400), posted=0)
+        window = Window(start=3600, end=5400)
+        assert qualifies(offer=offer, request=request, window=window, catalog=CATALOG) is (
+            disqualification(offer=offer, request=request, window=window, catalog=CATALOG) is None
+        )

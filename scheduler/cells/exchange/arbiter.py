@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Callable, Mapping, Sequence
 
 from scheduler.cells.exchange.model import CellCatalog, Offer, Request, Window, describe_cells
-from scheduler.cells.exchange.qualify import disqualification
+from scheduler.cells.exchange.qualify import disqualification, qualifies
 from scheduler.wording import ordinal
 
 # Disqualified offers quoted in an unmatched request's reason; the rest are counted.
@@ -135,11 +135,11 @@ def _explain(
     )
 
 
-def _unmatched_reason(reasons: Sequence[str], open_offers: int) -> str:
+def _unmatched_reason(reasons: Sequence[str], disqualified: int, open_offers: int) -> str:
     if open_offers == 0:
         return "no open offer"
     shown = "; ".join(reasons[:_REASONS_SHOWN])
-    more = f"; and {len(reasons) - _REASONS_SHOWN} more" if len(reasons) > _REASONS_SHOWN else ""
+    more = f"; and {disqualified - _REASONS_SHOWN} more" if disqualified > _REASONS_SHOWN else ""
     return f"no qualified offer among {open_offers} open: {shown}{more}"
 
 
@@ -175,15 +175,22 @@ def do_matching(
                 continue
             window = Window(start=max(request.window.start, now), end=request.window.end)
             qualified: list[Offer] = []
-            reasons: list[str] = []
+            reasons: list[str] = []  # the first few, written; the others counted
+            disqualified = 0
             for offer in board:
-                why = disqualification(offer=offer, request=request, window=window, catalog=catalog)
-                if why is None:
+                if len(reasons) < _REASONS_SHOWN:
+                    why = disqualification(offer=offer, request=request, window=window, catalog=catalog)
+                    if why is None:
+                        qualified.append(offer)
+                    else:
+                        reasons.append(why)
+                        disqualified += 1
+                elif qualifies(offer=offer, request=request, window=window, catalog=catalog):
                     qualified.append(offer)
                 else:
-                    reasons.append(why)
+                    disqualified += 1
             if not qualified:
-                unmatched.append(Unmatched(request=request, reason=_unmatched_reason(reasons, len(board))))
+                unmatched.append(Unmatched(request=request, reason=_unmatched_reason(reasons, disqualified, len(board))))
                 continue
             # The board is in posting order, and sorted() is stable: lowest surplus, then earliest.
             ranked = sorted(qualified, key=lambda o: balance[o.tenant])

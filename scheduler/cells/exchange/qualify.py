@@ -59,3 +59,13 @@ def disqualification(*, offer: Offer, request: Request, window: Window, catalog:
     if problem is not None:
         return f"offer {offer.id} ({describe_cells(offer.cells)}) cannot hold {describe_cells(request.cells)}: {problem}"
     return None
+
+
+def qualifies(*, offer: Offer, request: Request, window: Window, catalog: CellCatalog) -> bool:
+    """Whether ``disqualification`` is ``None``, without writing the reason (the arbiter quotes
+    only the first few reasons of an unmatched request, and weighs every offer for every request)."""
+    return (
+        offer.tenant != request.tenant
+        and offer.window.covers(window)
+        and packing_problem(offered=offer.cells, asked=request.cells, catalog=catalog) is None
+    )
