@@ -49,6 +49,14 @@ class ListingApi:
         time.sleep(0.2)  # the server ends an idle watch; the reflector watches again
         return iter(())
 
+    def list_path(self, path: str) -> bytes:
+        """Lists by URL path (the cell exchange's ledger ConfigMap, its custom resources): empty,
+        as on a cluster where nothing was exchanged yet."""
+        return json.dumps({"metadata": {"resourceVersion": "100"}, "items": []}).encode()
+
+    def watch_path(self, path: str, *, resource_version: str) -> Iterator[bytes]:
+        return self.watch(path, resource_version=resource_version)
+
     async def get_pod(self, namespace: str, name: str) -> None:
         return None
 
