@@ -25,7 +25,7 @@ from scheduler.cluster.cache import ClusterCache
 from scheduler.cluster.exchange.controller import ExchangeController
 from scheduler.cluster.exchange.quotas import ExchangeQuotas
 from scheduler.cluster.leadership import Driver, LeaderElector, Terms, default_namespace
-from scheduler.cluster.nudge import Nudger, Parked
+from scheduler.cluster.nudge import Nudger, Parked, VictimRequeue
 from scheduler.config import ConfigFile, ListenerLimits, Settings
 from scheduler.core.engine import SchedulingEngine
 from scheduler.core.model import NodeInfo
@@ -218,6 +218,7 @@ def build_runtime(settings: Settings, *, api: KubernetesApi | None = None, stand
     count_preemption = metrics.track_exchange(quotas.metrics) if quotas is not None else None
     terms, elector = _leadership(settings, api, cache, metrics, hived=hived_cells, lock=lock, quotas=quotas,
                                  count_preemption=count_preemption)
+    victim_requeue = _victim_requeue(settings, api, cache, metrics)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -227,6 +228,8 @@ def build_runtime(settings: Settings, *, api: KubernetesApi | None = None, stand
             quotas.start()
         if sweeper is not None:
             sweeper.start()
+        if victim_requeue is not None:
+            victim_requeue.start()
         if elector is not None:
             elector.start()
         elif terms is not None:
@@ -241,6 +244,8 @@ def build_runtime(settings: Settings, *, api: KubernetesApi | None = None, stand
                 terms.end()
             if sweeper is not None:
                 sweeper.stop()
+            if victim_requeue is not None:
+                victim_requeue.stop()
             if quotas is not None:
                 quotas.stop()
             if cache is not None:
@@ -341,6 +346,21 @@ def _nudger(
         metrics.requeue_signals.labels(reason="failed" if found.failed else "stale").inc()
 
     return Nudger(api=api, settings=settings.nudge, namespace=namespace, ready=lambda: cache.ready()[0], on_signal=signalled)
+
+
+def _victim_requeue(
+    settings: Settings, api: KubernetesApi | None, cache: ClusterCache | None, metrics: ExtenderMetrics
+) -> VictimRequeue | None:
+    """A requeue signal once the watch has seen preemption victims go (scheduler/cluster/nudge.py,
+    VictimRequeue). On every replica: the kube-scheduler beside any of them may be the active one."""
+    if api is None or cache is None or not settings.nudge.enabled:
+        return None
+    requeue = VictimRequeue(
+        api=api, namespace=settings.leader_election.namespace or default_namespace(),
+        on_signal=lambda: metrics.requeue_signals.labels(reason="victims-gone").inc(),
+    )
+    cache.on_victims_gone = requeue.victims_gone
+    return requeue
 
 
 def _driver(terms: Terms | None, kind: type[D]) -> D | None:
