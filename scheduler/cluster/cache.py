@@ -86,7 +86,7 @@ def path_reflector(
     object_decoder: msgspec.json.Decoder,
     *,
     name: str,
-    replace: Callable[[list[Any]], None],
+    replace: Callable[[Sequence[Any]], None],
     apply: Callable[[Any], None],
     delete: Callable[[Any], None],
 ) -> Reflector:  # type: ignore[type-arg]
