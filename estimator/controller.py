@@ -241,9 +241,10 @@ class EstimatorController:
         self._written_sampling.pop(uid, None)
 
     def _replace_pods(self, pods: Sequence[Pod]) -> None:
+        listed = list(pods)  # every item decoded first: one that does not decode changes nothing
         with self._lock:
             self._pods = {}
-            for pod in pods:
+            for pod in listed:
                 self._keep_pod(pod)
             self._dirty.update(self._jobs)
         self._wake.set()

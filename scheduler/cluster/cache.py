@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Generic, Iterable, Iterator, Mapping, Sequence, TypeVar, overload
 
@@ -40,7 +41,9 @@ class LazilyDecoded(Sequence[T], Generic[T]):
     the verbs' thread runs."""
 
     def __init__(self, raw_items: list[msgspec.Raw], decode: Callable[[msgspec.Raw], T]) -> None:
-        self._raw = raw_items
+        # Each raw item holds the whole response body: dropped once decoded, so the body goes
+        # as soon as every item has been read.
+        self._raw: list[msgspec.Raw | None] = list(raw_items)
         self._decode = decode
         self._decoded: list[T | None] = [None] * len(raw_items)
 
@@ -58,7 +61,10 @@ class LazilyDecoded(Sequence[T], Generic[T]):
             return [self[i] for i in range(*index.indices(len(self)))]
         item = self._decoded[index]
         if item is None:
-            item = self._decoded[index] = self._decode(self._raw[index])
+            raw = self._raw[index]
+            assert raw is not None  # decoded items are kept, so their raw form is read once
+            item = self._decoded[index] = self._decode(raw)
+            self._raw[index] = None
         return item
 
 
@@ -379,9 +385,9 @@ class ClusterCache:
             action()
 
     # A relist is applied as the events it stands for (a delete for each object it no longer
-    # lists, an update for each it lists), one object per hold of the engine lock: a verb or
-    # /healthz then waits for one object's update at most, never for a whole list of thousands.
-    # Between two of them the cache is as a watch leaves it between two events.
+    # lists, an update for each it lists), a node's pods (or one node, one Job) per hold of the
+    # engine lock: a verb or /healthz then waits for one node's pods at most, never for a whole
+    # list of thousands, and never sees a node in a state it was never in.
 
     def _replace_nodes(self, nodes: Sequence[wire.Node]) -> None:
         listed = {node.metadata.name for node in nodes}
@@ -420,28 +426,60 @@ class ClusterCache:
             self._schedulable.discard(name)
 
     def _replace_pods(self, pods: Sequence[wire.Pod]) -> None:
+        # One node per hold: the node's pods the list no longer has and the ones it lists, together.
+        # Applied apart, a verb could see a node freer than it ever was (a pod deleted during the
+        # outage gone, the pod bound in its place meanwhile not yet applied: HiveD would hand
+        # the newcomer's GPUs out a second time). Pods on no node, one per hold.
         listed = {pod.metadata.uid for pod in pods}
-        with self._lock:
-            gone = set(self._pods) - listed
-        for uid in gone:
-            with self._lock:
-                self._forget(uid)
+        arriving: dict[str | None, list[PodInfo]] = {}
         for pod in pods:
-            self._apply_pod(pod)
+            info = self._translated(pod)
+            if info is not None:
+                arriving.setdefault(info.node_name, []).append(info)
+        with self._lock:
+            leaving: dict[str | None, list[str]] = {}
+            for uid, known in self._pods.items():
+                if uid not in listed:
+                    leaving.setdefault(known.node_name, []).append(uid)
+        for node_name in sorted(set(arriving) | set(leaving), key=lambda name: (name is None, name or "")):
+            if node_name is None:
+                for uid in leaving.get(None, ()):
+                    with self._lock:
+                        self._forget(uid)
+                for info in arriving.get(None, ()):
+                    with self._lock:
+                        self._apply_info(info)
+                continue
+            with self._lock:
+                for uid in leaving.get(node_name, ()):
+                    self._forget(uid)
+                for info in arriving.get(node_name, ()):
+                    self._apply_info(info)
+            # The lock is not fair: released and taken again at once, a verb waiting for it may
+            # not get in until the relist ends. Giving up the GIL here lets it in between nodes.
+            time.sleep(0)
 
     def _apply_pod(self, pod: wire.Pod) -> None:
+        info = self._translated(pod)
+        if info is not None:
+            with self._lock:
+                self._apply_info(info)
+
+    def _translated(self, pod: wire.Pod) -> PodInfo | None:
         try:
-            info = translate.pod_info(pod, gpu_resource=self._gpu_resource)
+            return translate.pod_info(pod, gpu_resource=self._gpu_resource)
         except CellfitError as error:
             log.warning("pod skipped", extra={"pod": f"{pod.metadata.namespace}/{pod.metadata.name}", "reason": str(error)})
+            return None
+
+    def _apply_info(self, info: PodInfo) -> None:
+        """Under the lock."""
+        if not info.holds_resources and info.node_name is not None:
+            self._forget(info.uid)  # finished: nothing left to account for
             return
-        with self._lock:
-            if not info.holds_resources and info.node_name is not None:
-                self._forget(info.uid)  # finished: nothing left to account for
-                return
-            self._pods[info.uid] = info
-            self._pod_uids[info.key] = info.uid
-            self._engine.apply_pod(info)
+        self._pods[info.uid] = info
+        self._pod_uids[info.key] = info.uid
+        self._engine.apply_pod(info)
 
     def _delete_pod(self, pod: wire.Pod) -> None:
         with self._lock:

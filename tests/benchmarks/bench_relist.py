@@ -117,7 +117,7 @@ def main() -> None:
     for number in range(1, args.rounds + 1):
         figures = one_round(args.pods)
         rounds.append(figures)
-        print(f"round {number}: relist {figures['relist_s']:.2f} s ({figures['per_pod_ms']:.3f} ms a pod, the lock free between pods), "
+        print(f"round {number}: relist {figures['relist_s']:.2f} s ({figures['per_pod_ms']:.3f} ms a pod, the lock free between nodes), "
               f"{figures['verbs']:.0f} filter calls meanwhile: p50 {figures['p50_ms']:.2f} ms, p99 {figures['p99_ms']:.2f} ms, "
               f"max {figures['max_ms']:.2f} ms; without a relist p50 {figures['base_p50_ms']:.2f} ms, p99 {figures['base_p99_ms']:.2f} ms")
     median = {key: statistics.median(r[key] for r in rounds) for key in rounds[0]}

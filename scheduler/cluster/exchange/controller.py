@@ -34,7 +34,7 @@ import logging
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Literal, Mapping
+from typing import Any, Callable, Literal, Mapping, Sequence
 
 from scheduler.cells import HivedEngine
 from scheduler.cells.exchange import CellCatalog, Posting, draining_pods, due_preemptions, exchange_round, ledger
@@ -100,7 +100,7 @@ class _Store:
         self._objects: dict[str, Any] = {}
         self._on_change = on_change
 
-    def replace(self, items: list[Any]) -> None:
+    def replace(self, items: Sequence[Any]) -> None:
         with self._lock:
             self._objects = {item.metadata.uid or item.metadata.name: item for item in items}
         self._on_change()
