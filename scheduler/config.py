@@ -492,14 +492,19 @@ class NudgeSettings(_Section):
     found unschedulable before it took charge or met an extender error, makes kube-scheduler
     requeue them (scheduler/cluster/nudge.py)."""
 
-    enabled: bool = Field(True, description="Nudge (when connected to a cluster; on the leader only).")
+    enabled: bool = Field(
+        True,
+        description="Nudge (when connected to a cluster): the leader's pass over parked pods, and on every replica a "
+                    "signal once the victims of its preemptions are gone.",
+    )
     scheduler_name: str = Field("cellfit", min_length=1, description="The kube-scheduler profile whose pending pods are watched.")
     period_seconds: float = Field(
         5.0, ge=0.5, le=600, allow_inf_nan=False, description="How often the leader lists the profile's pending pods."
     )
     min_interval_seconds: float = Field(
         10.0, ge=1, le=3600, allow_inf_nan=False,
-        description="At most one requeue signal (two API calls; kube-scheduler retries every parked pod once) this often.",
+        description="At most one requeue signal (two API calls; kube-scheduler retries every parked pod once) this "
+                    "often, from the leader's pass and from each replica's signals after preemption alike.",
     )
 
 

@@ -264,10 +264,12 @@ class VictimRequeue:
             try:
                 send_signal(self._api, namespace=self._namespace)
             except KubernetesApiError as error:
-                log.warning("requeue signal after preemption not sent", extra={"reason": str(error)})
+                log.warning("requeue signal after preemption not sent; retrying", extra={"reason": str(error)})
+                self._gone.set()  # the victims are still gone: try again after the interval
                 continue
             except Exception:  # a defect must not end the loop
-                log.exception("requeue signal after preemption failed")
+                log.exception("requeue signal after preemption failed; retrying")
+                self._gone.set()
                 continue
             finally:
                 self._last = time.monotonic()

@@ -357,6 +357,7 @@ def _victim_requeue(
         return None
     requeue = VictimRequeue(
         api=api, namespace=settings.leader_election.namespace or default_namespace(),
+        min_interval_seconds=settings.nudge.min_interval_seconds,
         on_signal=lambda: metrics.requeue_signals.labels(reason="victims-gone").inc(),
     )
     cache.on_victims_gone = requeue.victims_gone

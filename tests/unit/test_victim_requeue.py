@@ -14,6 +14,7 @@ from scheduler.cluster.cache import ClusterCache
 from scheduler.cluster.nudge import VictimRequeue
 from scheduler.constants import REQUEUE_SIGNAL_NODE
 from scheduler.core.fit import ResourceFitEngine
+from scheduler.errors import KubernetesApiError
 from scheduler.kube import wire
 from scheduler.preemption import FitGppSettings
 from scheduler.preemption.engine import FitGppEngine
@@ -109,5 +110,32 @@ def test_victims_that_go_together_share_one_signal_pod() -> None:
         requeue.victims_gone()  # later victims: a second signal, no sooner than the interval
         assert sent.wait(5), "no second signal"
         assert requeue.sent == 2 and len(api.calls) == 4
+    finally:
+        requeue.stop()
+
+
+class RefusingOnceApi(SignalRecordingApi):
+    """The API server refuses the first signal pod (say, a 503 during its leader change)."""
+
+    def __init__(self, **lists: Any) -> None:
+        super().__init__(**lists)
+        self.refused = 0
+
+    def create_pod(self, *, namespace: str, pod: dict[str, Any]) -> None:
+        if not self.refused:
+            self.refused += 1
+            raise KubernetesApiError("create pod cellfit/cellfit-requeue-x: HTTP 503", status=503)
+        super().create_pod(namespace=namespace, pod=pod)
+
+
+def test_a_signal_the_api_refused_is_sent_again() -> None:
+    api = RefusingOnceApi(nodes=[])
+    sent = threading.Event()
+    requeue = VictimRequeue(api=api, namespace="cellfit", delay_seconds=0.05, min_interval_seconds=0.2, on_signal=sent.set)
+    requeue.start()
+    try:
+        requeue.victims_gone()
+        assert sent.wait(5), "the refused signal was never sent again"
+        assert api.refused == 1 and [call for call, _ in api.calls] == ["create", "delete"]
     finally:
         requeue.stop()
