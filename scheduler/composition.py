@@ -24,7 +24,7 @@ from scheduler.core.engine import SchedulingEngine
 from scheduler.core.fit import ResourceFitEngine
 from scheduler.core.model import NodeInfo
 from scheduler.preemption.engine import ExplainedPreemption, FitGppEngine
-from scheduler.preemption.holds import Clock, ResumeHolds
+from scheduler.preemption.holds import Clock, RoomHolds
 from scheduler.preemption.model import FitGppSettings
 
 
@@ -37,7 +37,7 @@ class Composition:
     engine: SchedulingEngine  # the verbs and the watch go here
     placement: SchedulingEngine  # filter, prioritize and bookings, inside any preemption
     preemption: ExplainedPreemption | None  # FitGpp: victims with their explanation, Job counts
-    holds: ResumeHolds | None  # FitGpp's resume holds, for inspection and metrics
+    holds: RoomHolds | None  # FitGpp's preemptor and resume holds, for inspection and metrics
     cells: HivedEngine | None  # HiveD: cell inspection, reconfiguration, bookings to sweep
 
 

@@ -11,7 +11,7 @@ from fastapi import APIRouter, HTTPException, Query
 from scheduler.cells import HivedEngine
 from scheduler.constants import INSPECT_EXCHANGES_PATH, INSPECT_URL_PREFIX
 from scheduler.core.engine import SchedulingEngine
-from scheduler.preemption.holds import ResumeHolds
+from scheduler.preemption.holds import RoomHolds
 
 
 # hived()'s 404 belongs in the OpenAPI document of every route that calls it: undocumented, a
@@ -24,7 +24,7 @@ def inspect_router(
     engine: SchedulingEngine,
     lock: threading.RLock,
     cells: HivedEngine | None = None,
-    holds: ResumeHolds | None = None,
+    holds: RoomHolds | None = None,
     estimates: Callable[[], dict[str, Any]] | None = None,
     allox: Callable[[], dict[str, Any]] | None = None,
     exchanges: Callable[[], dict[str, Any]] | None = None,
@@ -105,7 +105,7 @@ def inspect_router(
             summary["cells"] = cells.summary
         return summary
 
-    @router.get("/resume-holds", summary="Room nodes keep for the pending pods of preempted best-effort Jobs.")
+    @router.get("/resume-holds", summary="Room nodes keep for preemptors (kind preemptor) and for the pending pods of preempted best-effort Jobs (kind resume).")
     def resume_holds() -> dict[str, Any]:
         if holds is None:
             return {"enabled": False, "holds": []}
@@ -113,7 +113,8 @@ def inspect_router(
         return {
             "enabled": True,
             "holds": [
-                {"node": h.node, "job": h.job, "requests": h.requests.describe(), "pods": list(h.pods)} for h in found
+                {"node": h.node, "job": h.job, "requests": h.requests.describe(), "pods": list(h.pods), "kind": h.kind}
+                for h in found
             ],
         }
 

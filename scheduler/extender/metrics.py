@@ -262,7 +262,7 @@ class ExtenderMetrics:
 
     def track_resume_holds(self, stats: Callable[[], Mapping[str, int]]) -> None:
         """FitGpp's resume holds (scheduler/preemption/holds.py), read at scrape time."""
-        self.registry.register(_ResumeHoldsCollector(stats))
+        self.registry.register(_RoomHoldsCollector(stats))
 
     def track_cells(self, snapshot: Callable[[], Mapping[str, Any]]) -> None:
         """HiveD gauges, read from the engine at scrape time."""
@@ -314,7 +314,7 @@ class _EstimatorCollector(Collector):
         yield from (by_state, failed)
 
 
-class _ResumeHoldsCollector(Collector):
+class _RoomHoldsCollector(Collector):
     def __init__(self, stats: Callable[[], Mapping[str, int]]) -> None:
         self._stats = stats
 
@@ -325,9 +325,14 @@ class _ResumeHoldsCollector(Collector):
             "Holds (one preempted best-effort Job, one node) keeping room for the Job's pending pods.",
             value=stats["resumeHolds"],
         )
+        yield GaugeMetricFamily(
+            "cellfit_preemptor_holds",
+            "Holds keeping the room FitGpp's victims left for the pod they were preempted for, until it is bound.",
+            value=stats["preemptorHolds"],
+        )
         yield CounterMetricFamily(
             "cellfit_resume_hold_kept_off",
-            "Nodes filter kept a pod off because they keep room for a resuming Job.",
+            "Nodes filter kept a pod off because they keep room for a resuming Job or a preemptor.",
             value=stats["resumeHoldKeptOff"],
         )
         yield CounterMetricFamily(

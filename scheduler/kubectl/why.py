@@ -268,16 +268,24 @@ def explain_pod(pod: PodFacts, view: CellfitView) -> Answer:
 
 
 def _resume_hold(pod: PodFacts, held: str, failed: Event, view: CellfitView) -> Answer:
+    """Kept off by a hold: a preemptor's (the pod FitGpp preempted for) or a resuming Job's."""
     holds = [h for h in view.resume_holds if held in (h.get("pods") or [])]
     nodes = sorted({str(h.get("node")) for h in holds})
     where = f"node{'s' if len(nodes) > 1 else ''} {', '.join(nodes)}" if nodes else "the node it fits"
+    details = tuple(f"hold on {h.get('node')}: {h.get('requests')} for {', '.join(h.get('pods') or [])}" for h in holds)
+    if any(h.get("kind") == "preemptor" for h in holds) or f"{held}, for which FitGpp preempted" in failed.message:
+        return Answer(
+            reason="preemptor-hold",
+            summary=f"kept off {where} by a preemptor hold: its free resources are kept for {held}, for which FitGpp "
+            "preempted pods there (until that pod is bound, at most preemption.resumeHoldSeconds)",
+            details=details + _seen(failed),
+        )
     job = f" of Job {holds[0]['job']}" if holds and holds[0].get("job") else ""
     return Answer(
         reason="resume-hold",
         summary=f"kept off {where} by a resume hold: its free resources are kept for {held}{job}, a preempted "
         "best-effort Job resuming (until that pod is bound, at most preemption.resumeHoldSeconds)",
-        details=tuple(f"hold on {h.get('node')}: {h.get('requests')} for {', '.join(h.get('pods') or [])}" for h in holds)
-        + _seen(failed),
+        details=details + _seen(failed),
     )
 
 

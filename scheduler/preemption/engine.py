@@ -36,7 +36,7 @@ from scheduler.core.engine import FilterDecision, Placement, SchedulingEngine, S
 from scheduler.core.model import TERMINAL_PHASES, JobInfo, NodeInfo, PodInfo
 from scheduler.errors import InvalidAnnotation
 from scheduler.preemption.fitgpp import NoVictims, PreemptionDecision, choose_victims
-from scheduler.preemption.holds import Clock, ResumeHolds
+from scheduler.preemption.holds import Clock, RoomHolds
 from scheduler.preemption.model import FitGppSettings, JobClass, job_class_of, may_claim_cells, preemption_count_of
 from scheduler.preemption.table import PreemptionIndex
 
@@ -91,8 +91,8 @@ class ExplainedPreemption(Protocol):
 
 
 class FitGppEngine:
-    """``resume_hold_seconds`` and ``clock`` bound how long a resume hold may turn pods away
-    (see :class:`ResumeHolds`); without them a hold lasts until the resumed pod is bound."""
+    """``resume_hold_seconds`` and ``clock`` bound how long a hold (resume or preemptor) may turn pods away
+    (see :class:`RoomHolds`); without them a hold lasts until the pod it keeps room for is bound."""
 
     def __init__(
         self,
@@ -106,7 +106,7 @@ class FitGppEngine:
         self.inner = inner
         self.settings = settings
         self._seed = seed
-        self.holds = ResumeHolds(hold_seconds=resume_hold_seconds, clock=clock)
+        self.holds = RoomHolds(hold_seconds=resume_hold_seconds, clock=clock)
         self._index = PreemptionIndex()
         self._pods: dict[str, PodInfo] = {}  # pods the index holds, latest state
         self._chosen: set[str] = set()  # victims chosen and not gone yet (their deletion may lag)
@@ -267,6 +267,7 @@ class FitGppEngine:
             return VictimChoice(victims={}, decision=decision)
         for victim in decision.victims:
             self._count_preemption(victim.uid)
+        self.holds.preempting(pod, node_name=decision.node)
         return VictimChoice(victims={decision.node: list(decision.victim_uids)}, decision=decision)
 
     def victim_jobs(self, victim_uids: Sequence[str]) -> list[tuple[JobInfo, int]]:

@@ -1,4 +1,12 @@
-"""Resume holds: the room a preempted best-effort pod left, kept for its Job's next pod.
+"""Room holds: the room FitGpp's victims leave on a node, kept for the pods that should get it.
+
+Two kinds of hold, one rule for who yields to them:
+
+* a *preemptor hold* keeps the room for the pod the victims were preempted for, until it is
+  bound (below, after the resume holds);
+* a *resume hold* keeps room for the preempted Job's next pod.
+
+Resume holds.
 
 FitGpp resumes a suspended best-effort (BE) job at the head of the BE queue (§2). The resumed
 PriorityClass (``resume.py``) puts its new pod before other BE pods in kube-scheduler's active
@@ -25,6 +33,18 @@ hold ends when a pod of its Job is bound (anywhere) or the Job goes away, and gi
 there, after a new taint or a changed label, must not keep the room forever); that time starts
 again when the hold finds nothing to keep, or a pod that goes before the held ones (a trial
 pod) is bound there.
+
+Preemptor holds. kube-scheduler keeps the room for a preemptor by nominating it to the node, and
+counts a nominated pod against pods of no higher priority. It clears the nomination as soon as
+an attempt finds no preemption helpful, and one such attempt comes when its cache has dropped an
+exited victim a moment before cellfit's watch has: cellfit, still seeing the victim, refuses the
+preemptor and declines a second victim, the nomination is cleared, and a lower-priority pod
+takes the GPUs the preemption freed (then is preempted itself). So each preemption FitGpp
+decides leaves a hold on the victims' node for the preemptor, which keeps off pods of no higher
+priority (and, as above, of its virtual cluster or opportunistic) when placing them would leave
+it no room. It ends when the preemptor is bound (anywhere) or deleted, or FitGpp preempts for it
+on another node, and gives up after ``hold_seconds`` as a resume hold does. A resumed pod yields
+to it; the preemptor goes before every resume hold.
 
 Pure: the driver feeds pod and Job changes; time comes from the ``clock`` it passes.
 """
@@ -60,30 +80,42 @@ class _Resumed:
     confirmed: bool
 
 
-@dataclass(frozen=True, slots=True)
-class Hold:
-    """Room a node keeps for the pending pods of one preempted Job (for inspection)."""
+@dataclass(slots=True)
+class _PreemptorHold:
+    """Room a node keeps for the pending pod whose victims FitGpp chose there."""
 
     node: str
-    job: str  # namespace/name
+    pod: PodInfo  # the preemptor's latest state
+    keeping_since: float | None = None  # as in _Displacement
+
+
+@dataclass(frozen=True, slots=True)
+class Hold:
+    """Room a node keeps for the pending pods of one preempted Job (``kind`` "resume"), or for
+    the pod pods there were preempted for (``kind`` "preemptor"); for inspection."""
+
+    node: str
+    job: str  # namespace/name (a preemptor without a Job: its own namespace/name)
     requests: Resources
     pods: tuple[str, ...]  # namespace/name of the pods it is kept for
+    kind: str = "resume"
 
 
 @dataclass(frozen=True, slots=True)
 class Keep:
-    """Why one node keeps a pod off, and which Jobs' holds do it."""
+    """Why one node keeps a pod off, and which holds do it."""
 
     reason: str
-    jobs: tuple[str, ...]  # Job UIDs
+    jobs: tuple[str, ...]  # Job UIDs of the resume holds
+    preemptors: tuple[str, ...] = ()  # pod UIDs of the preemptor holds
 
 
 @dataclass(slots=True)
-class ResumeHolds:
-    """Which nodes keep room for resumed pods, and which pods they keep off.
+class RoomHolds:
+    """Which nodes keep room for preemptors and resumed pods, and which pods they keep off.
 
     ``hold_seconds``: how long a hold may keep pods off, from the first pod it kept off
-    (seconds, > 0); ``None`` (or no ``clock``): until a pod of its Job is bound.
+    (seconds, > 0); ``None`` (or no ``clock``): until the pod it keeps room for is bound.
     """
 
     hold_seconds: float | None = None
@@ -92,6 +124,8 @@ class ResumeHolds:
     _pending: dict[str, dict[str, PodInfo]] = field(default_factory=dict)  # Job UID -> pod UID ->
     _job_of_pending: dict[str, str] = field(default_factory=dict)  # pod UID -> Job UID
     _resumed: dict[str, _Resumed] = field(default_factory=dict)  # pod UID ->
+    _preemptors: dict[str, _PreemptorHold] = field(default_factory=dict)  # preemptor UID ->
+    _binding_preemptors: dict[str, _PreemptorHold] = field(default_factory=dict)  # ended by a binding not confirmed yet
     kept_off: int = 0  # nodes kept from a pod, all filters together
     lapsed: int = 0  # holds (a Job on a node) given up after hold_seconds
 
@@ -107,8 +141,15 @@ class ResumeHolds:
         record = self._displaced.setdefault(job_uid, {}).setdefault(node_name, _Displacement(pods=0))
         record.pods += 1
 
+    def preempting(self, preemptor: PodInfo, *, node_name: str) -> None:
+        """FitGpp preempted pods on ``node_name`` for ``preemptor`` (a hold it had on another
+        node ends: kube-scheduler nominates a pod to one node)."""
+        self._preemptors[preemptor.uid] = _PreemptorHold(node=node_name, pod=preemptor)
+        self._binding_preemptors.pop(preemptor.uid, None)
+
     def apply_pod(self, pod: PodInfo) -> None:
         """Record a pod's latest state (every pod the watch shows, whatever its Job)."""
+        self._apply_preemptor(pod)
         if pod.owner is None or pod.owner.kind != "Job":
             return
         job = pod.owner.uid
@@ -129,6 +170,9 @@ class ResumeHolds:
 
     def bound(self, pod: PodInfo, node_name: str) -> None:
         """This scheduler is binding the pod (the watch has not said so yet)."""
+        claim = self._preemptors.pop(pod.uid, None)
+        if claim is not None:
+            self._binding_preemptors[pod.uid] = claim
         self._room_taken(pod, node_name)
         if pod.owner is None or pod.owner.kind != "Job" or pod.uid in self._resumed:
             return
@@ -138,6 +182,9 @@ class ResumeHolds:
     def unbound(self, pod: PodInfo) -> None:
         """The binding announced by :meth:`bound` failed: the pod waits again, and so does the
         hold its binding ended. A binding the watch has confirmed stays."""
+        claim = self._binding_preemptors.pop(pod.uid, None)
+        if claim is not None:
+            self._preemptors[pod.uid] = claim
         resumed = self._resumed.get(pod.uid)
         if resumed is None or resumed.confirmed:
             return
@@ -146,6 +193,8 @@ class ResumeHolds:
         self.apply_pod(replace(pod, node_name=None, phase="Pending"))
 
     def delete_pod(self, pod_uid: str) -> None:
+        self._preemptors.pop(pod_uid, None)
+        self._binding_preemptors.pop(pod_uid, None)
         self._resumed.pop(pod_uid, None)
         self._forget(pod_uid)
 
@@ -160,43 +209,44 @@ class ResumeHolds:
 
     @property
     def active(self) -> bool:
-        """Whether any Job waits to resume (a cheap test before :meth:`kept_from`)."""
-        return bool(self._displaced)
+        """Whether any pod has room kept for it (a cheap test before :meth:`kept_from`)."""
+        return bool(self._displaced or self._preemptors)
 
     def kept_from(self, pod: PodInfo, *, free_on: Callable[[str], Resources | None]) -> dict[str, Keep]:
         """The nodes that keep ``pod`` off. ``free_on`` gives a node's free resources now
         (``None``: a node it does not know). Nothing is counted until :meth:`kept_off_nodes`."""
-        if not self._displaced or (pod.owner is not None and pod.owner.uid in self._displaced) or _is_trial(pod):
+        if not self.active:
             return {}
         self._lapse()
-        candidates: dict[str, list[tuple[str, PodInfo]]] = {}
-        for job, node, held in self._assignments():
-            if _yields_to(pod, held):
-                candidates.setdefault(node, []).append((job, held))
+        candidates: dict[str, list[tuple[str, PodInfo, bool]]] = {}  # node -> (holder, held pod, preemptor?)
+        for uid, claim in self._preemptors.items():
+            if uid != pod.uid and _yields_to(pod, claim.pod):
+                candidates.setdefault(claim.node, []).append((uid, claim.pod, True))
+        if not (pod.owner is not None and pod.owner.uid in self._displaced) and not _is_trial(pod):
+            for job, node, held in self._assignments():
+                if _yields_to(pod, held):
+                    candidates.setdefault(node, []).append((job, held, False))
         keeps: dict[str, Keep] = {}
         for node, held_pods in candidates.items():
             free = free_on(node)
             if free is None or not pod.requests.fits_in(free):
                 continue  # the pod cannot go there anyway: the placement engine says why
-            kept, jobs = ZERO, []
-            for job, held in held_pods:
-                if (kept + held.requests).fits_in(free):
-                    kept = kept + held.requests
-                    jobs.append((job, held))
-            if not jobs:  # nothing held fits now: no room to keep, and a new spell starts later
-                for job, _ in held_pods:
-                    self._displaced[job][node].keeping_since = None
+            kept = ZERO
+            chosen: list[tuple[str, PodInfo, bool]] = []
+            for entry in held_pods:  # preemptors first: they go before every resumed pod
+                if (kept + entry[1].requests).fits_in(free):
+                    kept = kept + entry[1].requests
+                    chosen.append(entry)
+            if not chosen:  # nothing held fits now: no room to keep, and a new spell starts later
+                for holder, _, preemptor in held_pods:
+                    self._record(holder, node, preemptor=preemptor).keeping_since = None
                 continue
             if kept.fits_in(free - pod.requests):
                 continue
-            names = [held.key for _, held in jobs]
-            listed = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
             keeps[node] = Keep(
-                reason=(
-                    f"its free resources are kept for {listed}, of a best-effort Job preempted there "
-                    "and now resuming (FitGpp resumes preempted jobs first)"
-                ),
-                jobs=tuple(dict.fromkeys(job for job, _ in jobs)),
+                reason=_keep_reason([held.key for _, held, p in chosen if p], [held.key for _, held, p in chosen if not p]),
+                jobs=tuple(dict.fromkeys(holder for holder, _, p in chosen if not p)),
+                preemptors=tuple(holder for holder, _, p in chosen if p),
             )
         return keeps
 
@@ -212,25 +262,35 @@ class ResumeHolds:
                 record = self._displaced.get(job, {}).get(node)
                 if record is not None and record.keeping_since is None:
                     record.keeping_since = now
+            for uid in keep.preemptors:
+                claim = self._preemptors.get(uid)
+                if claim is not None and claim.keeping_since is None:
+                    claim.keeping_since = now
 
     def holds(self) -> list[Hold]:
-        """Every Job's room on every node that has a pod to keep it for."""
+        """Every preemptor's room, and every Job's room on every node that has a pod to keep it for."""
         self._lapse()
         grouped: dict[tuple[str, str], list[PodInfo]] = {}
         for job, node, held in self._assignments():
             grouped.setdefault((node, job), []).append(held)
-        return [
-            Hold(
-                node=node,
-                job=_job_key(pods[0]),
-                requests=_total(pods),
-                pods=tuple(p.key for p in pods),
-            )
-            for (node, _), pods in sorted(grouped.items(), key=lambda item: (item[0][0], _job_key(item[1][0])))
+        found = [
+            Hold(node=claim.node, job=_job_key(claim.pod), requests=claim.pod.requests, pods=(claim.pod.key,), kind="preemptor")
+            for claim in self._preemptors.values()
+        ] + [
+            Hold(node=node, job=_job_key(pods[0]), requests=_total(pods), pods=tuple(p.key for p in pods))
+            for (node, _), pods in grouped.items()
         ]
+        return sorted(found, key=lambda hold: (hold.node, hold.kind != "preemptor", hold.job, hold.pods))
 
     def stats(self) -> Mapping[str, int]:
-        return {"resumeHolds": len(self.holds()), "resumeHoldKeptOff": self.kept_off, "resumeHoldsLapsed": self.lapsed}
+        found = self.holds()
+        preemptor = sum(1 for hold in found if hold.kind == "preemptor")
+        return {
+            "resumeHolds": len(found) - preemptor,
+            "preemptorHolds": preemptor,
+            "resumeHoldKeptOff": self.kept_off,
+            "resumeHoldsLapsed": self.lapsed,
+        }
 
     # ------------------------------------------------------------------ internals
 
@@ -247,6 +307,20 @@ class ResumeHolds:
                 taken, waiting = waiting[: record.pods], waiting[record.pods :]
                 out.extend((job, node, held) for held in taken)
         return out
+
+    def _apply_preemptor(self, pod: PodInfo) -> None:
+        """A preemptor the watch shows bound, finished or leaving holds no room any more; one
+        still pending is kept up to date (its priority or labels may change)."""
+        if pod.node_name is not None or pod.phase in TERMINAL_PHASES or pod.terminating:
+            self._preemptors.pop(pod.uid, None)
+            self._binding_preemptors.pop(pod.uid, None)
+            return
+        claim = self._preemptors.get(pod.uid)
+        if claim is not None:
+            claim.pod = pod
+
+    def _record(self, holder: str, node: str, *, preemptor: bool) -> _Displacement | _PreemptorHold:
+        return self._preemptors[holder] if preemptor else self._displaced[holder][node]
 
     def _forget(self, pod_uid: str) -> bool:
         job = self._job_of_pending.pop(pod_uid, None)
@@ -284,6 +358,9 @@ class ResumeHolds:
         if self.clock is None or self.hold_seconds is None:
             return
         now = self.clock()
+        for uid in [u for u, c in self._preemptors.items() if c.keeping_since is not None and now - c.keeping_since > self.hold_seconds]:
+            del self._preemptors[uid]
+            self.lapsed += 1
         for job in list(self._displaced):
             nodes = self._displaced[job]
             for node in [n for n, r in nodes.items() if r.keeping_since is not None and now - r.keeping_since > self.hold_seconds]:
@@ -291,6 +368,22 @@ class ResumeHolds:
                 self.lapsed += 1
             if not nodes:
                 del self._displaced[job]
+
+
+def _keep_reason(preemptors: list[str], resumed: list[str]) -> str:
+    parts = []
+    if preemptors:
+        parts.append(f"its free resources are kept for {_listed(preemptors)}, for which FitGpp preempted pods there "
+                     "(kube-scheduler nominated it to this node)")
+    if resumed:
+        lead = "and for" if preemptors else "its free resources are kept for"
+        parts.append(f"{lead} {_listed(resumed)}, of a best-effort Job preempted there and now resuming "
+                     "(FitGpp resumes preempted jobs first)")
+    return " ".join(parts)
+
+
+def _listed(names: list[str]) -> str:
+    return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
 
 
 def _is_trial(pod: PodInfo) -> bool:

@@ -148,12 +148,19 @@ def test_the_node_a_preempted_pod_left_is_kept_for_its_jobs_next_pod(client, run
     te = k.pod("te-new-0", gpus=4, priority=1000, labels={"cellfit.io/job-class": "trial"}, job_uid="job-te")
     result = post(client, PREEMPT, k.preemption_args(te, {"gpu-a": [kept, victim]}, node_cache_capable=True)).json()
     assert result["NodeNameToMetaVictims"]["gpu-a"]["Pods"] == [{"UID": victim["metadata"]["uid"]}]
-    # The victim is gone and its Job made a new pod, which waits; the trial pod went elsewhere.
+    # The victim is gone and its Job made a new pod, which waits. Until the trial pod is bound,
+    # the room is kept for it first.
     runtime.engine.delete_pod(victim["metadata"]["uid"])
     resumed = k.pod("be-victim-1", gpus=4, priority=750, labels=be, job_uid="job-victim")
     runtime.engine.apply_pod(translate.pod_info(msgspec.convert(resumed, wire.Pod), gpu_resource="nvidia.com/gpu"))
-
     waiter = k.pod("be-waiter-0", gpus=4, priority=500, labels=be, job_uid="job-waiter")
+    answer = post(client, FILTER, k.extender_args(resumed, NODES[:1], node_cache_capable=True)).json()
+    assert answer["FailedAndUnresolvableNodes"]["gpu-a"].startswith("its free resources are kept for ml/te-new-0, for which")
+    assert [h["kind"] for h in client.get("/v1/inspect/resume-holds").json()["holds"]] == ["preemptor", "resume"]
+    assert "cellfit_preemptor_holds 1.0" in client.get("/metrics").text
+    # The trial pod went elsewhere: its hold ends, the resumed pod's remains.
+    te_elsewhere = {**te, "spec": {**te["spec"], "nodeName": "gpu-b"}, "status": {"phase": "Running"}}
+    runtime.engine.apply_pod(translate.pod_info(msgspec.convert(te_elsewhere, wire.Pod), gpu_resource="nvidia.com/gpu"))
     answer = post(client, FILTER, k.extender_args(waiter, NODES[:1], node_cache_capable=True)).json()
     assert answer["NodeNames"] == [] and answer["FailedNodes"] == {}
     assert answer["FailedAndUnresolvableNodes"] == {
@@ -165,10 +172,11 @@ def test_the_node_a_preempted_pod_left_is_kept_for_its_jobs_next_pod(client, run
     holds = client.get("/v1/inspect/resume-holds").json()
     assert holds == {
         "enabled": True,
-        "holds": [{"node": "gpu-a", "job": "ml/be-victim", "requests": "cpu 2, memory 8Gi, gpus 4", "pods": ["ml/be-victim-1"]}],
+        "holds": [{"node": "gpu-a", "job": "ml/be-victim", "requests": "cpu 2, memory 8Gi, gpus 4", "pods": ["ml/be-victim-1"],
+                   "kind": "resume"}],
     }
     text = client.get("/metrics").text
-    assert "cellfit_resume_holds 1.0" in text and "cellfit_resume_hold_kept_off_total 1.0" in text
+    assert "cellfit_resume_holds 1.0" in text and "cellfit_resume_hold_kept_off_total 2.0" in text
     assert "cellfit_resume_holds_lapsed_total 0.0" in text
 
 

@@ -161,6 +161,17 @@ def test_resume_hold_names_the_node_and_the_pod_it_keeps_room_for() -> None:
     assert answer.details[0] == "hold on gpu-3: cpu 1, memory 0, nvidia.com/gpu 4 for ns/be-victim-x2k9q"
 
 
+def test_preemptor_hold_says_which_pod_the_room_is_kept_for() -> None:
+    message = ("its free resources are kept for ns/te-probe-x1, for which FitGpp preempted pods there "
+               "(kube-scheduler nominated it to this node)")
+    holds = ({"node": "gpu-3", "job": "ns/te-probe", "requests": "cpu 1, memory 0, nvidia.com/gpu 4",
+              "pods": ["ns/te-probe-x1"], "kind": "preemptor"},)
+    for view in (CellfitView(resume_holds=holds), CellfitView()):  # the message alone says it too
+        answer = explain_pod(a_pod("waiter", [failed_scheduling(message, nodes=1)]), view)
+        assert answer.reason == "preemptor-hold"
+        assert "by a preemptor hold: its free resources are kept for ns/te-probe-x1, for which FitGpp" in answer.summary
+
+
 def test_resume_hold_among_other_reasons_is_still_found() -> None:
     message = ("0/3 nodes are available: 1 its free resources are kept for ns/r-abcde, of a best-effort Job preempted "
                "there and now resuming, 2 node(s) didn't match Pod's node affinity/selector.")

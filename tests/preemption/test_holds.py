@@ -19,7 +19,7 @@ from scheduler.core.model import NodeInfo, OwnerRef, PodInfo
 from scheduler.core.resources import Resources
 from scheduler.preemption import FitGppSettings, InvalidPreemptionSettings
 from scheduler.preemption.engine import FitGppEngine
-from scheduler.preemption.holds import ResumeHolds
+from scheduler.preemption.holds import RoomHolds
 
 from tests.preemption.test_engine import GI, full_node, running, te
 
@@ -216,20 +216,20 @@ def test_hived_places_the_waiter_on_another_node_instead():
 
 def test_hold_seconds_must_be_positive():
     with pytest.raises(InvalidPreemptionSettings, match="resume_hold_seconds"):
-        ResumeHolds(hold_seconds=0)
+        RoomHolds(hold_seconds=0)
     with pytest.raises(ConfigError, match="resumeHoldSeconds"):
         parse_settings("preemption:\n  resumeHoldSeconds: 0\n")
     assert parse_settings("preemption:\n  resumeHoldSeconds: null\n").preemption.resume_hold_seconds is None
 
 
-# ---------------------------------------------------------------------- ResumeHolds on its own
+# ---------------------------------------------------------------------- RoomHolds on its own
 
 N1_FREE = {"n1": Resources(16000, 128 * GI, 4)}
 
 
-def holds_with(*jobs_on_n1: str, clock: FakeClock | None = None, hold_seconds: float | None = None) -> ResumeHolds:
+def holds_with(*jobs_on_n1: str, clock: FakeClock | None = None, hold_seconds: float | None = None) -> RoomHolds:
     """Each named Job lost one pod on n1 and has a pending pod ``<job>-2`` (4 GPUs)."""
-    holds = ResumeHolds(clock=clock, hold_seconds=hold_seconds)
+    holds = RoomHolds(clock=clock, hold_seconds=hold_seconds)
     for job in jobs_on_n1:
         holds.displaced(job_uid=f"job-{job}", node_name="n1")
         holds.apply_pod(pending(f"{job}-2", job=job, priority=RESUMED_PRIORITY))
@@ -251,7 +251,7 @@ def test_nodes_not_offered_or_not_fitting_the_pod_count_nothing_and_start_no_clo
 
 
 def test_a_stale_pending_event_after_the_binding_does_not_end_a_second_hold():
-    holds = ResumeHolds()
+    holds = RoomHolds()
     for _ in range(2):  # two of Job b's pods were preempted on n1
         holds.displaced(job_uid="job-b", node_name="n1")
     first, second = pending("b-2", job="b"), pending("b-3", job="b")
@@ -265,7 +265,7 @@ def test_a_stale_pending_event_after_the_binding_does_not_end_a_second_hold():
 
 
 def test_a_binding_the_watch_confirmed_is_not_given_back_and_a_deleted_job_stays_deleted():
-    holds = ResumeHolds()
+    holds = RoomHolds()
     holds.displaced(job_uid="job-b", node_name="n1")
     resumed = pending("b-2", job="b")
     holds.apply_pod(resumed)
@@ -305,7 +305,7 @@ def test_as_many_held_pods_as_fit_are_kept_for_and_a_job_keeps_a_hold_per_node()
     holds = holds_with("a", "b")
     keeps = holds.kept_from(pending("waiter", job="w", gpus=1), free_on=N1_FREE.get)
     assert keeps["n1"].jobs == ("job-a",)  # 4 free: one of the two 4-GPU pods can have them
-    moved = ResumeHolds()
+    moved = RoomHolds()
     moved.displaced(job_uid="job-x", node_name="n1")
     moved.displaced(job_uid="job-x", node_name="n2")
     for uid in ("x-2", "x-3"):
