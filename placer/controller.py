@@ -72,6 +72,7 @@ from scheduler.core.resources import Resources, cpu_millis, parse_quantity
 from scheduler.errors import CellfitError, InvalidAnnotation, KubernetesApiError
 from scheduler.matching.admission import (
     AdmissionDecision,
+    DecideReuse,
     RunningJob,
     TrialChoice,
     WaitingJob,
@@ -177,10 +178,14 @@ class PlacerController:
         self._told: dict[str, str] = {}  # the last queue message written per Job UID
         self._started: dict[str, str] = {}  # Job UID -> kind, until the watch shows it running
         self._mechanisms: dict[str, int] = {}  # starts per mechanism used
-        # Per waiting Job's UID: the resourceVersion it was classified at, and what it read as.
-        self._waiting_seen: dict[str, tuple[str, WaitingJob, Configurations, bool]] = {}
+        # Per Job UID: the resourceVersion it was classified at, and what it read as (a waiting
+        # Job, or a running one with its start time: neither depends on the clock then).
+        self._seen: dict[str, tuple[str, WaitingJob | RunningJob, Configurations, bool]] = {}
         self.last = LastDecision()
         self._solver: ProcessPoolExecutor | None = None
+        # What decide made of the waiting and running Jobs read as last pass (the same objects
+        # for Jobs the watch shows unchanged, see _seen): not made again.
+        self._reuse = DecideReuse()
         jobs.subscribe(self._wake.set)
         self._worker = threading.Thread(target=self._run, name="allox-admission", daemon=True)
 
@@ -218,27 +223,33 @@ class PlacerController:
         trials: list[WaitingJob] = []
         configurations: dict[str, Configurations] = {}
         by_key: dict[str, Job] = {}
-        seen: dict[str, tuple[str, WaitingJob, Configurations, bool]] = {}
+        seen: dict[str, tuple[str, WaitingJob | RunningJob, Configurations, bool]] = {}
         for job in jobs:
             key = f"{job.metadata.namespace}/{job.metadata.name}"
             by_key[key] = job
             uid, version = job.metadata.uid, job.metadata.resourceVersion
-            # A waiting Job the watch shows unchanged reads as it did last pass (most of a
-            # queue, on most passes): classifying every Job was a fifth of a pass at 1,000.
-            cached = self._waiting_seen.get(uid)
+            # A Job the watch shows unchanged reads as it did last pass (most of a queue and of
+            # the running Jobs, on most passes): classifying every Job was a fifth of a pass at
+            # 1,000 waiting, and a fifth again with 1,000 running.
+            cached = self._seen.get(uid)
+            item: WaitingJob | RunningJob | None
             if cached is not None and version and cached[0] == version and uid not in self._started:
-                _, item, configurations[uid], trial = cached
+                _, item, configurations[uid], is_trial = cached
             else:
                 item = self._classify(job, now, configurations)
-                trial = isinstance(item, WaitingJob) and _is_trial(job)
+                is_trial = isinstance(item, WaitingJob) and _is_trial(job)
+                if isinstance(item, RunningJob) and not (job.status and job.status.startTime):
+                    version = ""  # started at "now" until the watch shows its start time: not kept
             if isinstance(item, WaitingJob):
                 if version:
-                    seen[uid] = (version, item, configurations[uid], trial)
-                (trials if trial else waiting).append(item)
+                    seen[uid] = (version, item, configurations[uid], is_trial)
+                (trials if is_trial else waiting).append(item)
             elif isinstance(item, RunningJob):
+                if version:
+                    seen[uid] = (version, item, configurations[uid], False)
                 running.append(item)
-                running_uids.add(job.metadata.uid)
-        self._waiting_seen = seen
+                running_uids.add(uid)
+        self._seen = seen
         running, released = self._holding(now, running, by_key)
         running_uids.difference_update(by_key[item.key].metadata.uid for item, _ in released)
         # Running Jobs are busy machines of their own: their pods (bound yet or not) must not
@@ -383,7 +394,7 @@ class PlacerController:
         """:func:`decide`, in the child process when ``allox.solverProcess`` (a broken child is
         replaced, and that one matching solved here)."""
         if not self._settings.solver_process:
-            return decide(**inputs)
+            return decide(**inputs, reuse=self._reuse)
         if self._solver is None:
             self._solver = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
         try:

@@ -31,12 +31,13 @@ from typing import Callable, Collection, Literal, Mapping, Sequence, TypeVar
 
 import numpy as np
 
-from scheduler.matching.allox import AlloxScheduler
+from scheduler.matching.allox import AlloxScheduler, Matched
 from scheduler.matching.alloxplus import AlloxPlusScheduler
 from scheduler.matching.capacity import DEFAULT_RESERVED_CPU_PER_GPU, NodeResources, default_demands, machines_for
-from scheduler.matching.fairness import Capacity, DemandShare, job_value, user_progress
+from scheduler.matching.fairness import Capacity, DemandShare, ShareModel, job_value
 from scheduler.matching.model import KIND_GPU, Assignment, Demand, Job, Machine
-from scheduler.matching.solve import prepare, solve
+from scheduler.matching.reuse import Reuse
+from scheduler.matching.solve import Fleet, fleet, prepare_on, rows_on, solve
 
 AdmissionPolicy = Literal["allox", "allox+"]
 T = TypeVar("T")
@@ -120,6 +121,15 @@ class AdmissionDecision:
     # Jobs whose virtual cluster's guarantee holds no GPU machine for them now (``gpu_pools``),
     # with no other kind to run on: they wait for their VC's GPUs to free.
     waiting_for_pool: tuple[str, ...] = ()
+
+
+@dataclass
+class DecideReuse:
+    """What :func:`decide` keeps between a live controller's passes (``reuse.py``): the
+    matching's Job of each waiting Job, and each running Job's machines, Job and value."""
+
+    waiting: Reuse[Job] = field(default_factory=Reuse)
+    running: Reuse[_Held] = field(default_factory=Reuse)
 
 
 def pool_kind(pool: str) -> str:
@@ -220,6 +230,7 @@ def decide(
     omega_grid_ratio: float = 1.25,
     plan_queue: bool = True,
     gpu_pools: Mapping[str, int] | None = None,
+    reuse: DecideReuse | None = None,
 ) -> AdmissionDecision:
     """Busy machines' ω is rounded up onto a grid: ``omega_grid_seconds`` apart up to ten steps
     from now, then growing by ``omega_grid_ratio`` (a machine freeing in 3 h is placed within
@@ -242,7 +253,10 @@ def decide(
     now, the busy ones at their ω): with that many idle it starts; otherwise it holds the
     idle machines of that kind and claims the busy ones that free first, so Jobs matched
     after it cannot take them, and it starts when the last of them frees. Single-pod Jobs are
-    then matched (Algorithm 2) on the machines left, the gangs' machines busy until they end."""
+    then matched (Algorithm 2) on the machines left, the gangs' machines busy until they end.
+
+    ``reuse``: a live controller's, kept between its passes; what is made of an input object
+    that the last pass was also given is taken from it (the decision is the same without)."""
     cpu_slot = cpu_slot_for(waiting)
     defaults = default_demands(cpu_slot=cpu_slot, reserved_cpu_per_gpu=reserved_cpu_per_gpu)
     if gpu_pools is not None:
@@ -251,8 +265,9 @@ def decide(
     idle = idle_machines(free_nodes=free_nodes, running=running, cpu_slot=cpu_slot, reserved_cpu_per_gpu=reserved_cpu_per_gpu,
                          gpu_pools=gpu_pools)
     kinds = {m.kind for m in idle} | {_running_kind(job, gpu_pools) for job in running}
-    busy, running_assignments = busy_machines(now=now, running=running, kinds=kinds, omega_grid_seconds=omega_grid_seconds,
-                                              omega_grid_ratio=omega_grid_ratio, gpu_pools=gpu_pools)
+    busy, running_assignments, progress = _busy(now=now, running=running, kinds=kinds, omega_grid_seconds=omega_grid_seconds,
+                                                omega_grid_ratio=omega_grid_ratio, gpu_pools=gpu_pools, shares=shares,
+                                                reuse=reuse.running if reuse is not None else None)
     machines_of: dict[str, int] = {}
     for machine in (*idle, *busy):
         machines_of[machine.kind] = machines_of.get(machine.kind, 0) + 1
@@ -260,13 +275,29 @@ def decide(
     gangs: list[tuple[Job, int]] = []
     unplaceable: list[str] = []
     waiting_for_pool: list[str] = []
-    for job in sorted(waiting, key=lambda j: (j.arrival, j.key)):
+    # pods -> the kinds with that many machines, and with the VCs what a waiting Job's matching
+    # Job depends on beside the Job itself (reuse.py's context)
+    enough: dict[int, tuple[frozenset[str], object]] = {}
+    pools_key = _pools_key(gpu_pools)
+    for job in sorted(waiting, key=_arrival_order):
+        here = enough.get(job.pods)
+        if here is None:
+            kinds_for_pods = frozenset(kind for kind, count in machines_of.items() if count >= job.pods)
+            here = enough[job.pods] = (kinds_for_pods, (kinds_for_pods, pools_key) if reuse is None else reuse.waiting.context((kinds_for_pods, pools_key)))
+        kinds_here, context = here
+        kept = reuse.waiting.get(job, context) if reuse is not None else None
+        if kept is not None:
+            if job.pods > 1:
+                gangs.append((kept, job.pods))
+            else:
+                jobs.append(kept)
+            continue
         # Without pools a Job's own mappings serve as they are (read only) when every kind of
         # it has machines: copying them was a sixth of deciding at 1,000 Jobs.
         seconds = job.seconds if gpu_pools is None else _translated(job.seconds, job.pool, gpu_pools)
         usable = seconds
-        if not all(machines_of.get(kind, 0) >= job.pods for kind in seconds):
-            usable = {kind: value for kind, value in seconds.items() if machines_of.get(kind, 0) >= job.pods}
+        if not kinds_here.issuperset(seconds):
+            usable = {kind: value for kind, value in seconds.items() if kind in kinds_here}
         if not usable:
             pooled = gpu_pools is not None and job.pool in gpu_pools and KIND_GPU in job.seconds
             (waiting_for_pool if pooled else unplaceable).append(job.key)
@@ -274,7 +305,10 @@ def decide(
         demand = job.demand if gpu_pools is None else _translated(job.demand, job.pool, gpu_pools)
         if demand.keys() != usable.keys():
             demand = {kind: demand[kind] for kind in usable if kind in demand}
-        matching_job = Job(name=job.key, user=job.user, arrival=min(job.arrival, now), processing_time=usable, demand=demand)
+        matching_job = Job(name=job.key, user=job.user, arrival=job.arrival if job.arrival < now else now, processing_time=usable,
+                           demand=demand)
+        if reuse is not None and job.arrival <= now:  # else its arrival is the clock's
+            reuse.waiting.put(job, context, matching_job)
         if job.pods > 1:
             gangs.append((matching_job, job.pods))
         else:
@@ -283,28 +317,37 @@ def decide(
     idle = gang_plan.idle
     busy = gang_plan.busy
     holding = [*running_assignments, *gang_plan.started_assignments]
-    progress = user_progress(holding, shares)  # once: Algorithm 2 ranks by it, the answer adds the starts
+    # Once (Algorithm 2 ranks by it, the answer adds the starts): user_progress over holding.
+    for assignment in gang_plan.started_assignments:
+        user = assignment.job.user
+        progress[user] = progress.get(user, 0.0) + job_value(assignment.job, assignment.kind, shares)
+    # The machines in array form once, for Algorithm 2 and the queue's matching (idle ones
+    # first, as Algorithm 2 lists them).
+    idle_names = {machine.name for machine in idle}
+    arrays = fleet(machines=[*idle, *(m for m in busy if m.name not in idle_names)], now=now,
+                   busy_until={m.name: until for m, until in busy.items() if m.name not in idle_names})
     if policy == "allox":
-        started = AlloxScheduler(alpha=alpha, shares=shares).on_machine_free(
-            now=now, free_machines=idle, pending_jobs=jobs, busy_until=busy, running=holding, progress=progress)
+        matched = AlloxScheduler(alpha=alpha, shares=shares).matched(
+            now=now, free_machines=idle, pending_jobs=jobs, busy_until=busy, running=holding, progress=progress, machines=arrays)
     else:
-        started = AlloxPlusScheduler(timeout=allox_plus_timeout).on_machine_free(
-            now=now, free_machines=idle, pending_jobs=jobs, busy_until=busy, running=holding)
-    starts = (
-        *gang_plan.starts,
-        *(Start(key=a.job.name, kind=configuration_kind(a.kind), machine=a.machine.name, seconds=a.finish - a.start,
-                machines=(a.machine.name,), pool=_pool_of(a.kind)) for a in started),
-    )
+        matched = Matched(AlloxPlusScheduler(timeout=allox_plus_timeout).on_machine_free(
+            now=now, free_machines=idle, pending_jobs=jobs, busy_until=busy, running=holding))
+    started = matched.started
+    named = {kind: (configuration_kind(kind), _pool_of(kind)) for kind in arrays.kinds}  # machine kind -> (configuration, pool)
+    starts = (*gang_plan.starts, *(_start(a, named) for a in started))
     grid = (lambda delay: _on_grid(delay, step=omega_grid_seconds, ratio=omega_grid_ratio)) if omega_grid_seconds > 0 else (lambda delay: delay)
     queue: tuple[Queued, ...] = ()
     if plan_queue:
-        planned = [*_queue(now=now, jobs=jobs, started=started, idle=idle, busy=busy, grid=grid), *gang_plan.queued]
+        planned = [*_queue(now=now, jobs=jobs, matched=matched, machines=arrays, grid=grid), *gang_plan.queued]
         queue = _numbered(planned)
     for assignment in started:  # as user_progress over holding then started would sum them
         user = assignment.job.user
         progress[user] = progress.get(user, 0.0) + job_value(assignment.job, assignment.kind, shares)
     users = sorted({job.user for job in waiting} | {job.user for job in running})
     values = [progress.get(user, 0.0) for user in users]
+    if reuse is not None:
+        reuse.waiting.end_pass()
+        reuse.running.end_pass()
     return AdmissionDecision(
         starts=starts,
         queue=queue,
@@ -316,6 +359,16 @@ def decide(
         progress_spread=_standard_deviation(values),
         waiting_for_pool=tuple(waiting_for_pool),
     )
+
+
+def _start(assignment: Assignment, named: Mapping[str, tuple[str, str | None]]) -> Start:
+    machine = assignment.machine
+    configuration, pool = named[machine.kind]
+    return Start(assignment.job.name, configuration, machine.name, assignment.finish - assignment.start, (machine.name,), pool)
+
+
+def _arrival_order(job: WaitingJob) -> tuple[float, str]:
+    return job.arrival, job.key
 
 
 def _pool_of(kind: str) -> str | None:
@@ -402,66 +455,118 @@ def busy_machines(
     its kind, on the grid :func:`decide` describes), and the running Jobs as the matching's
     assignments, one per machine (fairness weighs each against the ``kinds`` the cluster has,
     as a waiting Job's choices, and counts every pod)."""
+    busy, assignments, _ = _busy(now=now, running=running, kinds=kinds, omega_grid_seconds=omega_grid_seconds,
+                                 omega_grid_ratio=omega_grid_ratio, gpu_pools=gpu_pools, shares=None, reuse=None)
+    return busy, assignments
+
+
+@dataclass(frozen=True, slots=True)
+class _Held:
+    """A running Job as :func:`decide` sees it whatever the clock: the machines it holds, when
+    its estimate on its kind ends (ω before the clock and the grid), the matching's Job
+    (fairness weighs it against the cluster's kinds) and its value (§3.3.2; NaN unasked)."""
+
+    machines: tuple[Machine, ...]
+    ends: float
+    job: Job
+    value: float
+
+
+def _busy(
+    *, now: float, running: Sequence[RunningJob], kinds: Collection[str], omega_grid_seconds: float, omega_grid_ratio: float,
+    gpu_pools: Mapping[str, int] | None, shares: ShareModel | None, reuse: Reuse[_Held] | None,
+) -> tuple[dict[Machine, float], list[Assignment], dict[str, float]]:
+    """:func:`busy_machines`, and the users' progress from the running Jobs (with ``shares``;
+    what ``user_progress`` over the assignments sums, in the same order)."""
     busy: dict[Machine, float] = {}
     assignments: list[Assignment] = []
+    progress: dict[str, float] = {}
     known = frozenset(kinds)
-    for job in sorted(running, key=lambda r: r.key):
-        kind = _running_kind(job, gpu_pools)
-        until = max(now, job.started + job.seconds[job.kind])
+    context = (known, _pools_key(gpu_pools), shares)
+    if reuse is not None:
+        context = reuse.context(context)
+    for job in sorted(running, key=_by_key):
+        held = reuse.get(job, context) if reuse is not None else None
+        if held is None:
+            held = _held(job, now=now, known=known, gpu_pools=gpu_pools, shares=shares)
+            if reuse is not None and job.started <= now:  # else its Job's arrival is the clock
+                reuse.put(job, context, held)
+        until = held.ends if held.ends > now else now
         if omega_grid_seconds > 0 and until > now:
             until = now + _on_grid(until - now, step=omega_grid_seconds, ratio=omega_grid_ratio)
-        if gpu_pools is None:
-            # The Job's own mappings where they serve as they are (read only): a full cluster
-            # has a running Job per machine, and copying them was a third of this.
-            seconds: Mapping[str, float] = job.seconds
-            if not known.issuperset(seconds):
-                seconds = {k: value for k, value in seconds.items() if k in known or k == kind}
-            demand: Mapping[str, Demand] = job.demand
-            if demand.keys() != seconds.keys():
-                demand = {k: demand[k] for k in seconds if k in demand}
-        else:
-            own = _translated(job.seconds, job.pool, gpu_pools)
-            own[kind] = job.seconds[job.kind]
-            seconds = {k: value for k, value in own.items() if k in kinds or k == kind}
-            translated = _translated(job.demand, job.pool, gpu_pools)
-            if job.kind in job.demand:
-                translated[kind] = job.demand[job.kind]
-            demand = {k: translated[k] for k in seconds if k in translated}
-        matching_job = Job(name=job.key, user=job.user, arrival=min(job.started, now), processing_time=seconds, demand=demand)
-        names = [f"running/{job.key}"] if job.pods == 1 else [f"running/{job.key}/{index}" for index in range(job.pods)]
-        for name in names:
-            machine = Machine(name=name, kind=kind)
+        for machine in held.machines:
             busy[machine] = until
-            assignments.append(Assignment(job=matching_job, machine=machine, start=job.started, finish=until))
-    return busy, assignments
+            assignments.append(Assignment(job=held.job, machine=machine, start=job.started, finish=until))
+            if shares is not None:
+                progress[job.user] = progress.get(job.user, 0.0) + held.value
+    return busy, assignments, progress
+
+
+def _held(job: RunningJob, *, now: float, known: frozenset[str], gpu_pools: Mapping[str, int] | None, shares: ShareModel | None) -> _Held:
+    kind = _running_kind(job, gpu_pools)
+    if gpu_pools is None:
+        # The Job's own mappings where they serve as they are (read only): a full cluster
+        # has a running Job per machine, and copying them was a third of this.
+        seconds: Mapping[str, float] = job.seconds
+        if not known.issuperset(seconds):
+            seconds = {k: value for k, value in seconds.items() if k in known or k == kind}
+        demand: Mapping[str, Demand] = job.demand
+        if demand.keys() != seconds.keys():
+            demand = {k: demand[k] for k in seconds if k in demand}
+    else:
+        own = _translated(job.seconds, job.pool, gpu_pools)
+        own[kind] = job.seconds[job.kind]
+        seconds = {k: value for k, value in own.items() if k in known or k == kind}
+        translated = _translated(job.demand, job.pool, gpu_pools)
+        if job.kind in job.demand:
+            translated[kind] = job.demand[job.kind]
+        demand = {k: translated[k] for k in seconds if k in translated}
+    matching_job = Job(name=job.key, user=job.user, arrival=min(job.started, now), processing_time=seconds, demand=demand)
+    names = [f"running/{job.key}"] if job.pods == 1 else [f"running/{job.key}/{index}" for index in range(job.pods)]
+    return _Held(machines=tuple(Machine(name=name, kind=kind) for name in names), ends=job.started + job.seconds[job.kind],
+                 job=matching_job, value=math.nan if shares is None else job_value(matching_job, kind, shares))
+
+
+def _by_key(job: RunningJob) -> str:
+    return job.key
+
+
+def _pools_key(gpu_pools: Mapping[str, int] | None) -> frozenset[tuple[str, int]] | None:
+    return None if gpu_pools is None else frozenset(gpu_pools.items())
 
 
 def _queue(
     *,
     now: float,
     jobs: Sequence[Job],
-    started: Sequence[Assignment],
-    idle: Sequence[Machine],
-    busy: Mapping[Machine, float],
+    matched: Matched,
+    machines: Fleet,
     grid: Callable[[float], float],
 ) -> list[tuple[str, str, float]]:
-    """The single-pod Jobs left waiting, matched once more on every machine (Lemma 3.1's
-    order): (key, machine kind, expected start from now)."""
+    """The single-pod Jobs left waiting, matched once more on every machine (``machines``, the
+    started ones busy until their end on the grid, as on the next pass): Lemma 3.1's order.
+    (key, machine kind, expected start from now)."""
+    started = matched.started
     started_names = {a.job.name for a in started}
-    left = [job for job in jobs if job.name not in started_names]
-    if not left:
-        return []
-    until = {m.name: t for m, t in busy.items()}
-    for assignment in started:  # on the grid as on the next pass, when they are busy machines
-        until[assignment.machine.name] = now + grid(assignment.finish - now)
-    problem = prepare(jobs=left, machines=[*idle, *busy], now=now, busy_until=until)
+    until = {machines.position_of[a.machine.name]: now + grid(a.finish - now) for a in started}
+    if matched.problem is not None:
+        # Algorithm 2's one matching had every Job: the rows left, its arrays reused.
+        rows = [row for row, job in enumerate(matched.problem.jobs) if job.name not in started_names]
+        if not rows:
+            return []
+        problem = rows_on(matched.problem, rows, machines.with_available(until))
+    else:
+        left = [job for job in jobs if job.name not in started_names]
+        if not left:
+            return []
+        problem = prepare_on(machines.with_available(until), left)
     queues = solve(problem)
     # schedule()'s order (start, then machine) read off the solve's arrays: making an
     # Assignment per queued Job was half of planning the queue at 1,000 Jobs.
     machine_of = np.repeat(np.arange(len(problem.machines)), np.diff(queues.bounds)).tolist()
     names = [problem.machines[m].name for m in machine_of]
-    rows = sorted(zip(queues.start.tolist(), names, queues.job.tolist(), machine_of))
-    return [(problem.jobs[job].name, problem.machines[machine].kind, start - now) for start, _, job, machine in rows]
+    rows_out = sorted(zip(queues.start.tolist(), names, queues.job.tolist(), machine_of))
+    return [(problem.jobs[job].name, problem.machines[machine].kind, start - now) for start, _, job, machine in rows_out]
 
 
 def _on_grid(delay: float, *, step: float, ratio: float) -> float:

@@ -22,7 +22,18 @@ from scheduler.matching.fairness import (
     user_progress,
 )
 from scheduler.matching.model import Assignment, Job, Machine
-from scheduler.matching.solve import Fleet, fleet, prepare_on, solve
+from scheduler.matching.solve import Fleet, Problem, Queues, fleet, prepare_on, solve
+
+
+@dataclass(frozen=True, slots=True)
+class Matched:
+    """Algorithm 2's starts, and — when every user was considered, so that one matching served
+    every free machine — that matching (``problem``, ``queues``; None otherwise): admission
+    plans the queue from it instead of making the instance's arrays again."""
+
+    started: list[Assignment]
+    problem: Problem | None = None
+    queues: Queues | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -55,10 +66,29 @@ class AlloxScheduler:
     ) -> list[Assignment]:
         """``progress``: the users' progress from ``running``, when the caller has it already
         (``user_progress(running, shares)``; admission needs it for its own answer too)."""
+        return self.matched(now=now, free_machines=free_machines, pending_jobs=pending_jobs, busy_until=busy_until,
+                            running=running, progress=progress).started
+
+    def matched(
+        self,
+        *,
+        now: float,
+        free_machines: Sequence[Machine],
+        pending_jobs: Sequence[Job],
+        busy_until: Mapping[Machine, float],
+        running: Sequence[Assignment] = (),
+        progress: Mapping[str, float] | None = None,
+        machines: Fleet | None = None,
+    ) -> Matched:
+        """:meth:`on_machine_free`, with the one matching it made when every user was considered.
+        ``machines``: the free machines then ``busy_until``'s others, already in array form."""
         free_names = {machine.name for machine in free_machines}
-        machines = [*free_machines, *(m for m in busy_until if m.name not in free_names)]
-        available = {m.name: until for m, until in busy_until.items() if m.name not in free_names}
-        arrays = fleet(machines=machines, now=now, busy_until=available)
+        listed = [*free_machines, *(m for m in busy_until if m.name not in free_names)]
+        if machines is None:
+            available = {m.name: until for m, until in busy_until.items() if m.name not in free_names}
+            arrays = fleet(machines=listed, now=now, busy_until=available)
+        else:
+            arrays = machines
         kinds = set(arrays.kinds)
         # Keyed by name (unique among pending jobs) and insertion-ordered, so candidates keep
         # the caller's order and removal is O(1).
@@ -67,12 +97,12 @@ class AlloxScheduler:
             for job in pending_jobs
             if job.arrival <= now and not kinds.isdisjoint(job.processing_time)
         }
-        shares = self.shares if self.shares is not None else MachineShare.of(machines)
-        progress = dict(progress) if progress is not None else user_progress(running, shares)
         users = {job.user for job in waiting.values()} | {assignment.job.user for assignment in running}
         base = considered_count(alpha=self.alpha, users=len(users))
         if base >= len(users):
             return self._every_user(now=now, free_machines=free_machines, waiting=waiting, machines=arrays)
+        shares = self.shares if self.shares is not None else MachineShare.of(listed)
+        progress = dict(progress) if progress is not None else user_progress(running, shares)
         ranking = rank_users(users, progress)
         # Plans by the user set they were solved for. Starting a job keeps the plan it came from
         # valid (see the proof below) and invalidates every other one.
@@ -122,28 +152,29 @@ class AlloxScheduler:
             kept = plans[considered]
             kept[machine.name].pop(0)
             plans = {considered: kept}
-        return started
+        return Matched(started)
 
     @staticmethod
-    def _every_user(*, now: float, free_machines: Sequence[Machine], waiting: Mapping[str, Job], machines: Fleet) -> list[Assignment]:
+    def _every_user(*, now: float, free_machines: Sequence[Machine], waiting: Mapping[str, Job], machines: Fleet) -> Matched:
         """Every user considered (α = 1, or as few users as ``ceil(α·n)``): one matching serves
         every free machine (the plan stays optimal after each start, see the loop), the ranking
         never changes who is matched and no machine can raise α, so the starts are each free
         machine's first job in that one matching, read off its arrays."""
         if not waiting:
-            return []
+            return Matched([])
         problem = prepare_on(machines, list(waiting.values()))
         queues = solve(problem)
         started: list[Assignment] = []
         taken: dict[str, int] = {}  # a machine listed twice starts the next job of its queue
+        bounds, queued, jobs, position_of = queues.bounds.tolist(), queues.job.tolist(), problem.jobs, machines.position_of
         for machine in free_machines:
-            index = machines.position_of[machine.name]
-            at = int(queues.bounds[index]) + taken.get(machine.name, 0)
-            if at < int(queues.bounds[index + 1]):
+            index = position_of[machine.name]
+            at = bounds[index] + taken.get(machine.name, 0)
+            if at < bounds[index + 1]:
                 taken[machine.name] = taken.get(machine.name, 0) + 1
-                job = problem.jobs[int(queues.job[at])]
+                job = jobs[queued[at]]
                 started.append(Assignment(job=job, machine=machine, start=now, finish=now + job.processing_time[machine.kind]))
-        return started
+        return Matched(started, problem, queues)
 
     @staticmethod
     def _solve(considered: frozenset[str], waiting: Mapping[str, Job], machines: Fleet) -> dict[str, list[Job]]:

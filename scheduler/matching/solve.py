@@ -157,6 +157,21 @@ def prepare_on(machines: Fleet, jobs: Sequence[Job]) -> Problem:
     )
 
 
+def rows_on(problem: Problem, rows: Sequence[int], machines: Fleet) -> Problem:
+    """Some of ``problem``'s jobs (``rows``, in that order), already validated, on ``machines``
+    (the same machines, their availability changed): :func:`prepare_on` without making the
+    jobs' arrays again (admission's queue after Algorithm 2's starts)."""
+    return Problem(
+        jobs=tuple(problem.jobs[row] for row in rows),
+        machines=machines.machines,
+        kinds=machines.kinds,
+        times=problem.times[np.asarray(rows, dtype=np.int64)],
+        machine_kind=machines.machine_kind,
+        delay=machines.delay,
+        now=machines.now,
+    )
+
+
 def _explain_invalid(machines: Fleet, jobs: Sequence[Job]) -> None:
     """The first thing wrong with ``jobs``, in job order, raised with its field."""
     present = set(machines.kinds)

@@ -51,13 +51,13 @@ class Jobs:
 
 
 def job(name: str, *, namespace: str = "alice", cpu: float = 100, gpu: float = 10, created: int = 0, suspend: bool = True,
-        placement: str | None = None, started: str | None = None) -> Any:
+        placement: str | None = None, started: str | None = None, version: str | None = None) -> Any:
     annotations = {"cellfit.io/configurations": json.dumps(CONFIGURATIONS),
                    "cellfit.io/estimate": json.dumps({"cpu": {"seconds": cpu}, "gpu": {"seconds": gpu}})}
     if placement:
         annotations["cellfit.io/placement"] = placement
     body = {"metadata": {"name": name, "namespace": namespace, "uid": f"uid-{name}", "annotations": annotations,
-                         "creationTimestamp": f"2026-01-01T00:00:{created:02d}Z"},
+                         "creationTimestamp": f"2026-01-01T00:00:{created:02d}Z", **({"resourceVersion": version} if version else {})},
             "spec": {"suspend": suspend, "template": {"metadata": {"labels": {"job-name": name}},
                                                       "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "500m"}}}]}}},
             "status": {"startTime": started} if started else {}}
@@ -245,11 +245,39 @@ def test_a_waiting_job_is_read_again_only_when_the_watch_shows_it_changed():
         capacity=lambda: Resources(cpu_millis=1000, memory_bytes=2**36, gpus=0), clock=lambda: 1767225700.0,
     )
     placer.admit()
-    (entry,) = placer._waiting_seen.values()
+    (entry,) = placer._seen.values()
     placer.admit()
-    assert next(iter(placer._waiting_seen.values()))[1] is entry[1]  # unchanged: the same reading
+    assert next(iter(placer._seen.values()))[1] is entry[1]  # unchanged: the same reading
     # The estimate changes (a new resourceVersion): read again.
     source.jobs = [versioned(first, "8", **{"cellfit.io/estimate": json.dumps({"cpu": {"seconds": 50}})})]
     placer.admit()
-    (changed,) = placer._waiting_seen.values()
+    (changed,) = placer._seen.values()
     assert changed[0] == "8" and dict(changed[1].seconds) == {"cpu": 50.0}
+
+
+def test_a_running_job_is_read_again_only_when_the_watch_shows_it_changed_or_without_its_start_time():
+    """A running Job with its start time reads the same until its resourceVersion changes; one
+    the watch shows without a start time yet is taken to start "now", so it is read every pass
+    (a kept reading would pin ω to the first pass's clock)."""
+    clock = [1767225700.0]
+    running = job("r", gpu=600, cpu=6000, suspend=False, placement="gpu", started="2026-01-01T00:01:40Z", version="3")
+    fresh = job("f", gpu=600, cpu=6000, suspend=False, placement="gpu", version="4")
+    source = Jobs([running, fresh])
+    placer = PlacerController(
+        api=RecordingApi(), jobs=source, settings=AlloxSettings(alpha=1.0), gpu_resource="nvidia.com/gpu",
+        free_by_node=lambda _running: {"n1": Resources(cpu_millis=6000, memory_bytes=2**36, gpus=2)},
+        capacity=lambda: Resources(cpu_millis=6000, memory_bytes=2**36, gpus=2), clock=lambda: clock[0],
+    )
+    first = placer.admit()
+    assert list(placer._seen) == ["uid-r"]
+    kept = placer._seen["uid-r"][1]
+    clock[0] += 30.0
+    second = placer.admit()
+    assert placer._seen["uid-r"][1] is kept  # unchanged: the same reading
+    # f's ω follows the clock (it started "now" on each pass); r's stays at its start + estimate.
+    assert first.busy_machines == second.busy_machines == {"gpu": 2}
+    # Its estimate changes: read again, and the new estimate counts.
+    source.jobs = [job("r", gpu=900, cpu=6000, suspend=False, placement="gpu", started="2026-01-01T00:01:40Z", version="5"), fresh]
+    placer.admit()
+    version, item, _, _ = placer._seen["uid-r"]
+    assert version == "5" and dict(item.seconds) == {"cpu": 6000.0, "gpu": 900.0}
