@@ -8,6 +8,12 @@ Nothing below the node is assumed (PCIe topology is not on the Node object). Wit
 the most common rack size of a group becomes a ``<base>-RACK`` level; nodes in racks of another
 size, or without the label, stay standalone node cells (HiveD needs every rack of a type to be the
 same size). Nodes without GPUs are not part of any cell.
+
+A node's GPU count is its device plugin's word, and cells are objects, one per GPU and more: a
+Node that reports 10^9 GPUs (a plugin's mistake, or a Node written to harm) would take the
+extender's memory with it. So discovery takes a node of at most :data:`MAX_NODE_GPUS` GPUs, and
+nodes (by name) only while the cells hold at most :data:`~scheduler.cells.config.MAX_GPUS`, the
+bound of a configured topology; the others are left out, and said so (:func:`gpu_count_problem`).
 """
 
 from __future__ import annotations
@@ -17,11 +23,14 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass
 from typing import Final, Mapping, Sequence
 
-from scheduler.cells.config import CellTypeSpec, PhysicalCellSpec, TopologyConfig
+from scheduler.cells.config import MAX_GPUS, CellTypeSpec, PhysicalCellSpec, TopologyConfig
 from scheduler.constants import LABEL_GPU_PRODUCT
 from scheduler.core.model import NodeInfo
 
 UNKNOWN_PRODUCT: Final = "gpu"
+# No node has this many GPUs (a 72-GPU rack spreads them over 18 nodes), and its cells fit well
+# inside the memory of a small extender.
+MAX_NODE_GPUS: Final = 1024
 _UNSAFE: Final = re.compile(r"[^A-Za-z0-9._-]+")
 
 
@@ -48,6 +57,7 @@ class DiscoveredLayout:
 
     cell_types: dict[str, CellTypeSpec]
     cells: tuple[DiscoveredCell, ...]
+    left_out: tuple[str, ...] = ()  # why each GPU node left out is (gpu_count_problem)
 
     def to_config(self) -> TopologyConfig:
         physical = tuple(
@@ -70,9 +80,17 @@ def discover_layout(
     even if another size became the most common): cells can be added beside running ones but a
     running cell type never changes. A restart picks names and sizes afresh."""
     groups: dict[tuple[str, int], list[NodeInfo]] = defaultdict(list)
+    left_out: list[str] = []
+    discovered_gpus = 0
     for node in sorted(nodes, key=lambda n: n.name):
-        if node.allocatable.gpus > 0:
-            groups[(_product(node), node.allocatable.gpus)].append(node)
+        if node.allocatable.gpus <= 0:
+            continue
+        problem = gpu_count_problem(node, discovered_gpus=discovered_gpus)
+        if problem is not None:
+            left_out.append(problem)
+            continue
+        discovered_gpus += node.allocatable.gpus
+        groups[(_product(node), node.allocatable.gpus)].append(node)
     sizes_per_product = Counter(product for product, _ in groups)
     cell_types: dict[str, CellTypeSpec] = {}
     cells: list[DiscoveredCell] = []
@@ -104,7 +122,24 @@ def discover_layout(
             standalone.extend(n for rack in racks.values() for n in rack)
         for node in sorted(standalone, key=lambda n: n.name):
             cells.append(DiscoveredCell(cell_type=node_type, cell_id=node.name, nodes=(node.name,), rack=False))
-    return DiscoveredLayout(cell_types=cell_types, cells=tuple(cells))
+    return DiscoveredLayout(cell_types=cell_types, cells=tuple(cells), left_out=tuple(left_out))
+
+
+def gpu_count_problem(node: NodeInfo, *, discovered_gpus: int) -> str | None:
+    """Why ``node`` may not join discovered cells that hold ``discovered_gpus`` GPUs already:
+    more GPUs than a node may have, or more than the cells may hold; ``None`` when it may."""
+    gpus = node.allocatable.gpus
+    if gpus > MAX_NODE_GPUS:
+        return (
+            f"node {node.name}: status.allocatable reports {gpus:,} GPUs, more than the {MAX_NODE_GPUS:,} a node may "
+            "have; it is left out of the cells (check its device plugin)"
+        )
+    if discovered_gpus + gpus > MAX_GPUS:
+        return (
+            f"node {node.name}: its {gpus:,} GPUs would take the discovered cells past {MAX_GPUS:,} GPUs, the most "
+            "they may hold; it is left out of the cells"
+        )
+    return None
 
 
 def discover_topology(nodes: Sequence[NodeInfo], *, rack_label: str | None = None) -> TopologyConfig:

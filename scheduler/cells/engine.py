@@ -457,8 +457,14 @@ class HivedEngine:
         membership = self.membership
         if membership is not None and node.allocatable.gpus > 0 and not membership.is_member(node.name):
             # Discovered cells: a new GPU node (or a late device plugin, or a deleted node that
-            # came back) joins them now.
-            self._changed(membership.join(node))
+            # came back) joins them now, unless its GPU count is beyond belief.
+            problem = membership.join_problem(node)
+            if problem is None:
+                self._changed(membership.join(node))
+            elif node.name not in self._strays:
+                self._strays.add(node.name)  # said once, until it joins or is deleted
+                self.allocator.note(problem)
+                self._tell(problem)
         cell = self.topology.nodes.get(node.name)
         if cell is None:
             if node.allocatable.gpus > 0 and node.name not in self._strays:
@@ -496,9 +502,12 @@ class HivedEngine:
                 self.apply_node(info)  # a new cell is healthy; the node may be NotReady or cordoned
         self._refresh_summary()
         for message in changed.messages:
-            self.changes.append(message)
-            if self._on_change is not None:
-                self._on_change(message)
+            self._tell(message)
+
+    def _tell(self, message: str) -> None:
+        self.changes.append(message)
+        if self._on_change is not None:
+            self._on_change(message)
 
     def _refresh_summary(self) -> None:
         """The one-line summary (startup log, /v1/inspect/engine) after a runtime change."""

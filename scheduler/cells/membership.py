@@ -42,7 +42,7 @@ from typing import Iterable, Mapping
 from scheduler.cells.allocator import CellAllocator
 from scheduler.cells.buddy import invariant_holds
 from scheduler.cells.config import CellTypeSpec, PhysicalCellSpec, cell_type_problems
-from scheduler.cells.discovery import DiscoveredCell, discover_layout, node_type_for
+from scheduler.cells.discovery import DiscoveredCell, discover_layout, gpu_count_problem, node_type_for
 from scheduler.cells.topology import Cell
 from scheduler.core.model import NodeInfo
 
@@ -106,8 +106,12 @@ class NodeMembership:
 
     # ------------------------------------------------------------------ events
 
+    def join_problem(self, node: NodeInfo) -> str | None:
+        """Why ``node`` may not join the cells (an implausible GPU count); ``None`` when it may."""
+        return gpu_count_problem(node, discovered_gpus=sum(cell.total for cell in self._topology.top_cells))
+
     def join(self, node: NodeInfo) -> CellsChanged:
-        """A GPU node outside the cells appeared."""
+        """A GPU node outside the cells appeared (:meth:`join_problem` has none for it)."""
         self._members[node.name] = node
         changed = self.settle()
         if node.name not in self._topology.nodes:

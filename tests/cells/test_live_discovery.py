@@ -329,3 +329,44 @@ def test_random_joins_and_deletions_keep_the_guarantee_and_survive_a_restart(see
         for uid in pods:
             mine, theirs = restarted.allocator.by_pod[uid], engine.allocator.by_pod[uid]
             assert (mine.node, mine.gpu_indices) == (theirs.node, theirs.gpu_indices)
+
+
+# ---------------------------------------------------------------------------- implausible nodes
+
+
+def test_a_node_reporting_a_billion_gpus_is_left_out_of_discovered_cells_and_said_so():
+    # Building its cells (an object a GPU) would take the extender's memory: it is refused at
+    # once, at startup as at runtime, and the other nodes' cells are untouched.
+    huge = node("huge", 10**9, labels=A100)
+    layout = discover_layout([a100("a0"), huge])
+    assert [c.cell_id for c in layout.cells] == ["a0"]
+    assert layout.left_out == (
+        "node huge: status.allocatable reports 1,000,000,000 GPUs, more than the 1,024 a node may have; "
+        "it is left out of the cells (check its device plugin)",
+    )
+
+    log: list[str] = []
+    engine = HivedEngine.from_nodes([a100("a0"), huge], on_change=log.append)
+    engine.apply_node(huge)
+    engine.apply_node(huge)  # status updates every few seconds: said once
+    assert set(engine.topology.nodes) == {"a0"} and quota(engine) == {"A100-NODE": 1}
+    assert [line for line in log if "huge" in line] == [layout.left_out[0]]
+    assert layout.left_out[0] in engine.allocator.anomalies
+    assert "has no HiveD GPU cells" in engine.filter(pod("p", 8, vc=None), ["huge"]).unresolvable["huge"]
+
+    # Once its device plugin reports a count a node can have, it joins like any new node.
+    engine.apply_node(node("huge", 8, labels=A100))
+    assert "huge" in engine.topology.nodes and quota(engine) == {"A100-NODE": 2}
+
+
+def test_nodes_join_discovered_cells_only_while_the_cells_stay_within_the_topology_bound():
+    from scheduler.cells.config import MAX_GPUS
+    from scheduler.cells.discovery import MAX_NODE_GPUS, gpu_count_problem
+
+    nodes = [node(f"n{i:03d}", MAX_NODE_GPUS, labels=A100) for i in range(MAX_GPUS // MAX_NODE_GPUS + 2)]
+    layout = discover_layout(nodes)  # the layout only: no cell is built
+    assert len(layout.cells) == MAX_GPUS // MAX_NODE_GPUS
+    assert [line.split(":")[0] for line in layout.left_out] == ["node n256", "node n257"]
+    assert "would take the discovered cells past 262,144 GPUs" in layout.left_out[0]
+    assert gpu_count_problem(node("x", 8), discovered_gpus=MAX_GPUS - 8) is None
+    assert gpu_count_problem(node("x", 8), discovered_gpus=MAX_GPUS - 7) is not None
