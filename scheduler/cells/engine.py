@@ -696,9 +696,11 @@ class HivedEngine:
         """``None`` for an unknown VC (the HTTP layer answers 404)."""
         return inspection.virtual_cluster(self.allocator, name)
 
-    def inspect_guarantees(self, *, except_pods: AbstractSet[str] = frozenset()) -> dict[str, list[dict[str, Any]]]:
-        """Each VC's cells for AlloX admission (``inspection.guarantees``)."""
-        return inspection.guarantees(self.allocator, except_pods=except_pods)
+    def inspect_guarantees(
+        self, *, except_pods: AbstractSet[str] = frozenset(), within: AbstractSet[str] | None = None
+    ) -> dict[str, list[dict[str, Any]]]:
+        """Each VC's cells for AlloX admission, on the nodes ``within`` (``inspection.guarantees``)."""
+        return inspection.guarantees(self.allocator, except_pods=except_pods, within=within)
 
     def inspect_cells(self, *, node: str | None = None) -> dict[str, Any]:
         return inspection.cells(self.allocator, node=node)

@@ -79,16 +79,29 @@ def virtual_clusters(alloc: CellAllocator) -> dict[str, Any]:
     return {"virtualClusters": [_summary(alloc, alloc.vcs[name]) for name in sorted(alloc.vcs)]}
 
 
-def guarantees(alloc: CellAllocator, *, except_pods: AbstractSet[str] = frozenset()) -> dict[str, list[dict[str, Any]]]:
+def guarantees(
+    alloc: CellAllocator, *, except_pods: AbstractSet[str] = frozenset(), within: AbstractSet[str] | None = None
+) -> dict[str, list[dict[str, Any]]]:
     """Each VC's cells as AlloX admission reads them (placer/guarantee.py): its quota not bound
     yet, one row per cell, and its bound or pinned cells with their GPUs held by guaranteed pods
     (less those of ``except_pods``), bad, and whether draining. O(VCs + cells + except_pods),
-    no walk over the bookings: it is read under the engine lock on every admission pass."""
+    no walk over the bookings: it is read under the engine lock on every admission pass.
+
+    ``within``: the nodes AlloX's pods may run on (``allox.nodeSelector``; ``None``: every
+    node). A VC's pods there can use only what its cells hold on those nodes: a bound cell counts
+    its GPUs on them, and the quota not bound yet at most as many cells as lie free wholly on them
+    (HiveD binds a free cell of the type where the pod is offered; each VC is capped alone, so
+    several VCs together may count one free cell each)."""
     returned: dict[Cell, int] = {}
+    returned_on_node: dict[str, int] = {}
     for uid in except_pods:
         booking = alloc.by_pod.get(uid)
         if booking is not None and booking.holds == "guaranteed" and booking.root is not None:
             returned[booking.root] = returned.get(booking.root, 0) + len(booking.gpus)
+            if within is not None:
+                for gpu in booking.gpus:
+                    returned_on_node[gpu.node or ""] = returned_on_node.get(gpu.node or "", 0) + 1
+    free_within: dict[str, int] = {}  # cell type -> free physical cells wholly on ``within``
     result: dict[str, list[dict[str, Any]]] = {}
     for name in sorted(alloc.vcs):
         vc = alloc.vcs[name]
@@ -98,12 +111,62 @@ def guarantees(alloc: CellAllocator, *, except_pods: AbstractSet[str] = frozense
         for cell_type in _cell_types(alloc, vc):
             chain = alloc.topology.chain_of_type[cell_type]
             gpus = chain.gpus[chain.level_of(cell_type) - 1]
-            rows.extend({"gpus": gpus, "guaranteed": 0, "bad": 0, "draining": False} for _ in range(max(vc.unbound(cell_type), 0)))
+            unbound = max(vc.unbound(cell_type), 0)
+            if within is not None and unbound:
+                if cell_type not in free_within:
+                    free_within[cell_type] = _free_cells_within(alloc, cell_type, within)
+                unbound = min(unbound, free_within[cell_type])
+            rows.extend({"gpus": gpus, "guaranteed": 0, "bad": 0, "draining": False} for _ in range(unbound))
         for root in _vc_roots(vc):
-            rows.append({"gpus": root.total, "guaranteed": root.guaranteed_used - returned.get(root, 0), "bad": root.bad,
-                         "draining": root in vc.draining})
+            if within is None:
+                rows.append({"gpus": root.total, "guaranteed": root.guaranteed_used - returned.get(root, 0), "bad": root.bad,
+                             "draining": root in vc.draining})
+                continue
+            nodes = [n for n in _node_parts(root) if n.node in within]
+            if nodes:
+                rows.append({
+                    "gpus": sum(n.total for n in nodes),
+                    "guaranteed": sum(n.guaranteed_used - returned_on_node.get(n.node or "", 0) for n in nodes),
+                    "bad": sum(n.bad for n in nodes),
+                    "draining": root in vc.draining,
+                })
         result[name] = rows
     return result
+
+
+def _node_parts(cell: Cell) -> tuple[Cell, ...]:
+    """The node-level cells of ``cell``, or the cell itself when it lies inside one node."""
+    return cell.node_cells if cell.level >= cell.chain.node_level else (cell,)
+
+
+def _free_cells_within(alloc: CellAllocator, cell_type: str, within: AbstractSet[str]) -> int:
+    """How many free physical cells of ``cell_type`` lie wholly on ``within``'s nodes, none of
+    them bad: the free cells at its level, and those a split of a higher free cell would give."""
+    chain = alloc.topology.chain_of_type[cell_type]
+    buddy = alloc.buddies.get(chain)
+    if buddy is None:
+        return 0
+    level = chain.level_of(cell_type)
+    found = 0
+    for higher in range(level, chain.top + 1):
+        for free in buddy.free_cells(higher):
+            found += _usable_parts(free, level, within)
+    return found
+
+
+def _usable_parts(cell: Cell, level: int, within: AbstractSet[str]) -> int:
+    """The level-``level`` cells inside ``cell`` (itself included) wholly on ``within`` and not bad."""
+    chain = cell.chain
+    if cell.level <= chain.node_level:  # on one node: all of its parts share the node's fate
+        if cell.node not in within:
+            return 0
+        if not cell.bad:
+            return chain.gpus[cell.level - 1] // chain.gpus[level - 1]
+        if cell.level == level:
+            return 0
+    elif cell.level == level:
+        return 1 if all(n.node in within and not n.bad for n in cell.node_cells) else 0
+    return sum(_usable_parts(child, level, within) for child in cell.children)
 
 
 def _gpu_counts(cell: Cell) -> dict[str, int]:

@@ -244,6 +244,15 @@ class ClusterCache:
             return sum((allocatable for name, allocatable in self._allocatable.items()
                         if all(self._labels.get(name, {}).get(k) == v for k, v in selector.items())), ZERO)
 
+    def nodes_carrying(self, selector: Mapping[str, str] | None) -> frozenset[str] | None:
+        """The nodes the cache holds that carry every label of ``selector``; ``None`` for no
+        selector (every node, whichever comes)."""
+        if not selector:
+            return None
+        with self._lock:
+            return frozenset(name for name in self._allocatable
+                             if all(self._labels.get(name, {}).get(k) == v for k, v in selector.items()))
+
     def free_by_node(
         self, selector: Mapping[str, str] | None = None, *, except_owners: frozenset[str] = frozenset()
     ) -> dict[str, Resources]:

@@ -471,8 +471,9 @@ def _placer(
 
         def read_guarantees(running: frozenset[str]) -> Guarantees:
             except_pods = cache.pods_owned_by(running)
+            within = cache.nodes_carrying(settings.allox.node_selector)  # AlloX's pods go only there
             with engine_lock:
-                view, default_vc = cells.inspect_guarantees(except_pods=except_pods), cells.default_vc
+                view, default_vc = cells.inspect_guarantees(except_pods=except_pods, within=within), cells.default_vc
             return Guarantees(cells=guarantee_views(view), default_vc=default_vc)
 
         guarantees = read_guarantees
