@@ -26,8 +26,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from collections import Counter
 from functools import lru_cache
-from typing import Callable, Collection, Literal, Mapping, Sequence, TypeVar
+from operator import attrgetter
+from types import MappingProxyType
+from typing import Callable, Collection, Iterable, Literal, Mapping, Sequence, TypeVar
 
 import numpy as np
 
@@ -180,31 +183,40 @@ def idle_machines(
     of their kind each). With ``gpu_pools`` (virtual cluster → GPU machines its free guarantee
     holds, running Jobs' included), the GPU machines are those, named ``vc/<vc>/gpu-<i>`` and of
     kind ``gpu@<vc>``; the nodes' free GPUs only keep cores beside them."""
-    machines = list(_machines_for(tuple(free_nodes), cpu_slot, reserved_cpu_per_gpu))
+    listed, indices = _machines_for(tuple(free_nodes), cpu_slot, reserved_cpu_per_gpu)
+    machines: Sequence[Machine] = listed
     if gpu_pools is not None:
         # The VCs' GPUs first, as the nodes' GPUs come first on each node: at α < 1 Algorithm 2
         # decides the free machines one after another, and the order changes who gets what.
         pooled = [Machine(name=f"vc/{pool}/gpu-{index}", kind=pool_kind(pool))
                   for pool in sorted(gpu_pools) for index in range(max(gpu_pools[pool], 0))]
-        machines = [*pooled, *(m for m in machines if m.kind != KIND_GPU)]
+        machines = [*pooled, *(m for m in listed if m.kind != KIND_GPU)]
+        indices = _indices_by_kind(machines)
     taken: dict[str, int] = {}
     for job in running:
         kind = _running_kind(job, gpu_pools)
         taken[kind] = taken.get(kind, 0) + job.pods
-    kept: list[Machine] = []
-    for machine in reversed(machines):  # a running Job holds machines of its kind (the last ones)
-        if taken.get(machine.kind, 0) > 0:
-            taken[machine.kind] -= 1
-        else:
-            kept.append(machine)
-    return kept[::-1]
+    # A running Job holds machines of its kind: the last ones.
+    held = {index for kind, count in taken.items() if count > 0 for index in indices.get(kind, ())[-count:]}
+    return [machine for index, machine in enumerate(machines) if index not in held]
+
+
+def _indices_by_kind(machines: Sequence[Machine]) -> dict[str, tuple[int, ...]]:
+    indices: dict[str, list[int]] = {}
+    for index, machine in enumerate(machines):
+        indices.setdefault(machine.kind, []).append(index)
+    return {kind: tuple(found) for kind, found in indices.items()}
 
 
 @lru_cache(maxsize=16)
-def _machines_for(free_nodes: tuple[NodeResources, ...], cpu_slot: Demand, reserved_cpu_per_gpu: float) -> tuple[Machine, ...]:
-    """:func:`machines_for`, once per distinct free capacity: a pass's free capacity is most
-    often the last pass's, and making a thousand machines was a quarter of ``decide``."""
-    return tuple(machines_for(free_nodes, cpu_slot=cpu_slot, reserved_cpu_per_gpu=reserved_cpu_per_gpu))
+def _machines_for(
+    free_nodes: tuple[NodeResources, ...], cpu_slot: Demand, reserved_cpu_per_gpu: float
+) -> tuple[tuple[Machine, ...], Mapping[str, tuple[int, ...]]]:
+    """:func:`machines_for`, once per distinct free capacity (a pass's free capacity is most
+    often the last pass's, and making a thousand machines was a quarter of ``decide``), and
+    where each kind's machines are in it. Shared, so read only."""
+    machines = tuple(machines_for(free_nodes, cpu_slot=cpu_slot, reserved_cpu_per_gpu=reserved_cpu_per_gpu))
+    return machines, MappingProxyType(_indices_by_kind(machines))
 
 
 def cpu_slot_for(waiting: Sequence[WaitingJob], *, default: Demand = Demand(cpu=1.0)) -> Demand:
@@ -265,9 +277,10 @@ def decide(
     idle = idle_machines(free_nodes=free_nodes, running=running, cpu_slot=cpu_slot, reserved_cpu_per_gpu=reserved_cpu_per_gpu,
                          gpu_pools=gpu_pools)
     kinds = {m.kind for m in idle} | {_running_kind(job, gpu_pools) for job in running}
-    busy, running_assignments, progress = _busy(now=now, running=running, kinds=kinds, omega_grid_seconds=omega_grid_seconds,
-                                                omega_grid_ratio=omega_grid_ratio, gpu_pools=gpu_pools, shares=shares,
-                                                reuse=reuse.running if reuse is not None else None)
+    # The running Jobs as busy machines and their users' progress (Algorithm 2 needs no
+    # assignment of theirs: it is given the progress, and their users).
+    busy, progress = _busy(now=now, running=running, kinds=kinds, omega_grid_seconds=omega_grid_seconds, omega_grid_ratio=omega_grid_ratio,
+                           gpu_pools=gpu_pools, shares=shares, reuse=reuse.running if reuse is not None else None)
     machines_of: dict[str, int] = {}
     for machine in (*idle, *busy):
         machines_of[machine.kind] = machines_of.get(machine.kind, 0) + 1
@@ -316,8 +329,9 @@ def decide(
     gang_plan = _gangs(now=now, gangs=gangs, idle=idle, busy=busy)
     idle = gang_plan.idle
     busy = gang_plan.busy
-    holding = [*running_assignments, *gang_plan.started_assignments]
-    # Once (Algorithm 2 ranks by it, the answer adds the starts): user_progress over holding.
+    holding = gang_plan.started_assignments
+    # Once (Algorithm 2 ranks by it, the answer adds the starts): user_progress over the running
+    # Jobs' machines then the gangs started.
     for assignment in gang_plan.started_assignments:
         user = assignment.job.user
         progress[user] = progress.get(user, 0.0) + job_value(assignment.job, assignment.kind, shares)
@@ -328,7 +342,8 @@ def decide(
                    busy_until={m.name: until for m, until in busy.items() if m.name not in idle_names})
     if policy == "allox":
         matched = AlloxScheduler(alpha=alpha, shares=shares).matched(
-            now=now, free_machines=idle, pending_jobs=jobs, busy_until=busy, running=holding, progress=progress, machines=arrays)
+            now=now, free_machines=idle, pending_jobs=jobs, busy_until=busy, running=holding, progress=progress, machines=arrays,
+            holding_users={job.user for job in running})
     else:
         matched = Matched(AlloxPlusScheduler(timeout=allox_plus_timeout).on_machine_free(
             now=now, free_machines=idle, pending_jobs=jobs, busy_until=busy, running=holding))
@@ -340,9 +355,10 @@ def decide(
     if plan_queue:
         planned = [*_queue(now=now, jobs=jobs, matched=matched, machines=arrays, grid=grid), *gang_plan.queued]
         queue = _numbered(planned)
+    per_demand = _SharePerDemand(shares)
     for assignment in started:  # as user_progress over holding then started would sum them
         user = assignment.job.user
-        progress[user] = progress.get(user, 0.0) + job_value(assignment.job, assignment.kind, shares)
+        progress[user] = progress.get(user, 0.0) + job_value(assignment.job, assignment.kind, per_demand)
     users = sorted({job.user for job in waiting} | {job.user for job in running})
     values = [progress.get(user, 0.0) for user in users]
     if reuse is not None:
@@ -359,6 +375,27 @@ def decide(
         progress_spread=_standard_deviation(values),
         waiting_for_pool=tuple(waiting_for_pool),
     )
+
+
+class _SharePerDemand:
+    """``shares``' dominant shares, once per demand mapping and kind: a pass values every Job it
+    starts, and Jobs with the same configurations share one demand mapping."""
+
+    def __init__(self, shares: DemandShare) -> None:
+        self._shares = shares
+        self._known: dict[tuple[int, str], tuple[Mapping[str, Demand], float]] = {}
+
+    def usage(self, job: Job, kind: str) -> Mapping[str, float]:
+        return self._shares.usage(job, kind)
+
+    def dominant_share(self, job: Job, kind: str) -> float:
+        key = (id(job.demand), kind)
+        found = self._known.get(key)
+        if found is not None and found[0] is job.demand:
+            return found[1]
+        share = self._shares.dominant_share(job, kind)
+        self._known[key] = (job.demand, share)
+        return share
 
 
 def _start(assignment: Assignment, named: Mapping[str, tuple[str, str | None]]) -> Start:
@@ -430,14 +467,19 @@ def _gangs(*, now: float, gangs: Sequence[tuple[Job, int]], idle: Sequence[Machi
 
 def _numbered(planned: Sequence[tuple[str, str, float]]) -> tuple[Queued, ...]:
     """Positions per machine kind (a VC's GPUs count apart), in the order they start."""
-    queued: list[Queued] = []
     positions: dict[str, int] = {}
-    named: dict[str, tuple[str, str | None]] = {}  # machine kind -> (configuration, pool), once per kind
-    for key, kind, start_delay in sorted(planned, key=lambda row: row[2]):  # stable: ties keep the plan's order
+    named = {kind: (configuration_kind(kind), _pool_of(kind)) for kind in {row[1] for row in planned}}  # -> (configuration, pool)
+    queued: list[Queued] = []
+    append = queued.append
+    for key, kind, start_delay in sorted(planned, key=_third):  # stable: ties keep the plan's order
         position = positions[kind] = positions.get(kind, 0) + 1
-        configuration, pool = named.get(kind) or named.setdefault(kind, (configuration_kind(kind), _pool_of(kind)))
-        queued.append(Queued(key, configuration, position, start_delay if start_delay > 0.0 else 0.0, pool))
+        configuration, pool = named[kind]
+        append(Queued(key, configuration, position, start_delay if start_delay > 0.0 else 0.0, pool))
     return tuple(queued)
+
+
+def _third(row: tuple[str, str, float]) -> float:
+    return row[2]
 
 
 def _standard_deviation(values: Sequence[float]) -> float:
@@ -455,8 +497,9 @@ def busy_machines(
     its kind, on the grid :func:`decide` describes), and the running Jobs as the matching's
     assignments, one per machine (fairness weighs each against the ``kinds`` the cluster has,
     as a waiting Job's choices, and counts every pod)."""
-    busy, assignments, _ = _busy(now=now, running=running, kinds=kinds, omega_grid_seconds=omega_grid_seconds,
-                                 omega_grid_ratio=omega_grid_ratio, gpu_pools=gpu_pools, shares=None, reuse=None)
+    assignments: list[Assignment] = []
+    busy, _ = _busy(now=now, running=running, kinds=kinds, omega_grid_seconds=omega_grid_seconds, omega_grid_ratio=omega_grid_ratio,
+                    gpu_pools=gpu_pools, shares=None, reuse=None, assignments=assignments)
     return busy, assignments
 
 
@@ -474,12 +517,12 @@ class _Held:
 
 def _busy(
     *, now: float, running: Sequence[RunningJob], kinds: Collection[str], omega_grid_seconds: float, omega_grid_ratio: float,
-    gpu_pools: Mapping[str, int] | None, shares: ShareModel | None, reuse: Reuse[_Held] | None,
-) -> tuple[dict[Machine, float], list[Assignment], dict[str, float]]:
-    """:func:`busy_machines`, and the users' progress from the running Jobs (with ``shares``;
-    what ``user_progress`` over the assignments sums, in the same order)."""
+    gpu_pools: Mapping[str, int] | None, shares: ShareModel | None, reuse: Reuse[_Held] | None, assignments: list[Assignment] | None = None,
+) -> tuple[dict[Machine, float], dict[str, float]]:
+    """:func:`busy_machines`' machines (its assignments appended to ``assignments``, when
+    given), and the users' progress from the running Jobs (with ``shares``; what
+    ``user_progress`` over those assignments sums, in the same order)."""
     busy: dict[Machine, float] = {}
-    assignments: list[Assignment] = []
     progress: dict[str, float] = {}
     known = frozenset(kinds)
     context = (known, _pools_key(gpu_pools), shares)
@@ -496,10 +539,11 @@ def _busy(
             until = now + _on_grid(until - now, step=omega_grid_seconds, ratio=omega_grid_ratio)
         for machine in held.machines:
             busy[machine] = until
-            assignments.append(Assignment(job=held.job, machine=machine, start=job.started, finish=until))
+            if assignments is not None:
+                assignments.append(Assignment(job=held.job, machine=machine, start=job.started, finish=until))
             if shares is not None:
                 progress[job.user] = progress.get(job.user, 0.0) + held.value
-    return busy, assignments, progress
+    return busy, progress
 
 
 def _held(job: RunningJob, *, now: float, known: frozenset[str], gpu_pools: Mapping[str, int] | None, shares: ShareModel | None) -> _Held:
@@ -578,11 +622,11 @@ def _on_grid(delay: float, *, step: float, ratio: float) -> float:
     return linear_end * ratio**k
 
 
-def _count(machines: Sequence[Machine] | Mapping[Machine, float]) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for machine in machines:
-        counts[machine.kind] = counts.get(machine.kind, 0) + 1
-    return counts
+def _count(machines: Iterable[Machine]) -> dict[str, int]:
+    return dict(Counter(map(_KIND, machines)))
+
+
+_KIND = attrgetter("kind")
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,7 +9,7 @@ better off waiting for a faster machine, unless fairness is what hid the jobs th
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping, Sequence
+from typing import Collection, Mapping, Sequence
 
 import numpy as np
 
@@ -79,9 +79,12 @@ class AlloxScheduler:
         running: Sequence[Assignment] = (),
         progress: Mapping[str, float] | None = None,
         machines: Fleet | None = None,
+        holding_users: Collection[str] = (),
     ) -> Matched:
         """:meth:`on_machine_free`, with the one matching it made when every user was considered.
-        ``machines``: the free machines then ``busy_until``'s others, already in array form."""
+        ``machines``: the free machines then ``busy_until``'s others, already in array form.
+        ``holding_users``: users with running jobs beside ``running``'s (admission passes its
+        running Jobs so, their progress in ``progress``, rather than as an assignment each)."""
         free_names = {machine.name for machine in free_machines}
         listed = [*free_machines, *(m for m in busy_until if m.name not in free_names)]
         if machines is None:
@@ -97,7 +100,7 @@ class AlloxScheduler:
             for job in pending_jobs
             if job.arrival <= now and not kinds.isdisjoint(job.processing_time)
         }
-        users = {job.user for job in waiting.values()} | {assignment.job.user for assignment in running}
+        users = {job.user for job in waiting.values()} | {assignment.job.user for assignment in running} | set(holding_users)
         base = considered_count(alpha=self.alpha, users=len(users))
         if base >= len(users):
             return self._every_user(now=now, free_machines=free_machines, waiting=waiting, machines=arrays)
@@ -165,10 +168,20 @@ class AlloxScheduler:
         problem = prepare_on(machines, list(waiting.values()))
         queues = solve(problem)
         started: list[Assignment] = []
+        jobs, position_of = problem.jobs, machines.position_of
+        indices = [position_of[machine.name] for machine in free_machines]
+        if len(set(indices)) == len(indices):
+            # Each free machine once (the usual case): those with a queue, found in one pass.
+            first = queues.bounds[indices]
+            with_queue = np.flatnonzero(first < queues.bounds[np.asarray(indices, dtype=np.int64) + 1]).tolist()
+            heads = queues.job[first[with_queue]].tolist()
+            for at, head in zip(with_queue, heads):
+                machine, job = free_machines[at], jobs[head]
+                started.append(Assignment(job=job, machine=machine, start=now, finish=now + job.processing_time[machine.kind]))
+            return Matched(started, problem, queues)
         taken: dict[str, int] = {}  # a machine listed twice starts the next job of its queue
-        bounds, queued, jobs, position_of = queues.bounds.tolist(), queues.job.tolist(), problem.jobs, machines.position_of
-        for machine in free_machines:
-            index = position_of[machine.name]
+        bounds, queued = queues.bounds.tolist(), queues.job.tolist()
+        for machine, index in zip(free_machines, indices):
             at = bounds[index] + taken.get(machine.name, 0)
             if at < bounds[index + 1]:
                 taken[machine.name] = taken.get(machine.name, 0) + 1

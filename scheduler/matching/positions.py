@@ -124,26 +124,32 @@ def _tightened(bound: IntArray, *, omega: FloatArray, earlier: IntArray, runnabl
     open_ = np.flatnonzero(bound >= 2)
     if open_.shape[0] == 0:
         return bound
+    # Machines freeing together have the same s_i, c_il and Claim 1 bound, so the same K_i:
+    # worked out once per ω (idle machines all share one), then handed to each.
+    opened = omega[open_]
+    new_omega = np.ones(open_.shape[0], dtype=bool)
+    new_omega[1:] = opened[1:] != opened[:-1]
+    first = open_[new_omega]
     width = shortest * (1.0 - 1e-9)
-    ends = omega[np.newaxis, open_] + np.arange(1, _LEVELS + 1)[:, np.newaxis] * width
+    ends = omega[np.newaxis, first] + np.arange(1, _LEVELS + 1)[:, np.newaxis] * width
     reach = np.searchsorted(omega, ends.ravel(), side="left").reshape(ends.shape)
-    before = earlier[open_]
+    before = earlier[first]
     within = reach - before[np.newaxis, :] - 1  # other machines at or after ω_i, closer than (l+1)·p
-    counts = np.diff(np.concatenate((np.zeros((1, open_.shape[0]), dtype=np.int64), within)), axis=0)
+    counts = np.diff(np.concatenate((np.zeros((1, first.shape[0]), dtype=np.int64), within)), axis=0)
     behind = np.arange(1, _LEVELS + 1)[:, np.newaxis]  # 1 + l
 
     def needed(k: IntArray) -> IntArray:
         result: IntArray = k * (1 + before) + (counts * np.maximum(0, k[np.newaxis, :] - behind)).sum(axis=0)
         return result
 
-    low, high = np.zeros_like(open_), bound[open_]
+    low, high = np.zeros_like(first), bound[first]
     while bool(np.any(low < high)):
         middle = (low + high + 1) // 2
         fits = needed(middle) <= runnable
         low = np.where(fits, middle, low)
         high = np.where(fits, high, middle - 1)
     tightened = bound.copy()
-    tightened[open_] = low
+    tightened[open_] = low[np.cumsum(new_omega) - 1]
     return tightened
 
 

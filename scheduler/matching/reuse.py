@@ -46,7 +46,7 @@ class Reuse(Generic[V]):
     def get(self, source: object, context: object) -> V | None:
         """What was made of ``source`` in ``context`` last pass (or earlier this pass), or None."""
         key = id(source)
-        entry = self._this_pass.get(key) or self._kept.get(key)
+        entry = self._kept.get(key)  # (one made earlier this pass is made again: cheaper than a second lookup each time)
         if entry is None or entry[0] is not source or not (entry[1] is context or entry[1] == context):
             return None
         self._this_pass[key] = entry

@@ -110,17 +110,18 @@ def fleet(*, machines: Sequence[Machine], now: float, busy_until: Mapping[str, f
     kind_index = {kind: index for index, kind in enumerate(kinds)}
     position_of = {machine.name: position for position, machine in enumerate(machines)}
     busy = busy_until or {}
-    for name, until in busy.items():
-        if name not in position_of:
-            raise InvalidInstance(f"unknown machine {name!r}", field=f"busy_until.{name}")
-        if not math.isfinite(until):
-            raise InvalidInstance(f"must be a finite time, got {until!r}", field=f"busy_until.{name}")
+    ends = np.fromiter(busy.values(), dtype=np.float64, count=len(busy))
+    if not (position_of.keys() >= busy.keys() and np.isfinite(ends).all()):  # checked in C; named below
+        for name, until in busy.items():
+            if name not in position_of:
+                raise InvalidInstance(f"unknown machine {name!r}", field=f"busy_until.{name}")
+            if not math.isfinite(until):
+                raise InvalidInstance(f"must be a finite time, got {until!r}", field=f"busy_until.{name}")
     machine_kind = np.array([kind_index[machine.kind] for machine in machines], dtype=np.int64)
     # Measured from now, and never negative: a machine that "freed up" in the past is free now.
     delay = np.zeros(len(machines), dtype=np.float64)
     if busy:
-        rows = np.fromiter((position_of[name] for name in busy), dtype=np.int64, count=len(busy))
-        ends = np.fromiter(busy.values(), dtype=np.float64, count=len(busy))
+        rows = np.fromiter(map(position_of.__getitem__, busy), dtype=np.int64, count=len(busy))
         delay[rows] = np.maximum(ends - now, 0.0)
     return Fleet(
         machines=tuple(machines),

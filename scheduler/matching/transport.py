@@ -37,6 +37,7 @@ allows and otherwise falls back to ``linear_sum_assignment``.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -176,21 +177,26 @@ class _Grouped:
                 g += 1 + int(later[0])
                 units = self.units[g]
                 jobs = np.flatnonzero(assign == g)
-                others = cost[jobs] + price
+                others = cost[jobs]
+                mine = others[:, g].copy()
+                others += price
                 others[:, g] = np.inf
-                alternative = np.argmin(others, axis=1)
-                margin = others[np.arange(jobs.size), alternative] - cost[jobs, g]
+                alternative = others.argmin(axis=1)
+                margin = others[np.arange(jobs.size), alternative] - mine
                 order = np.argsort(-margin, kind="stable")  # the jobs keenest on g first, then row order
                 margins = margin[order]
                 # m jobs stay when the m-th keenest still prefers g at the m-th cheapest unit.
                 room = min(units.shape[0], margins.shape[0])
                 fits = margins[:room] >= units[:room]
-                staying = room if bool(fits.all()) else int(np.argmin(fits))
-                floor = max(units[staying - 1] if staying else -np.inf, margins[staying] if staying < margins.shape[0] else -np.inf)
-                if not np.isfinite(floor):
+                staying = room if fits.all() else int(fits.argmin())
+                # As Python floats: a dozen scalar steps per visit, each slower on NumPy scalars.
+                floor = max(float(units[staying - 1]) if staying else -math.inf,
+                            float(margins[staying]) if staying < margins.shape[0] else -math.inf)
+                if not math.isfinite(floor):
                     return  # jobs with nowhere else to go: phase 3 sorts it out (or declines)
-                price[g] = max(price[g], floor)
-                priced[g] = np.searchsorted(units, price[g], side="right")
+                raised = max(float(price[g]), floor)
+                price[g] = raised
+                priced[g] = np.searchsorted(units, raised, side="right")
                 leaving = order[staying:]
                 assign[jobs[leaving]] = alternative[leaving]
                 load[g] -= leaving.shape[0]

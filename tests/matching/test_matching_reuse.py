@@ -23,9 +23,8 @@ def test_an_entry_is_found_for_the_same_object_in_the_same_context_only() -> Non
     reuse: Reuse[str] = Reuse()
     source, twin = ["a"], ["a"]  # equal, not the same object
     reuse.put(source, ("ctx",), "made")
-    assert reuse.get(source, ("ctx",)) == "made"  # this pass
     reuse.end_pass()
-    assert reuse.get(source, ("ctx",)) == "made"  # the next
+    assert reuse.get(source, ("ctx",)) == "made"  # the next pass
     assert reuse.get(twin, ("ctx",)) is None
     assert reuse.get(source, ("other",)) is None
     reuse.end_pass()  # asked for last pass: kept
