@@ -259,10 +259,11 @@ class PreemptionSettings(_Section):
         gt=0,
         allow_inf_nan=False,
         description=(
-            "The node a preempted best-effort pod left keeps room for its Job's next pod, turning "
-            "away lower-priority pods that would take it, so the resumed Job goes first; a hold "
-            "gives up this many seconds after it first turned a pod away (the resumed pod may "
-            "never be placed there). null: until the resumed pod is bound."
+            "The room FitGpp's victims leave on a node is kept for their preemptor until it is "
+            "bound, then for the preempted Job's next pod, turning away lower-priority pods that "
+            "would take it, so the preemptor and then the resumed Job go first; a hold gives up "
+            "this many seconds after it first turned a pod away (the pod it keeps room for may "
+            "never be placed there). null: until that pod is bound."
         ),
     )
 

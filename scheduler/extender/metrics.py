@@ -337,8 +337,9 @@ class _RoomHoldsCollector(Collector):
         )
         yield CounterMetricFamily(
             "cellfit_resume_holds_lapsed",
-            "Holds given up preemption.resumeHoldSeconds after they first kept a pod off (the "
-            "resumed pod was not placed there: a new taint, a changed label, a scheduling gate).",
+            "Holds (resume or preemptor) given up preemption.resumeHoldSeconds after they first kept a "
+            "pod off (the pod they kept room for was not placed there: a new taint, a changed label, a "
+            "scheduling gate).",
             value=stats["resumeHoldsLapsed"],
         )
 

@@ -38,7 +38,7 @@ from scheduler.errors import InvalidAnnotation
 from scheduler.preemption.fitgpp import NoVictims, PreemptionDecision, choose_victims
 from scheduler.preemption.holds import Clock, RoomHolds
 from scheduler.preemption.model import FitGppSettings, JobClass, job_class_of, may_claim_cells, preemption_count_of
-from scheduler.preemption.table import PreemptionIndex
+from scheduler.preemption.table import CandidateTable, PreemptionIndex
 
 
 @runtime_checkable
@@ -235,6 +235,7 @@ class FitGppEngine:
         if isinstance(self.inner, ReclaimsCells):
             held = self.inner.reclaim_victims(pod, candidates, victim_pods)
             if held:
+                self.holds.placed_elsewhere(pod.uid)  # its cells are booked: a FitGpp hold elsewhere ends
                 return VictimChoice(victims=held, decision=None)
         try:
             preemptor_class = job_class_of(pod.labels)
@@ -255,7 +256,7 @@ class FitGppEngine:
                 ),
             )
         decision = choose_victims(
-            preemptor=pod, table=self._index.table(), settings=self.settings, nodes=candidates.keys(), seed=self._seed
+            preemptor=pod, table=self._table_for(pod), settings=self.settings, nodes=candidates.keys(), seed=self._seed
         )
         if isinstance(decision, PreemptionDecision):
             foreign = [v.key for v in decision.victims if not self._may_take(pod, self._pods.get(v.uid))]
@@ -312,6 +313,21 @@ class FitGppEngine:
                 if not members:
                     del self._pods_by_job[pod.owner.uid]
         self._index.delete_pod(pod_uid)
+
+    def _table_for(self, pod: PodInfo) -> CandidateTable:
+        """The candidate table with the room held for preemptors ``pod`` yields to taken out of
+        their nodes' free resources: victims chosen so that ``pod`` fits in another preemptor's
+        room would be preempted for nothing."""
+        table = self._index.table()
+        room = self.holds.preemptor_room(pod)
+        if not room:
+            return table
+        free = table.node_free.copy()
+        for node, held in room.items():
+            slot = table.node_index.get(node)
+            if slot is not None:
+                free[:, slot] -= held.as_tuple()
+        return replace(table, node_free=free)
 
     def _free_on(self, node_name: str) -> Resources | None:
         try:

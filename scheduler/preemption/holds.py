@@ -42,9 +42,11 @@ preemptor and declines a second victim, the nomination is cleared, and a lower-p
 takes the GPUs the preemption freed (then is preempted itself). So each preemption FitGpp
 decides leaves a hold on the victims' node for the preemptor, which keeps off pods of no higher
 priority (and, as above, of its virtual cluster or opportunistic) when placing them would leave
-it no room. It ends when the preemptor is bound (anywhere) or deleted, or FitGpp preempts for it
-on another node, and gives up after ``hold_seconds`` as a resume hold does. A resumed pod yields
-to it; the preemptor goes before every resume hold.
+it no room; of two preemptors of one priority, only the later yields to the earlier one's hold
+(each yielding to the other's would keep both off). It ends when the preemptor is bound
+(anywhere) or deleted, or FitGpp preempts for it on another node, or HiveD books cells for it
+instead, and gives up after ``hold_seconds`` as a resume hold does. A resumed pod yields to it;
+the preemptor goes before every resume hold.
 
 Pure: the driver feeds pod and Job changes; time comes from the ``clock`` it passes.
 """
@@ -86,6 +88,7 @@ class _PreemptorHold:
 
     node: str
     pod: PodInfo  # the preemptor's latest state
+    order: int  # when FitGpp decided it, among all preemptor holds: the older goes first
     keeping_since: float | None = None  # as in _Displacement
 
 
@@ -128,6 +131,7 @@ class RoomHolds:
     _binding_preemptors: dict[str, _PreemptorHold] = field(default_factory=dict)  # ended by a binding not confirmed yet
     kept_off: int = 0  # nodes kept from a pod, all filters together
     lapsed: int = 0  # holds (a Job on a node) given up after hold_seconds
+    _decided: int = 0  # preemptor holds made so far (their order)
 
     def __post_init__(self) -> None:
         seconds = self.hold_seconds
@@ -144,8 +148,13 @@ class RoomHolds:
     def preempting(self, preemptor: PodInfo, *, node_name: str) -> None:
         """FitGpp preempted pods on ``node_name`` for ``preemptor`` (a hold it had on another
         node ends: kube-scheduler nominates a pod to one node)."""
-        self._preemptors[preemptor.uid] = _PreemptorHold(node=node_name, pod=preemptor)
+        self._decided += 1
+        self._preemptors[preemptor.uid] = _PreemptorHold(node=node_name, pod=preemptor, order=self._decided)
         self._binding_preemptors.pop(preemptor.uid, None)
+
+    def placed_elsewhere(self, preemptor_uid: str) -> None:
+        """The pod's room is kept otherwise now (HiveD booked cells for it): its hold ends."""
+        self._preemptors.pop(preemptor_uid, None)
 
     def apply_pod(self, pod: PodInfo) -> None:
         """Record a pod's latest state (every pod the watch shows, whatever its Job)."""
@@ -219,16 +228,15 @@ class RoomHolds:
             return {}
         self._lapse()
         candidates: dict[str, list[tuple[str, PodInfo, bool]]] = {}  # node -> (holder, held pod, preemptor?)
-        for uid, claim in self._preemptors.items():
-            if uid != pod.uid and _yields_to(pod, claim.pod):
-                candidates.setdefault(claim.node, []).append((uid, claim.pod, True))
+        for uid, claim in self._preemptors_yielded_to(pod):
+            candidates.setdefault(claim.node, []).append((uid, claim.pod, True))
         if not (pod.owner is not None and pod.owner.uid in self._displaced) and not _is_trial(pod):
             for job, node, held in self._assignments():
                 if _yields_to(pod, held):
                     candidates.setdefault(node, []).append((job, held, False))
         keeps: dict[str, Keep] = {}
         for node, held_pods in candidates.items():
-            free = free_on(node)
+            free = free_on(node)  # once per node: holds are grouped by node above
             if free is None or not pod.requests.fits_in(free):
                 continue  # the pod cannot go there anyway: the placement engine says why
             kept = ZERO
@@ -249,6 +257,14 @@ class RoomHolds:
                 preemptors=tuple(holder for holder, _, p in chosen if p),
             )
         return keeps
+
+    def preemptor_room(self, pod: PodInfo) -> dict[str, Resources]:
+        """Per node, the room held there for preemptors ``pod`` yields to: FitGpp must not
+        promise it to ``pod`` again (kube-scheduler counts nominated pods the same way)."""
+        room: dict[str, Resources] = {}
+        for _, claim in self._preemptors_yielded_to(pod):
+            room[claim.node] = room.get(claim.node, ZERO) + claim.pod.requests
+        return room
 
     def kept_off_nodes(self, keeps: Mapping[str, Keep]) -> None:
         """``keeps`` (from :meth:`kept_from`) were offered and kept the pod off: count them and
@@ -307,6 +323,24 @@ class RoomHolds:
                 taken, waiting = waiting[: record.pods], waiting[record.pods :]
                 out.extend((job, node, held) for held in taken)
         return out
+
+    def _preemptors_yielded_to(self, pod: PodInfo) -> list[tuple[str, _PreemptorHold]]:
+        """The preemptor holds ``pod`` must leave room for: of a priority no lower than its own,
+        of its VC or with it opportunistic, and, of equal priority, older than a hold of its
+        own (two preemptors each yielding to the other would keep both off the node)."""
+        if not self._preemptors:
+            return []
+        own = self._preemptors.get(pod.uid)
+        found = []
+        for uid, claim in self._preemptors.items():
+            held = claim.pod
+            if pod.priority > held.priority or uid == pod.uid:
+                continue
+            if own is not None and pod.priority == held.priority and own.order < claim.order:
+                continue
+            if may_claim_cells(held, pod):
+                found.append((uid, claim))
+        return found
 
     def _apply_preemptor(self, pod: PodInfo) -> None:
         """A preemptor the watch shows bound, finished or leaving holds no room any more; one

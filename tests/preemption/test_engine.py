@@ -101,7 +101,9 @@ def test_placement_is_the_inner_engines_and_reservations_count():
     assert inner.free_on("n1").gpus == 8 and engine.stats()["preemptionCandidates"] == 0
 
 
-def test_hived_reclaim_of_opportunistic_pods_comes_first():
+def hived_full_of_opportunistic_pods() -> FitGppEngine:
+    """FitGpp over HiveD: VCs vision and speech own one 8-GPU node each, and speech's
+    opportunistic pods fill both nodes (g0, g1)."""
     nodes = [NodeInfo(name=f"g{i}", allocatable=Resources(64000, 512 * GI, 8), labels={"nvidia.com/gpu.product": "A100"}) for i in range(2)]
     hived = HivedEngine.from_config(
         {"virtualClusters": {"vision": [{"cellType": "A100-NODE", "count": 1}], "speech": [{"cellType": "A100-NODE", "count": 1}]}},
@@ -110,12 +112,16 @@ def test_hived_reclaim_of_opportunistic_pods_comes_first():
     engine = FitGppEngine(hived, settings=FitGppSettings())
     for node in nodes:
         engine.apply_node(node)
-    # speech's opportunistic pods fill both nodes
     for i in range(2):
         pod = PodInfo(uid=f"opp-{i}", namespace="ml", name=f"opp-{i}", requests=Resources(1000, GI, 8),
                       labels={"cellfit.io/virtual-cluster": "speech", "cellfit.io/priority": "opportunistic", "cellfit.io/job-class": "best-effort"})
         placed = engine.filter(pod, ["g0", "g1"]).feasible
         engine.reserve(pod, placed[0])
+    return engine
+
+
+def test_hived_reclaim_of_opportunistic_pods_comes_first():
+    engine = hived_full_of_opportunistic_pods()
     # a best-effort guaranteed pod of vision still gets its cell back: HiveD's reclaim, not FitGpp
     owed = PodInfo(uid="vision-1", namespace="ml", name="vision-1", requests=Resources(1000, GI, 8),
                    labels={"cellfit.io/virtual-cluster": "vision", "cellfit.io/job-class": "best-effort"})

@@ -19,7 +19,7 @@ from scheduler.core.resources import Resources
 from scheduler.preemption import FitGppSettings
 from scheduler.preemption.engine import FitGppEngine
 
-from tests.preemption.test_engine import GI, full_node, te
+from tests.preemption.test_engine import GI, full_node, hived_full_of_opportunistic_pods, te
 from tests.preemption.test_holds import RESUMED_PRIORITY, FakeClock, pending
 
 TRIAL_PRIORITY = 1000
@@ -135,3 +135,40 @@ def test_the_preemptor_goes_before_the_victims_resumed_pod_and_then_the_resume_h
         "its free resources are kept for ml/be-short-2, of a best-effort Job preempted there"
     )
     assert list(engine.filter(resumed, ["n1"]).feasible) == ["n1"]
+
+
+def test_two_preemptors_of_one_priority_never_hold_a_node_for_each_other():
+    # A preempted be-short on n1 and waits. B (8 GPUs, same priority) must not be promised A's
+    # room: preempting be-long for it would be for nothing. And were both to hold n1, only the
+    # later yields: each yielding to the other would keep both off n1.
+    engine, a = preempted()
+    b = replace(te("te-b", gpus=8), priority=TRIAL_PRIORITY)
+    engine.apply_pod(b)
+    assert engine.select_victims(b, {"n1": ["be-long"]}, {}) == {}  # 4 free, 4 held for A: no room for 8
+    engine.holds.preempting(b, node_name="n1")  # as if B had preempted there anyway, after A
+    engine.delete_pod("be-long")
+    assert list(engine.filter(a, ["n1"]).feasible) == ["n1"]  # the older hold goes first
+    assert engine.filter(b, ["n1"]).unresolvable["n1"].startswith("its free resources are kept for ml/te-1,")
+
+
+def test_a_preemptor_of_lower_priority_is_not_promised_the_room_held_for_a_higher_one():
+    # n1: be-long (4) runs; 4 GPUs free, held for te-1.
+    engine, _ = preempted()
+    low = replace(te("te-low", gpus=8), priority=TRIAL_PRIORITY - 1)
+    assert engine.select_victims(low, {"n1": ["be-long"]}, {}) == {}  # be-long's 4 are all it could get
+    engine, _ = preempted()
+    small = replace(te("te-small", gpus=4), priority=TRIAL_PRIORITY - 1)
+    assert engine.select_victims(small, {"n1": ["be-long"]}, {}) == {"n1": ["be-long"]}  # be-long's room is enough
+    engine, _ = preempted()
+    higher = replace(te("te-high", gpus=8), priority=TRIAL_PRIORITY + 1)  # te-1's hold is no concern of it
+    assert engine.select_victims(higher, {"n1": ["be-long"]}, {}) == {"n1": ["be-long"]}
+
+
+def test_a_preemptor_whose_cells_hived_books_keeps_no_fitgpp_hold_elsewhere():
+    engine = hived_full_of_opportunistic_pods()
+    owed = PodInfo(uid="vision-1", namespace="ml", name="vision-1", requests=Resources(1000, GI, 8),
+                   labels={"cellfit.io/virtual-cluster": "vision", "cellfit.io/job-class": "trial"}, priority=TRIAL_PRIORITY)
+    engine.holds.preempting(owed, node_name="g1")  # an earlier FitGpp decision for it
+    node = next(iter(engine.filter(owed, ["g0", "g1"]).failed))
+    assert engine.select_victims(owed, {node: ["opp-0", "opp-1"]}, {})  # HiveD reclaims its cell
+    assert engine.stats()["preemptorHolds"] == 0
