@@ -90,17 +90,19 @@ def guarantees(
     ``within``: the nodes AlloX's pods may run on (``allox.nodeSelector``; ``None``: every
     node). A VC's pods there can use only what its cells hold on those nodes: a bound cell counts
     its GPUs on them, and the quota not bound yet at most as many cells as lie free wholly on them
-    (HiveD binds a free cell of the type where the pod is offered; each VC is capped alone, so
-    several VCs together may count one free cell each)."""
+    (HiveD binds a free cell of the type where the pod is offered), its cell types of one chain
+    together at most the free GPUs there; each VC is capped alone, so several VCs together may
+    count one free cell each."""
     returned: dict[Cell, int] = {}
-    returned_on_node: dict[str, int] = {}
+    returned_on: dict[tuple[Cell, str], int] = {}  # (VC cell, node) -> GPUs given back there
     for uid in except_pods:
         booking = alloc.by_pod.get(uid)
         if booking is not None and booking.holds == "guaranteed" and booking.root is not None:
             returned[booking.root] = returned.get(booking.root, 0) + len(booking.gpus)
             if within is not None:
                 for gpu in booking.gpus:
-                    returned_on_node[gpu.node or ""] = returned_on_node.get(gpu.node or "", 0) + 1
+                    part = (booking.root, gpu.node or "")
+                    returned_on[part] = returned_on.get(part, 0) + 1
     free_within: dict[str, int] = {}  # cell type -> free physical cells wholly on ``within``
     result: dict[str, list[dict[str, Any]]] = {}
     for name in sorted(alloc.vcs):
@@ -108,14 +110,21 @@ def guarantees(
         if not vc.defined:
             continue
         rows: list[dict[str, Any]] = []
+        # Per chain, the free GPUs on ``within`` this VC's quota may still bind: its cell types
+        # (largest first) draw on one budget, so a free node is not counted as a node and again
+        # as its sockets.
+        budgets: dict[int, int] = {}
         for cell_type in _cell_types(alloc, vc):
             chain = alloc.topology.chain_of_type[cell_type]
             gpus = chain.gpus[chain.level_of(cell_type) - 1]
             unbound = max(vc.unbound(cell_type), 0)
             if within is not None and unbound:
-                if cell_type not in free_within:
-                    free_within[cell_type] = _free_cells_within(alloc, cell_type, within)
-                unbound = min(unbound, free_within[cell_type])
+                for counted in (cell_type, chain.type_at(1)):
+                    if counted not in free_within:
+                        free_within[counted] = _free_cells_within(alloc, counted, within)
+                budget = budgets.setdefault(chain.order, free_within[chain.type_at(1)])
+                unbound = min(unbound, free_within[cell_type], budget // gpus)
+                budgets[chain.order] = budget - unbound * gpus
             rows.extend({"gpus": gpus, "guaranteed": 0, "bad": 0, "draining": False} for _ in range(unbound))
         for root in _vc_roots(vc):
             if within is None:
@@ -126,7 +135,7 @@ def guarantees(
             if nodes:
                 rows.append({
                     "gpus": sum(n.total for n in nodes),
-                    "guaranteed": sum(n.guaranteed_used - returned_on_node.get(n.node or "", 0) for n in nodes),
+                    "guaranteed": sum(n.guaranteed_used - returned_on.get((root, n.node or ""), 0) for n in nodes),
                     "bad": sum(n.bad for n in nodes),
                     "draining": root in vc.draining,
                 })

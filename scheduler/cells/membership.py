@@ -108,7 +108,7 @@ class NodeMembership:
 
     def join_problem(self, node: NodeInfo) -> str | None:
         """Why ``node`` may not join the cells (an implausible GPU count); ``None`` when it may."""
-        return gpu_count_problem(node, discovered_gpus=sum(cell.total for cell in self._topology.top_cells))
+        return gpu_count_problem(node, discovered_gpus=self._topology.total_gpus())
 
     def join(self, node: NodeInfo) -> CellsChanged:
         """A GPU node outside the cells appeared (:meth:`join_problem` has none for it)."""

@@ -96,3 +96,23 @@ def test_the_cluster_cache_names_alloxs_nodes_by_their_labels():
     assert cache.nodes_carrying({"pool": "allox"}) == frozenset({"ours"})
     assert cache.nodes_carrying({"pool": "allox", "zone": "a"}) == frozenset()
     assert cache.nodes_carrying({}) is None  # no selector: every node, whichever comes
+
+
+def test_running_alloxs_pods_are_given_back_to_their_own_cell_not_to_every_cell_on_their_node():
+    # Two VCs' socket cells (4 GPUs) on one node: a's pod is a running AlloX Job's (a busy
+    # machine of its own, given back), b's is not and holds b's GPUs.
+    cells = engine({"a": [{"cellType": "V100-SOCKET", "count": 2}], "b": [{"cellType": "V100-SOCKET", "count": 1}]})
+    place(cells, "pa", 2, "a", on=["r0n0"])
+    place(cells, "pb", 2, "b", on=["r0n0"])
+    place(cells, "pa2", 3, "a", on=["r0n1"])  # a's second socket
+    given_back = frozenset({"pa"})
+    assert machines(cells, within=None, except_pods=given_back) == {"a": 5, "b": 2}
+    assert machines(cells, except_pods=given_back) == {"a": 5, "b": 2}
+
+
+def test_a_vcs_cell_types_of_one_chain_draw_on_one_budget_of_free_gpus():
+    # Quota of a node and two sockets; one free node on AlloX's nodes is all HiveD could bind.
+    cells = engine({"a": [{"cellType": "V100-NODE", "count": 1}, {"cellType": "V100-SOCKET", "count": 2}]})
+    assert machines(cells, within=frozenset({"r0n0"})) == {"a": 8}
+    assert machines(cells, within=ALLOX) == {"a": 16}
+    assert machines(cells, within=None) == {"a": 16}
