@@ -408,31 +408,36 @@ class PlacerController:
     def _classify(self, job: Job, now: float, configurations: dict[str, Configurations]) -> WaitingJob | RunningJob | None:
         if job.finished or job.metadata.deletionTimestamp:
             return None
+        annotations = job.annotations
+        configurations_text = annotations.get(ANNOTATION_CONFIGURATIONS)
         try:
-            parsed = parse_configurations_cached(job.annotations.get(ANNOTATION_CONFIGURATIONS))
+            parsed = parse_configurations_cached(configurations_text)
         except InvalidAnnotation:
             return None  # the estimator reports it
+        assert configurations_text is not None  # parsed
         configurations[job.metadata.uid] = parsed
         seconds: Mapping[str, float] = {}
-        text = job.annotations.get(ANNOTATION_ESTIMATE)
+        text = annotations.get(ANNOTATION_ESTIMATE)
         if text:
             try:
                 seconds = parse_estimate_cached(text).seconds
             except InvalidAnnotation:
                 seconds = {}
+        # The estimate's kinds this Job has a configuration for: its mapping itself when that is
+        # all of them (shared with the parse cache, so read only; copying was a tenth of reading
+        # a Job the first time).
+        known = seconds if parsed.by_kind.keys() >= seconds.keys() else {k: value for k, value in seconds.items() if k in parsed}
         key = f"{job.metadata.namespace}/{job.metadata.name}"
         user = self._user(job)
-        placement = job.annotations.get(ANNOTATION_PLACEMENT) or self._started.get(job.metadata.uid)
+        placement = annotations.get(ANNOTATION_PLACEMENT) or self._started.get(job.metadata.uid)
         if not job.suspended:
             kind = placement or template_kind(job, self._gpu_resource, kinds=parsed.kinds)
             self._started.pop(job.metadata.uid, None)
             if kind not in seconds or kind not in parsed:
                 return None  # no ω known: its pods hold their capacity, that is all
             started = timestamp(job.status.startTime if job.status else None) or now
-            known = {k: value for k, value in seconds.items() if k in parsed}
             return RunningJob(key=key, user=user, kind=kind, started=started, seconds=known,
-                              demand=_demands(job.annotations[ANNOTATION_CONFIGURATIONS], self._gpu_resource),
-                              pods=max(_pods(job), 1))
+                              demand=_demands(configurations_text, self._gpu_resource), pods=max(_pods(job), 1))
         if placement is not None and placement in parsed:
             # Placed before a restart, or the watch has not shown the unsuspend yet: finish it.
             if job.metadata.uid not in self._started:
@@ -440,10 +445,9 @@ class PlacerController:
             return None
         if not seconds or _pods(job) < 1:
             return None  # not estimated yet, or scaled to no pods
-        usable = {kind: value for kind, value in seconds.items() if kind in parsed}
         return WaitingJob(
-            key=key, user=user, arrival=timestamp(job.metadata.creationTimestamp) or now, seconds=usable,
-            demand=_demands(job.annotations[ANNOTATION_CONFIGURATIONS], self._gpu_resource), pods=_pods(job),
+            key=key, user=user, arrival=timestamp(job.metadata.creationTimestamp) or now, seconds=known,
+            demand=_demands(configurations_text, self._gpu_resource), pods=_pods(job),
         )
 
     def _pool(self, job: Job, found: Guarantees) -> str | None:
