@@ -82,6 +82,11 @@ class ListenerConfig(uvicorn.Config):
         on_refusal: Callable[[str], None] = lambda reason: None,
         **options: Any,
     ) -> None:
+        # No X-Forwarded-* rewriting (nothing here reads the client's address, and headers
+        # anyone can send should not change it) and no Server header naming the framework: the
+        # first also takes a middleware layer off every verb call.
+        options.setdefault("proxy_headers", False)
+        options.setdefault("server_header", False)
         super().__init__(app, http=BoundedHttpProtocol, **options)
         self.limits = limits
         self.setting = setting
