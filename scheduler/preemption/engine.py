@@ -110,6 +110,10 @@ class FitGppEngine:
         self._index = PreemptionIndex()
         self._pods: dict[str, PodInfo] = {}  # pods the index holds, latest state
         self._chosen: set[str] = set()  # victims chosen and not gone yet (their deletion may lag)
+        # Pods on their way out (terminating, or chosen as victims), kept per node as they
+        # change: the preempt verb asks about a hundred candidate nodes, not every pod.
+        self._leaving: dict[str, Resources] = {}  # node -> their requests, summed
+        self._leaving_pods: dict[str, tuple[str, Resources]] = {}  # pod UID -> (node, requests)
         self._job_counts: dict[str, int] = {}  # Job UID -> preemptions
         self._pods_by_job: dict[str, set[str]] = {}
 
@@ -298,6 +302,7 @@ class FitGppEngine:
 
     def _track(self, pod: PodInfo) -> None:
         self._pods[pod.uid] = pod
+        self._note_leaving(pod)
         job = pod.owner.uid if pod.owner is not None else None
         if job is not None:
             self._pods_by_job.setdefault(job, set()).add(pod.uid)
@@ -305,6 +310,7 @@ class FitGppEngine:
 
     def _untrack(self, pod_uid: str) -> None:
         self._chosen.discard(pod_uid)
+        self._not_leaving(pod_uid)
         pod = self._pods.pop(pod_uid, None)
         if pod is not None and pod.owner is not None:
             members = self._pods_by_job.get(pod.owner.uid)
@@ -338,23 +344,40 @@ class FitGppEngine:
     def _freed_by_terminating(self, pod: PodInfo, nodes: Iterable[str]) -> str | None:
         """A candidate node where the pods already on their way out (deleted, or chosen as
         victims) free, with what is free now, enough for ``pod``; None when there is none."""
-        leaving: dict[str, Resources] = {}
-        for other in self._pods.values():
-            if other.node_name is not None and (other.terminating or other.uid in self._chosen):
-                leaving[other.node_name] = leaving.get(other.node_name, ZERO) + other.requests
+        leaving = self._leaving
         for node in nodes:
-            if node not in leaving:
+            freed = leaving.get(node)
+            if freed is None:
                 continue
             free = self._free_on(node)
-            if free is not None and pod.requests.fits_in(free + leaving[node]):
+            if free is not None and pod.requests.fits_in(free + freed):
                 return node
         return None
+
+    def _note_leaving(self, pod: PodInfo) -> None:
+        """Count the tracked pod among its node's leaving pods if it is on its way out."""
+        self._not_leaving(pod.uid)  # its node or requests may have changed since
+        if pod.node_name is not None and (pod.terminating or pod.uid in self._chosen):
+            self._leaving_pods[pod.uid] = (pod.node_name, pod.requests)
+            self._leaving[pod.node_name] = self._leaving.get(pod.node_name, ZERO) + pod.requests
+
+    def _not_leaving(self, pod_uid: str) -> None:
+        entry = self._leaving_pods.pop(pod_uid, None)
+        if entry is None:
+            return
+        node, requests = entry
+        remaining = self._leaving[node] - requests
+        if remaining == ZERO:
+            del self._leaving[node]
+        else:
+            self._leaving[node] = remaining
 
     def _count_preemption(self, pod_uid: str) -> None:
         self._chosen.add(pod_uid)
         pod = self._pods.get(pod_uid)
         if pod is None:
             return
+        self._note_leaving(pod)
         if pod.owner is None:
             self._index.apply_pod(replace(pod, terminating=True))
             return
