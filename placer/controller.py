@@ -46,7 +46,7 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from types import MappingProxyType
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence, TypeVar
 
 from estimator.contract import parse_estimate_cached
 from estimator.objects import Job, template_kind, timestamp
@@ -90,6 +90,7 @@ from scheduler.wording import duration, ordinal
 log = logging.getLogger(__name__)
 
 CONDITION_PLACED = "Placed"
+T = TypeVar("T", WaitingJob, RunningJob)
 GIB = 2**30
 
 
@@ -186,6 +187,9 @@ class PlacerController:
         # What decide made of the waiting and running Jobs read as last pass (the same objects
         # for Jobs the watch shows unchanged, see _seen): not made again.
         self._reuse = DecideReuse()
+        # Under HiveD, per Job key: the item read, its VC, and the item with it (_with_pool).
+        self._pooled: dict[str, tuple[WaitingJob | RunningJob, str | None, WaitingJob | RunningJob]] = {}
+        self._pooled_next: dict[str, tuple[WaitingJob | RunningJob, str | None, WaitingJob | RunningJob]] = {}
         jobs.subscribe(self._wake.set)
         self._worker = threading.Thread(target=self._run, name="allox-admission", daemon=True)
 
@@ -262,9 +266,10 @@ class PlacerController:
         guaranteed: dict[str, int] = {}
         if self._guarantees is not None:
             found = self._guarantees(frozenset(running_uids))
-            waiting, trials, running = (
-                [replace(item, pool=self._pool(by_key[item.key], found)) for item in items] for items in (waiting, trials, running)
-            )
+            waiting = [self._with_pool(item, by_key, found) for item in waiting]
+            trials = [self._with_pool(item, by_key, found) for item in trials]
+            running = [self._with_pool(item, by_key, found) for item in running]
+            self._pooled, self._pooled_next = self._pooled_next, {}
             sizes = _gpus_per_pod([*waiting, *trials])
             guaranteed = guaranteed_gpu_machines(found.cells, gpus_per_pod=sizes)
             # A VC's guarantee may lie on nodes AlloX does not run on (allox.nodeSelector; the
@@ -449,6 +454,15 @@ class PlacerController:
             key=key, user=user, arrival=timestamp(job.metadata.creationTimestamp) or now, seconds=known,
             demand=_demands(configurations_text, self._gpu_resource), pods=_pods(job),
         )
+
+    def _with_pool(self, item: T, by_key: Mapping[str, Job], found: Guarantees) -> T:
+        """``item`` with its virtual cluster; the object of last pass when the item and its VC are
+        the same (so that decide's kept state serves under HiveD too)."""
+        pool = self._pool(by_key[item.key], found)
+        kept = self._pooled.get(item.key)
+        pooled = kept[2] if kept is not None and kept[0] is item and kept[1] == pool else replace(item, pool=pool)
+        self._pooled_next[item.key] = (item, pool, pooled)
+        return pooled  # type: ignore[return-value]
 
     def _pool(self, job: Job, found: Guarantees) -> str | None:
         """The virtual cluster whose guarantee the Job's GPU configuration uses: its pods'

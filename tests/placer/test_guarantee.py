@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import msgspec
 import pytest
 
 from tests.cells.helpers import node_names, pod, rack_cluster, schedule
@@ -152,3 +153,40 @@ def test_a_gpu_only_job_is_told_whether_its_vc_or_the_nodes_lack_gpus(held: int,
     assert condition["reason"] == reason, condition
     if reason == "WaitingForQuota":
         assert "virtual cluster 'a'" in condition["message"]
+
+
+def test_under_hived_an_unchanged_job_is_handed_to_decide_as_the_same_object_pass_after_pass():
+    """What decide keeps between passes (scheduler/matching/reuse.py) is found by the input
+    objects' identity: the item with its VC is the last pass's while the Job (its
+    resourceVersion) and its VC stay the same, a new one when either changes."""
+    cells = engine()
+
+    def versioned(body: Any, version: str, vc: str) -> Any:
+        document = json.loads(msgspec.json.encode(body))
+        document["metadata"]["resourceVersion"] = version
+        document["spec"]["template"]["metadata"]["labels"]["cellfit.io/virtual-cluster"] = vc
+        return JOB_DECODER.decode(json.dumps(document).encode())
+
+    source = Jobs([versioned(job("ja", "a", created=0), "5", "a"), versioned(job("jb", "b", created=1), "6", "b")])
+    handed: list[list[Any]] = []
+    placer = PlacerController(
+        api=RecordingApi(), jobs=source, settings=AlloxSettings(alpha=1.0), gpu_resource="nvidia.com/gpu",
+        free_by_node=lambda running: {name: Resources(cpu_millis=0, memory_bytes=0, gpus=0) for name in NODES},  # all wait
+        capacity=lambda: Resources(cpu_millis=128000, memory_bytes=2**39, gpus=16), clock=lambda: 1767225700.0,
+        guarantees=lambda running: Guarantees(cells=guarantees(views(cells)), default_vc=cells.default_vc),
+    )
+    decide = placer._decide
+
+    def spy(**inputs: Any) -> Any:
+        handed.append(list(inputs["waiting"]))
+        return decide(**inputs)
+
+    placer._decide = spy  # type: ignore[method-assign]
+    first = placer.admit()
+    assert placer.admit() == first
+    assert [w.pool for w in handed[0]] == ["a", "b"]
+    assert all(now is before for now, before in zip(handed[1], handed[0]))
+    # jb moves to VC a (a new resourceVersion): a new item, with the new VC; ja's stays.
+    source.jobs = [source.jobs[0], versioned(job("jb", "b", created=1), "7", "a")]
+    placer.admit()
+    assert handed[2][0] is handed[0][0] and handed[2][1] is not handed[0][1] and handed[2][1].pool == "a"
