@@ -486,6 +486,12 @@ class ClusterCache:
         if not info.holds_resources and info.node_name is not None:
             self._forget(info.uid)  # finished: nothing left to account for
             return
+        if info.node_name is not None and self._pods.get(info.uid) == info:
+            # Most watch events of a bound pod change nothing a decision reads (its conditions,
+            # IP, container statuses), and a relist lists every pod again: the engine has it.
+            # (A pending pod's are applied: a binding that failed may have made the engine
+            # forget it while this cache still holds it.)
+            return
         self._pods[info.uid] = info
         self._pod_uids[info.key] = info.uid
         self._engine.apply_pod(info)

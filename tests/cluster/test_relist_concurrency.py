@@ -32,6 +32,7 @@ class CountingLock:
         self.changes_in_hold = 0
         self.most_changes_in_one_hold = 0
         self.holds = 0
+        self.changes = 0  # in all holds
 
     def __enter__(self) -> CountingLock:
         self._lock.acquire()
@@ -61,6 +62,7 @@ class CountedEngine:
 
         def counted(*args: Any, **kwargs: Any) -> Any:
             self._lock.changes_in_hold += 1
+            self._lock.changes += 1
             return attribute(*args, **kwargs)
 
         return counted
@@ -159,3 +161,25 @@ def test_mid_relist_a_node_is_never_freer_than_it_ever_was() -> None:
     api.pods = [e]  # the relist after HTTP 410
     cache.pods._list_and_replace()
     assert lock.seen and set(lock.seen) == {4}, lock.seen
+
+
+def test_events_that_change_nothing_a_decision_reads_are_not_applied_again() -> None:
+    api, cache, lock, engine = cluster(pods=300)
+    cache.nodes._list_and_replace()
+    cache.pods._list_and_replace()
+
+    def changes_during(action: Any) -> int:
+        before = lock.changes
+        action()
+        return lock.changes - before
+
+    # A relist of the same bound pods (or their status updates: conditions, IPs) tells the engine nothing.
+    assert changes_during(cache.pods._list_and_replace) == 0
+    # One pod's requests changed (an in-place resize): that one is applied.
+    api.pods[0] = pod("train-00000", uid="uid-00000", cpu="2", gpus=0, node_name="node-000", phase="Running")
+    assert changes_during(cache.pods._list_and_replace) == 1
+    assert engine._pods["uid-00000"].requests.cpu_millis == 2000
+    # A pending pod's events are applied every time: a failed binding may have made the engine forget it.
+    api.pods.append(pod("waiting-0", uid="uid-waiting", cpu="1", gpus=0))
+    assert changes_during(cache.pods._list_and_replace) == 1
+    assert changes_during(cache.pods._list_and_replace) == 1
