@@ -102,6 +102,9 @@ class Guarantees:
 
     cells: Mapping[str, Sequence[GuaranteeCell]]
     default_vc: str | None
+    # Each VC's cells on every node, when ``cells`` counts only AlloX's (allox.nodeSelector):
+    # a Job whose VC has free guarantee elsewhere lacks machines (NoMachine), not quota.
+    anywhere: Mapping[str, Sequence[GuaranteeCell]] | None = None
 
 
 class JobSource:
@@ -245,7 +248,7 @@ class PlacerController:
                 if isinstance(item, RunningJob) and not (job.status and job.status.startTime):
                     version = ""  # started at "now" until the watch shows its start time: not kept
             if isinstance(item, WaitingJob):
-                if version:
+                if version and job.metadata.creationTimestamp:  # else it arrives at "now", pass after pass
                     seen[uid] = (version, item, configurations[uid], is_trial)
                 (trials if is_trial else waiting).append(item)
             elif isinstance(item, RunningJob):
@@ -254,6 +257,12 @@ class PlacerController:
                 running.append(item)
                 running_uids.add(uid)
         self._seen = seen
+        # What was told to a Job that is gone is forgotten with it (at most as many as there are
+        # Jobs are kept). The starts stay until the watch shows them running: a Job missing from
+        # one list must not be started again.
+        if len(self._told) > len(by_key):
+            live = {job.metadata.uid for job in jobs}
+            self._told = {uid: message for uid, message in self._told.items() if uid in live}
         running, released = self._holding(now, running, by_key)
         running_uids.difference_update(by_key[item.key].metadata.uid for item, _ in released)
         # Running Jobs are busy machines of their own: their pods (bound yet or not) must not
@@ -271,12 +280,14 @@ class PlacerController:
             running = [self._with_pool(item, by_key, found) for item in running]
             self._pooled, self._pooled_next = self._pooled_next, {}
             sizes = _gpus_per_pod([*waiting, *trials])
-            guaranteed = guaranteed_gpu_machines(found.cells, gpus_per_pod=sizes)
-            # A VC's guarantee may lie on nodes AlloX does not run on (allox.nodeSelector; the
-            # implicit default VC owns every GPU): no more of its machines than AlloX's nodes
-            # have GPUs free, running AlloX Jobs' included.
+            on_allox_nodes = guaranteed_gpu_machines(found.cells, gpus_per_pod=sizes)
+            guaranteed = (on_allox_nodes if found.anywhere is None
+                          else guaranteed_gpu_machines(found.anywhere, gpus_per_pod=sizes))
+            # Several VCs' guarantees may count one free GPU (the implicit default VC owns every
+            # GPU): no more of a VC's machines than AlloX's nodes have GPUs free, running AlloX
+            # Jobs' included.
             gpu_pools = {vc: min(count, sum(node.gpu // max(sizes.get(vc, 1), 1) for node in free))
-                         for vc, count in guaranteed.items()}
+                         for vc, count in on_allox_nodes.items()}
         estimates = {w.key: w.seconds for w in (*waiting, *trials)}
         for trial, choice in self._trials(now, trials, waiting, running, free, gpu_pools):
             job = by_key[trial.key]
@@ -308,10 +319,15 @@ class PlacerController:
         pools = {w.key: w.pool for w in waiting}
         # A Job whose VC has free guarantee but AlloX's nodes no free GPU lacks machines, not quota.
         lacking = [key for key in decision.waiting_for_pool if guaranteed.get(pools.get(key) or "", 0) > 0]
-        for key in (*decision.unplaceable, *lacking):
+        for key in decision.unplaceable:
             self._tell(by_key[key], status="False", reason="NoMachine",
                        message="no node of the cluster offers a kind this Job has an estimate for"
                        + (f" with {_pods(by_key[key])} machines at once" if _pods(by_key[key]) > 1 else ""))
+        for key in lacking:
+            self._tell(by_key[key], status="False", reason="NoMachine",
+                       message=f"virtual cluster {pools.get(key)!r} has free guaranteed GPUs, but AlloX's nodes "
+                       "(allox.nodeSelector) have none free for this Job"
+                       + (f" ({_pods(by_key[key])} machines at once)" if _pods(by_key[key]) > 1 else ""))
         for key in decision.waiting_for_pool:
             if key in lacking:
                 continue

@@ -11,7 +11,7 @@ from typing import AbstractSet, Any
 from scheduler.cells.allocator import CellAllocator
 from scheduler.cells.booking import Booking
 from scheduler.cells.virtual_clusters import VcState
-from scheduler.cells.topology import Cell, CellState
+from scheduler.cells.topology import Cell, CellState, Chain
 
 
 def _pod_entry(alloc: CellAllocator, booking: Booking) -> dict[str, Any]:
@@ -103,7 +103,7 @@ def guarantees(
                 for gpu in booking.gpus:
                     part = (booking.root, gpu.node or "")
                     returned_on[part] = returned_on.get(part, 0) + 1
-    free_within: dict[str, int] = {}  # cell type -> free physical cells wholly on ``within``
+    free_within: dict[tuple[int, int], int] = {}  # (chain, level) -> free physical cells wholly on ``within``
     result: dict[str, list[dict[str, Any]]] = {}
     for name in sorted(alloc.vcs):
         vc = alloc.vcs[name]
@@ -119,11 +119,14 @@ def guarantees(
             gpus = chain.gpus[chain.level_of(cell_type) - 1]
             unbound = max(vc.unbound(cell_type), 0)
             if within is not None and unbound:
-                for counted in (cell_type, chain.type_at(1)):
-                    if counted not in free_within:
-                        free_within[counted] = _free_cells_within(alloc, counted, within)
-                budget = budgets.setdefault(chain.order, free_within[chain.type_at(1)])
-                unbound = min(unbound, free_within[cell_type], budget // gpus)
+                level = chain.level_of(cell_type)
+                # By chain and level: a type name may also name a level of an older chain (a
+                # discovered node regrouped into a rack keeps its former chain known).
+                for counted in (level, 1):
+                    if (chain.order, counted) not in free_within:
+                        free_within[chain.order, counted] = _free_cells_within(alloc, chain, counted, within)
+                budget = budgets.setdefault(chain.order, free_within[chain.order, 1])
+                unbound = min(unbound, free_within[chain.order, level], budget // gpus)
                 budgets[chain.order] = budget - unbound * gpus
             rows.extend({"gpus": gpus, "guaranteed": 0, "bad": 0, "draining": False} for _ in range(unbound))
         for root in _vc_roots(vc):
@@ -148,14 +151,13 @@ def _node_parts(cell: Cell) -> tuple[Cell, ...]:
     return cell.node_cells if cell.level >= cell.chain.node_level else (cell,)
 
 
-def _free_cells_within(alloc: CellAllocator, cell_type: str, within: AbstractSet[str]) -> int:
-    """How many free physical cells of ``cell_type`` lie wholly on ``within``'s nodes, none of
-    them bad: the free cells at its level, and those a split of a higher free cell would give."""
-    chain = alloc.topology.chain_of_type[cell_type]
+def _free_cells_within(alloc: CellAllocator, chain: Chain, level: int, within: AbstractSet[str]) -> int:
+    """How many free physical level-``level`` cells of ``chain`` lie wholly on ``within``'s
+    nodes, none of them bad: the free cells at that level, and those a split of a higher free
+    cell would give."""
     buddy = alloc.buddies.get(chain)
     if buddy is None:
         return 0
-    level = chain.level_of(cell_type)
     found = 0
     for higher in range(level, chain.top + 1):
         for free in buddy.free_cells(higher):

@@ -474,7 +474,9 @@ def _placer(
             within = cache.nodes_carrying(settings.allox.node_selector)  # AlloX's pods go only there
             with engine_lock:
                 view, default_vc = cells.inspect_guarantees(except_pods=except_pods, within=within), cells.default_vc
-            return Guarantees(cells=guarantee_views(view), default_vc=default_vc)
+                anywhere = None if within is None else cells.inspect_guarantees(except_pods=except_pods)
+            return Guarantees(cells=guarantee_views(view), default_vc=default_vc,
+                              anywhere=None if anywhere is None else guarantee_views(anywhere))
 
         guarantees = read_guarantees
 

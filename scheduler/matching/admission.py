@@ -269,6 +269,9 @@ def decide(
 
     ``reuse``: a live controller's, kept between its passes; what is made of an input object
     that the last pass was also given is taken from it (the decision is the same without)."""
+    if reuse is not None:
+        reuse.waiting.begin_pass()
+        reuse.running.begin_pass()
     cpu_slot = cpu_slot_for(waiting)
     defaults = default_demands(cpu_slot=cpu_slot, reserved_cpu_per_gpu=reserved_cpu_per_gpu)
     if gpu_pools is not None:
@@ -298,7 +301,9 @@ def decide(
             kinds_for_pods = frozenset(kind for kind, count in machines_of.items() if count >= job.pods)
             here = enough[job.pods] = (kinds_for_pods, (kinds_for_pods, pools_key) if reuse is None else reuse.waiting.context((kinds_for_pods, pools_key)))
         kinds_here, context = here
-        kept = reuse.waiting.get(job, context) if reuse is not None else None
+        # Only a Job that has arrived by now: one whose arrival is later (the clock stepped
+        # back) arrives at ``now``, which the kept one does not.
+        kept = reuse.waiting.get(job, context) if reuse is not None and job.arrival <= now else None
         if kept is not None:
             if job.pods > 1:
                 gangs.append((kept, job.pods))
@@ -529,7 +534,7 @@ def _busy(
     if reuse is not None:
         context = reuse.context(context)
     for job in sorted(running, key=_by_key):
-        held = reuse.get(job, context) if reuse is not None else None
+        held = reuse.get(job, context) if reuse is not None and job.started <= now else None
         if held is None:
             held = _held(job, now=now, known=known, gpu_pools=gpu_pools, shares=shares)
             if reuse is not None and job.started <= now:  # else its Job's arrival is the clock

@@ -43,6 +43,10 @@ class Reuse(Generic[V]):
         self._contexts = [context, *self._contexts[: _CONTEXTS - 1]]
         return context
 
+    def begin_pass(self) -> None:
+        """Start a pass: what a pass that raised had asked for is not kept (it would pile up)."""
+        self._this_pass = {}
+
     def get(self, source: object, context: object) -> V | None:
         """What was made of ``source`` in ``context`` last pass (or earlier this pass), or None."""
         key = id(source)

@@ -12,6 +12,7 @@ import pytest
 
 from scheduler.matching.admission import DecideReuse, RunningJob, WaitingJob, decide
 from scheduler.matching.capacity import NodeResources
+from scheduler.matching.errors import InvalidInstance
 from scheduler.matching.fairness import Capacity
 from scheduler.matching.model import Demand
 from scheduler.matching.reuse import Reuse
@@ -99,3 +100,32 @@ def test_decisions_with_the_kept_state_equal_decisions_from_scratch_pass_after_p
             nodes = [*nodes[1:], NodeResources(name=f"n{next(counter)}", cpu=17.0, gpu=rng.randint(0, 4), memory=64.0)]
         now += rng.choice([0.0, 1.0, 45.0])
     assert kept_for > 0  # the kept state was used, not only made
+
+
+def test_a_clock_that_steps_back_gets_the_decision_a_fresh_pass_makes() -> None:
+    # The controller's clock is the wall clock: a kept Job that arrived after "now" arrives at
+    # "now", as a fresh decide makes it (the kept one would be filtered out, or make α < 1 raise).
+    nodes = [NodeResources(name="n1", cpu=5.0, gpu=1, memory=64.0)]
+    capacity = Capacity(cpu=5.0, gpu=1, memory=64.0)
+    running = [RunningJob(key="r", user="u1", kind="gpu", started=900.0, seconds={"gpu": 600.0, "cpu": 2000.0})]
+    waiting = [WaitingJob(key="a", user="u1", arrival=990.0, seconds={"gpu": 100.0, "cpu": 5000.0}),
+               WaitingJob(key="b", user="u2", arrival=500.0, seconds={"gpu": 100.0, "cpu": 5000.0})]
+    for alpha in (1.0, 0.5):
+        reuse = DecideReuse()
+        decide(now=1000.0, waiting=waiting, running=running, free_nodes=nodes, capacity=capacity, alpha=alpha, reuse=reuse)
+        fresh = decide(now=980.0, waiting=waiting, running=running, free_nodes=nodes, capacity=capacity, alpha=alpha)
+        kept = decide(now=980.0, waiting=waiting, running=running, free_nodes=nodes, capacity=capacity, alpha=alpha, reuse=reuse)
+        assert [(q.key, q.kind, q.position) for q in kept.queue] == [(q.key, q.kind, q.position) for q in fresh.queue]
+        assert len(fresh.queue) == 2
+
+
+def test_a_pass_that_raises_keeps_nothing_for_the_next() -> None:
+    reuse = DecideReuse()
+    running = [RunningJob(key=f"r{i}", user="u1", kind="gpu", started=900.0, seconds={"gpu": 600.0}) for i in range(20)]
+    for _ in range(5):  # passes that raise midway (a bad input), each with new objects
+        running = [replace(job) for job in running]
+        with pytest.raises(InvalidInstance, match="processing_time.gpu"):
+            decide(now=1000.0, waiting=[WaitingJob(key="bad", user="u2", arrival=500.0, seconds={"gpu": -1.0})],
+                   running=running, free_nodes=[NodeResources(name="n1", cpu=5.0, gpu=1, memory=64.0)],
+                   capacity=Capacity(cpu=5.0, gpu=1, memory=64.0), alpha=1.0, reuse=reuse)
+    assert len(reuse.running._this_pass) <= len(running)

@@ -281,3 +281,16 @@ def test_a_running_job_is_read_again_only_when_the_watch_shows_it_changed_or_wit
     placer.admit()
     version, item, _, _ = placer._seen["uid-r"]
     assert version == "5" and dict(item.seconds) == {"cpu": 6000.0, "gpu": 900.0}
+
+
+def test_what_was_told_to_jobs_that_are_gone_is_forgotten() -> None:
+    api = RecordingApi()
+    placer = controller(api, [job(f"q{i}", created=i, gpu=10 + i) for i in range(6)], gpus=0)  # every Job queued
+    placer.admit()
+    assert len(placer._told) == 6
+    for round_ in range(4):  # the queue turns over: the old Jobs are deleted, new ones come
+        live = [job(f"n{round_}-{i}", created=10 + i) for i in range(2)]
+        placer._jobs.jobs = live  # type: ignore[attr-defined]
+        placer.admit()
+        assert len(placer._told) <= 2 * len(live)  # no more stale entries than live Jobs
+    assert set(placer._told) <= {f"uid-n{r}-{i}" for r in (2, 3) for i in range(2)}

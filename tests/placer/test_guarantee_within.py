@@ -116,3 +116,51 @@ def test_a_vcs_cell_types_of_one_chain_draw_on_one_budget_of_free_gpus():
     assert machines(cells, within=frozenset({"r0n0"})) == {"a": 8}
     assert machines(cells, within=ALLOX) == {"a": 16}
     assert machines(cells, within=None) == {"a": 16}
+
+
+def test_a_job_whose_vcs_free_guarantee_is_off_alloxs_nodes_lacks_machines_not_quota():
+    from placer.controller import Guarantees, PlacerController
+    from scheduler.config import AlloxSettings
+    from tests.placer.test_controller import Jobs, RecordingApi
+    from tests.placer.test_guarantee import gpu_only_job
+
+    cells = engine({"a": [{"cellType": "V100-NODE", "count": 1}], "b": [{"cellType": "V100-NODE", "count": 1}]})
+    place(cells, "b1", 8, "b", on=["r0n0"])  # b fills rack 0's first node
+    place(cells, "b2", 1, "a", on=["r1n0"])  # a's cell is bound on rack 1, off AlloX's nodes
+
+    def told(vc: str, *, free_gpus: int) -> dict[str, str]:
+        api = RecordingApi()
+        placer = PlacerController(
+            api=api, jobs=Jobs([gpu_only_job("g", vc)]), settings=AlloxSettings(alpha=1.0), gpu_resource="nvidia.com/gpu",
+            free_by_node=lambda running: {"r0n1": Resources(cpu_millis=64000, memory_bytes=2**38, gpus=free_gpus)},
+            capacity=lambda: Resources(cpu_millis=128000, memory_bytes=2**39, gpus=16), clock=lambda: 1767225700.0,
+            guarantees=lambda running: Guarantees(
+                cells=guarantees(cells.inspect_guarantees(within=ALLOX)), default_vc=cells.default_vc,
+                anywhere=guarantees(cells.inspect_guarantees()),
+            ),
+        )
+        placer.admit()
+        ((_, condition),) = api.conditions
+        return condition
+
+    # a has 7 free guaranteed GPUs, all on rack 1: AlloX's nodes lack them, a's quota does not.
+    condition = told("a", free_gpus=8)
+    assert condition["reason"] == "NoMachine", condition
+    assert "virtual cluster 'a' has free guaranteed GPUs, but AlloX's nodes" in condition["message"]
+    # b's quota is in use: waiting for quota, wherever AlloX's nodes are.
+    assert told("b", free_gpus=8)["reason"] == "WaitingForQuota"
+
+
+def test_discovered_nodes_regrouped_into_a_rack_count_on_alloxs_nodes():
+    # As on the e2e control plane: AlloX's two 2-GPU nodes join a discovered cluster, first as a
+    # standalone node cell, then regrouped into a rack of their own; the rack's chain is new,
+    # and its GPU type's name still names a level of the node's former chain.
+    rack = "topology.kubernetes.io/rack"
+    a100 = {"nvidia.com/gpu.product": "A100"}
+    big = [NodeInfo(name=f"big{i}", allocatable=Resources(64000, 2**38, 8), labels={**a100, rack: f"r{i // 2}"}) for i in range(4)]
+    cells = HivedEngine.from_nodes(big, rack_label=rack)
+    for joined in big + [NodeInfo(name=f"s{i}", allocatable=Resources(64000, 2**38, 2), labels={**a100, rack: "sr"}) for i in range(2)]:
+        cells.apply_node(joined)
+    assert any("regrouped" in change for change in cells.changes)
+    assert machines(cells, within=frozenset({"s0", "s1"})) == {"default": 4}
+    assert machines(cells, within=frozenset({"s0"})) == {"default": 0}  # the rack cell is not wholly there
