@@ -139,7 +139,7 @@ class AlloxScheduler:
             if chosen is None:
                 continue
             considered, job = chosen
-            assignment = Assignment(job=job, machine=machine, start=now, finish=now + job.processing_time[machine.kind])
+            assignment = Assignment.starting(job, machine, now)
             started.append(assignment)
             del waiting[job.name]
             moved[arrays.position_of[machine.name]] = assignment.finish
@@ -177,7 +177,7 @@ class AlloxScheduler:
             heads = queues.job[first[with_queue]].tolist()
             for at, head in zip(with_queue, heads):
                 machine, job = free_machines[at], jobs[head]
-                started.append(Assignment(job=job, machine=machine, start=now, finish=now + job.processing_time[machine.kind]))
+                started.append(Assignment.starting(job, machine, now))
             return Matched(started, problem, queues)
         taken: dict[str, int] = {}  # a machine listed twice starts the next job of its queue
         bounds, queued = queues.bounds.tolist(), queues.job.tolist()
@@ -186,7 +186,7 @@ class AlloxScheduler:
             if at < bounds[index + 1]:
                 taken[machine.name] = taken.get(machine.name, 0) + 1
                 job = jobs[queued[at]]
-                started.append(Assignment(job=job, machine=machine, start=now, finish=now + job.processing_time[machine.kind]))
+                started.append(Assignment.starting(job, machine, now))
         return Matched(started, problem, queues)
 
     @staticmethod

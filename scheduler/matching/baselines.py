@@ -53,10 +53,6 @@ def _preferred(job: Job, kinds: set[str]) -> str:
     return min((kind for kind in job.processing_time if kind in kinds), key=lambda k: (job.processing_time[k], k))
 
 
-def _start(job: Job, machine: Machine, now: float) -> Assignment:
-    return Assignment(job=job, machine=machine, start=now, finish=now + job.processing_time[machine.kind])
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class BestFitScheduler:
     """BF (§2.2): every job runs on its preferred kind only, first come first served per kind."""
@@ -76,7 +72,7 @@ class BestFitScheduler:
         for job in _waiting(pending_jobs, now=now, kinds=kinds):
             kind = _preferred(job, kinds)
             if pool.has(kind):
-                started.append(_start(job, pool.take(kind), now))
+                started.append(Assignment.starting(job, pool.take(kind), now))
         return started
 
 
@@ -121,7 +117,7 @@ class JsqPlusScheduler:
             machine = machines[order]
             if ready <= now and machine.name in untouched:
                 untouched.discard(machine.name)
-                started.append(_start(job, machine, now))
+                started.append(Assignment.starting(job, machine, now))
         return started
 
 
@@ -153,7 +149,7 @@ class SjfPlusScheduler:
         for _, _, _, kind, index in choices:
             if index not in taken and pool.has(kind):
                 taken.add(index)
-                started.append(_start(jobs[index], pool.take(kind), now))
+                started.append(Assignment.starting(jobs[index], pool.take(kind), now))
         return started
 
 
@@ -210,7 +206,7 @@ class EqualShareScheduler:
             )
             waiting.remove(job)
             held[(user, machine.kind)] = held.get((user, machine.kind), 0) + 1
-            started.append(_start(job, machine, now))
+            started.append(Assignment.starting(job, machine, now))
         return started
 
 
@@ -261,7 +257,7 @@ class DrfScheduler:
                     fitting, key=lambda j: (j.processing_time[_preferred(j, kinds)], j.arrival, j.name)
                 )
                 kind = _preferred(job, kinds)
-                started.append(_start(job, pool.take(kind), now))
+                started.append(Assignment.starting(job, pool.take(kind), now))
                 waiting.remove(job)
                 _add(usage.setdefault(user, {}), shares.usage(job, kind))
                 break
@@ -317,7 +313,7 @@ class DrfaScheduler:
             )
             waiting.remove(job)
             share[user] = share.get(user, 0.0) + units(machine.kind) / total
-            started.append(_start(job, machine, now))
+            started.append(Assignment.starting(job, machine, now))
         return started
 
 

@@ -73,6 +73,11 @@ class Assignment:
     start: float
     finish: float
 
+    @classmethod
+    def starting(cls, job: Job, machine: Machine, now: float) -> Assignment:
+        """``job`` started on ``machine`` at ``now``, finishing after its time on that kind."""
+        return cls(job=job, machine=machine, start=now, finish=now + job.processing_time[machine.kind])
+
     @property
     def kind(self) -> str:
         return self.machine.kind
