@@ -333,13 +333,11 @@ class RoomHolds:
         own = self._preemptors.get(pod.uid)
         found = []
         for uid, claim in self._preemptors.items():
-            held = claim.pod
-            if pod.priority > held.priority or uid == pod.uid:
+            if uid == pod.uid or not _yields_to(pod, claim.pod):
                 continue
-            if own is not None and pod.priority == held.priority and own.order < claim.order:
+            if own is not None and pod.priority == claim.pod.priority and own.order < claim.order:
                 continue
-            if may_claim_cells(held, pod):
-                found.append((uid, claim))
+            found.append((uid, claim))
         return found
 
     def _apply_preemptor(self, pod: PodInfo) -> None:
