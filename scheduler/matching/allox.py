@@ -22,7 +22,7 @@ from scheduler.matching.fairness import (
     user_progress,
 )
 from scheduler.matching.model import Assignment, Job, Machine
-from scheduler.matching.solve import Fleet, Problem, Queues, fleet, prepare_on, solve
+from scheduler.matching.solve import FloatArray, Fleet, Problem, Queues, fleet, prepare_on, rows_on, solve
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,42 +107,63 @@ class AlloxScheduler:
         shares = self.shares if self.shares is not None else MachineShare.of(listed)
         progress = dict(progress) if progress is not None else user_progress(running, shares)
         ranking = rank_users(users, progress)
-        # Plans by the user set they were solved for. Starting a job keeps the plan it came from
-        # valid (see the proof below) and invalidates every other one.
-        plans: dict[frozenset[str], dict[str, list[Job]]] = {}
-        # Machines started on since the fleet's arrays were last written: folded in before the
-        # next solve (with one user set, the common case, there is none).
-        moved: dict[int, float] = {}
+        # Every waiting job's arrays once (each plan takes the rows of its users' jobs), so that a
+        # job no machine may run is named whichever users are considered.
+        every_job = prepare_on(arrays, list(waiting.values()))
+        row_of = {job.name: row for row, job in enumerate(every_job.jobs)}
+        # Plans by the user set they were solved for; which of them a start leaves valid, see
+        # _Plan.kept_after.
+        plans: dict[frozenset[str], _Plan] = {}
+        delay = arrays.delay.copy()  # the machines' waits now, moved by each start
+        moved = False  # a start since ``arrays`` was last written
         # With every user considered the ranking cannot change who is matched.
         ranked = base < len(ranking)
+        # Per kind, how many waiting jobs each user has that can run on it (§4.4's raise asks
+        # for the users with one, once per machine a plan leaves empty).
+        runnable: dict[str, dict[str, int]] = {kind: {} for kind in arrays.kinds}
+        for job in waiting.values():
+            for kind in job.processing_time:
+                counts = runnable.get(kind)
+                if counts is not None:
+                    counts[job.user] = counts.get(job.user, 0) + 1
 
         started: list[Assignment] = []
         for machine in free_machines:
             if not waiting:
                 break
+            position = arrays.position_of[machine.name]
             count = base
-            chosen: tuple[frozenset[str], Job] | None = None
+            chosen: tuple[_Plan, Job] | None = None
             while count:
                 considered = frozenset(ranking[:count])
                 plan = plans.get(considered)
                 if plan is None:
                     if moved:
-                        arrays = arrays.with_available(moved)
-                        moved = {}
-                    plan = self._solve(considered, waiting, arrays)
+                        arrays = Fleet(machines=arrays.machines, kinds=arrays.kinds, machine_kind=arrays.machine_kind,
+                                       delay=delay.copy(), now=arrays.now, position_of=arrays.position_of)
+                        moved = False
+                    plan = _Plan.solved(considered, waiting, every_job, row_of, arrays)
                     plans[considered] = plan
-                queue = plan.get(machine.name)
-                if queue:
-                    chosen = (considered, queue[0])
+                head = plan.first(position)
+                if head is not None:
+                    chosen = (plan, head)
                     break
-                count = self._raised_count(ranking, count, waiting, machine) if self.raise_alpha_when_idle else 0
+                count = self._raised_count(ranking, count, runnable.get(machine.kind, {})) if self.raise_alpha_when_idle else 0
             if chosen is None:
                 continue
-            considered, job = chosen
+            source, job = chosen
             assignment = Assignment.starting(job, machine, now)
             started.append(assignment)
             del waiting[job.name]
-            moved[arrays.position_of[machine.name]] = assignment.finish
+            for kind in job.processing_time:
+                counts = runnable.get(kind)
+                if counts is not None:
+                    counts[job.user] -= 1
+                    if not counts[job.user]:
+                        del counts[job.user]
+            wait = max(assignment.finish - arrays.now, 0.0)  # as Fleet.with_available writes it
+            delay[position] = wait
+            moved = True
             if ranked:
                 progress[job.user] = progress.get(job.user, 0.0) + job_value(job, machine.kind, shares)
                 ranking = rank_users(users, progress)
@@ -150,11 +171,15 @@ class AlloxScheduler:
             # has started and that machine's ω has moved to the job's finish: every matching
             # that keeps the job there pays the same extra for it, and any better matching of
             # the rest would, with the job put back in front, beat the original. So the plan
-            # the job came from needs no re-solve; plans for other user sets may have placed the
-            # job elsewhere and are dropped.
-            kept = plans[considered]
-            kept[machine.name].pop(0)
-            plans = {considered: kept}
+            # the job came from needs no re-solve; the others may have placed the job elsewhere.
+            source.pop(position)
+            plans = {
+                considered: plan
+                for considered, plan in plans.items()
+                if plan is source
+                or (job.user not in considered
+                    and plan.kept_after(position=position, kind=int(arrays.machine_kind[position]), wait=wait, delay=delay))
+            }
         return Matched(started)
 
     @staticmethod
@@ -190,26 +215,64 @@ class AlloxScheduler:
         return Matched(started, problem, queues)
 
     @staticmethod
-    def _solve(considered: frozenset[str], waiting: Mapping[str, Job], machines: Fleet) -> dict[str, list[Job]]:
-        """Lines 3–7 of Algorithm 2: match the considered users' jobs; each machine's queue."""
-        candidates = [job for job in waiting.values() if job.user in considered]
-        if not candidates:
-            return {}
-        problem = prepare_on(machines, candidates)
-        queues = solve(problem)
-        return {
-            problem.machines[index].name: [problem.jobs[job] for job in queues.queue(index).tolist()]
-            for index in np.flatnonzero(np.diff(queues.bounds)).tolist()
-        }
-
-    @staticmethod
-    def _raised_count(ranking: list[str], count: int, waiting: Mapping[str, Job], machine: Machine) -> int:
+    def _raised_count(ranking: list[str], count: int, runnable: Mapping[str, int]) -> int:
         """§4.4: how many users to consider so that the next user (by progress) with a waiting
-        job ``machine`` can run is included; 0 when there is none."""
-        if count >= len(ranking):
-            return 0
-        needing = {job.user for job in waiting.values() if job.can_run_on(machine.kind)}
+        job the machine can run (``runnable``: such jobs by user) is included; 0 when there is none."""
         for index in range(count, len(ranking)):
-            if ranking[index] in needing:
+            if ranking[index] in runnable:
                 return index + 1
         return 0
+
+
+@dataclass(slots=True)
+class _Plan:
+    """Lines 3–7 of Algorithm 2 for one user set: the matching of the set's waiting jobs, and
+    how many jobs each machine has started from its queue since."""
+
+    problem: Problem | None
+    queues: Queues | None
+    taken: dict[int, int]
+
+    @classmethod
+    def solved(cls, considered: frozenset[str], waiting: Mapping[str, Job], every_job: Problem, row_of: Mapping[str, int],
+               machines: Fleet) -> _Plan:
+        """The plan of ``considered``'s jobs among ``waiting`` (whose arrays are ``every_job``'s
+        rows ``row_of``) on ``machines`` as they are now."""
+        rows = [row_of[name] for name, job in waiting.items() if job.user in considered]
+        if not rows:
+            return cls(None, None, {})
+        problem = rows_on(every_job, rows, machines)
+        return cls(problem, solve(problem), {})
+
+    def first(self, position: int) -> Job | None:
+        """The job the plan starts next on machine ``position``; None if its queue is empty."""
+        if self.problem is None or self.queues is None:
+            return None
+        bounds = self.queues.bounds
+        at = int(bounds[position]) + self.taken.get(position, 0)
+        return self.problem.jobs[int(self.queues.job[at])] if at < int(bounds[position + 1]) else None
+
+    def pop(self, position: int) -> None:
+        self.taken[position] = self.taken.get(position, 0) + 1
+
+    def kept_after(self, *, position: int, kind: int, wait: float, delay: FloatArray) -> bool:
+        """Whether the plan is still the one a re-solve would make after another plan's job, of a
+        user the plan does not consider, started on machine ``position`` (of kind index
+        ``kind``), which now waits ``wait``.
+
+        The plan the job came from stays optimal (see :meth:`AlloxScheduler.matched`); one that
+        holds the job does not. Any other plan that leaves the machine empty stays optimal: it pays what it paid, and every
+        other matching pays at least as much as before, the machine having become no better.
+        It also stays canonical (:func:`~scheduler.matching.solve.canonical`): the machine's old
+        group (its kind, free now) had only empty machines after it, so the others keep their
+        names, unless the machine joins a group the plan uses, where it may take a queue's
+        name. So a plan is dropped when it has a queue on the machine or on a machine of its
+        kind that waits as long as it now does.
+        """
+        if self.problem is None or self.queues is None:
+            return True
+        bounds = self.queues.bounds
+        if int(bounds[position + 1]) - int(bounds[position]) > self.taken.get(position, 0):
+            return False
+        used = np.flatnonzero(np.diff(bounds))
+        return not bool(np.any((self.problem.machine_kind[used] == kind) & (delay[used] == wait)))

@@ -300,11 +300,48 @@ def solve(problem: Problem, *, bounded: bool = True, method: Method = "auto") ->
             bounds=np.zeros(len(problem.machines) + 1, dtype=np.int64),
             total_completion_time=0.0,
         )
+    uncontended = _uncontended(problem) if method == "auto" else None
+    if uncontended is not None:
+        rows, machine = uncontended
+        return _queues(problem, rows=rows, machine=machine, position=np.ones(rows.shape[0], dtype=np.int64))
     matrix = build(problem, bounded=bounded, method=method)
     rows, columns = match(problem, matrix, method=method)
     slots = matrix.slots
     rows, machine, position = canonical(problem, rows=rows, machine=slots.machine[columns], position=slots.position[columns])
     return _queues(problem, rows=rows, machine=machine, position=position)
+
+
+def _uncontended(problem: Problem) -> tuple[IntArray, IntArray] | None:
+    """The canonical optimal matching when no two jobs contend, without solving: each job's
+    rows and machines, every one first on its machine; None when they may contend.
+
+    A job costs at least its shortest time wherever it runs (``k·p + ω - now`` with ``k >= 1``
+    and ``ω >= now``). When every job has one strictly fastest kind, at a time above zero, and
+    each kind has a free machine for every job whose fastest kind it is, the matching that
+    starts each job now on a free machine of that kind meets that bound, and every optimal
+    matching does the same (a job anywhere else costs more). What :func:`canonical` fixes is
+    then which free machines: of each kind the first listed, taken by the jobs in row order.
+    Algorithm 2 at small α solves for a few users' jobs on a cluster with many free machines
+    after a burst again and again; this is that case.
+    """
+    times = problem.times
+    count = times.shape[0]
+    fastest = np.argmin(times, axis=1)
+    best = times[np.arange(count), fastest]
+    if not (best > 0).all() or (np.count_nonzero(times == best[:, np.newaxis], axis=1) > 1).any():
+        return None
+    kind_count = len(problem.kinds)
+    free = np.flatnonzero(problem.delay == 0)
+    free_kind = problem.machine_kind[free]
+    free_per_kind = np.bincount(free_kind, minlength=kind_count)
+    if (np.bincount(fastest, minlength=kind_count) > free_per_kind).any():
+        return None
+    free_by_kind = free[np.argsort(free_kind, kind="stable")]  # by kind, then as listed
+    first_of_kind = np.concatenate(([0], np.cumsum(free_per_kind)))
+    rows = np.argsort(fastest, kind="stable")
+    kinds = fastest[rows]
+    rank = np.arange(count) - np.searchsorted(kinds, kinds, side="left")
+    return rows.astype(np.int64), free_by_kind[first_of_kind[kinds] + rank].astype(np.int64)
 
 
 def canonical(problem: Problem, *, rows: IntArray, machine: IntArray, position: IntArray) -> tuple[IntArray, IntArray, IntArray]:

@@ -190,3 +190,85 @@ def test_admission_decides_as_with_the_paper_s_full_matrix_on_random_live_queues
         for ours, theirs in zip(fast.queue, reference.queue):
             assert ours.expected_start_seconds == pytest.approx(theirs.expected_start_seconds)
         assert fast.progress == pytest.approx(reference.progress)
+
+
+@pytest.mark.parametrize("alpha", [0.1, 0.3])
+@pytest.mark.parametrize("seed", range(4))
+def test_a_burst_on_many_free_machines_decides_as_the_paper_does(alpha: float, seed: int) -> None:
+    """After a burst: many users, many free machines of both kinds, few busy. At small α each start
+    changes the users considered and a free machine their plan leaves empty raises α, so plans
+    for many user sets are made, and those a start leaves optimal are kept for the next
+    machines; no job is contended for early on, so matchings are made without solving. The
+    starts must be the paper's, solved afresh with scipy for every machine and user set."""
+    rng = random.Random(500 + seed)
+    now = 100.0
+    for _ in range(3):
+        free = [Machine(name=f"{kind}-idle-{i}", kind=kind) for i in range(rng.randint(10, 25)) for kind in ("gpu", "cpu")]
+        busy = {Machine(name=f"{kind}-busy-{i}", kind=kind): now + 60.0 * rng.randint(1, 3) for kind in ("gpu", "cpu") for i in range(rng.randint(0, 4))}
+        users = rng.randint(5, 9)
+        waiting = []
+        for j in range(rng.randint(20, 70)):
+            gpu = rng.uniform(10, 300)
+            times = {"gpu": gpu, "cpu": gpu * rng.uniform(0.6, 6)}  # a few jobs are faster on CPU
+            if rng.random() < 0.1:
+                del times[rng.choice(["gpu", "cpu"])]
+            waiting.append(Job(name=f"j{j}", user=f"u{rng.randrange(users)}", arrival=rng.uniform(0, now), processing_time=times))
+        fast = AlloxScheduler(alpha=alpha, shares=SHARES).on_machine_free(now=now, free_machines=free, pending_jobs=waiting, busy_until=busy)
+        expected = straightforward(alpha=alpha, now=now, free=free, busy=busy, waiting=waiting, running=[])
+        assert [(a.job.name, a.machine.name) for a in fast] == expected
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_jobs_that_contend_for_nothing_are_matched_without_solving_as_a_solve_would(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each job's fastest kind has a free machine for every job that prefers it: the matching is
+    written without solving, and it is the one the folded solve and scipy give."""
+    import importlib
+
+    solve_module = importlib.import_module("scheduler.matching.solve")  # the package exports solve(), the function
+    rng = random.Random(3000 + seed)
+    for _ in range(20):
+        machines = [Machine(name=f"{kind}-{i}", kind=kind) for kind in ("gpu", "cpu", "tpu") for i in range(rng.randint(0, 12))]
+        rng.shuffle(machines)
+        until = {m.name: 100.0 + 60.0 * rng.randint(1, 3) for m in machines if rng.random() < 0.3}
+        free_kinds = [m.kind for m in machines if m.name not in until]
+        jobs = []
+        for j in range(rng.randint(1, 12)):
+            kinds = sorted({m.kind for m in machines})
+            times = {kind: rng.uniform(10, 300) for kind in kinds if rng.random() < 0.8} or {kinds[0]: rng.uniform(10, 300)}
+            fastest = min(times, key=times.__getitem__)
+            if free_kinds.count(fastest) <= sum(1 for job in jobs if min(job.processing_time, key=job.processing_time.__getitem__) == fastest):
+                continue  # it would contend
+            jobs.append(Job(name=f"j{j}", user="u", arrival=rng.uniform(0, 100), processing_time=times))
+        if not jobs:
+            continue
+        problem = prepare(jobs=jobs, machines=machines, now=100.0, busy_until=until)
+        assert solve_module._uncontended(problem) is not None
+        solved = []
+        monkeypatch.setattr(solve_module, "build", lambda *a, **k: solved.append(1) or build(*a, **k))
+        fast = solve(problem)
+        assert not solved
+        for method in ("classes", "scipy"):
+            reference = solve(problem, method=method)
+            assert fast.bounds.tolist() == reference.bounds.tolist()
+            assert fast.job.tolist() == reference.job.tolist()
+            np.testing.assert_allclose(fast.finish, reference.finish)
+            assert fast.total_completion_time == pytest.approx(reference.total_completion_time)
+        monkeypatch.undo()
+
+
+def test_jobs_that_may_contend_are_solved() -> None:
+    """Too few free machines of a job's fastest kind, a job whose two kinds tie, or a job that
+    takes no time (it could go anywhere): the matching is solved."""
+    from scheduler.matching.solve import _uncontended
+
+    machines = [Machine(name="gpu-0", kind="gpu"), Machine(name="gpu-1", kind="gpu"), Machine(name="cpu-0", kind="cpu")]
+
+    def problem(*times: dict[str, float], busy: dict[str, float] | None = None) -> Any:
+        jobs = [Job(name=f"j{i}", user="u", arrival=0.0, processing_time=t) for i, t in enumerate(times)]
+        return prepare(jobs=jobs, machines=machines, now=0.0, busy_until=busy)
+
+    assert _uncontended(problem({"gpu": 1.0, "cpu": 5.0}, {"gpu": 2.0, "cpu": 4.0})) is not None
+    assert _uncontended(problem({"gpu": 1.0, "cpu": 5.0}, {"gpu": 2.0, "cpu": 4.0}, busy={"gpu-1": 10.0})) is None
+    assert _uncontended(problem({"gpu": 1.0}, {"gpu": 2.0}, {"gpu": 3.0})) is None
+    assert _uncontended(problem({"gpu": 3.0, "cpu": 3.0})) is None
+    assert _uncontended(problem({"gpu": 0.0, "cpu": 3.0})) is None
