@@ -53,7 +53,7 @@ from estimator.objects import Job, template_kind, timestamp
 from placer.configuration import Configuration, Configurations, parse_configurations_cached
 from placer.holding import DEFAULT_UNBOUND_HOLD_SECONDS, HOLDING, Hold, JobPods, explain, hold
 from placer.rewrite import apply_configuration
-from placer.solver_wire import decide_encoded, decode_decision, encode_inputs
+from placer.solver_wire import SolverSession, decide_encoded
 from scheduler.config import AlloxSettings
 from scheduler.constants import (
     ANNOTATION_CONFIGURATIONS,
@@ -187,6 +187,7 @@ class PlacerController:
         self._seen: dict[str, tuple[str, WaitingJob | RunningJob, Configurations, bool]] = {}
         self.last = LastDecision()
         self._solver: ProcessPoolExecutor | None = None
+        self._session = SolverSession()  # which Jobs the solver process holds
         # What decide made of the waiting and running Jobs read as last pass (the same objects
         # for Jobs the watch shows unchanged, see _seen): not made again.
         self._reuse = DecideReuse()
@@ -419,12 +420,20 @@ class PlacerController:
         if self._solver is None:
             self._solver = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
         try:
-            # As msgpack: pickling the inputs and the decision cost as much as deciding.
-            return decode_decision(self._solver.submit(decide_encoded, encode_inputs(inputs)).result())
+            # As msgpack, the Jobs the child holds from last pass by their keys (solver_wire.py).
+            for _ in range(2):
+                decision = self._session.answer(self._solver.submit(decide_encoded, self._session.request(inputs)).result())
+                if decision is not None:
+                    return decision
+            raise RuntimeError("the AlloX solver process asked for every Job twice")  # a defect: it holds what it was sent whole
         except BrokenProcessPool:
             log.warning("the AlloX solver process died; starting another")
             self._solver = None
+            self._session.forget()
             return decide(**inputs)
+        except BaseException:
+            self._session.forget()
+            raise
 
     def _classify(self, job: Job, now: float, configurations: dict[str, Configurations]) -> WaitingJob | RunningJob | None:
         if job.finished or job.metadata.deletionTimestamp:

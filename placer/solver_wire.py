@@ -5,26 +5,38 @@ Pickling them was as costly as deciding: at 1,000 queued Jobs the round trip of 
 22 ms of CPU with a fifth of the machines busy and 43 ms on a full cluster, beside 16-19 and
 35-50 ms for decide itself. msgspec writes and reads the same values in 7 and 11 ms, and the
 child's ``decide`` gets equal values (tests/placer/test_controller.py compares the decisions).
+
+Most Jobs are the same from one pass to the next (the controller hands ``decide`` the same
+objects for Jobs the watch shows unchanged), so a Job the child received last pass is sent as
+its key alone, and the child hands ``decide`` the object it decoded then: nothing is written or
+read again for it, and what ``decide`` keeps per object between passes (``DecideReuse``) serves
+in the child as it does in process. Each request names the pass its keys refer to; a child that
+does not hold that pass (a new child, or one whose last pass failed) answers that it needs
+everything, and the parent sends it all.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Mapping, TypeVar
 
 import msgspec
 
-from scheduler.matching.admission import AdmissionDecision, AdmissionPolicy, RunningJob, WaitingJob, decide
+from scheduler.matching.admission import AdmissionDecision, AdmissionPolicy, DecideReuse, RunningJob, WaitingJob, decide
 from scheduler.matching.capacity import NodeResources
 from scheduler.matching.fairness import Capacity
 
+J = TypeVar("J", WaitingJob, RunningJob)
+
 
 class DecideInputs(msgspec.Struct, frozen=True, kw_only=True):
-    """The keyword arguments the placer controller gives :func:`decide`."""
+    """The keyword arguments the placer controller gives :func:`decide`; a Job given by its key
+    alone is the one of that key the child received in pass ``since``."""
 
     now: float
-    waiting: list[WaitingJob]
-    running: list[RunningJob]
+    waiting: list[WaitingJob | str]
+    running: list[RunningJob | str]
     free_nodes: list[NodeResources]
     capacity: Capacity
     alpha: float
@@ -33,22 +45,94 @@ class DecideInputs(msgspec.Struct, frozen=True, kw_only=True):
     allox_plus_timeout: float = math.inf
     omega_grid_seconds: float = 60.0
     gpu_pools: dict[str, int] | None = None
+    pass_number: int = 0
+    since: int = 0  # the pass the keys refer to; 0: every Job is sent whole
+
+
+class DecideAnswer(msgspec.Struct, frozen=True):
+    """The child's decision; None when it does not hold what the keys name (send everything)."""
+
+    decision: AdmissionDecision | None
 
 
 _ENCODER = msgspec.msgpack.Encoder()
 _INPUTS = msgspec.msgpack.Decoder(DecideInputs)
-_DECISION = msgspec.msgpack.Decoder(AdmissionDecision)
+_ANSWER = msgspec.msgpack.Decoder(DecideAnswer)
+_DECIDE_ARGUMENTS = ("now", "free_nodes", "capacity", "alpha", "policy", "reserved_cpu_per_gpu", "allox_plus_timeout",
+                     "omega_grid_seconds", "gpu_pools")
 
 
-def encode_inputs(inputs: Mapping[str, Any]) -> bytes:
-    return _ENCODER.encode(DecideInputs(**inputs))
+@dataclass(slots=True)
+class SolverSession:
+    """The parent's side: which Jobs the child holds, by key, from the last pass it answered."""
+
+    _pass_number: int = 0
+    _held_pass: int = 0
+    _held_waiting: dict[str, WaitingJob] = field(default_factory=dict)
+    _held_running: dict[str, RunningJob] = field(default_factory=dict)
+    _sent: tuple[int, dict[str, WaitingJob], dict[str, RunningJob]] | None = None
+
+    def request(self, inputs: Mapping[str, Any]) -> bytes:
+        """``decide``'s keyword arguments as the child reads them."""
+        self._pass_number += 1
+        waiting: list[WaitingJob] = inputs["waiting"]
+        running: list[RunningJob] = inputs["running"]
+        self._sent = (self._pass_number, {job.key: job for job in waiting}, {job.key: job for job in running})
+        return _ENCODER.encode(DecideInputs(
+            **{name: inputs[name] for name in _DECIDE_ARGUMENTS if name in inputs},
+            waiting=_keyed(waiting, self._held_waiting), running=_keyed(running, self._held_running),
+            pass_number=self._pass_number, since=self._held_pass,
+        ))
+
+    def answer(self, payload: bytes) -> AdmissionDecision | None:
+        """The decision the child wrote; None when it asked for everything (ask again)."""
+        decision = _ANSWER.decode(payload).decision
+        if decision is None or self._sent is None:
+            self.forget()
+            return None
+        self._held_pass, self._held_waiting, self._held_running = self._sent
+        self._sent = None
+        return decision
+
+    def forget(self) -> None:
+        """The child holds nothing this side can name (it died, or its pass failed)."""
+        self._held_pass, self._held_waiting, self._held_running, self._sent = 0, {}, {}, None
 
 
-def decide_encoded(payload: bytes) -> bytes:
-    """In the solver process: the inputs read, decided, the decision written."""
+def _keyed(jobs: list[J], held: Mapping[str, J]) -> list[J | str]:
+    return [job.key if held.get(job.key) is job else job for job in jobs]
+
+
+@dataclass(slots=True)
+class ChildInputs:
+    """The child's side: the Jobs of the last pass it was sent, and what ``decide`` keeps."""
+
+    pass_number: int = 0
+    waiting: dict[str, WaitingJob] = field(default_factory=dict)
+    running: dict[str, RunningJob] = field(default_factory=dict)
+    reuse: DecideReuse = field(default_factory=DecideReuse)
+
+
+_CHILD = ChildInputs()
+
+
+def decide_encoded(payload: bytes, held: ChildInputs | None = None) -> bytes:
+    """In the solver process: the inputs read, decided, the decision written (``held``: the
+    child's own, by default this process's)."""
+    held = _CHILD if held is None else held
     inputs = _INPUTS.decode(payload)
-    return _ENCODER.encode(decide(**{name: getattr(inputs, name) for name in inputs.__struct_fields__}))
-
-
-def decode_decision(payload: bytes) -> AdmissionDecision:
-    return _DECISION.decode(payload)
+    if inputs.since and inputs.since != held.pass_number:
+        return _ENCODER.encode(DecideAnswer(None))
+    try:
+        waiting = [held.waiting[job] if isinstance(job, str) else job for job in inputs.waiting]
+        running = [held.running[job] if isinstance(job, str) else job for job in inputs.running]
+    except KeyError:
+        return _ENCODER.encode(DecideAnswer(None))
+    # Held before deciding: a pass that raises leaves pass_number moved on, so the parent's next
+    # request (naming the pass before) is answered "send everything".
+    held.pass_number = inputs.pass_number
+    held.waiting = {job.key: job for job in waiting}
+    held.running = {job.key: job for job in running}
+    decision = decide(waiting=waiting, running=running, reuse=held.reuse,
+                      **{name: getattr(inputs, name) for name in _DECIDE_ARGUMENTS})
+    return _ENCODER.encode(DecideAnswer(decision))
