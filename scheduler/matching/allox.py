@@ -8,11 +8,13 @@ better off waiting for a faster machine, unless fairness is what hid the jobs th
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Collection, Mapping, Sequence
 
 import numpy as np
 
+from scheduler.matching.errors import InvalidInstance
 from scheduler.matching.fairness import (
     MachineShare,
     ShareModel,
@@ -103,13 +105,13 @@ class AlloxScheduler:
         users = {job.user for job in waiting.values()} | {assignment.job.user for assignment in running} | set(holding_users)
         base = considered_count(alpha=self.alpha, users=len(users))
         if base >= len(users):
-            return self._every_user(now=now, free_machines=free_machines, waiting=waiting, machines=arrays)
+            return self._every_user(now=now, free_machines=free_machines, waiting=waiting, machines=arrays, pending_jobs=pending_jobs)
         shares = self.shares if self.shares is not None else MachineShare.of(listed)
         progress = dict(progress) if progress is not None else user_progress(running, shares)
         ranking = rank_users(users, progress)
         # Every waiting job's arrays once (each plan takes the rows of its users' jobs), so that a
         # job no machine may run is named whichever users are considered.
-        every_job = prepare_on(arrays, list(waiting.values()))
+        every_job = _prepared(arrays, waiting, pending_jobs)
         row_of = {job.name: row for row, job in enumerate(every_job.jobs)}
         # Plans by the user set they were solved for; which of them a start leaves valid, see
         # _Plan.kept_after.
@@ -173,24 +175,25 @@ class AlloxScheduler:
             # the rest would, with the job put back in front, beat the original. So the plan
             # the job came from needs no re-solve; the others may have placed the job elsewhere.
             source.pop(position)
+            kind_index = int(arrays.machine_kind[position])
             plans = {
                 considered: plan
                 for considered, plan in plans.items()
-                if plan is source
-                or (job.user not in considered
-                    and plan.kept_after(position=position, kind=int(arrays.machine_kind[position]), wait=wait, delay=delay))
+                if (plan is source or job.user not in considered)
+                and plan.kept_after(source=plan is source, position=position, kind=kind_index, wait=wait, delay=delay)
             }
         return Matched(started)
 
     @staticmethod
-    def _every_user(*, now: float, free_machines: Sequence[Machine], waiting: Mapping[str, Job], machines: Fleet) -> Matched:
+    def _every_user(*, now: float, free_machines: Sequence[Machine], waiting: Mapping[str, Job], machines: Fleet,
+                    pending_jobs: Sequence[Job]) -> Matched:
         """Every user considered (α = 1, or as few users as ``ceil(α·n)``): one matching serves
         every free machine (the plan stays optimal after each start, see the loop), the ranking
         never changes who is matched and no machine can raise α, so the starts are each free
         machine's first job in that one matching, read off its arrays."""
         if not waiting:
             return Matched([])
-        problem = prepare_on(machines, list(waiting.values()))
+        problem = _prepared(machines, waiting, pending_jobs)
         queues = solve(problem)
         started: list[Assignment] = []
         jobs, position_of = problem.jobs, machines.position_of
@@ -224,6 +227,21 @@ class AlloxScheduler:
         return 0
 
 
+def _prepared(machines: Fleet, waiting: Mapping[str, Job], pending_jobs: Sequence[Job]) -> Problem:
+    """The waiting jobs' arrays (:func:`prepare_on`); a bad job named by its place among the
+    caller's ``pending_jobs``, whichever users are considered."""
+    jobs = list(waiting.values())
+    try:
+        return prepare_on(machines, jobs)
+    except InvalidInstance as error:
+        found = re.fullmatch(r"jobs\[(\d+)\](.*)", error.field or "")
+        if found is None or error.field is None:
+            raise
+        bad = jobs[int(found.group(1))]
+        at = next(index for index, job in enumerate(pending_jobs) if job is bad)
+        raise InvalidInstance(str(error)[len(error.field) + 2 :], field=f"pending_jobs[{at}]{found.group(2)}") from None
+
+
 @dataclass(slots=True)
 class _Plan:
     """Lines 3–7 of Algorithm 2 for one user set: the matching of the set's waiting jobs, and
@@ -255,13 +273,17 @@ class _Plan:
     def pop(self, position: int) -> None:
         self.taken[position] = self.taken.get(position, 0) + 1
 
-    def kept_after(self, *, position: int, kind: int, wait: float, delay: FloatArray) -> bool:
-        """Whether the plan is still the one a re-solve would make after another plan's job, of a
-        user the plan does not consider, started on machine ``position`` (of kind index
-        ``kind``), which now waits ``wait``.
+    def kept_after(self, *, source: bool, position: int, kind: int, wait: float, delay: FloatArray) -> bool:
+        """Whether the plan is still the one a re-solve would make after a job started on
+        machine ``position`` (of kind index ``kind``), which now waits ``wait``: from this plan
+        (``source``), or from another plan for a user this one does not consider.
 
-        The plan the job came from stays optimal (see :meth:`AlloxScheduler.matched`); one that
-        holds the job does not. Any other plan that leaves the machine empty stays optimal: it pays what it paid, and every
+        The plan the job came from stays optimal (see :meth:`AlloxScheduler.matched`), and
+        canonical: a slot's start does not move (:func:`~scheduler.matching.solve.canonical`),
+        unless the machine is now one of a group of equal kind and wait where the plan has
+        another queue (a job that takes no time leaves it in its group with a shorter queue
+        than machines listed after it). A plan that holds another plan's job does not stay
+        optimal. Any other plan that leaves the machine empty stays optimal: it pays what it paid, and every
         other matching pays at least as much as before, the machine having become no better.
         It also stays canonical (:func:`~scheduler.matching.solve.canonical`): the machine's old
         group (its kind, free now) had only empty machines after it, so the others keep their
@@ -272,7 +294,7 @@ class _Plan:
         if self.problem is None or self.queues is None:
             return True
         bounds = self.queues.bounds
-        if int(bounds[position + 1]) - int(bounds[position]) > self.taken.get(position, 0):
+        if not source and int(bounds[position + 1]) - int(bounds[position]) > self.taken.get(position, 0):
             return False
         used = np.flatnonzero(np.diff(bounds))
-        return not bool(np.any((self.problem.machine_kind[used] == kind) & (delay[used] == wait)))
+        return not bool(np.any((self.problem.machine_kind[used] == kind) & (delay[used] == wait) & (used != position)))

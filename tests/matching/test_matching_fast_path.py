@@ -272,3 +272,36 @@ def test_jobs_that_may_contend_are_solved() -> None:
     assert _uncontended(problem({"gpu": 1.0}, {"gpu": 2.0}, {"gpu": 3.0})) is None
     assert _uncontended(problem({"gpu": 3.0, "cpu": 3.0})) is None
     assert _uncontended(problem({"gpu": 0.0, "cpu": 3.0})) is None
+
+
+def test_a_job_that_takes_no_time_leaves_no_plan_kept_that_a_re_solve_would_not_make() -> None:
+    """A start of a job that takes no time leaves its machine free, in its group with a shorter
+    queue than machines listed after it: plans with a queue in that group are made again (found
+    by an independent review: the kept plan started j4 on cpu-idle-2, the paper leaves it idle)."""
+    now = 100.0
+    free = [Machine(name=name, kind=name.split("-")[0]) for name in ("gpu-idle-0", "cpu-idle-1", "cpu-idle-0", "gpu-idle-1", "cpu-idle-2")]
+    busy = {Machine(name=name, kind="gpu"): until for name, until in (("gpu-busy-1", 280.0), ("gpu-busy-2", 100.0), ("gpu-busy-3", 130.0))}
+    running = [Assignment(job=Job(name=f"r{i}", user=user, arrival=0.0, processing_time={"gpu": 50.0}), machine=machine, start=0.0,
+                          finish=max(until, now + 1)) for i, (user, (machine, until)) in enumerate(zip(["u1", "u1", "u2"], busy.items()))]
+    waiting = [Job(name=name, user=user, arrival=arrival, processing_time=times) for name, user, arrival, times in (
+        ("j0", "u5", 6.63, {"gpu": 137.47, "cpu": 60.48}), ("j1", "u3", 6.353, {"gpu": 91.3, "cpu": 121.7}),
+        ("j2", "u1", 32.976, {"gpu": 88.9, "cpu": 118.2}), ("j3", "u0", 11.238, {"gpu": 17.3, "cpu": 0.0}),
+        ("j4", "u2", 74.481, {"gpu": 93.1, "cpu": 57.9}))]
+    fast = AlloxScheduler(alpha=0.25, shares=SHARES).on_machine_free(now=now, free_machines=free, pending_jobs=waiting, busy_until=busy,
+                                                                      running=running)
+    assert [(a.job.name, a.machine.name) for a in fast] == straightforward(alpha=0.25, now=now, free=free, busy=busy, waiting=waiting,
+                                                                            running=running)
+
+
+@pytest.mark.parametrize("alpha", [0.2, 1.0])
+def test_a_job_with_a_bad_time_is_named_by_its_place_among_the_pending_jobs_whoever_is_considered(alpha: float) -> None:
+    from scheduler.matching.errors import InvalidInstance
+
+    machines = [Machine(name="gpu-0", kind="gpu"), Machine(name="cpu-0", kind="cpu")]
+    jobs = [Job(name="later", user="u0", arrival=500.0, processing_time={"gpu": 5.0}),  # not arrived: not waiting
+            *(Job(name=f"ok{i}", user=f"u{i}", arrival=0.0, processing_time={"gpu": 5.0 + i}) for i in range(4)),
+            Job(name="bad", user="u9", arrival=0.0, processing_time={"gpu": 5.0, "cpu": -1.0})]
+    with pytest.raises(InvalidInstance) as raised:
+        AlloxScheduler(alpha=alpha).on_machine_free(now=100.0, free_machines=machines, pending_jobs=jobs, busy_until={})
+    assert raised.value.field == "pending_jobs[5].processing_time.cpu"
+    assert str(raised.value) == "pending_jobs[5].processing_time.cpu: must be a finite number >= 0, got -1.0"
