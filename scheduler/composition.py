@@ -23,6 +23,7 @@ from scheduler.config import PreemptionSettings, Settings
 from scheduler.core.engine import SchedulingEngine
 from scheduler.core.fit import ResourceFitEngine
 from scheduler.core.model import NodeInfo
+from scheduler.core.pods import PodStore
 from scheduler.preemption.engine import ExplainedPreemption, FitGppEngine
 from scheduler.preemption.holds import Clock, RoomHolds
 from scheduler.preemption.model import FitGppSettings
@@ -35,6 +36,7 @@ class Composition:
     no such part."""
 
     engine: SchedulingEngine  # the verbs and the watch go here
+    pods: PodStore  # the one record of the pods (see assemble)
     placement: SchedulingEngine  # filter, prioritize and bookings, inside any preemption
     preemption: ExplainedPreemption | None  # FitGpp: victims with their explanation, Job counts
     holds: RoomHolds | None  # FitGpp's preemptor and resume holds, for inspection and metrics
@@ -82,24 +84,30 @@ def compose_cells(
     )
 
 
-def assemble(*, cells: HivedEngine | None, preemption: PreemptionSettings, clock: Clock) -> Composition:
+def assemble(*, cells: HivedEngine | None, preemption: PreemptionSettings, clock: Clock, pods: PodStore | None = None) -> Composition:
     """HiveD's cells, or resource fit without them, inside FitGpp's preemption as
-    ``preemption`` asks."""
+    ``preemption`` asks.
+
+    ``pods``: the pods' one record, when the driver keeps it (the watch cache records each pod
+    before the engine hears of it, and forgets it after); without it the engine keeps its own
+    from the events it is given (the simulator, tests)."""
     placement: SchedulingEngine = cells if cells is not None else ResourceFitEngine()
-    fitgpp = _fitgpp(placement, preemption, clock=clock)
+    fitgpp = _fitgpp(placement, preemption, clock=clock, pods=pods)
     if fitgpp is None:
-        return Composition(engine=placement, placement=placement, preemption=None, holds=None, cells=cells)
-    return Composition(engine=fitgpp, placement=placement, preemption=fitgpp, holds=fitgpp.holds, cells=cells)
+        return Composition(engine=placement, pods=pods if pods is not None else PodStore(), placement=placement,
+                           preemption=None, holds=None, cells=cells)
+    return Composition(engine=fitgpp, pods=fitgpp.pods, placement=placement, preemption=fitgpp, holds=fitgpp.holds, cells=cells)
 
 
 def with_preemption(placement: SchedulingEngine, preemption: PreemptionSettings, *, clock: Clock) -> SchedulingEngine:
     """Any placement engine inside FitGpp's preemption (victims, P, resume holds timed by
-    ``clock``), or alone under ``preemption.policy: placement``."""
+    ``clock``), or alone under ``preemption.policy: placement``; it keeps its own record of
+    the pods it is given."""
     fitgpp = _fitgpp(placement, preemption, clock=clock)
     return placement if fitgpp is None else fitgpp
 
 
-def _fitgpp(placement: SchedulingEngine, preemption: PreemptionSettings, *, clock: Clock) -> FitGppEngine | None:
+def _fitgpp(placement: SchedulingEngine, preemption: PreemptionSettings, *, clock: Clock, pods: PodStore | None = None) -> FitGppEngine | None:
     if preemption.policy == "placement":
         return None
     return FitGppEngine(
@@ -108,4 +116,5 @@ def _fitgpp(placement: SchedulingEngine, preemption: PreemptionSettings, *, cloc
         seed=preemption.seed,
         resume_hold_seconds=preemption.resume_hold_seconds,
         clock=clock,
+        pods=pods,
     )

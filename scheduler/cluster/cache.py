@@ -22,6 +22,7 @@ from scheduler.cluster.reflector import Reflector
 from scheduler.constants import ANNOTATION_PREEMPTIONS
 from scheduler.core.engine import SchedulingEngine, TracksJobs
 from scheduler.core.model import TERMINAL_PHASES, JobInfo, PodInfo
+from scheduler.core.pods import PodStore
 from scheduler.core.resources import ZERO, Resources
 from scheduler.errors import CellfitError
 from scheduler.preemption.model import JobClass, job_class_or_best_effort
@@ -135,8 +136,10 @@ def _decoded_reflector(
 
 class ClusterCache:
     def __init__(
-        self, *, api: KubernetesApi, engine: SchedulingEngine, lock: threading.RLock, gpu_resource: str
+        self, *, api: KubernetesApi, engine: SchedulingEngine, lock: threading.RLock, gpu_resource: str, pods: PodStore | None = None
     ) -> None:
+        """``pods``: the composition's record of the pods (``Composition.pods``), which this cache
+        keeps: each pod recorded before the engine hears of it, forgotten after."""
         # API writes that must not hold up kube-scheduler (events, Job counts): one worker, so
         # they land in the order decided.
         self._writes = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cellfit-writes")
@@ -144,8 +147,7 @@ class ClusterCache:
         self._engine = engine
         self._lock = lock
         self._gpu_resource = gpu_resource
-        self._pods: dict[str, PodInfo] = {}  # by UID
-        self._pod_uids: dict[str, str] = {}  # namespace/name -> UID
+        self._pods = pods if pods is not None else PodStore()
         self._node_names: set[str] = set()
         self._allocatable: dict[str, Resources] = {}
         self._schedulable: set[str] = set()  # Ready and not cordoned
@@ -266,7 +268,7 @@ class ClusterCache:
                 if all(self._labels.get(name, {}).get(k) == v for k, v in (selector or {}).items())
             )
             used: dict[str, Resources] = {}
-            for pod in self._pods.values():
+            for pod in self._pods.pods():
                 if pod.owner is not None and pod.owner.uid in except_owners:
                     continue
                 if pod.holds_resources and pod.node_name in self._schedulable:
@@ -277,7 +279,7 @@ class ClusterCache:
         """The UIDs of the pods whose controller's UID is in ``owners`` (AlloX admission gives
         its running Jobs' HiveD bookings back to their VC, as free_by_node's ``except_owners``)."""
         with self._lock:
-            return frozenset(uid for uid, pod in self._pods.items() if pod.owner is not None and pod.owner.uid in owners)
+            return frozenset(pod.uid for pod in self._pods.pods() if pod.owner is not None and pod.owner.uid in owners)
 
     def job_pods(self, owners: frozenset[str], selector: Mapping[str, str] | None = None) -> dict[str, JobPods]:
         """Per controller UID in ``owners``, its pods the cache holds (it forgets finished ones):
@@ -285,7 +287,7 @@ class ClusterCache:
         not bound yet (placer/holding.py: whether a started Job still holds AlloX's machines)."""
         counts: dict[str, list[int]] = {}
         with self._lock:
-            for pod in self._pods.values():
+            for pod in self._pods.pods():
                 if pod.owner is None or pod.owner.uid not in owners or pod.phase in TERMINAL_PHASES:
                     continue
                 row = counts.setdefault(pod.owner.uid, [0, 0, 0])
@@ -304,7 +306,7 @@ class ClusterCache:
         with self._lock:
             graces = [
                 pod.grace_period_seconds
-                for pod in self._pods.values()
+                for pod in self._pods.pods()
                 if pod.holds_resources and pod.requests.gpus > 0 and not pod.terminating
                 and job_class_or_best_effort(pod.labels) is JobClass.BEST_EFFORT
                 and all(self._labels.get(pod.node_name or "", {}).get(k) == v for k, v in (selector or {}).items())
@@ -315,9 +317,9 @@ class ClusterCache:
 
     async def find_pod(self, namespace: str, name: str) -> PodInfo | None:
         with self._lock:
-            uid = self._pod_uids.get(f"{namespace}/{name}")
-            if uid is not None:
-                return self._pods[uid]
+            found = self._pods.named(namespace, name)
+            if found is not None:
+                return found
         # Not seen yet (the watch may lag the scheduler by a few milliseconds): ask the API.
         pod = await self._api.get_pod(namespace, name)
         return None if pod is None else translate.pod_info(pod, gpu_resource=self._gpu_resource)
@@ -447,9 +449,9 @@ class ClusterCache:
                 arriving.setdefault(info.node_name, []).append(info)
         with self._lock:
             leaving: dict[str | None, list[str]] = {}
-            for uid, known in self._pods.items():
-                if uid not in listed:
-                    leaving.setdefault(known.node_name, []).append(uid)
+            for known in self._pods.pods():
+                if known.uid not in listed:
+                    leaving.setdefault(known.node_name, []).append(known.uid)
         for node_name in sorted(set(arriving) | set(leaving), key=lambda name: (name is None, name or "")):
             if node_name is None:
                 for uid in leaving.get(None, ()):
@@ -492,8 +494,7 @@ class ClusterCache:
             # (A pending pod's are applied: a binding that failed may have made the engine
             # forget it while this cache still holds it.)
             return
-        self._pods[info.uid] = info
-        self._pod_uids[info.key] = info.uid
+        self._pods.record(info)
         self._engine.apply_pod(info)
 
     def _delete_pod(self, pod: wire.Pod) -> None:
@@ -501,10 +502,8 @@ class ClusterCache:
             self._forget(pod.metadata.uid)
 
     def _forget(self, uid: str) -> None:
-        info = self._pods.pop(uid, None)
-        if info is not None and self._pod_uids.get(info.key) == uid:
-            del self._pod_uids[info.key]
         self._engine.delete_pod(uid)
+        self._pods.forget(uid)
         if uid in self._victims:
             del self._victims[uid]
             if self.on_victims_gone is not None:

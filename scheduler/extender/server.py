@@ -29,6 +29,7 @@ from scheduler.cluster.nudge import Nudger, Parked, VictimRequeue
 from scheduler.config import ConfigFile, ListenerLimits, Settings
 from scheduler.core.engine import SchedulingEngine
 from scheduler.core.model import NodeInfo
+from scheduler.core.pods import PodStore
 from scheduler.errors import CellfitError, ConfigError, KubernetesApiError
 from scheduler.cluster.priority_class import PriorityClassLookup
 from scheduler.composition import Composition, assemble, compose_cells
@@ -102,8 +103,10 @@ def build_engine(settings: Settings, api: KubernetesApi | None) -> SchedulingEng
 
 
 def build_composition(settings: Settings, api: KubernetesApi | None) -> Composition:
-    """The engine and the capabilities the drivers get (``scheduler/composition.py``)."""
-    return assemble(cells=build_cells(settings, api), preemption=settings.preemption, clock=time.monotonic)
+    """The engine and the capabilities the drivers get (``scheduler/composition.py``); with an
+    API, the watch cache keeps the pods' record."""
+    return assemble(cells=build_cells(settings, api), preemption=settings.preemption, clock=time.monotonic,
+                    pods=PodStore() if api is not None else None)
 
 
 def build_cells(settings: Settings, api: KubernetesApi | None) -> HivedEngine | None:
@@ -174,7 +177,7 @@ def build_runtime(settings: Settings, *, api: KubernetesApi | None = None, stand
     lock = threading.RLock()
     metrics = ExtenderMetrics()
     cache = (
-        ClusterCache(api=api, engine=engine, lock=lock, gpu_resource=settings.policy.gpu_resource_name)
+        ClusterCache(api=api, engine=engine, lock=lock, gpu_resource=settings.policy.gpu_resource_name, pods=composition.pods)
         if api is not None
         else None
     )

@@ -34,6 +34,7 @@ from scheduler.core.resources import ZERO, Resources
 
 from scheduler.core.engine import FilterDecision, Placement, SchedulingEngine, Scores, TracksJobs
 from scheduler.core.model import TERMINAL_PHASES, JobInfo, NodeInfo, PodInfo
+from scheduler.core.pods import PodStore
 from scheduler.errors import InvalidAnnotation
 from scheduler.preemption.fitgpp import NoVictims, PreemptionDecision, choose_victims
 from scheduler.preemption.holds import Clock, RoomHolds
@@ -92,7 +93,12 @@ class ExplainedPreemption(Protocol):
 
 class FitGppEngine:
     """``resume_hold_seconds`` and ``clock`` bound how long a hold (resume or preemptor) may turn pods away
-    (see :class:`RoomHolds`); without them a hold lasts until the pod it keeps room for is bound."""
+    (see :class:`RoomHolds`); without them a hold lasts until the pod it keeps room for is bound.
+
+    ``pods``: the composition's one record of the pods, which its driver keeps (``core/pods.py``);
+    without one the engine keeps its own from the events it is given. The engine keeps only
+    indexes: the victim table, the pods it tracks by Job and by node leaving, and the pods it
+    reserved that the watch has not shown bound yet (kube-scheduler's assumed pods)."""
 
     def __init__(
         self,
@@ -102,13 +108,17 @@ class FitGppEngine:
         seed: int = 0,
         resume_hold_seconds: float | None = None,
         clock: Clock | None = None,
+        pods: PodStore | None = None,
     ) -> None:
         self.inner = inner
+        self.pods: PodStore = pods if pods is not None else PodStore()
+        self._records_pods = pods is None  # its own store: the events it is given are the record
         self.settings = settings
         self._seed = seed
-        self.holds = RoomHolds(hold_seconds=resume_hold_seconds, clock=clock)
+        self.holds = RoomHolds(hold_seconds=resume_hold_seconds, clock=clock, pods=self.pods)
         self._index = PreemptionIndex()
-        self._pods: dict[str, PodInfo] = {}  # pods the index holds, latest state
+        self._tracked: dict[str, str | None] = {}  # pods the index holds -> their Job UID
+        self._assumed: dict[str, PodInfo] = {}  # reserved here, not shown bound by the watch yet
         self._chosen: set[str] = set()  # victims chosen and not gone yet (their deletion may lag)
         # Pods on their way out (terminating, or chosen as victims), kept per node as they
         # change: the preempt verb asks about a hundred candidate nodes, not every pod.
@@ -153,14 +163,17 @@ class FitGppEngine:
 
     def reserve(self, pod: PodInfo, node_name: str) -> Placement:
         placement = self.inner.reserve(pod, node_name)
-        self._track(replace(pod, node_name=node_name, phase="Running"))
+        # As reserved: the bind verb may have read the pod from the API before the watch showed it.
+        assumed = self._assumed[pod.uid] = replace(pod, node_name=node_name, phase="Running")
+        self._track(assumed)
         self.holds.bound(pod, node_name)
         return placement
 
     def unreserve(self, pod_uid: str) -> None:
-        pod = self._pods.get(pod_uid)
+        pod = self._tracked_pod(pod_uid)
         self.inner.unreserve(pod_uid)
         self._untrack(pod_uid)
+        self._assumed.pop(pod_uid, None)
         if pod is not None:
             self.holds.unbound(pod)
 
@@ -170,7 +183,7 @@ class FitGppEngine:
     def stats(self) -> Mapping[str, int]:
         return {
             **self.inner.stats(),
-            "preemptionCandidates": len(self._pods),
+            "preemptionCandidates": len(self._tracked),
             "jobs": len(self._job_counts),
             **self.holds.stats(),
         }
@@ -186,10 +199,13 @@ class FitGppEngine:
         self._index.delete_node(node_name)
 
     def apply_pod(self, pod: PodInfo) -> None:
+        if self._records_pods:
+            self.pods.record(pod)
         self.inner.apply_pod(pod)
         self.holds.apply_pod(pod)
         if pod.node_name is None and pod.phase not in TERMINAL_PHASES:
             return  # pending: holds nothing; a bind-time reservation stays, as in the engines
+        self._assumed.pop(pod.uid, None)  # the watch has the pod's own state now
         if pod.holds_resources:
             self._track(pod)
         else:
@@ -199,6 +215,9 @@ class FitGppEngine:
         self.inner.delete_pod(pod_uid)
         self.holds.delete_pod(pod_uid)
         self._untrack(pod_uid)
+        self._assumed.pop(pod_uid, None)
+        if self._records_pods:
+            self.pods.forget(pod_uid)
 
     def apply_job(self, job: JobInfo) -> None:
         if isinstance(self.inner, TracksJobs):
@@ -211,7 +230,7 @@ class FitGppEngine:
         if count > self._job_counts.get(job.uid, -1):
             self._job_counts[job.uid] = count
             for uid in self._pods_by_job.get(job.uid, ()):
-                self._index.apply_pod(self._pods[uid], preemptions=count)
+                self._reindex(uid, preemptions=count)
 
     def delete_job(self, job_uid: str) -> None:
         if isinstance(self.inner, TracksJobs):
@@ -263,7 +282,7 @@ class FitGppEngine:
             preemptor=pod, table=self._table_for(pod), settings=self.settings, nodes=candidates.keys(), seed=self._seed
         )
         if isinstance(decision, PreemptionDecision):
-            foreign = [v.key for v in decision.victims if not self._may_take(pod, self._pods.get(v.uid))]
+            foreign = [v.key for v in decision.victims if not self._may_take(pod, self._tracked_pod(v.uid))]
             if foreign:
                 decision = NoVictims(
                     reason=f"FitGpp's victim {foreign[0]} holds cells of another virtual cluster, which guaranteed pods never lose"
@@ -280,7 +299,7 @@ class FitGppEngine:
         driver to write back to each Job's ``cellfit.io/preemptions``."""
         jobs: dict[str, tuple[JobInfo, int]] = {}
         for uid in victim_uids:
-            pod = self._pods.get(uid)
+            pod = self._tracked_pod(uid)
             if pod is not None and pod.owner is not None and pod.owner.kind == "Job":
                 job = JobInfo(uid=pod.owner.uid, namespace=pod.namespace, name=pod.owner.name)
                 jobs[job.uid] = (job, self._job_counts.get(job.uid, 0))
@@ -292,7 +311,7 @@ class FitGppEngine:
         return self._job_counts.get(job_uid, 0)
 
     def victim(self, pod_uid: str) -> PodInfo | None:
-        return self._pods.get(pod_uid)
+        return self._tracked_pod(pod_uid)
 
     # ------------------------------------------------------------------ internals
 
@@ -300,10 +319,24 @@ class FitGppEngine:
     def _may_take(preemptor: PodInfo, victim: PodInfo | None) -> bool:
         return victim is None or may_claim_cells(preemptor, victim)
 
+    def _tracked_pod(self, pod_uid: str) -> PodInfo | None:
+        """A pod the index holds, as reserved here or as the watch shows it; None otherwise."""
+        if pod_uid not in self._tracked:
+            return None
+        return self._assumed.get(pod_uid) or self.pods.get(pod_uid)
+
+    def _reindex(self, pod_uid: str, *, preemptions: int) -> None:
+        pod = self._tracked_pod(pod_uid)
+        if pod is not None:
+            self._index.apply_pod(pod, preemptions=preemptions)
+
     def _track(self, pod: PodInfo) -> None:
-        self._pods[pod.uid] = pod
-        self._note_leaving(pod)
         job = pod.owner.uid if pod.owner is not None else None
+        previous = self._tracked.get(pod.uid)
+        if previous is not None and previous != job:
+            self._leave_job(pod.uid, previous)
+        self._tracked[pod.uid] = job
+        self._note_leaving(pod)
         if job is not None:
             self._pods_by_job.setdefault(job, set()).add(pod.uid)
         self._index.apply_pod(pod, preemptions=self._job_counts.get(job) if job is not None else None)
@@ -311,14 +344,17 @@ class FitGppEngine:
     def _untrack(self, pod_uid: str) -> None:
         self._chosen.discard(pod_uid)
         self._not_leaving(pod_uid)
-        pod = self._pods.pop(pod_uid, None)
-        if pod is not None and pod.owner is not None:
-            members = self._pods_by_job.get(pod.owner.uid)
-            if members is not None:
-                members.discard(pod_uid)
-                if not members:
-                    del self._pods_by_job[pod.owner.uid]
+        job = self._tracked.pop(pod_uid, None)
+        if job is not None:
+            self._leave_job(pod_uid, job)
         self._index.delete_pod(pod_uid)
+
+    def _leave_job(self, pod_uid: str, job: str) -> None:
+        members = self._pods_by_job.get(job)
+        if members is not None:
+            members.discard(pod_uid)
+            if not members:
+                del self._pods_by_job[job]
 
     def _table_for(self, pod: PodInfo) -> CandidateTable:
         """The candidate table with the room held for preemptors ``pod`` yields to taken out of
@@ -374,7 +410,7 @@ class FitGppEngine:
 
     def _count_preemption(self, pod_uid: str) -> None:
         self._chosen.add(pod_uid)
-        pod = self._pods.get(pod_uid)
+        pod = self._tracked_pod(pod_uid)
         if pod is None:
             return
         self._note_leaving(pod)
@@ -386,5 +422,5 @@ class FitGppEngine:
         if pod.owner.kind == "Job" and pod.node_name is not None:
             self.holds.displaced(job_uid=job, node_name=pod.node_name)
         for uid in self._pods_by_job.get(job, ()):
-            self._index.apply_pod(self._pods[uid], preemptions=self._job_counts[job])
+            self._reindex(uid, preemptions=self._job_counts[job])
         self._index.set_terminating(pod_uid)

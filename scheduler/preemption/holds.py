@@ -56,6 +56,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Callable, Mapping
 
+from scheduler.core.pods import PodStore
 from scheduler.core.model import TERMINAL_PHASES, PodInfo
 from scheduler.core.resources import ZERO, Resources
 from scheduler.preemption.errors import InvalidPreemptionSettings
@@ -87,7 +88,7 @@ class _PreemptorHold:
     """Room a node keeps for the pending pod whose victims FitGpp chose there."""
 
     node: str
-    pod: PodInfo  # the preemptor's latest state
+    seen: PodInfo  # the preemptor as FitGpp was given it (read from the pods once the watch has it)
     order: int  # when FitGpp decided it, among all preemptor holds: the older goes first
     keeping_since: float | None = None  # as in _Displacement
 
@@ -119,12 +120,15 @@ class RoomHolds:
 
     ``hold_seconds``: how long a hold may keep pods off, from the first pod it kept off
     (seconds, > 0); ``None`` (or no ``clock``): until the pod it keeps room for is bound.
+    ``pods``: the pods' one record (``core/pods.py``), kept by whoever built these holds with it;
+    without one the holds keep their own from the events they are given.
     """
 
     hold_seconds: float | None = None
     clock: Clock | None = None
+    pods: PodStore | None = None
     _displaced: dict[str, dict[str, _Displacement]] = field(default_factory=dict)  # Job UID -> node ->
-    _pending: dict[str, dict[str, PodInfo]] = field(default_factory=dict)  # Job UID -> pod UID ->
+    _pending: dict[str, set[str]] = field(default_factory=dict)  # Job UID -> its pending pods' UIDs
     _job_of_pending: dict[str, str] = field(default_factory=dict)  # pod UID -> Job UID
     _resumed: dict[str, _Resumed] = field(default_factory=dict)  # pod UID ->
     _preemptors: dict[str, _PreemptorHold] = field(default_factory=dict)  # preemptor UID ->
@@ -132,8 +136,12 @@ class RoomHolds:
     kept_off: int = 0  # nodes kept from a pod, all filters together
     lapsed: int = 0  # holds (a Job on a node) given up after hold_seconds
     _decided: int = 0  # preemptor holds made so far (their order)
+    _store: PodStore = field(init=False)
+    _records_pods: bool = field(init=False)
 
     def __post_init__(self) -> None:
+        self._records_pods = self.pods is None
+        self._store = self.pods if self.pods is not None else PodStore()
         seconds = self.hold_seconds
         if seconds is not None and (isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not seconds > 0):
             raise InvalidPreemptionSettings(f"{seconds!r} is not a positive number of seconds", field="resume_hold_seconds")
@@ -149,7 +157,7 @@ class RoomHolds:
         """FitGpp preempted pods on ``node_name`` for ``preemptor`` (a hold it had on another
         node ends: kube-scheduler nominates a pod to one node)."""
         self._decided += 1
-        self._preemptors[preemptor.uid] = _PreemptorHold(node=node_name, pod=preemptor, order=self._decided)
+        self._preemptors[preemptor.uid] = _PreemptorHold(node=node_name, seen=preemptor, order=self._decided)
         self._binding_preemptors.pop(preemptor.uid, None)
 
     def placed_elsewhere(self, preemptor_uid: str) -> None:
@@ -158,6 +166,8 @@ class RoomHolds:
 
     def apply_pod(self, pod: PodInfo) -> None:
         """Record a pod's latest state (every pod the watch shows, whatever its Job)."""
+        if self._records_pods:
+            self._store.record(pod)
         self._apply_preemptor(pod)
         if pod.owner is None or pod.owner.kind != "Job":
             return
@@ -165,7 +175,7 @@ class RoomHolds:
         resumed = self._resumed.get(pod.uid)
         if pod.node_name is None and pod.phase not in TERMINAL_PHASES and not pod.terminating:
             if resumed is None:  # else an event older than the binding cellfit made
-                self._pending.setdefault(job, {})[pod.uid] = pod
+                self._pending.setdefault(job, set()).add(pod.uid)
                 self._job_of_pending[pod.uid] = job
             return
         was_pending = self._forget(pod.uid)
@@ -206,10 +216,12 @@ class RoomHolds:
         self._binding_preemptors.pop(pod_uid, None)
         self._resumed.pop(pod_uid, None)
         self._forget(pod_uid)
+        if self._records_pods:
+            self._store.forget(pod_uid)
 
     def delete_job(self, job_uid: str) -> None:
         self._displaced.pop(job_uid, None)
-        for uid in self._pending.pop(job_uid, {}):
+        for uid in self._pending.pop(job_uid, set()):
             self._job_of_pending.pop(uid, None)
         for uid in [uid for uid, resumed in self._resumed.items() if resumed.job == job_uid]:
             del self._resumed[uid]
@@ -229,7 +241,7 @@ class RoomHolds:
         self._lapse()
         candidates: dict[str, list[tuple[str, PodInfo, bool]]] = {}  # node -> (holder, held pod, preemptor?)
         for uid, claim in self._preemptors_yielded_to(pod):
-            candidates.setdefault(claim.node, []).append((uid, claim.pod, True))
+            candidates.setdefault(claim.node, []).append((uid, self._preemptor(uid, claim), True))
         if not (pod.owner is not None and pod.owner.uid in self._displaced) and not _is_trial(pod):
             for job, node, held in self._assignments():
                 if _yields_to(pod, held):
@@ -262,8 +274,8 @@ class RoomHolds:
         """Per node, the room held there for preemptors ``pod`` yields to: FitGpp must not
         promise it to ``pod`` again (kube-scheduler counts nominated pods the same way)."""
         room: dict[str, Resources] = {}
-        for _, claim in self._preemptors_yielded_to(pod):
-            room[claim.node] = room.get(claim.node, ZERO) + claim.pod.requests
+        for uid, claim in self._preemptors_yielded_to(pod):
+            room[claim.node] = room.get(claim.node, ZERO) + self._preemptor(uid, claim).requests
         return room
 
     def kept_off_nodes(self, keeps: Mapping[str, Keep]) -> None:
@@ -289,9 +301,10 @@ class RoomHolds:
         grouped: dict[tuple[str, str], list[PodInfo]] = {}
         for job, node, held in self._assignments():
             grouped.setdefault((node, job), []).append(held)
+        preemptors = [(claim.node, self._preemptor(uid, claim)) for uid, claim in self._preemptors.items()]
         found = [
-            Hold(node=claim.node, job=_job_key(claim.pod), requests=claim.pod.requests, pods=(claim.pod.key,), kind="preemptor")
-            for claim in self._preemptors.values()
+            Hold(node=node, job=_job_key(preemptor), requests=preemptor.requests, pods=(preemptor.key,), kind="preemptor")
+            for node, preemptor in preemptors
         ] + [
             Hold(node=node, job=_job_key(pods[0]), requests=_total(pods), pods=tuple(p.key for p in pods))
             for (node, _), pods in grouped.items()
@@ -318,7 +331,7 @@ class RoomHolds:
             pending = self._pending.get(job)
             if not pending:
                 continue
-            waiting = [pending[uid] for uid in sorted(pending)]
+            waiting = [pod for pod in map(self._store.get, sorted(pending)) if pod is not None]
             for node, record in nodes.items():
                 taken, waiting = waiting[: record.pods], waiting[record.pods :]
                 out.extend((job, node, held) for held in taken)
@@ -333,23 +346,24 @@ class RoomHolds:
         own = self._preemptors.get(pod.uid)
         found = []
         for uid, claim in self._preemptors.items():
-            if uid == pod.uid or not _yields_to(pod, claim.pod):
+            preemptor = self._preemptor(uid, claim)
+            if uid == pod.uid or not _yields_to(pod, preemptor):
                 continue
-            if own is not None and pod.priority == claim.pod.priority and own.order < claim.order:
+            if own is not None and pod.priority == preemptor.priority and own.order < claim.order:
                 continue
             found.append((uid, claim))
         return found
 
     def _apply_preemptor(self, pod: PodInfo) -> None:
-        """A preemptor the watch shows bound, finished or leaving holds no room any more; one
-        still pending is kept up to date (its priority or labels may change)."""
+        """A preemptor the watch shows bound, finished or leaving holds no room any more (one
+        still pending is read from the pods, up to date)."""
         if pod.node_name is not None or pod.phase in TERMINAL_PHASES or pod.terminating:
             self._preemptors.pop(pod.uid, None)
             self._binding_preemptors.pop(pod.uid, None)
-            return
-        claim = self._preemptors.get(pod.uid)
-        if claim is not None:
-            claim.pod = pod
+
+    def _preemptor(self, uid: str, claim: _PreemptorHold) -> PodInfo:
+        """The preemptor's latest state: the watch's, or as FitGpp was given it until the watch has it."""
+        return self._store.get(uid) or claim.seen
 
     def _record(self, holder: str, node: str, *, preemptor: bool) -> _Displacement | _PreemptorHold:
         return self._preemptors[holder] if preemptor else self._displaced[holder][node]
@@ -359,7 +373,7 @@ class RoomHolds:
         if job is None:
             return False
         pending = self._pending[job]
-        del pending[pod_uid]
+        pending.discard(pod_uid)
         if not pending:
             del self._pending[job]
         return True

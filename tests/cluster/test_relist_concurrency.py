@@ -178,7 +178,7 @@ def test_events_that_change_nothing_a_decision_reads_are_not_applied_again() -> 
     # One pod's requests changed (an in-place resize): that one is applied.
     api.pods[0] = pod("train-00000", uid="uid-00000", cpu="2", gpus=0, node_name="node-000", phase="Running")
     assert changes_during(cache.pods._list_and_replace) == 1
-    assert engine._pods["uid-00000"].requests.cpu_millis == 2000
+    assert engine.victim("uid-00000").requests.cpu_millis == 2000
     # A pending pod's events are applied every time: a failed binding may have made the engine forget it.
     api.pods.append(pod("waiting-0", uid="uid-waiting", cpu="1", gpus=0))
     assert changes_during(cache.pods._list_and_replace) == 1

@@ -18,7 +18,9 @@ GI = 2**30
 
 def walked(engine: FitGppEngine) -> dict[str, Resources]:
     leaving: dict[str, Resources] = {}
-    for pod in engine._pods.values():
+    for uid in engine._tracked:
+        pod = engine.victim(uid)
+        assert pod is not None
         if pod.node_name is not None and (pod.terminating or pod.uid in engine._chosen):
             leaving[pod.node_name] = leaving.get(pod.node_name, ZERO) + pod.requests
     return leaving

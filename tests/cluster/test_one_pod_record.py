@@ -1,0 +1,106 @@
+"""Each pod is recorded once: the composition's PodStore, which the watch cache keeps, and from
+which FitGpp and its holds read what they need beyond their own indexes.
+
+The cache records a pod before the engine hears of it and forgets it after, so the engine can
+always look up a pod it knows; FitGpp keeps the pods it reserved until the watch shows them
+bound (the bind verb may have read a pod from the API before the watch had it), and a
+preemptor hold keeps the preemptor as FitGpp was given it until the watch has it."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import replace
+
+from scheduler.cluster.cache import ClusterCache
+from scheduler.composition import assemble
+from scheduler.config import PreemptionSettings
+from scheduler.core.fit import ResourceFitEngine
+from scheduler.core.model import NodeInfo, OwnerRef, PodInfo
+from scheduler.core.pods import PodStore
+from scheduler.core.resources import Resources
+from scheduler.preemption import FitGppSettings
+from scheduler.preemption.engine import FitGppEngine
+from tests.support.api_double import ListingApi
+from tests.support.kube_objects import node, pod
+
+GI = 2**30
+
+
+def best_effort(name: str, *, node_name: str | None, gpus: int = 4, job: str = "job-be") -> PodInfo:
+    return PodInfo(uid=f"uid-{name}", namespace="ml", name=name, requests=Resources(1000, GI, gpus),
+                   labels={"cellfit.io/job-class": "best-effort"}, node_name=node_name, phase="Running" if node_name else "Pending",
+                   owner=OwnerRef("Job", job, f"uid-{job}"))
+
+
+def trial(name: str, gpus: int = 4) -> PodInfo:
+    return PodInfo(uid=f"uid-{name}", namespace="ml", name=name, requests=Resources(1000, GI, gpus),
+                   labels={"cellfit.io/job-class": "trial"}, priority=1000, owner=OwnerRef("Job", name, f"uid-job-{name}"))
+
+
+def test_the_store_finds_a_pod_by_uid_and_name_and_a_pod_recreated_under_its_name() -> None:
+    store = PodStore()
+    first = best_effort("a", node_name=None)
+    store.record(first)
+    assert store.get(first.uid) is first and store.named("ml", "a") is first and len(store) == 1
+    again = replace(first, uid="uid-a-2")  # deleted and created again before the old one's deletion arrived
+    store.record(again)
+    assert store.named("ml", "a") is again
+    assert store.forget(first.uid) is first
+    assert store.named("ml", "a") is again and len(store) == 1  # the old one's deletion leaves the new name alone
+    assert store.forget("nobody") is None
+
+
+def test_the_watch_cache_keeps_the_composition_s_record_and_fitgpp_reads_it() -> None:
+    composition = assemble(cells=None, preemption=PreemptionSettings(), clock=lambda: 0.0, pods=PodStore())
+    fitgpp = composition.preemption
+    assert isinstance(fitgpp, FitGppEngine) and composition.holds is fitgpp.holds
+    running = pod("train-0", uid="uid-0", cpu="1", gpus=4, node_name="node-000", phase="Running", labels={"cellfit.io/job-class": "best-effort"})
+    api = ListingApi(nodes=[node("node-000", gpus=8, cpu="64")], pods=[running, pod("waiting-0", uid="uid-w", cpu="1", gpus=4)])
+    cache = ClusterCache(api=api, engine=composition.engine, lock=threading.RLock(), gpu_resource="nvidia.com/gpu",  # type: ignore[arg-type]
+                         pods=composition.pods)
+    cache.nodes._list_and_replace()
+    cache.pods._list_and_replace()
+    assert set(composition.pods) == {"uid-0", "uid-w"}
+    assert fitgpp.victim("uid-0") is composition.pods.get("uid-0")  # the same object, not a copy
+    assert fitgpp.victim("uid-w") is None  # pending: not a candidate victim
+    api.pods = [api.pods[1]]  # train-0 deleted while the watch was down
+    cache.pods._list_and_replace()
+    assert set(composition.pods) == {"uid-w"} and fitgpp.victim("uid-0") is None
+    assert fitgpp.stats()["preemptionCandidates"] == 0
+
+
+def test_a_pod_reserved_before_the_watch_showed_it_is_known_until_the_watch_shows_it_bound() -> None:
+    store = PodStore()  # kept by a driver that has not seen the pod yet
+    engine = FitGppEngine(ResourceFitEngine(), settings=FitGppSettings(), pods=store)
+    engine.apply_node(NodeInfo(name="n1", allocatable=Resources(64000, 512 * GI, 4)))
+    be = best_effort("be-0", node_name=None)
+    engine.reserve(be, "n1")  # the bind verb read it from the API
+    assert engine.victim(be.uid) is not None and engine.victim(be.uid).node_name == "n1"  # type: ignore[union-attr]
+    choice = engine.decide_preemption(trial("te-0"), {"n1": []}, {})
+    assert choice.victims == {"n1": [be.uid]}
+    assert [(job.uid, count) for job, count in engine.victim_jobs([be.uid])] == [("uid-job-be", 1)]
+    bound = replace(be, node_name="n1", phase="Running", terminating=True)
+    store.record(bound)  # the driver records it, then the engine hears of it
+    engine.apply_pod(bound)
+    assert engine.victim(be.uid) is bound
+    engine.delete_pod(be.uid)
+    store.forget(be.uid)
+    assert engine.victim(be.uid) is None and engine.stats()["preemptionCandidates"] == 0
+
+
+def test_a_preemptor_hold_reads_the_preemptor_from_the_record_once_the_watch_has_it() -> None:
+    store = PodStore()
+    engine = FitGppEngine(ResourceFitEngine(), settings=FitGppSettings(), pods=store)
+    engine.apply_node(NodeInfo(name="n1", allocatable=Resources(64000, 512 * GI, 4)))
+    victim = best_effort("be-0", node_name="n1")
+    store.record(victim)
+    engine.apply_pod(victim)
+    preemptor = trial("te-0")  # as the preempt verb was given it: the watch has not shown it yet
+    assert engine.decide_preemption(preemptor, {"n1": []}, {}).victims == {"n1": [victim.uid]}
+    (hold,) = [h for h in engine.holds.holds() if h.kind == "preemptor"]
+    assert hold.requests == preemptor.requests
+    larger = replace(preemptor, requests=Resources(1000, GI, 2))  # resized before the watch showed it
+    store.record(larger)
+    engine.apply_pod(larger)
+    (hold,) = [h for h in engine.holds.holds() if h.kind == "preemptor"]
+    assert hold.requests == larger.requests
