@@ -46,7 +46,7 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from types import MappingProxyType
-from typing import Any, Callable, Mapping, Sequence, TypeVar
+from typing import Any, Callable, Mapping, Protocol, Sequence, TypeVar
 
 from estimator.contract import parse_estimate_cached
 from estimator.objects import Job, template_kind, timestamp
@@ -107,7 +107,7 @@ class Guarantees:
     anywhere: Mapping[str, Sequence[GuaranteeCell]] | None = None
 
 
-class JobSource:
+class JobSource(Protocol):
     """What the controller reads Jobs from (the estimator's watch)."""
 
     def interchangeable_jobs(self) -> list[Job]: ...
@@ -637,7 +637,7 @@ def _demands(configurations: str, gpu_resource: str) -> Mapping[str, Demand]:
     pass reads every Job's; parsing quantities was a quarter of a pass at 1,000 Jobs). Shared
     between passes, so read only; a plain dict, as the inputs go to the solver process pickled."""
     parsed = parse_configurations_cached(configurations)
-    return {kind: _demand(parsed[kind], gpu_resource) for kind in parsed.kinds}  # type: ignore[index]
+    return {kind: _demand(parsed[kind], gpu_resource) for kind in parsed.kinds}
 
 
 def _demand(configuration: Configuration, gpu_resource: str) -> Demand:

@@ -38,7 +38,7 @@ def apply_configuration(
     # A copy through JSON (what a template is): a third of copy.deepcopy's time, which was most
     # of carrying out a start when AlloX starts hundreds of Jobs in one pass. JSON text is
     # parsed once, and that parse is the copy.
-    pod = json.loads(template if isinstance(template, bytes) else json.dumps(template))
+    pod: dict[str, Any] = json.loads(template if isinstance(template, bytes) else json.dumps(template))
     metadata = pod.setdefault("metadata", {}) or {}
     pod["metadata"] = metadata
     spec = pod.setdefault("spec", {}) or {}

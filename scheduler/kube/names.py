@@ -14,7 +14,7 @@ a list as before; both paths answer byte-for-byte alike (tests/unit/test_names.p
 from __future__ import annotations
 
 import weakref
-from typing import Any, Final, Iterator, NamedTuple, Sequence, overload
+from typing import Any, Final, Iterator, NamedTuple, Sequence, cast, overload
 
 import msgspec
 import numpy as np
@@ -25,9 +25,9 @@ from scheduler.core.nodeindex import NodeIndex, OfferedNames, Slots
 from scheduler.kube import wire
 
 try:
-    from scheduler.kube import _names as _built
+    from scheduler.kube import _names as _built  # type: ignore[attr-defined]  # a C extension: no stub, so Any to mypy
 except ImportError:  # pragma: no cover - the package was installed without its C extension
-    _built = None  # type: ignore[assignment]
+    _built = None
 
 NATIVE: Final = _built is not None  # the extension was built
 native = _built  # the extension in use: None runs the Python path (use_native)
@@ -108,12 +108,12 @@ class RawNames(OfferedNames):
 
     def json(self) -> bytes:
         """The names as a JSON array."""
-        return self._codec.select(self._text, self._spans, self._all_positions())
+        return cast(bytes, self._codec.select(self._text, self._spans, self._all_positions()))  # the untyped extension's bytes
 
     def host_priorities(self, scores: Scores) -> bytes:
         """kube-scheduler's HostPriorityList for these names with ``scores``, as JSON."""
         spans = self._spans if self._positions is None else np.ascontiguousarray(self._spans[self._positions])
-        return self._codec.host_priorities(self._text, spans, scores)
+        return cast(bytes, self._codec.host_priorities(self._text, spans, scores))  # the untyped extension's bytes
 
 
 class ExtenderArgs(NamedTuple):

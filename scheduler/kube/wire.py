@@ -349,7 +349,7 @@ BOOKMARK_DECODER = msgspec.json.Decoder(Bookmark)
 ENCODER = msgspec.json.Encoder()
 
 
-def decode(decoder: msgspec.json.Decoder, body: bytes, *, field: str | None = None):  # type: ignore[no-untyped-def]
+def decode(decoder: msgspec.json.Decoder[T], body: bytes | msgspec.Raw, *, field: str | None = None) -> T:
     """``decoder.decode(body)``, with every failure an :class:`InvalidRequest` naming the field."""
     try:
         return decoder.decode(body)
