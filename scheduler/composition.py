@@ -1,5 +1,5 @@
 """The engine composition ``cellfit serve`` runs, built here so that every driver builds the
-same object: the extender (``scheduler.extender.server``) and the simulator, which may not
+same object: the extender (``scheduler.extender.runtime``) and the simulator, which may not
 import the extender. The placement engine (resource fit, or HiveD's cells) inside FitGpp's
 preemption with its resume holds, unless ``preemption.policy`` is ``placement``.
 

@@ -261,7 +261,7 @@ def filter_figures(requests: int) -> dict[str, float]:
 
     from scheduler.config import Settings
     from scheduler.core.model import NodeInfo
-    from scheduler.extender.server import build_runtime
+    from scheduler.extender.runtime import build_runtime
     from tests.support import kube_objects as k
 
     logging.disable(logging.WARNING)

@@ -46,7 +46,7 @@ def serve(port: int, nodes: int, ready) -> None:  # runs in the server process
     from scheduler.core.model import NodeInfo, PodInfo
     from scheduler.core.resources import Resources
     from scheduler.extender.dispatch import VerbDispatch, VerbRoute
-    from scheduler.extender.server import build_runtime
+    from scheduler.extender.runtime import build_runtime
     from scheduler.extender.service import Answer
 
     logging.disable(logging.WARNING)

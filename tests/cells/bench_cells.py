@@ -19,7 +19,7 @@ time (the occupancy stays put). 16 and 64 GPUs are gangs of 8-GPU pods (2 and 8 
   calls) on request bytes carrying a full v1.Pod and every node name, i.e. decoding, translating,
   deciding and encoding the answer, without the HTTP transport. HiveD is compared with the
   resource-fit policy (scheduler.core.fit) on the same nodes and occupancy, each built by
-  scheduler.extender.server.build_runtime as ``cellfit serve`` builds it; both take turns on
+  scheduler.extender.runtime.build_runtime as ``cellfit serve`` builds it; both take turns on
   the same bodies, so that the machine's drift weighs on both alike.
 
 Target (issue 3): allocation p99 <= 0.1 ms. This prints figures; it asserts nothing.
@@ -45,7 +45,7 @@ from scheduler.constants import LABEL_VIRTUAL_CLUSTER, VERB_FILTER  # noqa: E402
 from scheduler.core.engine import SchedulingEngine  # noqa: E402
 from scheduler.core.model import NodeInfo, OwnerRef, PodInfo  # noqa: E402
 from scheduler.core.resources import Resources  # noqa: E402
-from scheduler.extender.server import Runtime, build_runtime  # noqa: E402
+from scheduler.extender.runtime import Runtime, build_runtime  # noqa: E402
 from scheduler.extender.service import Answer  # noqa: E402
 from tests.support import kube_objects as k  # noqa: E402
 

@@ -6,7 +6,7 @@ import httpx
 import pytest
 
 from scheduler.config import Settings
-from scheduler.extender.server import Runtime, build_runtime
+from scheduler.extender.runtime import Runtime, build_runtime
 from tests.support.server import running_server
 
 

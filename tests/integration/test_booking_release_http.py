@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from scheduler.config import parse_settings
-from scheduler.extender.server import build_runtime
+from scheduler.extender.runtime import build_runtime
 from tests.support import kube_objects as k
 from tests.support.api_double import EventRecordingApi
 from tests.support.hived import CONFIG, NODES

@@ -10,7 +10,7 @@ import pytest
 
 from scheduler.config import parse_settings
 from scheduler.errors import ConfigError
-from scheduler.extender.server import build_runtime
+from scheduler.extender.runtime import build_runtime
 from tests.support import kube_objects as k
 from tests.support.api_double import ListingApi
 

@@ -12,7 +12,7 @@ import pytest
 
 from scheduler.config import parse_settings
 from scheduler.core.model import PodInfo
-from scheduler.extender.server import build_runtime
+from scheduler.extender.runtime import build_runtime
 from scheduler.kube import translate, wire
 from scheduler.core.resources import Resources
 from tests.support import kube_objects as k

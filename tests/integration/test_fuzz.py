@@ -26,7 +26,7 @@ from scheduler.constants import (
     LABEL_PRIORITY,
     LABEL_VIRTUAL_CLUSTER,
 )
-from scheduler.extender.server import build_runtime
+from scheduler.extender.runtime import build_runtime
 from tests.support import hived
 from tests.support import kube_objects as k
 from tests.support.server import running_server

@@ -22,7 +22,7 @@ from scheduler.constants import (
     LABEL_VIRTUAL_CLUSTER,
     RESOURCE_NVIDIA_GPU,
 )
-from scheduler.extender.server import build_runtime
+from scheduler.extender.runtime import build_runtime
 from scheduler.kube import translate, wire
 from tests.support import kube_objects as k
 from tests.support.hived import CONFIG, NODES

@@ -19,7 +19,7 @@ from scheduler.config import Settings, parse_settings
 from scheduler.errors import ConfigError
 from scheduler.extender.app import create_metrics_app
 from scheduler.extender.metrics import ExtenderMetrics
-from scheduler.extender.server import Runtime, build_runtime
+from scheduler.extender.runtime import Runtime, build_runtime
 from tests.support import kube_objects as k
 from tests.support.server import running_server
 

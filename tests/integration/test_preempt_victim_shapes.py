@@ -21,7 +21,7 @@ import msgspec
 import pytest
 
 from scheduler.config import parse_settings
-from scheduler.extender.server import Runtime, build_runtime
+from scheduler.extender.runtime import Runtime, build_runtime
 from scheduler.kube import translate, wire
 from tests.support import hived
 from tests.support import kube_objects as k

@@ -22,7 +22,7 @@ import pytest
 import yaml
 
 from scheduler.config import parse_settings
-from scheduler.extender.server import build_runtime
+from scheduler.extender.runtime import build_runtime
 from scheduler.kubectl import cli
 from scheduler.kubectl.errors import Forbidden, NotInstalled, PluginError, Unreachable, UsageError, ViewUnavailable
 from scheduler.kubectl.kubeconfig import open_session

@@ -21,7 +21,7 @@ from prometheus_client import generate_latest
 from scheduler.config import parse_settings
 from scheduler.extender.certificates import certificate_not_after
 from scheduler.extender.metrics import ExtenderMetrics
-from scheduler.extender.server import build_runtime
+from scheduler.extender.runtime import build_runtime
 from tests.support import hived
 from tests.support.tls import make_serving_certificate
 from tests.test_chart_offline import one, render

@@ -24,7 +24,7 @@ import msgspec
 
 from scheduler.core.engine import FilterDecision, Placement, Scores, TracksJobs
 from scheduler.core.model import JobInfo, NodeInfo, PodInfo
-from scheduler.extender.server import Runtime
+from scheduler.extender.runtime import Runtime
 from scheduler.kube import translate, wire
 from tests.support import kube_objects as k
 

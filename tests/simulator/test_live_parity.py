@@ -24,7 +24,7 @@ import pytest
 
 from scheduler.cells import HivedEngine
 from scheduler.config import Settings, parse_settings
-from scheduler.extender.server import Runtime, build_runtime
+from scheduler.extender.runtime import Runtime, build_runtime
 from scheduler.preemption import FitGppSettings
 from scheduler.simulator.experiment import Experiment, derive_arrivals
 from scheduler.simulator.hived.cluster import gpu_nodes, shared_cells_config

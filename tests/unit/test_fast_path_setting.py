@@ -10,7 +10,7 @@ import pytest
 from scheduler.config import parse_settings
 from scheduler.core.model import NodeInfo
 from scheduler.core.resources import Resources
-from scheduler.extender.server import build_runtime
+from scheduler.extender.runtime import build_runtime
 from scheduler.kube import names
 from tests.support import kube_objects as k
 

@@ -34,7 +34,7 @@ from scheduler.core.model import NodeInfo, PodInfo
 from scheduler.core.nodeindex import NodeIndex, pick
 from scheduler.core.resources import Resources
 from scheduler.errors import InvalidRequest
-from scheduler.extender.server import Runtime, build_runtime
+from scheduler.extender.runtime import Runtime, build_runtime
 from scheduler.kube import names, translate, wire
 from tests.support import hived as hived_cells
 from tests.support import kube_objects as k

@@ -1,0 +1,503 @@
+"""The composition root: configuration -> engine, cluster connection, drivers, service and apps
+(:class:`Runtime`). Running it (listeners, TLS, signals, reloads) is ``server.py``'s."""
+
+from __future__ import annotations
+
+import gc
+import logging
+import threading
+import time
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any, AsyncIterator, Callable, TypeVar
+
+from fastapi import FastAPI
+
+from scheduler.cells import HivedEngine
+from scheduler.cluster.api import KubernetesApi
+from scheduler.cluster.cache import ClusterCache
+from scheduler.cluster.exchange.controller import ExchangeController
+from scheduler.cluster.exchange.quotas import ExchangeQuotas
+from scheduler.cluster.leadership import Driver, LeaderElector, Terms, default_namespace
+from scheduler.cluster.nudge import Nudger, Parked, VictimRequeue
+from scheduler.config import Settings
+from scheduler.core.engine import SchedulingEngine
+from scheduler.core.model import NodeInfo
+from scheduler.core.pods import PodStore
+from scheduler.errors import CellfitError, ConfigError, KubernetesApiError
+from scheduler.cluster.priority_class import PriorityClassLookup
+from scheduler.composition import Composition, assemble, compose_cells
+from scheduler.extender.admission import PodAdmission
+from scheduler.extender.app import create_admission_app, create_app, create_inspect_app, create_metrics_app
+from scheduler.extender.bookings import BookingSweeper
+from scheduler.extender.dispatch import VerbDispatch
+from scheduler.extender.metrics import ExtenderMetrics
+from scheduler.extender.inspect import inspect_router
+from scheduler.extender.service import AlwaysReady, ExtenderService
+from scheduler.extender.validating import ObjectValidation
+from scheduler.extender.validation import LiveCells, unplaceable_reason
+from scheduler.kube import names, translate, wire
+from estimator.controller import Capacity, EstimatorController
+from placer.controller import Guarantees, PlacerController
+from placer.guarantee import guarantees as guarantee_views
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+D = TypeVar("D")
+
+
+@dataclass
+class Runtime:
+    # The extender's listener: the verbs, then (``app.api``) inspect, health, metrics, OpenAPI.
+    app: VerbDispatch[FastAPI]
+    # /metrics, /healthz and /readyz only, for the listener on server.metricsPort.
+    metrics_app: FastAPI
+    # The pod-create webhook, for the HTTPS listener on admission.port; None when disabled.
+    admission_app: FastAPI | None
+    # Read-only /v1/inspect and /healthz, for the listener on server.inspectPort.
+    inspect_app: FastAPI
+    engine: SchedulingEngine
+    cache: ClusterCache | None
+    metrics: ExtenderMetrics
+    # Serialises every call into the engine: the service's verbs, the watch cache, live reload.
+    lock: threading.RLock
+    # The live drivers (estimator, AlloX admission and placer, nudge), built afresh for each term
+    # of leadership; None standalone.
+    terms: Terms | None = None
+    # The election on the controllers' Lease that begins and ends the terms; None standalone or
+    # with leaderElection.enabled false (then one term runs from start to shutdown).
+    elector: LeaderElector | None = None
+    # The cell exchange's quota moves (every replica); None unless HiveD runs with a cluster.
+    exchange_quotas: ExchangeQuotas | None = None
+    # HiveD's cells inside the engine (live reload of the VCs); None under resource fit.
+    cells: HivedEngine | None = None
+
+    @property
+    def estimator(self) -> EstimatorController | None:
+        """The current term's sampling-pod estimator; None standalone, when estimator.enabled is
+        false, or on a standby."""
+        return _driver(self.terms, EstimatorController)
+
+    @property
+    def placer(self) -> PlacerController | None:
+        """The current term's AlloX admission and placer; None also when allox.enabled is false."""
+        return _driver(self.terms, PlacerController)
+
+
+# Discovery waits this long for the API at startup before giving up (the pod then restarts).
+DISCOVERY_TIMEOUT_SECONDS = 60.0
+
+
+def build_engine(settings: Settings, api: KubernetesApi | None) -> SchedulingEngine:
+    """The placement engine ``settings`` ask for, inside FitGpp's preemption unless disabled."""
+    return build_composition(settings, api).engine
+
+
+def build_composition(settings: Settings, api: KubernetesApi | None) -> Composition:
+    """The engine and the capabilities the drivers get (``scheduler/composition.py``); with an
+    API, the watch cache keeps the pods' record."""
+    return assemble(cells=build_cells(settings, api), preemption=settings.preemption, clock=time.monotonic,
+                    pods=PodStore() if api is not None else None)
+
+
+def build_cells(settings: Settings, api: KubernetesApi | None) -> HivedEngine | None:
+    """HiveD's cells, None under resource fit. HiveD without a configured topology discovers its
+    cells from the cluster's Nodes, listed once here before anything is served."""
+    policy = settings.resolved_policy(connected=api is not None)
+    if policy == "resource-fit":
+        log.info("policy resource-fit")
+        return None
+    nodes: list[NodeInfo] | None = None
+    if settings.cells.topology is None:
+        if api is None:
+            raise ConfigError(
+                "policy.name: hived needs cells.topology, or a cluster connection to discover the cells from"
+            )
+        nodes = _list_nodes(api, settings)
+    engine = compose_cells(
+        settings,
+        connected=api is not None,
+        nodes=nodes,
+        # Discovered cells follow nodes that join and leave: say what changed, as at startup.
+        on_cells_change=lambda change: log.info("cells changed", extra={"change": change}),
+    )
+    assert engine is not None  # the policy is hived
+    log.info("policy hived", extra={"cells": engine.summary})
+    # The cell tree is large and lives for the whole process: keep the collector from walking
+    # it on every full collection (millisecond pauses inside kube-scheduler's calls).
+    gc.collect()
+    gc.freeze()
+    return engine
+
+
+def _list_nodes(api: KubernetesApi, settings: Settings) -> list[NodeInfo]:
+    deadline = time.monotonic() + DISCOVERY_TIMEOUT_SECONDS
+    delay = 0.5
+    while True:
+        try:
+            listing = wire.NODE_LIST_DECODER.decode(api.list_raw("nodes"))
+            break
+        except KubernetesApiError as error:
+            if time.monotonic() > deadline:
+                raise ConfigError(f"cells: cannot discover cells, listing Nodes failed: {error}") from None
+            log.warning("listing nodes for cell discovery failed; retrying", extra={"reason": str(error)})
+            time.sleep(delay)
+            delay = min(delay * 2, 8.0)
+    nodes = []
+    for node in listing.items:
+        try:
+            nodes.append(translate.node_info(node, gpu_resource=settings.policy.gpu_resource_name))
+        except CellfitError as error:
+            log.warning("node left out of discovery", extra={"node": node.metadata.name, "reason": str(error)})
+    return nodes
+
+
+def build_runtime(settings: Settings, *, api: KubernetesApi | None = None, standalone: bool = False) -> Runtime:
+    """Wire everything for ``settings``. ``api`` overrides the connection ``cluster.mode`` would
+    make; ``standalone`` forces none."""
+    if not names.use_native(settings.server.node_name_fast_path) and settings.server.node_name_fast_path:
+        log.warning(
+            "node names are decoded in Python: the C extension scheduler.kube._names was not built "
+            "(no C compiler at install); the answers are the same, slower at thousands of nodes",
+            extra={"setting": "server.nodeNameFastPath"},
+        )
+    if api is None and not standalone:
+        api = KubernetesApi.connect(settings.cluster)
+    composition = build_composition(settings, api)
+    engine = composition.engine
+    lock = threading.RLock()
+    metrics = ExtenderMetrics()
+    cache = (
+        ClusterCache(api=api, engine=engine, lock=lock, gpu_resource=settings.policy.gpu_resource_name, pods=composition.pods)
+        if api is not None
+        else None
+    )
+    # The cell exchange's quota moves (every replica): a replica decides once its ledger is applied.
+    quotas = _exchange_quotas(settings, api, composition.cells, lock)
+    readiness = cache if cache is not None else AlwaysReady()
+    if cache is not None and quotas is not None:
+        readiness = _AllReady(cache, quotas)
+    metrics.track_thread_cpu()
+    metrics.track_readiness(lambda: readiness.ready()[0])
+    # The running HiveD configuration's VCs and cell types, for the preempt verb's refusals and
+    # the validating webhook (scheduler/extender/validation.py).
+    live_cells = LiveCells(composition.cells, lock=lock) if composition.cells is not None else None
+    service = ExtenderService(
+        engine=engine,
+        lock=lock,
+        metrics=metrics,
+        gpu_resource=settings.policy.gpu_resource_name,
+        cluster=cache,
+        readiness=readiness,
+        unplaceable=(lambda pod: unplaceable_reason(pod, cells=live_cells)) if live_cells is not None else None,
+        preemption=composition.preemption,
+    )
+
+    if cache is not None:
+        metrics.track_sizes(lambda: _locked(lock, cache.sizes), ("nodes", "pods", "jobs"))
+    else:  # standalone: the nodes kube-scheduler sent, the pods bound through cellfit
+        metrics.track_sizes(lambda: _locked(lock, engine.stats), ("nodes", "pods"))
+    placement = composition.placement
+    # HiveD's bookings that lose their reason are released (scheduler/cells/expiry.py).
+    sweeper = BookingSweeper.for_engine(composition.cells, lock=lock, events=api, watched=cache is not None)
+    if composition.cells is not None:
+        cells = composition.cells
+        metrics.track_cells(lambda: _locked(lock, cells.metrics))
+    holds = composition.holds
+    if holds is not None:
+        resume_holds = holds
+        metrics.track_resume_holds(lambda: _locked(lock, resume_holds.stats))
+
+    hived_cells = composition.cells
+    count_preemption = metrics.track_exchange(quotas.metrics) if quotas is not None else None
+    terms, elector = _leadership(settings, api, cache, metrics, hived=hived_cells, lock=lock, quotas=quotas,
+                                 count_preemption=count_preemption)
+    victim_requeue = _victim_requeue(settings, api, cache, metrics)
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        if cache is not None:
+            cache.start()
+        if quotas is not None:
+            quotas.start()
+        if sweeper is not None:
+            sweeper.start()
+        if victim_requeue is not None:
+            victim_requeue.start()
+        if elector is not None:
+            elector.start()
+        elif terms is not None:
+            metrics.leader.set(1)
+            terms.begin()
+        try:
+            yield
+        finally:
+            if elector is not None:
+                elector.stop()  # ends the term and releases the Lease: a standby takes over at once
+            elif terms is not None:
+                terms.end()
+            if sweeper is not None:
+                sweeper.stop()
+            if victim_requeue is not None:
+                victim_requeue.stop()
+            if quotas is not None:
+                quotas.stop()
+            if cache is not None:
+                cache.stop()
+
+    app = create_app(
+        service=service,
+        metrics=metrics,
+        readiness=readiness,
+        max_request_bytes=settings.server.max_request_bytes,
+        lifespan=lifespan,
+    )
+    inspect = inspect_router(engine=placement, cells=composition.cells, lock=lock, holds=holds, estimates=_term_view(terms, elector, EstimatorController, enabled=settings.estimator.enabled),
+                             allox=_term_view(terms, elector, PlacerController,
+                                              enabled=settings.estimator.enabled and settings.allox.enabled),
+                             exchanges=_exchange_view(quotas, _term_view(terms, elector, ExchangeController, enabled=quotas is not None)))
+    app.api.include_router(inspect)
+    inspect_app = create_inspect_app(inspect=inspect)
+    metrics_app = create_metrics_app(metrics=metrics, readiness=readiness)
+    admission_app = None
+    if settings.admission.enabled:
+        resumed_class = (
+            PriorityClassLookup(api, name=settings.admission.resumed_priority_class) if api is not None else None
+        )
+        if resumed_class is None:
+            log.warning("admission webhook without a Kubernetes API: it admits every pod unchanged")
+        admission = PodAdmission(preemption=composition.preemption, lock=lock, metrics=metrics, resumed_class=resumed_class)
+        validation = ObjectValidation(
+            cells=live_cells,
+            metrics=metrics,
+            gpu_resource=settings.policy.gpu_resource_name,
+            reject_invalid=settings.admission.reject_invalid,
+        )
+        admission_app = create_admission_app(
+            admission=admission, validation=validation, max_request_bytes=settings.server.max_request_bytes
+        )
+    runtime = Runtime(
+        app=app, metrics_app=metrics_app, inspect_app=inspect_app, admission_app=admission_app, engine=engine, cache=cache, metrics=metrics,
+        lock=lock, terms=terms, elector=elector, exchange_quotas=quotas, cells=composition.cells,
+    )
+
+    if cache is None:
+        log.info(
+            "standalone mode: node capacity comes from the Node objects kube-scheduler sends; bind is unavailable",
+        )
+    return runtime
+
+
+def _leadership(
+    settings: Settings, api: KubernetesApi | None, cache: ClusterCache | None, metrics: ExtenderMetrics,
+    *, hived: HivedEngine | None = None, lock: threading.RLock | None = None, quotas: ExchangeQuotas | None = None,
+    count_preemption: Callable[[str], None] | None = None,
+) -> tuple[Terms | None, LeaderElector | None]:
+    """The live drivers, built afresh for each term, and the election on the controllers' Lease
+    that begins and ends the terms (scheduler/cluster/leadership.py). Every replica serves the
+    verbs to the kube-scheduler beside it, leader or not."""
+    if api is None or cache is None or not (settings.estimator.enabled or settings.nudge.enabled or quotas is not None):
+        return None, None
+    connected, watched = api, cache
+    election = settings.leader_election
+    namespace = election.namespace or default_namespace()
+
+    def build() -> list[Driver]:
+        estimator = _estimator(settings, connected, watched, metrics)
+        placer = _placer(settings, connected, watched, estimator, metrics, hived=hived, lock=lock)
+        nudger = _nudger(settings, connected, watched, metrics, namespace=namespace)
+        exchange = None
+        if quotas is not None and hived is not None and lock is not None:
+            exchange = ExchangeController(api=connected, quotas=quotas, engine=hived, lock=lock, settings=settings.exchange,
+                                          on_preempt=count_preemption)
+        return [driver for driver in (estimator, placer, nudger, exchange) if driver is not None]
+
+    terms = Terms(build)
+    if not election.enabled:
+        return terms, None
+
+    def stopped() -> None:
+        terms.end()
+        metrics.track_sampling(lambda: 0, lambda: {})  # a standby samples nothing
+        metrics.track_estimator(None)
+
+    elector = LeaderElector(
+        api=api, settings=election, on_started=terms.begin, on_stopped=stopped,
+        on_change=lambda leading: metrics.leader.set(1 if leading else 0),
+    )
+    return terms, elector
+
+
+def _nudger(
+    settings: Settings, api: KubernetesApi, cache: ClusterCache, metrics: ExtenderMetrics, *, namespace: str
+) -> Nudger | None:
+    """The requeue nudge: pods kube-scheduler parked while cellfit was away are retried within
+    seconds (its signal pod lives in ``namespace``, the Lease's)."""
+    if not settings.nudge.enabled:
+        return None
+
+    def signalled(found: Parked) -> None:
+        metrics.requeue_signals.labels(reason="failed" if found.failed else "stale").inc()
+
+    return Nudger(api=api, settings=settings.nudge, namespace=namespace, ready=lambda: cache.ready()[0], on_signal=signalled)
+
+
+def _victim_requeue(
+    settings: Settings, api: KubernetesApi | None, cache: ClusterCache | None, metrics: ExtenderMetrics
+) -> VictimRequeue | None:
+    """A requeue signal once the watch has seen preemption victims go (scheduler/cluster/nudge.py,
+    VictimRequeue). On every replica: the kube-scheduler beside any of them may be the active one."""
+    if api is None or cache is None or not settings.nudge.enabled:
+        return None
+    requeue = VictimRequeue(
+        api=api, namespace=settings.leader_election.namespace or default_namespace(),
+        min_interval_seconds=settings.nudge.min_interval_seconds,
+        on_signal=lambda: metrics.requeue_signals.labels(reason="victims-gone").inc(),
+    )
+    cache.on_victims_gone = requeue.victims_gone
+    return requeue
+
+
+def _driver(terms: Terms | None, kind: type[D]) -> D | None:
+    """The current term's driver of ``kind``."""
+    if terms is None:
+        return None
+    return next((driver for driver in terms.drivers if isinstance(driver, kind)), None)
+
+
+def _term_view(
+    terms: Terms | None, elector: LeaderElector | None, kind: type[Any], *, enabled: bool
+) -> Callable[[], dict[str, Any]] | None:
+    """The /v1/inspect view of the current term's driver of ``kind``; on a standby, who leads."""
+    if terms is None or not enabled:
+        return None
+
+    def view() -> dict[str, Any]:
+        driver = _driver(terms, kind)
+        if driver is None:
+            return {
+                "leading": False,
+                "leader": elector.holder if elector is not None else "",
+                "message": "this replica is a standby: the holder of the controllers' Lease runs this driver",
+            }
+        return {"leading": True, **driver.inspect()}
+
+    return view
+
+
+class _AllReady:
+    """Ready when every part is, in order (the watch cache, then the exchange's ledger applied)."""
+
+    def __init__(self, *parts: Any) -> None:
+        self._parts = parts
+
+    def ready(self) -> tuple[bool, str]:
+        whys = []
+        for part in self._parts:
+            ready, why = part.ready()
+            if not ready:
+                return False, why
+            whys.append(why)
+        return True, "; ".join(whys)
+
+
+def _exchange_quotas(
+    settings: Settings, api: KubernetesApi | None, hived: HivedEngine | None, lock: threading.RLock
+) -> ExchangeQuotas | None:
+    """The cell exchange's quota moves, on every replica: HiveD with a cluster connection."""
+    if api is None or hived is None or not settings.exchange.enabled:
+        return None
+    namespace = settings.leader_election.namespace or default_namespace()
+    return ExchangeQuotas(api=api, engine=hived, lock=lock, base=settings.cells, namespace=namespace, settings=settings.exchange)
+
+
+def _exchange_view(
+    quotas: ExchangeQuotas | None, controller: Callable[[], dict[str, Any]] | None
+) -> Callable[[], dict[str, Any]] | None:
+    """/v1/inspect/exchanges: the ledger and the quotas every replica applies, and the leader's board."""
+    if quotas is None:
+        return None
+    return lambda: {**quotas.inspect(), "controller": controller() if controller is not None else {"leading": False}}
+
+
+def _estimator(
+    settings: Settings, api: KubernetesApi | None, cache: ClusterCache | None, metrics: ExtenderMetrics
+) -> EstimatorController | None:
+    """The sampling-pod estimator beside the extender: it needs the cluster (it creates pods)."""
+    if api is None or cache is None or not settings.estimator.enabled:
+        return None
+
+    def capacity() -> Capacity:
+        total = cache.capacity()
+        return Capacity(cpu_millis=total.cpu_millis, gpus=total.gpus)
+
+    controller = EstimatorController(
+        api=api,
+        settings=settings.estimator,
+        gpu_resource=settings.policy.gpu_resource_name,
+        capacity=capacity,
+        on_estimate=lambda e: metrics.estimates.labels(configuration=e.configuration, method=e.method).inc(),
+        on_error=metrics.estimate_error.observe,
+    )
+    metrics.track_sampling(lambda: controller.active_pods, lambda: controller.share)
+    metrics.track_estimator(controller.inspect)
+    return controller
+
+
+def _placer(
+    settings: Settings,
+    api: KubernetesApi | None,
+    cache: ClusterCache | None,
+    estimator: EstimatorController | None,
+    metrics: ExtenderMetrics,
+    *,
+    hived: HivedEngine | None = None,
+    lock: threading.RLock | None = None,
+) -> PlacerController | None:
+    """AlloX admission beside the estimator, whose watch of interchangeable Jobs it reads;
+    under HiveD a Job's GPU configuration uses only its VC's free guarantee, read from the
+    engine's own view under the engine lock (placer/guarantee.py)."""
+    if api is None or cache is None or estimator is None or not settings.allox.enabled:
+        return None
+    guarantees: Callable[[frozenset[str]], Guarantees] | None = None
+    if hived is not None and lock is not None:
+        cells, engine_lock = hived, lock
+
+        def read_guarantees(running: frozenset[str]) -> Guarantees:
+            except_pods = cache.pods_owned_by(running)
+            within = cache.nodes_carrying(settings.allox.node_selector)  # AlloX's pods go only there
+            with engine_lock:
+                view, default_vc = cells.inspect_guarantees(except_pods=except_pods, within=within), cells.default_vc
+                anywhere = None if within is None else cells.inspect_guarantees(except_pods=except_pods)
+            return Guarantees(cells=guarantee_views(view), default_vc=default_vc,
+                              anywhere=None if anywhere is None else guarantee_views(anywhere))
+
+        guarantees = read_guarantees
+
+    def decided(seconds: float, decision: Any) -> None:
+        metrics.allox_decision_duration.observe(seconds)
+        counts: dict[str, int] = {"cpu": 0, "gpu": 0}
+        for queued in decision.queue:
+            counts[queued.kind] = counts.get(queued.kind, 0) + 1
+        for kind, count in counts.items():
+            metrics.allox_queue.labels(kind=kind).set(count)
+        metrics.allox_fairness_spread.set(decision.progress_spread)
+
+    return PlacerController(
+        api=api,
+        jobs=estimator,
+        free_by_node=lambda running: cache.free_by_node(settings.allox.node_selector, except_owners=running),
+        capacity=lambda: cache.capacity(settings.allox.node_selector),
+        settings=settings.allox,
+        gpu_resource=settings.policy.gpu_resource_name,
+        on_decision=decided,
+        on_start=lambda kind, mechanism: metrics.allox_placements.labels(kind=kind, mechanism=mechanism).inc(),
+        preemption_grace=lambda: cache.shortest_gpu_victim_grace(settings.allox.node_selector),
+        guarantees=guarantees,
+        job_pods=lambda owners: cache.job_pods(owners, settings.allox.node_selector),
+    )
+
+
+def _locked(lock: threading.RLock, read: Callable[[], T]) -> T:
+    with lock:
+        return read()
