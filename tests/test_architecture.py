@@ -1,6 +1,7 @@
 """The architecture in DESIGN.md, enforced: the pure core imports no web framework, Kubernetes
 client or driver, and the layers only import downwards (contracts in pyproject.toml)."""
 
+import ast
 import subprocess
 import sys
 from pathlib import Path
@@ -24,7 +25,6 @@ def test_the_pure_core_type_checks_strictly():
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
 
 
-
 def test_the_code_lints_clean():
     """ruff's pyflakes, pycodestyle and bugbear rules ([tool.ruff] in pyproject.toml) over
     every Python file of the repository."""
@@ -43,3 +43,96 @@ def test_the_readme_layout_names_every_package():
     )
     missing = [package for package in packages if f"`{package}/`" not in layout]
     assert not missing, f"packages missing from the README's layout table: {missing}"
+
+
+
+def _import_graph(root: Path, packages: list[str]) -> dict[str, set[str]]:
+    """Every import between the modules of ``packages`` under ``root``: at module level, inside
+    functions and under ``TYPE_CHECKING`` alike (a cycle of type-only or deferred imports is
+    still two modules that cannot be understood, or moved, one without the other). ``from a
+    import b`` names the module ``a.b`` when there is one, else ``a``; the packages a dotted
+    import runs on the way (``a/__init__.py`` for ``a.b``) are not counted, as in import-linter."""
+    paths = {}
+    for package in packages:
+        for path in (root / package).rglob("*.py"):
+            parts = list(path.relative_to(root).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            paths[".".join(parts)] = path
+    graph: dict[str, set[str]] = {module: set() for module in paths}
+    for module, path in paths.items():
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                source = node.module or ""
+                if node.level:
+                    base = module.split(".")[: len(module.split(".")) - node.level + (path.name == "__init__.py")]
+                    source = ".".join(base + ([source] if source else []))
+                targets = [f"{source}.{alias.name}" for alias in node.names if f"{source}.{alias.name}" in paths] or [source]
+            else:
+                continue
+            for target in targets:
+                while target and target not in paths:
+                    target = target.rpartition(".")[0]
+                if target and target != module:
+                    graph[module].add(target)
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The import cycles: strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(module: str) -> None:
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        for target in sorted(graph[module]):
+            if target not in index:
+                visit(target)
+                low[module] = min(low[module], low[target])
+            elif target in stack:
+                low[module] = min(low[module], index[target])
+        if low[module] == index[module]:
+            component = stack[stack.index(module):]
+            del stack[stack.index(module):]
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 10_000))
+    for module in sorted(graph):
+        if module not in index:
+            visit(module)
+    return sorted(found)
+
+
+def test_no_module_imports_itself_through_others():
+    """No import cycles in scheduler/, placer/ or estimator/, counting imports inside functions
+    and under ``TYPE_CHECKING`` too: shared names live in a module below both users (the
+    simulator's exit codes and cluster options in ``scheduler/simulator/options.py``, its errors
+    in ``errors.py``), and a policy is typed against a Protocol of what it reads of the
+    simulation (``SimulationView``, ``InterchangeableView``), not the simulation class."""
+    graph = _import_graph(ROOT, ["scheduler", "placer", "estimator"])
+    assert len(graph) > 100 and sum(len(targets) for targets in graph.values()) > 500  # the walk saw the code
+    cycles = _cycles(graph)
+    assert not cycles, "import cycles:\n" + "\n".join(
+        "  " + "; ".join(f"{m} -> {', '.join(sorted(graph[m] & set(c)))}" for m in c) for c in cycles
+    )
+
+
+def test_the_cycle_finder_sees_deferred_and_type_only_imports(tmp_path):
+    """The finder above on a package whose only cycles go through a function body, a
+    ``TYPE_CHECKING`` block and a relative import: it must report each of them."""
+    package = tmp_path / "pkg"
+    (package / "sub").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "sub" / "__init__.py").write_text("")
+    (package / "a.py").write_text("def f():\n    from pkg.b import g\n")
+    (package / "b.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg import a\n")
+    (package / "sub" / "c.py").write_text("from . import d\n")
+    (package / "sub" / "d.py").write_text("from ..sub.c import x\n")
+    (package / "e.py").write_text("import pkg.a\n")
+    assert _cycles(_import_graph(tmp_path, ["pkg"])) == [["pkg.a", "pkg.b"], ["pkg.sub.c", "pkg.sub.d"]]

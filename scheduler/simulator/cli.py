@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import Final, NoReturn, Sequence
 
 from scheduler.config import Settings, load_settings
-from scheduler.core.resources import Resources, cpu_millis, device_count, whole_units
 from scheduler.errors import CellfitError, ConfigError, InvalidRequest
 from scheduler.preemption.model import FitGppSettings
 from scheduler.simulator.errors import InvalidWorkload
@@ -38,7 +37,17 @@ from scheduler.simulator.experiment import (
     run_experiment,
     run_sweep,
 )
-from scheduler.simulator.options import BadOption, fail_option, parse_float, parse_int, policy_list
+from scheduler.simulator.options import (
+    EXIT_BAD_INPUT,
+    EXIT_FAILED,
+    EXIT_OK,
+    BadOption,
+    cluster_from,
+    fail_option,
+    parse_float,
+    parse_int,
+    policy_list,
+)
 from scheduler.simulator.policies import policy_names
 from scheduler.simulator.progress import ProgressBar
 from scheduler.simulator.report import document, sweep_document, sweep_table, tables
@@ -46,9 +55,6 @@ from scheduler.simulator.session import PROG, OutputError, RunReport, run_and_re
 from scheduler.simulator.trace import dump_trace, load_trace
 from scheduler.simulator.workload import ClusterSpec, FitGppWorkload
 
-EXIT_OK: Final = 0
-EXIT_FAILED: Final = 1
-EXIT_BAD_INPUT: Final = 2
 _DEFAULT_POLICIES: Final = "fifo,lrtp,rand,fitgpp"
 # Options of the FitGpp workload (and traces) that the allox workload has no use for, and the
 # reverse; giving one to the other workload is an error rather than silently ignored.
@@ -195,21 +201,6 @@ def _settings(args: argparse.Namespace, configuration: Settings | None) -> FitGp
     text = _or(args.max_preemptions, limit_default).strip().lower()
     limit = None if text in ("inf", "infinite", "none", "unlimited") else _int(text, "--max-preemptions", low=0)
     return FitGppSettings(grace_period_weight=weight, max_preemptions=limit)
-
-
-def cluster_from(args: argparse.Namespace, default: ClusterSpec) -> ClusterSpec:
-    """--nodes and --node-*, each defaulting to ``default``'s (the workload's cluster)."""
-    base = default.node
-    try:
-        node = Resources(
-            cpu_millis=base.cpu_millis if args.node_cpu is None else cpu_millis(args.node_cpu, field="--node-cpu"),
-            memory_bytes=base.memory_bytes if args.node_memory is None else whole_units(args.node_memory, field="--node-memory"),
-            gpus=base.gpus if args.node_gpus is None else device_count(args.node_gpus, field="--node-gpus"),
-        )
-    except InvalidRequest as error:
-        raise _BadOption(str(error)) from None
-    nodes = default.nodes if args.nodes is None else _int(args.nodes, "--nodes", low=1)
-    return ClusterSpec(nodes=nodes, node=node)
 
 
 def _cluster(args: argparse.Namespace) -> ClusterSpec:

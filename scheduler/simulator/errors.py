@@ -34,3 +34,8 @@ class InvalidWorkload(InvalidRequest):
 class SimulationStalled(CellfitError):
     """Jobs are waiting and nothing is left to happen: a policy left the cluster idle with work
     queued (a bug in the policy, never in the input)."""
+
+
+class PolicyError(AssertionError):
+    """A policy asked the interchangeable-job simulation for something impossible (a busy
+    machine, a job that is not waiting): a bug in the policy, never in the input."""

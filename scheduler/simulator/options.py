@@ -1,12 +1,20 @@
 """Parsing ``cellfit simulate``'s option values: every mistake becomes one error naming the
-option (the CLI prints it on one line and exits 2). Shared by the workloads' command paths."""
+option (the CLI prints it on one line and exits 2). Shared by the workloads' command paths, with
+the exit codes and the cluster options (``--nodes``, ``--node-*``) they have in common."""
 
 from __future__ import annotations
 
+import argparse
 import math
-from typing import NoReturn
+from typing import Final, NoReturn
 
+from scheduler.core.resources import Resources, cpu_millis, device_count, whole_units
 from scheduler.errors import InvalidRequest
+from scheduler.simulator.workload import ClusterSpec
+
+EXIT_OK: Final = 0
+EXIT_FAILED: Final = 1
+EXIT_BAD_INPUT: Final = 2
 
 
 class BadOption(InvalidRequest):
@@ -53,3 +61,18 @@ def policy_list(text: str, known: list[str], *, workload: str, other: list[str])
     if len(set(names)) != len(names):
         fail_option("--policies", "a policy is named twice")
     return names
+
+
+def cluster_from(args: argparse.Namespace, default: ClusterSpec) -> ClusterSpec:
+    """--nodes and --node-*, each defaulting to ``default``'s (the workload's cluster)."""
+    base = default.node
+    try:
+        node = Resources(
+            cpu_millis=base.cpu_millis if args.node_cpu is None else cpu_millis(args.node_cpu, field="--node-cpu"),
+            memory_bytes=base.memory_bytes if args.node_memory is None else whole_units(args.node_memory, field="--node-memory"),
+            gpus=base.gpus if args.node_gpus is None else device_count(args.node_gpus, field="--node-gpus"),
+        )
+    except InvalidRequest as error:
+        raise BadOption(str(error)) from None
+    nodes = default.nodes if args.nodes is None else parse_int(args.nodes, "--nodes", low=1)
+    return ClusterSpec(nodes=nodes, node=node)

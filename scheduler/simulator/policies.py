@@ -1,10 +1,11 @@
 """Scheduling policies the simulator can run, and the registry that names them.
 
 A policy gets one :meth:`Policy.schedule` call per instant, after that instant's events, and
-acts through the simulation: :meth:`~Simulation.try_place` starts a job where the served
-engine places it (kube-scheduler's cycle), :meth:`~Simulation.preempt` suspends victims for a
-TE job. A new policy
-implements ``schedule`` and registers a factory::
+acts through the simulation (what it may read and call is :class:`SimulationView`, which
+:class:`~scheduler.simulator.simulation.Simulation` implements):
+:meth:`~SimulationView.try_place` starts a job where the served engine places it
+(kube-scheduler's cycle), :meth:`~SimulationView.preempt` suspends victims for a TE job. A new
+policy implements ``schedule`` and registers a factory::
 
     register_policy("fifo", FifoPolicy)
 
@@ -35,8 +36,9 @@ paper's Tables 3 and 4.
 from __future__ import annotations
 
 import random
+from collections import deque
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Final, Iterable, Literal, Protocol, cast
+from typing import TYPE_CHECKING, Callable, Final, Iterable, Literal, Mapping, Protocol, Sequence, cast
 
 from scheduler.preemption.engine import VictimChoice
 from scheduler.preemption.model import FitGppSettings
@@ -44,7 +46,9 @@ from scheduler.simulator.errors import UnknownPolicy
 from scheduler.simulator.state import PreemptionPlan, SimJob
 
 if TYPE_CHECKING:
-    from scheduler.simulator.simulation import Simulation
+    from scheduler.core.engine import SchedulingEngine
+    from scheduler.core.model import PodInfo
+    from scheduler.core.resources import Resources
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -71,6 +75,65 @@ class PolicyOptions:
     allox: AlloxOptions = AlloxOptions()
 
 
+class DecidesPreemption(Protocol):
+    """The part of FitGpp's preemption capability the simulation uses: victims with their
+    explanation (:class:`~scheduler.preemption.engine.ExplainedPreemption`)."""
+
+    def decide_preemption(
+        self, pod: PodInfo, candidates: Mapping[str, Sequence[str]], victim_pods: Mapping[str, PodInfo]
+    ) -> VictimChoice: ...
+
+
+class SimulationView(Protocol):
+    """What a policy reads and calls of the simulation running it
+    (:class:`~scheduler.simulator.simulation.Simulation`)."""
+
+    @property
+    def now(self) -> float:
+        """The current instant, in simulated seconds."""
+        ...
+
+    @property
+    def version(self) -> int:
+        """Bumped whenever resources are released: a queue head blocked at version v need not
+        be tried again before it changes."""
+        ...
+
+    @property
+    def te_queue(self) -> deque[SimJob]:
+        """Waiting TE jobs in arrival order; the policy pops the ones it starts or preempts for."""
+        ...
+
+    @property
+    def be_queue(self) -> deque[SimJob]:
+        """Waiting BE jobs in arrival order; the policy pops the ones it starts."""
+        ...
+
+    @property
+    def running_be(self) -> Mapping[int, SimJob]:
+        """Running (not terminating) BE jobs in start order."""
+        ...
+
+    @property
+    def by_pod(self) -> Mapping[str, SimJob]:
+        """The job of each current pod, by pod UID."""
+        ...
+
+    @property
+    def engine(self) -> SchedulingEngine: ...
+
+    @property
+    def preemption(self) -> DecidesPreemption | None: ...
+
+    def try_place(self, job: SimJob) -> bool: ...
+
+    def preempt(self, job: SimJob, plan: PreemptionPlan) -> None: ...
+
+    def free_on(self, node: str) -> Resources: ...
+
+    def preemption_candidates(self, job: SimJob) -> dict[str, list[str]]: ...
+
+
 class Policy(Protocol):
     @property
     def name(self) -> str:
@@ -80,7 +143,7 @@ class Policy(Protocol):
     @property
     def preemptive(self) -> bool: ...
 
-    def schedule(self, sim: Simulation) -> None:
+    def schedule(self, sim: SimulationView) -> None:
         """Start and preempt jobs for the current instant (``sim.now``)."""
         ...
 
@@ -138,10 +201,10 @@ class _Blocked:
         self.job = -1
         self.version = -1
 
-    def still(self, job: SimJob, sim: Simulation) -> bool:
+    def still(self, job: SimJob, sim: SimulationView) -> bool:
         return self.job == job.index and self.version == sim.version
 
-    def mark(self, job: SimJob, sim: Simulation) -> None:
+    def mark(self, job: SimJob, sim: SimulationView) -> None:
         self.job = job.index
         self.version = sim.version
 
@@ -155,7 +218,7 @@ class FifoPolicy:
     def __init__(self, options: PolicyOptions | None = None) -> None:
         self._blocked = _Blocked()
 
-    def schedule(self, sim: Simulation) -> None:
+    def schedule(self, sim: SimulationView) -> None:
         te, be = sim.te_queue, sim.be_queue
         while te or be:
             queue = te if not be or (te and te[0].arrival_seq < be[0].arrival_seq) else be
@@ -179,10 +242,10 @@ class PreemptiveFifo:
         self._te_blocked = _Blocked()
         self._be_blocked = _Blocked()
 
-    def plan(self, job: SimJob, sim: Simulation) -> PreemptionPlan | None:  # pragma: no cover
+    def plan(self, job: SimJob, sim: SimulationView) -> PreemptionPlan | None:  # pragma: no cover
         raise NotImplementedError
 
-    def schedule(self, sim: Simulation) -> None:
+    def schedule(self, sim: SimulationView) -> None:
         te = sim.te_queue
         while te:
             head = te[0]
@@ -205,12 +268,12 @@ class PreemptiveFifo:
                 return
             be.popleft()
 
-    def _eligible(self, sim: Simulation) -> list[SimJob]:
+    def _eligible(self, sim: SimulationView) -> list[SimJob]:
         """Running BE jobs not yet preempted P times, in start order."""
         return [job for job in sim.running_be.values() if self.settings.below_limit(job.preemptions)]
 
 
-def _greedy(job: SimJob, sim: Simulation, order: Iterable[SimJob], rule: str) -> PreemptionPlan | None:
+def _greedy(job: SimJob, sim: SimulationView, order: Iterable[SimJob], rule: str) -> PreemptionPlan | None:
     """Preempt jobs in ``order`` until one node has room for ``job`` (LRTP and RAND, §4.1:
     "continue the preemption process until they can prepare enough resource"). Victims on other
     nodes stay preempted, as in the paper. Nothing is preempted when no node can get there."""
@@ -250,7 +313,7 @@ class LrtpPolicy(PreemptiveFifo):
 
     name = "lrtp"
 
-    def plan(self, job: SimJob, sim: Simulation) -> PreemptionPlan | None:
+    def plan(self, job: SimJob, sim: SimulationView) -> PreemptionPlan | None:
         now = sim.now
         order = sorted(self._eligible(sim), key=lambda victim: (-victim.remaining(now), victim.index))
         return _greedy(job, sim, order, "lrtp")
@@ -265,7 +328,7 @@ class RandPolicy(PreemptiveFifo):
         super().__init__(options)
         self._rng = random.Random(f"rand/{options.seed}")
 
-    def plan(self, job: SimJob, sim: Simulation) -> PreemptionPlan | None:
+    def plan(self, job: SimJob, sim: SimulationView) -> PreemptionPlan | None:
         order = sorted(self._eligible(sim), key=lambda victim: victim.index)
         self._rng.shuffle(order)
         return _greedy(job, sim, order, "rand")
@@ -282,7 +345,7 @@ class FitGppPolicy(PreemptiveFifo):
         super().__init__(options)
         self.last_choice: VictimChoice | None = None
 
-    def plan(self, job: SimJob, sim: Simulation) -> PreemptionPlan | None:
+    def plan(self, job: SimJob, sim: SimulationView) -> PreemptionPlan | None:
         candidates = sim.preemption_candidates(job)
         if not candidates:
             return None  # kube-scheduler finds no node where preemption helps: no preempt call

@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 from collections import deque
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Callable, Final, Literal, Mapping, Protocol, Sequence
+from typing import TYPE_CHECKING, Callable, Final, Literal, Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -34,7 +34,6 @@ import numpy.typing as npt
 from scheduler.composition import compose
 from scheduler.config import Settings, load_settings
 from scheduler.core.engine import FilterDecision, SchedulingEngine
-from scheduler.preemption.engine import VictimChoice
 from scheduler.core.model import NodeInfo, PodInfo
 from scheduler.core.resources import Resources
 from scheduler.preemption.model import FitGppSettings
@@ -45,18 +44,10 @@ from scheduler.simulator.state import JobState, PreemptionPlan, SimJob
 from scheduler.simulator.workload import ClusterSpec, JobSpec
 
 if TYPE_CHECKING:
-    from scheduler.simulator.policies import Policy
+    from scheduler.simulator.policies import DecidesPreemption, Policy
 
 ArrivalMode = Literal["trace", "load"]
 
-
-class DecidesPreemption(Protocol):
-    """The part of FitGpp's preemption capability the simulation uses: victims with their
-    explanation (:class:`~scheduler.preemption.engine.ExplainedPreemption`)."""
-
-    def decide_preemption(
-        self, pod: PodInfo, candidates: Mapping[str, Sequence[str]], victim_pods: Mapping[str, PodInfo]
-    ) -> VictimChoice: ...
 
 # Event kinds, in the order they are applied at one instant.
 _COMPLETE: Final = 0

@@ -14,9 +14,9 @@ from allox_helpers import EXACT, average_jct_minutes, cluster, run, spec, world
 from estimator.model import Sample, estimate_configuration
 from scheduler.matching.model import Machine
 from scheduler.simulator.allox.policies import PAPER_POLICIES, interchangeable_policy_names
-from scheduler.simulator.allox.simulation import InterchangeableSimulation, PolicyError
+from scheduler.simulator.allox.simulation import InterchangeableSimulation
 from scheduler.simulator.allox.workload import AlloxWorkload
-from scheduler.simulator.errors import SimulationStalled
+from scheduler.simulator.errors import PolicyError, SimulationStalled
 from scheduler.simulator.workload import MINUTE
 
 ALL = interchangeable_policy_names()

@@ -25,9 +25,8 @@ from scheduler.simulator.allox.experiment import (
 from scheduler.simulator.allox.policies import PAPER_POLICIES, interchangeable_policy_names
 from scheduler.simulator.allox.report import document, sweep_document, sweep_table, tables
 from scheduler.simulator.allox.workload import ALLOX_CLUSTER, AlloxWorkload, describe
-from scheduler.simulator.cli import EXIT_OK, cluster_from
 from scheduler.simulator.errors import InvalidWorkload
-from scheduler.simulator.options import BadOption, fail_option, parse_float, parse_int, policy_list
+from scheduler.simulator.options import EXIT_OK, BadOption, cluster_from, fail_option, parse_float, parse_int, policy_list
 from scheduler.simulator.policies import AlloxOptions, policy_names
 from scheduler.simulator.progress import ProgressBar
 from scheduler.simulator.session import RunReport, run_and_report

@@ -29,9 +29,10 @@ configuration is faster — the preference a user states.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, Protocol, cast
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable, Protocol, Sequence, cast
 
-from scheduler.matching.admission import AdmissionPolicy, decide
+from scheduler.matching.admission import AdmissionPolicy, RunningJob, WaitingJob, decide
 from scheduler.matching.baselines import (
     BestFitScheduler,
     DrfaScheduler,
@@ -41,14 +42,63 @@ from scheduler.matching.baselines import (
     SjfPlusScheduler,
     srpt_allocation,
 )
-from scheduler.matching.fairness import ShareModel
-from scheduler.matching.model import Machine
+from scheduler.matching.capacity import NodeResources
+from scheduler.matching.fairness import Capacity, ShareModel
+from scheduler.matching.model import Assignment, Job, Machine
 from scheduler.matching.policy import Policy as MatchingPolicy
-from scheduler.simulator.allox.simulation import PolicyError
+from scheduler.simulator.errors import PolicyError
 from scheduler.simulator.policies import AlloxOptions, PolicyOptions, build_policy, policy_names, register_policy
 
 if TYPE_CHECKING:
-    from scheduler.simulator.allox.simulation import InterchangeableSimulation
+    from scheduler.simulator.allox.workload import AlloxWorkload
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AdmissionInputs:
+    """One instant of a simulation as AlloX admission's inputs
+    (:meth:`InterchangeableView.admission_inputs`)."""
+
+    now: float
+    waiting: tuple[WaitingJob, ...]
+    running: tuple[RunningJob, ...]
+    free_nodes: tuple[NodeResources, ...]
+    capacity: Capacity
+
+
+class InterchangeableView(Protocol):
+    """What a policy reads and calls of the simulation running it
+    (:class:`~scheduler.simulator.allox.simulation.InterchangeableSimulation`, whose methods
+    say what each returns)."""
+
+    @property
+    def now(self) -> float: ...
+
+    @property
+    def workload(self) -> AlloxWorkload: ...
+
+    @property
+    def shares(self) -> ShareModel: ...
+
+    @property
+    def machines(self) -> Sequence[Machine]: ...
+
+    def free_machines(self) -> list[Machine]: ...
+
+    def waiting_jobs(self) -> list[Job]: ...
+
+    def busy_until(self) -> dict[Machine, float]: ...
+
+    def running(self) -> list[Assignment]: ...
+
+    def in_service(self) -> list[tuple[Job, float, Machine | None]]: ...
+
+    def sampling(self, machine: Machine) -> bool: ...
+
+    def admission_inputs(self) -> AdmissionInputs: ...
+
+    def start(self, job_name: str, machine: Machine) -> None: ...
+
+    def stop(self, job_name: str) -> None: ...
 
 
 class InterchangeablePolicy(Protocol):
@@ -63,7 +113,7 @@ class InterchangeablePolicy(Protocol):
         """Whether its jobs must be profiled (§4.1) before it can schedule them."""
         ...
 
-    def schedule(self, sim: InterchangeableSimulation) -> None:
+    def schedule(self, sim: InterchangeableView) -> None:
         """Start (and, if preemptive, stop) jobs for the current instant (``sim.now``)."""
         ...
 
@@ -87,7 +137,7 @@ class MatchingDriver:
     def inner(self) -> MatchingPolicy | None:
         return self._inner
 
-    def schedule(self, sim: InterchangeableSimulation) -> None:
+    def schedule(self, sim: InterchangeableView) -> None:
         if self._inner is None:
             self._inner = self._build(sim.shares)
         free = sim.free_machines()
@@ -127,7 +177,7 @@ class AdmissionDriver:
         self._policy = policy
         self._options = options
 
-    def schedule(self, sim: InterchangeableSimulation) -> None:
+    def schedule(self, sim: InterchangeableView) -> None:
         free: dict[str, list[Machine]] = {}
         for machine in reversed(sim.free_machines()):
             free.setdefault(machine.kind, []).append(machine)  # reversed: pop() gives cluster order
@@ -167,7 +217,7 @@ class SrptDriver:
     preemptive = True
     needs_estimates = True
 
-    def schedule(self, sim: InterchangeableSimulation) -> None:
+    def schedule(self, sim: InterchangeableView) -> None:
         machines = [machine for machine in sim.machines if not sim.sampling(machine)]
         jobs = sim.in_service()
         allocation = srpt_allocation(machines=machines, remaining=[(job, left) for job, left, _ in jobs])

@@ -38,12 +38,13 @@ from scheduler.core.model import NodeInfo, PodInfo
 from scheduler.core.resources import Resources
 from scheduler.matching.admission import RunningJob, WaitingJob
 from scheduler.matching.capacity import NodeResources, cluster_capacity, default_demands
-from scheduler.matching.fairness import Capacity, DemandShare, ShareModel, job_value
+from scheduler.matching.fairness import DemandShare, ShareModel, job_value
 from scheduler.matching.model import KIND_CPU, KIND_GPU, Assignment, Demand, Job, Machine
 from estimator.planner import StopSample
+from scheduler.simulator.allox.policies import AdmissionInputs
 from scheduler.simulator.allox.sampling import RunState, SamplingRun
 from scheduler.simulator.allox.workload import AlloxJobSpec, AlloxWorkload
-from scheduler.simulator.errors import InvalidWorkload, SimulationStalled
+from scheduler.simulator.errors import InvalidWorkload, PolicyError, SimulationStalled
 from scheduler.simulator.kernel import EventKernel
 from scheduler.simulator.workload import GIB, ClusterSpec
 
@@ -81,11 +82,6 @@ def _as_job(spec: AlloxJobSpec, processing_time: Mapping[str, float]) -> Job:
     return Job(
         name=spec.job_id, user=spec.user, arrival=spec.submit_time, processing_time=dict(processing_time), demand=spec.demand
     )
-
-
-class PolicyError(AssertionError):
-    """A policy asked for something impossible (a busy machine, a job that is not waiting): a
-    bug in the policy, never in the input."""
 
 
 class _SimJob:
@@ -222,18 +218,6 @@ class AlloxRunResult:
         """JCT: finish minus arrival (what AlloX minimises on average)."""
         result: FloatArray = self.finish - self.submit
         return result
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class AdmissionInputs:
-    """One instant of a simulation as AlloX admission's inputs
-    (:meth:`InterchangeableSimulation.admission_inputs`)."""
-
-    now: float
-    waiting: tuple[WaitingJob, ...]
-    running: tuple[RunningJob, ...]
-    free_nodes: tuple[NodeResources, ...]
-    capacity: Capacity
 
 
 class InterchangeableSimulation:

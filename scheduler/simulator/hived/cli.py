@@ -28,6 +28,7 @@ from scheduler.simulator.hived.results import summarise_outcome
 from scheduler.simulator.hived.simulation import QUEUES
 from scheduler.simulator.hived.workload import HivedWorkload
 from scheduler.simulator.options import (
+    EXIT_OK,
     BadOption,
     fail_option,
     parse_float,
@@ -37,7 +38,6 @@ from scheduler.simulator.options import (
 from scheduler.simulator.progress import ProgressBar
 from scheduler.simulator.session import RunReport, run_and_report
 
-EXIT_OK: Final = 0
 # The options this workload reads; any other one given (not None or False) belongs to another
 # workload and is an error rather than silently ignored.
 _OPTIONS: Final = frozenset(
