@@ -136,10 +136,11 @@ def _decoded_reflector(
 
 class ClusterCache:
     def __init__(
-        self, *, api: KubernetesApi, engine: SchedulingEngine, lock: threading.RLock, gpu_resource: str, pods: PodStore | None = None
+        self, *, api: KubernetesApi, engine: SchedulingEngine, lock: threading.RLock, gpu_resource: str, pods: PodStore
     ) -> None:
-        """``pods``: the composition's record of the pods (``Composition.pods``), which this cache
-        keeps: each pod recorded before the engine hears of it, forgotten after."""
+        """``pods``: the composition's record of the pods (``Composition.pods``, the one its engine
+        reads), which this cache keeps: each pod recorded before the engine hears of it,
+        forgotten after."""
         # API writes that must not hold up kube-scheduler (events, Job counts): one worker, so
         # they land in the order decided.
         self._writes = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cellfit-writes")
@@ -147,7 +148,7 @@ class ClusterCache:
         self._engine = engine
         self._lock = lock
         self._gpu_resource = gpu_resource
-        self._pods = pods if pods is not None else PodStore()
+        self._pods = pods
         self._node_names: set[str] = set()
         self._allocatable: dict[str, Resources] = {}
         self._schedulable: set[str] = set()  # Ready and not cordoned

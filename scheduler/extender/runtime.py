@@ -88,11 +88,6 @@ class Runtime:
 DISCOVERY_TIMEOUT_SECONDS = 60.0
 
 
-def build_engine(settings: Settings, api: KubernetesApi | None) -> SchedulingEngine:
-    """The placement engine ``settings`` ask for, inside FitGpp's preemption unless disabled."""
-    return build_composition(settings, api).engine
-
-
 def build_composition(settings: Settings, api: KubernetesApi | None) -> Composition:
     """The engine and the capabilities the drivers get (``scheduler/composition.py``); with an
     API, the watch cache keeps the pods' record."""

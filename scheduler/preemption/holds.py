@@ -88,9 +88,10 @@ class _PreemptorHold:
     """Room a node keeps for the pending pod whose victims FitGpp chose there."""
 
     node: str
-    seen: PodInfo  # the preemptor as FitGpp was given it (read from the pods once the watch has it)
+    seen: PodInfo  # the preemptor as FitGpp was given it
     order: int  # when FitGpp decided it, among all preemptor holds: the older goes first
     keeping_since: float | None = None  # as in _Displacement
+    watched: bool = False  # the watch has shown the preemptor since: the pods' record is newer than seen
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,6 +130,9 @@ class RoomHolds:
     pods: PodStore | None = None
     _displaced: dict[str, dict[str, _Displacement]] = field(default_factory=dict)  # Job UID -> node ->
     _pending: dict[str, set[str]] = field(default_factory=dict)  # Job UID -> its pending pods' UIDs
+    # Pending again after a failed binding, the watch not having shown them yet (the bind verb
+    # read them from the API): read from here until it does.
+    _unwatched: dict[str, PodInfo] = field(default_factory=dict)
     _job_of_pending: dict[str, str] = field(default_factory=dict)  # pod UID -> Job UID
     _resumed: dict[str, _Resumed] = field(default_factory=dict)  # pod UID ->
     _preemptors: dict[str, _PreemptorHold] = field(default_factory=dict)  # preemptor UID ->
@@ -168,6 +172,10 @@ class RoomHolds:
         """Record a pod's latest state (every pod the watch shows, whatever its Job)."""
         if self._records_pods:
             self._store.record(pod)
+        self._unwatched.pop(pod.uid, None)
+        self._apply(pod)
+
+    def _apply(self, pod: PodInfo) -> None:
         self._apply_preemptor(pod)
         if pod.owner is None or pod.owner.kind != "Job":
             return
@@ -209,7 +217,10 @@ class RoomHolds:
             return
         del self._resumed[pod.uid]
         self._displaced.setdefault(resumed.job, {}).setdefault(resumed.node, _Displacement(pods=0)).pods += 1
-        self.apply_pod(replace(pod, node_name=None, phase="Pending"))
+        waiting = replace(pod, node_name=None, phase="Pending")
+        if self._store.get(pod.uid) is None:
+            self._unwatched[pod.uid] = waiting
+        self._apply(waiting)
 
     def delete_pod(self, pod_uid: str) -> None:
         self._preemptors.pop(pod_uid, None)
@@ -223,6 +234,7 @@ class RoomHolds:
         self._displaced.pop(job_uid, None)
         for uid in self._pending.pop(job_uid, set()):
             self._job_of_pending.pop(uid, None)
+            self._unwatched.pop(uid, None)
         for uid in [uid for uid, resumed in self._resumed.items() if resumed.job == job_uid]:
             del self._resumed[uid]
 
@@ -331,7 +343,7 @@ class RoomHolds:
             pending = self._pending.get(job)
             if not pending:
                 continue
-            waiting = [pod for pod in map(self._store.get, sorted(pending)) if pod is not None]
+            waiting = [pod for pod in map(self._pending_pod, sorted(pending)) if pod is not None]
             for node, record in nodes.items():
                 taken, waiting = waiting[: record.pods], waiting[record.pods :]
                 out.extend((job, node, held) for held in taken)
@@ -360,15 +372,24 @@ class RoomHolds:
         if pod.node_name is not None or pod.phase in TERMINAL_PHASES or pod.terminating:
             self._preemptors.pop(pod.uid, None)
             self._binding_preemptors.pop(pod.uid, None)
+            return
+        claim = self._preemptors.get(pod.uid)
+        if claim is not None:
+            claim.watched = True
 
     def _preemptor(self, uid: str, claim: _PreemptorHold) -> PodInfo:
-        """The preemptor's latest state: the watch's, or as FitGpp was given it until the watch has it."""
-        return self._store.get(uid) or claim.seen
+        """The preemptor's latest state: as FitGpp was given it, until the watch shows it again
+        (the record may hold an older state than the one FitGpp decided for)."""
+        return (self._store.get(uid) if claim.watched else None) or claim.seen
+
+    def _pending_pod(self, uid: str) -> PodInfo | None:
+        return self._store.get(uid) or self._unwatched.get(uid)
 
     def _record(self, holder: str, node: str, *, preemptor: bool) -> _Displacement | _PreemptorHold:
         return self._preemptors[holder] if preemptor else self._displaced[holder][node]
 
     def _forget(self, pod_uid: str) -> bool:
+        self._unwatched.pop(pod_uid, None)
         job = self._job_of_pending.pop(pod_uid, None)
         if job is None:
             return False

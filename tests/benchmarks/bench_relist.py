@@ -29,6 +29,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from scheduler.cluster.cache import ClusterCache  # noqa: E402
+from scheduler.core.pods import PodStore  # noqa: E402
 from scheduler.core.fit import ResourceFitEngine  # noqa: E402
 from scheduler.extender.metrics import ExtenderMetrics  # noqa: E402
 from scheduler.extender.service import AlwaysReady, ExtenderService  # noqa: E402
@@ -72,7 +73,7 @@ def one_round(pods: int) -> dict[str, float]:
     gc.freeze()
     lock = threading.RLock()
     engine = FitGppEngine(ResourceFitEngine(), settings=FitGppSettings())
-    cache = ClusterCache(api=api, engine=engine, lock=lock, gpu_resource="nvidia.com/gpu")  # type: ignore[arg-type]
+    cache = ClusterCache(api=api, engine=engine, lock=lock, gpu_resource="nvidia.com/gpu", pods=PodStore())  # type: ignore[arg-type]
     service = ExtenderService(
         engine=engine, lock=lock, metrics=ExtenderMetrics(), gpu_resource="nvidia.com/gpu", cluster=None, readiness=AlwaysReady(),
     )

@@ -104,3 +104,67 @@ def test_a_preemptor_hold_reads_the_preemptor_from_the_record_once_the_watch_has
     engine.apply_pod(larger)
     (hold,) = [h for h in engine.holds.holds() if h.kind == "preemptor"]
     assert hold.requests == larger.requests
+
+
+class RecordingDriver:
+    """A driver in the watch cache's order: a pod recorded before the engine hears of it,
+    forgotten after (a finished one forgotten at once)."""
+
+    def __init__(self) -> None:
+        self.store = PodStore()
+        self.engine = FitGppEngine(ResourceFitEngine(), settings=FitGppSettings(), pods=self.store)
+        self.engine.apply_node(NodeInfo(name="n1", allocatable=Resources(64000, 512 * GI, 8)))
+
+    def apply(self, pod: PodInfo) -> None:
+        if not pod.holds_resources and pod.node_name is not None:
+            self.delete(pod.uid)
+            return
+        self.store.record(pod)
+        self.engine.apply_pod(pod)
+
+    def delete(self, uid: str) -> None:
+        self.engine.delete_pod(uid)
+        self.store.forget(uid)
+
+
+def held(name: str, job: str, *, node_name: str | None = None, grace: int = 30, labels: dict[str, str] | None = None) -> PodInfo:
+    return replace(best_effort(name, node_name=node_name, job=job), priority=500, grace_period_seconds=grace,
+                   labels={"cellfit.io/job-class": "best-effort", **(labels or {})})
+
+
+def preempted_on_a_full_node(driver: RecordingDriver, preemptor: PodInfo) -> None:
+    driver.apply(held("be-long", "a", node_name="n1", grace=600))
+    driver.apply(held("be-short", "b", node_name="n1"))
+    assert driver.engine.select_victims(preemptor, {"n1": ["uid-be-long", "uid-be-short"]}, {}) == {"n1": ["uid-be-short"]}
+    driver.delete("uid-be-short")
+
+
+def test_a_resumed_pod_whose_binding_failed_before_the_watch_showed_it_keeps_its_job_s_room() -> None:
+    """Found by review: the bind verb read the resumed pod from the API, its binding failed, and
+    the hold lost the pod it keeps room for until the watch showed it."""
+    driver = RecordingDriver()
+    te = replace(trial("te-1"), priority=1000)
+    driver.apply(te)
+    preempted_on_a_full_node(driver, te)
+    driver.engine.reserve(te, "n1")
+    driver.apply(replace(te, node_name="n1", phase="Running"))
+    driver.apply(replace(te, node_name="n1", phase="Succeeded"))  # the trial is done: job b's room on n1 is free again
+    resumed = held("be-short-2", "b")
+    driver.engine.reserve(resumed, "n1")  # read from the API: the driver has not recorded it
+    driver.engine.unreserve(resumed.uid)  # the Binding failed
+    (hold,) = driver.engine.holds.holds()
+    assert (hold.node, hold.kind, hold.pods) == ("n1", "resume", ("ml/be-short-2",))
+    assert list(driver.engine.filter(held("waiter", "w"), ["n1"]).feasible) == []
+    driver.apply(resumed)  # the watch shows it pending
+    assert [h.pods for h in driver.engine.holds.holds()] == [("ml/be-short-2",)]
+
+
+def test_a_preemptor_hold_reads_the_preemptor_as_decided_for_until_the_watch_shows_it_again() -> None:
+    """Found by review: the record may hold an older state of the preemptor than the one FitGpp
+    decided for (relabelled out of a virtual cluster a moment ago)."""
+    driver = RecordingDriver()
+    driver.apply(replace(trial("te-1"), labels={"cellfit.io/job-class": "trial", "cellfit.io/virtual-cluster": "speech"}))
+    now = trial("te-1")  # kube-scheduler's pod: no virtual cluster any more
+    preempted_on_a_full_node(driver, now)
+    assert list(driver.engine.filter(held("waiter", "w"), ["n1"]).feasible) == []  # it yields to the preemptor's room
+    assert list(driver.engine.filter(replace(trial("te-2"), name="te-2"), ["n1"]).feasible) == []

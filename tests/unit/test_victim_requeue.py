@@ -11,6 +11,7 @@ import time
 from typing import Any
 
 from scheduler.cluster.cache import ClusterCache
+from scheduler.core.pods import PodStore
 from scheduler.cluster.nudge import VictimRequeue
 from scheduler.constants import REQUEUE_SIGNAL_NODE
 from scheduler.core.fit import ResourceFitEngine
@@ -45,7 +46,7 @@ def running(name: str) -> dict[str, Any]:
 def cache_with(*names: str) -> tuple[SignalRecordingApi, ClusterCache, list[int]]:
     api = SignalRecordingApi(nodes=[node("gpu-a")], pods=[running(name) for name in names])
     engine = FitGppEngine(ResourceFitEngine(), settings=FitGppSettings())
-    cache = ClusterCache(api=api, engine=engine, lock=threading.RLock(), gpu_resource="nvidia.com/gpu")  # type: ignore[arg-type]
+    cache = ClusterCache(api=api, engine=engine, lock=threading.RLock(), gpu_resource="nvidia.com/gpu", pods=PodStore())  # type: ignore[arg-type]
     cache.nodes._list_and_replace()
     cache.pods._list_and_replace()
     told = [0]
