@@ -20,7 +20,7 @@ from typing import Callable, Sequence
 
 from scheduler.cells import HivedEngine
 from scheduler.config import PreemptionSettings, Settings
-from scheduler.core.engine import SchedulingEngine
+from scheduler.core.engine import SchedulingEngine, TracksJobs
 from scheduler.core.fit import ResourceFitEngine
 from scheduler.core.model import NodeInfo
 from scheduler.core.pods import PodStore
@@ -41,6 +41,7 @@ class Composition:
     preemption: ExplainedPreemption | None  # FitGpp: victims with their explanation, Job counts
     holds: RoomHolds | None  # FitGpp's preemptor and resume holds, for inspection and metrics
     cells: HivedEngine | None  # HiveD: cell inspection, reconfiguration, bookings to sweep
+    jobs: TracksJobs | None = None  # what follows Jobs (a gang's width, preemption counts): the Job watch feeds it
 
 
 def compose(
@@ -95,8 +96,9 @@ def assemble(*, cells: HivedEngine | None, preemption: PreemptionSettings, clock
     fitgpp = _fitgpp(placement, preemption, clock=clock, pods=pods)
     if fitgpp is None:
         return Composition(engine=placement, pods=pods if pods is not None else PodStore(), placement=placement,
-                           preemption=None, holds=None, cells=cells)
-    return Composition(engine=fitgpp, pods=fitgpp.pods, placement=placement, preemption=fitgpp, holds=fitgpp.holds, cells=cells)
+                           preemption=None, holds=None, cells=cells, jobs=cells)
+    return Composition(engine=fitgpp, pods=fitgpp.pods, placement=placement, preemption=fitgpp, holds=fitgpp.holds, cells=cells,
+                       jobs=fitgpp)
 
 
 def with_preemption(placement: SchedulingEngine, preemption: PreemptionSettings, *, clock: Clock) -> SchedulingEngine:

@@ -136,11 +136,13 @@ def _decoded_reflector(
 
 class ClusterCache:
     def __init__(
-        self, *, api: KubernetesApi, engine: SchedulingEngine, lock: threading.RLock, gpu_resource: str, pods: PodStore
+        self, *, api: KubernetesApi, engine: SchedulingEngine, lock: threading.RLock, gpu_resource: str, pods: PodStore,
+        jobs: TracksJobs | None = None,
     ) -> None:
         """``pods``: the composition's record of the pods (``Composition.pods``, the one its engine
         reads), which this cache keeps: each pod recorded before the engine hears of it,
-        forgotten after."""
+        forgotten after. ``jobs``: the part of the engine that follows Jobs (``Composition.jobs``;
+        None: Jobs are not watched)."""
         # API writes that must not hold up kube-scheduler (events, Job counts): one worker, so
         # they land in the order decided.
         self._writes = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cellfit-writes")
@@ -169,8 +171,8 @@ class ClusterCache:
         )
         self.jobs: Reflector[wire.Job] | None = None
         self._job_uids: set[str] = set()
-        if isinstance(engine, TracksJobs):
-            tracker = engine
+        if jobs is not None:
+            tracker = jobs
 
             def replace_jobs(jobs: Sequence[wire.Job]) -> None:
                 listed = {job.metadata.uid for job in jobs}

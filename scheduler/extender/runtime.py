@@ -163,7 +163,8 @@ def build_runtime(settings: Settings, *, api: KubernetesApi | None = None, stand
     lock = threading.RLock()
     metrics = ExtenderMetrics()
     cache = (
-        ClusterCache(api=api, engine=engine, lock=lock, gpu_resource=settings.policy.gpu_resource_name, pods=composition.pods)
+        ClusterCache(api=api, engine=engine, lock=lock, gpu_resource=settings.policy.gpu_resource_name, pods=composition.pods,
+                     jobs=composition.jobs)
         if api is not None
         else None
     )

@@ -21,7 +21,7 @@ def test_a_relist_forgets_the_jobs_it_no_longer_lists():
     api = ListingApi(nodes=[], jobs=[job("kept", 1), job("gone", 1)])
     engine = FitGppEngine(ResourceFitEngine(), settings=FitGppSettings())
     engine.holds.displaced(job_uid="uid-gone", node_name="n1")
-    cache = ClusterCache(api=api, engine=engine, lock=threading.RLock(), gpu_resource="nvidia.com/gpu", pods=PodStore())  # type: ignore[arg-type]
+    cache = ClusterCache(api=api, engine=engine, lock=threading.RLock(), gpu_resource="nvidia.com/gpu", pods=PodStore(), jobs=engine)  # type: ignore[arg-type]
     assert cache.jobs is not None
     cache.jobs._list_and_replace()
     assert engine.preemptions_of_job("uid-gone") == 1 and engine.holds.active
