@@ -37,7 +37,7 @@ from scheduler.messages import clip
 try:  # libyaml: ~10x faster than the pure-Python parser, the same events
     from yaml import CSafeLoader as _EventLoader
 except ImportError:  # pragma: no cover - PyYAML built without libyaml
-    from yaml import SafeLoader as _EventLoader  # type: ignore[assignment]
+    from yaml import SafeLoader as _EventLoader  # type: ignore[assignment, unused-ignore]  # with types-PyYAML: another class
 
 _MERGE_TAG: Final = "tag:yaml.org,2002:merge"
 _PATH_CHARS: Final = 200  # a field path in a message; each key in it is cut to CLIP_CHARS

@@ -15,7 +15,7 @@ import os
 import socket
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterator, Literal
+from typing import Any, Iterator, Literal, cast
 from urllib.parse import quote
 
 import msgspec
@@ -23,7 +23,7 @@ import urllib3
 
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
-from kubernetes.client.rest import ApiException
+from kubernetes.client.exceptions import ApiException
 
 from scheduler.cluster import loop_http
 from scheduler.config import ClusterSettings
@@ -78,7 +78,7 @@ class KubernetesApi:
             return None
         if mode == "in-cluster" or (mode == "auto" and _in_cluster()):
             try:
-                k8s_config.load_incluster_config(client_configuration=configuration)
+                k8s_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]  # unannotated
             except k8s_config.ConfigException as error:
                 raise ConfigError(f"cluster.mode: in-cluster credentials unusable: {error}") from None
             return cls(k8s.ApiClient(configuration), settings=settings, source="in-cluster service account")
@@ -89,7 +89,7 @@ class KubernetesApi:
                 raise ConfigError(f"cluster.kubeconfig: no kubeconfig file at {path}")
             return None
         try:
-            k8s_config.load_kube_config(
+            k8s_config.load_kube_config(  # type: ignore[no-untyped-call]  # kubernetes.config is unannotated
                 config_file=path, context=settings.context, client_configuration=configuration
             )
         except (k8s_config.ConfigException, OSError, ValueError) as error:
@@ -188,7 +188,8 @@ class KubernetesApi:
             if error.status == 404:
                 return None
             raise _api_error(error, f"get pod {namespace}/{name}") from None
-        return wire.POD_DECODER.decode(response.data)
+        # _preload_content=False: the raw urllib3 response, not the V1Pod the client's annotations name
+        return wire.POD_DECODER.decode(cast("urllib3.BaseHTTPResponse", response).data)
 
     async def get_pod(self, namespace: str, name: str) -> wire.Pod | None:
         """The pod from the API server, from the event loop; ``None`` if it does not exist."""
@@ -306,7 +307,8 @@ class KubernetesApi:
             if error.status == 404:
                 return None
             raise _api_error(error, f"get priorityclass {name}") from None
-        return wire.PRIORITY_CLASS_DECODER.decode(response.data)
+        # _preload_content=False: the raw urllib3 response, not the model the client's annotations name
+        return wire.PRIORITY_CLASS_DECODER.decode(cast("urllib3.BaseHTTPResponse", response).data)
 
     # ------------------------------------------------------------------ jobs and events
 
@@ -353,8 +355,8 @@ class KubernetesApi:
             "count": 1,
         }
         try:
-            self._core.create_namespaced_event(
-                namespace, body, _preload_content=False, _request_timeout=self._settings.request_timeout_seconds
+            self._core.create_namespaced_event(  # the client sends a plain dict body as it is; it is annotated CoreV1Event
+                namespace, cast("k8s.CoreV1Event", body), _preload_content=False, _request_timeout=self._settings.request_timeout_seconds
             )
         except ApiException as error:
             raise _api_error(error, f"event on {kind.lower()} {namespace}/{pod_name}") from None

@@ -8,6 +8,7 @@ is logged and skipped, never allowed to stop the watch.
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
@@ -72,7 +73,7 @@ class LazilyDecoded(Sequence[T], Generic[T]):
 def api_reflector(
     api: KubernetesApi,
     kind: Kind,
-    object_decoder: msgspec.json.Decoder,
+    object_decoder: msgspec.json.Decoder[Any],
     *,
     name: str,
     replace: Callable[[Sequence[Any]], None],
@@ -90,7 +91,7 @@ def api_reflector(
 def path_reflector(
     api: KubernetesApi,
     path: str,
-    object_decoder: msgspec.json.Decoder,
+    object_decoder: msgspec.json.Decoder[Any],
     *,
     name: str,
     replace: Callable[[Sequence[Any]], None],
@@ -109,7 +110,7 @@ def path_reflector(
 def _decoded_reflector(
     list_raw: Callable[[], bytes],
     watch: Callable[[str], Iterator[bytes]],
-    object_decoder: msgspec.json.Decoder,
+    object_decoder: msgspec.json.Decoder[Any],
     *,
     name: str,
     replace: Callable[[Sequence[Any]], None],
@@ -179,9 +180,9 @@ class ClusterCache:
                 with self._lock:
                     gone = self._job_uids - listed  # deleted while the watch was down
                 for uid in gone:  # one object per hold of the lock: see _replace_pods
-                    self._under_lock(lambda uid=uid: delete_uid(uid))
+                    self._under_lock(functools.partial(delete_uid, uid))
                 for job in jobs:
-                    self._under_lock(lambda job=job: apply_job(job))
+                    self._under_lock(functools.partial(apply_job, job))
 
             def delete_uid(uid: str) -> None:
                 self._job_uids.discard(uid)
@@ -205,7 +206,7 @@ class ClusterCache:
         self,
         api: KubernetesApi,
         kind: Kind,
-        object_decoder: msgspec.json.Decoder,
+        object_decoder: msgspec.json.Decoder[Any],
         *,
         replace: Callable[[Sequence[Any]], None],
         apply: Callable[[Any], None],
@@ -275,7 +276,7 @@ class ClusterCache:
                 if pod.owner is not None and pod.owner.uid in except_owners:
                     continue
                 if pod.holds_resources and pod.node_name in self._schedulable:
-                    used[pod.node_name] = used.get(pod.node_name, ZERO) + pod.requests  # type: ignore[index]
+                    used[pod.node_name] = used.get(pod.node_name, ZERO) + pod.requests
             return {name: self._allocatable[name] - used.get(name, ZERO) for name in nodes}
 
     def pods_owned_by(self, owners: frozenset[str]) -> frozenset[str]:

@@ -88,10 +88,11 @@ class PodAdmission:
         where = f"pod {request.namespace}/{pod.metadata.name or pod.metadata.generateName}"
         try:
             configurations = parse_configurations((pod.metadata.annotations or {}).get(ANNOTATION_CONFIGURATIONS))
-            if kind not in configurations:
+            placed = next((known for known in configurations.kinds if known == kind), None)  # the label, as a kind
+            if placed is None:
                 raise InvalidAnnotation(f"names {kind!r}, which the configurations lack", field=LABEL_PLACEMENT)
             raw = json.loads(body)["request"]["object"]
-            return placement_patch(raw, configurations[kind])  # type: ignore[arg-type]
+            return placement_patch(raw, configurations[placed])
         except (InvalidAnnotation, ValueError, KeyError, TypeError) as error:
             # Admitted unchanged (the webhook never refuses a pod); the log says why.
             log.warning("placed pod left as created", extra={"pod": where, "reason": str(error)})

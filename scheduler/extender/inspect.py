@@ -4,7 +4,7 @@ engine lock; a policy without cells answers 404 saying so."""
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable
+from typing import Any, Callable, TypeVar
 
 from fastapi import APIRouter, HTTPException, Query
 
@@ -14,9 +14,13 @@ from scheduler.core.engine import SchedulingEngine
 from scheduler.preemption.holds import RoomHolds
 
 
+_View = TypeVar("_View")
+
 # hived()'s 404 belongs in the OpenAPI document of every route that calls it: undocumented, a
 # client generated from the document (or schemathesis) sees an unknown status under resource-fit.
-_NO_CELLS = {404: {"description": "The running policy (resource-fit) has no virtual clusters or cells."}}
+_NO_CELLS: dict[int | str, dict[str, Any]] = {
+    404: {"description": "The running policy (resource-fit) has no virtual clusters or cells."}
+}
 
 
 def inspect_router(
@@ -71,7 +75,7 @@ def inspect_router(
             raise HTTPException(404, detail="the running policy (resource-fit) has no virtual clusters or cells")
         return cells
 
-    def read(view: Callable[[], Any]) -> Any:
+    def read(view: Callable[[], _View]) -> _View:
         with lock:
             return view()
 

@@ -35,12 +35,13 @@ import socket
 import ssl
 import struct
 from asyncio import TimerHandle
-from typing import Any, Callable, Final, Mapping
+from typing import Any, Callable, Final, Mapping, cast
 
 import httptools
 import uvicorn
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
-from uvicorn.server import STARTUP_FAILURE, ServerState
+from uvicorn.config import STARTUP_FAILURE
+from uvicorn.server import ServerState
 
 from scheduler.config import ListenerLimits
 from scheduler.errors import ConfigError
@@ -348,10 +349,13 @@ class BoundedServer(uvicorn.Server):
         def protocol() -> asyncio.Protocol:  # as uvicorn's startup makes them
             return BoundedHttpProtocol(config=config, server_state=self.server_state, app_state=self.lifespan.state)
 
-        self.servers = [  # type: ignore[list-item]  # close() and wait_closed() are what uvicorn uses
-            _TlsAcceptor(sock, protocol=protocol, config=config, connections=self.server_state.connections)
-            for sock in sockets
-        ]
+        self.servers = cast(  # uvicorn types them asyncio servers, but uses only their close() and wait_closed()
+            "list[asyncio.Server]",
+            [
+                _TlsAcceptor(sock, protocol=protocol, config=config, connections=self.server_state.connections)
+                for sock in sockets
+            ],
+        )
         self.started = True
 
     def open_connections(self) -> int:

@@ -21,6 +21,12 @@ LATENCY_BUCKETS = tuple(0.0001 * 2**exponent for exponent in range(15))
 # cellfit_config_reloads_total's results (scheduler.extender.config_changes.ReloadResult).
 CONFIG_RELOAD_RESULTS: Final = ("applied", "invalid", "needs_restart")
 
+
+def _entry(read: Callable[[], Mapping[str, float]], key: str, default: float) -> Callable[[], float]:
+    """A scrape-time gauge's function: ``read()[key]``, ``default`` when absent."""
+    return lambda: read().get(key, default)
+
+
 class ExtenderMetrics:
     """All metrics of one service instance, in their own registry (tests build many)."""
 
@@ -235,12 +241,12 @@ class ExtenderMetrics:
     def track_sizes(self, sizes: Callable[[], Mapping[str, int]], kinds: tuple[str, ...]) -> None:
         """Report ``sizes()[kind]`` at scrape time for each kind."""
         for kind in kinds:
-            self.cache_objects.labels(kind=kind).set_function(lambda kind=kind: sizes().get(kind, 0))
+            self.cache_objects.labels(kind=kind).set_function(_entry(sizes, kind, 0))
 
     def track_sampling(self, active_pods: Callable[[], int], share: Callable[[], Mapping[str, float]]) -> None:
         self.sampling_pods.set_function(lambda: float(active_pods()))
         for resource in ("cpu", "gpu"):
-            self.sampling_share.labels(resource=resource).set_function(lambda resource=resource: share().get(resource, 0.0))
+            self.sampling_share.labels(resource=resource).set_function(_entry(share, resource, 0.0))
 
     def track_thread_cpu(self) -> None:
         """Each thread's CPU time, read at scrape time (cellfit_thread_cpu_seconds_total)."""

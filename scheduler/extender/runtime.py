@@ -33,7 +33,7 @@ from scheduler.extender.bookings import BookingSweeper
 from scheduler.extender.dispatch import VerbDispatch
 from scheduler.extender.metrics import ExtenderMetrics
 from scheduler.extender.inspect import inspect_router
-from scheduler.extender.service import AlwaysReady, ExtenderService
+from scheduler.extender.service import AlwaysReady, ExtenderService, Readiness
 from scheduler.extender.validating import ObjectValidation
 from scheduler.extender.validation import LiveCells, unplaceable_reason
 from scheduler.kube import names, translate, wire
@@ -170,7 +170,7 @@ def build_runtime(settings: Settings, *, api: KubernetesApi | None = None, stand
     )
     # The cell exchange's quota moves (every replica): a replica decides once its ledger is applied.
     quotas = _exchange_quotas(settings, api, composition.cells, lock)
-    readiness = cache if cache is not None else AlwaysReady()
+    readiness: Readiness = cache if cache is not None else AlwaysReady()
     if cache is not None and quotas is not None:
         readiness = _AllReady(cache, quotas)
     metrics.track_thread_cpu()

@@ -49,7 +49,7 @@ class KubeApi:
                 header_params={"Accept": "application/json"}, auth_settings=["BearerToken"],
             )
             response = client.call_api(method, url, header_params=headers, _request_timeout=REQUEST_TIMEOUT_SECONDS)
-            status, data = response.status, response.read()
+            status, data = response.status, response.read()  # type: ignore[no-untyped-call]  # RESTResponse.read is unannotated
         except ApiException as error:
             status, data = error.status, error.body or b""
         except (urllib3.exceptions.HTTPError, OSError) as error:

@@ -28,7 +28,7 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f"{message}\n{self.format_usage().strip()}")
 
 
-def _common(*, defaults: bool) -> argparse.ArgumentParser:
+def _common(*, defaults: bool) -> _Parser:
     """The flags kubectl users write anywhere on the line. Only the top level has defaults: a
     subcommand's would overwrite a flag given before it (``kubectl cellfit -n ml why ...``)."""
     common = _Parser(add_help=False)

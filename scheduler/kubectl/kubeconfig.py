@@ -38,14 +38,14 @@ def open_session(*, kubeconfig: str | None, context: str | None, namespace: str 
         if kubeconfig:
             raise PluginError(f"--kubeconfig {kubeconfig}: no such file")
         if os.environ.get("KUBERNETES_SERVICE_HOST") and context is None:
-            kube_config.load_incluster_config(client_configuration=configuration)
+            kube_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]  # unannotated
             own = IN_CLUSTER_NAMESPACE.read_text().strip() if IN_CLUSTER_NAMESPACE.is_file() else "default"
             return Session(client=k8s.ApiClient(configuration), namespace=namespace or own, source="in-cluster ServiceAccount",
                            server=configuration.host)
         raise PluginError(f"no kubeconfig: {files} does not exist (set KUBECONFIG or pass --kubeconfig)")
     merged = os.pathsep.join(present)
     try:
-        contexts, _ = kube_config.list_kube_config_contexts(config_file=merged)
+        contexts, _ = kube_config.list_kube_config_contexts(config_file=merged)  # type: ignore[no-untyped-call]  # unannotated
         wanted = context or _first_current_context(present)
         chosen = next((c for c in contexts if c.get("name") == wanted), None)
         if chosen is None and context is None:
@@ -53,7 +53,9 @@ def open_session(*, kubeconfig: str | None, context: str | None, namespace: str 
         if chosen is None:
             names = ", ".join(sorted(str(c.get("name")) for c in contexts)) or "none"
             raise PluginError(f"--context {context}: no such context in {merged} (it has: {names})")
-        kube_config.load_kube_config(config_file=merged, context=chosen["name"], client_configuration=configuration)
+        kube_config.load_kube_config(  # type: ignore[no-untyped-call]  # kubernetes.config is unannotated
+            config_file=merged, context=chosen["name"], client_configuration=configuration
+        )
     except (ConfigException, yaml.YAMLError) as error:
         raise PluginError(f"kubeconfig {merged}: {error}") from None
     own = (chosen.get("context") or {}).get("namespace") or "default"

@@ -34,5 +34,6 @@ def structured(data: Any, *, format: str) -> str:
     if format == "json":
         return json.dumps(data, indent=2, sort_keys=False)
     if format == "yaml":
-        return yaml.safe_dump(data, sort_keys=False, default_flow_style=False).rstrip()
+        dumped: str = yaml.safe_dump(data, sort_keys=False, default_flow_style=False)  # a str: no stream given
+        return dumped.rstrip()
     raise ValueError(f"not a structured format: {format!r}")

@@ -29,6 +29,7 @@ configuration is faster — the preference a user states.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Protocol, Sequence, cast
 
@@ -184,8 +185,9 @@ class AdmissionDriver:
         if not free:
             return
         inputs = sim.admission_inputs()
-        grid = {} if self._options.omega_grid_seconds is None else {"omega_grid_seconds": self._options.omega_grid_seconds}
-        decision = decide(
+        grid = self._options.omega_grid_seconds
+        admit = decide if grid is None else functools.partial(decide, omega_grid_seconds=grid)
+        decision = admit(
             now=inputs.now,
             waiting=inputs.waiting,
             running=inputs.running,
@@ -196,7 +198,6 @@ class AdmissionDriver:
             reserved_cpu_per_gpu=sim.workload.reserved_cpu_per_gpu,
             allox_plus_timeout=self._options.timeout,
             plan_queue=False,
-            **grid,
         )
         for start in decision.starts:
             machines = free.get(start.kind)
