@@ -93,20 +93,22 @@ def assemble(*, cells: HivedEngine | None, preemption: PreemptionSettings, clock
     before the engine hears of it, and forgets it after); without it the engine keeps its own
     from the events it is given (the simulator, tests)."""
     placement: SchedulingEngine = cells if cells is not None else ResourceFitEngine()
+    return with_preemption(placement, preemption, clock=clock, pods=pods, cells=cells)
+
+
+def with_preemption(
+    placement: SchedulingEngine, preemption: PreemptionSettings, *, clock: Clock, pods: PodStore | None = None,
+    cells: HivedEngine | None = None,
+) -> Composition:
+    """Any placement engine inside FitGpp's preemption (victims, P, resume holds timed by
+    ``clock``), or alone under ``preemption.policy: placement``. ``cells``: the placement, when
+    it is HiveD's (it then follows Jobs without FitGpp too); ``pods`` as :func:`assemble`."""
     fitgpp = _fitgpp(placement, preemption, clock=clock, pods=pods)
     if fitgpp is None:
         return Composition(engine=placement, pods=pods if pods is not None else PodStore(), placement=placement,
                            preemption=None, holds=None, cells=cells, jobs=cells)
     return Composition(engine=fitgpp, pods=fitgpp.pods, placement=placement, preemption=fitgpp, holds=fitgpp.holds, cells=cells,
                        jobs=fitgpp)
-
-
-def with_preemption(placement: SchedulingEngine, preemption: PreemptionSettings, *, clock: Clock) -> SchedulingEngine:
-    """Any placement engine inside FitGpp's preemption (victims, P, resume holds timed by
-    ``clock``), or alone under ``preemption.policy: placement``; it keeps its own record of
-    the pods it is given."""
-    fitgpp = _fitgpp(placement, preemption, clock=clock)
-    return placement if fitgpp is None else fitgpp
 
 
 def _fitgpp(placement: SchedulingEngine, preemption: PreemptionSettings, *, clock: Clock, pods: PodStore | None = None) -> FitGppEngine | None:

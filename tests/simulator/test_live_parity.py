@@ -200,9 +200,9 @@ def _gangs(workload: HivedWorkload) -> list[GangJob]:
     ]
 
 
-def _gang_run(jobs: list[GangJob], workload: HivedWorkload, engine: Any) -> tuple[Any, list[tuple[str, list[str] | None]]]:
+def _gang_run(jobs: list[GangJob], workload: HivedWorkload, engine: Any, tracker: Any) -> tuple[Any, list[tuple[str, list[str] | None]]]:
     shape = workload.shape
-    scheduler = _Recorded(engine=engine, nodes=gpu_nodes(shape.node_names(), shape.gpus_per_node))
+    scheduler = _Recorded(engine=engine, jobs=tracker, nodes=gpu_nodes(shape.node_names(), shape.gpus_per_node))
     result = GangSimulation(
         jobs=jobs, scheduler=scheduler, tenants=["a", "b"], setting="hived", seed=0, gpus_per_node=shape.gpus_per_node, queue="kube"
     ).run()
@@ -217,14 +217,16 @@ def test_hived_gangs_decide_the_same_live() -> None:
     workload = two_tenants(nodes_per_rack=5, a_nodes=3, b_nodes=2)
     cells = shared_cells_config(workload)
     jobs = _gangs(workload)
-    simulated, simulated_outcomes = _gang_run(jobs, workload, as_served(HivedEngine.from_config(cells)))
+    hived = HivedEngine.from_config(cells)
+    composed = as_served(hived, cells=hived)
+    simulated, simulated_outcomes = _gang_run(jobs, workload, composed.engine, composed.jobs)
     assert any(nodes is not None and len(nodes) > 1 for _, nodes in simulated_outcomes)  # gangs ran
     assert any(nodes is None for _, nodes in simulated_outcomes)  # and one had to wait
     settings = Settings.model_validate({"policy": {"name": "hived"}, "cells": cells})
     runtime = build_runtime(settings, standalone=True)
     with running_server(runtime.app) as url, httpx.Client(base_url=url, timeout=10) as client:
         extender = LiveExtender(client, runtime)
-        served, served_outcomes = _gang_run(jobs, workload, extender)
+        served, served_outcomes = _gang_run(jobs, workload, extender, extender)  # the live cache's Job watch
     assert simulated_outcomes == served_outcomes
     assert np.array_equal(simulated.start, served.start) and np.array_equal(simulated.finish, served.finish)
     assert extender.calls["filter"] >= sum(job.pods for job in jobs)

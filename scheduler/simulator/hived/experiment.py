@@ -15,17 +15,18 @@ Every setting of a seed replays the same jobs (same arrival times, sizes, durati
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
-from typing import Final
+from typing import Any, Final
 
 import numpy as np
 
 from scheduler.cells import HivedEngine
 from scheduler.core.engine import SchedulingEngine
 from scheduler.core.fit import ResourceFitEngine
-from scheduler.composition import with_preemption
+from scheduler.core.model import NodeInfo
+from scheduler.composition import Composition, with_preemption
 from scheduler.config import load_settings
 from scheduler.simulator.errors import UnknownPolicy
 from scheduler.simulator.hived.cluster import (
@@ -84,13 +85,22 @@ class HivedOutcome:
     runs: dict[str, list[GangRunResult]]
 
 
-def as_served(placement: SchedulingEngine) -> SchedulingEngine:
+def as_served(placement: SchedulingEngine, *, cells: HivedEngine | None = None) -> Composition:
     """The placement engine inside FitGpp's preemption, as ``cellfit serve`` composes it under
-    its default configuration (:func:`scheduler.composition.with_preemption`). Nothing here
-    preempts (regular pods, no job class), so FitGpp forwards every decision to the placement
-    engine and keeps its index of the bound pods; no resume hold ever starts, so nothing asks
-    the clock."""
-    return with_preemption(placement, load_settings(None).preemption, clock=_no_clock)
+    its default configuration (:func:`scheduler.composition.with_preemption`; ``cells``: the
+    placement, when it is HiveD's). Nothing here preempts (regular pods, no job class), so
+    FitGpp forwards every decision to the placement engine and keeps its index of the bound
+    pods; no resume hold ever starts, so nothing asks the clock."""
+    return with_preemption(placement, load_settings(None).preemption, clock=_no_clock, cells=cells)
+
+
+def _scheduler(served: Composition, nodes: Sequence[NodeInfo], **options: Any) -> ClusterScheduler:
+    return ClusterScheduler(engine=served.engine, jobs=served.jobs, nodes=nodes, **options)
+
+
+def _hived(config: Mapping[str, Any]) -> Composition:
+    cells = HivedEngine.from_config(config)
+    return as_served(cells, cells=cells)
 
 
 def _no_clock() -> float:
@@ -115,15 +125,13 @@ def run_setting(
     nodes = gpu_nodes(shape.node_names(), shape.gpus_per_node)
     quota = QuotaGate({t.name: t.quota_gpus(shape) for t in workload.tenants})
     if setting == "hived":
-        scheduler = ClusterScheduler(engine=as_served(HivedEngine.from_config(shared_cells_config(workload))), nodes=nodes)
+        scheduler = _scheduler(_hived(shared_cells_config(workload)), nodes)
     elif setting == "quota-spread":
         fit = ResourceFitEngine(initial_capacity=max(64, shape.nodes))
-        scheduler = ClusterScheduler(
-            engine=as_served(fit), nodes=nodes, choice=spread_choice(fit, shape.gpus_per_node), quota=quota
-        )
+        scheduler = _scheduler(as_served(fit), nodes, choice=spread_choice(fit, shape.gpus_per_node), quota=quota)
     else:
         assert setting == "quota-pack"
-        scheduler = ClusterScheduler(engine=as_served(ResourceFitEngine(initial_capacity=max(64, shape.nodes))), nodes=nodes, quota=quota)
+        scheduler = _scheduler(as_served(ResourceFitEngine(initial_capacity=max(64, shape.nodes))), nodes, quota=quota)
     return GangSimulation(
         jobs=jobs,
         scheduler=scheduler,
@@ -151,7 +159,7 @@ def _private(experiment: HivedExperiment, jobs: Sequence[GangJob], *, seed: int,
         positions = [i for i, job in enumerate(jobs) if job.tenant == tenant.name]
         names = private_node_names(workload, tenant)
         nodes = gpu_nodes(names, shape.gpus_per_node)
-        scheduler = ClusterScheduler(engine=as_served(HivedEngine.from_config(private_cells_config(workload, tenant))), nodes=nodes)
+        scheduler = _scheduler(_hived(private_cells_config(workload, tenant)), nodes)
         result = GangSimulation(
             jobs=[jobs[i] for i in positions],
             scheduler=scheduler,

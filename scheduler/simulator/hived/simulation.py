@@ -111,15 +111,17 @@ class ClusterScheduler:
         nodes: Sequence[NodeInfo],
         choice: NodeChoice | None = None,
         quota: QuotaGate | None = None,
+        jobs: TracksJobs | None = None,
     ) -> None:
+        """``jobs``: the part of the engine that follows Jobs (``Composition.jobs``), told each
+        gang's width and end as the watch cache would."""
         self.engine = engine
         self.node_names = [node.name for node in nodes]
         for node in nodes:
             engine.apply_node(node)
         self.choice = choice if choice is not None else engine_choice(engine)
         self.quota = quota
-        # A runtime Protocol check costs microseconds: made once, not per job.
-        self._jobs: TracksJobs | None = engine if isinstance(engine, TracksJobs) else None
+        self._jobs = jobs
         self._running: dict[str, list[PodInfo]] = {}
 
     def try_start(self, job: GangJob) -> list[str] | None:
