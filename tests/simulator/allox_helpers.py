@@ -96,11 +96,11 @@ def check(sim: InterchangeableSimulation) -> None:
     assert len(held) == len(set(held)), "a pod on two machines"
     node = sim.cluster.node
     for name in sim.cluster.node_names():
-        free = sim.engine.free_on(name)
+        free = sim.placement.free_on(name)
         assert free.cpu_millis >= 0 and free.memory_bytes >= 0 and free.gpus >= 0, (name, free)
         assert free.fits_in(node)
         pods_here = [pod for machine, pod in holdings.items() if pod is not None and sim.node_of(machine) == name]
-        assert sim.engine.free_on(name) == node - sum((_requests(sim, pod) for pod in pods_here), Resources())
+        assert sim.placement.free_on(name) == node - sum((_requests(sim, pod) for pod in pods_here), Resources())
     for pod in holdings.values():
         if pod is not None and "/sample-" not in pod:
             assert sim.progress_of(pod) <= 1.0 + 1e-9

@@ -105,7 +105,7 @@ class Recording:
         jobs = [_as_kubernetes_job(job) for job in present]
         # The cluster cache's free_by_node(except_owners=...): allocatable less every pod booked
         # on the node, except the pods of the Jobs named.
-        engine_free = {name: sim.engine.free_on(name) for name in sim.cluster.node_names()}
+        engine_free = {name: sim.placement.free_on(name) for name in sim.cluster.node_names()}
         owners = [(f"uid-{job.spec.job_id}", sim.node_of(job.machine.name), demand_resources(job.spec.demand[job.machine.kind]))
                   for job in present if job.phase is Phase.RUNNING and job.machine is not None]
 

@@ -1,8 +1,8 @@
 """The discrete-event simulation of interchangeable jobs (AlloX, EuroSys'20 §5): a virtual clock
 that jumps from event to event (arrivals, sample ends, job ends), machines that are whole GPUs or
 CPU slots (:func:`scheduler.matching.capacity.machines_for`), and every start booked on its node
-through the same :class:`~scheduler.core.fit.ResourceFitEngine` the extender uses, so a policy
-that over-allocates a node fails loudly instead of producing a result.
+through the composition ``cellfit serve`` runs on its default configuration (resource fit inside
+FitGpp), so a policy that over-allocates a node fails loudly instead of producing a result.
 
 A job's life: it arrives; if its policy needs estimates and its user gave none, the estimator's
 planner (:mod:`estimator.planner`, through :class:`~scheduler.simulator.allox.sampling.SamplingRun`)
@@ -33,6 +33,8 @@ from typing import TYPE_CHECKING, Callable, Final, Mapping, Sequence
 import numpy as np
 import numpy.typing as npt
 
+from scheduler.composition import with_preemption
+from scheduler.config import load_settings
 from scheduler.core.fit import ResourceFitEngine
 from scheduler.core.model import NodeInfo, PodInfo
 from scheduler.core.resources import Resources
@@ -250,7 +252,11 @@ class InterchangeableSimulation:
                 cpu_slot=Demand(cpu=workload.cpu_slot_cores), reserved_cpu_per_gpu=workload.reserved_cpu_per_gpu
             ),
         )
-        self.engine = ResourceFitEngine(initial_capacity=max(64, cluster.nodes))
+        # Booked through the composition `cellfit serve` runs on its default configuration
+        # (resource fit inside FitGpp): nothing here preempts, so FitGpp hands every booking to
+        # the fit engine, whose free capacity admission reads as the live cache does.
+        self.placement = ResourceFitEngine(initial_capacity=max(64, cluster.nodes))
+        self.engine = with_preemption(self.placement, load_settings(None).preemption, clock=lambda: self.now).engine
         for name in cluster.node_names():
             self.engine.apply_node(NodeInfo(name=name, allocatable=cluster.node))
         self._estimator = workload.estimator()
@@ -384,7 +390,7 @@ class InterchangeableSimulation:
         (``ClusterCache.free_by_node(except_owners=<the running Jobs>)``): allocatable less every
         pod booked on it except the running jobs', which admission counts as busy machines of
         their own — here, allocatable less the sampling runs. In node-name order, as the cache."""
-        free = {name: self.engine.free_on(name) for name in self.cluster.node_names()}
+        free = {name: self.placement.free_on(name) for name in self.cluster.node_names()}
         for job in self._running.values():
             assert job.machine is not None
             node = self._node_of[job.machine.name]
