@@ -138,7 +138,7 @@ def _decoded_reflector(
 class ClusterCache:
     def __init__(
         self, *, api: KubernetesApi, engine: SchedulingEngine, lock: threading.RLock, gpu_resource: str, pods: PodStore,
-        jobs: TracksJobs | None = None,
+        jobs: TracksJobs | None,
     ) -> None:
         """``pods``: the composition's record of the pods (``Composition.pods``, the one its engine
         reads), which this cache keeps: each pod recorded before the engine hears of it,

@@ -73,7 +73,7 @@ def one_round(pods: int) -> dict[str, float]:
     gc.freeze()
     lock = threading.RLock()
     engine = FitGppEngine(ResourceFitEngine(), settings=FitGppSettings())
-    cache = ClusterCache(api=api, engine=engine, lock=lock, gpu_resource="nvidia.com/gpu", pods=PodStore())  # type: ignore[arg-type]
+    cache = ClusterCache(api=api, engine=engine, lock=lock, gpu_resource="nvidia.com/gpu", pods=PodStore(), jobs=engine)  # type: ignore[arg-type]
     service = ExtenderService(
         engine=engine, lock=lock, metrics=ExtenderMetrics(), gpu_resource="nvidia.com/gpu", cluster=None, readiness=AlwaysReady(),
     )

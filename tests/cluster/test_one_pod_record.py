@@ -57,7 +57,7 @@ def test_the_watch_cache_keeps_the_composition_s_record_and_fitgpp_reads_it() ->
     running = pod("train-0", uid="uid-0", cpu="1", gpus=4, node_name="node-000", phase="Running", labels={"cellfit.io/job-class": "best-effort"})
     api = ListingApi(nodes=[node("node-000", gpus=8, cpu="64")], pods=[running, pod("waiting-0", uid="uid-w", cpu="1", gpus=4)])
     cache = ClusterCache(api=api, engine=composition.engine, lock=threading.RLock(), gpu_resource="nvidia.com/gpu",  # type: ignore[arg-type]
-                         pods=composition.pods)
+                         pods=composition.pods, jobs=composition.jobs)
     cache.nodes._list_and_replace()
     cache.pods._list_and_replace()
     assert set(composition.pods) == {"uid-0", "uid-w"}

@@ -78,7 +78,7 @@ def cluster(pods: int = PODS) -> tuple[ListingApi, ClusterCache, CountingLock, F
     api = ListingApi(nodes=nodes, pods=listed)
     lock = CountingLock()
     engine = FitGppEngine(ResourceFitEngine(), settings=FitGppSettings())
-    cache = ClusterCache(api=api, engine=CountedEngine(engine, lock), lock=lock, gpu_resource="nvidia.com/gpu", pods=PodStore())  # type: ignore[arg-type]
+    cache = ClusterCache(api=api, engine=CountedEngine(engine, lock), lock=lock, gpu_resource="nvidia.com/gpu", pods=PodStore(), jobs=engine)  # type: ignore[arg-type]
     return api, cache, lock, engine
 
 
@@ -155,7 +155,7 @@ def test_mid_relist_a_node_is_never_freer_than_it_ever_was() -> None:
     api = ListingApi(nodes=[node("node-000", gpus=8, cpu="256")], pods=[d])
     lock = SnapshotLock()
     engine = FitGppEngine(ResourceFitEngine(), settings=FitGppSettings())
-    cache = ClusterCache(api=api, engine=engine, lock=lock, gpu_resource="nvidia.com/gpu", pods=PodStore())  # type: ignore[arg-type]
+    cache = ClusterCache(api=api, engine=engine, lock=lock, gpu_resource="nvidia.com/gpu", pods=PodStore(), jobs=engine)  # type: ignore[arg-type]
     cache.nodes._list_and_replace()
     cache.pods._list_and_replace()
     lock.cache = cache

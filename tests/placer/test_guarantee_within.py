@@ -92,7 +92,7 @@ def test_the_cluster_cache_names_alloxs_nodes_by_their_labels():
     ours, other = node("ours", gpus=8), node("other", gpus=8)
     ours["metadata"]["labels"]["pool"] = "allox"
     cache = ClusterCache(api=ListingApi(nodes=[ours, other], pods=[]), engine=ResourceFitEngine(), lock=threading.RLock(),
-                         gpu_resource="nvidia.com/gpu", pods=PodStore())
+                         gpu_resource="nvidia.com/gpu", pods=PodStore(), jobs=None)
     cache.nodes._list_and_replace()
     assert cache.nodes_carrying({"pool": "allox"}) == frozenset({"ours"})
     assert cache.nodes_carrying({"pool": "allox", "zone": "a"}) == frozenset()

@@ -104,7 +104,7 @@ def test_the_cluster_cache_counts_a_jobs_pods_by_where_they_are() -> None:
             pod("lost-0", uid="p5", gpus=1, node_name="gone", phase="Running", job_uid="j-lost"),
             pod("failed-0", uid="p6", gpus=1, node_name="ours", phase="Failed", job_uid="j-wait")]
     cache = ClusterCache(api=ListingApi(nodes=[ours, other], pods=pods), engine=ResourceFitEngine(), lock=threading.RLock(),
-                         gpu_resource="nvidia.com/gpu", pods=PodStore())
+                         gpu_resource="nvidia.com/gpu", pods=PodStore(), jobs=None)
     cache.nodes._list_and_replace()
     cache.pods._list_and_replace()
     found = cache.job_pods(frozenset({"j-here", "j-away", "j-wait", "j-done", "j-lost"}), {"pool": "allox"})

@@ -46,7 +46,7 @@ def running(name: str) -> dict[str, Any]:
 def cache_with(*names: str) -> tuple[SignalRecordingApi, ClusterCache, list[int]]:
     api = SignalRecordingApi(nodes=[node("gpu-a")], pods=[running(name) for name in names])
     engine = FitGppEngine(ResourceFitEngine(), settings=FitGppSettings())
-    cache = ClusterCache(api=api, engine=engine, lock=threading.RLock(), gpu_resource="nvidia.com/gpu", pods=PodStore())  # type: ignore[arg-type]
+    cache = ClusterCache(api=api, engine=engine, lock=threading.RLock(), gpu_resource="nvidia.com/gpu", pods=PodStore(), jobs=engine)  # type: ignore[arg-type]
     cache.nodes._list_and_replace()
     cache.pods._list_and_replace()
     told = [0]
