@@ -41,7 +41,7 @@ class Composition:
     preemption: ExplainedPreemption | None  # FitGpp: victims with their explanation, Job counts
     holds: RoomHolds | None  # FitGpp's preemptor and resume holds, for inspection and metrics
     cells: HivedEngine | None  # HiveD: cell inspection, reconfiguration, bookings to sweep
-    jobs: TracksJobs | None = None  # what follows Jobs (a gang's width, preemption counts): the Job watch feeds it
+    jobs: TracksJobs | None  # what follows Jobs (a gang's width, preemption counts): the Job watch feeds it
 
 
 def compose(

@@ -9,7 +9,7 @@ better off waiting for a faster machine, unless fairness is what hid the jobs th
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Collection, Mapping, Sequence
 
 import numpy as np
@@ -141,8 +141,7 @@ class AlloxScheduler:
                 plan = plans.get(considered)
                 if plan is None:
                     if moved:
-                        arrays = Fleet(machines=arrays.machines, kinds=arrays.kinds, machine_kind=arrays.machine_kind,
-                                       delay=delay.copy(), now=arrays.now, position_of=arrays.position_of)
+                        arrays = replace(arrays, delay=delay.copy())
                         moved = False
                     plan = _Plan.solved(considered, waiting, every_job, row_of, arrays)
                     plans[considered] = plan
@@ -283,8 +282,9 @@ class _Plan:
         unless the machine is now one of a group of equal kind and wait where the plan has
         another queue (a job that takes no time leaves it in its group with a shorter queue
         than machines listed after it). A plan that holds another plan's job does not stay
-        optimal. Any other plan that leaves the machine empty stays optimal: it pays what it paid, and every
-        other matching pays at least as much as before, the machine having become no better.
+        optimal. Any other plan that leaves the machine empty stays optimal: it pays what it
+        paid, and every other matching pays at least as much as before, the machine having
+        become no better.
         It also stays canonical (:func:`~scheduler.matching.solve.canonical`): the machine's old
         group (its kind, free now) had only empty machines after it, so the others keep their
         names, unless the machine joins a group the plan uses, where it may take a queue's

@@ -173,7 +173,6 @@ class FitGppEngine:
         pod = self._tracked_pod(pod_uid)
         self.inner.unreserve(pod_uid)
         self._untrack(pod_uid)
-        self._assumed.pop(pod_uid, None)
         if pod is not None:
             self.holds.unbound(pod)
 
@@ -215,7 +214,6 @@ class FitGppEngine:
         self.inner.delete_pod(pod_uid)
         self.holds.delete_pod(pod_uid)
         self._untrack(pod_uid)
-        self._assumed.pop(pod_uid, None)
         if self._records_pods:
             self.pods.forget(pod_uid)
 
@@ -342,6 +340,7 @@ class FitGppEngine:
         self._index.apply_pod(pod, preemptions=self._job_counts.get(job) if job is not None else None)
 
     def _untrack(self, pod_uid: str) -> None:
+        self._assumed.pop(pod_uid, None)
         self._chosen.discard(pod_uid)
         self._not_leaving(pod_uid)
         job = self._tracked.pop(pod_uid, None)
