@@ -40,7 +40,7 @@ from scheduler.matching.capacity import DEFAULT_RESERVED_CPU_PER_GPU, NodeResour
 from scheduler.matching.fairness import Capacity, DemandShare, ShareModel, job_value
 from scheduler.matching.model import KIND_GPU, Assignment, Demand, Job, Machine
 from scheduler.matching.reuse import Reuse
-from scheduler.matching.solve import Fleet, fleet, prepare_on, rows_on, solve
+from scheduler.matching.solve import Fleet, Hint, Problem, Queues, fleet, prepare_on, rows_on, solve
 
 AdmissionPolicy = Literal["allox", "allox+"]
 T = TypeVar("T")
@@ -598,24 +598,40 @@ def _queue(
     started = matched.started
     started_names = {a.job.name for a in started}
     until = {machines.position_of[a.machine.name]: now + grid(a.finish - now) for a in started}
-    if matched.problem is not None:
+    hint: Hint | None = None
+    if matched.problem is not None and matched.queues is not None:
         # Algorithm 2's one matching had every Job: the rows left, its arrays reused.
         rows = [row for row, job in enumerate(matched.problem.jobs) if job.name not in started_names]
         if not rows:
             return []
         problem = rows_on(matched.problem, rows, machines.with_available(until))
+        # That matching less its starts stays optimal (allox.py) but for the started machines'
+        # ω put on the grid: solve() takes it when it is certainly still the optimum.
+        hint = _left_of(matched.problem, matched.queues, rows)
     else:
         left = [job for job in jobs if job.name not in started_names]
         if not left:
             return []
         problem = prepare_on(machines.with_available(until), left)
-    queues = solve(problem)
+    queues = solve(problem, hint=hint)
     # schedule()'s order (start, then machine) read off the solve's arrays: making an
     # Assignment per queued Job was half of planning the queue at 1,000 Jobs.
     machine_of = np.repeat(np.arange(len(problem.machines)), np.diff(queues.bounds)).tolist()
     names = [problem.machines[m].name for m in machine_of]
     rows_out = sorted(zip(queues.start.tolist(), names, queues.job.tolist(), machine_of))
     return [(problem.jobs[job].name, problem.machines[machine].kind, start - now) for start, _, job, machine in rows_out]
+
+
+def _left_of(problem: Problem, queues: Queues, rows: Sequence[int]) -> Hint:
+    """Each of ``rows``' kind and position from the end in ``queues``."""
+    counts = np.diff(queues.bounds)
+    machine = np.repeat(np.arange(counts.shape[0]), counts)
+    kind = np.empty(len(problem.jobs), dtype=np.int64)
+    position = np.empty(len(problem.jobs), dtype=np.int64)
+    kind[queues.job] = problem.machine_kind[machine]
+    position[queues.job] = queues.bounds[machine + 1] - np.arange(queues.job.shape[0])
+    picked = np.asarray(rows, dtype=np.int64)
+    return Hint(kind=kind[picked], position=position[picked])
 
 
 def _on_grid(delay: float, *, step: float, ratio: float) -> float:

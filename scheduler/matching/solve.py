@@ -23,7 +23,7 @@ from scheduler.matching.costs import kind_times, slot_cost_matrix
 from scheduler.matching.errors import InfeasibleInstance, InvalidInstance
 from scheduler.matching.model import Assignment, Job, Machine
 from scheduler.matching.positions import Slots, SlotClasses, all_positions, position_limits, slot_classes, slots_for
-from scheduler.matching.transport import Groups, assign_to_classes
+from scheduler.matching.transport import Groups, assign_to_classes, certified
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -263,16 +263,41 @@ def match(problem: Problem, matrix: Matrix, *, method: Method = "auto") -> tuple
         budget = jobs if method == "classes" else 50 * jobs * matrix.slots.count // per_step
         assign = assign_to_classes(None, classes.capacity, max_augmentations=budget, groups=groups)
         if assign is not None:
-            # Within a class the slots are identical: hand them out in slot order. A class at
-            # position k then fills the same machines as position k-1 before it: no gaps.
-            rows = np.argsort(assign, kind="stable")
-            rank = np.arange(rows.shape[0]) - np.searchsorted(assign[rows], assign[rows], side="left")
-            return rows.astype(np.int64), classes.slots_by_class[classes.class_start[assign[rows]] + rank]
+            # Within a class the slots are identical: hand them out in slot order.
+            return _slots_to_rows(assign, classes)
         cost = slot_cost_matrix(times=problem.times, slots=matrix.slots, delay=problem.delay)
     else:
         cost = matrix.cost
     rows, columns = linear_sum_assignment(cost)
     return rows.astype(np.int64), columns.astype(np.int64)
+
+
+def _hinted(problem: Problem, matrix: Matrix, hint: Hint) -> tuple[IntArray, IntArray] | None:
+    """:func:`match`'s answer when ``hint`` is certainly the only optimal matching of the
+    folded problem (its groups are kind × position, see :func:`_groups`); else None."""
+    classes, groups = matrix.classes, matrix.groups
+    if classes is None or groups is None or hint.kind.shape[0] != len(problem.jobs):
+        return None
+    first = classes.first_slot
+    position = matrix.slots.position[first]
+    span = int(position.max(initial=0)) + 1
+    keys = np.unique(problem.machine_kind[matrix.slots.machine[first]] * span + position)  # group g is keys[g], as _groups has it
+    if bool((hint.position < 1).any()) or bool((hint.position >= span).any()):
+        return None
+    wanted = hint.kind * span + hint.position
+    group = np.searchsorted(keys, wanted)
+    if bool((group >= keys.shape[0]).any()) or bool((keys[np.minimum(group, keys.shape[0] - 1)] != wanted).any()):
+        return None
+    assign = certified(groups, classes.capacity, group.astype(np.int64))
+    return None if assign is None else _slots_to_rows(assign, classes)
+
+
+def _slots_to_rows(assign: IntArray, classes: SlotClasses) -> tuple[IntArray, IntArray]:
+    """Each class's rows take its slots in slot order (a class at position k then fills the
+    same machines as position k-1 before it: no gaps)."""
+    rows = np.argsort(assign, kind="stable")
+    rank = np.arange(rows.shape[0]) - np.searchsorted(assign[rows], assign[rows], side="left")
+    return rows.astype(np.int64), classes.slots_by_class[classes.class_start[assign[rows]] + rank]
 
 
 def _groups(problem: Problem, slots: Slots, classes: SlotClasses) -> Groups:
@@ -289,9 +314,21 @@ def _groups(problem: Problem, slots: Slots, classes: SlotClasses) -> Groups:
     return Groups(group=group.reshape(-1).astype(np.int64), offset=problem.delay[machine], group_cost=group_cost)
 
 
-def solve(problem: Problem, *, bounded: bool = True, method: Method = "auto") -> Queues:
+@dataclass(frozen=True, slots=True)
+class Hint:
+    """A matching that may well be the optimum: each job's kind (an index of the problem's
+    ``kinds``) and position from the end (admission's queue: Algorithm 2's matching less the
+    jobs it started, which stays optimal unless the grid moved a started machine's ω)."""
+
+    kind: IntArray
+    position: IntArray
+
+
+def solve(problem: Problem, *, bounded: bool = True, method: Method = "auto", hint: Hint | None = None) -> Queues:
     """Match jobs to slots at minimum cost and convert the matching to queues (Algorithm 1).
-    ``bounded`` and ``method``: see :func:`build`."""
+    ``bounded`` and ``method``: see :func:`build`. ``hint``: taken without solving when it is
+    certainly the only optimal matching (:func:`~scheduler.matching.transport.certified`), so
+    the queues are the ones solving gives; else solved as without it."""
     if not problem.jobs:
         return Queues(
             job=np.zeros(0, dtype=np.int64),
@@ -305,7 +342,8 @@ def solve(problem: Problem, *, bounded: bool = True, method: Method = "auto") ->
         rows, machine = uncontended
         return _queues(problem, rows=rows, machine=machine, position=np.ones(rows.shape[0], dtype=np.int64))
     matrix = build(problem, bounded=bounded, method=method)
-    rows, columns = match(problem, matrix, method=method)
+    hinted = _hinted(problem, matrix, hint) if hint is not None and bounded and method == "auto" else None
+    rows, columns = hinted if hinted is not None else match(problem, matrix, method=method)
     slots = matrix.slots
     rows, machine, position = canonical(problem, rows=rows, machine=slots.machine[columns], position=slots.position[columns])
     return _queues(problem, rows=rows, machine=machine, position=position)

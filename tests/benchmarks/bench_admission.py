@@ -2,7 +2,7 @@
 matrix, and the extender's filter latency while the admission loop runs.
 
     python tests/benchmarks/bench_admission.py [--rounds 7] [--sizes 100,1000,5000] [--no-full] [--scipy-max-jobs 1000]
-                                               [--no-filter] [--json FILE]
+                                               [--no-filter] [--states burst,full] [--policies "allox a=1,allox+"] [--json FILE]
 
 Two states of 1,000 machines (100 nodes of 5 GPUs and 5 CPU slots):
 
@@ -197,10 +197,13 @@ def timed(call: Any) -> tuple[float, float]:
     return time.perf_counter() - wall, time.process_time() - cpu
 
 
-def admission_figures(sizes: list[int], rounds: int, *, full: bool, scipy_max_jobs: int) -> dict[str, Any]:
+def admission_figures(sizes: list[int], rounds: int, *, full: bool, scipy_max_jobs: int, states_timed: set[str] | None = None,
+                      policies: set[str] | None = None) -> dict[str, Any]:
     results: dict[str, Any] = {}
     states = [("burst", size, BURST_BUSY) for size in sizes] + ([("full", 1000, FULL_BUSY)] if full else [])
     for state, size, busy in states:
+        if states_timed is not None and state not in states_timed:
+            continue
         raw, free, waiting, running, nodes = instance(size, busy=busy)
         # scipy on the full cluster's Q takes seconds a solve (fewer rounds); on 5,000 Jobs'
         # more than ten minutes (not timed above --scipy-max-jobs).
@@ -211,13 +214,16 @@ def admission_figures(sizes: list[int], rounds: int, *, full: bool, scipy_max_jo
             scipy_same = ms(scipy_solve_seconds(waiting, running, nodes, scipy_rounds, idle_only=False))
             scipy_idle = ms(scipy_solve_seconds(waiting, running, nodes, scipy_rounds, idle_only=True))
         for label, (options, largest, in_child) in POLICIES.items():
+            if policies is not None and label not in policies:
+                continue
             if size > largest:
                 print(f"{size:>5} pending Jobs ({state}), {label}: not timed (above {largest})", flush=True)
                 continue
             placer = PlacerController(api=NullApi(), jobs=Jobs(raw), free_by_node=lambda _running: free, capacity=lambda: CAPACITY_RESOURCES,
                                       settings=AlloxSettings(**options, solver_process=in_child), gpu_resource="nvidia.com/gpu", clock=lambda: NOW)
-            if in_child:
-                placer.admit()  # the child process started and warm
+            # One pass before the rounds: each round's decision is then a pass over Jobs it read before (the
+            # first pass is timed apart), and in the solver process the child started and warm.
+            placer.admit()
             samples: dict[str, list[float]] = {name: [] for name in ("decision", "decision_cpu", "pass", "pass_cpu", "decide", "decide_cpu",
                                                                      "first", "first_cpu")}
             for _ in range(rounds):
@@ -323,10 +329,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-full", action="store_true", help="skip the full cluster (scipy's solve of its Q takes seconds)")
     parser.add_argument("--scipy-max-jobs", type=int, default=1000, help="time scipy's solve up to this many pending Jobs")
     parser.add_argument("--no-filter", action="store_true", help="skip the filter-latency part")
+    parser.add_argument("--states", help="only these states, comma-separated (burst, full)")
+    parser.add_argument("--policies", help=f"only these policies, comma-separated ({', '.join(POLICIES)})")
     parser.add_argument("--json", metavar="FILE")
     args = parser.parse_args(argv)
+    states = set(args.states.split(",")) if args.states else None
+    policies = set(args.policies.split(",")) if args.policies else None
+    if policies is not None and not policies <= POLICIES.keys():
+        parser.error(f"--policies: unknown {sorted(policies - POLICIES.keys())}")
     results: dict[str, Any] = {"admission": admission_figures([int(s) for s in args.sizes.split(",")], args.rounds, full=not args.no_full,
-                                                          scipy_max_jobs=args.scipy_max_jobs)}
+                                                          scipy_max_jobs=args.scipy_max_jobs, states_timed=states, policies=policies)}
     if not args.no_filter:
         results["filter"] = filter_figures(args.filter_requests)
     if args.json:
