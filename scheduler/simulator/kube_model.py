@@ -55,29 +55,30 @@ class NodeCache:
     """kube-scheduler's cache of the nodes: allocatable and the requests of the pods bound to
     each (a terminating pod counts until it is gone)."""
 
-    __slots__ = ("names", "_slot", "_allocatable", "_used")
+    __slots__ = ("names", "_slot", "_free")
 
     def __init__(self, nodes: Sequence[tuple[str, Resources]]) -> None:
         self.names = [name for name, _ in nodes]
         self._slot = {name: i for i, name in enumerate(self.names)}
-        self._allocatable = np.array([a.as_tuple() for _, a in nodes], dtype=np.int64).reshape(len(nodes), 3)
-        self._used = np.zeros_like(self._allocatable)
+        self._free = np.array([a.as_tuple() for _, a in nodes], dtype=np.int64).reshape(len(nodes), 3)
 
     def bind(self, node: str, requests: Resources) -> None:
-        self._used[self._slot[node]] += requests.as_tuple()
+        self._free[self._slot[node]] -= requests.as_tuple()
 
     def release(self, node: str, requests: Resources) -> None:
-        self._used[self._slot[node]] -= requests.as_tuple()
+        self._free[self._slot[node]] += requests.as_tuple()
 
     def free(self, node: str) -> Resources:
-        cpu, memory, gpus = (self._allocatable[self._slot[node]] - self._used[self._slot[node]]).tolist()
+        cpu, memory, gpus = self._free[self._slot[node]].tolist()
         return Resources(cpu, memory, gpus)
 
     def fitting(self, pod: PodInfo) -> Sequence[str]:
         """The nodes with room for ``pod`` (every name, the same list, when all have it)."""
-        request = np.array(pod.requests.as_tuple(), dtype=np.int64)
-        room = (request == 0) | (request <= self._allocatable - self._used)
-        ok = room.all(axis=1)
+        requested = [d for d, amount in enumerate(pod.requests.as_tuple()) if amount]
+        if not requested:
+            return self.names
+        request = np.array(pod.requests.as_tuple(), dtype=np.int64)[requested]
+        ok = (self._free[:, requested] >= request).all(axis=1)
         if ok.all():
             return self.names
         return [self.names[i] for i in np.flatnonzero(ok).tolist()]

@@ -31,6 +31,13 @@ TE queue and holds back the BE queue too, so BE jobs cannot take the room it is 
 
 Every preemptive policy respects P (jobs preempted P times are never victims again), as in the
 paper's Tables 3 and 4.
+
+One more is what a cluster running cellfit does, not the paper's simulator:
+
+* ``kube`` — kube-scheduler's own queue (:mod:`~scheduler.simulator.kube_queue`: priority,
+  then queue time, backoff, pods parked until an event may help them; no head-of-line
+  blocking) and, after every failed attempt, its preemption through the engine as ``fitgpp``
+  makes it.
 """
 
 from __future__ import annotations
@@ -43,6 +50,7 @@ from typing import TYPE_CHECKING, Callable, Final, Iterable, Literal, Mapping, P
 from scheduler.preemption.engine import VictimChoice
 from scheduler.preemption.model import FitGppSettings
 from scheduler.simulator.errors import UnknownPolicy
+from scheduler.simulator.kube_queue import QueuedPod, SchedulingQueue
 from scheduler.simulator.state import PreemptionPlan, SimJob
 
 if TYPE_CHECKING:
@@ -132,6 +140,16 @@ class SimulationView(Protocol):
     def free_on(self, node: str) -> Resources: ...
 
     def preemption_candidates(self, job: SimJob) -> dict[str, list[str]]: ...
+
+    @property
+    def rejected_by_extender(self) -> bool:
+        """Whether the last failed :meth:`try_place` was the engine's refusal rather than
+        kube-scheduler's own filter leaving no node to offer."""
+        ...
+
+    def wake_at(self, at: float) -> None:
+        """A scheduling pass at ``at`` even if nothing happens then."""
+        ...
 
 
 class Policy(Protocol):
@@ -334,10 +352,28 @@ class RandPolicy(PreemptiveFifo):
         return _greedy(job, sim, order, "rand")
 
 
+def engine_plan(job: SimJob, sim: SimulationView) -> tuple[PreemptionPlan | None, VictimChoice | None]:
+    """kube-scheduler's preemption for ``job``'s pod through the served engine: its dry run's
+    candidate nodes go to the engine's preemption (the call the extender's preempt verb makes),
+    and the engine's choice is the plan. ``(None, None)`` when the dry run finds no candidate
+    (kube-scheduler then does not call the extender)."""
+    candidates = sim.preemption_candidates(job)
+    if not candidates:
+        return None, None
+    if sim.preemption is not None:
+        choice = sim.preemption.decide_preemption(job.pod, candidates, {})
+        rule = choice.rule
+    else:  # an engine without the capability (the live service): its victims, unexplained
+        choice = VictimChoice(victims=sim.engine.select_victims(job.pod, candidates, {}), decision=None)
+        rule = "unexplained"
+    if not choice.victims:
+        return None, choice
+    ((node, victims),) = choice.victims.items()
+    return PreemptionPlan(node=node, victims=[sim.by_pod[uid] for uid in victims], rule=rule), choice
+
+
 class FitGppPolicy(PreemptiveFifo):
-    """FitGpp through the production engine: kube-scheduler's candidate nodes for the TE pod
-    (its dry run) go to the composed engine's ``select_victims``, the call the extender's
-    preempt verb makes, and its choice is the plan."""
+    """FitGpp through the production engine (:func:`engine_plan`), on the paper's FIFO queues."""
 
     name = "fitgpp"
 
@@ -346,23 +382,84 @@ class FitGppPolicy(PreemptiveFifo):
         self.last_choice: VictimChoice | None = None
 
     def plan(self, job: SimJob, sim: SimulationView) -> PreemptionPlan | None:
-        candidates = sim.preemption_candidates(job)
-        if not candidates:
-            return None  # kube-scheduler finds no node where preemption helps: no preempt call
-        if sim.preemption is not None:
-            choice = sim.preemption.decide_preemption(job.pod, candidates, {})
-            rule = choice.rule
-        else:  # an engine without the capability (the live service): its victims, unexplained
-            choice = VictimChoice(victims=sim.engine.select_victims(job.pod, candidates, {}), decision=None)
-            rule = "unexplained"
-        self.last_choice = choice
-        if not choice.victims:
-            return None
-        ((node, victims),) = choice.victims.items()
-        return PreemptionPlan(node=node, victims=[sim.by_pod[uid] for uid in victims], rule=rule)
+        plan, choice = engine_plan(job, sim)
+        if choice is not None:
+            self.last_choice = choice
+        return plan
+
+
+class KubeSchedulerPolicy:
+    """FitGpp as a cluster running cellfit applies it: kube-scheduler's own queue
+    (:mod:`~scheduler.simulator.kube_queue`: priority, then queue time; backoff; pods parked
+    until an event may help them) instead of the paper's FIFO queues, and on every failed
+    attempt kube-scheduler's preemption through the engine (:func:`engine_plan`). No
+    head-of-line blocking: a pod that does not fit waits while the pods behind it are tried,
+    and the room a preemptor or a resumed Job is owed is kept by kube-scheduler's nominations
+    and the engine's holds, not by the queue."""
+
+    name = "kube"
+    preemptive = True
+
+    # Flushes in a row that moved pods and placed none, with nothing else happening: no later
+    # flush can do better, so the queue stops asking for them (the run then ends, or stalls).
+    _FUTILE_FLUSHES = 2
+
+    def __init__(self, options: PolicyOptions) -> None:
+        self.settings = options.settings
+        self.queue = SchedulingQueue()
+        self._version = 0
+        self._binds = 0
+        self._preemptions = 0
+        self._flush_at: float | None = None
+        self._futile_flushes = 0
+
+    def schedule(self, sim: SimulationView) -> None:
+        now, queue = sim.now, self.queue
+        eventful = False
+        # Pods the simulation queued since the last pass: new, a preempted Job's next pod, a
+        # preemptor whose nominated node lost its room.
+        for waiting in (sim.te_queue, sim.be_queue):
+            while waiting:
+                queue.add(waiting.popleft(), now=now)
+                eventful = True
+        if sim.version != self._version:
+            self._version = sim.version
+            queue.pod_deleted()
+            eventful = True
+        flushing = self._flush_at is not None and now >= self._flush_at
+        if flushing:
+            queue.flush_leftover(now)
+        progress = self._binds + self._preemptions
+        while True:
+            for pod in queue.take(now):
+                self._attempt(pod, sim)
+            if not queue.pod_bound(self._binds):
+                break
+        if eventful or self._binds + self._preemptions != progress:
+            self._futile_flushes = 0
+        elif flushing:
+            self._futile_flushes += 1
+        self._flush_at = queue.next_flush() if self._futile_flushes < self._FUTILE_FLUSHES else None
+        if self._flush_at is not None and self._flush_at > now:
+            sim.wake_at(self._flush_at)
+
+    def _attempt(self, pod: QueuedPod, sim: SimulationView) -> None:
+        job = pod.job
+        if sim.try_place(job):
+            self._binds += 1
+            return
+        by_extender = sim.rejected_by_extender
+        if self.settings.max_preemptions != 0:
+            plan, _ = engine_plan(job, sim)
+            if plan is not None:
+                sim.preempt(job, plan)  # nominated: the simulation binds it when its victims are gone
+                self._preemptions += 1
+                return
+        self.queue.failed(pod, now=sim.now, by_extender=by_extender, binds=self._binds)
 
 
 register_policy("fifo", FifoPolicy)
 register_policy("lrtp", LrtpPolicy)
 register_policy("rand", RandPolicy)
 register_policy("fitgpp", FitGppPolicy)
+register_policy("kube", KubeSchedulerPolicy)

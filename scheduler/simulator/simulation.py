@@ -24,7 +24,7 @@ Two arrival modes:
 from __future__ import annotations
 
 import math
-from collections import deque
+from collections import Counter, deque
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Callable, Final, Literal, Sequence
 
@@ -159,9 +159,18 @@ class Simulation:
         # kube-scheduler's side: pods nominated to a node while their victims terminate, and
         # the bound pods of each node as its cache shows them to the preemption dry run.
         self.nominated = NominatedPods()
-        self._on_node: dict[str, dict[str, SimJob]] = {name: {} for name in self.node_names}
+        self._on_node: dict[str, dict[str, RunningPod]] = {name: {} for name in self.node_names}
+        self._bound_priorities: Counter[int] = Counter()  # of the pods bound anywhere
+        # (priority, cpu, memory, GPUs) of pods kube-scheduler's own filter found no node for
+        # since resources were last released: a pod asking at least as much at no higher
+        # priority finds none either (binds and nominations only take room away).
+        self._no_room: list[tuple[int, int, int, int]] = []
         self.kube_cache = NodeCache([(name, cluster.node) for name in self.node_names])
         self._unplaced: tuple[str, FilterDecision] | None = None  # the last failed filter
+        # Whether the last failed try_place was the engine's refusal (kube-scheduler called the
+        # extender) rather than kube-scheduler's own filter leaving no node to offer.
+        self.rejected_by_extender = False
+        self._wakes: set[float] = set()
         self.requeues = 0  # TE jobs whose nominated node had no room once their victims were gone
         # (time, "bind", pod UID, node, ()) and (time, "preempt", preemptor UID, node, victim
         # UIDs), in the order they were made; None unless asked for.
@@ -284,6 +293,7 @@ class Simulation:
         feasible = decision.feasible
         if not feasible:
             self._unplaced = (pod.uid, decision)  # the statuses kube-scheduler's preemption reads
+            self.rejected_by_extender = bool(offered)
             return False
         if len(feasible) == 1:
             node = feasible[0]
@@ -292,6 +302,15 @@ class Simulation:
             node = feasible[int(np.argmax(scores))]  # the first best, as kube-scheduler's order
         self._start(job, node)
         return True
+
+    def wake_at(self, at: float) -> None:
+        """Give the policy a scheduling pass at ``at`` (later than now) even if nothing happens
+        then: kube-scheduler's periodic flushes."""
+        if not at > self.now:
+            raise ValueError(f"wake_at({at!r}) is not after now ({self.now!r})")
+        if at not in self._wakes:
+            self._wakes.add(at)
+            self._kernel.schedule(at, (_TICK, -1, 0), kind=_TICK)
 
     def preemption_candidates(self, job: SimJob) -> dict[str, list[str]]:
         """The candidate nodes and victims kube-scheduler would offer the extender's preempt
@@ -305,6 +324,8 @@ class Simulation:
             decision = self.engine.filter(pod, offered) if offered else FilterDecision()
             if decision.feasible:
                 raise AssertionError(f"{job.uid} preempts while a node is feasible for it")
+        if not any(count for priority, count in self._bound_priorities.items() if priority < pod.priority):
+            return {}  # no pod of lower priority anywhere: the dry run finds no candidate node
         return preemption_candidates(
             pod,
             nodes=self.node_names,
@@ -367,21 +388,29 @@ class Simulation:
     def _kube_filter(self, pod: PodInfo) -> Sequence[str]:
         """The nodes kube-scheduler's own filter passes on to the extender: those with room
         for the pod in its cache, but not where pods nominated before ``pod`` leave it none."""
-        fitting = self.kube_cache.fitting(pod)
-        if not self.nominated:
-            return fitting
-        blocked = {
-            node for node in self.nominated.nodes()
-            if not admits(pod, node, free=self._kube_free(node), nominated=self.nominated)
-        }
-        return [name for name in fitting if name not in blocked] if blocked else fitting
+        priority = pod.priority
+        cpu, memory, gpus = pod.requests.as_tuple()
+        for other, c, m, g in self._no_room:
+            if other >= priority and c <= cpu and m <= memory and g <= gpus:
+                return ()
+        offered = self.kube_cache.fitting(pod)
+        if offered and self.nominated:
+            blocked = {
+                node for node in self.nominated.nodes()
+                if not admits(pod, node, free=self._kube_free(node), nominated=self.nominated)
+            }
+            if blocked:
+                offered = [name for name in offered if name not in blocked]
+        if not offered:
+            self._no_room.append((priority, cpu, memory, gpus))
+        return offered
 
     def _kube_free(self, node: str) -> Resources:
         """Free on ``node`` in kube-scheduler's cache: allocatable less its bound pods."""
         return self.kube_cache.free(node)
 
     def _running_on(self, node: str) -> list[RunningPod]:
-        return [RunningPod(pod=other.pod, started_at=other.started_at) for other in self._on_node[node].values()]
+        return list(self._on_node[node].values())
 
     # ------------------------------------------------------------------ events
 
@@ -418,7 +447,8 @@ class Simulation:
             self.decisions.append((self.now, "bind", job.pod.uid, node, ()))
         # The binding as the watch brings it back (a resume hold ends when it is confirmed).
         self.engine.apply_pod(replace(job.pod, node_name=node, phase="Running"))
-        self._on_node[node][job.pod.uid] = job
+        self._on_node[node][job.pod.uid] = RunningPod(pod=job.pod, started_at=self.now)
+        self._bound_priorities[job.pod.priority] += 1
         self.kube_cache.bind(node, job.demand)
         now = self.now
         job.state = JobState.RUNNING
@@ -437,7 +467,9 @@ class Simulation:
         assert job.node is not None
         self.engine.delete_pod(job.pod.uid)
         del self._on_node[job.node][job.pod.uid]
+        self._bound_priorities[job.pod.priority] -= 1
         self.kube_cache.release(job.node, job.demand)
+        self._no_room.clear()
         self.version += 1
 
     def _complete(self, job: SimJob) -> None:
@@ -489,6 +521,7 @@ class Simulation:
         assert node is not None
         job.reserved_node = None
         self.nominated.clear(job.pod, node)
+        self._no_room.clear()  # what the node kept for it may go to others now
         job.state = JobState.QUEUED
         pod = job.pod
         if node in self._kube_filter(pod) and self.engine.filter(pod, [node]).feasible:

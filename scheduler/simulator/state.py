@@ -18,10 +18,12 @@ from scheduler.preemption.model import JobClass
 from scheduler.simulator.workload import JobSpec
 
 
-# The PriorityClasses the simulated pods carry: trial pods go before best-effort pods in
-# kube-scheduler's queue and preempt them (the chart's classes, reduced to their order).
-TRIAL_PRIORITY = 1
-BEST_EFFORT_PRIORITY = 0
+# The PriorityClasses the simulated pods carry, the chart's values: trial pods go before
+# best-effort pods in kube-scheduler's queue and preempt them; a preempted Job's next pod gets
+# the resumed class (cellfit's admission webhook gives it), between the two.
+TRIAL_PRIORITY = 1000
+RESUMED_PRIORITY = 750
+BEST_EFFORT_PRIORITY = 500
 
 
 class JobState(IntEnum):
@@ -105,7 +107,7 @@ class SimJob:
             name=uid,
             requests=spec.demand,
             labels={"cellfit.io/job-class": spec.job_class.value},
-            priority=TRIAL_PRIORITY if self.trial else BEST_EFFORT_PRIORITY,
+            priority=TRIAL_PRIORITY if self.trial else RESUMED_PRIORITY if self.runs else BEST_EFFORT_PRIORITY,
             grace_period_seconds=round(spec.grace_period),
             owner=OwnerRef(kind="Job", name=spec.job_id, uid=f"job/{spec.job_id}"),
         )

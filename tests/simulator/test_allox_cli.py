@@ -114,7 +114,7 @@ ALLOX = ["--workload", "allox"]
     ("args", "message"),
     [
         ([*ALLOX, "--policies", "allox,fitgpp"], "--policies: policy 'fitgpp' does not run on workload allox (known: allox, allox+, es,"),
-        (["--policies", "fifo,allox"], "--policies: policy 'allox' does not run on workload fitgpp (known: fifo, lrtp, rand, fitgpp)"),
+        (["--policies", "fifo,allox"], "--policies: policy 'allox' does not run on workload fitgpp (known: fifo, lrtp, rand, fitgpp, kube)"),
         ([*ALLOX, "--policies", "sjf"], "--policies: unknown policy 'sjf' (known: allox, allox+, es, drff, drfs, drfa, srpt, bf, jsq+, sjf+)"),
         ([*ALLOX, "--set", "allox.bogus=1"], "--set allox.bogus: 'allox.bogus' is not a parameter of workload allox (known: allox.users,"),
         ([*ALLOX, "--set", "te.gpus.mean=2"], "--set te.gpus.mean: 'te.gpus.mean' is not a parameter of workload allox"),

@@ -17,7 +17,7 @@ from scheduler.simulator.workload import ClusterSpec, FitGppWorkload
 
 from sim_helpers import job, simulate
 
-POLICIES = ("fifo", "lrtp", "rand", "fitgpp")
+POLICIES = ("fifo", "lrtp", "rand", "fitgpp", "kube")
 SMALL_CLUSTER = ClusterSpec(nodes=6)
 
 
@@ -95,7 +95,7 @@ def test_fitgpp_preempts_and_the_victim_resumes_with_its_remaining_work() -> Non
     assert fifo.slowdown.tolist() == pytest.approx([1.0, 1 + 500 / 60])
 
 
-@pytest.mark.parametrize("policy", ["lrtp", "rand", "fitgpp"])
+@pytest.mark.parametrize("policy", ["lrtp", "rand", "fitgpp", "kube"])
 def test_te_never_preempts_te(policy: str) -> None:
     jobs = [job("t1", at=0, gpus=8, duration=100, trial=True), job("t2", at=1, gpus=1, duration=10, trial=True)]
     result, _ = simulate(jobs, policy=policy)
@@ -103,7 +103,7 @@ def test_te_never_preempts_te(policy: str) -> None:
     assert result.first_start.tolist() == [0.0, 100.0]
 
 
-@pytest.mark.parametrize("policy", ["lrtp", "rand", "fitgpp"])
+@pytest.mark.parametrize("policy", ["lrtp", "rand", "fitgpp", "kube"])
 def test_be_never_preempts(policy: str) -> None:
     jobs = [job("b1", at=0, gpus=8, duration=100), job("b2", at=1, gpus=1, duration=10)]
     result, _ = simulate(jobs, policy=policy)
@@ -111,7 +111,7 @@ def test_be_never_preempts(policy: str) -> None:
     assert result.first_start.tolist() == [0.0, 100.0]
 
 
-@pytest.mark.parametrize("policy", ["lrtp", "rand", "fitgpp"])
+@pytest.mark.parametrize("policy", ["lrtp", "rand", "fitgpp", "kube"])
 def test_p_limits_how_often_a_job_is_preempted(policy: str) -> None:
     jobs = [
         job("b", at=0, gpus=8, duration=1000, grace=10),

@@ -97,7 +97,7 @@ def test_sweeps(sweep: str, values: str, tmp_path: Path, capsys: pytest.CaptureF
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--policies", "fifo,sjf"], "--policies: unknown policy 'sjf' (known: fifo, lrtp, rand, fitgpp"),
+        (["--policies", "fifo,sjf"], "--policies: unknown policy 'sjf' (known: fifo, lrtp, rand, fitgpp, kube)"),
         (["--jobs", "-5"], "--jobs: '-5' is less than 1"),
         (["--jobs", "many"], "--jobs: 'many' is not a whole number"),
         (["-P", "x"], "--max-preemptions: 'x' is not a whole number"),

@@ -1,0 +1,157 @@
+"""kube-scheduler's scheduling queue, modelled for the simulator's ``kube`` policy: the order in
+which it tries pending pods and when it tries a pod again (``pkg/scheduler/backend/queue``,
+Kubernetes 1.33 and later, where ``SchedulerPopFromBackoffQ`` is on by default).
+
+* **activeQ** holds the pods ready to be tried, the highest priority first, then the earliest
+  queue timestamp (``PrioritySort``). A new pod's timestamp is its arrival; a pod that failed
+  gets the time of the failure (``AddUnschedulablePodIfNotPresent`` refreshes it).
+* **Unschedulable pods** wait for a cluster event that may help them. A pod the extender
+  rejected (the ``Extender`` pseudo-plugin among its rejectors, kubernetes#122019) moves on
+  any event: here a pod deleted or bound. A pod kube-scheduler's own filter (NodeResourcesFit)
+  rejected before the extender was called moves when an assigned pod is deleted. Pods left
+  unschedulable longer than ``podMaxInUnschedulablePodsDuration`` (5 min) move anyway, at the
+  next run of the flush every 30 s.
+* **backoffQ**: a pod that moves while its backoff runs (1 s after its first failure, doubling
+  up to 10 s, counted from its timestamp and cut to the whole second) waits there, ordered by
+  when its backoff ends, then as activeQ orders. With ``SchedulerPopFromBackoffQ`` the
+  scheduler pops from it whenever activeQ is empty, so backoff orders pods within an instant
+  but never delays one that nothing else is waiting ahead of.
+
+The simulator's scheduling is instantaneous, so at one instant every pod that is not
+unschedulable is tried once, in the order :meth:`SchedulingQueue.take` gives; a pod that fails
+becomes unschedulable until an event moves it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Final
+
+from scheduler.simulator.state import SimJob
+
+INITIAL_BACKOFF_SECONDS: Final = 1.0  # DefaultPodInitialBackoffDuration
+MAX_BACKOFF_SECONDS: Final = 10.0  # DefaultPodMaxBackoffDuration
+BACKOFF_WINDOW_SECONDS: Final = 1.0  # backoffQOrderingWindowDuration
+MAX_UNSCHEDULABLE_SECONDS: Final = 300.0  # DefaultPodMaxInUnschedulablePodsDuration
+LEFTOVER_FLUSH_EVERY_SECONDS: Final = 30.0  # flushUnschedulableEntitiesLeftover's period
+
+
+def backoff_seconds(failures: int) -> float:
+    """The backoff after ``failures`` unschedulable attempts (``calculateBackoffDuration``)."""
+    if failures <= 0:
+        return 0.0
+    doublings = min(failures - 1, 32)  # the cap is reached long before; keeps the power finite
+    return min(INITIAL_BACKOFF_SECONDS * 2.0**doublings, MAX_BACKOFF_SECONDS)
+
+
+@dataclass(slots=True, eq=False, kw_only=True)
+class QueuedPod:
+    """A pending pod in the queue (kube-scheduler's ``QueuedPodInfo``). ``sequence`` orders pods
+    queued at the same simulated instant as the real clock's nanoseconds would."""
+
+    job: SimJob
+    timestamp: float
+    sequence: int
+    failures: int = 0  # UnschedulableCount
+    by_extender: bool = False  # the last failure had the extender among its rejectors
+    binds_seen: int = 0  # binds before the last failure: a later bind is an event for it
+
+    @property
+    def priority(self) -> int:
+        return self.job.pod.priority
+
+    def backoff_ends(self) -> float:
+        """When its backoff completes, cut to the ordering window (``getBackoffTime``)."""
+        if not self.failures:
+            return -math.inf
+        return math.floor((self.timestamp + backoff_seconds(self.failures)) / BACKOFF_WINDOW_SECONDS) * BACKOFF_WINDOW_SECONDS
+
+    def backing_off(self, now: float) -> bool:
+        """``isEntityBackingoff``: its backoff ends in the current window or later."""
+        return self.backoff_ends() >= math.floor(now / BACKOFF_WINDOW_SECONDS) * BACKOFF_WINDOW_SECONDS
+
+    def active_order(self) -> tuple[int, float, int]:
+        return (-self.priority, self.timestamp, self.sequence)
+
+
+class SchedulingQueue:
+    """The pending pods of one simulation, by job index."""
+
+    __slots__ = ("_ready", "_unschedulable", "_sequence")
+
+    def __init__(self) -> None:
+        self._ready: dict[int, QueuedPod] = {}  # in activeQ or backoffQ: tried at the next pass
+        self._unschedulable: dict[int, QueuedPod] = {}
+        self._sequence = 0
+
+    def __len__(self) -> int:
+        return len(self._ready) + len(self._unschedulable)
+
+    @property
+    def unschedulable(self) -> int:
+        return len(self._unschedulable)
+
+    def _next(self) -> int:
+        self._sequence += 1
+        return self._sequence
+
+    def add(self, job: SimJob, *, now: float) -> None:
+        """A new pending pod (``Add``): activeQ, no backoff."""
+        self._unschedulable.pop(job.index, None)
+        self._ready[job.index] = QueuedPod(job=job, timestamp=now, sequence=self._next())
+
+    def failed(self, pod: QueuedPod, *, now: float, by_extender: bool, binds: int) -> None:
+        """The pod's attempt failed: unschedulable until an event moves it."""
+        pod.failures += 1
+        pod.timestamp = now
+        pod.sequence = self._next()
+        pod.by_extender = by_extender
+        pod.binds_seen = binds
+        self._unschedulable[pod.job.index] = pod
+
+    def pod_deleted(self) -> None:
+        """An assigned pod is gone: every unschedulable pod may fit now."""
+        self._ready.update(self._unschedulable)
+        self._unschedulable.clear()
+
+    def pod_bound(self, binds: int) -> bool:
+        """Bind number ``binds`` happened: the pods the extender rejected before it move (the
+        extender declares no narrower events). True if any moved."""
+        moving = [index for index, pod in self._unschedulable.items() if pod.by_extender and pod.binds_seen < binds]
+        for index in moving:
+            self._ready[index] = self._unschedulable.pop(index)
+        return bool(moving)
+
+    def flush_leftover(self, now: float) -> None:
+        """Pods unschedulable for longer than 5 minutes move (the periodic flush)."""
+        moving = [index for index, pod in self._unschedulable.items() if now - pod.timestamp > MAX_UNSCHEDULABLE_SECONDS]
+        for index in moving:
+            self._ready[index] = self._unschedulable.pop(index)
+
+    def next_flush(self) -> float | None:
+        """When the periodic flush next moves an unschedulable pod (the flush runs every 30 s,
+        here at multiples of 30 s of simulated time); None when no pod is unschedulable."""
+        if not self._unschedulable:
+            return None
+        due = min(pod.timestamp for pod in self._unschedulable.values()) + MAX_UNSCHEDULABLE_SECONDS
+        at = math.ceil(due / LEFTOVER_FLUSH_EVERY_SECONDS) * LEFTOVER_FLUSH_EVERY_SECONDS
+        return at if at > due else at + LEFTOVER_FLUSH_EVERY_SECONDS  # moved only once past due
+
+    def take(self, now: float) -> list[QueuedPod]:
+        """Every ready pod, removed, in the order kube-scheduler pops them at ``now``: activeQ
+        (pods not backing off) by priority and timestamp, then, activeQ being empty, backoffQ by
+        the end of the backoff, then priority and timestamp."""
+        active: list[QueuedPod] = []
+        backing_off: list[QueuedPod] = []
+        for pod in self._ready.values():
+            (backing_off if pod.backing_off(now) else active).append(pod)
+        self._ready.clear()
+        active.sort(key=QueuedPod.active_order)
+        backing_off.sort(key=lambda pod: (pod.backoff_ends(), *pod.active_order()))
+        return active + backing_off
+
+    def forget(self, job: SimJob) -> None:
+        """The job's pod left the queue outside a pass (bound by the simulation itself)."""
+        self._ready.pop(job.index, None)
+        self._unschedulable.pop(job.index, None)
