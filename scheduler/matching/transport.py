@@ -87,39 +87,52 @@ def assign_to_classes(
     if groups is None:
         assert cost is not None
         groups = Groups(group=np.arange(classes, dtype=np.int64), offset=np.zeros(classes), group_cost=cost)
-    group_ids, members_of, units = _units(groups, capacity)
-    if not units:
+    found = _units(groups, capacity)
+    if not found.units:
         return None
-    problem = _Grouped(cost=groups.group_cost[:, group_ids], units=units)
+    problem = _Grouped(cost=groups.group_cost[:, found.ids], units=found.units)
     if not problem.feasible():
         return None
     problem.raise_prices()
     if not problem.shortest_paths(max_augmentations=max_augmentations):
         return None
-    return _filled(problem.assign, members_of, capacity)
+    return _filled(problem.assign, found)
 
 
-def _units(groups: Groups, capacity: IntArray) -> tuple[IntArray, list[IntArray], list[FloatArray]]:
-    """The groups that have a slot (their ids), each one's classes by offset then class order,
-    and its units' offsets, ascending."""
+@dataclass(frozen=True, slots=True)
+class _Units:
+    """The groups that have a slot (``ids``), and their units group after group, each group's
+    by offset then class order: ``unit_class[bounds[g]:bounds[g+1]]`` are group ``g``'s units'
+    classes, ``units[g]`` their offsets (ascending)."""
+
+    ids: IntArray
+    unit_class: IntArray
+    bounds: IntArray
+    units: list[FloatArray]
+
+
+def _units(groups: Groups, capacity: IntArray) -> _Units:
     kept = np.flatnonzero(capacity > 0)  # classes without a slot take no part
     group_ids, group = np.unique(groups.group[kept], return_inverse=True)
-    offset = groups.offset[kept]
+    group = group.reshape(-1)
     # Each group's classes by offset, then class order (one sort instead of one pass per group).
-    order = kept[np.lexsort((offset, group.reshape(-1)))]
-    members_of = np.split(order, np.flatnonzero(np.diff(np.sort(group.reshape(-1)))) + 1) if order.size else []
-    units = [np.repeat(groups.offset[m], capacity[m]) for m in members_of]
-    return group_ids, members_of, units
+    classes = kept[np.lexsort((groups.offset[kept], group))]
+    unit_class = np.repeat(classes, capacity[classes])
+    per_group = np.bincount(group, weights=capacity[kept], minlength=group_ids.shape[0]).astype(np.int64)
+    bounds = np.concatenate(([0], np.cumsum(per_group))).astype(np.int64)
+    offsets = groups.offset[unit_class]
+    units = [offsets[begin:end] for begin, end in zip(bounds[:-1].tolist(), bounds[1:].tolist())]
+    return _Units(ids=group_ids, unit_class=unit_class, bounds=bounds, units=units)
 
 
-def _filled(assign: IntArray, members_of: list[IntArray], capacity: IntArray) -> IntArray:
-    """Each row's class: the rows of a group (``assign``, indexing ``members_of``), in row
-    order, fill its cheapest units."""
+def _filled(assign: IntArray, units: _Units) -> IntArray:
+    """Each row's class: the rows of a group (``assign``, an index of ``units``' groups), in
+    row order, fill its cheapest units (a group has a unit for each of its rows)."""
+    order = np.argsort(assign, kind="stable")
+    ordered = assign[order]
+    rank = np.arange(ordered.shape[0]) - np.searchsorted(ordered, ordered, side="left")
     result = np.empty(assign.shape[0], dtype=np.int64)
-    for g, members in enumerate(members_of):
-        jobs = np.flatnonzero(assign == g)
-        ends = np.cumsum(capacity[members])
-        result[jobs] = members[np.searchsorted(ends, np.arange(jobs.shape[0]), side="right")]
+    result[order] = units.unit_class[units.bounds[ordered] + rank]
     return result
 
 
@@ -141,7 +154,8 @@ def certified(groups: Groups, capacity: IntArray, assign: IntArray) -> IntArray 
     :func:`assign_to_classes` fills them. O(rows·G + G³) in NumPy, no phase run.
     """
     rows = groups.group_cost.shape[0]
-    group_ids, members_of, units = _units(groups, capacity)
+    found = _units(groups, capacity)
+    group_ids, units = found.ids, found.units
     count = group_ids.shape[0]
     if count == 0 or assign.shape[0] != rows:
         return None
@@ -177,14 +191,13 @@ def certified(groups: Groups, capacity: IntArray, assign: IntArray) -> IntArray 
     np.fill_diagonal(distance, 0.0)
     for k in range(nodes):
         np.minimum(distance, distance[:, k, np.newaxis] + distance[np.newaxis, k, :], out=distance)
-    finite = np.isfinite(cost)
-    offsets = np.concatenate(units)
-    scale = float(np.max(np.abs(cost[finite]), initial=0.0)) + float(np.max(np.abs(offsets), initial=0.0)) + 1.0
+    offsets = groups.offset[found.unit_class]
+    scale = float(np.max(np.abs(cost), where=np.isfinite(cost), initial=0.0)) + float(np.max(np.abs(offsets), initial=0.0)) + 1.0
     with np.errstate(invalid="ignore"):
         cycles = cheapest + distance[:count, :count].T
     if bool(np.isnan(cycles).any()) or float(cycles.min(initial=math.inf)) <= 1e-9 * scale:
         return None
-    return _filled(local, members_of, capacity)
+    return _filled(local, found)
 
 
 def _sparse(graph: FloatArray) -> csr_matrix:

@@ -155,3 +155,11 @@ def test_progress_is_the_dominant_share_of_the_faster_configuration_discounted_o
 def test_a_running_job_needs_the_estimate_of_its_own_kind():
     with pytest.raises(ValueError, match="no estimate for the kind it runs on"):
         RunningJob(key="r", user="u", kind="gpu", started=0, seconds={"cpu": 10})
+
+
+def test_queued_rows_made_without_the_dataclass_init_are_equal_to_its_own() -> None:
+    from scheduler.matching.admission import Queued, _queued
+
+    for row in (("ns/a", "gpu", 1, 0.0, None), ("ns/b", "cpu", 12, 90.5, "vision")):
+        made, plain = _queued(*row), Queued(*row)
+        assert made == plain and hash(made) == hash(plain) and repr(made) == repr(plain)
