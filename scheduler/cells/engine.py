@@ -41,7 +41,7 @@ from scheduler.cells.membership import CellsChanged, NodeMembership
 from scheduler.cells.request import CellRequest, Priority, parse_request
 from scheduler.cells.topology import Topology
 from scheduler.constants import ANNOTATION_BIND_INFO, ANNOTATION_GPU_INDICES, MAX_EXTENDER_PRIORITY
-from scheduler.core.engine import FilterDecision, Placement
+from scheduler.core.engine import FilterDecision, Placement, Scores
 from scheduler.core.model import TERMINAL_PHASES, JobInfo, NodeInfo, PodInfo
 from scheduler.core.nodeindex import NodeIndex, pick
 from scheduler.errors import ConfigError, InvalidAnnotation, SchedulingConflict, UnknownNode
@@ -357,10 +357,10 @@ class HivedEngine:
             unresolvable[name] = f"node {name} has no HiveD GPU cells"
         return failed, unresolvable
 
-    def prioritize(self, pod: PodInfo, node_names: Sequence[str]) -> list[int]:
+    def prioritize(self, pod: PodInfo, node_names: Sequence[str]) -> Scores:
         gpus = pod.requests.gpus
         if gpus == 0:
-            return [0] * len(node_names)
+            return np.zeros(len(node_names), dtype=np.int64)
         chosen: str | None = None
         existing = self.allocator.by_pod.get(pod.uid)
         if existing is not None:
@@ -373,7 +373,11 @@ class HivedEngine:
                     chosen = spot.gpus[0].node
             except (Unplaceable, InvalidAnnotation):
                 chosen = None
-        return [MAX_EXTENDER_PRIORITY if name == chosen else self._packing_score(name, gpus) for name in node_names]
+        return np.fromiter(
+            (MAX_EXTENDER_PRIORITY if name == chosen else self._packing_score(name, gpus) for name in node_names),
+            dtype=np.int64,
+            count=len(node_names),
+        )
 
     def _packing_score(self, name: str, gpus: int) -> int:
         """1..9 for a node with ``gpus`` idle GPUs: higher the more of the node is in use, +2

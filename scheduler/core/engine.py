@@ -9,7 +9,7 @@ wall clock, no threads. Callers serialise access (the extender holds one lock ar
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Mapping, Protocol, Sequence, Union, runtime_checkable
+from typing import Callable, Mapping, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
@@ -18,9 +18,8 @@ from scheduler.core.model import JobInfo, NodeInfo, PodInfo
 
 
 Reasons = dict[str, str]
-# Prioritize's scores, one per offered node: a list, or an int64 array (written out by the
-# extender's native path without a Python int per node).
-Scores = Union[list[int], npt.NDArray[np.int64]]
+# Prioritize's scores: one int64 per offered node, in the offered order.
+Scores = npt.NDArray[np.int64]
 
 
 class FilterDecision:

@@ -154,9 +154,7 @@ def host_priorities_json(names: Sequence[str], scores: Scores) -> bytes:
     """kube-scheduler's HostPriorityList: ``[{"Host": name, "Score": score}, ...]``."""
     if isinstance(names, RawNames):
         return names.host_priorities(scores)
-    if isinstance(scores, np.ndarray):
-        scores = scores.tolist()
-    return wire.ENCODER.encode(list(map(wire.HostPriority, names, scores)))
+    return wire.ENCODER.encode(list(map(wire.HostPriority, names, scores.tolist())))
 
 
 def _table(index: NodeIndex, codec: Any):  # type: ignore[no-untyped-def]

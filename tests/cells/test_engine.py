@@ -121,7 +121,7 @@ def test_cpu_only_pods_pass_through(engine):
     p = pod("cpu", 0)
     assert engine.filter(p, NODES).feasible == NODES
     assert engine.reserve(p, "r0n0").annotations == {}
-    assert engine.prioritize(p, NODES) == [0] * len(NODES)
+    assert engine.prioritize(p, NODES).tolist() == [0] * len(NODES)
 
 
 def test_nodes_outside_the_topology(engine):

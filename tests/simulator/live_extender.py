@@ -21,6 +21,7 @@ from typing import Any, Mapping, Sequence
 
 import httpx
 import msgspec
+import numpy as np
 
 from scheduler.core.engine import FilterDecision, Placement, Scores, TracksJobs
 from scheduler.core.model import JobInfo, NodeInfo, PodInfo
@@ -116,7 +117,7 @@ class LiveExtender:
     def prioritize(self, pod: PodInfo, node_names: Sequence[str]) -> Scores:
         answer = self._post("prioritize", k.extender_args(self._pod_body(pod), self._offered(node_names), node_cache_capable=False))
         scores = {entry["Host"]: entry["Score"] for entry in answer}
-        return [scores[name] for name in node_names]
+        return np.array([scores[name] for name in node_names], dtype=np.int64)
 
     def select_victims(
         self, pod: PodInfo, candidates: Mapping[str, Sequence[str]], victim_pods: Mapping[str, PodInfo]

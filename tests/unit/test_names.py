@@ -472,7 +472,7 @@ def test_raw_names_behave_as_the_list(items: list[str], data: st.DataObject) -> 
     for fast, plain in ((raw, items), (pick(raw, first), pick(items, first))):
         assert list(fast) == list(plain)
         assert names.names_json(fast) == names.names_json(list(plain))
-        scores = list(range(-len(plain), 0))
+        scores = np.arange(-len(plain), 0, dtype=np.int64)
         assert names.host_priorities_json(fast, scores) == names.host_priorities_json(list(plain), scores)
     twice = pick(pick(raw, first), second)
     assert names.names_json(twice) == names.names_json(pick(pick(items, first), second))
