@@ -637,8 +637,8 @@ def _queue(
     # sorting a tuple per Job most of the rest.
     counts = np.diff(queues.bounds)
     machine_of = np.repeat(np.arange(counts.shape[0]), counts)
-    machines = problem.machines
-    named = sorted(np.flatnonzero(counts).tolist(), key=lambda m: machines[m].name)
+    listed = problem.machines
+    named = sorted(np.flatnonzero(counts).tolist(), key=lambda m: listed[m].name)
     name_rank = np.zeros(counts.shape[0], dtype=np.int64)
     name_rank[named] = np.arange(len(named))
     order = np.lexsort((queues.job, name_rank[machine_of], queues.start))
