@@ -13,7 +13,8 @@ neighbour on a shared machine hits every scheduler):
   (its own DefaultBinder);
 * ``hived`` and ``resource-fit``: the chart's configuration (filter, prioritize, preempt and bind
   through cellfit, nodeCacheCapable) and ``cellfit serve`` with the chart's configuration, its
-  policy set to HiveD (cells discovered from the Nodes) or resource-fit.
+  policy set to HiveD (cells discovered from the Nodes) or resource-fit; ``resource-fit-best``
+  (not run by default): resource-fit with ``policy.offerBestNodes: 1``.
 
 Both kube-schedulers run without leader election (one replica; acquiring a Lease that the
 previous round's kube-scheduler still holds would wait out its 15 s) and with the same client
@@ -86,7 +87,13 @@ from chart_support import (  # noqa: E402
 )
 
 BENCH_LABEL = "cellfit.io/e2e-bench"
-POLICIES = ("hived", "resource-fit")
+# cellfit's configurations measured: its policy section, and the letter its pods' names carry.
+POLICIES: dict[str, tuple[dict[str, Any], str]] = {
+    "hived": ({"name": "hived"}, "h"),
+    "resource-fit": ({"name": "resource-fit"}, "r"),
+    # Resource fit passing on only its best-scored node: kube-scheduler skips scoring and prioritize.
+    "resource-fit-best": ({"name": "resource-fit", "offerBestNodes": 1}, "b"),
+}
 # The issue's targets, as ratios measured in the same run.
 TARGET_RATE_RATIO = 0.9
 TARGET_FIRST_BIND_EXTRA_S = 0.5
@@ -356,14 +363,14 @@ class Bench:
 
     def cellfit_config(self, policy: str) -> str:
         document = yaml.safe_load(self.release.cellfit_config_text)
-        document["policy"] = {**document.get("policy", {}), "name": policy}
+        document["policy"] = {**document.get("policy", {}), **POLICIES[policy][0]}
         return yaml.safe_dump(document, sort_keys=False)
 
     def run_round(self, kind: str, round_no: int) -> dict[str, Any]:
         """One burst of ``kind``: plain, or a cellfit policy."""
         label = f"{kind}-{round_no}"
         scheduler_name = "bench-plain" if kind == "plain" else self.release.scheduler_name
-        create_pods(self.cluster, self.namespace, self.args.pods, scheduler_name, f"r{round_no}{kind[:1]}")
+        create_pods(self.cluster, self.namespace, self.args.pods, scheduler_name, f"r{round_no}{'p' if kind == 'plain' else POLICIES[kind][1]}")
         cellfit: CellfitProcess | None = None
         scheduler: KubeSchedulerProcess | None = None
         watch = BindWatch(self.cluster, self.namespace)
@@ -435,7 +442,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pods", type=int, default=1000, help="pods per round")
     parser.add_argument("--rounds", type=int, default=1, help="rounds per scheduler (alternating)")
     parser.add_argument("--timeout", type=float, default=600, help="seconds allowed for one round")
-    parser.add_argument("--policies", default=",".join(POLICIES),
+    parser.add_argument("--policies", default="hived,resource-fit",
                         help=f"cellfit's policies to measure, comma-separated: {', '.join(POLICIES)}")
     parser.add_argument("--no-plain", action="store_true", help="skip kube-scheduler alone (no ratios then)")
     parser.add_argument("--keep", action="store_true", help="leave the cluster running")

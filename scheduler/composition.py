@@ -54,7 +54,7 @@ def compose(
 ) -> Composition:
     """Everything ``settings`` ask for (see :func:`compose_cells` for the placement)."""
     cells = compose_cells(settings, connected=connected, nodes=nodes, on_cells_change=on_cells_change)
-    return assemble(cells=cells, preemption=settings.preemption, clock=clock)
+    return assemble(cells=cells, preemption=settings.preemption, clock=clock, best_nodes=settings.policy.offer_best_nodes)
 
 
 def compose_engine(
@@ -85,14 +85,19 @@ def compose_cells(
     )
 
 
-def assemble(*, cells: HivedEngine | None, preemption: PreemptionSettings, clock: Clock, pods: PodStore | None = None) -> Composition:
-    """HiveD's cells, or resource fit without them, inside FitGpp's preemption as
-    ``preemption`` asks.
+def assemble(
+    *, cells: HivedEngine | None, preemption: PreemptionSettings, clock: Clock, pods: PodStore | None = None,
+    best_nodes: int | None = None,
+) -> Composition:
+    """HiveD's cells, or resource fit without them (its filter passing on only its
+    ``best_nodes`` best-scored nodes when given: ``policy.offerBestNodes``), inside FitGpp's
+    preemption as ``preemption`` asks. FitGpp's holds take the nodes they keep off a pod out of
+    what resource fit filters, so its best nodes are among those the pod may use.
 
     ``pods``: the pods' one record, when the driver keeps it (the watch cache records each pod
     before the engine hears of it, and forgets it after); without it the engine keeps its own
     from the events it is given (the simulator, tests)."""
-    placement: SchedulingEngine = cells if cells is not None else ResourceFitEngine()
+    placement: SchedulingEngine = cells if cells is not None else ResourceFitEngine(best_nodes=best_nodes)
     return with_preemption(placement, preemption, clock=clock, pods=pods, cells=cells)
 
 

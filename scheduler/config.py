@@ -234,6 +234,17 @@ class PolicySettings(_Section):
         LABEL_RACK,
         description="Node label naming a node's rack; discovery groups racks into rack cells. null: no rack level.",
     )
+    offer_best_nodes: int | None = Field(
+        None,
+        ge=1,
+        description=(
+            "resource-fit: the filter passes on only this many of the nodes that fit, those "
+            "cellfit's prioritize scores highest (ties: kube-scheduler's order). With 1, "
+            "kube-scheduler neither scores nodes with its own plugins nor calls prioritize, as "
+            "under HiveD, whose filter keeps one node: less CPU per pod, but kube-scheduler's "
+            "scorers (spreading, preferred affinity) no longer weigh in. null: every node that fits."
+        ),
+    )
 
 
 class PreemptionSettings(_Section):

@@ -92,7 +92,7 @@ def build_composition(settings: Settings, api: KubernetesApi | None) -> Composit
     """The engine and the capabilities the drivers get (``scheduler/composition.py``); with an
     API, the watch cache keeps the pods' record."""
     return assemble(cells=build_cells(settings, api), preemption=settings.preemption, clock=time.monotonic,
-                    pods=PodStore() if api is not None else None)
+                    pods=PodStore() if api is not None else None, best_nodes=settings.policy.offer_best_nodes)
 
 
 def build_cells(settings: Settings, api: KubernetesApi | None) -> HivedEngine | None:

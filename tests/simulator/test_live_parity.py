@@ -24,6 +24,8 @@ import pytest
 
 from scheduler.cells import HivedEngine
 from scheduler.config import Settings, parse_settings
+from scheduler.core.model import PodInfo
+from scheduler.core.resources import Resources
 from scheduler.extender.runtime import Runtime, build_runtime
 from scheduler.preemption import FitGppSettings
 from scheduler.simulator.experiment import Experiment, derive_arrivals
@@ -231,3 +233,24 @@ def test_hived_gangs_decide_the_same_live() -> None:
     assert simulated_outcomes == served_outcomes
     assert np.array_equal(simulated.start, served.start) and np.array_equal(simulated.finish, served.finish)
     assert extender.calls["filter"] >= sum(job.pods for job in jobs)
+
+
+@pytest.mark.parametrize("policy", ["fitgpp", "kube"])
+def test_offering_only_the_best_node_places_as_the_scores_do(policy: str) -> None:
+    """``policy.offerBestNodes: 1``: resource fit's filter passes on only its best-scored node
+    (among those FitGpp's holds leave the pod), so kube-scheduler has nothing left to score. A
+    scheduler that follows the extender's scores alone, as the simulated one does, makes every
+    decision it made with every fitting node offered: the forty-job trace with its preemptions
+    and resumed Jobs, bind for bind."""
+    specs = FitGppWorkload().generate(jobs=40, seed=3, cluster=CLUSTER)
+    jobs, _ = derive_arrivals(Experiment(cluster=CLUSTER, jobs=40), specs, seed=3)
+    every = _run(jobs, policy, "resource-fit")
+    settings = FitGppSettings()
+    best = Simulation(
+        cluster=CLUSTER, jobs=jobs, policy=make_policy(policy, PolicyOptions(settings=settings, seed=0)), settings=settings,
+        seed=0, configuration=parse_settings("policy: {name: resource-fit, offerBestNodes: 1}"), record_decisions=True,
+    )
+    assert len(_preemptions(every[1])) >= 2
+    _assert_same(every, (best.run(), best))
+    idle = PodInfo(uid="probe", namespace="sim", name="probe", requests=Resources(1000, 2**30, 1))
+    assert len(best.engine.filter(idle, best.node_names).feasible) == 1  # of three idle nodes

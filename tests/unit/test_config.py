@@ -24,6 +24,7 @@ def test_partial_file_keeps_defaults_for_the_rest():
         ("server:\n  prot: 1\n", "server.prot: unknown key (misspelled?)"),
         ("server:\n  configReloadSeconds: -1\n", "server.configReloadSeconds: Input should be greater than or equal to 0 (got -1)"),
         ("policy:\n  name: magic\n", "policy.name: Input should be 'auto', 'hived' or 'resource-fit'"),
+        ("policy:\n  offerBestNodes: 0\n", "policy.offerBestNodes: Input should be greater than or equal to 1 (got 0)"),
         ("cluster:\n  mode: sometimes\n", "cluster.mode"),
         ("logging: [1, 2]\n", "logging: Input should be a valid dictionary"),
         ("- just\n- a list\n", "the top level must be a mapping"),

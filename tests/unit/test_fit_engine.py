@@ -161,3 +161,40 @@ def test_used_resources_always_equal_the_sum_of_live_bookings(ops):
             booked = sum(g for n, g in live.values() if n == name)
             assert engine.free_on(name).gpus == 8 - booked
     assert engine.stats()["pods"] == len(live)
+
+
+# ---------------------------------------------------------------------- policy.offerBestNodes
+
+
+def _best_engine(best: int | None) -> ResourceFitEngine:
+    engine = ResourceFitEngine(best_nodes=best)
+    for name in ("a", "b", "c", "d"):
+        engine.apply_node(gpu_node(name))
+    engine.apply_pod(pod("b-half", gpus=4, node="b", phase="Running"))
+    engine.apply_pod(pod("d-half", gpus=4, node="d", phase="Running"))
+    engine.apply_pod(pod("c-full", gpus=8, node="c", phase="Running"))
+    return engine
+
+
+def test_offer_best_nodes_keeps_the_highest_scored_first_in_the_offered_order():
+    engine = _best_engine(1)
+    offered = ["a", "b", "c", "d", "ghost"]
+    decision = engine.filter(pod("g", gpus=2), offered)
+    # b and d pack best (6 of 8 GPUs after), b is offered first; a fits but scores less.
+    assert decision.feasible == ["b"]
+    assert set(decision.failed) == {"a", "c", "d"} and set(decision.unresolvable) == {"ghost"}
+    assert "best-scored node (policy.offerBestNodes)" in decision.failed["d"]
+    assert "free GPUs" in decision.failed["c"]  # the fit's own reason stays
+    assert decision.failed_count == 3 and decision.unresolvable_count == 1
+    assert engine.filter(pod("g", gpus=2), ["d", "a", "b"]).feasible == ["d"]  # the offered order breaks ties
+    assert _best_engine(None).filter(pod("g", gpus=2), offered).feasible == ["a", "b", "d"]  # the default: every fit
+
+
+def test_offer_best_nodes_keeps_several_in_the_offered_order_and_changes_nothing_when_few_fit():
+    engine = _best_engine(2)
+    decision = engine.filter(pod("g", gpus=2), ["d", "a", "b"])
+    assert decision.feasible == ["d", "b"]  # the two best, as offered
+    assert list(decision.failed) == ["a"]
+    assert engine.filter(pod("big", gpus=8), ["a", "b", "c"]).feasible == ["a"]  # one fits: kept
+    with pytest.raises(ValueError, match="at least 1"):
+        ResourceFitEngine(best_nodes=0)
