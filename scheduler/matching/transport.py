@@ -204,8 +204,9 @@ def _sparse(graph: FloatArray) -> csr_matrix:
     """The finite entries of a dense graph as a sparse one, zeros kept as edges (what
     ``csgraph_from_dense(graph, null_value=inf)`` gives, without its masked arrays)."""
     finite = np.isfinite(graph)
-    indptr = np.concatenate(([0], np.cumsum(finite.sum(axis=1))))
-    return csr_matrix((graph[finite], np.nonzero(finite)[1], indptr), shape=graph.shape)
+    indptr = np.zeros(graph.shape[0] + 1, dtype=np.int32)  # scipy's index type: nothing to convert
+    np.cumsum(finite.sum(axis=1), out=indptr[1:])
+    return csr_matrix((graph[finite], finite.nonzero()[1].astype(np.int32), indptr), shape=graph.shape)
 
 
 def _cheapest_classes(groups: Groups) -> IntArray:
@@ -256,25 +257,29 @@ class _Grouped:
         load = np.bincount(assign, minlength=price.shape[0]).astype(np.int64)
         priced = self._priced_units()
         best, stalled = int(np.maximum(load - priced, 0).sum()), 0
+        count = price.shape[0]
         for _ in range(_MAX_SWEEPS):
             if best == 0 or stalled >= _STALLED_SWEEPS:
                 return
             g = -1
-            while True:
+            # ndarray methods rather than their np.* wrappers: each visit is a few dozen small
+            # NumPy calls, and the wrappers' Python added about a tenth to them.
+            while g + 1 < count:
                 # The next group over, in group order, as the sweep has left them so far.
-                later = np.flatnonzero(load[g + 1 :] > priced[g + 1 :])
-                if later.shape[0] == 0:
+                later = load[g + 1 :] > priced[g + 1 :]
+                step = int(later.argmax())
+                if not later[step]:
                     break
-                g += 1 + int(later[0])
+                g += 1 + step
                 units = self.units[g]
-                jobs = np.flatnonzero(assign == g)
+                jobs = (assign == g).nonzero()[0]
                 others = cost[jobs]
                 mine = others[:, g].copy()
                 others += price
                 others[:, g] = np.inf
                 alternative = others.argmin(axis=1)
                 margin = others[np.arange(jobs.size), alternative] - mine
-                order = np.argsort(-margin, kind="stable")  # the jobs keenest on g first, then row order
+                order = (-margin).argsort(kind="stable")  # the jobs keenest on g first, then row order
                 margins = margin[order]
                 # m jobs stay when the m-th keenest still prefers g at the m-th cheapest unit.
                 room = min(units.shape[0], margins.shape[0])
@@ -287,11 +292,12 @@ class _Grouped:
                     return  # jobs with nowhere else to go: phase 3 sorts it out (or declines)
                 raised = max(float(price[g]), floor)
                 price[g] = raised
-                priced[g] = np.searchsorted(units, raised, side="right")
+                priced[g] = units.searchsorted(raised, side="right")
                 leaving = order[staying:]
-                assign[jobs[leaving]] = alternative[leaving]
+                moved = alternative[leaving]
+                assign[jobs[leaving]] = moved
                 load[g] -= leaving.shape[0]
-                load += np.bincount(alternative[leaving], minlength=load.shape[0])
+                load += np.bincount(moved, minlength=count)
             over = int(np.maximum(load - priced, 0).sum())
             stalled = 0 if over < best else stalled + 1
             best = min(best, over)
@@ -302,15 +308,14 @@ class _Grouped:
         costs make a NaN, for the per-group pass to handle."""
         cost, assign = self.cost, self.assign
         rows, groups = cost.shape
+        order = assign.argsort(kind="stable")  # by group, rows ascending within one
         with np.errstate(invalid="ignore"):
-            moves = cost - cost[np.arange(rows), assign][:, np.newaxis]
-        if np.isnan(moves).any():
+            ordered = cost[order] - cost[order, assign[order]][:, np.newaxis]
+        if np.isnan(ordered).any():
             return False
-        order = np.argsort(assign, kind="stable")  # by group, rows ascending within one
         counts = np.bincount(assign, minlength=groups)
         present = np.flatnonzero(counts)
         starts = (np.cumsum(counts) - counts)[present]
-        ordered = moves[order]
         least = np.minimum.reduceat(ordered, starts, axis=0)
         first = np.where(ordered == np.repeat(least, counts[present], axis=0), np.arange(rows)[:, np.newaxis], rows)
         cheapest[present] = least
@@ -330,19 +335,19 @@ class _Grouped:
             return True
         if excess > max_augmentations:
             return False
-        scale = float(np.max(np.abs(cost[np.isfinite(cost)]))) + float(np.max(np.abs(price))) + 1.0
+        scale = float(np.abs(cost).max(where=np.isfinite(cost), initial=0.0)) + float(np.max(np.abs(price))) + 1.0
         tolerance = 1e-9 * scale
         # cheapest[a, b]: the cheapest move of one of a's jobs to b, and who makes it.
         cheapest = np.full((groups, groups), np.inf)
         mover = np.full((groups, groups), -1, dtype=np.int64)
 
         def refresh(g: int) -> None:
-            jobs = np.flatnonzero(assign == g)
+            jobs = (assign == g).nonzero()[0]
             if jobs.size == 0:
                 cheapest[g], mover[g] = np.inf, -1
                 return
             moves = cost[jobs] - cost[jobs, g, np.newaxis]
-            best = np.argmin(moves, axis=0)
+            best = moves.argmin(axis=0)
             cheapest[g] = moves[best, np.arange(groups)]
             mover[g] = jobs[best]
             cheapest[g, g] = np.inf
