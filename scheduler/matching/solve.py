@@ -364,12 +364,14 @@ def _uncontended(problem: Problem) -> tuple[IntArray, IntArray] | None:
     """
     times = problem.times
     count = times.shape[0]
+    free = np.flatnonzero(problem.delay == 0)
+    if free.shape[0] < count:
+        return None  # a kind would need more free machines than it has (the test below, summed)
     fastest = np.argmin(times, axis=1)
     best = times[np.arange(count), fastest]
     if not (best > 0).all() or (np.count_nonzero(times == best[:, np.newaxis], axis=1) > 1).any():
         return None
     kind_count = len(problem.kinds)
-    free = np.flatnonzero(problem.delay == 0)
     free_kind = problem.machine_kind[free]
     free_per_kind = np.bincount(free_kind, minlength=kind_count)
     if (np.bincount(fastest, minlength=kind_count) > free_per_kind).any():
@@ -411,8 +413,10 @@ def canonical(problem: Problem, *, rows: IntArray, machine: IntArray, position: 
     ready = problem.delay.copy()  # when each machine's slot at the current position starts
     levels = np.argsort(-position, kind="stable")
     bounds = np.flatnonzero(np.diff(position[levels])) + 1
-    for at in np.split(levels, bounds):
-        jobs = at[np.lexsort((rows[at], slot_kind[at]))]
+    # Each level's jobs by kind then row, for every level in one sort (the slots' order waits
+    # for the levels above: when a slot starts).
+    jobs_by_level = np.split(np.lexsort((rows, slot_kind, -position)), bounds)
+    for at, jobs in zip(np.split(levels, bounds), jobs_by_level):
         slots = at[np.lexsort((machine[at], ready[machine[at]], slot_kind[at]))]
         out_rows[at], out_machine[at] = rows[jobs], machine[slots]
         ready[machine[slots]] += problem.times[rows[jobs], slot_kind[slots]]
