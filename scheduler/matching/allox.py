@@ -112,6 +112,11 @@ class AlloxScheduler:
         # Every waiting job's arrays once (each plan takes the rows of its users' jobs), so that a
         # job no machine may run is named whichever users are considered.
         every_job = _prepared(arrays, waiting, pending_jobs)
+        # Each user's waiting jobs as rows of every_job (ascending: the waiting order), so that a
+        # plan gathers its users' rows without a pass over every waiting job.
+        rows_of: dict[str, list[int]] = {}
+        for row, job in enumerate(every_job.jobs):
+            rows_of.setdefault(job.user, []).append(row)
         row_of = {job.name: row for row, job in enumerate(every_job.jobs)}
         # Plans by the user set they were solved for; which of them a start leaves valid, see
         # _Plan.kept_after.
@@ -143,7 +148,7 @@ class AlloxScheduler:
                     if moved:
                         arrays = replace(arrays, delay=delay.copy())
                         moved = False
-                    plan = _Plan.solved(considered, waiting, every_job, row_of, arrays)
+                    plan = _Plan.solved(considered, rows_of, every_job, arrays)
                     plans[considered] = plan
                 head = plan.first(position)
                 if head is not None:
@@ -156,6 +161,7 @@ class AlloxScheduler:
             assignment = Assignment.starting(job, machine, now)
             started.append(assignment)
             del waiting[job.name]
+            rows_of[job.user].remove(row_of[job.name])
             for kind in job.processing_time:
                 counts = runnable.get(kind)
                 if counts is not None:
@@ -251,13 +257,13 @@ class _Plan:
     taken: dict[int, int]
 
     @classmethod
-    def solved(cls, considered: frozenset[str], waiting: Mapping[str, Job], every_job: Problem, row_of: Mapping[str, int],
-               machines: Fleet) -> _Plan:
-        """The plan of ``considered``'s jobs among ``waiting`` (whose arrays are ``every_job``'s
-        rows ``row_of``) on ``machines`` as they are now."""
-        rows = [row_of[name] for name, job in waiting.items() if job.user in considered]
-        if not rows:
+    def solved(cls, considered: frozenset[str], rows_of: Mapping[str, Sequence[int]], every_job: Problem, machines: Fleet) -> _Plan:
+        """The plan of ``considered``'s waiting jobs (each user's rows of ``every_job``, in the
+        waiting order: ``rows_of``) on ``machines`` as they are now."""
+        gathered = [rows_of[user] for user in considered if rows_of.get(user)]
+        if not gathered:
             return cls(None, None, {})
+        rows = gathered[0] if len(gathered) == 1 else sorted(row for user_rows in gathered for row in user_rows)
         problem = rows_on(every_job, rows, machines)
         return cls(problem, solve(problem), {})
 
