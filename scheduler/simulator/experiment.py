@@ -9,12 +9,12 @@ event; a test checks that), so it is not run twice.
 from __future__ import annotations
 
 import math
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Callable, Final, Literal, Sequence
 
 from scheduler.config import Settings
 from scheduler.preemption.model import FitGppSettings
+from scheduler.simulator.grid import ProgressCallback, RunProgress, run_grid, run_label, run_reporter
 from scheduler.simulator.policies import PolicyOptions, make_policy, policy_names
 from scheduler.simulator.results import Summary, average, summarise
 from scheduler.simulator.simulation import RunResult, Simulation
@@ -30,9 +30,6 @@ DEFAULT_SWEEP_VALUES: Final[dict[str, tuple[float, ...]]] = {
     "te-share": (0.1, 0.2, 0.3, 0.4, 0.5),
     "gp-scale": (1.0, 2.0, 4.0, 8.0),
 }
-
-# Progress: (runs finished, runs in all, jobs finished in the current run, its jobs, label).
-ProgressCallback = Callable[[int, int, int, int, str], None]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -131,9 +128,9 @@ def run_variant(
     return simulation.run()
 
 
-def _task(args: tuple[Experiment, Variant, list[JobSpec], int]) -> RunResult:
+def _run(args: tuple[Experiment, Variant, list[JobSpec], int], on_progress: RunProgress | None) -> RunResult:
     experiment, variant, jobs, seed = args
-    return run_variant(experiment, variant, jobs, seed=seed)
+    return run_variant(experiment, variant, jobs, seed=seed, on_progress=on_progress)
 
 
 ArrivalCache = dict[tuple[object, ...], tuple[list[JobSpec], RunResult]]
@@ -153,29 +150,17 @@ def run_experiment(
     replayed = [v for v in experiment.variants if not (derive and _is_plain_fifo(v))]
     total_runs = len(experiment.seeds) * ((1 if derive else 0) + len(replayed))
     finished = 0
-
-    def reporter(label: str) -> Callable[[int, int], None] | None:
-        if progress is None:
-            return None
-        return lambda done, total: progress(finished, total_runs, done, total, label)
-
-    def ran(label: str) -> None:
-        nonlocal finished
-        finished += 1
-        if progress is not None:
-            progress(finished, total_runs, 0, 0, label)
-
     arrivals: dict[int, list[JobSpec]] = {}
     runs: dict[str, list[RunResult]] = {variant.label: [] for variant in experiment.variants}
-    pending: list[tuple[Variant, int]] = []
     for seed in experiment.seeds:
         jobs = jobs_for(experiment, seed)
         if derive:
+            label = run_label("arrivals (fifo)", seed)
             key = (experiment.workload, experiment.cluster, experiment.jobs, experiment.load, experiment.tick, experiment.trace, seed)
             cached = cache.get(key) if cache is not None else None
             if cached is None:
                 cached = derive_arrivals(
-                    experiment, jobs, seed=seed, on_progress=reporter(f"arrivals (fifo), seed {seed}")
+                    experiment, jobs, seed=seed, on_progress=run_reporter(progress, finished, total_runs, label)
                 )
                 if cache is not None:
                     cache[key] = cached
@@ -183,20 +168,12 @@ def run_experiment(
             for variant in experiment.variants:
                 if _is_plain_fifo(variant):
                     runs[variant.label].append(replace(fifo_result, policy=variant.policy))
-            ran(f"arrivals (fifo), seed {seed}")
+            finished += 1
+            if progress is not None:
+                progress(finished, total_runs, 0, 0, label)
         arrivals[seed] = jobs
-        pending.extend((variant, seed) for variant in replayed)
-    if workers > 1 and len(pending) > 1:
-        with ProcessPoolExecutor(max_workers=workers) as pool:
-            tasks = [(experiment, variant, arrivals[seed], seed) for variant, seed in pending]
-            for (variant, seed), result in zip(pending, pool.map(_task, tasks)):
-                runs[variant.label].append(result)
-                ran(f"{variant.label}, seed {seed}")
-    else:
-        for variant, seed in pending:
-            label = f"{variant.label}, seed {seed}"
-            runs[variant.label].append(run_variant(experiment, variant, arrivals[seed], seed=seed, on_progress=reporter(label)))
-            ran(label)
+    pending = [(v.label, seed, (experiment, v, arrivals[seed], seed)) for seed in experiment.seeds for v in replayed]
+    run_grid(pending, run=_run, runs=runs, workers=workers, progress=progress, finished=finished, total=total_runs)
     summaries = {label: average([summarise(run, label=label) for run in results]) for label, results in runs.items()}
     return Outcome(summaries=summaries, runs=runs, arrivals=arrivals)
 

@@ -14,7 +14,8 @@ _PERCENTILES = ("p50", "p95", "p99")
 _CLASSES = (("te", "TE jobs"), ("be", "BE jobs"))
 
 
-def _pyplot() -> Any:
+def pyplot() -> Any:
+    """matplotlib's pyplot on the Agg backend (no display), imported on the first figure."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -23,13 +24,23 @@ def _pyplot() -> Any:
     return plt
 
 
+def save_figure(plt: Any, figure: Any, path: Path, title: str, *, bottom: float = 0.0) -> Path:
+    """Title, lay out (leaving ``bottom`` of the height free, e.g. for a legend below the
+    panels), write ``path`` as a PNG and close the figure."""
+    figure.suptitle(title)
+    figure.tight_layout(rect=(0, bottom, 1, 1))
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return path
+
+
 def _slowdowns(summary: Summary, job_class: str) -> dict[str, float | None]:
     return summary.te_slowdown if job_class == "te" else summary.be_slowdown
 
 
 def plot_slowdowns(summaries: Mapping[str, Summary], path: Path, *, title: str) -> Path:
     """Fig. 3: slowdown percentiles per policy, TE and BE side by side (log scale)."""
-    plt = _pyplot()
+    plt = pyplot()
     figure, axes = plt.subplots(1, 2, figsize=(10, 4))
     labels = list(summaries)
     width = 0.8 / len(_PERCENTILES)
@@ -43,17 +54,13 @@ def plot_slowdowns(summaries: Mapping[str, Summary], path: Path, *, title: str) 
         ax.set_title(name)
         ax.grid(axis="y", alpha=0.3)
         ax.legend()
-    figure.suptitle(title)
-    figure.tight_layout()
-    figure.savefig(path, dpi=110)
-    plt.close(figure)
-    return path
+    return save_figure(plt, figure, path, title)
 
 
 def plot_sweep(name: str, points: Sequence[SweepPoint], path: Path, *, title: str) -> Path:
     """Figs. 4–5 (s, P: FitGpp's percentiles against the value) and 6–7 (TE share, GP scale:
     every policy's 95th and 99th percentiles against the value)."""
-    plt = _pyplot()
+    plt = pyplot()
     figure, axes = plt.subplots(1, 2, figsize=(10, 4))
     finite = [p.value for p in points if not math.isinf(p.value)]
     stand_in = (max(finite) * 2 if finite else 1.0) if any(math.isinf(p.value) for p in points) else None
@@ -85,11 +92,7 @@ def plot_sweep(name: str, points: Sequence[SweepPoint], path: Path, *, title: st
         ax.set_title(class_name)
         ax.grid(alpha=0.3)
         ax.legend(fontsize="small")
-    figure.suptitle(title)
-    figure.tight_layout()
-    figure.savefig(path, dpi=110)
-    plt.close(figure)
-    return path
+    return save_figure(plt, figure, path, title)
 
 
 def _value(point: SweepPoint, label: str, job_class: str, key: str) -> float:

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import math
-from typing import Final, Mapping, Sequence
+from typing import Final, Mapping, Protocol, Sequence
 
 from scheduler.preemption.fitgpp import format_weight
 from scheduler.simulator.experiment import SweepPoint
@@ -45,7 +45,8 @@ def percent(value: float | None) -> str:
     return f"{100 * value:.3g}%"
 
 
-def _rows(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+def aligned(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """A plain-text table: the first column left-aligned, the others right-aligned."""
     widths = [max(len(str(cell)) for cell in column) for column in zip(header, *rows)]
     lines = ["  ".join(str(cell).rjust(width) if i else str(cell).ljust(width) for i, (cell, width) in enumerate(zip(row, widths))) for row in [header, *rows]]
     return "\n".join(line.rstrip() for line in lines)
@@ -59,7 +60,7 @@ def table1(summaries: Mapping[str, Summary], *, paper: bool = False) -> str:
         rows.append([label, *(number(t[k]) for k in ("p50", "p95", "p99")), *(number(b[k]) for k in ("p50", "p95", "p99"))])
         if paper and label in PAPER_TABLE1:
             rows.append([f"  paper {label}", *(number(v) for v in PAPER_TABLE1[label])])
-    return "Table 1: percentiles of slowdown rates (1 + wait / execution time)\n" + _rows(header, rows)
+    return "Table 1: percentiles of slowdown rates (1 + wait / execution time)\n" + aligned(header, rows)
 
 
 def table2(summaries: Mapping[str, Summary], *, paper: bool = False) -> str:
@@ -74,7 +75,7 @@ def table2(summaries: Mapping[str, Summary], *, paper: bool = False) -> str:
             rows.append([f"  paper {label}", *(number(v) for v in PAPER_TABLE2[label])])
     return (
         "Table 2: re-scheduling intervals [min] (preemption signal to restart, grace period included)\n"
-        + _rows(header, rows)
+        + aligned(header, rows)
     )
 
 
@@ -95,7 +96,7 @@ def table3(summaries: Mapping[str, Summary], *, limit: str, paper: bool = False)
         )
         if paper and label in PAPER_TABLE3:
             rows.append([f"  paper {label}", percent(PAPER_TABLE3[label]), "", "", ""])
-    return f"Table 3: proportion of preempted jobs (P = {limit})\n" + _rows(header, rows)
+    return f"Table 3: proportion of preempted jobs (P = {limit})\n" + aligned(header, rows)
 
 
 def table4(summaries: Mapping[str, Summary], *, limit: str, paper: bool = False) -> str:
@@ -108,7 +109,7 @@ def table4(summaries: Mapping[str, Summary], *, limit: str, paper: bool = False)
         rows.append([label, percent(c.get("1")), percent(c.get("2")), percent(c.get(">=3"))])
         if paper and label in PAPER_TABLE4:
             rows.append([f"  paper {label}", *(percent(v) for v in PAPER_TABLE4[label])])
-    return f"Table 4: proportion of jobs preempted N times (P = {limit})\n" + _rows(header, rows)
+    return f"Table 4: proportion of jobs preempted N times (P = {limit})\n" + aligned(header, rows)
 
 
 def claims(summaries: Mapping[str, Summary]) -> str:
@@ -120,8 +121,8 @@ def claims(summaries: Mapping[str, Summary]) -> str:
         be = change(fitgpp.be_slowdown["p50"], fifo.be_slowdown["p50"])
         be95 = change(fitgpp.be_slowdown["p95"], fifo.be_slowdown["p95"])
         lines.append(
-            f"fitgpp vs fifo: TE p95 slowdown {_signed(te)} (paper -96.6%), BE p50 {_signed(be)} "
-            f"(paper +18.0%), BE p95 {_signed(be95)} (paper +23.9%)"
+            f"fitgpp vs fifo: TE p95 slowdown {signed(te)} (paper -96.6%), BE p50 {signed(be)} "
+            f"(paper +18.0%), BE p95 {signed(be95)} (paper +23.9%)"
         )
     for other in ("lrtp", "rand"):
         base = summaries.get(other)
@@ -139,7 +140,8 @@ def claims(summaries: Mapping[str, Summary]) -> str:
     return "\n".join(lines)
 
 
-def _signed(value: float | None) -> str:
+def signed(value: float | None) -> str:
+    """A relative change as a signed percentage: +18.0%, -96.6%."""
     return "-" if value is None else f"{100 * value:+.1f}%"
 
 
@@ -177,7 +179,7 @@ def sweep_table(name: str, points: Sequence[SweepPoint]) -> str:
                     percent(s.preempted_fraction),
                 ]
             )
-    return f"Sweep over {name}\n" + _rows(header, rows) + "\n"
+    return f"Sweep over {name}\n" + aligned(header, rows) + "\n"
 
 
 def _value(name: str, value: float) -> str:
@@ -186,15 +188,32 @@ def _value(name: str, value: float) -> str:
     return format_weight(value) if name in ("s", "gp-scale") else f"{value:g}"
 
 
+class Documented(Protocol):
+    """A policy's summary in any workload: its ``--output-json`` form."""
+
+    def to_document(self, *, per_seed: bool = ...) -> dict[str, object]: ...
+
+
+class DocumentedPoint(Protocol):
+    """A sweep's point in any workload: the swept value, a summary per policy."""
+
+    @property
+    def value(self) -> float: ...
+
+    @property
+    def summaries(self) -> Mapping[str, Documented]: ...
+
+
 def document(
-    summaries: Mapping[str, Summary],
+    summaries: Mapping[str, Documented],
     *,
     settings: Mapping[str, object],
-    unlimited: Mapping[str, Summary] | None = None,
+    unlimited: Mapping[str, Documented] | None = None,
 ) -> dict[str, object]:
-    """``--output-json``: one key per policy, each ``{"te": {"slowdown": {"p50", "p95",
-    "p99"}}, "be": {...}, "preempted_fraction", "rescheduling_interval_minutes": {...}, "jobs",
-    ...}`` plus the settings it ran under (and Table 4's unlimited-P figures when run)."""
+    """``--output-json`` (the ``fitgpp`` and ``allox`` workloads): one key per policy, its
+    summary's document (fitgpp: ``{"te": {"slowdown": {"p50", "p95", "p99"}}, "be": {...},
+    "preempted_fraction", "rescheduling_interval_minutes": {...}, "jobs", ...}``) plus the
+    settings it ran under (and Table 4's unlimited-P figures when run)."""
     out: dict[str, object] = {}
     for label, summary in summaries.items():
         entry = summary.to_document()
@@ -205,7 +224,9 @@ def document(
     return out
 
 
-def sweep_document(name: str, points: Sequence[SweepPoint], *, settings: Mapping[str, object]) -> dict[str, object]:
+def sweep_document(name: str, points: Sequence[DocumentedPoint], *, settings: Mapping[str, object]) -> dict[str, object]:
+    """A sweep's ``--output-json`` (the ``fitgpp`` and ``allox`` workloads): per point, the
+    value ("unlimited" for P = inf) and each policy's summary, its seeds averaged."""
     return {
         "sweep": name,
         "settings": dict(settings),

@@ -23,12 +23,13 @@ from scheduler.simulator.allox.experiment import (
     run_allox_sweep,
 )
 from scheduler.simulator.allox.policies import PAPER_POLICIES, interchangeable_policy_names
-from scheduler.simulator.allox.report import document, sweep_document, sweep_table, tables
+from scheduler.simulator.allox.report import sweep_table, tables
 from scheduler.simulator.allox.workload import ALLOX_CLUSTER, AlloxWorkload, describe
 from scheduler.simulator.errors import InvalidWorkload
 from scheduler.simulator.options import EXIT_OK, BadOption, cluster_from, fail_option, parse_float, parse_int, policy_list
 from scheduler.simulator.policies import AlloxOptions, policy_names
 from scheduler.simulator.progress import ProgressBar
+from scheduler.simulator.report import document, sweep_document
 from scheduler.simulator.session import RunReport, run_and_report
 
 DEFAULT_JOBS: Final = 10_000  # §5.1: 10 users, "over 1000 jobs for each user"

@@ -10,7 +10,6 @@ policies only where the planner stopped a run as long, which depends on when its
 
 from __future__ import annotations
 
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Callable, Final, Literal, Sequence
 
@@ -19,6 +18,7 @@ from scheduler.simulator.allox.policies import ALPHA_POLICIES, make_interchangea
 from scheduler.simulator.allox.results import AlloxSummary, average, summarise
 from scheduler.simulator.allox.simulation import AlloxRunResult, InterchangeableSimulation
 from scheduler.simulator.allox.workload import ALLOX_CLUSTER, AlloxJobSpec, AlloxWorkload
+from scheduler.simulator.grid import ProgressCallback, RunProgress, run_grid
 from scheduler.simulator.policies import AlloxOptions, PolicyOptions
 from scheduler.simulator.workload import ClusterSpec
 
@@ -47,8 +47,6 @@ DEFAULT_SWEEP_POLICIES: Final[dict[str, tuple[str, ...]]] = {
     "sample-noise": ("allox", "es", "srpt"),
     "sampling-fraction": ("allox", "es", "drff", "srpt"),
 }
-
-ProgressCallback = Callable[[int, int, int, int, str], None]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -116,37 +114,20 @@ def run_allox_experiment(
     experiment: AlloxExperiment, *, workers: int = 1, progress: ProgressCallback | None = None
 ) -> AlloxOutcome:
     """Every variant on every seed; ``workers`` > 1 runs them in parallel processes (the same
-    results: each run is deterministic on its own)."""
-    pending = [(variant, seed) for seed in experiment.seeds for variant in experiment.variants]
-    total = len(pending)
-    finished = 0
+    results: each run is deterministic on its own). A worker generates its seed's jobs itself;
+    in this process each seed's jobs are generated once, for all the variants."""
+    pending = [(variant.label, seed, (experiment, variant, seed)) for seed in experiment.seeds for variant in experiment.variants]
     runs: dict[str, list[AlloxRunResult]] = {variant.label: [] for variant in experiment.variants}
+    jobs_by_seed: dict[int, list[AlloxJobSpec]] = {}
 
-    def ran(label: str) -> None:
-        nonlocal finished
-        finished += 1
-        if progress is not None:
-            progress(finished, total, 0, 0, label)
+    def run(args: tuple[AlloxExperiment, AlloxVariant, int], on_progress: RunProgress | None) -> AlloxRunResult:
+        _, variant, seed = args
+        jobs = jobs_by_seed.get(seed)
+        if jobs is None:
+            jobs = jobs_by_seed[seed] = experiment.jobs_for(seed)
+        return run_variant(experiment, variant, jobs, seed=seed, on_progress=on_progress)
 
-    if workers > 1 and total > 1:
-        with ProcessPoolExecutor(max_workers=workers) as pool:
-            tasks = [(experiment, variant, seed) for variant, seed in pending]
-            for (variant, seed), result in zip(pending, pool.map(_task, tasks)):
-                runs[variant.label].append(result)
-                ran(f"{variant.label}, seed {seed}")
-    else:
-        jobs_by_seed: dict[int, list[AlloxJobSpec]] = {}
-        for variant, seed in pending:
-            jobs = jobs_by_seed.get(seed)
-            if jobs is None:
-                jobs = jobs_by_seed[seed] = experiment.jobs_for(seed)
-            label = f"{variant.label}, seed {seed}"
-            reporter = None
-            if progress is not None:
-                callback = progress
-                reporter = lambda done, all_jobs, label=label: callback(finished, total, done, all_jobs, label)  # noqa: E731
-            runs[variant.label].append(run_variant(experiment, variant, jobs, seed=seed, on_progress=reporter))
-            ran(label)
+    run_grid(pending, task=_task, run=run, runs=runs, workers=workers, progress=progress)
     summaries = {label: average([summarise(run, label=label) for run in results]) for label, results in runs.items()}
     return AlloxOutcome(summaries=summaries, runs=runs)
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Mapping, Sequence
 
 from scheduler.simulator.allox.experiment import AlloxSweepPoint
 from scheduler.simulator.allox.results import AlloxSummary, total_utilisation
+from scheduler.simulator.plots import pyplot, save_figure
 
 _AXIS = {
     "alpha": "fairness knob α",
@@ -18,19 +19,10 @@ _AXIS = {
 }
 
 
-def _pyplot() -> Any:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
 def plot_policies(summaries: Mapping[str, AlloxSummary], path: Path, *, title: str) -> Path:
     """Average JCT (log scale, Fig. 13), users' progress spread (Fig. 14) and utilisation per
     kind (Fig. 12), one bar per policy."""
-    plt = _pyplot()
+    plt = pyplot()
     figure, axes = plt.subplots(1, 3, figsize=(14, 4))
     labels = list(summaries)
     xs = range(len(labels))
@@ -52,18 +44,14 @@ def plot_policies(summaries: Mapping[str, AlloxSummary], path: Path, *, title: s
     for ax in axes:
         ax.set_xticks(list(xs), labels, rotation=30)
         ax.grid(axis="y", alpha=0.3)
-    figure.suptitle(title)
-    figure.tight_layout()
-    figure.savefig(path, dpi=110)
-    plt.close(figure)
-    return path
+    return save_figure(plt, figure, path, title)
 
 
 def plot_sweep(name: str, points: Sequence[AlloxSweepPoint], path: Path, *, title: str) -> Path:
     """Average JCT (log scale) and the users' progress spread against the swept value, one line
     per policy (Fig. 16 for α, Figs. 17–18 for the sample noise and the sampling fraction); for
     the last two, a third panel with the estimator's measured error and overhead."""
-    plt = _pyplot()
+    plt = pyplot()
     estimating = name in ("sample-noise", "sampling-fraction")
     figure, axes = plt.subplots(1, 3 if estimating else 2, figsize=(16 if estimating else 11, 4))
     xs = [point.value for point in points]
@@ -89,8 +77,4 @@ def plot_sweep(name: str, points: Sequence[AlloxSweepPoint], path: Path, *, titl
         ax.set_xlabel(_AXIS.get(name, name))
         ax.grid(alpha=0.3)
         ax.legend(fontsize="small")
-    figure.suptitle(title)
-    figure.tight_layout()
-    figure.savefig(path, dpi=110)
-    plt.close(figure)
-    return path
+    return save_figure(plt, figure, path, title)

@@ -1,5 +1,6 @@
-"""Text tables for the ``allox`` workload (the numbers behind EuroSys'20 Figs. 12–14 and 16–18)
-and the ``--output-json`` documents. No I/O: functions return strings and plain dicts."""
+"""Text tables for the ``allox`` workload (the numbers behind EuroSys'20 Figs. 12–14 and 16–18).
+No I/O: functions return strings. Its ``--output-json`` documents are the ``fitgpp`` workload's
+(:func:`scheduler.simulator.report.document`, :func:`~scheduler.simulator.report.sweep_document`)."""
 
 from __future__ import annotations
 
@@ -7,26 +8,13 @@ from typing import Final, Mapping, Sequence
 
 from scheduler.simulator.allox.experiment import AlloxSweepPoint
 from scheduler.simulator.allox.results import AlloxSummary, total_utilisation
-from scheduler.simulator.report import number, percent
+from scheduler.simulator.report import aligned, number, percent, signed
 from scheduler.simulator.results import change
 
 # §5.2.2: AlloX (α = 0.1) reduces the average JCT of these baselines by this much (Fig. 13),
 # and is 30% above SRPT (9% at α = 1, Fig. 16).
 PAPER_REDUCTION: Final = {"drff": -0.95, "drfs": -0.84, "es": -0.88, "drfa": -0.53}
 PAPER_ABOVE_SRPT: Final = 0.30
-
-
-def _rows(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    widths = [max(len(str(cell)) for cell in column) for column in zip(header, *rows)]
-    lines = [
-        "  ".join(str(cell).rjust(width) if i else str(cell).ljust(width) for i, (cell, width) in enumerate(zip(row, widths)))
-        for row in [header, *rows]
-    ]
-    return "\n".join(line.rstrip() for line in lines)
-
-
-def _signed(value: float | None) -> str:
-    return "-" if value is None else f"{100 * value:+.1f}%"
 
 
 def _util(summary: AlloxSummary, kind: str) -> str:
@@ -69,7 +57,7 @@ def jct_table(summaries: Mapping[str, AlloxSummary]) -> str:
             [
                 label,
                 number(s.average_jct),
-                _signed(versus),
+                signed(versus),
                 number(s.jct["p50"]),
                 number(s.jct["p95"]),
                 number(s.jct["p99"]),
@@ -87,7 +75,7 @@ def jct_table(summaries: Mapping[str, AlloxSummary]) -> str:
         "AlloX (EuroSys'20 Figs. 12-14): job completion time (JCT) [min], users' progress spread "
         "(sd, in dominant shares), utilisation over the arrival window (jobs and samples), jobs that finished "
         "on a CPU, mean speedup of the work CPUs did, the estimator's mean absolute error and its overhead "
-        "(sampling time over the job's estimates)\n" + _rows(header, rows)
+        "(sampling time over the job's estimates)\n" + aligned(header, rows)
     )
 
 
@@ -100,11 +88,11 @@ def claims(summaries: Mapping[str, AlloxSummary]) -> str:
     for label, paper in PAPER_REDUCTION.items():
         other = summaries.get(label)
         if other is not None:
-            parts.append(f"vs {label} {_signed(change(allox.average_jct, other.average_jct))} (paper {_signed(paper)})")
+            parts.append(f"vs {label} {signed(change(allox.average_jct, other.average_jct))} (paper {signed(paper)})")
     srpt = summaries.get("srpt")
     if srpt is not None:
         parts.append(
-            f"vs srpt {_signed(change(allox.average_jct, srpt.average_jct))} (paper {_signed(PAPER_ABOVE_SRPT)} at alpha 0.1)"
+            f"vs srpt {signed(change(allox.average_jct, srpt.average_jct))} (paper {signed(PAPER_ABOVE_SRPT)} at alpha 0.1)"
         )
     return "allox average JCT " + ", ".join(parts) if parts else ""
 
@@ -151,26 +139,4 @@ def sweep_table(name: str, points: Sequence[AlloxSweepPoint]) -> str:
                     _estimation(s, "overhead"),
                 ]
             )
-    return f"Sweep over {name}\n" + _rows(header, rows) + "\n"
-
-
-def document(summaries: Mapping[str, AlloxSummary], *, settings: Mapping[str, object]) -> dict[str, object]:
-    """``--output-json``: one key per policy (see :meth:`AlloxSummary.to_document`), each with
-    the settings it ran under."""
-    out: dict[str, object] = {}
-    for label, summary in summaries.items():
-        entry = summary.to_document()
-        entry["settings"] = dict(settings)
-        out[label] = entry
-    return out
-
-
-def sweep_document(name: str, points: Sequence[AlloxSweepPoint], *, settings: Mapping[str, object]) -> dict[str, object]:
-    return {
-        "sweep": name,
-        "settings": dict(settings),
-        "points": [
-            {"value": point.value, "policies": {label: s.to_document(per_seed=False) for label, s in point.summaries.items()}}
-            for point in points
-        ],
-    }
+    return f"Sweep over {name}\n" + aligned(header, rows) + "\n"

@@ -16,7 +16,6 @@ Every setting of a seed replays the same jobs (same arrival times, sizes, durati
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
@@ -29,6 +28,7 @@ from scheduler.core.model import NodeInfo
 from scheduler.composition import Composition, with_preemption
 from scheduler.config import load_settings
 from scheduler.simulator.errors import UnknownPolicy
+from scheduler.simulator.grid import ProgressCallback, RunProgress, run_grid
 from scheduler.simulator.hived.cluster import (
     gpu_nodes,
     private_cells_config,
@@ -52,8 +52,6 @@ DEFAULT_JOBS: Final = 4000
 # the cluster from 279 to 200 nodes to raise the load.
 HIVED_SWEEPS: Final = ("load",)
 DEFAULT_LOADS: Final = (0.6, 0.8, 1.0, 1.2)
-
-ProgressCallback = Callable[[int, int, int, int, str], None]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -194,53 +192,21 @@ def _private(experiment: HivedExperiment, jobs: Sequence[GangJob], *, seed: int,
     )
 
 
-def _task(args: tuple[HivedExperiment, str, list[GangJob], int]) -> GangRunResult:
+def _run(args: tuple[HivedExperiment, str, list[GangJob], int], on_progress: RunProgress | None) -> GangRunResult:
     experiment, setting, jobs, seed = args
-    return run_setting(experiment, setting, jobs, seed=seed)
-
-
-def _reporter(
-    progress: ProgressCallback | None, done: int, total: int, label: str
-) -> Callable[[int, int], None] | None:
-    """A run's progress (jobs finished of its jobs) as the experiment's progress bar reads it."""
-    if progress is None:
-        return None
-
-    def report(jobs_done: int, jobs_total: int) -> None:
-        progress(done, total, jobs_done, jobs_total, label)
-
-    return report
+    return run_setting(experiment, setting, jobs, seed=seed, on_progress=on_progress)
 
 
 def run_hived_experiment(
     experiment: HivedExperiment, *, workers: int = 1, progress: ProgressCallback | None = None
 ) -> HivedOutcome:
     """Every setting on every seed; ``workers`` > 1 runs them in processes (same results)."""
-    pending = [(setting, seed) for seed in experiment.seeds for setting in experiment.settings]
     arrivals = {seed: experiment.jobs_for(seed) for seed in experiment.seeds}
+    pending = [
+        (setting, seed, (experiment, setting, arrivals[seed], seed)) for seed in experiment.seeds for setting in experiment.settings
+    ]
     runs: dict[str, list[GangRunResult]] = {setting: [] for setting in experiment.settings}
-    total = len(pending)
-    done = 0
-
-    def ran(label: str) -> None:
-        nonlocal done
-        done += 1
-        if progress is not None:
-            progress(done, total, 0, 0, label)
-
-    if workers > 1 and total > 1:
-        with ProcessPoolExecutor(max_workers=workers) as pool:
-            tasks = [(experiment, setting, arrivals[seed], seed) for setting, seed in pending]
-            for (setting, seed), result in zip(pending, pool.map(_task, tasks)):
-                runs[setting].append(result)
-                ran(f"{setting}, seed {seed}")
-    else:
-        for setting, seed in pending:
-            label = f"{setting}, seed {seed}"
-            runs[setting].append(
-                run_setting(experiment, setting, arrivals[seed], seed=seed, on_progress=_reporter(progress, done, total, label))
-            )
-            ran(label)
+    run_grid(pending, run=_run, runs=runs, workers=workers, progress=progress)
     return HivedOutcome(runs=runs)
 
 

@@ -7,17 +7,16 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 from scheduler.simulator.hived.experiment import HivedSweepPoint
 from scheduler.simulator.hived.results import HivedSummary
 from scheduler.simulator.hived.workload import JOB_SIZES
-from scheduler.simulator.plots import _pyplot
+from scheduler.simulator.plots import pyplot, save_figure
 
 
 def plot_delays(summaries: Mapping[str, HivedSummary], path: Path, *, title: str) -> Path:
     """One panel per tenant: bars of mean delay per job size, one colour per setting."""
-    plt = _pyplot()
+    plt = pyplot()
     settings = list(summaries)
     tenants = list(summaries[settings[0]].delays)
     figure, axes = plt.subplots(1, len(tenants), figsize=(4 * len(tenants), 4.1), sharey=True, squeeze=False)
@@ -36,13 +35,13 @@ def plot_delays(summaries: Mapping[str, HivedSummary], path: Path, *, title: str
     axes[0][0].set_ylabel("mean queueing delay [min]")
     # Below the panels: inside one, the legend would hide its bars.
     figure.legend(*axes[0][0].get_legend_handles_labels(), loc="lower center", ncol=len(settings), fontsize="small")
-    return _save(plt, figure, path, title, bottom=0.08)
+    return save_figure(plt, figure, path, title, bottom=0.08)
 
 
 def plot_load_sweep(points: Sequence[HivedSweepPoint], path: Path, *, title: str) -> Path:
     """Mean queueing delay of the jobs of a whole node or more (every tenant) against the load,
     one line per setting (the private and HiveD lines coincide)."""
-    plt = _pyplot()
+    plt = pyplot()
     figure, ax = plt.subplots(figsize=(6, 4))
     settings = list(points[0].summaries)
     loads = [p.value for p in points]
@@ -54,17 +53,9 @@ def plot_load_sweep(points: Sequence[HivedSweepPoint], path: Path, *, title: str
     ax.set_ylabel("mean queueing delay [min], jobs of >= 1 node")
     ax.grid(alpha=0.3)
     ax.legend(fontsize="small")
-    return _save(plt, figure, path, title)
+    return save_figure(plt, figure, path, title)
 
 
 def _node_level_mean(summary: HivedSummary) -> float:
     stats = summary.node_level
     return math.nan if stats is None else max(stats.mean, 0.1)  # 0 cannot be drawn on a log axis
-
-
-def _save(plt: Any, figure: Any, path: Path, title: str, *, bottom: float = 0.0) -> Path:
-    figure.suptitle(title)
-    figure.tight_layout(rect=(0, bottom, 1, 1))
-    figure.savefig(path, dpi=110)
-    plt.close(figure)
-    return path
