@@ -7,10 +7,13 @@ Kubernetes 1.33 and later, where ``SchedulerPopFromBackoffQ`` is on by default).
   gets the time of the failure (``AddUnschedulablePodIfNotPresent`` refreshes it).
 * **Unschedulable pods** wait for a cluster event that may help them. A pod the extender
   rejected (the ``Extender`` pseudo-plugin among its rejectors, kubernetes#122019) moves on
-  any event: here a pod deleted or bound. A pod kube-scheduler's own filter (NodeResourcesFit)
-  rejected before the extender was called moves when an assigned pod is deleted. Pods left
-  unschedulable longer than ``podMaxInUnschedulablePodsDuration`` (5 min) move anyway, at the
-  next run of the flush every 30 s.
+  any event; the model counts those that change an assigned pod's room or its cellfit state: a
+  pod deleted, bound, or marked for deletion by a preemption (kube-scheduler also moves it on
+  the status updates that follow, which change nothing a retry would see). A pod
+  kube-scheduler's own filter (NodeResourcesFit) rejected before the extender was called moves
+  when an assigned pod is deleted. Pods left unschedulable longer than
+  ``podMaxInUnschedulablePodsDuration`` (5 min) move anyway, at the next run of the flush
+  every 30 s. A pod that preempted waits here too, nominated, and is retried like the others.
 * **backoffQ**: a pod that moves while its backoff runs (1 s after its first failure, doubling
   up to 10 s, counted from its timestamp and cut to the whole second) waits there, ordered by
   when its backoff ends, then as activeQ orders. With ``SchedulerPopFromBackoffQ`` the
@@ -51,11 +54,12 @@ class QueuedPod:
     queued at the same simulated instant as the real clock's nanoseconds would."""
 
     job: SimJob
+    uid: str  # the pod's: a preempted Job's next pod is a new pod
     timestamp: float
     sequence: int
     failures: int = 0  # UnschedulableCount
     by_extender: bool = False  # the last failure had the extender among its rejectors
-    binds_seen: int = 0  # binds before the last failure: a later bind is an event for it
+    events_seen: int = 0  # assigned-pod events before the last failure: a later one moves it
 
     @property
     def priority(self) -> int:
@@ -97,17 +101,22 @@ class SchedulingQueue:
         return self._sequence
 
     def add(self, job: SimJob, *, now: float) -> None:
-        """A new pending pod (``Add``): activeQ, no backoff."""
-        self._unschedulable.pop(job.index, None)
-        self._ready[job.index] = QueuedPod(job=job, timestamp=now, sequence=self._next())
+        """A new pending pod (``Add``): activeQ, no backoff. A pod already queued (a preemptor
+        whose nominated node lost its room) keeps its place and count, and is ready."""
+        queued = self._unschedulable.pop(job.index, None) or self._ready.get(job.index)
+        if queued is not None and queued.uid == job.pod.uid:
+            self._ready[job.index] = queued
+            return
+        self._ready[job.index] = QueuedPod(job=job, uid=job.pod.uid, timestamp=now, sequence=self._next())
 
-    def failed(self, pod: QueuedPod, *, now: float, by_extender: bool, binds: int) -> None:
-        """The pod's attempt failed: unschedulable until an event moves it."""
+    def failed(self, pod: QueuedPod, *, now: float, by_extender: bool, events: int) -> None:
+        """The pod's attempt failed (or it preempted and waits, nominated): unschedulable until
+        an event moves it. ``events``: assigned-pod events so far."""
         pod.failures += 1
         pod.timestamp = now
         pod.sequence = self._next()
         pod.by_extender = by_extender
-        pod.binds_seen = binds
+        pod.events_seen = events
         self._unschedulable[pod.job.index] = pod
 
     def pod_deleted(self) -> None:
@@ -115,10 +124,11 @@ class SchedulingQueue:
         self._ready.update(self._unschedulable)
         self._unschedulable.clear()
 
-    def pod_bound(self, binds: int) -> bool:
-        """Bind number ``binds`` happened: the pods the extender rejected before it move (the
-        extender declares no narrower events). True if any moved."""
-        moving = [index for index, pod in self._unschedulable.items() if pod.by_extender and pod.binds_seen < binds]
+    def assigned_pod_changed(self, events: int) -> bool:
+        """Assigned-pod event number ``events`` happened (a bind, a victim marked for
+        deletion): the pods the extender rejected before it move (the extender declares no
+        narrower events). True if any moved."""
+        moving = [index for index, pod in self._unschedulable.items() if pod.by_extender and pod.events_seen < events]
         for index in moving:
             self._ready[index] = self._unschedulable.pop(index)
         return bool(moving)
@@ -150,8 +160,3 @@ class SchedulingQueue:
         active.sort(key=QueuedPod.active_order)
         backing_off.sort(key=lambda pod: (pod.backoff_ends(), *pod.active_order()))
         return active + backing_off
-
-    def forget(self, job: SimJob) -> None:
-        """The job's pod left the queue outside a pass (bound by the simulation itself)."""
-        self._ready.pop(job.index, None)
-        self._unschedulable.pop(job.index, None)

@@ -51,7 +51,7 @@ from scheduler.preemption.engine import VictimChoice
 from scheduler.preemption.model import FitGppSettings
 from scheduler.simulator.errors import UnknownPolicy
 from scheduler.simulator.kube_queue import QueuedPod, SchedulingQueue
-from scheduler.simulator.state import PreemptionPlan, SimJob
+from scheduler.simulator.state import JobState, PreemptionPlan, SimJob
 
 if TYPE_CHECKING:
     from scheduler.core.engine import SchedulingEngine
@@ -149,6 +149,10 @@ class SimulationView(Protocol):
 
     def wake_at(self, at: float) -> None:
         """A scheduling pass at ``at`` even if nothing happens then."""
+        ...
+
+    def try_nominated(self, job: SimJob) -> bool:
+        """Retry a TE job nominated while its victims leave: its node first, then every node."""
         ...
 
 
@@ -400,18 +404,19 @@ class KubeSchedulerPolicy:
     name = "kube"
     preemptive = True
 
-    # Flushes in a row that moved pods and placed none, with nothing else happening: no later
-    # flush can do better, so the queue stops asking for them (the run then ends, or stalls).
-    _FUTILE_FLUSHES = 2
+    # Flushes in a row that placed nothing, with nothing else happening, for this long: time
+    # alone changes the engine's answers only as its holds lapse (minutes), so later flushes
+    # cannot do better and the queue stops asking for them (the run then ends, or stalls).
+    _FUTILE_FLUSH_SECONDS = 24 * 3600.0
 
     def __init__(self, options: PolicyOptions) -> None:
         self.settings = options.settings
         self.queue = SchedulingQueue()
         self._version = 0
-        self._binds = 0
-        self._preemptions = 0
+        self._events = 0  # binds and victims marked for deletion: what moves extender-rejected pods
+        self._progress = 0  # binds and preemptions
         self._flush_at: float | None = None
-        self._futile_flushes = 0
+        self._futile_since: float | None = None
 
     def schedule(self, sim: SimulationView) -> None:
         now, queue = sim.now, self.queue
@@ -429,33 +434,49 @@ class KubeSchedulerPolicy:
         flushing = self._flush_at is not None and now >= self._flush_at
         if flushing:
             queue.flush_leftover(now)
-        progress = self._binds + self._preemptions
+        progress = self._progress
         while True:
             for pod in queue.take(now):
                 self._attempt(pod, sim)
-            if not queue.pod_bound(self._binds):
+            if not queue.assigned_pod_changed(self._events):
                 break
-        if eventful or self._binds + self._preemptions != progress:
-            self._futile_flushes = 0
-        elif flushing:
-            self._futile_flushes += 1
-        self._flush_at = queue.next_flush() if self._futile_flushes < self._FUTILE_FLUSHES else None
+        if eventful or self._progress != progress:
+            self._futile_since = None
+        elif flushing and self._futile_since is None:
+            self._futile_since = now
+        futile = self._futile_since is not None and now - self._futile_since >= self._FUTILE_FLUSH_SECONDS
+        self._flush_at = None if futile else queue.next_flush()
         if self._flush_at is not None and self._flush_at > now:
             sim.wake_at(self._flush_at)
 
     def _attempt(self, pod: QueuedPod, sim: SimulationView) -> None:
         job = pod.job
+        if job.pod.uid != pod.uid or job.state not in (JobState.QUEUED, JobState.RESERVED):
+            return  # bound meanwhile (a nominated pod whose victims are gone), or done
+        if job.state is JobState.RESERVED:
+            # Nominated, its victims still leaving: kube-scheduler retries it all the same.
+            if sim.try_nominated(job):
+                self._bound()
+            else:
+                self.queue.failed(pod, now=sim.now, by_extender=sim.rejected_by_extender, events=self._events)
+            return
         if sim.try_place(job):
-            self._binds += 1
+            self._bound()
             return
         by_extender = sim.rejected_by_extender
         if self.settings.max_preemptions != 0:
             plan, _ = engine_plan(job, sim)
             if plan is not None:
-                sim.preempt(job, plan)  # nominated: the simulation binds it when its victims are gone
-                self._preemptions += 1
+                sim.preempt(job, plan)  # nominated; the victims' deletion is an event for the parked
+                self._events += 1
+                self._progress += 1
+                self.queue.failed(pod, now=sim.now, by_extender=by_extender, events=self._events)
                 return
-        self.queue.failed(pod, now=sim.now, by_extender=by_extender, binds=self._binds)
+        self.queue.failed(pod, now=sim.now, by_extender=by_extender, events=self._events)
+
+    def _bound(self) -> None:
+        self._events += 1
+        self._progress += 1
 
 
 register_policy("fifo", FifoPolicy)

@@ -286,7 +286,15 @@ class Simulation:
         """kube-scheduler's cycle for ``job``'s pod: its own filter (room kept for nominated
         pods), then the engine's filter and prioritize (ties go to the first node, as in
         kube-scheduler's order), then bind; False if no node is feasible."""
-        pod = job.pod
+        node = self._placement(job.pod)
+        if node is None:
+            return False
+        self._start(job, node)
+        return True
+
+    def _placement(self, pod: PodInfo) -> str | None:
+        """The node kube-scheduler binds ``pod`` to now, or None (the filter's statuses kept for
+        its preemption)."""
         offered = self._kube_filter(pod)
         # With no node left kube-scheduler does not call the extender.
         decision = self.engine.filter(pod, offered) if offered else FilterDecision()
@@ -294,13 +302,42 @@ class Simulation:
         if not feasible:
             self._unplaced = (pod.uid, decision)  # the statuses kube-scheduler's preemption reads
             self.rejected_by_extender = bool(offered)
-            return False
+            return None
         if len(feasible) == 1:
-            node = feasible[0]
+            return feasible[0]
+        scores = self.engine.prioritize(pod, feasible)
+        return feasible[int(np.argmax(scores))]  # the first best, as kube-scheduler's order
+
+    def try_nominated(self, job: SimJob) -> bool:
+        """kube-scheduler's cycle for a TE job nominated to a node whose victims are still
+        leaving (the ``kube`` policy retries it on every pod deletion, as NodeResourcesFit's
+        queueing hint moves it): its nominated node first, then every node, with its own
+        nomination not counted against it. Placed, it is nominated no more and its victims
+        leave for nobody; else it stays nominated."""
+        if job.state is not JobState.RESERVED or job.reserved_node is None:
+            raise AssertionError(f"{job.uid} is not nominated ({job.state.name})")
+        node = job.reserved_node
+        pod = job.pod
+        # Cleared while it is tried, so that the room it is owed counts for it (and the memo
+        # of kube's filter, recorded with the nomination in place, is not read for it).
+        self.nominated.clear(pod, node)
+        self._no_room.clear()
+        job.state = JobState.QUEUED
+        if node in self._kube_filter(pod) and self.engine.filter(pod, [node]).feasible:
+            chosen: str | None = node
         else:
-            scores = self.engine.prioritize(pod, feasible)
-            node = feasible[int(np.argmax(scores))]  # the first best, as kube-scheduler's order
-        self._start(job, node)
+            chosen = self._placement(pod)
+        if chosen is None:
+            job.state = JobState.RESERVED
+            self.nominated.nominate(pod, node)
+            return False
+        for running in self._on_node[node].values():
+            victim = self.by_pod.get(running.pod.uid)
+            if victim is not None and victim.preempted_for is job:
+                victim.preempted_for = None  # it still checkpoints, for nobody now
+        job.reserved_node = None
+        job.pending_victims = 0
+        self._start(job, chosen)
         return True
 
     def wake_at(self, at: float) -> None:
@@ -387,7 +424,9 @@ class Simulation:
 
     def _kube_filter(self, pod: PodInfo) -> Sequence[str]:
         """The nodes kube-scheduler's own filter passes on to the extender: those with room
-        for the pod in its cache, but not where pods nominated before ``pod`` leave it none."""
+        for the pod in its cache, but not where pods nominated before ``pod`` leave it none.
+        Never asked for a pod while it is nominated: the memo below does not leave a pod's own
+        nomination out, as :meth:`NominatedPods.kept_for` does."""
         priority = pod.priority
         cpu, memory, gpus = pod.requests.as_tuple()
         for other, c, m, g in self._no_room:

@@ -45,7 +45,7 @@ def test_a_failed_pod_waits_for_an_event_and_goes_behind_those_queued_before_its
     queue.add(second, now=1.0)
     pods = queue.take(2.0)
     for pod in pods:
-        queue.failed(pod, now=2.0, by_extender=False, binds=0)
+        queue.failed(pod, now=2.0, by_extender=False, events=0)
     queue.add(third, now=3.0)
     assert _names(queue, 3.0) == ["third"]  # the failed ones are parked
     assert queue.unschedulable == 2
@@ -60,10 +60,10 @@ def test_backing_off_pods_go_after_ready_ones_ordered_by_when_their_backoff_ends
     for j in (te, be_once, be_thrice):
         queue.add(j, now=0.0)
     pods = {pod.job.uid: pod for pod in queue.take(0.0)}
-    queue.failed(pods["te"], now=10.0, by_extender=False, binds=0)
-    queue.failed(pods["be-once"], now=10.0, by_extender=False, binds=0)
+    queue.failed(pods["te"], now=10.0, by_extender=False, events=0)
+    queue.failed(pods["be-once"], now=10.0, by_extender=False, events=0)
     for _ in range(3):
-        queue.failed(pods["be-thrice"], now=10.0, by_extender=False, binds=0)
+        queue.failed(pods["be-thrice"], now=10.0, by_extender=False, events=0)
     queue.pod_deleted()
     queue.add(be_new, now=10.5)
     # At 10.5 every failed pod still backs off: the new pod first (activeQ), then backoffQ by
@@ -76,23 +76,23 @@ def test_a_backoff_ending_within_the_current_second_still_counts() -> None:
     queue = SchedulingQueue()
     queue.add(pod_job, now=0.0)
     (pod,) = queue.take(0.0)
-    queue.failed(pod, now=10.2, by_extender=False, binds=0)
+    queue.failed(pod, now=10.2, by_extender=False, events=0)
     assert pod.backoff_ends() == 11.0  # 11.2 cut to the whole second
     assert pod.backing_off(11.9) and not pod.backing_off(12.0)
 
 
-def test_a_bind_moves_only_the_pods_the_extender_rejected_before_it() -> None:
+def test_an_assigned_pod_event_moves_only_the_pods_the_extender_rejected_before_it() -> None:
     by_extender, by_fit, later = _jobs(("by-extender", False), ("by-fit", False), ("later", False))
     queue = SchedulingQueue()
     for j in (by_extender, by_fit, later):
         queue.add(j, now=0.0)
     pods = {pod.job.uid: pod for pod in queue.take(0.0)}
-    queue.failed(pods["by-extender"], now=0.0, by_extender=True, binds=0)
-    queue.failed(pods["by-fit"], now=0.0, by_extender=False, binds=0)
-    queue.failed(pods["later"], now=0.0, by_extender=True, binds=1)  # after bind 1
-    assert queue.pod_bound(1)
+    queue.failed(pods["by-extender"], now=0.0, by_extender=True, events=0)
+    queue.failed(pods["by-fit"], now=0.0, by_extender=False, events=0)
+    queue.failed(pods["later"], now=0.0, by_extender=True, events=1)  # after event 1
+    assert queue.assigned_pod_changed(1)  # a bind, or a victim marked for deletion
     assert _names(queue, 0.0) == ["by-extender"]
-    assert not queue.pod_bound(1)  # nothing left that bind 1 concerns
+    assert not queue.assigned_pod_changed(1)  # nothing left that event 1 concerns
     queue.pod_deleted()  # a deletion moves every parked pod
     assert sorted(_names(queue, 30.0)) == ["by-fit", "later"]
 
@@ -104,8 +104,8 @@ def test_the_periodic_flush_moves_pods_parked_longer_than_five_minutes() -> None
     queue.add(early, now=0.0)
     queue.add(late, now=0.0)
     pods = {pod.job.uid: pod for pod in queue.take(0.0)}
-    queue.failed(pods["early"], now=0.0, by_extender=False, binds=0)
-    queue.failed(pods["late"], now=40.0, by_extender=False, binds=0)
+    queue.failed(pods["early"], now=0.0, by_extender=False, events=0)
+    queue.failed(pods["late"], now=40.0, by_extender=False, events=0)
     # Parked longer than 300 s, at the flush every 30 s: 330 for the pod parked at 0.
     assert queue.next_flush() == 330.0
     queue.flush_leftover(300.0)
@@ -202,11 +202,12 @@ def test_a_bind_that_ends_a_resume_hold_lets_the_pod_it_turned_away_start_at_onc
     assert sim.jobs[0].first_start == 102.0
 
 
-def test_parked_pods_get_the_periodic_flush_until_flushes_stop_helping() -> None:
+def test_parked_pods_get_the_periodic_flush_until_a_day_of_flushes_placed_nothing() -> None:
     """b cannot fit beside a and nothing happens until a ends: kube-scheduler still retries it
-    at its 5-minute flush (330 s: parked at 10, due after 310, the flush every 30 s), and again
-    5 minutes later; two flushes that place nothing with nothing else happening are the last,
-    so a run whose pods can never fit still ends (or stalls) rather than flushing for ever."""
+    at its 5-minute flush (330 s: parked at 10, due after 310, the flush every 30 s), then every
+    330 s. Flushes that place nothing, with nothing else happening, for a day are the last (time
+    alone changes the engine only as its holds lapse), so a run whose pods can never fit still
+    ends (or stalls) rather than flushing for ever."""
     passes: list[float] = []
 
     class Recording(KubeSchedulerPolicy):
@@ -214,9 +215,31 @@ def test_parked_pods_get_the_periodic_flush_until_flushes_stop_helping() -> None
             passes.append(sim.now)
             super().schedule(sim)
 
-    jobs = [job("a", at=0, gpus=8, duration=1000), job("b", at=10, gpus=1, duration=10)]
+    long = 2 * 86_400.0
+    jobs = [job("a", at=0, gpus=8, duration=long), job("b", at=10, gpus=1, duration=10)]
     settings = FitGppSettings()
     sim = Simulation(cluster=ClusterSpec(nodes=1, node=SMALL_NODE), jobs=jobs, policy=Recording(PolicyOptions(settings=settings)), settings=settings)
     result = sim.run()
-    assert passes == [0.0, 10.0, 330.0, 660.0, 1000.0, 1010.0]
-    assert result.first_start.tolist() == [0.0, 1000.0]
+    flushes = passes[2:-2]
+    assert passes[:2] == [0.0, 10.0] and passes[-2:] == [long, long + 10]
+    assert flushes[:3] == [330.0, 660.0, 990.0] and all(later - earlier == 330.0 for earlier, later in zip(flushes, flushes[1:]))
+    assert 330.0 + 86_400.0 <= flushes[-1] < 330.0 + 86_400.0 + 330.0  # a day of futile flushes, then none
+    assert result.first_start.tolist() == [0.0, long]
+
+
+def test_a_nominated_trial_pod_takes_room_elsewhere_before_its_victims_are_gone() -> None:
+    """kube-scheduler keeps a preemptor in its queue, nominated, and retries it on every pod
+    deletion: its nominated node first, then every node. te-new preempts be-a (grace period
+    90 s) at 1; te-b ends at 10 on the other node, and te-new starts there at once. be-a still
+    checkpoints and resumes; under the paper's FIFO policy te-new waits for its victim."""
+    jobs = [
+        job("be-a", at=0, gpus=8, duration=1000, grace=90),
+        job("te-b", at=0, gpus=8, duration=10, trial=True),
+        job("te-new", at=1, gpus=8, duration=100, trial=True),
+    ]
+    kube, sim = simulate(jobs, policy="kube", nodes=2)
+    assert kube.first_start.tolist() == [0.0, 0.0, 10.0]
+    assert kube.preemptions.tolist() == [1, 0, 0]
+    assert sim.jobs[0].intervals == [90.0]  # signalled at 1, resumed at 91 when its grace period ended
+    fitgpp, _ = simulate(jobs, policy="fitgpp", nodes=2)
+    assert fitgpp.first_start.tolist() == [0.0, 0.0, 91.0]
