@@ -164,7 +164,10 @@ class ResourceFitEngine:
 
     def _best_of(self, pod: PodInfo, decision: FilterDecision, best: int) -> FilterDecision:
         """``decision`` with only its ``best`` highest-scored feasible nodes. With one left,
-        kube-scheduler neither scores nodes itself nor calls prioritize."""
+        kube-scheduler neither scores nodes itself nor calls prioritize. The others are
+        unresolvable, as HiveD counts the nodes it did not choose: preempting pods there would
+        not bring the pod to them (kube-scheduler only reads the reasons when no node is left,
+        which never happens here)."""
         fitting = decision.feasible
         scores = self.prioritize(pod, fitting)
         ranked = np.argsort(-scores, kind="stable")  # highest first, ties in the offered order
@@ -173,13 +176,13 @@ class ResourceFitEngine:
         reason = f"fits, but cellfit passes on only its {best} best-scored node{'s' if best > 1 else ''} (policy.offerBestNodes)"
 
         def explain() -> tuple[Reasons, Reasons]:
-            return {**decision.failed, **dict.fromkeys(pick(fitting, passed_at), reason)}, decision.unresolvable
+            return decision.failed, {**decision.unresolvable, **dict.fromkeys(pick(fitting, passed_at), reason)}
 
         return FilterDecision(
             feasible=pick(fitting, kept_at),
             explain=explain,
-            failed_count=decision.failed_count + len(passed_at),
-            unresolvable_count=decision.unresolvable_count,
+            failed_count=decision.failed_count,
+            unresolvable_count=decision.unresolvable_count + len(passed_at),
         )
 
     def _fitting(self, pod: PodInfo, node_names: Sequence[str]) -> FilterDecision:

@@ -100,8 +100,11 @@ def build_cells(settings: Settings, api: KubernetesApi | None) -> HivedEngine | 
     cells from the cluster's Nodes, listed once here before anything is served."""
     policy = settings.resolved_policy(connected=api is not None)
     if policy == "resource-fit":
-        log.info("policy resource-fit")
+        log.info("policy resource-fit", extra={"offerBestNodes": settings.policy.offer_best_nodes})
         return None
+    if settings.policy.offer_best_nodes is not None:
+        # HiveD's filter keeps one node of its own choosing already.
+        log.warning("policy.offerBestNodes applies to resource-fit only; HiveD ignores it", extra={"policy": policy})
     nodes: list[NodeInfo] | None = None
     if settings.cells.topology is None:
         if api is None:

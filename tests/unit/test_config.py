@@ -89,3 +89,24 @@ def test_simulate_tool_is_a_cellfit_subcommand(tmp_path: Path, capsys):
     assert result["fifo"]["te"]["slowdown"]["p50"] >= 1.0
     assert main(["simulate", "--policies", "magic", "--no-progress"]) == 2
     assert "magic" in capsys.readouterr().err
+
+
+def test_offer_best_nodes_under_hived_is_said_to_be_ignored(caplog):
+    from scheduler.extender.runtime import build_cells
+
+    text = """
+policy: {name: hived, offerBestNodes: 1}
+cells:
+  topology:
+    cellTypes:
+      GPU-NODE: {childType: GPU, childCount: 8, isNodeLevel: true}
+    physicalCells:
+    - {cellType: GPU-NODE, nodeName: node-00}
+"""
+    with caplog.at_level("WARNING", logger="scheduler.extender.runtime"):
+        assert build_cells(parse_settings(text), None) is not None
+    assert "policy.offerBestNodes applies to resource-fit only" in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="scheduler.extender.runtime"):
+        assert build_cells(parse_settings("policy: {name: resource-fit, offerBestNodes: 1}"), None) is None
+    assert "offerBestNodes" not in caplog.text

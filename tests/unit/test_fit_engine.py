@@ -182,10 +182,12 @@ def test_offer_best_nodes_keeps_the_highest_scored_first_in_the_offered_order():
     decision = engine.filter(pod("g", gpus=2), offered)
     # b and d pack best (6 of 8 GPUs after), b is offered first; a fits but scores less.
     assert decision.feasible == ["b"]
-    assert set(decision.failed) == {"a", "c", "d"} and set(decision.unresolvable) == {"ghost"}
-    assert "best-scored node (policy.offerBestNodes)" in decision.failed["d"]
-    assert "free GPUs" in decision.failed["c"]  # the fit's own reason stays
-    assert decision.failed_count == 3 and decision.unresolvable_count == 1
+    # Passed over: unresolvable, as HiveD counts the nodes it did not choose (no preemption
+    # there would help the pod); a node too full stays failed with the fit's own reason.
+    assert set(decision.failed) == {"c"} and set(decision.unresolvable) == {"a", "d", "ghost"}
+    assert "best-scored node (policy.offerBestNodes)" in decision.unresolvable["d"]
+    assert "free GPUs" in decision.failed["c"]
+    assert decision.failed_count == 1 and decision.unresolvable_count == 3
     assert engine.filter(pod("g", gpus=2), ["d", "a", "b"]).feasible == ["d"]  # the offered order breaks ties
     assert _best_engine(None).filter(pod("g", gpus=2), offered).feasible == ["a", "b", "d"]  # the default: every fit
 
@@ -194,7 +196,7 @@ def test_offer_best_nodes_keeps_several_in_the_offered_order_and_changes_nothing
     engine = _best_engine(2)
     decision = engine.filter(pod("g", gpus=2), ["d", "a", "b"])
     assert decision.feasible == ["d", "b"]  # the two best, as offered
-    assert list(decision.failed) == ["a"]
+    assert list(decision.unresolvable) == ["a"] and not decision.failed
     assert engine.filter(pod("big", gpus=8), ["a", "b", "c"]).feasible == ["a"]  # one fits: kept
     with pytest.raises(ValueError, match="at least 1"):
         ResourceFitEngine(best_nodes=0)
