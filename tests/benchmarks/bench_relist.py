@@ -1,7 +1,7 @@
 """Verb latency while the watch cache relists 10,000 pods (issue 14, "Concurrency").
 
-A relist (after the API server expired the watch, HTTP 410) is applied one pod per hold of the
-engine lock that the verbs share. This runs the production pieces in one process: ClusterCache
+A relist (after the API server expired the watch, HTTP 410) is applied one node's pods per hold
+of the engine lock that the verbs share. This runs the production pieces in one process: ClusterCache
 over the listing test double (10,000 running pods on 100 nodes) and ExtenderService over the same
 FitGpp engine and lock; while the pods' relist runs in its thread, the filter verb is called
 with kube-scheduler's JSON (nodeCacheCapable, 100 node names) again and again. Prints, median of
