@@ -17,7 +17,7 @@ Pods without GPUs are not HiveD's concern: every offered node passes, score 0, n
 from __future__ import annotations
 
 from collections import deque
-from typing import AbstractSet, Any, Callable, Final, Mapping, NamedTuple, Sequence
+from typing import AbstractSet, Any, Callable, Final, Literal, Mapping, NamedTuple, Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -68,6 +68,10 @@ class _Context:
         self.request = request
         self.vc = vc
         self.targets = targets
+
+
+# What makes a request one the running configuration can never place (HivedEngine.request_problem).
+RequestProblem = Literal["virtual-cluster", "cells"]
 
 
 class HivedEngine:
@@ -166,6 +170,25 @@ class HivedEngine:
         if self.membership is not None:
             self.membership.owner_vc = None  # the configured VCs own what they say, no more
         self._refresh_summary()
+
+    def request_problem(self, request: CellRequest) -> tuple[RequestProblem, Unplaceable] | None:
+        """Why the running configuration could never place ``request``, with the allocator's own
+        lookups, the ones filter makes: its virtual cluster does not exist
+        (``"virtual-cluster"``), or no cell of its type (or any cell) can ever hold its GPUs
+        (``"cells"``). None when it could, or while no GPU cells are known yet (discovery). The
+        caller holds the engine's lock: a reload may change the virtual clusters."""
+        allocator = self.allocator
+        try:
+            vc = allocator.vc_state(request, self.default_vc)
+        except Unplaceable as error:
+            return "virtual-cluster", error
+        if not allocator.buddies:
+            return None
+        try:
+            allocator.targets(request, vc)
+        except Unplaceable as error:
+            return "cells", error
+        return None
 
     # ------------------------------------------------------------------ helpers
 

@@ -101,21 +101,16 @@ class LiveCells:
         self._lock = lock
 
     def problems(self, request: CellRequest, *, where: str) -> list[Problem]:
-        allocator = self._engine.allocator
         with self._lock:
-            try:
-                vc = allocator.vc_state(request, self._engine.default_vc)
-            except Unplaceable as error:
-                return [_unplaceable(error, where=where, key=LABEL_VIRTUAL_CLUSTER, field=f"label {LABEL_VIRTUAL_CLUSTER}")]
-            if not allocator.buddies:  # no GPU cells yet (discovery): nothing to hold it against
-                return []
-            try:
-                allocator.targets(request, vc)
-            except Unplaceable as error:
-                if request.cell_type:
-                    return [_unplaceable(error, where=where, key=ANNOTATION_CELL_TYPE, field=f"annotation {ANNOTATION_CELL_TYPE}")]
-                return [_unplaceable(error, where=where, key=None, field="the containers' GPU requests")]
-        return []
+            found = self._engine.request_problem(request)
+        if found is None:
+            return []
+        what, error = found
+        if what == "virtual-cluster":
+            return [_unplaceable(error, where=where, key=LABEL_VIRTUAL_CLUSTER, field=f"label {LABEL_VIRTUAL_CLUSTER}")]
+        if request.cell_type:
+            return [_unplaceable(error, where=where, key=ANNOTATION_CELL_TYPE, field=f"annotation {ANNOTATION_CELL_TYPE}")]
+        return [_unplaceable(error, where=where, key=None, field="the containers' GPU requests")]
 
 
 def _unplaceable(error: Unplaceable, *, where: str, key: str | None, field: str) -> Problem:
