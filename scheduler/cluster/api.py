@@ -98,8 +98,15 @@ class KubernetesApi:
 
     # ------------------------------------------------------------------ list and watch
 
-    def list_raw(self, kind: Kind) -> bytes:
-        response = self._call(self._lister(kind), _request_timeout=self._settings.request_timeout_seconds)
+    def list_raw(self, kind: Kind, *, limit: int | None = None, continue_token: str | None = None) -> bytes:
+        """One list response, raw: the whole list, or with ``limit`` one page of it (its
+        ``metadata.continue`` asks for the next, passed back as ``continue_token``)."""
+        paging: dict[str, Any] = {}
+        if limit is not None:
+            paging["limit"] = limit
+        if continue_token:
+            paging["_continue"] = continue_token
+        response = self._call(self._lister(kind), _request_timeout=self._settings.request_timeout_seconds, **paging)
         return bytes(response.data)
 
     def watch(self, kind: Kind, *, resource_version: str) -> Iterator[bytes]:

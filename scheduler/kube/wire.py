@@ -289,6 +289,8 @@ class AdmissionReviewResponse(msgspec.Struct, frozen=True):
 
 class ListMeta(msgspec.Struct, frozen=True):
     resourceVersion: str = ""
+    # A paged list's next page (``?limit=N&continue=...``); empty on the last page.
+    continue_token: str = msgspec.field(default="", name="continue")
 
 
 class RawList(msgspec.Struct, frozen=True):

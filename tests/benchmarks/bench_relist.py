@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import json
 import statistics
 import sys
 import threading
@@ -28,7 +29,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from scheduler.cluster.cache import ClusterCache  # noqa: E402
+from scheduler.cluster.cache import LIST_PAGE_SIZE, ClusterCache  # noqa: E402
 from scheduler.core.pods import PodStore  # noqa: E402
 from scheduler.core.fit import ResourceFitEngine  # noqa: E402
 from scheduler.extender.metrics import ExtenderMetrics  # noqa: E402
@@ -48,10 +49,18 @@ class EncodedListing(ListingApi):
 
     def __init__(self, **lists: Any) -> None:
         super().__init__(**lists)
-        self.encoded = {kind: super(EncodedListing, self).list_raw(kind) for kind in ("nodes", "pods", "jobs")}
+        self.encoded: dict[tuple[str, str | None], bytes] = {}
+        for kind in ("nodes", "pods", "jobs"):
+            token: str | None = None
+            while True:  # the pages the cache asks for, as the API server would send them
+                page = super().list_raw(kind, limit=LIST_PAGE_SIZE, continue_token=token)
+                self.encoded[kind, token] = page
+                token = json.loads(page)["metadata"].get("continue")
+                if not token:
+                    break
 
-    def list_raw(self, kind: str) -> bytes:
-        return self.encoded[kind]
+    def list_raw(self, kind: str, *, limit: int | None = None, continue_token: str | None = None) -> bytes:
+        return self.encoded[kind, continue_token]
 
 
 def percentile(values: list[float], share: float) -> float:

@@ -30,11 +30,14 @@ class ListingApi:
         if not hold_pods:
             self.pods_released.set()
         self.bindings: list[tuple[str, str]] = []
+        self.pages_listed = 0
 
     def release_pods(self) -> None:
         self.pods_released.set()
 
-    def list_raw(self, kind: str) -> bytes:
+    def list_raw(self, kind: str, *, limit: int | None = None, continue_token: str | None = None) -> bytes:
+        """The list, or with ``limit`` the page from ``continue_token`` on (the token is the
+        offset of its first item), as the API server pages it."""
         items: list[dict[str, Any]] = []
         if kind == "nodes":
             items = self.nodes
@@ -43,7 +46,13 @@ class ListingApi:
             items = self.pods
         elif kind == "jobs":
             items = self.jobs
-        return json.dumps({"metadata": {"resourceVersion": "100"}, "items": items}).encode()
+        self.pages_listed += 1
+        start = int(continue_token) if continue_token else 0
+        end = len(items) if limit is None else min(start + limit, len(items))
+        metadata = {"resourceVersion": "100"}
+        if end < len(items):
+            metadata["continue"] = str(end)
+        return json.dumps({"metadata": metadata, "items": items[start:end]}).encode()
 
     def watch(self, kind: str, *, resource_version: str) -> Iterator[bytes]:
         time.sleep(0.2)  # the server ends an idle watch; the reflector watches again
