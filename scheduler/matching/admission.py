@@ -638,10 +638,14 @@ def _queue(
     counts = np.diff(queues.bounds)
     machine_of = np.repeat(np.arange(counts.shape[0]), counts)
     listed = problem.machines
-    named = sorted(np.flatnonzero(counts).tolist(), key=lambda m: listed[m].name)
+    used = np.flatnonzero(counts).tolist()
+    names = [listed[m].name for m in used]
+    # Machines of one name rank alike (a caller may list a name twice), so that ties fall to
+    # the job, then the machine, as schedule()'s tuples have them.
+    dense = {name: rank for rank, name in enumerate(sorted(set(names)))}
     name_rank = np.zeros(counts.shape[0], dtype=np.int64)
-    name_rank[named] = np.arange(len(named))
-    order = np.lexsort((queues.job, name_rank[machine_of], queues.start))
+    name_rank[used] = [dense[name] for name in names]
+    order = np.lexsort((machine_of, queues.job, name_rank[machine_of], queues.start))
     kinds = problem.kinds
     kind_of = problem.machine_kind[machine_of[order]].tolist()
     jobs = problem.jobs
