@@ -8,7 +8,8 @@ and every change of a pod reaches it as its watch cache brings it.
   kube-scheduler reads them.
 * **Binding**: kube-scheduler's own (an extender without ``bindVerb``; a standalone cellfit has
   no API to create bindings with). The bound pod then reaches cellfit through the watch, as
-  any pod change does.
+  any pod change does. :class:`BindingLiveExtender` binds through cellfit's bind verb instead,
+  as production does (``bindVerb: bind``).
 * **The watch**: each pod's state is written as the Pod object the API server would send
   (``tests.support.kube_objects``), decoded and translated by the same code as the cluster
   cache (``wire.Pod``, ``translate.pod_info``) and applied under the service's engine lock.
@@ -189,3 +190,40 @@ class LiveExtender:
         response = self._client.post(f"/v1/extender/{verb}", content=k.dumps(body), headers={"Content-Type": "application/json"})
         assert response.status_code == 200, (verb, response.status_code, response.text)
         return response.json()
+
+
+class BindingLiveExtender(LiveExtender):
+    """:class:`LiveExtender` connected to a cluster as production runs it: the service built
+    with an API (the double in ``tests/support/api_double.py``, which records the bindings),
+    every pod change applied through the watch cache's own handlers (its pod record first, then
+    the engine), and each decision bound through cellfit's bind verb (``bindVerb: bind``): the
+    verb finds the pod in the cache, reserves the node in the engine and creates the binding
+    with its annotations, which the watch then shows on the bound pod."""
+
+    def __init__(self, client: httpx.Client, runtime: Runtime, api: Any) -> None:
+        super().__init__(client, runtime)
+        assert runtime.cache is not None, "a connected runtime"
+        self._cache = runtime.cache
+        self._api = api
+
+    def reserve(self, pod: PodInfo, node_name: str) -> Placement:
+        body = {"PodName": pod.name, "PodNamespace": pod.namespace, "PodUID": pod.uid, "Node": node_name}
+        answer = self._post("bind", body)
+        assert not answer.get("Error"), answer["Error"]
+        return Placement(pod_uid=pod.uid, node_name=node_name, annotations=self._api.binding_annotations.get(pod.uid, {}))
+
+    def unreserve(self, pod_uid: str) -> None:
+        raise AssertionError("the simulated bindings never fail")
+
+    def apply_pod(self, pod: PodInfo) -> None:
+        written = self._api.binding_annotations.get(pod.uid) if pod.node_name is not None else None
+        if written:  # the watch shows what the binding wrote onto the pod
+            pod = replace(pod, annotations={**pod.annotations, **written})
+        body = pod_object(pod)
+        self._pods[pod.uid] = body
+        self._cache._apply_pod(msgspec.convert(body, wire.Pod))
+
+    def delete_pod(self, pod_uid: str) -> None:
+        body = self._pods.pop(pod_uid, None)
+        if body is not None:
+            self._cache._delete_pod(msgspec.convert(body, wire.Pod))

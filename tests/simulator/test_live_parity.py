@@ -16,6 +16,7 @@ decision, step by step, and every job's outcome must be equal.
 
 from __future__ import annotations
 
+import time
 from typing import Any, Iterator
 
 import httpx
@@ -24,7 +25,7 @@ import pytest
 
 from scheduler.cells import HivedEngine
 from scheduler.config import Settings, parse_settings
-from scheduler.core.model import PodInfo
+from scheduler.core.model import NodeInfo, PodInfo
 from scheduler.core.resources import Resources
 from scheduler.extender.runtime import Runtime, build_runtime
 from scheduler.preemption import FitGppSettings
@@ -36,10 +37,11 @@ from scheduler.simulator.hived.workload import GangJob, HivedWorkload
 from scheduler.simulator.policies import PolicyOptions, make_policy
 from scheduler.simulator.simulation import RunResult, Simulation
 from scheduler.simulator.workload import ClusterSpec, FitGppWorkload, JobSpec
+from tests.support.api_double import EventRecordingApi
 from tests.support.server import running_server
 
 from hived_helpers import gang, two_tenants
-from live_extender import LiveExtender
+from live_extender import BindingLiveExtender, LiveExtender, node_object
 from sim_helpers import SMALL_NODE, job
 
 CLUSTER = ClusterSpec(nodes=3, node=SMALL_NODE)
@@ -254,3 +256,52 @@ def test_offering_only_the_best_node_places_as_the_scores_do(policy: str) -> Non
     _assert_same(every, (best.run(), best))
     idle = PodInfo(uid="probe", namespace="sim", name="probe", requests=Resources(1000, 2**30, 1))
     assert len(best.engine.filter(idle, best.node_names).feasible) == 1  # of three idle nodes
+
+
+# The configurations of a connected cellfit for the same engines: resource fit named (a
+# connected cellfit's auto policy is HiveD), the estimator off (no sampling pods here), one replica.
+CONNECTED = {
+    "resource-fit": "policy: {name: resource-fit}\n",
+    "hived": COMPOSITIONS["hived"],
+}
+
+
+@pytest.fixture
+def bound_live(composition: str) -> Iterator[tuple[httpx.Client, Runtime, EventRecordingApi]]:
+    """``cellfit serve`` connected to a cluster (the API double: the simulated nodes listed, the
+    bindings recorded), over HTTP, once its watch cache has synced."""
+    nodes = [node_object(NodeInfo(name=name, allocatable=CLUSTER.node)) for name in CLUSTER.node_names()]
+    api = EventRecordingApi(nodes=nodes)
+    settings = parse_settings(CONNECTED[composition] + "estimator: {enabled: false}\nleaderElection: {enabled: false}\n")
+    runtime = build_runtime(settings, api=api)  # type: ignore[arg-type]
+    with running_server(runtime.app) as url, httpx.Client(base_url=url, timeout=10) as client:
+        deadline = time.monotonic() + 10
+        while client.get("/readyz").status_code != 200:
+            assert time.monotonic() < deadline, "the watch cache never synced"
+            time.sleep(0.02)
+        yield client, runtime, api
+
+
+@EVERY_COMPOSITION
+@pytest.mark.parametrize("policy", ["fitgpp", "kube"])
+def test_a_synthetic_trace_decides_the_same_binding_through_cellfit(
+    policy: str, composition: str, bound_live: tuple[httpx.Client, Runtime, EventRecordingApi]
+) -> None:
+    """The forty-job trace again, the live side as production runs it: connected, every pod
+    change through the watch cache, every decision bound by cellfit's bind verb (the engine's
+    reservation and the binding with its annotations). The same decisions, step by step."""
+    specs = FitGppWorkload().generate(jobs=40, seed=3, cluster=CLUSTER)
+    jobs, _ = derive_arrivals(Experiment(cluster=CLUSTER, jobs=40), specs, seed=3)
+    simulated = _run(jobs, policy, composition)
+    assert len(_preemptions(simulated[1])) >= 2
+    client, runtime, api = bound_live
+    extender = BindingLiveExtender(client, runtime, api)
+    served = _run(jobs, policy, composition, engine=extender)
+    _assert_same(simulated, served)
+    binds = [decision for decision in simulated[1].decisions or () if decision[1] == "bind"]
+    assert extender.calls["bind"] == len(binds) == len(api.bindings)
+    assert [node for _, node in api.bindings] == [decision[3] for decision in binds]
+    if composition == "hived":  # HiveD's bind info written with each GPU pod's binding, read back by the watch
+        gpus = {spec.job_id: spec.demand.gpus for spec in jobs}
+        for uid, written in api.binding_annotations.items():
+            assert ("cellfit.io/bind-info" in written) == (gpus[uid.split("-run")[0]] > 0), uid

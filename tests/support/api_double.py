@@ -30,6 +30,7 @@ class ListingApi:
         if not hold_pods:
             self.pods_released.set()
         self.bindings: list[tuple[str, str]] = []
+        self.binding_annotations: dict[str, dict[str, str]] = {}  # by pod UID: what the binding wrote
         self.pages_listed = 0
 
     def release_pods(self) -> None:
@@ -71,6 +72,7 @@ class ListingApi:
 
     async def create_binding(self, *, namespace: str, name: str, uid: str, node_name: str, annotations: dict[str, str]) -> None:
         self.bindings.append((f"{namespace}/{name}", node_name))
+        self.binding_annotations[uid] = dict(annotations)
 
 
 class EventRecordingApi(ListingApi):
