@@ -21,7 +21,7 @@ from scheduler.extender.runtime import build_runtime
 from tests.support import kube_objects as k
 from tests.support.api_double import EventRecordingApi
 from tests.support.hived import CONFIG, NODES
-from tests.support.server import running_server
+from tests.support.server import running_server, wait_until_ready
 
 GRACE_SECONDS = 0.4
 SETTINGS = (
@@ -46,10 +46,7 @@ def connected(request: pytest.FixtureRequest) -> Iterator[tuple[EventRecordingAp
     api = EventRecordingApi(nodes=NODES, pods=getattr(request, "param", []))
     runtime = build_runtime(parse_settings(SETTINGS), api=api)  # type: ignore[arg-type]
     with running_server(runtime.app) as url, httpx.Client(base_url=url, timeout=10) as client:
-        deadline = time.monotonic() + 10
-        while client.get("/readyz").status_code != 200:
-            assert time.monotonic() < deadline, "the watch cache never synced"
-            time.sleep(0.02)
+        wait_until_ready(client)
         yield api, client
 
 

@@ -26,7 +26,7 @@ from scheduler.kube import translate, wire
 from tests.support import hived
 from tests.support import kube_objects as k
 from tests.support.api_double import EventRecordingApi
-from tests.support.server import running_server
+from tests.support.server import running_server, wait_until_ready
 
 PREEMPT = "/v1/extender/preempt"
 NAMES = [n["metadata"]["name"] for n in hived.NODES]
@@ -38,10 +38,7 @@ def connected() -> Iterator[tuple[EventRecordingApi, httpx.Client, Runtime]]:
     api = EventRecordingApi(nodes=hived.NODES)
     runtime = build_runtime(parse_settings(hived.CONFIG + "estimator: {enabled: false}\n"), api=api)  # type: ignore[arg-type]
     with running_server(runtime.app) as url, httpx.Client(base_url=url, timeout=10) as client:
-        deadline = time.monotonic() + 10
-        while client.get("/readyz").status_code != 200:
-            assert time.monotonic() < deadline, "the watch cache never synced"
-            time.sleep(0.02)
+        wait_until_ready(client)
         yield api, client, runtime
 
 

@@ -13,7 +13,6 @@ service and HTTP are real.
 
 from __future__ import annotations
 
-import time
 from typing import Iterator
 
 import httpx
@@ -23,7 +22,7 @@ from scheduler.config import parse_settings
 from scheduler.extender.runtime import build_runtime
 from tests.support import kube_objects as k
 from tests.support.api_double import ListingApi
-from tests.support.server import running_server
+from tests.support.server import running_server, wait_until_ready
 
 VERB = "/v1/extender/"
 RUNNING = k.pod("old-0", uid="uid-old", gpus=8, node_name="gpu-a", phase="Running")
@@ -70,10 +69,7 @@ def test_every_verb_refuses_until_the_pods_are_listed(held_back: tuple[ListingAp
     assert 'cellfit_bindings_total{result="not_ready"} 1.0' in metrics
 
     api.release_pods()
-    deadline = time.monotonic() + 10
-    while client.get("/readyz").status_code != 200:
-        assert time.monotonic() < deadline, "cache never synced"
-        time.sleep(0.02)
+    wait_until_ready(client)
     # The listed pod holds gpu-a's 8 GPUs: the new pod goes to gpu-b only.
     filtered = post(client, "filter", args).json()
     assert filtered["Error"] == "" and filtered["NodeNames"] == ["gpu-b"]

@@ -16,7 +16,6 @@ decision, step by step, and every job's outcome must be equal.
 
 from __future__ import annotations
 
-import time
 from typing import Any, Iterator
 
 import httpx
@@ -38,7 +37,7 @@ from scheduler.simulator.policies import PolicyOptions, make_policy
 from scheduler.simulator.simulation import RunResult, Simulation
 from scheduler.simulator.workload import ClusterSpec, FitGppWorkload, JobSpec
 from tests.support.api_double import EventRecordingApi
-from tests.support.server import running_server
+from tests.support.server import running_server, wait_until_ready
 
 from hived_helpers import gang, two_tenants
 from live_extender import BindingLiveExtender, LiveExtender, node_object
@@ -275,10 +274,7 @@ def bound_live(composition: str) -> Iterator[tuple[httpx.Client, Runtime, EventR
     settings = parse_settings(CONNECTED[composition] + "estimator: {enabled: false}\nleaderElection: {enabled: false}\n")
     runtime = build_runtime(settings, api=api)  # type: ignore[arg-type]
     with running_server(runtime.app) as url, httpx.Client(base_url=url, timeout=10) as client:
-        deadline = time.monotonic() + 10
-        while client.get("/readyz").status_code != 200:
-            assert time.monotonic() < deadline, "the watch cache never synced"
-            time.sleep(0.02)
+        wait_until_ready(client)
         yield client, runtime, api
 
 

@@ -7,6 +7,7 @@ import threading
 import time
 from typing import Iterator
 
+import httpx
 import uvicorn
 from starlette.types import ASGIApp
 
@@ -28,3 +29,11 @@ def running_server(app: ASGIApp) -> Iterator[str]:
     finally:
         server.should_exit = True
         thread.join(10)
+
+
+def wait_until_ready(client: httpx.Client, *, timeout: float = 10.0) -> None:
+    """Until ``/readyz`` answers 200: a connected cellfit's watch cache has synced."""
+    deadline = time.monotonic() + timeout
+    while client.get("/readyz").status_code != 200:
+        assert time.monotonic() < deadline, "the watch cache never synced"
+        time.sleep(0.02)
