@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Final
+from typing import Callable, Final
 
 from scheduler.simulator.state import SimJob
 
@@ -121,23 +121,24 @@ class SchedulingQueue:
 
     def pod_deleted(self) -> None:
         """An assigned pod is gone: every unschedulable pod may fit now."""
-        self._ready.update(self._unschedulable)
-        self._unschedulable.clear()
+        self._move(lambda pod: True)
 
     def assigned_pod_changed(self, events: int) -> bool:
         """Assigned-pod event number ``events`` happened (a bind, a victim marked for
         deletion): the pods the extender rejected before it move (the extender declares no
         narrower events). True if any moved."""
-        moving = [index for index, pod in self._unschedulable.items() if pod.by_extender and pod.events_seen < events]
-        for index in moving:
-            self._ready[index] = self._unschedulable.pop(index)
-        return bool(moving)
+        return self._move(lambda pod: pod.by_extender and pod.events_seen < events)
 
     def flush_leftover(self, now: float) -> None:
         """Pods unschedulable for longer than 5 minutes move (the periodic flush)."""
-        moving = [index for index, pod in self._unschedulable.items() if now - pod.timestamp > MAX_UNSCHEDULABLE_SECONDS]
+        self._move(lambda pod: now - pod.timestamp > MAX_UNSCHEDULABLE_SECONDS)
+
+    def _move(self, moves: Callable[[QueuedPod], bool]) -> bool:
+        """The unschedulable pods ``moves`` picks, ready again; True if any moved."""
+        moving = [index for index, pod in self._unschedulable.items() if moves(pod)]
         for index in moving:
             self._ready[index] = self._unschedulable.pop(index)
+        return bool(moving)
 
     def next_flush(self) -> float | None:
         """When the periodic flush next moves an unschedulable pod (the flush runs every 30 s,

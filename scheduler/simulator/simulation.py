@@ -316,29 +316,39 @@ class Simulation:
         leave for nobody; else it stays nominated."""
         if job.state is not JobState.RESERVED or job.reserved_node is None:
             raise AssertionError(f"{job.uid} is not nominated ({job.state.name})")
-        node = job.reserved_node
-        pod = job.pod
         # Cleared while it is tried, so that the room it is owed counts for it (and the memo
         # of kube's filter, recorded with the nomination in place, is not read for it).
-        self.nominated.clear(pod, node)
-        self._no_room.clear()
-        job.state = JobState.QUEUED
-        if node in self._kube_filter(pod) and self.engine.filter(pod, [node]).feasible:
-            chosen: str | None = node
-        else:
-            chosen = self._placement(pod)
+        node = self._unnominate(job)
+        pod = job.pod
+        chosen = node if self._fits_nominated(pod, node) else self._placement(pod)
         if chosen is None:
             job.state = JobState.RESERVED
+            job.reserved_node = node
             self.nominated.nominate(pod, node)
             return False
         for running in self._on_node[node].values():
             victim = self.by_pod.get(running.pod.uid)
             if victim is not None and victim.preempted_for is job:
                 victim.preempted_for = None  # it still checkpoints, for nobody now
-        job.reserved_node = None
         job.pending_victims = 0
         self._start(job, chosen)
         return True
+
+    def _unnominate(self, job: SimJob) -> str:
+        """The node ``job`` was nominated to, the nomination cleared (room it kept may go to
+        others, so the memo of kube's filter is too) and the job queued again."""
+        node = job.reserved_node
+        assert node is not None
+        job.reserved_node = None
+        self.nominated.clear(job.pod, node)
+        self._no_room.clear()
+        job.state = JobState.QUEUED
+        return node
+
+    def _fits_nominated(self, pod: PodInfo, node: str) -> bool:
+        """kube-scheduler's first try for a pod nominated to ``node``: that node alone, its own
+        filter (the other nominated pods counted), then the engine's."""
+        return node in self._kube_filter(pod) and bool(self.engine.filter(pod, [node]).feasible)
 
     def wake_at(self, at: float) -> None:
         """Give the policy a scheduling pass at ``at`` (later than now) even if nothing happens
@@ -556,14 +566,8 @@ class Simulation:
         victims whose room was owed to this one; then the node has no room and the job goes
         back to the TE queue, in arrival order, for the policy's next pass (it may preempt
         again)."""
-        node = job.reserved_node
-        assert node is not None
-        job.reserved_node = None
-        self.nominated.clear(job.pod, node)
-        self._no_room.clear()  # what the node kept for it may go to others now
-        job.state = JobState.QUEUED
-        pod = job.pod
-        if node in self._kube_filter(pod) and self.engine.filter(pod, [node]).feasible:
+        node = self._unnominate(job)
+        if self._fits_nominated(job.pod, node):
             self._start(job, node)
             return
         self.requeues += 1

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from scheduler.preemption import FitGppSettings
-from scheduler.simulator.kube_queue import SchedulingQueue, backoff_seconds
+from scheduler.simulator.kube_queue import QueuedPod, SchedulingQueue, backoff_seconds
 from scheduler.simulator.policies import KubeSchedulerPolicy, PolicyOptions, SimulationView
 from scheduler.simulator.simulation import Simulation
 from scheduler.simulator.state import BEST_EFFORT_PRIORITY, RESUMED_PRIORITY, TRIAL_PRIORITY, SimJob
@@ -17,6 +17,14 @@ from sim_helpers import SMALL_NODE, job, simulate
 
 def _jobs(*specs: tuple[str, bool]) -> list[SimJob]:
     return [SimJob(i, job(name, trial=trial)) for i, (name, trial) in enumerate(specs)]
+
+
+def _taken(*jobs: SimJob) -> tuple[SchedulingQueue, dict[str, QueuedPod]]:
+    """A queue that was given ``jobs`` at 0 and handed them out, and those pods by job id."""
+    queue = SchedulingQueue()
+    for job_ in jobs:
+        queue.add(job_, now=0.0)
+    return queue, {pod.job.uid: pod for pod in queue.take(0.0)}
 
 
 def _names(queue: SchedulingQueue, now: float) -> list[str]:
@@ -56,10 +64,7 @@ def test_a_failed_pod_waits_for_an_event_and_goes_behind_those_queued_before_its
 
 def test_backing_off_pods_go_after_ready_ones_ordered_by_when_their_backoff_ends() -> None:
     te, be_once, be_thrice, be_new = _jobs(("te", True), ("be-once", False), ("be-thrice", False), ("be-new", False))
-    queue = SchedulingQueue()
-    for j in (te, be_once, be_thrice):
-        queue.add(j, now=0.0)
-    pods = {pod.job.uid: pod for pod in queue.take(0.0)}
+    queue, pods = _taken(te, be_once, be_thrice)
     queue.failed(pods["te"], now=10.0, by_extender=False, events=0)
     queue.failed(pods["be-once"], now=10.0, by_extender=False, events=0)
     for _ in range(3):
@@ -82,11 +87,7 @@ def test_a_backoff_ending_within_the_current_second_still_counts() -> None:
 
 
 def test_an_assigned_pod_event_moves_only_the_pods_the_extender_rejected_before_it() -> None:
-    by_extender, by_fit, later = _jobs(("by-extender", False), ("by-fit", False), ("later", False))
-    queue = SchedulingQueue()
-    for j in (by_extender, by_fit, later):
-        queue.add(j, now=0.0)
-    pods = {pod.job.uid: pod for pod in queue.take(0.0)}
+    queue, pods = _taken(*_jobs(("by-extender", False), ("by-fit", False), ("later", False)))
     queue.failed(pods["by-extender"], now=0.0, by_extender=True, events=0)
     queue.failed(pods["by-fit"], now=0.0, by_extender=False, events=0)
     queue.failed(pods["later"], now=0.0, by_extender=True, events=1)  # after event 1
@@ -98,12 +99,9 @@ def test_an_assigned_pod_event_moves_only_the_pods_the_extender_rejected_before_
 
 
 def test_the_periodic_flush_moves_pods_parked_longer_than_five_minutes() -> None:
-    early, late = _jobs(("early", False), ("late", False))
-    queue = SchedulingQueue()
-    assert queue.next_flush() is None
-    queue.add(early, now=0.0)
-    queue.add(late, now=0.0)
-    pods = {pod.job.uid: pod for pod in queue.take(0.0)}
+    assert SchedulingQueue().next_flush() is None
+    queue, pods = _taken(*_jobs(("early", False), ("late", False)))
+    assert queue.next_flush() is None  # handed out, none parked
     queue.failed(pods["early"], now=0.0, by_extender=False, events=0)
     queue.failed(pods["late"], now=40.0, by_extender=False, events=0)
     # Parked longer than 300 s, at the flush every 30 s: 330 for the pod parked at 0.
