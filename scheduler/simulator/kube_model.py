@@ -22,11 +22,12 @@ any of it, so none of it is the engine's to do.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
+from scheduler.core.engine import SchedulingEngine
 from scheduler.core.model import PodInfo
 from scheduler.core.resources import ZERO, Resources
 
@@ -49,6 +50,24 @@ def fits(request: Resources, free: Resources) -> bool:
         and (not request.memory_bytes or request.memory_bytes <= free.memory_bytes)
         and (not request.gpus or request.gpus <= free.gpus)
     )
+
+
+def best_scored(engine: SchedulingEngine, pod: PodInfo, feasible: Sequence[str]) -> str:
+    """The node kube-scheduler binds ``pod`` to among the ``feasible`` ones the engine's filter
+    left, with the extender's scores alone: prioritize's first best (kube-scheduler breaks ties
+    at random; the first keeps runs reproducible)."""
+    if len(feasible) == 1:
+        return feasible[0]
+    scores = engine.prioritize(pod, feasible)
+    return feasible[int(np.argmax(np.asarray(scores)))]
+
+
+def bind(engine: SchedulingEngine, pod: PodInfo, node: str) -> None:
+    """The extender's bind verb for ``pod`` on ``node``, then the bound pod as the watch brings
+    it back (a resume hold ends when the binding is confirmed). A SchedulingConflict here is a
+    bug of the caller (it binds only where the filter passed): let it out."""
+    engine.reserve(pod, node)
+    engine.apply_pod(replace(pod, node_name=node, phase="Running"))
 
 
 class NodeCache:

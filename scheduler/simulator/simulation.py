@@ -31,7 +31,8 @@ from typing import TYPE_CHECKING, Callable, Final, Literal, Sequence
 import numpy as np
 import numpy.typing as npt
 
-from scheduler.composition import compose
+from scheduler.composition import Composition, compose
+from scheduler.preemption.holds import Clock
 from scheduler.config import Settings, load_settings
 from scheduler.core.engine import FilterDecision, SchedulingEngine
 from scheduler.core.model import NodeInfo, PodInfo
@@ -39,7 +40,15 @@ from scheduler.core.resources import Resources
 from scheduler.preemption.model import FitGppSettings
 from scheduler.simulator.errors import InvalidWorkload, SimulationStalled
 from scheduler.simulator.kernel import EventKernel
-from scheduler.simulator.kube_model import NodeCache, NominatedPods, RunningPod, admits, preemption_candidates
+from scheduler.simulator.kube_model import (
+    NodeCache,
+    NominatedPods,
+    RunningPod,
+    admits,
+    best_scored,
+    bind,
+    preemption_candidates,
+)
 from scheduler.simulator.state import JobState, PreemptionPlan, SimJob
 from scheduler.simulator.workload import ClusterSpec, JobSpec
 
@@ -144,10 +153,7 @@ class Simulation:
         nodes = [NodeInfo(name=name, allocatable=cluster.node) for name in self.node_names]
         if engine is None:
             served = served_settings(settings, seed=seed, configuration=configuration)
-            # HiveD without a topology discovers its cells from the cluster's Nodes, as a
-            # connected cellfit does at startup: here the simulated ones.
-            discovers = served.policy.name == "hived" and served.cells.topology is None
-            composition = compose(served, connected=discovers, nodes=nodes if discovers else None, clock=lambda: self.now)
+            composition = compose_served(served, nodes=nodes, clock=lambda: self.now)
             self.engine, self.preemption = composition.engine, composition.preemption
         else:
             self.engine, self.preemption = engine, preemption
@@ -303,10 +309,7 @@ class Simulation:
             self._unplaced = (pod.uid, decision)  # the statuses kube-scheduler's preemption reads
             self.rejected_by_extender = bool(offered)
             return None
-        if len(feasible) == 1:
-            return feasible[0]
-        scores = self.engine.prioritize(pod, feasible)
-        return feasible[int(np.argmax(scores))]  # the first best, as kube-scheduler's order
+        return best_scored(self.engine, pod, feasible)
 
     def try_nominated(self, job: SimJob) -> bool:
         """kube-scheduler's cycle for a TE job nominated to a node whose victims are still
@@ -491,11 +494,9 @@ class Simulation:
         (self.te_queue if job.trial else self.be_queue).append(job)
 
     def _start(self, job: SimJob, node: str) -> None:
-        self.engine.reserve(job.pod, node)
+        bind(self.engine, job.pod, node)
         if self.decisions is not None:
             self.decisions.append((self.now, "bind", job.pod.uid, node, ()))
-        # The binding as the watch brings it back (a resume hold ends when it is confirmed).
-        self.engine.apply_pod(replace(job.pod, node_name=node, phase="Running"))
         self._on_node[node][job.pod.uid] = RunningPod(pod=job.pod, started_at=self.now)
         self._bound_priorities[job.pod.priority] += 1
         self.kube_cache.bind(node, job.demand)
@@ -603,6 +604,14 @@ class Simulation:
         to replay under other policies)."""
         return [replace(job.spec, submit_time=job.submitted_at) for job in self.jobs]
 
+
+
+def compose_served(served: Settings, *, nodes: Sequence[NodeInfo], clock: Clock) -> Composition:
+    """What ``cellfit serve`` composes from ``served`` for a cluster of ``nodes``, on ``clock``.
+    HiveD without a topology discovers its cells from the cluster's Nodes, as a connected
+    cellfit does at startup: here the simulated ones."""
+    discovers = served.policy.name == "hived" and served.cells.topology is None
+    return compose(served, connected=discovers, nodes=nodes if discovers else None, clock=clock)
 
 
 def served_settings(settings: FitGppSettings, *, seed: int, configuration: Settings | None = None) -> Settings:

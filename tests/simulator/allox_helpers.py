@@ -94,22 +94,30 @@ def check(sim: InterchangeableSimulation) -> None:
     holdings = sim.holdings()
     held = [pod for pod in holdings.values() if pod is not None]
     assert len(held) == len(set(held)), "a pod on two machines"
+    bound = sim.bound_pods()
+    waiting = sim.waiting_pods()
+    assert not set(bound) & set(waiting), "a pod both bound and waiting"
+    assert set(held) == set(bound) | set(waiting), "a machine's pod neither bound nor waiting, or a pod without a machine"
     node = sim.cluster.node
     for name in sim.cluster.node_names():
-        free = sim.placement.free_on(name)
+        free = sim.free_on(name)
         assert free.cpu_millis >= 0 and free.memory_bytes >= 0 and free.gpus >= 0, (name, free)
         assert free.fits_in(node)
-        pods_here = [pod for machine, pod in holdings.items() if pod is not None and sim.node_of(machine) == name]
-        assert sim.placement.free_on(name) == node - sum((_requests(sim, pod) for pod in pods_here), Resources())
-    for pod in holdings.values():
-        if pod is not None and "/sample-" not in pod:
+        here = [requests for where, requests in bound.values() if where == name]
+        assert free == node - sum(here, Resources())
+    for uid, (_, requests) in bound.items():
+        assert requests == _requests(sim, uid, holdings)
+    for pod in held:
+        if "/sample-" not in pod:
             assert sim.progress_of(pod) <= 1.0 + 1e-9
 
 
-def _requests(sim: InterchangeableSimulation, pod: str) -> Resources:
-    job_id, _, sample = pod.partition("/sample-")  # <job>/sample-<kind>-<length>
+def _requests(sim: InterchangeableSimulation, pod: str, holdings: dict[str, str | None]) -> Resources:
+    """What ``pod`` asks for: its configuration's demand, the kind of the machine it holds."""
+    job_id = pod.partition("/sample-")[0]  # <job>/sample-<kind>-<length>
     job = next(j for j in sim.jobs if j.spec.job_id == job_id)
-    kind = sample.split("-")[0] if sample else (job.machine.kind if job.machine is not None else "")
+    machine = next(name for name, holder in holdings.items() if holder == pod)
+    kind = next(m.kind for m in sim.machines if m.name == machine)
     return demand_resources(job.spec.demand[kind])
 
 

@@ -31,7 +31,7 @@ from scheduler.core.resources import Resources
 from scheduler.matching.model import Demand
 from scheduler.preemption import FitGppSettings
 from scheduler.simulator.allox.policies import AdmissionDriver, InterchangeablePolicy, make_interchangeable_policy
-from scheduler.simulator.allox.simulation import InterchangeableSimulation, Phase, _SimJob, demand_resources
+from scheduler.simulator.allox.simulation import InterchangeableSimulation, Phase, _SimJob
 from scheduler.simulator.allox.workload import AlloxWorkload
 from scheduler.simulator.policies import AlloxOptions, PolicyOptions
 
@@ -105,9 +105,10 @@ class Recording:
         jobs = [_as_kubernetes_job(job) for job in present]
         # The cluster cache's free_by_node(except_owners=...): allocatable less every pod booked
         # on the node, except the pods of the Jobs named.
-        engine_free = {name: sim.placement.free_on(name) for name in sim.cluster.node_names()}
-        owners = [(f"uid-{job.spec.job_id}", sim.node_of(job.machine.name), demand_resources(job.spec.demand[job.machine.kind]))
-                  for job in present if job.phase is Phase.RUNNING and job.machine is not None]
+        engine_free = {name: sim.free_on(name) for name in sim.cluster.node_names()}
+        bound = sim.bound_pods()
+        owners = [(f"uid-{job.spec.job_id}", *bound[job.spec.job_id])
+                  for job in present if job.phase is Phase.RUNNING and job.spec.job_id in bound]
 
         def free_by_node(except_owners: frozenset[str]) -> Mapping[str, Resources]:
             free = dict(engine_free)

@@ -43,6 +43,7 @@ class AlloxSummary:
     cpu_work_speedup: float | None
     makespan: float
     preemptions: float
+    pods_waited: float
     events: float
     decisions: float
     estimation: dict[str, Any] | None = None
@@ -61,6 +62,7 @@ class AlloxSummary:
             "cpu_work_speedup": self.cpu_work_speedup,
             "makespan_minutes": self.makespan,
             "preemptions": self.preemptions,
+            "pods_waited": self.pods_waited,
             "jobs": self.jobs,
             "events": self.events,
             "decisions": self.decisions,
@@ -113,6 +115,7 @@ def summarise(result: AlloxRunResult, *, label: str | None = None) -> AlloxSumma
         cpu_work_speedup=result.cpu_work_speedup,
         makespan=result.makespan / MINUTE,
         preemptions=float(result.preemptions),
+        pods_waited=float(result.pods_waited),
         events=float(result.events),
         decisions=float(result.decisions),
         estimation=estimation_figures(result),
@@ -184,6 +187,7 @@ def average(summaries: Sequence[AlloxSummary]) -> AlloxSummary:
         cpu_work_speedup=_mean_present([s.cpu_work_speedup for s in summaries]),
         makespan=mean([s.makespan for s in summaries]),
         preemptions=mean([s.preemptions for s in summaries]),
+        pods_waited=mean([s.pods_waited for s in summaries]),
         events=mean([s.events for s in summaries]),
         decisions=mean([s.decisions for s in summaries]),
         estimation=_mean_estimation([s.estimation for s in summaries]),

@@ -1,8 +1,17 @@
 """The discrete-event simulation of interchangeable jobs (AlloX, EuroSys'20 §5): a virtual clock
-that jumps from event to event (arrivals, sample ends, job ends), machines that are whole GPUs or
-CPU slots (:func:`scheduler.matching.capacity.machines_for`), and every start booked on its node
-through the composition ``cellfit serve`` runs on its default configuration (resource fit inside
-FitGpp), so a policy that over-allocates a node fails loudly instead of producing a result.
+that jumps from event to event (arrivals, sample ends, job ends), and machines that are whole GPUs
+or CPU slots (:func:`scheduler.matching.capacity.machines_for`), which the policies count and
+start jobs on.
+
+Where a job runs is not the machine's to say, as live: each start (and each sampling run) is a
+pod of its configuration's demand, and kube-scheduler places it (:mod:`~.kube_model`: its own
+resource fit, then the filter, prioritize and bind of the engine ``cellfit serve`` composes,
+:func:`~scheduler.simulator.simulation.compose_served`; its default configuration is resource
+fit inside FitGpp). A pod no node has room for waits in kube-scheduler's queue, highest priority
+first (sampling pods, 600, before the placed Jobs' pods, 500, as the chart's PriorityClasses
+have it), then the longest waiting, and is tried again once a pod is deleted (the only event
+that can make room: a bind only takes it); its run starts when it is bound. Admission reads the
+free capacity as the live cluster cache reports it (:meth:`free_by_node`).
 
 A job's life: it arrives; if its policy needs estimates and its user gave none, the estimator's
 planner (:mod:`estimator.planner`, through :class:`~scheduler.simulator.allox.sampling.SamplingRun`)
@@ -17,9 +26,10 @@ stop a running job; it keeps the fraction of its work done and may resume on any
 (preemption and migration are free, §5.1.1).
 
 At each instant, job and sample ends are applied first, then samples past their deadline are
-stopped, then arrivals, then samples take free machines, then the policy gets one
+stopped, then arrivals, then samples take free machines, then kube-scheduler tries the pods made
+meanwhile (and, if a pod was deleted, the ones waiting), then the policy gets one
 :meth:`InterchangeablePolicy.schedule` call (a non-preemptive policy only when a machine is free
-and a job waits).
+and a job waits), then kube-scheduler tries the pods of the jobs it started.
 """
 
 from __future__ import annotations
@@ -33,9 +43,8 @@ from typing import TYPE_CHECKING, Callable, Final, Mapping, Sequence
 import numpy as np
 import numpy.typing as npt
 
-from scheduler.composition import with_preemption
-from scheduler.config import load_settings
-from scheduler.core.fit import ResourceFitEngine
+from scheduler.config import Settings, load_settings
+from scheduler.core.engine import SchedulingEngine
 from scheduler.core.model import NodeInfo, PodInfo
 from scheduler.core.resources import Resources
 from scheduler.matching.admission import RunningJob, WaitingJob
@@ -48,6 +57,8 @@ from scheduler.simulator.allox.sampling import RunState, SamplingRun
 from scheduler.simulator.allox.workload import AlloxJobSpec, AlloxWorkload
 from scheduler.simulator.errors import InvalidWorkload, PolicyError, SimulationStalled
 from scheduler.simulator.kernel import EventKernel
+from scheduler.simulator.kube_model import NodeCache, best_scored, bind
+from scheduler.simulator.simulation import compose_served
 from scheduler.simulator.workload import GIB, ClusterSpec
 
 if TYPE_CHECKING:
@@ -59,6 +70,11 @@ KINDS: Final = (KIND_GPU, KIND_CPU)
 _JOB_END: Final = 0
 _SAMPLE_END: Final = 1
 _SAMPLE_CHECK: Final = 2
+
+# The pods' priorities, as the chart's PriorityClasses give them: sampling pods (cellfit-sampling)
+# above the placed Jobs' pods (best-effort), so kube-scheduler tries them first.
+SAMPLING_PRIORITY: Final = 600
+JOB_PRIORITY: Final = 500
 
 ProgressCallback = Callable[[int, int], None]
 
@@ -96,6 +112,7 @@ class _SimJob:
         "done",
         "machine",
         "started_at",
+        "bound_at",
         "epoch",
         "first_start",
         "finish",
@@ -112,7 +129,8 @@ class _SimJob:
         self.truth = truth
         self.done = 0.0  # fraction of the work done by earlier (preempted) runs
         self.machine: Machine | None = None
-        self.started_at = 0.0
+        self.started_at = 0.0  # when the policy started it (its Job unsuspended): ω counts from here
+        self.bound_at: float | None = None  # when its pod was bound: its work counts from here
         self.epoch = 0
         self.first_start = -1.0
         self.finish = -1.0
@@ -121,24 +139,37 @@ class _SimJob:
         self.sampling: SamplingRun | None = None  # the estimator's view of its samples, once it arrived
 
     def fraction_done(self, now: float) -> float:
-        if self.machine is None:
+        if self.machine is None or self.bound_at is None:
             return self.done
-        return self.done + (now - self.started_at) / self.spec.processing_time[self.machine.kind]
+        return self.done + (now - self.bound_at) / self.spec.processing_time[self.machine.kind]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, eq=False)
 class _Sample:
-    """A sampling run holding a machine."""
+    """A sampling run holding a machine; it runs once its pod is bound (``started_at``)."""
 
     job: _SimJob
     run: RunState
-    started_at: float
     length: float  # how long it runs if nobody stops it
     machine: Machine
+    started_at: float | None = None
 
     @property
     def kind(self) -> str:
         return self.machine.kind
+
+
+@dataclass(slots=True, eq=False)
+class _PendingPod:
+    """A pod kube-scheduler has not bound yet, for the job or sample ``holder``. ``since``: its
+    queue timestamp (creation, then its last failed try); ``sequence`` orders pods of one
+    instant as the real clock would."""
+
+    pod: PodInfo
+    holder: _SimJob | _Sample
+    since: float
+    sequence: int
+    tried: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,7 +217,9 @@ class AlloxRunResult:
     ``cpu_work_speedup`` is the CPU time jobs ran for over the GPU time the same work would have
     taken: the mean speedup of the work done on CPUs, weighted by CPU time (lower means the CPUs
     ran the jobs that lose least there; None when CPUs ran nothing). ``sampling`` is what the
-    estimator did (:class:`SamplingRecord`).
+    estimator did (:class:`SamplingRecord`). ``pods_waited``: the pods (jobs' and sampling runs')
+    kube-scheduler found no node for when they were made, so that they waited for room while
+    their machine was counted busy.
     """
 
     policy: str
@@ -209,6 +242,7 @@ class AlloxRunResult:
     events: int
     decisions: int
     preemptions: int
+    pods_waited: int
     sampling: SamplingRecord
 
     @property
@@ -235,7 +269,10 @@ class InterchangeableSimulation:
         seed: int = 0,
         on_progress: ProgressCallback | None = None,
         progress_every: int = 1024,
+        configuration: Settings | None = None,
     ) -> None:
+        """``configuration``: what the engine is composed from, as ``cellfit serve --config``
+        reads it (default: its embedded default configuration)."""
         self.cluster = cluster
         self.workload = workload
         self.policy = policy
@@ -243,7 +280,6 @@ class InterchangeableSimulation:
         self.now = 0.0
         self.nodes = workload.nodes(cluster)
         self.machines: tuple[Machine, ...] = tuple(workload.machines(cluster))
-        self._node_of = {machine.name: machine.name.rsplit("/", 1)[0] for machine in self.machines}
         self.kinds = tuple(kind for kind in KINDS if any(m.kind == kind for m in self.machines))
         self._capacity = cluster_capacity(self.nodes)
         self.shares: ShareModel = DemandShare(
@@ -252,13 +288,20 @@ class InterchangeableSimulation:
                 cpu_slot=Demand(cpu=workload.cpu_slot_cores), reserved_cpu_per_gpu=workload.reserved_cpu_per_gpu
             ),
         )
-        # Booked through the composition `cellfit serve` runs on its default configuration
-        # (resource fit inside FitGpp): nothing here preempts, so FitGpp hands every booking to
-        # the fit engine, whose free capacity admission reads as the live cache does.
-        self.placement = ResourceFitEngine(initial_capacity=max(64, cluster.nodes))
-        self.engine = with_preemption(self.placement, load_settings(None).preemption, clock=lambda: self.now).engine
-        for name in cluster.node_names():
-            self.engine.apply_node(NodeInfo(name=name, allocatable=cluster.node))
+        nodes = [NodeInfo(name=name, allocatable=cluster.node) for name in cluster.node_names()]
+        served = configuration if configuration is not None else load_settings(None)
+        self.engine: SchedulingEngine = compose_served(served, nodes=nodes, clock=lambda: self.now).engine
+        for node in nodes:
+            self.engine.apply_node(node)
+        # kube-scheduler's side: its cache of the bound pods' requests per node (its own
+        # resource fit, and the free capacity the live cluster cache gives admission), the
+        # bound pods' nodes and the pods waiting for one.
+        self.kube_cache = NodeCache([(node.name, node.allocatable) for node in nodes])
+        self._bound: dict[str, tuple[str, Resources]] = {}  # pod UID -> (node, requests)
+        self._pending: dict[str, _PendingPod] = {}
+        self._pod_sequence = 0
+        self._deleted = False  # a bound pod was deleted since the waiting pods were last tried
+        self._pods_waited = 0
         self._estimator = workload.estimator()
         self.jobs: list[_SimJob] = []
         seen_ids: set[str] = set()
@@ -347,15 +390,22 @@ class InterchangeableSimulation:
                 self._arrive(future[cursor])
                 cursor += 1
             self._start_samples()
+            # Bound before the policy reads the free capacity, as live, where kube-scheduler
+            # binds a sampling pod in milliseconds and admission waits out its debounce.
+            self._schedule_pods()
             if self.policy.preemptive or (self._waiting and any(h is None for h in self._holder.values())):
                 if self._waiting or self._running:
                     self._decisions += 1
                     self.policy.schedule(self)
+            self._schedule_pods()
             if not kernel.pending and cursor >= len(future) and (self._waiting or self._profiling_left()):
                 names = ", ".join(repr(job.spec.job_id) for job in list(self._waiting.values())[:5])
                 raise SimulationStalled(
                     f"policy {self.policy.name!r} left {len(self._waiting)} jobs waiting ({names}) with every machine idle"
                 )
+            if not kernel.pending and self._pending:
+                names = ", ".join(repr(uid) for uid in list(self._pending)[:5])
+                raise SimulationStalled(f"{len(self._pending)} pods ({names}) found no node on an idle cluster")
 
         kernel.run(next_arrival=next_arrival, on_event=self._on_event, instant=instant, advance=advance)
         if self._done != len(self.jobs):  # pragma: no cover - the stall check above catches it
@@ -382,19 +432,24 @@ class InterchangeableSimulation:
                 left = (1.0 - holder.done) * holder.seen.processing_time[machine.kind]
                 out[machine] = max(holder.started_at + left, self.now)
             elif isinstance(holder, _Sample):
-                out[machine] = holder.started_at + holder.length
+                out[machine] = (self.now if holder.started_at is None else holder.started_at) + holder.length
         return out
+
+    def free_on(self, node: str) -> Resources:
+        """Free on ``node`` in kube-scheduler's cache: allocatable less its bound pods."""
+        return self.kube_cache.free(node)
 
     def free_by_node(self) -> dict[str, Resources]:
         """What each node has left for AlloX admission, as the live cluster cache reports it
         (``ClusterCache.free_by_node(except_owners=<the running Jobs>)``): allocatable less every
-        pod booked on it except the running jobs', which admission counts as busy machines of
+        pod bound to it except the running jobs', which admission counts as busy machines of
         their own — here, allocatable less the sampling runs. In node-name order, as the cache."""
-        free = {name: self.placement.free_on(name) for name in self.cluster.node_names()}
+        free = {name: self.kube_cache.free(name) for name in self.cluster.node_names()}
         for job in self._running.values():
-            assert job.machine is not None
-            node = self._node_of[job.machine.name]
-            free[node] = free[node] + demand_resources(job.spec.demand[job.machine.kind])
+            bound = self._bound.get(job.spec.job_id)
+            if bound is not None:
+                node, requests = bound
+                free[node] = free[node] + requests
         return free
 
     def admission_inputs(self) -> AdmissionInputs:
@@ -466,8 +521,13 @@ class InterchangeableSimulation:
                 out[name] = None
         return out
 
-    def node_of(self, machine_name: str) -> str:
-        return self._node_of[machine_name]
+    def bound_pods(self) -> dict[str, tuple[str, Resources]]:
+        """Every bound pod (``<job>`` or ``<job>/sample-<kind>-<length>``): its node and requests."""
+        return dict(self._bound)
+
+    def waiting_pods(self) -> list[str]:
+        """The pods kube-scheduler has not bound yet."""
+        return list(self._pending)
 
     def progress_of(self, job_name: str) -> float:
         """Fraction of ``job_name``'s work done so far (1 once finished)."""
@@ -476,7 +536,8 @@ class InterchangeableSimulation:
     # ------------------------------------------------------------------ what policies do
 
     def start(self, job_name: str, machine: Machine) -> None:
-        """Start waiting job ``job_name`` on idle ``machine`` now; it runs for its true time."""
+        """Start waiting job ``job_name`` on idle ``machine`` now: its pod, of that kind's
+        demand, goes to kube-scheduler, and the job runs for its true time once it is bound."""
         job = self._job(job_name)
         if job.phase is not Phase.WAITING:
             raise PolicyError(f"job {job_name!r} is not waiting ({job.phase.name})")
@@ -484,7 +545,6 @@ class InterchangeableSimulation:
             raise PolicyError(f"machine {machine.name!r} is not idle")
         if machine.kind not in job.truth.processing_time:
             raise PolicyError(f"job {job_name!r} has no {machine.kind} configuration")
-        self._book(job.spec.job_id, job.spec.demand[machine.kind], machine)
         self._holder[machine.name] = job
         self._holding_jobs[machine.kind] += 1
         del self._waiting[job.index]
@@ -496,8 +556,7 @@ class InterchangeableSimulation:
         if job.first_start < 0:
             job.first_start = self.now
         self._progress[self._user_index[job.spec.user]] += job_value(job.truth, machine.kind, self.shares)
-        left = (1.0 - job.done) * job.spec.processing_time[machine.kind]
-        self._push(self.now + left, _JOB_END, _Event(job=job, epoch=job.epoch))
+        self._make_pod(job.spec.job_id, job.spec.demand[machine.kind], priority=JOB_PRIORITY, holder=job)
 
     def stop(self, job_name: str) -> None:
         """Preempt running job ``job_name`` (preemptive policies only): it keeps the work done
@@ -521,10 +580,74 @@ class InterchangeableSimulation:
             raise PolicyError(f"unknown job {name!r}")
         return self.jobs[index]
 
-    def _book(self, uid: str, demand: Demand, machine: Machine) -> None:
-        # SchedulingConflict here means a node would be over-allocated: a bug, never input.
-        pod = PodInfo(uid=uid, namespace="sim", name=uid, requests=demand_resources(demand))
-        self.engine.reserve(pod, self._node_of[machine.name])
+    # ------------------------------------------------------------------ kube-scheduler
+
+    def _make_pod(self, uid: str, demand: Demand, *, priority: int, holder: _SimJob | _Sample) -> None:
+        """A pod for ``holder``, queued for kube-scheduler's next pass of this instant."""
+        pod = PodInfo(uid=uid, namespace="sim", name=uid, requests=demand_resources(demand), priority=priority)
+        self._pending[uid] = _PendingPod(pod=pod, holder=holder, since=self.now, sequence=self._pod_sequence)
+        self._pod_sequence += 1
+
+    def _schedule_pods(self) -> None:
+        """kube-scheduler's pass over its queue: the pods not tried yet and, if a pod was deleted
+        since the last pass, those that found no node (the only event that can make room for
+        them), highest priority first, then by queue time; each bound where the engine's
+        filter and prioritize say (after kube-scheduler's own filter), or left waiting."""
+        retry = self._deleted
+        self._deleted = False
+        queue = [entry for entry in self._pending.values() if retry or not entry.tried]
+        if not queue:
+            return
+        queue.sort(key=lambda entry: (-entry.pod.priority, entry.since, entry.sequence))
+        for entry in queue:
+            node = self._placement(entry.pod)
+            if node is None:
+                if not entry.tried:
+                    self._pods_waited += 1
+                entry.tried = True
+                entry.since = self.now  # a failed pod's queue time is its failure
+                continue
+            del self._pending[entry.pod.uid]
+            bind(self.engine, entry.pod, node)
+            self.kube_cache.bind(node, entry.pod.requests)
+            self._bound[entry.pod.uid] = (node, entry.pod.requests)
+            if isinstance(entry.holder, _SimJob):
+                self._job_bound(entry.holder)
+            else:
+                self._sample_bound(entry.holder)
+
+    def _placement(self, pod: PodInfo) -> str | None:
+        """The node kube-scheduler binds ``pod`` to now, or None: its own resource fit, then the
+        engine's filter and prioritize (with no node left kube-scheduler does not call it)."""
+        offered = self.kube_cache.fitting(pod)
+        if not offered:
+            return None
+        feasible = self.engine.filter(pod, offered).feasible
+        return best_scored(self.engine, pod, feasible) if feasible else None
+
+    def _delete_pod(self, uid: str) -> None:
+        """``uid`` deleted: unbound if it was bound, out of kube-scheduler's queue otherwise."""
+        bound = self._bound.pop(uid, None)
+        if bound is None:
+            del self._pending[uid]
+            return
+        node, requests = bound
+        self.engine.delete_pod(uid)
+        self.kube_cache.release(node, requests)
+        self._deleted = True
+
+    def _job_bound(self, job: _SimJob) -> None:
+        assert job.machine is not None
+        job.bound_at = self.now
+        left = (1.0 - job.done) * job.spec.processing_time[job.machine.kind]
+        self._push(self.now + left, _JOB_END, _Event(job=job, epoch=job.epoch))
+
+    def _sample_bound(self, sample: _Sample) -> None:
+        assert sample.job.sampling is not None
+        sample.started_at = self.now
+        sample.job.sampling.started(sample.run, self.now)
+        self._push(self.now + sample.length, _SAMPLE_END, _Event(sample=sample))
+        self._watch(sample)
 
     def _push(self, time: float, kind: int, event: _Event) -> None:
         self._kernel.schedule(time, event, kind=kind)
@@ -573,15 +696,11 @@ class InterchangeableSimulation:
                 if machine.kind != kind or self._holder[machine.name] is not None:
                     continue
                 job, run = queue.popleft()
-                assert job.sampling is not None
-                sample = _Sample(job=job, run=run, started_at=self.now, length=run.seconds, machine=machine)
-                self._book(run.name, job.spec.demand[kind], machine)
+                sample = _Sample(job=job, run=run, length=run.seconds, machine=machine)
                 self._holder[machine.name] = sample
                 self._sample_holding[run.name] = sample
                 self._samples_running[kind] += 1
-                job.sampling.started(run, self.now)
-                self._push(self.now + sample.length, _SAMPLE_END, _Event(sample=sample))
-                self._watch(sample)
+                self._make_pod(run.name, job.spec.demand[kind], priority=SAMPLING_PRIORITY, holder=sample)
 
     def _watch(self, sample: _Sample) -> None:
         """An event at the instant ``sample`` passes the planner's deadline, if it ever does."""
@@ -592,11 +711,12 @@ class InterchangeableSimulation:
             self._push(deadline + 1e-9 * max(1.0, deadline), _SAMPLE_CHECK, _Event(sample=sample, check=True))
 
     def _release(self, sample: _Sample) -> None:
-        self.engine.delete_pod(sample.run.name)
+        self._delete_pod(sample.run.name)
         self._holder[sample.machine.name] = None
         del self._sample_holding[sample.run.name]
         self._samples_running[sample.kind] -= 1
-        self._busy[sample.kind]["samples"] += self.now - sample.started_at
+        if sample.started_at is not None:
+            self._busy[sample.kind]["samples"] += self.now - sample.started_at
 
     def _sample_done(self, sample: _Sample) -> None:
         self._release(sample)
@@ -607,7 +727,7 @@ class InterchangeableSimulation:
         # A finished run changes the deadlines of its peers still running.
         for run in job.sampling.runs.values():
             running = self._sample_holding.get(run.name)
-            if running is not None:
+            if running is not None and running.started_at is not None:
                 self._watch(running)
 
     def _sample_check(self, sample: _Sample) -> None:
@@ -644,17 +764,18 @@ class InterchangeableSimulation:
     def _stop_running(self, job: _SimJob) -> None:
         machine = job.machine
         assert machine is not None
-        self.engine.delete_pod(job.spec.job_id)
+        self._delete_pod(job.spec.job_id)
         self._holder[machine.name] = None
         self._holding_jobs[machine.kind] -= 1
         del self._running[job.index]
-        ran = self.now - job.started_at
+        ran = 0.0 if job.bound_at is None else self.now - job.bound_at
         self._busy[machine.kind]["jobs"] += ran
         if machine.kind == KIND_CPU and KIND_GPU in job.spec.processing_time:
             # What this CPU work would have taken on a GPU: CPUs are worth this much GPU time.
             self._cpu_work_on_gpu += ran / job.spec.processing_time[KIND_CPU] * job.spec.processing_time[KIND_GPU]
         self._progress[self._user_index[job.spec.user]] -= job_value(job.truth, machine.kind, self.shares)
         job.machine = None
+        job.bound_at = None
         job.epoch += 1
 
     def _complete(self, job: _SimJob) -> None:
@@ -718,6 +839,7 @@ class InterchangeableSimulation:
             events=self._events,
             decisions=self._decisions,
             preemptions=self._preemptions,
+            pods_waited=self._pods_waited,
             sampling=self._sampling_record(),
         )
 

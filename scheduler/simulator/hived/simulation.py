@@ -26,6 +26,7 @@ a :class:`~scheduler.core.engine.SchedulingEngine` through a model of kube-sched
 
 from __future__ import annotations
 
+import functools
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -46,6 +47,7 @@ from scheduler.core.resources import Resources
 from scheduler.simulator.errors import InvalidWorkload, SimulationStalled
 from scheduler.simulator.hived.quota import QuotaGate, least_allocated
 from scheduler.simulator.kernel import EventKernel
+from scheduler.simulator.kube_model import best_scored
 from scheduler.simulator.hived.workload import GangJob
 
 # How a node is chosen among those filter left: (pod, feasible node names) -> node name.
@@ -61,13 +63,7 @@ def engine_choice(engine: SchedulingEngine) -> NodeChoice:
     """The node the engine's prioritize scores best, the first one on a tie (kube-scheduler with
     the extender's scores alone, as the FitGpp simulation places)."""
 
-    def choose(pod: PodInfo, feasible: Sequence[str]) -> str:
-        if len(feasible) == 1:
-            return feasible[0]
-        scores = engine.prioritize(pod, feasible)
-        return feasible[int(np.argmax(np.asarray(scores)))]
-
-    return choose
+    return functools.partial(best_scored, engine)
 
 
 def spread_choice(engine: ResourceFitEngine, allocatable: int) -> NodeChoice:
