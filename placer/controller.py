@@ -51,6 +51,7 @@ from typing import Any, Callable, Mapping, Protocol, Sequence, TypeVar
 from estimator.contract import parse_estimate_cached
 from estimator.objects import Job, template_kind, timestamp
 from placer.configuration import Configuration, Configurations, parse_configurations_cached
+from placer.guarantee import gpus_per_pod, pool_machines
 from placer.holding import DEFAULT_UNBOUND_HOLD_SECONDS, HOLDING, Hold, JobPods, explain, hold
 from placer.rewrite import apply_configuration
 from placer.solver_wire import SolverSession, decide_encoded
@@ -280,15 +281,9 @@ class PlacerController:
             trials = [self._with_pool(item, by_key, found) for item in trials]
             running = [self._with_pool(item, by_key, found) for item in running]
             self._pooled, self._pooled_next = self._pooled_next, {}
-            sizes = _gpus_per_pod([*waiting, *trials])
-            on_allox_nodes = guaranteed_gpu_machines(found.cells, gpus_per_pod=sizes)
-            guaranteed = (on_allox_nodes if found.anywhere is None
-                          else guaranteed_gpu_machines(found.anywhere, gpus_per_pod=sizes))
-            # Several VCs' guarantees may count one free GPU (the implicit default VC owns every
-            # GPU): no more of a VC's machines than AlloX's nodes have GPUs free, running AlloX
-            # Jobs' included.
-            gpu_pools = {vc: min(count, sum(node.gpu // max(sizes.get(vc, 1), 1) for node in free))
-                         for vc, count in on_allox_nodes.items()}
+            sizes = gpus_per_pod([*waiting, *trials])
+            guaranteed = guaranteed_gpu_machines(found.cells if found.anywhere is None else found.anywhere, gpus_per_pod=sizes)
+            gpu_pools = pool_machines(found.cells, free=free, sizes=sizes)
         estimates = {w.key: w.seconds for w in (*waiting, *trials)}
         for trial, choice in self._trials(now, trials, waiting, running, free, gpu_pools):
             job = by_key[trial.key]
@@ -674,16 +669,3 @@ def _pods(job: Job) -> int:
     included, estimator/model.py)."""
     width = 1 if job.spec.parallelism is None else job.spec.parallelism
     return width if job.spec.completions is None else min(width, job.spec.completions)
-
-
-def _gpus_per_pod(jobs: Sequence[WaitingJob]) -> dict[str, int]:
-    """Per virtual cluster, the most GPUs one of its queued GPU configurations asks for: a GPU
-    machine of that VC must hold any of them (as a CPU slot holds the largest CPU configuration)."""
-    sizes: dict[str, int] = {}
-    for job in jobs:
-        demand = job.demand.get("gpu")
-        if job.pool is not None and "gpu" in job.seconds and demand is not None:
-            sizes[job.pool] = max(sizes.get(job.pool, 1), int(demand.gpu))
-    return sizes
-
-

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from scheduler.matching.capacity import GuaranteeCell
+from scheduler.matching.admission import WaitingJob
+from scheduler.matching.capacity import GuaranteeCell, NodeResources, guaranteed_gpu_machines
 
 
 def guarantee_cells(rows: Sequence[Mapping[str, Any]]) -> list[GuaranteeCell]:
@@ -35,3 +36,26 @@ def guarantee_cells(rows: Sequence[Mapping[str, Any]]) -> list[GuaranteeCell]:
 def guarantees(view: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[str, list[GuaranteeCell]]:
     """Every VC's cells (the implicit ``default`` VC included), by name."""
     return {str(name): guarantee_cells(rows) for name, rows in view.items()}
+
+
+def gpus_per_pod(jobs: Sequence[WaitingJob]) -> dict[str, int]:
+    """Per virtual cluster, the most GPUs one of its queued GPU configurations asks for: a GPU
+    machine of that VC must hold any of them (as a CPU slot holds the largest CPU configuration)."""
+    sizes: dict[str, int] = {}
+    for job in jobs:
+        demand = job.demand.get("gpu")
+        if job.pool is not None and "gpu" in job.seconds and demand is not None:
+            sizes[job.pool] = max(sizes.get(job.pool, 1), int(demand.gpu))
+    return sizes
+
+
+def pool_machines(
+    cells: Mapping[str, Sequence[GuaranteeCell]], *, free: Sequence[NodeResources], sizes: Mapping[str, int]
+) -> dict[str, int]:
+    """Each VC's GPU machines for :func:`scheduler.matching.admission.decide` (``gpu_pools``):
+    what its free guarantee on AlloX's nodes holds (``guaranteed_gpu_machines`` of ``sizes``,
+    :func:`gpus_per_pod`), and no more than those nodes have GPUs ``free`` (running AlloX Jobs'
+    included): several VCs' guarantees may count one free GPU (the implicit default VC owns
+    every GPU)."""
+    return {vc: min(count, sum(node.gpu // max(sizes.get(vc, 1), 1) for node in free))
+            for vc, count in guaranteed_gpu_machines(cells, gpus_per_pod=sizes).items()}

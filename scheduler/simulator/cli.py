@@ -68,7 +68,6 @@ _FITGPP_ONLY: Final = (
     ("max_preemptions", "--max-preemptions"),
     ("table4", "--table4"),
     ("write_trace", "--write-trace"),
-    ("config", "--config"),
 )
 _ALLOX_ONLY: Final = (("alpha", "--alpha"), ("timeout", "--timeout"), ("omega_grid", "--omega-grid"))
 
@@ -145,8 +144,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--config",
         metavar="FILE",
         default=None,
-        help="fitgpp: the cellfit configuration the engine is composed from, as `cellfit serve --config` "
-        "reads it (default: the embedded default, resource fit); -s and -P default to its preemption "
+        help="fitgpp, allox: the cellfit configuration the engine is composed from, as `cellfit serve --config` "
+        "reads it (default: the embedded default, resource fit); fitgpp: -s and -P default to its preemption "
         "section's and override it, the seed replaces its seed; policy.name hived without cells.topology "
         "discovers the cells from the simulated nodes",
     )

@@ -148,3 +148,32 @@ def test_bad_input_is_one_line_and_exit_2(args: list[str], message: str, capsys:
     assert code == 2
     assert message in err, err
     assert err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_a_configuration_composes_the_engine_as_cellfit_serve_does(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--config: the engine the pods are placed by (and admission's GPU machines, under HiveD the
+    VC's guarantee) come from the file as ``cellfit serve --config`` reads it: HiveD with cells on
+    two of the three nodes gives jobs two GPUs, not three. A broken file is one line, exit 2."""
+    hived = tmp_path / "hived.yaml"
+    hived.write_text(
+        "policy: {name: hived}\ncells:\n  topology:\n    cellTypes:\n"
+        "      GPU-NODE: {childType: GPU, childCount: 1, isNodeLevel: true}\n    physicalCells:\n"
+        "    - {cellType: GPU-NODE, nodeName: node-00}\n    - {cellType: GPU-NODE, nodeName: node-01}\n"
+    )
+    common = [*SMALL, "--policies", "allox"]
+    code, _, err = run_cli([*common, "--config", str(hived), "--output-json", str(tmp_path / "h.json")], capsys)
+    assert code == 0, err
+    code, _, err = run_cli([*common, "--output-json", str(tmp_path / "f.json")], capsys)
+    assert code == 0, err
+    under_hived = json.loads((tmp_path / "h.json").read_text())["allox"]
+    under_fit = json.loads((tmp_path / "f.json").read_text())["allox"]
+    assert under_hived["settings"]["config"] == str(hived) and under_fit["settings"]["config"] is None
+    # The sampling runs take machines of the nodes' count (the estimator does not read HiveD's
+    # guarantee): under HiveD some of their pods wait for a cell's GPU; under resource fit none.
+    assert under_fit["pods_waited"] == 0 and under_hived["pods_waited"] > 0
+    # Two GPUs of three: the GPUs hold fewer jobs at once, and the jobs wait longer.
+    assert under_hived["average_jct_minutes"] > under_fit["average_jct_minutes"]
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("policy: {name: nonsense}\n")
+    code, _, err = run_cli([*common, "--config", str(bad)], capsys)
+    assert code == 2 and "policy" in err and err.count("\n") == 1

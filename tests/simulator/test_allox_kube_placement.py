@@ -10,10 +10,14 @@ from types import MappingProxyType
 
 import pytest
 
-from allox_helpers import EXACT, Checked, check, spec
+from allox_helpers import EXACT, Checked, check, cluster, spec
+from scheduler.config import Settings, parse_settings
 from scheduler.core.resources import Resources
 from scheduler.matching.model import Demand
-from scheduler.simulator.allox.simulation import InterchangeableSimulation
+from scheduler.preemption import FitGppSettings
+from scheduler.simulator.allox.policies import make_interchangeable_policy
+from scheduler.simulator.allox.simulation import AlloxRunResult, InterchangeableSimulation
+from scheduler.simulator.policies import AlloxOptions, PolicyOptions
 from scheduler.simulator.workload import GIB, MINUTE, ClusterSpec
 
 
@@ -82,3 +86,45 @@ def test_a_pod_no_node_has_room_for_waits_and_its_job_runs_once_it_is_bound() ->
     assert list(result.first_start / MINUTE) == pytest.approx([0.0, 0.0])  # started (unsuspended) at 0
     assert list(result.finish / MINUTE) == pytest.approx([10.0, 13.0])  # g ran from its binding
     assert result.pods_waited == 1
+
+
+def test_under_hived_admission_counts_the_guarantee_and_the_cells_place_the_pods() -> None:
+    # HiveD with cells on two of the three nodes (the implicit default VC owns both): a GPU pod
+    # binds only in a cell, and admission, reading the VC's free guarantee as live, counts two
+    # GPU machines, not three: the third job waits in admission's queue for a cell's GPU (its
+    # 40-minute CPU configuration is slower) and no pod waits for a node. Resource fit on the
+    # same jobs uses all three GPUs.
+    configuration = parse_settings("""
+policy: {name: hived}
+cells:
+  topology:
+    cellTypes:
+      GPU-NODE: {childType: GPU, childCount: 1, isNodeLevel: true}
+    physicalCells:
+    - {cellType: GPU-NODE, nodeName: node-00}
+    - {cellType: GPU-NODE, nodeName: node-01}
+""")
+    jobs = [spec(f"j{i}", 2, 40) for i in range(3)]
+    gpu_nodes: set[str] = set()
+
+    def run(configuration: Settings | None) -> AlloxRunResult:
+        policy = make_interchangeable_policy("allox", PolicyOptions(settings=FitGppSettings(), allox=AlloxOptions(alpha=1.0)))
+        sim = InterchangeableSimulation(cluster=cluster(3), workload=EXACT, jobs=jobs, policy=Checked(policy),
+                                        configuration=configuration)
+        original = sim._schedule_pods
+
+        def schedule_pods() -> None:
+            original()
+            gpu_nodes.update(where for where, requests in sim.bound_pods().values() if requests.gpus)
+
+        sim._schedule_pods = schedule_pods  # type: ignore[method-assign]
+        return sim.run()
+
+    fit = run(None)
+    assert gpu_nodes == {"node-00", "node-01", "node-02"} and fit.pods_waited == 0
+    assert list(fit.finish / MINUTE) == pytest.approx([2.0, 2.0, 2.0])
+    gpu_nodes.clear()
+    hived = run(configuration)
+    assert gpu_nodes == {"node-00", "node-01"} and hived.pods_waited == 0
+    assert sorted(hived.finish / MINUTE) == pytest.approx([2.0, 2.0, 4.0])
+    assert sorted(hived.first_start / MINUTE) == pytest.approx([0.0, 0.0, 2.0])

@@ -225,4 +225,6 @@ def test_a_configuration_that_cannot_be_read_or_is_invalid_is_one_line_and_exit_
     code, _, err = run_cli([*SMALL, "--config", str(bad)], capsys)
     assert code == 2 and "gracePeriodWeight" in err and err.count("\n") == 1
     code, _, err = run_cli(["--workload", "allox", "--config", str(bad), "--no-progress"], capsys)
-    assert code == 2 and "--config: not an option of workload allox" in err
+    assert code == 2 and "gracePeriodWeight" in err and err.count("\n") == 1  # allox composes from it too
+    code, _, err = run_cli(["--workload", "hived", "--config", str(bad), "--no-progress"], capsys)
+    assert code == 2 and "--config: not an option of workload hived" in err

@@ -13,6 +13,7 @@ import math
 from pathlib import Path
 from typing import Final
 
+from scheduler.config import load_settings
 from scheduler.simulator.allox.experiment import (
     ALLOX_SWEEPS,
     DEFAULT_ALLOX_SWEEP_VALUES,
@@ -109,6 +110,7 @@ def _experiment(args: argparse.Namespace, sweep: str | None) -> AlloxExperiment:
         jobs=jobs,
         seeds=tuple(range(seed, seed + repeat)),
         variants=AlloxExperiment.variants_for(names, options),
+        configuration=load_settings(args.config) if args.config else None,
     )
 
 
@@ -126,6 +128,7 @@ def _settings_document(args: argparse.Namespace, experiment: AlloxExperiment) ->
         "alpha": options.alpha,
         "timeout_minutes": None if math.isinf(options.timeout) else options.timeout / 60.0,
         "omega_grid_seconds": options.omega_grid_seconds,  # null: admission's own (the live) grid
+        "config": args.config,
         "parameters": describe(experiment.workload),
         "set": list(args.set),
     }

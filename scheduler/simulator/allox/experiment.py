@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Callable, Final, Literal, Sequence
 
+from scheduler.config import Settings
 from scheduler.preemption.model import FitGppSettings
 from scheduler.simulator.allox.policies import ALPHA_POLICIES, make_interchangeable_policy
 from scheduler.simulator.allox.results import AlloxSummary, average, summarise
@@ -66,6 +67,9 @@ class AlloxExperiment:
     jobs: int = 10_000
     seeds: tuple[int, ...] = (1,)
     variants: tuple[AlloxVariant, ...] = ()
+    # The configuration the engine is composed from, as ``cellfit serve --config`` reads it;
+    # None: its embedded default.
+    configuration: Settings | None = None
 
     @staticmethod
     def variants_for(policies: Sequence[str], options: AlloxOptions) -> tuple[AlloxVariant, ...]:
@@ -101,6 +105,7 @@ def run_variant(
         policy=policy,
         seed=seed,
         on_progress=on_progress,
+        configuration=experiment.configuration,
     )
     return simulation.run()
 

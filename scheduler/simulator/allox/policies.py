@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Protocol, Sequence, cast
+from typing import TYPE_CHECKING, Callable, Mapping, Protocol, Sequence, cast
 
 from scheduler.matching.admission import AdmissionPolicy, RunningJob, WaitingJob, decide
 from scheduler.matching.baselines import (
@@ -64,6 +64,7 @@ class AdmissionInputs:
     running: tuple[RunningJob, ...]
     free_nodes: tuple[NodeResources, ...]
     capacity: Capacity
+    gpu_pools: Mapping[str, int] | None = None  # under HiveD: each VC's GPU machines
 
 
 class InterchangeableView(Protocol):
@@ -198,6 +199,7 @@ class AdmissionDriver:
             reserved_cpu_per_gpu=sim.workload.reserved_cpu_per_gpu,
             allox_plus_timeout=self._options.timeout,
             plan_queue=False,
+            gpu_pools=inputs.gpu_pools,
         )
         for start in decision.starts:
             machines = free.get(start.kind)

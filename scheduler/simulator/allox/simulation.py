@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import IntEnum
 from typing import TYPE_CHECKING, Callable, Final, Mapping, Sequence
 
@@ -52,6 +52,7 @@ from scheduler.matching.capacity import NodeResources, cluster_capacity, default
 from scheduler.matching.fairness import DemandShare, ShareModel, job_value
 from scheduler.matching.model import KIND_CPU, KIND_GPU, Assignment, Demand, Job, Machine
 from estimator.planner import StopSample
+from placer.guarantee import gpus_per_pod, guarantees, pool_machines
 from scheduler.simulator.allox.policies import AdmissionInputs
 from scheduler.simulator.allox.sampling import RunState, SamplingRun
 from scheduler.simulator.allox.workload import AlloxJobSpec, AlloxWorkload
@@ -290,7 +291,9 @@ class InterchangeableSimulation:
         )
         nodes = [NodeInfo(name=name, allocatable=cluster.node) for name in cluster.node_names()]
         served = configuration if configuration is not None else load_settings(None)
-        self.engine: SchedulingEngine = compose_served(served, nodes=nodes, clock=lambda: self.now).engine
+        composition = compose_served(served, nodes=nodes, clock=lambda: self.now)
+        self.engine: SchedulingEngine = composition.engine
+        self._cells = composition.cells  # HiveD, whose guarantees admission reads
         for node in nodes:
             self.engine.apply_node(node)
         # kube-scheduler's side: its cache of the bound pods' requests per node (its own
@@ -458,7 +461,10 @@ class InterchangeableSimulation:
         with the estimates the policy sees and its configurations' demands; every running job
         with its start, the kind it runs on and its estimates on every kind (ω = start + the
         running kind's; fairness weighs the others, §3.3.2); :meth:`free_by_node` as
-        :class:`NodeResources` (cores, GPUs, GiB); and the cluster's capacity in those units."""
+        :class:`NodeResources` (cores, GPUs, GiB); and the cluster's capacity in those units.
+        Under HiveD, every job is of the implicit default VC (the workload's pods carry no VC
+        label), and each VC's GPU machines are what its free guarantee holds, read from the
+        engine's own view with the running jobs' pods left out (``placer.guarantee``)."""
         waiting = tuple(
             WaitingJob(
                 key=job.spec.job_id,
@@ -487,8 +493,16 @@ class InterchangeableSimulation:
             NodeResources(name=name, cpu=r.cpu_millis / 1000, gpu=max(r.gpus, 0), memory=max(r.memory_bytes, 0) / GIB)
             for name, r in self.free_by_node().items()
         )
+        gpu_pools = None
+        if self._cells is not None:
+            cells = guarantees(self._cells.inspect_guarantees(except_pods=frozenset(job.spec.job_id for job in self._running.values())))
+            default_vc = self._cells.default_vc
+            pool = default_vc if default_vc in cells else None
+            waiting = tuple(replace(job, pool=pool) for job in waiting)
+            running = [replace(job, pool=pool) for job in running]
+            gpu_pools = pool_machines(cells, free=free, sizes=gpus_per_pod(waiting))
         return AdmissionInputs(now=self.now, waiting=waiting, running=tuple(running), free_nodes=free,
-                               capacity=self._capacity)
+                               capacity=self._capacity, gpu_pools=gpu_pools)
 
     def running(self) -> list[Assignment]:
         """The running jobs as the policy sees them (estimated finish), for fairness."""
