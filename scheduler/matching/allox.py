@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 from typing import Collection, Mapping, Sequence
 
 import numpy as np
+import numpy.typing as npt
 
 from scheduler.matching.errors import InvalidInstance
 from scheduler.matching.fairness import (
@@ -24,7 +25,7 @@ from scheduler.matching.fairness import (
     user_progress,
 )
 from scheduler.matching.model import Assignment, Job, Machine
-from scheduler.matching.solve import FloatArray, Fleet, Problem, Queues, fleet, prepare_on, rows_on, solve
+from scheduler.matching.solve import FloatArray, Fleet, IntArray, Problem, Queues, fleet, prepare_on, rows_on, solve
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,11 +113,9 @@ class AlloxScheduler:
         # Every waiting job's arrays once (each plan takes the rows of its users' jobs), so that a
         # job no machine may run is named whichever users are considered.
         every_job = _prepared(arrays, waiting, pending_jobs)
-        # Each user's waiting jobs as rows of every_job (ascending: the waiting order), so that a
-        # plan gathers its users' rows without a pass over every waiting job.
-        rows_of: dict[str, list[int]] = {}
-        for row, job in enumerate(every_job.jobs):
-            rows_of.setdefault(job.user, []).append(row)
+        # The waiting jobs as rows of every_job, by user, so that a plan gathers its users' rows
+        # without a pass over the Job objects.
+        left = _Left(every_job)
         row_of = {job.name: row for row, job in enumerate(every_job.jobs)}
         # Plans by the user set they were solved for; which of them a start leaves valid, see
         # _Plan.kept_after.
@@ -134,21 +133,36 @@ class AlloxScheduler:
                 if counts is not None:
                     counts[job.user] = counts.get(job.user, 0) + 1
 
+        # Told without solving: a plan that certainly leaves a machine empty (_Vacancy). A free
+        # machine listed twice is two machines of one name to the fleet: not told there.
+        vacancy = _Vacancy(every_job, delay) if len(free_names) == len(free_machines) and every_job.jobs else None
+
         started: list[Assignment] = []
         for machine in free_machines:
             if not waiting:
                 break
             position = arrays.position_of[machine.name]
+            if vacancy is not None and vacancy.empty(left.rows(None), position):
+                # Every user set's jobs are some of these: no plan, made or kept (each is an
+                # optimal matching), starts a job on the machine (_Vacancy: the bound only
+                # shrinks as jobs are left out).
+                continue
             count = base
             chosen: tuple[_Plan, Job] | None = None
             while count:
                 considered = frozenset(ranking[:count])
                 plan = plans.get(considered)
                 if plan is None:
+                    rows = left.rows(considered)
+                    if vacancy is not None and rows.shape[0] and vacancy.empty(rows, position):
+                        # Every optimal matching of these users leaves the machine empty: no
+                        # solve can start a job on it (the plan is made when a machine needs it).
+                        count = self._raised_count(ranking, count, runnable.get(machine.kind, {})) if self.raise_alpha_when_idle else 0
+                        continue
                     if moved:
                         arrays = replace(arrays, delay=delay.copy())
                         moved = False
-                    plan = _Plan.solved(considered, rows_of, every_job, arrays)
+                    plan = left.plan(rows, arrays)
                     plans[considered] = plan
                 head = plan.first(position)
                 if head is not None:
@@ -161,7 +175,7 @@ class AlloxScheduler:
             assignment = Assignment.starting(job, machine, now)
             started.append(assignment)
             del waiting[job.name]
-            rows_of[job.user].remove(row_of[job.name])
+            left.remove(row_of[job.name])
             for kind in job.processing_time:
                 counts = runnable.get(kind)
                 if counts is not None:
@@ -169,6 +183,8 @@ class AlloxScheduler:
                     if not counts[job.user]:
                         del counts[job.user]
             wait = max(assignment.finish - arrays.now, 0.0)  # as Fleet.with_available writes it
+            if vacancy is not None:
+                vacancy.moved(position, float(delay[position]), wait)
             delay[position] = wait
             moved = True
             if ranked:
@@ -249,31 +265,23 @@ def _prepared(machines: Fleet, waiting: Mapping[str, Job], pending_jobs: Sequenc
 
 @dataclass(slots=True)
 class _Plan:
-    """Lines 3–7 of Algorithm 2 for one user set: the matching of the set's waiting jobs, and
-    how many jobs each machine has started from its queue since."""
+    """Lines 3–7 of Algorithm 2 for one user set: the matching of the set's waiting jobs (each
+    machine's queue, ``queued[bounds[i]:bounds[i+1]]``, indices of ``jobs``), and how many jobs
+    each machine has started from its queue since."""
 
-    problem: Problem | None
-    queues: Queues | None
+    jobs: Sequence[Job]
+    machine_kind: IntArray
+    bounds: IntArray | None  # None: no job
+    queued: IntArray | None
     taken: dict[int, int]
-
-    @classmethod
-    def solved(cls, considered: frozenset[str], rows_of: Mapping[str, Sequence[int]], every_job: Problem, machines: Fleet) -> _Plan:
-        """The plan of ``considered``'s waiting jobs (each user's rows of ``every_job``, in the
-        waiting order: ``rows_of``) on ``machines`` as they are now."""
-        gathered = [rows_of[user] for user in considered if rows_of.get(user)]
-        if not gathered:
-            return cls(None, None, {})
-        rows = gathered[0] if len(gathered) == 1 else sorted(row for user_rows in gathered for row in user_rows)
-        problem = rows_on(every_job, rows, machines)
-        return cls(problem, solve(problem), {})
 
     def first(self, position: int) -> Job | None:
         """The job the plan starts next on machine ``position``; None if its queue is empty."""
-        if self.problem is None or self.queues is None:
+        if self.bounds is None or self.queued is None:
             return None
-        bounds = self.queues.bounds
+        bounds = self.bounds
         at = int(bounds[position]) + self.taken.get(position, 0)
-        return self.problem.jobs[int(self.queues.job[at])] if at < int(bounds[position + 1]) else None
+        return self.jobs[int(self.queued[at])] if at < int(bounds[position + 1]) else None
 
     def pop(self, position: int) -> None:
         self.taken[position] = self.taken.get(position, 0) + 1
@@ -297,10 +305,181 @@ class _Plan:
         name. So a plan is dropped when it has a queue on the machine or on a machine of its
         kind that waits as long as it now does.
         """
-        if self.problem is None or self.queues is None:
+        if self.bounds is None:
             return True
-        bounds = self.queues.bounds
+        bounds = self.bounds
         if not source and int(bounds[position + 1]) - int(bounds[position]) > self.taken.get(position, 0):
             return False
         used = np.flatnonzero(np.diff(bounds))
-        return not bool(np.any((self.problem.machine_kind[used] == kind) & (delay[used] == wait) & (used != position)))
+        return not bool(np.any((self.machine_kind[used] == kind) & (delay[used] == wait) & (used != position)))
+
+
+class _Left:
+    """Algorithm 2's waiting jobs as rows of ``every_job`` (each plan's jobs are the rows of its
+    users left waiting, in the waiting order), and their plans."""
+
+    def __init__(self, every_job: Problem) -> None:
+        self._every_job = every_job
+        ids: dict[str, int] = {}
+        self._user = np.fromiter((ids.setdefault(job.user, len(ids)) for job in every_job.jobs), dtype=np.int64,
+                                 count=len(every_job.jobs))
+        self._ids = ids
+        self._waiting = np.ones(len(every_job.jobs), dtype=bool)
+        # Each row's strictly fastest kind, or -1 (two kinds tie, or it takes no time there):
+        # what solve's _uncontended asks of a job.
+        times = every_job.times
+        fastest = np.argmin(times, axis=1) if times.shape[1] else np.zeros(times.shape[0], dtype=np.int64)
+        best = times[np.arange(times.shape[0]), fastest] if times.shape[1] else np.zeros(times.shape[0])
+        alone = (times == best[:, np.newaxis]).sum(axis=1) == 1
+        self._fastest = np.where(alone & (best > 0), fastest, -1).astype(np.int64)
+
+    def rows(self, considered: frozenset[str] | None) -> IntArray:
+        """``considered``'s waiting rows (None: every user's), ascending."""
+        if considered is None:
+            return np.flatnonzero(self._waiting)
+        member = np.zeros(len(self._ids), dtype=bool)
+        member[[self._ids[user] for user in considered if user in self._ids]] = True
+        return np.flatnonzero(member[self._user] & self._waiting)
+
+    def remove(self, row: int) -> None:
+        self._waiting[row] = False
+
+    def plan(self, rows: IntArray, machines: Fleet) -> _Plan:
+        """The plan of ``rows`` on ``machines`` as they are now: :func:`~scheduler.matching.
+        solve.solve`'s, and written directly where it would take its first way out, the
+        matching where no two jobs contend (``_uncontended``: each job on a free machine of
+        its strictly fastest kind, of each kind the first listed, taken in row order); that is
+        what Algorithm 2 asks for again and again at small α after a burst."""
+        every_job = self._every_job
+        if not rows.shape[0]:
+            return _Plan((), machines.machine_kind, None, None, {})
+        fastest = self._fastest[rows]
+        if bool((fastest >= 0).all()):
+            free = np.flatnonzero(machines.delay == 0)
+            kind_count = len(machines.kinds)
+            free_kind = machines.machine_kind[free]
+            free_per_kind = np.bincount(free_kind, minlength=kind_count)
+            if not bool((np.bincount(fastest, minlength=kind_count) > free_per_kind).any()):
+                free_by_kind = free[np.argsort(free_kind, kind="stable")]
+                first_of_kind = np.concatenate(([0], np.cumsum(free_per_kind)))
+                order = np.argsort(fastest, kind="stable")
+                kinds = fastest[order]
+                rank = np.arange(order.shape[0]) - np.searchsorted(kinds, kinds, side="left")
+                machine = free_by_kind[first_of_kind[kinds] + rank]
+                by_machine = np.argsort(machine)  # one job a machine
+                counts = np.bincount(machine, minlength=len(machines.machines))
+                bounds = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
+                jobs = every_job.jobs
+                return _Plan([jobs[row] for row in rows.tolist()], machines.machine_kind, bounds, order[by_machine].astype(np.int64), {})
+        problem = rows_on(every_job, rows, machines)
+        queues = solve(problem)
+        return _Plan(problem.jobs, problem.machine_kind, queues.bounds, queues.job, {})
+
+
+class _Vacancy:
+    """Which user sets' plans certainly leave a free machine empty, told without solving them.
+
+    §4.4's raise asks, for a free machine the plan leaves empty, for the plan of one more user,
+    then another, up to every user; after a burst nearly every CPU slot is such a machine, and
+    each of those plans was a solve (at 1,000 Jobs, ~1,300 solves for ~460 starts). Most of them
+    cannot put a job on the machine, which this tells from a bound:
+
+    Let ``M`` be a machine of kind ``k`` that waits ``d`` (its *class*: machines of ``k`` that
+    wait ``d``), and ``r`` the machines of its class listed before it. :func:`~scheduler.
+    matching.solve.canonical` gives a class's longer queues to the machines listed first, so
+    ``M``'s queue is empty unless more than ``r`` of its class's machines have a job, which
+    takes more than ``r`` jobs in the class. A job ``j`` placed ``q``-th from the end of a
+    machine of the class costs at least ``c_j = p_k(j) + d``. If some machine ``g`` outside the
+    class, of kind ``h`` and wait ``d_g`` with ``n`` jobs, had ``(n+1)·p_h(j) + d_g < c_j``,
+    moving ``j`` to the front of ``g`` would lower the total: the jobs behind ``j`` keep their
+    positions from the end, the jobs ahead of it drop one (a cost of ``Q`` never rises when
+    a job leaves), and the jobs of ``g`` keep theirs. So in every optimal matching where ``j``
+    is in the class, each such ``g`` has at least ``need_g(j)`` jobs: the number of ``n >= 1``
+    with ``n·p_h(j) + d_g < c_j``; outside the class there are at least ``N(j) = Σ_g need_g(j)``
+    jobs. If the jobs in the class are ``J`` and ``t`` is their largest ``N``, ``|J| <=
+    |S| - t`` (``S``: every job matched) and ``J`` holds only jobs with ``N(j) <= t``: ``|J| <=
+    max_t min(#{j: N(j) <= t}, |S| - t)``. When that is at most ``r``, every optimal matching
+    leaves ``M`` empty, whichever the solver finds: Algorithm 2 starts nothing on it from that
+    plan, and the plan is made later, when a machine needs it, as solving it now would. ``N``
+    is the machines', not the set's, so a subset's bound is at most the set's: when every
+    waiting job's bound says so, no user set's plan, made or kept (each an optimal matching of
+    the machines as they are), starts a job on ``M``, and §4.4's raise is not walked at all.
+
+    Strict inequalities hold only beyond rounding: ``need`` counts a move only when it gains
+    more than a tolerance far above what a solver's floating-point total can be off by. With a
+    job that takes no time on some kind (a queue may then have a gap, and a move gain nothing)
+    the bound is not told. ``N`` is kept per class and updated as each start moves one machine's
+    wait (O(jobs) a start), not remade.
+    """
+
+    def __init__(self, every_job: Problem, delay: FloatArray) -> None:
+        times = every_job.times
+        finite = np.isfinite(times)
+        self._times = times
+        self._runnable = finite
+        self._machine_kind = every_job.machine_kind
+        self._delay = delay  # Algorithm 2's, moved by each start (see moved)
+        # No job with a zero time on a kind it can run on: a gap-free optimum (see above).
+        self._positive: npt.NDArray[np.bool_] = np.asarray((~finite | (times > 0)).all(axis=1))
+        longest = float(times.max(where=finite, initial=0.0))
+        # A machine waits at most its wait now or a started job's time; a cost is at most
+        # rows·longest plus that.
+        scale = (times.shape[0] + 1) * longest + float(delay.max(initial=0.0)) + longest + 1.0
+        self._tolerance = 1e-9 * scale * max(1, times.shape[0])
+        self._need: dict[tuple[int, float], FloatArray] = {}
+
+    def empty(self, rows: IntArray, position: int) -> bool:
+        """Whether every optimal matching of ``rows`` (of ``every_job``) on the machines as they
+        are leaves machine ``position`` empty."""
+        picked = rows
+        if not bool(self._positive[picked].all()):
+            return False
+        kind, wait = int(self._machine_kind[position]), float(self._delay[position])
+        outside = self._needed(kind, wait)[picked[self._runnable[picked, kind]]]
+        if outside.shape[0] == 0:
+            return True  # no job can run on the machine's kind
+        outside.sort()
+        # At each job's N as t (ties: its last one counts them all; an earlier one bounds less).
+        bound = float(np.minimum(np.arange(1, outside.shape[0] + 1), picked.shape[0] - outside).max())
+        before = int(np.count_nonzero((self._machine_kind[:position] == kind) & (self._delay[:position] == wait)))
+        return bound <= before
+
+    def moved(self, position: int, old: float, new: float) -> None:
+        """Machine ``position`` waited ``old`` and now waits ``new`` (a job started on it)."""
+        kind = int(self._machine_kind[position])
+        for (in_kind, in_wait), need in self._need.items():
+            if not (kind == in_kind and old == in_wait):
+                need -= self._needs(in_kind, in_wait, kind, np.array([old]), np.ones(1))
+            if not (kind == in_kind and new == in_wait):
+                need += self._needs(in_kind, in_wait, kind, np.array([new]), np.ones(1))
+
+    def _needed(self, kind: int, wait: float) -> FloatArray:
+        """``N`` of every row for the class of ``kind`` machines that wait ``wait``."""
+        key = (kind, wait)
+        need = self._need.get(key)
+        if need is None:
+            need = np.zeros(self._times.shape[0])
+            member = (self._machine_kind == kind) & (self._delay == wait)
+            for other in np.unique(self._machine_kind).tolist():
+                waits, counts = np.unique(self._delay[(self._machine_kind == other) & ~member], return_counts=True)
+                if waits.shape[0]:
+                    need += self._needs(kind, wait, int(other), waits, counts.astype(np.float64))
+            self._need[key] = need
+        return need
+
+    def _needs(self, kind: int, wait: float, other: int, waits: FloatArray, counts: FloatArray) -> FloatArray:
+        """Σ over machines of kind ``other`` (``counts`` of each of ``waits``) of each row's
+        ``need_g``, for the class of ``kind`` machines that wait ``wait``: the ``n >= 1`` with
+        ``n·p_other + d_g < p_kind + wait - tolerance``. 0 for rows that cannot run on either
+        kind, or that take no time on ``other`` (such rows are never told, see empty)."""
+        own = self._times[:, kind]
+        time = self._times[:, other]
+        usable = np.isfinite(own) & np.isfinite(time) & (time > 0)
+        limit = np.where(usable, own + (wait - self._tolerance), 0.0)
+        step = np.where(usable, time, 1.0)
+        with np.errstate(invalid="ignore"):
+            moves = np.ceil((limit[:, np.newaxis] - waits[np.newaxis, :]) / step[:, np.newaxis]) - 1.0
+        np.maximum(moves, 0.0, out=moves)
+        moves[~usable] = 0.0
+        total: FloatArray = moves @ counts
+        return total

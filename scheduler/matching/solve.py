@@ -158,7 +158,7 @@ def prepare_on(machines: Fleet, jobs: Sequence[Job]) -> Problem:
     )
 
 
-def rows_on(problem: Problem, rows: Sequence[int], machines: Fleet) -> Problem:
+def rows_on(problem: Problem, rows: Sequence[int] | IntArray, machines: Fleet) -> Problem:
     """Some of ``problem``'s jobs (``rows``, in that order), already validated, on ``machines``
     (the same machines, their availability changed): :func:`prepare_on` without making the
     jobs' arrays again (admission's queue after Algorithm 2's starts)."""

@@ -1,0 +1,173 @@
+"""Algorithm 2's shortcuts at small α decide exactly as solving every plan does.
+
+At α < 1 Algorithm 2 makes a plan (a matching) for each user set a free machine asks for, and
+§4.4's raise asks for more and more users on a machine the plans leave empty. Two shortcuts
+(``allox.py``) answer without solving: ``_Vacancy`` tells that every optimal matching of a set
+leaves the machine empty (no plan is made), and ``_Left.plan`` writes the matching where no two
+jobs contend as ``solve`` would (``_uncontended``). Here ``decide`` with them is compared with
+``decide`` without them (every plan solved, as before they existed) on random live states —
+bursts on many free machines, full clusters, virtual clusters, gangs, α 1, 0.3, 0.1 and 0,
+AlloX+, grids of 0, 1 and 60 s, whole-number times (ties) in a third of them — and, on
+instances without ties, with Algorithm 2 written out as the paper has it (a scipy solve per
+free machine and user set).
+"""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from scheduler.matching import allox
+from scheduler.matching.admission import AdmissionDecision, RunningJob, WaitingJob, decide
+from scheduler.matching.allox import AlloxScheduler, _Left, _Plan, _Vacancy
+from scheduler.matching.capacity import NodeResources
+from scheduler.matching.fairness import Capacity
+from scheduler.matching.model import Demand
+from scheduler.matching.solve import Fleet, IntArray, rows_on
+from tests.matching.test_matching_fast_path import SHARES, instance, straightforward
+
+DEMAND = {"cpu": Demand(cpu=8, memory=8), "gpu": Demand(gpu=1, cpu=1, memory=4)}
+
+
+def _solved(self: _Left, rows: IntArray, machines: Fleet) -> _Plan:
+    """Every plan solved (what Algorithm 2 did before the shortcuts)."""
+    if not rows.shape[0]:
+        return _Plan((), machines.machine_kind, None, None, {})
+    problem = rows_on(self._every_job, rows, machines)
+    queues = allox.solve(problem)
+    return _Plan(problem.jobs, problem.machine_kind, queues.bounds, queues.job, {})
+
+
+def _never_empty(self: _Vacancy, rows: IntArray, position: int) -> bool:
+    return False
+
+
+def live_state(rng: random.Random, *, pools: bool) -> dict[str, object]:
+    """A live state: a burst on many free machines, or a nearly full cluster."""
+    now = 50_000.0
+    users = [f"u{i}" for i in range(rng.randint(2, 10))]
+    whole = rng.random() < 1 / 3  # whole-number times: ties between jobs and between machines
+    full = rng.random() < 0.3
+
+    def seconds() -> dict[str, float]:
+        gpu = rng.uniform(60, 900)
+        times = {"gpu": gpu, "cpu": gpu * rng.uniform(1.2, 8)}
+        if whole:
+            times = {kind: float(round(value / 60) or 1) * 60 for kind, value in times.items()}
+        if rng.random() < 0.1:
+            del times[rng.choice(["gpu", "cpu"])]
+        if rng.random() < 0.05:
+            times["gpu"] = times.get("cpu", 100.0) * rng.uniform(1.1, 2)  # a job faster on a CPU
+        return times
+
+    nodes = [NodeResources(name=f"n{i}", cpu=float(rng.choice([9, 17, 41])), gpu=rng.randint(0, 4), memory=256.0)
+             for i in range(rng.randint(1, 6))]
+    gpus = sum(n.gpu for n in nodes)
+    slots = sum(max(0, int((n.cpu - n.gpu) // 8)) for n in nodes)
+    busy = rng.randint(0, max(0, gpus + slots - rng.randint(1, 3))) if full else rng.randint(0, (gpus + slots) // 3)
+    waiting = []
+    for index in range(rng.randint(1, 70)):
+        times = seconds()
+        waiting.append(WaitingJob(key=f"w{index}", user=rng.choice(users), arrival=now - (float(rng.randint(0, 10)) if whole else rng.uniform(0, 600)),
+                                  seconds=times, demand=DEMAND, pods=rng.choice([1] * 12 + [2]),
+                                  pool=rng.choice([None, "a", "b"]) if pools else None))
+    running = []
+    for index in range(busy):
+        times = {"gpu": rng.uniform(60, 900)}
+        times["cpu"] = times["gpu"] * rng.uniform(1.5, 6)
+        kind = rng.choice(["gpu", "cpu"])
+        started = now - (float(rng.randint(0, 15)) * 60 if whole else rng.uniform(0, 900))
+        running.append(RunningJob(key=f"r{index}", user=rng.choice(users), kind=kind, started=started, seconds=times, demand=DEMAND,
+                                  pool=rng.choice([None, "a", "b"]) if pools else None))
+    capacity = Capacity(cpu=sum(n.cpu for n in nodes), gpu=max(1, gpus), memory=256.0 * len(nodes))
+    state: dict[str, object] = {"now": now, "waiting": waiting, "running": running, "free_nodes": nodes, "capacity": capacity,
+                                "omega_grid_seconds": rng.choice([0.0, 1.0, 60.0])}
+    if pools:
+        state["gpu_pools"] = {"a": rng.randint(0, 4), "b": rng.randint(0, 3)}
+    return state
+
+
+def both(monkeypatch: pytest.MonkeyPatch, **arguments: object) -> tuple[AdmissionDecision, AdmissionDecision]:
+    fast = decide(**arguments)  # type: ignore[arg-type]
+    with monkeypatch.context() as patched:
+        patched.setattr(_Left, "plan", _solved)
+        patched.setattr(_Vacancy, "empty", _never_empty)
+        slow = decide(**arguments)  # type: ignore[arg-type]
+    return fast, slow
+
+
+@pytest.mark.parametrize("pools", [False, True])
+@pytest.mark.parametrize("seed", range(10))
+def test_decide_with_the_shortcuts_equals_decide_solving_every_plan(seed: int, pools: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = random.Random(9100 + seed + 100 * pools)
+    told = {"empty": 0, "written": 0}
+    empty, written = _Vacancy.empty, _Left.plan
+
+    def counting_empty(self: _Vacancy, rows: IntArray, position: int) -> bool:
+        found = empty(self, rows, position)
+        told["empty"] += found
+        return found
+
+    def counting_plan(self: _Left, rows: IntArray, machines: Fleet) -> _Plan:
+        plan = written(self, rows, machines)
+        told["written"] += plan.bounds is not None
+        return plan
+
+    monkeypatch.setattr(_Vacancy, "empty", counting_empty)
+    monkeypatch.setattr(_Left, "plan", counting_plan)
+    for _ in range(20):
+        state = live_state(rng, pools=pools)
+        for alpha in (1.0, 0.3, 0.1, 0.0):
+            fast, slow = both(monkeypatch, alpha=alpha, **state)
+            assert fast == slow
+        fast, slow = both(monkeypatch, policy="allox+", alpha=0.1, **state)
+        assert fast == slow
+    assert told["empty"] > 0 and told["written"] > 0  # the shortcuts were taken, not only compared
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_algorithm_2_with_the_shortcuts_decides_as_the_paper_does(seed: int) -> None:
+    """Without ties, the same starts as a scipy solve per free machine and user set."""
+    rng = random.Random(9300 + seed)
+    for alpha in [0.0, 0.1, 0.3] * 10:
+        free, busy, waiting, running = instance(rng, jobs=rng.randint(5, 40), users=rng.randint(2, 8))
+        expected = straightforward(alpha=alpha, now=100.0, free=free, busy=busy, waiting=waiting, running=running)
+        decided = AlloxScheduler(alpha=alpha, shares=SHARES).on_machine_free(now=100.0, free_machines=free, pending_jobs=waiting,
+                                                                             busy_until=busy, running=running)
+        assert [(a.job.name, a.machine.name) for a in decided] == expected
+
+
+def test_a_burst_at_small_alpha_solves_few_plans(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The case the shortcuts are for: many free machines, many Jobs, ten users. Plans a CPU
+    slot asks for that certainly leave it empty are not made, and the jobs that contend for
+    nothing are placed without a solve; the decision is the one solving every plan gives."""
+    rng = np.random.default_rng(3)
+    now = 10_000.0
+    waiting = []
+    for index in range(300):
+        gpu = float(rng.uniform(60, 3600))
+        waiting.append(WaitingJob(key=f"w{index:03d}", user=f"u{index % 10}", arrival=now - 300 + index,
+                                  seconds={"gpu": gpu, "cpu": gpu * float(rng.uniform(1.8, 10))}, demand=DEMAND))
+    nodes = [NodeResources(name=f"n{i:02d}", cpu=45.0, gpu=5, memory=256.0) for i in range(30)]
+    capacity = Capacity(cpu=45.0 * 30, gpu=150, memory=256.0 * 30)
+    solves = 0
+    real = allox.solve
+
+    def counted(*args: object, **kwargs: object) -> object:
+        nonlocal solves
+        solves += 1
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(allox, "solve", counted)
+    fast = decide(now=now, waiting=waiting, running=[], free_nodes=nodes, capacity=capacity, alpha=0.1, plan_queue=False)
+    quick = solves
+    solves = 0
+    with monkeypatch.context() as patched:
+        patched.setattr(_Left, "plan", _solved)
+        patched.setattr(_Vacancy, "empty", _never_empty)
+        slow = decide(now=now, waiting=waiting, running=[], free_nodes=nodes, capacity=capacity, alpha=0.1, plan_queue=False)
+    assert fast == slow
+    assert len(fast.starts) >= 150
+    assert quick * 4 < solves
