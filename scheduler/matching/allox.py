@@ -159,11 +159,13 @@ class AlloxScheduler:
                         # solve can start a job on it (the plan is made when a machine needs it).
                         count = self._raised_count(ranking, count, runnable.get(machine.kind, {})) if self.raise_alpha_when_idle else 0
                         continue
-                    if moved:
-                        arrays = replace(arrays, delay=delay.copy())
-                        moved = False
-                    plan = left.plan(rows, arrays)
-                    plans[considered] = plan
+                    written = left.uncontended(rows, delay, arrays)
+                    if written is None:
+                        if moved:
+                            arrays = replace(arrays, delay=delay.copy())
+                            moved = False
+                        written = left.solved(rows, arrays)
+                    plan = plans[considered] = written
                 head = plan.first(position)
                 if head is not None:
                     chosen = (plan, head)
@@ -274,6 +276,7 @@ class _Plan:
     bounds: IntArray | None  # None: no job
     queued: IntArray | None
     taken: dict[int, int]
+    used: IntArray | None = None  # the machines with a queue, ascending (None: not worked out yet)
 
     def first(self, position: int) -> Job | None:
         """The job the plan starts next on machine ``position``; None if its queue is empty."""
@@ -310,8 +313,10 @@ class _Plan:
         bounds = self.bounds
         if not source and int(bounds[position + 1]) - int(bounds[position]) > self.taken.get(position, 0):
             return False
-        used = np.flatnonzero(np.diff(bounds))
-        return not bool(np.any((self.machine_kind[used] == kind) & (delay[used] == wait) & (used != position)))
+        used = self.used
+        if used is None:
+            used = self.used = np.flatnonzero(np.diff(bounds))
+        return not bool(((self.machine_kind[used] == kind) & (delay[used] == wait) & (used != position)).any())
 
 
 class _Left:
@@ -344,34 +349,45 @@ class _Left:
     def remove(self, row: int) -> None:
         self._waiting[row] = False
 
-    def plan(self, rows: IntArray, machines: Fleet) -> _Plan:
+    def uncontended(self, rows: IntArray, delay: FloatArray, machines: Fleet) -> _Plan | None:
+        """The plan of ``rows`` on ``machines`` waiting ``delay`` when :func:`~scheduler.
+        matching.solve.solve` takes its first way out, the matching where no two jobs contend
+        (``_uncontended``: each job on a free machine of its strictly fastest kind, of each kind
+        the first listed, taken in row order), written as it writes it; None when it would not
+        (or no row). That is what Algorithm 2 asks for again and again at small α after a
+        burst, and a Problem and Queues for it cost more than the matching."""
+        if not rows.shape[0]:
+            return None
+        fastest = self._fastest[rows]
+        if bool((fastest < 0).any()):
+            return None
+        free = (delay == 0).nonzero()[0]
+        kind_count = len(machines.kinds)
+        free_kind = machines.machine_kind[free]
+        free_per_kind = np.bincount(free_kind, minlength=kind_count)
+        if bool((np.bincount(fastest, minlength=kind_count) > free_per_kind).any()):
+            return None
+        free_by_kind = free[free_kind.argsort(kind="stable")]
+        first_of_kind = np.zeros(kind_count + 1, dtype=np.int64)
+        np.cumsum(free_per_kind, out=first_of_kind[1:])
+        order = fastest.argsort(kind="stable")
+        kinds = fastest[order]
+        rank = np.arange(order.shape[0]) - kinds.searchsorted(kinds, side="left")
+        machine = free_by_kind[first_of_kind[kinds] + rank]
+        by_machine = machine.argsort()  # one job a machine
+        bounds = np.zeros(len(machines.machines) + 1, dtype=np.int64)
+        bounds[machine + 1] = 1
+        np.cumsum(bounds, out=bounds)
+        jobs = self._every_job.jobs
+        return _Plan([jobs[row] for row in rows.tolist()], machines.machine_kind, bounds, order[by_machine].astype(np.int64), {},
+                     machine[by_machine])
+
+    def solved(self, rows: IntArray, machines: Fleet) -> _Plan:
         """The plan of ``rows`` on ``machines`` as they are now: :func:`~scheduler.matching.
-        solve.solve`'s, and written directly where it would take its first way out, the
-        matching where no two jobs contend (``_uncontended``: each job on a free machine of
-        its strictly fastest kind, of each kind the first listed, taken in row order); that is
-        what Algorithm 2 asks for again and again at small α after a burst."""
-        every_job = self._every_job
+        solve.solve`'s."""
         if not rows.shape[0]:
             return _Plan((), machines.machine_kind, None, None, {})
-        fastest = self._fastest[rows]
-        if bool((fastest >= 0).all()):
-            free = np.flatnonzero(machines.delay == 0)
-            kind_count = len(machines.kinds)
-            free_kind = machines.machine_kind[free]
-            free_per_kind = np.bincount(free_kind, minlength=kind_count)
-            if not bool((np.bincount(fastest, minlength=kind_count) > free_per_kind).any()):
-                free_by_kind = free[np.argsort(free_kind, kind="stable")]
-                first_of_kind = np.concatenate(([0], np.cumsum(free_per_kind)))
-                order = np.argsort(fastest, kind="stable")
-                kinds = fastest[order]
-                rank = np.arange(order.shape[0]) - np.searchsorted(kinds, kinds, side="left")
-                machine = free_by_kind[first_of_kind[kinds] + rank]
-                by_machine = np.argsort(machine)  # one job a machine
-                counts = np.bincount(machine, minlength=len(machines.machines))
-                bounds = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
-                jobs = every_job.jobs
-                return _Plan([jobs[row] for row in rows.tolist()], machines.machine_kind, bounds, order[by_machine].astype(np.int64), {})
-        problem = rows_on(every_job, rows, machines)
+        problem = rows_on(self._every_job, rows, machines)
         queues = solve(problem)
         return _Plan(problem.jobs, problem.machine_kind, queues.bounds, queues.job, {})
 
@@ -408,8 +424,8 @@ class _Vacancy:
     Strict inequalities hold only beyond rounding: ``need`` counts a move only when it gains
     more than a tolerance far above what a solver's floating-point total can be off by. With a
     job that takes no time on some kind (a queue may then have a gap, and a move gain nothing)
-    the bound is not told. ``N`` is kept per class and updated as each start moves one machine's
-    wait (O(jobs) a start), not remade.
+    the bound is not told. ``N`` is kept per class and brought up to date with the starts
+    since it was last asked for (each moves one machine's wait: O(jobs) a start), not remade.
     """
 
     def __init__(self, every_job: Problem, delay: FloatArray) -> None:
@@ -426,45 +442,59 @@ class _Vacancy:
         # rows·longest plus that.
         scale = (times.shape[0] + 1) * longest + float(delay.max(initial=0.0)) + longest + 1.0
         self._tolerance = 1e-9 * scale * max(1, times.shape[0])
-        self._need: dict[tuple[int, float], FloatArray] = {}
+        self._need: dict[tuple[int, float], tuple[FloatArray, int]] = {}  # N per class, and the moves taken in
+        self._moves: list[tuple[int, float, float]] = []  # (machine kind, old wait, new wait) of each start
 
     def empty(self, rows: IntArray, position: int) -> bool:
         """Whether every optimal matching of ``rows`` (of ``every_job``) on the machines as they
         are leaves machine ``position`` empty."""
-        picked = rows
-        if not bool(self._positive[picked].all()):
+        if not bool(self._positive[rows].all()):
             return False
         kind, wait = int(self._machine_kind[position]), float(self._delay[position])
-        outside = self._needed(kind, wait)[picked[self._runnable[picked, kind]]]
-        if outside.shape[0] == 0:
-            return True  # no job can run on the machine's kind
+        outside = self._needed(kind, wait)[rows[self._runnable[rows, kind]]]
+        before = int(((self._machine_kind[:position] == kind) & (self._delay[:position] == wait)).sum())
+        if outside.shape[0] <= before:
+            return True  # too few jobs can run on the machine's kind
+        jobs = rows.shape[0]
+        least = float(outside.min())
+        if jobs - least <= before:
+            return True  # |S| - t <= r for every t
+        if int((outside <= least).sum()) > before:
+            return False  # t = the least N already bounds above r
         outside.sort()
         # At each job's N as t (ties: its last one counts them all; an earlier one bounds less).
-        bound = float(np.minimum(np.arange(1, outside.shape[0] + 1), picked.shape[0] - outside).max())
-        before = int(np.count_nonzero((self._machine_kind[:position] == kind) & (self._delay[:position] == wait)))
-        return bound <= before
+        return float(np.minimum(np.arange(1, outside.shape[0] + 1), jobs - outside).max()) <= before
 
     def moved(self, position: int, old: float, new: float) -> None:
-        """Machine ``position`` waited ``old`` and now waits ``new`` (a job started on it)."""
-        kind = int(self._machine_kind[position])
-        for (in_kind, in_wait), need in self._need.items():
-            if not (kind == in_kind and old == in_wait):
-                need -= self._needs(in_kind, in_wait, kind, np.array([old]), np.ones(1))
-            if not (kind == in_kind and new == in_wait):
-                need += self._needs(in_kind, in_wait, kind, np.array([new]), np.ones(1))
+        """Machine ``position`` waited ``old`` and now waits ``new`` (a job started on it); the
+        kept ``N`` take it in when next asked for (:meth:`_needed`), a few starts at once."""
+        self._moves.append((int(self._machine_kind[position]), old, new))
 
     def _needed(self, kind: int, wait: float) -> FloatArray:
         """``N`` of every row for the class of ``kind`` machines that wait ``wait``."""
         key = (kind, wait)
-        need = self._need.get(key)
-        if need is None:
+        kept = self._need.get(key)
+        if kept is None:
             need = np.zeros(self._times.shape[0])
             member = (self._machine_kind == kind) & (self._delay == wait)
             for other in np.unique(self._machine_kind).tolist():
                 waits, counts = np.unique(self._delay[(self._machine_kind == other) & ~member], return_counts=True)
                 if waits.shape[0]:
                     need += self._needs(kind, wait, int(other), waits, counts.astype(np.float64))
-            self._need[key] = need
+            self._need[key] = (need, len(self._moves))
+            return need
+        need, applied = kept
+        if applied < len(self._moves):
+            # Each move takes its machine's old wait out and puts its new one in (neither when
+            # the machine is in the class then: N counts the machines outside it).
+            by_kind: dict[int, tuple[list[float], list[float]]] = {}
+            for other, old, new in self._moves[applied:]:
+                moved_waits, moved_weights = by_kind.setdefault(other, ([], []))
+                moved_waits += (old, new)
+                moved_weights += (0.0 if other == kind and old == wait else -1.0, 0.0 if other == kind and new == wait else 1.0)
+            for other, (moved_waits, moved_weights) in by_kind.items():
+                need += self._needs(kind, wait, other, np.array(moved_waits), np.array(moved_weights))
+            self._need[key] = (need, len(self._moves))
         return need
 
     def _needs(self, kind: int, wait: float, other: int, waits: FloatArray, counts: FloatArray) -> FloatArray:

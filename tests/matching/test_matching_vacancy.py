@@ -3,8 +3,8 @@
 At α < 1 Algorithm 2 makes a plan (a matching) for each user set a free machine asks for, and
 §4.4's raise asks for more and more users on a machine the plans leave empty. Two shortcuts
 (``allox.py``) answer without solving: ``_Vacancy`` tells that every optimal matching of a set
-leaves the machine empty (no plan is made), and ``_Left.plan`` writes the matching where no two
-jobs contend as ``solve`` would (``_uncontended``). Here ``decide`` with them is compared with
+leaves the machine empty (no plan is made), and ``_Left.uncontended`` writes the matching where
+no two jobs contend as ``solve`` would (``_uncontended``). Here ``decide`` with them is compared with
 ``decide`` without them (every plan solved, as before they existed) on random live states —
 bursts on many free machines, full clusters, virtual clusters, gangs, α 1, 0.3, 0.1 and 0,
 AlloX+, grids of 0, 1 and 60 s, whole-number times (ties) in a third of them — and, on
@@ -25,19 +25,15 @@ from scheduler.matching.allox import AlloxScheduler, _Left, _Plan, _Vacancy
 from scheduler.matching.capacity import NodeResources
 from scheduler.matching.fairness import Capacity
 from scheduler.matching.model import Demand
-from scheduler.matching.solve import Fleet, IntArray, rows_on
+from scheduler.matching.solve import FloatArray, Fleet, IntArray, solve
 from tests.matching.test_matching_fast_path import SHARES, instance, straightforward
 
 DEMAND = {"cpu": Demand(cpu=8, memory=8), "gpu": Demand(gpu=1, cpu=1, memory=4)}
 
 
-def _solved(self: _Left, rows: IntArray, machines: Fleet) -> _Plan:
+def _not_written(self: _Left, rows: IntArray, delay: FloatArray, machines: Fleet) -> _Plan | None:
     """Every plan solved (what Algorithm 2 did before the shortcuts)."""
-    if not rows.shape[0]:
-        return _Plan((), machines.machine_kind, None, None, {})
-    problem = rows_on(self._every_job, rows, machines)
-    queues = allox.solve(problem)
-    return _Plan(problem.jobs, problem.machine_kind, queues.bounds, queues.job, {})
+    return None
 
 
 def _never_empty(self: _Vacancy, rows: IntArray, position: int) -> bool:
@@ -92,7 +88,7 @@ def live_state(rng: random.Random, *, pools: bool) -> dict[str, object]:
 def both(monkeypatch: pytest.MonkeyPatch, **arguments: object) -> tuple[AdmissionDecision, AdmissionDecision]:
     fast = decide(**arguments)  # type: ignore[arg-type]
     with monkeypatch.context() as patched:
-        patched.setattr(_Left, "plan", _solved)
+        patched.setattr(_Left, "uncontended", _not_written)
         patched.setattr(_Vacancy, "empty", _never_empty)
         slow = decide(**arguments)  # type: ignore[arg-type]
     return fast, slow
@@ -103,20 +99,20 @@ def both(monkeypatch: pytest.MonkeyPatch, **arguments: object) -> tuple[Admissio
 def test_decide_with_the_shortcuts_equals_decide_solving_every_plan(seed: int, pools: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     rng = random.Random(9100 + seed + 100 * pools)
     told = {"empty": 0, "written": 0}
-    empty, written = _Vacancy.empty, _Left.plan
+    empty, written = _Vacancy.empty, _Left.uncontended
 
     def counting_empty(self: _Vacancy, rows: IntArray, position: int) -> bool:
         found = empty(self, rows, position)
         told["empty"] += found
         return found
 
-    def counting_plan(self: _Left, rows: IntArray, machines: Fleet) -> _Plan:
-        plan = written(self, rows, machines)
-        told["written"] += plan.bounds is not None
+    def counting_plan(self: _Left, rows: IntArray, delay: FloatArray, machines: Fleet) -> _Plan | None:
+        plan = written(self, rows, delay, machines)
+        told["written"] += plan is not None
         return plan
 
     monkeypatch.setattr(_Vacancy, "empty", counting_empty)
-    monkeypatch.setattr(_Left, "plan", counting_plan)
+    monkeypatch.setattr(_Left, "uncontended", counting_plan)
     for _ in range(20):
         state = live_state(rng, pools=pools)
         for alpha in (1.0, 0.3, 0.1, 0.0):
@@ -153,19 +149,18 @@ def test_a_burst_at_small_alpha_solves_few_plans(monkeypatch: pytest.MonkeyPatch
     nodes = [NodeResources(name=f"n{i:02d}", cpu=45.0, gpu=5, memory=256.0) for i in range(30)]
     capacity = Capacity(cpu=45.0 * 30, gpu=150, memory=256.0 * 30)
     solves = 0
-    real = allox.solve
 
     def counted(*args: object, **kwargs: object) -> object:
         nonlocal solves
         solves += 1
-        return real(*args, **kwargs)  # type: ignore[arg-type]
+        return solve(*args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(allox, "solve", counted)
     fast = decide(now=now, waiting=waiting, running=[], free_nodes=nodes, capacity=capacity, alpha=0.1, plan_queue=False)
     quick = solves
     solves = 0
     with monkeypatch.context() as patched:
-        patched.setattr(_Left, "plan", _solved)
+        patched.setattr(_Left, "uncontended", _not_written)
         patched.setattr(_Vacancy, "empty", _never_empty)
         slow = decide(now=now, waiting=waiting, running=[], free_nodes=nodes, capacity=capacity, alpha=0.1, plan_queue=False)
     assert fast == slow
