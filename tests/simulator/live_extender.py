@@ -96,11 +96,16 @@ def node_object(node: NodeInfo) -> dict[str, Any]:
 class LiveExtender:
     """An engine whose decisions are the live service's. It has no preemption capability of
     its own: FitGpp's explanation stays in the service (events, metrics), and the victims come
-    back as the preempt verb answers them. ``calls`` counts the HTTP requests by verb."""
+    back as the preempt verb answers them. ``calls`` counts the HTTP requests by verb.
 
-    def __init__(self, client: httpx.Client, runtime: Runtime) -> None:
+    ``node_cache_capable``: kube-scheduler's requests as the chart configures it (node names
+    and victims' UIDs; the service knows the nodes from its watch, which :meth:`apply_node`
+    plays), else with the full Node and victim objects in every request."""
+
+    def __init__(self, client: httpx.Client, runtime: Runtime, *, node_cache_capable: bool = False) -> None:
         self._client = client
         self._runtime = runtime
+        self._node_cache_capable = node_cache_capable
         self._nodes: dict[str, dict[str, Any]] = {}
         self._pods: dict[str, dict[str, Any]] = {}  # the latest object of each pod the watch showed
         self.calls: dict[str, int] = {}
@@ -108,15 +113,20 @@ class LiveExtender:
     # ------------------------------------------------------------------ verbs over HTTP
 
     def filter(self, pod: PodInfo, node_names: Sequence[str]) -> FilterDecision:
-        answer = self._post("filter", k.extender_args(self._pod_body(pod), self._offered(node_names), node_cache_capable=False))
+        answer = self._post("filter", k.extender_args(self._pod_body(pod), self._offered(node_names), node_cache_capable=self._node_cache_capable))
         assert answer["Error"] == "", answer["Error"]
-        feasible = [item["metadata"]["name"] for item in (answer["Nodes"] or {}).get("items") or ()]
+        if self._node_cache_capable:
+            assert answer["Nodes"] is None
+            feasible = list(answer["NodeNames"] or ())
+        else:
+            assert answer["NodeNames"] is None
+            feasible = [item["metadata"]["name"] for item in (answer["Nodes"] or {}).get("items") or ()]
         return FilterDecision(
             feasible=feasible, failed=dict(answer["FailedNodes"] or {}), unresolvable=dict(answer["FailedAndUnresolvableNodes"] or {})
         )
 
     def prioritize(self, pod: PodInfo, node_names: Sequence[str]) -> Scores:
-        answer = self._post("prioritize", k.extender_args(self._pod_body(pod), self._offered(node_names), node_cache_capable=False))
+        answer = self._post("prioritize", k.extender_args(self._pod_body(pod), self._offered(node_names), node_cache_capable=self._node_cache_capable))
         scores = {entry["Host"]: entry["Score"] for entry in answer}
         return np.array([scores[name] for name in node_names], dtype=np.int64)
 
@@ -124,7 +134,7 @@ class LiveExtender:
         self, pod: PodInfo, candidates: Mapping[str, Sequence[str]], victim_pods: Mapping[str, PodInfo]
     ) -> dict[str, list[str]]:
         victims = {node: [self._pods[uid] for uid in uids] for node, uids in candidates.items()}
-        answer = self._post("preempt", k.preemption_args(self._pod_body(pod), victims, node_cache_capable=False))
+        answer = self._post("preempt", k.preemption_args(self._pod_body(pod), victims, node_cache_capable=self._node_cache_capable))
         chosen = answer["NodeNameToMetaVictims"] or {}
         return {node: [victim["UID"] for victim in (entry["Pods"] or ())] for node, entry in chosen.items()}
 
@@ -139,7 +149,12 @@ class LiveExtender:
         raise AssertionError("kube-scheduler's own binding is never taken back")
 
     def apply_node(self, node: NodeInfo) -> None:
-        self._nodes[node.name] = node_object(node)  # sent with every verb (nodeCacheCapable: false)
+        body = node_object(node)
+        self._nodes[node.name] = body  # sent with every verb unless nodeCacheCapable
+        if self._node_cache_capable:  # the service's Node watch
+            info = translate.node_info(msgspec.convert(body, wire.Node), gpu_resource=GPU)
+            with self._runtime.lock:
+                self._runtime.engine.apply_node(info)
 
     def delete_node(self, node_name: str) -> None:
         del self._nodes[node_name]
@@ -198,15 +213,23 @@ class BindingLiveExtender(LiveExtender):
     every pod change applied through the watch cache's own handlers (its pod record first, then
     the engine), and each decision bound through cellfit's bind verb (``bindVerb: bind``): the
     verb finds the pod in the cache, reserves the node in the engine and creates the binding
-    with its annotations, which the watch then shows on the bound pod."""
+    with its annotations, which the watch then shows on the bound pod. kube-scheduler's requests
+    are the chart's (``nodeCacheCapable: true``), the nodes known from the cache's Node watch."""
 
     def __init__(self, client: httpx.Client, runtime: Runtime, api: Any) -> None:
-        super().__init__(client, runtime)
+        super().__init__(client, runtime, node_cache_capable=True)
         assert runtime.cache is not None, "a connected runtime"
         self._cache = runtime.cache
         self._api = api
 
+    def apply_node(self, node: NodeInfo) -> None:
+        body = node_object(node)
+        self._nodes[node.name] = body
+        self._cache._apply_node(msgspec.convert(body, wire.Node))
+
     def reserve(self, pod: PodInfo, node_name: str) -> Placement:
+        if pod.uid not in self._pods:  # kube-scheduler binds only a pod its watch showed it, as the cache's did
+            self.apply_pod(pod)
         body = {"PodName": pod.name, "PodNamespace": pod.namespace, "PodUID": pod.uid, "Node": node_name}
         answer = self._post("bind", body)
         assert not answer.get("Error"), answer["Error"]

@@ -157,16 +157,20 @@ def test_a_trial_job_whose_nominated_room_was_taken_decides_the_same_live(
 
 @EVERY_COMPOSITION
 @pytest.mark.parametrize("policy", ["fitgpp", "fifo", "kube"])
-def test_a_synthetic_trace_decides_the_same_live(policy: str, composition: str, live: tuple[httpx.Client, Runtime]) -> None:
+@pytest.mark.parametrize("node_cache_capable", [False, True], ids=["full-objects", "node-names"])
+def test_a_synthetic_trace_decides_the_same_live(
+    policy: str, composition: str, node_cache_capable: bool, live: tuple[httpx.Client, Runtime]
+) -> None:
     """Forty jobs of the calibrated workload on three nodes, arrivals from the closed FIFO loop
     at load 2.0 (the paper's setting, shrunk): FitGpp preempts several times, on the paper's
-    FIFO queues and on kube-scheduler's own queue."""
+    FIFO queues and on kube-scheduler's own queue; kube-scheduler's requests with full objects
+    and as the chart configures it (``nodeCacheCapable: true``: names and victims' UIDs)."""
     specs = FitGppWorkload().generate(jobs=40, seed=3, cluster=CLUSTER)
     jobs, _ = derive_arrivals(Experiment(cluster=CLUSTER, jobs=40), specs, seed=3)
     simulated = _run(jobs, policy, composition)
     if policy != "fifo":
         assert len(_preemptions(simulated[1])) >= 2
-    served = _run(jobs, policy, composition, engine=LiveExtender(*live))
+    served = _run(jobs, policy, composition, engine=LiveExtender(*live, node_cache_capable=node_cache_capable))
     _assert_same(simulated, served)
 
 
@@ -234,6 +238,34 @@ def test_hived_gangs_decide_the_same_live() -> None:
     assert simulated_outcomes == served_outcomes
     assert np.array_equal(simulated.start, served.start) and np.array_equal(simulated.finish, served.finish)
     assert extender.calls["filter"] >= sum(job.pods for job in jobs)
+
+
+def test_hived_gangs_decide_the_same_binding_through_cellfit() -> None:
+    """The two tenants' gangs again, the live side connected as production runs it: the nodes
+    from its Node watch (kube-scheduler's requests carry names only), every pod change through
+    the watch cache, and each pod bound by cellfit's bind verb, which writes HiveD's bind info
+    with the binding (the gang's first filter booked its cells). The same starts, node for node."""
+    workload = two_tenants(nodes_per_rack=5, a_nodes=3, b_nodes=2)
+    cells = shared_cells_config(workload)
+    jobs = _gangs(workload)
+    hived = HivedEngine.from_config(cells)
+    composed = as_served(hived, cells=hived)
+    simulated, simulated_outcomes = _gang_run(jobs, workload, composed.engine, composed.jobs)
+    shape = workload.shape
+    api = EventRecordingApi(nodes=[node_object(node) for node in gpu_nodes(shape.node_names(), shape.gpus_per_node)])
+    settings = Settings.model_validate({
+        "policy": {"name": "hived"}, "cells": cells, "estimator": {"enabled": False}, "leaderElection": {"enabled": False},
+    })
+    runtime = build_runtime(settings, api=api)  # type: ignore[arg-type]
+    with running_server(runtime.app) as url, httpx.Client(base_url=url, timeout=10) as client:
+        wait_until_ready(client)
+        extender = BindingLiveExtender(client, runtime, api)
+        served, served_outcomes = _gang_run(jobs, workload, extender, extender)
+    assert simulated_outcomes == served_outcomes
+    assert np.array_equal(simulated.start, served.start) and np.array_equal(simulated.finish, served.finish)
+    started_pods = sum(job.pods for job in jobs)
+    assert extender.calls["bind"] == len(api.bindings) == started_pods
+    assert all("cellfit.io/bind-info" in written for written in api.binding_annotations.values())
 
 
 @pytest.mark.parametrize("policy", ["fitgpp", "kube"])
