@@ -142,24 +142,28 @@ class AlloxScheduler:
             if not waiting:
                 break
             position = arrays.position_of[machine.name]
-            if vacancy is not None and vacancy.empty(left.rows(None), position):
-                # Every user set's jobs are some of these: no plan, made or kept (each is an
-                # optimal matching), starts a job on the machine (_Vacancy: the bound only
-                # shrinks as jobs are left out).
-                continue
             count = base
             chosen: tuple[_Plan, Job] | None = None
+            told = vacancy is None  # whether every waiting job's bound has been asked this visit
             while count:
                 considered = frozenset(ranking[:count])
                 plan = plans.get(considered)
                 if plan is None:
                     rows = left.rows(considered)
-                    if vacancy is not None and rows.shape[0] and vacancy.empty(rows, position):
-                        # Every optimal matching of these users leaves the machine empty: no
-                        # solve can start a job on it (the plan is made when a machine needs it).
-                        count = self._raised_count(ranking, count, runnable.get(machine.kind, {})) if self.raise_alpha_when_idle else 0
-                        continue
                     written = left.uncontended(rows, delay, arrays)
+                    if written is None and vacancy is not None and rows.shape[0]:
+                        # Before a solve: when every optimal matching leaves the machine empty,
+                        # no solve can start a job on it (the plan is made when a machine needs
+                        # it). Asked first of every waiting job: the bound only shrinks as jobs
+                        # are left out, so then no user set's plan, made or kept (each an
+                        # optimal matching), starts one, and the raise is not walked.
+                        if not told:
+                            told = True
+                            if vacancy.empty(left.rows(None), position):
+                                break
+                        if vacancy.empty(rows, position):
+                            count = self._raised_count(ranking, count, runnable.get(machine.kind, {})) if self.raise_alpha_when_idle else 0
+                            continue
                     if written is None:
                         if moved:
                             arrays = replace(arrays, delay=delay.copy())
