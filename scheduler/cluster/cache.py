@@ -413,9 +413,9 @@ class ClusterCache:
             action()
 
     # A relist is applied as the events it stands for (a delete for each object it no longer
-    # lists, an update for each it lists), a node's pods (or one node, one Job) per hold of the
-    # engine lock: a verb or /healthz then waits for one node's pods at most, never for a whole
-    # list of thousands, and never sees a node in a state it was never in.
+    # lists, an update for each it lists), one event per hold of the engine lock: a verb or
+    # /healthz then waits for one event at most, never for a whole list of thousands. The one
+    # exception keeps a verb from seeing a node freer than it ever was (see _replace_pods).
 
     def _replace_nodes(self, nodes: Sequence[wire.Node]) -> None:
         listed = {node.metadata.name for node in nodes}
@@ -454,38 +454,53 @@ class ClusterCache:
             self._schedulable.discard(name)
 
     def _replace_pods(self, pods: Sequence[wire.Pod]) -> None:
-        # One node per hold: the node's pods the list no longer has and the ones it lists, together.
-        # Applied apart, a verb could see a node freer than it ever was (a pod deleted during the
-        # outage gone, the pod bound in its place meanwhile not yet applied: HiveD would hand
-        # the newcomer's GPUs out a second time). Pods on no node, one per hold.
+        # One event per hold, except on a node the list shows both changed and left: there its
+        # departures and changes go in one hold. Applied apart, a verb could see that node freer
+        # than it ever was (a pod deleted during the outage gone, the pod bound in its place
+        # meanwhile not yet applied: HiveD would hand the newcomer's GPUs out a second time).
+        # Arrivals alone only fill a node up to what it holds; departures alone (pods not
+        # listed, or listed as finished) only empty it down to what it holds: every state
+        # between is one a verb may decide on.
         listed = {pod.metadata.uid for pod in pods}
+        pause = _Pauses()
         arriving: dict[str | None, list[PodInfo]] = {}
         for pod in pods:
             info = self._translated(pod)
             if info is not None:
                 arriving.setdefault(info.node_name, []).append(info)
+            pause.now_and_then()
         with self._lock:
             leaving: dict[str | None, list[str]] = {}
             for known in self._pods.pods():
                 if known.uid not in listed:
                     leaving.setdefault(known.node_name, []).append(known.uid)
         for node_name in sorted(set(arriving) | set(leaving), key=lambda name: (name is None, name or "")):
-            if node_name is None:
-                for uid in leaving.get(None, ()):
-                    with self._lock:
-                        self._forget(uid)
-                for info in arriving.get(None, ()):
-                    with self._lock:
-                        self._apply_info(info)
-                continue
-            with self._lock:
-                for uid in leaving.get(node_name, ()):
+            gone, here = leaving.get(node_name, ()), arriving.get(node_name, ())
+            # Departures: pods no longer listed, and pods listed as finished.
+            if node_name is not None and here and (gone or any(not info.holds_resources for info in here)):
+                with self._lock:
+                    together = any(self._books(info) for info in here)
+                    if together:
+                        for uid in gone:
+                            self._forget(uid)
+                        for info in here:
+                            self._apply_info(info)
+                if together:
+                    pause.now_and_then()
+                    continue
+            for uid in gone:
+                with self._lock:
                     self._forget(uid)
-                for info in arriving.get(node_name, ()):
+                pause.now_and_then()
+            for info in here:
+                with self._lock:
                     self._apply_info(info)
-            # The lock is not fair: released and taken again at once, a verb waiting for it may
-            # not get in until the relist ends. Giving up the GIL here lets it in between nodes.
-            time.sleep(0)
+                pause.now_and_then()
+
+    def _books(self, info: PodInfo) -> bool:
+        """Whether applying ``info`` (on a node) books something the engine does not hold yet:
+        a pod newly bound there, or changed. Under the lock."""
+        return info.holds_resources and self._pods.get(info.uid) != info
 
     def _apply_pod(self, pod: wire.Pod) -> None:
         info = self._translated(pod)
@@ -525,3 +540,22 @@ class ClusterCache:
             del self._victims[uid]
             if self.on_victims_gone is not None:
                 self.on_victims_gone()
+
+
+class _Pauses:
+    """Gives up the GIL about every millisecond of a long pass (a relist): the engine lock is not
+    fair, and a thread that releases it and takes it again at once may keep a verb waiting for
+    it until the pass ends, while yielding after every event (10,000 of them) made a relist
+    several times longer whenever another thread was busy."""
+
+    __slots__ = ("_last",)
+    EVERY_SECONDS = 0.001
+
+    def __init__(self) -> None:
+        self._last = time.perf_counter()
+
+    def now_and_then(self) -> None:
+        now = time.perf_counter()
+        if now - self._last >= self.EVERY_SECONDS:
+            time.sleep(0)
+            self._last = time.perf_counter()
