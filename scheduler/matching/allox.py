@@ -396,6 +396,11 @@ class _Left:
         return _Plan(problem.jobs, problem.machine_kind, queues.bounds, queues.job, {})
 
 
+# _Vacancy sums a row's need over n (each a search among the machines' waits) up to this many
+# terms, over the machines beyond.
+_TERMS = 64
+
+
 class _Vacancy:
     """Which user sets' plans certainly leave a free machine empty, told without solving them.
 
@@ -502,18 +507,33 @@ class _Vacancy:
         return need
 
     def _needs(self, kind: int, wait: float, other: int, waits: FloatArray, counts: FloatArray) -> FloatArray:
-        """Σ over machines of kind ``other`` (``counts`` of each of ``waits``) of each row's
-        ``need_g``, for the class of ``kind`` machines that wait ``wait``: the ``n >= 1`` with
-        ``n·p_other + d_g < p_kind + wait - tolerance``. 0 for rows that cannot run on either
-        kind, or that take no time on ``other`` (such rows are never told, see empty)."""
+        """Σ over machines of kind ``other`` (``counts`` of each of ``waits``; a count may be
+        negative, taking a machine out) of each row's ``need_g``, for the class of ``kind``
+        machines that wait ``wait``: the ``n >= 1`` with ``n·p_other + d_g < p_kind + wait -
+        tolerance``. 0 for rows that cannot run on either kind, or that take no time on
+        ``other`` (such rows are never told, see empty).
+
+        Summed over ``n`` rather than over the machines: ``Σ_n #{g: d_g < limit - n·p}``, a
+        search among the sorted waits per ``n``, so that thousands of machines each freeing at
+        its own time cost a few searches per row, not a row × machines matrix. A row needs
+        ``floor(limit / p)`` terms (a job's slowdown on the class's kind over ``other``); the
+        rare row with more than ``_TERMS`` is summed over the machines."""
         own = self._times[:, kind]
         time = self._times[:, other]
         usable = np.isfinite(own) & np.isfinite(time) & (time > 0)
         limit = np.where(usable, own + (wait - self._tolerance), 0.0)
         step = np.where(usable, time, 1.0)
-        with np.errstate(invalid="ignore"):
-            moves = np.ceil((limit[:, np.newaxis] - waits[np.newaxis, :]) / step[:, np.newaxis]) - 1.0
-        np.maximum(moves, 0.0, out=moves)
-        moves[~usable] = 0.0
-        total: FloatArray = moves @ counts
+        order = waits.argsort(kind="stable")
+        sorted_waits = waits[order]
+        below = np.zeros(waits.shape[0] + 1)  # below[i]: the count of the i smallest waits
+        np.cumsum(counts[order], out=below[1:])
+        terms = np.floor(np.maximum(limit, 0.0) / step)
+        total = np.zeros(own.shape[0])
+        for n in range(1, min(int(terms.max(initial=0.0)), _TERMS) + 1):
+            total += below[sorted_waits.searchsorted(limit - n * step, side="left")]
+        many = np.flatnonzero(terms > _TERMS)
+        if many.shape[0]:
+            moves = np.ceil((limit[many, np.newaxis] - waits[np.newaxis, :]) / step[many, np.newaxis]) - 1.0
+            np.maximum(moves, 0.0, out=moves)
+            total[many] = moves @ counts
         return total
