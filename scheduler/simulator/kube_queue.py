@@ -1,6 +1,7 @@
-"""kube-scheduler's scheduling queue, modelled for the simulator's ``kube`` policy: the order in
-which it tries pending pods and when it tries a pod again (``pkg/scheduler/backend/queue``,
-Kubernetes 1.33 and later, where ``SchedulerPopFromBackoffQ`` is on by default).
+"""kube-scheduler's scheduling queue, modelled for the simulator (the ``fitgpp`` workload's
+``kube`` policy, the ``allox`` workload's pods): the order in which it tries pending pods and
+when it tries a pod again (``pkg/scheduler/backend/queue``, Kubernetes 1.33 and later, where
+``SchedulerPopFromBackoffQ`` is on by default).
 
 * **activeQ** holds the pods ready to be tried, the highest priority first, then the earliest
   queue timestamp (``PrioritySort``). A new pod's timestamp is its arrival; a pod that failed
@@ -29,9 +30,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable, Final
+from typing import Callable, Final, Generic, Hashable, Protocol, TypeVar
 
-from scheduler.simulator.state import SimJob
+from scheduler.core.model import PodInfo
 
 INITIAL_BACKOFF_SECONDS: Final = 1.0  # DefaultPodInitialBackoffDuration
 MAX_BACKOFF_SECONDS: Final = 10.0  # DefaultPodMaxBackoffDuration
@@ -48,12 +49,24 @@ def backoff_seconds(failures: int) -> float:
     return min(INITIAL_BACKOFF_SECONDS * 2.0**doublings, MAX_BACKOFF_SECONDS)
 
 
-@dataclass(slots=True, eq=False, kw_only=True)
-class QueuedPod:
-    """A pending pod in the queue (kube-scheduler's ``QueuedPodInfo``). ``sequence`` orders pods
-    queued at the same simulated instant as the real clock's nanoseconds would."""
+class Pending(Protocol):
+    """What a pending pod is queued for (a job, a sampling run): its current pod."""
 
-    job: SimJob
+    @property
+    def pod(self) -> PodInfo: ...
+
+
+T = TypeVar("T", bound=Pending)
+
+
+@dataclass(slots=True, eq=False, kw_only=True)
+class QueuedPod(Generic[T]):
+    """A pending pod in the queue (kube-scheduler's ``QueuedPodInfo``), for ``item``, queued
+    under ``key``. ``sequence`` orders pods queued at the same simulated instant as the real
+    clock's nanoseconds would."""
+
+    item: T
+    key: Hashable
     uid: str  # the pod's: a preempted Job's next pod is a new pod
     timestamp: float
     sequence: int
@@ -63,7 +76,7 @@ class QueuedPod:
 
     @property
     def priority(self) -> int:
-        return self.job.pod.priority
+        return self.item.pod.priority
 
     def backoff_ends(self) -> float:
         """When its backoff completes, cut to the ordering window (``getBackoffTime``)."""
@@ -79,14 +92,14 @@ class QueuedPod:
         return (-self.priority, self.timestamp, self.sequence)
 
 
-class SchedulingQueue:
-    """The pending pods of one simulation, by job index."""
+class SchedulingQueue(Generic[T]):
+    """The pending pods of one simulation, by their items' keys."""
 
     __slots__ = ("_ready", "_unschedulable", "_sequence")
 
     def __init__(self) -> None:
-        self._ready: dict[int, QueuedPod] = {}  # in activeQ or backoffQ: tried at the next pass
-        self._unschedulable: dict[int, QueuedPod] = {}
+        self._ready: dict[Hashable, QueuedPod[T]] = {}  # in activeQ or backoffQ: tried at the next pass
+        self._unschedulable: dict[Hashable, QueuedPod[T]] = {}
         self._sequence = 0
 
     def __len__(self) -> int:
@@ -100,16 +113,21 @@ class SchedulingQueue:
         self._sequence += 1
         return self._sequence
 
-    def add(self, job: SimJob, *, now: float) -> None:
+    def add(self, item: T, *, key: Hashable, now: float) -> None:
         """A new pending pod (``Add``): activeQ, no backoff. A pod already queued (a preemptor
         whose nominated node lost its room) keeps its place and count, and is ready."""
-        queued = self._unschedulable.pop(job.index, None) or self._ready.get(job.index)
-        if queued is not None and queued.uid == job.pod.uid:
-            self._ready[job.index] = queued
+        queued = self._unschedulable.pop(key, None) or self._ready.get(key)
+        if queued is not None and queued.uid == item.pod.uid:
+            self._ready[key] = queued
             return
-        self._ready[job.index] = QueuedPod(job=job, uid=job.pod.uid, timestamp=now, sequence=self._next())
+        self._ready[key] = QueuedPod(item=item, key=key, uid=item.pod.uid, timestamp=now, sequence=self._next())
 
-    def failed(self, pod: QueuedPod, *, now: float, by_extender: bool, events: int) -> None:
+    def discard(self, key: Hashable) -> None:
+        """The pod queued under ``key`` was deleted before it was bound."""
+        self._ready.pop(key, None)
+        self._unschedulable.pop(key, None)
+
+    def failed(self, pod: QueuedPod[T], *, now: float, by_extender: bool, events: int) -> None:
         """The pod's attempt failed (or it preempted and waits, nominated): unschedulable until
         an event moves it. ``events``: assigned-pod events so far."""
         pod.failures += 1
@@ -117,7 +135,7 @@ class SchedulingQueue:
         pod.sequence = self._next()
         pod.by_extender = by_extender
         pod.events_seen = events
-        self._unschedulable[pod.job.index] = pod
+        self._unschedulable[pod.key] = pod
 
     def pod_deleted(self) -> None:
         """An assigned pod is gone: every unschedulable pod may fit now."""
@@ -133,7 +151,7 @@ class SchedulingQueue:
         """Pods unschedulable for longer than 5 minutes move (the periodic flush)."""
         self._move(lambda pod: now - pod.timestamp > MAX_UNSCHEDULABLE_SECONDS)
 
-    def _move(self, moves: Callable[[QueuedPod], bool]) -> bool:
+    def _move(self, moves: Callable[[QueuedPod[T]], bool]) -> bool:
         """The unschedulable pods ``moves`` picks, ready again; True if any moved."""
         moving = [index for index, pod in self._unschedulable.items() if moves(pod)]
         for index in moving:
@@ -149,12 +167,12 @@ class SchedulingQueue:
         at = math.ceil(due / LEFTOVER_FLUSH_EVERY_SECONDS) * LEFTOVER_FLUSH_EVERY_SECONDS
         return at if at > due else at + LEFTOVER_FLUSH_EVERY_SECONDS  # moved only once past due
 
-    def take(self, now: float) -> list[QueuedPod]:
+    def take(self, now: float) -> list[QueuedPod[T]]:
         """Every ready pod, removed, in the order kube-scheduler pops them at ``now``: activeQ
         (pods not backing off) by priority and timestamp, then, activeQ being empty, backoffQ by
         the end of the backoff, then priority and timestamp."""
-        active: list[QueuedPod] = []
-        backing_off: list[QueuedPod] = []
+        active: list[QueuedPod[T]] = []
+        backing_off: list[QueuedPod[T]] = []
         for pod in self._ready.values():
             (backing_off if pod.backing_off(now) else active).append(pod)
         self._ready.clear()

@@ -411,7 +411,7 @@ class KubeSchedulerPolicy:
 
     def __init__(self, options: PolicyOptions) -> None:
         self.settings = options.settings
-        self.queue = SchedulingQueue()
+        self.queue: SchedulingQueue[SimJob] = SchedulingQueue()
         self._version = 0
         self._events = 0  # binds and victims marked for deletion: what moves extender-rejected pods
         self._progress = 0  # binds and preemptions
@@ -425,7 +425,8 @@ class KubeSchedulerPolicy:
         # preemptor whose nominated node lost its room.
         for waiting in (sim.te_queue, sim.be_queue):
             while waiting:
-                queue.add(waiting.popleft(), now=now)
+                job = waiting.popleft()
+                queue.add(job, key=job.index, now=now)
                 eventful = True
         if sim.version != self._version:
             self._version = sim.version
@@ -449,8 +450,8 @@ class KubeSchedulerPolicy:
         if self._flush_at is not None and self._flush_at > now:
             sim.wake_at(self._flush_at)
 
-    def _attempt(self, pod: QueuedPod, sim: SimulationView) -> None:
-        job = pod.job
+    def _attempt(self, pod: QueuedPod[SimJob], sim: SimulationView) -> None:
+        job = pod.item
         if job.pod.uid != pod.uid or job.state not in (JobState.QUEUED, JobState.RESERVED):
             return  # bound meanwhile (a nominated pod whose victims are gone), or done
         if job.state is JobState.RESERVED:

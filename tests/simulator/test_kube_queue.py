@@ -19,16 +19,16 @@ def _jobs(*specs: tuple[str, bool]) -> list[SimJob]:
     return [SimJob(i, job(name, trial=trial)) for i, (name, trial) in enumerate(specs)]
 
 
-def _taken(*jobs: SimJob) -> tuple[SchedulingQueue, dict[str, QueuedPod]]:
+def _taken(*jobs: SimJob) -> tuple[SchedulingQueue[SimJob], dict[str, QueuedPod[SimJob]]]:
     """A queue that was given ``jobs`` at 0 and handed them out, and those pods by job id."""
-    queue = SchedulingQueue()
+    queue: SchedulingQueue[SimJob] = SchedulingQueue()
     for job_ in jobs:
-        queue.add(job_, now=0.0)
-    return queue, {pod.job.uid: pod for pod in queue.take(0.0)}
+        queue.add(job_, key=job_.index, now=0.0)
+    return queue, {pod.item.uid: pod for pod in queue.take(0.0)}
 
 
-def _names(queue: SchedulingQueue, now: float) -> list[str]:
-    return [pod.job.uid for pod in queue.take(now)]
+def _names(queue: SchedulingQueue[SimJob], now: float) -> list[str]:
+    return [pod.item.uid for pod in queue.take(now)]
 
 
 def test_backoff_doubles_from_one_second_up_to_ten() -> None:
@@ -38,23 +38,23 @@ def test_backoff_doubles_from_one_second_up_to_ten() -> None:
 
 def test_priority_first_then_the_time_a_pod_was_queued() -> None:
     be_early, te_late, be_late = _jobs(("be-early", False), ("te-late", True), ("be-late", False))
-    queue = SchedulingQueue()
-    queue.add(be_early, now=0.0)
-    queue.add(be_late, now=5.0)
-    queue.add(te_late, now=5.0)
+    queue: SchedulingQueue[SimJob] = SchedulingQueue()
+    queue.add(be_early, key=be_early.index, now=0.0)
+    queue.add(be_late, key=be_late.index, now=5.0)
+    queue.add(te_late, key=te_late.index, now=5.0)
     assert _names(queue, 5.0) == ["te-late", "be-early", "be-late"]
     assert len(queue) == 0  # taken means out of the queue until it fails or is added again
 
 
 def test_a_failed_pod_waits_for_an_event_and_goes_behind_those_queued_before_its_failure() -> None:
     first, second, third = _jobs(("first", False), ("second", False), ("third", False))
-    queue = SchedulingQueue()
-    queue.add(first, now=0.0)
-    queue.add(second, now=1.0)
+    queue: SchedulingQueue[SimJob] = SchedulingQueue()
+    queue.add(first, key=first.index, now=0.0)
+    queue.add(second, key=second.index, now=1.0)
     pods = queue.take(2.0)
     for pod in pods:
         queue.failed(pod, now=2.0, by_extender=False, events=0)
-    queue.add(third, now=3.0)
+    queue.add(third, key=third.index, now=3.0)
     assert _names(queue, 3.0) == ["third"]  # the failed ones are parked
     assert queue.unschedulable == 2
     queue.pod_deleted()
@@ -70,7 +70,7 @@ def test_backing_off_pods_go_after_ready_ones_ordered_by_when_their_backoff_ends
     for _ in range(3):
         queue.failed(pods["be-thrice"], now=10.0, by_extender=False, events=0)
     queue.pod_deleted()
-    queue.add(be_new, now=10.5)
+    queue.add(be_new, key=be_new.index, now=10.5)
     # At 10.5 every failed pod still backs off: the new pod first (activeQ), then backoffQ by
     # the end of each backoff (11 s for one failure, 14 s for three), then priority.
     assert _names(queue, 10.5) == ["be-new", "te", "be-once", "be-thrice"]
@@ -78,8 +78,8 @@ def test_backing_off_pods_go_after_ready_ones_ordered_by_when_their_backoff_ends
 
 def test_a_backoff_ending_within_the_current_second_still_counts() -> None:
     (pod_job,) = _jobs(("p", False))
-    queue = SchedulingQueue()
-    queue.add(pod_job, now=0.0)
+    queue: SchedulingQueue[SimJob] = SchedulingQueue()
+    queue.add(pod_job, key=pod_job.index, now=0.0)
     (pod,) = queue.take(0.0)
     queue.failed(pod, now=10.2, by_extender=False, events=0)
     assert pod.backoff_ends() == 11.0  # 11.2 cut to the whole second

@@ -7,11 +7,14 @@ Where a job runs is not the machine's to say, as live: each start (and each samp
 pod of its configuration's demand, and kube-scheduler places it (:mod:`~.kube_model`: its own
 resource fit, then the filter, prioritize and bind of the engine ``cellfit serve`` composes,
 :func:`~scheduler.simulator.simulation.compose_served`; its default configuration is resource
-fit inside FitGpp). A pod no node has room for waits in kube-scheduler's queue, highest priority
-first (sampling pods, 600, before the placed Jobs' pods, 500, as the chart's PriorityClasses
-have it), then the longest waiting, and is tried again once a pod is deleted (the only event
-that can make room: a bind only takes it); its run starts when it is bound. Admission reads the
-free capacity as the live cluster cache reports it (:meth:`free_by_node`).
+fit inside FitGpp). Pending pods wait in kube-scheduler's queue (:mod:`~.kube_queue`, as the
+``fitgpp`` workload's ``kube`` policy has it): highest priority first (sampling pods, 600,
+before the placed Jobs' pods, 500, as the chart's PriorityClasses have it), then queue time,
+backoff ordering a pass; a pod no node has room for is tried again when a pod's deletion (or,
+when the engine rejected it, a binding) may have made some; its run starts when it is bound.
+The queue's 5-minute flush runs at the passes the simulation makes anyway: a pod here fits
+only after a deletion, which moves it at once. Admission reads the free capacity as the live
+cluster cache reports it (:meth:`free_by_node`).
 
 A job's life: it arrives; if its policy needs estimates and its user gave none, the estimator's
 planner (:mod:`estimator.planner`, through :class:`~scheduler.simulator.allox.sampling.SamplingRun`)
@@ -59,6 +62,7 @@ from scheduler.simulator.allox.workload import AlloxJobSpec, AlloxWorkload
 from scheduler.simulator.errors import InvalidWorkload, PolicyError, SimulationStalled
 from scheduler.simulator.kernel import EventKernel
 from scheduler.simulator.kube_model import NodeCache, best_scored, bind
+from scheduler.simulator.kube_queue import SchedulingQueue
 from scheduler.simulator.simulation import compose_served
 from scheduler.simulator.workload import GIB, ClusterSpec
 
@@ -160,17 +164,12 @@ class _Sample:
         return self.machine.kind
 
 
-@dataclass(slots=True, eq=False)
+@dataclass(frozen=True, slots=True)
 class _PendingPod:
-    """A pod kube-scheduler has not bound yet, for the job or sample ``holder``. ``since``: its
-    queue timestamp (creation, then its last failed try); ``sequence`` orders pods of one
-    instant as the real clock would."""
+    """A pod kube-scheduler has not bound yet, for the job or sample ``holder``."""
 
     pod: PodInfo
     holder: _SimJob | _Sample
-    since: float
-    sequence: int
-    tried: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -302,8 +301,10 @@ class InterchangeableSimulation:
         self.kube_cache = NodeCache([(node.name, node.allocatable) for node in nodes])
         self._bound: dict[str, tuple[str, Resources]] = {}  # pod UID -> (node, requests)
         self._pending: dict[str, _PendingPod] = {}
-        self._pod_sequence = 0
-        self._deleted = False  # a bound pod was deleted since the waiting pods were last tried
+        self._kube_queue: SchedulingQueue[_PendingPod] = SchedulingQueue()
+        self._deleted = False  # a bound pod was deleted since the last pass
+        self._binds = 0  # the assigned-pod events that move pods the engine rejected
+        self._rejected_by_engine = False  # the last failed placement was the engine's refusal
         self._pods_waited = 0
         self._estimator = workload.estimator()
         self.jobs: list[_SimJob] = []
@@ -599,41 +600,45 @@ class InterchangeableSimulation:
     def _make_pod(self, uid: str, demand: Demand, *, priority: int, holder: _SimJob | _Sample) -> None:
         """A pod for ``holder``, queued for kube-scheduler's next pass of this instant."""
         pod = PodInfo(uid=uid, namespace="sim", name=uid, requests=demand_resources(demand), priority=priority)
-        self._pending[uid] = _PendingPod(pod=pod, holder=holder, since=self.now, sequence=self._pod_sequence)
-        self._pod_sequence += 1
+        entry = self._pending[uid] = _PendingPod(pod=pod, holder=holder)
+        self._kube_queue.add(entry, key=uid, now=self.now)
 
     def _schedule_pods(self) -> None:
-        """kube-scheduler's pass over its queue: the pods not tried yet and, if a pod was deleted
-        since the last pass, those that found no node (the only event that can make room for
-        them), highest priority first, then by queue time; each bound where the engine's
-        filter and prioritize say (after kube-scheduler's own filter), or left waiting."""
-        retry = self._deleted
-        self._deleted = False
-        queue = [entry for entry in self._pending.values() if retry or not entry.tried]
-        if not queue:
-            return
-        queue.sort(key=lambda entry: (-entry.pod.priority, entry.since, entry.sequence))
-        for entry in queue:
-            node = self._placement(entry.pod)
-            if node is None:
-                if not entry.tried:
-                    self._pods_waited += 1
-                entry.tried = True
-                entry.since = self.now  # a failed pod's queue time is its failure
-                continue
-            del self._pending[entry.pod.uid]
-            bind(self.engine, entry.pod, node)
-            self.kube_cache.bind(node, entry.pod.requests)
-            self._bound[entry.pod.uid] = (node, entry.pod.requests)
-            if isinstance(entry.holder, _SimJob):
-                self._job_bound(entry.holder)
-            else:
-                self._sample_bound(entry.holder)
+        """kube-scheduler's pass: every pod its queue has ready, in the queue's order, bound where
+        the engine's filter and prioritize say (after kube-scheduler's own filter) or set aside
+        until an event may help it; again while bindings move pods the engine rejected."""
+        queue = self._kube_queue
+        if self._deleted:
+            self._deleted = False
+            queue.pod_deleted()
+        if (flush := queue.next_flush()) is not None and flush <= self.now:
+            queue.flush_leftover(self.now)
+        while True:
+            for queued in queue.take(self.now):
+                entry = queued.item
+                node = self._placement(entry.pod)
+                if node is None:
+                    if not queued.failures:
+                        self._pods_waited += 1
+                    queue.failed(queued, now=self.now, by_extender=self._rejected_by_engine, events=self._binds)
+                    continue
+                del self._pending[entry.pod.uid]
+                bind(self.engine, entry.pod, node)
+                self.kube_cache.bind(node, entry.pod.requests)
+                self._bound[entry.pod.uid] = (node, entry.pod.requests)
+                self._binds += 1
+                if isinstance(entry.holder, _SimJob):
+                    self._job_bound(entry.holder)
+                else:
+                    self._sample_bound(entry.holder)
+            if not queue.assigned_pod_changed(self._binds):
+                break
 
     def _placement(self, pod: PodInfo) -> str | None:
         """The node kube-scheduler binds ``pod`` to now, or None: its own resource fit, then the
         engine's filter and prioritize (with no node left kube-scheduler does not call it)."""
         offered = self.kube_cache.fitting(pod)
+        self._rejected_by_engine = bool(offered)
         if not offered:
             return None
         feasible = self.engine.filter(pod, offered).feasible
@@ -644,6 +649,7 @@ class InterchangeableSimulation:
         bound = self._bound.pop(uid, None)
         if bound is None:
             del self._pending[uid]
+            self._kube_queue.discard(uid)
             return
         node, requests = bound
         self.engine.delete_pod(uid)
