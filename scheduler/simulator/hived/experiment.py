@@ -25,8 +25,8 @@ from scheduler.cells import HivedEngine
 from scheduler.core.engine import SchedulingEngine
 from scheduler.core.fit import ResourceFitEngine
 from scheduler.core.model import NodeInfo
-from scheduler.composition import Composition, with_preemption
-from scheduler.config import load_settings
+from scheduler.composition import Composition, compose, with_preemption
+from scheduler.config import Settings, load_settings
 from scheduler.simulator.errors import UnknownPolicy
 from scheduler.simulator.grid import ProgressCallback, RunProgress, run_grid
 from scheduler.simulator.hived.cluster import (
@@ -97,8 +97,9 @@ def _scheduler(served: Composition, nodes: Sequence[NodeInfo], **options: Any) -
 
 
 def _hived(config: Mapping[str, Any]) -> Composition:
-    cells = HivedEngine.from_config(config)
-    return as_served(cells, cells=cells)
+    """What ``cellfit serve`` composes from a configuration whose ``cells:`` section is ``config``
+    (HiveD inside FitGpp, its default preemption)."""
+    return compose(Settings.model_validate({"policy": {"name": "hived"}, "cells": config}), connected=False, clock=_no_clock)
 
 
 def _no_clock() -> float:
