@@ -399,6 +399,8 @@ class _Left:
 # _Vacancy sums a row's need over n (each a search among the machines' waits) up to this many
 # terms, over the machines beyond.
 _TERMS = 64
+# ... compared with each of so few waits at once (a start moves two).
+_FEW_WAITS = 8
 
 
 class _Vacancy:
@@ -528,9 +530,15 @@ class _Vacancy:
         below = np.zeros(waits.shape[0] + 1)  # below[i]: the count of the i smallest waits
         np.cumsum(counts[order], out=below[1:])
         terms = np.floor(np.maximum(limit, 0.0) / step)
-        total = np.zeros(own.shape[0])
-        for n in range(1, min(int(terms.max(initial=0.0)), _TERMS) + 1):
-            total += below[sorted_waits.searchsorted(limit - n * step, side="left")]
+        count = min(int(terms.max(initial=0.0)), _TERMS)
+        if waits.shape[0] <= _FEW_WAITS:
+            # A start's two waits: the same comparisons, all at once.
+            reach = limit[:, np.newaxis] - step[:, np.newaxis] * np.arange(1, count + 1)
+            total: FloatArray = (waits < reach[:, :, np.newaxis]).sum(axis=1) @ counts
+        else:
+            total = np.zeros(own.shape[0])
+            for n in range(1, count + 1):
+                total += below[sorted_waits.searchsorted(limit - n * step, side="left")]
         many = np.flatnonzero(terms > _TERMS)
         if many.shape[0]:
             moves = np.ceil((limit[many, np.newaxis] - waits[np.newaxis, :]) / step[many, np.newaxis]) - 1.0
