@@ -40,8 +40,7 @@ from scheduler.errors import (
 from scheduler.extender.metrics import ExtenderMetrics
 from scheduler.kube import translate, wire
 from scheduler.kube.names import ExtenderArgs, decode_extender_args, host_priorities_json, names_json
-from scheduler.preemption import NoVictims, PreemptionDecision
-from scheduler.preemption.engine import ExplainedPreemption
+from scheduler.preemption.engine import ExplainedPreemption, VictimChoice
 
 log = logging.getLogger(__name__)
 
@@ -215,11 +214,10 @@ class ExtenderService:
             with self._lock:
                 if self._preemption is not None:
                     choice = self._preemption.decide_preemption(pod, candidates, victim_pods)
-                    chosen, decision = choice.victims, choice.decision
                 else:
-                    chosen, decision = self._engine.select_victims(pod, candidates, victim_pods), None
-                accepted = _answerable(pod, chosen, candidates)
-                refusal = self._record_preemption(pod, accepted, decision)
+                    choice = VictimChoice(self._engine.select_victims(pod, candidates, victim_pods), None, chosen_by="placement")
+                accepted = _answerable(pod, choice.victims, candidates)
+                refusal = self._record_preemption(pod, accepted, choice)
             if refusal is not None:
                 self._tell_refusal(pod, f"cellfit preempts no one for this pod: {refusal}", warning=False)
         self._metrics.answered["preempt", "ok"].inc()
@@ -323,41 +321,38 @@ class ExtenderService:
         log.debug("bound", extra=context)
         return _BOUND
 
-    def _record_preemption(
-        self, pod: PodInfo, accepted: dict[str, list[str]], decision: PreemptionDecision | NoVictims | None
-    ) -> str | None:
+    def _record_preemption(self, pod: PodInfo, accepted: dict[str, list[str]], choice: VictimChoice) -> str | None:
         """Explain the choice (log, metric, events) and hand the victims' Job counts to the
-        cluster; FitGpp's reason for taking no victims, if it gave one. Called under the engine
+        cluster; the reason for taking no victims, if one was given. Called under the engine
         lock: the decision and the counts belong together."""
-        preemption = self._preemption
         context = {"verb": "preempt", "pod": pod.key}
-        if isinstance(decision, NoVictims):
-            return decision.reason
+        if choice.refusal is not None:
+            return choice.refusal
         if not accepted:
             return None
         if self._cluster is not None:
             self._cluster.remember_victims(uid for uids in accepted.values() for uid in uids)
         preemptor_class = pod.labels.get(LABEL_JOB_CLASS, JOB_CLASS_BEST_EFFORT)
-        rule = decision.rule if isinstance(decision, PreemptionDecision) else (
-            "reclaim" if preemption is not None else "placement"
-        )
+        rule = choice.rule
         self._metrics.preemptions.labels(preemptor_class=preemptor_class, rule=rule).inc()
-        if not isinstance(decision, PreemptionDecision):
+        if not choice.explained:
             log.info("preempting", extra={**context, "rule": rule, "victims": accepted})
             return None
-        assert preemption is not None  # only FitGpp's choices carry a PreemptionDecision
-        messages = decision.preemptor_messages()
+        preemption = self._preemption
+        assert preemption is not None  # only FitGpp's choices are explained
+        messages = choice.preemptor_messages()
         for message in messages:
             log.info(message, extra={**context, "rule": rule})
         if self._cluster is None:
             return None
-        victims = [v for v in (preemption.victim(uid) for uid in decision.victim_uids) if v is not None]
+        victim_uids = choice.victim_uids
+        victims = [v for v in (preemption.victim(uid) for uid in victim_uids) if v is not None]
         self._cluster.record_preemption(
             preemptor=pod,
             preemptor_messages=messages,
             victims=victims,
-            victim_message=decision.victim_message(),
-            job_counts=preemption.victim_jobs(decision.victim_uids),
+            victim_message=choice.victim_message() or "",
+            job_counts=preemption.victim_jobs(victim_uids),
         )
         return None
 

@@ -63,17 +63,42 @@ class BooksAhead(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class VictimChoice:
-    """The victims chosen for one pod (node -> pod UIDs; empty: none) and why: FitGpp's decision
-    (its rule, scores and the sentences events carry) or its reason for taking none; ``None``
-    when the placement engine's own reclaim chose them (HiveD's opportunistic pods)."""
+    """The victims chosen for one pod (node -> pod UIDs; empty: none) and why, which it tells
+    itself: FitGpp's decision (its rule, scores and the sentences events carry), its reason for
+    taking none, or ``None`` when the placement engine chose them (HiveD's reclaim of
+    opportunistic pods inside FitGpp, ``chosen_by`` ``reclaim``; the placement engine alone,
+    ``placement``)."""
 
     victims: dict[str, list[str]]
     decision: PreemptionDecision | NoVictims | None
+    chosen_by: str = "reclaim"
 
     @property
     def rule(self) -> str:
-        """How the victims were chosen: ``fitgpp``, ``fallback`` or ``reclaim``."""
-        return self.decision.rule if isinstance(self.decision, PreemptionDecision) else "reclaim"
+        """How the victims were chosen: ``fitgpp``, ``fallback``, ``reclaim`` or ``placement``."""
+        return self.decision.rule if isinstance(self.decision, PreemptionDecision) else self.chosen_by
+
+    @property
+    def refusal(self) -> str | None:
+        """Why no victim was taken, in one sentence for an event; None when that was not a choice."""
+        return self.decision.reason if isinstance(self.decision, NoVictims) else None
+
+    @property
+    def explained(self) -> bool:
+        """Whether the choice has sentences for events (:meth:`preemptor_messages`)."""
+        return isinstance(self.decision, PreemptionDecision)
+
+    @property
+    def victim_uids(self) -> tuple[str, ...]:
+        return tuple(uid for uids in self.victims.values() for uid in uids)
+
+    def preemptor_messages(self) -> tuple[str, ...]:
+        """One event message per victim for the preemptor (none unless :attr:`explained`)."""
+        return self.decision.preemptor_messages() if isinstance(self.decision, PreemptionDecision) else ()
+
+    def victim_message(self) -> str | None:
+        """The event message for each victim (None unless :attr:`explained`)."""
+        return self.decision.victim_message() if isinstance(self.decision, PreemptionDecision) else None
 
 
 class ExplainedPreemption(Protocol):

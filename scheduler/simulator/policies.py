@@ -366,14 +366,12 @@ def engine_plan(job: SimJob, sim: SimulationView) -> tuple[PreemptionPlan | None
         return None, None
     if sim.preemption is not None:
         choice = sim.preemption.decide_preemption(job.pod, candidates, {})
-        rule = choice.rule
     else:  # an engine without the capability (the live service): its victims, unexplained
-        choice = VictimChoice(victims=sim.engine.select_victims(job.pod, candidates, {}), decision=None)
-        rule = "unexplained"
+        choice = VictimChoice(victims=sim.engine.select_victims(job.pod, candidates, {}), decision=None, chosen_by="unexplained")
     if not choice.victims:
         return None, choice
     ((node, victims),) = choice.victims.items()
-    return PreemptionPlan(node=node, victims=[sim.by_pod[uid] for uid in victims], rule=rule), choice
+    return PreemptionPlan(node=node, victims=[sim.by_pod[uid] for uid in victims], rule=choice.rule), choice
 
 
 class FitGppPolicy(PreemptiveFifo):

@@ -45,6 +45,10 @@ def test_trial_pod_preempts_fitgpps_victim_and_explains_it():
     decision = choice.decision  # the explanation travels with the choice
     assert isinstance(decision, PreemptionDecision) and decision.rule == "fitgpp" and choice.rule == "fitgpp"
     assert decision.preemptor_messages()[0].startswith("preempting ml/be-short on node n1 (score ")
+    # ... and the choice tells it itself: drivers read it without knowing the decision's type.
+    assert choice.explained and choice.refusal is None and choice.victim_uids == ("be-short",)
+    assert choice.preemptor_messages() == decision.preemptor_messages()
+    assert choice.victim_message() == "preempted by ml/te-1"
 
 
 def test_best_effort_never_preempts():
@@ -53,7 +57,17 @@ def test_best_effort_never_preempts():
     be = PodInfo(uid="be-new", namespace="ml", name="be-new", requests=Resources(0, 0, 2), labels={"cellfit.io/job-class": "best-effort"})
     choice = engine.decide_preemption(be, {"n1": ["be-short"]}, {})
     assert choice.victims == {}
-    assert "never preempts" in choice.decision.reason
+    assert choice.refusal is not None and "never preempts" in choice.refusal
+    assert not choice.explained and choice.preemptor_messages() == () and choice.victim_message() is None
+
+
+def test_a_choice_without_fitgpps_decision_names_who_chose():
+    from scheduler.preemption.engine import VictimChoice
+
+    reclaim = VictimChoice(victims={"n1": ["opp-0"]}, decision=None)
+    placement = VictimChoice(victims={"n1": ["opp-0"]}, decision=None, chosen_by="placement")
+    assert (reclaim.rule, placement.rule) == ("reclaim", "placement")
+    assert reclaim.refusal is None and not reclaim.explained and reclaim.victim_uids == ("opp-0",)
 
 
 def test_trial_pods_are_never_victims():
