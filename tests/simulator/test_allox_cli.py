@@ -177,3 +177,25 @@ def test_a_configuration_composes_the_engine_as_cellfit_serve_does(tmp_path: Pat
     bad.write_text("policy: {name: nonsense}\n")
     code, _, err = run_cli([*common, "--config", str(bad)], capsys)
     assert code == 2 and "policy" in err and err.count("\n") == 1
+
+
+def test_admissions_knobs_come_from_the_configuration_unless_given(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--config's ``allox`` section sets α, AlloX+'s timeout and the ω grid as the live admission
+    reads them (a null timeout: none); --alpha, --timeout and --omega-grid override it."""
+    tuned = tmp_path / "allox.yaml"
+    tuned.write_text("allox: {alpha: 0.5, omegaGridSeconds: 0, alloxPlusTimeoutSeconds: 600}\n")
+    common = [*SMALL, "--jobs", "40", "--policies", "allox", "--config", str(tuned)]
+    code, _, err = run_cli([*common, "--output-json", str(tmp_path / "a.json")], capsys)
+    assert code == 0, err
+    settings = json.loads((tmp_path / "a.json").read_text())["allox"]["settings"]
+    assert (settings["alpha"], settings["omega_grid_seconds"], settings["timeout_minutes"]) == (0.5, 0.0, 10.0)
+    code, _, err = run_cli([*common, "--alpha", "1", "--omega-grid", "30", "--timeout", "inf", "--output-json", str(tmp_path / "b.json")], capsys)
+    assert code == 0, err
+    settings = json.loads((tmp_path / "b.json").read_text())["allox"]["settings"]
+    assert (settings["alpha"], settings["omega_grid_seconds"], settings["timeout_minutes"]) == (1.0, 30.0, None)
+    default = tmp_path / "default.yaml"
+    default.write_text("policy: {name: resource-fit}\n")
+    code, _, err = run_cli([*SMALL, "--jobs", "40", "--policies", "allox", "--config", str(default), "--output-json", str(tmp_path / "c.json")], capsys)
+    assert code == 0, err
+    settings = json.loads((tmp_path / "c.json").read_text())["allox"]["settings"]
+    assert (settings["alpha"], settings["omega_grid_seconds"], settings["timeout_minutes"]) == (0.1, 60.0, None)

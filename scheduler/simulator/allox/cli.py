@@ -13,7 +13,7 @@ import math
 from pathlib import Path
 from typing import Final
 
-from scheduler.config import load_settings
+from scheduler.config import Settings, load_settings
 from scheduler.simulator.allox.experiment import (
     ALLOX_SWEEPS,
     DEFAULT_ALLOX_SWEEP_VALUES,
@@ -38,16 +38,30 @@ DEFAULT_LOAD: Final = 0.9
 DEFAULT_TIMEOUT_MINUTES: Final = 240.0
 
 
-def _options(args: argparse.Namespace) -> AlloxOptions:
-    alpha = parse_float(args.alpha if args.alpha is not None else "0.1", "--alpha", low=0.0)
-    if alpha > 1:
-        fail_option("--alpha", f"{args.alpha!r} is not in [0, 1]")
-    text = (args.timeout if args.timeout is not None else str(DEFAULT_TIMEOUT_MINUTES)).strip().lower()
-    minutes = math.inf if text in ("inf", "none", "unlimited") else parse_float(text, "--timeout", low=0.0)
-    grid = None if args.omega_grid is None else parse_float(args.omega_grid, "--omega-grid", low=0.0)
-    if grid is not None and not math.isfinite(grid):
-        fail_option("--omega-grid", f"{args.omega_grid!r} is not finite")
-    return AlloxOptions(alpha=alpha, timeout=minutes * 60.0, omega_grid_seconds=grid)
+def _options(args: argparse.Namespace, configuration: Settings | None) -> AlloxOptions:
+    """--alpha, --timeout and --omega-grid; without them, the --config file's ``allox`` section
+    (what the live admission reads: its null timeout is none), else the paper's α 0.1, 240
+    minutes and admission's own grid."""
+    admission = configuration.allox if configuration is not None else None
+    if args.alpha is not None:
+        alpha = parse_float(args.alpha, "--alpha", low=0.0)
+        if alpha > 1:
+            fail_option("--alpha", f"{args.alpha!r} is not in [0, 1]")
+    else:
+        alpha = admission.alpha if admission is not None else 0.1
+    if args.timeout is not None:
+        text = args.timeout.strip().lower()
+        seconds = math.inf if text in ("inf", "none", "unlimited") else parse_float(text, "--timeout", low=0.0) * 60.0
+    elif admission is not None:  # null there: no timeout, as the live admission reads it
+        seconds = admission.allox_plus_timeout_seconds or math.inf
+    else:
+        seconds = DEFAULT_TIMEOUT_MINUTES * 60.0
+    grid: float | None = admission.omega_grid_seconds if admission is not None else None
+    if args.omega_grid is not None:
+        grid = parse_float(args.omega_grid, "--omega-grid", low=0.0)
+        if not math.isfinite(grid):
+            fail_option("--omega-grid", f"{args.omega_grid!r} is not finite")
+    return AlloxOptions(alpha=alpha, timeout=seconds, omega_grid_seconds=grid)
 
 
 def _workload(args: argparse.Namespace) -> AlloxWorkload:
@@ -85,7 +99,8 @@ def _sweep_values(name: str, text: str | None) -> list[float]:
 
 def _experiment(args: argparse.Namespace, sweep: str | None) -> AlloxExperiment:
     workload = _workload(args)
-    options = _options(args)
+    configuration = load_settings(args.config) if args.config else None
+    options = _options(args, configuration)
     cluster = cluster_from(args, ALLOX_CLUSTER)
     jobs = DEFAULT_JOBS if args.jobs is None else parse_int(args.jobs, "--jobs", low=1)
     load = parse_float(args.load if args.load is not None else str(DEFAULT_LOAD), "--load", positive=True)
@@ -110,7 +125,7 @@ def _experiment(args: argparse.Namespace, sweep: str | None) -> AlloxExperiment:
         jobs=jobs,
         seeds=tuple(range(seed, seed + repeat)),
         variants=AlloxExperiment.variants_for(names, options),
-        configuration=load_settings(args.config) if args.config else None,
+        configuration=configuration,
     )
 
 
