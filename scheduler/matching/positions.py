@@ -134,20 +134,22 @@ def _tightened(bound: IntArray, *, omega: FloatArray, earlier: IntArray, runnabl
     ends = omega[np.newaxis, first] + np.arange(1, _LEVELS + 1)[:, np.newaxis] * width
     reach = np.searchsorted(omega, ends.ravel(), side="left").reshape(ends.shape)
     before = earlier[first]
-    within = reach - before[np.newaxis, :] - 1  # other machines at or after ω_i, closer than (l+1)·p
-    counts = np.diff(np.concatenate((np.zeros((1, first.shape[0]), dtype=np.int64), within)), axis=0)
-    behind = np.arange(1, _LEVELS + 1)[:, np.newaxis]  # 1 + l
-
-    def needed(k: IntArray) -> IntArray:
-        result: IntArray = k * (1 + before) + (counts * np.maximum(0, k[np.newaxis, :] - behind)).sum(axis=0)
-        return result
-
-    low, high = np.zeros_like(first), bound[first]
-    while bool(np.any(low < high)):
-        middle = (low + high + 1) // 2
-        fits = needed(middle) <= runnable
-        low = np.where(fits, middle, low)
-        high = np.where(fits, high, middle - 1)
+    within = reach - before[np.newaxis, :] - 1  # W[l]: other machines at or after ω_i, closer than (l+1)·p
+    # The largest k <= K_i (Claim 1) with needed(k) = k·(1 + s_i) + Σ_l c_il·max(0, k − 1 − l)
+    # <= n_c, in closed form rather than by bisection: Σ_l c_il·max(0, k − 1 − l) is Σ_{m < k−1}
+    # W[min(m, L−1)] (c_il counts the machines at level l, W their running sum, none beyond the
+    # L levels), so needed(1..L+1) is a running sum of L+1 rows, and past L+1 it rises by
+    # 1 + s_i + W[L−1] a step. needed rises with k (1 + s_i >= 1) and needed(0) = 0: the k
+    # sought is how many of needed(1..L+1) fit, or past L+1 how many more steps do.
+    own = 1 + before
+    steps = np.arange(1, _LEVELS + 2)[:, np.newaxis]  # k = 1 .. L+1
+    shifted = np.zeros((_LEVELS + 1, first.shape[0]), dtype=np.int64)
+    np.cumsum(within, axis=0, out=shifted[1:])  # row k−1: Σ_{m < k−1} W[m]
+    needed = steps * own[np.newaxis, :] + shifted
+    last = needed[_LEVELS]
+    fitting = (needed <= runnable).sum(axis=0)
+    beyond = _LEVELS + 1 + (runnable - last) // (own + within[_LEVELS - 1])
+    low = np.minimum(np.where(last <= runnable, beyond, fitting), bound[first])
     tightened = bound.copy()
     tightened[open_] = low[np.cumsum(new_omega) - 1]
     return tightened

@@ -1,0 +1,80 @@
+"""The solve's shortcuts that compute in closed form what a search used to, checked against that
+search on random inputs: the same values, so the same slots, matchings and decisions.
+
+- ``positions._tightened``: Claim 3's ``K_i``, the largest ``k <= K_i`` (Claim 1) with
+  ``k·(1 + s_i) + Σ_l c_il·max(0, k − 1 − l) <= n_c``, was found by bisection; it is now read
+  off a running sum of the levels (and a division past the last level). The reference below is
+  that bisection, as it was.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from scheduler.matching import positions
+from scheduler.matching.positions import _LEVELS, position_limits
+
+
+def _tightened_by_bisection(bound: np.ndarray, *, omega: np.ndarray, earlier: np.ndarray, runnable: int, shortest: float) -> np.ndarray:
+    """Claim 3's K_i as positions.py found it before the closed form (bisection over k)."""
+    open_ = np.flatnonzero(bound >= 2)
+    if open_.shape[0] == 0:
+        return bound
+    opened = omega[open_]
+    new_omega = np.ones(open_.shape[0], dtype=bool)
+    new_omega[1:] = opened[1:] != opened[:-1]
+    first = open_[new_omega]
+    width = shortest * (1.0 - 1e-9)
+    ends = omega[np.newaxis, first] + np.arange(1, _LEVELS + 1)[:, np.newaxis] * width
+    reach = np.searchsorted(omega, ends.ravel(), side="left").reshape(ends.shape)
+    before = earlier[first]
+    within = reach - before[np.newaxis, :] - 1
+    counts = np.diff(np.concatenate((np.zeros((1, first.shape[0]), dtype=np.int64), within)), axis=0)
+    behind = np.arange(1, _LEVELS + 1)[:, np.newaxis]
+
+    def needed(k: np.ndarray) -> np.ndarray:
+        result: np.ndarray = k * (1 + before) + (counts * np.maximum(0, k[np.newaxis, :] - behind)).sum(axis=0)
+        return result
+
+    low, high = np.zeros_like(first), bound[first]
+    while bool(np.any(low < high)):
+        middle = (low + high + 1) // 2
+        fits = needed(middle) <= runnable
+        low = np.where(fits, middle, low)
+        high = np.where(fits, high, middle - 1)
+    tightened = bound.copy()
+    tightened[open_] = low[np.cumsum(new_omega) - 1]
+    return tightened
+
+
+def _limits_case(rng: np.random.Generator, trial: int) -> dict[str, np.ndarray]:
+    machines = int(rng.integers(1, 120))
+    kinds = int(rng.integers(1, 4))
+    machine_kind = rng.integers(0, kinds, machines)
+    mode = trial % 5
+    if mode == 0:
+        available = rng.uniform(0, 100, machines)  # every machine freeing at its own time
+    elif mode == 1:
+        available = np.round(rng.uniform(0, 20, machines))  # on a grid: many together
+    elif mode == 2:
+        available = np.where(rng.random(machines) < 0.5, 0.0, rng.integers(0, 5, machines) * float(rng.choice([0.5, 1.0, 3.0])))
+    elif mode == 3:
+        available = rng.exponential(5, machines) * (rng.random(machines) < 0.8)
+    else:
+        available = np.zeros(machines)  # every machine idle
+    runnable = rng.integers(0, int(rng.choice([5, 50, 400, 3000])) + 1, kinds)
+    shortest = np.where(rng.random(kinds) < 0.85, rng.choice([float(rng.uniform(0.01, 10)), 1.0, 0.5, 3.0, 0.001], kinds), 0.0)
+    return {"machine_kind": machine_kind, "available": available, "runnable_per_kind": runnable, "shortest_per_kind": shortest}
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_claim_3_in_closed_form_equals_the_bisection(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = np.random.default_rng(seed)
+    for trial in range(1500):
+        case = _limits_case(rng, trial)
+        closed = position_limits(**case)
+        with monkeypatch.context() as patched:
+            patched.setattr(positions, "_tightened", _tightened_by_bisection)
+            bisected = position_limits(**case)
+        assert (closed == bisected).all(), (seed, trial)
