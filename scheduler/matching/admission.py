@@ -626,6 +626,13 @@ def _queue(
         # That matching less its starts stays optimal (allox.py) but for the started machines'
         # ω put on the grid: solve() takes it when it is certainly still the optimum.
         hint = _left_of(matched.problem, matched.queues, rows)
+    elif matched.every_job is not None and len(matched.every_job.jobs) == len(jobs):
+        # Algorithm 2's arrays of every waiting Job (``jobs``, in order: none was left out):
+        # the rows left, as prepare_on would make them again.
+        rows = [row for row, job in enumerate(matched.every_job.jobs) if job.name not in started_names]
+        if not rows:
+            return []
+        problem = rows_on(matched.every_job, rows, machines.with_available(until))
     else:
         left = [job for job in jobs if job.name not in started_names]
         if not left:

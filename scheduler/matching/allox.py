@@ -37,6 +37,9 @@ class Matched:
     started: list[Assignment]
     problem: Problem | None = None
     queues: Queues | None = None
+    # At α < 1 (several matchings): every waiting job's arrays on the machines before the
+    # starts, which admission takes its queue's rows from.
+    every_job: Problem | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -209,7 +212,7 @@ class AlloxScheduler:
                 if (plan is source or job.user not in considered)
                 and plan.kept_after(source=plan is source, position=position, kind=kind_index, wait=wait, delay=delay)
             }
-        return Matched(started)
+        return Matched(started, every_job=every_job)
 
     @staticmethod
     def _every_user(*, now: float, free_machines: Sequence[Machine], waiting: Mapping[str, Job], machines: Fleet,

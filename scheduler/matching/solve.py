@@ -23,7 +23,7 @@ from scheduler.matching.costs import kind_times, slot_cost_matrix
 from scheduler.matching.errors import InfeasibleInstance, InvalidInstance
 from scheduler.matching.model import Assignment, Job, Machine
 from scheduler.matching.positions import Slots, SlotClasses, all_positions, position_limits, slot_classes, slots_for
-from scheduler.matching.transport import Groups, assign_to_classes, certified
+from scheduler.matching.transport import Groups, distinct, assign_to_classes, certified
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -309,9 +309,9 @@ def _groups(problem: Problem, slots: Slots, classes: SlotClasses) -> Groups:
     position = slots.position[first]
     # One integer per (kind, position), ordered as the pairs are (np.unique over rows is slow).
     span = int(position.max(initial=0)) + 1
-    keys, group = np.unique(kind * span + position, return_inverse=True)
+    keys, group = distinct(kind * span + position)
     group_cost = problem.times[:, keys // span] * (keys % span)
-    return Groups(group=group.reshape(-1).astype(np.int64), offset=problem.delay[machine], group_cost=group_cost)
+    return Groups(group=group, offset=problem.delay[machine], group_cost=group_cost)
 
 
 @dataclass(frozen=True, slots=True)
@@ -412,11 +412,13 @@ def canonical(problem: Problem, *, rows: IntArray, machine: IntArray, position: 
     out_rows, out_machine = np.empty_like(rows), np.empty_like(machine)
     ready = problem.delay.copy()  # when each machine's slot at the current position starts
     levels = np.argsort(-position, kind="stable")
-    bounds = np.flatnonzero(np.diff(position[levels])) + 1
+    by_level = position[levels]
+    cuts = [0, *((by_level[1:] != by_level[:-1]).nonzero()[0] + 1).tolist(), levels.shape[0]]
     # Each level's jobs by kind then row, for every level in one sort (the slots' order waits
     # for the levels above: when a slot starts).
-    jobs_by_level = np.split(np.lexsort((rows, slot_kind, -position)), bounds)
-    for at, jobs in zip(np.split(levels, bounds), jobs_by_level):
+    ordered = np.lexsort((rows, slot_kind, -position))
+    for begin, end in zip(cuts[:-1], cuts[1:]):
+        at, jobs = levels[begin:end], ordered[begin:end]
         slots = at[np.lexsort((machine[at], ready[machine[at]], slot_kind[at]))]
         out_rows[at], out_machine[at] = rows[jobs], machine[slots]
         ready[machine[slots]] += problem.times[rows[jobs], slot_kind[slots]]

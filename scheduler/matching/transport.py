@@ -112,9 +112,8 @@ class _Units:
 
 
 def _units(groups: Groups, capacity: IntArray) -> _Units:
-    kept = np.flatnonzero(capacity > 0)  # classes without a slot take no part
-    group_ids, group = np.unique(groups.group[kept], return_inverse=True)
-    group = group.reshape(-1)
+    kept = (capacity > 0).nonzero()[0]  # classes without a slot take no part
+    group_ids, group = distinct(groups.group[kept])
     # Each group's classes by offset, then class order (one sort instead of one pass per group).
     classes = kept[np.lexsort((groups.offset[kept], group))]
     unit_class = np.repeat(classes, capacity[classes])
@@ -123,6 +122,14 @@ def _units(groups: Groups, capacity: IntArray) -> _Units:
     offsets = groups.offset[unit_class]
     units = [offsets[begin:end] for begin, end in zip(bounds[:-1].tolist(), bounds[1:].tolist())]
     return _Units(ids=group_ids, unit_class=unit_class, bounds=bounds, units=units)
+
+
+def distinct(values: IntArray) -> tuple[IntArray, IntArray]:
+    """``np.unique(values, return_inverse=True)`` for small non-negative integers (group ids),
+    by counting rather than sorting: the values present, ascending, and each one's index."""
+    present = np.bincount(values) > 0
+    index = present.cumsum() - 1
+    return present.nonzero()[0].astype(np.int64), index[values].astype(np.int64)
 
 
 def _filled(assign: IntArray, units: _Units) -> IntArray:
@@ -237,16 +244,24 @@ class _Grouped:
     def __init__(self, *, cost: FloatArray, units: list[FloatArray]) -> None:
         self.cost = cost
         self.units = units
-        self.price = np.array([u[0] for u in units], dtype=np.float64)
+        # The units group after group in one array (each group's ascending), for counts over
+        # every group at once.
+        sizes = np.fromiter(map(len, units), dtype=np.int64, count=len(units))
+        self._flat = np.concatenate(units) if units else np.zeros(0)
+        self._owner = np.repeat(np.arange(len(units), dtype=np.int64), sizes)
+        self._first = sizes.cumsum() - sizes
+        self._sizes = sizes
+        self.price = self._flat[self._first] if units else np.zeros(0)
         self.assign: IntArray = np.argmin(cost + self.price, axis=1).astype(np.int64)
 
     def feasible(self) -> bool:
-        total = sum(u.shape[0] for u in self.units)
+        total = int(self._sizes.sum())
         return total >= self.cost.shape[0] and bool(np.all(np.isfinite(self.cost.min(axis=1))))
 
     def _priced_units(self) -> IntArray:
-        """How many units of each group cost at most its price."""
-        return np.array([np.searchsorted(u, p, side="right") for u, p in zip(self.units, self.price)], dtype=np.int64)
+        """How many units of each group cost at most its price (each group's units ascending:
+        what ``searchsorted(units, price, side="right")`` gives, for every group at once)."""
+        return np.bincount(self._owner[self._flat <= self.price[self._owner]], minlength=self._sizes.shape[0]).astype(np.int64)
 
     def raise_prices(self) -> None:
         """Phase 2."""
@@ -363,7 +378,7 @@ class _Grouped:
             if finite.any() and float(reduced[finite].min()) < -tolerance:
                 return False
             graph[:groups, :groups] = np.maximum(reduced, 0.0)
-            following = np.array([u[k] if k < u.shape[0] else np.inf for u, k in zip(self.units, used)])
+            following = np.where(used < self._sizes, self._flat[self._first + np.minimum(used, self._sizes - 1)], np.inf)
             to_sink = following - price
             if float(np.min(to_sink)) < -tolerance:
                 return False

@@ -5,15 +5,30 @@ search on random inputs: the same values, so the same slots, matchings and decis
   ``k·(1 + s_i) + Σ_l c_il·max(0, k − 1 − l) <= n_c``, was found by bisection; it is now read
   off a running sum of the levels (and a division past the last level). The reference below is
   that bisection, as it was.
+- ``transport.distinct``: ``np.unique(values, return_inverse=True)`` for group ids, by counting.
+- ``transport._Grouped._priced_units`` and phase 3's next units: each group's units counted
+  against its price for every group at once, not a ``searchsorted`` per group.
+- ``solve.canonical``'s levels cut by slicing, not ``np.split``: checked through the solve's
+  optimality and canonical tests (tests/matching), and here through ``decide``.
+- Admission's queue at α < 1 takes its rows from Algorithm 2's arrays of every waiting Job
+  instead of making them again (``prepare_on``): decided both ways on random live states
+  (pools, gangs, α 0.3, 0.1 and 0, grids of 0, 1 and 60 s, ties), queue positions and expected
+  starts included.
 """
 
 from __future__ import annotations
 
+import random
+
 import numpy as np
 import pytest
 
-from scheduler.matching import positions
+from scheduler.matching import allox, positions
+from scheduler.matching.admission import decide
+from scheduler.matching.allox import AlloxScheduler, Matched
 from scheduler.matching.positions import _LEVELS, position_limits
+from scheduler.matching.transport import _Grouped, distinct
+from tests.matching.test_matching_vacancy import live_state
 
 
 def _tightened_by_bisection(bound: np.ndarray, *, omega: np.ndarray, earlier: np.ndarray, runnable: int, shortest: float) -> np.ndarray:
@@ -78,3 +93,50 @@ def test_claim_3_in_closed_form_equals_the_bisection(seed: int, monkeypatch: pyt
             patched.setattr(positions, "_tightened", _tightened_by_bisection)
             bisected = position_limits(**case)
         assert (closed == bisected).all(), (seed, trial)
+
+
+def test_distinct_is_numpy_unique_with_its_inverse() -> None:
+    rng = np.random.default_rng(5)
+    for _ in range(500):
+        values = rng.integers(0, int(rng.integers(1, 300)), int(rng.integers(1, 400)))
+        keys, inverse = distinct(values)
+        expected_keys, expected_inverse = np.unique(values, return_inverse=True)
+        np.testing.assert_array_equal(keys, expected_keys)
+        np.testing.assert_array_equal(inverse, expected_inverse.reshape(-1))
+        assert keys.dtype == np.int64 and inverse.dtype == np.int64
+
+
+def test_priced_units_are_each_groups_searchsorted() -> None:
+    rng = np.random.default_rng(6)
+    for _ in range(300):
+        groups = int(rng.integers(1, 12))
+        units = [np.sort(np.round(rng.uniform(0, 50, int(rng.integers(1, 9))))) for _ in range(groups)]
+        grouped = _Grouped(cost=rng.uniform(0, 10, (3, groups)), units=units)
+        np.testing.assert_array_equal(grouped.price, [u[0] for u in units])
+        grouped.price = np.round(rng.uniform(-5, 55, groups)) if rng.random() < 0.5 else np.array([rng.choice(u) for u in units])
+        expected = [np.searchsorted(u, p, side="right") for u, p in zip(units, grouped.price)]
+        np.testing.assert_array_equal(grouped._priced_units(), expected)
+
+
+@pytest.mark.parametrize("pools", [False, True])
+@pytest.mark.parametrize("seed", range(6))
+def test_the_queue_at_small_alpha_from_algorithm_2s_arrays_equals_it_made_again(seed: int, pools: bool,
+                                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = random.Random(9700 + seed + 100 * pools)
+    matched = AlloxScheduler.matched
+    taken = 0
+
+    def without_arrays(self: AlloxScheduler, **arguments: object) -> Matched:
+        found = matched(self, **arguments)  # type: ignore[arg-type]
+        return Matched(found.started, found.problem, found.queues)
+
+    for _ in range(20):
+        state = live_state(rng, pools=pools)
+        for alpha in (0.3, 0.1, 0.0):
+            kept = decide(alpha=alpha, **state)  # type: ignore[arg-type]
+            with monkeypatch.context() as patched:
+                patched.setattr(allox.AlloxScheduler, "matched", without_arrays)
+                made = decide(alpha=alpha, **state)  # type: ignore[arg-type]
+            assert kept == made
+            taken += bool(kept.queue)
+    assert taken > 0
