@@ -87,11 +87,13 @@ def position_limits(
     that can run there; where it is above 0, Claim 3 tightens ``K_i``.
     """
     limits = np.zeros(machine_kind.shape[0], dtype=np.int64)
-    for kind in np.unique(machine_kind):
-        members = np.flatnonzero(machine_kind == kind)
-        runnable = int(runnable_per_kind[kind])
-        if runnable == 0:
+    # Every kind that jobs can run on (the kinds without a machine have no members): the same
+    # machines as the kinds present, without np.unique's sort and hash at every solve.
+    for kind in (runnable_per_kind > 0).nonzero()[0].tolist():
+        members = (machine_kind == kind).nonzero()[0]
+        if members.shape[0] == 0:
             continue
+        runnable = int(runnable_per_kind[kind])
         omega = available[members]
         # Stable sort by ω keeps input order inside a group of equal ω, so Claim 2 keeps the
         # machines the caller listed first: the choice is deterministic and predictable.
