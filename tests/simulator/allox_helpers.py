@@ -105,6 +105,9 @@ def check(sim: InterchangeableSimulation) -> None:
         assert free.fits_in(node)
         here = [requests for where, requests in bound.values() if where == name]
         assert free == node - sum(here, Resources())
+        fit = getattr(getattr(sim.engine, "inner", None), "free_on", None)  # resource fit inside FitGpp
+        if fit is not None:
+            assert fit(name) == free, (name, fit(name), free)  # the engine books what kube-scheduler bound
     for uid, (_, requests) in bound.items():
         assert requests == _requests(sim, uid, holdings)
     for pod in held:
