@@ -20,12 +20,13 @@ import msgspec
 from placer.holding import JobPods
 from scheduler.cluster.api import Kind, KubernetesApi, WatchExpired
 from scheduler.cluster.reflector import Reflector
-from scheduler.constants import ANNOTATION_PREEMPTIONS
+from scheduler.cells import bindinfo
+from scheduler.constants import ANNOTATION_BIND_INFO, ANNOTATION_PREEMPTIONS
 from scheduler.core.engine import SchedulingEngine, TracksJobs
 from scheduler.core.model import TERMINAL_PHASES, JobInfo, PodInfo
 from scheduler.core.pods import PodStore
 from scheduler.core.resources import ZERO, Resources
-from scheduler.errors import CellfitError
+from scheduler.errors import CellfitError, InvalidAnnotation
 from scheduler.preemption.model import JobClass, job_class_or_best_effort
 from scheduler.kube import translate, wire
 
@@ -454,13 +455,15 @@ class ClusterCache:
             self._schedulable.discard(name)
 
     def _replace_pods(self, pods: Sequence[wire.Pod]) -> None:
-        # One event per hold, except on a node the list shows both changed and left: there its
-        # departures and changes go in one hold. Applied apart, a verb could see that node freer
-        # than it ever was (a pod deleted during the outage gone, the pod bound in its place
-        # meanwhile not yet applied: HiveD would hand the newcomer's GPUs out a second time).
-        # Arrivals alone only fill a node up to what it holds; departures alone (pods not
-        # listed, or listed as finished) only empty it down to what it holds: every state
-        # between is one a verb may decide on.
+        # One event per hold, except where the list shows pods both gone and newly booked on a
+        # node, or on nodes a booking links: there its departures and bookings go in one hold.
+        # Applied apart, a verb could see that node freer than it ever was (a pod deleted
+        # during the outage gone, the pod bound in its place meanwhile not yet applied: HiveD
+        # would hand the newcomer's GPUs out a second time). A HiveD gang's pod books its
+        # siblings' slots on other nodes too (its bind info), so those nodes go with its own.
+        # Arrivals alone only fill nodes up to what they hold; departures alone (pods not
+        # listed, listed as finished, or resized to ask less) only empty them down to what they
+        # hold: every state between is one a verb may decide on.
         listed = {pod.metadata.uid for pod in pods}
         pause = _Pauses()
         arriving: dict[str | None, list[PodInfo]] = {}
@@ -474,12 +477,22 @@ class ClusterCache:
             for known in self._pods.pods():
                 if known.uid not in listed:
                     leaving.setdefault(known.node_name, []).append(known.uid)
-        for node_name in sorted(set(arriving) | set(leaving), key=lambda name: (name is None, name or "")):
-            gone, here = leaving.get(node_name, ()), arriving.get(node_name, ())
-            # Departures: pods no longer listed, and pods listed as finished.
-            if node_name is not None and here and (gone or any(not info.holds_resources for info in here)):
+        for uid in leaving.pop(None, ()):
+            with self._lock:
+                self._forget(uid)
+            pause.now_and_then()
+        for info in arriving.pop(None, ()):
+            with self._lock:
+                self._apply_info(info)
+            pause.now_and_then()
+        for nodes in _linked_nodes(arriving, leaving.keys()):
+            gone = [uid for node in nodes for uid in leaving.get(node, ())]
+            here = [info for node in nodes for info in arriving.get(node, ())]
+            if here and (gone or len(here) > 1 or not here[0].holds_resources):
                 with self._lock:
-                    together = any(self._books(info) for info in here)
+                    # Departures: pods no longer listed, listed as finished, or asking less.
+                    departing = bool(gone) or any(not info.holds_resources or self._shrinks(info) for info in here)
+                    together = departing and any(self._books(info) for info in here)
                     if together:
                         for uid in gone:
                             self._forget(uid)
@@ -496,6 +509,14 @@ class ClusterCache:
                 with self._lock:
                     self._apply_info(info)
                 pause.now_and_then()
+
+    def _shrinks(self, info: PodInfo) -> bool:
+        """Whether ``info`` asks less of some resource than the record of its pod (an in-place
+        resize): applying it frees room. Under the lock."""
+        known = self._pods.get(info.uid)
+        if known is None or known.node_name != info.node_name:
+            return False
+        return any(new < old for new, old in zip(info.requests.as_tuple(), known.requests.as_tuple()))
 
     def _books(self, info: PodInfo) -> bool:
         """Whether applying ``info`` (on a node) books something the engine does not hold yet:
@@ -540,6 +561,53 @@ class ClusterCache:
             del self._victims[uid]
             if self.on_victims_gone is not None:
                 self.on_victims_gone()
+
+
+def _linked_nodes(arriving: Mapping[str | None, Sequence[PodInfo]], leaving: Iterable[str | None]) -> list[list[str]]:
+    """The nodes of a relist in groups that must change together: a node alone, or with the
+    nodes its listed pods' bookings hold slots on (a HiveD gang's bind info names its siblings'
+    slots). Groups in the order of their first node's name."""
+    parent: dict[str, str] = {}
+
+    def root(node: str) -> str:
+        while parent.setdefault(node, node) != node:
+            parent[node] = parent[parent[node]]
+            node = parent[node]
+        return node
+
+    for node in leaving:
+        if node is not None:
+            root(node)
+    for node, infos in arriving.items():
+        if node is None:
+            continue
+        own = root(node)
+        for info in infos:
+            for other in _slot_nodes(info):
+                linked = root(other)
+                if linked != own:
+                    parent[max(linked, own)] = min(linked, own)
+                    own = min(linked, own)
+    groups: dict[str, list[str]] = {}
+    for node in sorted(parent):
+        groups.setdefault(root(node), []).append(node)
+    return list(groups.values())
+
+
+def _slot_nodes(info: PodInfo) -> tuple[str, ...]:
+    """The nodes other than its own that ``info``'s booking holds slots on: a HiveD gang's
+    siblings' (its ``cellfit.io/bind-info``); none for any other pod, or a bind info that does
+    not parse (HiveD recovers that pod on its own node only)."""
+    text = info.annotations.get(ANNOTATION_BIND_INFO)
+    if not text or '"gang"' not in text:
+        return ()
+    try:
+        gang = bindinfo.decode(text).gang
+    except InvalidAnnotation:
+        return ()
+    if gang is None:
+        return ()
+    return tuple({slot.node for slot in gang.slots if slot.node != info.node_name})
 
 
 class _Pauses:

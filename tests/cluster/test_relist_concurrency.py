@@ -1,7 +1,8 @@
 """A relist never stalls the verbs: the watch cache applies it one event per hold of the engine
-lock (issue 14, "Concurrency"), so a verb waits for one event at most; only a node the list
-shows with pods both gone and newly booked has them applied in one hold, so that no verb sees it
-freer than it ever was; and the relist still ends in the state the list describes.
+lock (issue 14, "Concurrency"), so a verb waits for one event at most; only where the list shows
+a node's pods both leaving and newly booked (on it, or on nodes a HiveD gang's booking links to
+it) are they applied in one hold, so that no verb sees a node freer than it ever was; and the
+relist still ends in the state the list describes.
 
 The lock is the one the verbs take (ExtenderService shares it with the cache); here it is wrapped
 to count what happens inside each hold. The engine is the production composition's FitGpp over
@@ -231,3 +232,89 @@ def test_events_that_change_nothing_a_decision_reads_are_not_applied_again() -> 
     api.pods.append(pod("waiting-0", uid="uid-waiting", cpu="1", gpus=0))
     assert changes_during(cache.pods._list_and_replace) == 1
     assert changes_during(cache.pods._list_and_replace) == 1
+
+
+def test_mid_relist_a_node_a_gangs_booking_links_is_never_freer_than_it_ever_was() -> None:
+    """HiveD, two 8-GPU nodes of VC a. D (4 GPUs) ran on r0n0 and E (4 GPUs) on r0n1; a gang of
+    two 4-GPU pods booked a slot on each node, G-1 bound on r0n1, G-0 still pending; then D was
+    deleted, all while the watch was down. G-1's bind info books G-0's slot on r0n0, so r0n0
+    never had 8 GPUs free: D's deletion and G-1's arrival go in one hold (r0n0 has no arrival
+    of its own), and after every hold an 8-GPU pod of VC a finds no room on r0n0."""
+    from scheduler.cells import HivedEngine
+    from tests.cells.helpers import node as cell_node, pod as cell_pod, rack_cluster, schedule
+
+    config = rack_cluster(racks=1, nodes_per_rack=2, vcs={"a": [{"cellType": "V100-NODE", "count": 2}]})
+    names = ["r0n0", "r0n1"]
+    truth = HivedEngine.from_config(config, nodes=[cell_node(n) for n in names])
+    d = schedule(truth, cell_pod("uid-d", 4, "a"), ["r0n0"])
+    e = schedule(truth, cell_pod("uid-e", 4, "a"), ["r0n1"])
+    truth.filter(cell_pod("uid-g0", 4, "a", gang=("g", 2)), names)  # the gang's slots booked
+    g1 = schedule(truth, cell_pod("uid-g1", 4, "a", gang=("g", 2)), names)
+    assert d is not None and e is not None and g1 is not None and g1.node_name == "r0n1"
+
+    def listed(bound: Any, name: str, *, node_name: str | None, gang: bool = False) -> dict[str, Any]:
+        annotations = dict(bound.annotations) if bound is not None else {}
+        if gang:
+            annotations.update({"cellfit.io/gang": "true", "cellfit.io/gang-size": "2"})
+        return pod(name, uid=f"uid-{name}", gpus=4, cpu="1", node_name=node_name, phase="Running" if node_name else "Pending",
+                   labels={"cellfit.io/virtual-cluster": "a"}, annotations=annotations, job_uid="uid-g" if gang else "uid-solo")
+
+    api = ListingApi(nodes=[node(n, gpus=8, cpu="64") for n in names],
+                     pods=[listed(d, "d", node_name="r0n0"), listed(e, "e", node_name="r0n1")])
+    seen: list[bool] = []
+    engine = HivedEngine.from_config(config)
+
+    class ProbingLock(CountingLock):
+        probing = False
+
+        def __exit__(self, *args: object) -> None:
+            if self._depth == 1 and self.probing:
+                self._depth += 1
+                try:
+                    decision = engine.filter(cell_pod("uid-probe", 8, "a"), ["r0n0"])
+                    seen.append(bool(decision.feasible))
+                    if decision.feasible:
+                        engine.delete_pod("uid-probe")  # filter booked it: undo
+                finally:
+                    self._depth -= 1
+            super().__exit__(*args)
+
+    lock = ProbingLock()
+    cache = ClusterCache(api=api, engine=engine, lock=lock, gpu_resource="nvidia.com/gpu", pods=PodStore(), jobs=engine)  # type: ignore[arg-type]
+    cache.nodes._list_and_replace()
+    cache.pods._list_and_replace()
+    lock.probing = True
+    api.pods = [listed(e, "e", node_name="r0n1"), listed(None, "g0", node_name=None, gang=True),
+                listed(g1, "g1", node_name="r0n1", gang=True)]
+    cache.pods._list_and_replace()
+    assert seen and not any(seen), seen
+    slots = sorted((slot.node, slot.pod_uid) for group in engine.allocator.groups.values() for slot in group.slots)
+    assert slots == [("r0n0", None), ("r0n1", "uid-g1")], slots  # G-0's slot still waits for it on r0n0
+
+
+def test_mid_relist_a_pod_resized_to_ask_less_is_a_departure_too() -> None:
+    """A (6 of 10 cores) ran; while the watch was down B (3 cores) was bound beside it, then A
+    was resized in place to 2 cores: 4, 1, then 5 cores free. A's smaller request applied
+    before B's arrival would show 8 free; in one hold with it, never more than 5."""
+    a = pod("a-0", uid="uid-a", cpu="6", memory="1Gi", node_name="node-000", phase="Running")
+    api = ListingApi(nodes=[node("node-000", gpus=0, cpu="10")], pods=[a])
+    seen: list[int] = []
+    engine = FitGppEngine(ResourceFitEngine(), settings=FitGppSettings())
+
+    class CpuSnapshotLock(CountingLock):
+        watching = False
+
+        def __exit__(self, *args: object) -> None:
+            if self._depth == 1 and self.watching:
+                seen.append(engine.inner.free_on("node-000").cpu_millis)
+            super().__exit__(*args)
+
+    lock = CpuSnapshotLock()
+    cache = ClusterCache(api=api, engine=engine, lock=lock, gpu_resource="nvidia.com/gpu", pods=PodStore(), jobs=engine)  # type: ignore[arg-type]
+    cache.nodes._list_and_replace()
+    cache.pods._list_and_replace()
+    lock.watching = True
+    api.pods = [pod("a-0", uid="uid-a", cpu="2", memory="1Gi", node_name="node-000", phase="Running"),
+                pod("b-0", uid="uid-b", cpu="3", memory="1Gi", node_name="node-000", phase="Running")]
+    cache.pods._list_and_replace()
+    assert seen and max(seen) <= 5000 and seen[-1] == 5000, seen
