@@ -402,14 +402,14 @@ class InterchangeableSimulation:
                     self._decisions += 1
                     self.policy.schedule(self)
             self._schedule_pods()
+            if not kernel.pending and self._pending:
+                names = ", ".join(repr(uid) for uid in list(self._pending)[:5])
+                raise SimulationStalled(f"{len(self._pending)} pods ({names}) found no node on an idle cluster")
             if not kernel.pending and cursor >= len(future) and (self._waiting or self._profiling_left()):
                 names = ", ".join(repr(job.spec.job_id) for job in list(self._waiting.values())[:5])
                 raise SimulationStalled(
                     f"policy {self.policy.name!r} left {len(self._waiting)} jobs waiting ({names}) with every machine idle"
                 )
-            if not kernel.pending and self._pending:
-                names = ", ".join(repr(uid) for uid in list(self._pending)[:5])
-                raise SimulationStalled(f"{len(self._pending)} pods ({names}) found no node on an idle cluster")
 
         kernel.run(next_arrival=next_arrival, on_event=self._on_event, instant=instant, advance=advance)
         if self._done != len(self.jobs):  # pragma: no cover - the stall check above catches it
