@@ -16,7 +16,7 @@ from typing import Any
 from scheduler.cluster.cache import LIST_PAGE_SIZE, ClusterCache
 from scheduler.core.pods import PodStore
 from scheduler.core.fit import ResourceFitEngine
-from scheduler.core.resources import ZERO
+from scheduler.core.resources import ZERO, Resources
 from scheduler.preemption import FitGppSettings
 from scheduler.preemption.engine import FitGppEngine
 from tests.support.api_double import ListingApi
@@ -318,3 +318,75 @@ def test_mid_relist_a_pod_resized_to_ask_less_is_a_departure_too() -> None:
                 pod("b-0", uid="uid-b", cpu="3", memory="1Gi", node_name="node-000", phase="Running")]
     cache.pods._list_and_replace()
     assert seen and max(seen) <= 5000 and seen[-1] == 5000, seen
+
+
+def test_random_relists_never_show_a_node_freer_than_before_and_after_and_end_as_listed() -> None:
+    """Random outages over three nodes: pods deleted, finished, bound anew, resized up or down,
+    any mix. A verb taking the lock between two holds of the relist never sees a node with more
+    of any resource free than it had before the relist or has after it (each group of changes
+    only fills or only empties its nodes, or goes in one hold), and the relist ends with the
+    engine holding exactly what the list describes."""
+    import random
+
+    names = ["node-000", "node-001", "node-002"]
+
+    def listed(uid: int, *, node_name: str, cpu: int, gpus: int, phase: str = "Running") -> dict[str, Any]:
+        return pod(f"p-{uid}", uid=f"uid-{uid}", cpu=str(cpu), memory="1Gi", gpus=gpus, node_name=node_name, phase=phase)
+
+    for seed in range(150):
+        rng = random.Random(seed)
+        pods = {uid: (rng.choice(names), rng.randint(1, 8), rng.randint(0, 2)) for uid in range(rng.randint(0, 10))}
+        api = ListingApi(nodes=[node(n, gpus=8, cpu="64") for n in names],
+                         pods=[listed(uid, node_name=n, cpu=c, gpus=g) for uid, (n, c, g) in pods.items()])
+        engine = FitGppEngine(ResourceFitEngine(), settings=FitGppSettings())
+        seen: list[dict[str, Any]] = []
+
+        class Watching(CountingLock):
+            on = False
+
+            def __exit__(self, *args: object) -> None:
+                if self._depth == 1 and self.on:
+                    seen.append({n: engine.inner.free_on(n) for n in names})
+                super().__exit__(*args)
+
+        lock = Watching()
+        cache = ClusterCache(api=api, engine=engine, lock=lock, gpu_resource="nvidia.com/gpu", pods=PodStore(), jobs=engine)  # type: ignore[arg-type]
+        cache.nodes._list_and_replace()
+        cache.pods._list_and_replace()
+        before = {n: engine.inner.free_on(n) for n in names}
+        after_pods: list[dict[str, Any]] = []
+        for uid, (n, c, g) in pods.items():
+            fate = rng.choice(["keep", "keep", "delete", "finish", "resize"])
+            if fate == "keep":
+                after_pods.append(listed(uid, node_name=n, cpu=c, gpus=g))
+            elif fate == "finish":
+                after_pods.append(listed(uid, node_name=n, cpu=c, gpus=g, phase="Succeeded"))
+            elif fate == "resize":
+                after_pods.append(listed(uid, node_name=n, cpu=rng.randint(1, 8), gpus=g))
+        for uid in range(100, 100 + rng.randint(0, 4)):
+            after_pods.append(listed(uid, node_name=rng.choice(names), cpu=rng.randint(1, 8), gpus=rng.randint(0, 2)))
+        rng.shuffle(after_pods)
+        api.pods = after_pods
+        lock.on = True
+        cache.pods._list_and_replace()
+        lock.on = False
+        after = {n: engine.inner.free_on(n) for n in names}
+        expected = {n: Resources(64_000, node_memory(api, n), 8) for n in names}
+        for body in after_pods:
+            if body["status"]["phase"] == "Running":
+                requests = body["spec"]["containers"][0]["resources"]["requests"]
+                expected[body["spec"]["nodeName"]] -= Resources(int(requests["cpu"]) * 1000, 2**30, int(requests.get("nvidia.com/gpu", 0)))
+        assert after == expected, (seed, after, expected)
+        for snapshot in seen:
+            for n in names:
+                bound = before[n].as_tuple(), after[n].as_tuple()
+                assert all(free <= max(b, a) for free, b, a in zip(snapshot[n].as_tuple(), *bound)), (seed, n, snapshot[n], before[n], after[n])
+
+
+def node_memory(api: ListingApi, name: str) -> int:
+    """The node's allocatable memory as the cache reads it, in bytes."""
+    from scheduler.kube import translate, wire
+    import msgspec
+
+    body = next(n for n in api.nodes if n["metadata"]["name"] == name)
+    return translate.node_info(msgspec.convert(body, wire.Node), gpu_resource="nvidia.com/gpu").allocatable.memory_bytes
