@@ -430,7 +430,10 @@ class _Vacancy:
     |S| - t`` (``S``: every job matched) and ``J`` holds only jobs with ``N(j) <= t``: ``|J| <=
     max_t min(#{j: N(j) <= t}, |S| - t)``. When that is at most ``r``, every optimal matching
     leaves ``M`` empty, whichever the solver finds: Algorithm 2 starts nothing on it from that
-    plan, and the plan is made later, when a machine needs it, as solving it now would. ``N``
+    plan, and the plan is made later, when a machine needs it. (That the later plan is the one
+    solving it now would give is measured, not proved: under ties a kept plan and a fresh solve
+    may differ, and the shortcuts only drop plans that supplied no start; a review found 0
+    mismatches in ~13,800 such uses, and identical decisions in ~96,000 comparisons.) ``N``
     is the machines', not the set's, so a subset's bound is at most the set's: when every
     waiting job's bound says so, no user set's plan, made or kept (each an optimal matching of
     the machines as they are), starts a job on ``M``, and §4.4's raise is not walked at all.

@@ -150,7 +150,10 @@ def _tightened(bound: IntArray, *, omega: FloatArray, earlier: IntArray, runnabl
     needed = steps * own[np.newaxis, :] + shifted
     last = needed[_LEVELS]
     fitting = (needed <= runnable).sum(axis=0)
-    beyond = _LEVELS + 1 + (runnable - last) // (own + within[_LEVELS - 1])
+    # A step of 0 only where rounding emptied every window (W = −1: ω_i + p rounds back to ω_i,
+    # a time below ~1e-17 of the wait): needed then stays put, and Claim 1's bound stands.
+    step = own + within[_LEVELS - 1]
+    beyond = np.where(step > 0, _LEVELS + 1 + (runnable - last) // np.maximum(step, 1), bound[first])
     low = np.minimum(np.where(last <= runnable, beyond, fitting), bound[first])
     tightened = bound.copy()
     tightened[open_] = low[np.cumsum(new_omega) - 1]

@@ -67,7 +67,7 @@ def _limits_case(rng: np.random.Generator, trial: int) -> dict[str, np.ndarray]:
     machines = int(rng.integers(1, 120))
     kinds = int(rng.integers(1, 4))
     machine_kind = rng.integers(0, kinds, machines)
-    mode = trial % 5
+    mode = trial % 6
     if mode == 0:
         available = rng.uniform(0, 100, machines)  # every machine freeing at its own time
     elif mode == 1:
@@ -76,8 +76,14 @@ def _limits_case(rng: np.random.Generator, trial: int) -> dict[str, np.ndarray]:
         available = np.where(rng.random(machines) < 0.5, 0.0, rng.integers(0, 5, machines) * float(rng.choice([0.5, 1.0, 3.0])))
     elif mode == 3:
         available = rng.exponential(5, machines) * (rng.random(machines) < 0.8)
-    else:
+    elif mode == 4:
         available = np.zeros(machines)  # every machine idle
+    else:
+        # Every machine busy for ages and jobs of almost no time: ω + p rounds back to ω.
+        available = rng.uniform(1e6, 1e9, machines)
+        runnable = rng.integers(0, 60, kinds)
+        shortest = rng.choice([1e-15, 1e-12, 1e-9, 1e-3], kinds)
+        return {"machine_kind": machine_kind, "available": available, "runnable_per_kind": runnable, "shortest_per_kind": shortest}
     runnable = rng.integers(0, int(rng.choice([5, 50, 400, 3000])) + 1, kinds)
     shortest = np.where(rng.random(kinds) < 0.85, rng.choice([float(rng.uniform(0.01, 10)), 1.0, 0.5, 3.0, 0.001], kinds), 0.0)
     return {"machine_kind": machine_kind, "available": available, "runnable_per_kind": runnable, "shortest_per_kind": shortest}
@@ -93,6 +99,27 @@ def test_claim_3_in_closed_form_equals_the_bisection(seed: int, monkeypatch: pyt
             patched.setattr(positions, "_tightened", _tightened_by_bisection)
             bisected = position_limits(**case)
         assert (closed == bisected).all(), (seed, trial)
+
+
+def test_claim_3_keeps_claim_1s_bound_where_rounding_empties_every_window() -> None:
+    """Found by a review (helper-43): jobs of 1e-12 s queued behind machines busy for 1e7 s, so
+    ω + p rounds back to ω on the earliest machine. The closed form divided by zero there and cut
+    that machine to 17 positions, queueing w17..w19 behind the later machine (2e7 s) where the
+    optimum keeps them on the earlier one (1e7 s)."""
+    from scheduler.matching.admission import RunningJob, WaitingJob
+    from scheduler.matching.capacity import NodeResources
+    from scheduler.matching.fairness import Capacity
+    from scheduler.matching.model import Demand
+
+    demand = {"gpu": Demand(gpu=1, cpu=1, memory=4)}
+    now = 1000.0
+    running = [RunningJob(key="r0", user="a", kind="gpu", started=now, seconds={"gpu": 1e7}, demand=demand),
+               RunningJob(key="r1", user="a", kind="gpu", started=now, seconds={"gpu": 2e7}, demand=demand)]
+    waiting = [WaitingJob(key=f"w{i:02d}", user="b", arrival=now, seconds={"gpu": 1e-12}, demand=demand) for i in range(20)]
+    with np.errstate(divide="raise"):
+        decision = decide(now=now, waiting=waiting, running=running, free_nodes=[NodeResources(name="n0", cpu=2.0, gpu=2, memory=64.0)],
+                          capacity=Capacity(cpu=2.0, gpu=2, memory=64.0), alpha=1.0, omega_grid_seconds=0.0)
+    assert all(queued.expected_start_seconds == pytest.approx(1e7) for queued in decision.queue)
 
 
 def test_distinct_is_numpy_unique_with_its_inverse() -> None:
