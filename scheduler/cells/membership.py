@@ -44,6 +44,7 @@ from scheduler.cells.buddy import invariant_holds
 from scheduler.cells.config import CellTypeSpec, PhysicalCellSpec, cell_type_problems
 from scheduler.cells.discovery import DiscoveredCell, discover_layout, gpu_count_problem, node_type_for
 from scheduler.cells.topology import Cell
+from scheduler.core.groups import DisjointSets
 from scheduler.core.model import NodeInfo
 
 
@@ -170,28 +171,16 @@ class NodeMembership:
     def _changes(self, removed: list[Cell], added: list[DiscoveredCell]) -> list[_Change]:
         """Group cells that share nodes or a cell id (a union-find), in layout order: a rack
         re-formed from other nodes under the same id replaces the old one in one change."""
-        parent: dict[str, str] = {}
-
-        def find(name: str) -> str:
-            while parent.setdefault(name, name) != name:
-                parent[name] = parent[parent[name]]
-                name = parent[name]
-            return name
-
-        def union(names: list[str]) -> None:
-            roots = [find(n) for n in names]
-            for other in roots[1:]:
-                parent[other] = roots[0]
-
+        sets = DisjointSets()
         for cell in removed:
-            union([f"id:{cell.id}", *(f"node:{n.node}" for n in cell.node_cells)])
+            sets.union([f"id:{cell.id}", *(f"node:{n.node}" for n in cell.node_cells)])
         for cell_spec in added:
-            union([f"id:{cell_spec.cell_id}", *(f"node:{n}" for n in cell_spec.nodes)])
+            sets.union([f"id:{cell_spec.cell_id}", *(f"node:{n}" for n in cell_spec.nodes)])
         grouped: dict[str, _Change] = defaultdict(_Change)
         for cell in removed:
-            grouped[find(f"id:{cell.id}")].removed.append(cell)
+            grouped[sets.find(f"id:{cell.id}")].removed.append(cell)
         for cell_spec in added:
-            grouped[find(f"id:{cell_spec.cell_id}")].added.append(cell_spec)
+            grouped[sets.find(f"id:{cell_spec.cell_id}")].added.append(cell_spec)
         return list(grouped.values())
 
     def _types_for(self, cells: Iterable[DiscoveredCell], cell_types: Mapping[str, CellTypeSpec]) -> dict[str, CellTypeSpec]:

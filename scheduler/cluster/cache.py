@@ -23,6 +23,7 @@ from scheduler.cluster.reflector import Reflector
 from scheduler.cells import bindinfo
 from scheduler.constants import ANNOTATION_BIND_INFO, ANNOTATION_PREEMPTIONS
 from scheduler.core.engine import SchedulingEngine, TracksJobs
+from scheduler.core.groups import DisjointSets
 from scheduler.core.model import TERMINAL_PHASES, JobInfo, PodInfo
 from scheduler.core.pods import PodStore
 from scheduler.core.resources import ZERO, Resources
@@ -567,31 +568,14 @@ def _linked_nodes(arriving: Mapping[str | None, Sequence[PodInfo]], leaving: Ite
     """The nodes of a relist in groups that must change together: a node alone, or with the
     nodes its listed pods' bookings hold slots on (a HiveD gang's bind info names its siblings'
     slots). Groups in the order of their first node's name."""
-    parent: dict[str, str] = {}
-
-    def root(node: str) -> str:
-        while parent.setdefault(node, node) != node:
-            parent[node] = parent[parent[node]]
-            node = parent[node]
-        return node
-
+    sets = DisjointSets()
     for node in leaving:
         if node is not None:
-            root(node)
+            sets.find(node)
     for node, infos in arriving.items():
-        if node is None:
-            continue
-        own = root(node)
-        for info in infos:
-            for other in _slot_nodes(info):
-                linked = root(other)
-                if linked != own:
-                    parent[max(linked, own)] = min(linked, own)
-                    own = min(linked, own)
-    groups: dict[str, list[str]] = {}
-    for node in sorted(parent):
-        groups.setdefault(root(node), []).append(node)
-    return list(groups.values())
+        if node is not None:
+            sets.union([node, *(other for info in infos for other in _slot_nodes(info))])
+    return sets.groups()
 
 
 def _slot_nodes(info: PodInfo) -> tuple[str, ...]:
