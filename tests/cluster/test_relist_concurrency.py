@@ -161,40 +161,39 @@ class SnapshotLock(CountingLock):
         super().__exit__(*args)
 
 
+def _relisted(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> tuple[ClusterCache, list[int]]:
+    """node-000 (8 GPUs) with ``before`` listed and applied, then relisted as ``after``: the
+    cache, and node-000's free GPUs a verb would see after each hold of the relist."""
+    api = ListingApi(nodes=[node("node-000", gpus=8, cpu="256")], pods=before)
+    lock = SnapshotLock()
+    engine = FitGppEngine(ResourceFitEngine(), settings=FitGppSettings())
+    cache = ClusterCache(api=api, engine=engine, lock=lock, gpu_resource="nvidia.com/gpu", pods=PodStore(), jobs=engine)  # type: ignore[arg-type]
+    cache.nodes._list_and_replace()
+    cache.pods._list_and_replace()
+    lock.cache = cache
+    api.pods = after  # the relist after HTTP 410
+    cache.pods._list_and_replace()
+    return cache, lock.seen
+
+
+def _gpu_pod(name: str, *, phase: str = "Running") -> dict[str, Any]:
+    return pod(f"train-{name}", uid=f"uid-{name}", cpu="1", gpus=4, node_name="node-000", phase=phase)
+
+
 def test_mid_relist_a_node_is_never_freer_than_it_ever_was() -> None:
     """While the watch was down, pod E (4 GPUs) was bound to the node and pod D (4 GPUs) deleted:
     4 GPUs used before and after. Applying D's deletion and E's arrival in separate holds would
     show the node with all 8 free to a verb in between (under HiveD, a pod booked then got E's
     GPU indices); in one hold it never does."""
-    d = pod("train-d", uid="uid-d", cpu="1", gpus=4, node_name="node-000", phase="Running")
-    e = pod("train-e", uid="uid-e", cpu="1", gpus=4, node_name="node-000", phase="Running")
-    api = ListingApi(nodes=[node("node-000", gpus=8, cpu="256")], pods=[d])
-    lock = SnapshotLock()
-    engine = FitGppEngine(ResourceFitEngine(), settings=FitGppSettings())
-    cache = ClusterCache(api=api, engine=engine, lock=lock, gpu_resource="nvidia.com/gpu", pods=PodStore(), jobs=engine)  # type: ignore[arg-type]
-    cache.nodes._list_and_replace()
-    cache.pods._list_and_replace()
-    lock.cache = cache
-    api.pods = [e]  # the relist after HTTP 410
-    cache.pods._list_and_replace()
-    assert lock.seen and set(lock.seen) == {4}, lock.seen
+    _, seen = _relisted([_gpu_pod("d")], [_gpu_pod("e")])
+    assert seen and set(seen) == {4}, seen
 
 
 def test_mid_relist_a_node_whose_pod_finished_and_was_replaced_is_never_freer_either() -> None:
     """The same with D still listed, as finished (its Job has not deleted it yet): a departure
     too, applied with E's arrival in one hold."""
-    d = pod("train-d", uid="uid-d", cpu="1", gpus=4, node_name="node-000", phase="Running")
-    e = pod("train-e", uid="uid-e", cpu="1", gpus=4, node_name="node-000", phase="Running")
-    api = ListingApi(nodes=[node("node-000", gpus=8, cpu="256")], pods=[d])
-    lock = SnapshotLock()
-    engine = FitGppEngine(ResourceFitEngine(), settings=FitGppSettings())
-    cache = ClusterCache(api=api, engine=engine, lock=lock, gpu_resource="nvidia.com/gpu", pods=PodStore(), jobs=engine)  # type: ignore[arg-type]
-    cache.nodes._list_and_replace()
-    cache.pods._list_and_replace()
-    lock.cache = cache
-    api.pods = [pod("train-d", uid="uid-d", cpu="1", gpus=4, node_name="node-000", phase="Succeeded"), e]
-    cache.pods._list_and_replace()
-    assert lock.seen and set(lock.seen) == {4}, lock.seen
+    cache, seen = _relisted([_gpu_pod("d")], [_gpu_pod("d", phase="Succeeded"), _gpu_pod("e")])
+    assert seen and set(seen) == {4}, seen
     assert cache.sizes()["pods"] == 1
 
 

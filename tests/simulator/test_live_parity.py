@@ -217,17 +217,24 @@ def _gang_run(jobs: list[GangJob], workload: HivedWorkload, engine: Any, tracker
     return result, scheduler.outcomes
 
 
-def test_hived_gangs_decide_the_same_live() -> None:
-    """Two tenants' virtual clusters on one rack of five 8-GPU nodes under HiveD, as ``cellfit
-    serve`` runs with that ``cells:`` section: each pod of each job goes through filter (the
-    first pod of a gang books the gang's cells), prioritize and binding, and every job starts on
-    the same nodes at the same time in the simulator and live."""
+def _simulated_gangs() -> tuple[HivedWorkload, dict[str, Any], list[GangJob], Any, list[tuple[str, list[str] | None]]]:
+    """The two tenants' gang trace on one rack of five 8-GPU nodes, simulated under the HiveD
+    composition: the workload, its ``cells:`` section, the jobs, the run and its outcomes."""
     workload = two_tenants(nodes_per_rack=5, a_nodes=3, b_nodes=2)
     cells = shared_cells_config(workload)
     jobs = _gangs(workload)
     hived = HivedEngine.from_config(cells)
     composed = as_served(hived, cells=hived)
-    simulated, simulated_outcomes = _gang_run(jobs, workload, composed.engine, composed.jobs)
+    simulated, outcomes = _gang_run(jobs, workload, composed.engine, composed.jobs)
+    return workload, cells, jobs, simulated, outcomes
+
+
+def test_hived_gangs_decide_the_same_live() -> None:
+    """Two tenants' virtual clusters on one rack of five 8-GPU nodes under HiveD, as ``cellfit
+    serve`` runs with that ``cells:`` section: each pod of each job goes through filter (the
+    first pod of a gang books the gang's cells), prioritize and binding, and every job starts on
+    the same nodes at the same time in the simulator and live."""
+    workload, cells, jobs, simulated, simulated_outcomes = _simulated_gangs()
     assert any(nodes is not None and len(nodes) > 1 for _, nodes in simulated_outcomes)  # gangs ran
     assert any(nodes is None for _, nodes in simulated_outcomes)  # and one had to wait
     settings = Settings.model_validate({"policy": {"name": "hived"}, "cells": cells})
@@ -245,12 +252,7 @@ def test_hived_gangs_decide_the_same_binding_through_cellfit() -> None:
     from its Node watch (kube-scheduler's requests carry names only), every pod change through
     the watch cache, and each pod bound by cellfit's bind verb, which writes HiveD's bind info
     with the binding (the gang's first filter booked its cells). The same starts, node for node."""
-    workload = two_tenants(nodes_per_rack=5, a_nodes=3, b_nodes=2)
-    cells = shared_cells_config(workload)
-    jobs = _gangs(workload)
-    hived = HivedEngine.from_config(cells)
-    composed = as_served(hived, cells=hived)
-    simulated, simulated_outcomes = _gang_run(jobs, workload, composed.engine, composed.jobs)
+    workload, cells, jobs, simulated, simulated_outcomes = _simulated_gangs()
     shape = workload.shape
     api = EventRecordingApi(nodes=[node_object(node) for node in gpu_nodes(shape.node_names(), shape.gpus_per_node)])
     settings = Settings.model_validate({
