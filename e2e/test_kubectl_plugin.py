@@ -91,8 +91,10 @@ class Plugin:
         self.service_namespace = service_namespace
 
     def run(self, kubeconfig: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        # PYTHONPATH: the plugin runs this checkout's code even when the package's editable
+        # install points at another checkout of it.
         env = {**self.cluster.process_env(), "PATH": f"{self.bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
-               "KUBECONFIG": str(kubeconfig)}
+               "KUBECONFIG": str(kubeconfig), "PYTHONPATH": str(ROOT)}
         done = subprocess.run([self.cluster.env["CELLFIT_E2E_KUBECTL"], "cellfit", *args,
                                "--cellfit-namespace", self.service_namespace],
                               capture_output=True, text=True, env=env, timeout=60, check=False)
