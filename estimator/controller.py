@@ -1,4 +1,5 @@
-"""The estimator's live driver: watches interchangeable Jobs and their sampling pods, asks the
+"""The estimator's live driver: follows interchangeable Jobs (from the watch cache's one Job
+watch, scheduler/cluster/feed.py) and watches their sampling pods, asks the
 planner what to do for each Job, and does it through the Kubernetes API (create or stop sampling
 pods, write ``cellfit.io/estimate``, Events and the ``Estimated`` condition).
 
@@ -46,6 +47,7 @@ from estimator.sampling import SamplingRatio, SamplingSettings, plan, pods_of, w
 from placer.configuration import Configuration, Configurations, parse_configurations, parse_configurations_cached
 from scheduler.cluster.api import KubernetesApi
 from scheduler.cluster.cache import api_reflector
+from scheduler.cluster.feed import InterchangeableJobs
 from scheduler.cluster.reflector import Reflector
 from scheduler.config import EstimatorSettings
 from scheduler.constants import (
@@ -112,11 +114,14 @@ class EstimatorController:
         settings: EstimatorSettings,
         gpu_resource: str,
         capacity: Callable[[], Capacity],
+        jobs: InterchangeableJobs,
         clock: Callable[[], float] = time.time,
         on_estimate: Callable[[ConfigurationEstimate], None] | None = None,
         on_error: Callable[[float], None] | None = None,
     ) -> None:
         self._api = api
+        self._feed = jobs
+        self._jobs_listed = threading.Event()  # the feed replayed or listed the Jobs to this term
         self._settings = settings
         self._planner = planner_settings(settings)
         self._gpu_resource = gpu_resource
@@ -145,27 +150,26 @@ class EstimatorController:
         self.active_pods = 0
         # What pending and running sampling pods request, as a share of the cluster (by resource).
         self.share: dict[str, float] = {"cpu": 0.0, "gpu": 0.0}
-        self.jobs_reflector: Reflector[Job] = self._reflector("jobs", JOB_DECODER, self._replace_jobs, self._apply_job, self._delete_job)
         self.pods_reflector: Reflector[Pod] = self._reflector("sample-pods", POD_DECODER, self._replace_pods, self._apply_pod, self._delete_pod)
         self._worker = threading.Thread(target=self._run, name="estimator", daemon=True)
 
     # ------------------------------------------------------------------ lifecycle
 
     def start(self) -> None:
-        self.jobs_reflector.start()
+        self._feed.subscribe(self)
         self.pods_reflector.start()
         self._worker.start()
 
     def stop(self) -> None:
         self._stop.set()
         self._wake.set()
+        self._feed.unsubscribe(self)
         self._creator.shutdown(wait=False)
-        self.jobs_reflector.stop()
         self.pods_reflector.stop()
 
     @property
     def synced(self) -> bool:
-        return self.jobs_reflector.synced.is_set() and self.pods_reflector.synced.is_set()
+        return self._jobs_listed.is_set() and self.pods_reflector.synced.is_set()
 
     def inspect(self) -> dict[str, Any]:
         with self._lock:
@@ -186,6 +190,26 @@ class EstimatorController:
 
     def _reflector(self, kind: Any, decoder: msgspec.json.Decoder, replace: Any, apply: Any, delete: Any) -> Reflector:  # type: ignore[type-arg]
         return api_reflector(self._api, kind, decoder, name=f"estimator-{kind}", replace=replace, apply=apply, delete=delete)
+
+    # The interchangeable Jobs come from the watch cache's one Job watch (feed.JobSubscriber),
+    # as the API server's bytes: decoded whole here, the only reader of their pod templates.
+
+    def replace_jobs(self, jobs: Sequence[bytes]) -> None:
+        self._replace_jobs([job for job in map(_decoded_job, jobs) if job is not None])
+        self._jobs_listed.set()
+
+    def apply_job(self, job: bytes) -> None:
+        decoded = _decoded_job(job)
+        if decoded is not None:
+            self._apply_job(decoded)
+
+    def forget_job(self, uid: str) -> None:
+        with self._lock:
+            self._forget_job(uid)
+        self._notify()
+
+    def delete_job(self, uid: str) -> None:
+        self._delete_job(uid)
 
     def _replace_jobs(self, jobs: Sequence[Job]) -> None:
         with self._lock:
@@ -222,15 +246,20 @@ class EstimatorController:
         for on_change in self._subscribers:
             on_change()
 
-    def _delete_job(self, job: Job) -> None:
+    def _delete_job(self, uid: str) -> None:
         with self._lock:
-            pods = list(self._pods.get(job.metadata.uid, {}).values())
-            self._forget_job(job.metadata.uid)
+            pods = list(self._pods.get(uid, {}).values())
+            self._forget_job(uid)
         self._notify()
-        # Garbage collection deletes them too (they are owned by the Job); not waiting for it.
+        # Garbage collection deletes them too (they are owned by the Job); not waiting for it. The
+        # deletions go out from the creators' pool: this runs on the Job watch's thread.
         for pod in pods:
             if (pod.status is None or pod.status.phase not in ("Succeeded", "Failed")) and pod.metadata.deletionTimestamp is None:
-                self._attempt(lambda: self._api.delete_pod(namespace=pod.metadata.namespace, name=pod.metadata.name, uid=pod.metadata.uid), what=f"delete sampling pod {pod.metadata.name}")
+                self._creator.submit(self._delete_sampling_pod, pod)
+
+    def _delete_sampling_pod(self, pod: Pod) -> None:
+        self._attempt(lambda: self._api.delete_pod(namespace=pod.metadata.namespace, name=pod.metadata.name, uid=pod.metadata.uid),
+                      what=f"delete sampling pod {pod.metadata.name}")
 
     def _forget_job(self, uid: str) -> None:
         self._jobs.pop(uid, None)
@@ -709,6 +738,16 @@ def _sample_row(view: SamplePod) -> dict[str, Any]:
     if view.failure:
         row["failure"] = view.failure
     return row
+
+
+def _decoded_job(raw: bytes) -> Job | None:
+    """The Job the watch cache passed on, decoded whole; None, logged, when its fields do not
+    read as a Job's (the other Jobs still count)."""
+    try:
+        return JOB_DECODER.decode(raw)
+    except msgspec.ValidationError as error:
+        log.warning("estimator skipped a Job it cannot read", extra={"reason": str(error)})
+        return None
 
 
 def _key(job: Job) -> str:

@@ -19,9 +19,10 @@ import msgspec
 
 from placer.holding import JobPods
 from scheduler.cluster.api import Kind, KubernetesApi, WatchExpired
+from scheduler.cluster.feed import InterchangeableJobs
 from scheduler.cluster.reflector import Reflector
 from scheduler.cells import bindinfo
-from scheduler.constants import ANNOTATION_BIND_INFO, ANNOTATION_PREEMPTIONS
+from scheduler.constants import ANNOTATION_BIND_INFO, ANNOTATION_CONFIGURATIONS, ANNOTATION_PREEMPTIONS
 from scheduler.core.engine import SchedulingEngine, TracksJobs
 from scheduler.core.groups import DisjointSets
 from scheduler.core.model import TERMINAL_PHASES, JobInfo, PodInfo
@@ -89,8 +90,9 @@ def api_reflector(
     reflectors and the estimator's are built here alike)."""
     return _decoded_reflector(
         lambda token: api.list_raw(kind, limit=LIST_PAGE_SIZE, continue_token=token),
-        lambda version: api.watch(kind, resource_version=version), object_decoder,
+        lambda version: api.watch(kind, resource_version=version), object_decoder.decode,
         name=name, replace=replace, apply=apply, delete=delete,
+        decode_event=msgspec.json.Decoder(wire.ObjectEvent[object_decoder.type]).decode,  # type: ignore[name-defined]
     )
 
 
@@ -109,20 +111,37 @@ def path_reflector(
     items and the watch's objects are decoded with ``object_decoder``."""
     return _decoded_reflector(
         lambda _token: api.list_path(path), lambda version: api.watch_path(path, resource_version=version),
-        object_decoder, name=name, replace=replace, apply=apply, delete=delete,
+        object_decoder.decode, name=name, replace=replace, apply=apply, delete=delete,
+        decode_event=msgspec.json.Decoder(wire.ObjectEvent[object_decoder.type]).decode,  # type: ignore[name-defined]
     )
+
+
+class WatchedJob(msgspec.Struct, frozen=True):
+    """A Job as the watch cache reads it, with the bytes it was read from (kept only for the
+    interchangeable Jobs: feed.InterchangeableJobs)."""
+
+    job: wire.Job
+    raw: msgspec.Raw
+
+    @classmethod
+    def decode(cls, raw: msgspec.Raw) -> WatchedJob:
+        return cls(job=wire.JOB_DECODER.decode(raw), raw=raw)
 
 
 def _decoded_reflector(
     list_page: Callable[[str | None], bytes],
     watch: Callable[[str], Iterator[bytes]],
-    object_decoder: msgspec.json.Decoder[Any],
+    decode: Callable[[msgspec.Raw], Any],
     *,
     name: str,
     replace: Callable[[Sequence[Any]], None],
     apply: Callable[[Any], None],
     delete: Callable[[Any], None],
+    decode_event: Callable[[bytes], wire.ObjectEvent[Any]] | None = None,
+    version_of: Callable[[Any], str] = lambda obj: obj.metadata.resourceVersion,
 ) -> Reflector:  # type: ignore[type-arg]
+    """``decode_event``: the watch's object events decoded in one pass (else the event, then
+    ``decode`` on its object)."""
     def list_objects() -> tuple[str, Sequence[Any]]:
         # Page by page: finding the items of a 20 MB list (10,000 pods) is one call holding the
         # GIL for ~70 ms, a stall for every verb; a page of LIST_PAGE_SIZE takes a few ms. The
@@ -134,31 +153,32 @@ def _decoded_reflector(
             items.extend(listing.items or ())
             token = listing.metadata.continue_token
             if not token:
-                return listing.metadata.resourceVersion, LazilyDecoded(items, object_decoder.decode)
+                return listing.metadata.resourceVersion, LazilyDecoded(items, decode)
 
     return Reflector(
         kind=name,
         list_objects=list_objects,
         watch_lines=watch,
-        decode_object=object_decoder.decode,
-        version_of=lambda obj: obj.metadata.resourceVersion,
+        decode_object=decode,
+        version_of=version_of,
         replace=replace,
         apply=apply,
         delete=delete,
         expired=WatchExpired,
-        decode_event=msgspec.json.Decoder(wire.ObjectEvent[object_decoder.type]).decode,  # type: ignore[name-defined]
+        decode_event=decode_event,
     )
 
 
 class ClusterCache:
     def __init__(
         self, *, api: KubernetesApi, engine: SchedulingEngine, lock: threading.RLock, gpu_resource: str, pods: PodStore,
-        jobs: TracksJobs | None,
+        jobs: TracksJobs | None, interchangeable_jobs: bool = False,
     ) -> None:
         """``pods``: the composition's record of the pods (``Composition.pods``, the one its engine
         reads), which this cache keeps: each pod recorded before the engine hears of it,
-        forgotten after. ``jobs``: the part of the engine that follows Jobs (``Composition.jobs``;
-        None: Jobs are not watched)."""
+        forgotten after. ``jobs``: the part of the engine that follows Jobs (``Composition.jobs``).
+        ``interchangeable_jobs``: keep the Jobs with configurations for the estimator
+        (``self.interchangeable``). Jobs are watched when either asks for them."""
         # API writes that must not hold up kube-scheduler (events, Job counts): one worker, so
         # they land in the order decided.
         self._writes = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cellfit-writes")
@@ -185,37 +205,17 @@ class ClusterCache:
             api, "pods", wire.POD_DECODER,
             replace=self._replace_pods, apply=self._apply_pod, delete=self._delete_pod,
         )
-        self.jobs: Reflector[wire.Job] | None = None
+        self.jobs: Reflector[WatchedJob] | None = None
         self._job_uids: set[str] = set()
-        if jobs is not None:
-            tracker = jobs
-
-            def replace_jobs(jobs: Sequence[wire.Job]) -> None:
-                listed = {job.metadata.uid for job in jobs}
-                with self._lock:
-                    gone = self._job_uids - listed  # deleted while the watch was down
-                for uid in gone:  # one object per hold of the lock: see _replace_pods
-                    self._under_lock(functools.partial(delete_uid, uid))
-                for job in jobs:
-                    self._under_lock(functools.partial(apply_job, job))
-
-            def delete_uid(uid: str) -> None:
-                self._job_uids.discard(uid)
-                tracker.delete_job(uid)
-
-            def apply_job(job: wire.Job) -> None:
-                self._job_uids.add(job.metadata.uid)
-                tracker.apply_job(translate.job_info(job))
-
-            def delete_job(job: wire.Job) -> None:
-                delete_uid(job.metadata.uid)
-
-            self.jobs = self._reflector(
-                api, "jobs", wire.JOB_DECODER,
-                replace=replace_jobs,
-                apply=lambda job: self._under_lock(lambda: apply_job(job)),
-                delete=lambda job: self._under_lock(lambda: delete_job(job)),
+        self.interchangeable: InterchangeableJobs | None = InterchangeableJobs() if interchangeable_jobs else None
+        if jobs is not None or self.interchangeable is not None:
+            self.jobs = _decoded_reflector(
+                lambda token: api.list_raw("jobs", limit=LIST_PAGE_SIZE, continue_token=token),
+                lambda version: api.watch("jobs", resource_version=version), WatchedJob.decode,
+                name="jobs", replace=self._replace_jobs, apply=self._apply_job, delete=self._delete_job,
+                version_of=lambda watched: watched.job.metadata.resourceVersion,
             )
+        self._job_tracker = jobs
 
     def _reflector(
         self,
@@ -229,6 +229,42 @@ class ClusterCache:
     ) -> Reflector:  # type: ignore[type-arg]
         """List-then-watch of one kind, the same way for every kind the cache follows."""
         return api_reflector(api, kind, object_decoder, name=kind, replace=replace, apply=apply, delete=delete)
+
+    # ------------------------------------------------------------------ Jobs
+
+    def _replace_jobs(self, listed: Sequence[WatchedJob]) -> None:
+        uids = {watched.job.metadata.uid for watched in listed}
+        with self._lock:
+            gone = self._job_uids - uids  # deleted while the watch was down
+        for uid in gone:  # one object per hold of the lock: see _replace_pods
+            self._under_lock(functools.partial(self._forget_job, uid))
+        for watched in listed:
+            self._under_lock(functools.partial(self._track_job, watched.job))
+        if self.interchangeable is not None:
+            self.interchangeable.replace({
+                watched.job.metadata.uid: raw for watched in listed if (raw := _interchangeable(watched)) is not None
+            })
+
+    def _apply_job(self, watched: WatchedJob) -> None:
+        self._under_lock(lambda: self._track_job(watched.job))
+        if self.interchangeable is not None:  # outside the engine's lock: the estimator never takes it
+            self.interchangeable.apply(watched.job.metadata.uid, _interchangeable(watched))
+
+    def _delete_job(self, watched: WatchedJob) -> None:
+        uid = watched.job.metadata.uid
+        self._under_lock(lambda: self._forget_job(uid))
+        if self.interchangeable is not None:
+            self.interchangeable.delete(uid)
+
+    def _track_job(self, job: wire.Job) -> None:
+        self._job_uids.add(job.metadata.uid)
+        if self._job_tracker is not None:
+            self._job_tracker.apply_job(translate.job_info(job))
+
+    def _forget_job(self, uid: str) -> None:
+        self._job_uids.discard(uid)
+        if self._job_tracker is not None:
+            self._job_tracker.delete_job(uid)
 
     @property
     def reflectors(self) -> list[Reflector]:  # type: ignore[type-arg]
@@ -562,6 +598,13 @@ class ClusterCache:
             del self._victims[uid]
             if self.on_victims_gone is not None:
                 self.on_victims_gone()
+
+
+def _interchangeable(watched: WatchedJob) -> bytes | None:
+    """The Job's bytes when it carries configurations (an interchangeable Job), else None."""
+    if ANNOTATION_CONFIGURATIONS not in (watched.job.metadata.annotations or {}):
+        return None
+    return bytes(memoryview(watched.raw))
 
 
 def _linked_nodes(arriving: Mapping[str | None, Sequence[PodInfo]], leaving: Iterable[str | None]) -> list[list[str]]:

@@ -167,7 +167,7 @@ def build_runtime(settings: Settings, *, api: KubernetesApi | None = None, stand
     metrics = ExtenderMetrics()
     cache = (
         ClusterCache(api=api, engine=engine, lock=lock, gpu_resource=settings.policy.gpu_resource_name, pods=composition.pods,
-                     jobs=composition.jobs)
+                     jobs=composition.jobs, interchangeable_jobs=settings.estimator.enabled)
         if api is not None
         else None
     )
@@ -423,7 +423,7 @@ def _estimator(
     settings: Settings, api: KubernetesApi | None, cache: ClusterCache | None, metrics: ExtenderMetrics
 ) -> EstimatorController | None:
     """The sampling-pod estimator beside the extender: it needs the cluster (it creates pods)."""
-    if api is None or cache is None or not settings.estimator.enabled:
+    if api is None or cache is None or cache.interchangeable is None or not settings.estimator.enabled:
         return None
 
     def capacity() -> Capacity:
@@ -435,6 +435,7 @@ def _estimator(
         settings=settings.estimator,
         gpu_resource=settings.policy.gpu_resource_name,
         capacity=capacity,
+        jobs=cache.interchangeable,
         on_estimate=lambda e: metrics.estimates.labels(configuration=e.configuration, method=e.method).inc(),
         on_error=metrics.estimate_error.observe,
     )

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from estimator.controller import Capacity, EstimatorController
+from scheduler.cluster.feed import InterchangeableJobs
 from estimator.objects import JOB_DECODER, POD_DECODER
 from scheduler.config import EstimatorSettings
 from scheduler.errors import KubernetesApiError
@@ -51,6 +52,7 @@ def controller(api: RecordingApi, *, cpus: int = 64, share: float = 0.1) -> Esti
         settings=EstimatorSettings(max_cluster_share=share),
         gpu_resource="nvidia.com/gpu",
         capacity=lambda: Capacity(cpu_millis=cpus * 1000, gpus=8),
+        jobs=InterchangeableJobs(),
     )
 
 

@@ -1,0 +1,170 @@
+"""One Job watch per process: the watch cache follows every Job for the engine and hands the
+interchangeable ones (with ``cellfit.io/configurations``), as the API server's bytes, to the
+leader's estimator, which is replayed what the watch holds when its term begins."""
+
+from __future__ import annotations
+
+import json
+import threading
+from typing import Any, Iterator
+
+from estimator.controller import Capacity, EstimatorController
+from estimator.objects import POD_DECODER
+from scheduler.cluster.cache import ClusterCache
+from scheduler.cluster.feed import InterchangeableJobs
+from scheduler.config import EstimatorSettings
+from scheduler.core.fit import ResourceFitEngine
+from scheduler.core.pods import PodStore
+from scheduler.preemption import FitGppSettings
+from scheduler.preemption.engine import FitGppEngine
+from tests.support.api_double import ListingApi
+
+CONFIGURATIONS = json.dumps({"cpu": {"resources": {"cpu": "2"}}, "gpu": {"resources": {"nvidia.com/gpu": "1", "cpu": "1"}}})
+
+
+def job(name: str, *, interchangeable: bool, version: str = "7") -> dict[str, Any]:
+    annotations = {"cellfit.io/preemptions": "1"}
+    if interchangeable:
+        annotations |= {"cellfit.io/configurations": CONFIGURATIONS, "cellfit.io/iterations": "1000"}
+    container = {"name": "train", "image": "train:1", "command": ["python", "train.py"]}
+    return {
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": name, "namespace": "ml", "uid": f"uid-{name}", "resourceVersion": version,
+                     "creationTimestamp": "2026-01-01T00:00:00Z", "annotations": annotations},
+        "spec": {"suspend": True, "parallelism": 1, "completions": 1,
+                 "template": {"spec": {"restartPolicy": "Never", "containers": [container]}}},
+    }
+
+
+class WatchingApi(ListingApi):
+    """Lists ``jobs``; each watch call plays the lines queued in ``events``, then ends."""
+
+    def __init__(self, jobs: list[dict[str, Any]]) -> None:
+        super().__init__(nodes=[], jobs=jobs)
+        self.events: list[bytes] = []
+
+    def watch(self, kind: str, *, resource_version: str) -> Iterator[bytes]:
+        lines, self.events = self.events, []
+        return iter(lines)
+
+    def play(self, kind: str, obj: dict[str, Any]) -> None:
+        self.events.append(json.dumps({"type": kind, "object": obj}).encode())
+
+
+class Recorder:
+    """A subscriber that records what it is told."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, Any]] = []
+
+    def replace_jobs(self, jobs: list[bytes]) -> None:
+        self.calls.append(("replace", sorted(json.loads(raw)["metadata"]["name"] for raw in jobs)))
+
+    def apply_job(self, job: bytes) -> None:
+        self.calls.append(("apply", json.loads(job)["metadata"]["name"]))
+
+    def forget_job(self, uid: str) -> None:
+        self.calls.append(("forget", uid))
+
+    def delete_job(self, uid: str) -> None:
+        self.calls.append(("delete", uid))
+
+
+def watched(api: WatchingApi, *, engine: FitGppEngine | None = None) -> ClusterCache:
+    cache = ClusterCache(api=api, engine=engine or ResourceFitEngine(), lock=threading.RLock(),  # type: ignore[arg-type]
+                         gpu_resource="nvidia.com/gpu", pods=PodStore(), jobs=engine, interchangeable_jobs=True)
+    assert cache.jobs is not None and cache.interchangeable is not None
+    return cache
+
+
+def test_one_job_watch_feeds_the_engine_every_job_and_the_estimator_the_interchangeable_ones():
+    api = WatchingApi([job("plain", interchangeable=False), job("mlp", interchangeable=True)])
+    engine = FitGppEngine(ResourceFitEngine(), settings=FitGppSettings())
+    cache = watched(api, engine=engine)
+    assert cache.jobs is not None and cache.interchangeable is not None
+    early = Recorder()
+    cache.interchangeable.subscribe(early)  # before the first list: the list is its first call
+    assert early.calls == []
+    version = cache.jobs._list_and_replace()
+    assert early.calls == [("replace", ["mlp"])]
+    assert engine.preemptions_of_job("uid-plain") == 1 and engine.preemptions_of_job("uid-mlp") == 1
+    assert cache.sizes()["jobs"] == 2 and len(cache.interchangeable) == 1
+
+    late = Recorder()  # a term beginning after the watch synced: replayed what it holds
+    cache.interchangeable.subscribe(late)
+    assert late.calls == [("replace", ["mlp"])]
+
+    api.play("ADDED", job("bert", interchangeable=True, version="8"))
+    api.play("MODIFIED", job("plain", interchangeable=False, version="9"))  # not interchangeable: not passed on
+    api.play("MODIFIED", job("mlp", interchangeable=False, version="10"))  # lost its configurations
+    api.play("DELETED", job("bert", interchangeable=True, version="11"))
+    api.play("DELETED", job("plain", interchangeable=False, version="12"))
+    assert cache.jobs._watch_from(version) == "12"
+    told = [("apply", "bert"), ("forget", "uid-mlp"), ("delete", "uid-bert")]
+    assert early.calls[1:] == told and late.calls[1:] == told
+    assert engine.preemptions_of_job("uid-plain") == 0 and cache.sizes()["jobs"] == 1  # mlp, still a Job
+
+    cache.interchangeable.unsubscribe(late)
+    api.play("ADDED", job("gpt", interchangeable=True, version="13"))
+    cache.jobs._watch_from("12")
+    assert late.calls[-1] == ("delete", "uid-bert") and early.calls[-1] == ("apply", "gpt")
+
+
+def test_a_relist_replaces_what_the_subscriber_holds():
+    api = WatchingApi([job("a", interchangeable=True), job("b", interchangeable=True)])
+    cache = watched(api)
+    assert cache.jobs is not None and cache.interchangeable is not None
+    cache.jobs._list_and_replace()
+    recorder = Recorder()
+    cache.interchangeable.subscribe(recorder)
+    api.jobs = [job("b", interchangeable=True), job("c", interchangeable=False)]  # a deleted while the watch was down
+    cache.jobs._list_and_replace()
+    assert recorder.calls == [("replace", ["a", "b"]), ("replace", ["b"])]
+
+
+def test_the_estimator_follows_the_jobs_through_the_cache_and_starts_sampling():
+    """The estimator has no Job watch of its own: subscribed to the cache's, it reads the Job
+    (pod template included) and plans its sampling pods; a Job losing its configurations is
+    forgotten, its pods kept; a deletion stops its sampling pods."""
+    api = WatchingApi([job("mlp", interchangeable=True), job("plain", interchangeable=False)])
+    cache = watched(api)
+    assert cache.jobs is not None and cache.interchangeable is not None
+    created: list[dict[str, Any]] = []
+    api.create_pod = lambda *, namespace, pod: created.append(pod)  # type: ignore[method-assign]
+    api.create_event = lambda **_: None  # type: ignore[method-assign]
+    api.set_job_condition = lambda **_: None  # type: ignore[method-assign]
+    api.annotate_job = lambda **_: None  # type: ignore[method-assign]
+    estimator = EstimatorController(api=api, settings=EstimatorSettings(), gpu_resource="nvidia.com/gpu",  # type: ignore[arg-type]
+                                    capacity=lambda: Capacity(cpu_millis=64_000, gpus=8), jobs=cache.interchangeable)
+    version = cache.jobs._list_and_replace()
+    cache.interchangeable.subscribe(estimator)  # what start() does, without its threads
+    assert [j.metadata.name for j in estimator.interchangeable_jobs()] == ["mlp"]
+    estimator.reconcile()
+    assert created and {pod["metadata"]["labels"]["cellfit.io/sample-job"] for pod in created} == {"uid-mlp"}
+    assert all(pod["spec"]["containers"][0]["image"] == "train:1" for pod in created)  # the template, read whole
+
+    # Its sampling pods as the estimator's sampling-pod watch shows them (pending).
+    estimator._replace_pods([POD_DECODER.decode(json.dumps({**pod, "status": {"phase": "Pending"}}).encode()) for pod in created])
+    deleted: list[str] = []
+    api.delete_pod = lambda *, namespace, name, uid: deleted.append(name)  # type: ignore[method-assign]
+    api.play("MODIFIED", job("mlp", interchangeable=False, version="20"))  # configurations removed: forgotten, pods kept
+    api.play("MODIFIED", job("mlp", interchangeable=True, version="21"))
+    version = cache.jobs._watch_from(version)
+    assert [j.metadata.name for j in estimator.interchangeable_jobs()] == ["mlp"] and deleted == []
+    api.play("DELETED", job("mlp", interchangeable=True, version="22"))
+    cache.jobs._watch_from(version)
+    assert estimator.interchangeable_jobs() == [] and estimator.inspect()["jobs"] == []
+    estimator._creator.shutdown(wait=True)  # the deletions go out from its pool, off the watch's thread
+    assert sorted(deleted) == sorted(pod["metadata"]["name"] for pod in created)
+    cache.interchangeable.unsubscribe(estimator)
+
+
+def test_a_job_the_estimator_cannot_read_is_skipped_and_the_others_count():
+    feed = InterchangeableJobs()
+    estimator = EstimatorController(api=ListingApi(nodes=[]), settings=EstimatorSettings(), gpu_resource="nvidia.com/gpu",  # type: ignore[arg-type]
+                                    capacity=lambda: Capacity(cpu_millis=64_000, gpus=8), jobs=feed)
+    unreadable = job("broken", interchangeable=True)
+    unreadable["spec"]["parallelism"] = "many"
+    feed.replace({"uid-broken": json.dumps(unreadable).encode(), "uid-ok": json.dumps(job("ok", interchangeable=True)).encode()})
+    feed.subscribe(estimator)
+    assert [j.metadata.name for j in estimator.interchangeable_jobs()] == ["ok"] and estimator._jobs_listed.is_set()
