@@ -25,6 +25,11 @@ from scheduler.matching.model import Assignment, Job, Machine
 from scheduler.matching.positions import Slots, SlotClasses, all_positions, position_limits, slot_classes, slots_for
 from scheduler.matching.transport import Groups, distinct, assign_to_classes, certified
 
+try:  # canonical's steps in C (optional, built with the package; _transport.c): the same matching
+    from scheduler.matching import _transport as _built  # type: ignore[attr-defined]  # a C extension: no stub, so Any to mypy
+except ImportError:  # pragma: no cover - without a C compiler
+    _built = None
+
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 
@@ -384,7 +389,8 @@ def _uncontended(problem: Problem) -> tuple[IntArray, IntArray] | None:
     return rows.astype(np.int64), free_by_kind[first_of_kind[kinds] + rank].astype(np.int64)
 
 
-def canonical(problem: Problem, *, rows: IntArray, machine: IntArray, position: IntArray) -> tuple[IntArray, IntArray, IntArray]:
+def canonical(problem: Problem, *, rows: IntArray, machine: IntArray, position: IntArray,
+              built: bool = True) -> tuple[IntArray, IntArray, IntArray]:
     """One optimal matching fixed by the instance alone, whichever optimal one the solver found.
 
     Optimal matchings differ in ways that cost nothing: machines of one kind free at the same
@@ -398,9 +404,17 @@ def canonical(problem: Problem, *, rows: IntArray, machine: IntArray, position: 
     its machine end. A slot's start does not move when Algorithm 2 starts the first job of its
     machine (ω grows by what the queue ahead shrinks by), so a matching kept after a start is
     still the canonical one. What is left (which jobs at which kind and position) is the same in
-    every optimal matching unless two jobs' times tie.
+    every optimal matching unless two jobs' times tie. ``built`` False: NumPy's steps even where
+    the C ones (the same steps, ``_transport.c``) are built, for tests.
     """
     kind = problem.machine_kind
+    if built and _built is not None and kind.dtype == np.int64 and problem.delay.dtype == np.float64 and problem.times.dtype == np.float64:
+        times = np.ascontiguousarray(problem.times)
+        rows, machine, position = (np.ascontiguousarray(array, dtype=np.int64) for array in (rows, machine, position))
+        out_rows, out_machine = np.empty_like(rows), np.empty_like(machine)
+        if _built.canonical(np.ascontiguousarray(kind), np.ascontiguousarray(problem.delay), kind.shape[0], times, times.shape[0],
+                            times.shape[1], rows, machine, position, rows.shape[0], out_rows, out_machine):
+            return out_rows, out_machine, position
     count = np.bincount(machine, minlength=kind.shape[0])
     index = np.arange(kind.shape[0])
     by_index = np.lexsort((index, problem.delay, kind))

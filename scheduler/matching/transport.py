@@ -48,7 +48,13 @@ from scipy.sparse.csgraph import dijkstra
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 
+try:  # phase 2 in C (optional, built with the package; _transport.c): the same steps, the same answer
+    from scheduler.matching import _transport as _built  # type: ignore[attr-defined]  # a C extension: no stub, so Any to mypy
+except ImportError:  # pragma: no cover - without a C compiler
+    _built = None
+
 # Phase 2 stops after this many sweeps without fewer jobs over: what is left is phase 3's.
+# (_transport.c has the same two numbers.)
 _STALLED_SWEEPS = 2
 _MAX_SWEEPS = 64
 
@@ -242,7 +248,7 @@ class _Grouped:
     ``g``'s slots, ascending."""
 
     def __init__(self, *, cost: FloatArray, units: list[FloatArray]) -> None:
-        self.cost = cost
+        self.cost = np.ascontiguousarray(cost)  # rows apart in memory, as phase 2 in C reads them
         self.units = units
         # The units group after group in one array (each group's ascending), for counts over
         # every group at once.
@@ -263,9 +269,14 @@ class _Grouped:
         what ``searchsorted(units, price, side="right")`` gives, for every group at once)."""
         return np.bincount(self._owner[self._flat <= self.price[self._owner]], minlength=self._sizes.shape[0]).astype(np.int64)
 
-    def raise_prices(self) -> None:
-        """Phase 2."""
+    def raise_prices(self, *, built: bool = True) -> None:
+        """Phase 2: in C when the extension is built (the same steps, so the same prices and
+        assignment; ``built`` False runs the Python steps, for tests), else below."""
         cost, price, assign = self.cost, self.price, self.assign
+        if built and _built is not None and cost.dtype == np.float64 and cost.flags.c_contiguous and assign.dtype == np.int64:
+            if _built.raise_prices(cost, cost.shape[0], price.shape[0], self._flat, self._first.astype(np.int64), self._sizes,
+                                   price, assign):
+                return
         # Each group's jobs and priced units, kept up to date through the sweep: most groups
         # are not over, and telling so without a pass over the rows is what makes a sweep cheap
         # with hundreds of groups (busy machines freeing at many times).

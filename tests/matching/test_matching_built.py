@@ -1,0 +1,133 @@
+"""The solver's steps in C (``scheduler/matching/_transport.c``) answer exactly as NumPy's.
+
+Phase 2 of the folded solve (``transport._Grouped.raise_prices``), the position bound
+(``positions.position_limits``) and ``solve.canonical`` each have a C version, used when the
+optional extension is built; each is the same steps in the same floating-point operations and
+ties, so it must leave the same prices, assignment, limits and matching, bit for bit. Here each
+is compared with its NumPy steps on random problems (whole-number values, so ties, in a third),
+and ``decide`` with the extension against ``decide`` without it on random live states (bursts,
+full clusters, virtual clusters, gangs, α 1, 0.3, 0.1 and 0, AlloX+, ties). Skipped where the
+extension is not built.
+"""
+
+from __future__ import annotations
+
+import importlib
+import random
+
+import numpy as np
+import pytest
+
+from scheduler.matching import positions, transport
+from scheduler.matching.admission import decide
+from scheduler.matching.model import Job, Machine
+from scheduler.matching.positions import position_limits
+from scheduler.matching.solve import build, canonical, match, prepare
+from tests.matching.test_matching_vacancy import live_state
+
+solving = importlib.import_module("scheduler.matching.solve")  # the package's ``solve`` is the function
+BUILT = transport._built
+
+pytestmark = pytest.mark.skipif(BUILT is None, reason="scheduler.matching._transport is not built")
+
+
+def _grouped(rng: np.random.Generator, *, whole: bool) -> transport._Grouped:
+    rows, groups = int(rng.integers(1, 90)), int(rng.integers(1, 14))
+    cost = rng.uniform(0, 100, size=(rows, groups))
+    cost[rng.random((rows, groups)) < 0.15] = np.inf
+    cost[np.arange(rows), rng.integers(0, groups, rows)] = rng.uniform(0, 100, rows)  # every row can go somewhere
+    units = [np.sort(rng.uniform(0, 50, int(rng.integers(1, max(2, rows // 2))))) for _ in range(groups)]
+    if whole:
+        cost = np.round(cost / 10) * 10
+        units = [np.round(u / 10) * 10 for u in units]
+    # Half the time in Fortran order (a group_cost[:, ids] is), which the C phase copies.
+    return transport._Grouped(cost=cost if rng.random() < 0.5 else np.asfortranarray(cost), units=units)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_phase_2_in_c_leaves_numpys_prices_and_assignment(seed: int) -> None:
+    rng = np.random.default_rng(7300 + seed)
+    compared = 0
+    for trial in range(150):
+        ours = _grouped(rng, whole=trial % 3 == 0)
+        theirs = transport._Grouped(cost=ours.cost.copy(), units=[u.copy() for u in ours.units])
+        if not ours.feasible():
+            continue
+        ours.raise_prices()
+        theirs.raise_prices(built=False)
+        assert np.array_equal(ours.assign, theirs.assign)
+        assert np.array_equal(ours.price.view(np.int64), theirs.price.view(np.int64))  # bit for bit
+        compared += 1
+    assert compared > 50
+
+
+def test_phase_2_in_c_declines_nan_costs() -> None:
+    grouped = transport._Grouped(cost=np.array([[1.0, np.nan], [1.0, 2.0]]), units=[np.array([0.0]), np.array([0.0])])
+    assert BUILT.raise_prices(grouped.cost, 2, 2, grouped._flat, grouped._first.astype(np.int64), grouped._sizes, grouped.price,
+                              grouped.assign) is False
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_position_bound_in_c_is_numpys(seed: int) -> None:
+    rng = np.random.default_rng(7400 + seed)
+    for trial in range(300):
+        machines = int(rng.integers(0, 400 if trial % 10 == 0 else 50))
+        kinds = int(rng.integers(1, 4))
+        machine_kind = rng.integers(0, kinds, machines).astype(np.int64)
+        mode = trial % 4
+        if mode == 0:
+            available = rng.uniform(0, 100, machines)
+        elif mode == 1:
+            available = np.round(rng.uniform(0, 100, machines) / 10) * 10  # machines freeing together
+        elif mode == 2:
+            available = np.where(rng.random(machines) < 0.6, 0.0, rng.uniform(0, 50, machines))  # idle ones
+        else:
+            available = rng.integers(0, 5, machines) * float(rng.choice([1e-17, 1.0, 7.3]))  # windows rounding away
+        runnable = rng.integers(0, 600 if trial % 10 == 0 else 150, kinds).astype(np.int64)
+        shortest = None if trial % 5 == 0 else rng.choice([0.0, 1e-20, 0.5, 3.0, 10.0], kinds) * rng.uniform(0.5, 2, kinds)
+        ours = position_limits(machine_kind=machine_kind, available=available, runnable_per_kind=runnable, shortest_per_kind=shortest)
+        theirs = position_limits(machine_kind=machine_kind, available=available, runnable_per_kind=runnable,
+                                 shortest_per_kind=shortest, built=False)
+        assert np.array_equal(ours, theirs)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_canonical_in_c_is_numpys(seed: int) -> None:
+    rng = random.Random(7500 + seed)
+    compared = 0
+    for trial in range(120):
+        kinds = rng.choice([["cpu"], ["cpu", "gpu"], ["a", "b", "c"]])
+        machines = [Machine(name=f"m{i}", kind=rng.choice(kinds)) for i in range(rng.randint(1, 30))]
+        whole = trial % 3 == 0
+        jobs = []
+        for index in range(rng.randint(1, 60)):
+            times = {kind: float(rng.randint(0, 5)) if whole else rng.uniform(0.1, 10) for kind in kinds if rng.random() < 0.85}
+            jobs.append(Job(name=f"j{index}", user="u", arrival=0.0, processing_time=times or {kinds[0]: 1.0}))
+        busy = {m.name: float(rng.randint(0, 4)) if whole else rng.choice([0.0, rng.uniform(0, 5)]) for m in machines if rng.random() < 0.5}
+        present = {machine.kind for machine in machines}
+        if not all(present & job.processing_time.keys() for job in jobs):
+            continue  # a job no machine runs (prepare refuses it)
+        problem = prepare(jobs=jobs, machines=machines, now=0.0, busy_until=busy)
+        matrix = build(problem)
+        rows, columns = match(problem, matrix)
+        slots = matrix.slots
+        ours = canonical(problem, rows=rows, machine=slots.machine[columns], position=slots.position[columns])
+        theirs = canonical(problem, rows=rows, machine=slots.machine[columns], position=slots.position[columns], built=False)
+        assert all(np.array_equal(a, b) for a, b in zip(ours, theirs))
+        compared += 1
+    assert compared > 60
+
+
+@pytest.mark.parametrize("pools", [False, True])
+@pytest.mark.parametrize("seed", range(4))
+def test_decide_with_the_c_steps_equals_decide_without(seed: int, pools: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = random.Random(7600 + seed + 100 * pools)
+    for _ in range(12):
+        state = live_state(rng, pools=pools)
+        for options in ({"alpha": 1.0}, {"alpha": 0.3}, {"alpha": 0.1}, {"alpha": 0.0}, {"policy": "allox+", "alpha": 0.1}):
+            with_c = decide(**options, **state)  # type: ignore[arg-type]
+            with monkeypatch.context() as patched:
+                for module in (transport, positions, solving):
+                    patched.setattr(module, "_built", None)
+                without = decide(**options, **state)  # type: ignore[arg-type]
+            assert with_c == without
