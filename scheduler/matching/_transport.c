@@ -477,6 +477,97 @@ out:
     return result;
 }
 
+/* ---------------------------------------------------------------------- uncontended */
+
+/* allox._Left.uncontended: rows (of every_job, n) whose strictly fastest kind is fastest[row]
+ * (-1: none), each on a free machine (delay 0) of that kind, of each kind the first listed taken
+ * by the rows in order. Writes each machine's queue (bounds, machines + 1), the rows by machine
+ * (queued) and the machines used, ascending (used); 0, or 1 when it does not apply (a row
+ * without a strictly fastest kind, a kind with too few free machines), -1 without memory. */
+static int uncontended(const int64_t *fastest, const int64_t *rows, Py_ssize_t n, const double *delay, const int64_t *machine_kind,
+                       Py_ssize_t machines, Py_ssize_t kinds, int64_t *bounds, int64_t *queued, int64_t *used) {
+    int64_t *need = calloc((size_t)kinds + 1, sizeof(int64_t));
+    int64_t *next = calloc((size_t)kinds + 1, sizeof(int64_t));
+    int64_t *free_by_kind = malloc(sizeof(int64_t) * (size_t)(machines ? machines : 1));
+    int64_t *row_on = malloc(sizeof(int64_t) * (size_t)(machines ? machines : 1));
+    int status = -1;
+    if (!need || !next || !free_by_kind || !row_on) goto done;
+    status = 1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t kind = fastest[rows[i]];
+        if (kind < 0 || kind >= kinds) goto done;
+        need[kind]++;
+    }
+    /* The free machines by kind, as listed: next[k] is where kind k's start. */
+    for (Py_ssize_t m = 0; m < machines; m++)
+        if (delay[m] == 0) next[machine_kind[m] + 1]++;
+    for (Py_ssize_t k = 0; k < kinds; k++) {
+        if (need[k] > next[k + 1]) goto done;
+        next[k + 1] += next[k];
+    }
+    for (Py_ssize_t m = 0; m < machines; m++) {
+        row_on[m] = -1;
+        if (delay[m] == 0) free_by_kind[next[machine_kind[m]]++] = m;
+    }
+    /* next[k] is now where kind k+1's start: kind k's start again at next[k] - free of k. */
+    for (Py_ssize_t k = kinds - 1; k >= 0; k--) next[k + 1] = next[k];
+    next[0] = 0;
+    for (Py_ssize_t i = 0; i < n; i++) row_on[free_by_kind[next[fastest[rows[i]]]++]] = rows[i];
+    Py_ssize_t at = 0;
+    bounds[0] = 0;
+    for (Py_ssize_t m = 0; m < machines; m++) {
+        if (row_on[m] >= 0) {
+            queued[at] = row_on[m];
+            used[at] = m;
+            at++;
+        }
+        bounds[m + 1] = at;
+    }
+    status = 0;
+done:
+    free(need); free(next); free(free_by_kind); free(row_on);
+    return status;
+}
+
+static PyObject *py_uncontended(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer fastest, rows, delay, kind, bounds, queued, used;
+    Py_ssize_t every, n, machines, kinds;
+    if (!PyArg_ParseTuple(args, "y*ny*ny*y*nnw*w*w*", &fastest, &every, &rows, &n, &delay, &kind, &machines, &kinds, &bounds, &queued,
+                          &used))
+        return NULL;
+    PyObject *result = NULL;
+    if (fastest.len != (Py_ssize_t)sizeof(int64_t) * every || rows.len != (Py_ssize_t)sizeof(int64_t) * n ||
+        delay.len != (Py_ssize_t)sizeof(double) * machines || kind.len != (Py_ssize_t)sizeof(int64_t) * machines ||
+        bounds.len != (Py_ssize_t)sizeof(int64_t) * (machines + 1) || queued.len != (Py_ssize_t)sizeof(int64_t) * n ||
+        used.len != (Py_ssize_t)sizeof(int64_t) * n) {
+        PyErr_SetString(PyExc_ValueError, "uncontended: arrays of the wrong size");
+        goto out;
+    }
+    const int64_t *rows_ = rows.buf, *kind_ = kind.buf;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (rows_[i] < 0 || rows_[i] >= every) {
+            PyErr_SetString(PyExc_ValueError, "uncontended: a row out of range");
+            goto out;
+        }
+    }
+    for (Py_ssize_t m = 0; m < machines; m++) {
+        if (kind_[m] < 0 || kind_[m] >= kinds) {
+            PyErr_SetString(PyExc_ValueError, "uncontended: a machine of no kind");
+            goto out;
+        }
+    }
+    int status;
+    Py_BEGIN_ALLOW_THREADS
+    status = uncontended(fastest.buf, rows.buf, n, delay.buf, kind.buf, machines, kinds, bounds.buf, queued.buf, used.buf);
+    Py_END_ALLOW_THREADS
+    result = status < 0 ? PyErr_NoMemory() : Py_NewRef(status == 0 ? Py_True : Py_False);
+out:
+    PyBuffer_Release(&fastest); PyBuffer_Release(&rows); PyBuffer_Release(&delay); PyBuffer_Release(&kind);
+    PyBuffer_Release(&bounds); PyBuffer_Release(&queued); PyBuffer_Release(&used);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"raise_prices", py_raise_prices, METH_VARARGS,
      "raise_prices(cost, rows, groups, flat, first, sizes, price, assign): phase 2, prices and assign in place; "
@@ -487,6 +578,9 @@ static PyMethodDef methods[] = {
     {"canonical", py_canonical, METH_VARARGS,
      "canonical(machine_kind, delay, machines, times, jobs, kinds, rows, machine, position, n, out_rows, out_machine): "
      "solve.canonical into out_rows and out_machine; False (nothing done) where it does not apply"},
+    {"uncontended", py_uncontended, METH_VARARGS,
+     "uncontended(fastest, every, rows, n, delay, machine_kind, machines, kinds, bounds, queued, used): "
+     "allox._Left.uncontended's plan into bounds, queued (rows of every_job) and used; False where it declines"},
     {NULL, NULL, 0, NULL},
 };
 

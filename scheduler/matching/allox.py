@@ -25,7 +25,12 @@ from scheduler.matching.fairness import (
     user_progress,
 )
 from scheduler.matching.model import Assignment, Job, Machine
-from scheduler.matching.solve import FloatArray, Fleet, IntArray, Problem, Queues, fleet, prepare_on, rows_on, solve
+from scheduler.matching.solve import FloatArray, Fleet, IntArray, Problem, Queues, contended_order, fleet, prepare_on, rows_on, solve
+
+try:  # _Left.uncontended's steps in C (optional, built with the package; _transport.c): the same plans
+    from scheduler.matching import _transport as _built  # type: ignore[attr-defined]  # a C extension: no stub, so Any to mypy
+except ImportError:  # pragma: no cover - without a C compiler
+    _built = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -365,6 +370,17 @@ class _Left:
         burst, and a Problem and Queues for it cost more than the matching."""
         if not rows.shape[0]:
             return None
+        jobs = self._every_job.jobs
+        if _built is not None and delay.dtype == np.float64 and machines.machine_kind.dtype == np.int64:
+            # The same steps in C (_transport.c): one of these a free machine, hundreds a pass.
+            count = len(machines.machines)
+            bounds = np.empty(count + 1, dtype=np.int64)
+            queued, used = np.empty(rows.shape[0], dtype=np.int64), np.empty(rows.shape[0], dtype=np.int64)
+            if not _built.uncontended(self._fastest, self._fastest.shape[0], np.ascontiguousarray(rows, dtype=np.int64), rows.shape[0],
+                                      np.ascontiguousarray(delay), np.ascontiguousarray(machines.machine_kind), count,
+                                      len(machines.kinds), bounds, queued, used):
+                return None
+            return _Plan(jobs, machines.machine_kind, bounds, queued, {}, used)  # queued: rows of every_job
         fastest = self._fastest[rows]
         if bool((fastest < 0).any()):
             return None
@@ -385,18 +401,17 @@ class _Left:
         bounds = np.zeros(len(machines.machines) + 1, dtype=np.int64)
         bounds[machine + 1] = 1
         np.cumsum(bounds, out=bounds)
-        jobs = self._every_job.jobs
-        return _Plan([jobs[row] for row in rows.tolist()], machines.machine_kind, bounds, order[by_machine].astype(np.int64), {},
-                     machine[by_machine])
+        return _Plan(jobs, machines.machine_kind, bounds, rows[order[by_machine]].astype(np.int64), {}, machine[by_machine])
 
     def solved(self, rows: IntArray, machines: Fleet) -> _Plan:
         """The plan of ``rows`` on ``machines`` as they are now: :func:`~scheduler.matching.
-        solve.solve`'s."""
+        solve.solve`'s. Asked only where :meth:`uncontended` declined (so does ``solve``'s
+        ``_uncontended``: the same test), so straight to the matching, and its order alone."""
         if not rows.shape[0]:
             return _Plan((), machines.machine_kind, None, None, {})
         problem = rows_on(self._every_job, rows, machines)
-        queues = solve(problem)
-        return _Plan(problem.jobs, problem.machine_kind, queues.bounds, queues.job, {})
+        job, bounds = contended_order(problem)
+        return _Plan(self._every_job.jobs, problem.machine_kind, bounds, rows[job], {})  # queued: rows of every_job
 
 
 # _Vacancy sums a row's need over n (each a search among the machines' waits) up to this many

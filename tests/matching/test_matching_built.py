@@ -18,7 +18,7 @@ import random
 import numpy as np
 import pytest
 
-from scheduler.matching import positions, transport
+from scheduler.matching import allox, positions, transport
 from scheduler.matching.admission import decide
 from scheduler.matching.model import Job, Machine
 from scheduler.matching.positions import position_limits
@@ -127,7 +127,36 @@ def test_decide_with_the_c_steps_equals_decide_without(seed: int, pools: bool, m
         for options in ({"alpha": 1.0}, {"alpha": 0.3}, {"alpha": 0.1}, {"alpha": 0.0}, {"policy": "allox+", "alpha": 0.1}):
             with_c = decide(**options, **state)  # type: ignore[arg-type]
             with monkeypatch.context() as patched:
-                for module in (transport, positions, solving):
+                for module in (transport, positions, solving, allox):
                     patched.setattr(module, "_built", None)
                 without = decide(**options, **state)  # type: ignore[arg-type]
             assert with_c == without
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_uncontended_plan_in_c_is_numpys(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = random.Random(7700 + seed)
+    written = 0
+    for trial in range(150):
+        kinds = rng.choice([["cpu", "gpu"], ["a", "b", "c"]])
+        machines = [Machine(name=f"m{i}", kind=rng.choice(kinds)) for i in range(rng.randint(1, 40))]
+        present = sorted({machine.kind for machine in machines})
+        jobs = []
+        for index in range(rng.randint(1, 30)):
+            times = {kind: float(rng.randint(0, 4)) if trial % 3 == 0 else rng.uniform(0.5, 10) for kind in present if rng.random() < 0.8}
+            jobs.append(Job(name=f"j{index}", user=f"u{index % 3}", arrival=0.0, processing_time=times or {present[0]: 1.0}))
+        busy = {m.name: rng.uniform(0, 5) for m in machines if rng.random() < 0.3}
+        fleet = solving.fleet(machines=machines, now=0.0, busy_until=busy)
+        left = allox._Left(solving.prepare_on(fleet, jobs))
+        rows = np.array(sorted(rng.sample(range(len(jobs)), rng.randint(1, len(jobs)))), dtype=np.int64)
+        ours = left.uncontended(rows, fleet.delay, fleet)
+        with monkeypatch.context() as patched:
+            patched.setattr(allox, "_built", None)
+            theirs = left.uncontended(rows, fleet.delay, fleet)
+        assert (ours is None) == (theirs is None)
+        if ours is not None and theirs is not None:
+            assert ours.bounds is not None and theirs.bounds is not None and ours.queued is not None and theirs.queued is not None
+            assert np.array_equal(ours.bounds, theirs.bounds) and np.array_equal(ours.queued, theirs.queued)
+            assert ours.used is not None and theirs.used is not None and np.array_equal(ours.used, theirs.used)
+            written += 1
+    assert written > 10
