@@ -365,32 +365,95 @@ static inline int key3_less(const Key3 *a, const Key3 *b) {
 #define KEY3_LESS(a, b) key3_less((a), (b))
 STABLE_SORT(sort_key3, Key3, KEY3_LESS)
 
+/* The machines grouped by (kind, wait), each group's members in listed order: members[start[g] :
+ * start[g + 1]]; group_count of them. Open addressing on the pair (a wait of -0.0 is 0.0's). */
+static int group_machines(const int64_t *machine_kind, const double *delay, Py_ssize_t machines, int64_t *members, int64_t *start,
+                          Py_ssize_t *group_count) {
+    size_t capacity = 16;
+    while (capacity < 2 * (size_t)machines) capacity <<= 1;
+    int64_t *table = malloc(sizeof(int64_t) * capacity);
+    int64_t *group_of = malloc(sizeof(int64_t) * (size_t)(machines ? machines : 1));
+    int64_t *first = malloc(sizeof(int64_t) * (size_t)(machines ? machines : 1)); /* a member of each group */
+    if (!table || !group_of || !first) {
+        free(table); free(group_of); free(first);
+        return -1;
+    }
+    for (size_t i = 0; i < capacity; i++) table[i] = -1;
+    Py_ssize_t groups = 0;
+    for (Py_ssize_t m = 0; m < machines; m++) {
+        double wait = delay[m] == 0 ? 0.0 : delay[m];
+        uint64_t bits;
+        memcpy(&bits, &wait, sizeof bits);
+        uint64_t hash = (bits ^ ((uint64_t)machine_kind[m] << 52)) * 0x9E3779B97F4A7C15ULL; /* Fibonacci hashing */
+        size_t at = (size_t)((hash ^ (hash >> 29)) & (capacity - 1));
+        for (;;) {
+            int64_t g = table[at];
+            if (g < 0) {
+                table[at] = groups;
+                first[groups] = m;
+                group_of[m] = groups++;
+                break;
+            }
+            if (machine_kind[first[g]] == machine_kind[m] && delay[first[g]] == delay[m]) {
+                group_of[m] = g;
+                break;
+            }
+            at = (at + 1) & (capacity - 1);
+        }
+    }
+    for (Py_ssize_t g = 0; g <= groups; g++) start[g] = 0;
+    for (Py_ssize_t m = 0; m < machines; m++) start[group_of[m] + 1]++;
+    for (Py_ssize_t g = 0; g < groups; g++) start[g + 1] += start[g];
+    for (Py_ssize_t m = 0; m < machines; m++) members[start[group_of[m]]++] = m;
+    for (Py_ssize_t g = groups; g > 0; g--) start[g] = start[g - 1];
+    start[0] = 0;
+    *group_count = groups;
+    free(table); free(group_of); free(first);
+    return 0;
+}
+
 /* solve.canonical, step for step: rows, machine, position (n entries) in; out_rows, out_machine
- * out. times is jobs x kinds (C order), kinds its width. */
-static int canonical(const int64_t *machine_kind, const double *delay, Py_ssize_t machines, const double *times,
+ * out. times is jobs x kinds (C order), kinds its width. The orders NumPy sorts for are made by
+ * grouping and counting where that gives the same order. */
+static int canonical(const int64_t *machine_kind, const double *delay, Py_ssize_t machines, const double *times, Py_ssize_t jobs,
                      Py_ssize_t kinds, const int64_t *rows, const int64_t *machine, const int64_t *position, Py_ssize_t n,
                      int64_t *out_rows, int64_t *out_machine) {
     Py_ssize_t size = machines > n ? machines : n;
     int64_t *count = calloc((size_t)(machines ? machines : 1), sizeof(int64_t));
     int64_t *label = malloc(sizeof(int64_t) * (size_t)(machines ? machines : 1));
     double *ready = malloc(sizeof(double) * (size_t)(machines ? machines : 1));
+    int64_t *members = malloc(sizeof(int64_t) * (size_t)(machines ? machines : 1));
+    int64_t *start = malloc(sizeof(int64_t) * (size_t)(machines + 1));
     int64_t *moved = malloc(sizeof(int64_t) * (size_t)(n ? n : 1));
     Py_ssize_t *levels = malloc(sizeof(Py_ssize_t) * (size_t)(n ? n : 1));
-    Key3 *a = malloc(sizeof(Key3) * (size_t)(size ? size : 1));
+    int64_t *by_row = malloc(sizeof(int64_t) * (size_t)(jobs ? jobs : 1));
+    int64_t *job_order = malloc(sizeof(int64_t) * (size_t)(n ? n : 1));
     Key3 *b = malloc(sizeof(Key3) * (size_t)(size ? size : 1));
     Key3 *scratch = malloc(sizeof(Key3) * (size_t)(size ? size : 1));
-    int64_t *bucket = NULL;
+    int64_t *bucket = NULL, *level_of = NULL, *by_level_kind = NULL;
     int status = -1;
-    if (!count || !label || !ready || !moved || !levels || !a || !b || !scratch) goto done;
+    if (!count || !label || !ready || !members || !start || !moved || !levels || !by_row || !job_order || !b || !scratch) goto done;
     for (Py_ssize_t e = 0; e < n; e++) count[machine[e]]++;
-    /* The k-th longest queue of a (kind, wait) to the k-th listed machine of it. */
-    for (Py_ssize_t i = 0; i < machines; i++) {
-        a[i] = (Key3){machine_kind[i], delay[i], (int64_t)i, i};
-        b[i] = (Key3){machine_kind[i], delay[i], -count[i] * (int64_t)machines + (int64_t)i, i};
+    /* Within each (kind, wait) the k-th longest queue goes to the k-th listed machine (lexsort by
+     * kind, wait, then index, against kind, wait, -count, index). */
+    Py_ssize_t groups;
+    if (group_machines(machine_kind, delay, machines, members, start, &groups)) goto done;
+    for (Py_ssize_t g = 0; g < groups; g++) {
+        int64_t begin = start[g], end = start[g + 1];
+        int64_t least = count[members[begin]], most = least;
+        for (int64_t i = begin; i < end; i++) {
+            int64_t c = count[members[i]];
+            if (c < least) least = c;
+            if (c > most) most = c;
+        }
+        if (least == most) {
+            for (int64_t i = begin; i < end; i++) label[members[i]] = members[i];
+            continue;
+        }
+        for (int64_t i = begin; i < end; i++) b[i - begin] = (Key3){-count[members[i]], 0.0, members[i], members[i]};
+        sort_key3(b, scratch, end - begin);
+        for (int64_t i = begin; i < end; i++) label[b[i - begin].item] = members[i];
     }
-    sort_key3(a, scratch, machines);
-    sort_key3(b, scratch, machines);
-    for (Py_ssize_t i = 0; i < machines; i++) label[b[i].item] = (int64_t)a[i].item;
     for (Py_ssize_t e = 0; e < n; e++) moved[e] = label[machine[e]];
     for (Py_ssize_t i = 0; i < machines; i++) ready[i] = delay[i];
     /* The entries by position, largest first, in entry order within one (a stable sort). */
@@ -398,40 +461,53 @@ static int canonical(const int64_t *machine_kind, const double *delay, Py_ssize_
     for (Py_ssize_t e = 0; e < n; e++)
         if (position[e] > largest) largest = position[e];
     bucket = calloc((size_t)(largest + 2), sizeof(int64_t));
-    if (!bucket) goto done;
+    level_of = calloc((size_t)(largest + 1), sizeof(int64_t));
+    if (!bucket || !level_of) goto done;
     for (Py_ssize_t e = 0; e < n; e++) bucket[largest - position[e] + 1]++;
+    int64_t level_count = 0;
+    for (int64_t p = largest; p >= 0; p--)
+        if (bucket[largest - p + 1]) level_of[p] = level_count++;
     for (int64_t p = 1; p <= largest + 1; p++) bucket[p] += bucket[p - 1];
     for (Py_ssize_t e = 0; e < n; e++) levels[bucket[largest - position[e]]++] = e;
+    /* Each level's jobs by kind then row (NumPy: lexsort by row, slot kind, -position): counted
+     * into (level, kind) in row order. */
+    by_level_kind = calloc((size_t)(level_count * kinds + 1), sizeof(int64_t));
+    if (!by_level_kind) goto done;
+    for (Py_ssize_t r = 0; r < jobs; r++) by_row[r] = -1;
+    for (Py_ssize_t e = 0; e < n; e++) {
+        by_row[rows[e]] = e;
+        by_level_kind[level_of[position[e]] * kinds + machine_kind[moved[e]] + 1]++;
+    }
+    for (int64_t k = 0; k < level_count * kinds; k++) by_level_kind[k + 1] += by_level_kind[k];
+    for (Py_ssize_t r = 0; r < jobs; r++) {
+        int64_t e = by_row[r];
+        if (e >= 0) job_order[by_level_kind[level_of[position[e]] * kinds + machine_kind[moved[e]]]++] = e;
+    }
     for (Py_ssize_t begin = 0; begin < n;) {
         Py_ssize_t end = begin + 1;
         while (end < n && position[levels[end]] == position[levels[begin]]) end++;
         Py_ssize_t width = end - begin;
-        /* The level's jobs by kind then row; its slots by kind, when they start, then machine. */
+        /* The level's slots by kind, when they start, then machine. */
         for (Py_ssize_t i = 0; i < width; i++) {
             Py_ssize_t e = levels[begin + i];
-            int64_t kind = machine_kind[moved[e]];
-            a[i] = (Key3){kind, 0.0, rows[e], e};
-            b[i] = (Key3){kind, ready[moved[e]], moved[e], e};
+            b[i] = (Key3){machine_kind[moved[e]], ready[moved[e]], moved[e], e};
         }
-        sort_key3(a, scratch, width);
         sort_key3(b, scratch, width);
         for (Py_ssize_t i = 0; i < width; i++) {
             Py_ssize_t at = levels[begin + i];
-            int64_t row = rows[a[i].item];
-            int64_t slot_machine = moved[b[i].item];
-            out_rows[at] = row;
-            out_machine[at] = slot_machine;
+            out_rows[at] = rows[job_order[begin + i]];
+            out_machine[at] = moved[b[i].item];
         }
         for (Py_ssize_t i = 0; i < width; i++) {
-            int64_t row = rows[a[i].item];
             int64_t slot_machine = moved[b[i].item];
-            ready[slot_machine] += times[row * kinds + machine_kind[slot_machine]];
+            ready[slot_machine] += times[rows[job_order[begin + i]] * kinds + machine_kind[slot_machine]];
         }
         begin = end;
     }
     status = 0;
 done:
-    free(count); free(label); free(ready); free(moved); free(levels); free(a); free(b); free(scratch); free(bucket);
+    free(count); free(label); free(ready); free(members); free(start); free(moved); free(levels); free(by_row); free(job_order);
+    free(b); free(scratch); free(bucket); free(level_of); free(by_level_kind);
     return status;
 }
 
@@ -467,13 +543,189 @@ static PyObject *py_canonical(PyObject *self, PyObject *args) {
     }
     int failed;
     Py_BEGIN_ALLOW_THREADS
-    failed = canonical(kind.buf, delay.buf, machines, times.buf, kinds, rows.buf, machine.buf, position.buf, n, out_rows.buf,
+    failed = canonical(kind.buf, delay.buf, machines, times.buf, jobs, kinds, rows.buf, machine.buf, position.buf, n, out_rows.buf,
                        out_machine.buf);
     Py_END_ALLOW_THREADS
     result = answered(failed);
 out:
     PyBuffer_Release(&kind); PyBuffer_Release(&delay); PyBuffer_Release(&times); PyBuffer_Release(&rows);
     PyBuffer_Release(&machine); PyBuffer_Release(&position); PyBuffer_Release(&out_rows); PyBuffer_Release(&out_machine);
+    return result;
+}
+
+/* ---------------------------------------------------------------------- slot layout */
+
+/* positions.slots_for: limits[m] positions on every machine, ordered by kind, position, machine
+ * (counted into (kind, position) rather than sorted). kind_bounds has kinds + 1 entries. */
+static int slots_for(const int64_t *limits, const int64_t *machine_kind, Py_ssize_t machines, Py_ssize_t kinds, int64_t *machine,
+                     int64_t *position, int64_t *kind_bounds) {
+    int64_t *most = calloc((size_t)kinds + 1, sizeof(int64_t));
+    int64_t *base = calloc((size_t)kinds + 1, sizeof(int64_t)); /* where kind k's (k, p) counters begin */
+    int64_t *at = NULL;
+    int status = -1;
+    if (!most || !base) goto done;
+    for (Py_ssize_t m = 0; m < machines; m++)
+        if (limits[m] > most[machine_kind[m]]) most[machine_kind[m]] = limits[m];
+    for (Py_ssize_t k = 0; k < kinds; k++) base[k + 1] = base[k] + most[k] + 1;
+    at = calloc((size_t)base[kinds] + 1, sizeof(int64_t));
+    if (!at) goto done;
+    /* at[base[k] + p]: the slots of kind k at position p (machines with limits >= p) */
+    for (Py_ssize_t m = 0; m < machines; m++)
+        if (limits[m] > 0) at[base[machine_kind[m]] + limits[m]]++;
+    for (Py_ssize_t k = 0; k < kinds; k++)
+        for (int64_t p = most[k] - 1; p >= 1; p--) at[base[k] + p] += at[base[k] + p + 1];
+    int64_t total = 0;
+    for (Py_ssize_t k = 0; k < kinds; k++) {
+        kind_bounds[k] = total;
+        for (int64_t p = 1; p <= most[k]; p++) {
+            int64_t here = at[base[k] + p];
+            at[base[k] + p] = total;
+            total += here;
+        }
+    }
+    kind_bounds[kinds] = total;
+    for (Py_ssize_t m = 0; m < machines; m++) {
+        const int64_t offset = base[machine_kind[m]];
+        for (int64_t p = 1; p <= limits[m]; p++) {
+            int64_t slot = at[offset + p]++;
+            machine[slot] = m;
+            position[slot] = p;
+        }
+    }
+    status = 0;
+done:
+    free(most); free(base); free(at);
+    return status;
+}
+
+static PyObject *py_slots_for(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer limits, kind, machine, position, bounds;
+    Py_ssize_t machines, kinds, total;
+    if (!PyArg_ParseTuple(args, "y*y*nnnw*w*w*", &limits, &kind, &machines, &kinds, &total, &machine, &position, &bounds)) return NULL;
+    PyObject *result = NULL;
+    if (limits.len != (Py_ssize_t)sizeof(int64_t) * machines || kind.len != (Py_ssize_t)sizeof(int64_t) * machines ||
+        machine.len != (Py_ssize_t)sizeof(int64_t) * total || position.len != (Py_ssize_t)sizeof(int64_t) * total ||
+        bounds.len != (Py_ssize_t)sizeof(int64_t) * (kinds + 1)) {
+        PyErr_SetString(PyExc_ValueError, "slots_for: arrays of the wrong size");
+        goto out;
+    }
+    const int64_t *limits_ = limits.buf, *kind_ = kind.buf;
+    int64_t sum = 0;
+    for (Py_ssize_t m = 0; m < machines; m++) {
+        if (limits_[m] < 0 || kind_[m] < 0 || kind_[m] >= kinds) {
+            result = Py_NewRef(Py_False);
+            goto out;
+        }
+        sum += limits_[m];
+    }
+    if (sum != total) {
+        PyErr_SetString(PyExc_ValueError, "slots_for: total is not the sum of the limits");
+        goto out;
+    }
+    int failed;
+    Py_BEGIN_ALLOW_THREADS
+    failed = slots_for(limits.buf, kind.buf, machines, kinds, machine.buf, position.buf, bounds.buf);
+    Py_END_ALLOW_THREADS
+    result = answered(failed);
+out:
+    PyBuffer_Release(&limits); PyBuffer_Release(&kind); PyBuffer_Release(&machine); PyBuffer_Release(&position);
+    PyBuffer_Release(&bounds);
+    return result;
+}
+
+typedef struct {
+    int64_t kind;
+    double wait;
+    int64_t group;
+} Pair;
+
+#define PAIR_LESS(a, b) ((a)->kind < (b)->kind || ((a)->kind == (b)->kind && (a)->wait < (b)->wait))
+STABLE_SORT(sort_pairs, Pair, PAIR_LESS)
+
+/* positions.slot_classes for slots ordered by kind then position (as slots_for lays them out):
+ * the slots by kind, wait, position, slot (a stable sort by (kind, wait) of that order, counted
+ * into the (kind, wait) pairs present, sorted), and where each class of equal (kind, wait,
+ * position) begins. Writes order (slots) and class_start; returns the classes, or -1. */
+static Py_ssize_t slot_classes(const int64_t *machine, const int64_t *position, Py_ssize_t slots, const int64_t *machine_kind,
+                               const double *delay, Py_ssize_t machines, int64_t *order, int64_t *class_start) {
+    int64_t *members = malloc(sizeof(int64_t) * (size_t)(machines ? machines : 1));
+    int64_t *start = malloc(sizeof(int64_t) * (size_t)(machines + 1));
+    int64_t *group_of = malloc(sizeof(int64_t) * (size_t)(machines ? machines : 1));
+    int64_t *rank = NULL, *at = NULL;
+    Pair *pairs = NULL, *scratch = NULL;
+    Py_ssize_t classes = -1, groups;
+    if (!members || !start || !group_of) goto done;
+    if (group_machines(machine_kind, delay, machines, members, start, &groups)) goto done;
+    for (Py_ssize_t g = 0; g < groups; g++)
+        for (int64_t i = start[g]; i < start[g + 1]; i++) group_of[members[i]] = g;
+    pairs = malloc(sizeof(Pair) * (size_t)(groups ? groups : 1));
+    scratch = malloc(sizeof(Pair) * (size_t)(groups ? groups : 1));
+    rank = malloc(sizeof(int64_t) * (size_t)(groups ? groups : 1));
+    at = calloc((size_t)groups + 1, sizeof(int64_t));
+    if (!pairs || !scratch || !rank || !at) goto done;
+    for (Py_ssize_t g = 0; g < groups; g++) {
+        int64_t m = members[start[g]];
+        pairs[g] = (Pair){machine_kind[m], delay[m] == 0 ? 0.0 : delay[m], g};
+    }
+    sort_pairs(pairs, scratch, groups);
+    for (Py_ssize_t r = 0; r < groups; r++) rank[pairs[r].group] = r;
+    for (Py_ssize_t s = 0; s < slots; s++) at[rank[group_of[machine[s]]] + 1]++;
+    for (Py_ssize_t r = 0; r < groups; r++) at[r + 1] += at[r];
+    for (Py_ssize_t s = 0; s < slots; s++) order[at[rank[group_of[machine[s]]]]++] = s;
+    classes = 0;
+    for (Py_ssize_t i = 0; i < slots; i++) {
+        if (i == 0 || group_of[machine[order[i]]] != group_of[machine[order[i - 1]]] || position[order[i]] != position[order[i - 1]])
+            class_start[classes++] = i;
+    }
+done:
+    free(members); free(start); free(group_of); free(rank); free(at); free(pairs); free(scratch);
+    return classes;
+}
+
+static PyObject *py_slot_classes(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer machine, position, kind, delay, order, class_start;
+    Py_ssize_t slots, machines;
+    if (!PyArg_ParseTuple(args, "y*y*ny*y*nw*w*", &machine, &position, &slots, &kind, &delay, &machines, &order, &class_start))
+        return NULL;
+    PyObject *result = NULL;
+    if (machine.len != (Py_ssize_t)sizeof(int64_t) * slots || position.len != (Py_ssize_t)sizeof(int64_t) * slots ||
+        kind.len != (Py_ssize_t)sizeof(int64_t) * machines || delay.len != (Py_ssize_t)sizeof(double) * machines ||
+        order.len != (Py_ssize_t)sizeof(int64_t) * slots || class_start.len != (Py_ssize_t)sizeof(int64_t) * slots) {
+        PyErr_SetString(PyExc_ValueError, "slot_classes: arrays of the wrong size");
+        goto out;
+    }
+    const int64_t *machine_ = machine.buf, *position_ = position.buf, *kind_ = kind.buf;
+    const double *delay_ = delay.buf;
+    for (Py_ssize_t m = 0; m < machines; m++) {
+        if (isnan(delay_[m]) || kind_[m] < 0) {
+            result = Py_NewRef(Py_None);
+            goto out;
+        }
+    }
+    /* Only slots laid out by kind, then position: else None, and NumPy sorts. */
+    for (Py_ssize_t s = 0; s < slots; s++) {
+        if (machine_[s] < 0 || machine_[s] >= machines) {
+            result = Py_NewRef(Py_None);
+            goto out;
+        }
+        if (s > 0) {
+            int64_t k0 = kind_[machine_[s - 1]], k1 = kind_[machine_[s]];
+            if (k1 < k0 || (k1 == k0 && position_[s] < position_[s - 1])) {
+                result = Py_NewRef(Py_None);
+                goto out;
+            }
+        }
+    }
+    Py_ssize_t classes;
+    Py_BEGIN_ALLOW_THREADS
+    classes = slot_classes(machine.buf, position.buf, slots, kind.buf, delay.buf, machines, order.buf, class_start.buf);
+    Py_END_ALLOW_THREADS
+    result = classes < 0 ? PyErr_NoMemory() : PyLong_FromSsize_t(classes);
+out:
+    PyBuffer_Release(&machine); PyBuffer_Release(&position); PyBuffer_Release(&kind); PyBuffer_Release(&delay);
+    PyBuffer_Release(&order); PyBuffer_Release(&class_start);
     return result;
 }
 
@@ -581,6 +833,12 @@ static PyMethodDef methods[] = {
     {"uncontended", py_uncontended, METH_VARARGS,
      "uncontended(fastest, every, rows, n, delay, machine_kind, machines, kinds, bounds, queued, used): "
      "allox._Left.uncontended's plan into bounds, queued (rows of every_job) and used; False where it declines"},
+    {"slots_for", py_slots_for, METH_VARARGS,
+     "slots_for(limits, machine_kind, machines, kinds, total, machine, position, kind_bounds): positions.slots_for into the "
+     "last three; False (nothing done) where it does not apply"},
+    {"slot_classes", py_slot_classes, METH_VARARGS,
+     "slot_classes(machine, position, slots, machine_kind, delay, machines, order, class_start): positions.slot_classes' "
+     "order and class starts; the number of classes, or None where it does not apply"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -180,8 +180,16 @@ def all_positions(*, machine_count: int, job_count: int) -> IntArray:
     return np.full(machine_count, job_count, dtype=np.int64)
 
 
-def slots_for(*, limits: IntArray, machine_kind: IntArray, kind_count: int) -> Slots:
-    """Lay out ``limits[i]`` positions for every machine, grouped by kind."""
+def slots_for(*, limits: IntArray, machine_kind: IntArray, kind_count: int, built: bool = True) -> Slots:
+    """Lay out ``limits[i]`` positions for every machine, grouped by kind. ``built`` False:
+    NumPy's steps even where the C ones (counted, not sorted: the same order) are built."""
+    if built and _built is not None and limits.dtype == np.int64 and machine_kind.dtype == np.int64:
+        total = int(limits.sum())
+        machine, position = np.empty(total, dtype=np.int64), np.empty(total, dtype=np.int64)
+        kind_bounds = np.empty(kind_count + 1, dtype=np.int64)
+        if _built.slots_for(np.ascontiguousarray(limits), np.ascontiguousarray(machine_kind), limits.shape[0], kind_count, total,
+                            machine, position, kind_bounds):
+            return Slots(machine=machine, position=position, kind_bounds=kind_bounds)
     machine = np.repeat(np.arange(limits.shape[0], dtype=np.int64), limits)
     first_column = np.cumsum(limits) - limits
     position = np.arange(machine.shape[0], dtype=np.int64) - np.repeat(first_column, limits) + 1
@@ -209,7 +217,18 @@ class SlotClasses:
         return int(self.capacity.shape[0])
 
 
-def slot_classes(slots: Slots, *, machine_kind: IntArray, delay: FloatArray) -> SlotClasses:
+def slot_classes(slots: Slots, *, machine_kind: IntArray, delay: FloatArray, built: bool = True) -> SlotClasses:
+    """The slots' classes. With the C steps (slots laid out by kind then position, as
+    :func:`slots_for` does): the same order, counted into the (kind, wait) pairs present."""
+    if built and _built is not None and slots.machine.dtype == np.int64 and machine_kind.dtype == np.int64 and delay.dtype == np.float64:
+        order = np.empty(slots.count, dtype=np.int64)
+        starts = np.empty(slots.count, dtype=np.int64)
+        classes = _built.slot_classes(np.ascontiguousarray(slots.machine), np.ascontiguousarray(slots.position, dtype=np.int64), slots.count,
+                                      np.ascontiguousarray(machine_kind), np.ascontiguousarray(delay), machine_kind.shape[0], order, starts)
+        if classes is not None:
+            class_start = starts[:classes]
+            capacity = np.diff(np.append(class_start, slots.count)).astype(np.int64)
+            return SlotClasses(slots_by_class=order, class_start=class_start, capacity=capacity, first_slot=order[class_start])
     kind = machine_kind[slots.machine]
     wait = delay[slots.machine]
     order = np.lexsort((np.arange(slots.count), slots.position, wait, kind))

@@ -16,6 +16,7 @@ import importlib
 import random
 
 import numpy as np
+import numpy.typing as npt
 import pytest
 
 from scheduler.matching import allox, positions, transport
@@ -67,13 +68,17 @@ def test_phase_2_in_c_declines_nan_costs() -> None:
                               grouped.assign) is False
 
 
+def _machine_kinds(rng: np.random.Generator, most: int) -> tuple[int, int, npt.NDArray[np.int64]]:
+    """Up to ``most`` machines of 1-3 kinds: how many, how many kinds, each one's kind."""
+    machines, kinds = int(rng.integers(0, most)), int(rng.integers(1, 4))
+    return machines, kinds, rng.integers(0, kinds, machines).astype(np.int64)
+
+
 @pytest.mark.parametrize("seed", range(6))
 def test_the_position_bound_in_c_is_numpys(seed: int) -> None:
     rng = np.random.default_rng(7400 + seed)
     for trial in range(300):
-        machines = int(rng.integers(0, 400 if trial % 10 == 0 else 50))
-        kinds = int(rng.integers(1, 4))
-        machine_kind = rng.integers(0, kinds, machines).astype(np.int64)
+        machines, kinds, machine_kind = _machine_kinds(rng, 400 if trial % 10 == 0 else 50)
         mode = trial % 4
         if mode == 0:
             available = rng.uniform(0, 100, machines)
@@ -160,3 +165,27 @@ def test_the_uncontended_plan_in_c_is_numpys(seed: int, monkeypatch: pytest.Monk
             assert ours.used is not None and theirs.used is not None and np.array_equal(ours.used, theirs.used)
             written += 1
     assert written > 10
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_slot_layout_and_classes_in_c_are_numpys(seed: int) -> None:
+    rng = np.random.default_rng(7800 + seed)
+    for trial in range(300):
+        machines, kinds, machine_kind = _machine_kinds(rng, 500 if trial % 10 == 0 else 60)
+        limits = rng.integers(0, 40 if trial % 7 == 0 else 6, machines).astype(np.int64) * (rng.random(machines) < 0.8)
+        mode = trial % 3
+        if mode == 0:
+            delay = rng.uniform(0, 10, machines)
+        elif mode == 1:
+            delay = rng.integers(0, 4, machines).astype(np.float64)  # machines freeing together
+        else:
+            delay = np.where(rng.random(machines) < 0.5, -0.0, rng.integers(0, 3, machines).astype(np.float64))  # -0.0 is 0.0
+        ours = positions.slots_for(limits=limits, machine_kind=machine_kind, kind_count=kinds)
+        theirs = positions.slots_for(limits=limits, machine_kind=machine_kind, kind_count=kinds, built=False)
+        for a, b in ((ours.machine, theirs.machine), (ours.position, theirs.position), (ours.kind_bounds, theirs.kind_bounds)):
+            assert np.array_equal(a, b)
+        classes = positions.slot_classes(theirs, machine_kind=machine_kind, delay=delay)
+        reference = positions.slot_classes(theirs, machine_kind=machine_kind, delay=delay, built=False)
+        for a, b in ((classes.slots_by_class, reference.slots_by_class), (classes.class_start, reference.class_start),
+                     (classes.capacity, reference.capacity), (classes.first_slot, reference.first_slot)):
+            assert np.array_equal(a, b)
