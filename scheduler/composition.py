@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from scheduler.cells import HivedEngine
+from scheduler.cells.capabilities import Cells
 from scheduler.config import PreemptionSettings, Settings
 from scheduler.core.engine import SchedulingEngine, TracksJobs
 from scheduler.core.fit import ResourceFitEngine
@@ -40,7 +41,7 @@ class Composition:
     placement: SchedulingEngine  # filter, prioritize and bookings, inside any preemption
     preemption: ExplainedPreemption | None  # FitGpp: victims with their explanation, Job counts
     holds: RoomHolds | None  # FitGpp's preemptor and resume holds, for inspection and metrics
-    cells: HivedEngine | None  # HiveD: cell inspection, reconfiguration, bookings to sweep
+    cells: Cells | None  # HiveD: cell inspection, reconfiguration, bookings to sweep (capabilities.py)
     jobs: TracksJobs | None  # what follows Jobs (a gang's width, preemption counts): the Job watch feeds it
 
 

@@ -46,6 +46,29 @@ def test_the_readme_layout_names_every_package():
 
 
 
+# The engines' classes; only the composition root (and the simulator's, which builds the same
+# composition) may name them: a driver names the capability it uses.
+ENGINE_CLASSES = {"HivedEngine", "FitGppEngine", "ResourceFitEngine"}
+COMPOSITION_ROOTS = {"scheduler/composition.py", "scheduler/extender/runtime.py"}
+DRIVERS = ["scheduler/extender", "scheduler/cluster", "scheduler/kubectl", "estimator/controller.py", "placer/controller.py"]
+
+
+def test_drivers_name_capabilities_not_engine_classes():
+    """The live drivers reach the engine through the SchedulingEngine protocol and the typed
+    capabilities the composition hands them (scheduler/composition.py, scheduler/cells/capabilities.py), never through
+    an engine's concrete class: no import of one, so no isinstance on one either."""
+    modules = [path for driver in DRIVERS for path in ([ROOT / driver] if driver.endswith(".py") else (ROOT / driver).rglob("*.py"))]
+    assert len(modules) > 30  # the walk saw the drivers
+    offenders = []
+    for path in modules:
+        if str(path.relative_to(ROOT)) in COMPOSITION_ROOTS:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom) and ENGINE_CLASSES & {alias.name for alias in node.names}:
+                offenders.append(f"{path.relative_to(ROOT)}:{node.lineno} imports {sorted(ENGINE_CLASSES & {a.name for a in node.names})}")
+    assert not offenders, "drivers naming engine classes:\n" + "\n".join(offenders)
+
+
 def _import_graph(root: Path, packages: list[str]) -> dict[str, set[str]]:
     """Every import between the modules of ``packages`` under ``root``: at module level, inside
     functions and under ``TYPE_CHECKING`` alike (a cycle of type-only or deferred imports is

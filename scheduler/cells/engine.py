@@ -17,7 +17,7 @@ Pods without GPUs are not HiveD's concern: every offered node passes, score 0, n
 from __future__ import annotations
 
 from collections import deque
-from typing import AbstractSet, Any, Callable, Final, Literal, Mapping, NamedTuple, Sequence
+from typing import AbstractSet, Any, Callable, Final, Mapping, NamedTuple, Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -38,7 +38,7 @@ from scheduler.cells.config import (
 )
 from scheduler.cells.feasibility import feasibility_problems
 from scheduler.cells.membership import CellsChanged, NodeMembership
-from scheduler.cells.request import CellRequest, Priority, parse_request
+from scheduler.cells.request import CellRequest, Priority, RequestProblem, parse_request
 from scheduler.cells.topology import Topology
 from scheduler.constants import ANNOTATION_BIND_INFO, ANNOTATION_GPU_INDICES, MAX_EXTENDER_PRIORITY
 from scheduler.core.engine import FilterDecision, Placement, Scores
@@ -68,10 +68,6 @@ class _Context:
         self.request = request
         self.vc = vc
         self.targets = targets
-
-
-# What makes a request one the running configuration can never place (HivedEngine.request_problem).
-RequestProblem = Literal["virtual-cluster", "cells"]
 
 
 class HivedEngine:
@@ -687,6 +683,13 @@ class HivedEngine:
         if released:
             self._released()
         return released
+
+    @property
+    def booking_limits(self) -> BookingLimits:
+        return self.expiry.limits
+
+    def watch_pods(self, watched: bool) -> None:
+        self.expiry.pods_watched = watched
 
     def knows_node(self, node_name: str) -> bool:
         return node_name in self._nodes or node_name in self.topology.nodes

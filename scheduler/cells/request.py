@@ -8,7 +8,7 @@ it depends on the configuration.
 from __future__ import annotations
 
 from enum import Enum
-from typing import Final, NamedTuple
+from typing import Final, Literal, NamedTuple
 
 from scheduler.constants import (
     ANNOTATION_CELL_TYPE,
@@ -24,6 +24,9 @@ from scheduler.errors import InvalidAnnotation
 
 # A guard against typos like "gang-size: 1000000" booking the whole cluster.
 MAX_GANG_SIZE: Final = 4096
+
+# What makes a request one the running configuration can never place (HivedEngine.request_problem).
+RequestProblem = Literal["virtual-cluster", "cells"]
 
 
 class Priority(Enum):

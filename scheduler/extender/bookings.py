@@ -14,7 +14,7 @@ import threading
 import time
 from typing import Callable, Final
 
-from scheduler.cells import HivedEngine
+from scheduler.cells.capabilities import BookingSweep
 from scheduler.cells.expiry import REASON, BookingLimits, BookingReleased
 from scheduler.cluster.api import KubernetesApi
 from scheduler.errors import CellfitError
@@ -39,7 +39,7 @@ class BookingSweeper:
     def __init__(
         self,
         *,
-        engine: HivedEngine,
+        engine: BookingSweep,
         lock: threading.RLock,
         events: KubernetesApi | None,
         clock: Callable[[], float] = time.monotonic,
@@ -53,7 +53,7 @@ class BookingSweeper:
 
     @classmethod
     def for_engine(
-        cls, cells: HivedEngine | None, *, lock: threading.RLock, events: KubernetesApi | None, watched: bool
+        cls, cells: BookingSweep | None, *, lock: threading.RLock, events: KubernetesApi | None, watched: bool
     ) -> BookingSweeper | None:
         """A sweeper for HiveD's cells (None without them: resource fit books nothing before
         bind). ``watched``: a watch cache feeds the engine every pod, so a booking for a pod it
@@ -61,7 +61,7 @@ class BookingSweeper:
         if cells is None:
             return None
         with lock:
-            cells.expiry.pods_watched = watched
+            cells.watch_pods(watched)
         return cls(engine=cells, lock=lock, events=events)
 
     def start(self) -> None:
@@ -84,7 +84,7 @@ class BookingSweeper:
         return released
 
     def _run(self) -> None:
-        while not self._stopping.wait(sweep_seconds(self._engine.expiry.limits)):
+        while not self._stopping.wait(sweep_seconds(self._engine.booking_limits)):
             try:
                 self.sweep()
             except Exception:  # noqa: BLE001 - the sweep must outlive any one failure

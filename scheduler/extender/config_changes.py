@@ -14,7 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Literal, Mapping
 
-from scheduler.cells import CellsConfig, HivedEngine
+from scheduler.cells import CellsConfig
+from scheduler.cells.capabilities import CellReconfiguration
 from scheduler.config import Settings
 from scheduler.errors import ConfigError
 
@@ -82,14 +83,14 @@ def _cells_need_restart(running: CellsConfig, new: CellsConfig, *, live_cells: b
 
 
 def reload_settings(
-    running: Settings, new: Settings, *, cells: HivedEngine | None, rebase: Callable[[CellsConfig], None] | None = None
+    running: Settings, new: Settings, *, cells: CellReconfiguration | None, rebase: Callable[[CellsConfig], None] | None = None
 ) -> Reload:
     """Plan and apply in one step (the caller holds the engine lock throughout)."""
     return apply_reload(running, plan_reload(running, new, live_cells=cells is not None), cells=cells, rebase=rebase)
 
 
 def apply_reload(
-    running: Settings, plan: ReloadPlan, *, cells: HivedEngine | None, rebase: Callable[[CellsConfig], None] | None = None
+    running: Settings, plan: ReloadPlan, *, cells: CellReconfiguration | None, rebase: Callable[[CellsConfig], None] | None = None
 ) -> Reload:
     """Apply what ``plan`` (from :func:`plan_reload`) may change live to ``cells`` (the caller
     holds the engine lock; planning needs no lock, and comparing two large topologies under it

@@ -21,7 +21,8 @@ import logging
 import threading
 from typing import Callable
 
-from scheduler.cells import CellsConfig, HivedEngine
+from scheduler.cells import CellsConfig
+from scheduler.cells.capabilities import CellReconfiguration
 from scheduler.config import Settings, read_config_text
 from scheduler.errors import ConfigError
 from scheduler.extender.config_changes import Reload, apply_reload, plan_reload
@@ -42,7 +43,7 @@ class ConfigReloader:
         *,
         path: str,
         running: Settings,
-        cells: HivedEngine | None,
+        cells: CellReconfiguration | None,
         lock: threading.RLock,
         metrics: ExtenderMetrics,
         rebase: Callable[[CellsConfig], None] | None = None,

@@ -8,7 +8,7 @@ from typing import Any, Callable, TypeVar
 
 from fastapi import APIRouter, HTTPException, Query
 
-from scheduler.cells import HivedEngine
+from scheduler.cells.capabilities import CellInspection
 from scheduler.constants import INSPECT_EXCHANGES_PATH, INSPECT_URL_PREFIX
 from scheduler.core.engine import SchedulingEngine
 from scheduler.preemption.holds import RoomHolds
@@ -27,7 +27,7 @@ def inspect_router(
     *,
     engine: SchedulingEngine,
     lock: threading.RLock,
-    cells: HivedEngine | None = None,
+    cells: CellInspection | None = None,
     holds: RoomHolds | None = None,
     estimates: Callable[[], dict[str, Any]] | None = None,
     allox: Callable[[], dict[str, Any]] | None = None,
@@ -70,7 +70,7 @@ def inspect_router(
                                             "or exchange.enabled is false)")
         return exchanges()
 
-    def hived() -> HivedEngine:
+    def hived() -> CellInspection:
         if cells is None:
             raise HTTPException(404, detail="the running policy (resource-fit) has no virtual clusters or cells")
         return cells

@@ -14,6 +14,7 @@ from typing import Any, AsyncIterator, Callable, TypeVar
 from fastapi import FastAPI
 
 from scheduler.cells import HivedEngine
+from scheduler.cells.capabilities import Cells
 from scheduler.cluster.api import KubernetesApi
 from scheduler.cluster.cache import ClusterCache
 from scheduler.cluster.exchange.controller import ExchangeController
@@ -70,7 +71,7 @@ class Runtime:
     # The cell exchange's quota moves (every replica); None unless HiveD runs with a cluster.
     exchange_quotas: ExchangeQuotas | None = None
     # HiveD's cells inside the engine (live reload of the VCs); None under resource fit.
-    cells: HivedEngine | None = None
+    cells: Cells | None = None
 
     @property
     def estimator(self) -> EstimatorController | None:
@@ -289,7 +290,7 @@ def build_runtime(settings: Settings, *, api: KubernetesApi | None = None, stand
 
 def _leadership(
     settings: Settings, api: KubernetesApi | None, cache: ClusterCache | None, metrics: ExtenderMetrics,
-    *, hived: HivedEngine | None = None, lock: threading.RLock | None = None, quotas: ExchangeQuotas | None = None,
+    *, hived: Cells | None = None, lock: threading.RLock | None = None, quotas: ExchangeQuotas | None = None,
     count_preemption: Callable[[str], None] | None = None,
 ) -> tuple[Terms | None, LeaderElector | None]:
     """The live drivers, built afresh for each term, and the election on the controllers' Lease
@@ -401,7 +402,7 @@ class _AllReady:
 
 
 def _exchange_quotas(
-    settings: Settings, api: KubernetesApi | None, hived: HivedEngine | None, lock: threading.RLock
+    settings: Settings, api: KubernetesApi | None, hived: Cells | None, lock: threading.RLock
 ) -> ExchangeQuotas | None:
     """The cell exchange's quota moves, on every replica: HiveD with a cluster connection."""
     if api is None or hived is None or not settings.exchange.enabled:
@@ -451,7 +452,7 @@ def _placer(
     estimator: EstimatorController | None,
     metrics: ExtenderMetrics,
     *,
-    hived: HivedEngine | None = None,
+    hived: Cells | None = None,
     lock: threading.RLock | None = None,
 ) -> PlacerController | None:
     """AlloX admission beside the estimator, whose watch of interchangeable Jobs it reads;

@@ -23,7 +23,7 @@ import estimator.objects as sampling_objects
 from estimator.contract import parse_estimate, parse_iterations
 from placer.configuration import parse_configurations
 from scheduler import constants
-from scheduler.cells import HivedEngine
+from scheduler.cells.capabilities import RequestCheck
 from scheduler.cells.planning import Unplaceable
 from scheduler.cells.request import CellRequest, gang_size_problem, parse_request
 from scheduler.constants import (
@@ -96,7 +96,7 @@ class LiveCells:
     allocator's own lookups, the ones filter makes, under the engine's lock (a live reload
     may change the virtual clusters at any moment)."""
 
-    def __init__(self, engine: HivedEngine, *, lock: threading.RLock) -> None:
+    def __init__(self, engine: RequestCheck, *, lock: threading.RLock) -> None:
         self._engine = engine
         self._lock = lock
 

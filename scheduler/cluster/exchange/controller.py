@@ -36,7 +36,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Literal, Mapping, Sequence
 
-from scheduler.cells import HivedEngine
+from scheduler.cells.capabilities import CellInspection
 from scheduler.cells.exchange import CellCatalog, Posting, draining_pods, due_preemptions, exchange_round, ledger
 from scheduler.cells.exchange.board import Outcome
 from scheduler.cells.exchange.ledger import Entry
@@ -126,7 +126,7 @@ class ExchangeController:
         *,
         api: KubernetesApi,
         quotas: ExchangeQuotas,
-        engine: HivedEngine,
+        engine: CellInspection,
         lock: threading.RLock,
         settings: ExchangeSettings,
         clock: Callable[[], float] = time.time,

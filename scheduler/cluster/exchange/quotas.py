@@ -18,7 +18,8 @@ import threading
 import time
 from typing import Any, Callable
 
-from scheduler.cells import CellsConfig, HivedEngine
+from scheduler.cells import CellsConfig
+from scheduler.cells.capabilities import CellReconfiguration
 from scheduler.cells.exchange import applicable, ledger, reconfiguration, schedule_problems
 from scheduler.cells.exchange.ledger import Entry
 from scheduler.cells.exchange.resource import rfc3339
@@ -39,7 +40,7 @@ class ExchangeQuotas:
         self,
         *,
         api: KubernetesApi,
-        engine: HivedEngine,
+        engine: CellReconfiguration,
         lock: threading.RLock,
         base: CellsConfig,
         namespace: str,

@@ -1,0 +1,81 @@
+"""What the drivers may do with HiveD's cells beyond the scheduling verbs, one capability each.
+
+The composition hands the drivers :class:`Cells` (``Composition.cells``); each driver names the
+narrowest capability it uses, so what a driver can reach is written in its signature and not in
+the engine's class: the inspect API and metrics read (:class:`CellInspection`), a live reload
+and the cell exchange's quota moves change the VCs (:class:`CellReconfiguration`), the booking
+sweeper releases what lost its reason (:class:`BookingSweep`), the admission webhook asks
+whether a request could ever be placed (:class:`RequestCheck`). :class:`~scheduler.cells.engine.HivedEngine`
+is the one implementation; callers hold the engine's lock for every call.
+"""
+
+from __future__ import annotations
+
+from typing import AbstractSet, Any, Mapping, Protocol
+
+from scheduler.cells.config import CellsConfig
+from scheduler.cells.expiry import BookingLimits, BookingReleased
+from scheduler.cells.planning import Unplaceable
+from scheduler.cells.request import CellRequest, RequestProblem
+from scheduler.cells.topology import Topology
+
+
+class CellInspection(Protocol):
+    """Read-only views of the cells and the virtual clusters (JSON-ready)."""
+
+    @property
+    def summary(self) -> str:
+        """One line: the topology and the VCs (the startup log, the inspect API)."""
+
+    @property
+    def default_vc(self) -> str | None:
+        """The VC of pods that name none (None: such pods are refused)."""
+
+    @property
+    def topology(self) -> Topology:
+        """The physical cells; fixed for the engine's life (a new topology needs a restart)."""
+
+    def stats(self) -> Mapping[str, int]: ...
+
+    def inspect_virtual_clusters(self) -> dict[str, Any]: ...
+
+    def inspect_virtual_cluster(self, name: str) -> dict[str, Any] | None:
+        """None for a VC the cells do not have."""
+
+    def inspect_guarantees(
+        self, *, except_pods: AbstractSet[str] = frozenset(), within: AbstractSet[str] | None = None
+    ) -> dict[str, list[dict[str, Any]]]: ...
+
+    def inspect_cells(self, *, node: str | None = None) -> dict[str, Any]: ...
+
+    def metrics(self) -> dict[str, Any]: ...
+
+
+class CellReconfiguration(CellInspection, Protocol):
+    """Changed virtual clusters applied at runtime (the topology stays; a shrink never evicts)."""
+
+    def reconfigure(self, data: Mapping[str, Any] | CellsConfig, *, prefix: str = "") -> None: ...
+
+
+class BookingSweep(Protocol):
+    """Bookings that lost their reason, released by a periodic sweep (expiry.py)."""
+
+    @property
+    def booking_limits(self) -> BookingLimits:
+        """How long a booking may wait for its pod or its gang (sets the sweep's period)."""
+
+    def watch_pods(self, watched: bool) -> None:
+        """Whether a watch feeds the engine every pod: then a booking for a pod the watch never
+        shows can be told apart from one whose pod is on its way."""
+
+    def expire_bookings(self, now: float) -> list[BookingReleased]: ...
+
+
+class RequestCheck(Protocol):
+    """Whether the running configuration could ever place a request (the admission webhook)."""
+
+    def request_problem(self, request: CellRequest) -> tuple[RequestProblem, Unplaceable] | None: ...
+
+
+class Cells(CellReconfiguration, BookingSweep, RequestCheck, Protocol):
+    """Every capability HiveD's cells give the drivers (``Composition.cells``)."""
