@@ -6,13 +6,19 @@ deletion, so that the store holds every pod the engine knows for as long as it k
 policies keep only indexes derived from the pods (which pods each node, Job or hold has) and
 look a pod up here when they need the rest of it. A policy built without a store (a test, a
 tool) makes its own and is its one writer.
+
+Beside each pod's watched state the store keeps, as kube-scheduler's cache keeps its assumed
+pods, the state this scheduler gave a pod that the watch has not shown yet: bound by the bind
+verb, or pending again after that binding failed (the verb may have read the pod from the API
+before the watch delivered it). :meth:`current` reads it first; the watch's next state of the
+pod ends it, except a pending state older than the binding, which a bound assumption outlives.
 """
 
 from __future__ import annotations
 
 from typing import Iterator, Protocol
 
-from scheduler.core.model import PodInfo
+from scheduler.core.model import TERMINAL_PHASES, PodInfo
 
 
 class PodLookup(Protocol):
@@ -24,11 +30,12 @@ class PodLookup(Protocol):
 class PodStore:
     """Pods by UID, and by ``namespace/name`` (the bind verb names a pod so)."""
 
-    __slots__ = ("_by_uid", "_uid_by_name")
+    __slots__ = ("_by_uid", "_uid_by_name", "_assumed")
 
     def __init__(self) -> None:
         self._by_uid: dict[str, PodInfo] = {}
         self._uid_by_name: dict[str, str] = {}
+        self._assumed: dict[str, PodInfo] = {}  # this scheduler's state of a pod, not watched yet
 
     def __len__(self) -> int:
         return len(self._by_uid)
@@ -53,11 +60,38 @@ class PodStore:
         """The pod's latest state (a pod recreated under its name replaces the old one's name)."""
         self._by_uid[pod.uid] = pod
         self._uid_by_name[pod.key] = pod.uid
+        assumed = self._assumed.get(pod.uid)
+        if assumed is not None and not (assumed.node_name is not None and _pending(pod)):
+            del self._assumed[pod.uid]
+
+    def assume(self, pod: PodInfo) -> None:
+        """This scheduler's own state of the pod (bound, or pending after a failed binding),
+        read by :meth:`current` until the watch shows the pod."""
+        self._assumed[pod.uid] = pod
+
+    def assumed(self, uid: str) -> PodInfo | None:
+        return self._assumed.get(uid)
+
+    def drop_assumed(self, uid: str, *, bound: bool) -> None:
+        """End the assumed state of the pod if it is bound (``bound``) or pending (not ``bound``):
+        the binding failed, or the pod's wait ended; the other kind stays."""
+        assumed = self._assumed.get(uid)
+        if assumed is not None and (assumed.node_name is not None) == bound:
+            del self._assumed[uid]
+
+    def current(self, uid: str) -> PodInfo | None:
+        """The pod as this scheduler assumes it, else as the watch showed it."""
+        return self._assumed.get(uid) or self._by_uid.get(uid)
 
     def forget(self, uid: str) -> PodInfo | None:
+        self._assumed.pop(uid, None)
         pod = self._by_uid.pop(uid, None)
         if pod is not None:
             key = pod.key
             if self._uid_by_name.get(key) == uid:
                 del self._uid_by_name[key]
         return pod
+
+
+def _pending(pod: PodInfo) -> bool:
+    return pod.node_name is None and pod.phase not in TERMINAL_PHASES

@@ -143,7 +143,6 @@ class FitGppEngine:
         self.holds = RoomHolds(hold_seconds=resume_hold_seconds, clock=clock, pods=self.pods)
         self._index = PreemptionIndex()
         self._tracked: dict[str, str | None] = {}  # pods the index holds -> their Job UID
-        self._assumed: dict[str, PodInfo] = {}  # reserved here, not shown bound by the watch yet
         self._chosen: set[str] = set()  # victims chosen and not gone yet (their deletion may lag)
         # Pods on their way out (terminating, or chosen as victims), kept per node as they
         # change: the preempt verb asks about a hundred candidate nodes, not every pod.
@@ -189,7 +188,8 @@ class FitGppEngine:
     def reserve(self, pod: PodInfo, node_name: str) -> Placement:
         placement = self.inner.reserve(pod, node_name)
         # As reserved: the bind verb may have read the pod from the API before the watch showed it.
-        assumed = self._assumed[pod.uid] = replace(pod, node_name=node_name, phase="Running")
+        assumed = replace(pod, node_name=node_name, phase="Running")
+        self.pods.assume(assumed)
         self._track(assumed)
         self.holds.bound(pod, node_name)
         return placement
@@ -229,7 +229,6 @@ class FitGppEngine:
         self.holds.apply_pod(pod)
         if pod.node_name is None and pod.phase not in TERMINAL_PHASES:
             return  # pending: holds nothing; a bind-time reservation stays, as in the engines
-        self._assumed.pop(pod.uid, None)  # the watch has the pod's own state now
         if pod.holds_resources:
             self._track(pod)
         else:
@@ -346,7 +345,7 @@ class FitGppEngine:
         """A pod the index holds, as reserved here or as the watch shows it; None otherwise."""
         if pod_uid not in self._tracked:
             return None
-        return self._assumed.get(pod_uid) or self.pods.get(pod_uid)
+        return self.pods.current(pod_uid)
 
     def _reindex(self, pod_uid: str, *, preemptions: int) -> None:
         pod = self._tracked_pod(pod_uid)
@@ -365,7 +364,7 @@ class FitGppEngine:
         self._index.apply_pod(pod, preemptions=self._job_counts.get(job) if job is not None else None)
 
     def _untrack(self, pod_uid: str) -> None:
-        self._assumed.pop(pod_uid, None)
+        self.pods.drop_assumed(pod_uid, bound=True)
         self._chosen.discard(pod_uid)
         self._not_leaving(pod_uid)
         job = self._tracked.pop(pod_uid, None)

@@ -130,9 +130,6 @@ class RoomHolds:
     pods: PodStore | None = None
     _displaced: dict[str, dict[str, _Displacement]] = field(default_factory=dict)  # Job UID -> node ->
     _pending: dict[str, set[str]] = field(default_factory=dict)  # Job UID -> its pending pods' UIDs
-    # Pending again after a failed binding, the watch not having shown them yet (the bind verb
-    # read them from the API): read from here until it does.
-    _unwatched: dict[str, PodInfo] = field(default_factory=dict)
     _job_of_pending: dict[str, str] = field(default_factory=dict)  # pod UID -> Job UID
     _resumed: dict[str, _Resumed] = field(default_factory=dict)  # pod UID ->
     _preemptors: dict[str, _PreemptorHold] = field(default_factory=dict)  # preemptor UID ->
@@ -171,8 +168,7 @@ class RoomHolds:
     def apply_pod(self, pod: PodInfo) -> None:
         """Record a pod's latest state (every pod the watch shows, whatever its Job)."""
         if self._records_pods:
-            self._store.record(pod)
-        self._unwatched.pop(pod.uid, None)
+            self._store.record(pod)  # which ends an assumed pending state (PodStore.record)
         self._apply(pod)
 
     def _apply(self, pod: PodInfo) -> None:
@@ -218,8 +214,8 @@ class RoomHolds:
         del self._resumed[pod.uid]
         self._displaced.setdefault(resumed.job, {}).setdefault(resumed.node, _Displacement(pods=0)).pods += 1
         waiting = replace(pod, node_name=None, phase="Pending")
-        if self._store.get(pod.uid) is None:
-            self._unwatched[pod.uid] = waiting
+        if self._store.get(pod.uid) is None:  # never watched (the bind verb read it from the API)
+            self._store.assume(waiting)
         self._apply(waiting)
 
     def delete_pod(self, pod_uid: str) -> None:
@@ -234,7 +230,7 @@ class RoomHolds:
         self._displaced.pop(job_uid, None)
         for uid in self._pending.pop(job_uid, set()):
             self._job_of_pending.pop(uid, None)
-            self._unwatched.pop(uid, None)
+            self._store.drop_assumed(uid, bound=False)
         for uid in [uid for uid, resumed in self._resumed.items() if resumed.job == job_uid]:
             del self._resumed[uid]
 
@@ -383,13 +379,13 @@ class RoomHolds:
         return (self._store.get(uid) if claim.watched else None) or claim.seen
 
     def _pending_pod(self, uid: str) -> PodInfo | None:
-        return self._store.get(uid) or self._unwatched.get(uid)
+        return self._store.current(uid)
 
     def _record(self, holder: str, node: str, *, preemptor: bool) -> _Displacement | _PreemptorHold:
         return self._preemptors[holder] if preemptor else self._displaced[holder][node]
 
     def _forget(self, pod_uid: str) -> bool:
-        self._unwatched.pop(pod_uid, None)
+        self._store.drop_assumed(pod_uid, bound=False)
         job = self._job_of_pending.pop(pod_uid, None)
         if job is None:
             return False

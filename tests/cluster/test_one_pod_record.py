@@ -2,9 +2,10 @@
 which FitGpp and its holds read what they need beyond their own indexes.
 
 The cache records a pod before the engine hears of it and forgets it after, so the engine can
-always look up a pod it knows; FitGpp keeps the pods it reserved until the watch shows them
-bound (the bind verb may have read a pod from the API before the watch had it), and a
-preemptor hold keeps the preemptor as FitGpp was given it until the watch has it."""
+always look up a pod it knows; the store also keeps the state this scheduler assumed for a pod
+until the watch shows it: FitGpp's reservation (the bind verb may have read a pod from the API
+before the watch had it) and the holds' pending-again pod after a failed binding; a preemptor
+hold keeps the preemptor as FitGpp was given it until the watch has it."""
 
 from __future__ import annotations
 
@@ -48,6 +49,36 @@ def test_the_store_finds_a_pod_by_uid_and_name_and_a_pod_recreated_under_its_nam
     assert store.forget(first.uid) is first
     assert store.named("ml", "a") is again and len(store) == 1  # the old one's deletion leaves the new name alone
     assert store.forget("nobody") is None
+
+
+def test_the_store_keeps_an_assumed_state_until_the_watch_shows_the_pod() -> None:
+    """One record, two states of a pod: the watched one, and the one this scheduler assumed (bound
+    by its bind verb, or pending again after that binding failed), read first by ``current``."""
+    store = PodStore()
+    waiting = best_effort("a", node_name=None)
+    store.record(waiting)
+    bound = replace(waiting, node_name="n1", phase="Running")
+    store.assume(bound)
+    assert store.current(waiting.uid) is bound and store.get(waiting.uid) is waiting
+    store.record(waiting)  # an event older than the binding: the bound assumption outlives it
+    assert store.current(waiting.uid) is bound
+    store.drop_assumed(waiting.uid, bound=False)  # only a pending assumption would end
+    assert store.current(waiting.uid) is bound
+    watched = replace(bound, terminating=True)
+    store.record(watched)  # the watch shows it bound: its own state from now on
+    assert store.assumed(waiting.uid) is None and store.current(waiting.uid) is watched
+
+    unseen = best_effort("b", node_name=None)  # pending again after a failed binding, never watched
+    store.assume(unseen)
+    assert store.current(unseen.uid) is unseen and store.get(unseen.uid) is None and len(store) == 1
+    store.record(unseen)  # any watched state ends a pending assumption
+    assert store.assumed(unseen.uid) is None
+    store.assume(replace(unseen, node_name="n2", phase="Running"))
+    store.drop_assumed(unseen.uid, bound=True)  # the binding failed
+    assert store.current(unseen.uid) is unseen
+    store.assume(replace(unseen, node_name="n2", phase="Running"))
+    store.forget(unseen.uid)  # deleted: nothing of it stays
+    assert store.current(unseen.uid) is None and store.assumed(unseen.uid) is None
 
 
 def test_the_watch_cache_keeps_the_composition_s_record_and_fitgpp_reads_it() -> None:
