@@ -729,6 +729,92 @@ out:
     return result;
 }
 
+/* ------------------------------------------------------------------- vacancy's need */
+
+#define TERMS 64 /* allox._TERMS */
+
+/* allox._Vacancy._needs: for every row, the sum over the machines of kind `other` (count[w] of
+ * each wait[w]; a count may be -1, taking a machine out) of the n >= 1 with
+ * n * p_other + wait_w < p_kind + wait - tolerance, for n up to the rows' largest number of
+ * terms (at most TERMS), and over the machines (ceil((limit - wait_w) / p_other) - 1 each) for
+ * a row with more. Counts are whole, so every sum is exact in any order. */
+static int needs(const double *times, Py_ssize_t rows, Py_ssize_t kinds, Py_ssize_t kind, double wait, Py_ssize_t other,
+                 double tolerance, const double *waits, const double *counts, Py_ssize_t count, double *total) {
+    double *limit = malloc(sizeof(double) * (size_t)(rows ? rows : 1));
+    double *step = malloc(sizeof(double) * (size_t)(rows ? rows : 1));
+    double *terms = malloc(sizeof(double) * (size_t)(rows ? rows : 1));
+    Member *sorted = malloc(sizeof(Member) * (size_t)(count ? count : 1));
+    Member *scratch = malloc(sizeof(Member) * (size_t)(count ? count : 1));
+    double *cumulative = malloc(sizeof(double) * (size_t)(count + 1));
+    int status = -1;
+    if (!limit || !step || !terms || !sorted || !scratch || !cumulative) goto done;
+    double most = 0.0;
+    for (Py_ssize_t j = 0; j < rows; j++) {
+        double own = times[j * kinds + kind], time = times[j * kinds + other];
+        int usable = isfinite(own) && isfinite(time) && time > 0;
+        limit[j] = usable ? own + (wait - tolerance) : 0.0;
+        step[j] = usable ? time : 1.0;
+        terms[j] = floor((limit[j] > 0.0 ? limit[j] : 0.0) / step[j]);
+        if (terms[j] > most) most = terms[j];
+    }
+    int64_t largest = most < TERMS ? (int64_t)most : TERMS;
+    for (Py_ssize_t w = 0; w < count; w++) {
+        sorted[w].omega = waits[w];
+        sorted[w].machine = w;
+    }
+    sort_members(sorted, scratch, count);
+    cumulative[0] = 0.0;
+    for (Py_ssize_t w = 0; w < count; w++) cumulative[w + 1] = cumulative[w] + counts[sorted[w].machine];
+    for (Py_ssize_t j = 0; j < rows; j++) {
+        double sum = 0.0;
+        if (terms[j] > TERMS) {
+            for (Py_ssize_t w = 0; w < count; w++) {
+                double moves = ceil((limit[j] - waits[w]) / step[j]) - 1.0;
+                sum += (moves > 0.0 ? moves : 0.0) * counts[w];
+            }
+        } else {
+            for (int64_t n = 1; n <= largest; n++) sum += cumulative[below(sorted, count, limit[j] - (double)n * step[j])];
+        }
+        total[j] = sum;
+    }
+    status = 0;
+done:
+    free(limit); free(step); free(terms); free(sorted); free(scratch); free(cumulative);
+    return status;
+}
+
+static PyObject *py_needs(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer times, waits, counts, total;
+    Py_ssize_t rows, kinds, kind, other, count;
+    double wait, tolerance;
+    if (!PyArg_ParseTuple(args, "y*nnndndy*y*nw*", &times, &rows, &kinds, &kind, &wait, &other, &tolerance, &waits, &counts, &count,
+                          &total))
+        return NULL;
+    PyObject *result = NULL;
+    if (times.len != (Py_ssize_t)sizeof(double) * rows * kinds || waits.len != (Py_ssize_t)sizeof(double) * count ||
+        counts.len != (Py_ssize_t)sizeof(double) * count || total.len != (Py_ssize_t)sizeof(double) * rows || kind < 0 ||
+        kind >= kinds || other < 0 || other >= kinds) {
+        PyErr_SetString(PyExc_ValueError, "needs: arrays of the wrong size");
+        goto out;
+    }
+    const double *waits_ = waits.buf, *counts_ = counts.buf;
+    for (Py_ssize_t w = 0; w < count; w++) {
+        if (!isfinite(waits_[w]) || !isfinite(counts_[w])) {
+            result = Py_NewRef(Py_False);
+            goto out;
+        }
+    }
+    int failed;
+    Py_BEGIN_ALLOW_THREADS
+    failed = needs(times.buf, rows, kinds, kind, wait, other, tolerance, waits.buf, counts.buf, count, total.buf);
+    Py_END_ALLOW_THREADS
+    result = answered(failed);
+out:
+    PyBuffer_Release(&times); PyBuffer_Release(&waits); PyBuffer_Release(&counts); PyBuffer_Release(&total);
+    return result;
+}
+
 /* ---------------------------------------------------------------------- uncontended */
 
 /* allox._Left.uncontended: rows (of every_job, n) whose strictly fastest kind is fastest[row]
@@ -836,6 +922,9 @@ static PyMethodDef methods[] = {
     {"slots_for", py_slots_for, METH_VARARGS,
      "slots_for(limits, machine_kind, machines, kinds, total, machine, position, kind_bounds): positions.slots_for into the "
      "last three; False (nothing done) where it does not apply"},
+    {"needs", py_needs, METH_VARARGS,
+     "needs(times, rows, kinds, kind, wait, other, tolerance, waits, counts, count, total): allox._Vacancy._needs into "
+     "total; False (nothing done) with a wait or count not finite"},
     {"slot_classes", py_slot_classes, METH_VARARGS,
      "slot_classes(machine, position, slots, machine_kind, delay, machines, order, class_start): positions.slot_classes' "
      "order and class starts; the number of classes, or None where it does not apply"},

@@ -460,6 +460,8 @@ class _Vacancy:
     since it was last asked for (each moves one machine's wait: O(jobs) a start), not remade.
     """
 
+    built = True  # False (on an instance): NumPy's sums even where the C ones are built (tests)
+
     def __init__(self, every_job: Problem, delay: FloatArray) -> None:
         times = every_job.times
         finite = np.isfinite(times)
@@ -540,7 +542,15 @@ class _Vacancy:
         search among the sorted waits per ``n``, so that thousands of machines each freeing at
         its own time cost a few searches per row, not a row × machines matrix. A row needs
         ``floor(limit / p)`` terms (a job's slowdown on the class's kind over ``other``); the
-        rare row with more than ``_TERMS`` is summed over the machines."""
+        rare row with more than ``_TERMS`` is summed over the machines. With the C steps
+        (``_transport.c``) the same sums, per row; every term is whole, so they are exact in
+        any order."""
+        if self.built and _built is not None and self._times.dtype == np.float64:
+            times = np.ascontiguousarray(self._times)
+            sums = np.empty(times.shape[0])
+            if _built.needs(times, times.shape[0], times.shape[1], kind, float(wait), other, self._tolerance,
+                            np.ascontiguousarray(waits, dtype=np.float64), np.ascontiguousarray(counts, dtype=np.float64), waits.shape[0], sums):
+                return sums
         own = self._times[:, kind]
         time = self._times[:, other]
         usable = np.isfinite(own) & np.isfinite(time) & (time > 0)

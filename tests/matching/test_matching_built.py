@@ -189,3 +189,43 @@ def test_the_slot_layout_and_classes_in_c_are_numpys(seed: int) -> None:
         for a, b in ((classes.slots_by_class, reference.slots_by_class), (classes.class_start, reference.class_start),
                      (classes.capacity, reference.capacity), (classes.first_slot, reference.first_slot)):
             assert np.array_equal(a, b)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_vacancy_bound_in_c_is_numpys(seed: int) -> None:
+    """``_Vacancy``'s N (each row's least number of jobs outside a machine's class) and its
+    answers, with the C sums and NumPy's, as starts move the machines' waits."""
+    rng = random.Random(7900 + seed)
+    compared = 0
+    for trial in range(60):
+        whole = trial % 3 == 0
+        machines = [Machine(name=f"m{i}", kind=rng.choice(["cpu", "gpu"])) for i in range(rng.randint(2, 60))]
+        jobs = []
+        for index in range(rng.randint(1, 80)):
+            gpu = float(rng.randint(1, 5)) if whole else rng.uniform(0.5, 10)
+            times = {"gpu": gpu, "cpu": gpu * (rng.randint(1, 9) if whole else rng.uniform(1.0, 12.0))}  # up to > _TERMS terms
+            if rng.random() < 0.1:
+                del times[rng.choice(["cpu", "gpu"])]
+            jobs.append(Job(name=f"j{index}", user="u", arrival=0.0, processing_time=times))
+        present = {machine.kind for machine in machines}
+        if not all(present & job.processing_time.keys() for job in jobs):
+            continue
+        busy = {m.name: float(rng.randint(0, 30)) if whole else rng.choice([0.0, rng.uniform(0, 60)]) for m in machines if rng.random() < 0.6}
+        fleet = solving.fleet(machines=machines, now=0.0, busy_until=busy)
+        every_job = solving.prepare_on(fleet, jobs)
+        delay = fleet.delay.copy()
+        ours, theirs = allox._Vacancy(every_job, delay), allox._Vacancy(every_job, delay)  # both see each start's move
+        theirs.built = False
+        for _ in range(5):
+            for position in rng.sample(range(len(machines)), min(5, len(machines))):
+                rows = np.array(sorted(rng.sample(range(len(jobs)), rng.randint(1, len(jobs)))), dtype=np.int64)
+                assert ours.empty(rows, position) == theirs.empty(rows, position)
+                kind, wait = int(every_job.machine_kind[position]), float(delay[position])
+                assert np.array_equal(ours._needed(kind, wait), theirs._needed(kind, wait))
+                compared += 1
+            position = rng.randrange(len(machines))
+            moved = float(delay[position]) + (float(rng.randint(1, 20)) if whole else rng.uniform(0, 50))
+            for vacancy in (ours, theirs):
+                vacancy.moved(position, float(delay[position]), moved)
+            delay[position] = moved
+    assert compared > 500

@@ -190,7 +190,9 @@ def test_the_need_summed_over_positions_is_the_need_summed_over_machines(seed: i
     vacancy._times = times
     vacancy._tolerance = 1e-6
     limit = times[:, 0] + 30.0 - 1e-6
-    for few in (waits.shape[0], 2, 5):  # searched among many waits; compared with a start's few
+    for few, built in ((waits.shape[0], True), (2, True), (5, True), (waits.shape[0], False), (2, False), (5, False)):
+        # searched among many waits; compared with a start's few; in C and in NumPy
+        vacancy.built = built
         found = vacancy._needs(0, 30.0, 1, waits[:few], counts[:few])
         expected = np.zeros(rows)
         for row in range(rows):
