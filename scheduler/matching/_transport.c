@@ -815,6 +815,203 @@ out:
     return result;
 }
 
+/* ------------------------------------------------------------------ classes' glue */
+
+/* transport._cheapest_classes: every row's cheapest class, group_cost[row, group[c]] +
+ * offset[c] over the classes, without writing that matrix: a group's cheapest class is its
+ * least offset (the first class on ties), and the rows pick among those in class order (argmin:
+ * the first on ties; 0 for a row with no finite cost). group_cost is rows x groups, C order. */
+static int cheapest_classes(const int64_t *group, const double *offset, Py_ssize_t classes, const double *group_cost, Py_ssize_t rows,
+                            Py_ssize_t groups, int64_t *chosen) {
+    int64_t *best = malloc(sizeof(int64_t) * (size_t)(groups ? groups : 1));
+    int64_t *candidate = malloc(sizeof(int64_t) * (size_t)(groups ? groups : 1)); /* classes, ascending */
+    if (!best || !candidate) {
+        free(best); free(candidate);
+        return -1;
+    }
+    for (Py_ssize_t g = 0; g < groups; g++) best[g] = -1;
+    for (Py_ssize_t c = 0; c < classes; c++) {
+        int64_t g = group[c];
+        if (best[g] < 0 || offset[c] < offset[best[g]]) best[g] = c;
+    }
+    Py_ssize_t present = 0;
+    for (Py_ssize_t c = 0; c < classes; c++)
+        if (best[group[c]] == c) candidate[present++] = c;
+    for (Py_ssize_t j = 0; j < rows; j++) {
+        const double *row = group_cost + j * groups;
+        int64_t pick = 0;
+        double least = INFINITY;
+        int finite = 0;
+        for (Py_ssize_t k = 0; k < present; k++) {
+            int64_t c = candidate[k];
+            double value = row[group[c]] + offset[c];
+            if (k == 0 || value < least) {
+                pick = c;
+                least = value;
+            }
+            if (isfinite(value)) finite = 1;
+        }
+        chosen[j] = finite ? pick : 0;
+    }
+    free(best); free(candidate);
+    return 0;
+}
+
+static PyObject *py_cheapest_classes(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer group, offset, cost, chosen;
+    Py_ssize_t classes, rows, groups;
+    if (!PyArg_ParseTuple(args, "y*y*ny*nnw*", &group, &offset, &classes, &cost, &rows, &groups, &chosen)) return NULL;
+    PyObject *result = NULL;
+    if (group.len != (Py_ssize_t)sizeof(int64_t) * classes || offset.len != (Py_ssize_t)sizeof(double) * classes ||
+        cost.len != (Py_ssize_t)sizeof(double) * rows * groups || chosen.len != (Py_ssize_t)sizeof(int64_t) * rows) {
+        PyErr_SetString(PyExc_ValueError, "cheapest_classes: arrays of the wrong size");
+        goto out;
+    }
+    const int64_t *group_ = group.buf;
+    const double *offset_ = offset.buf, *cost_ = cost.buf;
+    for (Py_ssize_t c = 0; c < classes; c++) {
+        if (group_[c] < 0 || group_[c] >= groups || isnan(offset_[c])) {
+            result = Py_NewRef(Py_False);
+            goto out;
+        }
+    }
+    for (Py_ssize_t at = 0; at < rows * groups; at++) {
+        if (isnan(cost_[at])) {
+            result = Py_NewRef(Py_False);
+            goto out;
+        }
+    }
+    int failed;
+    Py_BEGIN_ALLOW_THREADS
+    failed = cheapest_classes(group.buf, offset.buf, classes, cost.buf, rows, groups, chosen.buf);
+    Py_END_ALLOW_THREADS
+    result = answered(failed);
+out:
+    PyBuffer_Release(&group); PyBuffer_Release(&offset); PyBuffer_Release(&cost); PyBuffer_Release(&chosen);
+    return result;
+}
+
+/* Each row's place among its class's rows, in row order: rank[j] (a stable argsort by class,
+ * then the position within the class), and each class's first place (start, classes + 1). */
+static int ranked(const int64_t *assign, Py_ssize_t rows, Py_ssize_t classes, int64_t *rank, int64_t *start) {
+    int64_t *seen = calloc((size_t)(classes ? classes : 1), sizeof(int64_t));
+    if (!seen) return -1;
+    for (Py_ssize_t c = 0; c <= classes; c++) start[c] = 0;
+    for (Py_ssize_t j = 0; j < rows; j++) start[assign[j] + 1]++;
+    for (Py_ssize_t c = 0; c < classes; c++) start[c + 1] += start[c];
+    for (Py_ssize_t j = 0; j < rows; j++) rank[j] = seen[assign[j]]++;
+    free(seen);
+    return 0;
+}
+
+/* transport._filled: a group's rows, in row order, take its cheapest units. */
+static int filled(const int64_t *assign, Py_ssize_t rows, Py_ssize_t groups, const int64_t *unit_class, const int64_t *bounds,
+                  int64_t *result) {
+    int64_t *rank = malloc(sizeof(int64_t) * (size_t)(rows ? rows : 1));
+    int64_t *start = malloc(sizeof(int64_t) * (size_t)(groups + 1));
+    int status = -1;
+    if (rank && start && !ranked(assign, rows, groups, rank, start)) {
+        for (Py_ssize_t j = 0; j < rows; j++) result[j] = unit_class[bounds[assign[j]] + rank[j]];
+        status = 0;
+    }
+    free(rank); free(start);
+    return status;
+}
+
+/* solve._slots_to_rows: the rows by class (a stable sort), each class's rows taking its slots
+ * in slot order. */
+static int slots_to_rows(const int64_t *assign, Py_ssize_t rows, Py_ssize_t classes, const int64_t *slots_by_class,
+                         const int64_t *class_start, int64_t *out_rows, int64_t *out_slots) {
+    int64_t *rank = malloc(sizeof(int64_t) * (size_t)(rows ? rows : 1));
+    int64_t *start = malloc(sizeof(int64_t) * (size_t)(classes + 1));
+    int status = -1;
+    if (rank && start && !ranked(assign, rows, classes, rank, start)) {
+        for (Py_ssize_t j = 0; j < rows; j++) {
+            int64_t at = start[assign[j]] + rank[j];
+            out_rows[at] = j;
+            out_slots[at] = slots_by_class[class_start[assign[j]] + rank[j]];
+        }
+        status = 0;
+    }
+    free(rank); free(start);
+    return status;
+}
+
+static PyObject *py_filled(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer assign, unit_class, bounds, result_;
+    Py_ssize_t rows, groups, units;
+    if (!PyArg_ParseTuple(args, "y*nny*ny*w*", &assign, &rows, &groups, &unit_class, &units, &bounds, &result_)) return NULL;
+    PyObject *result = NULL;
+    if (assign.len != (Py_ssize_t)sizeof(int64_t) * rows || unit_class.len != (Py_ssize_t)sizeof(int64_t) * units ||
+        bounds.len != (Py_ssize_t)sizeof(int64_t) * (groups + 1) || result_.len != (Py_ssize_t)sizeof(int64_t) * rows) {
+        PyErr_SetString(PyExc_ValueError, "filled: arrays of the wrong size");
+        goto out;
+    }
+    const int64_t *assign_ = assign.buf, *bounds_ = bounds.buf;
+    int64_t *load = calloc((size_t)(groups ? groups : 1), sizeof(int64_t));
+    if (!load) {
+        result = PyErr_NoMemory();
+        goto out;
+    }
+    int fits = 1;
+    for (Py_ssize_t j = 0; j < rows && fits; j++) fits = assign_[j] >= 0 && assign_[j] < groups && ++load[assign_[j]] >= 0;
+    for (Py_ssize_t g = 0; g < groups && fits; g++)
+        fits = bounds_[g] >= 0 && bounds_[g] + load[g] <= bounds_[g + 1] && bounds_[g + 1] <= units;
+    free(load);
+    if (!fits) {
+        result = Py_NewRef(Py_False); /* a group with more rows than units: NumPy's steps say what they say */
+        goto out;
+    }
+    int failed;
+    Py_BEGIN_ALLOW_THREADS
+    failed = filled(assign.buf, rows, groups, unit_class.buf, bounds.buf, result_.buf);
+    Py_END_ALLOW_THREADS
+    result = answered(failed);
+out:
+    PyBuffer_Release(&assign); PyBuffer_Release(&unit_class); PyBuffer_Release(&bounds); PyBuffer_Release(&result_);
+    return result;
+}
+
+static PyObject *py_slots_to_rows(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer assign, slots_by_class, class_start, out_rows, out_slots;
+    Py_ssize_t rows, classes, slots;
+    if (!PyArg_ParseTuple(args, "y*nny*ny*w*w*", &assign, &rows, &classes, &slots_by_class, &slots, &class_start, &out_rows, &out_slots))
+        return NULL;
+    PyObject *result = NULL;
+    if (assign.len != (Py_ssize_t)sizeof(int64_t) * rows || slots_by_class.len != (Py_ssize_t)sizeof(int64_t) * slots ||
+        class_start.len != (Py_ssize_t)sizeof(int64_t) * classes || out_rows.len != (Py_ssize_t)sizeof(int64_t) * rows ||
+        out_slots.len != (Py_ssize_t)sizeof(int64_t) * rows) {
+        PyErr_SetString(PyExc_ValueError, "slots_to_rows: arrays of the wrong size");
+        goto out;
+    }
+    const int64_t *assign_ = assign.buf, *start_ = class_start.buf;
+    int64_t *load = calloc((size_t)(classes ? classes : 1), sizeof(int64_t));
+    if (!load) {
+        result = PyErr_NoMemory();
+        goto out;
+    }
+    int fits = 1;
+    for (Py_ssize_t j = 0; j < rows && fits; j++) fits = assign_[j] >= 0 && assign_[j] < classes && ++load[assign_[j]] >= 0;
+    for (Py_ssize_t c = 0; c < classes && fits; c++) fits = start_[c] >= 0 && start_[c] + load[c] <= slots;
+    free(load);
+    if (!fits) {
+        result = Py_NewRef(Py_False);
+        goto out;
+    }
+    int failed;
+    Py_BEGIN_ALLOW_THREADS
+    failed = slots_to_rows(assign.buf, rows, classes, slots_by_class.buf, class_start.buf, out_rows.buf, out_slots.buf);
+    Py_END_ALLOW_THREADS
+    result = answered(failed);
+out:
+    PyBuffer_Release(&assign); PyBuffer_Release(&slots_by_class); PyBuffer_Release(&class_start); PyBuffer_Release(&out_rows);
+    PyBuffer_Release(&out_slots);
+    return result;
+}
+
 /* ---------------------------------------------------------------------- uncontended */
 
 /* allox._Left.uncontended: rows (of every_job, n) whose strictly fastest kind is fastest[row]
@@ -925,6 +1122,11 @@ static PyMethodDef methods[] = {
     {"needs", py_needs, METH_VARARGS,
      "needs(times, rows, kinds, kind, wait, other, tolerance, waits, counts, count, total): allox._Vacancy._needs into "
      "total; False (nothing done) with a wait or count not finite"},
+    {"cheapest_classes", py_cheapest_classes, METH_VARARGS,
+     "cheapest_classes(group, offset, classes, group_cost, rows, groups, chosen): transport._cheapest_classes into chosen"},
+    {"filled", py_filled, METH_VARARGS, "filled(assign, rows, groups, unit_class, units, bounds, result): transport._filled"},
+    {"slots_to_rows", py_slots_to_rows, METH_VARARGS,
+     "slots_to_rows(assign, rows, classes, slots_by_class, slots, class_start, out_rows, out_slots): solve._slots_to_rows"},
     {"slot_classes", py_slot_classes, METH_VARARGS,
      "slot_classes(machine, position, slots, machine_kind, delay, machines, order, class_start): positions.slot_classes' "
      "order and class starts; the number of classes, or None where it does not apply"},

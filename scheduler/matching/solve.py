@@ -297,9 +297,15 @@ def _hinted(problem: Problem, matrix: Matrix, hint: Hint) -> tuple[IntArray, Int
     return None if assign is None else _slots_to_rows(assign, classes)
 
 
-def _slots_to_rows(assign: IntArray, classes: SlotClasses) -> tuple[IntArray, IntArray]:
+def _slots_to_rows(assign: IntArray, classes: SlotClasses, *, built: bool = True) -> tuple[IntArray, IntArray]:
     """Each class's rows take its slots in slot order (a class at position k then fills the
-    same machines as position k-1 before it: no gaps)."""
+    same machines as position k-1 before it: no gaps). In C where built (counted: the same)."""
+    if built and _built is not None and assign.dtype == np.int64 and classes.slots_by_class.dtype == np.int64:
+        rows_out, slots_out = np.empty(assign.shape[0], dtype=np.int64), np.empty(assign.shape[0], dtype=np.int64)
+        if _built.slots_to_rows(np.ascontiguousarray(assign), assign.shape[0], classes.class_start.shape[0],
+                                np.ascontiguousarray(classes.slots_by_class), classes.slots_by_class.shape[0],
+                                np.ascontiguousarray(classes.class_start, dtype=np.int64), rows_out, slots_out):
+            return rows_out, slots_out
     rows = np.argsort(assign, kind="stable")
     rank = np.arange(rows.shape[0]) - np.searchsorted(assign[rows], assign[rows], side="left")
     return rows.astype(np.int64), classes.slots_by_class[classes.class_start[assign[rows]] + rank]

@@ -138,9 +138,14 @@ def distinct(values: IntArray) -> tuple[IntArray, IntArray]:
     return present.nonzero()[0].astype(np.int64), index[values].astype(np.int64)
 
 
-def _filled(assign: IntArray, units: _Units) -> IntArray:
+def _filled(assign: IntArray, units: _Units, *, built: bool = True) -> IntArray:
     """Each row's class: the rows of a group (``assign``, an index of ``units``' groups), in
     row order, fill its cheapest units (a group has a unit for each of its rows)."""
+    if built and _built is not None and assign.dtype == np.int64 and units.unit_class.dtype == np.int64:
+        result = np.empty(assign.shape[0], dtype=np.int64)
+        if _built.filled(np.ascontiguousarray(assign), assign.shape[0], units.ids.shape[0], np.ascontiguousarray(units.unit_class),
+                         units.unit_class.shape[0], np.ascontiguousarray(units.bounds, dtype=np.int64), result):
+            return result
     order = np.argsort(assign, kind="stable")
     ordered = assign[order]
     rank = np.arange(ordered.shape[0]) - np.searchsorted(ordered, ordered, side="left")
@@ -222,14 +227,21 @@ def _sparse(graph: FloatArray) -> csr_matrix:
     return csr_matrix((graph[finite], finite.nonzero()[1].astype(np.int32), indptr), shape=graph.shape)
 
 
-def _cheapest_classes(groups: Groups) -> IntArray:
+def _cheapest_classes(groups: Groups, *, built: bool = True) -> IntArray:
     """``argmin`` over the classes of ``group_cost[:, group] + offset`` (ties: the first class),
     without writing that rows × classes matrix: a group's cheapest class is the same for every
     row (its least offset, then its first class), so the rows pick among the groups' cheapest
     classes, taken in class order so that a tie falls to the first class as ``argmin`` has it.
-    The sums are the same floating-point operations as the written-out matrix's, so equal."""
+    The sums are the same floating-point operations as the written-out matrix's, so equal
+    (in C too, ``_transport.c``; ``built`` False: NumPy's steps)."""
     classes = groups.group.shape[0]
     count = groups.group_cost.shape[1]
+    if built and _built is not None and classes and groups.group.dtype == np.int64 and groups.offset.dtype == np.float64:
+        cost = np.ascontiguousarray(groups.group_cost, dtype=np.float64)
+        chosen_in_c = np.empty(cost.shape[0], dtype=np.int64)
+        if _built.cheapest_classes(np.ascontiguousarray(groups.group), np.ascontiguousarray(groups.offset), classes, cost, cost.shape[0],
+                                   count, chosen_in_c):
+            return chosen_in_c
     order = np.lexsort((np.arange(classes), groups.offset, groups.group))
     starts = np.searchsorted(groups.group[order], np.arange(count), side="left")
     present = starts < classes

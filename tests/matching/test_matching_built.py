@@ -229,3 +229,37 @@ def test_the_vacancy_bound_in_c_is_numpys(seed: int) -> None:
                 vacancy.moved(position, float(delay[position]), moved)
             delay[position] = moved
     assert compared > 500
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_classes_glue_in_c_is_numpys(seed: int) -> None:
+    """Each row's cheapest class, a group's rows filling its units, and a class's rows taking its
+    slots: C and NumPy alike, ties (equal offsets, equal costs) included."""
+    rng = np.random.default_rng(8000 + seed)
+    for trial in range(200):
+        rows, count = int(rng.integers(1, 60)), int(rng.integers(1, 8))
+        classes = int(rng.integers(1, 25))
+        group = rng.integers(0, count, classes).astype(np.int64)
+        offset = rng.integers(0, 4, classes).astype(np.float64) if trial % 2 else rng.uniform(0, 5, classes)
+        group_cost = rng.integers(0, 6, (rows, count)).astype(np.float64) if trial % 3 == 0 else rng.uniform(0, 20, (rows, count))
+        group_cost[rng.random((rows, count)) < 0.2] = np.inf
+        if trial % 5 == 0:
+            group_cost[0] = np.inf  # a row with nowhere to go
+        groups = transport.Groups(group=group, offset=offset, group_cost=np.asfortranarray(group_cost))
+        assert np.array_equal(transport._cheapest_classes(groups), transport._cheapest_classes(groups, built=False))
+        capacity = rng.integers(0 if trial % 4 else 1, 4, classes).astype(np.int64)
+        units = transport._units(groups, capacity)
+        if units.ids.shape[0]:
+            # each group at most its units' rows, in a random order (as the solve leaves them)
+            assign = rng.permutation(np.repeat(np.arange(units.ids.shape[0]), np.diff(units.bounds)))[:rows].astype(np.int64)
+            assert np.array_equal(transport._filled(assign, units), transport._filled(assign, units, built=False))
+        slots = positions.slots_for(limits=rng.integers(0, 4, 12).astype(np.int64), machine_kind=rng.integers(0, 2, 12).astype(np.int64),
+                                    kind_count=2)
+        if slots.count:
+            slot_classes = positions.slot_classes(slots, machine_kind=rng.integers(0, 2, 12).astype(np.int64),
+                                                  delay=rng.integers(0, 3, 12).astype(np.float64))
+            # each class at most its capacity of rows, in a random order (as a solve's assignment)
+            picked = rng.permutation(np.repeat(np.arange(slot_classes.count), slot_classes.capacity))[: min(rows, slots.count)]
+            picked = picked.astype(np.int64)
+            ours, theirs = solving._slots_to_rows(picked, slot_classes), solving._slots_to_rows(picked, slot_classes, built=False)
+            assert np.array_equal(ours[0], theirs[0]) and np.array_equal(ours[1], theirs[1])
