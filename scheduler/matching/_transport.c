@@ -892,6 +892,88 @@ out:
     return result;
 }
 
+/* transport._units: the groups with a slot (ids, ascending; their count returned) and their
+ * units group after group, each group's classes by offset then class order, a class repeated
+ * capacity times (unit_class; bounds[g]:bounds[g + 1] are group g's). -1 without memory. */
+static Py_ssize_t units(const int64_t *group, const double *offset, const int64_t *capacity, Py_ssize_t classes, Py_ssize_t groups,
+                        int64_t *ids, int64_t *unit_class, int64_t *bounds) {
+    int64_t *local = malloc(sizeof(int64_t) * (size_t)(groups ? groups : 1));
+    int64_t *start = calloc((size_t)groups + 1, sizeof(int64_t));
+    Member *kept = malloc(sizeof(Member) * (size_t)(classes ? classes : 1));
+    Member *scratch = malloc(sizeof(Member) * (size_t)(classes ? classes : 1));
+    Py_ssize_t present = -1;
+    if (!local || !start || !kept || !scratch) goto done;
+    for (Py_ssize_t c = 0; c < classes; c++)
+        if (capacity[c] > 0) start[group[c] + 1]++;
+    present = 0;
+    for (Py_ssize_t g = 0; g < groups; g++) {
+        local[g] = start[g + 1] ? present : -1;
+        if (start[g + 1]) ids[present++] = g;
+        start[g + 1] += start[g];
+    }
+    /* each group's kept classes, in class order, then by offset (a stable sort) */
+    for (Py_ssize_t c = 0; c < classes; c++) {
+        if (capacity[c] > 0) {
+            int64_t at = start[group[c]]++;
+            kept[at].omega = offset[c];
+            kept[at].machine = c;
+        }
+    }
+    for (Py_ssize_t g = groups; g > 0; g--) start[g] = start[g - 1];
+    start[0] = 0;
+    int64_t unit = 0;
+    for (Py_ssize_t g = 0; g < groups; g++) {
+        if (local[g] < 0) continue;
+        bounds[local[g]] = unit;
+        int64_t begin = start[g], end = start[g + 1];
+        sort_members(kept + begin, scratch, end - begin);
+        for (int64_t i = begin; i < end; i++)
+            for (int64_t k = 0; k < capacity[kept[i].machine]; k++) unit_class[unit++] = kept[i].machine;
+    }
+    bounds[present] = unit;
+done:
+    free(local); free(start); free(kept); free(scratch);
+    return present;
+}
+
+static PyObject *py_units(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer group, offset, capacity, ids, unit_class, bounds;
+    Py_ssize_t classes, groups, total;
+    if (!PyArg_ParseTuple(args, "y*y*y*nnw*nw*w*", &group, &offset, &capacity, &classes, &groups, &ids, &total, &unit_class, &bounds))
+        return NULL;
+    PyObject *result = NULL;
+    if (group.len != (Py_ssize_t)sizeof(int64_t) * classes || offset.len != (Py_ssize_t)sizeof(double) * classes ||
+        capacity.len != (Py_ssize_t)sizeof(int64_t) * classes || ids.len != (Py_ssize_t)sizeof(int64_t) * groups ||
+        unit_class.len != (Py_ssize_t)sizeof(int64_t) * total || bounds.len != (Py_ssize_t)sizeof(int64_t) * (groups + 1)) {
+        PyErr_SetString(PyExc_ValueError, "units: arrays of the wrong size");
+        goto out;
+    }
+    const int64_t *group_ = group.buf, *capacity_ = capacity.buf;
+    const double *offset_ = offset.buf;
+    int64_t sum = 0;
+    for (Py_ssize_t c = 0; c < classes; c++) {
+        if (group_[c] < 0 || group_[c] >= groups || isnan(offset_[c])) {
+            result = Py_NewRef(Py_None);
+            goto out;
+        }
+        if (capacity_[c] > 0) sum += capacity_[c];
+    }
+    if (sum != total) {
+        PyErr_SetString(PyExc_ValueError, "units: total is not the kept capacity");
+        goto out;
+    }
+    Py_ssize_t present;
+    Py_BEGIN_ALLOW_THREADS
+    present = units(group.buf, offset.buf, capacity.buf, classes, groups, ids.buf, unit_class.buf, bounds.buf);
+    Py_END_ALLOW_THREADS
+    result = present < 0 ? PyErr_NoMemory() : PyLong_FromSsize_t(present);
+out:
+    PyBuffer_Release(&group); PyBuffer_Release(&offset); PyBuffer_Release(&capacity); PyBuffer_Release(&ids);
+    PyBuffer_Release(&unit_class); PyBuffer_Release(&bounds);
+    return result;
+}
+
 /* Each row's place among its class's rows, in row order: rank[j] (a stable argsort by class,
  * then the position within the class), and each class's first place (start, classes + 1). */
 static int ranked(const int64_t *assign, Py_ssize_t rows, Py_ssize_t classes, int64_t *rank, int64_t *start) {
@@ -1124,6 +1206,9 @@ static PyMethodDef methods[] = {
      "total; False (nothing done) with a wait or count not finite"},
     {"cheapest_classes", py_cheapest_classes, METH_VARARGS,
      "cheapest_classes(group, offset, classes, group_cost, rows, groups, chosen): transport._cheapest_classes into chosen"},
+    {"units", py_units, METH_VARARGS,
+     "units(group, offset, capacity, classes, groups, ids, total, unit_class, bounds): transport._units' arrays; the groups "
+     "with a slot, or None where it does not apply"},
     {"filled", py_filled, METH_VARARGS, "filled(assign, rows, groups, unit_class, units, bounds, result): transport._filled"},
     {"slots_to_rows", py_slots_to_rows, METH_VARARGS,
      "slots_to_rows(assign, rows, classes, slots_by_class, slots, class_start, out_rows, out_slots): solve._slots_to_rows"},

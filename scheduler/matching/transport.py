@@ -117,7 +117,21 @@ class _Units:
     units: list[FloatArray]
 
 
-def _units(groups: Groups, capacity: IntArray) -> _Units:
+def _units(groups: Groups, capacity: IntArray, *, built: bool = True) -> _Units:
+    count = groups.group_cost.shape[1]
+    if built and _built is not None and groups.group.dtype == np.int64 and capacity.dtype == np.int64 and groups.offset.dtype == np.float64:
+        # The same arrays from C (_transport.c): counted into the groups, each group's classes
+        # sorted by offset (stable), rather than NumPy's lexsort.
+        total = int(capacity[capacity > 0].sum())
+        ids, unit_class = np.empty(count, dtype=np.int64), np.empty(total, dtype=np.int64)
+        bounds = np.empty(count + 1, dtype=np.int64)
+        present = _built.units(np.ascontiguousarray(groups.group), np.ascontiguousarray(groups.offset), np.ascontiguousarray(capacity),
+                               capacity.shape[0], count, ids, total, unit_class, bounds)
+        if present is not None:
+            offsets = groups.offset[unit_class]
+            edges = bounds[: present + 1].tolist()
+            return _Units(ids=ids[:present], unit_class=unit_class, bounds=bounds[: present + 1],
+                          units=[offsets[begin:end] for begin, end in zip(edges[:-1], edges[1:])])
     kept = (capacity > 0).nonzero()[0]  # classes without a slot take no part
     group_ids, group = distinct(groups.group[kept])
     # Each group's classes by offset, then class order (one sort instead of one pass per group).

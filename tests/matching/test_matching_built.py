@@ -233,8 +233,8 @@ def test_the_vacancy_bound_in_c_is_numpys(seed: int) -> None:
 
 @pytest.mark.parametrize("seed", range(4))
 def test_the_classes_glue_in_c_is_numpys(seed: int) -> None:
-    """Each row's cheapest class, a group's rows filling its units, and a class's rows taking its
-    slots: C and NumPy alike, ties (equal offsets, equal costs) included."""
+    """Each row's cheapest class, the groups' units, a group's rows filling its units, and a
+    class's rows taking its slots: C and NumPy alike, ties (equal offsets, equal costs) included."""
     rng = np.random.default_rng(8000 + seed)
     for trial in range(200):
         rows, count = int(rng.integers(1, 60)), int(rng.integers(1, 8))
@@ -249,6 +249,10 @@ def test_the_classes_glue_in_c_is_numpys(seed: int) -> None:
         assert np.array_equal(transport._cheapest_classes(groups), transport._cheapest_classes(groups, built=False))
         capacity = rng.integers(0 if trial % 4 else 1, 4, classes).astype(np.int64)
         units = transport._units(groups, capacity)
+        reference = transport._units(groups, capacity, built=False)
+        for a, b in ((units.ids, reference.ids), (units.unit_class, reference.unit_class), (units.bounds, reference.bounds)):
+            assert np.array_equal(a, b)
+        assert len(units.units) == len(reference.units) and all(np.array_equal(a, b) for a, b in zip(units.units, reference.units))
         if units.ids.shape[0]:
             # each group at most its units' rows, in a random order (as the solve leaves them)
             assign = rng.permutation(np.repeat(np.arange(units.ids.shape[0]), np.diff(units.bounds)))[:rows].astype(np.int64)
