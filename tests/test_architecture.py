@@ -66,6 +66,8 @@ def test_drivers_name_capabilities_not_engine_classes():
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
             if isinstance(node, ast.ImportFrom) and ENGINE_CLASSES & {alias.name for alias in node.names}:
                 offenders.append(f"{path.relative_to(ROOT)}:{node.lineno} imports {sorted(ENGINE_CLASSES & {a.name for a in node.names})}")
+            elif isinstance(node, ast.Attribute) and node.attr in ENGINE_CLASSES:  # module.HivedEngine
+                offenders.append(f"{path.relative_to(ROOT)}:{node.lineno} names {node.attr}")
     assert not offenders, "drivers naming engine classes:\n" + "\n".join(offenders)
 
 

@@ -201,9 +201,13 @@ class ClusterCache:
             api, "nodes", wire.NODE_DECODER,
             replace=self._replace_nodes, apply=self._apply_node, delete=self._delete_node,
         )
-        self.pods: Reflector[wire.Pod] = self._reflector(
-            api, "pods", wire.POD_DECODER,
-            replace=self._replace_pods, apply=self._apply_pod, delete=self._delete_pod,
+        # The assumptions (PodStore.assume) made before the pods' latest list began: a pod among
+        # them that the watch never showed and the list does not show is gone.
+        self._assumed_before_list = 0
+        self.pods: Reflector[wire.Pod] = _decoded_reflector(
+            self._list_pods_page, lambda version: api.watch("pods", resource_version=version), wire.POD_DECODER.decode,
+            name="pods", replace=self._replace_pods, apply=self._apply_pod, delete=self._delete_pod,
+            decode_event=msgspec.json.Decoder(wire.ObjectEvent[wire.Pod]).decode,
         )
         self.jobs: Reflector[WatchedJob] | None = None
         self._job_uids: set[str] = set()
@@ -491,6 +495,12 @@ class ClusterCache:
             self._labels.pop(name, None)
             self._schedulable.discard(name)
 
+    def _list_pods_page(self, token: str | None) -> bytes:
+        if token is None:  # a new list
+            with self._lock:
+                self._assumed_before_list = self._pods.assumption_mark()
+        return self._api.list_raw("pods", limit=LIST_PAGE_SIZE, continue_token=token)
+
     def _replace_pods(self, pods: Sequence[wire.Pod]) -> None:
         # One event per hold, except where the list shows pods both gone and newly booked on a
         # node, or on nodes a booking links: there its departures and bookings go in one hold.
@@ -514,6 +524,12 @@ class ClusterCache:
             for known in self._pods.pods():
                 if known.uid not in listed:
                     leaving.setdefault(known.node_name, []).append(known.uid)
+            # Reserved by the bind verb from the API's answer, never watched, and not listed by a
+            # list that began after: deleted while the watch was down (one reserved after the list
+            # began may be a pod created since, which the watch will bring).
+            for assumed in self._pods.unwatched_assumed(before=self._assumed_before_list):
+                if assumed.uid not in listed:
+                    leaving.setdefault(assumed.node_name, []).append(assumed.uid)
         for uid in leaving.pop(None, ()):
             with self._lock:
                 self._forget(uid)

@@ -5,13 +5,19 @@ A process lists and watches Jobs once: the watch cache decodes each Job's identi
 the engine, and hands the ones with configurations here, as the bytes the API server sent. Only
 the estimator reads their pod templates, so only it decodes them whole, and only for these
 Jobs. The estimator runs on the leader and subscribes when its term begins: it is replayed what
-the watch holds, then gets every change, in the watch's order, until its term ends.
+the watch holds, then gets every change, in the watch's order, until its term ends. What it is
+replayed is the watch's current view: a new term does not list Jobs again, so while this
+replica's watch is failing (its reflector retries) the term starts from the last view, as the
+engine itself decides on it.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
-from typing import Mapping, Protocol, Sequence
+from typing import Callable, Mapping, Protocol, Sequence
+
+log = logging.getLogger(__name__)
 
 
 class JobSubscriber(Protocol):
@@ -29,7 +35,8 @@ class JobSubscriber(Protocol):
         """The Job lost its configurations: it is an ordinary Job now (nothing to delete)."""
 
     def delete_job(self, uid: str) -> None:
-        """The Job was deleted."""
+        """A Job was deleted (every deletion: one that lost its configurations may still own
+        sampling pods)."""
 
 
 class InterchangeableJobs:
@@ -46,25 +53,22 @@ class InterchangeableJobs:
         with self._lock:
             self._jobs = dict(jobs)
             self._listed = True
-            for subscriber in self._subscribers:
-                subscriber.replace_jobs(list(self._jobs.values()))
+            listed = list(self._jobs.values())
+            self._tell(lambda subscriber: subscriber.replace_jobs(listed))
 
     def apply(self, uid: str, job: bytes | None) -> None:
         """A Job added or changed: ``job`` its bytes when it is interchangeable, else None."""
         with self._lock:
             if job is not None:
                 self._jobs[uid] = job
-                for subscriber in self._subscribers:
-                    subscriber.apply_job(job)
+                self._tell(lambda subscriber: subscriber.apply_job(job))
             elif self._jobs.pop(uid, None) is not None:
-                for subscriber in self._subscribers:
-                    subscriber.forget_job(uid)
+                self._tell(lambda subscriber: subscriber.forget_job(uid))
 
     def delete(self, uid: str) -> None:
         with self._lock:
-            if self._jobs.pop(uid, None) is not None:
-                for subscriber in self._subscribers:
-                    subscriber.delete_job(uid)
+            self._jobs.pop(uid, None)
+            self._tell(lambda subscriber: subscriber.delete_job(uid))
 
     # ------------------------------------------------------------------ the subscribers' side
 
@@ -80,6 +84,15 @@ class InterchangeableJobs:
         with self._lock:
             if subscriber in self._subscribers:
                 self._subscribers.remove(subscriber)
+
+    def _tell(self, call: Callable[[JobSubscriber], None]) -> None:
+        """``call`` on every subscriber (under the lock). A subscriber's defect is logged: raised,
+        it would end the watch that also feeds the engine its Jobs."""
+        for subscriber in self._subscribers:
+            try:
+                call(subscriber)
+            except Exception:
+                log.exception("a Job subscriber failed", extra={"subscriber": type(subscriber).__name__})
 
     def __len__(self) -> int:
         with self._lock:

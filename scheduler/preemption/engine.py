@@ -122,8 +122,9 @@ class FitGppEngine:
 
     ``pods``: the composition's one record of the pods, which its driver keeps (``core/pods.py``);
     without one the engine keeps its own from the events it is given. The engine keeps only
-    indexes: the victim table, the pods it tracks by Job and by node leaving, and the pods it
-    reserved that the watch has not shown bound yet (kube-scheduler's assumed pods)."""
+    indexes: the victim table, the pods it tracks by Job and by node leaving; a pod it reserved
+    that the watch has not shown bound yet is assumed in the store (kube-scheduler's assumed
+    pods)."""
 
     def __init__(
         self,

@@ -178,7 +178,9 @@ class RoomHolds:
         job = pod.owner.uid
         resumed = self._resumed.get(pod.uid)
         if pod.node_name is None and pod.phase not in TERMINAL_PHASES and not pod.terminating:
-            if resumed is None:  # else an event older than the binding cellfit made
+            assumed = self._store.assumed(pod.uid)
+            # Else an event older than the binding cellfit made: the pod waits for no room.
+            if resumed is None and (assumed is None or assumed.node_name is None):
                 self._pending.setdefault(job, set()).add(pod.uid)
                 self._job_of_pending[pod.uid] = job
             return

@@ -42,6 +42,8 @@ class WatchingApi(ListingApi):
     def __init__(self, jobs: list[dict[str, Any]]) -> None:
         super().__init__(nodes=[], jobs=jobs)
         self.events: list[bytes] = []
+        self.created: list[dict[str, Any]] = []
+        self.deleted: list[str] = []
 
     def watch(self, kind: str, *, resource_version: str) -> Iterator[bytes]:
         lines, self.events = self.events, []
@@ -49,6 +51,22 @@ class WatchingApi(ListingApi):
 
     def play(self, kind: str, obj: dict[str, Any]) -> None:
         self.events.append(json.dumps({"type": kind, "object": obj}).encode())
+
+    # What the estimator writes: sampling pods created and deleted are recorded, the rest dropped.
+    def create_pod(self, *, namespace: str, pod: dict[str, Any]) -> None:
+        self.created.append(pod)
+
+    def delete_pod(self, *, namespace: str, name: str, uid: str) -> None:
+        self.deleted.append(name)
+
+    def create_event(self, **_: Any) -> None:
+        pass
+
+    def set_job_condition(self, **_: Any) -> None:
+        pass
+
+    def annotate_job(self, **_: Any) -> None:
+        pass
 
 
 class Recorder:
@@ -100,14 +118,15 @@ def test_one_job_watch_feeds_the_engine_every_job_and_the_estimator_the_intercha
     api.play("DELETED", job("bert", interchangeable=True, version="11"))
     api.play("DELETED", job("plain", interchangeable=False, version="12"))
     assert cache.jobs._watch_from(version) == "12"
-    told = [("apply", "bert"), ("forget", "uid-mlp"), ("delete", "uid-bert")]
+    # Every deletion is passed on (an ordinary Job may still own sampling pods from before).
+    told = [("apply", "bert"), ("forget", "uid-mlp"), ("delete", "uid-bert"), ("delete", "uid-plain")]
     assert early.calls[1:] == told and late.calls[1:] == told
     assert engine.preemptions_of_job("uid-plain") == 0 and cache.sizes()["jobs"] == 1  # mlp, still a Job
 
     cache.interchangeable.unsubscribe(late)
     api.play("ADDED", job("gpt", interchangeable=True, version="13"))
     cache.jobs._watch_from("12")
-    assert late.calls[-1] == ("delete", "uid-bert") and early.calls[-1] == ("apply", "gpt")
+    assert late.calls[-1] == ("delete", "uid-plain") and early.calls[-1] == ("apply", "gpt")
 
 
 def test_a_relist_replaces_what_the_subscriber_holds():
@@ -129,11 +148,7 @@ def test_the_estimator_follows_the_jobs_through_the_cache_and_starts_sampling():
     api = WatchingApi([job("mlp", interchangeable=True), job("plain", interchangeable=False)])
     cache = watched(api)
     assert cache.jobs is not None and cache.interchangeable is not None
-    created: list[dict[str, Any]] = []
-    api.create_pod = lambda *, namespace, pod: created.append(pod)  # type: ignore[method-assign]
-    api.create_event = lambda **_: None  # type: ignore[method-assign]
-    api.set_job_condition = lambda **_: None  # type: ignore[method-assign]
-    api.annotate_job = lambda **_: None  # type: ignore[method-assign]
+    created = api.created
     estimator = EstimatorController(api=api, settings=EstimatorSettings(), gpu_resource="nvidia.com/gpu",  # type: ignore[arg-type]
                                     capacity=lambda: Capacity(cpu_millis=64_000, gpus=8), jobs=cache.interchangeable)
     version = cache.jobs._list_and_replace()
@@ -145,8 +160,7 @@ def test_the_estimator_follows_the_jobs_through_the_cache_and_starts_sampling():
 
     # Its sampling pods as the estimator's sampling-pod watch shows them (pending).
     estimator._replace_pods([POD_DECODER.decode(json.dumps({**pod, "status": {"phase": "Pending"}}).encode()) for pod in created])
-    deleted: list[str] = []
-    api.delete_pod = lambda *, namespace, name, uid: deleted.append(name)  # type: ignore[method-assign]
+    deleted = api.deleted
     api.play("MODIFIED", job("mlp", interchangeable=False, version="20"))  # configurations removed: forgotten, pods kept
     api.play("MODIFIED", job("mlp", interchangeable=True, version="21"))
     version = cache.jobs._watch_from(version)
@@ -168,3 +182,49 @@ def test_a_job_the_estimator_cannot_read_is_skipped_and_the_others_count():
     feed.replace({"uid-broken": json.dumps(unreadable).encode(), "uid-ok": json.dumps(job("ok", interchangeable=True)).encode()})
     feed.subscribe(estimator)
     assert [j.metadata.name for j in estimator.interchangeable_jobs()] == ["ok"] and estimator._jobs_listed.is_set()
+
+
+class Raising(Recorder):
+    def apply_job(self, job: bytes) -> None:
+        raise RuntimeError("a defect in the subscriber")
+
+
+def test_a_subscriber_defect_does_not_cost_the_engine_its_job_watch():
+    """Found by review: the subscribers run on the watch that feeds the engine its Jobs; one that
+    raises is logged, and the watch, the engine and the other subscribers go on."""
+    api = WatchingApi([])
+    engine = FitGppEngine(ResourceFitEngine(), settings=FitGppSettings())
+    cache = watched(api, engine=engine)
+    assert cache.jobs is not None and cache.interchangeable is not None
+    version = cache.jobs._list_and_replace()
+    cache.interchangeable.subscribe(Raising())
+    recorder = Recorder()
+    cache.interchangeable.subscribe(recorder)
+    api.play("ADDED", job("mlp", interchangeable=True, version="8"))
+    plain = job("plain", interchangeable=False, version="9")
+    plain["metadata"]["annotations"]["cellfit.io/preemptions"] = "3"
+    api.play("ADDED", plain)
+    assert cache.jobs._watch_from(version) == "9"
+    assert engine.preemptions_of_job("uid-plain") == 3 and recorder.calls[-1] == ("apply", "mlp")
+
+
+def test_a_job_deleted_after_losing_its_configurations_has_its_sampling_pods_deleted():
+    """Found by review: the estimator deletes the sampling pods of a deleted Job even when the
+    Job had lost its configurations before (garbage collection does not, with an orphaning
+    deletion)."""
+    api = WatchingApi([job("mlp", interchangeable=True)])
+    cache = watched(api)
+    assert cache.jobs is not None and cache.interchangeable is not None
+    created, deleted = api.created, api.deleted
+    estimator = EstimatorController(api=api, settings=EstimatorSettings(), gpu_resource="nvidia.com/gpu",  # type: ignore[arg-type]
+                                    capacity=lambda: Capacity(cpu_millis=64_000, gpus=8), jobs=cache.interchangeable)
+    version = cache.jobs._list_and_replace()
+    cache.interchangeable.subscribe(estimator)
+    estimator.reconcile()
+    assert created
+    estimator._replace_pods([POD_DECODER.decode(json.dumps({**pod, "status": {"phase": "Running"}}).encode()) for pod in created])
+    api.play("MODIFIED", job("mlp", interchangeable=False, version="20"))
+    api.play("DELETED", job("mlp", interchangeable=False, version="21"))
+    cache.jobs._watch_from(version)
+    estimator._creator.shutdown(wait=True)
+    assert sorted(deleted) == sorted(pod["metadata"]["name"] for pod in created)

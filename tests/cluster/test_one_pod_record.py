@@ -199,3 +199,68 @@ def test_a_preemptor_hold_reads_the_preemptor_as_decided_for_until_the_watch_sho
     preempted_on_a_full_node(driver, now)
     assert list(driver.engine.filter(held("waiter", "w"), ["n1"]).feasible) == []  # it yields to the preemptor's room
     assert list(driver.engine.filter(replace(trial("te-2"), name="te-2"), ["n1"]).feasible) == []
+
+
+def test_a_relist_forgets_a_reserved_pod_the_watch_never_showed_and_the_list_does_not() -> None:
+    """Found by review: the bind verb read the pod from the API and reserved it; the watch broke
+    before showing it and the pod was deleted meanwhile. The relist, begun after the
+    reservation, lists no such pod: its reservation goes. A pod reserved after the list began
+    stays (it may have been created since; the watch will bring it)."""
+    store = PodStore()
+    fit = ResourceFitEngine()
+    engine = FitGppEngine(fit, settings=FitGppSettings(), pods=store)
+    late = best_effort("late", node_name=None)
+
+    class ReservingDuringTheList(ListingApi):
+        def list_raw(self, kind: str, *, limit: int | None = None, continue_token: str | None = None) -> bytes:
+            listing = super().list_raw(kind, limit=limit, continue_token=continue_token)
+            if kind == "pods" and self.reserve_during_list:
+                engine.reserve(late, "n1")  # the bind verb, while the list is on its way
+            return listing
+
+        reserve_during_list = False
+
+    api = ReservingDuringTheList(nodes=[node("n1", gpus=8)])
+    cache = ClusterCache(api=api, engine=engine, lock=threading.RLock(), gpu_resource="nvidia.com/gpu",  # type: ignore[arg-type]
+                         pods=store, jobs=engine)
+    cache.nodes._list_and_replace()
+    cache.pods._list_and_replace()
+    gone = best_effort("gone", node_name=None)
+    engine.reserve(gone, "n1")  # read from the API; never watched
+    assert fit.free_on("n1").gpus == 4
+    api.reserve_during_list = True
+    cache.pods._list_and_replace()  # the watch was down, "gone" was deleted meanwhile
+    assert store.current(gone.uid) is None and engine.victim(gone.uid) is None
+    assert store.current(late.uid) is not None and fit.free_on("n1").gpus == 4  # "late" keeps its room
+    api.reserve_during_list = False
+    cache.pods._list_and_replace()  # a later list that still does not show it: gone too
+    assert store.current(late.uid) is None and fit.free_on("n1").gpus == 8
+
+
+def test_a_pending_event_older_than_a_binding_does_not_make_the_bound_pod_wait_for_room() -> None:
+    """Found by review: a1 is bound by cellfit, then an event from before the binding shows it
+    pending. It must not count among its Job's pending pods: a resume hold made for the Job
+    would be kept for a1 and then ended by a1's confirmation, leaving the Job's next pod none."""
+    store = PodStore()
+    composition = assemble(cells=None, preemption=PreemptionSettings(), clock=lambda: 0.0, pods=store)
+    engine, fitgpp, holds = composition.engine, composition.preemption, composition.holds
+    assert fitgpp is not None and holds is not None
+    for name in ("n1", "n2"):
+        engine.apply_node(NodeInfo(name=name, allocatable=Resources(8000, 64 * GI, 8)))
+
+    def watch(state: PodInfo) -> None:
+        store.record(state)
+        engine.apply_pod(state)
+
+    running = best_effort("a0", node_name="n1", job="job-a")
+    watch(running)
+    waiting = best_effort("a1", node_name=None, job="job-a")
+    watch(waiting)
+    engine.reserve(waiting, "n2")
+    watch(waiting)  # older than the binding
+    choice = fitgpp.decide_preemption(trial("t"), {"n1": [running.uid]}, {running.uid: running})
+    assert choice.victims == {"n1": [running.uid]}
+    assert [hold.pods for hold in holds.holds() if hold.kind == "resume"] == []  # a1 waits for nothing
+    watch(replace(waiting, node_name="n2", phase="Running"))  # the binding confirmed
+    watch(best_effort("a2", node_name=None, job="job-a"))  # the Job's replacement for a0
+    assert [hold.pods for hold in holds.holds() if hold.kind == "resume"] == [("ml/a2",)]
