@@ -25,12 +25,7 @@ from scheduler.matching.fairness import (
     user_progress,
 )
 from scheduler.matching.model import Assignment, Job, Machine
-from scheduler.matching.solve import FloatArray, Fleet, IntArray, Problem, Queues, contended_order, fleet, prepare_on, rows_on, solve
-
-try:  # _Left.uncontended's steps in C (optional, built with the package; _transport.c): the same plans
-    from scheduler.matching import _transport as _built  # type: ignore[attr-defined]  # a C extension: no stub, so Any to mypy
-except ImportError:  # pragma: no cover - without a C compiler
-    _built = None
+from scheduler.matching.solve import FloatArray, Fleet, IntArray, Problem, Queues, fleet, prepare_on, rows_on, solve
 
 
 @dataclass(frozen=True, slots=True)
@@ -370,17 +365,6 @@ class _Left:
         burst, and a Problem and Queues for it cost more than the matching."""
         if not rows.shape[0]:
             return None
-        jobs = self._every_job.jobs
-        if _built is not None and delay.dtype == np.float64 and machines.machine_kind.dtype == np.int64:
-            # The same steps in C (_transport.c): one of these a free machine, hundreds a pass.
-            count = len(machines.machines)
-            bounds = np.empty(count + 1, dtype=np.int64)
-            queued, used = np.empty(rows.shape[0], dtype=np.int64), np.empty(rows.shape[0], dtype=np.int64)
-            if not _built.uncontended(self._fastest, self._fastest.shape[0], np.ascontiguousarray(rows, dtype=np.int64), rows.shape[0],
-                                      np.ascontiguousarray(delay), np.ascontiguousarray(machines.machine_kind), count,
-                                      len(machines.kinds), bounds, queued, used):
-                return None
-            return _Plan(jobs, machines.machine_kind, bounds, queued, {}, used)  # queued: rows of every_job
         fastest = self._fastest[rows]
         if bool((fastest < 0).any()):
             return None
@@ -401,17 +385,18 @@ class _Left:
         bounds = np.zeros(len(machines.machines) + 1, dtype=np.int64)
         bounds[machine + 1] = 1
         np.cumsum(bounds, out=bounds)
-        return _Plan(jobs, machines.machine_kind, bounds, rows[order[by_machine]].astype(np.int64), {}, machine[by_machine])
+        jobs = self._every_job.jobs
+        return _Plan([jobs[row] for row in rows.tolist()], machines.machine_kind, bounds, order[by_machine].astype(np.int64), {},
+                     machine[by_machine])
 
     def solved(self, rows: IntArray, machines: Fleet) -> _Plan:
         """The plan of ``rows`` on ``machines`` as they are now: :func:`~scheduler.matching.
-        solve.solve`'s. Asked only where :meth:`uncontended` declined (so does ``solve``'s
-        ``_uncontended``: the same test), so straight to the matching, and its order alone."""
+        solve.solve`'s."""
         if not rows.shape[0]:
             return _Plan((), machines.machine_kind, None, None, {})
         problem = rows_on(self._every_job, rows, machines)
-        job, bounds = contended_order(problem)
-        return _Plan(self._every_job.jobs, problem.machine_kind, bounds, rows[job], {})  # queued: rows of every_job
+        queues = solve(problem)
+        return _Plan(problem.jobs, problem.machine_kind, queues.bounds, queues.job, {})
 
 
 # _Vacancy sums a row's need over n (each a search among the machines' waits) up to this many
@@ -459,8 +444,6 @@ class _Vacancy:
     the bound is not told. ``N`` is kept per class and brought up to date with the starts
     since it was last asked for (each moves one machine's wait: O(jobs) a start), not remade.
     """
-
-    built = True  # False (on an instance): NumPy's sums even where the C ones are built (tests)
 
     def __init__(self, every_job: Problem, delay: FloatArray) -> None:
         times = every_job.times
@@ -542,15 +525,7 @@ class _Vacancy:
         search among the sorted waits per ``n``, so that thousands of machines each freeing at
         its own time cost a few searches per row, not a row × machines matrix. A row needs
         ``floor(limit / p)`` terms (a job's slowdown on the class's kind over ``other``); the
-        rare row with more than ``_TERMS`` is summed over the machines. With the C steps
-        (``_transport.c``) the same sums, per row; every term is whole, so they are exact in
-        any order."""
-        if self.built and _built is not None and self._times.dtype == np.float64:
-            times = np.ascontiguousarray(self._times)
-            sums = np.empty(times.shape[0])
-            if _built.needs(times, times.shape[0], times.shape[1], kind, float(wait), other, self._tolerance,
-                            np.ascontiguousarray(waits, dtype=np.float64), np.ascontiguousarray(counts, dtype=np.float64), waits.shape[0], sums):
-                return sums
+        rare row with more than ``_TERMS`` is summed over the machines."""
         own = self._times[:, kind]
         time = self._times[:, other]
         usable = np.isfinite(own) & np.isfinite(time) & (time > 0)

@@ -58,11 +58,6 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-try:  # the bound's steps in C (optional, built with the package): the same limits
-    from scheduler.matching import _transport as _built  # type: ignore[attr-defined]  # a C extension: no stub, so Any to mypy
-except ImportError:  # pragma: no cover - without a C compiler
-    _built = None
-
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
 
@@ -83,25 +78,15 @@ class Slots:
 
 
 def position_limits(
-    *, machine_kind: IntArray, available: FloatArray, runnable_per_kind: IntArray, shortest_per_kind: FloatArray | None = None,
-    built: bool = True,
+    *, machine_kind: IntArray, available: FloatArray, runnable_per_kind: IntArray, shortest_per_kind: FloatArray | None = None
 ) -> IntArray:
     """``K_i`` of Claim 1 for every machine, and 0 for machines Claim 2 drops.
 
     ``machine_kind[i]`` indexes ``runnable_per_kind`` (``n_c``); ``available[i]`` is ``ω_i``.
     ``shortest_per_kind`` (optional): the shortest processing time on each kind among the jobs
-    that can run there; where it is above 0, Claim 3 tightens ``K_i``. ``built`` False: NumPy's
-    steps even where the C ones are built (tests compare the two).
+    that can run there; where it is above 0, Claim 3 tightens ``K_i``.
     """
     limits = np.zeros(machine_kind.shape[0], dtype=np.int64)
-    if built and _built is not None and machine_kind.dtype == np.int64 and available.dtype == np.float64:
-        # The same steps in C (scheduler/matching/_transport.c): a few hundred NumPy calls fewer
-        # for each of the hundreds of plans Algorithm 2 solves at small α.
-        shortest = np.zeros(runnable_per_kind.shape[0]) if shortest_per_kind is None else shortest_per_kind
-        if _built.position_limits(np.ascontiguousarray(machine_kind), np.ascontiguousarray(available), machine_kind.shape[0],
-                                  np.ascontiguousarray(runnable_per_kind, dtype=np.int64),
-                                  np.ascontiguousarray(shortest, dtype=np.float64), runnable_per_kind.shape[0], limits):
-            return limits
     # Every kind that jobs can run on (the kinds without a machine have no members): the same
     # machines as the kinds present, without np.unique's sort and hash at every solve.
     for kind in (runnable_per_kind > 0).nonzero()[0].tolist():
@@ -180,16 +165,8 @@ def all_positions(*, machine_count: int, job_count: int) -> IntArray:
     return np.full(machine_count, job_count, dtype=np.int64)
 
 
-def slots_for(*, limits: IntArray, machine_kind: IntArray, kind_count: int, built: bool = True) -> Slots:
-    """Lay out ``limits[i]`` positions for every machine, grouped by kind. ``built`` False:
-    NumPy's steps even where the C ones (counted, not sorted: the same order) are built."""
-    if built and _built is not None and limits.dtype == np.int64 and machine_kind.dtype == np.int64:
-        total = int(limits.sum())
-        machine, position = np.empty(total, dtype=np.int64), np.empty(total, dtype=np.int64)
-        kind_bounds = np.empty(kind_count + 1, dtype=np.int64)
-        if _built.slots_for(np.ascontiguousarray(limits), np.ascontiguousarray(machine_kind), limits.shape[0], kind_count, total,
-                            machine, position, kind_bounds):
-            return Slots(machine=machine, position=position, kind_bounds=kind_bounds)
+def slots_for(*, limits: IntArray, machine_kind: IntArray, kind_count: int) -> Slots:
+    """Lay out ``limits[i]`` positions for every machine, grouped by kind."""
     machine = np.repeat(np.arange(limits.shape[0], dtype=np.int64), limits)
     first_column = np.cumsum(limits) - limits
     position = np.arange(machine.shape[0], dtype=np.int64) - np.repeat(first_column, limits) + 1
@@ -217,18 +194,7 @@ class SlotClasses:
         return int(self.capacity.shape[0])
 
 
-def slot_classes(slots: Slots, *, machine_kind: IntArray, delay: FloatArray, built: bool = True) -> SlotClasses:
-    """The slots' classes. With the C steps (slots laid out by kind then position, as
-    :func:`slots_for` does): the same order, counted into the (kind, wait) pairs present."""
-    if built and _built is not None and slots.machine.dtype == np.int64 and machine_kind.dtype == np.int64 and delay.dtype == np.float64:
-        order = np.empty(slots.count, dtype=np.int64)
-        starts = np.empty(slots.count, dtype=np.int64)
-        classes = _built.slot_classes(np.ascontiguousarray(slots.machine), np.ascontiguousarray(slots.position, dtype=np.int64), slots.count,
-                                      np.ascontiguousarray(machine_kind), np.ascontiguousarray(delay), machine_kind.shape[0], order, starts)
-        if classes is not None:
-            class_start = starts[:classes]
-            capacity = np.diff(np.append(class_start, slots.count)).astype(np.int64)
-            return SlotClasses(slots_by_class=order, class_start=class_start, capacity=capacity, first_slot=order[class_start])
+def slot_classes(slots: Slots, *, machine_kind: IntArray, delay: FloatArray) -> SlotClasses:
     kind = machine_kind[slots.machine]
     wait = delay[slots.machine]
     order = np.lexsort((np.arange(slots.count), slots.position, wait, kind))

@@ -25,11 +25,6 @@ from scheduler.matching.model import Assignment, Job, Machine
 from scheduler.matching.positions import Slots, SlotClasses, all_positions, position_limits, slot_classes, slots_for
 from scheduler.matching.transport import Groups, distinct, assign_to_classes, certified
 
-try:  # canonical's steps in C (optional, built with the package; _transport.c): the same matching
-    from scheduler.matching import _transport as _built  # type: ignore[attr-defined]  # a C extension: no stub, so Any to mypy
-except ImportError:  # pragma: no cover - without a C compiler
-    _built = None
-
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 
@@ -168,7 +163,7 @@ def rows_on(problem: Problem, rows: Sequence[int] | IntArray, machines: Fleet) -
     (the same machines, their availability changed): :func:`prepare_on` without making the
     jobs' arrays again (admission's queue after Algorithm 2's starts)."""
     return Problem(
-        jobs=tuple(map(problem.jobs.__getitem__, np.asarray(rows, dtype=np.int64).tolist())),  # Python ints: no NumPy scalar a job
+        jobs=tuple(problem.jobs[row] for row in rows),
         machines=machines.machines,
         kinds=machines.kinds,
         times=problem.times[np.asarray(rows, dtype=np.int64)],
@@ -297,15 +292,9 @@ def _hinted(problem: Problem, matrix: Matrix, hint: Hint) -> tuple[IntArray, Int
     return None if assign is None else _slots_to_rows(assign, classes)
 
 
-def _slots_to_rows(assign: IntArray, classes: SlotClasses, *, built: bool = True) -> tuple[IntArray, IntArray]:
+def _slots_to_rows(assign: IntArray, classes: SlotClasses) -> tuple[IntArray, IntArray]:
     """Each class's rows take its slots in slot order (a class at position k then fills the
-    same machines as position k-1 before it: no gaps). In C where built (counted: the same)."""
-    if built and _built is not None and assign.dtype == np.int64 and classes.slots_by_class.dtype == np.int64:
-        rows_out, slots_out = np.empty(assign.shape[0], dtype=np.int64), np.empty(assign.shape[0], dtype=np.int64)
-        if _built.slots_to_rows(np.ascontiguousarray(assign), assign.shape[0], classes.class_start.shape[0],
-                                np.ascontiguousarray(classes.slots_by_class), classes.slots_by_class.shape[0],
-                                np.ascontiguousarray(classes.class_start, dtype=np.int64), rows_out, slots_out):
-            return rows_out, slots_out
+    same machines as position k-1 before it: no gaps)."""
     rows = np.argsort(assign, kind="stable")
     rank = np.arange(rows.shape[0]) - np.searchsorted(assign[rows], assign[rows], side="left")
     return rows.astype(np.int64), classes.slots_by_class[classes.class_start[assign[rows]] + rank]
@@ -352,28 +341,12 @@ def solve(problem: Problem, *, bounded: bool = True, method: Method = "auto", hi
     if uncontended is not None:
         rows, machine = uncontended
         return _queues(problem, rows=rows, machine=machine, position=np.ones(rows.shape[0], dtype=np.int64))
-    rows, machine, position = _solved(problem, bounded=bounded, method=method, hint=hint)
-    return _queues(problem, rows=rows, machine=machine, position=position)
-
-
-def _solved(problem: Problem, *, bounded: bool = True, method: Method = "auto", hint: Hint | None = None) -> tuple[IntArray, IntArray, IntArray]:
-    """:func:`solve`'s canonical matching of a problem where jobs contend: each row's machine and position."""
     matrix = build(problem, bounded=bounded, method=method)
     hinted = _hinted(problem, matrix, hint) if hint is not None and bounded and method == "auto" else None
     rows, columns = hinted if hinted is not None else match(problem, matrix, method=method)
     slots = matrix.slots
-    return canonical(problem, rows=rows, machine=slots.machine[columns], position=slots.position[columns])
-
-
-def contended_order(problem: Problem) -> tuple[IntArray, IntArray]:
-    """:func:`solve`'s queues (``job``, ``bounds``) without their times, for a problem that
-    ``_uncontended`` declines (jobs that contend; the caller has asked): what Algorithm 2's
-    plans read, without the starts, finishes and total it does not."""
-    rows, machine, position = _solved(problem)
-    order = np.lexsort((-position, machine))
-    bounds = np.zeros(len(problem.machines) + 1, dtype=np.int64)
-    np.cumsum(np.bincount(machine, minlength=len(problem.machines)), out=bounds[1:])
-    return rows[order], bounds
+    rows, machine, position = canonical(problem, rows=rows, machine=slots.machine[columns], position=slots.position[columns])
+    return _queues(problem, rows=rows, machine=machine, position=position)
 
 
 def _uncontended(problem: Problem) -> tuple[IntArray, IntArray] | None:
@@ -411,8 +384,7 @@ def _uncontended(problem: Problem) -> tuple[IntArray, IntArray] | None:
     return rows.astype(np.int64), free_by_kind[first_of_kind[kinds] + rank].astype(np.int64)
 
 
-def canonical(problem: Problem, *, rows: IntArray, machine: IntArray, position: IntArray,
-              built: bool = True) -> tuple[IntArray, IntArray, IntArray]:
+def canonical(problem: Problem, *, rows: IntArray, machine: IntArray, position: IntArray) -> tuple[IntArray, IntArray, IntArray]:
     """One optimal matching fixed by the instance alone, whichever optimal one the solver found.
 
     Optimal matchings differ in ways that cost nothing: machines of one kind free at the same
@@ -426,17 +398,9 @@ def canonical(problem: Problem, *, rows: IntArray, machine: IntArray, position: 
     its machine end. A slot's start does not move when Algorithm 2 starts the first job of its
     machine (ω grows by what the queue ahead shrinks by), so a matching kept after a start is
     still the canonical one. What is left (which jobs at which kind and position) is the same in
-    every optimal matching unless two jobs' times tie. ``built`` False: NumPy's steps even where
-    the C ones (the same steps, ``_transport.c``) are built, for tests.
+    every optimal matching unless two jobs' times tie.
     """
     kind = problem.machine_kind
-    if built and _built is not None and kind.dtype == np.int64 and problem.delay.dtype == np.float64 and problem.times.dtype == np.float64:
-        times = np.ascontiguousarray(problem.times)
-        rows, machine, position = (np.ascontiguousarray(array, dtype=np.int64) for array in (rows, machine, position))
-        out_rows, out_machine = np.empty_like(rows), np.empty_like(machine)
-        if _built.canonical(np.ascontiguousarray(kind), np.ascontiguousarray(problem.delay), kind.shape[0], times, times.shape[0],
-                            times.shape[1], rows, machine, position, rows.shape[0], out_rows, out_machine):
-            return out_rows, out_machine, position
     count = np.bincount(machine, minlength=kind.shape[0])
     index = np.arange(kind.shape[0])
     by_index = np.lexsort((index, problem.delay, kind))

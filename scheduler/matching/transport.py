@@ -48,13 +48,7 @@ from scipy.sparse.csgraph import dijkstra
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 
-try:  # phase 2 in C (optional, built with the package; _transport.c): the same steps, the same answer
-    from scheduler.matching import _transport as _built  # type: ignore[attr-defined]  # a C extension: no stub, so Any to mypy
-except ImportError:  # pragma: no cover - without a C compiler
-    _built = None
-
 # Phase 2 stops after this many sweeps without fewer jobs over: what is left is phase 3's.
-# (_transport.c has the same two numbers.)
 _STALLED_SWEEPS = 2
 _MAX_SWEEPS = 64
 
@@ -117,21 +111,7 @@ class _Units:
     units: list[FloatArray]
 
 
-def _units(groups: Groups, capacity: IntArray, *, built: bool = True) -> _Units:
-    count = groups.group_cost.shape[1]
-    if built and _built is not None and groups.group.dtype == np.int64 and capacity.dtype == np.int64 and groups.offset.dtype == np.float64:
-        # The same arrays from C (_transport.c): counted into the groups, each group's classes
-        # sorted by offset (stable), rather than NumPy's lexsort.
-        total = int(capacity[capacity > 0].sum())
-        ids, unit_class = np.empty(count, dtype=np.int64), np.empty(total, dtype=np.int64)
-        bounds = np.empty(count + 1, dtype=np.int64)
-        present = _built.units(np.ascontiguousarray(groups.group), np.ascontiguousarray(groups.offset), np.ascontiguousarray(capacity),
-                               capacity.shape[0], count, ids, total, unit_class, bounds)
-        if present is not None:
-            offsets = groups.offset[unit_class]
-            edges = bounds[: present + 1].tolist()
-            return _Units(ids=ids[:present], unit_class=unit_class, bounds=bounds[: present + 1],
-                          units=[offsets[begin:end] for begin, end in zip(edges[:-1], edges[1:])])
+def _units(groups: Groups, capacity: IntArray) -> _Units:
     kept = (capacity > 0).nonzero()[0]  # classes without a slot take no part
     group_ids, group = distinct(groups.group[kept])
     # Each group's classes by offset, then class order (one sort instead of one pass per group).
@@ -152,14 +132,9 @@ def distinct(values: IntArray) -> tuple[IntArray, IntArray]:
     return present.nonzero()[0].astype(np.int64), index[values].astype(np.int64)
 
 
-def _filled(assign: IntArray, units: _Units, *, built: bool = True) -> IntArray:
+def _filled(assign: IntArray, units: _Units) -> IntArray:
     """Each row's class: the rows of a group (``assign``, an index of ``units``' groups), in
     row order, fill its cheapest units (a group has a unit for each of its rows)."""
-    if built and _built is not None and assign.dtype == np.int64 and units.unit_class.dtype == np.int64:
-        result = np.empty(assign.shape[0], dtype=np.int64)
-        if _built.filled(np.ascontiguousarray(assign), assign.shape[0], units.ids.shape[0], np.ascontiguousarray(units.unit_class),
-                         units.unit_class.shape[0], np.ascontiguousarray(units.bounds, dtype=np.int64), result):
-            return result
     order = np.argsort(assign, kind="stable")
     ordered = assign[order]
     rank = np.arange(ordered.shape[0]) - np.searchsorted(ordered, ordered, side="left")
@@ -241,21 +216,14 @@ def _sparse(graph: FloatArray) -> csr_matrix:
     return csr_matrix((graph[finite], finite.nonzero()[1].astype(np.int32), indptr), shape=graph.shape)
 
 
-def _cheapest_classes(groups: Groups, *, built: bool = True) -> IntArray:
+def _cheapest_classes(groups: Groups) -> IntArray:
     """``argmin`` over the classes of ``group_cost[:, group] + offset`` (ties: the first class),
     without writing that rows × classes matrix: a group's cheapest class is the same for every
     row (its least offset, then its first class), so the rows pick among the groups' cheapest
     classes, taken in class order so that a tie falls to the first class as ``argmin`` has it.
-    The sums are the same floating-point operations as the written-out matrix's, so equal
-    (in C too, ``_transport.c``; ``built`` False: NumPy's steps)."""
+    The sums are the same floating-point operations as the written-out matrix's, so equal."""
     classes = groups.group.shape[0]
     count = groups.group_cost.shape[1]
-    if built and _built is not None and classes and groups.group.dtype == np.int64 and groups.offset.dtype == np.float64:
-        cost = np.ascontiguousarray(groups.group_cost, dtype=np.float64)
-        chosen_in_c = np.empty(cost.shape[0], dtype=np.int64)
-        if _built.cheapest_classes(np.ascontiguousarray(groups.group), np.ascontiguousarray(groups.offset), classes, cost, cost.shape[0],
-                                   count, chosen_in_c):
-            return chosen_in_c
     order = np.lexsort((np.arange(classes), groups.offset, groups.group))
     starts = np.searchsorted(groups.group[order], np.arange(count), side="left")
     present = starts < classes
@@ -274,7 +242,7 @@ class _Grouped:
     ``g``'s slots, ascending."""
 
     def __init__(self, *, cost: FloatArray, units: list[FloatArray]) -> None:
-        self.cost = np.ascontiguousarray(cost)  # rows apart in memory, as phase 2 in C reads them
+        self.cost = cost
         self.units = units
         # The units group after group in one array (each group's ascending), for counts over
         # every group at once.
@@ -295,14 +263,9 @@ class _Grouped:
         what ``searchsorted(units, price, side="right")`` gives, for every group at once)."""
         return np.bincount(self._owner[self._flat <= self.price[self._owner]], minlength=self._sizes.shape[0]).astype(np.int64)
 
-    def raise_prices(self, *, built: bool = True) -> None:
-        """Phase 2: in C when the extension is built (the same steps, so the same prices and
-        assignment; ``built`` False runs the Python steps, for tests), else below."""
+    def raise_prices(self) -> None:
+        """Phase 2."""
         cost, price, assign = self.cost, self.price, self.assign
-        if built and _built is not None and cost.dtype == np.float64 and cost.flags.c_contiguous and assign.dtype == np.int64:
-            if _built.raise_prices(cost, cost.shape[0], price.shape[0], self._flat, self._first.astype(np.int64), self._sizes,
-                                   price, assign):
-                return
         # Each group's jobs and priced units, kept up to date through the sweep: most groups
         # are not over, and telling so without a pass over the rows is what makes a sweep cheap
         # with hundreds of groups (busy machines freeing at many times).

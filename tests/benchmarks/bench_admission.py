@@ -39,9 +39,7 @@ decision, the process's otherwise: steadier on a shared machine, where a loaded 
 the wall clock 2-3x), every ratio against scipy from the same run. Timed for AlloX at alpha 1 (one
 matching serves every free machine), AlloX+ (§4.4, for very large queues), and AlloX at alpha
 0.1 (up to 1,000 Jobs: Algorithm 2 matches again whenever a start changes the users considered).
-Targets (issue 13): decision p99 <= 20 ms at 1,000 Jobs and <= 2x the scipy solve alone. The
-first line says whether the matching's hottest steps run in C (``scheduler.matching._transport``,
-built with the package) or in NumPy (the same decisions, slower).
+Targets (issue 13): decision p99 <= 20 ms at 1,000 Jobs and <= 2x the scipy solve alone.
 
 Then the extender's filter verb (500 nodes, resource-fit, in-process on the request bytes
 kube-scheduler sends) is timed with and without an admission loop of 1,000 Jobs running in a
@@ -74,7 +72,6 @@ from scheduler.matching.admission import RunningJob, WaitingJob, busy_machines, 
 from scheduler.matching.capacity import NodeResources, machines_for  # noqa: E402
 from scheduler.matching.fairness import Capacity  # noqa: E402
 from scheduler.matching.model import Demand, Job  # noqa: E402
-from scheduler.matching import transport  # noqa: E402
 from scheduler.matching.solve import build, prepare  # noqa: E402
 
 NODES = 100
@@ -340,9 +337,7 @@ def main(argv: list[str] | None = None) -> int:
     policies = set(args.policies.split(",")) if args.policies else None
     if policies is not None and not policies <= POLICIES.keys():
         parser.error(f"--policies: unknown {sorted(policies - POLICIES.keys())}")
-    built = transport._built is not None
-    print(f"matching steps in C (scheduler.matching._transport): {'built' if built else 'not built, NumPy'}", flush=True)
-    results: dict[str, Any] = {"c_steps": built, "admission": admission_figures([int(s) for s in args.sizes.split(",")], args.rounds, full=not args.no_full,
+    results: dict[str, Any] = {"admission": admission_figures([int(s) for s in args.sizes.split(",")], args.rounds, full=not args.no_full,
                                                           scipy_max_jobs=args.scipy_max_jobs, states_timed=states, policies=policies)}
     if not args.no_filter:
         results["filter"] = filter_figures(args.filter_requests)
