@@ -116,7 +116,7 @@ def path_reflector(
     )
 
 
-class WatchedJob(msgspec.Struct, frozen=True):
+class WatchedJob(msgspec.Struct, frozen=True, gc=False):
     """A Job as the watch cache reads it, with the bytes it was read from (kept only for the
     interchangeable Jobs: feed.InterchangeableJobs)."""
 
@@ -511,10 +511,13 @@ class ClusterCache:
         # Arrivals alone only fill nodes up to what they hold; departures alone (pods not
         # listed, listed as finished, or resized to ask less) only empty them down to what they
         # hold: every state between is one a verb may decide on.
-        listed = {pod.metadata.uid for pod in pods}
+        # The list's items are decoded as they are read (LazilyDecoded): in this paced loop, not
+        # in one pass that would hold the GIL for the whole list.
+        listed: set[str] = set()
         pause = _Pauses()
         arriving: dict[str | None, list[PodInfo]] = {}
         for pod in pods:
+            listed.add(pod.metadata.uid)
             info = self._translated(pod)
             if info is not None:
                 arriving.setdefault(info.node_name, []).append(info)

@@ -26,14 +26,14 @@ Quantity = str | int | float
 ResourceList = dict[str, Quantity]
 
 
-class OwnerReference(msgspec.Struct, frozen=True):
+class OwnerReference(msgspec.Struct, frozen=True, gc=False):
     kind: str = ""
     name: str = ""
     uid: str = ""
     controller: bool | None = None
 
 
-class ObjectMeta(msgspec.Struct, frozen=True):
+class ObjectMeta(msgspec.Struct, frozen=True, gc=False):
     name: str = ""
     namespace: str = ""
     uid: str = ""
@@ -45,17 +45,17 @@ class ObjectMeta(msgspec.Struct, frozen=True):
     generateName: str | None = None
 
 
-class ResourceRequirements(msgspec.Struct, frozen=True):
+class ResourceRequirements(msgspec.Struct, frozen=True, gc=False):
     requests: ResourceList | None = None
     limits: ResourceList | None = None
 
 
-class Container(msgspec.Struct, frozen=True):
+class Container(msgspec.Struct, frozen=True, gc=False):
     name: str = ""
     resources: ResourceRequirements | None = None
 
 
-class PodSpec(msgspec.Struct, frozen=True):
+class PodSpec(msgspec.Struct, frozen=True, gc=False):
     containers: list[Container] = []
     initContainers: list[Container] | None = None
     overhead: ResourceList | None = None
@@ -65,52 +65,52 @@ class PodSpec(msgspec.Struct, frozen=True):
     terminationGracePeriodSeconds: int | None = None
 
 
-class PodStatus(msgspec.Struct, frozen=True):
+class PodStatus(msgspec.Struct, frozen=True, gc=False):
     phase: str | None = None
 
 
-class Pod(msgspec.Struct, frozen=True):
+class Pod(msgspec.Struct, frozen=True, gc=False):
     metadata: ObjectMeta = ObjectMeta()
     spec: PodSpec = PodSpec()
     status: PodStatus | None = None
 
 
-class NodeCondition(msgspec.Struct, frozen=True):
+class NodeCondition(msgspec.Struct, frozen=True, gc=False):
     type: str = ""
     status: str = ""
 
 
-class NodeSpec(msgspec.Struct, frozen=True):
+class NodeSpec(msgspec.Struct, frozen=True, gc=False):
     unschedulable: bool | None = None
 
 
-class NodeStatus(msgspec.Struct, frozen=True):
+class NodeStatus(msgspec.Struct, frozen=True, gc=False):
     capacity: ResourceList | None = None
     allocatable: ResourceList | None = None
     conditions: list[NodeCondition] | None = None
 
 
-class Node(msgspec.Struct, frozen=True):
+class Node(msgspec.Struct, frozen=True, gc=False):
     metadata: ObjectMeta = ObjectMeta()
     spec: NodeSpec | None = None
     status: NodeStatus | None = None
 
 
-class JobWidth(msgspec.Struct, frozen=True):
+class JobWidth(msgspec.Struct, frozen=True, gc=False):
     """How many pods a Job runs at once (HiveD refuses a gang larger than that)."""
 
     parallelism: int | None = None
     completions: int | None = None
 
 
-class Job(msgspec.Struct, frozen=True):
+class Job(msgspec.Struct, frozen=True, gc=False):
     """A batch/v1 Job: cellfit reads its identity, annotations and width."""
 
     metadata: ObjectMeta = ObjectMeta()
     spec: JobWidth = JobWidth()
 
 
-class PriorityClass(msgspec.Struct, frozen=True):
+class PriorityClass(msgspec.Struct, frozen=True, gc=False):
     """A scheduling.k8s.io/v1 PriorityClass: both fields are immutable once created."""
 
     metadata: ObjectMeta = ObjectMeta()
@@ -122,7 +122,7 @@ class NamedObjectMeta(ObjectMeta, frozen=True, kw_only=True):
     name: Annotated[str, msgspec.Meta(min_length=1)]
 
 
-class OfferedNode(msgspec.Struct, frozen=True):
+class OfferedNode(msgspec.Struct, frozen=True, gc=False):
     """What the OpenAPI document says of each Node in a RawNodeList: cellfit reads it as
     :class:`Node` and refuses one without a name (HTTP 400), so the document requires it."""
 
@@ -131,14 +131,14 @@ class OfferedNode(msgspec.Struct, frozen=True):
     status: NodeStatus | None = None
 
 
-class RawNodeList(msgspec.Struct, frozen=True):
+class RawNodeList(msgspec.Struct, frozen=True, gc=False):
     """A v1.NodeList whose items stay raw JSON: decoded narrowly one by one, echoed verbatim.
     The OpenAPI document describes each item as an :class:`OfferedNode` (a component of it)."""
 
     items: list[Annotated[msgspec.Raw, msgspec.Meta(extra_json_schema={"$ref": "#/components/schemas/OfferedNode"})]] | None = None
 
 
-class NodeList(msgspec.Struct, frozen=True):
+class NodeList(msgspec.Struct, frozen=True, gc=False):
     """The NodeList the filter result carries back, built from the request's raw items."""
 
     apiVersion: str = "v1"
@@ -150,13 +150,13 @@ class NodeList(msgspec.Struct, frozen=True):
 # --- extender verbs (k8s.io/kube-scheduler/extender/v1/types.go) ---
 
 
-class ExtenderArgs(msgspec.Struct, frozen=True):
+class ExtenderArgs(msgspec.Struct, frozen=True, gc=False):
     Pod: Pod
     Nodes: RawNodeList | None = None
     NodeNames: list[str] | None = None
 
 
-class ExtenderFilterResult(msgspec.Struct, frozen=True):
+class ExtenderFilterResult(msgspec.Struct, frozen=True, gc=False):
     Nodes: NodeList | None = None
     NodeNames: list[str] | None = None
     FailedNodes: dict[str, str] = {}
@@ -164,7 +164,7 @@ class ExtenderFilterResult(msgspec.Struct, frozen=True):
     Error: str = ""
 
 
-class ExtenderFilterAnswer(msgspec.Struct, frozen=True):
+class ExtenderFilterAnswer(msgspec.Struct, frozen=True, gc=False):
     """ExtenderFilterResult as the service writes it: the node names as JSON text
     (scheduler.kube.names copies them from the request). ExtenderFilterResult describes the wire
     format in the OpenAPI document; tests/unit/test_names.py keeps the two alike."""
@@ -182,7 +182,7 @@ class HostPriority(msgspec.Struct, frozen=True, gc=False):
     Score: int
 
 
-class MetaPod(msgspec.Struct, frozen=True):
+class MetaPod(msgspec.Struct, frozen=True, gc=False):
     UID: str
 
 
@@ -192,38 +192,38 @@ class MetaPod(msgspec.Struct, frozen=True):
 # node's entry itself may be ``null`` (a nil *Victims), and so may either map.
 
 
-class MetaVictims(msgspec.Struct, frozen=True):
+class MetaVictims(msgspec.Struct, frozen=True, gc=False):
     Pods: list[MetaPod] | None = []
     NumPDBViolations: int = 0
 
 
-class Victims(msgspec.Struct, frozen=True):
+class Victims(msgspec.Struct, frozen=True, gc=False):
     Pods: list[Pod] | None = []
     NumPDBViolations: int = 0
 
 
-class ExtenderPreemptionArgs(msgspec.Struct, frozen=True):
+class ExtenderPreemptionArgs(msgspec.Struct, frozen=True, gc=False):
     Pod: Pod
     NodeNameToVictims: dict[str, Victims | None] | None = None
     NodeNameToMetaVictims: dict[str, MetaVictims | None] | None = None
 
 
-class ExtenderPreemptionResult(msgspec.Struct, frozen=True):
+class ExtenderPreemptionResult(msgspec.Struct, frozen=True, gc=False):
     NodeNameToMetaVictims: dict[str, MetaVictims] | None = None
 
 
-class ExtenderBindingArgs(msgspec.Struct, frozen=True):
+class ExtenderBindingArgs(msgspec.Struct, frozen=True, gc=False):
     PodName: str
     PodNamespace: str
     PodUID: str
     Node: str
 
 
-class ExtenderBindingResult(msgspec.Struct, frozen=True):
+class ExtenderBindingResult(msgspec.Struct, frozen=True, gc=False):
     Error: str = ""
 
 
-class ErrorBody(msgspec.Struct, frozen=True):
+class ErrorBody(msgspec.Struct, frozen=True, gc=False):
     """The body of every HTTP 4xx cellfit answers; ``Error`` as in the extender result types."""
 
     Error: str
@@ -232,26 +232,26 @@ class ErrorBody(msgspec.Struct, frozen=True):
 # --- admission.k8s.io/v1 (the pod-create webhook) ---
 
 
-class AdmittedPodSpec(msgspec.Struct, frozen=True):
+class AdmittedPodSpec(msgspec.Struct, frozen=True, gc=False):
     priority: int | None = None
     priorityClassName: str | None = None
     schedulerName: str | None = None
 
 
-class AdmittedPod(msgspec.Struct, frozen=True):
+class AdmittedPod(msgspec.Struct, frozen=True, gc=False):
     """The pod being created: no uid yet, maybe no name (``generateName``)."""
 
     metadata: ObjectMeta = ObjectMeta()
     spec: AdmittedPodSpec = AdmittedPodSpec()
 
 
-class GroupVersionKind(msgspec.Struct, frozen=True):
+class GroupVersionKind(msgspec.Struct, frozen=True, gc=False):
     group: str = ""
     version: str = ""
     kind: str = ""
 
 
-class AdmissionRequest(msgspec.Struct, frozen=True):
+class AdmissionRequest(msgspec.Struct, frozen=True, gc=False):
     uid: str
     kind: GroupVersionKind = GroupVersionKind()
     operation: str = ""
@@ -259,17 +259,17 @@ class AdmissionRequest(msgspec.Struct, frozen=True):
     object: AdmittedPod | None = None
 
 
-class AdmissionReview(msgspec.Struct, frozen=True):
+class AdmissionReview(msgspec.Struct, frozen=True, gc=False):
     request: AdmissionRequest
     apiVersion: str = "admission.k8s.io/v1"
     kind: str = "AdmissionReview"
 
 
-class AdmissionStatus(msgspec.Struct, frozen=True, omit_defaults=True):
+class AdmissionStatus(msgspec.Struct, frozen=True, omit_defaults=True, gc=False):
     message: str = ""
 
 
-class AdmissionResponse(msgspec.Struct, frozen=True, omit_defaults=True):
+class AdmissionResponse(msgspec.Struct, frozen=True, omit_defaults=True, gc=False):
     uid: str
     allowed: bool
     patchType: str | None = None
@@ -278,7 +278,7 @@ class AdmissionResponse(msgspec.Struct, frozen=True, omit_defaults=True):
     status: AdmissionStatus | None = None
 
 
-class AdmissionReviewResponse(msgspec.Struct, frozen=True):
+class AdmissionReviewResponse(msgspec.Struct, frozen=True, gc=False):
     response: AdmissionResponse
     apiVersion: str = "admission.k8s.io/v1"
     kind: str = "AdmissionReview"
@@ -287,13 +287,13 @@ class AdmissionReviewResponse(msgspec.Struct, frozen=True):
 # --- Kubernetes API list responses (watch cache) ---
 
 
-class ListMeta(msgspec.Struct, frozen=True):
+class ListMeta(msgspec.Struct, frozen=True, gc=False):
     resourceVersion: str = ""
     # A paged list's next page (``?limit=N&continue=...``); empty on the last page.
     continue_token: str = msgspec.field(default="", name="continue")
 
 
-class RawList(msgspec.Struct, frozen=True):
+class RawList(msgspec.Struct, frozen=True, gc=False):
     """Any list response with its items left undecoded: a relist decodes them one by one (see
     scheduler.cluster.cache.LazilyDecoded), never the whole list in one call holding the GIL."""
 
@@ -301,12 +301,12 @@ class RawList(msgspec.Struct, frozen=True):
     items: list[msgspec.Raw] | None = None
 
 
-class DecodedNodeList(msgspec.Struct, frozen=True):
+class DecodedNodeList(msgspec.Struct, frozen=True, gc=False):
     metadata: ListMeta = ListMeta()
     items: list[Node] = []
 
 
-class Status(msgspec.Struct, frozen=True):
+class Status(msgspec.Struct, frozen=True, gc=False):
     """metav1.Status, as sent in a watch ERROR event."""
 
     code: int = 0
@@ -314,12 +314,12 @@ class Status(msgspec.Struct, frozen=True):
     message: str = ""
 
 
-class WatchEvent(msgspec.Struct, frozen=True):
+class WatchEvent(msgspec.Struct, frozen=True, gc=False):
     type: str
     object: msgspec.Raw
 
 
-class ObjectEvent(msgspec.Struct, Generic[T], frozen=True):
+class ObjectEvent(msgspec.Struct, Generic[T], frozen=True, gc=False):
     """A watch event decoded with its object in one pass (ADDED, MODIFIED, DELETED): the line is
     read once, not once for the event and again for the object."""
 
@@ -327,7 +327,7 @@ class ObjectEvent(msgspec.Struct, Generic[T], frozen=True):
     object: T
 
 
-class Bookmark(msgspec.Struct, frozen=True):
+class Bookmark(msgspec.Struct, frozen=True, gc=False):
     """A BOOKMARK event's object: only ``metadata.resourceVersion`` is meaningful (the rest of
     the object is empty, e.g. a pod with ``spec.containers: null``)."""
 

@@ -54,3 +54,25 @@ def test_node_allocatable_and_readiness():
     assert not info.ready and info.labels["nvidia.com/gpu.product"] == "NVIDIA-A100-SXM4-80GB"
     bare = translate.node_info(msgspec.convert({"metadata": {"name": "x"}}, wire.Node), gpu_resource=GPU)
     assert bare.ready and bare.allocatable.gpus == 0
+
+
+def test_decoded_watch_objects_are_not_tracked_by_the_collector() -> None:
+    """The watch decodes tens of thousands of objects in a relist; JSON cannot make a reference
+    cycle, so the wire structs are declared gc=False: the collector neither counts their
+    allocations towards its next pass nor walks them in a full pass (a 10,000-pod relist's
+    longest verb stall halved, tests/benchmarks/bench_relist.py). Every struct the module
+    declares, generic ones included, must keep it so."""
+    import gc
+    import inspect
+
+    import msgspec
+
+    from scheduler.kube import wire
+
+    structs = [obj for _, obj in inspect.getmembers(wire, inspect.isclass)
+               if issubclass(obj, msgspec.Struct) and obj.__module__ == wire.__name__]
+    assert len(structs) > 30
+    tracked = [struct.__name__ for struct in structs if struct.__struct_config__.gc]
+    assert not tracked, f"wire structs tracked by the collector: {tracked}"
+    event = msgspec.json.decode(b'{"type":"ADDED","object":{"metadata":{"name":"p","uid":"u"}}}', type=wire.ObjectEvent[wire.Pod])
+    assert not gc.is_tracked(event) and not gc.is_tracked(event.object) and not gc.is_tracked(event.object.metadata)
