@@ -25,7 +25,7 @@ from scheduler.matching.fairness import (
     user_progress,
 )
 from scheduler.matching.model import Assignment, Job, Machine
-from scheduler.matching.solve import FloatArray, Fleet, IntArray, Problem, Queues, fleet, prepare_on, rows_on, solve
+from scheduler.matching.solve import FloatArray, Fleet, IntArray, Problem, Queues, contended_order, fleet, prepare_on, rows_on, solve
 
 
 @dataclass(frozen=True, slots=True)
@@ -385,18 +385,19 @@ class _Left:
         bounds = np.zeros(len(machines.machines) + 1, dtype=np.int64)
         bounds[machine + 1] = 1
         np.cumsum(bounds, out=bounds)
-        jobs = self._every_job.jobs
-        return _Plan([jobs[row] for row in rows.tolist()], machines.machine_kind, bounds, order[by_machine].astype(np.int64), {},
-                     machine[by_machine])
+        return _Plan(self._every_job.jobs, machines.machine_kind, bounds, rows[order[by_machine]].astype(np.int64), {},
+                     machine[by_machine])  # queued: rows of every_job
 
     def solved(self, rows: IntArray, machines: Fleet) -> _Plan:
         """The plan of ``rows`` on ``machines`` as they are now: :func:`~scheduler.matching.
-        solve.solve`'s."""
+        solve.solve`'s. Asked only where :meth:`uncontended` declined (so does ``solve``'s
+        ``_uncontended``: the same test), so straight to the matching, and its order alone
+        (Algorithm 2 reads each machine's next job, not the starts and finishes)."""
         if not rows.shape[0]:
             return _Plan((), machines.machine_kind, None, None, {})
         problem = rows_on(self._every_job, rows, machines)
-        queues = solve(problem)
-        return _Plan(problem.jobs, problem.machine_kind, queues.bounds, queues.job, {})
+        job, bounds = contended_order(problem)
+        return _Plan(self._every_job.jobs, problem.machine_kind, bounds, rows[job], {})  # queued: rows of every_job
 
 
 # _Vacancy sums a row's need over n (each a search among the machines' waits) up to this many

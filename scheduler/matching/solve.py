@@ -163,7 +163,7 @@ def rows_on(problem: Problem, rows: Sequence[int] | IntArray, machines: Fleet) -
     (the same machines, their availability changed): :func:`prepare_on` without making the
     jobs' arrays again (admission's queue after Algorithm 2's starts)."""
     return Problem(
-        jobs=tuple(problem.jobs[row] for row in rows),
+        jobs=tuple(map(problem.jobs.__getitem__, np.asarray(rows, dtype=np.int64).tolist())),  # Python ints: no NumPy scalar a job
         machines=machines.machines,
         kinds=machines.kinds,
         times=problem.times[np.asarray(rows, dtype=np.int64)],
@@ -341,12 +341,28 @@ def solve(problem: Problem, *, bounded: bool = True, method: Method = "auto", hi
     if uncontended is not None:
         rows, machine = uncontended
         return _queues(problem, rows=rows, machine=machine, position=np.ones(rows.shape[0], dtype=np.int64))
+    rows, machine, position = _solved(problem, bounded=bounded, method=method, hint=hint)
+    return _queues(problem, rows=rows, machine=machine, position=position)
+
+
+def _solved(problem: Problem, *, bounded: bool = True, method: Method = "auto", hint: Hint | None = None) -> tuple[IntArray, IntArray, IntArray]:
+    """:func:`solve`'s canonical matching of a problem where jobs contend: each row's machine and position."""
     matrix = build(problem, bounded=bounded, method=method)
     hinted = _hinted(problem, matrix, hint) if hint is not None and bounded and method == "auto" else None
     rows, columns = hinted if hinted is not None else match(problem, matrix, method=method)
     slots = matrix.slots
-    rows, machine, position = canonical(problem, rows=rows, machine=slots.machine[columns], position=slots.position[columns])
-    return _queues(problem, rows=rows, machine=machine, position=position)
+    return canonical(problem, rows=rows, machine=slots.machine[columns], position=slots.position[columns])
+
+
+def contended_order(problem: Problem) -> tuple[IntArray, IntArray]:
+    """:func:`solve`'s queues (``job``, ``bounds``) without their times, for a problem that
+    ``_uncontended`` declines (jobs that contend; the caller has asked): what Algorithm 2's
+    plans read, without the starts, finishes and total it does not."""
+    rows, machine, position = _solved(problem)
+    order = np.lexsort((-position, machine))
+    bounds = np.zeros(len(problem.machines) + 1, dtype=np.int64)
+    np.cumsum(np.bincount(machine, minlength=len(problem.machines)), out=bounds[1:])
+    return rows[order], bounds
 
 
 def _uncontended(problem: Problem) -> tuple[IntArray, IntArray] | None:

@@ -22,7 +22,7 @@ import pytest
 from scheduler.matching.allox import AlloxScheduler
 from scheduler.matching.fairness import Capacity, DemandShare, considered_count, rank_users, user_progress
 from scheduler.matching.model import Assignment, Demand, Job, Machine
-from scheduler.matching.solve import build, prepare, solve
+from scheduler.matching.solve import IntArray, Problem, build, prepare, solve
 
 SHARES = DemandShare(capacity=Capacity(cpu=64, gpu=8, memory=256),
                      default_demand={"gpu": Demand(gpu=1, cpu=1), "cpu": Demand(cpu=8, memory=16)})
@@ -144,6 +144,12 @@ def test_a_full_cluster_folds_and_decides_as_scipy(seed: int) -> None:
         np.testing.assert_allclose(fast.start, reference.start)
 
 
+def _paper_order(problem: Problem) -> tuple[IntArray, IntArray]:
+    """A plan's queues (job, bounds) from the paper's unbounded Q, solved by scipy."""
+    queues = solve(problem, bounded=False)
+    return queues.job, queues.bounds
+
+
 @pytest.mark.parametrize("alpha", [0.3, 1.0])
 @pytest.mark.parametrize("seed", range(4))
 def test_admission_decides_as_with_the_paper_s_full_matrix_on_random_live_queues(alpha: float, seed: int,
@@ -183,6 +189,7 @@ def test_admission_decides_as_with_the_paper_s_full_matrix_on_random_live_queues
         with monkeypatch.context() as patched:
             paper = partial(solve, bounded=False)
             patched.setattr(allox, "solve", paper)
+            patched.setattr(allox, "contended_order", _paper_order)  # Algorithm 2's plans
             patched.setattr(admission, "solve", paper)
             reference = decided()
         assert fast.starts == reference.starts

@@ -25,7 +25,7 @@ from scheduler.matching.allox import AlloxScheduler, _Left, _Plan, _Vacancy
 from scheduler.matching.capacity import NodeResources
 from scheduler.matching.fairness import Capacity
 from scheduler.matching.model import Demand
-from scheduler.matching.solve import FloatArray, Fleet, IntArray, solve
+from scheduler.matching.solve import FloatArray, Fleet, IntArray, Problem, contended_order, solve
 from tests.matching.test_matching_fast_path import SHARES, instance, straightforward
 
 DEMAND = {"cpu": Demand(cpu=8, memory=8), "gpu": Demand(gpu=1, cpu=1, memory=4)}
@@ -155,7 +155,13 @@ def test_a_burst_at_small_alpha_solves_few_plans(monkeypatch: pytest.MonkeyPatch
         solves += 1
         return solve(*args, **kwargs)  # type: ignore[arg-type]
 
+    def counted_order(problem: Problem) -> tuple[IntArray, IntArray]:
+        nonlocal solves
+        solves += 1
+        return contended_order(problem)
+
     monkeypatch.setattr(allox, "solve", counted)
+    monkeypatch.setattr(allox, "contended_order", counted_order)  # a plan's solve, its times left out
     fast = decide(now=now, waiting=waiting, running=[], free_nodes=nodes, capacity=capacity, alpha=0.1, plan_queue=False)
     quick = solves
     solves = 0
