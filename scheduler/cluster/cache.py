@@ -245,6 +245,8 @@ class ClusterCache:
         for watched in listed:
             self._under_lock(functools.partial(self._track_job, watched.job))
         if self.interchangeable is not None:
+            for uid in gone:  # deleted while the watch was down: passed on as any deletion is
+                self.interchangeable.delete(uid)
             self.interchangeable.replace({
                 watched.job.metadata.uid: raw for watched in listed if (raw := _interchangeable(watched)) is not None
             })

@@ -181,8 +181,7 @@ class RoomHolds:
             assumed = self._store.assumed(pod.uid)
             # Else an event older than the binding cellfit made: the pod waits for no room.
             if resumed is None and (assumed is None or assumed.node_name is None):
-                self._pending.setdefault(job, set()).add(pod.uid)
-                self._job_of_pending[pod.uid] = job
+                self._wait(job, pod.uid)
             return
         was_pending = self._forget(pod.uid)
         if pod.node_name is None or pod.phase in TERMINAL_PHASES:
@@ -211,7 +210,16 @@ class RoomHolds:
         if claim is not None:
             self._preemptors[pod.uid] = claim
         resumed = self._resumed.get(pod.uid)
-        if resumed is None or resumed.confirmed:
+        if resumed is None:
+            # bound() took a Job's pod off its pending pods, and a pending event since was older
+            # than the binding: it waits again, unless the watch shows it bound, ended or leaving.
+            watched = self._store.get(pod.uid)
+            if pod.owner is not None and pod.owner.kind == "Job" and (watched is None or _waiting(watched)):
+                if watched is None:  # never watched (the bind verb read it from the API)
+                    self._store.assume(replace(pod, node_name=None, phase="Pending"))
+                self._wait(pod.owner.uid, pod.uid)
+            return
+        if resumed.confirmed:
             return
         del self._resumed[pod.uid]
         self._displaced.setdefault(resumed.job, {}).setdefault(resumed.node, _Displacement(pods=0)).pods += 1
@@ -219,6 +227,11 @@ class RoomHolds:
         if self._store.get(pod.uid) is None:  # never watched (the bind verb read it from the API)
             self._store.assume(waiting)
         self._apply(waiting)
+
+    def _wait(self, job: str, pod_uid: str) -> None:
+        """The Job's pod is pending: a hold of the Job keeps room for it."""
+        self._pending.setdefault(job, set()).add(pod_uid)
+        self._job_of_pending[pod_uid] = job
 
     def delete_pod(self, pod_uid: str) -> None:
         self._preemptors.pop(pod_uid, None)
@@ -471,3 +484,8 @@ def _total(pods: list[PodInfo]) -> Resources:
     for pod in pods:
         total = total + pod.requests
     return total
+
+
+def _waiting(pod: PodInfo) -> bool:
+    """Pending: not bound, not ended, not leaving."""
+    return pod.node_name is None and pod.phase not in TERMINAL_PHASES and not pod.terminating

@@ -138,7 +138,8 @@ def test_a_relist_replaces_what_the_subscriber_holds():
     cache.interchangeable.subscribe(recorder)
     api.jobs = [job("b", interchangeable=True), job("c", interchangeable=False)]  # a deleted while the watch was down
     cache.jobs._list_and_replace()
-    assert recorder.calls == [("replace", ["a", "b"]), ("replace", ["b"])]
+    # a's deletion is passed on (its sampling pods go), then the list
+    assert recorder.calls == [("replace", ["a", "b"]), ("delete", "uid-a"), ("replace", ["b"])]
 
 
 def test_the_estimator_follows_the_jobs_through_the_cache_and_starts_sampling():
@@ -228,3 +229,22 @@ def test_a_job_deleted_after_losing_its_configurations_has_its_sampling_pods_del
     cache.jobs._watch_from(version)
     estimator._creator.shutdown(wait=True)
     assert sorted(deleted) == sorted(pod["metadata"]["name"] for pod in created)
+
+
+def test_a_job_deleted_while_the_watch_was_down_has_its_sampling_pods_deleted():
+    """Found by review: a relist that no longer lists a Job passes its deletion on, as the watch
+    would have, so the estimator deletes its sampling pods (an orphaning delete leaves them)."""
+    api = WatchingApi([job("mlp", interchangeable=True)])
+    cache = watched(api)
+    assert cache.jobs is not None and cache.interchangeable is not None
+    estimator = EstimatorController(api=api, settings=EstimatorSettings(), gpu_resource="nvidia.com/gpu",  # type: ignore[arg-type]
+                                    capacity=lambda: Capacity(cpu_millis=64_000, gpus=8), jobs=cache.interchangeable)
+    cache.jobs._list_and_replace()
+    cache.interchangeable.subscribe(estimator)
+    estimator.reconcile()
+    assert api.created
+    estimator._replace_pods([POD_DECODER.decode(json.dumps({**pod, "status": {"phase": "Running"}}).encode()) for pod in api.created])
+    api.jobs = []
+    cache.jobs._list_and_replace()
+    estimator._creator.shutdown(wait=True)
+    assert sorted(api.deleted) == sorted(pod["metadata"]["name"] for pod in api.created)

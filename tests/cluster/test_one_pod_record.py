@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import threading
 from dataclasses import replace
+from typing import Any, Callable
+
+import pytest
 
 from scheduler.cluster.cache import ClusterCache
 from scheduler.composition import assemble
@@ -21,6 +24,7 @@ from scheduler.core.pods import PodStore
 from scheduler.core.resources import Resources
 from scheduler.preemption import FitGppSettings
 from scheduler.preemption.engine import FitGppEngine
+from scheduler.preemption.holds import RoomHolds
 from tests.support.api_double import ListingApi
 from tests.support.kube_objects import node, pod
 
@@ -237,14 +241,13 @@ def test_a_relist_forgets_a_reserved_pod_the_watch_never_showed_and_the_list_doe
     assert store.current(late.uid) is None and fit.free_on("n1").gpus == 8
 
 
-def test_a_pending_event_older_than_a_binding_does_not_make_the_bound_pod_wait_for_room() -> None:
-    """Found by review: a1 is bound by cellfit, then an event from before the binding shows it
-    pending. It must not count among its Job's pending pods: a resume hold made for the Job
-    would be kept for a1 and then ended by a1's confirmation, leaving the Job's next pod none."""
+def two_nodes_served() -> tuple[Any, FitGppEngine, RoomHolds, Callable[[PodInfo], None]]:
+    """FitGpp over resource fit as the composition serves it, on two 8-GPU nodes, and ``watch``:
+    a pod's state recorded, then applied, as the watch cache does."""
     store = PodStore()
     composition = assemble(cells=None, preemption=PreemptionSettings(), clock=lambda: 0.0, pods=store)
     engine, fitgpp, holds = composition.engine, composition.preemption, composition.holds
-    assert fitgpp is not None and holds is not None
+    assert isinstance(fitgpp, FitGppEngine) and holds is not None
     for name in ("n1", "n2"):
         engine.apply_node(NodeInfo(name=name, allocatable=Resources(8000, 64 * GI, 8)))
 
@@ -252,6 +255,14 @@ def test_a_pending_event_older_than_a_binding_does_not_make_the_bound_pod_wait_f
         store.record(state)
         engine.apply_pod(state)
 
+    return engine, fitgpp, holds, watch
+
+
+def test_a_pending_event_older_than_a_binding_does_not_make_the_bound_pod_wait_for_room() -> None:
+    """Found by review: a1 is bound by cellfit, then an event from before the binding shows it
+    pending. It must not count among its Job's pending pods: a resume hold made for the Job
+    would be kept for a1 and then ended by a1's confirmation, leaving the Job's next pod none."""
+    engine, fitgpp, holds, watch = two_nodes_served()
     running = best_effort("a0", node_name="n1", job="job-a")
     watch(running)
     waiting = best_effort("a1", node_name=None, job="job-a")
@@ -264,3 +275,24 @@ def test_a_pending_event_older_than_a_binding_does_not_make_the_bound_pod_wait_f
     watch(replace(waiting, node_name="n2", phase="Running"))  # the binding confirmed
     watch(best_effort("a2", node_name=None, job="job-a"))  # the Job's replacement for a0
     assert [hold.pods for hold in holds.holds() if hold.kind == "resume"] == [("ml/a2",)]
+
+
+@pytest.mark.parametrize("seen", ["pending event during the binding", "no event", "never watched"])
+def test_a_job_pod_whose_binding_failed_waits_again_for_its_job_s_room(seen: str) -> None:
+    """Found by review: bound() takes a Job's pod off its Job's pending pods; when the binding
+    fails the pod waits again, so a resume hold made for its Job afterwards keeps room for it
+    (whether or not a pending event came while the binding was in flight, which the bound
+    assumption makes the holds skip, or the watch has shown the pod at all)."""
+    engine, fitgpp, holds, watch = two_nodes_served()
+    running = best_effort("a0", node_name="n1", job="job-a")
+    watch(running)
+    waiting = best_effort("a1", node_name=None, job="job-a")
+    if seen != "never watched":
+        watch(waiting)
+    engine.reserve(waiting, "n2")
+    if seen == "pending event during the binding":
+        watch(waiting)
+    engine.unreserve(waiting.uid)  # the Binding failed
+    choice = fitgpp.decide_preemption(trial("t"), {"n1": [running.uid]}, {running.uid: running})
+    assert choice.victims == {"n1": [running.uid]}
+    assert [hold.pods for hold in holds.holds() if hold.kind == "resume"] == [("ml/a1",)]
