@@ -208,9 +208,6 @@ class EstimatorController:
             self._forget_job(uid)
         self._notify()
 
-    def delete_job(self, uid: str) -> None:
-        self._delete_job(uid)
-
     def _replace_jobs(self, jobs: Sequence[Job]) -> None:
         with self._lock:
             listed = {job.metadata.uid for job in jobs if ANNOTATION_CONFIGURATIONS in job.annotations}
@@ -246,7 +243,7 @@ class EstimatorController:
         for on_change in self._subscribers:
             on_change()
 
-    def _delete_job(self, uid: str) -> None:
+    def delete_job(self, uid: str) -> None:
         with self._lock:
             pods = list(self._pods.get(uid, {}).values())
             self._forget_job(uid)

@@ -91,8 +91,7 @@ def api_reflector(
     return _decoded_reflector(
         lambda token: api.list_raw(kind, limit=LIST_PAGE_SIZE, continue_token=token),
         lambda version: api.watch(kind, resource_version=version), object_decoder.decode,
-        name=name, replace=replace, apply=apply, delete=delete,
-        decode_event=msgspec.json.Decoder(wire.ObjectEvent[object_decoder.type]).decode,  # type: ignore[name-defined]
+        name=name, replace=replace, apply=apply, delete=delete, decode_event=_one_pass(object_decoder),
     )
 
 
@@ -112,8 +111,13 @@ def path_reflector(
     return _decoded_reflector(
         lambda _token: api.list_path(path), lambda version: api.watch_path(path, resource_version=version),
         object_decoder.decode, name=name, replace=replace, apply=apply, delete=delete,
-        decode_event=msgspec.json.Decoder(wire.ObjectEvent[object_decoder.type]).decode,  # type: ignore[name-defined]
+        decode_event=_one_pass(object_decoder),
     )
+
+
+def _one_pass(object_decoder: msgspec.json.Decoder[Any]) -> Callable[[bytes], wire.ObjectEvent[Any]]:
+    """A watch line's event and object decoded together (the usual event: one pass)."""
+    return msgspec.json.Decoder(wire.ObjectEvent[object_decoder.type]).decode  # type: ignore[name-defined]
 
 
 class WatchedJob(msgspec.Struct, frozen=True, gc=False):
@@ -207,7 +211,7 @@ class ClusterCache:
         self.pods: Reflector[wire.Pod] = _decoded_reflector(
             self._list_pods_page, lambda version: api.watch("pods", resource_version=version), wire.POD_DECODER.decode,
             name="pods", replace=self._replace_pods, apply=self._apply_pod, delete=self._delete_pod,
-            decode_event=msgspec.json.Decoder(wire.ObjectEvent[wire.Pod]).decode,
+            decode_event=_one_pass(wire.POD_DECODER),
         )
         self.jobs: Reflector[WatchedJob] | None = None
         self._job_uids: set[str] = set()

@@ -30,13 +30,14 @@ class PodLookup(Protocol):
 class PodStore:
     """Pods by UID, and by ``namespace/name`` (the bind verb names a pod so)."""
 
-    __slots__ = ("_by_uid", "_uid_by_name", "_assumed", "_assumed_at", "_assumptions")
+    __slots__ = ("_by_uid", "_uid_by_name", "_assumed", "_assumptions")
 
     def __init__(self) -> None:
         self._by_uid: dict[str, PodInfo] = {}
         self._uid_by_name: dict[str, str] = {}
-        self._assumed: dict[str, PodInfo] = {}  # this scheduler's state of a pod, not watched yet
-        self._assumed_at: dict[str, int] = {}  # when, counted in assumptions (assumption_mark)
+        # This scheduler's state of a pod the watch has not shown yet, and when it was assumed
+        # (counted in assumptions: assumption_mark).
+        self._assumed: dict[str, tuple[PodInfo, int]] = {}
         self._assumptions = 0
 
     def __len__(self) -> int:
@@ -62,16 +63,15 @@ class PodStore:
         """The pod's latest state (a pod recreated under its name replaces the old one's name)."""
         self._by_uid[pod.uid] = pod
         self._uid_by_name[pod.key] = pod.uid
-        assumed = self._assumed.get(pod.uid)
+        assumed = self.assumed(pod.uid)
         if assumed is not None and not (assumed.node_name is not None and _pending(pod)):
-            self._drop(pod.uid)
+            del self._assumed[pod.uid]
 
     def assume(self, pod: PodInfo) -> None:
         """This scheduler's own state of the pod (bound, or pending after a failed binding),
         read by :meth:`current` until the watch shows the pod."""
         self._assumptions += 1
-        self._assumed[pod.uid] = pod
-        self._assumed_at[pod.uid] = self._assumptions
+        self._assumed[pod.uid] = (pod, self._assumptions)
 
     def assumption_mark(self) -> int:
         """A mark of the assumptions made so far, for :meth:`unwatched_assumed`."""
@@ -80,35 +80,31 @@ class PodStore:
     def unwatched_assumed(self, *, before: int) -> list[PodInfo]:
         """The assumed pods the watch has never shown, assumed before ``before`` (a mark): a list
         of the cluster taken after they were assumed that does not list one says it is gone."""
-        return [pod for uid, pod in self._assumed.items() if uid not in self._by_uid and self._assumed_at[uid] <= before]
+        return [pod for uid, (pod, at) in self._assumed.items() if uid not in self._by_uid and at <= before]
 
     def assumed(self, uid: str) -> PodInfo | None:
-        return self._assumed.get(uid)
+        entry = self._assumed.get(uid)
+        return None if entry is None else entry[0]
 
     def drop_assumed(self, uid: str, *, bound: bool) -> None:
         """End the assumed state of the pod if it is bound (``bound``) or pending (not ``bound``):
         the binding failed, or the pod's wait ended; the other kind stays."""
-        assumed = self._assumed.get(uid)
+        assumed = self.assumed(uid)
         if assumed is not None and (assumed.node_name is not None) == bound:
-            self._drop(uid)
+            del self._assumed[uid]
 
     def current(self, uid: str) -> PodInfo | None:
         """The pod as this scheduler assumes it, else as the watch showed it."""
-        return self._assumed.get(uid) or self._by_uid.get(uid)
+        return self.assumed(uid) or self._by_uid.get(uid)
 
     def forget(self, uid: str) -> PodInfo | None:
-        if uid in self._assumed:
-            self._drop(uid)
+        self._assumed.pop(uid, None)
         pod = self._by_uid.pop(uid, None)
         if pod is not None:
             key = pod.key
             if self._uid_by_name.get(key) == uid:
                 del self._uid_by_name[key]
         return pod
-
-    def _drop(self, uid: str) -> None:
-        del self._assumed[uid]
-        del self._assumed_at[uid]
 
 
 def _pending(pod: PodInfo) -> bool:

@@ -177,7 +177,7 @@ class RoomHolds:
             return
         job = pod.owner.uid
         resumed = self._resumed.get(pod.uid)
-        if pod.node_name is None and pod.phase not in TERMINAL_PHASES and not pod.terminating:
+        if _waiting(pod):
             assumed = self._store.assumed(pod.uid)
             # Else an event older than the binding cellfit made: the pod waits for no room.
             if resumed is None and (assumed is None or assumed.node_name is None):
