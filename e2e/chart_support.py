@@ -23,7 +23,6 @@ import contextlib
 import copy
 import json
 import os
-import socket
 import subprocess
 import sys
 import threading
@@ -39,6 +38,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # tests.support: the same certificate helper the unit tests use
     sys.path.insert(0, str(ROOT))
+from tests.support.ports import free_port  # noqa: E402
 from tests.support.tls import ServingCertificate, make_serving_certificate  # noqa: E402
 
 CHART = ROOT / "charts" / "cellfit"
@@ -52,12 +52,6 @@ RUN_FOR = "cellfit.io/e2e-run-for"
 # How long a deleted pod's process takes to exit on SIGTERM (e2e/cluster/stages/pod-exit-on-delete.yaml).
 EXIT_AFTER = "cellfit.io/e2e-exit-after"
 SCENARIO_LABEL = "cellfit.io/e2e-scenario"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def wait_for(predicate: Callable[[], Any], timeout: float, what: str, interval: float = 0.5) -> Any:

@@ -12,7 +12,8 @@ import pytest
 
 from scheduler.config import parse_settings
 from scheduler.errors import ConfigError
-from tests.integration.test_metrics_listener import _serve, _wait_ok, free_port
+from tests.integration.test_metrics_listener import _serve, _wait_ok
+from tests.support.ports import free_port
 from tests.support import kube_objects as k
 from tests.support.tls import make_serving_certificate
 

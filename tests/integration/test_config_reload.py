@@ -16,7 +16,8 @@ import httpx
 import pytest
 import yaml
 
-from tests.integration.test_metrics_listener import ROOT, free_port
+from tests.integration.test_metrics_listener import ROOT
+from tests.support.ports import free_port
 from tests.support.configmap import MountedConfigMap
 
 TOPOLOGY = {

@@ -23,7 +23,8 @@ from typing import Iterator
 import httpx
 import pytest
 
-from tests.integration.test_metrics_listener import ROOT, free_port
+from tests.integration.test_metrics_listener import ROOT
+from tests.support.ports import free_port
 from tests.support import kube_objects as k
 from tests.support.tls import make_serving_certificate
 

@@ -21,6 +21,7 @@ from scheduler.extender.app import create_metrics_app
 from scheduler.extender.metrics import ExtenderMetrics
 from scheduler.extender.runtime import Runtime, build_runtime
 from tests.support import kube_objects as k
+from tests.support.ports import free_port
 from tests.support.server import running_server
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -35,12 +36,6 @@ EXTENDER_ONLY = [
     ("GET", "/openapi.json"),
     ("GET", "/docs"),
 ]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @pytest.fixture

@@ -17,7 +17,8 @@ import yaml
 
 from scheduler.constants import ADMISSION_PODS_PATH, ADMISSION_VALIDATE_JOBS_PATH, ADMISSION_VALIDATE_PODS_PATH
 from tests.integration.test_config_reload import RELOAD_SECONDS, TOPOLOGY, eventually
-from tests.integration.test_metrics_listener import ROOT, _wait_ok, free_port
+from tests.integration.test_metrics_listener import ROOT, _wait_ok
+from tests.support.ports import free_port
 from tests.support import kube_objects as k
 from tests.support.admission_reviews import job, validating_review
 from tests.support.configmap import MountedConfigMap

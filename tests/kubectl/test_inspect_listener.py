@@ -17,7 +17,8 @@ import pytest
 from scheduler.config import Settings, parse_settings
 from scheduler.errors import ConfigError
 from scheduler.extender.runtime import Runtime, build_runtime
-from tests.integration.test_metrics_listener import _wait_ok, free_port
+from tests.integration.test_metrics_listener import _wait_ok
+from tests.support.ports import free_port
 from tests.support import hived
 from tests.support.server import running_server
 
