@@ -10,6 +10,12 @@ any of it, so none of it is the engine's to do.
   gone. kube-scheduler's filter then places a pod of no higher priority on that node only if
   it fits with the nominated pods' requests counted as used (``RunFilterPluginsWithNominatedPods``;
   NodeResourcesFit checks only the resources a pod requests).
+* **The scheduling cycle** (:class:`KubeSchedulerCycle`), one pod at a time: the filter
+  above, the extender's filter on the nodes left, its prioritize (the first best), then
+  reserve and bind; the filter's statuses kept for the dry run when no node is left; a bound
+  pod's requests released when it is deleted. Every workload's pods go through it: single pods
+  (the ``fitgpp`` and ``allox`` workloads) and gangs (``hived``: one cycle per pod, the gang's
+  reservations undone if a pod finds no node, as a coscheduling plugin's Permit stage does).
 * **The dry run** (``SelectVictimsOnNode``): on each node the extender's filter did not mark
   unresolvable, every pod of lower priority is removed and the nominated pods of at least the
   preemptor's priority added; the node is a candidate if the preemptor then fits, and its
@@ -22,17 +28,22 @@ any of it, so none of it is the engine's to do.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, replace
 from typing import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from scheduler.core.engine import SchedulingEngine
+from scheduler.core.engine import FilterDecision, SchedulingEngine
 from scheduler.core.model import PodInfo
 from scheduler.core.resources import ZERO, Resources
 
 MIN_CANDIDATE_NODES_PERCENTAGE = 10
 MIN_CANDIDATE_NODES_ABSOLUTE = 100
+
+# How kube-scheduler picks a node among those the filters left: (pod, feasible node names) ->
+# node name. Default: the extender's prioritize (:func:`best_scored`).
+NodeChoice = Callable[[PodInfo, Sequence[str]], str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +52,7 @@ class RunningPod:
 
     pod: PodInfo
     started_at: float
+    node: str = ""
 
 
 def fits(request: Resources, free: Resources) -> bool:
@@ -180,3 +192,202 @@ def preemption_candidates(
                 break
     return candidates
 
+
+
+class KubeSchedulerCycle:
+    """kube-scheduler's scheduling cycle around the extender ``engine``, one pod at a time, with
+    the state kube-scheduler keeps for it: its cache of the nodes (:class:`NodeCache`: the
+    requests of the pods bound or assumed on each), the pods nominated to nodes
+    (:class:`NominatedPods`), the bound pods by node (what its preemption dry run reads) and
+    the last failed filter's statuses.
+
+    :meth:`schedule` is the cycle's decision: kube-scheduler's own filter (resource fit, the
+    nominated pods counted), the engine's filter on the nodes left (not called when none is
+    left), then ``choice`` (default: the engine's prioritize, the first best). :meth:`bind`
+    reserves and binds; :meth:`reserve`, :meth:`confirm` and :meth:`unreserve` split that for
+    a gang whose pods are reserved one cycle after another and bound only when all are (or
+    unreserved when one finds no node). :meth:`release` is a bound pod's deletion as the
+    watch brings it. The workloads keep what is theirs (their jobs, queues and the pods' life
+    on the API server: a deletion's grace period, a Job's next pod)."""
+
+    __slots__ = (
+        "engine",
+        "cache",
+        "node_names",
+        "nominated",
+        "bound",
+        "rejected_by_extender",
+        "_choice",
+        "_on_node",
+        "_bound_priorities",
+        "_no_room",
+        "_unplaced",
+    )
+
+    def __init__(
+        self, engine: SchedulingEngine, nodes: Sequence[tuple[str, Resources]], *, choice: NodeChoice | None = None
+    ) -> None:
+        self.engine = engine
+        self.cache = NodeCache(nodes)
+        self.node_names: Sequence[str] = self.cache.names
+        self.nominated = NominatedPods()
+        # Every bound (or assumed) pod by UID, in the order they were bound.
+        self.bound: dict[str, RunningPod] = {}
+        # Whether the last failed :meth:`schedule` was the engine's refusal (kube-scheduler
+        # called the extender) rather than its own filter leaving no node to offer.
+        self.rejected_by_extender = False
+        self._choice = choice
+        self._on_node: dict[str, dict[str, RunningPod]] = {name: {} for name in self.node_names}
+        self._bound_priorities: Counter[int] = Counter()  # of the pods bound anywhere
+        # (priority, cpu, memory, GPUs) of pods kube-scheduler's own filter found no node for
+        # since resources were last released: a pod asking at least as much at no higher
+        # priority finds none either (binds and nominations only take room away).
+        self._no_room: list[tuple[int, int, int, int]] = []
+        self._unplaced: tuple[str, FilterDecision] | None = None  # the last failed filter
+
+    # ------------------------------------------------------------------ the cycle
+
+    def schedule(self, pod: PodInfo) -> str | None:
+        """The node kube-scheduler binds ``pod`` to now, or None (the filter's statuses kept
+        for :meth:`preemption_candidates`)."""
+        offered = self.offered(pod)
+        decision = self.engine.filter(pod, offered) if offered else FilterDecision()
+        feasible = decision.feasible
+        if not feasible:
+            self._unplaced = (pod.uid, decision)
+            self.rejected_by_extender = bool(offered)
+            return None
+        if self._choice is not None:
+            return self._choice(pod, feasible)
+        return best_scored(self.engine, pod, feasible)
+
+    def fits_nominated(self, pod: PodInfo, node: str) -> bool:
+        """kube-scheduler's first try for a pod nominated to ``node``: that node alone, its own
+        filter (the other nominated pods counted), then the engine's."""
+        return node in self.offered(pod) and bool(self.engine.filter(pod, [node]).feasible)
+
+    def offered(self, pod: PodInfo) -> Sequence[str]:
+        """The nodes kube-scheduler's own filter passes on to the extender: those with room
+        for the pod in its cache, but not where pods nominated before ``pod`` leave it none.
+        Never asked for a pod while it is nominated: the memo below does not leave a pod's own
+        nomination out, as :meth:`NominatedPods.kept_for` does."""
+        priority = pod.priority
+        cpu, memory, gpus = pod.requests.as_tuple()
+        for other, c, m, g in self._no_room:
+            if other >= priority and c <= cpu and m <= memory and g <= gpus:
+                return ()
+        offered = self.cache.fitting(pod)
+        if offered and self.nominated:
+            blocked = {
+                node for node in self.nominated.nodes()
+                if not admits(pod, node, free=self.cache.free(node), nominated=self.nominated)
+            }
+            if blocked:
+                offered = [name for name in offered if name not in blocked]
+        if not offered:
+            self._no_room.append((priority, cpu, memory, gpus))
+        return offered
+
+    def bind(self, pod: PodInfo, node: str, *, at: float) -> None:
+        """The extender's bind verb for ``pod`` on ``node`` (:func:`bind`), the pod then in
+        kube-scheduler's cache."""
+        bind(self.engine, pod, node)
+        self._add(pod, node, at)
+
+    def reserve(self, pod: PodInfo, node: str, *, at: float) -> PodInfo:
+        """``pod`` reserved on ``node`` (the extender's bind verb books it) and assumed in
+        kube-scheduler's cache; returns the pod as the watch will show it once bound (the
+        placement's annotations written with the binding) for :meth:`confirm`. A
+        SchedulingConflict here is a bug of the caller (it reserves only where the filter
+        passed): let it out."""
+        placement = self.engine.reserve(pod, node)
+        self._add(pod, node, at)
+        return replace(pod, annotations={**pod.annotations, **placement.annotations}, node_name=node, phase="Running")
+
+    def confirm(self, bound: PodInfo) -> None:
+        """The bound pod as the watch brings it back."""
+        self.engine.apply_pod(bound)
+
+    def unreserve(self, uid: str) -> None:
+        """A reserved pod's reservation undone (its gang did not fit): the engine's booking and
+        kube-scheduler's assumed pod both go."""
+        self.engine.unreserve(uid)
+        self._remove(uid)
+
+    def release(self, uid: str) -> None:
+        """Bound pod ``uid`` deleted, as the watch brings it: gone from the engine and from
+        kube-scheduler's cache."""
+        self.engine.delete_pod(uid)
+        self._remove(uid)
+
+    def _add(self, pod: PodInfo, node: str, at: float) -> None:
+        running = RunningPod(pod=pod, started_at=at, node=node)
+        self.bound[pod.uid] = running
+        self._on_node[node][pod.uid] = running
+        self._bound_priorities[pod.priority] += 1
+        self.cache.bind(node, pod.requests)
+
+    def _remove(self, uid: str) -> None:
+        running = self.bound.pop(uid)
+        del self._on_node[running.node][uid]
+        self._bound_priorities[running.pod.priority] -= 1
+        self.cache.release(running.node, running.pod.requests)
+        self._no_room.clear()
+
+    # ------------------------------------------------------------------ nominations
+
+    def nominate(self, pod: PodInfo, node: str) -> None:
+        self.nominated.nominate(pod, node)
+
+    def unnominate(self, pod: PodInfo, node: str) -> None:
+        """``pod``'s nomination to ``node`` cleared: the room it kept may go to others, so the
+        memo of kube's own filter goes too."""
+        self.nominated.clear(pod, node)
+        self._no_room.clear()
+
+    # ------------------------------------------------------------------ what it shows
+
+    def free(self, node: str) -> Resources:
+        """Free on ``node`` in kube-scheduler's cache: allocatable less its bound pods."""
+        return self.cache.free(node)
+
+    def free_for_lowest(self, node: str) -> Resources:
+        """What kube-scheduler sees free on ``node`` for a pod of no higher priority than the
+        pods nominated there: free less what they are owed (never below zero)."""
+        free = self.cache.free(node)
+        if not self.nominated:
+            return free
+        kept = self.nominated.kept_for(_LOWEST, node)
+        return Resources(
+            max(0, free.cpu_millis - kept.cpu_millis), max(0, free.memory_bytes - kept.memory_bytes), max(0, free.gpus - kept.gpus)
+        )
+
+    def running_on(self, node: str) -> list[RunningPod]:
+        return list(self._on_node[node].values())
+
+    def preemption_candidates(self, pod: PodInfo) -> dict[str, list[str]]:
+        """The candidate nodes and victims kube-scheduler offers the extender's preempt verb
+        for ``pod`` after its cycle found no node (:func:`preemption_candidates`), with that
+        cycle's filter statuses (or, if another pod's cycle ran since, its filter again)."""
+        unplaced = self._unplaced
+        if unplaced is not None and unplaced[0] == pod.uid:
+            decision = unplaced[1]  # this scheduling cycle's filter
+        else:
+            offered = self.offered(pod)
+            decision = self.engine.filter(pod, offered) if offered else FilterDecision()
+            if decision.feasible:
+                raise AssertionError(f"{pod.uid} preempts while a node is feasible for it")
+        if not any(count for priority, count in self._bound_priorities.items() if priority < pod.priority):
+            return {}  # no pod of lower priority anywhere: the dry run finds no candidate node
+        return preemption_candidates(
+            pod,
+            nodes=self.node_names,
+            unresolvable=decision.unresolvable if decision.unresolvable_count else {},
+            free_on=self.cache.free,
+            pods_on=self.running_on,
+            nominated=self.nominated,
+        )
+
+
+# A pod below every simulated pod's priority: what is kept for nominated pods from anyone.
+_LOWEST = PodInfo(uid="", namespace="", name="", priority=-1)

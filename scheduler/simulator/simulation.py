@@ -24,7 +24,7 @@ Two arrival modes:
 from __future__ import annotations
 
 import math
-from collections import Counter, deque
+from collections import deque
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Callable, Final, Literal, Sequence
 
@@ -34,21 +34,13 @@ import numpy.typing as npt
 from scheduler.composition import Composition, compose
 from scheduler.preemption.holds import Clock
 from scheduler.config import Settings, load_settings
-from scheduler.core.engine import FilterDecision, SchedulingEngine
-from scheduler.core.model import NodeInfo, PodInfo
+from scheduler.core.engine import SchedulingEngine
+from scheduler.core.model import NodeInfo
 from scheduler.core.resources import Resources
 from scheduler.preemption.model import FitGppSettings
 from scheduler.simulator.errors import InvalidWorkload, SimulationStalled
 from scheduler.simulator.kernel import EventKernel
-from scheduler.simulator.kube_model import (
-    NodeCache,
-    NominatedPods,
-    RunningPod,
-    admits,
-    best_scored,
-    bind,
-    preemption_candidates,
-)
+from scheduler.simulator.kube_model import KubeSchedulerCycle
 from scheduler.simulator.state import JobState, PreemptionPlan, SimJob
 from scheduler.simulator.workload import ClusterSpec, JobSpec
 
@@ -162,20 +154,10 @@ class Simulation:
         self.jobs = [SimJob(i, spec) for i, spec in enumerate(jobs)]
         self.by_uid: dict[str, SimJob] = {}
         self.by_pod: dict[str, SimJob] = {}  # the current pod of each job, by pod UID
-        # kube-scheduler's side: pods nominated to a node while their victims terminate, and
-        # the bound pods of each node as its cache shows them to the preemption dry run.
-        self.nominated = NominatedPods()
-        self._on_node: dict[str, dict[str, RunningPod]] = {name: {} for name in self.node_names}
-        self._bound_priorities: Counter[int] = Counter()  # of the pods bound anywhere
-        # (priority, cpu, memory, GPUs) of pods kube-scheduler's own filter found no node for
-        # since resources were last released: a pod asking at least as much at no higher
-        # priority finds none either (binds and nominations only take room away).
-        self._no_room: list[tuple[int, int, int, int]] = []
-        self.kube_cache = NodeCache([(name, cluster.node) for name in self.node_names])
-        self._unplaced: tuple[str, FilterDecision] | None = None  # the last failed filter
-        # Whether the last failed try_place was the engine's refusal (kube-scheduler called the
-        # extender) rather than kube-scheduler's own filter leaving no node to offer.
-        self.rejected_by_extender = False
+        # kube-scheduler's side: its cycle around the engine, with its cache of the nodes, the
+        # pods nominated to a node while their victims terminate and the bound pods of each
+        # node as its preemption dry run reads them.
+        self.kube = KubeSchedulerCycle(self.engine, [(name, cluster.node) for name in self.node_names])
         self._wakes: set[float] = set()
         self.requeues = 0  # TE jobs whose nominated node had no room once their victims were gone
         # (time, "bind", pod UID, node, ()) and (time, "preempt", preemptor UID, node, victim
@@ -292,24 +274,17 @@ class Simulation:
         """kube-scheduler's cycle for ``job``'s pod: its own filter (room kept for nominated
         pods), then the engine's filter and prioritize (ties go to the first node, as in
         kube-scheduler's order), then bind; False if no node is feasible."""
-        node = self._placement(job.pod)
+        node = self.kube.schedule(job.pod)
         if node is None:
             return False
         self._start(job, node)
         return True
 
-    def _placement(self, pod: PodInfo) -> str | None:
-        """The node kube-scheduler binds ``pod`` to now, or None (the filter's statuses kept for
-        its preemption)."""
-        offered = self._kube_filter(pod)
-        # With no node left kube-scheduler does not call the extender.
-        decision = self.engine.filter(pod, offered) if offered else FilterDecision()
-        feasible = decision.feasible
-        if not feasible:
-            self._unplaced = (pod.uid, decision)  # the statuses kube-scheduler's preemption reads
-            self.rejected_by_extender = bool(offered)
-            return None
-        return best_scored(self.engine, pod, feasible)
+    @property
+    def rejected_by_extender(self) -> bool:
+        """Whether the last failed :meth:`try_place` was the engine's refusal (kube-scheduler
+        called the extender) rather than its own filter leaving no node to offer."""
+        return self.kube.rejected_by_extender
 
     def try_nominated(self, job: SimJob) -> bool:
         """kube-scheduler's cycle for a TE job nominated to a node whose victims are still
@@ -323,13 +298,13 @@ class Simulation:
         # of kube's filter, recorded with the nomination in place, is not read for it).
         node = self._unnominate(job)
         pod = job.pod
-        chosen = node if self._fits_nominated(pod, node) else self._placement(pod)
+        chosen = node if self.kube.fits_nominated(pod, node) else self.kube.schedule(pod)
         if chosen is None:
             job.state = JobState.RESERVED
             job.reserved_node = node
-            self.nominated.nominate(pod, node)
+            self.kube.nominate(pod, node)
             return False
-        for running in self._on_node[node].values():
+        for running in self.kube.running_on(node):
             victim = self.by_pod.get(running.pod.uid)
             if victim is not None and victim.preempted_for is job:
                 victim.preempted_for = None  # it still checkpoints, for nobody now
@@ -343,15 +318,9 @@ class Simulation:
         node = job.reserved_node
         assert node is not None
         job.reserved_node = None
-        self.nominated.clear(job.pod, node)
-        self._no_room.clear()
+        self.kube.unnominate(job.pod, node)
         job.state = JobState.QUEUED
         return node
-
-    def _fits_nominated(self, pod: PodInfo, node: str) -> bool:
-        """kube-scheduler's first try for a pod nominated to ``node``: that node alone, its own
-        filter (the other nominated pods counted), then the engine's."""
-        return node in self._kube_filter(pod) and bool(self.engine.filter(pod, [node]).feasible)
 
     def wake_at(self, at: float) -> None:
         """Give the policy a scheduling pass at ``at`` (later than now) even if nothing happens
@@ -365,36 +334,12 @@ class Simulation:
     def preemption_candidates(self, job: SimJob) -> dict[str, list[str]]:
         """The candidate nodes and victims kube-scheduler would offer the extender's preempt
         verb for ``job``'s pod (its dry run, :mod:`~scheduler.simulator.kube_model`)."""
-        pod = job.pod
-        unplaced = self._unplaced
-        if unplaced is not None and unplaced[0] == pod.uid:
-            decision = unplaced[1]  # this scheduling cycle's filter
-        else:
-            offered = self._kube_filter(pod)
-            decision = self.engine.filter(pod, offered) if offered else FilterDecision()
-            if decision.feasible:
-                raise AssertionError(f"{job.uid} preempts while a node is feasible for it")
-        if not any(count for priority, count in self._bound_priorities.items() if priority < pod.priority):
-            return {}  # no pod of lower priority anywhere: the dry run finds no candidate node
-        return preemption_candidates(
-            pod,
-            nodes=self.node_names,
-            unresolvable=decision.unresolvable if decision.unresolvable_count else {},
-            free_on=self._kube_free,
-            pods_on=self._running_on,
-            nominated=self.nominated,
-        )
+        return self.kube.preemption_candidates(job.pod)
 
     def free_on(self, node: str) -> Resources:
         """What kube-scheduler sees free on ``node`` for a pod of no higher priority than the
         pods nominated there: free less what they are owed (never below zero)."""
-        free = self._kube_free(node)
-        if not self.nominated:
-            return free
-        kept = self.nominated.kept_for(_LOWEST, node)
-        return Resources(
-            max(0, free.cpu_millis - kept.cpu_millis), max(0, free.memory_bytes - kept.memory_bytes), max(0, free.gpus - kept.gpus)
-        )
+        return self.kube.free_for_lowest(node)
 
     def preempt(self, job: SimJob, plan: PreemptionPlan) -> None:
         """kube-scheduler's preemption once victims are chosen: delete ``plan.victims`` (they
@@ -433,36 +378,7 @@ class Simulation:
         job.state = JobState.RESERVED
         job.reserved_node = plan.node
         job.pending_victims = on_target
-        self.nominated.nominate(job.pod, plan.node)
-
-    def _kube_filter(self, pod: PodInfo) -> Sequence[str]:
-        """The nodes kube-scheduler's own filter passes on to the extender: those with room
-        for the pod in its cache, but not where pods nominated before ``pod`` leave it none.
-        Never asked for a pod while it is nominated: the memo below does not leave a pod's own
-        nomination out, as :meth:`NominatedPods.kept_for` does."""
-        priority = pod.priority
-        cpu, memory, gpus = pod.requests.as_tuple()
-        for other, c, m, g in self._no_room:
-            if other >= priority and c <= cpu and m <= memory and g <= gpus:
-                return ()
-        offered = self.kube_cache.fitting(pod)
-        if offered and self.nominated:
-            blocked = {
-                node for node in self.nominated.nodes()
-                if not admits(pod, node, free=self._kube_free(node), nominated=self.nominated)
-            }
-            if blocked:
-                offered = [name for name in offered if name not in blocked]
-        if not offered:
-            self._no_room.append((priority, cpu, memory, gpus))
-        return offered
-
-    def _kube_free(self, node: str) -> Resources:
-        """Free on ``node`` in kube-scheduler's cache: allocatable less its bound pods."""
-        return self.kube_cache.free(node)
-
-    def _running_on(self, node: str) -> list[RunningPod]:
-        return list(self._on_node[node].values())
+        self.kube.nominate(job.pod, plan.node)
 
     # ------------------------------------------------------------------ events
 
@@ -494,12 +410,9 @@ class Simulation:
         (self.te_queue if job.trial else self.be_queue).append(job)
 
     def _start(self, job: SimJob, node: str) -> None:
-        bind(self.engine, job.pod, node)
+        self.kube.bind(job.pod, node, at=self.now)
         if self.decisions is not None:
             self.decisions.append((self.now, "bind", job.pod.uid, node, ()))
-        self._on_node[node][job.pod.uid] = RunningPod(pod=job.pod, started_at=self.now)
-        self._bound_priorities[job.pod.priority] += 1
-        self.kube_cache.bind(node, job.demand)
         now = self.now
         job.state = JobState.RUNNING
         job.node = node
@@ -515,11 +428,7 @@ class Simulation:
 
     def _release(self, job: SimJob) -> None:
         assert job.node is not None
-        self.engine.delete_pod(job.pod.uid)
-        del self._on_node[job.node][job.pod.uid]
-        self._bound_priorities[job.pod.priority] -= 1
-        self.kube_cache.release(job.node, job.demand)
-        self._no_room.clear()
+        self.kube.release(job.pod.uid)
         self.version += 1
 
     def _complete(self, job: SimJob) -> None:
@@ -568,7 +477,7 @@ class Simulation:
         back to the TE queue, in arrival order, for the policy's next pass (it may preempt
         again)."""
         node = self._unnominate(job)
-        if self._fits_nominated(job.pod, node):
+        if self.kube.fits_nominated(job.pod, node):
             self._start(job, node)
             return
         self.requeues += 1
@@ -627,7 +536,3 @@ def served_settings(settings: FitGppSettings, *, seed: int, configuration: Setti
         }
     )
     return default.model_copy(update={"preemption": preemption})
-
-
-# A pod below every simulated pod's priority: what is kept for nominated pods from anyone.
-_LOWEST = PodInfo(uid="", namespace="", name="", priority=-1)

@@ -61,7 +61,7 @@ from scheduler.simulator.allox.sampling import RunState, SamplingRun
 from scheduler.simulator.allox.workload import AlloxJobSpec, AlloxWorkload
 from scheduler.simulator.errors import InvalidWorkload, PolicyError, SimulationStalled
 from scheduler.simulator.kernel import EventKernel
-from scheduler.simulator.kube_model import NodeCache, best_scored, bind
+from scheduler.simulator.kube_model import KubeSchedulerCycle
 from scheduler.simulator.kube_queue import SchedulingQueue
 from scheduler.simulator.simulation import compose_served
 from scheduler.simulator.workload import GIB, ClusterSpec
@@ -295,16 +295,14 @@ class InterchangeableSimulation:
         self._cells = composition.cells  # HiveD, whose guarantees admission reads
         for node in nodes:
             self.engine.apply_node(node)
-        # kube-scheduler's side: its cache of the bound pods' requests per node (its own
-        # resource fit, and the free capacity the live cluster cache gives admission), the
-        # bound pods' nodes and the pods waiting for one.
-        self.kube_cache = NodeCache([(node.name, node.allocatable) for node in nodes])
-        self._bound: dict[str, tuple[str, Resources]] = {}  # pod UID -> (node, requests)
+        # kube-scheduler's side: its cycle around the engine, with its cache of the bound pods'
+        # requests per node (its own resource fit, and the free capacity the live cluster cache
+        # gives admission), and the pods waiting for a node.
+        self.kube = KubeSchedulerCycle(self.engine, [(node.name, node.allocatable) for node in nodes])
         self._pending: dict[str, _PendingPod] = {}
         self._kube_queue: SchedulingQueue[_PendingPod] = SchedulingQueue()
         self._deleted = False  # a bound pod was deleted since the last pass
         self._binds = 0  # the assigned-pod events that move pods the engine rejected
-        self._rejected_by_engine = False  # the last failed placement was the engine's refusal
         self._pods_waited = 0
         self._estimator = workload.estimator()
         self.jobs: list[_SimJob] = []
@@ -441,19 +439,18 @@ class InterchangeableSimulation:
 
     def free_on(self, node: str) -> Resources:
         """Free on ``node`` in kube-scheduler's cache: allocatable less its bound pods."""
-        return self.kube_cache.free(node)
+        return self.kube.free(node)
 
     def free_by_node(self) -> dict[str, Resources]:
         """What each node has left for AlloX admission, as the live cluster cache reports it
         (``ClusterCache.free_by_node(except_owners=<the running Jobs>)``): allocatable less every
         pod bound to it except the running jobs', which admission counts as busy machines of
         their own — here, allocatable less the sampling runs. In node-name order, as the cache."""
-        free = {name: self.kube_cache.free(name) for name in self.cluster.node_names()}
+        free = {name: self.kube.free(name) for name in self.cluster.node_names()}
         for job in self._running.values():
-            bound = self._bound.get(job.spec.job_id)
+            bound = self.kube.bound.get(job.spec.job_id)
             if bound is not None:
-                node, requests = bound
-                free[node] = free[node] + requests
+                free[bound.node] = free[bound.node] + bound.pod.requests
         return free
 
     def admission_inputs(self) -> AdmissionInputs:
@@ -538,7 +535,7 @@ class InterchangeableSimulation:
 
     def bound_pods(self) -> dict[str, tuple[str, Resources]]:
         """Every bound pod (``<job>`` or ``<job>/sample-<kind>-<length>``): its node and requests."""
-        return dict(self._bound)
+        return {uid: (bound.node, bound.pod.requests) for uid, bound in self.kube.bound.items()}
 
     def waiting_pods(self) -> list[str]:
         """The pods kube-scheduler has not bound yet."""
@@ -616,16 +613,14 @@ class InterchangeableSimulation:
         while True:
             for queued in queue.take(self.now):
                 entry = queued.item
-                node = self._placement(entry.pod)
+                node = self.kube.schedule(entry.pod)
                 if node is None:
                     if not queued.failures:
                         self._pods_waited += 1
-                    queue.failed(queued, now=self.now, by_extender=self._rejected_by_engine, events=self._binds)
+                    queue.failed(queued, now=self.now, by_extender=self.kube.rejected_by_extender, events=self._binds)
                     continue
                 del self._pending[entry.pod.uid]
-                bind(self.engine, entry.pod, node)
-                self.kube_cache.bind(node, entry.pod.requests)
-                self._bound[entry.pod.uid] = (node, entry.pod.requests)
+                self.kube.bind(entry.pod, node, at=self.now)
                 self._binds += 1
                 if isinstance(entry.holder, _SimJob):
                     self._job_bound(entry.holder)
@@ -634,26 +629,13 @@ class InterchangeableSimulation:
             if not queue.assigned_pod_changed(self._binds):
                 break
 
-    def _placement(self, pod: PodInfo) -> str | None:
-        """The node kube-scheduler binds ``pod`` to now, or None: its own resource fit, then the
-        engine's filter and prioritize (with no node left kube-scheduler does not call it)."""
-        offered = self.kube_cache.fitting(pod)
-        self._rejected_by_engine = bool(offered)
-        if not offered:
-            return None
-        feasible = self.engine.filter(pod, offered).feasible
-        return best_scored(self.engine, pod, feasible) if feasible else None
-
     def _delete_pod(self, uid: str) -> None:
         """``uid`` deleted: unbound if it was bound, out of kube-scheduler's queue otherwise."""
-        bound = self._bound.pop(uid, None)
-        if bound is None:
+        if uid not in self.kube.bound:
             del self._pending[uid]
             self._kube_queue.discard(uid)
             return
-        node, requests = bound
-        self.engine.delete_pod(uid)
-        self.kube_cache.release(node, requests)
+        self.kube.release(uid)
         self._deleted = True
 
     def _job_bound(self, job: _SimJob) -> None:

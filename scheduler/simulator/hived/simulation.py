@@ -6,12 +6,18 @@ a :class:`~scheduler.core.engine.SchedulingEngine` through a model of kube-sched
   :class:`~scheduler.core.fit.ResourceFitEngine` behind a per-tenant GPU quota (the quota-only
   baseline), each inside FitGpp's engine as ``cellfit serve`` composes them
   (``experiment.as_served``). Nothing here allocates cells or GPUs itself.
-* **kube-scheduler's cycle, per pod** (:class:`ClusterScheduler`): filter over every node,
-  the node chosen among the feasible ones (prioritize's first best, or kube-scheduler's own
-  LeastAllocated), reserve (bind), then the bound pod reported back as the watch would. A gang
-  is all or nothing, as a coscheduling plugin makes it: if one pod finds no node, the pods
-  reserved before it are unreserved and the job waits. Under HiveD the first pod's filter books
-  every slot of the gang, so a gang either gets all its cells or none.
+* **kube-scheduler's cycle, per pod** (:class:`ClusterScheduler` over the simulator's one
+  :class:`~scheduler.simulator.kube_model.KubeSchedulerCycle`): kube-scheduler's own resource
+  fit, the engine's filter on the nodes left, the node chosen among the feasible ones
+  (prioritize's first best, or kube-scheduler's own LeastAllocated), reserve, and once every
+  pod of the gang is reserved the bound pods reported back as the watch would. A gang is all
+  or nothing, as a coscheduling plugin makes it: if one pod finds no node, the pods reserved
+  before it are unreserved and the job waits. Under HiveD the first pod's filter books every
+  slot of the gang, so a gang either gets all its cells or none. kube-scheduler's own fit
+  removes only nodes without the GPUs a pod asks for, which both engines refuse too (they see
+  the same bound pods), and every pod of a gang asks for as many: the feasible nodes, hence
+  the decisions, are the ones a filter over every node gives (the reference runs and the
+  tests compare job by job).
 * **The queue**, one of :data:`QUEUES`: ``fifo`` (§5.2's YARN-CS, one FIFO queue per tenant;
   the default) tries the tenants' head jobs oldest first, and a head that cannot start blocks
   its tenant's queue until something is released (head-of-line blocking, as the paper describes
@@ -47,11 +53,9 @@ from scheduler.core.resources import Resources
 from scheduler.simulator.errors import InvalidWorkload, SimulationStalled
 from scheduler.simulator.hived.quota import QuotaGate, least_allocated
 from scheduler.simulator.kernel import EventKernel
-from scheduler.simulator.kube_model import best_scored
+from scheduler.simulator.kube_model import KubeSchedulerCycle, NodeChoice, best_scored
 from scheduler.simulator.hived.workload import GangJob
 
-# How a node is chosen among those filter left: (pod, feasible node names) -> node name.
-NodeChoice = Callable[[PodInfo, Sequence[str]], str]
 ProgressCallback = Callable[[int, int], None]
 # Queue disciplines: ``fifo`` — one FIFO queue per tenant whose head blocks it (YARN-CS, the
 # paper's §5.2 policy); ``kube`` — kube-scheduler's queue: every waiting job in creation order,
@@ -112,37 +116,37 @@ class ClusterScheduler:
         """``jobs``: the part of the engine that follows Jobs (``Composition.jobs``), told each
         gang's width and end as the watch cache would."""
         self.engine = engine
-        self.node_names = [node.name for node in nodes]
         for node in nodes:
             engine.apply_node(node)
         self.choice = choice if choice is not None else engine_choice(engine)
+        self.kube = KubeSchedulerCycle(engine, [(node.name, node.allocatable) for node in nodes], choice=self.choice)
+        self.node_names = self.kube.node_names
         self.quota = quota
         self._jobs = jobs
         self._running: dict[str, list[PodInfo]] = {}
 
     def try_start(self, job: GangJob) -> list[str] | None:
-        """Bind every pod of ``job`` and return their nodes, or bind none and return None."""
+        """Bind every pod of ``job`` and return their nodes, or bind none and return None: one
+        kube-scheduler cycle per pod, each reserving its node, then every pod bound."""
         if self.quota is not None and not self.quota.admits(job.tenant, job.gpus):
             return None
-        engine = self.engine
+        kube = self.kube
         pods = job_pods(job)
         if self._jobs is not None:
             self._jobs.apply_job(JobInfo(uid=f"uid-{job.job_id}", namespace=job.tenant, name=job.job_id, parallelism=job.pods))
         bound: list[PodInfo] = []
         for pod in pods:
-            feasible = engine.filter(pod, self.node_names).feasible
-            if not feasible:
+            node = kube.schedule(pod)
+            if node is None:
                 for placed in bound:
-                    engine.unreserve(placed.uid)
+                    kube.unreserve(placed.uid)
                 if self._jobs is not None:
                     self._jobs.delete_job(f"uid-{job.job_id}")
                 return None
-            node = self.choice(pod, feasible)
-            placement = engine.reserve(pod, node)  # a SchedulingConflict here is a bug: let it out
-            annotations = {**pod.annotations, **placement.annotations}
-            bound.append(replace(pod, annotations=annotations, node_name=node, phase="Running"))
+            # The start time is what kube-scheduler's preemption reads; nothing preempts here.
+            bound.append(kube.reserve(pod, node, at=0.0))
         for pod in bound:
-            engine.apply_pod(pod)  # the watch reports the bound pod
+            kube.confirm(pod)  # the watch reports the bound pod
         if self.quota is not None:
             self.quota.take(job.tenant, job.gpus)
         self._running[job.job_id] = bound
@@ -150,10 +154,9 @@ class ClusterScheduler:
 
     def finish(self, job: GangJob) -> None:
         """The job's pods succeeded: the watch reports them finished, then the Job goes."""
-        engine = self.engine
         for pod in self._running.pop(job.job_id):
-            engine.apply_pod(replace(pod, phase="Succeeded"))
-            engine.delete_pod(pod.uid)
+            self.engine.apply_pod(replace(pod, phase="Succeeded"))
+            self.kube.release(pod.uid)
         if self._jobs is not None:
             self._jobs.delete_job(f"uid-{job.job_id}")
         if self.quota is not None:
