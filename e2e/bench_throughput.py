@@ -40,6 +40,10 @@ timestamps each pod's binding. Reported per round:
   (the rest of the event loop's thread: serving HTTP, reading the API's answers to bindings),
   controllers (the other threads: estimator, AlloX admission, leader election, nudge), other
   (what no live thread accounts for);
+* ``kube_scheduler_attempts``: kube-scheduler's attempts by result, and the mean of its
+  scheduling cycle and of the algorithm in it (its filters and scorers and the extender's calls):
+  it schedules one pod at a time, so the algorithm's mean bounds the rate (``--pprof DIR`` also
+  keeps its CPU profile of the burst);
 * the API server's own latency for POST pods/binding over the round (its
   ``apiserver_request_duration_seconds``), for every scheduler, and how long cellfit's binds
   waited for it (``cellfit_bind_api_wait_seconds``): the bind verb's latency is mostly that.
@@ -99,6 +103,8 @@ TARGET_RATE_RATIO = 0.9
 TARGET_FIRST_BIND_EXTRA_S = 0.5
 TARGET_BIND_P99_MS = 50.0
 TARGET_CPU_RATIO = 0.3
+# kube-scheduler's paths the benchmark reads without RBAC for them (its attempts, its CPU profile).
+SCHEDULER_OPEN_PATHS = ("/healthz", "/readyz", "/livez", "/metrics", "/debug/pprof/profile")
 COMPONENTS = ("filter", "prioritize", "preempt", "bind", "http", "watch", "controllers", "other")
 
 
@@ -293,6 +299,32 @@ def scrape(url: str) -> dict[str, Any]:
             "mean_ms": mean_ms}
 
 
+def scheduler_attempts(scheduler: KubeSchedulerProcess, token: str) -> dict[str, float]:
+    """kube-scheduler's scheduling attempts by result (``scheduler_schedule_attempts_total``:
+    more than pods are retries, each a whole cycle of its CPU), and the mean of its scheduling
+    cycle (``attempt_ms``) and of the algorithm within it (``algorithm_ms``: its filters and
+    scorers and the extender's filter and prioritize, round trips included). kube-scheduler runs
+    one cycle at a time, so the cycle's mean bounds the rate: 1,000 / attempt_ms pods/s."""
+    import httpx
+
+    text = httpx.get(f"https://127.0.0.1:{scheduler.secure_port}/metrics", verify=False,
+                     headers={"Authorization": f"Bearer {token}"}, timeout=10).text
+    found: dict[str, float] = {}
+    for name, label, value in metric_lines(text):
+        if name == "scheduler_schedule_attempts_total":
+            found[label["result"]] = found.get(label["result"], 0.0) + value
+        elif name in ("scheduler_scheduling_attempt_duration_seconds_sum", "scheduler_scheduling_attempt_duration_seconds_count",
+                      "scheduler_scheduling_algorithm_duration_seconds_sum", "scheduler_scheduling_algorithm_duration_seconds_count"):
+            found[name] = found.get(name, 0.0) + value
+    attempts = {kind: found[kind] for kind in ("scheduled", "unschedulable", "error") if kind in found}
+    for key, metric in (("attempt_ms", "scheduler_scheduling_attempt_duration_seconds"),
+                        ("algorithm_ms", "scheduler_scheduling_algorithm_duration_seconds")):
+        count = found.get(f"{metric}_count")
+        if count:
+            attempts[key] = 1000 * found[f"{metric}_sum"] / count
+    return attempts
+
+
 def components(before: dict[str, Any], after: dict[str, Any], process_seconds: float) -> dict[str, float]:
     """cellfit's CPU seconds over a round by component: the verbs' own steps; the rest of the
     event loop's thread (HTTP serving, reading the API's answers to bindings, timers); the watch
@@ -350,6 +382,28 @@ class Bench:
         self.namespace = "bench"
         self.scheduler_kubeconfig = cluster.token_kubeconfig(release.service_account, release.namespace, self.work / "scheduler.kubeconfig")
         self.cellfit_kubeconfig = cluster.token_kubeconfig(EXTENDER_ONLY_SA, release.namespace, self.work / "cellfit.kubeconfig")
+        self.scheduler_token = str(yaml.safe_load(self.scheduler_kubeconfig.read_text())["users"][0]["user"]["token"])
+
+    def profile(self, scheduler: KubeSchedulerProcess, label: str) -> threading.Thread:
+        """kube-scheduler's CPU profile over the burst's first ``--pprof-seconds``, written to
+        ``--pprof``/<label>.pprof (read it with ``go tool pprof -top``)."""
+        import httpx
+
+        def run() -> None:
+            try:
+                scheduler.wait_healthy()
+                response = httpx.get(f"https://127.0.0.1:{scheduler.secure_port}/debug/pprof/profile",
+                                     params={"seconds": self.args.pprof_seconds}, verify=False,
+                                     headers={"Authorization": f"Bearer {self.scheduler_token}"}, timeout=self.args.pprof_seconds + 30)
+                response.raise_for_status()
+                Path(self.args.pprof).mkdir(parents=True, exist_ok=True)
+                (Path(self.args.pprof) / f"{label}.pprof").write_bytes(response.content)
+            except (httpx.HTTPError, AssertionError) as error:
+                print(f"{label}: no CPU profile: {error}", file=sys.stderr, flush=True)
+
+        thread = threading.Thread(target=run, name=f"pprof-{label}", daemon=True)
+        thread.start()
+        return thread
 
     def scheduler_config(self, *, cellfit_port: int | None, scheduler_name: str) -> dict[str, Any]:
         """The chart's KubeSchedulerConfiguration (without the extender when ``cellfit_port`` is
@@ -383,7 +437,8 @@ class Bench:
                 result["cellfit_ready_s"] = time.monotonic() - started
             config = self.scheduler_config(cellfit_port=cellfit.port if cellfit else None, scheduler_name=scheduler_name)
             scheduler = KubeSchedulerProcess(self.cluster.env["CELLFIT_E2E_KUBE_SCHEDULER"], config, self.scheduler_kubeconfig,
-                                             self.work, name=f"{label}-kube-scheduler", verbosity=1)
+                                             self.work, name=f"{label}-kube-scheduler", verbosity=1,
+                                             extra_args=[f"--authorization-always-allow-paths={','.join(SCHEDULER_OPEN_PATHS)}"])
             watch.start()
             control_plane = control_plane_pids(self.workdir)
             cellfit_pid = cellfit.process.pid if cellfit and cellfit.process else None
@@ -392,11 +447,15 @@ class Bench:
             bindings_before = apiserver_bindings(self.cluster)
             started = time.monotonic()
             scheduler.start()
+            profile = self.profile(scheduler, label) if self.args.pprof else None
             wait_for(lambda: len(watch.bound) >= self.args.pods or scheduler.process.poll() is not None,  # type: ignore[union-attr]
                      self.args.timeout, f"{self.args.pods} pods bound by {label}", interval=0.2)
             if len(watch.bound) < self.args.pods:
                 raise AssertionError(f"kube-scheduler exited; log {scheduler.log}:\n{scheduler.tail()}")
             scheduler_pid = scheduler.process.pid if scheduler.process else None
+            result["kube_scheduler_attempts"] = scheduler_attempts(scheduler, self.scheduler_token)
+            if profile is not None:
+                profile.join(self.args.pprof_seconds + 30)
             used = {"kube-scheduler": cpu_seconds(scheduler_pid), "cellfit": cpu_seconds(cellfit_pid) - before["cellfit"],
                     **{name: cpu_seconds(pid) - before[name] for name, pid in control_plane.items()}}
             bindings = bucket_delta(apiserver_bindings(self.cluster), bindings_before)
@@ -447,6 +506,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-plain", action="store_true", help="skip kube-scheduler alone (no ratios then)")
     parser.add_argument("--keep", action="store_true", help="leave the cluster running")
     parser.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    parser.add_argument("--pprof", metavar="DIR", help="write kube-scheduler's CPU profile of each round's burst into DIR")
+    parser.add_argument("--pprof-seconds", type=int, default=8, help="seconds each profile covers, from kube-scheduler's start")
     args = parser.parse_args(argv)
     policies = [p for p in args.policies.split(",") if p]
     unknown = [p for p in policies if p not in POLICIES]
@@ -588,7 +649,9 @@ def _fmt(result: dict[str, Any]) -> str:
                  f"p99 {_num(result['bind_p99_ms'])} ms (API wait p50 {_num(result['bind_api_wait_p50_ms'])} / "
                  f"p99 {_num(result['bind_api_wait_p99_ms'])}), components {parts}; verb means ms "
                  f"{ {verb: round(ms, 2) for verb, ms in result['verb_mean_ms'].items()} }")
-    return text + f"; load {result.get('load_average', os.getloadavg()[0]):.1f}"
+    attempts = ", ".join(f"{kind} {count:.0f}" if kind in ("scheduled", "unschedulable", "error") else f"{kind} {count:.2f}"
+                         for kind, count in sorted(result.get("kube_scheduler_attempts", {}).items()))
+    return text + f"; kube-scheduler attempts {attempts or '-'}; load {result.get('load_average', os.getloadavg()[0]):.1f}"
 
 
 if __name__ == "__main__":

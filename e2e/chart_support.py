@@ -30,7 +30,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Mapping
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 import httpx
 import yaml
@@ -388,8 +388,9 @@ class KubeSchedulerProcess(LocalProcess):
     with delegated authentication and authorization through the same kubeconfig (as in a pod)."""
 
     def __init__(self, binary: str, config: dict[str, Any], kubeconfig: Path, workdir: Path, name: str = "kube-scheduler",
-                 verbosity: int = 2) -> None:
+                 verbosity: int = 2, extra_args: Sequence[str] = ()) -> None:
         self.binary = binary
+        self.extra_args = tuple(extra_args)
         self.secure_port = free_port()
         self.kubeconfig = kubeconfig
         self.config_path = workdir / f"{name}.yaml"
@@ -403,7 +404,7 @@ class KubeSchedulerProcess(LocalProcess):
             self.process = subprocess.Popen(
                 [self.binary, "--config", str(self.config_path), "--bind-address", "127.0.0.1",
                  "--secure-port", str(self.secure_port), "--authentication-kubeconfig", str(self.kubeconfig),
-                 "--authorization-kubeconfig", str(self.kubeconfig), f"--v={self.verbosity}"],
+                 "--authorization-kubeconfig", str(self.kubeconfig), f"--v={self.verbosity}", *self.extra_args],
                 stdout=out, stderr=subprocess.STDOUT,
             )
 
