@@ -54,8 +54,8 @@ from scheduler.preemption import FitGppSettings
 from scheduler.simulator.allox.policies import make_interchangeable_policy
 from scheduler.simulator.allox.simulation import InterchangeableSimulation
 from scheduler.simulator.allox.workload import AlloxJobSpec, AlloxWorkload
-from scheduler.simulator.policies import AlloxOptions, PolicyOptions
-from scheduler.simulator.workload import GIB, ClusterSpec
+from scheduler.simulator.policy_registry import AlloxOptions, PolicyOptions
+from scheduler.simulator.cluster import GIB, ClusterSpec
 from test_allox_admission import completed, interchangeable_job
 
 # ~6 minutes of played work on 10 machines at alpha 1 (~3 at alpha 0.3), behind a control plane that may share 2 cores.

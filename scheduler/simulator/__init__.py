@@ -1,14 +1,29 @@
-"""A discrete-event simulator of a GPU cluster that drives cellfit's own scheduling core (the
-resource-fit engine, the FitGpp preemption core, AlloX's matching) over a trace, the FitGpp
-paper's synthetic workload or AlloX's (interchangeable CPU/GPU jobs, :mod:`.allox`), with a
-virtual clock. See README.md in this directory."""
+"""A discrete-event simulator of a GPU cluster that drives the engine ``cellfit serve`` composes
+through a model of kube-scheduler, with a virtual clock, over three workloads: FitGpp's
+(single-pod jobs, or a trace: :mod:`.fitgpp`), AlloX's (interchangeable CPU/GPU jobs:
+:mod:`.allox`) and HiveD's (tenants' gang jobs: :mod:`.hived`). The modules at this level are
+what every workload shares. See README.md in this directory."""
 
-from scheduler.simulator.experiment import Experiment, Outcome, Variant, run_experiment, run_sweep
-from scheduler.simulator.policies import Policy, PolicyOptions, make_policy, policy_names, register_policy
-from scheduler.simulator.results import Summary, average, summarise
-from scheduler.simulator.simulation import RunResult, Simulation
-from scheduler.simulator.trace import dump_trace, load_trace
-from scheduler.simulator.workload import ClusterSpec, FitGppWorkload, JobSpec
+from scheduler.simulator.cluster import ClusterSpec
+from scheduler.simulator.fitgpp import (
+    Experiment,
+    FitGppWorkload,
+    JobSpec,
+    Outcome,
+    Policy,
+    RunResult,
+    Simulation,
+    Summary,
+    Variant,
+    average,
+    dump_trace,
+    load_trace,
+    make_policy,
+    run_experiment,
+    run_sweep,
+    summarise,
+)
+from scheduler.simulator.policy_registry import PolicyOptions, policy_names, register_policy
 
 # Last: registers the interchangeable-job policies (allox, allox+, es, drff, ...).
 from scheduler.simulator.allox import (  # noqa: E402

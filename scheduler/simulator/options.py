@@ -10,7 +10,7 @@ from typing import Final, NoReturn
 
 from scheduler.core.resources import Resources, cpu_millis, device_count, whole_units
 from scheduler.errors import InvalidRequest
-from scheduler.simulator.workload import ClusterSpec
+from scheduler.simulator.cluster import ClusterSpec
 
 EXIT_OK: Final = 0
 EXIT_FAILED: Final = 1

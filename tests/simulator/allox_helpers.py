@@ -13,8 +13,8 @@ from scheduler.simulator.allox.policies import InterchangeablePolicy, make_inter
 from scheduler.simulator.allox.sampling import SampledJob
 from scheduler.simulator.allox.simulation import AlloxRunResult, InterchangeableSimulation, demand_resources
 from scheduler.simulator.allox.workload import AlloxJobSpec, AlloxWorkload
-from scheduler.simulator.policies import AlloxOptions, PolicyOptions
-from scheduler.simulator.workload import GIB, MINUTE, ClusterSpec
+from scheduler.simulator.policy_registry import AlloxOptions, PolicyOptions
+from scheduler.simulator.cluster import GIB, MINUTE, ClusterSpec
 
 ALLOX_NODE = Resources(cpu_millis=20_000, memory_bytes=64 * GIB, gpus=1)
 # Every job's user states its exact times (cellfit.io/estimate): nothing is sampled.

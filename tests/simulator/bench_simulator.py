@@ -18,7 +18,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from scheduler.preemption import FitGppSettings  # noqa: E402
-from scheduler.simulator.experiment import Experiment, Variant, derive_arrivals, run_variant  # noqa: E402
+from scheduler.simulator.fitgpp.experiment import Experiment, Variant, derive_arrivals, run_variant  # noqa: E402
 
 
 def main() -> None:

@@ -6,10 +6,12 @@ from typing import Sequence
 
 from scheduler.core.resources import Resources
 from scheduler.preemption import FitGppSettings, JobClass
-from scheduler.simulator.policies import Policy, PolicyOptions, make_policy
-from scheduler.simulator.simulation import RunResult, Simulation
-from scheduler.simulator.state import JobState
-from scheduler.simulator.workload import ClusterSpec, JobSpec
+from scheduler.simulator.fitgpp.policies import Policy, make_policy
+from scheduler.simulator.policy_registry import PolicyOptions
+from scheduler.simulator.fitgpp.simulation import RunResult, Simulation
+from scheduler.simulator.fitgpp.state import JobState
+from scheduler.simulator.cluster import ClusterSpec
+from scheduler.simulator.fitgpp.workload import JobSpec
 
 GIB = 2**30
 SMALL_NODE = Resources(32_000, 256 * GIB, 8)

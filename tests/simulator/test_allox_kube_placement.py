@@ -17,8 +17,8 @@ from scheduler.matching.model import Demand
 from scheduler.preemption import FitGppSettings
 from scheduler.simulator.allox.policies import make_interchangeable_policy
 from scheduler.simulator.allox.simulation import AlloxRunResult, InterchangeableSimulation
-from scheduler.simulator.policies import AlloxOptions, PolicyOptions
-from scheduler.simulator.workload import GIB, MINUTE, ClusterSpec
+from scheduler.simulator.policy_registry import AlloxOptions, PolicyOptions
+from scheduler.simulator.cluster import GIB, MINUTE, ClusterSpec
 
 
 class _Scripted:

@@ -33,7 +33,7 @@ from scheduler.preemption import FitGppSettings
 from scheduler.simulator.allox.policies import AdmissionDriver, InterchangeablePolicy, make_interchangeable_policy
 from scheduler.simulator.allox.simulation import InterchangeableSimulation, Phase, _SimJob
 from scheduler.simulator.allox.workload import AlloxWorkload
-from scheduler.simulator.policies import AlloxOptions, PolicyOptions
+from scheduler.simulator.policy_registry import AlloxOptions, PolicyOptions
 
 GPU = "nvidia.com/gpu"
 

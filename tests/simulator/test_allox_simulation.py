@@ -17,7 +17,7 @@ from scheduler.simulator.allox.policies import PAPER_POLICIES, interchangeable_p
 from scheduler.simulator.allox.simulation import InterchangeableSimulation
 from scheduler.simulator.allox.workload import AlloxWorkload
 from scheduler.simulator.errors import PolicyError, SimulationStalled
-from scheduler.simulator.workload import MINUTE
+from scheduler.simulator.cluster import MINUTE
 
 ALL = interchangeable_policy_names()
 
@@ -212,7 +212,7 @@ def test_impossible_decisions_and_idle_policies_are_caught() -> None:
 def test_a_job_no_machine_can_run_is_refused() -> None:
     from scheduler.core.resources import Resources
     from scheduler.simulator.errors import InvalidWorkload
-    from scheduler.simulator.workload import GIB
+    from scheduler.simulator.cluster import GIB
 
     with pytest.raises(InvalidWorkload, match="does not fit on a node"):
         run([spec("a", 1, 2)], "allox", node=Resources(cpu_millis=20_000, memory_bytes=8 * GIB, gpus=1))

@@ -11,7 +11,7 @@ from allox_helpers import cluster
 from estimator.planner import EstimatorSettings
 from scheduler.simulator.allox.workload import ALLOX_CLUSTER, AlloxWorkload, max_throughput
 from scheduler.simulator.errors import InvalidWorkload
-from scheduler.simulator.workload import MINUTE
+from scheduler.simulator.cluster import MINUTE
 
 PAPER = AlloxWorkload()
 

@@ -8,9 +8,10 @@ from scheduler.core.model import PodInfo
 from scheduler.core.resources import Resources
 from scheduler.preemption import FitGppSettings
 from scheduler.simulator.kube_model import NodeCache, NominatedPods, RunningPod, admits, preemption_candidates
-from scheduler.simulator.policies import PolicyOptions, make_policy
-from scheduler.simulator.simulation import Simulation
-from scheduler.simulator.workload import ClusterSpec
+from scheduler.simulator.fitgpp.policies import make_policy
+from scheduler.simulator.policy_registry import PolicyOptions
+from scheduler.simulator.fitgpp.simulation import Simulation
+from scheduler.simulator.cluster import ClusterSpec
 
 from sim_helpers import SMALL_NODE, job
 

@@ -7,10 +7,11 @@ import pytest
 
 from scheduler.preemption import FitGppSettings
 from scheduler.simulator.kube_queue import QueuedPod, SchedulingQueue, backoff_seconds
-from scheduler.simulator.policies import KubeSchedulerPolicy, PolicyOptions, SimulationView
-from scheduler.simulator.simulation import Simulation
-from scheduler.simulator.state import BEST_EFFORT_PRIORITY, RESUMED_PRIORITY, TRIAL_PRIORITY, SimJob
-from scheduler.simulator.workload import ClusterSpec
+from scheduler.simulator.fitgpp.policies import KubeSchedulerPolicy, SimulationView
+from scheduler.simulator.policy_registry import PolicyOptions
+from scheduler.simulator.fitgpp.simulation import Simulation
+from scheduler.simulator.fitgpp.state import BEST_EFFORT_PRIORITY, RESUMED_PRIORITY, TRIAL_PRIORITY, SimJob
+from scheduler.simulator.cluster import ClusterSpec
 
 from sim_helpers import SMALL_NODE, job, simulate
 

@@ -28,14 +28,16 @@ from scheduler.core.model import NodeInfo, PodInfo
 from scheduler.core.resources import Resources
 from scheduler.extender.runtime import Runtime, build_runtime
 from scheduler.preemption import FitGppSettings
-from scheduler.simulator.experiment import Experiment, derive_arrivals
+from scheduler.simulator.fitgpp.experiment import Experiment, derive_arrivals
 from scheduler.simulator.hived.cluster import gpu_nodes, shared_cells_config
 from scheduler.simulator.hived.experiment import as_served
 from scheduler.simulator.hived.simulation import ClusterScheduler, GangSimulation
 from scheduler.simulator.hived.workload import GangJob, HivedWorkload
-from scheduler.simulator.policies import PolicyOptions, make_policy
-from scheduler.simulator.simulation import RunResult, Simulation
-from scheduler.simulator.workload import ClusterSpec, FitGppWorkload, JobSpec
+from scheduler.simulator.fitgpp.policies import make_policy
+from scheduler.simulator.policy_registry import PolicyOptions
+from scheduler.simulator.fitgpp.simulation import RunResult, Simulation
+from scheduler.simulator.cluster import ClusterSpec
+from scheduler.simulator.fitgpp.workload import FitGppWorkload, JobSpec
 from tests.support.api_double import EventRecordingApi
 from tests.support.server import running_server, wait_until_ready
 

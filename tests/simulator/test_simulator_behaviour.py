@@ -10,10 +10,12 @@ from hypothesis import strategies as st
 
 from scheduler.preemption import FitGppSettings
 from scheduler.simulator.errors import InvalidWorkload, SimulationStalled, UnknownPolicy
-from scheduler.simulator.experiment import Experiment, derive_arrivals, run_variant, Variant
-from scheduler.simulator.policies import PolicyOptions, _REGISTRY, make_policy, policy_names, register_policy
-from scheduler.simulator.simulation import Simulation
-from scheduler.simulator.workload import ClusterSpec, FitGppWorkload
+from scheduler.simulator.fitgpp.experiment import Experiment, derive_arrivals, run_variant, Variant
+from scheduler.simulator.fitgpp.policies import make_policy
+from scheduler.simulator.policy_registry import PolicyOptions, _REGISTRY, policy_names, register_policy
+from scheduler.simulator.fitgpp.simulation import Simulation
+from scheduler.simulator.cluster import ClusterSpec
+from scheduler.simulator.fitgpp.workload import FitGppWorkload
 
 from sim_helpers import job, simulate
 

@@ -10,7 +10,7 @@ import pytest
 from scheduler.core.resources import Resources
 from scheduler.preemption import JobClass
 from scheduler.simulator.errors import TraceError
-from scheduler.simulator.trace import dump_trace, load_trace, parse_csv_trace, parse_json_trace
+from scheduler.simulator.fitgpp.trace import dump_trace, load_trace, parse_csv_trace, parse_json_trace
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "scheduler" / "simulator" / "examples"
 HEADER = "submit_time,class,cpu,memory,gpu,duration,grace_period\n"

@@ -10,13 +10,8 @@ from hypothesis import strategies as st
 from scheduler.preemption import JobClass
 from scheduler.simulator.distributions import TruncatedNormal
 from scheduler.simulator.errors import InvalidWorkload
-from scheduler.simulator.workload import (
-    BEST_EFFORT_PROFILE,
-    GRACE_PERIOD_MINUTES,
-    TRIAL_PROFILE,
-    ClusterSpec,
-    FitGppWorkload,
-)
+from scheduler.simulator.cluster import ClusterSpec
+from scheduler.simulator.fitgpp.workload import BEST_EFFORT_PROFILE, GRACE_PERIOD_MINUTES, TRIAL_PROFILE, FitGppWorkload
 
 CLUSTER = ClusterSpec()
 

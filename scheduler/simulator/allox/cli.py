@@ -3,8 +3,9 @@ average JCT, the users' progress spread, utilisation per kind and the estimator'
 error and overhead, or a sweep (α, load, sample noise, sampling fraction) — as a table,
 ``--output-json`` and ``--plots`` PNGs.
 
-Called by :func:`scheduler.simulator.cli.run` for ``--workload allox``; options are parsed
-here, and every bad value is one error naming the option (exit 2)."""
+Registers :data:`COMMAND` with :mod:`scheduler.simulator.workloads`, which
+:mod:`scheduler.simulator.cli` dispatches ``--workload allox`` through; options are parsed here,
+and every bad value is one error naming the option (exit 2)."""
 
 from __future__ import annotations
 
@@ -27,11 +28,12 @@ from scheduler.simulator.allox.policies import PAPER_POLICIES, interchangeable_p
 from scheduler.simulator.allox.report import sweep_table, tables
 from scheduler.simulator.allox.workload import ALLOX_CLUSTER, AlloxWorkload, describe
 from scheduler.simulator.errors import InvalidWorkload
-from scheduler.simulator.options import EXIT_OK, BadOption, cluster_from, fail_option, parse_float, parse_int, policy_list
-from scheduler.simulator.policies import AlloxOptions, policy_names
+from scheduler.simulator.options import BadOption, cluster_from, fail_option, parse_float, parse_int, policy_list
+from scheduler.simulator.policy_registry import AlloxOptions, policy_names
 from scheduler.simulator.progress import ProgressBar
 from scheduler.simulator.report import document, sweep_document
-from scheduler.simulator.session import RunReport, run_and_report
+from scheduler.simulator.session import RunReport
+from scheduler.simulator.workloads import SHARED_OPTIONS, AddsArguments, Command, Produce, register_workload
 
 DEFAULT_JOBS: Final = 10_000  # §5.1: 10 users, "over 1000 jobs for each user"
 DEFAULT_LOAD: Final = 0.9
@@ -149,7 +151,7 @@ def _settings_document(args: argparse.Namespace, experiment: AlloxExperiment) ->
     }
 
 
-def run_allox(args: argparse.Namespace) -> int:
+def _prepare(args: argparse.Namespace) -> Produce:
     sweep: str | None = args.sweep
     if sweep in RETIRED_SWEEPS:
         fail_option("--sweep", f"{sweep!r} is no longer a sweep: {RETIRED_SWEEPS[sweep]}")
@@ -192,10 +194,21 @@ def run_allox(args: argparse.Namespace) -> int:
             plot=plot,
         )
 
-    run_and_report(
-        produce_sweep if sweep is not None else produce_experiment,
-        plots=args.plots,
-        output_json=args.output_json,
-        show_progress=not args.no_progress,
+    return produce_sweep if sweep is not None else produce_experiment
+
+
+def _add_arguments(group: AddsArguments) -> None:
+    """The ``allox`` workload's own options."""
+    group.add_argument("--alpha", default=None, help="AlloX's fairness knob in [0, 1] (default 0.1, as in §5.1)")
+    group.add_argument("--timeout", default=None, help="AlloX+'s waiting timeout in minutes (default 240; 'inf' disables it)")
+    group.add_argument(
+        "--omega-grid",
+        default=None,
+        metavar="SECONDS",
+        help="allox, allox+: the grid AlloX admission rounds busy machines' expected ends onto "
+        "(default: admission's own, what the live controller uses: 60 s steps, then +25%%; 0: exact)",
     )
-    return EXIT_OK
+
+
+COMMAND: Final = Command(name="allox", title="allox workload", reads=SHARED_OPTIONS, add_arguments=_add_arguments, prepare=_prepare)
+register_workload(COMMAND)

@@ -20,8 +20,8 @@ from scheduler.simulator.allox.results import AlloxSummary, average, summarise
 from scheduler.simulator.allox.simulation import AlloxRunResult, InterchangeableSimulation
 from scheduler.simulator.allox.workload import ALLOX_CLUSTER, AlloxJobSpec, AlloxWorkload
 from scheduler.simulator.grid import ProgressCallback, RunProgress, run_grid
-from scheduler.simulator.policies import AlloxOptions, PolicyOptions
-from scheduler.simulator.workload import ClusterSpec
+from scheduler.simulator.policy_registry import AlloxOptions, PolicyOptions
+from scheduler.simulator.cluster import ClusterSpec
 
 AlloxSweepName = Literal["alpha", "load", "sample-noise", "sampling-fraction"]
 ALLOX_SWEEPS: Final[tuple[AlloxSweepName, ...]] = ("alpha", "load", "sample-noise", "sampling-fraction")

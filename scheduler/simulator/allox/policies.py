@@ -47,7 +47,7 @@ from scheduler.matching.capacity import NodeResources
 from scheduler.matching.fairness import Capacity, ShareModel
 from scheduler.matching.model import Assignment, Job, Machine
 from scheduler.matching.policy import Policy as MatchingPolicy
-from scheduler.simulator.policies import AlloxOptions, PolicyOptions, build_policy, policy_names, register_policy
+from scheduler.simulator.policy_registry import AlloxOptions, PolicyOptions, build_policy, policy_names, register_policy
 
 if TYPE_CHECKING:
     from scheduler.simulator.allox.workload import AlloxWorkload

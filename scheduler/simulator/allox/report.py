@@ -9,7 +9,7 @@ from typing import Final, Mapping, Sequence
 from scheduler.simulator.allox.experiment import AlloxSweepPoint
 from scheduler.simulator.allox.results import AlloxSummary, total_utilisation
 from scheduler.simulator.report import aligned, number, percent, signed
-from scheduler.simulator.results import change
+from scheduler.simulator.report import change
 
 # §5.2.2: AlloX (α = 0.1) reduces the average JCT of these baselines by this much (Fig. 13),
 # and is 30% above SRPT (9% at α = 1, Fig. 16).

@@ -6,7 +6,7 @@ start jobs on.
 Where a job runs is not the machine's to say, as live: each start (and each sampling run) is a
 pod of its configuration's demand, and kube-scheduler places it (:mod:`~.kube_model`: its own
 resource fit, then the filter, prioritize and bind of the engine ``cellfit serve`` composes,
-:func:`~scheduler.simulator.simulation.compose_served`; its default configuration is resource
+:func:`~scheduler.simulator.served.compose_served`; its default configuration is resource
 fit inside FitGpp). Pending pods wait in kube-scheduler's queue (:mod:`~.kube_queue`, as the
 ``fitgpp`` workload's ``kube`` policy has it): highest priority first (sampling pods, 600,
 before the placed Jobs' pods, 500, as the chart's PriorityClasses have it), then queue time,
@@ -63,8 +63,8 @@ from scheduler.simulator.errors import InvalidWorkload, PolicyError, SimulationS
 from scheduler.simulator.kernel import EventKernel
 from scheduler.simulator.kube_model import KubeSchedulerCycle
 from scheduler.simulator.kube_queue import SchedulingQueue
-from scheduler.simulator.simulation import compose_served
-from scheduler.simulator.workload import GIB, ClusterSpec
+from scheduler.simulator.served import compose_served
+from scheduler.simulator.cluster import GIB, ClusterSpec
 
 if TYPE_CHECKING:
     from scheduler.simulator.allox.policies import InterchangeablePolicy

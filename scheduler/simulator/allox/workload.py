@@ -45,7 +45,7 @@ from estimator.planner import EstimatorSettings
 from scheduler.simulator.allox.sampling import SampledJob, estimator_settings
 from scheduler.simulator.distributions import TruncatedNormal
 from scheduler.simulator.errors import InvalidWorkload
-from scheduler.simulator.workload import GIB, MINUTE, ClusterSpec
+from scheduler.simulator.cluster import GIB, MINUTE, ClusterSpec
 
 FloatArray = npt.NDArray[np.float64]
 

@@ -3,7 +3,8 @@ same multi-tenant arrivals on each tenant's private cluster, on the shared clust
 and under a quota-only baseline (spreading and packing) — as Markdown tables, ``--output-json``
 and a ``--plots`` PNG.
 
-Called by :func:`scheduler.simulator.cli.run` for ``--workload hived``; every bad value is one
+Registers :data:`COMMAND` with :mod:`scheduler.simulator.workloads`, which
+:mod:`scheduler.simulator.cli` dispatches ``--workload hived`` through; every bad value is one
 error naming the option (exit 2)."""
 
 from __future__ import annotations
@@ -28,7 +29,6 @@ from scheduler.simulator.hived.results import summarise_outcome
 from scheduler.simulator.hived.simulation import QUEUES
 from scheduler.simulator.hived.workload import HivedWorkload
 from scheduler.simulator.options import (
-    EXIT_OK,
     BadOption,
     fail_option,
     parse_float,
@@ -36,27 +36,9 @@ from scheduler.simulator.options import (
     policy_list,
 )
 from scheduler.simulator.progress import ProgressBar
-from scheduler.simulator.session import RunReport, run_and_report
+from scheduler.simulator.session import RunReport
+from scheduler.simulator.workloads import SHARED_OPTIONS, AddsArguments, Command, Produce, register_workload
 
-# The options this workload reads; any other one given (not None or False) belongs to another
-# workload and is an error rather than silently ignored.
-_OPTIONS: Final = frozenset(
-    {
-        "workload",
-        "load",
-        "jobs",
-        "set",
-        "seed",
-        "repeat",
-        "policies",
-        "sweep",
-        "sweep_values",
-        "output_json",
-        "plots",
-        "workers",
-        "no_progress",
-    }
-)
 SET_KEYS: Final = ("hived.queue", "hived.duration_low", "hived.duration_high", "hived.load.<tenant>")
 
 
@@ -104,10 +86,7 @@ def _sweep_values(text: str | None) -> list[float]:
     return values
 
 
-def run_hived(args: argparse.Namespace) -> int:
-    for attribute, value in vars(args).items():
-        if attribute not in _OPTIONS and value not in (None, False):
-            fail_option("--" + attribute.replace("_", "-"), "not an option of workload hived")
+def _prepare(args: argparse.Namespace) -> Produce:
     workload, queue = _workload_and_queue(args)
     jobs = DEFAULT_JOBS if args.jobs is None else parse_int(args.jobs, "--jobs", low=1)
     seed = parse_int(args.seed, "--seed", low=0)
@@ -176,5 +155,14 @@ def run_hived(args: argparse.Namespace) -> int:
             plot=plot,
         )
 
-    run_and_report(produce_sweep if sweep is not None else produce, plots=args.plots, output_json=args.output_json, show_progress=not args.no_progress)
-    return EXIT_OK
+    return produce_sweep if sweep is not None else produce
+
+
+def _add_arguments(group: AddsArguments) -> None:
+    """No options of its own: its parameters are ``--set hived.*``."""
+
+
+# Neither the cluster options nor --config: its clusters and configurations are its settings.
+_READS: Final = SHARED_OPTIONS - {"nodes", "node_cpu", "node_memory", "node_gpus", "config"}
+COMMAND: Final = Command(name="hived", title="hived workload", reads=_READS, add_arguments=_add_arguments, prepare=_prepare)
+register_workload(COMMAND)

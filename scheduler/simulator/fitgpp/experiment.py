@@ -15,10 +15,12 @@ from typing import Callable, Final, Literal, Sequence
 from scheduler.config import Settings
 from scheduler.preemption.model import FitGppSettings
 from scheduler.simulator.grid import ProgressCallback, RunProgress, run_grid, run_label, run_reporter
-from scheduler.simulator.policies import PolicyOptions, make_policy, policy_names
-from scheduler.simulator.results import Summary, average, summarise
-from scheduler.simulator.simulation import RunResult, Simulation
-from scheduler.simulator.workload import ClusterSpec, FitGppWorkload, JobSpec
+from scheduler.simulator.fitgpp.policies import make_policy
+from scheduler.simulator.policy_registry import PolicyOptions, policy_names
+from scheduler.simulator.fitgpp.results import Summary, average, summarise
+from scheduler.simulator.fitgpp.simulation import RunResult, Simulation
+from scheduler.simulator.cluster import ClusterSpec
+from scheduler.simulator.fitgpp.workload import FitGppWorkload, JobSpec
 
 ArrivalSource = Literal["fifo-load", "trace"]
 SweepName = Literal["s", "P", "te-share", "gp-scale"]

@@ -31,8 +31,6 @@ from typing import TYPE_CHECKING, Callable, Final, Literal, Sequence
 import numpy as np
 import numpy.typing as npt
 
-from scheduler.composition import Composition, compose
-from scheduler.preemption.holds import Clock
 from scheduler.config import Settings, load_settings
 from scheduler.core.engine import SchedulingEngine
 from scheduler.core.model import NodeInfo
@@ -41,11 +39,13 @@ from scheduler.preemption.model import FitGppSettings
 from scheduler.simulator.errors import InvalidWorkload, SimulationStalled
 from scheduler.simulator.kernel import EventKernel
 from scheduler.simulator.kube_model import KubeSchedulerCycle
-from scheduler.simulator.state import JobState, PreemptionPlan, SimJob
-from scheduler.simulator.workload import ClusterSpec, JobSpec
+from scheduler.simulator.served import compose_served
+from scheduler.simulator.fitgpp.state import JobState, PreemptionPlan, SimJob
+from scheduler.simulator.cluster import ClusterSpec
+from scheduler.simulator.fitgpp.workload import JobSpec
 
 if TYPE_CHECKING:
-    from scheduler.simulator.policies import DecidesPreemption, Policy
+    from scheduler.simulator.fitgpp.policies import DecidesPreemption, Policy
 
 ArrivalMode = Literal["trace", "load"]
 
@@ -513,14 +513,6 @@ class Simulation:
         to replay under other policies)."""
         return [replace(job.spec, submit_time=job.submitted_at) for job in self.jobs]
 
-
-
-def compose_served(served: Settings, *, nodes: Sequence[NodeInfo], clock: Clock) -> Composition:
-    """What ``cellfit serve`` composes from ``served`` for a cluster of ``nodes``, on ``clock``.
-    HiveD without a topology discovers its cells from the cluster's Nodes, as a connected
-    cellfit does at startup: here the simulated ones."""
-    discovers = served.policy.name == "hived" and served.cells.topology is None
-    return compose(served, connected=discovers, nodes=nodes if discovers else None, clock=clock)
 
 
 def served_settings(settings: FitGppSettings, *, seed: int, configuration: Settings | None = None) -> Settings:

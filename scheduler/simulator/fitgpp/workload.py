@@ -6,7 +6,7 @@ mean 30 min cut at 24 h); grace periods (GP) mean 3 min cut at 20 min. The paper
 and GPU demands to its cluster's trace (its Fig. 2, not in the text) without giving them; the
 values below are ours, calibrated so that FIFO lands near the paper's FIFO row of Table 1 (see
 README.md for the calibration runs). Arrival times are not part of the workload: they come
-from a FIFO run that holds the load at 2.0 (:mod:`scheduler.simulator.simulation`).
+from a FIFO run that holds the load at 2.0 (:mod:`scheduler.simulator.fitgpp.simulation`).
 """
 
 from __future__ import annotations
@@ -19,12 +19,9 @@ import numpy as np
 
 from scheduler.core.resources import Resources
 from scheduler.preemption.model import JobClass
+from scheduler.simulator.cluster import GIB, MINUTE, ClusterSpec
 from scheduler.simulator.distributions import TruncatedNormal
 from scheduler.simulator.errors import InvalidWorkload
-
-GIB: Final = 2**30
-MINUTE: Final = 60.0
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class JobSpec:
@@ -39,27 +36,6 @@ class JobSpec:
     duration: float
     grace_period: float
     origin: str = field(default="", compare=False)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ClusterSpec:
-    """Identical nodes, named ``node-00`` ... (the paper's cluster is homogeneous)."""
-
-    nodes: int = 84
-    node: Resources = Resources(cpu_millis=32_000, memory_bytes=256 * GIB, gpus=8)
-
-    def __post_init__(self) -> None:
-        if self.nodes < 1:
-            raise InvalidWorkload(f"{self.nodes} is not a positive number of nodes", field="nodes")
-
-    @property
-    def capacity(self) -> Resources:
-        n = self.nodes
-        return Resources(self.node.cpu_millis * n, self.node.memory_bytes * n, self.node.gpus * n)
-
-    def node_names(self) -> list[str]:
-        width = max(2, len(str(self.nodes - 1)))
-        return [f"node-{i:0{width}d}" for i in range(self.nodes)]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -31,7 +31,7 @@ from scheduler.core.resources import Resources, cpu_millis, device_count, format
 from scheduler.errors import InvalidQuantity
 from scheduler.preemption.model import JobClass
 from scheduler.simulator.errors import TraceError
-from scheduler.simulator.workload import JobSpec
+from scheduler.simulator.fitgpp.workload import JobSpec
 
 COLUMNS: Final = ("submit_time", "class", "cpu", "memory", "gpu", "duration", "grace_period")
 OPTIONAL_COLUMNS: Final = ("id",)

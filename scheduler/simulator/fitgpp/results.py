@@ -4,14 +4,13 @@ their average over seeds (the paper averages its RAND repetitions the same way, 
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Final, Mapping, Sequence
 
 import numpy as np
 import numpy.typing as npt
 
-from scheduler.simulator.simulation import RunResult
+from scheduler.simulator.fitgpp.simulation import RunResult
 
 SLOWDOWN_PERCENTILES: Final = (50, 95, 99)
 INTERVAL_PERCENTILES: Final = (50, 75, 95, 99)
@@ -128,10 +127,3 @@ def average(summaries: Sequence[Summary]) -> Summary:
         events=float(np.mean([s.events for s in summaries])),
         per_seed=tuple(summaries),
     )
-
-
-def change(new: float | None, old: float | None) -> float | None:
-    """Relative change ``new / old - 1`` (None when undefined)."""
-    if new is None or old is None or old == 0 or math.isnan(old):
-        return None
-    return new / old - 1.0

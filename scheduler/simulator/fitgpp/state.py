@@ -15,7 +15,7 @@ from typing import Sequence
 from scheduler.core.model import OwnerRef, PodInfo
 from scheduler.core.resources import Resources
 from scheduler.preemption.model import JobClass
-from scheduler.simulator.workload import JobSpec
+from scheduler.simulator.fitgpp.workload import JobSpec
 
 
 # The PriorityClasses the simulated pods carry, the chart's values: trial pods go before

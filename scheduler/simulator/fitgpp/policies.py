@@ -1,19 +1,14 @@
-"""Scheduling policies the simulator can run, and the registry that names them.
+"""The ``fitgpp`` workload's scheduling policies (the *demand* job model), registered in the
+simulator's policy registry (:mod:`scheduler.simulator.policy_registry`).
 
 A policy gets one :meth:`Policy.schedule` call per instant, after that instant's events, and
 acts through the simulation (what it may read and call is :class:`SimulationView`, which
-:class:`~scheduler.simulator.simulation.Simulation` implements):
+:class:`~scheduler.simulator.fitgpp.simulation.Simulation` implements):
 :meth:`~SimulationView.try_place` starts a job where the served engine places it
 (kube-scheduler's cycle), :meth:`~SimulationView.preempt` suspends victims for a TE job. A new
-policy implements ``schedule`` and registers a factory::
+policy implements ``schedule`` and registers a factory for the ``"demand"`` job model::
 
     register_policy("fifo", FifoPolicy)
-
-Policies are registered for one *job model*: ``"demand"`` (jobs with one resource demand, run
-by :class:`~scheduler.simulator.simulation.Simulation`: the ``fitgpp`` workload and traces) or
-``"interchangeable"`` (jobs with a processing time per configuration, CPU or GPU, run by
-:class:`~scheduler.simulator.allox.simulation.InterchangeableSimulation`: the ``allox``
-workload; those policies are in :mod:`scheduler.simulator.allox.policies`).
 
 The four of arXiv:1902.01613 §4.1 are here. All are FIFO at heart (§3: "built on the FIFO
 principle"): a queue head that cannot start blocks the jobs behind it (head-of-line blocking,
@@ -44,43 +39,17 @@ from __future__ import annotations
 
 import random
 from collections import deque
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Final, Iterable, Literal, Mapping, Protocol, Sequence, cast
+from typing import TYPE_CHECKING, Callable, Iterable, Mapping, Protocol, Sequence, cast
 
 from scheduler.preemption.engine import VictimChoice
-from scheduler.preemption.model import FitGppSettings
-from scheduler.simulator.errors import UnknownPolicy
+from scheduler.simulator.fitgpp.state import JobState, PreemptionPlan, SimJob
 from scheduler.simulator.kube_queue import QueuedPod, SchedulingQueue
-from scheduler.simulator.state import JobState, PreemptionPlan, SimJob
+from scheduler.simulator.policy_registry import PolicyOptions, build_policy, register_policy
 
 if TYPE_CHECKING:
     from scheduler.core.engine import SchedulingEngine
     from scheduler.core.model import PodInfo
     from scheduler.core.resources import Resources
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class AlloxOptions:
-    """Settings of the interchangeable-job policies: AlloX's fairness knob ``alpha`` (§3.3.3;
-    the paper's simulations use 0.1), AlloX+'s waiting ``timeout`` in seconds (§4.4; the
-    paper gives no value, README.md says how ours was chosen) and ``omega_grid_seconds``, the
-    grid AlloX admission rounds busy machines' ω onto (None: admission's own default, what
-    the live controller uses; 0: exact)."""
-
-    alpha: float = 0.1
-    timeout: float = 4 * 3600.0
-    omega_grid_seconds: float | None = None
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class PolicyOptions:
-    """What a policy factory gets: FitGpp's settings (P applies to every preemptive policy),
-    the run's seed (for RAND's order and FitGpp's fallback) and, for the interchangeable-job
-    policies, :class:`AlloxOptions`."""
-
-    settings: FitGppSettings
-    seed: int = 0
-    allox: AlloxOptions = AlloxOptions()
 
 
 class DecidesPreemption(Protocol):
@@ -94,7 +63,7 @@ class DecidesPreemption(Protocol):
 
 class SimulationView(Protocol):
     """What a policy reads and calls of the simulation running it
-    (:class:`~scheduler.simulator.simulation.Simulation`)."""
+    (:class:`~scheduler.simulator.fitgpp.simulation.Simulation`)."""
 
     @property
     def now(self) -> float:
@@ -170,42 +139,7 @@ class Policy(Protocol):
         ...
 
 
-JobModel = Literal["demand", "interchangeable"]
-JOB_MODELS: Final[tuple[JobModel, ...]] = ("demand", "interchangeable")
 PolicyFactory = Callable[[PolicyOptions], Policy]
-_REGISTRY: dict[str, tuple[JobModel, Callable[[PolicyOptions], object]]] = {}
-
-
-def register_policy(name: str, factory: Callable[[PolicyOptions], object], *, model: JobModel = "demand") -> None:
-    """Make ``name`` available to the simulator and ``cellfit simulate --policies``, for the
-    workloads of job model ``model``. The factory returns a :class:`Policy` for ``"demand"``
-    and an :class:`~scheduler.simulator.allox.policies.InterchangeablePolicy` for
-    ``"interchangeable"``."""
-    if model not in JOB_MODELS:
-        raise ValueError(f"unknown job model {model!r}")
-    if name in _REGISTRY:
-        raise ValueError(f"policy {name!r} is already registered")
-    _REGISTRY[name] = (model, factory)
-
-
-def policy_names(model: JobModel = "demand") -> list[str]:
-    """The policies registered for ``model``, in registration order."""
-    return [name for name, (registered, _) in _REGISTRY.items() if registered == model]
-
-
-def policy_model(name: str) -> JobModel | None:
-    """The job model ``name`` is registered for; None if nobody registered it."""
-    entry = _REGISTRY.get(name)
-    return entry[0] if entry else None
-
-
-def build_policy(name: str, options: PolicyOptions, *, model: JobModel) -> object:
-    """The factory's product for ``name``; :class:`UnknownPolicy` if ``name`` is not registered
-    for ``model`` (the message lists the policies that are)."""
-    entry = _REGISTRY.get(name)
-    if entry is None or entry[0] != model:
-        raise UnknownPolicy(name, policy_names(model), other_model=entry[0] if entry else None)
-    return entry[1](options)
 
 
 def make_policy(name: str, options: PolicyOptions) -> Policy:

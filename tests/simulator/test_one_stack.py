@@ -1,0 +1,108 @@
+"""The simulator as one stack: every workload's pods go through the one model of
+kube-scheduler's cycle (``kube_model.KubeSchedulerCycle``), and ``cellfit simulate`` dispatches
+``--workload`` through one registry of workloads."""
+
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+import pytest
+
+from scheduler.cli import main as cellfit
+from scheduler.core.fit import ResourceFitEngine
+from scheduler.core.model import NodeInfo, PodInfo
+from scheduler.core.resources import Resources
+from scheduler.simulator.hived.experiment import HivedExperiment, run_setting
+from scheduler.simulator.kube_model import KubeSchedulerCycle
+from scheduler.simulator.workloads import SHARED_OPTIONS, AddsArguments, Produce, register_workload, workloads
+
+NODE = Resources(cpu_millis=8_000, memory_bytes=2**34, gpus=8)
+
+
+def _cycle() -> KubeSchedulerCycle:
+    engine = ResourceFitEngine()
+    for name in ("n0", "n1"):
+        engine.apply_node(NodeInfo(name=name, allocatable=NODE))
+    return KubeSchedulerCycle(engine, [("n0", NODE), ("n1", NODE)])
+
+
+def _pod(uid: str, gpus: int, *, priority: int = 0) -> PodInfo:
+    return PodInfo(uid=uid, namespace="t", name=uid, requests=Resources(gpus=gpus), priority=priority)
+
+
+def test_a_gang_that_does_not_fit_gives_back_what_it_reserved() -> None:
+    cycle = _cycle()
+    first = _pod("g-0", 8)
+    node = cycle.schedule(first)
+    assert node is not None
+    cycle.reserve(first, node, at=0.0)
+    assert cycle.free(node).gpus == 0  # assumed in kube-scheduler's cache
+    second, third = _pod("g-1", 8), _pod("g-2", 8)
+    other = cycle.schedule(second)
+    assert other is not None and other != node
+    cycle.reserve(second, other, at=0.0)
+    assert cycle.schedule(third) is None and not cycle.rejected_by_extender  # kube's own fit left no node
+    for uid in ("g-0", "g-1"):
+        cycle.unreserve(uid)
+    assert cycle.free("n0").gpus == cycle.free("n1").gpus == 8 and not cycle.bound
+    assert cycle.schedule(third) is not None  # the released room is offered again
+
+
+def test_a_nominated_pod_keeps_its_room_from_pods_of_no_higher_priority() -> None:
+    cycle = _cycle()
+    cycle.nominate(_pod("te", 8, priority=1000), "n0")
+    assert cycle.schedule(_pod("be", 8, priority=500)) == "n1"
+    assert cycle.schedule(_pod("be-2", 8, priority=500)) == "n1"  # not bound: n1 is still free
+    assert cycle.free_for_lowest("n0").gpus == 0 and cycle.free("n0").gpus == 8
+    cycle.unnominate(_pod("te", 8, priority=1000), "n0")
+    assert cycle.free_for_lowest("n0").gpus == 8
+
+
+@pytest.mark.parametrize("queue", ["fifo", "kube"])
+@pytest.mark.parametrize("setting", ["hived", "quota-spread", "quota-pack"])
+def test_kubes_own_fit_changes_no_gang_decision(monkeypatch: pytest.MonkeyPatch, queue: str, setting: str) -> None:
+    """The hived workload's gangs go through kube-scheduler's own resource fit before the
+    engine's filter; it removes only nodes without the GPUs a pod asks for, which the engines
+    refuse too, so every job starts when (and where) a filter over every node starts it."""
+    experiment = HivedExperiment(jobs=400, seeds=(2,), queue=queue)
+    jobs = experiment.jobs_for(2)
+    with_fit = run_setting(experiment, setting, jobs, seed=2)
+    monkeypatch.setattr(KubeSchedulerCycle, "offered", lambda self, pod: self.node_names)
+    every_node = run_setting(experiment, setting, jobs, seed=2)
+    assert np.array_equal(with_fit.start, every_node.start) and np.array_equal(with_fit.finish, every_node.finish)
+    assert with_fit.used_node_seconds == every_node.used_node_seconds  # the same nodes, too
+    assert np.isfinite(with_fit.start).all()
+
+
+def test_the_workloads_are_registered_in_order_and_once() -> None:
+    assert [w.name for w in workloads()] == ["fitgpp", "allox", "hived"]
+
+    class Again:
+        name = "fitgpp"
+        title = "again"
+        reads = SHARED_OPTIONS
+
+        def add_arguments(self, group: AddsArguments) -> None:
+            pass
+
+        def prepare(self, args: argparse.Namespace) -> Produce:
+            raise AssertionError
+
+    with pytest.raises(ValueError, match="already registered"):
+        register_workload(Again())
+    Again.name, Again.reads = "other", frozenset({"tick"})
+    with pytest.raises(ValueError, match="no workload shares"):
+        register_workload(Again())
+    assert [w.name for w in workloads()] == ["fitgpp", "allox", "hived"]
+
+
+def test_every_workload_runs_through_cellfit(capsys: pytest.CaptureFixture[str]) -> None:
+    """``cellfit simulate --workload NAME``, through the ``cellfit`` command's own parser (whose
+    namespace carries its own attributes beside the simulator's options)."""
+    assert cellfit(["simulate", "--workload", "hived", "--jobs", "60", "--no-progress"]) == 0
+    assert "| setting |" in capsys.readouterr().out
+    assert cellfit(["simulate", "--jobs", "60", "--nodes", "4", "--policies", "fifo,fitgpp", "--no-progress"]) == 0
+    assert "Table 1" in capsys.readouterr().out
+    assert cellfit(["simulate", "--workload", "hived", "--nodes", "4", "--no-progress"]) == 2
+    assert "--nodes: not an option of workload hived" in capsys.readouterr().err
