@@ -368,6 +368,9 @@ class CellfitProcess(LocalProcess):
             if self.process.poll() is not None:
                 raise AssertionError(f"cellfit exited with {self.process.returncode}; log {self.log}:\n{self.tail()}")
             time.sleep(0.2)
+        # Not left running: a cellfit that is not ready may still win cellfit's controllers'
+        # Lease and renew it for the rest of the session, so that no later module's cellfit leads.
+        self.stop()
         raise AssertionError(f"cellfit not ready after {timeout:.0f}s; log {self.log}:\n{self.tail()}")
 
     def get(self, path: str, **params: str) -> Any:
@@ -569,19 +572,21 @@ def chart_scheduler(cluster: Cluster, release: Release, workdir: Path, *, name: 
     scheduler_kubeconfig = cluster.token_kubeconfig(release.service_account, release.namespace, workdir / "scheduler.kubeconfig")
     cellfit_kubeconfig = cluster.token_kubeconfig(EXTENDER_ONLY_SA, release.namespace, workdir / "cellfit.kubeconfig")
     cellfit = CellfitProcess(release.cellfit_config_text, cellfit_kubeconfig, workdir, name=f"{name}-cellfit")
-    cellfit.start()
-    config = local_scheduler_config(release, cellfit_port=cellfit.port)
-    if edit_scheduler_config is not None:
-        edit_scheduler_config(config)
-    scheduler = KubeSchedulerProcess(
-        cluster.env["CELLFIT_E2E_KUBE_SCHEDULER"], config, scheduler_kubeconfig, workdir, name=f"{name}-kube-scheduler",
-    )
-    scheduler.start()
-    try:
+    scheduler: KubeSchedulerProcess | None = None
+    try:  # whatever fails from here on, neither process outlives the block
+        cellfit.start()
+        config = local_scheduler_config(release, cellfit_port=cellfit.port)
+        if edit_scheduler_config is not None:
+            edit_scheduler_config(config)
+        scheduler = KubeSchedulerProcess(
+            cluster.env["CELLFIT_E2E_KUBE_SCHEDULER"], config, scheduler_kubeconfig, workdir, name=f"{name}-kube-scheduler",
+        )
+        scheduler.start()
         scheduler.wait_healthy()
         yield ChartScheduler(cellfit=cellfit, scheduler=scheduler, release=release)
     finally:
-        scheduler.stop()
+        if scheduler is not None:
+            scheduler.stop()
         cellfit.stop()
 
 

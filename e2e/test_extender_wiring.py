@@ -83,19 +83,21 @@ def wiring(request, control_plane, tmp_path_factory) -> Iterator[tuple[Any, Cell
     cellfit = CellfitProcess(
         yaml.safe_dump({"policy": {"name": suite.policy}, "logging": {"format": "text"}}), control_plane.kubeconfig, work
     )
-    cellfit.start()
-    config_file = work / "scheduler.yaml"
-    config_file.write_text(yaml.safe_dump(suite.scheduler_config(kubeconfig=control_plane.kubeconfig, cellfit_port=cellfit.port)))
-    with (work / "kube-scheduler.log").open("ab") as out:
-        scheduler = subprocess.Popen(
-            [control_plane.kube_scheduler_bin, "--config", str(config_file), "--secure-port", "0", "--v", "2"],
-            stdout=out, stderr=subprocess.STDOUT,
-        )
-    try:
+    scheduler: subprocess.Popen[bytes] | None = None
+    try:  # a cellfit that never got ready is stopped and the nodes go, as after the test
+        cellfit.start()
+        config_file = work / "scheduler.yaml"
+        config_file.write_text(yaml.safe_dump(suite.scheduler_config(kubeconfig=control_plane.kubeconfig, cellfit_port=cellfit.port)))
+        with (work / "kube-scheduler.log").open("ab") as out:
+            scheduler = subprocess.Popen(
+                [control_plane.kube_scheduler_bin, "--config", str(config_file), "--secure-port", "0", "--v", "2"],
+                stdout=out, stderr=subprocess.STDOUT,
+            )
         yield control_plane, cellfit, suite
     finally:
-        scheduler.terminate()
-        scheduler.wait(15)
+        if scheduler is not None:
+            scheduler.terminate()
+            scheduler.wait(15)
         cellfit.stop()
         control_plane.kubectl("delete", "nodes", "-l", f"cellfit.io/e2e-suite={suite.name}", "--wait=false", check=False)
 
