@@ -5,6 +5,7 @@ kube-scheduler's cycle (``kube_model.KubeSchedulerCycle``), and ``cellfit simula
 from __future__ import annotations
 
 import argparse
+from typing import Sequence
 
 import numpy as np
 import pytest
@@ -106,3 +107,41 @@ def test_every_workload_runs_through_cellfit(capsys: pytest.CaptureFixture[str])
     assert "Table 1" in capsys.readouterr().out
     assert cellfit(["simulate", "--workload", "hived", "--nodes", "4", "--no-progress"]) == 2
     assert "--nodes: not an option of workload hived" in capsys.readouterr().err
+
+
+def test_a_cleared_nomination_gives_its_room_back_to_pods_that_found_none() -> None:
+    """The memo of pods kube's own filter found no node for holds while room only shrinks; a
+    nomination cleared gives room back, so the memo goes with it."""
+    cycle = _cycle()
+    cycle.bind(_pod("full", 8), "n1", at=0.0)
+    te = _pod("te", 8, priority=1000)
+    cycle.nominate(te, "n0")
+    be = _pod("be", 8, priority=500)
+    assert cycle.schedule(be) is None and not cycle.rejected_by_extender
+    cycle.unnominate(te, "n0")
+    assert cycle.schedule(be) == "n0"
+
+
+def test_no_room_for_a_lower_priority_pod_is_not_no_room_for_a_higher_one() -> None:
+    """Nominated pods keep their room from pods of no higher priority only: a pod above them
+    is offered the node that a pod below them was not."""
+    cycle = _cycle()
+    cycle.bind(_pod("full", 8), "n1", at=0.0)
+    cycle.nominate(_pod("te", 8, priority=1000), "n0")
+    assert cycle.schedule(_pod("be", 8, priority=500)) is None
+    assert cycle.schedule(_pod("urgent", 8, priority=2000)) == "n0"
+
+
+def test_a_given_choice_picks_among_the_feasible_nodes() -> None:
+    engine = ResourceFitEngine()
+    for name in ("n0", "n1"):
+        engine.apply_node(NodeInfo(name=name, allocatable=NODE))
+    seen: list[list[str]] = []
+
+    def last(pod: PodInfo, feasible: Sequence[str]) -> str:
+        seen.append(list(feasible))
+        return feasible[-1]
+
+    cycle = KubeSchedulerCycle(engine, [("n0", NODE), ("n1", NODE)], choice=last)
+    assert cycle.schedule(_pod("p", 4)) == "n1" and seen == [["n0", "n1"]]
+
