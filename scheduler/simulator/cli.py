@@ -5,9 +5,10 @@ default: FitGpp's experiments of arXiv:1902.01613 §4, or any trace; ``fitgpp/cl
 §2 and §5.2; ``hived/cli.py``).
 
 The options every workload may read are here; each workload adds its own group. An option
-given to a workload that does not read it is an error naming it, as is every bad value (one
-line on stderr, exit 2); the run and its report (plots folder, progress bar, table, events/s,
-PNGs, JSON) are :func:`~scheduler.simulator.session.run_and_report`'s.
+given to a workload that does not read it is an error naming it, as are ``--sweep-values``
+without ``--sweep`` and every bad value (one line on stderr, exit 2); the run and its report
+(plots folder, progress bar, table, events/s, PNGs, JSON) are
+:func:`~scheduler.simulator.session.run_and_report`'s.
 
 ``scheduler/cli.py`` registers the subcommand with :func:`add_arguments` and :func:`run`;
 ``python -m scheduler.simulator.cli ...`` runs it alone. Exit codes: 0 done, 2 bad input or
@@ -161,6 +162,8 @@ def _run(args: argparse.Namespace) -> int:
     if workload is None:
         fail_option("--workload", f"unknown workload {name!r} (known: {', '.join(w.name for w in known)})")
     _refuse_others(args, workload)
+    if args.sweep is None and args.sweep_values is not None:
+        fail_option("--sweep-values", "only with --sweep")
     produce = workload.prepare(args)
     run_and_report(produce, plots=args.plots, output_json=args.output_json, show_progress=not args.no_progress)
     return EXIT_OK

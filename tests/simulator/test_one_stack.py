@@ -15,6 +15,7 @@ from scheduler.core.fit import ResourceFitEngine
 from scheduler.core.model import NodeInfo, PodInfo
 from scheduler.core.resources import Resources
 from scheduler.simulator.hived.experiment import HivedExperiment, run_setting
+from scheduler.simulator.cli import main as simulate
 from scheduler.simulator.kube_model import KubeSchedulerCycle
 from scheduler.simulator.workloads import SHARED_OPTIONS, AddsArguments, Produce, register_workload, workloads
 
@@ -145,3 +146,20 @@ def test_a_given_choice_picks_among_the_feasible_nodes() -> None:
     cycle = KubeSchedulerCycle(engine, [("n0", NODE), ("n1", NODE)], choice=last)
     assert cycle.schedule(_pod("p", 4)) == "n1" and seen == [["n0", "n1"]]
 
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        # --sweep-values without --sweep: refused by every workload, not ignored for a full run.
+        (["--jobs", "0", "--sweep-values", "1,2"], "--sweep-values: only with --sweep"),
+        (["--workload", "allox", "--jobs", "0", "--sweep-values", "0.1"], "--sweep-values: only with --sweep"),
+        (["--workload", "hived", "--sweep-values", "1"], "--sweep-values: only with --sweep"),
+        # Another workload's --set key names that workload, as its options do.
+        (["--set", "hived.queue=kube"], "--set hived.queue: a parameter of workload hived only (add --workload hived)"),
+        (["--set", "allox.sample_noise=0.04"], "--set allox.sample_noise: a parameter of workload allox only (add --workload allox)"),
+        (["--workload", "fitgpp", "--set", "hived.queue=kube"], "--set hived.queue: not a parameter of workload fitgpp"),
+    ],
+)
+def test_options_a_run_would_not_read_are_refused(args: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert simulate([*args, "--no-progress"]) == 2
+    assert capsys.readouterr().err.strip() == f"cellfit simulate: {message}"

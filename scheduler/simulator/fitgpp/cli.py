@@ -24,7 +24,7 @@ from scheduler.simulator.policy_registry import policy_names
 from scheduler.simulator.progress import ProgressBar
 from scheduler.simulator.report import document, sweep_document
 from scheduler.simulator.session import OutputError, RunReport
-from scheduler.simulator.workloads import SHARED_OPTIONS, AddsArguments, Command, Produce, register_workload
+from scheduler.simulator.workloads import SHARED_OPTIONS, AddsArguments, Command, Produce, register_workload, workload_named
 
 _DEFAULT_POLICIES: Final = "fifo,lrtp,rand,fitgpp"
 
@@ -87,6 +87,11 @@ def _experiment(args: argparse.Namespace, settings: FitGppSettings, configuratio
         key, equals, value = assignment.partition("=")
         if not equals:
             _fail_option("--set", f"{assignment!r} is not KEY=VALUE")
+        owner = key.strip().partition(".")[0]
+        if owner != COMMAND.name and workload_named(owner) is not None:  # allox.*, hived.*
+            if args.workload is None:
+                _fail_option(f"--set {key.strip()}", f"a parameter of workload {owner} only (add --workload {owner})")
+            _fail_option(f"--set {key.strip()}", f"not a parameter of workload {COMMAND.name}")
         try:
             workload = workload.with_parameter(key.strip(), _float(value, f"--set {key.strip()}"))
         except InvalidWorkload as error:

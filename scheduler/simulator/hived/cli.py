@@ -114,8 +114,6 @@ def _prepare(args: argparse.Namespace) -> Produce:
     sweep: str | None = args.sweep
     if sweep is not None and sweep not in HIVED_SWEEPS:
         fail_option("--sweep", f"unknown sweep {sweep!r} for workload hived (known: {', '.join(HIVED_SWEEPS)})")
-    if sweep is None and args.sweep_values is not None:
-        fail_option("--sweep-values", "only with --sweep")
     values = _sweep_values(args.sweep_values) if sweep is not None else []
 
     def produce(progress: ProgressBar) -> RunReport:
