@@ -5,6 +5,8 @@ kube-scheduler's cycle (``kube_model.KubeSchedulerCycle``), and ``cellfit simula
 from __future__ import annotations
 
 import argparse
+import tomllib
+from pathlib import Path
 from typing import Sequence
 
 import numpy as np
@@ -14,6 +16,7 @@ from scheduler.cli import main as cellfit
 from scheduler.core.fit import ResourceFitEngine
 from scheduler.core.model import NodeInfo, PodInfo
 from scheduler.core.resources import Resources
+import scheduler.simulator as simulator_package
 from scheduler.simulator.hived.experiment import HivedExperiment, run_setting
 from scheduler.simulator.cli import main as simulate
 from scheduler.simulator.kube_model import KubeSchedulerCycle
@@ -163,3 +166,20 @@ def test_a_given_choice_picks_among_the_feasible_nodes() -> None:
 def test_options_a_run_would_not_read_are_refused(args: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert simulate([*args, "--no-progress"]) == 2
     assert capsys.readouterr().err.strip() == f"cellfit simulate: {message}"
+
+
+def test_every_shared_module_is_under_the_contract_that_keeps_it_free_of_workloads() -> None:
+    """pyproject.toml's import-linter contract lists the shared modules by name (a forbidden
+    contract cannot say "every module but these"); a new one must join the list, or it could
+    import a workload unseen."""
+    root = Path(simulator_package.__file__).parent
+    config = tomllib.loads((root.parents[1] / "pyproject.toml").read_text())
+    (contract,) = [c for c in config["tool"]["importlinter"]["contracts"] if c["name"].startswith("The simulator's shared modules")]
+    workloads_and_command = {"cli", *(w.name for w in workloads())}
+    top_level = {
+        path.stem if path.is_file() else path.name
+        for path in root.iterdir()
+        if (path.suffix == ".py" and path.stem != "__init__") or (path / "__init__.py").is_file()
+    }
+    assert {f"scheduler.simulator.{name}" for name in top_level - workloads_and_command} == set(contract["source_modules"])
+    assert set(contract["forbidden_modules"]) == {f"scheduler.simulator.{name}" for name in workloads_and_command}
