@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import time
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
@@ -33,6 +35,7 @@ WHERE = SCENARIOS.selector("swap")
 NODES = [SCENARIOS.node("swap", index) for index in range(3)]
 VC_LABEL = "cellfit.io/virtual-cluster"
 GRACE = 5
+RELOAD_SECONDS = 1
 OPPORTUNISTIC = "opportunistic"
 
 
@@ -55,6 +58,11 @@ def env(control_plane: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterato
     config["policy"] = {**config.get("policy", {}), "name": "hived"}
     config["cells"] = {**config.get("cells", {}), **cells_config()}
     config["exchange"] = {**config.get("exchange", {}), "returnGraceSeconds": GRACE, "resyncSeconds": 2}
+    # The reload test rewrites the file three times, each waited for, all inside one 62 s window.
+    # At the default 10 s each reload waits for the next period and a parse: the three took 33 s
+    # in a run whose restored file applied 22 s before the window ended, a margin that a loaded
+    # machine's slower parses, restart and kubectl calls eat. At 1 s they take seconds.
+    config["server"] = {**config.get("server", {}), "configReloadSeconds": RELOAD_SECONDS}
     try:
         with local_extender(cluster, release, tmp_path_factory.mktemp(SCENARIO), name=SCENARIO,
                             config_text=yaml.safe_dump(config)) as cellfit:
@@ -71,6 +79,14 @@ def tidy(env: Any) -> Iterator[list[str]]:
     yield namespaces
     for ns in namespaces:
         env[0].kubectl("-n", ns, "delete", "pods", "--all", "--wait=true", check=False)
+
+
+def rewrite(path: Path, text: str) -> None:
+    """Replace the file in one rename, as the kubelet updates a mounted ConfigMap: a reload that
+    reads it while it is written would see a truncated file, refuse it and report that."""
+    staged = path.with_name(f".{path.name}.new")
+    staged.write_text(text)
+    os.replace(staged, path)
 
 
 def seconds(stamp: str) -> float:
@@ -296,19 +312,19 @@ def test_a_restart_and_a_config_reload_keep_the_exchange_under_way(env: Any) -> 
     original = cellfit.config.read_text()
     config = yaml.safe_load(original)
     config["cells"]["virtualClusters"]["c"] = [{"cellType": "X-NODE", "count": 0}]
-    cellfit.config.write_text(yaml.safe_dump(config))
+    rewrite(cellfit.config, yaml.safe_dump(config))
     try:
         wait(lambda: quotas_now(cellfit) == {"a": 0, "b": 2, "c": 0}, 40, "the reload applied with the exchange on top")
         assert cellfit.metric("cellfit_config_in_effect") == 1
         # a's quota to 0: the exchange under way would need a cell a no longer has: refused.
         config["cells"]["virtualClusters"]["a"] = [{"cellType": "X-NODE", "count": 0}]
-        cellfit.config.write_text(yaml.safe_dump(config))
+        rewrite(cellfit.config, yaml.safe_dump(config))
         wait(lambda: cellfit.metric("cellfit_config_in_effect") == 0, 40, "the breaking reload refused")
         assert quotas_now(cellfit) == {"a": 0, "b": 2, "c": 0}
         refused = [line for line in cellfit.log.read_text().splitlines() if "new configuration not applied" in line]
         assert refused and "cell exchanges matched do not fit" in refused[-1] and f"{namespaces['a']}/spare" in refused[-1], refused[-1:]
     finally:
-        cellfit.config.write_text(original)
+        rewrite(cellfit.config, original)
     wait(lambda: quotas_now(cellfit) == {"a": 0, "b": 2, "c": 1}, 40, "the original file back, the exchange on top")
     # The window ends: every quota is the file's again.
     wait(lambda: quotas_now(cellfit) == {"a": 1, "b": 1, "c": 1}, max(end - time.time(), 0) + 20, "the quotas back at the end")
