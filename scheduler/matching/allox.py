@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
-from typing import Collection, Mapping, Sequence
+from typing import Callable, Collection, Mapping, Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -25,7 +25,18 @@ from scheduler.matching.fairness import (
     user_progress,
 )
 from scheduler.matching.model import Assignment, Job, Machine
-from scheduler.matching.solve import FloatArray, Fleet, IntArray, Problem, Queues, contended_order, fleet, prepare_on, rows_on, solve
+from scheduler.matching.solve import (
+    FloatArray,
+    Fleet,
+    IntArray,
+    Problem,
+    Queues,
+    contended_plan,
+    fleet,
+    prepare_on,
+    rows_on,
+    solve,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,8 +133,12 @@ class AlloxScheduler:
         row_of = {job.name: row for row, job in enumerate(every_job.jobs)}
         # Plans by the user set they were solved for; which of them a start leaves valid, see
         # _Plan.kept_after.
-        plans: dict[frozenset[str], _Plan] = {}
+        plans: dict[frozenset[str], _Plan | _Deferred] = {}
         delay = arrays.delay.copy()  # the machines' waits now, moved by each start
+        # What is known of each user set's optimal matchings without its plan (_Empty), and
+        # each start as kept_after asks it (the plans put off replay them, _Deferred).
+        empty: dict[frozenset[str], _Empty] = {}
+        starts_seen: list[_Seen] = []
         moved = False  # a start since ``arrays`` was last written
         # With every user considered the ranking cannot change who is matched.
         ranked = base < len(ranking)
@@ -151,6 +166,16 @@ class AlloxScheduler:
             while count:
                 considered = frozenset(ranking[:count])
                 plan = plans.get(considered)
+                if isinstance(plan, _Deferred):
+                    if plan.leaves_empty(position, starts_seen):
+                        count = self._raised_count(ranking, count, runnable.get(machine.kind, {})) if self.raise_alpha_when_idle else 0
+                        continue
+                    plan = plan.made(left, starts_seen)
+                    if plan is None:
+                        del plans[considered]
+                    else:
+                        plans[considered] = plan
+                fresh = plan is None
                 if plan is None:
                     rows = left.rows(considered)
                     written = left.uncontended(rows, delay, arrays)
@@ -171,12 +196,21 @@ class AlloxScheduler:
                         if moved:
                             arrays = replace(arrays, delay=delay.copy())
                             moved = False
+                        known = empty.get(considered) if _CARRY_EMPTY and vacancy is not None else None
+                        if known is not None and known.leaves_empty(position, delay, arrays.machine_kind):
+                            # Every optimal matching leaves the machine empty, as the plan
+                            # would: put off until a machine asks for it again, if one does.
+                            plans[considered] = _Deferred(rows, arrays, len(starts_seen), known)
+                            count = self._raised_count(ranking, count, runnable.get(machine.kind, {})) if self.raise_alpha_when_idle else 0
+                            continue
                         written = left.solved(rows, arrays)
                     plan = plans[considered] = written
                 head = plan.first(position)
                 if head is not None:
                     chosen = (plan, head)
                     break
+                if fresh and plan.unique is not None and _CARRY_EMPTY and vacancy is not None and plan.queued is not None and vacancy.positive(plan.queued):
+                    empty[considered] = _Empty.of(plan, position, delay)
                 count = self._raised_count(ranking, count, runnable.get(machine.kind, {})) if self.raise_alpha_when_idle else 0
             if chosen is None:
                 continue
@@ -192,6 +226,8 @@ class AlloxScheduler:
                     if not counts[job.user]:
                         del counts[job.user]
             wait = max(assignment.finish - arrays.now, 0.0)  # as Fleet.with_available writes it
+            if empty:
+                empty = _Empty.after_start(empty, position=position, wait=wait, delay=delay, machine_kind=arrays.machine_kind)
             if vacancy is not None:
                 vacancy.moved(position, float(delay[position]), wait)
             delay[position] = wait
@@ -210,8 +246,13 @@ class AlloxScheduler:
                 considered: plan
                 for considered, plan in plans.items()
                 if (plan is source or job.user not in considered)
-                and plan.kept_after(source=plan is source, position=position, kind=kind_index, wait=wait, delay=delay)
+                and (isinstance(plan, _Deferred) or plan.kept_after(source=plan is source, position=position, kind=kind_index, wait=wait, delay=delay))
             }
+            if any(isinstance(plan, _Deferred) for plan in plans.values()):
+                shared = int(((arrays.machine_kind == kind_index) & (delay == wait)).sum()) > 1
+                starts_seen.append(_Seen(position, kind_index, wait, delay.copy(), shared))
+            else:
+                starts_seen.append(_Seen(position, kind_index, wait, delay, True))  # read by no plan: no copy
         return Matched(started, every_job=every_job)
 
     @staticmethod
@@ -284,6 +325,8 @@ class _Plan:
     queued: IntArray | None
     taken: dict[int, int]
     used: IntArray | None = None  # the machines with a queue, ascending (None: not worked out yet)
+    # Solved plans: whether the matching is certainly the only optimal one (asked if needed).
+    unique: Callable[[], bool] | None = None
 
     def first(self, position: int) -> Job | None:
         """The job the plan starts next on machine ``position``; None if its queue is empty."""
@@ -324,6 +367,129 @@ class _Plan:
         if used is None:
             used = self.used = np.flatnonzero(np.diff(bounds))
         return not bool(((self.machine_kind[used] == kind) & (delay[used] == wait) & (used != position)).any())
+
+
+# Off: every plan Algorithm 2 needs is solved when it is needed (what _Empty saves; the tests
+# compare both ways).
+_CARRY_EMPTY = True
+
+
+@dataclass(slots=True)
+class _Empty:
+    """A user set's plan that left a free machine empty: at most ``count`` machines of kind
+    ``kind`` that wait ``wait`` have a queue in it. Once the plan is certainly the only optimal
+    matching (the test :func:`~scheduler.matching.solve.contended_plan` hands back, asked the
+    first time this is used), that holds for every optimal matching of the set's jobs,
+    and it stays true across a start on one of those machines (:meth:`after_start`): a later
+    plan of the set certainly leaves such a machine empty when at least ``count`` of them are
+    listed before it, and need not be solved for it (Algorithm 2 starts nothing there from it).
+
+    A start on machine ``M`` of the group (kind ``kind``, wait ``wait``), while at most
+    ``count`` of its ``m > count`` machines have a queue in every optimal matching: (i) ``M``
+    now waits longer. Some optimal matching leaves ``M`` empty (the group's machines are
+    interchangeable and one is always empty), so the optimum is what it was, and every
+    matching costs at least what it did: each optimal matching now was one before, with at
+    most ``count`` queues on the group, ``M`` no longer in it. (ii) The started job leaves the
+    set's jobs (if it was one of them). Any optimal matching of the jobs without it becomes an
+    optimal matching of the jobs with it by one augmenting path (successive shortest paths,
+    over the transport of ``transport.py``): the path moves jobs between (kind, position)
+    groups and ends in one group, which gains a job; no group loses one. An optimal matching
+    fills a group's cheapest slots, so the machines of the group (kind, wait) with a queue do
+    not fall either: without the job there are at most as many as with it, at most
+    ``count``. Jobs that take no time on a kind may leave gaps in a queue (a machine with a
+    queue but no first position): such sets are not kept."""
+
+    kind: int
+    wait: float
+    count: int
+    unique: Callable[[], bool] | None  # the plan's test, until asked (certain)
+    certain: bool | None = None
+
+    @staticmethod
+    def of(plan: _Plan, position: int, delay: FloatArray) -> _Empty:
+        """What ``plan`` (just solved, with the machines waiting ``delay``) shows of the group
+        of machine ``position``, which it leaves empty."""
+        assert plan.bounds is not None and plan.unique is not None
+        kind, wait = int(plan.machine_kind[position]), float(delay[position])
+        used = plan.used if plan.used is not None else np.flatnonzero(np.diff(plan.bounds))
+        count = int(((plan.machine_kind[used] == kind) & (delay[used] == wait)).sum())
+        return _Empty(kind, wait, count, plan.unique)
+
+    def leaves_empty(self, position: int, delay: FloatArray, machine_kind: IntArray) -> bool:
+        """Whether every optimal matching of the set's waiting jobs, on the machines waiting
+        ``delay``, leaves machine ``position`` empty (False: not certain)."""
+        if not self.beyond(position, delay, machine_kind):
+            return False
+        if self.certain is None:
+            assert self.unique is not None
+            self.certain = self.unique()
+            self.unique = None
+        return self.certain
+
+    def beyond(self, position: int, delay: FloatArray, machine_kind: IntArray) -> bool:
+        """Whether machine ``position`` is of the group, with at least ``count`` of it listed
+        before it: canonical gives a group's queues to its machines listed first."""
+        kind, wait = int(machine_kind[position]), float(delay[position])
+        if kind != self.kind or wait != self.wait:
+            return False
+        return self.count <= int(((machine_kind[:position] == kind) & (delay[:position] == wait)).sum())
+
+    @staticmethod
+    def after_start(known: dict[frozenset[str], _Empty], *, position: int, wait: float, delay: FloatArray,
+                    machine_kind: IntArray) -> dict[frozenset[str], _Empty]:
+        """What stays known once a job has started on machine ``position``, which waited
+        ``delay[position]`` and now waits ``wait`` (see the class)."""
+        kind, old = int(machine_kind[position]), float(delay[position])
+        if wait < old:
+            return {}
+        group = int(((machine_kind == kind) & (delay == old)).sum())
+        return {users: fact for users, fact in known.items() if fact.kind == kind and fact.wait == old and fact.count < group}
+
+
+@dataclass(frozen=True, slots=True)
+class _Seen:
+    """A start, as :meth:`_Plan.kept_after` asks about it: machine ``position`` of kind index
+    ``kind`` now waits ``wait`` (``delay``: every machine's waits then); ``shared``: another
+    machine of the kind waited as long then (or not worked out)."""
+
+    position: int
+    kind: int
+    wait: float
+    delay: FloatArray
+    shared: bool
+
+
+@dataclass(frozen=True, slots=True)
+class _Deferred:
+    """A user set's plan not solved yet, which would have left the free machine that asked for
+    it empty (``known``): solved when a machine asks for it again, on the machines as they
+    were then (``machines``), and kept as :meth:`_Plan.kept_after` would have kept it across
+    the starts since (``since``: the first of them) — unless ``known`` tells that it leaves
+    that machine empty too and that those starts kept it."""
+
+    rows: IntArray
+    machines: Fleet
+    since: int
+    known: _Empty
+
+    def leaves_empty(self, position: int, starts_seen: Sequence[_Seen]) -> bool:
+        """Whether the plan, as the machines were then and kept since, certainly has no queue
+        on machine ``position``: every optimal matching then left it empty (``known``), and
+        each start since kept the plan (kept_after: the plan had no queue on its machine, and
+        no other machine of the kind waits what the started one now does)."""
+        delay, kinds = self.machines.delay, self.machines.machine_kind
+        if not self.known.beyond(position, delay, kinds):
+            return False
+        return all(not seen.shared and self.known.beyond(seen.position, delay, kinds) for seen in starts_seen[self.since :])
+
+    def made(self, left: _Left, starts_seen: Sequence[_Seen]) -> _Plan | None:
+        """The plan, as it would be now had it been solved then; None if a start since would
+        have dropped it."""
+        plan = left.solved(self.rows, self.machines)
+        for seen in starts_seen[self.since :]:
+            if not plan.kept_after(source=False, position=seen.position, kind=seen.kind, wait=seen.wait, delay=seen.delay):
+                return None
+        return plan
 
 
 class _Left:
@@ -396,8 +562,8 @@ class _Left:
         if not rows.shape[0]:
             return _Plan((), machines.machine_kind, None, None, {})
         problem = rows_on(self._every_job, rows, machines)
-        job, bounds = contended_order(problem)
-        return _Plan(self._every_job.jobs, problem.machine_kind, bounds, rows[job], {})  # queued: rows of every_job
+        job, bounds, unique = contended_plan(problem)
+        return _Plan(self._every_job.jobs, problem.machine_kind, bounds, rows[job], {}, unique=unique)  # queued: rows of every_job
 
 
 # _Vacancy sums a row's need over n (each a search among the machines' waits) up to this many
@@ -482,6 +648,10 @@ class _Vacancy:
         outside.sort()
         # At each job's N as t (ties: its last one counts them all; an earlier one bounds less).
         return float(np.minimum(np.arange(1, outside.shape[0] + 1), jobs - outside).max()) <= before
+
+    def positive(self, rows: IntArray) -> bool:
+        """Whether ``rows`` take some time on every kind they can run on."""
+        return bool(self._positive[rows].all())
 
     def moved(self, position: int, old: float, new: float) -> None:
         """Machine ``position`` waited ``old`` and now waits ``new`` (a job started on it); the

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import partial
 from itertools import chain
 from operator import attrgetter, methodcaller
-from typing import Literal, Mapping, Sequence
+from typing import Callable, Literal, Mapping, Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -347,22 +348,47 @@ def solve(problem: Problem, *, bounded: bool = True, method: Method = "auto", hi
 
 def _solved(problem: Problem, *, bounded: bool = True, method: Method = "auto", hint: Hint | None = None) -> tuple[IntArray, IntArray, IntArray]:
     """:func:`solve`'s canonical matching of a problem where jobs contend: each row's machine and position."""
+    return _matched(problem, bounded=bounded, method=method, hint=hint)[0]
+
+
+def _matched(problem: Problem, *, bounded: bool = True, method: Method = "auto",
+             hint: Hint | None = None) -> tuple[tuple[IntArray, IntArray, IntArray], Matrix, IntArray, IntArray]:
+    """:func:`_solved`'s matching, with the matrix it was found on and, before :func:`canonical`,
+    each row and its column of the matrix."""
     matrix = build(problem, bounded=bounded, method=method)
     hinted = _hinted(problem, matrix, hint) if hint is not None and bounded and method == "auto" else None
     rows, columns = hinted if hinted is not None else match(problem, matrix, method=method)
     slots = matrix.slots
-    return canonical(problem, rows=rows, machine=slots.machine[columns], position=slots.position[columns])
+    return canonical(problem, rows=rows, machine=slots.machine[columns], position=slots.position[columns]), matrix, rows, columns
 
 
-def contended_order(problem: Problem) -> tuple[IntArray, IntArray]:
+def contended_plan(problem: Problem) -> tuple[IntArray, IntArray, Callable[[], bool]]:
     """:func:`solve`'s queues (``job``, ``bounds``) without their times, for a problem that
     ``_uncontended`` declines (jobs that contend; the caller has asked): what Algorithm 2's
-    plans read, without the starts, finishes and total it does not."""
-    rows, machine, position = _solved(problem)
+    plans read, without the starts, finishes and total it does not. And a test, for the caller
+    to ask if it needs to, of whether that matching is certainly the only optimal one at the
+    level of kinds and positions (:func:`~scheduler.matching.transport.certified` over the
+    folded problem it was found on; False when that is not certain): every optimal matching
+    then puts as many jobs on each (kind, position), so on each group of machines of one kind
+    and one wait."""
+    (rows, machine, position), matrix, matched_rows, columns = _matched(problem)
     order = np.lexsort((-position, machine))
     bounds = np.zeros(len(problem.machines) + 1, dtype=np.int64)
     np.cumsum(np.bincount(machine, minlength=len(problem.machines)), out=bounds[1:])
-    return rows[order], bounds
+    return rows[order], bounds, partial(_only_optimum, matrix, matched_rows, columns)
+
+
+def _only_optimum(matrix: Matrix, rows: IntArray, columns: IntArray) -> bool:
+    """Whether matching each of ``rows`` to its column of ``matrix`` is certainly the only
+    optimal matching of the folded problem's rows to its groups (kind × position)."""
+    classes, groups = matrix.classes, matrix.groups
+    if classes is None or groups is None:
+        return False
+    class_of = np.empty(matrix.slots.count, dtype=np.int64)
+    class_of[classes.slots_by_class] = np.repeat(np.arange(classes.count, dtype=np.int64), classes.capacity)
+    group = np.empty(rows.shape[0], dtype=np.int64)
+    group[rows] = groups.group[class_of[columns]]
+    return certified(groups, classes.capacity, group) is not None
 
 
 def _uncontended(problem: Problem) -> tuple[IntArray, IntArray] | None:

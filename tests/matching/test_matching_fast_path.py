@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import random
 from functools import partial
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import pytest
@@ -144,10 +144,11 @@ def test_a_full_cluster_folds_and_decides_as_scipy(seed: int) -> None:
         np.testing.assert_allclose(fast.start, reference.start)
 
 
-def _paper_order(problem: Problem) -> tuple[IntArray, IntArray]:
-    """A plan's queues (job, bounds) from the paper's unbounded Q, solved by scipy."""
+def _paper_plan(problem: Problem) -> tuple[IntArray, IntArray, Callable[[], bool]]:
+    """A plan's queues (job, bounds) from the paper's unbounded Q, solved by scipy (never
+    taken for the only optimal matching: each plan Algorithm 2 needs is solved)."""
     queues = solve(problem, bounded=False)
-    return queues.job, queues.bounds
+    return queues.job, queues.bounds, lambda: False
 
 
 @pytest.mark.parametrize("alpha", [0.3, 1.0])
@@ -189,7 +190,7 @@ def test_admission_decides_as_with_the_paper_s_full_matrix_on_random_live_queues
         with monkeypatch.context() as patched:
             paper = partial(solve, bounded=False)
             patched.setattr(allox, "solve", paper)
-            patched.setattr(allox, "contended_order", _paper_order)  # Algorithm 2's plans
+            patched.setattr(allox, "contended_plan", _paper_plan)  # Algorithm 2's plans
             patched.setattr(admission, "solve", paper)
             reference = decided()
         assert fast.starts == reference.starts

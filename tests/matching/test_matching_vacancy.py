@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import replace
+from typing import Callable
 
 import numpy as np
 import pytest
@@ -27,7 +28,7 @@ from scheduler.matching.allox import AlloxScheduler, _Left, _Plan, _Vacancy
 from scheduler.matching.capacity import NodeResources
 from scheduler.matching.fairness import Capacity
 from scheduler.matching.model import Demand, Job, Machine
-from scheduler.matching.solve import FloatArray, Fleet, IntArray, Problem, contended_order, fleet, prepare_on, rows_on, solve
+from scheduler.matching.solve import FloatArray, Fleet, IntArray, Problem, contended_plan, fleet, prepare_on, rows_on, solve
 from tests.matching.test_matching_fast_path import SHARES, instance, straightforward
 
 DEMAND = {"cpu": Demand(cpu=8, memory=8), "gpu": Demand(gpu=1, cpu=1, memory=4)}
@@ -137,19 +138,25 @@ def test_algorithm_2_with_the_shortcuts_decides_as_the_paper_does(seed: int) -> 
         assert [(a.job.name, a.machine.name) for a in decided] == expected
 
 
-def test_a_burst_at_small_alpha_solves_few_plans(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The case the shortcuts are for: many free machines, many Jobs, ten users. Plans a CPU
-    slot asks for that certainly leave it empty are not made, and the jobs that contend for
-    nothing are placed without a solve; the decision is the one solving every plan gives."""
+def burst_of_ten_users(jobs: int) -> tuple[float, list[WaitingJob], list[NodeResources], Capacity]:
+    """``jobs`` Jobs of ten users, several times slower on a CPU slot, on 30 idle nodes of 5
+    GPUs and 5 CPU slots: now, the Jobs, the nodes and their capacity."""
     rng = np.random.default_rng(3)
     now = 10_000.0
     waiting = []
-    for index in range(300):
+    for index in range(jobs):
         gpu = float(rng.uniform(60, 3600))
         waiting.append(WaitingJob(key=f"w{index:03d}", user=f"u{index % 10}", arrival=now - 300 + index,
                                   seconds={"gpu": gpu, "cpu": gpu * float(rng.uniform(1.8, 10))}, demand=DEMAND))
     nodes = [NodeResources(name=f"n{i:02d}", cpu=45.0, gpu=5, memory=256.0) for i in range(30)]
-    capacity = Capacity(cpu=45.0 * 30, gpu=150, memory=256.0 * 30)
+    return now, waiting, nodes, Capacity(cpu=45.0 * 30, gpu=150, memory=256.0 * 30)
+
+
+def test_a_burst_at_small_alpha_solves_few_plans(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The case the shortcuts are for: many free machines, many Jobs, ten users. Plans a CPU
+    slot asks for that certainly leave it empty are not made, and the jobs that contend for
+    nothing are placed without a solve; the decision is the one solving every plan gives."""
+    now, waiting, nodes, capacity = burst_of_ten_users(300)
     solves = 0
 
     def counted(*args: object, **kwargs: object) -> object:
@@ -157,13 +164,13 @@ def test_a_burst_at_small_alpha_solves_few_plans(monkeypatch: pytest.MonkeyPatch
         solves += 1
         return solve(*args, **kwargs)  # type: ignore[arg-type]
 
-    def counted_order(problem: Problem) -> tuple[IntArray, IntArray]:
+    def counted_plan(problem: Problem) -> tuple[IntArray, IntArray, Callable[[], bool]]:
         nonlocal solves
         solves += 1
-        return contended_order(problem)
+        return contended_plan(problem)
 
     monkeypatch.setattr(allox, "solve", counted)
-    monkeypatch.setattr(allox, "contended_order", counted_order)  # a plan's solve, its times left out
+    monkeypatch.setattr(allox, "contended_plan", counted_plan)  # a plan's solve, its times left out
     fast = decide(now=now, waiting=waiting, running=[], free_nodes=nodes, capacity=capacity, alpha=0.1, plan_queue=False)
     quick = solves
     solves = 0
