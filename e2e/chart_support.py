@@ -137,8 +137,14 @@ class Cluster:
         them (``kubectl get --watch``), appended while the block runs. Polling misses short
         states: a preempted Job pod is Failed only until the Job controller drops its
         finalizer. The block starts once the watch has listed what exists (at least one pod)."""
+        with self.watch("pods", namespace, name) as versions:
+            yield versions
+
+    @contextlib.contextmanager
+    def watch(self, kind: str, namespace: str, name: str | None = None) -> Iterator[list[PodVersion]]:
+        """:meth:`watch_pods` for objects of another ``kind`` (``PodVersion.pod`` is the object)."""
         proc = subprocess.Popen(
-            [self.env["CELLFIT_E2E_KUBECTL"], "--kubeconfig", str(self.kubeconfig), "-n", namespace, "get", "pods",
+            [self.env["CELLFIT_E2E_KUBECTL"], "--kubeconfig", str(self.kubeconfig), "-n", namespace, "get", kind,
              *([name] if name else []), "--watch", "--output-watch-events", "-o", "json"],
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=self.process_env(),
         )
@@ -159,7 +165,7 @@ class Cluster:
         reader = threading.Thread(target=read, daemon=True)
         reader.start()
         try:
-            wait_for(lambda: versions, 30, f"the watch of pods in {namespace} to start")
+            wait_for(lambda: versions, 30, f"the watch of {kind} in {namespace} to start")
             yield versions
         finally:
             proc.terminate()
@@ -196,7 +202,7 @@ class Cluster:
 @dataclass
 class PodVersion:
     event: str  # ADDED, MODIFIED or DELETED
-    pod: dict[str, Any]
+    pod: dict[str, Any]  # the object (a pod, unless Cluster.watch was given another kind)
     received: float  # time.time() when it arrived here
 
 
