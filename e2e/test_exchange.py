@@ -26,18 +26,8 @@ from typing import Any, Iterator
 import pytest
 import yaml
 
-from chart_support import (
-    CellfitProcess,
-    Cluster,
-    PodVersion,
-    Release,
-    Scenarios,
-    ensure_release,
-    gpu_pod,
-    is_active,
-    local_extender,
-    wait_for,
-)
+from chart_support import (Cluster, CellfitProcess, PodVersion, Release, Scenarios, ensure_release, gpu_pod, is_active,
+                           local_extender, wait_for)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
 SCENARIOS = Scenarios("exchange-")
