@@ -397,7 +397,11 @@ class _Empty:
     fills a group's cheapest slots, so the machines of the group (kind, wait) with a queue do
     not fall either: without the job there are at most as many as with it, at most
     ``count``. Jobs that take no time on a kind may leave gaps in a queue (a machine with a
-    queue but no first position): such sets are not kept."""
+    queue but no first position): such sets are not kept. The argument is in exact
+    arithmetic, as the solver's is: the certificate refuses a plan when another matching is
+    within rounding of it, and after (ii) a matching worse than the optimum comes within
+    rounding of it only if two sums of jobs' times and waits agree to ~1e-12 of the total
+    (never with whole-number times, whose sums are exact)."""
 
     kind: int
     wait: float
