@@ -210,7 +210,9 @@ class AlloxScheduler:
                     chosen = (plan, head)
                     break
                 if fresh and plan.unique is not None and _CARRY_EMPTY and vacancy is not None and plan.queued is not None and vacancy.positive(plan.queued):
-                    empty[considered] = _Empty.of(plan, position, delay)
+                    fact = _Empty.of(plan, position, delay, vacancy.tolerance)
+                    if fact is not None:
+                        empty[considered] = fact
                 count = self._raised_count(ranking, count, runnable.get(machine.kind, {})) if self.raise_alpha_when_idle else 0
             if chosen is None:
                 continue
@@ -401,23 +403,32 @@ class _Empty:
     arithmetic, as the solver's is: the certificate refuses a plan when another matching is
     within rounding of it, and after (ii) a matching worse than the optimum comes within
     rounding of it only if two sums of jobs' times and waits agree to ~1e-12 of the total
-    (never with whole-number times, whose sums are exact)."""
+    (never with whole-number times, whose sums are exact). The certificate is about kinds and
+    positions, not about which machines of a position the solver filled: a machine of the kind
+    whose wait is within rounding of the group's (``tolerance``, :class:`_Vacancy`'s) costs
+    what one of the group costs in floating point, and the solver may fill either (a CPU slot
+    busy for 4e-16 s taken before a free one: the plan then shows no free slot used, which the
+    exact optimum does not). So nothing is kept, or told, while the kind has such a machine."""
 
     kind: int
     wait: float
     count: int
     unique: Callable[[], bool] | None  # the plan's test, until asked (certain)
+    tolerance: float  # how near another wait of the kind may come to ``wait`` (see the class)
     certain: bool | None = None
 
     @staticmethod
-    def of(plan: _Plan, position: int, delay: FloatArray) -> _Empty:
+    def of(plan: _Plan, position: int, delay: FloatArray, tolerance: float) -> _Empty | None:
         """What ``plan`` (just solved, with the machines waiting ``delay``) shows of the group
-        of machine ``position``, which it leaves empty."""
+        of machine ``position``, which it leaves empty; None where a machine of its kind waits
+        within ``tolerance`` of it (the plan may not show the exact optimum's count)."""
         assert plan.bounds is not None and plan.unique is not None
         kind, wait = int(plan.machine_kind[position]), float(delay[position])
+        if _near(kind, wait, delay, plan.machine_kind, tolerance):
+            return None
         used = plan.used if plan.used is not None else np.flatnonzero(np.diff(plan.bounds))
         count = int(((plan.machine_kind[used] == kind) & (delay[used] == wait)).sum())
-        return _Empty(kind, wait, count, plan.unique)
+        return _Empty(kind, wait, count, plan.unique, tolerance)
 
     def leaves_empty(self, position: int, delay: FloatArray, machine_kind: IntArray) -> bool:
         """Whether every optimal matching of the set's waiting jobs, on the machines waiting
@@ -434,7 +445,7 @@ class _Empty:
         """Whether machine ``position`` is of the group, with at least ``count`` of it listed
         before it: canonical gives a group's queues to its machines listed first."""
         kind, wait = int(machine_kind[position]), float(delay[position])
-        if kind != self.kind or wait != self.wait:
+        if kind != self.kind or wait != self.wait or _near(kind, wait, delay, machine_kind, self.tolerance):
             return False
         return self.count <= int(((machine_kind[:position] == kind) & (delay[:position] == wait)).sum())
 
@@ -448,6 +459,12 @@ class _Empty:
             return {}
         group = int(((machine_kind == kind) & (delay == old)).sum())
         return {users: fact for users, fact in known.items() if fact.kind == kind and fact.wait == old and fact.count < group}
+
+
+def _near(kind: int, wait: float, delay: FloatArray, machine_kind: IntArray, tolerance: float) -> bool:
+    """Whether a machine of kind ``kind`` waits other than ``wait`` but within ``tolerance`` of it."""
+    gap = np.abs(delay[machine_kind == kind] - wait)
+    return bool(((gap > 0) & (gap <= tolerance)).any())
 
 
 @dataclass(frozen=True, slots=True)
@@ -629,7 +646,7 @@ class _Vacancy:
         # A machine waits at most its wait now or a started job's time; a cost is at most
         # rows·longest plus that.
         scale = (times.shape[0] + 1) * longest + float(delay.max(initial=0.0)) + longest + 1.0
-        self._tolerance = 1e-9 * scale * max(1, times.shape[0])
+        self._tolerance: float = 1e-9 * scale * max(1, times.shape[0])
         self._need: dict[tuple[int, float], tuple[FloatArray, int]] = {}  # N per class, and the moves taken in
         self._moves: list[tuple[int, float, float]] = []  # (machine kind, old wait, new wait) of each start
 
@@ -652,6 +669,11 @@ class _Vacancy:
         outside.sort()
         # At each job's N as t (ties: its last one counts them all; an earlier one bounds less).
         return float(np.minimum(np.arange(1, outside.shape[0] + 1), jobs - outside).max()) <= before
+
+    @property
+    def tolerance(self) -> float:
+        """How far apart two costs must be to be told apart beyond rounding (see the class)."""
+        return self._tolerance
 
     def positive(self, rows: IntArray) -> bool:
         """Whether ``rows`` take some time on every kind they can run on."""

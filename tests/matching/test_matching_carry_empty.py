@@ -24,7 +24,7 @@ import pytest
 from scheduler.matching import allox
 from scheduler.matching.admission import RunningJob, decide
 from scheduler.matching.allox import AlloxScheduler, _Deferred, _Empty, _Left, _Seen
-from scheduler.matching.model import Job, Machine
+from scheduler.matching.model import Assignment, Job, Machine
 from scheduler.matching.solve import fleet, prepare_on
 from tests.matching.test_matching_vacancy import burst_of_ten_users, live_state
 
@@ -147,7 +147,7 @@ def test_a_plan_put_off_is_dropped_when_a_start_since_would_have_dropped_the_pla
     rows = np.arange(3, dtype=np.int64)
     plan = left.solved(rows, arrays)
     assert plan.first(0) is not None and plan.first(1) is None  # the GPU's queue, the CPU slots empty
-    known = _Empty(kind=int(arrays.machine_kind[1]), wait=0.0, count=0, unique=None, certain=True)
+    known = _Empty(kind=int(arrays.machine_kind[1]), wait=0.0, count=0, unique=None, tolerance=1e-9, certain=True)
     deferred = _Deferred(rows, arrays, 0, known)
     delay = arrays.delay.copy()
     delay[2] = 70.0
@@ -159,3 +159,27 @@ def test_a_plan_put_off_is_dropped_when_a_start_since_would_have_dropped_the_pla
     on_gpu = _Seen(position=0, kind=int(arrays.machine_kind[0]), wait=5.0, delay=delay.copy(), shared=False)
     assert not deferred.leaves_empty(1, [on_cpu, on_gpu])  # the plan had a queue there
     assert deferred.made(left, [on_cpu, on_gpu]) is None
+
+
+def test_a_cpu_slot_busy_for_a_rounding_error_does_not_carry_a_wrong_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fuzzed instance (helper-55's review): CPU slots busy for 1e-17 and 4e-16 s cost what a
+    free one costs in floating point (6.7 + 4e-16 == 6.7), so the plan of {u, v0, v1} solved at
+    c2 puts j2 at a busy slot's front and leaves the free ones empty — which the exact optimum
+    (a free slot) does not. The certificate is about kinds and positions, blind to which slots
+    of a position the solver filled, so the bound read off that plan (no free CPU slot used)
+    is wrong: solved again at c3, the plan starts j2 there."""
+    times = {"j7": ("v2", 2.9, 8.8), "j3": ("v0", 2.4, 6.0), "j2": ("u", 3.7, 6.7), "j0": ("u", 2.9, 4.1),
+             "j5": ("v1", 4.8, 14.2), "j6": ("v1", 3.1, 13.8), "j1": ("u", 1.6, 2.5), "j4": ("v1", 4.0, 35.5)}
+    jobs = [Job(name=name, user=user, arrival=0.0, processing_time={"gpu": gpu, "cpu": cpu}) for name, (user, gpu, cpu) in times.items()]
+    free = [*(Machine(name=f"c{index}", kind="cpu") for index in range(4)), Machine(name="g0", kind="gpu")]
+    busy = {Machine(name="cb", kind="cpu"): 1.1615353260212498, Machine(name="cd0", kind="cpu"): 4e-16,
+            Machine(name="cd1", kind="cpu"): 1e-17, Machine(name="gd", kind="gpu"): 4e-16}
+    running = [Assignment.starting(Job(name=f"r{index}", user=user, arrival=0.0, processing_time={"gpu": 5.0}),
+                                   Machine(name=f"r{index}", kind="gpu"), 0.0) for index, user in enumerate(["v1", "v2", "v2"])]
+    decided = {}
+    for carry in (True, False):
+        monkeypatch.setattr(allox, "_CARRY_EMPTY", carry)
+        starts = AlloxScheduler(alpha=0.2).on_machine_free(now=0.0, free_machines=free, pending_jobs=jobs, busy_until=busy, running=running)
+        decided[carry] = [(a.job.name, a.machine.name) for a in starts]
+    assert ("j2", "c3") in decided[False]
+    assert decided[True] == decided[False]
