@@ -183,3 +183,33 @@ def test_a_cpu_slot_busy_for_a_rounding_error_does_not_carry_a_wrong_bound(monke
         decided[carry] = [(a.job.name, a.machine.name) for a in starts]
     assert ("j2", "c3") in decided[False]
     assert decided[True] == decided[False]
+
+
+def test_a_plan_put_off_that_a_start_since_would_have_dropped_is_solved_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The way out no random burst took (helper-55's review, found by fuzzing and shrunk): jobs
+    that take no time on a CPU slot start there and leave its wait at 0, a wait the plan put
+    off has a queue at, so the plan solved then would have been dropped (kept_after); made
+    when a machine asks for it again, it is dropped and solved anew, as solving every plan does."""
+    times: dict[str, tuple[str, dict[str, float]]] = {
+        "j009": ("u4", {"gpu": 6.0, "cpu": 36.0}), "j010": ("u2", {"gpu": 41.0, "cpu": 246.0}),
+        "j012": ("u2", {"gpu": 38.0, "cpu": 76.0}), "j014": ("u4", {"gpu": 38.0, "cpu": 76.0}),
+        "j024": ("u1", {"gpu": 15.0, "cpu": 90.0}), "j025": ("u2", {"gpu": 26.0, "cpu": 208.0}),
+        "j026": ("u4", {"gpu": 28.0, "cpu": 280.0}), "j027": ("u2", {"gpu": 34.0, "cpu": 238.0}),
+        "j028": ("u3", {"gpu": 34.0, "cpu": 0.0}), "j029": ("u4", {"cpu": 15.0}), "j031": ("u1", {"gpu": 29.0, "cpu": 0.0}),
+        "j032": ("u2", {"gpu": 16.0}), "j034": ("u2", {"gpu": 34.0, "cpu": 238.0}), "j035": ("u0", {"gpu": 42.0, "cpu": 0.0}),
+        "j036": ("u1", {"gpu": 49.0, "cpu": 343.0}), "j037": ("u1", {"gpu": 47.0, "cpu": 0.0}),
+        "j038": ("u3", {"gpu": 19.0, "cpu": 190.0})}
+    jobs = [Job(name=name, user=user, arrival=0.0, processing_time=seconds) for name, (user, seconds) in times.items()]
+    free = [*(Machine(name=f"n0-gpu{index}", kind="gpu") for index in range(5)), *(Machine(name=f"n0-cpu{index}", kind="cpu") for index in range(4)),
+            Machine(name="n1-gpu4", kind="gpu")]
+    arguments: dict[str, Any] = {
+        "now": 0.0, "free_machines": free, "pending_jobs": jobs, "busy_until": {Machine(name="b0-gpu", kind="gpu"): 9.0},
+        "running": [Assignment.starting(Job(name="r0", user="u0", arrival=0.0, processing_time={"cpu": 5.0}), Machine(name="r0", kind="cpu"), 0.0)]}
+    taken = counting(monkeypatch)
+    decided = {}
+    for carry in (True, False):
+        monkeypatch.setattr(allox, "_CARRY_EMPTY", carry)
+        starts = AlloxScheduler(alpha=0.0).on_machine_free(**arguments)
+        decided[carry] = [(a.job.name, a.machine.name, a.start, a.finish) for a in starts]
+    assert taken["dropped"] == 1
+    assert decided[True] == decided[False]
