@@ -2,7 +2,8 @@
 plots folder made before anything runs (a bad path fails in a second, not after an hour of
 simulation), a progress bar, the table on stdout, the simulated events per second on stderr,
 the PNGs and the ``--output-json`` document. A workload's command path only says how to run
-its experiment or sweep and what that produced (:class:`RunReport`)."""
+its experiment or sweep and what that produced (:class:`RunReport`); a ``fitgpp`` or ``allox``
+sweep's report is put together here once (:func:`sweep_producer`)."""
 
 from __future__ import annotations
 
@@ -11,10 +12,11 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Final
+from typing import Callable, Final, Mapping, Protocol, Sequence, TypeVar
 
 from scheduler.errors import CellfitError
 from scheduler.simulator.progress import ProgressBar
+from scheduler.simulator.report import Documented, sweep_document
 
 PROG: Final = "cellfit simulate"
 
@@ -32,6 +34,72 @@ class RunReport:
     events: float  # simulated events, all runs together
     # Writes the PNG(s) into the plots folder and returns the files written.
     plot: Callable[[Path], list[Path]]
+
+
+class Counted(Protocol):
+    """One simulated run, or a summary of runs: the events it simulated."""
+
+    @property
+    def events(self) -> float: ...
+
+
+class SweptSummary(Documented, Counted, Protocol):
+    """A policy's summary at a sweep's point: ``events`` is its seeds' mean, so the sweep's
+    total counts it once per seed."""
+
+    @property
+    def seeds(self) -> tuple[int, ...]: ...
+
+
+class SweptPoint(Protocol):
+    """A sweep's point (the ``fitgpp`` and ``allox`` workloads): the swept value, a summary per policy."""
+
+    @property
+    def value(self) -> float: ...
+
+    @property
+    def summaries(self) -> Mapping[str, SweptSummary]: ...
+
+
+Point = TypeVar("Point", bound=SweptPoint)
+_DrawnPoint = TypeVar("_DrawnPoint", bound=SweptPoint, contravariant=True)
+
+
+class DrawsSweep(Protocol[_DrawnPoint]):
+    """A workload's sweep figure: ``plot_sweep(name, points, path, title=...)``."""
+
+    def __call__(self, name: str, points: Sequence[_DrawnPoint], path: Path, /, *, title: str) -> Path: ...
+
+
+def events_in(runs: Mapping[str, Sequence[Counted]]) -> float:
+    """The events of every run of every policy."""
+    return sum(run.events for results in runs.values() for run in results)
+
+
+def sweep_producer(
+    *,
+    sweep: str,
+    run: Callable[[ProgressBar], Sequence[Point]],
+    table: Callable[[str, Sequence[Point]], str],
+    draw: DrawsSweep[Point],
+    png: str,
+    title: str,
+    settings: Mapping[str, object],
+) -> Callable[[ProgressBar], RunReport]:
+    """What a ``fitgpp`` or ``allox`` sweep produces: ``run``'s points as the workload's
+    ``table``, the shared sweep document and ``draw``'s figure, written as ``png`` in the plots
+    folder."""
+
+    def produce(progress: ProgressBar) -> RunReport:
+        points = run(progress)
+        return RunReport(
+            table=table(sweep, points),
+            document=sweep_document(sweep, points, settings=settings),
+            events=sum(s.events * len(s.seeds) for p in points for s in p.summaries.values()),
+            plot=lambda folder: [draw(sweep, points, folder / png, title=title)],
+        )
+
+    return produce
 
 
 def run_and_report(

@@ -24,6 +24,7 @@ from scheduler.simulator.allox.experiment import (
     run_allox_experiment,
     run_allox_sweep,
 )
+from scheduler.simulator.allox.plots import plot_policies, plot_sweep
 from scheduler.simulator.allox.policies import PAPER_POLICIES, interchangeable_policy_names
 from scheduler.simulator.allox.report import sweep_table, tables
 from scheduler.simulator.allox.workload import ALLOX_CLUSTER, AlloxWorkload, describe
@@ -31,8 +32,8 @@ from scheduler.simulator.errors import InvalidWorkload
 from scheduler.simulator.options import BadOption, cluster_from, fail_option, parse_float, parse_int, policy_list
 from scheduler.simulator.policy_registry import AlloxOptions, policy_names
 from scheduler.simulator.progress import ProgressBar
-from scheduler.simulator.report import document, sweep_document
-from scheduler.simulator.session import RunReport
+from scheduler.simulator.report import document
+from scheduler.simulator.session import RunReport, events_in, sweep_producer
 from scheduler.simulator.workloads import SHARED_OPTIONS, AddsArguments, Command, Produce, register_workload
 
 DEFAULT_JOBS: Final = 10_000  # §5.1: 10 users, "over 1000 jobs for each user"
@@ -162,39 +163,32 @@ def _prepare(args: argparse.Namespace) -> Produce:
     values = _sweep_values(sweep, args.sweep_values) if sweep is not None else []
     meta = _settings_document(args, experiment)
 
-    def produce_sweep(progress: ProgressBar) -> RunReport:
-        assert sweep is not None
-        points = run_allox_sweep(sweep, values, experiment, workers=workers, progress=progress)
-
-        def plot(folder: Path) -> list[Path]:
-            from scheduler.simulator.allox.plots import plot_sweep
-
-            return [plot_sweep(sweep, points, folder / f"allox-sweep-{sweep}.png", title=f"AlloX sweep over {sweep}")]
-
-        return RunReport(
-            table=sweep_table(sweep, points),
-            document=sweep_document(sweep, points, settings=meta),
-            events=sum(s.events * len(s.seeds) for p in points for s in p.summaries.values()),
-            plot=plot,
+    if sweep is not None:
+        return sweep_producer(
+            sweep=sweep,
+            run=lambda progress: run_allox_sweep(sweep, values, experiment, workers=workers, progress=progress),
+            table=sweep_table,
+            draw=plot_sweep,
+            png=f"allox-sweep-{sweep}.png",
+            title=f"AlloX sweep over {sweep}",
+            settings=meta,
         )
 
     def produce_experiment(progress: ProgressBar) -> RunReport:
         outcome = run_allox_experiment(experiment, workers=workers, progress=progress)
 
         def plot(folder: Path) -> list[Path]:
-            from scheduler.simulator.allox.plots import plot_policies
-
             title = f"AlloX workload, load {experiment.load:g}, {experiment.jobs} jobs"
             return [plot_policies(outcome.summaries, folder / "allox.png", title=title)]
 
         return RunReport(
             table=tables(outcome.summaries),
             document=document(outcome.summaries, settings=meta),
-            events=sum(r.events for runs in outcome.runs.values() for r in runs),
+            events=events_in(outcome.runs),
             plot=plot,
         )
 
-    return produce_sweep if sweep is not None else produce_experiment
+    return produce_experiment
 
 
 def _add_arguments(group: AddsArguments) -> None:

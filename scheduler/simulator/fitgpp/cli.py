@@ -16,23 +16,18 @@ from scheduler.preemption.model import FitGppSettings
 from scheduler.simulator.cluster import ClusterSpec
 from scheduler.simulator.errors import InvalidWorkload
 from scheduler.simulator.fitgpp.experiment import DEFAULT_SWEEP_VALUES, SWEEPS, Experiment, Outcome, Variant, run_experiment, run_sweep
+from scheduler.simulator.fitgpp.plots import plot_slowdowns, plot_sweep
 from scheduler.simulator.fitgpp.report import sweep_table, tables
 from scheduler.simulator.fitgpp.trace import dump_trace, load_trace
 from scheduler.simulator.fitgpp.workload import FitGppWorkload
 from scheduler.simulator.options import BadOption, cluster_from, fail_option, parse_float, parse_int, policy_list
 from scheduler.simulator.policy_registry import policy_names
 from scheduler.simulator.progress import ProgressBar
-from scheduler.simulator.report import document, sweep_document
-from scheduler.simulator.session import OutputError, RunReport
+from scheduler.simulator.report import document
+from scheduler.simulator.session import OutputError, RunReport, events_in, sweep_producer
 from scheduler.simulator.workloads import SHARED_OPTIONS, AddsArguments, Command, Produce, register_workload, workload_named
 
 _DEFAULT_POLICIES: Final = "fifo,lrtp,rand,fitgpp"
-
-
-_BadOption = BadOption
-_fail_option = fail_option
-_float = parse_float
-_int = parse_int
 
 
 def _or(value: str | None, default: str) -> str:
@@ -44,11 +39,11 @@ def _settings(args: argparse.Namespace, configuration: Settings | None) -> FitGp
     preemption = configuration.preemption if configuration is not None else None
     weight_default = str(preemption.grace_period_weight) if preemption is not None else "4.0"
     limit_default = "1" if preemption is None else ("inf" if preemption.max_preemptions is None else str(preemption.max_preemptions))
-    weight = _float(_or(args.grace_period_weight, weight_default), "--grace-period-weight", low=0.0)
+    weight = parse_float(_or(args.grace_period_weight, weight_default), "--grace-period-weight", low=0.0)
     if not math.isfinite(weight):
-        _fail_option("--grace-period-weight", f"{args.grace_period_weight!r} is not finite")
+        fail_option("--grace-period-weight", f"{args.grace_period_weight!r} is not finite")
     text = _or(args.max_preemptions, limit_default).strip().lower()
-    limit = None if text in ("inf", "infinite", "none", "unlimited") else _int(text, "--max-preemptions", low=0)
+    limit = None if text in ("inf", "infinite", "none", "unlimited") else parse_int(text, "--max-preemptions", low=0)
     return FitGppSettings(grace_period_weight=weight, max_preemptions=limit)
 
 
@@ -62,46 +57,46 @@ def _policies(text: str) -> list[str]:
 
 def _experiment(args: argparse.Namespace, settings: FitGppSettings, configuration: Settings | None) -> Experiment:
     if args.workload is not None and args.trace is not None:
-        _fail_option("--trace", "give either --workload or --trace")
+        fail_option("--trace", "give either --workload or --trace")
     arrivals = args.arrivals or ("trace" if args.trace else "fifo-load")
     if arrivals not in ("fifo-load", "trace"):
-        _fail_option("--arrivals", f"{arrivals!r} is not fifo-load or trace")
+        fail_option("--arrivals", f"{arrivals!r} is not fifo-load or trace")
     if arrivals == "trace" and not args.trace:
-        _fail_option("--arrivals", "trace arrivals need --trace FILE")
+        fail_option("--arrivals", "trace arrivals need --trace FILE")
     trace = tuple(load_trace(args.trace)) if args.trace else None
     jobs_default = len(trace) if trace is not None else 2**16
-    jobs = jobs_default if args.jobs is None else _int(args.jobs, "--jobs", low=1)
-    seed = _int(args.seed, "--seed", low=0)
-    tick = _float(_or(args.tick, "0"), "--tick", low=0.0)
+    jobs = jobs_default if args.jobs is None else parse_int(args.jobs, "--jobs", low=1)
+    seed = parse_int(args.seed, "--seed", low=0)
+    tick = parse_float(_or(args.tick, "0"), "--tick", low=0.0)
     if not math.isfinite(tick):
-        _fail_option("--tick", f"{args.tick!r} is not finite")
-    repeat = _int(args.repeat, "--repeat", low=1)
-    te_share = _float(_or(args.te_share, "0.3"), "--te-share", low=0.0)
+        fail_option("--tick", f"{args.tick!r} is not finite")
+    repeat = parse_int(args.repeat, "--repeat", low=1)
+    te_share = parse_float(_or(args.te_share, "0.3"), "--te-share", low=0.0)
     if te_share > 1:
-        _fail_option("--te-share", f"{args.te_share!r} is not a fraction in [0, 1]")
-    gp_scale = _float(_or(args.gp_scale, "1.0"), "--gp-scale", low=0.0)
+        fail_option("--te-share", f"{args.te_share!r} is not a fraction in [0, 1]")
+    gp_scale = parse_float(_or(args.gp_scale, "1.0"), "--gp-scale", low=0.0)
     if not math.isfinite(gp_scale):
-        _fail_option("--gp-scale", f"{args.gp_scale!r} is not finite")
+        fail_option("--gp-scale", f"{args.gp_scale!r} is not finite")
     workload = FitGppWorkload(te_share=te_share, gp_scale=gp_scale)
     for assignment in args.set:
         key, equals, value = assignment.partition("=")
         if not equals:
-            _fail_option("--set", f"{assignment!r} is not KEY=VALUE")
+            fail_option("--set", f"{assignment!r} is not KEY=VALUE")
         owner = key.strip().partition(".")[0]
         if owner != COMMAND.name and workload_named(owner) is not None:  # allox.*, hived.*
             if args.workload is None:
-                _fail_option(f"--set {key.strip()}", f"a parameter of workload {owner} only (add --workload {owner})")
-            _fail_option(f"--set {key.strip()}", f"not a parameter of workload {COMMAND.name}")
+                fail_option(f"--set {key.strip()}", f"a parameter of workload {owner} only (add --workload {owner})")
+            fail_option(f"--set {key.strip()}", f"not a parameter of workload {COMMAND.name}")
         try:
-            workload = workload.with_parameter(key.strip(), _float(value, f"--set {key.strip()}"))
+            workload = workload.with_parameter(key.strip(), parse_float(value, f"--set {key.strip()}"))
         except InvalidWorkload as error:
-            raise _BadOption(str(error), field=f"--set {key.strip()}") from None
+            raise BadOption(str(error), field=f"--set {key.strip()}") from None
     return Experiment(
         cluster=_cluster(args),
         workload=workload,
         trace=trace,
         arrivals=arrivals,  # type: ignore[arg-type]
-        load=_float(_or(args.load, "2.0"), "--load", positive=True),
+        load=parse_float(_or(args.load, "2.0"), "--load", positive=True),
         jobs=jobs,
         seeds=tuple(range(seed, seed + repeat)),
         variants=Experiment.standard_variants(_policies(_or(args.policies, _DEFAULT_POLICIES)), settings),
@@ -119,11 +114,11 @@ def _sweep_values(name: str, text: str | None) -> list[float]:
         if part.lower() in ("inf", "unlimited") and name == "P":
             values.append(math.inf)
             continue
-        values.append(_float(part, "--sweep-values", low=0.0))
+        values.append(parse_float(part, "--sweep-values", low=0.0))
     if name == "P" and any(not math.isinf(v) and v != int(v) for v in values):
-        _fail_option("--sweep-values", "P values are whole numbers or inf")
+        fail_option("--sweep-values", "P values are whole numbers or inf")
     if name == "te-share" and any(v > 1 for v in values):
-        _fail_option("--sweep-values", "TE shares are fractions in [0, 1]")
+        fail_option("--sweep-values", "TE shares are fractions in [0, 1]")
     return values
 
 
@@ -151,27 +146,24 @@ def _prepare(args: argparse.Namespace) -> Produce:
     configuration = load_settings(args.config) if args.config else None
     settings = _settings(args, configuration)
     experiment = _experiment(args, settings, configuration)
-    workers = _int(args.workers, "--workers", low=1)
+    workers = parse_int(args.workers, "--workers", low=1)
     sweep: str | None = args.sweep
     if sweep is not None and sweep not in SWEEPS:
-        _fail_option("--sweep", f"unknown sweep {sweep!r} for workload fitgpp (known: {', '.join(SWEEPS)})")
+        fail_option("--sweep", f"unknown sweep {sweep!r} for workload fitgpp (known: {', '.join(SWEEPS)})")
     meta = _settings_document(args, experiment, settings)
 
-    def produce_sweep(progress: ProgressBar) -> RunReport:
-        assert sweep is not None
-        values = _sweep_values(sweep, args.sweep_values)
-        points = run_sweep(sweep, values, experiment, [v.policy for v in experiment.variants], workers=workers, progress=progress)
-
-        def plot(folder: Path) -> list[Path]:
-            from scheduler.simulator.fitgpp.plots import plot_sweep
-
-            return [plot_sweep(sweep, points, folder / f"sweep-{sweep}.png", title=f"FitGpp sweep over {sweep}")]
-
-        return RunReport(
-            table=sweep_table(sweep, points),
-            document=sweep_document(sweep, points, settings=meta),
-            events=sum(s.events * len(s.seeds) for p in points for s in p.summaries.values()),
-            plot=plot,
+    if sweep is not None:
+        policies = [v.policy for v in experiment.variants]
+        return sweep_producer(
+            sweep=sweep,
+            run=lambda progress: run_sweep(
+                sweep, _sweep_values(sweep, args.sweep_values), experiment, policies, workers=workers, progress=progress
+            ),
+            table=sweep_table,
+            draw=plot_sweep,
+            png=f"sweep-{sweep}.png",
+            title=f"FitGpp sweep over {sweep}",
+            settings=meta,
         )
 
     def produce_experiment(progress: ProgressBar) -> RunReport:
@@ -192,13 +184,11 @@ def _prepare(args: argparse.Namespace) -> Produce:
         unlimited_summaries = unlimited.summaries if unlimited else None
 
         def plot(folder: Path) -> list[Path]:
-            from scheduler.simulator.fitgpp.plots import plot_slowdowns
-
             return [plot_slowdowns(outcome.summaries, folder / "slowdown.png", title="Job slowdown rates")]
 
-        events = sum(r.events for results in outcome.runs.values() for r in results)
+        events = events_in(outcome.runs)
         if unlimited:
-            events += sum(r.events for results in unlimited.runs.values() for r in results)
+            events += events_in(unlimited.runs)
         return RunReport(
             table=tables(outcome.summaries, limit=settings.describe_limit(), unlimited=unlimited_summaries, paper=args.paper),
             document=document(outcome.summaries, settings=meta, unlimited=unlimited_summaries),
@@ -206,7 +196,7 @@ def _prepare(args: argparse.Namespace) -> Produce:
             plot=plot,
         )
 
-    return produce_sweep if sweep is not None else produce_experiment
+    return produce_experiment
 
 
 def _add_arguments(group: AddsArguments) -> None:

@@ -36,7 +36,7 @@ from scheduler.simulator.options import (
     policy_list,
 )
 from scheduler.simulator.progress import ProgressBar
-from scheduler.simulator.session import RunReport
+from scheduler.simulator.session import RunReport, events_in
 from scheduler.simulator.workloads import SHARED_OPTIONS, AddsArguments, Command, Produce, register_workload
 
 SET_KEYS: Final = ("hived.queue", "hived.duration_low", "hived.duration_high", "hived.load.<tenant>")
@@ -132,7 +132,7 @@ def _prepare(args: argparse.Namespace) -> Produce:
         return RunReport(
             table=tables(summaries),
             document=document(summaries, settings=meta),
-            events=sum(r.events for runs in outcome.runs.values() for r in runs),
+            events=events_in(outcome.runs),
             plot=plot,
         )
 
