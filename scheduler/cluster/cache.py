@@ -11,7 +11,6 @@ from __future__ import annotations
 import functools
 import logging
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Generic, Iterable, Iterator, Mapping, Sequence, TypeVar, overload
 
@@ -20,6 +19,7 @@ import msgspec
 from placer.holding import JobPods
 from scheduler.cluster.api import Kind, KubernetesApi, WatchExpired
 from scheduler.cluster.feed import InterchangeableJobs
+from scheduler.cluster.pacing import InThread, Pacing, Steps
 from scheduler.cluster.reflector import Reflector
 from scheduler.cells import bindinfo
 from scheduler.constants import ANNOTATION_BIND_INFO, ANNOTATION_CONFIGURATIONS, ANNOTATION_PREEMPTIONS
@@ -40,6 +40,8 @@ VICTIMS_KEPT = 10_000
 # Objects per page of a list (client-go's reflectors page by 500 too): ~1 MB of pods, decoded in
 # a few milliseconds between which the verbs get the GIL.
 LIST_PAGE_SIZE = 500
+# Records checked against a list per step of a relist: about what applying one event costs.
+_CHECKS_PER_STEP = 256
 
 
 class LazilyDecoded(Sequence[T], Generic[T]):
@@ -74,6 +76,20 @@ class LazilyDecoded(Sequence[T], Generic[T]):
             item = self._decoded[index] = self._decode(raw)
             self._raw[index] = None
         return item
+
+    def consume(self) -> Iterator[T]:
+        """Each item once, in order, forgotten as the next is read: a pass that reads the list
+        once frees each object in its own step, not all of them at once after the pass (10,000
+        decoded pods take ~15 ms to free, holding the GIL)."""
+        for index in range(len(self._raw)):
+            item = self[index]
+            self._decoded[index] = None
+            yield item
+
+
+def _read_once(items: Sequence[T]) -> Iterator[T]:
+    """``items`` for a pass that reads them once: a LazilyDecoded list consumed."""
+    return items.consume() if isinstance(items, LazilyDecoded) else iter(items)
 
 
 def api_reflector(
@@ -186,6 +202,9 @@ class ClusterCache:
         # API writes that must not hold up kube-scheduler (events, Job counts): one worker, so
         # they land in the order decided.
         self._writes = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cellfit-writes")
+        # Drives the relists' passes (pacing.py): in the reflector's thread until the server's
+        # event loop is known (pace_on).
+        self._pacing: Pacing = InThread()
         self._api = api
         self._engine = engine
         self._lock = lock
@@ -203,14 +222,14 @@ class ClusterCache:
         self.on_victims_gone: Callable[[], None] | None = None
         self.nodes: Reflector[wire.Node] = self._reflector(
             api, "nodes", wire.NODE_DECODER,
-            replace=self._replace_nodes, apply=self._apply_node, delete=self._delete_node,
+            replace=self._paced(self._replacing_nodes), apply=self._apply_node, delete=self._delete_node,
         )
         # The assumptions (PodStore.assume) made before the pods' latest list began: a pod among
         # them that the watch never showed and the list does not show is gone.
         self._assumed_before_list = 0
         self.pods: Reflector[wire.Pod] = _decoded_reflector(
             self._list_pods_page, lambda version: api.watch("pods", resource_version=version), wire.POD_DECODER.decode,
-            name="pods", replace=self._replace_pods, apply=self._apply_pod, delete=self._delete_pod,
+            name="pods", replace=self._paced(self._replacing_pods), apply=self._apply_pod, delete=self._delete_pod,
             decode_event=_one_pass(wire.POD_DECODER),
         )
         self.jobs: Reflector[WatchedJob] | None = None
@@ -220,10 +239,20 @@ class ClusterCache:
             self.jobs = _decoded_reflector(
                 lambda token: api.list_raw("jobs", limit=LIST_PAGE_SIZE, continue_token=token),
                 lambda version: api.watch("jobs", resource_version=version), WatchedJob.decode,
-                name="jobs", replace=self._replace_jobs, apply=self._apply_job, delete=self._delete_job,
+                name="jobs", replace=self._paced(self._replacing_jobs), apply=self._apply_job, delete=self._delete_job,
                 version_of=lambda watched: watched.job.metadata.resourceVersion,
             )
         self._job_tracker = jobs
+
+    def pace_on(self, pacing: Pacing) -> None:
+        """Relists are driven by ``pacing`` from now on (the server's: ``pacing.OnLoop`` over the
+        event loop its verbs run on)."""
+        self._pacing = pacing
+
+    def _paced(self, pass_over: Callable[[Sequence[T]], Steps]) -> Callable[[Sequence[T]], None]:
+        """A reflector's ``replace``: the pass ``pass_over`` makes of a list, driven by this
+        cache's pacing at the time of the list."""
+        return lambda listed: self._pacing.run(pass_over(listed))
 
     def _reflector(
         self,
@@ -240,14 +269,16 @@ class ClusterCache:
 
     # ------------------------------------------------------------------ Jobs
 
-    def _replace_jobs(self, listed: Sequence[WatchedJob]) -> None:
+    def _replacing_jobs(self, listed: Sequence[WatchedJob]) -> Steps:
         uids = {watched.job.metadata.uid for watched in listed}
         with self._lock:
             gone = self._job_uids - uids  # deleted while the watch was down
-        for uid in gone:  # one object per hold of the lock: see _replace_pods
+        for uid in gone:  # one object per hold of the lock: see _replacing_pods
             self._under_lock(functools.partial(self._forget_job, uid))
+            yield
         for watched in listed:
             self._under_lock(functools.partial(self._track_job, watched.job))
+            yield
         if self.interchangeable is not None:
             for uid in gone:  # deleted while the watch was down: passed on as any deletion is
                 self.interchangeable.delete(uid)
@@ -463,16 +494,18 @@ class ClusterCache:
     # A relist is applied as the events it stands for (a delete for each object it no longer
     # lists, an update for each it lists), one event per hold of the engine lock: a verb or
     # /healthz then waits for one event at most, never for a whole list of thousands. The one
-    # exception keeps a verb from seeing a node freer than it ever was (see _replace_pods).
+    # exception keeps a verb from seeing a node freer than it ever was (see _replacing_pods).
 
-    def _replace_nodes(self, nodes: Sequence[wire.Node]) -> None:
+    def _replacing_nodes(self, nodes: Sequence[wire.Node]) -> Steps:
         listed = {node.metadata.name for node in nodes}
         with self._lock:
             gone = self._node_names - listed
         for name in gone:
             self._forget_node(name)
+            yield
         for node in nodes:
             self._apply_node(node)
+            yield
 
     def _apply_node(self, node: wire.Node) -> None:
         try:
@@ -507,7 +540,7 @@ class ClusterCache:
                 self._assumed_before_list = self._pods.assumption_mark()
         return self._api.list_raw("pods", limit=LIST_PAGE_SIZE, continue_token=token)
 
-    def _replace_pods(self, pods: Sequence[wire.Pod]) -> None:
+    def _replacing_pods(self, pods: Sequence[wire.Pod]) -> Steps:
         # One event per hold, except where the list shows pods both gone and newly booked on a
         # node, or on nodes a booking links: there its departures and bookings go in one hold.
         # Applied apart, a verb could see that node freer than it ever was (a pod deleted
@@ -517,36 +550,40 @@ class ClusterCache:
         # Arrivals alone only fill nodes up to what they hold; departures alone (pods not
         # listed, listed as finished, or resized to ask less) only empty them down to what they
         # hold: every state between is one a verb may decide on.
-        # The list's items are decoded as they are read (LazilyDecoded): in this paced loop, not
-        # in one pass that would hold the GIL for the whole list.
+        # The list's items are decoded as they are read (LazilyDecoded): a step each, not one
+        # pass over the whole list.
         listed: set[str] = set()
-        pause = _Pauses()
         arriving: dict[str | None, list[PodInfo]] = {}
-        for pod in pods:
+        for pod in _read_once(pods):
             listed.add(pod.metadata.uid)
             info = self._translated(pod)
             if info is not None:
                 arriving.setdefault(info.node_name, []).append(info)
-            pause.now_and_then()
+            yield
         with self._lock:
-            leaving: dict[str | None, list[str]] = {}
-            for known in self._pods.pods():
-                if known.uid not in listed:
-                    leaving.setdefault(known.node_name, []).append(known.uid)
+            # Copied in one call; no watch event changes the record while its reflector lists.
+            known = list(self._pods.pods())
             # Reserved by the bind verb from the API's answer, never watched, and not listed by a
             # list that began after: deleted while the watch was down (one reserved after the list
             # began may be a pod created since, which the watch will bring).
-            for assumed in self._pods.unwatched_assumed(before=self._assumed_before_list):
-                if assumed.uid not in listed:
-                    leaving.setdefault(assumed.node_name, []).append(assumed.uid)
+            assumed = self._pods.unwatched_assumed(before=self._assumed_before_list)
+        leaving: dict[str | None, list[str]] = {}
+        for start in range(0, len(known), _CHECKS_PER_STEP):
+            for record in known[start:start + _CHECKS_PER_STEP]:
+                if record.uid not in listed:
+                    leaving.setdefault(record.node_name, []).append(record.uid)
+            yield
+        for record in assumed:
+            if record.uid not in listed:
+                leaving.setdefault(record.node_name, []).append(record.uid)
         for uid in leaving.pop(None, ()):
             with self._lock:
                 self._forget(uid)
-            pause.now_and_then()
+            yield
         for info in arriving.pop(None, ()):
             with self._lock:
                 self._apply_info(info)
-            pause.now_and_then()
+            yield
         for nodes in _linked_nodes(arriving, leaving.keys()):
             gone = [uid for node in nodes for uid in leaving.get(node, ())]
             here = [info for node in nodes for info in arriving.get(node, ())]
@@ -561,16 +598,16 @@ class ClusterCache:
                         for info in here:
                             self._apply_info(info)
                 if together:
-                    pause.now_and_then()
+                    yield
                     continue
             for uid in gone:
                 with self._lock:
                     self._forget(uid)
-                pause.now_and_then()
+                yield
             for info in here:
                 with self._lock:
                     self._apply_info(info)
-                pause.now_and_then()
+                yield
 
     def _shrinks(self, info: PodInfo) -> bool:
         """Whether ``info`` asks less of some resource than the record of its pod (an in-place
@@ -660,22 +697,3 @@ def _slot_nodes(info: PodInfo) -> tuple[str, ...]:
     if gang is None:
         return ()
     return tuple({slot.node for slot in gang.slots if slot.node != info.node_name})
-
-
-class _Pauses:
-    """Gives up the GIL about every millisecond of a long pass (a relist): the engine lock is not
-    fair, and a thread that releases it and takes it again at once may keep a verb waiting for
-    it until the pass ends, while yielding after every event (10,000 of them) made a relist
-    several times longer whenever another thread was busy."""
-
-    __slots__ = ("_last",)
-    EVERY_SECONDS = 0.001
-
-    def __init__(self) -> None:
-        self._last = time.perf_counter()
-
-    def now_and_then(self) -> None:
-        now = time.perf_counter()
-        if now - self._last >= self.EVERY_SECONDS:
-            time.sleep(0)
-            self._last = time.perf_counter()

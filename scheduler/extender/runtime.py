@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import logging
 import threading
@@ -20,6 +21,7 @@ from scheduler.cluster.cache import ClusterCache
 from scheduler.cluster.exchange.controller import ExchangeController
 from scheduler.cluster.exchange.quotas import ExchangeQuotas
 from scheduler.cluster.leadership import Driver, LeaderElector, Terms, default_namespace
+from scheduler.cluster.pacing import OnLoop
 from scheduler.cluster.nudge import Nudger, Parked, VictimRequeue
 from scheduler.config import Settings
 from scheduler.core.engine import SchedulingEngine
@@ -217,6 +219,8 @@ def build_runtime(settings: Settings, *, api: KubernetesApi | None = None, stand
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         if cache is not None:
+            # Relists run a step at a time on the loop the verbs run on (cluster/pacing.py).
+            cache.pace_on(OnLoop(asyncio.get_running_loop()))
             cache.start()
         if quotas is not None:
             quotas.start()

@@ -11,9 +11,9 @@ the filter's latency p50 / p99 / max during the relist against the same verb wit
 (baseline, same run).
 
 With ``--http``, the same relist in ``cellfit serve`` as production wires it (connected to the
-listing double, its own watch cache and lock, served by uvicorn on a local port), and the
-filter verb and ``/healthz`` requested over HTTP in turn while it runs, against both with no
-relist.
+listing double, its own watch cache and lock, served by uvicorn on a local port, the relist
+paced on its event loop), and the filter verb and ``/healthz`` requested over HTTP in turn by
+another process while it runs, against both with no relist.
 
     python tests/benchmarks/bench_relist.py [--pods 10000] [--rounds 5] [--http]
 
@@ -25,11 +25,16 @@ from __future__ import annotations
 
 import argparse
 import gc
+import http.client
 import json
+import select
 import statistics
+import subprocess
 import sys
+import tempfile
 import threading
 import time
+import urllib.parse
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +57,7 @@ from tests.support.kube_objects import dumps, extender_args, node, pod  # noqa: 
 from tests.support.server import running_server, wait_until_ready  # noqa: E402
 
 NODES = 100
+BASELINE_SECONDS = 1.0  # of requests before the relist begins
 
 
 class EncodedListing(ListingApi):
@@ -131,7 +137,9 @@ def one_round(pods: int) -> dict[str, float]:
 
 
 def http_round(pods: int) -> dict[str, float]:
-    """The relist inside ``cellfit serve``: its verbs and /healthz over HTTP meanwhile."""
+    """The relist inside ``cellfit serve``: its verbs and /healthz over HTTP meanwhile, asked by
+    another process (as kube-scheduler and the kubelet ask): a client thread in this process
+    would wait for the GIL itself and measure its own waits."""
     nodes = [node(f"node-{i:03d}", gpus=8, cpu="256") for i in range(NODES)]
     listed = [
         pod(f"train-{i:05d}", uid=f"uid-{i:05d}", cpu="1", node_name=f"node-{i % NODES:03d}", phase="Running") for i in range(pods)
@@ -147,46 +155,70 @@ def http_round(pods: int) -> dict[str, float]:
     runtime = build_runtime(settings, api=api)  # type: ignore[arg-type]
     assert runtime.cache is not None
     body = dumps(extender_args(pod("probe-0", gpus=1), nodes, node_cache_capable=True))
-    headers = {"Content-Type": "application/json"}
-    with running_server(runtime.app) as url, httpx.Client(base_url=url, timeout=10) as client:
-        wait_until_ready(client)
-
-        def latencies(*, until: threading.Thread | None, count: int = 200) -> tuple[list[float], list[float]]:
-            verbs: list[float] = []
-            health: list[float] = []
-            while (until.is_alive() if until is not None else len(verbs) < count):
-                started = time.perf_counter()
-                assert client.post("/v1/extender/filter", content=body, headers=headers).status_code == 200
-                verbs.append(time.perf_counter() - started)
-                started = time.perf_counter()
-                assert client.get("/healthz").status_code == 200
-                health.append(time.perf_counter() - started)
-            return verbs, health
-
-        base_verbs, base_health = latencies(until=None)
+    with running_server(runtime.app) as url, tempfile.NamedTemporaryFile(suffix=".json") as body_file:
+        with httpx.Client(base_url=url, timeout=10) as client:
+            wait_until_ready(client)
+        body_file.write(body)
+        body_file.flush()
+        client_process = subprocess.Popen(
+            [sys.executable, __file__, "--client", url, body_file.name], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        )
+        assert client_process.stdin is not None and client_process.stdout is not None
+        assert client_process.stdout.readline().strip() == "ready"
+        client_process.stdin.write("go\n")
+        client_process.stdin.flush()
+        time.sleep(BASELINE_SECONDS)
         # The pods bound while the watch was down, listed after its HTTP 410.
         api.pods = after_the_outage.pods
         api.encoded.update({key: page for key, page in after_the_outage.encoded.items() if key[0] == "pods"})
         relist = threading.Thread(target=runtime.cache.pods._list_and_replace)
-        started = time.perf_counter()
+        began = time.monotonic()
         relist.start()
-        verbs, health = latencies(until=relist)
         relist.join()
-        relist_seconds = time.perf_counter() - started
+        ended = time.monotonic()
+        out, _ = client_process.communicate("stop\n", timeout=60)
         assert runtime.cache.sizes()["pods"] == pods
     gc.unfreeze()
-    return {
-        "relist_s": relist_seconds,
-        "filter_base_p99_ms": 1000 * percentile(base_verbs, 0.99),
-        "filter_p50_ms": 1000 * statistics.median(verbs),
-        "filter_p99_ms": 1000 * percentile(verbs, 0.99),
-        "filter_max_ms": 1000 * max(verbs),
-        "healthz_base_p99_ms": 1000 * percentile(base_health, 0.99),
-        "healthz_p50_ms": 1000 * statistics.median(health),
-        "healthz_p99_ms": 1000 * percentile(health, 0.99),
-        "healthz_max_ms": 1000 * max(health),
-        "requests": 2 * len(verbs),
-    }
+    samples = json.loads(out)
+    figures: dict[str, float] = {"relist_s": ended - began}
+    for kind in ("filter", "healthz"):
+        base = [latency for k, at, latency in samples if k == kind and at + latency < began]
+        during = [latency for k, at, latency in samples if k == kind and at < ended and at + latency > began]
+        figures |= {
+            f"{kind}_base_p99_ms": 1000 * percentile(base, 0.99),
+            f"{kind}_p50_ms": 1000 * statistics.median(during),
+            f"{kind}_p99_ms": 1000 * percentile(during, 0.99),
+            f"{kind}_max_ms": 1000 * max(during),
+        }
+        figures["requests"] = figures.get("requests", 0) + len(during)
+    return figures
+
+
+def client_loop(url: str, body_path: str) -> None:
+    """The other process: filter then /healthz, again and again, from "go" on stdin until
+    "stop"; prints each request's kind, start (time.monotonic, one clock for every process of
+    the machine) and latency as JSON."""
+    address = urllib.parse.urlsplit(url)
+    body = Path(body_path).read_bytes()
+    connection = http.client.HTTPConnection(address.hostname, address.port, timeout=30)
+    connection.connect()
+    print("ready", flush=True)
+    sys.stdin.readline()
+    samples: list[tuple[str, float, float]] = []
+
+    def timed(kind: str, method: str, path: str, payload: bytes | None) -> None:
+        started = time.monotonic()
+        connection.request(method, path, body=payload, headers={"Content-Type": "application/json"})
+        answer = connection.getresponse()
+        answer.read()
+        samples.append((kind, started, time.monotonic() - started))
+        assert answer.status == 200, answer.status
+
+    while not select.select([sys.stdin], [], [], 0)[0]:
+        timed("filter", "POST", "/v1/extender/filter", body)
+        timed("healthz", "GET", "/healthz", None)
+    sys.stdin.readline()
+    print(json.dumps(samples), flush=True)
 
 
 def main() -> None:
@@ -194,7 +226,11 @@ def main() -> None:
     parser.add_argument("--pods", type=int, default=10_000)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--http", action="store_true", help="the relist inside cellfit serve, verbs and /healthz over HTTP")
+    parser.add_argument("--client", nargs=2, metavar=("URL", "BODY"), help=argparse.SUPPRESS)  # http_round's other process
     args = parser.parse_args()
+    if args.client:
+        client_loop(*args.client)
+        return
     if args.http:
         http_rounds = []
         for number in range(1, args.rounds + 1):
