@@ -219,3 +219,34 @@ def test_cellfit_serve_relists_on_the_loop_its_verbs_run_on() -> None:
         relist.join(60)
         assert cache.sizes()["pods"] == 500
     assert len(on_a_loop) == 500 and all(on_a_loop)
+
+
+def test_a_pass_taken_back_is_never_stepped_again_by_the_loop_that_runs_once_more(running: RunningLoop) -> None:
+    """A loop that stopped mid-pass may run again (asyncio.Runner's close runs it to cancel its
+    tasks; a test loop is run to completion): the pass it gave back is the caller's alone, the
+    loop's task steps it no more."""
+    stepped: list[tuple[int, bool]] = []  # (step, on a running loop)
+
+    def steps() -> Steps:
+        for number in range(300):
+            stepped.append((number, _running_loop() is not None))
+            if number == 120:
+                running.loop.stop()
+            yield
+
+    class RunsTheLoopOnceMore:
+        def run(self, steps: Steps) -> None:
+            running.thread.join(10)
+            running.loop.run_until_complete(asyncio.sleep(0))
+            InThread().run(steps)
+
+    OnLoop(running.loop, fallback=RunsTheLoopOnceMore()).run(steps())
+    assert [number for number, _ in stepped] == list(range(300))
+    assert not any(on_loop for number, on_loop in stepped if number > 120), stepped[118:125]
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
