@@ -250,3 +250,19 @@ def _running_loop() -> asyncio.AbstractEventLoop | None:
         return asyncio.get_running_loop()
     except RuntimeError:
         return None
+
+
+def test_a_loop_that_cancels_its_tasks_mid_pass_hands_the_rest_to_the_caller(running: RunningLoop) -> None:
+    """uvicorn under asyncio.run cancels every task on its way out: the pass's task is one; the
+    steps it had not run go on in the caller's thread, none lost."""
+    log: list[tuple[int, int]] = []
+
+    def cancel_every_task() -> None:
+        for task in asyncio.all_tasks(running.loop):
+            task.cancel()
+
+    OnLoop(running.loop).run(recorded(300, log, at={120: cancel_every_task}))
+    assert [number for number, _ in log] == list(range(300))
+    threads = [thread for _, thread in log]
+    assert set(threads[:121]) == {running.thread.ident}
+    assert set(threads[121:]) == {threading.get_ident()}
