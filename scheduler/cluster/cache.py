@@ -594,7 +594,9 @@ class ClusterCache:
             yield
         for nodes in _linked_nodes(arriving, leaving.keys()):
             gone = [uid for node in nodes for uid in leaving.get(node, ())]
-            here = [info for node in nodes for info in arriving.get(node, ())]
+            # Popped: the pods read for a node go with its group's step, not all at the pass's end
+            # (a relist that changes nothing records none of them).
+            here = [info for node in nodes for info in arriving.pop(node, ())]
             if here and (gone or len(here) > 1 or not here[0].holds_resources):
                 with self._lock:
                     # Departures: pods no longer listed, listed as finished, or asking less.

@@ -440,3 +440,30 @@ def test_a_relist_of_nodes_or_jobs_decodes_one_object_a_step() -> None:
         for _ in passing(listed):
             most_in_a_step, decodes = max(most_in_a_step, decodes), 0
         assert max(most_in_a_step, decodes) <= 1, (reflector.kind, most_in_a_step, decodes)
+
+
+def test_a_relist_that_changes_nothing_lets_each_nodes_pods_go_in_its_own_step() -> None:
+    """A relist after a 410 mostly lists pods the cache holds as they are: their fresh records
+    are dropped, not recorded. Kept to the pass's end, 10,000 of them were freed in its last step
+    (~9 ms on the verbs' loop); each node's go with its own step."""
+    import sys
+
+    api, cache, _, _ = cluster(pods=NODES * 5)
+    cache.nodes._list_and_replace()
+    cache.pods._list_and_replace()
+    read: list[Any] = []
+    translated = cache._translated
+
+    def keeping(pod_object: Any) -> Any:
+        info = translated(pod_object)
+        read.append(info)
+        return info
+
+    cache._translated = keeping  # type: ignore[method-assign]
+    _, listed = cache.pods._list()
+    held_by_the_pass = []
+    for _ in cache._replacing_pods(listed):
+        # This list's reference, the loop's and getrefcount's own: any more is the pass's.
+        held_by_the_pass.append(sum(sys.getrefcount(info) > 3 for info in read))
+    assert len(read) == NODES * 5 and cache.sizes()["pods"] == NODES * 5
+    assert held_by_the_pass[-1] <= 5, held_by_the_pass[-1]
