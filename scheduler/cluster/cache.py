@@ -592,7 +592,9 @@ class ClusterCache:
             with self._lock:
                 self._apply_info(info)
             yield
-        for nodes in _linked_nodes(arriving, leaving.keys()):
+        linked: list[list[str]] = []
+        yield from _linking(arriving, leaving.keys(), into=linked)
+        for nodes in linked:
             gone = [uid for node in nodes for uid in leaving.get(node, ())]
             # Popped: the pods read for a node go with its group's step, not all at the pass's end
             # (a relist that changes nothing records none of them).
@@ -679,18 +681,30 @@ def _interchangeable(watched: WatchedJob) -> bytes | None:
     return bytes(memoryview(watched.raw))
 
 
-def _linked_nodes(arriving: Mapping[str | None, Sequence[PodInfo]], leaving: Iterable[str | None]) -> list[list[str]]:
-    """The nodes of a relist in groups that must change together: a node alone, or with the
-    nodes its listed pods' bookings hold slots on (a HiveD gang's bind info names its siblings'
-    slots). Groups in the order of their first node's name."""
+def _linking(
+    arriving: Mapping[str | None, Sequence[PodInfo]], leaving: Iterable[str | None], *, into: list[list[str]]
+) -> Steps:
+    """Appends to ``into`` the nodes of a relist in groups that must change together: a node
+    alone, or with the nodes its listed pods' bookings hold slots on (a HiveD gang's bind info
+    names its siblings' slots). Groups in the order of their first node's name. A step per
+    _CHECKS_PER_STEP nodes or pods read: 10,000 pods' bookings take ~6 ms."""
     sets = DisjointSets()
+    read = 0
     for node in leaving:
         if node is not None:
             sets.find(node)
+            read += 1
+            if read >= _CHECKS_PER_STEP:
+                read = 0
+                yield
     for node, infos in arriving.items():
         if node is not None:
             sets.union([node, *(other for info in infos for other in _slot_nodes(info))])
-    return sets.groups()
+            read += len(infos)
+            if read >= _CHECKS_PER_STEP:
+                read = 0
+                yield
+    into.extend(sets.groups())
 
 
 def _slot_nodes(info: PodInfo) -> tuple[str, ...]:

@@ -467,3 +467,28 @@ def test_a_relist_that_changes_nothing_lets_each_nodes_pods_go_in_its_own_step()
         held_by_the_pass.append(sum(sys.getrefcount(info) > 3 for info in read))
     assert len(read) == NODES * 5 and cache.sizes()["pods"] == NODES * 5
     assert held_by_the_pass[-1] <= 5, held_by_the_pass[-1]
+
+
+def test_a_relist_links_its_nodes_a_few_hundred_pods_a_step(monkeypatch: Any) -> None:
+    """Which nodes must change together is read from every listed pod's booking: 10,000 pods on
+    5,000 nodes took ~6 ms (~14 ms on a loaded machine) in one step on the verbs' loop. The pass
+    reads about _CHECKS_PER_STEP pods' bookings a step (a node's pods at once: 10 here)."""
+    from scheduler.cluster import cache as cache_module
+
+    _, cache, _, _ = cluster(pods=1_000)
+    cache.nodes._list_and_replace()
+    read_in_step = 0
+    slot_nodes = cache_module._slot_nodes
+
+    def counted(info: Any) -> Any:
+        nonlocal read_in_step
+        read_in_step += 1
+        return slot_nodes(info)
+
+    monkeypatch.setattr(cache_module, "_slot_nodes", counted)
+    _, listed = cache.pods._list()
+    most = 0
+    for _ in cache._replacing_pods(listed):
+        most, read_in_step = max(most, read_in_step), 0
+    assert cache.sizes()["pods"] == 1_000
+    assert max(most, read_in_step) <= cache_module._CHECKS_PER_STEP + 10, max(most, read_in_step)
