@@ -266,3 +266,41 @@ def test_a_loop_that_cancels_its_tasks_mid_pass_hands_the_rest_to_the_caller(run
     threads = [thread for _, thread in log]
     assert set(threads[:121]) == {running.thread.ident}
     assert set(threads[121:]) == {threading.get_ident()}
+
+
+def test_the_estimator_is_handed_a_jobs_relist_in_the_watchs_thread_not_on_the_loop(running: RunningLoop) -> None:
+    """The estimator decodes every interchangeable Job whole when a relist hands them over
+    (feed.JobSubscriber: called from the Job watch's thread): 1,000 of them in one step of the
+    loop held every verb ~15 ms. The engine's Jobs are applied on the loop, a step each; the
+    hand-over is the reflector's."""
+    from scheduler.cluster.feed import InterchangeableJobs
+    from tests.cluster.test_interchangeable_jobs import Recorder, WatchingApi, job
+
+    api = WatchingApi([job(f"j-{i}", interchangeable=i % 2 == 0) for i in range(20)])
+    engine = FitGppEngine(ResourceFitEngine(), settings=FitGppSettings())
+    cache = ClusterCache(api=api, engine=engine, lock=threading.RLock(), gpu_resource="nvidia.com/gpu", pods=PodStore(),
+                         jobs=engine, interchangeable_jobs=True)
+    assert cache.jobs is not None and isinstance(cache.interchangeable, InterchangeableJobs)
+    told_in: set[int] = set()
+
+    class Where(Recorder):
+        def replace_jobs(self, jobs: list[bytes]) -> None:
+            told_in.add(threading.get_ident())
+            super().replace_jobs(jobs)
+
+        def delete_job(self, uid: str) -> None:
+            told_in.add(threading.get_ident())
+            super().delete_job(uid)
+
+    subscriber = Where()
+    cache.interchangeable.subscribe(subscriber)
+    cache.pace_on(OnLoop(running.loop))
+    for listed in (api.jobs, api.jobs[:10]):
+        api.jobs = listed
+        relist = threading.Thread(target=cache.jobs._list_and_replace, name="relist")
+        relist.start()
+        relist.join(60)
+        assert relist.ident in told_in
+    assert running.thread.ident not in told_in
+    assert subscriber.calls[-1] == ("replace", [f"j-{i}" for i in range(0, 10, 2)])
+    assert ("delete", "uid-j-10") in subscriber.calls and cache.sizes()["jobs"] == 10

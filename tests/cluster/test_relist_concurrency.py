@@ -469,6 +469,8 @@ def test_each_step_of_a_relist_applies_one_event_at_most() -> None:
     (no node here has pods both leaving and newly booked, the one case applied together; a
     step that decodes a whole list of 5,000 nodes holds the loop ~50 ms). The first 600 pods
     are bound, the 50 after them pending."""
+    import functools
+
     from scheduler.cluster.cache import LazilyDecoded
     from tests.cluster.test_interchangeable_jobs import job
 
@@ -477,7 +479,7 @@ def test_each_step_of_a_relist_applies_one_event_at_most() -> None:
     api.pods += [pod(f"waiting-{i}", uid=f"waiting-{i}") for i in range(50)]
     api.jobs = [job(f"j-{i}", interchangeable=False) for i in range(300)]
     assert cache.jobs is not None
-    passes = ((cache.nodes, cache._replacing_nodes), (cache.pods, cache._replacing_pods), (cache.jobs, cache._replacing_jobs))
+    passes = ((cache.nodes, cache._replacing_nodes), (cache.pods, cache._replacing_pods), (cache.jobs, functools.partial(cache._replacing_jobs, gone=[])))
     for relist in range(3):  # everything new, every object listed again, a third of each gone
         if relist == 2:
             api.nodes, api.pods, api.jobs = api.nodes[:70], api.pods[:400], api.jobs[:200]
