@@ -22,6 +22,12 @@ from typing import Final, Iterator, Protocol
 Steps = Iterator[None]
 
 
+class Lock(Protocol):
+    def acquire(self, blocking: bool = ..., timeout: float = ...) -> bool: ...
+
+    def release(self) -> None: ...
+
+
 class Pacing(Protocol):
     def run(self, steps: Steps) -> None:
         """Every step of ``steps``, in order, each once; returns when the last is done and
@@ -54,9 +60,18 @@ class OnLoop:
 
     # How often a waiting thread checks that the loop still runs.
     POLL_SECONDS: Final = 0.5
+    # How often the pass asks again for a lock another thread holds.
+    LOCK_POLL_SECONDS: Final = 0.0005
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, *, fallback: Pacing | None = None) -> None:
+    def __init__(
+        self, loop: asyncio.AbstractEventLoop, *, lock: Lock | None = None, fallback: Pacing | None = None
+    ) -> None:
+        """``lock``: the one the steps take (the engine's). Each step runs holding it, taken
+        without blocking the loop: waiting on it there, the loop would serve nothing (not even
+        /healthz, which never takes it) while another thread (a large-body verb, a controller)
+        holds it."""
         self._loop = loop
+        self._lock = lock
         self._fallback: Pacing = fallback if fallback is not None else InThread()
 
     def run(self, steps: Steps) -> None:
@@ -67,10 +82,20 @@ class OnLoop:
         taken_back = threading.Event()
 
         async def drive() -> None:
-            for _ in steps:
-                await asyncio.sleep(0)
-                if taken_back.is_set():  # this thread went on without the loop
+            lock = self._lock
+            while True:
+                while lock is not None and not lock.acquire(blocking=False):
+                    await asyncio.sleep(self.LOCK_POLL_SECONDS)
+                try:
+                    if taken_back.is_set():  # this thread went on without the loop
+                        return
+                    next(steps)
+                except StopIteration:
                     return
+                finally:
+                    if lock is not None:
+                        lock.release()
+                await asyncio.sleep(0)
 
         try:
             future = asyncio.run_coroutine_threadsafe(drive(), loop)

@@ -219,8 +219,9 @@ def build_runtime(settings: Settings, *, api: KubernetesApi | None = None, stand
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         if cache is not None:
-            # Relists run a step at a time on the loop the verbs run on (cluster/pacing.py).
-            cache.pace_on(OnLoop(asyncio.get_running_loop()))
+            # Relists run a step at a time on the loop the verbs run on (cluster/pacing.py), each
+            # step taking the engine lock without blocking the loop.
+            cache.pace_on(OnLoop(asyncio.get_running_loop(), lock=lock))
             cache.start()
         if quotas is not None:
             quotas.start()

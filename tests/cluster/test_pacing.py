@@ -304,3 +304,28 @@ def test_the_estimator_is_handed_a_jobs_relist_in_the_watchs_thread_not_on_the_l
     assert running.thread.ident not in told_in
     assert subscriber.calls[-1] == ("replace", [f"j-{i}" for i in range(0, 10, 2)])
     assert ("delete", "uid-j-10") in subscriber.calls and cache.sizes()["jobs"] == 10
+
+
+def test_while_another_thread_holds_the_lock_the_loop_serves_on_and_the_pass_waits(running: RunningLoop) -> None:
+    """A step takes the engine lock; blocked on it, the loop's thread would serve nothing (not
+    /healthz, which never takes it) for as long as another thread (a large-body verb, a
+    controller) holds it. Given the lock, the pass waits for it without blocking the loop."""
+    lock = threading.RLock()
+    served = threading.Event()
+    log: list[tuple[int, int]] = []
+
+    def locked_steps() -> Steps:
+        for number in range(50):
+            with lock:  # as the cache's steps do
+                log.append((number, threading.get_ident()))
+            yield
+
+    with lock:  # this thread holds it until the loop has served a request
+        relist = threading.Thread(target=OnLoop(running.loop, lock=lock).run, args=(locked_steps(),), name="relist")
+        relist.start()
+        running.loop.call_soon_threadsafe(served.set)
+        served_while_held = served.wait(10)
+    relist.join(60)
+    assert served_while_held
+    assert [number for number, _ in log] == list(range(50))
+    assert {thread for _, thread in log} == {running.thread.ident}
