@@ -14,10 +14,10 @@ Scoring, in 0..10 (kube-scheduler multiplies by the extender's weight):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import lru_cache
 from typing import Final, Mapping, Sequence, cast
 
+import msgspec
 import numpy as np
 import numpy.typing as npt
 
@@ -35,8 +35,7 @@ _CPU_ONLY_GPU_NODE_MAX: Final = MAX_EXTENDER_PRIORITY // 2
 Matrix = npt.NDArray[np.int64]
 
 
-@dataclass(frozen=True, slots=True)
-class _Booking:
+class _Booking(msgspec.Struct, frozen=True, gc=False):
     node_name: str
     requests: Resources
     priority: int = 0

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
-from dataclasses import dataclass
 from fractions import Fraction
 from typing import Final, Mapping
+
+import msgspec
 
 from scheduler.errors import InvalidQuantity
 
@@ -147,9 +148,12 @@ def _checked(units: int, value: object, field: str) -> int:
     return units
 
 
-@dataclass(frozen=True, slots=True)
-class Resources:
-    """An amount of the three resources cellfit schedules. All fields are non-negative integers."""
+class Resources(msgspec.Struct, frozen=True, gc=False):
+    """An amount of the three resources cellfit schedules. All fields are non-negative integers.
+
+    A struct the garbage collector never tracks (it holds numbers only): every pod's record has
+    one, and tracked, 10,000 pods' records made each full collection ~10 ms longer, a stall of
+    every verb (the same for PodInfo and the engines' bookings)."""
 
     cpu_millis: int = 0
     memory_bytes: int = 0

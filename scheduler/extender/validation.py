@@ -14,10 +14,11 @@ what they accept. Each :class:`Problem` is one sentence naming the field.
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Callable, Final, Mapping, Sequence
 
 import msgspec
+from msgspec import structs
 
 import estimator.objects as sampling_objects
 from estimator.contract import parse_estimate, parse_iterations
@@ -209,7 +210,7 @@ def _cell_request(pod: PodInfo) -> tuple[CellRequest | None, list[InvalidAnnotat
 
 def _without(pod: PodInfo, attribute: str, key: str) -> PodInfo:
     values: Mapping[str, str] = getattr(pod, attribute)
-    return replace(pod, **{attribute: {k: v for k, v in values.items() if k != key}})  # type: ignore[arg-type]
+    return structs.replace(pod, **{attribute: {k: v for k, v in values.items() if k != key}})
 
 
 # ---------------------------------------------------------------------------------- Jobs

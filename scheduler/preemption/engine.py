@@ -28,6 +28,7 @@ from dataclasses import dataclass, replace
 from typing import Iterable, Mapping, Protocol, Sequence, runtime_checkable
 
 import numpy as np
+from msgspec import structs
 
 from scheduler.core.nodeindex import NodeIndex, pick
 from scheduler.core.resources import ZERO, Resources
@@ -189,7 +190,7 @@ class FitGppEngine:
     def reserve(self, pod: PodInfo, node_name: str) -> Placement:
         placement = self.inner.reserve(pod, node_name)
         # As reserved: the bind verb may have read the pod from the API before the watch showed it.
-        assumed = replace(pod, node_name=node_name, phase="Running")
+        assumed = structs.replace(pod, node_name=node_name, phase="Running")
         self.pods.assume(assumed)
         self._track(assumed)
         self.holds.bound(pod, node_name)
@@ -439,7 +440,7 @@ class FitGppEngine:
             return
         self._note_leaving(pod)
         if pod.owner is None:
-            self._index.apply_pod(replace(pod, terminating=True))
+            self._index.apply_pod(structs.replace(pod, terminating=True))
             return
         job = pod.owner.uid
         self._job_counts[job] = self._job_counts.get(job, 0) + 1

@@ -53,8 +53,10 @@ Pure: the driver feeds pod and Job changes; time comes from the ``clock`` it pas
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Callable, Mapping
+
+from msgspec import structs
 
 from scheduler.core.pods import PodStore
 from scheduler.core.model import TERMINAL_PHASES, PodInfo
@@ -216,14 +218,14 @@ class RoomHolds:
             watched = self._store.get(pod.uid)
             if pod.owner is not None and pod.owner.kind == "Job" and (watched is None or _waiting(watched)):
                 if watched is None:  # never watched (the bind verb read it from the API)
-                    self._store.assume(replace(pod, node_name=None, phase="Pending"))
+                    self._store.assume(structs.replace(pod, node_name=None, phase="Pending"))
                 self._wait(pod.owner.uid, pod.uid)
             return
         if resumed.confirmed:
             return
         del self._resumed[pod.uid]
         self._displaced.setdefault(resumed.job, {}).setdefault(resumed.node, _Displacement(pods=0)).pods += 1
-        waiting = replace(pod, node_name=None, phase="Pending")
+        waiting = structs.replace(pod, node_name=None, phase="Pending")
         if self._store.get(pod.uid) is None:  # never watched (the bind verb read it from the API)
             self._store.assume(waiting)
         self._apply(waiting)

@@ -29,10 +29,11 @@ any of it, so none of it is the engine's to do.
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
+from msgspec import structs
 
 from scheduler.core.engine import FilterDecision, SchedulingEngine
 from scheduler.core.model import PodInfo
@@ -79,7 +80,7 @@ def bind(engine: SchedulingEngine, pod: PodInfo, node: str) -> None:
     it back (a resume hold ends when the binding is confirmed). A SchedulingConflict here is a
     bug of the caller (it binds only where the filter passed): let it out."""
     engine.reserve(pod, node)
-    engine.apply_pod(replace(pod, node_name=node, phase="Running"))
+    engine.apply_pod(structs.replace(pod, node_name=node, phase="Running"))
 
 
 class NodeCache:
@@ -302,7 +303,7 @@ class KubeSchedulerCycle:
         passed): let it out."""
         placement = self.engine.reserve(pod, node)
         self._add(pod, node, at)
-        return replace(pod, annotations={**pod.annotations, **placement.annotations}, node_name=node, phase="Running")
+        return structs.replace(pod, annotations={**pod.annotations, **placement.annotations}, node_name=node, phase="Running")
 
     def confirm(self, bound: PodInfo) -> None:
         """The bound pod as the watch brings it back."""

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 
 import pytest
+from msgspec import structs
 
 from scheduler.cells import HivedEngine
 from scheduler.core.engine import SchedulingEngine
@@ -163,7 +163,7 @@ def test_unreserve_and_delete_release(engine):
 def test_terminal_phase_releases(engine):
     initial = snapshot(engine)
     placed = schedule(engine, pod("p", 4), NODES)
-    engine.apply_pod(dataclasses.replace(placed, phase="Succeeded"))
+    engine.apply_pod(structs.replace(placed, phase="Succeeded"))
     assert snapshot(engine) == initial
 
 

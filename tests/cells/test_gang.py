@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import random
 
+from msgspec import structs
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -72,7 +72,7 @@ def test_gang_without_size_or_owner():
     p = pod("lonely", 1, "a", annotations={"cellfit.io/gang": "true"})
     assert "a gang pod must be owned by a Job" in engine.filter(p, NODES).unresolvable["r0n0"]
     p = member("job", 0, 2)
-    p = dataclasses.replace(p, annotations={k: v for k, v in p.annotations.items() if k != "cellfit.io/gang-size"})
+    p = structs.replace(p, annotations={k: v for k, v in p.annotations.items() if k != "cellfit.io/gang-size"})
     assert "annotation cellfit.io/gang-size: is required" in engine.filter(p, NODES).unresolvable["r0n0"]
 
 

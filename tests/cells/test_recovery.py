@@ -3,10 +3,10 @@ nothing is ever double-allocated."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import random
 
+from msgspec import structs
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -91,13 +91,13 @@ def test_recovery_rebuilds_identical_state(seed, steps):
 def test_bound_pod_without_bind_info_gets_a_consistent_allocation():
     engine = HivedEngine.from_config(CONFIG)
     a = schedule(engine, pod("a", 4, "a"), NODES)
-    stray = dataclasses.replace(pod("stray", 4, "a"), node_name=a.node_name, phase="Running")
+    stray = structs.replace(pod("stray", 4, "a"), node_name=a.node_name, phase="Running")
     engine.apply_pod(stray)
     booking = engine.allocator.by_pod["stray"]
     mine = set(engine.allocator.by_pod["a"].gpu_indices)
     assert booking.node == a.node_name and not mine & set(booking.gpu_indices)
     # The node is now full: a third pod claiming the node gets no GPUs, and is reported.
-    full = dataclasses.replace(pod("third", 1, "a"), node_name=a.node_name, phase="Running")
+    full = structs.replace(pod("third", 1, "a"), node_name=a.node_name, phase="Running")
     engine.apply_pod(full)
     assert "third" not in engine.allocator.by_pod
     assert any("third" in note for note in engine.allocator.anomalies)
@@ -106,7 +106,7 @@ def test_bound_pod_without_bind_info_gets_a_consistent_allocation():
 def test_conflicting_bind_info_is_never_double_allocated():
     engine = HivedEngine.from_config(CONFIG)
     a = schedule(engine, pod("a", 2, "a"), NODES)
-    clone = dataclasses.replace(pod("clone", 2, "a"), node_name=a.node_name, phase="Running", annotations=dict(a.annotations))
+    clone = structs.replace(pod("clone", 2, "a"), node_name=a.node_name, phase="Running", annotations=dict(a.annotations))
     engine.apply_pod(clone)
     assert set(engine.allocator.by_pod["clone"].gpu_indices).isdisjoint(engine.allocator.by_pod["a"].gpu_indices)
     assert any("no longer fits" in note for note in engine.allocator.anomalies)
@@ -114,7 +114,7 @@ def test_conflicting_bind_info_is_never_double_allocated():
 
 def test_malformed_bind_info_is_tolerated():
     engine = HivedEngine.from_config(CONFIG)
-    broken = dataclasses.replace(
+    broken = structs.replace(
         pod("x", 1, "a"), node_name="r0n0", phase="Running", annotations={"cellfit.io/bind-info": "{not json"}
     )
     engine.apply_pod(broken)

@@ -10,7 +10,7 @@ hold keeps the preemptor as FitGpp was given it until the watch has it."""
 from __future__ import annotations
 
 import threading
-from dataclasses import replace
+from msgspec.structs import replace
 from typing import Any, Callable
 
 import pytest

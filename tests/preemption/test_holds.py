@@ -7,7 +7,7 @@ waits, and a BE pod of another Job ("waiter") wants the same GPUs.
 
 from __future__ import annotations
 
-from dataclasses import replace
+from msgspec.structs import replace
 
 import pytest
 

@@ -5,7 +5,7 @@ walk over every pod through any sequence of watch events and decisions."""
 from __future__ import annotations
 
 import random
-from dataclasses import replace
+from msgspec import structs
 
 from scheduler.core.fit import ResourceFitEngine
 from scheduler.core.model import NodeInfo, OwnerRef, PodInfo
@@ -43,13 +43,13 @@ def test_the_leaving_index_equals_a_walk_over_every_pod() -> None:
             engine.apply_pod(pods[uid])
         elif action < 0.6:
             uid = rng.choice(sorted(pods))
-            pods[uid] = replace(pods[uid], terminating=True)
+            pods[uid] = structs.replace(pods[uid], terminating=True)
             engine.apply_pod(pods[uid])
         elif action < 0.75:
             engine.delete_pod(pods.pop(rng.choice(sorted(pods))).uid)
         elif action < 0.85:
             uid = rng.choice(sorted(pods))
-            pods[uid] = replace(pods[uid], phase="Succeeded")
+            pods[uid] = structs.replace(pods[uid], phase="Succeeded")
             engine.apply_pod(pods.pop(uid))
         else:
             trial = PodInfo(uid=f"te{step}", namespace="ml", name=f"te{step}", requests=Resources(1000, GI, rng.choice([2, 4, 8])),

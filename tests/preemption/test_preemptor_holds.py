@@ -9,7 +9,7 @@ another Job ("waiter") is then tried on n1 and must not take the trial pod's GPU
 
 from __future__ import annotations
 
-from dataclasses import replace
+from msgspec.structs import replace
 
 import pytest
 

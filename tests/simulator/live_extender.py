@@ -17,7 +17,7 @@ and every change of a pod reaches it as its watch cache brings it.
 
 from __future__ import annotations
 
-from dataclasses import replace
+from msgspec import structs
 from typing import Any, Mapping, Sequence
 
 import httpx
@@ -142,7 +142,7 @@ class LiveExtender:
 
     def reserve(self, pod: PodInfo, node_name: str) -> Placement:
         """kube-scheduler binds; cellfit hears of it from the watch."""
-        self.apply_pod(replace(pod, node_name=node_name, phase="Running"))
+        self.apply_pod(structs.replace(pod, node_name=node_name, phase="Running"))
         return Placement(pod_uid=pod.uid, node_name=node_name)
 
     def unreserve(self, pod_uid: str) -> None:
@@ -241,7 +241,7 @@ class BindingLiveExtender(LiveExtender):
     def apply_pod(self, pod: PodInfo) -> None:
         written = self._api.binding_annotations.get(pod.uid) if pod.node_name is not None else None
         if written:  # the watch shows what the binding wrote onto the pod
-            pod = replace(pod, annotations={**pod.annotations, **written})
+            pod = structs.replace(pod, annotations={**pod.annotations, **written})
         body = pod_object(pod)
         self._pods[pod.uid] = body
         self._cache._apply_pod(msgspec.convert(body, wire.Pod))

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Callable, Final, Literal, Sequence
 
 import numpy as np
 import numpy.typing as npt
+from msgspec import structs
 
 from scheduler.config import Settings, load_settings
 from scheduler.core.engine import SchedulingEngine
@@ -365,7 +366,7 @@ class Simulation:
             victim.signalled_at = now
             victim.preemptions += 1
             # The deletion as the watch shows it: the pod holds its resources until it is gone.
-            self.engine.apply_pod(replace(victim.pod, node_name=victim.node, phase="Running", terminating=True))
+            self.engine.apply_pod(structs.replace(victim.pod, node_name=victim.node, phase="Running", terminating=True))
             del self.running_be[victim.index]
             if victim.node == plan.node:
                 victim.preempted_for = job

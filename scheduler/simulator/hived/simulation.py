@@ -35,11 +35,12 @@ from __future__ import annotations
 import functools
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Final
 
 import numpy as np
 import numpy.typing as npt
+from msgspec import structs
 
 from scheduler.constants import (
     ANNOTATION_GANG,
@@ -155,7 +156,7 @@ class ClusterScheduler:
     def finish(self, job: GangJob) -> None:
         """The job's pods succeeded: the watch reports them finished, then the Job goes."""
         for pod in self._running.pop(job.job_id):
-            self.engine.apply_pod(replace(pod, phase="Succeeded"))
+            self.engine.apply_pod(structs.replace(pod, phase="Succeeded"))
             self.kube.release(pod.uid)
         if self._jobs is not None:
             self._jobs.delete_job(f"uid-{job.job_id}")
