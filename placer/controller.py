@@ -3,7 +3,10 @@ matching starts now are put in the chosen configuration and unsuspended; the oth
 where they stand.
 
 Data flow: the estimator's watch of interchangeable Jobs and the cluster cache's free capacity →
-:func:`scheduler.matching.admission.decide` → Job patches, Events and the ``Placed`` condition.
+:func:`scheduler.matching.admission.decide_starts` → Job patches, Events and the ``Placed``
+condition of the starts → the queue planned (``QueuePlan``) → the waiting Jobs' ``Placed``
+condition. The queue comes after the starts are carried out: it decides no start, and planning
+it (one more matching of every waiting Job) would hold each unsuspend back by that long.
 
 State lives on the Jobs, so a restart decides from what the cluster says: a Job with
 ``cellfit.io/placement`` and not suspended is running on that kind (ω = its start + estimate); a
@@ -54,7 +57,7 @@ from placer.configuration import Configuration, Configurations, parse_configurat
 from placer.guarantee import gpus_per_pod, pool_machines
 from placer.holding import DEFAULT_UNBOUND_HOLD_SECONDS, HOLDING, Hold, JobPods, explain, hold
 from placer.rewrite import apply_configuration
-from placer.solver_wire import SolverSession, decide_encoded
+from placer.solver_wire import SolverSession, decide_encoded, queue_encoded
 from scheduler.config import AlloxSettings
 from scheduler.constants import (
     ANNOTATION_CONFIGURATIONS,
@@ -74,12 +77,13 @@ from scheduler.errors import CellfitError, InvalidAnnotation, KubernetesApiError
 from scheduler.matching.admission import (
     AdmissionDecision,
     DecideReuse,
+    Queued,
     RunningJob,
     TrialChoice,
     WaitingJob,
     choose_for_trial,
     cpu_slot_for,
-    decide,
+    decide_starts,
     idle_machines,
     pool_kind,
 )
@@ -93,6 +97,8 @@ log = logging.getLogger(__name__)
 CONDITION_PLACED = "Placed"
 T = TypeVar("T", WaitingJob, RunningJob)
 GIB = 2**30
+# A pass's queue, planned when called (after the starts are carried out).
+QueueSource = Callable[[], tuple[Queued, ...]]
 
 
 @dataclass(frozen=True)
@@ -119,11 +125,16 @@ class JobSource(Protocol):
 @dataclass
 class LastDecision:
     at: float = 0.0
-    seconds: float = 0.0  # how long deciding took
-    # From the pass's start (the Jobs as the watch holds them) to the decision: reading the
-    # live state and deciding, not carrying the decision out (the benchmark's "decision").
+    seconds: float = 0.0  # how long deciding the starts took
+    # From the pass's start (the Jobs as the watch holds them) to the decision's starts: reading
+    # the live state and deciding, not carrying the decision out nor planning the queue (the
+    # benchmark's "decision").
     from_state_seconds: float = 0.0
     from_state_cpu_seconds: float = 0.0  # the same, CPU time of the admission thread
+    # Planning the queue, after the starts were carried out (in the solver process: asking the
+    # child for it); CPU time of the admission thread beside it.
+    queue_seconds: float = 0.0
+    queue_cpu_seconds: float = 0.0
     starts: list[dict[str, Any]] = field(default_factory=list)
     queue: list[dict[str, Any]] = field(default_factory=list)
     unplaceable: list[str] = field(default_factory=list)
@@ -222,7 +233,8 @@ class PlacerController:
                 log.exception("AlloX admission failed")
 
     def admit(self) -> AdmissionDecision:
-        """One matching over the live state, carried out."""
+        """One matching over the live state, carried out: the starts, then the queue planned and
+        told (the decision returned has it)."""
         began, began_cpu = time.perf_counter(), time.thread_time()
         now = self._clock()
         jobs = self._jobs.interchangeable_jobs()
@@ -293,7 +305,7 @@ class PlacerController:
         total = self._capacity()
         capacity = Capacity(cpu=total.cpu_millis / 1000, gpu=max(total.gpus, 0), memory=max(total.memory_bytes, 0) / GIB)
         started = time.perf_counter()
-        decision = self._decide(
+        decision, queue_of = self._decide(
             now=now, waiting=waiting, running=running, free_nodes=free, capacity=capacity, alpha=self._settings.alpha,
             policy=self._settings.policy, reserved_cpu_per_gpu=self._settings.reserved_cpu_per_gpu,
             allox_plus_timeout=self._settings.allox_plus_timeout_seconds or float("inf"),
@@ -301,11 +313,15 @@ class PlacerController:
         )
         decided, decided_cpu = time.perf_counter(), time.thread_time()
         elapsed = decided - started
-        if self._on_decision is not None:
-            self._on_decision(elapsed, decision)
         for start in decision.starts:
             job = by_key[start.key]
             self._start(job, configurations[job.metadata.uid], start.kind, estimates[start.key])
+        # The queue only now: it decides no start, so no unsuspend waits for its matching.
+        planning, planning_cpu = time.perf_counter(), time.thread_time()
+        decision = replace(decision, queue=queue_of())
+        queue_seconds, queue_cpu_seconds = time.perf_counter() - planning, time.thread_time() - planning_cpu
+        if self._on_decision is not None:  # after the queue: its observer counts the queued Jobs
+            self._on_decision(elapsed, decision)
         for queued in decision.queue:
             job = by_key[queued.key]
             where = queued.kind if queued.pool is None else f"{queued.kind} of virtual cluster {queued.pool!r}"
@@ -332,6 +348,7 @@ class PlacerController:
                        "(AlloX does not count other virtual clusters' idle GPUs)")
         self.last = LastDecision(
             at=now, seconds=elapsed, from_state_seconds=decided - began, from_state_cpu_seconds=decided_cpu - began_cpu,
+            queue_seconds=queue_seconds, queue_cpu_seconds=queue_cpu_seconds,
             starts=[{"job": s.key, "kind": s.kind, "machine": s.machine, "seconds": s.seconds,
                      **({"machines": list(s.machines)} if len(s.machines) > 1 else {}),
                      **({"virtualCluster": s.pool} if s.pool is not None else {})} for s in decision.starts],
@@ -407,28 +424,54 @@ class PlacerController:
             chosen.append((trial, choice))
         return chosen
 
-    def _decide(self, **inputs: Any) -> AdmissionDecision:
-        """:func:`decide`, in the child process when ``allox.solverProcess`` (a broken child is
-        replaced, and that one matching solved here)."""
+    def _decide(self, **inputs: Any) -> tuple[AdmissionDecision, QueueSource]:
+        """:func:`decide_starts`' decision and where its queue comes from, in the child process
+        when ``allox.solverProcess`` (a broken child is replaced, and that one matching solved
+        here)."""
         if not self._settings.solver_process:
-            return decide(**inputs, reuse=self._reuse)
+            decision, plan = decide_starts(**inputs, reuse=self._reuse)
+            return decision, plan.queue
         if self._solver is None:
             self._solver = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
         try:
             # As msgpack, the Jobs the child holds from last pass by their keys (solver_wire.py).
             for _ in range(2):
-                decision = self._session.answer(self._solver.submit(decide_encoded, self._session.request(inputs)).result())
-                if decision is not None:
-                    return decision
+                answer = self._session.answer(self._solver.submit(decide_encoded, self._session.request(inputs)).result())
+                if answer is not None:
+                    answered = self._session.answered_pass
+                    return answer, lambda: self._queue_from_child(answered, inputs)
             raise RuntimeError("the AlloX solver process asked for every Job twice")  # a defect: it holds what it was sent whole
         except BrokenProcessPool:
             log.warning("the AlloX solver process died; starting another")
             self._solver = None
             self._session.forget()
-            return decide(**inputs)
+            decision, plan = decide_starts(**inputs)
+            return decision, plan.queue
         except BaseException:
             self._session.forget()
             raise
+
+    def _queue_from_child(self, pass_number: int, inputs: Mapping[str, Any]) -> tuple[Queued, ...]:
+        """The queue the child planned for pass ``pass_number`` (it keeps the pass's plan). A
+        child that died since it answered (or holds no plan of that pass) is replaced as in
+        :meth:`_decide`, and the queue planned here: ``decide_starts`` is deterministic, so the
+        same inputs give the starts just carried out and the queue the child would have planned.
+        That costs a whole decision in this process, but only when a child dies, and after every
+        start is out; skipping the queue instead would leave the queued Jobs' conditions, the
+        inspect output and the queue gauge one pass behind, until a change or the resync."""
+        solver = self._solver
+        queue: tuple[Queued, ...] | None = None
+        if solver is not None:
+            try:
+                queue = self._session.queue(solver.submit(queue_encoded, pass_number).result())
+            except BrokenProcessPool:
+                log.warning("the AlloX solver process died before planning the queue; starting another")
+                self._solver = None
+                self._session.forget()
+        if queue is not None:
+            return queue
+        _, plan = decide_starts(**inputs)
+        return plan.queue()
 
     def _classify(self, job: Job, now: float, configurations: dict[str, Configurations]) -> WaitingJob | RunningJob | None:
         if job.finished or job.metadata.deletionTimestamp:
@@ -599,7 +642,9 @@ class PlacerController:
         return {
             "policy": self._settings.policy, "alpha": self._settings.alpha, "mechanism": self._settings.mechanism,
             "startsByMechanism": dict(self._mechanisms),
+            # secondsFromState ends at the starts; the queue is planned after they are carried out.
             "lastDecision": {"at": last.at, "seconds": round(last.seconds, 6), "secondsFromState": round(last.from_state_seconds, 6),
+                             "queueSeconds": round(last.queue_seconds, 6),
                              "starts": last.starts, "unplaceable": last.unplaceable,
                              "waitingForQuota": last.waiting_for_pool, "holdingNoMachine": last.released,
                              "idleMachines": last.idle_machines, "busyMachines": last.busy_machines},

@@ -13,6 +13,10 @@ read again for it, and what ``decide`` keeps per object between passes (``Decide
 in the child as it does in process. Each request names the pass its keys refer to; a child that
 does not hold that pass (a new child, or one whose last pass failed) answers that it needs
 everything, and the parent sends it all.
+
+The child answers a pass with its starts (``decide_starts``) and keeps that pass's
+``QueuePlan``: the parent carries the starts out, then asks for the queue of the pass by its
+number (``queue_encoded``); a child that holds no plan of that pass answers None.
 """
 
 from __future__ import annotations
@@ -23,7 +27,16 @@ from typing import Any, Mapping, TypeVar
 
 import msgspec
 
-from scheduler.matching.admission import AdmissionDecision, AdmissionPolicy, DecideReuse, RunningJob, WaitingJob, decide
+from scheduler.matching.admission import (
+    AdmissionDecision,
+    AdmissionPolicy,
+    DecideReuse,
+    Queued,
+    QueuePlan,
+    RunningJob,
+    WaitingJob,
+    decide_starts,
+)
 from scheduler.matching.capacity import NodeResources
 from scheduler.matching.fairness import Capacity
 
@@ -50,14 +63,23 @@ class DecideInputs(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class DecideAnswer(msgspec.Struct, frozen=True):
-    """The child's decision; None when it does not hold what the keys name (send everything)."""
+    """The child's decision (its queue empty: asked for apart); None when it does not hold what
+    the keys name (send everything)."""
 
     decision: AdmissionDecision | None
+
+
+class QueueAnswer(msgspec.Struct, frozen=True):
+    """The queue of the pass asked for; None when the child holds no plan of that pass (a new
+    child, or its pass failed)."""
+
+    queue: tuple[Queued, ...] | None
 
 
 _ENCODER = msgspec.msgpack.Encoder()
 _INPUTS = msgspec.msgpack.Decoder(DecideInputs)
 _ANSWER = msgspec.msgpack.Decoder(DecideAnswer)
+_QUEUE_ANSWER = msgspec.msgpack.Decoder(QueueAnswer)
 _DECIDE_ARGUMENTS = ("now", "free_nodes", "capacity", "alpha", "policy", "reserved_cpu_per_gpu", "allox_plus_timeout",
                      "omega_grid_seconds", "gpu_pools")
 
@@ -94,6 +116,16 @@ class SolverSession:
         self._sent = None
         return decision
 
+    @property
+    def answered_pass(self) -> int:
+        """The pass the child last answered (0: none it still holds): the one whose queue to ask for."""
+        return self._held_pass
+
+    @staticmethod
+    def queue(payload: bytes) -> tuple[Queued, ...] | None:
+        """The queue the child wrote (``queue_encoded``); None when it holds no plan of that pass."""
+        return _QUEUE_ANSWER.decode(payload).queue
+
     def forget(self) -> None:
         """The child holds nothing this side can name (it died, or its pass failed)."""
         self._held_pass, self._held_waiting, self._held_running, self._sent = 0, {}, {}, None
@@ -105,21 +137,25 @@ def _keyed(jobs: list[J], held: Mapping[str, J]) -> list[J | str]:
 
 @dataclass(slots=True)
 class ChildInputs:
-    """The child's side: the Jobs of the last pass it was sent, and what ``decide`` keeps."""
+    """The child's side: the Jobs of the last pass it was sent, what ``decide`` keeps, and the
+    queue plan of the last pass it answered (its number and the plan), until the next pass."""
 
     pass_number: int = 0
     waiting: dict[str, WaitingJob] = field(default_factory=dict)
     running: dict[str, RunningJob] = field(default_factory=dict)
     reuse: DecideReuse = field(default_factory=DecideReuse)
+    plan: tuple[int, QueuePlan] | None = None
 
 
 _CHILD = ChildInputs()
 
 
 def decide_encoded(payload: bytes, held: ChildInputs | None = None) -> bytes:
-    """In the solver process: the inputs read, decided, the decision written (``held``: the
-    child's own, by default this process's)."""
+    """In the solver process: the inputs read, the starts decided, the decision written and the
+    queue's plan kept for :func:`queue_encoded` (``held``: the child's own, by default this
+    process's)."""
     held = _CHILD if held is None else held
+    held.plan = None  # a pass that fails or is refused leaves no plan of an older pass to ask for
     inputs = _INPUTS.decode(payload)
     if inputs.since and inputs.since != held.pass_number:
         return _ENCODER.encode(DecideAnswer(None))
@@ -133,6 +169,16 @@ def decide_encoded(payload: bytes, held: ChildInputs | None = None) -> bytes:
     held.pass_number = inputs.pass_number
     held.waiting = {job.key: job for job in waiting}
     held.running = {job.key: job for job in running}
-    decision = decide(waiting=waiting, running=running, reuse=held.reuse,
-                      **{name: getattr(inputs, name) for name in _DECIDE_ARGUMENTS})
+    decision, plan = decide_starts(waiting=waiting, running=running, reuse=held.reuse,
+                                   **{name: getattr(inputs, name) for name in _DECIDE_ARGUMENTS})
+    held.plan = (inputs.pass_number, plan)
     return _ENCODER.encode(DecideAnswer(decision))
+
+
+def queue_encoded(pass_number: int, held: ChildInputs | None = None) -> bytes:
+    """In the solver process: the queue of pass ``pass_number``, planned from the plan
+    :func:`decide_encoded` kept, written; None when the child holds no plan of that pass."""
+    held = _CHILD if held is None else held
+    if held.plan is None or held.plan[0] != pass_number:
+        return _ENCODER.encode(QueueAnswer(None))
+    return _ENCODER.encode(QueueAnswer(held.plan[1].queue()))

@@ -156,7 +156,8 @@ class ExtenderMetrics:
         )
         self.allox_decision_duration = Histogram(
             "cellfit_allox_decision_duration_seconds",
-            "Time of one AlloX admission decision, from the live state to the starts and the queue.",
+            "Time of one AlloX admission decision, from the live state to the starts (the queue's positions are planned "
+            "after the starts are carried out, and not counted here).",
             buckets=LATENCY_BUCKETS,
             registry=self.registry,
         )

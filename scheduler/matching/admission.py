@@ -1,6 +1,7 @@
 """AlloX admission: the live state of interchangeable Jobs in, which of them start now (and on
-which kind), and where every other one stands, out. The live placer controller and the
-simulator call this one function.
+which kind), and where every other one stands, out. The simulator calls :func:`decide`; the
+live placer controller calls :func:`decide_starts`, carries the starts out, then plans the queue
+(:class:`QueuePlan`), so that no start waits for the queue's matching.
 
 - **Machines** (§3.1, §4.1, §4.4): the capacity other work leaves cut into whole GPUs and CPU
   slots (``capacity.machines_for``: one core kept beside each GPU); one of them per running
@@ -25,7 +26,7 @@ Pure: no I/O, no clock; deterministic.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from collections import Counter
 from functools import lru_cache
 from operator import attrgetter
@@ -244,15 +245,46 @@ def decide(
     gpu_pools: Mapping[str, int] | None = None,
     reuse: DecideReuse | None = None,
 ) -> AdmissionDecision:
+    """:func:`decide_starts`' decision with its queue planned (``plan_queue`` False leaves the
+    queue empty: the starts alone; the simulator needs no positions), in one call: for a caller
+    with nothing to carry out between the two. The arguments are :func:`decide_starts`'."""
+    decision, plan = decide_starts(
+        now=now, waiting=waiting, running=running, free_nodes=free_nodes, capacity=capacity, alpha=alpha, policy=policy,
+        reserved_cpu_per_gpu=reserved_cpu_per_gpu, allox_plus_timeout=allox_plus_timeout, omega_grid_seconds=omega_grid_seconds,
+        omega_grid_ratio=omega_grid_ratio, gpu_pools=gpu_pools, reuse=reuse,
+    )
+    return replace(decision, queue=plan.queue()) if plan_queue else decision
+
+
+def decide_starts(
+    *,
+    now: float,
+    waiting: Sequence[WaitingJob],
+    running: Sequence[RunningJob],
+    free_nodes: Sequence[NodeResources],
+    capacity: Capacity,
+    alpha: float = 1.0,
+    policy: AdmissionPolicy = "allox",
+    reserved_cpu_per_gpu: float = DEFAULT_RESERVED_CPU_PER_GPU,
+    allox_plus_timeout: float = math.inf,
+    omega_grid_seconds: float = 60.0,
+    omega_grid_ratio: float = 1.25,
+    gpu_pools: Mapping[str, int] | None = None,
+    reuse: DecideReuse | None = None,
+) -> tuple[AdmissionDecision, QueuePlan]:
     """Busy machines' ω is rounded up onto a grid: ``omega_grid_seconds`` apart up to ten steps
     from now, then growing by ``omega_grid_ratio`` (a machine freeing in 3 h is placed within
     25% of it, one freeing in 5 min within a minute). Machines of one kind on the same grid point
     are identical to the matching and fold into one column class (``transport.py``); with
     hundreds of running Jobs each distinct ω would be a class of its own, and the solve falls back
     to scipy on the full matrix (~1 s for 1,000 Jobs). Estimates are good to ~5-10%; the grid
-    adds no more than that where it matters. 0 turns rounding off. ``plan_queue`` False leaves
-    the queue empty (the starts alone; the simulator needs no positions). ``capacity``: the
-    cluster's CPU, GPU and memory (cores, GPUs, GiB), what fairness divides demands by.
+    adds no more than that where it matters. 0 turns rounding off. ``capacity``: the cluster's
+    CPU, GPU and memory (cores, GPUs, GiB), what fairness divides demands by.
+
+    The decision's queue is empty: where the Jobs left waiting stand decides no start, and its
+    matching is a third of the time at 1,000 Jobs, so a live controller carries the starts out
+    first and then asks the :class:`QueuePlan` (made of what Algorithm 2 computed, nothing
+    matched twice) for the queue :func:`decide` would have returned.
 
     ``gpu_pools`` (HiveD): virtual cluster → the GPU machines its free guarantee holds
     (:func:`~scheduler.matching.capacity.guaranteed_gpu_machines`, running Jobs' machines
@@ -356,10 +388,7 @@ def decide(
     named = {kind: (configuration_kind(kind), _pool_of(kind)) for kind in arrays.kinds}  # machine kind -> (configuration, pool)
     starts = (*gang_plan.starts, *(_start(a, named) for a in started))
     grid = (lambda delay: _on_grid(delay, step=omega_grid_seconds, ratio=omega_grid_ratio)) if omega_grid_seconds > 0 else (lambda delay: delay)
-    queue: tuple[Queued, ...] = ()
-    if plan_queue:
-        planned = [*_queue(now=now, jobs=jobs, matched=matched, machines=arrays, grid=grid), *gang_plan.queued]
-        queue = _numbered(planned)
+    plan = QueuePlan(now=now, jobs=jobs, matched=matched, machines=arrays, grid=grid, gangs_queued=gang_plan.queued)
     per_demand = _SharePerDemand(shares)
     for assignment in started:  # as user_progress over holding then started would sum them
         user = assignment.job.user
@@ -371,7 +400,7 @@ def decide(
         reuse.running.end_pass()
     return AdmissionDecision(
         starts=starts,
-        queue=queue,
+        queue=(),
         unplaceable=tuple(unplaceable),
         idle_machines=_count(gang_plan.idle_before),
         busy_machines=_count(gang_plan.busy_before),
@@ -379,7 +408,30 @@ def decide(
         progress={user: progress.get(user, 0.0) for user in users},
         progress_spread=_standard_deviation(values),
         waiting_for_pool=tuple(waiting_for_pool),
-    )
+    ), plan
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+class QueuePlan:
+    """Where the Jobs a :func:`decide_starts` pass leaves waiting stand, planned when asked. It
+    holds what that pass's Algorithm 2 computed (its matching's arrays, the machines with the
+    started ones busy), read only, so planning matches no Job twice; :meth:`queue` is the queue
+    :func:`decide` returns for the same inputs. Apart from the decision because it decides no
+    start: a live controller unsuspends the started Jobs first and tells the others after."""
+
+    now: float
+    jobs: Sequence[Job]  # the single-pod Jobs Algorithm 2 was given, in its order
+    matched: Matched
+    machines: Fleet
+    grid: Callable[[float], float]  # a started Job's end, as the next pass puts it on the ω grid
+    gangs_queued: tuple[tuple[str, str, float], ...]  # (key, machine kind, start from now) of the gangs waiting
+
+    def queue(self) -> tuple[Queued, ...]:
+        """Every Job left waiting with its kind, position and expected start (one more
+        min-cost matching: Lemma 3.1's order, see :func:`_queue`)."""
+        planned = [*_queue(now=self.now, jobs=self.jobs, matched=self.matched, machines=self.machines, grid=self.grid),
+                   *self.gangs_queued]
+        return _numbered(planned)
 
 
 class _SharePerDemand:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import replace
+from typing import Iterator
 
 import pytest
 
@@ -60,16 +61,25 @@ def running_job(rng: random.Random, index: int, *, now: float, users: list[str],
                       pool=rng.choice([None, "a", "b"]) if pools else None)
 
 
+def live_state(
+    rng: random.Random, *, now: float, pools: bool, most_waiting: int, most_running: int
+) -> tuple[list[str], Iterator[int], list[WaitingJob], list[RunningJob], list[NodeResources]]:
+    """A random live state: users, waiting and running Jobs, three nodes, and the counter that
+    names the Jobs made after them."""
+    users = [f"u{i}" for i in range(rng.randint(1, 4))]
+    counter = iter(range(10**6))
+    waiting = [waiting_job(rng, next(counter), now=now, users=users, pools=pools) for _ in range(rng.randint(5, most_waiting))]
+    running = [running_job(rng, next(counter), now=now, users=users, pools=pools) for _ in range(rng.randint(0, most_running))]
+    nodes = [NodeResources(name=f"n{i}", cpu=rng.choice([9.0, 17.0, 33.0]), gpu=rng.randint(0, 3), memory=64.0) for i in range(3)]
+    return users, counter, waiting, running, nodes
+
+
 @pytest.mark.parametrize("pools", [False, True])
 @pytest.mark.parametrize("seed", range(6))
 def test_decisions_with_the_kept_state_equal_decisions_from_scratch_pass_after_pass(seed: int, pools: bool) -> None:
     rng = random.Random(4200 + seed)
-    users = [f"u{i}" for i in range(rng.randint(1, 4))]
     now = 50_000.0
-    counter = iter(range(10**6))
-    waiting = [waiting_job(rng, next(counter), now=now, users=users, pools=pools) for _ in range(rng.randint(5, 30))]
-    running = [running_job(rng, next(counter), now=now, users=users, pools=pools) for _ in range(rng.randint(0, 6))]
-    nodes = [NodeResources(name=f"n{i}", cpu=rng.choice([9.0, 17.0, 33.0]), gpu=rng.randint(0, 3), memory=64.0) for i in range(3)]
+    users, counter, waiting, running, nodes = live_state(rng, now=now, pools=pools, most_waiting=30, most_running=6)
     reuse = DecideReuse()
     kept_for = 0
     for _ in range(12):

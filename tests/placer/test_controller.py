@@ -5,6 +5,8 @@ what a waiting Job is told, and how state comes back from the Jobs after a resta
 from __future__ import annotations
 
 import json
+import multiprocessing
+from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
 import pytest
@@ -14,6 +16,7 @@ from placer.controller import PlacerController
 from scheduler.config import AlloxSettings
 from scheduler.core.resources import Resources
 from scheduler.errors import KubernetesApiError
+from scheduler.matching.admission import QueuePlan
 
 CONFIGURATIONS = {"cpu": {"resources": {"cpu": "4", "memory": "8Gi"}},
                   "gpu": {"resources": {"nvidia.com/gpu": "1", "cpu": "1"}, "env": {"CUDA": "1"}}}
@@ -294,3 +297,114 @@ def test_what_was_told_to_jobs_that_are_gone_is_forgotten() -> None:
         placer.admit()
         assert len(placer._told) <= 2 * len(live)  # no more stale entries than live Jobs
     assert set(placer._told) <= {f"uid-n{r}-{i}" for r in (2, 3) for i in range(2)}
+
+
+class OrderedApi(RecordingApi):
+    """Records every write in one sequence (``log``), beside what RecordingApi keeps."""
+
+    def __init__(self, log: list[tuple[str, ...]]) -> None:
+        super().__init__()
+        self.log = log
+
+    def patch_job(self, *, namespace: str, name: str, operations: list[dict[str, Any]]) -> None:
+        super().patch_job(namespace=namespace, name=name, operations=operations)
+        self.log.append(("patch", name))
+
+    def set_job_condition(self, *, name: str, condition: dict[str, Any], **_: Any) -> None:
+        super().set_job_condition(name=name, condition=condition)
+        self.log.append(("condition", name, condition["reason"]))
+
+
+def queue_jobs() -> list[Any]:
+    # One GPU: a starts on it, b and c queue behind it (their CPU runs are far slower).
+    return [job("a", gpu=10, cpu=1000), job("b", gpu=20, cpu=1000, created=1), job("c", gpu=30, cpu=1000, created=2)]
+
+
+def assert_started_then_planned_then_told(log: list[tuple[str, ...]], planned: tuple[str, ...]) -> None:
+    patches = [at for at, entry in enumerate(log) if entry[0] == "patch"]
+    told = [at for at, entry in enumerate(log) if entry[0] == "condition" and entry[2] == "Queued"]
+    assert patches and told
+    assert log.count(planned) == 1
+    assert max(patches) < log.index(planned) < min(told)
+
+
+def test_the_queue_is_planned_after_every_start_is_patched_and_told_after(monkeypatch: pytest.MonkeyPatch) -> None:
+    log: list[tuple[str, ...]] = []
+    plan_queue = QueuePlan.queue
+
+    def recorded(plan: QueuePlan) -> Any:  # the real plan, its call recorded in the API's sequence
+        log.append(("queue planned",))
+        return plan_queue(plan)
+
+    monkeypatch.setattr(QueuePlan, "queue", recorded)
+    observed: list[Any] = []
+    placer = controller(OrderedApi(log), queue_jobs())
+    placer._on_decision = lambda seconds, decision: observed.append(decision)
+    decision = placer.admit()
+    assert_started_then_planned_then_told(log, ("queue planned",))
+    assert [(q.key, q.position) for q in decision.queue] == [("alice/b", 1), ("alice/c", 2)]
+    assert observed == [decision]  # the decision's observer (the queue gauge) sees the queue
+    last = placer.inspect()["lastDecision"]
+    assert last["queueSeconds"] == round(placer.last.queue_seconds, 6) and placer.last.queue_seconds > 0
+    assert placer.last.from_state_seconds > 0
+
+
+class RecordingExecutor(ProcessPoolExecutor):
+    """The solver process, each call sent to it recorded in the API's sequence."""
+
+    def __init__(self, log: list[tuple[str, ...]]) -> None:
+        super().__init__(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
+        self.log = log
+
+    def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
+        self.log.append(("child", fn.__name__))
+        return super().submit(fn, *args, **kwargs)
+
+
+def test_in_the_solver_process_the_queue_is_asked_for_after_the_starts_and_equals_the_one_planned_here() -> None:
+    log: list[tuple[str, ...]] = []
+    here = controller(RecordingApi(), queue_jobs()).admit()
+    placer = controller(OrderedApi(log), queue_jobs(), solver_process=True)
+    placer._solver = RecordingExecutor(log)
+    try:
+        decision = placer.admit()
+    finally:
+        placer.stop()
+    assert decision == here and here.queue
+    assert log.index(("child", "decide_encoded")) < min(at for at, entry in enumerate(log) if entry[0] == "patch")
+    assert_started_then_planned_then_told(log, ("child", "queue_encoded"))
+
+
+def test_a_solver_process_that_dies_between_the_starts_and_the_queue_is_replaced_and_the_queue_planned_here() -> None:
+    jobs = queue_jobs()
+    here_api = RecordingApi()
+    in_process = controller(here_api, jobs)
+    here = in_process.admit()
+
+    class KillingApi(RecordingApi):
+        """Kills the solver process at the first start's patch: after it decided, before the queue."""
+
+        kills = 1
+
+        def patch_job(self, *, namespace: str, name: str, operations: list[dict[str, Any]]) -> None:
+            super().patch_job(namespace=namespace, name=name, operations=operations)
+            solver = placer._solver
+            if solver is not None and self.kills:
+                self.kills -= 1
+                for process in list(solver._processes.values()):  # type: ignore[attr-defined]
+                    process.kill()
+                    process.join()  # dead before the controller asks for the queue
+
+    api = KillingApi()
+    placer = controller(api, jobs, solver_process=True)
+    try:
+        decision = placer.admit()
+        assert api.kills == 0 and placer._solver is None  # it died; another starts at the next pass
+        assert decision == here and here.queue
+        assert api.conditions == here_api.conditions  # every queued Job told, as in process
+        assert placer.last.queue == in_process.last.queue and placer.last.starts == in_process.last.starts
+        # The next pass (the watch not caught up yet: a still suspended) in a new child, as in process.
+        assert placer.admit() == in_process.admit()
+        assert placer._solver is not None and api.conditions == here_api.conditions
+    finally:
+        placer.stop()

@@ -1,6 +1,7 @@
 """decide()'s inputs and decision through the solver process's msgpack: the child decides on
-equal values, and the decision that comes back equals the one made in process; Jobs the child
-holds from the last pass go as their keys, and a child that holds other Jobs asks for all."""
+equal values, and the decision that comes back, with the queue asked for after it, equals the
+one made in process; Jobs the child holds from the last pass go as their keys, a child that
+holds other Jobs asks for all, and one that holds no plan of the pass asked for says so."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import pytest
 
 import msgspec
 
-from placer.solver_wire import ChildInputs, DecideInputs, SolverSession, decide_encoded
+from placer.solver_wire import ChildInputs, DecideInputs, SolverSession, decide_encoded, queue_encoded
 from scheduler.matching.admission import RunningJob, WaitingJob, decide
 from scheduler.matching.capacity import NodeResources
 from scheduler.matching.fairness import Capacity
@@ -41,11 +42,15 @@ def random_inputs(rng: random.Random) -> dict[str, Any]:
 
 
 def through_child(session: SolverSession, child: ChildInputs, inputs: dict[str, Any]) -> Any:
-    """The parent's request, the child's answer, asked again in full if the child says so."""
+    """The parent's request, the child's answer (asked again in full if the child says so), then
+    the queue of that pass asked for, as the controller does once the starts are carried out."""
     for _ in range(2):
         decision = session.answer(decide_encoded(session.request(inputs), child))
         if decision is not None:
-            return decision
+            assert decision.queue == ()  # the queue comes apart
+            queue = session.queue(queue_encoded(session.answered_pass, child))
+            assert queue is not None
+            return dataclasses.replace(decision, queue=queue)
     raise AssertionError("the child asked for everything twice")
 
 
@@ -96,7 +101,7 @@ def test_a_child_that_holds_other_jobs_asks_for_all_and_a_failed_pass_is_not_nam
         raise ValueError("a defect")
 
     with monkeypatch.context() as patched:
-        patched.setattr("placer.solver_wire.decide", failing)
+        patched.setattr("placer.solver_wire.decide_starts", failing)
         with pytest.raises(ValueError):
             decide_encoded(session.request(inputs), fresh)
     session.forget()  # the controller forgets what the child holds when a pass fails
@@ -105,3 +110,19 @@ def test_a_child_that_holds_other_jobs_asks_for_all_and_a_failed_pass_is_not_nam
     stale = SolverSession()
     through_child(stale, ChildInputs(), inputs)
     assert msgspec.msgpack.decode(decide_encoded(stale.request(inputs), fresh)).get("decision") is None
+
+
+def test_a_child_answers_the_queue_only_of_the_pass_it_planned_last() -> None:
+    rng = random.Random(11)
+    inputs = random_inputs(rng)
+    while not inputs["waiting"]:
+        inputs = random_inputs(rng)
+    session, child = SolverSession(), ChildInputs()
+    assert session.answer(decide_encoded(session.request(inputs), child)) is not None
+    answered = session.answered_pass
+    assert session.queue(queue_encoded(answered, ChildInputs())) is None  # a new child: no plan
+    assert session.queue(queue_encoded(answered - 1, child)) is None  # a pass it planned no queue of
+    later = {**inputs, "now": inputs["now"] + 5.0}
+    assert session.answer(decide_encoded(session.request(later), child)) is not None
+    assert session.queue(queue_encoded(answered, child)) is None  # the next pass's plan replaced it
+    assert session.queue(queue_encoded(session.answered_pass, child)) == decide(**later).queue
