@@ -15,17 +15,20 @@ Each round times (in the extender's process; ``solver process``: the chart's def
 matching in a child process):
 
 * ``decision``: ``PlacerController.admit()`` from the Job objects as the watch holds them
-  (msgspec structs with their annotations) to the decision (configurations and estimates
-  parsed, free capacity cut into machines, Algorithm 2's starts, the queue's positions): the
-  controller's own ``from_state_seconds``, what the issue's target is about. The Jobs are the
+  (msgspec structs with their annotations) to the starts (configurations and estimates
+  parsed, free capacity cut into machines, Algorithm 2's starts): the controller's own
+  ``from_state_seconds``, what the issue's target is about. The Jobs are the
   ones its last pass read (the live case: the watch shows most Jobs unchanged from pass to
   pass), so what it keeps per Job (their reading, decide's ``reuse``) serves;
-* ``first pass``: the same, by a new controller, every Job seen for the first time (a
-  restart, or every Job of the burst just arrived);
+* ``queue``: the queue's positions, planned once the starts are carried out (the
+  controller's ``queue_seconds``; in the solver process, asking the child for them);
+* ``first pass``: the same as ``decision``, by a new controller, every Job seen for the first
+  time (a restart, or every Job of the burst just arrived);
 * ``pass``: the whole ``admit()``, the decision carried out too (each start's template
   rewritten, its Event and condition written, every queued Job told where it stands) against
   an API that records nothing;
-* ``decide``: ``scheduler.matching.admission.decide`` alone, from typed values;
+* ``decide``: ``scheduler.matching.admission.decide`` alone, from typed values (the starts
+  and the queue);
 * ``scipy``: ``scipy.optimize.linear_sum_assignment`` on the full cost matrix Q of the first
   matching ``decide`` solves (the waiting Jobs over the idle machines and the running Jobs'
   busy machines, ω on admission's grid; built beforehand, not timed): what solving the same
@@ -224,8 +227,8 @@ def admission_figures(sizes: list[int], rounds: int, *, full: bool, scipy_max_jo
             # One pass before the rounds: each round's decision is then a pass over Jobs it read before (the
             # first pass is timed apart), and in the solver process the child started and warm.
             placer.admit()
-            samples: dict[str, list[float]] = {name: [] for name in ("decision", "decision_cpu", "pass", "pass_cpu", "decide", "decide_cpu",
-                                                                     "first", "first_cpu")}
+            samples: dict[str, list[float]] = {name: [] for name in ("decision", "decision_cpu", "queue", "queue_cpu", "pass", "pass_cpu",
+                                                                     "decide", "decide_cpu", "first", "first_cpu")}
             for _ in range(rounds):
                 if not in_child:
                     fresh = PlacerController(api=NullApi(), jobs=Jobs(raw), free_by_node=lambda _running: free,
@@ -241,19 +244,22 @@ def admission_figures(sizes: list[int], rounds: int, *, full: bool, scipy_max_jo
                 samples["pass_cpu"].append(cpu)
                 samples["decision"].append(placer.last.from_state_seconds)
                 samples["decision_cpu"].append(placer.last.from_state_cpu_seconds)
+                samples["queue"].append(placer.last.queue_seconds)
+                samples["queue_cpu"].append(placer.last.queue_cpu_seconds)
                 wall, cpu = timed(lambda: decide(now=NOW, waiting=waiting, running=running, free_nodes=nodes, capacity=CAPACITY, **options))
                 samples["decide"].append(wall)
                 samples["decide_cpu"].append(cpu)
             first = ms(samples["first"], samples["first_cpu"]) if samples["first"] else {"p50_ms": math.nan, "p99_ms": math.nan, "cpu_p50_ms": math.nan}
             row: dict[str, Any] = {"state": state, "starts": len(placer.last.starts), "decision": ms(samples["decision"], samples["decision_cpu"]),
-                                   "first_pass": first,
+                                   "queue": ms(samples["queue"], samples["queue_cpu"]), "first_pass": first,
                                    "pass": ms(samples["pass"], samples["pass_cpu"]), "decide": ms(samples["decide"], samples["decide_cpu"]),
                                    "scipy": scipy_same, "scipy_idle": scipy_idle}
             row["decision_over_scipy_p99"] = row["decision"]["p99_ms"] / scipy_same["p99_ms"]
             row["decision_over_scipy_idle_p99"] = row["decision"]["p99_ms"] / scipy_idle["p99_ms"]
             results[f"{state}/{size}/{label}"] = row
             print(f"{size:>5} pending Jobs, {state} ({row['starts']} starts), {label}: decision p50 {row['decision']['p50_ms']:.1f} ms "
-                  f"p99 {row['decision']['p99_ms']:.1f} ms (CPU {row['decision']['cpu_p50_ms']:.1f}; first pass p50 {first['p50_ms']:.1f} "
+                  f"p99 {row['decision']['p99_ms']:.1f} ms (CPU {row['decision']['cpu_p50_ms']:.1f}; queue after the starts p50 "
+                  f"{row['queue']['p50_ms']:.1f} ms, CPU {row['queue']['cpu_p50_ms']:.1f}; first pass p50 {first['p50_ms']:.1f} "
                   f"p99 {first['p99_ms']:.1f}, CPU {first['cpu_p50_ms']:.1f}) | pass p50 {row['pass']['p50_ms']:.1f} ms p99 {row['pass']['p99_ms']:.1f} ms "
                   f"(CPU {row['pass']['cpu_p50_ms']:.1f}) | decide p50 {row['decide']['p50_ms']:.1f} ms (CPU {row['decide']['cpu_p50_ms']:.1f}) | "
                   f"scipy on the same Q p50 {scipy_same['p50_ms']:.1f} ms, all idle {scipy_idle['p50_ms']:.1f} ms | decision/scipy p99 "
