@@ -156,8 +156,10 @@ class ExtenderMetrics:
         )
         self.allox_decision_duration = Histogram(
             "cellfit_allox_decision_duration_seconds",
-            "Time of one AlloX admission decision, from the live state to the starts (the queue's positions are planned "
-            "after the starts are carried out, and not counted here).",
+            "Time of one AlloX admission decision: the matching of the Jobs read that picks the starts (in the solver "
+            "process with allox.solverProcess, sending and answering included). Reading the Jobs before it is not "
+            "counted (lastDecision.secondsFromState in GET /v1/inspect/allox has it), nor the queue's positions, "
+            "planned after the starts are carried out.",
             buckets=LATENCY_BUCKETS,
             registry=self.registry,
         )
