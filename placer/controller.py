@@ -44,7 +44,7 @@ import logging
 import multiprocessing
 import threading
 import time
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import CancelledError, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
@@ -458,7 +458,8 @@ class PlacerController:
         same inputs give the starts just carried out and the queue the child would have planned.
         That costs a whole decision in this process, but only when a child dies, and after every
         start is out; skipping the queue instead would leave the queued Jobs' conditions, the
-        inspect output and the queue gauge one pass behind, until a change or the resync."""
+        inspect output and the queue gauge one pass behind, until a change or the resync. The
+        same when :meth:`stop` shut the child down meanwhile."""
         solver = self._solver
         queue: tuple[Queued, ...] | None = None
         if solver is not None:
@@ -468,6 +469,12 @@ class PlacerController:
                 log.warning("the AlloX solver process died before planning the queue; starting another")
                 self._solver = None
                 self._session.forget()
+            except (RuntimeError, CancelledError):
+                if not self._stop.is_set():
+                    raise
+                # stop() shut the executor down while the starts were carried out (the term
+                # ended): it takes no request, and cancels one it had not sent. The pass ends
+                # as in process, its queue told, rather than failing after its starts.
         if queue is not None:
             return queue
         _, plan = decide_starts(**inputs)

@@ -408,3 +408,32 @@ def test_a_solver_process_that_dies_between_the_starts_and_the_queue_is_replaced
         assert placer._solver is not None and api.conditions == here_api.conditions
     finally:
         placer.stop()
+
+
+def test_a_controller_stopped_between_the_starts_and_the_queue_still_tells_the_queue() -> None:
+    """The term ends (stop() shuts the solver process down) while the starts are patched: the
+    pass ends as in process, not with the queue's request refused by the shut-down executor."""
+    jobs = queue_jobs()
+    here_api = RecordingApi()
+    here = controller(here_api, jobs).admit()
+
+    class StoppingApi(RecordingApi):
+        """Stops the controller at the first start's patch: after it decided, before the queue."""
+
+        stops = 1
+
+        def patch_job(self, *, namespace: str, name: str, operations: list[dict[str, Any]]) -> None:
+            super().patch_job(namespace=namespace, name=name, operations=operations)
+            if self.stops:
+                self.stops -= 1
+                placer.stop()
+
+    api = StoppingApi()
+    placer = controller(api, jobs, solver_process=True)
+    try:
+        decision = placer.admit()
+    finally:
+        placer.stop()
+    assert api.stops == 0
+    assert decision == here and here.queue
+    assert api.conditions == here_api.conditions  # every queued Job told, as in process
