@@ -12,7 +12,7 @@ import functools
 import logging
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, Generic, Iterable, Iterator, Mapping, Sequence, TypeVar, overload
+from typing import Any, Callable, Generator, Generic, Iterable, Iterator, Mapping, Sequence, TypeVar, overload
 
 import msgspec
 
@@ -599,8 +599,7 @@ class ClusterCache:
             with self._lock:
                 self._apply_info(info)
             yield
-        linked: list[list[str]] = []
-        yield from _linking(arriving, leaving.keys(), into=linked)
+        linked = yield from _linking(arriving, leaving.keys())
         for nodes in linked:
             gone = [uid for node in nodes for uid in leaving.get(node, ())]
             # Popped: the pods read for a node go with its group's step, not all at the pass's end
@@ -689,12 +688,12 @@ def _interchangeable(watched: WatchedJob) -> bytes | None:
 
 
 def _linking(
-    arriving: Mapping[str | None, Sequence[PodInfo]], leaving: Iterable[str | None], *, into: list[list[str]]
-) -> Steps:
-    """Appends to ``into`` the nodes of a relist in groups that must change together: a node
-    alone, or with the nodes its listed pods' bookings hold slots on (a HiveD gang's bind info
-    names its siblings' slots). Groups in the order of their first node's name. A step per
-    _CHECKS_PER_STEP nodes or pods read: 10,000 pods' bookings take ~6 ms."""
+    arriving: Mapping[str | None, Sequence[PodInfo]], leaving: Iterable[str | None]
+) -> Generator[None, None, list[list[str]]]:
+    """The nodes of a relist in groups that must change together (the generator's return value,
+    for ``yield from``): a node alone, or with the nodes its listed pods' bookings hold slots on
+    (a HiveD gang's bind info names its siblings' slots). Groups in the order of their first
+    node's name. A step per _CHECKS_PER_STEP nodes or pods read: 10,000 pods' bookings take ~6 ms."""
     sets = DisjointSets()
     read = 0
     for node in leaving:
@@ -711,7 +710,7 @@ def _linking(
             if read >= _CHECKS_PER_STEP:
                 read = 0
                 yield
-    into.extend(sets.groups())
+    return sets.groups()
 
 
 def _slot_nodes(info: PodInfo) -> tuple[str, ...]:
