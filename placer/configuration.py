@@ -24,7 +24,7 @@ from types import MappingProxyType
 from typing import Any, Final, Literal, Mapping
 
 from scheduler.constants import ANNOTATION_CONFIGURATIONS, RESOURCE_CPU, RESOURCE_MEMORY
-from scheduler.core.resources import parse_quantity
+from scheduler.core.resources import device_count, parse_quantity
 from scheduler.errors import InvalidAnnotation, InvalidQuantity
 
 ConfigurationKind = Literal["cpu", "gpu"]
@@ -59,7 +59,7 @@ class Configuration:
         amount = self.limits.get(resource, self.requests.get(resource))
         if amount is None:
             return 0
-        return int(parse_quantity(amount, field=f"{self.kind}.resources.{resource}"))
+        return device_count(amount, field=f"{self.kind}.resources.{resource}")
 
 
 @dataclass(frozen=True)
@@ -153,12 +153,32 @@ def _resources(body: object, *, where: str) -> tuple[dict[str, str], dict[str, s
         for name, amount in requests.items():
             if name not in _OVERCOMMITTABLE and name not in limits:
                 limits[name] = amount
+        _check_within_limits(requests, limits, where=f"{where}.requests")
     else:
         requests = _quantities(body, where=where)
         limits = {name: amount for name, amount in requests.items() if name not in _OVERCOMMITTABLE}
     if not requests and not limits:
         raise InvalidAnnotation("names no resource", field=where)
     return requests, limits
+
+
+def _check_within_limits(requests: Mapping[str, str], limits: Mapping[str, str], *, where: str) -> None:
+    """What the API server's pod validation refuses of a container's resources: a request above
+    its limit, or (GPUs and other devices) a request other than its limit."""
+    for name, amount in requests.items():
+        if name not in limits:
+            continue
+        requested, limit = parse_quantity(amount, field=f"{where}.{name}"), parse_quantity(limits[name], field=name)
+        if name not in _OVERCOMMITTABLE and requested != limit:
+            raise InvalidAnnotation(f"{amount!r} must equal its limit {limits[name]!r}", field=f"{where}.{name}")
+        if requested > limit:
+            raise InvalidAnnotation(f"{amount!r} is more than its limit {limits[name]!r}", field=f"{where}.{name}")
+
+
+def _is_extended(name: str) -> bool:
+    """An extended resource (``nvidia.com/gpu``): a device counted whole, as the API server wants
+    it (native resources have no domain, or ``kubernetes.io/``)."""
+    return "/" in name and not name.startswith(("kubernetes.io/", "requests."))
 
 
 def _quantities(body: object, *, where: str) -> dict[str, str]:
@@ -170,7 +190,10 @@ def _quantities(body: object, *, where: str) -> dict[str, str]:
         if isinstance(amount, bool) or not isinstance(amount, (str, int, float)):
             raise InvalidAnnotation(f"expected a quantity such as \"2\" or \"16Gi\", got {amount!r}", field=place)
         try:
-            parse_quantity(amount, field=place)
+            if _is_extended(name):
+                device_count(amount, field=place)  # half a GPU is refused by the API server
+            else:
+                parse_quantity(amount, field=place)
         except InvalidQuantity as error:
             raise InvalidAnnotation(str(error).removeprefix(f"{place}: "), field=place) from None
         quantities[name] = str(amount)
