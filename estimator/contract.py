@@ -19,6 +19,9 @@ from scheduler.errors import InvalidAnnotation
 # Beyond any real training run; keeps arithmetic on iterations exact in floats.
 MAX_ITERATIONS: Final = 10**12
 MAX_SECONDS: Final = 10**9  # ~31 years
+# The least ``seconds`` cellfit writes: ``cellfit.io/estimate`` takes only positive seconds, and
+# an estimate rounded to the millisecond (samples reporting 0 s) must still read back.
+MIN_ESTIMATE_SECONDS: Final = 0.001
 # The kubelet keeps at most 4 KiB of a termination message.
 MAX_TERMINATION_MESSAGE_BYTES: Final = 4096
 # A termination message's ``splits``: enough for a run's progress, few enough to stay small.
@@ -155,7 +158,7 @@ def encode_estimate(
     document: dict[str, Any] = {}
     for kind, estimate in estimates.items():
         entry: dict[str, Any] = {
-            "seconds": _round(estimate.seconds),
+            "seconds": max(MIN_ESTIMATE_SECONDS, _round(estimate.seconds)),
             "uncertaintySeconds": _round(estimate.uncertainty_seconds),
             "podSeconds": _round(estimate.pod_seconds),
             "method": estimate.method,
