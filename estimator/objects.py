@@ -31,6 +31,9 @@ ANNOTATION_SAMPLE_SPLIT_ITERATIONS: Final = f"{DOMAIN}/sample-split-iterations"
 # The Job's own sampling bookkeeping: the ratio its pilots were drawn with, samples stopped as long.
 ANNOTATION_SAMPLING: Final = f"{DOMAIN}/sampling"
 LABEL_JOB_FAMILY: Final = f"{DOMAIN}/job-family"
+# A sampling pod no node has taken this long after its creation is a failed run (unschedulable,
+# or a schedulerName nobody serves): bounded, so its Job is never held forever.
+PENDING_LIMIT_SECONDS: Final = 1800.0
 # Container waiting reasons that never resolve by waiting: the run failed.
 STUCK_REASONS: Final = frozenset(
     {"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "CreateContainerConfigError", "CreateContainerError"}
@@ -132,10 +135,18 @@ class ContainerStatus(msgspec.Struct, frozen=True):
     state: ContainerState | None = None
 
 
+class PodCondition(msgspec.Struct, frozen=True):
+    type: str = ""
+    status: str = ""
+    reason: str | None = None
+    message: str | None = None
+
+
 class PodStatus(msgspec.Struct, frozen=True):
     phase: str | None = None
     reason: str | None = None
     startTime: str | None = None
+    conditions: list[PodCondition] | None = None
     containerStatuses: list[ContainerStatus] | None = None
 
 
@@ -164,10 +175,14 @@ def template_kind(job: Job, gpu_resource: str, *, kinds: Collection[str] = ("cpu
     return "cpu"
 
 
-def sample_pod(pod: Pod, *, now: float, stopped_seconds: float | None) -> SamplePod | None:
+def sample_pod(
+    pod: Pod, *, now: float, stopped_seconds: float | None, pending_limit_seconds: float = PENDING_LIMIT_SECONDS
+) -> SamplePod | None:
     """A sampling pod as the planner sees it; None for a pod without cellfit's sample annotations
     (not one of ours, or edited by hand). ``stopped_seconds``: the Job records this pod as
-    stopped for being long, after that many seconds."""
+    stopped for being long, after that many seconds. A pod deleted before it ended (preempted,
+    evicted, its node lost) and one no node took within ``pending_limit_seconds`` of its
+    creation are failed runs: retried under a new name, then counted against the configuration."""
     annotations = pod.metadata.annotations or {}
     try:
         kind = annotations[ANNOTATION_SAMPLE_CONFIGURATION]
@@ -196,14 +211,32 @@ def sample_pod(pod: Pod, *, now: float, stopped_seconds: float | None) -> Sample
         reason = (terminated.reason if terminated else None) or status.reason or "Failed"
         exit_code = f" (exit code {terminated.exitCode})" if terminated and terminated.exitCode else ""
         return SamplePod(name=name, key=key, attempt=attempt, state="failed", failure=f"{reason}{exit_code}")
+    if pod.metadata.deletionTimestamp is not None:
+        # Not by cellfit (a stopped sample is recorded first): the run is lost, and a pod on a
+        # lost node may stay terminating for as long as the node is away.
+        return SamplePod(name=name, key=key, attempt=attempt, state="failed", failure="deleted before it finished (preempted, evicted or its node lost)")
     for container in status.containerStatuses or []:
         waiting = container.state.waiting if container.state else None
         if waiting is not None and waiting.reason in STUCK_REASONS:
             return SamplePod(name=name, key=key, attempt=attempt, state="failed", failure=waiting.reason)
+    unscheduled = _unscheduled(pod, now=now, limit_seconds=pending_limit_seconds)
+    if unscheduled is not None:
+        return SamplePod(name=name, key=key, attempt=attempt, state="failed", failure=unscheduled)
     state: PodState = "running" if phase == "Running" else "pending"
     started = timestamp(status.startTime)
     running = max(0.0, now - started) if state == "running" and started is not None else None
     return SamplePod(name=name, key=key, attempt=attempt, state=state, running_seconds=running)
+
+
+def _unscheduled(pod: Pod, *, now: float, limit_seconds: float) -> str | None:
+    """Why a pod no kubelet has started (no ``startTime``) counts as failed: past the limit since
+    its creation, with the scheduler's own reason when it gave one; None while it may still wait."""
+    status = pod.status or PodStatus()
+    created = timestamp(pod.metadata.creationTimestamp)
+    if (status.phase or "Pending") != "Pending" or status.startTime is not None or created is None or now - created <= limit_seconds:
+        return None
+    why = next((c.message or c.reason for c in status.conditions or [] if c.type == "PodScheduled" and c.status == "False"), None)
+    return f"not scheduled within {limit_seconds:.0f} s" + (f": {why}" if why else "")
 
 
 def _terminated(status: PodStatus) -> Terminated | None:

@@ -11,7 +11,7 @@ import msgspec
 from estimator.contract import encode_estimate, parse_estimate
 from estimator.controller import Capacity, EstimatorController
 from estimator.model import ConfigurationEstimate, Sample
-from estimator.objects import JOB_DECODER, POD_DECODER
+from estimator.objects import JOB_DECODER, POD_DECODER, sample_pod
 from scheduler.cluster.feed import InterchangeableJobs
 from scheduler.config import EstimatorSettings
 from tests.estimator.test_controller import RecordingApi, finished, job
@@ -74,6 +74,58 @@ def edited(original: Any, *, suspend: bool | None = None, annotations: dict[str,
 
 def names(pods: list[dict[str, Any]]) -> list[str]:
     return sorted(p["metadata"]["name"] for p in pods)
+
+
+# ------------------------------------------------------------------ a pod that is never scheduled
+
+
+def test_a_sampling_pod_never_scheduled_counts_as_failed_after_the_pending_limit():
+    clock = Clock(CREATED_AT + 10)
+    api, estimator = started("starved", clock)
+    unschedulable = {"phase": "Pending", "conditions": [
+        {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "0/40 nodes are available: 40 Insufficient nvidia.com/gpu."}]}
+    estimator._replace_pods([with_status(p, unschedulable) for p in api.created])
+    estimator.reconcile()
+    assert api.deleted == [] and len(api.created) == 2  # young: it waits for a node
+
+    clock.now = CREATED_AT + 3 * 3600  # hours later, still no node
+    estimator._replace_pods([with_status(p, unschedulable) for p in api.created])
+    estimator.reconcile()
+    # Both deleted (they held their requests in the sampling budget) and retried as attempt 1.
+    assert sorted(api.deleted) == names(api.created[:2])
+    assert [p["metadata"]["annotations"]["cellfit.io/sample-attempt"] for p in api.created[2:]] == ["1", "1"]
+    samples = estimator.inspect()["jobs"][0]["samples"]
+    failures = [row["failure"] for row in samples if row["attempt"] == 0]
+    assert all("not scheduled" in f and "Insufficient nvidia.com/gpu" in f for f in failures), failures
+
+
+def test_an_unscheduled_pod_is_read_as_failed_only_past_the_limit():
+    notes = {"cellfit.io/sample-configuration": "gpu", "cellfit.io/sample-pilot": "0", "cellfit.io/sample-length": "long",
+             "cellfit.io/sample-attempt": "0", "cellfit.io/sample-iterations": "20"}
+    pod = {"metadata": {"name": "p", "annotations": notes}}
+    young = sample_pod(with_status(pod, {"phase": "Pending"}), now=CREATED_AT + 60, stopped_seconds=None)
+    assert young is not None and young.state == "pending"
+    old = sample_pod(with_status(pod, {"phase": "Pending"}), now=CREATED_AT + 3 * 3600, stopped_seconds=None)
+    assert old is not None and old.state == "failed" and old.failure is not None and "not scheduled" in old.failure
+    # Scheduled (the kubelet started it: pulling a large image) is not unschedulable.
+    pulling = sample_pod(with_status(pod, {"phase": "Pending", "startTime": CREATED}), now=CREATED_AT + 3 * 3600, stopped_seconds=None)
+    assert pulling is not None and pulling.state == "pending"
+
+
+# ------------------------------------------------------------------ a pod deleted under the run
+
+
+def test_a_sampling_pod_deleted_by_someone_else_is_a_failed_attempt_retried_under_a_new_name():
+    api, estimator = started("evicted", Clock(CREATED_AT + 60))
+    # Preempted, drained or its node lost: terminating, and it may stay so while the node is away.
+    terminating = [with_status(p, {"phase": "Running", "startTime": CREATED}, deletionTimestamp=CREATED) for p in api.created]
+    estimator._replace_pods(terminating)
+    estimator.reconcile()
+    retries = api.created[2:]
+    assert [p["metadata"]["annotations"]["cellfit.io/sample-attempt"] for p in retries] == ["1", "1"]
+    assert not set(names(retries)) & set(names(api.created[:2]))
+    rows = estimator.inspect()["jobs"][0]["samples"]
+    assert all(row["state"] == "failed" and "deleted" in row["failure"] for row in rows if row["attempt"] == 0)
 
 
 # ------------------------------------------------------------------ an estimate too small to write
