@@ -204,9 +204,8 @@ class EstimatorController:
             self._apply_job(decoded)
 
     def forget_job(self, uid: str) -> None:
-        with self._lock:
-            self._forget_job(uid)
-        self._notify()
+        # It lost its configurations, perhaps mid-sampling: its runs inform nothing now.
+        self.delete_job(uid)
 
     def _replace_jobs(self, jobs: Sequence[Job]) -> None:
         with self._lock:
@@ -250,9 +249,8 @@ class EstimatorController:
         self._notify()
         # Garbage collection deletes them too (they are owned by the Job); not waiting for it. The
         # deletions go out from the creators' pool: this runs on the Job watch's thread.
-        for pod in pods:
-            if (pod.status is None or pod.status.phase not in ("Succeeded", "Failed")) and pod.metadata.deletionTimestamp is None:
-                self._creator.submit(self._delete_sampling_pod, pod)
+        for pod in filter(_live, pods):
+            self._creator.submit(self._delete_sampling_pod, pod)
 
     def _delete_sampling_pod(self, pod: Pod) -> None:
         self._attempt(lambda: self._api.delete_pod(namespace=pod.metadata.namespace, name=pod.metadata.name, uid=pod.metadata.uid),
@@ -375,9 +373,8 @@ class EstimatorController:
         if configurations is None:
             return 0, 0, 0
         for pod in pods:
-            phase = pod.status.phase if pod.status else None
             kind = (pod.metadata.annotations or {}).get(ANNOTATION_SAMPLE_CONFIGURATION)
-            if phase not in ("Succeeded", "Failed") and pod.metadata.deletionTimestamp is None and kind in configurations:
+            if _live(pod) and kind in configurations:
                 pod_cpu, pod_gpus = self._cost(configurations[kind])  # type: ignore[index]
                 cpu, gpus, count = cpu + pod_cpu, gpus + pod_gpus, count + 1
         return cpu, gpus, count
@@ -406,41 +403,12 @@ class EstimatorController:
     ) -> list[tuple[Job, dict[str, Any]]]:
         """The sampling pods to create for ``job`` (after acting on everything else)."""
         uid = job.metadata.uid
-        annotations = job.annotations
-        if job.finished:
-            self._finished(job)
-            return []
-        estimate_text = annotations.get(ANNOTATION_ESTIMATE)
-        if estimate_text is not None:
-            try:
-                recorded = parse_estimate(estimate_text)
-            except InvalidAnnotation as error:
-                self._invalid(job, error)
-                return []
-            state: JobState = "estimated" if recorded.by_cellfit else "user-estimate"
-            self._view(job, state, "", estimate=recorded.document)
-            return []
-        if not job.suspended:
-            # cellfit does not suspend Jobs itself (no webhook on Job creation): a Job submitted
-            # without suspend: true runs as written, and its user is told.
-            message = ("running without an estimate: submitted without spec.suspend: true, or unsuspended before "
-                       "sampling ended; it runs as its template says")
-            self._event(job, "NotEstimated", message, warning=True, once="unsuspended")
-            self._view(job, "unsuspended", message)
-            return []
-        if configurations is None:
-            try:
-                parse_configurations(annotations.get(ANNOTATION_CONFIGURATIONS))
-            except InvalidAnnotation as error:
-                self._invalid(job, error)
-            return []
-        try:
-            iterations = parse_iterations(annotations.get(ANNOTATION_ITERATIONS))
-        except InvalidAnnotation as error:
-            self._invalid(job, error)
-            return []
-        if not job.spec.has_template:
-            self._invalid(job, InvalidAnnotation("is missing", field="spec.template"))
+        iterations = self._iterations_to_sample(job, configurations)
+        if iterations is None or configurations is None:
+            # Finished, estimated, unsuspended or invalid midway: runs still under way inform
+            # nothing now and would keep holding their share of the cluster.
+            for pod in filter(_live, pods.values()):
+                self._delete_sampling_pod(pod)
             return []
         sampling = self._sampling(job)
         pod_count = pods_of(completions=job.spec.completions, parallelism=job.spec.parallelism)
@@ -472,6 +440,46 @@ class EstimatorController:
             settings=self._planner,
         )
         return self._act(job, pods, configurations, decision, sampling, sample_pods, budget)
+
+    def _iterations_to_sample(self, job: Job, configurations: Configurations | None) -> int | None:
+        """The Job's iterations when it is to be sampled; None, after telling why, when not."""
+        annotations = job.annotations
+        if job.finished:
+            self._finished(job)
+            return None
+        estimate_text = annotations.get(ANNOTATION_ESTIMATE)
+        if estimate_text is not None:
+            try:
+                recorded = parse_estimate(estimate_text)
+            except InvalidAnnotation as error:
+                self._invalid(job, error)
+                return None
+            state: JobState = "estimated" if recorded.by_cellfit else "user-estimate"
+            self._view(job, state, "", estimate=recorded.document)
+            return None
+        if not job.suspended:
+            # cellfit does not suspend Jobs itself (no webhook on Job creation): a Job submitted
+            # without suspend: true runs as written, and its user is told.
+            message = ("running without an estimate: submitted without spec.suspend: true, or unsuspended before "
+                       "sampling ended; it runs as its template says")
+            self._event(job, "NotEstimated", message, warning=True, once="unsuspended")
+            self._view(job, "unsuspended", message)
+            return None
+        if configurations is None:
+            try:
+                parse_configurations(annotations.get(ANNOTATION_CONFIGURATIONS))
+            except InvalidAnnotation as error:
+                self._invalid(job, error)
+            return None
+        try:
+            iterations = parse_iterations(annotations.get(ANNOTATION_ITERATIONS))
+        except InvalidAnnotation as error:
+            self._invalid(job, error)
+            return None
+        if not job.spec.has_template:
+            self._invalid(job, InvalidAnnotation("is missing", field="spec.template"))
+            return None
+        return iterations
 
     def _sampling(self, job: Job) -> dict[str, Any]:
         """The Job's sampling record: its annotation, and what this process wrote that the watch
@@ -510,11 +518,10 @@ class EstimatorController:
             pod = pods[stop.pod]
             self._attempt(lambda: self._api.delete_pod(namespace=namespace, name=stop.pod, uid=pod.metadata.uid), what=f"stop long sample {stop.pod}")
             self._event(job, "SampleStopped", f"sample {stop.pod} ran {stop.seconds:.0f} s, more than {stop.deadline_seconds:.0f} s its peers predict: {stop.key.configuration} recorded as long", warning=False, once=stop.pod)
-        for view in sample_pods:  # stuck (image pull, bad config) yet holding resources
+        for view in sample_pods:  # stuck (image pull, bad config, never scheduled) yet holding resources
             stuck = pods.get(view.name)
-            if view.state == "failed" and stuck is not None and stuck.status is not None and stuck.status.phase not in ("Failed", "Succeeded") and stuck.metadata.deletionTimestamp is None:
-                uid = stuck.metadata.uid
-                self._attempt(lambda: self._api.delete_pod(namespace=namespace, name=view.name, uid=uid), what=f"delete stuck sample {view.name}")
+            if view.state == "failed" and stuck is not None and _live(stuck):
+                self._delete_sampling_pod(stuck)
         waiting = 0
         creations: list[tuple[Job, dict[str, Any]]] = []
         template = json.loads(bytes(job.spec.template)) if decision.create else {}
@@ -701,6 +708,11 @@ class _Budget:
         if fits:
             self.take(cost)
         return fits
+
+
+def _live(pod: Pod) -> bool:
+    """A sampling pod still pending or running, and not being deleted."""
+    return (pod.status is None or pod.status.phase not in ("Succeeded", "Failed")) and pod.metadata.deletionTimestamp is None
 
 
 def _sampling_record(text: str | None) -> dict[str, Any]:

@@ -128,6 +128,38 @@ def test_a_sampling_pod_deleted_by_someone_else_is_a_failed_attempt_retried_unde
     assert all(row["state"] == "failed" and "deleted" in row["failure"] for row in rows if row["attempt"] == 0)
 
 
+# ------------------------------------------------------------------ a Job that stops sampling midway
+
+
+def sampling_job() -> tuple[DeletingApi, EstimatorController, Any]:
+    api, estimator = started("mid", Clock(CREATED_AT + 30))
+    estimator._replace_pods([with_status(p, {"phase": "Running", "startTime": CREATED}) for p in api.created])
+    estimator.reconcile()
+    assert api.deleted == []
+    return api, estimator, job("mid")
+
+
+def test_a_job_unsuspended_by_its_user_midway_has_its_running_samples_stopped():
+    api, estimator, sampled = sampling_job()
+    estimator._apply_job(edited(sampled, suspend=False))
+    estimator.reconcile(everything=False)
+    assert sorted(api.deleted) == names(api.created)
+
+
+def test_a_job_given_a_user_estimate_midway_has_its_running_samples_stopped():
+    api, estimator, sampled = sampling_job()
+    estimator._apply_job(edited(sampled, annotations={"cellfit.io/estimate": '{"gpu": {"seconds": 600}}'}))
+    estimator.reconcile(everything=False)
+    assert sorted(api.deleted) == names(api.created)
+
+
+def test_a_job_that_loses_its_configurations_midway_has_its_running_samples_stopped():
+    api, estimator, sampled = sampling_job()
+    estimator.forget_job(sampled.metadata.uid)
+    estimator._creator.shutdown(wait=True)  # the deletions go out from the creators' pool
+    assert sorted(api.deleted) == names(api.created)
+
+
 # ------------------------------------------------------------------ an estimate too small to write
 
 
