@@ -27,7 +27,7 @@ from typing import Callable, Final, Iterable, Mapping, Protocol, Sequence
 import msgspec
 
 from scheduler.constants import JOB_CLASS_BEST_EFFORT, LABEL_JOB_CLASS
-from scheduler.core.engine import SchedulingEngine
+from scheduler.core.engine import Placement, SchedulingEngine
 from scheduler.core.model import JobInfo, NodeInfo, PodInfo
 from scheduler.errors import (
     CellfitError,
@@ -138,6 +138,8 @@ class ExtenderService:
         self._ready = False  # latched: a synced watch cache stays synced (relists keep state)
         self._unplaceable = unplaceable
         self._refusals_told: OrderedDict[str, str] = OrderedDict()  # pod UID -> the last reason told
+        # pod UID -> the node its binding is being created on; read and written on the event loop only
+        self._binds_in_flight: dict[str, str] = {}
 
     # ------------------------------------------------------------------ filter
 
@@ -283,14 +285,14 @@ class ExtenderService:
             )
             return self._error_answer("bind", wire.ExtenderBindingResult(Error=str(error)), error)
         try:
+            _require_names(args)
             self._require_ready()
             pod = await self._cluster.find_pod(args.PodNamespace, args.PodName)
             if pod is None:
                 raise SchedulingConflict(f"pod {key} no longer exists")
             if args.PodUID and pod.uid != args.PodUID:
                 raise SchedulingConflict(f"pod {key} was recreated (UID {pod.uid}, not {args.PodUID})")
-            with self._lock:
-                placement = self._engine.reserve(pod, args.Node)
+            placement = self._reserve(pod, args.Node)
         except NotReady as error:
             self._metrics.bindings.labels(result="not_ready").inc()
             return self._error_answer("bind", wire.ExtenderBindingResult(Error=str(error)), error, context)
@@ -313,6 +315,8 @@ class ExtenderService:
                 self._engine.unreserve(pod.uid)
             self._metrics.bindings.labels(result="api_error").inc()
             return self._error_answer("bind", wire.ExtenderBindingResult(Error=str(error)), error, context)
+        finally:
+            del self._binds_in_flight[pod.uid]
         self._metrics.binding_wait.observe(time.perf_counter() - waiting)
         self._metrics.bindings_bound.inc()
         self._metrics.answered["bind", "ok"].inc()
@@ -320,6 +324,22 @@ class ExtenderService:
         # failures stay at WARNING, and cellfit_bindings_total counts every outcome.
         log.debug("bound", extra=context)
         return _BOUND
+
+    def _reserve(self, pod: PodInfo, node_name: str) -> Placement:
+        """The engine's reservation of ``node_name`` for a pod no binding holds yet; the pod's
+        binding is then in flight until :meth:`bind` ends it. A pod already bound, or with a
+        binding in flight, is refused without asking the engine: its reservation is the one the
+        bound pod holds (the engine answers it as reserved already), and the API refuses the
+        second binding, whose failure would hand that reservation back while the pod runs."""
+        if pod.node_name is not None:
+            raise SchedulingConflict(f"pod {pod.key} is already bound to node {pod.node_name}")
+        in_flight = self._binds_in_flight.get(pod.uid)
+        if in_flight is not None:
+            raise SchedulingConflict(f"a binding of pod {pod.key} to node {in_flight} is already in flight")
+        with self._lock:
+            placement = self._engine.reserve(pod, node_name)
+        self._binds_in_flight[pod.uid] = node_name
+        return placement
 
     def _record_preemption(self, pod: PodInfo, accepted: dict[str, list[str]], choice: VictimChoice) -> str | None:
         """Explain the choice (log, metric, events) and hand the victims' Job counts to the
@@ -426,6 +446,14 @@ class ExtenderService:
         self._metrics.answered[verb, "error"].inc()
         log.log(level, "request not carried out", extra={"verb": verb, "reason": str(error), **(context or {})})
         return Answer(200, wire.ENCODER.encode(result))
+
+
+def _require_names(args: wire.ExtenderBindingArgs) -> None:
+    """kube-scheduler always names the pod and the node. An empty name would reach the API as
+    another request (``.../pods/`` lists the namespace's pods) and fail there unexplained."""
+    for field, value in (("PodName", args.PodName), ("PodNamespace", args.PodNamespace), ("Node", args.Node)):
+        if not value:
+            raise InvalidRequest("must not be empty: kube-scheduler names the pod and the node it binds", field=field)
 
 
 def _answerable(

@@ -1,0 +1,126 @@
+"""The bind verb as kube-scheduler and a misbehaving client call it, over real HTTP, under HiveD
+connected to a cluster: a bind repeated for a pod that is already bound, two binds of one pod in
+flight at once, and a bind naming no pod. Each is answered with a clear error, and the cells
+stay exactly as the cluster holds them (read back through the inspect API).
+
+The Kubernetes API is a double that lists canned objects and refuses a binding of a pod that is
+already bound (HTTP 409), as kube-apiserver does; the watch cache, the engine, the service and
+HTTP are real."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from typing import Any, Iterator
+
+import httpx
+import pytest
+
+from scheduler.config import parse_settings
+from scheduler.errors import KubernetesApiError
+from scheduler.extender.runtime import build_runtime
+from tests.support import kube_objects as k
+from tests.support.api_double import ListingApi
+from tests.support.hived import CONFIG, NODES
+from tests.support.server import running_server, wait_until_ready
+
+SETTINGS = CONFIG + "  gangBookingTimeoutSeconds: 60\nestimator: {enabled: false}\n"
+VISION = {"cellfit.io/virtual-cluster": "vision"}
+RUNNING = k.pod("run-0", uid="uid-run-0", gpus=8, labels=VISION, node_name="gpu-a", phase="Running")
+PENDING = k.pod("train-0", uid="uid-train-0", gpus=8, labels=VISION)
+
+
+class BindingApi(ListingApi):
+    """Refuses to bind a pod that is bound already, as kube-apiserver does ("pod ... is already
+    assigned to node ..."). While ``gate`` is clear, a binding waits for it once it has arrived
+    (``arrived``): the API server's answer is on its way."""
+
+    def __init__(self, **lists: Any) -> None:
+        super().__init__(**lists)
+        self.assigned = {pod["metadata"]["uid"]: pod["spec"]["nodeName"] for pod in self.pods if pod["spec"].get("nodeName")}
+        self.gate = threading.Event()
+        self.gate.set()
+        self.arrived = threading.Event()
+
+    async def create_binding(self, *, namespace: str, name: str, uid: str, node_name: str, annotations: dict[str, str]) -> None:
+        self.arrived.set()
+        while not self.gate.is_set():
+            await asyncio.sleep(0.005)
+        if uid in self.assigned:
+            raise KubernetesApiError(
+                f'bind pod {namespace}/{name} to {node_name}: pod {name} is already assigned to node "{self.assigned[uid]}" (HTTP 409)',
+                status=409,
+            )
+        self.assigned[uid] = node_name
+        await super().create_binding(namespace=namespace, name=name, uid=uid, node_name=node_name, annotations=annotations)
+
+
+@pytest.fixture
+def connected() -> Iterator[tuple[BindingApi, httpx.Client]]:
+    api = BindingApi(nodes=NODES, pods=[RUNNING, PENDING])
+    runtime = build_runtime(parse_settings(SETTINGS), api=api)  # type: ignore[arg-type]
+    with running_server(runtime.app) as url, httpx.Client(base_url=url, timeout=10) as client:
+        wait_until_ready(client)
+        yield api, client
+
+
+def bind(client: httpx.Client, *, name: str, uid: str, node: str, namespace: str = "ml") -> httpx.Response:
+    body = {"PodName": name, "PodNamespace": namespace, "PodUID": uid, "Node": node}
+    return client.post("/v1/extender/bind", content=json.dumps(body))
+
+
+def vision(client: httpx.Client) -> dict[str, Any]:
+    """What the inspect API says vision holds: its cells bound, pods and placements."""
+    view = client.get("/v1/inspect/virtual-clusters/vision").json()
+    return {"cells": view["cells"], "pods": view["pods"], "gpus": view["gpus"], "placements": view["placements"]}
+
+
+@pytest.mark.parametrize("node", ["gpu-a", "gpu-b"], ids=["its-own-node", "another-node"])
+def test_binding_a_pod_that_is_already_bound_keeps_its_cells(connected, node):
+    api, client = connected
+    before = vision(client)
+    assert before["pods"]["guaranteed"] == 1  # the running pod, recovered from the list
+    response = bind(client, name="run-0", uid="uid-run-0", node=node)
+    assert response.status_code == 200
+    assert "ml/run-0 is already bound to node gpu-a" in response.json()["Error"]
+    # The running pod still holds its node: nothing was handed back, nothing sent to the API.
+    assert vision(client) == before
+    assert api.bindings == []
+
+
+def test_a_second_bind_of_a_pod_while_the_first_is_in_flight_leaks_nothing(connected):
+    api, client = connected
+    api.gate.clear()
+    answers: dict[str, httpx.Response] = {}
+    first = threading.Thread(target=lambda: answers.setdefault("first", bind(client, name="train-0", uid="uid-train-0", node="gpu-b")))
+    first.start()
+    assert api.arrived.wait(10)
+    # Sent while the first waits on the API server; whichever way it is answered, the binding
+    # that succeeds must keep the pod's cells.
+    second = threading.Thread(target=lambda: answers.setdefault("second", bind(client, name="train-0", uid="uid-train-0", node="gpu-b")))
+    second.start()
+    second.join(2)
+    api.gate.set()
+    first.join(10)
+    second.join(10)
+    assert answers["first"].json() == {"Error": ""}
+    assert "a binding of pod ml/train-0 to node gpu-b is already in flight" in answers["second"].json()["Error"]
+    assert api.bindings == [("ml/train-0", "gpu-b")]
+    held = vision(client)
+    assert held["pods"]["guaranteed"] == 2 and held["gpus"]["guaranteed"] == 16, held
+
+
+@pytest.mark.parametrize("field", ["PodName", "PodNamespace", "Node"])
+def test_a_bind_naming_no_pod_or_node_is_refused_naming_the_field(connected, field):
+    api, client = connected
+    before = vision(client)
+    args = {"name": "train-0", "namespace": "ml", "uid": "uid-train-0", "node": "gpu-b"}
+    args[{"PodName": "name", "PodNamespace": "namespace", "Node": "node"}[field]] = ""
+    response = bind(client, **args)
+    # The verb's Error field (HTTP 200): what the OpenAPI document allows is accepted as JSON.
+    assert response.status_code == 200
+    assert response.json()["Error"].startswith(f"{field}: must not be empty")
+    assert vision(client) == before and api.bindings == []
+    # The service keeps serving: the pod binds once asked properly.
+    assert bind(client, name="train-0", uid="uid-train-0", node="gpu-b").json() == {"Error": ""}
