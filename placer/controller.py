@@ -81,6 +81,7 @@ from scheduler.matching.admission import (
     RunningJob,
     TrialChoice,
     WaitingJob,
+    beyond_cpu_slot,
     choose_for_trial,
     cpu_slot_for,
     decide_starts,
@@ -401,8 +402,9 @@ class PlacerController:
         HiveD a trial Job's GPUs are its VC's (``gpu_pools``)."""
         if not trials:
             return []
-        machines = idle_machines(free_nodes=free, running=running, cpu_slot=cpu_slot_for([*waiting, *trials]),
-                                 reserved_cpu_per_gpu=self._settings.reserved_cpu_per_gpu, gpu_pools=gpu_pools)
+        reserved = self._settings.reserved_cpu_per_gpu
+        cpu_slot = cpu_slot_for([*waiting, *trials], free_nodes=free, reserved_cpu_per_gpu=reserved)
+        machines = idle_machines(free_nodes=free, running=running, cpu_slot=cpu_slot, reserved_cpu_per_gpu=reserved, gpu_pools=gpu_pools)
         idle: dict[str, int] = {}
         for machine in machines:
             idle[machine.kind] = idle.get(machine.kind, 0) + 1
@@ -413,7 +415,11 @@ class PlacerController:
             gpu_ends = [max(0.0, r.started + r.seconds[r.kind] - now) for r in running
                         if r.kind == "gpu" and (gpu_pools is None or r.pool == trial.pool)]
             seen = {"cpu": idle.get("cpu", 0), "gpu": idle.get(gpu, 0)}
-            seconds = trial.seconds if gpu else {k: v for k, v in trial.seconds.items() if k != "gpu"}
+            # No GPU of its VC, or a CPU configuration no node holds: not a kind of it now.
+            dropped = {"gpu"} if not gpu else set()
+            if beyond_cpu_slot(trial, cpu_slot):
+                dropped.add("cpu")
+            seconds = {k: v for k, v in trial.seconds.items() if k not in dropped} if dropped else trial.seconds
             # A trial Job of several pods needs that many idle machines of a kind to start on it.
             choice = choose_for_trial(seconds=seconds, idle={k: v // trial.pods for k, v in seen.items()},
                                       gpu_free_in=min(gpu_ends, default=None), preemption_seconds=grace)

@@ -220,12 +220,30 @@ def _machines_for(
     return machines, MappingProxyType(_indices_by_kind(machines))
 
 
-def cpu_slot_for(waiting: Sequence[WaitingJob], *, default: Demand = Demand(cpu=1.0)) -> Demand:
-    """A CPU machine must hold any queued CPU configuration: the largest one asked for."""
-    demands = [job.demand["cpu"] for job in waiting if "cpu" in job.seconds and "cpu" in job.demand]
+def cpu_slot_for(
+    waiting: Sequence[WaitingJob],
+    *,
+    free_nodes: Sequence[NodeResources] | None = None,
+    reserved_cpu_per_gpu: float = DEFAULT_RESERVED_CPU_PER_GPU,
+    default: Demand = Demand(cpu=1.0),
+) -> Demand:
+    """A CPU machine must hold any queued CPU configuration: the largest one asked for that one
+    of ``free_nodes`` holds (all of them without nodes). A configuration no node holds must not
+    size the slots: one user's "1000" cores would leave no CPU slot to anyone."""
+    demands = {job.demand["cpu"] for job in waiting if "cpu" in job.seconds and "cpu" in job.demand}
+    if free_nodes is not None:
+        # Nodes alike hold alike: each distinct (cores beside the GPUs, memory) once.
+        room = {(node.cpu - node.gpu * reserved_cpu_per_gpu, node.memory) for node in free_nodes}
+        demands = {d for d in demands if any(d.cpu <= cores and d.memory <= memory for cores, memory in room)}
     if not demands:
         return default
     return Demand(cpu=max(max(d.cpu for d in demands), 1e-3), memory=max(d.memory for d in demands))
+
+
+def beyond_cpu_slot(job: WaitingJob, cpu_slot: Demand) -> bool:
+    """Whether the Job's CPU configuration is larger than a CPU slot (no node holds it)."""
+    demand = job.demand.get("cpu")
+    return demand is not None and "cpu" in job.seconds and (demand.cpu > cpu_slot.cpu or demand.memory > cpu_slot.memory)
 
 
 def decide(
@@ -304,7 +322,7 @@ def decide_starts(
     if reuse is not None:
         reuse.waiting.begin_pass()
         reuse.running.begin_pass()
-    cpu_slot = cpu_slot_for(waiting)
+    cpu_slot = cpu_slot_for(waiting, free_nodes=free_nodes, reserved_cpu_per_gpu=reserved_cpu_per_gpu)
     defaults = default_demands(cpu_slot=cpu_slot, reserved_cpu_per_gpu=reserved_cpu_per_gpu)
     if gpu_pools is not None:
         defaults.update({pool_kind(pool): defaults[KIND_GPU] for pool in gpu_pools})
@@ -333,9 +351,13 @@ def decide_starts(
             kinds_for_pods = frozenset(kind for kind, count in machines_of.items() if count >= job.pods)
             here = enough[job.pods] = (kinds_for_pods, (kinds_for_pods, pools_key) if reuse is None else reuse.waiting.context((kinds_for_pods, pools_key)))
         kinds_here, context = here
+        # A CPU configuration no node holds is not a kind of this Job now; what was kept of it
+        # (with its CPU kind, or without) depends on the nodes, so none is kept.
+        oversized = beyond_cpu_slot(job, cpu_slot)
         # Only a Job that has arrived by now: one whose arrival is later (the clock stepped
         # back) arrives at ``now``, which the kept one does not.
-        kept = reuse.waiting.get(job, context) if reuse is not None and job.arrival <= now else None
+        keep = reuse is not None and job.arrival <= now and not oversized
+        kept = reuse.waiting.get(job, context) if reuse is not None and keep else None
         if kept is not None:
             if job.pods > 1:
                 gangs.append((kept, job.pods))
@@ -346,8 +368,8 @@ def decide_starts(
         # it has machines: copying them was a sixth of deciding at 1,000 Jobs.
         seconds = job.seconds if gpu_pools is None else _translated(job.seconds, job.pool, gpu_pools)
         usable = seconds
-        if not kinds_here.issuperset(seconds):
-            usable = {kind: value for kind, value in seconds.items() if kind in kinds_here}
+        if oversized or not kinds_here.issuperset(seconds):
+            usable = {kind: value for kind, value in seconds.items() if kind in kinds_here and not (oversized and kind == "cpu")}
         if not usable:
             pooled = gpu_pools is not None and job.pool in gpu_pools and KIND_GPU in job.seconds
             (waiting_for_pool if pooled else unplaceable).append(job.key)
@@ -357,7 +379,7 @@ def decide_starts(
             demand = {kind: demand[kind] for kind in usable if kind in demand}
         matching_job = Job(name=job.key, user=job.user, arrival=job.arrival if job.arrival < now else now, processing_time=usable,
                            demand=demand)
-        if reuse is not None and job.arrival <= now:  # else its arrival is the clock's
+        if reuse is not None and keep:  # else its arrival is the clock's, or its kinds the nodes'
             reuse.waiting.put(job, context, matching_job)
         if job.pods > 1:
             gangs.append((matching_job, job.pods))

@@ -4,11 +4,17 @@ server refuses, or that admission counts other than the pods it makes."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
+from estimator.objects import JOB_DECODER
 from placer.configuration import parse_configurations
+from placer.controller import PlacerController
+from scheduler.config import AlloxSettings
+from scheduler.core.resources import Resources
 from scheduler.errors import InvalidAnnotation
+from tests.placer.test_controller import Jobs, RecordingApi
 
 
 @pytest.mark.parametrize(("resources", "field"), [
@@ -36,3 +42,35 @@ def test_resources_the_api_server_refuses_are_refused_naming_the_field(resources
 def test_every_quantity_form_kubernetes_accepts_still_parses(resources: dict) -> None:
     configuration = parse_configurations(json.dumps({"gpu": {"resources": resources}}))["gpu"]
     assert configuration.device_count("nvidia.com/gpu") in (1, 2)
+
+
+def cpu_job(name: str, *, cores: str, created: int, containers: int = 1, seconds: float = 100) -> Any:
+    """A suspended Job with only a CPU configuration (``cores`` per container) and its estimate."""
+    body = {"metadata": {"name": name, "namespace": "alice", "uid": f"uid-{name}", "resourceVersion": "1",
+                         "creationTimestamp": f"2026-01-01T00:00:{created:02d}Z",
+                         "annotations": {"cellfit.io/configurations": json.dumps({"cpu": {"resources": {"cpu": cores, "memory": "1Gi"}}}),
+                                         "cellfit.io/estimate": json.dumps({"cpu": {"seconds": seconds}})}},
+            "spec": {"suspend": True, "template": {"spec": {"containers": [{"name": f"c{i}"} for i in range(containers)]}}}}
+    return JOB_DECODER.decode(json.dumps(body).encode())
+
+
+def cpu_only_controller(api: RecordingApi, jobs: list[Any], *, cores: int) -> PlacerController:
+    node = Resources(cpu_millis=cores * 1000, memory_bytes=64 * 2**30, gpus=0)
+    return PlacerController(
+        api=api, jobs=Jobs(jobs), settings=AlloxSettings(alpha=1.0, mechanism="template"), gpu_resource="nvidia.com/gpu",
+        free_by_node=lambda running: {"n1": node}, capacity=lambda: node, clock=lambda: 1767225700.0,
+    )
+
+
+def test_one_users_configuration_no_node_holds_leaves_the_others_their_cpu_slots() -> None:
+    api = RecordingApi()
+    # "1000" cores (a typo for "1") no node holds: sizing every CPU slot for it left no slot at all,
+    # and every other Job of the cluster without a CPU configuration it could run on.
+    placer = cpu_only_controller(api, [cpu_job("typo", cores="1000", created=0), cpu_job("small", cores="4", created=1)], cores=8)
+    decision = placer.admit()
+    assert [(s.key, s.kind) for s in decision.starts] == [("alice/small", "cpu")]
+    assert [name for name, _ in api.patches] == ["small"]
+    assert decision.unplaceable == ("alice/typo",)
+    told = {name: condition for name, condition in api.conditions}
+    assert told["typo"]["reason"] == "NoMachine"
+
