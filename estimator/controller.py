@@ -5,8 +5,8 @@ pods, write ``cellfit.io/estimate``, Events and the ``Estimated`` condition).
 
 State lives in the cluster, as HiveD's bind-info does: sampling pods carry their run
 (annotations), finished pods keep their results until the Job is deleted, samples stopped as long
-are recorded on the Job (``cellfit.io/sampling``) before their pod is deleted, and the estimate is
-an annotation. A restarted controller lists all of it and decides the same; sampling pod names
+and failed runs whose pods will not stay are recorded on the Job (``cellfit.io/sampling``) before
+their pod is deleted, and the estimate is an annotation. A restarted controller lists all of it and decides the same; sampling pod names
 are deterministic, so it never starts a run twice.
 
 One worker thread reconciles Jobs whose objects changed, and every ``resyncSeconds`` all of them
@@ -30,6 +30,7 @@ from estimator.contract import encode_estimate, parse_estimate, parse_iterations
 from estimator.model import ConfigurationEstimate, ModelSettings, Prior, Sample, prior_from_history
 from estimator.objects import (
     ANNOTATION_SAMPLE_CONFIGURATION,
+    ANNOTATION_SAMPLE_ITERATIONS,
     ANNOTATION_SAMPLING,
     JOB_DECODER,
     LABEL_JOB_FAMILY,
@@ -423,11 +424,12 @@ class EstimatorController:
             self._record_sampling(job, sampling)
         sample_plan = plan(job_uid=uid, iterations=iterations, pods=pod_count, ratio=float(ratio or 0.03), settings=self._planner.sampling)
         stopped: Mapping[str, float] = sampling.get("stopped", {})
+        failed: Mapping[str, str] = sampling.get("failed", {})
         views = [sample_pod(pod, now=now, stopped_seconds=stopped.get(name)) for name, pod in pods.items()]
-        sample_pods = [v for v in views if v is not None]
-        for name, seconds in stopped.items():  # stopped and already gone: the record is the sample
+        sample_pods = [_with_recorded_failure(v, failed) for v in views if v is not None]
+        for name in {**stopped, **failed}:  # stopped or failed, and already gone: the record is the run
             if name not in pods:
-                restored = _restore_stopped(name, seconds, sampling)
+                restored = _restore_run(name, sampling)
                 if restored is not None:
                     sample_pods.append(restored)
         decision = decide(
@@ -490,7 +492,7 @@ class EstimatorController:
             written = self._written_sampling.get(job.metadata.uid)
         if written:
             record = {**record, **{k: v for k, v in written.items() if k == "ratio"}}
-            for key in ("stopped", "runs"):
+            for key in ("stopped", "failed", "runs"):
                 record[key] = {**record.get(key, {}), **written.get(key, {})}
         return record
 
@@ -518,10 +520,7 @@ class EstimatorController:
             pod = pods[stop.pod]
             self._attempt(lambda: self._api.delete_pod(namespace=namespace, name=stop.pod, uid=pod.metadata.uid), what=f"stop long sample {stop.pod}")
             self._event(job, "SampleStopped", f"sample {stop.pod} ran {stop.seconds:.0f} s, more than {stop.deadline_seconds:.0f} s its peers predict: {stop.key.configuration} recorded as long", warning=False, once=stop.pod)
-        for view in sample_pods:  # stuck (image pull, bad config, never scheduled) yet holding resources
-            stuck = pods.get(view.name)
-            if view.state == "failed" and stuck is not None and _live(stuck):
-                self._delete_sampling_pod(stuck)
+        self._stop_failed(job, pods, sample_pods, sampling)
         waiting = 0
         creations: list[tuple[Job, dict[str, Any]]] = []
         template = json.loads(bytes(job.spec.template)) if decision.create else {}
@@ -551,6 +550,22 @@ class EstimatorController:
             return creations
         self._estimated(job, decision, rows)
         return creations
+
+    def _stop_failed(self, job: Job, pods: Mapping[str, Pod], sample_pods: Sequence[SamplePod], sampling: dict[str, Any]) -> None:
+        """Failed runs whose pods will be gone (stuck yet holding resources, never scheduled,
+        deleted by others) are recorded on the Job first: their attempts still count once the
+        pods are gone, after a restart too, so a run is not started over from attempt 0 forever.
+        Then the live ones are deleted."""
+        vanishing = [(view, pods[view.name]) for view in sample_pods if view.state == "failed" and view.name in pods and _vanishing(pods[view.name])]
+        unrecorded = [(view, pod) for view, pod in vanishing if view.name not in sampling.get("failed", {})]
+        for view, pod in unrecorded:
+            sampling.setdefault("failed", {})[view.name] = view.failure or "failed"
+            sampling.setdefault("runs", {})[view.name] = [view.key.configuration, view.key.pilot, view.key.length, _iterations_of(pod)]
+        if unrecorded:
+            self._record_sampling(job, sampling)
+        for _, pod in vanishing:
+            if _live(pod):
+                self._delete_sampling_pod(pod)
 
     def _estimated(self, job: Job, decision: Decision, rows: list[dict[str, Any]]) -> None:
         assert decision.estimates is not None
@@ -725,19 +740,44 @@ def _sampling_record(text: str | None) -> dict[str, Any]:
     return record if isinstance(record, dict) else {}
 
 
-def _restore_stopped(name: str, seconds: Any, sampling: Mapping[str, Any]) -> SamplePod | None:
-    """A sample stopped as long whose pod is gone, from the Job's record of it."""
+def _vanishing(pod: Pod) -> bool:
+    """A sampling pod not ended (Succeeded or Failed pods stay until their Job goes)."""
+    return pod.status is None or pod.status.phase not in ("Succeeded", "Failed")
+
+
+def _iterations_of(pod: Pod) -> int:
+    text = (pod.metadata.annotations or {}).get(ANNOTATION_SAMPLE_ITERATIONS, "")
+    return int(text) if text.isdigit() else 0
+
+
+def _with_recorded_failure(view: SamplePod, failed: Mapping[str, str]) -> SamplePod:
+    """A pod the Job records as failed reads as it was then (a stuck pod being deleted is not a
+    pod deleted by someone else)."""
+    failure = failed.get(view.name)
+    if failure is None or view.state in ("succeeded", "stopped"):
+        return view
+    return SamplePod(name=view.name, key=view.key, attempt=view.attempt, state="failed", failure=str(failure))
+
+
+def _restore_run(name: str, sampling: Mapping[str, Any]) -> SamplePod | None:
+    """A sample stopped as long, or a run failed, whose pod is gone, from the Job's record of it."""
     run = sampling.get("runs", {}).get(name)
-    if not isinstance(run, list) or len(run) != 4 or not isinstance(seconds, (int, float)):
+    if not isinstance(run, list) or len(run) != 4:
         return None
     kind, pilot, length, iterations = run
     if length not in ("short", "long") or not isinstance(iterations, int) or not isinstance(pilot, int):
         return None
     tail = name.rsplit("-", 1)[-1]
-    return SamplePod(
-        name=name, key=SampleKey(configuration=str(kind), pilot=pilot, length=length), attempt=int(tail) if tail.isdigit() else 0,
-        state="stopped", sample=Sample(str(kind), iterations, float(seconds), complete=False, pilot=pilot),
-    )
+    key = SampleKey(configuration=str(kind), pilot=pilot, length=length)
+    attempt = int(tail) if tail.isdigit() else 0
+    seconds = sampling.get("stopped", {}).get(name)
+    if isinstance(seconds, (int, float)) and not isinstance(seconds, bool):
+        sample = Sample(str(kind), iterations, float(seconds), complete=False, pilot=pilot)
+        return SamplePod(name=name, key=key, attempt=attempt, state="stopped", sample=sample)
+    failure = sampling.get("failed", {}).get(name)
+    if failure is None:
+        return None
+    return SamplePod(name=name, key=key, attempt=attempt, state="failed", failure=str(failure))
 
 
 def _sample_row(view: SamplePod) -> dict[str, Any]:

@@ -29,6 +29,7 @@ class DeletingApi(RecordingApi):
 
     def delete_pod(self, *, name: str, **_: Any) -> None:  # type: ignore[override]
         self.deleted.append(name)
+        self.existing.discard(name)  # the name may be created again once the pod is gone
 
 
 class Clock:
@@ -179,3 +180,50 @@ def test_samples_reporting_zero_seconds_do_not_make_the_job_invalid():
     estimator._apply_job(edited(instant, annotations={"cellfit.io/estimate": written}))
     estimator.reconcile(everything=False)
     assert estimator.inspect()["jobs"][0]["state"] == "estimated"
+
+
+# ------------------------------------------------------------------ failed attempts whose pods are gone
+
+
+def test_a_run_whose_pods_are_deleted_as_stuck_is_tried_max_attempts_times_not_forever():
+    api = DeletingApi()
+    estimator = estimator_for(api, Clock(CREATED_AT + 60))
+    bad_image = job("typo")
+    estimator._replace_jobs([bad_image])
+    for _ in range(8):
+        estimator.reconcile()
+        # What the cluster holds: the pods not deleted yet, none of which pulls its image; the
+        # Job as cellfit last annotated it.
+        alive = [p for p in api.created if p["metadata"]["name"] not in api.deleted]
+        estimator._replace_pods([with_status(p, {"phase": "Pending", "startTime": CREATED, "containerStatuses": [
+            {"name": "c", "state": {"waiting": {"reason": "ImagePullBackOff"}}}]}) for p in alive])
+        written = {k: v for _, notes in api.annotations for k, v in notes.items()}
+        estimator._apply_job(edited(bad_image, annotations=written))
+    # Each configuration's long run, then (the long one failed) its short run: 3 attempts each, once.
+    created = names(api.created)
+    assert len(created) == 2 * 2 * 3 and len(set(created)) == len(created)
+    view = estimator.inspect()["jobs"][0]
+    assert view["state"] == "failed" and "ImagePullBackOff" in view["message"]
+
+
+def test_a_restarted_estimator_remembers_attempts_whose_pods_are_gone():
+    api = DeletingApi()
+    estimator = estimator_for(api, Clock(CREATED_AT + 60))
+    bad_image = job("typo")
+    estimator._replace_jobs([bad_image])
+    estimator.reconcile()
+    estimator._replace_pods([with_status(p, {"phase": "Pending", "startTime": CREATED, "containerStatuses": [
+        {"name": "c", "state": {"waiting": {"reason": "ErrImagePull"}}}]}) for p in api.created])
+    estimator.reconcile()
+    assert len(api.deleted) == 2
+    written = {k: v for _, notes in api.annotations for k, v in notes.items()}
+    # A new process: the stuck pods are gone, their retries are pending.
+    restarted = estimator_for(api, Clock(CREATED_AT + 120))
+    restarted._replace_jobs([edited(bad_image, annotations=written)])
+    restarted._replace_pods([with_status(p, {"phase": "Pending"}) for p in api.created[2:]])
+    created = len(api.created)
+    restarted.reconcile()
+    assert len(api.created) == created  # attempt 0 is not run again
+    rows = restarted.inspect()["jobs"][0]["samples"]
+    assert sorted((row["attempt"], row["state"]) for row in rows) == [(0, "failed"), (0, "failed"), (1, "pending"), (1, "pending")]
+    assert all(row["failure"] == "ErrImagePull" for row in rows if row["attempt"] == 0)
