@@ -93,8 +93,10 @@ class PodAdmission:
                 raise InvalidAnnotation(f"names {kind!r}, which the configurations lack", field=LABEL_PLACEMENT)
             raw = json.loads(body)["request"]["object"]
             return placement_patch(raw, configurations[placed])
-        except (InvalidAnnotation, ValueError, KeyError, TypeError) as error:
-            # Admitted unchanged (the webhook never refuses a pod); the log says why.
+        except (InvalidAnnotation, ValueError, KeyError, TypeError, AttributeError) as error:
+            # Admitted unchanged (the webhook never refuses a pod); the log says why. The patch
+            # reads the raw object beyond what AdmittedPod checks (containers, env): an entry
+            # that is no JSON object there fails as TypeError or AttributeError.
             log.warning("placed pod left as created", extra={"pod": where, "reason": str(error)})
             return []
 

@@ -124,3 +124,24 @@ def test_a_bind_naming_no_pod_or_node_is_refused_naming_the_field(connected, fie
     assert vision(client) == before and api.bindings == []
     # The service keeps serving: the pod binds once asked properly.
     assert bind(client, name="train-0", uid="uid-train-0", node="gpu-b").json() == {"Error": ""}
+
+
+# ---------------------------------------------------------------------- the pod-create webhook
+
+
+@pytest.mark.parametrize("env", ["OMP_NUM_THREADS=8", [1], [["OMP_NUM_THREADS", "8"]]], ids=["string", "number", "pair"])
+def test_a_placed_pod_with_an_env_that_is_no_list_of_objects_is_admitted_unchanged(env, caplog):
+    """The placer's patch reads the pod's containers as raw JSON, beyond what the review's
+    struct checks: a malformed ``env`` there is the client's mistake, told in the log, and the
+    pod is admitted as created (the webhook never refuses a pod), not an HTTP 500."""
+    from tests.unit.test_admission import admission, placed_pod
+
+    service, _, metrics = admission()
+    pod = placed_pod("cpu")
+    pod["spec"]["containers"][0]["env"] = env
+    answer = service.review(k.dumps(k.admission_review(pod)))
+    assert answer.status == 200
+    response = json.loads(answer.body)["response"]
+    assert response["allowed"] is True and "patch" not in response
+    assert "placed pod left as created" in caplog.text
+    assert metrics.admission_reviews.labels(result="unchanged")._value.get() == 1
