@@ -518,7 +518,7 @@ class PlacerController:
                 return None  # no ω known: its pods hold their capacity, that is all
             started = timestamp(job.status.startTime if job.status else None) or now
             return RunningJob(key=key, user=user, kind=kind, started=started, seconds=known,
-                              demand=_demands(configurations_text, self._gpu_resource), pods=max(_pods(job), 1))
+                              demand=_demands(configurations_text, self._gpu_resource, _containers(job)), pods=max(_pods(job), 1))
         if placement is not None and placement in parsed:
             # Placed before a restart, or the watch has not shown the unsuspend yet: finish it.
             if job.metadata.uid not in self._started:
@@ -528,7 +528,7 @@ class PlacerController:
             return None  # not estimated yet, or scaled to no pods
         return WaitingJob(
             key=key, user=user, arrival=timestamp(job.metadata.creationTimestamp) or now, seconds=known,
-            demand=_demands(configurations_text, self._gpu_resource), pods=_pods(job),
+            demand=_demands(configurations_text, self._gpu_resource, _containers(job)), pods=_pods(job),
         )
 
     def _with_pool(self, item: T, by_key: Mapping[str, Job], found: Guarantees) -> T:
@@ -685,20 +685,24 @@ def _escape(key: str) -> str:
 
 
 @lru_cache(maxsize=8192)
-def _demands(configurations: str, gpu_resource: str) -> Mapping[str, Demand]:
-    """One pod's demand per kind, once per distinct ``cellfit.io/configurations`` value (every
-    pass reads every Job's; parsing quantities was a quarter of a pass at 1,000 Jobs). Shared
-    between passes, so read only; a plain dict, as the inputs go to the solver process pickled."""
+def _demands(configurations: str, gpu_resource: str, containers: int) -> Mapping[str, Demand]:
+    """One pod's demand per kind, once per distinct ``cellfit.io/configurations`` value and
+    number of containers (every pass reads every Job's; parsing quantities was a quarter of a
+    pass at 1,000 Jobs). Shared between passes, so read only; a plain dict, as the inputs go to
+    the solver process pickled."""
     parsed = parse_configurations_cached(configurations)
-    return {kind: _demand(parsed[kind], gpu_resource) for kind in parsed.kinds}
+    return {kind: _demand(parsed[kind], gpu_resource, containers=containers) for kind in parsed.kinds}
 
 
-def _demand(configuration: Configuration, gpu_resource: str) -> Demand:
+def _demand(configuration: Configuration, gpu_resource: str, *, containers: int) -> Demand:
+    """What a pod asks for: the configuration is every container's (placer/rewrite.py), so a
+    trainer and its sidecar ask for it twice."""
     def quantity(name: str) -> str:
         return configuration.requests.get(name) or configuration.limits.get(name) or "0"
 
     memory = float(parse_quantity(quantity(RESOURCE_MEMORY), field="memory")) / GIB
-    return Demand(cpu=cpu_millis(quantity(RESOURCE_CPU), field="cpu") / 1000, gpu=configuration.device_count(gpu_resource), memory=memory)
+    return Demand(cpu=containers * cpu_millis(quantity(RESOURCE_CPU), field="cpu") / 1000,
+                  gpu=containers * configuration.device_count(gpu_resource), memory=containers * memory)
 
 
 def _is_trial(job: Job) -> bool:
@@ -712,6 +716,18 @@ def _template_labels(job: Job) -> Mapping[str, str]:
     if not job.spec.has_template:
         return {}
     return _labels_of(bytes(job.spec.template))
+
+
+def _containers(job: Job) -> int:
+    """The containers of the Job's pod template (at least one: the configuration's own pod)."""
+    if not job.spec.has_template:
+        return 1
+    return _containers_of(bytes(job.spec.template))
+
+
+@lru_cache(maxsize=8192)
+def _containers_of(template: bytes) -> int:
+    return max(len((json.loads(template).get("spec") or {}).get("containers") or []), 1)
 
 
 @lru_cache(maxsize=8192)

@@ -74,3 +74,16 @@ def test_one_users_configuration_no_node_holds_leaves_the_others_their_cpu_slots
     told = {name: condition for name, condition in api.conditions}
     assert told["typo"]["reason"] == "NoMachine"
 
+
+def test_a_pod_of_two_containers_asks_for_its_configuration_twice() -> None:
+    api = RecordingApi()
+    # Every container gets the configuration (DESIGN.md): a trainer and its sidecar at 4 cores
+    # each are a pod of 8 cores, which the 6-core node never holds; counted as 4 it was started
+    # and its pod pended.
+    placer = cpu_only_controller(api, [cpu_job("sidecar", cores="4", created=0, containers=2)], cores=6)
+    decision = placer.admit()
+    assert decision.starts == () and api.patches == []
+    assert decision.unplaceable == ("alice/sidecar",)
+    placer = cpu_only_controller(RecordingApi(), [cpu_job("sidecar", cores="4", created=0, containers=2)], cores=8)
+    (start,) = placer.admit().starts
+    assert start.key == "alice/sidecar"
