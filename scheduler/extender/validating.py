@@ -122,21 +122,22 @@ class ObjectValidation:
         """(every problem of the object, the ones that deny it)."""
         if request.operation not in ("CREATE", "UPDATE"):
             return [], []
-        now = self._object_problems(request.object, kind, creating=request.operation == "CREATE")
+        now = self._object_problems(request.object, kind, creating=request.operation == "CREATE", field="request.object")
         if not self._reject_invalid:
             return now, []
         if request.operation == "CREATE":
             return now, [problem for problem in now if problem.blocking]
-        before = self._object_problems(request.oldObject, kind, creating=False)
+        before = self._object_problems(request.oldObject, kind, creating=False, field="request.oldObject")
         return now, introduced(now, before)
 
-    def _object_problems(self, raw: msgspec.Raw, kind: Kind, *, creating: bool) -> list[Problem]:
+    def _object_problems(self, raw: msgspec.Raw, kind: Kind, *, creating: bool, field: str) -> list[Problem]:
+        """``field``: where ``raw`` is in the review, named by a decoding error."""
         if bytes(raw) in (b"", b"null"):
             return []
         if kind == "Job":
-            job = wire.decode(JOB_DECODER, raw, field="request.object")
+            job = wire.decode(JOB_DECODER, raw, field=field)
             return job_problems(job, cells=self._cells, gpu_resource=self._gpu_resource, creating=creating)
-        pod = wire.decode(wire.POD_DECODER, raw, field="request.object")
+        pod = wire.decode(wire.POD_DECODER, raw, field=field)
         try:
             info = translate.pod_info(pod, gpu_resource=self._gpu_resource, field="spec")
         except InvalidRequest as error:  # a quantity cellfit cannot read: the scheduler would refuse it too

@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 from scheduler.config import parse_settings
-from scheduler.errors import KubernetesApiError
+from scheduler.errors import InvalidRequest, KubernetesApiError
 from scheduler.extender.runtime import build_runtime
 from tests.support import kube_objects as k
 from tests.support.api_double import ListingApi
@@ -145,3 +145,27 @@ def test_a_placed_pod_with_an_env_that_is_no_list_of_objects_is_admitted_unchang
     assert response["allowed"] is True and "patch" not in response
     assert "placed pod left as created" in caplog.text
     assert metrics.admission_reviews.labels(result="unchanged")._value.get() == 1
+
+
+# ---------------------------------------------------------------------- the validating webhook
+
+
+@pytest.mark.parametrize("kind", ["Pod", "Job"])
+def test_an_update_whose_old_object_cannot_be_read_names_the_old_object(kind):
+    """With admission.rejectInvalid an update is judged against its old object too: a review
+    whose oldObject is unreadable is refused naming ``request.oldObject``, not the new object
+    (which is fine)."""
+    from tests.support.admission_reviews import job, validating_review
+    from tests.unit.test_validation import validation
+
+    service, _ = validation(reject=True)
+    new = job("train", labels=VISION) if kind == "Job" else k.pod("train-0", gpus=2, labels=VISION)
+    old = json.loads(json.dumps(new))
+    old["spec"] = "not an object"
+    document = validating_review(new, operation="UPDATE", old=old)
+    reviewed = service.review_job if kind == "Job" else service.review_pod
+    with pytest.raises(InvalidRequest, match=r"^request\.oldObject: .*spec"):
+        reviewed(k.dumps(document))
+    # The same update with a readable old object is reviewed.
+    document["request"]["oldObject"] = new
+    assert json.loads(reviewed(k.dumps(document)).body)["response"]["allowed"] is True
