@@ -30,6 +30,7 @@ from estimator.contract import encode_estimate, parse_estimate, parse_iterations
 from estimator.model import ConfigurationEstimate, ModelSettings, Prior, Sample, prior_from_history
 from estimator.objects import (
     ANNOTATION_SAMPLE_CONFIGURATION,
+    ANNOTATION_SAMPLE_DIGEST,
     ANNOTATION_SAMPLE_ITERATIONS,
     ANNOTATION_SAMPLING,
     JOB_DECODER,
@@ -43,7 +44,7 @@ from estimator.objects import (
     timestamp,
 )
 from estimator.planner import Decision, EstimatorSettings as PlannerSettings, SampleKey, SamplePod, decide
-from estimator.sample_pod import build_sample_pod
+from estimator.sample_pod import build_sample_pod, configuration_digest
 from estimator.sampling import SamplingRatio, SamplingSettings, plan, pods_of, waves_of
 from placer.configuration import Configuration, Configurations, parse_configurations, parse_configurations_cached
 from scheduler.cluster.api import KubernetesApi
@@ -423,15 +424,9 @@ class EstimatorController:
             sampling["ratio"] = ratio
             self._record_sampling(job, sampling)
         sample_plan = plan(job_uid=uid, iterations=iterations, pods=pod_count, ratio=float(ratio or 0.03), settings=self._planner.sampling)
-        stopped: Mapping[str, float] = sampling.get("stopped", {})
-        failed: Mapping[str, str] = sampling.get("failed", {})
-        views = [sample_pod(pod, now=now, stopped_seconds=stopped.get(name)) for name, pod in pods.items()]
-        sample_pods = [_with_recorded_failure(v, failed) for v in views if v is not None]
-        for name in {**stopped, **failed}:  # stopped or failed, and already gone: the record is the run
-            if name not in pods:
-                restored = _restore_run(name, sampling)
-                if restored is not None:
-                    sample_pods.append(restored)
+        digests: dict[str, str] = {kind: configuration_digest(configurations[kind]) for kind in configurations.kinds}
+        pods = self._without_stale(pods, digests)
+        sample_pods = _sample_pods(pods, sampling, digests=digests, now=now)
         decision = decide(
             configurations=configurations.kinds,
             plan=sample_plan,
@@ -483,6 +478,18 @@ class EstimatorController:
             return None
         return iterations
 
+    def _without_stale(self, pods: Mapping[str, Pod], digests: Mapping[str, str]) -> dict[str, Pod]:
+        """The Job's sampling pods that ran its configurations as they are now; the others (a
+        configuration edited or removed since) are left out, and deleted while they run."""
+        current = {
+            name: pod for name, pod in pods.items()
+            if _ran((pod.metadata.annotations or {}).get(ANNOTATION_SAMPLE_CONFIGURATION, ""), (pod.metadata.annotations or {}).get(ANNOTATION_SAMPLE_DIGEST), digests)
+        }
+        for name, pod in pods.items():
+            if name not in current and _live(pod):
+                self._delete_sampling_pod(pod)
+        return current
+
     def _sampling(self, job: Job) -> dict[str, Any]:
         """The Job's sampling record: its annotation, and what this process wrote that the watch
         has not brought back yet (a pass in between must not draw another ratio, or forget a
@@ -515,7 +522,7 @@ class EstimatorController:
         for stop in decision.stop:
             # Recorded on the Job before the pod goes: a restart in between still knows it.
             sampling.setdefault("stopped", {})[stop.pod] = round(stop.seconds, 3)
-            sampling.setdefault("runs", {})[stop.pod] = [stop.key.configuration, stop.key.pilot, stop.key.length, stop.iterations]
+            sampling.setdefault("runs", {})[stop.pod] = _run_record(stop.key, stop.iterations, pods[stop.pod])
             self._record_sampling(job, sampling)
             pod = pods[stop.pod]
             self._attempt(lambda: self._api.delete_pod(namespace=namespace, name=stop.pod, uid=pod.metadata.uid), what=f"stop long sample {stop.pod}")
@@ -560,7 +567,7 @@ class EstimatorController:
         unrecorded = [(view, pod) for view, pod in vanishing if view.name not in sampling.get("failed", {})]
         for view, pod in unrecorded:
             sampling.setdefault("failed", {})[view.name] = view.failure or "failed"
-            sampling.setdefault("runs", {})[view.name] = [view.key.configuration, view.key.pilot, view.key.length, _iterations_of(pod)]
+            sampling.setdefault("runs", {})[view.name] = _run_record(view.key, _iterations_of(pod), pod)
         if unrecorded:
             self._record_sampling(job, sampling)
         for _, pod in vanishing:
@@ -759,13 +766,43 @@ def _with_recorded_failure(view: SamplePod, failed: Mapping[str, str]) -> Sample
     return SamplePod(name=view.name, key=view.key, attempt=view.attempt, state="failed", failure=str(failure))
 
 
-def _restore_run(name: str, sampling: Mapping[str, Any]) -> SamplePod | None:
-    """A sample stopped as long, or a run failed, whose pod is gone, from the Job's record of it."""
+def _ran(kind: str, digest: str | None, digests: Mapping[str, str]) -> bool:
+    """Whether a run of ``kind`` with ``digest`` ran one of the Job's configurations as it is now
+    (a run made before pods carried the digest counts as such)."""
+    return kind in digests and digest in (None, digests[kind])
+
+
+def _run_record(key: SampleKey, iterations: int, pod: Pod) -> list[Any]:
+    """A run as the Job records it (``runs`` of ``cellfit.io/sampling``), for when its pod is gone."""
+    digest = (pod.metadata.annotations or {}).get(ANNOTATION_SAMPLE_DIGEST)
+    return [key.configuration, key.pilot, key.length, iterations, *([digest] if digest else [])]
+
+
+def _sample_pods(pods: Mapping[str, Pod], sampling: Mapping[str, Any], *, digests: Mapping[str, str], now: float) -> list[SamplePod]:
+    """The Job's runs as the planner sees them: its pods, and the runs recorded on the Job whose
+    pods are gone (stopped as long, failed)."""
+    stopped: Mapping[str, float] = sampling.get("stopped", {})
+    failed: Mapping[str, str] = sampling.get("failed", {})
+    views = [sample_pod(pod, now=now, stopped_seconds=stopped.get(name)) for name, pod in pods.items()]
+    sample_pods = [_with_recorded_failure(v, failed) for v in views if v is not None]
+    for name in {**stopped, **failed}:
+        if name not in pods:
+            restored = _restore_run(name, sampling, digests=digests)
+            if restored is not None:
+                sample_pods.append(restored)
+    return sample_pods
+
+
+def _restore_run(name: str, sampling: Mapping[str, Any], *, digests: Mapping[str, str]) -> SamplePod | None:
+    """A sample stopped as long, or a run failed, whose pod is gone, from the Job's record of it;
+    None when the record is unreadable or of a configuration edited since."""
     run = sampling.get("runs", {}).get(name)
-    if not isinstance(run, list) or len(run) != 4:
+    if not isinstance(run, list) or len(run) not in (4, 5):
         return None
-    kind, pilot, length, iterations = run
+    kind, pilot, length, iterations = run[:4]
     if length not in ("short", "long") or not isinstance(iterations, int) or not isinstance(pilot, int):
+        return None
+    if not _ran(str(kind), str(run[4]) if len(run) == 5 else None, digests):
         return None
     tail = name.rsplit("-", 1)[-1]
     key = SampleKey(configuration=str(kind), pilot=pilot, length=length)

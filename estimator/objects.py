@@ -20,6 +20,8 @@ from scheduler.kube.times import timestamp as timestamp  # re-exported: the esti
 LABEL_SAMPLE: Final = f"{DOMAIN}/sample"  # "true": lets the estimator watch only its pods
 LABEL_SAMPLE_JOB: Final = f"{DOMAIN}/sample-job"  # the Job's UID
 ANNOTATION_SAMPLE_CONFIGURATION: Final = f"{DOMAIN}/sample-configuration"
+# What the configuration asked for when the pod was made (sample_pod.configuration_digest).
+ANNOTATION_SAMPLE_DIGEST: Final = f"{DOMAIN}/sample-configuration-digest"
 ANNOTATION_SAMPLE_PILOT: Final = f"{DOMAIN}/sample-pilot"
 ANNOTATION_SAMPLE_LENGTH: Final = f"{DOMAIN}/sample-length"
 ANNOTATION_SAMPLE_ATTEMPT: Final = f"{DOMAIN}/sample-attempt"

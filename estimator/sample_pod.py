@@ -2,20 +2,23 @@
 iterations (``CELLFIT_SAMPLE_ITERATIONS``; a long run also ``CELLFIT_SAMPLE_SPLIT_ITERATIONS``, the
 short length it reports the time of), owned by the Job, labelled as a sample.
 
-Its name is a function of the Job and the run (configuration, pilot, length, attempt), so a
-controller that restarts and decides again creates the same name, which the API server refuses
-to create twice: no sample ever runs twice.
+Its name is a function of the Job and the run (configuration and its digest, pilot, length,
+attempt), so a controller that restarts and decides again creates the same name, which the API
+server refuses to create twice: no sample ever runs twice.
 
 Pure: builds dictionaries, calls nothing.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 from typing import Any, Final, Mapping
 
 from estimator.objects import (
     ANNOTATION_SAMPLE_ATTEMPT,
     ANNOTATION_SAMPLE_CONFIGURATION,
+    ANNOTATION_SAMPLE_DIGEST,
     ANNOTATION_SAMPLE_ITERATIONS,
     ANNOTATION_SAMPLE_LENGTH,
     ANNOTATION_SAMPLE_PILOT,
@@ -37,8 +40,19 @@ _JOB_CONTROLLER_LABELS: Final = frozenset(
 _MAX_NAME: Final = 63
 
 
-def sample_pod_name(*, job_name: str, job_uid: str, run: CreateSample) -> str:
-    suffix = f"-{job_uid[:5]}-{run.key.configuration}-{run.key.length[0]}{run.key.pilot}-{run.attempt}"
+def configuration_digest(configuration: Configuration) -> str:
+    """Five hex digits of what a configuration asks for: a sampling pod ran the configuration of
+    this digest, and a Job whose configuration was edited since does not use its run."""
+    document = {
+        "requests": dict(configuration.requests), "limits": dict(configuration.limits), "env": dict(configuration.env),
+        "nodeSelector": dict(configuration.node_selector), "tolerations": [dict(t) for t in configuration.tolerations],
+        "annotations": dict(configuration.annotations),
+    }
+    return hashlib.sha256(json.dumps(document, sort_keys=True, default=str).encode()).hexdigest()[:5]
+
+
+def sample_pod_name(*, job_name: str, job_uid: str, digest: str, run: CreateSample) -> str:
+    suffix = f"-{job_uid[:5]}-{run.key.configuration}-{digest}-{run.key.length[0]}{run.key.pilot}-{run.attempt}"
     prefix = job_name[: _MAX_NAME - len(suffix)].rstrip("-.")
     return f"{prefix}{suffix}".lower()
 
@@ -60,6 +74,7 @@ def build_sample_pod(
     if run.split_iterations is not None:
         extra_env[ENV_SAMPLE_SPLIT_ITERATIONS] = str(run.split_iterations)
         split[ANNOTATION_SAMPLE_SPLIT_ITERATIONS] = str(run.split_iterations)
+    digest = configuration_digest(configuration)
     if indexed:  # an Indexed Job's pods find their share of the work by index
         extra_env["JOB_COMPLETION_INDEX"] = str(run.key.pilot)
     pod = apply_configuration(
@@ -69,6 +84,7 @@ def build_sample_pod(
         extra_labels={LABEL_SAMPLE: "true", LABEL_SAMPLE_JOB: job_uid},
         extra_annotations={
             ANNOTATION_SAMPLE_CONFIGURATION: run.key.configuration,
+            ANNOTATION_SAMPLE_DIGEST: digest,
             ANNOTATION_SAMPLE_PILOT: str(run.key.pilot),
             ANNOTATION_SAMPLE_LENGTH: run.key.length,
             ANNOTATION_SAMPLE_ATTEMPT: str(run.attempt),
@@ -78,7 +94,7 @@ def build_sample_pod(
     )
     metadata = pod["metadata"]
     metadata["labels"] = {k: v for k, v in metadata.get("labels", {}).items() if k not in _JOB_CONTROLLER_LABELS}
-    metadata["name"] = sample_pod_name(job_name=job_name, job_uid=job_uid, run=run)
+    metadata["name"] = sample_pod_name(job_name=job_name, job_uid=job_uid, digest=digest, run=run)
     metadata["namespace"] = job_namespace
     metadata.pop("generateName", None)
     # An owner, not the controller: garbage collected with the Job, ignored by the Job controller.

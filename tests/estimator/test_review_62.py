@@ -227,3 +227,38 @@ def test_a_restarted_estimator_remembers_attempts_whose_pods_are_gone():
     rows = restarted.inspect()["jobs"][0]["samples"]
     assert sorted((row["attempt"], row["state"]) for row in rows) == [(0, "failed"), (0, "failed"), (1, "pending"), (1, "pending")]
     assert all(row["failure"] == "ErrImagePull" for row in rows if row["attempt"] == 0)
+
+
+# ------------------------------------------------------------------ configurations edited midway
+
+
+def reconfigured(original: Any, *, cpu: str) -> Any:
+    configurations = json.loads(original.annotations["cellfit.io/configurations"])
+    configurations["cpu"]["resources"]["cpu"] = cpu
+    return edited(original, annotations={"cellfit.io/configurations": json.dumps(configurations)})
+
+
+def kind_of(pod: dict[str, Any]) -> str:
+    return str(pod["metadata"]["annotations"]["cellfit.io/sample-configuration"])
+
+
+def test_samples_of_a_configuration_edited_midway_are_not_its_estimate():
+    api, estimator = started("edit", Clock(CREATED_AT + 60))
+    first = list(api.created)
+    estimator._replace_pods([with_status(p, {"phase": "Running", "startTime": CREATED}) for p in first])
+    estimator.reconcile()
+    # The user finds 2 CPUs too few and asks for 8 while the samples run.
+    estimator._apply_job(reconfigured(job("edit"), cpu="8"))
+    estimator.reconcile(everything=False)
+    (old_cpu,) = [p for p in first if kind_of(p) == "cpu"]
+    assert api.deleted == [old_cpu["metadata"]["name"]]  # the gpu run goes on
+    (new_cpu,) = api.created[len(first):]
+    assert kind_of(new_cpu) == "cpu" and new_cpu["spec"]["containers"][0]["resources"]["requests"]["cpu"] == "8"
+    assert new_cpu["metadata"]["name"] != old_cpu["metadata"]["name"]
+    # Every run ends (the old one had finished before its deletion went through): the estimate
+    # rests on the 8-CPU run alone.
+    ended = [finished(p, 40.0, splits=[[10, 20.0]]) for p in first] + [finished(new_cpu, 10.0, splits=[[10, 5.0]])]
+    estimator._replace_pods(ended)
+    estimator.reconcile()
+    (written,) = [a["cellfit.io/estimate"] for _, a in api.annotations if "cellfit.io/estimate" in a]
+    assert [s["pod"] for s in json.loads(written)["cpu"]["samples"]] == [new_cpu["metadata"]["name"]]
