@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import threading
 import time
 from collections import deque
@@ -738,13 +739,37 @@ def _live(pod: Pod) -> bool:
 
 
 def _sampling_record(text: str | None) -> dict[str, Any]:
+    """``cellfit.io/sampling`` as far as it reads: a ratio that is not a fraction, a section that
+    is not an object and entries of the wrong type are left out (drawn or run again), so a record
+    edited by hand never stops its Job's sampling."""
     if not text:
         return {}
     try:
         record = json.loads(text)
     except ValueError:
         return {}
-    return record if isinstance(record, dict) else {}
+    if not isinstance(record, dict):
+        return {}
+    ratio = record.pop("ratio", None)
+    if _is_number(ratio) and 0 < ratio <= 1:
+        record["ratio"] = ratio
+    for section, readable in _SAMPLING_SECTIONS.items():
+        entries = record.pop(section, None)
+        if isinstance(entries, dict):
+            record[section] = {name: value for name, value in entries.items() if readable(value)}
+    return record
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+# What each section of ``cellfit.io/sampling`` holds per pod: seconds run, a failure, the run.
+_SAMPLING_SECTIONS: dict[str, Callable[[Any], bool]] = {
+    "stopped": lambda value: _is_number(value) and value >= 0,
+    "failed": lambda value: isinstance(value, str),
+    "runs": lambda value: isinstance(value, list),
+}
 
 
 def _vanishing(pod: Pod) -> bool:

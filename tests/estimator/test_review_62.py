@@ -262,3 +262,18 @@ def test_samples_of_a_configuration_edited_midway_are_not_its_estimate():
     estimator.reconcile()
     (written,) = [a["cellfit.io/estimate"] for _, a in api.annotations if "cellfit.io/estimate" in a]
     assert [s["pod"] for s in json.loads(written)["cpu"]["samples"]] == [new_cpu["metadata"]["name"]]
+
+
+# ------------------------------------------------------------------ cellfit.io/sampling edited by hand
+
+
+def test_a_sampling_record_of_the_wrong_shape_is_read_as_empty_not_as_a_stuck_job():
+    api = DeletingApi()
+    estimator = estimator_for(api, Clock(CREATED_AT + 60))
+    for index, record in enumerate(('{"ratio": NaN}', '{"ratio": 40}', '{"stopped": []}', '{"failed": "x", "runs": 3}', '{"stopped": {"p": "9"}, "runs": {"p": 1}}')):
+        wide = job(f"hand-edited-{index}", parallelism=100)
+        estimator._replace_jobs([edited(wide, annotations={"cellfit.io/sampling": record})])
+        created = len(api.created)
+        estimator.reconcile()
+        assert len(api.created) > created, record
+        assert estimator.inspect()["jobs"][0]["state"] == "sampling", record
