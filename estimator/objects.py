@@ -9,7 +9,7 @@ from typing import Collection, Final
 
 import msgspec
 
-from estimator.contract import SampleReport, parse_sample_report
+from estimator.contract import parse_sample_report
 from estimator.model import Sample
 from estimator.planner import PodState, SampleKey, SamplePod
 from scheduler.constants import DOMAIN, LABEL_PLACEMENT
@@ -202,14 +202,16 @@ def sample_pod(
         return SamplePod(name=name, key=key, attempt=attempt, state="stopped", sample=bound)
     status = pod.status or PodStatus()
     phase = status.phase or "Pending"
-    terminated = _terminated(status)
+    ended = _terminated(status)
     if phase == "Succeeded":
-        sample = _sample(kind, key.pilot, iterations, status, terminated)
+        sample = _sample(kind, key.pilot, iterations, ended)
         return SamplePod(
             name=name, key=key, attempt=attempt, state="succeeded", sample=sample,
             failure=None if sample is not None else "finished without a readable time (no termination message or container times)",
         )
     if phase == "Failed":
+        # The container that failed, not a sidecar listed before it (the kubelet lists by name).
+        terminated = next((t for t in ended if t.exitCode), ended[0] if ended else None)
         reason = (terminated.reason if terminated else None) or status.reason or "Failed"
         exit_code = f" (exit code {terminated.exitCode})" if terminated and terminated.exitCode else ""
         return SamplePod(name=name, key=key, attempt=attempt, state="failed", failure=f"{reason}{exit_code}")
@@ -241,27 +243,29 @@ def _unscheduled(pod: Pod, *, now: float, limit_seconds: float) -> str | None:
     return f"not scheduled within {limit_seconds:.0f} s" + (f": {why}" if why else "")
 
 
-def _terminated(status: PodStatus) -> Terminated | None:
-    for container in status.containerStatuses or []:
-        if container.state and container.state.terminated:
-            return container.state.terminated
-    return None
+def _terminated(status: PodStatus) -> list[Terminated]:
+    return [c.state.terminated for c in status.containerStatuses or [] if c.state and c.state.terminated]
 
 
-def _sample(kind: str, pilot: int, iterations: int, status: PodStatus, terminated: Terminated | None) -> Sample | None:
-    """From the termination message when the workload wrote one, else from the container's start
-    and finish times (1 s resolution)."""
-    report: SampleReport | None = None
-    if terminated is not None and terminated.message:
+def _sample(kind: str, pilot: int, iterations: int, ended: list[Terminated]) -> Sample | None:
+    """From the termination message of the container that wrote one (any of the pod's: the
+    kubelet lists them by name, a sidecar may come first), else from the start and finish times
+    of its longest-running container (1 s resolution)."""
+    for terminated in ended:
         try:
-            report = parse_sample_report(terminated.message.strip())
+            report = parse_sample_report(terminated.message.strip()) if terminated.message else None
         except InvalidAnnotation:
             report = None  # a workload's own message (a log tail): fall back to the times
-    if report is not None:
-        return report.sample(configuration=kind, pilot=pilot)
-    if terminated is None:
+        if report is not None:
+            return report.sample(configuration=kind, pilot=pilot)
+    spans = [span for span in map(_span, ended) if span is not None]
+    if not spans:
         return None
+    return Sample(kind, iterations, max(spans), resolution_seconds=1.0, pilot=pilot)
+
+
+def _span(terminated: Terminated) -> float | None:
     started, finished = timestamp(terminated.startedAt), timestamp(terminated.finishedAt)
     if started is None or finished is None or finished < started:
         return None
-    return Sample(kind, iterations, finished - started, resolution_seconds=1.0, pilot=pilot)
+    return finished - started

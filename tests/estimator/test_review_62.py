@@ -277,3 +277,33 @@ def test_a_sampling_record_of_the_wrong_shape_is_read_as_empty_not_as_a_stuck_jo
         estimator.reconcile()
         assert len(api.created) > created, record
         assert estimator.inspect()["jobs"][0]["state"] == "sampling", record
+
+
+# ------------------------------------------------------------------ pods of several containers
+
+
+def two_containers(phase: str, *, sidecar: dict[str, Any], trainer: dict[str, Any]) -> Any:
+    notes = {"cellfit.io/sample-configuration": "cpu", "cellfit.io/sample-pilot": "0", "cellfit.io/sample-length": "long",
+             "cellfit.io/sample-attempt": "0", "cellfit.io/sample-iterations": "20"}
+    # The kubelet lists container statuses by name: the sidecar comes first.
+    statuses = [{"name": "fluentbit", "state": {"terminated": sidecar}}, {"name": "trainer", "state": {"terminated": trainer}}]
+    return with_status({"metadata": {"name": "p", "annotations": notes}}, {"phase": phase, "containerStatuses": statuses})
+
+
+def test_the_report_of_any_container_is_the_sample_not_the_first_containers_times():
+    report = json.dumps({"iterations": 20, "seconds": 30.5})
+    sidecar = {"exitCode": 0, "startedAt": "2026-01-01T00:00:00Z", "finishedAt": "2026-01-01T00:00:02Z"}
+    trainer = {"exitCode": 0, "message": report, "startedAt": "2026-01-01T00:00:01Z", "finishedAt": "2026-01-01T00:00:32Z"}
+    view = sample_pod(two_containers("Succeeded", sidecar=sidecar, trainer=trainer), now=CREATED_AT + 60, stopped_seconds=None)
+    assert view is not None and view.sample is not None and view.sample.seconds == 30.5
+    # Without a report, the longest container's times (the work, not a sidecar's few seconds).
+    silent = {**trainer, "message": "epoch 3 done"}
+    view = sample_pod(two_containers("Succeeded", sidecar=sidecar, trainer=silent), now=CREATED_AT + 60, stopped_seconds=None)
+    assert view is not None and view.sample is not None and view.sample.seconds == 31.0
+
+
+def test_a_failed_pod_gives_the_failing_containers_reason():
+    sidecar = {"exitCode": 0, "reason": "Completed"}
+    trainer = {"exitCode": 137, "reason": "OOMKilled"}
+    view = sample_pod(two_containers("Failed", sidecar=sidecar, trainer=trainer), now=CREATED_AT + 60, stopped_seconds=None)
+    assert view is not None and view.failure == "OOMKilled (exit code 137)"
