@@ -671,9 +671,14 @@ class PlacerController:
 
 def _operations(job: Job, kind: str, template: dict[str, Any]) -> list[dict[str, Any]]:
     """One JSON Patch: the placement recorded, the template replaced, the Job unsuspended. The
-    test on ``suspend`` makes a second start of the same Job fail instead of patching twice."""
+    test on ``suspend`` makes a second start of the same Job fail instead of patching twice; the
+    test on ``resourceVersion`` makes a start of a Job changed since it was read fail (the API
+    server answers 422) instead of writing back the template as read over its user's edit (a
+    node selector, the configurations): the next pass decides from the Job as it is."""
+    version = job.metadata.resourceVersion
     return [
         {"op": "test", "path": "/spec/suspend", "value": True},
+        *([{"op": "test", "path": "/metadata/resourceVersion", "value": version}] if version else []),
         {"op": "add", "path": f"/metadata/annotations/{_escape(ANNOTATION_PLACEMENT)}", "value": kind},
         {"op": "replace", "path": "/spec/template", "value": template},
         {"op": "replace", "path": "/spec/suspend", "value": False},

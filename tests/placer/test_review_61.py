@@ -13,7 +13,7 @@ from placer.configuration import parse_configurations
 from placer.controller import PlacerController
 from scheduler.config import AlloxSettings
 from scheduler.core.resources import Resources
-from scheduler.errors import InvalidAnnotation
+from scheduler.errors import InvalidAnnotation, KubernetesApiError
 from tests.placer.test_controller import Jobs, RecordingApi
 
 
@@ -87,3 +87,99 @@ def test_a_pod_of_two_containers_asks_for_its_configuration_twice() -> None:
     placer = cpu_only_controller(RecordingApi(), [cpu_job("sidecar", cores="4", created=0, containers=2)], cores=8)
     (start,) = placer.admit().starts
     assert start.key == "alice/sidecar"
+
+
+class ServerApi:
+    """The Jobs as the API server stores them: a JSON Patch is applied as the API server applies
+    it (a failed ``test`` is refused with 422 and changes nothing; a missing Job is 404), and
+    every write gives the Job a new resourceVersion."""
+
+    def __init__(self, jobs: list[dict[str, Any]]) -> None:
+        self.jobs = {body["metadata"]["name"]: json.loads(json.dumps(body)) for body in jobs}
+        self.events: list[tuple[str, str, str]] = []
+        self.versions = 100
+
+    def edit(self, name: str, change: Any) -> None:
+        """A user's write."""
+        change(self.jobs[name])
+        self._bump(name)
+
+    def _bump(self, name: str) -> None:
+        self.versions += 1
+        self.jobs[name]["metadata"]["resourceVersion"] = str(self.versions)
+
+    def patch_job(self, *, namespace: str, name: str, operations: list[dict[str, Any]]) -> None:
+        if name not in self.jobs:
+            raise KubernetesApiError(f'jobs.batch "{name}" not found', status=404)
+        patched = json.loads(json.dumps(self.jobs[name]))
+        for operation in operations:
+            *parents, last = [part.replace("~1", "/").replace("~0", "~") for part in operation["path"].split("/")[1:]]
+            target = patched
+            for part in parents:
+                target = target[part]
+            if operation["op"] == "test":
+                if target.get(last) != operation["value"]:
+                    raise KubernetesApiError(f"testing value {operation['path']} failed", status=422)
+            else:
+                target[last] = operation["value"]
+        self.jobs[name] = patched
+        self._bump(name)
+
+    def set_job_condition(self, *, name: str, condition: dict[str, Any], **_: Any) -> None:
+        if name in self.jobs:
+            self._bump(name)
+
+    def create_event(self, *, pod_name: str, reason: str, message: str, **_: Any) -> None:
+        self.events.append((pod_name, reason, message))
+
+    def watched(self) -> list[Any]:
+        """The Jobs as a watch that has caught up shows them."""
+        return [JOB_DECODER.decode(json.dumps(body).encode()) for body in self.jobs.values()]
+
+
+def stored_job(name: str, *, created: int) -> dict[str, Any]:
+    return json.loads(json.dumps({
+        "metadata": {"name": name, "namespace": "alice", "uid": f"uid-{name}", "resourceVersion": "1",
+                     "creationTimestamp": f"2026-01-01T00:00:{created:02d}Z",
+                     "annotations": {"cellfit.io/configurations": json.dumps({"cpu": {"resources": {"cpu": "2", "memory": "1Gi"}}}),
+                                     "cellfit.io/estimate": json.dumps({"cpu": {"seconds": 100}})}},
+        "spec": {"suspend": True, "template": {"spec": {"containers": [{"name": "c", "image": "train:1"}]}}}}))
+
+
+def server_controller(api: ServerApi, watch: Jobs, *, mechanism: str = "auto") -> PlacerController:
+    node = Resources(cpu_millis=8000, memory_bytes=64 * 2**30, gpus=0)
+    return PlacerController(
+        api=api, jobs=watch, settings=AlloxSettings(alpha=1.0, mechanism=mechanism), gpu_resource="nvidia.com/gpu",
+        free_by_node=lambda running: {"n1": node}, capacity=lambda: node, clock=lambda: 1767225700.0,
+    )
+
+
+@pytest.mark.parametrize("mechanism", ["auto", "template", "webhook"])
+def test_a_job_its_user_edited_after_the_watch_showed_it_is_not_overwritten_with_what_was_read(mechanism: str) -> None:
+    api = ServerApi([stored_job("a", created=0)])
+    watch = Jobs(api.watched())  # the watch shows version 1
+    # The user moves the suspended Job to her own nodes; the watch has not shown it yet.
+    api.edit("a", lambda body: body["spec"]["template"]["spec"].update(nodeSelector={"pool": "mine"}))
+    placer = server_controller(api, watch, mechanism=mechanism)
+    placer.admit()
+    stored = api.jobs["a"]
+    assert stored["spec"]["template"]["spec"]["nodeSelector"] == {"pool": "mine"}  # her edit stands
+    assert stored["spec"]["suspend"] is True and "cellfit.io/placement" not in stored["metadata"]["annotations"]
+    assert [e for e in api.events if e[1] == "Placed"] == []
+    # The next pass reads the Job as it is, and starts it with her edit.
+    watch.jobs = api.watched()
+    (start,) = placer.admit().starts
+    assert start.key == "alice/a"
+    stored = api.jobs["a"]
+    assert stored["spec"]["suspend"] is False and stored["metadata"]["annotations"]["cellfit.io/placement"] == "cpu"
+    assert stored["spec"]["template"]["spec"]["nodeSelector"] == {"pool": "mine"}
+
+
+def test_a_job_deleted_before_its_start_is_patched_leaves_the_other_starts_alone() -> None:
+    api = ServerApi([stored_job("gone", created=0), stored_job("kept", created=1)])
+    watch = Jobs(api.watched())
+    del api.jobs["gone"]
+    decision = server_controller(api, watch).admit()
+    assert {s.key for s in decision.starts} == {"alice/gone", "alice/kept"}
+    assert api.jobs["kept"]["spec"]["suspend"] is False
+    assert [name for name, reason, _ in api.events if reason == "Placed"] == ["kept"]
