@@ -97,6 +97,9 @@ class AlwaysReady:
 # asks again on every retry): this many pods remembered, the oldest forgotten first.
 REFUSALS_REMEMBERED: Final = 4096
 EVENT_PREEMPTION_REFUSED: Final = "PreemptionRefused"
+# The pods this replica bound, remembered until the watch has surely shown them bound (a bound
+# pod stays bound, so forgetting the oldest only hands their case back to the watch).
+BINDINGS_REMEMBERED: Final = 16384
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,8 +141,10 @@ class ExtenderService:
         self._ready = False  # latched: a synced watch cache stays synced (relists keep state)
         self._unplaceable = unplaceable
         self._refusals_told: OrderedDict[str, str] = OrderedDict()  # pod UID -> the last reason told
-        # pod UID -> the node its binding is being created on; read and written on the event loop only
+        # Read and written on the event loop only. Pod UID -> the node its binding is being
+        # created on; and the node it was bound to, the latest BINDINGS_REMEMBERED of them.
         self._binds_in_flight: dict[str, str] = {}
+        self._bound: OrderedDict[str, str] = OrderedDict()
 
     # ------------------------------------------------------------------ filter
 
@@ -317,6 +322,7 @@ class ExtenderService:
             return self._error_answer("bind", wire.ExtenderBindingResult(Error=str(error)), error, context)
         finally:
             del self._binds_in_flight[pod.uid]
+        self._remember_bound(pod.uid, args.Node)
         self._metrics.binding_wait.observe(time.perf_counter() - waiting)
         self._metrics.bindings_bound.inc()
         self._metrics.answered["bind", "ok"].inc()
@@ -329,10 +335,13 @@ class ExtenderService:
         """The engine's reservation of ``node_name`` for a pod no binding holds yet; the pod's
         binding is then in flight until :meth:`bind` ends it. A pod already bound, or with a
         binding in flight, is refused without asking the engine: its reservation is the one the
-        bound pod holds (the engine answers it as reserved already), and the API refuses the
-        second binding, whose failure would hand that reservation back while the pod runs."""
-        if pod.node_name is not None:
-            raise SchedulingConflict(f"pod {pod.key} is already bound to node {pod.node_name}")
+        bound pod holds (the engine answers it as reserved already, or moves it), and the API
+        refuses the second binding, whose failure would hand that reservation back while the pod
+        runs. Bound is what the watch shows, or what this replica bound: the watch shows a
+        binding a moment after it is made."""
+        bound_to = pod.node_name or self._bound.get(pod.uid)
+        if bound_to is not None:
+            raise SchedulingConflict(f"pod {pod.key} is already bound to node {bound_to}")
         in_flight = self._binds_in_flight.get(pod.uid)
         if in_flight is not None:
             raise SchedulingConflict(f"a binding of pod {pod.key} to node {in_flight} is already in flight")
@@ -340,6 +349,12 @@ class ExtenderService:
             placement = self._engine.reserve(pod, node_name)
         self._binds_in_flight[pod.uid] = node_name
         return placement
+
+    def _remember_bound(self, pod_uid: str, node_name: str) -> None:
+        bound = self._bound
+        bound[pod_uid] = node_name
+        if len(bound) > BINDINGS_REMEMBERED:
+            bound.popitem(last=False)
 
     def _record_preemption(self, pod: PodInfo, accepted: dict[str, list[str]], choice: VictimChoice) -> str | None:
         """Explain the choice (log, metric, events) and hand the victims' Job counts to the

@@ -111,6 +111,20 @@ def test_a_second_bind_of_a_pod_while_the_first_is_in_flight_leaks_nothing(conne
     assert held["pods"]["guaranteed"] == 2 and held["gpus"]["guaranteed"] == 16, held
 
 
+
+@pytest.mark.parametrize("node", ["gpu-b", "gpu-c"], ids=["its-own-node", "another-node"])
+def test_a_bind_repeated_before_the_watch_shows_the_pod_bound_keeps_its_cells(connected, node):
+    """The watch shows a binding a moment after the API made it (here: never, the double's
+    watch is quiet), so the pod still reads as pending when the same bind comes again."""
+    api, client = connected
+    assert bind(client, name="train-0", uid="uid-train-0", node="gpu-b").json() == {"Error": ""}
+    held = vision(client)
+    assert held["pods"]["guaranteed"] == 2
+    response = bind(client, name="train-0", uid="uid-train-0", node=node)
+    assert "pod ml/train-0 is already bound to node gpu-b" in response.json()["Error"]
+    assert vision(client) == held
+    assert api.bindings == [("ml/train-0", "gpu-b")]
+
 @pytest.mark.parametrize("field", ["PodName", "PodNamespace", "Node"])
 def test_a_bind_naming_no_pod_or_node_is_refused_naming_the_field(connected, field):
     api, client = connected
