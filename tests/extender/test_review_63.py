@@ -125,6 +125,34 @@ def test_a_bind_repeated_before_the_watch_shows_the_pod_bound_keeps_its_cells(co
     assert vision(client) == held
     assert api.bindings == [("ml/train-0", "gpu-b")]
 
+
+def pending_copy_of_running() -> dict[str, Any]:
+    """RUNNING as a pod still in kube-scheduler's queue would read: the same UID, no node."""
+    pod = json.loads(json.dumps(RUNNING))
+    pod["spec"].pop("nodeName")
+    pod["status"] = {"phase": "Pending"}
+    return pod
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="scheduler/cells: HivedEngine._decide releases (or unassigns) a pod's existing booking whenever "
+    "the nodes it is asked about exclude the booking's node, also when that pod is bound and running; "
+    "a filter or preempt naming a running pod's UID without its node hands its cells back",
+)
+@pytest.mark.parametrize("verb", ["filter", "preempt"])
+def test_a_verb_for_a_running_pods_uid_that_leaves_out_its_node_keeps_its_cells(connected, verb):
+    _, client = connected
+    before = vision(client)
+    pod = pending_copy_of_running()
+    body = (
+        {"Pod": pod, "Nodes": None, "NodeNames": ["gpu-b", "gpu-c"]}
+        if verb == "filter"
+        else {"Pod": pod, "NodeNameToVictims": None, "NodeNameToMetaVictims": {"gpu-b": {"Pods": []}, "gpu-c": None}}
+    )
+    assert client.post(f"/v1/extender/{verb}", content=json.dumps(body)).status_code == 200
+    assert vision(client) == before
+
 @pytest.mark.parametrize("field", ["PodName", "PodNamespace", "Node"])
 def test_a_bind_naming_no_pod_or_node_is_refused_naming_the_field(connected, field):
     api, client = connected
