@@ -207,8 +207,11 @@ class EstimatorController:
             self._apply_job(decoded)
 
     def forget_job(self, uid: str) -> None:
-        # It lost its configurations, perhaps mid-sampling: its runs inform nothing now.
-        self.delete_job(uid)
+        # It lost its configurations: an ordinary Job now, whose sampling pods (owned by it) end
+        # on their own, or count again should the configurations come back.
+        with self._lock:
+            self._forget_job(uid)
+        self._notify()
 
     def _replace_jobs(self, jobs: Sequence[Job]) -> None:
         with self._lock:

@@ -154,13 +154,6 @@ def test_a_job_given_a_user_estimate_midway_has_its_running_samples_stopped():
     assert sorted(api.deleted) == names(api.created)
 
 
-def test_a_job_that_loses_its_configurations_midway_has_its_running_samples_stopped():
-    api, estimator, sampled = sampling_job()
-    estimator.forget_job(sampled.metadata.uid)
-    estimator._creator.shutdown(wait=True)  # the deletions go out from the creators' pool
-    assert sorted(api.deleted) == names(api.created)
-
-
 # ------------------------------------------------------------------ an estimate too small to write
 
 
