@@ -588,7 +588,7 @@ class EstimatorController:
             self._view(job, "failed", message, samples=rows)
             return
         text = encode_estimate(decision.estimates, samples=decision.samples, overhead_fraction=decision.overhead_fraction)
-        self._api.annotate_job(namespace=job.metadata.namespace, name=job.metadata.name, annotations={ANNOTATION_ESTIMATE: text})
+        self._api.patch_job(namespace=job.metadata.namespace, name=job.metadata.name, operations=_estimate_operations(job, text))
         summary = describe(decision)
         self._event(job, "Estimated", summary, warning=False, once="estimated")
         self._condition(job, status="True", reason="Sampled" if any(e.samples for e in decision.estimates.values()) else "FromHistory", message=summary)
@@ -734,6 +734,17 @@ class _Budget:
         if fits:
             self.take(cost)
         return fits
+
+
+def _estimate_operations(job: Job, text: str) -> list[dict[str, Any]]:
+    """The estimate, written only on the Job it was made for and only while that Job waits: a
+    Job its user unsuspended (or deleted and created again under its name) since it was read
+    fails the tests, and the next pass sees why."""
+    return [
+        {"op": "test", "path": "/metadata/uid", "value": job.metadata.uid},
+        {"op": "test", "path": "/spec/suspend", "value": True},
+        {"op": "add", "path": "/metadata/annotations/" + ANNOTATION_ESTIMATE.replace("~", "~0").replace("/", "~1"), "value": text},
+    ]
 
 
 def _live(pod: Pod) -> bool:

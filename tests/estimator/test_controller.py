@@ -25,6 +25,7 @@ class RecordingApi:
         self.events: list[tuple[str, str]] = []
         self.conditions: list[dict[str, Any]] = []
         self.existing: set[str] = set()
+        self.unsuspended: set[str] = set()  # Jobs their users have unsuspended since cellfit read them
 
     def create_pod(self, *, namespace: str, pod: dict[str, Any]) -> None:
         name = pod["metadata"]["name"]
@@ -35,6 +36,15 @@ class RecordingApi:
 
     def annotate_job(self, *, namespace: str, name: str, annotations: dict[str, str]) -> None:
         self.annotations.append((name, annotations))
+
+    def patch_job(self, *, namespace: str, name: str, operations: list[dict[str, Any]]) -> None:
+        """A JSON Patch of tests on ``spec.suspend`` (the Jobs in ``unsuspended`` fail them) and
+        additions of annotations (recorded as ``annotate_job`` records them)."""
+        if any(op["op"] == "test" and op["path"] == "/spec/suspend" and op["value"] != (name not in self.unsuspended) for op in operations):
+            raise KubernetesApiError("the test on /spec/suspend failed", status=422)
+        prefix = "/metadata/annotations/"
+        added = {op["path"][len(prefix):].replace("~1", "/"): op["value"] for op in operations if op["op"] == "add" and op["path"].startswith(prefix)}
+        self.annotations.append((name, added))
 
     def create_event(self, *, reason: str, message: str, **_: Any) -> None:
         self.events.append((reason, message))

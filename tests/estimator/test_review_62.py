@@ -300,3 +300,15 @@ def test_a_failed_pod_gives_the_failing_containers_reason():
     trainer = {"exitCode": 137, "reason": "OOMKilled"}
     view = sample_pod(two_containers("Failed", sidecar=sidecar, trainer=trainer), now=CREATED_AT + 60, stopped_seconds=None)
     assert view is not None and view.failure == "OOMKilled (exit code 137)"
+
+
+# ------------------------------------------------------------------ the estimate and a user's unsuspend
+
+
+def test_no_estimate_is_written_on_a_job_its_user_unsuspended_since_it_was_read():
+    api, estimator = started("eager", Clock(CREATED_AT + 60))
+    estimator._replace_pods([finished(p, 40.0, splits=[[10, 20.0]]) for p in api.created])
+    api.unsuspended.add("eager")  # the watch has not brought the change yet
+    estimator.reconcile()
+    assert [notes for _, notes in api.annotations if "cellfit.io/estimate" in notes] == []
+    assert "Estimated" not in [reason for reason, _ in api.events]
