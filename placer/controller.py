@@ -49,7 +49,7 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from types import MappingProxyType
-from typing import Any, Callable, Mapping, Protocol, Sequence, TypeVar
+from typing import Any, Callable, Final, Mapping, Protocol, Sequence, TypeVar
 
 from estimator.contract import parse_estimate_cached
 from estimator.objects import Job, template_kind, timestamp
@@ -189,6 +189,10 @@ class PlacerController:
         self._job_pods = job_pods
         self._unbound_hold_seconds = unbound_hold_seconds
         self._released: set[str] = set()  # UIDs of started Jobs told they hold no machine
+        # Per Job UID: what the API server refused to start (the Job's pod template and
+        # configurations, _refusable), and in which kinds; not chosen again in those until its
+        # user changes either (not its resourceVersion: writing its condition changes that).
+        self._refused: dict[str, tuple[tuple[bytes, str], frozenset[str]]] = {}
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._stop = threading.Event()
@@ -246,6 +250,7 @@ class PlacerController:
         configurations: dict[str, Configurations] = {}
         by_key: dict[str, Job] = {}
         seen: dict[str, tuple[str, WaitingJob | RunningJob, Configurations, bool]] = {}
+        refused, self._refused = self._refused, {}
         for job in jobs:
             key = f"{job.metadata.namespace}/{job.metadata.name}"
             by_key[key] = job
@@ -265,7 +270,10 @@ class PlacerController:
             if isinstance(item, WaitingJob):
                 if version and job.metadata.creationTimestamp:  # else it arrives at "now", pass after pass
                     seen[uid] = (version, item, configurations[uid], is_trial)
-                (trials if is_trial else waiting).append(item)
+                if refused:
+                    item = self._unrefused(item, job, refused)
+                if item is not None:
+                    (trials if is_trial else waiting).append(item)
             elif isinstance(item, RunningJob):
                 if version:
                     seen[uid] = (version, item, configurations[uid], False)
@@ -362,6 +370,18 @@ class PlacerController:
             released=[{"job": item.key, "kind": item.kind, "why": state} for item, state in released],
         )
         return decision
+
+    def _unrefused(
+        self, item: WaitingJob, job: Job, refused: Mapping[str, tuple[tuple[bytes, str], frozenset[str]]]
+    ) -> WaitingJob | None:
+        """``item`` without the kinds the API server refused to start it in, while the Job is as
+        it refused it (None when no kind is left); a Job changed since is tried again."""
+        found = refused.get(job.metadata.uid)
+        if found is None or found[0] != _refusable(job):
+            return item
+        self._refused[job.metadata.uid] = found
+        seconds = {kind: value for kind, value in item.seconds.items() if kind not in found[1]}
+        return replace(item, seconds=seconds) if seconds else None
 
     def _holding(
         self, now: float, running: list[RunningJob], by_key: Mapping[str, Job]
@@ -591,6 +611,8 @@ class PlacerController:
                 used = "webhook"
         except CellfitError as error:
             log.warning("could not start a placed Job", extra={"job": f"{namespace}/{name}", "kind": kind, "reason": str(error)})
+            if isinstance(error, KubernetesApiError) and _refuses_job(error):
+                self._refuse(job, kind, error)
             return
         self._mechanisms[used] = self._mechanisms.get(used, 0) + 1
         with self._lock:
@@ -605,6 +627,18 @@ class PlacerController:
         if self._on_start is not None:
             self._on_start(kind, used)
         log.info("job placed", extra={"job": f"{namespace}/{name}", "kind": kind, "mechanism": used})
+
+    def _refuse(self, job: Job, kind: str, error: KubernetesApiError) -> None:
+        """The API server will not take this Job in ``kind`` as it is: its user is told why, and
+        it is not chosen in that kind again until it changes (each pass chose it for the same
+        machine, and the Job after it on that machine never started)."""
+        uid, refusable = job.metadata.uid, _refusable(job)
+        before = self._refused.get(uid)
+        kinds = before[1] if before is not None and before[0] == refusable else frozenset()
+        self._refused[uid] = (refusable, kinds | {kind})
+        message = f"the API server refuses this Job in its {kind} configuration, so AlloX does not start it there: {error}"
+        if self._tell(job, status="False", reason="Refused", message=message):
+            self._event(job, "PlacementRefused", message, warning=True)
 
     def _patch_for_webhook(self, job: Job, template: dict[str, Any], configuration: Configuration, kind: str) -> None:
         """Only what a suspended Job's template may always change; the webhook does the rest."""
@@ -624,21 +658,23 @@ class PlacerController:
 
     # ------------------------------------------------------------------ telling users
 
-    def _tell(self, job: Job, *, status: str, reason: str, message: str) -> None:
+    def _tell(self, job: Job, *, status: str, reason: str, message: str) -> bool:
+        """Set the Job's ``Placed`` condition; False when it says that already."""
         uid = job.metadata.uid
         with self._lock:
             if self._told.get(uid) == message:
-                return
+                return False
             self._told[uid] = message
         now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self._clock()))
         condition = {"type": CONDITION_PLACED, "status": status, "reason": reason, "message": message,
                      "lastTransitionTime": now, "lastProbeTime": now}
         self._attempt(lambda: self._api.set_job_condition(namespace=job.metadata.namespace, name=job.metadata.name, condition=condition))
+        return True
 
-    def _event(self, job: Job, reason: str, message: str) -> None:
+    def _event(self, job: Job, reason: str, message: str, *, warning: bool = False) -> None:
         self._attempt(lambda: self._api.create_event(
             namespace=job.metadata.namespace, pod_name=job.metadata.name, pod_uid=job.metadata.uid, reason=reason,
-            message=message, kind="Job"))
+            message=message, kind="Job", **({"warning": True} if warning else {})))
 
     @staticmethod
     def _attempt(call: Callable[[], None]) -> None:
@@ -683,6 +719,22 @@ def _operations(job: Job, kind: str, template: dict[str, Any]) -> list[dict[str,
         {"op": "replace", "path": "/spec/template", "value": template},
         {"op": "replace", "path": "/spec/suspend", "value": False},
     ]
+
+
+# The paths the start's own tests guard: their failing means another start, or the Job changed.
+_GUARDED_PATHS: Final = ("/spec/suspend", "/metadata/resourceVersion")
+
+
+def _refuses_job(error: KubernetesApiError) -> bool:
+    """Whether the API server refuses the Job as patched (invalid: 422; an admission webhook or
+    policy: 400, 403), not a start that lost a race (a guard's test failed), nor a transient
+    failure (409, 429, 5xx, unreachable)."""
+    return error.status in (400, 403, 422) and not any(path in str(error) for path in _GUARDED_PATHS)
+
+
+def _refusable(job: Job) -> tuple[bytes, str]:
+    """What a start patches the Job from: its pod template and its configurations."""
+    return bytes(job.spec.template), job.annotations.get(ANNOTATION_CONFIGURATIONS, "")
 
 
 def _escape(key: str) -> str:

@@ -4,7 +4,7 @@ server refuses, or that admission counts other than the pods it makes."""
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Callable
 
 import pytest
 
@@ -94,9 +94,11 @@ class ServerApi:
     it (a failed ``test`` is refused with 422 and changes nothing; a missing Job is 404), and
     every write gives the Job a new resourceVersion."""
 
-    def __init__(self, jobs: list[dict[str, Any]]) -> None:
+    def __init__(self, jobs: list[dict[str, Any]], *, invalid: Callable[[dict[str, Any]], str | None] = lambda body: None) -> None:
         self.jobs = {body["metadata"]["name"]: json.loads(json.dumps(body)) for body in jobs}
+        self.invalid = invalid  # the API server's validation: why it refuses a Job as patched
         self.events: list[tuple[str, str, str]] = []
+        self.told: dict[str, dict[str, Any]] = {}  # the last condition per Job
         self.versions = 100
 
     def edit(self, name: str, change: Any) -> None:
@@ -122,11 +124,15 @@ class ServerApi:
                     raise KubernetesApiError(f"testing value {operation['path']} failed", status=422)
             else:
                 target[last] = operation["value"]
+        refused = self.invalid(patched)
+        if refused is not None:
+            raise KubernetesApiError(f'Job.batch "{name}" is invalid: {refused}', status=422)
         self.jobs[name] = patched
         self._bump(name)
 
     def set_job_condition(self, *, name: str, condition: dict[str, Any], **_: Any) -> None:
         if name in self.jobs:
+            self.told[name] = condition
             self._bump(name)
 
     def create_event(self, *, pod_name: str, reason: str, message: str, **_: Any) -> None:
@@ -137,12 +143,13 @@ class ServerApi:
         return [JOB_DECODER.decode(json.dumps(body).encode()) for body in self.jobs.values()]
 
 
-def stored_job(name: str, *, created: int) -> dict[str, Any]:
+def stored_job(name: str, *, created: int, cores: str = "2", seconds: float = 100, annotations: dict[str, str] | None = None) -> dict[str, Any]:
+    configuration = {"resources": {"cpu": cores, "memory": "1Gi"}, **({"annotations": annotations} if annotations else {})}
     return json.loads(json.dumps({
         "metadata": {"name": name, "namespace": "alice", "uid": f"uid-{name}", "resourceVersion": "1",
                      "creationTimestamp": f"2026-01-01T00:00:{created:02d}Z",
-                     "annotations": {"cellfit.io/configurations": json.dumps({"cpu": {"resources": {"cpu": "2", "memory": "1Gi"}}}),
-                                     "cellfit.io/estimate": json.dumps({"cpu": {"seconds": 100}})}},
+                     "annotations": {"cellfit.io/configurations": json.dumps({"cpu": configuration}),
+                                     "cellfit.io/estimate": json.dumps({"cpu": {"seconds": seconds}})}},
         "spec": {"suspend": True, "template": {"spec": {"containers": [{"name": "c", "image": "train:1"}]}}}}))
 
 
@@ -183,3 +190,35 @@ def test_a_job_deleted_before_its_start_is_patched_leaves_the_other_starts_alone
     assert {s.key for s in decision.starts} == {"alice/gone", "alice/kept"}
     assert api.jobs["kept"]["spec"]["suspend"] is False
     assert [name for name, reason, _ in api.events if reason == "Placed"] == ["kept"]
+
+
+def bad_annotation_key(body: dict[str, Any]) -> str | None:
+    keys = (body["spec"]["template"].get("metadata") or {}).get("annotations") or {}
+    bad = [key for key in keys if " " in key]
+    return f"spec.template.metadata.annotations: Invalid value: {bad[0]!r}: name part must consist of alphanumeric characters" if bad else None
+
+
+def test_a_job_the_api_server_refuses_to_start_is_told_why_and_leaves_its_machine_to_the_next() -> None:
+    # x's configuration carries an annotation key the API server refuses, and x is the shorter:
+    # every pass chose x for the one CPU slot, the patch was refused (only logged), and y never ran.
+    api = ServerApi([stored_job("x", created=0, cores="6", seconds=50, annotations={"my key": "1"}),
+                     stored_job("y", created=1, cores="6", seconds=100)], invalid=bad_annotation_key)
+    watch = Jobs(api.watched())
+    placer = server_controller(api, watch, mechanism="auto")
+    placer.admit()
+    assert api.jobs["x"]["spec"]["suspend"] is True and api.jobs["y"]["spec"]["suspend"] is True
+    ((name, reason, message),) = [e for e in api.events if e[1] == "PlacementRefused"]
+    assert name == "x" and "my key" in message and "cpu" in message
+    assert api.told["x"]["reason"] == "Refused" and "my key" in api.told["x"]["message"]
+    watch.jobs = api.watched()
+    placer.admit()
+    assert api.jobs["y"]["spec"]["suspend"] is False  # the slot went to y
+    assert api.jobs["x"]["spec"]["suspend"] is True
+    placer.admit()
+    assert len([e for e in api.events if e[1] == "PlacementRefused"]) == 1  # told once
+    # Her fix (a new version of x) is tried again.
+    api.edit("x", lambda body: body["metadata"]["annotations"].update(
+        {"cellfit.io/configurations": json.dumps({"cpu": {"resources": {"cpu": "2", "memory": "1Gi"}}})}))
+    watch.jobs = api.watched()
+    placer.admit()
+    assert api.jobs["x"]["spec"]["suspend"] is False
