@@ -33,8 +33,9 @@ ANNOTATION_SAMPLE_SPLIT_ITERATIONS: Final = f"{DOMAIN}/sample-split-iterations"
 # The Job's own sampling bookkeeping: the ratio its pilots were drawn with, samples stopped as long.
 ANNOTATION_SAMPLING: Final = f"{DOMAIN}/sampling"
 LABEL_JOB_FAMILY: Final = f"{DOMAIN}/job-family"
-# A sampling pod no node has taken this long after its creation is a failed run (unschedulable,
-# or a schedulerName nobody serves): bounded, so its Job is never held forever.
+# A sampling pod still Pending this long after its creation is a failed run (unschedulable, a
+# schedulerName nobody serves, a volume that never attaches): bounded, so its Job is never held
+# forever.
 PENDING_LIMIT_SECONDS: Final = 1800.0
 # Container waiting reasons that never resolve by waiting: the run failed.
 STUCK_REASONS: Final = frozenset(
@@ -183,8 +184,8 @@ def sample_pod(
     """A sampling pod as the planner sees it; None for a pod without cellfit's sample annotations
     (not one of ours, or edited by hand). ``stopped_seconds``: the Job records this pod as
     stopped for being long, after that many seconds. A pod deleted before it ended (preempted,
-    evicted, its node lost) and one no node took within ``pending_limit_seconds`` of its
-    creation are failed runs: retried under a new name, then counted against the configuration."""
+    evicted, its node lost) and one still Pending ``pending_limit_seconds`` after its creation
+    are failed runs: retried under a new name, then counted against the configuration."""
     annotations = pod.metadata.annotations or {}
     try:
         kind = annotations[ANNOTATION_SAMPLE_CONFIGURATION]
@@ -223,24 +224,29 @@ def sample_pod(
         waiting = container.state.waiting if container.state else None
         if waiting is not None and waiting.reason in STUCK_REASONS:
             return SamplePod(name=name, key=key, attempt=attempt, state="failed", failure=waiting.reason)
-    unscheduled = _unscheduled(pod, now=now, limit_seconds=pending_limit_seconds)
-    if unscheduled is not None:
-        return SamplePod(name=name, key=key, attempt=attempt, state="failed", failure=unscheduled)
+    not_started = _not_started(pod, now=now, limit_seconds=pending_limit_seconds)
+    if not_started is not None:
+        return SamplePod(name=name, key=key, attempt=attempt, state="failed", failure=not_started)
     state: PodState = "running" if phase == "Running" else "pending"
     started = timestamp(status.startTime)
     running = max(0.0, now - started) if state == "running" and started is not None else None
     return SamplePod(name=name, key=key, attempt=attempt, state=state, running_seconds=running)
 
 
-def _unscheduled(pod: Pod, *, now: float, limit_seconds: float) -> str | None:
-    """Why a pod no kubelet has started (no ``startTime``) counts as failed: past the limit since
-    its creation, with the scheduler's own reason when it gave one; None while it may still wait."""
+def _not_started(pod: Pod, *, now: float, limit_seconds: float) -> str | None:
+    """Why a pod still Pending past the limit since its creation counts as failed: not scheduled
+    (with the scheduler's reason), or scheduled and never started (a volume that does not
+    attach, a mount that fails: with the container's waiting reason); None while it may wait."""
     status = pod.status or PodStatus()
     created = timestamp(pod.metadata.creationTimestamp)
-    if (status.phase or "Pending") != "Pending" or status.startTime is not None or created is None or now - created <= limit_seconds:
+    if (status.phase or "Pending") != "Pending" or created is None or now - created <= limit_seconds:
         return None
-    why = next((c.message or c.reason for c in status.conditions or [] if c.type == "PodScheduled" and c.status == "False"), None)
-    return f"not scheduled within {limit_seconds:.0f} s" + (f": {why}" if why else "")
+    if status.startTime is None:
+        why = next((c.message or c.reason for c in status.conditions or [] if c.type == "PodScheduled" and c.status == "False"), None)
+        return f"not scheduled within {limit_seconds:.0f} s" + (f": {why}" if why else "")
+    waiting = [c.state.waiting for c in status.containerStatuses or [] if c.state and c.state.waiting]
+    why = next((": ".join(filter(None, (w.reason, w.message))) for w in waiting), None)
+    return f"not started within {limit_seconds:.0f} s" + (f": {why}" if why else "")
 
 
 def _terminated(status: PodStatus) -> list[Terminated]:

@@ -108,9 +108,25 @@ def test_an_unscheduled_pod_is_read_as_failed_only_past_the_limit():
     assert young is not None and young.state == "pending"
     old = sample_pod(with_status(pod, {"phase": "Pending"}), now=CREATED_AT + 3 * 3600, stopped_seconds=None)
     assert old is not None and old.state == "failed" and old.failure is not None and "not scheduled" in old.failure
-    # Scheduled (the kubelet started it: pulling a large image) is not unschedulable.
-    pulling = sample_pod(with_status(pod, {"phase": "Pending", "startTime": CREATED}), now=CREATED_AT + 3 * 3600, stopped_seconds=None)
+    # Scheduled (the kubelet took it: pulling a large image) and young: it waits.
+    pulling = sample_pod(with_status(pod, {"phase": "Pending", "startTime": CREATED}), now=CREATED_AT + 60, stopped_seconds=None)
     assert pulling is not None and pulling.state == "pending"
+
+
+def test_a_sampling_pod_that_never_starts_on_its_node_counts_as_failed_after_the_limit():
+    """The cpu and the gpu run of a Job mounting a ReadWriteOnce volume run at once on two nodes:
+    the second waits in ContainerCreating (Multi-Attach error) for as long as the first runs, or
+    forever where the volume never comes free."""
+    notes = {"cellfit.io/sample-configuration": "gpu", "cellfit.io/sample-pilot": "0", "cellfit.io/sample-length": "long",
+             "cellfit.io/sample-attempt": "0", "cellfit.io/sample-iterations": "20"}
+    creating = {"phase": "Pending", "startTime": CREATED, "containerStatuses": [{"name": "c", "state": {"waiting": {
+        "reason": "ContainerCreating", "message": "Multi-Attach error for volume \"data\""}}}]}
+    pod = with_status({"metadata": {"name": "p", "annotations": notes}}, creating)
+    young = sample_pod(pod, now=CREATED_AT + 600, stopped_seconds=None)
+    assert young is not None and young.state == "pending"
+    old = sample_pod(pod, now=CREATED_AT + 3 * 3600, stopped_seconds=None)
+    assert old is not None and old.state == "failed"
+    assert old.failure is not None and "not started within" in old.failure and "Multi-Attach" in old.failure
 
 
 # ------------------------------------------------------------------ a pod deleted under the run
