@@ -25,6 +25,7 @@ from scheduler.matching.fairness import (
     user_progress,
 )
 from scheduler.matching.model import Assignment, Job, Machine
+from scheduler.matching.positions import KindOrder, kind_orders, kind_orders_after
 from scheduler.matching.solve import (
     FloatArray,
     Fleet,
@@ -140,6 +141,10 @@ class AlloxScheduler:
         empty: dict[frozenset[str], _Empty] = {}
         starts_seen: list[_Seen] = []
         moved = False  # a start since ``arrays`` was last written
+        # The machines' kind_orders as ``arrays`` has them (None: not sorted yet), and the
+        # machines started since, which they have yet to take in.
+        orders: tuple[KindOrder, ...] | None = arrays.orders
+        shifted: list[int] = []
         # With every user considered the ranking cannot change who is matched.
         ranked = base < len(ranking)
         # Per kind, how many waiting jobs each user has that can run on it (§4.4's raise asks
@@ -194,7 +199,9 @@ class AlloxScheduler:
                             continue
                     if written is None:
                         if moved:
-                            arrays = replace(arrays, delay=delay.copy())
+                            orders = _reordered(orders, shifted, delay, arrays.machine_kind)
+                            shifted.clear()
+                            arrays = replace(arrays, delay=delay.copy(), orders=orders)
                             moved = False
                         known = empty.get(considered) if _CARRY_EMPTY and vacancy is not None else None
                         if known is not None and known.leaves_empty(position, delay, arrays.machine_kind):
@@ -203,6 +210,10 @@ class AlloxScheduler:
                             plans[considered] = _Deferred(rows, arrays, len(starts_seen), known)
                             count = self._raised_count(ranking, count, runnable.get(machine.kind, {})) if self.raise_alpha_when_idle else 0
                             continue
+                        if arrays.orders is None:
+                            # Sorted once, then moved a machine per start (_reordered).
+                            orders = kind_orders(machine_kind=arrays.machine_kind, available=arrays.delay, kind_count=len(arrays.kinds))
+                            arrays = replace(arrays, orders=orders)
                         written = left.solved(rows, arrays)
                     plan = plans[considered] = written
                 head = plan.first(position)
@@ -234,6 +245,7 @@ class AlloxScheduler:
                 vacancy.moved(position, float(delay[position]), wait)
             delay[position] = wait
             moved = True
+            shifted.append(position)
             if ranked:
                 progress[job.user] = progress.get(job.user, 0.0) + job_value(job, machine.kind, shares)
                 ranking = rank_users(users, progress)
@@ -459,6 +471,17 @@ class _Empty:
             return {}
         group = int(((machine_kind == kind) & (delay == old)).sum())
         return {users: fact for users, fact in known.items() if fact.kind == kind and fact.wait == old and fact.count < group}
+
+
+def _reordered(orders: tuple[KindOrder, ...] | None, shifted: Sequence[int], delay: FloatArray,
+               machine_kind: IntArray) -> tuple[KindOrder, ...] | None:
+    """``orders`` once each machine of ``shifted`` waits what ``delay`` now says (None stays
+    None: nothing sorted yet)."""
+    if orders is None:
+        return None
+    for position in shifted:
+        orders = kind_orders_after(orders, machine=position, kind=int(machine_kind[position]), omega=float(delay[position]))
+    return orders
 
 
 def _near(kind: int, wait: float, delay: FloatArray, machine_kind: IntArray, tolerance: float) -> bool:

@@ -77,37 +77,106 @@ class Slots:
         return int(self.machine.shape[0])
 
 
+@dataclass(frozen=True, slots=True)
+class KindOrder:
+    """One kind's machines as the bound reads them: by ω, those freeing together in the order
+    listed (a stable sort by ω), each with how many of the kind free strictly earlier
+    (``earlier``, Claim 1's ``s_i``) and at the same time or earlier (``earlier_or_equal``,
+    ``r_i``). It depends on the machines alone, so Algorithm 2 keeps it across its solves and
+    moves one machine per start (:func:`kind_orders_after`) rather than sorting every kind again."""
+
+    members: IntArray  # machine indices, by (ω, index)
+    omega: FloatArray  # their ω, ascending
+    earlier: IntArray
+    earlier_or_equal: IntArray
+
+
+def kind_orders(*, machine_kind: IntArray, available: FloatArray, kind_count: int) -> tuple[KindOrder, ...]:
+    """:class:`KindOrder` of every kind index below ``kind_count`` (empty for a kind without a
+    machine)."""
+    orders = []
+    for kind in range(kind_count):
+        members = (machine_kind == kind).nonzero()[0]
+        omega = available[members]
+        # Stable sort by ω keeps input order inside a group of equal ω, so Claim 2 keeps the
+        # machines the caller listed first: the choice is deterministic and predictable.
+        order = omega.argsort(kind="stable")
+        sorted_omega = omega[order]
+        earlier, earlier_or_equal = _ranks(sorted_omega)
+        orders.append(KindOrder(members=members[order], omega=sorted_omega, earlier=earlier, earlier_or_equal=earlier_or_equal))
+    return tuple(orders)
+
+
+def kind_orders_after(orders: tuple[KindOrder, ...], *, machine: int, kind: int, omega: float) -> tuple[KindOrder, ...]:
+    """``orders`` once machine ``machine`` (of kind index ``kind``) frees at ``omega``: what
+    :func:`kind_orders` gives for the machines as they are then, with one machine moved in
+    its kind's order rather than the kind sorted again."""
+    old = orders[kind]
+    members, omegas = old.members, old.omega
+    at = int((members == machine).nonzero()[0][0])
+    # Where it goes among the others: after every machine freeing earlier, and among those
+    # freeing with it after the ones listed before it (a run of equal ω is in listed order).
+    low = int(omegas.searchsorted(omega, side="left"))
+    high = int(omegas.searchsorted(omega, side="right"))
+    before = low + int(members[low:high].searchsorted(machine))
+    to = before - 1 if at < before else before
+    new_members, new_omega = members.copy(), omegas.copy()
+    if to > at:
+        new_members[at:to], new_omega[at:to] = members[at + 1 : to + 1], omegas[at + 1 : to + 1]
+    elif to < at:
+        new_members[to + 1 : at + 1], new_omega[to + 1 : at + 1] = members[to:at], omegas[to:at]
+    new_members[to], new_omega[to] = machine, omega
+    earlier, earlier_or_equal = _ranks(new_omega)
+    changed = KindOrder(members=new_members, omega=new_omega, earlier=earlier, earlier_or_equal=earlier_or_equal)
+    return (*orders[:kind], changed, *orders[kind + 1 :])
+
+
+def _ranks(sorted_omega: FloatArray) -> tuple[IntArray, IntArray]:
+    """For each of ``sorted_omega`` (ascending), how many are smaller and how many at most as
+    large: ``searchsorted(sorted_omega, sorted_omega)`` left and right, read off the runs of
+    equal values instead of searched."""
+    count = sorted_omega.shape[0]
+    new_run = np.empty(count, dtype=bool)
+    new_run[:1] = True
+    np.not_equal(sorted_omega[1:], sorted_omega[:-1], out=new_run[1:])
+    starts = new_run.nonzero()[0]
+    run = new_run.cumsum() - 1
+    ends = np.empty_like(starts)
+    ends[:-1] = starts[1:]
+    ends[-1:] = count
+    return starts[run], ends[run]
+
+
 def position_limits(
-    *, machine_kind: IntArray, available: FloatArray, runnable_per_kind: IntArray, shortest_per_kind: FloatArray | None = None
+    *, machine_kind: IntArray, available: FloatArray, runnable_per_kind: IntArray, shortest_per_kind: FloatArray | None = None,
+    orders: tuple[KindOrder, ...] | None = None,
 ) -> IntArray:
     """``K_i`` of Claim 1 for every machine, and 0 for machines Claim 2 drops.
 
     ``machine_kind[i]`` indexes ``runnable_per_kind`` (``n_c``); ``available[i]`` is ``ω_i``.
     ``shortest_per_kind`` (optional): the shortest processing time on each kind among the jobs
-    that can run there; where it is above 0, Claim 3 tightens ``K_i``.
+    that can run there; where it is above 0, Claim 3 tightens ``K_i``. ``orders``: the
+    machines' :func:`kind_orders`, when the caller keeps them (else sorted here).
     """
     limits = np.zeros(machine_kind.shape[0], dtype=np.int64)
-    # Every kind that jobs can run on (the kinds without a machine have no members): the same
-    # machines as the kinds present, without np.unique's sort and hash at every solve.
+    if orders is None:
+        orders = kind_orders(machine_kind=machine_kind, available=available, kind_count=runnable_per_kind.shape[0])
+    # Every kind that jobs can run on (the kinds without a machine have no members).
     for kind in (runnable_per_kind > 0).nonzero()[0].tolist():
-        members = (machine_kind == kind).nonzero()[0]
-        if members.shape[0] == 0:
+        order = orders[kind]
+        count = order.members.shape[0]
+        if count == 0:
             continue
         runnable = int(runnable_per_kind[kind])
-        omega = available[members]
-        # Stable sort by ω keeps input order inside a group of equal ω, so Claim 2 keeps the
-        # machines the caller listed first: the choice is deterministic and predictable.
-        order = np.argsort(omega, kind="stable")
-        sorted_omega = omega[order]
-        earlier = np.searchsorted(sorted_omega, sorted_omega, side="left")
-        earlier_or_equal = np.searchsorted(sorted_omega, sorted_omega, side="right")
-        together = earlier_or_equal - earlier
-        rank_in_group = np.arange(members.shape[0]) - earlier
-        bound = (runnable + together - 1) // earlier_or_equal
+        # Claim 2 keeps, of the t machines freeing together after s earlier ones, the first
+        # runnable - s: the machine ranked i (from 0) in the order is kept when i - s <
+        # runnable - s, that is when it is among the first runnable. The others get 0.
+        head = min(runnable, count)
+        earlier, earlier_or_equal = order.earlier[:head], order.earlier_or_equal[:head]
+        bound = (runnable - 1 + earlier_or_equal - earlier) // earlier_or_equal
         if shortest_per_kind is not None and shortest_per_kind[kind] > 0:
-            bound = _tightened(bound, omega=sorted_omega, earlier=earlier, runnable=runnable, shortest=float(shortest_per_kind[kind]))
-        kept = rank_in_group < runnable - earlier
-        limits[members[order]] = np.where(kept, bound, 0)
+            bound = _tightened(bound, omega=order.omega, earlier=earlier, runnable=runnable, shortest=float(shortest_per_kind[kind]))
+        limits[order.members[:head]] = bound
     return limits
 
 

@@ -23,7 +23,7 @@ from scipy.optimize import linear_sum_assignment
 from scheduler.matching.costs import kind_times, slot_cost_matrix
 from scheduler.matching.errors import InfeasibleInstance, InvalidInstance
 from scheduler.matching.model import Assignment, Job, Machine
-from scheduler.matching.positions import Slots, SlotClasses, all_positions, position_limits, slot_classes, slots_for
+from scheduler.matching.positions import KindOrder, Slots, SlotClasses, all_positions, position_limits, slot_classes, slots_for
 from scheduler.matching.transport import Groups, distinct, assign_to_classes, certified
 
 FloatArray = npt.NDArray[np.float64]
@@ -55,6 +55,9 @@ class Problem:
     machine_kind: IntArray
     delay: FloatArray
     now: float
+    # The machines' kind_orders for this delay, when the caller keeps them (Algorithm 2's
+    # plans); None: sorted when the bound is worked out.
+    orders: tuple[KindOrder, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +92,7 @@ class Fleet:
     delay: FloatArray
     now: float
     position_of: Mapping[str, int]
+    orders: tuple[KindOrder, ...] | None = None  # kind_orders of this delay, when kept (see Problem)
 
     def with_available(self, until: Mapping[int, float]) -> Fleet:
         """The same fleet with each machine ``position`` of ``until`` busy until its value."""
@@ -156,6 +160,7 @@ def prepare_on(machines: Fleet, jobs: Sequence[Job]) -> Problem:
         machine_kind=machines.machine_kind,
         delay=machines.delay,
         now=now,
+        orders=machines.orders,
     )
 
 
@@ -171,6 +176,7 @@ def rows_on(problem: Problem, rows: Sequence[int] | IntArray, machines: Fleet) -
         machine_kind=machines.machine_kind,
         delay=machines.delay,
         now=machines.now,
+        orders=machines.orders,
     )
 
 
@@ -444,11 +450,14 @@ def canonical(problem: Problem, *, rows: IntArray, machine: IntArray, position: 
     """
     kind = problem.machine_kind
     count = np.bincount(machine, minlength=kind.shape[0])
-    index = np.arange(kind.shape[0])
-    by_index = np.lexsort((index, problem.delay, kind))
-    by_queue = np.lexsort((index, -count, problem.delay, kind))
-    label = np.empty_like(index)
-    label[by_queue] = by_index  # same groups, same sizes: the k-th longest queue to the k-th listed
+    if problem.orders is None:
+        index = np.arange(kind.shape[0])
+        by_index = np.lexsort((index, problem.delay, kind))
+        by_queue = np.lexsort((index, -count, problem.delay, kind))
+        label = np.empty_like(index)
+        label[by_queue] = by_index  # same groups, same sizes: the k-th longest queue to the k-th listed
+    else:
+        label = _queue_names(problem.orders, kind=kind, delay=problem.delay, count=count)
     machine = label[machine]
     slot_kind = kind[machine]
     out_rows, out_machine = np.empty_like(rows), np.empty_like(machine)
@@ -467,6 +476,32 @@ def canonical(problem: Problem, *, rows: IntArray, machine: IntArray, position: 
     return out_rows, out_machine, position
 
 
+def _queue_names(orders: tuple[KindOrder, ...], *, kind: IntArray, delay: FloatArray, count: IntArray) -> IntArray:
+    """:func:`canonical`'s names of the machines with a queue (``count`` jobs each), read off
+    the machines' kind orders instead of sorting every machine twice: among machines of one
+    kind and wait, the queues by length (longest first, then as listed) take the machines as
+    listed. Only the machines with a queue are renamed (the others keep their own index)."""
+    label = np.arange(kind.shape[0])
+    used = count.nonzero()[0]
+    used_kind, used_wait = kind[used], delay[used]
+    order = np.lexsort((-count[used], used_wait, used_kind))  # used ascending: then as listed
+    queues, queue_kind, queue_wait = used[order], used_kind[order], used_wait[order]
+    # Each queue's rank among the queues of its kind and wait.
+    new_group = np.empty(order.shape[0], dtype=bool)
+    new_group[:1] = True
+    np.not_equal(queue_kind[1:], queue_kind[:-1], out=new_group[1:])
+    new_group[1:] |= queue_wait[1:] != queue_wait[:-1]
+    starts = new_group.nonzero()[0]
+    rank = np.arange(order.shape[0]) - starts[new_group.cumsum() - 1]
+    edges = queue_kind.searchsorted(np.arange(len(orders) + 1), side="left").tolist()
+    for kind_order, begin, end in zip(orders, edges[:-1], edges[1:]):
+        if begin < end:
+            # The machines of the kind that wait as long, as listed, from the first such ω on.
+            first = kind_order.omega.searchsorted(queue_wait[begin:end], side="left")
+            label[queues[begin:end]] = kind_order.members[first + rank[begin:end]]
+    return label
+
+
 def cost_matrix(problem: Problem, *, bounded: bool = True) -> tuple[Slots, FloatArray]:
     """The slots kept (all ``n`` per machine when not ``bounded``) and the full Q over them."""
     if bounded:
@@ -482,7 +517,7 @@ def _bounded_slots(problem: Problem) -> Slots:
     runnable = finite.sum(axis=0).astype(np.int64)
     shortest = np.where(finite, problem.times, np.inf).min(axis=0, initial=np.inf)
     limits = position_limits(machine_kind=problem.machine_kind, available=problem.delay, runnable_per_kind=runnable,
-                             shortest_per_kind=np.where(np.isfinite(shortest), shortest, 0.0))
+                             shortest_per_kind=np.where(np.isfinite(shortest), shortest, 0.0), orders=problem.orders)
     return slots_for(limits=limits, machine_kind=problem.machine_kind, kind_count=len(problem.kinds))
 
 
