@@ -33,6 +33,8 @@ from estimator.objects import (
     ANNOTATION_SAMPLE_CONFIGURATION,
     ANNOTATION_SAMPLE_DIGEST,
     ANNOTATION_SAMPLE_ITERATIONS,
+    ANNOTATION_SAMPLE_LENGTH,
+    ANNOTATION_SAMPLE_PILOT,
     ANNOTATION_SAMPLING,
     JOB_DECODER,
     LABEL_JOB_FAMILY,
@@ -133,6 +135,7 @@ class EstimatorController:
         self._on_estimate = on_estimate
         self._on_error = on_error
         self._lock = threading.Lock()
+        self._recording = threading.Lock()  # writes of cellfit.io/sampling from the creators' pool
         self._jobs: dict[str, Job] = {}  # interchangeable Jobs by UID
         self._pods: dict[str, dict[str, Pod]] = {}  # sampling pods by Job UID, then name
         self._views: dict[str, JobView] = {}
@@ -393,6 +396,20 @@ class EstimatorController:
                 return  # created before a restart; its watch event is on the way
             self._event(job, "SamplingPodRejected", f"sampling pod {body['metadata']['name']} not created: {error}", warning=True, once=str(error))
             log.warning("sampling pod not created", extra={"job": _key(job), "pod": body["metadata"]["name"], "reason": str(error)})
+            if _refused_for_good(error):
+                self._record_refused(job, body, f"not created: {error}")
+
+    def _record_refused(self, job: Job, body: Mapping[str, Any], failure: str) -> None:
+        """A run the API server refuses for good (a LimitRange, an admission webhook, an invalid
+        pod) is a failed attempt, recorded on the Job as a failed run whose pod is gone: retried
+        under the next name, then its configuration fails, and the Job is estimated without it."""
+        notes = body["metadata"]["annotations"]
+        key = SampleKey(configuration=notes[ANNOTATION_SAMPLE_CONFIGURATION], pilot=int(notes[ANNOTATION_SAMPLE_PILOT]), length=notes[ANNOTATION_SAMPLE_LENGTH])
+        with self._recording:  # the creations of one pass end in parallel: one read-merge-write at a time
+            sampling = self._sampling(job)
+            sampling.setdefault("failed", {})[body["metadata"]["name"]] = failure
+            sampling.setdefault("runs", {})[body["metadata"]["name"]] = _run_record(key, int(notes[ANNOTATION_SAMPLE_ITERATIONS]), notes.get(ANNOTATION_SAMPLE_DIGEST))
+            self._attempt(lambda: self._record_sampling(job, sampling), what=f"record the refused run of {_key(job)}")
 
     def _configurations(self, job: Job) -> Configurations | None:
         try:
@@ -526,7 +543,7 @@ class EstimatorController:
         for stop in decision.stop:
             # Recorded on the Job before the pod goes: a restart in between still knows it.
             sampling.setdefault("stopped", {})[stop.pod] = round(stop.seconds, 3)
-            sampling.setdefault("runs", {})[stop.pod] = _run_record(stop.key, stop.iterations, pods[stop.pod])
+            sampling.setdefault("runs", {})[stop.pod] = _run_record(stop.key, stop.iterations, _digest_of(pods[stop.pod]))
             self._record_sampling(job, sampling)
             pod = pods[stop.pod]
             self._attempt(lambda: self._api.delete_pod(namespace=namespace, name=stop.pod, uid=pod.metadata.uid), what=f"stop long sample {stop.pod}")
@@ -571,7 +588,7 @@ class EstimatorController:
         unrecorded = [(view, pod) for view, pod in vanishing if view.name not in sampling.get("failed", {})]
         for view, pod in unrecorded:
             sampling.setdefault("failed", {})[view.name] = view.failure or "failed"
-            sampling.setdefault("runs", {})[view.name] = _run_record(view.key, _iterations_of(pod), pod)
+            sampling.setdefault("runs", {})[view.name] = _run_record(view.key, _iterations_of(pod), _digest_of(pod))
         if unrecorded:
             self._record_sampling(job, sampling)
         for _, pod in vanishing:
@@ -811,10 +828,19 @@ def _ran(kind: str, digest: str | None, digests: Mapping[str, str]) -> bool:
     return kind in digests and digest in (None, digests[kind])
 
 
-def _run_record(key: SampleKey, iterations: int, pod: Pod) -> list[Any]:
+def _run_record(key: SampleKey, iterations: int, digest: str | None) -> list[Any]:
     """A run as the Job records it (``runs`` of ``cellfit.io/sampling``), for when its pod is gone."""
-    digest = (pod.metadata.annotations or {}).get(ANNOTATION_SAMPLE_DIGEST)
     return [key.configuration, key.pilot, key.length, iterations, *([digest] if digest else [])]
+
+
+def _digest_of(pod: Pod) -> str | None:
+    return (pod.metadata.annotations or {}).get(ANNOTATION_SAMPLE_DIGEST)
+
+
+def _refused_for_good(error: KubernetesApiError) -> bool:
+    """A creation the API server will refuse again (invalid, forbidden by policy), not one a full
+    ResourceQuota or an unreachable server refuses for now."""
+    return error.status in (400, 403, 422) and "exceeded quota" not in str(error)
 
 
 def _sample_pods(pods: Mapping[str, Pod], sampling: Mapping[str, Any], *, digests: Mapping[str, str], now: float) -> list[SamplePod]:

@@ -14,6 +14,7 @@ from estimator.model import ConfigurationEstimate, Sample
 from estimator.objects import JOB_DECODER, POD_DECODER, sample_pod
 from scheduler.cluster.feed import InterchangeableJobs
 from scheduler.config import EstimatorSettings
+from scheduler.errors import KubernetesApiError
 from tests.estimator.test_controller import RecordingApi, finished, job
 
 CREATED = "2026-01-01T00:00:00Z"
@@ -328,3 +329,58 @@ def test_no_estimate_is_written_on_a_job_its_user_unsuspended_since_it_was_read(
     estimator.reconcile()
     assert [notes for _, notes in api.annotations if "cellfit.io/estimate" in notes] == []
     assert "Estimated" not in [reason for reason, _ in api.events]
+
+
+# ------------------------------------------------------------------ a run the API server refuses
+
+
+class RefusingApi(DeletingApi):
+    """A namespace whose LimitRange refuses pods of more than 16 CPUs, and whose ResourceQuota is
+    full for ``quota_full`` creations."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.quota_full = 0
+
+    def create_pod(self, *, namespace: str, pod: dict[str, Any]) -> None:
+        requests = pod["spec"]["containers"][0].get("resources", {}).get("requests", {})
+        if requests.get("cpu") == "64":
+            raise KubernetesApiError(f'pods "{pod["metadata"]["name"]}" is forbidden: maximum cpu usage per Container is 16, but limit is 64', status=403)
+        if self.quota_full:
+            self.quota_full -= 1
+            raise KubernetesApiError(f'pods "{pod["metadata"]["name"]}" is forbidden: exceeded quota: compute, requested: cpu=1', status=403)
+        super().create_pod(namespace=namespace, pod=pod)
+
+
+def play(estimator: EstimatorController, api: RecordingApi, original: Any, *, passes: int) -> None:
+    """Passes of the estimator over a cluster where every run finishes as soon as its pod exists,
+    and the Job carries what cellfit last wrote on it."""
+    for _ in range(passes):
+        estimator.reconcile()
+        estimator._replace_pods([finished(p, 40.0, splits=[[10, 20.0]]) for p in api.created])
+        written = {k: v for _, notes in api.annotations for k, v in notes.items()}
+        estimator._apply_job(edited(original, annotations=written))
+
+
+def test_a_run_the_api_server_refuses_for_good_is_a_failed_attempt_and_the_job_is_estimated_without_it():
+    api = RefusingApi()
+    estimator = estimator_for(api, Clock(CREATED_AT + 60))
+    wide_cpu = job("limited", cpu="64")
+    estimator._replace_jobs([wide_cpu])
+    play(estimator, api, wide_cpu, passes=10)  # the refused runs take the budget first: gpu samples after them
+    (written,) = [notes["cellfit.io/estimate"] for _, notes in api.annotations if "cellfit.io/estimate" in notes]
+    assert list(json.loads(written)) == ["gpu"]
+    assert ("SamplingFailed", ) == tuple(reason for reason, _ in api.events if reason == "SamplingFailed")
+    failed = next(message for reason, message in api.events if reason == "SamplingFailed")
+    assert "maximum cpu usage per Container is 16" in failed
+
+
+def test_a_run_refused_by_a_full_quota_is_tried_again_not_counted():
+    api = RefusingApi()
+    api.quota_full = 2 * 3  # both long runs refused for three passes: more than maxAttempts
+    estimator = estimator_for(api, Clock(CREATED_AT + 60))
+    quota = job("quota")
+    estimator._replace_jobs([quota])
+    play(estimator, api, quota, passes=5)
+    (written,) = [notes["cellfit.io/estimate"] for _, notes in api.annotations if "cellfit.io/estimate" in notes]
+    assert sorted(json.loads(written)) == ["cpu", "gpu"]
