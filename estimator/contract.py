@@ -151,9 +151,11 @@ def encode_estimate(
     *,
     samples: Mapping[str, list[tuple[str, Sample]]],
     overhead_fraction: float | None,
+    digests: Mapping[str, str] | None = None,
 ) -> str:
     """``cellfit.io/estimate`` as cellfit writes it: per configuration ``seconds`` (what AlloX
-    reads), then ``uncertaintySeconds``, ``podSeconds``, ``memoryBytes``, ``method`` and the
+    reads), then ``uncertaintySeconds``, ``podSeconds``, ``memoryBytes``, ``method``,
+    ``configurationDigest`` (of the configuration it estimates, from ``digests``) and the
     samples behind it (pod, iterations, seconds, peak memory, complete)."""
     document: dict[str, Any] = {}
     for kind, estimate in estimates.items():
@@ -163,6 +165,8 @@ def encode_estimate(
             "podSeconds": _round(estimate.pod_seconds),
             "method": estimate.method,
         }
+        if digests and kind in digests:
+            entry["configurationDigest"] = digests[kind]
         if estimate.memory_bytes is not None:
             entry["memoryBytes"] = estimate.memory_bytes
         if estimate.task_cov is not None:

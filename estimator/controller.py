@@ -445,7 +445,7 @@ class EstimatorController:
             sampling["ratio"] = ratio
             self._record_sampling(job, sampling)
         sample_plan = plan(job_uid=uid, iterations=iterations, pods=pod_count, ratio=float(ratio or 0.03), settings=self._planner.sampling)
-        digests: dict[str, str] = {kind: configuration_digest(configurations[kind]) for kind in configurations.kinds}
+        digests = _digests(configurations)
         pods = self._without_stale(pods, digests)
         sample_pods = _sample_pods(pods, sampling, digests=digests, now=now)
         decision = decide(
@@ -471,6 +471,10 @@ class EstimatorController:
                 recorded = parse_estimate(estimate_text)
             except InvalidAnnotation as error:
                 self._invalid(job, error)
+                return None
+            changed = _changed_since(recorded.document, _digests(configurations)) if configurations is not None and job.suspended else []
+            if changed:
+                self._withdraw(job, estimate_text, changed)
                 return None
             state: JobState = "estimated" if recorded.by_cellfit else "user-estimate"
             self._view(job, state, "", estimate=recorded.document)
@@ -510,6 +514,20 @@ class EstimatorController:
             if name not in current and _live(pod):
                 self._delete_sampling_pod(pod)
         return current
+
+    def _withdraw(self, job: Job, text: str, changed: Sequence[str]) -> None:
+        """cellfit's estimate of configurations edited since, taken off the Job while it still
+        waits (and only that estimate, on that Job): the edited ones are sampled anew, the runs
+        of the others still count."""
+        message = f"{', '.join(changed)} changed since the estimate: estimate withdrawn, sampling again"
+        self._view(job, "sampling", message)
+        if not self._said_once(job, f"withdrawn:{text}"):
+            return
+        path = "/metadata/annotations/" + _pointer(ANNOTATION_ESTIMATE)
+        operations = [*_waiting_tests(job), {"op": "test", "path": path, "value": text}, {"op": "remove", "path": path}]
+        self._attempt(lambda: self._api.patch_job(namespace=job.metadata.namespace, name=job.metadata.name, operations=operations),
+                      what=f"withdraw the estimate of {_key(job)}")
+        self._event(job, "EstimateWithdrawn", message, warning=False, once=text)
 
     def _sampling(self, job: Job) -> dict[str, Any]:
         """The Job's sampling record: its annotation, and what this process wrote that the watch
@@ -576,7 +594,7 @@ class EstimatorController:
             else:
                 self._view(job, "sampling", f"{decision.in_progress} sampling runs in progress", samples=rows)
             return creations
-        self._estimated(job, decision, rows)
+        self._estimated(job, decision, rows, digests=_digests(configurations))
         return creations
 
     def _stop_failed(self, job: Job, pods: Mapping[str, Pod], sample_pods: Sequence[SamplePod], sampling: dict[str, Any]) -> None:
@@ -595,7 +613,7 @@ class EstimatorController:
             if _live(pod):
                 self._delete_sampling_pod(pod)
 
-    def _estimated(self, job: Job, decision: Decision, rows: list[dict[str, Any]]) -> None:
+    def _estimated(self, job: Job, decision: Decision, rows: list[dict[str, Any]], *, digests: Mapping[str, str]) -> None:
         assert decision.estimates is not None
         for kind, reason in decision.failed.items():
             self._event(job, "SamplingFailed", f"{kind}: sampling failed after {self._settings.max_attempts} attempts: {reason}", warning=True, once=f"failed-{kind}")
@@ -604,7 +622,7 @@ class EstimatorController:
             self._condition(job, status="False", reason="SamplingFailed", message=message)
             self._view(job, "failed", message, samples=rows)
             return
-        text = encode_estimate(decision.estimates, samples=decision.samples, overhead_fraction=decision.overhead_fraction)
+        text = encode_estimate(decision.estimates, samples=decision.samples, overhead_fraction=decision.overhead_fraction, digests=digests)
         self._api.patch_job(namespace=job.metadata.namespace, name=job.metadata.name, operations=_estimate_operations(job, text))
         summary = describe(decision)
         self._event(job, "Estimated", summary, warning=False, once="estimated")
@@ -757,10 +775,30 @@ def _estimate_operations(job: Job, text: str) -> list[dict[str, Any]]:
     """The estimate, written only on the Job it was made for and only while that Job waits: a
     Job its user unsuspended (or deleted and created again under its name) since it was read
     fails the tests, and the next pass sees why."""
+    return [*_waiting_tests(job), {"op": "add", "path": "/metadata/annotations/" + _pointer(ANNOTATION_ESTIMATE), "value": text}]
+
+
+def _waiting_tests(job: Job) -> list[dict[str, Any]]:
+    """JSON Patch tests that the Job is the one read (not one created again under its name) and
+    still suspended."""
+    return [{"op": "test", "path": "/metadata/uid", "value": job.metadata.uid}, {"op": "test", "path": "/spec/suspend", "value": True}]
+
+
+def _pointer(key: str) -> str:
+    """``key`` as one JSON Pointer token (RFC 6901)."""
+    return key.replace("~", "~0").replace("/", "~1")
+
+
+def _digests(configurations: Configurations) -> dict[str, str]:
+    return {kind: configuration_digest(configurations[kind]) for kind in configurations.kinds}
+
+
+def _changed_since(estimate: Mapping[str, Any], digests: Mapping[str, str]) -> list[str]:
+    """The configurations whose digest differs from the one cellfit's estimate of them recorded
+    (an estimate without digests, or a configuration it lacks, counts as unchanged)."""
     return [
-        {"op": "test", "path": "/metadata/uid", "value": job.metadata.uid},
-        {"op": "test", "path": "/spec/suspend", "value": True},
-        {"op": "add", "path": "/metadata/annotations/" + ANNOTATION_ESTIMATE.replace("~", "~0").replace("/", "~1"), "value": text},
+        kind for kind, entry in estimate.items()
+        if isinstance(entry, dict) and kind in digests and entry.get("configurationDigest", digests[kind]) != digests[kind]
     ]
 
 

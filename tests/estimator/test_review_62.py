@@ -384,3 +384,42 @@ def test_a_run_refused_by_a_full_quota_is_tried_again_not_counted():
     play(estimator, api, quota, passes=5)
     (written,) = [notes["cellfit.io/estimate"] for _, notes in api.annotations if "cellfit.io/estimate" in notes]
     assert sorted(json.loads(written)) == ["cpu", "gpu"]
+
+
+# ------------------------------------------------------------------ configurations edited after the estimate
+
+
+class PatchingApi(DeletingApi):
+    """The recording API that also records JSON Patches removing an annotation."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.removed: list[str] = []
+
+    def patch_job(self, *, namespace: str, name: str, operations: list[dict[str, Any]]) -> None:
+        super().patch_job(namespace=namespace, name=name, operations=operations)
+        self.removed += [op["path"] for op in operations if op["op"] == "remove"]
+
+
+def test_an_estimate_of_configurations_edited_since_is_withdrawn_and_the_edit_sampled():
+    api = PatchingApi()
+    estimator = estimator_for(api, Clock(CREATED_AT + 60))
+    original = job("late-edit")
+    estimator._replace_jobs([original])
+    play(estimator, api, original, passes=2)
+    (written,) = [notes["cellfit.io/estimate"] for _, notes in api.annotations if "cellfit.io/estimate" in notes]
+    # Still suspended (waiting for admission), the user gives the cpu configuration 8 CPUs.
+    estimated = edited(original, annotations={k: v for _, notes in api.annotations for k, v in notes.items()})
+    estimator._apply_job(reconfigured(estimated, cpu="8"))
+    estimator.reconcile(everything=False)
+    assert api.removed == ["/metadata/annotations/cellfit.io~1estimate"]
+    assert "EstimateWithdrawn" in [reason for reason, _ in api.events]
+    # Once the watch brings the Job without it, the edited configuration is sampled anew.
+    without = json.loads(msgspec.json.encode(reconfigured(estimated, cpu="8")))
+    del without["metadata"]["annotations"]["cellfit.io/estimate"]
+    created = len(api.created)
+    estimator._apply_job(JOB_DECODER.decode(json.dumps(without).encode()))
+    estimator.reconcile(everything=False)
+    (fresh,) = api.created[created:]
+    assert kind_of(fresh) == "cpu" and fresh["spec"]["containers"][0]["resources"]["requests"]["cpu"] == "8"
+    assert written  # the first estimate was cellfit's
