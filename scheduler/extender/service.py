@@ -153,6 +153,7 @@ class ExtenderService:
         try:
             self._require_ready()
             pod = self._pod(args.pod)
+            _require_uid(pod)
             names, raw_nodes = self._offered_nodes(args)
         except NotReady as error:  # every call while starting: INFO
             return self._error_answer("filter", wire.ExtenderFilterResult(Error=str(error)), error, level=logging.INFO)
@@ -211,7 +212,7 @@ class ExtenderService:
         self._require_ready()  # no Error field: NotReady is HTTP 503
         pod = self._pod(args.Pod)
         candidates, pdb_violations, victim_pods = self._preemption_candidates(args)
-        mistake = self._unplaceable(pod) if self._unplaceable is not None else None
+        mistake = self._never_placeable(pod)
         if mistake is not None:
             # On a full cluster kube-scheduler's own checks turn every node away before the
             # filter could say this; its event then reads only "no candidate node for preemption".
@@ -242,6 +243,14 @@ class ExtenderService:
             }
         )
         return Answer(200, wire.ENCODER.encode(result))
+
+    def _never_placeable(self, pod: PodInfo) -> str | None:
+        """Why cellfit can never place the pod as sent, or None."""
+        try:
+            _require_uid(pod)
+        except InvalidRequest as error:
+            return str(error)
+        return self._unplaceable(pod) if self._unplaceable is not None else None
 
     def _preemption_candidates(
         self, args: wire.ExtenderPreemptionArgs
@@ -461,6 +470,13 @@ class ExtenderService:
         self._metrics.answered[verb, "error"].inc()
         log.log(level, "request not carried out", extra={"verb": verb, "reason": str(error), **(context or {})})
         return Answer(200, wire.ENCODER.encode(result))
+
+
+def _require_uid(pod: PodInfo) -> None:
+    """kube-scheduler always sends the pod's UID. Bookings, holds and victims are kept by it, so
+    pods sent without one would all be one pod to the engine (one's cells another's)."""
+    if not pod.uid:
+        raise InvalidRequest("a pod needs its UID: cellfit books cells and room by it", field="Pod.metadata.uid")
 
 
 def _require_names(args: wire.ExtenderBindingArgs) -> None:

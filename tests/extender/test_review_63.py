@@ -168,6 +168,56 @@ def test_a_bind_naming_no_pod_or_node_is_refused_naming_the_field(connected, fie
     assert bind(client, name="train-0", uid="uid-train-0", node="gpu-b").json() == {"Error": ""}
 
 
+
+# ---------------------------------------------------------------------- pods without a UID
+
+OPPORTUNISTIC = {"cellfit.io/virtual-cluster": "speech", "cellfit.io/priority": "opportunistic"}
+# speech's opportunistic pods on every node: a guaranteed pod of vision must reclaim a node.
+BORROWED = [
+    k.pod(f"borrow{index}-0", uid=f"uid-borrow-{index}", gpus=8, labels=OPPORTUNISTIC, node_name=node, phase="Running")
+    for index, node in enumerate(("gpu-a", "gpu-b", "gpu-c"))
+]
+
+
+@pytest.fixture
+def borrowed() -> Iterator[httpx.Client]:
+    runtime = build_runtime(parse_settings(SETTINGS), api=BindingApi(nodes=NODES, pods=BORROWED))  # type: ignore[arg-type]
+    with running_server(runtime.app) as url, httpx.Client(base_url=url, timeout=10) as client:
+        wait_until_ready(client)
+        yield client
+
+
+def without_uid(pod: dict[str, Any]) -> dict[str, Any]:
+    pod["metadata"].pop("uid")
+    return pod
+
+
+def engine_state(client: httpx.Client) -> tuple[Any, Any]:
+    return client.get("/v1/inspect/engine").json()["stats"], client.get("/v1/inspect/virtual-clusters").json()
+
+
+def test_a_filter_for_a_pod_without_a_uid_books_nothing_and_names_the_field(connected):
+    """HiveD books a gang's cells by pod UID: every pod sent without one would share them."""
+    _, client = connected
+    before = engine_state(client)
+    pod = without_uid(k.pod("ghost-0", gpus=8, labels=VISION, annotations={"cellfit.io/gang": "true", "cellfit.io/gang-size": "2"}))
+    result = client.post("/v1/extender/filter", content=k.dumps(k.extender_args(pod, NODES, node_cache_capable=True))).json()
+    assert result["Error"].startswith("Pod.metadata.uid: ")
+    assert engine_state(client) == before
+
+
+def test_a_preempt_for_a_pod_without_a_uid_takes_no_victims_and_books_nothing(borrowed):
+    before = engine_state(borrowed)
+    pod = without_uid(k.pod("ghost-0", gpus=8, labels=VISION))
+    offered = {node: {"Pods": [{"UID": f"uid-borrow-{index}"}], "NumPDBViolations": 0} for index, node in enumerate(("gpu-a", "gpu-b", "gpu-c"))}
+    response = borrowed.post("/v1/extender/preempt", content=json.dumps({"Pod": pod, "NodeNameToVictims": None, "NodeNameToMetaVictims": offered}))
+    assert response.status_code == 200 and response.json() == {"NodeNameToMetaVictims": {}}
+    assert engine_state(borrowed) == before
+    # The same pod with its UID reclaims a node: the refusal was the UID's doing.
+    pod["metadata"]["uid"] = "uid-ghost-0"
+    response = borrowed.post("/v1/extender/preempt", content=json.dumps({"Pod": pod, "NodeNameToVictims": None, "NodeNameToMetaVictims": offered}))
+    assert len(response.json()["NodeNameToMetaVictims"]) == 1
+
 # ---------------------------------------------------------------------- the pod-create webhook
 
 
