@@ -42,11 +42,14 @@ class BindingApi(ListingApi):
         self.gate = threading.Event()
         self.gate.set()
         self.arrived = threading.Event()
+        self.unavailable_for: set[str] = set()  # pod names whose binding fails as if the API were down
 
     async def create_binding(self, *, namespace: str, name: str, uid: str, node_name: str, annotations: dict[str, str]) -> None:
         self.arrived.set()
         while not self.gate.is_set():
             await asyncio.sleep(0.005)
+        if name in self.unavailable_for:
+            raise KubernetesApiError(f"bind pod {namespace}/{name} to {node_name}: Kubernetes API did not answer within 10s")
         if uid in self.assigned:
             raise KubernetesApiError(
                 f'bind pod {namespace}/{name} to {node_name}: pod {name} is already assigned to node "{self.assigned[uid]}" (HTTP 409)',
@@ -168,6 +171,53 @@ def test_a_bind_naming_no_pod_or_node_is_refused_naming_the_field(connected, fie
     assert bind(client, name="train-0", uid="uid-train-0", node="gpu-b").json() == {"Error": ""}
 
 
+
+
+GANG = {"cellfit.io/gang": "true", "cellfit.io/gang-size": "2"}
+MEMBERS = [k.pod(f"gang-{index}", uid=f"uid-gang-{index}", gpus=8, labels=VISION, annotations=GANG, job_uid="uid-job-gang") for index in (0, 1)]
+
+
+@pytest.fixture
+def gang() -> Iterator[tuple[BindingApi, httpx.Client]]:
+    api = BindingApi(nodes=NODES, pods=MEMBERS)
+    runtime = build_runtime(parse_settings(SETTINGS), api=api)  # type: ignore[arg-type]
+    with running_server(runtime.app) as url, httpx.Client(base_url=url, timeout=10) as client:
+        wait_until_ready(client)
+        yield api, client
+
+
+def test_a_gang_member_whose_bind_fails_leaves_its_slot_to_the_gang_and_binds_on_retry(gang):
+    api, client = gang
+    nodes = [
+        client.post("/v1/extender/filter", content=k.dumps(k.extender_args(member, NODES, node_cache_capable=True))).json()["NodeNames"][0]
+        for member in MEMBERS
+    ]
+    booked = engine_state(client)
+    assert booked[0]["bookings"] == 2 and booked[0]["gangs"] == 1
+    api.unavailable_for.add("gang-1")
+    answers: dict[int, httpx.Response] = {}
+    binds = [
+        threading.Thread(target=lambda i=index: answers.setdefault(i, bind(client, name=f"gang-{i}", uid=f"uid-gang-{i}", node=nodes[i])))
+        for index in (0, 1)
+    ]
+    for thread in binds:
+        thread.start()
+    for thread in binds:
+        thread.join(10)
+    assert answers[0].json() == {"Error": ""} and "did not answer" in answers[1].json()["Error"]
+    # The failed member holds nothing; its slot stays the gang's, on the node it was placed on.
+    stats, _ = engine_state(client)
+    assert (stats["bookings"], stats["gangs"], stats["pods"]) == (2, 1, 1)
+    slots = {p["node"]: p["pod"] for p in vision(client)["placements"]}
+    assert slots == {nodes[0]: "ml/gang-0", nodes[1]: None}
+    # kube-scheduler retries the member: the same slot takes it, and nothing else is booked.
+    api.unavailable_for.clear()
+    retried = client.post("/v1/extender/filter", content=k.dumps(k.extender_args(MEMBERS[1], NODES, node_cache_capable=True))).json()
+    assert retried["NodeNames"] == [nodes[1]]
+    assert bind(client, name="gang-1", uid="uid-gang-1", node=nodes[1]).json() == {"Error": ""}
+    stats, _ = engine_state(client)
+    assert (stats["bookings"], stats["gangs"], stats["pods"]) == (2, 1, 2)
+    assert {p["node"]: p["pod"] for p in vision(client)["placements"]} == {nodes[0]: "ml/gang-0", nodes[1]: "ml/gang-1"}
 
 # ---------------------------------------------------------------------- pods without a UID
 
