@@ -567,6 +567,9 @@ class EstimatorController:
             self._attempt(lambda: self._api.delete_pod(namespace=namespace, name=stop.pod, uid=pod.metadata.uid), what=f"stop long sample {stop.pod}")
             self._event(job, "SampleStopped", f"sample {stop.pod} ran {stop.seconds:.0f} s, more than {stop.deadline_seconds:.0f} s its peers predict: {stop.key.configuration} recorded as long", warning=False, once=stop.pod)
         self._stop_failed(job, pods, sample_pods, sampling)
+        for view in sample_pods:
+            if view.report_error is not None:
+                self._event(job, "SampleReportInvalid", f"sample {view.name}: {view.report_error}; its container's start and finish times stand (1 s resolution)", warning=True, once=view.name)
         waiting = 0
         creations: list[tuple[Job, dict[str, Any]]] = []
         template = json.loads(bytes(job.spec.template)) if decision.create else {}

@@ -9,7 +9,7 @@ from typing import Collection, Final
 
 import msgspec
 
-from estimator.contract import parse_sample_report
+from estimator.contract import SampleReport, parse_sample_report
 from estimator.model import Sample
 from estimator.planner import PodState, SampleKey, SamplePod
 from scheduler.constants import DOMAIN, LABEL_PLACEMENT
@@ -205,9 +205,10 @@ def sample_pod(
     phase = status.phase or "Pending"
     ended = _terminated(status)
     if phase == "Succeeded":
-        sample = _sample(kind, key.pilot, iterations, ended)
+        report, report_error = _report(ended)
+        sample = report.sample(configuration=kind, pilot=key.pilot) if report is not None else _timed(kind, key.pilot, iterations, ended)
         return SamplePod(
-            name=name, key=key, attempt=attempt, state="succeeded", sample=sample,
+            name=name, key=key, attempt=attempt, state="succeeded", sample=sample, report_error=report_error,
             failure=None if sample is not None else "finished without a readable time (no termination message or container times)",
         )
     if phase == "Failed":
@@ -253,17 +254,26 @@ def _terminated(status: PodStatus) -> list[Terminated]:
     return [c.state.terminated for c in status.containerStatuses or [] if c.state and c.state.terminated]
 
 
-def _sample(kind: str, pilot: int, iterations: int, ended: list[Terminated]) -> Sample | None:
-    """From the termination message of the container that wrote one (any of the pod's: the
-    kubelet lists them by name, a sidecar may come first), else from the start and finish times
-    of its longest-running container (1 s resolution)."""
+def _report(ended: list[Terminated]) -> tuple[SampleReport | None, str | None]:
+    """The report of the container that wrote one (any of the pod's: the kubelet lists them by
+    name, a sidecar may come first); without one, why a message meant as one (a JSON object; a
+    log tail is not) does not read."""
+    errors = []
     for terminated in ended:
+        text = (terminated.message or "").strip()
+        if not text:
+            continue
         try:
-            report = parse_sample_report(terminated.message.strip()) if terminated.message else None
-        except InvalidAnnotation:
-            report = None  # a workload's own message (a log tail): fall back to the times
-        if report is not None:
-            return report.sample(configuration=kind, pilot=pilot)
+            return parse_sample_report(text), None
+        except InvalidAnnotation as error:
+            if text.startswith("{"):
+                errors.append(str(error))
+    return None, errors[0] if errors else None
+
+
+def _timed(kind: str, pilot: int, iterations: int, ended: list[Terminated]) -> Sample | None:
+    """Without a report: the start and finish times of the pod's longest-running container (1 s
+    resolution)."""
     spans = [span for span in map(_span, ended) if span is not None]
     if not spans:
         return None

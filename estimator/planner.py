@@ -47,6 +47,8 @@ class SamplePod:
     sample: Sample | None = None
     running_seconds: float | None = None
     failure: str | None = None
+    # Why the termination message, meant as the run's report, does not read (its times stood in).
+    report_error: str | None = None
 
 
 @dataclass(frozen=True)

@@ -423,3 +423,21 @@ def test_an_estimate_of_configurations_edited_since_is_withdrawn_and_the_edit_sa
     (fresh,) = api.created[created:]
     assert kind_of(fresh) == "cpu" and fresh["spec"]["containers"][0]["resources"]["requests"]["cpu"] == "8"
     assert written  # the first estimate was cellfit's
+
+
+# ------------------------------------------------------------------ a report that does not read
+
+
+def test_a_report_that_does_not_read_is_named_to_the_user_and_the_times_stand():
+    api, estimator = started("sloppy", Clock(CREATED_AT + 60))
+    times = {"startedAt": "2026-01-01T00:00:00Z", "finishedAt": "2026-01-01T00:00:30Z"}
+    # The workload reports iterations as a float: the report is meant, and does not read.
+    message = json.dumps({"iterations": 20.0, "seconds": 29.6})
+    ended = [with_status(p, {"phase": "Succeeded", "containerStatuses": [
+        {"name": "c", "state": {"terminated": {"exitCode": 0, "message": message, **times}}}]}) for p in api.created]
+    estimator._replace_pods(ended)
+    estimator.reconcile()
+    warnings = [message for reason, message in api.events if reason == "SampleReportInvalid"]
+    assert len(warnings) == 2 and all("terminationMessage.iterations" in w for w in warnings), api.events
+    rows = estimator.inspect()["jobs"][0]["samples"]
+    assert [row["seconds"] for row in rows if row["attempt"] == 0] == [30.0, 30.0]  # the container times
