@@ -220,7 +220,7 @@ def sample_pod(
     if pod.metadata.deletionTimestamp is not None:
         # Not by cellfit (a stopped sample is recorded first): the run is lost, and a pod on a
         # lost node may stay terminating for as long as the node is away.
-        return SamplePod(name=name, key=key, attempt=attempt, state="failed", failure="deleted before it finished (preempted, evicted or its node lost)")
+        return SamplePod(name=name, key=key, attempt=attempt, state="failed", failure=_deleted_because(status))
     for container in status.containerStatuses or []:
         waiting = container.state.waiting if container.state else None
         if waiting is not None and waiting.reason in STUCK_REASONS:
@@ -232,6 +232,15 @@ def sample_pod(
     started = timestamp(status.startTime)
     running = max(0.0, now - started) if state == "running" and started is not None else None
     return SamplePod(name=name, key=key, attempt=attempt, state=state, running_seconds=running)
+
+
+def _deleted_because(status: PodStatus) -> str:
+    """Why a pod was deleted under its run: Kubernetes' own DisruptionTarget condition where it
+    set one (PreemptionByScheduler, EvictionByEvictionAPI, DeletionByTaintManager, ...)."""
+    disruption = next((c for c in status.conditions or [] if c.type == "DisruptionTarget" and c.status == "True"), None)
+    if disruption is None or not disruption.reason:
+        return "deleted before it finished (preempted, evicted or its node lost)"
+    return f"deleted before it finished: {': '.join(filter(None, (disruption.reason, disruption.message)))}"
 
 
 def _not_started(pod: Pod, *, now: float, limit_seconds: float) -> str | None:

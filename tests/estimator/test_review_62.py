@@ -441,3 +441,14 @@ def test_a_report_that_does_not_read_is_named_to_the_user_and_the_times_stand():
     assert len(warnings) == 2 and all("terminationMessage.iterations" in w for w in warnings), api.events
     rows = estimator.inspect()["jobs"][0]["samples"]
     assert [row["seconds"] for row in rows if row["attempt"] == 0] == [30.0, 30.0]  # the container times
+
+
+def test_a_pod_deleted_under_its_run_says_who_deleted_it_when_kubernetes_does():
+    notes = {"cellfit.io/sample-configuration": "gpu", "cellfit.io/sample-pilot": "0", "cellfit.io/sample-length": "long",
+             "cellfit.io/sample-attempt": "0", "cellfit.io/sample-iterations": "20"}
+    preempted = {"phase": "Running", "startTime": CREATED, "conditions": [{"type": "DisruptionTarget", "status": "True",
+                 "reason": "PreemptionByScheduler", "message": "cellfit: preempting to accommodate a higher priority pod"}]}
+    view = sample_pod(with_status({"metadata": {"name": "p", "annotations": notes}}, preempted, deletionTimestamp=CREATED),
+                      now=CREATED_AT + 60, stopped_seconds=None)
+    assert view is not None and view.state == "failed"
+    assert view.failure == "deleted before it finished: PreemptionByScheduler: cellfit: preempting to accommodate a higher priority pod"
