@@ -183,6 +183,8 @@ def position_limits(
 # Claim 3 counts the machines freeing within this many multiples of the shortest job after
 # machine i (farther ones only loosen the bound, which stays valid without them).
 _LEVELS = 16
+_LEVEL_STEPS = np.arange(1, _LEVELS + 1)[:, np.newaxis]  # l + 1 for the levels l = 0 .. L-1
+_K_STEPS = np.arange(1, _LEVELS + 2)[:, np.newaxis]  # k = 1 .. L+1
 
 
 def _tightened(bound: IntArray, *, omega: FloatArray, earlier: IntArray, runnable: int, shortest: float) -> IntArray:
@@ -198,12 +200,13 @@ def _tightened(bound: IntArray, *, omega: FloatArray, earlier: IntArray, runnabl
     # Machines freeing together have the same s_i, c_il and Claim 1 bound, so the same K_i:
     # worked out once per ω (idle machines all share one), then handed to each.
     opened = omega[open_]
-    new_omega = np.ones(open_.shape[0], dtype=bool)
-    new_omega[1:] = opened[1:] != opened[:-1]
+    new_omega = np.empty(open_.shape[0], dtype=bool)
+    new_omega[:1] = True
+    np.not_equal(opened[1:], opened[:-1], out=new_omega[1:])
     first = open_[new_omega]
     width = shortest * (1.0 - 1e-9)
-    ends = omega[np.newaxis, first] + np.arange(1, _LEVELS + 1)[:, np.newaxis] * width
-    reach = np.searchsorted(omega, ends.ravel(), side="left").reshape(ends.shape)
+    ends = omega[np.newaxis, first] + _LEVEL_STEPS * width
+    reach = omega.searchsorted(ends.ravel(), side="left").reshape(ends.shape)
     before = earlier[first]
     within = reach - before[np.newaxis, :] - 1  # W[l]: other machines at or after ω_i, closer than (l+1)·p
     # The largest k <= K_i (Claim 1) with needed(k) = k·(1 + s_i) + Σ_l c_il·max(0, k − 1 − l)
@@ -213,10 +216,9 @@ def _tightened(bound: IntArray, *, omega: FloatArray, earlier: IntArray, runnabl
     # 1 + s_i + W[L−1] a step. needed rises with k (1 + s_i >= 1) and needed(0) = 0: the k
     # sought is how many of needed(1..L+1) fit, or past L+1 how many more steps do.
     own = 1 + before
-    steps = np.arange(1, _LEVELS + 2)[:, np.newaxis]  # k = 1 .. L+1
     shifted = np.zeros((_LEVELS + 1, first.shape[0]), dtype=np.int64)
     np.cumsum(within, axis=0, out=shifted[1:])  # row k−1: Σ_{m < k−1} W[m]
-    needed = steps * own[np.newaxis, :] + shifted
+    needed = _K_STEPS * own[np.newaxis, :] + shifted  # k = 1 .. L+1
     last = needed[_LEVELS]
     fitting = (needed <= runnable).sum(axis=0)
     # A step of 0 only where rounding emptied every window (W = −1: ω_i + p rounds back to ω_i,
@@ -240,10 +242,11 @@ def slots_for(*, limits: IntArray, machine_kind: IntArray, kind_count: int) -> S
     first_column = np.cumsum(limits) - limits
     position = np.arange(machine.shape[0], dtype=np.int64) - np.repeat(first_column, limits) + 1
     slot_kind = machine_kind[machine]
-    # Within a kind, order by position then machine: the paper's block order Q = [P 2P … nP].
-    order = np.lexsort((machine, position, slot_kind))
-    counts = np.bincount(slot_kind, minlength=kind_count)
-    kind_bounds = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
+    # Within a kind, order by position then machine: the paper's block order Q = [P 2P … nP]
+    # (machine is ascending, and lexsort is stable: it needs no key of its own).
+    order = np.lexsort((position, slot_kind))
+    kind_bounds = np.zeros(kind_count + 1, dtype=np.int64)
+    np.cumsum(np.bincount(slot_kind, minlength=kind_count), out=kind_bounds[1:])
     return Slots(machine=machine[order], position=position[order], kind_bounds=kind_bounds)
 
 
@@ -266,7 +269,7 @@ class SlotClasses:
 def slot_classes(slots: Slots, *, machine_kind: IntArray, delay: FloatArray) -> SlotClasses:
     kind = machine_kind[slots.machine]
     wait = delay[slots.machine]
-    order = np.lexsort((np.arange(slots.count), slots.position, wait, kind))
+    order = np.lexsort((slots.position, wait, kind))  # stable: then slot order
     sorted_kind, sorted_wait, sorted_position = kind[order], wait[order], slots.position[order]
     new_class = np.ones(slots.count, dtype=bool)
     new_class[1:] = (
@@ -274,8 +277,10 @@ def slot_classes(slots: Slots, *, machine_kind: IntArray, delay: FloatArray) -> 
         | (sorted_wait[1:] != sorted_wait[:-1])
         | (sorted_position[1:] != sorted_position[:-1])
     )
-    class_start = np.flatnonzero(new_class).astype(np.int64)
-    capacity = np.diff(np.concatenate((class_start, [slots.count]))).astype(np.int64)
+    class_start = new_class.nonzero()[0]
+    capacity = np.empty_like(class_start)
+    np.subtract(class_start[1:], class_start[:-1], out=capacity[:-1])
+    capacity[-1:] = slots.count - class_start[-1:]
     return SlotClasses(
         slots_by_class=order.astype(np.int64),
         class_start=class_start,

@@ -118,7 +118,8 @@ def _units(groups: Groups, capacity: IntArray) -> _Units:
     classes = kept[np.lexsort((groups.offset[kept], group))]
     unit_class = np.repeat(classes, capacity[classes])
     per_group = np.bincount(group, weights=capacity[kept], minlength=group_ids.shape[0]).astype(np.int64)
-    bounds = np.concatenate(([0], np.cumsum(per_group))).astype(np.int64)
+    bounds = np.zeros(per_group.shape[0] + 1, dtype=np.int64)
+    np.cumsum(per_group, out=bounds[1:])
     offsets = groups.offset[unit_class]
     units = [offsets[begin:end] for begin, end in zip(bounds[:-1].tolist(), bounds[1:].tolist())]
     return _Units(ids=group_ids, unit_class=unit_class, bounds=bounds, units=units)
@@ -224,7 +225,7 @@ def _cheapest_classes(groups: Groups) -> IntArray:
     The sums are the same floating-point operations as the written-out matrix's, so equal."""
     classes = groups.group.shape[0]
     count = groups.group_cost.shape[1]
-    order = np.lexsort((np.arange(classes), groups.offset, groups.group))
+    order = np.lexsort((groups.offset, groups.group))  # stable: then class order
     starts = np.searchsorted(groups.group[order], np.arange(count), side="left")
     present = starts < classes
     present[present] = groups.group[order[starts[present]]] == np.flatnonzero(present)
