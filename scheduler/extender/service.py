@@ -155,11 +155,11 @@ class ExtenderService:
             pod = self._pod(args.pod)
             _require_uid(pod)
             names, raw_nodes = self._offered_nodes(args)
+            sent = self._sent_nodes(raw_nodes)
         except NotReady as error:  # every call while starting: INFO
             return self._error_answer("filter", wire.ExtenderFilterResult(Error=str(error)), error, level=logging.INFO)
         except InvalidRequest as error:
             return self._error_answer("filter", wire.ExtenderFilterResult(Error=str(error)), error)
-        sent = self._sent_nodes(raw_nodes)
         with self._lock:
             for node in sent:
                 self._engine.apply_node(node)

@@ -311,3 +311,21 @@ def test_an_update_whose_old_object_cannot_be_read_names_the_old_object(kind):
     # The same update with a readable old object is reviewed.
     document["request"]["oldObject"] = new
     assert json.loads(reviewed(k.dumps(document)).body)["response"]["allowed"] is True
+
+
+# ---------------------------------------------------------------------- full Node objects
+
+
+def test_a_filter_offered_a_node_cellfit_cannot_read_answers_in_error_naming_the_field(connected):
+    """With nodeCacheCapable false the Node objects come in the body: one whose allocatable
+    cellfit cannot read is a decision's failure (Error, which becomes the pod's FailedScheduling
+    event), not an HTTP 400 whose body kube-scheduler drops."""
+    _, client = connected
+    before = engine_state(client)
+    broken = json.loads(json.dumps(NODES[2]))
+    broken["status"]["allocatable"]["cpu"] = "-1"
+    body = k.extender_args(k.pod("prep-0", uid="uid-prep-0", gpus=2, labels=VISION), [*NODES[:2], broken], node_cache_capable=False)
+    response = client.post("/v1/extender/filter", content=k.dumps(body))
+    assert response.status_code == 200
+    assert response.json()["Error"] == "Nodes.items[2].status.allocatable.cpu: '-1' is negative"
+    assert engine_state(client) == before
