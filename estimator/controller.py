@@ -628,7 +628,7 @@ class EstimatorController:
         text = encode_estimate(decision.estimates, samples=decision.samples, overhead_fraction=decision.overhead_fraction, digests=digests)
         self._api.patch_job(namespace=job.metadata.namespace, name=job.metadata.name, operations=_estimate_operations(job, text))
         summary = describe(decision)
-        self._event(job, "Estimated", summary, warning=False, once="estimated")
+        self._event(job, "Estimated", summary, warning=False, once=text)  # once per estimate: a withdrawn one is followed by another
         self._condition(job, status="True", reason="Sampled" if any(e.samples for e in decision.estimates.values()) else "FromHistory", message=summary)
         for estimate in decision.estimates.values():
             if self._on_estimate is not None:

@@ -422,7 +422,12 @@ def test_an_estimate_of_configurations_edited_since_is_withdrawn_and_the_edit_sa
     estimator.reconcile(everything=False)
     (fresh,) = api.created[created:]
     assert kind_of(fresh) == "cpu" and fresh["spec"]["containers"][0]["resources"]["requests"]["cpu"] == "8"
-    assert written  # the first estimate was cellfit's
+    # Its run ends: the new estimate is written and said, as the first one was.
+    estimator._replace_pods([finished(p, 40.0, splits=[[10, 20.0]]) for p in api.created])
+    estimator.reconcile()
+    estimates = [notes["cellfit.io/estimate"] for _, notes in api.annotations if "cellfit.io/estimate" in notes]
+    assert len(estimates) == 2 and estimates[0] == written
+    assert [reason for reason, _ in api.events].count("Estimated") == 2
 
 
 # ------------------------------------------------------------------ a report that does not read
