@@ -81,7 +81,8 @@ from scheduler.matching.admission import (
     RunningJob,
     TrialChoice,
     WaitingJob,
-    beyond_cpu_slot,
+    kinds_beyond,
+    most_gpus,
     choose_for_trial,
     cpu_slot_for,
     decide_starts,
@@ -302,7 +303,7 @@ class PlacerController:
             trials = [self._with_pool(item, by_key, found) for item in trials]
             running = [self._with_pool(item, by_key, found) for item in running]
             self._pooled, self._pooled_next = self._pooled_next, {}
-            sizes = gpus_per_pod([*waiting, *trials])
+            sizes = gpus_per_pod([*waiting, *trials], most=most_gpus(free))
             guaranteed = guaranteed_gpu_machines(found.cells if found.anywhere is None else found.anywhere, gpus_per_pod=sizes)
             gpu_pools = pool_machines(found.cells, free=free, sizes=sizes)
         estimates = {w.key: w.seconds for w in (*waiting, *trials)}
@@ -340,10 +341,14 @@ class PlacerController:
         pools = {w.key: w.pool for w in waiting}
         # A Job whose VC has free guarantee but AlloX's nodes no free GPU lacks machines, not quota.
         lacking = [key for key in decision.waiting_for_pool if guaranteed.get(pools.get(key) or "", 0) > 0]
+        waiting_by_key = {w.key: w for w in waiting}
+        gpus_on_a_node = most_gpus(free)
         for key in decision.unplaceable:
-            self._tell(by_key[key], status="False", reason="NoMachine",
-                       message="no node of the cluster offers a kind this Job has an estimate for"
-                       + (f" with {_pods(by_key[key])} machines at once" if _pods(by_key[key]) > 1 else ""))
+            item, job = waiting_by_key[key], by_key[key]
+            message = _no_machine(item, beyond=kinds_beyond(item, cpu_slot=decision.cpu_slot, gpus=gpus_on_a_node),
+                                  containers=_containers(job), pods=_pods(job))
+            if self._tell(job, status="False", reason="NoMachine", message=message):
+                self._event(job, "NoMachine", message, warning=True)
         for key in lacking:
             self._tell(by_key[key], status="False", reason="NoMachine",
                        message=f"virtual cluster {pools.get(key)!r} has free guaranteed GPUs, but AlloX's nodes "
@@ -429,16 +434,15 @@ class PlacerController:
         for machine in machines:
             idle[machine.kind] = idle.get(machine.kind, 0) + 1
         grace = self._preemption_grace()
+        gpus_on_a_node = most_gpus(free)
         chosen = []
         for trial in sorted(trials, key=lambda t: (t.arrival, t.key)):
             gpu = "gpu" if gpu_pools is None else (pool_kind(trial.pool) if trial.pool is not None else "")
             gpu_ends = [max(0.0, r.started + r.seconds[r.kind] - now) for r in running
                         if r.kind == "gpu" and (gpu_pools is None or r.pool == trial.pool)]
             seen = {"cpu": idle.get("cpu", 0), "gpu": idle.get(gpu, 0)}
-            # No GPU of its VC, or a CPU configuration no node holds: not a kind of it now.
-            dropped = {"gpu"} if not gpu else set()
-            if beyond_cpu_slot(trial, cpu_slot):
-                dropped.add("cpu")
+            # No GPU of its VC, or a configuration no node holds: not a kind of it now.
+            dropped = kinds_beyond(trial, cpu_slot=cpu_slot, gpus=gpus_on_a_node) | ({"gpu"} if not gpu else set())
             seconds = {k: v for k, v in trial.seconds.items() if k not in dropped} if dropped else trial.seconds
             # A trial Job of several pods needs that many idle machines of a kind to start on it.
             choice = choose_for_trial(seconds=seconds, idle={k: v // trial.pods for k, v in seen.items()},
@@ -760,6 +764,24 @@ def _demand(configuration: Configuration, gpu_resource: str, *, containers: int)
     memory = float(parse_quantity(quantity(RESOURCE_MEMORY), field="memory")) / GIB
     return Demand(cpu=containers * cpu_millis(quantity(RESOURCE_CPU), field="cpu") / 1000,
                   gpu=containers * configuration.device_count(gpu_resource), memory=containers * memory)
+
+
+def _no_machine(item: WaitingJob, *, beyond: frozenset[str], containers: int, pods: int) -> str:
+    """Why no machine runs the Job: each configuration no node holds named by its field, with
+    what one pod asks; else that no node offers a kind it has an estimate for."""
+    too_large = [_asks(kind, item.demand[kind], containers=containers) for kind in sorted(beyond)]
+    others = sorted(set(item.seconds) - beyond)
+    if not too_large:
+        return "no node of the cluster offers a kind this Job has an estimate for" + (f" with {pods} machines at once" if pods > 1 else "")
+    return ("no node of AlloX's has free what one pod of this Job asks: " + "; ".join(too_large)
+            + (f"; and no node offers its {', '.join(others)} configuration" if others else ""))
+
+
+def _asks(kind: str, demand: Demand, *, containers: int) -> str:
+    each = f" ({containers} containers, each the configuration)" if containers > 1 else ""
+    if kind == "gpu":
+        return f"{ANNOTATION_CONFIGURATIONS}.gpu.resources, {demand.gpu:g} GPUs a pod{each}"
+    return f"{ANNOTATION_CONFIGURATIONS}.{kind}.resources, {demand.cpu:g} cores and {demand.memory:g} GiB a pod{each}"
 
 
 def _is_trial(job: Job) -> bool:

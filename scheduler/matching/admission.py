@@ -240,10 +240,25 @@ def cpu_slot_for(
     return Demand(cpu=max(max(d.cpu for d in demands), 1e-3), memory=max(d.memory for d in demands))
 
 
-def beyond_cpu_slot(job: WaitingJob, cpu_slot: Demand) -> bool:
-    """Whether the Job's CPU configuration is larger than a CPU slot (no node holds it)."""
-    demand = job.demand.get("cpu")
-    return demand is not None and "cpu" in job.seconds and (demand.cpu > cpu_slot.cpu or demand.memory > cpu_slot.memory)
+def most_gpus(free_nodes: Sequence[NodeResources]) -> int:
+    """The most GPUs one node has free: no pod asks for more and runs now."""
+    return max((node.gpu for node in free_nodes), default=0)
+
+
+def kinds_beyond(job: WaitingJob, *, cpu_slot: Demand, gpus: int) -> frozenset[str]:
+    """The Job's configurations no machine holds now: its CPU configuration larger than a CPU slot
+    (no node holds it), its GPU configuration asking more GPUs a pod than ``gpus``
+    (:func:`most_gpus`, when not 0). They are no kind of the Job, and size no machine."""
+    beyond: set[str] = set()
+    cpu = job.demand.get("cpu")
+    if cpu is not None and "cpu" in job.seconds and (cpu.cpu > cpu_slot.cpu or cpu.memory > cpu_slot.memory):
+        beyond.add("cpu")
+    gpu = job.demand.get(KIND_GPU)
+    # With no GPU free anywhere every GPU Job waits alike (for a GPU, or its VC's): only one
+    # larger than the most a node has free is beyond.
+    if gpu is not None and KIND_GPU in job.seconds and 0 < gpus < gpu.gpu:
+        beyond.add(KIND_GPU)
+    return frozenset(beyond)
 
 
 def decide(
@@ -323,6 +338,7 @@ def decide_starts(
         reuse.waiting.begin_pass()
         reuse.running.begin_pass()
     cpu_slot = cpu_slot_for(waiting, free_nodes=free_nodes, reserved_cpu_per_gpu=reserved_cpu_per_gpu)
+    gpus_on_a_node = most_gpus(free_nodes)
     defaults = default_demands(cpu_slot=cpu_slot, reserved_cpu_per_gpu=reserved_cpu_per_gpu)
     if gpu_pools is not None:
         defaults.update({pool_kind(pool): defaults[KIND_GPU] for pool in gpu_pools})
@@ -351,9 +367,9 @@ def decide_starts(
             kinds_for_pods = frozenset(kind for kind, count in machines_of.items() if count >= job.pods)
             here = enough[job.pods] = (kinds_for_pods, (kinds_for_pods, pools_key) if reuse is None else reuse.waiting.context((kinds_for_pods, pools_key)))
         kinds_here, context = here
-        # A CPU configuration no node holds is not a kind of this Job now; what was kept of it
-        # (with its CPU kind, or without) depends on the nodes, so none is kept.
-        oversized = beyond_cpu_slot(job, cpu_slot)
+        # A configuration no node holds is not a kind of this Job now; what was kept of it (with
+        # that kind, or without) depends on the nodes, so none is kept.
+        oversized = kinds_beyond(job, cpu_slot=cpu_slot, gpus=gpus_on_a_node)
         # Only a Job that has arrived by now: one whose arrival is later (the clock stepped
         # back) arrives at ``now``, which the kept one does not.
         keep = reuse is not None and job.arrival <= now and not oversized
@@ -369,9 +385,9 @@ def decide_starts(
         seconds = job.seconds if gpu_pools is None else _translated(job.seconds, job.pool, gpu_pools)
         usable = seconds
         if oversized or not kinds_here.issuperset(seconds):
-            usable = {kind: value for kind, value in seconds.items() if kind in kinds_here and not (oversized and kind == "cpu")}
+            usable = {kind: value for kind, value in seconds.items() if kind in kinds_here and configuration_kind(kind) not in oversized}
         if not usable:
-            pooled = gpu_pools is not None and job.pool in gpu_pools and KIND_GPU in job.seconds
+            pooled = gpu_pools is not None and job.pool in gpu_pools and KIND_GPU in job.seconds and KIND_GPU not in oversized
             (waiting_for_pool if pooled else unplaceable).append(job.key)
             continue
         demand = job.demand if gpu_pools is None else _translated(job.demand, job.pool, gpu_pools)

@@ -10,10 +10,11 @@ import pytest
 
 from estimator.objects import JOB_DECODER
 from placer.configuration import parse_configurations
-from placer.controller import PlacerController
+from placer.controller import Guarantees, PlacerController
 from scheduler.config import AlloxSettings
 from scheduler.core.resources import Resources
 from scheduler.errors import InvalidAnnotation, KubernetesApiError
+from scheduler.matching.capacity import GuaranteeCell
 from tests.placer.test_controller import Jobs, RecordingApi
 
 
@@ -57,7 +58,7 @@ def cpu_job(name: str, *, cores: str, created: int, containers: int = 1, seconds
 def cpu_only_controller(api: RecordingApi, jobs: list[Any], *, cores: int) -> PlacerController:
     node = Resources(cpu_millis=cores * 1000, memory_bytes=64 * 2**30, gpus=0)
     return PlacerController(
-        api=api, jobs=Jobs(jobs), settings=AlloxSettings(alpha=1.0, mechanism="template"), gpu_resource="nvidia.com/gpu",
+        api=api, jobs=Jobs(jobs), settings=AlloxSettings(alpha=1.0, mechanism="template", solver_process=False), gpu_resource="nvidia.com/gpu",
         free_by_node=lambda running: {"n1": node}, capacity=lambda: node, clock=lambda: 1767225700.0,
     )
 
@@ -156,7 +157,7 @@ def stored_job(name: str, *, created: int, cores: str = "2", seconds: float = 10
 def server_controller(api: ServerApi, watch: Jobs, *, mechanism: str = "auto") -> PlacerController:
     node = Resources(cpu_millis=8000, memory_bytes=64 * 2**30, gpus=0)
     return PlacerController(
-        api=api, jobs=watch, settings=AlloxSettings(alpha=1.0, mechanism=mechanism), gpu_resource="nvidia.com/gpu",
+        api=api, jobs=watch, settings=AlloxSettings(alpha=1.0, mechanism=mechanism, solver_process=False), gpu_resource="nvidia.com/gpu",
         free_by_node=lambda running: {"n1": node}, capacity=lambda: node, clock=lambda: 1767225700.0,
     )
 
@@ -222,3 +223,47 @@ def test_a_job_the_api_server_refuses_to_start_is_told_why_and_leaves_its_machin
     watch.jobs = api.watched()
     placer.admit()
     assert api.jobs["x"]["spec"]["suspend"] is False
+
+
+def gpu_job(name: str, *, gpus: int, created: int) -> Any:
+    body = {"metadata": {"name": name, "namespace": "alice", "uid": f"uid-{name}", "resourceVersion": "1",
+                         "creationTimestamp": f"2026-01-01T00:00:{created:02d}Z",
+                         "annotations": {"cellfit.io/configurations": json.dumps({"gpu": {"resources": {"nvidia.com/gpu": str(gpus), "cpu": "1"}}}),
+                                         "cellfit.io/estimate": json.dumps({"gpu": {"seconds": 100}})}},
+            "spec": {"suspend": True, "template": {"spec": {"containers": [{"name": "c"}]}}}}
+    return JOB_DECODER.decode(json.dumps(body).encode())
+
+
+def gpu_controller(api: RecordingApi, jobs: list[Any], *, hived: bool) -> PlacerController:
+    node = Resources(cpu_millis=64000, memory_bytes=256 * 2**30, gpus=8)
+    found = Guarantees(cells={"default": [GuaranteeCell(gpus=8, free=8)]}, default_vc="default")
+    return PlacerController(
+        api=api, jobs=Jobs(jobs), settings=AlloxSettings(alpha=1.0, solver_process=False), gpu_resource="nvidia.com/gpu",
+        free_by_node=lambda running: {"n1": node}, capacity=lambda: node, clock=lambda: 1767225700.0,
+        guarantees=(lambda running: found) if hived else None,
+    )
+
+
+@pytest.mark.parametrize("hived", [True, False])
+def test_a_gpu_configuration_no_node_holds_starts_nothing_blocks_nobody_and_is_named(hived: bool) -> None:
+    api = RecordingApi()
+    # 16 GPUs a pod where nodes have 8: under HiveD it sized every GPU machine of the VC (none
+    # left: both Jobs "waiting for quota" with 8 GPUs free); without, it started and its pod pended.
+    decision = gpu_controller(api, [gpu_job("huge", gpus=16, created=0), gpu_job("small", gpus=1, created=1)], hived=hived).admit()
+    assert [(s.key, s.kind) for s in decision.starts] == [("alice/small", "gpu")]
+    assert [name for name, _ in api.patches] == ["small"]
+    assert decision.unplaceable == ("alice/huge",) and decision.waiting_for_pool == ()
+    told = dict(api.conditions)["huge"]
+    assert told["reason"] == "NoMachine"
+    assert "cellfit.io/configurations.gpu.resources" in told["message"] and "16 GPUs" in told["message"]
+    ((name, message),) = [(name, message) for name, reason, message in api.events if reason == "NoMachine"]
+    assert name == "huge" and message == told["message"]
+
+
+def test_a_cpu_configuration_no_node_holds_is_named_in_an_event_and_the_condition() -> None:
+    api = RecordingApi()
+    cpu_only_controller(api, [cpu_job("typo", cores="1000", created=0)], cores=8).admit()
+    told = dict(api.conditions)["typo"]
+    assert told["reason"] == "NoMachine" and "cellfit.io/configurations.cpu.resources" in told["message"]
+    assert "1000 cores" in told["message"]
+    assert [(name, message) for name, reason, message in api.events if reason == "NoMachine"] == [("typo", told["message"])]
