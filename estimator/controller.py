@@ -6,8 +6,8 @@ pods, write ``cellfit.io/estimate``, Events and the ``Estimated`` condition).
 State lives in the cluster, as HiveD's bind-info does: sampling pods carry their run
 (annotations), finished pods keep their results until the Job is deleted, samples stopped as long
 and failed runs whose pods will not stay are recorded on the Job (``cellfit.io/sampling``) before
-their pod is deleted, and the estimate is an annotation. A restarted controller lists all of it and decides the same; sampling pod names
-are deterministic, so it never starts a run twice.
+their pod is deleted, and the estimate is an annotation. A restarted controller lists all of it
+and decides the same; sampling pod names are deterministic, so it never starts a run twice.
 
 One worker thread reconciles Jobs whose objects changed, and every ``resyncSeconds`` all of them
 (running samples' long deadlines, the sampling budget). It never takes the extender's lock.
@@ -525,8 +525,11 @@ class EstimatorController:
             return
         path = "/metadata/annotations/" + _pointer(ANNOTATION_ESTIMATE)
         operations = [*_waiting_tests(job), {"op": "test", "path": path, "value": text}, {"op": "remove", "path": path}]
-        self._attempt(lambda: self._api.patch_job(namespace=job.metadata.namespace, name=job.metadata.name, operations=operations),
-                      what=f"withdraw the estimate of {_key(job)}")
+        try:
+            self._api.patch_job(namespace=job.metadata.namespace, name=job.metadata.name, operations=operations)
+        except CellfitError as error:  # unsuspended, replaced or re-estimated since: the next pass sees it
+            log.warning("estimator write failed", extra={"what": f"withdraw the estimate of {_key(job)}", "reason": str(error)})
+            return
         self._event(job, "EstimateWithdrawn", message, warning=False, once=text)
 
     def _sampling(self, job: Job) -> dict[str, Any]:

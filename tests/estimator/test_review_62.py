@@ -457,3 +457,16 @@ def test_a_pod_deleted_under_its_run_says_who_deleted_it_when_kubernetes_does():
                       now=CREATED_AT + 60, stopped_seconds=None)
     assert view is not None and view.state == "failed"
     assert view.failure == "deleted before it finished: PreemptionByScheduler: cellfit: preempting to accommodate a higher priority pod"
+
+
+def test_an_estimate_is_not_said_withdrawn_when_the_job_was_unsuspended_first():
+    api = PatchingApi()
+    estimator = estimator_for(api, Clock(CREATED_AT + 60))
+    original = job("raced")
+    estimator._replace_jobs([original])
+    play(estimator, api, original, passes=2)
+    estimated = edited(original, annotations={k: v for _, notes in api.annotations for k, v in notes.items()})
+    api.unsuspended.add("raced")  # the user started it before the watch told cellfit of the edit
+    estimator._apply_job(reconfigured(estimated, cpu="8"))
+    estimator.reconcile(everything=False)
+    assert api.removed == [] and "EstimateWithdrawn" not in [reason for reason, _ in api.events]
