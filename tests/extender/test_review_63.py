@@ -99,11 +99,12 @@ def test_a_second_bind_of_a_pod_while_the_first_is_in_flight_leaks_nothing(conne
     first = threading.Thread(target=lambda: answers.setdefault("first", bind(client, name="train-0", uid="uid-train-0", node="gpu-b")))
     first.start()
     assert api.arrived.wait(10)
-    # Sent while the first waits on the API server; whichever way it is answered, the binding
-    # that succeeds must keep the pod's cells.
+    # Sent while the first waits on the API server, and answered before it may go on (refused
+    # at once; a second binding that reached the API would wait at the gate as well, until the
+    # join gives up). Whichever binding succeeds must keep the pod's cells.
     second = threading.Thread(target=lambda: answers.setdefault("second", bind(client, name="train-0", uid="uid-train-0", node="gpu-b")))
     second.start()
-    second.join(2)
+    second.join(5)
     api.gate.set()
     first.join(10)
     second.join(10)
