@@ -6,8 +6,8 @@ What changes, and why each way:
 - every container's ``resources`` is *replaced* by the configuration's (never merged), so a pod
   never carries both configurations' resources (a GPU limit left from a template written for
   GPUs would hold a GPU while running on CPUs);
-- ``env`` entries are set on every container, replacing variables of the same name and keeping
-  the others;
+- ``env`` entries are set on every container, replacing variables of the same name where the
+  container first names them (a ``$(NAME)`` after it still expands) and keeping the others;
 - ``nodeSelector`` entries are merged into the pod's, the configuration winning a conflict;
 - ``tolerations`` are appended unless already present;
 - ``annotations`` are merged into the pod's metadata, and ``extra_labels`` /
@@ -73,5 +73,16 @@ def apply_configuration(
 
 
 def _with_env(current: list[dict[str, Any]], values: Mapping[str, str]) -> list[dict[str, Any]]:
-    kept = [entry for entry in current if entry.get("name") not in values]
-    return kept + [{"name": name, "value": value} for name, value in values.items()]
+    """Each variable set where the container first names it (Kubernetes expands ``$(NAME)`` only
+    from variables listed before, so one moved to the end would leave those literal), its later
+    duplicates dropped; new ones appended."""
+    env: list[dict[str, Any]] = []
+    placed: set[str] = set()
+    for entry in current:
+        name = entry.get("name")
+        if not isinstance(name, str) or name not in values:
+            env.append(entry)
+        elif name not in placed:
+            placed.add(name)
+            env.append({"name": name, "value": values[name]})
+    return env + [{"name": name, "value": value} for name, value in values.items() if name not in placed]

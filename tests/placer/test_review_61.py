@@ -11,6 +11,7 @@ import pytest
 from estimator.objects import JOB_DECODER
 from placer.configuration import parse_configurations
 from placer.controller import Guarantees, PlacerController
+from placer.rewrite import apply_configuration
 from scheduler.config import AlloxSettings
 from scheduler.core.resources import Resources
 from scheduler.errors import InvalidAnnotation, KubernetesApiError
@@ -267,3 +268,13 @@ def test_a_cpu_configuration_no_node_holds_is_named_in_an_event_and_the_conditio
     assert told["reason"] == "NoMachine" and "cellfit.io/configurations.cpu.resources" in told["message"]
     assert "1000 cores" in told["message"]
     assert [(name, message) for name, reason, message in api.events if reason == "NoMachine"] == [("typo", told["message"])]
+
+
+def test_a_variable_the_configuration_sets_keeps_its_place_for_the_variables_that_refer_to_it() -> None:
+    # Kubernetes expands $(CUDA) only from variables listed before it: moved to the end, CUDA
+    # left FLAGS holding the literal "$(CUDA)".
+    template = {"spec": {"containers": [{"name": "c", "env": [
+        {"name": "CUDA", "value": "0"}, {"name": "FLAGS", "value": "--cuda=$(CUDA)"}, {"name": "CUDA", "value": "0"}]}]}}
+    gpu = parse_configurations(json.dumps({"gpu": {"resources": {"nvidia.com/gpu": "1"}, "env": {"CUDA": "1", "NEW": "x"}}}))["gpu"]
+    (container,) = apply_configuration(template, gpu)["spec"]["containers"]
+    assert container["env"] == [{"name": "CUDA", "value": "1"}, {"name": "FLAGS", "value": "--cuda=$(CUDA)"}, {"name": "NEW", "value": "x"}]

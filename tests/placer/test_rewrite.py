@@ -46,7 +46,8 @@ def test_gpu_configuration_sets_env_tolerations_and_annotations_once():
                               extra_labels={"cellfit.io/sample": "true"}, extra_annotations={"cellfit.io/x": "y"})
     trainer = pod["spec"]["containers"][0]
     assert trainer["resources"] == {"requests": {"nvidia.com/gpu": "1", "cpu": "2", "memory": "16Gi"}, "limits": {"nvidia.com/gpu": "1"}}
-    assert trainer["env"] == [{"name": "KEEP", "value": "1"}, {"name": "CUDA", "value": "1"}, {"name": "CELLFIT_SAMPLE_ITERATIONS", "value": "20"}]
+    # CUDA set where the template names it, so that a $(CUDA) after it still expands.
+    assert trainer["env"] == [{"name": "CUDA", "value": "1"}, {"name": "KEEP", "value": "1"}, {"name": "CELLFIT_SAMPLE_ITERATIONS", "value": "20"}]
     assert pod["spec"]["tolerations"] == TEMPLATE["spec"]["tolerations"]  # already there: not doubled
     assert pod["metadata"]["annotations"] == {"keep": "me", "profile": "gpu", "cellfit.io/x": "y"}
     assert pod["metadata"]["labels"] == {"app": "bert", "cellfit.io/sample": "true"}
