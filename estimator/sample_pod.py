@@ -38,6 +38,7 @@ _JOB_CONTROLLER_LABELS: Final = frozenset(
     {"controller-uid", "batch.kubernetes.io/controller-uid", "job-name", "batch.kubernetes.io/job-name"}
 )
 _MAX_NAME: Final = 63
+_UID_DIGITS: Final = 12
 
 
 def configuration_digest(configuration: Configuration) -> str:
@@ -52,7 +53,9 @@ def configuration_digest(configuration: Configuration) -> str:
 
 
 def sample_pod_name(*, job_name: str, job_uid: str, digest: str, run: CreateSample) -> str:
-    suffix = f"-{job_uid[:5]}-{run.key.configuration}-{digest}-{run.key.length[0]}{run.key.pilot}-{run.attempt}"
+    # 12 hex digits of the UID (48 random bits): a sweep's Jobs share their names' kept start and
+    # their configurations, and the UID alone must tell their pods apart.
+    suffix = f"-{job_uid.replace('-', '')[:_UID_DIGITS]}-{run.key.configuration}-{digest}-{run.key.length[0]}{run.key.pilot}-{run.attempt}"
     prefix = job_name[: _MAX_NAME - len(suffix)].rstrip("-.")
     return f"{prefix}{suffix}".lower()
 

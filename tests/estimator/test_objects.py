@@ -95,7 +95,7 @@ def test_a_sampling_pod_is_the_template_in_one_configuration():
         job_name="train", job_namespace="ml", job_uid="0123456789", template=json.loads(bytes(job.spec.template)),
         configuration=configuration, run=run, indexed=True, scheduler_name="cellfit", priority_class_name="cellfit-sampling",
     )
-    assert body["metadata"]["name"] == f"train-01234-cpu-{configuration_digest(configuration)}-s3-0"
+    assert body["metadata"]["name"] == f"train-0123456789-cpu-{configuration_digest(configuration)}-s3-0"
     assert body["metadata"]["labels"] == {"app": "x", "cellfit.io/sample": "true", "cellfit.io/sample-job": "0123456789"}
     assert body["metadata"]["ownerReferences"] == [{"apiVersion": "batch/v1", "kind": "Job", "name": "train", "uid": "0123456789"}]
     spec = body["spec"]
@@ -112,5 +112,5 @@ def test_a_sampling_pod_is_the_template_in_one_configuration():
 def test_names_are_valid_and_bounded_for_long_job_names():
     run = CreateSample(key=SampleKey(configuration="gpu", pilot=12, length="long"), attempt=2, iterations=10)
     name = sample_pod_name(job_name="a" * 60 + ".b-c", job_uid="fffff-uid", digest="0a1b2", run=run)
-    assert len(name) <= 63 and name.endswith("-fffff-gpu-0a1b2-l12-2") and name[0].isalnum()
+    assert len(name) <= 63 and name.endswith("-fffffuid-gpu-0a1b2-l12-2") and name[0].isalnum()
     assert sample_pod_name(job_name="x" * 40 + ".", job_uid="abcde", digest="0a1b2", run=run).count(".-") == 0

@@ -12,6 +12,8 @@ from estimator.contract import encode_estimate, parse_estimate
 from estimator.controller import Capacity, EstimatorController
 from estimator.model import ConfigurationEstimate, Sample
 from estimator.objects import JOB_DECODER, POD_DECODER, sample_pod
+from estimator.planner import CreateSample, SampleKey
+from estimator.sample_pod import sample_pod_name
 from scheduler.cluster.feed import InterchangeableJobs
 from scheduler.config import EstimatorSettings
 from scheduler.errors import KubernetesApiError
@@ -470,3 +472,18 @@ def test_an_estimate_is_not_said_withdrawn_when_the_job_was_unsuspended_first():
     estimator._apply_job(reconfigured(estimated, cpu="8"))
     estimator.reconcile(everything=False)
     assert api.removed == [] and "EstimateWithdrawn" not in [reason for reason, _ in api.events]
+
+
+# ------------------------------------------------------------------ long names of a sweep's Jobs
+
+
+def test_the_sampling_pods_of_a_sweeps_long_named_jobs_do_not_share_names():
+    """A sweep's Jobs share the start of their names (the trial number comes last, past what a
+    pod name keeps of it) and their configurations; UIDs that agree in their first hex digits are
+    then all that tells their sampling pods apart (a birthday collision among a few hundred Jobs
+    at 5 digits), and a collision left one Job's run refused (409) forever."""
+    run = CreateSample(key=SampleKey(configuration="gpu", pilot=0, length="long"), attempt=0, iterations=20)
+    prefix = "hyperparameter-sweep-resnet50-imagenet-lr-0001-bs-256-trial-"
+    first = sample_pod_name(job_name=prefix + "17", job_uid="3f9a2c41-0b6e-4d0a-9e57-1c2d3e4f5a6b", digest="0a1b2", run=run)
+    second = sample_pod_name(job_name=prefix + "18", job_uid="3f9a2d77-5c1f-4b8e-8a90-6f5e4d3c2b1a", digest="0a1b2", run=run)
+    assert first != second and len(first) <= 63 and len(second) <= 63
