@@ -10,9 +10,9 @@ it (one more matching of every waiting Job) would hold each unsuspend back by th
 
 State lives on the Jobs, so a restart decides from what the cluster says: a Job with
 ``cellfit.io/placement`` and not suspended is running on that kind (ω = its start + estimate); a
-Job with ``cellfit.io/placement`` still suspended was being started when the process stopped and
-is started again on the same kind; a Job a user unsuspended by hand counts as running on the kind
-its template asks for.
+suspended Job waits, whatever ``cellfit.io/placement`` it carries (a start records it and
+unsuspends in one patch, so one still suspended was suspended again, or copied from a placed
+Job); a Job a user unsuspended by hand counts as running on the kind its template asks for.
 
 How a started Job's pods get the configuration (``allox.mechanism``):
 - template: the suspended Job's pod template is rewritten whole (resources, env, selectors,
@@ -543,11 +543,11 @@ class PlacerController:
             started = timestamp(job.status.startTime if job.status else None) or now
             return RunningJob(key=key, user=user, kind=kind, started=started, seconds=known,
                               demand=_demands(configurations_text, self._gpu_resource, _containers(job)), pods=max(_pods(job), 1))
-        if placement is not None and placement in parsed:
-            # Placed before a restart, or the watch has not shown the unsuspend yet: finish it.
-            if job.metadata.uid not in self._started:
-                self._start(job, parsed, placement, seconds)
-            return None
+        if job.metadata.uid in self._started:
+            return None  # started by this process; the watch has not shown the unsuspend yet
+        # A suspended Job's cellfit.io/placement (its user suspended it again, or copied it from
+        # a placed Job) starts nothing: a start writes it and unsuspends in one patch, so it is
+        # never left half done. The Job waits like any other, and its start writes it anew.
         if not seconds or _pods(job) < 1:
             return None  # not estimated yet, or scaled to no pods
         return WaitingJob(

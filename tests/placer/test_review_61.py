@@ -278,3 +278,32 @@ def test_a_variable_the_configuration_sets_keeps_its_place_for_the_variables_tha
     gpu = parse_configurations(json.dumps({"gpu": {"resources": {"nvidia.com/gpu": "1"}, "env": {"CUDA": "1", "NEW": "x"}}}))["gpu"]
     (container,) = apply_configuration(template, gpu)["spec"]["containers"]
     assert container["env"] == [{"name": "CUDA", "value": "1"}, {"name": "FLAGS", "value": "--cuda=$(CUDA)"}, {"name": "NEW", "value": "x"}]
+
+
+def test_a_suspended_job_carrying_a_placement_waits_its_turn_like_any_other() -> None:
+    api = RecordingApi()
+    # The one GPU is busy; a Job copied from a placed one (kubectl get -o yaml, a new name), or a
+    # placed Job its user suspended again, carries cellfit.io/placement: it was unsuspended at
+    # once on that kind, past AlloX's queue and the busy GPU, estimated or not.
+    busy = job_with("busy", suspend=False, placement="gpu", started="2026-01-01T00:01:00Z", estimate={"gpu": 1000})
+    copied = job_with("copied", suspend=True, placement="gpu", estimate={"gpu": 10})
+    unestimated = job_with("unestimated", suspend=True, placement="gpu", estimate=None)
+    node = Resources(cpu_millis=8000, memory_bytes=64 * 2**30, gpus=1)
+    placer = PlacerController(
+        api=api, jobs=Jobs([busy, copied, unestimated]), settings=AlloxSettings(alpha=1.0, solver_process=False),
+        gpu_resource="nvidia.com/gpu", free_by_node=lambda running: {"n1": node}, capacity=lambda: node, clock=lambda: 1767225700.0,
+    )
+    decision = placer.admit()
+    assert api.patches == [] and decision.starts == ()
+    assert [(q.key, q.kind) for q in decision.queue] == [("alice/copied", "gpu")]
+
+
+def job_with(name: str, *, suspend: bool, placement: str, estimate: dict[str, float] | None, started: str | None = None) -> Any:
+    annotations = {"cellfit.io/configurations": json.dumps({"gpu": {"resources": {"nvidia.com/gpu": "1"}}}),
+                   "cellfit.io/placement": placement,
+                   **({"cellfit.io/estimate": json.dumps({k: {"seconds": v} for k, v in estimate.items()})} if estimate else {})}
+    body = {"metadata": {"name": name, "namespace": "alice", "uid": f"uid-{name}", "resourceVersion": "1",
+                         "creationTimestamp": "2026-01-01T00:00:00Z", "annotations": annotations},
+            "spec": {"suspend": suspend, "template": {"spec": {"containers": [{"name": "c"}]}}},
+            "status": {"startTime": started} if started else {}}
+    return JOB_DECODER.decode(json.dumps(body).encode())
