@@ -570,9 +570,7 @@ class EstimatorController:
             self._attempt(lambda: self._api.delete_pod(namespace=namespace, name=stop.pod, uid=pod.metadata.uid), what=f"stop long sample {stop.pod}")
             self._event(job, "SampleStopped", f"sample {stop.pod} ran {stop.seconds:.0f} s, more than {stop.deadline_seconds:.0f} s its peers predict: {stop.key.configuration} recorded as long", warning=False, once=stop.pod)
         self._stop_failed(job, pods, sample_pods, sampling)
-        for view in sample_pods:
-            if view.report_error is not None:
-                self._event(job, "SampleReportInvalid", f"sample {view.name}: {view.report_error}; its container's start and finish times stand (1 s resolution)", warning=True, once=view.name)
+        self._tell_contract_broken(job, pods, sample_pods)
         waiting = 0
         creations: list[tuple[Job, dict[str, Any]]] = []
         template = json.loads(bytes(job.spec.template)) if decision.create else {}
@@ -618,6 +616,17 @@ class EstimatorController:
         for _, pod in vanishing:
             if _live(pod):
                 self._delete_sampling_pod(pod)
+
+    def _tell_contract_broken(self, job: Job, pods: Mapping[str, Pod], sample_pods: Sequence[SamplePod]) -> None:
+        """Runs whose workload broke the sampling contract, said once per pod: a report that does
+        not read, a run far from the iterations it was asked for (its cost is what it ran)."""
+        for view in sample_pods:
+            if view.report_error is not None:
+                self._event(job, "SampleReportInvalid", f"sample {view.name}: {view.report_error}; its container's start and finish times stand (1 s resolution)", warning=True, once=view.name)
+            asked = _iterations_of(pods[view.name]) if view.name in pods else 0
+            ran = view.sample.iterations if view.state == "succeeded" and view.sample is not None else asked
+            if asked and not asked / 2 <= ran <= 2 * asked:
+                self._event(job, "SampleLengthIgnored", f"sample {view.name} ran {ran} iterations, asked for CELLFIT_SAMPLE_ITERATIONS={asked}: a sample costs what it runs", warning=True, once=view.name)
 
     def _estimated(self, job: Job, decision: Decision, rows: list[dict[str, Any]], *, digests: Mapping[str, str]) -> None:
         assert decision.estimates is not None

@@ -487,3 +487,17 @@ def test_the_sampling_pods_of_a_sweeps_long_named_jobs_do_not_share_names():
     first = sample_pod_name(job_name=prefix + "17", job_uid="3f9a2c41-0b6e-4d0a-9e57-1c2d3e4f5a6b", digest="0a1b2", run=run)
     second = sample_pod_name(job_name=prefix + "18", job_uid="3f9a2d77-5c1f-4b8e-8a90-6f5e4d3c2b1a", digest="0a1b2", run=run)
     assert first != second and len(first) <= 63 and len(second) <= 63
+
+
+# ------------------------------------------------------------------ a workload that ignores its sample length
+
+
+def test_a_workload_that_runs_other_than_the_iterations_it_was_asked_is_told():
+    api, estimator = started("ignores", Clock(CREATED_AT + 60))
+    # Asked for 20 iterations, it ran the Job's 1,000: its sample cost a whole run.
+    full = [with_status(p, {"phase": "Succeeded", "containerStatuses": [{"name": "c", "state": {"terminated": {
+        "exitCode": 0, "message": json.dumps({"iterations": 1000, "seconds": 2000.0})}}}]}) for p in api.created]
+    estimator._replace_pods(full)
+    estimator.reconcile()
+    warnings = [message for reason, message in api.events if reason == "SampleLengthIgnored"]
+    assert len(warnings) == 2 and all("ran 1000 iterations" in w and "CELLFIT_SAMPLE_ITERATIONS=20" in w for w in warnings), api.events
