@@ -346,7 +346,8 @@ class PlacerController:
         for key in decision.unplaceable:
             item, job = waiting_by_key[key], by_key[key]
             message = _no_machine(item, beyond=kinds_beyond(item, cpu_slot=decision.cpu_slot, gpus=gpus_on_a_node),
-                                  containers=_containers(job), pods=_pods(job))
+                                  containers=_containers(job), pods=_pods(job), configured=configurations[job.metadata.uid].kinds,
+                                  estimated=tuple(parse_estimate_cached(job.annotations[ANNOTATION_ESTIMATE]).seconds))
             if self._tell(job, status="False", reason="NoMachine", message=message):
                 self._event(job, "NoMachine", message, warning=True)
         for key in lacking:
@@ -766,9 +767,15 @@ def _demand(configuration: Configuration, gpu_resource: str, *, containers: int)
                   gpu=containers * configuration.device_count(gpu_resource), memory=containers * memory)
 
 
-def _no_machine(item: WaitingJob, *, beyond: frozenset[str], containers: int, pods: int) -> str:
-    """Why no machine runs the Job: each configuration no node holds named by its field, with
-    what one pod asks; else that no node offers a kind it has an estimate for."""
+def _no_machine(
+    item: WaitingJob, *, beyond: frozenset[str], containers: int, pods: int, configured: Sequence[str], estimated: Sequence[str]
+) -> str:
+    """Why no machine runs the Job: its estimate names no kind it has a configuration for; or each
+    configuration no node holds named by its field, with what one pod asks; else that no node
+    offers a kind it has an estimate for."""
+    if not item.seconds:
+        return (f"{ANNOTATION_ESTIMATE} gives {', '.join(sorted(estimated))} and {ANNOTATION_CONFIGURATIONS} "
+                f"{', '.join(configured)}: no kind has both, and AlloX chooses only a kind with an estimate")
     too_large = [_asks(kind, item.demand[kind], containers=containers) for kind in sorted(beyond)]
     others = sorted(set(item.seconds) - beyond)
     if not too_large:

@@ -307,3 +307,18 @@ def job_with(name: str, *, suspend: bool, placement: str, estimate: dict[str, fl
             "spec": {"suspend": suspend, "template": {"spec": {"containers": [{"name": "c"}]}}},
             "status": {"startTime": started} if started else {}}
     return JOB_DECODER.decode(json.dumps(body).encode())
+
+
+def test_an_estimate_naming_no_configured_kind_is_told_so_not_that_no_node_offers_it() -> None:
+    api = RecordingApi()
+    body = {"metadata": {"name": "mixed", "namespace": "alice", "uid": "uid-mixed", "resourceVersion": "1",
+                         "creationTimestamp": "2026-01-01T00:00:00Z",
+                         "annotations": {"cellfit.io/configurations": json.dumps({"cpu": {"resources": {"cpu": "2"}}}),
+                                         "cellfit.io/estimate": json.dumps({"gpu": {"seconds": 60}})}},
+            "spec": {"suspend": True, "template": {"spec": {"containers": [{"name": "c"}]}}}}
+    decision = cpu_only_controller(api, [JOB_DECODER.decode(json.dumps(body).encode())], cores=8).admit()
+    assert decision.starts == () and decision.unplaceable == ("alice/mixed",)
+    told = dict(api.conditions)["mixed"]
+    assert told["reason"] == "NoMachine"
+    assert "cellfit.io/estimate" in told["message"] and "gpu" in told["message"] and "cpu" in told["message"]
+    assert "no node" not in told["message"]
