@@ -19,8 +19,7 @@ from scheduler.errors import InvalidAnnotation
 # Beyond any real training run; keeps arithmetic on iterations exact in floats.
 MAX_ITERATIONS: Final = 10**12
 MAX_SECONDS: Final = 10**9  # ~31 years
-# The least ``seconds`` cellfit writes: ``cellfit.io/estimate`` takes only positive seconds, and
-# an estimate rounded to the millisecond (samples reporting 0 s) must still read back.
+# The least ``seconds`` cellfit writes (see _written_seconds).
 MIN_ESTIMATE_SECONDS: Final = 0.001
 # The kubelet keeps at most 4 KiB of a termination message.
 MAX_TERMINATION_MESSAGE_BYTES: Final = 4096
@@ -160,7 +159,7 @@ def encode_estimate(
     document: dict[str, Any] = {}
     for kind, estimate in estimates.items():
         entry: dict[str, Any] = {
-            "seconds": max(MIN_ESTIMATE_SECONDS, _round(estimate.seconds)),
+            "seconds": _written_seconds(estimate.seconds),
             "uncertaintySeconds": _round(estimate.uncertainty_seconds),
             "podSeconds": _round(estimate.pod_seconds),
             "method": estimate.method,
@@ -188,6 +187,12 @@ def encode_estimate(
             entry["overheadFraction"] = round(overhead_fraction, 4)
         document[kind] = entry
     return json.dumps(document, separators=(",", ":"), sort_keys=False)
+
+
+def _written_seconds(seconds: float) -> float:
+    """An estimate's seconds within what ``cellfit.io/estimate`` takes, (0, MAX_SECONDS]: an
+    estimate under a millisecond, or of 10^12 iterations beyond 31 years, still reads back."""
+    return min(float(MAX_SECONDS), max(MIN_ESTIMATE_SECONDS, _round(seconds)))
 
 
 def _round(seconds: float) -> float:

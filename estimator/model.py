@@ -165,7 +165,9 @@ def fit_linear(samples: Sequence[Sample], *, settings: ModelSettings = ModelSett
         return _fit_from_inside(points, settings)
     weights = [1.0 / _variance(s, settings) for s in points]
     sums = _Sums.of(points, weights)
-    if len({s.iterations for s in points}) >= 2:
+    # Weights ten orders of magnitude apart (a 0 s report beside a huge one) cancel the
+    # determinant to 0: no line to fit, the origin's stands.
+    if len({s.iterations for s in points}) >= 2 and sums.det > 0:
         intercept, slope = sums.line()
         if slope > 0:
             scale = _scatter(points, weights, lambda k: intercept + slope * k, parameters=2)
@@ -211,7 +213,7 @@ def _fit_from_inside(points: Sequence[Sample], settings: ModelSettings) -> Linea
         var_per_iteration=_scatter(loop_points, weights, lambda k: slope * k, parameters=1) / sums.swkk,
         proportional=False,
     )
-    if len({s.iterations for s in loop_points}) < 2:
+    if len({s.iterations for s in loop_points}) < 2 or sums.det <= 0:  # det: as in fit_linear
         return fit
     warmup, warm_slope = sums.line()
     var_warmup = sums.swkk / sums.det  # the noise model's, unscaled: two lengths leave no residual to scale by

@@ -10,7 +10,7 @@ import msgspec
 
 from estimator.contract import encode_estimate, parse_estimate
 from estimator.controller import Capacity, EstimatorController
-from estimator.model import ConfigurationEstimate, Sample
+from estimator.model import ConfigurationEstimate, ModelSettings, Sample, estimate_configuration
 from estimator.objects import JOB_DECODER, POD_DECODER, sample_pod
 from estimator.planner import CreateSample, SampleKey
 from estimator.sample_pod import sample_pod_name
@@ -501,3 +501,26 @@ def test_a_workload_that_runs_other_than_the_iterations_it_was_asked_is_told():
     estimator.reconcile()
     warnings = [message for reason, message in api.events if reason == "SampleLengthIgnored"]
     assert len(warnings) == 2 and all("ran 1000 iterations" in w and "CELLFIT_SAMPLE_ITERATIONS=20" in w for w in warnings), api.events
+
+
+# ------------------------------------------------------------------ reports at the contract's limits
+
+
+def test_an_estimate_beyond_the_contracts_seconds_is_written_as_one_cellfit_can_read_back():
+    """cellfit.io/iterations may be 10^12: at 1 ms an iteration the Job's estimate is 10^9 s and
+    more, which cellfit.io/estimate does not take: cellfit's own annotation made the Job invalid."""
+    estimate = ConfigurationEstimate(configuration="cpu", seconds=7e9, uncertainty_seconds=1e8, pod_seconds=7e9,
+                                     memory_bytes=None, samples=1, method="samples")
+    text = encode_estimate({"cpu": estimate}, samples={"cpu": [("p", Sample("cpu", 20_000_000_000, 2e7))]}, overhead_fraction=None)
+    assert parse_estimate(text).seconds["cpu"] == 10**9
+
+
+def test_samples_of_wildly_different_weights_are_fitted_without_dividing_by_zero():
+    # A report of 0 s (weight 10^6) beside one of 5·10^8 s (weight ~10^-13): the line's
+    # determinant cancels to 0.
+    samples = [Sample("cpu", 10, 5e8), Sample("cpu", 1, 0.0)]
+    estimate = estimate_configuration("cpu", samples, iterations=1000, waves=1, prior=None, settings=ModelSettings())
+    assert estimate.seconds >= 5e8
+    # The same with start-ups reported: the warm-up's line cancels the same way.
+    reported = [Sample("cpu", 10, 3.3, startup_seconds=3.3), Sample("cpu", 2, 1e9, startup_seconds=0.0, splits=((1, 8.9e8),))]
+    assert estimate_configuration("cpu", reported, iterations=1000, waves=1, prior=None, settings=ModelSettings()).seconds > 0
