@@ -307,7 +307,10 @@ class PlacerController:
             guaranteed = guaranteed_gpu_machines(found.cells if found.anywhere is None else found.anywhere, gpus_per_pod=sizes)
             gpu_pools = pool_machines(found.cells, free=free, sizes=sizes)
         estimates = {w.key: w.seconds for w in (*waiting, *trials)}
-        for trial, choice in self._trials(now, trials, waiting, running, free, gpu_pools):
+        chosen = self._trials(now, trials, waiting, running, free, gpu_pools)
+        started_trials = {trial.key for trial, _ in chosen}
+        self._tell_trials_waiting([trial for trial in trials if trial.key not in started_trials], by_key)
+        for trial, choice in chosen:
             job = by_key[trial.key]
             self._start(job, configurations[job.metadata.uid], choice.kind, estimates[trial.key], why=choice.reason)
             running.append(RunningJob(key=trial.key, user=trial.user, kind=choice.kind, started=now,
@@ -388,6 +391,14 @@ class PlacerController:
         self._refused[job.metadata.uid] = found
         seconds = {kind: value for kind, value in item.seconds.items() if kind not in found[1]}
         return replace(item, seconds=seconds) if seconds else None
+
+    def _tell_trials_waiting(self, trials: Sequence[WaitingJob], by_key: Mapping[str, Job]) -> None:
+        """Trial Jobs never queue: one no machine takes now waits for the pass that finds one."""
+        for trial in trials:
+            kinds = " or ".join(sorted(trial.seconds))
+            self._tell(by_key[trial.key], status="False", reason="WaitingForMachine",
+                       message=f"trial Job: no {kinds} machine is free for it now; it starts at once when one is "
+                       "(trial Jobs do not wait in AlloX's queue)")
 
     def _holding(
         self, now: float, running: list[RunningJob], by_key: Mapping[str, Job]

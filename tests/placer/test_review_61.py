@@ -322,3 +322,25 @@ def test_an_estimate_naming_no_configured_kind_is_told_so_not_that_no_node_offer
     assert told["reason"] == "NoMachine"
     assert "cellfit.io/estimate" in told["message"] and "gpu" in told["message"] and "cpu" in told["message"]
     assert "no node" not in told["message"]
+
+
+def test_a_trial_job_no_machine_takes_now_is_told_it_waits() -> None:
+    api = RecordingApi()
+    running = json.loads(json.dumps({"metadata": {"name": "busy", "namespace": "bob", "uid": "uid-busy", "resourceVersion": "1",
+                                                  "creationTimestamp": "2026-01-01T00:00:00Z",
+                                                  "annotations": {"cellfit.io/configurations": json.dumps({"cpu": {"resources": {"cpu": "6"}}}),
+                                                                  "cellfit.io/estimate": json.dumps({"cpu": {"seconds": 1000}}),
+                                                                  "cellfit.io/placement": "cpu"}},
+                                     "spec": {"suspend": False, "template": {"spec": {"containers": [{"name": "c"}]}}},
+                                     "status": {"startTime": "2026-01-01T00:01:00Z"}}))
+    trial = json.loads(json.dumps({"metadata": {"name": "try", "namespace": "alice", "uid": "uid-try", "resourceVersion": "1",
+                                                      "creationTimestamp": "2026-01-01T00:00:00Z", "labels": {"cellfit.io/job-class": "trial"},
+                                                      "annotations": {"cellfit.io/configurations": json.dumps({"cpu": {"resources": {"cpu": "6"}}}),
+                                                                      "cellfit.io/estimate": json.dumps({"cpu": {"seconds": 60}})}},
+                                     "spec": {"suspend": True, "template": {"spec": {"containers": [{"name": "c"}]}}}}))
+    jobs = [JOB_DECODER.decode(json.dumps(body).encode()) for body in (running, trial)]
+    # One CPU slot, busy: the trial Job waits for it, and was told nothing at all.
+    cpu_only_controller(api, jobs, cores=8).admit()
+    assert api.patches == []
+    told = dict(api.conditions)["try"]
+    assert told["status"] == "False" and told["reason"] == "WaitingForMachine" and "cpu" in told["message"]
