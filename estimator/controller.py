@@ -70,6 +70,8 @@ log = logging.getLogger(__name__)
 
 CONDITION_ESTIMATED = "Estimated"
 CREATE_CONCURRENCY = 16
+# A sample running this long with no sample of its Job finished (so no long deadline) is told.
+RUNNING_ALONE_WARNING_SECONDS = 3600.0
 JobState = Literal["sampling", "waiting-for-capacity", "estimated", "user-estimate", "invalid", "failed", "unsuspended", "finished"]
 
 
@@ -570,7 +572,7 @@ class EstimatorController:
             self._attempt(lambda: self._api.delete_pod(namespace=namespace, name=stop.pod, uid=pod.metadata.uid), what=f"stop long sample {stop.pod}")
             self._event(job, "SampleStopped", f"sample {stop.pod} ran {stop.seconds:.0f} s, more than {stop.deadline_seconds:.0f} s its peers predict: {stop.key.configuration} recorded as long", warning=False, once=stop.pod)
         self._stop_failed(job, pods, sample_pods, sampling)
-        self._tell_contract_broken(job, pods, sample_pods)
+        self._tell_about_runs(job, pods, sample_pods)
         waiting = 0
         creations: list[tuple[Job, dict[str, Any]]] = []
         template = json.loads(bytes(job.spec.template)) if decision.create else {}
@@ -617,10 +619,18 @@ class EstimatorController:
             if _live(pod):
                 self._delete_sampling_pod(pod)
 
-    def _tell_contract_broken(self, job: Job, pods: Mapping[str, Pod], sample_pods: Sequence[SamplePod]) -> None:
-        """Runs whose workload broke the sampling contract, said once per pod: a report that does
-        not read, a run far from the iterations it was asked for (its cost is what it ran)."""
+    def _tell_about_runs(self, job: Job, pods: Mapping[str, Pod], sample_pods: Sequence[SamplePod]) -> None:
+        """What the user must know of the Job's runs, once per pod: a report that does not read,
+        a run far from the iterations it was asked for (its cost is what it ran), a run going on
+        for long with no finished sample to give it a deadline (a distributed Job's pod waiting
+        for its peers never ends)."""
+        finished = any(view.state == "succeeded" and view.sample is not None for view in sample_pods)
         for view in sample_pods:
+            if not finished and view.running_seconds is not None and view.running_seconds > RUNNING_ALONE_WARNING_SECONDS:
+                self._event(job, "SampleRunningAlone", (
+                    f"sample {view.name} has run {duration(view.running_seconds)} and no sample of the Job has finished to give it a "
+                    "deadline: a workload waiting for its peers (a distributed Job) never ends as one pod; set cellfit.io/estimate "
+                    "to skip sampling, or delete the pod (a failed attempt)"), warning=True, once=view.name)
             if view.report_error is not None:
                 self._event(job, "SampleReportInvalid", f"sample {view.name}: {view.report_error}; its container's start and finish times stand (1 s resolution)", warning=True, once=view.name)
             asked = _iterations_of(pods[view.name]) if view.name in pods else 0

@@ -524,3 +524,21 @@ def test_samples_of_wildly_different_weights_are_fitted_without_dividing_by_zero
     # The same with start-ups reported: the warm-up's line cancels the same way.
     reported = [Sample("cpu", 10, 3.3, startup_seconds=3.3), Sample("cpu", 2, 1e9, startup_seconds=0.0, splits=((1, 8.9e8),))]
     assert estimate_configuration("cpu", reported, iterations=1000, waves=1, prior=None, settings=ModelSettings()).seconds > 0
+
+
+# ------------------------------------------------------------------ a sample that runs with nothing to compare
+
+
+def test_a_sample_running_an_hour_with_no_finished_peer_is_told_to_the_user():
+    """A pod of a distributed Job that waits for its peers hangs as a sample: with no sample
+    finished, no long deadline exists, and the Job waits for as long as it runs."""
+    clock = Clock(CREATED_AT + 60)
+    api, estimator = started("ddp", clock)
+    running = [with_status(p, {"phase": "Running", "startTime": CREATED}) for p in api.created]
+    estimator._replace_pods(running)
+    estimator.reconcile()
+    assert "SampleRunningAlone" not in [reason for reason, _ in api.events]
+    clock.now = CREATED_AT + 2 * 3600
+    estimator.reconcile()
+    alone = [message for reason, message in api.events if reason == "SampleRunningAlone"]
+    assert len(alone) == 2 and all("2.0 h" in m or "120 min" in m for m in alone), alone
