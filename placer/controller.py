@@ -549,6 +549,8 @@ class PlacerController:
         placement = annotations.get(ANNOTATION_PLACEMENT) or self._started.get(job.metadata.uid)
         if not job.suspended:
             kind = placement or template_kind(job, self._gpu_resource, kinds=parsed.kinds)
+            if job.metadata.uid not in self._started:  # else its start tells it, this pass or the last
+                self._tell_running(job, kind, by_allox=ANNOTATION_PLACEMENT in annotations)
             self._started.pop(job.metadata.uid, None)
             if kind not in seconds or kind not in parsed:
                 return None  # no ω known: its pods hold their capacity, that is all
@@ -566,6 +568,18 @@ class PlacerController:
             key=key, user=user, arrival=timestamp(job.metadata.creationTimestamp) or now, seconds=known,
             demand=_demands(configurations_text, self._gpu_resource, _containers(job)), pods=_pods(job),
         )
+
+    def _tell_running(self, job: Job, kind: str, *, by_allox: bool) -> None:
+        """A running Job whose ``Placed`` condition still says it waits (its user unsuspended it,
+        or the cellfit that started it stopped before telling it) is told it runs."""
+        placed = job.condition(CONDITION_PLACED)
+        if placed is None or placed.status != "False":
+            return
+        if by_allox:
+            self._tell(job, status="True", reason="Started", message=f"running on {kind}")
+        else:
+            self._tell(job, status="True", reason="Unsuspended",
+                       message=f"running on {kind}: unsuspended by its user, not by AlloX (the kind its pod template asks for)")
 
     def _with_pool(self, item: T, by_key: Mapping[str, Job], found: Guarantees) -> T:
         """``item`` with its virtual cluster; the object of last pass when the item and its VC are

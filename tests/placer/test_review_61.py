@@ -344,3 +344,23 @@ def test_a_trial_job_no_machine_takes_now_is_told_it_waits() -> None:
     assert api.patches == []
     told = dict(api.conditions)["try"]
     assert told["status"] == "False" and told["reason"] == "WaitingForMachine" and "cpu" in told["message"]
+
+
+@pytest.mark.parametrize(("placement", "reason"), [(None, "Unsuspended"), ("cpu", "Started")])
+def test_a_running_job_still_told_it_is_queued_is_told_it_runs(placement: str | None, reason: str) -> None:
+    # Told "1st on cpu" while suspended, then unsuspended by its user (or started by a cellfit
+    # that stopped before telling it): its condition said it was queued for as long as it ran.
+    annotations = {"cellfit.io/configurations": json.dumps({"cpu": {"resources": {"cpu": "2"}}}),
+                   "cellfit.io/estimate": json.dumps({"cpu": {"seconds": 600}}), **({"cellfit.io/placement": placement} if placement else {})}
+    body = {"metadata": {"name": "r", "namespace": "alice", "uid": "uid-r", "resourceVersion": "7",
+                         "creationTimestamp": "2026-01-01T00:00:00Z", "annotations": annotations},
+            "spec": {"suspend": False, "template": {"spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "2"}}}]}}},
+            "status": {"startTime": "2026-01-01T00:01:00Z", "conditions": [
+                {"type": "Placed", "status": "False", "reason": "Queued", "message": "1st on cpu, expected start in ~60 s (AlloX)"}]}}
+    api = RecordingApi()
+    placer = cpu_only_controller(api, [JOB_DECODER.decode(json.dumps(body).encode())], cores=8)
+    placer.admit()
+    ((name, told),) = api.conditions
+    assert name == "r" and told["status"] == "True" and told["reason"] == reason and "running on cpu" in told["message"]
+    placer.admit()
+    assert len(api.conditions) == 1  # told once
