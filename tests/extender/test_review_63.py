@@ -1,7 +1,10 @@
-"""The bind verb as kube-scheduler and a misbehaving client call it, over real HTTP, under HiveD
+"""The verbs as kube-scheduler and a misbehaving client call them, over real HTTP, under HiveD
 connected to a cluster: a bind repeated for a pod that is already bound, two binds of one pod in
-flight at once, and a bind naming no pod. Each is answered with a clear error, and the cells
-stay exactly as the cluster holds them (read back through the inspect API).
+flight at once, a bind naming no pod, a gang member's failed bind, pods sent without a UID, an
+offered Node cellfit cannot read. Each is answered with a clear error naming what is wrong, and
+the cells stay exactly as the cluster holds them (read back through the inspect API). Then the
+webhooks with inputs kube-apiserver does not send: a malformed env on a placed pod, an
+unreadable oldObject.
 
 The Kubernetes API is a double that lists canned objects and refuses a binding of a pod that is
 already bound (HTTP 409), as kube-apiserver does; the watch cache, the engine, the service and
@@ -113,7 +116,6 @@ def test_a_second_bind_of_a_pod_while_the_first_is_in_flight_leaks_nothing(conne
     assert api.bindings == [("ml/train-0", "gpu-b")]
     held = vision(client)
     assert held["pods"]["guaranteed"] == 2 and held["gpus"]["guaranteed"] == 16, held
-
 
 
 @pytest.mark.parametrize("node", ["gpu-b", "gpu-c"], ids=["its-own-node", "another-node"])
