@@ -533,6 +533,9 @@ class EstimatorController:
             log.warning("estimator write failed", extra={"what": f"withdraw the estimate of {_key(job)}", "reason": str(error)})
             return
         self._event(job, "EstimateWithdrawn", message, warning=False, once=text)
+        with self._lock:  # the next estimate's condition may read as the last one's: said anew
+            self._said[job.metadata.uid] = {what for what in self._said.get(job.metadata.uid, set()) if not what.startswith("condition:")}
+        self._condition(job, status="False", reason="ConfigurationsChanged", message=message)
 
     def _sampling(self, job: Job) -> dict[str, Any]:
         """The Job's sampling record: its annotation, and what this process wrote that the watch

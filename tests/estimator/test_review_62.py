@@ -416,6 +416,8 @@ def test_an_estimate_of_configurations_edited_since_is_withdrawn_and_the_edit_sa
     estimator.reconcile(everything=False)
     assert api.removed == ["/metadata/annotations/cellfit.io~1estimate"]
     assert "EstimateWithdrawn" in [reason for reason, _ in api.events]
+    # The Job's condition no longer says it is estimated.
+    assert (api.conditions[-1]["status"], api.conditions[-1]["reason"]) == ("False", "ConfigurationsChanged")
     # Once the watch brings the Job without it, the edited configuration is sampled anew.
     without = json.loads(msgspec.json.encode(reconfigured(estimated, cpu="8")))
     del without["metadata"]["annotations"]["cellfit.io/estimate"]
@@ -430,6 +432,8 @@ def test_an_estimate_of_configurations_edited_since_is_withdrawn_and_the_edit_sa
     estimates = [notes["cellfit.io/estimate"] for _, notes in api.annotations if "cellfit.io/estimate" in notes]
     assert len(estimates) == 2 and estimates[0] == written
     assert [reason for reason, _ in api.events].count("Estimated") == 2
+    # The same summary as the first estimate's (the same timings): the condition still says so.
+    assert (api.conditions[-1]["status"], api.conditions[-1]["reason"]) == ("True", "Sampled")
 
 
 # ------------------------------------------------------------------ a report that does not read
