@@ -297,6 +297,7 @@ class PlacerController:
         ]
         gpu_pools: dict[str, int] | None = None
         guaranteed: dict[str, int] = {}
+        found: Guarantees | None = None
         if self._guarantees is not None:
             found = self._guarantees(frozenset(running_uids))
             waiting = [self._with_pool(item, by_key, found) for item in waiting]
@@ -348,9 +349,8 @@ class PlacerController:
         gpus_on_a_node = most_gpus(free)
         for key in decision.unplaceable:
             item, job = waiting_by_key[key], by_key[key]
-            message = _no_machine(item, beyond=kinds_beyond(item, cpu_slot=decision.cpu_slot, gpus=gpus_on_a_node),
-                                  containers=_containers(job), pods=_pods(job), configured=configurations[job.metadata.uid].kinds,
-                                  estimated=tuple(parse_estimate_cached(job.annotations[ANNOTATION_ESTIMATE]).seconds))
+            message = _no_machine(item, job, beyond=kinds_beyond(item, cpu_slot=decision.cpu_slot, gpus=gpus_on_a_node),
+                                  outside=_gpu_outside_vcs(job, found) if found is not None else None)
             if self._tell(job, status="False", reason="NoMachine", message=message):
                 self._event(job, "NoMachine", message, warning=True)
         for key in lacking:
@@ -792,21 +792,42 @@ def _demand(configuration: Configuration, gpu_resource: str, *, containers: int)
                   gpu=containers * configuration.device_count(gpu_resource), memory=containers * memory)
 
 
-def _no_machine(
-    item: WaitingJob, *, beyond: frozenset[str], containers: int, pods: int, configured: Sequence[str], estimated: Sequence[str]
-) -> str:
+def _no_machine(item: WaitingJob, job: Job, *, beyond: frozenset[str], outside: str | None) -> str:
     """Why no machine runs the Job: its estimate names no kind it has a configuration for; or each
-    configuration no node holds named by its field, with what one pod asks; else that no node
-    offers a kind it has an estimate for."""
+    configuration no node holds, named by its field with what one pod asks, and a GPU
+    configuration outside every VC AlloX counts (``outside``); else that no node offers a kind
+    it has an estimate for."""
     if not item.seconds:
-        return (f"{ANNOTATION_ESTIMATE} gives {', '.join(sorted(estimated))} and {ANNOTATION_CONFIGURATIONS} "
+        estimated = sorted(parse_estimate_cached(job.annotations[ANNOTATION_ESTIMATE]).seconds)
+        configured = parse_configurations_cached(job.annotations[ANNOTATION_CONFIGURATIONS]).kinds
+        return (f"{ANNOTATION_ESTIMATE} gives {', '.join(estimated)} and {ANNOTATION_CONFIGURATIONS} "
                 f"{', '.join(configured)}: no kind has both, and AlloX chooses only a kind with an estimate")
-    too_large = [_asks(kind, item.demand[kind], containers=containers) for kind in sorted(beyond)]
-    others = sorted(set(item.seconds) - beyond)
-    if not too_large:
+    containers = _containers(job)
+    reasons = [f"{_asks(kind, item.demand[kind], containers=containers)}, more than any node of AlloX's has free" for kind in sorted(beyond)]
+    unmatched = set(beyond)
+    if outside is not None and "gpu" in item.seconds and "gpu" not in beyond:
+        reasons.append(f"its gpu configuration: {outside}")
+        unmatched.add("gpu")
+    if not reasons:
+        pods = _pods(job)
         return "no node of the cluster offers a kind this Job has an estimate for" + (f" with {pods} machines at once" if pods > 1 else "")
-    return ("no node of AlloX's has free what one pod of this Job asks: " + "; ".join(too_large)
+    others = sorted(set(item.seconds) - unmatched)
+    return ("no machine of AlloX's runs this Job: " + "; ".join(reasons)
             + (f"; and no node offers its {', '.join(others)} configuration" if others else ""))
+
+
+def _gpu_outside_vcs(job: Job, found: Guarantees) -> str | None:
+    """Under HiveD, why the Job's GPU configuration has no VC's GPUs (None: it has its VC's)."""
+    labels = _template_labels(job)
+    if labels.get(LABEL_PRIORITY) == PRIORITY_OPPORTUNISTIC:
+        return (f"its pods are opportunistic ({LABEL_PRIORITY}: {PRIORITY_OPPORTUNISTIC}), and AlloX starts a GPU "
+                "configuration only on its virtual cluster's guarantee")
+    vc = labels.get(LABEL_VIRTUAL_CLUSTER) or found.default_vc
+    if vc in found.cells:
+        return None
+    if vc is None:
+        return f"its pod template has no {LABEL_VIRTUAL_CLUSTER} label, and no virtual cluster is the default"
+    return f"{LABEL_VIRTUAL_CLUSTER} {vc!r} of its pod template is no virtual cluster HiveD knows ({', '.join(sorted(found.cells))})"
 
 
 def _asks(kind: str, demand: Demand, *, containers: int) -> str:

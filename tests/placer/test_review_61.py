@@ -364,3 +364,21 @@ def test_a_running_job_still_told_it_is_queued_is_told_it_runs(placement: str | 
     assert name == "r" and told["status"] == "True" and told["reason"] == reason and "running on cpu" in told["message"]
     placer.admit()
     assert len(api.conditions) == 1  # told once
+
+
+@pytest.mark.parametrize(("labels", "named"), [
+    ({"cellfit.io/virtual-cluster": "visoin"}, "cellfit.io/virtual-cluster 'visoin'"),
+    ({"cellfit.io/priority": "opportunistic"}, "cellfit.io/priority: opportunistic"),
+])
+def test_a_gpu_job_of_no_vc_allox_counts_is_told_which_label_keeps_it_off_the_gpus(labels: dict[str, str], named: str) -> None:
+    # Told "no node of the cluster offers a kind this Job has an estimate for" with 8 GPUs free:
+    # a VC name mistyped, or opportunistic pods, were not to be guessed from that.
+    body = {"metadata": {"name": "v", "namespace": "alice", "uid": "uid-v", "resourceVersion": "1", "creationTimestamp": "2026-01-01T00:00:00Z",
+                         "annotations": {"cellfit.io/configurations": json.dumps({"gpu": {"resources": {"nvidia.com/gpu": "1"}}}),
+                                         "cellfit.io/estimate": json.dumps({"gpu": {"seconds": 100}})}},
+            "spec": {"suspend": True, "template": {"metadata": {"labels": labels}, "spec": {"containers": [{"name": "c"}]}}}}
+    api = RecordingApi()
+    decision = gpu_controller(api, [JOB_DECODER.decode(json.dumps(body).encode())], hived=True).admit()
+    assert decision.starts == ()
+    told = dict(api.conditions)["v"]
+    assert told["reason"] == "NoMachine" and named in told["message"], told["message"]
