@@ -24,7 +24,7 @@ from types import MappingProxyType
 from typing import Any, Final, Literal, Mapping
 
 from scheduler.constants import ANNOTATION_CONFIGURATIONS, RESOURCE_CPU, RESOURCE_MEMORY
-from scheduler.core.resources import device_count, parse_quantity
+from scheduler.core.resources import cpu_millis, device_count, parse_quantity
 from scheduler.errors import InvalidAnnotation, InvalidQuantity
 
 ConfigurationKind = Literal["cpu", "gpu"]
@@ -192,6 +192,8 @@ def _quantities(body: object, *, where: str) -> dict[str, str]:
         try:
             if _is_extended(name):
                 device_count(amount, field=place)  # half a GPU is refused by the API server
+            elif name == RESOURCE_CPU:
+                cpu_millis(amount, field=place)  # read in millicores, which must fit int64
             else:
                 parse_quantity(amount, field=place)
         except InvalidQuantity as error:

@@ -382,3 +382,18 @@ def test_a_gpu_job_of_no_vc_allox_counts_is_told_which_label_keeps_it_off_the_gp
     assert decision.starts == ()
     told = dict(api.conditions)["v"]
     assert told["reason"] == "NoMachine" and named in told["message"], told["message"]
+
+
+def test_a_cpu_quantity_beyond_int64_millicores_is_refused_naming_the_field() -> None:
+    # "1e18" cores is a quantity, but not in millicores: reading the Job's demand raised, and every
+    # admission pass of the cluster ended there, no Job started.
+    with pytest.raises(InvalidAnnotation) as caught:
+        parse_configurations(json.dumps({"cpu": {"resources": {"cpu": "1e18"}}}))
+    assert caught.value.field == "cellfit.io/configurations.cpu.resources.cpu"
+
+
+
+def test_a_job_of_1e18_cores_leaves_the_other_jobs_admitted() -> None:
+    api = RecordingApi()
+    decision = cpu_only_controller(api, [cpu_job("huge", cores="1e18", created=0), cpu_job("ok", cores="2", created=1)], cores=8).admit()
+    assert [s.key for s in decision.starts] == ["alice/ok"]
