@@ -757,9 +757,13 @@ _GUARDED_PATHS: Final = ("/spec/suspend", "/metadata/resourceVersion")
 
 def _refuses_job(error: KubernetesApiError) -> bool:
     """Whether the API server refuses the Job as patched (invalid: 422; an admission webhook or
-    policy: 400, 403), not a start that lost a race (a guard's test failed), nor a transient
+    policy denied it: 400, 403), not a start that lost a race (a guard's test failed), nor one
+    cellfit may not make (403 of its own RBAC: granted, the next pass starts it), nor a transient
     failure (409, 429, 5xx, unreachable)."""
-    return error.status in (400, 403, 422) and not any(path in str(error) for path in _GUARDED_PATHS)
+    text = str(error)
+    if any(path in text for path in _GUARDED_PATHS):
+        return False
+    return error.status == 422 or (error.status in (400, 403) and "denied" in text)
 
 
 def _refusable(job: Job) -> tuple[bytes, str]:

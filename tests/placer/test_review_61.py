@@ -397,3 +397,41 @@ def test_a_job_of_1e18_cores_leaves_the_other_jobs_admitted() -> None:
     api = RecordingApi()
     decision = cpu_only_controller(api, [cpu_job("huge", cores="1e18", created=0), cpu_job("ok", cores="2", created=1)], cores=8).admit()
     assert [s.key for s in decision.starts] == ["alice/ok"]
+
+
+class ForbiddenApi(ServerApi):
+    """cellfit's own RBAC lacks ``patch jobs`` until an operator grants it."""
+
+    granted = False
+
+    def patch_job(self, *, namespace: str, name: str, operations: list[dict[str, Any]]) -> None:
+        if not self.granted:
+            raise KubernetesApiError(f'patch job {namespace}/{name}: jobs.batch "{name}" is forbidden: User '
+                                     '"system:serviceaccount:cellfit:cellfit" cannot patch resource "jobs" (HTTP 403)', status=403)
+        super().patch_job(namespace=namespace, name=name, operations=operations)
+
+
+def test_a_start_cellfits_own_rbac_forbids_is_tried_again_once_granted_and_the_job_not_told_it_is_refused() -> None:
+    api = ForbiddenApi([stored_job("a", created=0)])
+    watch = Jobs(api.watched())
+    placer = server_controller(api, watch)
+    placer.admit()
+    assert api.jobs["a"]["spec"]["suspend"] is True
+    assert all(condition["reason"] != "Refused" for condition in api.told.values())
+    api.granted = True
+    placer.admit()
+    assert api.jobs["a"]["spec"]["suspend"] is False
+
+
+class DenyingApi(ServerApi):
+    """An admission policy of the cluster denies the Job as patched."""
+
+    def patch_job(self, *, namespace: str, name: str, operations: list[dict[str, Any]]) -> None:
+        raise KubernetesApiError(f'patch job {namespace}/{name}: admission webhook "policy.example.com" denied the request: '
+                                 "GPU Jobs need a team label (HTTP 403)", status=403)
+
+
+def test_a_start_an_admission_policy_denies_is_refused_and_told() -> None:
+    api = DenyingApi([stored_job("a", created=0)])
+    server_controller(api, Jobs(api.watched())).admit()
+    assert api.told["a"]["reason"] == "Refused" and "team label" in api.told["a"]["message"]
