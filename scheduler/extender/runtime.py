@@ -193,6 +193,7 @@ def build_runtime(settings: Settings, *, api: KubernetesApi | None = None, stand
         readiness=readiness,
         unplaceable=(lambda pod: unplaceable_reason(pod, cells=live_cells)) if live_cells is not None else None,
         preemption=composition.preemption,
+        pods=composition.pods,
     )
 
     if cache is not None:

@@ -27,7 +27,7 @@ from typing import Callable, Final, Iterable, Mapping, Protocol, Sequence
 import msgspec
 
 from scheduler.constants import JOB_CLASS_BEST_EFFORT, LABEL_JOB_CLASS
-from scheduler.core.engine import Placement, SchedulingEngine
+from scheduler.core.engine import FilterDecision, Placement, SchedulingEngine
 from scheduler.core.model import JobInfo, NodeInfo, PodInfo
 from scheduler.errors import (
     CellfitError,
@@ -80,6 +80,14 @@ class ClusterGateway(Protocol):
         ...
 
 
+class PodRecords(Protocol):
+    """The cluster's one record of the pods (``Composition.pods``), read under the engine lock."""
+
+    def current(self, uid: str) -> PodInfo | None:
+        """The pod as this scheduler assumes it (bound by it), else as the watch showed it."""
+        ...
+
+
 class Readiness(Protocol):
     def ready(self) -> tuple[bool, str]:
         """Whether cellfit may decide (its watch cache has synced), and why not."""
@@ -125,14 +133,17 @@ class ExtenderService:
         readiness: Readiness,
         unplaceable: Callable[[PodInfo], str | None] | None = None,
         preemption: ExplainedPreemption | None = None,
+        pods: PodRecords | None = None,
     ) -> None:
-        """``unplaceable``: why the placement engine can never place a pod as written (a
+        """``pods``: the cluster's record of the pods, which tells a pod already bound (filter
+        and preempt place none again). ``unplaceable``: why the placement engine can never place a pod as written (a
         mistake in its labels or annotations, the live configuration's VCs and cell types), or
         ``None``; the preempt verb then takes no victims and says why. ``preemption``: FitGpp's
         inside ``engine``, whose choices come with their explanation (None: the placement
         engine's own victims, unexplained)."""
         self._engine = engine
         self._preemption = preemption
+        self._pods = pods
         self._lock = lock
         self._metrics = metrics
         self._gpu_resource = gpu_resource
@@ -163,7 +174,8 @@ class ExtenderService:
         with self._lock:
             for node in sent:
                 self._engine.apply_node(node)
-            decision = self._engine.filter(pod, names)
+            bound_to = self._bound_node(pod)
+            decision = self._engine.filter(pod, names) if bound_to is None else _bound_already(pod, names, bound_to)
         verdicts = self._metrics.verdicts
         verdicts["feasible"].inc(len(decision.feasible))
         verdicts["failed"].inc(decision.failed_count)
@@ -213,10 +225,17 @@ class ExtenderService:
         pod = self._pod(args.Pod)
         candidates, pdb_violations, victim_pods = self._preemption_candidates(args)
         mistake = self._never_placeable(pod)
-        if mistake is not None:
+        with self._lock:
+            bound_to = self._bound_node(pod)
+        if bound_to is not None:
+            # A retry of a pod bound meanwhile (its bind answered late, or a client's copy): its
+            # placement is the one it runs on, and preempting for it would book a second.
+            accepted: dict[str, list[str]] = {}
+            self._tell_refusal(pod, f"cellfit preempts no one for this pod: it is already bound to node {bound_to}", warning=False)
+        elif mistake is not None:
             # On a full cluster kube-scheduler's own checks turn every node away before the
             # filter could say this; its event then reads only "no candidate node for preemption".
-            accepted: dict[str, list[str]] = {}
+            accepted = {}
             self._tell_refusal(pod, f"cellfit cannot place this pod as written, so it preempts no one for it: {mistake}", warning=True)
         else:
             with self._lock:
@@ -243,6 +262,19 @@ class ExtenderService:
             }
         )
         return Answer(200, wire.ENCODER.encode(result))
+
+    def _bound_node(self, pod: PodInfo) -> str | None:
+        """The node the pod is bound to already, as sent, as the cluster's record has it, or as
+        this replica bound it; None for a pod that waits. kube-scheduler asks only for pods it
+        sees pending, but its copy can be late: a retry after a bind whose answer it gave up on.
+        Placing such a pod again would hand the cells it runs on to the new placement. Under
+        the engine lock."""
+        if pod.node_name:
+            return pod.node_name
+        record = self._pods.current(pod.uid) if self._pods is not None and pod.uid else None
+        if record is not None and record.node_name and record.holds_resources:
+            return record.node_name
+        return self._bound.get(pod.uid) if pod.uid else None
 
     def _never_placeable(self, pod: PodInfo) -> str | None:
         """Why cellfit can never place the pod as sent, or None."""
@@ -524,3 +556,9 @@ def _log_no_fit(pod: PodInfo, *, offered: int, failed: dict[str, str], unresolva
             "reasons": dict(common),
         },
     )
+
+
+def _bound_already(pod: PodInfo, names: Sequence[str], node_name: str) -> FilterDecision:
+    """Every offered node refused, for good: the pod runs on ``node_name`` already."""
+    reason = f"pod {pod.key} is already bound to node {node_name}"
+    return FilterDecision(unresolvable=dict.fromkeys(names, reason))
