@@ -56,7 +56,7 @@ from estimator.objects import Job, template_kind, timestamp
 from placer.configuration import Configuration, Configurations, parse_configurations_cached
 from placer.guarantee import gpus_per_pod, pool_machines
 from placer.holding import DEFAULT_UNBOUND_HOLD_SECONDS, HOLDING, Hold, JobPods, explain, hold
-from placer.rewrite import apply_configuration
+from placer.rewrite import apply_configuration, without_configuration
 from placer.solver_wire import SolverSession, decide_encoded, queue_encoded
 from scheduler.config import AlloxSettings
 from scheduler.constants import (
@@ -616,7 +616,7 @@ class PlacerController:
     ) -> None:
         namespace, name = job.metadata.namespace, job.metadata.name
         configuration = configurations[kind]  # type: ignore[index]
-        raw_template = bytes(job.spec.template)
+        raw_template = _shed_previous(job, configurations, kind)
         mechanism = self._settings.mechanism
         try:
             if mechanism in ("template", "auto"):
@@ -764,6 +764,16 @@ def _refuses_job(error: KubernetesApiError) -> bool:
     if any(path in text for path in _GUARDED_PATHS):
         return False
     return error.status == 422 or (error.status in (400, 403) and "denied" in text)
+
+
+def _shed_previous(job: Job, configurations: Configurations, kind: str) -> bytes:
+    """The Job's pod template, less what the configuration it was placed in before added when
+    that is another kind (a Job its user suspended again, or copied from a placed Job)."""
+    raw = bytes(job.spec.template)
+    previous = job.annotations.get(ANNOTATION_PLACEMENT)
+    if previous == kind or previous not in configurations:
+        return raw
+    return json.dumps(without_configuration(raw, configurations[previous])).encode()  # type: ignore[index]
 
 
 def _refusable(job: Job) -> tuple[bytes, str]:

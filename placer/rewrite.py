@@ -86,3 +86,27 @@ def _with_env(current: list[dict[str, Any]], values: Mapping[str, str]) -> list[
             placed.add(name)
             env.append({"name": name, "value": values[name]})
     return env + [{"name": name, "value": value} for name, value in values.items() if name not in placed]
+
+
+def without_configuration(template: Mapping[str, Any] | bytes, configuration: Configuration) -> dict[str, Any]:
+    """``template`` with what ``configuration`` added to it taken out (its env variables, node
+    selector entries, tolerations and annotations, where they still hold its values), for a Job
+    placed again on another kind: its pods must not carry the first configuration's selectors
+    (pinned to GPU nodes while running on CPUs) nor its env. Resources need nothing: they are
+    replaced whole. ``template`` is not modified."""
+    pod: dict[str, Any] = json.loads(template if isinstance(template, bytes) else json.dumps(template))
+    spec = pod.get("spec") or {}
+    for container in spec.get("containers") or []:
+        if configuration.env and container.get("env"):
+            container["env"] = [entry for entry in container["env"] if entry.get("name") not in configuration.env]
+    selector = spec.get("nodeSelector")
+    if configuration.node_selector and selector:
+        spec["nodeSelector"] = {key: value for key, value in selector.items() if configuration.node_selector.get(key) != value}
+    if configuration.tolerations and spec.get("tolerations"):
+        added = [dict(toleration) for toleration in configuration.tolerations]
+        spec["tolerations"] = [toleration for toleration in spec["tolerations"] if toleration not in added]
+    metadata = pod.get("metadata") or {}
+    annotations = metadata.get("annotations")
+    if configuration.annotations and annotations:
+        metadata["annotations"] = {key: value for key, value in annotations.items() if configuration.annotations.get(key) != value}
+    return pod

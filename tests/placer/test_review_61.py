@@ -435,3 +435,31 @@ def test_a_start_an_admission_policy_denies_is_refused_and_told() -> None:
     api = DenyingApi([stored_job("a", created=0)])
     server_controller(api, Jobs(api.watched())).admit()
     assert api.told["a"]["reason"] == "Refused" and "team label" in api.told["a"]["message"]
+
+
+def test_a_job_placed_again_on_the_other_kind_sheds_what_the_first_configuration_added() -> None:
+    # Started on gpu, suspended again by its user, now started on cpu: its template still held
+    # the GPU configuration's env, node selector, toleration and annotation, and the CPU pods
+    # were pinned to the GPU nodes.
+    configurations = {"cpu": {"resources": {"cpu": "2"}, "env": {"OMP": "2"}},
+                      "gpu": {"resources": {"nvidia.com/gpu": "1"}, "env": {"CUDA": "1"}, "nodeSelector": {"accelerator": "a100"},
+                              "tolerations": [{"key": "gpu", "operator": "Exists"}], "annotations": {"profile": "gpu"}}}
+    first = parse_configurations(json.dumps(configurations))["gpu"]
+    original = {"metadata": {"annotations": {"team": "vision"}},
+                "spec": {"nodeSelector": {"zone": "a"}, "tolerations": [{"key": "spot", "operator": "Exists"}],
+                         "containers": [{"name": "c", "env": [{"name": "KEEP", "value": "1"}]}]}}
+    placed_on_gpu = apply_configuration(original, first)
+    body = {"metadata": {"name": "again", "namespace": "alice", "uid": "uid-again", "resourceVersion": "9",
+                         "creationTimestamp": "2026-01-01T00:00:00Z",
+                         "annotations": {"cellfit.io/configurations": json.dumps(configurations), "cellfit.io/placement": "gpu",
+                                         "cellfit.io/estimate": json.dumps({"cpu": {"seconds": 60}})}},
+            "spec": {"suspend": True, "template": placed_on_gpu}}
+    api = RecordingApi()
+    cpu_only_controller(api, [JOB_DECODER.decode(json.dumps(body).encode())], cores=8).admit()
+    ((_, operations),) = api.patches
+    template = next(op["value"] for op in operations if op["path"] == "/spec/template")
+    assert template["spec"]["nodeSelector"] == {"zone": "a"}
+    assert template["spec"]["tolerations"] == [{"key": "spot", "operator": "Exists"}]
+    assert template["spec"]["containers"][0]["env"] == [{"name": "KEEP", "value": "1"}, {"name": "OMP", "value": "2"}]
+    assert template["spec"]["containers"][0]["resources"] == {"requests": {"cpu": "2"}}
+    assert "profile" not in template["metadata"]["annotations"] and template["metadata"]["annotations"]["team"] == "vision"
