@@ -96,6 +96,9 @@ class HivedEngine:
         self._nodes: dict[str, NodeInfo] = {}
         self.node_index = self._index_cell_nodes()
         self._strays: set[str] = set()  # GPU nodes outside the topology, reported once
+        # Pods whose reservation is the booking they held before it (their preemption's): a
+        # failed bind leaves it to them, as it was.
+        self._reserved_as_booked: set[str] = set()
         self._on_change = on_change
         # Runtime changes to the cells, newest last (also passed to on_change).
         self.changes: deque[str] = deque(maxlen=MAX_CHANGES)
@@ -444,11 +447,16 @@ class HivedEngine:
             return Placement(pod_uid=pod.uid, node_name=node_name)
         if node_name not in self.topology.nodes:
             raise SchedulingConflict(f"node {node_name} has no HiveD GPU cells")
+        held = self.allocator.by_pod.get(pod.uid)
         try:
             ctx = self._context(pod)
             decided = self._decide(pod, ctx, frozenset({node_name}))
         except (Unplaceable, InvalidAnnotation) as error:
             raise SchedulingConflict(error.reason if isinstance(error, Unplaceable) else str(error)) from None
+        if held is not None and decided.booking is held and held.group is None:
+            self._reserved_as_booked.add(pod.uid)
+        else:
+            self._reserved_as_booked.discard(pod.uid)
         if decided.node != node_name:
             raise SchedulingConflict(f"HiveD placed this pod's GPUs on node {decided.node}, not {node_name}")
         booking = decided.booking
@@ -469,8 +477,14 @@ class HivedEngine:
         )
 
     def unreserve(self, pod_uid: str) -> None:
-        # A bind that failed leaves the pod holding nothing, as if it were gone (a gang slot
-        # stays booked for the gang's other pods, as when a member pod is deleted).
+        # A bind that failed leaves the pod as it was before the reservation: the cells its
+        # preemption booked stay booked for its retry (their victims may be gone already; the
+        # next opportunistic pod must not take them), and cells the reservation booked go, as
+        # if the pod were gone (a gang slot stays booked for the gang's other pods, as when a
+        # member pod is deleted). A booking kept whose pod never returns expires (expiry.py).
+        if pod_uid in self._reserved_as_booked:
+            self._reserved_as_booked.discard(pod_uid)
+            return
         self.delete_pod(pod_uid)
 
     # ------------------------------------------------------------------ cluster state
@@ -561,6 +575,7 @@ class HivedEngine:
             return
         existing = self.allocator.by_pod.get(pod.uid)
         if pod.phase in TERMINAL_PHASES:
+            self._reserved_as_booked.discard(pod.uid)
             self.expiry.pod_gone(pod.uid)
             if existing is not None:
                 self._unassign(existing)
@@ -569,6 +584,7 @@ class HivedEngine:
         self.expiry.pod_seen(pod)
         if not pod.holds_resources:
             return  # pending: keep whatever filter booked for it
+        self._reserved_as_booked.discard(pod.uid)  # bound: no bind of it fails any more
         if existing is not None:
             if existing.node == pod.node_name:
                 return
@@ -658,6 +674,7 @@ class HivedEngine:
         return recovered
 
     def delete_pod(self, pod_uid: str) -> None:
+        self._reserved_as_booked.discard(pod_uid)
         self.expiry.pod_gone(pod_uid)
         booking = self.allocator.by_pod.get(pod_uid)
         if booking is not None:

@@ -9,7 +9,7 @@ import pytest
 
 from scheduler.cells import HivedEngine
 from scheduler.errors import SchedulingConflict
-from tests.cells.helpers import node_names, pod, rack_cluster, schedule
+from tests.cells.helpers import node_names, pod, rack_cluster, schedule, snapshot
 
 NODES = node_names()
 
@@ -90,6 +90,30 @@ def test_preemption_flow_only_names_hived_victims():
     assert decision.feasible == [node]
     assert engine.reserve(g, node).node_name == node
     assert engine.pending_preemptions() == {}
+
+
+def test_a_failed_bind_leaves_the_preemptors_booking_to_its_retry():
+    engine = make()
+    for i in range(8):
+        schedule(engine, opp(f"o{i}", 8), NODES)
+    g = pod("g", 4, "a")
+    (node,) = engine.filter(g, NODES).failed
+    engine.delete_pod(engine.pending_preemptions()["g"][0])  # the victim is gone
+    booked = snapshot(engine)
+    engine.reserve(g, node)
+    engine.unreserve("g")  # its binding failed (the API did not answer)
+    assert snapshot(engine) == booked
+    # An opportunistic pod cannot take the cells meanwhile; the retry gets them.
+    assert schedule(engine, opp("late", 8), NODES) is None
+    assert engine.filter(g, NODES).feasible == [node]
+    # A pod whose cells the reservation booked still gives them back when its bind fails.
+    small = pod("small", 1, "a")
+    engine.reserve(small, engine.filter(small, NODES).feasible[0])
+    engine.unreserve("small")
+    assert snapshot(engine) == booked
+    # A kept booking goes with its pod.
+    engine.delete_pod("g")
+    assert "g" not in engine.allocator.by_pod
 
 
 def test_preemption_is_needed_only_for_the_vcs_own_cells():

@@ -235,11 +235,6 @@ def test_a_gang_member_whose_bind_fails_leaves_its_slot_to_the_gang_and_binds_on
     assert {p["node"]: p["pod"] for p in vision(client)["placements"]} == {nodes[0]: "ml/gang-0", nodes[1]: "ml/gang-1"}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="scheduler/cells: HivedEngine.unreserve deletes the pod (releases a single pod's booking) when its "
-    "bind fails, also the booking its preemption made and its victims already left; a gang keeps its slot",
-)
 def test_a_preemptors_booking_outlives_a_failed_bind_once_its_victims_are_gone():
     """A guaranteed pod of vision reclaims gpu-a from speech's opportunistic pod; once the
     victim is gone its bind meets a transient API failure. Its cells should stay booked for it
