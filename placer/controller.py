@@ -304,7 +304,7 @@ class PlacerController:
             trials = [self._with_pool(item, by_key, found) for item in trials]
             running = [self._with_pool(item, by_key, found) for item in running]
             self._pooled, self._pooled_next = self._pooled_next, {}
-            sizes = gpus_per_pod([*waiting, *trials], most=most_gpus(free))
+            sizes = gpus_per_pod([*waiting, *trials], free=free)
             guaranteed = guaranteed_gpu_machines(found.cells if found.anywhere is None else found.anywhere, gpus_per_pod=sizes)
             gpu_pools = pool_machines(found.cells, free=free, sizes=sizes)
         estimates = {w.key: w.seconds for w in (*waiting, *trials)}

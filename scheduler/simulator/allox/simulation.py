@@ -498,7 +498,7 @@ class InterchangeableSimulation:
             pool = default_vc if default_vc in cells else None
             waiting = tuple(replace(job, pool=pool) for job in waiting)
             running = [replace(job, pool=pool) for job in running]
-            gpu_pools = pool_machines(cells, free=free, sizes=gpus_per_pod(waiting))
+            gpu_pools = pool_machines(cells, free=free, sizes=gpus_per_pod(waiting, free=free))
         return AdmissionInputs(now=self.now, waiting=waiting, running=tuple(running), free_nodes=free,
                                capacity=self._capacity, gpu_pools=gpu_pools)
 
