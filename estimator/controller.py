@@ -70,8 +70,6 @@ log = logging.getLogger(__name__)
 
 CONDITION_ESTIMATED = "Estimated"
 CREATE_CONCURRENCY = 16
-# A sample running this long with no sample of its Job finished (so no long deadline) is told.
-RUNNING_ALONE_WARNING_SECONDS = 3600.0
 JobState = Literal["sampling", "waiting-for-capacity", "estimated", "user-estimate", "invalid", "failed", "unsuspended", "finished"]
 
 
@@ -449,7 +447,7 @@ class EstimatorController:
         sample_plan = plan(job_uid=uid, iterations=iterations, pods=pod_count, ratio=float(ratio or 0.03), settings=self._planner.sampling)
         digests = _digests(configurations)
         pods = self._without_stale(pods, digests)
-        sample_pods = _sample_pods(pods, sampling, digests=digests, now=now)
+        sample_pods = _sample_pods(pods, sampling, digests=digests, now=now, pending_limit_seconds=self._settings.pending_limit_seconds)
         decision = decide(
             configurations=configurations.kinds,
             plan=sample_plan,
@@ -629,7 +627,7 @@ class EstimatorController:
         for its peers never ends)."""
         finished = any(view.state == "succeeded" and view.sample is not None for view in sample_pods)
         for view in sample_pods:
-            if not finished and view.running_seconds is not None and view.running_seconds > RUNNING_ALONE_WARNING_SECONDS:
+            if not finished and view.running_seconds is not None and view.running_seconds > self._settings.running_alone_warning_seconds:
                 self._event(job, "SampleRunningAlone", (
                     f"sample {view.name} has run {duration(view.running_seconds)} and no sample of the Job has finished to give it a "
                     "deadline: a workload waiting for its peers (a distributed Job) never ends as one pod; set cellfit.io/estimate "
@@ -909,12 +907,17 @@ def _refused_for_good(error: KubernetesApiError) -> bool:
     return error.status in (400, 403, 422) and "exceeded quota" not in str(error)
 
 
-def _sample_pods(pods: Mapping[str, Pod], sampling: Mapping[str, Any], *, digests: Mapping[str, str], now: float) -> list[SamplePod]:
+def _sample_pods(
+    pods: Mapping[str, Pod], sampling: Mapping[str, Any], *, digests: Mapping[str, str], now: float, pending_limit_seconds: float
+) -> list[SamplePod]:
     """The Job's runs as the planner sees them: its pods, and the runs recorded on the Job whose
     pods are gone (stopped as long, failed)."""
     stopped: Mapping[str, float] = sampling.get("stopped", {})
     failed: Mapping[str, str] = sampling.get("failed", {})
-    views = [sample_pod(pod, now=now, stopped_seconds=stopped.get(name)) for name, pod in pods.items()]
+    views = [
+        sample_pod(pod, now=now, stopped_seconds=stopped.get(name), pending_limit_seconds=pending_limit_seconds)
+        for name, pod in pods.items()
+    ]
     sample_pods = [_with_recorded_failure(v, failed) for v in views if v is not None]
     for name in {**stopped, **failed}:
         if name not in pods:

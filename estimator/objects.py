@@ -33,10 +33,6 @@ ANNOTATION_SAMPLE_SPLIT_ITERATIONS: Final = f"{DOMAIN}/sample-split-iterations"
 # The Job's own sampling bookkeeping: the ratio its pilots were drawn with, samples stopped as long.
 ANNOTATION_SAMPLING: Final = f"{DOMAIN}/sampling"
 LABEL_JOB_FAMILY: Final = f"{DOMAIN}/job-family"
-# A sampling pod still Pending this long after its creation is a failed run (unschedulable, a
-# schedulerName nobody serves, a volume that never attaches): bounded, so its Job is never held
-# forever.
-PENDING_LIMIT_SECONDS: Final = 1800.0
 # Container waiting reasons that never resolve by waiting: the run failed.
 STUCK_REASONS: Final = frozenset(
     {"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "CreateContainerConfigError", "CreateContainerError"}
@@ -178,14 +174,14 @@ def template_kind(job: Job, gpu_resource: str, *, kinds: Collection[str] = ("cpu
     return "cpu"
 
 
-def sample_pod(
-    pod: Pod, *, now: float, stopped_seconds: float | None, pending_limit_seconds: float = PENDING_LIMIT_SECONDS
-) -> SamplePod | None:
+def sample_pod(pod: Pod, *, now: float, stopped_seconds: float | None, pending_limit_seconds: float) -> SamplePod | None:
     """A sampling pod as the planner sees it; None for a pod without cellfit's sample annotations
     (not one of ours, or edited by hand). ``stopped_seconds``: the Job records this pod as
     stopped for being long, after that many seconds. A pod deleted before it ended (preempted,
     evicted, its node lost) and one still Pending ``pending_limit_seconds`` after its creation
-    are failed runs: retried under a new name, then counted against the configuration."""
+    (``estimator.pendingLimitSeconds``: unschedulable, a schedulerName nobody serves, a volume
+    that never attaches; bounded, so its Job is never held forever) are failed runs: retried
+    under a new name, then counted against the configuration."""
     annotations = pod.metadata.annotations or {}
     try:
         kind = annotations[ANNOTATION_SAMPLE_CONFIGURATION]

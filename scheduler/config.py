@@ -433,6 +433,27 @@ class EstimatorSettings(_Section):
     )
     long_min_seconds: float = Field(120.0, ge=0, allow_inf_nan=False, description="... but never before this many seconds.")
     max_attempts: int = Field(3, ge=1, le=20, description="Runs of one sample before its configuration counts as failed.")
+    pending_limit_seconds: float = Field(
+        1800.0,
+        ge=60,
+        allow_inf_nan=False,
+        description=(
+            "Seconds a sampling pod may stay Pending after its creation (unscheduled, or scheduled "
+            "and never started: a volume that never attaches) before the run counts as failed: "
+            "deleted and retried, up to maxAttempts. At least 60: a pod pulling its image is "
+            "Pending too. Raise it where GPUs are scarce, or a GPU configuration fails after "
+            "maxAttempts waits and AlloX sees only CPU."
+        ),
+    )
+    running_alone_warning_seconds: float = Field(
+        3600.0,
+        gt=0,
+        allow_inf_nan=False,
+        description=(
+            "Seconds a sample may run with no sample of its Job finished (so no long deadline) "
+            "before a SampleRunningAlone Warning Event tells the Job's user."
+        ),
+    )
     history_skip_cov: float = Field(
         0.05, ge=0, allow_inf_nan=False,
         description="A Job family whose past runs vary less than this (σ0/μ) skips sampling ...",

@@ -550,9 +550,20 @@ def test_chart_defaults_match_cellfit_defaults(default_docs: list[dict[str, Any]
     chart = parse_settings(cellfit_config_text(default_docs)).model_dump()
     embedded = Settings().model_dump()
     assert chart["cluster"]["mode"] == "in-cluster"
-    for section in ("policy", "preemption", "logging", "cells", "nudge"):
+    for section in ("policy", "preemption", "logging", "cells", "nudge", "estimator"):
         assert chart[section] == embedded[section], section
     assert chart["server"]["port"] == embedded["server"]["port"]
+
+
+def test_estimator_time_limits_reach_cellfit_config() -> None:
+    """A GPU-starved cluster's admin sets the sampling pods' limits in the chart's values."""
+    from scheduler.config import EstimatorSettings, parse_settings
+
+    docs = render("--set", "estimator.pendingLimitSeconds=7200", "--set", "estimator.runningAloneWarningSeconds=900")
+    estimator = parse_settings(cellfit_config_text(docs)).estimator
+    assert (estimator.pending_limit_seconds, estimator.running_alone_warning_seconds) == (7200, 900)
+    defaults = EstimatorSettings()
+    assert (defaults.pending_limit_seconds, defaults.running_alone_warning_seconds) != (7200, 900)
 
 
 def test_bad_cellfit_values_fail_check_config(tmp_path: Path) -> None:
@@ -587,6 +598,10 @@ def test_bad_cellfit_values_fail_check_config(tmp_path: Path) -> None:
         ("cells.virtualCluster.a[0].count=1", "virtualCluster"),
         ("policy.name=fifo", "policy.name"),
         ("preemption.maxPreemptions=lots", "maxPreemptions"),
+        ("estimator.pendingLimitSecond=7200", "pendingLimitSecond"),
+        ("estimator.pendingLimitSeconds=30", "estimator.pendingLimitSeconds"),
+        ("estimator.pendingLimitSeconds=soon", "estimator.pendingLimitSeconds"),
+        ("estimator.runningAloneWarningSeconds=0", "estimator.runningAloneWarningSeconds"),
     ],
 )
 def test_values_schema_rejects_misspelled_or_invalid_keys(setting: str, complaint: str) -> None:

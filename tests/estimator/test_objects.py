@@ -10,8 +10,10 @@ from estimator.objects import JOB_DECODER, POD_DECODER, sample_pod
 from estimator.planner import CreateSample, SampleKey
 from estimator.sample_pod import build_sample_pod, configuration_digest, sample_pod_name
 from placer.configuration import parse_configurations
+from scheduler.config import EstimatorSettings
 from scheduler.errors import InvalidAnnotation
 
+PENDING_LIMIT = EstimatorSettings().pending_limit_seconds
 NOTES = {
     "cellfit.io/sample-configuration": "gpu", "cellfit.io/sample-pilot": "0", "cellfit.io/sample-length": "long",
     "cellfit.io/sample-attempt": "1", "cellfit.io/sample-iterations": "20",
@@ -31,7 +33,7 @@ def pod(phase, *, terminated=None, waiting=None, start="2026-01-01T00:00:00Z", a
 
 def test_a_termination_message_gives_the_precise_sample():
     message = json.dumps({"iterations": 20, "seconds": 12.25, "peakMemoryBytes": 1 << 30})
-    view = sample_pod(pod("Succeeded", terminated={"exitCode": 0, "message": message}), now=0, stopped_seconds=None)
+    view = sample_pod(pod("Succeeded", terminated={"exitCode": 0, "message": message}), now=0, stopped_seconds=None, pending_limit_seconds=PENDING_LIMIT)
     assert view.state == "succeeded" and view.attempt == 1
     assert view.key == SampleKey(configuration="gpu", pilot=0, length="long")
     assert (view.sample.seconds, view.sample.peak_memory_bytes, view.sample.resolution_seconds) == (12.25, 1 << 30, 0.0)
@@ -39,7 +41,7 @@ def test_a_termination_message_gives_the_precise_sample():
 
 def test_a_reported_startup_reaches_the_sample_and_a_wrong_one_is_named():
     message = json.dumps({"iterations": 20, "seconds": 12.25, "startupSeconds": 2.5})
-    view = sample_pod(pod("Succeeded", terminated={"exitCode": 0, "message": message}), now=0, stopped_seconds=None)
+    view = sample_pod(pod("Succeeded", terminated={"exitCode": 0, "message": message}), now=0, stopped_seconds=None, pending_limit_seconds=PENDING_LIMIT)
     assert view.sample.startup_seconds == 2.5 and view.sample.peak_memory_bytes is None
     for wrong in (-1, 13.0, "2", True, float("nan")):
         with pytest.raises(InvalidAnnotation) as error:
@@ -49,7 +51,7 @@ def test_a_reported_startup_reaches_the_sample_and_a_wrong_one_is_named():
 
 def test_splits_reach_the_sample_and_a_wrong_one_is_named():
     message = json.dumps({"iterations": 20, "seconds": 12.25, "startupSeconds": 2.5, "splits": [[10, 7.4]]})
-    view = sample_pod(pod("Succeeded", terminated={"exitCode": 0, "message": message}), now=0, stopped_seconds=None)
+    view = sample_pod(pod("Succeeded", terminated={"exitCode": 0, "message": message}), now=0, stopped_seconds=None, pending_limit_seconds=PENDING_LIMIT)
     assert view.sample.splits == ((10, 7.4),)
     wrong_cases = {
         "terminationMessage.splits": ("10,7.4", [[1, 3.0]] * 17),
@@ -66,22 +68,22 @@ def test_splits_reach_the_sample_and_a_wrong_one_is_named():
 
 def test_without_a_message_the_container_times_with_one_second_resolution():
     times = {"exitCode": 0, "startedAt": "2026-01-01T00:00:03Z", "finishedAt": "2026-01-01T00:00:15Z", "message": "epoch 3 done"}
-    view = sample_pod(pod("Succeeded", terminated=times), now=0, stopped_seconds=None)
+    view = sample_pod(pod("Succeeded", terminated=times), now=0, stopped_seconds=None, pending_limit_seconds=PENDING_LIMIT)
     assert view.sample.seconds == 12.0 and view.sample.resolution_seconds == 1.0 and view.sample.iterations == 20
-    nothing = sample_pod(pod("Succeeded"), now=0, stopped_seconds=None)
+    nothing = sample_pod(pod("Succeeded"), now=0, stopped_seconds=None, pending_limit_seconds=PENDING_LIMIT)
     assert nothing.state == "succeeded" and nothing.sample is None and "no termination message" in nothing.failure
 
 
 def test_failures_running_and_stuck_pods():
-    oom = sample_pod(pod("Failed", terminated={"exitCode": 137, "reason": "OOMKilled"}), now=0, stopped_seconds=None)
+    oom = sample_pod(pod("Failed", terminated={"exitCode": 137, "reason": "OOMKilled"}), now=0, stopped_seconds=None, pending_limit_seconds=PENDING_LIMIT)
     assert oom.state == "failed" and oom.failure == "OOMKilled (exit code 137)"
-    running = sample_pod(pod("Running"), now=1767225610.0, stopped_seconds=None)
+    running = sample_pod(pod("Running"), now=1767225610.0, stopped_seconds=None, pending_limit_seconds=PENDING_LIMIT)
     assert running.state == "running" and running.running_seconds == pytest.approx(10.0)
-    stuck = sample_pod(pod("Pending", waiting="ImagePullBackOff"), now=0, stopped_seconds=None)
+    stuck = sample_pod(pod("Pending", waiting="ImagePullBackOff"), now=0, stopped_seconds=None, pending_limit_seconds=PENDING_LIMIT)
     assert stuck.state == "failed" and stuck.failure == "ImagePullBackOff"
-    stopped = sample_pod(pod("Running"), now=0, stopped_seconds=300.0)
+    stopped = sample_pod(pod("Running"), now=0, stopped_seconds=300.0, pending_limit_seconds=PENDING_LIMIT)
     assert stopped.state == "stopped" and not stopped.sample.complete and stopped.sample.seconds == 300.0
-    assert sample_pod(pod("Running", annotations={}), now=0, stopped_seconds=None) is None
+    assert sample_pod(pod("Running", annotations={}), now=0, stopped_seconds=None, pending_limit_seconds=PENDING_LIMIT) is None
 
 
 def test_a_sampling_pod_is_the_template_in_one_configuration():
@@ -105,7 +107,7 @@ def test_a_sampling_pod_is_the_template_in_one_configuration():
     assert (spec["restartPolicy"], spec["schedulerName"], spec["priorityClassName"]) == ("Never", "cellfit", "cellfit-sampling")
     assert "priority" not in spec
     # Read back, it is the same run.
-    back = sample_pod(POD_DECODER.decode(json.dumps(body).encode()), now=0, stopped_seconds=None)
+    back = sample_pod(POD_DECODER.decode(json.dumps(body).encode()), now=0, stopped_seconds=None, pending_limit_seconds=PENDING_LIMIT)
     assert (back.key, back.attempt, back.state) == (run.key, 0, "pending")
 
 

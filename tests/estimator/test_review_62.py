@@ -21,6 +21,7 @@ from tests.estimator.test_controller import RecordingApi, finished, job
 
 CREATED = "2026-01-01T00:00:00Z"
 CREATED_AT = 1767225600.0  # CREATED, in seconds
+PENDING_LIMIT = EstimatorSettings().pending_limit_seconds
 
 
 class DeletingApi(RecordingApi):
@@ -43,10 +44,10 @@ class Clock:
         return self.now
 
 
-def estimator_for(api: RecordingApi, clock: Clock) -> EstimatorController:
+def estimator_for(api: RecordingApi, clock: Clock, *, settings: EstimatorSettings | None = None) -> EstimatorController:
     return EstimatorController(
         api=api,  # type: ignore[arg-type]
-        settings=EstimatorSettings(max_cluster_share=1.0),
+        settings=settings or EstimatorSettings(max_cluster_share=1.0),
         gpu_resource="nvidia.com/gpu",
         capacity=lambda: Capacity(cpu_millis=64_000, gpus=8),
         jobs=InterchangeableJobs(),
@@ -54,10 +55,10 @@ def estimator_for(api: RecordingApi, clock: Clock) -> EstimatorController:
     )
 
 
-def started(name: str, clock: Clock) -> tuple[DeletingApi, EstimatorController]:
+def started(name: str, clock: Clock, *, settings: EstimatorSettings | None = None) -> tuple[DeletingApi, EstimatorController]:
     """A Job sampled from its first pass: its first runs created."""
     api = DeletingApi()
-    estimator = estimator_for(api, clock)
+    estimator = estimator_for(api, clock, settings=settings)
     estimator._replace_jobs([job(name)])
     estimator.reconcile()
     return api, estimator
@@ -83,16 +84,25 @@ def names(pods: list[dict[str, Any]]) -> list[str]:
 # ------------------------------------------------------------------ a pod that is never scheduled
 
 
-def test_a_sampling_pod_never_scheduled_counts_as_failed_after_the_pending_limit():
+def test_a_sampling_pod_never_scheduled_counts_as_failed_after_the_configured_pending_limit():
+    """A GPU-starved cluster's admin gives sampling pods two hours: one unscheduled for an hour
+    (past the 30-minute default) still waits, and counts as failed only past the two hours."""
+    two_hours = 2 * 3600.0
+    assert two_hours != PENDING_LIMIT  # the limit configured here is not the default
     clock = Clock(CREATED_AT + 10)
-    api, estimator = started("starved", clock)
+    api, estimator = started("starved", clock, settings=EstimatorSettings(max_cluster_share=1.0, pending_limit_seconds=two_hours))
     unschedulable = {"phase": "Pending", "conditions": [
         {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "0/40 nodes are available: 40 Insufficient nvidia.com/gpu."}]}
     estimator._replace_pods([with_status(p, unschedulable) for p in api.created])
     estimator.reconcile()
     assert api.deleted == [] and len(api.created) == 2  # young: it waits for a node
 
-    clock.now = CREATED_AT + 3 * 3600  # hours later, still no node
+    clock.now = CREATED_AT + 3600  # past the default limit, within the configured one
+    estimator._replace_pods([with_status(p, unschedulable) for p in api.created])
+    estimator.reconcile()
+    assert api.deleted == [] and len(api.created) == 2
+
+    clock.now = CREATED_AT + two_hours + 60  # still no node
     estimator._replace_pods([with_status(p, unschedulable) for p in api.created])
     estimator.reconcile()
     # Both deleted (they held their requests in the sampling budget) and retried as attempt 1.
@@ -100,19 +110,24 @@ def test_a_sampling_pod_never_scheduled_counts_as_failed_after_the_pending_limit
     assert [p["metadata"]["annotations"]["cellfit.io/sample-attempt"] for p in api.created[2:]] == ["1", "1"]
     samples = estimator.inspect()["jobs"][0]["samples"]
     failures = [row["failure"] for row in samples if row["attempt"] == 0]
-    assert all("not scheduled" in f and "Insufficient nvidia.com/gpu" in f for f in failures), failures
+    assert all("not scheduled within 7200 s" in f and "Insufficient nvidia.com/gpu" in f for f in failures), failures
 
 
 def test_an_unscheduled_pod_is_read_as_failed_only_past_the_limit():
     notes = {"cellfit.io/sample-configuration": "gpu", "cellfit.io/sample-pilot": "0", "cellfit.io/sample-length": "long",
              "cellfit.io/sample-attempt": "0", "cellfit.io/sample-iterations": "20"}
     pod = {"metadata": {"name": "p", "annotations": notes}}
-    young = sample_pod(with_status(pod, {"phase": "Pending"}), now=CREATED_AT + 60, stopped_seconds=None)
+    pending = with_status(pod, {"phase": "Pending"})
+    young = sample_pod(pending, now=CREATED_AT + 60, stopped_seconds=None, pending_limit_seconds=PENDING_LIMIT)
     assert young is not None and young.state == "pending"
-    old = sample_pod(with_status(pod, {"phase": "Pending"}), now=CREATED_AT + 3 * 3600, stopped_seconds=None)
+    old = sample_pod(pending, now=CREATED_AT + 3 * 3600, stopped_seconds=None, pending_limit_seconds=PENDING_LIMIT)
     assert old is not None and old.state == "failed" and old.failure is not None and "not scheduled" in old.failure
+    # The limit given decides: the same pod at the same time waits under a longer one.
+    patient = sample_pod(pending, now=CREATED_AT + 3 * 3600, stopped_seconds=None, pending_limit_seconds=4 * 3600)
+    assert patient is not None and patient.state == "pending"
     # Scheduled (the kubelet took it: pulling a large image) and young: it waits.
-    pulling = sample_pod(with_status(pod, {"phase": "Pending", "startTime": CREATED}), now=CREATED_AT + 60, stopped_seconds=None)
+    scheduled = with_status(pod, {"phase": "Pending", "startTime": CREATED})
+    pulling = sample_pod(scheduled, now=CREATED_AT + 60, stopped_seconds=None, pending_limit_seconds=PENDING_LIMIT)
     assert pulling is not None and pulling.state == "pending"
 
 
@@ -125,9 +140,9 @@ def test_a_sampling_pod_that_never_starts_on_its_node_counts_as_failed_after_the
     creating = {"phase": "Pending", "startTime": CREATED, "containerStatuses": [{"name": "c", "state": {"waiting": {
         "reason": "ContainerCreating", "message": "Multi-Attach error for volume \"data\""}}}]}
     pod = with_status({"metadata": {"name": "p", "annotations": notes}}, creating)
-    young = sample_pod(pod, now=CREATED_AT + 600, stopped_seconds=None)
+    young = sample_pod(pod, now=CREATED_AT + 600, stopped_seconds=None, pending_limit_seconds=PENDING_LIMIT)
     assert young is not None and young.state == "pending"
-    old = sample_pod(pod, now=CREATED_AT + 3 * 3600, stopped_seconds=None)
+    old = sample_pod(pod, now=CREATED_AT + 3 * 3600, stopped_seconds=None, pending_limit_seconds=PENDING_LIMIT)
     assert old is not None and old.state == "failed"
     assert old.failure is not None and "not started within" in old.failure and "Multi-Attach" in old.failure
 
@@ -306,18 +321,18 @@ def test_the_report_of_any_container_is_the_sample_not_the_first_containers_time
     report = json.dumps({"iterations": 20, "seconds": 30.5})
     sidecar = {"exitCode": 0, "startedAt": "2026-01-01T00:00:00Z", "finishedAt": "2026-01-01T00:00:02Z"}
     trainer = {"exitCode": 0, "message": report, "startedAt": "2026-01-01T00:00:01Z", "finishedAt": "2026-01-01T00:00:32Z"}
-    view = sample_pod(two_containers("Succeeded", sidecar=sidecar, trainer=trainer), now=CREATED_AT + 60, stopped_seconds=None)
+    view = sample_pod(two_containers("Succeeded", sidecar=sidecar, trainer=trainer), now=CREATED_AT + 60, stopped_seconds=None, pending_limit_seconds=PENDING_LIMIT)
     assert view is not None and view.sample is not None and view.sample.seconds == 30.5
     # Without a report, the longest container's times (the work, not a sidecar's few seconds).
     silent = {**trainer, "message": "epoch 3 done"}
-    view = sample_pod(two_containers("Succeeded", sidecar=sidecar, trainer=silent), now=CREATED_AT + 60, stopped_seconds=None)
+    view = sample_pod(two_containers("Succeeded", sidecar=sidecar, trainer=silent), now=CREATED_AT + 60, stopped_seconds=None, pending_limit_seconds=PENDING_LIMIT)
     assert view is not None and view.sample is not None and view.sample.seconds == 31.0
 
 
 def test_a_failed_pod_gives_the_failing_containers_reason():
     sidecar = {"exitCode": 0, "reason": "Completed"}
     trainer = {"exitCode": 137, "reason": "OOMKilled"}
-    view = sample_pod(two_containers("Failed", sidecar=sidecar, trainer=trainer), now=CREATED_AT + 60, stopped_seconds=None)
+    view = sample_pod(two_containers("Failed", sidecar=sidecar, trainer=trainer), now=CREATED_AT + 60, stopped_seconds=None, pending_limit_seconds=PENDING_LIMIT)
     assert view is not None and view.failure == "OOMKilled (exit code 137)"
 
 
@@ -460,7 +475,7 @@ def test_a_pod_deleted_under_its_run_says_who_deleted_it_when_kubernetes_does():
     preempted = {"phase": "Running", "startTime": CREATED, "conditions": [{"type": "DisruptionTarget", "status": "True",
                  "reason": "PreemptionByScheduler", "message": "cellfit: preempting to accommodate a higher priority pod"}]}
     view = sample_pod(with_status({"metadata": {"name": "p", "annotations": notes}}, preempted, deletionTimestamp=CREATED),
-                      now=CREATED_AT + 60, stopped_seconds=None)
+                      now=CREATED_AT + 60, stopped_seconds=None, pending_limit_seconds=PENDING_LIMIT)
     assert view is not None and view.state == "failed"
     assert view.failure == "deleted before it finished: PreemptionByScheduler: cellfit: preempting to accommodate a higher priority pod"
 
@@ -546,3 +561,18 @@ def test_a_sample_running_an_hour_with_no_finished_peer_is_told_to_the_user():
     estimator.reconcile()
     alone = [message for reason, message in api.events if reason == "SampleRunningAlone"]
     assert len(alone) == 2 and all("2.0 h" in m or "120 min" in m for m in alone), alone
+
+
+def test_the_running_alone_warning_comes_after_the_configured_time():
+    """An admin whose Jobs sample for hours sets the warning at six: three hours alone is not told."""
+    six_hours = 6 * 3600.0
+    clock = Clock(CREATED_AT + 60)
+    settings = EstimatorSettings(max_cluster_share=1.0, running_alone_warning_seconds=six_hours)
+    api, estimator = started("slow", clock, settings=settings)
+    estimator._replace_pods([with_status(p, {"phase": "Running", "startTime": CREATED}) for p in api.created])
+    clock.now = CREATED_AT + 3 * 3600  # past the default hour, within the configured six
+    estimator.reconcile()
+    assert "SampleRunningAlone" not in [reason for reason, _ in api.events]
+    clock.now = CREATED_AT + six_hours + 60
+    estimator.reconcile()
+    assert len([reason for reason, _ in api.events if reason == "SampleRunningAlone"]) == 2
