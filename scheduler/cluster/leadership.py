@@ -12,7 +12,9 @@ admission and the placer, the requeue nudge - runs on the holder of cellfit's ow
   the lapse is measured on the local monotonic clock from the moment the record last changed,
   never from the timestamps in it, so clock skew between replicas cannot cut a term short;
 * the leader renews every ``retryPeriodSeconds``; when it could not for ``renewDeadlineSeconds``
-  (shorter than the lease) it ends its term, so its drivers stop before a standby's can start;
+  (shorter than the lease) it ends its term, so its drivers stop before a standby's can start.
+  A renewal counts from when its write was sent (the server may commit it long before its
+  answer arrives), and a watchdog ends the term on time while a call to the API hangs;
 * writes carry the record's resourceVersion: of two replicas racing for the Lease, one wins;
 * on a clean shutdown the leader releases the Lease, and a standby takes it within one retry.
 
@@ -194,11 +196,14 @@ class LeaderElector:
         self._stop = threading.Event()
         self._record: LeaseRecord | None = None
         self._observed_at = 0.0
-        self._renewed_at = 0.0
+        self._renewed_at = 0.0  # when the latest write that renewed the Lease was sent
+        # Term changes (started by a round, ended by a round, the deadline's watchdog or stop).
+        self._term_lock = threading.RLock()
         self._failing = False  # the API has failed since the last success: said once, not every retry
         self.leading = False
         self.holder = ""  # as last read: who leads now
         self._thread = threading.Thread(target=self._run, name="leader-election", daemon=True)
+        self._watchdog = threading.Thread(target=self._watch_deadline, name="leader-election-deadline", daemon=True)
 
     def start(self) -> None:
         log.info(
@@ -206,15 +211,17 @@ class LeaderElector:
             extra={"lease": f"{self.namespace}/{self.name}", "identity": self.identity},
         )
         self._thread.start()
+        self._watchdog.start()
 
     def stop(self) -> None:
         """End the term, if any, and release the Lease so that a standby takes over at once."""
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join(timeout=self._settings.retry_period_seconds + self._request_margin())
-        if self.leading:
-            self._end_term("shutting down")
-            self._release()
+        with self._term_lock:
+            if self.leading:
+                self._end_term("shutting down")
+                self._release()
 
     # ------------------------------------------------------------------ the loop
 
@@ -231,19 +238,38 @@ class LeaderElector:
 
     def campaign_once(self) -> None:
         """One round: take or renew the Lease if it may be, and begin or end the term."""
-        held = self._try_acquire_or_renew()
-        now = self._monotonic()
-        if held:
-            self._renewed_at = now
-            if not self.leading:
-                self.leading = True
-                log.info("leading: starting the controllers", extra={"lease": f"{self.namespace}/{self.name}", "identity": self.identity})
-                self._changed(True)
-                self._on_started()
-        elif self.leading and now - self._renewed_at > self._settings.renew_deadline_seconds:
-            self._end_term(f"could not renew the Lease for {self._settings.renew_deadline_seconds:g}s")
+        renewed_at = self._try_acquire_or_renew()
+        with self._term_lock:
+            if renewed_at is not None:
+                self._renewed_at = max(self._renewed_at, renewed_at)
+            # A write answered past the deadline renewed nothing safe: a standby may be about to
+            # take the Lease (it counts from the commit, at most from when the write was sent).
+            if renewed_at is not None and not self._overdue():
+                if not self.leading:
+                    self.leading = True
+                    log.info("leading: starting the controllers", extra={"lease": f"{self.namespace}/{self.name}", "identity": self.identity})
+                    self._changed(True)
+                    self._on_started()
+            else:
+                self._end_term_if_overdue()
 
-    def _try_acquire_or_renew(self) -> bool:
+    def _watch_deadline(self) -> None:
+        """Ends the term at the renew deadline while a round is stuck in a call to the API (a
+        black-holed connection holds it for the client's timeout and retries, past the lease)."""
+        while not self._stop.wait(self._settings.retry_period_seconds / 4):
+            self._end_term_if_overdue()
+
+    def _overdue(self) -> bool:
+        return self._monotonic() - self._renewed_at > self._settings.renew_deadline_seconds
+
+    def _end_term_if_overdue(self) -> None:
+        with self._term_lock:
+            if self.leading and self._overdue():
+                self._end_term(f"could not renew the Lease for {self._settings.renew_deadline_seconds:g}s")
+
+    def _try_acquire_or_renew(self) -> float | None:
+        """When the write that took or renewed the Lease was sent (monotonic); None when it
+        was not written."""
         try:
             raw = self._api.get_lease(namespace=self.namespace, name=self.name)
             record = parse_lease(raw) if raw is not None else None
@@ -253,25 +279,27 @@ class LeaderElector:
             self.holder = record.holder if record is not None else ""
             if not may_take(record, identity=self.identity, observed_at=self._observed_at, now=now):
                 self._recovered()
-                return False
+                return None
             body = lease_body(
                 record, name=self.name, namespace=self.namespace, identity=self.identity,
                 lease_duration_seconds=self._settings.lease_duration_seconds, now=self._wall(),
             )
+            sent_at = self._monotonic()
             written = parse_lease(self._api.write_lease(namespace=self.namespace, lease=body))
         except KubernetesApiError as error:
             if error.status == 409:  # another replica wrote first: read again next round
-                return False
+                return None
             if not self._failing:
                 self._failing = True
                 log.warning("the controllers' Lease is unreachable; retrying", extra={"reason": str(error)})
-            return False
+            return None
         self._recovered()
         self._record, self._observed_at = written, self._monotonic()
         self.holder = written.holder
-        return True
+        return sent_at
 
     def _end_term(self, why: str) -> None:
+        """Under the term lock."""
         self.leading = False
         log.warning("no longer leading: stopping the controllers", extra={"reason": why, "identity": self.identity})
         self._changed(False)
