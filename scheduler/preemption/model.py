@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Mapping, Sequence
+from typing import Final, Mapping, Sequence
 
 from scheduler.constants import (
     ANNOTATION_PREEMPTIONS,
@@ -78,6 +78,9 @@ def may_claim_cells(claimant: PodInfo, holder: PodInfo) -> bool:
     )
 
 
+MAX_PREEMPTION_COUNT: Final = 2**31 - 1  # the largest cellfit.io/preemptions read
+
+
 def preemption_count_of(annotations: Mapping[str, str]) -> int:
     """How often FitGpp has already preempted a job, from its ``cellfit.io/preemptions``
     annotation (absent: never). Kept on the Job so that the count, and with it P's guarantee
@@ -85,12 +88,17 @@ def preemption_count_of(annotations: Mapping[str, str]) -> int:
     value = annotations.get(ANNOTATION_PREEMPTIONS)
     if value is None:
         return 0
+    field = f"metadata.annotations[{ANNOTATION_PREEMPTIONS}]"
     text = value.strip()
-    if not text.isdigit():
-        raise InvalidAnnotation(
-            f"{value!r} is not a non-negative integer", field=f"metadata.annotations[{ANNOTATION_PREEMPTIONS}]"
-        )
-    return int(text)
+    # ASCII only: str.isdigit also passes superscripts, which int() then refuses.
+    if not (text.isascii() and text.isdigit()):
+        raise InvalidAnnotation(f"{value!r} is not a non-negative integer", field=field)
+    # Bounded so that the victim table's 64-bit counts hold it, raised by any preemption to come
+    # (and measured before int(), which refuses strings of thousands of digits).
+    digits = text.lstrip("0") or "0"
+    if len(digits) > len(str(MAX_PREEMPTION_COUNT)) or int(digits) > MAX_PREEMPTION_COUNT:
+        raise InvalidAnnotation(f"{value!r} is larger than {MAX_PREEMPTION_COUNT}", field=field)
+    return int(digits)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
