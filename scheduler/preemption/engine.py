@@ -404,14 +404,21 @@ class FitGppEngine:
 
     def _freed_by_terminating(self, pod: PodInfo, nodes: Iterable[str]) -> str | None:
         """A candidate node where the pods already on their way out (deleted, or chosen as
-        victims) free, with what is free now, enough for ``pod``; None when there is none."""
+        victims) free, with what is free now, enough for ``pod``; None when there is none.
+        What they free for a preemptor ``pod`` yields to is not freed for ``pod``: waiting for
+        it would cost a trial pod a grace period and then find the room taken."""
         leaving = self._leaving
+        held: dict[str, Resources] | None = None  # the other preemptors' room, once needed
         for node in nodes:
             freed = leaving.get(node)
             if freed is None:
                 continue
             free = self._free_on(node)
-            if free is not None and pod.requests.fits_in(free + freed):
+            if free is None:
+                continue
+            if held is None:
+                held = self.holds.preemptor_room(pod)
+            if pod.requests.fits_in(free + freed - held.get(node, ZERO)):
                 return node
         return None
 

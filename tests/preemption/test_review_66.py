@@ -6,12 +6,12 @@ from __future__ import annotations
 import pytest
 
 from scheduler.core.fit import ResourceFitEngine
-from scheduler.core.model import JobInfo
+from scheduler.core.model import JobInfo, NodeInfo
 from scheduler.errors import InvalidAnnotation
 from scheduler.preemption import FitGppSettings, preemption_count_of
 from scheduler.preemption.engine import FitGppEngine
 
-from tests.preemption.test_engine import full_node, te
+from tests.preemption.test_engine import NODE, full_node, running, te
 
 COUNT = "cellfit.io/preemptions"
 
@@ -43,3 +43,36 @@ def test_a_job_with_an_unreadable_count_leaves_the_engine_serving(value):
     full_node(engine)
     engine.apply_job(JobInfo(uid="job-b", namespace="ml", name="b", annotations={COUNT: value}))
     assert engine.select_victims(te(gpus=4), {"n1": []}, {}) == {"n1": ["be-short"]}
+
+
+def two_full_nodes() -> FitGppEngine:
+    """n1 and n2 (8 GPUs each), each running a long-grace and a short-grace BE pod of 4 GPUs."""
+    engine = FitGppEngine(ResourceFitEngine(), settings=FitGppSettings())
+    full_node(engine)
+    engine.apply_node(NodeInfo(name="n2", allocatable=NODE.allocatable))
+    engine.apply_pod(running("c-long", job="c", gpus=4, grace=600, node="n2"))
+    engine.apply_pod(running("d-short", job="d", gpus=4, grace=30, node="n2"))
+    return engine
+
+
+def test_a_second_trial_pod_is_not_made_to_wait_for_the_room_kept_for_the_first():
+    """Two trial pods arrive together on a full cluster. The first one's victim is leaving n1,
+    and its GPUs are kept for the first one (its preemptor hold). The second one was told
+    'pods already terminating on node n1 free enough for this pod; waiting for them to exit',
+    waited out the victim's grace period, then found n1 taken by the first one and only then
+    preempted on n2: a trial job delayed by a whole grace period that n2 could have spared."""
+    engine = two_full_nodes()
+    first = engine.decide_preemption(te("te-1", gpus=4), {"n1": [], "n2": []}, {})
+    assert first.victims == {"n1": ["be-short"]}
+    second = engine.decide_preemption(te("te-2", gpus=4), {"n1": [], "n2": []}, {})
+    assert second.refusal is None
+    assert second.victims == {"n2": ["d-short"]}
+
+
+def test_the_first_trial_pod_asking_again_still_waits_for_its_own_victim():
+    engine = two_full_nodes()
+    trial = te("te-1", gpus=4)
+    assert engine.select_victims(trial, {"n1": [], "n2": []}, {}) == {"n1": ["be-short"]}
+    again = engine.decide_preemption(trial, {"n1": [], "n2": []}, {})
+    assert again.victims == {}
+    assert again.refusal is not None and "already terminating on node n1" in again.refusal
