@@ -152,6 +152,9 @@ class FitGppEngine:
         self._leaving_pods: dict[str, tuple[str, Resources]] = {}  # pod UID -> (node, requests)
         self._job_counts: dict[str, int] = {}  # Job UID -> preemptions
         self._pods_by_job: dict[str, set[str]] = {}
+        # Jobs deleted while pods of theirs still run (the garbage collector deletes the pods
+        # after the Job): preempting such a pod counts against no Job and keeps no room for it.
+        self._deleted_jobs: set[str] = set()
 
     # ------------------------------------------------------------------ placement: delegated
 
@@ -261,6 +264,8 @@ class FitGppEngine:
             self.inner.delete_job(job_uid)
         self._job_counts.pop(job_uid, None)
         self.holds.delete_job(job_uid)
+        if job_uid in self._pods_by_job:
+            self._deleted_jobs.add(job_uid)
 
     # ------------------------------------------------------------------ preemption
 
@@ -324,7 +329,7 @@ class FitGppEngine:
         jobs: dict[str, tuple[JobInfo, int]] = {}
         for uid in victim_uids:
             pod = self._tracked_pod(uid)
-            if pod is not None and pod.owner is not None and pod.owner.kind == "Job":
+            if pod is not None and pod.owner is not None and pod.owner.kind == "Job" and pod.owner.uid not in self._deleted_jobs:
                 job = JobInfo(uid=pod.owner.uid, namespace=pod.namespace, name=pod.owner.name)
                 jobs[job.uid] = (job, self._job_counts.get(job.uid, 0))
         return list(jobs.values())
@@ -380,6 +385,7 @@ class FitGppEngine:
             members.discard(pod_uid)
             if not members:
                 del self._pods_by_job[job]
+                self._deleted_jobs.discard(job)
 
     def _table_for(self, pod: PodInfo) -> CandidateTable:
         """The candidate table with the room held for preemptors ``pod`` yields to taken out of
@@ -446,7 +452,7 @@ class FitGppEngine:
         if pod is None:
             return
         self._note_leaving(pod)
-        if pod.owner is None:
+        if pod.owner is None or pod.owner.uid in self._deleted_jobs:
             self._index.apply_pod(structs.replace(pod, terminating=True))
             return
         job = pod.owner.uid

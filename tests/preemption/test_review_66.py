@@ -76,3 +76,22 @@ def test_the_first_trial_pod_asking_again_still_waits_for_its_own_victim():
     again = engine.decide_preemption(trial, {"n1": [], "n2": []}, {})
     assert again.victims == {}
     assert again.refusal is not None and "already terminating on node n1" in again.refusal
+
+
+def test_a_victim_whose_job_was_deleted_leaves_no_count_and_no_hold_behind():
+    """kubectl delete job (background propagation): the Job goes first, its pods a moment later.
+    FitGpp chose such a pod in between: its Job got a count and a resume hold that no deletion
+    would ever end again (the engine's stats kept the Job; every filter took the holds' path)."""
+    engine = FitGppEngine(ResourceFitEngine(), settings=FitGppSettings())
+    full_node(engine)
+    engine.apply_job(JobInfo(uid="job-b", namespace="ml", name="b"))
+    engine.delete_job("job-b")  # its pod still runs until the garbage collector deletes it
+    trial = te(gpus=4)
+    choice = engine.decide_preemption(trial, {"n1": []}, {})
+    assert choice.victims == {"n1": ["be-short"]}
+    assert engine.victim_jobs(choice.victim_uids) == []  # no count to write on a Job that is gone
+    engine.delete_pod("be-short")
+    engine.reserve(trial, "n1")  # its preemptor hold ends
+    assert engine.preemptions_of_job("job-b") == 0
+    assert engine.stats()["jobs"] == 0
+    assert not engine.holds.active
