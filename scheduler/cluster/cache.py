@@ -431,7 +431,19 @@ class ClusterCache:
         return None if pod is None else translate.pod_info(pod, gpu_resource=self._gpu_resource)
 
     async def bind(self, *, namespace: str, name: str, uid: str, node_name: str, annotations: dict[str, str]) -> None:
-        await self._api.create_binding(namespace=namespace, name=name, uid=uid, node_name=node_name, annotations=annotations)
+        """Bind the pod; a binding the watch already shows made counts as made, whatever the
+        call answered (its answer lost to a reset connection or the client's timeout, a 5xx after
+        the write): the bind verb hands a failed binding's reservation back, and the watch, having
+        shown the pod bound, would not book it again until the pod changes (see _apply_info)."""
+        try:
+            await self._api.create_binding(namespace=namespace, name=name, uid=uid, node_name=node_name, annotations=annotations)
+        except CellfitError as error:
+            with self._lock:
+                shown = self._pods.get(uid)
+            if shown is None or shown.node_name != node_name or not shown.holds_resources:
+                raise
+            log.warning("binding failed as the watch shows it made; taken as made",
+                        extra={"pod": f"{namespace}/{name}", "node": node_name, "reason": str(error)})
 
     def record_preemption(
         self,

@@ -3,13 +3,22 @@ lead, and the watch cache's state against what a fresh list builds."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 from typing import Any
 
+from scheduler.cluster.cache import ClusterCache
 from scheduler.cluster.leadership import LeaderElector
 from scheduler.config import LeaderElectionSettings
+from scheduler.core.fit import ResourceFitEngine
+from scheduler.core.pods import PodStore
 from scheduler.errors import KubernetesApiError
+from scheduler.extender.metrics import ExtenderMetrics
+from scheduler.extender.service import AlwaysReady, ExtenderService
+from scheduler.kube import wire
+from tests.support import kube_objects as k
+from tests.support.api_double import ListingApi
 from tests.unit.test_leadership import Clock  # monotonic and wall time advanced by hand
 
 SETTINGS = LeaderElectionSettings(lease_name="cellfit-controllers", namespace="cellfit-system", identity="a")
@@ -112,3 +121,52 @@ def test_a_leader_whose_renewal_hangs_ends_its_term_by_the_deadline() -> None:
     finally:
         leases.released.set()
         leader.stop()
+
+
+# ------------------------------------------------------------------ a binding made, answered as failed
+
+
+class BindingCommittedUnanswered(ListingApi):
+    """The API server commits the binding and the watch delivers the bound pod, but the answer
+    never reaches cellfit (the connection is reset mid-response, or the client's timeout fires
+    first): the bind call fails without a status."""
+
+    def __init__(self, **lists: Any) -> None:
+        super().__init__(**lists)
+        self.cache: ClusterCache | None = None
+
+    async def create_binding(self, *, namespace: str, name: str, uid: str, node_name: str, annotations: dict[str, str]) -> None:
+        assert self.cache is not None
+        for listed in self.pods:
+            if listed["metadata"]["uid"] == uid:
+                listed["spec"]["nodeName"] = node_name  # committed: a list shows it bound now
+                self.cache.pods._apply(wire.POD_DECODER.decode(json.dumps(listed)))  # the watch's MODIFIED
+        raise KubernetesApiError(f"bind pod {namespace}/{name} to {node_name}: Kubernetes API unreachable: connection reset")
+
+
+def watched(api: ListingApi, engine: ResourceFitEngine, lock: threading.RLock) -> ClusterCache:
+    cache = ClusterCache(api=api, engine=engine, lock=lock, gpu_resource="nvidia.com/gpu",  # type: ignore[arg-type]
+                         pods=PodStore(), jobs=None)
+    cache.nodes._list_and_replace()
+    cache.pods._list_and_replace()
+    return cache
+
+
+def test_a_binding_made_but_answered_as_failed_keeps_the_pod_booked_as_a_relist_would() -> None:
+    """The watch showed the pod bound before the bind call failed: the bind verb handed the
+    reservation back, and every later event of the pod (equal to the record) was skipped, so its
+    node looked free until the pod's phase changed (minutes of image pulls for a GPU pod), even
+    across relists: another pod booked the same GPUs and failed at the kubelet."""
+    api = BindingCommittedUnanswered(nodes=[k.node("gpu-a", gpus=8, cpu="64")], pods=[k.pod("train-0", uid="uid-train-0", gpus=8)])
+    engine, lock = ResourceFitEngine(), threading.RLock()
+    cache = api.cache = watched(api, engine, lock)
+    service = ExtenderService(engine=engine, lock=lock, metrics=ExtenderMetrics(), gpu_resource="nvidia.com/gpu",
+                              cluster=cache, readiness=AlwaysReady())
+    body = json.dumps({"PodName": "train-0", "PodNamespace": "ml", "PodUID": "uid-train-0", "Node": "gpu-a"}).encode()
+    answer = asyncio.run(service.bind(body))
+    cache.pods._list_and_replace()  # and a relist after it (the watch expired)
+    fresh = ResourceFitEngine()
+    watched(api, fresh, threading.RLock())
+    assert fresh.free_on("gpu-a").gpus == 0  # the list shows it bound
+    assert engine.free_on("gpu-a") == fresh.free_on("gpu-a")
+    assert json.loads(answer.body) == {"Error": ""}  # it is bound: kube-scheduler is told so
