@@ -106,6 +106,15 @@ app.kubernetes.io/component: scheduler
 {{- if eq (toString $exchange.returnGraceSeconds) "drain" }}
 {{- $_ := set $exchange "returnGraceSeconds" nil }}
 {{- end }}
+{{- /* The sampling pods' profile and class: the chart's unless the estimator names its own
+       (a value set overrides; merge would let the chart's win). */}}
+{{- $estimator := deepCopy .Values.estimator }}
+{{- if not (hasKey $estimator "schedulerName") }}
+{{- $_ := set $estimator "schedulerName" .Values.schedulerName }}
+{{- end }}
+{{- if not (hasKey $estimator "priorityClassName") }}
+{{- $_ := set $estimator "priorityClassName" .Values.priorityClasses.sampling.name }}
+{{- end }}
 {{- $server := dict "host" .Values.cellfit.listenAddress "port" .Values.cellfit.port "maxRequestBytes" .Values.cellfit.maxRequestBytes }}
 {{- range $listener, $limits := .Values.cellfit.listenerLimits }}
 {{- if $limits }}
@@ -145,7 +154,7 @@ app.kubernetes.io/component: scheduler
   "policy" $policy
   "cells" .Values.cells
   "preemption" $preemption
-  "estimator" (merge (dict "priorityClassName" .Values.priorityClasses.sampling.name) .Values.estimator)
+  "estimator" $estimator
   "allox" .Values.allox
   "leaderElection" (merge (dict "namespace" .Release.Namespace "leaseName" (include "cellfit.controllersLeaseName" .)) (omit .Values.leaderElection "leaseName"))
   "nudge" (merge (dict "schedulerName" .Values.schedulerName) .Values.nudge)

@@ -1,0 +1,62 @@
+"""The chart as a cluster admin installs it: values that must reach cellfit do, settings that
+would run two active replicas are refused at render, and cellfit's webhooks stay off pods that
+are not cellfit's (charts/cellfit; helm from tests/test_chart_offline.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.test_chart_offline import cellfit_config_text, helm, one, render, render_args
+
+
+def _estimator_section(*values: str) -> dict[str, Any]:
+    section: dict[str, Any] = yaml.safe_load(cellfit_config_text(render(*values)))["estimator"]
+    return section
+
+
+def test_sampling_pods_go_to_the_charts_scheduler_profile() -> None:
+    # Pods of an unknown schedulerName wait forever: every sampling pod would end as a failed
+    # attempt after estimator.pendingLimitSeconds.
+    assert _estimator_section("--set", "schedulerName=gpu-scheduler")["schedulerName"] == "gpu-scheduler"
+
+
+def test_an_estimator_scheduler_name_of_its_own_is_kept() -> None:
+    section = _estimator_section("--set", "schedulerName=gpu-scheduler", "--set", "estimator.schedulerName=sampler")
+    assert section["schedulerName"] == "sampler"
+
+
+def test_sampling_priority_class_defaults_to_the_charts_and_a_value_of_its_own_is_kept(tmp_path: Path) -> None:
+    assert _estimator_section()["priorityClassName"] == "cellfit-sampling"
+    assert _estimator_section("--set", "estimator.priorityClassName=team-sampling")["priorityClassName"] == "team-sampling"
+    # null (in a values file; `--set` drops a null key): the Job template's own class.
+    values = tmp_path / "values.yaml"
+    values.write_text("estimator:\n  priorityClassName: null\n")
+    assert _estimator_section("-f", str(values))["priorityClassName"] is None
+
+
+@pytest.mark.parametrize("disabled", ["kubeScheduler.leaderElection.enabled=false", "leaderElection.enabled=false"])
+def test_several_replicas_without_leader_election_are_refused(disabled: str) -> None:
+    # Without a leader every replica's kube-scheduler binds the same pods, or every replica's
+    # estimator and placer write the same Jobs.
+    proc = helm(*render_args("--set", "replicaCount=2", "--set", disabled), check=False)
+    assert proc.returncode != 0
+    assert disabled.removesuffix("=false") in proc.stderr, proc.stderr
+    assert "replicaCount" in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize("disabled", ["kubeScheduler.leaderElection.enabled=false", "leaderElection.enabled=false"])
+def test_one_replica_without_leader_election_renders(disabled: str) -> None:
+    render("--set", "replicaCount=1", "--set", disabled)
+
+
+def test_resumed_pods_webhook_sees_only_pods_of_the_cellfit_profile() -> None:
+    # Without a condition every Job pod of the cluster (kube-system's CronJobs, other
+    # schedulers' Jobs) waits on cellfit's webhook, up to timeoutSeconds while it is away.
+    docs = render("--set", "schedulerName=gpu-scheduler")
+    hooks = {h["name"]: h for h in one(docs, "MutatingWebhookConfiguration")["webhooks"]}
+    expressions = [c["expression"] for c in hooks["resumed-pods.admission.cellfit.io"].get("matchConditions", [])]
+    assert any("object.spec.schedulerName == 'gpu-scheduler'" in e for e in expressions), expressions
