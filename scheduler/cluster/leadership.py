@@ -11,6 +11,9 @@ admission and the placer, the requeue nudge - runs on the holder of cellfit's ow
   at once), or when nobody renewed it for ``leaseDurationSeconds`` *as this replica observed it*:
   the lapse is measured on the local monotonic clock from the moment the record last changed,
   never from the timestamps in it, so clock skew between replicas cannot cut a term short;
+* a replica that has written the Lease and finds it rewritten under its own name by another
+  writer (two replicas given one ``identity``) treats it as held by another: it ends its term
+  and takes the Lease only once it lapses, so the two never lead together past one round;
 * the leader renews every ``retryPeriodSeconds``; when it could not for ``renewDeadlineSeconds``
   (shorter than the lease) it ends its term, so its drivers stop before a standby's can start.
   A renewal counts from when its write was sent (the server may commit it long before its
@@ -28,6 +31,7 @@ import logging
 import socket
 import threading
 import time
+from collections import deque
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -40,6 +44,8 @@ from scheduler.errors import KubernetesApiError
 
 log = logging.getLogger(__name__)
 
+# Writes of this replica remembered: those whose answers were lost must not pass for another's.
+_STAMPS_KEPT = 16
 _SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 
 
@@ -93,6 +99,7 @@ class LeaseRecord:
     acquire_time: str | None
     transitions: int
     resource_version: str
+    renew_time: str | None = None  # as written: tells this replica's writes from another's
 
 
 def parse_lease(raw: bytes) -> LeaseRecord:
@@ -104,14 +111,18 @@ def parse_lease(raw: bytes) -> LeaseRecord:
         acquire_time=spec.acquireTime,
         transitions=spec.leaseTransitions or 0,
         resource_version=lease.metadata.resourceVersion,
+        renew_time=spec.renewTime,
     )
 
 
-def may_take(record: LeaseRecord | None, *, identity: str, observed_at: float, now: float) -> bool:
+def may_take(
+    record: LeaseRecord | None, *, identity: str, observed_at: float, now: float, named_by_another: bool = False
+) -> bool:
     """Whether ``identity`` may write itself into the Lease now: it does not exist, nobody holds
     it, ``identity`` holds it, or it went unrenewed for its duration since ``observed_at`` (the
-    local monotonic time the record was last seen to change)."""
-    if record is None or not record.holder or record.holder == identity:
+    local monotonic time the record was last seen to change). ``named_by_another``: the record
+    names ``identity`` but another replica wrote it: held by another."""
+    if record is None or not record.holder or (record.holder == identity and not named_by_another):
         return True
     return now >= observed_at + record.lease_duration_seconds
 
@@ -200,6 +211,10 @@ class LeaderElector:
         # Term changes (started by a round, ended by a round, the deadline's watchdog or stop).
         self._term_lock = threading.RLock()
         self._failing = False  # the API has failed since the last success: said once, not every retry
+        # The renewTime stamps of this replica's latest writes (answered or not): a record naming
+        # this identity with another stamp was written by another replica of the same identity.
+        self._stamps: deque[str] = deque(maxlen=_STAMPS_KEPT)
+        self._twin_warned = False
         self.leading = False
         self.holder = ""  # as last read: who leads now
         self._thread = threading.Thread(target=self._run, name="leader-election", daemon=True)
@@ -277,13 +292,17 @@ class LeaderElector:
             if record is None or self._record is None or record.resource_version != self._record.resource_version:
                 self._record, self._observed_at = record, now
             self.holder = record.holder if record is not None else ""
-            if not may_take(record, identity=self.identity, observed_at=self._observed_at, now=now):
+            twin = self._written_by_twin(record)
+            if twin:
+                self._twin_wrote()
+            if not may_take(record, identity=self.identity, observed_at=self._observed_at, now=now, named_by_another=twin):
                 self._recovered()
                 return None
             body = lease_body(
                 record, name=self.name, namespace=self.namespace, identity=self.identity,
                 lease_duration_seconds=self._settings.lease_duration_seconds, now=self._wall(),
             )
+            self._stamps.append(body["spec"]["renewTime"])
             sent_at = self._monotonic()
             written = parse_lease(self._api.write_lease(namespace=self.namespace, lease=body))
         except KubernetesApiError as error:
@@ -297,6 +316,27 @@ class LeaderElector:
         self._record, self._observed_at = written, self._monotonic()
         self.holder = written.holder
         return sent_at
+
+    def _written_by_twin(self, record: LeaseRecord | None) -> bool:
+        """Whether ``record`` names this identity but another replica wrote it. A replica that
+        has not written yet cannot tell: it takes the Lease as its own (a restarted container)."""
+        return (
+            record is not None and record.holder == self.identity and bool(self._stamps)
+            and record.renew_time not in self._stamps
+        )
+
+    def _twin_wrote(self) -> None:
+        """Another replica renews the Lease under this identity: it leads, this one stands by."""
+        if not self._twin_warned:
+            self._twin_warned = True
+            log.error(
+                "another replica writes the controllers' Lease under this replica's identity; standing by "
+                "(give each replica its own leaderElection.identity)",
+                extra={"lease": f"{self.namespace}/{self.name}", "identity": self.identity},
+            )
+        with self._term_lock:
+            if self.leading:
+                self._end_term("another replica holds the Lease under this identity")
 
     def _end_term(self, why: str) -> None:
         """Under the term lock."""

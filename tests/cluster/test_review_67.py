@@ -170,3 +170,33 @@ def test_a_binding_made_but_answered_as_failed_keeps_the_pod_booked_as_a_relist_
     assert fresh.free_on("gpu-a").gpus == 0  # the list shows it bound
     assert engine.free_on("gpu-a") == fresh.free_on("gpu-a")
     assert json.loads(answer.body) == {"Error": ""}  # it is bound: kube-scheduler is told so
+
+
+def test_two_replicas_given_the_same_identity_never_lead_at_once() -> None:
+    """``leaderElection.identity`` set once for every replica (a shared ConfigMap): each took the
+    Lease naming it for its own and renewed it, so both led (two estimators, two placers, two
+    nudges) for as long as they ran. A replica that has written the Lease and finds it rewritten
+    under its name by someone else stands by, as for any other holder; one leads, and when it
+    stops renewing the other takes over once the Lease lapses. (A replica that has never written
+    takes a Lease naming it at once, as a restarted container must: the two overlap until the
+    first's next round, as a restart would with a replica that was not dead.)"""
+    clock = Clock()
+    leases = SlowLeases(clock)
+    events: dict[str, list[str]] = {"first": [], "second": []}
+    replicas = {name: elector(clock, leases, log) for name, log in events.items()}
+    both_led = []
+    for round_number in range(20):
+        for name, replica in replicas.items():
+            replica.campaign_once()
+            clock.seconds += 0.001  # the two never write in the same microsecond
+            if all(other.leading for other in replicas.values()):
+                both_led.append((round_number, name))
+        clock.seconds += SETTINGS.retry_period_seconds
+    assert both_led in ([], [(0, "second")])  # the second's first round, as after a restart
+    leader = next(name for name, replica in replicas.items() if replica.leading)
+    standby = next(name for name in replicas if name != leader)
+    # The leader stops (SIGKILL: no release): the standby leads once the Lease has lapsed.
+    while not replicas[standby].leading:
+        clock.seconds += SETTINGS.retry_period_seconds
+        replicas[standby].campaign_once()
+    assert events[standby][-1] == "started"
