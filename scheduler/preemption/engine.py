@@ -372,6 +372,10 @@ class FitGppEngine:
 
     def _untrack(self, pod_uid: str) -> None:
         self.pods.drop_assumed(pod_uid, bound=True)
+        job = self._tracked.get(pod_uid)
+        left = self._leaving_pods.get(pod_uid)
+        if pod_uid in self._chosen and job is not None and left is not None:
+            self.holds.victim_gone(job_uid=job, node_name=left[0])
         self._chosen.discard(pod_uid)
         self._not_leaving(pod_uid)
         job = self._tracked.pop(pod_uid, None)

@@ -32,7 +32,8 @@ hold ends when a pod of its Job is bound (anywhere) or the Job goes away, and gi
 ``hold_seconds`` after it first kept a pod off (a resumed pod kube-scheduler will not place
 there, after a new taint or a changed label, must not keep the room forever); that time starts
 again when the hold finds nothing to keep, or a pod that goes before the held ones (a trial
-pod) is bound there.
+pod) is bound there. It also gives up when its victims have exited and its Job has had no
+pending pod for ``hold_seconds``: a Job the preemption failed, or one that finished, makes none.
 
 Preemptor holds. kube-scheduler keeps the room for a preemptor by nominating it to the node, and
 counts a nominated pod against pods of no higher priority. It clears the nomination as soon as
@@ -73,6 +74,8 @@ class _Displacement:
 
     pods: int
     keeping_since: float | None = None  # clock reading of the first pod kept off, this spell
+    gone: int = 0  # of those pods, the ones that have exited (their successors are due)
+    idle_since: float | None = None  # clock reading since which every one is gone and none waits
 
 
 @dataclass(slots=True)
@@ -155,6 +158,12 @@ class RoomHolds:
         """FitGpp preempted one pod of the Job on ``node_name``."""
         record = self._displaced.setdefault(job_uid, {}).setdefault(node_name, _Displacement(pods=0))
         record.pods += 1
+
+    def victim_gone(self, *, job_uid: str, node_name: str) -> None:
+        """A pod FitGpp preempted on ``node_name`` has exited: its Job's next pod is due."""
+        record = self._displaced.get(job_uid, {}).get(node_name)
+        if record is not None:
+            record.gone += 1
 
     def preempting(self, preemptor: PodInfo, *, node_name: str) -> None:
         """FitGpp preempted pods on ``node_name`` for ``preemptor`` (a hold it had on another
@@ -428,6 +437,7 @@ class RoomHolds:
         node = node_name if node_name in nodes else next(iter(nodes))
         record = nodes[node]
         record.pods -= 1
+        record.gone = max(record.gone - 1, 0)
         if record.pods <= 0:
             del nodes[node]
             if not nodes:
@@ -443,11 +453,23 @@ class RoomHolds:
             self.lapsed += 1
         for job in list(self._displaced):
             nodes = self._displaced[job]
-            for node in [n for n, r in nodes.items() if r.keeping_since is not None and now - r.keeping_since > self.hold_seconds]:
+            for node in [n for n, r in nodes.items() if self._expired(r, waited_for=job in self._pending, now=now)]:
                 del nodes[node]
                 self.lapsed += 1
             if not nodes:
                 del self._displaced[job]
+
+    def _expired(self, record: _Displacement, *, waited_for: bool, now: float) -> bool:
+        """Whether a hold has kept pods off for ``hold_seconds``, or has waited that long, its
+        victims gone, for a pod its Job never made (a Job the preemption failed, or finished)."""
+        assert self.hold_seconds is not None
+        if waited_for or record.gone < record.pods:
+            record.idle_since = None
+        elif record.idle_since is None:
+            record.idle_since = now
+        idle = record.idle_since is not None and now - record.idle_since > self.hold_seconds
+        kept_long = record.keeping_since is not None and now - record.keeping_since > self.hold_seconds
+        return idle or kept_long
 
 
 def _keep_reason(preemptors: list[str], resumed: list[str]) -> str:

@@ -4,14 +4,16 @@ and the preemption count a Job carries). Each test is a way a cluster user broke
 from __future__ import annotations
 
 import pytest
+from msgspec.structs import replace
 
 from scheduler.core.fit import ResourceFitEngine
-from scheduler.core.model import JobInfo, NodeInfo
+from scheduler.core.model import JobInfo, NodeInfo, PodInfo
 from scheduler.errors import InvalidAnnotation
 from scheduler.preemption import FitGppSettings, preemption_count_of
 from scheduler.preemption.engine import FitGppEngine
 
 from tests.preemption.test_engine import NODE, full_node, running, te
+from tests.preemption.test_holds import RESUMED_PRIORITY, FakeClock, pending
 
 COUNT = "cellfit.io/preemptions"
 
@@ -95,3 +97,49 @@ def test_a_victim_whose_job_was_deleted_leaves_no_count_and_no_hold_behind():
     assert engine.preemptions_of_job("job-b") == 0
     assert engine.stats()["jobs"] == 0
     assert not engine.holds.active
+
+
+def preempted_without_a_successor(clock: FakeClock) -> tuple[FitGppEngine, PodInfo]:
+    """n1 after a trial pod took b's place: b's pod is gone, its Job makes no new pod (no
+    podFailurePolicy, backoffLimit 0: the preemption failed it), the trial pod is bound."""
+    engine = FitGppEngine(ResourceFitEngine(), settings=FitGppSettings(), resume_hold_seconds=120, clock=clock)
+    full_node(engine)
+    trial = te(gpus=4)
+    assert engine.select_victims(trial, {"n1": []}, {}) == {"n1": ["be-short"]}
+    engine.delete_pod("be-short")
+    engine.reserve(trial, "n1")
+    return engine, trial
+
+
+def test_a_resume_hold_whose_job_never_makes_another_pod_is_given_up():
+    """The hold waited for a pod that never came: not shown by /v1/inspect/resume-holds (no
+    pending pod), never timed (it kept nobody off), it stayed until the Job was deleted, which
+    without ttlSecondsAfterFinished is never, and every filter of every pod walked it."""
+    clock = FakeClock()
+    engine, _ = preempted_without_a_successor(clock)
+    assert engine.holds.active
+    assert list(engine.filter(pending("waiter", job="w", gpus=0), ["n1"]).feasible) == ["n1"]
+    clock.now += 121
+    assert list(engine.filter(pending("waiter", job="w", gpus=0), ["n1"]).feasible) == ["n1"]
+    assert not engine.holds.active
+    assert engine.stats()["resumeHoldsLapsed"] == 1
+
+
+def test_a_resume_hold_waits_out_its_victims_grace_period_before_its_successor_is_due():
+    """The Job makes its next pod only once the victim has exited, which may be long after the
+    preemption (its grace period): the hold's wait for that pod starts when the victim is gone."""
+    clock = FakeClock()
+    engine = FitGppEngine(ResourceFitEngine(), settings=FitGppSettings(), resume_hold_seconds=120, clock=clock)
+    full_node(engine)
+    trial = te(gpus=4)
+    assert engine.select_victims(trial, {"n1": []}, {}) == {"n1": ["be-short"]}
+    engine.apply_pod(replace(running("be-short", job="b", gpus=4, grace=30), terminating=True))
+    for _ in range(4):  # a long grace period, with filters all along
+        clock.now += 100
+        engine.filter(pending("waiter", job="w", gpus=0), ["n1"])
+    engine.delete_pod("be-short")
+    engine.reserve(trial, "n1")
+    clock.now += 60
+    engine.apply_pod(pending("be-short-2", job="b", priority=RESUMED_PRIORITY))
+    assert [(h.node, h.kind, h.pods) for h in engine.holds.holds()] == [("n1", "resume", ("ml/be-short-2",))]
+    assert list(engine.filter(pending("waiter", job="w"), ["n1"]).feasible) == []
