@@ -60,3 +60,15 @@ def test_resumed_pods_webhook_sees_only_pods_of_the_cellfit_profile() -> None:
     hooks = {h["name"]: h for h in one(docs, "MutatingWebhookConfiguration")["webhooks"]}
     expressions = [c["expression"] for c in hooks["resumed-pods.admission.cellfit.io"].get("matchConditions", [])]
     assert any("object.spec.schedulerName == 'gpu-scheduler'" in e for e in expressions), expressions
+
+
+def test_the_scheduler_pods_are_cluster_critical_by_default() -> None:
+    # At priority 0 any pod of a higher class, whichever scheduler places it, may preempt the
+    # scheduler itself, and every pod of the profile waits until it is back.
+    spec = one(render(), "Deployment")["spec"]["template"]["spec"]
+    assert spec["priorityClassName"] == "system-cluster-critical"
+
+
+def test_the_scheduler_pods_priority_class_can_be_left_out() -> None:
+    spec = one(render("--set", "priorityClassName="), "Deployment")["spec"]["template"]["spec"]
+    assert "priorityClassName" not in spec
