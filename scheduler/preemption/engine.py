@@ -357,7 +357,15 @@ class FitGppEngine:
     def _reindex(self, pod_uid: str, *, preemptions: int) -> None:
         pod = self._tracked_pod(pod_uid)
         if pod is not None:
-            self._index.apply_pod(pod, preemptions=preemptions)
+            self._index_pod(pod, preemptions=preemptions)
+
+    def _index_pod(self, pod: PodInfo, *, preemptions: int | None) -> None:
+        """Put the pod's latest state in the victim table. A victim stays out of the candidates
+        until it is gone: kube-scheduler patches its status before deleting it, and the watch
+        shows it once more as a pod like any other."""
+        self._index.apply_pod(pod, preemptions=preemptions)
+        if pod.uid in self._chosen:
+            self._index.set_terminating(pod.uid)
 
     def _track(self, pod: PodInfo) -> None:
         job = pod.owner.uid if pod.owner is not None else None
@@ -368,7 +376,7 @@ class FitGppEngine:
         self._note_leaving(pod)
         if job is not None:
             self._pods_by_job.setdefault(job, set()).add(pod.uid)
-        self._index.apply_pod(pod, preemptions=self._job_counts.get(job) if job is not None else None)
+        self._index_pod(pod, preemptions=self._job_counts.get(job) if job is not None else None)
 
     def _untrack(self, pod_uid: str) -> None:
         self.pods.drop_assumed(pod_uid, bound=True)

@@ -143,3 +143,17 @@ def test_a_resume_hold_waits_out_its_victims_grace_period_before_its_successor_i
     engine.apply_pod(pending("be-short-2", job="b", priority=RESUMED_PRIORITY))
     assert [(h.node, h.kind, h.pods) for h in engine.holds.holds()] == [("n1", "resume", ("ml/be-short-2",))]
     assert list(engine.filter(pending("waiter", job="w"), ["n1"]).feasible) == []
+
+
+def test_a_victim_the_watch_shows_again_before_its_deletion_is_not_chosen_twice():
+    """kube-scheduler patches each victim's status (the DisruptionTarget condition) before it
+    deletes it, so the watch shows the victim once more, running and not deleted. The victim
+    table took that as a pod like any other again: a higher-priority trial pod asking in that
+    moment got the same victim once more, and its Job was counted preempted twice."""
+    engine = FitGppEngine(ResourceFitEngine(), settings=FitGppSettings(max_preemptions=None))
+    full_node(engine)
+    assert engine.select_victims(replace(te("te-1", gpus=4), priority=1000), {"n1": []}, {}) == {"n1": ["be-short"]}
+    engine.apply_pod(running("be-short", job="b", gpus=4, grace=30))  # its status patched, not yet deleted
+    choice = engine.decide_preemption(replace(te("te-2", gpus=8), priority=2000), {"n1": []}, {})
+    assert "be-short" not in choice.victim_uids
+    assert engine.preemptions_of_job("job-b") == 1
