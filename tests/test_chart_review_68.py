@@ -4,6 +4,7 @@ are not cellfit's (charts/cellfit; helm from tests/test_chart_offline.py)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -72,3 +73,13 @@ def test_the_scheduler_pods_are_cluster_critical_by_default() -> None:
 def test_the_scheduler_pods_priority_class_can_be_left_out() -> None:
     spec = one(render("--set", "priorityClassName="), "Deployment")["spec"]["template"]["spec"]
     assert "priorityClassName" not in spec
+
+
+@pytest.mark.parametrize(("values_key", "container"), [("kubeScheduler.extraArgs", "kube-scheduler"), ("cellfit.extraArgs", "cellfit")])
+def test_extra_args_reach_the_container_as_written(values_key: str, container: str) -> None:
+    # YAML would read an unquoted `--a=b #c` as `--a=b` and a comment, `--a: b` as a mapping.
+    args = ["--note=a #b", "--label=x: y"]
+    docs = render("--set-json", f"{values_key}={json.dumps(args)}")
+    pod = one(docs, "Deployment")["spec"]["template"]["spec"]
+    (found,) = [c for c in pod["containers"] if c["name"] == container]
+    assert (found.get("command") or found["args"])[-2:] == args
