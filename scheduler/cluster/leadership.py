@@ -257,6 +257,11 @@ class LeaderElector:
         with self._term_lock:
             if renewed_at is not None:
                 self._renewed_at = max(self._renewed_at, renewed_at)
+            if renewed_at is not None and self._stop.is_set():
+                # Answered after shutdown ended the term: no new term in a process going away,
+                # and the Lease it renewed goes back so that a standby takes it at once.
+                self._release()
+                return
             # A write answered past the deadline renewed nothing safe: a standby may be about to
             # take the Lease (it counts from the commit, at most from when the write was sent).
             if renewed_at is not None and not self._overdue():

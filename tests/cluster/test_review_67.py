@@ -36,7 +36,8 @@ class SlowLeases:
         self.write_seconds = 0.0
         self.reachable = True
         self.hang = False
-        self.hanging = threading.Event()  # a read is hanging now
+        self.hang_writes = False  # a write commits, then its answer hangs until released
+        self.hanging = threading.Event()  # a read (or a write's answer) is hanging now
         self.released = threading.Event()  # hanging reads answer (unreachable)
 
     def get_lease(self, *, namespace: str, name: str) -> bytes | None:
@@ -59,6 +60,10 @@ class SlowLeases:
         self.lease["metadata"]["resourceVersion"] = str(self.version)
         answer = json.dumps(self.lease).encode()
         self.clock.seconds += self.write_seconds  # committed on arrival, answered this much later
+        if self.hang_writes:
+            self.hang_writes = False
+            self.hanging.set()
+            self.released.wait(30)
         return answer
 
 
@@ -200,3 +205,25 @@ def test_two_replicas_given_the_same_identity_never_lead_at_once() -> None:
         clock.seconds += SETTINGS.retry_period_seconds
         replicas[standby].campaign_once()
     assert events[standby][-1] == "started"
+
+
+def test_a_renewal_answered_after_shutdown_began_starts_no_term() -> None:
+    """Shutdown ends the term while a renewal's answer is still on its way (a congested API
+    server): the late answer must not start the drivers again in a process that is going away
+    (they would run beside the standby that takes over)."""
+    clock = Clock()
+    leases = SlowLeases(clock)
+    events: list[str] = []
+    leader = elector(clock, leases, events)
+    leader.campaign_once()
+    leases.hang_writes = True
+    renewing = threading.Thread(target=leader.campaign_once)
+    renewing.start()
+    try:
+        assert leases.hanging.wait(10)
+        leader.stop()  # the campaign thread is this test's: stop ends the term without waiting for it
+    finally:
+        leases.released.set()
+        renewing.join(10)
+    assert not leader.leading and events == ["started", "stopped"]
+    assert leases.lease is not None and leases.lease["spec"]["holderIdentity"] == ""  # a standby takes it at once
