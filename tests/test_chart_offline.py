@@ -93,7 +93,7 @@ TOOLS_CACHE = Path(os.environ.get("CELLFIT_CHART_TOOLS", Path.home() / ".cache" 
 
 # cellfit's API calls (scheduler/cluster): the chart's ClusterRole must grant exactly these.
 CELLFIT_RULES = {
-    ("", "nodes"): {"get", "list", "watch"},
+    ("", "nodes"): {"list", "watch"},  # the watch cache; no single Node is read
     # create, delete: the estimator's sampling pods (owned by their Job, labelled cellfit.io/sample)
     ("", "pods"): {"get", "list", "watch", "create", "delete"},
     ("", "bindings"): {"create"},  # POST namespaces/{ns}/bindings (create_namespaced_binding)
