@@ -318,8 +318,9 @@ class FitGppEngine:
                 )
         if not isinstance(decision, PreemptionDecision):
             return VictimChoice(victims={}, decision=decision)
-        for victim in decision.victims:
-            self._count_preemption(victim.uid)
+        owners = [self._take_victim(victim.uid) for victim in decision.victims]
+        for job in dict.fromkeys(owner for owner in owners if owner is not None):
+            self._count_preemption(job)
         self.holds.preempting(pod, node_name=decision.node)
         return VictimChoice(victims={decision.node: list(decision.victim_uids)}, decision=decision)
 
@@ -458,19 +459,24 @@ class FitGppEngine:
         else:
             self._leaving[node] = remaining
 
-    def _count_preemption(self, pod_uid: str) -> None:
+    def _take_victim(self, pod_uid: str) -> str | None:
+        """The victim is on its way out: no longer a candidate, and its Job's next pod gets a
+        hold on its node. Returns the UID of its owner, whose count the preemption raises (None:
+        no owner, or a Job already deleted)."""
         self._chosen.add(pod_uid)
         pod = self._tracked_pod(pod_uid)
         if pod is None:
-            return
+            return None
         self._note_leaving(pod)
+        self._index.set_terminating(pod_uid)
         if pod.owner is None or pod.owner.uid in self._deleted_jobs:
-            self._index.apply_pod(structs.replace(pod, terminating=True))
-            return
-        job = pod.owner.uid
-        self._job_counts[job] = self._job_counts.get(job, 0) + 1
+            return None
         if pod.owner.kind == "Job" and pod.node_name is not None:
-            self.holds.displaced(job_uid=job, node_name=pod.node_name)
+            self.holds.displaced(job_uid=pod.owner.uid, node_name=pod.node_name)
+        return pod.owner.uid
+
+    def _count_preemption(self, job: str) -> None:
+        """One preemption of the Job, however many of its pods it took (§3.2 counts jobs)."""
+        self._job_counts[job] = self._job_counts.get(job, 0) + 1
         for uid in self._pods_by_job.get(job, ()):
             self._reindex(uid, preemptions=self._job_counts[job])
-        self._index.set_terminating(pod_uid)

@@ -157,3 +157,24 @@ def test_a_victim_the_watch_shows_again_before_its_deletion_is_not_chosen_twice(
     choice = engine.decide_preemption(replace(te("te-2", gpus=8), priority=2000), {"n1": []}, {})
     assert "be-short" not in choice.victim_uids
     assert engine.preemptions_of_job("job-b") == 1
+
+
+@pytest.mark.parametrize("limit", [1, 2])
+def test_one_preemption_of_a_job_counts_once_however_many_of_its_pods_it_takes(limit):
+    """The fallback took both pods of Job b in one decision, and b's cellfit.io/preemptions went
+    from 0 to 2: above P = 1 (DESIGN: the count is capped by P), and with P = 2 the Job was
+    spared for good after its first preemption, where the paper counts preemptions of the job."""
+    engine = FitGppEngine(ResourceFitEngine(), settings=FitGppSettings(max_preemptions=limit))
+    engine.apply_node(NODE)
+    engine.apply_pod(running("b-0", job="b", gpus=4))
+    engine.apply_pod(running("b-1", job="b", gpus=4))
+    choice = engine.decide_preemption(te(gpus=8), {"n1": []}, {})
+    assert sorted(choice.victim_uids) == ["b-0", "b-1"]
+    assert engine.preemptions_of_job("job-b") == 1
+    assert [count for _, count in engine.victim_jobs(choice.victim_uids)] == [1]
+    # both pods left a hold: each of the Job's next two pods has room kept on n1
+    engine.delete_pod("b-0")
+    engine.delete_pod("b-1")
+    engine.apply_pod(pending("b-2", job="b"))
+    engine.apply_pod(pending("b-3", job="b"))
+    assert [h.pods for h in engine.holds.holds() if h.kind == "resume"] == [("ml/b-2", "ml/b-3")]
