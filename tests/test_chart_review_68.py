@@ -83,3 +83,23 @@ def test_extra_args_reach_the_container_as_written(values_key: str, container: s
     pod = one(docs, "Deployment")["spec"]["template"]["spec"]
     (found,) = [c for c in pod["containers"] if c["name"] == container]
     assert (found.get("command") or found["args"])[-2:] == args
+
+
+@pytest.mark.parametrize("bad", ["0", "0%", "abc", "150%"])
+def test_a_disruption_budget_that_blocks_every_drain_or_does_not_parse_is_refused(bad: str) -> None:
+    # maxUnavailable 0 (or 0%) makes every `kubectl drain` of a node running cellfit hang;
+    # "abc" would be refused only by the API server, after the release was half applied.
+    proc = helm(*render_args("--set-string", f"podDisruptionBudget.maxUnavailable={bad}"), check=False)
+    assert proc.returncode != 0
+    assert "podDisruptionBudget" in proc.stderr and "maxUnavailable" in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize("good", ["1", "50%"])
+def test_a_disruption_budget_of_some_room_renders(good: str) -> None:
+    budget = one(render("--set-string", f"podDisruptionBudget.maxUnavailable={good}"), "PodDisruptionBudget")
+    assert str(budget["spec"]["maxUnavailable"]) == good
+
+
+def test_a_disruption_budget_of_zero_as_a_number_is_refused() -> None:
+    proc = helm(*render_args("--set", "podDisruptionBudget.maxUnavailable=0"), check=False)
+    assert proc.returncode != 0 and "maxUnavailable" in proc.stderr, proc.stderr
