@@ -170,7 +170,9 @@ class SignalPacer:
     sent: int = field(default=0)
 
     def due(self, found: Parked, now: float) -> bool:
-        if self.last is not None and now - self.last < self.min_interval:
+        # ``now`` is wall time (the pods' conditions are): a clock stepped back since the last
+        # signal leaves the interval over, not ahead of it for as long as the step.
+        if self.last is not None and 0 <= now - self.last < self.min_interval:
             return False
         return bool(found.failed) or (bool(found.stale) and not self.stale_covered)
 

@@ -12,7 +12,8 @@ import pytest
 
 from scheduler.cluster.cache import ClusterCache
 from scheduler.cluster.leadership import LeaderElector
-from scheduler.config import LeaderElectionSettings
+from scheduler.cluster.nudge import Nudger
+from scheduler.config import LeaderElectionSettings, NudgeSettings
 from scheduler.core.fit import ResourceFitEngine
 from scheduler.core.pods import PodStore
 from scheduler.errors import KubernetesApiError
@@ -22,6 +23,7 @@ from scheduler.kube import translate, wire
 from tests.support import kube_objects as k
 from tests.support.api_double import ListingApi
 from tests.unit.test_leadership import Clock  # monotonic and wall time advanced by hand
+from tests.unit.test_nudge import REFUSED, T0, listed, pending, scheduled
 
 SETTINGS = LeaderElectionSettings(lease_name="cellfit-controllers", namespace="cellfit-system", identity="a")
 
@@ -144,10 +146,10 @@ class BindingCommittedUnanswered(ListingApi):
 
     async def create_binding(self, *, namespace: str, name: str, uid: str, node_name: str, annotations: dict[str, str]) -> None:
         assert self.cache is not None
-        for listed in self.pods:
-            if listed["metadata"]["uid"] == uid:
-                listed["spec"]["nodeName"] = node_name  # committed: a list shows it bound now
-                self.cache.pods._apply(wire.POD_DECODER.decode(json.dumps(listed)))  # the watch's MODIFIED
+        for stored in self.pods:
+            if stored["metadata"]["uid"] == uid:
+                stored["spec"]["nodeName"] = node_name  # committed: a list shows it bound now
+                self.cache.pods._apply(wire.POD_DECODER.decode(json.dumps(stored)))  # the watch's MODIFIED
         raise KubernetesApiError(f"bind pod {namespace}/{name} to {node_name}: Kubernetes API unreachable: connection reset")
 
 
@@ -252,3 +254,41 @@ def test_a_sidecar_init_container_s_requests_count_beside_the_containers() -> No
     # kube-scheduler's effective request: the containers and the sidecars that run beside them.
     cpu_millis = sum(int(c["resources"]["requests"]["cpu"]) * 1000 for c in [*with_sidecar["spec"]["containers"], sidecar])
     assert engine.free_on("node-a").cpu_millis == allocatable.cpu_millis - cpu_millis
+
+
+# ------------------------------------------------------------------ the requeue nudge
+
+
+class ParkedPods:
+    """The profile's pending pods as the API lists them (one parked by a refused extender call),
+    and the signal pods created."""
+
+    def __init__(self) -> None:
+        self.signals: list[str] = []
+
+    def list_pending_pods(self, scheduler_name: str) -> bytes:
+        return listed(pending("train-0", scheduled("False", REFUSED)))
+
+    def create_pod(self, *, namespace: str, pod: dict[str, Any]) -> None:
+        self.signals.append(pod["metadata"]["name"])
+
+    def delete_pod(self, *, namespace: str, name: str, uid: str | None = None, grace_period_seconds: int | None = None) -> None:
+        pass
+
+
+def test_a_wall_clock_stepped_back_does_not_hold_the_nudge_s_signals_back() -> None:
+    """NTP steps the node's clock back an hour after a signal: the pacer measured its interval
+    on the wall clock, so pods parked by a failed extender call got no signal for that hour
+    (kube-scheduler's own flush retries them only every 5 minutes)."""
+    wall = [T0]
+    api = ParkedPods()
+    settings = NudgeSettings(min_interval_seconds=10.0)
+    nudger = Nudger(api=api, settings=settings, namespace="cellfit-system", ready=lambda: True, clock=lambda: wall[0])
+    assert nudger.pass_once().failed == ("ml/train-0",) and len(api.signals) == 1
+    wall[0] -= 3600  # stepped back
+    seconds = 0.0
+    while not api.signals[1:] and seconds < 3600:  # the pod stays parked; a pass every period
+        wall[0] += settings.period_seconds
+        seconds += settings.period_seconds
+        nudger.pass_once()
+    assert seconds <= settings.min_interval_seconds + settings.period_seconds
