@@ -79,7 +79,8 @@ RENDERED_HEADER = (
     " (the kube-scheduler image tag),\n"
     "# except the admission webhook (cellfit.admission.enabled=false): its certificate is made by\n"
     "# `helm install`, and no private key belongs in git. Install with Helm to have resumed Jobs\n"
-    "# go first among best-effort pods.\n"
+    "# go first among best-effort pods and AlloX place Jobs whose pod template the API server\n"
+    "# will not rewrite (here allox.mechanism is template: such a Job is refused, with an Event).\n"
     "# Generated; do not edit. Regenerate: python tests/test_chart_offline.py --render\n"
     "# Apply: kubectl create namespace cellfit-system && kubectl apply -f deploy/rendered/cellfit.yaml\n"
 )

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.test_chart_offline import cellfit_config_text, helm, one, render, render_args
+from tests.test_chart_offline import RENDERED, cellfit_config_text, helm, one, render, render_args
 
 
 def _estimator_section(*values: str) -> dict[str, Any]:
@@ -103,3 +103,29 @@ def test_a_disruption_budget_of_some_room_renders(good: str) -> None:
 def test_a_disruption_budget_of_zero_as_a_number_is_refused() -> None:
     proc = helm(*render_args("--set", "podDisruptionBudget.maxUnavailable=0"), check=False)
     assert proc.returncode != 0 and "maxUnavailable" in proc.stderr, proc.stderr
+
+
+def _allox_section(*values: str) -> dict[str, Any]:
+    section: dict[str, Any] = yaml.safe_load(cellfit_config_text(render(*values)))["allox"]
+    return section
+
+
+def test_without_the_webhook_the_placer_rewrites_templates_only() -> None:
+    # allox.mechanism auto falls back to the pod-create webhook when the API server refuses a
+    # template rewrite (always before KEP-5440): without the webhook the placed Job's pods would
+    # run as their template asks, not in the configuration AlloX chose and counted.
+    assert _allox_section("--set", "cellfit.admission.enabled=false")["mechanism"] == "template"
+    assert "mechanism" not in _allox_section()  # with the webhook: cellfit's default, auto
+
+
+@pytest.mark.parametrize("mechanism", ["webhook", "auto"])
+def test_a_webhook_mechanism_without_the_webhook_is_refused(mechanism: str) -> None:
+    proc = helm(*render_args("--set", "cellfit.admission.enabled=false", "--set", f"allox.mechanism={mechanism}"), check=False)
+    assert proc.returncode != 0
+    assert "allox.mechanism" in proc.stderr and "cellfit.admission.enabled" in proc.stderr, proc.stderr
+
+
+def test_the_static_manifest_places_through_the_template_only() -> None:
+    rendered = yaml.safe_load_all(RENDERED.read_text())
+    (config_map,) = [d for d in rendered if d and d["kind"] == "ConfigMap" and "config.yaml" in d.get("data", {})]
+    assert yaml.safe_load(config_map["data"]["config.yaml"])["allox"]["mechanism"] == "template"

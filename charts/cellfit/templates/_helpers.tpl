@@ -115,6 +115,16 @@ app.kubernetes.io/component: scheduler
 {{- if not (hasKey $estimator "priorityClassName") }}
 {{- $_ := set $estimator "priorityClassName" .Values.priorityClasses.sampling.name }}
 {{- end }}
+{{- /* Without the pod-create webhook nothing rewrites a placed Job's pods: the placer rewrites
+       the template only (a Job the API server will not take so is refused, with an Event),
+       never falling back to the webhook (auto) and leaving pods in their template's shape. */}}
+{{- $allox := deepCopy .Values.allox }}
+{{- if not .Values.cellfit.admission.enabled }}
+{{- if and (hasKey $allox "mechanism") (ne (toString $allox.mechanism) "template") }}
+{{- fail (printf "allox.mechanism %s needs cellfit.admission.enabled=true (the pod-create webhook rewrites the placed pods); without it use template" (toString $allox.mechanism)) }}
+{{- end }}
+{{- $_ := set $allox "mechanism" "template" }}
+{{- end }}
 {{- $server := dict "host" .Values.cellfit.listenAddress "port" .Values.cellfit.port "maxRequestBytes" .Values.cellfit.maxRequestBytes }}
 {{- range $listener, $limits := .Values.cellfit.listenerLimits }}
 {{- if $limits }}
@@ -155,7 +165,7 @@ app.kubernetes.io/component: scheduler
   "cells" .Values.cells
   "preemption" $preemption
   "estimator" $estimator
-  "allox" .Values.allox
+  "allox" $allox
   "leaderElection" (merge (dict "namespace" .Release.Namespace "leaseName" (include "cellfit.controllersLeaseName" .)) (omit .Values.leaderElection "leaseName"))
   "nudge" (merge (dict "schedulerName" .Values.schedulerName) .Values.nudge)
   "exchange" $exchange
