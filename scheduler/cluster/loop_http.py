@@ -19,6 +19,7 @@ Configuration (token, client certificate, CA, server name); a proxy is not spoke
 from __future__ import annotations
 
 import asyncio
+import logging
 import ssl
 import time
 from dataclasses import dataclass
@@ -29,6 +30,7 @@ import httptools
 
 from scheduler.errors import KubernetesApiError
 
+log = logging.getLogger(__name__)
 _USER_AGENT = b"cellfit"
 CREDENTIALS_REFRESH_SECONDS = 10.0
 
@@ -244,7 +246,9 @@ class Credentials:
     ``CREDENTIALS_REFRESH_SECONDS``. The client's refresh hook re-reads the credentials (a
     kubeconfig's hook loads its whole authentication again): ~140 µs of CPU per call, more than
     the rest of a bind request. Rotated tokens stay valid long past their replacement (the
-    kubelet rotates at 80% of their lifetime), so a few seconds' delay costs nothing."""
+    kubelet rotates at 80% of their lifetime), so a few seconds' delay costs nothing, and a
+    refresh that fails (an exec plugin's network call, a token file being replaced) keeps the
+    last good headers until the next try. With none yet, the request fails as an API error."""
 
     def __init__(self, configuration: Any, *, clock: Callable[[], float] = time.monotonic) -> None:
         self._configuration = configuration
@@ -255,11 +259,18 @@ class Credentials:
     def __call__(self) -> Mapping[str, str]:
         now = self._clock()
         if self._refreshed_at is None or now - self._refreshed_at >= CREDENTIALS_REFRESH_SECONDS:
-            configuration = self._configuration
-            # auth_settings() runs the refresh hook (rotated in-cluster and exec-plugin tokens).
+            try:
+                # auth_settings() runs the refresh hook (rotated in-cluster and exec-plugin tokens).
+                settings = self._configuration.auth_settings()
+            except Exception as error:  # the hook's own errors: ConfigException, OSError, ...
+                if self._refreshed_at is None:
+                    raise KubernetesApiError(f"Kubernetes API credentials unavailable: {error}") from None
+                log.warning("credentials refresh failed; the last ones are sent", extra={"reason": str(error)})
+                self._refreshed_at = now  # tried again after the usual interval, not every request
+                return self._headers
             self._headers = {
                 setting["key"]: setting["value"]
-                for setting in configuration.auth_settings().values()
+                for setting in settings.values()
                 if setting.get("in") == "header" and setting.get("value")
             }
             self._refreshed_at = now

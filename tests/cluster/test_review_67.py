@@ -9,11 +9,15 @@ import threading
 from typing import Any
 
 import pytest
+from kubernetes import client as k8s
+from kubernetes import config as k8s_config
 
+from scheduler.cluster import loop_http
+from scheduler.cluster.api import KubernetesApi
 from scheduler.cluster.cache import ClusterCache
 from scheduler.cluster.leadership import LeaderElector
 from scheduler.cluster.nudge import Nudger
-from scheduler.config import LeaderElectionSettings, NudgeSettings
+from scheduler.config import ClusterSettings, LeaderElectionSettings, NudgeSettings
 from scheduler.core.fit import ResourceFitEngine
 from scheduler.core.pods import PodStore
 from scheduler.errors import KubernetesApiError
@@ -292,3 +296,50 @@ def test_a_wall_clock_stepped_back_does_not_hold_the_nudge_s_signals_back() -> N
         seconds += settings.period_seconds
         nudger.pass_once()
     assert seconds <= settings.min_interval_seconds + settings.period_seconds
+
+
+# ------------------------------------------------------------------ credentials on the bind path
+
+
+def refreshing(configuration: k8s.Configuration, *, fails_after: int) -> list[str]:
+    """Installs a refresh hook (what the kubeconfig and in-cluster loaders install) that hands out
+    a new token per refresh, then fails as an exec plugin or an unreadable token file does. The
+    list returned grows with each token handed out."""
+    handed: list[str] = []
+
+    def refresh(config: k8s.Configuration) -> None:
+        if len(handed) >= fails_after:
+            raise k8s_config.ConfigException("exec: executable aws-iam-authenticator failed with exit code 1")
+        handed.append(f"token-{len(handed)}")
+        config.api_key = {"BearerToken": handed[-1]}
+        config.api_key_prefix = {"BearerToken": "Bearer"}
+
+    configuration.api_key = {"BearerToken": "as loaded"}  # the loaders set a token, then the hook
+    configuration.refresh_api_key_hook = refresh
+    return handed
+
+
+def test_a_failed_credentials_refresh_keeps_the_last_good_token() -> None:
+    """The token refreshed every few seconds came from a hook that may fail for a moment (an exec
+    plugin's network call): the bind request raised the hook's own exception, which the bind verb
+    does not expect, and the pod's reservation was never handed back. A token stays valid long
+    after its replacement: the last good one is sent, and the refresh tried again next time."""
+    configuration = k8s.Configuration()
+    handed = refreshing(configuration, fails_after=1)
+    now = [0.0]
+    credentials = loop_http.Credentials(configuration, clock=lambda: now[0])
+    assert credentials()["authorization"] == "Bearer token-0"
+    now[0] += loop_http.CREDENTIALS_REFRESH_SECONDS
+    assert credentials()["authorization"] == "Bearer token-0"
+    assert handed == ["token-0"]
+
+
+def test_credentials_that_never_loaded_fail_the_bind_as_an_api_error() -> None:
+    """No token yet and the hook fails: the bind fails as an API error (the verb then hands the
+    reservation back and kube-scheduler retries), not with the hook's exception."""
+    configuration = k8s.Configuration()
+    configuration.host = "http://127.0.0.1:9"
+    refreshing(configuration, fails_after=0)
+    api = KubernetesApi(k8s.ApiClient(configuration), settings=ClusterSettings(), source="test")
+    with pytest.raises(KubernetesApiError, match="credentials"):
+        asyncio.run(api.create_binding(namespace="ml", name="train-0", uid="uid-train-0", node_name="gpu-a", annotations={}))
