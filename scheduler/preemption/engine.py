@@ -25,7 +25,7 @@ watch brings the Job's new annotation back. Drivers reach this through the
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Iterable, Mapping, Protocol, Sequence, runtime_checkable
+from typing import Collection, Mapping, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 from msgspec import structs
@@ -421,25 +421,21 @@ class FitGppEngine:
         except KeyError:
             return None
 
-    def _freed_by_terminating(self, pod: PodInfo, nodes: Iterable[str]) -> str | None:
-        """A candidate node where the pods already on their way out (deleted, or chosen as
-        victims) free, with what is free now, enough for ``pod``; None when there is none.
-        What they free for a preemptor ``pod`` yields to is not freed for ``pod``: waiting for
-        it would cost a trial pod a grace period and then find the room taken."""
-        leaving = self._leaving
-        held: dict[str, Resources] | None = None  # the other preemptors' room, once needed
-        for node in nodes:
-            freed = leaving.get(node)
-            if freed is None:
-                continue
-            free = self._free_on(node)
-            if free is None:
-                continue
-            if held is None:
-                held = self.holds.preemptor_room(pod)
-            if pod.requests.fits_in(free + freed - held.get(node, ZERO)):
-                return node
-        return None
+    def _freed_by_terminating(self, pod: PodInfo, nodes: Collection[str]) -> str | None:
+        """The node ``pod``'s own preemption nominated it to, when it is a candidate again and
+        the pods already on their way out there (deleted, or chosen as victims) free, with what
+        is free now, enough for ``pod``; None otherwise. Only that node: kube-scheduler's rule,
+        and a pod deleted elsewhere (a long grace period, a finalizer) must not keep trial pods
+        waiting. What leaves there for a preemptor ``pod`` yields to is not freed for ``pod``."""
+        node = self.holds.nominated_node(pod.uid)
+        if node is None or node not in nodes:
+            return None
+        freed = self._leaving.get(node)
+        free = self._free_on(node)
+        if freed is None or free is None:
+            return None
+        held = self.holds.preemptor_room(pod).get(node, ZERO)
+        return node if pod.requests.fits_in(free + freed - held) else None
 
     def _note_leaving(self, pod: PodInfo) -> None:
         """Count the tracked pod among its node's leaving pods if it is on its way out."""

@@ -172,6 +172,12 @@ class RoomHolds:
         self._preemptors[preemptor.uid] = _PreemptorHold(node=node_name, seen=preemptor, order=self._decided)
         self._binding_preemptors.pop(preemptor.uid, None)
 
+    def nominated_node(self, preemptor_uid: str) -> str | None:
+        """The node FitGpp last preempted pods on for this pod, while its hold lasts (the node
+        kube-scheduler nominated it to)."""
+        claim = self._preemptors.get(preemptor_uid)
+        return claim.node if claim is not None else None
+
     def placed_elsewhere(self, preemptor_uid: str) -> None:
         """The pod's room is kept otherwise now (HiveD booked cells for it): its hold ends."""
         self._preemptors.pop(preemptor_uid, None)

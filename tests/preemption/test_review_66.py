@@ -178,3 +178,16 @@ def test_one_preemption_of_a_job_counts_once_however_many_of_its_pods_it_takes(l
     engine.apply_pod(pending("b-2", job="b"))
     engine.apply_pod(pending("b-3", job="b"))
     assert [h.pods for h in engine.holds.holds() if h.kind == "resume"] == [("ml/b-2", "ml/b-3")]
+
+
+def test_a_pod_deleted_by_its_user_does_not_stop_trial_pods_preempting_elsewhere():
+    """A best-effort pod deleted by its user takes its grace period (an hour to checkpoint), or
+    forever behind a finalizer. Every trial pod offered its node was refused preemption ('pods
+    already terminating on node n1 free enough for this pod; waiting for them to exit') for that
+    long, though n2 had a victim at once. kube-scheduler's rule, which this one keeps against
+    cellfit's view, waits only on the node a pod's own preemption nominated it to."""
+    engine = two_full_nodes()
+    engine.apply_pod(replace(running("be-long", job="a", gpus=4, grace=3600), terminating=True))
+    choice = engine.decide_preemption(te("te-1", gpus=4), {"n1": [], "n2": []}, {})
+    assert choice.refusal is None
+    assert len(choice.victim_uids) == 1  # FitGpp's cheapest (be-short on n1 and d-short on n2 tie)
