@@ -129,3 +129,15 @@ def test_the_static_manifest_places_through_the_template_only() -> None:
     rendered = yaml.safe_load_all(RENDERED.read_text())
     (config_map,) = [d for d in rendered if d and d["kind"] == "ConfigMap" and "config.yaml" in d.get("data", {})]
     assert yaml.safe_load(config_map["data"]["config.yaml"])["allox"]["mechanism"] == "template"
+
+
+@pytest.mark.parametrize(("setting", "named"), [
+    ("priorityClasses.bestEffort.value=2000", "priorityClasses.bestEffort.value"),  # resumed, sampling pods behind BE
+    ("priorityClasses.resumed.value=400", "priorityClasses.resumed.value"),  # the webhook's move would lower them
+    ("priorityClasses.sampling.value=1500", "priorityClasses.sampling.value"),  # sampling would outrank trial
+    ("priorityClasses.opportunistic.value=500", "priorityClasses.opportunistic.value"),  # BE could not reclaim
+])
+def test_priority_classes_out_of_order_are_refused(setting: str, named: str) -> None:
+    proc = helm(*render_args("--set", setting), check=False)
+    assert proc.returncode != 0
+    assert named in proc.stderr, proc.stderr
