@@ -8,6 +8,7 @@ is logged and skipped, never allowed to stop the watch.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import logging
 import threading
@@ -439,11 +440,27 @@ class ClusterCache:
             await self._api.create_binding(namespace=namespace, name=name, uid=uid, node_name=node_name, annotations=annotations)
         except CellfitError as error:
             with self._lock:
-                shown = self._pods.get(uid)
-            if shown is None or shown.node_name != node_name or not shown.holds_resources:
+                shown = self._bound_as_shown(uid, node_name)
+            if shown is None:
+                # The verb hands the reservation back once this raises; the watch may record the
+                # pod bound before it does (the watch thread between this look and the hand-back):
+                # looked at again once the verb is done with it.
+                asyncio.get_running_loop().call_soon(self._book_if_shown_bound, uid, node_name)
                 raise
             log.warning("binding failed as the watch shows it made; taken as made",
                         extra={"pod": f"{namespace}/{name}", "node": node_name, "reason": str(error)})
+
+    def _bound_as_shown(self, uid: str, node_name: str) -> PodInfo | None:
+        """The pod as the watch shows it, if bound to ``node_name`` and holding it. Under the lock."""
+        shown = self._pods.get(uid)
+        return shown if shown is not None and shown.node_name == node_name and shown.holds_resources else None
+
+    def _book_if_shown_bound(self, uid: str, node_name: str) -> None:
+        """After a failed binding's hand-back: the pod booked again if the watch shows it bound."""
+        with self._lock:
+            shown = self._bound_as_shown(uid, node_name)
+            if shown is not None:
+                self._engine.apply_pod(shown)
 
     def record_preemption(
         self,

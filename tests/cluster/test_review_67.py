@@ -343,3 +343,42 @@ def test_credentials_that_never_loaded_fail_the_bind_as_an_api_error() -> None:
     api = KubernetesApi(k8s.ApiClient(configuration), settings=ClusterSettings(), source="test")
     with pytest.raises(KubernetesApiError, match="credentials"):
         asyncio.run(api.create_binding(namespace="ml", name="train-0", uid="uid-train-0", node_name="gpu-a", annotations={}))
+
+
+class WatchWinsBeforeHandBack(ResourceFitEngine):
+    """The real engine; ``watch`` runs just before a reservation is handed back: the watch thread
+    took the engine lock between the bind call's failure and the bind verb's hand-back."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.watch: list[Any] = []
+
+    def unreserve(self, pod_uid: str) -> None:
+        while self.watch:
+            self.watch.pop()()
+        super().unreserve(pod_uid)
+
+
+def test_a_binding_the_watch_shows_made_just_before_the_hand_back_stays_booked() -> None:
+    """The bind call failed and the watch had not shown the pod bound yet; the bound pod arrives
+    between that look and the bind verb handing the reservation back. Its later events equal the
+    record and are skipped: without a second look the node stays free of it."""
+    stored = k.pod("train-0", uid="uid-train-0", gpus=8)
+    api = ListingApi(nodes=[k.node("gpu-a", gpus=8, cpu="64")], pods=[stored])
+    engine, lock = WatchWinsBeforeHandBack(), threading.RLock()
+    cache = watched(api, engine, lock)
+
+    async def committed_unanswered(**binding: Any) -> None:
+        stored["spec"]["nodeName"] = binding["node_name"]
+        engine.watch.append(lambda: cache.pods._apply(wire.POD_DECODER.decode(json.dumps(stored))))
+        raise KubernetesApiError("bind pod ml/train-0 to gpu-a: Kubernetes API did not answer within 10s")
+
+    api.create_binding = committed_unanswered  # type: ignore[method-assign]
+    service = ExtenderService(engine=engine, lock=lock, metrics=ExtenderMetrics(), gpu_resource="nvidia.com/gpu",
+                              cluster=cache, readiness=AlwaysReady())
+    body = json.dumps({"PodName": "train-0", "PodNamespace": "ml", "PodUID": "uid-train-0", "Node": "gpu-a"}).encode()
+    asyncio.run(service.bind(body))
+    fresh = ResourceFitEngine()
+    watched(api, fresh, threading.RLock())
+    assert fresh.free_on("gpu-a").gpus == 0  # the list shows it bound
+    assert engine.free_on("gpu-a") == fresh.free_on("gpu-a")
