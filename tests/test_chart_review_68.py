@@ -141,3 +141,27 @@ def test_priority_classes_out_of_order_are_refused(setting: str, named: str) -> 
     proc = helm(*render_args("--set", setting), check=False)
     assert proc.returncode != 0
     assert named in proc.stderr, proc.stderr
+
+
+def _alerts(*values: str) -> dict[str, dict[str, Any]]:
+    docs = render("--api-versions", "monitoring.coreos.com/v1", "--set", "prometheusRule.enabled=true", *values)
+    return {rule["alert"]: rule for rule in one(docs, "PrometheusRule")["spec"]["groups"][0]["rules"]}
+
+
+def test_an_alert_fires_when_no_replica_is_scraped_at_all() -> None:
+    # Every replica down: no pod of the profile is scheduled (the extender is not ignorable),
+    # and every other alert, reading metrics no one exports, stays silent.
+    alerts = _alerts("--set", "serviceMonitor.enabled=true")
+    down = alerts["CellfitDown"]
+    assert down["expr"].startswith("absent(") and 'namespace="cellfit-system"' in down["expr"]
+    assert down["labels"]["severity"] == "critical"
+    # Without the chart's ServiceMonitor the chart cannot tell "down" from "not scraped".
+    assert "CellfitDown" not in _alerts()
+
+
+def test_an_alert_fires_when_no_replica_runs_the_controllers() -> None:
+    # No holder of the controllers' Lease (its RBAC, the API away): the estimator, AlloX, the
+    # placer, the nudge and the exchange stand still while the verbs keep answering.
+    alerts = _alerts()
+    assert "cellfit_leader" in alerts["CellfitNoLeader"]["expr"]
+    assert "CellfitNoLeader" not in _alerts("--set", "leaderElection.enabled=false")
