@@ -249,14 +249,25 @@ def kinds_beyond(job: WaitingJob, *, cpu_slot: Demand, gpus: int) -> frozenset[s
     """The Job's configurations no machine holds now: its CPU configuration larger than a CPU slot
     (no node holds it), its GPU configuration asking more GPUs a pod than ``gpus``
     (:func:`most_gpus`, when not 0). They are no kind of the Job, and size no machine."""
+    beyond = demands_beyond(job.demand, cpu_slot=cpu_slot, gpus=gpus)
+    return _estimated(beyond, job.seconds)
+
+
+def _estimated(kinds: frozenset[str], seconds: Mapping[str, float]) -> frozenset[str]:
+    """The ``kinds`` a Job has an estimate for."""
+    return kinds if all(kind in seconds for kind in kinds) else frozenset(kind for kind in kinds if kind in seconds)
+
+
+def demands_beyond(demand: Mapping[str, Demand], *, cpu_slot: Demand, gpus: int) -> frozenset[str]:
+    """:func:`kinds_beyond` of a Job with an estimate for every kind of ``demand``."""
     beyond: set[str] = set()
-    cpu = job.demand.get("cpu")
-    if cpu is not None and "cpu" in job.seconds and (cpu.cpu > cpu_slot.cpu or cpu.memory > cpu_slot.memory):
+    cpu = demand.get("cpu")
+    if cpu is not None and (cpu.cpu > cpu_slot.cpu or cpu.memory > cpu_slot.memory):
         beyond.add("cpu")
-    gpu = job.demand.get(KIND_GPU)
+    gpu = demand.get(KIND_GPU)
     # With no GPU free anywhere every GPU Job waits alike (for a GPU, or its VC's): only one
     # larger than the most a node has free is beyond.
-    if gpu is not None and KIND_GPU in job.seconds and 0 < gpus < gpu.gpu:
+    if gpu is not None and 0 < gpus < gpu.gpu:
         beyond.add(KIND_GPU)
     return frozenset(beyond)
 
@@ -361,6 +372,9 @@ def decide_starts(
     # Job depends on beside the Job itself (reuse.py's context)
     enough: dict[int, tuple[frozenset[str], object]] = {}
     pools_key = _pools_key(gpu_pools)
+    # Jobs of one configurations annotation share its demand mapping (parsed once per text):
+    # what lies beyond the nodes is worked out once per mapping in a pass.
+    beyond_of: dict[int, frozenset[str]] = {}
     for job in sorted(waiting, key=_arrival_order):
         here = enough.get(job.pods)
         if here is None:
@@ -369,7 +383,10 @@ def decide_starts(
         kinds_here, context = here
         # A configuration no node holds is not a kind of this Job now; what was kept of it (with
         # that kind, or without) depends on the nodes, so none is kept.
-        oversized = kinds_beyond(job, cpu_slot=cpu_slot, gpus=gpus_on_a_node)
+        beyond = beyond_of.get(id(job.demand))
+        if beyond is None:
+            beyond = beyond_of[id(job.demand)] = demands_beyond(job.demand, cpu_slot=cpu_slot, gpus=gpus_on_a_node)
+        oversized = _estimated(beyond, job.seconds)
         # Only a Job that has arrived by now: one whose arrival is later (the clock stepped
         # back) arrives at ``now``, which the kept one does not.
         keep = reuse is not None and job.arrival <= now and not oversized
