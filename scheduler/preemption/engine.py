@@ -288,6 +288,9 @@ class FitGppEngine:
             held = self.inner.reclaim_victims(pod, candidates, victim_pods)
             if held:
                 self.holds.placed_elsewhere(pod.uid)  # its cells are booked: a FitGpp hold elsewhere ends
+                if len(held) == 1:  # kube-scheduler deletes the victims of the one node it picks
+                    for uid in next(iter(held.values())):
+                        self._leave(uid)  # HiveD's reclaim, not FitGpp's: no count, no resume hold
                 return VictimChoice(victims=held, decision=None)
         try:
             preemptor_class = job_class_of(pod.labels)
@@ -455,17 +458,23 @@ class FitGppEngine:
         else:
             self._leaving[node] = remaining
 
-    def _take_victim(self, pod_uid: str) -> str | None:
-        """The victim is on its way out: no longer a candidate, and its Job's next pod gets a
-        hold on its node. Returns the UID of its owner, whose count the preemption raises (None:
-        no owner, or a Job already deleted)."""
+    def _leave(self, pod_uid: str) -> PodInfo | None:
+        """The pod was chosen as a victim: on its way out, no longer a candidate. Returns it
+        (None: a pod the index does not hold)."""
         self._chosen.add(pod_uid)
         pod = self._tracked_pod(pod_uid)
         if pod is None:
             return None
         self._note_leaving(pod)
         self._index.set_terminating(pod_uid)
-        if pod.owner is None or pod.owner.uid in self._deleted_jobs:
+        return pod
+
+    def _take_victim(self, pod_uid: str) -> str | None:
+        """The victim is on its way out: no longer a candidate, and its Job's next pod gets a
+        hold on its node. Returns the UID of its owner, whose count the preemption raises (None:
+        no owner, or a Job already deleted)."""
+        pod = self._leave(pod_uid)
+        if pod is None or pod.owner is None or pod.owner.uid in self._deleted_jobs:
             return None
         if pod.owner.kind == "Job" and pod.node_name is not None:
             self.holds.displaced(job_uid=pod.owner.uid, node_name=pod.node_name)

@@ -8,11 +8,12 @@ from msgspec.structs import replace
 
 from scheduler.core.fit import ResourceFitEngine
 from scheduler.core.model import JobInfo, NodeInfo, PodInfo
+from scheduler.core.resources import Resources
 from scheduler.errors import InvalidAnnotation
 from scheduler.preemption import FitGppSettings, preemption_count_of
 from scheduler.preemption.engine import FitGppEngine
 
-from tests.preemption.test_engine import NODE, full_node, running, te
+from tests.preemption.test_engine import GI, NODE, full_node, hived_full_of_opportunistic_pods, running, te
 from tests.preemption.test_holds import RESUMED_PRIORITY, FakeClock, pending
 
 COUNT = "cellfit.io/preemptions"
@@ -191,3 +192,19 @@ def test_a_pod_deleted_by_its_user_does_not_stop_trial_pods_preempting_elsewhere
     choice = engine.decide_preemption(te("te-1", gpus=4), {"n1": [], "n2": []}, {})
     assert choice.refusal is None
     assert len(choice.victim_uids) == 1  # FitGpp's cheapest (be-short on n1 and d-short on n2 tie)
+
+
+def test_a_pod_hived_is_reclaiming_is_not_fitgpps_victim_again():
+    """HiveD reclaims an opportunistic pod for the VC that owns its cells; until the watch shows
+    it deleted, FitGpp still took it for a candidate and handed it to the next trial pod, which
+    was nominated to cells HiveD had booked for another pod, and its Job counted preempted."""
+    engine = hived_full_of_opportunistic_pods()
+    owed = PodInfo(uid="vision-1", namespace="ml", name="vision-1", requests=Resources(1000, GI, 8),
+                   labels={"cellfit.io/virtual-cluster": "vision", "cellfit.io/job-class": "best-effort"})
+    reclaim = engine.decide_preemption(owed, {"g0": [], "g1": []}, {})
+    assert reclaim.rule == "reclaim" and len(reclaim.victim_uids) == 1
+    trial = PodInfo(uid="te-x", namespace="ml", name="te-x", requests=Resources(1000, GI, 8),
+                    labels={"cellfit.io/virtual-cluster": "speech", "cellfit.io/job-class": "trial",
+                            "cellfit.io/priority": "opportunistic"})
+    choice = engine.decide_preemption(trial, {"g0": [], "g1": []}, {})
+    assert not set(choice.victim_uids) & set(reclaim.victim_uids)
