@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from tests.test_chart_offline import RENDERED, cellfit_config_text, helm, one, render, render_args
+from tests.test_chart_offline import containers as containers_by_name
 
 
 def _estimator_section(*values: str) -> dict[str, Any]:
@@ -165,3 +166,17 @@ def test_an_alert_fires_when_no_replica_runs_the_controllers() -> None:
     alerts = _alerts()
     assert "cellfit_leader" in alerts["CellfitNoLeader"]["expr"]
     assert "CellfitNoLeader" not in _alerts("--set", "leaderElection.enabled=false")
+
+
+@pytest.mark.parametrize("taken", ["cellfit.port", "cellfit.metrics.port", "cellfit.inspect.port", "cellfit.admission.port"])
+def test_kube_scheduler_port_must_not_be_one_of_cellfits(taken: str) -> None:
+    # Both containers share the pod's network: the second to bind the port crashes in a loop.
+    port = {"cellfit.port": 8888, "cellfit.metrics.port": 8889, "cellfit.inspect.port": 8890, "cellfit.admission.port": 9443}[taken]
+    proc = helm(*render_args("--set", f"kubeScheduler.securePort={port}"), check=False)
+    assert proc.returncode != 0
+    assert "kubeScheduler.securePort" in proc.stderr and taken in proc.stderr, proc.stderr
+
+
+def test_kube_scheduler_port_may_take_a_port_cellfit_does_not_listen_on() -> None:
+    docs = render("--set", "kubeScheduler.securePort=8889", "--set", "cellfit.metrics.enabled=false")
+    assert containers_by_name(docs)["kube-scheduler"]["ports"][0]["containerPort"] == 8889
