@@ -180,3 +180,23 @@ def test_kube_scheduler_port_must_not_be_one_of_cellfits(taken: str) -> None:
 def test_kube_scheduler_port_may_take_a_port_cellfit_does_not_listen_on() -> None:
     docs = render("--set", "kubeScheduler.securePort=8889", "--set", "cellfit.metrics.enabled=false")
     assert containers_by_name(docs)["kube-scheduler"]["ports"][0]["containerPort"] == 8889
+
+
+@pytest.mark.parametrize(("settings", "named"), [
+    (("leaseDuration=5s",), "kubeScheduler.leaderElection.leaseDuration"),
+    (("leaseDuration=1m", "renewDeadline=1m0s"), "kubeScheduler.leaderElection.leaseDuration"),
+    (("renewDeadline=2s", "retryPeriod=2s"), "kubeScheduler.leaderElection.renewDeadline"),
+])
+def test_kube_scheduler_lease_timings_it_would_refuse_are_refused(settings: tuple[str, ...], named: str) -> None:
+    # kube-scheduler exits at start on these (leaseDuration must exceed renewDeadline, and
+    # renewDeadline 1.2 retryPeriods): every replica would crash in a loop after the install.
+    flags = [flag for setting in settings for flag in ("--set", f"kubeScheduler.leaderElection.{setting}")]
+    proc = helm(*render_args(*flags), check=False)
+    assert proc.returncode != 0
+    assert named in proc.stderr, proc.stderr
+
+
+def test_kube_scheduler_lease_timings_in_other_units_render() -> None:
+    flags = ["--set", "kubeScheduler.leaderElection.leaseDuration=1m30s", "--set", "kubeScheduler.leaderElection.renewDeadline=1m",
+             "--set", "kubeScheduler.leaderElection.retryPeriod=1500ms"]
+    render(*flags)

@@ -184,6 +184,17 @@ in it, since switching to or from the implicit default VC needs a restart. */}}
 {{- include "cellfit.config" (dict "Values" $values "Release" .Release "Chart" .Chart) }}
 {{- end }}
 
+{{/* A Go duration ("1m30s", "1500ms") in milliseconds, as a string. */}}
+{{- define "cellfit.durationMilliseconds" -}}
+{{- $total := 0.0 }}
+{{- range regexFindAll "[0-9]+(\\.[0-9]+)?(ns|us|µs|ms|s|m|h)" . -1 }}
+{{- $number := regexFind "^[0-9]+(\\.[0-9]+)?" . }}
+{{- $scale := get (dict "ns" 0.000001 "us" 0.001 "µs" 0.001 "ms" 1.0 "s" 1000.0 "m" 60000.0 "h" 3600000.0) (trimPrefix $number .) }}
+{{- $total = addf $total (mulf (float64 $number) $scale) }}
+{{- end }}
+{{- $total }}
+{{- end }}
+
 {{/* The KubeSchedulerConfiguration of the cellfit profile. */}}
 {{- define "cellfit.schedulerConfig" -}}
 {{- $le := .Values.kubeScheduler.leaderElection -}}
