@@ -97,8 +97,7 @@ CELLFIT_RULES = {
     ("", "nodes"): {"list", "watch"},  # the watch cache; no single Node is read
     # create, delete: the estimator's sampling pods (owned by their Job, labelled cellfit.io/sample)
     ("", "pods"): {"get", "list", "watch", "create", "delete"},
-    ("", "bindings"): {"create"},  # POST namespaces/{ns}/bindings (create_namespaced_binding)
-    ("", "pods/binding"): {"create"},  # the same through the pod subresource
+    ("", "pods/binding"): {"create"},  # POST namespaces/{ns}/pods/{name}/binding (create_binding)
     ("batch", "jobs"): {"list", "watch", "patch"},
     ("batch", "jobs/status"): {"patch"},  # the estimator's Estimated condition
     ("", "events"): {"create"},
