@@ -1,6 +1,9 @@
-"""The chart as a cluster admin installs it: values that must reach cellfit do, settings that
-would run two active replicas are refused at render, and cellfit's webhooks stay off pods that
-are not cellfit's (charts/cellfit; helm from tests/test_chart_offline.py)."""
+"""The chart as a cluster admin installs it (charts/cellfit; helm from tests/test_chart_offline.py):
+values that must reach cellfit do; settings that would leave the release broken after the install
+(replicas without a leader, a port two containers want, Lease timings kube-scheduler exits on,
+PriorityClasses out of order, a drain-blocking budget, a placer mechanism with no webhook) are
+refused at render, naming the setting; the webhooks stay off pods that are not cellfit's; the
+alerts cover cellfit being down or leaderless; the scheduler pods run at a critical priority."""
 
 from __future__ import annotations
 
