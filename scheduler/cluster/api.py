@@ -195,6 +195,8 @@ class KubernetesApi:
             if error.status == 404:
                 return None
             raise _api_error(error, f"get pod {namespace}/{name}") from None
+        except Exception as error:  # urllib3's connection errors and timeouts: no answer
+            raise _unreachable(error, f"get pod {namespace}/{name}") from None
         # _preload_content=False: the raw urllib3 response, not the V1Pod the client's annotations name
         return wire.POD_DECODER.decode(cast("urllib3.BaseHTTPResponse", response).data)
 
@@ -314,6 +316,8 @@ class KubernetesApi:
             if error.status == 404:
                 return None
             raise _api_error(error, f"get priorityclass {name}") from None
+        except Exception as error:  # urllib3's connection errors and timeouts: no answer
+            raise _unreachable(error, f"get priorityclass {name}") from None
         # _preload_content=False: the raw urllib3 response, not the model the client's annotations name
         return wire.PRIORITY_CLASS_DECODER.decode(cast("urllib3.BaseHTTPResponse", response).data)
 
@@ -327,6 +331,8 @@ class KubernetesApi:
             )
         except ApiException as error:
             raise _api_error(error, f"annotate job {namespace}/{name}") from None
+        except Exception as error:  # urllib3's connection errors and timeouts: no answer
+            raise _unreachable(error, f"annotate job {namespace}/{name}") from None
 
     def create_event(
         self,
@@ -367,6 +373,8 @@ class KubernetesApi:
             )
         except ApiException as error:
             raise _api_error(error, f"event on {kind.lower()} {namespace}/{pod_name}") from None
+        except Exception as error:  # urllib3's connection errors and timeouts: no answer
+            raise _unreachable(error, f"event on {kind.lower()} {namespace}/{pod_name}") from None
 
     # ------------------------------------------------------------------ leader election and the nudge
 
@@ -486,6 +494,12 @@ def _status_error(status: int, body: bytes, action: str) -> KubernetesApiError:
     except Exception:
         pass
     return KubernetesApiError(f"{action}: {message} (HTTP {status})", status=status)
+
+
+def _unreachable(error: Exception, action: str) -> KubernetesApiError:
+    """A call the generated client could not complete (no answer), as the API error callers
+    handle: urllib3's errors are no ApiException."""
+    return KubernetesApiError(f"{action}: Kubernetes API unreachable: {error}")
 
 
 def _api_error(error: ApiException, action: str) -> KubernetesApiError:

