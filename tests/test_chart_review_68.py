@@ -203,3 +203,11 @@ def test_kube_scheduler_lease_timings_in_other_units_render() -> None:
     flags = ["--set", "kubeScheduler.leaderElection.leaseDuration=1m30s", "--set", "kubeScheduler.leaderElection.renewDeadline=1m",
              "--set", "kubeScheduler.leaderElection.retryPeriod=1500ms"]
     render(*flags)
+
+
+@pytest.mark.parametrize("setting", ["leaderElection.renewDeadlineSeconds=20", "leaderElection.retryPeriodSeconds=10"])
+def test_cellfit_lease_timings_out_of_order_are_refused(setting: str) -> None:
+    # cellfit refuses to start on them (scheduler/config.py): every replica would crash in a loop.
+    proc = helm(*render_args("--set", setting), check=False)
+    assert proc.returncode != 0
+    assert "leaderElection.renewDeadlineSeconds" in proc.stderr, proc.stderr
