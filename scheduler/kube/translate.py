@@ -1,9 +1,12 @@
 """Kubernetes objects (wire structs) -> core values.
 
-The effective request of a pod follows kube-scheduler's own accounting: the sum over app
-containers, raised to the largest init container (they run one at a time, before the app), plus
-the pod overhead. A container's missing request falls back to its limit, which is what the API
-server defaults for extended resources. Errors name the JSON path of the offending field.
+The effective request of a pod follows kube-scheduler's own accounting (k8s.io/component-helpers
+resource.PodRequests): the sum over app containers and sidecars (init containers with
+``restartPolicy: Always``, KEP-753, which run beside them), raised to what any init container
+needs while it runs (itself and the sidecars started before it); pod-level CPU and memory
+requests (KEP-2837) replace the containers' sum of those; plus the pod overhead. A container's
+missing request falls back to its limit, which is what the API server defaults for extended
+resources. Errors name the JSON path of the offending field.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ from scheduler.kube import wire
 
 _EMPTY: Final[Mapping[str, str]] = MappingProxyType({})
 DEFAULT_GRACE_PERIOD_SECONDS: Final = 30
+SIDECAR_RESTART_POLICY: Final = "Always"
+POD_LEVEL_RESOURCES: Final = ("cpu", "memory")  # what kube-scheduler reads of them (no extended resources)
 
 
 def pod_info(pod: wire.Pod, *, gpu_resource: str, field: str = "Pod") -> PodInfo:
@@ -48,12 +53,21 @@ def pod_requests(spec: wire.PodSpec, *, gpu_resource: str, field: str) -> Resour
         total = total + _container_requests(
             container, gpu_resource=gpu_resource, field=f"{field}.containers[{index}].resources"
         )
+    sidecars = ZERO  # the sidecars started so far: they keep running beside what follows
+    init_peak = ZERO
     for index, container in enumerate(spec.initContainers or ()):
-        total = total.elementwise_max(
-            _container_requests(
-                container, gpu_resource=gpu_resource, field=f"{field}.initContainers[{index}].resources"
-            )
+        requests = _container_requests(
+            container, gpu_resource=gpu_resource, field=f"{field}.initContainers[{index}].resources"
         )
+        if container.restartPolicy == SIDECAR_RESTART_POLICY:
+            total = total + requests
+            sidecars = sidecars + requests
+            init_peak = init_peak.elementwise_max(sidecars)
+        else:
+            init_peak = init_peak.elementwise_max(requests + sidecars)
+    total = total.elementwise_max(init_peak)
+    if spec.resources is not None:
+        total = _pod_level(total, spec.resources, gpu_resource=gpu_resource, field=f"{field}.resources")
     if spec.overhead:
         total = total + resources_from_quantities(
             spec.overhead, gpu_resource=gpu_resource, field=f"{field}.overhead"
@@ -61,22 +75,42 @@ def pod_requests(spec: wire.PodSpec, *, gpu_resource: str, field: str) -> Resour
     return total
 
 
+def _pod_level(total: Resources, resources: wire.ResourceRequirements, *, gpu_resource: str, field: str) -> Resources:
+    """``total`` with the CPU and memory the pod-level resources request (a limit standing in for
+    a missing request, as the API server defaults it) in place of the containers' sums."""
+    given = _requested(resources, names=POD_LEVEL_RESOURCES, gpu_resource=gpu_resource, field=field)
+    if given is None:
+        return total
+    names, pod_level = given
+    return Resources(
+        cpu_millis=pod_level.cpu_millis if "cpu" in names else total.cpu_millis,
+        memory_bytes=pod_level.memory_bytes if "memory" in names else total.memory_bytes,
+        gpus=total.gpus,
+    )
+
+
 def _container_requests(container: wire.Container, *, gpu_resource: str, field: str) -> Resources:
     resources = container.resources
     if resources is None:
         return ZERO
+    if not resources.limits:  # the usual pod: requests alone (other keys are ignored)
+        return resources_from_quantities(resources.requests or {}, gpu_resource=gpu_resource, field=f"{field}.requests")
+    given = _requested(resources, names=("cpu", "memory", gpu_resource), gpu_resource=gpu_resource, field=field)
+    return ZERO if given is None else given[1]
+
+
+def _requested(
+    resources: wire.ResourceRequirements, *, names: tuple[str, ...], gpu_resource: str, field: str
+) -> tuple[frozenset[str], Resources] | None:
+    """Of ``names``, those requested (or limited: the limit stands in) and their amounts; None
+    when none is."""
     requests = resources.requests or {}
     limits = resources.limits or {}
-    if not limits:
-        return resources_from_quantities(requests, gpu_resource=gpu_resource, field=f"{field}.requests")
-    merged: dict[str, wire.Quantity] = {}
     # Per resource, the request wins; a limit stands in only where no request was given.
-    for name in ("cpu", "memory", gpu_resource):
-        if name in requests:
-            merged[name] = requests[name]
-        elif name in limits:
-            merged[name] = limits[name]
-    return resources_from_quantities(merged, gpu_resource=gpu_resource, field=f"{field}.requests")
+    merged = {name: requests[name] if name in requests else limits[name] for name in names if name in requests or name in limits}
+    if not merged:
+        return None
+    return frozenset(merged), resources_from_quantities(merged, gpu_resource=gpu_resource, field=f"{field}.requests")
 
 
 def _controller(refs: list[wire.OwnerReference] | None) -> OwnerRef | None:

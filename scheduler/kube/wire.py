@@ -53,12 +53,14 @@ class ResourceRequirements(msgspec.Struct, frozen=True, gc=False):
 class Container(msgspec.Struct, frozen=True, gc=False):
     name: str = ""
     resources: ResourceRequirements | None = None
+    restartPolicy: str | None = None  # "Always" on an init container: a sidecar (KEP-753)
 
 
 class PodSpec(msgspec.Struct, frozen=True, gc=False):
     containers: list[Container] = []
     initContainers: list[Container] | None = None
     overhead: ResourceList | None = None
+    resources: ResourceRequirements | None = None  # pod-level resources (KEP-2837)
     nodeName: str | None = None
     schedulerName: str | None = None
     priority: int | None = None

@@ -23,6 +23,44 @@ def test_pod_requests_sum_containers_and_take_init_max_plus_overhead():
     assert info.requests.gpus == 2
 
 
+def _container(name, *, restart=None, **requests):
+    container = {"name": name, "resources": {"requests": requests}}
+    if restart is not None:
+        container["restartPolicy"] = restart
+    return container
+
+
+def test_sidecars_run_beside_the_containers_and_the_init_containers_after_them():
+    # As k8s.io/component-helpers resource.PodRequests (KEP-753): a sidecar (an init container
+    # with restartPolicy Always) adds to the containers' sum; an init container needs itself and
+    # the sidecars started before it; the pod needs the larger of the two.
+    body = k.pod("train-0", cpu="2", memory="4Gi")
+    body["spec"]["initContainers"] = [
+        _container("setup", cpu="3", memory="1Gi"),  # before any sidecar: 3 CPU
+        _container("proxy", restart="Always", cpu="1", memory="512Mi"),
+        _container("logs", restart="Always", cpu="500m", memory="512Mi"),
+        _container("migrate", cpu="3", memory="2Gi"),  # beside both sidecars: 4.5 CPU, 3Gi
+    ]
+    info = translate.pod_info(decode_pod(body), gpu_resource=GPU)
+    # containers and sidecars: 3.5 CPU, 5Gi; the last init container's 4.5 CPU is larger
+    assert info.requests.cpu_millis == 4500
+    assert info.requests.memory_bytes == 5 * 2**30
+    # An init container's restartPolicy other than Always is an ordinary init container.
+    body["spec"]["initContainers"] = [_container("once", restart="Never", cpu="1")]
+    assert translate.pod_info(decode_pod(body), gpu_resource=GPU).requests.cpu_millis == 2000
+
+
+def test_pod_level_cpu_and_memory_replace_the_containers_sums():
+    # KEP-2837: pod-level requests stand for the pod's CPU and memory; GPUs stay the containers'.
+    body = k.pod("train-0", gpus=2, cpu="2", memory="4Gi")
+    body["spec"]["resources"] = {"requests": {"cpu": "6"}, "limits": {"cpu": "8", "memory": "16Gi"}}
+    info = translate.pod_info(decode_pod(body), gpu_resource=GPU)
+    assert (info.requests.cpu_millis, info.requests.memory_bytes, info.requests.gpus) == (6000, 16 * 2**30, 2)
+    body["spec"]["resources"] = {"requests": {"cpu": "lots"}}
+    with pytest.raises(InvalidQuantity, match=r"Pod\.spec\.resources\.requests\.cpu"):
+        translate.pod_info(decode_pod(body), gpu_resource=GPU)
+
+
 def test_limits_stand_in_for_missing_requests():
     body = k.pod("train-0")
     body["spec"]["containers"][0]["resources"] = {"limits": {"nvidia.com/gpu": "4", "cpu": "3"}}
