@@ -6,7 +6,10 @@
    hand each event to ``apply``/``delete``;
 3. when the server ends the watch, watch again from the last resourceVersion seen; when it
    answers 410 Gone (the version was compacted away), go back to 1;
-4. on any other failure, wait (exponential backoff, capped) and go back to 1.
+4. on any other failure, wait (exponential backoff, capped) and go back to 1. The backoff starts
+   over once a watch delivers something, not on a list alone: a watch that fails as soon as it
+   starts (refused, cut by a proxy, expired at the list's own version, which also waits) would
+   otherwise have the whole kind listed again every half second.
 
 It runs on its own daemon thread; ``stop()`` ends it.
 """
@@ -65,6 +68,8 @@ class Reflector(Generic[T]):
         self._stop = threading.Event()
         self.synced = threading.Event()
         self.relists = 0
+        self._backoff = _BACKOFF_INITIAL_SECONDS
+        self._watched_since_list = False  # a watch delivered something since the latest list
         self._thread = threading.Thread(target=self._run, name=f"reflector-{kind}", daemon=True)
 
     def start(self) -> None:
@@ -77,25 +82,29 @@ class Reflector(Generic[T]):
         self._thread.join(timeout)
 
     def _run(self) -> None:
-        backoff = _BACKOFF_INITIAL_SECONDS
         while not self._stop.is_set():
             try:
                 version = self._list_and_replace()
-                backoff = _BACKOFF_INITIAL_SECONDS
                 while not self._stop.is_set():
                     version = self._watch_from(version)
             except (Expired, self._expired):
                 log.info("watch expired; relisting", extra={"kind": self.kind})
+                if not self._watched_since_list:  # expired at the list's own version: no catching up
+                    self._back_off()
             except Exception as error:  # the API is down or answered nonsense: retry, never die
                 log.warning(
                     "list/watch failed; retrying",
-                    extra={"kind": self.kind, "reason": str(error) or type(error).__name__, "retry_seconds": backoff},
+                    extra={"kind": self.kind, "reason": str(error) or type(error).__name__, "retry_seconds": self._backoff},
                 )
-                self._stop.wait(backoff)
-                backoff = min(backoff * 2, _BACKOFF_MAX_SECONDS)
+                self._back_off()
+
+    def _back_off(self) -> None:
+        self._stop.wait(self._backoff)
+        self._backoff = min(self._backoff * 2, _BACKOFF_MAX_SECONDS)
 
     def _list_and_replace(self) -> str:
         version, objects = self._list()
+        self._watched_since_list = False
         self._replace(objects)
         self.relists += 1
         if not self.synced.is_set():
@@ -107,6 +116,9 @@ class Reflector(Generic[T]):
         for line in self._watch(version):
             if self._stop.is_set():
                 break
+            # The list and the watch both work: the next failure starts the backoff over.
+            self._watched_since_list = True
+            self._backoff = _BACKOFF_INITIAL_SECONDS
             typed = self._typed(line)
             if typed is not None:
                 kind, obj = typed.type, typed.object

@@ -7,18 +7,19 @@ import asyncio
 import json
 import socket
 import threading
-from typing import Any
+from typing import Any, Iterator
 
 import pytest
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
 from scheduler.cluster import loop_http
-from scheduler.cluster.api import KubernetesApi
+from scheduler.cluster.api import KubernetesApi, WatchExpired
 from scheduler.cluster.cache import ClusterCache
 from scheduler.cluster.leadership import LeaderElector
 from scheduler.cluster.nudge import Nudger
 from scheduler.cluster.priority_class import PriorityClassLookup
+from scheduler.cluster.reflector import Reflector
 from scheduler.config import ClusterSettings, LeaderElectionSettings, NudgeSettings
 from scheduler.core.fit import ResourceFitEngine
 from scheduler.core.pods import PodStore
@@ -380,3 +381,58 @@ def test_an_unreachable_api_leaves_the_resumed_priority_class_unread_not_the_web
     with pytest.raises(KubernetesApiError, match="unreachable"):
         api.get_priority_class("cellfit-resumed")
     assert PriorityClassLookup(api, name="cellfit-resumed").get() is None
+
+
+# ------------------------------------------------------------------ a watch that fails as soon as it starts
+
+
+class RecordedStop(threading.Event):
+    """The reflector's stop event, answering its waits at once and recording them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.waits: list[float] = []
+
+    def wait(self, timeout: float | None = None) -> bool:
+        self.waits.append(timeout or 0.0)
+        return self.is_set()
+
+
+def watch_failing_at_once(failure: Exception, *, lists: int) -> RecordedStop:
+    """A reflector whose every watch fails before delivering anything, run for ``lists`` lists in
+    this thread; its stop event, with the waits the reflector made."""
+    stop = RecordedStop()
+    listed: list[int] = []
+
+    def list_objects() -> tuple[str, list[Any]]:
+        listed.append(1)
+        if len(listed) >= lists:
+            stop.set()
+        return "10", []
+
+    def watch(version: str) -> Iterator[bytes]:
+        raise failure
+        yield b""  # a generator, as the API's watch is
+
+    reflector = Reflector[Any](
+        kind="pods", list_objects=list_objects, watch_lines=watch, decode_object=wire.POD_DECODER.decode,
+        version_of=lambda obj: obj.metadata.resourceVersion, replace=lambda objects: None,
+        apply=lambda obj: None, delete=lambda obj: None, expired=WatchExpired,
+    )
+    reflector._stop = stop
+    reflector._run()
+    return stop
+
+
+@pytest.mark.parametrize("failure", [
+    KubernetesApiError('watch pods: pods is forbidden: cannot watch resource "pods" (HTTP 403)', status=403),
+    WatchExpired(),
+], ids=["watch refused", "expired at once"])
+def test_a_watch_that_fails_before_delivering_anything_backs_off_between_lists(failure: Exception) -> None:
+    """A list that works and a watch that fails at once (RBAC granting list but not watch, a proxy
+    cutting long requests, a 410 for the list's own version): the backoff was reset by every
+    list, and an expiry relisted without waiting, so the reflector listed every pod of the
+    cluster every half second, or as fast as the API server answered, for as long as it lasted."""
+    stop = watch_failing_at_once(failure, lists=8)
+    assert len(stop.waits) >= 6
+    assert stop.waits == sorted(stop.waits) and stop.waits[-1] >= 8 * stop.waits[0]
