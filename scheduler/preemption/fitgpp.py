@@ -171,6 +171,8 @@ def choose_victims(
         return NoVictims(reason="preemption is disabled (P = 0)")
     need = preemptor.requests.as_tuple()
     valid = table.valid
+    if table.priorities is not None:  # kube-scheduler's rule: never a pod of a higher priority
+        valid = valid & (table.priorities <= preemptor.priority)
     allowed = valid if nodes is None else valid & _node_mask(table, nodes)[_safe(table.node_of)]
     if not allowed.any():
         return NoVictims(reason="no best-effort pod runs on the nodes offered for preemption")

@@ -142,6 +142,12 @@ class FitGppSettings:
         return "unlimited" if self.max_preemptions is None else str(self.max_preemptions)
 
 
+def is_pinned(pod: PodInfo) -> bool:
+    """A DaemonSet's pod: its controller recreates it on the same node at once, so preempting
+    it frees nothing (and it is often the node's own machinery: the GPU device plugin)."""
+    return pod.owner is not None and pod.owner.kind == "DaemonSet"
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Candidate:
     """A running pod seen as a possible victim.
@@ -158,12 +164,14 @@ class Candidate:
     grace_period_seconds: float
     preemptions: int = 0
     terminating: bool = False
+    priority: int = 0  # a preemptor takes no pod of a higher priority (kube-scheduler's rule)
+    pinned: bool = False  # a DaemonSet's pod: recreated on its node at once, it frees nothing
 
     @property
     def preemptible(self) -> bool:
         # TE jobs are never victims (§3: only BE jobs are suspended); a terminating pod is
         # already on its way out and its resources are promised elsewhere.
-        return self.job_class is JobClass.BEST_EFFORT and not self.terminating
+        return self.job_class is JobClass.BEST_EFFORT and not self.terminating and not self.pinned
 
     @classmethod
     def from_pod(cls, pod: PodInfo, *, preemptions: int | None = None) -> Candidate:
@@ -177,6 +185,8 @@ class Candidate:
             grace_period_seconds=float(pod.grace_period_seconds),
             preemptions=preemption_count_of(pod.annotations) if preemptions is None else preemptions,
             terminating=pod.terminating,
+            priority=pod.priority,
+            pinned=is_pinned(pod),
         )
 
 

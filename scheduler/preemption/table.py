@@ -23,7 +23,7 @@ import numpy.typing as npt
 from scheduler.core.model import TERMINAL_PHASES, NodeInfo, PodInfo
 from scheduler.core.resources import Resources
 from scheduler.errors import InvalidAnnotation
-from scheduler.preemption.model import Candidate, NodeState, job_class_or_best_effort, preemption_count_of
+from scheduler.preemption.model import Candidate, NodeState, is_pinned, job_class_or_best_effort, preemption_count_of
 
 IntMatrix = npt.NDArray[np.int64]
 IntVector = npt.NDArray[np.int64]
@@ -67,6 +67,7 @@ class CandidateTable:
     grace_seconds: FloatVector
     preemptions: IntVector
     valid: BoolVector
+    priorities: IntVector | None = None  # pod priorities; None: all 0
 
     @classmethod
     def from_nodes(cls, nodes: Iterable[NodeState]) -> CandidateTable:
@@ -81,6 +82,7 @@ class CandidateTable:
         demand: list[tuple[int, int, int]] = []
         grace: list[float] = []
         counts: list[int] = []
+        priorities: list[int] = []
         for node in nodes:
             if node.name in index:
                 raise ValueError(f"node {node.name!r} appears twice")
@@ -98,6 +100,7 @@ class CandidateTable:
                 demand.append(candidate.requests.as_tuple())
                 grace.append(candidate.grace_period_seconds)
                 counts.append(candidate.preemptions)
+                priorities.append(candidate.priority)
         capacity_matrix = _columns(capacity)
         demand_matrix = _columns(demand)
         node_rows = np.array(node_of, dtype=np.intp)
@@ -114,6 +117,7 @@ class CandidateTable:
             grace_seconds=np.array(grace, dtype=np.float64),
             preemptions=np.array(counts, dtype=np.int64),
             valid=np.ones(len(uids), dtype=np.bool_),
+            priorities=np.array(priorities, dtype=np.int64),
         )
 
     def free_on(self, node_name: str) -> Resources:
@@ -163,6 +167,7 @@ class PreemptionIndex:
         self._sizes: FloatVector = np.zeros(capacity, dtype=np.float64)
         self._grace: FloatVector = np.zeros(capacity, dtype=np.float64)
         self._preemptions: IntVector = np.zeros(capacity, dtype=np.int64)
+        self._priorities: IntVector = np.zeros(capacity, dtype=np.int64)
         self._preemptible: BoolVector = np.zeros(capacity, dtype=np.bool_)
         self._pods_by_node: dict[str, set[str]] = {}
 
@@ -230,6 +235,8 @@ class PreemptionIndex:
                 grace_period_seconds=float(pod.grace_period_seconds),
                 preemptions=preemptions,
                 terminating=pod.terminating,
+                priority=pod.priority,
+                pinned=is_pinned(pod),
             ),
             node_name=pod.node_name,
         )
@@ -258,6 +265,7 @@ class PreemptionIndex:
         self._demand[:, slot] = demand
         self._grace[slot] = candidate.grace_period_seconds
         self._preemptions[slot] = candidate.preemptions
+        self._priorities[slot] = candidate.priority
         self._preemptible[slot] = candidate.preemptible
         if node_slot >= 0:
             self._used[:, node_slot] += demand
@@ -334,6 +342,7 @@ class PreemptionIndex:
             grace_seconds=self._grace[:pods],
             preemptions=self._preemptions[:pods],
             valid=valid,
+            priorities=self._priorities[:pods],
         )
 
     # ------------------------------------------------------------------ slots
@@ -361,6 +370,7 @@ class PreemptionIndex:
             self._sizes = np.concatenate([self._sizes, np.zeros(grown - slot, dtype=np.float64)])
             self._grace = np.concatenate([self._grace, np.zeros(grown - slot, dtype=np.float64)])
             self._preemptions = np.concatenate([self._preemptions, np.zeros(grown - slot, dtype=np.int64)])
+            self._priorities = np.concatenate([self._priorities, np.zeros(grown - slot, dtype=np.int64)])
             self._preemptible = np.concatenate([self._preemptible, np.zeros(grown - slot, dtype=np.bool_)])
         self._uids.append(None)
         self._keys.append(None)

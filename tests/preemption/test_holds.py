@@ -24,6 +24,7 @@ from scheduler.preemption.holds import RoomHolds
 from tests.preemption.test_engine import GI, full_node, running, te
 
 BE_PRIORITY = 500
+TRIAL_PRIORITY = 1000  # a trial pod preempts no pod of a higher priority
 RESUMED_PRIORITY = 750
 
 
@@ -199,7 +200,7 @@ def test_hived_places_the_waiter_on_another_node_instead():
     second = pending("b-1", job="b", labels=VC)
     home = engine.filter(second, ["g0", "g1"]).feasible[0]
     engine.reserve(second, home)  # HiveD packs: b lands next to a
-    trial = te(gpus=4, vc="default")
+    trial = replace(te(gpus=4, vc="default"), priority=TRIAL_PRIORITY)
     victims = engine.select_victims(trial, {home: ["a-1", "b-1"]}, {})
     (victim,) = victims[home]
     job = "a" if victim == "a-1" else "b"
@@ -321,9 +322,11 @@ def test_hived_gang_members_with_planned_slots_are_left_alone():
     a = pending("a-1", job="a", labels=VC)
     engine.reserve(a, engine.filter(a, ["g0"]).feasible[0])
     engine.reserve(pending("b-1", job="b", labels=VC), "g0")
-    (victim,) = engine.select_victims(te(gpus=4, vc="default"), {"g0": ["a-1", "b-1"]}, {})["g0"]
+    trial = replace(te(gpus=4, vc="default"), priority=TRIAL_PRIORITY)
+    (victim,) = engine.select_victims(trial, {"g0": ["a-1", "b-1"]}, {})["g0"]
     job = victim.split("-")[0]
     engine.delete_pod(victim)
+    engine.delete_pod(trial.uid)  # its user deleted it: the resume hold alone keeps the room
     resumed = pending(f"{job}-2", job=job, priority=RESUMED_PRIORITY, labels=VC)
     engine.apply_pod(resumed)
     # The gang's first member is kept off g0; HiveD plans the whole gang elsewhere.

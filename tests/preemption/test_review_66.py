@@ -7,7 +7,7 @@ import pytest
 from msgspec.structs import replace
 
 from scheduler.core.fit import ResourceFitEngine
-from scheduler.core.model import JobInfo, NodeInfo, PodInfo
+from scheduler.core.model import JobInfo, NodeInfo, OwnerRef, PodInfo
 from scheduler.core.resources import Resources
 from scheduler.errors import InvalidAnnotation
 from scheduler.preemption import FitGppSettings, preemption_count_of
@@ -208,3 +208,43 @@ def test_a_pod_hived_is_reclaiming_is_not_fitgpps_victim_again():
                             "cellfit.io/priority": "opportunistic"})
     choice = engine.decide_preemption(trial, {"g0": [], "g1": []}, {})
     assert not set(choice.victim_uids) & set(reclaim.victim_uids)
+
+
+def node_with_a_system_pod(system: PodInfo) -> FitGppEngine:
+    """n1 (32 CPUs, 8 GPUs): ``system`` (2 CPUs), Job b's BE pod (4 CPUs, 4 GPUs) and Job c's
+    CPU-heavy BE pod (24 CPUs, long grace period): 2 CPUs and 4 GPUs free."""
+    engine = FitGppEngine(ResourceFitEngine(), settings=FitGppSettings())
+    engine.apply_node(NODE)
+    engine.apply_pod(system)
+    engine.apply_pod(running("be", job="b", gpus=4))
+    engine.apply_pod(replace(running("be-cpu", job="c", gpus=0, grace=600), requests=Resources(24000, 32 * GI, 0)))
+    return engine
+
+
+TRIAL_4_CPUS = PodInfo(uid="te", namespace="ml", name="te", requests=Resources(4000, 8 * GI, 2),
+                       labels={"cellfit.io/job-class": "trial"}, priority=1000)
+
+
+@pytest.mark.parametrize(
+    "system",
+    [
+        # the NVIDIA device plugin: no cellfit label (so best-effort by default), system-node-critical
+        PodInfo(uid="dp", namespace="kube-system", name="nvidia-device-plugin", requests=Resources(2000, GI, 0),
+                priority=2000001000, node_name="n1", phase="Running", owner=OwnerRef("DaemonSet", "nvidia-device-plugin", "ds-1")),
+        # a DaemonSet pod of no priority: recreated on its node at once, it frees nothing
+        PodInfo(uid="dp", namespace="monitoring", name="node-exporter", requests=Resources(2000, GI, 0),
+                node_name="n1", phase="Running", owner=OwnerRef("DaemonSet", "node-exporter", "ds-2")),
+        # a pod of a higher priority than the trial pod's: kube-scheduler never preempts those
+        PodInfo(uid="dp", namespace="ml", name="important", requests=Resources(2000, GI, 0), priority=5000,
+                node_name="n1", phase="Running", labels={"cellfit.io/job-class": "best-effort"}, owner=OwnerRef("Job", "i", "job-i")),
+    ],
+)
+def test_fitgpp_never_preempts_a_system_pod_or_one_of_higher_priority(system):
+    """FitGpp may choose any best-effort pod on an offered node, and an unlabelled pod is
+    best-effort: the smallest pod with a short grace period scores lowest, so it took the
+    device plugin (kube-scheduler resolves the UID and deletes it). Victims are now pods of no
+    higher priority than the preemptor's, and never a DaemonSet's."""
+    engine = node_with_a_system_pod(system)
+    choice = engine.decide_preemption(TRIAL_4_CPUS, {"n1": []}, {})
+    assert "dp" not in choice.victim_uids
+    assert choice.victims == {"n1": ["be"]}
