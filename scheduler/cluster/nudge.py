@@ -208,10 +208,19 @@ def signal_pod(name: str, *, namespace: str) -> dict[str, Any]:
 
 
 def send_signal(api: NudgeApi, *, namespace: str) -> None:
-    """Create the signal pod and delete it at once (no grace: nothing runs it)."""
+    """Create the signal pod and delete it at once (no grace: nothing runs it). Sent once
+    created: a deletion that fails is the pod garbage collector's to make (it deletes pods bound
+    to a node that does not exist), which requeues the parked pods the same way, later; raising
+    then would have the callers send another signal pod at every try."""
     name = f"cellfit-requeue-{uuid.uuid4().hex[:10]}"
     api.create_pod(namespace=namespace, pod=signal_pod(name, namespace=namespace))
-    api.delete_pod(namespace=namespace, name=name, grace_period_seconds=0)
+    try:
+        api.delete_pod(namespace=namespace, name=name, grace_period_seconds=0)
+    except KubernetesApiError as error:
+        log.warning(
+            "requeue signal pod not deleted; the pod garbage collector removes it, and kube-scheduler retries then",
+            extra={"pod": f"{namespace}/{name}", "reason": str(error)},
+        )
 
 
 class VictimRequeue:

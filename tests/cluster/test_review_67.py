@@ -436,3 +436,26 @@ def test_a_watch_that_fails_before_delivering_anything_backs_off_between_lists(f
     stop = watch_failing_at_once(failure, lists=8)
     assert len(stop.waits) >= 6
     assert stop.waits == sorted(stop.waits) and stop.waits[-1] >= 8 * stop.waits[0]
+
+
+class SignalPodsUndeletable(ParkedPods):
+    """Signal pods are created but cannot be deleted (RBAC granting create, not delete; the API
+    failing between the two calls)."""
+
+    def delete_pod(self, *, namespace: str, name: str, uid: str | None = None, grace_period_seconds: int | None = None) -> None:
+        raise KubernetesApiError(f'delete pod {namespace}/{name}: pods "{name}" is forbidden (HTTP 403)', status=403)
+
+
+def test_a_signal_pod_that_could_not_be_deleted_counts_as_a_signal_sent() -> None:
+    """The signal pod was created and its deletion failed: the pass counted no signal, so every
+    pass (5 s) created another pod bound to a node that does not exist, past the interval the
+    signals keep. The pod garbage collector deletes such a pod, which requeues the parked pods
+    just the same: the signal was sent, late."""
+    wall = [T0]
+    api = SignalPodsUndeletable()
+    settings = NudgeSettings(min_interval_seconds=30.0)
+    nudger = Nudger(api=api, settings=settings, namespace="cellfit-system", ready=lambda: True, clock=lambda: wall[0])
+    for _ in range(int(settings.min_interval_seconds // settings.period_seconds)):
+        nudger.pass_once()
+        wall[0] += settings.period_seconds
+    assert len(api.signals) == 1
