@@ -171,11 +171,16 @@ def choose_victims(
         return NoVictims(reason="preemption is disabled (P = 0)")
     need = preemptor.requests.as_tuple()
     valid = table.valid
-    if table.priorities is not None:  # kube-scheduler's rule: never a pod of a higher priority
-        valid = valid & (table.priorities <= preemptor.priority)
     allowed = valid if nodes is None else valid & _node_mask(table, nodes)[_safe(table.node_of)]
     if not allowed.any():
         return NoVictims(reason="no best-effort pod runs on the nodes offered for preemption")
+    if table.priorities is not None:  # kube-scheduler's rule: never a pod of a higher priority
+        allowed = allowed & (table.priorities <= preemptor.priority)
+        if not allowed.any():
+            return NoVictims(
+                reason=f"every best-effort pod on the offered nodes has a higher priority than this pod's "
+                f"({preemptor.priority}); give trial pods a PriorityClass above best-effort ones"
+            )
     under_limit = allowed
     if settings.max_preemptions is not None:
         under_limit = allowed & (table.preemptions < settings.max_preemptions)

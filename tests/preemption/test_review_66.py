@@ -248,3 +248,17 @@ def test_fitgpp_never_preempts_a_system_pod_or_one_of_higher_priority(system):
     choice = engine.decide_preemption(TRIAL_4_CPUS, {"n1": []}, {})
     assert "dp" not in choice.victim_uids
     assert choice.victims == {"n1": ["be"]}
+
+
+def test_a_trial_pod_without_a_priority_above_best_effort_is_told_why_nothing_is_preempted():
+    """A trial Job without the cellfit-trial PriorityClass: every best-effort pod outranks it,
+    and the refusal must say so rather than that no best-effort pod runs there."""
+    engine = FitGppEngine(ResourceFitEngine(), settings=FitGppSettings())
+    engine.apply_node(NODE)
+    engine.apply_pod(replace(running("be", job="b", gpus=8), priority=500))
+    choice = engine.decide_preemption(te(gpus=4), {"n1": []}, {})
+    assert choice.victims == {}
+    assert choice.refusal == (
+        "every best-effort pod on the offered nodes has a higher priority than this pod's (0); "
+        "give trial pods a PriorityClass above best-effort ones"
+    )
