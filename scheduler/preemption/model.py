@@ -142,10 +142,14 @@ class FitGppSettings:
         return "unlimited" if self.max_preemptions is None else str(self.max_preemptions)
 
 
+PINNED_OWNERS: Final = frozenset({"DaemonSet", "Node"})  # a Node owns its static (mirror) pods
+
+
 def is_pinned(pod: PodInfo) -> bool:
-    """A DaemonSet's pod: its controller recreates it on the same node at once, so preempting
-    it frees nothing (and it is often the node's own machinery: the GPU device plugin)."""
-    return pod.owner is not None and pod.owner.kind == "DaemonSet"
+    """A DaemonSet's pod or a static pod: recreated on the same node at once (by its controller,
+    by the kubelet), preempting it frees nothing, and it is often the node's own machinery (the
+    GPU device plugin)."""
+    return pod.owner is not None and pod.owner.kind in PINNED_OWNERS
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -234,6 +234,9 @@ TRIAL_4_CPUS = PodInfo(uid="te", namespace="ml", name="te", requests=Resources(4
         # a DaemonSet pod of no priority: recreated on its node at once, it frees nothing
         PodInfo(uid="dp", namespace="monitoring", name="node-exporter", requests=Resources(2000, GI, 0),
                 node_name="n1", phase="Running", owner=OwnerRef("DaemonSet", "node-exporter", "ds-2")),
+        # a static pod (its mirror pod is owned by the Node): the kubelet restarts it at once
+        PodInfo(uid="dp", namespace="kube-system", name="gpu-exporter-n1", requests=Resources(2000, GI, 0),
+                node_name="n1", phase="Running", owner=OwnerRef("Node", "n1", "node-n1")),
         # a pod of a higher priority than the trial pod's: kube-scheduler never preempts those
         PodInfo(uid="dp", namespace="ml", name="important", requests=Resources(2000, GI, 0), priority=5000,
                 node_name="n1", phase="Running", labels={"cellfit.io/job-class": "best-effort"}, owner=OwnerRef("Job", "i", "job-i")),
