@@ -41,6 +41,11 @@ ACTIVE_PODS = "status.phase!=Succeeded,status.phase!=Failed"
 SAMPLE_PODS = "cellfit.io/sample=true"
 EVENT_SOURCE = SCHEDULER_NAME
 CONNECTION_POOL_SIZE = 64
+# The API server sends every watch a bookmark about once a minute (its watch cache's bookmark
+# frequency), so a watch silent this long is a dead connection (a flow a NAT or load balancer
+# dropped without a reset): it ends, and the reflector lists again. (A kind served without the
+# watch cache gets no such bookmarks: a quiet one is then listed again this often.)
+WATCH_SILENCE_SECONDS = 150.0
 _IN_CLUSTER_TOKEN = Path("/var/run/secrets/kubernetes.io/serviceaccount/token")
 
 
@@ -119,7 +124,7 @@ class KubernetesApi:
                 allow_watch_bookmarks=True,
                 timeout_seconds=timeout,
                 _preload_content=False,
-                _request_timeout=(self._settings.request_timeout_seconds, timeout + 30),
+                _request_timeout=(self._settings.request_timeout_seconds, self._watch_read_timeout()),
             )
         except ApiException as error:
             if error.status == 410:
@@ -129,6 +134,11 @@ class KubernetesApi:
             yield from _lines(response)
         finally:
             response.release_conn()
+
+    def _watch_read_timeout(self) -> float:
+        """How long a watch may stay silent: past the server's own end of it, or past the
+        bookmark interval, whichever comes first."""
+        return min(self._settings.watch_timeout_seconds + 30, WATCH_SILENCE_SECONDS)
 
     # ------------------------------------------------------------------ any path (the cell exchange's kinds)
 
@@ -151,7 +161,7 @@ class KubernetesApi:
             response = client.rest_client.pool_manager.request(
                 "GET", client.configuration.host + path + ("&" if "?" in path else "?") + query, headers=headers,
                 preload_content=False,
-                timeout=urllib3.Timeout(connect=self._settings.request_timeout_seconds, read=timeout + 30),
+                timeout=urllib3.Timeout(connect=self._settings.request_timeout_seconds, read=self._watch_read_timeout()),
             )
         except urllib3.exceptions.HTTPError as error:
             raise KubernetesApiError(f"watch {path}: Kubernetes API unreachable: {error}") from None

@@ -7,12 +7,14 @@ import asyncio
 import json
 import socket
 import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Iterator
 
 import pytest
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
+from scheduler.cluster import api as api_module
 from scheduler.cluster import loop_http
 from scheduler.cluster.api import KubernetesApi, WatchExpired
 from scheduler.cluster.cache import ClusterCache
@@ -459,3 +461,61 @@ def test_a_signal_pod_that_could_not_be_deleted_counts_as_a_signal_sent() -> Non
         nudger.pass_once()
         wall[0] += settings.period_seconds
     assert len(api.signals) == 1
+
+
+# ------------------------------------------------------------------ a watch connection gone silent
+
+
+class SilentAfterOneEvent(BaseHTTPRequestHandler):
+    """Answers a watch, sends one bookmark, then goes silent with the connection open (a
+    NAT or load balancer that dropped the flow without a reset: nothing arrives any more)."""
+
+    protocol_version = "HTTP/1.1"
+    released = threading.Event()
+
+    def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        event = b'{"type":"BOOKMARK","object":{"kind":"Pod","apiVersion":"v1","metadata":{"resourceVersion":"12"}}}\n'
+        self.wfile.write(b"%x\r\n%s\r\n" % (len(event), event))
+        self.wfile.flush()
+        self.released.wait(60)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+def test_a_watch_that_goes_silent_past_the_bookmark_interval_ends_and_relists(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The API server sends a bookmark on every watch about once a minute; a watch that stays
+    silent much longer is a dead connection. It was read with the watch's own timeout (330 s by
+    default): for five minutes the cache missed every deletion (pods waited for room already
+    free, preemptors for victims already gone) while the verbs served from it."""
+    # A bookmark interval a test can wait out (raising=False: the review first ran it before the constant existed).
+    monkeypatch.setattr(api_module, "WATCH_SILENCE_SECONDS", 1.0, raising=False)
+    server = ThreadingHTTPServer(("127.0.0.1", 0), SilentAfterOneEvent)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    configuration = k8s.Configuration()
+    configuration.host = f"http://127.0.0.1:{server.server_address[1]}"
+    api = KubernetesApi(k8s.ApiClient(configuration), settings=ClusterSettings(), source="test")
+    read: list[bytes] = []
+    ended: list[BaseException] = []
+
+    def follow() -> None:
+        try:
+            read.extend(api.watch("pods", resource_version="10"))
+        except Exception as error:
+            ended.append(error)
+
+    watching = threading.Thread(target=follow, daemon=True)
+    try:
+        watching.start()
+        watching.join(30)
+        assert not watching.is_alive(), "the watch kept waiting on a silent connection"
+        assert len(read) == 1 and ended  # the bookmark, then the end: the reflector relists
+    finally:
+        SilentAfterOneEvent.released.set()
+        server.shutdown()
+        server.server_close()
