@@ -163,6 +163,14 @@ def micro_time(moment: datetime) -> str:
     return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
+def _moment(stamp: str | None) -> datetime | None:
+    """A MicroTime as a moment; None when absent or unreadable."""
+    try:
+        return datetime.fromisoformat(stamp.replace("Z", "+00:00")) if stamp else None
+    except ValueError:
+        return None
+
+
 def default_identity() -> str:
     """The host name: in a pod its name, unique per replica and kept across container restarts."""
     return socket.gethostname()
@@ -213,7 +221,7 @@ class LeaderElector:
         self._failing = False  # the API has failed since the last success: said once, not every retry
         # The renewTime stamps of this replica's latest writes (answered or not): a record naming
         # this identity with another stamp was written by another replica of the same identity.
-        self._stamps: deque[str] = deque(maxlen=_STAMPS_KEPT)
+        self._stamps: deque[datetime] = deque(maxlen=_STAMPS_KEPT)
         self._twin_warned = False
         self.leading = False
         self.holder = ""  # as last read: who leads now
@@ -307,7 +315,7 @@ class LeaderElector:
                 record, name=self.name, namespace=self.namespace, identity=self.identity,
                 lease_duration_seconds=self._settings.lease_duration_seconds, now=self._wall(),
             )
-            self._stamps.append(body["spec"]["renewTime"])
+            self._stamps.append(_moment(body["spec"]["renewTime"]) or self._wall())
             sent_at = self._monotonic()
             written = parse_lease(self._api.write_lease(namespace=self.namespace, lease=body))
         except KubernetesApiError as error:
@@ -325,10 +333,11 @@ class LeaderElector:
     def _written_by_twin(self, record: LeaseRecord | None) -> bool:
         """Whether ``record`` names this identity but another replica wrote it. A replica that
         has not written yet cannot tell: it takes the Lease as its own (a restarted container)."""
-        return (
-            record is not None and record.holder == self.identity and bool(self._stamps)
-            and record.renew_time not in self._stamps
-        )
+        if record is None or record.holder != self.identity or not self._stamps:
+            return False
+        # Compared as moments, not strings: a server writing MicroTime its own way is no twin.
+        written = _moment(record.renew_time)
+        return written is not None and written not in self._stamps
 
     def _twin_wrote(self) -> None:
         """Another replica renews the Lease under this identity: it leads, this one stands by."""
