@@ -98,6 +98,7 @@ CELLFIT_RULES = {
     # create, delete: the estimator's sampling pods (owned by their Job, labelled cellfit.io/sample)
     ("", "pods"): {"get", "list", "watch", "create", "delete"},
     ("", "pods/binding"): {"create"},  # POST namespaces/{ns}/pods/{name}/binding (create_binding)
+    ("", "pods/status"): {"patch"},  # the exchange's DisruptionTarget condition on a pod it preempts
     ("batch", "jobs"): {"list", "watch", "patch"},
     ("batch", "jobs/status"): {"patch"},  # the estimator's Estimated condition
     ("", "events"): {"create"},

@@ -36,6 +36,7 @@ class Api:
         self.statuses: dict[str, dict[str, Any]] = {}
         self.deleted: list[str] = []
         self.events: list[tuple[str, str]] = []
+        self.writes: list[tuple[str, str]] = []  # ("status" or "delete", object), in order
 
     def get_path(self, path: str) -> bytes:
         return json.dumps({"metadata": {"name": LEDGER, "resourceVersion": str(self.version)}, "data": self.data}).encode()
@@ -51,10 +52,12 @@ class Api:
         if name in self.refuse_status:
             raise KubernetesApiError("the API server is unavailable", status=503)
         self.statuses[name] = body["status"]
+        self.writes.append(("status", name))
         return b"{}"
 
     def delete_pod(self, *, namespace: str, name: str, **_: Any) -> None:
         self.deleted.append(f"{namespace}/{name}")
+        self.writes.append(("delete", name))
 
     def create_event(self, *, pod_name: str, reason: str, **_: Any) -> None:
         self.events.append((pod_name, reason))
@@ -114,6 +117,27 @@ def test_a_round_matches_records_tells_and_preempts():
     assert api.ledger_writes == 1 and len(ledger.read(api.data)[0]) == 2
     assert api.statuses["o2"]["phase"] == api.statuses["r2"]["phase"] == "Matched"
     assert len(api.deleted) == 1  # b's pod on the returned cell
+
+
+def test_a_preempted_pod_is_marked_a_disruption_target_before_it_is_deleted():
+    # As kube-scheduler marks its own preemption's victims: a Job whose podFailurePolicy ignores
+    # DisruptionTarget resumes instead of counting a failure.
+    controller, api = setup(offers=[cell_object("na", "o2", "u1")], requests=[cell_object("nb", "r2", "u2")])
+    controller.reconcile()
+    [deleted] = api.deleted
+    name = deleted.split("/")[1]
+    [condition] = api.statuses[name]["conditions"]
+    assert (condition["type"], condition["status"], condition["reason"]) == ("DisruptionTarget", "True", "PreemptionByScheduler")
+    assert condition["message"].startswith("cellfit: ")
+    assert api.writes.index(("status", name)) < api.writes.index(("delete", name))
+
+
+def test_a_disruption_condition_the_api_refuses_leaves_the_preemption_to_go_on():
+    controller, api = setup(offers=[cell_object("na", "o2", "u1")], requests=[cell_object("nb", "r2", "u2")])
+    api.refuse_status.update({"b0", "b1"})  # b's pods: the condition cannot be written
+    controller.reconcile()
+    [deleted] = api.deleted  # the cells are returned all the same
+    assert deleted.split("/")[1] in {"b0", "b1"} and not {"b0", "b1"} & api.statuses.keys()
 
 
 def test_a_ledger_write_refused_keeps_telling_and_preempting_from_what_is_recorded_and_backs_off():

@@ -62,6 +62,10 @@ def status_path(kind: str, namespace: str, name: str) -> str:
     return f"{base[0]}/namespaces/{quote(namespace, safe='')}/{base[1]}/{quote(name, safe='')}/status"
 
 
+def pod_status_path(namespace: str, name: str) -> str:
+    return f"/api/v1/namespaces/{quote(namespace, safe='')}/pods/{quote(name, safe='')}/status"
+
+
 def config_maps_path(namespace: str) -> str:
     return f"/api/v1/namespaces/{quote(namespace, safe='')}/configmaps"
 
