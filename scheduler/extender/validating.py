@@ -29,6 +29,7 @@ from scheduler.extender.validation import (
     introduced,
     job_problems,
     pod_problems,
+    trial_priority_problems,
 )
 from scheduler.kube import translate, wire
 
@@ -142,7 +143,7 @@ class ObjectValidation:
             info = translate.pod_info(pod, gpu_resource=self._gpu_resource, field="spec")
         except InvalidRequest as error:  # a quantity cellfit cannot read: the scheduler would refuse it too
             return [Problem(field=error.field or "spec", text=str(error))]
-        return pod_problems(info, cells=self._cells)
+        return pod_problems(info, cells=self._cells) + trial_priority_problems(info.labels, pod.spec)
 
 
 def _cut(text: str) -> str:

@@ -28,6 +28,7 @@ from scheduler.cells.capabilities import RequestCheck
 from scheduler.cells.planning import Unplaceable
 from scheduler.cells.request import CellRequest, gang_size_problem, parse_request
 from scheduler.constants import (
+    JOB_CLASS_TRIAL,
     ANNOTATION_CELL_TYPE,
     ANNOTATION_CONFIGURATIONS,
     ANNOTATION_ESTIMATE,
@@ -160,6 +161,27 @@ def pod_problems(pod: PodInfo, *, cells: LiveCells | None, where: str = "") -> l
     return problems
 
 
+def trial_priority_problems(labels: Mapping[str, str], spec: wire.PodSpec, *, where: str = "") -> list[Problem]:
+    """A trial pod without a PriorityClass: kube-scheduler asks for a preemption only among pods
+    of lower priority, so beside best-effort pods of the cluster's default priority it waits for
+    them to end instead of FitGpp preempting one. A warning: a cluster's global default class is
+    written into the pod's priorityClassName by the API server before this check, and a Job's
+    template cannot be judged against it."""
+    try:
+        trial = job_class_of(labels).value == JOB_CLASS_TRIAL
+    except InvalidAnnotation:  # reported by pod_problems
+        return []
+    if not trial or spec.priorityClassName:
+        return []
+    field = _within(where, "spec.priorityClassName")
+    return [Problem(
+        field=field,
+        text=f"{field}: a trial pod without a PriorityClass never preempts (kube-scheduler preempts only lower "
+             "priorities); give it one above best-effort's, cellfit-trial with the chart",
+        blocking=False,
+    )]
+
+
 def placement_problems(pod: PodInfo, *, cells: LiveCells | None, where: str = "") -> list[Problem]:
     """What keeps HiveD from ever placing the pod: its request's syntax, and (``cells``) the
     virtual cluster and cell type it names against the running configuration."""
@@ -283,7 +305,8 @@ def job_problems(job: AdmittedJob, *, cells: LiveCells | None, gpu_resource: str
         pod = template_pod(job, gpu_resource=gpu_resource)
     except InvalidRequest as error:  # a quantity cellfit cannot read
         return problems + [_problem(error, where="")]
-    return problems + pod_problems(pod, cells=cells, where=TEMPLATE) + _gang_shape_problems(pod, job.spec)
+    return (problems + pod_problems(pod, cells=cells, where=TEMPLATE) + _gang_shape_problems(pod, job.spec)
+            + trial_priority_problems(template_labels, template.spec, where=TEMPLATE))
 
 
 def _gang_shape_problems(pod: PodInfo, spec: JobSpec) -> list[Problem]:

@@ -61,6 +61,7 @@ class PodSpec(msgspec.Struct, frozen=True, gc=False):
     initContainers: list[Container] | None = None
     overhead: ResourceList | None = None
     resources: ResourceRequirements | None = None  # pod-level resources (KEP-2837)
+    priorityClassName: str | None = None  # read by the validating webhook only
     nodeName: str | None = None
     schedulerName: str | None = None
     priority: int | None = None

@@ -57,7 +57,9 @@ def test_a_pod_cellfit_can_schedule_is_admitted_without_a_word():
     service, metrics = validation()
     gang = {"cellfit.io/gang": "true", "cellfit.io/gang-size": "2", "cellfit.io/cell-type": "A100-PAIR"}
     for labels in ({"cellfit.io/job-class": "trial"}, {"cellfit.io/job-class": "best-effort", "cellfit.io/priority": "opportunistic"}):
-        response = answer(service, pod(labels=labels, annotations=gang))
+        body = pod(labels=labels, annotations=gang)
+        body["spec"]["priorityClassName"] = "cellfit-trial" if labels["cellfit.io/job-class"] == "trial" else "cellfit-opportunistic"
+        response = answer(service, body)
         assert response.keys() == {"uid", "allowed"} and response["allowed"] is True
     assert metrics.admission_validations.labels(kind="pod", result="valid")._value.get() == 2
 
@@ -161,6 +163,7 @@ def test_every_key_of_the_users_contract_is_read_where_it_is_written():
                    "cellfit.io/placement": "gpu", "cellfit.io/preemptions": "1", "cellfit.io/sampling": "{}"}
     body = job("train", labels=labels, annotations=annotations, template_labels=template_labels,
                template_annotations=template_annotations, gpus=2, parallelism=2, suspend=True)
+    body["spec"]["template"]["spec"]["priorityClassName"] = "cellfit-trial"
     assert answer(service, body).keys() == {"uid", "allowed"}
     bound = pod(annotations={"cellfit.io/bind-info": "{}", "cellfit.io/gpu-indices": "0,1"},
                 labels={"cellfit.io/sample": "true", "cellfit.io/sample-job": k.JOB_UID})
@@ -279,10 +282,28 @@ def test_an_interchangeable_job_must_be_suspended_to_be_estimated_a_warning_only
     assert answer(service, placed, operation="UPDATE", old=body).keys() == {"uid", "allowed"}
 
 
+def test_a_trial_pod_or_job_without_a_priority_class_is_warned_it_will_not_preempt():
+    # kube-scheduler asks for a preemption only among pods of lower priority: a trial pod at the
+    # default priority waits behind best-effort pods. A warning only, even with rejectInvalid.
+    service, _ = validation(reject=True)
+    warning = ("spec.priorityClassName: a trial pod without a PriorityClass never preempts (kube-scheduler preempts only "
+               "lower priorities); give it one above best-effort's, cellfit-trial with the chart")
+    response = answer(service, pod(labels={"cellfit.io/job-class": "trial"}))
+    assert response["allowed"] is True and response["warnings"] == [f"cellfit: {warning}"]
+    trial_job = job("train", template_labels={**VISION, "cellfit.io/job-class": "trial"}, gpus=2)
+    response = answer(service, trial_job)
+    assert response["allowed"] is True and response["warnings"] == [f"cellfit: spec.template: {warning}"]
+    # With a class (the pod's own, or a cluster default the API server wrote in), or not trial: no word.
+    trial_job["spec"]["template"]["spec"]["priorityClassName"] = "cellfit-trial"
+    assert answer(service, trial_job).keys() == {"uid", "allowed"}
+    assert answer(service, pod(labels={"cellfit.io/job-class": "best-effort"})).keys() == {"uid", "allowed"}
+
+
 def test_pod_keys_on_the_job_instead_of_its_template_are_pointed_at_the_template():
     service, _ = validation(reject=True)
     body = job("train", labels={"cellfit.io/virtual-cluster": "vision", "cellfit.io/job-class": "trial"},
                annotations={"cellfit.io/gang": "true"}, template_labels={"cellfit.io/job-class": "trial"})
+    body["spec"]["template"]["spec"]["priorityClassName"] = "cellfit-trial"
     response = answer(service, body)
     assert response["warnings"][:2] == [
         "cellfit: label cellfit.io/virtual-cluster: set on the Job, but cellfit reads it from the pods (put it in spec.template.metadata)",
