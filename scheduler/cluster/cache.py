@@ -12,6 +12,7 @@ import asyncio
 import functools
 import logging
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Generator, Generic, Iterable, Iterator, Mapping, Sequence, TypeVar, overload
 
@@ -29,7 +30,7 @@ from scheduler.core.groups import DisjointSets
 from scheduler.core.model import TERMINAL_PHASES, JobInfo, PodInfo
 from scheduler.core.pods import PodStore
 from scheduler.core.resources import ZERO, Resources
-from scheduler.errors import CellfitError, InvalidAnnotation
+from scheduler.errors import CellfitError, InvalidAnnotation, KubernetesApiError
 from scheduler.preemption.model import JobClass, job_class_or_best_effort
 from scheduler.kube import translate, wire
 
@@ -43,6 +44,25 @@ VICTIMS_KEPT = 10_000
 LIST_PAGE_SIZE = 500
 # Records checked against a list per step of a relist: about what applying one event costs.
 _CHECKS_PER_STEP = 256
+
+
+# A preemption count is the only record of it that survives a restart (FitGpp's P): a write the
+# API server fails for a moment is tried again after these pauses, one more try each.
+COUNT_WRITE_PAUSES_SECONDS: tuple[float, ...] = (0.5, 2.0)
+
+
+def _retried(call: Callable[[], None], *, pauses: Sequence[float], sleep: Callable[[float], None] = time.sleep) -> None:
+    """``call``, tried again after each pause while it fails for a moment (no answer, 429, 5xx);
+    any other failure, or the last, is raised."""
+    for pause in (*pauses, None):
+        try:
+            call()
+            return
+        except KubernetesApiError as error:
+            transient = error.status is None or error.status == 429 or error.status >= 500
+            if pause is None or not transient:
+                raise
+        sleep(pause)
 
 
 class LazilyDecoded(Sequence[T], Generic[T]):
@@ -476,8 +496,11 @@ class ClusterCache:
         def write() -> None:
             for job, count in job_counts:
                 self._attempt(
-                    lambda: self._api.annotate_job(
-                        namespace=job.namespace, name=job.name, annotations={ANNOTATION_PREEMPTIONS: str(count)}
+                    lambda: _retried(
+                        lambda: self._api.annotate_job(
+                            namespace=job.namespace, name=job.name, annotations={ANNOTATION_PREEMPTIONS: str(count)}
+                        ),
+                        pauses=COUNT_WRITE_PAUSES_SECONDS,
                     ),
                     what=f"job {job.key} preemption count",
                 )
