@@ -34,7 +34,6 @@ import logging
 import threading
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from typing import Any, Callable, Literal, Mapping, Sequence
 
 from scheduler.cells.capabilities import CellInspection
@@ -42,6 +41,7 @@ from scheduler.cells.exchange import CellCatalog, Posting, draining_pods, due_pr
 from scheduler.cells.exchange.board import Outcome
 from scheduler.cells.exchange.ledger import Entry
 from scheduler.cells.exchange.preemption import BORROWER_HORIZON_SECONDS
+from scheduler.cells.exchange.resource import rfc3339
 from scheduler.cluster.api import KubernetesApi
 from scheduler.cluster.cache import path_reflector
 from scheduler.cluster.exchange.objects import (
@@ -423,7 +423,7 @@ class ExchangeController:
         (the exchange must return the cells), and the log says what the Job may count."""
         condition = {
             "type": DISRUPTION_TARGET, "status": "True", "reason": DISRUPTION_REASON, "message": f"cellfit: {message}",
-            "lastTransitionTime": datetime.fromtimestamp(now, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "lastTransitionTime": rfc3339(now),
         }
         try:
             self._api.write_path("PATCH", pod_status_path(namespace, name), {"metadata": {"uid": uid}, "status": {"conditions": [condition]}},
