@@ -418,15 +418,21 @@ class PatchingApi(DeletingApi):
         self.removed += [op["path"] for op in operations if op["op"] == "remove"]
 
 
-def test_an_estimate_of_configurations_edited_since_is_withdrawn_and_the_edit_sampled():
+def estimated_job(name: str) -> tuple[PatchingApi, Any, Any]:
+    """A Job sampled and estimated, still suspended: the API, the estimator, and the Job as the
+    watch shows it with what the estimator wrote."""
     api = PatchingApi()
     estimator = estimator_for(api, Clock(CREATED_AT + 60))
-    original = job("late-edit")
+    original = job(name)
     estimator._replace_jobs([original])
     play(estimator, api, original, passes=2)
+    return api, estimator, edited(original, annotations={k: v for _, notes in api.annotations for k, v in notes.items()})
+
+
+def test_an_estimate_of_configurations_edited_since_is_withdrawn_and_the_edit_sampled():
+    api, estimator, estimated = estimated_job("late-edit")
     (written,) = [notes["cellfit.io/estimate"] for _, notes in api.annotations if "cellfit.io/estimate" in notes]
     # Still suspended (waiting for admission), the user gives the cpu configuration 8 CPUs.
-    estimated = edited(original, annotations={k: v for _, notes in api.annotations for k, v in notes.items()})
     estimator._apply_job(reconfigured(estimated, cpu="8"))
     estimator.reconcile(everything=False)
     assert api.removed == ["/metadata/annotations/cellfit.io~1estimate"]
@@ -481,12 +487,7 @@ def test_a_pod_deleted_under_its_run_says_who_deleted_it_when_kubernetes_does():
 
 
 def test_an_estimate_is_not_said_withdrawn_when_the_job_was_unsuspended_first():
-    api = PatchingApi()
-    estimator = estimator_for(api, Clock(CREATED_AT + 60))
-    original = job("raced")
-    estimator._replace_jobs([original])
-    play(estimator, api, original, passes=2)
-    estimated = edited(original, annotations={k: v for _, notes in api.annotations for k, v in notes.items()})
+    api, estimator, estimated = estimated_job("raced")
     api.unsuspended.add("raced")  # the user started it before the watch told cellfit of the edit
     estimator._apply_job(reconfigured(estimated, cpu="8"))
     estimator.reconcile(everything=False)
