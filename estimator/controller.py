@@ -64,6 +64,7 @@ from scheduler.constants import (
 )
 from scheduler.core.resources import cpu_millis
 from scheduler.errors import CellfitError, InvalidAnnotation, KubernetesApiError
+from scheduler.kube.wire import annotation_pointer
 from scheduler.wording import duration
 
 log = logging.getLogger(__name__)
@@ -523,7 +524,7 @@ class EstimatorController:
         self._view(job, "sampling", message)
         if not self._said_once(job, f"withdrawn:{text}"):
             return
-        path = "/metadata/annotations/" + _pointer(ANNOTATION_ESTIMATE)
+        path = annotation_pointer(ANNOTATION_ESTIMATE)
         operations = [*_waiting_tests(job), {"op": "test", "path": path, "value": text}, {"op": "remove", "path": path}]
         try:
             self._api.patch_job(namespace=job.metadata.namespace, name=job.metadata.name, operations=operations)
@@ -801,18 +802,13 @@ def _estimate_operations(job: Job, text: str) -> list[dict[str, Any]]:
     """The estimate, written only on the Job it was made for and only while that Job waits: a
     Job its user unsuspended (or deleted and created again under its name) since it was read
     fails the tests, and the next pass sees why."""
-    return [*_waiting_tests(job), {"op": "add", "path": "/metadata/annotations/" + _pointer(ANNOTATION_ESTIMATE), "value": text}]
+    return [*_waiting_tests(job), {"op": "add", "path": annotation_pointer(ANNOTATION_ESTIMATE), "value": text}]
 
 
 def _waiting_tests(job: Job) -> list[dict[str, Any]]:
     """JSON Patch tests that the Job is the one read (not one created again under its name) and
     still suspended."""
     return [{"op": "test", "path": "/metadata/uid", "value": job.metadata.uid}, {"op": "test", "path": "/spec/suspend", "value": True}]
-
-
-def _pointer(key: str) -> str:
-    """``key`` as one JSON Pointer token (RFC 6901)."""
-    return key.replace("~", "~0").replace("/", "~1")
 
 
 def _digests(configurations: Configurations) -> dict[str, str]:

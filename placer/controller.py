@@ -74,6 +74,7 @@ from scheduler.constants import (
 )
 from scheduler.core.resources import Resources, cpu_millis, parse_quantity
 from scheduler.errors import CellfitError, InvalidAnnotation, KubernetesApiError
+from scheduler.kube.wire import annotation_pointer
 from scheduler.matching.admission import (
     AdmissionDecision,
     DecideReuse,
@@ -745,7 +746,7 @@ def _operations(job: Job, kind: str, template: dict[str, Any]) -> list[dict[str,
     return [
         {"op": "test", "path": "/spec/suspend", "value": True},
         *([{"op": "test", "path": "/metadata/resourceVersion", "value": version}] if version else []),
-        {"op": "add", "path": f"/metadata/annotations/{_escape(ANNOTATION_PLACEMENT)}", "value": kind},
+        {"op": "add", "path": annotation_pointer(ANNOTATION_PLACEMENT), "value": kind},
         {"op": "replace", "path": "/spec/template", "value": template},
         {"op": "replace", "path": "/spec/suspend", "value": False},
     ]
@@ -779,10 +780,6 @@ def _shed_previous(job: Job, configurations: Configurations, kind: str) -> bytes
 def _refusable(job: Job) -> tuple[bytes, str]:
     """What a start patches the Job from: its pod template and its configurations."""
     return bytes(job.spec.template), job.annotations.get(ANNOTATION_CONFIGURATIONS, "")
-
-
-def _escape(key: str) -> str:
-    return key.replace("~", "~0").replace("/", "~1")
 
 
 @lru_cache(maxsize=8192)

@@ -367,3 +367,8 @@ def decode(decoder: msgspec.json.Decoder[T], body: bytes | msgspec.Raw, *, field
         raise InvalidRequest(f"malformed JSON: not UTF-8 ({error.reason} at byte {error.start})", field=field) from None
     except RecursionError:
         raise InvalidRequest("malformed JSON: nested too deeply", field=field) from None
+
+
+def annotation_pointer(key: str) -> str:
+    """The JSON Pointer (RFC 6901) of the annotation ``key``, for a JSON Patch of the object."""
+    return "/metadata/annotations/" + key.replace("~", "~0").replace("/", "~1")
