@@ -99,6 +99,9 @@ class HivedEngine:
         # Pods whose reservation is the booking they held before it (their preemption's): a
         # failed bind leaves it to them, as it was.
         self._reserved_as_booked: set[str] = set()
+        # Pods the watch has shown bound and not finished: a bind failure told after that (its
+        # answer lost although the API server made it) must not release the GPUs they run on.
+        self._seen_bound: set[str] = set()
         self._on_change = on_change
         # Runtime changes to the cells, newest last (also passed to on_change).
         self.changes: deque[str] = deque(maxlen=MAX_CHANGES)
@@ -485,6 +488,8 @@ class HivedEngine:
         if pod_uid in self._reserved_as_booked:
             self._reserved_as_booked.discard(pod_uid)
             return
+        if pod_uid in self._seen_bound:
+            return
         self.delete_pod(pod_uid)
 
     # ------------------------------------------------------------------ cluster state
@@ -576,6 +581,7 @@ class HivedEngine:
         existing = self.allocator.by_pod.get(pod.uid)
         if pod.phase in TERMINAL_PHASES:
             self._reserved_as_booked.discard(pod.uid)
+            self._seen_bound.discard(pod.uid)
             self.expiry.pod_gone(pod.uid)
             if existing is not None:
                 self._unassign(existing)
@@ -585,6 +591,7 @@ class HivedEngine:
         if not pod.holds_resources:
             return  # pending: keep whatever filter booked for it
         self._reserved_as_booked.discard(pod.uid)  # bound: no bind of it fails any more
+        self._seen_bound.add(pod.uid)
         if existing is not None:
             if existing.node == pod.node_name:
                 return
@@ -675,6 +682,7 @@ class HivedEngine:
 
     def delete_pod(self, pod_uid: str) -> None:
         self._reserved_as_booked.discard(pod_uid)
+        self._seen_bound.discard(pod_uid)
         self.expiry.pod_gone(pod_uid)
         booking = self.allocator.by_pod.get(pod_uid)
         if booking is not None:

@@ -1,0 +1,38 @@
+"""helper-70's adversarial review of the HiveD cells, as a live cluster's users and admin would
+break them: each test reproduces a defect through the engine's public verbs."""
+
+from __future__ import annotations
+
+from scheduler.cells import HivedEngine
+from tests.cells.helpers import bound, node_names, pod, rack_cluster, schedule
+
+NODES = node_names()
+VCS = {
+    "a": [{"cellType": "V100-NODE", "count": 2}, {"cellType": "V100-SWITCH", "count": 2}],
+    "b": [{"cellType": "V100-RACK", "count": 1}],
+}
+
+
+def _engine() -> HivedEngine:
+    return HivedEngine.from_config(rack_cluster(vcs=VCS))
+
+
+def _gpu_owners(engine: HivedEngine, node_name: str) -> list[tuple[int | None, int | None]]:
+    return [(leaf.guaranteed_owner, leaf.opportunistic_owner) for leaf in engine.topology.nodes[node_name].leaves]
+
+
+def test_a_failed_bind_told_after_the_watch_showed_the_pod_bound_keeps_its_gpus():
+    # The binding's answer was lost (a timeout) although the API server made it: the watch shows
+    # the pod running, then the extender hands the reservation back. The pod runs on its GPUs;
+    # giving them back let the next pod on that node (kube-scheduler offers it: 4 GPUs are free)
+    # be given the same GPU indices.
+    engine = _engine()
+    p = pod("p", 4, "a")
+    node_name = engine.filter(p, NODES).feasible[0]
+    placement = engine.reserve(p, node_name)
+    engine.apply_pod(bound(p, node_name, dict(placement.annotations)))
+    engine.unreserve(p.uid)
+    assert p.uid in engine.allocator.by_pod
+    q = schedule(engine, pod("q", 4, "a"), [node_name])
+    assert q is not None
+    assert not set(q.annotations["cellfit.io/gpu-indices"].split(",")) & set(placement.annotations["cellfit.io/gpu-indices"].split(","))
