@@ -60,6 +60,8 @@ class Recovery:
         if any(i not in by_index for i in gpu_indices) or len(set(gpu_indices)) != len(gpu_indices):
             return None
         gpus = tuple(by_index[i] for i in sorted(gpu_indices))
+        if pod_uid is not None:
+            self._release_podless_slots(gpus, pod_key=pod_key)
         chain = node_cell.chain
         level = chain.node_level
         if cell_type is not None and self.topology.chain_of_type.get(cell_type) is chain:
@@ -96,6 +98,18 @@ class Recovery:
         else:
             return None
         return self._bookkeeper.book(spot, vc=vc_name, priority=priority, pod_uid=pod_uid, pod_key=pod_key, group=group)
+
+    def _release_podless_slots(self, gpus: Sequence[Cell], *, pod_key: str | None) -> None:
+        """A running pod's own record of its GPUs outranks a gang slot without a pod on them: such
+        a slot was re-created from a sibling's bind-info, written when that sibling still ran,
+        and the slot may have been released and these GPUs bound to this pod since."""
+        bookings = self._bookkeeper.bookings
+        owners = {owner for g in gpus for owner in (g.guaranteed_owner, g.opportunistic_owner) if owner is not None}
+        for owner in sorted(owners):
+            slot = bookings.get(owner)
+            if slot is not None and slot.pod_uid is None and slot.group is not None:
+                self._note(f"pod {pod_key} runs on GPUs {slot.gpu_indices} of {slot.node}; gang {slot.group.name}'s slot there without a pod is released")
+                self._bookkeeper.release(slot)
 
     def _home_for(self, vc: VcState, gpus: Sequence[Cell]) -> Cell | None:
         """The VC cell a running pod's ``gpus`` can be recovered in: the VC's cell holding them,

@@ -3,6 +3,8 @@ break them: each test reproduces a defect through the engine's public verbs."""
 
 from __future__ import annotations
 
+from msgspec import structs
+
 from scheduler.cells import HivedEngine
 from tests.cells.helpers import bound, node_names, pod, rack_cluster, schedule
 
@@ -36,3 +38,29 @@ def test_a_failed_bind_told_after_the_watch_showed_the_pod_bound_keeps_its_gpus(
     q = schedule(engine, pod("q", 4, "a"), [node_name])
     assert q is not None
     assert not set(q.annotations["cellfit.io/gpu-indices"].split(",")) & set(placement.annotations["cellfit.io/gpu-indices"].split(","))
+
+
+def test_a_restart_gives_a_running_pod_its_gpus_over_a_finished_gang_siblings_stale_slot():
+    # A gang of two ran; one pod finished and its Job's deletion released the slot, and pod x
+    # was bound on those GPUs. After a restart the survivor's bind-info (written when both ran)
+    # re-books its sibling's slot on x's GPUs if the watch lists the survivor first: x then had
+    # no booking at all (its GPUs counted for no VC), and the gang's next pod was handed x's
+    # GPUs.
+    engine = _engine()
+    first, second = (pod(uid, 8, "b", gang=("job", 2)) for uid in ("g1", "g2"))
+    survivor, finished = schedule(engine, first, NODES), schedule(engine, second, NODES)
+    assert survivor is not None and finished is not None
+    engine.apply_pod(survivor)
+    engine.apply_pod(finished)
+    engine.apply_pod(structs.replace(finished, phase="Succeeded"))
+    engine.delete_job("uid-job")
+    x = schedule(engine, pod("x", 8, "b"), [finished.node_name])
+    assert x is not None and x.node_name == finished.node_name
+
+    restarted = _engine()
+    restarted.apply_pod(survivor)
+    restarted.apply_pod(x)
+    recovered = restarted.allocator.by_pod.get("x")
+    assert recovered is not None and recovered.holds == "guaranteed" and recovered.node == x.node_name
+    slots = restarted.allocator.groups["uid-job"].slots
+    assert [(s.node, s.pod_uid) for s in slots] == [(survivor.node_name, "g1")]
