@@ -99,7 +99,7 @@ CELLFIT_RULES = {
     ("", "pods"): {"get", "list", "watch", "create", "delete"},
     ("", "pods/binding"): {"create"},  # POST namespaces/{ns}/pods/{name}/binding (create_binding)
     ("", "pods/status"): {"patch"},  # the exchange's DisruptionTarget condition on a pod it preempts
-    ("batch", "jobs"): {"list", "watch", "patch"},
+    ("batch", "jobs"): {"get", "list", "watch", "patch"},  # get: a preemption count read fresh before it is raised
     ("batch", "jobs/status"): {"patch"},  # the estimator's Estimated condition
     ("", "events"): {"create"},
     ("scheduling.k8s.io", "priorityclasses"): {"get"},  # the resumed class the webhook copies

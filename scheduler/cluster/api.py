@@ -294,10 +294,16 @@ class KubernetesApi:
         if status >= 300 and status not in (404, 409):
             raise _status_error(status, data, f"delete pod {namespace}/{name}")
 
+    def get_job(self, *, namespace: str, name: str) -> wire.Job | None:
+        """The Job as the API server holds it now (not as the watch last showed it); ``None`` if
+        it does not exist."""
+        raw = self.get_path(_job_path(namespace, name))
+        return None if raw is None else wire.JOB_DECODER.decode(raw)
+
     def patch_job(self, *, namespace: str, name: str, operations: list[dict[str, Any]]) -> None:
-        """Apply a JSON Patch to a Job; a refused patch (HTTP 422: a field that may not change)
-        raises with its status, so the caller can try a narrower one."""
-        path = f"/apis/batch/v1/namespaces/{quote(namespace, safe='')}/jobs/{quote(name, safe='')}"
+        """Apply a JSON Patch to a Job; a refused patch (HTTP 422: a field that may not change,
+        or a failed ``test``) raises with its status, so the caller can try a narrower one."""
+        path = _job_path(namespace, name)
         status, data = self._send(
             "PATCH", path, wire.ENCODER.encode(operations), action=f"patch job {namespace}/{name}",
             content_type="application/json-patch+json",
@@ -309,7 +315,7 @@ class KubernetesApi:
         """Set one condition of a Job's status (merged by ``type``: the Job controller's own
         conditions stay)."""
         body = wire.ENCODER.encode({"status": {"conditions": [condition]}})
-        path = f"/apis/batch/v1/namespaces/{quote(namespace, safe='')}/jobs/{quote(name, safe='')}/status"
+        path = f"{_job_path(namespace, name)}/status"
         status, data = self._send(
             "PATCH", path, body, action=f"condition on job {namespace}/{name}",
             content_type="application/strategic-merge-patch+json",
@@ -473,6 +479,10 @@ class _Binding(msgspec.Struct, frozen=True):
 
 
 _BINDING_ENCODER = msgspec.json.Encoder()
+
+
+def _job_path(namespace: str, name: str) -> str:
+    return f"/apis/batch/v1/namespaces/{quote(namespace, safe='')}/jobs/{quote(name, safe='')}"
 
 
 def _lease_path(namespace: str, name: str) -> str:

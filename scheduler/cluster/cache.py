@@ -31,7 +31,7 @@ from scheduler.core.model import TERMINAL_PHASES, JobInfo, PodInfo
 from scheduler.core.pods import PodStore
 from scheduler.core.resources import ZERO, Resources
 from scheduler.errors import CellfitError, InvalidAnnotation, KubernetesApiError
-from scheduler.preemption.model import JobClass, job_class_or_best_effort
+from scheduler.preemption.model import JobClass, job_class_or_best_effort, preemption_count_of
 from scheduler.kube import translate, wire
 
 log = logging.getLogger(__name__)
@@ -49,6 +49,8 @@ _CHECKS_PER_STEP = 256
 # A preemption count is the only record of it that survives a restart (FitGpp's P): a write the
 # API server fails for a moment is tried again after these pauses, one more try each.
 COUNT_WRITE_PAUSES_SECONDS: tuple[float, ...] = (0.5, 2.0)
+# Reads and guarded writes of one count before giving up, each after another writer came first.
+COUNT_WRITE_CONFLICTS = 5
 
 
 def _retried(call: Callable[[], None], *, pauses: Sequence[float], sleep: Callable[[float], None] = time.sleep) -> None:
@@ -496,12 +498,7 @@ class ClusterCache:
         def write() -> None:
             for job, count in job_counts:
                 self._attempt(
-                    lambda: _retried(
-                        lambda: self._api.annotate_job(
-                            namespace=job.namespace, name=job.name, annotations={ANNOTATION_PREEMPTIONS: str(count)}
-                        ),
-                        pauses=COUNT_WRITE_PAUSES_SECONDS,
-                    ),
+                    lambda: _retried(lambda: self._raise_preemption_count(job, count), pauses=COUNT_WRITE_PAUSES_SECONDS),
                     what=f"job {job.key} preemption count",
                 )
             for message in preemptor_messages:
@@ -520,6 +517,35 @@ class ClusterCache:
                 )
 
         self._writes.submit(write)
+
+    def _raise_preemption_count(self, job: JobInfo, count: int) -> None:
+        """Write ``count`` as the Job's preemption count unless the Job, as the API server holds it
+        now, says as much or more: the count never goes down (a replica that led a moment ago
+        writing its older count last) and a write tried again after a lost answer changes
+        nothing. The patch tests the resourceVersion read, so a writer in between is read again."""
+        for _ in range(COUNT_WRITE_CONFLICTS):
+            current = self._api.get_job(namespace=job.namespace, name=job.name)
+            if current is None or current.metadata.uid != job.uid:
+                return  # deleted, or another Job by that name: not the one preempted
+            annotations = current.metadata.annotations
+            try:
+                written = preemption_count_of(annotations or {})
+            except InvalidAnnotation:
+                written = -1  # a malformed count is replaced
+            if written >= count:
+                return
+            operations: list[dict[str, Any]] = [
+                {"op": "test", "path": "/metadata/resourceVersion", "value": current.metadata.resourceVersion},
+                *([{"op": "add", "path": "/metadata/annotations", "value": {}}] if annotations is None else []),
+                {"op": "add", "path": wire.annotation_pointer(ANNOTATION_PREEMPTIONS), "value": str(count)},
+            ]
+            try:
+                self._api.patch_job(namespace=job.namespace, name=job.name, operations=operations)
+                return
+            except KubernetesApiError as error:
+                if error.status not in (409, 422):  # 422: the test failed, another writer came first
+                    raise
+        raise KubernetesApiError(f"job {job.key}: changed under each of {COUNT_WRITE_CONFLICTS} writes of its preemption count", status=409)
 
     def remember_victims(self, uids: Iterable[str]) -> None:
         """Preemption victims, until the watch sees them go (:attr:`on_victims_gone`)."""

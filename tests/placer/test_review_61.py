@@ -17,6 +17,7 @@ from scheduler.core.resources import Resources
 from scheduler.errors import InvalidAnnotation, KubernetesApiError
 from scheduler.matching.capacity import GuaranteeCell
 from tests.placer.test_controller import Jobs, RecordingApi
+from tests.support import json_patch
 
 
 @pytest.mark.parametrize(("resources", "field"), [
@@ -115,17 +116,7 @@ class ServerApi:
     def patch_job(self, *, namespace: str, name: str, operations: list[dict[str, Any]]) -> None:
         if name not in self.jobs:
             raise KubernetesApiError(f'jobs.batch "{name}" not found', status=404)
-        patched = json.loads(json.dumps(self.jobs[name]))
-        for operation in operations:
-            *parents, last = [part.replace("~1", "/").replace("~0", "~") for part in operation["path"].split("/")[1:]]
-            target = patched
-            for part in parents:
-                target = target[part]
-            if operation["op"] == "test":
-                if target.get(last) != operation["value"]:
-                    raise KubernetesApiError(f"testing value {operation['path']} failed", status=422)
-            else:
-                target[last] = operation["value"]
+        patched = json_patch.patched(self.jobs[name], operations)
         refused = self.invalid(patched)
         if refused is not None:
             raise KubernetesApiError(f'Job.batch "{name}" is invalid: {refused}', status=422)
