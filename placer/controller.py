@@ -283,11 +283,16 @@ class PlacerController:
                 running_uids.add(uid)
         self._seen = seen
         # What was told to a Job that is gone is forgotten with it (at most as many as there are
-        # Jobs are kept). The starts stay until the watch shows them running: a Job missing from
-        # one list must not be started again.
-        if len(self._told) > len(by_key):
+        # Jobs are kept). A start is kept until the watch shows it running, or the Job gone: the
+        # watch lists every Job with configurations, so one it no longer lists was deleted (its
+        # UID never comes back) or lost its configurations after the start (it comes back only
+        # unsuspended); either way it is never read suspended again, and the start's guarded
+        # patch refuses a second start regardless.
+        if len(self._told) > len(by_key) or self._started:
             live = {job.metadata.uid for job in jobs}
             self._told = {uid: message for uid, message in self._told.items() if uid in live}
+            with self._lock:
+                self._started = {uid: kind for uid, kind in self._started.items() if uid in live}
         running, released = self._holding(now, running, by_key)
         running_uids.difference_update(by_key[item.key].metadata.uid for item, _ in released)
         # Running Jobs are busy machines of their own: their pods (bound yet or not) must not
