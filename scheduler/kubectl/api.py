@@ -27,6 +27,10 @@ DEFAULT_CELLFIT_SERVICE = "cellfit"
 # The chart's Service port serving the inspect listener (cellfit.inspect).
 INSPECT_PORT_NAME = "inspect"
 REQUEST_TIMEOUT_SECONDS = 15
+# The service proxy sends each request to one of the Service's ready pods at random. A view only
+# the controllers' leader holds (the estimator's, AlloX's) answered by a standby is asked again:
+# with two replicas, 16 tries all land on the standby once in 65,536.
+LEADER_TRIES = 16
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -76,6 +80,11 @@ class KubeApi:
         raise Unreachable(f"reading {what}: HTTP {reply.status}: {message}")
 
 
+def _from_standby(body: Any) -> bool:
+    """A standby's answer for a leader's view (scheduler/extender/runtime.py, ``_term_view``)."""
+    return isinstance(body, Mapping) and body.get("leading") is False
+
+
 def status_message(reply: Reply) -> str:
     """The API server's Status message, cellfit's ``detail``, or the body's first line."""
     body = reply.body
@@ -112,10 +121,18 @@ class InspectApi:
         self.cellfit = cellfit
 
     def view(self, view: str, *, query: Mapping[str, str] | None = None) -> Any:
-        reply = self.api.raw(self.cellfit.proxy_path(view), query=query)
-        if reply.status == 200:
-            return reply.body
-        raise self._error(reply, view)
+        """The view's document; one only the leader holds is read from the leader."""
+        for _ in range(LEADER_TRIES):
+            reply = self.api.raw(self.cellfit.proxy_path(view), query=query)
+            if reply.status != 200:
+                raise self._error(reply, view)
+            if not _from_standby(reply.body):
+                return reply.body
+        raise Unreachable(
+            f"{LEADER_TRIES} tries of /v1/inspect/{view} through Service {self.cellfit.service} all reached a standby "
+            f"replica; only the leader of cellfit's controllers ({reply.body.get('leader') or 'none now'}) holds this "
+            "view: try again"
+        )
 
     def _error(self, reply: Reply, view: str) -> PluginError:
         where = f"Service {self.cellfit.service} in namespace {self.cellfit.namespace}"

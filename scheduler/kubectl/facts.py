@@ -6,12 +6,13 @@ from typing import Any, Mapping
 from urllib.parse import quote
 
 from scheduler.kubectl.api import InspectApi, KubeApi
-from scheduler.kubectl.errors import NotFound, UsageError, ViewUnavailable
+from scheduler.kubectl.errors import Forbidden, NotFound, UsageError, ViewUnavailable
 from scheduler.kubectl.objects import (
     PREEMPTED_BY,
     CellfitView,
     Event,
     Facts,
+    GoneFacts,
     JobFacts,
     PodFacts,
     Preemption,
@@ -19,6 +20,7 @@ from scheduler.kubectl.objects import (
     job_from,
     job_pod_name,
     pod_from,
+    preempted_event,
     preemption_from,
 )
 
@@ -33,20 +35,55 @@ def parse_target(text: str) -> tuple[str, str]:
     return KINDS[kind.lower()], name
 
 
+def _involves(event: Mapping[str, Any], *, name: str, uid: str | None) -> bool:
+    """Whether ``event`` is about the object ``name`` (of ``uid``, when known: a re-created
+    object of the same name has other events)."""
+    involved = event.get("involvedObject") or {}
+    return involved.get("name") in (name, None) and (uid is None or involved.get("uid") in (uid, None, ""))
+
+
 class FactReader:
     def __init__(self, *, api: KubeApi, inspect: InspectApi) -> None:
         self.api = api
         self.inspect = inspect
 
     def facts(self, *, kind: str, name: str, namespace: str) -> Facts:
-        if kind == "pod":
-            obj = self.api.get(f"/api/v1/namespaces/{quote(namespace)}/pods/{quote(name)}", what=f"pod {namespace}/{name}")
-            pod = pod_from(obj, events=self.events(namespace, "Pod", name, uid=obj["metadata"].get("uid")))
-            owner = next((o for o in obj["metadata"].get("ownerReferences") or [] if o.get("kind") == "Job"), None)
-            job = self.job(namespace, owner["name"], with_pods=False) if owner is not None else None
-            return Facts(pod=pod, job=job, cellfit=self.view(pod=pod, job=job))
-        job = self.job(namespace, name, with_pods=True)
+        try:
+            if kind == "pod":
+                return self._pod_facts(namespace, name)
+            job = self.job(namespace, name, with_pods=True)
+        except NotFound:
+            return self._gone(kind=kind, namespace=namespace, name=name)
         return Facts(job=job, cellfit=self.view(pod=None, job=job))
+
+    def _pod_facts(self, namespace: str, name: str) -> Facts:
+        """The pod, and its Job when the user may read it: a Job deleted a moment ago (its pods
+        go after it) or one the user's role does not cover leaves the pod's own answer."""
+        obj = self.api.get(f"/api/v1/namespaces/{quote(namespace)}/pods/{quote(name)}", what=f"pod {namespace}/{name}")
+        pod = pod_from(obj, events=self.events(namespace, "Pod", name, uid=obj["metadata"].get("uid")))
+        owner = next((o for o in obj["metadata"].get("ownerReferences") or [] if o.get("kind") == "Job"), None)
+        job: JobFacts | None = None
+        notes: tuple[str, ...] = ()
+        if owner is not None:
+            try:
+                job = self.job(namespace, owner["name"], with_pods=False)
+            except (NotFound, Forbidden) as error:
+                notes = (f"its Job {namespace}/{owner['name']} is not read: {error}",)
+        return Facts(pod=pod, job=job, cellfit=self.view(pod=pod, job=job), notes=notes)
+
+    def _gone(self, *, kind: str, namespace: str, name: str) -> Facts:
+        """A pod or Job that no longer exists, from the events it left; not found when it left
+        none (it never was, or long ago)."""
+        what = f"{'pod' if kind == 'pod' else 'Job'} {namespace}/{name}"
+        try:
+            events = self.events(namespace, "Pod" if kind == "pod" else "Job", name)
+        except (NotFound, Forbidden):
+            events = ()
+        if not events:
+            raise NotFound(f"{what} not found")
+        preempted = preempted_event(events) if kind == "pod" else None
+        preemption = self._preemption(namespace, name, preempted) if preempted is not None else None
+        return Facts(gone=GoneFacts(kind=kind, namespace=namespace, name=name, events=events, preemption=preemption))
 
     def job(self, namespace: str, name: str, *, with_pods: bool) -> JobFacts:
         path = f"/apis/batch/v1/namespaces/{quote(namespace)}/jobs/{quote(name)}"
@@ -65,7 +102,7 @@ class FactReader:
     def events(self, namespace: str, kind: str, name: str, *, uid: str | None = None) -> tuple[Event, ...]:
         selector = f"involvedObject.kind={kind},involvedObject.name={name}"
         items = self._events(namespace, selector)
-        return events_from([i for i in items if uid is None or (i.get("involvedObject") or {}).get("uid") in (uid, None, "")])
+        return events_from([i for i in items if _involves(i, name=name, uid=uid)])
 
     def _events(self, namespace: str, selector: str) -> list[Mapping[str, Any]]:
         found = self.api.get(f"/api/v1/namespaces/{quote(namespace)}/events", what=f"events in namespace {namespace}",
@@ -84,18 +121,28 @@ class FactReader:
                 by_victim.setdefault(victim, []).extend(events_from([item]))
         found: list[Preemption] = []
         for victim, events in by_victim.items():
-            ours = [e for e in events if PREEMPTED_BY.match(e.message)]
-            preempted = (ours or events)[-1]
-            preemptor_events: tuple[Event, ...] = ()
-            by = PREEMPTED_BY.match(preempted.message)
-            if by is not None and "/" in by.group("by"):
-                by_namespace, by_name = by.group("by").split("/", 1)
-                try:
-                    preemptor_events = self.events(by_namespace, "Pod", by_name)
-                except NotFound:
-                    preemptor_events = ()
-            found.append(preemption_from(victim=f"{namespace}/{victim}", preempted=preempted, preemptor_events=preemptor_events))
+            preempted = preempted_event(tuple(events))
+            if preempted is not None:
+                found.append(self._preemption(namespace, victim, preempted))
         return tuple(sorted(found, key=lambda p: p.when))
+
+    def _preemption(self, namespace: str, victim: str, preempted: Event) -> Preemption:
+        """One victim's preemption, completed from its preemptor's events: those of another
+        tenant's namespace (FitGpp preempts across them) may be unreadable, and are then said
+        to be, the rest of the answer kept."""
+        preemptor_events: tuple[Event, ...] = ()
+        unread = ""
+        by = PREEMPTED_BY.match(preempted.message)
+        if by is not None and "/" in by.group("by"):
+            by_namespace, by_name = by.group("by").split("/", 1)
+            try:
+                preemptor_events = self.events(by_namespace, "Pod", by_name)
+            except NotFound:
+                preemptor_events = ()
+            except Forbidden:
+                unread = f"its score is in the events of namespace {by_namespace}, which you may not read"
+        return preemption_from(victim=f"{namespace}/{victim}", preempted=preempted, preemptor_events=preemptor_events,
+                               unread=unread)
 
     def view(self, *, pod: PodFacts | None, job: JobFacts | None) -> CellfitView:
         """Only the views the answer may need; one cellfit does not serve is noted, not fatal."""

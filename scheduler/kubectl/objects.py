@@ -78,6 +78,9 @@ class Preemption:
     node: str | None = None
     breakdown: str | None = None
     when: str = ""
+    # Why the breakdown is missing when the preemptor's events could not be read (another
+    # tenant's namespace, which FitGpp preempts across): said, not left to look like no score.
+    unread: str = ""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -116,13 +119,29 @@ class CellfitView:
 
 
 @dataclass(frozen=True, kw_only=True)
+class GoneFacts:
+    """A pod or Job asked about that no longer exists, and what its events still say (the API
+    server keeps them an hour): a pod FitGpp preempted is deleted, its name in its user's logs.
+    ``preemption``: its own, when an event says it was preempted."""
+
+    kind: str
+    namespace: str
+    name: str
+    events: tuple[Event, ...]
+    preemption: Preemption | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
 class Facts:
     """``pod`` for ``why pod/NAME``; ``job`` for ``why job/NAME`` (its pods inside it), and also
-    for a pod of a Job, so the Job's preemptions and estimates explain the pod too."""
+    for a pod of a Job, so the Job's preemptions and estimates explain the pod too; ``gone`` for
+    either once deleted. ``notes``: what could not be read, said after the answer's facts."""
 
     pod: PodFacts | None = None
     job: JobFacts | None = None
+    gone: GoneFacts | None = None
     cellfit: CellfitView = field(default_factory=CellfitView)
+    notes: tuple[str, ...] = ()
 
 
 # ------------------------------------------------------------------------------ reading
@@ -208,9 +227,10 @@ def job_from(
     )
 
 
-def preemption_from(*, victim: str, preempted: Event, preemptor_events: tuple[Event, ...]) -> Preemption:
+def preemption_from(*, victim: str, preempted: Event, preemptor_events: tuple[Event, ...], unread: str = "") -> Preemption:
     """The victim's ``Preempted`` event, completed by the preemptor's ``Preempting`` event that
-    names this victim (node and score breakdown)."""
+    names this victim (node and score breakdown). ``unread``: why the preemptor's events are
+    missing, if they could not be read."""
     found = PREEMPTED_BY.match(preempted.message)
     by = found.group("by") if found else "?"
     for event in reversed(preemptor_events):
@@ -221,7 +241,15 @@ def preemption_from(*, victim: str, preempted: Event, preemptor_events: tuple[Ev
     scheduler = SCHEDULER_PREEMPTED.match(preempted.message)
     if scheduler is not None:  # only kube-scheduler's event: the preemptor by UID
         return Preemption(victim=victim, by=f"pod {scheduler.group('uid')}", node=scheduler.group("node"), when=preempted.last_seen)
-    return Preemption(victim=victim, by=by, when=preempted.last_seen)
+    return Preemption(victim=victim, by=by, when=preempted.last_seen, unread=unread)
+
+
+def preempted_event(events: tuple[Event, ...]) -> Event | None:
+    """The last ``Preempted`` event of a pod: cellfit's ("preempted by ns/pod", which names the
+    preemptor) over kube-scheduler's own."""
+    found = [e for e in events if e.reason == "Preempted"]
+    ours = [e for e in found if PREEMPTED_BY.match(e.message)]
+    return (ours or found)[-1] if found else None
 
 
 def job_pod_name(job: str, pod: str) -> bool:

@@ -10,10 +10,10 @@ guessed beyond naming which record said it.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Mapping, Sequence
 
-from scheduler.kubectl.objects import CellfitView, Condition, Event, Facts, JobFacts, PodFacts, Preemption
+from scheduler.kubectl.objects import CellfitView, Condition, Event, Facts, GoneFacts, JobFacts, PodFacts, Preemption
 from scheduler.kubectl.wording import MAX_NAMED, duration, listed, ordinal
 
 # What cellfit's filter says, inside kube-scheduler's FailedScheduling message.
@@ -37,6 +37,13 @@ class Answer:
 
 
 def explain(facts: Facts) -> Answer:
+    answer = _explain(facts)
+    return replace(answer, details=answer.details + facts.notes) if facts.notes else answer
+
+
+def _explain(facts: Facts) -> Answer:
+    if facts.gone is not None:
+        return explain_gone(facts.gone)
     if facts.pod is not None:
         answer = explain_pod(facts.pod, facts.cellfit)
         if facts.job is not None and answer.reason in ("pending", "running"):
@@ -51,6 +58,19 @@ def explain(facts: Facts) -> Answer:
     if facts.job is not None:
         return explain_job(facts.job, facts.cellfit)
     raise ValueError("facts name neither a pod nor a Job")
+
+
+def explain_gone(gone: GoneFacts) -> Answer:
+    """A deleted pod or Job: its preemption when an event says so, else its last event."""
+    details = tuple(f"{e.reason}, last {e.last_seen or 'seen'}: {e.message}" for e in gone.events)
+    found = gone.preemption
+    if found is not None:
+        where = f" on node {found.node}" if found.node else ""
+        why = f" ({found.breakdown})" if found.breakdown else ""
+        unread = (f"{found.unread}",) if found.unread else ()
+        return Answer(reason="preempted", summary=f"deleted: preempted by {found.by}{where}{why}", details=details + unread)
+    last = gone.events[-1]
+    return Answer(reason="deleted", summary=f"deleted; its last event: {last.reason}: {last.message}", details=details)
 
 
 # ------------------------------------------------------------------------------ Jobs
@@ -187,7 +207,8 @@ def _preemption_line(found: Preemption) -> str:
     where = f" on node {found.node}" if found.node else ""
     why = f" ({found.breakdown})" if found.breakdown else ""
     when = f" at {found.when}" if found.when else ""
-    return f"{found.victim} preempted by {found.by}{where}{why}{when}"
+    unread = f" ({found.unread})" if found.unread else ""
+    return f"{found.victim} preempted by {found.by}{where}{why}{when}{unread}"
 
 
 def _job_pods_now(job: JobFacts, view: CellfitView) -> Answer:

@@ -1,0 +1,173 @@
+"""``kubectl cellfit`` as a cluster's users meet it and break it (helper-71's review): a preemptor
+in a namespace the user may not read, a chart with two replicas whose service proxy lands on the
+standby, a pod whose Job is gone, a pod that is gone itself.
+
+The API server is test_cli's: kube-apiserver's paths and Status bodies, its service proxy
+forwarding to a real cellfit inspect listener (HiveD); the standby's answer is the one
+``scheduler/extender/runtime.py`` gives (``_term_view``)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from scheduler.kubectl import cli
+from scheduler.kubectl.errors import NotFound, Unreachable
+from tests.kubectl.test_cli import PROXY, ApiServer, inspect_url, kubeconfig, status
+
+__all__ = ["inspect_url"]  # test_cli's fixture: a real HiveD inspect listener
+
+T0 = "2026-11-27T10:00:00Z"
+STANDBY = {"leading": False, "leader": "cellfit-7d9f-abcde",
+           "message": "this replica is a standby: the holder of the controllers' Lease runs this driver"}
+
+
+class Replicas(ApiServer):
+    """The service proxy in front of two cellfit replicas: ``answers[path]`` is the sequence of
+    replies successive calls get (kube-apiserver picks an endpoint at random per request)."""
+
+    def __init__(self, inspect_url: str | None) -> None:
+        super().__init__(inspect_url)
+        self.answers: dict[str, list[tuple[int, Any]]] = {}
+        self.calls: dict[str, int] = {}
+
+    def answer(self, path: str, query: str) -> tuple[int, Any]:
+        self.calls[path] = self.calls.get(path, 0) + 1
+        queued = self.answers.get(path)
+        if queued:
+            return queued.pop(0) if len(queued) > 1 else queued[0]
+        return super().answer(path, query)
+
+
+@pytest.fixture
+def apiserver(inspect_url: str) -> Iterator[Replicas]:
+    server = Replicas(inspect_url)
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def config(tmp_path: Path, apiserver: Replicas, monkeypatch: pytest.MonkeyPatch) -> Path:
+    path = kubeconfig(tmp_path / "config", apiserver.url, contexts={"alice": ("alice-token", "ml")}, current="alice")
+    monkeypatch.setenv("KUBECONFIG", str(path))
+    monkeypatch.delenv("CELLFIT_NAMESPACE", raising=False)
+    monkeypatch.delenv("CELLFIT_SERVICE", raising=False)
+    return path
+
+
+def event(reason: str, message: str, *, pod: str, uid: str = "", warning: bool = True) -> dict[str, Any]:
+    return {"reason": reason, "message": message, "type": "Warning" if warning else "Normal", "lastTimestamp": T0,
+            "involvedObject": {"kind": "Pod", "name": pod, "uid": uid}, "metadata": {"creationTimestamp": T0}}
+
+
+def forbidden(what: str) -> tuple[int, Any]:
+    return 403, status(403, "Forbidden", f'{what} is forbidden: User "alice" cannot list resource "events" in the namespace')
+
+
+# ------------------------------------------------------------------------------ preemptor elsewhere
+
+
+def test_job_preempted_by_a_pod_of_a_namespace_the_user_may_not_read(config: Path, apiserver: Replicas) -> None:
+    """FitGpp preempts across namespaces: team A's best-effort Job for team B's trial pod. Team A
+    may not read team B's events, where the score breakdown is; ``why`` still answers who
+    preempted it and where its pods are now, and says the breakdown is not readable."""
+    apiserver.routes["/apis/batch/v1/namespaces/ml/jobs/be"] = (200, {
+        "metadata": {"name": "be", "namespace": "ml", "uid": "job-uid", "annotations": {"cellfit.io/preemptions": "1"}},
+        "spec": {}, "status": {}})
+    apiserver.routes["/api/v1/namespaces/ml/pods"] = (200, {"items": []})
+    apiserver.routes["/api/v1/namespaces/ml/events"] = (200, {"items": [
+        event("Preempted", "preempted by team-b/trial-0", pod="be-x2k9q", uid="victim-uid")]})
+    apiserver.routes["/api/v1/namespaces/team-b/events"] = forbidden("events")
+    answer = json.loads(cli.run(["why", "job/be", "-o", "json"]))
+    assert answer["reason"] == "preempted"
+    assert answer["summary"].startswith("preempted 1 time, last by team-b/trial-0; now ")
+    assert any("team-b" in line and "may not read" in line for line in answer["details"]), answer["details"]
+
+
+# ------------------------------------------------------------------------------ two replicas
+
+
+def allox_queue() -> dict[str, Any]:
+    return {"leading": True, "queue": {"gpu": [{"job": "ml/a", "kind": "gpu", "position": 1, "expectedStartSeconds": 30.0}]}}
+
+
+def test_queue_read_from_the_standby_is_read_again_from_the_leader(config: Path, apiserver: Replicas) -> None:
+    """With replicaCount 2 the Service's proxy reaches the standby about every other call: its
+    answer has no queue, and the table must not say AlloX's queue is empty."""
+    path = f"{PROXY}/v1/inspect/allox"
+    apiserver.answers[path] = [(200, STANDBY), (200, STANDBY), (200, allox_queue())]
+    assert cli.run(["queue"]).splitlines()[1].split() == ["ml/a", "gpu", "1", "~30", "s", "-"]
+    assert apiserver.calls[path] == 3
+
+
+def test_queue_only_ever_from_the_standby_says_so(config: Path, apiserver: Replicas) -> None:
+    path = f"{PROXY}/v1/inspect/allox"
+    apiserver.answers[path] = [(200, STANDBY)]
+    with pytest.raises(Unreachable, match="standby.*cellfit-7d9f-abcde"):
+        cli.run(["queue"])
+
+
+def test_why_of_a_queued_job_is_not_told_by_the_standby(config: Path, apiserver: Replicas) -> None:
+    """A suspended interchangeable Job AlloX queued: the standby's estimates and AlloX views
+    know nothing of it, which ``why`` must not read as "not queued"."""
+    apiserver.routes["/apis/batch/v1/namespaces/ml/jobs/a"] = (200, {
+        "metadata": {"name": "a", "namespace": "ml", "uid": "job-a", "annotations": {
+            "cellfit.io/configurations": "{}", "cellfit.io/estimate": json.dumps({"gpu": {"seconds": 600}, "cpu": {"seconds": 5400}})}},
+        "spec": {"suspend": True}, "status": {}})
+    apiserver.routes["/api/v1/namespaces/ml/pods"] = (200, {"items": []})
+    apiserver.routes["/api/v1/namespaces/ml/events"] = (200, {"items": []})
+    apiserver.answers[f"{PROXY}/v1/inspect/allox"] = [(200, STANDBY), (200, allox_queue())]
+    apiserver.answers[f"{PROXY}/v1/inspect/estimates"] = [(200, STANDBY), (200, {"leading": True, "jobs": []})]
+    answer = json.loads(cli.run(["why", "job/a", "-o", "json"]))
+    assert answer["reason"] == "allox-queue"
+    assert answer["summary"] == "queued by AlloX: 1st on gpu, expected start in ~30 s"
+
+
+# ------------------------------------------------------------------------------ gone objects
+
+
+def pending_pod(name: str, *, owner: str | None = None) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "namespace": "ml", "uid": f"uid-{name}"}
+    if owner is not None:
+        meta["ownerReferences"] = [{"kind": "Job", "name": owner, "uid": f"uid-{owner}"}]
+    return {"metadata": meta, "spec": {"schedulerName": "cellfit"}, "status": {"phase": "Pending"}}
+
+
+@pytest.mark.parametrize("job_reply", [
+    (404, status(404, "NotFound", 'jobs.batch "gone" not found')),
+    (403, status(403, "Forbidden", 'jobs.batch "gone" is forbidden: User "alice" cannot get resource "jobs"')),
+])
+def test_pod_whose_job_is_gone_or_unreadable_is_still_explained(config: Path, apiserver: Replicas, job_reply: tuple[int, Any]) -> None:
+    """The pod is what was asked about: its Job deleted a moment ago (its pods go after it) or not
+    readable to the user (a role granting pods and events only) leaves the pod's own answer."""
+    message = "0/3 nodes are available: 3 Insufficient nvidia.com/gpu."
+    apiserver.routes["/api/v1/namespaces/ml/pods/gone-x2k9q"] = (200, pending_pod("gone-x2k9q", owner="gone"))
+    apiserver.routes["/apis/batch/v1/namespaces/ml/jobs/gone"] = job_reply
+    apiserver.routes["/api/v1/namespaces/ml/events"] = (200, {"items": [
+        event("FailedScheduling", message, pod="gone-x2k9q", uid="uid-gone-x2k9q")]})
+    answer = json.loads(cli.run(["why", "pod/gone-x2k9q", "-o", "json"]))
+    assert answer["reason"] == "pending"
+    assert answer["summary"] == "pending: Insufficient nvidia.com/gpu"
+    assert any("Job ml/gone" in line for line in answer["details"]), answer["details"]
+
+
+def test_deleted_pod_preempted_by_fitgpp_is_explained_from_its_events(config: Path, apiserver: Replicas) -> None:
+    """A pod FitGpp preempted is deleted: the user asking about it (the name in their logs) gets
+    what its events still say, not "not found"."""
+    breakdown = "score 0.31 = size 0.12 + 4.0 x GP 0.05"
+    apiserver.routes["/api/v1/namespaces/ml/events"] = (200, {"items": [
+        event("Preempted", "preempted by ml/trial-0", pod="be-x2k9q", uid="victim-uid"),
+        event("Preempting", f"preempting ml/be-x2k9q on node gpu-7 ({breakdown})", pod="trial-0", warning=False),
+    ]})
+    answer = json.loads(cli.run(["why", "pod/be-x2k9q", "-o", "json"]))
+    assert answer["reason"] == "preempted"
+    assert answer["summary"] == f"deleted: preempted by ml/trial-0 on node gpu-7 ({breakdown})"
+
+
+def test_a_pod_that_never_was_is_still_not_found(config: Path, apiserver: Replicas) -> None:
+    apiserver.routes["/api/v1/namespaces/ml/events"] = (200, {"items": []})
+    with pytest.raises(NotFound, match="pod ml/nope not found"):
+        cli.run(["why", "pod/nope"])
