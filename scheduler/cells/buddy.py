@@ -8,8 +8,10 @@ Deviations from the paper, and why they stay safe:
 
 * Free cells are kept in two ordered sets per level, *clean* (no opportunistic GPU, no bad GPU)
   and *dirty*; a clean cell is taken first, then the dirty one with the fewest opportunistic
-  GPUs (§3.2: "choose the free cells with the least GPUs used by low-priority jobs"). Any choice
-  among free level-k cells leaves the invariant of Theorem 1 unchanged.
+  GPUs (§3.2: "choose the free cells with the least GPUs used by low-priority jobs"). A cell split
+  for a smaller one is first one with bad GPUs and no opportunistic GPU (a rack with a cordoned
+  node can never be bound whole anyway), so that clean cells stay whole for the VCs that need
+  them. Any choice among free level-k cells leaves the invariant of Theorem 1 unchanged.
 * A cell can be unusable for one request (bad node, or not among the nodes kube-scheduler
   offered). Then the search may split a higher cell than Algorithm 1 would. Such a deviation is
   taken only if the invariant ``r_k - a_k <= f_k + F_k`` still holds at every level afterwards,
@@ -73,6 +75,7 @@ class BuddyAllocator:
         # Split cells -> how many of their children are on a free list (a merge tests its
         # buddies in O(1)); a cell that is not split has none.
         self._free_children: dict[Cell, int] = {}
+        self._bad_nodes: dict[Cell, None] = {}  # in the order they turned bad
         for cell in top_cells:
             self.seed(cell)
 
@@ -98,6 +101,7 @@ class BuddyAllocator:
         for inner in cell.walk():
             self._spare.pop(inner, None)
             self._free_children.pop(inner, None)
+            self._bad_nodes.pop(inner, None)
 
     # ------------------------------------------------------------------ free-list primitives
 
@@ -227,9 +231,15 @@ class BuddyAllocator:
                     return cell, found
         return None
 
-    def _candidates(self, level: int, accept: Accept) -> Cell | None:
+    def _candidates(self, level: int, accept: Accept, *, splitting: bool = False) -> Cell | None:
         """The best acceptable free cell at ``level``: the first clean one, else the dirty one
-        with the fewest opportunistic GPUs (then fewest bad GPUs)."""
+        with the fewest opportunistic GPUs (then fewest bad GPUs). A cell to be split for a
+        smaller one is first one that bad GPUs already keep from being whole (and that has no
+        opportunistic GPU): the clean cells stay whole for the VCs that need a whole one."""
+        if splitting and self._bad_nodes:
+            damaged = self._first_damaged(level, accept)
+            if damaged is not None:
+                return damaged
         for group in self._clean[level - 1].values():
             for cell in group:
                 if accept(cell):
@@ -240,6 +250,33 @@ class BuddyAllocator:
                 if (best is None or (cell.opportunistic_used, cell.bad) < (best.opportunistic_used, best.bad)) and accept(cell):
                     best = cell
         return best
+
+    def _first_damaged(self, level: int, accept: Accept) -> Cell | None:
+        """The first acceptable free cell at ``level`` holding a bad node and no opportunistic
+        GPU, looked for from the bad nodes (few) rather than through the free list (many)."""
+        seen: set[Cell] = set()
+        for node in self._bad_nodes:
+            cell: Cell | None = node
+            while cell is not None and cell.level < level:
+                cell = cell.parent
+            if cell is None or cell.level != level or cell in seen:
+                continue
+            seen.add(cell)
+            if self._on_free_list(cell) and cell.bad and not cell.opportunistic_used and accept(cell):
+                return cell
+        return None
+
+    @staticmethod
+    def _on_free_list(cell: Cell) -> bool:
+        parent = cell.parent
+        return cell.state is _FREE if parent is None else cell.state is _INSIDE and parent.state is _SPLIT
+
+    def node_health(self, node: Cell, *, bad: bool) -> None:
+        """A node of this chain turned bad or healthy (the splits look for bad nodes first)."""
+        if bad:
+            self._bad_nodes[node] = None
+        else:
+            self._bad_nodes.pop(node, None)
 
     def _descend(self, cell: Cell, level: int, accept: Accept) -> Cell | None:
         """Within a free cell, the level-``level`` descendant a split would hand out: at each
@@ -272,7 +309,7 @@ class BuddyAllocator:
                 continue
             if standard is None:
                 standard = source
-            cell = self._candidates(source, accept)
+            cell = self._candidates(source, accept, splitting=source != level)
             if cell is None:
                 continue
             target = cell if source == level else self._descend(cell, level, accept)

@@ -226,5 +226,8 @@ class LeafLedger:
             return False
 
         self.change_leaves(node.leaves, _BAD if bad else _HEALTHY)
+        buddy = self.buddies.get(node.chain)
+        if buddy is not None:
+            buddy.node_health(node, bad=bad)
         return True
 

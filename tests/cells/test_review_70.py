@@ -6,7 +6,7 @@ from __future__ import annotations
 from msgspec import structs
 
 from scheduler.cells import HivedEngine
-from tests.cells.helpers import bound, node_names, pod, rack_cluster, schedule
+from tests.cells.helpers import bound, node, node_names, pod, rack_cluster, schedule
 
 NODES = node_names()
 VCS = {
@@ -64,3 +64,18 @@ def test_a_restart_gives_a_running_pod_its_gpus_over_a_finished_gang_siblings_st
     assert recovered is not None and recovered.holds == "guaranteed" and recovered.node == x.node_name
     slots = restarted.allocator.groups["uid-job"].slots
     assert [(s.node, s.pod_uid) for s in slots] == [(survivor.node_name, "g1")]
+
+
+def test_a_cordoned_node_does_not_cost_a_rack_tenant_its_whole_rack():
+    # The admin cordons r0n0 for maintenance. Tenant a's node-sized pod split the clean rack r1
+    # (a clean free cell was taken first), although r0, broken by the cordon anyway, had three
+    # healthy free nodes: tenant b, whose VC is one rack, could then get no whole rack for its
+    # 4 x 8-GPU gang until the maintenance ended.
+    engine = _engine()
+    for name in NODES:
+        engine.apply_node(node(name))
+    engine.apply_node(node("r0n0", unschedulable=True))
+    placed = schedule(engine, pod("a1", 8, "a"), NODES)
+    assert placed is not None and placed.node_name.startswith("r0")
+    gang = [schedule(engine, pod(f"b{i}", 8, "b", gang=("train", 4)), NODES) for i in range(4)]
+    assert all(p is not None and p.node_name.startswith("r1") for p in gang)
