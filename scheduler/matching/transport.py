@@ -208,6 +208,66 @@ def certified(groups: Groups, capacity: IntArray, assign: IntArray) -> IntArray 
     return _filled(local, found)
 
 
+# Phase 3's shortest paths are found in Python over graphs of at most this many nodes (groups and
+# the sink; a dense Dijkstra, O(n²) steps of a few hundred ns), by scipy beyond: building its
+# sparse graph and calling it cost ~0.1 ms a path, what the handful of groups of a plan needs.
+_PYTHON_DIJKSTRA_NODES = 40
+_NO_PREDECESSOR = -9999  # scipy's mark for a source or a node not reached
+
+
+def _shortest_paths(graph: FloatArray, sources: IntArray) -> tuple[FloatArray, IntArray]:
+    """``dijkstra(_sparse(graph), indices=sources, min_only=True, return_predecessors=True)``'s
+    distances and predecessors: in Python where the graph is small and no node's distance is
+    reached from two nodes, else scipy's."""
+    if graph.shape[0] <= _PYTHON_DIJKSTRA_NODES:
+        found = _dense_dijkstra(graph, sources)
+        if found is not None:
+            return found
+    distance, previous, _ = dijkstra(_sparse(graph), indices=sources, min_only=True, return_predecessors=True)
+    return distance, previous
+
+
+def _dense_dijkstra(graph: FloatArray, sources: IntArray) -> tuple[FloatArray, IntArray] | None:
+    """Distances from the nearest of ``sources`` over ``graph`` (a finite entry, zero included,
+    is an edge), and each node's predecessor (``_NO_PREDECESSOR`` for a source or a node not
+    reached); None where some node's distance is reached from two nodes.
+
+    scipy's Dijkstra takes a node's predecessor from the first scanned node that strictly
+    lowers its distance, so where two nodes give the same least distance, which one it keeps
+    depends on its heap. Where one node alone gives it, every Dijkstra keeps that one, and the
+    distances, each the same sum along the same path, are the same floating-point numbers:
+    the answer is scipy's. The sums are checked over every edge, not only the ones scanned."""
+    nodes = graph.shape[0]
+    finite = np.isfinite(graph)
+    weights = np.where(finite, graph, math.inf).tolist()
+    distance = [math.inf] * nodes
+    previous = [_NO_PREDECESSOR] * nodes
+    source_list = sources.tolist()
+    for source in source_list:
+        distance[source] = 0.0
+    unscanned = set(range(nodes))
+    while unscanned:
+        node = min(unscanned, key=distance.__getitem__)
+        reached = distance[node]
+        if reached == math.inf:
+            break
+        unscanned.discard(node)
+        row = weights[node]
+        for other in unscanned:
+            through = reached + row[other]
+            if through < distance[other]:
+                distance[other] = through
+                previous[other] = node
+    distances = np.array(distance)
+    with np.errstate(invalid="ignore"):
+        # Every node's distance through each node, against its own: one match per node reached.
+        matches = (distances[:, np.newaxis] + np.where(finite, graph, math.inf) == distances[np.newaxis, :]).sum(axis=0)
+    matches[source_list] = 1
+    if bool((matches[np.isfinite(distances)] != 1).any()):
+        return None
+    return distances, np.array(previous, dtype=np.int32)
+
+
 def _sparse(graph: FloatArray) -> csr_matrix:
     """The finite entries of a dense graph as a sparse one, zeros kept as edges (what
     ``csgraph_from_dense(graph, null_value=inf)`` gives, without its masked arrays)."""
@@ -373,7 +433,7 @@ class _Grouped:
                 refresh(g)
         sink = groups
         graph = np.full((groups + 1, groups + 1), np.inf)
-        for _ in range(excess):
+        for augmentation in range(excess):
             reduced = cheapest + price[np.newaxis, :] - price[:, np.newaxis]
             finite = np.isfinite(reduced)
             if finite.any() and float(reduced[finite].min()) < -tolerance:
@@ -385,7 +445,7 @@ class _Grouped:
                 return False
             graph[:groups, sink] = np.maximum(to_sink, 0.0)
             sources = np.flatnonzero(load > used)
-            distance, previous, _ = dijkstra(_sparse(graph), indices=sources, min_only=True, return_predecessors=True)
+            distance, previous = _shortest_paths(graph, sources)
             if not np.isfinite(distance[sink]):
                 return False
             path = [int(previous[sink])]
@@ -396,8 +456,9 @@ class _Grouped:
             price += np.maximum(distance[sink] - distance[:groups], 0.0)
             for origin, destination in zip(path, path[1:]):
                 assign[int(mover[origin, destination])] = destination
-            for g in set(path[:-1]) | set(path[1:]):
-                refresh(g)
+            if augmentation + 1 < excess:  # the cheapest moves serve the next path only
+                for g in set(path[:-1]) | set(path[1:]):
+                    refresh(g)
             load[path[0]] -= 1
             load[path[-1]] += 1
             used[path[-1]] += 1
