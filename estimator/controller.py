@@ -467,6 +467,11 @@ class EstimatorController:
             self._finished(job)
             return None
         estimate_text = annotations.get(ANNOTATION_ESTIMATE)
+        if estimate_text is not None and configurations is None and job.suspended:
+            # Nothing to sample, but nothing to start either: the placer leaves such a Job to be
+            # told here, with the field.
+            self._tell_invalid_configurations(job)
+            return None
         if estimate_text is not None:
             try:
                 recorded = parse_estimate(estimate_text)
@@ -489,10 +494,7 @@ class EstimatorController:
             self._view(job, "unsuspended", message)
             return None
         if configurations is None:
-            try:
-                parse_configurations(annotations.get(ANNOTATION_CONFIGURATIONS))
-            except InvalidAnnotation as error:
-                self._invalid(job, error)
+            self._tell_invalid_configurations(job)
             return None
         try:
             iterations = parse_iterations(annotations.get(ANNOTATION_ITERATIONS))
@@ -729,8 +731,14 @@ class EstimatorController:
 
     # ------------------------------------------------------------------ telling users
 
+    def _tell_invalid_configurations(self, job: Job) -> None:
+        try:
+            parse_configurations(job.annotations.get(ANNOTATION_CONFIGURATIONS))
+        except InvalidAnnotation as error:
+            self._invalid(job, error)
+
     def _invalid(self, job: Job, error: CellfitError) -> None:
-        message = f"nothing is sampled: {error}"
+        message = f"nothing is sampled or started: {error}"
         self._event(job, "InvalidInterchangeableJob", message, warning=True, once=message)
         self._condition(job, status="False", reason="InvalidSpec", message=message)
         self._view(job, "invalid", message)

@@ -181,6 +181,26 @@ def test_invalid_iterations_are_reported_once_and_nothing_is_created():
     assert "cellfit.io/iterations" in api.conditions[0]["message"] and api.conditions[0]["reason"] == "InvalidSpec"
 
 
+def test_invalid_configurations_of_a_job_with_its_users_estimate_are_reported_once():
+    # With cellfit.io/estimate given, nothing is sampled; the placer leaves a Job whose
+    # configurations do not parse to the estimator to report, so it must not stay silent.
+    api = RecordingApi()
+    estimator = controller(api)
+    bad = job("bad")
+    configurations = {"cpu": {"resources": {"cpu": "4"}}, "tpu": {"resources": {"google.com/tpu": "1"}}}
+    body = {"metadata": {**{f: getattr(bad.metadata, f) for f in ("name", "namespace", "uid", "creationTimestamp")},
+                         "annotations": {"cellfit.io/configurations": json.dumps(configurations),
+                                         "cellfit.io/estimate": json.dumps({"cpu": {"seconds": 60}})}},
+            "spec": {"suspend": True, "template": {"spec": {"containers": [{"name": "c", "image": "i"}]}}}}
+    estimator._replace_jobs([JOB_DECODER.decode(json.dumps(body).encode())])
+    estimator.reconcile()
+    estimator.reconcile()
+    assert api.created == []
+    assert [reason for reason, _ in api.events] == ["InvalidInterchangeableJob"]
+    assert "'tpu'" in api.events[0][1] and "cellfit.io/configurations" in api.events[0][1]
+    assert api.conditions[0]["reason"] == "InvalidSpec" and "nothing is sampled or started" in api.conditions[0]["message"]
+
+
 def test_a_job_submitted_without_suspend_runs_as_written_and_is_told_once():
     api = RecordingApi()
     estimator = controller(api)
