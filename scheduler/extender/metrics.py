@@ -269,6 +269,16 @@ class ExtenderMetrics:
         per state, failed sampling pods of Jobs still sampling. None: no estimator (standby)."""
         self.estimator_view = view
 
+    def standby(self) -> None:
+        """This replica's term as the controllers' leader ended: what only the leader knows (its
+        sampling, its estimator's Jobs, AlloX's queue and fairness) is no longer exported from
+        here, so that a dashboard summing over replicas counts the new leader's alone."""
+        self.track_sampling(lambda: 0, lambda: {})
+        self.track_estimator(None)
+        for kind in ("cpu", "gpu"):
+            self.allox_queue.labels(kind=kind).set(0)
+        self.allox_fairness_spread.set(0)
+
     def track_resume_holds(self, stats: Callable[[], Mapping[str, int]]) -> None:
         """FitGpp's resume holds (scheduler/preemption/holds.py), read at scrape time."""
         self.registry.register(_RoomHoldsCollector(stats))

@@ -324,8 +324,7 @@ def _leadership(
 
     def stopped() -> None:
         terms.end()
-        metrics.track_sampling(lambda: 0, lambda: {})  # a standby samples nothing
-        metrics.track_estimator(None)
+        metrics.standby()
 
     elector = LeaderElector(
         api=api, settings=election, on_started=terms.begin, on_stopped=stopped,
