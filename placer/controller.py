@@ -51,6 +51,8 @@ from functools import lru_cache
 from types import MappingProxyType
 from typing import Any, Callable, Final, Mapping, Protocol, Sequence, TypeVar
 
+import msgspec
+
 from estimator.contract import parse_estimate_cached
 from estimator.objects import Job, template_kind, timestamp
 from placer.configuration import Configuration, Configurations, parse_configurations_cached
@@ -69,11 +71,11 @@ from scheduler.constants import (
     LABEL_PRIORITY,
     LABEL_VIRTUAL_CLUSTER,
     PRIORITY_OPPORTUNISTIC,
-    RESOURCE_CPU,
-    RESOURCE_MEMORY,
 )
-from scheduler.core.resources import Resources, cpu_millis, parse_quantity
+from scheduler.core.resources import Resources
 from scheduler.errors import CellfitError, InvalidAnnotation, KubernetesApiError
+from scheduler.kube import wire
+from scheduler.kube.translate import pod_requests
 from scheduler.kube.wire import annotation_pointer
 from scheduler.matching.admission import (
     AdmissionDecision,
@@ -561,8 +563,10 @@ class PlacerController:
             if kind not in seconds or kind not in parsed:
                 return None  # no ω known: its pods hold their capacity, that is all
             started = timestamp(job.status.startTime if job.status else None) or now
-            return RunningJob(key=key, user=user, kind=kind, started=started, seconds=known,
-                              demand=_demands(configurations_text, self._gpu_resource, _containers(job)), pods=max(_pods(job), 1))
+            demand = _job_demands(job, configurations_text, self._gpu_resource)
+            if demand is None:
+                return None
+            return RunningJob(key=key, user=user, kind=kind, started=started, seconds=known, demand=demand, pods=max(_pods(job), 1))
         if job.metadata.uid in self._started:
             return None  # started by this process; the watch has not shown the unsuspend yet
         # A suspended Job's cellfit.io/placement (its user suspended it again, or copied it from
@@ -570,10 +574,11 @@ class PlacerController:
         # never left half done. The Job waits like any other, and its start writes it anew.
         if not seconds or _pods(job) < 1:
             return None  # not estimated yet, or scaled to no pods
-        return WaitingJob(
-            key=key, user=user, arrival=timestamp(job.metadata.creationTimestamp) or now, seconds=known,
-            demand=_demands(configurations_text, self._gpu_resource, _containers(job)), pods=_pods(job),
-        )
+        demand = _job_demands(job, configurations_text, self._gpu_resource)
+        if demand is None:
+            return None
+        return WaitingJob(key=key, user=user, arrival=timestamp(job.metadata.creationTimestamp) or now, seconds=known, demand=demand,
+                          pods=_pods(job))
 
     def _tell_running(self, job: Job, kind: str, *, by_allox: bool) -> None:
         """A running Job whose ``Placed`` condition still says it waits (its user unsuspended it,
@@ -788,24 +793,57 @@ def _refusable(job: Job) -> tuple[bytes, str]:
 
 
 @lru_cache(maxsize=8192)
-def _demands(configurations: str, gpu_resource: str, containers: int) -> Mapping[str, Demand]:
-    """One pod's demand per kind, once per distinct ``cellfit.io/configurations`` value and
-    number of containers (every pass reads every Job's; parsing quantities was a quarter of a
-    pass at 1,000 Jobs). Shared between passes, so read only; a plain dict, as the inputs go to
-    the solver process pickled."""
+def _demands(configurations: str, gpu_resource: str, shape: bytes) -> Mapping[str, Demand]:
+    """One pod's demand per kind, once per distinct ``cellfit.io/configurations`` value and pod
+    shape (:func:`_pod_shape`; every pass reads every Job's, and parsing quantities was a quarter
+    of a pass at 1,000 Jobs). Shared between passes, so read only; a plain dict, as the inputs go
+    to the solver process pickled."""
     parsed = parse_configurations_cached(configurations)
-    return {kind: _demand(parsed[kind], gpu_resource, containers=containers) for kind in parsed.kinds}
+    return {kind: _demand(parsed[kind], gpu_resource, shape=shape) for kind in parsed.kinds}
 
 
-def _demand(configuration: Configuration, gpu_resource: str, *, containers: int) -> Demand:
-    """What a pod asks for: the configuration is every container's (placer/rewrite.py), so a
-    trainer and its sidecar ask for it twice."""
-    def quantity(name: str) -> str:
-        return configuration.requests.get(name) or configuration.limits.get(name) or "0"
+def _demand(configuration: Configuration, gpu_resource: str, *, shape: bytes) -> Demand:
+    """What a pod of the Job asks for in ``configuration``, as kube-scheduler counts it
+    (scheduler/kube/translate.py ``pod_requests``) of the pod the rewrite makes: the
+    configuration is every container's (placer/rewrite.py: a trainer and its sidecar ask for it
+    twice), init containers ask theirs while they run, sidecar init containers theirs beside the
+    containers, pod-level resources replace the containers' CPU and memory, the overhead comes
+    on top."""
+    placed = apply_configuration(shape, configuration)
+    requests = pod_requests(msgspec.convert(placed["spec"], wire.PodSpec), gpu_resource=gpu_resource, field="spec.template.spec")
+    return Demand(cpu=requests.cpu_millis / 1000, gpu=requests.gpus, memory=requests.memory_bytes / GIB)
 
-    memory = float(parse_quantity(quantity(RESOURCE_MEMORY), field="memory")) / GIB
-    return Demand(cpu=containers * cpu_millis(quantity(RESOURCE_CPU), field="cpu") / 1000,
-                  gpu=containers * configuration.device_count(gpu_resource), memory=containers * memory)
+
+class _PodTemplate(msgspec.Struct, frozen=True, gc=False):
+    spec: wire.PodSpec = wire.PodSpec()
+
+
+_POD_TEMPLATE: Final = msgspec.json.Decoder(_PodTemplate)
+_SIZED: Final = ("initContainers", "overhead", "resources")  # what of a pod's spec sizes it beside its containers
+
+
+@lru_cache(maxsize=8192)
+def _pod_shape(template: bytes) -> bytes:
+    """What of a pod template sizes its pods beside the configuration, as JSON: as many
+    containers (at least one: the configuration's own pod), its init containers, pod-level
+    resources and overhead. Jobs whose templates differ elsewhere (names, labels, images) share
+    it, and so their demand mapping."""
+    spec = _POD_TEMPLATE.decode(template).spec
+    shape: dict[str, Any] = {"containers": [{} for _ in range(max(len(spec.containers), 1))]}
+    shape.update({key: value for key, value in msgspec.to_builtins(spec).items() if key in _SIZED and value is not None})
+    return msgspec.json.encode({"spec": shape})
+
+
+def _job_demands(job: Job, configurations: str, gpu_resource: str) -> Mapping[str, Demand] | None:
+    """:func:`_demands` of the Job's pod template; None, logged with the field, for a template
+    kube-scheduler could not count either (the API server validates it: a defect elsewhere),
+    so that one Job does not stop every Job's admission."""
+    try:
+        return _demands(configurations, gpu_resource, _pod_shape(bytes(job.spec.template) if job.spec.has_template else b"{}"))
+    except (CellfitError, msgspec.ValidationError, msgspec.DecodeError) as error:
+        log.warning("a Job's pod template cannot be counted; AlloX leaves it out",
+                    extra={"job": f"{job.metadata.namespace}/{job.metadata.name}", "reason": str(error)})
+        return None
 
 
 def _no_machine(item: WaitingJob, job: Job, *, beyond: frozenset[str], outside: str | None) -> str:
@@ -818,8 +856,8 @@ def _no_machine(item: WaitingJob, job: Job, *, beyond: frozenset[str], outside: 
         configured = parse_configurations_cached(job.annotations[ANNOTATION_CONFIGURATIONS]).kinds
         return (f"{ANNOTATION_ESTIMATE} gives {', '.join(estimated)} and {ANNOTATION_CONFIGURATIONS} "
                 f"{', '.join(configured)}: no kind has both, and AlloX chooses only a kind with an estimate")
-    containers = _containers(job)
-    reasons = [f"{_asks(kind, item.demand[kind], containers=containers)}, more than any node of AlloX's has free" for kind in sorted(beyond)]
+    counted = _counted(job)
+    reasons = [f"{_asks(kind, item.demand[kind], counted=counted)}, more than any node of AlloX's has free" for kind in sorted(beyond)]
     unmatched = set(beyond)
     if outside is not None and "gpu" in item.seconds and "gpu" not in beyond:
         reasons.append(f"its gpu configuration: {outside}")
@@ -846,11 +884,10 @@ def _gpu_outside_vcs(job: Job, found: Guarantees) -> str | None:
     return f"{LABEL_VIRTUAL_CLUSTER} {vc!r} of its pod template is no virtual cluster HiveD knows ({', '.join(sorted(found.cells))})"
 
 
-def _asks(kind: str, demand: Demand, *, containers: int) -> str:
-    each = f" ({containers} containers, each the configuration)" if containers > 1 else ""
+def _asks(kind: str, demand: Demand, *, counted: str) -> str:
     if kind == "gpu":
-        return f"{ANNOTATION_CONFIGURATIONS}.gpu.resources, {demand.gpu:g} GPUs a pod{each}"
-    return f"{ANNOTATION_CONFIGURATIONS}.{kind}.resources, {demand.cpu:g} cores and {demand.memory:g} GiB a pod{each}"
+        return f"{ANNOTATION_CONFIGURATIONS}.gpu.resources, {demand.gpu:g} GPUs a pod{counted}"
+    return f"{ANNOTATION_CONFIGURATIONS}.{kind}.resources, {demand.cpu:g} cores and {demand.memory:g} GiB a pod{counted}"
 
 
 def _is_trial(job: Job) -> bool:
@@ -866,16 +903,15 @@ def _template_labels(job: Job) -> Mapping[str, str]:
     return _labels_of(bytes(job.spec.template))
 
 
-def _containers(job: Job) -> int:
-    """The containers of the Job's pod template (at least one: the configuration's own pod)."""
-    if not job.spec.has_template:
-        return 1
-    return _containers_of(bytes(job.spec.template))
-
-
-@lru_cache(maxsize=8192)
-def _containers_of(template: bytes) -> int:
-    return max(len((json.loads(template).get("spec") or {}).get("containers") or []), 1)
+def _counted(job: Job) -> str:
+    """How a pod of the Job was counted, for a message: its containers each with the
+    configuration, and what kube-scheduler adds beside them (:func:`_demand`)."""
+    spec = json.loads(_pod_shape(bytes(job.spec.template) if job.spec.has_template else b"{}"))["spec"]
+    containers = len(spec["containers"])
+    terms = [f"{containers} containers, each the configuration"] if containers > 1 else []
+    terms.extend(what for key, what in (("initContainers", "its init containers"), ("resources", "its pod-level resources"),
+                                        ("overhead", "its overhead")) if key in spec)
+    return f" ({'; with '.join(terms) if containers > 1 else 'with ' + ', '.join(terms)})" if terms else ""
 
 
 @lru_cache(maxsize=8192)

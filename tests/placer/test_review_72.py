@@ -4,8 +4,28 @@ holds, pods of several GPUs, and what a long-lived controller keeps of Jobs that
 
 from __future__ import annotations
 
+import json
+from typing import Any, Sequence
 
-from tests.placer.test_controller import RecordingApi, controller, job
+import pytest
+
+from estimator.objects import JOB_DECODER
+from placer.controller import PlacerController
+from scheduler.config import AlloxSettings
+from scheduler.core.resources import Resources
+from tests.placer.test_controller import Jobs, RecordingApi, controller, job
+from tests.placer.test_review_61 import cpu_only_controller
+
+
+def gpu_controller(api: RecordingApi, jobs: list[Any], *, gpus: Sequence[int], cores: int = 16, memory_gib: int = 64) -> PlacerController:
+    """A controller over nodes ``n0``, ``n1``, ... with ``gpus[i]`` GPUs free each (and
+    ``cores``, ``memory_gib`` each)."""
+    nodes = {f"n{index}": Resources(cpu_millis=cores * 1000, memory_bytes=memory_gib * 2**30, gpus=count) for index, count in enumerate(gpus)}
+    total = Resources(cpu_millis=cores * 1000 * len(gpus), memory_bytes=memory_gib * 2**30 * len(gpus), gpus=sum(gpus))
+    return PlacerController(
+        api=api, jobs=Jobs(jobs), settings=AlloxSettings(alpha=1.0, mechanism="template", solver_process=False), gpu_resource="nvidia.com/gpu",
+        free_by_node=lambda running: nodes, capacity=lambda: total, clock=lambda: 1767225700.0,
+    )
 
 
 def test_a_job_deleted_before_the_watch_shows_its_start_is_forgotten() -> None:
@@ -19,3 +39,54 @@ def test_a_job_deleted_before_the_watch_shows_its_start_is_forgotten() -> None:
     placer._jobs.jobs = []  # type: ignore[attr-defined]
     placer.admit()
     assert placer._started == {}
+
+
+def job_with_pod(name: str, *, configurations: dict[str, Any], pod: dict[str, Any], estimate: dict[str, float]) -> Any:
+    """A suspended, estimated Job whose pod template's spec is ``pod``."""
+    body = {"metadata": {"name": name, "namespace": "alice", "uid": f"uid-{name}", "resourceVersion": "1",
+                         "creationTimestamp": "2026-01-01T00:00:00Z",
+                         "annotations": {"cellfit.io/configurations": json.dumps(configurations),
+                                         "cellfit.io/estimate": json.dumps({kind: {"seconds": s} for kind, s in estimate.items()})}},
+            "spec": {"suspend": True, "template": {"spec": pod}}}
+    return JOB_DECODER.decode(json.dumps(body).encode())
+
+
+FOUR_CORES = {"cpu": {"resources": {"cpu": "4", "memory": "1Gi"}}}
+TRAINER = {"name": "trainer"}
+
+
+@pytest.mark.parametrize(("pod", "cores"), [
+    # An init container runs alone before the trainer: the pod asks the larger of the two.
+    ({"initContainers": [{"name": "fetch", "resources": {"requests": {"cpu": "8"}}}], "containers": [TRAINER]}, 8),
+    # A sidecar (an init container that keeps running) runs beside it: their sum.
+    ({"initContainers": [{"name": "proxy", "restartPolicy": "Always", "resources": {"requests": {"cpu": "3"}}}],
+      "containers": [TRAINER]}, 7),
+    # Pod-level resources (KEP-2837) are what kube-scheduler counts of the pod's CPU.
+    ({"resources": {"requests": {"cpu": "9"}}, "containers": [TRAINER]}, 9),
+    # The pod's overhead (its RuntimeClass's) comes on top.
+    ({"overhead": {"cpu": "2"}, "containers": [TRAINER]}, 6),
+])
+def test_a_cpu_configurations_demand_is_the_pod_kube_scheduler_counts(pod: dict[str, Any], cores: int) -> None:
+    # Counted as the configuration per container alone (4 cores), each of these was started on
+    # a node of 5 cores its pod could never fit.
+    api = RecordingApi()
+    waiting = job_with_pod("init", configurations=FOUR_CORES, pod=pod, estimate={"cpu": 100})
+    decision = cpu_only_controller(api, [waiting], cores=cores - 1).admit()
+    assert decision.starts == () and api.patches == []
+    assert decision.unplaceable == ("alice/init",)
+    told = dict(api.conditions)["init"]
+    assert told["reason"] == "NoMachine" and f"{cores:g} cores" in told["message"]
+    (start,) = cpu_only_controller(RecordingApi(), [waiting], cores=cores).admit().starts
+    assert start.key == "alice/init"
+
+
+def test_a_gpu_configurations_pod_counts_its_init_containers_gpus() -> None:
+    # An init container that checks the GPUs asks two of them: the pod holds 2 GPUs while it
+    # runs, which a node with one GPU free never gives.
+    gpu = {"gpu": {"resources": {"nvidia.com/gpu": "1", "cpu": "1"}}}
+    pod = {"initContainers": [{"name": "probe", "resources": {"limits": {"nvidia.com/gpu": "2"}}}], "containers": [TRAINER]}
+    waiting = job_with_pod("probe", configurations=gpu, pod=pod, estimate={"gpu": 100})
+    decision = gpu_controller(RecordingApi(), [waiting], gpus=[1, 1]).admit()
+    assert decision.starts == () and decision.unplaceable == ("alice/probe",)
+    (start,) = gpu_controller(RecordingApi(), [waiting], gpus=[2]).admit().starts
+    assert start.key == "alice/probe"
