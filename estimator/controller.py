@@ -739,7 +739,8 @@ class EstimatorController:
 
     def _invalid(self, job: Job, error: CellfitError) -> None:
         message = f"nothing is sampled or started: {error}"
-        self._event(job, "InvalidInterchangeableJob", message, warning=True, once=message)
+        if not _condition_says(job, status="False", reason="InvalidSpec", message=message):  # else told before a restart
+            self._event(job, "InvalidInterchangeableJob", message, warning=True, once=message)
         self._condition(job, status="False", reason="InvalidSpec", message=message)
         self._view(job, "invalid", message)
 
@@ -765,8 +766,7 @@ class EstimatorController:
         )
 
     def _condition(self, job: Job, *, status: str, reason: str, message: str) -> None:
-        current = job.condition(CONDITION_ESTIMATED)
-        if current is not None and current.status == status and current.reason == reason and current.message == message[:1024]:
+        if _condition_says(job, status=status, reason=reason, message=message):
             return
         if not self._said_once(job, f"condition:{status}:{reason}:{message}"):
             return
@@ -780,6 +780,12 @@ class EstimatorController:
             call()
         except CellfitError as error:
             log.warning("estimator write failed", extra={"what": what, "reason": str(error)})
+
+
+def _condition_says(job: Job, *, status: str, reason: str, message: str) -> bool:
+    """Whether the Job's Estimated condition already says this (as a write of it stores it)."""
+    current = job.condition(CONDITION_ESTIMATED)
+    return current is not None and current.status == status and current.reason == reason and current.message == message[:1024]
 
 
 @dataclass

@@ -201,6 +201,24 @@ def test_invalid_configurations_of_a_job_with_its_users_estimate_are_reported_on
     assert api.conditions[0]["reason"] == "InvalidSpec" and "nothing is sampled or started" in api.conditions[0]["message"]
 
 
+def test_an_invalid_job_told_before_a_restart_gets_no_second_event():
+    first_api, second_api = RecordingApi(), RecordingApi()
+    bad = job("bad")
+    body = {"metadata": {**{f: getattr(bad.metadata, f) for f in ("name", "namespace", "uid", "creationTimestamp")},
+                         "annotations": {**bad.annotations, "cellfit.io/iterations": "many"}},
+            "spec": {"suspend": True, "template": {"spec": {}}}}
+    first = controller(first_api)
+    first._replace_jobs([JOB_DECODER.decode(json.dumps(body).encode())])
+    first.reconcile()
+    (written,) = first_api.conditions
+    # The Job as the next cellfit process's watch shows it: with the condition the first wrote.
+    restarted = controller(second_api)
+    restarted._replace_jobs([JOB_DECODER.decode(json.dumps({**body, "status": {"conditions": [written]}}).encode())])
+    restarted.reconcile()
+    assert [reason for reason, _ in first_api.events] == ["InvalidInterchangeableJob"]
+    assert second_api.events == [] and second_api.conditions == []
+
+
 def test_a_job_submitted_without_suspend_runs_as_written_and_is_told_once():
     api = RecordingApi()
     estimator = controller(api)
