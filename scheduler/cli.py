@@ -45,8 +45,10 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--config", metavar="FILE", help="YAML configuration (default: the embedded default)")
     serve.add_argument("--host", help="listen address (overrides server.host)")
     serve.add_argument("--port", type=int, help="listen port (overrides server.port)")
-    serve.add_argument("--kubeconfig", metavar="FILE", help="kubeconfig to watch the cluster with (overrides cluster.kubeconfig)")
-    serve.add_argument("--standalone", action="store_true", help="do not connect to any cluster (cluster.mode standalone)")
+    # One or the other: with both, one would be dropped without a word.
+    connection = serve.add_mutually_exclusive_group()
+    connection.add_argument("--kubeconfig", metavar="FILE", help="kubeconfig to watch the cluster with (overrides cluster.kubeconfig)")
+    connection.add_argument("--standalone", action="store_true", help="do not connect to any cluster (cluster.mode standalone)")
 
     check = commands.add_parser("check-config", help="validate a configuration file without starting anything")
     check.add_argument("file", metavar="FILE")

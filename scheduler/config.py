@@ -12,9 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any, Literal
+from types import UnionType
+from typing import Any, Literal, Union, get_args, get_origin
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
 from scheduler.cells import CellsConfig, check_config
@@ -29,6 +30,21 @@ class _Section(BaseModel):
     model_config = ConfigDict(
         extra="forbid", frozen=True, alias_generator=to_camel, populate_by_name=True
     )
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_boolean_for_a_number(cls, value: Any, info: ValidationInfo) -> Any:
+        # pydantic reads YAML's true as 1: "port: true" would listen on port 1, "offerBestNodes:
+        # true" offer one node, "maxClusterShare: true" give sampling the whole cluster.
+        if isinstance(value, bool) and info.field_name is not None and _numeric(cls.model_fields[info.field_name].annotation):
+            raise ValueError("a number, not true or false")
+        return value
+
+
+def _numeric(annotation: Any) -> bool:
+    """Whether a field holds an int or a float (None allowed or not), never a bool."""
+    kinds = get_args(annotation) if get_origin(annotation) in (Union, UnionType) else (annotation,)
+    return bool(kinds) and all(kind in (int, float, type(None)) for kind in kinds) and any(kind in (int, float) for kind in kinds)
 
 
 class ListenerLimits(_Section):

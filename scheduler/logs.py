@@ -45,9 +45,12 @@ def context_of(record: logging.LogRecord) -> dict[str, Any]:
 
 
 def _cut(value: Any) -> Any:
-    if isinstance(value, str) and len(value) > MAX_VALUE_CHARS:
-        return f"{value[:MAX_VALUE_CHARS]}... ({len(value) - MAX_VALUE_CHARS} more characters cut)"
-    return value
+    """``value``, or its first characters when longer; a list or mapping longer written out (a
+    client can make one long: a problem per annotation key) is cut as its JSON text."""
+    text = value if isinstance(value, str) else json.dumps(value, default=str) if isinstance(value, (list, tuple, dict)) else None
+    if text is None or len(text) <= MAX_VALUE_CHARS:
+        return value
+    return f"{text[:MAX_VALUE_CHARS]}... ({len(text) - MAX_VALUE_CHARS} more characters cut)"
 
 
 class RepeatLimiter(logging.Filter):

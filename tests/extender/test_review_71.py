@@ -1,0 +1,76 @@
+"""cellfit's settings, command line and log as an operator meets them (helper-71's review): a
+flag that would be silently dropped, a YAML boolean read as a number, a log value a client makes
+long without being cut."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import pytest
+
+from scheduler import cli
+from scheduler.config import parse_settings
+from scheduler.errors import ConfigError
+from scheduler.logs import MAX_VALUE_CHARS, JsonFormatter, TextFormatter
+
+
+# ------------------------------------------------------------------------------ the command line
+
+
+def test_standalone_and_a_kubeconfig_together_are_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    """``--standalone`` won and ``--kubeconfig`` was dropped without a word: an operator
+    pointing cellfit at a cluster got one that never connects."""
+    with pytest.raises(SystemExit) as refused:
+        cli._parser().parse_args(["serve", "--standalone", "--kubeconfig", "/etc/kube/admin.conf"])
+    assert refused.value.code == 2
+    assert "--kubeconfig" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------------ the file
+
+
+@pytest.mark.parametrize(("text", "field"), [
+    ("server: {port: true}", "server.port"),  # was read as port 1
+    ("policy: {offerBestNodes: true}", "policy.offerBestNodes"),  # was read as 1 node
+    ("server: {metricsPort: true}", "server.metricsPort"),
+    ("estimator: {maxClusterShare: true}", "estimator.maxClusterShare"),  # was read as 100%
+    ("server: {configReloadSeconds: false}", "server.configReloadSeconds"),  # was read as "never"
+])
+def test_a_boolean_where_a_number_belongs_is_refused_naming_the_field(text: str, field: str) -> None:
+    with pytest.raises(ConfigError, match=rf"{field}: .*a number, not true or false"):
+        parse_settings(text)
+
+
+def test_numbers_and_booleans_where_they_belong_still_read() -> None:
+    settings = parse_settings("server: {port: 9000, configReloadSeconds: 0.5, nodeNameFastPath: false}\n"
+                              "estimator: {maxClusterShare: 1}\npolicy: {offerBestNodes: null}")
+    assert (settings.server.port, settings.server.config_reload_seconds, settings.server.node_name_fast_path) == (9000, 0.5, False)
+    assert settings.estimator.max_cluster_share == 1.0 and settings.policy.offer_best_nodes is None
+
+
+# ------------------------------------------------------------------------------ the log
+
+
+def record(**extra: object) -> logging.LogRecord:
+    made = logging.LogRecord("scheduler.extender.validating", logging.INFO, __file__, 1, "admission found problems", None, None)
+    for key, value in extra.items():
+        setattr(made, key, value)
+    return made
+
+
+def test_a_long_list_in_a_records_context_is_cut_like_a_long_string() -> None:
+    """The validating webhook logs every problem's field: one per unknown cellfit.io/ key, as
+    many as the object's 256 KiB of annotations hold. Cut like a string, not written whole."""
+    problems = [f"annotation cellfit.io/unknown-{index:05d}" for index in range(5000)]
+    line = JsonFormatter().format(record(problems=problems, kind="Pod"))
+    assert len(line) < MAX_VALUE_CHARS + 500
+    entry = json.loads(line)
+    assert entry["kind"] == "Pod"
+    assert entry["problems"].startswith('["annotation cellfit.io/unknown-00000"') and "more characters cut" in entry["problems"]
+    assert len(TextFormatter().format(record(problems=problems))) < MAX_VALUE_CHARS + 500
+
+
+def test_short_structured_values_stay_structured() -> None:
+    entry = json.loads(JsonFormatter().format(record(problems=["label cellfit.io/vc"], victims={"gpu-a": ["u1"]}, count=3)))
+    assert entry["problems"] == ["label cellfit.io/vc"] and entry["victims"] == {"gpu-a": ["u1"]} and entry["count"] == 3
