@@ -610,6 +610,12 @@ class HivedEngine:
                 info = bindinfo.decode(raw)
             except InvalidAnnotation as error:
                 alloc.note(f"pod {pod.key}: {error}; recovering it without")
+        if info is not None and len(info.gpu_indices) != pod.requests.gpus:
+            alloc.note(
+                f"pod {pod.key}: its bind-info names {len(info.gpu_indices)} GPUs but it requests "
+                f"{pod.requests.gpus}; re-placing it on {node}"
+            )
+            info = None
         if info is not None and info.node != node:
             alloc.note(f"pod {pod.key}: its bind-info names node {info.node} but it runs on {node}; re-placing it there")
         elif info is not None:

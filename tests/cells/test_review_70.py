@@ -3,9 +3,13 @@ break them: each test reproduces a defect through the engine's public verbs."""
 
 from __future__ import annotations
 
+import json
+from typing import Any, Callable
+
 from msgspec import structs
 
 from scheduler.cells import HivedEngine
+from scheduler.core.model import PodInfo
 from tests.cells.helpers import bound, node, node_names, pod, rack_cluster, schedule
 
 NODES = node_names()
@@ -79,3 +83,23 @@ def test_a_cordoned_node_does_not_cost_a_rack_tenant_its_whole_rack():
     assert placed is not None and placed.node_name.startswith("r0")
     gang = [schedule(engine, pod(f"b{i}", 8, "b", gang=("train", 4)), NODES) for i in range(4)]
     assert all(p is not None and p.node_name.startswith("r1") for p in gang)
+
+
+def _with_bind_info(p: PodInfo, edit: Callable[[dict[str, Any]], None]) -> PodInfo:
+    info = json.loads(p.annotations["cellfit.io/bind-info"])
+    edit(info)
+    return structs.replace(p, annotations={**p.annotations, "cellfit.io/bind-info": json.dumps(info)})
+
+
+def test_a_bind_info_naming_fewer_gpus_than_the_pod_runs_on_is_not_believed():
+    # An edited (or foreign) bind-info names one GPU of a 2-GPU pod: the restart booked that
+    # one GPU only, and the pod's other GPU was handed to the next pod.
+    engine = _engine()
+    running = schedule(engine, pod("p", 2, "a"), NODES)
+    assert running is not None
+    edited = _with_bind_info(running, lambda info: info.update(gpuIndices=info["gpuIndices"][:1]))
+    restarted = _engine()
+    restarted.apply_pod(edited)
+    recovered = restarted.allocator.by_pod["p"]
+    assert len(recovered.gpus) == 2
+    assert any("names 1 GPUs" in note for note in restarted.allocator.anomalies)
