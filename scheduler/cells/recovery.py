@@ -99,6 +99,20 @@ class Recovery:
             return None
         return self._bookkeeper.book(spot, vc=vc_name, priority=priority, pod_uid=pod_uid, pod_key=pod_key, group=group)
 
+    def _place_on_node(self, request: CellRequest, vc: VcState | None, node: str, *, pod_uid: str, pod_key: str) -> Booking | None:
+        """The booking the planner would give ``request`` on idle GPUs of ``node``, or None."""
+        node_cell = self.topology.nodes[node]
+        try:
+            targets = self._planner.targets(request, vc)
+            spot = self._planner.plan(
+                request, vc, [t for t in targets if t.chain is node_cell.chain] or targets, allowed=frozenset({node}), view=_VIEW_IDLE
+            )
+        except Unplaceable:
+            return None
+        if not spot.gpus or spot.gpus[0].node != node:
+            return None
+        return self._bookkeeper.book(spot, vc=vc.name if vc else (request.vc or ""), priority=request.priority, pod_uid=pod_uid, pod_key=pod_key)
+
     def _release_podless_slots(self, gpus: Sequence[Cell], *, pod_key: str | None) -> None:
         """A running pod's own record of its GPUs outranks a gang slot without a pod on them: such
         a slot was re-created from a sibling's bind-info, written when that sibling still ran,
@@ -158,14 +172,12 @@ class Recovery:
                 return self._bookkeeper.book(Spot(node_cell.chain, level, gpus), vc=vc_name, priority=request.priority, pod_uid=pod_uid, pod_key=pod_key, holds="opportunistic")
             spot = Spot(node_cell.chain, level, gpus, home, home.state is not _BOUND and home.state is not _PINNED)
             return self._bookkeeper.book(spot, vc=vc_name, priority=request.priority, pod_uid=pod_uid, pod_key=pod_key)
-        allowed = frozenset({node})
-        try:
-            targets = self._planner.targets(request, vc)
-            spot = self._planner.plan(request, vc, [t for t in targets if t.chain is node_cell.chain] or targets, allowed=allowed, view=_VIEW_IDLE)
-            if spot.gpus and spot.gpus[0].node == node:
-                return self._bookkeeper.book(spot, vc=vc.name if vc else (request.vc or ""), priority=request.priority, pod_uid=pod_uid, pod_key=pod_key)
-        except Unplaceable:
-            pass
+        if vc is not None or request.priority is not _PRIO_GUARANTEED:
+            # A guaranteed pod of no known VC (none labelled, or one not configured) has no VC
+            # cell to be placed in: only idle GPUs, below.
+            placed = self._place_on_node(request, vc, node, pod_uid=pod_uid, pod_key=pod_key)
+            if placed is not None:
+                return placed
         idle = [leaf for leaf in node_cell.leaves if leaf.guaranteed_owner is None and leaf.opportunistic_owner is None]
         if len(idle) < request.gpus:
             self._note(f"pod {pod_key} runs on {node} but the node has only {len(idle)} untracked GPUs for its {request.gpus}")

@@ -103,3 +103,16 @@ def test_a_bind_info_naming_fewer_gpus_than_the_pod_runs_on_is_not_believed():
     recovered = restarted.allocator.by_pod["p"]
     assert len(recovered.gpus) == 2
     assert any("names 1 GPUs" in note for note in restarted.allocator.anomalies)
+
+
+def test_a_gpu_pod_another_scheduler_bound_without_a_known_vc_is_tracked_not_a_crash():
+    # A pod bound by another scheduler (or before cellfit ran) on a node cellfit manages, without
+    # the VC label or naming a VC the configuration does not have: apply_pod failed an
+    # assertion, so the watch could not deliver the pod, and its GPUs were handed to others.
+    engine = _engine()
+    engine.apply_pod(pod("unlabelled", 2, vc=None, node="r0n0", phase="Running"))
+    engine.apply_pod(pod("unknown-vc", 2, vc="gone", node="r0n0", phase="Running"))
+    held = {engine.allocator.by_pod[uid].holds for uid in ("unlabelled", "unknown-vc")}
+    assert held == {"opportunistic"}
+    taken = {i for uid in ("unlabelled", "unknown-vc") for i in engine.allocator.by_pod[uid].gpu_indices}
+    assert len(taken) == 4
