@@ -23,6 +23,8 @@ MAX_SECONDS: Final = 10**9  # ~31 years
 MIN_ESTIMATE_SECONDS: Final = 0.001
 # The kubelet keeps at most 4 KiB of a termination message.
 MAX_TERMINATION_MESSAGE_BYTES: Final = 4096
+# The resolution given to a report of 0 s, that of the container times that would stand in.
+UNTICKED_CLOCK_SECONDS: Final = 1.0
 # A termination message's ``splits``: enough for a run's progress, few enough to stay small.
 MAX_SPLITS: Final = 16
 
@@ -86,10 +88,12 @@ class SampleReport:
     splits: tuple[tuple[int, float], ...] = ()
 
     def sample(self, *, configuration: str, pilot: int) -> Sample:
-        """The sample this report is, as the model reads it."""
+        """The sample this report is, as the model reads it. A run of 0 s was timed by a clock
+        that did not tick over it (an integer clock): read as container times are, to 1 s."""
         return Sample(
             configuration, self.iterations, self.seconds, peak_memory_bytes=self.peak_memory_bytes,
             startup_seconds=self.startup_seconds, pilot=pilot, splits=self.splits,
+            resolution_seconds=UNTICKED_CLOCK_SECONDS if self.seconds == 0 else 0.0,
         )
 
 

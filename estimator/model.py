@@ -111,6 +111,13 @@ class LinearFit:
         return math.sqrt(max(variance, 0.0))
 
 
+def _timed_at_least(sample: Sample) -> Sample:
+    """A run read as 0 s off a clock of resolution ``r`` took between 0 and ``r``: half of it,
+    not 0 (which the fit extrapolates to a Job of 0 s, whatever its iterations)."""
+    floor = sample.resolution_seconds / 2
+    return replace(sample, seconds=floor) if sample.seconds < floor else sample
+
+
 def _variance(sample: Sample, settings: ModelSettings) -> float:
     noise = settings.timing_noise_fraction * sample.seconds
     # A difference of two timestamps each rounded to ``resolution``: uniform error, variance r²/6.
@@ -158,7 +165,7 @@ def fit_linear(samples: Sequence[Sample], *, settings: ModelSettings = ModelSett
     :meth:`Sample.points`). With one distinct length,
     or when noise makes the slope negative, the fit goes through the origin (``t = b·k``), which
     over-estimates by the start-up's share rather than extrapolating noise."""
-    points = [point for s in samples if s.complete and s.iterations > 0 for point in s.points()]
+    points = [_timed_at_least(point) for s in samples if s.complete and s.iterations > 0 for point in s.points()]
     if not points:
         raise ValueError("no complete sample to fit")
     if all(s.startup_seconds is not None for s in points):
