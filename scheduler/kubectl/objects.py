@@ -62,6 +62,8 @@ class PodFacts:
     scheduling_gates: tuple[str, ...] = ()
     deleting: bool = False
     events: tuple[Event, ...] = ()
+    # status.nominatedNodeName: kube-scheduler's preemption made room there for the pod.
+    nominated_node: str | None = None
 
     @property
     def key(self) -> str:
@@ -185,6 +187,7 @@ def pod_from(obj: Mapping[str, Any], *, events: tuple[Event, ...] = ()) -> PodFa
         scheduling_gates=tuple(str(g.get("name")) for g in spec.get("schedulingGates") or []),
         deleting=meta.get("deletionTimestamp") is not None,
         events=events,
+        nominated_node=status.get("nominatedNodeName") or None,
     )
 
 

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any, Mapping, Sequence
 
-from scheduler.kubectl.objects import CellfitView, Condition, Event, Facts, GoneFacts, JobFacts, PodFacts, Preemption
+from scheduler.kubectl.objects import PREEMPTING, CellfitView, Condition, Event, Facts, GoneFacts, JobFacts, PodFacts, Preemption
 from scheduler.kubectl.wording import MAX_NAMED, duration, listed, ordinal
 
 # What cellfit's filter says, inside kube-scheduler's FailedScheduling message.
@@ -62,7 +62,7 @@ def _explain(facts: Facts) -> Answer:
 
 def explain_gone(gone: GoneFacts) -> Answer:
     """A deleted pod or Job: its preemption when an event says so, else its last event."""
-    details = tuple(f"{e.reason}, last {e.last_seen or 'seen'}: {e.message}" for e in gone.events)
+    details = tuple(line for e in gone.events for line in _seen(e))
     found = gone.preemption
     if found is not None:
         where = f" on node {found.node}" if found.node else ""
@@ -270,6 +270,32 @@ def explain_pod(pod: PodFacts, view: CellfitView) -> Answer:
     if pod.scheduling_gates:
         return Answer(reason="gated", summary=f"waiting for its scheduling gates to be removed: {', '.join(pod.scheduling_gates)} "
                       "(kube-scheduler does not try it before)")
+    preempting = _preempting(pod)
+    if preempting is not None:
+        return preempting
+    answer = _pending(pod, view)
+    nominated = (f"nominated to node {pod.nominated_node} by kube-scheduler",) if pod.nominated_node else ()
+    return replace(answer, details=answer.details + nominated) if nominated else answer
+
+
+def _preempting(pod: PodFacts) -> Answer | None:
+    """A pod FitGpp preempted for, nominated to the node while its victims leave: its last
+    FailedScheduling is the attempt that preempted, the news is the preemption under way."""
+    node = pod.nominated_node
+    found = [(e, m) for e in pod.events if e.reason == "Preempting" and (m := PREEMPTING.match(e.message)) and m.group("node") == node]
+    if node is None or not found:
+        return None
+    victims = sorted({m.group("victim") for _, m in found})
+    failed = _last(pod.events, "FailedScheduling")
+    return Answer(
+        reason="preempting",
+        summary=f"nominated to node {node}, where FitGpp preempted {listed(victims, noun='pod')} for it: it is placed there "
+        "once its victims have left (their grace period)",
+        details=tuple(line for e, _ in found for line in _seen(e)) + (_seen(failed) if failed else ()),
+    )
+
+
+def _pending(pod: PodFacts, view: CellfitView) -> Answer:
     failed = _last(pod.events, "FailedScheduling")
     if failed is None:
         if pod.scheduler_name == "default-scheduler":

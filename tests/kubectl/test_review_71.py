@@ -171,3 +171,37 @@ def test_a_pod_that_never_was_is_still_not_found(config: Path, apiserver: Replic
     apiserver.routes["/api/v1/namespaces/ml/events"] = (200, {"items": []})
     with pytest.raises(NotFound, match="pod ml/nope not found"):
         cli.run(["why", "pod/nope"])
+
+
+# ------------------------------------------------------------------------------ the preemptor
+
+
+def test_a_preemptor_waiting_for_its_victims_says_so_not_that_nothing_fits(config: Path, apiserver: Replicas) -> None:
+    """FitGpp preempted a best-effort pod for a trial pod, which kube-scheduler nominated to the
+    node until the victim's grace period ends. Its last FailedScheduling still says no node
+    fits (the attempt that preempted); the answer is the preemption under way."""
+    breakdown = "score 0.31 = size 0.12 + 4.0 x GP 0.05"
+    trial = pending_pod("trial-0")
+    trial["status"]["nominatedNodeName"] = "gpu-7"
+    apiserver.routes["/api/v1/namespaces/ml/pods/trial-0"] = (200, trial)
+    apiserver.routes["/api/v1/namespaces/ml/events"] = (200, {"items": [
+        event("FailedScheduling", "0/8 nodes are available: 8 Insufficient nvidia.com/gpu. preemption: 0/8 nodes are "
+              "available: 1 node(s) had victims, 7 No preemption victims found for incoming pod.", pod="trial-0", uid="uid-trial-0"),
+        event("Preempting", f"preempting ml/be-x2k9q on node gpu-7 ({breakdown})", pod="trial-0", uid="uid-trial-0", warning=False),
+    ]})
+    answer = json.loads(cli.run(["why", "pod/trial-0", "-o", "json"]))
+    assert answer["reason"] == "preempting"
+    assert answer["summary"] == ("nominated to node gpu-7, where FitGpp preempted ml/be-x2k9q for it: it is placed there once "
+                                 "its victims have left (their grace period)")
+    assert f"preempting ml/be-x2k9q on node gpu-7 ({breakdown})" in answer["details"][0]
+
+
+def test_a_nomination_without_cellfits_preemption_keeps_kube_schedulers_reason(config: Path, apiserver: Replicas) -> None:
+    trial = pending_pod("p-0")
+    trial["status"]["nominatedNodeName"] = "gpu-7"
+    apiserver.routes["/api/v1/namespaces/ml/pods/p-0"] = (200, trial)
+    apiserver.routes["/api/v1/namespaces/ml/events"] = (200, {"items": [
+        event("FailedScheduling", "0/3 nodes are available: 3 Insufficient cpu.", pod="p-0", uid="uid-p-0")]})
+    answer = json.loads(cli.run(["why", "pod/p-0", "-o", "json"]))
+    assert answer["reason"] == "pending" and answer["summary"] == "pending: Insufficient cpu"
+    assert "nominated to node gpu-7 by kube-scheduler" in answer["details"]
