@@ -304,34 +304,29 @@ def estimate_configuration(
     pilots: dict[int, list[Sample]] = {}
     for sample in own:
         pilots.setdefault(sample.pilot, []).append(sample)
-    predictions: list[tuple[float, float, bool]] = []  # mean, variance, proportional
-    for pilot_samples in pilots.values():
-        if any(s.complete for s in pilot_samples):
-            fit = fit_linear(pilot_samples, settings=settings)
-            longest = max(s.seconds for s in pilot_samples)  # a run is never shorter than a part of it
-            predictions.append((max(fit.predict(iterations), longest), fit.std(iterations) ** 2, fit.proportional))
-    if not predictions:
-        stopped = [s for s in own if not s.complete and s.iterations > 0]
-        if prior is not None:
+    predictions = [p for p in (_pilot_prediction(runs, iterations=iterations, settings=settings) for runs in pilots.values()) if p]
+    if not any(s.complete for s in own):
+        bound = max((p.mean for p in predictions), default=0.0)
+        if prior is not None and prior.mean_per_iteration * iterations >= bound:
             return _from_prior(configuration, prior, iterations=iterations, waves=waves, memory=memory, samples=len(own))
-        if not stopped:
+        if not predictions:
             raise ValueError(f"no sample of configuration {configuration!r}")
-        # Stopped before finishing: the run is at least as long as that rate extrapolated.
-        bound = max(s.seconds * max(1.0, iterations / s.iterations) for s in stopped)
         return ConfigurationEstimate(
             configuration=configuration, seconds=bound * waves, uncertainty_seconds=0.0, pod_seconds=bound,
             memory_bytes=memory, samples=len(own), method="lower-bound",
         )
     m = len(predictions)
-    means = [p[0] for p in predictions]
+    means = [p.mean for p in predictions]
     mean = sum(means) / m
-    measurement = sum(p[1] for p in predictions) / m
+    measurement = sum(p.variance for p in predictions) / m
     spread = sum((y - mean) ** 2 for y in means) / (m - 1) if m >= 2 else 0.0
     task_variance = max(spread, measurement, 1e-12)  # σ1²: one task's variance around the mean
     task_cov = math.sqrt(spread) / mean if m >= 2 and mean > 0 else None
-    method: Method = "proportional" if any(p[2] for p in predictions) else "samples"
+    bounded = any(p.bound for p in predictions)
+    method: Method = "lower-bound" if bounded else "proportional" if any(p.proportional for p in predictions) else "samples"
     variance = task_variance / m
-    if prior is not None:
+    # A pilot's proven lower bound is not made shorter by its family's history.
+    if prior is not None and not bounded:
         # With m = 1-2 pilots the spread seen is mostly luck: the family's own spread is a floor,
         # or the posterior would trust a skewed pilot over a steady history (SLearn §4.1).
         task_variance = max(task_variance, (prior.task_cov * mean) ** 2)
@@ -351,6 +346,29 @@ def estimate_configuration(
         method=method,
         task_cov=task_cov,
     )
+
+
+@dataclass(frozen=True)
+class _PilotPrediction:
+    """One pilot pod's predicted run. ``bound``: a run of it stopped as long proved more than
+    its finished runs predict (or none finished), and ``mean`` is that lower bound."""
+
+    mean: float
+    variance: float
+    proportional: bool
+    bound: bool
+
+
+def _pilot_prediction(samples: Sequence[Sample], *, iterations: int, settings: ModelSettings) -> _PilotPrediction | None:
+    # Stopped before finishing: the run is at least as long as that rate extrapolated.
+    bound = max((s.seconds * max(1.0, iterations / s.iterations) for s in samples if not s.complete and s.iterations > 0), default=None)
+    if not any(s.complete for s in samples):
+        return None if bound is None else _PilotPrediction(mean=bound, variance=0.0, proportional=False, bound=True)
+    fit = fit_linear(samples, settings=settings)
+    predicted = max(fit.predict(iterations), max(s.seconds for s in samples))  # a run is never shorter than a part of it
+    if bound is not None and bound > predicted:
+        return _PilotPrediction(mean=bound, variance=0.0, proportional=fit.proportional, bound=True)
+    return _PilotPrediction(mean=predicted, variance=fit.std(iterations) ** 2, proportional=fit.proportional, bound=False)
 
 
 def _from_prior(

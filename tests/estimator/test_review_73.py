@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 from estimator.contract import encode_estimate, parse_estimate, parse_sample_report
-from estimator.model import Sample, estimate_configuration
+from estimator.model import Prior, Sample, estimate_configuration
 
 # ------------------------------------------------------------------ runs timed at 0 s
 
@@ -35,3 +35,44 @@ def test_runs_timed_by_their_containers_at_zero_seconds_do_not_make_a_zero_estim
     assert written >= 10.0
     assert estimate.uncertainty_seconds > 0
     assert json.loads(encode_estimate({"gpu": estimate}, samples=samples, overhead_fraction=None))["gpu"]["samples"][0]["seconds"] == 0.0
+
+
+# ------------------------------------------------------------------ a pilot stopped as long
+
+
+def test_a_pilot_stopped_as_long_counts_beside_one_that_finished():
+    """A wide Job's two CPU pilots: pilot 0 ran 100 and 200 iterations in 10 s and 20 s; pilot 3
+    (a slow node, a skewed shard) was still running its 200 iterations after 300 s and was
+    stopped as long. Pilot 3's pod needs at least 300 s · 10,000 / 200 = 15,000 s; the estimate
+    was pilot 0's 1,000 s alone, ± 44 s, as if the straggler had not been seen."""
+    samples = [
+        Sample("cpu", 100, 10.0, pilot=0), Sample("cpu", 200, 20.0, pilot=0),
+        Sample("cpu", 200, 300.0, pilot=3, complete=False),
+    ]
+    estimate = estimate_configuration("cpu", samples, iterations=10_000)
+    assert estimate.pod_seconds >= (1_000 + 15_000) / 2
+    assert estimate.method == "lower-bound"
+
+
+def test_a_long_run_stopped_beside_its_finished_short_run_bounds_the_pilot():
+    """Both lengths at once (``shortAfterLong: false``): the short run finished in 10 s, the long
+    one was stopped after 400 s at 200 iterations (it slowed down: swapping, a throttled GPU).
+    The pilot's run was the short one's extrapolation, 1,000 s, under the 20,000 s the long run
+    proved."""
+    samples = [Sample("cpu", 100, 10.0), Sample("cpu", 200, 400.0, complete=False)]
+    estimate = estimate_configuration("cpu", samples, iterations=10_000)
+    assert estimate.pod_seconds >= 20_000
+    assert estimate.method == "lower-bound"
+
+
+def test_a_run_stopped_as_long_is_not_made_shorter_by_its_family_history():
+    """Nothing of the configuration finished: its one run was stopped after 300 s at 200 of
+    10,000 iterations (≥ 15,000 s). The family's history (0.01 s an iteration: 100 s) stood
+    for the estimate instead of what the run proved."""
+    stopped = [Sample("cpu", 200, 300.0, complete=False)]
+    prior = Prior(mean_per_iteration=0.01, std_per_iteration=0.001, count=5)
+    estimate = estimate_configuration("cpu", stopped, iterations=10_000, prior=prior)
+    assert (estimate.pod_seconds, estimate.method) == (15_000, "lower-bound")
+    # A history slower than the bound still stands: it says more than "at least".
+    slower = Prior(mean_per_iteration=2.0, std_per_iteration=0.1, count=5)
+    assert estimate_configuration("cpu", stopped, iterations=10_000, prior=slower).method == "history"
