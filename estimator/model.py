@@ -188,12 +188,19 @@ def fit_linear(samples: Sequence[Sample], *, settings: ModelSettings = ModelSett
             )
     slope = sums.origin_slope()
     scale = _scatter(points, weights, lambda k: slope * k, parameters=1)
+    # The start-up ``s`` this fit takes as 0 is any part of the shortest run: t = s + b'·k
+    # makes the prediction ``slope·N - s·(c·N - 1)``, c = Σwk/Σwk². Its error is counted as
+    # s's mean square over [0, t_min] (t_min²/3), as a start-up of that variance whose
+    # covariance with the slope is -c times it: no error at the samples' own length, the
+    # start-up's share of them extrapolated beyond.
+    startup_square = min(s.seconds for s in points) ** 2 / 3
+    share = sums.swk / sums.swkk
     return LinearFit(
         startup_seconds=0.0,
         seconds_per_iteration=slope,
-        var_startup=0.0,
-        cov=0.0,
-        var_per_iteration=scale / sums.swkk,
+        var_startup=startup_square,
+        cov=-share * startup_square,
+        var_per_iteration=scale / sums.swkk + share * share * startup_square,
         proportional=True,
     )
 

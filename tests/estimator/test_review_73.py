@@ -76,3 +76,30 @@ def test_a_run_stopped_as_long_is_not_made_shorter_by_its_family_history():
     # A history slower than the bound still stands: it says more than "at least".
     slower = Prior(mean_per_iteration=2.0, std_per_iteration=0.1, count=5)
     assert estimate_configuration("cpu", stopped, iterations=10_000, prior=slower).method == "history"
+
+
+# ------------------------------------------------------------------ the proportional fit's certainty
+
+
+def test_a_proportional_estimate_does_not_claim_the_certainty_of_its_clock():
+    """One length only (the long run finished without a split and its short run failed three
+    times): 200 iterations in 32 s, of which the start-up is any part, so the 10,000 iterations
+    take anywhere from 32 s (all start-up) to 1,600 s (none). The estimate said 1,600 ± 32 s:
+    the 2% timing noise, as if the start-up were known to be 0. A GPU Job with 30 s of CUDA
+    start-up and 10 ms an iteration runs 130 s, 46 of those σ away."""
+    estimate = estimate_configuration("gpu", [Sample("gpu", 200, 32.0)], iterations=10_000)
+    assert estimate.method == "proportional"
+    truth = 30.0 + 0.01 * 10_000
+    assert estimate.seconds - truth <= 2 * estimate.uncertainty_seconds
+    # At the sample's own length the start-up's share is no error: the clock's noise alone.
+    assert estimate_configuration("gpu", [Sample("gpu", 200, 32.0)], iterations=200).uncertainty_seconds < 1.0
+
+
+def test_a_negative_slope_across_two_start_ups_is_as_uncertain_as_it_is():
+    """Two runs of a GPU Job that does not report its start-up: 30 s of start-up, 10 ms an
+    iteration, 0.6 s of start-up jitter between the runs, so the longer run came out faster.
+    Through the origin: 1,861 s for a Job of 130 s; the uncertainty must say so."""
+    runs = [Sample("gpu", 100, 31.2), Sample("gpu", 200, 31.0)]
+    estimate = estimate_configuration("gpu", runs, iterations=10_000)
+    assert estimate.method == "proportional"
+    assert estimate.seconds - 130.0 <= 2 * estimate.uncertainty_seconds
