@@ -664,6 +664,7 @@ class HivedEngine:
                     )
                     if booked is not None:
                         group.slots.append(booked)
+                self._trim_gang(group)
             wanted = sorted(info.gpu_indices)
             for booking in group.slots:
                 if booking.pod_uid is None and booking.node == info.node and booking.gpu_indices == wanted:
@@ -682,9 +683,24 @@ class HivedEngine:
         )
         if recovered is not None and group is not None:
             group.slots.append(recovered)
+            self._trim_gang(group)
         if group is not None and not group.slots:
             alloc.groups.pop(group.key, None)
         return recovered
+
+    def _trim_gang(self, group: Group) -> None:
+        """A gang recovered from several pods' bind-info holds at most its size of slots: a pod's
+        own slot not in an older sibling's record (a slot moved after that sibling was bound)
+        replaces one of the slots without a pod, which would otherwise hold its cells until the
+        whole gang is gone."""
+        alloc = self.allocator
+        while len(group.slots) > group.size:
+            podless = [slot for slot in group.slots if slot.pod_uid is None]
+            if not podless:
+                return
+            extra = podless[-1]
+            alloc.note(f"gang {group.name}: {len(group.slots)} slots recovered for its {group.size} pods; the slot on {extra.node} without a pod is released")
+            alloc.release(extra)
 
     def delete_pod(self, pod_uid: str) -> None:
         self._reserved_as_booked.discard(pod_uid)

@@ -116,3 +116,26 @@ def test_a_gpu_pod_another_scheduler_bound_without_a_known_vc_is_tracked_not_a_c
     assert held == {"opportunistic"}
     taken = {i for uid in ("unlabelled", "unknown-vc") for i in engine.allocator.by_pod[uid].gpu_indices}
     assert len(taken) == 4
+
+
+def test_a_restart_keeps_a_gang_to_its_size_when_a_slot_moved_after_the_first_pod_bound():
+    # The gang's first pod was bound with the three slots in its bind-info; the second pod's
+    # slot moved (kube-scheduler no longer offered the free slots' nodes). After a restart the
+    # gang had four slots for three pods: the extra one, no pod's, held a node of the VC's rack
+    # until the whole gang was gone.
+    engine = _engine()
+    pods = [pod(f"g{i}", 8, "b", gang=("job", 3)) for i in range(3)]
+    first = schedule(engine, pods[0], NODES)
+    assert first is not None
+    engine.apply_pod(first)
+    free = {s.node for s in engine.allocator.groups["uid-job"].slots if s.pod_uid is None}
+    second = schedule(engine, pods[1], [n for n in NODES if n not in free])
+    assert second is not None and second.node_name not in free
+    engine.apply_pod(second)
+
+    restarted = _engine()
+    restarted.apply_pod(first)
+    restarted.apply_pod(second)
+    slots = restarted.allocator.groups["uid-job"].slots
+    assert len(slots) == 3
+    assert sorted(s.pod_uid or "" for s in slots) == ["", "g0", "g1"]
