@@ -12,11 +12,13 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from scheduler.constants import EXTENDER_VERBS
+from scheduler.constants import EXTENDER_VERBS, JOB_CLASS_BEST_EFFORT, JOB_CLASS_TRIAL
 
 # 100 µs .. 1.6 s, doubling: kube-scheduler's framework extension-point buckets, one decade wider.
 LATENCY_BUCKETS = tuple(0.0001 * 2**exponent for exponent in range(15))
 
+
+JOB_CLASSES: Final = (JOB_CLASS_TRIAL, JOB_CLASS_BEST_EFFORT)
 
 # cellfit_config_reloads_total's results (scheduler.extender.config_changes.ReloadResult).
 CONFIG_RELOAD_RESULTS: Final = ("applied", "invalid", "needs_restart")
@@ -57,13 +59,14 @@ class ExtenderMetrics:
             "Victims cellfit accepted in preempt answers.",
             registry=self.registry,
         )
-        self.preemptions = Counter(
+        self.preemptions = _PreemptionCounter(Counter(
             "cellfit_preemptions_total",
-            "Preemptions answered, by the preemptor's job class and the rule that chose the victims "
+            "Preemptions answered, by the preemptor's job class (trial, best-effort; other: a "
+            "cellfit.io/job-class label naming neither) and the rule that chose the victims "
             "(fitgpp, fallback, reclaim: HiveD taking a VC's cells back, placement).",
             ["preemptor_class", "rule"],
             registry=self.registry,
-        )
+        ))
         self.bindings = Counter(
             "cellfit_bindings_total",
             "Bind verb outcomes: bound, conflict (no longer fits), api_error, unavailable.",
@@ -299,6 +302,19 @@ class ExtenderMetrics:
             registry=self.registry,
         )
         return lambda vc: preempted.labels(vc=vc).inc()
+
+
+class _PreemptionCounter:
+    """cellfit_preemptions_total, whose preemptor_class is the pod's cellfit.io/job-class label:
+    a value that is no job class (nothing refuses one under preemption.policy placement) counts
+    as ``other``, so that a label written per Job makes no series per Job."""
+
+    def __init__(self, counter: Counter) -> None:
+        self._counter = counter
+
+    def labels(self, *, preemptor_class: str, rule: str) -> Counter:
+        known = preemptor_class if preemptor_class in JOB_CLASSES else "other"
+        return self._counter.labels(preemptor_class=known, rule=rule)
 
 
 # The estimator's Job states (estimator/controller.py JobState), exported from startup.

@@ -7,11 +7,13 @@ from __future__ import annotations
 import json
 import logging
 
+import httpx
 import pytest
 
 from scheduler import cli
 from scheduler.config import parse_settings
 from scheduler.errors import ConfigError
+from scheduler.extender.runtime import build_runtime
 from scheduler.logs import MAX_VALUE_CHARS, JsonFormatter, TextFormatter
 
 
@@ -74,3 +76,30 @@ def test_a_long_list_in_a_records_context_is_cut_like_a_long_string() -> None:
 def test_short_structured_values_stay_structured() -> None:
     entry = json.loads(JsonFormatter().format(record(problems=["label cellfit.io/vc"], victims={"gpu-a": ["u1"]}, count=3)))
     assert entry["problems"] == ["label cellfit.io/vc"] and entry["victims"] == {"gpu-a": ["u1"]} and entry["count"] == 3
+
+
+# ------------------------------------------------------------------------------ metric labels
+
+
+def test_preemptions_count_a_job_class_label_cellfit_does_not_know_as_other() -> None:
+    """cellfit_preemptions_total's preemptor_class came from the pod's cellfit.io/job-class label
+    as written: under preemption.policy placement nothing refuses another value, so a label
+    per Job (a run id) made a series per Job. Only trial and best-effort are classes."""
+    from tests.integration.test_preempt_victim_shapes import FILTER, NODES, place, post, preempt
+    from tests.support import kube_objects as k
+    from tests.support.server import running_server
+
+    runtime = build_runtime(parse_settings("preemption: {policy: placement}"), standalone=True)
+    with running_server(runtime.app) as url, httpx.Client(base_url=url, timeout=10) as client:
+        assert post(client, FILTER, k.extender_args(k.pod("warmup-0"), NODES, node_cache_capable=False)).status_code == 200
+        for index in range(3):
+            low = k.pod(f"low-{index}", gpus=8, node_name="gpu-a", phase="Running", priority=0)
+            place(runtime, low)
+            preemptor = k.pod(f"run-{index}", gpus=8, priority=100, labels={"cellfit.io/job-class": f"run-4711-{index}"})
+            answer = preempt(client, k.preemption_args(preemptor, {"gpu-a": [low]}, node_cache_capable=False))
+            assert answer == {"gpu-a": {"Pods": [{"UID": low["metadata"]["uid"]}], "NumPDBViolations": 0}}
+            with runtime.lock:
+                runtime.engine.delete_pod(low["metadata"]["uid"])
+    classes = {s.labels["preemptor_class"]: s.value for family in runtime.metrics.registry.collect()
+               for s in family.samples if s.name == "cellfit_preemptions_total"}
+    assert classes == {"other": 3.0}
