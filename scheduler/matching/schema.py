@@ -6,8 +6,9 @@ file from the message alone.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
-from typing import Annotated, Mapping
+from typing import Annotated, Final, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -15,9 +16,14 @@ from scheduler.matching.errors import InvalidInstance
 from scheduler.matching.fairness import Capacity
 from scheduler.matching.model import Demand, Job, Machine
 
+# About 31,700 years in seconds: a time beyond it is a mistake in the file, and a machine's queue
+# of such times would add up past the floats' range into infinities (a matching scipy calls
+# infeasible, or "Infinity" in the output, which is not JSON).
+MAX_SECONDS: Final = 1e12
+
 Name = Annotated[str, Field(min_length=1)]
-Time = Annotated[float, Field(allow_inf_nan=False)]
-Duration = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+Time = Annotated[float, Field(ge=-MAX_SECONDS, le=MAX_SECONDS, allow_inf_nan=False)]
+Duration = Annotated[float, Field(gt=0, le=MAX_SECONDS, allow_inf_nan=False)]
 Amount = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 
 
@@ -72,11 +78,53 @@ class Instance:
 
 def parse_instance(text: str | bytes) -> Instance:
     """Parse and check an instance; :class:`InvalidInstance` names the first bad fields."""
+    _refuse_duplicate_keys(text)
     try:
         model = InstanceIn.model_validate_json(text)
     except ValidationError as error:
         raise InvalidInstance("; ".join(_describe(e) for e in error.errors()[:3])) from None
     return _to_instance(model)
+
+
+def _refuse_duplicate_keys(text: str | bytes) -> None:
+    """JSON readers keep the last of two equal keys, dropping the first value without a word;
+    here it is an error naming where. Malformed JSON is left to the schema's own message."""
+    duplicates: list[tuple[dict[str, object], str]] = []
+
+    def pairs(items: list[tuple[str, object]]) -> dict[str, object]:
+        mapping: dict[str, object] = {}
+        for key, value in items:
+            if key in mapping:
+                duplicates.append((mapping, key))
+            mapping[key] = value
+        return mapping
+
+    try:
+        document = json.loads(text, object_pairs_hook=pairs)
+    except (ValueError, RecursionError):
+        return
+    if duplicates:
+        mapping, key = duplicates[0]
+        where = _path_to(document, mapping)
+        raise InvalidInstance(f"duplicate key {key!r}", field=f"{where}.{key}" if where else key)
+
+
+def _path_to(node: object, target: object, path: str = "") -> str | None:
+    """The field path (``jobs[0].processing_time``) of the object ``target`` inside ``node``."""
+    if node is target:
+        return path
+    children: list[tuple[str, object]]
+    if isinstance(node, dict):
+        children = [(f"{path}.{key}" if path else key, value) for key, value in node.items()]
+    elif isinstance(node, list):
+        children = [(f"{path}[{index}]", value) for index, value in enumerate(node)]
+    else:
+        return None
+    for child_path, child in children:
+        found = _path_to(child, target, child_path)
+        if found is not None:
+            return found
+    return None
 
 
 def _describe(error: Mapping[str, object]) -> str:
@@ -112,12 +160,21 @@ def _to_instance(model: InstanceIn) -> Instance:
                 f"no machine kind in this instance can run job {job.name!r}",
                 field=f"jobs[{index}].processing_time",
             )
+        for kind in job.processing_time:
+            if kind not in kinds:
+                # A misspelt kind ("GPU") would drop that configuration without a word.
+                raise InvalidInstance(
+                    f"no machine of kind {kind!r} in this instance (kinds: {', '.join(sorted(kinds))})",
+                    field=f"jobs[{index}].processing_time.{kind}",
+                )
         demand: dict[str, Demand] = {}
         for kind, resources in (job.demand or {}).items():
             if kind not in job.processing_time:
                 raise InvalidInstance(
                     f"job {job.name!r} has no processing time on {kind!r}", field=f"jobs[{index}].demand.{kind}"
                 )
+            if model.capacity is not None:
+                _check_within(resources, model.capacity, field=f"jobs[{index}].demand.{kind}")
             demand[kind] = Demand(cpu=resources.cpu, gpu=resources.gpu, memory=resources.memory)
         if demand and model.capacity is None:
             raise InvalidInstance(
@@ -144,3 +201,14 @@ def _to_instance(model: InstanceIn) -> Instance:
         busy_until=dict(model.busy_until),
         capacity=capacity,
     )
+
+
+def _check_within(demand: ResourcesIn, capacity: ResourcesIn, *, field: str) -> None:
+    # Fairness divides a demand by the capacity and skips a resource the capacity has none of:
+    # a demand of it would count for nothing, one over the capacity for more than the cluster.
+    for resource in ("cpu", "gpu", "memory"):
+        wanted, total = getattr(demand, resource), getattr(capacity, resource)
+        if wanted > total:
+            raise InvalidInstance(
+                f"{wanted:g} is more than capacity.{resource} ({total:g})", field=f"{field}.{resource}"
+            )
