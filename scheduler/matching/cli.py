@@ -1,8 +1,8 @@
 """``cellfit allox --input FILE [--output FILE]``: schedule one AlloX instance (the only module of
 this package that does I/O).
 
-``scheduler/cli.py`` registers the subcommand with :func:`add_arguments` and :func:`run`; until
-then ``python -m scheduler.matching.cli --input FILE`` runs it alone. Exit codes: 0 done, 2 bad
+``scheduler/cli.py`` registers the subcommand with :func:`add_arguments` and :func:`run`;
+``python -m scheduler.matching.cli --input FILE`` runs it alone. Exit codes: 0 done, 2 bad
 input or arguments (one line on stderr naming the field), 1 anything else cellfit refuses.
 """
 
@@ -41,19 +41,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--timeout",
         type=_non_negative,
-        default=math.inf,
+        default=None,
         metavar="SECONDS",
         help="allox+ only: a job waiting this long goes ahead of shorter ones (default: never)",
     )
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.timeout is not None and args.policy != "allox+":
+        # Only allox+ reads it: taken silently, it would look like it had changed the schedule.
+        return _fail(f"--timeout: allox+ only (add --policy allox+; the policy is {args.policy})", EXIT_BAD_INPUT)
+    timeout = math.inf if args.timeout is None else args.timeout
     try:
         text = sys.stdin.buffer.read() if args.input == "-" else Path(args.input).read_bytes()
     except OSError as error:
         return _fail(f"cannot read {args.input}: {error.strerror or error}", EXIT_BAD_INPUT)
     try:
-        report = run_instance(parse_instance(text), policy=args.policy, timeout=args.timeout)
+        report = run_instance(parse_instance(text), policy=args.policy, timeout=timeout)
     except InvalidRequest as error:
         return _fail(str(error), EXIT_BAD_INPUT)
     except CellfitError as error:

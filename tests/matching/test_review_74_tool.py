@@ -111,3 +111,13 @@ def test_sound_instances_still_schedule(tmp_path: Path) -> None:
     schedule = {entry["job"]: entry for entry in json.loads(out)["schedule"]}
     assert schedule["j1"]["kind"] == "cpu"
     assert schedule["j2"]["start"] == 1e9
+
+
+def test_timeout_without_allox_plus_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # --timeout only changes allox+; under the default policy it was ignored without a word.
+    source = tmp_path / "in.json"
+    source.write_text(json.dumps(instance(job("j1"))))
+    assert cli.main(["--input", str(source), "--timeout", "30"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and "--timeout" in captured.err and "allox+" in captured.err
+    assert cli.main(["--input", str(source), "--timeout", "30", "--policy", "allox+"]) == 0
