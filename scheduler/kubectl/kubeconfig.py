@@ -44,9 +44,10 @@ def open_session(*, kubeconfig: str | None, context: str | None, namespace: str 
                            server=configuration.host)
         raise PluginError(f"no kubeconfig: {files} does not exist (set KUBECONFIG or pass --kubeconfig)")
     merged = os.pathsep.join(present)
+    documents = [_document(name) for name in present]
     try:
         contexts, _ = kube_config.list_kube_config_contexts(config_file=merged)  # type: ignore[no-untyped-call]  # unannotated
-        wanted = context or _first_current_context(present)
+        wanted = context or _first_current_context(documents)
         chosen = next((c for c in contexts if c.get("name") == wanted), None)
         if chosen is None and context is None:
             raise PluginError(f"kubeconfig {merged}: no current context (kubectl config use-context NAME, or --context)")
@@ -67,11 +68,27 @@ def open_session(*, kubeconfig: str | None, context: str | None, namespace: str 
     )
 
 
-def _first_current_context(files: list[str]) -> str | None:
+def _document(name: str) -> dict[str, object]:
+    """One kubeconfig file, read as kubectl would before merging: one that is not a YAML mapping
+    is named, not handed to the client's merger (which fails with a TypeError on it)."""
+    path = Path(name).expanduser()
+    try:
+        document = yaml.safe_load(path.read_bytes().decode("utf-8")) or {}
+    except OSError as error:
+        raise PluginError(f"kubeconfig {name}: cannot read: {error.strerror or error}") from None
+    except UnicodeDecodeError as error:
+        raise PluginError(f"kubeconfig {name}: cannot read: not UTF-8 (byte {error.start:,})") from None
+    except yaml.YAMLError as error:
+        raise PluginError(f"kubeconfig {name}: {error}") from None
+    if not isinstance(document, dict):
+        raise PluginError(f"kubeconfig {name}: not a kubeconfig: its top level is a {type(document).__name__}, not a mapping")
+    return document
+
+
+def _first_current_context(documents: list[dict[str, object]]) -> str | None:
     """kubectl's merge rule: the first file that sets current-context wins (the Python
     client's merger lets the last one win)."""
-    for name in files:
-        document = yaml.safe_load(Path(name).expanduser().read_text()) or {}
-        if isinstance(document, dict) and document.get("current-context"):
+    for document in documents:
+        if document.get("current-context"):
             return str(document["current-context"])
     return None

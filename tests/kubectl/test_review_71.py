@@ -15,7 +15,7 @@ from typing import Any, Iterator
 import pytest
 
 from scheduler.kubectl import cli
-from scheduler.kubectl.errors import NotFound, Unreachable
+from scheduler.kubectl.errors import NotFound, PluginError, Unreachable
 from tests.kubectl.test_cli import PROXY, ApiServer, inspect_url, kubeconfig, status
 
 __all__ = ["inspect_url"]  # test_cli's fixture: a real HiveD inspect listener
@@ -205,3 +205,21 @@ def test_a_nomination_without_cellfits_preemption_keeps_kube_schedulers_reason(c
     answer = json.loads(cli.run(["why", "pod/p-0", "-o", "json"]))
     assert answer["reason"] == "pending" and answer["summary"] == "pending: Insufficient cpu"
     assert "nominated to node gpu-7 by kube-scheduler" in answer["details"]
+
+
+# ------------------------------------------------------------------------------ the kubeconfig
+
+
+@pytest.mark.parametrize(("content", "said"), [
+    (b"apiVersion: v1\ncurrent-context: \xff\xfe\n", "not UTF-8"),
+    (b"- a\n- b\n", "not a kubeconfig: its top level is a list"),
+    (b"apiVersion: v1\ncurrent-context: [\n", "while parsing"),  # said before too
+])
+def test_a_broken_kubeconfig_is_an_error_naming_the_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                         content: bytes, said: str) -> None:
+    """kubectl says which file it could not load; the plugin said nothing but a traceback."""
+    broken = tmp_path / "broken-config"
+    broken.write_bytes(content)
+    monkeypatch.setenv("KUBECONFIG", str(broken))
+    with pytest.raises(PluginError, match=f"{broken}.*{said}"):
+        cli.run(["vcs"])
