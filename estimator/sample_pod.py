@@ -37,6 +37,7 @@ from placer.rewrite import apply_configuration
 _JOB_CONTROLLER_LABELS: Final = frozenset(
     {"controller-uid", "batch.kubernetes.io/controller-uid", "job-name", "batch.kubernetes.io/job-name"}
 )
+ANNOTATION_COMPLETION_INDEX: Final = "batch.kubernetes.io/job-completion-index"
 _MAX_NAME: Final = 63
 _UID_DIGITS: Final = 12
 
@@ -78,8 +79,11 @@ def build_sample_pod(
         extra_env[ENV_SAMPLE_SPLIT_ITERATIONS] = str(run.split_iterations)
         split[ANNOTATION_SAMPLE_SPLIT_ITERATIONS] = str(run.split_iterations)
     digest = configuration_digest(configuration)
+    index = {}
     if indexed:  # an Indexed Job's pods find their share of the work by index
         extra_env["JOB_COMPLETION_INDEX"] = str(run.key.pilot)
+        # Where Kubernetes' Job controller puts it too: templates read it by the downward API.
+        index[ANNOTATION_COMPLETION_INDEX] = str(run.key.pilot)
     pod = apply_configuration(
         template,
         configuration,
@@ -93,6 +97,7 @@ def build_sample_pod(
             ANNOTATION_SAMPLE_ATTEMPT: str(run.attempt),
             ANNOTATION_SAMPLE_ITERATIONS: str(run.iterations),
             **split,
+            **index,
         },
     )
     metadata = pod["metadata"]

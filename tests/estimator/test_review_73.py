@@ -8,6 +8,9 @@ import json
 
 from estimator.contract import encode_estimate, parse_estimate, parse_sample_report
 from estimator.model import Prior, Sample, estimate_configuration
+from estimator.planner import CreateSample, SampleKey
+from estimator.sample_pod import build_sample_pod
+from placer.configuration import parse_configurations
 
 # ------------------------------------------------------------------ runs timed at 0 s
 
@@ -103,3 +106,30 @@ def test_a_negative_slope_across_two_start_ups_is_as_uncertain_as_it_is():
     estimate = estimate_configuration("gpu", runs, iterations=10_000)
     assert estimate.method == "proportional"
     assert estimate.seconds - 130.0 <= 2 * estimate.uncertainty_seconds
+
+
+# ------------------------------------------------------------------ the sampling pod
+
+
+def test_an_indexed_jobs_sampling_pod_carries_its_completion_index_where_the_downward_api_reads_it():
+    """Kubernetes' own Indexed Job example reads the index through the downward API, from the pod
+    annotation ``batch.kubernetes.io/job-completion-index``. The sampling pod carried only the
+    JOB_COMPLETION_INDEX variable: the workload read an empty index, and each attempt failed."""
+    template = {"spec": {"containers": [{
+        "name": "worker", "image": "train",
+        "env": [{"name": "SHARD", "valueFrom": {"fieldRef": {
+            "fieldPath": "metadata.annotations['batch.kubernetes.io/job-completion-index']"}}}],
+    }]}}
+    configuration = parse_configurations('{"gpu": {"resources": {"nvidia.com/gpu": "1"}}}')["gpu"]
+    run = CreateSample(key=SampleKey(configuration="gpu", pilot=7, length="long"), attempt=0, iterations=200)
+    body = build_sample_pod(
+        job_name="shards", job_namespace="ml", job_uid="0123456789ab", template=template, configuration=configuration,
+        run=run, indexed=True, scheduler_name="cellfit", priority_class_name=None,
+    )
+    assert body["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"] == "7"
+    # A Job that is not Indexed has no index to give.
+    plain = build_sample_pod(
+        job_name="shards", job_namespace="ml", job_uid="0123456789ab", template=template, configuration=configuration,
+        run=run, indexed=False, scheduler_name="cellfit", priority_class_name=None,
+    )
+    assert "batch.kubernetes.io/job-completion-index" not in plain["metadata"]["annotations"]
