@@ -4,7 +4,8 @@
 drain; when it ends, the borrower's do. At the window's start plus the grace period the
 lender's guaranteed pods still on draining cells of the lent types are preempted; at its end
 plus the grace the borrower's on draining cells of the types it borrowed. At most as many
-draining cells per type as the exchange moved are emptied, so a drain of another cause (a
+draining cells per type as the exchange moved are emptied, each exchange its own (two exchanges
+lending a node each empty two node cells, not the same one twice), so a drain of another cause (a
 smaller quota in the configuration file) is not cut short by the exchange beyond that. The
 borrower's side is looked at for ``horizon_seconds`` (a day) after its grace ends, while its pods
 still hold draining cells of the types it borrowed (a deletion that failed, a pod stuck
@@ -39,17 +40,19 @@ class Preemption:
     reason: str
 
 
-def _draining_pods(view: Mapping[str, Any], cells: Cells) -> list[tuple[str, str, str | None]]:
-    """(pod, cell id, uid) on at most ``count`` draining cells of each type of ``cells``."""
+def _draining_pods(view: Mapping[str, Any], cells: Cells, *, claimed: set[str]) -> list[tuple[str, str, str | None]]:
+    """(pod, cell id, uid) on at most ``count`` draining cells of each type of ``cells``, none of
+    the ``claimed`` ones (another exchange's); the cells taken are added to ``claimed``."""
     uids = {p.get("pod"): p.get("uid") for p in view.get("placements") or []}
     wanted = dict(cells)
     found: list[tuple[str, str, str | None]] = []
     for cell in sorted(view.get("vcCells") or [], key=lambda c: str(c.get("id"))):
-        cell_type = cell.get("cellType")
-        if cell.get("state") != "draining" or not cell.get("pods") or wanted.get(cell_type, 0) <= 0:
+        cell_type, cell_id = cell.get("cellType"), str(cell.get("id"))
+        if cell.get("state") != "draining" or not cell.get("pods") or wanted.get(cell_type, 0) <= 0 or cell_id in claimed:
             continue
         wanted[cell_type] -= 1
-        found += [(pod, str(cell.get("id")), uids.get(pod)) for pod in cell["pods"]]
+        claimed.add(cell_id)
+        found += [(pod, cell_id, uids.get(pod)) for pod in cell["pods"]]
     return found
 
 
@@ -66,6 +69,9 @@ def due_preemptions(
         return []
     due: list[Preemption] = []
     seen: set[str] = set()
+    # Per VC, the draining cells an exchange has taken: two exchanges moving a cell of the same
+    # type each empty one of their own.
+    claimed: dict[str, set[str]] = {}
     for entry in entries:
         sides: list[tuple[str, Cells, str]] = []
         if entry.window.start + grace_seconds <= now < entry.window.end:
@@ -82,7 +88,7 @@ def due_preemptions(
             view = views.get(vc)
             if view is None:
                 continue
-            for pod, cell, uid in _draining_pods(view, cells):
+            for pod, cell, uid in _draining_pods(view, cells, claimed=claimed.setdefault(vc, set())):
                 if pod in seen:
                     continue
                 seen.add(pod)
