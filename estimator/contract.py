@@ -19,6 +19,8 @@ from scheduler.errors import InvalidAnnotation
 # Beyond any real training run; keeps arithmetic on iterations exact in floats.
 MAX_ITERATIONS: Final = 10**12
 MAX_SECONDS: Final = 10**9  # ~31 years
+# Beyond any machine (8 PiB), exact in floats: the memory demand is a float product of it.
+MAX_MEMORY_BYTES: Final = 2**53
 # The least ``seconds`` cellfit writes (see _written_seconds).
 MIN_ESTIMATE_SECONDS: Final = 0.001
 # The kubelet keeps at most 4 KiB of a termination message.
@@ -118,8 +120,8 @@ def parse_sample_report(text: str, *, where: str = "terminationMessage") -> Samp
     ):
         raise InvalidAnnotation(f"must be a number of seconds in [0, seconds], got {startup!r}", field=f"{where}.startupSeconds")
     memory = document.get("peakMemoryBytes")
-    if memory is not None and (isinstance(memory, bool) or not isinstance(memory, int) or memory < 0):
-        raise InvalidAnnotation(f"must be a non-negative integer, got {memory!r}", field=f"{where}.peakMemoryBytes")
+    if memory is not None and (isinstance(memory, bool) or not isinstance(memory, int) or not 0 <= memory <= MAX_MEMORY_BYTES):
+        raise InvalidAnnotation(f"must be an integer of bytes in [0, {MAX_MEMORY_BYTES}], got {memory!r}", field=f"{where}.peakMemoryBytes")
     return SampleReport(
         iterations=iterations, seconds=float(seconds), peak_memory_bytes=memory,
         startup_seconds=float(startup) if startup is not None else None,

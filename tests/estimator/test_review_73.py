@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from estimator.contract import encode_estimate, parse_estimate, parse_sample_report
 from estimator.model import Prior, Sample, estimate_configuration
 from estimator.planner import CreateSample, SampleKey
 from estimator.sample_pod import build_sample_pod
 from placer.configuration import parse_configurations
+from scheduler.errors import InvalidAnnotation
 
 # ------------------------------------------------------------------ runs timed at 0 s
 
@@ -133,3 +136,15 @@ def test_an_indexed_jobs_sampling_pod_carries_its_completion_index_where_the_dow
         run=run, indexed=False, scheduler_name="cellfit", priority_class_name=None,
     )
     assert "batch.kubernetes.io/job-completion-index" not in plain["metadata"]["annotations"]
+
+
+# ------------------------------------------------------------------ reports beyond any machine
+
+
+def test_a_peak_memory_beyond_any_machine_is_refused_naming_the_field():
+    """``peakMemoryBytes`` took any integer: 10^400 (4 KiB of termination message hold it) read,
+    and the estimate then raised OverflowError on every pass, the Job never estimated."""
+    with pytest.raises(InvalidAnnotation, match=r"terminationMessage\.peakMemoryBytes"):
+        parse_sample_report('{"iterations": 200, "seconds": 2.0, "peakMemoryBytes": 1' + "0" * 400 + "}")
+    # The largest a machine has, and then some, still reads.
+    assert parse_sample_report('{"iterations": 200, "seconds": 2.0, "peakMemoryBytes": 1099511627776}').peak_memory_bytes == 2**40
