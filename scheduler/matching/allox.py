@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
+from operator import attrgetter
 from typing import Callable, Collection, Mapping, Sequence
 
 import numpy as np
@@ -104,8 +105,10 @@ class AlloxScheduler:
         ``holding_users``: users with running jobs beside ``running``'s (admission passes its
         running Jobs so, their progress in ``progress``, rather than as an assignment each)."""
         free_names = {machine.name for machine in free_machines}
-        listed = [*free_machines, *(m for m in busy_until if m.name not in free_names)]
+        # The free machines, then the busy ones: made only without ``machines`` or ``shares``.
+        listed: list[Machine] | None = None
         if machines is None:
+            listed = _listed(free_machines, busy_until, free_names)
             available = {m.name: until for m, until in busy_until.items() if m.name not in free_names}
             arrays = fleet(machines=listed, now=now, busy_until=available)
         else:
@@ -122,7 +125,7 @@ class AlloxScheduler:
         base = considered_count(alpha=self.alpha, users=len(users))
         if base >= len(users):
             return self._every_user(now=now, free_machines=free_machines, waiting=waiting, machines=arrays, pending_jobs=pending_jobs)
-        shares = self.shares if self.shares is not None else MachineShare.of(listed)
+        shares = self.shares if self.shares is not None else MachineShare.of(listed or _listed(free_machines, busy_until, free_names))
         progress = dict(progress) if progress is not None else user_progress(running, shares)
         ranking = rank_users(users, progress)
         # Every waiting job's arrays once (each plan takes the rows of its users' jobs), so that a
@@ -149,12 +152,7 @@ class AlloxScheduler:
         ranked = base < len(ranking)
         # Per kind, how many waiting jobs each user has that can run on it (§4.4's raise asks
         # for the users with one, once per machine a plan leaves empty).
-        runnable: dict[str, dict[str, int]] = {kind: {} for kind in arrays.kinds}
-        for job in waiting.values():
-            for kind in job.processing_time:
-                counts = runnable.get(kind)
-                if counts is not None:
-                    counts[job.user] = counts.get(job.user, 0) + 1
+        runnable = left.runnable()
 
         # Told without solving: a plan that certainly leaves a machine empty (_Vacancy). A free
         # machine listed twice is two machines of one name to the fleet: not told there.
@@ -310,6 +308,11 @@ class AlloxScheduler:
             if ranking[index] in runnable:
                 return index + 1
         return 0
+
+
+def _listed(free_machines: Sequence[Machine], busy_until: Mapping[Machine, float], free_names: Collection[str]) -> list[Machine]:
+    """The free machines, then ``busy_until``'s others, as the fleet lists them."""
+    return [*free_machines, *(m for m in busy_until if m.name not in free_names)]
 
 
 def _prepared(machines: Fleet, waiting: Mapping[str, Job], pending_jobs: Sequence[Job]) -> Problem:
@@ -542,11 +545,12 @@ class _Left:
 
     def __init__(self, every_job: Problem) -> None:
         self._every_job = every_job
-        ids: dict[str, int] = {}
-        self._user = np.fromiter((ids.setdefault(job.user, len(ids)) for job in every_job.jobs), dtype=np.int64,
-                                 count=len(every_job.jobs))
+        users = list(map(attrgetter("user"), every_job.jobs))
+        ids = {user: index for index, user in enumerate(dict.fromkeys(users))}  # by first row
+        self._user = np.fromiter(map(ids.__getitem__, users), dtype=np.int64, count=len(users))
         self._ids = ids
         self._waiting = np.ones(len(every_job.jobs), dtype=bool)
+        self._free: tuple[IntArray, bytes, tuple[IntArray, IntArray, IntArray]] | None = None  # see _free_machines
         # Each row's strictly fastest kind, or -1 (two kinds tie, or it takes no time there):
         # what solve's _uncontended asks of a job.
         times = every_job.times
@@ -554,6 +558,17 @@ class _Left:
         best = times[np.arange(times.shape[0]), fastest] if times.shape[1] else np.zeros(times.shape[0])
         alone = (times == best[:, np.newaxis]).sum(axis=1) == 1
         self._fastest = np.where(alone & (best > 0), fastest, -1).astype(np.int64)
+
+    def runnable(self) -> dict[str, dict[str, int]]:
+        """Per kind of ``every_job``, how many waiting rows each user has that can run on it
+        (the users with none left out)."""
+        names = list(self._ids)
+        can_run = np.isfinite(self._every_job.times)
+        by_kind: dict[str, dict[str, int]] = {}
+        for column, kind in enumerate(self._every_job.kinds):
+            counts = np.bincount(self._user[can_run[:, column] & self._waiting], minlength=len(names)).tolist()
+            by_kind[kind] = {name: count for name, count in zip(names, counts) if count}
+        return by_kind
 
     def rows(self, considered: frozenset[str] | None) -> IntArray:
         """``considered``'s waiting rows (None: every user's), ascending."""
@@ -578,15 +593,10 @@ class _Left:
         fastest = self._fastest[rows]
         if bool((fastest < 0).any()):
             return None
-        free = (delay == 0).nonzero()[0]
         kind_count = len(machines.kinds)
-        free_kind = machines.machine_kind[free]
-        free_per_kind = np.bincount(free_kind, minlength=kind_count)
+        free_per_kind, free_by_kind, first_of_kind = self._free_machines(delay, machines)
         if bool((np.bincount(fastest, minlength=kind_count) > free_per_kind).any()):
             return None
-        free_by_kind = free[free_kind.argsort(kind="stable")]
-        first_of_kind = np.zeros(kind_count + 1, dtype=np.int64)
-        np.cumsum(free_per_kind, out=first_of_kind[1:])
         order = fastest.argsort(kind="stable")
         kinds = fastest[order]
         rank = np.arange(order.shape[0]) - kinds.searchsorted(kinds, side="left")
@@ -597,6 +607,24 @@ class _Left:
         np.cumsum(bounds, out=bounds)
         return _Plan(self._every_job.jobs, machines.machine_kind, bounds, rows[order[by_machine]].astype(np.int64), {},
                      machine[by_machine])  # queued: rows of every_job
+
+    def _free_machines(self, delay: FloatArray, machines: Fleet) -> tuple[IntArray, IntArray, IntArray]:
+        """The free machines (waiting 0) of ``machines`` waiting ``delay``: how many of each
+        kind, their indices by kind then as listed, and where each kind's begin among them.
+        Kept for the waits last asked about: between two starts the raise asks for several
+        user sets' plans on the same waits."""
+        waits = delay.tobytes()
+        kept = self._free
+        if kept is not None and kept[0] is machines.machine_kind and kept[1] == waits:
+            return kept[2]
+        free = (delay == 0).nonzero()[0]
+        free_kind = machines.machine_kind[free]
+        free_per_kind = np.bincount(free_kind, minlength=len(machines.kinds))
+        first_of_kind = np.zeros(len(machines.kinds) + 1, dtype=np.int64)
+        np.cumsum(free_per_kind, out=first_of_kind[1:])
+        found = (free_per_kind, free[free_kind.argsort(kind="stable")], first_of_kind)
+        self._free = (machines.machine_kind, waits, found)
+        return found
 
     def solved(self, rows: IntArray, machines: Fleet) -> _Plan:
         """The plan of ``rows`` on ``machines`` as they are now: :func:`~scheduler.matching.

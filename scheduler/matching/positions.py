@@ -244,7 +244,8 @@ def slots_for(*, limits: IntArray, machine_kind: IntArray, kind_count: int) -> S
     slot_kind = machine_kind[machine]
     # Within a kind, order by position then machine: the paper's block order Q = [P 2P … nP]
     # (machine is ascending, and lexsort is stable: it needs no key of its own).
-    order = np.lexsort((position, slot_kind))
+    span = int(limits.max(initial=0)) + 1  # positions run 1 .. the largest limit
+    order = (slot_kind * span + position).argsort(kind="stable")  # lexsort((position, slot_kind))'s order
     kind_bounds = np.zeros(kind_count + 1, dtype=np.int64)
     np.cumsum(np.bincount(slot_kind, minlength=kind_count), out=kind_bounds[1:])
     return Slots(machine=machine[order], position=position[order], kind_bounds=kind_bounds)

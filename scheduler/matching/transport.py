@@ -354,13 +354,16 @@ class _Grouped:
                 others += price
                 others[:, g] = np.inf
                 alternative = others.argmin(axis=1)
-                margin = others[np.arange(jobs.size), alternative] - mine
+                margin = others.min(axis=1)  # the value at ``alternative``
+                margin -= mine
                 order = (-margin).argsort(kind="stable")  # the jobs keenest on g first, then row order
                 margins = margin[order]
                 # m jobs stay when the m-th keenest still prefers g at the m-th cheapest unit.
                 room = min(units.shape[0], margins.shape[0])
                 fits = margins[:room] >= units[:room]
-                staying = room if fits.all() else int(fits.argmin())
+                staying = int(fits.argmin()) if room else 0
+                if room and fits[staying]:
+                    staying = room  # every one of them fits
                 # As Python floats: a dozen scalar steps per visit, each slower on NumPy scalars.
                 floor = max(float(units[staying - 1]) if staying else -math.inf,
                             float(margins[staying]) if staying < margins.shape[0] else -math.inf)
