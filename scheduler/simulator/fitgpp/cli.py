@@ -66,6 +66,8 @@ def _experiment(args: argparse.Namespace, settings: FitGppSettings, configuratio
     trace = tuple(load_trace(args.trace)) if args.trace else None
     jobs_default = len(trace) if trace is not None else 2**16
     jobs = jobs_default if args.jobs is None else parse_int(args.jobs, "--jobs", low=1)
+    if trace is not None:
+        _refuse_for_trace(args, arrivals=arrivals, jobs=jobs, trace_jobs=len(trace))
     seed = parse_int(args.seed, "--seed", low=0)
     tick = parse_float(_or(args.tick, "0"), "--tick", low=0.0)
     if not math.isfinite(tick):
@@ -103,6 +105,20 @@ def _experiment(args: argparse.Namespace, settings: FitGppSettings, configuratio
         tick=tick,
         configuration=configuration,
     )
+
+
+def _refuse_for_trace(args: argparse.Namespace, *, arrivals: str, jobs: int, trace_jobs: int) -> None:
+    """Options that cannot change a run on a trace's jobs: taken silently, the tables would look
+    as if they had been applied."""
+    for option, given in (("--te-share", args.te_share), ("--gp-scale", args.gp_scale), ("--set", args.set)):
+        if given:
+            fail_option(option, "changes the synthetic workload, not the jobs of a --trace")
+    if args.sweep in ("te-share", "gp-scale"):
+        fail_option("--sweep", f"{args.sweep} changes the synthetic workload, not the jobs of a --trace")
+    if arrivals == "trace" and args.load is not None:
+        fail_option("--load", "only with --arrivals fifo-load: a trace's jobs arrive at their submit_time")
+    if jobs > trace_jobs:
+        fail_option("--jobs", f"{jobs} is more than the {trace_jobs} jobs of {Path(args.trace).name}")
 
 
 def _sweep_values(name: str, text: str | None) -> list[float]:

@@ -47,7 +47,9 @@ def load_trace(path: str | Path) -> list[JobSpec]:
     """Read a ``.csv`` or ``.json`` trace (by extension; anything else is tried as CSV)."""
     name = Path(path).name
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        # utf-8-sig: a spreadsheet's "CSV UTF-8" starts with a byte order mark, which would
+        # otherwise become part of the first column's name.
+        text = Path(path).read_text(encoding="utf-8-sig")
     except OSError as error:
         raise TraceError(f"cannot read {path}: {error.strerror or error}") from None
     except UnicodeDecodeError:
