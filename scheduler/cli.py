@@ -72,8 +72,8 @@ def _serve_settings(args: argparse.Namespace) -> tuple[Settings, ConfigFile | No
     cluster = settings.cluster
     if args.kubeconfig:
         cluster = cluster.model_copy(update={"kubeconfig": args.kubeconfig, "mode": "kubeconfig"})
-    if args.standalone:
-        cluster = cluster.model_copy(update={"mode": "standalone"})
+    if args.standalone:  # the file's kubeconfig and context are not read then
+        cluster = cluster.model_copy(update={"mode": "standalone", "kubeconfig": None, "context": None})
     # Re-validate: overrides obey the same rules as the file (e.g. the port range).
     overridden = Settings.model_validate(
         settings.model_copy(update={"server": server, "cluster": cluster}).model_dump(by_alias=True)

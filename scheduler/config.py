@@ -218,14 +218,33 @@ class ClusterSettings(_Section):
             "comes only from the Node objects kube-scheduler sends, and bind is unavailable."
         ),
     )
-    kubeconfig: str | None = Field(None, description="Path to a kubeconfig (mode kubeconfig/auto).")
-    context: str | None = Field(None, description="kubeconfig context; default: current-context.")
+    kubeconfig: str | None = Field(
+        None, description="Path to a kubeconfig; set in mode auto, it makes the mode kubeconfig (a pod's ServiceAccount is not used)."
+    )
+    context: str | None = Field(
+        None, description="kubeconfig context; default: current-context. Set in mode auto, it makes the mode kubeconfig."
+    )
     watch_timeout_seconds: int = Field(
         300, ge=10, le=3600, description="Server-side timeout of one watch request before re-watching."
     )
     request_timeout_seconds: float = Field(
         10.0, gt=0, le=120, description="Client timeout of one API call (list, bind)."
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _named_kubeconfig_is_used(cls, data: Any) -> Any:
+        # Mode auto takes a pod's ServiceAccount before any kubeconfig: one named here (or a
+        # context) would be dropped without a word, so naming one chooses it.
+        if isinstance(data, dict) and data.get("mode", "auto") == "auto" and (data.get("kubeconfig") or data.get("context")):
+            return {**data, "mode": "kubeconfig"}
+        return data
+
+    @model_validator(mode="after")
+    def _kubeconfig_only_where_read(self) -> ClusterSettings:
+        if self.mode in ("standalone", "in-cluster") and (self.kubeconfig is not None or self.context is not None):
+            raise ValueError(f"kubeconfig and context are read only in mode kubeconfig; mode is {self.mode}")
+        return self
 
 
 PolicyName = Literal["auto", "hived", "resource-fit"]

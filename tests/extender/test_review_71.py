@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+from pathlib import Path
 
 import httpx
 import pytest
@@ -49,6 +50,34 @@ def test_numbers_and_booleans_where_they_belong_still_read() -> None:
                               "estimator: {maxClusterShare: 1}\npolicy: {offerBestNodes: null}")
     assert (settings.server.port, settings.server.config_reload_seconds, settings.server.node_name_fast_path) == (9000, 0.5, False)
     assert settings.estimator.max_cluster_share == 1.0 and settings.policy.offer_best_nodes is None
+
+
+@pytest.mark.parametrize("text", [
+    "cluster: {mode: standalone, kubeconfig: /etc/cellfit/remote.conf}",
+    "cluster: {mode: in-cluster, kubeconfig: /etc/cellfit/remote.conf}",
+    "cluster: {mode: in-cluster, context: gpu-east}",
+])
+def test_a_kubeconfig_or_context_its_mode_never_reads_is_refused(text: str) -> None:
+    """The connection reads cluster.kubeconfig and cluster.context only in modes kubeconfig and
+    auto: elsewhere they were dropped without a word (the chart writes mode in-cluster, so a
+    kubeconfig added to its configuration was never used)."""
+    with pytest.raises(ConfigError, match=r"cluster: .*kubeconfig and context are read only in mode kubeconfig"):
+        parse_settings(text)
+
+
+def test_a_kubeconfig_named_in_mode_auto_is_the_one_used_even_in_a_pod() -> None:
+    """Mode auto took the pod's ServiceAccount first and dropped a named kubeconfig (or
+    context); naming one says which cluster to use."""
+    assert parse_settings("cluster: {kubeconfig: /etc/cellfit/remote.conf}").cluster.mode == "kubeconfig"
+    assert parse_settings("cluster: {context: gpu-east}").cluster.mode == "kubeconfig"
+    assert parse_settings("cluster: {}").cluster.mode == "auto"
+
+
+def test_standalone_on_the_command_line_wins_over_a_files_kubeconfig(tmp_path: Path) -> None:
+    config = tmp_path / "cellfit.yaml"
+    config.write_text("cluster: {kubeconfig: /etc/cellfit/remote.conf, context: gpu-east}\n")
+    settings, _ = cli._serve_settings(cli._parser().parse_args(["serve", "--config", str(config), "--standalone"]))
+    assert (settings.cluster.mode, settings.cluster.kubeconfig, settings.cluster.context) == ("standalone", None, None)
 
 
 # ------------------------------------------------------------------------------ the log
