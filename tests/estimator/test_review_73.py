@@ -10,10 +10,14 @@ import pytest
 
 from estimator.contract import encode_estimate, parse_estimate, parse_sample_report
 from estimator.model import Prior, Sample, estimate_configuration
+from estimator.objects import JOB_DECODER, POD_DECODER, sample_pod
 from estimator.planner import CreateSample, SampleKey
 from estimator.sample_pod import build_sample_pod
 from placer.configuration import parse_configurations
+from scheduler.config import EstimatorSettings
 from scheduler.errors import InvalidAnnotation
+from tests.estimator.test_controller import RecordingApi, controller, finished
+from tests.estimator.test_review_62 import CREATED_AT, Clock, started
 
 # ------------------------------------------------------------------ runs timed at 0 s
 
@@ -148,3 +152,64 @@ def test_a_peak_memory_beyond_any_machine_is_refused_naming_the_field():
         parse_sample_report('{"iterations": 200, "seconds": 2.0, "peakMemoryBytes": 1' + "0" * 400 + "}")
     # The largest a machine has, and then some, still reads.
     assert parse_sample_report('{"iterations": 200, "seconds": 2.0, "peakMemoryBytes": 1099511627776}').peak_memory_bytes == 2**40
+
+
+# ------------------------------------------------------------------ left to the controller and objects.py
+
+
+@pytest.mark.xfail(strict=True, reason="controller.py keeps any pod labelled cellfit.io/sample-job=<uid> as that Job's sample, whatever its namespace or owner")
+def test_pods_of_another_namespace_labelled_with_a_jobs_uid_are_not_its_samples():
+    """Anyone who can read a Job's UID and create pods anywhere can finish its sampling: pods in
+    another namespace, owned by nobody, labelled with the Job's UID and carrying the sample
+    annotations, each reporting 1 ms. The Job was estimated from them: 0.05 s a configuration."""
+    api, estimator = started("victim", Clock(CREATED_AT + 60))
+    spoofs = []
+    for body in api.created:
+        fake = json.loads(json.dumps(body))
+        fake["metadata"]["namespace"] = "elsewhere"
+        del fake["metadata"]["ownerReferences"]
+        spoofs.append(finished(fake, 0.001, splits=[[10, 0.0005]]))
+    estimator._replace_pods(spoofs)
+    estimator.reconcile()
+    assert not [a for _, a in api.annotations if "cellfit.io/estimate" in a]
+
+
+@pytest.mark.xfail(strict=True, reason="controller.py reads taskCov into the family's task spread from estimates its users wrote, not only cellfit's")
+def test_a_users_own_estimate_does_not_set_its_familys_task_spread():
+    """A user-set estimate (no ``method``) with ``taskCov: 1000`` on a finished Job of family
+    ``mlp``: the family's task spread became 1000, which floors σ1 of every later Job of the
+    family at 1000 times its mean, so their own samples no longer count beside the history."""
+    api = RecordingApi()
+    estimator = controller(api)
+    body = {"metadata": {"name": "done", "namespace": "ml", "uid": "u-done", "labels": {"cellfit.io/job-family": "mlp"},
+                         "creationTimestamp": "2026-01-01T00:00:00Z",
+                         "annotations": {"cellfit.io/configurations": '{"cpu": {"resources": {"cpu": "1"}}, "gpu": {"resources": {"nvidia.com/gpu": "1"}}}',
+                                         "cellfit.io/iterations": "1000", "cellfit.io/placement": "gpu",
+                                         "cellfit.io/estimate": json.dumps({"gpu": {"seconds": 110.0, "taskCov": 1000.0}})}},
+            "spec": {"suspend": False, "template": {"spec": {}}},
+            "status": {"startTime": "2026-01-01T00:01:00Z", "completionTime": "2026-01-01T00:02:40Z",
+                       "conditions": [{"type": "Complete", "status": "True"}]}}
+    estimator._replace_jobs([JOB_DECODER.decode(json.dumps(body).encode())])
+    estimator.reconcile()
+    assert estimator.inspect()["families"] == {"mlp/gpu": 1}  # its real runtime counts
+    assert not list(estimator._task_spread.get(("mlp", "gpu"), ()))
+
+
+@pytest.mark.xfail(strict=True, reason="objects.sample_pod reads a pod still Running (a sidecar in spec.containers) as running, though its workload has ended and reported")
+def test_a_sample_whose_workload_reported_while_its_sidecar_runs_has_ended():
+    """A mesh or log sidecar injected as an ordinary container (istio-proxy) never exits: the
+    pod stays Running after the trainer wrote its report and exited 0. The sample counted as
+    running until stopped as long, or for ever while no other sample had finished."""
+    report = json.dumps({"iterations": 20, "seconds": 12.25})
+    annotations = {
+        "cellfit.io/sample-configuration": "gpu", "cellfit.io/sample-pilot": "0", "cellfit.io/sample-length": "long",
+        "cellfit.io/sample-attempt": "0", "cellfit.io/sample-iterations": "20",
+    }
+    body = {"metadata": {"name": "p", "annotations": annotations},
+            "status": {"phase": "Running", "startTime": "2026-01-01T00:00:00Z", "containerStatuses": [
+                {"name": "istio-proxy", "state": {"running": {"startedAt": "2026-01-01T00:00:00Z"}}},
+                {"name": "trainer", "state": {"terminated": {"exitCode": 0, "message": report}}},
+            ]}}
+    view = sample_pod(POD_DECODER.decode(json.dumps(body).encode()), now=100.0, stopped_seconds=None,
+                      pending_limit_seconds=EstimatorSettings().pending_limit_seconds)
+    assert view is not None and view.state == "succeeded" and view.sample is not None and view.sample.seconds == 12.25
