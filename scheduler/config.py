@@ -109,7 +109,8 @@ class ServerSettings(_Section):
     """The HTTP listener kube-scheduler calls, and an optional second one for probes and
     Prometheus; the limits of every listener, the admission webhook's included."""
 
-    host: str = Field("127.0.0.1", description="Address to listen on; 0.0.0.0 in a container.")
+    # Not empty: an empty address binds every interface, the extender verbs with it.
+    host: str = Field("127.0.0.1", min_length=1, description="Address to listen on; 0.0.0.0 in a container.")
     port: int = Field(DEFAULT_PORT, ge=1, le=65535, description="TCP port.")
     max_request_bytes: int = Field(
         8 * 2**20,

@@ -30,6 +30,16 @@ def test_standalone_and_a_kubeconfig_together_are_refused(capsys: pytest.Capture
     assert "--kubeconfig" in capsys.readouterr().err
 
 
+def test_an_empty_listen_address_is_refused_not_every_interface(capsys: pytest.CaptureFixture[str]) -> None:
+    """An empty host binds every interface (the socket's INADDR_ANY): ``--host "$HOST"`` with
+    HOST unset put the extender's verbs, bind included, on the pod IP instead of loopback.
+    The other listeners' addresses already refused it."""
+    with pytest.raises(ConfigError, match="server.host: String should have at least 1 character"):
+        parse_settings('server: {host: ""}')
+    assert cli.main(["serve", "--standalone", "--host", ""]) == 2
+    assert "invalid option: server.host" in capsys.readouterr().err
+
+
 # ------------------------------------------------------------------------------ the file
 
 
