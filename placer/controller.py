@@ -84,6 +84,9 @@ from scheduler.matching.admission import (
     RunningJob,
     TrialChoice,
     WaitingJob,
+    GpuRoom,
+    gpu_room,
+    gpu_shortfall,
     kinds_beyond,
     most_gpus,
     choose_for_trial,
@@ -354,11 +357,11 @@ class PlacerController:
         # A Job whose VC has free guarantee but AlloX's nodes no free GPU lacks machines, not quota.
         lacking = [key for key in decision.waiting_for_pool if guaranteed.get(pools.get(key) or "", 0) > 0]
         waiting_by_key = {w.key: w for w in waiting}
-        gpus_on_a_node = most_gpus(free)
+        gpus_on_a_node, room = most_gpus(free), gpu_room(free)
         for key in decision.unplaceable:
             item, job = waiting_by_key[key], by_key[key]
-            message = _no_machine(item, job, beyond=kinds_beyond(item, cpu_slot=decision.cpu_slot, gpus=gpus_on_a_node),
-                                  outside=_gpu_outside_vcs(job, found) if found is not None else None)
+            message = _no_machine(item, job, beyond=kinds_beyond(item, cpu_slot=decision.cpu_slot, gpus=gpus_on_a_node, room=room),
+                                  room=room, outside=_gpu_outside_vcs(job, found) if found is not None else None)
             if self._tell(job, status="False", reason="NoMachine", message=message):
                 self._event(job, "NoMachine", message, warning=True)
         for key in lacking:
@@ -454,7 +457,7 @@ class PlacerController:
         for machine in machines:
             idle[machine.kind] = idle.get(machine.kind, 0) + 1
         grace = self._preemption_grace()
-        gpus_on_a_node = most_gpus(free)
+        gpus_on_a_node, room = most_gpus(free), gpu_room(free)
         chosen = []
         for trial in sorted(trials, key=lambda t: (t.arrival, t.key)):
             gpu = "gpu" if gpu_pools is None else (pool_kind(trial.pool) if trial.pool is not None else "")
@@ -462,7 +465,7 @@ class PlacerController:
                         if r.kind == "gpu" and (gpu_pools is None or r.pool == trial.pool)]
             seen = {"cpu": idle.get("cpu", 0), "gpu": idle.get(gpu, 0)}
             # No GPU of its VC, or a configuration no node holds: not a kind of it now.
-            dropped = kinds_beyond(trial, cpu_slot=cpu_slot, gpus=gpus_on_a_node) | ({"gpu"} if not gpu else set())
+            dropped = kinds_beyond(trial, cpu_slot=cpu_slot, gpus=gpus_on_a_node, room=room) | ({"gpu"} if not gpu else set())
             seconds = {k: v for k, v in trial.seconds.items() if k not in dropped} if dropped else trial.seconds
             # A trial Job of several pods needs that many idle machines of a kind to start on it.
             choice = choose_for_trial(seconds=seconds, idle={k: v // trial.pods for k, v in seen.items()},
@@ -846,7 +849,7 @@ def _job_demands(job: Job, configurations: str, gpu_resource: str) -> Mapping[st
         return None
 
 
-def _no_machine(item: WaitingJob, job: Job, *, beyond: frozenset[str], outside: str | None) -> str:
+def _no_machine(item: WaitingJob, job: Job, *, beyond: frozenset[str], room: GpuRoom, outside: str | None) -> str:
     """Why no machine runs the Job: its estimate names no kind it has a configuration for; or each
     configuration no node holds, named by its field with what one pod asks, and a GPU
     configuration outside every VC AlloX counts (``outside``); else that no node offers a kind
@@ -857,7 +860,7 @@ def _no_machine(item: WaitingJob, job: Job, *, beyond: frozenset[str], outside: 
         return (f"{ANNOTATION_ESTIMATE} gives {', '.join(estimated)} and {ANNOTATION_CONFIGURATIONS} "
                 f"{', '.join(configured)}: no kind has both, and AlloX chooses only a kind with an estimate")
     counted = _counted(job)
-    reasons = [f"{_asks(kind, item.demand[kind], counted=counted)}, more than any node of AlloX's has free" for kind in sorted(beyond)]
+    reasons = [_asks(kind, item.demand[kind], counted=counted, room=room) for kind in sorted(beyond)]
     unmatched = set(beyond)
     if outside is not None and "gpu" in item.seconds and "gpu" not in beyond:
         reasons.append(f"its gpu configuration: {outside}")
@@ -884,10 +887,17 @@ def _gpu_outside_vcs(job: Job, found: Guarantees) -> str | None:
     return f"{LABEL_VIRTUAL_CLUSTER} {vc!r} of its pod template is no virtual cluster HiveD knows ({', '.join(sorted(found.cells))})"
 
 
-def _asks(kind: str, demand: Demand, *, counted: str) -> str:
-    if kind == "gpu":
-        return f"{ANNOTATION_CONFIGURATIONS}.gpu.resources, {demand.gpu:g} GPUs a pod{counted}"
-    return f"{ANNOTATION_CONFIGURATIONS}.{kind}.resources, {demand.cpu:g} cores and {demand.memory:g} GiB a pod{counted}"
+def _asks(kind: str, demand: Demand, *, counted: str, room: GpuRoom) -> str:
+    """Why no node holds the Job's ``kind`` configuration: the field and what one pod asks."""
+    field = f"{ANNOTATION_CONFIGURATIONS}.{kind}.resources"
+    if kind != "gpu":
+        return f"{field}, {demand.cpu:g} cores and {demand.memory:g} GiB a pod{counted}, more than any node of AlloX's has free"
+    short = gpu_shortfall(demand, room=room)
+    if not short or short == ("gpu",):
+        return f"{field}, {demand.gpu:g} GPUs a pod{counted}, more than any node of AlloX's has free"
+    asked = {"cpu": f"{demand.cpu:g} cores", "memory": f"{demand.memory:g} GiB"}
+    return (" and ".join(f"{field}.{name}" for name in short) + f", {' and '.join(asked[name] for name in short)} a pod beside its "
+            f"{demand.gpu:g} GPUs{counted}, more than any node of AlloX's with {demand.gpu:g} GPUs free has free")
 
 
 def _is_trial(job: Job) -> bool:

@@ -245,11 +245,21 @@ def most_gpus(free_nodes: Sequence[NodeResources]) -> int:
     return max((node.gpu for node in free_nodes), default=0)
 
 
-def kinds_beyond(job: WaitingJob, *, cpu_slot: Demand, gpus: int) -> frozenset[str]:
+GpuRoom = frozenset[tuple[int, float, float]]
+
+
+def gpu_room(free_nodes: Sequence[NodeResources]) -> GpuRoom:
+    """Each distinct (GPUs, cores, memory) free on a node with a GPU free: a GPU configuration's
+    pod binds now only where all three hold it (nodes alike count once)."""
+    return frozenset((node.gpu, node.cpu, node.memory) for node in free_nodes if node.gpu > 0)
+
+
+def kinds_beyond(job: WaitingJob, *, cpu_slot: Demand, gpus: int, room: GpuRoom | None = None) -> frozenset[str]:
     """The Job's configurations no machine holds now: its CPU configuration larger than a CPU slot
     (no node holds it), its GPU configuration asking more GPUs a pod than ``gpus``
-    (:func:`most_gpus`, when not 0). They are no kind of the Job, and size no machine."""
-    beyond = demands_beyond(job.demand, cpu_slot=cpu_slot, gpus=gpus)
+    (:func:`most_gpus`, when not 0), or, given ``room`` (:func:`gpu_room`), more cores or memory
+    than any node with its GPUs free has free. They are no kind of the Job, and size no machine."""
+    beyond = demands_beyond(job.demand, cpu_slot=cpu_slot, gpus=gpus, room=room)
     return _estimated(beyond, job.seconds)
 
 
@@ -258,7 +268,7 @@ def _estimated(kinds: frozenset[str], seconds: Mapping[str, float]) -> frozenset
     return kinds if all(kind in seconds for kind in kinds) else frozenset(kind for kind in kinds if kind in seconds)
 
 
-def demands_beyond(demand: Mapping[str, Demand], *, cpu_slot: Demand, gpus: int) -> frozenset[str]:
+def demands_beyond(demand: Mapping[str, Demand], *, cpu_slot: Demand, gpus: int, room: GpuRoom | None = None) -> frozenset[str]:
     """:func:`kinds_beyond` of a Job with an estimate for every kind of ``demand``."""
     beyond: set[str] = set()
     cpu = demand.get("cpu")
@@ -266,10 +276,25 @@ def demands_beyond(demand: Mapping[str, Demand], *, cpu_slot: Demand, gpus: int)
         beyond.add("cpu")
     gpu = demand.get(KIND_GPU)
     # With no GPU free anywhere every GPU Job waits alike (for a GPU, or its VC's): only one
-    # larger than the most a node has free is beyond.
-    if gpu is not None and 0 < gpus < gpu.gpu:
+    # that no node with GPUs free holds is beyond.
+    if gpu is not None and gpus > 0 and (gpus < gpu.gpu or (room is not None and gpu_shortfall(gpu, room=room))):
         beyond.add(KIND_GPU)
     return frozenset(beyond)
+
+
+def gpu_shortfall(demand: Demand, *, room: GpuRoom) -> tuple[str, ...]:
+    """What of a GPU configuration's pod no node of ``room`` holds: ``("gpu",)`` when none has
+    that many GPUs free; else ``cpu`` and ``memory`` where no node with the GPUs free has that
+    much free, or both when each is free on some such node but never together; () when one
+    holds it."""
+    with_gpus = [(cores, memory) for count, cores, memory in room if count >= demand.gpu]
+    if not with_gpus:
+        return ("gpu",)
+    if any(demand.cpu <= cores and demand.memory <= memory for cores, memory in with_gpus):
+        return ()
+    alone = tuple(name for name, fits in (("cpu", any(demand.cpu <= cores for cores, _ in with_gpus)),
+                                          ("memory", any(demand.memory <= memory for _, memory in with_gpus))) if not fits)
+    return alone or ("cpu", "memory")
 
 
 def decide(
@@ -350,6 +375,7 @@ def decide_starts(
         reuse.running.begin_pass()
     cpu_slot = cpu_slot_for(waiting, free_nodes=free_nodes, reserved_cpu_per_gpu=reserved_cpu_per_gpu)
     gpus_on_a_node = most_gpus(free_nodes)
+    room = gpu_room(free_nodes)
     defaults = default_demands(cpu_slot=cpu_slot, reserved_cpu_per_gpu=reserved_cpu_per_gpu)
     if gpu_pools is not None:
         defaults.update({pool_kind(pool): defaults[KIND_GPU] for pool in gpu_pools})
@@ -385,7 +411,7 @@ def decide_starts(
         # that kind, or without) depends on the nodes, so none is kept.
         beyond = beyond_of.get(id(job.demand))
         if beyond is None:
-            beyond = beyond_of[id(job.demand)] = demands_beyond(job.demand, cpu_slot=cpu_slot, gpus=gpus_on_a_node)
+            beyond = beyond_of[id(job.demand)] = demands_beyond(job.demand, cpu_slot=cpu_slot, gpus=gpus_on_a_node, room=room)
         oversized = _estimated(beyond, job.seconds)
         # Only a Job that has arrived by now: one whose arrival is later (the clock stepped
         # back) arrives at ``now``, which the kept one does not.

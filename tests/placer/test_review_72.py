@@ -11,8 +11,12 @@ import pytest
 
 from estimator.objects import JOB_DECODER
 from placer.controller import PlacerController
+from placer.guarantee import gpus_per_pod
 from scheduler.config import AlloxSettings
 from scheduler.core.resources import Resources
+from scheduler.matching.admission import WaitingJob
+from scheduler.matching.capacity import NodeResources
+from scheduler.matching.model import Demand
 from tests.placer.test_controller import Jobs, RecordingApi, controller, job
 from tests.placer.test_review_61 import cpu_only_controller
 
@@ -90,3 +94,61 @@ def test_a_gpu_configurations_pod_counts_its_init_containers_gpus() -> None:
     assert decision.starts == () and decision.unplaceable == ("alice/probe",)
     (start,) = gpu_controller(RecordingApi(), [waiting], gpus=[2]).admit().starts
     assert start.key == "alice/probe"
+
+
+@pytest.mark.parametrize(("resources", "field", "asked"), [
+    ({"nvidia.com/gpu": "1", "cpu": "24", "memory": "1Gi"}, "cellfit.io/configurations.gpu.resources.cpu", "24 cores"),
+    ({"nvidia.com/gpu": "1", "cpu": "1", "memory": "100Gi"}, "cellfit.io/configurations.gpu.resources.memory", "100 GiB"),
+])
+def test_a_gpu_configuration_whose_cores_or_memory_no_node_holds_is_refused_naming_the_field(
+    resources: dict[str, str], field: str, asked: str
+) -> None:
+    # Every node has a GPU free but 16 cores and 64 GiB: the pod never binds. It was started all
+    # the same (its pods pending until released as NotBound 300 s later), pass after pass.
+    api = RecordingApi()
+    waiting = job_with_pod("wide", configurations={"gpu": {"resources": resources}}, pod={"containers": [TRAINER]}, estimate={"gpu": 100})
+    decision = gpu_controller(api, [waiting], gpus=[1, 2]).admit()
+    assert decision.starts == () and api.patches == []
+    assert decision.unplaceable == ("alice/wide",)
+    told = dict(api.conditions)["wide"]
+    assert told["reason"] == "NoMachine" and field in told["message"] and asked in told["message"]
+    ((name, reason, message),) = api.events
+    assert (name, reason) == ("wide", "NoMachine") and field in message
+
+
+def test_a_job_whose_gpu_configuration_no_node_holds_runs_on_its_cpu_configuration() -> None:
+    # Its GPU configuration would finish sooner, but no node holds 24 cores beside a GPU.
+    configurations = {"gpu": {"resources": {"nvidia.com/gpu": "1", "cpu": "24"}}, "cpu": {"resources": {"cpu": "4", "memory": "1Gi"}}}
+    waiting = job_with_pod("both", configurations=configurations, pod={"containers": [TRAINER]}, estimate={"gpu": 10, "cpu": 1000})
+    (start,) = gpu_controller(RecordingApi(), [waiting], gpus=[1]).admit().starts
+    assert (start.key, start.kind) == ("alice/both", "cpu")
+    # On a node that holds it, it runs on the GPU.
+    (start,) = gpu_controller(RecordingApi(), [waiting], gpus=[1], cores=32).admit().starts
+    assert (start.key, start.kind) == ("alice/both", "gpu")
+
+
+def test_a_gpu_configuration_needs_its_cores_on_a_node_with_its_gpus_free() -> None:
+    # n0 has 32 cores but no GPU free; n1 a GPU but 16 cores: no node holds 1 GPU and 24 cores.
+    configurations = {"gpu": {"resources": {"nvidia.com/gpu": "1", "cpu": "24"}}}
+    waiting = job_with_pod("apart", configurations=configurations, pod={"containers": [TRAINER]}, estimate={"gpu": 10})
+    nodes = {"n0": Resources(cpu_millis=32000, memory_bytes=64 * 2**30, gpus=0),
+             "n1": Resources(cpu_millis=16000, memory_bytes=64 * 2**30, gpus=1)}
+    placer = PlacerController(
+        api=RecordingApi(), jobs=Jobs([waiting]), settings=AlloxSettings(alpha=1.0, mechanism="template", solver_process=False),
+        gpu_resource="nvidia.com/gpu", free_by_node=lambda running: nodes,
+        capacity=lambda: Resources(cpu_millis=48000, memory_bytes=128 * 2**30, gpus=1), clock=lambda: 1767225700.0,
+    )
+    decision = placer.admit()
+    assert decision.starts == () and decision.unplaceable == ("alice/apart",)
+
+
+def test_a_gpu_configuration_no_node_holds_sizes_no_virtual_clusters_machine() -> None:
+    # 4 GPUs and 64 cores a pod on nodes of 16 cores: it runs nowhere, so it must not make each
+    # of the VC's GPU machines 4 GPUs (the VC's 1-GPU Jobs would get a quarter of the machines).
+    free = [NodeResources(name="n1", cpu=16, gpu=8, memory=64)]
+    wide = WaitingJob(key="a/wide", user="a", arrival=0, seconds={"gpu": 10}, pool="vision",
+                      demand={"gpu": Demand(gpu=4, cpu=64, memory=1)})
+    small = WaitingJob(key="a/small", user="a", arrival=1, seconds={"gpu": 10}, pool="vision",
+                       demand={"gpu": Demand(gpu=1, cpu=2, memory=1)})
+    assert gpus_per_pod([wide, small], free=free) == {"vision": 1}
+
