@@ -340,7 +340,10 @@ def estimate_configuration(
         prior_mean = prior.mean_per_iteration * iterations
         prior_variance = max((prior.std_per_iteration * iterations) ** 2, 1e-12)
         precision = m / task_variance + 1 / prior_variance
-        mean = (sum(means) / task_variance + prior_mean / prior_variance) / precision
+        # Never shorter than the pilots' own runs took of it: the history may be of Jobs that
+        # started faster, and a run is never shorter than a part of it.
+        ran = sum(p.longest for p in predictions) / m
+        mean = max((sum(means) / task_variance + prior_mean / prior_variance) / precision, ran)
         variance = 1 / precision
         method = "posterior"
     return ConfigurationEstimate(
@@ -364,18 +367,22 @@ class _PilotPrediction:
     variance: float
     proportional: bool
     bound: bool
+    longest: float  # the pilot's longest sample: its run takes at least that
 
 
 def _pilot_prediction(samples: Sequence[Sample], *, iterations: int, settings: ModelSettings) -> _PilotPrediction | None:
     # Stopped before finishing: the run is at least as long as that rate extrapolated.
     bound = max((s.seconds * max(1.0, iterations / s.iterations) for s in samples if not s.complete and s.iterations > 0), default=None)
+    longest = max(s.seconds for s in samples)
     if not any(s.complete for s in samples):
-        return None if bound is None else _PilotPrediction(mean=bound, variance=0.0, proportional=False, bound=True)
+        return None if bound is None else _PilotPrediction(mean=bound, variance=0.0, proportional=False, bound=True, longest=longest)
     fit = fit_linear(samples, settings=settings)
-    predicted = max(fit.predict(iterations), max(s.seconds for s in samples))  # a run is never shorter than a part of it
+    predicted = max(fit.predict(iterations), longest)  # a run is never shorter than a part of it
     if bound is not None and bound > predicted:
-        return _PilotPrediction(mean=bound, variance=0.0, proportional=fit.proportional, bound=True)
-    return _PilotPrediction(mean=predicted, variance=fit.std(iterations) ** 2, proportional=fit.proportional, bound=False)
+        return _PilotPrediction(mean=bound, variance=0.0, proportional=fit.proportional, bound=True, longest=longest)
+    return _PilotPrediction(
+        mean=predicted, variance=fit.std(iterations) ** 2, proportional=fit.proportional, bound=False, longest=longest
+    )
 
 
 def _from_prior(

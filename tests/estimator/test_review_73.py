@@ -9,7 +9,7 @@ import json
 import pytest
 
 from estimator.contract import encode_estimate, parse_estimate, parse_sample_report
-from estimator.model import Prior, Sample, estimate_configuration
+from estimator.model import Prior, Sample, estimate_configuration, prior_from_history
 from estimator.objects import JOB_DECODER, POD_DECODER, sample_pod
 from estimator.planner import CreateSample, SampleKey
 from estimator.sample_pod import build_sample_pod
@@ -213,3 +213,18 @@ def test_a_sample_whose_workload_reported_while_its_sidecar_runs_has_ended():
     view = sample_pod(POD_DECODER.decode(json.dumps(body).encode()), now=100.0, stopped_seconds=None,
                       pending_limit_seconds=EstimatorSettings().pending_limit_seconds)
     assert view is not None and view.state == "succeeded" and view.sample is not None and view.sample.seconds == 12.25
+
+
+# ------------------------------------------------------------------ a posterior shorter than its samples
+
+
+def test_the_family_history_does_not_make_a_job_shorter_than_its_own_sample_ran():
+    """This Job's sample ran 200 of its 10,000 iterations in 32 s (30 s of start-up); its
+    family's two past Jobs ran 1.0 and 1.1 ms an iteration (their images cached, their start-up
+    short). The posterior said 31.4 s for the whole run: less than its first 2% took."""
+    run = [Sample("gpu", 200, 32.0, startup_seconds=30.0, splits=((100, 31.0),))]
+    history = prior_from_history([0.001, 0.0011])
+    assert history is not None
+    estimate = estimate_configuration("gpu", run, iterations=10_000, prior=history)
+    assert estimate.method == "posterior"
+    assert estimate.pod_seconds >= 32.0
