@@ -36,7 +36,7 @@ import scheduler.simulator.hived.cli  # noqa: F401
 from scheduler.errors import CellfitError, ConfigError, InvalidRequest
 from scheduler.simulator.fitgpp.experiment import SWEEPS
 from scheduler.simulator.options import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, fail_option
-from scheduler.simulator.session import PROG, run_and_report
+from scheduler.simulator.session import PROG, refuse_same_files, run_and_report
 from scheduler.simulator.workloads import SHARED_OPTIONS, Workload, workload_named, workloads
 
 
@@ -164,6 +164,7 @@ def _run(args: argparse.Namespace) -> int:
     _refuse_others(args, workload)
     if args.sweep is None and args.sweep_values is not None:
         fail_option("--sweep-values", "only with --sweep")
+    refuse_same_files([("--config", args.config), ("--output-json", args.output_json)])
     produce = workload.prepare(args)
     run_and_report(produce, plots=args.plots, output_json=args.output_json, show_progress=not args.no_progress)
     return EXIT_OK

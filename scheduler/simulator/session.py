@@ -8,6 +8,7 @@ sweep's report is put together here once (:func:`sweep_producer`)."""
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from dataclasses import dataclass
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Callable, Final, Mapping, Protocol, Sequence, TypeVar
 
 from scheduler.errors import CellfitError
+from scheduler.simulator.options import fail_option
 from scheduler.simulator.progress import ProgressBar
 from scheduler.simulator.report import Documented, sweep_document
 
@@ -107,6 +109,8 @@ def run_and_report(
 ) -> None:
     """Run ``produce`` and report what it returns; raises :class:`OutputError` for a folder or
     file that cannot be written."""
+    if output_json:
+        check_output_file(output_json, option="--output-json")
     plots_dir = Path(plots) if plots else None
     if plots_dir is not None:
         try:
@@ -137,3 +141,32 @@ def write_text(path: str, text: str) -> None:
         Path(path).write_text(text, encoding="utf-8")
     except OSError as error:
         raise OutputError(f"cannot write {path}: {error.strerror or error}") from None
+
+
+def check_output_file(path: str, *, option: str) -> None:
+    """Refuse (:class:`OutputError`), before anything runs, a file the run could not write at its
+    end: a run at the papers' sizes takes an hour, and its results would be lost."""
+    target = Path(path)
+    folder = target.parent
+    problem = None
+    if target.is_dir():
+        problem = "it is a folder"
+    elif not folder.is_dir():
+        problem = f"{folder} is not a folder" if folder.exists() else f"no folder {folder}"
+    elif not os.access(folder, os.W_OK) or (target.exists() and not os.access(target, os.W_OK)):
+        problem = "permission denied"
+    if problem is not None:
+        raise OutputError(f"cannot write {path}: {problem} ({option})")
+
+
+def refuse_same_files(files: Sequence[tuple[str, str | None]]) -> None:
+    """Refuse two of ``files`` (option, path or None) naming one file: an output would overwrite
+    the run's input, or another output."""
+    seen: dict[Path, str] = {}
+    for option, path in files:
+        if not path or path == "-":
+            continue
+        resolved = Path(path).resolve()
+        if resolved in seen:
+            fail_option(option, f"{path} is also the file of {seen[resolved]}")
+        seen[resolved] = option

@@ -58,3 +58,60 @@ def test_a_csv_saved_with_a_byte_order_mark_keeps_its_first_column(tmp_path: Pat
     path = tmp_path / "excel.csv"
     path.write_bytes("\ufeff".encode() + source.replace("\n", "\r\n").encode())
     assert [job.job_id for job in load_trace(path)] == [job.job_id for job in load_trace(EXAMPLES / "trace.csv")]
+
+
+def unwritable(args: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    code = main(args)
+    captured = capsys.readouterr()
+    assert code == 1, captured.err
+    assert captured.out == "" and captured.err.count("\n") == 1  # nothing ran
+    return captured.err
+
+
+def test_an_output_json_that_cannot_be_written_is_refused_before_the_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # It was found out after the whole run (an hour at the paper's size): the table printed, the
+    # JSON lost.
+    err = unwritable([*TRACE, "--output-json", str(tmp_path / "no-such-folder" / "out.json")], capsys)
+    assert "--output-json" in err and "no folder" in err
+    err = unwritable([*TRACE, "--output-json", str(tmp_path)], capsys)
+    assert "--output-json" in err and "it is a folder" in err
+
+
+def test_a_written_trace_that_cannot_be_written_is_refused_before_the_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    err = unwritable([*TRACE, "--write-trace", str(tmp_path / "no-such-folder" / "t.csv")], capsys)
+    assert "--write-trace" in err
+
+
+@pytest.mark.parametrize("option", ["--output-json", "--write-trace"])
+def test_an_output_over_the_input_trace_is_refused(
+    option: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The trace being evaluated was overwritten by the results (or by the FIFO loop's arrivals).
+    trace = tmp_path / "trace.csv"
+    original = (EXAMPLES / "trace.csv").read_text(encoding="utf-8")
+    trace.write_text(original, encoding="utf-8")
+    args = [*TRACE, "--trace", str(trace), "--arrivals", "fifo-load", option, str(tmp_path / "." / "trace.csv")]
+    err = refusal(args, capsys)
+    assert option in err and "--trace" in err
+    assert trace.read_text(encoding="utf-8") == original
+
+
+def test_output_json_and_written_trace_on_one_file_are_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    same = str(tmp_path / "out.json")
+    err = refusal([*TRACE, "--output-json", same, "--write-trace", same], capsys)
+    assert "--write-trace" in err and "--output-json" in err
+
+
+def test_output_json_over_the_configuration_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = tmp_path / "cellfit.yaml"
+    config.write_text("policy:\n  name: hived\n", encoding="utf-8")
+    args = ["--workload", "allox", "--jobs", "5", "--config", str(config), "--output-json", str(config), "--no-progress"]
+    err = refusal(args, capsys)
+    assert "--output-json" in err and "--config" in err
+    assert config.read_text(encoding="utf-8") == "policy:\n  name: hived\n"

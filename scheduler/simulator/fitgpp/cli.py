@@ -24,7 +24,7 @@ from scheduler.simulator.options import BadOption, cluster_from, fail_option, pa
 from scheduler.simulator.policy_registry import policy_names
 from scheduler.simulator.progress import ProgressBar
 from scheduler.simulator.report import document
-from scheduler.simulator.session import OutputError, RunReport, events_in, sweep_producer
+from scheduler.simulator.session import OutputError, RunReport, check_output_file, events_in, refuse_same_files, sweep_producer
 from scheduler.simulator.workloads import SHARED_OPTIONS, AddsArguments, Command, Produce, register_workload, workload_named
 
 _DEFAULT_POLICIES: Final = "fifo,lrtp,rand,fitgpp"
@@ -159,6 +159,11 @@ def _settings_document(args: argparse.Namespace, experiment: Experiment, setting
 
 
 def _prepare(args: argparse.Namespace) -> Produce:
+    refuse_same_files(
+        [("--config", args.config), ("--trace", args.trace), ("--write-trace", args.write_trace), ("--output-json", args.output_json)]
+    )
+    if args.write_trace:
+        check_output_file(args.write_trace, option="--write-trace")
     configuration = load_settings(args.config) if args.config else None
     settings = _settings(args, configuration)
     experiment = _experiment(args, settings, configuration)
