@@ -142,7 +142,8 @@ def _estimating(job: JobFacts, view: CellfitView, estimated: Condition | None) -
         return Answer(reason="estimating", summary=f"waiting for cellfit's estimator{said}")
     samples = [s for s in entry.get("samples") or [] if isinstance(s, Mapping)]
     done = sum(1 for s in samples if s.get("state") in ("succeeded", "stopped"))
-    running = [_sample(s) for s in samples if s.get("state") not in ("succeeded", "stopped", "failed")]
+    running = [_sample(s) for s in samples if s.get("state") not in ("succeeded", "stopped", "failed", "pending")]
+    pending = [_sample(s) for s in samples if s.get("state") == "pending"]  # not yet placed: no run under way
     failed = [_sample(s) for s in samples if s.get("state") == "failed"]
     state = str(entry.get("state", "sampling"))
     if state == "waiting-for-capacity":
@@ -150,6 +151,7 @@ def _estimating(job: JobFacts, view: CellfitView, estimated: Condition | None) -
     else:
         head = f"estimating: {done} of {len(samples)} samples done" if samples else "estimating: no sample started yet"
     tail = f"; running {', '.join(running)}" if running else ""
+    tail += f"; pending {', '.join(pending)}" if pending else ""
     tail += f"; failed {', '.join(failed)}" if failed else ""
     message = str(entry.get("message") or "")
     return Answer(reason="estimating", summary=head + tail, details=((message,) if message else ()) + _estimator_details(view))

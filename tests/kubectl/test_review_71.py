@@ -16,6 +16,8 @@ import pytest
 
 from scheduler.kubectl import cli
 from scheduler.kubectl.errors import NotFound, PluginError, Unreachable
+from scheduler.kubectl.objects import CellfitView, job_from
+from scheduler.kubectl.why import explain_job
 from tests.kubectl.test_cli import PROXY, ApiServer, inspect_url, kubeconfig, status
 
 __all__ = ["inspect_url"]  # test_cli's fixture: a real HiveD inspect listener
@@ -223,3 +225,21 @@ def test_a_broken_kubeconfig_is_an_error_naming_the_file(tmp_path: Path, monkeyp
     monkeypatch.setenv("KUBECONFIG", str(broken))
     with pytest.raises(PluginError, match=f"{broken}.*{said}"):
         cli.run(["vcs"])
+
+
+# ------------------------------------------------------------------------------ sampling
+
+
+def test_a_sampling_pod_still_pending_is_not_said_to_run() -> None:
+    """The estimator's sample rows (estimator/controller.py) are pending, running, succeeded,
+    stopped or failed: a sample waiting for room in a busy cluster is no run under way."""
+    job = job_from({"metadata": {"name": "ij-a", "namespace": "ml", "uid": "u", "annotations": {"cellfit.io/configurations": "{}"}},
+                    "spec": {"suspend": True}, "status": {}})
+    entry = {"namespace": "ml", "name": "ij-a", "state": "sampling", "samples": [
+        {"pod": "ij-a-gpu-long-0", "configuration": "gpu", "length": "long", "pilot": 0, "attempt": 1, "state": "running"},
+        {"pod": "ij-a-cpu-long-0", "configuration": "cpu", "length": "long", "pilot": 0, "attempt": 1, "state": "pending"},
+    ]}
+    answer = explain_job(job, CellfitView(estimator_entry=entry))
+    assert answer.reason == "estimating"
+    assert answer.summary == ("estimating: 0 of 2 samples done; running gpu long (ij-a-gpu-long-0); "
+                              "pending cpu long (ij-a-cpu-long-0)")
