@@ -115,3 +115,21 @@ def test_output_json_over_the_configuration_is_refused(tmp_path: Path, capsys: p
     err = refusal(args, capsys)
     assert "--output-json" in err and "--config" in err
     assert config.read_text(encoding="utf-8") == "policy:\n  name: hived\n"
+
+
+@pytest.mark.parametrize(
+    ("extra", "option"),
+    [
+        (["--sweep", "s", "--policies", "fifo,lrtp"], "--policies"),
+        (["--sweep", "P", "--policies", "rand"], "--policies"),
+        (["--sweep", "s", "-s", "2"], "--grace-period-weight"),
+        (["--sweep", "P", "-P", "3"], "--max-preemptions"),
+    ],
+)
+def test_options_a_sweep_of_fitgpp_overrides_are_refused(
+    extra: list[str], option: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The s and P sweeps run fitgpp alone at each swept value: the policies named, or the s or P
+    # given, were dropped and the table showed fitgpp's rows.
+    err = refusal(["--jobs", "20", "--nodes", "2", "--no-progress", *extra, "--sweep-values", "1"], capsys)
+    assert f"cellfit simulate: {option}" in err

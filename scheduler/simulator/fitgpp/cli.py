@@ -121,6 +121,19 @@ def _refuse_for_trace(args: argparse.Namespace, *, arrivals: str, jobs: int, tra
         fail_option("--jobs", f"{jobs} is more than the {trace_jobs} jobs of {Path(args.trace).name}")
 
 
+def _refuse_for_fitgpp_sweep(args: argparse.Namespace, *, sweep: str, policies: list[str]) -> None:
+    """The s and P sweeps run fitgpp alone at each swept value (Figs. 4, 5): other policies, or
+    the swept parameter given as well, would be dropped without a word."""
+    if sweep not in ("s", "P"):
+        return
+    if args.policies is not None and policies != ["fitgpp"]:
+        fail_option("--policies", f"sweep {sweep} runs fitgpp alone (leave --policies out)")
+    given = args.grace_period_weight if sweep == "s" else args.max_preemptions
+    if given is not None:
+        option = "--grace-period-weight" if sweep == "s" else "--max-preemptions"
+        fail_option(option, f"sweep {sweep} sets it to each of --sweep-values")
+
+
 def _sweep_values(name: str, text: str | None) -> list[float]:
     if text is None:
         return list(DEFAULT_SWEEP_VALUES[name])
@@ -175,6 +188,7 @@ def _prepare(args: argparse.Namespace) -> Produce:
 
     if sweep is not None:
         policies = [v.policy for v in experiment.variants]
+        _refuse_for_fitgpp_sweep(args, sweep=sweep, policies=policies)
         return sweep_producer(
             sweep=sweep,
             run=lambda progress: run_sweep(
