@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
-from operator import attrgetter
 from typing import Callable, Collection, Mapping, Sequence
 
 import numpy as np
@@ -545,9 +544,9 @@ class _Left:
 
     def __init__(self, every_job: Problem) -> None:
         self._every_job = every_job
-        users = list(map(attrgetter("user"), every_job.jobs))
-        ids = {user: index for index, user in enumerate(dict.fromkeys(users))}  # by first row
-        self._user = np.fromiter(map(ids.__getitem__, users), dtype=np.int64, count=len(users))
+        ids: dict[str, int] = {}
+        self._user = np.fromiter((ids.setdefault(job.user, len(ids)) for job in every_job.jobs), dtype=np.int64,
+                                 count=len(every_job.jobs))
         self._ids = ids
         self._waiting = np.ones(len(every_job.jobs), dtype=bool)
         self._free: tuple[IntArray, bytes, tuple[IntArray, IntArray, IntArray]] | None = None  # see _free_machines
