@@ -19,6 +19,7 @@ from scheduler.kubectl.objects import (
     events_from,
     job_from,
     job_pod_name,
+    moment,
     pod_from,
     preempted_event,
     preemption_from,
@@ -124,7 +125,7 @@ class FactReader:
             preempted = preempted_event(tuple(events))
             if preempted is not None:
                 found.append(self._preemption(namespace, victim, preempted))
-        return tuple(sorted(found, key=lambda p: p.when))
+        return tuple(sorted(found, key=lambda p: moment(p.when)))
 
     def _preemption(self, namespace: str, victim: str, preempted: Event) -> Preemption:
         """One victim's preemption, completed from its preemptor's events: those of another

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from typing import Any, Mapping
 
 from scheduler.constants import (
@@ -154,8 +155,11 @@ def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
 
 
 def event_from(obj: Mapping[str, Any]) -> Event:
-    stamp = obj.get("lastTimestamp") or obj.get("eventTime") or _meta(obj).get("creationTimestamp") or ""
+    # kube-scheduler writes events.k8s.io Events: read as core/v1, a repeated one has its latest
+    # occurrence in series.lastObservedTime, its first in eventTime, and no lastTimestamp.
     series = obj.get("series") or {}
+    stamp = (series.get("lastObservedTime") or obj.get("lastTimestamp") or obj.get("eventTime")
+             or _meta(obj).get("creationTimestamp") or "")
     return Event(
         reason=str(obj.get("reason") or ""),
         message=str(obj.get("message") or "").strip(),
@@ -167,7 +171,17 @@ def event_from(obj: Mapping[str, Any]) -> Event:
 
 def events_from(items: list[Mapping[str, Any]]) -> tuple[Event, ...]:
     """Oldest first."""
-    return tuple(sorted((event_from(item) for item in items), key=lambda e: e.last_seen))
+    return tuple(sorted((event_from(item) for item in items), key=lambda e: moment(e.last_seen)))
+
+
+def moment(stamp: str) -> datetime:
+    """An RFC 3339 time, seconds (lastTimestamp) or microseconds (eventTime) alike, comparable as
+    time (as text, 10:00:00.5Z sorts before 10:00:00Z); one that does not read sorts first."""
+    try:
+        parsed = datetime.fromisoformat(stamp)
+    except ValueError:
+        return datetime.min.replace(tzinfo=timezone.utc)
+    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=timezone.utc)
 
 
 def pod_from(obj: Mapping[str, Any], *, events: tuple[Event, ...] = ()) -> PodFacts:

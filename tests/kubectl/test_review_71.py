@@ -16,8 +16,8 @@ import pytest
 
 from scheduler.kubectl import cli
 from scheduler.kubectl.errors import NotFound, PluginError, Unreachable
-from scheduler.kubectl.objects import CellfitView, job_from
-from scheduler.kubectl.why import explain_job
+from scheduler.kubectl.objects import CellfitView, events_from, job_from, pod_from
+from scheduler.kubectl.why import explain_job, explain_pod
 from tests.kubectl.test_cli import PROXY, ApiServer, inspect_url, kubeconfig, status
 
 __all__ = ["inspect_url"]  # test_cli's fixture: a real HiveD inspect listener
@@ -243,3 +243,39 @@ def test_a_sampling_pod_still_pending_is_not_said_to_run() -> None:
     assert answer.reason == "estimating"
     assert answer.summary == ("estimating: 0 of 2 samples done; running gpu long (ij-a-gpu-long-0); "
                               "pending cpu long (ij-a-cpu-long-0)")
+
+
+# ------------------------------------------------------------------------------ event series
+
+
+def test_the_latest_attempt_is_the_last_of_a_series_not_its_first() -> None:
+    """kube-scheduler writes events.k8s.io Events: read as core/v1, a repeated FailedScheduling is
+    one Event whose eventTime is its first occurrence, series.lastObservedTime its latest, and
+    lastTimestamp empty. An older reason still recurring is the latest, not another reason
+    seen once in between."""
+    def scheduler_event(message: str, *, first: str, last: str | None = None, count: int | None = None) -> dict[str, Any]:
+        found: dict[str, Any] = {"reason": "FailedScheduling", "message": message, "type": "Warning", "eventTime": first,
+                                 "lastTimestamp": None, "involvedObject": {"kind": "Pod", "name": "w-0", "uid": "uid-w-0"},
+                                 "metadata": {"creationTimestamp": first[:19] + "Z"}}
+        if last is not None:
+            found["series"] = {"count": count, "lastObservedTime": last}
+        return found
+
+    recurring = scheduler_event("0/3 nodes are available: 3 Insufficient nvidia.com/gpu.",
+                                first="2026-11-27T10:00:00.000000Z", last="2026-11-27T12:00:00.000000Z", count=40)
+    once = scheduler_event("0/3 nodes are available: 3 Insufficient cpu.", first="2026-11-27T11:00:00.000000Z")
+    pod = pod_from(pending_pod("w-0"), events=events_from([recurring, once]))
+    answer = explain_pod(pod, CellfitView())
+    assert answer.summary == "pending: Insufficient nvidia.com/gpu"
+    assert answer.details == ("FailedScheduling (40 times), last 2026-11-27T12:00:00.000000Z: "
+                              "0/3 nodes are available: 3 Insufficient nvidia.com/gpu.",)
+
+
+def test_events_of_both_time_formats_sort_by_time() -> None:
+    """lastTimestamp has seconds, eventTime microseconds: as text, 10:00:00.5Z sorts before
+    10:00:00Z although it is later."""
+    def at(reason: str, **stamps: str) -> dict[str, Any]:
+        return {"reason": reason, "message": reason, "type": "Normal", "involvedObject": {"kind": "Pod", "name": "x"}, **stamps}
+
+    ordered = events_from([at("Later", eventTime="2026-11-27T10:00:00.500000Z"), at("Earlier", lastTimestamp="2026-11-27T10:00:00Z")])
+    assert [e.reason for e in ordered] == ["Earlier", "Later"]
