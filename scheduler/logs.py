@@ -121,13 +121,21 @@ class JsonFormatter(logging.Formatter):
 
 class TextFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
-        context = " ".join(f"{key}={value}" for key, value in context_of(record).items())
-        line = f"{self.formatTime(record)} {record.levelname:<7} {record.name}: {record.getMessage()}"
+        context = " ".join(f"{key}={_one_line(value)}" for key, value in context_of(record).items())
+        line = f"{self.formatTime(record)} {record.levelname:<7} {record.name}: {_one_line(record.getMessage())}"
         if context:
             line = f"{line} [{context}]"
         if record.exc_info:
             line = f"{line}\n{self.formatException(record.exc_info)}"
         return line
+
+
+def _one_line(value: Any) -> Any:
+    """A text with a line break or another control character quoted and escaped (JSON's way):
+    a value a client chose never writes what reads as a record of its own."""
+    if isinstance(value, str) and any(ord(c) < 0x20 or ord(c) == 0x7F for c in value):
+        return json.dumps(value)
+    return value
 
 
 def configure_logging(*, level: str, fmt: str) -> None:

@@ -142,3 +142,12 @@ def test_preemptions_count_a_job_class_label_cellfit_does_not_know_as_other() ->
     classes = {s.labels["preemptor_class"]: s.value for family in runtime.metrics.registry.collect()
                for s in family.samples if s.name == "cellfit_preemptions_total"}
     assert classes == {"other": 3.0}
+
+
+def test_a_text_log_line_is_one_line_whatever_a_client_sent() -> None:
+    """logging.format text: a context value a client chose (a rejected request's reason quotes
+    it) with a line break wrote a second line that reads as a record of its own."""
+    forged = "bad body\n2026-11-27 10:00:00,000 INFO    scheduler.extender.service: bound [pod=ml/x node=gpu-a]"
+    line = TextFormatter().format(record(reason=forged))
+    assert "\n" not in line and "bad body\\n2026-11-27" in line
+    assert TextFormatter().format(record(pod="ml/x")).endswith("[pod=ml/x]")  # plain values as they were
