@@ -357,15 +357,26 @@ class BuddyAllocator:
             self._split(upper, lower)
         cell.state = _BOUND
 
-    def is_takeable(self, cell: Cell) -> bool:
-        """Whether ``cell`` lies wholly inside free space."""
+    @staticmethod
+    def _enclosing(cell: Cell) -> Cell:
+        """The highest cell around ``cell`` that its state is inherited from (itself, unless it
+        is inside an unsplit cell): the free cell a take of ``cell`` splits, when it is free."""
         current = cell
         while current.state is _INSIDE:
             parent = current.parent
             if parent is None or parent.state is _SPLIT:
                 break
             current = parent
-        return current.buddy_state() is _FREE
+        return current
+
+    def keeps_invariant(self, cell: Cell, demand: Sequence[int]) -> bool:
+        """Whether taking ``cell`` (wholly inside free space) for a VC whose quota has a cell of
+        its type left keeps Theorem 1's invariant, ``demand`` being r_k - a_k before."""
+        return self._safe_after(cell.level, self._enclosing(cell).level, self._free, demand)
+
+    def is_takeable(self, cell: Cell) -> bool:
+        """Whether ``cell`` lies wholly inside free space."""
+        return self._enclosing(cell).buddy_state() is _FREE
 
     def give(self, cell: Cell) -> None:
         """Release a bound cell and merge buddies upwards while all of them are free."""

@@ -89,6 +89,7 @@ class Recovery:
         root = self.topology.cells_by_id.get(root_id) if root_id else None
         if root is None or any(not contains(root, g) for g in gpus):
             return None
+        root = self._rehomed(vc, root, gpus, pod_key=pod_key)
         if root.state is _BOUND or root.state is _PINNED:
             if root.vc != vc_name:
                 return None
@@ -124,6 +125,35 @@ class Recovery:
             if slot is not None and slot.pod_uid is None and slot.group is not None:
                 self._note(f"pod {pod_key} runs on GPUs {slot.gpu_indices} of {slot.node}; gang {slot.group.name}'s slot there without a pod is released")
                 self._bookkeeper.release(slot)
+
+    def _rehomed(self, vc: VcState, root: Cell, gpus: Sequence[Cell], *, pod_key: str | None) -> Cell:
+        """The VC cell to recover ``gpus`` in, given the bind-info's ``root``: ``root`` itself
+        when binding it keeps Theorem 1's invariant (always, when the cells and quotas are those
+        the pod was bound under), else the VC's cell around it, or the lowest free cell around
+        it of a type with quota left whose binding keeps the invariant. That differs after the
+        discovered cells regrouped nodes into a rack (the VC owns racks now) or a reload changed
+        the quota's types: binding ``root`` would split a cell the quotas need whole, and the
+        rest of it would serve nobody until the pod finished."""
+        if root.state is _BOUND or root.state is _PINNED:
+            return root
+        buddy = self._vcs.buddies.get(root.chain)
+        if buddy is None or (vc.unbound(root.cell_type) > 0 and buddy.keeps_invariant(root, self._vcs.demand(root.chain))):
+            return root
+        cell = root.parent
+        while cell is not None:
+            if cell.state is _BOUND or cell.state is _PINNED:
+                home = cell if cell.vc == vc.name else None
+                break
+            if buddy.is_takeable(cell) and vc.unbound(cell.cell_type) > 0 and buddy.keeps_invariant(cell, self._vcs.demand(cell.chain)):
+                home = cell
+                break
+            cell = cell.parent
+        else:
+            home = None
+        if home is None:
+            return root
+        self._note(f"pod {pod_key}: its VC cell {root.id} would break virtual cluster {vc.name!r}'s cells; recovered in {home.id}")
+        return home
 
     def _home_for(self, vc: VcState, gpus: Sequence[Cell]) -> Cell | None:
         """The VC cell a running pod's ``gpus`` can be recovered in: the VC's cell holding them,

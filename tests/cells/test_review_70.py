@@ -9,10 +9,11 @@ from typing import Any, Callable
 from msgspec import structs
 
 from scheduler.cells import HivedEngine
-from scheduler.core.model import PodInfo
+from scheduler.core.model import NodeInfo, PodInfo
 from tests.cells.helpers import bound, node, node_names, pod, rack_cluster, schedule
 
 NODES = node_names()
+RACK_LABEL = "topology.kubernetes.io/rack"
 VCS = {
     "a": [{"cellType": "V100-NODE", "count": 2}, {"cellType": "V100-SWITCH", "count": 2}],
     "b": [{"cellType": "V100-RACK", "count": 1}],
@@ -139,3 +140,25 @@ def test_a_restart_keeps_a_gang_to_its_size_when_a_slot_moved_after_the_first_po
     slots = restarted.allocator.groups["uid-job"].slots
     assert len(slots) == 3
     assert sorted(s.pod_uid or "" for s in slots) == ["", "g0", "g1"]
+
+
+def _a100(name: str, rack: str) -> NodeInfo:
+    return node(name, 8, labels={"nvidia.com/gpu.product": "A100", RACK_LABEL: rack})
+
+
+def test_a_restart_that_discovers_a_rack_around_a_running_pod_keeps_the_racks_free_node_usable():
+    # Discovered cells: m1 joined rack r2 while m0 ran a pod, so it joined as a standalone node
+    # (the rack waits for idle cells). A restart discovers rack r2 and the default VC owns racks
+    # only; the pod was recovered into its old node cell m0, which split the rack: m1 stayed
+    # idle and no 8-GPU pod could be placed on it until the pod on m0 finished.
+    names = ["n0", "n1", "m0", "m1"]
+    live = HivedEngine.from_nodes([_a100("n0", "r1"), _a100("n1", "r1"), _a100("m0", "r2")], rack_label=RACK_LABEL)
+    running = schedule(live, pod("p", 2, None), names[:3])
+    assert running is not None and running.node_name == "m0"
+    live.apply_node(_a100("m1", "r2"))
+
+    restarted = HivedEngine.from_nodes([_a100(n, "r1" if n.startswith("n") else "r2") for n in names], rack_label=RACK_LABEL)
+    restarted.apply_pod(running)
+    assert restarted.allocator.by_pod["p"].root is not None
+    placed = [schedule(restarted, pod(f"q{i}", 8, None), names) for i in range(3)]
+    assert all(p is not None for p in placed) and {p.node_name for p in placed if p} == {"n0", "n1", "m1"}
