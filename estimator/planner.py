@@ -206,7 +206,9 @@ def decide(
             estimates[kind] = estimate_from_history(kind, prior, iterations=job_iterations, waves=waves)
             continue
         samples = [sample for _, sample in results[kind]]
-        if failures[kind] and not samples and prior is None:
+        if failures[kind] and not samples:
+            # Every run failed (OOMKilled, a crash, never scheduled): the Job would fail there
+            # too, however fast its family ran there before.
             decision.failed[kind] = "; ".join(failures[kind])
             continue
         # Failed runs beside good ones: the estimate rests on fewer pilots (said in the samples).

@@ -11,8 +11,9 @@ import pytest
 from estimator.contract import encode_estimate, parse_estimate, parse_sample_report
 from estimator.model import Prior, Sample, estimate_configuration, prior_from_history
 from estimator.objects import JOB_DECODER, POD_DECODER, sample_pod
-from estimator.planner import CreateSample, SampleKey
+from estimator.planner import CreateSample, SampleKey, SamplePod, decide
 from estimator.sample_pod import build_sample_pod
+from estimator.sampling import plan
 from placer.configuration import parse_configurations
 from scheduler.config import EstimatorSettings
 from scheduler.errors import InvalidAnnotation
@@ -228,3 +229,30 @@ def test_the_family_history_does_not_make_a_job_shorter_than_its_own_sample_ran(
     estimate = estimate_configuration("gpu", run, iterations=10_000, prior=history)
     assert estimate.method == "posterior"
     assert estimate.pod_seconds >= 32.0
+
+
+# ------------------------------------------------------------------ a configuration that failed
+
+
+def test_a_configuration_whose_every_run_failed_is_not_estimated_from_its_familys_history():
+    """The GPU runs, long and short, were OOMKilled three times each (this Job's batch does not fit the GPU its family
+    used to fit); the family's history said 0.1 s an iteration on GPU. The GPU configuration
+    was estimated from that history, 100 s, faster than the CPU: AlloX started the Job on the
+    GPU, where it fails."""
+    lengths = plan(job_uid="uid-oom", iterations=1000, pods=1, ratio=0.03).iterations
+    pods = [
+        SamplePod(name=f"gpu-{length}-{a}", key=SampleKey(configuration="gpu", pilot=0, length=length), attempt=a, state="failed",
+                  failure="OOMKilled (exit code 137)")
+        for length in ("long", "short") for a in range(3)
+    ] + [
+        SamplePod(name="cpu-long-0", key=SampleKey(configuration="cpu", pilot=0, length="long"), attempt=0, state="succeeded",
+                  sample=Sample("cpu", lengths["long"], 4.0 + 2.0 * lengths["long"], splits=((lengths["short"], 4.0 + 2.0 * lengths["short"]),)))
+    ]
+    history = {"gpu": Prior(mean_per_iteration=0.1, std_per_iteration=0.02, count=2)}
+    decision = decide(
+        configurations=("cpu", "gpu"), plan=plan(job_uid="uid-oom", iterations=1000, pods=1, ratio=0.03), job_iterations=1000,
+        waves=1, pods=pods, priors=history,
+    )
+    assert decision.done and decision.estimates is not None
+    assert set(decision.estimates) == {"cpu"}
+    assert "OOMKilled" in decision.failed["gpu"]
