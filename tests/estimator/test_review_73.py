@@ -256,3 +256,24 @@ def test_a_configuration_whose_every_run_failed_is_not_estimated_from_its_family
     assert decision.done and decision.estimates is not None
     assert set(decision.estimates) == {"cpu"}
     assert "OOMKilled" in decision.failed["gpu"]
+
+
+@pytest.mark.xfail(strict=True, reason="objects.sample_pod counts a running sample's time from the pod's status.startTime, which the kubelet sets before pulling the image")
+def test_a_running_samples_time_does_not_count_its_image_pull():
+    """A node without the image cached pulls it for 3 minutes (a CUDA image of several GB); the
+    trainer then starts. The pod's ``startTime`` is when the kubelet took the pod, before the
+    pull: the run counted as 190 s old 10 s after it started, past the 120 s a long-sample
+    deadline allows at least, so it was stopped as long and its "lower bound" (190 s · N/k)
+    held the pull, multiplied by N/k."""
+    annotations = {
+        "cellfit.io/sample-configuration": "gpu", "cellfit.io/sample-pilot": "0", "cellfit.io/sample-length": "long",
+        "cellfit.io/sample-attempt": "0", "cellfit.io/sample-iterations": "20",
+    }
+    body = {"metadata": {"name": "p", "annotations": annotations},
+            "status": {"phase": "Running", "startTime": "2026-01-01T00:00:00Z", "containerStatuses": [
+                {"name": "trainer", "state": {"running": {"startedAt": "2026-01-01T00:03:00Z"}}},
+            ]}}
+    start = 1767225600.0  # 2026-01-01T00:00:00Z
+    view = sample_pod(POD_DECODER.decode(json.dumps(body).encode()), now=start + 190.0, stopped_seconds=None,
+                      pending_limit_seconds=EstimatorSettings().pending_limit_seconds)
+    assert view is not None and view.running_seconds is not None and view.running_seconds <= 10.0
