@@ -112,5 +112,7 @@ def build_sample_pod(
     spec["schedulerName"] = scheduler_name
     if priority_class_name:
         spec["priorityClassName"] = priority_class_name
+        # The class's: priority admission refuses a pod whose own differ from its class's.
         spec.pop("priority", None)
+        spec.pop("preemptionPolicy", None)
     return {"apiVersion": "v1", "kind": "Pod", **pod}

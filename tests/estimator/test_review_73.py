@@ -277,3 +277,20 @@ def test_a_running_samples_time_does_not_count_its_image_pull():
     view = sample_pod(POD_DECODER.decode(json.dumps(body).encode()), now=start + 190.0, stopped_seconds=None,
                       pending_limit_seconds=EstimatorSettings().pending_limit_seconds)
     assert view is not None and view.running_seconds is not None and view.running_seconds <= 10.0
+
+
+def test_a_template_preemption_policy_does_not_get_the_sampling_pod_refused():
+    """A template that names its own ``preemptionPolicy`` (PreemptLowerPriority, with the user's
+    PriorityClass): the sampling pod kept it beside cellfit's class, whose policy is Never, and
+    the API server's priority admission refuses such a pod (403, "must not be provided in pod
+    spec"): every attempt of every configuration, and the Job never estimated."""
+    template = {"spec": {"priorityClassName": "team-high", "priority": 1000, "preemptionPolicy": "PreemptLowerPriority",
+                         "containers": [{"name": "trainer", "image": "train"}]}}
+    configuration = parse_configurations('{"cpu": {"resources": {"cpu": "4"}}}')["cpu"]
+    run = CreateSample(key=SampleKey(configuration="cpu", pilot=0, length="long"), attempt=0, iterations=200)
+    body = build_sample_pod(
+        job_name="train", job_namespace="ml", job_uid="0123456789ab", template=template, configuration=configuration,
+        run=run, indexed=False, scheduler_name="cellfit", priority_class_name="cellfit-sampling",
+    )
+    assert body["spec"]["priorityClassName"] == "cellfit-sampling"
+    assert "priority" not in body["spec"] and "preemptionPolicy" not in body["spec"]
