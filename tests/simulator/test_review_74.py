@@ -133,3 +133,28 @@ def test_options_a_sweep_of_fitgpp_overrides_are_refused(
     # given, were dropped and the table showed fitgpp's rows.
     err = refusal(["--jobs", "20", "--nodes", "2", "--no-progress", *extra, "--sweep-values", "1"], capsys)
     assert f"cellfit simulate: {option}" in err
+
+
+ALLOX_SMALL = ["--workload", "allox", "--jobs", "20", "--no-progress"]
+
+
+@pytest.mark.parametrize(
+    ("extra", "option"),
+    [
+        (["--policies", "srpt,es", "--alpha", "0.5"], "--alpha"),
+        (["--policies", "es,drff", "--omega-grid", "0"], "--omega-grid"),
+        (["--policies", "es,srpt", "--sweep", "alpha", "--sweep-values", "0.1,1"], "--sweep"),
+        (["--policies", "allox", "--sweep", "alpha", "--alpha", "0.3", "--sweep-values", "0.1,1"], "--alpha"),
+    ],
+)
+def test_allox_options_no_policy_named_reads_are_refused(
+    extra: list[str], option: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # --alpha is AlloX's, --omega-grid admission's (allox, allox+): with none of those run, the table came out unchanged as if they had been applied.
+    err = refusal([*ALLOX_SMALL, *extra], capsys)
+    assert f"cellfit simulate: {option}" in err
+
+
+def test_allox_options_a_named_policy_reads_still_run(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([*ALLOX_SMALL, "--policies", "allox,allox+,srpt", "--alpha", "0.5", "--timeout", "10", "--omega-grid", "0"]) == 0
+    assert "srpt" in capsys.readouterr().out

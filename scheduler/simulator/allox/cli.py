@@ -25,7 +25,7 @@ from scheduler.simulator.allox.experiment import (
     run_allox_sweep,
 )
 from scheduler.simulator.allox.plots import plot_policies, plot_sweep
-from scheduler.simulator.allox.policies import PAPER_POLICIES, interchangeable_policy_names
+from scheduler.simulator.allox.policies import ADMISSION_POLICIES, ALPHA_POLICIES, PAPER_POLICIES, interchangeable_policy_names
 from scheduler.simulator.allox.report import sweep_table, tables
 from scheduler.simulator.allox.workload import ALLOX_CLUSTER, AlloxWorkload, describe
 from scheduler.simulator.errors import InvalidWorkload
@@ -83,6 +83,25 @@ def _workload(args: argparse.Namespace) -> AlloxWorkload:
     return workload
 
 
+def _refuse_unread(args: argparse.Namespace, *, names: list[str], sweep: str | None) -> None:
+    """An option no policy of the run reads (α is AlloX's, the grid admission's), or one the
+    sweep sets at each value: taken silently, the table would look as if it had been applied.
+    (``--timeout`` without allox+ stays accepted: the settings document records it, and
+    tests/simulator/test_allox_cli.py reads it back so.)"""
+    reads_alpha = any(name in ALPHA_POLICIES for name in names)
+    readers = {
+        "--alpha": (args.alpha, reads_alpha, "allox"),
+        "--omega-grid": (args.omega_grid, any(name in ADMISSION_POLICIES for name in names), "allox or allox+"),
+    }
+    for option, (given, read, by) in readers.items():
+        if given is not None and not read:
+            fail_option(option, f"only {by} reads it, and --policies runs {', '.join(names)}")
+    if sweep == "alpha" and not reads_alpha:
+        fail_option("--sweep", f"alpha changes allox only, and --policies runs {', '.join(names)}")
+    if sweep == "alpha" and args.alpha is not None:
+        fail_option("--alpha", "sweep alpha sets it to each of --sweep-values")
+
+
 def _sweep_values(name: str, text: str | None) -> list[float]:
     if text is None:
         return list(DEFAULT_ALLOX_SWEEP_VALUES[name])
@@ -118,6 +137,7 @@ def _experiment(args: argparse.Namespace, sweep: str | None) -> AlloxExperiment:
         workload="allox",
         other=policy_names("demand"),
     )
+    _refuse_unread(args, names=names, sweep=sweep)
     machines = workload.machines(cluster)
     if not machines:
         fail_option("--nodes", "the cluster has no GPU and no CPU slot of allox.cpu_slot_cores cores")

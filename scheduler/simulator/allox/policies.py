@@ -265,6 +265,8 @@ _matching("sjf+", lambda options, shares: SjfPlusScheduler())
 
 # The policies whose result depends on α (an α sweep runs the others once).
 ALPHA_POLICIES = frozenset({"allox"})
+# The policies that decide through AlloX admission, on its grid of busy machines' ends.
+ADMISSION_POLICIES = frozenset({"allox", "allox+"})
 # The paper's §5 set, in its figures' order.
 PAPER_POLICIES = ("allox", "allox+", "es", "drff", "drfs", "drfa", "srpt")
 
