@@ -6,6 +6,11 @@ test_estimator.py covers sampling). cellfit matches them to the scenario node's 
 and 3 CPU slots of 20 cores: ``allox.nodeSelector`` limits AlloX to that node), starts the chosen
 ones in their configuration and leaves the rest suspended with their place in the queue.
 
+So that every Job has arrived when AlloX first decides (the offline instance has them all at
+time 0), the scenario node joins AlloX's nodes (its label, ``allox.nodeSelector``) only once
+every Job waits without a machine ("NoMachine"): three ``kubectl apply`` a second or more apart on
+a loaded machine otherwise let a first pass start one user's Jobs alone.
+
 KWOK plays the workload: a configuration's ``annotations`` carry ``cellfit.io/e2e-run-for``, so a
 pod runs as long as its configuration takes. On a control plane without KEP-5440 the pods get the
 configuration's resources from cellfit's pod-create webhook, registered here as the chart
@@ -21,6 +26,7 @@ import pytest
 
 from chart_support import (
     KWOK_TOLERATION,
+    SCENARIO_LABEL,
     CellfitProcess,
     Cluster,
     Release,
@@ -40,6 +46,7 @@ pytestmark = pytest.mark.e2e
 SCENARIOS = Scenarios("allox-")
 SCENARIO = SCENARIOS.name("admission")
 WHERE = SCENARIOS.selector("admission")
+STAGED = {SCENARIO_LABEL: f"{SCENARIO}-staged"}  # the node's label until AlloX may use it
 CPU_CONFIG = {"cpu": "20", "memory": "8Gi"}
 # (user, job, cpu seconds, gpu seconds): 6 Jobs for 5 machines, so one waits.
 JOBS = [
@@ -53,13 +60,21 @@ JOBS = [
 def env(control_plane: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Cluster, Release, CellfitProcess, Any]]:
     cluster = Cluster.from_control_plane(control_plane)
     release = ensure_release(cluster)
-    cluster.add_gpu_nodes(1, f"{SCENARIO}-gpu", labels=WHERE, gpus=2)
+    cluster.add_gpu_nodes(1, f"{SCENARIO}-gpu", labels=STAGED, gpus=2)
     allox = {"alpha": 1.0, "debounceSeconds": 1.0, "resyncSeconds": 2}
     try:
         with allox_extender(cluster, release, tmp_path_factory.mktemp(SCENARIO), name=SCENARIO, where=WHERE, allox=allox) as cellfit:
             yield cluster, release, cellfit, control_plane
     finally:
         SCENARIOS.delete_nodes(cluster, ["admission"])
+        cluster.delete_nodes(f"{SCENARIO_LABEL}={STAGED[SCENARIO_LABEL]}")  # left under that label if a test stopped early
+
+
+def machines_appear(cluster: Cluster) -> None:
+    """The scenario node takes AlloX's label, its machines appearing in one change (a no-op once
+    it has it)."""
+    cluster.kubectl("label", "nodes", "-l", f"{SCENARIO_LABEL}={STAGED[SCENARIO_LABEL]}", "--overwrite",
+                    *(f"{key}={value}" for key, value in WHERE.items()))
 
 
 def interchangeable_job(name: str, scheduler_name: str, cpu_seconds: float, gpu_seconds: float, *, trial: bool = False) -> dict[str, Any]:
@@ -129,6 +144,13 @@ def test_interchangeable_jobs_run_once_in_the_configuration_allox_chose(env: Any
     for user, ns in namespaces.items():
         cluster.apply(*items[user], namespace=ns)
 
+    def queued_without_machine(user: str, name: str) -> bool:
+        conditions = get_job(cluster, namespaces[user], name).get("status", {}).get("conditions") or []
+        return any(c["type"] == "Placed" and c.get("reason") == "NoMachine" for c in conditions)
+
+    wait_for(lambda: all(queued_without_machine(user, name) for user, name, *_ in JOBS), 120, "every Job queued without a machine")
+    machines_appear(cluster)
+
     def all_completed() -> bool:
         return all(completed(get_job(cluster, namespaces[user], name)) for user, name, *_ in JOBS)
 
@@ -185,6 +207,7 @@ def holder(name: str, scheduler_name: str, *, grace_seconds: int) -> dict[str, A
 
 def test_a_trial_job_runs_on_cpu_when_that_ends_sooner_and_preempts_when_it_does_not(env: Any) -> None:
     cluster, release, cellfit, cp = env
+    machines_appear(cluster)  # when this test runs alone
     ns = cp.create_namespace("allox-trial")
     name = release.scheduler_name
 
