@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from scheduler.simulator.allox.workload import AlloxWorkload
 from scheduler.simulator.cli import main
+from scheduler.simulator.errors import InvalidWorkload
 from scheduler.simulator.fitgpp.trace import load_trace
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "scheduler" / "simulator" / "examples"
@@ -158,3 +160,11 @@ def test_allox_options_no_policy_named_reads_are_refused(
 def test_allox_options_a_named_policy_reads_still_run(capsys: pytest.CaptureFixture[str]) -> None:
     assert main([*ALLOX_SMALL, "--policies", "allox,allox+,srpt", "--alpha", "0.5", "--timeout", "10", "--omega-grid", "0"]) == 0
     assert "srpt" in capsys.readouterr().out
+
+
+def test_a_user_count_no_cluster_has_is_refused() -> None:
+    # allox.users=1e9 was accepted: generating the jobs built per-user arrays of a billion
+    # entries and the run hung (over 2 minutes for 20 jobs) instead of answering.
+    with pytest.raises(InvalidWorkload, match="allox.users"):
+        AlloxWorkload().with_parameter("allox.users", 1e9)
+    assert AlloxWorkload().with_parameter("allox.users", 1000).users == 1000

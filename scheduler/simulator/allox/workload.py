@@ -52,6 +52,7 @@ FloatArray = npt.NDArray[np.float64]
 # Relative sd of a sampling run's measured time. Chosen so that the estimator's mean absolute
 # error on this workload is the paper's 8% (Fig. 10); see README.md "Workload allox".
 SAMPLE_NOISE: Final = 0.02
+MAX_USERS: Final = 100_000  # allox.users at most (the paper's 10; a billion hung the run)
 # Knobs the workload had before the estimator produced its estimates, and what replaces them.
 RETIRED: Final = MappingProxyType(
     {
@@ -139,6 +140,9 @@ class AlloxWorkload:
             value = getattr(self, spec.name)
             need(isinstance(value, (int, float)) and math.isfinite(value), spec.name, "a finite number")
         need(self.users >= 1 and float(self.users).is_integer(), "users", "a positive whole number")
+        # Each user gets a speedup centre and a share of fairness: past this many, generating
+        # the jobs alone runs out of memory and time.
+        need(self.users <= MAX_USERS, "users", f"at most {MAX_USERS:,}")
         need(self.gpu_median_minutes > 0, "gpu_median_minutes", "positive")
         need(self.gpu_sigma >= 0, "gpu_sigma", "a non-negative sd")
         need(0 < self.gpu_min_minutes <= self.gpu_max_minutes, "gpu_min_minutes", "positive and at most gpu_max_minutes")
