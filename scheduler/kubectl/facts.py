@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Mapping
 from urllib.parse import quote
 
@@ -62,6 +63,9 @@ class FactReader:
         go after it) or one the user's role does not cover leaves the pod's own answer."""
         obj = self.api.get(f"/api/v1/namespaces/{quote(namespace)}/pods/{quote(name)}", what=f"pod {namespace}/{name}")
         pod = pod_from(obj, events=self.events(namespace, "Pod", name, uid=obj["metadata"].get("uid")))
+        preempted = preempted_event(pod.events) if pod.deleting else None
+        if preempted is not None:
+            pod = replace(pod, preemption=self._preemption(namespace, name, preempted))
         owner = next((o for o in obj["metadata"].get("ownerReferences") or [] if o.get("kind") == "Job"), None)
         job: JobFacts | None = None
         notes: tuple[str, ...] = ()

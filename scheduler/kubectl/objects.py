@@ -65,6 +65,8 @@ class PodFacts:
     events: tuple[Event, ...] = ()
     # status.nominatedNodeName: kube-scheduler's preemption made room there for the pod.
     nominated_node: str | None = None
+    # Its own preemption, when it was preempted (read only for a pod asked about, still leaving).
+    preemption: Preemption | None = None
 
     @property
     def key(self) -> str:

@@ -65,10 +65,7 @@ def explain_gone(gone: GoneFacts) -> Answer:
     details = tuple(line for e in gone.events for line in _seen(e))
     found = gone.preemption
     if found is not None:
-        where = f" on node {found.node}" if found.node else ""
-        why = f" ({found.breakdown})" if found.breakdown else ""
-        unread = (f"{found.unread}",) if found.unread else ()
-        return Answer(reason="preempted", summary=f"deleted: preempted by {found.by}{where}{why}", details=details + unread)
+        return Answer(reason="preempted", summary=f"deleted: {_preempted_by(found)}", details=details + _unread(found))
     last = gone.events[-1]
     return Answer(reason="deleted", summary=f"deleted; its last event: {last.reason}: {last.message}", details=details)
 
@@ -205,6 +202,17 @@ def _preempted(job: JobFacts, now: Answer) -> Answer | None:
                   details=tuple(_preemption_line(p) for p in job.preemptions) + (f"now: {now.reason}",) + now.details)
 
 
+def _preempted_by(found: Preemption) -> str:
+    """``preempted by ns/pod on node N (score ...)``, as far as it is known."""
+    where = f" on node {found.node}" if found.node else ""
+    why = f" ({found.breakdown})" if found.breakdown else ""
+    return f"preempted by {found.by}{where}{why}"
+
+
+def _unread(found: Preemption) -> tuple[str, ...]:
+    return (found.unread,) if found.unread else ()
+
+
 def _preemption_line(found: Preemption) -> str:
     where = f" on node {found.node}" if found.node else ""
     why = f" ({found.breakdown})" if found.breakdown else ""
@@ -264,8 +272,11 @@ def explain_pod(pod: PodFacts, view: CellfitView) -> Answer:
     if pod.phase in ("Succeeded", "Failed"):
         return Answer(reason="complete" if pod.phase == "Succeeded" else "failed", summary=f"ended: phase {pod.phase}")
     if pod.deleting:
-        return Answer(reason="terminating", summary="terminating (deleted, in its grace period)",
-                      details=tuple(f"{e.reason}: {e.message}" for e in pod.events if e.reason == "Preempted"))
+        preempted = tuple(f"{e.reason}: {e.message}" for e in pod.events if e.reason == "Preempted")
+        if pod.preemption is not None:
+            return Answer(reason="preempted", summary=f"terminating: {_preempted_by(pod.preemption)}",
+                          details=preempted + _unread(pod.preemption))
+        return Answer(reason="terminating", summary="terminating (deleted, in its grace period)", details=preempted)
     if pod.node is not None:
         return Answer(reason="running", summary=f"running on node {pod.node}" if pod.phase == "Running"
                       else f"bound to node {pod.node} ({pod.phase})")

@@ -156,17 +156,24 @@ def test_pod_whose_job_is_gone_or_unreadable_is_still_explained(config: Path, ap
     assert any("Job ml/gone" in line for line in answer["details"]), answer["details"]
 
 
+BREAKDOWN = "score 0.31 = size 0.12 + 4.0 x GP 0.05"
+
+
+def fitgpp_preempted_be_x2k9q(apiserver: Replicas, *, victim_uid: str) -> None:
+    """The two events cellfit writes when FitGpp preempts ml/be-x2k9q for ml/trial-0 on gpu-7."""
+    apiserver.routes["/api/v1/namespaces/ml/events"] = (200, {"items": [
+        event("Preempted", "preempted by ml/trial-0", pod="be-x2k9q", uid=victim_uid),
+        event("Preempting", f"preempting ml/be-x2k9q on node gpu-7 ({BREAKDOWN})", pod="trial-0", warning=False),
+    ]})
+
+
 def test_deleted_pod_preempted_by_fitgpp_is_explained_from_its_events(config: Path, apiserver: Replicas) -> None:
     """A pod FitGpp preempted is deleted: the user asking about it (the name in their logs) gets
     what its events still say, not "not found"."""
-    breakdown = "score 0.31 = size 0.12 + 4.0 x GP 0.05"
-    apiserver.routes["/api/v1/namespaces/ml/events"] = (200, {"items": [
-        event("Preempted", "preempted by ml/trial-0", pod="be-x2k9q", uid="victim-uid"),
-        event("Preempting", f"preempting ml/be-x2k9q on node gpu-7 ({breakdown})", pod="trial-0", warning=False),
-    ]})
+    fitgpp_preempted_be_x2k9q(apiserver, victim_uid="victim-uid")
     answer = json.loads(cli.run(["why", "pod/be-x2k9q", "-o", "json"]))
     assert answer["reason"] == "preempted"
-    assert answer["summary"] == f"deleted: preempted by ml/trial-0 on node gpu-7 ({breakdown})"
+    assert answer["summary"] == f"deleted: preempted by ml/trial-0 on node gpu-7 ({BREAKDOWN})"
 
 
 def test_a_pod_that_never_was_is_still_not_found(config: Path, apiserver: Replicas) -> None:
@@ -279,3 +286,17 @@ def test_events_of_both_time_formats_sort_by_time() -> None:
 
     ordered = events_from([at("Later", eventTime="2026-11-27T10:00:00.500000Z"), at("Earlier", lastTimestamp="2026-11-27T10:00:00Z")])
     assert [e.reason for e in ordered] == ["Earlier", "Later"]
+
+
+def test_a_victim_in_its_grace_period_says_it_was_preempted(config: Path, apiserver: Replicas) -> None:
+    """FitGpp's victim leaves within its grace period: asked meanwhile, why said only
+    "terminating", the preemption left in the details."""
+    victim = pending_pod("be-x2k9q")
+    victim["metadata"]["deletionTimestamp"] = T0
+    victim["spec"]["nodeName"] = "gpu-7"
+    victim["status"]["phase"] = "Running"
+    apiserver.routes["/api/v1/namespaces/ml/pods/be-x2k9q"] = (200, victim)
+    fitgpp_preempted_be_x2k9q(apiserver, victim_uid="uid-be-x2k9q")
+    answer = json.loads(cli.run(["why", "pod/be-x2k9q", "-o", "json"]))
+    assert answer["reason"] == "preempted"
+    assert answer["summary"] == f"terminating: preempted by ml/trial-0 on node gpu-7 ({BREAKDOWN})"
