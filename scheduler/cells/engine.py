@@ -635,6 +635,9 @@ class HivedEngine:
 
     def _recover_from_info(self, pod: PodInfo, info: bindinfo.BindInfo) -> Booking | None:
         alloc = self.allocator
+        # The implicit default VC owns every cell, so no other VC's cell lies around the one a
+        # pod's bind-info names: recovery may choose a larger cell of the VC (recovery.py).
+        rehome = self.default_vc is not None
         group: Group | None = None
         if info.gang is not None:
             group = alloc.groups.get(info.gang.key)
@@ -661,6 +664,7 @@ class HivedEngine:
                         pod_uid=None,
                         pod_key=None,
                         group=group,
+                        rehome=rehome,
                     )
                     if booked is not None:
                         group.slots.append(booked)
@@ -680,6 +684,7 @@ class HivedEngine:
             pod_uid=pod.uid,
             pod_key=pod.key,
             group=group,
+            rehome=rehome,
         )
         if recovered is not None and group is not None:
             group.slots.append(recovered)

@@ -10,6 +10,7 @@ from typing import Callable, Sequence
 
 from scheduler.cells.booking import Booking, Group
 from scheduler.cells.bookkeeping import Bookkeeper
+from scheduler.cells.buddy import BuddyAllocator
 from scheduler.cells.planning import Planner, Spot, Unplaceable
 from scheduler.cells.request import CellRequest, Priority
 from scheduler.cells.search import View, contains
@@ -49,6 +50,7 @@ class Recovery:
         pod_uid: str | None,
         pod_key: str | None,
         group: Group | None,
+        rehome: bool = False,
     ) -> Booking | None:
         """Re-create a booking exactly as a bind-info describes it; ``None`` when that is no
         longer consistent (unknown cells, GPUs another guaranteed pod holds, a VC cell that is
@@ -89,7 +91,7 @@ class Recovery:
         root = self.topology.cells_by_id.get(root_id) if root_id else None
         if root is None or any(not contains(root, g) for g in gpus):
             return None
-        root = self._rehomed(vc, root, gpus, pod_key=pod_key)
+        root = self._rehomed(vc, root, rehome=rehome, pod_key=pod_key)
         if root.state is _BOUND or root.state is _PINNED:
             if root.vc != vc_name:
                 return None
@@ -126,25 +128,27 @@ class Recovery:
                 self._note(f"pod {pod_key} runs on GPUs {slot.gpu_indices} of {slot.node}; gang {slot.group.name}'s slot there without a pod is released")
                 self._bookkeeper.release(slot)
 
-    def _rehomed(self, vc: VcState, root: Cell, gpus: Sequence[Cell], *, pod_key: str | None) -> Cell:
+    def _rehomed(self, vc: VcState, root: Cell, *, rehome: bool, pod_key: str | None) -> Cell:
         """The VC cell to recover ``gpus`` in, given the bind-info's ``root``: ``root`` itself
         when binding it keeps Theorem 1's invariant (always, when the cells and quotas are those
-        the pod was bound under), else the VC's cell around it, or the lowest free cell around
-        it of a type with quota left whose binding keeps the invariant. That differs after the
-        discovered cells regrouped nodes into a rack (the VC owns racks now) or a reload changed
-        the quota's types: binding ``root`` would split a cell the quotas need whole, and the
-        rest of it would serve nobody until the pod finished."""
+        the pod was bound under), unless ``rehome`` (the implicit default VC, alone in the
+        cluster); then the VC's cell around it, or the lowest free cell around it of a type with
+        quota left whose binding keeps the invariant. That differs after the discovered cells
+        regrouped nodes into a rack (the VC owns racks now): binding ``root`` would split a cell
+        its quota needs whole, and the rest of it would serve nobody until the pod finished."""
         if root.state is _BOUND or root.state is _PINNED:
             return root
         buddy = self._vcs.buddies.get(root.chain)
-        if buddy is None or (vc.unbound(root.cell_type) > 0 and buddy.keeps_invariant(root, self._vcs.demand(root.chain))):
+        if not rehome or buddy is None or self._bindable(vc, root, buddy) or any(other is not vc for other in self._vcs.vcs.values()):
+            # With other VCs a cell around ``root`` may hold their cells, which pods not
+            # recovered yet will claim: only the cell the pod was bound in is certain.
             return root
         cell = root.parent
         while cell is not None:
             if cell.state is _BOUND or cell.state is _PINNED:
                 home = cell if cell.vc == vc.name else None
                 break
-            if buddy.is_takeable(cell) and vc.unbound(cell.cell_type) > 0 and buddy.keeps_invariant(cell, self._vcs.demand(cell.chain)):
+            if buddy.is_takeable(cell) and self._bindable(vc, cell, buddy):
                 home = cell
                 break
             cell = cell.parent
@@ -154,6 +158,16 @@ class Recovery:
             return root
         self._note(f"pod {pod_key}: its VC cell {root.id} would break virtual cluster {vc.name!r}'s cells; recovered in {home.id}")
         return home
+
+    def _bindable(self, vc: VcState, cell: Cell, buddy: BuddyAllocator) -> bool:
+        """Whether ``vc`` may bind the free ``cell`` as the planner would: quota of its type left,
+        counted in its own chain (a type two chains share counts in one), and Theorem 1's
+        invariant kept."""
+        return (
+            vc.unbound(cell.cell_type) > 0
+            and self.topology.chain_of_type.get(cell.cell_type) is cell.chain
+            and buddy.keeps_invariant(cell, self._vcs.demand(cell.chain))
+        )
 
     def _home_for(self, vc: VcState, gpus: Sequence[Cell]) -> Cell | None:
         """The VC cell a running pod's ``gpus`` can be recovered in: the VC's cell holding them,

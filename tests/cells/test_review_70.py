@@ -162,3 +162,27 @@ def test_a_restart_that_discovers_a_rack_around_a_running_pod_keeps_the_racks_fr
     assert restarted.allocator.by_pod["p"].root is not None
     placed = [schedule(restarted, pod(f"q{i}", 8, None), names) for i in range(3)]
     assert all(p is not None for p in placed) and {p.node_name for p in placed if p} == {"n0", "n1", "m1"}
+
+
+def test_a_restart_after_a_reload_recovers_each_vcs_pods_in_their_own_cells():
+    # a's switches and c's socket share node r0n0; a reload gives a node cells instead of
+    # switches, so a's switch drains. A restart must not recover a's pod in the whole node: c's
+    # pod, recovered after it, then had no cell and was tracked outside any VC cell, a victim
+    # for the next guaranteed pod.
+    first = {"a": [{"cellType": "V100-SWITCH", "count": 2}], "c": [{"cellType": "V100-SOCKET", "count": 1}]}
+    second = {
+        "a": [{"cellType": "V100-NODE", "count": 1}],
+        "c": [{"cellType": "V100-SOCKET", "count": 1}],
+        "b": [{"cellType": "V100-RACK", "count": 1}],
+    }
+    engine = HivedEngine.from_config(rack_cluster(vcs=first))
+    running = [schedule(engine, pod("pa", 2, "a"), NODES), schedule(engine, pod("pc", 4, "c"), NODES)]
+    assert all(p is not None and p.node_name == "r0n0" for p in running)
+    engine.reconfigure(rack_cluster(vcs=second))
+
+    restarted = HivedEngine.from_config(rack_cluster(vcs=second))
+    for p in running:
+        assert p is not None
+        restarted.apply_pod(p)
+    roots = {uid: (b.holds, b.root.id if b.root else None) for uid, b in restarted.allocator.by_pod.items()}
+    assert roots == {"pa": ("guaranteed", "r0n0/V100-SWITCH#0"), "pc": ("guaranteed", "r0n0/V100-SOCKET#1")}
