@@ -707,11 +707,9 @@ class EstimatorController:
             if family:
                 window = self._history.setdefault((family, kind), deque(maxlen=self._settings.history_window))
                 window.append(actual / waves / iterations)
-                for sampled, entry in recorded.document.items():  # every configuration its pilots ran in
-                    spread = entry.get("taskCov") if isinstance(entry, dict) else None
-                    if isinstance(spread, (int, float)) and not isinstance(spread, bool):
-                        covs = self._task_spread.setdefault((family, sampled), deque(maxlen=self._settings.history_window))
-                        covs.append(float(spread))
+                for sampled, spread in _task_spreads(recorded.document).items():  # every configuration its pilots ran in
+                    covs = self._task_spread.setdefault((family, sampled), deque(maxlen=self._settings.history_window))
+                    covs.append(spread)
             sampling = _sampling_record(job.annotations.get(ANNOTATION_SAMPLING))
             ratio = sampling.get("ratio")
             created = timestamp(job.metadata.creationTimestamp)
@@ -863,6 +861,16 @@ def _sampling_record(text: str | None) -> dict[str, Any]:
         if isinstance(entries, dict):
             record[section] = {name: value for name, value in entries.items() if readable(value)}
     return record
+
+
+def _task_spreads(estimate: Mapping[str, Any]) -> dict[str, float]:
+    """The pilots' coefficient of variation (``taskCov``) per configuration, from the entries
+    cellfit wrote (they carry a ``method``): a user's own estimate says nothing of how its pods
+    differed, and its ``taskCov`` would floor σ1 of every later Job of the family."""
+    return {
+        kind: float(entry["taskCov"]) for kind, entry in estimate.items()
+        if isinstance(entry, dict) and "method" in entry and _is_number(entry.get("taskCov")) and entry["taskCov"] >= 0
+    }
 
 
 def _is_number(value: Any) -> bool:

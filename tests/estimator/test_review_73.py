@@ -175,7 +175,6 @@ def test_pods_of_another_namespace_labelled_with_a_jobs_uid_are_not_its_samples(
     assert not [a for _, a in api.annotations if "cellfit.io/estimate" in a]
 
 
-@pytest.mark.xfail(strict=True, reason="controller.py reads taskCov into the family's task spread from estimates its users wrote, not only cellfit's")
 def test_a_users_own_estimate_does_not_set_its_familys_task_spread():
     """A user-set estimate (no ``method``) with ``taskCov: 1000`` on a finished Job of family
     ``mlp``: the family's task spread became 1000, which floors σ1 of every later Job of the
