@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 from pathlib import Path
 
 import httpx
@@ -151,3 +152,36 @@ def test_a_text_log_line_is_one_line_whatever_a_client_sent() -> None:
     line = TextFormatter().format(record(reason=forged))
     assert "\n" not in line and "bad body\\n2026-11-27" in line
     assert TextFormatter().format(record(pod="ml/x")).endswith("[pod=ml/x]")  # plain values as they were
+
+
+# ------------------------------------------------------------------------------ live reload
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "scheduler/extender/configuration.py (ConfigReloader.reload_if_changed) records the new content as seen "
+    "before parse_settings_isolated runs; when the parsing child cannot start (OSError from subprocess.run: "
+    "fork or exec failing under memory or process pressure) the exception leaves it seen, so the content is "
+    "never checked again and cellfit_config_in_effect stays 1 while the file holds changes not in effect"))
+def test_a_reload_whose_parser_could_not_start_is_tried_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+
+    from scheduler.extender.configuration import ConfigReloader
+    from scheduler.extender.metrics import ExtenderMetrics
+
+    path = tmp_path / "cellfit.yaml"
+    path.write_text("logging: {level: INFO}\n")
+    metrics = ExtenderMetrics()
+    reloader = ConfigReloader(path=str(path), running=parse_settings(path.read_text()), cells=None,
+                              lock=threading.RLock(), metrics=metrics)
+    first = reloader.reload_if_changed()  # the file as startup read it: nothing to do
+    assert first is None or first.result is None
+    path.write_text("logging: {level: DEBUG}\n")  # a change that waits for a restart
+    with monkeypatch.context() as broken:
+        broken.setattr(sys, "executable", str(tmp_path / "no-python-here"))  # the child cannot start
+        try:
+            reloader.reload_if_changed()
+        except OSError:
+            pass  # what the watch loop logs; the next check must still act on the file
+    outcome = reloader.reload_if_changed()
+    assert outcome is not None and outcome.result == "needs_restart"
+    assert metrics.registry.get_sample_value("cellfit_config_in_effect") == 0
