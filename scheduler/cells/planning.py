@@ -277,12 +277,18 @@ class Planner:
         # 2. a new VC cell, bound by the buddy allocator; legal only within the quota
         quota_left: list[str] = []
         quota, bound = vc.quota, vc.bound
+        chain_of_type = self.topology.chain_of_type
         for target in targets:
             chain, target_level = target.chain, target.level
             for level in range(target_level, chain.top + 1):
                 cell_type = chain.types[level - 1]
                 if quota.get(cell_type, 0) - len(bound.get(cell_type, ())) <= 0:
                     continue  # VcState.unbound, inlined: every level of every search asks
+                if chain_of_type[cell_type] is not chain:
+                    # A type two chains share (discovered nodes that stood alone before racks of
+                    # them formed): its quota is counted in Theorem 1's demand of its own chain
+                    # only, and a cell of it bound from the other would split that one unchecked.
+                    continue
                 quota_left.append(cell_type)
                 spots: dict[Cell, Cell] = {}  # what accept found, so it is not searched twice
 

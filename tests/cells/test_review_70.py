@@ -164,6 +164,21 @@ def test_a_restart_that_discovers_a_rack_around_a_running_pod_keeps_the_racks_fr
     assert all(p is not None for p in placed) and {p.node_name for p in placed if p} == {"n0", "n1", "m1"}
 
 
+def test_a_node_cell_inside_a_rack_that_formed_later_is_not_bound_for_the_node_quota():
+    # Discovered cells: s0 stood alone, so A100-NODE was a chain of its own; racks r8 and r9
+    # formed later, in a chain A100 > A100-NODE > A100-RACK. The default VC owns 1 A100-NODE and
+    # 2 A100-RACK. With s0 NotReady, an 8-GPU pod bound a node of rack r9 as the VC's node cell
+    # (the rack chain counts no node quota, so nothing checked the split): the VC could then
+    # bind only one rack, and the rack's other node, healthy and idle, served no 8-GPU pod.
+    names = ["s0", "m0", "m1", "k0", "k1"]
+    engine = HivedEngine.from_nodes([_a100("s0", "r0")], rack_label=RACK_LABEL)
+    for name, rack in (("m0", "r9"), ("m1", "r9"), ("k0", "r8"), ("k1", "r8")):
+        engine.apply_node(_a100(name, rack))
+    engine.apply_node(structs.replace(_a100("s0", "r0"), ready=False))
+    placed = [schedule(engine, pod(f"q{i}", 8, None), names) for i in range(4)]
+    assert all(p is not None for p in placed) and {p.node_name for p in placed if p} == {"m0", "m1", "k0", "k1"}
+
+
 def test_a_restart_after_a_reload_recovers_each_vcs_pods_in_their_own_cells():
     # a's switches and c's socket share node r0n0; a reload gives a node cells instead of
     # switches, so a's switch drains. A restart must not recover a's pod in the whole node: c's
