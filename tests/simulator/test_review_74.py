@@ -11,6 +11,7 @@ import pytest
 from scheduler.simulator.allox.workload import AlloxWorkload
 from scheduler.simulator.cli import main
 from scheduler.simulator.errors import InvalidWorkload
+from scheduler.simulator.hived.exchange import main as exchange_main
 from scheduler.simulator.fitgpp.trace import load_trace
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "scheduler" / "simulator" / "examples"
@@ -168,3 +169,19 @@ def test_a_user_count_no_cluster_has_is_refused() -> None:
     with pytest.raises(InvalidWorkload, match="allox.users"):
         AlloxWorkload().with_parameter("allox.users", 1e9)
     assert AlloxWorkload().with_parameter("allox.users", 1000).users == 1000
+
+
+@pytest.mark.parametrize(
+    ("args", "option"),
+    [(["--hours", "0"], "--hours"), (["--hours", "48"], "--hours"), (["--seed", "-1"], "--seed")],
+)
+def test_the_cell_exchange_refuses_a_run_its_model_cannot_hold(
+    args: list[str], option: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Each ended in numpy's traceback ("negative dimensions are not allowed", "expected
+    # non-negative integer"): a tenant's 72-hour burst is placed after the proxies' 24-hour lead.
+    with pytest.raises(SystemExit) as exit_info:
+        exchange_main(args)
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2
+    assert f"argument {option}" in err and "Traceback" not in err

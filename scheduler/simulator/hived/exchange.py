@@ -39,7 +39,7 @@ import argparse
 import json
 import math
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Sequence
 
 import numpy as np
@@ -243,7 +243,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--hours", type=int, default=720)
     parser.add_argument("--json", action="store_true", help="print the outcomes as JSON")
     args = parser.parse_args(argv)
-    outcomes = run_exchange_experiment(ExchangeWorkload(seed=args.seed, hours=args.hours))
+    model = ExchangeWorkload()
+    # Each tenant's burst is placed after the proxies' lead: a shorter run has no room for it.
+    shortest = model.lead_hours + model.burst_hours
+    if args.hours < shortest:
+        parser.error(f"argument --hours: {args.hours} is less than {shortest} (a {model.lead_hours}-hour lead, then a {model.burst_hours}-hour burst)")
+    if args.seed < 0:
+        parser.error(f"argument --seed: {args.seed} is negative")
+    outcomes = run_exchange_experiment(replace(model, seed=args.seed, hours=args.hours))
     if args.json:
         payload: list[dict[str, Any]] = [
             {"assignment": o.assignment, "matches": o.matches, "offers": o.offers, "requests": o.requests,
