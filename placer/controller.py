@@ -87,6 +87,7 @@ from scheduler.matching.admission import (
     GpuRoom,
     gpu_room,
     gpu_shortfall,
+    gpu_slots_for,
     kinds_beyond,
     most_gpus,
     choose_for_trial,
@@ -452,7 +453,8 @@ class PlacerController:
             return []
         reserved = self._settings.reserved_cpu_per_gpu
         cpu_slot = cpu_slot_for([*waiting, *trials], free_nodes=free, reserved_cpu_per_gpu=reserved)
-        machines = idle_machines(free_nodes=free, running=running, cpu_slot=cpu_slot, reserved_cpu_per_gpu=reserved, gpu_pools=gpu_pools)
+        machines = idle_machines(free_nodes=free, running=running, cpu_slot=cpu_slot, reserved_cpu_per_gpu=reserved, gpu_pools=gpu_pools,
+                                 gpu_slots=gpu_slots_for([*waiting, *trials], free_nodes=free, gpu_pools=gpu_pools))
         idle: dict[str, int] = {}
         for machine in machines:
             idle[machine.kind] = idle.get(machine.kind, 0) + 1

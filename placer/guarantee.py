@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from scheduler.matching.admission import WaitingJob, gpu_room, gpu_shortfall
+from scheduler.matching.admission import WaitingJob, gpu_slots_for
 from scheduler.matching.capacity import GuaranteeCell, NodeResources, guaranteed_gpu_machines
 
 
@@ -40,17 +40,12 @@ def guarantees(view: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[str, lis
 
 def gpus_per_pod(jobs: Sequence[WaitingJob], *, free: Sequence[NodeResources]) -> dict[str, int]:
     """Per virtual cluster, the most GPUs one of its queued GPU configurations asks for: a GPU
-    machine of that VC must hold any of them (as a CPU slot holds the largest CPU configuration).
-    A configuration no node of ``free`` holds (``gpu_shortfall``: more GPUs than any has free,
-    or more cores or memory than any with its GPUs free) sizes nothing: one user's 16 GPUs a pod
-    on nodes of 8 would leave the VC no GPU machine."""
-    room = gpu_room(free)
-    sizes: dict[str, int] = {}
-    for job in jobs:
-        demand = job.demand.get("gpu")
-        if job.pool is not None and "gpu" in job.seconds and demand is not None and not gpu_shortfall(demand, room=room):
-            sizes[job.pool] = max(sizes.get(job.pool, 1), int(demand.gpu))
-    return sizes
+    machine of that VC must hold any of them (``gpu_slots_for``, as a CPU slot holds the largest
+    CPU configuration). A configuration no node of ``free`` holds (``gpu_shortfall``: more GPUs
+    than any has free, or more cores or memory than any with its GPUs free) sizes nothing: one
+    user's 16 GPUs a pod on nodes of 8 would leave the VC no GPU machine. A VC absent: 1."""
+    pools = {job.pool: 0 for job in jobs if job.pool is not None}
+    return {kind.split("@", 1)[1]: size for kind, size in gpu_slots_for(jobs, free_nodes=free, gpu_pools=pools).items()}
 
 
 def pool_machines(

