@@ -10,7 +10,7 @@ import pytest
 
 from scheduler.simulator.allox.workload import AlloxWorkload
 from scheduler.simulator.cli import main
-from scheduler.simulator.errors import InvalidWorkload
+from scheduler.simulator.errors import InvalidWorkload, TraceError
 from scheduler.simulator.hived.exchange import main as exchange_main
 from scheduler.simulator.fitgpp.trace import load_trace
 
@@ -185,3 +185,18 @@ def test_the_cell_exchange_refuses_a_run_its_model_cannot_hold(
     err = capsys.readouterr().err
     assert exit_info.value.code == 2
     assert f"argument {option}" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("column", ["submit_time", "duration", "grace_period"])
+def test_a_trace_time_beyond_any_real_run_is_refused_naming_line_and_field(column: str, tmp_path: Path) -> None:
+    # submit_time 1e308 plus a duration overflowed to inf: every slowdown became NaN, the table
+    # showed "-" and --output-json wrote NaN (not JSON) without a word.
+    values = {"submit_time": "0", "duration": "60", "grace_period": "0", column: "1e308"}
+    path = tmp_path / "t.csv"
+    path.write_text(
+        "id,submit_time,class,cpu,memory,gpu,duration,grace_period\n"
+        f"a,{values['submit_time']},best-effort,1,1Gi,1,{values['duration']},{values['grace_period']}\n",
+        encoding="utf-8",
+    )
+    with pytest.raises(TraceError, match=f"t.csv line 2: {column}: "):
+        load_trace(path)

@@ -14,8 +14,9 @@ Columns / keys (all required except ``id``):
 ``id``          optional job name; default ``job-<row>``
 ============== ==============================================================================
 
-JSON is a list of such objects, or ``{"jobs": [...]}``. Every error names the file and the CSV
-line (the header is line 1) or the JSON index, and the field.
+Every time is at most 1e12 seconds. JSON is a list of such objects, or ``{"jobs": [...]}``.
+Every error names the file and the CSV line (the header is line 1) or the JSON index, and the
+field.
 """
 
 from __future__ import annotations
@@ -33,6 +34,9 @@ from scheduler.preemption.model import JobClass
 from scheduler.simulator.errors import TraceError
 from scheduler.simulator.fitgpp.workload import JobSpec
 
+# About 31,700 years: a time beyond it is a mistake in the file, and sums of such times overflow
+# to infinity (every slowdown NaN, and NaN in --output-json, which is not JSON).
+MAX_SECONDS: Final = 1e12
 COLUMNS: Final = ("submit_time", "class", "cpu", "memory", "gpu", "duration", "grace_period")
 OPTIONAL_COLUMNS: Final = ("id",)
 _CLASSES: Final = {
@@ -165,6 +169,8 @@ def _number(value: object, *, where: str, column: str, positive: bool) -> float:
         raise TraceError(f"{where}: {column}: {value!r} is not finite")
     if number < 0:
         raise TraceError(f"{where}: {column}: {value!r} is negative")
+    if number > MAX_SECONDS:
+        raise TraceError(f"{where}: {column}: {value!r} is more than {MAX_SECONDS:g} seconds")
     if positive and number == 0:
         raise TraceError(f"{where}: {column}: must be more than 0 seconds")
     return number
