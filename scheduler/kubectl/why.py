@@ -214,11 +214,9 @@ def _unread(found: Preemption) -> tuple[str, ...]:
 
 
 def _preemption_line(found: Preemption) -> str:
-    where = f" on node {found.node}" if found.node else ""
-    why = f" ({found.breakdown})" if found.breakdown else ""
     when = f" at {found.when}" if found.when else ""
     unread = f" ({found.unread})" if found.unread else ""
-    return f"{found.victim} preempted by {found.by}{where}{why}{when}{unread}"
+    return f"{found.victim} {_preempted_by(found)}{when}{unread}"
 
 
 def _job_pods_now(job: JobFacts, view: CellfitView) -> Answer:
