@@ -138,7 +138,13 @@ class EstimatorController:
         self._lock = threading.Lock()
         self._recording = threading.Lock()  # writes of cellfit.io/sampling from the creators' pool
         self._jobs: dict[str, Job] = {}  # interchangeable Jobs by UID
-        self._pods: dict[str, dict[str, Pod]] = {}  # sampling pods by Job UID, then name
+        # Sampling pods by Job UID, then namespace and name: a pod elsewhere under a sample's name
+        # must not stand in for it.
+        self._pods: dict[str, dict[tuple[str, str], Pod]] = {}
+        self._ignored: set[tuple[str, str]] = set()  # pods labelled as samples that are not, logged once
+        # Each Job's namespace, from when it had configurations until it is deleted: a Job that lost
+        # them may still own sampling pods, deleted with it.
+        self._namespaces: dict[str, str] = {}
         self._views: dict[str, JobView] = {}
         self._said: dict[str, set[str]] = {}  # events and conditions already written, per Job
         self._history: dict[tuple[str, str], deque[float]] = {}  # (family, kind) -> s per iteration
@@ -233,6 +239,7 @@ class EstimatorController:
                     self._forget_job(uid)
                 return
             self._jobs[uid] = job
+            self._namespaces[uid] = job.metadata.namespace
             self._dirty.add(uid)
         self._wake.set()
         self._notify()
@@ -254,8 +261,9 @@ class EstimatorController:
 
     def delete_job(self, uid: str) -> None:
         with self._lock:
-            pods = list(self._pods.get(uid, {}).values())
+            pods = list(self._pods_of(uid).values())
             self._forget_job(uid)
+            self._namespaces.pop(uid, None)
         self._notify()
         # Garbage collection deletes them too (they are owned by the Job); not waiting for it. The
         # deletions go out from the creators' pool: this runs on the Job watch's thread.
@@ -277,15 +285,16 @@ class EstimatorController:
     def _replace_pods(self, pods: Sequence[Pod]) -> None:
         listed = list(pods)  # every item decoded first: one that does not decode changes nothing
         with self._lock:
-            self._pods = {}
+            before, self._pods = self._pods, {}
+            self._ignored &= {_where(pod) for pod in listed}
             for pod in listed:
-                self._keep_pod(pod)
+                self._keep_pod(pod, before=before)
             self._dirty.update(self._jobs)
         self._wake.set()
 
     def _apply_pod(self, pod: Pod) -> None:
         with self._lock:
-            job_uid = self._keep_pod(pod)
+            job_uid = self._keep_pod(pod, before=self._pods)
             if job_uid:
                 self._dirty.add(job_uid)
         self._wake.set()
@@ -293,15 +302,47 @@ class EstimatorController:
     def _delete_pod(self, pod: Pod) -> None:
         job_uid = (pod.metadata.labels or {}).get(LABEL_SAMPLE_JOB, "")
         with self._lock:
-            self._pods.get(job_uid, {}).pop(pod.metadata.name, None)
+            self._pods.get(job_uid, {}).pop(_where(pod), None)
+            self._ignored.discard(_where(pod))
             self._dirty.add(job_uid)
         self._wake.set()
 
-    def _keep_pod(self, pod: Pod) -> str:
-        job_uid = (pod.metadata.labels or {}).get(LABEL_SAMPLE_JOB, "")
-        if job_uid:
-            self._pods.setdefault(job_uid, {})[pod.metadata.name] = pod
-        return job_uid
+    def _keep_pod(self, pod: Pod, *, before: Mapping[str, Mapping[tuple[str, str], Pod]]) -> str:
+        """Keeps a sampling pod under its Job's UID; a pod that only claims to be one (labelled
+        with a Job's UID, not owned by that Job) is ignored, and left alone. A pod kept before
+        (``before``: the same pod, by its UID) stays kept without its owner: an orphaning
+        deletion of its Job takes the owner off first, and the estimator still deletes it."""
+        labelled = (pod.metadata.labels or {}).get(LABEL_SAMPLE_JOB, "")
+        kept = before.get(labelled, {}).get(_where(pod))
+        if pod.sample_job is None and (kept is None or kept.metadata.uid != pod.metadata.uid):
+            self._pods.get(labelled, {}).pop(_where(pod), None)
+            self._ignore(pod, why="not owned by the Job its label names")
+            return labelled
+        self._pods.setdefault(labelled, {})[_where(pod)] = pod
+        return labelled
+
+    def _pods_of(self, uid: str) -> dict[str, Pod]:
+        """The Job's sampling pods by name: those in its namespace (an owner reference across
+        namespaces is no owner: anyone may write one). Under the lock."""
+        namespace = self._namespaces.get(uid)
+        if namespace is None:  # a Job never seen with configurations: none of its pods is read
+            return {}
+        pods = {}
+        for (where, name), pod in self._pods.get(uid, {}).items():
+            if where == namespace:
+                pods[name] = pod
+            else:
+                self._ignore(pod, why=f"not in the namespace of the Job its label names ({namespace})")
+        return pods
+
+    def _ignore(self, pod: Pod, *, why: str) -> None:
+        """Says once, in the log only (an Event on the Job would let anyone who labels pods write
+        to it), that a pod labelled as a sampling pod is not one: it is neither read nor deleted."""
+        if _where(pod) in self._ignored:
+            return
+        self._ignored.add(_where(pod))
+        log.warning("estimator ignores a pod labelled as a sampling pod", extra={
+            "pod": "/".join(_where(pod)), "job_uid": (pod.metadata.labels or {}).get(LABEL_SAMPLE_JOB, ""), "reason": why})
 
     # ------------------------------------------------------------------ the worker
 
@@ -334,11 +375,11 @@ class EstimatorController:
             chosen = (base | self._dirty | self._waiting) & set(self._jobs)
             self._dirty.clear()
             jobs = sorted((self._jobs[uid] for uid in chosen), key=lambda j: (j.metadata.creationTimestamp or "", j.metadata.name))
-            pods = {uid: dict(self._pods.get(uid, {})) for uid in chosen}
+            pods = {uid: self._pods_of(uid) for uid in chosen}
             # What each Job's sampling pods hold, recounted only for the Jobs whose objects changed
             # (a pod event marks its Job dirty): a pass must not cost every pod of every Job.
             for uid in chosen:
-                self._holding[uid] = self._held_by(self._jobs[uid], self._pods.get(uid, {}).values())
+                self._holding[uid] = self._held_by(self._jobs[uid], pods[uid].values())
             for uid in set(self._holding) - set(self._jobs):
                 del self._holding[uid]
             held = list(self._holding.values())
@@ -834,6 +875,10 @@ def _changed_since(estimate: Mapping[str, Any], digests: Mapping[str, str]) -> l
         kind for kind, entry in estimate.items()
         if isinstance(entry, dict) and kind in digests and entry.get("configurationDigest", digests[kind]) != digests[kind]
     ]
+
+
+def _where(pod: Pod) -> tuple[str, str]:
+    return pod.metadata.namespace, pod.metadata.name
 
 
 def _live(pod: Pod) -> bool:

@@ -40,6 +40,7 @@ STUCK_REASONS: Final = frozenset(
 
 
 class OwnerReference(msgspec.Struct, frozen=True):
+    apiVersion: str = ""
     kind: str = ""
     name: str = ""
     uid: str = ""
@@ -54,6 +55,7 @@ class Metadata(msgspec.Struct, frozen=True):
     deletionTimestamp: str | None = None
     labels: dict[str, str] | None = None
     annotations: dict[str, str] | None = None
+    ownerReferences: list[OwnerReference] | None = None
 
 
 class JobCondition(msgspec.Struct, frozen=True):
@@ -153,9 +155,24 @@ class Pod(msgspec.Struct, frozen=True):
     metadata: Metadata = Metadata()
     status: PodStatus | None = None
 
+    @property
+    def sample_job(self) -> str | None:
+        """The UID of the Job this pod is a sampling pod of: the Job its ``cellfit.io/sample-job``
+        label names, where the pod is owned by that Job too (sample_pod.build_sample_pod makes
+        both); None for any other pod. A label alone is no proof: whoever may create pods can
+        write it. Whether the pod is in its Job's namespace is for the caller, who knows the Job."""
+        job_uid = (self.metadata.labels or {}).get(LABEL_SAMPLE_JOB, "")
+        owners = self.metadata.ownerReferences or []
+        owned = any(_is_job(owner) and owner.uid == job_uid for owner in owners)
+        return job_uid if job_uid and owned else None
+
 
 JOB_DECODER: Final = msgspec.json.Decoder(Job)
 POD_DECODER: Final = msgspec.json.Decoder(Pod)
+
+
+def _is_job(owner: OwnerReference) -> bool:
+    return owner.kind == "Job" and owner.apiVersion.split("/")[0] == "batch"
 
 
 def template_kind(job: Job, gpu_resource: str, *, kinds: Collection[str] = ("cpu", "gpu")) -> str:

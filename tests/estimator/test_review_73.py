@@ -158,7 +158,6 @@ def test_a_peak_memory_beyond_any_machine_is_refused_naming_the_field():
 # ------------------------------------------------------------------ left to the controller and objects.py
 
 
-@pytest.mark.xfail(strict=True, reason="controller.py keeps any pod labelled cellfit.io/sample-job=<uid> as that Job's sample, whatever its namespace or owner")
 def test_pods_of_another_namespace_labelled_with_a_jobs_uid_are_not_its_samples():
     """Anyone who can read a Job's UID and create pods anywhere can finish its sampling: pods in
     another namespace, owned by nobody, labelled with the Job's UID and carrying the sample
