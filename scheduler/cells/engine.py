@@ -171,6 +171,8 @@ class HivedEngine:
         self.default_vc = None
         if self.membership is not None:
             self.membership.owner_vc = None  # the configured VCs own what they say, no more
+        self.expiry.vcs_removed()
+        self._released()
         self._refresh_summary()
 
     def request_problem(self, request: CellRequest) -> tuple[RequestProblem, Unplaceable] | None:

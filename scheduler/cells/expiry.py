@@ -14,6 +14,7 @@ guaranteed pod's cells while its victims terminate. Each booking has a reason, a
   replaced, a Job whose pods are held up elsewhere). The pods it has keep theirs; a pod that comes
   later gets a slot of its own.
 * **a deleted Job.** Its gang's free slots go at once.
+* **a removed virtual cluster.** A reload without the gang's VC: its free slots go at once.
 * A gang whose Job can never run its size of pods at once is refused at filter
   (:func:`~scheduler.cells.request.gang_size_problem`), before anything is booked.
 
@@ -125,6 +126,22 @@ class BookingExpiry:
         free = self._release_free_slots(group)
         if free:
             self._tell_job(group, f"cellfit released the {self._slots(free, group)} booked for gang {group.name}: its Job was deleted")
+
+    def vcs_removed(self) -> None:
+        """A reload removed virtual clusters: their gangs' slots without a pod go now, since no
+        pod of a removed VC is placed any more (its running pods keep theirs)."""
+        vcs = self._alloc.vcs
+        for group in list(self._alloc.groups.values()):
+            vc = vcs.get(group.vc)
+            if vc is not None and vc.defined:
+                continue
+            free = self._release_free_slots(group)
+            if free:
+                self._tell_job(
+                    group,
+                    f"cellfit released the {self._slots(free, group)} booked for gang {group.name}: "
+                    f"its virtual cluster {group.vc!r} was removed from the configuration",
+                )
 
     # ------------------------------------------------------------------ what the engine books
 

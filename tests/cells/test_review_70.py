@@ -201,3 +201,30 @@ def test_a_restart_after_a_reload_recovers_each_vcs_pods_in_their_own_cells():
         restarted.apply_pod(p)
     roots = {uid: (b.holds, b.root.id if b.root else None) for uid, b in restarted.allocator.by_pod.items()}
     assert roots == {"pa": ("guaranteed", "r0n0/V100-SWITCH#0"), "pc": ("guaranteed", "r0n0/V100-SOCKET#1")}
+
+
+def test_a_reload_removing_a_vc_releases_its_gangs_slots_that_no_pod_can_take_any_more():
+    # b's gang of four runs one pod; the other three exist but wait. A reload removes b and
+    # gives c three node cells. b's pods can never be placed now (their VC is unknown), yet the
+    # three slots without a pod kept three nodes booked for as long as the first pod ran (its
+    # gang's pods all exist, so the booking timeout never applied), and c's pods waited for them.
+    first = {"a": VCS["a"], "b": [{"cellType": "V100-NODE", "count": 4}]}
+    second = {"a": VCS["a"], "c": [{"cellType": "V100-NODE", "count": 3}]}
+    engine = HivedEngine.from_config(rack_cluster(vcs=first))
+    engine.watch_pods(True)
+    gang = [pod(f"g{i}", 8, "b", gang=("job", 4)) for i in range(4)]
+    for member in gang:
+        engine.apply_pod(member)
+    first_member = schedule(engine, gang[0], NODES)
+    assert first_member is not None
+    engine.apply_pod(first_member)
+    for uid, gpus in (("a0", 8), ("a1", 8), ("a2", 2), ("a3", 2)):
+        placed = schedule(engine, pod(uid, gpus, "a"), NODES)
+        assert placed is not None
+        engine.apply_pod(placed)
+
+    engine.reconfigure(rack_cluster(vcs=second))
+    assert [s.pod_uid for s in engine.allocator.groups["uid-job"].slots] == ["g0"]
+    (released,) = engine.expire_bookings(0.0)
+    assert released.kind == "Job" and "virtual cluster 'b' was removed" in released.message
+    assert all(schedule(engine, pod(f"c{i}", 8, "c"), NODES) is not None for i in range(3))
