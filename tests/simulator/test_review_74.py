@@ -200,3 +200,22 @@ def test_a_trace_time_beyond_any_real_run_is_refused_naming_line_and_field(colum
     )
     with pytest.raises(TraceError, match=f"t.csv line 2: {column}: "):
         load_trace(path)
+
+
+def test_a_trace_column_the_simulator_does_not_read_is_refused(tmp_path: Path) -> None:
+    # "gpus" beside "gpu", or a "priority" column: silently ignored, the run looked as if it had
+    # read them.
+    csv_path = tmp_path / "t.csv"
+    csv_path.write_text(
+        "id,submit_time,class,cpu,memory,gpu,gpus,duration,grace_period\na,0,trial,1,1Gi,0,4,10,0\n", encoding="utf-8"
+    )
+    with pytest.raises(TraceError, match=r"t.csv line 1: unknown column 'gpus'"):
+        load_trace(csv_path)
+    json_path = tmp_path / "t.json"
+    json_path.write_text(
+        '[{"submit_time": 0, "class": "trial", "cpu": 1, "memory": "1Gi", "gpu": 0, "duration": 10,'
+        ' "grace_period": 0, "priority": 5}]',
+        encoding="utf-8",
+    )
+    with pytest.raises(TraceError, match=r"t.json jobs\[0\]: unknown field 'priority'"):
+        load_trace(json_path)

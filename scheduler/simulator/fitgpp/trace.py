@@ -14,9 +14,9 @@ Columns / keys (all required except ``id``):
 ``id``          optional job name; default ``job-<row>``
 ============== ==============================================================================
 
-Every time is at most 1e12 seconds. JSON is a list of such objects, or ``{"jobs": [...]}``.
-Every error names the file and the CSV line (the header is line 1) or the JSON index, and the
-field.
+Every time is at most 1e12 seconds; other columns or keys are errors (a CSV's unnamed trailing
+column aside). JSON is a list of such objects, or ``{"jobs": [...]}``. Every error names the
+file and the CSV line (the header is line 1) or the JSON index, and the field.
 """
 
 from __future__ import annotations
@@ -71,6 +71,7 @@ def parse_csv_trace(text: str, *, name: str = "trace.csv") -> list[JobSpec]:
     missing = [column for column in COLUMNS if column not in header]
     if missing:
         raise TraceError(f"{name} line 1: missing column {missing[0]!r} (columns: {', '.join(COLUMNS)}; optional: id)")
+    _refuse_unknown(header, where=f"{name} line 1", noun="column")
     reader.fieldnames = header
     jobs: list[JobSpec] = []
     try:
@@ -102,8 +103,17 @@ def parse_json_trace(text: str, *, name: str = "trace.json") -> list[JobSpec]:
         for column in COLUMNS:
             if column not in item:
                 raise TraceError(f"{where}: missing field {column!r}")
+        _refuse_unknown(item, where=where, noun="field")
         jobs.append(_job(item, where=where, number=index))
     return _checked(jobs, name)
+
+
+def _refuse_unknown(names: Iterable[object], *, where: str, noun: str) -> None:
+    # A column the simulator does not read ("gpus" beside "gpu", a "priority") would be ignored
+    # while the run looked as if it had read it.
+    for column in names:
+        if column and column not in COLUMNS and column not in OPTIONAL_COLUMNS:
+            raise TraceError(f"{where}: unknown {noun} {column!r} (columns: {', '.join(COLUMNS)}; optional: id)")
 
 
 def _checked(jobs: list[JobSpec], name: str) -> list[JobSpec]:
