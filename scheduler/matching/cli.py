@@ -52,6 +52,8 @@ def run(args: argparse.Namespace) -> int:
         # Only allox+ reads it: taken silently, it would look like it had changed the schedule.
         return _fail(f"--timeout: allox+ only (add --policy allox+; the policy is {args.policy})", EXIT_BAD_INPUT)
     timeout = math.inf if args.timeout is None else args.timeout
+    if args.output is not None and args.input != "-" and Path(args.output).resolve() == Path(args.input).resolve():
+        return _fail(f"--output: {args.output} is the --input file (the instance would be lost)", EXIT_BAD_INPUT)
     try:
         text = sys.stdin.buffer.read() if args.input == "-" else Path(args.input).read_bytes()
     except OSError as error:

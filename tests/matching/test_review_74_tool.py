@@ -121,3 +121,14 @@ def test_timeout_without_allox_plus_is_refused(tmp_path: Path, capsys: pytest.Ca
     captured = capsys.readouterr()
     assert captured.out == "" and "--timeout" in captured.err and "allox+" in captured.err
     assert cli.main(["--input", str(source), "--timeout", "30", "--policy", "allox+"]) == 0
+
+
+def test_an_output_over_the_input_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # The instance was replaced by its schedule.
+    source = tmp_path / "in.json"
+    text = json.dumps(instance(job("j1")))
+    source.write_text(text)
+    assert cli.main(["--input", str(source), "--output", str(tmp_path / "." / "in.json")]) == 2
+    err = capsys.readouterr().err
+    assert "--output" in err and "--input" in err
+    assert source.read_text() == text
