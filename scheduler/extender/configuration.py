@@ -77,7 +77,6 @@ class ConfigReloader:
         digest = hashlib.sha256(text.encode("utf-8")).digest()
         if digest == self._seen:
             return None
-        self._seen = digest
         try:
             new = parse_settings_isolated(text, source=self._path)
         except ConfigError as error:
@@ -86,6 +85,9 @@ class ConfigReloader:
             plan = plan_reload(self._running, new, live_cells=self._cells is not None)
             with self._lock:
                 reload = apply_reload(self._running, plan, cells=self._cells, rebase=self._rebase)
+        # Seen once read to an outcome: a parser that could not start (OSError) leaves the
+        # content to be tried again at the next check.
+        self._seen = digest
         self._running = reload.running
         self._report(reload)
         return reload

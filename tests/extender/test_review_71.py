@@ -157,11 +157,6 @@ def test_a_text_log_line_is_one_line_whatever_a_client_sent() -> None:
 # ------------------------------------------------------------------------------ live reload
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "scheduler/extender/configuration.py (ConfigReloader.reload_if_changed) records the new content as seen "
-    "before parse_settings_isolated runs; when the parsing child cannot start (OSError from subprocess.run: "
-    "fork or exec failing under memory or process pressure) the exception leaves it seen, so the content is "
-    "never checked again and cellfit_config_in_effect stays 1 while the file holds changes not in effect"))
 def test_a_reload_whose_parser_could_not_start_is_tried_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import threading
 
