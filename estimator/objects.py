@@ -126,9 +126,14 @@ class Waiting(msgspec.Struct, frozen=True):
     message: str | None = None
 
 
+class Running(msgspec.Struct, frozen=True):
+    startedAt: str | None = None
+
+
 class ContainerState(msgspec.Struct, frozen=True):
     terminated: Terminated | None = None
     waiting: Waiting | None = None
+    running: Running | None = None
 
 
 class ContainerStatus(msgspec.Struct, frozen=True):
@@ -217,7 +222,9 @@ def sample_pod(pod: Pod, *, now: float, stopped_seconds: float | None, pending_l
     status = pod.status or PodStatus()
     phase = status.phase or "Pending"
     ended = _terminated(status)
-    if phase == "Succeeded":
+    # The workload is the container that writes the report: once it has exited 0 with one, the
+    # run has ended, though a sidecar in spec.containers (istio-proxy) keeps the pod Running.
+    if phase == "Succeeded" or _workload_report(ended) is not None:
         report, report_error = _report(ended)
         sample = report.sample(configuration=kind, pilot=key.pilot) if report is not None else _timed(kind, key.pilot, iterations, ended)
         return SamplePod(
@@ -242,9 +249,24 @@ def sample_pod(pod: Pod, *, now: float, stopped_seconds: float | None, pending_l
     if not_started is not None:
         return SamplePod(name=name, key=key, attempt=attempt, state="failed", failure=not_started)
     state: PodState = "running" if phase == "Running" else "pending"
-    started = timestamp(status.startTime)
+    started = _running_since(status)
     running = max(0.0, now - started) if state == "running" and started is not None else None
     return SamplePod(name=name, key=key, attempt=attempt, state=state, running_seconds=running)
+
+
+def _running_since(status: PodStatus) -> float | None:
+    """When a running sample's workload started: the latest start of the pod's running
+    containers. Not the pod's ``startTime``, which the kubelet sets before pulling the image
+    (minutes for a CUDA image), a pull that would count as the run's and, multiplied by N/k, as
+    its lower bound. None has reported yet, so the workload is not told apart from a sidecar: the
+    latest start never counts another container's pull as the workload's run, and a run counted
+    short keeps its lower bound a bound. The pod's ``startTime`` where the kubelet reports no
+    running container's start."""
+    starts = [
+        timestamp(c.state.running.startedAt) for c in status.containerStatuses or [] if c.state and c.state.running
+    ]
+    known = [start for start in starts if start is not None]
+    return max(known) if known else timestamp(status.startTime)
 
 
 def _deleted_because(status: PodStatus) -> str:
@@ -291,6 +313,12 @@ def _report(ended: list[Terminated]) -> tuple[SampleReport | None, str | None]:
             if text.startswith("{"):
                 errors.append(str(error))
     return None, errors[0] if errors else None
+
+
+def _workload_report(ended: list[Terminated]) -> SampleReport | None:
+    """The report of a container that exited 0 with one (the workload's), else None."""
+    report, _ = _report([terminated for terminated in ended if terminated.exitCode == 0])
+    return report
 
 
 def _timed(kind: str, pilot: int, iterations: int, ended: list[Terminated]) -> Sample | None:

@@ -194,7 +194,6 @@ def test_a_users_own_estimate_does_not_set_its_familys_task_spread():
     assert not list(estimator._task_spread.get(("mlp", "gpu"), ()))
 
 
-@pytest.mark.xfail(strict=True, reason="objects.sample_pod reads a pod still Running (a sidecar in spec.containers) as running, though its workload has ended and reported")
 def test_a_sample_whose_workload_reported_while_its_sidecar_runs_has_ended():
     """A mesh or log sidecar injected as an ordinary container (istio-proxy) never exits: the
     pod stays Running after the trainer wrote its report and exited 0. The sample counted as
@@ -256,7 +255,6 @@ def test_a_configuration_whose_every_run_failed_is_not_estimated_from_its_family
     assert "OOMKilled" in decision.failed["gpu"]
 
 
-@pytest.mark.xfail(strict=True, reason="objects.sample_pod counts a running sample's time from the pod's status.startTime, which the kubelet sets before pulling the image")
 def test_a_running_samples_time_does_not_count_its_image_pull():
     """A node without the image cached pulls it for 3 minutes (a CUDA image of several GB); the
     trainer then starts. The pod's ``startTime`` is when the kubelet took the pod, before the
