@@ -35,7 +35,7 @@ import scheduler.simulator.allox.cli  # noqa: F401
 import scheduler.simulator.hived.cli  # noqa: F401
 from scheduler.errors import CellfitError, ConfigError, InvalidRequest
 from scheduler.simulator.fitgpp.experiment import SWEEPS
-from scheduler.simulator.options import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, fail_option
+from scheduler.simulator.options import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, fail_option, refuse_repeated_parameters
 from scheduler.simulator.session import PROG, refuse_same_files, run_and_report
 from scheduler.simulator.workloads import SHARED_OPTIONS, Workload, workload_named, workloads
 
@@ -92,7 +92,7 @@ def _define(parser: argparse.ArgumentParser) -> tuple[list[argparse.Action], dic
         metavar="KEY=VALUE",
         help="change one parameter of the synthetic workload, e.g. te.gpus.mean=2, be.duration.sd=20, "
         "gp.mean=6 (fitgpp), allox.sample_noise=0.04, allox.sampling_fraction=0.06 (allox), hived.queue=kube "
-        "(hived); repeatable; README lists the keys",
+        "(hived); repeatable, each key once; README lists the keys",
     )
     source.add_argument("--seed", default="1", help="first seed (default 1); the same seed gives the same result")
     source.add_argument("--repeat", default="1", help="seeds to run, from --seed on; tables show their mean (default 1)")
@@ -165,6 +165,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.sweep is None and args.sweep_values is not None:
         fail_option("--sweep-values", "only with --sweep")
     refuse_same_files([("--config", args.config), ("--output-json", args.output_json)])
+    refuse_repeated_parameters(args.set)
     produce = workload.prepare(args)
     run_and_report(produce, plots=args.plots, output_json=args.output_json, show_progress=not args.no_progress)
     return EXIT_OK

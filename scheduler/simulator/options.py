@@ -63,6 +63,16 @@ def policy_list(text: str, known: list[str], *, workload: str, other: list[str])
     return names
 
 
+def refuse_repeated_parameters(assignments: list[str]) -> None:
+    """``--set KEY=VALUE`` given twice for one key: the last value would win without a word."""
+    seen: set[str] = set()
+    for assignment in assignments:
+        key = assignment.partition("=")[0].strip()
+        if key in seen:
+            fail_option(f"--set {key}", "given twice")
+        seen.add(key)
+
+
 def cluster_from(args: argparse.Namespace, default: ClusterSpec) -> ClusterSpec:
     """--nodes and --node-*, each defaulting to ``default``'s (the workload's cluster)."""
     base = default.node

@@ -219,3 +219,17 @@ def test_a_trace_column_the_simulator_does_not_read_is_refused(tmp_path: Path) -
     )
     with pytest.raises(TraceError, match=r"t.json jobs\[0\]: unknown field 'priority'"):
         load_trace(json_path)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--jobs", "10", "--set", "te.gpus.mean=2", "--set", "te.gpus.mean = 3"],
+        ["--workload", "allox", "--jobs", "10", "--set", "allox.sample_noise=0.1", "--set", "allox.sample_noise=0.2"],
+        ["--workload", "hived", "--jobs", "10", "--set", "hived.queue=kube", "--set", "hived.queue=fifo"],
+    ],
+)
+def test_a_parameter_set_twice_is_refused(args: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    # The last value won without a word, in a command line built up from several scripts.
+    err = refusal([*args, "--no-progress"], capsys)
+    assert "cellfit simulate: --set " in err and "twice" in err
