@@ -171,7 +171,7 @@ class HivedEngine:
         self.default_vc = None
         if self.membership is not None:
             self.membership.owner_vc = None  # the configured VCs own what they say, no more
-        self.expiry.vcs_removed()
+        self.expiry.vcs_removed(bound=self._seen_bound)
         self._released()
         self._refresh_summary()
 

@@ -14,7 +14,8 @@ guaranteed pod's cells while its victims terminate. Each booking has a reason, a
   replaced, a Job whose pods are held up elsewhere). The pods it has keep theirs; a pod that comes
   later gets a slot of its own.
 * **a deleted Job.** Its gang's free slots go at once.
-* **a removed virtual cluster.** A reload without the gang's VC: its free slots go at once.
+* **a removed virtual cluster.** A reload without the VC: its gangs' free slots, and the cells
+  held for its pods while their victims terminate, go at once.
 * A gang whose Job can never run its size of pods at once is refused at filter
   (:func:`~scheduler.cells.request.gang_size_problem`), before anything is booked.
 
@@ -27,7 +28,7 @@ comes back as a :class:`BookingReleased`, for the driver's Event and log line.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Final, Literal, NamedTuple
+from typing import AbstractSet, Final, Literal, NamedTuple
 
 from scheduler.cells.allocator import CellAllocator
 from scheduler.cells.booking import Booking, Group
@@ -127,10 +128,19 @@ class BookingExpiry:
         if free:
             self._tell_job(group, f"cellfit released the {self._slots(free, group)} booked for gang {group.name}: its Job was deleted")
 
-    def vcs_removed(self) -> None:
-        """A reload removed virtual clusters: their gangs' slots without a pod go now, since no
-        pod of a removed VC is placed any more (its running pods keep theirs)."""
-        vcs = self._alloc.vcs
+    def vcs_removed(self, *, bound: AbstractSet[str]) -> None:
+        """A reload removed virtual clusters: their gangs' slots without a pod, and the cells
+        held for their pods not ``bound`` while victims terminate, go now, since no pod of a
+        removed VC is placed any more (its running pods keep theirs, and so does a pod whose
+        binding is in flight: its cells have no victim)."""
+        alloc = self._alloc
+        vcs = alloc.vcs
+        for uid, booking in list(alloc.by_pod.items()):
+            vc = vcs.get(booking.vc)
+            if (vc is not None and vc.defined) or booking.group is not None or uid in bound:
+                continue
+            if alloc.victims(booking):
+                self._release_held(booking, f"its virtual cluster {booking.vc!r} was removed from the configuration")
         for group in list(self._alloc.groups.values()):
             vc = vcs.get(group.vc)
             if vc is not None and vc.defined:
@@ -182,6 +192,19 @@ class BookingExpiry:
             elif now - since >= grace:
                 del self._unseen[uid]
                 self._release_unseen(booking, grace)
+
+    def _release_held(self, booking: Booking, reason: str) -> None:
+        namespace, _, name = (booking.pod_key or "/").partition("/")
+        self._alloc.release(booking)
+        self._released.append(
+            BookingReleased(
+                kind="Pod",
+                namespace=namespace,
+                name=name,
+                uid=booking.pod_uid or "",
+                message=f"cellfit released the cells booked for this pod, {len(booking.gpus)} GPUs on node {booking.node}: {reason}",
+            )
+        )
 
     def _release_unseen(self, booking: Booking, grace: float) -> None:
         namespace, _, name = (booking.pod_key or "/").partition("/")

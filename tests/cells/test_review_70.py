@@ -228,3 +228,27 @@ def test_a_reload_removing_a_vc_releases_its_gangs_slots_that_no_pod_can_take_an
     (released,) = engine.expire_bookings(0.0)
     assert released.kind == "Job" and "virtual cluster 'b' was removed" in released.message
     assert all(schedule(engine, pod(f"c{i}", 8, "c"), NODES) is not None for i in range(3))
+
+
+def test_a_reload_removing_a_vc_releases_the_cells_held_for_its_waiting_pod():
+    # b's pod p waits for the preemption of an opportunistic pod on its cells. A reload removes
+    # b: p can never be placed now, yet its cells stayed held, and o0 stayed listed as the
+    # victim it waits for.
+    first = {"a": [{"cellType": "V100-NODE", "count": 2}], "b": [{"cellType": "V100-RACK", "count": 1}]}
+    second = {"a": [{"cellType": "V100-NODE", "count": 2}], "c": [{"cellType": "V100-RACK", "count": 1}]}
+    engine = HivedEngine.from_config(rack_cluster(vcs=first))
+    engine.watch_pods(True)
+    for i in range(8):
+        opportunistic = pod(f"o{i}", 8, "a", priority="opportunistic")
+        engine.apply_pod(opportunistic)
+        placed = schedule(engine, opportunistic, NODES)
+        assert placed is not None
+        engine.apply_pod(placed)
+    waiting = pod("p", 8, "b")
+    engine.apply_pod(waiting)
+    assert engine.filter(waiting, NODES).failed and engine.pending_preemptions() == {"p": ["o0"]}
+
+    engine.reconfigure(rack_cluster(vcs=second))
+    assert "p" not in engine.allocator.by_pod and engine.pending_preemptions() == {}
+    (released,) = engine.expire_bookings(0.0)
+    assert released.kind == "Pod" and released.name == "p" and "'b' was removed" in released.message
