@@ -147,8 +147,10 @@ class EstimatorController:
         self._namespaces: dict[str, str] = {}
         self._views: dict[str, JobView] = {}
         self._said: dict[str, set[str]] = {}  # events and conditions already written, per Job
-        self._history: dict[tuple[str, str], deque[float]] = {}  # (family, kind) -> s per iteration
-        self._task_spread: dict[tuple[str, str], deque[float]] = {}  # (family, kind) -> pilots' CoV
+        # (namespace, family, kind) -> s per iteration: a family is a namespace's, so one tenant's
+        # Jobs cannot shift another's estimates (or let it skip sampling) by taking its label.
+        self._history: dict[tuple[str, str, str], deque[float]] = {}
+        self._task_spread: dict[tuple[str, str, str], deque[float]] = {}  # (namespace, family, kind) -> pilots' CoV
         self._recorded: set[str] = set()  # finished Jobs already counted in the history
         self._ratio = SamplingRatio()
         self._dirty: set[str] = set()
@@ -187,7 +189,7 @@ class EstimatorController:
     def inspect(self) -> dict[str, Any]:
         with self._lock:
             views = sorted(self._views.values(), key=lambda v: (v.namespace, v.name))
-            history = {f"{family}/{kind}": len(values) for (family, kind), values in self._history.items()}
+            history = {f"{namespace}/{family}/{kind}": len(values) for (namespace, family, kind), values in self._history.items()}
             return {
                 "synced": self.synced,
                 "activeSamplingPods": self.active_pods,
@@ -713,7 +715,8 @@ class EstimatorController:
         with self._lock:
             for kind in configurations.kinds:
                 prior = prior_from_history(
-                    list(self._history.get((family, kind), ())), task_covs=list(self._task_spread.get((family, kind), ())),
+                    list(self._history.get((job.metadata.namespace, family, kind), ())),
+                    task_covs=list(self._task_spread.get((job.metadata.namespace, family, kind), ())),
                     settings=self._planner.model,
                 )
                 if prior is not None:
@@ -746,10 +749,10 @@ class EstimatorController:
         with self._lock:
             self._recorded.add(uid)
             if family:
-                window = self._history.setdefault((family, kind), deque(maxlen=self._settings.history_window))
+                window = self._history.setdefault((job.metadata.namespace, family, kind), deque(maxlen=self._settings.history_window))
                 window.append(actual / waves / iterations)
                 for sampled, spread in _task_spreads(recorded.document).items():  # every configuration its pilots ran in
-                    covs = self._task_spread.setdefault((family, sampled), deque(maxlen=self._settings.history_window))
+                    covs = self._task_spread.setdefault((job.metadata.namespace, family, sampled), deque(maxlen=self._settings.history_window))
                     covs.append(spread)
             sampling = _sampling_record(job.annotations.get(ANNOTATION_SAMPLING))
             ratio = sampling.get("ratio")

@@ -7,11 +7,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import msgspec
 import pytest
 
 from estimator.controller import Capacity, EstimatorController
 from scheduler.cluster.feed import InterchangeableJobs
 from estimator.objects import JOB_DECODER, POD_DECODER
+from placer.configuration import parse_configurations
 from scheduler.config import EstimatorSettings
 from scheduler.errors import KubernetesApiError
 
@@ -244,6 +246,33 @@ def test_the_sampling_share_is_what_pending_and_running_samples_request():
     assert estimator.share == {"cpu": pytest.approx(0.11), "gpu": pytest.approx(0.125)}
 
 
+def test_a_family_is_its_namespaces_another_tenants_jobs_of_that_label_do_not_feed_it():
+    api = RecordingApi()
+    estimator = controller(api)
+
+    def finished_job(namespace: str, name: str) -> Any:
+        body = {"metadata": {"name": name, "namespace": namespace, "uid": f"u-{namespace}-{name}", "labels": {"cellfit.io/job-family": "mlp"},
+                             "creationTimestamp": "2026-01-01T00:00:00Z",
+                             "annotations": {"cellfit.io/configurations": '{"gpu": {"resources": {"nvidia.com/gpu": "1"}}}',
+                                             "cellfit.io/iterations": "1000", "cellfit.io/placement": "gpu",
+                                             "cellfit.io/estimate": json.dumps({"gpu": {"seconds": 1.0}})}},
+                "spec": {"suspend": False, "template": {"spec": {}}},
+                "status": {"startTime": "2026-01-01T00:01:00Z", "completionTime": "2026-01-01T00:01:01Z",
+                           "conditions": [{"type": "Complete", "status": "True"}]}}
+        return JOB_DECODER.decode(json.dumps(body).encode())
+
+    # Three quick, steady runs in another team's namespace would make a steady family, whose
+    # Jobs skip sampling, if families were keyed by the label alone.
+    waiting = job("mine")
+    waiting_body = json.loads(msgspec.json.encode(waiting))
+    waiting_body["metadata"]["labels"] = {"cellfit.io/job-family": "mlp"}
+    estimator._replace_jobs([finished_job("other-team", f"done-{i}") for i in range(3)] + [JOB_DECODER.decode(json.dumps(waiting_body).encode())])
+    estimator.reconcile()
+    assert estimator.inspect()["families"] == {"other-team/mlp/gpu": 3}
+    assert estimator._priors(JOB_DECODER.decode(json.dumps(waiting_body).encode()), parse_configurations(waiting.annotations["cellfit.io/configurations"])) == {}
+    assert api.created, "ml/mine is sampled: no history of its own"
+
+
 def test_a_finished_job_records_its_real_runtime_and_error_and_feeds_its_family():
     api = RecordingApi()
     estimator = controller(api)
@@ -263,7 +292,7 @@ def test_a_finished_job_records_its_real_runtime_and_error_and_feeds_its_family(
     assert len(written) == 1
     assert written[0]["gpu"]["actualSeconds"] == 100.0 and written[0]["gpu"]["error"] == pytest.approx(0.1)
     assert "actualSeconds" not in written[0]["cpu"]  # it did not run there
-    assert estimator.inspect()["families"] == {"mlp/gpu": 1}
-    assert estimator._history[("mlp", "gpu")][0] == pytest.approx(0.1)  # seconds per iteration
+    assert estimator.inspect()["families"] == {"ml/mlp/gpu": 1}
+    assert estimator._history[("ml", "mlp", "gpu")][0] == pytest.approx(0.1)  # seconds per iteration
     # The pilots' spread of every configuration they ran in: the family's task spread.
-    assert (list(estimator._task_spread[("mlp", "gpu")]), list(estimator._task_spread[("mlp", "cpu")])) == ([0.3], [0.2])
+    assert (list(estimator._task_spread[("ml", "mlp", "gpu")]), list(estimator._task_spread[("ml", "mlp", "cpu")])) == ([0.3], [0.2])

@@ -190,8 +190,8 @@ def test_a_users_own_estimate_does_not_set_its_familys_task_spread():
                        "conditions": [{"type": "Complete", "status": "True"}]}}
     estimator._replace_jobs([JOB_DECODER.decode(json.dumps(body).encode())])
     estimator.reconcile()
-    assert estimator.inspect()["families"] == {"mlp/gpu": 1}  # its real runtime counts
-    assert not list(estimator._task_spread.get(("mlp", "gpu"), ()))
+    assert estimator.inspect()["families"] == {"ml/mlp/gpu": 1}  # its real runtime counts
+    assert not list(estimator._task_spread.get(("ml", "mlp", "gpu"), ()))
 
 
 def test_a_sample_whose_workload_reported_while_its_sidecar_runs_has_ended():
