@@ -8,11 +8,18 @@ from pathlib import Path
 
 import pytest
 
+from scheduler.preemption import FitGppSettings
 from scheduler.simulator.allox.workload import AlloxWorkload
+from scheduler.simulator.cluster import ClusterSpec
 from scheduler.simulator.cli import main
 from scheduler.simulator.errors import InvalidWorkload, TraceError
-from scheduler.simulator.hived.exchange import main as exchange_main
+from scheduler.simulator.fitgpp.policies import make_policy
+from scheduler.simulator.fitgpp.simulation import Simulation
 from scheduler.simulator.fitgpp.trace import load_trace
+from scheduler.simulator.hived.exchange import main as exchange_main
+from scheduler.simulator.policy_registry import PolicyOptions
+
+from sim_helpers import SMALL_NODE, job
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "scheduler" / "simulator" / "examples"
 TRACE = ["--trace", str(EXAMPLES / "trace.csv"), "--nodes", "2", "--policies", "fifo", "--no-progress"]
@@ -233,3 +240,20 @@ def test_a_parameter_set_twice_is_refused(args: list[str], capsys: pytest.Captur
     # The last value won without a word, in a command line built up from several scripts.
     err = refusal([*args, "--no-progress"], capsys)
     assert "cellfit simulate: --set " in err and "twice" in err
+
+
+@pytest.mark.parametrize("submit", [0.3, 0.7, 1.1, 0.6])
+def test_a_fractional_tick_decides_at_every_multiple(submit: float) -> None:
+    # --tick 0.1: 0.3 / 0.1 is 2.9999999999999996 in floats, so the decision instant pushed for
+    # 0.3 (0.30000000000000004, itself 3.0000000000000004 ticks) was not taken for one and the
+    # job waited for a later tick.
+    settings = FitGppSettings()
+    simulation = Simulation(
+        cluster=ClusterSpec(nodes=1, node=SMALL_NODE),
+        jobs=[job("a", at=submit, duration=10)],
+        policy=make_policy("fifo", PolicyOptions(settings=settings, seed=0)),
+        settings=settings,
+        tick=0.1,
+    )
+    result = simulation.run()
+    assert result.first_start[0] == pytest.approx(submit, abs=1e-9)

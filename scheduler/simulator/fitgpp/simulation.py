@@ -228,7 +228,9 @@ class Simulation:
                 while cursor < total and pending[cursor].spec.submit_time <= now:
                     self._submit(pending[cursor])
                     cursor += 1
-            if self._tick and not (now / self._tick).is_integer():
+            # The instant a tick was pushed for is a decision instant even where floats make it
+            # no exact multiple (0.30000000000000004 is 3.0000000000000004 ticks of 0.1).
+            if self._tick and not ((now / self._tick).is_integer() or now == self._tick_pushed):
                 self._push_tick(now)
                 return  # jobs wait for the next decision instant
             if not trace_mode:
