@@ -69,7 +69,8 @@ def run_grid(
             progress(done, count, 0, 0, label)
 
     if workers > 1 and len(pending) > 1:
-        with ProcessPoolExecutor(max_workers=workers) as pool:
+        # No more processes than runs: the pool forks every worker it may have at once.
+        with ProcessPoolExecutor(max_workers=min(workers, len(pending))) as pool:
             each = task if task is not None else partial(_unreported, run)
             for (label, seed, _), result in zip(pending, pool.map(each, [args for _, _, args in pending])):
                 runs[label].append(result)

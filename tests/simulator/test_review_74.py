@@ -4,6 +4,7 @@ a trace is read as spreadsheets write it."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from scheduler.simulator.errors import InvalidWorkload, TraceError
 from scheduler.simulator.fitgpp.policies import make_policy
 from scheduler.simulator.fitgpp.simulation import Simulation
 from scheduler.simulator.fitgpp.trace import load_trace
+from scheduler.simulator.grid import run_grid
 from scheduler.simulator.hived.exchange import main as exchange_main
 from scheduler.simulator.policy_registry import PolicyOptions
 
@@ -257,3 +259,29 @@ def test_a_fractional_tick_decides_at_every_multiple(submit: float) -> None:
     )
     result = simulation.run()
     assert result.first_start[0] == pytest.approx(submit, abs=1e-9)
+
+
+def _siblings(_: object) -> int:
+    """Processes the grid's process has forked, seen from one of them (Linux /proc)."""
+    parent = os.getppid()
+    count = 0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", encoding="ascii", errors="replace") as handle:
+                fields = handle.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        count += int(fields[1]) == parent
+    return count
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="counts processes through /proc")
+def test_more_workers_than_runs_start_no_idle_processes() -> None:
+    # --workers 500 on a two-run table forked 500 copies of the simulator (the pool starts every
+    # worker it may have at once) on a shared machine.
+    runs: dict[str, list[int]] = {"a": []}
+    run_grid([("a", 1, None), ("a", 2, None)], run=lambda args, progress: 0, runs=runs, task=_siblings, workers=8)
+    assert len(runs["a"]) == 2
+    assert max(runs["a"]) <= 2
