@@ -285,3 +285,16 @@ def test_more_workers_than_runs_start_no_idle_processes() -> None:
     run_grid([("a", 1, None), ("a", 2, None)], run=lambda args, progress: 0, runs=runs, task=_siblings, workers=8)
     assert len(runs["a"]) == 2
     assert max(runs["a"]) <= 2
+
+
+def test_a_configuration_asking_for_another_preemption_is_refused_by_the_fitgpp_workload(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # preemption.policy: placement was replaced by FitGpp without a word: the tables evaluated
+    # FitGpp's victims while the admin asked about the placement's own.
+    config = tmp_path / "placement.yaml"
+    config.write_text("preemption:\n  policy: placement\n", encoding="utf-8")
+    err = refusal([*TRACE, "--config", str(config)], capsys)
+    assert "cellfit simulate: --config" in err and "preemption.policy" in err and "placement" in err
+    config.write_text("preemption:\n  policy: fitgpp\n", encoding="utf-8")
+    assert main([*TRACE, "--config", str(config)]) == 0

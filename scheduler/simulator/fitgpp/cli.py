@@ -178,6 +178,13 @@ def _prepare(args: argparse.Namespace) -> Produce:
     if args.write_trace:
         check_output_file(args.write_trace, option="--write-trace")
     configuration = load_settings(args.config) if args.config else None
+    if configuration is not None and configuration.preemption.policy != "fitgpp":
+        # The workload's policies are FitGpp's experiments: the run would put FitGpp in its place.
+        fail_option(
+            "--config",
+            f"preemption.policy {configuration.preemption.policy}: workload fitgpp runs FitGpp's preemption "
+            "(leave preemption.policy out, or fitgpp)",
+        )
     settings = _settings(args, configuration)
     experiment = _experiment(args, settings, configuration)
     workers = parse_int(args.workers, "--workers", low=1)
