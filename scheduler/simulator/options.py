@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import argparse
 import math
-from typing import Final, NoReturn
+from typing import Callable, Final, NoReturn, Sequence, TypeVar
 
 from scheduler.core.resources import Resources, cpu_millis, device_count, whole_units
 from scheduler.errors import InvalidRequest
 from scheduler.simulator.cluster import ClusterSpec
+
+State = TypeVar("State")
 
 EXIT_OK: Final = 0
 EXIT_FAILED: Final = 1
@@ -71,6 +73,26 @@ def refuse_repeated_parameters(assignments: list[str]) -> None:
         if key in seen:
             fail_option(f"--set {key}", "given twice")
         seen.add(key)
+
+
+def apply_in_any_order(state: State, assignments: Sequence[str], apply: Callable[[State, str], State]) -> State:
+    """``apply`` each ``--set`` assignment to ``state``. One refused is tried again after the
+    others, so that a bound another assignment moves (a low above the default high) does not
+    depend on the options' order; what no order accepts is refused with the first refusal."""
+    pending = list(assignments)
+    while pending:
+        refused: list[str] = []
+        first: BadOption | None = None
+        for assignment in pending:
+            try:
+                state = apply(state, assignment)
+            except BadOption as error:
+                refused.append(assignment)
+                first = first or error
+        if first is not None and len(refused) == len(pending):
+            raise first
+        pending = refused
+    return state
 
 
 def cluster_from(args: argparse.Namespace, default: ClusterSpec) -> ClusterSpec:

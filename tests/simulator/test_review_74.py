@@ -4,6 +4,7 @@ a trace is read as spreadsheets write it."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -298,3 +299,47 @@ def test_a_configuration_asking_for_another_preemption_is_refused_by_the_fitgpp_
     assert "cellfit simulate: --config" in err and "preemption.policy" in err and "placement" in err
     config.write_text("preemption:\n  policy: fitgpp\n", encoding="utf-8")
     assert main([*TRACE, "--config", str(config)]) == 0
+
+
+MOVED_BOUNDS = [
+    ["--jobs", "10", "--set", "te.duration.low=40", "--set", "te.duration.high=60"],
+    ["--workload", "allox", "--jobs", "10", "--policies", "es", "--set", "allox.gpu_min_minutes=300",
+     "--set", "allox.gpu_max_minutes=600"],
+    ["--workload", "hived", "--jobs", "10", "--set", "hived.duration_low=1000", "--set", "hived.duration_high=2000"],
+]
+
+
+@pytest.mark.parametrize("args", MOVED_BOUNDS)
+def test_set_options_in_either_order_give_the_same_run(
+    args: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A low bound above the default high was refused when given before its high ("durations
+    # [1000.0, 720.0] min are not 0 < low <= high"), accepted after it.
+    *head, set_low, low, set_high, high = args
+    documents = []
+    for order, tail in enumerate(([set_low, low, set_high, high], [set_high, high, set_low, low])):
+        out = tmp_path / f"{order}.json"
+        code = main([*head, *tail, "--no-progress", "--output-json", str(out)])
+        assert code == 0, capsys.readouterr().err
+        documents.append(json.loads(out.read_text()))
+    capsys.readouterr()
+    first, second = documents
+    assert strip_set(first) == strip_set(second)
+
+
+def strip_set(document: object) -> object:
+    """The document without the --set list as given (its order is the only difference)."""
+    if isinstance(document, dict):
+        return {key: strip_set(value) for key, value in document.items() if key != "set"}
+    if isinstance(document, list):
+        return [strip_set(value) for value in document]
+    return document
+
+
+@pytest.mark.parametrize("args", MOVED_BOUNDS)
+def test_set_bounds_no_order_accepts_are_refused(args: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    *head, _, low, set_high, high = args
+    low_key = low.partition("=")[0]
+    above = f"{low_key}={float(high.partition('=')[2]) * 2:g}"
+    err = refusal([*head, set_high, high, "--set", above, "--no-progress"], capsys)
+    assert f"cellfit simulate: --set {low_key}" in err

@@ -29,7 +29,7 @@ from scheduler.simulator.allox.policies import ADMISSION_POLICIES, ALPHA_POLICIE
 from scheduler.simulator.allox.report import sweep_table, tables
 from scheduler.simulator.allox.workload import ALLOX_CLUSTER, AlloxWorkload, describe
 from scheduler.simulator.errors import InvalidWorkload
-from scheduler.simulator.options import BadOption, cluster_from, fail_option, parse_float, parse_int, policy_list
+from scheduler.simulator.options import BadOption, apply_in_any_order, cluster_from, fail_option, parse_float, parse_int, policy_list
 from scheduler.simulator.policy_registry import AlloxOptions, policy_names
 from scheduler.simulator.progress import ProgressBar
 from scheduler.simulator.report import document
@@ -68,19 +68,20 @@ def _options(args: argparse.Namespace, configuration: Settings | None) -> AlloxO
 
 
 def _workload(args: argparse.Namespace) -> AlloxWorkload:
-    workload = AlloxWorkload()
-    for assignment in args.set:
-        key, equals, value = assignment.partition("=")
-        key = key.strip()
-        if not equals:
-            fail_option("--set", f"{assignment!r} is not KEY=VALUE")
-        if not key.startswith("allox."):
-            fail_option(f"--set {key}", f"{key!r} is not a parameter of workload allox (its keys start with 'allox.')")
-        try:
-            workload = workload.with_parameter(key, parse_float(value, f"--set {key}"))
-        except InvalidWorkload as error:
-            raise BadOption(str(error), field=f"--set {key}") from None
-    return workload
+    return apply_in_any_order(AlloxWorkload(), args.set, _apply)
+
+
+def _apply(workload: AlloxWorkload, assignment: str) -> AlloxWorkload:
+    key, equals, value = assignment.partition("=")
+    key = key.strip()
+    if not equals:
+        fail_option("--set", f"{assignment!r} is not KEY=VALUE")
+    if not key.startswith("allox."):
+        fail_option(f"--set {key}", f"{key!r} is not a parameter of workload allox (its keys start with 'allox.')")
+    try:
+        return workload.with_parameter(key, parse_float(value, f"--set {key}"))
+    except InvalidWorkload as error:
+        raise BadOption(str(error), field=f"--set {key}") from None
 
 
 def _refuse_unread(args: argparse.Namespace, *, names: list[str], sweep: str | None) -> None:

@@ -20,7 +20,7 @@ from scheduler.simulator.fitgpp.plots import plot_slowdowns, plot_sweep
 from scheduler.simulator.fitgpp.report import sweep_table, tables
 from scheduler.simulator.fitgpp.trace import dump_trace, load_trace
 from scheduler.simulator.fitgpp.workload import FitGppWorkload
-from scheduler.simulator.options import BadOption, cluster_from, fail_option, parse_float, parse_int, policy_list
+from scheduler.simulator.options import BadOption, apply_in_any_order, cluster_from, fail_option, parse_float, parse_int, policy_list
 from scheduler.simulator.policy_registry import policy_names
 from scheduler.simulator.progress import ProgressBar
 from scheduler.simulator.report import document
@@ -80,7 +80,8 @@ def _experiment(args: argparse.Namespace, settings: FitGppSettings, configuratio
     if not math.isfinite(gp_scale):
         fail_option("--gp-scale", f"{args.gp_scale!r} is not finite")
     workload = FitGppWorkload(te_share=te_share, gp_scale=gp_scale)
-    for assignment in args.set:
+
+    def apply(changed: FitGppWorkload, assignment: str) -> FitGppWorkload:
         key, equals, value = assignment.partition("=")
         if not equals:
             fail_option("--set", f"{assignment!r} is not KEY=VALUE")
@@ -90,9 +91,11 @@ def _experiment(args: argparse.Namespace, settings: FitGppSettings, configuratio
                 fail_option(f"--set {key.strip()}", f"a parameter of workload {owner} only (add --workload {owner})")
             fail_option(f"--set {key.strip()}", f"not a parameter of workload {COMMAND.name}")
         try:
-            workload = workload.with_parameter(key.strip(), parse_float(value, f"--set {key.strip()}"))
+            return changed.with_parameter(key.strip(), parse_float(value, f"--set {key.strip()}"))
         except InvalidWorkload as error:
             raise BadOption(str(error), field=f"--set {key.strip()}") from None
+
+    workload = apply_in_any_order(workload, args.set, apply)
     return Experiment(
         cluster=_cluster(args),
         workload=workload,

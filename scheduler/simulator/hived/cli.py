@@ -30,6 +30,7 @@ from scheduler.simulator.hived.simulation import QUEUES
 from scheduler.simulator.hived.workload import HivedWorkload
 from scheduler.simulator.options import (
     BadOption,
+    apply_in_any_order,
     fail_option,
     parse_float,
     parse_int,
@@ -46,35 +47,37 @@ def _workload_and_queue(args: argparse.Namespace) -> tuple[HivedWorkload, str]:
     workload = HivedWorkload()
     if args.load is not None:
         workload = replace(workload, load=parse_float(args.load, "--load", positive=True))
-    queue = "fifo"
-    tenants = {t.name: t for t in workload.tenants}
-    for assignment in args.set:
-        key, equals, value = assignment.partition("=")
-        key, value = key.strip(), value.strip()
-        if not equals:
-            fail_option("--set", f"{assignment!r} is not KEY=VALUE")
-        option = f"--set {key}"
-        try:
-            if key == "hived.queue":
-                if value not in QUEUES:
-                    fail_option(option, f"{value!r} is not one of {', '.join(QUEUES)}")
-                queue = value
-            elif key == "hived.duration_low":
-                workload = replace(workload, duration_low=parse_float(value, option, positive=True))
-            elif key == "hived.duration_high":
-                workload = replace(workload, duration_high=parse_float(value, option, positive=True))
-            elif key.startswith("hived.load."):
-                name = key[len("hived.load.") :]
-                if name not in tenants:
-                    fail_option(option, f"no tenant {name!r} (tenants: {', '.join(tenants)})")
-                tenants[name] = replace(tenants[name], load=parse_float(value, option, positive=True))
-                workload = replace(workload, tenants=tuple(tenants.values()))
-            else:
-                fail_option(option, f"{key!r} is not a parameter of workload hived (keys: {', '.join(SET_KEYS)})")
-        except InvalidWorkload as error:
-            message = str(error).removeprefix(f"{error.field}: ") if error.field else str(error)
-            raise BadOption(message, field=option) from None
-    return workload, queue
+    return apply_in_any_order((workload, "fifo"), args.set, _apply)
+
+
+def _apply(state: tuple[HivedWorkload, str], assignment: str) -> tuple[HivedWorkload, str]:
+    """One ``--set`` on (the workload, the queue)."""
+    workload, queue = state
+    key, equals, value = assignment.partition("=")
+    key, value = key.strip(), value.strip()
+    if not equals:
+        fail_option("--set", f"{assignment!r} is not KEY=VALUE")
+    option = f"--set {key}"
+    try:
+        if key == "hived.queue":
+            if value not in QUEUES:
+                fail_option(option, f"{value!r} is not one of {', '.join(QUEUES)}")
+            return workload, value
+        if key == "hived.duration_low":
+            return replace(workload, duration_low=parse_float(value, option, positive=True)), queue
+        if key == "hived.duration_high":
+            return replace(workload, duration_high=parse_float(value, option, positive=True)), queue
+        if key.startswith("hived.load."):
+            tenants = {t.name: t for t in workload.tenants}
+            name = key[len("hived.load.") :]
+            if name not in tenants:
+                fail_option(option, f"no tenant {name!r} (tenants: {', '.join(tenants)})")
+            tenants[name] = replace(tenants[name], load=parse_float(value, option, positive=True))
+            return replace(workload, tenants=tuple(tenants.values())), queue
+        fail_option(option, f"{key!r} is not a parameter of workload hived (keys: {', '.join(SET_KEYS)})")
+    except InvalidWorkload as error:
+        message = str(error).removeprefix(f"{error.field}: ") if error.field else str(error)
+        raise BadOption(message, field=option) from None
 
 
 def _sweep_values(text: str | None) -> list[float]:
