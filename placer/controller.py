@@ -78,6 +78,7 @@ from scheduler.kube import wire
 from scheduler.kube.translate import pod_requests
 from scheduler.kube.wire import annotation_pointer
 from scheduler.matching.admission import (
+    DEFAULT_CPU_SLOT,
     AdmissionDecision,
     DecideReuse,
     Queued,
@@ -91,10 +92,10 @@ from scheduler.matching.admission import (
     kinds_beyond,
     most_gpus,
     choose_for_trial,
-    cpu_slot_for,
     decide_starts,
     idle_machines,
     pool_kind,
+    queued_cpu_slot,
 )
 from scheduler.matching.capacity import GuaranteeCell, NodeResources, guaranteed_gpu_machines
 from scheduler.matching.fairness import Capacity
@@ -452,9 +453,11 @@ class PlacerController:
         if not trials:
             return []
         reserved = self._settings.reserved_cpu_per_gpu
-        cpu_slot = cpu_slot_for([*waiting, *trials], free_nodes=free, reserved_cpu_per_gpu=reserved)
+        queued_slot = queued_cpu_slot([*waiting, *trials], free_nodes=free, reserved_cpu_per_gpu=reserved)
+        cpu_slot = DEFAULT_CPU_SLOT if queued_slot is None else queued_slot
         machines = idle_machines(free_nodes=free, running=running, cpu_slot=cpu_slot, reserved_cpu_per_gpu=reserved, gpu_pools=gpu_pools,
-                                 gpu_slots=gpu_slots_for([*waiting, *trials], free_nodes=free, gpu_pools=gpu_pools))
+                                 gpu_slots=gpu_slots_for([*waiting, *trials], free_nodes=free, gpu_pools=gpu_pools),
+                                 cpu_slot_queued=queued_slot is not None)
         idle: dict[str, int] = {}
         for machine in machines:
             idle[machine.kind] = idle.get(machine.kind, 0) + 1

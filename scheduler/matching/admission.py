@@ -39,11 +39,12 @@ from scheduler.matching.allox import AlloxScheduler, Matched
 from scheduler.matching.alloxplus import AlloxPlusScheduler
 from scheduler.matching.capacity import DEFAULT_RESERVED_CPU_PER_GPU, NodeResources, default_demands, machines_for
 from scheduler.matching.fairness import Capacity, DemandShare, ShareModel, job_value
-from scheduler.matching.model import KIND_GPU, Assignment, Demand, Job, Machine
+from scheduler.matching.model import KIND_CPU, KIND_GPU, Assignment, Demand, Job, Machine
 from scheduler.matching.reuse import Reuse
 from scheduler.matching.solve import Fleet, Hint, Problem, Queues, fleet, prepare_on, rows_on, solve
 
 AdmissionPolicy = Literal["allox", "allox+"]
+DEFAULT_CPU_SLOT = Demand(cpu=1.0)  # what a CPU slot is when no queued CPU configuration sizes it
 T = TypeVar("T")
 
 
@@ -180,13 +181,15 @@ def idle_machines(
     reserved_cpu_per_gpu: float,
     gpu_pools: Mapping[str, int] | None = None,
     gpu_slots: Mapping[str, int] | None = None,
+    cpu_slot_queued: bool = True,
 ) -> list[Machine]:
     """The free capacity's machines less the ones running interchangeable Jobs hold (``pods``
     of their kind each, :func:`held_per_pod` machines a pod). With ``gpu_pools`` (virtual cluster
     → GPU machines its free guarantee holds, running Jobs' included), the GPU machines are those,
     named ``vc/<vc>/gpu-<i>`` and of kind ``gpu@<vc>``; the nodes' free GPUs only keep cores
     beside them. ``gpu_slots``: GPUs a machine of each GPU kind holds (:func:`gpu_slots_for`;
-    1 where absent)."""
+    1 where absent). ``cpu_slot_queued`` False: no queued CPU configuration sized ``cpu_slot``
+    (no CPU slot is asked for), and a running CPU pod holds one."""
     slots = gpu_slots or {}
     listed, indices = _machines_for(tuple(free_nodes), cpu_slot, reserved_cpu_per_gpu, slots.get(KIND_GPU, 1) if gpu_pools is None else 1)
     machines: Sequence[Machine] = listed
@@ -200,7 +203,8 @@ def idle_machines(
     taken: dict[str, int] = {}
     for job in running:
         kind = _running_kind(job, gpu_pools)
-        taken[kind] = taken.get(kind, 0) + job.pods * held_per_pod(job, gpu_slot=slots.get(kind, 1))
+        taken[kind] = taken.get(kind, 0) + job.pods * held_per_pod(job, gpu_slot=slots.get(kind, 1),
+                                                                   cpu_slot=cpu_slot if cpu_slot_queued else None)
     # A running Job holds machines of its kind: the last ones.
     held = {index for kind, count in taken.items() if count > 0 for index in indices.get(kind, ())[-count:]}
     return [machine for index, machine in enumerate(machines) if index not in held]
@@ -224,13 +228,21 @@ def _machines_for(
     return machines, MappingProxyType(_indices_by_kind(machines))
 
 
-def held_per_pod(job: RunningJob, *, gpu_slot: int) -> int:
-    """Machines one pod of a running Job holds: on GPUs, as many machines of ``gpu_slot`` GPUs
-    as its pod's GPUs fill (a pod of 4 GPUs holds 4 machines of one, and one of 4); else one."""
+def held_per_pod(job: RunningJob, *, gpu_slot: int, cpu_slot: Demand | None = None) -> int:
+    """Machines one pod of a running Job holds: as many as its pod fills, at least one. On GPUs,
+    machines of ``gpu_slot`` GPUs (a pod of 4 GPUs holds 4 machines of one, and one of 4); on
+    CPUs, slots of ``cpu_slot`` (sized for the Jobs queued now: a pod of 8 cores holds 4 slots of
+    2, as its cores are counted free)."""
     demand = job.demand.get(job.kind)
-    if configuration_kind(job.kind) != KIND_GPU or demand is None or demand.gpu <= gpu_slot:
+    if demand is None:
         return 1
-    return math.ceil(demand.gpu / gpu_slot)
+    if configuration_kind(job.kind) == KIND_GPU:
+        filled = demand.gpu / gpu_slot
+    elif cpu_slot is not None and job.kind == KIND_CPU:
+        filled = max(demand.cpu / cpu_slot.cpu, demand.memory / cpu_slot.memory if cpu_slot.memory > 0 else 0.0)
+    else:
+        return 1
+    return max(1, math.ceil(filled - 1e-9))
 
 
 def gpu_slots_for(
@@ -264,18 +276,26 @@ def cpu_slot_for(
     *,
     free_nodes: Sequence[NodeResources] | None = None,
     reserved_cpu_per_gpu: float = DEFAULT_RESERVED_CPU_PER_GPU,
-    default: Demand = Demand(cpu=1.0),
+    default: Demand = DEFAULT_CPU_SLOT,
 ) -> Demand:
     """A CPU machine must hold any queued CPU configuration: the largest one asked for that one
     of ``free_nodes`` holds (all of them without nodes). A configuration no node holds must not
     size the slots: one user's "1000" cores would leave no CPU slot to anyone."""
+    sized = queued_cpu_slot(waiting, free_nodes=free_nodes, reserved_cpu_per_gpu=reserved_cpu_per_gpu)
+    return default if sized is None else sized
+
+
+def queued_cpu_slot(
+    waiting: Sequence[WaitingJob], *, free_nodes: Sequence[NodeResources] | None, reserved_cpu_per_gpu: float
+) -> Demand | None:
+    """:func:`cpu_slot_for`, None when no queued CPU configuration sizes the slot."""
     demands = {job.demand["cpu"] for job in waiting if "cpu" in job.seconds and "cpu" in job.demand}
     if free_nodes is not None:
         # Nodes alike hold alike: each distinct (cores beside the GPUs, memory) once.
         room = {(node.cpu - node.gpu * reserved_cpu_per_gpu, node.memory) for node in free_nodes}
         demands = {d for d in demands if any(d.cpu <= cores and d.memory <= memory for cores, memory in room)}
     if not demands:
-        return default
+        return None
     return Demand(cpu=max(max(d.cpu for d in demands), 1e-3), memory=max(d.memory for d in demands))
 
 
@@ -412,7 +432,8 @@ def decide_starts(
     if reuse is not None:
         reuse.waiting.begin_pass()
         reuse.running.begin_pass()
-    cpu_slot = cpu_slot_for(waiting, free_nodes=free_nodes, reserved_cpu_per_gpu=reserved_cpu_per_gpu)
+    queued_slot = queued_cpu_slot(waiting, free_nodes=free_nodes, reserved_cpu_per_gpu=reserved_cpu_per_gpu)
+    cpu_slot = DEFAULT_CPU_SLOT if queued_slot is None else queued_slot
     gpus_on_a_node = most_gpus(free_nodes)
     room = gpu_room(free_nodes)
     gpu_slots = gpu_slots_for(waiting, free_nodes=free_nodes, gpu_pools=gpu_pools)
@@ -421,12 +442,13 @@ def decide_starts(
         defaults.update({pool_kind(pool): defaults[KIND_GPU] for pool in gpu_pools})
     shares = DemandShare(capacity=capacity, default_demand=defaults)
     idle = idle_machines(free_nodes=free_nodes, running=running, cpu_slot=cpu_slot, reserved_cpu_per_gpu=reserved_cpu_per_gpu,
-                         gpu_pools=gpu_pools, gpu_slots=gpu_slots)
+                         gpu_pools=gpu_pools, gpu_slots=gpu_slots, cpu_slot_queued=queued_slot is not None)
     kinds = {m.kind for m in idle} | {_running_kind(job, gpu_pools) for job in running}
     # The running Jobs as busy machines and their users' progress (Algorithm 2 needs no
     # assignment of theirs: it is given the progress, and their users).
     busy, progress = _busy(now=now, running=running, kinds=kinds, omega_grid_seconds=omega_grid_seconds, omega_grid_ratio=omega_grid_ratio,
-                           gpu_pools=gpu_pools, gpu_slots=gpu_slots, shares=shares, reuse=reuse.running if reuse is not None else None)
+                           gpu_pools=gpu_pools, gpu_slots=gpu_slots, cpu_slot=queued_slot, shares=shares,
+                           reuse=reuse.running if reuse is not None else None)
     machines_of: dict[str, int] = {}
     for machine in (*idle, *busy):
         machines_of[machine.kind] = machines_of.get(machine.kind, 0) + 1
@@ -688,6 +710,7 @@ def _standard_deviation(values: Sequence[float]) -> float:
 def busy_machines(
     *, now: float, running: Sequence[RunningJob], kinds: Collection[str], omega_grid_seconds: float = 60.0,
     omega_grid_ratio: float = 1.25, gpu_pools: Mapping[str, int] | None = None, gpu_slots: Mapping[str, int] | None = None,
+    cpu_slot: Demand | None = None,
 ) -> tuple[dict[Machine, float], list[Assignment]]:
     """The machines running Jobs hold (``pods`` each, :func:`held_per_pod` a pod), free at ω
     (its start + its estimate on its kind, on the grid :func:`decide` describes), and the
@@ -695,7 +718,7 @@ def busy_machines(
     ``kinds`` the cluster has, as a waiting Job's choices, and counts every pod)."""
     assignments: list[Assignment] = []
     busy, _ = _busy(now=now, running=running, kinds=kinds, omega_grid_seconds=omega_grid_seconds, omega_grid_ratio=omega_grid_ratio,
-                    gpu_pools=gpu_pools, gpu_slots=gpu_slots or {}, shares=None, reuse=None, assignments=assignments)
+                    gpu_pools=gpu_pools, gpu_slots=gpu_slots or {}, cpu_slot=cpu_slot, shares=None, reuse=None, assignments=assignments)
     return busy, assignments
 
 
@@ -714,8 +737,8 @@ class _Held:
 
 def _busy(
     *, now: float, running: Sequence[RunningJob], kinds: Collection[str], omega_grid_seconds: float, omega_grid_ratio: float,
-    gpu_pools: Mapping[str, int] | None, gpu_slots: Mapping[str, int], shares: ShareModel | None, reuse: Reuse[_Held] | None,
-    assignments: list[Assignment] | None = None,
+    gpu_pools: Mapping[str, int] | None, gpu_slots: Mapping[str, int], cpu_slot: Demand | None, shares: ShareModel | None,
+    reuse: Reuse[_Held] | None, assignments: list[Assignment] | None = None,
 ) -> tuple[dict[Machine, float], dict[str, float]]:
     """:func:`busy_machines`' machines (its assignments appended to ``assignments``, when
     given), and the users' progress from the running Jobs (with ``shares``; what
@@ -723,13 +746,13 @@ def _busy(
     busy: dict[Machine, float] = {}
     progress: dict[str, float] = {}
     known = frozenset(kinds)
-    context = (known, _pools_key(gpu_pools), frozenset(gpu_slots.items()), shares)
+    context = (known, _pools_key(gpu_pools), frozenset(gpu_slots.items()), cpu_slot, shares)
     if reuse is not None:
         context = reuse.context(context)
     for job in sorted(running, key=_by_key):
         held = reuse.get(job, context) if reuse is not None and job.started <= now else None
         if held is None:
-            held = _held(job, now=now, known=known, gpu_pools=gpu_pools, gpu_slots=gpu_slots, shares=shares)
+            held = _held(job, now=now, known=known, gpu_pools=gpu_pools, gpu_slots=gpu_slots, cpu_slot=cpu_slot, shares=shares)
             if reuse is not None and job.started <= now:  # else its Job's arrival is the clock
                 reuse.put(job, context, held)
         until = held.ends if held.ends > now else now
@@ -749,7 +772,7 @@ def _busy(
 
 def _held(
     job: RunningJob, *, now: float, known: frozenset[str], gpu_pools: Mapping[str, int] | None, gpu_slots: Mapping[str, int],
-    shares: ShareModel | None,
+    cpu_slot: Demand | None, shares: ShareModel | None,
 ) -> _Held:
     kind = _running_kind(job, gpu_pools)
     if gpu_pools is None:
@@ -770,7 +793,7 @@ def _held(
             translated[kind] = job.demand[job.kind]
         demand = {k: translated[k] for k in seconds if k in translated}
     matching_job = Job(name=job.key, user=job.user, arrival=min(job.started, now), processing_time=seconds, demand=demand)
-    per_pod = held_per_pod(job, gpu_slot=gpu_slots.get(kind, 1))
+    per_pod = held_per_pod(job, gpu_slot=gpu_slots.get(kind, 1), cpu_slot=cpu_slot)
     count = job.pods * per_pod
     names = [f"running/{job.key}"] if count == 1 else [f"running/{job.key}/{index}" for index in range(count)]
     return _Held(machines=tuple(Machine(name=name, kind=kind) for name in names), per_pod=per_pod, ends=job.started + job.seconds[job.kind],

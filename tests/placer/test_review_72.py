@@ -188,3 +188,22 @@ def test_a_running_job_of_four_gpus_a_pod_holds_four_gpus() -> None:
     decision = gpu_controller(RecordingApi(), [running, *waiting], gpus=[8]).admit()
     assert decision.busy_machines == {"gpu": 4}
     assert len(decision.starts) == 4
+
+
+def test_a_running_cpu_job_larger_than_the_cpu_slot_holds_as_many_slots_as_its_pod_fills() -> None:
+    # The slot is sized for the 2-core Jobs queued now; the running pod of 8 cores (its cores
+    # counted free, as it is a busy machine of its own) held one slot, and 7 Jobs of 2 cores were
+    # started on the node's 16 cores beside it.
+    configurations = {"cpu": {"resources": {"cpu": "8", "memory": "1Gi"}}}
+    body = {"metadata": {"name": "big", "namespace": "alice", "uid": "uid-big", "resourceVersion": "1",
+                         "creationTimestamp": "2026-01-01T00:00:00Z",
+                         "annotations": {"cellfit.io/configurations": json.dumps(configurations), "cellfit.io/placement": "cpu",
+                                         "cellfit.io/estimate": json.dumps({"cpu": {"seconds": 6000}})}},
+            "spec": {"suspend": False, "template": {"spec": {"containers": [TRAINER]}}}, "status": {"startTime": "2026-01-01T00:01:00Z"}}
+    running = JOB_DECODER.decode(json.dumps(body).encode())
+    small = {"cpu": {"resources": {"cpu": "2", "memory": "1Gi"}}}
+    waiting = [job_with_pod(f"small{index}", configurations=small, pod={"containers": [TRAINER]}, estimate={"cpu": 100})
+               for index in range(8)]
+    decision = cpu_only_controller(RecordingApi(), [running, *waiting], cores=16).admit()
+    assert decision.busy_machines == {"cpu": 4}
+    assert len(decision.starts) == 4
