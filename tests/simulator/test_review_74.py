@@ -343,3 +343,19 @@ def test_set_bounds_no_order_accepts_are_refused(args: list[str], capsys: pytest
     above = f"{low_key}={float(high.partition('=')[2]) * 2:g}"
     err = refusal([*head, set_high, high, "--set", above, "--no-progress"], capsys)
     assert f"cellfit simulate: --set {low_key}" in err
+
+
+@pytest.mark.parametrize(
+    ("extra", "option"),
+    [(["--table4"], "--table4"), (["--paper"], "--paper"), (["--write-trace", "arrivals.csv"], "--write-trace")],
+)
+def test_experiment_options_a_fitgpp_sweep_does_not_produce_are_refused(
+    extra: list[str], option: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A sweep prints its own table: Table 4, the paper's rows and the written trace were
+    # dropped without a word.
+    args = ["--jobs", "10", "--nodes", "2", "--sweep", "gp-scale", "--sweep-values", "1", "--no-progress", *extra]
+    if option == "--write-trace":
+        args[-1] = str(tmp_path / "arrivals.csv")
+    err = refusal(args, capsys)
+    assert f"cellfit simulate: {option}" in err

@@ -125,8 +125,12 @@ def _refuse_for_trace(args: argparse.Namespace, *, arrivals: str, jobs: int, tra
 
 
 def _refuse_for_fitgpp_sweep(args: argparse.Namespace, *, sweep: str, policies: list[str]) -> None:
-    """The s and P sweeps run fitgpp alone at each swept value (Figs. 4, 5): other policies, or
-    the swept parameter given as well, would be dropped without a word."""
+    """A sweep prints its own table (no Table 4, no paper rows, no arrivals written), and the s
+    and P sweeps run fitgpp alone at each swept value (Figs. 4, 5): other policies, or the swept
+    parameter given as well, would be dropped without a word."""
+    for option, given in (("--table4", args.table4), ("--paper", args.paper), ("--write-trace", args.write_trace)):
+        if given:
+            fail_option(option, "not with --sweep (a sweep prints its own table)")
     if sweep not in ("s", "P"):
         return
     if args.policies is not None and policies != ["fitgpp"]:
