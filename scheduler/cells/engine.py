@@ -243,7 +243,12 @@ class HivedEngine:
         existing = alloc.by_pod.get(pod.uid)
         if existing is not None:
             if self._in(existing.node, allowed):
-                return _Decision(existing.node or "", existing, alloc.victims(existing))
+                victims = alloc.victims(existing)
+                spot = self._instead_of_hold(existing, ctx, allowed) if victims else None
+                if spot is None:
+                    return _Decision(existing.node or "", existing, victims)
+                alloc.release(existing)
+                return _Decision(spot.gpus[0].node or "", None, [], spot)
             if existing.group is None:
                 alloc.release(existing)
             else:
@@ -258,6 +263,19 @@ class HivedEngine:
             self.expiry.booked_for(pod.uid)
             return _Decision(node, booking, alloc.victims(booking))
         return _Decision(node, None, [], spot)
+
+    def _instead_of_hold(self, hold: Booking, ctx: _Context, allowed: AbstractSet[str] | None) -> Spot | None:
+        """Where a pod whose cells are held while their victims terminate can go now without
+        preempting anyone (a cell of its VC freed since), planned with the hold in place; None
+        when nowhere, and the hold stays (it is never moved to another spot with victims: the
+        preemption under way is for its victims)."""
+        if hold.group is not None or ctx.request.gang is not None:
+            return None
+        try:
+            spot = self.allocator.plan(ctx.request, ctx.vc, ctx.targets, allowed=allowed)
+        except Unplaceable:
+            return None
+        return None if self.allocator.planner.preempts(spot) else spot
 
     def _book(self, spot: Spot, ctx: _Context, pod: PodInfo) -> Booking:
         vc_name = ctx.vc.name if ctx.vc is not None else (ctx.request.vc or "")

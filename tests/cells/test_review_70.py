@@ -252,3 +252,23 @@ def test_a_reload_removing_a_vc_releases_the_cells_held_for_its_waiting_pod():
     assert "p" not in engine.allocator.by_pod and engine.pending_preemptions() == {}
     (released,) = engine.expire_bookings(0.0)
     assert released.kind == "Pod" and released.name == "p" and "'b' was removed" in released.message
+
+
+def test_a_guaranteed_pod_waiting_for_victims_takes_a_clean_cell_of_its_vc_that_freed_since():
+    # a's pod p held node r0n1 while b's opportunistic pod o0 there was to be preempted; then
+    # a's other pod finished and its node r0n0 came back clean and free. p kept waiting for
+    # (and asking the preemption of) o0 instead of taking r0n0.
+    engine = HivedEngine.from_config(rack_cluster(vcs={"a": [{"cellType": "V100-NODE", "count": 2}], "b": [{"cellType": "V100-NODE", "count": 6}]}))
+    first = schedule(engine, pod("g1", 8, "a"), NODES)
+    assert first is not None and first.node_name == "r0n0"
+    engine.apply_pod(first)
+    for i in range(7):
+        opportunistic = schedule(engine, pod(f"o{i}", 8, "b", priority="opportunistic"), NODES)
+        assert opportunistic is not None
+        engine.apply_pod(opportunistic)
+    waiting = pod("p", 8, "a")
+    assert engine.filter(waiting, NODES).failed and engine.pending_preemptions() == {"p": ["o0"]}
+
+    engine.apply_pod(structs.replace(first, phase="Succeeded"))
+    assert engine.filter(waiting, NODES).feasible == ["r0n0"]
+    assert engine.pending_preemptions() == {}
