@@ -203,6 +203,11 @@ class Recovery:
         node_cell = self.topology.nodes.get(node)
         if node_cell is None or request.gpus == 0:
             return None
+        untracked = sum(1 for leaf in node_cell.leaves if leaf.guaranteed_owner is None and leaf.opportunistic_owner is None)
+        if untracked < request.gpus:
+            # The pod runs there (another scheduler counted the node's free GPUs): gang slots
+            # without a pod on the node are plans, and give way.
+            self._release_podless_slots(node_cell.leaves, pod_key=pod_key)
         vc_name = vc.name if vc else (request.vc or "")
         by_index = {leaf.gpu_index: leaf for leaf in node_cell.leaves}
         kept = [by_index.get(i) for i in sorted(set(gpu_indices))]

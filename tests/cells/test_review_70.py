@@ -119,17 +119,22 @@ def test_a_gpu_pod_another_scheduler_bound_without_a_known_vc_is_tracked_not_a_c
     assert len(taken) == 4
 
 
+def _gang_with_its_first_pod_bound(engine: HivedEngine, *, size: int) -> tuple[list[PodInfo], PodInfo, list[str]]:
+    """b's gang of 8-GPU pods (Job "job"), its first pod bound; the nodes of its free slots."""
+    pods = [pod(f"g{i}", 8, "b", gang=("job", size)) for i in range(size)]
+    first = schedule(engine, pods[0], NODES)
+    assert first is not None
+    engine.apply_pod(first)
+    return pods, first, sorted(s.node or "" for s in engine.allocator.groups["uid-job"].slots if s.pod_uid is None)
+
+
 def test_a_restart_keeps_a_gang_to_its_size_when_a_slot_moved_after_the_first_pod_bound():
     # The gang's first pod was bound with the three slots in its bind-info; the second pod's
     # slot moved (kube-scheduler no longer offered the free slots' nodes). After a restart the
     # gang had four slots for three pods: the extra one, no pod's, held a node of the VC's rack
     # until the whole gang was gone.
     engine = _engine()
-    pods = [pod(f"g{i}", 8, "b", gang=("job", 3)) for i in range(3)]
-    first = schedule(engine, pods[0], NODES)
-    assert first is not None
-    engine.apply_pod(first)
-    free = {s.node for s in engine.allocator.groups["uid-job"].slots if s.pod_uid is None}
+    pods, first, free = _gang_with_its_first_pod_bound(engine, size=3)
     second = schedule(engine, pods[1], [n for n in NODES if n not in free])
     assert second is not None and second.node_name not in free
     engine.apply_pod(second)
@@ -272,3 +277,15 @@ def test_a_guaranteed_pod_waiting_for_victims_takes_a_clean_cell_of_its_vc_that_
     engine.apply_pod(structs.replace(first, phase="Succeeded"))
     assert engine.filter(waiting, NODES).feasible == ["r0n0"]
     assert engine.pending_preemptions() == {}
+
+
+def test_a_pod_another_scheduler_bound_on_a_gang_slots_gpus_gets_them():
+    # b's gang booked four nodes, one pod came. The default scheduler, counting only the node's
+    # free GPUs, bound a foreign 8-GPU pod of b onto a node whose GPUs only a slot without a
+    # pod held: it got no booking at all (no untracked GPU left), so b's use of its cells was
+    # undercounted while it ran. The running pod outranks the plan.
+    engine = _engine()
+    _, _, free = _gang_with_its_first_pod_bound(engine, size=4)
+    engine.apply_pod(pod("foreign", 8, "b", node=free[0], phase="Running"))
+    assert engine.allocator.by_pod["foreign"].node == free[0]
+    assert free[0] not in {s.node for s in engine.allocator.groups["uid-job"].slots}
