@@ -341,6 +341,30 @@ def demands_beyond(demand: Mapping[str, Demand], *, cpu_slot: Demand, gpus: int,
     return frozenset(beyond)
 
 
+def cores_beside_each_gpu(
+    waiting: Sequence[WaitingJob], running: Sequence[RunningJob], *, free_nodes: Sequence[NodeResources], reserved_cpu_per_gpu: float
+) -> float:
+    """Cores kept beside each GPU before a node's CPU is cut into slots: ``reserved_cpu_per_gpu``
+    (§4.4's minimum CPU per job), or more where a running GPU Job, or a queued GPU configuration
+    that a node holds (:func:`gpu_shortfall`), asks more cores per GPU: its pod's cores would
+    otherwise be cut into CPU slots as well, and CPU Jobs started on them (a running Job's cores
+    count free, as it is a busy machine of its own)."""
+    most = reserved_cpu_per_gpu
+    for held in running:
+        demand = held.demand.get(held.kind)
+        if configuration_kind(held.kind) == KIND_GPU and demand is not None and demand.gpu > 0:
+            most = max(most, demand.cpu / demand.gpu)
+    room: GpuRoom | None = None
+    for job in waiting:
+        demand = job.demand.get(KIND_GPU)
+        if demand is None or demand.gpu <= 0 or demand.cpu / demand.gpu <= most or KIND_GPU not in job.seconds:
+            continue
+        room = gpu_room(free_nodes) if room is None else room
+        if not gpu_shortfall(demand, room=room):
+            most = demand.cpu / demand.gpu
+    return most
+
+
 def gpu_shortfall(demand: Demand, *, room: GpuRoom) -> tuple[str, ...]:
     """What of a GPU configuration's pod no node of ``room`` holds: ``("gpu",)`` when none has
     that many GPUs free; else ``cpu`` and ``memory`` where no node with the GPUs free has that
@@ -432,6 +456,7 @@ def decide_starts(
     if reuse is not None:
         reuse.waiting.begin_pass()
         reuse.running.begin_pass()
+    reserved_cpu_per_gpu = cores_beside_each_gpu(waiting, running, free_nodes=free_nodes, reserved_cpu_per_gpu=reserved_cpu_per_gpu)
     queued_slot = queued_cpu_slot(waiting, free_nodes=free_nodes, reserved_cpu_per_gpu=reserved_cpu_per_gpu)
     cpu_slot = DEFAULT_CPU_SLOT if queued_slot is None else queued_slot
     gpus_on_a_node = most_gpus(free_nodes)

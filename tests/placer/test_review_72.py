@@ -207,3 +207,15 @@ def test_a_running_cpu_job_larger_than_the_cpu_slot_holds_as_many_slots_as_its_p
     decision = cpu_only_controller(RecordingApi(), [running, *waiting], cores=16).admit()
     assert decision.busy_machines == {"cpu": 4}
     assert len(decision.starts) == 4
+
+
+def test_the_cores_a_gpu_configuration_asks_beside_each_gpu_are_kept_from_the_cpu_slots() -> None:
+    # One core was kept beside each GPU, whatever its configurations ask: a GPU Job of 8 cores
+    # and three CPU Jobs of 4 were all started on the node's 16 cores, and one pod never bound.
+    gpu = {"gpu": {"resources": {"nvidia.com/gpu": "1", "cpu": "8", "memory": "1Gi"}}}
+    waiting = [job_with_pod("trainer", configurations=gpu, pod={"containers": [TRAINER]}, estimate={"gpu": 100}),
+               *(job_with_pod(f"cpu{index}", configurations=FOUR_CORES, pod={"containers": [TRAINER]}, estimate={"cpu": 100})
+                 for index in range(3))]
+    decision = gpu_controller(RecordingApi(), waiting, gpus=[1], cores=16).admit()
+    kinds = sorted(start.kind for start in decision.starts)
+    assert kinds == ["cpu", "cpu", "gpu"]
