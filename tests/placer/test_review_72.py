@@ -1,6 +1,8 @@
 """Review of AlloX admission (helper-72): what a Job's pods ask beside its configuration (init
-containers, sidecars, pod-level resources), a GPU configuration whose cores or memory no node
-holds, pods of several GPUs, and what a long-lived controller keeps of Jobs that are gone."""
+containers, sidecars, pod-level resources, overhead), a GPU configuration whose cores or memory
+no node holds, pods of several GPUs, running pods larger than the CPU slot, the cores a GPU
+configuration asks beside its GPU, and what a long-lived controller keeps of Jobs that are
+gone."""
 
 from __future__ import annotations
 
