@@ -804,8 +804,8 @@ class HivedEngine:
         """Each VC's cells for AlloX admission, on the nodes ``within`` (``inspection.guarantees``)."""
         return inspection.guarantees(self.allocator, except_pods=except_pods, within=within)
 
-    def inspect_cells(self, *, node: str | None = None) -> dict[str, Any]:
-        return inspection.cells(self.allocator, node=node)
+    def inspect_cells(self, *, node: str | None = None, gpus: bool = True) -> dict[str, Any]:
+        return inspection.cells(self.allocator, node=node, gpus=gpus)
 
     def metrics(self) -> dict[str, Any]:
         return inspection.metrics(self.allocator)

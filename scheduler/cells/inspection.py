@@ -215,7 +215,7 @@ def virtual_cluster(alloc: CellAllocator, name: str) -> dict[str, Any] | None:
     return result
 
 
-def _cell_tree(alloc: CellAllocator, cell: Cell, inherited: str, vc: str | None) -> dict[str, Any]:
+def _cell_tree(alloc: CellAllocator, cell: Cell, inherited: str, vc: str | None, *, gpus: bool) -> dict[str, Any]:
     own = cell.buddy_state()
     state = inherited if own is CellState.INSIDE else own.value
     if cell.state in (CellState.BOUND, CellState.PINNED):
@@ -234,13 +234,14 @@ def _cell_tree(alloc: CellAllocator, cell: Cell, inherited: str, vc: str | None)
     entry["gpus"] = _gpu_counts(cell)
     if cell.level == cell.chain.node_level:
         entry["healthy"] = cell.bad == 0
-    entry["children"] = [_cell_tree(alloc, child, state, vc) for child in cell.children]
+    entry["children"] = [_cell_tree(alloc, child, state, vc, gpus=gpus) for child in cell.children if gpus or child.level > 1]
     return entry
 
 
-def cells(alloc: CellAllocator, *, node: str | None = None) -> dict[str, Any]:
+def cells(alloc: CellAllocator, *, node: str | None = None, gpus: bool = True) -> dict[str, Any]:
     """The physical tree. With ``node``, only that node's subtree (the whole tree of a large
-    cluster is tens of megabytes)."""
+    cluster is tens of megabytes); without ``gpus``, no GPU cells (a tenth of the tree at 8 GPUs
+    a node, built under the engine lock)."""
     if node is not None:
         cell = alloc.topology.nodes.get(node)
         if cell is None:
@@ -251,8 +252,8 @@ def cells(alloc: CellAllocator, *, node: str | None = None) -> dict[str, Any]:
                 state = ancestor.buddy_state().value
                 vc = ancestor.vc if ancestor.state in (CellState.BOUND, CellState.PINNED) else None
                 break
-        return {"cells": [_cell_tree(alloc, cell, state, vc)]}
-    return {"cells": [_cell_tree(alloc, top, "inside", None) for top in alloc.topology.top_cells]}
+        return {"cells": [_cell_tree(alloc, cell, state, vc, gpus=gpus)]}
+    return {"cells": [_cell_tree(alloc, top, "inside", None, gpus=gpus) for top in alloc.topology.top_cells]}
 
 
 def metrics(alloc: CellAllocator) -> dict[str, Any]:

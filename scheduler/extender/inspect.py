@@ -97,9 +97,12 @@ def inspect_router(
         return found
 
     @router.get("/cells", summary="The physical cell tree: state, VC, priority, pods.", responses=_NO_CELLS)
-    def physical_cells(node: str | None = Query(None, description="only the cells of this node")) -> dict[str, Any]:
+    def physical_cells(
+        node: str | None = Query(None, description="only the cells of this node"),
+        gpus: bool = Query(True, description="false: no GPU cells (the tree down to the level above them)"),
+    ) -> dict[str, Any]:
         cells = hived()
-        return read(lambda: cells.inspect_cells(node=node))
+        return read(lambda: cells.inspect_cells(node=node, gpus=gpus))
 
     @router.get("/engine", summary="The running policy and its sizes.")
     def engine_summary() -> dict[str, Any]:

@@ -94,7 +94,9 @@ def _vcs(args: Any, api: KubeApi, inspect: InspectApi, namespace: str) -> str:
 
 
 def _cells(args: Any, api: KubeApi, inspect: InspectApi, namespace: str) -> str:
-    view = inspect.view("cells", query={"node": args.node} if args.node else None)
+    # The table shows GPU cells for one node only: the whole tree is asked for without them.
+    query = {"node": args.node} if args.node else ({"gpus": "false"} if args.output == "table" else None)
+    view = inspect.view("cells", query=query)
     if args.output != "table":
         return output.structured(view, format=args.output)
     empty = f"no cells on node {args.node} (not a GPU node cellfit knows)" if args.node else "no cells"

@@ -185,11 +185,6 @@ def test_a_reload_whose_parser_could_not_start_is_tried_again(tmp_path: Path, mo
 # ------------------------------------------------------------------------------ inspect
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "scheduler/cells/inspection.py (inspect_cells) builds every GPU leaf of the whole tree under the engine lock "
-    "and offers no tree to node level: at 65,536 GPUs one GET /v1/inspect/cells took ~0.7 s under the lock (filter "
-    "and bind wait) and answered 13.7 MB, of which kubectl cellfit cells shows none of the GPU rows; the router "
-    "(inspect.py) can only filter after the cost"))
 def test_the_cell_tree_to_node_level_is_served_without_its_gpus() -> None:
     from fastapi.testclient import TestClient
 
