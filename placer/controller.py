@@ -92,7 +92,7 @@ from scheduler.matching.admission import (
     kinds_beyond,
     most_gpus,
     choose_for_trial,
-    cores_beside_each_gpu,
+    beside_each_gpu,
     decide_starts,
     idle_machines,
     pool_kind,
@@ -453,12 +453,13 @@ class PlacerController:
         HiveD a trial Job's GPUs are its VC's (``gpu_pools``)."""
         if not trials:
             return []
-        reserved = cores_beside_each_gpu([*waiting, *trials], running, free_nodes=free, reserved_cpu_per_gpu=self._settings.reserved_cpu_per_gpu)
-        queued_slot = queued_cpu_slot([*waiting, *trials], free_nodes=free, reserved_cpu_per_gpu=reserved)
+        beside = beside_each_gpu([*waiting, *trials], running, free_nodes=free, reserved_cpu_per_gpu=self._settings.reserved_cpu_per_gpu)
+        reserved = beside.cpu
+        queued_slot = queued_cpu_slot([*waiting, *trials], free_nodes=free, reserved_cpu_per_gpu=reserved, reserved_memory_per_gpu=beside.memory)
         cpu_slot = DEFAULT_CPU_SLOT if queued_slot is None else queued_slot
         machines = idle_machines(free_nodes=free, running=running, cpu_slot=cpu_slot, reserved_cpu_per_gpu=reserved, gpu_pools=gpu_pools,
                                  gpu_slots=gpu_slots_for([*waiting, *trials], free_nodes=free, gpu_pools=gpu_pools),
-                                 cpu_slot_queued=queued_slot is not None)
+                                 cpu_slot_queued=queued_slot is not None, reserved_memory_per_gpu=beside.memory)
         idle: dict[str, int] = {}
         for machine in machines:
             idle[machine.kind] = idle.get(machine.kind, 0) + 1

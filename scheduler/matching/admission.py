@@ -182,6 +182,7 @@ def idle_machines(
     gpu_pools: Mapping[str, int] | None = None,
     gpu_slots: Mapping[str, int] | None = None,
     cpu_slot_queued: bool = True,
+    reserved_memory_per_gpu: float = 0.0,
 ) -> list[Machine]:
     """The free capacity's machines less the ones running interchangeable Jobs hold (``pods``
     of their kind each, :func:`held_per_pod` machines a pod). With ``gpu_pools`` (virtual cluster
@@ -191,7 +192,8 @@ def idle_machines(
     1 where absent). ``cpu_slot_queued`` False: no queued CPU configuration sized ``cpu_slot``
     (no CPU slot is asked for), and a running CPU pod holds one."""
     slots = gpu_slots or {}
-    listed, indices = _machines_for(tuple(free_nodes), cpu_slot, reserved_cpu_per_gpu, slots.get(KIND_GPU, 1) if gpu_pools is None else 1)
+    listed, indices = _machines_for(tuple(free_nodes), cpu_slot, reserved_cpu_per_gpu, slots.get(KIND_GPU, 1) if gpu_pools is None else 1,
+                                    reserved_memory_per_gpu)
     machines: Sequence[Machine] = listed
     if gpu_pools is not None:
         # The VCs' GPUs first, as the nodes' GPUs come first on each node: at α < 1 Algorithm 2
@@ -219,12 +221,13 @@ def _indices_by_kind(machines: Sequence[Machine]) -> dict[str, tuple[int, ...]]:
 
 @lru_cache(maxsize=16)
 def _machines_for(
-    free_nodes: tuple[NodeResources, ...], cpu_slot: Demand, reserved_cpu_per_gpu: float, gpu_slot: int
+    free_nodes: tuple[NodeResources, ...], cpu_slot: Demand, reserved_cpu_per_gpu: float, gpu_slot: int, reserved_memory_per_gpu: float
 ) -> tuple[tuple[Machine, ...], Mapping[str, tuple[int, ...]]]:
     """:func:`machines_for`, once per distinct free capacity (a pass's free capacity is most
     often the last pass's, and making a thousand machines was a quarter of ``decide``), and
     where each kind's machines are in it. Shared, so read only."""
-    machines = tuple(machines_for(free_nodes, cpu_slot=cpu_slot, reserved_cpu_per_gpu=reserved_cpu_per_gpu, gpu_slot=gpu_slot))
+    machines = tuple(machines_for(free_nodes, cpu_slot=cpu_slot, reserved_cpu_per_gpu=reserved_cpu_per_gpu, gpu_slot=gpu_slot,
+                                  reserved_memory_per_gpu=reserved_memory_per_gpu))
     return machines, MappingProxyType(_indices_by_kind(machines))
 
 
@@ -286,13 +289,14 @@ def cpu_slot_for(
 
 
 def queued_cpu_slot(
-    waiting: Sequence[WaitingJob], *, free_nodes: Sequence[NodeResources] | None, reserved_cpu_per_gpu: float
+    waiting: Sequence[WaitingJob], *, free_nodes: Sequence[NodeResources] | None, reserved_cpu_per_gpu: float,
+    reserved_memory_per_gpu: float = 0.0,
 ) -> Demand | None:
     """:func:`cpu_slot_for`, None when no queued CPU configuration sizes the slot."""
     demands = {job.demand["cpu"] for job in waiting if "cpu" in job.seconds and "cpu" in job.demand}
     if free_nodes is not None:
         # Nodes alike hold alike: each distinct (cores beside the GPUs, memory) once.
-        room = {(node.cpu - node.gpu * reserved_cpu_per_gpu, node.memory) for node in free_nodes}
+        room = {(node.cpu - node.gpu * reserved_cpu_per_gpu, node.memory - node.gpu * reserved_memory_per_gpu) for node in free_nodes}
         demands = {d for d in demands if any(d.cpu <= cores and d.memory <= memory for cores, memory in room)}
     if not demands:
         return None
@@ -341,28 +345,31 @@ def demands_beyond(demand: Mapping[str, Demand], *, cpu_slot: Demand, gpus: int,
     return frozenset(beyond)
 
 
-def cores_beside_each_gpu(
+def beside_each_gpu(
     waiting: Sequence[WaitingJob], running: Sequence[RunningJob], *, free_nodes: Sequence[NodeResources], reserved_cpu_per_gpu: float
-) -> float:
-    """Cores kept beside each GPU before a node's CPU is cut into slots: ``reserved_cpu_per_gpu``
-    (§4.4's minimum CPU per job), or more where a running GPU Job, or a queued GPU configuration
-    that a node holds (:func:`gpu_shortfall`), asks more cores per GPU: its pod's cores would
-    otherwise be cut into CPU slots as well, and CPU Jobs started on them (a running Job's cores
-    count free, as it is a busy machine of its own)."""
-    most = reserved_cpu_per_gpu
+) -> Demand:
+    """Cores and memory kept beside each GPU before a node's CPU is cut into slots: at least
+    ``reserved_cpu_per_gpu`` cores (§4.4's minimum CPU per job), and as many cores and as much
+    memory as a running GPU Job, or a queued GPU configuration that a node holds
+    (:func:`gpu_shortfall`), asks per GPU: its pod's would otherwise be cut into CPU slots as
+    well, and CPU Jobs started on them (a running Job's count free, as it is a busy machine of
+    its own)."""
+    cores, memory = reserved_cpu_per_gpu, 0.0
     for held in running:
         demand = held.demand.get(held.kind)
         if configuration_kind(held.kind) == KIND_GPU and demand is not None and demand.gpu > 0:
-            most = max(most, demand.cpu / demand.gpu)
+            cores, memory = max(cores, demand.cpu / demand.gpu), max(memory, demand.memory / demand.gpu)
     room: GpuRoom | None = None
     for job in waiting:
         demand = job.demand.get(KIND_GPU)
-        if demand is None or demand.gpu <= 0 or demand.cpu / demand.gpu <= most or KIND_GPU not in job.seconds:
+        if demand is None or demand.gpu <= 0 or KIND_GPU not in job.seconds:
+            continue
+        if demand.cpu / demand.gpu <= cores and demand.memory / demand.gpu <= memory:
             continue
         room = gpu_room(free_nodes) if room is None else room
         if not gpu_shortfall(demand, room=room):
-            most = demand.cpu / demand.gpu
-    return most
+            cores, memory = max(cores, demand.cpu / demand.gpu), max(memory, demand.memory / demand.gpu)
+    return Demand(cpu=cores, memory=memory)
 
 
 def gpu_shortfall(demand: Demand, *, room: GpuRoom) -> tuple[str, ...]:
@@ -456,8 +463,10 @@ def decide_starts(
     if reuse is not None:
         reuse.waiting.begin_pass()
         reuse.running.begin_pass()
-    reserved_cpu_per_gpu = cores_beside_each_gpu(waiting, running, free_nodes=free_nodes, reserved_cpu_per_gpu=reserved_cpu_per_gpu)
-    queued_slot = queued_cpu_slot(waiting, free_nodes=free_nodes, reserved_cpu_per_gpu=reserved_cpu_per_gpu)
+    beside = beside_each_gpu(waiting, running, free_nodes=free_nodes, reserved_cpu_per_gpu=reserved_cpu_per_gpu)
+    reserved_cpu_per_gpu = beside.cpu
+    queued_slot = queued_cpu_slot(waiting, free_nodes=free_nodes, reserved_cpu_per_gpu=reserved_cpu_per_gpu,
+                                  reserved_memory_per_gpu=beside.memory)
     cpu_slot = DEFAULT_CPU_SLOT if queued_slot is None else queued_slot
     gpus_on_a_node = most_gpus(free_nodes)
     room = gpu_room(free_nodes)
@@ -467,7 +476,8 @@ def decide_starts(
         defaults.update({pool_kind(pool): defaults[KIND_GPU] for pool in gpu_pools})
     shares = DemandShare(capacity=capacity, default_demand=defaults)
     idle = idle_machines(free_nodes=free_nodes, running=running, cpu_slot=cpu_slot, reserved_cpu_per_gpu=reserved_cpu_per_gpu,
-                         gpu_pools=gpu_pools, gpu_slots=gpu_slots, cpu_slot_queued=queued_slot is not None)
+                         gpu_pools=gpu_pools, gpu_slots=gpu_slots, cpu_slot_queued=queued_slot is not None,
+                         reserved_memory_per_gpu=beside.memory)
     kinds = {m.kind for m in idle} | {_running_kind(job, gpu_pools) for job in running}
     # The running Jobs as busy machines and their users' progress (Algorithm 2 needs no
     # assignment of theirs: it is given the progress, and their users).

@@ -31,15 +31,17 @@ class NodeResources:
 
 
 def cpu_slots(
-    node: NodeResources, *, cpu_slot: Demand, reserved_cpu_per_gpu: float = DEFAULT_RESERVED_CPU_PER_GPU
+    node: NodeResources, *, cpu_slot: Demand, reserved_cpu_per_gpu: float = DEFAULT_RESERVED_CPU_PER_GPU,
+    reserved_memory_per_gpu: float = 0.0,
 ) -> int:
-    """How many CPU configurations fit on ``node`` beside its GPUs' reserved cores."""
+    """How many CPU configurations fit on ``node`` beside its GPUs' reserved cores and memory."""
     if cpu_slot.cpu <= 0:
         raise InvalidInstance("a CPU slot needs a positive number of cores", field="cpu_slot.cpu")
     cores = node.cpu - node.gpu * reserved_cpu_per_gpu
     slots = math.floor(cores / cpu_slot.cpu) if cores > 0 else 0
     if cpu_slot.memory > 0:
-        slots = min(slots, math.floor(node.memory / cpu_slot.memory))
+        memory = node.memory - node.gpu * reserved_memory_per_gpu
+        slots = min(slots, math.floor(memory / cpu_slot.memory) if memory > 0 else 0)
     return max(slots, 0)
 
 
@@ -49,6 +51,7 @@ def machines_for(
     cpu_slot: Demand,
     reserved_cpu_per_gpu: float = DEFAULT_RESERVED_CPU_PER_GPU,
     gpu_slot: int = 1,
+    reserved_memory_per_gpu: float = 0.0,
 ) -> list[Machine]:
     """Every GPU slot (``gpu_slot`` GPUs of one node: a pod of that many binds only where one
     node has them) and every CPU slot of ``nodes`` as a machine named ``<node>/gpu-<i>`` or
@@ -58,7 +61,7 @@ def machines_for(
     machines: list[Machine] = []
     for node in nodes:
         machines.extend(Machine(name=f"{node.name}/gpu-{index}", kind=KIND_GPU) for index in range(node.gpu // gpu_slot))
-        slots = cpu_slots(node, cpu_slot=cpu_slot, reserved_cpu_per_gpu=reserved_cpu_per_gpu)
+        slots = cpu_slots(node, cpu_slot=cpu_slot, reserved_cpu_per_gpu=reserved_cpu_per_gpu, reserved_memory_per_gpu=reserved_memory_per_gpu)
         machines.extend(Machine(name=f"{node.name}/cpu-{index}", kind=KIND_CPU) for index in range(slots))
     return machines
 

@@ -221,3 +221,14 @@ def test_the_cores_a_gpu_configuration_asks_beside_each_gpu_are_kept_from_the_cp
     decision = gpu_controller(RecordingApi(), waiting, gpus=[1], cores=16).admit()
     kinds = sorted(start.kind for start in decision.starts)
     assert kinds == ["cpu", "cpu", "gpu"]
+
+
+def test_the_memory_a_gpu_configuration_asks_beside_each_gpu_is_kept_from_the_cpu_slots() -> None:
+    # The node's memory was cut into CPU slots whole: a GPU Job of 48 GiB and three CPU Jobs of
+    # 8 GiB were all started on its 64 GiB, and one pod never bound.
+    gpu = {"gpu": {"resources": {"nvidia.com/gpu": "1", "cpu": "1", "memory": "48Gi"}}}
+    cpu = {"cpu": {"resources": {"cpu": "4", "memory": "8Gi"}}}
+    waiting = [job_with_pod("trainer", configurations=gpu, pod={"containers": [TRAINER]}, estimate={"gpu": 100}),
+               *(job_with_pod(f"cpu{index}", configurations=cpu, pod={"containers": [TRAINER]}, estimate={"cpu": 100}) for index in range(3))]
+    decision = gpu_controller(RecordingApi(), waiting, gpus=[1], cores=32, memory_gib=64).admit()
+    assert sorted(start.kind for start in decision.starts) == ["cpu", "cpu", "gpu"]
