@@ -19,6 +19,9 @@ the :class:`~scheduler.config.ListenerLimits` of its listener applied:
 - after such an answer, what the client still sends is read and dropped for a moment (a
   lingering close), so that the answer is not lost to a connection reset.
 
+A TLS listener's accept loop outlives an accept that fails (out of descriptors: it pauses a
+second, as asyncio's own servers do), so that the webhook listener never stops accepting.
+
 Each listener has its own limits and its own count, so flooding the metrics port (on the pod
 IP) spends none of the extender's connections. :func:`ensure_descriptor_budget` checks at start
 that the listeners' connections fit the process's file descriptor limit.
@@ -28,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import logging
 import os
 import resource
@@ -59,6 +63,11 @@ LINGER_BYTES = 65536
 # AlloX solver's process pipes, the listening sockets, the event loop's own, files being read.
 DESCRIPTOR_RESERVE = 192
 
+
+# A TLS listener whose accept failed for want of descriptors or memory tries again this much
+# later (asyncio's servers wait a second as well).
+ACCEPT_RETRY_SECONDS = 1.0
+_OUT_OF_RESOURCES: Final = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
 
 # Why a listener refused a connection or cut a request: maxConnections; maxHeaderBytes or
 # maxHeaderCount (431); readTimeoutSeconds (408); not HTTP (400); a TLS handshake failed or
@@ -393,7 +402,15 @@ class _TlsAcceptor:
     async def _accept(self) -> None:
         loop = asyncio.get_running_loop()
         while True:
-            connection, peer = await loop.sock_accept(self._sock)
+            try:
+                connection, peer = await loop.sock_accept(self._sock)
+            except ConnectionAbortedError:  # reset before it was taken: nothing to serve
+                continue
+            except OSError as error:
+                if error.errno not in _OUT_OF_RESOURCES:
+                    raise  # the listening socket itself is unusable
+                await self._pause_accepting(error)
+                continue
             if len(self._connections) + self.handshakes() >= self._limits.max_connections:
                 self._refused("connection_limit")
                 log.warning(
@@ -406,6 +423,17 @@ class _TlsAcceptor:
             handshake = loop.create_task(self._handshake(connection, peer))
             self._handshakes.add(handshake)
             handshake.add_done_callback(self._handshakes.discard)
+
+    @staticmethod
+    async def _pause_accepting(error: OSError) -> None:
+        """Out of descriptors or memory, every accept fails until a connection ends: accepting
+        pauses :data:`ACCEPT_RETRY_SECONDS` rather than spinning, and goes on after, as
+        asyncio's own servers do (the connections waiting stay in the backlog)."""
+        log.warning(
+            "cannot accept connections: the process is out of resources; retrying",
+            extra={"reason": str(error), "retry_seconds": ACCEPT_RETRY_SECONDS},
+        )
+        await asyncio.sleep(ACCEPT_RETRY_SECONDS)
 
     async def _handshake(self, connection: socket.socket, peer: Any) -> None:
         try:

@@ -1,0 +1,121 @@
+"""Review 76 of the webhook listener: what a client of the HTTPS listener can do to it.
+
+- A TLS listener accepts its connections itself (listeners._TlsAcceptor); an accept that fails
+  (EMFILE when the process is out of file descriptors, ENFILE, ENOBUFS, ECONNABORTED) must
+  cost that one connection, not end the accept loop: a listener that stops accepting leaves
+  the ``placed-pods`` webhook (failurePolicy: Fail) refusing every placed pod until cellfit is
+  restarted, with /healthz (on the extender's port) still answering.
+"""
+
+from __future__ import annotations
+
+import socket
+import ssl
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+from typing import Iterator
+
+import httpx
+import pytest
+
+from tests.integration.test_metrics_listener import ROOT
+from tests.support.ports import free_port
+from tests.support.tls import ServingCertificate, make_serving_certificate
+
+pytestmark = pytest.mark.slow
+
+# A TLS listener of cellfit's (ListenerConfig, BoundedServer) serving a one-route app, in a
+# process whose soft RLIMIT_NOFILE leaves room for only a few connections beyond what it holds
+# once serving: the next accept fails with EMFILE.
+_TIGHT_LISTENER = textwrap.dedent(
+    """
+    import asyncio, os, resource, socket, sys
+
+    from scheduler.config import ListenerLimits
+    from scheduler.extender.listeners import BoundedServer, ListenerConfig
+    from scheduler.extender.server import _tls_context
+
+    cert_file, key_file, port, room = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+
+    async def app(scope, receive, send):
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"2")]})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    async def main():
+        sock = socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("127.0.0.1", port))
+        limits = ListenerLimits(maxConnections=64, readTimeoutSeconds=1, idleTimeoutSeconds=5)
+        config = ListenerConfig(app, limits=limits, setting="server.admissionListener",
+                                tls=_tls_context(cert_file, key_file), lifespan="off", log_config=None)
+        server = BoundedServer(config)
+        serving = asyncio.create_task(server.serve(sockets=[sock]))
+        while not server.started:
+            await asyncio.sleep(0.01)
+        hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+        resource.setrlimit(resource.RLIMIT_NOFILE, (len(os.listdir("/proc/self/fd")) + room, hard))
+        print("serving", flush=True)
+        await serving
+
+    asyncio.run(main())
+    """
+)
+
+
+class TightListener:
+    def __init__(self, pair: ServingCertificate, *, room: int) -> None:
+        self.port = free_port()
+        self.pair = pair
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", _TIGHT_LISTENER, str(pair.cert_file), str(pair.key_file), str(self.port), str(room)],
+            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        )
+        assert self.process.stdout is not None
+        line = self.process.stdout.readline()
+        assert line.strip() == "serving", line + self.process.stdout.read()
+
+    def answers_https(self, *, within: float) -> bool:
+        """A GET over a fresh TLS connection answers 200 within ``within`` seconds (each try
+        gets 2 s: a listener that no longer accepts leaves the handshake unanswered)."""
+        trust = ssl.create_default_context(cafile=str(self.pair.ca_file))
+        deadline = time.monotonic() + within
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"https://127.0.0.1:{self.port}/", verify=trust, timeout=2).status_code == 200:
+                    return True
+            except httpx.HTTPError:
+                time.sleep(0.2)
+        return False
+
+    def stop(self) -> str:
+        self.process.terminate()
+        try:
+            output, _ = self.process.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            output, _ = self.process.communicate()
+        return output
+
+
+@pytest.fixture
+def tight_listener(tmp_path: Path) -> Iterator[TightListener]:
+    listener = TightListener(make_serving_certificate(tmp_path / "tls"), room=4)
+    yield listener
+    listener.stop()
+
+
+def test_the_tls_listener_accepts_again_after_running_out_of_file_descriptors(tight_listener: TightListener) -> None:
+    assert tight_listener.answers_https(within=10)
+    # Silent connections (no ClientHello): 4 take the descriptors left, the next accepts fail.
+    flood = [socket.create_connection(("127.0.0.1", tight_listener.port), timeout=5) for _ in range(12)]
+    time.sleep(0.5)
+    for sock in flood:
+        sock.close()
+    # The handshakes accepted are cut after readTimeoutSeconds (1 s), giving their descriptors back.
+    answered = tight_listener.answers_https(within=15)
+    output = tight_listener.stop()
+    assert answered, output[-3000:]
+    assert "Too many open files" in output or "accept" in output, output[-3000:]
