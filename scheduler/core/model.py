@@ -27,6 +27,15 @@ class OwnerRef(msgspec.Struct, frozen=True, gc=False):
     uid: str
 
 
+class Disruption(msgspec.Struct, frozen=True, gc=False):
+    """A pod's ``DisruptionTarget`` condition (status True): why it is being disrupted.
+    kube-scheduler's preemption writes reason ``PreemptionByScheduler`` and the message
+    ``<preemptor's schedulerName>: preempting to accommodate a higher priority Pod``."""
+
+    reason: str
+    message: str = ""
+
+
 class PodInfo(msgspec.Struct, frozen=True, gc=False):
     """A pod as the scheduling core sees it."""
 
@@ -42,6 +51,12 @@ class PodInfo(msgspec.Struct, frozen=True, gc=False):
     terminating: bool = False
     grace_period_seconds: int = 30
     owner: OwnerRef | None = None
+    # Evidence of a preemption in progress, which outlives cellfit's memory of it: the node
+    # kube-scheduler nominated a pending pod to, the scheduler (profile) that schedules it,
+    # and the DisruptionTarget condition kube-scheduler writes on each victim.
+    nominated_node_name: str | None = None
+    scheduler_name: str | None = None
+    disruption: Disruption | None = None
 
     @property
     def key(self) -> str:

@@ -14,13 +14,14 @@ from __future__ import annotations
 from types import MappingProxyType
 from typing import Final, Mapping
 
-from scheduler.core.model import JobInfo, NodeInfo, OwnerRef, PodInfo
+from scheduler.core.model import Disruption, JobInfo, NodeInfo, OwnerRef, PodInfo
 from scheduler.core.resources import ZERO, Resources, resources_from_quantities
 from scheduler.kube import wire
 
 _EMPTY: Final[Mapping[str, str]] = MappingProxyType({})
 DEFAULT_GRACE_PERIOD_SECONDS: Final = 30
 SIDECAR_RESTART_POLICY: Final = "Always"
+DISRUPTION_TARGET: Final = "DisruptionTarget"
 POD_LEVEL_RESOURCES: Final = ("cpu", "memory")  # what kube-scheduler reads of them (no extended resources)
 
 
@@ -44,7 +45,18 @@ def pod_info(pod: wire.Pod, *, gpu_resource: str, field: str = "Pod") -> PodInfo
             else DEFAULT_GRACE_PERIOD_SECONDS
         ),
         owner=_controller(meta.ownerReferences),
+        nominated_node_name=(pod.status.nominatedNodeName or None) if pod.status else None,
+        scheduler_name=spec.schedulerName or None,
+        disruption=_disruption(pod.status.conditions if pod.status else None),
     )
+
+
+def _disruption(conditions: list[wire.PodCondition] | None) -> Disruption | None:
+    """The pod's DisruptionTarget condition while it holds (status True); None otherwise."""
+    for condition in conditions or ():
+        if condition.type == DISRUPTION_TARGET and condition.status == "True":
+            return Disruption(reason=condition.reason or "", message=condition.message or "")
+    return None
 
 
 def pod_requests(spec: wire.PodSpec, *, gpu_resource: str, field: str) -> Resources:

@@ -68,8 +68,17 @@ class PodSpec(msgspec.Struct, frozen=True, gc=False):
     terminationGracePeriodSeconds: int | None = None
 
 
+class PodCondition(msgspec.Struct, frozen=True, gc=False):
+    type: str = ""
+    status: str = ""
+    reason: str | None = None
+    message: str | None = None
+
+
 class PodStatus(msgspec.Struct, frozen=True, gc=False):
     phase: str | None = None
+    nominatedNodeName: str | None = None
+    conditions: list[PodCondition] | None = None
 
 
 class Pod(msgspec.Struct, frozen=True, gc=False):

@@ -38,9 +38,18 @@ from scheduler.core.model import TERMINAL_PHASES, JobInfo, NodeInfo, PodInfo
 from scheduler.core.pods import PodStore
 from scheduler.errors import InvalidAnnotation
 from scheduler.preemption.fitgpp import NoVictims, PreemptionDecision, choose_victims
-from scheduler.preemption.holds import Clock, RoomHolds
-from scheduler.preemption.model import FitGppSettings, JobClass, job_class_of, may_claim_cells, preemption_count_of
+from scheduler.preemption.holds import Clock, PreemptionEvidence, RoomHolds
+from scheduler.preemption.model import (
+    FitGppSettings,
+    JobClass,
+    job_class_of,
+    job_class_or_best_effort,
+    may_claim_cells,
+    preemption_count_of,
+)
 from scheduler.preemption.table import CandidateTable, PreemptionIndex
+
+DEFAULT_SCHEDULER_NAME = "cellfit"  # the chart's kube-scheduler profile
 
 
 @runtime_checkable
@@ -125,7 +134,10 @@ class FitGppEngine:
     without one the engine keeps its own from the events it is given. The engine keeps only
     indexes: the victim table, the pods it tracks by Job and by node leaving; a pod it reserved
     that the watch has not shown bound yet is assumed in the store (kube-scheduler's assumed
-    pods)."""
+    pods).
+
+    ``scheduler_name``: the kube-scheduler profile cellfit serves; the holds a restart forgot are
+    rebuilt from the evidence of its preemptions only (``holds.py``, "After a restart")."""
 
     def __init__(
         self,
@@ -136,6 +148,7 @@ class FitGppEngine:
         resume_hold_seconds: float | None = None,
         clock: Clock | None = None,
         pods: PodStore | None = None,
+        scheduler_name: str = DEFAULT_SCHEDULER_NAME,
     ) -> None:
         self.inner = inner
         self.pods: PodStore = pods if pods is not None else PodStore()
@@ -143,6 +156,7 @@ class FitGppEngine:
         self.settings = settings
         self._seed = seed
         self.holds = RoomHolds(hold_seconds=resume_hold_seconds, clock=clock, pods=self.pods)
+        self._evidence = PreemptionEvidence(scheduler_name=scheduler_name)
         self._index = PreemptionIndex()
         self._tracked: dict[str, str | None] = {}  # pods the index holds -> their Job UID
         self._chosen: set[str] = set()  # victims chosen and not gone yet (their deletion may lag)
@@ -232,16 +246,18 @@ class FitGppEngine:
             self.pods.record(pod)
         self.inner.apply_pod(pod)
         self.holds.apply_pod(pod)
-        if pod.node_name is None and pod.phase not in TERMINAL_PHASES:
-            return  # pending: holds nothing; a bind-time reservation stays, as in the engines
-        if pod.holds_resources:
-            self._track(pod)
-        else:
-            self._untrack(pod.uid)
+        # Pending: holds nothing; a bind-time reservation stays, as in the engines.
+        if pod.node_name is not None or pod.phase in TERMINAL_PHASES:
+            if pod.holds_resources:
+                self._track(pod)
+            else:
+                self._untrack(pod.uid)
+        self._rebuild_holds(pod)
 
     def delete_pod(self, pod_uid: str) -> None:
         self.inner.delete_pod(pod_uid)
         self.holds.delete_pod(pod_uid)
+        self._evidence.delete_pod(pod_uid)
         self._untrack(pod_uid)
         if self._records_pods:
             self.pods.forget(pod_uid)
@@ -256,8 +272,9 @@ class FitGppEngine:
         # Never lower a count raised by a decision the watch has not echoed yet.
         if count > self._job_counts.get(job.uid, -1):
             self._job_counts[job.uid] = count
-            for uid in self._pods_by_job.get(job.uid, ()):
+            for uid in list(self._pods_by_job.get(job.uid, ())):
                 self._reindex(uid, preemptions=count)
+                self._rebuild_resume_hold(uid)
 
     def delete_job(self, job_uid: str) -> None:
         if isinstance(self.inner, TracksJobs):
@@ -345,6 +362,33 @@ class FitGppEngine:
 
     def victim(self, pod_uid: str) -> PodInfo | None:
         return self._tracked_pod(pod_uid)
+
+    # ------------------------------------------------------------------ holds after a restart
+
+    def _rebuild_holds(self, pod: PodInfo) -> None:
+        """Rebuild the holds the pod's state shows a preemption of this scheduler left (a
+        restart forgot them; ``holds.py``, "After a restart"); a hold that exists stays as is."""
+        self._evidence.apply_pod(pod)
+        victim = self._evidence.is_victim(pod)
+        if victim:
+            self._rebuild_resume_hold(pod.uid)
+        if victim or pod.nominated_node_name is not None:
+            for preemptor, node in self._evidence.preemptors_waiting():
+                self.holds.rebuild_preemptor(preemptor, node_name=node)
+
+    def _rebuild_resume_hold(self, pod_uid: str) -> None:
+        """A victim of this scheduler's preemption, best-effort, of a Job FitGpp has preempted,
+        that this process did not choose: its Job gets the hold the decision gave it."""
+        pod = self._tracked_pod(pod_uid)
+        if pod is None or pod_uid in self._chosen or not self._evidence.is_victim(pod):
+            return
+        owner = pod.owner
+        if owner is None or owner.kind != "Job" or owner.uid in self._deleted_jobs or pod.node_name is None:
+            return
+        if job_class_or_best_effort(pod.labels) is not JobClass.BEST_EFFORT or self._job_counts.get(owner.uid, 0) < 1:
+            return
+        self._leave(pod_uid)  # as a victim chosen here: its exit makes the Job's next pod due
+        self.holds.displaced(job_uid=owner.uid, node_name=pod.node_name)
 
     # ------------------------------------------------------------------ internals
 

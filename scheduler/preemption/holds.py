@@ -49,6 +49,25 @@ it no room; of two preemptors of one priority, only the later yields to the earl
 instead, and gives up after ``hold_seconds`` as a resume hold does. A resumed pod yields to it;
 the preemptor goes before every resume hold.
 
+After a restart. Holds live in memory, but a preemption in progress leaves evidence on the
+pods, and :class:`PreemptionEvidence` rebuilds the holds from it as the watch relists them.
+kube-scheduler writes a ``DisruptionTarget`` condition (reason ``PreemptionByScheduler``,
+message ``<preemptor's schedulerName>: ...``) on each victim before deleting it, and nominates
+the preemptor to the victims' node (``status.nominatedNodeName``). Trusted are only victims
+of this scheduler's preemptions (the message names its profile; every preemption of its pods
+goes through cellfit's preempt verb) that are still terminating: a nomination of a node with no
+such victim left may be stale, and the evidence is gone once they exit. So
+
+* a pending trial pod of this scheduler nominated to a node where such victims terminate gets
+  a preemptor hold there (FitGpp preempts only for trial pods);
+* each such victim, best-effort, of a Job FitGpp has preempted (``cellfit.io/preemptions``
+  above zero), gets its Job a resume hold on its node, as the decision did.
+
+A rebuilt hold is an ordinary hold: its clock starts when it first keeps a pod off, and it gives
+up ``hold_seconds`` later. A preemptor hold that ended here (it lapsed, or HiveD booked cells
+for the pod) is not rebuilt while the process lives; a restart can rebuild it only while its
+victims still terminate, so within their grace period.
+
 Pure: the driver feeds pod and Job changes; time comes from the ``clock`` it passes.
 """
 
@@ -66,6 +85,7 @@ from scheduler.preemption.errors import InvalidPreemptionSettings
 from scheduler.preemption.model import JobClass, job_class_or_best_effort, may_claim_cells
 
 Clock = Callable[[], float]
+PREEMPTION_BY_SCHEDULER = "PreemptionByScheduler"  # the DisruptionTarget reason kube-scheduler's preemption writes
 
 
 @dataclass(slots=True)
@@ -139,6 +159,7 @@ class RoomHolds:
     _resumed: dict[str, _Resumed] = field(default_factory=dict)  # pod UID ->
     _preemptors: dict[str, _PreemptorHold] = field(default_factory=dict)  # preemptor UID ->
     _binding_preemptors: dict[str, _PreemptorHold] = field(default_factory=dict)  # ended by a binding not confirmed yet
+    _ended_preemptors: set[str] = field(default_factory=set)  # holds that lapsed or gave way: never rebuilt
     kept_off: int = 0  # nodes kept from a pod, all filters together
     lapsed: int = 0  # holds (a Job on a node) given up after hold_seconds
     _decided: int = 0  # preemptor holds made so far (their order)
@@ -171,6 +192,17 @@ class RoomHolds:
         self._decided += 1
         self._preemptors[preemptor.uid] = _PreemptorHold(node=node_name, seen=preemptor, order=self._decided)
         self._binding_preemptors.pop(preemptor.uid, None)
+        self._ended_preemptors.discard(preemptor.uid)
+
+    def rebuild_preemptor(self, preemptor: PodInfo, *, node_name: str) -> None:
+        """The watch shows ``preemptor`` waiting for victims of this scheduler's preemption on
+        ``node_name`` (:class:`PreemptionEvidence`): keep the room for it as :meth:`preempting`
+        did before a restart, unless it has a hold, or had one that ended here."""
+        uid = preemptor.uid
+        if uid in self._preemptors or uid in self._binding_preemptors or uid in self._ended_preemptors:
+            return
+        self._decided += 1
+        self._preemptors[uid] = _PreemptorHold(node=node_name, seen=preemptor, order=self._decided, watched=True)
 
     def nominated_node(self, preemptor_uid: str) -> str | None:
         """The node FitGpp last preempted pods on for this pod, while its hold lasts (the node
@@ -180,7 +212,8 @@ class RoomHolds:
 
     def placed_elsewhere(self, preemptor_uid: str) -> None:
         """The pod's room is kept otherwise now (HiveD booked cells for it): its hold ends."""
-        self._preemptors.pop(preemptor_uid, None)
+        if self._preemptors.pop(preemptor_uid, None) is not None:
+            self._ended_preemptors.add(preemptor_uid)
 
     def apply_pod(self, pod: PodInfo) -> None:
         """Record a pod's latest state (every pod the watch shows, whatever its Job)."""
@@ -252,6 +285,7 @@ class RoomHolds:
 
     def delete_pod(self, pod_uid: str) -> None:
         self._preemptors.pop(pod_uid, None)
+        self._ended_preemptors.discard(pod_uid)
         self._binding_preemptors.pop(pod_uid, None)
         self._resumed.pop(pod_uid, None)
         self._forget(pod_uid)
@@ -456,6 +490,7 @@ class RoomHolds:
         now = self.clock()
         for uid in [u for u, c in self._preemptors.items() if c.keeping_since is not None and now - c.keeping_since > self.hold_seconds]:
             del self._preemptors[uid]
+            self._ended_preemptors.add(uid)
             self.lapsed += 1
         for job in list(self._displaced):
             nodes = self._displaced[job]
@@ -519,3 +554,60 @@ def _total(pods: list[PodInfo]) -> Resources:
 def _waiting(pod: PodInfo) -> bool:
     """Pending: not bound, not ended, not leaving."""
     return pod.node_name is None and pod.phase not in TERMINAL_PHASES and not pod.terminating
+
+
+@dataclass(slots=True)
+class PreemptionEvidence:
+    """What the pods show of this scheduler's preemptions in progress (module docstring, "After
+    a restart"): its victims still terminating, by node, and its trial pods nominated to a node.
+    ``scheduler_name``: the kube-scheduler profile cellfit serves."""
+
+    scheduler_name: str
+    _victims_on: dict[str, set[str]] = field(default_factory=dict)  # node -> terminating victims' UIDs
+    _victim_node: dict[str, str] = field(default_factory=dict)  # victim UID -> node
+    _nominated: dict[str, PodInfo] = field(default_factory=dict)  # preemptor UID -> the pod, nominated
+
+    def apply_pod(self, pod: PodInfo) -> None:
+        self.delete_pod(pod.uid)
+        if self.is_victim(pod):
+            assert pod.node_name is not None  # is_victim: bound
+            self._victims_on.setdefault(pod.node_name, set()).add(pod.uid)
+            self._victim_node[pod.uid] = pod.node_name
+        elif self._nomination(pod) is not None:
+            self._nominated[pod.uid] = pod
+
+    def delete_pod(self, pod_uid: str) -> None:
+        self._nominated.pop(pod_uid, None)
+        node = self._victim_node.pop(pod_uid, None)
+        if node is not None:
+            victims = self._victims_on[node]
+            victims.discard(pod_uid)
+            if not victims:
+                del self._victims_on[node]
+
+    def is_victim(self, pod: PodInfo) -> bool:
+        """A pod on its way out because this scheduler preempted it (kube-scheduler's
+        ``PodTerminatingByPreemption``, for this scheduler's preemptions only)."""
+        disruption = pod.disruption
+        return (
+            pod.terminating
+            and pod.holds_resources
+            and disruption is not None
+            and disruption.reason == PREEMPTION_BY_SCHEDULER
+            and disruption.message.startswith(f"{self.scheduler_name}:")
+        )
+
+    def preemptors_waiting(self) -> list[tuple[PodInfo, str]]:
+        """(preemptor, node) for each nominated trial pod whose node has victims still leaving."""
+        found = []
+        for pod in self._nominated.values():
+            node = self._nomination(pod)
+            if node is not None and node in self._victims_on:
+                found.append((pod, node))
+        return found
+
+    def _nomination(self, pod: PodInfo) -> str | None:
+        """The node a pending trial pod of this scheduler is nominated to; None for any other pod."""
+        if pod.scheduler_name != self.scheduler_name or not _waiting(pod) or not _is_trial(pod):
+            return None
+        return pod.nominated_node_name
