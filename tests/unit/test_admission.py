@@ -114,7 +114,7 @@ def placed_pod(kind: str, configurations: str = PLACED_CONFIGURATIONS) -> dict:
 def test_a_placed_jobs_pod_is_rewritten_into_the_chosen_configuration():
     from placer.configuration import parse_configurations
     from placer.rewrite import apply_configuration
-    from tests.placer.test_patch import apply_add
+    from tests.support.json_patch import patched as apply_patch
 
     service, _, metrics = admission()
     pod = placed_pod("cpu")
@@ -122,7 +122,7 @@ def test_a_placed_jobs_pod_is_rewritten_into_the_chosen_configuration():
     assert response["allowed"] is True and response["patchType"] == "JSONPatch"
     operations = json.loads(base64.b64decode(response["patch"]))
     # Applied as the API server applies it, the pod is exactly the cpu configuration: no GPU left.
-    patched = apply_add(pod, operations)
+    patched = apply_patch(pod, operations)
     assert patched == apply_configuration(pod, parse_configurations(PLACED_CONFIGURATIONS)["cpu"])
     assert patched["spec"]["containers"][0]["resources"] == {"requests": {"cpu": "8", "memory": "16Gi"}}
     assert metrics.admission_reviews.labels(result="placed")._value.get() == 1
