@@ -17,7 +17,8 @@ the :class:`~scheduler.config.ListenerLimits` of its listener applied:
 - a connection with no request in progress is closed after ``idleTimeoutSeconds``, from its
   first moment on;
 - after such an answer, what the client still sends is read and dropped for a moment (a
-  lingering close), so that the answer is not lost to a connection reset.
+  lingering close), so that the answer is not lost to a connection reset; a refused request
+  pipelined behind others is answered after them, in order.
 
 A TLS listener's accept loop outlives an accept that fails (out of descriptors: it pauses a
 second, as asyncio's own servers do), so that the webhook listener never stops accepting.
@@ -136,6 +137,7 @@ class BoundedHttpProtocol(HttpToolsProtocol):
         self._refusal: tuple[int, str] | None = None
         self._lingering = False
         self._linger_bytes = 0
+        self._deferred_refusal: bytes | None = None
 
     # ------------------------------------------------------------------ connection lifetime
 
@@ -268,21 +270,42 @@ class BoundedHttpProtocol(HttpToolsProtocol):
         its bytes unread, would reset the connection and drop the answer before it is read, so
         input is read and dropped for :data:`LINGER_SECONDS` after the answer (HTTP's lingering
         close), the connection counted against the cap meanwhile; past :data:`LINGER_BYTES` the
-        connection is reset (a flood)."""
+        connection is reset (a flood). A refused request pipelined behind requests still being
+        answered waits for their answers: HTTP/1.1 answers in order, and written at once the
+        refusal would be read as the answer to the first of them."""
         self._cancel_read_deadline()
         self._unset_keepalive_if_required()
-        body = message.encode("ascii", "replace")
-        self.transport.write(
-            b"".join([
-                STATUS_LINE[status],
-                b"content-type: text/plain; charset=utf-8\r\n",
-                b"content-length: %d\r\n" % len(body),
-                b"connection: close\r\n\r\n",
-                body,
-            ])
-        )
         self._lingering = True
         self.flow.resume_reading()
+        body = message.encode("ascii", "replace")
+        refusal = b"".join([
+            STATUS_LINE[status],
+            b"content-type: text/plain; charset=utf-8\r\n",
+            b"content-length: %d\r\n" % len(body),
+            b"connection: close\r\n\r\n",
+            body,
+        ])
+        if self._earlier_answer_pending():
+            self._deferred_refusal = refusal  # written by on_response_complete
+            return
+        self._write_refusal(refusal)
+
+    def _earlier_answer_pending(self) -> bool:
+        """A request before the one being read (its body read whole) is not answered yet. The
+        cycle is the last request whose headers were read, so the answers before it are sent."""
+        cycle = self.cycle
+        return cycle is not None and not cycle.more_body and not cycle.response_complete
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        refusal = self._deferred_refusal
+        if refusal is not None and not self._earlier_answer_pending():
+            self._deferred_refusal = None
+            self._unset_keepalive_if_required()  # armed again by uvicorn for the next request
+            self._write_refusal(refusal)
+
+    def _write_refusal(self, refusal: bytes) -> None:
+        self.transport.write(refusal)
         if self.transport.can_write_eof():
             self.transport.write_eof()
         self.loop.call_later(LINGER_SECONDS, self.transport.close)

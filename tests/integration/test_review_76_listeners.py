@@ -5,10 +5,13 @@
   cost that one connection, not end the accept loop: a listener that stops accepting leaves
   the ``placed-pods`` webhook (failurePolicy: Fail) refusing every placed pod until cellfit is
   restarted, with /healthz (on the extender's port) still answering.
+- HTTP/1.1 answers pipelined requests in order: a refusal of a later request (431, 408, 400)
+  comes after the answers of the requests before it, not in their place.
 """
 
 from __future__ import annotations
 
+import re
 import socket
 import ssl
 import subprocess
@@ -21,6 +24,7 @@ from typing import Iterator
 import httpx
 import pytest
 
+from tests.integration.test_listener_limits import Served
 from tests.integration.test_metrics_listener import ROOT
 from tests.support.ports import free_port
 from tests.support.tls import ServingCertificate, make_serving_certificate
@@ -119,3 +123,50 @@ def test_the_tls_listener_accepts_again_after_running_out_of_file_descriptors(ti
     output = tight_listener.stop()
     assert answered, output[-3000:]
     assert "Too many open files" in output or "accept" in output, output[-3000:]
+
+
+@pytest.fixture
+def extender(tmp_path: Path) -> Iterator[Served]:
+    """``cellfit serve --standalone`` with the default limits."""
+    served = Served(tmp_path, "")
+    try:
+        served.wait_ready()
+        yield served
+    finally:
+        served.stop()
+
+
+def _answers(sock: socket.socket) -> list[bytes]:
+    """The HTTP answers ``sock`` gets until the server closes it, each as its status line
+    (found anywhere: an answer follows the body before it with no line break between)."""
+    sock.settimeout(10)
+    received = b""
+    try:
+        while chunk := sock.recv(65536):
+            received += chunk
+    except (ConnectionResetError, socket.timeout):
+        pass
+    return re.findall(rb"HTTP/1\.1 \d{3} [^\r]*", received)
+
+
+HEALTHZ = b"GET /healthz HTTP/1.1\r\nHost: cellfit\r\n\r\n"
+_REASONS = {b"431": b"Request Header Fields Too Large", b"400": b"Bad Request"}
+
+
+@pytest.mark.parametrize(
+    "refused, status",
+    [
+        (b"GET /healthz HTTP/1.1\r\nHost: cellfit\r\nX-Big: " + b"a" * 40000 + b"\r\n\r\n", b"431"),
+        (b"GET /healthz HTTP/1.1\r\nHost: cellfit\r\n" + b"X-Many: 1\r\n" * 200 + b"\r\n", b"431"),
+        (b"GET /healthz HTTP/1.1\r\nHost: cellfit\r\nContent-Length: x\r\n\r\n", b"400"),
+    ],
+    ids=["header-bytes", "header-count", "invalid"],
+)
+def test_a_refused_pipelined_request_is_answered_after_the_requests_before_it(
+    extender: Served, refused: bytes, status: bytes
+) -> None:
+    served = extender
+    client = socket.create_connection(("127.0.0.1", served.port), timeout=5)
+    client.sendall(HEALTHZ + HEALTHZ + refused)
+    assert _answers(client) == [b"HTTP/1.1 200 OK", b"HTTP/1.1 200 OK", b"HTTP/1.1 " + status + b" " + _REASONS[status]]
+
