@@ -25,7 +25,7 @@ from scheduler.core.engine import SchedulingEngine, TracksJobs
 from scheduler.core.fit import ResourceFitEngine
 from scheduler.core.model import NodeInfo
 from scheduler.core.pods import PodStore
-from scheduler.preemption.engine import ExplainedPreemption, FitGppEngine
+from scheduler.preemption.engine import DEFAULT_SCHEDULER_NAME, ExplainedPreemption, FitGppEngine
 from scheduler.preemption.holds import Clock, RoomHolds
 from scheduler.preemption.model import FitGppSettings
 
@@ -55,7 +55,8 @@ def compose(
 ) -> Composition:
     """Everything ``settings`` ask for (see :func:`compose_cells` for the placement)."""
     cells = compose_cells(settings, connected=connected, nodes=nodes, on_cells_change=on_cells_change)
-    return assemble(cells=cells, preemption=settings.preemption, clock=clock, best_nodes=settings.policy.offer_best_nodes)
+    return assemble(cells=cells, preemption=settings.preemption, clock=clock, best_nodes=settings.policy.offer_best_nodes,
+                    scheduler_name=settings.nudge.scheduler_name)
 
 
 def compose_engine(
@@ -88,7 +89,7 @@ def compose_cells(
 
 def assemble(
     *, cells: HivedEngine | None, preemption: PreemptionSettings, clock: Clock, pods: PodStore | None = None,
-    best_nodes: int | None = None,
+    best_nodes: int | None = None, scheduler_name: str = DEFAULT_SCHEDULER_NAME,
 ) -> Composition:
     """HiveD's cells, or resource fit without them (its filter passing on only its
     ``best_nodes`` best-scored nodes when given: ``policy.offerBestNodes``), inside FitGpp's
@@ -97,19 +98,21 @@ def assemble(
 
     ``pods``: the pods' one record, when the driver keeps it (the watch cache records each pod
     before the engine hears of it, and forgets it after); without it the engine keeps its own
-    from the events it is given (the simulator, tests)."""
+    from the events it is given (the simulator, tests).
+    ``scheduler_name``: the kube-scheduler profile served (``nudge.schedulerName``), whose
+    preemptions FitGpp trusts when it rebuilds its holds after a restart."""
     placement: SchedulingEngine = cells if cells is not None else ResourceFitEngine(best_nodes=best_nodes)
-    return with_preemption(placement, preemption, clock=clock, pods=pods, cells=cells)
+    return with_preemption(placement, preemption, clock=clock, pods=pods, cells=cells, scheduler_name=scheduler_name)
 
 
 def with_preemption(
     placement: SchedulingEngine, preemption: PreemptionSettings, *, clock: Clock, pods: PodStore | None = None,
-    cells: HivedEngine | None = None,
+    cells: HivedEngine | None = None, scheduler_name: str = DEFAULT_SCHEDULER_NAME,
 ) -> Composition:
     """Any placement engine inside FitGpp's preemption (victims, P, resume holds timed by
     ``clock``), or alone under ``preemption.policy: placement``. ``cells``: the placement, when
     it is HiveD's (it then follows Jobs without FitGpp too); ``pods`` as :func:`assemble`."""
-    fitgpp = _fitgpp(placement, preemption, clock=clock, pods=pods)
+    fitgpp = _fitgpp(placement, preemption, clock=clock, pods=pods, scheduler_name=scheduler_name)
     if fitgpp is None:
         return Composition(engine=placement, pods=pods if pods is not None else PodStore(), placement=placement,
                            preemption=None, holds=None, cells=cells, jobs=cells)
@@ -117,7 +120,9 @@ def with_preemption(
                        jobs=fitgpp)
 
 
-def _fitgpp(placement: SchedulingEngine, preemption: PreemptionSettings, *, clock: Clock, pods: PodStore | None = None) -> FitGppEngine | None:
+def _fitgpp(
+    placement: SchedulingEngine, preemption: PreemptionSettings, *, clock: Clock, pods: PodStore | None, scheduler_name: str,
+) -> FitGppEngine | None:
     if preemption.policy == "placement":
         return None
     return FitGppEngine(
@@ -127,4 +132,5 @@ def _fitgpp(placement: SchedulingEngine, preemption: PreemptionSettings, *, cloc
         resume_hold_seconds=preemption.resume_hold_seconds,
         clock=clock,
         pods=pods,
+        scheduler_name=scheduler_name,
     )

@@ -193,3 +193,24 @@ def test_without_a_restart_the_watched_evidence_adds_no_second_hold():
     for name in ("be-b-1", "be-b-2"):
         engine.apply_pod(as_pod(kube_objects.pod(name, uid=name, gpus=4, priority=RESUMED_PRIORITY, labels=BE, job_uid=JOB_B)))
     assert [(h.kind, h.pods) for h in engine.holds.holds()] == [("preemptor", ("ml/te-1",)), ("resume", ("ml/be-b-1",))]
+
+
+def test_the_composition_trusts_the_preemptions_of_the_profile_it_is_configured_for():
+    """``nudge.schedulerName`` names the profile served (the chart sets it from its own
+    ``schedulerName``): a renamed profile's preemptions rebuild holds, another's do not."""
+    from scheduler.composition import compose
+    from scheduler.config import parse_settings
+
+    def rebuilt(profile: str) -> list[str]:
+        engine = compose(parse_settings(f"nudge: {{schedulerName: {profile}}}\n"), connected=False, clock=FakeClock()).engine
+        engine.apply_node(NODE)
+        pods = [running("be-a-0", job_uid="job-a"),
+                preempted(running("be-b-0", job_uid=JOB_B), message="gpu-batch: preempting to accommodate a higher priority Pod"),
+                trial(scheduler="gpu-batch")]
+        for body in pods:
+            engine.apply_pod(as_pod(body))
+        assert isinstance(engine, FitGppEngine)
+        return [h.kind for h in engine.holds.holds()]
+
+    assert rebuilt("gpu-batch") == ["preemptor"]
+    assert rebuilt("cellfit") == []
