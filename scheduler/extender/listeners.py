@@ -15,7 +15,8 @@ the :class:`~scheduler.config.ListenerLimits` of its listener applied:
 - a request not read whole ``readTimeoutSeconds`` after its first byte gets HTTP 408 and the
   connection is closed (slowloris), and so is a TLS handshake that long;
 - a connection with no request in progress is closed after ``idleTimeoutSeconds``, from its
-  first moment on;
+  first moment on, and so is one whose client leaves an answer unread that long (the answer
+  waiting on a full send buffer);
 - after such an answer, what the client still sends is read and dropped for a moment (a
   lingering close), so that the answer is not lost to a connection reset; a refused request
   pipelined behind others is answered after them, in order.
@@ -72,8 +73,8 @@ _OUT_OF_RESOURCES: Final = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS,
 
 # Why a listener refused a connection or cut a request: maxConnections; maxHeaderBytes or
 # maxHeaderCount (431); readTimeoutSeconds (408); not HTTP (400); a TLS handshake failed or
-# timed out.
-REFUSALS: Final = ("connection_limit", "header_limit", "read_timeout", "invalid_request", "tls_handshake")
+# timed out; an answer left unread for idleTimeoutSeconds.
+REFUSALS: Final = ("connection_limit", "header_limit", "read_timeout", "invalid_request", "tls_handshake", "write_timeout")
 
 
 class ListenerConfig(uvicorn.Config):
@@ -128,6 +129,7 @@ class BoundedHttpProtocol(HttpToolsProtocol):
         # uvicorn's keep-alive timer, armed from the connection's first moment as well.
         self.timeout_keep_alive = self.limits.idle_timeout_seconds  # type: ignore[assignment]
         self._read_deadline: TimerHandle | None = None
+        self._write_deadline: TimerHandle | None = None
         # The request line and headers being read: their size as parsed (exact) and as
         # received (whole reads that began and ended inside them), and their field count.
         self._head_open = False
@@ -158,7 +160,38 @@ class BoundedHttpProtocol(HttpToolsProtocol):
         if self.transport is None:  # refused
             return
         self._cancel_read_deadline()
+        self._cancel_write_deadline()
         super().connection_lost(exc)
+
+    # ------------------------------------------------------------------ writing answers
+
+    def pause_writing(self) -> None:
+        """The client reads the answer slower than it is written. The answer is already out of
+        uvicorn's hands, and the idle timer's close waits for it to drain: forever, for a
+        client that reads nothing. This timer bounds the wait."""
+        super().pause_writing()
+        self._cancel_write_deadline()
+        self._write_deadline = self.loop.call_later(self.limits.idle_timeout_seconds, self._write_deadline_passed)
+
+    def resume_writing(self) -> None:
+        self._cancel_write_deadline()
+        super().resume_writing()
+
+    def _write_deadline_passed(self) -> None:
+        self._write_deadline = None
+        # Closing or not (the idle timer's close waits for the answer to drain): aborted.
+        self.refused("write_timeout")
+        log.warning(
+            "answer not read in time: connection closed",
+            extra={"setting": f"{self.setting}.idleTimeoutSeconds", "limit_seconds": self.limits.idle_timeout_seconds,
+                   "client": _peer(self.transport)},
+        )
+        self.transport.abort()  # nothing more can reach a client that reads nothing
+
+    def _cancel_write_deadline(self) -> None:
+        if self._write_deadline is not None:
+            self._write_deadline.cancel()
+            self._write_deadline = None
 
     def _arm_idle_timer(self) -> None:
         self._unset_keepalive_if_required()

@@ -26,6 +26,7 @@ import pytest
 
 from tests.integration.test_listener_limits import Served
 from tests.integration.test_metrics_listener import ROOT
+from tests.support import kube_objects as k
 from tests.support.ports import free_port
 from tests.support.tls import ServingCertificate, make_serving_certificate
 
@@ -170,3 +171,31 @@ def test_a_refused_pipelined_request_is_answered_after_the_requests_before_it(
     client.sendall(HEALTHZ + HEALTHZ + refused)
     assert _answers(client) == [b"HTTP/1.1 200 OK", b"HTTP/1.1 200 OK", b"HTTP/1.1 " + status + b" " + _REASONS[status]]
 
+
+
+def test_a_client_that_never_reads_its_answer_does_not_hold_a_connection_forever(tmp_path: Path) -> None:
+    """A filter answer of a few MB to a client that reads none of it: the answer waits on the
+    socket's send buffer, no timer of the listener runs (the idle one starts after the
+    answer, the read one ended with the request), and the connection is held for good, one of
+    maxConnections. Unread for idleTimeoutSeconds, it is closed."""
+    served = Served(tmp_path, "extenderListener: {idleTimeoutSeconds: 1}")
+    try:
+        served.wait_ready()
+        nodes = [k.node(f"gpu-{index}", gpus=8) for index in range(3000)]
+        body = k.dumps(k.extender_args(k.pod("train-0", gpus=1), nodes, node_cache_capable=False))
+        reader = socket.socket()
+        reader.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        reader.connect(("127.0.0.1", served.port))
+        reader.sendall(
+            b"POST /v1/extender/filter HTTP/1.1\r\nHost: cellfit\r\nContent-Type: application/json\r\n"
+            b"Content-Length: %d\r\n\r\n" % len(body) + body
+        )
+        # Then nothing is read. Only the scrape's own connection is left once it is closed.
+        deadline = time.monotonic() + 30
+        while served.connections("extender") > 1 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert served.connections("extender") == 1, "the connection that reads nothing is still held"
+        assert served.refusals("extender", "write_timeout") == 1
+        reader.close()
+    finally:
+        served.stop()
