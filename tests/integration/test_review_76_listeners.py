@@ -7,6 +7,8 @@
   restarted, with /healthz (on the extender's port) still answering.
 - HTTP/1.1 answers pipelined requests in order: a refusal of a later request (431, 408, 400)
   comes after the answers of the requests before it, not in their place.
+- A client that reads none of a large answer does not hold its connection (one of
+  maxConnections) past idleTimeoutSeconds.
 """
 
 from __future__ import annotations
