@@ -211,7 +211,8 @@ class ExtenderMetrics:
             "Connections and requests a listener refused or cut, by listener (extender, metrics, "
             "admission) and reason: connection_limit (maxConnections), header_limit "
             "(maxHeaderBytes or maxHeaderCount, HTTP 431), read_timeout (readTimeoutSeconds, HTTP "
-            "408), invalid_request (not HTTP, 400), tls_handshake (failed or timed out). Every one "
+            "408), invalid_request (not HTTP, 400), tls_handshake (failed or timed out), "
+            "write_timeout (an answer left unread for idleTimeoutSeconds). Every one "
             "is counted; the log says only some (it is rate-limited).",
             ["listener", "reason"],
             registry=self.registry,
