@@ -601,26 +601,6 @@ class ExchangeSettings(_Section):
     )
 
 
-class ReclaimSettings(_Section):
-    """HiveD's guarantee whatever the pods' PriorityClasses (scheduler/cluster/reclaim.py):
-    kube-scheduler preempts only pods of lower priority than the preemptor, so a guaranteed pod
-    waiting for opportunistic pods of equal or higher priority on its VC's cells would wait for
-    ever. The leader deletes those itself (DisruptionTarget first, each with its own grace
-    period), once the guaranteed pod has waited ``afterSeconds``; lower-priority ones are left to
-    kube-scheduler."""
-
-    enabled: bool = Field(True, description="Reclaim (when connected to a cluster and the policy is hived).")
-    after_seconds: float = Field(
-        30.0, ge=0, le=86400, allow_inf_nan=False,
-        description="Seconds a guaranteed pod waits for its cells, as the leader sees it, before their opportunistic "
-                    "pods of equal or higher priority are deleted: kube-scheduler's preemption has the first chance.",
-    )
-    period_seconds: float = Field(
-        5.0, ge=0.5, le=600, allow_inf_nan=False,
-        description="Seconds between the leader's looks at the guaranteed pods waiting for cells.",
-    )
-
-
 class LoggingSettings(_Section):
     level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     format: Literal["json", "text"] = Field("json", description="json: one object per line.")
@@ -643,7 +623,6 @@ class Settings(_Section):
     leader_election: LeaderElectionSettings = LeaderElectionSettings()
     nudge: NudgeSettings = NudgeSettings()
     exchange: ExchangeSettings = ExchangeSettings()
-    reclaim: ReclaimSettings = ReclaimSettings()
     logging: LoggingSettings = LoggingSettings()
 
     @model_validator(mode="after")

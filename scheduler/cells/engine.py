@@ -17,7 +17,6 @@ Pods without GPUs are not HiveD's concern: every offered node passes, score 0, n
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass
 from typing import AbstractSet, Any, Callable, Final, Mapping, NamedTuple, Sequence
 
 import numpy as np
@@ -781,22 +780,15 @@ class HivedEngine:
     # ------------------------------------------------------------------ explanations
 
     def pending_preemptions(self) -> dict[str, list[str]]:
-        """Pod UID of a waiting guaranteed pod -> UIDs of the opportunistic pods it waits for
-        (:meth:`waiting_guarantees`, without the cells)."""
-        return {waiting.pod_uid: list(waiting.victims) for waiting in self.waiting_guarantees()}
-
-    def waiting_guarantees(self) -> list[WaitingGuarantee]:
-        """Each guaranteed pod whose booked cells opportunistic pods still use, with those pods:
-        what kube-scheduler's preemption gives back, and what a driver deletes itself where
-        kube-scheduler cannot (a victim of equal or higher priority: scheduler/cluster/reclaim.py)."""
-        result: list[WaitingGuarantee] = []
+        """Pod UID of a waiting guaranteed pod -> UIDs of the opportunistic pods it waits for. A
+        driver may delete these itself when kube-scheduler cannot (e.g. equal PriorityClass)."""
+        result: dict[str, list[str]] = {}
         for booking in self.allocator.bookings.values():
             if booking.pod_uid is None:
                 continue
-            victims = tuple(v.pod_uid for v in self.allocator.victims(booking) if v.pod_uid is not None)
+            victims = [v.pod_uid for v in self.allocator.victims(booking) if v.pod_uid is not None]
             if victims:
-                cell = booking.root.id if booking.root is not None else booking.cell_type
-                result.append(WaitingGuarantee(pod_uid=booking.pod_uid, vc=booking.vc, cell=cell, node=booking.node, victims=victims))
+                result[booking.pod_uid] = victims
         return result
 
     def inspect_virtual_clusters(self) -> dict[str, Any]:
@@ -817,17 +809,6 @@ class HivedEngine:
 
     def metrics(self) -> dict[str, Any]:
         return inspection.metrics(self.allocator)
-
-
-@dataclass(frozen=True)
-class WaitingGuarantee:
-    """A guaranteed pod waiting for the opportunistic pods on its booked GPUs to go."""
-
-    pod_uid: str
-    vc: str
-    cell: str  # the id of the VC cell its booking is in (its cell type when outside one)
-    node: str | None  # the node of its booked GPUs
-    victims: tuple[str, ...]  # UIDs of the opportunistic pods on them
 
 
 def booking_limits(config: CellsConfig) -> BookingLimits:
