@@ -194,16 +194,19 @@ def test_a_users_own_estimate_does_not_set_its_familys_task_spread():
     assert not list(estimator._task_spread.get(("ml", "mlp", "gpu"), ()))
 
 
+# A long sample's annotations, as cellfit writes them on the sampling pod it creates.
+LONG_SAMPLE_NOTES = {
+    "cellfit.io/sample-configuration": "gpu", "cellfit.io/sample-pilot": "0", "cellfit.io/sample-length": "long",
+    "cellfit.io/sample-attempt": "0", "cellfit.io/sample-iterations": "20",
+}
+
+
 def test_a_sample_whose_workload_reported_while_its_sidecar_runs_has_ended():
     """A mesh or log sidecar injected as an ordinary container (istio-proxy) never exits: the
     pod stays Running after the trainer wrote its report and exited 0. The sample counted as
     running until stopped as long, or for ever while no other sample had finished."""
     report = json.dumps({"iterations": 20, "seconds": 12.25})
-    annotations = {
-        "cellfit.io/sample-configuration": "gpu", "cellfit.io/sample-pilot": "0", "cellfit.io/sample-length": "long",
-        "cellfit.io/sample-attempt": "0", "cellfit.io/sample-iterations": "20",
-    }
-    body = {"metadata": {"name": "p", "annotations": annotations},
+    body = {"metadata": {"name": "p", "annotations": LONG_SAMPLE_NOTES},
             "status": {"phase": "Running", "startTime": "2026-01-01T00:00:00Z", "containerStatuses": [
                 {"name": "istio-proxy", "state": {"running": {"startedAt": "2026-01-01T00:00:00Z"}}},
                 {"name": "trainer", "state": {"terminated": {"exitCode": 0, "message": report}}},
@@ -261,11 +264,7 @@ def test_a_running_samples_time_does_not_count_its_image_pull():
     pull: the run counted as 190 s old 10 s after it started, past the 120 s a long-sample
     deadline allows at least, so it was stopped as long and its "lower bound" (190 s · N/k)
     held the pull, multiplied by N/k."""
-    annotations = {
-        "cellfit.io/sample-configuration": "gpu", "cellfit.io/sample-pilot": "0", "cellfit.io/sample-length": "long",
-        "cellfit.io/sample-attempt": "0", "cellfit.io/sample-iterations": "20",
-    }
-    body = {"metadata": {"name": "p", "annotations": annotations},
+    body = {"metadata": {"name": "p", "annotations": LONG_SAMPLE_NOTES},
             "status": {"phase": "Running", "startTime": "2026-01-01T00:00:00Z", "containerStatuses": [
                 {"name": "trainer", "state": {"running": {"startedAt": "2026-01-01T00:03:00Z"}}},
             ]}}
