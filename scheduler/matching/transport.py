@@ -33,20 +33,42 @@ cheapest units (a convex cost in ``m``). Solved exactly over groups in three pha
 Phase 3 costs O(G²) per augmentation (the cheapest move between two groups is kept per pair and
 recomputed only for the groups a path changed, O(|group|·G)); the caller bounds how many it
 allows and otherwise falls back to ``linear_sum_assignment``.
+
+Phases 2 and 3 run in C where the optional extension ``scheduler.matching._transport`` was built
+(see its header): the same steps in the same order, so the same assignment, without NumPy's
+cost per call on a plan's few hundred rows and handful of groups. Where it cannot be sure of
+that (a NaN, a shortest path over more than ``_PYTHON_DIJKSTRA_NODES`` nodes or with two ways to
+a node) it declines and :class:`_Grouped` below runs, as it does without the extension.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from importlib import import_module
+from types import ModuleType
+from typing import Final
 
 import numpy as np
 import numpy.typing as npt
 from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import dijkstra
 
+try:
+    # By name: the extension imports nothing of the package, but an import statement of it
+    # reads as one of scheduler.matching (its __init__ imports this module), a cycle to the
+    # import graph (tests/test_architecture.py).
+    _built: ModuleType | None = import_module("scheduler.matching._transport")
+except ImportError:  # pragma: no cover - the package was installed without its C extension
+    _built = None
+
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
+
+NATIVE: Final = _built is not None  # the extension was built
+native = _built  # the extension in use: None runs phases 2 and 3 in NumPy (the tests compare both)
+# solve_groups' answers (see _transport.c).
+_SOLVED, _NONE = 0, 1
 
 # Phase 2 stops after this many sweeps without fewer jobs over: what is left is phase 3's.
 _STALLED_SWEEPS = 2
@@ -90,13 +112,28 @@ def assign_to_classes(
     found = _units(groups, capacity)
     if not found.units:
         return None
-    problem = _Grouped(cost=groups.group_cost[:, found.ids], units=found.units)
+    grouped = _assign_to_groups(groups.group_cost[:, found.ids], found, max_augmentations=max_augmentations)
+    return None if grouped is None else _filled(grouped, found)
+
+
+def _assign_to_groups(cost: FloatArray, found: _Units, *, max_augmentations: int) -> IntArray | None:
+    """Phases 2 and 3: each row's group (an index of ``found``'s groups; ``cost`` is rows ×
+    those groups), or None where :func:`assign_to_classes` declines. In C where the extension
+    takes it, else in NumPy: the same answer either way."""
+    if native is not None and cost.dtype == np.float64 and found.flat.dtype == np.float64:
+        assign = np.empty(cost.shape[0], dtype=np.int64)
+        status = native.solve_groups(np.ascontiguousarray(cost), found.flat, found.bounds, assign, max_augmentations)
+        if status == _SOLVED:
+            return assign
+        if status == _NONE:
+            return None
+    problem = _Grouped(cost=cost, units=found.units)
     if not problem.feasible():
         return None
     problem.raise_prices()
     if not problem.shortest_paths(max_augmentations=max_augmentations):
         return None
-    return _filled(problem.assign, found)
+    return problem.assign
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +146,7 @@ class _Units:
     unit_class: IntArray
     bounds: IntArray
     units: list[FloatArray]
+    flat: FloatArray  # the units' offsets, group after group (``units`` are its slices)
 
 
 def _units(groups: Groups, capacity: IntArray) -> _Units:
@@ -122,7 +160,7 @@ def _units(groups: Groups, capacity: IntArray) -> _Units:
     np.cumsum(per_group, out=bounds[1:])
     offsets = groups.offset[unit_class]
     units = [offsets[begin:end] for begin, end in zip(bounds[:-1].tolist(), bounds[1:].tolist())]
-    return _Units(ids=group_ids, unit_class=unit_class, bounds=bounds, units=units)
+    return _Units(ids=group_ids, unit_class=unit_class, bounds=bounds, units=units, flat=offsets)
 
 
 def distinct(values: IntArray) -> tuple[IntArray, IntArray]:
