@@ -601,6 +601,29 @@ class ExchangeSettings(_Section):
     )
 
 
+class ReclaimSettings(_Section):
+    """HiveD's guarantee whatever the pods' PriorityClasses (scheduler/cluster/reclaim.py,
+    scheduler/cluster/stranded.py): kube-scheduler preempts only pods of lower priority than the
+    preemptor, and never calls cellfit for a pod whose every node its own filters found full, so
+    a guaranteed pod waiting for opportunistic pods of equal or higher priority on its VC's cells
+    would wait for ever. The leader books such a pod's cells itself once kube-scheduler has found
+    it unschedulable for ``afterSeconds``, and deletes those opportunistic pods (DisruptionTarget
+    first, each with its own grace period) once the pod has waited ``afterSeconds`` for them;
+    lower-priority ones are left to kube-scheduler."""
+
+    enabled: bool = Field(True, description="Reclaim (when connected to a cluster and the policy is hived).")
+    after_seconds: float = Field(
+        30.0, ge=0, le=86400, allow_inf_nan=False,
+        description="Seconds a guaranteed pod waits, unschedulable or for its cells, as the leader sees it, before its "
+                    "cells are booked and their opportunistic pods of equal or higher priority deleted: kube-scheduler's "
+                    "preemption has the first chance.",
+    )
+    period_seconds: float = Field(
+        5.0, ge=0.5, le=600, allow_inf_nan=False,
+        description="Seconds between the leader's looks at the guaranteed pods waiting for cells.",
+    )
+
+
 class LoggingSettings(_Section):
     level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     format: Literal["json", "text"] = Field("json", description="json: one object per line.")
@@ -623,6 +646,7 @@ class Settings(_Section):
     leader_election: LeaderElectionSettings = LeaderElectionSettings()
     nudge: NudgeSettings = NudgeSettings()
     exchange: ExchangeSettings = ExchangeSettings()
+    reclaim: ReclaimSettings = ReclaimSettings()
     logging: LoggingSettings = LoggingSettings()
 
     @model_validator(mode="after")

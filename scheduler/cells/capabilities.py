@@ -5,19 +5,22 @@ narrowest capability it uses, so what a driver can reach is written in its signa
 the engine's class: the inspect API and metrics read (:class:`CellInspection`), a live reload
 and the cell exchange's quota moves change the VCs (:class:`CellReconfiguration`), the booking
 sweeper releases what lost its reason (:class:`BookingSweep`), the admission webhook asks
-whether a request could ever be placed (:class:`RequestCheck`). :class:`~scheduler.cells.engine.HivedEngine`
+whether a request could ever be placed (:class:`RequestCheck`), the leader's reclaim keeps
+the guarantees kube-scheduler's preemption cannot (:class:`GuaranteeKeeping`). :class:`~scheduler.cells.engine.HivedEngine`
 is the one implementation; callers hold the engine's lock for every call.
 """
 
 from __future__ import annotations
 
-from typing import AbstractSet, Any, Mapping, Protocol
+from dataclasses import dataclass
+from typing import AbstractSet, Any, Mapping, Protocol, Sequence
 
 from scheduler.cells.config import CellsConfig
 from scheduler.cells.expiry import BookingLimits, BookingReleased
 from scheduler.cells.planning import Unplaceable
 from scheduler.cells.request import CellRequest, RequestProblem
 from scheduler.cells.topology import Topology
+from scheduler.core.model import PodInfo
 
 
 class CellInspection(Protocol):
@@ -77,5 +80,35 @@ class RequestCheck(Protocol):
     def request_problem(self, request: CellRequest) -> tuple[RequestProblem, Unplaceable] | None: ...
 
 
-class Cells(CellReconfiguration, BookingSweep, RequestCheck, Protocol):
+@dataclass(frozen=True)
+class WaitingGuarantee:
+    """A guaranteed pod waiting for the opportunistic pods on its booked GPUs to go."""
+
+    pod_uid: str
+    vc: str
+    cell: str  # the id of the VC cell its booking is in (its cell type when outside one)
+    node: str | None  # the node of its booked GPUs
+    victims: tuple[str, ...]  # UIDs of the opportunistic pods on them
+
+
+class GuaranteeKeeping(Protocol):
+    """HiveD's guarantee where kube-scheduler's preemption does not keep it: kube-scheduler
+    offers as victims only pods of lower priority than the preemptor, and never brings a pod to
+    the filter when every node it could go to is full (scheduler/cluster/reclaim.py)."""
+
+    def waiting_guarantees(self) -> list[WaitingGuarantee]:
+        """Each guaranteed pod whose booked cells opportunistic pods still use, with those pods."""
+
+    def reclaim_needed(self, pod: PodInfo) -> bool:
+        """Whether HiveD would place the guaranteed pod only by preempting opportunistic pods."""
+
+    def book_reclaim(self, pod: PodInfo, *, among: Sequence[str]) -> WaitingGuarantee | None:
+        """Book its cells on one of the nodes ``among``, as the filter books a pod waiting for
+        its victims; None, nothing booked, when it needs no victim there or cannot go there."""
+
+    def cancel_reclaim(self, pod_uid: str) -> None:
+        """Give back what :meth:`book_reclaim` booked."""
+
+
+class Cells(CellReconfiguration, BookingSweep, RequestCheck, GuaranteeKeeping, Protocol):
     """Every capability HiveD's cells give the drivers (``Composition.cells``)."""

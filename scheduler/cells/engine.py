@@ -25,6 +25,7 @@ import numpy.typing as npt
 from scheduler.cells import bindinfo, inspection
 from scheduler.cells.allocator import CellAllocator
 from scheduler.cells.booking import Booking, Group
+from scheduler.cells.capabilities import WaitingGuarantee
 from scheduler.cells.planning import Spot, Target, Unplaceable
 from scheduler.cells.virtual_clusters import VcState
 from scheduler.cells.check import CellsCheck, check_config, describe
@@ -780,16 +781,76 @@ class HivedEngine:
     # ------------------------------------------------------------------ explanations
 
     def pending_preemptions(self) -> dict[str, list[str]]:
-        """Pod UID of a waiting guaranteed pod -> UIDs of the opportunistic pods it waits for. A
-        driver may delete these itself when kube-scheduler cannot (e.g. equal PriorityClass)."""
-        result: dict[str, list[str]] = {}
-        for booking in self.allocator.bookings.values():
-            if booking.pod_uid is None:
-                continue
-            victims = [v.pod_uid for v in self.allocator.victims(booking) if v.pod_uid is not None]
-            if victims:
-                result[booking.pod_uid] = victims
-        return result
+        """Pod UID of a waiting guaranteed pod -> UIDs of the opportunistic pods it waits for
+        (:meth:`waiting_guarantees`, without the cells)."""
+        return {waiting.pod_uid: list(waiting.victims) for waiting in self.waiting_guarantees()}
+
+    def waiting_guarantees(self) -> list[WaitingGuarantee]:
+        """Each guaranteed pod whose booked cells opportunistic pods still use, with those pods:
+        what kube-scheduler's preemption gives back, and what a driver deletes itself where
+        kube-scheduler cannot (a victim of equal or higher priority: scheduler/cluster/reclaim.py)."""
+        waiting = (self._waiting(booking) for booking in self.allocator.bookings.values() if booking.pod_uid is not None)
+        return [entry for entry in waiting if entry is not None]
+
+    def _waiting(self, booking: Booking) -> WaitingGuarantee | None:
+        victims = tuple(v.pod_uid for v in self.allocator.victims(booking) if v.pod_uid is not None)
+        if not victims or booking.pod_uid is None:
+            return None
+        cell = booking.root.id if booking.root is not None else booking.cell_type
+        return WaitingGuarantee(pod_uid=booking.pod_uid, vc=booking.vc, cell=cell, node=booking.node, victims=victims)
+
+    def _stranded_request(self, pod: PodInfo) -> _Context | None:
+        """The context of a single guaranteed GPU pod without cells set aside (None for any
+        other pod: gangs plan their slots together, and are left to kube-scheduler)."""
+        if pod.requests.gpus == 0 or self.has_booking(pod):
+            return None
+        try:
+            ctx = self._context(pod)
+        except InvalidAnnotation:
+            return None
+        if ctx.request.priority is not Priority.GUARANTEED or ctx.request.gang is not None:
+            return None
+        return ctx
+
+    def reclaim_needed(self, pod: PodInfo) -> bool:
+        """Whether HiveD would place this guaranteed pod, wherever kube-scheduler may send it,
+        only by preempting opportunistic pods (nothing is booked). A pod kube-scheduler never
+        brings to the filter, every node full, is stranded when this is true: its VC has the
+        quota, the opportunistic pods have its cells."""
+        ctx = self._stranded_request(pod)
+        if ctx is None:
+            return False
+        try:
+            spot = self.allocator.plan(ctx.request, ctx.vc, ctx.targets, allowed=None)
+        except Unplaceable:
+            return False
+        return self.allocator.planner.preempts(spot)
+
+    def book_reclaim(self, pod: PodInfo, *, among: Sequence[str]) -> WaitingGuarantee | None:
+        """Book the cells of a stranded guaranteed pod (:meth:`reclaim_needed`) on one of the
+        nodes ``among`` (those kube-scheduler would accept it on, their GPUs aside), as the
+        filter books a pod waiting for its victims, and return what it waits for; None, nothing
+        booked, when it needs no victim there or cannot be placed there."""
+        ctx = self._stranded_request(pod)
+        if ctx is None:
+            return None
+        try:
+            spot = self.allocator.plan(ctx.request, ctx.vc, ctx.targets, allowed=frozenset(among))
+        except Unplaceable:
+            return None
+        if not self.allocator.planner.preempts(spot):
+            return None
+        booking = self._book(spot, ctx, pod)
+        self.expiry.booked_for(pod.uid)
+        return self._waiting(booking)
+
+    def cancel_reclaim(self, pod_uid: str) -> None:
+        """Give back what :meth:`book_reclaim` booked for the pod (its driver found the node
+        would not take the pod after all); the pod is as if never booked."""
+        booking = self.allocator.by_pod.get(pod_uid)
+        if booking is not None and booking.group is None:
+            self.allocator.release(booking)
+            self._released()
 
     def inspect_virtual_clusters(self) -> dict[str, Any]:
         return inspection.virtual_clusters(self.allocator)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, AsyncIterator, Callable, TypeVar
 
 from fastapi import FastAPI
+from prometheus_client import Counter
 
 from scheduler.cells import HivedEngine
 from scheduler.cells.capabilities import Cells
@@ -29,6 +30,8 @@ from scheduler.core.model import NodeInfo
 from scheduler.core.pods import PodStore
 from scheduler.errors import CellfitError, ConfigError, KubernetesApiError
 from scheduler.cluster.priority_class import PriorityClassLookup
+from scheduler.cluster.reclaim import ReclaimController
+from scheduler.cluster.stranded import StrandedGuarantees
 from scheduler.composition import Composition, assemble, compose_cells
 from scheduler.extender.admission import PodAdmission
 from scheduler.extender.app import create_admission_app, create_app, create_inspect_app, create_metrics_app
@@ -214,7 +217,7 @@ def build_runtime(settings: Settings, *, api: KubernetesApi | None = None, stand
     hived_cells = composition.cells
     count_preemption = metrics.track_exchange(quotas.metrics) if quotas is not None else None
     terms, elector = _leadership(settings, api, cache, metrics, hived=hived_cells, lock=lock, quotas=quotas,
-                                 count_preemption=count_preemption)
+                                 count_preemption=count_preemption, reclaimer=_reclaimer(settings, composition, metrics, lock=lock, cache=cache))
     victim_requeue = _victim_requeue(settings, api, cache, metrics)
 
     @asynccontextmanager
@@ -297,12 +300,12 @@ def build_runtime(settings: Settings, *, api: KubernetesApi | None = None, stand
 def _leadership(
     settings: Settings, api: KubernetesApi | None, cache: ClusterCache | None, metrics: ExtenderMetrics,
     *, hived: Cells | None = None, lock: threading.RLock | None = None, quotas: ExchangeQuotas | None = None,
-    count_preemption: Callable[[str], None] | None = None,
+    count_preemption: Callable[[str], None] | None = None, reclaimer: Callable[[KubernetesApi], ReclaimController] | None = None,
 ) -> tuple[Terms | None, LeaderElector | None]:
     """The live drivers, built afresh for each term, and the election on the controllers' Lease
     that begins and ends the terms (scheduler/cluster/leadership.py). Every replica serves the
     verbs to the kube-scheduler beside it, leader or not."""
-    if api is None or cache is None or not (settings.estimator.enabled or settings.nudge.enabled or quotas is not None):
+    if api is None or cache is None or not (settings.estimator.enabled or settings.nudge.enabled or quotas is not None or reclaimer is not None):
         return None, None
     connected, watched = api, cache
     election = settings.leader_election
@@ -316,7 +319,8 @@ def _leadership(
         if quotas is not None and hived is not None and lock is not None:
             exchange = ExchangeController(api=connected, quotas=quotas, engine=hived, lock=lock, settings=settings.exchange,
                                           on_preempt=count_preemption)
-        return [driver for driver in (estimator, placer, nudger, exchange) if driver is not None]
+        reclaim = reclaimer(connected) if reclaimer is not None else None
+        return [driver for driver in (estimator, placer, nudger, exchange, reclaim) if driver is not None]
 
     terms = Terms(build)
     if not election.enabled:
@@ -331,6 +335,34 @@ def _leadership(
         on_change=lambda leading: metrics.leader.set(1 if leading else 0),
     )
     return terms, elector
+
+
+def _reclaimer(
+    settings: Settings, composition: Composition, metrics: ExtenderMetrics, *, lock: threading.RLock, cache: ClusterCache | None
+) -> Callable[[KubernetesApi], ReclaimController] | None:
+    """HiveD's reclaim of the cells kube-scheduler will not preempt for (scheduler/cluster/reclaim.py),
+    built afresh for each term; None standalone, under resource fit or with reclaim.enabled false."""
+    cells, pods = composition.cells, composition.pods
+    if cache is None or not settings.reclaim.enabled or cells is None:
+        return None
+    remember_victims = cache.remember_victims
+    # Made once: each term's controller counts into it (a registry refuses a second of the name).
+    reclaimed = Counter(
+        "cellfit_reclaimed_pods_total",
+        "Opportunistic pods the leader deleted for a waiting guaranteed pod because kube-scheduler preempts only lower "
+        "priorities (reclaim section), by the waiting pod's VC.",
+        ["vc"], registry=metrics.registry,
+    )
+    scheduler_name = settings.nudge.scheduler_name
+
+    def build(api: KubernetesApi) -> ReclaimController:
+        stranded = StrandedGuarantees(api=api, engine=cells, pods=pods, lock=lock, scheduler_name=scheduler_name,
+                                      gpu_resource=settings.policy.gpu_resource_name, after_seconds=settings.reclaim.after_seconds)
+        return ReclaimController(api=api, engine=cells, pods=pods, lock=lock, settings=settings.reclaim,
+                                 scheduler_name=scheduler_name, on_reclaim=lambda vc: reclaimed.labels(vc=vc).inc(),
+                                 remember_victims=remember_victims, stranded=stranded)
+
+    return build
 
 
 def _nudger(

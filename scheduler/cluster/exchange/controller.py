@@ -41,9 +41,9 @@ from scheduler.cells.exchange import CellCatalog, Posting, draining_pods, due_pr
 from scheduler.cells.exchange.board import Outcome
 from scheduler.cells.exchange.ledger import Entry
 from scheduler.cells.exchange.preemption import BORROWER_HORIZON_SECONDS
-from scheduler.cells.exchange.resource import rfc3339
 from scheduler.cluster.api import KubernetesApi
 from scheduler.cluster.cache import path_reflector
+from scheduler.cluster.disruption import preempt_pod
 from scheduler.cluster.exchange.objects import (
     CELL_OBJECT_DECODER,
     CONFIG_MAP_DECODER,
@@ -53,7 +53,6 @@ from scheduler.cluster.exchange.objects import (
     ConfigMap,
     collection_path,
     config_maps_path,
-    pod_status_path,
     status_path,
 )
 from scheduler.cluster.exchange.quotas import ExchangeQuotas
@@ -70,9 +69,6 @@ DEBOUNCE_SECONDS = 0.5
 # A pod deleted for the exchange is not deleted again while it terminates.
 _PREEMPTED_MEMORY_SECONDS = 600.0
 _WARNINGS = frozenset({"Invalid", "Expired"})
-# The condition kube-scheduler sets on its own preemption's victims, and its reason.
-DISRUPTION_TARGET = "DisruptionTarget"
-DISRUPTION_REASON = "PreemptionByScheduler"
 # A ledger write refused for another reason than a conflict is retried after this, doubling up to
 # the most (the ConfigMap full: no hot loop).
 _FIRST_BACKOFF_SECONDS = 1.0
@@ -396,9 +392,8 @@ class ExchangeController:
             if due.uid is None or due.uid in self._preempted:
                 continue
             namespace, _, name = due.pod.partition("/")
-            self._mark_disrupted(namespace=namespace, name=name, uid=due.uid, message=due.reason, now=now)
             try:
-                self._api.delete_pod(namespace=namespace, name=name, uid=due.uid)
+                preempt_pod(self._api, namespace=namespace, name=name, uid=due.uid, message=due.reason, now=now)
             except CellfitError as error:
                 log.warning("exchange preemption failed", extra={"pod": due.pod, "reason": str(error)})
                 continue
@@ -414,24 +409,6 @@ class ExchangeController:
             except CellfitError as error:
                 log.warning("exchange event not written", extra={"pod": due.pod, "reason": str(error)})
         return done
-
-    def _mark_disrupted(self, *, namespace: str, name: str, uid: str, message: str, now: float) -> None:
-        """The pod's DisruptionTarget condition, written before its deletion as kube-scheduler
-        writes it on the victims of its own preemption: a Job whose podFailurePolicy ignores
-        disruptions then resumes instead of counting a failure. Guarded by the pod's UID (a pod
-        re-created under the name is left alone); not written, the deletion goes on all the same
-        (the exchange must return the cells), and the log says what the Job may count."""
-        condition = {
-            "type": DISRUPTION_TARGET, "status": "True", "reason": DISRUPTION_REASON, "message": f"cellfit: {message}",
-            "lastTransitionTime": rfc3339(now),
-        }
-        try:
-            self._api.write_path("PATCH", pod_status_path(namespace, name), {"metadata": {"uid": uid}, "status": {"conditions": [condition]}},
-                                 content_type="application/strategic-merge-patch+json")
-        except KubernetesApiError as error:
-            if error.status != 404:  # gone already: nothing to mark, nothing to delete
-                log.warning("the preempted pod's DisruptionTarget condition was not written: a podFailurePolicy that ignores "
-                            "disruptions will count this preemption as a failure", extra={"pod": f"{namespace}/{name}", "reason": str(error)})
 
     def _requeue(self, why: str) -> None:
         try:

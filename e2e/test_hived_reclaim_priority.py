@@ -1,0 +1,69 @@
+"""HiveD's guarantee whatever the PriorityClasses, on a live cluster with the chart's scheduler
+(scheduler/cluster/stranded.py, scheduler/cluster/reclaim.py). An opportunistic pod whose
+PriorityClass equals the guaranteed pod's (cellfit-best-effort: a user's mistake) fills the GPUs
+of a node the default VC owns; a guaranteed pod of that VC arrives. kube-scheduler's own filters
+find the node full and it offers only lower-priority victims, so it neither preempts nor calls
+cellfit: it marks the pod unschedulable. After ``reclaim.afterSeconds`` (30 s, the default the
+chart leaves) the leader books the pod's cells on that node, marks the opportunistic pod
+DisruptionTarget and deletes it, with Events on both pods, and the guaranteed pod is bound
+there. KWOK plays the pods (they run and go at once)."""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+import pytest
+
+from chart_support import ChartScheduler, Cluster, Release, Scenarios, assert_no_double_booking, gpu_pod, is_active, scenario_scheduler, wait_for
+
+pytestmark = pytest.mark.e2e
+SCENARIOS = Scenarios("hivedprio-")
+OPPORTUNISTIC = {"cellfit.io/priority": "opportunistic"}
+
+
+@pytest.fixture(scope="module")
+def env(control_plane: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Cluster, Release, ChartScheduler, Any]]:
+    workdir = tmp_path_factory.mktemp(f"hived-reclaim-priority-{SCENARIOS.run}")
+    with scenario_scheduler(control_plane, workdir, SCENARIOS, nodes={"equal": 1}, name="hived-prio") as (cluster, release, procs):
+        yield cluster, release, procs, control_plane
+
+
+def running_on(cluster: Cluster, ns: str, name: str) -> str | None:
+    """The pod's node while it runs (each pod asked about exists by then)."""
+    current = cluster.kubectl_json("-n", ns, "get", "pod", name)
+    return str(current["spec"]["nodeName"]) if current["status"].get("phase") == "Running" and is_active(current) else None
+
+
+def reasons(cluster: Cluster, ns: str, name: str) -> dict[str, str]:
+    return {event["reason"]: event["message"] for event in cluster.events(ns, name)}
+
+
+def test_an_opportunistic_pod_of_equal_priority_is_deleted_for_the_guaranteed_pod(env: Any) -> None:
+    cluster, release, procs, cp = env
+    ns = cp.create_namespace("equal")
+    where = SCENARIOS.selector("equal")
+    name = release.scheduler_name
+    node = SCENARIOS.node("equal")
+    cluster.apply(gpu_pod("squatter", scheduler_name=name, node_selector=where, gpus=8, priority_class="cellfit-best-effort",
+                          labels=OPPORTUNISTIC), namespace=ns)
+    assert wait_for(lambda: running_on(cluster, ns, "squatter"), 90, f"squatter running (cellfit log {procs.cellfit.log})") == node
+    squatter_uid = cluster.kubectl_json("-n", ns, "get", "pod", "squatter")["metadata"]["uid"]
+
+    with cluster.watch_pods(ns) as versions:
+        cluster.apply(gpu_pod("owner", scheduler_name=name, node_selector=where, gpus=4, priority_class="cellfit-best-effort"),
+                      namespace=ns)
+        assert wait_for(lambda: running_on(cluster, ns, "owner"), 180,
+                        f"owner running (cellfit log {procs.cellfit.log}, scheduler log {procs.scheduler.log})") == node
+
+    deleting = [v.pod for v in versions if v.pod["metadata"]["uid"] == squatter_uid and v.pod["metadata"].get("deletionTimestamp")]
+    assert deleting, "the squatter was never deleted"
+    conditions = deleting[0]["status"].get("conditions", [])
+    assert any(c["type"] == "DisruptionTarget" and c.get("message", "").startswith("cellfit:") for c in conditions), conditions
+    preempted = wait_for(lambda: reasons(cluster, ns, "squatter").get("Preempted"), 30, "a Preempted Event on the squatter")
+    reclaiming = wait_for(lambda: reasons(cluster, ns, "owner").get("ReclaimingCells"), 30, "a ReclaimingCells Event on the owner")
+    for message in (preempted, reclaiming):
+        assert "virtual cluster default" in message and "kube-scheduler preempts only lower priorities" in message, message
+    logged = [line for line in procs.cellfit.log.read_text(errors="replace").splitlines()
+              if "opportunistic pod preempted for a guaranteed pod" in line and "squatter" in line]
+    assert logged, f"no reclaim log line (cellfit log {procs.cellfit.log})"
+    assert_no_double_booking(cluster.pods(ns))

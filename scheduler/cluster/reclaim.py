@@ -1,0 +1,222 @@
+"""HiveD's guarantee whatever the pods' PriorityClasses, on the leader.
+
+A guaranteed pod whose VC's cells opportunistic pods use gets them back through kube-scheduler's
+preemption: cellfit's filter refuses, kube-scheduler calls the preempt verb, cellfit names the
+opportunistic pods. But kube-scheduler offers as victims only pods of *lower* priority than the
+preemptor, and never calls cellfit at all for a pod whose every node its own filters found full:
+an opportunistic pod of equal or higher priority (a user's mistake, the cluster's default class)
+would keep the cells for ever. Every ``reclaim.periodSeconds`` this controller
+
+1. books the cells of each guaranteed pod that kube-scheduler has found unschedulable for
+   ``reclaim.afterSeconds`` and that HiveD would place only by preempting opportunistic pods
+   (*stranded*): on a node kube-scheduler will accept it on once they are gone (its node
+   selector, node affinity and taints, scheduler/kube/node_rules.py; its cores and memory fit
+   there without them), as the filter books a pod waiting for its victims. A pod with
+   constraints those rules do not model is left as it is, and the log says why;
+2. reads the guaranteed pods waiting for cells (``waiting_guarantees``, under the engine lock)
+   and, for each that has waited ``reclaim.afterSeconds`` since the leader first saw it wait,
+   preempts itself those of its opportunistic pods kube-scheduler will not: each marked
+   DisruptionTarget and deleted with its own grace period (scheduler/cluster/disruption.py), an
+   Event on both pods, a log line, the counter ``cellfit_reclaimed_pods_total``. The ones of
+   lower priority are left to kube-scheduler, which preempts them once the others are gone.
+
+Never touched: a pod not labelled opportunistic, not of cellfit's kube-scheduler profile, already
+terminating, or deleted by this leader already; nor anything for a waiting pod that is gone,
+terminating, not cellfit's, or waits no more (the wait counts again from its next wait). Gangs
+plan their slots together and are left to kube-scheduler.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from typing import Callable, Iterable, Mapping, Protocol, Sequence
+
+from scheduler.cells.capabilities import WaitingGuarantee
+from scheduler.cluster.disruption import PodDeletion, preempt_pod
+from scheduler.cluster.stranded import StrandedGuarantees
+from scheduler.config import ReclaimSettings
+from scheduler.constants import LABEL_PRIORITY, PRIORITY_OPPORTUNISTIC
+from scheduler.core.model import PodInfo
+from scheduler.errors import CellfitError
+
+log = logging.getLogger(__name__)
+
+# A pod deleted here is not deleted again while it terminates (the watch may not show it so yet).
+_RECLAIMED_MEMORY_SECONDS = 600.0
+WHY = "kube-scheduler preempts only lower priorities"
+
+
+class WaitingCells(Protocol):
+    """The guaranteed pods waiting for opportunistic pods to leave their cells
+    (:class:`~scheduler.cells.capabilities.GuaranteeKeeping`)."""
+
+    def waiting_guarantees(self) -> list[WaitingGuarantee]: ...
+
+
+class PodRecord(Protocol):
+    """The pods by UID, as the watch shows them (scheduler.core.pods.PodStore)."""
+
+    def get(self, uid: str) -> PodInfo | None: ...
+
+
+class ReclaimApi(PodDeletion, Protocol):
+    def create_event(self, *, namespace: str, pod_name: str, pod_uid: str, reason: str, message: str, warning: bool = False) -> None: ...
+
+
+@dataclass(frozen=True)
+class Reclaim:
+    """One opportunistic pod to delete for one waiting guaranteed pod."""
+
+    waiting: PodInfo
+    victim: PodInfo
+    vc: str
+    cell: str
+    node: str | None
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """A waiting guaranteed pod as the engine and the watch show it, read under the engine lock."""
+
+    guarantee: WaitingGuarantee
+    pod: PodInfo | None
+    victims: tuple[PodInfo | None, ...]
+
+
+def reclaims_due(
+    *, waiting: Sequence[Waiting], since: Mapping[str, float], now: float, after_seconds: float, scheduler_name: str
+) -> list[Reclaim]:
+    """The opportunistic pods to delete now: of each guaranteed pod of ``scheduler_name`` that has
+    waited ``after_seconds`` since ``since[its UID]``, its victims that kube-scheduler will not
+    preempt for it (priority not lower than its own) and that may be touched (:func:`reclaimable`)."""
+    due: list[Reclaim] = []
+    for entry in waiting:
+        pod, started = entry.pod, since.get(entry.guarantee.pod_uid)
+        if pod is None or pod.terminating or pod.scheduler_name != scheduler_name or started is None or now - started < after_seconds:
+            continue
+        for victim in entry.victims:
+            if victim is not None and reclaimable(victim, scheduler_name=scheduler_name) and victim.priority >= pod.priority:
+                due.append(Reclaim(waiting=pod, victim=victim, vc=entry.guarantee.vc, cell=entry.guarantee.cell, node=entry.guarantee.node))
+    return due
+
+
+def reclaimable(pod: PodInfo, *, scheduler_name: str) -> bool:
+    """An opportunistic pod of cellfit's profile, not terminating already."""
+    return pod.labels.get(LABEL_PRIORITY) == PRIORITY_OPPORTUNISTIC and pod.scheduler_name == scheduler_name and not pod.terminating
+
+
+def victim_message(reclaim: Reclaim) -> str:
+    return (f"preempted for guaranteed pod {reclaim.waiting.key} of virtual cluster {reclaim.vc}, which waits for cell "
+            f"{reclaim.cell} on node {reclaim.node}: {WHY}, and this pod's priority {reclaim.victim.priority} is not lower "
+            f"than its {reclaim.waiting.priority}")
+
+
+def waiting_message(reclaim: Reclaim) -> str:
+    return (f"opportunistic pod {reclaim.victim.key} (priority {reclaim.victim.priority}) deleted from cell {reclaim.cell} "
+            f"of virtual cluster {reclaim.vc} on node {reclaim.node}: {WHY}, and its priority is not lower than this "
+            f"pod's {reclaim.waiting.priority}")
+
+
+class ReclaimController:
+    """``clock``: wall-clock seconds (the waits, and the DisruptionTarget condition's time).
+    ``on_reclaim``: told each deleted pod's VC (the metric). ``remember_victims``: told each
+    deleted pod's UID (``ClusterCache.remember_victims``), so that kube-scheduler is made to retry
+    its parked pods once the watch has shown the pod gone (scheduler/cluster/nudge.py,
+    VictimRequeue): retried on the deletion alone, the waiting pod may reach cellfit's filter
+    before the engine has seen the deletion, and be parked again until kube-scheduler's flush."""
+
+    def __init__(
+        self,
+        *,
+        api: ReclaimApi,
+        engine: WaitingCells,
+        pods: PodRecord,
+        lock: threading.RLock,
+        settings: ReclaimSettings,
+        scheduler_name: str,
+        clock: Callable[[], float] = time.time,
+        on_reclaim: Callable[[str], None] | None = None,
+        remember_victims: Callable[[Iterable[str]], None] | None = None,
+        stranded: StrandedGuarantees | None = None,
+    ) -> None:
+        self._api = api
+        self._stranded = stranded
+        self._engine = engine
+        self._pods = pods
+        self._lock = lock
+        self._settings = settings
+        self._scheduler_name = scheduler_name
+        self._clock = clock
+        self._on_reclaim = on_reclaim
+        self._remember_victims = remember_victims
+        self._since: dict[str, float] = {}  # waiting pod UID -> when this leader first saw it wait
+        self._reclaimed: dict[str, float] = {}  # victim UID -> when it was deleted
+        self._stop = threading.Event()
+        self._worker = threading.Thread(target=self._run, name="cell-reclaim", daemon=True)
+
+    def start(self) -> None:
+        self._worker.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._settings.period_seconds):
+            try:
+                self.reconcile()
+            except Exception:  # a defect must not end the guarantee's keeping
+                log.exception("cell reclaim round failed")
+
+    def reconcile(self) -> list[Reclaim]:
+        """One look: the opportunistic pods deleted."""
+        now = self._clock()
+        for uid in self._book_stranded(now=now):
+            # It has waited its afterSeconds already, unschedulable: its victims are due now.
+            self._since[uid] = now - self._settings.after_seconds
+        with self._lock:
+            waiting = [Waiting(guarantee=g, pod=self._pods.get(g.pod_uid), victims=tuple(self._pods.get(v) for v in g.victims))
+                       for g in self._engine.waiting_guarantees()]
+        self._since = {w.guarantee.pod_uid: self._since.get(w.guarantee.pod_uid, now) for w in waiting}
+        self._reclaimed = {uid: at for uid, at in self._reclaimed.items() if now - at < _RECLAIMED_MEMORY_SECONDS}
+        due = reclaims_due(waiting=waiting, since=self._since, now=now, after_seconds=self._settings.after_seconds,
+                           scheduler_name=self._scheduler_name)
+        return [reclaim for reclaim in due if reclaim.victim.uid not in self._reclaimed and self._reclaim(reclaim, now=now)]
+
+    def _book_stranded(self, *, now: float) -> list[str]:
+        """The UIDs of the stranded guaranteed pods whose cells were booked now."""
+        if self._stranded is None:
+            return []
+        try:
+            return [booked.pod.uid for booked in self._stranded.book(now=now)]
+        except CellfitError as error:
+            log.warning("the stranded guaranteed pods were not read", extra={"reason": str(error)})
+            return []
+
+    def _reclaim(self, reclaim: Reclaim, *, now: float) -> bool:
+        victim = reclaim.victim
+        try:
+            preempt_pod(self._api, namespace=victim.namespace, name=victim.name, uid=victim.uid, message=victim_message(reclaim), now=now)
+        except CellfitError as error:
+            log.warning("opportunistic pod not reclaimed", extra={"pod": victim.key, "reason": str(error)})
+            return False
+        self._reclaimed[victim.uid] = now
+        if self._remember_victims is not None:
+            self._remember_victims([victim.uid])
+        if self._on_reclaim is not None:
+            self._on_reclaim(reclaim.vc)
+        log.info("opportunistic pod preempted for a guaranteed pod: " + WHY,
+                 extra={"pod": victim.key, "priority": victim.priority, "waiting": reclaim.waiting.key,
+                        "waitingPriority": reclaim.waiting.priority, "vc": reclaim.vc, "cell": reclaim.cell, "node": reclaim.node})
+        self._event(victim, reason="Preempted", message=victim_message(reclaim), warning=True)
+        self._event(reclaim.waiting, reason="ReclaimingCells", message=waiting_message(reclaim), warning=False)
+        return True
+
+    def _event(self, pod: PodInfo, *, reason: str, message: str, warning: bool) -> None:
+        try:
+            self._api.create_event(namespace=pod.namespace, pod_name=pod.name, pod_uid=pod.uid, reason=reason, message=message, warning=warning)
+        except CellfitError as error:
+            log.warning("reclaim event not written", extra={"pod": pod.key, "reason": str(error)})
+

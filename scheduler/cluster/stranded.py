@@ -1,0 +1,185 @@
+"""Guaranteed pods kube-scheduler never brings to cellfit's filter, and the cells booked for them.
+
+kube-scheduler calls its extenders only with the nodes its own filters passed, and preempts only
+pods of lower priority. A guaranteed pod whose VC's cells opportunistic pods of equal or higher
+priority fill finds every node full of GPUs, so cellfit never sees it: no booking, nothing for
+the reclaim (scheduler/cluster/reclaim.py) to act on. Here the leader finds such pods in the
+pending pods kube-scheduler marked unschedulable, and books their cells itself on a node
+kube-scheduler will accept them on once the opportunistic pods are gone:
+
+- its node selector, node affinity, taints and cordon (scheduler/kube/node_rules.py);
+- its cores and memory fit there beside the pods that stay (every pod holding resources on the
+  node but the opportunistic ones; after booking, all but the booking's own victims).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass
+from typing import Iterable, Iterator, Protocol, Sequence
+
+from scheduler.cells.capabilities import GuaranteeKeeping, WaitingGuarantee
+from scheduler.constants import LABEL_PRIORITY, PRIORITY_OPPORTUNISTIC
+from scheduler.core.model import PodInfo
+from scheduler.core.resources import ZERO, Resources, resources_from_quantities
+from scheduler.errors import CellfitError
+from scheduler.kube import node_rules
+
+log = logging.getLogger(__name__)
+
+_NODES_PATH = "/api/v1/nodes?resourceVersion=0"
+
+
+class PendingPods(Protocol):
+    """The API calls this reads with (scheduler.cluster.api.KubernetesApi)."""
+
+    def list_pending_pods(self, scheduler_name: str) -> bytes: ...
+
+    def list_path(self, path: str) -> bytes: ...
+
+
+class PodIndex(Protocol):
+    """The pods as the watch shows them (scheduler.core.pods.PodStore)."""
+
+    def get(self, uid: str) -> PodInfo | None: ...
+
+    def pods(self) -> Iterator[PodInfo]: ...
+
+
+def unschedulable(raw_pod_list: bytes) -> list[node_rules.ConstrainedPod]:
+    """The pods of a PodList that kube-scheduler found unschedulable and are not being deleted."""
+    return [pod for pod in node_rules.POD_LIST_DECODER.decode(raw_pod_list).items
+            if not pod.metadata.deletionTimestamp and pod.status is not None and any(
+                c.type == "PodScheduled" and c.status == "False" and c.reason == "Unschedulable" for c in pod.status.conditions or ())]
+
+
+def opportunistic(pod: PodInfo) -> bool:
+    return pod.labels.get(LABEL_PRIORITY) == PRIORITY_OPPORTUNISTIC
+
+
+@dataclass
+class NodeUse:
+    """What the pods holding resources on one node request, and the opportunistic ones' share."""
+
+    held: Resources = ZERO
+    opportunistic: Resources = ZERO
+
+
+def node_use(pods: Iterable[PodInfo]) -> dict[str, NodeUse]:
+    use: dict[str, NodeUse] = {}
+    for pod in pods:
+        if pod.holds_resources and pod.node_name is not None:
+            entry = use.setdefault(pod.node_name, NodeUse())
+            entry.held = entry.held + pod.requests
+            if opportunistic(pod):
+                entry.opportunistic = entry.opportunistic + pod.requests
+    return use
+
+
+def _cores_and_memory(resources: Resources) -> Resources:
+    # HiveD accounts for the GPUs; kube-scheduler's own fit checks the rest.
+    return Resources(cpu_millis=resources.cpu_millis, memory_bytes=resources.memory_bytes)
+
+
+def fits(pod: PodInfo, *, allocatable: Resources, staying: Resources) -> bool:
+    """Whether the pod's cores and memory fit beside what the staying pods request."""
+    return _cores_and_memory(pod.requests + staying).fits_in(_cores_and_memory(allocatable))
+
+
+def allocatable(node: node_rules.TaintedNode, *, gpu_resource: str) -> Resources | None:
+    """The node's allocatable resources; None when it has none or one is malformed."""
+    quantities = node.status.allocatable if node.status is not None else None
+    if not quantities:
+        return None
+    try:
+        return resources_from_quantities(quantities, gpu_resource=gpu_resource, field=f"node {node.metadata.name} status.allocatable")
+    except CellfitError:
+        return None
+
+
+@dataclass(frozen=True)
+class Booked:
+    """Cells booked for a stranded pod."""
+
+    pod: PodInfo
+    waiting: WaitingGuarantee
+
+
+class StrandedGuarantees:
+    """Finds the stranded guaranteed pods and books their cells (one call per round, on the
+    leader). ``after_seconds``: how long kube-scheduler has had a pod unschedulable, as this
+    leader saw it, before it counts as stranded; a pod whose booking failed is tried again after
+    as long."""
+
+    def __init__(
+        self, *, api: PendingPods, engine: GuaranteeKeeping, pods: PodIndex, lock: threading.RLock, scheduler_name: str,
+        gpu_resource: str, after_seconds: float,
+    ) -> None:
+        self._api = api
+        self._engine = engine
+        self._pods = pods
+        self._lock = lock
+        self._scheduler_name = scheduler_name
+        self._gpu_resource = gpu_resource
+        self._after_seconds = after_seconds
+        self._since: dict[str, float] = {}  # pod UID -> when this leader first saw it unschedulable
+        self._next_try: dict[str, float] = {}  # pod UID -> not tried again before
+        self._told: set[str] = set()  # pods whose unmodelled constraint the log has named
+
+    def book(self, *, now: float) -> list[Booked]:
+        """One look: the cells booked now."""
+        pending = unschedulable(self._api.list_pending_pods(self._scheduler_name))
+        self._since = {p.metadata.uid: self._since.get(p.metadata.uid, now) for p in pending}
+        self._next_try = {uid: at for uid, at in self._next_try.items() if uid in self._since and at > now}
+        self._told &= self._since.keys()
+        due = [p for p in pending if now - self._since[p.metadata.uid] >= self._after_seconds and p.metadata.uid not in self._next_try]
+        with self._lock:
+            due = [p for p in due if self._needs_reclaim(p.metadata.uid)]
+        if not due:
+            return []
+        nodes = node_rules.NODE_LIST_DECODER.decode(self._api.list_path(_NODES_PATH)).items
+        booked = []
+        for pod in due:
+            self._next_try[pod.metadata.uid] = now + self._after_seconds
+            done = self._book_one(pod, nodes)
+            if done is not None:
+                booked.append(done)
+        return booked
+
+    def _needs_reclaim(self, uid: str) -> bool:
+        info = self._pods.get(uid)
+        return info is not None and info.node_name is None and not info.terminating and self._engine.reclaim_needed(info)
+
+    def _book_one(self, pod: node_rules.ConstrainedPod, nodes: Sequence[node_rules.TaintedNode]) -> Booked | None:
+        key = f"{pod.metadata.namespace}/{pod.metadata.name}"
+        unmodelled = node_rules.unmodelled(pod.spec)
+        if unmodelled is not None:
+            if pod.metadata.uid not in self._told:
+                self._told.add(pod.metadata.uid)
+                log.warning("a guaranteed pod waits for cells opportunistic pods hold, and cellfit does not reclaim them: it cannot "
+                            "check where kube-scheduler would place the pod", extra={"pod": key, "constraint": unmodelled})
+            return None
+        candidates = {node.metadata.name: node for node in nodes if node_rules.why_not(pod.spec, node) is None}
+        with self._lock:
+            info = self._pods.get(pod.metadata.uid)
+            if info is None or info.node_name is not None or info.terminating:
+                return None
+            use = node_use(self._pods.pods())
+            sizes = {name: size for name, node in candidates.items() if (size := allocatable(node, gpu_resource=self._gpu_resource)) is not None}
+            among = [name for name, size in sizes.items()
+                     if fits(info, allocatable=size, staying=(entry := use.get(name, NodeUse())).held - entry.opportunistic)]
+            waiting = self._engine.book_reclaim(info, among=among)
+            if waiting is None:
+                return None
+            node = waiting.node or ""
+            leaving = sum((v.requests for uid in waiting.victims if (v := self._pods.get(uid)) is not None and v.holds_resources), ZERO)
+            if node not in sizes or not fits(info, allocatable=sizes[node], staying=use.get(node, NodeUse()).held - leaving):
+                self._engine.cancel_reclaim(info.uid)
+                log.info("no cells booked for a stranded guaranteed pod: its cores or memory would not fit beside the pods that "
+                         "stay on the node", extra={"pod": key, "node": node})
+                return None
+        log.info("cells booked for a guaranteed pod kube-scheduler could not bring to cellfit: every node it may use is full of "
+                 "opportunistic pods", extra={"pod": key, "vc": waiting.vc, "cell": waiting.cell, "node": node,
+                                              "victims": len(waiting.victims)})
+        return Booked(pod=info, waiting=waiting)

@@ -1,0 +1,207 @@
+"""Whether a pending pod could go to a node were the node's GPUs free: the filters of
+kube-scheduler that read only the pod's own spec and the node's labels, name and taints
+(NodeName, NodeUnschedulable, NodeAffinity with ``nodeSelector``, TaintToleration).
+
+HiveD's reclaim reads them (scheduler/cluster/reclaim.py) for a guaranteed pod that kube-scheduler
+never brought to cellfit's filter, because every node it could go to is full of opportunistic
+pods it may not preempt: cellfit then picks the node itself, and must pick one kube-scheduler
+will accept once the opportunistic pods are gone. What these rules do not model (inter-pod
+affinity, topology spread, volumes) makes the pod :func:`unmodelled`, never a guess: deleting
+another tenant's pods for a node the pod cannot use would be a loss for nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Final, Sequence
+
+import msgspec
+
+from scheduler.kube import wire
+
+# kube-scheduler's NodeUnschedulable filter lets a pod onto a cordoned node only if it
+# tolerates this taint (the node lifecycle controller also writes it).
+UNSCHEDULABLE_TAINT: Final = "node.kubernetes.io/unschedulable"
+_FILTERING_EFFECTS: Final = frozenset({"NoSchedule", "NoExecute"})
+
+
+class NodeSelectorRequirement(msgspec.Struct, frozen=True, gc=False):
+    key: str = ""
+    operator: str = ""
+    values: list[str] | None = None
+
+
+class NodeSelectorTerm(msgspec.Struct, frozen=True, gc=False):
+    matchExpressions: list[NodeSelectorRequirement] | None = None
+    matchFields: list[NodeSelectorRequirement] | None = None
+
+
+class NodeSelector(msgspec.Struct, frozen=True, gc=False):
+    nodeSelectorTerms: list[NodeSelectorTerm] = []
+
+
+class NodeAffinity(msgspec.Struct, frozen=True, gc=False):
+    requiredDuringSchedulingIgnoredDuringExecution: NodeSelector | None = None
+
+
+class PodAffinityRules(msgspec.Struct, frozen=True, gc=False):
+    # Only whether required terms exist matters: they are not modelled.
+    requiredDuringSchedulingIgnoredDuringExecution: list[msgspec.Raw] | None = None
+
+
+class Affinity(msgspec.Struct, frozen=True, gc=False):
+    nodeAffinity: NodeAffinity | None = None
+    podAffinity: PodAffinityRules | None = None
+    podAntiAffinity: PodAffinityRules | None = None
+
+
+class Toleration(msgspec.Struct, frozen=True, gc=False):
+    key: str = ""
+    operator: str = "Equal"
+    value: str = ""
+    effect: str = ""
+
+
+class TopologySpreadConstraint(msgspec.Struct, frozen=True, gc=False):
+    whenUnsatisfiable: str = ""
+
+
+class PersistentVolumeClaimSource(msgspec.Struct, frozen=True, gc=False):
+    claimName: str = ""
+
+
+class Volume(msgspec.Struct, frozen=True, gc=False):
+    name: str = ""
+    persistentVolumeClaim: PersistentVolumeClaimSource | None = None
+    ephemeral: msgspec.Raw | None = None
+
+
+class ConstrainedPodSpec(wire.PodSpec, frozen=True, kw_only=True):
+    nodeSelector: dict[str, str] | None = None
+    affinity: Affinity | None = None
+    tolerations: list[Toleration] | None = None
+    topologySpreadConstraints: list[TopologySpreadConstraint] | None = None
+    volumes: list[Volume] | None = None
+
+
+class ConstrainedPod(msgspec.Struct, frozen=True, gc=False):
+    metadata: wire.ObjectMeta = wire.ObjectMeta()
+    spec: ConstrainedPodSpec = ConstrainedPodSpec()
+    status: wire.PodStatus | None = None
+
+
+class ConstrainedPodList(msgspec.Struct, frozen=True, gc=False):
+    items: list[ConstrainedPod] = []
+
+
+class Taint(msgspec.Struct, frozen=True, gc=False):
+    key: str = ""
+    value: str = ""
+    effect: str = ""
+
+
+class TaintedNodeSpec(wire.NodeSpec, frozen=True, kw_only=True):
+    taints: list[Taint] | None = None
+
+
+class TaintedNode(msgspec.Struct, frozen=True, gc=False):
+    metadata: wire.ObjectMeta = wire.ObjectMeta()
+    spec: TaintedNodeSpec | None = None
+    status: wire.NodeStatus | None = None
+
+
+class TaintedNodeList(msgspec.Struct, frozen=True, gc=False):
+    items: list[TaintedNode] = []
+
+
+POD_LIST_DECODER: Final = msgspec.json.Decoder(ConstrainedPodList)
+NODE_LIST_DECODER: Final = msgspec.json.Decoder(TaintedNodeList)
+
+
+def unmodelled(spec: ConstrainedPodSpec) -> str | None:
+    """What in the pod's spec these rules cannot check (None: nothing): required inter-pod
+    affinity or anti-affinity, a topology spread that refuses nodes, a volume claim (a claim
+    may bind the pod to a zone)."""
+    affinity = spec.affinity
+    if affinity is not None:
+        for name, rules in (("podAffinity", affinity.podAffinity), ("podAntiAffinity", affinity.podAntiAffinity)):
+            if rules is not None and rules.requiredDuringSchedulingIgnoredDuringExecution:
+                return f"spec.affinity.{name} (required terms)"
+    if any(c.whenUnsatisfiable == "DoNotSchedule" for c in spec.topologySpreadConstraints or ()):
+        return "spec.topologySpreadConstraints (whenUnsatisfiable: DoNotSchedule)"
+    for volume in spec.volumes or ():
+        if volume.persistentVolumeClaim is not None or volume.ephemeral is not None:
+            return f"spec.volumes[{volume.name!r}] (a volume claim)"
+    return None
+
+
+def why_not(spec: ConstrainedPodSpec, node: TaintedNode) -> str | None:
+    """Why kube-scheduler would refuse ``node`` to the pod whatever the node's free resources
+    (None: it would not), in kube-scheduler's words where it has them."""
+    name, labels = node.metadata.name, node.metadata.labels or {}
+    if spec.nodeName and spec.nodeName != name:
+        return "node(s) didn't match the requested node name"
+    taints = list(node.spec.taints or ()) if node.spec is not None else []
+    tolerations = spec.tolerations or ()
+    if node.spec is not None and node.spec.unschedulable and not _tolerated(Taint(key=UNSCHEDULABLE_TAINT, effect="NoSchedule"), tolerations):
+        return "node(s) were unschedulable"
+    if any(labels.get(key) != value for key, value in (spec.nodeSelector or {}).items()):
+        return "node(s) didn't match Pod's node affinity/selector"
+    required = spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution if (
+        spec.affinity is not None and spec.affinity.nodeAffinity is not None) else None
+    if required is not None and not any(_term_matches(term, name=name, labels=labels) for term in required.nodeSelectorTerms):
+        return "node(s) didn't match Pod's node affinity/selector"
+    for taint in taints:
+        if taint.effect in _FILTERING_EFFECTS and not _tolerated(taint, tolerations):
+            return f"node(s) had untolerated taint {{{taint.key}: {taint.value}}}"
+    return None
+
+
+def _tolerated(taint: Taint, tolerations: Sequence[Toleration]) -> bool:
+    return any(_tolerates(toleration, taint) for toleration in tolerations)
+
+
+def _tolerates(toleration: Toleration, taint: Taint) -> bool:
+    """k8s.io/api/core/v1 Toleration.ToleratesTaint: an empty effect matches every effect, an
+    empty key with Exists matches every key."""
+    if toleration.effect and toleration.effect != taint.effect:
+        return False
+    if toleration.key and toleration.key != taint.key:
+        return False
+    if toleration.operator == "Exists":
+        return True
+    if toleration.operator in ("Equal", ""):
+        return bool(toleration.key) and toleration.value == taint.value
+    return False
+
+
+def _term_matches(term: NodeSelectorTerm, *, name: str, labels: dict[str, str]) -> bool:
+    """A term matches when all its requirements do; a term with none matches no node."""
+    expressions, fields = term.matchExpressions or [], term.matchFields or []
+    if not expressions and not fields:
+        return False
+    return (all(_requirement_matches(r, labels.get(r.key)) for r in expressions)
+            and all(_requirement_matches(r, name if r.key == "metadata.name" else None) for r in fields))
+
+
+def _requirement_matches(requirement: NodeSelectorRequirement, value: str | None) -> bool:
+    values = requirement.values or []
+    operator = requirement.operator
+    if operator == "In":
+        return value is not None and value in values
+    if operator == "NotIn":
+        return value is None or value not in values
+    if operator == "Exists":
+        return value is not None
+    if operator == "DoesNotExist":
+        return value is None
+    if operator in ("Gt", "Lt"):
+        return value is not None and len(values) == 1 and _compare(value, values[0], greater=operator == "Gt")
+    return False  # an operator the API server would have refused
+
+
+def _compare(value: str, bound: str, *, greater: bool) -> bool:
+    try:
+        number, limit = int(value), int(bound)
+    except ValueError:
+        return False
+    return number > limit if greater else number < limit
