@@ -134,22 +134,25 @@ class StrandedGuarantees:
         self._next_try = {uid: at for uid, at in self._next_try.items() if uid in self._since and at > now}
         self._told &= self._since.keys()
         due = [p for p in pending if now - self._since[p.metadata.uid] >= self._after_seconds and p.metadata.uid not in self._next_try]
-        with self._lock:
-            due = [p for p in due if self._needs_reclaim(p.metadata.uid)]
+        for pod in due:
+            # A queue of pods waiting for their own VC's quota is looked at once per wait, not
+            # every round, and the lock is taken per pod: the verbs wait for one plan at most.
+            self._next_try[pod.metadata.uid] = now + self._after_seconds
+        due = [p for p in due if self._needs_reclaim(p.metadata.uid)]
         if not due:
             return []
         nodes = node_rules.NODE_LIST_DECODER.decode(self._api.list_path(_NODES_PATH)).items
         booked = []
         for pod in due:
-            self._next_try[pod.metadata.uid] = now + self._after_seconds
             done = self._book_one(pod, nodes)
             if done is not None:
                 booked.append(done)
         return booked
 
     def _needs_reclaim(self, uid: str) -> bool:
-        info = self._pods.get(uid)
-        return info is not None and info.node_name is None and not info.terminating and self._engine.reclaim_needed(info)
+        with self._lock:
+            info = self._pods.get(uid)
+            return info is not None and info.node_name is None and not info.terminating and self._engine.reclaim_needed(info)
 
     def _book_one(self, pod: node_rules.ConstrainedPod, nodes: Sequence[node_rules.TaintedNode]) -> Booked | None:
         key = f"{pod.metadata.namespace}/{pod.metadata.name}"

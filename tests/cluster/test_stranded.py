@@ -227,3 +227,24 @@ def test_a_pod_that_left_the_unschedulable_list_waits_the_whole_time_again():
     cluster.api.pending = [unschedulable(cluster.g)]
     assert cluster.look_at(AFTER) == []  # its wait begins again here
     assert len(cluster.look_at(2 * AFTER)) == 1
+
+
+def test_a_pod_hived_would_not_reclaim_for_is_planned_once_per_wait():
+    cluster = Cluster()
+    planned: list[str] = []
+    needed = cluster.engine.reclaim_needed
+
+    def counting(p: PodInfo) -> bool:
+        planned.append(p.uid)
+        return needed(p)
+
+    cluster.engine.reclaim_needed = counting  # type: ignore[method-assign]
+    victim = cluster.on("r0n0")[0]
+    cluster.engine.delete_pod(victim)  # free cells: HiveD needs no victim, kube-scheduler's business
+    cluster.pods.forget(victim)
+    cluster.look_at(0)
+    for second in range(int(AFTER), int(2 * AFTER), 5):
+        cluster.look_at(second)
+    assert planned == ["g"]  # not once per round: a long queue would hold the engine lock every round
+    cluster.look_at(2 * AFTER)
+    assert planned == ["g", "g"]
