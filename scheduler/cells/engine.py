@@ -800,42 +800,60 @@ class HivedEngine:
         return WaitingGuarantee(pod_uid=booking.pod_uid, vc=booking.vc, cell=cell, node=booking.node, victims=victims)
 
     def _stranded_request(self, pod: PodInfo) -> _Context | None:
-        """The context of a single guaranteed GPU pod without cells set aside (None for any
-        other pod: gangs plan their slots together, and are left to kube-scheduler)."""
-        if pod.requests.gpus == 0 or self.has_booking(pod):
+        """The context of a guaranteed GPU pod without cells of its own (None for any other)."""
+        if pod.requests.gpus == 0 or pod.uid in self.allocator.by_pod:
             return None
         try:
             ctx = self._context(pod)
         except InvalidAnnotation:
             return None
-        if ctx.request.priority is not Priority.GUARANTEED or ctx.request.gang is not None:
-            return None
-        return ctx
+        return ctx if ctx.request.priority is Priority.GUARANTEED else None
 
     def reclaim_needed(self, pod: PodInfo) -> bool:
         """Whether HiveD would place this guaranteed pod, wherever kube-scheduler may send it,
         only by preempting opportunistic pods (nothing is booked). A pod kube-scheduler never
         brings to the filter, every node full, is stranded when this is true: its VC has the
-        quota, the opportunistic pods have its cells."""
+        quota, the opportunistic pods have its cells. A gang's pod: the slot it would take of
+        its gang's booking, or, with none yet, any slot of the gang planned whole."""
         ctx = self._stranded_request(pod)
         if ctx is None:
             return False
+        gang = ctx.request.gang
         try:
-            spot = self.allocator.plan(ctx.request, ctx.vc, ctx.targets, allowed=None)
+            if gang is None:
+                return self.allocator.planner.preempts(self.allocator.plan(ctx.request, ctx.vc, ctx.targets, allowed=None))
+            group = self.allocator.groups.get(gang.key)
+            if group is not None:
+                slot = self._best_slot([s for s in group.slots if s.pod_uid is None], None)
+                return slot is not None and bool(self.allocator.victims(slot))
+            if self.expiry.gang_problem(gang) is not None:
+                return False
+            planned = self.allocator.plan_group(ctx.request, gang, ctx.vc, ctx.targets, allowed=None)
         except Unplaceable:
             return False
-        return self.allocator.planner.preempts(spot)
+        try:
+            return any(self.allocator.victims(slot) for slot in planned.slots)
+        finally:  # a look, not a booking: as the plan's own rollback gives a gang back
+            for slot in list(planned.slots):
+                self.allocator.release(slot)
 
     def book_reclaim(self, pod: PodInfo, *, among: Sequence[str]) -> WaitingGuarantee | None:
         """Book the cells of a stranded guaranteed pod (:meth:`reclaim_needed`) on one of the
         nodes ``among`` (those kube-scheduler would accept it on, their GPUs aside), as the
         filter books a pod waiting for its victims, and return what it waits for; None, nothing
-        booked, when it needs no victim there or cannot be placed there."""
+        booked for it, when it needs no victim there or cannot be placed there (a gang's
+        booking, planned whole, stays for its pods, as the filter leaves it)."""
         ctx = self._stranded_request(pod)
         if ctx is None:
             return None
+        allowed = frozenset(among)
         try:
-            spot = self.allocator.plan(ctx.request, ctx.vc, ctx.targets, allowed=frozenset(among))
+            if ctx.request.gang is not None:
+                decided = self._decide_gang(pod, ctx, allowed)
+                if decided.booking is not None and not decided.victims:
+                    self._unassign(decided.booking)
+                return self._waiting(decided.booking) if decided.booking is not None and decided.victims else None
+            spot = self.allocator.plan(ctx.request, ctx.vc, ctx.targets, allowed=allowed)
         except Unplaceable:
             return None
         if not self.allocator.planner.preempts(spot):
@@ -846,10 +864,11 @@ class HivedEngine:
 
     def cancel_reclaim(self, pod_uid: str) -> None:
         """Give back what :meth:`book_reclaim` booked for the pod (its driver found the node
-        would not take the pod after all); the pod is as if never booked."""
+        would not take the pod after all); the pod is as if never booked (a gang's slot stays
+        for the gang while another of its pods holds one)."""
         booking = self.allocator.by_pod.get(pod_uid)
-        if booking is not None and booking.group is None:
-            self.allocator.release(booking)
+        if booking is not None:
+            self._unassign(booking)
             self._released()
 
     def inspect_virtual_clusters(self) -> dict[str, Any]:

@@ -22,8 +22,9 @@ would keep the cells for ever. Every ``reclaim.periodSeconds`` this controller
 
 Never touched: a pod not labelled opportunistic, not of cellfit's kube-scheduler profile, already
 terminating, or deleted by this leader already; nor anything for a waiting pod that is gone,
-terminating, not cellfit's, or waits no more (the wait counts again from its next wait). Gangs
-plan their slots together and are left to kube-scheduler.
+terminating, not cellfit's, or waits no more (the wait counts again from its next wait). A
+gang's pods are booked as the filter books them: the gang planned whole, each pod its slot and
+the slot's victims.
 """
 
 from __future__ import annotations

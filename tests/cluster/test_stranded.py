@@ -25,7 +25,7 @@ from scheduler.config import ReclaimSettings
 from scheduler.core.model import PodInfo
 from scheduler.core.pods import PodStore
 from scheduler.core.resources import Resources
-from tests.cells.helpers import node_names, pod, rack_cluster, schedule
+from tests.cells.helpers import node_names, pod, rack_cluster, schedule, snapshot
 from tests.cluster.test_reclaim import Api, Clock
 
 NODES = node_names()
@@ -248,3 +248,36 @@ def test_a_pod_hived_would_not_reclaim_for_is_planned_once_per_wait():
     assert planned == ["g"]  # not once per round: a long queue would hold the engine lock every round
     cluster.look_at(2 * AFTER)
     assert planned == ["g", "g"]
+
+
+def gang_members(cluster: Cluster, size: int) -> list[PodInfo]:
+    members = [cluster.cellfits(pod(f"g{i}", 4, "a", gang=("train", size)), cores=1) for i in range(size)]
+    for member in members:
+        cluster.pods.record(member)
+    cluster.pods.forget("g")
+    cluster.api.pending = [unschedulable(member) for member in members]
+    return members
+
+
+def test_a_stranded_gang_gets_its_slots_and_every_member_its_victims():
+    cluster = Cluster()
+    members = gang_members(cluster, 2)
+    before = snapshot(cluster.engine)
+    assert cluster.engine.reclaim_needed(members[0])
+    assert snapshot(cluster.engine) == before  # the whole gang was planned to look, and given back
+    cluster.look_at(0)
+    deleted = cluster.look_at(AFTER)
+    waiting = {w.pod_uid: w for w in cluster.engine.waiting_guarantees()}
+    assert sorted(waiting) == ["g0", "g1"]
+    victims = {uid for w in waiting.values() for uid in w.victims}  # HiveD packs the gang on one node: one squatter
+    assert sorted(deleted) == sorted(victims) and len(deleted) == 1
+
+
+def test_a_gang_member_whose_slot_needs_no_victim_keeps_nothing():
+    cluster = Cluster()
+    (member,) = gang_members(cluster, 1)
+    victim = cluster.on("r0n0")[0]
+    cluster.engine.delete_pod(victim)
+    cluster.pods.forget(victim)
+    assert cluster.engine.book_reclaim(member, among=["r0n0"]) is None
+    assert not cluster.engine.has_booking(member)
