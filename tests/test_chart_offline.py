@@ -109,6 +109,8 @@ CELLFIT_RULES = {
     ("cellfit.io", "celloffers/status"): {"patch"},
     ("cellfit.io", "cellrequests/status"): {"patch"},
     ("", "namespaces"): {"list", "watch"},
+    # no API: what the chart's ValidatingAdmissionPolicies ask of a writer of cellfit's state
+    ("cellfit.io", "scheduling-state"): {"write"},
 }
 
 
@@ -306,11 +308,16 @@ def test_default_render_has_every_object(default_docs: list[dict[str, Any]]) -> 
         ("Service", "cellfit"),
         ("Service", "cellfit-webhook"),
         ("ServiceAccount", "cellfit"),
+        ("ValidatingAdmissionPolicy", "cellfit-job-state"),
+        ("ValidatingAdmissionPolicy", "cellfit-pod-state"),
+        ("ValidatingAdmissionPolicyBinding", "cellfit-job-state"),
+        ("ValidatingAdmissionPolicyBinding", "cellfit-pod-state"),
         ("ValidatingWebhookConfiguration", "cellfit-webhook"),
     ]), kinds
     for doc in default_docs:
         cluster_scoped = doc["kind"] in (
-            "ClusterRole", "ClusterRoleBinding", "PriorityClass", "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"
+            "ClusterRole", "ClusterRoleBinding", "PriorityClass", "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration",
+            "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding",
         )
         namespace = doc["metadata"].get("namespace")
         if cluster_scoped:
@@ -386,7 +393,7 @@ def test_optional_objects_can_be_turned_off() -> None:
     docs = render("--set", "priorityClasses.create=false", "--set", "podDisruptionBudget.enabled=false",
                   "--set", "service.enabled=false", "--set", "rbac.create=false",
                   "--set", "serviceAccount.create=false", "--set", "serviceAccount.name=existing",
-                  "--set", "networkPolicy.enabled=false", *RENDER_STATIC)
+                  "--set", "networkPolicy.enabled=false", "--set", "statePolicy.enabled=false", *RENDER_STATIC)
     assert sorted(d["kind"] for d in docs) == ["ConfigMap", "ConfigMap", "Deployment"]
     assert one(docs, "Deployment")["spec"]["template"]["spec"]["serviceAccountName"] == "existing"
 

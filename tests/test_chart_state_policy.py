@@ -1,0 +1,166 @@
+"""The chart's ValidatingAdmissionPolicies over cellfit's scheduling state (charts/cellfit/templates/
+state-policy.yaml), rendered offline (helm from tests/test_chart_offline.py): they guard exactly the
+keys cellfit alone writes, each key of the code is either guarded or the user's, only cellfit's
+ServiceAccount skips them, and a writer needs the permission the chart grants cellfit's ClusterRole.
+
+What the CEL expressions decide runs only in an API server: e2e/test_annotation_policy.py."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+
+import estimator.objects as sampling
+from scheduler import constants
+from scheduler.extender.validation import ANNOTATION_KEYS, LABEL_KEYS
+from tests.test_chart_offline import NONDEFAULT_VALUES, RENDER_NAMESPACE, helm, one, render, render_args
+
+# What users write (DESIGN.md, "The user's contract"): never guarded. cellfit.io/estimate is the
+# user's too (known processing times), though cellfit writes it when it samples; gang-size is
+# written by users, or by the placer into a template the user's Job already owns.
+USER_ANNOTATIONS = frozenset({
+    constants.ANNOTATION_CELL_TYPE, constants.ANNOTATION_GANG, constants.ANNOTATION_GANG_SIZE,
+    constants.ANNOTATION_CONFIGURATIONS, constants.ANNOTATION_ITERATIONS, constants.ANNOTATION_ESTIMATE,
+})
+USER_LABELS = frozenset({
+    constants.LABEL_VIRTUAL_CLUSTER, constants.LABEL_JOB_CLASS, constants.LABEL_PRIORITY, sampling.LABEL_JOB_FAMILY,
+})
+# On any pod, whoever creates it: the binding's record, FitGpp's count (read on a pod of no Job),
+# the estimator's sampling pods, the nudge's requeue signal.
+POD_ANNOTATIONS = frozenset({
+    constants.ANNOTATION_BIND_INFO, constants.ANNOTATION_GPU_INDICES, constants.ANNOTATION_PREEMPTIONS,
+    sampling.ANNOTATION_SAMPLE_CONFIGURATION, sampling.ANNOTATION_SAMPLE_DIGEST, sampling.ANNOTATION_SAMPLE_PILOT,
+    sampling.ANNOTATION_SAMPLE_LENGTH, sampling.ANNOTATION_SAMPLE_ATTEMPT, sampling.ANNOTATION_SAMPLE_ITERATIONS,
+    sampling.ANNOTATION_SAMPLE_SPLIT_ITERATIONS,
+})
+POD_LABELS = frozenset({sampling.LABEL_SAMPLE, sampling.LABEL_SAMPLE_JOB, constants.LABEL_REQUEUE_SIGNAL})
+JOB_ANNOTATIONS = frozenset({constants.ANNOTATION_PLACEMENT, constants.ANNOTATION_PREEMPTIONS, sampling.ANNOTATION_SAMPLING})
+# The placer's label on a placed Job's template: guarded on the Job, not on its pods, which the Job
+# controller makes from that template.
+TEMPLATE_LABELS = POD_LABELS | {constants.LABEL_PLACEMENT}
+
+# "[...].filter(k, ...).map(k, '<what> ' + k)": one guarded list of the `changed` variable.
+_GUARDED = re.compile(r"\[([^\]]*)\]\.filter\(k, .*?\)\.map\(k, '([^']+) ' \+ k\)")
+_WRITER_CHECK = "authorizer.group('cellfit.io').resource('scheduling-state').check('write').allowed()"
+
+
+def _policies(docs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {d["metadata"]["name"]: d for d in docs if d["kind"] == "ValidatingAdmissionPolicy"}
+
+
+def _variable(policy: dict[str, Any], name: str) -> str:
+    (expression,) = [v["expression"] for v in policy["spec"]["variables"] if v["name"] == name]
+    return str(expression)
+
+
+def guarded(policy: dict[str, Any]) -> dict[str, set[str]]:
+    """What the policy's `changed` variable compares, by what it calls each key ("annotation",
+    "spec.template label", ...)."""
+    found: dict[str, set[str]] = {}
+    for keys, what in _GUARDED.findall(_variable(policy, "changed")):
+        assert what not in found, f"{what} listed twice"
+        found[what] = {key.strip().strip("'") for key in keys.split(",")}
+    return found
+
+
+@pytest.fixture(scope="module")
+def policies() -> dict[str, dict[str, Any]]:
+    return _policies(render())
+
+
+def test_every_cellfit_key_is_either_guarded_or_a_users() -> None:
+    # A key added to scheduler/constants.py or estimator/objects.py fails here until someone says
+    # who writes it.
+    assert ANNOTATION_KEYS == USER_ANNOTATIONS | POD_ANNOTATIONS | JOB_ANNOTATIONS
+    assert LABEL_KEYS == USER_LABELS | TEMPLATE_LABELS
+    assert not (USER_ANNOTATIONS & (POD_ANNOTATIONS | JOB_ANNOTATIONS)) and not (USER_LABELS & TEMPLATE_LABELS)
+
+
+def test_pods_guard_the_keys_only_cellfit_puts_on_a_pod(policies: dict[str, dict[str, Any]]) -> None:
+    assert guarded(policies["cellfit-pod-state"]) == {"annotation": set(POD_ANNOTATIONS), "label": set(POD_LABELS)}
+
+
+def test_jobs_guard_their_own_keys_and_those_of_the_pods_their_template_makes(policies: dict[str, dict[str, Any]]) -> None:
+    assert guarded(policies["cellfit-job-state"]) == {
+        "annotation": set(JOB_ANNOTATIONS),
+        "spec.template annotation": set(POD_ANNOTATIONS),
+        "spec.template label": set(TEMPLATE_LABELS),
+    }
+
+
+def test_each_map_is_compared_between_the_request_and_the_stored_object(policies: dict[str, dict[str, Any]]) -> None:
+    # The old map is empty on CREATE (oldObject null): a key set at creation counts as set.
+    job = policies["cellfit-job-state"]
+    assert _variable(job, "newTemplateLabels") == "object.spec.template.?metadata.?labels.orValue({})"
+    assert _variable(job, "oldTemplateLabels") == "oldObject == null ? {} : oldObject.spec.template.?metadata.?labels.orValue({})"
+    pod = policies["cellfit-pod-state"]
+    assert _variable(pod, "newAnnotations") == "object.metadata.?annotations.orValue({})"
+    assert _variable(pod, "oldAnnotations") == "oldObject == null ? {} : oldObject.metadata.?annotations.orValue({})"
+
+
+@pytest.mark.parametrize(("name", "group", "resources"), [
+    ("cellfit-pod-state", "", ["pods", "pods/status"]),
+    ("cellfit-job-state", "batch", ["jobs", "jobs/status"]),
+])
+def test_creates_and_updates_are_refused_and_an_error_refuses_too(
+    policies: dict[str, dict[str, Any]], name: str, group: str, resources: list[str]
+) -> None:
+    spec = policies[name]["spec"]
+    assert spec["failurePolicy"] == "Fail"
+    assert spec["matchConstraints"]["resourceRules"] == [
+        {"apiGroups": [group], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"], "resources": resources}
+    ]
+    (validation,) = spec["validations"]
+    assert validation["expression"] == f"size(variables.changed) == 0 || {_WRITER_CHECK}"
+    assert validation["reason"] == "Forbidden"
+    # The message names each key the request touches.
+    assert "variables.changed.join(', ')" in validation["messageExpression"]
+
+
+def test_a_writer_needs_the_permission_cellfits_cluster_role_grants(policies: dict[str, dict[str, Any]]) -> None:
+    # Checked without a namespace: only a ClusterRoleBinding grants it, never a tenant's
+    # RoleBinding of a wide role in their own namespace.
+    assert ".namespace(" not in _WRITER_CHECK
+    role = one(render(), "ClusterRole", "-extender")
+    assert {"apiGroups": ["cellfit.io"], "resources": ["scheduling-state"], "verbs": ["write"]} in role["rules"]
+    for docs in (render(), render("-f", str(NONDEFAULT_VALUES))):
+        trader = one(docs, "ClusterRole", "-cell-trader")
+        assert all("*" not in rule["resources"] and "scheduling-state" not in rule["resources"] for rule in trader["rules"])
+
+
+@pytest.mark.parametrize(("values", "account"), [
+    ((), f"system:serviceaccount:{RENDER_NAMESPACE}:cellfit"),
+    (("-f", str(NONDEFAULT_VALUES)), f"system:serviceaccount:{RENDER_NAMESPACE}:gpu-sched-sa"),
+    (("--set", "serviceAccount.create=false", "--set", "serviceAccount.name=existing"),
+     f"system:serviceaccount:{RENDER_NAMESPACE}:existing"),
+])
+def test_only_cellfits_own_service_account_skips_the_policies(values: tuple[str, ...], account: str) -> None:
+    found = _policies(render(*values))
+    assert len(found) == 2
+    for policy in found.values():
+        assert policy["spec"]["matchConditions"] == [
+            {"name": "not-cellfit-itself", "expression": f"request.userInfo.username != '{account}'"}
+        ]
+
+
+def test_each_policy_is_bound_to_deny_by_default(policies: dict[str, dict[str, Any]]) -> None:
+    bindings = {d["metadata"]["name"]: d for d in render() if d["kind"] == "ValidatingAdmissionPolicyBinding"}
+    assert {name: b["spec"] for name, b in bindings.items()} == {
+        name: {"policyName": name, "validationActions": ["Deny"]} for name in policies
+    }
+
+
+def test_the_policies_can_only_report_or_be_turned_off() -> None:
+    docs = render("--set", "statePolicy.validationActions={Warn,Audit}")
+    assert {tuple(d["spec"]["validationActions"]) for d in docs if d["kind"] == "ValidatingAdmissionPolicyBinding"} == {("Warn", "Audit")}
+    off = render("--set", "statePolicy.enabled=false")
+    assert not [d for d in off if d["kind"].startswith("ValidatingAdmissionPolicy")]
+
+
+@pytest.mark.parametrize("actions", ["{Deny,Warn}", "{}", "{Refuse}", "{Deny,Deny}"])
+def test_validation_actions_the_api_server_would_refuse_are_refused_at_render(actions: str) -> None:
+    proc = helm(*render_args("--set", f"statePolicy.validationActions={actions}"), check=False)
+    assert proc.returncode != 0
+    assert "statePolicy.validationActions" in proc.stderr, proc.stderr
