@@ -54,12 +54,25 @@ none. With all ``ω`` distinct the total is ``Σ_r floor(n_c / r) <= n_c·(1 + l
 from __future__ import annotations
 
 from dataclasses import dataclass
+from importlib import import_module
+from types import ModuleType
+from typing import Final
 
 import numpy as np
 import numpy.typing as npt
 
+try:
+    # By name: an import statement of it reads as one of scheduler.matching, whose __init__
+    # imports this module (a cycle to tests/test_architecture.py's import graph).
+    _built: ModuleType | None = import_module("scheduler.matching._positions")
+except ImportError:  # pragma: no cover - the package was installed without its C extension
+    _built = None
+
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
+
+NATIVE: Final = _built is not None  # the extension was built
+native = _built  # the extension in use: None works the bound and the slots out in NumPy (the tests compare both)
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,6 +181,10 @@ def position_limits(
         if count == 0:
             continue
         runnable = int(runnable_per_kind[kind])
+        if native is not None and _plain(order.members, order.earlier, order.earlier_or_equal, omega=order.omega):
+            shortest = float(shortest_per_kind[kind]) if shortest_per_kind is not None else 0.0
+            native.kind_limits(order.members, order.omega, order.earlier, order.earlier_or_equal, runnable, shortest, limits)
+            continue
         # Claim 2 keeps, of the t machines freeing together after s earlier ones, the first
         # runnable - s: the machine ranked i (from 0) in the order is kept when i - s <
         # runnable - s, that is when it is among the first runnable. The others get 0.
@@ -178,6 +195,13 @@ def position_limits(
             bound = _tightened(bound, omega=order.omega, earlier=earlier, runnable=runnable, shortest=float(shortest_per_kind[kind]))
         limits[order.members[:head]] = bound
     return limits
+
+
+def _plain(*arrays: npt.NDArray[np.integer], omega: FloatArray | None = None) -> bool:
+    """Whether the arrays are the extension's kind of buffer: one contiguous row each, of
+    int64 (``omega``, when given: of float64)."""
+    rows = all(array.dtype == np.int64 and array.ndim == 1 and array.flags.c_contiguous for array in arrays)
+    return rows and (omega is None or (omega.dtype == np.float64 and omega.ndim == 1 and omega.flags.c_contiguous))
 
 
 # Claim 3 counts the machines freeing within this many multiples of the shortest job after
@@ -238,6 +262,13 @@ def all_positions(*, machine_count: int, job_count: int) -> IntArray:
 
 def slots_for(*, limits: IntArray, machine_kind: IntArray, kind_count: int) -> Slots:
     """Lay out ``limits[i]`` positions for every machine, grouped by kind."""
+    if native is not None and _plain(limits, machine_kind):
+        total = int(limits.sum())
+        machine, position = np.empty(total, dtype=np.int64), np.empty(total, dtype=np.int64)
+        native.slots(limits, machine_kind, kind_count, machine, position)
+        kind_bounds = np.zeros(kind_count + 1, dtype=np.int64)
+        np.cumsum(np.bincount(machine_kind, weights=limits, minlength=kind_count).astype(np.int64), out=kind_bounds[1:])
+        return Slots(machine=machine, position=position, kind_bounds=kind_bounds)
     machine = np.repeat(np.arange(limits.shape[0], dtype=np.int64), limits)
     first_column = np.cumsum(limits) - limits
     position = np.arange(machine.shape[0], dtype=np.int64) - np.repeat(first_column, limits) + 1

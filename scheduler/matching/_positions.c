@@ -1,0 +1,191 @@
+/* The position bound and the slots it keeps (scheduler/matching/positions.py: position_limits
+ * with Claim 3's _tightened, and slots_for) over plain double and int64 buffers.
+ *
+ * Algorithm 2 works the bound out for every plan it solves (133 after a burst of 1,000 Jobs at
+ * alpha 0.1), and in NumPy each is a few dozen calls on arrays of a few hundred machines: their
+ * fixed cost, not the work. The Python functions are the reference: the same integers come out
+ * (the one floating-point step, Claim 3's window ends, is the same product and sum), and
+ * tests/matching/test_matching_native_positions.py compares both on random machines.
+ *
+ * kind_limits(members, omega, earlier, earlier_or_equal, runnable, shortest, limits) -> None
+ *   one kind's KindOrder (members int64, omega float64 ascending, earlier and earlier_or_equal
+ *   int64, all of one length), n_c (runnable >= 1), the shortest time on the kind (<= 0: Claim 3
+ *   not applied); writes K_i into limits[members[i]] for the first min(n_c, count) members.
+ * slots(limits, machine_kind, kind_count, machine, position) -> None
+ *   every machine's limits[i] positions, by kind, then position, then machine, into machine and
+ *   position (each sum(limits) long).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+/* positions.py's _LEVELS: Claim 3 counts machines within this many multiples of p. */
+#define LEVELS 16
+
+static int take(PyObject *object, Py_buffer *view, char kind, int writable, const char *name) {
+    int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
+    if (PyObject_GetBuffer(object, view, flags) < 0) return -1;
+    const char *format = view->format ? view->format : "B";
+    char last = format[strlen(format) - 1];
+    int matches = view->itemsize == 8 && view->ndim == 1 && (kind == 'd' ? last == 'd' : (last == 'l' || last == 'q'));
+    if (!matches) {
+        PyErr_Format(PyExc_TypeError, "%s: expected a one-dimensional contiguous %s buffer, got format %s", name,
+                     kind == 'd' ? "float64" : "int64", format);
+        PyBuffer_Release(view);
+        return -1;
+    }
+    return 0;
+}
+
+/* How many of sorted (ascending, count long) are below value: searchsorted left. */
+static Py_ssize_t below(const double *sorted, Py_ssize_t count, double value) {
+    Py_ssize_t low = 0, high = count;
+    while (low < high) {
+        Py_ssize_t middle = low + (high - low) / 2;
+        if (sorted[middle] < value) low = middle + 1;
+        else high = middle;
+    }
+    return low;
+}
+
+/* Claim 3's K_i for the machine at i of the kind's order (Claim 1's bound given): _tightened's
+ * closed form for one machine. */
+static int64_t tightened(const double *omega, Py_ssize_t count, int64_t earlier, int64_t runnable, double shortest, double at,
+                         int64_t bound) {
+    double width = shortest * (1.0 - 1e-9);
+    int64_t own = 1 + earlier, shifted = 0, needed = 0, fitting = 0, within = 0;
+    for (int64_t k = 1; k <= LEVELS + 1; k++) {
+        /* needed(k) = k·own + Σ_{m < k-1} W[m] */
+        needed = k * own + shifted;
+        fitting += needed <= runnable;
+        if (k <= LEVELS) {
+            double end = at + (double)k * width;
+            within = (int64_t)below(omega, count, end) - earlier - 1;
+            shifted += within;
+        }
+    }
+    int64_t last = needed, low;
+    if (last <= runnable) {
+        int64_t step = own + within; /* within: W[L-1] */
+        low = step > 0 ? LEVELS + 1 + (runnable - last) / step : bound;
+    } else {
+        low = fitting;
+    }
+    return low < bound ? low : bound;
+}
+
+static PyObject *kind_limits(PyObject *self, PyObject *args) {
+    PyObject *objects[5];
+    long long runnable;
+    double shortest;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OOOOLdO", &objects[0], &objects[1], &objects[2], &objects[3], &runnable, &shortest, &objects[4]))
+        return NULL;
+    static const char kinds[5] = {'q', 'd', 'q', 'q', 'q'};
+    static const char *names[5] = {"members", "omega", "earlier", "earlier_or_equal", "limits"};
+    Py_buffer views[5];
+    int taken = 0;
+    for (; taken < 5; taken++)
+        if (take(objects[taken], &views[taken], kinds[taken], taken == 4, names[taken]) < 0) break;
+    PyObject *result = NULL;
+    if (taken == 5) {
+        Py_ssize_t count = views[0].len / 8, machines = views[4].len / 8;
+        const int64_t *members = views[0].buf, *earlier = views[2].buf, *earlier_or_equal = views[3].buf;
+        const double *omega = views[1].buf;
+        int64_t *limits = views[4].buf;
+        int valid = views[1].len / 8 == count && views[2].len / 8 == count && views[3].len / 8 == count && runnable >= 1;
+        for (Py_ssize_t i = 0; valid && i < count; i++)
+            valid = members[i] >= 0 && members[i] < machines && earlier_or_equal[i] > earlier[i] && earlier[i] >= 0;
+        if (!valid) {
+            PyErr_SetString(PyExc_ValueError, "kind_limits: a KindOrder of one length, members among the limits, n_c >= 1");
+        } else {
+            Py_ssize_t head = runnable < count ? (Py_ssize_t)runnable : count;
+            int64_t kept = 0;
+            double kept_omega = 0.0;
+            int have = 0;
+            for (Py_ssize_t i = 0; i < head; i++) {
+                int64_t bound = (runnable - 1 + earlier_or_equal[i] - earlier[i]) / earlier_or_equal[i];
+                if (shortest > 0 && bound >= 2) {
+                    /* Machines freeing together share s_i, the windows and Claim 1's bound. */
+                    if (!have || omega[i] != kept_omega) {
+                        kept = tightened(omega, count, earlier[i], runnable, shortest, omega[i], bound);
+                        kept_omega = omega[i];
+                        have = 1;
+                    }
+                    bound = kept;
+                }
+                limits[members[i]] = bound;
+            }
+            result = Py_None;
+            Py_INCREF(result);
+        }
+    }
+    for (int i = 0; i < taken; i++) PyBuffer_Release(&views[i]);
+    return result;
+}
+
+static PyObject *slots(PyObject *self, PyObject *args) {
+    PyObject *objects[4];
+    Py_ssize_t kind_count;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OOnOO", &objects[0], &objects[1], &kind_count, &objects[2], &objects[3])) return NULL;
+    static const char *names[4] = {"limits", "machine_kind", "machine", "position"};
+    Py_buffer views[4];
+    int taken = 0;
+    for (; taken < 4; taken++)
+        if (take(objects[taken], &views[taken], 'q', taken >= 2, names[taken]) < 0) break;
+    PyObject *result = NULL;
+    int64_t *cursor = NULL;
+    if (taken == 4) {
+        Py_ssize_t machines = views[0].len / 8, total = views[2].len / 8;
+        const int64_t *limits = views[0].buf, *machine_kind = views[1].buf;
+        int64_t *machine = views[2].buf, *position = views[3].buf, span = 0, sum = 0;
+        int valid = views[1].len / 8 == machines && views[3].len / 8 == total && kind_count >= 0;
+        for (Py_ssize_t i = 0; valid && i < machines; i++) {
+            valid = limits[i] >= 0 && machine_kind[i] >= 0 && machine_kind[i] < kind_count;
+            if (limits[i] > span) span = limits[i];
+            sum += limits[i];
+        }
+        if (!valid || sum != total) {
+            PyErr_SetString(PyExc_ValueError, "slots: limits >= 0 and kinds below kind_count per machine, sum(limits) slots out");
+        } else if ((cursor = PyMem_Calloc((size_t)(kind_count * span + 1), sizeof(int64_t))) == NULL && kind_count * span > 0) {
+            PyErr_NoMemory();
+        } else {
+            /* cursor[c·span + p - 1]: machines of kind c with position p, then where they begin. */
+            for (Py_ssize_t i = 0; i < machines; i++)
+                for (int64_t p = 1; p <= limits[i]; p++) cursor[machine_kind[i] * span + p - 1] += 1;
+            int64_t begin = 0;
+            for (Py_ssize_t cell = 0; cell < kind_count * span; cell++) {
+                int64_t here = cursor[cell];
+                cursor[cell] = begin;
+                begin += here;
+            }
+            for (Py_ssize_t i = 0; i < machines; i++) {
+                for (int64_t p = 1; p <= limits[i]; p++) {
+                    int64_t at = cursor[machine_kind[i] * span + p - 1]++;
+                    machine[at] = i;
+                    position[at] = p;
+                }
+            }
+            result = Py_None;
+            Py_INCREF(result);
+        }
+    }
+    PyMem_Free(cursor);
+    for (int i = 0; i < taken; i++) PyBuffer_Release(&views[i]);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"kind_limits", kind_limits, METH_VARARGS,
+     "kind_limits(members, omega, earlier, earlier_or_equal, runnable, shortest, limits): one kind's K_i (see the module's header)"},
+    {"slots", slots, METH_VARARGS, "slots(limits, machine_kind, kind_count, machine, position): the slots by kind, position, machine"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_positions", "The position bound and its slots in C (scheduler/matching/positions.py).", -1, methods, NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__positions(void) { return PyModule_Create(&module); }
