@@ -1,0 +1,219 @@
+"""Tenants cannot edit the scheduling state cellfit writes on their Pods and Jobs, against a real
+kube-apiserver: the chart's ValidatingAdmissionPolicies (statePolicy, installed by ``helm
+install`` with the chart's defaults) refuse a tenant who may edit the namespace's Pods and Jobs
+(the ``edit`` ClusterRole, impersonated with ``kubectl --as``) when the request sets, changes or
+removes ``cellfit.io/bind-info`` (HiveD's record of the cells and GPUs a pod holds, read back
+after every restart) or a Job's ``cellfit.io/preemptions``, and the message names the key. The
+user's own keys (``cellfit.io/gang``, ``cellfit.io/estimate``) and every other edit pass.
+
+The Job controller makes no pod from a template carrying bind-info (refused whoever creates the
+pod); cellfit's own ServiceAccount, and an account granted ``write`` on
+``scheduling-state.cellfit.io`` by a ClusterRoleBinding (the chart's cellfit ClusterRole, as the
+suite's extender-only account has it), may write the state; the same grant through a RoleBinding
+in the tenant's namespace does not count.
+
+The objects here are never scheduled (``schedulerName`` of no scheduler, Jobs suspended): only
+admission is under test.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any, Iterator
+
+import pytest
+
+from chart_support import EXTENDER_ONLY_SA, KWOK_TOLERATION, Cluster, Release, ensure_release, wait_for
+
+pytestmark = pytest.mark.e2e
+
+TENANT = "tenant-state"
+NOBODY = "e2e-no-scheduler"  # no scheduler serves it: pods stay Pending, unbound
+BIND_INFO = "cellfit.io/bind-info"
+GPU_INDICES = "cellfit.io/gpu-indices"
+PREEMPTIONS = "cellfit.io/preemptions"
+# A bind-info as cellfit writes it (scheduler/cells/bindinfo.py): guaranteed cells of VC "vision".
+VISION_BIND_INFO = json.dumps({
+    "version": 1, "node": "gpu-node-0", "gpuIndices": [0, 1], "vcCell": "gpu-node-0/0", "vc": "vision",
+    "priority": "guaranteed", "cellType": "node", "cell": "gpu-node-0/0", "cells": ["gpu-node-0/0/0", "gpu-node-0/0/1"],
+}, sort_keys=True, separators=(",", ":"))
+REFUSED = "only cellfit writes"
+
+
+def pod(name: str, *, annotations: dict[str, str] | None = None, labels: dict[str, str] | None = None) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "annotations": annotations or {}, "labels": labels or {}},
+        "spec": {"schedulerName": NOBODY, "tolerations": [KWOK_TOLERATION],
+                 "containers": [{"name": "c", "image": "busybox"}]},
+    }
+
+
+def job(name: str, *, annotations: dict[str, str] | None = None, template_annotations: dict[str, str] | None = None,
+        template_labels: dict[str, str] | None = None, suspend: bool = True) -> dict[str, Any]:
+    return {
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": name, "annotations": annotations or {}},
+        "spec": {
+            "suspend": suspend, "backoffLimit": 0,
+            "template": {
+                "metadata": {"annotations": template_annotations or {}, "labels": template_labels or {}},
+                "spec": {"schedulerName": NOBODY, "restartPolicy": "Never", "tolerations": [KWOK_TOLERATION],
+                         "containers": [{"name": "c", "image": "busybox"}]},
+            },
+        },
+    }
+
+
+class Namespace:
+    """One namespace of the test: kubectl as the cluster admin, as the tenant, as any user."""
+
+    def __init__(self, cluster: Cluster, name: str) -> None:
+        self.cluster = cluster
+        self.name = name
+
+    def run(self, *args: str, user: str | None = None, body: dict[str, Any] | None = None) -> Any:
+        who = ("--as", user) if user else ()
+        return self.cluster.kubectl(*who, "-n", self.name, *args, input=json.dumps(body) if body else None, check=False)
+
+    def create(self, body: dict[str, Any], *, user: str | None = None, dry_run: bool = False) -> Any:
+        return self.run("create", *(["--dry-run=server"] if dry_run else []), "-f", "-", user=user, body=body)
+
+    def annotations(self, kind: str, name: str) -> dict[str, str]:
+        found = self.cluster.kubectl_json("-n", self.name, "get", kind, name)
+        return dict(found["metadata"].get("annotations") or {})
+
+
+def assert_refused(proc: Any, *keys: str) -> None:
+    assert proc.returncode != 0, f"admitted:\n{proc.stdout}"
+    assert "Forbidden" in proc.stderr and REFUSED in proc.stderr, proc.stderr
+    for key in keys:
+        assert key in proc.stderr, proc.stderr
+
+
+def assert_admitted(proc: Any) -> None:
+    assert proc.returncode == 0, proc.stderr
+
+
+@pytest.fixture(scope="module")
+def env(control_plane: Any) -> Iterator[tuple[Release, Namespace]]:
+    cluster = Cluster.from_control_plane(control_plane)
+    release = ensure_release(cluster)
+    policies = [o for o in release.objects if o["kind"] == "ValidatingAdmissionPolicy"]
+    assert len(policies) == 2, (
+        "the installed release has no statePolicy: it was installed from an older chart; "
+        "`helm uninstall cellfit -n cellfit-system` and run again"
+    )
+    ns = Namespace(cluster, control_plane.create_namespace("state"))
+    cluster.kubectl("-n", ns.name, "create", "rolebinding", "tenant-edit", "--clusterrole=edit", f"--user={TENANT}")
+    # A policy takes effect once the API server has compiled it (about a second after the install).
+    wait_for(
+        lambda: ns.create(pod("probe", annotations={BIND_INFO: VISION_BIND_INFO}), user=TENANT, dry_run=True).returncode != 0,
+        60, "the chart's policies to refuse a tenant's bind-info",
+    )
+    yield release, ns
+
+
+def test_a_tenant_cannot_create_a_pod_claiming_cells_nor_a_sampling_pod(env: tuple[Release, Namespace]) -> None:
+    _, ns = env
+    assert_refused(ns.create(pod("claims", annotations={BIND_INFO: VISION_BIND_INFO}), user=TENANT), BIND_INFO)
+    assert_refused(ns.create(pod("count", annotations={PREEMPTIONS: "1"}), user=TENANT), PREEMPTIONS)
+    assert_refused(ns.create(pod("sampler", labels={"cellfit.io/sample": "true"}), user=TENANT), "label cellfit.io/sample")
+    # The user's own keys, and the placement label the Job controller copies into placed pods, pass.
+    own = pod("own", annotations={"cellfit.io/gang": "true", "cellfit.io/estimate": '{"gpu":{"seconds":60}}'},
+              labels={"cellfit.io/virtual-cluster": "vision", "cellfit.io/placement": "gpu"})
+    assert_admitted(ns.create(own, user=TENANT))
+
+
+def test_a_tenant_cannot_rewrite_nor_erase_what_cellfit_wrote_on_a_pod(env: tuple[Release, Namespace]) -> None:
+    _, ns = env
+    # Written as cellfit's binding writes them; the cluster admin may (cluster-admin holds every verb).
+    written = {BIND_INFO: VISION_BIND_INFO, GPU_INDICES: "0,1"}
+    assert_admitted(ns.create(pod("bound", annotations=written)))
+    other_vc = VISION_BIND_INFO.replace('"vision"', '"speech"')
+    assert_refused(ns.run("annotate", "--overwrite", "pod", "bound", f"{BIND_INFO}={other_vc}", user=TENANT), BIND_INFO)
+    assert_refused(ns.run("annotate", "pod", "bound", f"{BIND_INFO}-", f"{GPU_INDICES}-", user=TENANT), BIND_INFO, GPU_INDICES)
+    assert_refused(ns.run("label", "pod", "bound", "cellfit.io/requeue-signal=true", user=TENANT), "cellfit.io/requeue-signal")
+    # Any other edit of the pod passes, the state unchanged in it.
+    assert_admitted(ns.run("annotate", "pod", "bound", "team=vision", "cellfit.io/gang-size=2", user=TENANT))
+    assert {k: v for k, v in ns.annotations("pod", "bound").items() if k in written} == written
+
+
+def test_the_status_subresource_is_no_way_around(env: tuple[Release, Namespace]) -> None:
+    _, ns = env
+    ns.cluster.apply({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": "status-writer"},
+        "rules": [{"apiGroups": [""], "resources": ["pods/status"], "verbs": ["patch"]},
+                  {"apiGroups": ["batch"], "resources": ["jobs/status"], "verbs": ["patch"]}],
+    }, namespace=ns.name)
+    ns.cluster.kubectl("-n", ns.name, "create", "rolebinding", "tenant-status", "--role=status-writer", f"--user={TENANT}")
+    assert_admitted(ns.create(pod("status", annotations={BIND_INFO: VISION_BIND_INFO})))
+    assert_admitted(ns.create(job("status-job", annotations={PREEMPTIONS: "1"})))
+    for kind, name, key in (("pod", "status", BIND_INFO), ("job", "status-job", PREEMPTIONS)):
+        patch = json.dumps({"metadata": {"annotations": {key: None}}})
+        assert_refused(ns.run("patch", kind, name, "--subresource=status", "--type=merge", "-p", patch, user=TENANT), key)
+    assert ns.annotations("pod", "status")[BIND_INFO] == VISION_BIND_INFO
+    assert ns.annotations("job", "status-job")[PREEMPTIONS] == "1"
+
+
+def test_a_tenant_cannot_set_nor_erase_a_jobs_preemption_count(env: tuple[Release, Namespace]) -> None:
+    _, ns = env
+    # A best-effort Job created as preempted P times would be one FitGpp never preempts.
+    assert_refused(ns.create(job("immune", annotations={PREEMPTIONS: "1"}), user=TENANT), f"annotation {PREEMPTIONS}")
+    assert_refused(ns.create(job("placed", annotations={"cellfit.io/placement": "gpu"}), user=TENANT), "cellfit.io/placement")
+    # The count as FitGpp wrote it.
+    assert_admitted(ns.create(job("victim", annotations={PREEMPTIONS: "1"})))
+    assert_refused(ns.run("annotate", "job", "victim", f"{PREEMPTIONS}-", user=TENANT), PREEMPTIONS)
+    assert_refused(ns.run("annotate", "--overwrite", "job", "victim", f"{PREEMPTIONS}=0", user=TENANT), PREEMPTIONS)
+    # The user's estimate is the user's to set and change (DESIGN.md's contract).
+    assert_admitted(ns.run("annotate", "job", "victim", 'cellfit.io/estimate={"cpu":{"seconds":600}}', "note=x", user=TENANT))
+    assert ns.annotations("job", "victim")[PREEMPTIONS] == "1"
+    assert_admitted(ns.create(job("estimated", annotations={"cellfit.io/estimate": '{"gpu":{"seconds":60}}'}), user=TENANT))
+
+
+def test_a_jobs_template_cannot_carry_cellfits_state_to_its_pods(env: tuple[Release, Namespace]) -> None:
+    _, ns = env
+    assert_refused(ns.create(job("template", template_annotations={BIND_INFO: VISION_BIND_INFO}), user=TENANT),
+                   f"spec.template annotation {BIND_INFO}")
+    assert_refused(ns.create(job("template-placed", template_labels={"cellfit.io/placement": "gpu"}), user=TENANT),
+                   "spec.template label cellfit.io/placement")
+
+
+def test_the_job_controller_makes_no_pod_from_a_template_carrying_bind_info(env: tuple[Release, Namespace]) -> None:
+    _, ns = env
+    # Admitted as the cluster admin (say, a Job restored from a backup): the Job controller's pod
+    # is refused all the same, since the policy trusts no controller, only cellfit.
+    assert_admitted(ns.create(job("restored", template_annotations={BIND_INFO: VISION_BIND_INFO}, suspend=False)))
+
+    def refusal() -> list[str]:
+        events = ns.cluster.events(ns.name, "restored", kind="Job")
+        return [e["message"] for e in events if e["reason"] == "FailedCreate" and BIND_INFO in e["message"]]
+
+    messages = wait_for(refusal, 60, "the Job controller's FailedCreate naming bind-info")
+    assert REFUSED in messages[0], messages
+    assert ns.cluster.pods(ns.name, "batch.kubernetes.io/job-name=restored") == []
+
+
+def test_cellfit_and_accounts_granted_the_write_permission_cluster_wide_may_write(env: tuple[Release, Namespace]) -> None:
+    release, ns = env
+    assert_admitted(ns.create(job("count", annotations={PREEMPTIONS: "1"})))
+    chart_account = f"system:serviceaccount:{release.namespace}:{release.service_account}"
+    extender_only = f"system:serviceaccount:{release.namespace}:{EXTENDER_ONLY_SA}"
+    # cellfit's own ServiceAccount skips the policy; the suite's extender-only account has only
+    # the chart's cellfit ClusterRole, bound cluster-wide, which grants the write permission.
+    assert_admitted(ns.run("annotate", "--overwrite", "job", "count", f"{PREEMPTIONS}=2", user=chart_account))
+    assert_admitted(ns.run("annotate", "--overwrite", "job", "count", f"{PREEMPTIONS}=3", user=extender_only))
+    assert ns.annotations("job", "count")[PREEMPTIONS] == "3"
+    # The same permission through a RoleBinding in the tenant's own namespace is not enough.
+    writer = f"e2e-state-writer-{uuid.uuid4().hex[:6]}"
+    ns.cluster.apply({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": writer},
+        "rules": [{"apiGroups": ["cellfit.io"], "resources": ["scheduling-state"], "verbs": ["write"]}],
+    })
+    try:
+        ns.cluster.kubectl("-n", ns.name, "create", "rolebinding", "tenant-writer", f"--clusterrole={writer}", f"--user={TENANT}")
+        assert_refused(ns.run("annotate", "--overwrite", "job", "count", f"{PREEMPTIONS}=0", user=TENANT), PREEMPTIONS)
+        assert ns.annotations("job", "count")[PREEMPTIONS] == "3"
+    finally:
+        ns.cluster.kubectl("delete", "clusterrole", writer, "--ignore-not-found", check=False)
