@@ -1,5 +1,5 @@
-"""The estimator's live driver: follows interchangeable Jobs (from the watch cache's one Job
-watch, scheduler/cluster/feed.py) and watches their sampling pods, asks the
+"""The estimator's live driver: follows interchangeable Jobs and their sampling pods (from the
+watch cache's one Job watch and one pod watch, scheduler/cluster/feed.py), asks the
 planner what to do for each Job, and does it through the Kubernetes API (create or stop sampling
 pods, write ``cellfit.io/estimate``, Events and the ``Estimated`` condition).
 
@@ -39,7 +39,6 @@ from estimator.objects import (
     JOB_DECODER,
     LABEL_JOB_FAMILY,
     LABEL_SAMPLE_JOB,
-    POD_DECODER,
     Job,
     Pod,
     sample_pod,
@@ -51,9 +50,7 @@ from estimator.sample_pod import build_sample_pod, configuration_digest
 from estimator.sampling import SamplingRatio, SamplingSettings, plan, pods_of, waves_of
 from placer.configuration import Configuration, Configurations, parse_configurations, parse_configurations_cached
 from scheduler.cluster.api import KubernetesApi
-from scheduler.cluster.cache import api_reflector
 from scheduler.cluster.feed import InterchangeableJobs
-from scheduler.cluster.reflector import Reflector
 from scheduler.config import EstimatorSettings
 from scheduler.constants import (
     ANNOTATION_CONFIGURATIONS,
@@ -127,7 +124,9 @@ class EstimatorController:
     ) -> None:
         self._api = api
         self._feed = jobs
+        self._pod_feed = jobs.sampling_pods
         self._jobs_listed = threading.Event()  # the feed replayed or listed the Jobs to this term
+        self._pods_listed = threading.Event()  # the pod feed replayed or listed the sampling pods
         self._settings = settings
         self._planner = planner_settings(settings)
         self._gpu_resource = gpu_resource
@@ -165,26 +164,26 @@ class EstimatorController:
         self.active_pods = 0
         # What pending and running sampling pods request, as a share of the cluster (by resource).
         self.share: dict[str, float] = {"cpu": 0.0, "gpu": 0.0}
-        self.pods_reflector: Reflector[Pod] = self._reflector("sample-pods", POD_DECODER, self._replace_pods, self._apply_pod, self._delete_pod)
         self._worker = threading.Thread(target=self._run, name="estimator", daemon=True)
 
     # ------------------------------------------------------------------ lifecycle
 
     def start(self) -> None:
         self._feed.subscribe(self)
-        self.pods_reflector.start()
+        self._pod_feed.subscribe(self)
         self._worker.start()
 
     def stop(self) -> None:
         self._stop.set()
         self._wake.set()
         self._feed.unsubscribe(self)
+        self._pod_feed.unsubscribe(self)
         self._creator.shutdown(wait=False)
-        self.pods_reflector.stop()
 
     @property
     def synced(self) -> bool:
-        return self._jobs_listed.is_set() and self.pods_reflector.synced.is_set()
+        """The watch cache has replayed (or listed) both the Jobs and the sampling pods to this term."""
+        return self._jobs_listed.is_set() and self._pods_listed.is_set()
 
     def inspect(self) -> dict[str, Any]:
         with self._lock:
@@ -202,9 +201,6 @@ class EstimatorController:
             }
 
     # ------------------------------------------------------------------ watch callbacks
-
-    def _reflector(self, kind: Any, decoder: msgspec.json.Decoder, replace: Any, apply: Any, delete: Any) -> Reflector:  # type: ignore[type-arg]
-        return api_reflector(self._api, kind, decoder, name=f"estimator-{kind}", replace=replace, apply=apply, delete=delete)
 
     # The interchangeable Jobs come from the watch cache's one Job watch (feed.JobSubscriber),
     # as the API server's bytes: decoded whole here, the only reader of their pod templates.
@@ -284,8 +280,15 @@ class EstimatorController:
         self._waiting.discard(uid)
         self._written_sampling.pop(uid, None)
 
+    # The sampling pods come from the watch cache's one pod watch (feed.PodSubscriber), read with
+    # this package's Pod (container states, termination messages) for them alone.
+
+    def replace_pods(self, pods: Sequence[Pod]) -> None:
+        self._replace_pods(pods)
+        self._pods_listed.set()
+
     def _replace_pods(self, pods: Sequence[Pod]) -> None:
-        listed = list(pods)  # every item decoded first: one that does not decode changes nothing
+        listed = list(pods)
         with self._lock:
             before, self._pods = self._pods, {}
             self._ignored &= {_where(pod) for pod in listed}
@@ -294,14 +297,14 @@ class EstimatorController:
             self._dirty.update(self._jobs)
         self._wake.set()
 
-    def _apply_pod(self, pod: Pod) -> None:
+    def apply_pod(self, pod: Pod) -> None:
         with self._lock:
             job_uid = self._keep_pod(pod, before=self._pods)
             if job_uid:
                 self._dirty.add(job_uid)
         self._wake.set()
 
-    def _delete_pod(self, pod: Pod) -> None:
+    def delete_pod(self, pod: Pod) -> None:
         job_uid = (pod.metadata.labels or {}).get(LABEL_SAMPLE_JOB, "")
         with self._lock:
             self._pods.get(job_uid, {}).pop(_where(pod), None)

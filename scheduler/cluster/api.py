@@ -33,12 +33,12 @@ from scheduler.kube import wire
 
 log = logging.getLogger(__name__)
 
-Kind = Literal["nodes", "pods", "jobs", "sample-pods"]
+# "pods": the pods not finished; "all-pods": every pod, finished ones included (the watch cache's
+# one pod watch with the estimator on, which reads its sampling pods' results from finished pods).
+Kind = Literal["nodes", "pods", "all-pods", "jobs"]
 # Finished pods hold nothing; leaving them out keeps the cache to what decisions need. A pod that
 # finishes leaves the selector, which the watch reports as DELETED.
 ACTIVE_PODS = "status.phase!=Succeeded,status.phase!=Failed"
-# The estimator's sampling pods, finished ones included: their results are read from them.
-SAMPLE_PODS = "cellfit.io/sample=true"
 EVENT_SOURCE = SCHEDULER_NAME
 CONNECTION_POOL_SIZE = 64
 # The API server sends every watch a bookmark about once a minute (its watch cache's bookmark
@@ -433,12 +433,8 @@ class KubernetesApi:
         if kind == "jobs":
             return self._batch.list_job_for_all_namespaces
         core = self._core
-        if kind == "sample-pods":
-
-            def list_sample_pods(**kwargs: Any) -> Any:
-                return core.list_pod_for_all_namespaces(label_selector=SAMPLE_PODS, **kwargs)
-
-            return list_sample_pods
+        if kind == "all-pods":
+            return core.list_pod_for_all_namespaces
 
         def list_active_pods(**kwargs: Any) -> Any:
             return core.list_pod_for_all_namespaces(field_selector=ACTIVE_PODS, **kwargs)

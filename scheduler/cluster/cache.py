@@ -4,6 +4,10 @@ Every object is translated once, on arrival, into the core's values and applied 
 under the shared lock. Pods are also kept by ``namespace/name`` so the bind verb can find the
 pod kube-scheduler names. An object that does not translate (a pod with a nonsensical quantity)
 is logged and skipped, never allowed to stop the watch.
+
+With the estimator on, the one pod watch is also the estimator's (feed.SamplingPods): it lists
+and watches finished pods too (a sampling pod's result is read from its finished state), which
+the engine takes as gone, as the watch of unfinished pods would have shown them.
 """
 
 from __future__ import annotations
@@ -18,9 +22,11 @@ from typing import Any, Callable, Generator, Generic, Iterable, Iterator, Mappin
 
 import msgspec
 
+from estimator.objects import LABEL_SAMPLE, Pod as SamplingPod
+from estimator.objects import POD_DECODER as SAMPLING_POD_DECODER
 from placer.holding import JobPods
 from scheduler.cluster.api import Kind, KubernetesApi, WatchExpired
-from scheduler.cluster.feed import InterchangeableJobs
+from scheduler.cluster.feed import InterchangeableJobs, SamplingPods
 from scheduler.cluster.pacing import InThread, Pacing, Steps
 from scheduler.cluster.reflector import Reflector
 from scheduler.cells import bindinfo
@@ -110,7 +116,7 @@ class LazilyDecoded(Sequence[T], Generic[T]):
             yield item
 
 
-def _read_once(items: Sequence[T]) -> Iterator[T]:
+def _read_once(items: Iterable[T]) -> Iterator[T]:
     """``items`` for a pass that reads them once: a LazilyDecoded list consumed."""
     return items.consume() if isinstance(items, LazilyDecoded) else iter(items)
 
@@ -126,7 +132,7 @@ def api_reflector(
     delete: Callable[[Any], None],
 ) -> Reflector:  # type: ignore[type-arg]
     """A list-then-watch of one ``kind`` through ``api``, decoded with msgspec (the watch cache's
-    reflectors and the estimator's are built here alike)."""
+    reflectors are built here alike)."""
     return _decoded_reflector(
         lambda token: api.list_raw(kind, limit=LIST_PAGE_SIZE, continue_token=token),
         lambda version: api.watch(kind, resource_version=version), object_decoder.decode,
@@ -169,6 +175,55 @@ class WatchedJob(msgspec.Struct, frozen=True, gc=False):
     @classmethod
     def decode(cls, raw: msgspec.Raw) -> WatchedJob:
         return cls(job=wire.JOB_DECODER.decode(raw), raw=raw)
+
+
+class WatchedPod(msgspec.Struct, frozen=True, gc=False):
+    """A pod as the watch cache reads it with the estimator on: for a pod labelled as a sampling
+    pod, its run too (``sample``, the estimator's slice, read from the same bytes: container
+    states, termination messages; None when it does not read), passed on to feed.SamplingPods.
+    Any other pod is read as the engine reads it, and no further."""
+
+    pod: wire.Pod
+    labelled: bool = False
+    sample: SamplingPod | None = None
+
+    @classmethod
+    def decode(cls, raw: msgspec.Raw | bytes) -> WatchedPod:
+        pod = wire.POD_DECODER.decode(raw)
+        if not _labelled_sample(pod):
+            return cls(pod=pod)
+        return cls(pod=pod, labelled=True, sample=_sampling_pod(lambda: SAMPLING_POD_DECODER.decode(raw), pod))
+
+    @classmethod
+    def decode_event(cls, line: bytes) -> wire.ObjectEvent[WatchedPod]:
+        """A watch line's event: the engine's pod in one pass; a sampling pod's run in a second,
+        for sampling pods only."""
+        event = _POD_EVENT_DECODER.decode(line)
+        pod = event.object
+        if not _labelled_sample(pod):
+            return wire.ObjectEvent(type=event.type, object=cls(pod=pod))
+        sample = _sampling_pod(lambda: _SAMPLING_POD_EVENT_DECODER.decode(line).object, pod)
+        return wire.ObjectEvent(type=event.type, object=cls(pod=pod, labelled=True, sample=sample))
+
+
+_POD_EVENT_DECODER = msgspec.json.Decoder(wire.ObjectEvent[wire.Pod])
+_SAMPLING_POD_EVENT_DECODER = msgspec.json.Decoder(wire.ObjectEvent[SamplingPod])
+
+
+def _labelled_sample(pod: wire.Pod) -> bool:
+    """Labelled as a sampling pod (as the estimator creates them): whose it is, the estimator says."""
+    return (pod.metadata.labels or {}).get(LABEL_SAMPLE) == "true"
+
+
+def _sampling_pod(decode: Callable[[], SamplingPod], pod: wire.Pod) -> SamplingPod | None:
+    """The sampling pod's run as the estimator reads it; None, logged, when it does not read (the
+    estimator keeps the pod's last state that did)."""
+    try:
+        return decode()
+    except msgspec.ValidationError as error:
+        log.warning("sampling pod not passed on to the estimator",
+                    extra={"pod": f"{pod.metadata.namespace}/{pod.metadata.name}", "reason": str(error)})
+        return None
 
 
 def _decoded_reflector(
@@ -250,14 +305,11 @@ class ClusterCache:
         # The assumptions (PodStore.assume) made before the pods' latest list began: a pod among
         # them that the watch never showed and the list does not show is gone.
         self._assumed_before_list = 0
-        self.pods: Reflector[wire.Pod] = _decoded_reflector(
-            self._list_pods_page, lambda version: api.watch("pods", resource_version=version), wire.POD_DECODER.decode,
-            name="pods", replace=self._paced(self._replacing_pods), apply=self._apply_pod, delete=self._delete_pod,
-            decode_event=_one_pass(wire.POD_DECODER),
-        )
-        self.jobs: Reflector[WatchedJob] | None = None
         self._job_uids: set[str] = set()
         self.interchangeable: InterchangeableJobs | None = InterchangeableJobs() if interchangeable_jobs else None
+        self._sampling_pods: SamplingPods | None = None if self.interchangeable is None else self.interchangeable.sampling_pods
+        self.pods: Reflector[wire.Pod] | Reflector[WatchedPod] = self._pods_reflector(api)
+        self.jobs: Reflector[WatchedJob] | None = None
         if jobs is not None or self.interchangeable is not None:
             self.jobs = _decoded_reflector(
                 lambda token: api.list_raw("jobs", limit=LIST_PAGE_SIZE, continue_token=token),
@@ -266,6 +318,23 @@ class ClusterCache:
                 version_of=lambda watched: watched.job.metadata.resourceVersion,
             )
         self._job_tracker = jobs
+
+    def _pods_reflector(self, api: KubernetesApi) -> Reflector:  # type: ignore[type-arg]
+        """The one pod watch: of the pods not finished, read as the engine reads them; with the
+        estimator on, of every pod, sampling pods passed on to it (finished ones included)."""
+        feed = self._sampling_pods
+        if feed is None:
+            return _decoded_reflector(
+                self._list_pods_page, lambda version: api.watch("pods", resource_version=version), wire.POD_DECODER.decode,
+                name="pods", replace=self._paced(self._replacing_pods), apply=self._apply_pod, delete=self._delete_pod,
+                decode_event=_one_pass(wire.POD_DECODER),
+            )
+        return _decoded_reflector(
+            self._list_pods_page, lambda version: api.watch("all-pods", resource_version=version), WatchedPod.decode,
+            name="pods", replace=functools.partial(self._replace_watched_pods, feed=feed),
+            apply=functools.partial(self._apply_watched_pod, feed=feed), delete=functools.partial(self._delete_watched_pod, feed=feed),
+            decode_event=WatchedPod.decode_event, version_of=lambda watched: watched.pod.metadata.resourceVersion,
+        )
 
     def pace_on(self, pacing: Pacing) -> None:
         """Relists are driven by ``pacing`` from now on (the server's: ``pacing.OnLoop`` over the
@@ -631,9 +700,27 @@ class ClusterCache:
         if token is None:  # a new list
             with self._lock:
                 self._assumed_before_list = self._pods.assumption_mark()
-        return self._api.list_raw("pods", limit=LIST_PAGE_SIZE, continue_token=token)
+        return self._api.list_raw("pods" if self._sampling_pods is None else "all-pods", limit=LIST_PAGE_SIZE, continue_token=token)
 
-    def _replacing_pods(self, pods: Sequence[wire.Pod]) -> Steps:
+    # With the estimator on: each pod to the engine, then each sampling pod to the estimator's
+    # feed, in the watch's thread (never a step of the verbs' loop, nor under the engine's lock:
+    # the estimator takes its own).
+
+    def _replace_watched_pods(self, listed: Sequence[WatchedPod], *, feed: SamplingPods) -> None:
+        samples: dict[str, SamplingPod] = {}
+        self._pacing.run(self._replacing_pods(_engine_pods(listed, samples=samples)))
+        feed.replace(samples)
+
+    def _apply_watched_pod(self, watched: WatchedPod, *, feed: SamplingPods) -> None:
+        self._apply_pod(watched.pod)
+        if watched.sample is not None or not watched.labelled:  # a sample that does not read changes nothing
+            feed.apply(watched.pod.metadata.uid, watched.sample)
+
+    def _delete_watched_pod(self, watched: WatchedPod, *, feed: SamplingPods) -> None:
+        self._delete_pod(watched.pod)
+        feed.delete(watched.pod.metadata.uid, watched.sample)
+
+    def _replacing_pods(self, pods: Iterable[wire.Pod]) -> Steps:
         # One event per hold, except where the list shows pods both gone and newly booked on a
         # node, or on nodes a booking links: there its departures and bookings go in one hold.
         # Applied apart, a verb could see that node freer than it ever was (a pod deleted
@@ -648,6 +735,9 @@ class ClusterCache:
         listed: set[str] = set()
         arriving: dict[str | None, list[PodInfo]] = {}
         for pod in _read_once(pods):
+            if _finished(pod):  # as the list of unfinished pods would: not listed
+                yield
+                continue
             listed.add(pod.metadata.uid)
             info = self._translated(pod)
             if info is not None:
@@ -719,6 +809,9 @@ class ClusterCache:
         return info.holds_resources and self._pods.get(info.uid) != info
 
     def _apply_pod(self, pod: wire.Pod) -> None:
+        if _finished(pod):  # the watch of unfinished pods would show it deleted
+            self._delete_pod(pod)
+            return
         info = self._translated(pod)
         if info is not None:
             with self._lock:
@@ -756,6 +849,19 @@ class ClusterCache:
             del self._victims[uid]
             if self.on_victims_gone is not None:
                 self.on_victims_gone()
+
+
+def _finished(pod: wire.Pod) -> bool:
+    return pod.status is not None and pod.status.phase in TERMINAL_PHASES
+
+
+def _engine_pods(listed: Sequence[WatchedPod], *, samples: dict[str, SamplingPod]) -> Iterator[wire.Pod]:
+    """A list's pods as the engine reads them, each read once; ``samples`` gets its sampling
+    pods' runs, by UID, as they are read."""
+    for watched in _read_once(listed):
+        if watched.sample is not None:
+            samples[watched.pod.metadata.uid] = watched.sample
+        yield watched.pod
 
 
 def _interchangeable(watched: WatchedJob) -> bytes | None:

@@ -1,23 +1,34 @@
-"""The interchangeable Jobs (those carrying ``cellfit.io/configurations``) as the watch cache's
-one Job watch sees them, kept raw for the leader's estimator.
+"""What the leader's estimator follows, as the watch cache's one watch of each kind sees it: the
+interchangeable Jobs (those carrying ``cellfit.io/configurations``), kept raw, and the sampling
+pods (labelled ``cellfit.io/sample=true``), decoded with the estimator's Pod.
 
-A process lists and watches Jobs once: the watch cache decodes each Job's identity and width for
-the engine, and hands the ones with configurations here, as the bytes the API server sent. Only
-the estimator reads their pod templates, so only it decodes them whole, and only for these
-Jobs. The estimator runs on the leader and subscribes when its term begins: it is replayed what
-the watch holds, then gets every change, in the watch's order, until its term ends. What it is
-replayed is the watch's current view: a new term does not list Jobs again, so while this
-replica's watch is failing (its reflector retries) the term starts from the last view, as the
-engine itself decides on it.
+A process lists and watches Jobs once and pods once. The watch cache decodes each Job's
+identity and width for the engine, and hands the ones with configurations here, as the bytes the
+API server sent: only the estimator reads their pod templates, so only it decodes them whole, and
+only for these Jobs. It decodes each pod's lean slice for the engine, and each sampling pod's
+run besides (container states, termination messages, start times), which no other pod pays
+for; with the estimator on, its pod watch also sees finished pods, whose results the estimator
+reads (the engine takes a finished pod as gone).
+
+The estimator runs on the leader and subscribes when its term begins: it is replayed what each
+watch holds, then gets every change, in the watch's order, until its term ends. What it is
+replayed is the watch's current view: a new term does not list again, so while this replica's
+watch is failing (its reflector retries) the term starts from the last view, as the engine
+itself decides on it. A relist (410 Gone, a reconnect) reaches it as a replace.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from typing import Callable, Mapping, Protocol, Sequence
+from typing import Callable, Generic, Mapping, Protocol, Sequence, TypeVar
+
+from estimator.objects import Pod
 
 log = logging.getLogger(__name__)
+
+Item = TypeVar("Item")
+Subscriber = TypeVar("Subscriber")
 
 
 class JobSubscriber(Protocol):
@@ -39,61 +50,121 @@ class JobSubscriber(Protocol):
         sampling pods)."""
 
 
-class InterchangeableJobs:
-    def __init__(self) -> None:
+class PodSubscriber(Protocol):
+    """What follows the sampling pods (the estimator). Called from the pod watch's thread, one
+    call at a time; it must not block on the API."""
+
+    def replace_pods(self, pods: Sequence[Pod]) -> None:
+        """Every sampling pod the watch holds, finished ones included (on subscribing, and after
+        every relist): any other pod the subscriber holds is gone."""
+
+    def apply_pod(self, pod: Pod) -> None:
+        """A sampling pod, added or changed (finished, too)."""
+
+    def delete_pod(self, pod: Pod) -> None:
+        """A sampling pod deleted, or no longer labelled as one: its last state."""
+
+
+class _Feed(Generic[Item, Subscriber]):
+    """Items by UID as a watch holds them, and the subscribers told of each change: a subscriber
+    that comes after the watch's first list is replayed what it holds."""
+
+    def __init__(self, *, replay: Callable[[Subscriber, list[Item]], None], what: str) -> None:
         self._lock = threading.Lock()  # one delivery at a time: a replay never interleaves with an event
-        self._jobs: dict[str, bytes] = {}  # by UID, the object as the API server sent it
+        self._items: dict[str, Item] = {}
         self._listed = False
-        self._subscribers: list[JobSubscriber] = []
+        self._subscribers: list[Subscriber] = []
+        self._replay = replay
+        self._what = what
 
-    # ------------------------------------------------------------------ the watch's side
-
-    def replace(self, jobs: Mapping[str, bytes]) -> None:
-        """A list of Jobs: ``jobs`` are its interchangeable ones, by UID."""
+    def _replace(self, items: Mapping[str, Item]) -> None:
         with self._lock:
-            self._jobs = dict(jobs)
+            self._items = dict(items)
             self._listed = True
-            listed = list(self._jobs.values())
-            self._tell(lambda subscriber: subscriber.replace_jobs(listed))
+            listed = list(self._items.values())
+            self._tell(lambda subscriber: self._replay(subscriber, listed))
 
-    def apply(self, uid: str, job: bytes | None) -> None:
-        """A Job added or changed: ``job`` its bytes when it is interchangeable, else None."""
-        with self._lock:
-            if job is not None:
-                self._jobs[uid] = job
-                self._tell(lambda subscriber: subscriber.apply_job(job))
-            elif self._jobs.pop(uid, None) is not None:
-                self._tell(lambda subscriber: subscriber.forget_job(uid))
-
-    def delete(self, uid: str) -> None:
-        with self._lock:
-            self._jobs.pop(uid, None)
-            self._tell(lambda subscriber: subscriber.delete_job(uid))
-
-    # ------------------------------------------------------------------ the subscribers' side
-
-    def subscribe(self, subscriber: JobSubscriber) -> None:
+    def subscribe(self, subscriber: Subscriber) -> None:
         """From now on ``subscriber`` gets every change; if the watch has listed, it is first
         replayed what the watch holds (else the first list is its first call)."""
         with self._lock:
             self._subscribers.append(subscriber)
             if self._listed:
-                subscriber.replace_jobs(list(self._jobs.values()))
+                self._replay(subscriber, list(self._items.values()))
 
-    def unsubscribe(self, subscriber: JobSubscriber) -> None:
+    def unsubscribe(self, subscriber: Subscriber) -> None:
         with self._lock:
             if subscriber in self._subscribers:
                 self._subscribers.remove(subscriber)
 
-    def _tell(self, call: Callable[[JobSubscriber], None]) -> None:
+    def _tell(self, call: Callable[[Subscriber], None]) -> None:
         """``call`` on every subscriber (under the lock). A subscriber's defect is logged: raised,
-        it would end the watch that also feeds the engine its Jobs."""
+        it would end the watch that also feeds the engine."""
         for subscriber in self._subscribers:
             try:
                 call(subscriber)
             except Exception:
-                log.exception("a Job subscriber failed", extra={"subscriber": type(subscriber).__name__})
+                log.exception("a feed subscriber failed", extra={"feed": self._what, "subscriber": type(subscriber).__name__})
 
     def __len__(self) -> int:
         with self._lock:
-            return len(self._jobs)
+            return len(self._items)
+
+
+class SamplingPods(_Feed[Pod, PodSubscriber]):
+    """The pods labelled ``cellfit.io/sample=true`` the pod watch holds, finished ones included.
+    Which of them are a Job's samples (owned by it, in its namespace) is the estimator's to say."""
+
+    def __init__(self) -> None:
+        super().__init__(replay=lambda subscriber, pods: subscriber.replace_pods(pods), what="sampling pod")
+
+    def replace(self, pods: Mapping[str, Pod]) -> None:
+        """A list of pods: ``pods`` are its sampling pods, by UID."""
+        self._replace(pods)
+
+    def apply(self, uid: str, pod: Pod | None) -> None:
+        """A pod added or changed: ``pod`` when it is a sampling pod, else None (one that no longer
+        is, if held, is passed on as deleted: a label selector's watch would have said so)."""
+        with self._lock:
+            if pod is not None:
+                self._items[uid] = pod
+                self._tell(lambda subscriber: subscriber.apply_pod(pod))
+            elif (held := self._items.pop(uid, None)) is not None:
+                self._tell(lambda subscriber: subscriber.delete_pod(held))
+
+    def delete(self, uid: str, pod: Pod | None) -> None:
+        """A pod deleted: ``pod`` its last state when it is a sampling pod, else None."""
+        with self._lock:
+            held = self._items.pop(uid, None)
+            last = pod if pod is not None else held
+            if last is not None:
+                self._tell(lambda subscriber: subscriber.delete_pod(last))
+
+
+class InterchangeableJobs(_Feed[bytes, JobSubscriber]):
+    """The interchangeable Jobs the Job watch holds, raw, with :attr:`sampling_pods`, their
+    sampling pods from the pod watch (the estimator follows both)."""
+
+    def __init__(self) -> None:
+        super().__init__(replay=lambda subscriber, jobs: subscriber.replace_jobs(jobs), what="Job")
+        self.sampling_pods = SamplingPods()
+
+    # ------------------------------------------------------------------ the watch's side
+
+    def replace(self, jobs: Mapping[str, bytes]) -> None:
+        """A list of Jobs: ``jobs`` are its interchangeable ones, by UID."""
+        self._replace(jobs)
+
+    def apply(self, uid: str, job: bytes | None) -> None:
+        """A Job added or changed: ``job`` its bytes when it is interchangeable, else None."""
+        with self._lock:
+            if job is not None:
+                self._items[uid] = job
+                self._tell(lambda subscriber: subscriber.apply_job(job))
+            elif self._items.pop(uid, None) is not None:
+                self._tell(lambda subscriber: subscriber.forget_job(uid))
+
+    def delete(self, uid: str) -> None:
+        with self._lock:
+            self._items.pop(uid, None)
+            self._tell(lambda subscriber: subscriber.delete_job(uid))

@@ -81,7 +81,7 @@ def test_pods_elsewhere_under_a_jobs_sample_names_with_an_owner_reference_to_it_
     estimator.reconcile()
     assert estimates(api) == [] and api.deleted_at == []
     for spoof in spoofs:
-        estimator._delete_pod(spoof)
+        estimator.delete_pod(spoof)
     estimator.reconcile()
     # The Job's own samples still run: nothing created again, nothing estimated.
     assert samples(estimator) == sorted((body["metadata"]["name"], "running") for body in runs)
@@ -108,6 +108,6 @@ def test_a_sample_whose_owner_reference_an_orphaning_deletion_took_off_is_still_
     api, estimator, runs = sampled("orphaning")
     estimator._replace_pods([running(body) for body in runs])
     for body in runs:
-        estimator._apply_pod(running(copied(body, ownerReferences=None)))
+        estimator.apply_pod(running(copied(body, ownerReferences=None)))
     deleted_with_the_job(estimator, "uid-orphaning")
     assert sorted(api.deleted_at) == sorted(("ml", body["metadata"]["name"]) for body in runs)

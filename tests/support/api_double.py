@@ -42,7 +42,7 @@ class ListingApi:
         items: list[dict[str, Any]] = []
         if kind == "nodes":
             items = self.nodes
-        elif kind == "pods":
+        elif kind in ("pods", "all-pods"):
             self.pods_released.wait(30)
             items = self.pods
         elif kind == "jobs":
