@@ -17,26 +17,12 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include "_buffers.h"
 #include <stdint.h>
 #include <string.h>
 
 /* positions.py's _LEVELS: Claim 3 counts machines within this many multiples of p. */
 #define LEVELS 16
-
-static int take(PyObject *object, Py_buffer *view, char kind, int writable, const char *name) {
-    int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
-    if (PyObject_GetBuffer(object, view, flags) < 0) return -1;
-    const char *format = view->format ? view->format : "B";
-    char last = format[strlen(format) - 1];
-    int matches = view->itemsize == 8 && view->ndim == 1 && (kind == 'd' ? last == 'd' : (last == 'l' || last == 'q'));
-    if (!matches) {
-        PyErr_Format(PyExc_TypeError, "%s: expected a one-dimensional contiguous %s buffer, got format %s", name,
-                     kind == 'd' ? "float64" : "int64", format);
-        PyBuffer_Release(view);
-        return -1;
-    }
-    return 0;
-}
 
 /* How many of sorted (ascending, count long) are below value: searchsorted left. */
 static Py_ssize_t below(const double *sorted, Py_ssize_t count, double value) {
@@ -87,7 +73,7 @@ static PyObject *kind_limits(PyObject *self, PyObject *args) {
     Py_buffer views[5];
     int taken = 0;
     for (; taken < 5; taken++)
-        if (take(objects[taken], &views[taken], kinds[taken], taken == 4, names[taken]) < 0) break;
+        if (take(objects[taken], &views[taken], kinds[taken], taken == 4, 1, names[taken]) < 0) break;
     PyObject *result = NULL;
     if (taken == 5) {
         Py_ssize_t count = views[0].len / 8, machines = views[4].len / 8;
@@ -134,7 +120,7 @@ static PyObject *slots(PyObject *self, PyObject *args) {
     Py_buffer views[4];
     int taken = 0;
     for (; taken < 4; taken++)
-        if (take(objects[taken], &views[taken], 'q', taken >= 2, names[taken]) < 0) break;
+        if (take(objects[taken], &views[taken], 'q', taken >= 2, 1, names[taken]) < 0) break;
     PyObject *result = NULL;
     int64_t *cursor = NULL;
     if (taken == 4) {

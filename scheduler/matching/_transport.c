@@ -26,6 +26,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include "_buffers.h"
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -363,21 +364,6 @@ static int solve(State *s, int64_t max_augmentations) {
     return shortest_paths(s, max_augmentations);
 }
 
-static int take(PyObject *object, Py_buffer *view, char kind, int writable, const char *name) {
-    int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
-    if (PyObject_GetBuffer(object, view, flags) < 0) return -1;
-    const char *format = view->format ? view->format : "B";
-    char last = format[strlen(format) - 1];
-    int matches = view->itemsize == 8 && (kind == 'd' ? last == 'd' : (last == 'l' || last == 'q'));
-    if (!matches) {
-        PyErr_Format(PyExc_TypeError, "%s: expected a contiguous %s buffer, got format %s", name,
-                     kind == 'd' ? "float64" : "int64", format);
-        PyBuffer_Release(view);
-        return -1;
-    }
-    return 0;
-}
-
 static PyObject *solve_groups(PyObject *self, PyObject *args) {
     PyObject *cost_object, *flat_object, *bounds_object, *assign_object;
     long long max_augmentations;
@@ -385,12 +371,12 @@ static PyObject *solve_groups(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "OOOOL", &cost_object, &flat_object, &bounds_object, &assign_object, &max_augmentations))
         return NULL;
     Py_buffer cost, flat, bounds, assign;
-    if (take(cost_object, &cost, 'd', 0, "cost") < 0) return NULL;
-    if (take(flat_object, &flat, 'd', 0, "flat") < 0) goto release_cost;
-    if (take(bounds_object, &bounds, 'q', 0, "bounds") < 0) goto release_flat;
-    if (take(assign_object, &assign, 'q', 1, "assign") < 0) goto release_bounds;
+    if (take(cost_object, &cost, 'd', 0, 2, "cost") < 0) return NULL;
+    if (take(flat_object, &flat, 'd', 0, 1, "flat") < 0) goto release_cost;
+    if (take(bounds_object, &bounds, 'q', 0, 1, "bounds") < 0) goto release_flat;
+    if (take(assign_object, &assign, 'q', 1, 1, "assign") < 0) goto release_bounds;
     Py_ssize_t rows = assign.len / 8, groups = bounds.len / 8 - 1;
-    if (cost.ndim != 2 || cost.shape[0] != rows || groups < 0 || cost.shape[1] != groups ||
+    if (cost.shape[0] != rows || groups < 0 || cost.shape[1] != groups ||
         ((const int64_t *)bounds.buf)[0] != 0 || ((const int64_t *)bounds.buf)[groups] != flat.len / 8) {
         PyErr_SetString(PyExc_ValueError, "solve_groups: cost must be rows x groups, bounds groups + 1 from 0 to the units");
         goto release_assign;

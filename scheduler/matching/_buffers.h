@@ -1,0 +1,24 @@
+/* Taking NumPy arrays as plain buffers, for the matching's C extensions (_transport.c,
+ * _positions.c): a contiguous float64 ('d') or int64 ('q') buffer of the given number of
+ * dimensions, or a TypeError naming the argument. Include after Python.h. */
+#ifndef CELLFIT_MATCHING_BUFFERS_H
+#define CELLFIT_MATCHING_BUFFERS_H
+
+#include <string.h>
+
+static int take(PyObject *object, Py_buffer *view, char kind, int writable, int dimensions, const char *name) {
+    int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
+    if (PyObject_GetBuffer(object, view, flags) < 0) return -1;
+    const char *format = view->format ? view->format : "B";
+    char last = format[strlen(format) - 1];
+    int matches = view->itemsize == 8 && view->ndim == dimensions && (kind == 'd' ? last == 'd' : (last == 'l' || last == 'q'));
+    if (!matches) {
+        PyErr_Format(PyExc_TypeError, "%s: expected a contiguous %d-dimensional %s buffer, got format %s", name, dimensions,
+                     kind == 'd' ? "float64" : "int64", format);
+        PyBuffer_Release(view);
+        return -1;
+    }
+    return 0;
+}
+
+#endif
