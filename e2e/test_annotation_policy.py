@@ -107,9 +107,10 @@ def env(control_plane: Any) -> Iterator[tuple[Release, Namespace]]:
     )
     ns = Namespace(cluster, control_plane.create_namespace("state"))
     cluster.kubectl("-n", ns.name, "create", "rolebinding", "tenant-edit", "--clusterrole=edit", f"--user={TENANT}")
-    # A policy takes effect once the API server has compiled it (about a second after the install).
+    # A policy takes effect once the API server has compiled it (about a second after the install),
+    # and the tenant's RoleBinding once RBAC has seen it: wait for the policy's own refusal.
     wait_for(
-        lambda: ns.create(pod("probe", annotations={BIND_INFO: VISION_BIND_INFO}), user=TENANT, dry_run=True).returncode != 0,
+        lambda: REFUSED in ns.create(pod("probe", annotations={BIND_INFO: VISION_BIND_INFO}), user=TENANT, dry_run=True).stderr,
         60, "the chart's policies to refuse a tenant's bind-info",
     )
     yield release, ns
@@ -213,6 +214,8 @@ def test_cellfit_and_accounts_granted_the_write_permission_cluster_wide_may_writ
     })
     try:
         ns.cluster.kubectl("-n", ns.name, "create", "rolebinding", "tenant-writer", f"--clusterrole={writer}", f"--user={TENANT}")
+        wait_for(lambda: ns.run("auth", "can-i", "write", "scheduling-state.cellfit.io", user=TENANT).returncode == 0,
+                 30, "the tenant's namespaced grant of the write permission")
         assert_refused(ns.run("annotate", "--overwrite", "job", "count", f"{PREEMPTIONS}=0", user=TENANT), PREEMPTIONS)
         assert ns.annotations("job", "count")[PREEMPTIONS] == "3"
     finally:
