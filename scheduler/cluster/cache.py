@@ -708,8 +708,9 @@ class ClusterCache:
 
     def _replace_watched_pods(self, listed: Sequence[WatchedPod], *, feed: SamplingPods) -> None:
         samples: dict[str, SamplingPod] = {}
-        self._pacing.run(self._replacing_pods(_engine_pods(listed, samples=samples)))
-        feed.replace(samples)
+        unreadable: list[str] = []
+        self._pacing.run(self._replacing_pods(_engine_pods(listed, samples=samples, unreadable=unreadable)))
+        feed.replace(samples, unreadable=unreadable)
 
     def _apply_watched_pod(self, watched: WatchedPod, *, feed: SamplingPods) -> None:
         self._apply_pod(watched.pod)
@@ -855,12 +856,15 @@ def _finished(pod: wire.Pod) -> bool:
     return pod.status is not None and pod.status.phase in TERMINAL_PHASES
 
 
-def _engine_pods(listed: Sequence[WatchedPod], *, samples: dict[str, SamplingPod]) -> Iterator[wire.Pod]:
+def _engine_pods(listed: Sequence[WatchedPod], *, samples: dict[str, SamplingPod], unreadable: list[str]) -> Iterator[wire.Pod]:
     """A list's pods as the engine reads them, each read once; ``samples`` gets its sampling
-    pods' runs, by UID, as they are read."""
+    pods' runs, by UID, as they are read, and ``unreadable`` the UIDs of those whose run does not
+    read."""
     for watched in _read_once(listed):
         if watched.sample is not None:
             samples[watched.pod.metadata.uid] = watched.sample
+        elif watched.labelled:
+            unreadable.append(watched.pod.metadata.uid)
         yield watched.pod
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Callable, Generic, Mapping, Protocol, Sequence, TypeVar
+from typing import Callable, Collection, Generic, Mapping, Protocol, Sequence, TypeVar
 
 from estimator.objects import Pod
 
@@ -77,9 +77,10 @@ class _Feed(Generic[Item, Subscriber]):
         self._replay = replay
         self._what = what
 
-    def _replace(self, items: Mapping[str, Item]) -> None:
+    def _replace(self, items: Mapping[str, Item], *, keeping: Collection[str] = ()) -> None:
+        """``items`` are what the watch lists now, and the ones of ``keeping`` it holds."""
         with self._lock:
-            self._items = dict(items)
+            self._items = {**{uid: self._items[uid] for uid in keeping if uid in self._items}, **items}
             self._listed = True
             listed = list(self._items.values())
             self._tell(lambda subscriber: self._replay(subscriber, listed))
@@ -118,9 +119,10 @@ class SamplingPods(_Feed[Pod, PodSubscriber]):
     def __init__(self) -> None:
         super().__init__(replay=lambda subscriber, pods: subscriber.replace_pods(pods), what="sampling pod")
 
-    def replace(self, pods: Mapping[str, Pod]) -> None:
-        """A list of pods: ``pods`` are its sampling pods, by UID."""
-        self._replace(pods)
+    def replace(self, pods: Mapping[str, Pod], *, unreadable: Collection[str] = ()) -> None:
+        """A list of pods: ``pods`` are its sampling pods, by UID; those of ``unreadable`` are
+        listed too, but their runs do not read: the last state that did is kept."""
+        self._replace(pods, keeping=unreadable)
 
     def apply(self, uid: str, pod: Pod | None) -> None:
         """A pod added or changed: ``pod`` when it is a sampling pod, else None (one that no longer

@@ -127,6 +127,18 @@ def sampling_pods_of(api: PodWatchingApi) -> list[dict[str, Any]]:
     return created
 
 
+def both_running() -> tuple[PodWatchingApi, ClusterCache, str, tuple[dict[str, Any], dict[str, Any]]]:
+    """A cache that has listed Job mlp and its two sampling pods, both running: the API, the
+    cache, the pod list's version and the two pods as created."""
+    api = PodWatchingApi(jobs=[job("mlp", interchangeable=True)], pods=[])
+    cpu_run, gpu_run = sampling_pods_of(api)
+    api.pods = [stored(cpu_run, phase="Running"), stored(gpu_run, phase="Running")]
+    cache = cache_of(api)
+    assert cache.jobs is not None
+    cache.jobs._list_and_replace()
+    return api, cache, cache.pods._list_and_replace(), (cpu_run, gpu_run)
+
+
 def sample_states(estimator: EstimatorController) -> dict[str, str]:
     (view,) = estimator.inspect()["jobs"]
     return {row["pod"]: row["state"] for row in view["samples"]}
@@ -211,14 +223,8 @@ def test_a_new_terms_estimator_is_replayed_the_sampling_pods_then_follows_the_wa
 def test_a_relist_reaches_the_estimator_as_a_replace():
     """The watch expires (410 Gone) while a sampling pod was deleted and another finished: the
     cache lists again and the estimator gets the list as a replace."""
-    api = PodWatchingApi(jobs=[job("mlp", interchangeable=True)], pods=[])
-    cpu_run, gpu_run = sampling_pods_of(api)
+    api, cache, version, (cpu_run, gpu_run) = both_running()
     cpu, gpu = cpu_run["metadata"]["name"], gpu_run["metadata"]["name"]
-    api.pods = [stored(cpu_run, phase="Running"), stored(gpu_run, phase="Running")]
-    cache = cache_of(api)
-    assert cache.jobs is not None
-    cache.jobs._list_and_replace()
-    version = cache.pods._list_and_replace()
     recorder, estimator = PodRecorder(), estimator_of(api, cache)
     assert cache.interchangeable is not None
     cache.interchangeable.sampling_pods.subscribe(recorder)
@@ -236,3 +242,22 @@ def test_a_relist_reaches_the_estimator_as_a_replace():
     estimator.reconcile()
     states = sample_states(estimator)
     assert states[cpu] == "succeeded" and gpu not in states  # the gpu run's pod is gone
+
+
+def test_a_sampling_pod_whose_run_does_not_read_keeps_its_last_state():
+    """A sampling pod the engine reads but whose run (the estimator's slice) does not read is
+    logged, and the estimator keeps the last state that did, through the watch and a relist."""
+    api, cache, version, (cpu_run, gpu_run) = both_running()
+    cpu, gpu = cpu_run["metadata"]["name"], gpu_run["metadata"]["name"]
+    estimator = estimator_of(api, cache)
+    subscribed(cache, estimator)
+
+    garbled = stored(gpu_run, version="30", phase="Running",
+                     containerStatuses=[{"name": "train", "state": {"terminated": {"exitCode": "zero"}}}])
+    api.play("MODIFIED", garbled)
+    cache.pods._watch_from(version)
+    api.pods = [stored(cpu_run, phase="Running"), garbled]
+    cache.pods._list_and_replace()
+    assert cache.sizes()["pods"] == 2  # the engine reads it
+    estimator.reconcile()
+    assert sample_states(estimator) == {cpu: "running", gpu: "running"}
