@@ -1,5 +1,5 @@
-/* The folded solve's phases 2 and 3 (scheduler/matching/transport.py, class _Grouped) over
- * plain double and int64 buffers.
+/* The folded solve's phases (scheduler/matching/transport.py: _cheapest_classes, then class
+ * _Grouped's phases 2 and 3) over plain double and int64 buffers.
  *
  * A plan of Algorithm 2 is some 25 NumPy stages of 20-60 us each; the transport's phases are
  * the largest share, and most of their time is NumPy's fixed cost per call on arrays of a few
@@ -23,6 +23,10 @@
  *   assign  int64, rows, writable: each row's group, written on SOLVED
  *   returns SOLVED (0), NONE (1: the Python phases find no reliable answer either, and
  *   assign_to_classes returns None) or DECLINED (2: run the Python phases).
+ *
+ * cheapest_classes(group, offset, group_cost, chosen) -> bool
+ *   phase 1 (_cheapest_classes): each row's cheapest class, written into chosen; False (nothing
+ *   decided) on a NaN, where NumPy's argmin and sort place it as no comparison does.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -426,9 +430,81 @@ release_cost:
     return NULL;
 }
 
+/* ------------------------------------------------------------------------------ phase 1 */
+
+static PyObject *cheapest_classes(PyObject *self, PyObject *args) {
+    PyObject *objects[4];
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OOOO", &objects[0], &objects[1], &objects[2], &objects[3])) return NULL;
+    static const char kinds[4] = {'q', 'd', 'd', 'q'};
+    static const int dimensions[4] = {1, 1, 2, 1};
+    static const char *names[4] = {"group", "offset", "group_cost", "chosen"};
+    Py_buffer views[4];
+    int taken = 0;
+    for (; taken < 4; taken++)
+        if (take(objects[taken], &views[taken], kinds[taken], taken == 3, dimensions[taken], names[taken]) < 0) break;
+    PyObject *result = NULL;
+    int64_t *best = NULL, *by_class = NULL;
+    if (taken == 4) {
+        Py_ssize_t classes = views[0].len / 8, rows = views[2].shape[0], count = views[2].shape[1];
+        const int64_t *group = views[0].buf;
+        const double *offset = views[1].buf, *cost = views[2].buf;
+        int64_t *chosen = views[3].buf;
+        int valid = views[1].len / 8 == classes && views[3].len / 8 == rows;
+        for (Py_ssize_t c = 0; valid && c < classes; c++) valid = group[c] >= 0 && group[c] < count;
+        best = PyMem_Malloc(sizeof(int64_t) * (size_t)(count + 1));
+        by_class = PyMem_Malloc(sizeof(int64_t) * (size_t)(count + 1));
+        if (!valid) {
+            PyErr_SetString(PyExc_ValueError, "cheapest_classes: an offset per class, each class's group a column of group_cost, a row per row");
+        } else if (best == NULL || by_class == NULL) {
+            PyErr_NoMemory();
+        } else {
+            int decided = 1;
+            /* Each group's cheapest class: its least offset, then its first class. */
+            for (Py_ssize_t g = 0; g < count; g++) best[g] = -1;
+            for (Py_ssize_t c = 0; c < classes && decided; c++) {
+                if (offset[c] != offset[c]) decided = 0;
+                int64_t g = group[c];
+                if (best[g] < 0 || offset[c] < offset[best[g]]) best[g] = c;
+            }
+            /* The groups with a class, taken in the order of their cheapest classes. */
+            Py_ssize_t present = 0;
+            for (Py_ssize_t c = 0; c < classes && decided; c++)
+                if (best[group[c]] == c) by_class[present++] = group[c];
+            for (Py_ssize_t row = 0; row < rows && decided; row++) {
+                const double *costs = cost + row * count;
+                Py_ssize_t pick = 0;
+                double least = 0.0;
+                int finite = 0;
+                for (Py_ssize_t k = 0; k < present; k++) {
+                    int64_t g = by_class[k];
+                    double total = costs[g] + offset[best[g]];
+                    if (total != total) {
+                        decided = 0;
+                        break;
+                    }
+                    if (k == 0 || total < least) {
+                        least = total;
+                        pick = k;
+                    }
+                    finite |= isfinite(total);
+                }
+                if (!present) decided = 0; /* NumPy's argmin refuses an empty row: its answer, not ours */
+                chosen[row] = finite && present ? best[by_class[pick]] : 0;
+            }
+            result = PyBool_FromLong(decided);
+        }
+    }
+    PyMem_Free(best);
+    PyMem_Free(by_class);
+    for (int i = 0; i < taken; i++) PyBuffer_Release(&views[i]);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"solve_groups", solve_groups, METH_VARARGS,
      "solve_groups(cost, flat, bounds, assign, max_augmentations) -> 0 solved, 1 none, 2 declined (see the module's header)"},
+    {"cheapest_classes", cheapest_classes, METH_VARARGS, "cheapest_classes(group, offset, group_cost, chosen) -> decided (see the header)"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -34,7 +34,7 @@ Phase 3 costs O(G²) per augmentation (the cheapest move between two groups is k
 recomputed only for the groups a path changed, O(|group|·G)); the caller bounds how many it
 allows and otherwise falls back to ``linear_sum_assignment``.
 
-Phases 2 and 3 run in C where the optional extension ``scheduler.matching._transport`` was built
+Phases 1 to 3 run in C where the optional extension ``scheduler.matching._transport`` was built
 (see its header): the same steps in the same order, so the same assignment, without NumPy's
 cost per call on a plan's few hundred rows and handful of groups. Where it cannot be sure of
 that (a NaN, a shortest path over more than ``_PYTHON_DIJKSTRA_NODES`` nodes or with two ways to
@@ -161,6 +161,13 @@ def _units(groups: Groups, capacity: IntArray) -> _Units:
     offsets = groups.offset[unit_class]
     units = [offsets[begin:end] for begin, end in zip(bounds[:-1].tolist(), bounds[1:].tolist())]
     return _Units(ids=group_ids, unit_class=unit_class, bounds=bounds, units=units, flat=offsets)
+
+
+def _native_buffers(group: IntArray, offset: FloatArray) -> bool:
+    """Whether a group per class and an offset per class are the extension's kind of buffers:
+    one contiguous row each, of int64 and of float64."""
+    return (group.dtype == np.int64 and group.ndim == 1 and group.flags.c_contiguous and offset.dtype == np.float64
+            and offset.ndim == 1 and offset.flags.c_contiguous)
 
 
 def distinct(values: IntArray) -> tuple[IntArray, IntArray]:
@@ -321,6 +328,11 @@ def _cheapest_classes(groups: Groups) -> IntArray:
     row (its least offset, then its first class), so the rows pick among the groups' cheapest
     classes, taken in class order so that a tie falls to the first class as ``argmin`` has it.
     The sums are the same floating-point operations as the written-out matrix's, so equal."""
+    if native is not None and _native_buffers(groups.group, groups.offset) and groups.group_cost.dtype == np.float64:
+        # In C where it is sure of the same answer (no NaN): no rows × groups sum written out.
+        written = np.empty(groups.group_cost.shape[0], dtype=np.int64)
+        if native.cheapest_classes(groups.group, groups.offset, np.ascontiguousarray(groups.group_cost), written):
+            return written
     classes = groups.group.shape[0]
     count = groups.group_cost.shape[1]
     order = np.lexsort((groups.offset, groups.group))  # stable: then class order

@@ -1,10 +1,11 @@
-"""The folded solve's phases 2 and 3 in C (``scheduler.matching._transport``) against the same
-phases in NumPy (``transport._Grouped``), the reference.
+"""The folded solve's phases in C (``scheduler.matching._transport``) against the same phases in
+NumPy (``transport._cheapest_classes``, ``transport._Grouped``), the reference.
 
 The extension must give the very assignment NumPy gives, ties included (Algorithm 2 starts the
 job a plan puts first; two optimal assignments can start different jobs): each test runs the
-same call with ``transport.native`` set and with it ``None`` and compares exactly — the groups
-phases 2 and 3 hand back on random, tie-heavy group problems, then Algorithm 2's starts and
+same call with ``transport.native`` set and with it ``None`` and compares exactly — each row's
+cheapest class (phase 1) and the groups phases 2 and 3 hand back on random, tie-heavy group
+problems, then Algorithm 2's starts and
 admission's decisions (bursts and full clusters, pools and gangs, α 1, 0.3, 0.1 and 0, AlloX+).
 And a process whose extension cannot be imported solves with NumPy, to the same answer.
 """
@@ -25,7 +26,7 @@ import pytest
 from scheduler.matching import allox, transport
 from scheduler.matching.admission import decide
 from scheduler.matching.allox import AlloxScheduler
-from scheduler.matching.transport import Groups, _Grouped, _units, assign_to_classes
+from scheduler.matching.transport import Groups, _cheapest_classes, _Grouped, _units, assign_to_classes
 from tests.matching.test_matching_carry_empty import burst
 from tests.matching.test_matching_vacancy import live_state
 
@@ -81,6 +82,8 @@ def test_the_phases_in_c_assign_every_row_as_numpy_does(monkeypatch: pytest.Monk
     for _ in range(2000):
         groups, capacity = group_problem(rng)
         budget = int(rng.choice([0, 1, 3, 1000]))
+        cheapest_in_c, cheapest_in_numpy = both_ways(lambda: _cheapest_classes(groups), monkeypatch)
+        assert np.array_equal(cheapest_in_c, cheapest_in_numpy)
         in_c, in_numpy = both_ways(lambda: assign_to_classes(None, capacity, max_augmentations=budget, groups=groups), monkeypatch)
         if in_numpy is None:
             assert in_c is None
