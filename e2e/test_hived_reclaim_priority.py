@@ -6,7 +6,8 @@ find the node full and it offers only lower-priority victims, so it neither pree
 cellfit: it marks the pod unschedulable. After ``reclaim.afterSeconds`` (30 s, the default the
 chart leaves) the leader books the pod's cells on that node, marks the opportunistic pod
 DisruptionTarget and deletes it, with Events on both pods, and the guaranteed pod is bound
-there. KWOK plays the pods (they run and go at once)."""
+there. The same for a gang of two whole-node pods behind two such pods. KWOK plays the pods (they
+run and go at once)."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ OPPORTUNISTIC = {"cellfit.io/priority": "opportunistic"}
 @pytest.fixture(scope="module")
 def env(control_plane: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Cluster, Release, ChartScheduler, Any]]:
     workdir = tmp_path_factory.mktemp(f"hived-reclaim-priority-{SCENARIOS.run}")
-    with scenario_scheduler(control_plane, workdir, SCENARIOS, nodes={"equal": 1}, name="hived-prio") as (cluster, release, procs):
+    with scenario_scheduler(control_plane, workdir, SCENARIOS, nodes={"equal": 1, "gang": 2}, name="hived-prio") as (cluster, release, procs):
         yield cluster, release, procs, control_plane
 
 
@@ -66,4 +67,33 @@ def test_an_opportunistic_pod_of_equal_priority_is_deleted_for_the_guaranteed_po
     logged = [line for line in procs.cellfit.log.read_text(errors="replace").splitlines()
               if "opportunistic pod preempted for a guaranteed pod" in line and "squatter" in line]
     assert logged, f"no reclaim log line (cellfit log {procs.cellfit.log})"
+    assert_no_double_booking(cluster.pods(ns))
+
+
+def test_a_gang_behind_opportunistic_pods_of_equal_priority_gets_its_nodes(env: Any) -> None:
+    cluster, release, procs, cp = env
+    ns = cp.create_namespace("gang")
+    where = SCENARIOS.selector("gang")
+    name = release.scheduler_name
+    nodes = sorted(SCENARIOS.node("gang", i) for i in range(2))
+    for i in range(2):
+        cluster.apply(gpu_pod(f"squatter-{i}", scheduler_name=name, node_selector=where, gpus=8, priority_class="cellfit-best-effort",
+                              labels=OPPORTUNISTIC), namespace=ns)
+    assert wait_for(lambda: sorted(filter(None, (running_on(cluster, ns, f"squatter-{i}") for i in range(2)))) == nodes or None, 90,
+                    f"both squatters running (cellfit log {procs.cellfit.log})")
+    template = gpu_pod("pair", scheduler_name=name, node_selector=where, gpus=8, priority_class="cellfit-best-effort",
+                       annotations={"cellfit.io/gang": "true", "cellfit.io/gang-size": "2"})
+    template["spec"]["restartPolicy"] = "Never"
+    cluster.apply({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "pair"},
+                   "spec": {"parallelism": 2, "completions": 2, "backoffLimit": 0,
+                            "template": {"metadata": {"annotations": template["metadata"]["annotations"]}, "spec": template["spec"]}}},
+                  namespace=ns)
+
+    def gang_nodes() -> list[str] | None:
+        running = [p["spec"]["nodeName"] for p in cluster.pods(ns)
+                   if p["metadata"]["name"].startswith("pair-") and p["status"].get("phase") == "Running" and is_active(p)]
+        return sorted(running) if len(running) == 2 else None
+
+    assert wait_for(gang_nodes, 240, f"the gang's two pods running (cellfit log {procs.cellfit.log})") == nodes
+    assert not [p for p in cluster.pods(ns) if p["metadata"]["name"].startswith("squatter-") and is_active(p)]
     assert_no_double_booking(cluster.pods(ns))

@@ -99,8 +99,8 @@ class GuaranteeKeeping(Protocol):
     def waiting_guarantees(self) -> list[WaitingGuarantee]:
         """Each guaranteed pod whose booked cells opportunistic pods still use, with those pods."""
 
-    def reclaim_needed(self, pod: PodInfo) -> bool:
-        """Whether HiveD would place the guaranteed pod only by preempting opportunistic pods."""
+    def reclaim_candidate(self, pod: PodInfo) -> bool:
+        """Whether the pod is a guaranteed GPU pod without cells of its own."""
 
     def book_reclaim(self, pod: PodInfo, *, among: Sequence[str]) -> WaitingGuarantee | None:
         """Book its cells on one of the nodes ``among``, as the filter books a pod waiting for

@@ -809,40 +809,18 @@ class HivedEngine:
             return None
         return ctx if ctx.request.priority is Priority.GUARANTEED else None
 
-    def reclaim_needed(self, pod: PodInfo) -> bool:
-        """Whether HiveD would place this guaranteed pod, wherever kube-scheduler may send it,
-        only by preempting opportunistic pods (nothing is booked). A pod kube-scheduler never
-        brings to the filter, every node full, is stranded when this is true: its VC has the
-        quota, the opportunistic pods have its cells. A gang's pod: the slot it would take of
-        its gang's booking, or, with none yet, any slot of the gang planned whole."""
-        ctx = self._stranded_request(pod)
-        if ctx is None:
-            return False
-        gang = ctx.request.gang
-        try:
-            if gang is None:
-                return self.allocator.planner.preempts(self.allocator.plan(ctx.request, ctx.vc, ctx.targets, allowed=None))
-            group = self.allocator.groups.get(gang.key)
-            if group is not None:
-                slot = self._best_slot([s for s in group.slots if s.pod_uid is None], None)
-                return slot is not None and bool(self.allocator.victims(slot))
-            if self.expiry.gang_problem(gang) is not None:
-                return False
-            planned = self.allocator.plan_group(ctx.request, gang, ctx.vc, ctx.targets, allowed=None)
-        except Unplaceable:
-            return False
-        try:
-            return any(self.allocator.victims(slot) for slot in planned.slots)
-        finally:  # a look, not a booking: as the plan's own rollback gives a gang back
-            for slot in list(planned.slots):
-                self.allocator.release(slot)
+    def reclaim_candidate(self, pod: PodInfo) -> bool:
+        """Whether the pod is a guaranteed GPU pod without cells of its own: one whose cells the
+        leader may book when kube-scheduler cannot bring it to the filter (nothing is planned)."""
+        return self._stranded_request(pod) is not None
 
     def book_reclaim(self, pod: PodInfo, *, among: Sequence[str]) -> WaitingGuarantee | None:
-        """Book the cells of a stranded guaranteed pod (:meth:`reclaim_needed`) on one of the
-        nodes ``among`` (those kube-scheduler would accept it on, their GPUs aside), as the
-        filter books a pod waiting for its victims, and return what it waits for; None, nothing
-        booked for it, when it needs no victim there or cannot be placed there (a gang's
-        booking, planned whole, stays for its pods, as the filter leaves it)."""
+        """Book the cells of a guaranteed pod kube-scheduler found no node for on one of the
+        nodes ``among`` (those it would accept the pod on, their GPUs aside), as the filter books
+        a pod waiting for its victims, and return what it waits for; None, nothing booked for it,
+        when it needs no victim there (kube-scheduler's own business) or cannot be placed there.
+        A gang's pod takes its slot of the gang's booking, planned whole as the filter plans it;
+        a slot that needs no victim is left to the gang."""
         ctx = self._stranded_request(pod)
         if ctx is None:
             return None

@@ -109,8 +109,9 @@ class Booked:
 class StrandedGuarantees:
     """Finds the stranded guaranteed pods and books their cells (one call per round, on the
     leader). ``after_seconds``: how long kube-scheduler has had a pod unschedulable, as this
-    leader saw it, before it counts as stranded; a pod whose booking failed is tried again after
-    as long."""
+    leader saw it, before its cells are planned among the nodes it may use (a pod HiveD places
+    there without victims is kube-scheduler's business: nothing is booked); a pod with nothing
+    booked is tried again after as long."""
 
     def __init__(
         self, *, api: PendingPods, engine: GuaranteeKeeping, pods: PodIndex, lock: threading.RLock, scheduler_name: str,
@@ -126,6 +127,8 @@ class StrandedGuarantees:
         self._since: dict[str, float] = {}  # pod UID -> when this leader first saw it unschedulable
         self._next_try: dict[str, float] = {}  # pod UID -> not tried again before
         self._told: set[str] = set()  # pods whose unmodelled constraint the log has named
+        self._node_list: Sequence[node_rules.TaintedNode] | None = None
+        self._nodes_listed_at = 0.0
 
     def book(self, *, now: float) -> list[Booked]:
         """One look: the cells booked now."""
@@ -138,10 +141,10 @@ class StrandedGuarantees:
             # A queue of pods waiting for their own VC's quota is looked at once per wait, not
             # every round, and the lock is taken per pod: the verbs wait for one plan at most.
             self._next_try[pod.metadata.uid] = now + self._after_seconds
-        due = [p for p in due if self._needs_reclaim(p.metadata.uid)]
+        due = [p for p in due if self._candidate(p.metadata.uid)]
         if not due:
             return []
-        nodes = node_rules.NODE_LIST_DECODER.decode(self._api.list_path(_NODES_PATH)).items
+        nodes = self._nodes(now=now)
         booked = []
         for pod in due:
             done = self._book_one(pod, nodes)
@@ -149,10 +152,17 @@ class StrandedGuarantees:
                 booked.append(done)
         return booked
 
-    def _needs_reclaim(self, uid: str) -> bool:
+    def _candidate(self, uid: str) -> bool:
         with self._lock:
             info = self._pods.get(uid)
-            return info is not None and info.node_name is None and not info.terminating and self._engine.reclaim_needed(info)
+            return info is not None and info.node_name is None and not info.terminating and self._engine.reclaim_candidate(info)
+
+    def _nodes(self, *, now: float) -> Sequence[node_rules.TaintedNode]:
+        """The nodes, listed at most once per ``after_seconds`` (a 5,000-node list is megabytes)."""
+        if self._node_list is None or now - self._nodes_listed_at >= self._after_seconds:
+            self._node_list = node_rules.NODE_LIST_DECODER.decode(self._api.list_path(_NODES_PATH)).items
+            self._nodes_listed_at = now
+        return self._node_list
 
     def _book_one(self, pod: node_rules.ConstrainedPod, nodes: Sequence[node_rules.TaintedNode]) -> Booked | None:
         key = f"{pod.metadata.namespace}/{pod.metadata.name}"

@@ -13,19 +13,20 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from typing import Any
+from typing import Any, Sequence
 
 import msgspec
 import pytest
 
 from scheduler.cells import HivedEngine
+from scheduler.cells.capabilities import WaitingGuarantee
 from scheduler.cluster.reclaim import ReclaimController
 from scheduler.cluster.stranded import StrandedGuarantees
 from scheduler.config import ReclaimSettings
 from scheduler.core.model import PodInfo
 from scheduler.core.pods import PodStore
 from scheduler.core.resources import Resources
-from tests.cells.helpers import node_names, pod, rack_cluster, schedule, snapshot
+from tests.cells.helpers import node_names, pod, rack_cluster, schedule
 from tests.cluster.test_reclaim import Api, Clock
 
 NODES = node_names()
@@ -201,7 +202,21 @@ def test_a_pod_that_has_free_cells_is_not_stranded_by_hived():
     cluster.engine.delete_pod(victim)  # a node of free cells: kube-scheduler's business, not a reclaim's
     cluster.pods.forget(victim)
     cluster.look_at(0)
-    assert cluster.look_at(AFTER) == [] and cluster.api.node_lists == 0 and not cluster.engine.has_booking(cluster.g)
+    assert cluster.look_at(AFTER) == [] and cluster.api.writes == [] and not cluster.engine.has_booking(cluster.g)
+
+
+def test_free_cells_on_a_node_the_pod_may_not_use_do_not_keep_it_waiting():
+    cluster = Cluster()
+    victim = cluster.on("r0n0")[0]
+    cluster.engine.delete_pod(victim)
+    cluster.pods.forget(victim)
+    for name, body in cluster.api.nodes.items():
+        body["metadata"]["labels"] = {"pool": "free" if name == "r0n0" else "train"}
+    cluster.api.pending = [unschedulable(cluster.g, nodeSelector={"pool": "train"})]
+    cluster.look_at(0)
+    deleted = cluster.look_at(AFTER)
+    node = cluster.booked_node()
+    assert node not in (None, "r0n0") and deleted == cluster.on(node)
 
 
 @pytest.mark.parametrize("case", ["opportunistic", "other reason", "no such pod in the watch", "bound", "deleting"])
@@ -232,13 +247,13 @@ def test_a_pod_that_left_the_unschedulable_list_waits_the_whole_time_again():
 def test_a_pod_hived_would_not_reclaim_for_is_planned_once_per_wait():
     cluster = Cluster()
     planned: list[str] = []
-    needed = cluster.engine.reclaim_needed
+    book = cluster.engine.book_reclaim
 
-    def counting(p: PodInfo) -> bool:
+    def counting(p: PodInfo, *, among: Sequence[str]) -> WaitingGuarantee | None:
         planned.append(p.uid)
-        return needed(p)
+        return book(p, among=among)
 
-    cluster.engine.reclaim_needed = counting  # type: ignore[method-assign]
+    cluster.engine.book_reclaim = counting  # type: ignore[method-assign]
     victim = cluster.on("r0n0")[0]
     cluster.engine.delete_pod(victim)  # free cells: HiveD needs no victim, kube-scheduler's business
     cluster.pods.forget(victim)
@@ -261,10 +276,7 @@ def gang_members(cluster: Cluster, size: int) -> list[PodInfo]:
 
 def test_a_stranded_gang_gets_its_slots_and_every_member_its_victims():
     cluster = Cluster()
-    members = gang_members(cluster, 2)
-    before = snapshot(cluster.engine)
-    assert cluster.engine.reclaim_needed(members[0])
-    assert snapshot(cluster.engine) == before  # the whole gang was planned to look, and given back
+    gang_members(cluster, 2)
     cluster.look_at(0)
     deleted = cluster.look_at(AFTER)
     waiting = {w.pod_uid: w for w in cluster.engine.waiting_guarantees()}
