@@ -12,9 +12,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import partial
+from importlib import import_module
 from itertools import chain
 from operator import attrgetter, methodcaller
-from typing import Callable, Literal, Mapping, Sequence
+from types import ModuleType
+from typing import Callable, Final, Literal, Mapping, Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -26,8 +28,18 @@ from scheduler.matching.model import Assignment, Job, Machine
 from scheduler.matching.positions import KindOrder, Slots, SlotClasses, all_positions, position_limits, slot_classes, slots_for
 from scheduler.matching.transport import Groups, distinct, assign_to_classes, certified
 
+try:
+    # By name: an import statement of it reads as one of scheduler.matching, whose __init__
+    # imports this module (a cycle to tests/test_architecture.py's import graph).
+    _built: ModuleType | None = import_module("scheduler.matching._solve")
+except ImportError:  # pragma: no cover - the package was installed without its C extension
+    _built = None
+
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
+
+NATIVE: Final = _built is not None  # the extension was built
+native = _built  # the extension in use: None runs canonical's levels in NumPy (the tests compare both)
 
 # Fold only when the classes are fewer than this share of the slots: the folded matrix is
 # jobs × classes, and with as many classes as slots (every machine's ω distinct) it is Q itself.
@@ -462,6 +474,10 @@ def canonical(problem: Problem, *, rows: IntArray, machine: IntArray, position: 
     slot_kind = kind[machine]
     out_rows, out_machine = np.empty_like(rows), np.empty_like(machine)
     ready = problem.delay.copy()  # when each machine's slot at the current position starts
+    if native is not None and _plain(rows, machine, position, slot_kind) and ready.dtype == np.float64 and problem.times.dtype == np.float64:
+        # In C: the same levels, orders and sums (_solve.c).
+        native.canonical_levels(rows, machine, position, slot_kind, ready, np.ascontiguousarray(problem.times), out_rows, out_machine)
+        return out_rows, out_machine, position
     levels = np.argsort(-position, kind="stable")
     by_level = position[levels]
     cuts = [0, *((by_level[1:] != by_level[:-1]).nonzero()[0] + 1).tolist(), levels.shape[0]]
@@ -474,6 +490,11 @@ def canonical(problem: Problem, *, rows: IntArray, machine: IntArray, position: 
         out_rows[at], out_machine[at] = rows[jobs], machine[slots]
         ready[machine[slots]] += problem.times[rows[jobs], slot_kind[slots]]
     return out_rows, out_machine, position
+
+
+def _plain(*arrays: IntArray) -> bool:
+    """Whether the arrays are the extension's kind of buffer: int64, one contiguous row each."""
+    return all(array.dtype == np.int64 and array.ndim == 1 and array.flags.c_contiguous for array in arrays)
 
 
 def _queue_names(orders: tuple[KindOrder, ...], *, kind: IntArray, delay: FloatArray, count: IntArray) -> IntArray:

@@ -1,0 +1,134 @@
+/* canonical's levels (scheduler/matching/solve.py) over plain double and int64 buffers.
+ *
+ * canonical fixes one optimal matching whatever the solver found: from the largest position
+ * down, the jobs of each (kind, position) in row order take its slots in the order they start.
+ * In NumPy that is a handful of sorts and gathers per position, each a fixed cost on a plan's
+ * few hundred slots. The Python function is the reference: the same orders (every key here is
+ * a total order, as NumPy's stable lexsort makes it) and the same sums of starts come out, and
+ * tests/matching/test_matching_native_solve.py compares both.
+ *
+ * canonical_levels(rows, machine, position, slot_kind, ready, times, out_rows, out_machine)
+ *   rows, machine (already named as canonical names queues), position, slot_kind: int64, one
+ *   per matched job; ready: float64, one per machine, when its slot at the current position
+ *   starts (the machines' waits at first; moved); times: float64 jobs x kinds. Writes each
+ *   matched job's row and machine into out_rows and out_machine.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include "_buffers.h"
+#include <stdint.h>
+#include <stdlib.h>
+
+/* The sort keys of one level, read by the comparators (the GIL held: one sort at a time). */
+static const int64_t *key_kind, *key_rows, *key_machine;
+static const double *key_ready;
+
+/* The level's jobs: by kind, then row. */
+static int job_order(const void *left, const void *right) {
+    int64_t a = *(const int64_t *)left, b = *(const int64_t *)right;
+    if (key_kind[a] != key_kind[b]) return key_kind[a] < key_kind[b] ? -1 : 1;
+    if (key_rows[a] != key_rows[b]) return key_rows[a] < key_rows[b] ? -1 : 1;
+    return (a > b) - (a < b);
+}
+
+/* The level's slots: by kind, then when they start, then machine. */
+static int slot_order(const void *left, const void *right) {
+    int64_t a = *(const int64_t *)left, b = *(const int64_t *)right;
+    if (key_kind[a] != key_kind[b]) return key_kind[a] < key_kind[b] ? -1 : 1;
+    double ra = key_ready[key_machine[a]], rb = key_ready[key_machine[b]];
+    if (ra != rb) return ra < rb ? -1 : 1;
+    if (key_machine[a] != key_machine[b]) return key_machine[a] < key_machine[b] ? -1 : 1;
+    return (a > b) - (a < b);
+}
+
+static PyObject *canonical_levels(PyObject *self, PyObject *args) {
+    PyObject *objects[8];
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OOOOOOOO", &objects[0], &objects[1], &objects[2], &objects[3], &objects[4], &objects[5], &objects[6],
+                          &objects[7]))
+        return NULL;
+    static const char kinds[8] = {'q', 'q', 'q', 'q', 'd', 'd', 'q', 'q'};
+    static const int dimensions[8] = {1, 1, 1, 1, 1, 2, 1, 1};
+    static const char *names[8] = {"rows", "machine", "position", "slot_kind", "ready", "times", "out_rows", "out_machine"};
+    Py_buffer views[8];
+    int taken = 0;
+    for (; taken < 8; taken++) {
+        int writable = taken == 4 || taken >= 6;
+        if (take(objects[taken], &views[taken], kinds[taken], writable, dimensions[taken], names[taken]) < 0) break;
+    }
+    PyObject *result = NULL;
+    int64_t *starts = NULL, *level = NULL, *jobs = NULL;
+    if (taken == 8) {
+        Py_ssize_t count = views[0].len / 8, machines = views[4].len / 8;
+        Py_ssize_t job_count = views[5].shape[0], kind_count = views[5].shape[1];
+        const int64_t *rows = views[0].buf, *machine = views[1].buf, *position = views[2].buf, *slot_kind = views[3].buf;
+        double *ready = views[4].buf;
+        const double *times = views[5].buf;
+        int64_t *out_rows = views[6].buf, *out_machine = views[7].buf, largest = 0;
+        int valid = views[1].len / 8 == count && views[2].len / 8 == count && views[3].len / 8 == count && views[6].len / 8 == count &&
+                    views[7].len / 8 == count;
+        for (Py_ssize_t i = 0; valid && i < count; i++) {
+            valid = rows[i] >= 0 && rows[i] < job_count && machine[i] >= 0 && machine[i] < machines && slot_kind[i] >= 0 &&
+                    slot_kind[i] < kind_count && position[i] >= 0;
+            if (position[i] > largest) largest = position[i];
+        }
+        if (valid) {
+            starts = PyMem_Calloc((size_t)largest + 2, sizeof(int64_t));
+            level = PyMem_Malloc(sizeof(int64_t) * (size_t)(count + 1));
+            jobs = PyMem_Malloc(sizeof(int64_t) * (size_t)(count + 1));
+        }
+        if (!valid) {
+            PyErr_SetString(PyExc_ValueError, "canonical_levels: per matched job a row of times, a machine of ready, a kind of times, a position");
+        } else if (starts == NULL || level == NULL || jobs == NULL) {
+            PyErr_NoMemory();
+        } else {
+            /* The jobs by position, largest first, each position's in index order (a stable
+             * sort by -position, by counting). */
+            for (Py_ssize_t i = 0; i < count; i++) starts[largest - position[i] + 1] += 1;
+            for (int64_t p = 0; p <= largest; p++) starts[p + 1] += starts[p];
+            for (Py_ssize_t i = 0; i < count; i++) level[starts[largest - position[i]]++] = i;
+            key_kind = slot_kind;
+            key_rows = rows;
+            key_machine = machine;
+            key_ready = ready;
+            Py_ssize_t begin = 0;
+            while (begin < count) {
+                Py_ssize_t end = begin + 1;
+                while (end < count && position[level[end]] == position[level[begin]]) end++;
+                int64_t *at = level + begin, *slots_here = jobs + begin;
+                Py_ssize_t size = end - begin;
+                /* at: the level in index order (kept for the answer); jobs, then slots, sorted. */
+                memcpy(slots_here, at, sizeof(int64_t) * (size_t)size);
+                qsort(slots_here, (size_t)size, sizeof(int64_t), job_order);
+                for (Py_ssize_t i = 0; i < size; i++) out_rows[at[i]] = rows[slots_here[i]];
+                memcpy(slots_here, at, sizeof(int64_t) * (size_t)size);
+                qsort(slots_here, (size_t)size, sizeof(int64_t), slot_order);
+                for (Py_ssize_t i = 0; i < size; i++) out_machine[at[i]] = machine[slots_here[i]];
+                for (Py_ssize_t i = 0; i < size; i++) {
+                    int64_t slot = slots_here[i];
+                    ready[machine[slot]] += times[out_rows[at[i]] * kind_count + slot_kind[slot]];
+                }
+                begin = end;
+            }
+            result = Py_None;
+            Py_INCREF(result);
+        }
+    }
+    PyMem_Free(starts);
+    PyMem_Free(level);
+    PyMem_Free(jobs);
+    for (int i = 0; i < taken; i++) PyBuffer_Release(&views[i]);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"canonical_levels", canonical_levels, METH_VARARGS,
+     "canonical_levels(rows, machine, position, slot_kind, ready, times, out_rows, out_machine): canonical's levels (see the header)"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_solve", "canonical's levels in C (scheduler/matching/solve.py).", -1, methods, NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__solve(void) { return PyModule_Create(&module); }
