@@ -1,4 +1,4 @@
-/* Taking NumPy arrays as plain buffers, for the matching's C extensions (_transport.c,
+/* Taking NumPy arrays as plain buffers, for the matching's C extensions (_transport.c, _solve.c,
  * _positions.c): a contiguous float64 ('d') or int64 ('q') buffer of the given number of
  * dimensions, or a TypeError naming the argument. Include after Python.h. */
 #ifndef CELLFIT_MATCHING_BUFFERS_H
@@ -19,6 +19,28 @@ static int take(PyObject *object, Py_buffer *view, char kind, int writable, int 
         return -1;
     }
     return 0;
+}
+
+/* One argument as take() checks it. */
+typedef struct {
+    char kind;
+    int writable;
+    int dimensions;
+    const char *name;
+} Wanted;
+
+/* Every argument's buffer, in order, until one is refused: how many were taken (count when all;
+ * the error set otherwise). Release them with release_all. */
+static int take_all(PyObject *const *objects, Py_buffer *views, const Wanted *wanted, int count) {
+    int taken = 0;
+    for (; taken < count; taken++)
+        if (take(objects[taken], &views[taken], wanted[taken].kind, wanted[taken].writable, wanted[taken].dimensions, wanted[taken].name) < 0)
+            break;
+    return taken;
+}
+
+static void release_all(Py_buffer *views, int taken) {
+    for (int i = 0; i < taken; i++) PyBuffer_Release(&views[i]);
 }
 
 #endif

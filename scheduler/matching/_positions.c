@@ -68,12 +68,10 @@ static PyObject *kind_limits(PyObject *self, PyObject *args) {
     (void)self;
     if (!PyArg_ParseTuple(args, "OOOOLdO", &objects[0], &objects[1], &objects[2], &objects[3], &runnable, &shortest, &objects[4]))
         return NULL;
-    static const char kinds[5] = {'q', 'd', 'q', 'q', 'q'};
-    static const char *names[5] = {"members", "omega", "earlier", "earlier_or_equal", "limits"};
+    static const Wanted wanted[5] = {{'q', 0, 1, "members"}, {'d', 0, 1, "omega"}, {'q', 0, 1, "earlier"},
+                                     {'q', 0, 1, "earlier_or_equal"}, {'q', 1, 1, "limits"}};
     Py_buffer views[5];
-    int taken = 0;
-    for (; taken < 5; taken++)
-        if (take(objects[taken], &views[taken], kinds[taken], taken == 4, 1, names[taken]) < 0) break;
+    int taken = take_all(objects, views, wanted, 5);
     PyObject *result = NULL;
     if (taken == 5) {
         Py_ssize_t count = views[0].len / 8, machines = views[4].len / 8;
@@ -107,7 +105,7 @@ static PyObject *kind_limits(PyObject *self, PyObject *args) {
             Py_INCREF(result);
         }
     }
-    for (int i = 0; i < taken; i++) PyBuffer_Release(&views[i]);
+    release_all(views, taken);
     return result;
 }
 
@@ -116,11 +114,9 @@ static PyObject *slots(PyObject *self, PyObject *args) {
     Py_ssize_t kind_count;
     (void)self;
     if (!PyArg_ParseTuple(args, "OOnOO", &objects[0], &objects[1], &kind_count, &objects[2], &objects[3])) return NULL;
-    static const char *names[4] = {"limits", "machine_kind", "machine", "position"};
+    static const Wanted wanted[4] = {{'q', 0, 1, "limits"}, {'q', 0, 1, "machine_kind"}, {'q', 1, 1, "machine"}, {'q', 1, 1, "position"}};
     Py_buffer views[4];
-    int taken = 0;
-    for (; taken < 4; taken++)
-        if (take(objects[taken], &views[taken], 'q', taken >= 2, 1, names[taken]) < 0) break;
+    int taken = take_all(objects, views, wanted, 4);
     PyObject *result = NULL;
     int64_t *cursor = NULL;
     if (taken == 4) {
@@ -159,7 +155,7 @@ static PyObject *slots(PyObject *self, PyObject *args) {
         }
     }
     PyMem_Free(cursor);
-    for (int i = 0; i < taken; i++) PyBuffer_Release(&views[i]);
+    release_all(views, taken);
     return result;
 }
 

@@ -47,15 +47,10 @@ static PyObject *canonical_levels(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "OOOOOOOO", &objects[0], &objects[1], &objects[2], &objects[3], &objects[4], &objects[5], &objects[6],
                           &objects[7]))
         return NULL;
-    static const char kinds[8] = {'q', 'q', 'q', 'q', 'd', 'd', 'q', 'q'};
-    static const int dimensions[8] = {1, 1, 1, 1, 1, 2, 1, 1};
-    static const char *names[8] = {"rows", "machine", "position", "slot_kind", "ready", "times", "out_rows", "out_machine"};
+    static const Wanted wanted[8] = {{'q', 0, 1, "rows"},  {'q', 0, 1, "machine"}, {'q', 0, 1, "position"}, {'q', 0, 1, "slot_kind"},
+                                     {'d', 1, 1, "ready"}, {'d', 0, 2, "times"},   {'q', 1, 1, "out_rows"}, {'q', 1, 1, "out_machine"}};
     Py_buffer views[8];
-    int taken = 0;
-    for (; taken < 8; taken++) {
-        int writable = taken == 4 || taken >= 6;
-        if (take(objects[taken], &views[taken], kinds[taken], writable, dimensions[taken], names[taken]) < 0) break;
-    }
+    int taken = take_all(objects, views, wanted, 8);
     PyObject *result = NULL;
     int64_t *starts = NULL, *level = NULL, *jobs = NULL;
     if (taken == 8) {
@@ -117,7 +112,7 @@ static PyObject *canonical_levels(PyObject *self, PyObject *args) {
     PyMem_Free(starts);
     PyMem_Free(level);
     PyMem_Free(jobs);
-    for (int i = 0; i < taken; i++) PyBuffer_Release(&views[i]);
+    release_all(views, taken);
     return result;
 }
 

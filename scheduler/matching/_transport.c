@@ -436,13 +436,9 @@ static PyObject *cheapest_classes(PyObject *self, PyObject *args) {
     PyObject *objects[4];
     (void)self;
     if (!PyArg_ParseTuple(args, "OOOO", &objects[0], &objects[1], &objects[2], &objects[3])) return NULL;
-    static const char kinds[4] = {'q', 'd', 'd', 'q'};
-    static const int dimensions[4] = {1, 1, 2, 1};
-    static const char *names[4] = {"group", "offset", "group_cost", "chosen"};
+    static const Wanted wanted[4] = {{'q', 0, 1, "group"}, {'d', 0, 1, "offset"}, {'d', 0, 2, "group_cost"}, {'q', 1, 1, "chosen"}};
     Py_buffer views[4];
-    int taken = 0;
-    for (; taken < 4; taken++)
-        if (take(objects[taken], &views[taken], kinds[taken], taken == 3, dimensions[taken], names[taken]) < 0) break;
+    int taken = take_all(objects, views, wanted, 4);
     PyObject *result = NULL;
     int64_t *best = NULL, *by_class = NULL;
     if (taken == 4) {
@@ -497,7 +493,7 @@ static PyObject *cheapest_classes(PyObject *self, PyObject *args) {
     }
     PyMem_Free(best);
     PyMem_Free(by_class);
-    for (int i = 0; i < taken; i++) PyBuffer_Release(&views[i]);
+    release_all(views, taken);
     return result;
 }
 

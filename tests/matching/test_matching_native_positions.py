@@ -19,11 +19,8 @@ import numpy as np
 import pytest
 
 from scheduler.matching import positions, transport
-from scheduler.matching.admission import decide
-from scheduler.matching.allox import AlloxScheduler
 from scheduler.matching.positions import kind_orders, position_limits, slots_for
-from tests.matching.test_matching_carry_empty import burst
-from tests.matching.test_matching_vacancy import live_state
+from tests.matching.native_paths import assert_decisions_alike
 
 native = pytest.importorskip("scheduler.matching._positions", reason="built without the C extension: nothing to compare")
 
@@ -90,31 +87,8 @@ def test_bad_buffers_are_refused_by_name() -> None:
         native.kind_limits(order.members, order.omega, order.earlier, order.earlier_or_equal, 0, 1.0, limits)
 
 
-def both_extensions(call: Any, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, Any]:
-    """``call()`` with both C extensions, then with NumPy alone."""
-    with monkeypatch.context() as patched:
-        patched.setattr(positions, "native", native)
-        patched.setattr(transport, "native", transport._built)
-        in_c = call()
-    with monkeypatch.context() as patched:
-        patched.setattr(positions, "native", None)
-        patched.setattr(transport, "native", None)
-        in_numpy = call()
-    return in_c, in_numpy
-
-
 def test_algorithm_2_and_admission_decide_the_same_with_the_extensions(monkeypatch: pytest.MonkeyPatch) -> None:
-    rng = random.Random(7921)
-    for _ in range(40):
-        arguments, alpha = burst(rng)
-        in_c, in_numpy = both_extensions(lambda: AlloxScheduler(alpha=alpha).on_machine_free(**arguments), monkeypatch)
-        assert [(a.job.name, a.machine.name, a.start) for a in in_c] == [(a.job.name, a.machine.name, a.start) for a in in_numpy]
-    for pools in (False, True):
-        for _ in range(8):
-            state = live_state(rng, pools=pools)
-            for options in ({"alpha": 1.0}, {"alpha": 0.1}, {"policy": "allox+", "alpha": 0.1}):
-                in_c, in_numpy = both_extensions(lambda: decide(**state, **options), monkeypatch)  # type: ignore[arg-type]
-                assert in_c == in_numpy
+    assert_decisions_alike(random.Random(7921), monkeypatch, positions, transport)
 
 
 FALLBACK = """

@@ -13,34 +13,18 @@ import random
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
-
 import numpy as np
 import pytest
 
 from allox_reference import random_instance
-from scheduler.matching.admission import decide
-from scheduler.matching.allox import AlloxScheduler
 from scheduler.matching.positions import kind_orders
 from scheduler.matching.solve import Problem, build, canonical, prepare
-from tests.matching.test_matching_carry_empty import burst
-from tests.matching.test_matching_vacancy import live_state
+from tests.matching.native_paths import assert_decisions_alike, both_ways
 
 native = pytest.importorskip("scheduler.matching._solve", reason="built without the C extension: nothing to compare")
 solve = importlib.import_module("scheduler.matching.solve")  # the module: the package's ``solve`` is its function
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def both_ways(call: Any, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, Any]:
-    """``call()`` with the extension, then with NumPy's levels."""
-    with monkeypatch.context() as patched:
-        patched.setattr(solve, "native", native)
-        in_c = call()
-    with monkeypatch.context() as patched:
-        patched.setattr(solve, "native", None)
-        in_numpy = call()
-    return in_c, in_numpy
 
 
 def random_matching(problem: Problem, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -71,7 +55,7 @@ def test_the_levels_in_c_are_numpys(monkeypatch: pytest.MonkeyPatch) -> None:
                               machine_kind=problem.machine_kind, delay=problem.delay, now=problem.now,
                               orders=kind_orders(machine_kind=problem.machine_kind, available=problem.delay, kind_count=len(problem.kinds)))
         rows, machine, position = random_matching(problem, rng)
-        in_c, in_numpy = both_ways(lambda: canonical(problem, rows=rows, machine=machine, position=position), monkeypatch)
+        in_c, in_numpy = both_ways(lambda: canonical(problem, rows=rows, machine=machine, position=position), monkeypatch, solve)
         assert all(np.array_equal(a, b) for a, b in zip(in_c, in_numpy, strict=True))
 
 
@@ -84,17 +68,7 @@ def test_bad_buffers_are_refused_by_name() -> None:
 
 
 def test_algorithm_2_and_admission_decide_the_same_with_the_levels_in_c(monkeypatch: pytest.MonkeyPatch) -> None:
-    rng = random.Random(7931)
-    for _ in range(40):
-        arguments, alpha = burst(rng)
-        in_c, in_numpy = both_ways(lambda: AlloxScheduler(alpha=alpha).on_machine_free(**arguments), monkeypatch)
-        assert [(a.job.name, a.machine.name, a.start) for a in in_c] == [(a.job.name, a.machine.name, a.start) for a in in_numpy]
-    for pools in (False, True):
-        for _ in range(8):
-            state = live_state(rng, pools=pools)
-            for options in ({"alpha": 1.0}, {"alpha": 0.1}, {"policy": "allox+", "alpha": 0.1}):
-                in_c, in_numpy = both_ways(lambda: decide(**state, **options), monkeypatch)  # type: ignore[arg-type]
-                assert in_c == in_numpy
+    assert_decisions_alike(random.Random(7931), monkeypatch, solve)
 
 
 FALLBACK = """

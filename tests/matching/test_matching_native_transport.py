@@ -18,7 +18,6 @@ import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
@@ -27,6 +26,7 @@ from scheduler.matching import allox, transport
 from scheduler.matching.admission import decide
 from scheduler.matching.allox import AlloxScheduler
 from scheduler.matching.transport import Groups, _cheapest_classes, _Grouped, _units, assign_to_classes
+from tests.matching.native_paths import both_ways
 from tests.matching.test_matching_carry_empty import burst
 from tests.matching.test_matching_vacancy import live_state
 
@@ -52,17 +52,6 @@ def group_problem(rng: np.random.Generator) -> tuple[Groups, np.ndarray]:
     return Groups(group=group, offset=offset, group_cost=cost), capacity
 
 
-def both_ways(call: Any, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, Any]:
-    """``call()`` with the extension, then with NumPy's phases."""
-    with monkeypatch.context() as patched:
-        patched.setattr(transport, "native", native)
-        in_c = call()
-    with monkeypatch.context() as patched:
-        patched.setattr(transport, "native", None)
-        in_numpy = call()
-    return in_c, in_numpy
-
-
 def reference_excess(groups: Groups, capacity: np.ndarray) -> int | None:
     """How many jobs NumPy's phase 2 leaves over for phase 3 (None: it is not reached)."""
     found = _units(groups, capacity)
@@ -82,9 +71,9 @@ def test_the_phases_in_c_assign_every_row_as_numpy_does(monkeypatch: pytest.Monk
     for _ in range(2000):
         groups, capacity = group_problem(rng)
         budget = int(rng.choice([0, 1, 3, 1000]))
-        cheapest_in_c, cheapest_in_numpy = both_ways(lambda: _cheapest_classes(groups), monkeypatch)
+        cheapest_in_c, cheapest_in_numpy = both_ways(lambda: _cheapest_classes(groups), monkeypatch, transport)
         assert np.array_equal(cheapest_in_c, cheapest_in_numpy)
-        in_c, in_numpy = both_ways(lambda: assign_to_classes(None, capacity, max_augmentations=budget, groups=groups), monkeypatch)
+        in_c, in_numpy = both_ways(lambda: assign_to_classes(None, capacity, max_augmentations=budget, groups=groups), monkeypatch, transport)
         if in_numpy is None:
             assert in_c is None
             answers["none"] += 1
@@ -106,7 +95,7 @@ def test_the_extension_declines_what_numpy_hands_to_scipy_and_numpy_decides(monk
     found = _units(groups, capacity)
     assign = np.empty(rows, dtype=np.int64)
     assert native.solve_groups(np.ascontiguousarray(cost[:, found.ids]), found.flat, found.bounds, assign, rows) == 2
-    in_c, in_numpy = both_ways(lambda: assign_to_classes(None, capacity, max_augmentations=rows, groups=groups), monkeypatch)
+    in_c, in_numpy = both_ways(lambda: assign_to_classes(None, capacity, max_augmentations=rows, groups=groups), monkeypatch, transport)
     assert in_numpy is not None and np.array_equal(in_c, in_numpy)
 
 
@@ -130,7 +119,7 @@ def test_algorithm_2_starts_the_same_jobs_with_the_phases_in_c(monkeypatch: pyte
         def starts() -> list[tuple[str, str, float, float]]:
             return [(a.job.name, a.machine.name, a.start, a.finish) for a in AlloxScheduler(alpha=alpha).on_machine_free(**arguments)]
 
-        in_c, in_numpy = both_ways(starts, monkeypatch)
+        in_c, in_numpy = both_ways(starts, monkeypatch, transport)
         assert in_c == in_numpy
 
 
@@ -143,7 +132,7 @@ def test_admission_decides_the_same_with_the_phases_in_c(seed: int, pools: bool,
     for _ in range(12):
         state = live_state(rng, pools=pools)
         for options in ({"alpha": 1.0}, {"alpha": 0.3}, {"alpha": 0.1}, {"alpha": 0.0}, {"policy": "allox+", "alpha": 0.1}):
-            in_c, in_numpy = both_ways(lambda: decide(**state, **options), monkeypatch)  # type: ignore[arg-type]
+            in_c, in_numpy = both_ways(lambda: decide(**state, **options), monkeypatch, transport)  # type: ignore[arg-type]
             assert in_c == in_numpy
 
 
