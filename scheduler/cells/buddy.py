@@ -69,6 +69,7 @@ class BuddyAllocator:
         self._clean: list[dict[Cell | None, dict[Cell, None]]] = [{} for _ in range(chain.top)]
         self._dirty: list[dict[Cell | None, dict[Cell, None]]] = [{} for _ in range(chain.top)]
         self._free: list[int] = [0] * chain.top  # f_k, kept as counters
+        self._held: list[int] = [0] * chain.top  # BOUND or PINNED cells per level (the gauges' "used")
         # Merged cells -> the free group of their children as the merge left it (all but the
         # child released last): a rack that splits and merges over and over reuses one dict.
         self._spare: dict[Cell, tuple[dict[Cell, None], Cell]] = {}
@@ -83,6 +84,7 @@ class BuddyAllocator:
         """Put a new top-level cell (and what it holds) into the free space."""
         if cell.pinned_id is not None:
             cell.state = _PINNED
+            self._held[cell.level - 1] += 1
             return
         if any(c.pinned_id is not None for c in cell.walk()):
             # A cell holding a pinned cell can never be whole again: keep it split for good.
@@ -202,6 +204,10 @@ class BuddyAllocator:
     def free_counts(self) -> list[int]:
         """f_k per level (index 0 is level 1)."""
         return list(self._free)
+
+    def held_counts(self) -> list[int]:
+        """Cells bound or pinned per level (index 0 is level 1)."""
+        return list(self._held)
 
     def free_cells(self, level: int) -> list[Cell]:
         return [
@@ -340,6 +346,7 @@ class BuddyAllocator:
         if cell.state is _FREE or (cell.state is _INSIDE and parent is not None and parent.state is _SPLIT):
             self._remove_free(cell)  # the common case: the cell itself is on a free list
             cell.state = _BOUND
+            self._held[cell.level - 1] += 1
             return
         path = [cell]
         source = cell
@@ -356,6 +363,7 @@ class BuddyAllocator:
             upper.state = _SPLIT
             self._split(upper, lower)
         cell.state = _BOUND
+        self._held[cell.level - 1] += 1
 
     @staticmethod
     def _enclosing(cell: Cell) -> Cell:
@@ -380,6 +388,8 @@ class BuddyAllocator:
 
     def give(self, cell: Cell) -> None:
         """Release a bound cell and merge buddies upwards while all of them are free."""
+        if cell.state is _BOUND or cell.state is _PINNED:
+            self._held[cell.level - 1] -= 1
         cell.state = _INSIDE
         while True:
             parent = cell.parent

@@ -10,7 +10,7 @@ from typing import AbstractSet, Any
 
 from scheduler.cells.allocator import CellAllocator
 from scheduler.cells.booking import Booking
-from scheduler.cells.virtual_clusters import VcState
+from scheduler.cells.virtual_clusters import VcCellCounts, VcState
 from scheduler.cells.topology import Cell, CellState, Chain
 
 
@@ -263,49 +263,73 @@ def metrics(alloc: CellAllocator) -> dict[str, Any]:
     GPU). ``physical`` rows count physical cells per type: ``used`` (bound or pinned),
     ``free`` (on the buddy free list), ``opportunistic`` and ``bad`` (cells with at least one
     such GPU). ``fragmentation`` is, per node type, the share of node-level cells that cannot
-    host a whole-node request (fewer idle healthy GPUs than the node has)."""
-    vc_rows = []
+    host a whole-node request (fewer idle healthy GPUs than the node has).
+
+    Read from counts kept where the cells change (``VcState.counts``, the buddy allocators'
+    free and held counts, ``Topology.census``): O(VCs x cell types + chains x levels), no walk
+    over the cells, because a scrape holds the engine lock that every verb waits for."""
+    return {
+        "virtualClusters": _vc_rows(alloc),
+        "physical": _physical_rows(alloc),
+        **_fragmentation(alloc),
+    }
+
+
+def _vc_rows(alloc: CellAllocator) -> list[dict[str, Any]]:
+    rows = []
     for name in sorted(alloc.vcs):
         vc = alloc.vcs[name]
         for cell_type in _cell_types(alloc, vc):
-            roots = list(vc.bound.get(cell_type, {})) + [c for c in vc.pinned if c.cell_type == cell_type]
-            vc_rows.append(
+            counts = vc.counts.get(cell_type) or VcCellCounts()
+            rows.append(
                 {
                     "vc": name,
                     "cellType": cell_type,
-                    "used": sum(1 for c in roots if c.guaranteed_used > 0),
-                    "free": max(vc.unbound(cell_type), 0) + sum(1 for c in roots if c.state is CellState.PINNED and c.guaranteed_used == 0),
-                    "opportunistic": sum(1 for c in roots if c.opportunistic_used > 0),
-                    "bad": sum(1 for c in roots if c.bad > 0),
+                    "used": counts.busy,
+                    "free": max(vc.unbound(cell_type), 0) + counts.idle_pinned,
+                    "opportunistic": counts.opportunistic,
+                    "bad": counts.bad,
                 }
             )
-    per_type: dict[str, dict[str, int]] = {}
-    for cell in alloc.topology.all_cells():
-        row = per_type.setdefault(cell.cell_type, {"used": 0, "free": 0, "opportunistic": 0, "bad": 0})
-        if cell.state in (CellState.BOUND, CellState.PINNED):
-            row["used"] += 1
-        elif cell.buddy_state() is CellState.FREE:
-            row["free"] += 1
-        if cell.opportunistic_used:
-            row["opportunistic"] += 1
-        if cell.bad:
-            row["bad"] += 1
-    physical = []
+    return rows
+
+
+def _physical_rows(alloc: CellAllocator) -> list[dict[str, Any]]:
+    """Counts per cell type name, summed over the chains (a type name may name a level of
+    more than one chain: a discovered node type kept when racks of it form)."""
+    held: dict[str, int] = {}
+    free: dict[str, int] = {}
+    for chain, buddy in alloc.buddies.items():
+        for index, (held_here, free_here) in enumerate(zip(buddy.held_counts(), buddy.free_counts())):
+            cell_type = chain.types[index]
+            held[cell_type] = held.get(cell_type, 0) + held_here
+            free[cell_type] = free.get(cell_type, 0) + free_here
+    census = alloc.topology.census
+    rows = []
     for chain in alloc.topology.used_chains:
         for level in range(chain.top, 0, -1):
             cell_type = chain.type_at(level)
-            physical.append({"cellType": cell_type, "level": level, **per_type.get(cell_type, {"used": 0, "free": 0, "opportunistic": 0, "bad": 0})})
+            rows.append(
+                {
+                    "cellType": cell_type,
+                    "level": level,
+                    "used": held.get(cell_type, 0),
+                    "free": free.get(cell_type, 0),
+                    "opportunistic": census.opportunistic.get(cell_type, 0),
+                    "bad": census.bad.get(cell_type, 0),
+                }
+            )
+    return rows
+
+
+def _fragmentation(alloc: CellAllocator) -> dict[str, Any]:
+    census = alloc.topology.census
     fragmentation: dict[str, float] = {}
     blocked_all = 0
     for chain in alloc.topology.used_chains:
-        nodes = [n for n in alloc.topology.nodes.values() if n.chain is chain]
-        blocked = sum(1 for n in nodes if n.idle_gpus < n.total)
+        nodes = census.nodes.get(chain, 0)
+        blocked = census.blocked_nodes.get(chain, 0)
         blocked_all += blocked
-        fragmentation[chain.type_at(chain.node_level)] = blocked / len(nodes) if nodes else 0.0
+        fragmentation[chain.type_at(chain.node_level)] = blocked / nodes if nodes else 0.0
     total_nodes = len(alloc.topology.nodes)
-    return {
-        "virtualClusters": vc_rows,
-        "physical": physical,
-        "fragmentation": fragmentation,
-        "fragmentationTotal": blocked_all / total_nodes if total_nodes else 0.0,
-    }
+    return {"fragmentation": fragmentation, "fragmentationTotal": blocked_all / total_nodes if total_nodes else 0.0}

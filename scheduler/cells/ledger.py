@@ -93,6 +93,8 @@ class LeafLedger:
             leaf.opportunistic_used += d_opportunistic
             leaf.idle_gpus += d_idle
             leaf.guaranteed_free += d_guaranteed_free
+            if d_bad or d_opportunistic:  # a GPU's counts are 0 or 1: any change flips it
+                self._census_flips(leaf, d_bad, d_opportunistic)
             acc = above.get(parent)
             if acc is None:
                 above[parent] = [d_bad, d_guaranteed, d_opportunistic, d_idle, d_guaranteed_free]
@@ -104,17 +106,24 @@ class LeafLedger:
                 acc[4] += d_guaranteed_free
         idle_nodes = self.idle_nodes
         vcs = self.vcs
+        blocked_nodes = self.topology.census.blocked_nodes
         while True:
             for cell, d in level.items():
                 d_bad, d_guaranteed, d_opportunistic, d_idle, d_guaranteed_free = d
                 parent = cell.parent
+                counted_change = False  # whether a count the gauges keep changes with this cell
                 if d_guaranteed:
-                    cell.guaranteed_used += d_guaranteed
+                    old_guaranteed = cell.guaranteed_used
+                    new_guaranteed = cell.guaranteed_used = old_guaranteed + d_guaranteed
+                    counted_change = not old_guaranteed or not new_guaranteed
                 if d_idle:
                     old_idle = cell.idle_gpus
-                    cell.idle_gpus = old_idle + d_idle
+                    new_idle = cell.idle_gpus = old_idle + d_idle
                     if cell.node_cell is cell:
                         idle_nodes.idle_changed(cell, old_idle)
+                        total = cell.total
+                        if (old_idle < total) is not (new_idle < total):
+                            blocked_nodes[cell.chain] += 1 if new_idle < total else -1
                 if d_guaranteed_free:
                     old_free = cell.guaranteed_free
                     new_free = cell.guaranteed_free = old_free + d_guaranteed_free
@@ -125,11 +134,19 @@ class LeafLedger:
                         if vc is not None and cell not in vc.draining:
                             vc.usable[cell.cell_type].move(cell, old_free, new_free)
                 if d_bad or d_opportunistic:
-                    cell.bad += d_bad
-                    cell.opportunistic_used += d_opportunistic
+                    old_bad, old_opportunistic = cell.bad, cell.opportunistic_used
+                    cell.bad = old_bad + d_bad
+                    cell.opportunistic_used = old_opportunistic + d_opportunistic
+                    bad_flip = (cell.bad > 0) - (old_bad > 0)
+                    opportunistic_flip = (cell.opportunistic_used > 0) - (old_opportunistic > 0)
+                    if bad_flip or opportunistic_flip:
+                        self._census_flips(cell, bad_flip, opportunistic_flip)
+                        counted_change = True
                     state = cell.state
                     if state is _FREE or (state is _INSIDE and parent is not None and parent.state is _SPLIT):
                         self.buddies[cell.chain].reclassify(cell)
+                if counted_change and cell.vc is not None:
+                    self._recount_vc_cell(cell, d_guaranteed, d_opportunistic, d_bad)
                 if parent is not None:
                     acc = above.get(parent)
                     if acc is None:
@@ -143,6 +160,27 @@ class LeafLedger:
             if not above:
                 return
             level, above = above, {}
+
+    def _census_flips(self, cell: Cell, bad: int, opportunistic: int) -> None:
+        """``cell`` started (+1) or stopped (-1) having a bad or an opportunistic GPU."""
+        census = self.topology.census
+        if bad:
+            census.flip_bad(cell.cell_type, bad)
+        if opportunistic:
+            census.flip_opportunistic(cell.cell_type, opportunistic)
+
+    def _recount_vc_cell(self, cell: Cell, d_guaranteed: int, d_opportunistic: int, d_bad: int) -> None:
+        """A VC cell's counters moved by these deltas: its VC's gauges follow."""
+        if cell.state is not _BOUND and cell.state is not _PINNED:
+            return
+        vc = self.vcs.get(cell.vc) if cell.vc is not None else None
+        if vc is not None:
+            vc.recount(
+                cell,
+                guaranteed_before=cell.guaranteed_used - d_guaranteed,
+                opportunistic_before=cell.opportunistic_used - d_opportunistic,
+                bad_before=cell.bad - d_bad,
+            )
 
     def change_whole_node(self, leaves: Sequence[Cell], booking_id: int, *, book: bool) -> bool:
         """:meth:`change_leaves` for a guaranteed booking of every GPU of a healthy node without
@@ -194,21 +232,35 @@ class LeafLedger:
                 level[node] = -node.total
         idle_nodes = self.idle_nodes
         vcs = self.vcs
+        blocked_nodes = self.topology.census.blocked_nodes
         while level:
             above: dict[Cell, int] = {}
             for cell, booked in level.items():
                 parent = cell.parent
                 cell.guaranteed_used += booked
                 old_idle = cell.idle_gpus
-                cell.idle_gpus = old_idle - booked
+                new_idle = cell.idle_gpus = old_idle - booked
                 if cell.node_cell is cell:
                     idle_nodes.idle_changed(cell, old_idle)
+                    total = cell.total
+                    if (old_idle < total) is not (new_idle < total):
+                        blocked_nodes[cell.chain] += 1 if new_idle < total else -1
                 old_free = cell.guaranteed_free
                 new_free = cell.guaranteed_free = old_free - booked
                 if cell.vc is not None and (cell.state is _BOUND or cell.state is _PINNED):
                     vc = vcs.get(cell.vc)
-                    if vc is not None and cell not in vc.draining:
-                        vc.usable[cell.cell_type].move(cell, old_free, new_free)
+                    if vc is not None:
+                        if not cell.guaranteed_used or cell.guaranteed_used == booked:
+                            # It starts or stops holding guaranteed GPUs; nothing else changes here.
+                            # (VcState.recount, inlined: every whole-node release of a node VC cell
+                            # comes here.)
+                            counts = vc.counts[cell.cell_type]
+                            busy = 1 if booked > 0 else -1
+                            counts.busy += busy
+                            if cell.state is _PINNED:
+                                counts.idle_pinned -= busy
+                        if cell not in vc.draining:
+                            vc.usable[cell.cell_type].move(cell, old_free, new_free)
                 if parent is not None:
                     if parent.child_index is not None:
                         parent.child_index.move(cell, old_free, new_free)

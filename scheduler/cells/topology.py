@@ -170,6 +170,42 @@ class Cell:
         return self.level > self.chain.node_level
 
 
+class CellCensus:
+    """Counts over the whole tree that the metrics gauges read, kept exact where the cells
+    change (the ledger on every counter change, the topology as cells join and leave), so that
+    a scrape reads them in O(cell types + chains) instead of walking ~100,000 cells under the
+    engine lock."""
+
+    __slots__ = ("opportunistic", "bad", "nodes", "blocked_nodes")
+
+    def __init__(self) -> None:
+        self.opportunistic: dict[str, int] = {}  # cell type -> cells with an opportunistic GPU
+        self.bad: dict[str, int] = {}  # cell type -> cells with a bad GPU
+        self.nodes: dict[Chain, int] = {}  # node-level cells per chain
+        self.blocked_nodes: dict[Chain, int] = {}  # node-level cells with fewer idle GPUs than GPUs
+
+    def flip_opportunistic(self, cell_type: str, delta: int) -> None:
+        self.opportunistic[cell_type] = self.opportunistic.get(cell_type, 0) + delta
+
+    def flip_bad(self, cell_type: str, delta: int) -> None:
+        self.bad[cell_type] = self.bad.get(cell_type, 0) + delta
+
+    def count_node(self, chain: Chain, delta: int) -> None:
+        self.nodes[chain] = self.nodes.get(chain, 0) + delta
+        self.blocked_nodes.setdefault(chain, 0)  # there from a chain's first node: the ledger adds to it
+
+    def forget(self, cell: Cell) -> None:
+        """A cell leaves the tree: its share of every count goes with it."""
+        if cell.opportunistic_used:
+            self.flip_opportunistic(cell.cell_type, -1)
+        if cell.bad:
+            self.flip_bad(cell.cell_type, -1)
+        if cell.node_cell is cell:
+            self.count_node(cell.chain, -1)
+            if cell.idle_gpus < cell.total:
+                self.blocked_nodes[cell.chain] -= 1
+
+
 class Topology:
     """Chains, the physical cell tree, and lookups by node name, cell id and cell type."""
 
@@ -187,6 +223,7 @@ class Topology:
         self.nodes: dict[str, Cell] = {}
         self.cells_by_id: dict[str, Cell] = {}
         self.pinned: dict[str, Cell] = {}
+        self.census = CellCensus()
         for spec in config.physical_cells:
             assert spec.cell_type is not None  # guaranteed by structural validation
             chain = self.chain_of_type[spec.cell_type]
@@ -239,6 +276,7 @@ class Topology:
         del specs[index]
         self.config = TopologyConfig(cell_types=self.config.cell_types, physical_cells=tuple(specs))
         for inner in cell.walk():
+            self.census.forget(inner)
             del self.cells_by_id[inner.id]
             if inner.node_cell is inner and inner.node is not None:
                 del self.nodes[inner.node]
@@ -302,6 +340,7 @@ class Topology:
             layer = [kid for c in layer for kid in c.children]
         cell.inner = tuple(inner)
         self.nodes[node] = cell
+        self.census.count_node(chain, +1)  # a new node has every GPU idle: not blocked
         return cell
 
     def _register(self, cell: Cell) -> None:

@@ -25,6 +25,19 @@ from scheduler.cells.topology import Cell, CellState, Chain, Topology
 _FREE, _BOUND, _PINNED = CellState.FREE, CellState.BOUND, CellState.PINNED
 
 
+class VcCellCounts:
+    """A VC's cells of one cell type (bound and pinned) as its gauges count them: holding
+    guaranteed GPUs, opportunistic GPUs, bad GPUs, and pinned with no guaranteed GPU."""
+
+    __slots__ = ("busy", "opportunistic", "bad", "idle_pinned")
+
+    def __init__(self) -> None:
+        self.busy = 0
+        self.opportunistic = 0
+        self.bad = 0
+        self.idle_pinned = 0
+
+
 class VcState:
     def __init__(self, name: str) -> None:
         self.name = name
@@ -36,6 +49,36 @@ class VcState:
         # that is over quota after a shrink is *draining*: left out of here until it empties.
         self.usable: dict[str, Buckets[Cell]] = {}
         self.draining: set[Cell] = set()
+        # Per cell type, kept exact as VC cells join, leave and change (the ledger recounts
+        # them), so that a metrics scrape does not walk the VC cells under the engine lock.
+        self.counts: dict[str, VcCellCounts] = {}
+
+    def count(self, cell: Cell, sign: int) -> None:
+        """``cell`` became (+1) or stopped being (-1) one of this VC's cells."""
+        counts = self.counts.get(cell.cell_type)
+        if counts is None:
+            counts = self.counts[cell.cell_type] = VcCellCounts()
+        if cell.guaranteed_used:
+            counts.busy += sign
+        elif cell.state is _PINNED:
+            counts.idle_pinned += sign
+        if cell.opportunistic_used:
+            counts.opportunistic += sign
+        if cell.bad:
+            counts.bad += sign
+
+    def recount(self, cell: Cell, *, guaranteed_before: int, opportunistic_before: int, bad_before: int) -> None:
+        """One of this VC's cells had these counters before its last change."""
+        busy = (cell.guaranteed_used > 0) - (guaranteed_before > 0)
+        opportunistic = (cell.opportunistic_used > 0) - (opportunistic_before > 0)
+        bad = (cell.bad > 0) - (bad_before > 0)
+        if busy or opportunistic or bad:
+            counts = self.counts[cell.cell_type]  # made when the cell joined the VC
+            counts.busy += busy
+            counts.opportunistic += opportunistic
+            counts.bad += bad
+            if cell.state is _PINNED:
+                counts.idle_pinned -= busy
 
     def owned_types(self) -> set[str]:
         return {t for t, n in self.quota.items() if n > 0} | {c.cell_type for c in self.pinned}
@@ -109,11 +152,13 @@ class VirtualClusters:
             if cell.guaranteed_used:
                 raise ValueError(f"pinned cell {cell.pinned_id!r} still runs pods of virtual cluster {owner.name!r}")
             owner.pinned.remove(cell)
+            owner.count(cell, -1)
             owner.usable[cell.cell_type].remove(cell, cell.guaranteed_free)
             self.idle_nodes.cover(cell, -1)
         vc.pinned.append(cell)
         cell.vc = vc.name
         cell.state = _PINNED
+        vc.count(cell, +1)
         vc.usable.setdefault(cell.cell_type, Buckets()).add(cell, cell.guaranteed_free)
         self.idle_nodes.cover(cell, +1)
 
@@ -121,6 +166,7 @@ class VirtualClusters:
         if cell.guaranteed_used:
             raise ValueError(f"pinned cell {cell.pinned_id!r} still runs pods of virtual cluster {vc.name!r}")
         vc.pinned.remove(cell)
+        vc.count(cell, -1)
         vc.usable[cell.cell_type].remove(cell, cell.guaranteed_free)
         self.idle_nodes.cover(cell, -1)
         # An unpinned cell stays out of the buddy pool: the pool's feasibility was proven with it
@@ -219,6 +265,7 @@ class VirtualClusters:
         for root in roots:
             root.vc = name
             bound[root] = None
+            vc.count(root, +1)
             if root.guaranteed_free:  # a full cell (an 8-GPU pod's node) is not kept in the index
                 usable.add(root, root.guaranteed_free)
             cover(root, +1)
@@ -229,6 +276,7 @@ class VirtualClusters:
         assert root.vc is not None
         vc = self.vcs[root.vc]
         del vc.bound[root.cell_type][root]
+        vc.count(root, -1)
         if root in vc.draining:
             vc.draining.discard(root)
         else:
