@@ -169,6 +169,7 @@ app.kubernetes.io/component: scheduler
   "leaderElection" (merge (dict "namespace" .Release.Namespace "leaseName" (include "cellfit.controllersLeaseName" .)) (omit .Values.leaderElection "leaseName"))
   "nudge" (merge (dict "schedulerName" .Values.schedulerName) .Values.nudge)
   "exchange" $exchange
+  "reclaim" .Values.reclaim
   "logging" .Values.logging }}
 {{- toYaml $config }}
 {{- end }}
