@@ -159,7 +159,7 @@ def test_the_estimator_follows_the_jobs_through_the_cache_and_starts_sampling():
     assert created and {pod["metadata"]["labels"]["cellfit.io/sample-job"] for pod in created} == {"uid-mlp"}
     assert all(pod["spec"]["containers"][0]["image"] == "train:1" for pod in created)  # the template, read whole
 
-    # Its sampling pods as the estimator's sampling-pod watch shows them (pending).
+    # Its sampling pods as the watch cache passes them on to the estimator (pending).
     estimator._replace_pods([POD_DECODER.decode(json.dumps({**pod, "status": {"phase": "Pending"}}).encode()) for pod in created])
     deleted = api.deleted
     api.play("MODIFIED", job("mlp", interchangeable=False, version="20"))  # configurations removed: forgotten, pods kept
