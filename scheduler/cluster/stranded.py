@@ -49,7 +49,7 @@ class PodIndex(Protocol):
 
 def unschedulable(raw_pod_list: bytes) -> list[node_rules.ConstrainedPod]:
     """The pods of a PodList that kube-scheduler found unschedulable and are not being deleted."""
-    return [pod for pod in node_rules.POD_LIST_DECODER.decode(raw_pod_list).items
+    return [pod for pod in node_rules.pods_of(raw_pod_list)
             if not pod.metadata.deletionTimestamp and pod.status is not None and any(
                 c.type == "PodScheduled" and c.status == "False" and c.reason == "Unschedulable" for c in pod.status.conditions or ())]
 
@@ -160,7 +160,7 @@ class StrandedGuarantees:
     def _nodes(self, *, now: float) -> Sequence[node_rules.TaintedNode]:
         """The nodes, listed at most once per ``after_seconds`` (a 5,000-node list is megabytes)."""
         if self._node_list is None or now - self._nodes_listed_at >= self._after_seconds:
-            self._node_list = node_rules.NODE_LIST_DECODER.decode(self._api.list_path(_NODES_PATH)).items
+            self._node_list = node_rules.nodes_of(self._api.list_path(_NODES_PATH))
             self._nodes_listed_at = now
         return self._node_list
 

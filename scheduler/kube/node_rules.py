@@ -12,11 +12,14 @@ another tenant's pods for a node the pod cannot use would be a loss for nothing.
 
 from __future__ import annotations
 
-from typing import Final, Sequence
+from typing import Final, Sequence, TypeVar
 
 import msgspec
 
+from scheduler.errors import InvalidRequest
 from scheduler.kube import wire
+
+T = TypeVar("T")
 
 # kube-scheduler's NodeUnschedulable filter lets a pod onto a cordoned node only if it
 # tolerates this taint (the node lifecycle controller also writes it).
@@ -89,8 +92,6 @@ class ConstrainedPod(msgspec.Struct, frozen=True, gc=False):
     status: wire.PodStatus | None = None
 
 
-class ConstrainedPodList(msgspec.Struct, frozen=True, gc=False):
-    items: list[ConstrainedPod] = []
 
 
 class Taint(msgspec.Struct, frozen=True, gc=False):
@@ -109,12 +110,35 @@ class TaintedNode(msgspec.Struct, frozen=True, gc=False):
     status: wire.NodeStatus | None = None
 
 
-class TaintedNodeList(msgspec.Struct, frozen=True, gc=False):
-    items: list[TaintedNode] = []
+_LIST_DECODER: Final = msgspec.json.Decoder(wire.RawList)
+_POD_DECODER: Final = msgspec.json.Decoder(ConstrainedPod)
+_NODE_DECODER: Final = msgspec.json.Decoder(TaintedNode)
 
 
-POD_LIST_DECODER: Final = msgspec.json.Decoder(ConstrainedPodList)
-NODE_LIST_DECODER: Final = msgspec.json.Decoder(TaintedNodeList)
+def pods_of(raw_list: bytes) -> list[ConstrainedPod]:
+    """The pods of a PodList; one whose fields do not read as Kubernetes writes them is left out
+    (it cannot be placed by these rules), not the list."""
+    return _items(raw_list, _POD_DECODER)
+
+
+def nodes_of(raw_list: bytes) -> list[TaintedNode]:
+    """The nodes of a NodeList, as :func:`pods_of`."""
+    return _items(raw_list, _NODE_DECODER)
+
+
+def _items(raw_list: bytes, decoder: msgspec.json.Decoder[T]) -> list[T]:
+    """Raises :class:`~scheduler.errors.InvalidRequest` when the list itself does not read."""
+    try:
+        items = _LIST_DECODER.decode(raw_list).items or []
+    except msgspec.MsgspecError as error:
+        raise InvalidRequest(f"the API server's list did not read: {error}") from error
+    decoded = []
+    for item in items:
+        try:
+            decoded.append(decoder.decode(item))
+        except msgspec.MsgspecError:
+            continue
+    return decoded
 
 
 def unmodelled(spec: ConstrainedPodSpec) -> str | None:

@@ -293,3 +293,12 @@ def test_a_gang_member_whose_slot_needs_no_victim_keeps_nothing():
     cluster.pods.forget(victim)
     assert cluster.engine.book_reclaim(member, among=["r0n0"]) is None
     assert not cluster.engine.has_booking(member)
+
+
+def test_a_list_that_does_not_read_costs_the_round_its_bookings_only(caplog: pytest.LogCaptureFixture):
+    cluster = Cluster()
+    cluster.api.list_path = lambda path: b"<html>502 Bad Gateway</html>"  # type: ignore[method-assign]
+    cluster.look_at(0)
+    with caplog.at_level(logging.WARNING, logger="scheduler.cluster.reclaim"):
+        assert cluster.look_at(AFTER) == []  # no exception out of the round: the reclaim still runs
+    assert any("the API server's list did not read" in str(getattr(r, "reason", "")) for r in caplog.records)

@@ -8,18 +8,19 @@ from typing import Any
 
 import pytest
 
+from scheduler.errors import InvalidRequest
 from scheduler.kube import node_rules
 
 
 def spec(**fields: Any) -> node_rules.ConstrainedPodSpec:
     pod = {"metadata": {"name": "p", "uid": "u"}, "spec": {"containers": [{"name": "c"}], **fields}}
-    return node_rules.POD_LIST_DECODER.decode(json.dumps({"items": [pod]})).items[0].spec
+    return node_rules.pods_of(json.dumps({"items": [pod]}).encode())[0].spec
 
 
 def node(name: str = "n1", *, labels: dict[str, str] | None = None, taints: list[dict[str, str]] | None = None,
          unschedulable: bool = False) -> node_rules.TaintedNode:
     body = {"metadata": {"name": name, "labels": labels or {}}, "spec": {"taints": taints or [], "unschedulable": unschedulable}}
-    return node_rules.NODE_LIST_DECODER.decode(json.dumps({"items": [body]})).items[0]
+    return node_rules.nodes_of(json.dumps({"items": [body]}).encode())[0]
 
 
 def required(*terms: dict[str, Any]) -> dict[str, Any]:
@@ -133,3 +134,16 @@ def test_preferences_and_plain_volumes_are_no_obstacle():
         volumes=[{"name": "scratch", "emptyDir": {}}],
     )
     assert node_rules.unmodelled(pod) is None
+
+
+def test_an_item_that_does_not_read_is_left_out_not_the_list():
+    good = {"metadata": {"name": "ok"}, "spec": {"taints": []}}
+    bad = {"metadata": {"name": "odd"}, "spec": {"taints": "not a list"}}
+    assert [n.metadata.name for n in node_rules.nodes_of(json.dumps({"items": [bad, good]}).encode())] == ["ok"]
+    pods = {"items": [{"metadata": {"name": "odd"}, "spec": {"tolerations": 7}}, {"metadata": {"name": "ok"}, "spec": {}}]}
+    assert [p.metadata.name for p in node_rules.pods_of(json.dumps(pods).encode())] == ["ok"]
+
+
+def test_a_list_that_does_not_read_is_an_error_naming_it():
+    with pytest.raises(InvalidRequest, match="the API server's list did not read"):
+        node_rules.nodes_of(b"<html>proxy error</html>")
