@@ -295,8 +295,9 @@ def _vc_rows(alloc: CellAllocator) -> list[dict[str, Any]]:
 
 
 def _physical_rows(alloc: CellAllocator) -> list[dict[str, Any]]:
-    """Counts per cell type name, summed over the chains (a type name may name a level of
-    more than one chain: a discovered node type kept when racks of it form)."""
+    """One row per cell type name, counted over every chain that holds it (a discovered node
+    type is kept in its own chain when racks of it form, so two chains hold it): one series
+    per label set on /metrics."""
     held: dict[str, int] = {}
     free: dict[str, int] = {}
     for chain, buddy in alloc.buddies.items():
@@ -305,11 +306,12 @@ def _physical_rows(alloc: CellAllocator) -> list[dict[str, Any]]:
             held[cell_type] = held.get(cell_type, 0) + held_here
             free[cell_type] = free.get(cell_type, 0) + free_here
     census = alloc.topology.census
-    rows = []
+    rows: dict[str, dict[str, Any]] = {}
     for chain in alloc.topology.used_chains:
         for level in range(chain.top, 0, -1):
             cell_type = chain.type_at(level)
-            rows.append(
+            rows.setdefault(
+                cell_type,
                 {
                     "cellType": cell_type,
                     "level": level,
@@ -317,19 +319,22 @@ def _physical_rows(alloc: CellAllocator) -> list[dict[str, Any]]:
                     "free": free.get(cell_type, 0),
                     "opportunistic": census.opportunistic.get(cell_type, 0),
                     "bad": census.bad.get(cell_type, 0),
-                }
+                },
             )
-    return rows
+    return list(rows.values())
 
 
 def _fragmentation(alloc: CellAllocator) -> dict[str, Any]:
+    """Per node type, over every chain whose node level it is (see :func:`_physical_rows`)."""
     census = alloc.topology.census
-    fragmentation: dict[str, float] = {}
-    blocked_all = 0
+    nodes: dict[str, int] = {}
+    blocked: dict[str, int] = {}
     for chain in alloc.topology.used_chains:
-        nodes = census.nodes.get(chain, 0)
-        blocked = census.blocked_nodes.get(chain, 0)
-        blocked_all += blocked
-        fragmentation[chain.type_at(chain.node_level)] = blocked / nodes if nodes else 0.0
+        node_type = chain.type_at(chain.node_level)
+        nodes[node_type] = nodes.get(node_type, 0) + census.nodes.get(chain, 0)
+        blocked[node_type] = blocked.get(node_type, 0) + census.blocked_nodes.get(chain, 0)
     total_nodes = len(alloc.topology.nodes)
-    return {"fragmentation": fragmentation, "fragmentationTotal": blocked_all / total_nodes if total_nodes else 0.0}
+    return {
+        "fragmentation": {node_type: blocked[node_type] / count if count else 0.0 for node_type, count in nodes.items()},
+        "fragmentationTotal": sum(blocked.values()) / total_nodes if total_nodes else 0.0,
+    }

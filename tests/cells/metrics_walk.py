@@ -1,6 +1,7 @@
 """The HiveD gauges computed by walking every cell, as ``inspection.metrics`` did before it read
-counts kept up to date: the reference the property test compares those counts with, and the
-baseline of tests/benchmarks/bench_cell_metrics.py."""
+counts kept up to date (and with one row per cell type name and one ratio per node type, as it
+gives them now): the reference the property test compares those counts with, and the baseline of
+tests/benchmarks/bench_cell_metrics.py."""
 
 from __future__ import annotations
 
@@ -39,22 +40,20 @@ def metrics_by_walk(alloc: CellAllocator) -> dict[str, Any]:
             row["opportunistic"] += 1
         if cell.bad:
             row["bad"] += 1
-    physical = []
+    physical: dict[str, dict[str, Any]] = {}  # one row per type name, whichever chains hold it
     for chain in alloc.topology.used_chains:
         for level in range(chain.top, 0, -1):
             cell_type = chain.type_at(level)
-            physical.append({"cellType": cell_type, "level": level, **per_type.get(cell_type, {"used": 0, "free": 0, "opportunistic": 0, "bad": 0})})
-    fragmentation: dict[str, float] = {}
-    blocked_all = 0
-    for chain in alloc.topology.used_chains:
-        nodes = [n for n in alloc.topology.nodes.values() if n.chain is chain]
-        blocked = sum(1 for n in nodes if n.idle_gpus < n.total)
-        blocked_all += blocked
-        fragmentation[chain.type_at(chain.node_level)] = blocked / len(nodes) if nodes else 0.0
+            physical.setdefault(cell_type, {"cellType": cell_type, "level": level, **per_type.get(cell_type, {"used": 0, "free": 0, "opportunistic": 0, "bad": 0})})
+    node_types = {chain.type_at(chain.node_level): [0, 0] for chain in alloc.topology.used_chains}  # nodes, blocked
+    for node in alloc.topology.nodes.values():
+        counts = node_types[node.cell_type]
+        counts[0] += 1
+        counts[1] += node.idle_gpus < node.total
     total_nodes = len(alloc.topology.nodes)
     return {
         "virtualClusters": vc_rows,
-        "physical": physical,
-        "fragmentation": fragmentation,
-        "fragmentationTotal": blocked_all / total_nodes if total_nodes else 0.0,
+        "physical": list(physical.values()),
+        "fragmentation": {node_type: blocked / nodes if nodes else 0.0 for node_type, (nodes, blocked) in node_types.items()},
+        "fragmentationTotal": sum(blocked for _, blocked in node_types.values()) / total_nodes if total_nodes else 0.0,
     }

@@ -213,3 +213,25 @@ def test_the_runs_reach_every_gauge() -> None:
     """Every gauge is above zero at some step of a few runs (a check that the tests test)."""
     seen = set().union(*(run_configured(seed, 50).seen for seed in range(4)))
     assert seen == {f"{family}.{state}" for family in ("virtualClusters", "physical") for state in STATES} | {"fragmentation"}
+
+
+def test_a_node_type_two_chains_hold_is_one_series_counted_over_both() -> None:
+    """Nodes joining one by one form a rack of two, which dissolves when the rack's other nodes
+    make another rack size the most common: the rack chain stays known and its node type is the
+    standalone nodes' too. Its fragmentation counts every node of the type (it read the empty
+    rack chain's 0.0 while two of six nodes could not take a whole-node pod), and each cell type
+    is one row (two rows gave /metrics two series with the same labels)."""
+    engine = HivedEngine.from_nodes([a100("s0", None), a100("s1", None)], rack_label=RACK_LABEL)
+    for i in range(4):
+        engine.apply_node(a100(f"r1-n{i}", "r1"))
+    assert [chain.type_at(chain.node_level) for chain in engine.topology.used_chains] == ["A100-NODE", "A100-NODE"]
+    for name in ("s0", "s1"):
+        placed = schedule(engine, pod(f"on-{name}", 2, None), [name])
+        assert placed is not None
+        engine.apply_pod(placed)
+    figures = engine.metrics()
+    assert figures["fragmentation"] == {"A100-NODE": 2 / 6}
+    assert figures["fragmentationTotal"] == 2 / 6
+    types = [row["cellType"] for row in figures["physical"]]
+    assert sorted(types) == ["A100", "A100-NODE", "A100-RACK"]
+    assert figures == metrics_by_walk(engine.allocator)
