@@ -22,7 +22,9 @@ would keep the cells for ever. Every ``reclaim.periodSeconds`` this controller
 
 Never touched: a pod not labelled opportunistic, not of cellfit's kube-scheduler profile, already
 terminating, or deleted by this leader already; nor anything for a waiting pod that is gone,
-terminating, not cellfit's, or waits no more (the wait counts again from its next wait). A
+terminating, not cellfit's, or waits no more (the wait counts again from its next wait), or one
+of whose victims neither cellfit may delete nor kube-scheduler preempt (its cells would be freed
+in part only). A
 gang's pods are booked as the filter books them: the gang planned whole, each pod its slot and
 the slot's victims.
 """
@@ -37,9 +39,8 @@ from typing import Callable, Iterable, Mapping, Protocol, Sequence
 
 from scheduler.cells.capabilities import WaitingGuarantee
 from scheduler.cluster.disruption import PodDeletion, preempt_pod
-from scheduler.cluster.stranded import StrandedGuarantees
+from scheduler.cluster.stranded import StrandedGuarantees, immovable, reclaimable
 from scheduler.config import ReclaimSettings
-from scheduler.constants import LABEL_PRIORITY, PRIORITY_OPPORTUNISTIC
 from scheduler.core.model import PodInfo
 from scheduler.errors import CellfitError
 
@@ -92,21 +93,20 @@ def reclaims_due(
 ) -> list[Reclaim]:
     """The opportunistic pods to delete now: of each guaranteed pod of ``scheduler_name`` that has
     waited ``after_seconds`` since ``since[its UID]``, its victims that kube-scheduler will not
-    preempt for it (priority not lower than its own) and that may be touched (:func:`reclaimable`)."""
+    preempt for it (priority not lower than its own) and that may be touched (:func:`reclaimable`).
+    None for a pod one of whose victims nobody will remove (:func:`immovable`): the others'
+    deletion would free its cells in part only."""
     due: list[Reclaim] = []
     for entry in waiting:
         pod, started = entry.pod, since.get(entry.guarantee.pod_uid)
         if pod is None or pod.terminating or pod.scheduler_name != scheduler_name or started is None or now - started < after_seconds:
             continue
+        if any(immovable(victim, waiting=pod, scheduler_name=scheduler_name) for victim in entry.victims):
+            continue
         for victim in entry.victims:
             if victim is not None and reclaimable(victim, scheduler_name=scheduler_name) and victim.priority >= pod.priority:
                 due.append(Reclaim(waiting=pod, victim=victim, vc=entry.guarantee.vc, cell=entry.guarantee.cell, node=entry.guarantee.node))
     return due
-
-
-def reclaimable(pod: PodInfo, *, scheduler_name: str) -> bool:
-    """An opportunistic pod of cellfit's profile, not terminating already."""
-    return pod.labels.get(LABEL_PRIORITY) == PRIORITY_OPPORTUNISTIC and pod.scheduler_name == scheduler_name and not pod.terminating
 
 
 def victim_message(reclaim: Reclaim) -> str:

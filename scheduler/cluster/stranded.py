@@ -9,7 +9,10 @@ kube-scheduler will accept them on once the opportunistic pods are gone:
 
 - its node selector, node affinity, taints and cordon (scheduler/kube/node_rules.py);
 - its cores and memory fit there beside the pods that stay (every pod holding resources on the
-  node but the opportunistic ones; after booking, all but the booking's own victims).
+  node but the opportunistic ones; after booking, all but the booking's own victims);
+- no opportunistic pod there stays for good: one of another scheduler (cellfit may not delete
+  it) whose priority is not lower (kube-scheduler will not preempt it) keeps the node out, and
+  a booking with such a victim is given back.
 """
 
 from __future__ import annotations
@@ -58,15 +61,29 @@ def opportunistic(pod: PodInfo) -> bool:
     return pod.labels.get(LABEL_PRIORITY) == PRIORITY_OPPORTUNISTIC
 
 
+def reclaimable(pod: PodInfo, *, scheduler_name: str) -> bool:
+    """An opportunistic pod of cellfit's profile, not terminating already: one the reclaim may delete."""
+    return opportunistic(pod) and pod.scheduler_name == scheduler_name and not pod.terminating
+
+
+def immovable(victim: PodInfo | None, *, waiting: PodInfo, scheduler_name: str) -> bool:
+    """Whether a victim stays on the waiting pod's cells for good: cellfit may not delete it
+    (not :func:`reclaimable`) and kube-scheduler will not preempt it (priority not lower)."""
+    return (victim is not None and not victim.terminating and not reclaimable(victim, scheduler_name=scheduler_name)
+            and victim.priority >= waiting.priority)
+
+
 @dataclass
 class NodeUse:
-    """What the pods holding resources on one node request, and the opportunistic ones' share."""
+    """What the pods holding resources on one node request, the opportunistic ones' share, and
+    the highest priority of the opportunistic pods there that the reclaim may not delete."""
 
     held: Resources = ZERO
     opportunistic: Resources = ZERO
+    kept_priority: int | None = None
 
 
-def node_use(pods: Iterable[PodInfo]) -> dict[str, NodeUse]:
+def node_use(pods: Iterable[PodInfo], *, scheduler_name: str) -> dict[str, NodeUse]:
     use: dict[str, NodeUse] = {}
     for pod in pods:
         if pod.holds_resources and pod.node_name is not None:
@@ -74,7 +91,14 @@ def node_use(pods: Iterable[PodInfo]) -> dict[str, NodeUse]:
             entry.held = entry.held + pod.requests
             if opportunistic(pod):
                 entry.opportunistic = entry.opportunistic + pod.requests
+                if not pod.terminating and not reclaimable(pod, scheduler_name=scheduler_name):
+                    entry.kept_priority = max(pod.priority, entry.kept_priority if entry.kept_priority is not None else pod.priority)
     return use
+
+
+def may_empty(entry: NodeUse, *, waiting: PodInfo) -> bool:
+    """Whether no opportunistic pod on the node would stay for good (:func:`immovable`)."""
+    return entry.kept_priority is None or entry.kept_priority < waiting.priority
 
 
 def _cores_and_memory(resources: Resources) -> Resources:
@@ -178,15 +202,24 @@ class StrandedGuarantees:
             info = self._pods.get(pod.metadata.uid)
             if info is None or info.node_name is not None or info.terminating:
                 return None
-            use = node_use(self._pods.pods())
+            use = node_use(self._pods.pods(), scheduler_name=self._scheduler_name)
             sizes = {name: size for name, node in candidates.items() if (size := allocatable(node, gpu_resource=self._gpu_resource)) is not None}
+            # A node where an opportunistic pod nobody will remove sits is left out whole: its
+            # cells may be the ones HiveD would book.
             among = [name for name, size in sizes.items()
-                     if fits(info, allocatable=size, staying=(entry := use.get(name, NodeUse())).held - entry.opportunistic)]
+                     if may_empty(entry := use.get(name, NodeUse()), waiting=info)
+                     and fits(info, allocatable=size, staying=entry.held - entry.opportunistic)]
             waiting = self._engine.book_reclaim(info, among=among)
             if waiting is None:
                 return None
             node = waiting.node or ""
-            leaving = sum((v.requests for uid in waiting.victims if (v := self._pods.get(uid)) is not None and v.holds_resources), ZERO)
+            victims = [self._pods.get(uid) for uid in waiting.victims]
+            if any(immovable(victim, waiting=info, scheduler_name=self._scheduler_name) for victim in victims):
+                self._engine.cancel_reclaim(info.uid)
+                log.info("no cells booked for a stranded guaranteed pod: a pod on them is neither cellfit's to delete nor of "
+                         "lower priority", extra={"pod": key, "node": node})
+                return None
+            leaving = sum((v.requests for v in victims if v is not None and v.holds_resources), ZERO)
             if node not in sizes or not fits(info, allocatable=sizes[node], staying=use.get(node, NodeUse()).held - leaving):
                 self._engine.cancel_reclaim(info.uid)
                 log.info("no cells booked for a stranded guaranteed pod: its cores or memory would not fit beside the pods that "

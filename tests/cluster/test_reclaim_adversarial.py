@@ -1,0 +1,65 @@
+"""HiveD's reclaim as a cluster admin or a tenant would break it (scheduler/cluster/stranded.py,
+scheduler/cluster/reclaim.py), on the real HivedEngine and pod record of tests/cluster/test_stranded.py:
+VC b's opportunistic pods fill every node at the waiting pod's priority."""
+
+from __future__ import annotations
+
+import msgspec
+
+from scheduler.core.model import PodInfo
+from tests.cells.helpers import pod
+from tests.cluster.test_stranded import AFTER, NODES, Cluster, unschedulable
+
+
+def whole_node_waiter(cluster: Cluster) -> PodInfo:
+    """g asks for a whole node (8 GPUs): both opportunistic pods on it are its victims."""
+    g = cluster.cellfits(pod("g", 8, "a"), cores=1)
+    cluster.pods.record(g)
+    cluster.g = g
+    cluster.api.pending = [unschedulable(g)]
+    return g
+
+
+def other_schedulers_on_every_node(cluster: Cluster) -> list[str]:
+    """On each node one of the two opportunistic pods is another scheduler's: cellfit may not
+    delete it, and kube-scheduler will not preempt it (same priority)."""
+    kept = []
+    for name in NODES:
+        first = cluster.pods.get(cluster.on(name)[0])
+        assert first is not None
+        cluster.pods.record(msgspec.structs.replace(first, scheduler_name="default-scheduler"))
+        kept.append(first.uid)
+    return kept
+
+
+def test_a_stranded_pod_whose_cells_hold_a_pod_nobody_will_remove_deletes_nothing():
+    cluster = Cluster(per_node=2)
+    whole_node_waiter(cluster)
+    other_schedulers_on_every_node(cluster)
+    cluster.look_at(0)
+    # Deleting the other pod on the node would free half the cells g needs: a loss for nothing.
+    assert cluster.look_at(AFTER) == [] and cluster.api.writes == []
+    assert not cluster.engine.has_booking(cluster.g)
+
+
+def test_a_stranded_pod_is_booked_where_every_victim_can_be_removed():
+    cluster = Cluster(per_node=2)
+    whole_node_waiter(cluster)
+    kept = other_schedulers_on_every_node(cluster)
+    free_node = "r1n2"
+    cluster.pods.record(msgspec.structs.replace(cluster.pods.get(kept[NODES.index(free_node)]), scheduler_name="cellfit"))
+    cluster.look_at(0)
+    assert sorted(cluster.look_at(AFTER)) == cluster.on(free_node) and cluster.booked_node() == free_node
+
+
+def test_a_waiting_pod_whose_victims_include_one_nobody_will_remove_deletes_none_of_them():
+    cluster = Cluster(per_node=2)
+    g = whole_node_waiter(cluster)
+    cluster.api.pending = []
+    assert cluster.engine.filter(g, NODES).failed  # the filter books g's cells on a node, two victims
+    (waiting,) = cluster.engine.waiting_guarantees()
+    stuck = cluster.pods.get(waiting.victims[0])
+    assert stuck is not None and len(waiting.victims) == 2
+    cluster.pods.record(msgspec.structs.replace(stuck, scheduler_name="default-scheduler"))
+    cluster.look_at(0)
+    assert cluster.look_at(AFTER) == [] and cluster.api.writes == []
