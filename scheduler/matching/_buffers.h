@@ -10,7 +10,10 @@ static int take(PyObject *object, Py_buffer *view, char kind, int writable, int 
     int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
     if (PyObject_GetBuffer(object, view, flags) < 0) return -1;
     const char *format = view->format ? view->format : "B";
-    char last = format[strlen(format) - 1];
+    /* Native byte order only: "d", or "@d" / "=d" (a "<d" or ">d" array is refused rather than
+     * read in the wrong order). */
+    const char *code = (format[0] == '@' || format[0] == '=') ? format + 1 : format;
+    char last = strlen(code) == 1 ? code[0] : '\0';
     int matches = view->itemsize == 8 && view->ndim == dimensions && (kind == 'd' ? last == 'd' : (last == 'l' || last == 'q'));
     if (!matches) {
         PyErr_Format(PyExc_TypeError, "%s: expected a contiguous %d-dimensional %s buffer, got format %s", name, dimensions,

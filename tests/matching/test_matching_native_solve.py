@@ -63,6 +63,8 @@ def test_bad_buffers_are_refused_by_name() -> None:
     one = np.zeros(1, dtype=np.int64)
     with pytest.raises(TypeError, match="times"):
         native.canonical_levels(one, one, one, one, np.zeros(1), np.zeros(1), one.copy(), one.copy())
+    with pytest.raises(TypeError, match="ready"):  # the other byte order: refused, not misread
+        native.canonical_levels(one, one, one, one, np.zeros(1, dtype=">f8"), np.zeros((1, 1)), one.copy(), one.copy())
     with pytest.raises(ValueError, match="per matched job"):
         native.canonical_levels(one + 5, one, one, one, np.zeros(1), np.zeros((1, 1)), one.copy(), one.copy())
 
