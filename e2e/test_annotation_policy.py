@@ -182,6 +182,31 @@ def test_the_status_subresource_is_no_way_around(env: tuple[Release, Namespace])
     assert ns.annotations("job", "status-job")[PREEMPTIONS] == "1"
 
 
+def test_a_binding_cannot_carry_cellfits_state_onto_its_pod(env: tuple[Release, Namespace]) -> None:
+    _, ns = env
+    # The API server copies a Binding's annotations onto its pod, without admitting the pod again:
+    # a tenant who may bind pods (both endpoints) still may not write bind-info that way.
+    ns.cluster.apply({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": "binder"},
+        "rules": [{"apiGroups": [""], "resources": ["bindings", "pods/binding"], "verbs": ["create"]}],
+    }, namespace=ns.name)
+    ns.cluster.kubectl("-n", ns.name, "create", "rolebinding", "tenant-binder", "--role=binder", f"--user={TENANT}")
+    assert_admitted(ns.create(pod("unbound")))
+
+    def binding(annotations: dict[str, str]) -> dict[str, Any]:
+        return {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "unbound", "annotations": annotations},
+                "target": {"apiVersion": "v1", "kind": "Node", "name": "gpu-node-0"}}
+
+    claim = binding({BIND_INFO: VISION_BIND_INFO})
+    # kubectl finds no schema of a Binding to check it against: the API server checks it.
+    assert_refused(ns.run("create", "--validate=false", "-f", "-", user=TENANT, body=claim), BIND_INFO)
+    subresource = f"/api/v1/namespaces/{ns.name}/pods/unbound/binding"
+    assert_refused(ns.run("create", "--raw", subresource, "-f", "-", user=TENANT, body=claim), BIND_INFO)
+    # A Binding carrying none of it, as kube-scheduler's, passes.
+    assert_admitted(ns.run("create", "--raw", subresource, "-f", "-", user=TENANT, body=binding({"team": "vision"})))
+    assert BIND_INFO not in ns.annotations("pod", "unbound")
+
+
 def test_a_tenant_cannot_set_nor_erase_a_jobs_preemption_count(env: tuple[Release, Namespace]) -> None:
     _, ns = env
     # A best-effort Job created as preempted P times would be one FitGpp never preempts.

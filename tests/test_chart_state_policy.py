@@ -100,18 +100,22 @@ def test_each_map_is_compared_between_the_request_and_the_stored_object(policies
     assert _variable(pod, "oldAnnotations") == "oldObject == null ? {} : oldObject.metadata.?annotations.orValue({})"
 
 
-@pytest.mark.parametrize(("name", "group", "resources"), [
-    ("cellfit-pod-state", "", ["pods", "pods/status"]),
-    ("cellfit-job-state", "batch", ["jobs", "jobs/status"]),
+def _rule(*, group: str, operations: list[str], resources: list[str]) -> dict[str, Any]:
+    return {"apiGroups": [group], "apiVersions": ["v1"], "operations": operations, "resources": resources}
+
+
+@pytest.mark.parametrize(("name", "rules"), [
+    # A pod's Bindings too: the API server copies their annotations and labels onto the pod.
+    ("cellfit-pod-state", [_rule(group="", operations=["CREATE", "UPDATE"], resources=["pods", "pods/status"]),
+                           _rule(group="", operations=["CREATE"], resources=["bindings", "pods/binding"])]),
+    ("cellfit-job-state", [_rule(group="batch", operations=["CREATE", "UPDATE"], resources=["jobs", "jobs/status"])]),
 ])
 def test_creates_and_updates_are_refused_and_an_error_refuses_too(
-    policies: dict[str, dict[str, Any]], name: str, group: str, resources: list[str]
+    policies: dict[str, dict[str, Any]], name: str, rules: list[dict[str, Any]]
 ) -> None:
     spec = policies[name]["spec"]
     assert spec["failurePolicy"] == "Fail"
-    assert spec["matchConstraints"]["resourceRules"] == [
-        {"apiGroups": [group], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"], "resources": resources}
-    ]
+    assert spec["matchConstraints"]["resourceRules"] == rules
     (validation,) = spec["validations"]
     assert validation["expression"] == f"size(variables.changed) == 0 || {_WRITER_CHECK}"
     assert validation["reason"] == "Forbidden"
