@@ -53,19 +53,21 @@ class VcState:
         # them), so that a metrics scrape does not walk the VC cells under the engine lock.
         self.counts: dict[str, VcCellCounts] = {}
 
-    def count(self, cell: Cell, sign: int) -> None:
-        """``cell`` became (+1) or stopped being (-1) one of this VC's cells."""
-        counts = self.counts.get(cell.cell_type)
+    def count(self, cells: Sequence[Cell], sign: int) -> None:
+        """``cells``, of one cell type, became (+1) or stopped being (-1) this VC's cells."""
+        cell_type = cells[0].cell_type
+        counts = self.counts.get(cell_type)
         if counts is None:
-            counts = self.counts[cell.cell_type] = VcCellCounts()
-        if cell.guaranteed_used:
-            counts.busy += sign
-        elif cell.state is _PINNED:
-            counts.idle_pinned += sign
-        if cell.opportunistic_used:
-            counts.opportunistic += sign
-        if cell.bad:
-            counts.bad += sign
+            counts = self.counts[cell_type] = VcCellCounts()
+        for cell in cells:
+            if cell.guaranteed_used:
+                counts.busy += sign
+            elif cell.state is _PINNED:
+                counts.idle_pinned += sign
+            if cell.opportunistic_used:
+                counts.opportunistic += sign
+            if cell.bad:
+                counts.bad += sign
 
     def recount(self, cell: Cell, *, guaranteed_before: int, opportunistic_before: int, bad_before: int) -> None:
         """One of this VC's cells had these counters before its last change."""
@@ -152,13 +154,13 @@ class VirtualClusters:
             if cell.guaranteed_used:
                 raise ValueError(f"pinned cell {cell.pinned_id!r} still runs pods of virtual cluster {owner.name!r}")
             owner.pinned.remove(cell)
-            owner.count(cell, -1)
+            owner.count((cell,), -1)
             owner.usable[cell.cell_type].remove(cell, cell.guaranteed_free)
             self.idle_nodes.cover(cell, -1)
         vc.pinned.append(cell)
         cell.vc = vc.name
         cell.state = _PINNED
-        vc.count(cell, +1)
+        vc.count((cell,), +1)
         vc.usable.setdefault(cell.cell_type, Buckets()).add(cell, cell.guaranteed_free)
         self.idle_nodes.cover(cell, +1)
 
@@ -166,7 +168,7 @@ class VirtualClusters:
         if cell.guaranteed_used:
             raise ValueError(f"pinned cell {cell.pinned_id!r} still runs pods of virtual cluster {vc.name!r}")
         vc.pinned.remove(cell)
-        vc.count(cell, -1)
+        vc.count((cell,), -1)
         vc.usable[cell.cell_type].remove(cell, cell.guaranteed_free)
         self.idle_nodes.cover(cell, -1)
         # An unpinned cell stays out of the buddy pool: the pool's feasibility was proven with it
@@ -265,10 +267,10 @@ class VirtualClusters:
         for root in roots:
             root.vc = name
             bound[root] = None
-            vc.count(root, +1)
             if root.guaranteed_free:  # a full cell (an 8-GPU pod's node) is not kept in the index
                 usable.add(root, root.guaranteed_free)
             cover(root, +1)
+        vc.count(roots, +1)
         if vc.draining or len(bound) > vc.quota.get(cell_type, 0):
             self.refresh_draining(vc, cell_type)
 
@@ -276,7 +278,7 @@ class VirtualClusters:
         assert root.vc is not None
         vc = self.vcs[root.vc]
         del vc.bound[root.cell_type][root]
-        vc.count(root, -1)
+        vc.count((root,), -1)
         if root in vc.draining:
             vc.draining.discard(root)
         else:
