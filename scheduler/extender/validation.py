@@ -22,7 +22,8 @@ from msgspec import structs
 
 import estimator.objects as sampling_objects
 from estimator.contract import parse_estimate, parse_iterations
-from placer.configuration import parse_configurations
+from placer.configuration import Configurations, parse_configurations
+from placer.rewrite import apply_configuration
 from scheduler import constants
 from scheduler.cells.capabilities import RequestCheck
 from scheduler.cells.planning import Unplaceable
@@ -37,6 +38,7 @@ from scheduler.constants import (
     ANNOTATION_ITERATIONS,
     DOMAIN,
     LABEL_JOB_CLASS,
+    LABEL_PLACEMENT,
     LABEL_PRIORITY,
     LABEL_VIRTUAL_CLUSTER,
 )
@@ -303,10 +305,63 @@ def job_problems(job: AdmittedJob, *, cells: LiveCells | None, gpu_resource: str
             ))
     try:
         pod = template_pod(job, gpu_resource=gpu_resource)
+        configured = _configured_pods(job, _configurations_run(job, annotations), gpu_resource=gpu_resource)
     except InvalidRequest as error:  # a quantity cellfit cannot read
         return problems + [_problem(error, where="")]
-    return (problems + pod_problems(pod, cells=cells, where=TEMPLATE) + _gang_shape_problems(pod, job.spec)
+    return (problems + _template_problems(pod, configured, cells=cells) + _gang_shape_problems(pod, job.spec)
             + trial_priority_problems(template_labels, template.spec, where=TEMPLATE))
+
+
+def _configurations_run(job: AdmittedJob, annotations: Mapping[str, str]) -> Configurations | None:
+    """The configurations an interchangeable Job's pods will be made in, or ``None`` when they are
+    its template as written: the placer replaces every container's resources by the chosen
+    configuration's (and adds its annotations), so a suspended Job's pods are made in one of its
+    configurations, a placed one's in the configuration its template is labelled with; an
+    unsuspended Job never placed runs as written."""
+    try:
+        configurations = parse_configurations(annotations.get(ANNOTATION_CONFIGURATIONS))
+    except InvalidAnnotation:  # reported as the Job's own problem; nothing to rewrite with
+        return None
+    assert job.spec.template is not None
+    placed = (job.spec.template.metadata.labels or {}).get(LABEL_PLACEMENT)
+    if placed in configurations:
+        return Configurations(by_kind={kind: configurations[kind] for kind in configurations.kinds if kind == placed})
+    return configurations if job.spec.suspend else None
+
+
+def _configured_pods(
+    job: AdmittedJob, configurations: Configurations | None, *, gpu_resource: str
+) -> dict[str, PodInfo] | None:
+    """The pods ``job`` will make in each of ``configurations``, rewritten as the placer rewrites
+    them (placer/rewrite.py); ``None`` for none."""
+    if configurations is None:
+        return None
+    assert job.spec.template is not None
+    written = wire.ENCODER.encode(job.spec.template)
+    pods: dict[str, PodInfo] = {}
+    for kind in configurations.kinds:
+        rewritten = _TEMPLATE_DECODER.decode(wire.ENCODER.encode(apply_configuration(written, configurations[kind])))
+        pods[kind] = template_pod(structs.replace(job, spec=structs.replace(job.spec, template=rewritten)), gpu_resource=gpu_resource)
+    return pods
+
+
+def _template_problems(pod: PodInfo, configured: Mapping[str, PodInfo] | None, *, cells: LiveCells | None) -> list[Problem]:
+    """The problems of the pods a Job makes: its template's as written (``configured`` None), or
+    the template's own mistakes once and what each configuration's pods add (HiveD's cells are
+    held against the GPUs the configuration asks for, not the template's)."""
+    if configured is None:
+        return pod_problems(pod, cells=cells, where=TEMPLATE)
+    as_written = pod_problems(pod, cells=None)
+    told = {problem.text for problem in as_written}
+    problems = [_placed_within(problem, where=TEMPLATE) for problem in as_written]
+    for kind, made in configured.items():
+        where = f"{ANNOTATION_CONFIGURATIONS}.{kind} applied to {TEMPLATE}"
+        problems += [_placed_within(problem, where=where) for problem in pod_problems(made, cells=cells) if problem.text not in told]
+    return problems
+
+
+def _placed_within(problem: Problem, *, where: str) -> Problem:
+    return Problem(field=_within(where, problem.field), text=_within(where, problem.text), blocking=problem.blocking)
 
 
 def _gang_shape_problems(pod: PodInfo, spec: JobSpec) -> list[Problem]:
@@ -348,3 +403,4 @@ def introduced(now: Sequence[Problem], before: Sequence[Problem]) -> list[Proble
 
 
 JOB_DECODER: Final = msgspec.json.Decoder(AdmittedJob)
+_TEMPLATE_DECODER: Final = msgspec.json.Decoder(PodTemplate)

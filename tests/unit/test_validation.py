@@ -10,6 +10,8 @@ from typing import Any
 
 import pytest
 
+from placer.configuration import parse_configurations
+from placer.rewrite import apply_configuration
 from scheduler.cells import HivedEngine
 from scheduler.config import parse_settings
 from scheduler.errors import InvalidRequest
@@ -358,3 +360,82 @@ def test_what_is_not_a_review_of_the_paths_kind_is_a_400():
         document = validating_review(pod())
         document["request"]["object"]["metadata"]["labels"] = ["not", "a", "map"]
         service.review_pod(k.dumps(document))
+
+
+# ------------------------------------------------------------------ interchangeable Jobs' pods
+
+
+def interchangeable(configurations: dict[str, Any], *, gpus: int, suspend: bool = True, **template: Any) -> dict[str, Any]:
+    annotations = {"cellfit.io/configurations": json.dumps(configurations), "cellfit.io/iterations": "1000"}
+    return job("train", annotations=annotations, gpus=gpus, suspend=suspend, **template)
+
+
+def configured_pod_reason(body: dict[str, Any], kind: str) -> str:
+    """The filter's reason for the pod the placer makes of ``body`` in configuration ``kind``."""
+    configuration = parse_configurations(body["metadata"]["annotations"]["cellfit.io/configurations"])[kind]  # type: ignore[index]
+    placed = apply_configuration(body["spec"]["template"], configuration)
+    made = k.pod("train-x7k2q", labels=placed["metadata"].get("labels"), annotations=placed["metadata"].get("annotations"))
+    made["spec"]["containers"] = placed["spec"]["containers"]
+    info = translate.pod_info(wire.POD_DECODER.decode(k.dumps(made)), gpu_resource="nvidia.com/gpu")
+    decision = FitGppEngine(hived(), settings=FitGppSettings()).filter(info, ["gpu-a", "gpu-b"])
+    assert not decision.feasible
+    (reason,) = set(decision.unresolvable.values()) | set(decision.failed.values())
+    return str(reason)
+
+
+def test_a_suspended_interchangeable_jobs_pods_are_checked_as_its_configurations_make_them():
+    # The placer replaces every container's resources by the chosen configuration's: a GPU
+    # request the template carries never reaches the scheduler, and is not held against the Job.
+    service, _ = validation(reject=True)
+    written_for_more = interchangeable({"cpu": {"resources": {"cpu": "16"}}, "gpu": {"resources": {"nvidia.com/gpu": "1"}}},
+                                       gpus=16, template_labels=VISION)
+    assert answer(service, written_for_more).keys() == {"uid", "allowed"}
+    # What a configuration asks for is: the filter would refuse every pod made in it.
+    too_large = interchangeable({"cpu": {"resources": {"cpu": "16"}}, "gpu": {"resources": {"nvidia.com/gpu": "16"}}},
+                                gpus=0, template_labels=VISION)
+    response = answer(service, too_large)
+    expected = ("cellfit.io/configurations.gpu applied to spec.template: the containers' GPU requests: the pod requests 16 "
+                "GPUs, more than any node-level cell holds (largest: 'A100-NODE' with 8)")
+    assert response["warnings"] == [f"cellfit: {expected}"]
+    assert response["allowed"] is False and expected in response["status"]["message"]
+    assert configured_pod_reason(too_large, "gpu") in expected
+
+
+def test_a_configurations_own_annotations_are_checked_on_the_pods_they_go_to():
+    service, _ = validation()
+    body = interchangeable({"gpu": {"resources": {"nvidia.com/gpu": "2"}, "annotations": {"cellfit.io/cell-type": "A100-RACK"}}},
+                           gpus=0, template_labels=VISION)
+    expected = ("cellfit.io/configurations.gpu applied to spec.template: unknown cell type 'A100-RACK' in annotation "
+                "cellfit.io/cell-type")
+    assert answer(service, body)["warnings"] == [f"cellfit: {expected}"]
+    assert configured_pod_reason(body, "gpu") in expected
+
+
+def test_a_gpu_configuration_needs_the_vc_label_a_cpu_one_does_not():
+    service, _ = validation()
+    body = interchangeable({"cpu": {"resources": {"cpu": "16"}}, "gpu": {"resources": {"nvidia.com/gpu": "1"}}}, gpus=0)
+    assert answer(service, body)["warnings"] == [
+        "cellfit: cellfit.io/configurations.gpu applied to spec.template: the pod has no cellfit.io/virtual-cluster label"
+    ]
+
+
+def test_the_templates_own_mistakes_are_told_once_not_per_configuration():
+    service, _ = validation()
+    body = interchangeable({"cpu": {"resources": {"cpu": "16"}}, "gpu": {"resources": {"nvidia.com/gpu": "1"}}},
+                           gpus=0, template_labels={**VISION, "cellfit.io/priority": "urgent"})
+    assert answer(service, body)["warnings"] == [
+        "cellfit: spec.template: label cellfit.io/priority: 'urgent' is not 'guaranteed' or 'opportunistic'"
+    ]
+
+
+def test_an_interchangeable_job_that_runs_as_written_or_was_placed_is_checked_as_its_pods_are():
+    service, _ = validation()
+    configurations = {"cpu": {"resources": {"cpu": "16"}}, "gpu": {"resources": {"nvidia.com/gpu": "16"}}}
+    # Not suspended: it starts as its template says (the warning about suspend says so too).
+    unsuspended = interchangeable(configurations, gpus=16, suspend=False, template_labels=VISION)
+    assert "cellfit: spec.template: the containers' GPU requests: the pod requests 16 GPUs, more than any node-level " \
+           "cell holds (largest: 'A100-NODE' with 8)" in answer(service, unsuspended)["warnings"]
+    # Placed on CPUs (the placer labels the template; with the webhook mechanism the template
+    # keeps its resources and the pods are rewritten): its 16-GPU configuration is not run.
+    placed = interchangeable(configurations, gpus=16, suspend=False, template_labels={**VISION, "cellfit.io/placement": "cpu"})
+    assert answer(service, placed, operation="UPDATE", old=placed).keys() == {"uid", "allowed"}
