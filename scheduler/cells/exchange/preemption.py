@@ -18,11 +18,14 @@ Input is ``HivedEngine.inspect_virtual_cluster(vc)`` per VC (``vcCells[].state``
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Sequence
 
+from scheduler.cells.config import VirtualClusterSpec
 from scheduler.cells.exchange.ledger import Entry
 from scheduler.cells.exchange.model import Cells, describe_cells
+from scheduler.cells.exchange.quota import applicable
 from scheduler.cells.exchange.resource import rfc3339
+from scheduler.cells.topology import Topology
 from scheduler.wording import duration
 
 # How long after its grace the borrower's side is looked at: a day, so a pod whose deletion failed
@@ -102,3 +105,18 @@ def draining_pods(views: Mapping[str, Mapping[str, Any]]) -> dict[str, int]:
         vc: sum(len(c.get("pods") or []) for c in view.get("vcCells") or [] if c.get("state") == "draining")
         for vc, view in views.items()
     }
+
+
+def carried_at_end(*, entry: Entry, entries: Sequence[Entry], topology: Topology, base: Mapping[str, VirtualClusterSpec]) -> bool:
+    """Whether ``entry``'s quota move was in effect as its window ended: applied with the exchanges
+    under way just before its end, in the order the replicas apply them (``quota.applicable``, by
+    match time then key), on ``base``. An exchange the configured VCs could not carry moved no
+    cell, so the borrower's pods on draining cells then are another drain's, never its to preempt."""
+    end = entry.window.end
+    under_way = sorted((e for e in entries if e.window.start < end <= e.window.end), key=lambda e: (e.matched_at, e.key))
+    # Every one of them holds at the latest start among them, and none ends before ``end``.
+    at = max(e.window.start for e in under_way)
+    matches = [e.match() for e in under_way]
+    key_of = {id(m): e.key for m, e in zip(matches, under_way)}
+    result = applicable(topology=topology, base=base, matches=matches, at=at)
+    return entry.key in {key_of[id(m)] for m in result.applied}

@@ -40,7 +40,8 @@ from scheduler.cells.capabilities import CellInspection
 from scheduler.cells.exchange import CellCatalog, Posting, draining_pods, due_preemptions, exchange_round, ledger
 from scheduler.cells.exchange.board import Outcome
 from scheduler.cells.exchange.ledger import Entry
-from scheduler.cells.exchange.preemption import BORROWER_HORIZON_SECONDS
+from scheduler.cells.exchange.preemption import BORROWER_HORIZON_SECONDS, carried_at_end
+from scheduler.cells.topology import Topology
 from scheduler.cluster.api import KubernetesApi
 from scheduler.cluster.cache import path_reflector
 from scheduler.cluster.disruption import preempt_pod
@@ -283,7 +284,7 @@ class ExchangeController:
         self._leaving -= left
         if moved or left:
             self._requeue("quotas moved" if moved else "preempted pods gone")
-        preempted = self._preempt(recorded, now, views)
+        preempted = self._preempt(self._in_effect(recorded, now, topology), now, views)
         self.last = LastRound(
             at=now, seconds=time.perf_counter() - started,
             matched=[f"{e.offer} -> {e.request}" for e in result.new_entries if e.offer not in unrecorded],
@@ -384,6 +385,23 @@ class ExchangeController:
             log.warning("exchange event not written", extra={"object": posting.id, "reason": str(error)})
 
     # ------------------------------------------------------------------ preemption
+
+    def _in_effect(self, entries: list[Entry], now: float, topology: Topology) -> list[Entry]:
+        """The exchanges whose drains are theirs to cut short: one under way whose quota move this
+        engine carries, one over that was carried as it ended. An exchange the configured VCs
+        cannot carry moved no cell; the drains of the VCs it names are another cause's (a file that
+        cut them), which the exchange must not turn into preemptions."""
+        grace = self._settings.return_grace_seconds
+        if grace is None:
+            return []  # nothing is preempted: every drain is a pure drain
+        base = self._quotas.base.virtual_clusters
+        applied = self._quotas.applied
+
+        def returned_lately(entry: Entry) -> bool:  # the borrower's side is looked at, and only then proved
+            return entry.window.end + grace <= now < entry.window.end + grace + BORROWER_HORIZON_SECONDS
+
+        return [e for e in entries if (e.key in applied if e.window.holds(now) else
+                                       returned_lately(e) and carried_at_end(entry=e, entries=entries, topology=topology, base=base))]
 
     def _preempt(self, entries: list[Entry], now: float, views: Mapping[str, Mapping[str, Any]]) -> list[str]:
         self._preempted = {uid: at for uid, at in self._preempted.items() if now - at < _PREEMPTED_MEMORY_SECONDS}

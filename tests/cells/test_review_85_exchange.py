@@ -1,0 +1,73 @@
+"""helper-85's adversarial review of the cell exchange: what tenants and a cluster admin can make
+it do wrong, each on the real engine, ledger and controller."""
+
+from __future__ import annotations
+
+import threading
+
+from scheduler.cells import HivedEngine
+from scheduler.cells.exchange import Match, Offer, Request, Window, cells_of, ledger
+from scheduler.cluster.exchange.controller import ExchangeController
+from scheduler.cluster.exchange.objects import ConfigMap, Meta, Namespace
+from scheduler.cluster.exchange.quotas import ExchangeQuotas
+from scheduler.config import ExchangeSettings
+from tests.cells.helpers import node_names, pod, schedule
+from tests.cells.test_exchange_controller import Api, Clock
+from tests.cells.test_exchange_quota import HOUR, config
+
+T0 = 1_800_000_000.0
+GRACE = ExchangeSettings().return_grace_seconds or 0.0
+
+
+def node_exchange(*, start: float, end: float, lender: str = "a", borrower: str = "b") -> ledger.Entry:
+    window, node = Window(start=start, end=end), cells_of({"V100-NODE": 1})
+    match = Match(request=Request(id=f"n{borrower}/r", tenant=borrower, cells=node, window=window, posted=0),
+                  offer=Offer(id=f"n{lender}/o", tenant=lender, cells=node, window=window, posted=0),
+                  window=window, gpus=8, gpu_hours=8.0 * window.hours, explanation="")
+    return ledger.entry_of(match, matched_at=start - 60)
+
+
+def controller_on(engine: HivedEngine, base, entries: list[ledger.Entry], clock: Clock) -> tuple[ExchangeController, ExchangeQuotas, Api]:
+    api = Api({e.key: ledger.encode(e) for e in entries})
+    lock = threading.RLock()
+    quotas = ExchangeQuotas(api=api, engine=engine, lock=lock, base=base, namespace="cellfit",  # type: ignore[arg-type]
+                            settings=ExchangeSettings(), clock=clock)
+    controller = ExchangeController(api=api, quotas=quotas, engine=engine, lock=lock, settings=ExchangeSettings(), clock=clock)  # type: ignore[arg-type]
+    quotas.observe(ConfigMap(data=api.data))
+    controller._stores["namespace"].replace([Namespace(metadata=Meta(name=f"n{vc}", labels={"cellfit.io/virtual-cluster": vc}))
+                                             for vc in ("a", "b")])
+    controller._wake.clear()
+    return controller, quotas, api
+
+
+def preempted_by_a_replica_on_a_cut_file(*, cut: dict[str, int], running: str, now: float) -> list[str]:
+    """Both VCs held a node; ``running``'s pod runs on its node; the exchange a -> b of a node for
+    [T0, T0 + 1 h) is in the ledger, and the replica's file gives the VCs ``cut`` nodes: what one
+    round at ``now`` preempts."""
+    before = config(racks=1, nodes=2, a={"V100-NODE": 1}, b={"V100-NODE": 1})
+    file = config(racks=1, nodes=2, **{vc: {"V100-NODE": n} for vc, n in cut.items()})
+    engine = HivedEngine.from_config(before)
+    assert schedule(engine, pod(f"{running}-job", 8, running), node_names(1, 2)) is not None
+    engine.reconfigure(file)  # the restarted replica's engine: the file's VCs, the pods recovered
+    clock = Clock()
+    clock.now = now
+    exchange = node_exchange(start=T0, end=T0 + HOUR)
+    controller, quotas, api = controller_on(engine, file, [exchange], clock)
+    controller.reconcile()
+    assert exchange.key not in quotas.applied
+    return api.deleted
+
+
+def test_an_exchange_not_in_effect_preempts_none_of_the_lenders_pods():
+    # a lent b a node for an hour; a replica (re)started on a file that cut a to no node while the
+    # exchange runs: the exchange is left out (b gets nothing), and a's node cell drains because
+    # of the file, a pure drain. The grace's end preempted a's pod all the same, "for the cell
+    # exchange" that moved nothing: a lost a running job and b gained no cell.
+    assert preempted_by_a_replica_on_a_cut_file(cut={"a": 0, "b": 1}, running="a", now=T0 + GRACE + 1) == []
+
+
+def test_an_exchange_that_was_not_in_effect_preempts_none_of_the_borrowers_pods_at_its_end():
+    # The same file cut both a and b to no node: b's node cell drains because of the file. The
+    # exchange a -> b, not carried, ended: its grace's end preempted b's pod "for the cells it
+    # returned", though b never had them.
+    assert preempted_by_a_replica_on_a_cut_file(cut={"a": 0, "b": 0}, running="b", now=T0 + HOUR + GRACE + 1) == []
