@@ -281,6 +281,7 @@ def job_problems(job: AdmittedJob, *, cells: LiveCells | None, gpu_resource: str
             check()
         except InvalidAnnotation as error:
             problems.append(_problem(error, where=""))
+    problems += _estimate_without_configuration(annotations)
     if creating and interchangeable and not job.spec.suspend:
         field = f"annotation {ANNOTATION_CONFIGURATIONS}"
         problems.append(Problem(
@@ -310,6 +311,29 @@ def job_problems(job: AdmittedJob, *, cells: LiveCells | None, gpu_resource: str
         return problems + [_problem(error, where="")]
     return (problems + _template_problems(pod, configured, cells=cells) + _gang_shape_problems(pod, job.spec)
             + trial_priority_problems(template_labels, template.spec, where=TEMPLATE))
+
+
+def _estimate_without_configuration(annotations: Mapping[str, str]) -> list[Problem]:
+    """A user's estimate that gives no kind the Job has a configuration for: AlloX chooses only a
+    kind with both, and nothing samples over a user's estimate, so the Job waits suspended
+    forever (the placer's own words for it, placer/controller.py). cellfit's own estimate of
+    other configurations is withdrawn and made anew by the estimator."""
+    if ANNOTATION_ESTIMATE not in annotations or ANNOTATION_CONFIGURATIONS not in annotations:
+        return []
+    try:
+        recorded = parse_estimate(annotations[ANNOTATION_ESTIMATE])
+        configured = parse_configurations(annotations[ANNOTATION_CONFIGURATIONS]).kinds
+    except InvalidAnnotation:  # reported by job_problems' own checks
+        return []
+    estimated = sorted(recorded.seconds)
+    if recorded.by_cellfit or set(estimated) & set(configured):
+        return []
+    field = f"annotation {ANNOTATION_ESTIMATE}"
+    return [Problem(
+        field=field,
+        text=f"{field}: gives {', '.join(estimated)} and {ANNOTATION_CONFIGURATIONS} {', '.join(configured)}: no kind has "
+             "both, and AlloX chooses only a kind with an estimate, so the Job is never started",
+    )]
 
 
 def _configurations_run(job: AdmittedJob, annotations: Mapping[str, str]) -> Configurations | None:

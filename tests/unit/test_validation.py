@@ -439,3 +439,20 @@ def test_an_interchangeable_job_that_runs_as_written_or_was_placed_is_checked_as
     # keeps its resources and the pods are rewritten): its 16-GPU configuration is not run.
     placed = interchangeable(configurations, gpus=16, suspend=False, template_labels={**VISION, "cellfit.io/placement": "cpu"})
     assert answer(service, placed, operation="UPDATE", old=placed).keys() == {"uid", "allowed"}
+
+
+def test_an_estimate_for_no_configured_kind_is_told_the_job_never_starts():
+    # AlloX chooses only a kind with both an estimate and a configuration, and a user's estimate
+    # is never sampled over: such a Job would wait suspended forever.
+    service, _ = validation(reject=True)
+    annotations = {"cellfit.io/configurations": json.dumps({"gpu": {"resources": {"nvidia.com/gpu": "1"}}}),
+                   "cellfit.io/estimate": '{"cpu": {"seconds": 5400}}'}
+    response = answer(service, job("train", annotations=annotations, template_labels=VISION, gpus=0, suspend=True))
+    expected = ("annotation cellfit.io/estimate: gives cpu and cellfit.io/configurations gpu: no kind has both, and AlloX "
+                "chooses only a kind with an estimate, so the Job is never started")
+    assert response["warnings"] == [f"cellfit: {expected}"]
+    assert response["allowed"] is False and expected in response["status"]["message"]
+    for fine in ('{"cpu": {"seconds": 5400}, "gpu": {"seconds": 600}}',
+                 '{"cpu": {"seconds": 5400, "method": "samples"}}'):  # cellfit's, of an earlier configuration: made anew
+        annotations["cellfit.io/estimate"] = fine
+        assert answer(service, job("train", annotations=annotations, template_labels=VISION, gpus=0, suspend=True)).keys() == {"uid", "allowed"}
