@@ -6,12 +6,14 @@ from __future__ import annotations
 import threading
 
 from scheduler.cells import HivedEngine
-from scheduler.cells.exchange import Match, Offer, Request, Window, cells_of, ledger
+from scheduler.cells.exchange import Match, Offer, Request, Window, cells_of, exchange_round, ledger
 from scheduler.cluster.exchange.controller import ExchangeController
 from scheduler.cluster.exchange.objects import ConfigMap, Meta, Namespace
 from scheduler.cluster.exchange.quotas import ExchangeQuotas
 from scheduler.config import ExchangeSettings
 from tests.cells.helpers import node_names, pod, schedule
+from tests.cells.test_exchange_board import CATALOG, NAMESPACES, TOPOLOGY, posting
+from tests.cells.test_exchange_board import cells_config as board_config
 from tests.cells.test_exchange_controller import Api, Clock
 from tests.cells.test_exchange_quota import HOUR, config
 
@@ -71,3 +73,17 @@ def test_an_exchange_that_was_not_in_effect_preempts_none_of_the_borrowers_pods_
     # exchange a -> b, not carried, ended: its grace's end preempted b's pod "for the cells it
     # returned", though b never had them.
     assert preempted_by_a_replica_on_a_cut_file(cut={"a": 0, "b": 0}, running="b", now=T0 + HOUR + GRACE + 1) == []
+
+
+def test_an_exchange_the_configuration_cannot_carry_blocks_no_other_tenants_match():
+    # The file cut a to no node while a lends b a node: that exchange is left out (the replicas
+    # apply the others). The quota proof still counted it at every moment of its window, found a
+    # lending more than it holds, and refused every other match then: c could lend b nothing for
+    # the hour, though the configured VCs carry c's exchange.
+    cut = board_config(a={"V100-NODE": 0}, b={"V100-NODE": 1}, c={"V100-NODE": 1})
+    stuck = node_exchange(start=T0, end=T0 + HOUR)
+    offer = posting("offer", "team-c", "idle", {"V100-NODE": 1}, T0, T0 + HOUR)
+    request = posting("request", "team-b", "burst", {"V100-NODE": 1}, T0, T0 + HOUR)
+    result = exchange_round(offers=[offer], requests=[request], namespaces=NAMESPACES, base=cut.virtual_clusters, catalog=CATALOG,
+                            topology=TOPOLOGY, entries=[stuck], now=T0 + 60, grace_seconds=GRACE)
+    assert [(e.lender, e.borrower) for e in result.new_entries] == [("c", "b")], [o.message for o in result.outcomes]

@@ -277,7 +277,10 @@ def exchange_round(
         if recorded(posting) is None:
             guarded(posting, lambda: judge_request(posting))
 
-    proof = QuotaProof(topology=topology, base=base, active=tuple(e.match() for e in not_over(entries, now=now)))
+    # In the order the replicas apply them (by match time, then key), so that the proof carries
+    # the same exchanges they do when the configured VCs cannot carry them all.
+    active = sorted(not_over(entries, now=now), key=lambda e: (e.matched_at, e.key))
+    proof = QuotaProof(topology=topology, base=base, active=tuple(e.match() for e in active))
     matching = do_matching(offers=open_offers, requests=open_requests, surplus=surplus(entries, settled), catalog=catalog, now=now, admit=proof)
     offer_uids, request_uids = ({p.id: p.uid for p in postings} for postings in (offers, requests))
     new_entries = [entry_of(m, matched_at=now, offer_uids=offer_uids, request_uids=request_uids) for m in matching.matches]

@@ -121,9 +121,7 @@ class QuotaProof:
         others = (*self.active, *admitted)
         moments = _moments(candidate.window, others)
         for i, at in enumerate(moments):
-            specs, problems = project(base=self.base, matches=(*others, candidate), at=at)
-            if not problems:
-                problems = feasibility_problems(self.topology, specs)
+            problems = self._problems_with(candidate, others, at)
             if problems:
                 until = moments[i + 1] if i + 1 < len(moments) else candidate.window.end
                 return (
@@ -132,6 +130,23 @@ class QuotaProof:
                     f"{Window(start=at, end=until).describe()}: " + "; ".join(problems)
                 )
         return None
+
+    def _problems_with(self, candidate: Match, others: Sequence[Match], at: float) -> list[str]:
+        """Why ``candidate`` cannot be carried at ``at`` on top of the others the replicas carry
+        then. Those are all of them unless some cannot be carried (a file cut a lender below what
+        it lends): the replicas then apply what they can (``applicable``, in match order; the
+        candidate, matched last, comes last), and one exchange left out must not refuse every
+        other match during its window."""
+        problems = self._projected_problems((*others, candidate), at)
+        if problems:
+            carried = applicable(topology=self.topology, base=self.base, matches=others, at=at).applied
+            if len(carried) < sum(1 for m in others if m.window.holds(at)):
+                problems = self._projected_problems((*carried, candidate), at)
+        return problems
+
+    def _projected_problems(self, matches: Sequence[Match], at: float) -> list[str]:
+        specs, problems = project(base=self.base, matches=matches, at=at)
+        return problems or feasibility_problems(self.topology, specs)
 
 
 def schedule_problems(
