@@ -99,6 +99,9 @@ class GuaranteeKeeping(Protocol):
     def waiting_guarantees(self) -> list[WaitingGuarantee]:
         """Each guaranteed pod whose booked cells opportunistic pods still use, with those pods."""
 
+    def booked_nodes(self) -> dict[str, str]:
+        """Pod UID -> the node of the cells booked for it, for every pod with cells of its own."""
+
     def reclaim_candidate(self, pod: PodInfo) -> bool:
         """Whether the pod is a guaranteed GPU pod without cells of its own."""
 

@@ -799,6 +799,11 @@ class HivedEngine:
         cell = booking.root.id if booking.root is not None else booking.cell_type
         return WaitingGuarantee(pod_uid=booking.pod_uid, vc=booking.vc, cell=cell, node=booking.node, victims=victims)
 
+    def booked_nodes(self) -> dict[str, str]:
+        """Pod UID -> the node of the cells booked for it, for every pod with cells of its own
+        (a pending pod's cores and memory will be wanted there)."""
+        return {uid: booking.node for uid, booking in self.allocator.by_pod.items() if booking.node is not None}
+
     def _stranded_request(self, pod: PodInfo) -> _Context | None:
         """The context of a guaranteed GPU pod without cells of its own (None for any other)."""
         if pod.requests.gpus == 0 or pod.uid in self.allocator.by_pod:

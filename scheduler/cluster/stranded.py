@@ -20,11 +20,11 @@ from __future__ import annotations
 import logging
 import threading
 from dataclasses import dataclass
-from typing import Iterable, Iterator, Protocol, Sequence
+from typing import Iterable, Iterator, Mapping, Protocol, Sequence
 
 from scheduler.cells.capabilities import GuaranteeKeeping, WaitingGuarantee
 from scheduler.constants import LABEL_PRIORITY, PRIORITY_OPPORTUNISTIC
-from scheduler.core.model import PodInfo
+from scheduler.core.model import TERMINAL_PHASES, PodInfo
 from scheduler.core.resources import ZERO, Resources, resources_from_quantities
 from scheduler.errors import CellfitError
 from scheduler.kube import node_rules
@@ -83,17 +83,27 @@ class NodeUse:
     kept_priority: int | None = None
 
 
-def node_use(pods: Iterable[PodInfo], *, scheduler_name: str) -> dict[str, NodeUse]:
+def node_use(pods: Iterable[PodInfo], *, booked: Mapping[str, str], scheduler_name: str) -> dict[str, NodeUse]:
+    """Each node's use: the pods bound there, and the pending pods whose cells are ``booked``
+    there (pod UID -> node), which kube-scheduler will bind there."""
     use: dict[str, NodeUse] = {}
     for pod in pods:
-        if pod.holds_resources and pod.node_name is not None:
-            entry = use.setdefault(pod.node_name, NodeUse())
+        node = _node_of(pod, booked=booked)
+        if node is not None:
+            entry = use.setdefault(node, NodeUse())
             entry.held = entry.held + pod.requests
             if opportunistic(pod):
                 entry.opportunistic = entry.opportunistic + pod.requests
                 if not pod.terminating and not reclaimable(pod, scheduler_name=scheduler_name):
                     entry.kept_priority = max(pod.priority, entry.kept_priority if entry.kept_priority is not None else pod.priority)
     return use
+
+
+def _node_of(pod: PodInfo, *, booked: Mapping[str, str]) -> str | None:
+    """The node whose resources the pod holds, or will once bound there (its booked cells')."""
+    if pod.holds_resources:
+        return pod.node_name
+    return None if pod.phase in TERMINAL_PHASES else booked.get(pod.uid)
 
 
 def may_empty(entry: NodeUse, *, waiting: PodInfo) -> bool:
@@ -120,6 +130,14 @@ def allocatable(node: node_rules.TaintedNode, *, gpu_resource: str) -> Resources
         return resources_from_quantities(quantities, gpu_resource=gpu_resource, field=f"node {node.metadata.name} status.allocatable")
     except CellfitError:
         return None
+
+
+@dataclass(frozen=True)
+class SizedNode:
+    """A node as listed, with its allocatable resources read once per list."""
+
+    node: node_rules.TaintedNode
+    allocatable: Resources
 
 
 @dataclass(frozen=True)
@@ -151,7 +169,7 @@ class StrandedGuarantees:
         self._since: dict[str, float] = {}  # pod UID -> when this leader first saw it unschedulable
         self._next_try: dict[str, float] = {}  # pod UID -> not tried again before
         self._told: set[str] = set()  # pods whose unmodelled constraint the log has named
-        self._node_list: Sequence[node_rules.TaintedNode] | None = None
+        self._node_list: Sequence[SizedNode] | None = None
         self._nodes_listed_at = 0.0
 
     def book(self, *, now: float) -> list[Booked]:
@@ -169,9 +187,16 @@ class StrandedGuarantees:
         if not due:
             return []
         nodes = self._nodes(now=now)
+        with self._lock:
+            # Once per round, not per pod: at 5,000 nodes the pods are tens of thousands.
+            use = node_use(self._pods.pods(), booked=self._engine.booked_nodes(), scheduler_name=self._scheduler_name)
+        allowed: dict[bytes, list[SizedNode]] = {}  # a Job's pods share their constraints
         booked = []
         for pod in due:
-            done = self._book_one(pod, nodes)
+            constraints = node_rules.placement_key(pod.spec)
+            if constraints not in allowed:
+                allowed[constraints] = [sized for sized in nodes if node_rules.why_not(pod.spec, sized.node) is None]
+            done = self._book_one(pod, allowed[constraints], use)
             if done is not None:
                 booked.append(done)
         return booked
@@ -181,14 +206,18 @@ class StrandedGuarantees:
             info = self._pods.get(uid)
             return info is not None and info.node_name is None and not info.terminating and self._engine.reclaim_candidate(info)
 
-    def _nodes(self, *, now: float) -> Sequence[node_rules.TaintedNode]:
-        """The nodes, listed at most once per ``after_seconds`` (a 5,000-node list is megabytes)."""
+    def _nodes(self, *, now: float) -> Sequence[SizedNode]:
+        """The nodes with their allocatable resources, listed at most once per ``after_seconds``
+        (a 5,000-node list is megabytes); a node without readable allocatable resources is left out."""
         if self._node_list is None or now - self._nodes_listed_at >= self._after_seconds:
-            self._node_list = node_rules.nodes_of(self._api.list_path(_NODES_PATH))
+            self._node_list = [SizedNode(node=node, allocatable=size) for node in node_rules.nodes_of(self._api.list_path(_NODES_PATH))
+                               if (size := allocatable(node, gpu_resource=self._gpu_resource)) is not None]
             self._nodes_listed_at = now
         return self._node_list
 
-    def _book_one(self, pod: node_rules.ConstrainedPod, nodes: Sequence[node_rules.TaintedNode]) -> Booked | None:
+    def _book_one(self, pod: node_rules.ConstrainedPod, candidates: Sequence[SizedNode], use: dict[str, NodeUse]) -> Booked | None:
+        """Book the pod's cells on one of ``candidates`` (the nodes its constraints allow); ``use``
+        gains its requests on the booked node."""
         key = f"{pod.metadata.namespace}/{pod.metadata.name}"
         unmodelled = node_rules.unmodelled(pod.spec)
         if unmodelled is not None:
@@ -197,13 +226,11 @@ class StrandedGuarantees:
                 log.warning("a guaranteed pod waits for cells opportunistic pods hold, and cellfit does not reclaim them: it cannot "
                             "check where kube-scheduler would place the pod", extra={"pod": key, "constraint": unmodelled})
             return None
-        candidates = {node.metadata.name: node for node in nodes if node_rules.why_not(pod.spec, node) is None}
+        sizes = {sized.node.metadata.name: sized.allocatable for sized in candidates}
         with self._lock:
             info = self._pods.get(pod.metadata.uid)
             if info is None or info.node_name is not None or info.terminating:
                 return None
-            use = node_use(self._pods.pods(), scheduler_name=self._scheduler_name)
-            sizes = {name: size for name, node in candidates.items() if (size := allocatable(node, gpu_resource=self._gpu_resource)) is not None}
             # A node where an opportunistic pod nobody will remove sits is left out whole: its
             # cells may be the ones HiveD would book.
             among = [name for name, size in sizes.items()
@@ -220,11 +247,13 @@ class StrandedGuarantees:
                          "lower priority", extra={"pod": key, "node": node})
                 return None
             leaving = sum((v.requests for v in victims if v is not None and v.holds_resources), ZERO)
-            if node not in sizes or not fits(info, allocatable=sizes[node], staying=use.get(node, NodeUse()).held - leaving):
+            entry = use.setdefault(node, NodeUse())
+            if node not in sizes or not fits(info, allocatable=sizes[node], staying=entry.held - leaving):
                 self._engine.cancel_reclaim(info.uid)
                 log.info("no cells booked for a stranded guaranteed pod: its cores or memory would not fit beside the pods that "
                          "stay on the node", extra={"pod": key, "node": node})
                 return None
+            entry.held = entry.held + info.requests
         log.info("cells booked for a guaranteed pod kube-scheduler could not bring to cellfit: every node it may use is full of "
                  "opportunistic pods", extra={"pod": key, "vc": waiting.vc, "cell": waiting.cell, "node": node,
                                               "victims": len(waiting.victims)})

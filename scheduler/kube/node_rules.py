@@ -158,6 +158,16 @@ def unmodelled(spec: ConstrainedPodSpec) -> str | None:
     return None
 
 
+_PLACEMENT_ENCODER: Final = msgspec.json.Encoder()
+
+
+def placement_key(spec: ConstrainedPodSpec) -> bytes:
+    """What :func:`why_not` reads of the pod, as bytes: pods with equal keys are refused by the
+    same nodes (a Job's pods share one)."""
+    return _PLACEMENT_ENCODER.encode((spec.nodeName, spec.nodeSelector, spec.affinity.nodeAffinity if spec.affinity else None,
+                                      spec.tolerations))
+
+
 def why_not(spec: ConstrainedPodSpec, node: TaintedNode) -> str | None:
     """Why kube-scheduler would refuse ``node`` to the pod whatever the node's free resources
     (None: it would not), in kube-scheduler's words where it has them."""

@@ -63,3 +63,52 @@ def test_a_waiting_pod_whose_victims_include_one_nobody_will_remove_deletes_none
     cluster.pods.record(msgspec.structs.replace(stuck, scheduler_name="default-scheduler"))
     cluster.look_at(0)
     assert cluster.look_at(AFTER) == [] and cluster.api.writes == []
+
+
+def big_waiters(cluster: Cluster, count: int, *, cores: float) -> list[PodInfo]:
+    """``count`` guaranteed pods of VC a, 4 GPUs and ``cores`` cores each, all unschedulable."""
+    waiters = [cluster.cellfits(pod(f"g{i}", 4, "a"), cores=cores) for i in range(count)]
+    for waiter in waiters:
+        cluster.pods.record(waiter)
+    cluster.pods.forget("g")
+    cluster.api.pending = [unschedulable(waiter) for waiter in waiters]
+    return waiters
+
+
+def booked_nodes(cluster: Cluster) -> dict[str, str | None]:
+    return {w.pod_uid: w.node for w in cluster.engine.waiting_guarantees()}
+
+
+def test_two_stranded_pods_whose_cores_fit_one_at_a_time_are_not_booked_on_one_node():
+    # Each node: 64 cores, two opportunistic pods of 4 GPUs and 1 core. g0 and g1 want 40 cores
+    # each: one node takes the GPUs of both, not the cores.
+    cluster = Cluster(per_node=2)
+    big_waiters(cluster, 2, cores=40)
+    cluster.look_at(0)
+    cluster.look_at(AFTER)
+    nodes = booked_nodes(cluster)
+    assert sorted(nodes) == ["g0", "g1"] and nodes["g0"] != nodes["g1"]
+
+
+def test_a_pod_booked_in_an_earlier_round_counts_on_its_node():
+    cluster = Cluster(per_node=2)
+    g0, g1 = big_waiters(cluster, 2, cores=40)
+    cluster.api.pending = [unschedulable(g0)]
+    cluster.look_at(0)
+    cluster.look_at(AFTER)
+    cluster.api.pending = [unschedulable(g0), unschedulable(g1)]
+    cluster.look_at(AFTER + 1)
+    cluster.look_at(2 * AFTER + 1)
+    nodes = booked_nodes(cluster)
+    assert sorted(nodes) == ["g0", "g1"] and nodes["g0"] != nodes["g1"]
+
+
+def test_pods_of_different_constraints_in_one_round_each_go_where_theirs_allow():
+    cluster = Cluster(per_node=2)
+    g0, g1 = big_waiters(cluster, 2, cores=1)
+    for name, body in cluster.api.nodes.items():
+        body["metadata"]["labels"] = {"slot": name}
+    cluster.api.pending = [unschedulable(g0, nodeSelector={"slot": "r1n2"}), unschedulable(g1, nodeSelector={"slot": "r1n0"})]
+    cluster.look_at(0)
+    cluster.look_at(AFTER)
+    assert booked_nodes(cluster) == {"g0": "r1n2", "g1": "r1n0"}  # VC a's rack is one rack
