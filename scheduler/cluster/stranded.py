@@ -9,10 +9,15 @@ kube-scheduler will accept them on once the opportunistic pods are gone:
 
 - its node selector, node affinity, taints and cordon (scheduler/kube/node_rules.py);
 - its cores and memory fit there beside the pods that stay (every pod holding resources on the
-  node but the opportunistic ones; after booking, all but the booking's own victims);
+  node, or whose booked cells are there, but the opportunistic ones; after booking, all but the
+  booking's own victims);
 - no opportunistic pod there stays for good: one of another scheduler (cellfit may not delete
   it) whose priority is not lower (kube-scheduler will not preempt it) keeps the node out, and
   a booking with such a victim is given back.
+
+Cells booked here whose victims are gone while kube-scheduler still finds the pod unschedulable
+for ``afterSeconds`` are given back: kube-scheduler refuses the node for what these rules do not
+check, and the log says so.
 """
 
 from __future__ import annotations
@@ -169,6 +174,8 @@ class StrandedGuarantees:
         self._since: dict[str, float] = {}  # pod UID -> when this leader first saw it unschedulable
         self._next_try: dict[str, float] = {}  # pod UID -> not tried again before
         self._told: set[str] = set()  # pods whose unmodelled constraint the log has named
+        # Pods whose cells this leader booked -> since when their victims have been gone (None: not yet)
+        self._booked: dict[str, float | None] = {}
         self._node_list: Sequence[SizedNode] | None = None
         self._nodes_listed_at = 0.0
 
@@ -178,6 +185,7 @@ class StrandedGuarantees:
         self._since = {p.metadata.uid: self._since.get(p.metadata.uid, now) for p in pending}
         self._next_try = {uid: at for uid, at in self._next_try.items() if uid in self._since and at > now}
         self._told &= self._since.keys()
+        self._give_back_unused(now=now)
         due = [p for p in pending if now - self._since[p.metadata.uid] >= self._after_seconds and p.metadata.uid not in self._next_try]
         for pod in due:
             # A queue of pods waiting for their own VC's quota is looked at once per wait, not
@@ -199,7 +207,33 @@ class StrandedGuarantees:
             done = self._book_one(pod, allowed[constraints], use)
             if done is not None:
                 booked.append(done)
+                self._booked[done.pod.uid] = None
         return booked
+
+    def _give_back_unused(self, *, now: float) -> None:
+        """Give back the cells booked here for a pod that kube-scheduler has still found
+        unschedulable ``after_seconds`` after their victims went: it refuses the node for what the
+        rules do not check, and the cells would stay booked for nothing. The pod is planned
+        afresh after as long (its VC's cells now free, nothing more is deleted for it)."""
+        self._booked = {uid: since for uid, since in self._booked.items() if uid in self._since}
+        if not self._booked:
+            return
+        with self._lock:
+            booked, waiting = self._engine.booked_nodes(), {w.pod_uid for w in self._engine.waiting_guarantees()}
+            for uid, since in list(self._booked.items()):
+                if uid not in booked:
+                    del self._booked[uid]
+                elif uid in waiting or since is None:
+                    self._booked[uid] = None if uid in waiting else now
+                elif now - since >= self._after_seconds:
+                    del self._booked[uid]
+                    self._engine.cancel_reclaim(uid)
+                    self._next_try[uid] = now + self._after_seconds
+                    info = self._pods.get(uid)
+                    log.warning("cells booked for a stranded guaranteed pod are given back: their opportunistic pods are gone, "
+                                "and kube-scheduler still finds the pod unschedulable, so it refuses the node for what cellfit "
+                                "does not check (host ports, its pod count, other resources)",
+                                extra={"pod": info.key if info is not None else uid, "node": booked[uid]})
 
     def _candidate(self, uid: str) -> bool:
         with self._lock:

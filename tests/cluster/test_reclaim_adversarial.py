@@ -112,3 +112,49 @@ def test_pods_of_different_constraints_in_one_round_each_go_where_theirs_allow()
     cluster.look_at(0)
     cluster.look_at(AFTER)
     assert booked_nodes(cluster) == {"g0": "r1n2", "g1": "r1n0"}  # VC a's rack is one rack
+
+
+def victims_gone(cluster: Cluster, victims: list[str]) -> None:
+    """The deleted pods have terminated: the watch shows them gone."""
+    for uid in victims:
+        cluster.engine.delete_pod(uid)
+        cluster.pods.forget(uid)
+
+
+def test_cells_kube_scheduler_still_will_not_give_the_pod_once_free_are_given_back():
+    # kube-scheduler refuses the node for what the rules do not check (a host port, its pod
+    # count, another extended resource): g stays unschedulable on free cells booked for it.
+    cluster = Cluster()
+    cluster.look_at(0)
+    victims = cluster.look_at(AFTER)
+    assert victims and cluster.engine.has_booking(cluster.g)
+    cluster.look_at(AFTER + 5)
+    victims_gone(cluster, victims)
+    cluster.look_at(AFTER + 10)
+    assert cluster.engine.has_booking(cluster.g)  # kube-scheduler has its chance first
+    cluster.look_at(2 * AFTER + 10)
+    assert not cluster.engine.has_booking(cluster.g)
+    # Nothing more is deleted for it: its VC's cells are free, kube-scheduler's business.
+    for seconds in (3 * AFTER, 4 * AFTER, 6 * AFTER):
+        assert cluster.look_at(seconds) == []
+    assert len(cluster.api.deleted) == 1
+
+
+def test_cells_whose_victims_still_terminate_stay_booked():
+    cluster = Cluster()
+    cluster.look_at(0)
+    cluster.look_at(AFTER)
+    for seconds in (2 * AFTER, 10 * AFTER, 100 * AFTER):  # a training pod's long grace period
+        cluster.look_at(seconds)
+    assert cluster.engine.has_booking(cluster.g)
+
+
+def test_a_booked_pod_kube_scheduler_binds_keeps_its_cells():
+    cluster = Cluster()
+    cluster.look_at(0)
+    victims = cluster.look_at(AFTER)
+    victims_gone(cluster, victims)
+    cluster.api.pending = []  # kube-scheduler is binding it: no longer unschedulable
+    for seconds in (AFTER + 5, 3 * AFTER, 5 * AFTER):
+        cluster.look_at(seconds)
+    assert cluster.engine.has_booking(cluster.g)
