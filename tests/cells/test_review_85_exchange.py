@@ -12,7 +12,7 @@ from scheduler.cluster.exchange.objects import ConfigMap, Meta, Namespace
 from scheduler.cluster.exchange.quotas import ExchangeQuotas
 from scheduler.config import ExchangeSettings
 from tests.cells.helpers import node_names, pod, schedule
-from tests.cells.test_exchange_board import CATALOG, NAMESPACES, TOPOLOGY, posting
+from tests.cells.test_exchange_board import CATALOG, CONFIG as BOARD, NAMESPACES, TOPOLOGY, posting
 from tests.cells.test_exchange_board import cells_config as board_config
 from tests.cells.test_exchange_controller import Api, Clock
 from tests.cells.test_exchange_quota import HOUR, config
@@ -87,3 +87,20 @@ def test_an_exchange_the_configuration_cannot_carry_blocks_no_other_tenants_matc
     result = exchange_round(offers=[offer], requests=[request], namespaces=NAMESPACES, base=cut.virtual_clusters, catalog=CATALOG,
                             topology=TOPOLOGY, entries=[stuck], now=T0 + 60, grace_seconds=GRACE)
     assert [(e.lender, e.borrower) for e in result.new_entries] == [("c", "b")], [o.message for o in result.outcomes]
+
+
+def test_the_status_of_an_exchange_not_in_effect_promises_no_preemption():
+    # The controller preempts nobody for an exchange the configured VCs cannot carry; its objects'
+    # status still said that the lender's pods on draining cells "are preempted at" the grace's
+    # end, and the borrower's at the end, with preemptAt set: a tenant planned for a preemption
+    # that never comes (and the lender's pods were the file's drain).
+    offer = posting("offer", "team-a", "idle", {"V100-NODE": 1}, T0, T0 + HOUR)
+    request = posting("request", "team-b", "burst", {"V100-NODE": 1}, T0, T0 + HOUR)
+    (entry,) = exchange_round(offers=[offer], requests=[request], namespaces=NAMESPACES, base=BOARD.virtual_clusters, catalog=CATALOG,
+                              topology=TOPOLOGY, entries=[], now=T0, grace_seconds=GRACE).new_entries
+    result = exchange_round(offers=[offer], requests=[request], namespaces=NAMESPACES, base=BOARD.virtual_clusters, catalog=CATALOG,
+                            topology=TOPOLOGY, entries=[entry], now=T0 + 1, grace_seconds=GRACE, draining={"a": 1},
+                            not_applied={entry.key: "virtualClusters.a.cells: lends 1 V100-NODE but its quota holds 0"})
+    for outcome in result.outcomes:
+        assert outcome.phase == "Active" and "not in effect" in outcome.message
+        assert "are preempted" not in outcome.message and outcome.status["preemptAt"] is None, outcome.status

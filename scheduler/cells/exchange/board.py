@@ -113,6 +113,8 @@ def _matched_status(
     start, end = rfc3339(entry.window.start), rfc3339(entry.window.end)
     lent, asked = describe_cells(entry.offer_cells), describe_cells(entry.request_cells)
     as_offer = posting.kind == "offer"
+    if phase == "Active" and entry.key in not_applied:
+        return _not_in_effect_status(entry, posting, lent=lent, asked=asked, end=end, why=not_applied[entry.key])
     preempt_at = None
     if grace_seconds is not None:
         preempt_at = (entry.window.start if as_offer else entry.window.end) + grace_seconds
@@ -141,16 +143,28 @@ def _matched_status(
                         if grace_seconds is not None else f"; {held} guaranteed pods of {entry.lender} still hold the lent cells")
         if phase == "Returned" and kept and preempt_at is not None and now < preempt_at:
             message += f"; {kept} guaranteed pods of {entry.borrower} still hold cells it returns: preempted {when}"
-    if phase == "Active" and entry.key in not_applied:
-        message += ("; not in effect: the configured virtual clusters cannot carry it (a configuration changed since "
-                    f"the match): {not_applied[entry.key]}")
     if phase == "Matched":
         message += f" ({entry.explanation})" if entry.explanation else ""
+    return _outcome(entry, posting, phase=phase, message=message, preempt_at=preempt_at)
+
+
+def _not_in_effect_status(entry: Entry, posting: Posting, *, lent: str, asked: str, end: str, why: str) -> Outcome:
+    """An exchange under way that the configured VCs cannot carry: nothing moved, so nobody's pods
+    are preempted for it (the controller preempts only for an exchange in effect)."""
+    what = (f"{lent} lent to virtual cluster {entry.borrower} ({entry.request})" if posting.kind == "offer"
+            else f"{asked} of virtual cluster {entry.lender} ({entry.offer}) for {entry.borrower}")
+    message = (f"{what} until {end}, but not in effect: the configured virtual clusters cannot carry it (a configuration "
+               f"changed since the match), so no cell moved and no pod is preempted for it: {why}")
+    return _outcome(entry, posting, phase="Active", message=message, preempt_at=None)
+
+
+def _outcome(entry: Entry, posting: Posting, *, phase: Phase, message: str, preempt_at: float | None) -> Outcome:
+    as_offer = posting.kind == "offer"
     match = {
         ("request" if as_offer else "offer"): _ref(entry.request if as_offer else entry.offer),
         "virtualCluster": entry.borrower if as_offer else entry.lender,
-        "start": start,
-        "end": end,
+        "start": rfc3339(entry.window.start),
+        "end": rfc3339(entry.window.end),
         "gpuHours": round(entry.gpu_hours, 6),
         "explanation": entry.explanation,
     }
