@@ -43,7 +43,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Callable, Protocol, Sequence
+from typing import Any, Callable, Final, Protocol, Sequence
 
 import msgspec
 
@@ -59,6 +59,11 @@ log = logging.getLogger(__name__)
 EXTENDER_ERROR_MARK = EXTENDER_URL_PREFIX + "/"
 # Never pulled: no kubelet runs a pod bound to a node that does not exist.
 SIGNAL_IMAGE = "registry.k8s.io/pause:3.10"
+# Stated, though nothing runs it: a ResourceQuota tracking compute resources makes the API server
+# refuse any pod whose containers leave one unstated (where no LimitRange defaults it), and the
+# signal would then never be sent. The least amounts, counted against the quota for the
+# milliseconds the pod exists.
+SIGNAL_RESOURCES: Final = {"cpu": "1m", "memory": "1Mi", "ephemeral-storage": "1Mi"}
 LOGGED_KEYS = 5  # pod names a signal's log line lists
 
 
@@ -187,8 +192,8 @@ class SignalPacer:
 
 def signal_pod(name: str, *, namespace: str) -> dict[str, Any]:
     """The pod whose creation and deletion make kube-scheduler requeue parked pods: bound at
-    creation to a node that never exists, requesting nothing, restricted in every way the Pod
-    Security "restricted" profile asks."""
+    creation to a node that never exists, requesting next to nothing, restricted in every way
+    the Pod Security "restricted" profile asks."""
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -201,6 +206,7 @@ def signal_pod(name: str, *, namespace: str) -> dict[str, Any]:
             "containers": [{
                 "name": "signal",
                 "image": SIGNAL_IMAGE,
+                "resources": {"requests": dict(SIGNAL_RESOURCES), "limits": dict(SIGNAL_RESOURCES)},
                 "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
             }],
         },

@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import json
 from datetime import datetime, timezone
+from fractions import Fraction
 from typing import Any
 
 from scheduler.config import NudgeSettings, parse_settings
+from scheduler.core.resources import parse_quantity
+from scheduler.errors import KubernetesApiError
 from scheduler.constants import LABEL_REQUEUE_SIGNAL, REQUEUE_SIGNAL_NODE
 from scheduler.cluster.nudge import (
     EXTENDER_ERROR_MARK,
@@ -16,6 +19,7 @@ from scheduler.cluster.nudge import (
     SignalPacer,
     UnschedulablePod,
     parked,
+    send_signal,
     signal_pod,
     unschedulable_pods,
 )
@@ -134,14 +138,18 @@ def test_fractional_condition_times_are_read() -> None:
 # ------------------------------------------------------------------ the signal pod
 
 
-def test_the_signal_pod_is_bound_to_a_node_that_cannot_exist_and_asks_for_nothing() -> None:
+def test_the_signal_pod_is_bound_to_a_node_that_cannot_exist_and_asks_for_next_to_nothing() -> None:
     body = signal_pod("cellfit-requeue-0123456789", namespace="cellfit-system")
     assert body["metadata"] == {"name": "cellfit-requeue-0123456789", "namespace": "cellfit-system",
                                 "labels": {LABEL_REQUEUE_SIGNAL: "true"}}
     spec = body["spec"]
     assert spec["nodeName"] == REQUEUE_SIGNAL_NODE and REQUEUE_SIGNAL_NODE.endswith(".invalid")
     (container,) = spec["containers"]
-    assert "resources" not in container and spec["automountServiceAccountToken"] is False
+    assert spec["automountServiceAccountToken"] is False
+    for amounts in container["resources"].values():  # stated for a ResourceQuota's sake (below), and tiny
+        assert parse_quantity(amounts["cpu"], field="cpu") <= Fraction(1, 1000)
+        assert parse_quantity(amounts["memory"], field="memory") <= 2**20
+        assert parse_quantity(amounts["ephemeral-storage"], field="ephemeral-storage") <= 2**20
     # Admitted where Pod Security "restricted" is enforced.
     assert spec["securityContext"]["runAsNonRoot"] and spec["securityContext"]["seccompProfile"]["type"] == "RuntimeDefault"
     assert container["securityContext"] == {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
@@ -157,3 +165,46 @@ def test_nudge_settings_have_documented_defaults_and_bounds() -> None:
             assert "nudge" in str(error), str(error)
         else:
             raise AssertionError(f"accepted {bad!r}")
+
+
+# The resources a ResourceQuota may track that kube-apiserver's quota admission then requires of
+# every container of every new pod in its namespace ("failed quota: ...: must specify
+# limits.cpu for: signal"), unless a LimitRange defaults them.
+QUOTA_TRACKED = ("requests.cpu", "limits.cpu", "requests.memory", "limits.memory",
+                 "requests.ephemeral-storage", "limits.ephemeral-storage")
+
+
+class QuotaNamespaceApi:
+    """A namespace whose ResourceQuota tracks compute resources and which has no LimitRange:
+    the API server refuses a pod with a container that does not state each (HTTP 403)."""
+
+    def __init__(self) -> None:
+        self.created: list[str] = []
+        self.deleted: list[str] = []
+
+    def list_pending_pods(self, scheduler_name: str) -> bytes:
+        return listed()
+
+    def create_pod(self, *, namespace: str, pod: dict[str, Any]) -> None:
+        name = pod["metadata"]["name"]
+        for container in pod["spec"]["containers"]:
+            resources = container.get("resources") or {}
+            missing = [tracked for tracked in QUOTA_TRACKED
+                       if tracked.partition(".")[2] not in (resources.get(tracked.partition(".")[0]) or {})]
+            if missing:
+                raise KubernetesApiError(
+                    f"create pod {namespace}/{name}: HTTP 403: pods {name!r} is forbidden: failed quota: compute: must "
+                    f"specify {', '.join(missing)} for: {container['name']}", status=403,
+                )
+        self.created.append(name)
+
+    def delete_pod(self, *, namespace: str, name: str, uid: str | None = None, grace_period_seconds: int | None = None) -> None:
+        self.deleted.append(name)
+
+
+def test_the_signal_pod_is_admitted_in_a_namespace_whose_quota_tracks_compute_resources() -> None:
+    # Without stated resources, every signal (the nudge's and after preemption alike) was refused
+    # there, and parked pods waited for kube-scheduler's 5-minute flush again.
+    api = QuotaNamespaceApi()
+    send_signal(api, namespace="cellfit-system")
+    assert api.created and api.created == api.deleted
