@@ -13,7 +13,8 @@ kube-scheduler will accept them on once the opportunistic pods are gone:
   booking's own victims);
 - no opportunistic pod there stays for good: one of another scheduler (cellfit may not delete
   it) whose priority is not lower (kube-scheduler will not preempt it) keeps the node out, and
-  a booking with such a victim is given back.
+  a booking with such a victim is given back;
+- its ``preemptionPolicy`` is not Never (kube-scheduler preempts nobody for such a pod).
 
 Cells booked here whose victims are gone while kube-scheduler still finds the pod unschedulable
 for ``afterSeconds`` are given back: kube-scheduler refuses the node for what these rules do not
@@ -37,6 +38,7 @@ from scheduler.kube import node_rules
 log = logging.getLogger(__name__)
 
 _NODES_PATH = "/api/v1/nodes?resourceVersion=0"
+NEVER_PREEMPT = "Never"
 
 
 class PendingPods(Protocol):
@@ -173,7 +175,7 @@ class StrandedGuarantees:
         self._after_seconds = after_seconds
         self._since: dict[str, float] = {}  # pod UID -> when this leader first saw it unschedulable
         self._next_try: dict[str, float] = {}  # pod UID -> not tried again before
-        self._told: set[str] = set()  # pods whose unmodelled constraint the log has named
+        self._told: set[str] = set()  # pods the log has said why they are left as they are
         # Pods whose cells this leader booked -> since when their victims have been gone (None: not yet)
         self._booked: dict[str, float | None] = {}
         self._node_list: Sequence[SizedNode] | None = None
@@ -249,16 +251,24 @@ class StrandedGuarantees:
             self._nodes_listed_at = now
         return self._node_list
 
+    def _tell_once(self, pod: node_rules.ConstrainedPod, message: str, *, extra: dict[str, str]) -> None:
+        """Why a pod is left as it is, said once while it stays unschedulable."""
+        if pod.metadata.uid not in self._told:
+            self._told.add(pod.metadata.uid)
+            log.warning(message, extra=extra)
+
     def _book_one(self, pod: node_rules.ConstrainedPod, candidates: Sequence[SizedNode], use: dict[str, NodeUse]) -> Booked | None:
         """Book the pod's cells on one of ``candidates`` (the nodes its constraints allow); ``use``
         gains its requests on the booked node."""
         key = f"{pod.metadata.namespace}/{pod.metadata.name}"
+        if pod.spec.preemptionPolicy == NEVER_PREEMPT:
+            self._tell_once(pod, "a guaranteed pod waits for cells opportunistic pods hold, and cellfit does not reclaim them: "
+                                 "its preemptionPolicy is Never", extra={"pod": key})
+            return None
         unmodelled = node_rules.unmodelled(pod.spec)
         if unmodelled is not None:
-            if pod.metadata.uid not in self._told:
-                self._told.add(pod.metadata.uid)
-                log.warning("a guaranteed pod waits for cells opportunistic pods hold, and cellfit does not reclaim them: it cannot "
-                            "check where kube-scheduler would place the pod", extra={"pod": key, "constraint": unmodelled})
+            self._tell_once(pod, "a guaranteed pod waits for cells opportunistic pods hold, and cellfit does not reclaim them: it "
+                                 "cannot check where kube-scheduler would place the pod", extra={"pod": key, "constraint": unmodelled})
             return None
         sizes = {sized.node.metadata.name: sized.allocatable for sized in candidates}
         with self._lock:

@@ -158,3 +158,19 @@ def test_a_booked_pod_kube_scheduler_binds_keeps_its_cells():
     for seconds in (AFTER + 5, 3 * AFTER, 5 * AFTER):
         cluster.look_at(seconds)
     assert cluster.engine.has_booking(cluster.g)
+
+
+def test_a_pod_that_may_never_preempt_gets_nothing_deleted_for_it():
+    # Its PriorityClass says preemptionPolicy: Never: kube-scheduler preempts nobody for it, and
+    # neither may cellfit.
+    cluster = Cluster()
+    cluster.api.pending = [unschedulable(cluster.g, preemptionPolicy="Never")]
+    cluster.look_at(0)
+    assert cluster.look_at(AFTER) == [] and cluster.api.writes == [] and not cluster.engine.has_booking(cluster.g)
+
+
+def test_a_pod_that_may_preempt_lower_priorities_is_reclaimed_for():
+    cluster = Cluster()
+    cluster.api.pending = [unschedulable(cluster.g, preemptionPolicy="PreemptLowerPriority")]
+    cluster.look_at(0)
+    assert len(cluster.look_at(AFTER)) == 1
