@@ -104,3 +104,47 @@ def test_the_status_of_an_exchange_not_in_effect_promises_no_preemption():
     for outcome in result.outcomes:
         assert outcome.phase == "Active" and "not in effect" in outcome.message
         assert "are preempted" not in outcome.message and outcome.status["preemptAt"] is None, outcome.status
+
+
+class RacingClock:
+    """The clock of two threads applying the quotas at a window's end: the first read (thread A's)
+    is just before the end; while A holds it, thread B (the quota thread woken by the edge) reads
+    the time after the end and applies. A is then let on."""
+
+    def __init__(self, quotas_apply: list, *, before: float, after: float) -> None:
+        self.before, self.after, self.apply = before, after, quotas_apply
+        self.armed = False
+        self.other: threading.Thread | None = None
+
+    def __call__(self) -> float:
+        if not self.armed:
+            return self.before if self.other is None else self.after
+        self.armed = False
+        self.other = threading.Thread(target=self.apply[0])
+        self.other.start()
+        self.other.join(timeout=1.0)  # B runs to its end unless the engine lock holds it back
+        return self.before
+
+
+def test_a_quota_move_read_before_an_edge_never_undoes_one_applied_after_it():
+    # Two threads apply the ledger's quota moves: the controller's round and the quota thread,
+    # both woken at a window's edge. Each read the time and the ledger before taking the engine
+    # lock: one that read just before the end, and took the lock after the other had returned the
+    # cells, lent them again (its keys differed from those last applied) until the next wake, up
+    # to exchange.resyncSeconds later: the borrower kept the lender's node past the window.
+    base = config(racks=1, nodes=4, a={"V100-NODE": 2}, b={"V100-NODE": 1})
+    engine = HivedEngine.from_config(base)
+    exchange = node_exchange(start=T0, end=T0 + HOUR)
+    apply: list = []
+    clock = RacingClock(apply, before=T0 + HOUR - 0.001, after=T0 + HOUR)
+    quotas = ExchangeQuotas(api=object(), engine=engine, lock=threading.RLock(), base=base, namespace="cellfit",  # type: ignore[arg-type]
+                            settings=ExchangeSettings(), clock=clock)
+    apply.append(quotas.apply)
+    quotas.observe(ConfigMap(data={exchange.key: ledger.encode(exchange)}))
+    assert quotas.apply() and quotas.applied == frozenset({exchange.key})  # under way, just before its end
+    clock.armed = True
+    quotas.apply()
+    assert clock.other is not None
+    clock.other.join()
+    assert quotas.applied == frozenset()
+    assert quotas.guarantees() == {"a": {"V100-NODE": 2}, "b": {"V100-NODE": 1}}

@@ -147,11 +147,14 @@ class ExchangeQuotas:
         """Bring the engine to the exchanges under way now; True when the quotas moved. An
         exchange the configured VCs cannot carry (a file a reload refused for it, read at a
         restart) is left out and shown (``inspect``); the others still apply."""
-        now = self._clock()
-        entries = self.entries
-        under_way = sorted(ledger.under_way(entries, now=now), key=lambda e: (e.matched_at, e.key))
-        keys = frozenset(e.key for e in under_way)
         with self._lock:
+            # The time and the ledger read under the lock: two threads apply (the quota thread and
+            # the controller's round, both woken at an edge), and one that read them before the
+            # other's apply must not undo it with the older state.
+            now = self._clock()
+            entries = self.entries
+            under_way = sorted(ledger.under_way(entries, now=now), key=lambda e: (e.matched_at, e.key))
+            keys = frozenset(e.key for e in under_way)
             if keys == self._attempted or not self._base.virtual_clusters:
                 return False
             try:
