@@ -28,8 +28,9 @@ When: the leader (scheduler/cluster/leadership.py) lists the profile's pending p
 * a pod has been unschedulable since before this term began (its PodScheduled=False condition
   is older than the moment this cellfit took charge): once per term;
 * a pod's last attempt met an extender error (its condition message names cellfit's extender
-  path: "connection refused", or HTTP 503 while cellfit was starting): while such pods remain,
-  at most every ``nudge.minIntervalSeconds`` (another replica's cellfit may still be coming back).
+  path: "connection refused", or HTTP 503 while cellfit was starting; not another status, which
+  cellfit answered this pod with): while such pods remain, at most every
+  ``nudge.minIntervalSeconds`` (another replica's cellfit may still be coming back).
 
 The retry also replaces the stale "connection refused" FailedScheduling event: kube-scheduler
 writes the new attempt's outcome.
@@ -38,6 +39,7 @@ writes the new attempt's outcome.
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
 import uuid
@@ -57,6 +59,11 @@ log = logging.getLogger(__name__)
 # "Post \"http://.../v1/extender/preempt\": ... connection refused" and "failed preemption with
 # extender at URL http://.../v1/extender/preempt, code 503".
 EXTENDER_ERROR_MARK = EXTENDER_URL_PREFIX + "/"
+# The HTTP status cellfit answered a call with, as kube-scheduler words it ("... with extender at
+# URL http://.../v1/extender/preempt, code 500"). Any other than 503 (starting) means cellfit was
+# there and refused this pod: a retry meets the same answer.
+_ANSWERED = re.compile(re.escape(EXTENDER_URL_PREFIX) + r"/\w+, code (\d+)")
+STARTING_STATUS = "503"
 # Never pulled: no kubelet runs a pod bound to a node that does not exist.
 SIGNAL_IMAGE = "registry.k8s.io/pause:3.10"
 # Stated, though nothing runs it: a ResourceQuota tracking compute resources makes the API server
@@ -153,14 +160,25 @@ class Parked:
 
 def parked(pods: Sequence[UnschedulablePod], *, term_began: float, error_mark: str = EXTENDER_ERROR_MARK) -> Parked:
     """Sort ``pods`` into those unschedulable since before ``term_began`` and those whose last
-    attempt failed on an extender call (a pod that is both counts as failed)."""
+    attempt failed on an extender call while cellfit was away or starting (a pod that is both
+    counts as failed)."""
     stale, failed = [], []
     for pod in pods:
-        if error_mark in pod.message:
+        if _met_cellfit_away(pod.message, error_mark=error_mark):
             failed.append(pod.key)
         elif pod.since < term_began:
             stale.append(pod.key)
     return Parked(stale=tuple(sorted(stale)), failed=tuple(sorted(failed)))
+
+
+def _met_cellfit_away(message: str, *, error_mark: str) -> bool:
+    """Whether a call to cellfit failed without an answer (refused, reset, timed out) or with
+    its 503 while starting; not when cellfit answered this pod with another error, for which
+    a signal every minInterval would requeue every parked pod for as long as the pod stays."""
+    if error_mark not in message:
+        return False
+    statuses = _ANSWERED.findall(message)
+    return not statuses or STARTING_STATUS in statuses
 
 
 @dataclass

@@ -72,6 +72,23 @@ def test_a_pod_whose_last_attempt_met_an_extender_error_is_failed_whenever_it_be
     assert EXTENDER_ERROR_MARK == "/v1/extender/"
 
 
+def test_a_pod_cellfit_answered_with_an_error_is_not_failed_so_no_signal_repeats_for_it() -> None:
+    # cellfit was there and refused this pod's preemption (a defect, or a request it cannot
+    # read): a retry meets the same answer, and a signal every minInterval would requeue every
+    # parked pod of the cluster for as long as the pod stays. Only cellfit away or starting
+    # (refused, reset, timed out, 503) calls for one.
+    answered = "preemption: failed preemption with extender at URL http://127.0.0.1:8888/v1/extender/preempt, code 500"
+    bad_request = "failed filter with extender at URL http://127.0.0.1:8888/v1/extender/filter, code 400"
+    reset = 'preemption: Post "http://127.0.0.1:8888/v1/extender/preempt": EOF'
+    found = parked(
+        [pod("ml/answered", since=T0 + 30, message=answered), pod("ml/bad", since=T0 + 30, message=bad_request),
+         pod("ml/old-answered", since=T0 - 30, message=answered), pod("ml/reset", since=T0 + 30, message=reset),
+         pod("ml/starting", since=T0 + 30, message=STARTING)],
+        term_began=T0,
+    )
+    assert found == Parked(stale=("ml/old-answered",), failed=("ml/reset", "ml/starting"))
+
+
 def test_nothing_parked_calls_for_no_signal() -> None:
     assert not parked([pod("ml/new", since=T0 + 1)], term_began=T0)
     assert not parked([], term_began=T0)
