@@ -12,6 +12,7 @@ another tenant's pods for a node the pod cannot use would be a loss for nothing.
 
 from __future__ import annotations
 
+import re
 from typing import Final, Sequence, TypeVar
 
 import msgspec
@@ -25,6 +26,9 @@ T = TypeVar("T")
 # tolerates this taint (the node lifecycle controller also writes it).
 UNSCHEDULABLE_TAINT: Final = "node.kubernetes.io/unschedulable"
 _FILTERING_EFFECTS: Final = frozenset({"NoSchedule", "NoExecute"})
+_GO_INTEGER: Final = re.compile(r"[+-]?[0-9]+", re.ASCII)
+_INT64_MIN: Final = -(2**63)
+_INT64_MAX: Final = 2**63 - 1
 
 
 class NodeSelectorRequirement(msgspec.Struct, frozen=True, gc=False):
@@ -235,8 +239,17 @@ def _requirement_matches(requirement: NodeSelectorRequirement, value: str | None
 
 
 def _compare(value: str, bound: str, *, greater: bool) -> bool:
-    try:
-        number, limit = int(value), int(bound)
-    except ValueError:
+    number, limit = _go_int64(value), _go_int64(bound)
+    if number is None or limit is None:
         return False
     return number > limit if greater else number < limit
+
+
+def _go_int64(text: str) -> int | None:
+    """The integer Go's ``strconv.ParseInt(text, 10, 64)`` reads (kube-scheduler's Gt and Lt);
+    None where it refuses: Python's ``int`` would also take spaces, underscores and non-ASCII
+    digits, and numbers beyond 64 bits, and admit nodes kube-scheduler refuses."""
+    if _GO_INTEGER.fullmatch(text) is None:
+        return None
+    number = int(text)
+    return number if _INT64_MIN <= number <= _INT64_MAX else None

@@ -60,6 +60,12 @@ def test_node_selector_needs_every_label():
         (expression("memory-gb", "Lt", "100"), {"memory-gb": "64"}, True),
         (expression("memory-gb", "Lt", "100"), {"memory-gb": "lots"}, False),
         (expression("memory-gb", "Gt", "1", "2"), {"memory-gb": "64"}, False),  # Gt takes exactly one value
+        # Go's strconv.ParseInt reads the label: a sign, ASCII digits, 64 bits; nothing else
+        (expression("memory-gb", "Gt", "100"), {"memory-gb": "+128"}, True),
+        (expression("memory-gb", "Lt", "0"), {"memory-gb": "-1"}, True),
+        (expression("memory-gb", "Gt", "100"), {"memory-gb": "1_000"}, False),
+        (expression("memory-gb", "Gt", "100"), {"memory-gb": "\u0661\u0662\u0668"}, False),  # Arabic-Indic 128
+        (expression("memory-gb", "Gt", "100"), {"memory-gb": "99999999999999999999"}, False),  # beyond int64
     ],
 )
 def test_node_affinity_operators(requirement: dict[str, Any], labels: dict[str, str], admits: bool):
