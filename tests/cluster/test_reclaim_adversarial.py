@@ -5,9 +5,10 @@ VC b's opportunistic pods fill every node at the waiting pod's priority."""
 from __future__ import annotations
 
 import msgspec
+import pytest
 
 from scheduler.core.model import PodInfo
-from tests.cells.helpers import pod
+from tests.cells.helpers import pod, schedule
 from tests.cluster.test_stranded import AFTER, NODES, Cluster, unschedulable
 
 
@@ -174,3 +175,22 @@ def test_a_pod_that_may_preempt_lower_priorities_is_reclaimed_for():
     cluster.api.pending = [unschedulable(cluster.g, preemptionPolicy="PreemptLowerPriority")]
     cluster.look_at(0)
     assert len(cluster.look_at(AFTER)) == 1
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "HA: the reclaim runs on the holder of cellfit's controllers Lease, and its booking lives in that "
+    "replica's engine only; the kube-scheduler that leads may be the other replica's, whose engine "
+    "gives the freed cells to whichever pod its filter sees first. Needs the booking on the pod "
+    "(an annotation every replica's engine applies) or the reclaim tied to the kube-scheduler that leads."))
+def test_the_cells_booked_by_the_leader_are_kept_by_the_replica_kube_scheduler_calls():
+    leader, serving = Cluster(), Cluster()  # two replicas' engines: the same pods, placed alike
+    leader.look_at(0)
+    (victim,) = leader.look_at(AFTER)
+    node = leader.booked_node()
+    assert node is not None
+    for replica in (leader, serving):
+        victims_gone(replica, [victim])
+    # The victim's Job replaces it; kube-scheduler brings the new pod to its cellfit first.
+    replacement = serving.cellfits(pod("o-new", 8, "b", priority="opportunistic"), cores=1)
+    assert schedule(leader.engine, replacement, [node]) is None  # the leader's engine keeps g's cells
+    assert schedule(serving.engine, replacement, [node]) is None
