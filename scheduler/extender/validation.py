@@ -339,18 +339,21 @@ def _estimate_without_configuration(annotations: Mapping[str, str]) -> list[Prob
 def _configurations_run(job: AdmittedJob, annotations: Mapping[str, str]) -> Configurations | None:
     """The configurations an interchangeable Job's pods will be made in, or ``None`` when they are
     its template as written: the placer replaces every container's resources by the chosen
-    configuration's (and adds its annotations), so a suspended Job's pods are made in one of its
-    configurations, a placed one's in the configuration its template is labelled with; an
-    unsuspended Job never placed runs as written."""
+    configuration's (and adds its annotations), so a suspended Job's pods are made in any of its
+    configurations (whatever placement it carries: the placer starts it anew), a running one's
+    in the configuration its template is labelled with; an unsuspended Job never placed runs as
+    written."""
     try:
         configurations = parse_configurations(annotations.get(ANNOTATION_CONFIGURATIONS))
     except InvalidAnnotation:  # reported as the Job's own problem; nothing to rewrite with
         return None
+    if job.spec.suspend:
+        return configurations
     assert job.spec.template is not None
     placed = (job.spec.template.metadata.labels or {}).get(LABEL_PLACEMENT)
     if placed in configurations:
         return Configurations(by_kind={kind: configurations[kind] for kind in configurations.kinds if kind == placed})
-    return configurations if job.spec.suspend else None
+    return None
 
 
 def _configured_pods(

@@ -439,6 +439,12 @@ def test_an_interchangeable_job_that_runs_as_written_or_was_placed_is_checked_as
     # keeps its resources and the pods are rewritten): its 16-GPU configuration is not run.
     placed = interchangeable(configurations, gpus=16, suspend=False, template_labels={**VISION, "cellfit.io/placement": "cpu"})
     assert answer(service, placed, operation="UPDATE", old=placed).keys() == {"uid", "allowed"}
+    # Suspended again (or copied from a placed Job): the placer may start it in either kind.
+    again = interchangeable(configurations, gpus=0, suspend=True, template_labels={**VISION, "cellfit.io/placement": "cpu"})
+    assert answer(service, again)["warnings"] == [
+        "cellfit: cellfit.io/configurations.gpu applied to spec.template: the containers' GPU requests: the pod requests 16 "
+        "GPUs, more than any node-level cell holds (largest: 'A100-NODE' with 8)"
+    ]
 
 
 def test_an_estimate_for_no_configured_kind_is_told_the_job_never_starts():
