@@ -6,7 +6,7 @@ HiveD's reclaim reads them (scheduler/cluster/reclaim.py) for a guaranteed pod t
 never brought to cellfit's filter, because every node it could go to is full of opportunistic
 pods it may not preempt: cellfit then picks the node itself, and must pick one kube-scheduler
 will accept once the opportunistic pods are gone. What these rules do not model (inter-pod
-affinity, topology spread, volumes) makes the pod :func:`unmodelled`, never a guess: deleting
+affinity, topology spread, volumes, resource claims) makes the pod :func:`unmodelled`, never a guess: deleting
 another tenant's pods for a node the pod cannot use would be a loss for nothing.
 """
 
@@ -89,6 +89,7 @@ class ConstrainedPodSpec(wire.PodSpec, frozen=True, kw_only=True):
     tolerations: list[Toleration] | None = None
     topologySpreadConstraints: list[TopologySpreadConstraint] | None = None
     volumes: list[Volume] | None = None
+    resourceClaims: list[msgspec.Raw] | None = None  # only whether there are any matters: not modelled
 
 
 class ConstrainedPod(msgspec.Struct, frozen=True, gc=False):
@@ -149,7 +150,7 @@ def _items(raw_list: bytes, decoder: msgspec.json.Decoder[T]) -> list[T]:
 def unmodelled(spec: ConstrainedPodSpec) -> str | None:
     """What in the pod's spec these rules cannot check (None: nothing): required inter-pod
     affinity or anti-affinity, a topology spread that refuses nodes, a volume claim (a claim
-    may bind the pod to a zone)."""
+    may bind the pod to a zone), a resource claim (its devices are on some nodes only)."""
     affinity = spec.affinity
     if affinity is not None:
         for name, rules in (("podAffinity", affinity.podAffinity), ("podAntiAffinity", affinity.podAntiAffinity)):
@@ -160,6 +161,8 @@ def unmodelled(spec: ConstrainedPodSpec) -> str | None:
     for volume in spec.volumes or ():
         if volume.persistentVolumeClaim is not None or volume.ephemeral is not None:
             return f"spec.volumes[{volume.name!r}] (a volume claim)"
+    if spec.resourceClaims:
+        return "spec.resourceClaims (dynamic resource allocation)"
     return None
 
 

@@ -127,6 +127,8 @@ def test_a_pod_naming_its_node_goes_there_only():
         ({"topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule"}]},
          "spec.topologySpreadConstraints (whenUnsatisfiable: DoNotSchedule)"),
         ({"volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "c"}}]}, "spec.volumes['data'] (a volume claim)"),
+        # kube-scheduler's DynamicResources filter allocates the claim's devices on the nodes that have them
+        ({"resourceClaims": [{"name": "nic", "resourceClaimTemplateName": "rdma"}]}, "spec.resourceClaims (dynamic resource allocation)"),
     ],
 )
 def test_what_the_rules_do_not_model_is_named(fields: dict[str, Any], named: str):
