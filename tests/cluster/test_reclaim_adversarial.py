@@ -194,3 +194,16 @@ def test_the_cells_booked_by_the_leader_are_kept_by_the_replica_kube_scheduler_c
     replacement = serving.cellfits(pod("o-new", 8, "b", priority="opportunistic"), cores=1)
     assert schedule(leader.engine, replacement, [node]) is None  # the leader's engine keeps g's cells
     assert schedule(serving.engine, replacement, [node]) is None
+
+
+def test_a_gang_whose_cores_fit_one_pod_per_node_gets_a_slot_per_node():
+    cluster = Cluster(per_node=2)
+    members = [cluster.cellfits(pod(f"m{i}", 4, "a", gang=("train", 2)), cores=40) for i in range(2)]
+    for member in members:
+        cluster.pods.record(member)
+    cluster.pods.forget("g")
+    cluster.api.pending = [unschedulable(member) for member in members]
+    cluster.look_at(0)
+    deleted = cluster.look_at(AFTER)
+    nodes = booked_nodes(cluster)
+    assert sorted(nodes) == ["m0", "m1"] and nodes["m0"] != nodes["m1"] and len(deleted) == 2
