@@ -3,6 +3,7 @@ it do wrong, each on the real engine, ledger and controller."""
 
 from __future__ import annotations
 
+import sys
 import threading
 
 from scheduler.cells import HivedEngine
@@ -148,3 +149,44 @@ def test_a_quota_move_read_before_an_edge_never_undoes_one_applied_after_it():
     clock.other.join()
     assert quotas.applied == frozenset()
     assert quotas.guarantees() == {"a": {"V100-NODE": 2}, "b": {"V100-NODE": 1}}
+
+
+def calls_during(run_round, *names: str) -> dict[str, int]:
+    """How many times each function or property of ``names`` (``Window.holds``, ``Posting.id``)
+    was called while ``run_round()`` ran: a count of the work, not a timing."""
+    counts = dict.fromkeys(names, 0)
+
+    def count(frame, event: str, _arg) -> None:
+        if event == "call":
+            code = frame.f_code
+            name = f"{code.co_qualname}"
+            if name in counts:
+                counts[name] += 1
+
+    sys.setprofile(count)
+    try:
+        run_round()
+    finally:
+        sys.setprofile(None)
+    return counts
+
+
+def test_a_tenants_many_offers_cost_a_round_no_square_of_their_number():
+    # A VC holding one node may post an offer of it for every hour of the year (8,784 objects,
+    # all valid), and then longer ones (refused: the node is offered then). Each of those was
+    # checked at every start of the hourly offers inside it, each time walking them all (n
+    # squared per offer), and every object's status looked its offer up by walking the board:
+    # 1,500 hourly offers and 50 long ones held the leader's round 8 s (6,000: a minute), every
+    # resync, delaying every tenant's matches. Counted here as calls, not timed.
+    hours = 200
+    offers = [posting("offer", "team-b", f"hour-{i}", {"V100-NODE": 1}, T0 + i * HOUR, T0 + (i + 1) * HOUR, posted=T0 - 100)
+              for i in range(hours)]
+    offers += [posting("offer", "team-b", f"long-{i}", {"V100-NODE": 1}, T0, T0 + hours * HOUR, posted=T0 - 50) for i in range(3)]
+
+    def run_round() -> None:
+        result = exchange_round(offers=offers, requests=[], namespaces=NAMESPACES, base=BOARD.virtual_clusters, catalog=CATALOG,
+                                topology=TOPOLOGY, entries=[], now=T0, grace_seconds=GRACE)
+        assert sorted(o.posting.name for o in result.outcomes if o.phase == "Invalid") == ["long-0", "long-1", "long-2"]
+
+    counts = calls_during(run_round, "Window.holds", "Posting.id")
+    assert counts["Window.holds"] <= 10 * hours and counts["Posting.id"] <= 10 * hours, counts

@@ -250,7 +250,11 @@ def exchange_round(
         return item
 
     open_offers: list[Offer] = []
-    matched_offers = [e.match().offer for e in not_over(entries, now=now)]
+    # Per lender: an offer is validated against its own VC's offers only (a tenant's thousands of
+    # offers must not make every other tenant's validation slower).
+    posted_by_tenant: dict[str, list[Offer]] = {}
+    for matched in not_over(entries, now=now):
+        posted_by_tenant.setdefault(matched.lender, []).append(matched.match().offer)
     round_problems: list[str] = []
 
     def guarded(posting: Posting, judge: Callable[[], None]) -> None:
@@ -267,11 +271,12 @@ def exchange_round(
         offer = parsed(posting)
         if not isinstance(offer, Offer):
             return
-        problems = offer_problems(offer=offer, catalog=catalog, virtual_clusters=base, posted_offers=[*matched_offers, *open_offers])
+        problems = offer_problems(offer=offer, catalog=catalog, virtual_clusters=base, posted_offers=posted_by_tenant.get(offer.tenant, []))
         if problems:
             outcomes.append(_plain_status(posting, "Invalid", "; ".join(problems), offer.tenant))
         else:
             open_offers.append(offer)
+            posted_by_tenant.setdefault(offer.tenant, []).append(offer)
 
     def judge_request(posting: Posting) -> None:
         request = parsed(posting)
@@ -306,6 +311,13 @@ def exchange_round(
         refusals.setdefault(refused.offer.id, []).append(f"refused for {refused.request.id}: {refused.reason}")
     unmatched = {u.request.id: u.reason for u in matching.unmatched}
     told = {id(o.posting) for o in outcomes}
+    # By id, the first of a name (one lookup per object, not a walk of the board).
+    open_offer_of: dict[str, Offer] = {}
+    for open_offer in open_offers:
+        open_offer_of.setdefault(open_offer.id, open_offer)
+    open_request_of: dict[str, Request] = {}
+    for open_request in open_requests:
+        open_request_of.setdefault(open_request.id, open_request)
 
     def tell_offer(posting: Posting) -> None:
         match_entry = recorded(posting)
@@ -313,7 +325,7 @@ def exchange_round(
             outcomes.append(_matched_status(match_entry, posting, now=now, grace_seconds=grace_seconds, draining=draining,
                                             not_applied=not_applied))
             return
-        offer = next((o for o in open_offers if o.id == posting.id), None)
+        offer = open_offer_of.get(posting.id)
         if offer is None:
             return  # Invalid, told above
         if offer.window.end <= now and posting.status.get("phase") == "Returned":
@@ -333,7 +345,7 @@ def exchange_round(
             outcomes.append(_matched_status(match_entry, posting, now=now, grace_seconds=grace_seconds, draining=draining,
                                             not_applied=not_applied))
             return
-        request = next((r for r in open_requests if r.id == posting.id), None)
+        request = open_request_of.get(posting.id)
         if request is None:
             return
         if request.window.end <= now and posting.status.get("phase") == "Returned":
