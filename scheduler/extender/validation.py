@@ -68,6 +68,9 @@ POD_LEVEL_KEYS: Final = (
     ("annotation", ANNOTATION_CELL_TYPE), ("annotation", ANNOTATION_GANG), ("annotation", ANNOTATION_GANG_SIZE),
 )
 _PREFIX: Final = f"{DOMAIN}/"
+# The longest sentence one problem is told in (the API server cuts each warning to 256 characters
+# anyway; a refusal's message carries them whole).
+MAX_PROBLEM_CHARS: Final = 512
 TEMPLATE: Final = "spec.template"
 
 
@@ -88,7 +91,17 @@ def _within(where: str, text: str) -> str:
 
 
 def _problem(error: InvalidRequest, *, where: str) -> Problem:
-    return Problem(field=_within(where, error.field or ""), text=_within(where, str(error)))
+    return Problem(field=_within(where, error.field or ""), text=_within(where, _bounded(str(error))))
+
+
+def _bounded(sentence: str) -> str:
+    """``sentence`` with the middle of a long one left out: a parser's sentence quotes the value,
+    which may be most of the object's 256 KiB of annotations, and a refusal would send it all
+    back. Its head and tail are kept, where the field is named."""
+    if len(sentence) <= MAX_PROBLEM_CHARS:
+        return sentence
+    kept = (MAX_PROBLEM_CHARS - 1) // 2
+    return f"{sentence[:kept]}…{sentence[-kept:]}"
 
 
 # ---------------------------------------------------------------------------------- HiveD
@@ -120,7 +133,8 @@ class LiveCells:
 def _unplaceable(error: Unplaceable, *, where: str, key: str | None, field: str) -> Problem:
     """The allocator's reason, led by the field unless it names the key itself already."""
     named = key is not None and key in error.reason
-    return Problem(field=_within(where, field), text=_within(where, error.reason if named else f"{field}: {error.reason}"))
+    reason = _bounded(error.reason if named else f"{field}: {error.reason}")
+    return Problem(field=_within(where, field), text=_within(where, reason))
 
 
 # ---------------------------------------------------------------------------------- keys

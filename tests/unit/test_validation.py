@@ -475,3 +475,15 @@ def test_the_estimators_annotations_on_a_job_that_is_not_interchangeable_are_onl
         f"cellfit: annotation {key}: read only on an interchangeable Job (one with cellfit.io/configurations); ignored here"
         for key in ("cellfit.io/estimate", "cellfit.io/iterations")
     ]
+
+
+def test_a_huge_value_is_not_echoed_whole_in_a_refusal():
+    # The API server caps annotations at 256 KiB together, not one value: a refusal quoting it
+    # whole sent it back to kubectl (and into the API server's audit log) in full.
+    service, _ = validation(reject=True)
+    huge = "9" * 200_000
+    for body in (pod(annotations={"cellfit.io/gang": "true", "cellfit.io/gang-size": huge}),
+                 pod(annotations={"cellfit.io/cell-type": huge})):
+        response = answer(service, body)
+        message = response["status"]["message"]
+        assert response["allowed"] is False and "annotation cellfit.io/" in message and len(message) < 2048, len(message)
