@@ -18,7 +18,7 @@ kube-scheduler will accept them on once the opportunistic pods are gone:
 
 Cells booked here whose victims are gone while kube-scheduler still finds the pod unschedulable
 for ``afterSeconds`` are given back: kube-scheduler refuses the node for what these rules do not
-check, and the log says so.
+check, and the log says so; nothing more is booked for the pod while it stays unschedulable.
 """
 
 from __future__ import annotations
@@ -178,6 +178,9 @@ class StrandedGuarantees:
         self._told: set[str] = set()  # pods the log has said why they are left as they are
         # Pods whose cells this leader booked -> since when their victims have been gone (None: not yet)
         self._booked: dict[str, float | None] = {}
+        # Pods kube-scheduler still refused once their cells were free: they need what the rules
+        # do not see, and another booking would delete for nothing again
+        self._refused: set[str] = set()
         self._node_list: Sequence[SizedNode] | None = None
         self._nodes_listed_at = 0.0
 
@@ -188,7 +191,8 @@ class StrandedGuarantees:
         self._next_try = {uid: at for uid, at in self._next_try.items() if uid in self._since and at > now}
         self._told &= self._since.keys()
         self._give_back_unused(now=now)
-        due = [p for p in pending if now - self._since[p.metadata.uid] >= self._after_seconds and p.metadata.uid not in self._next_try]
+        due = [p for p in pending if now - self._since[p.metadata.uid] >= self._after_seconds
+               and p.metadata.uid not in self._next_try and p.metadata.uid not in self._refused]
         for pod in due:
             # A queue of pods waiting for their own VC's quota is looked at once per wait, not
             # every round, and the lock is taken per pod: the verbs wait for one plan at most.
@@ -216,8 +220,10 @@ class StrandedGuarantees:
         """Give back the cells booked here for a pod that kube-scheduler has still found
         unschedulable ``after_seconds`` after their victims went: it refuses the node for what the
         rules do not check, and the cells would stay booked for nothing. The pod is planned
-        afresh after as long (its VC's cells now free, nothing more is deleted for it)."""
+        afresh no more while it stays unschedulable: its cells would fill again and be reclaimed
+        again for nothing, on that node or the next."""
         self._booked = {uid: since for uid, since in self._booked.items() if uid in self._since}
+        self._refused &= self._since.keys()
         if not self._booked:
             return
         with self._lock:
@@ -230,11 +236,11 @@ class StrandedGuarantees:
                 elif now - since >= self._after_seconds:
                     del self._booked[uid]
                     self._engine.cancel_reclaim(uid)
-                    self._next_try[uid] = now + self._after_seconds
+                    self._refused.add(uid)
                     info = self._pods.get(uid)
                     log.warning("cells booked for a stranded guaranteed pod are given back: their opportunistic pods are gone, "
                                 "and kube-scheduler still finds the pod unschedulable, so it refuses the node for what cellfit "
-                                "does not check (host ports, its pod count, other resources)",
+                                "does not check (host ports, other resources); no more is reclaimed for it while it stays unschedulable",
                                 extra={"pod": info.key if info is not None else uid, "node": booked[uid]})
 
     def _candidate(self, uid: str) -> bool:

@@ -123,8 +123,8 @@ def victims_gone(cluster: Cluster, victims: list[str]) -> None:
 
 
 def test_cells_kube_scheduler_still_will_not_give_the_pod_once_free_are_given_back():
-    # kube-scheduler refuses the node for what the rules do not check (a host port, its pod
-    # count, another extended resource): g stays unschedulable on free cells booked for it.
+    # kube-scheduler refuses the node for what the rules do not check (a host port, another
+    # extended resource): g stays unschedulable on free cells booked for it.
     cluster = Cluster()
     cluster.look_at(0)
     victims = cluster.look_at(AFTER)
@@ -139,6 +139,28 @@ def test_cells_kube_scheduler_still_will_not_give_the_pod_once_free_are_given_ba
     for seconds in (3 * AFTER, 4 * AFTER, 6 * AFTER):
         assert cluster.look_at(seconds) == []
     assert len(cluster.api.deleted) == 1
+
+
+def test_a_node_kube_scheduler_refused_the_pod_is_not_reclaimed_for_again():
+    # The cells given back fill with opportunistic pods again (the victim's replacement):
+    # kube-scheduler still refuses g that node, so nothing there is deleted for g a second time.
+    cluster = Cluster()
+    node = "r1n2"
+    for name, body in cluster.api.nodes.items():
+        body["metadata"]["labels"] = {"slot": name}
+    cluster.api.pending = [unschedulable(cluster.g, nodeSelector={"slot": node})]
+    cluster.look_at(0)
+    (victim,) = cluster.look_at(AFTER)
+    assert cluster.booked_node() == node
+    victims_gone(cluster, [victim])
+    cluster.look_at(AFTER + 5)
+    cluster.look_at(2 * AFTER + 5)
+    assert not cluster.engine.has_booking(cluster.g)
+    replacement = schedule(cluster.engine, cluster.cellfits(pod("o-new", 8, "b", priority="opportunistic"), cores=1), [node])
+    assert replacement is not None
+    cluster.pods.record(cluster.cellfits(replacement, cores=1))
+    deleted = [uid for seconds in range(int(3 * AFTER), int(8 * AFTER), 5) for uid in cluster.look_at(seconds)]
+    assert "o-new" not in deleted
 
 
 def test_cells_whose_victims_still_terminate_stay_booked():
