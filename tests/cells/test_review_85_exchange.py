@@ -190,3 +190,36 @@ def test_a_tenants_many_offers_cost_a_round_no_square_of_their_number():
 
     counts = calls_during(run_round, "Window.holds", "Posting.id")
     assert counts["Window.holds"] <= 10 * hours and counts["Posting.id"] <= 10 * hours, counts
+
+
+def board_round(offers, requests, entries=(), now=T0):
+    return {o.posting.id: o for o in exchange_round(offers=offers, requests=requests, namespaces=NAMESPACES, base=BOARD.virtual_clusters,
+                                                    catalog=CATALOG, topology=TOPOLOGY, entries=list(entries), now=now,
+                                                    grace_seconds=GRACE).outcomes}
+
+
+def test_an_offer_matched_for_part_of_its_window_says_the_rest_left_the_board():
+    # a offered its node for four hours; b asked for one of them. Algorithm 2 takes the offer off
+    # the board whole, so the other three hours are lent to nobody and offered to nobody, but
+    # the offer's status said only "matched: ... lent to b from 11:00 to 12:00": a believed the
+    # rest still on offer, and nobody could ask for it.
+    offer = posting("offer", "team-a", "idle", {"V100-NODE": 1}, T0, T0 + 4 * HOUR)
+    request = posting("request", "team-b", "burst", {"V100-NODE": 1}, T0 + HOUR, T0 + 2 * HOUR)
+    message = board_round([offer], [request])["team-a/idle"].message
+    assert "the rest of its window" in message and "post a new offer" in message, message
+    whole = posting("request", "team-b", "burst", {"V100-NODE": 1}, T0, T0 + 4 * HOUR)
+    assert "the rest of its window" not in board_round([offer], [whole])["team-a/idle"].message
+
+
+def test_a_matched_object_edited_afterwards_says_the_edit_changes_nothing():
+    # b's request was matched for a node; b then edited it to ask for two nodes for longer. The
+    # status went on saying "matched" with observedGeneration the new generation, as if the edit
+    # had been taken: b waited for cells nobody would give it.
+    offer = posting("offer", "team-a", "idle", {"V100-NODE": 1}, T0, T0 + 4 * HOUR)
+    request = posting("request", "team-b", "burst", {"V100-NODE": 1}, T0, T0 + HOUR)
+    (entry,) = exchange_round(offers=[offer], requests=[request], namespaces=NAMESPACES, base=BOARD.virtual_clusters, catalog=CATALOG,
+                              topology=TOPOLOGY, entries=[], now=T0 - 30, grace_seconds=GRACE).new_entries
+    edited = posting("request", "team-b", "burst", {"V100-NODE": 2}, T0, T0 + 3 * HOUR)
+    message = board_round([offer], [edited], entries=[entry], now=T0 + 60)["team-b/burst"].message
+    assert "spec changed since the match" in message, message
+    assert "spec changed" not in board_round([offer], [request], entries=[entry], now=T0 + 60)["team-b/burst"].message

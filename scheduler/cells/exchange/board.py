@@ -143,9 +143,34 @@ def _matched_status(
                         if grace_seconds is not None else f"; {held} guaranteed pods of {entry.lender} still hold the lent cells")
         if phase == "Returned" and kept and preempt_at is not None and now < preempt_at:
             message += f"; {kept} guaranteed pods of {entry.borrower} still hold cells it returns: preempted {when}"
+    if phase != "Returned":
+        message += _spec_note(entry, posting)
     if phase == "Matched":
         message += f" ({entry.explanation})" if entry.explanation else ""
     return _outcome(entry, posting, phase=phase, message=message, preempt_at=preempt_at)
+
+
+def _spec_note(entry: Entry, posting: Posting) -> str:
+    """What the matched object's spec says that the match does not: an edit since the match (the
+    match stands as the ledger has it), or an offer's hours outside the match, which left the
+    board with it (Algorithm 2 takes a matched offer whole)."""
+    as_offer = posting.kind == "offer"
+    parse = parse_offer if as_offer else parse_request
+    item, _ = parse(posting.obj, vc=entry.lender if as_offer else entry.borrower, posted=entry.matched_at)
+    if item is None:
+        return ""
+    window = item.window
+    if as_offer:
+        edited = item.cells != entry.offer_cells or not window.covers(entry.window)
+    else:
+        edited = item.cells != entry.request_cells or window.end != entry.window.end or window.start > entry.window.start
+    if edited:
+        return (f"; its spec changed since the match ({describe_cells(item.cells)} for [{rfc3339(window.start)}, "
+                f"{rfc3339(window.end)})): the match stands as recorded, and a change needs a new {posting.kind}")
+    if as_offer and window != entry.window:
+        return (f"; the rest of its window ([{rfc3339(window.start)}, {rfc3339(window.end)})) is lent to nobody and left "
+                "the board with the match: post a new offer for those hours")
+    return ""
 
 
 def _not_in_effect_status(entry: Entry, posting: Posting, *, lent: str, asked: str, end: str, why: str) -> Outcome:
