@@ -83,7 +83,7 @@ def immovable(victim: PodInfo | None, *, waiting: PodInfo, scheduler_name: str) 
 @dataclass
 class NodeUse:
     """What the pods holding resources on one node request, the opportunistic ones' share, and
-    the highest priority of the opportunistic pods there that the reclaim may not delete."""
+    the highest priority of the opportunistic GPU pods there that the reclaim may not delete."""
 
     held: Resources = ZERO
     opportunistic: Resources = ZERO
@@ -101,7 +101,7 @@ def node_use(pods: Iterable[PodInfo], *, booked: Mapping[str, str], scheduler_na
             entry.held = entry.held + pod.requests
             if opportunistic(pod):
                 entry.opportunistic = entry.opportunistic + pod.requests
-                if not pod.terminating and not reclaimable(pod, scheduler_name=scheduler_name):
+                if pod.requests.gpus and not pod.terminating and not reclaimable(pod, scheduler_name=scheduler_name):
                     entry.kept_priority = max(pod.priority, entry.kept_priority if entry.kept_priority is not None else pod.priority)
     return use
 

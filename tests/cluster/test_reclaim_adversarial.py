@@ -229,3 +229,14 @@ def test_a_gang_whose_cores_fit_one_pod_per_node_gets_a_slot_per_node():
     deleted = cluster.look_at(AFTER)
     nodes = booked_nodes(cluster)
     assert sorted(nodes) == ["m0", "m1"] and nodes["m0"] != nodes["m1"] and len(deleted) == 2
+
+
+def test_a_pod_without_gpus_that_nobody_will_remove_keeps_no_node_out():
+    # Labelled opportunistic and of another scheduler, but holding no GPU: never on g's cells.
+    cluster = Cluster()
+    for name in NODES:
+        cluster.pods.record(PodInfo(uid=f"cpu-{name}", namespace="ns", name=f"cpu-{name}", node_name=name, phase="Running",
+                                    priority=1000, scheduler_name="default-scheduler",
+                                    labels={"cellfit.io/priority": "opportunistic"}))
+    cluster.look_at(0)
+    assert len(cluster.look_at(AFTER)) == 1 and cluster.booked_node() is not None
