@@ -17,7 +17,7 @@ kube-scheduler will accept them on once the opportunistic pods are gone:
 - its ``preemptionPolicy`` is not Never (kube-scheduler preempts nobody for such a pod).
 
 Cells booked here whose victims are gone while kube-scheduler still finds the pod unschedulable
-for ``afterSeconds`` are given back: kube-scheduler refuses the node for what these rules do not
+after it has surely retried it (``afterSeconds``, at least 330 s) are given back: kube-scheduler refuses the node for what these rules do not
 check, and the log says so; nothing more is booked for the pod while it stays unschedulable.
 """
 
@@ -39,6 +39,10 @@ log = logging.getLogger(__name__)
 
 _NODES_PATH = "/api/v1/nodes?resourceVersion=0"
 NEVER_PREEMPT = "Never"
+# kube-scheduler retries a pod it parked as unschedulable after at most 5 minutes
+# (podMaxInUnschedulablePodsDuration) and a flush period of 30 s, whatever else moves it: a pod
+# still unschedulable that long after its cells were freed is refused them, not merely not retried.
+KUBE_SCHEDULER_RETRY_SECONDS = 330.0
 
 
 class PendingPods(Protocol):
@@ -218,8 +222,9 @@ class StrandedGuarantees:
 
     def _give_back_unused(self, *, now: float) -> None:
         """Give back the cells booked here for a pod that kube-scheduler has still found
-        unschedulable ``after_seconds`` after their victims went: it refuses the node for what the
-        rules do not check, and the cells would stay booked for nothing. The pod is planned
+        unschedulable once it has surely retried it since their victims went (``after_seconds``,
+        and at least :data:`KUBE_SCHEDULER_RETRY_SECONDS`): it refuses the node for what the rules
+        do not check, and the cells would stay booked for nothing. The pod is planned
         afresh no more while it stays unschedulable: its cells would fill again and be reclaimed
         again for nothing, on that node or the next."""
         self._booked = {uid: since for uid, since in self._booked.items() if uid in self._since}
@@ -233,7 +238,7 @@ class StrandedGuarantees:
                     del self._booked[uid]
                 elif uid in waiting or since is None:
                     self._booked[uid] = None if uid in waiting else now
-                elif now - since >= self._after_seconds:
+                elif now - since >= max(self._after_seconds, KUBE_SCHEDULER_RETRY_SECONDS):
                     del self._booked[uid]
                     self._engine.cancel_reclaim(uid)
                     self._refused.add(uid)

@@ -9,6 +9,7 @@ import pytest
 
 from scheduler.core.model import PodInfo
 from tests.cells.helpers import pod, schedule
+from scheduler.cluster.stranded import KUBE_SCHEDULER_RETRY_SECONDS as RETRY
 from tests.cluster.test_stranded import AFTER, NODES, Cluster, unschedulable
 
 
@@ -132,11 +133,13 @@ def test_cells_kube_scheduler_still_will_not_give_the_pod_once_free_are_given_ba
     cluster.look_at(AFTER + 5)
     victims_gone(cluster, victims)
     cluster.look_at(AFTER + 10)
-    assert cluster.engine.has_booking(cluster.g)  # kube-scheduler has its chance first
-    cluster.look_at(2 * AFTER + 10)
+    # kube-scheduler has its chance first: it retries a parked pod within RETRY seconds
+    cluster.look_at(AFTER + 10 + RETRY - 1)
+    assert cluster.engine.has_booking(cluster.g)
+    cluster.look_at(AFTER + 10 + RETRY)
     assert not cluster.engine.has_booking(cluster.g)
     # Nothing more is deleted for it: its VC's cells are free, kube-scheduler's business.
-    for seconds in (3 * AFTER, 4 * AFTER, 6 * AFTER):
+    for seconds in (2 * RETRY, 3 * RETRY, 6 * RETRY):
         assert cluster.look_at(seconds) == []
     assert len(cluster.api.deleted) == 1
 
@@ -154,12 +157,12 @@ def test_a_node_kube_scheduler_refused_the_pod_is_not_reclaimed_for_again():
     assert cluster.booked_node() == node
     victims_gone(cluster, [victim])
     cluster.look_at(AFTER + 5)
-    cluster.look_at(2 * AFTER + 5)
+    cluster.look_at(AFTER + 5 + RETRY)
     assert not cluster.engine.has_booking(cluster.g)
     replacement = schedule(cluster.engine, cluster.cellfits(pod("o-new", 8, "b", priority="opportunistic"), cores=1), [node])
     assert replacement is not None
     cluster.pods.record(cluster.cellfits(replacement, cores=1))
-    deleted = [uid for seconds in range(int(3 * AFTER), int(8 * AFTER), 5) for uid in cluster.look_at(seconds)]
+    deleted = [uid for seconds in range(int(2 * RETRY), int(4 * RETRY), 5) for uid in cluster.look_at(seconds)]
     assert "o-new" not in deleted
 
 
@@ -167,7 +170,7 @@ def test_cells_whose_victims_still_terminate_stay_booked():
     cluster = Cluster()
     cluster.look_at(0)
     cluster.look_at(AFTER)
-    for seconds in (2 * AFTER, 10 * AFTER, 100 * AFTER):  # a training pod's long grace period
+    for seconds in (2 * AFTER, 10 * RETRY, 100 * RETRY):  # a training pod's long grace period
         cluster.look_at(seconds)
     assert cluster.engine.has_booking(cluster.g)
 
@@ -178,7 +181,7 @@ def test_a_booked_pod_kube_scheduler_binds_keeps_its_cells():
     victims = cluster.look_at(AFTER)
     victims_gone(cluster, victims)
     cluster.api.pending = []  # kube-scheduler is binding it: no longer unschedulable
-    for seconds in (AFTER + 5, 3 * AFTER, 5 * AFTER):
+    for seconds in (AFTER + 5, 2 * RETRY, 5 * RETRY):
         cluster.look_at(seconds)
     assert cluster.engine.has_booking(cluster.g)
 
