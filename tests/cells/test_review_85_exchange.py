@@ -223,3 +223,24 @@ def test_a_matched_object_edited_afterwards_says_the_edit_changes_nothing():
     message = board_round([offer], [edited], entries=[entry], now=T0 + 60)["team-b/burst"].message
     assert "spec changed since the match" in message, message
     assert "spec changed" not in board_round([offer], [request], entries=[entry], now=T0 + 60)["team-b/burst"].message
+
+
+def test_a_ledger_entry_edited_to_lend_a_negative_count_is_refused_naming_the_field():
+    # The ledger's entries are checked for their types, not their values: an entry edited (or
+    # corrupted) to lend -1 node read, and its quota move gave the "lender" a node more than its
+    # quota, with nothing refusing it (no count went below zero). Counts below 1, a window that
+    # ends before it starts, and negative GPUs or GPU-hours now refuse the entry, naming the field.
+    good = node_exchange(start=T0, end=T0 + HOUR)
+    text = ledger.encode(good)
+    edits = {
+        "offerCells": text.replace('"offerCells":[["V100-NODE",1]]', '"offerCells":[["V100-NODE",-1]]'),
+        "requestCells": text.replace('"requestCells":[["V100-NODE",1]]', '"requestCells":[]'),
+        "end": text.replace(f'"end":{T0 + HOUR}', f'"end":{T0 - HOUR}'),
+        "gpus": text.replace('"gpus":8', '"gpus":-8'),
+        "gpuHours": text.replace('"gpuHours":8.0', '"gpuHours":-8.0'),
+    }
+    for field, edited in edits.items():
+        assert edited != text, field
+        entries, problems = ledger.read({good.key: edited})
+        assert entries == [] and len(problems) == 1 and f"data.{good.key}: {field}" in problems[0], (field, problems)
+    assert ledger.read({good.key: text}) == ([good], [])

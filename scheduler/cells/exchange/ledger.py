@@ -121,10 +121,13 @@ def encode(entry: Entry) -> str:
 
 
 def _cells(value: Any, field: str) -> Cells:
-    if not isinstance(value, list) or not all(
-        isinstance(p, list) and len(p) == 2 and isinstance(p[0], str) and isinstance(p[1], int) and not isinstance(p[1], bool) for p in value
+    # Counts of at least 1, as every match has: a count below 1 in an edited entry would move
+    # quota the other way (a "lender" lending -1 node gains one).
+    if not isinstance(value, list) or not value or not all(
+        isinstance(p, list) and len(p) == 2 and isinstance(p[0], str) and isinstance(p[1], int) and not isinstance(p[1], bool)
+        and p[1] >= 1 for p in value
     ):
-        raise ValueError(f"{field}: must be a list of [cellType, count]")
+        raise ValueError(f"{field}: must be a non-empty list of [cellType, count], each count >= 1")
     return tuple((p[0], p[1]) for p in value)
 
 
@@ -132,6 +135,19 @@ def _number(value: Any, field: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise ValueError(f"{field}: must be a finite number")
     return float(value)
+
+
+def _not_negative(value: float, field: str) -> float:
+    if value < 0:
+        raise ValueError(f"{field}: must be >= 0, not {value:g}")
+    return value
+
+
+def _window(raw: Mapping[str, Any]) -> Window:
+    start, end = _number(raw.get("start"), "start"), _number(raw.get("end"), "end")
+    if end <= start:
+        raise ValueError(f"end: must be after start ({end:g} <= {start:g})")
+    return Window(start=start, end=end)
 
 
 def _text(value: Any, field: str) -> str:
@@ -148,8 +164,8 @@ def decode(key: str, text: str) -> Entry:
         if not isinstance(raw, dict):
             raise ValueError("must be a JSON object")
         gpus = raw.get("gpus")
-        if isinstance(gpus, bool) or not isinstance(gpus, int):
-            raise ValueError("gpus: must be a whole number")
+        if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 1:
+            raise ValueError("gpus: must be a whole number >= 1")
         entry = Entry(
             offer=_text(raw.get("offer"), "offer"),
             request=_text(raw.get("request"), "request"),
@@ -157,9 +173,9 @@ def decode(key: str, text: str) -> Entry:
             borrower=_text(raw.get("borrower"), "borrower"),
             offer_cells=_cells(raw.get("offerCells"), "offerCells"),
             request_cells=_cells(raw.get("requestCells"), "requestCells"),
-            window=Window(start=_number(raw.get("start"), "start"), end=_number(raw.get("end"), "end")),
+            window=_window(raw),
             gpus=gpus,
-            gpu_hours=_number(raw.get("gpuHours"), "gpuHours"),
+            gpu_hours=_not_negative(_number(raw.get("gpuHours"), "gpuHours"), "gpuHours"),
             matched_at=_number(raw.get("matchedAt"), "matchedAt"),
             explanation=str(raw.get("explanation") or ""),
             offer_uid=str(raw.get("offerUid") or ""),
