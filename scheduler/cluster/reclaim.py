@@ -101,6 +101,8 @@ def reclaims_due(
         pod, started = entry.pod, since.get(entry.guarantee.pod_uid)
         if pod is None or pod.terminating or pod.scheduler_name != scheduler_name or started is None or now - started < after_seconds:
             continue
+        if not pod.may_preempt:  # preemptionPolicy: Never, as kube-scheduler honours it
+            continue
         if any(immovable(victim, waiting=pod, scheduler_name=scheduler_name) for victim in entry.victims):
             continue
         for victim in entry.victims:

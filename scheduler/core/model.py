@@ -57,6 +57,9 @@ class PodInfo(msgspec.Struct, frozen=True, gc=False):
     nominated_node_name: str | None = None
     scheduler_name: str | None = None
     disruption: Disruption | None = None
+    # False for a pod whose preemptionPolicy is Never: kube-scheduler preempts nobody for it, and
+    # neither does cellfit's own reclaim.
+    may_preempt: bool = True
 
     @property
     def key(self) -> str:

@@ -83,7 +83,6 @@ class Volume(msgspec.Struct, frozen=True, gc=False):
 
 
 class ConstrainedPodSpec(wire.PodSpec, frozen=True, kw_only=True):
-    preemptionPolicy: str | None = None  # Never: kube-scheduler preempts nobody for the pod
     nodeSelector: dict[str, str] | None = None
     affinity: Affinity | None = None
     tolerations: list[Toleration] | None = None

@@ -48,6 +48,7 @@ def pod_info(pod: wire.Pod, *, gpu_resource: str, field: str = "Pod") -> PodInfo
         nominated_node_name=(pod.status.nominatedNodeName or None) if pod.status else None,
         scheduler_name=spec.schedulerName or None,
         disruption=_disruption(pod.status.conditions if pod.status else None),
+        may_preempt=spec.preemptionPolicy != "Never",
     )
 
 

@@ -65,6 +65,7 @@ class PodSpec(msgspec.Struct, frozen=True, gc=False):
     nodeName: str | None = None
     schedulerName: str | None = None
     priority: int | None = None
+    preemptionPolicy: str | None = None  # Never: kube-scheduler preempts nobody for the pod
     terminationGracePeriodSeconds: int | None = None
 
 

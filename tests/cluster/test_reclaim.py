@@ -158,3 +158,11 @@ def test_pods_that_may_not_be_touched_are_not():
     assert cluster.look_at(AFTER) == [] and cluster.api.writes == []
     cluster.pods.forget("g")  # gone from the watch, its booking not released yet
     assert cluster.look_at(AFTER) == [] and cluster.api.writes == []
+
+
+def test_nothing_is_deleted_for_a_pod_whose_preemption_policy_is_never():
+    # kube-scheduler preempts nobody for such a pod; cellfit's reclaim honours the same word.
+    cluster = Cluster(opportunistic_priority=100, waiting_priority=100)
+    cluster.pods.record(msgspec.structs.replace(cluster.waiting, may_preempt=False))
+    cluster.look_at(0)
+    assert cluster.look_at(AFTER * 10) == [] and cluster.api.writes == [] and cluster.api.events == []

@@ -1,3 +1,5 @@
+import json
+
 import msgspec
 import pytest
 
@@ -114,3 +116,12 @@ def test_decoded_watch_objects_are_not_tracked_by_the_collector() -> None:
     assert not tracked, f"wire structs tracked by the collector: {tracked}"
     event = msgspec.json.decode(b'{"type":"ADDED","object":{"metadata":{"name":"p","uid":"u"}}}', type=wire.ObjectEvent[wire.Pod])
     assert not gc.is_tracked(event) and not gc.is_tracked(event.object) and not gc.is_tracked(event.object.metadata)
+
+
+def test_a_pod_whose_preemption_policy_is_never_may_not_preempt():
+    def translated(policy: str | None) -> bool:
+        spec = {"containers": [{"name": "c"}], **({"preemptionPolicy": policy} if policy else {})}
+        raw = json.dumps({"metadata": {"name": "p", "uid": "u"}, "spec": spec}).encode()
+        return translate.pod_info(wire.POD_DECODER.decode(raw), gpu_resource="nvidia.com/gpu").may_preempt
+
+    assert translated(None) and translated("PreemptLowerPriority") and not translated("Never")
