@@ -7,7 +7,7 @@ import sys
 import threading
 
 from scheduler.cells import HivedEngine
-from scheduler.cells.exchange import Match, Offer, Request, Window, cells_of, exchange_round, ledger
+from scheduler.cells.exchange import Match, Offer, Request, Window, cells_of, due_preemptions, exchange_round, ledger
 from scheduler.cluster.exchange.controller import ExchangeController
 from scheduler.cluster.exchange.objects import ConfigMap, Meta, Namespace
 from scheduler.cluster.exchange.quotas import ExchangeQuotas
@@ -244,3 +244,28 @@ def test_a_ledger_entry_edited_to_lend_a_negative_count_is_refused_naming_the_fi
         entries, problems = ledger.read({good.key: edited})
         assert entries == [] and len(problems) == 1 and f"data.{good.key}: {field}" in problems[0], (field, problems)
     assert ledger.read({good.key: text}) == ([good], [])
+
+
+def test_a_borrower_lending_later_keeps_its_own_lenders_grace():
+    # b borrowed a node from a until T0 + 1 h; an hour later b lends its own node to a for an
+    # hour, while b's pod runs on it: that node cell drains for b's lending, whose lender grace
+    # ends 5 minutes after it opens. The first exchange looks at b's draining node cells for a
+    # day after its end (to retry a deletion that failed), took this one for its own, and
+    # preempted b's pod the moment the second window opened, without its grace.
+    borrowed = node_exchange(start=T0, end=T0 + HOUR, lender="a", borrower="b")
+    lent = node_exchange(start=T0 + 2 * HOUR, end=T0 + 3 * HOUR, lender="b", borrower="a")
+    views = {"b": {"name": "b", "vcCells": [{"id": "n1", "cellType": "V100-NODE", "state": "draining", "pods": ["team-b/job"]}],
+                   "placements": [{"pod": "team-b/job", "uid": "uid-job"}]}}
+    opened = T0 + 2 * HOUR + 1
+    assert due_preemptions(entries=[borrowed, lent], now=opened, grace_seconds=GRACE, views=views) == []
+    (due,) = due_preemptions(entries=[borrowed, lent], now=T0 + 2 * HOUR + GRACE, grace_seconds=GRACE, views=views)
+    assert due.pod == "team-b/job" and "lent" in due.reason
+    # Before b lends, b's pod left on a cell it returned is still the first exchange's to preempt.
+    (due,) = due_preemptions(entries=[borrowed, lent], now=T0 + HOUR + GRACE, grace_seconds=GRACE, views=views)
+    assert due.pod == "team-b/job" and "returned" in due.reason
+    # b lending from the moment it returns: two node cells drain, each exchange empties one then.
+    views["b"]["vcCells"].append({"id": "n2", "cellType": "V100-NODE", "state": "draining", "pods": ["team-b/other"]})
+    views["b"]["placements"].append({"pod": "team-b/other", "uid": "uid-other"})
+    at_once = node_exchange(start=T0 + HOUR, end=T0 + 3 * HOUR, lender="b", borrower="a")
+    due_both = due_preemptions(entries=[borrowed, at_once], now=T0 + HOUR + GRACE, grace_seconds=GRACE, views=views)
+    assert sorted(p.pod for p in due_both) == ["team-b/job", "team-b/other"]

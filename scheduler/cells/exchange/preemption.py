@@ -75,6 +75,7 @@ def due_preemptions(
     # Per VC, the draining cells an exchange has taken: two exchanges moving a cell of the same
     # type each empty one of their own.
     claimed: dict[str, set[str]] = {}
+    entries = list(entries)
     for entry in entries:
         sides: list[tuple[str, Cells, str]] = []
         if entry.window.start + grace_seconds <= now < entry.window.end:
@@ -82,7 +83,7 @@ def due_preemptions(
                           f"cell exchange {entry.offer} -> {entry.request}: virtual cluster {entry.lender} lent "
                           f"{describe_cells(entry.offer_cells)} from {rfc3339(entry.window.start)}, and its guaranteed pods "
                           f"still on the lent cells {duration(grace_seconds)} later are preempted"))
-        if entry.window.end + grace_seconds <= now < entry.window.end + grace_seconds + horizon_seconds:
+        if entry.window.end + grace_seconds <= now < _borrower_side_until(entry, entries, grace_seconds, horizon_seconds):
             sides.append((entry.borrower, entry.request_cells,
                           f"cell exchange {entry.offer} -> {entry.request}: the window ended at {rfc3339(entry.window.end)}, "
                           f"and virtual cluster {entry.borrower}'s guaranteed pods still on the cells it returned "
@@ -97,6 +98,18 @@ def due_preemptions(
                 seen.add(pod)
                 due.append(Preemption(pod=pod, uid=uid, vc=vc, cell=cell, reason=reason))
     return due
+
+
+def _borrower_side_until(entry: Entry, entries: Sequence[Entry], grace_seconds: float, horizon_seconds: float) -> float:
+    """Until when ``entry``'s borrower side is looked at: the horizon, cut short where the borrower
+    starts lending a type it borrowed (a later exchange) after this side's grace: the cells that
+    drain then are that exchange's, preempted only when its own lender grace ends. (A lending
+    from before this grace's end drains beside this exchange's return, each claiming its own.)"""
+    borrowed = {cell_type for cell_type, _ in entry.request_cells}
+    lends = [other.window.start for other in entries
+             if other.lender == entry.borrower and other.window.start > entry.window.end + grace_seconds
+             and borrowed & {cell_type for cell_type, _ in other.offer_cells}]
+    return min([entry.window.end + grace_seconds + horizon_seconds, *lends])
 
 
 def draining_pods(views: Mapping[str, Mapping[str, Any]]) -> dict[str, int]:
