@@ -6,6 +6,8 @@ from __future__ import annotations
 import sys
 import threading
 
+import pytest
+
 from scheduler.cells import HivedEngine
 from scheduler.cells.exchange import Match, Offer, Request, Window, cells_of, due_preemptions, exchange_round, ledger
 from scheduler.cluster.exchange.controller import ExchangeController
@@ -198,6 +200,11 @@ def board_round(offers, requests, entries=(), now=T0):
                                                     grace_seconds=GRACE).outcomes}
 
 
+def board_entries(offers, requests, *, entries, now):
+    return exchange_round(offers=offers, requests=requests, namespaces=NAMESPACES, base=BOARD.virtual_clusters, catalog=CATALOG,
+                          topology=TOPOLOGY, entries=list(entries), now=now, grace_seconds=GRACE).new_entries
+
+
 def test_an_offer_matched_for_part_of_its_window_says_the_rest_left_the_board():
     # a offered its node for four hours; b asked for one of them. Algorithm 2 takes the offer off
     # the board whole, so the other three hours are lent to nobody and offered to nobody, but
@@ -217,8 +224,7 @@ def test_a_matched_object_edited_afterwards_says_the_edit_changes_nothing():
     # had been taken: b waited for cells nobody would give it.
     offer = posting("offer", "team-a", "idle", {"V100-NODE": 1}, T0, T0 + 4 * HOUR)
     request = posting("request", "team-b", "burst", {"V100-NODE": 1}, T0, T0 + HOUR)
-    (entry,) = exchange_round(offers=[offer], requests=[request], namespaces=NAMESPACES, base=BOARD.virtual_clusters, catalog=CATALOG,
-                              topology=TOPOLOGY, entries=[], now=T0 - 30, grace_seconds=GRACE).new_entries
+    (entry,) = board_entries([offer], [request], entries=[], now=T0 - 30)
     edited = posting("request", "team-b", "burst", {"V100-NODE": 2}, T0, T0 + 3 * HOUR)
     message = board_round([offer], [edited], entries=[entry], now=T0 + 60)["team-b/burst"].message
     assert "spec changed since the match" in message, message
@@ -269,3 +275,22 @@ def test_a_borrower_lending_later_keeps_its_own_lenders_grace():
     at_once = node_exchange(start=T0 + HOUR, end=T0 + 3 * HOUR, lender="b", borrower="a")
     due_both = due_preemptions(entries=[borrowed, at_once], now=T0 + HOUR + GRACE, grace_seconds=GRACE, views=views)
     assert sorted(p.pod for p in due_both) == ["team-b/job", "team-b/other"]
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "not fixed: an entry that does not read is left out, so its offer is judged again and may be matched to another "
+    "tenant's request; when the entry is fixed, the offer lends its cells twice. Holding the objects an unreadable "
+    "entry names (when its JSON still names them) or stopping new matches while one does not read is a policy "
+    "choice for the maintainers (the settled totals stop the writes; entries are only named)"))
+def test_an_offer_whose_ledger_entry_does_not_read_is_never_lent_again():
+    offer = posting("offer", "team-a", "idle", {"V100-NODE": 1}, T0, T0 + HOUR)
+    to_b = posting("request", "team-b", "burst", {"V100-NODE": 1}, T0, T0 + HOUR, posted=T0 - 100)
+    (entry,) = board_entries([offer], [to_b], entries=[], now=T0 - 30)
+    broken = ledger.encode(entry).replace('"gpus":8', '"gpus":"eight"')
+    entries, problems = ledger.read({entry.key: broken})
+    assert entries == [] and problems
+    # c lent before (its surplus is the highest), so its request comes first, and takes the offer.
+    earlier = node_exchange(start=T0 - 3 * HOUR, end=T0 - 2 * HOUR, lender="c", borrower="b")
+    to_c = posting("request", "team-c", "burst", {"V100-NODE": 1}, T0, T0 + HOUR, posted=T0 - 50)
+    again = board_entries([offer], [to_b, to_c], entries=[earlier], now=T0 + 60)
+    assert [e for e in again if e.offer == "team-a/idle"] == []
