@@ -284,12 +284,14 @@ def job_problems(job: AdmittedJob, *, cells: LiveCells | None, gpu_resource: str
     interchangeable = ANNOTATION_CONFIGURATIONS in annotations
     if interchangeable:
         checks.append(lambda: parse_configurations(annotations[ANNOTATION_CONFIGURATIONS]))
-    if ANNOTATION_ESTIMATE in annotations:
-        checks.append(lambda: parse_estimate(annotations[ANNOTATION_ESTIMATE]))
-    # The estimator extrapolates its samples to this many iterations: needed unless the user
-    # gave the estimate (an absent one says "is missing").
-    if ANNOTATION_ITERATIONS in annotations or (creating and interchangeable and ANNOTATION_ESTIMATE not in annotations):
-        checks.append(lambda: parse_iterations(annotations.get(ANNOTATION_ITERATIONS)))
+        if ANNOTATION_ESTIMATE in annotations:
+            checks.append(lambda: parse_estimate(annotations[ANNOTATION_ESTIMATE]))
+        # The estimator extrapolates its samples to this many iterations: needed unless the user
+        # gave the estimate (an absent one says "is missing").
+        if ANNOTATION_ITERATIONS in annotations or (creating and ANNOTATION_ESTIMATE not in annotations):
+            checks.append(lambda: parse_iterations(annotations.get(ANNOTATION_ITERATIONS)))
+    else:
+        problems += _unread_without_configurations(annotations)
     for check in checks:
         try:
             check()
@@ -325,6 +327,21 @@ def job_problems(job: AdmittedJob, *, cells: LiveCells | None, gpu_resource: str
         return problems + [_problem(error, where="")]
     return (problems + _template_problems(pod, configured, cells=cells) + _gang_shape_problems(pod, job.spec)
             + trial_priority_problems(template_labels, template.spec, where=TEMPLATE))
+
+
+def _unread_without_configurations(annotations: Mapping[str, str]) -> list[Problem]:
+    """The estimator's annotations on a Job it does not follow (it follows only interchangeable
+    Jobs, scheduler/cluster/feed.py): never read, so a mistake in them blocks nothing."""
+    problems = []
+    for key in (ANNOTATION_ESTIMATE, ANNOTATION_ITERATIONS):
+        if key in annotations:
+            field = f"annotation {key}"
+            problems.append(Problem(
+                field=field,
+                text=f"{field}: read only on an interchangeable Job (one with {ANNOTATION_CONFIGURATIONS}); ignored here",
+                blocking=False,
+            ))
+    return problems
 
 
 def _estimate_without_configuration(annotations: Mapping[str, str]) -> list[Problem]:

@@ -126,10 +126,13 @@ def test_jobs_are_checked_on_create_and_refused_on_update_only_for_what_the_upda
     updated = refusing.review(ADMISSION_VALIDATE_JOBS_PATH, labelled, operation="UPDATE", old=urgent)
     assert updated["allowed"] is True and len(updated["warnings"]) == 1
     mistaken = yaml.safe_load(yaml.safe_dump(labelled))
-    mistaken["metadata"]["annotations"]["cellfit.io/iterations"] = "lots"
+    # A key read on any Job (FitGpp's count; iterations and estimate are read only on an
+    # interchangeable Job, so on this one they are only warned about).
+    mistaken["metadata"]["annotations"]["cellfit.io/preemptions"] = "lots"
     refused = refusing.review(ADMISSION_VALIDATE_JOBS_PATH, mistaken, operation="UPDATE", old=labelled)
     assert refused["allowed"] is False
-    assert refused["status"]["message"] == "cellfit refuses this job (admission.rejectInvalid): cellfit.io/iterations: 'lots' is not an integer"
+    assert refused["status"]["message"] == ("cellfit refuses this job (admission.rejectInvalid): "
+                                            "metadata.annotations[cellfit.io/preemptions]: 'lots' is not a non-negative integer")
     # A body that is not a review of the path's kind: 400, which failurePolicy Ignore admits.
     wrong = refusing.client.post(ADMISSION_VALIDATE_JOBS_PATH, content=k.dumps(validating_review(k.pod("train-x7k2q"))))
     assert wrong.status_code == 400 and "this path reviews a Job, not a Pod" in wrong.json()["Error"]

@@ -464,6 +464,19 @@ def test_an_estimate_for_no_configured_kind_is_told_the_job_never_starts():
         assert answer(service, job("train", annotations=annotations, template_labels=VISION, gpus=0, suspend=True)).keys() == {"uid", "allowed"}
 
 
+def test_the_estimators_annotations_on_a_job_that_is_not_interchangeable_are_only_warned_ignored():
+    # The estimator follows only Jobs with cellfit.io/configurations: on any other Job these
+    # values are never read, so a mistake in them blocks nothing.
+    service, _ = validation(reject=True)
+    body = job("train", annotations={"cellfit.io/iterations": "many", "cellfit.io/estimate": "{}"}, template_labels=VISION)
+    response = answer(service, body)
+    assert response["allowed"] is True
+    assert response["warnings"] == [
+        f"cellfit: annotation {key}: read only on an interchangeable Job (one with cellfit.io/configurations); ignored here"
+        for key in ("cellfit.io/estimate", "cellfit.io/iterations")
+    ]
+
+
 def test_a_huge_value_is_not_echoed_whole_in_a_refusal():
     # The API server caps annotations at 256 KiB together, not one value: a refusal quoting it
     # whole sent it back to kubectl (and into the API server's audit log) in full.
