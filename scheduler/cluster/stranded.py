@@ -28,6 +28,7 @@ import threading
 from dataclasses import dataclass
 from typing import Iterable, Iterator, Mapping, Protocol, Sequence
 
+from scheduler.cells.expiry import REASON as EXPIRY_REASON
 from scheduler.cells.capabilities import GuaranteeKeeping, WaitingGuarantee
 from scheduler.constants import LABEL_PRIORITY, PRIORITY_OPPORTUNISTIC
 from scheduler.core.model import TERMINAL_PHASES, PodInfo
@@ -39,6 +40,10 @@ log = logging.getLogger(__name__)
 
 _NODES_PATH = "/api/v1/nodes?resourceVersion=0"
 NEVER_PREEMPT = "Never"
+# Events on a stranded pod: why nothing is reclaimed for it; its booking given back (the reason
+# the booking sweep's releases carry too).
+NOT_RECLAIMED = "CellsNotReclaimed"
+BOOKING_RELEASED = EXPIRY_REASON
 # kube-scheduler retries a pod it parked as unschedulable after at most 5 minutes
 # (podMaxInUnschedulablePodsDuration) and a flush period of 30 s, whatever else moves it: a pod
 # still unschedulable that long after its cells were freed is refused them, not merely not retried.
@@ -46,11 +51,13 @@ KUBE_SCHEDULER_RETRY_SECONDS = 330.0
 
 
 class PendingPods(Protocol):
-    """The API calls this reads with (scheduler.cluster.api.KubernetesApi)."""
+    """The API calls this makes (scheduler.cluster.api.KubernetesApi)."""
 
     def list_pending_pods(self, scheduler_name: str) -> bytes: ...
 
     def list_path(self, path: str) -> bytes: ...
+
+    def create_event(self, *, namespace: str, pod_name: str, pod_uid: str, reason: str, message: str, warning: bool = False) -> None: ...
 
 
 class PodIndex(Protocol):
@@ -231,6 +238,7 @@ class StrandedGuarantees:
         self._refused &= self._since.keys()
         if not self._booked:
             return
+        given_back: list[tuple[PodInfo, str]] = []
         with self._lock:
             booked, waiting = self._engine.booked_nodes(), {w.pod_uid for w in self._engine.waiting_guarantees()}
             for uid, since in list(self._booked.items()):
@@ -247,6 +255,14 @@ class StrandedGuarantees:
                                 "and kube-scheduler still finds the pod unschedulable, so it refuses the node for what cellfit "
                                 "does not check (host ports, other resources); no more is reclaimed for it while it stays unschedulable",
                                 extra={"pod": info.key if info is not None else uid, "node": booked[uid]})
+                    if info is not None:
+                        given_back.append((info, booked[uid]))
+        for info, node in given_back:  # written outside the engine lock: an API call
+            self._event(namespace=info.namespace, name=info.name, uid=info.uid, reason=BOOKING_RELEASED,
+                        message=f"cellfit released the cells it booked for this pod on node {node}: the opportunistic pods on "
+                                f"them are gone and kube-scheduler still finds the pod unschedulable, so it refuses that node "
+                                f"for what cellfit does not check (host ports, other resources); nothing more is reclaimed "
+                                f"for it while it stays unschedulable")
 
     def _candidate(self, uid: str) -> bool:
         with self._lock:
@@ -262,24 +278,34 @@ class StrandedGuarantees:
             self._nodes_listed_at = now
         return self._node_list
 
-    def _tell_once(self, pod: node_rules.ConstrainedPod, message: str, *, extra: dict[str, str]) -> None:
-        """Why a pod is left as it is, said once while it stays unschedulable."""
-        if pod.metadata.uid not in self._told:
-            self._told.add(pod.metadata.uid)
-            log.warning(message, extra=extra)
+    def _tell_once(self, pod: node_rules.ConstrainedPod, why: str, *, extra: dict[str, str]) -> None:
+        """Why a pod is left as it is, said once while it stays unschedulable: in the leader's
+        log, and to the pod's owner in a Warning Event on the pod."""
+        if pod.metadata.uid in self._told:
+            return
+        self._told.add(pod.metadata.uid)
+        log.warning("a guaranteed pod waits for cells opportunistic pods hold, and cellfit does not reclaim them: " + why, extra=extra)
+        self._event(namespace=pod.metadata.namespace, name=pod.metadata.name, uid=pod.metadata.uid, reason=NOT_RECLAIMED,
+                    message=f"cellfit does not reclaim its virtual cluster's cells from the opportunistic pods on them for this "
+                            f"pod: {why}")
+
+    def _event(self, *, namespace: str, name: str, uid: str, reason: str, message: str) -> None:
+        try:
+            self._api.create_event(namespace=namespace, pod_name=name, pod_uid=uid, reason=reason, message=message, warning=True)
+        except CellfitError as error:
+            log.warning("stranded pod event not written", extra={"pod": f"{namespace}/{name}", "reason": str(error)})
 
     def _book_one(self, pod: node_rules.ConstrainedPod, candidates: Sequence[SizedNode], use: dict[str, NodeUse]) -> Booked | None:
         """Book the pod's cells on one of ``candidates`` (the nodes its constraints allow); ``use``
         gains its requests on the booked node."""
         key = f"{pod.metadata.namespace}/{pod.metadata.name}"
         if pod.spec.preemptionPolicy == NEVER_PREEMPT:
-            self._tell_once(pod, "a guaranteed pod waits for cells opportunistic pods hold, and cellfit does not reclaim them: "
-                                 "its preemptionPolicy is Never", extra={"pod": key})
+            self._tell_once(pod, "its preemptionPolicy is Never (kube-scheduler deletes nobody for it either)", extra={"pod": key})
             return None
         unmodelled = node_rules.unmodelled(pod.spec)
         if unmodelled is not None:
-            self._tell_once(pod, "a guaranteed pod waits for cells opportunistic pods hold, and cellfit does not reclaim them: it "
-                                 "cannot check where kube-scheduler would place the pod", extra={"pod": key, "constraint": unmodelled})
+            self._tell_once(pod, f"cellfit cannot check where kube-scheduler would place it, for its {unmodelled}",
+                            extra={"pod": key, "constraint": unmodelled})
             return None
         sizes = {sized.node.metadata.name: sized.allocatable for sized in candidates}
         with self._lock:

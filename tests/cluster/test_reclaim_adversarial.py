@@ -138,6 +138,8 @@ def test_cells_kube_scheduler_still_will_not_give_the_pod_once_free_are_given_ba
     assert cluster.engine.has_booking(cluster.g)
     cluster.look_at(AFTER + 10 + RETRY)
     assert not cluster.engine.has_booking(cluster.g)
+    released = [e for e in cluster.api.events if e["reason"] == "BookingReleased"]
+    assert [(e["pod_name"], e["warning"]) for e in released] == [("g", True)] and "host ports" in released[0]["message"]
     # Nothing more is deleted for it: its VC's cells are free, kube-scheduler's business.
     for seconds in (2 * RETRY, 3 * RETRY, 6 * RETRY):
         assert cluster.look_at(seconds) == []
@@ -193,6 +195,7 @@ def test_a_pod_that_may_never_preempt_gets_nothing_deleted_for_it():
     cluster.api.pending = [unschedulable(cluster.g, preemptionPolicy="Never")]
     cluster.look_at(0)
     assert cluster.look_at(AFTER) == [] and cluster.api.writes == [] and not cluster.engine.has_booking(cluster.g)
+    assert [(e["reason"], "preemptionPolicy is Never" in e["message"]) for e in cluster.api.events] == [("CellsNotReclaimed", True)]
 
 
 def test_a_pod_that_may_preempt_lower_priorities_is_reclaimed_for():

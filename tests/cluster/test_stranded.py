@@ -194,6 +194,10 @@ def test_a_pod_with_constraints_the_rules_do_not_model_is_left_and_named_once(ca
         assert cluster.look_at(AFTER) == [] and cluster.look_at(2 * AFTER) == []
     named = [r for r in caplog.records if getattr(r, "constraint", None) == "spec.affinity.podAntiAffinity (required terms)"]
     assert len(named) == 1 and not cluster.engine.has_booking(cluster.g)
+    # The pod's owner is told too, once: a Warning Event on the pod naming the constraint.
+    (event,) = cluster.api.events
+    assert (event["pod_name"], event["reason"], event["warning"]) == ("g", "CellsNotReclaimed", True)
+    assert "spec.affinity.podAntiAffinity (required terms)" in event["message"], event["message"]
 
 
 def test_a_pod_that_has_free_cells_is_not_stranded_by_hived():
