@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 from pydantic.alias_generators import to_camel
 
 from scheduler.cells import CellsConfig, check_config
-from scheduler.constants import DEFAULT_PORT, LABEL_RACK, RESOURCE_NVIDIA_GPU
+from scheduler.constants import DEFAULT_PORT, LABEL_RACK, REQUEUE_SIGNAL_IMAGE, RESOURCE_NVIDIA_GPU
 from scheduler.errors import ConfigError
 from scheduler.messages import MAX_PROBLEMS, clip, first_problems, quoted
 from scheduler.safe_yaml import LIMITS as YAML_LIMITS
@@ -574,6 +574,12 @@ class NudgeSettings(_Section):
         10.0, ge=1, le=3600, allow_inf_nan=False,
         description="At most one requeue signal (two API calls; kube-scheduler retries every parked pod once) this "
                     "often, from the leader's pass and from each replica's signals after preemption alike.",
+    )
+    signal_image: str = Field(
+        REQUEUE_SIGNAL_IMAGE, min_length=1, max_length=512, pattern=r"^[^\s]+$",
+        description="The image the requeue signal pod names. It never runs (the pod is bound to a node that does not "
+                    "exist), so it is never pulled; a cluster whose admission allows only its own registry names one "
+                    "from there.",
     )
 
 

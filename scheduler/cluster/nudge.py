@@ -50,7 +50,7 @@ from typing import Any, Callable, Final, Protocol, Sequence
 import msgspec
 
 from scheduler.config import NudgeSettings
-from scheduler.constants import EXTENDER_URL_PREFIX, LABEL_REQUEUE_SIGNAL, REQUEUE_SIGNAL_NODE
+from scheduler.constants import EXTENDER_URL_PREFIX, LABEL_REQUEUE_SIGNAL, REQUEUE_SIGNAL_IMAGE, REQUEUE_SIGNAL_NODE
 from scheduler.errors import KubernetesApiError
 
 log = logging.getLogger(__name__)
@@ -65,7 +65,6 @@ EXTENDER_ERROR_MARK = EXTENDER_URL_PREFIX + "/"
 _ANSWERED = re.compile(re.escape(EXTENDER_URL_PREFIX) + r"/\w+, code (\d+)")
 STARTING_STATUS = "503"
 # Never pulled: no kubelet runs a pod bound to a node that does not exist.
-SIGNAL_IMAGE = "registry.k8s.io/pause:3.10"
 # Stated, though nothing runs it: a ResourceQuota tracking compute resources makes the API server
 # refuse any pod whose containers leave one unstated (where no LimitRange defaults it), and the
 # signal would then never be sent. The least amounts, counted against the quota for the
@@ -208,7 +207,7 @@ class SignalPacer:
 # ------------------------------------------------------------------ the signal
 
 
-def signal_pod(name: str, *, namespace: str) -> dict[str, Any]:
+def signal_pod(name: str, *, namespace: str, image: str = REQUEUE_SIGNAL_IMAGE) -> dict[str, Any]:
     """The pod whose creation and deletion make kube-scheduler requeue parked pods: bound at
     creation to a node that never exists, requesting next to nothing, restricted in every way
     the Pod Security "restricted" profile asks."""
@@ -223,7 +222,7 @@ def signal_pod(name: str, *, namespace: str) -> dict[str, Any]:
             "securityContext": {"runAsNonRoot": True, "runAsUser": 65532, "seccompProfile": {"type": "RuntimeDefault"}},
             "containers": [{
                 "name": "signal",
-                "image": SIGNAL_IMAGE,
+                "image": image,
                 "resources": {"requests": dict(SIGNAL_RESOURCES), "limits": dict(SIGNAL_RESOURCES)},
                 "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
             }],
@@ -231,13 +230,13 @@ def signal_pod(name: str, *, namespace: str) -> dict[str, Any]:
     }
 
 
-def send_signal(api: NudgeApi, *, namespace: str) -> None:
+def send_signal(api: NudgeApi, *, namespace: str, image: str = REQUEUE_SIGNAL_IMAGE) -> None:
     """Create the signal pod and delete it at once (no grace: nothing runs it). Sent once
     created: a deletion that fails is the pod garbage collector's to make (it deletes pods bound
     to a node that does not exist), which requeues the parked pods the same way, later; raising
     then would have the callers send another signal pod at every try."""
     name = f"cellfit-requeue-{uuid.uuid4().hex[:10]}"
-    api.create_pod(namespace=namespace, pod=signal_pod(name, namespace=namespace))
+    api.create_pod(namespace=namespace, pod=signal_pod(name, namespace=namespace, image=image))
     try:
         api.delete_pod(namespace=namespace, name=name, grace_period_seconds=0)
     except KubernetesApiError as error:
@@ -268,9 +267,11 @@ class VictimRequeue:
         delay_seconds: float = 0.2,
         min_interval_seconds: float = 1.0,
         on_signal: Callable[[], None] | None = None,
+        signal_image: str = REQUEUE_SIGNAL_IMAGE,
     ) -> None:
         self._api = api
         self._namespace = namespace
+        self._signal_image = signal_image
         self._delay = delay_seconds
         self._min_interval = min_interval_seconds
         self._on_signal = on_signal
@@ -297,7 +298,7 @@ class VictimRequeue:
                 return
             self._gone.clear()
             try:
-                send_signal(self._api, namespace=self._namespace)
+                send_signal(self._api, namespace=self._namespace, image=self._signal_image)
             except KubernetesApiError as error:
                 log.warning("requeue signal after preemption not sent; retrying", extra={"reason": str(error)})
                 self._gone.set()  # the victims are still gone: try again after the interval
@@ -373,7 +374,7 @@ class Nudger:
             if not self._pacer.due(found, now):
                 self._recovered()
                 return found
-            send_signal(self._api, namespace=self._namespace)
+            send_signal(self._api, namespace=self._namespace, image=self._settings.signal_image)
         except KubernetesApiError as error:
             if not self._failing:
                 self._failing = True

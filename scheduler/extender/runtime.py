@@ -318,6 +318,7 @@ def _leadership(
         exchange = None
         if quotas is not None and hived is not None and lock is not None:
             exchange = ExchangeController(api=connected, quotas=quotas, engine=hived, lock=lock, settings=settings.exchange,
+                                          signal_image=settings.nudge.signal_image,
                                           on_preempt=count_preemption)
         reclaim = reclaimer(connected) if reclaimer is not None else None
         return [driver for driver in (estimator, placer, nudger, exchange, reclaim) if driver is not None]
@@ -390,6 +391,7 @@ def _victim_requeue(
         api=api, namespace=settings.leader_election.namespace or default_namespace(),
         min_interval_seconds=settings.nudge.min_interval_seconds,
         on_signal=lambda: metrics.requeue_signals.labels(reason="victims-gone").inc(),
+        signal_image=settings.nudge.signal_image,
     )
     cache.on_victims_gone = requeue.victims_gone
     return requeue

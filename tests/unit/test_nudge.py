@@ -9,9 +9,11 @@ from datetime import datetime, timezone
 from fractions import Fraction
 from typing import Any
 
+import pytest
+
 from scheduler.config import NudgeSettings, parse_settings
 from scheduler.core.resources import parse_quantity
-from scheduler.errors import KubernetesApiError
+from scheduler.errors import ConfigError, KubernetesApiError
 from scheduler.constants import LABEL_REQUEUE_SIGNAL, REQUEUE_SIGNAL_NODE
 from scheduler.cluster.nudge import (
     EXTENDER_ERROR_MARK,
@@ -225,3 +227,31 @@ def test_the_signal_pod_is_admitted_in_a_namespace_whose_quota_tracks_compute_re
     api = QuotaNamespaceApi()
     send_signal(api, namespace="cellfit-system")
     assert api.created and api.created == api.deleted
+
+
+class RegistryAllowlistApi(QuotaNamespaceApi):
+    """A cluster whose admission allows images of its own registry only (a policy engine's
+    usual rule): the API server refuses a pod naming any other."""
+
+    def create_pod(self, *, namespace: str, pod: dict[str, Any]) -> None:
+        for container in pod["spec"]["containers"]:
+            if not container["image"].startswith("registry.corp.example/"):
+                raise KubernetesApiError(f"create pod: HTTP 403: image {container['image']} is not allowed", status=403)
+        super().create_pod(namespace=namespace, pod=pod)
+
+
+def test_the_signal_pod_names_the_configured_image_so_a_registry_allowlist_admits_it() -> None:
+    image = "registry.corp.example/mirror/pause:3.10"
+    settings = NudgeSettings(signal_image=image)
+    assert parse_settings(f"nudge:\n  signalImage: {image}\n").nudge.signal_image == image
+    api = RegistryAllowlistApi()
+    with pytest.raises(KubernetesApiError):
+        send_signal(api, namespace="cellfit-system")  # the default image, refused there
+    send_signal(api, namespace="cellfit-system", image=settings.signal_image)
+    assert api.created and api.created == api.deleted
+
+
+@pytest.mark.parametrize("image", ["", "pause 3.10", "x" * 513])
+def test_a_signal_image_that_cannot_be_one_is_refused_naming_the_field(image: str) -> None:
+    with pytest.raises(ConfigError, match="signalImage"):
+        parse_settings(f"nudge:\n  signalImage: {json.dumps(image)}\n")

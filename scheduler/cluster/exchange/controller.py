@@ -59,7 +59,7 @@ from scheduler.cluster.exchange.objects import (
 from scheduler.cluster.exchange.quotas import ExchangeQuotas
 from scheduler.cluster.nudge import send_signal
 from scheduler.config import ExchangeSettings
-from scheduler.constants import EXCHANGE_API_VERSION, KIND_CELL_OFFER, KIND_CELL_REQUEST
+from scheduler.constants import EXCHANGE_API_VERSION, KIND_CELL_OFFER, KIND_CELL_REQUEST, REQUEUE_SIGNAL_IMAGE
 from scheduler.errors import CellfitError, KubernetesApiError
 from scheduler.kube.times import timestamp
 
@@ -133,8 +133,10 @@ class ExchangeController:
         settings: ExchangeSettings,
         clock: Callable[[], float] = time.time,
         on_preempt: Callable[[str], None] | None = None,
+        signal_image: str = REQUEUE_SIGNAL_IMAGE,
     ) -> None:
         self._api = api
+        self._signal_image = signal_image
         self._quotas = quotas
         self._engine = engine
         self._lock = lock
@@ -430,7 +432,7 @@ class ExchangeController:
 
     def _requeue(self, why: str) -> None:
         try:
-            send_signal(self._api, namespace=self._quotas.namespace)
+            send_signal(self._api, namespace=self._quotas.namespace, image=self._signal_image)
         except CellfitError as error:
             log.warning("requeue signal not sent", extra={"reason": str(error)})
             return
