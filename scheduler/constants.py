@@ -40,6 +40,8 @@ LABEL_PLACEMENT: Final = f"{DOMAIN}/placement"
 # to, which never exists (".invalid" is a reserved top-level domain), so nothing ever runs it.
 LABEL_REQUEUE_SIGNAL: Final = f"{DOMAIN}/requeue-signal"
 REQUEUE_SIGNAL_NODE: Final = "cellfit-requeue.invalid"
+# The kube-scheduler profile of a pod that names none.
+KUBE_DEFAULT_SCHEDULER: Final = "default-scheduler"
 # The requeue signal pod's default image: it never runs, so it is never pulled (nudge.signalImage).
 REQUEUE_SIGNAL_IMAGE: Final = "registry.k8s.io/pause:3.10"
 

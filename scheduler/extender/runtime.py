@@ -281,6 +281,7 @@ def build_runtime(settings: Settings, *, api: KubernetesApi | None = None, stand
             metrics=metrics,
             gpu_resource=settings.policy.gpu_resource_name,
             reject_invalid=settings.admission.reject_invalid,
+            scheduler_name=settings.nudge.scheduler_name,
         )
         admission_app = create_admission_app(
             admission=admission, validation=validation, max_request_bytes=settings.server.max_request_bytes

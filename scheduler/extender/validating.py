@@ -19,6 +19,7 @@ from typing import Final, Literal
 
 import msgspec
 
+from scheduler.constants import KUBE_DEFAULT_SCHEDULER
 from scheduler.errors import InvalidRequest
 from scheduler.extender.metrics import ExtenderMetrics
 from scheduler.extender.service import Answer
@@ -66,15 +67,20 @@ _REVIEW_DECODER: Final = msgspec.json.Decoder(ValidationReview)
 
 class ObjectValidation:
     """``cells``: the running HiveD configuration, to check virtual clusters and cell types
-    against (``None`` under resource-fit, which has neither)."""
+    against (``None`` under resource-fit, which has neither). ``scheduler_name``: the
+    kube-scheduler profile cellfit serves; a pod (or a Job's pod template) of another scheduler is
+    not cellfit's, so its cellfit.io/ keys are not checked, only warned about as unread (None:
+    every object is checked as cellfit's)."""
 
     def __init__(
-        self, *, cells: LiveCells | None, metrics: ExtenderMetrics, gpu_resource: str, reject_invalid: bool
+        self, *, cells: LiveCells | None, metrics: ExtenderMetrics, gpu_resource: str, reject_invalid: bool,
+        scheduler_name: str | None = None,
     ) -> None:
         self._cells = cells
         self._metrics = metrics
         self._gpu_resource = gpu_resource
         self._reject_invalid = reject_invalid
+        self._scheduler_name = scheduler_name
 
     def review_pod(self, body: bytes) -> Answer:
         """Raises :class:`InvalidRequest` for a body that is not an AdmissionReview of a Pod."""
@@ -137,13 +143,35 @@ class ObjectValidation:
             return []
         if kind == "Job":
             job = wire.decode(JOB_DECODER, raw, field=field)
+            template = job.spec.template
+            elsewhere = self._another_scheduler(template.spec if template is not None else wire.PodSpec(), where="spec.template.spec")
+            if elsewhere is not None:
+                return [elsewhere]
             return job_problems(job, cells=self._cells, gpu_resource=self._gpu_resource, creating=creating)
         pod = wire.decode(wire.POD_DECODER, raw, field=field)
+        elsewhere = self._another_scheduler(pod.spec, where="spec")
+        if elsewhere is not None:
+            return [elsewhere]
         try:
             info = translate.pod_info(pod, gpu_resource=self._gpu_resource, field="spec")
         except InvalidRequest as error:  # a quantity cellfit cannot read: the scheduler would refuse it too
             return [Problem(field=error.field or "spec", text=str(error))]
         return pod_problems(info, cells=self._cells) + trial_priority_problems(info.labels, pod.spec)
+
+
+    def _another_scheduler(self, spec: wire.PodSpec, *, where: str) -> Problem | None:
+        """The one warning for a pod another scheduler places (the API server calls the webhook
+        for any object with a cellfit.io/ key): cellfit reads none of its keys, and a check as if
+        it did would warn, or refuse, about what never applies."""
+        ours, theirs = self._scheduler_name, spec.schedulerName or KUBE_DEFAULT_SCHEDULER
+        if ours is None or theirs == ours:
+            return None
+        return Problem(
+            field=f"{where}.schedulerName",
+            text=f"{where}.schedulerName: {theirs!r} schedules this pod, not cellfit ({ours!r}): its cellfit.io/ labels and "
+                 f"annotations are not read",
+            blocking=False,
+        )
 
 
 def _cut(text: str) -> str:

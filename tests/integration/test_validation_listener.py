@@ -152,3 +152,23 @@ def test_the_virtual_clusters_are_the_running_configurations_after_a_live_reload
     assert warning.review(ADMISSION_VALIDATE_PODS_PATH, speech)["warnings"] == [
         "cellfit: label cellfit.io/virtual-cluster: unknown virtual cluster 'speech' (known: nlp, vision)"
     ]
+
+
+@pytest.mark.slow
+def test_a_pod_or_job_another_scheduler_places_is_only_told_its_keys_are_unread(webhooks):
+    # The API server calls the webhook for any object with a cellfit.io/ key: a team using the
+    # default scheduler whose pods carry a stray cellfit label was warned, and refused under
+    # rejectInvalid, about keys nothing reads.
+    warning, refusing = webhooks
+    theirs = k.pod("plain-x7k2q", gpus=2, labels=VISION, annotations=ABC)
+    theirs["spec"]["schedulerName"] = "default-scheduler"
+    unread = "cellfit: spec.schedulerName: 'default-scheduler' schedules this pod, not cellfit ('cellfit'): its cellfit.io/ labels and annotations are not read"
+    for served in (warning, refusing):
+        answered = served.review(ADMISSION_VALIDATE_PODS_PATH, theirs)
+        assert answered["allowed"] is True and answered["warnings"] == [unread], answered
+    del theirs["spec"]["schedulerName"]  # no name: kube-scheduler's default profile
+    assert refusing.review(ADMISSION_VALIDATE_PODS_PATH, theirs)["allowed"] is True
+    their_job = job("train", template_labels={**VISION, "cellfit.io/priority": "urgent"}, suspend=True)
+    their_job["spec"]["template"]["spec"]["schedulerName"] = "volcano"
+    answered = refusing.review(ADMISSION_VALIDATE_JOBS_PATH, their_job)
+    assert answered["allowed"] is True and len(answered["warnings"]) == 1 and "'volcano' schedules" in answered["warnings"][0]
