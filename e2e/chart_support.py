@@ -706,6 +706,29 @@ def is_active(pod: dict[str, Any]) -> bool:
     return pod["status"].get("phase") not in ("Succeeded", "Failed") and not pod["metadata"].get("deletionTimestamp")
 
 
+def running_on(cluster: Cluster, ns: str, name: str) -> str | None:
+    """The pod's node while it runs; None while it does not, or does not exist."""
+    found = cluster.kubectl("-n", ns, "get", "pod", name, "-o", "json", check=False)
+    if found.returncode != 0:
+        return None
+    current = json.loads(found.stdout)
+    if current["status"].get("phase") != "Running" or not is_active(current):
+        return None
+    return str(current["spec"]["nodeName"])
+
+
+def gang_job(name: str, *, scheduler_name: str, node_selector: dict[str, str], gpus: int, size: int,
+             priority_class: str | None = None) -> dict[str, Any]:
+    """A Job of ``size`` pods of ``gpus`` GPUs each, one HiveD gang (never retried: restartPolicy
+    Never, backoffLimit 0)."""
+    template = gpu_pod(name, scheduler_name=scheduler_name, node_selector=node_selector, gpus=gpus, priority_class=priority_class,
+                       annotations={"cellfit.io/gang": "true", "cellfit.io/gang-size": str(size)})
+    template["spec"]["restartPolicy"] = "Never"
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name},
+            "spec": {"parallelism": size, "completions": size, "backoffLimit": 0,
+                     "template": {"metadata": {"annotations": template["metadata"]["annotations"]}, "spec": template["spec"]}}}
+
+
 def gpus_of(pod: dict[str, Any]) -> int:
     return sum(int(c.get("resources", {}).get("limits", {}).get("nvidia.com/gpu", 0)) for c in pod["spec"]["containers"])
 

@@ -29,8 +29,10 @@ from chart_support import (
     Release,
     Scenarios,
     assert_no_double_booking,
+    gang_job,
     gpu_pod,
     is_active,
+    running_on,
     scenario_scheduler,
     wait_for,
 )
@@ -66,16 +68,6 @@ def default_vc_cells(procs: ChartScheduler) -> int:
 
 def pod(cluster: Cluster, ns: str, name: str) -> dict[str, Any]:
     return dict(cluster.kubectl_json("-n", ns, "get", "pod", name))
-
-
-def running_on(cluster: Cluster, ns: str, name: str) -> str | None:
-    found = cluster.kubectl("-n", ns, "get", "pod", name, "-o", "json", check=False)
-    if found.returncode != 0:
-        return None
-    current = json.loads(found.stdout)
-    if current["status"].get("phase") != "Running" or not is_active(current):
-        return None
-    return str(current["spec"]["nodeName"])
 
 
 def gpu_indices(pod_object: dict[str, Any]) -> set[int]:
@@ -201,12 +193,7 @@ def test_a_deleted_jobs_unused_gang_slot_is_released_with_an_event(env: Any) -> 
     # gang's second slot waits for a pod that never comes.
     cluster.apply({"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "one-pod"}, "spec": {"hard": {"pods": "1"}}},
                   namespace=ns)
-    template = gpu_pod("pair", scheduler_name=name, node_selector=where, gpus=8, priority_class="cellfit-best-effort",
-                       annotations={"cellfit.io/gang": "true", "cellfit.io/gang-size": "2"})
-    template["spec"]["restartPolicy"] = "Never"
-    cluster.apply({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "pair"},
-                   "spec": {"parallelism": 2, "completions": 2, "backoffLimit": 0,
-                            "template": {"metadata": {"annotations": template["metadata"]["annotations"]}, "spec": template["spec"]}}},
+    cluster.apply(gang_job("pair", scheduler_name=name, node_selector=where, gpus=8, size=2, priority_class="cellfit-best-effort"),
                   namespace=ns)
 
     def running_pod() -> dict[str, Any] | None:

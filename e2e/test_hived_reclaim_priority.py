@@ -15,7 +15,10 @@ from typing import Any, Iterator
 
 import pytest
 
-from chart_support import ChartScheduler, Cluster, Release, Scenarios, assert_no_double_booking, gpu_pod, is_active, scenario_scheduler, wait_for
+from chart_support import (
+    ChartScheduler, Cluster, Release, Scenarios, assert_no_double_booking, gang_job, gpu_pod, is_active, running_on, scenario_scheduler,
+    wait_for,
+)
 
 pytestmark = pytest.mark.e2e
 SCENARIOS = Scenarios("hivedprio-")
@@ -27,12 +30,6 @@ def env(control_plane: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterato
     workdir = tmp_path_factory.mktemp(f"hived-reclaim-priority-{SCENARIOS.run}")
     with scenario_scheduler(control_plane, workdir, SCENARIOS, nodes={"equal": 1, "gang": 2}, name="hived-prio") as (cluster, release, procs):
         yield cluster, release, procs, control_plane
-
-
-def running_on(cluster: Cluster, ns: str, name: str) -> str | None:
-    """The pod's node while it runs (each pod asked about exists by then)."""
-    current = cluster.kubectl_json("-n", ns, "get", "pod", name)
-    return str(current["spec"]["nodeName"]) if current["status"].get("phase") == "Running" and is_active(current) else None
 
 
 def reasons(cluster: Cluster, ns: str, name: str) -> dict[str, str]:
@@ -81,12 +78,7 @@ def test_a_gang_behind_opportunistic_pods_of_equal_priority_gets_its_nodes(env: 
                               labels=OPPORTUNISTIC), namespace=ns)
     assert wait_for(lambda: sorted(filter(None, (running_on(cluster, ns, f"squatter-{i}") for i in range(2)))) == nodes or None, 90,
                     f"both squatters running (cellfit log {procs.cellfit.log})")
-    template = gpu_pod("pair", scheduler_name=name, node_selector=where, gpus=8, priority_class="cellfit-best-effort",
-                       annotations={"cellfit.io/gang": "true", "cellfit.io/gang-size": "2"})
-    template["spec"]["restartPolicy"] = "Never"
-    cluster.apply({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "pair"},
-                   "spec": {"parallelism": 2, "completions": 2, "backoffLimit": 0,
-                            "template": {"metadata": {"annotations": template["metadata"]["annotations"]}, "spec": template["spec"]}}},
+    cluster.apply(gang_job("pair", scheduler_name=name, node_selector=where, gpus=8, size=2, priority_class="cellfit-best-effort"),
                   namespace=ns)
 
     def gang_nodes() -> list[str] | None:
