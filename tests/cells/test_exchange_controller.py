@@ -229,11 +229,13 @@ def test_the_round_runs_outside_the_engine_lock():
 
 def test_a_value_that_does_not_read_is_never_written_over():
     """An entry that does not read (an operator's edit, an older format) under the key of the
-    match the round makes: the match waits, told to nobody; the value stays for its owner."""
+    match the round would make: naming no offer or lender, it stops every new match (its match
+    may be in force), each object says why; the value stays for its owner."""
     controller, api = setup(offers=[cell_object("na", "o2", "u1")], requests=[cell_object("nb", "r2", "u2")])
     key = ledger.entry_key(offer="na/o2", request="nb/r2", offer_uid="u1", request_uid="u2")
     api.data[key] = "edited by hand"
     controller.reconcile()
     assert api.data[key] == "edited by hand" and api.ledger_writes == 0
-    assert "o2" not in api.statuses and "r2" not in api.statuses and len(api.deleted) == 1
-    assert controller.inspect()["lastRound"]["unrecorded"] == ["na/o2", "nb/r2"]
+    assert api.statuses["o2"]["phase"] == api.statuses["r2"]["phase"] == "Posted"
+    assert f"data.{key}" in api.statuses["o2"]["message"] and f"data.{key}" in api.statuses["r2"]["message"]
+    assert len(api.deleted) == 1 and controller.inspect()["lastRound"]["matched"] == []

@@ -23,7 +23,8 @@ from typing import Any, Callable, Literal, Mapping, Sequence
 
 from scheduler.cells.config import VirtualClusterSpec
 from scheduler.cells.exchange.arbiter import Refused, do_matching
-from scheduler.cells.exchange.ledger import Entry, Settled, entry_of, not_over, surplus
+from scheduler.cells.exchange.holds import Holds, unread_holds
+from scheduler.cells.exchange.ledger import Entry, Settled, Unread, entry_of, not_over, surplus
 from scheduler.cells.exchange.model import CellCatalog, Offer, Request, describe_cells
 from scheduler.cells.exchange.quota import QuotaProof
 from scheduler.cells.exchange.resource import parse_offer, parse_request, rfc3339
@@ -204,6 +205,21 @@ def _outcome(entry: Entry, posting: Posting, *, phase: Phase, message: str, pree
     return Outcome(posting=posting, phase=phase, status=status)
 
 
+def _matchable(offers: list[Offer], holds: Holds) -> list[Offer]:
+    """The open offers the round may match: none while ``holds.everything``, none of a held lender."""
+    return [] if holds.everything else [o for o in offers if o.tenant not in holds.lenders]
+
+
+def _held_status(posting: Posting, why: str) -> Outcome:
+    """A held object keeps what cellfit last told of it (its phase and match), with ``why``: no
+    cell moves for a match the ledger does not read, so no preemption is promised."""
+    last = posting.status
+    phase = last.get("phase") if last.get("phase") in ("Matched", "Active", "Returned") else "Posted"
+    status = {"phase": phase, "virtualCluster": last.get("virtualCluster"), "message": why, "observedGeneration": posting.generation,
+              "match": last.get("match"), "preemptAt": None}
+    return Outcome(posting=posting, phase=phase, status=status)  # type: ignore[arg-type]
+
+
 def _plain_status(posting: Posting, phase: Phase, message: str, vc: str | None) -> Outcome:
     status = {"phase": phase, "virtualCluster": vc, "message": message, "observedGeneration": posting.generation,
               "match": None, "preemptAt": None}
@@ -224,13 +240,16 @@ def exchange_round(
     draining: Mapping[str, int] | None = None,
     settled: Settled | None = None,
     not_applied: Mapping[str, str] | None = None,
+    unread: Sequence[Unread] = (),
 ) -> Round:
     """One round (see the module docstring). ``namespaces``: labels of every Namespace (one
     missing does not exist); ``draining``: per VC, its guaranteed pods on draining cells (for
     the messages: whose pods the borrower waits for); ``settled``: the ledger's folded totals;
     ``not_applied``: entry key -> why the configured VCs cannot carry that exchange under way
-    (``quota.applicable``), said in its objects' status."""
+    (``quota.applicable``), said in its objects' status; ``unread``: the ledger's entries that
+    do not read, whose objects (and lenders) are held (``holds``)."""
     draining = draining or {}
+    holds = unread_holds(unread=list(unread), namespaces=namespaces, base=base)
     not_applied = not_applied or {}
     # Every entry of a name: an object deleted and posted again under it has a match of its own
     # beside the first object's, and only the UID tells which one is the live object's.
@@ -314,18 +333,22 @@ def exchange_round(
             open_requests.append(request)
 
     open_requests: list[Request] = []
+    def held(posting: Posting) -> str | None:
+        return holds.of(kind=posting.kind, object_id=posting.id, uid=posting.uid)
+
     for posting in sorted(offers, key=lambda p: (p.posted, p.id)):
-        if recorded(posting) is None:
+        if recorded(posting) is None and held(posting) is None:
             guarded(posting, lambda: judge_offer(posting))
     for posting in sorted(requests, key=lambda p: (p.posted, p.id)):
-        if recorded(posting) is None:
+        if recorded(posting) is None and held(posting) is None:
             guarded(posting, lambda: judge_request(posting))
 
     # In the order the replicas apply them (by match time, then key), so that the proof carries
     # the same exchanges they do when the configured VCs cannot carry them all.
     active = sorted(not_over(entries, now=now), key=lambda e: (e.matched_at, e.key))
     proof = QuotaProof(topology=topology, base=base, active=tuple(e.match() for e in active))
-    matching = do_matching(offers=open_offers, requests=open_requests, surplus=surplus(entries, settled), catalog=catalog, now=now, admit=proof)
+    matching = do_matching(offers=_matchable(open_offers, holds), requests=[] if holds.everything else open_requests,
+                           surplus=surplus(entries, settled), catalog=catalog, now=now, admit=proof)
     offer_uids, request_uids = ({p.id: p.uid for p in postings} for postings in (offers, requests))
     new_entries = [entry_of(m, matched_at=now, offer_uids=offer_uids, request_uids=request_uids) for m in matching.matches]
     for entry in new_entries:
@@ -350,6 +373,10 @@ def exchange_round(
             outcomes.append(_matched_status(match_entry, posting, now=now, grace_seconds=grace_seconds, draining=draining,
                                             not_applied=not_applied))
             return
+        why_held = held(posting)
+        if why_held is not None:
+            outcomes.append(_held_status(posting, why_held))
+            return
         offer = open_offer_of.get(posting.id)
         if offer is None:
             return  # Invalid, told above
@@ -359,7 +386,8 @@ def exchange_round(
         if offer.window.end <= now:
             outcomes.append(_plain_status(posting, "Expired", f"the window ended at {rfc3339(offer.window.end)} with no request taking it", offer.tenant))
             return
-        message = "on the board: no open request qualifies for it yet"
+        waits = holds.everything or holds.lenders.get(offer.tenant)
+        message = f"on the board, matched to nobody for now: {waits}" if waits else "on the board: no open request qualifies for it yet"
         if posting.id in refusals:
             message += "; the quota proof " + "; ".join(refusals[posting.id])
         outcomes.append(_plain_status(posting, "Posted", message, offer.tenant))
@@ -370,6 +398,10 @@ def exchange_round(
             outcomes.append(_matched_status(match_entry, posting, now=now, grace_seconds=grace_seconds, draining=draining,
                                             not_applied=not_applied))
             return
+        why_held = held(posting)
+        if why_held is not None:
+            outcomes.append(_held_status(posting, why_held))
+            return
         request = open_request_of.get(posting.id)
         if request is None:
             return
@@ -379,7 +411,8 @@ def exchange_round(
         if request.window.end <= now:
             outcomes.append(_plain_status(posting, "Expired", f"the window ended at {rfc3339(request.window.end)} unmatched", request.tenant))
             return
-        outcomes.append(_plain_status(posting, "Posted", "waiting for an offer: " + unmatched.get(posting.id, "not matched yet"), request.tenant))
+        why = holds.everything or unmatched.get(posting.id, "not matched yet")
+        outcomes.append(_plain_status(posting, "Posted", "waiting for an offer: " + why, request.tenant))
 
     for posting in offers:
         if id(posting) not in told:

@@ -188,19 +188,57 @@ def decode(key: str, text: str) -> Entry:
     return entry
 
 
-def read(data: Mapping[str, str] | None) -> tuple[list[Entry], list[str]]:
-    """Every entry of a ConfigMap's ``data`` (in key order), and the problems of those that do
-    not read (left out, never rewritten: an operator's edit is theirs to fix)."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Unread:
+    """An entry that does not read, with what its JSON still names (``None``: that part does not
+    read either). Its match may still hold: the round holds what it names (``board``)."""
+
+    key: str
+    problem: str  # "data.<key>: <field>: <what is wrong>"
+    offer: str | None
+    request: str | None
+    lender: str | None
+    borrower: str | None
+    offer_uid: str = ""
+    request_uid: str = ""
+
+
+def _named(raw: Any, field: str) -> str | None:
+    value = raw.get(field) if isinstance(raw, dict) else None
+    return value if isinstance(value, str) and value else None
+
+
+def _unread(key: str, text: str, problem: str) -> Unread:
+    try:
+        raw = json.loads(text)
+    except ValueError:
+        raw = None
+    return Unread(
+        key=key, problem=problem, offer=_named(raw, "offer"), request=_named(raw, "request"), lender=_named(raw, "lender"),
+        borrower=_named(raw, "borrower"), offer_uid=_named(raw, "offerUid") or "", request_uid=_named(raw, "requestUid") or "",
+    )
+
+
+def read_all(data: Mapping[str, str] | None) -> tuple[list[Entry], list[Unread]]:
+    """Every entry of a ConfigMap's ``data`` (in key order), and those that do not read (left
+    out of the entries, never rewritten: an operator's edit is theirs to fix)."""
     entries: list[Entry] = []
-    problems: list[str] = []
+    unread: list[Unread] = []
     for key in sorted(data or {}):
         if not key.startswith(_KEY_PREFIX):
             continue
+        text = (data or {})[key]
         try:
-            entries.append(decode(key, (data or {})[key]))
+            entries.append(decode(key, text))
         except ValueError as error:
-            problems.append(str(error))
-    return entries, problems
+            unread.append(_unread(key, text, str(error)))
+    return entries, unread
+
+
+def read(data: Mapping[str, str] | None) -> tuple[list[Entry], list[str]]:
+    """:func:`read_all`, with each entry that does not read as its problem (key and field)."""
+    entries, unread = read_all(data)
+    return entries, [u.problem for u in unread]
 
 
 # Per VC, the GPU-hours ``lent`` and ``borrowed`` by the matches folded out of the entries.

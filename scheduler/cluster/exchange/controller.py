@@ -217,7 +217,7 @@ class ExchangeController:
         moved = self._quotas.applied != self._seen_applied
         self._seen_applied = self._quotas.applied
         now = self._clock()
-        config_map, entries, settled = self._read_ledger()
+        config_map, entries, unread, settled = self._read_ledger()
         postings = {kind: [self._posting(kind, obj) for obj in self._stores[kind].items() if not obj.metadata.deletionTimestamp]
                     for kind in ("offer", "request")}
         namespaces = {ns.metadata.name: dict(ns.metadata.labels or {}) for ns in self._stores["namespace"].items()}
@@ -233,7 +233,7 @@ class ExchangeController:
             offers=postings["offer"], requests=postings["request"], namespaces=namespaces, base=base,
             catalog=CellCatalog(topology.config.cell_types), topology=topology,
             entries=entries, now=now, grace_seconds=self._settings.return_grace_seconds, draining=draining_pods(views),
-            settled=settled, not_applied=self._quotas.not_applied,
+            settled=settled, not_applied=self._quotas.not_applied, unread=unread,
         )
         if result.problems:
             log.error("cell exchange objects not judged (each is Invalid, saying why)", extra={"problems": result.problems[:10]})
@@ -307,20 +307,21 @@ class ExchangeController:
     def _ledger_path(self) -> str:
         return f"{config_maps_path(self._quotas.namespace)}/{self._settings.ledger_name}"
 
-    def _read_ledger(self) -> tuple[ConfigMap | None, list[Entry], ledger.Settled]:
+    def _read_ledger(self) -> tuple[ConfigMap | None, list[Entry], list[ledger.Unread], ledger.Settled]:
         raw = self._api.get_path(self._ledger_path())
         config_map = CONFIG_MAP_DECODER.decode(raw) if raw is not None else None
         data = config_map.data if config_map is not None else None
-        entries, unread = ledger.read(data)
-        if unread != self._unread:  # each set once: the replicas' quotas name them too (inspect)
-            if unread:
-                log.error("exchange ledger entries that do not read are left out (never overwritten)",
-                          extra={"ledger": self._settings.ledger_name, "problems": unread[:10]})
-            self._unread = unread
+        entries, unread = ledger.read_all(data)
+        problems = [u.problem for u in unread]
+        if problems != self._unread:  # each set once: the replicas' quotas name them too (inspect)
+            if problems:
+                log.error("exchange ledger entries that do not read: what they name is held, matched to nobody, until they are "
+                          "fixed or deleted (never overwritten)", extra={"ledger": self._settings.ledger_name, "problems": problems[:10]})
+            self._unread = problems
         settled, problems = ledger.read_settled(data)
         if problems:  # never overwrite totals that do not read: an operator's to fix
             raise KubernetesApiError(f"exchange ledger {self._settings.ledger_name}: " + "; ".join(problems))
-        return config_map, entries, settled
+        return config_map, entries, unread, settled
 
     def _record(
         self, config_map: ConfigMap | None, new: list[Entry], folded: list[Entry], settled: ledger.Settled
