@@ -10,7 +10,12 @@ admission and the placer, the requeue nudge - runs on the holder of cellfit's ow
   holds it already (a restarted container keeps its identity, the pod's name, and takes it back
   at once), or when nobody renewed it for ``leaseDurationSeconds`` *as this replica observed it*:
   the lapse is measured on the local monotonic clock from the moment the record last changed,
-  never from the timestamps in it, so clock skew between replicas cannot cut a term short;
+  never from the timestamps in it, so clock skew between replicas cannot cut a term short, and
+  never for less than its own ``leaseDurationSeconds`` (a duration edited to 0 by hand lets no
+  standby take a living leader's Lease); a Lease deleted while another replica held it is
+  waited for as if it were still there (its holder recreates it at its next round);
+* a leader that reads the Lease naming another holder (taken over after a lapse it did not
+  notice, or handed over by ``kubectl edit``) ends its term at once, not at the renew deadline;
 * a replica that has written the Lease and finds it rewritten under its own name by another
   writer (two replicas given one ``identity``) treats it as held by another: it ends its term
   and takes the Lease only once it lapses, so the two never lead together past one round;
@@ -116,15 +121,23 @@ def parse_lease(raw: bytes) -> LeaseRecord:
 
 
 def may_take(
-    record: LeaseRecord | None, *, identity: str, observed_at: float, now: float, named_by_another: bool = False
+    record: LeaseRecord | None,
+    *,
+    identity: str,
+    observed_at: float,
+    now: float,
+    named_by_another: bool = False,
+    least_duration_seconds: float = 0,
 ) -> bool:
     """Whether ``identity`` may write itself into the Lease now: it does not exist, nobody holds
     it, ``identity`` holds it, or it went unrenewed for its duration since ``observed_at`` (the
     local monotonic time the record was last seen to change). ``named_by_another``: the record
-    names ``identity`` but another replica wrote it: held by another."""
+    names ``identity`` but another replica wrote it: held by another. ``least_duration_seconds``:
+    the shortest wait this replica accepts, whatever the record says (a duration edited to 0 by
+    hand would otherwise let it take a living leader's Lease at once)."""
     if record is None or not record.holder or (record.holder == identity and not named_by_another):
         return True
-    return now >= observed_at + record.lease_duration_seconds
+    return now >= observed_at + max(record.lease_duration_seconds, least_duration_seconds)
 
 
 def lease_body(
@@ -302,14 +315,16 @@ class LeaderElector:
             raw = self._api.get_lease(namespace=self.namespace, name=self.name)
             record = parse_lease(raw) if raw is not None else None
             now = self._monotonic()
-            if record is None or self._record is None or record.resource_version != self._record.resource_version:
-                self._record, self._observed_at = record, now
-            self.holder = record.holder if record is not None else ""
+            deciding = self._observe(record, now=now)
+            self.holder = deciding.holder if deciding is not None else ""
             twin = self._written_by_twin(record)
             if twin:
                 self._twin_wrote()
-            if not may_take(record, identity=self.identity, observed_at=self._observed_at, now=now, named_by_another=twin):
+            if not may_take(deciding, identity=self.identity, observed_at=self._observed_at, now=now, named_by_another=twin,
+                            least_duration_seconds=self._settings.lease_duration_seconds):
                 self._recovered()
+                if deciding is not None and deciding.holder != self.identity:
+                    self._taken_by(deciding.holder)
                 return None
             body = lease_body(
                 record, name=self.name, namespace=self.namespace, identity=self.identity,
@@ -329,6 +344,24 @@ class LeaderElector:
         self._record, self._observed_at = written, self._monotonic()
         self.holder = written.holder
         return sent_at
+
+    def _observe(self, record: LeaseRecord | None, *, now: float) -> LeaseRecord | None:
+        """The record this round decides on, and when it was seen to change. A Lease deleted
+        while another replica held it (``kubectl delete lease``) is waited for as if it were
+        still there: its holder may be alive and recreate it at its next round."""
+        previous = self._record
+        if record is None and previous is not None and previous.holder and previous.holder != self.identity:
+            return previous
+        if record is None or previous is None or record.resource_version != previous.resource_version:
+            self._record, self._observed_at = record, now
+        return record
+
+    def _taken_by(self, holder: str) -> None:
+        """The Lease names another holder (written by a replica that saw it lapse, or by hand):
+        that one leads or is about to, so this term ends now, not at the renew deadline."""
+        with self._term_lock:
+            if self.leading:
+                self._end_term(f"the Lease names {holder} as its holder")
 
     def _written_by_twin(self, record: LeaseRecord | None) -> bool:
         """Whether ``record`` names this identity but another replica wrote it. A replica that

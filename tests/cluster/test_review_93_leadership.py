@@ -1,0 +1,95 @@
+"""Leader election as an operator breaks it: the controllers' Lease edited or deleted by hand
+(``kubectl edit lease``, ``kubectl delete lease``). Two replicas campaign against the Lease store
+of tests/unit/test_leadership.py (the API server's optimistic concurrency, nothing more), round
+by round on a shared clock; after every replica's round, at most one may lead."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from tests.unit.test_leadership import Clock, LeaseStore, Replica, rounds
+
+LEASE = "cellfit-controllers"
+
+
+@pytest.fixture
+def world() -> tuple[Clock, LeaseStore, Replica, Replica]:
+    clock, store = Clock(), LeaseStore()
+    return clock, store, Replica("a", store, clock), Replica("b", store, clock)
+
+
+def edit(store: LeaseStore, **spec: Any) -> None:
+    """``kubectl edit``: the stored Lease changed by hand, a new resourceVersion."""
+    store.version += 1
+    lease = json.loads(json.dumps(store.leases[LEASE]))
+    lease["spec"].update(spec)
+    lease["metadata"]["resourceVersion"] = str(store.version)
+    store.leases[LEASE] = lease
+
+
+def campaign(clock: Clock, replicas: list[Replica], *, seconds: float, leaders: list[set[str]]) -> None:
+    """Each replica's round in turn, every 2 s; who leads after each round goes to ``leaders``."""
+    end = clock.seconds + seconds
+    while clock.seconds < end:
+        for replica in replicas:
+            replica.elector.campaign_once()
+            leaders.append({r.elector.identity for r in replicas if r.elector.leading})
+        clock.seconds += 2
+
+
+@pytest.mark.parametrize("order", ["leader-first", "standby-first"])
+def test_a_lease_handed_to_the_standby_by_hand_ends_the_old_leaders_term_at_its_next_round(world: Any, order: str) -> None:
+    """The holder edited to the standby's name: the standby takes it as its own (a restarted
+    container does so too). The old leader read the Lease naming another and went on leading
+    until its renew deadline: two estimators, placers and reclaims for up to 10 s."""
+    clock, store, a, b = world
+    rounds(clock, [a, b], seconds=10)
+    assert a.elector.leading
+    edit(store, holderIdentity="b")
+    leaders: list[set[str]] = []
+    campaign(clock, [a, b] if order == "leader-first" else [b, a], seconds=20, leaders=leaders)
+    assert all(len(who) <= 1 for who in leaders[1:]), leaders  # after the old leader's first look
+    assert store.holder() == "b" and b.elector.leading and a.events == ["started", "stopped"]
+
+
+def test_a_lease_deleted_by_hand_is_not_taken_by_the_standby_while_its_holder_lives(world: Any) -> None:
+    """The Lease deleted while ``a`` leads: the standby created it at once and led beside ``a``,
+    which had not noticed yet. A standby that saw another hold the Lease waits the lease's
+    duration from then, as if it were still there; the holder recreates it meanwhile."""
+    clock, store, a, b = world
+    rounds(clock, [a, b], seconds=10)
+    del store.leases[LEASE]
+    leaders: list[set[str]] = []
+    campaign(clock, [b, a], seconds=40, leaders=leaders)
+    assert all(len(who) <= 1 for who in leaders), leaders
+    assert store.holder() == "a" and b.events == [] and a.events == ["started"]
+
+
+def test_a_lease_deleted_by_hand_after_its_holder_died_is_taken_once_its_term_would_have_lapsed(world: Any) -> None:
+    clock, store, a, b = world
+    rounds(clock, [a, b], seconds=10)
+    last_seen = clock.seconds - 2  # b's round after a's last renewal
+    del store.leases[LEASE]  # and a is gone (SIGKILL): nobody recreates it
+    taken_at = None
+    while taken_at is None:
+        b.elector.campaign_once()
+        taken_at = clock.seconds if b.elector.leading else None
+        clock.seconds += 2
+    assert last_seen + 15 <= taken_at <= last_seen + 15 + 2
+
+
+@pytest.mark.parametrize("duration", [0, None], ids=["zero", "removed"])
+def test_a_lease_duration_shortened_by_hand_does_not_let_the_standby_take_a_living_leaders_lease(world: Any, duration: Any) -> None:
+    """``leaseDurationSeconds`` edited to 0 (or removed): the standby took the Lease at its
+    next round as lapsed, while the leader renewed it every 2 s. A replica waits at least its own
+    configured lease duration."""
+    clock, store, a, b = world
+    rounds(clock, [a, b], seconds=10)
+    edit(store, leaseDurationSeconds=duration)
+    leaders: list[set[str]] = []
+    campaign(clock, [b, a], seconds=30, leaders=leaders)
+    assert all(len(who) <= 1 for who in leaders), leaders
+    assert store.holder() == "a" and b.events == []
