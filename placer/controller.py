@@ -207,7 +207,9 @@ class PlacerController:
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._told: dict[str, str] = {}  # the last queue message written per Job UID
-        self._started: dict[str, str] = {}  # Job UID -> kind, until the watch shows it running
+        # Job UID -> the kind it was started in and the resourceVersion it was started from,
+        # until the watch shows it running, or suspended at another version (_classify).
+        self._started: dict[str, tuple[str, str]] = {}
         self._mechanisms: dict[str, int] = {}  # starts per mechanism used
         # Per Job UID: the resourceVersion it was classified at, and what it read as (a waiting
         # Job, or a running one with its start time: neither depends on the clock then).
@@ -291,16 +293,15 @@ class PlacerController:
                 running_uids.add(uid)
         self._seen = seen
         # What was told to a Job that is gone is forgotten with it (at most as many as there are
-        # Jobs are kept). A start is kept until the watch shows it running, or the Job gone: the
-        # watch lists every Job with configurations, so one it no longer lists was deleted (its
-        # UID never comes back) or lost its configurations after the start (it comes back only
-        # unsuspended); either way it is never read suspended again, and the start's guarded
-        # patch refuses a second start regardless.
+        # Jobs are kept). A start is kept until the watch shows the Job at another version
+        # (running, or suspended again), or the Job gone: the watch lists every Job with
+        # configurations, so one it no longer lists was deleted (its UID never comes back) or
+        # lost its configurations after the start (read again, it is at another version).
         if len(self._told) > len(by_key) or self._started:
             live = {job.metadata.uid for job in jobs}
             self._told = {uid: message for uid, message in self._told.items() if uid in live}
             with self._lock:
-                self._started = {uid: kind for uid, kind in self._started.items() if uid in live}
+                self._started = {uid: start for uid, start in self._started.items() if uid in live}
         running, released = self._holding(now, running, by_key)
         running_uids.difference_update(by_key[item.key].metadata.uid for item, _ in released)
         # Running Jobs are busy machines of their own: their pods (bound yet or not) must not
@@ -564,7 +565,8 @@ class PlacerController:
         known = seconds if parsed.by_kind.keys() >= seconds.keys() else {k: value for k, value in seconds.items() if k in parsed}
         key = f"{job.metadata.namespace}/{job.metadata.name}"
         user = self._user(job)
-        placement = annotations.get(ANNOTATION_PLACEMENT) or self._started.get(job.metadata.uid)
+        start = self._started.get(job.metadata.uid)
+        placement = annotations.get(ANNOTATION_PLACEMENT) or (start[0] if start is not None else None)
         if not job.suspended:
             kind = placement or template_kind(job, self._gpu_resource, kinds=parsed.kinds)
             if job.metadata.uid not in self._started:  # else its start tells it, this pass or the last
@@ -577,8 +579,13 @@ class PlacerController:
             if demand is None:
                 return None
             return RunningJob(key=key, user=user, kind=kind, started=started, seconds=known, demand=demand, pods=max(_pods(job), 1))
-        if job.metadata.uid in self._started:
-            return None  # started by this process; the watch has not shown the unsuspend yet
+        if start is not None:
+            if (job.metadata.resourceVersion or "") == start[1]:
+                return None  # started by this process; the watch has not shown the unsuspend yet
+            # Suspended at a version after the start's (which unsuspended it): suspended again
+            # by its user, or a tool, before the watch showed it running. It waits again.
+            with self._lock:
+                self._started.pop(job.metadata.uid, None)
         # A suspended Job's cellfit.io/placement (its user suspended it again, or copied it from
         # a placed Job) starts nothing: a start writes it and unsuspends in one patch, so it is
         # never left half done. The Job waits like any other, and its start writes it anew.
@@ -667,7 +674,7 @@ class PlacerController:
             return
         self._mechanisms[used] = self._mechanisms.get(used, 0) + 1
         with self._lock:
-            self._started[job.metadata.uid] = kind
+            self._started[job.metadata.uid] = (kind, job.metadata.resourceVersion or "")
         if why is None:
             others = ", ".join(f"{k} {duration(v)}" for k, v in sorted(seconds.items()) if k != kind)
             why = f"AlloX chose {kind} (estimated {duration(seconds.get(kind, 0.0))}" + (f"; {others}" if others else "") + ")"
