@@ -25,7 +25,7 @@ watch brings the Job's new annotation back. Drivers reach this through the
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Collection, Mapping, Protocol, Sequence, runtime_checkable
+from typing import Mapping, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 from msgspec import structs
@@ -163,7 +163,7 @@ class FitGppEngine:
         # Pods on their way out (terminating, or chosen as victims), kept per node as they
         # change: the preempt verb asks about a hundred candidate nodes, not every pod.
         self._leaving: dict[str, Resources] = {}  # node -> their requests, summed
-        self._leaving_pods: dict[str, tuple[str, Resources]] = {}  # pod UID -> (node, requests)
+        self._leaving_pods: dict[str, tuple[str, Resources, int]] = {}  # pod UID -> (node, requests, grace period)
         self._job_counts: dict[str, int] = {}  # Job UID -> preemptions
         self._pods_by_job: dict[str, set[str]] = {}
         # Jobs deleted while pods of theirs still run (the garbage collector deletes the pods
@@ -315,12 +315,15 @@ class FitGppEngine:
             return VictimChoice(victims={}, decision=NoVictims(reason=str(error)))
         if preemptor_class is not JobClass.TRIAL:
             return VictimChoice(victims={}, decision=NoVictims(reason="a best-effort pod never preempts others (FitGpp)"))
-        waiting = self._freed_by_terminating(pod, candidates.keys())
+        waiting = self._freed_by_terminating(pod)
         if waiting is not None:
             # kube-scheduler's own rule (a pod whose nominated node has terminating victims does
             # not preempt again), kept against cellfit's view: kube-scheduler's cache may drop an
             # exited victim a moment before cellfit's watch does, and would then take a second
-            # victim for the same pod while the first one's GPUs are about to be free.
+            # victim for the same pod while the first one's GPUs are about to be free. Whatever
+            # the candidates: that node is missing from them when kube-scheduler's dry run found
+            # no victim needed there, or sampled other nodes, and a second victim elsewhere would
+            # move the pod's hold there and leave the room its first victims free to anybody.
             return VictimChoice(
                 victims={},
                 decision=NoVictims(
@@ -468,34 +471,41 @@ class FitGppEngine:
         except KeyError:
             return None
 
-    def _freed_by_terminating(self, pod: PodInfo, nodes: Collection[str]) -> str | None:
-        """The node ``pod``'s own preemption nominated it to, when it is a candidate again and
-        the pods already on their way out there (deleted, or chosen as victims) free, with what
-        is free now, enough for ``pod``; None otherwise. Only that node: kube-scheduler's rule,
+    def _freed_by_terminating(self, pod: PodInfo) -> str | None:
+        """The node ``pod``'s own preemption nominated it to, offered or not, when the pods
+        already on their way out there (deleted, or chosen as victims) free, with what is free
+        now, enough for ``pod``, and its hold still waits for them (``RoomHolds.keeps_waiting``:
+        not past their grace period); None otherwise. Only that node: kube-scheduler's rule,
         and a pod deleted elsewhere (a long grace period, a finalizer) must not keep trial pods
         waiting. What leaves there for a preemptor ``pod`` yields to is not freed for ``pod``."""
         node = self.holds.nominated_node(pod.uid)
-        if node is None or node not in nodes:
+        if node is None:
             return None
         freed = self._leaving.get(node)
         free = self._free_on(node)
         if freed is None or free is None:
             return None
         held = self.holds.preemptor_room(pod).get(node, ZERO)
-        return node if pod.requests.fits_in(free + freed - held) else None
+        if not pod.requests.fits_in(free + freed - held):
+            return None
+        return node if self.holds.keeps_waiting(pod.uid, grace_seconds=lambda: self._longest_grace_leaving(node)) else None
+
+    def _longest_grace_leaving(self, node_name: str) -> int:
+        """The longest grace period (seconds) among the pods leaving the node."""
+        return max((grace for node, _, grace in self._leaving_pods.values() if node == node_name), default=0)
 
     def _note_leaving(self, pod: PodInfo) -> None:
         """Count the tracked pod among its node's leaving pods if it is on its way out."""
         self._not_leaving(pod.uid)  # its node or requests may have changed since
         if pod.node_name is not None and (pod.terminating or pod.uid in self._chosen):
-            self._leaving_pods[pod.uid] = (pod.node_name, pod.requests)
+            self._leaving_pods[pod.uid] = (pod.node_name, pod.requests, pod.grace_period_seconds)
             self._leaving[pod.node_name] = self._leaving.get(pod.node_name, ZERO) + pod.requests
 
     def _not_leaving(self, pod_uid: str) -> None:
         entry = self._leaving_pods.pop(pod_uid, None)
         if entry is None:
             return
-        node, requests = entry
+        node, requests, _ = entry
         remaining = self._leaving[node] - requests
         if remaining == ZERO:
             del self._leaving[node]

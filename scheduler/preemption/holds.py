@@ -46,7 +46,9 @@ priority (and, as above, of its virtual cluster or opportunistic) when placing t
 it no room; of two preemptors of one priority, only the later yields to the earlier one's hold
 (each yielding to the other's would keep both off). It ends when the preemptor is bound
 (anywhere) or deleted, or FitGpp preempts for it on another node, or HiveD books cells for it
-instead, and gives up after ``hold_seconds`` as a resume hold does. A resumed pod yields to it;
+instead, and gives up after ``hold_seconds`` as a resume hold does. FitGpp preempts for it
+nowhere else while pods leaving its node will make room there, whichever nodes kube-scheduler
+offers (:meth:`RoomHolds.keeps_waiting`), for at most their grace period and ``hold_seconds``. A resumed pod yields to it;
 the preemptor goes before every resume hold.
 
 After a restart. Holds live in memory, but a preemption in progress leaves evidence on the
@@ -117,6 +119,7 @@ class _PreemptorHold:
     order: int  # when FitGpp decided it, among all preemptor holds: the older goes first
     keeping_since: float | None = None  # as in _Displacement
     watched: bool = False  # the watch has shown the preemptor since: the pods' record is newer than seen
+    waiting_until: float | None = None  # clock reading past which the preemptor waits no more for pods leaving its node
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,6 +212,28 @@ class RoomHolds:
         kube-scheduler nominated it to)."""
         claim = self._preemptors.get(preemptor_uid)
         return claim.node if claim is not None else None
+
+    def keeps_waiting(self, preemptor_uid: str, *, grace_seconds: Callable[[], float]) -> bool:
+        """Whether the preemptor, asked about again while pods still leave its node (enough for
+        it), should wait for them rather than have FitGpp take more victims, whichever nodes it
+        was offered. It waits at most ``grace_seconds()`` (the longest grace period among the
+        pods leaving there) and ``hold_seconds`` more, from the first time it was asked; past
+        that the pods are stuck (a finalizer), and its hold gives up, counted as lapsed.
+        Without a clock or ``hold_seconds`` it waits while its hold lasts."""
+        claim = self._preemptors.get(preemptor_uid)
+        if claim is None:
+            return False
+        if self.clock is None or self.hold_seconds is None:
+            return True
+        now = self.clock()
+        if claim.waiting_until is None:
+            claim.waiting_until = now + grace_seconds() + self.hold_seconds
+        if now <= claim.waiting_until:
+            return True
+        del self._preemptors[preemptor_uid]
+        self._ended_preemptors.add(preemptor_uid)
+        self.lapsed += 1
+        return False
 
     def placed_elsewhere(self, preemptor_uid: str) -> None:
         """The pod's room is kept otherwise now (HiveD booked cells for it): its hold ends."""
