@@ -12,14 +12,17 @@ second Job was counted preempted for a pod that needed one node.
 
 from __future__ import annotations
 
+import pytest
 from msgspec.structs import replace
 
+from scheduler.cells import HivedEngine
 from scheduler.core.fit import ResourceFitEngine
 from scheduler.core.model import NodeInfo, PodInfo
+from scheduler.core.resources import Resources
 from scheduler.preemption import FitGppSettings
 from scheduler.preemption.engine import FitGppEngine
 
-from tests.preemption.test_engine import NODE, full_node, running
+from tests.preemption.test_engine import GI, NODE, full_node, hived_full_of_opportunistic_pods, running
 from tests.preemption.test_holds import FakeClock, pending
 from tests.preemption.test_preemptor_holds import trial
 
@@ -77,3 +80,23 @@ def test_a_preemptor_offered_its_node_again_still_waits_there():
     engine, preemptor = preempting_on_n1()
     choice = engine.decide_preemption(preemptor, {"n1": ["be-long"], **N2_CANDIDATES}, {})
     assert choice.victims == {} and preemptor_holds(engine) == [("n1", ("ml/te-1",))]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="defect: HivedEngine._decide (scheduler/cells/engine.py) releases a pod's booking when the "
+    "filter is offered nodes without it, and books cells (more victims) on an offered node",
+)
+def test_under_hived_an_offer_without_the_booked_node_keeps_the_booking():
+    """A guaranteed trial pod of VC vision gets its cell back from speech's opportunistic pods:
+    HiveD books it on one node while the victim there terminates. kube-scheduler, counting the
+    victim, offers only the other node."""
+    engine = hived_full_of_opportunistic_pods()
+    owed = PodInfo(uid="vision-1", namespace="ml", name="vision-1", requests=Resources(1000, GI, 8),
+                   labels={"cellfit.io/virtual-cluster": "vision", "cellfit.io/job-class": "trial"}, priority=1000)
+    booked = next(iter(engine.filter(owed, ["g0", "g1"]).failed))
+    assert engine.decide_preemption(owed, {booked: []}, {}).victims  # HiveD's reclaim: one opportunistic pod
+    other = "g1" if booked == "g0" else "g0"
+    engine.filter(owed, [other])
+    assert isinstance(engine.inner, HivedEngine)
+    assert engine.inner.booked_nodes().get("vision-1") == booked
