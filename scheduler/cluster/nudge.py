@@ -22,7 +22,16 @@ many pods are parked; the retry is what any pod completing in a busy cluster wou
 signal pod whose deletion failed is removed by kube-controller-manager's pod garbage collector,
 which deletes pods bound to a node that does not exist.
 
-When: the leader (scheduler/cluster/leadership.py) lists the profile's pending pods every
+What it reads: the profile's pending pods, listed once a term and then followed by a watch of
+them alone (:class:`PendingPods`: a field-selected watch, served from the API server's watch
+cache, that carries a pod only when it changes, and tells it gone once it is bound). It never
+lists them again while the watch holds: a list of every pending pod at each pass was, with
+5,000 pending pods of ~2.2 KB, 12 lists and 130 MB a minute from the leader for as long as they
+waited; now one list of 11 MB a term, then each change once (tests/benchmarks/bench_nudge_api.py
+counts both). The process's own pod watch (cache.py) keeps neither the pods' PodScheduled
+condition nor its time, which the choice below reads.
+
+When: the leader (scheduler/cluster/leadership.py) looks at those pods every
 ``nudge.periodSeconds`` once its watch cache has synced, and signals when
 
 * a pod has been unschedulable since before this term began (its PodScheduled=False condition
@@ -45,13 +54,17 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Callable, Final, Protocol, Sequence
+from typing import Any, Callable, Final, Iterator, Protocol, Sequence
+from urllib.parse import quote
 
 import msgspec
 
+from scheduler.cluster.api import WatchExpired
+from scheduler.cluster.reflector import Reflector
 from scheduler.config import NudgeSettings
 from scheduler.constants import EXTENDER_URL_PREFIX, LABEL_REQUEUE_SIGNAL, REQUEUE_SIGNAL_IMAGE, REQUEUE_SIGNAL_NODE
 from scheduler.errors import KubernetesApiError
+from scheduler.kube import wire
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +91,8 @@ class NudgeApi(Protocol):
 
     def list_pending_pods(self, scheduler_name: str) -> bytes: ...
 
+    def watch_path(self, path: str, *, resource_version: str) -> Iterator[bytes]: ...
+
     def create_pod(self, *, namespace: str, pod: dict[str, Any]) -> None: ...
 
     def delete_pod(
@@ -102,6 +117,7 @@ class _Status(msgspec.Struct, frozen=True):
 class _Meta(msgspec.Struct, frozen=True):
     name: str = ""
     namespace: str = ""
+    resourceVersion: str = ""
     deletionTimestamp: str | None = None
 
 
@@ -109,12 +125,19 @@ class _Pod(msgspec.Struct, frozen=True):
     metadata: _Meta = _Meta()
     status: _Status | None = None
 
+    @property
+    def key(self) -> str:
+        return f"{self.metadata.namespace}/{self.metadata.name}"
+
 
 class _PodList(msgspec.Struct, frozen=True):
+    metadata: wire.ListMeta = wire.ListMeta()
     items: list[_Pod] = []
 
 
 _POD_LIST_DECODER = msgspec.json.Decoder(_PodList)
+_POD_DECODER = msgspec.json.Decoder(_Pod)
+_POD_EVENT_DECODER = msgspec.json.Decoder(wire.ObjectEvent[_Pod])
 
 
 @dataclass(frozen=True)
@@ -128,19 +151,92 @@ class UnschedulablePod:
 
 def unschedulable_pods(raw_pod_list: bytes) -> list[UnschedulablePod]:
     """The pods of a PodList that kube-scheduler found unschedulable (not being deleted)."""
-    found = []
-    for pod in _POD_LIST_DECODER.decode(raw_pod_list).items:
-        if pod.metadata.deletionTimestamp or pod.status is None:
-            continue
-        for condition in pod.status.conditions or ():
-            if condition.type == "PodScheduled" and condition.status == "False" and condition.lastTransitionTime:
-                found.append(UnschedulablePod(
-                    key=f"{pod.metadata.namespace}/{pod.metadata.name}",
-                    since=_epoch(condition.lastTransitionTime),
-                    message=condition.message,
-                ))
-                break
-    return found
+    return [found for pod in _POD_LIST_DECODER.decode(raw_pod_list).items if (found := _unschedulable(pod)) is not None]
+
+
+def _unschedulable(pod: _Pod) -> UnschedulablePod | None:
+    """``pod`` if kube-scheduler found it unschedulable and it is not being deleted."""
+    if pod.metadata.deletionTimestamp or pod.status is None:
+        return None
+    for condition in pod.status.conditions or ():
+        if condition.type == "PodScheduled" and condition.status == "False" and condition.lastTransitionTime:
+            return UnschedulablePod(key=pod.key, since=_epoch(condition.lastTransitionTime), message=condition.message)
+    return None
+
+
+def pending_pods_path(scheduler_name: str) -> str:
+    """The URL path of the profile's pods not bound to a node yet (the selector of
+    KubernetesApi.list_pending_pods): the nudge's watch of them."""
+    selector = f"spec.schedulerName={scheduler_name},spec.nodeName=,status.phase=Pending"
+    return f"/api/v1/pods?fieldSelector={quote(selector, safe='=,')}"
+
+
+class PendingPods:
+    """The profile's pending pods that kube-scheduler found unschedulable, listed once and kept
+    current by a watch of those pods alone (a reflector: relisted only when the watch's place is
+    lost). The API server's watch sends an event only for a pending pod that changed, and one
+    DELETED for a pod that stops matching (bound, finished, deleted). Only what the nudge reads is
+    kept, and only of the unschedulable ones."""
+
+    def __init__(self, *, api: NudgeApi, scheduler_name: str) -> None:
+        path = pending_pods_path(scheduler_name)
+        self._found: dict[str, UnschedulablePod] = {}  # by namespace/name
+        self._lock = threading.Lock()
+        self._started = False
+        self._reflector: Reflector[_Pod] = Reflector(
+            kind="pending-pods",
+            list_objects=lambda: self._listed(api.list_pending_pods(scheduler_name)),
+            watch_lines=lambda version: api.watch_path(path, resource_version=version),
+            decode_object=_POD_DECODER.decode,
+            version_of=lambda pod: pod.metadata.resourceVersion,
+            replace=self._replace,
+            apply=self._apply,
+            delete=self._delete,
+            expired=WatchExpired,
+            decode_event=_POD_EVENT_DECODER.decode,
+        )
+
+    def start(self) -> None:
+        """Begin the list and watch (once; a call after the first does nothing)."""
+        with self._lock:
+            if self._started:
+                return
+            self._started = True
+        self._reflector.start()
+
+    def stop(self) -> None:
+        self._reflector.stop()
+
+    def unschedulable(self, *, wait: float) -> list[UnschedulablePod] | None:
+        """The unschedulable pods now; None while the first list has not come within ``wait``
+        seconds (started here if :meth:`start` was not called)."""
+        self.start()
+        if not self._reflector.synced.wait(wait):
+            return None
+        with self._lock:
+            return list(self._found.values())
+
+    @staticmethod
+    def _listed(raw: bytes) -> tuple[str, Sequence[_Pod]]:
+        listing = _POD_LIST_DECODER.decode(raw)
+        return listing.metadata.resourceVersion, listing.items
+
+    def _replace(self, pods: Sequence[_Pod]) -> None:
+        found = {pod.key: unschedulable for pod in pods if (unschedulable := _unschedulable(pod)) is not None}
+        with self._lock:
+            self._found = found
+
+    def _apply(self, pod: _Pod) -> None:
+        unschedulable = _unschedulable(pod)
+        with self._lock:
+            if unschedulable is None:
+                self._found.pop(pod.key, None)
+            else:
+                self._found[pod.key] = unschedulable
+
+    def _delete(self, pod: _Pod) -> None:
+        with self._lock:
+            self._found.pop(pod.key, None)
 
 
 # ------------------------------------------------------------------ which pods, and when (pure)
@@ -338,16 +434,19 @@ class Nudger:
         self._clock = clock
         self._on_signal = on_signal
         self._pacer = SignalPacer(min_interval=settings.min_interval_seconds)
+        self._pending = PendingPods(api=api, scheduler_name=settings.scheduler_name)
         self._stop = threading.Event()
         self._failing = False
         self.term_began: float | None = None  # when this cellfit took charge: leading and synced
         self._thread = threading.Thread(target=self._run, name="nudge", daemon=True)
 
     def start(self) -> None:
+        self._pending.start()
         self._thread.start()
 
     def stop(self) -> None:
         self._stop.set()
+        self._pending.stop()
 
     @property
     def signals(self) -> int:
@@ -362,13 +461,19 @@ class Nudger:
             self._stop.wait(self._settings.period_seconds)
 
     def pass_once(self) -> Parked:
-        """List, select, and signal if due; what was found."""
+        """Read the pending pods (waiting up to a period for their first list), select, and
+        signal if due; what was found."""
         if not self._ready():
             return Parked()
         if self.term_began is None:
             self.term_began = self._clock()
+        pods = self._pending.unschedulable(wait=self._settings.period_seconds)
+        if pods is None:  # the list failed: the reflector logs why, and retries
+            if not self._failing:
+                self._failing = True
+                log.warning("nudge: the pending pods are not listed yet; retrying")
+            return Parked()
         try:
-            pods = unschedulable_pods(self._api.list_pending_pods(self._settings.scheduler_name))
             found = parked(pods, term_began=self.term_began)
             now = self._clock()
             if not self._pacer.due(found, now):
