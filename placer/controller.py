@@ -207,6 +207,7 @@ class PlacerController:
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._told: dict[str, str] = {}  # the last queue message written per Job UID
+        self._warned: dict[str, set[str]] = {}  # per Job UID, the messages of the warning Events it was sent
         # Job UID -> the kind it was started in and the resourceVersion it was started from,
         # until the watch shows it running, or suspended at another version (_classify).
         self._started: dict[str, tuple[str, str]] = {}
@@ -300,6 +301,7 @@ class PlacerController:
         if len(self._told) > len(by_key) or self._started:
             live = {job.metadata.uid for job in jobs}
             self._told = {uid: message for uid, message in self._told.items() if uid in live}
+            self._warned = {uid: sent for uid, sent in self._warned.items() if uid in live}
             with self._lock:
                 self._started = {uid: start for uid, start in self._started.items() if uid in live}
         running, released = self._holding(now, running, by_key)
@@ -364,10 +366,16 @@ class PlacerController:
         gpus_on_a_node, room = most_gpus(free), gpu_room(free)
         for key in decision.unplaceable:
             item, job = waiting_by_key[key], by_key[key]
-            message = _no_machine(item, job, beyond=kinds_beyond(item, cpu_slot=decision.cpu_slot, gpus=gpus_on_a_node, room=room),
-                                  room=room, outside=_gpu_outside_vcs(job, found) if found is not None else None)
+            beyond = kinds_beyond(item, cpu_slot=decision.cpu_slot, gpus=gpus_on_a_node, room=room)
+            outside = _gpu_outside_vcs(job, found) if found is not None else None
+            in_use = _held_by_others(item, beyond=beyond, outside=outside, capacity=capacity,
+                                     reserved_cpu_per_gpu=self._settings.reserved_cpu_per_gpu)
+            if in_use:
+                self._tell(job, status="False", reason="WaitingForMachine", message=_in_use_message(in_use, pods=item.pods))
+                continue
+            message = _no_machine(item, job, beyond=beyond, room=room, outside=outside)
             if self._tell(job, status="False", reason="NoMachine", message=message):
-                self._event(job, "NoMachine", message, warning=True)
+                self._event_once(job, "NoMachine", message)
         for key in lacking:
             self._tell(by_key[key], status="False", reason="NoMachine",
                        message=f"virtual cluster {pools.get(key)!r} has free guaranteed GPUs, but AlloX's nodes "
@@ -729,6 +737,17 @@ class PlacerController:
         self._attempt(lambda: self._api.set_job_condition(namespace=job.metadata.namespace, name=job.metadata.name, condition=condition))
         return True
 
+    def _event_once(self, job: Job, reason: str, message: str) -> None:
+        """A warning Event, once per Job and message: a Job whose condition goes back and forth
+        (a GPU freed and taken again by other pods, pass after pass) gets no Event each time."""
+        uid = job.metadata.uid
+        with self._lock:
+            sent = self._warned.setdefault(uid, set())
+            if message in sent:
+                return
+            sent.add(message)
+        self._event(job, reason, message, warning=True)
+
     def _event(self, job: Job, reason: str, message: str, *, warning: bool = False) -> None:
         self._attempt(lambda: self._api.create_event(
             namespace=job.metadata.namespace, pod_name=job.metadata.name, pod_uid=job.metadata.uid, reason=reason,
@@ -885,6 +904,36 @@ def _no_machine(item: WaitingJob, job: Job, *, beyond: frozenset[str], room: Gpu
     others = sorted(set(item.seconds) - unmatched)
     return ("no machine of AlloX's runs this Job: " + "; ".join(reasons)
             + (f"; and no node offers its {', '.join(others)} configuration" if others else ""))
+
+
+def _held_by_others(
+    item: WaitingJob, *, beyond: frozenset[str], outside: str | None, capacity: Capacity, reserved_cpu_per_gpu: float
+) -> list[str]:
+    """The Job's kinds whose machines AlloX's nodes have, but none free nor held by a Job AlloX
+    started (so no end to queue behind): pods AlloX did not start hold them all. Empty when a
+    kind of it no node holds now (:func:`_no_machine` names it), or AlloX's nodes together
+    could not hold its pods in any kind it has (then none of them ever frees for it)."""
+    if beyond or outside is not None:
+        return []
+    cpu_cores = capacity.cpu - reserved_cpu_per_gpu * capacity.gpu  # the cores not kept beside GPUs (§4.4)
+    held = []
+    for kind in sorted(item.seconds):
+        demand = item.demand.get(kind)
+        if demand is None:
+            continue
+        cores = capacity.cpu if demand.gpu > 0 else cpu_cores
+        pods = item.pods
+        if demand.gpu * pods <= capacity.gpu and demand.cpu * pods <= cores and demand.memory * pods <= capacity.memory:
+            held.append(kind)
+    return held
+
+
+def _in_use_message(kinds: Sequence[str], *, pods: int) -> str:
+    """What a Job waits for while pods AlloX did not start hold every machine of its kinds."""
+    machines = " or ".join(kinds)
+    wanted = f"{pods} of them free at once" if pods > 1 else "one frees"
+    return (f"every {machines} machine of AlloX's nodes is in use by pods AlloX did not start, so no Job of AlloX's ends "
+            f"for it to queue behind: it waits until {wanted}")
 
 
 def _gpu_outside_vcs(job: Job, found: Guarantees) -> str | None:

@@ -4,8 +4,13 @@ rewrite against what a user's pod template already carries, and what waiting Job
 
 from __future__ import annotations
 
-from tests.placer.test_controller import Jobs
-from tests.placer.test_review_61 import ServerApi, server_controller, stored_job
+from typing import Any
+
+from placer.controller import PlacerController
+from scheduler.config import AlloxSettings
+from scheduler.core.resources import Resources
+from tests.placer.test_controller import Jobs, RecordingApi
+from tests.placer.test_review_61 import ServerApi, gpu_job, server_controller, stored_job
 
 
 def test_a_job_suspended_again_before_the_watch_showed_its_start_waits_and_starts_again() -> None:
@@ -21,3 +26,46 @@ def test_a_job_suspended_again_before_the_watch_showed_its_start_waits_and_start
     watch.jobs = api.watched()
     (again,) = placer.admit().starts
     assert again.key == "alice/a" and api.jobs["a"]["spec"]["suspend"] is False
+
+
+def busy_gpu_controller(api: RecordingApi, jobs: list[Any], *, free_gpus: list[int], gpus: int = 8) -> PlacerController:
+    """One node of ``gpus`` GPUs (AlloX's), of which ``free_gpus[0]`` are free now: pods AlloX did
+    not start hold the others. Set ``free_gpus[0]`` between passes."""
+    node = Resources(cpu_millis=64000, memory_bytes=256 * 2**30, gpus=gpus)
+    return PlacerController(
+        api=api, jobs=Jobs(jobs), settings=AlloxSettings(alpha=1.0, solver_process=False), gpu_resource="nvidia.com/gpu",
+        free_by_node=lambda running: {"n1": Resources(cpu_millis=64000, memory_bytes=256 * 2**30, gpus=free_gpus[0])},
+        capacity=lambda: node, clock=lambda: 1767225700.0,
+    )
+
+
+def test_a_gpu_job_while_other_pods_hold_every_gpu_is_told_it_waits_not_that_no_node_offers_one() -> None:
+    # Every GPU of AlloX's node is held by pods AlloX did not start (a HiveD or FitGpp Job): no
+    # GPU is free, and no Job of AlloX's ends to queue behind. It was told, with a warning
+    # Event, "no node of the cluster offers a kind this Job has an estimate for".
+    api = RecordingApi()
+    busy_gpu_controller(api, [gpu_job("g", gpus=1, created=0)], free_gpus=[0]).admit()
+    told = dict(api.conditions)["g"]
+    assert told["status"] == "False" and told["reason"] == "WaitingForMachine", told
+    assert "in use" in told["message"] and "no node" not in told["message"]
+    assert api.events == []
+    # A cluster whose AlloX nodes have no GPU at all is still told so, with its Event.
+    none = RecordingApi()
+    busy_gpu_controller(none, [gpu_job("g", gpus=1, created=0)], free_gpus=[0], gpus=0).admit()
+    assert dict(none.conditions)["g"]["reason"] == "NoMachine"
+    assert [(name, reason) for name, reason, _ in none.events] == [("g", "NoMachine")]
+
+
+def test_a_job_told_no_machine_again_and_again_gets_one_event_per_reason() -> None:
+    # A Job of 4 GPUs a pod: while some node has a GPU free (but not 4) it is told NoMachine with
+    # a warning Event; when other pods take that GPU again, it waits. A busy cluster frees and
+    # takes a GPU every few seconds: one Event each time, per such Job.
+    api = RecordingApi()
+    free = [1]
+    placer = busy_gpu_controller(api, [gpu_job("wide", gpus=4, created=0)], free_gpus=free)
+    for step in range(6):
+        free[0] = 1 - step % 2
+        placer.admit()
+    told = [condition["reason"] for name, condition in api.conditions]
+    assert told == ["NoMachine", "WaitingForMachine"] * 3
+    assert [(name, reason) for name, reason, _ in api.events] == [("wide", "NoMachine")]
