@@ -215,7 +215,7 @@ class KubernetesApi:
         if self._loop_http is None:
             return await asyncio.to_thread(self._get_pod_through_client, namespace, name)
         action = f"get pod {namespace}/{name}"
-        status, data = await self._loop_http.request("GET", _pod_path(namespace, name), None)
+        status, data = await self._on_loop("GET", _pod_path(namespace, name), None, action=action)
         if status == 404:
             return None
         if status >= 300:
@@ -237,12 +237,52 @@ class KubernetesApi:
         )
         path = _pod_path(namespace, name) + "/binding"
         action = f"bind pod {namespace}/{name} to {node_name}"
-        if self._loop_http is None:
-            status, data = await asyncio.to_thread(self._post, path, body, action=action)
-        else:
-            status, data = await self._loop_http.request("POST", path, body)
-        if status >= 300:
-            raise _status_error(status, data, action)
+        try:
+            if self._loop_http is None:
+                status, data = await asyncio.to_thread(self._post, path, body, action=action)
+            else:
+                status, data = await self._on_loop("POST", path, body, action=action)
+        except KubernetesApiError as error:  # no answer: the binding may have been made
+            if await self._bound_as_asked(namespace=namespace, name=name, uid=uid, node_name=node_name, failure=error):
+                return
+            raise
+        if status < 300:
+            return
+        refused = _status_error(status, data, action)
+        if _outcome_untold(status) and await self._bound_as_asked(
+            namespace=namespace, name=name, uid=uid, node_name=node_name, failure=refused
+        ):
+            return
+        raise refused
+
+    async def _bound_as_asked(self, *, namespace: str, name: str, uid: str, node_name: str, failure: KubernetesApiError) -> bool:
+        """Whether the API server holds the pod bound to ``node_name``, read back after a binding
+        whose answer does not tell: none came (a reset after the write, the client's timeout), a
+        5xx (etcd's leader changed after the commit), or a 409 (already assigned: a binding sent
+        again after its connection dropped it unanswered, or kube-scheduler's retry of one). The
+        bind verb hands the pod's reservation back when this says no, and the watch shows a made
+        binding only later: meanwhile its GPUs would go to another pod. A read that fails says
+        no (the verb fails as before)."""
+        try:
+            pod = await self.get_pod(namespace, name)
+        except KubernetesApiError as error:
+            log.warning("a binding's outcome is unknown and the pod could not be read back",
+                        extra={"pod": f"{namespace}/{name}", "node": node_name, "reason": f"{failure}; {error}"})
+            return False
+        made = pod is not None and pod.metadata.uid == uid and pod.spec.nodeName == node_name
+        if made:
+            log.warning("binding answered as failed, but the API server holds the pod bound to its node; taken as made",
+                        extra={"pod": f"{namespace}/{name}", "node": node_name, "reason": str(failure)})
+        return made
+
+    async def _on_loop(self, method: str, path: str, body: bytes | None, *, action: str) -> tuple[int, bytes]:
+        """``method path`` on the event loop's pool; a failure names what was asked (the pool
+        knows only the request)."""
+        assert self._loop_http is not None
+        try:
+            return await self._loop_http.request(method, path, body)
+        except KubernetesApiError as error:
+            raise KubernetesApiError(f"{action}: {error}", status=error.status) from None
 
     def _post(self, path: str, body: bytes, *, action: str) -> tuple[int, bytes]:
         """POST pre-encoded JSON on the client's own pooled, authenticated connections: the
@@ -448,6 +488,11 @@ class KubernetesApi:
             raise _api_error(error, getattr(method, "__name__", "API call")) from None
         except Exception as error:  # urllib3 connection errors and timeouts
             raise KubernetesApiError(f"Kubernetes API unreachable: {error}") from None
+
+
+def _outcome_untold(status: int) -> bool:
+    """An answer to a write that does not say whether it was made."""
+    return status == 409 or status >= 500
 
 
 def _pod_path(namespace: str, name: str) -> str:
