@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import threading
 
+import pytest
+
 from scheduler.cells import HivedEngine
 from scheduler.cells.exchange import Posting, exchange_round, ledger
 from scheduler.cluster.exchange.controller import ExchangeController
@@ -127,3 +129,92 @@ def test_the_controller_holds_what_an_entry_that_does_not_read_names():
     assert api.ledger_writes == writes and quotas.applied == frozenset()
     assert api.statuses["idle"]["message"].startswith("held:") and f"data.{key}: lender" in api.statuses["idle"]["message"]
     assert "matched to nobody for now" in api.statuses["spare"]["message"]
+
+
+class LosingApi(Api):
+    """The API double whose ledger ConfigMap can be deleted (``gone``: reads find none, until
+    the controller creates it again) or emptied."""
+
+    def __init__(self, data: dict[str, str]) -> None:
+        super().__init__(data)
+        self.gone = False
+
+    def get_path(self, path: str) -> bytes | None:  # type: ignore[override]
+        return None if self.gone else super().get_path(path)
+
+    def write_path(self, method: str, path: str, body, content_type: str | None = None) -> bytes:
+        if "configmaps" in path:
+            self.gone = False
+        return super().write_path(method, path, body, content_type)
+
+
+def told(api: Api, obj: CellObject) -> CellObject:
+    """``obj`` as the watch shows it once the controller wrote its status."""
+    return CellObject(metadata=obj.metadata, spec=obj.spec, status=api.statuses[obj.metadata.name])
+
+
+@pytest.mark.parametrize("loss", ["deleted", "emptied"])
+def test_a_lost_ledger_is_rebuilt_from_the_statuses_and_lends_nothing_twice(loss: str):
+    # c lent its node to b for [T0 + 1 h, T0 + 2 h); the window is under way when the ledger is lost.
+    # a then asks for a node: with every surplus gone (all 0), a's request came first (ties by
+    # name) and took c's offer, judged again as posted: c's node lent to a while b's pods run on
+    # it, and b's loan forgotten.
+    offer, request = cell_object("nc", "idle", "uid-o"), cell_object("nb", "burst", "uid-r")
+    api = LosingApi({})
+    controller, _ = controller_on(api, offers=[offer], requests=[request], now=T0 - 60)
+    controller.reconcile()
+    (original,) = ledger.read(api.data)[0]
+    if loss == "deleted":
+        api.gone, api.data = True, {}
+    else:
+        api.data = {}
+    asks = cell_object("na", "more", "uid-m")
+    controller, quotas = controller_on(api, offers=[told(api, offer)], requests=[told(api, request), asks], now=T0 + HOUR + 60)
+    assert quotas.applied == frozenset()  # the replicas gave the cells back when the ledger went
+    controller.reconcile()
+    (rebuilt,) = ledger.read(api.data)[0]
+    assert rebuilt.key == original.key and "rebuilt from the statuses" in rebuilt.explanation
+    for field in ("offer", "request", "lender", "borrower", "offer_cells", "request_cells", "window", "gpus", "gpu_hours"):
+        assert getattr(rebuilt, field) == getattr(original, field), field
+    assert quotas.applied == frozenset({original.key}) and quotas.guarantees()["b"] == {"V100-NODE": 2}
+    assert api.statuses["idle"]["phase"] == api.statuses["burst"]["phase"] == "Active"
+    assert api.statuses["more"]["phase"] == "Posted"
+
+
+def lost_pair(*, now: float = T0 + 60):
+    """a's node lent to b for [T0, T0 + 1 h), both statuses told, the ledger lost."""
+    offer, request, entry = matched_pair()
+    outcomes = by_id(board_run([offer], [request], entries=[entry], now=now))
+    return [posting_with_status(p, outcomes[p.id].status) for p in (offer, request)], entry
+
+
+def test_a_lost_match_whose_request_is_gone_holds_the_offer_and_its_lenders_offers():
+    (offer, request), _ = lost_pair()
+    spare = posting("offer", "team-a", "spare", {"V100-NODE": 1}, T0, T0 + HOUR)
+    asks = posting("request", "team-c", "more", {"V100-NODE": 1}, T0, T0 + HOUR)
+    result = run([offer, spare], [asks], now=T0 + 120)
+    assert result.new_entries == [] and result.rebuilt == []
+    outcomes = by_id(result)
+    assert outcomes["team-a/idle"].phase == "Active" and outcomes["team-a/idle"].message.startswith("held:")
+    assert "team-b/burst is not posted" in outcomes["team-a/idle"].message
+    assert "matched to nobody for now" in outcomes["team-a/spare"].message
+
+
+def test_a_lost_match_whose_spec_was_edited_is_held_not_rebuilt_from_the_edit():
+    (offer, request), entry = lost_pair()
+    # b asks, after the loss, for two nodes under the same name: the edit must not be what is rebuilt.
+    edited = posting("request", "team-b", "burst", {"V100-NODE": 2}, T0, T0 + HOUR)
+    edited = posting_with_status(edited, request.status)
+    result = run([offer], [edited], now=T0 + 120)
+    assert result.new_entries == []
+    assert "held:" in by_id(result)["team-b/burst"].message and "do not pack" in by_id(result)["team-b/burst"].message
+    # Unedited, the same pair is rebuilt.
+    (rebuilt,) = run([offer], [request], now=T0 + 120).rebuilt
+    assert (rebuilt.key, rebuilt.request_cells, rebuilt.gpu_hours) == (entry.key, entry.request_cells, entry.gpu_hours)
+
+
+def test_a_returned_match_is_never_rebuilt():
+    # A Returned match may have folded into the settled totals: rebuilding it would count it twice.
+    (offer, request), _ = lost_pair(now=T0 + 2 * HOUR)
+    assert offer.status["phase"] == "Returned"
+    assert run([offer], [request], now=T0 + 2 * HOUR).new_entries == []

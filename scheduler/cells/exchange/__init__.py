@@ -4,7 +4,8 @@ the balanced cell exchange arbiter (``arbiter``), the quota move with its feasib
 the plan for the window's start and end (``quota``), refusal of bad input (``validation``), and
 the CellOffer / CellRequest objects of charts/cellfit/crds/ read into offers and requests
 (``resource``), the durable record of matches and surplus (``ledger``), what a round holds while
-the ledger does not read whole (``holds``), one round over the posted
+the ledger does not read whole (``holds``), the matches a lost ledger took rebuilt from the
+objects' statuses (``rebuild``), one round over the posted
 objects with each one's status (``board``), and the pods to preempt when a drain's grace ends
 (``preemption``). No I/O, no clock: times are arguments. See "Cell exchange" in ../README.md.
 """

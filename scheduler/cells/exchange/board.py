@@ -27,6 +27,7 @@ from scheduler.cells.exchange.holds import Holds, unread_holds
 from scheduler.cells.exchange.ledger import Entry, Settled, Unread, entry_of, not_over, surplus
 from scheduler.cells.exchange.model import CellCatalog, Offer, Request, describe_cells
 from scheduler.cells.exchange.quota import QuotaProof
+from scheduler.cells.exchange.rebuild import SPEC_CHANGED, lost_matches, spec_edited, spec_item
 from scheduler.cells.exchange.resource import parse_offer, parse_request, rfc3339
 from scheduler.cells.exchange.validation import namespace_virtual_cluster, offer_problems, request_problems
 from scheduler.cells.topology import Topology
@@ -93,6 +94,7 @@ class Round:
     refused: list[Refused]
     surplus: dict[str, float]
     problems: list[str] = field(default_factory=list)
+    rebuilt: list[Entry] = field(default_factory=list)  # of ``new_entries``: matches the ledger lost (``rebuild``)
 
 
 def _ref(object_id: str) -> dict[str, str]:
@@ -156,17 +158,12 @@ def _spec_note(entry: Entry, posting: Posting) -> str:
     match stands as the ledger has it), or an offer's hours outside the match, which left the
     board with it (Algorithm 2 takes a matched offer whole)."""
     as_offer = posting.kind == "offer"
-    parse = parse_offer if as_offer else parse_request
-    item, _ = parse(posting.obj, vc=entry.lender if as_offer else entry.borrower, posted=entry.matched_at)
+    item = spec_item(entry=entry, posting=posting)
     if item is None:
         return ""
     window = item.window
-    if as_offer:
-        edited = item.cells != entry.offer_cells or not window.covers(entry.window)
-    else:
-        edited = item.cells != entry.request_cells or window.end != entry.window.end or window.start > entry.window.start
-    if edited:
-        return (f"; its spec changed since the match ({describe_cells(item.cells)} for [{rfc3339(window.start)}, "
+    if spec_edited(entry=entry, kind=posting.kind, item=item):
+        return (f"; {SPEC_CHANGED} ({describe_cells(item.cells)} for [{rfc3339(window.start)}, "
                 f"{rfc3339(window.end)})): the match stands as recorded, and a change needs a new {posting.kind}")
     if as_offer and window != entry.window:
         return (f"; the rest of its window ([{rfc3339(window.start)}, {rfc3339(window.end)})) is lent to nobody and left "
@@ -215,7 +212,9 @@ def _held_status(posting: Posting, why: str) -> Outcome:
     cell moves for a match the ledger does not read, so no preemption is promised."""
     last = posting.status
     phase = last.get("phase") if last.get("phase") in ("Matched", "Active", "Returned") else "Posted"
-    status = {"phase": phase, "virtualCluster": last.get("virtualCluster"), "message": why, "observedGeneration": posting.generation,
+    # The generation the kept match was told at: a spec edited since is not taken by holding it.
+    generation = last.get("observedGeneration") if "observedGeneration" in last else posting.generation
+    status = {"phase": phase, "virtualCluster": last.get("virtualCluster"), "message": why, "observedGeneration": generation,
               "match": last.get("match"), "preemptAt": None}
     return Outcome(posting=posting, phase=phase, status=status)  # type: ignore[arg-type]
 
@@ -277,6 +276,10 @@ def exchange_round(
             elif by_name is None or entry.matched_at > by_name.matched_at:
                 by_name = entry
         return by_name
+    rebuilt = lost_matches(offers=offers, requests=requests, recorded=recorded, holds=holds, base=base, catalog=catalog, now=now)
+    for entry in rebuilt:
+        index(entry)
+    entries = [*entries, *rebuilt]
     outcomes: list[Outcome] = []
     vcs: dict[str, str] = {}
 
@@ -350,9 +353,10 @@ def exchange_round(
     matching = do_matching(offers=_matchable(open_offers, holds), requests=[] if holds.everything else open_requests,
                            surplus=surplus(entries, settled), catalog=catalog, now=now, admit=proof)
     offer_uids, request_uids = ({p.id: p.uid for p in postings} for postings in (offers, requests))
-    new_entries = [entry_of(m, matched_at=now, offer_uids=offer_uids, request_uids=request_uids) for m in matching.matches]
-    for entry in new_entries:
+    matched_now = [entry_of(m, matched_at=now, offer_uids=offer_uids, request_uids=request_uids) for m in matching.matches]
+    for entry in matched_now:
         index(entry)
+    new_entries = [*rebuilt, *matched_now]
 
     refusals: dict[str, list[str]] = {}
     for refused in matching.refused:
@@ -421,4 +425,4 @@ def exchange_round(
         if id(posting) not in told:
             guarded(posting, lambda: tell_request(posting))
     return Round(outcomes=outcomes, new_entries=new_entries, refused=list(matching.refused), surplus=dict(matching.surplus),
-                 problems=round_problems)
+                 problems=round_problems, rebuilt=rebuilt)

@@ -46,6 +46,12 @@ def _time(value: Any, field: str, problems: list[str]) -> float | None:
     return parsed.timestamp()
 
 
+def seconds_of(value: Any) -> float | None:
+    """An RFC 3339 time as cellfit wrote it in a status -> seconds since the epoch (``None``: it
+    does not read)."""
+    return _time(value, "time", [])
+
+
 def _cells(value: Any, problems: list[str]) -> Cells:
     if not isinstance(value, list):
         problems.append("spec.cells: is required, a list of {cellType, count}" if value is None else "spec.cells: must be a list of {cellType, count}")

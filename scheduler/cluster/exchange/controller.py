@@ -265,7 +265,14 @@ class ExchangeController:
                 self._quotas.apply()
                 if folded:
                     log.info("exchange ledger entries folded into the settled totals", extra={"entries": len(folded)})
+                rebuilt = {e.key for e in result.rebuilt}
                 for entry in new_entries:
+                    if entry.key in rebuilt:
+                        log.warning("exchange match missing from the ledger rebuilt from its objects' statuses (the ledger was "
+                                    "lost or emptied: its settled totals and the matches of deleted objects are not recoverable)",
+                                    extra={"offer": entry.offer, "request": entry.request, "lender": entry.lender,
+                                           "borrower": entry.borrower, "gpu_hours": round(entry.gpu_hours, 3)})
+                        continue
                     log.info("cells exchanged", extra={"offer": entry.offer, "request": entry.request, "lender": entry.lender,
                                                        "borrower": entry.borrower, "gpu_hours": round(entry.gpu_hours, 3),
                                                        "explanation": entry.explanation})
