@@ -9,6 +9,7 @@ waiting to happen.
 
 from __future__ import annotations
 
+import urllib.parse
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -183,6 +184,19 @@ class ServerSettings(_Section):
         ),
     )
 
+    paired_scheduler_health_url: str | None = Field(
+        None,
+        description=(
+            "URL of the /healthz of the kube-scheduler that calls this cellfit (the chart's: "
+            "https://127.0.0.1:<kubeScheduler.securePort>/healthz). When set, the metrics listener "
+            "also serves /healthz/kube-scheduler, which fails when that kube-scheduler's /healthz "
+            "does (HTTPS not verified: loopback, its own certificate) or cellfit does not answer: "
+            "with several replicas the chart makes it kube-scheduler's liveness probe, so a "
+            "kube-scheduler whose cellfit died is restarted and hands its Lease over. Needs "
+            "metricsPort. null: no such path."
+        ),
+    )
+
     extender_listener: ListenerLimits = Field(
         default_factory=ListenerLimits,
         description="Limits of the extender's listener (port): kube-scheduler's calls, inspect.",
@@ -205,7 +219,23 @@ class ServerSettings(_Section):
             raise ValueError(f"metricsPort must differ from port (both {self.port})")
         if self.inspect_port is not None and self.inspect_port in (self.port, self.metrics_port):
             raise ValueError(f"inspectPort {self.inspect_port} must differ from port and metricsPort")
+        if self.paired_scheduler_health_url is not None and self.metrics_port is None:
+            raise ValueError("pairedSchedulerHealthUrl is served on the metrics listener: set metricsPort too")
         return self
+
+    @field_validator("paired_scheduler_health_url")
+    @classmethod
+    def _an_http_url_with_a_host(cls, url: str | None) -> str | None:
+        if url is None:
+            return None
+        try:
+            parts = urllib.parse.urlsplit(url)
+            parts.port  # noqa: B018 - raises ValueError for a port that is no number or out of range
+        except ValueError as error:
+            raise ValueError(f"pairedSchedulerHealthUrl {url!r} does not read as a URL: {error}") from None
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"pairedSchedulerHealthUrl must be an http:// or https:// URL with a host, not {url!r}")
+        return url
 
 
 class ClusterSettings(_Section):

@@ -362,7 +362,8 @@ def test_nondefault_render(nondefault_docs: list[dict[str, Any]]) -> None:
     assert cellfit["policy"]["rackLabel"] is None
     assert cellfit["server"] == {"host": "127.0.0.1", "port": 9888, "maxRequestBytes": 16777216,
                                  "metricsHost": "::", "metricsPort": 9889, "inspectHost": "::", "inspectPort": 9890,
-                                 "metricsListener": {"maxConnections": 16, "idleTimeoutSeconds": 30}}
+                                 "metricsListener": {"maxConnections": 16, "idleTimeoutSeconds": 30},
+                                 "pairedSchedulerHealthUrl": "https://127.0.0.1:10259/healthz"}
     assert one(nondefault_docs, "NetworkPolicy")["spec"]["ingress"][1]["from"] == [{"ipBlock": {"cidr": "10.0.0.0/24"}}]
     assert set(cellfit["cells"]["virtualClusters"]) == {"vision", "nlp"}
     assert cellfit["exchange"] == {"enabled": True, "returnGraceSeconds": None, "ledgerName": "gpu-sched-ledger"}

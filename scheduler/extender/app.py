@@ -26,6 +26,7 @@ from scheduler.constants import (
     ADMISSION_VALIDATE_PODS_PATH,
     EXTENDER_URL_PREFIX,
     PATH_HEALTHZ,
+    PATH_HEALTHZ_KUBE_SCHEDULER,
     PATH_METRICS,
     PATH_READYZ,
     VERB_BIND,
@@ -37,6 +38,7 @@ from scheduler.errors import InvalidRequest
 from scheduler.extender.admission import PodAdmission
 from scheduler.extender.dispatch import ClientDisconnected, RequestTooLarge, VerbDispatch, VerbRoute, error_answer, receive_body
 from scheduler.extender.metrics import ExtenderMetrics
+from scheduler.extender.paired import PairedSchedulerHealth
 from scheduler.extender.service import Answer, ExtenderService, Readiness
 from scheduler.extender.validating import ObjectValidation
 from scheduler.kube import wire
@@ -129,14 +131,33 @@ def create_app(
     return VerbDispatch(api=api, routes=routes, max_request_bytes=max_request_bytes)
 
 
-def create_metrics_app(*, metrics: ExtenderMetrics, readiness: Readiness) -> FastAPI:
+def create_metrics_app(
+    *, metrics: ExtenderMetrics, readiness: Readiness, paired_scheduler: PairedSchedulerHealth | None = None
+) -> FastAPI:
     """The app of the second listener (``server.metricsPort``): /healthz, /readyz and /metrics
-    of the same process, nothing else. It may listen on every address, so it must never
-    grow a route that changes state or reveals more than the metrics do (no verbs, no
-    inspect, no OpenAPI document)."""
+    of the same process, and with ``paired_scheduler`` the liveness of the kube-scheduler
+    beside it; nothing else. It may listen on every address, so it must never grow a route
+    that changes state or reveals more than the metrics do (no verbs, no inspect, no OpenAPI
+    document)."""
     app = FastAPI(title="cellfit metrics", version=__version__, openapi_url=None, docs_url=None, redoc_url=None)
     add_health_and_metrics_routes(app, metrics=metrics, readiness=readiness)
+    if paired_scheduler is not None:
+        _add_paired_scheduler_healthz(app, paired_scheduler)
     return app
+
+
+def _add_paired_scheduler_healthz(app: FastAPI, paired: PairedSchedulerHealth) -> None:
+    @app.get(
+        PATH_HEALTHZ_KUBE_SCHEDULER,
+        summary="Liveness of the kube-scheduler beside this cellfit, and of this cellfit (it answers).",
+        responses={503: {"description": "That kube-scheduler's /healthz failed; the body says how."}},
+    )
+    async def paired_scheduler_healthz() -> JSONResponse:
+        verdict = await paired.check()
+        if not verdict.alive:
+            log.warning("the kube-scheduler beside this cellfit fails its health check", extra={"reason": verdict.reason})
+        return JSONResponse({"status": "ok" if verdict.alive else "failing", "reason": verdict.reason},
+                            status_code=200 if verdict.alive else 503)
 
 
 def create_inspect_app(*, inspect: APIRouter) -> FastAPI:

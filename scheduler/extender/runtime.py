@@ -35,6 +35,7 @@ from scheduler.cluster.stranded import StrandedGuarantees
 from scheduler.composition import Composition, assemble, compose_cells
 from scheduler.extender.admission import PodAdmission
 from scheduler.extender.app import create_admission_app, create_app, create_inspect_app, create_metrics_app
+from scheduler.extender.paired import PairedSchedulerHealth
 from scheduler.extender.bookings import BookingSweeper
 from scheduler.extender.dispatch import VerbDispatch
 from scheduler.extender.metrics import ExtenderMetrics
@@ -267,7 +268,10 @@ def build_runtime(settings: Settings, *, api: KubernetesApi | None = None, stand
                              exchanges=_exchange_view(quotas, _term_view(terms, elector, ExchangeController, enabled=quotas is not None)))
     app.api.include_router(inspect)
     inspect_app = create_inspect_app(inspect=inspect)
-    metrics_app = create_metrics_app(metrics=metrics, readiness=readiness)
+    paired_url = settings.server.paired_scheduler_health_url
+    metrics_app = create_metrics_app(
+        metrics=metrics, readiness=readiness, paired_scheduler=PairedSchedulerHealth(paired_url) if paired_url is not None else None
+    )
     admission_app = None
     if settings.admission.enabled:
         resumed_class = (

@@ -137,6 +137,7 @@ app.kubernetes.io/component: scheduler
 {{- end }}
 {{- $_ := set $server "metricsHost" .Values.cellfit.metrics.listenAddress }}
 {{- $_ := set $server "metricsPort" .Values.cellfit.metrics.port }}
+{{- $_ := set $server "pairedSchedulerHealthUrl" (printf "https://127.0.0.1:%v/healthz" .Values.kubeScheduler.securePort) }}
 {{- end }}
 {{- if .Values.cellfit.inspect.enabled }}
 {{- if has (int .Values.cellfit.inspect.port) (list (int .Values.cellfit.port) (int .Values.cellfit.metrics.port)) }}
