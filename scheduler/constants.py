@@ -66,12 +66,12 @@ EXTENDER_VERBS: Final = (VERB_FILTER, VERB_PRIORITIZE, VERB_PREEMPT, VERB_BIND)
 PATH_HEALTHZ: Final = "/healthz"
 PATH_READYZ: Final = "/readyz"
 PATH_METRICS: Final = "/metrics"
-INSPECT_URL_PREFIX: Final = "/v1/inspect"
-# The pod-create admission webhook (served on admission.port, HTTPS).
-ADMISSION_PODS_PATH: Final = "/v1/admission/pods"
 # On the metrics listener: whether the kube-scheduler beside this cellfit is alive, and this
 # cellfit with it (the chart's kube-scheduler liveness probe with several replicas).
 PATH_HEALTHZ_KUBE_SCHEDULER: Final = "/healthz/kube-scheduler"
+INSPECT_URL_PREFIX: Final = "/v1/inspect"
+# The pod-create admission webhook (served on admission.port, HTTPS).
+ADMISSION_PODS_PATH: Final = "/v1/admission/pods"
 # The validating webhook (same listener): cellfit's labels and annotations on new Pods and on
 # new and updated Jobs.
 ADMISSION_VALIDATE_PODS_PATH: Final = "/v1/admission/validate/pods"
