@@ -9,7 +9,8 @@ Here a request is a few bytes written to a kept-alive connection and a response 
 httptools (C), on the loop itself: no thread, no GIL hand-over, tens of microseconds of CPU.
 
 Only what kube-scheduler's path needs: one request at a time per connection, keep-alive, a pool
-that grows to ``max_connections`` and waits beyond, a total timeout per request, and one retry
+that grows to ``max_connections`` and waits beyond, a total timeout per request (one that runs
+out closes the idle connections as well: they are likely dead alike), and one retry
 when a kept-alive connection turns out to have been closed by the server before it answered
 anything (as Go's http.Transport does). Credentials and TLS come from the Kubernetes client's
 Configuration (token, client certificate, CA, server name); a proxy is not spoken here, so
@@ -158,6 +159,10 @@ class LoopHttpClient:
             async with self._slots, asyncio.timeout(self._timeout):
                 return await self._exchange(request)
         except TimeoutError:
+            # The idle connections likely share this one's fate (the API server's node gone, a
+            # load balancer that forgot its flows: no FIN, no reset): each would hold a later
+            # request for the whole timeout. Fresh ones cost a handshake each.
+            self.close()
             raise KubernetesApiError(f"Kubernetes API did not answer within {self._timeout:g}s") from None
         except (OSError, ConnectionLost, ssl.SSLError) as error:
             raise KubernetesApiError(f"Kubernetes API unreachable: {error}") from None

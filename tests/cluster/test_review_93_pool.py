@@ -1,0 +1,101 @@
+"""The event loop's connection pool to the API server (scheduler/cluster/loop_http.py) when the
+connections it keeps die without a word: the API server's node gone, or a load balancer or NAT
+in between that forgot its flows (an API server failover behind it). Between the pool and the
+server (tests/cluster/test_loop_http.py's, on loopback) runs a TCP relay that can stop carrying
+the flows it has, silently, while new connections get through."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+from typing import Iterator
+
+import pytest
+
+from scheduler.errors import KubernetesApiError
+from tests.cluster.test_loop_http import client_for, event_loop_kind, server  # noqa: F401 - fixtures
+
+TIMEOUT_SECONDS = 0.5
+
+
+class SilentRelay:
+    """Relays TCP to ``port``; :meth:`forget_flows` makes every flow open now drop what it
+    carries (no FIN, no reset), as a load balancer that lost its state does."""
+
+    def __init__(self, port: int) -> None:
+        self._upstream = port
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self._listener.getsockname()[1]
+        self._forgotten: set[int] = set()
+        self._flows = 0
+        self._lock = threading.Lock()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def forget_flows(self) -> None:
+        with self._lock:
+            self._forgotten.update(range(self._flows))
+
+    def close(self) -> None:
+        self._listener.close()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            upstream = socket.create_connection(("127.0.0.1", self._upstream))
+            with self._lock:
+                flow, self._flows = self._flows, self._flows + 1
+            for source, target in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pump, args=(flow, source, target), daemon=True).start()
+
+    def _pump(self, flow: int, source: socket.socket, target: socket.socket) -> None:
+        while True:
+            try:
+                data = source.recv(65536)
+            except OSError:
+                return
+            if not data:
+                return
+            with self._lock:
+                if flow in self._forgotten:
+                    continue
+            try:
+                target.sendall(data)
+            except OSError:
+                return
+
+
+@pytest.fixture
+def relay(server) -> Iterator[SilentRelay]:  # noqa: F811 - the imported fixture
+    httpd, _ = server
+    made = SilentRelay(httpd.server_address[1])
+    yield made
+    made.close()
+
+
+def test_after_a_request_on_a_dead_kept_alive_connection_times_out_the_next_ones_open_fresh_connections(relay: SilentRelay) -> None:
+    """Four connections kept alive, then their flows forgotten: each later request took the
+    next dead one and waited out its whole timeout, so at one bind a second every bind failed
+    for as long as the pool had dead connections (64 in production, 10 s each, past
+    kube-scheduler's 5 s). The first timeout now closes the other idle connections too."""
+    client = client_for(relay.port, max_connections=4, timeout=TIMEOUT_SECONDS)
+
+    async def scenario() -> list[str]:
+        await asyncio.gather(*(client.request("GET", "/slow") for _ in range(4)))
+        assert client.idle_connections == 4
+        relay.forget_flows()
+        outcomes = []
+        for _ in range(4):
+            try:
+                status, _ = await client.request("GET", "/pods")
+                outcomes.append(str(status))
+            except KubernetesApiError as error:
+                outcomes.append(str(error))
+        client.close()
+        return outcomes
+
+    outcomes = asyncio.run(scenario())
+    assert outcomes == [f"Kubernetes API did not answer within {TIMEOUT_SECONDS:g}s", "200", "200", "200"]
