@@ -6,8 +6,11 @@ HiveD's reclaim reads them (scheduler/cluster/reclaim.py) for a guaranteed pod t
 never brought to cellfit's filter, because every node it could go to is full of opportunistic
 pods it may not preempt: cellfit then picks the node itself, and must pick one kube-scheduler
 will accept once the opportunistic pods are gone. What these rules do not model (inter-pod
-affinity, topology spread, volumes, resource claims) makes the pod :func:`unmodelled`, never a guess: deleting
-another tenant's pods for a node the pod cannot use would be a loss for nothing.
+affinity, topology spread, volumes, resource claims, host ports, resources other than cores,
+memory and GPUs) makes the pod :func:`unmodelled`, never a guess: deleting another tenant's pods
+for a node the pod cannot use would be a loss for nothing. Host ports and those resources depend
+on the pods that stay on the node (NodePorts, NodeResourcesFit), and the reclaim knows only
+their cores, memory and GPUs.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from typing import Final, Sequence, TypeVar
 
 import msgspec
 
+from scheduler.constants import RESOURCE_NVIDIA_GPU
 from scheduler.errors import InvalidRequest
 from scheduler.kube import wire
 
@@ -29,6 +33,9 @@ _FILTERING_EFFECTS: Final = frozenset({"NoSchedule", "NoExecute"})
 _GO_INTEGER: Final = re.compile(r"[+-]?[0-9]+", re.ASCII)
 _INT64_MIN: Final = -(2**63)
 _INT64_MAX: Final = 2**63 - 1
+# The resources the reclaim checks: cores and memory beside the pods that stay
+# (scheduler/cluster/stranded.py), GPUs by HiveD's cells.
+_CHECKED_RESOURCES: Final = frozenset({"cpu", "memory"})
 
 
 class NodeSelectorRequirement(msgspec.Struct, frozen=True, gc=False):
@@ -82,7 +89,24 @@ class Volume(msgspec.Struct, frozen=True, gc=False):
     ephemeral: msgspec.Raw | None = None
 
 
-class ConstrainedPodSpec(wire.PodSpec, frozen=True, kw_only=True):
+class ContainerPort(msgspec.Struct, frozen=True, gc=False):
+    containerPort: int = 0
+    hostPort: int | None = None  # the API server fills it in from containerPort for hostNetwork pods
+
+
+class PortedContainer(wire.Container, frozen=True, kw_only=True):
+    ports: list[ContainerPort] | None = None
+
+
+class ConstrainedPodSpec(msgspec.Struct, frozen=True, gc=False):
+    """What the reclaim reads of a pod's spec: where it may go, and what it asks of the node."""
+
+    containers: list[PortedContainer] = []
+    initContainers: list[PortedContainer] | None = None
+    overhead: wire.ResourceList | None = None
+    resources: wire.ResourceRequirements | None = None  # pod-level resources (KEP-2837)
+    nodeName: str | None = None
+    preemptionPolicy: str | None = None  # Never: kube-scheduler preempts nobody for the pod
     nodeSelector: dict[str, str] | None = None
     affinity: Affinity | None = None
     tolerations: list[Toleration] | None = None
@@ -146,10 +170,13 @@ def _items(raw_list: bytes, decoder: msgspec.json.Decoder[T]) -> list[T]:
     return decoded
 
 
-def unmodelled(spec: ConstrainedPodSpec) -> str | None:
+def unmodelled(spec: ConstrainedPodSpec, *, gpu_resource: str = RESOURCE_NVIDIA_GPU) -> str | None:
     """What in the pod's spec these rules cannot check (None: nothing): required inter-pod
     affinity or anti-affinity, a topology spread that refuses nodes, a volume claim (a claim
-    may bind the pod to a zone), a resource claim (its devices are on some nodes only)."""
+    may bind the pod to a zone), a resource claim (its devices are on some nodes only), a host
+    port (the pods that stay may use it), a resource other than cores, memory and
+    ``gpu_resource`` (an extended resource such as ``rdma/hca``, ``ephemeral-storage``,
+    hugepages: the pods that stay may use it, or the node not have it)."""
     affinity = spec.affinity
     if affinity is not None:
         for name, rules in (("podAffinity", affinity.podAffinity), ("podAntiAffinity", affinity.podAntiAffinity)):
@@ -162,6 +189,39 @@ def unmodelled(spec: ConstrainedPodSpec) -> str | None:
             return f"spec.volumes[{volume.name!r}] (a volume claim)"
     if spec.resourceClaims:
         return "spec.resourceClaims (dynamic resource allocation)"
+    return _host_port(spec) or _unchecked_resource(spec, gpu_resource=gpu_resource)
+
+
+def _containers(spec: ConstrainedPodSpec) -> list[tuple[str, PortedContainer]]:
+    """Each container with the path of its field, init containers after the others."""
+    return ([(f"spec.containers[{i}]", c) for i, c in enumerate(spec.containers)]
+            + [(f"spec.initContainers[{i}]", c) for i, c in enumerate(spec.initContainers or ())])
+
+
+def _host_port(spec: ConstrainedPodSpec) -> str | None:
+    """The first host port the pod asks for, named with its field (kube-scheduler's NodePorts
+    refuses a node where a pod that stays holds it)."""
+    for path, container in _containers(spec):
+        for index, port in enumerate(container.ports or ()):
+            if port.hostPort:
+                return f"{path}.ports[{index}].hostPort ({port.hostPort}, a host port)"
+    return None
+
+
+def _unchecked_resource(spec: ConstrainedPodSpec, *, gpu_resource: str) -> str | None:
+    """The first resource the pod requests (or limits, which the requests default to) that the
+    reclaim does not check, named with its field."""
+    checked = _CHECKED_RESOURCES | {gpu_resource}
+    lists: list[tuple[str, wire.ResourceList | None]] = [("spec.overhead", spec.overhead)]
+    requirements = [(path, container.resources) for path, container in _containers(spec)]
+    requirements.append(("spec", spec.resources))
+    for path, resources in requirements:
+        if resources is not None:
+            lists += [(f"{path}.resources.requests", resources.requests), (f"{path}.resources.limits", resources.limits)]
+    for path, quantities in lists:
+        for name in quantities or {}:
+            if name not in checked:
+                return f"{path}[{name!r}] (a resource the reclaim does not check: cellfit checks cpu, memory and {gpu_resource})"
     return None
 
 
