@@ -3,7 +3,8 @@ pure core: offers and requests (``model``), which offers qualify for a request (
 the balanced cell exchange arbiter (``arbiter``), the quota move with its feasibility proof and
 the plan for the window's start and end (``quota``), refusal of bad input (``validation``), and
 the CellOffer / CellRequest objects of charts/cellfit/crds/ read into offers and requests
-(``resource``), the durable record of matches and surplus (``ledger``), what a round holds while
+(``resource``), the durable record of matches and surplus (``ledger``), which matches count in the surplus
+(``charges``), what a round holds while
 the ledger does not read whole (``holds``), the matches a lost ledger took rebuilt from the
 objects' statuses (``rebuild``), one round over the posted
 objects with each one's status (``board``), and the pods to preempt when a drain's grace ends

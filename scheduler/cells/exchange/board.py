@@ -5,7 +5,7 @@ From the CellOffer and CellRequest objects (as the API server returns them), the
 labels, the configured VCs, the topology and the ledger, :func:`exchange_round` validates what
 is not matched yet (``validation``; offers in posting order, each against the offers posted
 before it and the matched ones), matches the open offers and requests (``arbiter.do_matching``
-with the ledger's surplus and ``quota.QuotaProof`` over the exchanges not over yet), and says
+with the surplus of the ledger's matches in effect, ``charges``, and ``quota.QuotaProof`` over the exchanges not over yet), and says
 what each object's status is now and which ledger entries are new. The ledger decides a
 matched object's status: a match holds until its window ends even if the offer or request is
 deleted, or its namespace relabelled (the borrower was promised the cells).
@@ -23,6 +23,7 @@ from typing import Any, Callable, Literal, Mapping, Sequence
 
 from scheduler.cells.config import VirtualClusterSpec
 from scheduler.cells.exchange.arbiter import Refused, do_matching
+from scheduler.cells.exchange.charges import charged
 from scheduler.cells.exchange.holds import Holds, unread_holds
 from scheduler.cells.exchange.ledger import Entry, Settled, Unread, entry_of, not_over, surplus
 from scheduler.cells.exchange.model import CellCatalog, Offer, Request, describe_cells
@@ -351,7 +352,8 @@ def exchange_round(
     active = sorted(not_over(entries, now=now), key=lambda e: (e.matched_at, e.key))
     proof = QuotaProof(topology=topology, base=base, active=tuple(e.match() for e in active))
     matching = do_matching(offers=_matchable(open_offers, holds), requests=[] if holds.everything else open_requests,
-                           surplus=surplus(entries, settled), catalog=catalog, now=now, admit=proof)
+                           surplus=surplus(charged(entries=entries, topology=topology, base=base, now=now), settled),
+                           catalog=catalog, now=now, admit=proof)
     offer_uids, request_uids = ({p.id: p.uid for p in postings} for postings in (offers, requests))
     matched_now = [entry_of(m, matched_at=now, offer_uids=offer_uids, request_uids=request_uids) for m in matching.matches]
     for entry in matched_now:

@@ -18,7 +18,7 @@ import hashlib
 import json
 import math
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import Any, Collection, Iterable, Mapping
 
 from scheduler.cells.exchange.arbiter import Match
 from scheduler.cells.exchange.model import Cells, Offer, Request, Window
@@ -278,23 +278,28 @@ def exchanged(entries: Iterable[Entry], settled: Settled | None = None) -> dict[
 
 
 def surplus(entries: Iterable[Entry], settled: Settled | None = None) -> dict[str, float]:
-    """Each tenant's surplus: GPU-hours lent minus GPU-hours borrowed, folded ones included."""
+    """Each tenant's surplus: GPU-hours lent minus GPU-hours borrowed, folded ones included
+    (the callers pass the entries in effect, ``charges.charged``)."""
     return {vc: roles["lent"] - roles["borrowed"] for vc, roles in exchanged(entries, settled).items()}
 
 
 def fold(
-    entries: Iterable[Entry], settled: Settled, *, now: float, objects: set[str], after_seconds: float
+    entries: Iterable[Entry], settled: Settled, *, now: float, objects: set[str], after_seconds: float,
+    charged: Collection[str] | None = None,
 ) -> tuple[list[Entry], Settled]:
     """The entries to fold now, and ``settled`` with them added: those whose window ended more
     than ``after_seconds`` ago and neither of whose offer and request is among ``objects`` (the
     ids still posted), and, whatever is posted, those over for :data:`FOLD_REGARDLESS_SECONDS`
-    more (nothing deletes a Returned object; its status stays Returned without the entry)."""
+    more (nothing deletes a Returned object; its status stays Returned without the entry).
+    ``charged``: the keys of the entries that count in the surplus (``charges``; ``None``: all);
+    one that does not folds as nothing."""
     folded = [
         e for e in entries
         if e.window.end + after_seconds < now
         and ((e.offer not in objects and e.request not in objects) or e.window.end + after_seconds + FOLD_REGARDLESS_SECONDS < now)
     ]
-    return folded, exchanged(folded, settled) if folded else settled
+    counted = folded if charged is None else [e for e in folded if e.key in charged]
+    return folded, exchanged(counted, settled) if folded else settled
 
 
 def under_way(entries: Iterable[Entry], *, now: float) -> list[Entry]:

@@ -39,6 +39,7 @@ from typing import Any, Callable, Literal, Mapping, Sequence
 from scheduler.cells.capabilities import CellInspection
 from scheduler.cells.exchange import CellCatalog, Posting, draining_pods, due_preemptions, exchange_round, ledger
 from scheduler.cells.exchange.board import Outcome
+from scheduler.cells.exchange.charges import charged
 from scheduler.cells.exchange.ledger import Entry
 from scheduler.cells.exchange.preemption import BORROWER_HORIZON_SECONDS, carried_at_end
 from scheduler.cells.topology import Topology
@@ -238,7 +239,9 @@ class ExchangeController:
         if result.problems:
             log.error("cell exchange objects not judged (each is Invalid, saying why)", extra={"problems": result.problems[:10]})
         posted = {p.id for kind in ("offer", "request") for p in postings[kind]}
-        folded, settled = ledger.fold(entries, settled, now=now, objects=posted, after_seconds=grace + BORROWER_HORIZON_SECONDS)
+        counted = {e.key for e in charged(entries=entries, topology=topology, base=base, now=now)}
+        folded, settled = ledger.fold(entries, settled, now=now, objects=posted, after_seconds=grace + BORROWER_HORIZON_SECONDS,
+                                      charged=counted)
         recorded = entries
         # A new match whose key holds a value that does not read (an operator's edit, an entry of
         # an older format) is not written over it: it waits, told to nobody, until that is fixed.

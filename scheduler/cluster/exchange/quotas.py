@@ -21,6 +21,7 @@ from typing import Any, Callable
 from scheduler.cells import CellsConfig
 from scheduler.cells.capabilities import CellReconfiguration
 from scheduler.cells.exchange import applicable, ledger, reconfiguration, schedule_problems
+from scheduler.cells.exchange.charges import charged
 from scheduler.cells.exchange.ledger import Entry
 from scheduler.cells.exchange.resource import rfc3339
 from scheduler.cluster.api import KubernetesApi
@@ -235,14 +236,19 @@ class ExchangeQuotas:
 
     # ------------------------------------------------------------------ views
 
+    def _charged(self, entries: list[Entry], now: float) -> list[Entry]:
+        """The entries counting in the surplus: those the configured VCs carry (``charges``)."""
+        return charged(entries=entries, topology=self._engine.topology, base=self._base.virtual_clusters, now=now)
+
     def metrics(self) -> dict[str, Any]:
-        """What the exchange gauges read: GPU-hours lent and borrowed per VC, surplus, and the
-        exchanges matched and under way."""
+        """What the exchange gauges read: GPU-hours lent and borrowed per VC and surplus (of the
+        exchanges in effect), and the exchanges matched and under way."""
         now = self._clock()
         entries = self.entries
+        counted = self._charged(entries, now)
         return {
-            "exchanged": ledger.exchanged(entries, self.settled),
-            "surplus": ledger.surplus(entries, self.settled),
+            "exchanged": ledger.exchanged(counted, self.settled),
+            "surplus": ledger.surplus(counted, self.settled),
             "matched": sum(1 for e in entries if now < e.window.start),
             "active": sum(1 for e in entries if e.window.holds(now)),
         }
@@ -250,12 +256,14 @@ class ExchangeQuotas:
     def inspect(self) -> dict[str, Any]:
         now = self._clock()
         entries = self.entries
+        counted = self._charged(entries, now)
+        charged_keys = {e.key for e in counted}
         with self._guard:
             problems = list(self._problems)
         return {
             "ledger": {"namespace": self.namespace, "name": self._settings.ledger_name, "synced": self.synced,
                        "entries": len(entries), "settledVirtualClusters": len(self.settled), "problems": problems},
-            "surplus": {vc: round(v, 6) for vc, v in sorted(ledger.surplus(entries, self.settled).items())},
+            "surplus": {vc: round(v, 6) for vc, v in sorted(ledger.surplus(counted, self.settled).items())},
             "exchanges": [
                 {
                     "offer": e.offer, "request": e.request, "lender": e.lender, "borrower": e.borrower,
@@ -264,6 +272,7 @@ class ExchangeQuotas:
                     "start": rfc3339(e.window.start), "end": rfc3339(e.window.end), "gpuHours": round(e.gpu_hours, 6),
                     "state": "matched" if now < e.window.start else ("active" if now < e.window.end else "returned"),
                     "applied": e.key in self._applied,
+                    "charged": e.key in charged_keys,
                     **({"notApplied": self._not_applied[e.key]} if e.key in self._not_applied else {}),
                 }
                 for e in sorted(entries, key=lambda e: (e.window.start, e.key))
