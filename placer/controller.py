@@ -42,9 +42,12 @@ from __future__ import annotations
 import json
 import logging
 import multiprocessing
+import os
+import signal
 import threading
 import time
 from concurrent.futures import CancelledError, ProcessPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
@@ -107,6 +110,10 @@ log = logging.getLogger(__name__)
 
 CONDITION_PLACED = "Placed"
 T = TypeVar("T", WaitingJob, RunningJob)
+R = TypeVar("R")
+# How long the solver process may take to answer one request: a matching of thousands of Jobs
+# takes tens of milliseconds there, so only a stopped or stuck child takes this long.
+DEFAULT_SOLVER_TIMEOUT_SECONDS: Final = 60.0
 GIB = 2**30
 # A pass's queue, planned when called (after the starts are carried out).
 QueueSource = Callable[[], tuple[Queued, ...]]
@@ -123,6 +130,10 @@ class Guarantees:
     # Each VC's cells on every node, when ``cells`` counts only AlloX's (allox.nodeSelector):
     # a Job whose VC has free guarantee elsewhere lacks machines (NoMachine), not quota.
     anywhere: Mapping[str, Sequence[GuaranteeCell]] | None = None
+
+
+class SolverHung(CellfitError):
+    """The solver process answered nothing in time; it was killed."""
 
 
 class JobSource(Protocol):
@@ -176,6 +187,7 @@ class PlacerController:
         guarantees: Callable[[frozenset[str]], Guarantees] | None = None,
         job_pods: Callable[[frozenset[str]], Mapping[str, JobPods]] | None = None,
         unbound_hold_seconds: float = DEFAULT_UNBOUND_HOLD_SECONDS,
+        solver_timeout_seconds: float = DEFAULT_SOLVER_TIMEOUT_SECONDS,
     ) -> None:
         self._api = api
         self._jobs = jobs
@@ -217,6 +229,8 @@ class PlacerController:
         self._seen: dict[str, tuple[str, WaitingJob | RunningJob, Configurations, bool]] = {}
         self.last = LastDecision()
         self._solver: ProcessPoolExecutor | None = None
+        self._solver_pid: int | None = None  # the child's, to kill it when it answers nothing
+        self._solver_timeout_seconds = solver_timeout_seconds
         self._session = SolverSession()  # which Jobs the solver process holds
         # What decide made of the waiting and running Jobs read as last pass (the same objects
         # for Jobs the watch shows unchanged, see _seen): not made again.
@@ -247,6 +261,8 @@ class PlacerController:
             self._wake.clear()
             try:
                 self.admit()
+            except SolverHung as error:
+                log.error("AlloX admission passed a turn", extra={"reason": str(error)})
             except Exception:  # a defect must not end admission
                 log.exception("AlloX admission failed")
 
@@ -500,12 +516,13 @@ class PlacerController:
         if not self._settings.solver_process:
             decision, plan = decide_starts(**inputs, reuse=self._reuse)
             return decision, plan.queue
-        if self._solver is None:
-            self._solver = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
         try:
+            if self._solver is None:
+                self._solver = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
+                self._solver_pid = self._ask(os.getpid)
             # As msgpack, the Jobs the child holds from last pass by their keys (solver_wire.py).
             for _ in range(2):
-                answer = self._session.answer(self._solver.submit(decide_encoded, self._session.request(inputs)).result())
+                answer = self._session.answer(self._ask(decide_encoded, self._session.request(inputs)))
                 if answer is not None:
                     answered = self._session.answered_pass
                     return answer, lambda: self._queue_from_child(answered, inputs)
@@ -520,6 +537,32 @@ class PlacerController:
             self._session.forget()
             raise
 
+    def _ask(self, call: Callable[..., R], *arguments: Any) -> R:
+        """``call(*arguments)`` in the solver process. A child that answers nothing within
+        ``solver_timeout_seconds`` (stopped, or stuck) is killed, and :class:`SolverHung` raised:
+        the pass starts nothing (solving here could stick the same way, holding the interpreter
+        the extender's verbs need), and the next pass starts another child."""
+        solver = self._solver
+        assert solver is not None
+        try:
+            return solver.submit(call, *arguments).result(timeout=self._solver_timeout_seconds)
+        except FutureTimeout:
+            self._kill_solver()
+            raise SolverHung(f"the AlloX solver process answered nothing in {self._solver_timeout_seconds:g} s: it was killed, "
+                             "this pass starts no Job, and the next pass starts another") from None
+
+    def _kill_solver(self) -> None:
+        solver, pid = self._solver, self._solver_pid
+        self._solver, self._solver_pid = None, None
+        self._session.forget()
+        if pid is not None:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass  # it died meanwhile
+        if solver is not None:
+            solver.shutdown(wait=False, cancel_futures=True)
+
     def _queue_from_child(self, pass_number: int, inputs: Mapping[str, Any]) -> tuple[Queued, ...]:
         """The queue the child planned for pass ``pass_number`` (it keeps the pass's plan). A
         child that died since it answered (or holds no plan of that pass) is replaced as in
@@ -533,7 +576,9 @@ class PlacerController:
         queue: tuple[Queued, ...] | None = None
         if solver is not None:
             try:
-                queue = self._session.queue(solver.submit(queue_encoded, pass_number).result())
+                queue = self._session.queue(self._ask(queue_encoded, pass_number))
+            except SolverHung as error:
+                log.warning("the AlloX solver process planned no queue; planning it here", extra={"reason": str(error)})
             except BrokenProcessPool:
                 log.warning("the AlloX solver process died before planning the queue; starting another")
                 self._solver = None

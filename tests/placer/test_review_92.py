@@ -4,12 +4,15 @@ rewrite against what a user's pod template already carries, and what waiting Job
 
 from __future__ import annotations
 
+import os
+import signal
+import threading
 from typing import Any
 
 from placer.controller import PlacerController
 from scheduler.config import AlloxSettings
 from scheduler.core.resources import Resources
-from tests.placer.test_controller import Jobs, RecordingApi
+from tests.placer.test_controller import Jobs, RecordingApi, job
 from tests.placer.test_review_61 import ServerApi, gpu_job, server_controller, stored_job
 
 
@@ -69,3 +72,47 @@ def test_a_job_told_no_machine_again_and_again_gets_one_event_per_reason() -> No
     told = [condition["reason"] for name, condition in api.conditions]
     assert told == ["NoMachine", "WaitingForMachine"] * 3
     assert [(name, reason) for name, reason, _ in api.events] == [("wide", "NoMachine")]
+
+
+def test_a_solver_process_that_hangs_is_killed_the_pass_starts_nothing_and_the_next_starts_in_a_new_one() -> None:
+    # A child stopped (SIGSTOP: a node under memory pressure, a debugger, a matching that never
+    # ends) answered nothing, and the admission thread waited for it for ever: no Job started
+    # again until cellfit restarted.
+    api = RecordingApi()
+    watch = Jobs([job("a", created=0)])
+    placer = PlacerController(
+        api=api, jobs=watch, settings=AlloxSettings(alpha=1.0, mechanism="template", solver_process=True), gpu_resource="nvidia.com/gpu",
+        free_by_node=lambda running: {"n1": Resources(cpu_millis=6000, memory_bytes=64 * 2**30, gpus=2)},
+        capacity=lambda: Resources(cpu_millis=6000, memory_bytes=64 * 2**30, gpus=2), clock=lambda: 1767225700.0,
+        solver_timeout_seconds=2.0,
+    )
+    try:
+        (first,) = placer.admit().starts
+        assert first.key == "alice/a"
+        assert placer._solver is not None
+        (child,) = placer._solver._processes.values()  # type: ignore[attr-defined]
+        os.kill(child.pid, signal.SIGSTOP)  # type: ignore[arg-type]
+        watch.jobs = [job("a", created=0, suspend=False, placement="gpu", started="2026-01-01T00:01:40Z"), job("b", created=1)]
+        outcome: list[BaseException | None] = []
+
+        def hung_pass() -> None:
+            try:
+                placer.admit()
+                outcome.append(None)
+            except BaseException as error:  # what the admission loop logs
+                outcome.append(error)
+
+        passing = threading.Thread(target=hung_pass, daemon=True)
+        passing.start()
+        passing.join(60)  # thirty times the timeout: a pass that returns at all
+        if passing.is_alive():
+            os.kill(child.pid, signal.SIGKILL)  # type: ignore[arg-type]
+            passing.join()
+        assert outcome and outcome[0] is not None and "solver process" in str(outcome[0])
+        assert [name for name, _ in api.patches] == ["a"]  # nothing started without a decision
+        child.join(30)
+        assert child.exitcode is not None  # killed, not left stopped
+        (second,) = placer.admit().starts  # a new child decides
+        assert second.key == "alice/b" and [name for name, _ in api.patches] == ["a", "b"]
+    finally:
+        placer.stop()
