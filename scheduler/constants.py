@@ -31,6 +31,9 @@ ANNOTATION_GPU_INDICES: Final = f"{DOMAIN}/gpu-indices"
 ANNOTATION_ESTIMATE: Final = f"{DOMAIN}/estimate"
 ANNOTATION_PLACEMENT: Final = f"{DOMAIN}/placement"
 ANNOTATION_PREEMPTIONS: Final = f"{DOMAIN}/preemptions"
+# On a pending guaranteed pod: the cells the leader's reclaim booked for it (bind-info's format),
+# written before any victim is deleted, so that every replica's engine keeps them for it.
+ANNOTATION_RECLAIM_BOOKING: Final = f"{DOMAIN}/reclaim-booking"
 # On a placed Job's pod template (so on its pods): the configuration AlloX chose, which the
 # pod-create webhook rewrites the pod into.
 LABEL_PLACEMENT: Final = f"{DOMAIN}/placement"

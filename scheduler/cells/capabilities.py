@@ -112,6 +112,11 @@ class GuaranteeKeeping(Protocol):
     def cancel_reclaim(self, pod_uid: str) -> None:
         """Give back what :meth:`book_reclaim` booked."""
 
+    def reclaim_record(self, pod_uid: str) -> str | None:
+        """The pod's booked cells as its annotation ``cellfit.io/reclaim-booking`` records them
+        (None: none booked), written on the pod before any victim is deleted: every replica's
+        engine keeps the cells it names for the pending pod (its pod watch applies it)."""
+
 
 class Cells(CellReconfiguration, BookingSweep, RequestCheck, GuaranteeKeeping, Protocol):
     """Every capability HiveD's cells give the drivers (``Composition.cells``)."""

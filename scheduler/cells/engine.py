@@ -41,7 +41,7 @@ from scheduler.cells.feasibility import feasibility_problems
 from scheduler.cells.membership import CellsChanged, NodeMembership
 from scheduler.cells.request import CellRequest, Priority, RequestProblem, parse_request
 from scheduler.cells.topology import Topology
-from scheduler.constants import ANNOTATION_BIND_INFO, ANNOTATION_GPU_INDICES, MAX_EXTENDER_PRIORITY
+from scheduler.constants import ANNOTATION_BIND_INFO, ANNOTATION_GPU_INDICES, ANNOTATION_RECLAIM_BOOKING, MAX_EXTENDER_PRIORITY
 from scheduler.core.engine import FilterDecision, Placement, Scores
 from scheduler.core.model import TERMINAL_PHASES, JobInfo, NodeInfo, PodInfo
 from scheduler.core.nodeindex import NodeIndex, pick
@@ -103,6 +103,11 @@ class HivedEngine:
         # Pods the watch has shown bound and not finished: a bind failure told after that (its
         # answer lost although the API server made it) must not release the GPUs they run on.
         self._seen_bound: set[str] = set()
+        # Pending pods' reclaim records (annotation cellfit.io/reclaim-booking) as last applied:
+        # pod UID -> the text, and what it recorded (None: ignored). A record is applied once
+        # per text, so that this engine's own later decisions for the pod (its filter moving a
+        # hold to cells freed since) are not undone by the next watch event.
+        self._reclaim_records: dict[str, tuple[str, bindinfo.BindInfo | None]] = {}
         self._on_change = on_change
         # Runtime changes to the cells, newest last (also passed to on_change).
         self.changes: deque[str] = deque(maxlen=MAX_CHANGES)
@@ -603,6 +608,7 @@ class HivedEngine:
         if pod.phase in TERMINAL_PHASES:
             self._reserved_as_booked.discard(pod.uid)
             self._seen_bound.discard(pod.uid)
+            self._reclaim_records.pop(pod.uid, None)
             self.expiry.pod_gone(pod.uid)
             if existing is not None:
                 self._unassign(existing)
@@ -610,7 +616,9 @@ class HivedEngine:
             return
         self.expiry.pod_seen(pod)
         if not pod.holds_resources:
-            return  # pending: keep whatever filter booked for it
+            self._follow_reclaim_record(pod)  # pending: keep whatever filter or the leader's reclaim booked for it
+            return
+        self._reclaim_records.pop(pod.uid, None)
         self._reserved_as_booked.discard(pod.uid)  # bound: no bind of it fails any more
         self._seen_bound.add(pod.uid)
         if existing is not None:
@@ -654,7 +662,9 @@ class HivedEngine:
         kept = info.gpu_indices if info is not None and info.node == node else ()
         alloc.recover_on_node(request, vc, node, pod_uid=pod.uid, pod_key=pod.key, gpu_indices=kept)
 
-    def _recover_from_info(self, pod: PodInfo, info: bindinfo.BindInfo) -> Booking | None:
+    def _recover_from_info(self, pod: PodInfo, info: bindinfo.BindInfo, *, pending: bool = False) -> Booking | None:
+        """``pending``: a pending pod's reclaim record, not a running pod's bind-info
+        (recovery.Recovery.recover_exact)."""
         alloc = self.allocator
         # The implicit default VC owns every cell, so no other VC's cell lies around the one a
         # pod's bind-info names: recovery may choose a larger cell of the VC (recovery.py).
@@ -686,6 +696,7 @@ class HivedEngine:
                         pod_key=None,
                         group=group,
                         rehome=rehome,
+                        pending=pending,
                     )
                     if booked is not None:
                         group.slots.append(booked)
@@ -706,6 +717,7 @@ class HivedEngine:
             pod_key=pod.key,
             group=group,
             rehome=rehome,
+            pending=pending,
         )
         if recovered is not None and group is not None:
             group.slots.append(recovered)
@@ -731,6 +743,7 @@ class HivedEngine:
     def delete_pod(self, pod_uid: str) -> None:
         self._reserved_as_booked.discard(pod_uid)
         self._seen_bound.discard(pod_uid)
+        self._reclaim_records.pop(pod_uid, None)
         self.expiry.pod_gone(pod_uid)
         booking = self.allocator.by_pod.get(pod_uid)
         if booking is not None:
@@ -853,6 +866,85 @@ class HivedEngine:
         if booking is not None:
             self._unassign(booking)
             self._released()
+
+    def reclaim_record(self, pod_uid: str) -> str | None:
+        """The cells booked for the pod, as its annotation ``cellfit.io/reclaim-booking`` records
+        them (bind-info's format); None when it has none. The leader writes it on the pod before
+        deleting a victim, and every replica's engine keeps those cells for the pod
+        (:meth:`apply_pod`), whichever replica's filter kube-scheduler calls."""
+        booking = self.allocator.by_pod.get(pod_uid)
+        return bindinfo.encode(booking) if booking is not None and booking.node is not None else None
+
+    def _follow_reclaim_record(self, pod: PodInfo) -> None:
+        """A pending pod as the watch shows it: its reclaim record applied when it appears or
+        changes, and its cells given back when it goes."""
+        text = pod.annotations.get(ANNOTATION_RECLAIM_BOOKING)
+        applied = self._reclaim_records.get(pod.uid)
+        if text == (applied[0] if applied is not None else None):
+            return
+        if applied is not None:
+            del self._reclaim_records[pod.uid]
+            if applied[1] is not None and self._holds_recorded(pod.uid, applied[1]):
+                self.cancel_reclaim(pod.uid)
+        if text is not None:
+            self._reclaim_records[pod.uid] = (text, self._keep_recorded(pod, text))
+
+    def _holds_recorded(self, pod_uid: str, info: bindinfo.BindInfo) -> bool:
+        """Whether the pod's booking is on exactly the GPUs its record names."""
+        booking = self.allocator.by_pod.get(pod_uid)
+        return booking is not None and booking.node == info.node and booking.gpu_indices == sorted(info.gpu_indices)
+
+    def _keep_recorded(self, pod: PodInfo, text: str) -> bindinfo.BindInfo | None:
+        """Book the cells a reclaim record names for the pending pod (the leader is deleting
+        their victims): exactly those GPUs, in place of whatever this engine held for the pod.
+        None, and the reason told, when the record does not read, is not the pod's, or no
+        longer fits; nothing is booked then."""
+        try:
+            info = bindinfo.decode(text)
+        except InvalidAnnotation as error:
+            self._ignore_record(pod, f"does not read ({str(error).removeprefix(f'{error.field}: ')})")
+            return None
+        if self._holds_recorded(pod.uid, info):
+            return info  # booked here already (on the leader, by its reclaim)
+        problem = self._record_problem(pod, info)
+        if problem is not None:
+            self._ignore_record(pod, problem)
+            return None
+        existing = self.allocator.by_pod.get(pod.uid)
+        if existing is not None:
+            self._unassign(existing)
+        if self._recover_from_info(pod, info, pending=True) is None:
+            self._released()
+            self._ignore_record(pod, f"names GPUs {list(info.gpu_indices)} of node {info.node} in cell {info.vc_cell}, "
+                                     "which no longer fit (another guaranteed pod holds them, or the cell is not its VC's to bind)")
+            return None
+        self.expiry.booked_for(pod.uid)
+        return info
+
+    def _record_problem(self, pod: PodInfo, info: bindinfo.BindInfo) -> str | None:
+        """Why a reclaim record that reads is not the pod's to keep, or None."""
+        if info.node not in self.topology.nodes:
+            return f"names node {info.node!r}, which has no HiveD cells"
+        if info.priority is not Priority.GUARANTEED:
+            return f"names priority {info.priority.value!r}: only guaranteed pods have cells reclaimed"
+        if len(info.gpu_indices) != pod.requests.gpus:
+            return f"names {len(info.gpu_indices)} GPUs but the pod requests {pod.requests.gpus}"
+        try:
+            request = parse_request(pod)
+        except InvalidAnnotation as error:
+            return f"is not kept: the pod's own request does not read ({error})"
+        vc = request.vc or self.default_vc
+        if info.vc != vc or request.priority is not Priority.GUARANTEED:
+            return f"names virtual cluster {info.vc!r} for a {request.priority.value} pod of {vc!r}"
+        gang = request.gang
+        if (info.gang is None) != (gang is None) or (gang is not None and info.gang is not None and info.gang.key != gang.key):
+            return "names a gang the pod is not in" if info.gang is not None else "names no gang, but the pod is in one"
+        return None
+
+    def _ignore_record(self, pod: PodInfo, why: str) -> None:
+        message = f"pod {pod.key}: annotation {ANNOTATION_RECLAIM_BOOKING} {why}; ignored, no cells kept for it here"
+        self.allocator.note(message)
+        self._tell(message)
 
     def inspect_virtual_clusters(self) -> dict[str, Any]:
         return inspection.virtual_clusters(self.allocator)

@@ -2,6 +2,11 @@
 describes them, or, for a pod whose bind-info is missing or no longer fits, the best consistent
 booking on the node it runs on. Quotas are not checked (the pod already runs); nothing is ever
 double-allocated, and what does not fit is noted as an anomaly.
+
+The same re-creation keeps a *pending* pod's cells that the leader's reclaim booked and recorded
+on it (``cellfit.io/reclaim-booking``, in bind-info's format): there the pod runs nowhere yet, so
+its VC's quota and Theorem 1's invariant are checked as the planner checks them, and nobody's
+cells give way to it.
 """
 
 from __future__ import annotations
@@ -51,10 +56,13 @@ class Recovery:
         pod_key: str | None,
         group: Group | None,
         rehome: bool = False,
+        pending: bool = False,
     ) -> Booking | None:
         """Re-create a booking exactly as a bind-info describes it; ``None`` when that is no
         longer consistent (unknown cells, GPUs another guaranteed pod holds, a VC cell that is
-        now someone else's). Quotas are not checked: the pod is already running."""
+        now someone else's). Quotas are not checked: the pod is already running. ``pending``:
+        the pod runs nowhere yet (a reclaim's record): a free VC cell is bound only within the
+        VC's quota and Theorem 1's invariant, the VC must be configured, and no slot gives way."""
         node_cell = self.topology.nodes.get(node)
         if node_cell is None or not gpu_indices:
             return None
@@ -62,7 +70,7 @@ class Recovery:
         if any(i not in by_index for i in gpu_indices) or len(set(gpu_indices)) != len(gpu_indices):
             return None
         gpus = tuple(by_index[i] for i in sorted(gpu_indices))
-        if pod_uid is not None:
+        if pod_uid is not None and not pending:
             self._release_podless_slots(gpus, pod_key=pod_key)
         chain = node_cell.chain
         level = chain.node_level
@@ -76,12 +84,14 @@ class Recovery:
         if any(g.guaranteed_owner is not None for g in gpus):
             return None
         vc = self._vcs.vcs.get(vc_name)
+        if pending and (vc is None or not vc.defined):
+            return None  # a VC no longer configured places no new pod
         if vc is None:
             # The VC was removed from the configuration while the pod ran: keep its cells until
             # the pod is gone, under a quota-less VC.
             vc = self._vcs.vcs[vc_name] = VcState(vc_name)
             vc.defined = False
-        if root_id and root_id not in self.topology.cells_by_id:
+        if root_id and root_id not in self.topology.cells_by_id and not pending:
             # The VC cell is gone: the discovered cells changed shape since the bind (a rack
             # that dissolved). Keep the pod on exactly its GPUs, in the VC cell that now holds them.
             home = self._home_for(vc, gpus)
@@ -91,12 +101,13 @@ class Recovery:
         root = self.topology.cells_by_id.get(root_id) if root_id else None
         if root is None or any(not contains(root, g) for g in gpus):
             return None
-        root = self._rehomed(vc, root, rehome=rehome, pod_key=pod_key)
+        root = self._rehomed(vc, root, rehome=rehome and not pending, pod_key=pod_key)
+        buddy = self._vcs.buddies.get(chain)
         if root.state is _BOUND or root.state is _PINNED:
             if root.vc != vc_name:
                 return None
             spot = Spot(chain, level, gpus, root, False)
-        elif self._vcs.buddies[chain].is_takeable(root) if chain in self._vcs.buddies else False:
+        elif buddy is not None and buddy.is_takeable(root) and (not pending or self._bindable(vc, root, buddy)):
             spot = Spot(chain, level, gpus, root, True)
         else:
             return None

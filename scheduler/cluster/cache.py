@@ -764,10 +764,9 @@ class ClusterCache:
             with self._lock:
                 self._forget(uid)
             yield
-        for info in arriving.pop(None, ()):
-            with self._lock:
-                self._apply_info(info)
-            yield
+        # Pending pods after the bound ones: a pending pod's reclaim record (cellfit.io/reclaim-booking)
+        # is applied on the cells the running pods' bind-info has recovered, as the leader booked it.
+        pending = arriving.pop(None, ())
         linked = yield from _linking(arriving, leaving.keys())
         for nodes in linked:
             gone = [uid for node in nodes for uid in leaving.get(node, ())]
@@ -795,6 +794,10 @@ class ClusterCache:
                 with self._lock:
                     self._apply_info(info)
                 yield
+        for info in pending:
+            with self._lock:
+                self._apply_info(info)
+            yield
 
     def _shrinks(self, info: PodInfo) -> bool:
         """Whether ``info`` asks less of some resource than the record of its pod (an in-place

@@ -20,6 +20,11 @@ would keep the cells for ever. Every ``reclaim.periodSeconds`` this controller
    Event on both pods, a log line, the counter ``cellfit_reclaimed_pods_total``. The ones of
    lower priority are left to kube-scheduler, which preempts them once the others are gone.
 
+Before the first victim of a waiting pod is deleted, its booking is recorded on it (annotation
+``cellfit.io/reclaim-booking``, scheduler/cluster/stranded.py's :class:`ReclaimRecords`): every
+replica's engine then keeps those cells for it, whichever replica kube-scheduler calls. A record
+that cannot be written deletes nothing for that pod this round.
+
 Never touched: a pod not labelled opportunistic, not of cellfit's kube-scheduler profile, already
 terminating, or deleted by this leader already; nor anything for a waiting pod that is gone,
 terminating, not cellfit's, or waits no more (the wait counts again from its next wait), or one
@@ -39,7 +44,7 @@ from typing import Callable, Iterable, Mapping, Protocol, Sequence
 
 from scheduler.cells.capabilities import WaitingGuarantee
 from scheduler.cluster.disruption import PodDeletion, preempt_pod
-from scheduler.cluster.stranded import StrandedGuarantees, immovable, reclaimable
+from scheduler.cluster.stranded import ReclaimRecords, StrandedGuarantees, immovable, reclaimable
 from scheduler.config import ReclaimSettings
 from scheduler.core.model import PodInfo
 from scheduler.errors import CellfitError
@@ -56,6 +61,8 @@ class WaitingCells(Protocol):
     (:class:`~scheduler.cells.capabilities.GuaranteeKeeping`)."""
 
     def waiting_guarantees(self) -> list[WaitingGuarantee]: ...
+
+    def reclaim_record(self, pod_uid: str) -> str | None: ...
 
 
 class PodRecord(Protocol):
@@ -86,6 +93,7 @@ class Waiting:
     guarantee: WaitingGuarantee
     pod: PodInfo | None
     victims: tuple[PodInfo | None, ...]
+    record: str | None = None  # its booking as recorded on the pod (the engine's reclaim_record)
 
 
 def reclaims_due(
@@ -157,6 +165,7 @@ class ReclaimController:
         self._remember_victims = remember_victims
         self._since: dict[str, float] = {}  # waiting pod UID -> when this leader first saw it wait
         self._reclaimed: dict[str, float] = {}  # victim UID -> when it was deleted
+        self._records = stranded.records if stranded is not None else ReclaimRecords(api=api)
         self._stop = threading.Event()
         self._worker = threading.Thread(target=self._run, name="cell-reclaim", daemon=True)
 
@@ -180,13 +189,27 @@ class ReclaimController:
             # It has waited its afterSeconds already, unschedulable: its victims are due now.
             self._since[uid] = now - self._settings.after_seconds
         with self._lock:
-            waiting = [Waiting(guarantee=g, pod=self._pods.get(g.pod_uid), victims=tuple(self._pods.get(v) for v in g.victims))
+            waiting = [Waiting(guarantee=g, pod=self._pods.get(g.pod_uid), victims=tuple(self._pods.get(v) for v in g.victims),
+                               record=self._engine.reclaim_record(g.pod_uid))
                        for g in self._engine.waiting_guarantees()]
+            self._records.forget_shown(self._pods)
         self._since = {w.guarantee.pod_uid: self._since.get(w.guarantee.pod_uid, now) for w in waiting}
         self._reclaimed = {uid: at for uid, at in self._reclaimed.items() if now - at < _RECLAIMED_MEMORY_SECONDS}
         due = reclaims_due(waiting=waiting, since=self._since, now=now, after_seconds=self._settings.after_seconds,
                            scheduler_name=self._scheduler_name)
-        return [reclaim for reclaim in due if reclaim.victim.uid not in self._reclaimed and self._reclaim(reclaim, now=now)]
+        records = {w.guarantee.pod_uid: w.record for w in waiting}
+        recorded: dict[str, bool] = {}
+        done = []
+        for reclaim in due:
+            if reclaim.victim.uid in self._reclaimed:
+                continue
+            uid = reclaim.waiting.uid
+            if uid not in recorded:
+                record = records.get(uid)
+                recorded[uid] = record is not None and self._records.write(reclaim.waiting, record)
+            if recorded[uid] and self._reclaim(reclaim, now=now):
+                done.append(reclaim)
+        return done
 
     def _book_stranded(self, *, now: float) -> list[str]:
         """The UIDs of the stranded guaranteed pods whose cells were booked now."""

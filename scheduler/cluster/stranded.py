@@ -19,6 +19,13 @@ kube-scheduler will accept them on once the opportunistic pods are gone:
 Cells booked here whose victims are gone while kube-scheduler still finds the pod unschedulable
 after it has surely retried it (``afterSeconds``, at least 330 s) are given back: kube-scheduler refuses the node for what these rules do not
 check, and the log says so; nothing more is booked for the pod while it stays unschedulable.
+
+Every replica serves its own kube-scheduler, and the one that leads may call a replica that is
+not this leader: the booking is recorded on the pod (annotation ``cellfit.io/reclaim-booking``,
+:class:`ReclaimRecords`) before any victim is deleted, and every replica's engine keeps the cells
+it names for the pod while the pod is pending and the record is there. Giving the cells back
+clears the record (retried each round until it is gone); a new leader takes over the give-back
+of the pods it finds recorded.
 """
 
 from __future__ import annotations
@@ -26,14 +33,15 @@ from __future__ import annotations
 import logging
 import threading
 from dataclasses import dataclass
-from typing import Iterable, Iterator, Mapping, Protocol, Sequence
+from typing import Any, Iterable, Iterator, Literal, Mapping, Protocol, Sequence
+from urllib.parse import quote
 
 from scheduler.cells.expiry import REASON as EXPIRY_REASON
 from scheduler.cells.capabilities import GuaranteeKeeping, WaitingGuarantee
-from scheduler.constants import LABEL_PRIORITY, PRIORITY_OPPORTUNISTIC
+from scheduler.constants import ANNOTATION_RECLAIM_BOOKING, LABEL_PRIORITY, PRIORITY_OPPORTUNISTIC
 from scheduler.core.model import TERMINAL_PHASES, PodInfo
 from scheduler.core.resources import ZERO, Resources, resources_from_quantities
-from scheduler.errors import CellfitError
+from scheduler.errors import CellfitError, KubernetesApiError
 from scheduler.kube import node_rules
 
 log = logging.getLogger(__name__)
@@ -50,7 +58,15 @@ BOOKING_RELEASED = EXPIRY_REASON
 KUBE_SCHEDULER_RETRY_SECONDS = 330.0
 
 
-class PendingPods(Protocol):
+class PodPatch(Protocol):
+    """A pod's annotation written (scheduler.cluster.api.KubernetesApi)."""
+
+    def write_path(
+        self, method: Literal["POST", "PUT", "PATCH"], path: str, body: Any, *, content_type: str = "application/json"
+    ) -> bytes: ...
+
+
+class PendingPods(PodPatch, Protocol):
     """The API calls this makes (scheduler.cluster.api.KubernetesApi)."""
 
     def list_pending_pods(self, scheduler_name: str) -> bytes: ...
@@ -60,12 +76,57 @@ class PendingPods(Protocol):
     def create_event(self, *, namespace: str, pod_name: str, pod_uid: str, reason: str, message: str, warning: bool = False) -> None: ...
 
 
-class PodIndex(Protocol):
-    """The pods as the watch shows them (scheduler.core.pods.PodStore)."""
+class PodLookup(Protocol):
+    """A pod by UID, as the watch shows it (scheduler.core.pods.PodStore)."""
 
     def get(self, uid: str) -> PodInfo | None: ...
 
+
+class PodIndex(PodLookup, Protocol):
+    """The pods as the watch shows them (scheduler.core.pods.PodStore)."""
+
     def pods(self) -> Iterator[PodInfo]: ...
+
+
+def pod_path(namespace: str, name: str) -> str:
+    return f"/api/v1/namespaces/{quote(namespace, safe='')}/pods/{quote(name, safe='')}"
+
+
+class ReclaimRecords:
+    """The cells the leader's reclaim booked for a pending pod, recorded on the pod (annotation
+    ``cellfit.io/reclaim-booking``, the engine's ``reclaim_record``) so that every replica's engine
+    keeps them for it, and cleared when they are given back. Each write is guarded by the pod's
+    UID (a pod re-created under the name is left alone). What was written is remembered until the
+    watch shows it, so a watch that lags the write costs no second write."""
+
+    def __init__(self, *, api: PodPatch) -> None:
+        self._api = api
+        self._written: dict[str, str | None] = {}  # pod UID -> the record written, not yet watched
+
+    def write(self, pod: PodInfo, record: str | None) -> bool:
+        """Make the pod carry ``record`` (None: none); whether it does, as watched or written now.
+        A failure is logged, naming the pod."""
+        known = self._written[pod.uid] if pod.uid in self._written else pod.annotations.get(ANNOTATION_RECLAIM_BOOKING)
+        if known == record:
+            return True
+        body = {"metadata": {"uid": pod.uid, "annotations": {ANNOTATION_RECLAIM_BOOKING: record}}}
+        try:
+            self._api.write_path("PATCH", pod_path(pod.namespace, pod.name), body, content_type="application/merge-patch+json")
+        except CellfitError as error:
+            if record is None and isinstance(error, KubernetesApiError) and error.status == 404:
+                return True  # the pod is gone, and its record with it
+            log.warning("the reclaim's booking was not recorded on the pod: nothing is deleted for it until it is"
+                        if record is not None else "the reclaim's record of cells given back was not cleared from the pod: retried",
+                        extra={"pod": pod.key, "annotation": ANNOTATION_RECLAIM_BOOKING, "reason": str(error)})
+            return False
+        self._written[pod.uid] = record
+        return True
+
+    def forget_shown(self, pods: PodLookup) -> None:
+        """Forget what was written on pods the watch shows with it, or no longer shows: the
+        watch is the record's word from then on. Under the engine lock."""
+        self._written = {uid: record for uid, record in self._written.items()
+                         if (pod := pods.get(uid)) is not None and pod.annotations.get(ANNOTATION_RECLAIM_BOOKING) != record}
 
 
 def unschedulable(raw_pod_list: bytes) -> list[node_rules.ConstrainedPod]:
@@ -194,6 +255,9 @@ class StrandedGuarantees:
         self._refused: set[str] = set()
         self._node_list: Sequence[SizedNode] | None = None
         self._nodes_listed_at = 0.0
+        self.records = ReclaimRecords(api=api)
+        # Pods whose cells were given back and whose record is still to be cleared
+        self._clearing: set[str] = set()
 
     def book(self, *, now: float) -> list[Booked]:
         """One look: the cells booked now."""
@@ -202,6 +266,7 @@ class StrandedGuarantees:
         self._next_try = {uid: at for uid, at in self._next_try.items() if uid in self._since and at > now}
         self._told &= self._since.keys()
         self._give_back_unused(now=now)
+        self.clear_given_back()
         due = [p for p in pending if now - self._since[p.metadata.uid] >= self._after_seconds
                and p.metadata.uid not in self._next_try and p.metadata.uid not in self._refused]
         for pod in due:
@@ -222,10 +287,22 @@ class StrandedGuarantees:
             if constraints not in allowed:
                 allowed[constraints] = [sized for sized in nodes if node_rules.why_not(pod.spec, sized.node) is None]
             done = self._book_one(pod, allowed[constraints], use)
-            if done is not None:
+            if done is not None and self._recorded(done):
                 booked.append(done)
                 self._booked[done.pod.uid] = None
         return booked
+
+    def _recorded(self, booked: Booked) -> bool:
+        """Record the booking on the pod, for every replica's engine, before any victim is
+        deleted; a booking that could not be recorded is given back (tried again after
+        ``after_seconds``), so that no replica keeps cells the others do not."""
+        with self._lock:
+            record = self._engine.reclaim_record(booked.pod.uid)
+        if record is not None and self.records.write(booked.pod, record):
+            return True
+        with self._lock:
+            self._engine.cancel_reclaim(booked.pod.uid)
+        return False
 
     def _give_back_unused(self, *, now: float) -> None:
         """Give back the cells booked here for a pod that kube-scheduler has still found
@@ -236,11 +313,13 @@ class StrandedGuarantees:
         again for nothing, on that node or the next."""
         self._booked = {uid: since for uid, since in self._booked.items() if uid in self._since}
         self._refused &= self._since.keys()
-        if not self._booked:
-            return
         given_back: list[tuple[PodInfo, str]] = []
         with self._lock:
-            booked, waiting = self._engine.booked_nodes(), {w.pod_uid for w in self._engine.waiting_guarantees()}
+            booked = self._engine.booked_nodes()
+            self._adopt_recorded(booked)
+            if not self._booked:
+                return
+            waiting = {w.pod_uid for w in self._engine.waiting_guarantees()}
             for uid, since in list(self._booked.items()):
                 if uid not in booked:
                     del self._booked[uid]
@@ -257,12 +336,32 @@ class StrandedGuarantees:
                                 extra={"pod": info.key if info is not None else uid, "node": booked[uid]})
                     if info is not None:
                         given_back.append((info, booked[uid]))
+                        self._clearing.add(uid)
         for info, node in given_back:  # written outside the engine lock: an API call
             self._event(namespace=info.namespace, name=info.name, uid=info.uid, reason=BOOKING_RELEASED,
                         message=f"cellfit released the cells it booked for this pod on node {node}: the opportunistic pods on "
                                 f"them are gone and kube-scheduler still finds the pod unschedulable, so it refuses that node "
                                 f"for what cellfit does not check (host ports, other resources); nothing more is reclaimed "
                                 f"for it while it stays unschedulable")
+
+    def _adopt_recorded(self, booked: Mapping[str, str]) -> None:
+        """Take over the give-back of the unschedulable pods whose cells are booked and recorded
+        on them: a former leader's bookings (every replica keeps them from the record), or this
+        leader's from an earlier wait. Under the engine lock."""
+        for uid in self._since.keys() - self._booked.keys():
+            info = self._pods.get(uid)
+            if uid in booked and uid not in self._refused and info is not None and ANNOTATION_RECLAIM_BOOKING in info.annotations:
+                self._booked[uid] = None
+
+    def clear_given_back(self) -> None:
+        """Clear the record of the pods whose cells were given back (retried each round until
+        it is gone, or the pod is: bound, deleted, or booked again)."""
+        if not self._clearing:
+            return
+        with self._lock:
+            pending = [info for uid in self._clearing if (info := self._pods.get(uid)) is not None and info.node_name is None]
+            rebooked = self._engine.booked_nodes().keys()
+        self._clearing = {info.uid for info in pending if info.uid not in rebooked and not self.records.write(info, None)}
 
     def _candidate(self, uid: str) -> bool:
         with self._lock:

@@ -15,6 +15,7 @@ from scheduler.cluster.reclaim import ReclaimController
 from scheduler.config import ReclaimSettings
 from scheduler.core.model import PodInfo
 from scheduler.core.pods import PodStore
+from scheduler.errors import KubernetesApiError
 from tests.cells.helpers import node_names, pod, rack_cluster, schedule
 
 NODES = node_names()
@@ -25,22 +26,41 @@ T0 = 1_800_000_000.0
 
 class Api:
     """The writes the controller makes: status patches (the DisruptionTarget condition),
-    deletions and Events, in order."""
+    deletions and Events, in order; and the reclaim bookings recorded on pods
+    (``records``, in order: the pod, the record or None for cleared), which fail while
+    ``refuse_records`` is set."""
 
     def __init__(self) -> None:
         self.writes: list[tuple[str, str]] = []  # ("condition" | "delete", pod name)
         self.conditions: dict[str, dict[str, Any]] = {}
         self.events: list[dict[str, Any]] = []
+        self.records: list[tuple[str, str | None]] = []
+        self.refuse_records: KubernetesApiError | None = None
+        self.calls: list[str] = []  # every write above, in order: "condition o0", "delete o0", "record g"
 
     def write_path(self, method: str, path: str, body: Any, *, content_type: str = "application/json") -> bytes:
-        name = path.split("/")[-2]
-        self.conditions[name] = body["status"]["conditions"][0]
-        self.writes.append(("condition", name))
+        if path.endswith("/status"):
+            name = path.split("/")[-2]
+            self.conditions[name] = body["status"]["conditions"][0]
+            self.writes.append(("condition", name))
+            self.calls.append(f"condition {name}")
+            return b"{}"
+        assert (method, content_type) == ("PATCH", "application/merge-patch+json") and path.startswith("/api/v1/namespaces/")
+        if self.refuse_records is not None:
+            raise self.refuse_records
+        (record,) = body["metadata"]["annotations"].values()
+        self.records.append((path.split("/")[-1], record))
+        self.calls.append(f"record {path.split('/')[-1]}")
         return b"{}"
+
+    def recorded(self, name: str) -> str | None:
+        """The record last written on the pod (None: none, or cleared)."""
+        return next((record for pod, record in reversed(self.records) if pod == name), None)
 
     def delete_pod(self, *, namespace: str, name: str, uid: str | None = None, grace_period_seconds: int | None = None) -> None:
         assert grace_period_seconds is None  # the pod's own grace period
         self.writes.append(("delete", name))
+        self.calls.append(f"delete {name}")
 
     def create_event(self, **event: Any) -> None:
         self.events.append(event)

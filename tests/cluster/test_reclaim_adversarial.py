@@ -4,9 +4,11 @@ VC b's opportunistic pods fill every node at the waiting pod's priority."""
 
 from __future__ import annotations
 
-import msgspec
-import pytest
+import json
 
+import msgspec
+
+from scheduler.constants import ANNOTATION_GPU_INDICES, ANNOTATION_RECLAIM_BOOKING
 from scheduler.core.model import PodInfo
 from tests.cells.helpers import pod, schedule
 from scheduler.cluster.stranded import KUBE_SCHEDULER_RETRY_SECONDS as RETRY
@@ -205,23 +207,41 @@ def test_a_pod_that_may_preempt_lower_priorities_is_reclaimed_for():
     assert len(cluster.look_at(AFTER)) == 1
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "HA: the reclaim runs on the holder of cellfit's controllers Lease, and its booking lives in that "
-    "replica's engine only; the kube-scheduler that leads may be the other replica's, whose engine "
-    "gives the freed cells to whichever pod its filter sees first. Needs the booking on the pod "
-    "(an annotation every replica's engine applies) or the reclaim tied to the kube-scheduler that leads."))
+def shows(replica: Cluster, *, record: str | None, uid: str = "g") -> PodInfo:
+    """The replica's pod watch shows the pod with ``record`` as its reclaim booking (None:
+    without one): its record and its engine hear of it, as the cache passes an event on."""
+    known = replica.pods.get(uid)
+    assert known is not None
+    annotations = {key: value for key, value in known.annotations.items() if key != ANNOTATION_RECLAIM_BOOKING}
+    if record is not None:
+        annotations[ANNOTATION_RECLAIM_BOOKING] = record
+    watched = msgspec.structs.replace(known, annotations=annotations)
+    replica.pods.record(watched)
+    replica.engine.apply_pod(watched)
+    return watched
+
+
 def test_the_cells_booked_by_the_leader_are_kept_by_the_replica_kube_scheduler_calls():
     leader, serving = Cluster(), Cluster()  # two replicas' engines: the same pods, placed alike
     leader.look_at(0)
     (victim,) = leader.look_at(AFTER)
     node = leader.booked_node()
-    assert node is not None
+    record = leader.api.recorded("g")
+    assert node is not None and record is not None
+    assert leader.api.calls == ["record g", f"condition {victim}", f"delete {victim}"]  # recorded before any deletion
     for replica in (leader, serving):
+        shows(replica, record=record)  # the watch brings the leader's write to every replica
         victims_gone(replica, [victim])
     # The victim's Job replaces it; kube-scheduler brings the new pod to its cellfit first.
     replacement = serving.cellfits(pod("o-new", 8, "b", priority="opportunistic"), cores=1)
     assert schedule(leader.engine, replacement, [node]) is None  # the leader's engine keeps g's cells
     assert schedule(serving.engine, replacement, [node]) is None
+    # and gives them to g, on exactly the GPUs the leader booked
+    g = serving.pods.get("g")
+    assert g is not None
+    placed = schedule(serving.engine, g, NODES)
+    assert placed is not None and placed.node_name == node
+    assert placed.annotations[ANNOTATION_GPU_INDICES] == ",".join(str(i) for i in json.loads(record)["gpuIndices"])
 
 
 def test_a_gang_whose_cores_fit_one_pod_per_node_gets_a_slot_per_node():
