@@ -58,6 +58,7 @@ import msgspec
 
 from estimator.contract import parse_estimate_cached
 from estimator.objects import Job, template_kind, timestamp
+from estimator.sample_pod import configuration_digest
 from placer.configuration import Configuration, Configurations, parse_configurations_cached
 from placer.guarantee import gpus_per_pod, pool_machines
 from placer.holding import DEFAULT_UNBOUND_HOLD_SECONDS, HOLDING, Hold, JobPods, explain, hold
@@ -644,6 +645,8 @@ class PlacerController:
         # never left half done. The Job waits like any other, and its start writes it anew.
         if not seconds or _pods(job) < 1:
             return None  # not estimated yet, or scaled to no pods
+        if text and _estimate_predates(text, configurations_text):
+            return None  # the estimator withdraws it and samples the edited configuration
         demand = _job_demands(job, configurations_text, self._gpu_resource)
         if demand is None:
             return None
@@ -866,6 +869,23 @@ def _shed_previous(job: Job, configurations: Configurations, kind: str) -> bytes
     if previous == kind or previous not in configurations:
         return raw
     return json.dumps(without_configuration(raw, configurations[previous])).encode()  # type: ignore[index]
+
+
+@lru_cache(maxsize=8192)
+def _estimate_predates(estimate: str, configurations: str) -> bool:
+    """Whether cellfit sampled the estimate on a configuration its user edited since (an entry's
+    ``configurationDigest`` is not the configuration's now): until the estimator withdraws it,
+    a start would rest on a configuration the Job no longer has, and the withdrawal (which tests
+    that the Job is still suspended) would then fail. An entry without a digest (a user's
+    estimate) holds for whatever configuration is there."""
+    document = parse_estimate_cached(estimate).document
+    parsed = parse_configurations_cached(configurations)
+    for kind in parsed.kinds:
+        entry = document.get(kind)
+        recorded = entry.get("configurationDigest") if isinstance(entry, dict) else None
+        if recorded is not None and recorded != configuration_digest(parsed[kind]):
+            return True
+    return False
 
 
 def _refusable(job: Job) -> tuple[bytes, str]:

@@ -4,11 +4,15 @@ rewrite against what a user's pod template already carries, and what waiting Job
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import threading
 from typing import Any
 
+from estimator.objects import JOB_DECODER
+from estimator.sample_pod import configuration_digest
+from placer.configuration import parse_configurations
 from placer.controller import PlacerController
 from scheduler.config import AlloxSettings
 from scheduler.core.resources import Resources
@@ -116,3 +120,33 @@ def test_a_solver_process_that_hangs_is_killed_the_pass_starts_nothing_and_the_n
         assert second.key == "alice/b" and [name for name, _ in api.patches] == ["a", "b"]
     finally:
         placer.stop()
+
+
+def estimated_for(name: str, *, sampled: dict[str, Any], now: dict[str, Any], seconds: dict[str, float]) -> Any:
+    """A suspended Job whose cellfit estimate was sampled on the configurations ``sampled`` (each
+    entry records its configuration's digest), and whose configurations are ``now``."""
+    parsed = parse_configurations(json.dumps(sampled))
+    estimate = {kind: {"seconds": value, "method": "sampled", "configurationDigest": configuration_digest(parsed[kind])}
+                for kind, value in seconds.items()}
+    body = {"metadata": {"name": name, "namespace": "alice", "uid": f"uid-{name}", "resourceVersion": "7",
+                         "creationTimestamp": "2026-01-01T00:00:00Z",
+                         "annotations": {"cellfit.io/configurations": json.dumps(now), "cellfit.io/estimate": json.dumps(estimate)}},
+            "spec": {"suspend": True, "template": {"spec": {"containers": [{"name": "c"}]}}}}
+    return JOB_DECODER.decode(json.dumps(body).encode())
+
+
+def test_a_job_whose_configuration_was_edited_since_its_estimate_is_not_started_on_that_estimate() -> None:
+    # Its user makes the GPU configuration 4 GPUs after cellfit sampled it on 1: the estimator
+    # withdraws that estimate, but only with a patch that tests the Job still suspended. An
+    # admission pass reading the edit first started it on the 1-GPU run's 10 s, and the
+    # withdrawal then failed: it ran on a kind chosen on a configuration it no longer has.
+    one_gpu = {"cpu": {"resources": {"cpu": "2"}}, "gpu": {"resources": {"nvidia.com/gpu": "1"}}}
+    four_gpus = {"cpu": {"resources": {"cpu": "2"}}, "gpu": {"resources": {"nvidia.com/gpu": "4"}}}
+    api = RecordingApi()
+    edited = estimated_for("edited", sampled=one_gpu, now=four_gpus, seconds={"cpu": 1000, "gpu": 10})
+    decision = busy_gpu_controller(api, [edited], free_gpus=[8]).admit()
+    assert decision.starts == () and api.patches == []
+    # Unedited, the same Job starts on its GPUs.
+    kept = estimated_for("kept", sampled=four_gpus, now=four_gpus, seconds={"cpu": 1000, "gpu": 10})
+    (start,) = busy_gpu_controller(RecordingApi(), [kept], free_gpus=[8]).admit().starts
+    assert (start.key, start.kind) == ("alice/kept", "gpu")
