@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import threading
+from dataclasses import replace
 from typing import Any
 
 from scheduler.cells import HivedEngine
@@ -67,11 +68,13 @@ class Api:
 
 
 def old_entry() -> ledger.Entry:
-    """a lent b a node from T0 - 2 h to T0 - 1 h: b's pod left on the returned cell is due."""
+    """a lent b a node from T0 - 2 h to T0 - 1 h: b's pod left on the returned cell is due. Its
+    charge was decided by the leader's round after its end (``charges.settle``)."""
     window, node = Window(start=T0 - 2 * HOUR, end=T0 - HOUR), cells_of({"V100-NODE": 1})
-    return ledger.entry_of(Match(request=Request(id="nb/r", tenant="b", cells=node, window=window, posted=0),
-                                 offer=Offer(id="na/o", tenant="a", cells=node, window=window, posted=0),
-                                 window=window, gpus=8, gpu_hours=8.0, explanation=""), matched_at=0)
+    entry = ledger.entry_of(Match(request=Request(id="nb/r", tenant="b", cells=node, window=window, posted=0),
+                                  offer=Offer(id="na/o", tenant="a", cells=node, window=window, posted=0),
+                                  window=window, gpus=8, gpu_hours=8.0, explanation=""), matched_at=0)
+    return replace(entry, charged=True)
 
 
 def cell_object(namespace: str, name: str, uid: str, start: str = "2027-01-15T09:00:00Z", end: str = "2027-01-15T10:00:00Z") -> CellObject:

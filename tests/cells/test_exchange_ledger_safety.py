@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from scheduler.cells import HivedEngine
+from scheduler.cells import CellsConfig, HivedEngine
 from scheduler.cells.exchange import Posting, exchange_round, ledger
 from scheduler.cluster.exchange.controller import ExchangeController
 from scheduler.cluster.exchange.objects import CellObject, ConfigMap, Meta, Namespace
@@ -97,10 +97,13 @@ def cell_object(namespace: str, name: str, uid: str, *, status: dict | None = No
                       status=status)
 
 
-def controller_on(api: Api, *, offers: list[CellObject], requests: list[CellObject], now: float) -> tuple[ExchangeController, ExchangeQuotas]:
-    """The leader's controller and its replica's quotas over ``api``'s ledger, at ``now``: VCs a
-    (two nodes), b and c (one each); the namespaces na, nb, nc labelled with them."""
-    base = config(racks=1, nodes=4, a={"V100-NODE": 2}, b={"V100-NODE": 1}, c={"V100-NODE": 1})
+def controller_on(
+    api: Api, *, offers: list[CellObject], requests: list[CellObject], now: float, base: CellsConfig | None = None
+) -> tuple[ExchangeController, ExchangeQuotas]:
+    """The leader's controller and its replica's quotas over ``api``'s ledger, at ``now``: the VCs
+    of ``base`` (by default a with two nodes, b and c with one each); the namespaces na, nb, nc
+    labelled with a, b, c."""
+    base = base or config(racks=1, nodes=4, a={"V100-NODE": 2}, b={"V100-NODE": 1}, c={"V100-NODE": 1})
     engine, lock, clock = HivedEngine.from_config(base), threading.RLock(), Clock()
     clock.now = now
     quotas = ExchangeQuotas(api=api, engine=engine, lock=lock, base=base, namespace="cellfit",  # type: ignore[arg-type]

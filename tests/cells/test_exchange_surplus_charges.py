@@ -5,6 +5,7 @@ does, at once."""
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 
 import pytest
 
@@ -16,7 +17,8 @@ from scheduler.cluster.exchange.quotas import ExchangeQuotas
 from scheduler.config import ExchangeSettings
 from tests.cells.test_exchange_board import CATALOG, NAMESPACES, TOPOLOGY, posting
 from tests.cells.test_exchange_board import cells_config as board_config
-from tests.cells.test_exchange_controller import Clock
+from tests.cells.test_exchange_controller import Api, Clock
+from tests.cells.test_exchange_ledger_safety import controller_on
 from tests.cells.test_exchange_quota import HOUR, config
 from tests.cells.test_review_85_exchange import GRACE, T0, node_exchange
 
@@ -76,3 +78,37 @@ def test_a_replicas_metrics_count_only_the_matches_in_effect():
     assert metrics["surplus"] == {} and metrics["exchanged"] == {}
     (shown,) = quotas.inspect()["exchanges"]
     assert shown["charged"] is False and quotas.inspect()["surplus"] == {}
+
+
+def test_a_charge_decided_after_its_window_is_kept_whatever_the_file_says_later():
+    # a lent b a node for an hour, carried; the next day the file cuts a to no node. Judged again
+    # on that file, the match "was not carried as it ended": a lost its credit and b got its
+    # GPU-hours back for a node b had used. The leader's first round after the end writes the
+    # charge into the entry; a later file changes nothing.
+    whole = config(racks=1, nodes=4, a={"V100-NODE": 1}, b={"V100-NODE": 1})
+    cut = config(racks=1, nodes=4, a={"V100-NODE": 0}, b={"V100-NODE": 1})
+    lent = node_exchange(start=T0 - 2 * HOUR, end=T0 - HOUR)
+    api = Api({lent.key: ledger.encode(lent)})
+    controller, _ = controller_on(api, offers=[], requests=[], now=T0, base=whole)
+    controller.reconcile()
+    (decided,) = ledger.read(api.data)[0]
+    assert decided.charged is True and decided == replace(lent, charged=True)
+    _, quotas = controller_on(api, offers=[], requests=[], now=T0 + 86400, base=cut)
+    assert quotas.metrics()["surplus"] == {"a": pytest.approx(8.0), "b": pytest.approx(-8.0)}
+    # Never carried (the file cut a before the window), decided so: a later file restoring a's
+    # node does not charge it either.
+    stuck = node_exchange(start=T0 - 2 * HOUR, end=T0 - HOUR, lender="a", borrower="b")
+    api = Api({stuck.key: ledger.encode(stuck)})
+    controller, _ = controller_on(api, offers=[], requests=[], now=T0, base=cut)
+    controller.reconcile()
+    assert ledger.read(api.data)[0][0].charged is False
+    _, quotas = controller_on(api, offers=[], requests=[], now=T0 + 86400, base=whole)
+    assert quotas.metrics()["surplus"] == {}
+
+
+def test_a_charge_that_does_not_read_is_named():
+    text = ledger.encode(replace(node_exchange(start=T0, end=T0 + HOUR), charged=False))
+    assert '"charged":false' in text
+    key = node_exchange(start=T0, end=T0 + HOUR).key
+    assert ledger.read({key: text})[0][0].charged is False
+    assert ledger.read({key: text.replace('"charged":false', '"charged":"no"')})[1] == [f"data.{key}: charged: must be true or false when present"]

@@ -13,8 +13,10 @@ where the quota moves are:
 * one not open yet: carried when its window opens (with the matches under way then, in the
   order the replicas apply them);
 * one under way: carried now (what the replicas apply, ``not_applied`` being the others);
-* one over: carried as its window ended (``preemption.carried_at_end``), until it folds into the
-  settled totals with that charge (``ledger.fold``), after which it never changes.
+* one over: carried as its window ended (``preemption.carried_at_end``), decided once, by the
+  leader's first round after its end (:func:`settle`, written into the entry as ``charged``), so
+  that a later change of the configured VCs (a lender's quota cut the next day) never charges or
+  refunds a match long over; it folds into the settled totals with that charge (``ledger.fold``).
 
 Whole matches: a match carried for part of its window only (a restart on a cut file in the
 middle of it) counts whole or not at all by the moment above; the ledger keeps no history of the
@@ -23,6 +25,7 @@ quotas. Pure.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Mapping, Sequence
 
 from scheduler.cells.config import VirtualClusterSpec
@@ -52,7 +55,16 @@ def charged(*, entries: Sequence[Entry], topology: Topology, base: Mapping[str, 
 
     def counts(entry: Entry) -> bool:
         if entry.window.end <= now:
+            if entry.charged is not None:
+                return entry.charged
             return carried_at_end(entry=entry, entries=entries, topology=topology, base=base)
         return entry.key in carried_then(max(entry.window.start, now))
 
     return [e for e in entries if counts(e)]
+
+
+def settle(*, entries: Sequence[Entry], topology: Topology, base: Mapping[str, VirtualClusterSpec], now: float) -> list[Entry]:
+    """The entries over at ``now`` whose charge is not decided yet, each with it decided (carried
+    as its window ended): for the leader to write back under their keys."""
+    return [replace(e, charged=carried_at_end(entry=e, entries=entries, topology=topology, base=base))
+            for e in entries if e.window.end <= now and e.charged is None]

@@ -58,6 +58,9 @@ class Entry:
     explanation: str
     offer_uid: str = ""
     request_uid: str = ""
+    # Whether it counts in the surplus, decided once its window is over (``charges.settle``), so
+    # that a later change of the configured VCs never changes it; None: not decided yet.
+    charged: bool | None = None
 
     @property
     def key(self) -> str:
@@ -98,8 +101,10 @@ def entry_of(
 
 def encode(entry: Entry) -> str:
     """The entry's ConfigMap value (JSON, keys sorted: the same entry always writes the same text)."""
+    decided = {} if entry.charged is None else {"charged": entry.charged}
     return json.dumps(
         {
+            **decided,
             "offer": entry.offer,
             "request": entry.request,
             "lender": entry.lender,
@@ -150,6 +155,12 @@ def _window(raw: Mapping[str, Any]) -> Window:
     return Window(start=start, end=end)
 
 
+def _decided(value: Any) -> bool | None:
+    if value is not None and not isinstance(value, bool):
+        raise ValueError("charged: must be true or false when present")
+    return value
+
+
 def _text(value: Any, field: str) -> str:
     if not isinstance(value, str) or not value:
         raise ValueError(f"{field}: must be a non-empty string")
@@ -180,6 +191,7 @@ def decode(key: str, text: str) -> Entry:
             explanation=str(raw.get("explanation") or ""),
             offer_uid=str(raw.get("offerUid") or ""),
             request_uid=str(raw.get("requestUid") or ""),
+            charged=_decided(raw.get("charged")),
         )
     except ValueError as error:  # json.JSONDecodeError included
         raise ValueError(f"data.{key}: {clip(str(error))}") from None

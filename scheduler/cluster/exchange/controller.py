@@ -39,7 +39,7 @@ from typing import Any, Callable, Literal, Mapping, Sequence
 from scheduler.cells.capabilities import CellInspection
 from scheduler.cells.exchange import CellCatalog, Posting, draining_pods, due_preemptions, exchange_round, ledger
 from scheduler.cells.exchange.board import Outcome
-from scheduler.cells.exchange.charges import charged
+from scheduler.cells.exchange.charges import charged, settle
 from scheduler.cells.exchange.ledger import Entry
 from scheduler.cells.exchange.preemption import BORROWER_HORIZON_SECONDS, carried_at_end
 from scheduler.cells.topology import Topology
@@ -242,17 +242,19 @@ class ExchangeController:
         counted = {e.key for e in charged(entries=entries, topology=topology, base=base, now=now)}
         folded, settled = ledger.fold(entries, settled, now=now, objects=posted, after_seconds=grace + BORROWER_HORIZON_SECONDS,
                                       charged=counted)
+        # The charge of each match just over, decided once (a later file never changes it).
+        decided = settle(entries=entries, topology=topology, base=base, now=now)
         recorded = entries
         # A new match whose key holds a value that does not read (an operator's edit, an entry of
         # an older format) is not written over it: it waits, told to nobody, until that is fixed.
         taken = set((config_map.data or {}) if config_map is not None else {})
         new_entries = [e for e in result.new_entries if e.key not in taken]
         unrecorded = {object_id for e in result.new_entries if e.key in taken for object_id in (e.offer, e.request)}
-        if not (new_entries or folded):
+        if not (new_entries or folded or decided):
             self._retry_at, self._backoff = None, _FIRST_BACKOFF_SECONDS  # nothing waits to be written
         else:
             backing_off = self._retry_at is not None and now < self._retry_at  # a round woken early tries no write
-            written = "failed" if backing_off else self._record(config_map, new_entries, folded, settled)
+            written = "failed" if backing_off else self._record(config_map, new_entries, folded, settled, decided)
             if written == "conflict":
                 self._wake.set()  # another write came in between: decide again on what it holds
                 return
@@ -334,12 +336,14 @@ class ExchangeController:
         return config_map, entries, unread, settled
 
     def _record(
-        self, config_map: ConfigMap | None, new: list[Entry], folded: list[Entry], settled: ledger.Settled
+        self, config_map: ConfigMap | None, new: list[Entry], folded: list[Entry], settled: ledger.Settled, decided: list[Entry]
     ) -> Literal["written", "conflict", "failed"]:
-        """The new entries added and the folded ones moved into ``settled``, in one write that
-        fails (``conflict``) if the ledger changed since it was read; ``failed`` on any other
-        error (the ConfigMap full, the API server down): retried after a back-off."""
-        data = {**((config_map.data or {}) if config_map is not None else {}), **{e.key: ledger.encode(e) for e in new}}
+        """The new entries added, the ``decided`` ones rewritten with their charge and the folded
+        ones moved into ``settled``, in one write that fails (``conflict``) if the ledger changed
+        since it was read; ``failed`` on any other error (the ConfigMap full, the API server
+        down): retried after a back-off."""
+        data = {**((config_map.data or {}) if config_map is not None else {}),
+                **{e.key: ledger.encode(e) for e in (*new, *decided)}}
         for entry in folded:
             data.pop(entry.key, None)
         if settled:
