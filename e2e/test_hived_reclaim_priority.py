@@ -6,11 +6,13 @@ find the node full and it offers only lower-priority victims, so it neither pree
 cellfit: it marks the pod unschedulable. After ``reclaim.afterSeconds`` (30 s, the default the
 chart leaves) the leader books the pod's cells on that node, marks the opportunistic pod
 DisruptionTarget and deletes it, with Events on both pods, and the guaranteed pod is bound
-there. The same for a gang of two whole-node pods behind two such pods. KWOK plays the pods (they
-run and go at once)."""
+there. Before the deletion the leader records the booking on the guaranteed pod (annotation
+cellfit.io/reclaim-booking, which every replica's engine keeps). The same for a gang of two
+whole-node pods behind two such pods. KWOK plays the pods (they run and go at once)."""
 
 from __future__ import annotations
 
+import json
 from typing import Any, Iterator
 
 import pytest
@@ -23,6 +25,7 @@ from chart_support import (
 pytestmark = pytest.mark.e2e
 SCENARIOS = Scenarios("hivedprio-")
 OPPORTUNISTIC = {"cellfit.io/priority": "opportunistic"}
+RECORD = "cellfit.io/reclaim-booking"
 
 
 @pytest.fixture(scope="module")
@@ -55,6 +58,13 @@ def test_an_opportunistic_pod_of_equal_priority_is_deleted_for_the_guaranteed_po
 
     deleting = [v.pod for v in versions if v.pod["metadata"]["uid"] == squatter_uid and v.pod["metadata"].get("deletionTimestamp")]
     assert deleting, "the squatter was never deleted"
+    # The booking was on the owner, for every replica's engine, before the squatter's deletion.
+    order = [(v.pod["metadata"]["name"], bool(v.pod["metadata"].get("deletionTimestamp")),
+              (v.pod["metadata"].get("annotations") or {}).get(RECORD)) for v in versions]
+    recorded = [i for i, (pod, _, record) in enumerate(order) if pod == "owner" and record is not None]
+    deleted = [i for i, (pod, gone, _) in enumerate(order) if pod == "squatter" and gone]
+    assert recorded and recorded[0] < deleted[0], order
+    assert json.loads(order[recorded[0]][2] or "{}")["node"] == node
     conditions = deleting[0]["status"].get("conditions", [])
     assert any(c["type"] == "DisruptionTarget" and c.get("message", "").startswith("cellfit:") for c in conditions), conditions
     preempted = wait_for(lambda: reasons(cluster, ns, "squatter").get("Preempted"), 30, "a Preempted Event on the squatter")

@@ -34,11 +34,11 @@ import logging
 import threading
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator, Literal, Mapping, Protocol, Sequence
-from urllib.parse import quote
 
 from scheduler.cells.expiry import REASON as EXPIRY_REASON
 from scheduler.cells.capabilities import GuaranteeKeeping, WaitingGuarantee
 from scheduler.constants import ANNOTATION_RECLAIM_BOOKING, LABEL_PRIORITY, PRIORITY_OPPORTUNISTIC
+from scheduler.cluster.exchange.objects import pod_status_path
 from scheduler.core.model import TERMINAL_PHASES, PodInfo
 from scheduler.core.resources import ZERO, Resources, resources_from_quantities
 from scheduler.errors import CellfitError, KubernetesApiError
@@ -88,15 +88,14 @@ class PodIndex(PodLookup, Protocol):
     def pods(self) -> Iterator[PodInfo]: ...
 
 
-def pod_path(namespace: str, name: str) -> str:
-    return f"/api/v1/namespaces/{quote(namespace, safe='')}/pods/{quote(name, safe='')}"
-
-
 class ReclaimRecords:
     """The cells the leader's reclaim booked for a pending pod, recorded on the pod (annotation
     ``cellfit.io/reclaim-booking``, the engine's ``reclaim_record``) so that every replica's engine
     keeps them for it, and cleared when they are given back. Each write is guarded by the pod's
-    UID (a pod re-created under the name is left alone). What was written is remembered until the
+    UID (a pod re-created under the name is left alone), and goes through the pod's status
+    subresource, which takes a pod's labels and annotations too: the one power over pods'
+    objects cellfit's ClusterRole holds beyond deleting them (its DisruptionTarget condition),
+    rather than patching the whole pod, spec included. What was written is remembered until the
     watch shows it, so a watch that lags the write costs no second write."""
 
     def __init__(self, *, api: PodPatch) -> None:
@@ -111,7 +110,7 @@ class ReclaimRecords:
             return True
         body = {"metadata": {"uid": pod.uid, "annotations": {ANNOTATION_RECLAIM_BOOKING: record}}}
         try:
-            self._api.write_path("PATCH", pod_path(pod.namespace, pod.name), body, content_type="application/merge-patch+json")
+            self._api.write_path("PATCH", pod_status_path(pod.namespace, pod.name), body, content_type="application/merge-patch+json")
         except CellfitError as error:
             if record is None and isinstance(error, KubernetesApiError) and error.status == 404:
                 return True  # the pod is gone, and its record with it

@@ -39,18 +39,19 @@ class Api:
         self.calls: list[str] = []  # every write above, in order: "condition o0", "delete o0", "record g"
 
     def write_path(self, method: str, path: str, body: Any, *, content_type: str = "application/json") -> bytes:
-        if path.endswith("/status"):
-            name = path.split("/")[-2]
+        name = path.split("/")[-2]
+        assert path.startswith("/api/v1/namespaces/") and path.endswith("/status")
+        if "status" in body:
             self.conditions[name] = body["status"]["conditions"][0]
             self.writes.append(("condition", name))
             self.calls.append(f"condition {name}")
             return b"{}"
-        assert (method, content_type) == ("PATCH", "application/merge-patch+json") and path.startswith("/api/v1/namespaces/")
+        assert (method, content_type) == ("PATCH", "application/merge-patch+json")
         if self.refuse_records is not None:
             raise self.refuse_records
         (record,) = body["metadata"]["annotations"].values()
-        self.records.append((path.split("/")[-1], record))
-        self.calls.append(f"record {path.split('/')[-1]}")
+        self.records.append((name, record))
+        self.calls.append(f"record {name}")
         return b"{}"
 
     def recorded(self, name: str) -> str | None:
