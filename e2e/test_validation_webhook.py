@@ -5,6 +5,12 @@ pointed at cellfit's webhook listener here, see chart_support.CellfitProcess) an
 ``admission.rejectInvalid``, the API server refuses it with that message. A pod with no cellfit
 key and another scheduler is never sent (the matchConditions, evaluated by the API server).
 
+A CronJob is checked when it is applied, as the Jobs it will create (its spec.jobTemplate), not
+when its schedule fires; one of another scheduler only hears its cellfit.io/ keys are unread; one
+with neither a cellfit.io/ key nor cellfit's scheduler, whose Job template has no metadata, is
+never sent (and the matchCondition does not err on the absent metadata: registered here with
+failurePolicy Fail, an error would refuse it).
+
 And on a full node, where kube-scheduler's own resource check turns the node away before
 cellfit's filter is asked, a trial pod with a mistake preempts nobody, and an Event on the pod
 says why (before, FitGpp preempted a best-effort pod for it all the same).
@@ -162,6 +168,40 @@ def test_with_reject_invalid_the_api_server_refuses_naming_the_field(env: Any, c
             "(admission.rejectInvalid): spec.template: label cellfit.io/priority: 'urgent' is not 'guaranteed' or "
             "'opportunistic'") in printed, printed
     assert validations(refusing, "pod", "rejected") == 1 and validations(refusing, "job", "rejected") == 1
+
+
+def cronjob(name: str, *, labels: dict[str, str], template_annotations: dict[str, str], scheduler_name: str = "cellfit",
+            job_metadata: bool = True) -> dict[str, Any]:
+    """A suspended CronJob (it never fires here) whose Jobs are :func:`suspended_job`'s."""
+    job = suspended_job(name, labels=labels, template_annotations=template_annotations)
+    job["spec"]["template"]["spec"]["schedulerName"] = scheduler_name
+    template: dict[str, Any] = {"spec": job["spec"]}
+    if job_metadata:
+        template["metadata"] = {"labels": labels}
+    return {"apiVersion": "batch/v1", "kind": "CronJob", "metadata": {"name": name, "labels": labels},
+            "spec": {"schedule": "0 3 * * *", "suspend": True, "jobTemplate": template}}
+
+
+def test_a_cronjob_is_checked_when_applied_as_the_jobs_it_will_create(env: Any, control_plane: Any) -> None:
+    cluster, _, warning, refusing = env
+    ns = control_plane.create_namespace("validation")
+    gang = "spec.jobTemplate.spec.template: annotation cellfit.io/gang-size: 'abc' is not an integer"
+    _, printed = apply(cluster, cronjob("nightly", labels=WARN, template_annotations=ABC), ns)
+    assert f"Warning: cellfit: {gang}" in printed, printed
+    code, printed = apply(cluster, cronjob("refused", labels=REJECT, template_annotations=ABC), ns, check=False)
+    assert code != 0
+    assert ('admission webhook "validated-cronjobs.admission.cellfit.io" denied the request: cellfit refuses this cronjob '
+            f"(admission.rejectInvalid): {gang}") in printed, printed
+    assert cluster.kubectl("-n", ns, "get", "cronjob", "refused", check=False).returncode != 0
+    theirs = cronjob("theirs", labels=REJECT, template_annotations=ABC, scheduler_name="default-scheduler")
+    _, printed = apply(cluster, theirs, ns)
+    assert ("Warning: cellfit: spec.jobTemplate.spec.template.spec.schedulerName: 'default-scheduler' schedules this pod, "
+            "not cellfit ('cellfit'): its cellfit.io/ labels and annotations are not read") in printed, printed
+    plain = cronjob("plain", labels=WARN, template_annotations={}, scheduler_name="default-scheduler", job_metadata=False)
+    _, printed = apply(cluster, plain, ns)
+    assert "cellfit" not in printed
+    assert validations(warning, "cronjob", "warned") == 1 and validations(warning, "cronjob", "valid") == 0
+    assert validations(refusing, "cronjob", "rejected") == 1 and validations(refusing, "cronjob", "warned") == 1
 
 
 def test_on_a_full_node_a_trial_pod_with_a_mistake_preempts_nobody_and_is_told_why(env: Any, control_plane: Any) -> None:

@@ -1,9 +1,12 @@
 """The validating admission webhook, independent of the web framework:
 
-    AdmissionReview bytes -> the Pod or Job -> cellfit's checks (validation.py) -> warnings or a denial
+    AdmissionReview bytes -> the Pod, Job or CronJob -> cellfit's checks (validation.py) -> warnings or a denial
 
-The API server asks it when a Pod or a Job that carries cellfit's labels or annotations (or
-names cellfit's scheduler) is created, and when a Job is updated. Its answer is ``allowed`` with
+The API server asks it when a Pod, a Job or a CronJob that carries cellfit's labels or
+annotations (or names cellfit's scheduler) is created, and when a Job or a CronJob is updated. A
+CronJob is checked as the Jobs it will create (its ``spec.jobTemplate``, each field named under
+it), so a mistake is told to whoever writes the CronJob, not found when the schedule fires and
+every Job it creates is warned about, or refused, with nobody to read it. Its answer is ``allowed`` with
 one warning per problem, which ``kubectl apply`` prints; with ``admission.rejectInvalid`` a
 problem that cellfit would act on wrongly (the blocking ones) denies the request instead, the
 message naming each field. An update is denied only for a problem it brings: an object that was
@@ -24,9 +27,13 @@ from scheduler.errors import InvalidRequest
 from scheduler.extender.metrics import ExtenderMetrics
 from scheduler.extender.service import Answer
 from scheduler.extender.validation import (
+    CRONJOB_DECODER,
     JOB_DECODER,
+    JOB_TEMPLATE,
     LiveCells,
+    PodTemplate,
     Problem,
+    cronjob_problems,
     introduced,
     job_problems,
     pod_problems,
@@ -42,7 +49,7 @@ MAX_WARNINGS: Final = 12
 MAX_WARNING_CHARS: Final = 256
 WARNING_PREFIX: Final = "cellfit: "
 
-Kind = Literal["Pod", "Job"]
+Kind = Literal["Pod", "Job", "CronJob"]
 
 
 class ValidationRequest(msgspec.Struct, frozen=True):
@@ -87,16 +94,17 @@ class ObjectValidation:
         return self._review(body, "Pod")
 
     def review_job(self, body: bytes) -> Answer:
-        """Raises :class:`InvalidRequest` for a body that is not an AdmissionReview of a Job."""
-        return self._review(body, "Job")
+        """A Job's review, or a CronJob's (the batch path: the chart sends both). Raises
+        :class:`InvalidRequest` for a body that is not an AdmissionReview of either."""
+        return self._review(body, "Job", "CronJob")
 
-    def _review(self, body: bytes, kind: Kind) -> Answer:
+    def _review(self, body: bytes, *kinds: Kind) -> Answer:
+        """``kinds``: those this path reviews, the first when the request names none."""
         review = wire.decode(_REVIEW_DECODER, body)
         request = review.request
         if not request.uid:
             raise InvalidRequest("an AdmissionReview request needs a uid", field="request.uid")
-        if request.kind.kind and request.kind.kind != kind:
-            raise InvalidRequest(f"this path reviews a {kind}, not a {request.kind.kind}", field="request.kind.kind")
+        kind = _reviewed_kind(request.kind.kind, kinds)
         problems, denied = self._problems(request, kind)
         warnings = [_cut(WARNING_PREFIX + problem.text) for problem in problems[:MAX_WARNINGS]]
         if len(problems) > MAX_WARNINGS:
@@ -142,12 +150,27 @@ class ObjectValidation:
         if bytes(raw) in (b"", b"null"):
             return []
         if kind == "Job":
-            job = wire.decode(JOB_DECODER, raw, field=field)
-            template = job.spec.template
-            elsewhere = self._another_scheduler(template.spec if template is not None else wire.PodSpec(), where="spec.template.spec")
-            if elsewhere is not None:
-                return [elsewhere]
-            return job_problems(job, cells=self._cells, gpu_resource=self._gpu_resource, creating=creating)
+            return self._job_problems(raw, creating=creating, field=field)
+        if kind == "CronJob":
+            return self._cronjob_problems(raw, field=field)
+        return self._pod_problems(raw, field=field)
+
+    def _job_problems(self, raw: msgspec.Raw, *, creating: bool, field: str) -> list[Problem]:
+        job = wire.decode(JOB_DECODER, raw, field=field)
+        elsewhere = self._another_scheduler(_template_spec(job.spec.template), where="spec.template.spec")
+        if elsewhere is not None:
+            return [elsewhere]
+        return job_problems(job, cells=self._cells, gpu_resource=self._gpu_resource, creating=creating)
+
+    def _cronjob_problems(self, raw: msgspec.Raw, *, field: str) -> list[Problem]:
+        cronjob = wire.decode(CRONJOB_DECODER, raw, field=field)
+        template = cronjob.spec.jobTemplate.spec.template
+        elsewhere = self._another_scheduler(_template_spec(template), where=f"{JOB_TEMPLATE}.spec.template.spec")
+        if elsewhere is not None:
+            return [elsewhere]
+        return cronjob_problems(cronjob, cells=self._cells, gpu_resource=self._gpu_resource)
+
+    def _pod_problems(self, raw: msgspec.Raw, *, field: str) -> list[Problem]:
         pod = wire.decode(wire.POD_DECODER, raw, field=field)
         elsewhere = self._another_scheduler(pod.spec, where="spec")
         if elsewhere is not None:
@@ -172,6 +195,19 @@ class ObjectValidation:
                  f"annotations are not read",
             blocking=False,
         )
+
+
+def _reviewed_kind(named: str, kinds: tuple[Kind, ...]) -> Kind:
+    """The kind of object a request reviews: the one it names, if the path reviews it."""
+    for kind in kinds:
+        if named in ("", kind):
+            return kind
+    others = "".join(f" (or a {kind})" for kind in kinds[1:])
+    raise InvalidRequest(f"this path reviews a {kinds[0]}, not a {named}{others}", field="request.kind.kind")
+
+
+def _template_spec(template: PodTemplate | None) -> wire.PodSpec:
+    return template.spec if template is not None else wire.PodSpec()
 
 
 def _cut(text: str) -> str:

@@ -453,6 +453,70 @@ def template_pod(job: AdmittedJob, *, gpu_resource: str) -> PodInfo:
     )
 
 
+# ---------------------------------------------------------------------------------- CronJobs
+
+
+class JobTemplate(msgspec.Struct, frozen=True):
+    metadata: wire.ObjectMeta = wire.ObjectMeta()
+    spec: JobSpec = JobSpec()
+
+
+class CronJobSpec(msgspec.Struct, frozen=True):
+    jobTemplate: JobTemplate = JobTemplate()
+
+
+class AdmittedCronJob(msgspec.Struct, frozen=True):
+    """The slice of a batch/v1 CronJob the checks read: its Job template."""
+
+    metadata: wire.ObjectMeta = wire.ObjectMeta()
+    spec: CronJobSpec = CronJobSpec()
+
+
+JOB_TEMPLATE: Final = "spec.jobTemplate"
+
+
+def cronjob_problems(cronjob: AdmittedCronJob, *, cells: LiveCells | None, gpu_resource: str) -> list[Problem]:
+    """Everything wrong with the Jobs a CronJob will create, told when the CronJob is written
+    rather than when its schedule fires: its ``spec.jobTemplate`` checked as a Job being created
+    (each of its Jobs is a creation, whether the CronJob itself is created or updated; cellfit
+    never edits the template), every field named from the CronJob; and the cellfit.io/ keys on
+    the CronJob itself, which the CronJob controller never passes on to its Jobs."""
+    meta = cronjob.metadata
+    template = cronjob.spec.jobTemplate
+    # The CronJob controller names its Jobs after the CronJob, in its namespace.
+    job_meta = structs.replace(template.metadata, name=meta.name, namespace=meta.namespace, uid="")
+    job = AdmittedJob(metadata=job_meta, spec=template.spec)
+    problems = job_problems(job, cells=cells, gpu_resource=gpu_resource, creating=True)
+    return _not_passed_on(meta.labels or {}, meta.annotations or {}) + [_under(JOB_TEMPLATE, problem) for problem in problems]
+
+
+def _not_passed_on(labels: Mapping[str, str], annotations: Mapping[str, str]) -> list[Problem]:
+    """cellfit.io/ keys on a CronJob's own metadata: its Jobs get only the template's."""
+    problems = []
+    for kind, keys in (("label", labels), ("annotation", annotations)):
+        for key in sorted(k for k in keys if k.startswith(_PREFIX)):
+            field = f"{kind} {key}"
+            problems.append(Problem(
+                field=field,
+                text=f"{field}: set on the CronJob, whose Jobs get only {JOB_TEMPLATE}'s labels and annotations: never read "
+                     f"(put it in {JOB_TEMPLATE}.metadata, or a pod's in {JOB_TEMPLATE}.spec.template.metadata)",
+                blocking=False,
+            ))
+    return problems
+
+
+def _under(path: str, problem: Problem) -> Problem:
+    """``problem`` of the object at ``path`` inside the one reviewed, its field named from there:
+    a field path continues it (``spec.template`` -> ``spec.jobTemplate.spec.template``), a key's
+    name follows it."""
+    def named(text: str) -> str:
+        if text.startswith(("spec.", "metadata.")):
+            return f"{path}.{text}"
+        return _within(path, text) if text else path
+
+    return Problem(field=named(problem.field), text=named(problem.text), blocking=problem.blocking)
+
+
 def introduced(now: Sequence[Problem], before: Sequence[Problem]) -> list[Problem]:
     """The blocking problems an update brings: a mistake the object already had is not the
     updater's to answer for (cellfit's own annotation writes, a label someone else set)."""
@@ -461,4 +525,5 @@ def introduced(now: Sequence[Problem], before: Sequence[Problem]) -> list[Proble
 
 
 JOB_DECODER: Final = msgspec.json.Decoder(AdmittedJob)
+CRONJOB_DECODER: Final = msgspec.json.Decoder(AdmittedCronJob)
 _TEMPLATE_DECODER: Final = msgspec.json.Decoder(PodTemplate)
