@@ -117,7 +117,7 @@ def controller_on(
     return controller, quotas
 
 
-def test_the_controller_holds_what_an_entry_that_does_not_read_names():
+def test_the_controller_holds_what_an_entry_that_does_not_read_names(caplog):
     offer, request = cell_object("na", "idle", "uid-o"), cell_object("nb", "burst", "uid-r")
     api = Api({})
     controller, _ = controller_on(api, offers=[offer], requests=[request], now=T0 - 60)
@@ -132,6 +132,7 @@ def test_the_controller_holds_what_an_entry_that_does_not_read_names():
     assert api.ledger_writes == writes and quotas.applied == frozenset()
     assert api.statuses["idle"]["message"].startswith("held:") and f"data.{key}: lender" in api.statuses["idle"]["message"]
     assert "matched to nobody for now" in api.statuses["spare"]["message"]
+    assert any("held" in r.message and "offer na/idle: held:" in str(getattr(r, "held", "")) for r in caplog.records)
 
 
 class LosingApi(Api):
@@ -201,6 +202,12 @@ def test_a_lost_match_whose_request_is_gone_holds_the_offer_and_its_lenders_offe
     assert outcomes["team-a/idle"].phase == "Active" and outcomes["team-a/idle"].message.startswith("held:")
     assert "team-b/burst is not posted" in outcomes["team-a/idle"].message
     assert "matched to nobody for now" in outcomes["team-a/spare"].message
+    assert result.held and result.held[0].startswith("offer team-a/idle: held:")
+    # Once the lost match's window is over, nothing of it is in force: a's offers are matched again.
+    later = posting("offer", "team-a", "later", {"V100-NODE": 1}, T0 + 2 * HOUR, T0 + 3 * HOUR)
+    asks_later = posting("request", "team-c", "later", {"V100-NODE": 1}, T0 + 2 * HOUR, T0 + 3 * HOUR)
+    after = run([offer, later], [asks_later], now=T0 + HOUR)
+    assert [(e.offer, e.request) for e in after.new_entries] == [("team-a/later", "team-c/later")] and after.held == []
 
 
 def test_a_lost_match_whose_spec_was_edited_is_held_not_rebuilt_from_the_edit():

@@ -96,6 +96,7 @@ class Round:
     surplus: dict[str, float]
     problems: list[str] = field(default_factory=list)
     rebuilt: list[Entry] = field(default_factory=list)  # of ``new_entries``: matches the ledger lost (``rebuild``)
+    held: list[str] = field(default_factory=list)  # "kind id: why" of each object held (``holds``)
 
 
 def _ref(object_id: str) -> dict[str, str]:
@@ -373,6 +374,8 @@ def exchange_round(
     for open_request in open_requests:
         open_request_of.setdefault(open_request.id, open_request)
 
+    held_told: list[str] = []
+
     def tell_offer(posting: Posting) -> None:
         match_entry = recorded(posting)
         if match_entry is not None:
@@ -382,6 +385,7 @@ def exchange_round(
         why_held = held(posting)
         if why_held is not None:
             outcomes.append(_held_status(posting, why_held))
+            held_told.append(f"{posting.kind} {posting.id}: {why_held}")
             return
         offer = open_offer_of.get(posting.id)
         if offer is None:
@@ -407,6 +411,7 @@ def exchange_round(
         why_held = held(posting)
         if why_held is not None:
             outcomes.append(_held_status(posting, why_held))
+            held_told.append(f"{posting.kind} {posting.id}: {why_held}")
             return
         request = open_request_of.get(posting.id)
         if request is None:
@@ -427,4 +432,4 @@ def exchange_round(
         if id(posting) not in told:
             guarded(posting, lambda: tell_request(posting))
     return Round(outcomes=outcomes, new_entries=new_entries, refused=list(matching.refused), surplus=dict(matching.surplus),
-                 problems=round_problems, rebuilt=rebuilt)
+                 problems=round_problems, rebuilt=rebuilt, held=held_told)

@@ -15,9 +15,9 @@ have folded yet), and that no ledger entry records, lost its entry:
   GPU-hours recorded), the entry is rebuilt from the two (the cells from the specs, the rest from
   the statuses) and written back to the ledger by the round like a new match, so its quota move
   and surplus are in force again, under the key the match had;
-* otherwise it is held (``holds``): matched to nobody else, its lender's other offers waiting,
-  its status saying what is missing, until an administrator restores the entry, or deletes the
-  object, or its window is over.
+* otherwise, while its window is not over, it is held (``holds``): matched to nobody else, its
+  lender's other offers waiting, its status saying what is missing, until an administrator
+  restores the entry or deletes the object.
 
 The settled totals and the matches whose objects are gone cannot be rebuilt: their surplus is
 lost with the ledger. Pure.
@@ -134,7 +134,9 @@ def _entry(offer: _Claim, request: _Claim, catalog: CellCatalog) -> Entry | str:
     return entry
 
 
-def _hold(holds: Holds, claim: _Claim, why: str) -> None:
+def _hold(holds: Holds, claim: _Claim, why: str, *, now: float) -> None:
+    if claim.window is not None and claim.window.end <= now:
+        return  # over: nothing of it is in force to lend twice; the object is judged as posted
     message = (f"held: its status records a match with {claim.other} that the exchange ledger does not hold (lost), and it "
                f"cannot be rebuilt: {why}; it is matched to nobody else and moves no cell until an administrator restores "
                f"the entry or deletes this object")
@@ -176,11 +178,11 @@ def lost_matches(
             rebuilt.append(result)
             paired.add(result.request)
             continue
-        _hold(holds, offer, result)
+        _hold(holds, offer, result, now=now)
         if request is not None and request.other == offer.posting.id:
-            _hold(holds, request, result)
+            _hold(holds, request, result, now=now)
             paired.add(request.posting.id)
     for request in claims["request"].values():
         if request.posting.id not in paired:
-            _hold(holds, request, f"{request.other} is not posted, or its status does not record this match")
+            _hold(holds, request, f"{request.other} is not posted, or its status does not record this match", now=now)
     return rebuilt

@@ -154,6 +154,7 @@ class ExchangeController:
         self._backoff = _FIRST_BACKOFF_SECONDS
         self._retry_at: float | None = None  # when a refused ledger write is tried again
         self._unread: list[str] = []  # the ledger's entries that did not read, as last logged
+        self._held: list[str] = []  # the objects held, as last logged
         self.last = LastRound()
         self._stores = {kind: _Store(self._wake.set) for kind in ("offer", "request", "namespace")}
         self._reflectors = [
@@ -238,6 +239,11 @@ class ExchangeController:
         )
         if result.problems:
             log.error("cell exchange objects not judged (each is Invalid, saying why)", extra={"problems": result.problems[:10]})
+        if result.held != self._held:  # each set once
+            if result.held:
+                log.warning("cell exchange objects held, matched to nobody: the ledger does not say their match (each status says why)",
+                            extra={"held": result.held[:10]})
+            self._held = result.held
         posted = {p.id for kind in ("offer", "request") for p in postings[kind]}
         counted = {e.key for e in charged(entries=entries, topology=topology, base=base, now=now)}
         folded, settled = ledger.fold(entries, settled, now=now, objects=posted, after_seconds=grace + BORROWER_HORIZON_SECONDS,
