@@ -8,7 +8,14 @@ chart leaves) the leader books the pod's cells on that node, marks the opportuni
 DisruptionTarget and deletes it, with Events on both pods, and the guaranteed pod is bound
 there. Before the deletion the leader records the booking on the guaranteed pod (annotation
 cellfit.io/reclaim-booking, which every replica's engine keeps). The same for a gang of two
-whole-node pods behind two such pods. KWOK plays the pods (they run and go at once)."""
+whole-node pods behind two such pods. KWOK plays the pods (they run and go at once).
+
+Under HA (two replicas as the chart runs them, e2e/test_failover.py's ``Replica``): replica A's
+cellfit holds the controllers' Lease while replica B's kube-scheduler leads scheduling and calls
+B's cellfit. A books and deletes; the squatter's Job replaces its pod at once, and an opportunistic
+pod of a higher PriorityClass waits, which B's kube-scheduler tries first. B's engine keeps the
+freed cells for the guaranteed pod from the record on it: neither of those runs on them, the
+guaranteed pod does."""
 
 from __future__ import annotations
 
@@ -18,14 +25,89 @@ from typing import Any, Iterator
 import pytest
 
 from chart_support import (
-    ChartScheduler, Cluster, Release, Scenarios, assert_no_double_booking, gang_job, gpu_pod, is_active, running_on, scenario_scheduler,
-    wait_for,
+    ChartScheduler, Cluster, Release, Scenarios, assert_no_double_booking, ensure_release, gang_job, gpu_pod, is_active, running_on,
+    scenario_scheduler, wait_for,
 )
+from test_failover import CONTROLLERS, Replica, lease
 
 pytestmark = pytest.mark.e2e
 SCENARIOS = Scenarios("hivedprio-")
 OPPORTUNISTIC = {"cellfit.io/priority": "opportunistic"}
 RECORD = "cellfit.io/reclaim-booking"
+
+
+@pytest.fixture
+def split_leaders(control_plane: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Cluster, Release, Replica, Replica, Any]]:
+    """Two replicas whose leaders are apart: A's cellfit holds the controllers' Lease (the
+    reclaim), B's kube-scheduler leads scheduling (A's was killed) and calls B's cellfit.
+    Function-scoped and first in the module: the other tests' chart scheduler takes the same
+    scheduling Lease."""
+    cluster = Cluster.from_control_plane(control_plane)
+    release = ensure_release(cluster)
+    SCENARIOS.add_nodes(cluster, "ha", 1)  # before cellfit starts: HiveD discovers it
+    workdir = tmp_path_factory.mktemp(f"hived-reclaim-ha-{SCENARIOS.run}")
+    a, b = Replica("replica-a", cluster, release, workdir), Replica("replica-b", cluster, release, workdir)
+    try:
+        a.start()
+        wait_for(a.leads_scheduling, 60, f"replica A's kube-scheduler to lead (log {a.scheduler and a.scheduler.log})")
+        wait_for(lambda: lease(cluster, release, CONTROLLERS).get("holderIdentity") == "replica-a", 60,
+                 "replica A's cellfit to hold the controllers' Lease")
+        b.start()
+        assert a.scheduler is not None and a.scheduler.process is not None
+        a.scheduler.process.kill()  # A's cellfit keeps leading the controllers
+        a.scheduler.process.wait(10)
+        a.scheduler.process = None
+        wait_for(b.leads_scheduling, 60, f"replica B's kube-scheduler to lead (log {b.scheduler and b.scheduler.log})")
+        assert lease(cluster, release, CONTROLLERS).get("holderIdentity") == "replica-a"
+        yield cluster, release, a, b, control_plane
+    finally:
+        b.stop()
+        a.stop()
+        SCENARIOS.delete_nodes(cluster, ["ha"])
+
+
+def squatter_job(name: str, *, scheduler_name: str, node_selector: dict[str, str]) -> dict[str, Any]:
+    """One opportunistic whole-node pod of the guaranteed pods' PriorityClass, replaced by its
+    Job at once when it is deleted."""
+    pod = gpu_pod(name, scheduler_name=scheduler_name, node_selector=node_selector, gpus=8, priority_class="cellfit-best-effort",
+                  labels=OPPORTUNISTIC)
+    pod["spec"]["restartPolicy"] = "Never"
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name},
+            "spec": {"parallelism": 1, "completions": 1, "backoffLimit": 6,
+                     "template": {"metadata": {"labels": OPPORTUNISTIC}, "spec": pod["spec"]}}}
+
+
+def test_the_replica_kube_scheduler_calls_keeps_the_cells_the_leader_reclaimed(split_leaders: Any) -> None:
+    cluster, release, a, b, cp = split_leaders
+    ns = cp.create_namespace("ha")
+    where = SCENARIOS.selector("ha")
+    node = SCENARIOS.node("ha")
+    name = release.scheduler_name
+    cluster.apply(squatter_job("squatter", scheduler_name=name, node_selector=where), namespace=ns)
+
+    def squatters_running() -> list[str]:
+        return [p["metadata"]["name"] for p in cluster.pods(ns) if p["metadata"]["name"].startswith("squatter-")
+                and p["spec"].get("nodeName") == node and p["status"].get("phase") == "Running" and is_active(p)]
+
+    (first,) = wait_for(lambda: squatters_running() or None, 90, f"the squatter running (B's cellfit log {b.cellfit.log})")
+    with cluster.watch_pods(ns) as versions:
+        cluster.apply(gpu_pod("owner", scheduler_name=name, node_selector=where, gpus=4, priority_class="cellfit-best-effort"),
+                      namespace=ns)
+        # Higher than the owner's priority: kube-scheduler's queue brings it first once the node frees.
+        cluster.apply(gpu_pod("eager", scheduler_name=name, node_selector=where, gpus=8, priority_class="cellfit-trial",
+                              labels=OPPORTUNISTIC), namespace=ns)
+        assert wait_for(lambda: running_on(cluster, ns, "owner"), 180,
+                        f"owner running (A's cellfit log {a.cellfit.log}, B's {b.cellfit.log}, B's scheduler log "
+                        f"{b.scheduler and b.scheduler.log})") == node
+    logged = [line for line in a.cellfit.log.read_text(errors="replace").splitlines()
+              if "opportunistic pod preempted for a guaranteed pod" in line and first in line]
+    assert logged, f"replica A's cellfit (the controllers' leader) did not reclaim (log {a.cellfit.log})"
+    # Neither the squatter's replacement nor the eager pod was ever bound to the node: B's engine
+    # kept the cells for the owner.
+    others = {v.pod["metadata"]["name"] for v in versions if v.pod["spec"].get("nodeName") == node}
+    takers = {pod for pod in others if pod == "eager" or (pod.startswith("squatter-") and pod != first)}
+    assert not takers, f"{sorted(takers)} bound to {node} before the guaranteed pod (B's cellfit log {b.cellfit.log})"
+    assert_no_double_booking(cluster.pods(ns))
 
 
 @pytest.fixture(scope="module")
