@@ -228,3 +228,14 @@ def test_a_returned_match_is_never_rebuilt():
     (offer, request), _ = lost_pair(now=T0 + 2 * HOUR)
     assert offer.status["phase"] == "Returned"
     assert run([offer], [request], now=T0 + 2 * HOUR).new_entries == []
+
+
+def test_an_entry_that_does_not_read_holds_nothing_once_its_window_is_over():
+    offer, request, entry = matched_pair()
+    unread = unread_of(entry.key, ledger.encode(entry).replace('"gpus":8', '"gpus":0'))
+    assert unread[0].end == T0 + HOUR
+    later = posting("offer", "team-a", "later", {"V100-NODE": 1}, T0 + 2 * HOUR, T0 + 3 * HOUR)
+    asks = posting("request", "team-c", "later", {"V100-NODE": 1}, T0 + 2 * HOUR, T0 + 3 * HOUR)
+    assert run([later], [asks], now=T0 + HOUR - 1, unread=unread).new_entries == []
+    (matched,) = run([later], [asks], now=T0 + HOUR, unread=unread).new_entries
+    assert (matched.offer, matched.request) == ("team-a/later", "team-c/later")

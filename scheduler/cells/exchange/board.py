@@ -250,7 +250,7 @@ def exchange_round(
     (``quota.applicable``), said in its objects' status; ``unread``: the ledger's entries that
     do not read, whose objects (and lenders) are held (``holds``)."""
     draining = draining or {}
-    holds = unread_holds(unread=list(unread), namespaces=namespaces, base=base)
+    holds = unread_holds(unread=list(unread), namespaces=namespaces, base=base, now=now)
     not_applied = not_applied or {}
     # Every entry of a name: an object deleted and posted again under it has a match of its own
     # beside the first object's, and only the UID tells which one is the live object's.

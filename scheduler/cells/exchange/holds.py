@@ -9,7 +9,10 @@ lent its cells twice. So the round holds what the entry's JSON still names:
   under the name, with another UID than the entry's, is a new one) are matched to nobody else;
 * every offer of the lender it names (``lender``; else the VC of the named offer's namespace)
   waits, since the entry's cells are not known and the lender must not lend them again;
-* an entry naming neither an offer nor a lender that resolves stops every new match.
+* an entry naming neither an offer nor a lender that resolves stops every new match;
+
+and holds nothing once the window it records (``end``, when that reads) is over: nothing of it is
+in force then to lend twice (its GPU-hours stay out of the surplus until it is fixed).
 
 Each object held says why (the entry's key and the field that does not read), until an
 administrator fixes the entry (its match is then in force as recorded) or deletes it (its objects
@@ -66,11 +69,13 @@ def _lender_of(unread: Unread, namespaces: Mapping[str, Mapping[str, str]], base
 
 
 def unread_holds(
-    *, unread: list[Unread], namespaces: Mapping[str, Mapping[str, str]], base: Mapping[str, VirtualClusterSpec]
+    *, unread: list[Unread], namespaces: Mapping[str, Mapping[str, str]], base: Mapping[str, VirtualClusterSpec], now: float
 ) -> Holds:
     """What the entries that do not read hold (see the module docstring)."""
     holds = Holds()
     for entry in unread:
+        if entry.end is not None and entry.end <= now:
+            continue  # its window is over: nothing of it is in force to lend twice
         if entry.offer is not None:
             holds.hold(kind="offer", object_id=entry.offer, uid=entry.offer_uid, why=_held_object(entry, "offer"))
         if entry.request is not None:

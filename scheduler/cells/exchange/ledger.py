@@ -213,6 +213,7 @@ class Unread:
     borrower: str | None
     offer_uid: str = ""
     request_uid: str = ""
+    end: float | None = None  # its window's end, when that reads
 
 
 def _named(raw: Any, field: str) -> str | None:
@@ -228,7 +229,15 @@ def _unread(key: str, text: str, problem: str) -> Unread:
     return Unread(
         key=key, problem=problem, offer=_named(raw, "offer"), request=_named(raw, "request"), lender=_named(raw, "lender"),
         borrower=_named(raw, "borrower"), offer_uid=_named(raw, "offerUid") or "", request_uid=_named(raw, "requestUid") or "",
+        end=_end(raw),
     )
+
+
+def _end(raw: Any) -> float | None:
+    try:
+        return _number(raw.get("end"), "end") if isinstance(raw, dict) else None
+    except ValueError:
+        return None
 
 
 def read_all(data: Mapping[str, str] | None) -> tuple[list[Entry], list[Unread]]:
