@@ -10,12 +10,13 @@ plugins) and TLS.
 from __future__ import annotations
 
 import asyncio
+import copy
 import logging
 import os
 import socket
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterator, Literal, cast
+from typing import Any, Callable, Iterator, Literal, cast
 from urllib.parse import quote
 
 import msgspec
@@ -53,6 +54,11 @@ class WatchExpired(Exception):
     """The resourceVersion being watched from is too old (HTTP 410 Gone): relist."""
 
 
+class TermEnded(KubernetesApiError):
+    """A controller's write refused before it was sent: the term of leadership its driver was
+    built for has ended, and another replica may lead now."""
+
+
 class KubernetesApi:
     def __init__(self, api_client: k8s.ApiClient, *, settings: ClusterSettings, source: str) -> None:
         self._core = k8s.CoreV1Api(api_client)
@@ -70,6 +76,21 @@ class KubernetesApi:
             timeout_seconds=settings.request_timeout_seconds,
             max_connections=CONNECTION_POOL_SIZE,
         )
+        self._acting: Callable[[], bool] | None = None  # None: no term to outlive (the verbs' writes)
+
+    def fenced(self, acting: Callable[[], bool]) -> KubernetesApi:
+        """This API for the drivers of one term of leadership (``acting``: whether that term
+        lasts yet, ``Terms.in_term``): the same connections, and every write refused with
+        :class:`TermEnded` from the moment the term ends. A driver's pass under way when the
+        Lease is lost (a reclaim deleting pod after pod, the placer patching Jobs) then makes
+        no more deletions or patches, even before its stop() returns; reads go on."""
+        view = copy.copy(self)
+        view._acting = acting
+        return view
+
+    def _require_acting(self, action: str) -> None:
+        if self._acting is not None and not self._acting():
+            raise TermEnded(f"{action}: not written: this replica's term of leadership has ended")
 
     @classmethod
     def connect(cls, settings: ClusterSettings) -> KubernetesApi | None:
@@ -293,6 +314,8 @@ class KubernetesApi:
     def _send(
         self, method: str, path: str, body: bytes | None, *, action: str, content_type: str = "application/json"
     ) -> tuple[int, bytes]:
+        if method != "GET":
+            self._require_acting(action)
         client = self._core.api_client
         config = client.configuration
         headers = {"Content-Type": content_type, "Accept": "application/json", **self._credentials()}
@@ -380,6 +403,7 @@ class KubernetesApi:
     # ------------------------------------------------------------------ jobs and events
 
     def annotate_job(self, *, namespace: str, name: str, annotations: dict[str, str]) -> None:
+        self._require_acting(f"annotate job {namespace}/{name}")
         try:
             self._batch.patch_namespaced_job(
                 name, namespace, {"metadata": {"annotations": annotations}},
@@ -404,6 +428,7 @@ class KubernetesApi:
     ) -> None:
         """A core/v1 Event on a pod (or a Job, a CellOffer...: ``kind`` and, beyond Pod and Job,
         its ``api_version``), as ``kubectl describe`` and ``kubectl get events`` show."""
+        self._require_acting(f"event on {kind.lower()} {namespace}/{pod_name}")
         now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
         body = {
             "apiVersion": "v1",

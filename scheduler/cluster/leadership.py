@@ -27,7 +27,10 @@ admission and the placer, the requeue nudge - runs on the holder of cellfit's ow
 * on a clean shutdown the leader releases the Lease, and a standby takes it within one retry.
 
 A term's drivers are built fresh (:class:`Terms`): a stopped controller's threads cannot be
-started again, and a new term rebuilds its state from the cluster, as a restart does.
+started again, and a new term rebuilds its state from the cluster, as a restart does. Built
+with ``KubernetesApi.fenced(terms.in_term())``, their writes are refused from the moment the
+term ends, before their stop() returns: a pass under way when the Lease is lost (a reclaim
+deleting pod after pod) makes no deletion, patch or Event after that.
 """
 
 from __future__ import annotations
@@ -431,21 +434,37 @@ class Terms:
         self._lock = threading.Lock()
         self._drivers: Sequence[Driver] = ()
         self.started = 0  # terms begun in this process
+        self._open: int | None = None  # the number of the term under way (or being built)
 
     def begin(self) -> None:
         with self._lock:
             if self._drivers:
                 return
-            self._drivers = self._build()
-            self.started += 1
+            term = self.started + 1
+            self._open = term
+            try:
+                self._drivers = self._build()
+            except BaseException:
+                self._open = None
+                raise
+            self.started = term
             for driver in self._drivers:
                 driver.start()
 
     def end(self) -> None:
+        # Closed first, without the lock: the drivers' writes stop now, not once each has stopped.
+        self._open = None
         with self._lock:
             drivers, self._drivers = self._drivers, ()
             for driver in reversed(drivers):
                 driver.stop()
+
+    def in_term(self) -> Callable[[], bool]:
+        """Whether the term under way now (called from ``build``: the term being built) lasts
+        yet; false for good once it ends, whatever term comes next. Drivers' writes are checked
+        against it (``KubernetesApi.fenced``)."""
+        term = self._open
+        return lambda: term is not None and self._open == term
 
     @property
     def drivers(self) -> Sequence[Driver]:
