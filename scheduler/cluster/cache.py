@@ -13,7 +13,9 @@ the engine takes as gone, as the watch of unfinished pods would have shown them.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import functools
+import itertools
 import logging
 import threading
 import time
@@ -39,6 +41,7 @@ from scheduler.core.resources import ZERO, Resources
 from scheduler.errors import CellfitError, InvalidAnnotation, KubernetesApiError
 from scheduler.preemption.model import JobClass, job_class_or_best_effort, preemption_count_of
 from scheduler.kube import translate, wire
+from scheduler.kube.lists import read_page
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -74,20 +77,19 @@ def _retried(call: Callable[[], None], *, pauses: Sequence[float], sleep: Callab
 
 
 class LazilyDecoded(Sequence[T], Generic[T]):
-    """A list response's items, each decoded with the object decoder when first read (and kept).
-    Decoding a list of 10,000 pods in one msgspec call holds the GIL for ~0.3 s, a stall of every
-    verb; scanning it into raw items takes ~20 ms, and each item's decode ~30 µs, between which
-    the verbs' thread runs."""
+    """A list response's items, page by page, each decoded with the object decoder when first
+    read (and kept). Decoding a list of 10,000 pods in one msgspec call holds the GIL for ~0.3 s,
+    a stall of every verb; each item's decode takes ~30 µs, in a step of its own (pacing.py)."""
 
-    def __init__(self, raw_items: list[msgspec.Raw], decode: Callable[[msgspec.Raw], T]) -> None:
-        # Each raw item holds the whole response body: dropped once decoded, so the body goes
-        # as soon as every item has been read.
-        self._raw: list[msgspec.Raw | None] = list(raw_items)
+    def __init__(self, pages: Sequence[Sequence[msgspec.Raw]], decode: Callable[[msgspec.Raw], T]) -> None:
+        # A page's items view its body: the page is dropped once consume() has read it.
+        self._pages: list[Sequence[msgspec.Raw] | None] = list(pages)
+        self._starts = list(itertools.accumulate((len(page) for page in pages), initial=0))
         self._decode = decode
-        self._decoded: list[T | None] = [None] * len(raw_items)
+        self._decoded: list[T | None] = [None] * self._starts[-1]
 
     def __len__(self) -> int:
-        return len(self._raw)
+        return self._starts[-1]
 
     @overload
     def __getitem__(self, index: int) -> T: ...
@@ -98,22 +100,26 @@ class LazilyDecoded(Sequence[T], Generic[T]):
     def __getitem__(self, index: int | slice) -> T | list[T]:
         if isinstance(index, slice):
             return [self[i] for i in range(*index.indices(len(self)))]
+        if index < 0:
+            index += len(self)
         item = self._decoded[index]
         if item is None:
-            raw = self._raw[index]
-            assert raw is not None  # decoded items are kept, so their raw form is read once
-            item = self._decoded[index] = self._decode(raw)
-            self._raw[index] = None
+            page_index = bisect.bisect_right(self._starts, index) - 1
+            page = self._pages[page_index]
+            assert page is not None  # consume() drops a page only once every item of it was read
+            item = self._decoded[index] = self._decode(page[index - self._starts[page_index]])
         return item
 
     def consume(self) -> Iterator[T]:
-        """Each item once, in order, forgotten as the next is read: a pass that reads the list
-        once frees each object in its own step, not all of them at once after the pass (10,000
-        decoded pods take ~15 ms to free, holding the GIL)."""
-        for index in range(len(self._raw)):
-            item = self[index]
-            self._decoded[index] = None
-            yield item
+        """Each item once, in order, forgotten as the next is read, and each page once read: a
+        pass that reads the list once frees each object in its own step, not all of them at once
+        after the pass (10,000 decoded pods take ~15 ms to free, holding the GIL)."""
+        for page_index in range(len(self._pages)):
+            for index in range(self._starts[page_index], self._starts[page_index + 1]):
+                item = self[index]
+                self._decoded[index] = None
+                yield item
+            self._pages[page_index] = None
 
 
 def _read_once(items: Iterable[T]) -> Iterator[T]:
@@ -244,14 +250,16 @@ def _decoded_reflector(
         # Page by page: finding the items of a 20 MB list (10,000 pods) is one call holding the
         # GIL for ~70 ms, a stall for every verb; a page of LIST_PAGE_SIZE takes a few ms. The
         # pages of one list are one snapshot (the server pins its resourceVersion).
-        items: list[msgspec.Raw] = []
+        # The items are found with the GIL released (scheduler.kube.lists), so that the verbs'
+        # thread runs meanwhile; each is decoded in its own step of the pass.
+        pages: list[Sequence[msgspec.Raw]] = []
         token: str | None = None
         while True:
-            listing = wire.RAW_LIST_DECODER.decode(list_page(token))
-            items.extend(listing.items or ())
-            token = listing.metadata.continue_token
+            page = read_page(list_page(token))
+            pages.append(page.items)
+            token = page.metadata.continue_token
             if not token:
-                return listing.metadata.resourceVersion, LazilyDecoded(items, decode)
+                return page.metadata.resourceVersion, LazilyDecoded(pages, decode)
 
     return Reflector(
         kind=name,

@@ -15,6 +15,11 @@
  *
  * scheduler/kube/names.py is the Python side and the documented interface; tests compare every
  * answer with the pure-Python path.
+ *
+ * split_list() serves the watch cache's relists with the same scanning: it finds the items of an
+ * API list page (~1 MB for 500 pods) with the GIL released, so that the verbs' thread runs while
+ * the reflector's thread splits pages (msgspec, holding the GIL for the whole page, stalled every
+ * verb for up to CPython's 5 ms switch interval). scheduler/kube/lists.py is its Python side.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -628,6 +633,136 @@ out:
     return result;
 }
 
+/* ------------------------------------------------------------------------------ list pages */
+
+/* The end of the JSON value starting at p, for a value whose content does not matter: an object
+ * or array by skip_nested, a string by its closing quote, anything else (a number, true, false,
+ * null) up to the next comma, bracket or space. NULL if the text ends first. */
+static const char *skip_value(const char *p, const char *end) {
+    if (p == end) return NULL;
+    if (*p == '{' || *p == '[') return skip_nested(p, end);
+    if (*p == '"') {
+        p++;
+        for (;;) {
+            p = string_end(p, end);
+            if (p == end) return NULL;
+            if (*p == '"') return p + 1;
+            if (*p == '\\') { if (++p == end) return NULL; }
+            p++;
+        }
+    }
+    while (p < end && *p != ',' && *p != '}' && *p != ']' && *p != ' ' && *p != '\n' && *p != '\r' && *p != '\t') p++;
+    return p;
+}
+
+typedef struct {
+    int64_t *spans;     /* (start, end) of each item */
+    Py_ssize_t count, capacity;
+    int64_t metadata_start, metadata_end;  /* -1: no metadata key */
+} ListSplit;
+
+/* Appends one span; 0 when memory ran out. Raw allocation: this runs without the GIL. */
+static int add_span(ListSplit *split, int64_t start, int64_t end) {
+    if (split->count == split->capacity) {
+        Py_ssize_t capacity = split->capacity ? 2 * split->capacity : 256;
+        int64_t *more = PyMem_RawRealloc(split->spans, 2 * (size_t)capacity * sizeof(int64_t));
+        if (more == NULL) return 0;
+        split->spans = more;
+        split->capacity = capacity;
+    }
+    split->spans[2 * split->count] = start;
+    split->spans[2 * split->count + 1] = end;
+    split->count++;
+    return 1;
+}
+
+/* The items array at p: each element an object (the API server's items are). NULL when the fast
+ * path does not apply. */
+static const char *split_items(const char *text, const char *p, const char *end, ListSplit *split) {
+    if (end - p >= 4 && memcmp(p, "null", 4) == 0) return p + 4;
+    if (p == end || *p++ != '[') return NULL;
+    p = skip_space(p, end);
+    if (p < end && *p == ']') return p + 1;
+    for (;;) {
+        if (p == end || *p != '{') return NULL;
+        const char *item_end = skip_nested(p, end);
+        if (item_end == NULL || !add_span(split, p - text, item_end - text)) return NULL;
+        p = skip_space(item_end, end);
+        if (p == end) return NULL;
+        if (*p == ',') { p = skip_space(p + 1, end); continue; }
+        if (*p == ']') return p + 1;
+        return NULL;
+    }
+}
+
+/* A list response's top-level object: the spans of its items and of its metadata. 0 when the
+ * fast path does not apply (or memory ran out). Touches no Python object. */
+static int split_list_text(const char *text, const char *end, ListSplit *split) {
+    const char *p = skip_space(text, end);
+    int seen_items = 0;
+    if (p == end || *p++ != '{') return 0;
+    p = skip_space(p, end);
+    if (p < end && *p == '}') return skip_space(p + 1, end) == end;
+    for (;;) {
+        if (p == end || *p++ != '"') return 0;
+        const char *key = p;
+        p = string_end(p, end);
+        if (p == end || *p != '"') return 0;  /* an escape in a key: not the API server's */
+        Py_ssize_t key_length = p - key;
+        p = skip_space(p + 1, end);
+        if (p == end || *p++ != ':') return 0;
+        p = skip_space(p, end);
+        if (key_length == 5 && memcmp(key, "items", 5) == 0) {
+            if (seen_items) return 0;
+            seen_items = 1;
+            p = split_items(text, p, end, split);
+        } else if (key_length == 8 && memcmp(key, "metadata", 8) == 0) {
+            if (split->metadata_start >= 0 || p == end || *p != '{') return 0;
+            split->metadata_start = p - text;
+            p = skip_nested(p, end);
+            if (p != NULL) split->metadata_end = p - text;
+        } else {
+            p = skip_value(p, end);
+        }
+        if (p == NULL) return 0;
+        p = skip_space(p, end);
+        if (p == end) return 0;
+        if (*p == ',') { p = skip_space(p + 1, end); continue; }
+        if (*p++ != '}') return 0;
+        return skip_space(p, end) == end;
+    }
+}
+
+PyDoc_STRVAR(split_list_doc,
+"split_list(body) -> (metadata_start, metadata_end, spans) | None\n\n"
+"A list response of the API server (an object whose ``items`` is an array of objects, or null),\n"
+"split without holding the GIL: the byte span of its ``metadata`` object ((-1, -1) without one)\n"
+"and the int64 (start, end) byte offsets of each item. Brackets are matched outside strings and\n"
+"nothing else is checked: each span is JSON only once msgspec decodes it. None when the text is\n"
+"not such an object: decode it the ordinary way, which names what is wrong.");
+
+static PyObject *names_split_list(PyObject *module, PyObject *arg) {
+    Py_buffer body;
+    if (PyObject_GetBuffer(arg, &body, PyBUF_SIMPLE) < 0) return NULL;
+    ListSplit split = {NULL, 0, 0, -1, -1};
+    int applies;
+    /* A page of 500 pods is ~1 MB, ~1-2 ms to scan: the verbs' thread runs meanwhile. The buffer
+     * stays valid: this call holds its reference, and bytes do not move. */
+    Py_BEGIN_ALLOW_THREADS
+    applies = split_list_text(body.buf, (const char *)body.buf + body.len, &split);
+    Py_END_ALLOW_THREADS
+    PyObject *result;
+    if (applies)
+        result = Py_BuildValue("(LLy#)", (long long)split.metadata_start, (long long)split.metadata_end,
+                               split.spans != NULL ? (const char *)split.spans : "",  /* y# of NULL is None */
+                               split.count * 2 * (Py_ssize_t)sizeof(int64_t));
+    else
+        result = Py_NewRef(Py_None);
+    PyMem_RawFree(split.spans);
+    PyBuffer_Release(&body);
+    return result;
+}
+
 /* ------------------------------------------------------------------------------ module */
 
 static PyMethodDef module_methods[] = {
@@ -635,13 +770,14 @@ static PyMethodDef module_methods[] = {
     {"split_args", names_split_args, METH_O, split_args_doc},
     {"select", names_select, METH_VARARGS, select_doc},
     {"host_priorities", names_host_priorities, METH_VARARGS, host_priorities_doc},
+    {"split_list", names_split_list, METH_O, split_list_doc},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef names_module = {
     PyModuleDef_HEAD_INIT,
     .m_name = "scheduler.kube._names",
-    .m_doc = "Node names resolved and written straight from kube-scheduler's JSON (see names.py).",
+    .m_doc = "Node names resolved and written straight from kube-scheduler's JSON (see names.py), and the API server's list pages split (lists.py).",
     .m_size = -1,
     .m_methods = module_methods,
 };

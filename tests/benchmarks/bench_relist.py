@@ -15,7 +15,12 @@ listing double, its own watch cache and lock, served by uvicorn on a local port,
 paced on its event loop), and the filter verb and ``/healthz`` requested over HTTP in turn by
 another process while it runs, against both with no relist.
 
-    python tests/benchmarks/bench_relist.py [--pods 10000] [--rounds 5] [--http]
+    python tests/benchmarks/bench_relist.py [--pods 10000] [--rounds 5] [--http | --pages]
+
+With ``--pages``, only the first part of a relist, the list's pages split into items in the
+reflector's thread: the longest time a thread that needs the GIL (the verbs' loop) waits while
+another splits the pages, with msgspec (the GIL held for each page) and with the C extension's
+scan (``scheduler/kube/lists.py``: the GIL released), in turn.
 
 Figures only; nothing is asserted (the structural property is tested in
 tests/cluster/test_relist_concurrency.py).
@@ -36,7 +41,7 @@ import threading
 import time
 import urllib.parse
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
@@ -45,6 +50,8 @@ import httpx  # noqa: E402
 
 from scheduler.cluster.cache import LIST_PAGE_SIZE, ClusterCache  # noqa: E402
 from scheduler.config import parse_settings  # noqa: E402
+from scheduler.kube import wire  # noqa: E402
+from scheduler.kube.lists import read_page  # noqa: E402
 from scheduler.extender.runtime import build_runtime  # noqa: E402
 from scheduler.core.pods import PodStore  # noqa: E402
 from scheduler.core.fit import ResourceFitEngine  # noqa: E402
@@ -194,6 +201,52 @@ def http_round(pods: int) -> dict[str, float]:
     return figures
 
 
+def gil_waits(pods: int, read: Callable[[bytes], object]) -> list[float]:
+    """The gaps, in seconds, between consecutive steps of a thread that needs the GIL for each
+    (as the verbs' loop does) while another thread reads a relist's pages with ``read``. A gap
+    longer than a step is time the reader held the GIL."""
+    listed = [
+        pod(f"train-{i:05d}", uid=f"uid-{i:05d}", cpu="1", node_name=f"node-{i % NODES:03d}", phase="Running") for i in range(pods)
+    ]
+    pages = [page for (kind, _), page in EncodedListing(nodes=[], pods=listed).encoded.items() if kind == "pods"]
+    del listed
+    done = threading.Event()
+
+    def read_pages() -> None:
+        for page in pages:
+            read(page)
+        done.set()
+
+    reader = threading.Thread(target=read_pages)
+    gaps: list[float] = []
+    last = time.perf_counter()
+    reader.start()
+    while not done.is_set():
+        now = time.perf_counter()
+        gaps.append(now - last)
+        last = now
+    reader.join()
+    return gaps
+
+
+def pages_rounds(pods: int, rounds: int) -> None:
+    """msgspec's decode of each page (the GIL held for the page) against lists.read_page (the C
+    scan with the GIL released), in turn, ``rounds`` times each."""
+    readers: dict[str, Callable[[bytes], object]] = {"msgspec": wire.RAW_LIST_DECODER.decode, "split_list": read_page}
+    longest: dict[str, list[float]] = {name: [] for name in readers}
+    tail: dict[str, list[float]] = {name: [] for name in readers}
+    for number in range(1, rounds + 1):
+        for name, read in readers.items():
+            gaps = gil_waits(pods, read)
+            longest[name].append(1000 * max(gaps))
+            tail[name].append(1000 * percentile(gaps, 0.999))
+            print(f"round {number}, {name}: longest wait for the GIL {longest[name][-1]:.2f} ms, p99.9 {tail[name][-1]:.3f} ms "
+                  f"({len(gaps)} steps)")
+    for name in readers:
+        print(f"median of {rounds} rounds, {pods} pods in pages of {LIST_PAGE_SIZE}, {name}: longest wait "
+              f"{statistics.median(longest[name]):.2f} ms, p99.9 {statistics.median(tail[name]):.3f} ms")
+
+
 def client_loop(url: str, body_path: str) -> None:
     """The other process: filter then /healthz, again and again, from "go" on stdin until
     "stop"; prints each request's kind, start (time.monotonic, one clock for every process of
@@ -226,10 +279,14 @@ def main() -> None:
     parser.add_argument("--pods", type=int, default=10_000)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--http", action="store_true", help="the relist inside cellfit serve, verbs and /healthz over HTTP")
+    parser.add_argument("--pages", action="store_true", help="only the list's pages split, msgspec against the C scan")
     parser.add_argument("--client", nargs=2, metavar=("URL", "BODY"), help=argparse.SUPPRESS)  # http_round's other process
     args = parser.parse_args()
     if args.client:
         client_loop(*args.client)
+        return
+    if args.pages:
+        pages_rounds(args.pods, args.rounds)
         return
     if args.http:
         http_rounds = []

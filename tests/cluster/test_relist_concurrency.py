@@ -400,7 +400,7 @@ def test_a_relist_frees_each_decoded_pod_in_its_own_step() -> None:
     from scheduler.kube import wire
 
     bodies = [pod(f"p-{i}", uid=f"uid-{i}", cpu="1", node_name="node-000", phase="Running") for i in range(50)]
-    listed = LazilyDecoded([msgspec.Raw(msgspec.json.encode(body)) for body in bodies], wire.POD_DECODER.decode)
+    listed = LazilyDecoded([[msgspec.Raw(msgspec.json.encode(body)) for body in bodies]], wire.POD_DECODER.decode)
     held_while_reading: list[int] = []
     names = []
     for item in _read_once(listed):
