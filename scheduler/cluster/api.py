@@ -263,6 +263,8 @@ class KubernetesApi:
                 status, data = await asyncio.to_thread(self._post, path, body, action=action)
             else:
                 status, data = await self._on_loop("POST", path, body, action=action)
+        except loop_http.RequestNotSent:
+            raise  # nothing reached the server: nothing to read back
         except KubernetesApiError as error:  # no answer: the binding may have been made
             if await self._bound_as_asked(namespace=namespace, name=name, uid=uid, node_name=node_name, failure=error):
                 return
@@ -303,7 +305,7 @@ class KubernetesApi:
         try:
             return await self._loop_http.request(method, path, body)
         except KubernetesApiError as error:
-            raise KubernetesApiError(f"{action}: {error}", status=error.status) from None
+            raise type(error)(f"{action}: {error}", status=error.status) from None
 
     def _post(self, path: str, body: bytes, *, action: str) -> tuple[int, bytes]:
         """POST pre-encoded JSON on the client's own pooled, authenticated connections: the

@@ -44,6 +44,11 @@ class ConnectionLost(Exception):
         self.answered = answered  # some response bytes had arrived: the request was read
 
 
+class RequestNotSent(KubernetesApiError):
+    """No byte of the request reached the server (no connection came free or opened in time,
+    the connection was refused): it was not carried out, whatever it asked."""
+
+
 class _Connection(asyncio.Protocol):
     """One kept-alive connection: a request written, its response parsed as it arrives."""
 
@@ -151,42 +156,54 @@ class LoopHttpClient:
         self, method: str, path: str, body: bytes | None = None, *, content_type: str = "application/json"
     ) -> tuple[int, bytes]:
         """Status and body of ``method path``; raises :class:`KubernetesApiError` when no
-        answer came (unreachable, timed out, closed mid-response)."""
+        answer came (unreachable, timed out, closed mid-response), :class:`RequestNotSent` when
+        the request never reached the server. The timeout counts from the call: the wait for a
+        free connection is part of it."""
         if self._slots is None:
             self._slots = asyncio.Semaphore(self._max_connections)
         request = self._encode(method, path, body, content_type)
+        sent: list[bool] = []  # one entry once the request was written to a connection
         try:
-            async with self._slots, asyncio.timeout(self._timeout):
-                return await self._exchange(request)
+            # The wait for a free connection counts: a request queued behind hanging ones gives
+            # up on time, not once each before it has timed out.
+            async with asyncio.timeout(self._timeout), self._slots:
+                return await self._exchange(request, sent)
         except TimeoutError:
+            if not sent:
+                raise RequestNotSent(
+                    f"Kubernetes API request not sent: no connection to it came free or opened within {self._timeout:g}s "
+                    f"(all {self._max_connections} in use, or connecting)"
+                ) from None
             # The idle connections likely share this one's fate (the API server's node gone, a
             # load balancer that forgot its flows: no FIN, no reset): each would hold a later
             # request for the whole timeout. Fresh ones cost a handshake each.
             self.close()
             raise KubernetesApiError(f"Kubernetes API did not answer within {self._timeout:g}s") from None
         except (OSError, ConnectionLost, ssl.SSLError) as error:
-            raise KubernetesApiError(f"Kubernetes API unreachable: {error}") from None
+            unreachable = RequestNotSent if not sent else KubernetesApiError
+            raise unreachable(f"Kubernetes API unreachable: {error}") from None
 
     def close(self) -> None:
         for connection in self._idle:
             connection.close()
         self._idle.clear()
 
-    async def _exchange(self, request: bytes) -> tuple[int, bytes]:
+    async def _exchange(self, request: bytes, sent: list[bool]) -> tuple[int, bytes]:
         while self._idle:
             connection = self._idle.pop()
             if not connection.open:
                 continue
             try:
-                return await self._send_on(connection, request)
+                return await self._send_on(connection, request, sent)
             except ConnectionLost as error:
                 if error.answered:
                     raise
                 # The server closed this kept-alive connection before reading the request (its
                 # idle timeout): nothing was done, so a fresh connection may carry it.
-        return await self._send_on(await self._connect(), request)
+        return await self._send_on(await self._connect(), request, sent)
 
-    async def _send_on(self, connection: _Connection, request: bytes) -> tuple[int, bytes]:
+    async def _send_on(self, connection: _Connection, request: bytes, sent: list[bool]) -> tuple[int, bytes]:
+        sent.append(True)
         try:
             status, body, keep_alive = await connection.send(request)
         except BaseException:

@@ -13,6 +13,7 @@ from typing import Iterator
 
 import pytest
 
+from scheduler.cluster import loop_http
 from scheduler.errors import KubernetesApiError
 from tests.cluster.test_loop_http import client_for, event_loop_kind, server  # noqa: F401 - fixtures
 
@@ -99,3 +100,26 @@ def test_after_a_request_on_a_dead_kept_alive_connection_times_out_the_next_ones
 
     outcomes = asyncio.run(scenario())
     assert outcomes == [f"Kubernetes API did not answer within {TIMEOUT_SECONDS:g}s", "200", "200", "200"]
+
+
+def test_requests_queued_for_a_connection_give_up_at_their_own_timeout_unsent(server) -> None:  # noqa: F811
+    """More requests than connections while the API server hangs: the timeout began only once
+    a connection was free, so each queued bind waited for every one before it to time out (at
+    64 connections and a burst of 1,000, the last ~2.5 minutes, its GPUs reserved all along,
+    long after kube-scheduler gave up at 5 s). The wait for a connection counts now, and a
+    request that never got one says so, and that nothing was sent."""
+    httpd, recorder = server
+    client = client_for(httpd.server_address[1], max_connections=1, timeout=TIMEOUT_SECONDS)
+
+    async def burst() -> list[BaseException | tuple[int, bytes]]:
+        answers = await asyncio.gather(*(client.request("GET", "/hang") for _ in range(3)), return_exceptions=True)
+        client.close()
+        return answers
+
+    first, *queued = asyncio.run(burst())
+    assert str(first) == f"Kubernetes API did not answer within {TIMEOUT_SECONDS:g}s"
+    for answer in queued:
+        assert isinstance(answer, loop_http.RequestNotSent), answer
+        assert str(answer) == (f"Kubernetes API request not sent: no connection to it came free or opened within {TIMEOUT_SECONDS:g}s "
+                               "(all 1 in use, or connecting)")
+    assert len(recorder.requests) == 1
