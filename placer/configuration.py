@@ -18,6 +18,7 @@ as in a container spec. Every error names the field, for the Job's Event and con
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from types import MappingProxyType
@@ -181,12 +182,33 @@ def _is_extended(name: str) -> bool:
     return "/" in name and not name.startswith(("kubernetes.io/", "requests."))
 
 
+# What the API server takes as a container's resource name: a standard one, or a qualified name
+# (a DNS subdomain, "/", a name of up to 63 characters) outside the "requests." prefix quotas use.
+_STANDARD_RESOURCES: Final = frozenset({RESOURCE_CPU, RESOURCE_MEMORY, "ephemeral-storage"})
+_QUALIFIED_NAME: Final = re.compile(
+    r"(?=.{1,253}/)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/(?=.{1,63}$)[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?"
+)
+
+
+def _check_resource_name(name: str, *, where: str) -> None:
+    """The API server refuses a pod asking for any other name: the start was then refused, or
+    with the webhook mechanism every pod of the started Job."""
+    if "/" not in name:
+        if name not in _STANDARD_RESOURCES and not name.startswith("hugepages-"):
+            raise InvalidAnnotation(f"is no resource a container may ask for: expected {', '.join(sorted(_STANDARD_RESOURCES))}, "
+                                    "hugepages-<size>, or an extended resource such as nvidia.com/gpu", field=where)
+    elif name.startswith("requests.") or not _QUALIFIED_NAME.fullmatch(name):
+        raise InvalidAnnotation("is no resource name a container may ask for: an extended resource is a domain, '/' and a "
+                                "name, such as nvidia.com/gpu", field=where)
+
+
 def _quantities(body: object, *, where: str) -> dict[str, str]:
     if not isinstance(body, dict):
         raise InvalidAnnotation("must be a JSON object of resource quantities", field=where)
     quantities: dict[str, str] = {}
     for name, amount in body.items():
         place = f"{where}.{name}"
+        _check_resource_name(name, where=place)
         if isinstance(amount, bool) or not isinstance(amount, (str, int, float)):
             raise InvalidAnnotation(f"expected a quantity such as \"2\" or \"16Gi\", got {amount!r}", field=place)
         try:

@@ -10,12 +10,15 @@ import signal
 import threading
 from typing import Any
 
+import pytest
+
 from estimator.objects import JOB_DECODER
 from estimator.sample_pod import configuration_digest
 from placer.configuration import parse_configurations
-from placer.controller import PlacerController
+from placer.controller import DEFAULT_SOLVER_TIMEOUT_SECONDS, PlacerController
 from scheduler.config import AlloxSettings
 from scheduler.core.resources import Resources
+from scheduler.errors import InvalidAnnotation
 from tests.placer.test_controller import Jobs, RecordingApi, job
 from tests.placer.test_review_61 import ServerApi, gpu_job, server_controller, stored_job
 
@@ -88,7 +91,6 @@ def test_a_solver_process_that_hangs_is_killed_the_pass_starts_nothing_and_the_n
         api=api, jobs=watch, settings=AlloxSettings(alpha=1.0, mechanism="template", solver_process=True), gpu_resource="nvidia.com/gpu",
         free_by_node=lambda running: {"n1": Resources(cpu_millis=6000, memory_bytes=64 * 2**30, gpus=2)},
         capacity=lambda: Resources(cpu_millis=6000, memory_bytes=64 * 2**30, gpus=2), clock=lambda: 1767225700.0,
-        solver_timeout_seconds=2.0,
     )
     try:
         (first,) = placer.admit().starts
@@ -106,9 +108,13 @@ def test_a_solver_process_that_hangs_is_killed_the_pass_starts_nothing_and_the_n
             except BaseException as error:  # what the admission loop logs
                 outcome.append(error)
 
+        # Short for the stopped child alone: a child starting on a loaded machine may take
+        # seconds to answer its first request.
+        placer._solver_timeout_seconds = 1.0
         passing = threading.Thread(target=hung_pass, daemon=True)
         passing.start()
-        passing.join(60)  # thirty times the timeout: a pass that returns at all
+        passing.join(60)  # sixty times the timeout: a pass that returns at all
+        placer._solver_timeout_seconds = DEFAULT_SOLVER_TIMEOUT_SECONDS
         if passing.is_alive():
             os.kill(child.pid, signal.SIGKILL)  # type: ignore[arg-type]
             passing.join()
@@ -150,3 +156,27 @@ def test_a_job_whose_configuration_was_edited_since_its_estimate_is_not_started_
     kept = estimated_for("kept", sampled=four_gpus, now=four_gpus, seconds={"cpu": 1000, "gpu": 10})
     (start,) = busy_gpu_controller(RecordingApi(), [kept], free_gpus=[8]).admit().starts
     assert (start.key, start.kind) == ("alice/kept", "gpu")
+
+
+@pytest.mark.parametrize(("resources", "field"), [
+    # Names the API server refuses in a container's resources: not a standard resource (cpu,
+    # memory, ephemeral-storage, hugepages-<size>), nor a fully qualified extended one. Under
+    # allox.mechanism auto the template's 422 sent the start to the webhook, whose patch (labels
+    # and annotations) the API server took: the Job was unsuspended and told it runs, and every
+    # pod the webhook rewrote was refused at creation, for ever.
+    ({"cpus": "4"}, "cellfit.io/configurations.cpu.resources.cpus"),
+    ({"gpu": "1", "cpu": "1"}, "cellfit.io/configurations.cpu.resources.gpu"),
+    ({"requests": {"memory": "1Gi", "storage": "1Gi"}}, "cellfit.io/configurations.cpu.resources.requests.storage"),
+    ({"requests.nvidia.com/gpu": "1"}, "cellfit.io/configurations.cpu.resources.requests.nvidia.com/gpu"),
+    ({"nvidia.com/gpu/x": "1"}, "cellfit.io/configurations.cpu.resources.nvidia.com/gpu/x"),
+])
+def test_a_resource_name_no_container_may_ask_for_is_refused_naming_the_field(resources: dict[str, Any], field: str) -> None:
+    with pytest.raises(InvalidAnnotation) as caught:
+        parse_configurations(json.dumps({"cpu": {"resources": resources}}))
+    assert caught.value.field == field
+
+
+def test_every_resource_name_a_container_may_ask_for_still_parses() -> None:
+    resources = {"cpu": "1", "memory": "1Gi", "ephemeral-storage": "1Gi", "hugepages-2Mi": "2Mi", "hugepages-1Gi": "1Gi",
+                 "nvidia.com/gpu": "1", "example.com/fpga": "2", "kubernetes.io/whatever": "1"}
+    assert dict(parse_configurations(json.dumps({"gpu": {"resources": resources}}))["gpu"].requests) == resources
