@@ -349,7 +349,7 @@ def test_nondefault_render(nondefault_docs: list[dict[str, Any]]) -> None:
     assert (admission["host"], admission["port"], admission["rejectInvalid"]) == ("::", 10443, True)
     # The validating webhooks stay Ignore whatever the pod-create one's policy: an outage never
     # blocks a Pod or a Job.
-    assert [w["failurePolicy"] for w in one(nondefault_docs, "ValidatingWebhookConfiguration")["webhooks"]] == ["Ignore", "Ignore"]
+    assert [w["failurePolicy"] for w in one(nondefault_docs, "ValidatingWebhookConfiguration")["webhooks"]] == ["Ignore", "Ignore", "Ignore"]
     assert by_name["cellfit"]["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
     config = scheduler_config(nondefault_docs)
     assert config["profiles"] == [{"schedulerName": "cellfit-gpu"}]
@@ -931,7 +931,7 @@ def test_validating_webhooks_see_only_cellfits_pods_and_jobs_and_never_block_the
 
     assert yaml.safe_load(cellfit_config_text(default_docs))["admission"]["rejectInvalid"] is False
     (mutating,) = one(default_docs, "MutatingWebhookConfiguration")["webhooks"][:1]
-    pods, jobs = one(default_docs, "ValidatingWebhookConfiguration")["webhooks"]
+    pods, jobs, _cronjobs = one(default_docs, "ValidatingWebhookConfiguration")["webhooks"]
     assert (pods["failurePolicy"], jobs["failurePolicy"]) == ("Ignore", "Ignore")
     assert pods["sideEffects"] == jobs["sideEffects"] == "None"
     for webhook, path in ((pods, ADMISSION_VALIDATE_PODS_PATH), (jobs, ADMISSION_VALIDATE_JOBS_PATH)):

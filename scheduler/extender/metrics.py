@@ -97,7 +97,7 @@ class ExtenderMetrics:
         )
         self.admission_validations = Counter(
             "cellfit_admission_validations_total",
-            "Pods and Jobs reviewed by the validating webhook, by kind (pod, job) and result: valid, "
+            "Pods, Jobs and CronJobs reviewed by the validating webhook, by kind (pod, job, cronjob) and result: valid, "
             "warned (admitted with warnings), rejected (admission.rejectInvalid).",
             ["kind", "result"],
             registry=self.registry,
