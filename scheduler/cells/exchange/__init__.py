@@ -13,8 +13,9 @@ objects with each one's status (``board``), and the pods to preempt when a drain
 
 from scheduler.cells.exchange import ledger
 from scheduler.cells.exchange.arbiter import Admit, Match, Matching, Refused, Unmatched, do_matching
-from scheduler.cells.exchange.board import Outcome, Posting, Round, exchange_round, phase_of
+from scheduler.cells.exchange.board import Outcome, Round, exchange_round, phase_of
 from scheduler.cells.exchange.ledger import Entry
+from scheduler.cells.exchange.posting import Posting
 from scheduler.cells.exchange.model import CellCatalog, Cells, CellSize, Offer, Request, Window, cells_of, describe_cells
 from scheduler.cells.exchange.qualify import disqualification, packing_problem
 from scheduler.cells.exchange.quota import (

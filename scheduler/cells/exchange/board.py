@@ -27,6 +27,7 @@ from scheduler.cells.exchange.charges import charged
 from scheduler.cells.exchange.holds import Holds, unread_holds
 from scheduler.cells.exchange.ledger import Entry, Settled, Unread, entry_of, not_over, surplus
 from scheduler.cells.exchange.model import CellCatalog, Offer, Request, describe_cells
+from scheduler.cells.exchange.posting import Posting
 from scheduler.cells.exchange.quota import QuotaProof
 from scheduler.cells.exchange.rebuild import SPEC_CHANGED, lost_matches, spec_edited, spec_item
 from scheduler.cells.exchange.resource import parse_offer, parse_request, rfc3339
@@ -34,45 +35,7 @@ from scheduler.cells.exchange.validation import namespace_virtual_cluster, offer
 from scheduler.cells.topology import Topology
 from scheduler.messages import clip
 
-Kind = Literal["offer", "request"]
 Phase = Literal["Posted", "Matched", "Active", "Returned", "Expired", "Invalid"]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Posting:
-    """A CellOffer or CellRequest as watched: ``obj`` the object, ``posted`` its
-    creationTimestamp in seconds (restart-stable: ties go to the earliest posted)."""
-
-    kind: Kind
-    obj: Mapping[str, Any]
-    posted: float
-
-    @property
-    def namespace(self) -> str:
-        return str((self.obj.get("metadata") or {}).get("namespace") or "")
-
-    @property
-    def name(self) -> str:
-        return str((self.obj.get("metadata") or {}).get("name") or "")
-
-    @property
-    def id(self) -> str:
-        return f"{self.namespace}/{self.name}"
-
-    @property
-    def uid(self) -> str:
-        return str((self.obj.get("metadata") or {}).get("uid") or "")
-
-    @property
-    def status(self) -> Mapping[str, Any]:
-        """The status cellfit wrote last (tenants cannot write it: the status subresource)."""
-        status = self.obj.get("status")
-        return status if isinstance(status, Mapping) else {}
-
-    @property
-    def generation(self) -> int | None:
-        value = (self.obj.get("metadata") or {}).get("generation")
-        return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -27,18 +27,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from scheduler.cells.config import VirtualClusterSpec
 from scheduler.cells.exchange.holds import Holds
 from scheduler.cells.exchange.ledger import Entry
 from scheduler.cells.exchange.model import CellCatalog, Offer, Request, Window
+from scheduler.cells.exchange.posting import Posting
 from scheduler.cells.exchange.preemption import BORROWER_HORIZON_SECONDS
 from scheduler.cells.exchange.qualify import packing_problem
 from scheduler.cells.exchange.resource import parse_offer, parse_request, seconds_of
-
-if TYPE_CHECKING:
-    from scheduler.cells.exchange.board import Posting
 
 # The status rounds GPU-hours to 6 decimals.
 _GPU_HOURS_TOLERANCE = 1e-5
