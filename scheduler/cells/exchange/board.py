@@ -5,8 +5,10 @@ From the CellOffer and CellRequest objects (as the API server returns them), the
 labels, the configured VCs, the topology and the ledger, :func:`exchange_round` validates what
 is not matched yet (``validation``; offers in posting order, each against the offers posted
 before it and the matched ones), matches the open offers and requests (``arbiter.do_matching``
-with the surplus of the ledger's matches in effect, ``charges``, and ``quota.QuotaProof`` over the exchanges not over yet), and says
-what each object's status is now and which ledger entries are new. The ledger decides a
+with the surplus of the ledger's matches in effect, ``charges``, and ``quota.QuotaProof`` over
+the exchanges not over yet), and says what each object's status is now and which ledger entries
+are new (a match the ledger lost, ``rebuild``, among them); what an entry that does not read or
+a lost match names is held (``holds``). The ledger decides a
 matched object's status: a match holds until its window ends even if the offer or request is
 deleted, or its namespace relabelled (the borrower was promised the cells).
 
@@ -301,6 +303,7 @@ def exchange_round(
             open_requests.append(request)
 
     open_requests: list[Request] = []
+
     def held(posting: Posting) -> str | None:
         return holds.of(kind=posting.kind, object_id=posting.id, uid=posting.uid)
 
@@ -339,16 +342,22 @@ def exchange_round(
 
     held_told: list[str] = []
 
-    def tell_offer(posting: Posting) -> None:
+    def told_of_match_or_hold(posting: Posting) -> bool:
+        """Whether ``posting``'s status is its ledger entry's or its hold's (told here)."""
         match_entry = recorded(posting)
         if match_entry is not None:
             outcomes.append(_matched_status(match_entry, posting, now=now, grace_seconds=grace_seconds, draining=draining,
                                             not_applied=not_applied))
-            return
+            return True
         why_held = held(posting)
         if why_held is not None:
             outcomes.append(_held_status(posting, why_held))
             held_told.append(f"{posting.kind} {posting.id}: {why_held}")
+            return True
+        return False
+
+    def tell_offer(posting: Posting) -> None:
+        if told_of_match_or_hold(posting):
             return
         offer = open_offer_of.get(posting.id)
         if offer is None:
@@ -366,15 +375,7 @@ def exchange_round(
         outcomes.append(_plain_status(posting, "Posted", message, offer.tenant))
 
     def tell_request(posting: Posting) -> None:
-        match_entry = recorded(posting)
-        if match_entry is not None:
-            outcomes.append(_matched_status(match_entry, posting, now=now, grace_seconds=grace_seconds, draining=draining,
-                                            not_applied=not_applied))
-            return
-        why_held = held(posting)
-        if why_held is not None:
-            outcomes.append(_held_status(posting, why_held))
-            held_told.append(f"{posting.kind} {posting.id}: {why_held}")
+        if told_of_match_or_hold(posting):
             return
         request = open_request_of.get(posting.id)
         if request is None:
