@@ -22,8 +22,8 @@ How a started Job's pods get the configuration (``allox.mechanism``):
   (the template's labels, annotations, node selector and tolerations) and labels the pods
   ``cellfit.io/placement``; the pod-create webhook rewrites each pod from the configurations
   copied onto the template (placer/patch.py);
-- auto: template, and for a Job whose rewrite the API server refuses (HTTP 422: no KEP-5440, or
-  a change it does not cover, such as env), webhook.
+- auto: template, and for a Job whose rewrite the API server refuses as immutable (HTTP 422: no
+  KEP-5440, or a change it does not cover, such as env), webhook.
 
 Under HiveD (``guarantees``), a Job's GPU configuration may use only its virtual cluster's free
 guarantee (its pod template's ``cellfit.io/virtual-cluster`` label, or the implicit default VC),
@@ -712,7 +712,7 @@ class PlacerController:
                     self._api.patch_job(namespace=namespace, name=name, operations=_operations(job, kind, placed))
                     used = "template"
                 except KubernetesApiError as error:
-                    if error.status != 422 or mechanism == "template":
+                    if mechanism == "template" or not _template_immutable(error):
                         raise
                     # No KEP-5440, or a change it does not cover (env): this Job's pods are
                     # rewritten by the webhook instead.
@@ -848,6 +848,15 @@ def _operations(job: Job, kind: str, template: dict[str, Any]) -> list[dict[str,
 
 # The paths the start's own tests guard: their failing means another start, or the Job changed.
 _GUARDED_PATHS: Final = ("/spec/suspend", "/metadata/resourceVersion")
+
+
+def _template_immutable(error: KubernetesApiError) -> bool:
+    """Whether the API server refuses the template patch only as a change of the suspended Job's
+    pod template it does not allow (no KEP-5440, or env, which it does not cover), which the
+    webhook mechanism makes at pod creation instead. Any other refusal (a value invalid in the
+    pod, an admission policy) would refuse every pod the webhook rewrites as well, or the guard
+    that failed would fail again."""
+    return error.status == 422 and "field is immutable" in str(error) and not any(path in str(error) for path in _GUARDED_PATHS)
 
 
 def _refuses_job(error: KubernetesApiError) -> bool:

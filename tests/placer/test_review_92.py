@@ -17,7 +17,7 @@ from estimator.sample_pod import configuration_digest
 from placer.configuration import parse_configurations
 from placer.controller import DEFAULT_SOLVER_TIMEOUT_SECONDS, PlacerController
 from scheduler.config import AlloxSettings
-from scheduler.core.resources import Resources
+from scheduler.core.resources import Resources, cpu_millis
 from scheduler.errors import InvalidAnnotation
 from tests.placer.test_controller import Jobs, RecordingApi, job
 from tests.placer.test_review_61 import ServerApi, gpu_job, server_controller, stored_job
@@ -180,3 +180,30 @@ def test_every_resource_name_a_container_may_ask_for_still_parses() -> None:
     resources = {"cpu": "1", "memory": "1Gi", "ephemeral-storage": "1Gi", "hugepages-2Mi": "2Mi", "hugepages-1Gi": "1Gi",
                  "nvidia.com/gpu": "1", "example.com/fpga": "2", "kubernetes.io/whatever": "1"}
     assert dict(parse_configurations(json.dumps({"gpu": {"resources": resources}}))["gpu"].requests) == resources
+
+
+def pod_level_cpu_below_its_containers(body: dict[str, Any]) -> str | None:
+    """The API server's check of pod-level resources (KEP-2837): the pod asks at least what its
+    containers ask together."""
+    spec = body["spec"]["template"]["spec"]
+    pod = ((spec.get("resources") or {}).get("requests") or {}).get("cpu")
+    asked = sum(cpu_millis((container.get("resources") or {}).get("requests", {}).get("cpu", "0"), field="cpu")
+                for container in spec["containers"])
+    if pod is not None and asked > cpu_millis(pod, field="cpu"):
+        return ("spec.template.spec.resources.requests[cpu]: Invalid value: must be greater than or equal to the "
+                "aggregate container requests")
+    return None
+
+
+def test_a_start_the_api_server_finds_invalid_is_refused_not_sent_to_the_webhook() -> None:
+    # The pod template asks 2 cores for the whole pod; the configuration 4 for its container.
+    # The template patch was refused (422, invalid), and allox.mechanism auto took every 422 for
+    # a cluster without KEP-5440: the webhook's patch went through, the Job was unsuspended and
+    # told it runs, and each pod the webhook rewrote was refused at creation, for ever.
+    body = stored_job("a", created=0, cores="4")
+    body["spec"]["template"]["spec"]["resources"] = {"requests": {"cpu": "2"}}
+    api = ServerApi([body], invalid=pod_level_cpu_below_its_containers)
+    server_controller(api, Jobs(api.watched()), mechanism="auto").admit()
+    stored = api.jobs["a"]
+    assert stored["spec"]["suspend"] is True and "cellfit.io/placement" not in stored["metadata"]["annotations"]
+    assert api.told["a"]["reason"] == "Refused" and "aggregate container requests" in api.told["a"]["message"]
