@@ -36,6 +36,11 @@ _INT64_MAX: Final = 2**63 - 1
 # The resources the reclaim checks: cores and memory beside the pods that stay
 # (scheduler/cluster/stranded.py), GPUs by HiveD's cells.
 _CHECKED_RESOURCES: Final = frozenset({"cpu", "memory"})
+# Not checked, yet no reason to leave a pod to kube-scheduler: a namespace's LimitRange commonly
+# gives every container an ephemeral-storage request, which would turn the reclaim off for the
+# whole namespace, while a node short of ephemeral storage is rare (and the give-back after
+# 330 s bounds that case).
+_ASSUMED_TO_FIT: Final = frozenset({"ephemeral-storage"})
 
 
 class NodeSelectorRequirement(msgspec.Struct, frozen=True, gc=False):
@@ -175,8 +180,8 @@ def unmodelled(spec: ConstrainedPodSpec, *, gpu_resource: str = RESOURCE_NVIDIA_
     affinity or anti-affinity, a topology spread that refuses nodes, a volume claim (a claim
     may bind the pod to a zone), a resource claim (its devices are on some nodes only), a host
     port (the pods that stay may use it), a resource other than cores, memory and
-    ``gpu_resource`` (an extended resource such as ``rdma/hca``, ``ephemeral-storage``,
-    hugepages: the pods that stay may use it, or the node not have it)."""
+    ``gpu_resource`` (an extended resource such as ``rdma/hca``, hugepages: the pods that stay
+    may use it, or the node not have it). Ephemeral storage is assumed to fit."""
     affinity = spec.affinity
     if affinity is not None:
         for name, rules in (("podAffinity", affinity.podAffinity), ("podAntiAffinity", affinity.podAntiAffinity)):
@@ -211,7 +216,7 @@ def _host_port(spec: ConstrainedPodSpec) -> str | None:
 def _unchecked_resource(spec: ConstrainedPodSpec, *, gpu_resource: str) -> str | None:
     """The first resource the pod requests (or limits, which the requests default to) that the
     reclaim does not check, named with its field."""
-    checked = _CHECKED_RESOURCES | {gpu_resource}
+    checked = _CHECKED_RESOURCES | _ASSUMED_TO_FIT | {gpu_resource}
     lists: list[tuple[str, wire.ResourceList | None]] = [("spec.overhead", spec.overhead)]
     requirements = [(path, container.resources) for path, container in _containers(spec)]
     requirements.append(("spec", spec.resources))

@@ -114,8 +114,6 @@ def test_a_sidecars_host_port_is_not_modelled_either():
         ({"limits": {"nvidia.com/gpu": "4", "hugepages-2Mi": "1Gi", "memory": "64Gi"},
           "requests": {"cpu": "8", "nvidia.com/gpu": "4", "hugepages-2Mi": "1Gi", "memory": "64Gi"}},
          "spec.containers[0].resources.requests['hugepages-2Mi']"),
-        ({"limits": {"nvidia.com/gpu": "4"}, "requests": {"cpu": "8", "nvidia.com/gpu": "4", "ephemeral-storage": "20Gi"}},
-         "spec.containers[0].resources.requests['ephemeral-storage']"),
         ({"limits": {"nvidia.com/gpu": "4", "example.com/fpga": "1"}},  # a limit the requests take as theirs
          "spec.containers[0].resources.limits['example.com/fpga']"),
     ],
@@ -123,6 +121,13 @@ def test_a_sidecars_host_port_is_not_modelled_either():
 def test_a_resource_other_than_cores_memory_and_gpus_is_not_modelled(resources: dict[str, Any], named: str):
     found = node_rules.unmodelled(listed(pod_with(resources=resources)))
     assert found == f"{named} (a resource the reclaim does not check: cellfit checks cpu, memory and nvidia.com/gpu)"
+
+
+def test_ephemeral_storage_is_assumed_to_fit():
+    # A LimitRange's default request: were it unmodelled, no pod of the namespace would be reclaimed for.
+    resources = {"limits": {"nvidia.com/gpu": "4", "ephemeral-storage": "40Gi"},
+                 "requests": {"cpu": "8", "memory": "64Gi", "nvidia.com/gpu": "4", "ephemeral-storage": "20Gi"}}
+    assert node_rules.unmodelled(listed(pod_with(resources=resources))) is None
 
 
 def test_pod_level_resources_and_an_init_containers_are_read_too():
