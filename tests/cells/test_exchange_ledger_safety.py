@@ -168,13 +168,18 @@ def test_a_lost_ledger_is_rebuilt_from_the_statuses_and_lends_nothing_twice(loss
     controller, _ = controller_on(api, offers=[offer], requests=[request], now=T0 - 60)
     controller.reconcile()
     (original,) = ledger.read(api.data)[0]
-    if loss == "deleted":
-        api.gone, api.data = True, {}
-    else:
-        api.data = {}
     asks = cell_object("na", "more", "uid-m")
     controller, quotas = controller_on(api, offers=[told(api, offer)], requests=[told(api, request), asks], now=T0 + HOUR + 60)
-    assert quotas.applied == frozenset()  # the replicas gave the cells back when the ledger went
+    quotas.apply()
+    assert quotas.applied == frozenset({original.key})  # under way
+    if loss == "deleted":
+        api.gone, api.data = True, {}
+        quotas.observe(None)
+    else:
+        api.data = {}
+        quotas.observe(ConfigMap(data={}))
+    quotas.apply()
+    assert quotas.applied == frozenset()  # the replica gave the cells back when the ledger went
     controller.reconcile()
     (rebuilt,) = ledger.read(api.data)[0]
     assert rebuilt.key == original.key and "rebuilt from the statuses" in rebuilt.explanation
