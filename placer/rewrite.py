@@ -5,7 +5,9 @@ exactly what it was sampled on.
 What changes, and why each way:
 - every container's ``resources`` is *replaced* by the configuration's (never merged), so a pod
   never carries both configurations' resources (a GPU limit left from a template written for
-  GPUs would hold a GPU while running on CPUs);
+  GPUs would hold a GPU while running on CPUs); its ``claims`` (DRA devices of the pod's
+  ``resourceClaims``) are kept: a configuration sizes quantities, and the pod holds its claims
+  whatever the container names;
 - ``env`` entries are set on every container, replacing variables of the same name where the
   container first names them (a ``$(NAME)`` after it still expands) and keeping the others;
 - ``nodeSelector`` entries are merged into the pod's, the configuration winning a conflict;
@@ -51,7 +53,10 @@ def apply_configuration(
     if configuration.limits:
         resources["limits"] = dict(configuration.limits)
     for container in spec.get("containers") or []:
+        claims = (container.get("resources") or {}).get("claims")
         container["resources"] = {key: dict(values) for key, values in resources.items()}
+        if claims:
+            container["resources"]["claims"] = claims
         if env:
             container["env"] = _with_env(container.get("env") or [], env)
 

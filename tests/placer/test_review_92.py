@@ -16,10 +16,13 @@ from estimator.objects import JOB_DECODER
 from estimator.sample_pod import configuration_digest
 from placer.configuration import parse_configurations
 from placer.controller import DEFAULT_SOLVER_TIMEOUT_SECONDS, PlacerController
+from placer.patch import placement_patch
+from placer.rewrite import apply_configuration
 from scheduler.config import AlloxSettings
 from scheduler.core.resources import Resources, cpu_millis
 from scheduler.errors import InvalidAnnotation
 from tests.placer.test_controller import Jobs, RecordingApi, job
+from tests.support import json_patch
 from tests.placer.test_review_61 import ServerApi, gpu_job, server_controller, stored_job
 
 
@@ -207,3 +210,16 @@ def test_a_start_the_api_server_finds_invalid_is_refused_not_sent_to_the_webhook
     stored = api.jobs["a"]
     assert stored["spec"]["suspend"] is True and "cellfit.io/placement" not in stored["metadata"]["annotations"]
     assert api.told["a"]["reason"] == "Refused" and "aggregate container requests" in api.told["a"]["message"]
+
+
+def test_a_containers_resource_claims_are_kept_in_every_configuration() -> None:
+    # The container uses a claim of the pod's (DRA: a shared-memory device, a NIC). The rewrite
+    # replaced the container's resources whole and dropped its claims: the pod still held the
+    # device, and the container never saw it. The webhook's patch, made from the rewrite, too.
+    template = {"spec": {"resourceClaims": [{"name": "nic", "resourceClaimTemplateName": "rdma"}],
+                         "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}, "claims": [{"name": "nic"}]}}]}}
+    cpu = parse_configurations(json.dumps({"cpu": {"resources": {"cpu": "8", "memory": "16Gi"}}}))["cpu"]
+    (container,) = apply_configuration(template, cpu)["spec"]["containers"]
+    assert container["resources"] == {"requests": {"cpu": "8", "memory": "16Gi"}, "claims": [{"name": "nic"}]}
+    pod = {"metadata": {"name": "p"}, **template}
+    assert json_patch.patched(pod, placement_patch(pod, cpu))["spec"]["containers"][0]["resources"]["claims"] == [{"name": "nic"}]
