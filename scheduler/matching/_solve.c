@@ -116,14 +116,88 @@ static PyObject *canonical_levels(PyObject *self, PyObject *args) {
     return result;
 }
 
+/* uncontended_plan(rows, fastest, free_by_kind, first_of_kind, bounds, queued, used)
+ *   allox._Left.uncontended's plan: rows (int64, rows of every job, ascending), fastest (int64,
+ *   each row's strictly fastest kind index, or -1), free_by_kind (int64, the free machines by
+ *   kind then as listed) and first_of_kind (int64, kinds + 1: where each kind's begin in it).
+ *   Each row on the next free machine of its fastest kind, the rows in order. Writes bounds
+ *   (int64, machines + 1: each machine's queue, one row or none), queued (int64, one per row:
+ *   the rows by machine) and used (int64, one per row: the machines, ascending); returns False
+ *   without writing them when a row has no fastest kind or a kind too few free machines. */
+static PyObject *uncontended_plan(PyObject *self, PyObject *args) {
+    PyObject *objects[7];
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OOOOOOO", &objects[0], &objects[1], &objects[2], &objects[3], &objects[4], &objects[5], &objects[6]))
+        return NULL;
+    static const Wanted wanted[7] = {{'q', 0, 1, "rows"},   {'q', 0, 1, "fastest"}, {'q', 0, 1, "free_by_kind"}, {'q', 0, 1, "first_of_kind"},
+                                     {'q', 1, 1, "bounds"}, {'q', 1, 1, "queued"},  {'q', 1, 1, "used"}};
+    Py_buffer views[7];
+    int taken = take_all(objects, views, wanted, 7);
+    PyObject *result = NULL;
+    int64_t *seen = NULL, *row_of = NULL;
+    if (taken == 7) {
+        Py_ssize_t count = views[0].len / 8, job_count = views[1].len / 8, free_count = views[2].len / 8;
+        Py_ssize_t kind_count = views[3].len / 8 - 1, machines = views[4].len / 8 - 1;
+        const int64_t *rows = views[0].buf, *fastest = views[1].buf, *free_by_kind = views[2].buf, *first_of_kind = views[3].buf;
+        int64_t *bounds = views[4].buf, *queued = views[5].buf, *used = views[6].buf;
+        int valid = kind_count >= 0 && machines >= 0 && views[5].len / 8 == count && views[6].len / 8 == count && first_of_kind[0] == 0 &&
+                    first_of_kind[kind_count] == free_count;
+        for (Py_ssize_t k = 0; valid && k < kind_count; k++) valid = first_of_kind[k] <= first_of_kind[k + 1];
+        for (Py_ssize_t i = 0; valid && i < free_count; i++) valid = free_by_kind[i] >= 0 && free_by_kind[i] < machines;
+        for (Py_ssize_t i = 0; valid && i < count; i++) valid = rows[i] >= 0 && rows[i] < job_count && fastest[rows[i]] < kind_count;
+        if (valid) {
+            seen = PyMem_Calloc((size_t)kind_count + 1, sizeof(int64_t));
+            row_of = PyMem_Malloc(sizeof(int64_t) * ((size_t)machines + 1));
+        }
+        if (!valid) {
+            PyErr_SetString(PyExc_ValueError, "uncontended_plan: rows of fastest, each kind's free machines among the machines");
+        } else if (seen == NULL || row_of == NULL) {
+            PyErr_NoMemory();
+        } else {
+            int written = 1;
+            for (Py_ssize_t i = 0; written && i < count; i++) written = fastest[rows[i]] >= 0;
+            for (Py_ssize_t i = 0; written && i < count; i++) seen[fastest[rows[i]]] += 1;
+            for (Py_ssize_t k = 0; written && k < kind_count; k++) written = seen[k] <= first_of_kind[k + 1] - first_of_kind[k];
+            /* free_by_kind names each free machine once (allox._Left._free_machines): a machine
+             * named twice would take two rows, no plan of one job a machine; declined then. */
+            for (Py_ssize_t m = 0; written && m < machines; m++) row_of[m] = -1;
+            for (Py_ssize_t k = 0; written && k < kind_count; k++) seen[k] = 0;
+            for (Py_ssize_t i = 0; written && i < count; i++) {
+                int64_t kind = fastest[rows[i]], machine = free_by_kind[first_of_kind[kind] + seen[kind]++];
+                written = row_of[machine] < 0;
+                row_of[machine] = rows[i];
+            }
+            if (written) {
+                Py_ssize_t at = 0;
+                bounds[0] = 0;
+                for (Py_ssize_t m = 0; m < machines; m++) {
+                    if (row_of[m] >= 0) {
+                        queued[at] = row_of[m];
+                        used[at] = m;
+                        at++;
+                    }
+                    bounds[m + 1] = at;
+                }
+            }
+            result = PyBool_FromLong(written);
+        }
+    }
+    PyMem_Free(seen);
+    PyMem_Free(row_of);
+    release_all(views, taken);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"canonical_levels", canonical_levels, METH_VARARGS,
      "canonical_levels(rows, machine, position, slot_kind, ready, times, out_rows, out_machine): canonical's levels (see the header)"},
+    {"uncontended_plan", uncontended_plan, METH_VARARGS,
+     "uncontended_plan(rows, fastest, free_by_kind, first_of_kind, bounds, queued, used): allox's uncontended plan (see above it)"},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "_solve", "canonical's levels in C (scheduler/matching/solve.py).", -1, methods, NULL, NULL, NULL, NULL,
+    PyModuleDef_HEAD_INIT, "_solve", "canonical's levels and Algorithm 2's uncontended plans in C (scheduler/matching/solve.py, allox.py).", -1, methods, NULL, NULL, NULL, NULL,
 };
 
 PyMODINIT_FUNC PyInit__solve(void) { return PyModule_Create(&module); }

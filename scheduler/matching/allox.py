@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
+from importlib import import_module
+from types import ModuleType
 from typing import Callable, Collection, Mapping, Sequence
 
 import numpy as np
@@ -38,6 +40,14 @@ from scheduler.matching.solve import (
     rows_on,
     solve,
 )
+
+try:
+    # By name, as solve.py imports it (an import statement would read as one of the package's).
+    _built: ModuleType | None = import_module("scheduler.matching._solve")
+except ImportError:  # pragma: no cover - the package was installed without its C extension
+    _built = None
+
+native = _built  # the extension in use: None writes uncontended plans in NumPy (the tests compare both)
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,10 +168,17 @@ class AlloxScheduler:
         vacancy = _Vacancy(every_job, delay) if len(free_names) == len(free_machines) and every_job.jobs else None
 
         started: list[Assignment] = []
+        # The last machine visited since the last start, when it started nothing: its kind
+        # index, wait and position (see _starts_nothing_after).
+        passed: tuple[int, float, int] | None = None
+        # The user sets whose plan _Left.uncontended declined since the last start.
+        declined: set[frozenset[str]] = set()
         for machine in free_machines:
             if not waiting:
                 break
             position = arrays.position_of[machine.name]
+            if _SKIP_PASSED and passed is not None and _starts_nothing_after(passed, position=position, delay=delay, machine_kind=arrays.machine_kind):
+                continue
             count = base
             chosen: tuple[_Plan, Job] | None = None
             told = vacancy is None  # whether every waiting job's bound has been asked this visit
@@ -180,7 +197,10 @@ class AlloxScheduler:
                 fresh = plan is None
                 if plan is None:
                     rows = left.rows(considered)
-                    written = left.uncontended(rows, delay, arrays)
+                    # Asked again before a start (the raise at the next machine): declined again.
+                    written = None if considered in declined else left.uncontended(rows, delay, arrays)
+                    if written is None:
+                        declined.add(considered)
                     if written is None and vacancy is not None and rows.shape[0]:
                         # Before a solve: when every optimal matching leaves the machine empty,
                         # no solve can start a job on it (the plan is made when a machine needs
@@ -223,12 +243,15 @@ class AlloxScheduler:
                         empty[considered] = fact
                 count = self._raised_count(ranking, count, runnable.get(machine.kind, {})) if self.raise_alpha_when_idle else 0
             if chosen is None:
+                passed = (int(arrays.machine_kind[position]), float(delay[position]), position)
                 continue
+            passed = None
             source, job = chosen
             assignment = Assignment.starting(job, machine, now)
             started.append(assignment)
             del waiting[job.name]
             left.remove(row_of[job.name])
+            declined.clear()
             for kind in job.processing_time:
                 counts = runnable.get(kind)
                 if counts is not None:
@@ -307,6 +330,26 @@ class AlloxScheduler:
             if ranking[index] in runnable:
                 return index + 1
         return 0
+
+
+def _starts_nothing_after(passed: tuple[int, float, int], *, position: int, delay: FloatArray, machine_kind: IntArray) -> bool:
+    """Whether machine ``position`` certainly starts nothing, its visit coming after one to the
+    machine ``passed`` (kind index, wait, position) that started nothing, with no start since.
+
+    It does when it is of the same kind and waits as long, listed after it. Between two starts
+    nothing Algorithm 2's walk reads changes but the plans it makes and keeps, and every test
+    of a visit that tells a machine empty holds for a machine listed later in its class (kind
+    and wait; neither machine has started, so both have had their waits throughout, and were of
+    one class whenever a plan was made): a plan's queues on a class are longest on the machines
+    listed first (:func:`~scheduler.matching.solve.canonical`; an uncontended plan takes each
+    kind's free machines as listed), and since only started machines have taken a job off
+    their queue; ``_Vacancy.empty``, ``_Empty.beyond`` and ``_Deferred.leaves_empty`` count the
+    machines of the class listed before it, which only grow. So the later visit asks for the
+    plans the first one asked for, finds each one it made (or told, or put off) as it left it,
+    stops where it stopped or sooner, and makes nothing the first did not: skipping it leaves
+    the walk as visiting it would."""
+    kind, wait, at = passed
+    return position > at and int(machine_kind[position]) == kind and float(delay[position]) == wait
 
 
 def _listed(free_machines: Sequence[Machine], busy_until: Mapping[Machine, float], free_names: Collection[str]) -> list[Machine]:
@@ -388,6 +431,10 @@ class _Plan:
 # Off: every plan Algorithm 2 needs is solved when it is needed (what _Empty saves; the tests
 # compare both ways).
 _CARRY_EMPTY = True
+
+# Off: every free machine is visited, also those _starts_nothing_after tells (the tests compare
+# both ways).
+_SKIP_PASSED = True
 
 
 @dataclass(slots=True)
@@ -549,6 +596,7 @@ class _Left:
                                  count=len(every_job.jobs))
         self._ids = ids
         self._waiting = np.ones(len(every_job.jobs), dtype=bool)
+        self._rows: dict[frozenset[str] | None, IntArray] = {}  # see rows
         self._free: tuple[IntArray, bytes, tuple[IntArray, IntArray, IntArray]] | None = None  # see _free_machines
         # Each row's strictly fastest kind, or -1 (two kinds tie, or it takes no time there):
         # what solve's _uncontended asks of a job.
@@ -570,15 +618,24 @@ class _Left:
         return by_kind
 
     def rows(self, considered: frozenset[str] | None) -> IntArray:
-        """``considered``'s waiting rows (None: every user's), ascending."""
+        """``considered``'s waiting rows (None: every user's), ascending (read-only: kept until
+        a row is removed, as the raise asks for the same sets at machine after machine)."""
+        kept = self._rows.get(considered)
+        if kept is not None:
+            return kept
         if considered is None:
-            return np.flatnonzero(self._waiting)
-        member = np.zeros(len(self._ids), dtype=bool)
-        member[[self._ids[user] for user in considered if user in self._ids]] = True
-        return np.flatnonzero(member[self._user] & self._waiting)
+            rows = np.flatnonzero(self._waiting)
+        else:
+            member = np.zeros(len(self._ids), dtype=bool)
+            member[[self._ids[user] for user in considered if user in self._ids]] = True
+            rows = np.flatnonzero(member[self._user] & self._waiting)
+        rows.flags.writeable = False
+        self._rows[considered] = rows
+        return rows
 
     def remove(self, row: int) -> None:
         self._waiting[row] = False
+        self._rows.clear()
 
     def uncontended(self, rows: IntArray, delay: FloatArray, machines: Fleet) -> _Plan | None:
         """The plan of ``rows`` on ``machines`` waiting ``delay`` when :func:`~scheduler.
@@ -589,6 +646,8 @@ class _Left:
         burst, and a Problem and Queues for it cost more than the matching."""
         if not rows.shape[0]:
             return None
+        if native is not None:
+            return self._uncontended_in_c(rows, delay, machines, native)
         fastest = self._fastest[rows]
         if bool((fastest < 0).any()):
             return None
@@ -606,6 +665,18 @@ class _Left:
         np.cumsum(bounds, out=bounds)
         return _Plan(self._every_job.jobs, machines.machine_kind, bounds, rows[order[by_machine]].astype(np.int64), {},
                      machine[by_machine])  # queued: rows of every_job
+
+    def _uncontended_in_c(self, rows: IntArray, delay: FloatArray, machines: Fleet, extension: ModuleType) -> _Plan | None:
+        """:meth:`uncontended` in C (``_solve.c``): the same tests, the same rows on the same
+        machines, one call instead of a dozen NumPy steps (it is asked at every start after a
+        burst)."""
+        _, free_by_kind, first_of_kind = self._free_machines(delay, machines)
+        bounds = np.empty(len(machines.machines) + 1, dtype=np.int64)
+        queued = np.empty(rows.shape[0], dtype=np.int64)
+        used = np.empty(rows.shape[0], dtype=np.int64)
+        if not extension.uncontended_plan(rows, self._fastest, free_by_kind, first_of_kind, bounds, queued, used):
+            return None
+        return _Plan(self._every_job.jobs, machines.machine_kind, bounds, queued, {}, used)  # queued: rows of every_job
 
     def _free_machines(self, delay: FloatArray, machines: Fleet) -> tuple[IntArray, IntArray, IntArray]:
         """The free machines (waiting 0) of ``machines`` waiting ``delay``: how many of each

@@ -1,0 +1,125 @@
+"""Algorithm 2's uncontended plans in C (``_solve.c``'s ``uncontended_plan``, what
+``allox._Left.uncontended`` calls where it was built) against ``_Left.uncontended``'s NumPy,
+the reference: the same plan (each machine's queue, the machines used) or the same refusal, for
+random user sets of random bursts (jobs with no kind, kinds that tie, jobs that take no time,
+kinds with too few free machines, machines busy); and Algorithm 2's and admission's decisions
+with it against without it. A process whose extension cannot be imported writes the plans in
+NumPy.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from scheduler.matching.allox import _Left, _Plan
+from scheduler.matching.model import Job, Machine
+from scheduler.matching.solve import fleet, prepare_on
+from tests.matching.native_paths import assert_decisions_alike, both_ways
+
+native = pytest.importorskip("scheduler.matching._solve", reason="built without the C extension: nothing to compare")
+allox = importlib.import_module("scheduler.matching.allox")
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def plan_of(plan: _Plan | None) -> tuple[list[int], list[int], list[int]] | None:
+    """What a plan's readers read: each machine's queue bounds, the rows queued, the machines used."""
+    if plan is None:
+        return None
+    assert plan.bounds is not None and plan.queued is not None and plan.used is not None and not plan.taken
+    return plan.bounds.tolist(), plan.queued.tolist(), plan.used.tolist()
+
+
+def random_burst(rng: random.Random) -> tuple[_Left, list[np.ndarray], np.ndarray, object]:
+    """Machines of up to three kinds, some busy; jobs of a few users, their times whole numbers
+    now and then (kinds that tie), a kind left out or a time of 0 now and then; some user sets'
+    rows with some jobs started (rows removed)."""
+    kinds = ["gpu", "cpu", "tpu"][: rng.randint(1, 3)]
+    listed = [*kinds, *(rng.choice(kinds) for _ in range(rng.randint(0, 30)))]
+    rng.shuffle(listed)
+    machines = [Machine(name=f"m{index}", kind=kind) for index, kind in enumerate(listed)]  # every kind, some job's only one
+    busy = {machine.name: float(rng.randint(1, 50)) for machine in machines if rng.random() < 0.3}
+    arrays = fleet(machines=machines, now=0.0, busy_until=busy)
+    whole = rng.random() < 0.5
+    users = [f"u{index}" for index in range(rng.randint(1, 5))]
+    jobs = []
+    for index in range(rng.randint(1, 40)):
+        times = {kind: float(rng.randint(1, 4)) if whole else rng.uniform(1, 100) for kind in kinds}
+        if len(kinds) > 1 and rng.random() < 0.2:
+            del times[rng.choice(kinds)]
+        if rng.random() < 0.05:
+            times[rng.choice(list(times))] = 0.0
+        jobs.append(Job(name=f"j{index}", user=rng.choice(users), arrival=0.0, processing_time=times))
+    every_job = prepare_on(arrays, jobs)
+    left = _Left(every_job)
+    for row in range(len(jobs)):
+        if rng.random() < 0.2:
+            left.remove(row)
+    sets = [left.rows(None), *(left.rows(frozenset(rng.sample(users, rng.randint(1, len(users))))) for _ in range(4))]
+    delay = arrays.delay.copy()
+    if rng.random() < 0.3:
+        delay[rng.randrange(delay.shape[0])] = 0.0  # a busy machine freed: another set of free machines
+    return left, sets, delay, arrays
+
+
+def test_uncontended_plans_in_c_are_numpys(monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = random.Random(8711)
+    written = declined = 0
+    for _ in range(1500):
+        left, sets, delay, arrays = random_burst(rng)
+        for rows in sets:
+            if not rows.shape[0]:
+                continue
+            in_c, in_numpy = both_ways(lambda: plan_of(left.uncontended(rows, delay, arrays)), monkeypatch, allox)  # noqa: B023
+            assert in_c == in_numpy
+            written += in_c is not None
+            declined += in_c is None
+    assert written > 1000 and declined > 1000  # both ways out taken, not only compared
+
+
+def test_bad_buffers_are_refused_by_name() -> None:
+    one = np.zeros(1, dtype=np.int64)
+    out = np.zeros(2, dtype=np.int64)
+    with pytest.raises(TypeError, match="fastest"):
+        native.uncontended_plan(one, np.zeros(1), one, out, out.copy(), one.copy(), one.copy())
+    with pytest.raises(ValueError, match="rows of fastest"):  # a row beyond fastest
+        native.uncontended_plan(one + 3, one, one, np.array([0, 1]), out.copy(), one.copy(), one.copy())
+    with pytest.raises(ValueError, match="free machines among the machines"):  # a free machine beyond the bounds
+        native.uncontended_plan(one, one, one + 4, np.array([0, 1]), out.copy(), one.copy(), one.copy())
+
+
+def test_algorithm_2_and_admission_decide_the_same_with_uncontended_plans_in_c(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert_decisions_alike(random.Random(8712), monkeypatch, allox)
+
+
+FALLBACK = """
+import json, sys
+sys.modules["scheduler.matching._solve"] = None  # as if built without a C compiler: the import fails
+import importlib
+from scheduler.matching.model import Job, Machine
+allox = importlib.import_module("scheduler.matching.allox")
+jobs = [Job(name=f"j{i}", user=f"u{i % 3}", arrival=0.0, processing_time={"gpu": float(t), "cpu": float(3 * t)})
+        for i, t in enumerate(json.loads(sys.argv[1]))]
+machines = [Machine(name=f"g{i}", kind="gpu") for i in range(4)] + [Machine(name=f"c{i}", kind="cpu") for i in range(4)]
+starts = allox.AlloxScheduler(alpha=0.3).on_machine_free(now=0.0, free_machines=machines, pending_jobs=jobs, busy_until={})
+print(json.dumps({"in_use": allox.native is not None, "starts": [(a.job.name, a.machine.name) for a in starts]}))
+"""
+
+
+def test_without_the_extension_numpy_writes_the_same_plans() -> None:
+    times = [4, 4, 1, 2, 2, 7, 3, 5]
+    done = subprocess.run([sys.executable, "-c", FALLBACK, json.dumps(times)], cwd=ROOT, capture_output=True, text=True, check=True)
+    answer = json.loads(done.stdout)
+    assert answer["in_use"] is False and allox.native is not None
+    jobs = [Job(name=f"j{i}", user=f"u{i % 3}", arrival=0.0, processing_time={"gpu": float(t), "cpu": float(3 * t)}) for i, t in enumerate(times)]
+    machines = [Machine(name=f"g{i}", kind="gpu") for i in range(4)] + [Machine(name=f"c{i}", kind="cpu") for i in range(4)]
+    starts = allox.AlloxScheduler(alpha=0.3).on_machine_free(now=0.0, free_machines=machines, pending_jobs=jobs, busy_until={})
+    assert answer["starts"] == [[a.job.name, a.machine.name] for a in starts]
