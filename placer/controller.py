@@ -718,10 +718,10 @@ class PlacerController:
                     # rewritten by the webhook instead.
                     log.info("the API server refuses this rewrite of a suspended Job's pod template: the pod-create "
                              "webhook places its pods", extra={"job": f"{namespace}/{name}", "reason": str(error)[:300]})
-                    self._patch_for_webhook(job, json.loads(raw_template), configuration, kind)
+                    self._patch_for_webhook(job, raw_template, configuration, kind)
                     used = "webhook"
             else:
-                self._patch_for_webhook(job, json.loads(raw_template), configuration, kind)
+                self._patch_for_webhook(job, raw_template, configuration, kind)
                 used = "webhook"
         except CellfitError as error:
             log.warning("could not start a placed Job", extra={"job": f"{namespace}/{name}", "kind": kind, "reason": str(error)})
@@ -754,10 +754,15 @@ class PlacerController:
         if self._tell(job, status="False", reason="Refused", message=message):
             self._event(job, "PlacementRefused", message, warning=True)
 
-    def _patch_for_webhook(self, job: Job, template: dict[str, Any], configuration: Configuration, kind: str) -> None:
-        """Only what a suspended Job's template may always change; the webhook does the rest."""
-        placed = json.loads(json.dumps(template))
-        metadata = placed.setdefault("metadata", {})
+    def _patch_for_webhook(self, job: Job, shed: bytes, configuration: Configuration, kind: str) -> None:
+        """Only what a suspended Job's template may always change (from ``shed``, the template
+        less what a configuration of another kind added: :func:`_shed_previous`); its containers
+        stay as stored, as the API server refuses any change of them (the env a configuration of
+        another kind set, too), and the webhook rewrites each pod's (placer/patch.py)."""
+        template = json.loads(shed)
+        placed = json.loads(bytes(job.spec.template)) if job.spec.has_template else {}
+        placed["metadata"] = template.get("metadata") or {}
+        metadata = placed["metadata"]
         metadata["labels"] = {**(metadata.get("labels") or {}), LABEL_PLACEMENT: kind}
         metadata["annotations"] = {
             **(metadata.get("annotations") or {}), **configuration.annotations,

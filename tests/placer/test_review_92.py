@@ -20,7 +20,7 @@ from placer.patch import placement_patch
 from placer.rewrite import apply_configuration
 from scheduler.config import AlloxSettings
 from scheduler.core.resources import Resources, cpu_millis
-from scheduler.errors import InvalidAnnotation
+from scheduler.errors import InvalidAnnotation, KubernetesApiError
 from tests.placer.test_controller import Jobs, RecordingApi, job
 from tests.support import json_patch
 from tests.placer.test_review_61 import ServerApi, gpu_job, server_controller, stored_job
@@ -223,3 +223,54 @@ def test_a_containers_resource_claims_are_kept_in_every_configuration() -> None:
     assert container["resources"] == {"requests": {"cpu": "8", "memory": "16Gi"}, "claims": [{"name": "nic"}]}
     pod = {"metadata": {"name": "p"}, **template}
     assert json_patch.patched(pod, placement_patch(pod, cpu))["spec"]["containers"][0]["resources"]["claims"] == [{"name": "nic"}]
+
+
+class WithoutKep5440(ServerApi):
+    """A suspended Job's pod template as Kubernetes without KEP-5440 lets it change: its labels,
+    annotations, node selector and tolerations only; any other change of the template is
+    refused as immutable (env is, with KEP-5440 too)."""
+
+    def patch_job(self, *, namespace: str, name: str, operations: list[dict[str, Any]]) -> None:
+        before = self.jobs[name]["spec"]["template"] if name in self.jobs else None
+        after = next((op["value"] for op in operations if op["path"] == "/spec/template"), before)
+        if before is not None and after is not None and _unschedulable_part(before) != _unschedulable_part(after):
+            raise KubernetesApiError(f'Job.batch "{name}" is invalid: spec.template: Invalid value: ...: field is immutable', status=422)
+        super().patch_job(namespace=namespace, name=name, operations=operations)
+
+
+def _unschedulable_part(template: dict[str, Any]) -> dict[str, Any]:
+    spec = {key: value for key, value in (template.get("spec") or {}).items() if key not in ("nodeSelector", "tolerations")}
+    return {"spec": spec}
+
+
+def test_a_job_placed_again_on_the_other_kind_starts_with_the_webhook_without_the_first_configurations_env() -> None:
+    # Started on gpu (its configuration sets env), suspended again by its user: AlloX starts it
+    # on cpu. The template patch takes the env out (refused: env is immutable), and the
+    # webhook's patch, meant to change only what a suspended Job's template may change, took the
+    # same env out of its containers: refused too, so the Job was told Refused, for good.
+    configurations = {"cpu": {"resources": {"cpu": "2"}},
+                      "gpu": {"resources": {"nvidia.com/gpu": "1"}, "env": {"CUDA": "1"}, "nodeSelector": {"accelerator": "a100"}}}
+    gpu = parse_configurations(json.dumps(configurations))["gpu"]
+    original = {"spec": {"containers": [{"name": "c", "image": "train:1", "env": [{"name": "KEEP", "value": "1"}]}]}}
+    placed_on_gpu = apply_configuration(original, gpu, extra_labels={"cellfit.io/placement": "gpu"},
+                                        extra_annotations={"cellfit.io/configurations": json.dumps(configurations)})
+    body = {"metadata": {"name": "again", "namespace": "alice", "uid": "uid-again", "resourceVersion": "9",
+                         "creationTimestamp": "2026-01-01T00:00:00Z",
+                         "annotations": {"cellfit.io/configurations": json.dumps(configurations), "cellfit.io/placement": "gpu",
+                                         "cellfit.io/estimate": json.dumps({"cpu": {"seconds": 60}})}},
+            "spec": {"suspend": True, "template": placed_on_gpu}}
+    api = WithoutKep5440([body])
+    (start,) = server_controller(api, Jobs(api.watched()), mechanism="auto").admit().starts
+    assert (start.key, start.kind) == ("alice/again", "cpu")
+    stored = api.jobs["again"]
+    assert stored["spec"]["suspend"] is False, api.told.get("again")
+    template = stored["spec"]["template"]
+    assert template["metadata"]["labels"]["cellfit.io/placement"] == "cpu"
+    assert "nodeSelector" not in template["spec"] or "accelerator" not in template["spec"]["nodeSelector"]
+    # Each pod the Job controller makes of it, as the pod-create webhook rewrites it: the CPU
+    # configuration's resources, and none of the GPU configuration's env.
+    pod = {"metadata": template["metadata"], "spec": template["spec"]}
+    cpu = parse_configurations(pod["metadata"]["annotations"]["cellfit.io/configurations"])["cpu"]
+    (container,) = json_patch.patched(pod, placement_patch(pod, cpu))["spec"]["containers"]
+    assert container["resources"] == {"requests": {"cpu": "2"}}
+    assert container["env"] == [{"name": "KEEP", "value": "1"}]
