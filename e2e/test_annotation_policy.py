@@ -1,13 +1,15 @@
 """Tenants cannot edit the scheduling state cellfit writes on their Pods and Jobs, against a real
 kube-apiserver: the chart's ValidatingAdmissionPolicies (statePolicy, installed by ``helm
-install`` with the chart's defaults) refuse a tenant who may edit the namespace's Pods and Jobs
-(the ``edit`` ClusterRole, impersonated with ``kubectl --as``) when the request sets, changes or
-removes ``cellfit.io/bind-info`` (HiveD's record of the cells and GPUs a pod holds, read back
-after every restart) or a Job's ``cellfit.io/preemptions``, and the message names the key. The
-user's own keys (``cellfit.io/gang``, ``cellfit.io/estimate``) and every other edit pass.
+install`` with the chart's defaults) refuse a tenant who may edit the namespace's Pods, Jobs and
+CronJobs (the ``edit`` ClusterRole, impersonated with ``kubectl --as``) when the request sets,
+changes or removes ``cellfit.io/bind-info`` (HiveD's record of the cells and GPUs a pod holds, read
+back after every restart) or a Job's ``cellfit.io/preemptions``, on the object or in the Job
+template of a CronJob, and the message names the key. The user's own keys (``cellfit.io/gang``,
+``cellfit.io/estimate``) and every other edit pass.
 
 The Job controller, acting as its own ServiceAccount, makes no pod from a template carrying
-bind-info; cellfit's own ServiceAccount, and an account granted ``write`` on
+bind-info, nor the CronJob controller a Job from a Job template carrying any of it (so a CronJob is
+refused when it is written, not when its schedule fires); cellfit's own ServiceAccount, and an account granted ``write`` on
 ``scheduling-state.cellfit.io`` by a ClusterRoleBinding (the chart's cellfit ClusterRole, as the
 suite's extender-only account has it), may write the state; the same grant through a RoleBinding
 in the tenant's namespace does not count.
@@ -39,8 +41,10 @@ VISION_BIND_INFO = json.dumps({
     "priority": "guaranteed", "cellType": "node", "cell": "gpu-node-0/0", "cells": ["gpu-node-0/0/0", "gpu-node-0/0/1"],
 }, sort_keys=True, separators=(",", ":"))
 REFUSED = "only cellfit writes"
-# The user kube-controller-manager's Job controller creates pods as, with --use-service-account-credentials.
+# The users kube-controller-manager's Job controller creates pods as, and its CronJob controller
+# Jobs as, with --use-service-account-credentials.
 JOB_CONTROLLER = "system:serviceaccount:kube-system:job-controller"
+CRONJOB_CONTROLLER = "system:serviceaccount:kube-system:cronjob-controller"
 
 
 def pod(name: str, *, annotations: dict[str, str] | None = None, labels: dict[str, str] | None = None) -> dict[str, Any]:
@@ -66,6 +70,38 @@ def job(name: str, *, annotations: dict[str, str] | None = None, template_annota
             },
         },
     }
+
+
+def cronjob(name: str, *, job_annotations: dict[str, str] | None = None,
+            template_annotations: dict[str, str] | None = None,
+            template_labels: dict[str, str] | None = None) -> dict[str, Any]:
+    """A suspended CronJob whose Jobs would be ``job(...)`` with these annotations."""
+    made = job(name, annotations=job_annotations, template_annotations=template_annotations,
+               template_labels=template_labels, suspend=True)
+    return {
+        "apiVersion": "batch/v1", "kind": "CronJob",
+        "metadata": {"name": name},
+        "spec": {"schedule": "0 0 1 1 *", "suspend": True,
+                 "jobTemplate": {"metadata": {"annotations": made["metadata"]["annotations"]}, "spec": made["spec"]}},
+    }
+
+
+def job_of(cronjob: dict[str, Any]) -> dict[str, Any]:
+    """The Job the CronJob controller makes from ``cronjob``'s Job template: its metadata and spec,
+    owned by the CronJob."""
+    template = cronjob["spec"]["jobTemplate"]
+    owner = {"apiVersion": "batch/v1", "kind": "CronJob", "name": cronjob["metadata"]["name"],
+             "uid": cronjob["metadata"]["uid"], "controller": True}
+    metadata = {**template["metadata"], "name": f"{cronjob['metadata']['name']}-1", "ownerReferences": [owner]}
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": metadata, "spec": template["spec"]}
+
+
+def template_patch(*, job_annotations: dict[str, str | None] | None = None,
+                   template_annotations: dict[str, str | None] | None = None) -> str:
+    """A merge patch of a CronJob's Job template (``None`` removes a key)."""
+    job_template: dict[str, Any] = {"metadata": {"annotations": job_annotations or {}},
+                                    "spec": {"template": {"metadata": {"annotations": template_annotations or {}}}}}
+    return json.dumps({"spec": {"jobTemplate": job_template}})
 
 
 class Namespace:
@@ -125,7 +161,7 @@ def env(control_plane: Any) -> Iterator[tuple[Release, Namespace]]:
     cluster = Cluster.from_control_plane(control_plane)
     release = ensure_release(cluster)
     policies = [o for o in release.objects if o["kind"] == "ValidatingAdmissionPolicy"]
-    assert len(policies) == 2, (
+    assert len(policies) == 3, (
         "the installed release has no statePolicy: it was installed from an older chart; "
         "`helm uninstall cellfit -n cellfit-system` and run again"
     )
@@ -269,3 +305,69 @@ def test_cellfit_and_accounts_granted_the_write_permission_cluster_wide_may_writ
         assert ns.annotations("job", "count")[PREEMPTIONS] == "3"
     finally:
         ns.cluster.kubectl("delete", "clusterrole", writer, "--ignore-not-found", check=False)
+
+
+def test_a_cronjobs_job_template_cannot_carry_cellfits_state_to_its_jobs(env: tuple[Release, Namespace]) -> None:
+    _, ns = env
+    # Refused when the CronJob is written, each key named with the template it sits in, rather than
+    # each time the schedule fires.
+    assert_refused(ns.create(cronjob("cron-immune", job_annotations={PREEMPTIONS: "1"}), user=TENANT),
+                   f"spec.jobTemplate annotation {PREEMPTIONS}")
+    assert_refused(ns.create(cronjob("cron-claims", template_annotations={BIND_INFO: VISION_BIND_INFO}), user=TENANT),
+                   f"spec.jobTemplate.spec.template annotation {BIND_INFO}")
+    booking = "cellfit.io/reclaim-booking"
+    assert_refused(ns.create(cronjob("cron-booked", template_annotations={booking: VISION_BIND_INFO}), user=TENANT),
+                   f"spec.jobTemplate.spec.template annotation {booking}")
+    assert_refused(ns.create(cronjob("cron-placed", template_labels={"cellfit.io/placement": "gpu"}), user=TENANT),
+                   "spec.jobTemplate.spec.template label cellfit.io/placement")
+    # The user's own keys pass, in either template.
+    own = cronjob("cron-own", job_annotations={"cellfit.io/estimate": '{"gpu":{"seconds":60}}'},
+                  template_annotations={"cellfit.io/gang": "true"}, template_labels={"cellfit.io/virtual-cluster": "vision"})
+    assert_admitted(ns.create(own, user=TENANT))
+    assert_admitted(ns.run("patch", "cronjob", "cron-own", "--type=merge", "-p", '{"spec":{"schedule":"0 0 2 1 *"}}', user=TENANT))
+
+
+def test_a_tenant_cannot_rewrite_nor_erase_what_a_cronjobs_template_carries(env: tuple[Release, Namespace]) -> None:
+    _, ns = env
+    # Written by the cluster admin (say, restored from a backup).
+    assert_admitted(ns.create(cronjob("cron-restored", job_annotations={PREEMPTIONS: "1"},
+                                      template_annotations={BIND_INFO: VISION_BIND_INFO})))
+    erase = template_patch(job_annotations={PREEMPTIONS: None}, template_annotations={BIND_INFO: None})
+    assert_refused(ns.run("patch", "cronjob", "cron-restored", "--type=merge", "-p", erase, user=TENANT),
+                   f"spec.jobTemplate annotation {PREEMPTIONS}", f"spec.jobTemplate.spec.template annotation {BIND_INFO}")
+    rewrite = template_patch(template_annotations={BIND_INFO: VISION_BIND_INFO.replace('"vision"', '"speech"')})
+    assert_refused(ns.run("patch", "cronjob", "cron-restored", "--type=merge", "-p", rewrite, user=TENANT), BIND_INFO)
+    # Any other edit passes, the template's state unchanged.
+    assert_admitted(ns.run("patch", "cronjob", "cron-restored", "--type=merge", "-p", '{"spec":{"schedule":"0 0 3 1 *"}}',
+                           user=TENANT))
+    stored = ns.cluster.kubectl_json("-n", ns.name, "get", "cronjob", "cron-restored")["spec"]["jobTemplate"]
+    assert stored["metadata"]["annotations"][PREEMPTIONS] == "1"
+    assert stored["spec"]["template"]["metadata"]["annotations"][BIND_INFO] == VISION_BIND_INFO
+    # Why the CronJob is refused when it is written: the CronJob controller, acting as its own
+    # ServiceAccount, could make none of its Jobs (the local control plane's acts as system:masters).
+    restored = ns.cluster.kubectl_json("-n", ns.name, "get", "cronjob", "cron-restored")
+    assert_refused(ns.create(job_of(restored), user=CRONJOB_CONTROLLER), f"annotation {PREEMPTIONS}", BIND_INFO)
+
+
+def test_cellfit_and_accounts_granted_the_write_permission_may_write_a_cronjobs_template(
+    env: tuple[Release, Namespace],
+) -> None:
+    release, ns = env
+    chart_account = f"system:serviceaccount:{release.namespace}:{release.service_account}"
+    extender_only = f"system:serviceaccount:{release.namespace}:{EXTENDER_ONLY_SA}"
+    # Neither account may write CronJobs otherwise (cellfit never does): the namespace's edit role
+    # lets them, and the policy alone decides.
+    for name, account in (("cron-cellfit", release.service_account), ("cron-granted", EXTENDER_ONLY_SA)):
+        ns.cluster.kubectl("-n", ns.name, "create", "rolebinding", f"{name}-edit", "--clusterrole=edit",
+                           f"--serviceaccount={release.namespace}:{account}")
+    wait_for(lambda: all(ns.run("auth", "can-i", "patch", "cronjobs", user=account).returncode == 0
+                         for account in (chart_account, extender_only)),
+             30, "RBAC to see the accounts' edit grants")
+    assert may_write_state(ns.cluster, user=extender_only)
+    for name, account in (("cron-cellfit", chart_account), ("cron-granted", extender_only)):
+        written = cronjob(name, job_annotations={PREEMPTIONS: "1"}, template_annotations={BIND_INFO: VISION_BIND_INFO})
+        assert_admitted(ns.create(written, user=account))
+        assert_admitted(ns.run("patch", "cronjob", name, "--type=merge", "-p",
+                               template_patch(job_annotations={PREEMPTIONS: "2"}), user=account))
+        stored = ns.cluster.kubectl_json("-n", ns.name, "get", "cronjob", name)["spec"]["jobTemplate"]
+        assert stored["metadata"]["annotations"][PREEMPTIONS] == "2"

@@ -1,7 +1,8 @@
 """The chart's ValidatingAdmissionPolicies over cellfit's scheduling state (charts/cellfit/templates/
 state-policy.yaml), rendered offline (helm from tests/test_chart_offline.py): they guard exactly the
-keys cellfit alone writes, each key of the code is either guarded or the user's, only cellfit's
-ServiceAccount skips them, and a writer needs the permission the chart grants cellfit's ClusterRole.
+keys cellfit alone writes, each key of the code is either guarded or the user's, a CronJob's Job
+template as the Jobs it makes, only cellfit's ServiceAccount skips them, and a writer needs the
+permission the chart grants cellfit's ClusterRole.
 
 What the CEL expressions decide runs only in an API server: e2e/test_annotation_policy.py."""
 
@@ -92,6 +93,26 @@ def test_jobs_guard_their_own_keys_and_those_of_the_pods_their_template_makes(po
     }
 
 
+def _in_job_template(what: str) -> str:
+    """What the Job policy calls a key of a Job ("annotation", "spec.template label"), as the key
+    sits in a CronJob's Job template."""
+    return f"spec.jobTemplate.{what}" if what.startswith("spec.") else f"spec.jobTemplate {what}"
+
+
+def test_a_cronjobs_job_template_guards_what_the_jobs_it_makes_guard(policies: dict[str, dict[str, Any]]) -> None:
+    # The CronJob controller copies spec.jobTemplate's metadata onto each Job and its spec into it,
+    # acting as its own ServiceAccount, which the Job policy refuses: the same keys are refused on
+    # the CronJob, named from it, when it is written instead of when its schedule fires.
+    cronjob = guarded(policies["cellfit-cronjob-state"])
+    assert cronjob == {
+        "spec.jobTemplate annotation": set(JOB_ANNOTATIONS),
+        "spec.jobTemplate.spec.template annotation": set(POD_ANNOTATIONS),
+        "spec.jobTemplate.spec.template label": set(TEMPLATE_LABELS),
+    }
+    job = guarded(policies["cellfit-job-state"])
+    assert cronjob == {_in_job_template(what): keys for what, keys in job.items()}
+
+
 def test_each_map_is_compared_between_the_request_and_the_stored_object(policies: dict[str, dict[str, Any]]) -> None:
     # The old map is empty on CREATE (oldObject null): a key set at creation counts as set.
     job = policies["cellfit-job-state"]
@@ -100,6 +121,15 @@ def test_each_map_is_compared_between_the_request_and_the_stored_object(policies
     pod = policies["cellfit-pod-state"]
     assert _variable(pod, "newAnnotations") == "object.metadata.?annotations.orValue({})"
     assert _variable(pod, "oldAnnotations") == "oldObject == null ? {} : oldObject.metadata.?annotations.orValue({})"
+    cronjob = policies["cellfit-cronjob-state"]
+    assert _variable(cronjob, "newJobAnnotations") == "object.spec.jobTemplate.?metadata.?annotations.orValue({})"
+    assert _variable(cronjob, "oldJobAnnotations") == (
+        "oldObject == null ? {} : oldObject.spec.jobTemplate.?metadata.?annotations.orValue({})"
+    )
+    assert _variable(cronjob, "newTemplateAnnotations") == "object.spec.jobTemplate.spec.template.?metadata.?annotations.orValue({})"
+    assert _variable(cronjob, "oldTemplateLabels") == (
+        "oldObject == null ? {} : oldObject.spec.jobTemplate.spec.template.?metadata.?labels.orValue({})"
+    )
 
 
 def _rule(*, group: str, operations: list[str], resources: list[str]) -> dict[str, Any]:
@@ -111,6 +141,8 @@ def _rule(*, group: str, operations: list[str], resources: list[str]) -> dict[st
     ("cellfit-pod-state", [_rule(group="", operations=["CREATE", "UPDATE"], resources=["pods", "pods/status"]),
                            _rule(group="", operations=["CREATE"], resources=["bindings", "pods/binding"])]),
     ("cellfit-job-state", [_rule(group="batch", operations=["CREATE", "UPDATE"], resources=["jobs", "jobs/status"])]),
+    # Not cronjobs/status: a status update keeps the stored spec, and with it the Job template.
+    ("cellfit-cronjob-state", [_rule(group="batch", operations=["CREATE", "UPDATE"], resources=["cronjobs"])]),
 ])
 def test_creates_and_updates_are_refused_and_an_error_refuses_too(
     policies: dict[str, dict[str, Any]], name: str, rules: list[dict[str, Any]]
@@ -144,7 +176,7 @@ def test_a_writer_needs_the_permission_cellfits_cluster_role_grants(policies: di
 ])
 def test_only_cellfits_own_service_account_skips_the_policies(values: tuple[str, ...], account: str) -> None:
     found = _policies(render(*values))
-    assert len(found) == 2
+    assert sorted(name.split("-")[-2] for name in found) == ["cronjob", "job", "pod"]
     for policy in found.values():
         assert policy["spec"]["matchConditions"] == [
             {"name": "not-cellfit-itself", "expression": f"request.userInfo.username != '{account}'"}
