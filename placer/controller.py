@@ -877,12 +877,28 @@ def _refuses_job(error: KubernetesApiError) -> bool:
 
 def _shed_previous(job: Job, configurations: Configurations, kind: str) -> bytes:
     """The Job's pod template, less what the configuration it was placed in before added when
-    that is another kind (a Job its user suspended again, or copied from a placed Job)."""
+    that is not the one it is placed in now (a Job its user suspended again, or copied from a
+    placed Job): the configuration as the template recorded it at that placement (its user may
+    have edited the Job's since), else as the Job has it."""
     raw = bytes(job.spec.template)
-    previous = job.annotations.get(ANNOTATION_PLACEMENT)
-    if previous == kind or previous not in configurations:
+    previous_kind = job.annotations.get(ANNOTATION_PLACEMENT) or _labels_of(raw).get(LABEL_PLACEMENT)
+    previous = _placed_with(raw, previous_kind) or (configurations[previous_kind] if previous_kind in configurations else None)  # type: ignore[index]
+    if previous is None or previous == configurations[kind]:  # type: ignore[index]
         return raw
-    return json.dumps(without_configuration(raw, configurations[previous])).encode()  # type: ignore[index]
+    return json.dumps(without_configuration(raw, previous)).encode()
+
+
+def _placed_with(template: bytes, kind: str | None) -> Configuration | None:
+    """The ``kind`` configuration a placement recorded on the pod template (``cellfit.io/configurations``
+    of its metadata); None when it records none, or one that no longer parses."""
+    text = ((json.loads(template).get("metadata") or {}).get("annotations") or {}).get(ANNOTATION_CONFIGURATIONS)
+    if kind is None or not text:
+        return None
+    try:
+        recorded = parse_configurations_cached(text)
+    except InvalidAnnotation:
+        return None
+    return recorded[kind] if kind in recorded else None  # type: ignore[index]
 
 
 @lru_cache(maxsize=8192)

@@ -300,3 +300,36 @@ def test_a_sampling_pod_of_a_job_placed_before_runs_in_the_configuration_it_samp
         carried = parse_configurations(sample["metadata"]["annotations"]["cellfit.io/configurations"])
         created = json_patch.patched(sample, placement_patch(sample, carried[labels["cellfit.io/placement"]]))
     assert created["spec"]["containers"][0]["resources"] == {"requests": {"cpu": "8"}}
+
+
+def placed_again(name: str, *, placed_in: dict[str, Any], now: dict[str, Any], kind: str, estimate: dict[str, float]) -> Any:
+    """A suspended Job placed before on ``kind`` of the configurations ``placed_in`` (its template
+    rewritten so, and recording them), whose configurations are ``now``."""
+    first = parse_configurations(json.dumps(placed_in))[kind]
+    original = {"spec": {"nodeSelector": {"zone": "a"}, "containers": [{"name": "c", "image": "train:1"}]}}
+    template = apply_configuration(original, first, extra_labels={"cellfit.io/placement": kind},
+                                   extra_annotations={"cellfit.io/configurations": json.dumps(placed_in)})
+    body = {"metadata": {"name": name, "namespace": "alice", "uid": f"uid-{name}", "resourceVersion": "9",
+                         "creationTimestamp": "2026-01-01T00:00:00Z",
+                         "annotations": {"cellfit.io/configurations": json.dumps(now), "cellfit.io/placement": kind,
+                                         "cellfit.io/estimate": json.dumps({k: {"seconds": v} for k, v in estimate.items()})}},
+            "spec": {"suspend": True, "template": template}}
+    return JOB_DECODER.decode(json.dumps(body).encode())
+
+
+def test_a_job_placed_again_after_its_configuration_was_edited_sheds_the_configuration_it_was_placed_in() -> None:
+    # Placed on gpu with a selector of a100 nodes; suspended again, its user moves the GPU
+    # configuration to h100 nodes, and AlloX starts it on cpu. What the first placement added
+    # was taken out as the GPU configuration reads now (h100): the a100 selector stayed, and
+    # the CPU pods were pinned to a100 GPU nodes. Started on gpu again, its pods asked for both.
+    before = {"cpu": {"resources": {"cpu": "2"}}, "gpu": {"resources": {"nvidia.com/gpu": "1"}, "nodeSelector": {"gpu-type": "a100"}}}
+    after = {"cpu": {"resources": {"cpu": "2"}}, "gpu": {"resources": {"nvidia.com/gpu": "1"}, "nodeSelector": {"accelerator": "h100"}}}
+    api = RecordingApi()
+    busy_gpu_controller(api, [placed_again("on-cpu", placed_in=before, now=after, kind="gpu", estimate={"cpu": 60})], free_gpus=[8]).admit()
+    ((_, operations),) = api.patches
+    assert next(op["value"] for op in operations if op["path"] == "/spec/template")["spec"]["nodeSelector"] == {"zone": "a"}
+    api = RecordingApi()
+    busy_gpu_controller(api, [placed_again("on-gpu", placed_in=before, now=after, kind="gpu", estimate={"gpu": 60})], free_gpus=[8]).admit()
+    ((_, operations),) = api.patches
+    assert next(op["value"] for op in operations if op["path"] == "/spec/template")["spec"]["nodeSelector"] == {
+        "zone": "a", "accelerator": "h100"}
