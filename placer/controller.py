@@ -9,7 +9,8 @@ condition. The queue comes after the starts are carried out: it decides no start
 it (one more matching of every waiting Job) would hold each unsuspend back by that long.
 
 State lives on the Jobs, so a restart decides from what the cluster says: a Job with
-``cellfit.io/placement`` and not suspended is running on that kind (ω = its start + estimate); a
+``cellfit.io/placement`` (its pod template's label, else its annotation) and not suspended is
+running on that kind (ω = its start + estimate); a
 suspended Job waits, whatever ``cellfit.io/placement`` it carries (a start records it and
 unsuspends in one patch, so one still suspended was suspended again, or copied from a placed
 Job); a Job a user unsuspended by hand counts as running on the kind its template asks for.
@@ -622,7 +623,11 @@ class PlacerController:
         start = self._started.get(job.metadata.uid)
         placement = annotations.get(ANNOTATION_PLACEMENT) or (start[0] if start is not None else None)
         if not job.suspended:
-            kind = placement or template_kind(job, self._gpu_resource, kinds=parsed.kinds)
+            # The kind its pods are made in: the template's label (a start writes it in the patch
+            # that unsuspends, and a running Job's template changes no more), not the Job's
+            # annotation alone, which its user may edit while it runs.
+            labelled = _template_labels(job).get(LABEL_PLACEMENT)
+            kind = (labelled if labelled in parsed else None) or placement or template_kind(job, self._gpu_resource, kinds=parsed.kinds)
             if job.metadata.uid not in self._started:  # else its start tells it, this pass or the last
                 self._tell_running(job, kind, by_allox=ANNOTATION_PLACEMENT in annotations)
             self._started.pop(job.metadata.uid, None)

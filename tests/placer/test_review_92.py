@@ -333,3 +333,34 @@ def test_a_job_placed_again_after_its_configuration_was_edited_sheds_the_configu
     ((_, operations),) = api.patches
     assert next(op["value"] for op in operations if op["path"] == "/spec/template")["spec"]["nodeSelector"] == {
         "zone": "a", "accelerator": "h100"}
+
+
+def test_a_running_jobs_kind_is_the_one_its_pods_were_placed_in_whatever_its_annotation_says_now() -> None:
+    # AlloX started it on the one GPU (its template labelled so, in the patch that unsuspended
+    # it). Its user then edits the Job's cellfit.io/placement (metadata stays editable) to cpu:
+    # it was read as running on a CPU slot, its GPU counted idle (its pods are its own busy
+    # machine's), and the next GPU Job was started onto that GPU, where its pod could not bind.
+    configurations = {"cpu": {"resources": {"cpu": "2"}}, "gpu": {"resources": {"nvidia.com/gpu": "1"}}}
+    gpu = parse_configurations(json.dumps(configurations))["gpu"]
+    template = apply_configuration({"spec": {"containers": [{"name": "c"}]}}, gpu, extra_labels={"cellfit.io/placement": "gpu"},
+                                   extra_annotations={"cellfit.io/configurations": json.dumps(configurations)})
+    estimate = json.dumps({"cpu": {"seconds": 5000}, "gpu": {"seconds": 3000}})
+    running = {"metadata": {"name": "running", "namespace": "bob", "uid": "uid-running", "resourceVersion": "5",
+                            "creationTimestamp": "2026-01-01T00:00:00Z",
+                            "annotations": {"cellfit.io/configurations": json.dumps(configurations), "cellfit.io/placement": "cpu",
+                                            "cellfit.io/estimate": estimate}},
+               "spec": {"suspend": False, "template": template}, "status": {"startTime": "2026-01-01T00:01:00Z"}}
+    waiting = estimated_for("waiting", sampled={"gpu": {"resources": {"nvidia.com/gpu": "1"}}}, now={"gpu": {"resources": {"nvidia.com/gpu": "1"}}},
+                            seconds={"gpu": 60})
+    node = Resources(cpu_millis=8000, memory_bytes=64 * 2**30, gpus=1)
+    api = RecordingApi()
+    placer = PlacerController(
+        api=api, jobs=Jobs([JOB_DECODER.decode(json.dumps(running).encode()), waiting]),
+        settings=AlloxSettings(alpha=1.0, solver_process=False), gpu_resource="nvidia.com/gpu",
+        # As the cluster cache counts it: the pods of the running Jobs named are given back free.
+        free_by_node=lambda uids: {"n1": node if "uid-running" in uids else Resources(cpu_millis=8000, memory_bytes=64 * 2**30, gpus=0)},
+        capacity=lambda: node, clock=lambda: 1767225700.0,
+    )
+    decision = placer.admit()
+    assert decision.starts == () and api.patches == []
+    assert [(q.key, q.kind) for q in decision.queue] == [("alice/waiting", "gpu")]
