@@ -17,6 +17,7 @@
 #include <Python.h>
 #include "_buffers.h"
 #include <stdint.h>
+#include <math.h>
 #include <stdlib.h>
 
 /* The sort keys of one level, read by the comparators (the GIL held: one sort at a time). */
@@ -188,16 +189,105 @@ static PyObject *uncontended_plan(PyObject *self, PyObject *args) {
     return result;
 }
 
+/* The waits, ascending (qsort's order among equal waits does not matter: only how many are
+ * below a value is read). */
+static int wait_order(const void *left, const void *right) {
+    double a = *(const double *)left, b = *(const double *)right;
+    return (a > b) - (a < b);
+}
+
+/* vacancy_needs(times, kind, other, shift, waits, counts, total) -> rows beyond 64 terms
+ *   allox._Vacancy._needs: for every row of times (float64 jobs x kinds), with limit = its time
+ *   on kind + shift (shift: the class's wait less the tolerance, as Python subtracts it) and
+ *   step its time on other, where both are finite and step > 0 (else 0 and 1): the sum over
+ *   n = 1 .. count of the counts (float64, one per wait of waits, float64) of the waits below
+ *   limit - step * n, count the largest floor(max(limit, 0) / step) of every row, at most 64.
+ *   Every sum is of whole numbers, so exact in any order: the NumPy path's value. Writes total
+ *   (float64, one per row); returns how many rows have more than 64 terms (the caller sums those
+ *   over the machines, as the NumPy path does). */
+static PyObject *vacancy_needs(PyObject *self, PyObject *args) {
+    PyObject *objects[4];
+    Py_ssize_t kind, other;
+    double shift;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OnndOOO", &objects[0], &kind, &other, &shift, &objects[1], &objects[2], &objects[3])) return NULL;
+    static const Wanted wanted[4] = {{'d', 0, 2, "times"}, {'d', 0, 1, "waits"}, {'d', 0, 1, "counts"}, {'d', 1, 1, "total"}};
+    Py_buffer views[4];
+    int taken = take_all(objects, views, wanted, 4);
+    PyObject *result = NULL;
+    double *sorted = NULL, *below = NULL;
+    if (taken == 4) {
+        Py_ssize_t rows = views[0].shape[0], kind_count = views[0].shape[1], count = views[1].len / 8;
+        const double *times = views[0].buf, *waits = views[1].buf, *counts = views[2].buf;
+        double *total = views[3].buf;
+        int valid = kind >= 0 && kind < kind_count && other >= 0 && other < kind_count && views[2].len / 8 == count && views[3].len / 8 == rows;
+        for (Py_ssize_t j = 0; valid && j < count; j++) valid = waits[j] == waits[j];
+        if (valid) {
+            sorted = PyMem_Malloc(sizeof(double) * 2 * ((size_t)count + 1));
+            below = PyMem_Malloc(sizeof(double) * ((size_t)count + 1));
+        }
+        if (!valid) {
+            PyErr_SetString(PyExc_ValueError, "vacancy_needs: kinds of times, a count per wait (no NaN), a total per row");
+        } else if (sorted == NULL || below == NULL) {
+            PyErr_NoMemory();
+        } else {
+            /* The waits sorted with their counts (pairs), then below[i]: the counts of the i smallest. */
+            for (Py_ssize_t j = 0; j < count; j++) {
+                sorted[2 * j] = waits[j];
+                sorted[2 * j + 1] = counts[j];
+            }
+            qsort(sorted, (size_t)count, 2 * sizeof(double), wait_order);
+            below[0] = 0.0;
+            for (Py_ssize_t j = 0; j < count; j++) below[j + 1] = below[j] + sorted[2 * j + 1];
+            double largest = 0.0;
+            Py_ssize_t beyond = 0;
+            for (Py_ssize_t i = 0; i < rows; i++) {
+                double own = times[i * kind_count + kind], time = times[i * kind_count + other];
+                int usable = isfinite(own) && isfinite(time) && time > 0;
+                double limit = usable ? own + shift : 0.0, step = usable ? time : 1.0;
+                double terms = floor((limit > 0.0 ? limit : 0.0) / step);
+                if (terms > largest) largest = terms;
+                beyond += terms > 64.0;
+            }
+            int64_t terms = largest > 64.0 ? 64 : (int64_t)largest;
+            for (Py_ssize_t i = 0; i < rows; i++) {
+                double own = times[i * kind_count + kind], time = times[i * kind_count + other];
+                int usable = isfinite(own) && isfinite(time) && time > 0;
+                double limit = usable ? own + shift : 0.0, step = usable ? time : 1.0, sum = 0.0;
+                for (int64_t n = 1; n <= terms; n++) {
+                    double reach = limit - step * (double)n;
+                    /* How many waits are below reach: the first index at or above it. */
+                    Py_ssize_t low = 0, high = count;
+                    while (low < high) {
+                        Py_ssize_t middle = low + (high - low) / 2;
+                        if (sorted[2 * middle] < reach) low = middle + 1;
+                        else high = middle;
+                    }
+                    sum += below[low];
+                }
+                total[i] = sum;
+            }
+            result = PyLong_FromSsize_t(beyond);
+        }
+    }
+    PyMem_Free(sorted);
+    PyMem_Free(below);
+    release_all(views, taken);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"canonical_levels", canonical_levels, METH_VARARGS,
      "canonical_levels(rows, machine, position, slot_kind, ready, times, out_rows, out_machine): canonical's levels (see the header)"},
     {"uncontended_plan", uncontended_plan, METH_VARARGS,
      "uncontended_plan(rows, fastest, free_by_kind, first_of_kind, bounds, queued, used): allox's uncontended plan (see above it)"},
+    {"vacancy_needs", vacancy_needs, METH_VARARGS,
+     "vacancy_needs(times, kind, other, shift, waits, counts, total): allox._Vacancy's need per row (see above it)"},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "_solve", "canonical's levels and Algorithm 2's uncontended plans in C (scheduler/matching/solve.py, allox.py).", -1, methods, NULL, NULL, NULL, NULL,
+    PyModuleDef_HEAD_INIT, "_solve", "canonical's levels, Algorithm 2's uncontended plans and vacancy bound in C (scheduler/matching/solve.py, allox.py).", -1, methods, NULL, NULL, NULL, NULL,
 };
 
 PyMODINIT_FUNC PyInit__solve(void) { return PyModule_Create(&module); }

@@ -758,6 +758,8 @@ class _Vacancy:
         times = every_job.times
         finite = np.isfinite(times)
         self._times = times
+        # times as _solve.c's vacancy_needs reads them: float64, one contiguous row a job.
+        self._plain = times.dtype == np.float64 and times.ndim == 2 and bool(times.flags.c_contiguous)
         self._runnable = finite
         self._machine_kind = every_job.machine_kind
         self._delay = delay  # Algorithm 2's, moved by each start (see moved)
@@ -843,7 +845,14 @@ class _Vacancy:
         search among the sorted waits per ``n``, so that thousands of machines each freeing at
         its own time cost a few searches per row, not a row × machines matrix. A row needs
         ``floor(limit / p)`` terms (a job's slowdown on the class's kind over ``other``); the
-        rare row with more than ``_TERMS`` is summed over the machines."""
+        rare row with more than ``_TERMS`` is summed over the machines. In C where ``_solve.c``
+        was built (``vacancy_needs``: the same comparisons, each sum of whole numbers exact),
+        unless a row has more terms than that."""
+        if native is not None and self._plain and waits.dtype == np.float64 and counts.dtype == np.float64:
+            summed = np.empty(self._times.shape[0])
+            if not native.vacancy_needs(self._times, kind, other, wait - self._tolerance, np.ascontiguousarray(waits),
+                                        np.ascontiguousarray(counts), summed):
+                return summed
         own = self._times[:, kind]
         time = self._times[:, other]
         usable = np.isfinite(own) & np.isfinite(time) & (time > 0)

@@ -197,6 +197,7 @@ def test_the_need_summed_over_positions_is_the_need_summed_over_machines(seed: i
     counts = rng.integers(-2, 4, waits.shape[0]).astype(np.float64)
     vacancy = _Vacancy.__new__(_Vacancy)
     vacancy._times = times
+    vacancy._plain = True  # float64, a contiguous row a job: summed in C where _solve.c was built
     vacancy._tolerance = 1e-6
     limit = times[:, 0] + 30.0 - 1e-6
     for few in (waits.shape[0], 2, 5):  # searched among many waits; compared with a start's few

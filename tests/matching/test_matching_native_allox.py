@@ -1,10 +1,11 @@
-"""Algorithm 2's uncontended plans in C (``_solve.c``'s ``uncontended_plan``, what
-``allox._Left.uncontended`` calls where it was built) against ``_Left.uncontended``'s NumPy,
-the reference: the same plan (each machine's queue, the machines used) or the same refusal, for
-random user sets of random bursts (jobs with no kind, kinds that tie, jobs that take no time,
-kinds with too few free machines, machines busy); and Algorithm 2's and admission's decisions
-with it against without it. A process whose extension cannot be imported writes the plans in
-NumPy.
+"""Algorithm 2's steps in C (``_solve.c``, where it was built) against ``allox``'s NumPy, the
+reference: ``uncontended_plan`` (``_Left.uncontended``) gives the same plan (each machine's
+queue, the machines used) or the same refusal for random user sets of random bursts (jobs with
+no kind, kinds that tie, jobs that take no time, kinds with too few free machines, machines
+busy); ``vacancy_needs`` (``_Vacancy._needs``) the same need per row, bit for bit, for random
+times (a kind a job cannot run on, times of 0, slowdowns past 64 terms) and waits (ties, counts
+taking machines out); and Algorithm 2's and admission's decisions with them against without
+them. A process whose extension cannot be imported writes the plans in NumPy.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from scheduler.matching.allox import _Left, _Plan
+from scheduler.matching.allox import _Left, _Plan, _Vacancy
 from scheduler.matching.model import Job, Machine
 from scheduler.matching.solve import fleet, prepare_on
 from tests.matching.native_paths import assert_decisions_alike, both_ways
@@ -85,6 +86,49 @@ def test_uncontended_plans_in_c_are_numpys(monkeypatch: pytest.MonkeyPatch) -> N
     assert written > 1000 and declined > 1000  # both ways out taken, not only compared
 
 
+def random_vacancy(rng: random.Random) -> tuple[_Vacancy, int]:
+    """A vacancy bound over random jobs' times (whole numbers in half: waits that tie with
+    limits), its kinds' count."""
+    kinds = rng.randint(1, 3)
+    whole = rng.random() < 0.5
+    times = np.array([[float(rng.randint(0, 6)) if whole else rng.uniform(0.01, 50) for _ in range(kinds)] for _ in range(rng.randint(1, 60))])
+    times[np.array([[rng.random() < 0.1 for _ in range(kinds)] for _ in range(times.shape[0])])] = np.inf
+    if rng.random() < 0.2:
+        times[rng.randrange(times.shape[0]), rng.randrange(kinds)] = 1e-3  # a row past 64 terms
+    machines = [Machine(name=f"m{index}", kind=f"k{index % kinds}") for index in range(kinds)]
+    jobs = [Job(name=f"j{row}", user="u", arrival=0.0, processing_time={f"k{kind}": float(times[row, kind]) for kind in range(kinds)
+                                                                        if np.isfinite(times[row, kind])} or {"k0": 1.0})
+            for row in range(times.shape[0])]
+    every_job = prepare_on(fleet(machines=machines, now=0.0), jobs)
+    delay = np.array([float(rng.randint(0, 20)) if whole else rng.uniform(0, 100) for _ in range(kinds)])
+    return _Vacancy(every_job, delay), kinds
+
+
+def test_the_vacancy_need_in_c_is_numpys(monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = random.Random(8713)
+    beyond = 0
+    for _ in range(1500):
+        vacancy, kinds = random_vacancy(rng)
+        whole = rng.random() < 0.5
+        waits = np.array([float(rng.randint(0, 30)) if whole else rng.uniform(0, 300) for _ in range(rng.randint(1, 40))])
+        if rng.random() < 0.2:
+            waits[0] = -0.0
+        counts = np.array([float(rng.choice([-1, 1, 1, 2, 5])) for _ in range(waits.shape[0])])
+        kind, other, wait = rng.randrange(kinds), rng.randrange(kinds), float(rng.choice(waits.tolist() + [0.0]))
+        if rng.random() < 0.5:
+            # Waits exactly at a row's limit less n steps: the comparison's edge, strict.
+            row, n = rng.randrange(vacancy._times.shape[0]), rng.randint(1, 3)
+            own, step = float(vacancy._times[row, kind]), float(vacancy._times[row, other])
+            edge = own + (wait - vacancy.tolerance) - step * n if np.isfinite(own) and np.isfinite(step) else np.nan
+            if np.isfinite(edge):
+                waits[rng.randrange(waits.shape[0])] = edge
+        in_c, in_numpy = both_ways(lambda: vacancy._needs(kind, wait, other, waits, counts), monkeypatch, allox)  # noqa: B023
+        assert in_c.tobytes() == in_numpy.tobytes()
+        with np.errstate(divide="ignore", invalid="ignore"):
+            beyond += bool((vacancy._times[:, kind] / vacancy._times[:, other] > 64).any())
+    assert beyond > 50  # rows past the terms summed, through NumPy's path
+
+
 def test_bad_buffers_are_refused_by_name() -> None:
     one = np.zeros(1, dtype=np.int64)
     out = np.zeros(2, dtype=np.int64)
@@ -94,9 +138,14 @@ def test_bad_buffers_are_refused_by_name() -> None:
         native.uncontended_plan(one + 3, one, one, np.array([0, 1]), out.copy(), one.copy(), one.copy())
     with pytest.raises(ValueError, match="free machines among the machines"):  # a free machine beyond the bounds
         native.uncontended_plan(one, one, one + 4, np.array([0, 1]), out.copy(), one.copy(), one.copy())
+    times = np.ones((2, 2))
+    with pytest.raises(TypeError, match="waits"):
+        native.vacancy_needs(times, 0, 1, 0.0, np.zeros(1, dtype=np.int64), np.ones(1), np.zeros(2))
+    with pytest.raises(ValueError, match="a count per wait"):
+        native.vacancy_needs(times, 0, 2, 0.0, np.zeros(1), np.ones(1), np.zeros(2))
 
 
-def test_algorithm_2_and_admission_decide_the_same_with_uncontended_plans_in_c(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_algorithm_2_and_admission_decide_the_same_with_its_steps_in_c(monkeypatch: pytest.MonkeyPatch) -> None:
     assert_decisions_alike(random.Random(8712), monkeypatch, allox)
 
 
