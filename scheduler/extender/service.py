@@ -171,11 +171,17 @@ class ExtenderService:
             return self._error_answer("filter", wire.ExtenderFilterResult(Error=str(error)), error, level=logging.INFO)
         except InvalidRequest as error:
             return self._error_answer("filter", wire.ExtenderFilterResult(Error=str(error)), error)
+        binding_to = self._binds_in_flight.get(pod.uid)
         with self._lock:
             for node in sent:
                 self._engine.apply_node(node)
             bound_to = self._bound_node(pod)
-            decision = self._engine.filter(pod, names) if bound_to is None else _bound_already(pod, names, bound_to)
+            if bound_to is not None:
+                decision = _bound_already(pod, names, bound_to)
+            elif binding_to is not None:
+                decision = _binding_in_flight(pod, names, binding_to)
+            else:
+                decision = self._engine.filter(pod, names)
         verdicts = self._metrics.verdicts
         verdicts["feasible"].inc(len(decision.feasible))
         verdicts["failed"].inc(decision.failed_count)
@@ -225,6 +231,7 @@ class ExtenderService:
         pod = self._pod(args.Pod)
         candidates, pdb_violations, victim_pods = self._preemption_candidates(args)
         mistake = self._never_placeable(pod)
+        binding_to = self._binds_in_flight.get(pod.uid) if pod.uid else None
         with self._lock:
             bound_to = self._bound_node(pod)
         if bound_to is not None:
@@ -232,6 +239,11 @@ class ExtenderService:
             # placement is the one it runs on, and preempting for it would book a second.
             accepted: dict[str, list[str]] = {}
             self._tell_refusal(pod, f"cellfit preempts no one for this pod: it is already bound to node {bound_to}", warning=False)
+        elif binding_to is not None:
+            # kube-scheduler gave up on a bind the API server is still answering (its timeout is
+            # shorter than cellfit's): the pod's room is reserved where the binding goes.
+            accepted = {}
+            self._tell_refusal(pod, f"cellfit preempts no one for this pod: its binding to node {binding_to} is in flight", warning=False)
         elif mistake is not None:
             # On a full cluster kube-scheduler's own checks turn every node away before the
             # filter could say this; its event then reads only "no candidate node for preemption".
@@ -555,6 +567,18 @@ def _log_no_fit(pod: PodInfo, *, offered: int, failed: dict[str, str], unresolva
             "reason": common[0][0] if common else "no node was offered",
             "reasons": dict(common),
         },
+    )
+
+
+def _binding_in_flight(pod: PodInfo, names: Sequence[str], node_name: str) -> FilterDecision:
+    """Only the node the pod's binding in flight goes to, if offered: its room is reserved there
+    (the engine would count that reservation against the pod itself and find every node full,
+    and kube-scheduler would preempt for it). kube-scheduler's bind there is then refused as in
+    flight, and tried again once this binding is made or failed."""
+    reason = f"a binding of pod {pod.key} to node {node_name} is in flight"
+    return FilterDecision(
+        feasible=[node_name] if node_name in names else [],
+        unresolvable={name: reason for name in names if name != node_name},
     )
 
 

@@ -34,6 +34,7 @@ from tests.support import kube_objects as k
 from tests.support.api_double import ListingApi
 
 TIMEOUT_SECONDS = 0.5  # cellfit's client timeout here; the "slow" answer comes after it
+RUNNING = k.pod("run-0", uid="uid-run-0", gpus=8, node_name="gpu-b", phase="Running")
 
 
 class PodServer:
@@ -45,6 +46,7 @@ class PodServer:
         self.script: list[str] = []
         self.posted: list[str] = []  # the pod names of every binding received
         self.lock = threading.Lock()
+        self.release = threading.Event()
 
     def bind(self, name: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         """Apply a Binding as kube-apiserver does; its status and answer."""
@@ -59,6 +61,10 @@ class PodServer:
         pod["spec"]["nodeName"] = body["target"]["name"]
         pod["metadata"]["annotations"].update(body["metadata"].get("annotations") or {})
         return 201, status(201, "Success")
+
+    def hold(self) -> None:
+        """Until :attr:`release`: the API server busy with the binding (step ``hold``)."""
+        assert self.release.wait(10)
 
     def next_step(self) -> str:
         with self.lock:
@@ -102,6 +108,9 @@ def make_handler(server: PodServer) -> type[BaseHTTPRequestHandler]:
             step = server.next_step()
             with server.lock:
                 server.posted.append(name)
+            if step == "hold":
+                server.hold()
+            with server.lock:
                 if step == "drop-before":
                     self._drop()
                     return
@@ -136,7 +145,8 @@ class Cluster:
         configuration.api_key_prefix = {"authorization": "Bearer"}
         real = KubernetesApi(k8s.ApiClient(configuration), settings=ClusterSettings(request_timeout_seconds=TIMEOUT_SECONDS), source="test")
         self.server = pods
-        self.api = ListedHere(real, nodes=[k.node("gpu-a", gpus=8, cpu="64")], pods=[json.loads(json.dumps(p)) for p in pods.pods.values()])
+        nodes = [k.node("gpu-a", gpus=8, cpu="64"), k.node("gpu-b", gpus=8, cpu="64")]
+        self.api = ListedHere(real, nodes=nodes, pods=[json.loads(json.dumps(p)) for p in pods.pods.values()])
         self.engine, lock = ResourceFitEngine(), threading.RLock()
         self.cache = ClusterCache(api=self.api, engine=self.engine, lock=lock, gpu_resource="nvidia.com/gpu",  # type: ignore[arg-type]
                                   pods=PodStore(), jobs=None)
@@ -163,7 +173,7 @@ class Cluster:
 
 @pytest.fixture
 def cluster() -> Iterator[Cluster]:
-    pods = PodServer([k.pod("train-0", uid="uid-train-0", gpus=8), k.pod("train-1", uid="uid-train-1", gpus=8)])
+    pods = PodServer([k.pod("train-0", uid="uid-train-0", gpus=8), k.pod("train-1", uid="uid-train-1", gpus=8), RUNNING])
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), make_handler(pods))
     httpd.daemon_threads = True
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
@@ -185,7 +195,7 @@ def test_a_binding_made_but_answered_as_failed_is_taken_as_made_and_no_second_po
     assert cluster.bind("train-0") == ""
     assert cluster.engine.free_on("gpu-a").gpus == 0
     assert "no longer has room" in cluster.bind("train-1")
-    assert cluster.bound_on_server() == {"train-0": "gpu-a", "train-1": None}
+    assert cluster.bound_on_server() == {"train-0": "gpu-a", "train-1": None, "run-0": "gpu-b"}
 
 
 def test_a_binding_sent_again_after_a_kept_alive_connection_dropped_it_unanswered_is_taken_as_made(cluster: Cluster) -> None:
@@ -209,7 +219,7 @@ def test_a_binding_not_made_hands_its_gpus_back(cluster: Cluster, step: str) -> 
     assert "bind pod ml/train-0 to gpu-a" in error and ("HTTP 500" in error or "unreachable" in error), error
     assert cluster.engine.free_on("gpu-a").gpus == 8
     assert cluster.bind("train-1") == ""
-    assert cluster.bound_on_server() == {"train-0": None, "train-1": "gpu-a"}
+    assert cluster.bound_on_server() == {"train-0": None, "train-1": "gpu-a", "run-0": "gpu-b"}
 
 
 def test_a_pod_bound_to_another_node_meanwhile_is_refused_and_holds_nothing_here(cluster: Cluster) -> None:
@@ -219,3 +229,25 @@ def test_a_pod_bound_to_another_node_meanwhile_is_refused_and_holds_nothing_here
         cluster.server.pods["train-0"]["spec"]["nodeName"] = "cpu-z"
     assert 'already assigned to node "cpu-z"' in cluster.bind("train-0")
     assert cluster.engine.free_on("gpu-a").gpus == 8
+
+
+def test_a_pod_whose_binding_is_in_flight_is_placed_only_where_it_goes_and_preempts_no_one(cluster: Cluster) -> None:
+    """The API server takes longer than kube-scheduler's 5 s bind timeout (cellfit waits 10 s):
+    kube-scheduler gives up and tries the pod again while cellfit's binding is still in flight.
+    The filter counted the pod's own reservation against it, found every node full, and let
+    kube-scheduler preempt for it: the preempt verb chose the running pod on the other node,
+    killed for a pod about to run where its binding was going."""
+    cluster.server.script = ["hold"]
+    pod = cluster.server.pods["train-0"]
+    binding = cluster.loop.create_task(cluster.service.bind(json.dumps(
+        {"PodName": "train-0", "PodNamespace": "ml", "PodUID": "uid-train-0", "Node": "gpu-a"}).encode()))
+    while not cluster.server.posted:  # the binding has reached the API server, which holds it
+        cluster.loop.run_until_complete(asyncio.sleep(0.01))
+    filtered = json.loads(cluster.service.filter(k.dumps(k.extender_args(pod, [], node_cache_capable=True) | {"NodeNames": ["gpu-a", "gpu-b"]})).body)
+    preempted = json.loads(cluster.service.preempt(k.dumps(k.preemption_args(pod, {"gpu-b": [RUNNING]}, node_cache_capable=True))).body)
+    cluster.server.release.set()
+    assert json.loads(cluster.loop.run_until_complete(binding).body) == {"Error": ""}
+    assert filtered["NodeNames"] == ["gpu-a"], filtered
+    assert filtered["FailedNodes"] == {}  # nothing for preemption to free
+    assert not preempted["NodeNameToMetaVictims"], preempted
+    assert cluster.bound_on_server() == {"train-0": "gpu-a", "train-1": None, "run-0": "gpu-b"}
