@@ -786,9 +786,13 @@ class PlacerController:
         """Set the Job's ``Placed`` condition; False when it says that already."""
         uid = job.metadata.uid
         with self._lock:
-            if self._told.get(uid) == message:
-                return False
+            told = self._told.get(uid)
             self._told[uid] = message
+            if told == message:
+                return False
+        placed = job.condition(CONDITION_PLACED)
+        if told is None and placed is not None and (placed.status, placed.reason, placed.message) == (status, reason, message):
+            return False  # told so by this cellfit before it restarted, or by the replica that led before
         now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self._clock()))
         condition = {"type": CONDITION_PLACED, "status": status, "reason": reason, "message": message,
                      "lastTransitionTime": now, "lastProbeTime": now}

@@ -364,3 +364,29 @@ def test_a_running_jobs_kind_is_the_one_its_pods_were_placed_in_whatever_its_ann
     decision = placer.admit()
     assert decision.starts == () and api.patches == []
     assert [(q.key, q.kind) for q in decision.queue] == [("alice/waiting", "gpu")]
+
+
+class StatusApi(ServerApi):
+    """The API server's Jobs with the conditions cellfit writes in their status, as the watch shows them."""
+
+    def set_job_condition(self, *, name: str, condition: dict[str, Any], **_: Any) -> None:
+        if name in self.jobs:
+            conditions = self.jobs[name].setdefault("status", {}).setdefault("conditions", [])
+            conditions[:] = [*(kept for kept in conditions if kept["type"] != condition["type"]), condition]
+        super().set_job_condition(name=name, condition=condition)
+
+
+def test_a_new_controller_rewrites_no_condition_that_already_says_what_it_would_tell() -> None:
+    # A restart, or the other replica taking the lead, found its memory of what it told empty and
+    # wrote every queued Job's condition again, unchanged: a thousand status writes at once for a
+    # thousand queued Jobs, at every failover.
+    api = StatusApi([stored_job("a", created=0, cores="6", seconds=50), stored_job("b", created=1, cores="6", seconds=100),
+                     stored_job("c", created=2, cores="6", seconds=200)])
+    watch = Jobs(api.watched())
+    server_controller(api, watch).admit()
+    assert api.told["b"]["reason"] == "Queued" and api.told["c"]["reason"] == "Queued"
+    watch.jobs = api.watched()
+    versions = {name: body["metadata"]["resourceVersion"] for name, body in api.jobs.items()}
+    decision = server_controller(api, watch).admit()  # the same decision, by a new controller
+    assert decision.starts == ()
+    assert {name: body["metadata"]["resourceVersion"] for name, body in api.jobs.items()} == versions  # nothing written
