@@ -237,10 +237,14 @@ class HivedEngine:
     def _in(node: str | None, allowed: AbstractSet[str] | None) -> bool:
         return node is not None and (allowed is None or node in allowed)
 
-    def _victim_reason(self, booking: Booking, victims: list[Booking]) -> str:
+    @staticmethod
+    def _listed(victims: list[Booking]) -> str:
+        """The first five victims by name, and how many more."""
         names = ", ".join(v.pod_key or f"slot {v.id}" for v in victims[:5])
-        more = f" and {len(victims) - 5} more" if len(victims) > 5 else ""
-        return f"waiting for preemption of opportunistic pods {names}{more} on node {booking.node}"
+        return names + (f" and {len(victims) - 5} more" if len(victims) > 5 else "")
+
+    def _victim_reason(self, booking: Booking, victims: list[Booking]) -> str:
+        return f"waiting for preemption of opportunistic pods {self._listed(victims)} on node {booking.node}"
 
     def _decide(self, pod: PodInfo, ctx: _Context, allowed: AbstractSet[str] | None) -> _Decision:
         """Raises :class:`Unplaceable` when the pod cannot be placed on the allowed nodes."""
@@ -248,13 +252,19 @@ class HivedEngine:
         request = ctx.request
         existing = alloc.by_pod.get(pod.uid)
         if existing is not None:
-            if self._in(existing.node, allowed):
-                victims = alloc.victims(existing)
+            offered = self._in(existing.node, allowed)
+            victims = alloc.victims(existing)
+            kept = not offered and bool(victims) and self.expiry.keeps(existing, victims)
+            if offered or kept:
                 spot = self._instead_of_hold(existing, ctx, allowed) if victims else None
-                if spot is None:
-                    return _Decision(existing.node or "", existing, victims)
-                alloc.release(existing)
-                return _Decision(spot.gpus[0].node or "", None, [], spot)
+                if spot is not None:
+                    alloc.release(existing)
+                    return _Decision(spot.gpus[0].node or "", None, [], spot)
+                if kept:
+                    # kube-scheduler leaves the node out while it still counts the victims
+                    # leaving it; the cells they free are this pod's (expiry.py bounds the wait).
+                    raise Unplaceable(self._leaving_reason(existing, victims))
+                return _Decision(existing.node or "", existing, victims)
             if existing.group is None:
                 alloc.release(existing)
             else:
@@ -269,6 +279,12 @@ class HivedEngine:
             self.expiry.booked_for(pod.uid)
             return _Decision(node, booking, alloc.victims(booking))
         return _Decision(node, None, [], spot)
+
+    def _leaving_reason(self, booking: Booking, victims: list[Booking]) -> str:
+        """Why a pod waits for a booking kept while its victims leave (expiry.py)."""
+        leaving = self._listed(self.expiry.leaving(victims))
+        held = "this pod's cells" if booking.pod_uid is not None or booking.group is None else f"the cells of a slot of gang {booking.group.name}"
+        return f"HiveD keeps {held} on node {booking.node}: waiting for the opportunistic pods there ({leaving}) to leave"
 
     def _instead_of_hold(self, hold: Booking, ctx: _Context, allowed: AbstractSet[str] | None) -> Spot | None:
         """Where a pod whose cells are held while their victims terminate can go now without
@@ -306,13 +322,17 @@ class HivedEngine:
         if slot is None and (free_slots or len(group.slots) < group.size):
             # Every free slot is on a node kube-scheduler no longer offers (e.g. its CPU filled
             # up): move one slot to where this pod can go. Or the gang gave back the slots of
-            # pods that did not come in time (expiry.py), and this one has come since.
+            # pods that did not come in time (expiry.py), and this one has come since. A slot
+            # kept while its victims leave is not moved: the pod waits for it.
+            movable = self._movable_slots(free_slots)
+            if free_slots and not movable and len(group.slots) >= group.size:
+                raise Unplaceable(self._leaving_reason(free_slots[0], alloc.victims(free_slots[0])))
             spot = alloc.plan(request, ctx.vc, ctx.targets, allowed=allowed)
             vc_name = ctx.vc.name if ctx.vc is not None else (request.vc or "")
             slot = alloc.book(spot, vc=vc_name, priority=request.priority, pod_uid=None, pod_key=None, group=group)
             group.slots.append(slot)
-            if free_slots:
-                alloc.release(free_slots[0])
+            if movable:
+                alloc.release(movable[0])
         if slot is None:
             raise Unplaceable(
                 f"gang {gang.name} already has all {group.size} slots taken by other pods "
@@ -321,6 +341,13 @@ class HivedEngine:
         alloc.assign(slot, pod.uid, pod.key)
         self.expiry.booked_for(pod.uid)
         return _Decision(slot.node or "", slot, alloc.victims(slot))
+
+    def _movable_slots(self, free_slots: list[Booking]) -> list[Booking]:
+        """The free slots a gang may move to an offered node: those not kept while their
+        victims leave (expiry.py)."""
+        expiry = self.expiry
+        alloc = self.allocator
+        return [slot for slot in free_slots if not (victims := alloc.victims(slot)) or not expiry.keeps(slot, victims)]
 
     def _unassign(self, booking: Booking) -> None:
         """The pod left its booking (a gang slot then waits for another pod of the gang)."""
@@ -460,6 +487,7 @@ class HivedEngine:
             return {}
         # kube-scheduler deletes pods: a gang slot whose pod has left has none to delete.
         uids = [v.pod_uid for v in decided.victims if v.pod_uid is not None]
+        self.expiry.victims_leaving(uids)
         return {decided.node: uids} if uids else {}
 
     def reclaim_victims(
@@ -848,7 +876,8 @@ class HivedEngine:
                 decided = self._decide_gang(pod, ctx, allowed)
                 if decided.booking is not None and not decided.victims:
                     self._unassign(decided.booking)
-                return self._waiting(decided.booking) if decided.booking is not None and decided.victims else None
+                    return None
+                return self._reclaiming(decided.booking) if decided.booking is not None else None
             spot = self.allocator.plan(ctx.request, ctx.vc, ctx.targets, allowed=allowed)
         except Unplaceable:
             return None
@@ -856,7 +885,15 @@ class HivedEngine:
             return None
         booking = self._book(spot, ctx, pod)
         self.expiry.booked_for(pod.uid)
-        return self._waiting(booking)
+        return self._reclaiming(booking)
+
+    def _reclaiming(self, booking: Booking) -> WaitingGuarantee | None:
+        """What the booking waits for, its victims counted as leaving: the leader's reclaim
+        deletes them (or gives the booking back)."""
+        waiting = self._waiting(booking)
+        if waiting is not None:
+            self.expiry.victims_leaving(waiting.victims)
+        return waiting
 
     def cancel_reclaim(self, pod_uid: str) -> None:
         """Give back what :meth:`book_reclaim` booked for the pod (its driver found the node
@@ -905,6 +942,7 @@ class HivedEngine:
             self._ignore_record(pod, f"does not read ({str(error).removeprefix(f'{error.field}: ')})")
             return None
         if self._holds_recorded(pod.uid, info):
+            self._reclaiming(self.allocator.by_pod[pod.uid])
             return info  # booked here already (on the leader, by its reclaim)
         problem = self._record_problem(pod, info)
         if problem is not None:
@@ -913,12 +951,14 @@ class HivedEngine:
         existing = self.allocator.by_pod.get(pod.uid)
         if existing is not None:
             self._unassign(existing)
-        if self._recover_from_info(pod, info, pending=True) is None:
+        booking = self._recover_from_info(pod, info, pending=True)
+        if booking is None:
             self._released()
             self._ignore_record(pod, f"names GPUs {list(info.gpu_indices)} of node {info.node} in cell {info.vc_cell}, "
                                      "which no longer fit (another guaranteed pod holds them, or the cell is not its VC's to bind)")
             return None
         self.expiry.booked_for(pod.uid)
+        self._reclaiming(booking)
         return info
 
     def _record_problem(self, pod: PodInfo, info: bindinfo.BindInfo) -> str | None:

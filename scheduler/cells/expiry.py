@@ -19,6 +19,18 @@ guaranteed pod's cells while its victims terminate. Each booking has a reason, a
 * A gang whose Job can never run its size of pods at once is refused at filter
   (:func:`~scheduler.cells.request.gang_size_problem`), before anything is booked.
 
+One booking is *kept* rather than given up: a guaranteed pod's cells (or a gang slot) whose
+opportunistic victims are leaving — the watch shows them terminating, or their deletion was
+handed out (kube-scheduler's preemption took them from ``select_victims``, or the leader's
+reclaim booked or recorded them). kube-scheduler leaves that node out of its offers exactly while
+they terminate (its own resource fit still counts them), so the filter keeps the booking and
+answers that the pod waits for them (:meth:`BookingExpiry.keeps`), instead of giving the cells
+being freed to the next pod and preempting others elsewhere. The wait is bounded: the longest
+grace period of its leaving victims plus ``victim_exit_margin_seconds``, from the first sweep
+after the filter first kept it; past that (a victim stuck behind a finalizer) the booking is no
+longer kept, and the next filter without its node places the pod anew. Once its victims are
+gone it is not kept either: a node still left out then is kube-scheduler's own verdict.
+
 Pure: no clock of its own. The driver calls :meth:`BookingExpiry.expire` periodically with its
 ``now`` (seconds, any monotonic origin); a booking's time starts at the first call that finds
 it without its reason, so it is released between one limit and one period later. Each release
@@ -28,7 +40,7 @@ comes back as a :class:`BookingReleased`, for the driver's Event and log line.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import AbstractSet, Final, Literal, NamedTuple
+from typing import AbstractSet, Final, Iterable, Literal, NamedTuple, Sequence
 
 from scheduler.cells.allocator import CellAllocator
 from scheduler.cells.booking import Booking, Group
@@ -37,6 +49,8 @@ from scheduler.constants import ANNOTATION_GANG
 from scheduler.core.model import JobInfo, PodInfo
 
 REASON: Final = "BookingReleased"
+# A pod's grace period when nothing says otherwise (the API server's default).
+DEFAULT_GRACE_SECONDS: Final = 30
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +60,8 @@ class BookingLimits:
 
     unseen_pod_grace_seconds: float = 10.0
     gang_booking_timeout_seconds: float | None = 300.0
+    # How long past its leaving victims' grace period a booking is kept off the offered nodes.
+    victim_exit_margin_seconds: float = 60.0
 
 
 class BookingReleased(NamedTuple):
@@ -61,6 +77,13 @@ class BookingReleased(NamedTuple):
 class _Width(NamedTuple):
     parallelism: int | None
     completions: int | None
+
+
+def _holder(booking: Booking) -> str:
+    """Whom a booking is for, as a note names it."""
+    if booking.pod_key is not None or booking.group is None:
+        return f"pod {booking.pod_key}"
+    return f"a free slot of gang {booking.group.name}"
 
 
 def _gang_key(pod: PodInfo) -> str | None:
@@ -88,6 +111,15 @@ class BookingExpiry:
         self._unseen: dict[str, float | None] = {}  # pod UID
         self._incomplete: dict[str, float | None] = {}  # gang key
         self._released: list[BookingReleased] = []  # told at the next sweep
+        # Opportunistic pods leaving (terminating, or their deletion handed out): pod UID -> its
+        # grace period. And each GPU pod's grace period, for a deletion handed out before the
+        # watch shows it terminating.
+        self._leaving: dict[str, int] = {}
+        self._grace: dict[str, int] = {}
+        # Bookings kept off the offered nodes while their victims leave: booking id -> the first
+        # sweep that found them kept (None: none yet); and those whose wait ran out.
+        self._kept: dict[int, float | None] = {}
+        self._lapsed: set[int] = set()
 
     # ------------------------------------------------------------------ what the watch shows
 
@@ -96,6 +128,9 @@ class BookingExpiry:
         uid = pod.uid
         self._live.add(uid)
         self._unseen.pop(uid, None)
+        self._grace[uid] = pod.grace_period_seconds
+        if pod.terminating and pod.node_name is not None:
+            self._leaving[uid] = pod.grace_period_seconds
         key = _gang_key(pod)
         if key is not None and self._gang_of.get(uid) != key:
             self._gang_of[uid] = key
@@ -105,6 +140,8 @@ class BookingExpiry:
         """A pod finished or was deleted: its gang may wait for a replacement now."""
         self._live.discard(uid)
         self._unseen.pop(uid, None)
+        self._grace.pop(uid, None)
+        self._leaving.pop(uid, None)
         key = self._gang_of.pop(uid, None)
         if key is not None:
             members = self._gang_pods.get(key)
@@ -171,12 +208,63 @@ class BookingExpiry:
             return None
         return gang_size_problem(gang.size, parallelism=width.parallelism, completions=width.completions)
 
+    # ------------------------------------------------------------------ victims leaving
+
+    def victims_leaving(self, pod_uids: Iterable[str]) -> None:
+        """The deletion of these opportunistic pods was handed out (to kube-scheduler's
+        preemption, or to the leader's reclaim): they are leaving, whatever the watch shows yet."""
+        for uid in pod_uids:
+            self._leaving.setdefault(uid, self._grace.get(uid, DEFAULT_GRACE_SECONDS))
+
+    def keeps(self, booking: Booking, victims: Sequence[Booking]) -> bool:
+        """Whether ``booking``, whose node kube-scheduler did not offer, is kept for its pod:
+        some of its ``victims`` are leaving and its wait has not run out. Its wait starts at the
+        next sweep."""
+        if booking.id in self._lapsed or not self._leaving_graces(victims):
+            return False
+        self._kept.setdefault(booking.id, None)
+        return True
+
+    def leaving(self, victims: Sequence[Booking]) -> list[Booking]:
+        """The ``victims`` that are leaving."""
+        return [victim for victim in victims if victim.pod_uid in self._leaving]
+
+    def _leaving_graces(self, victims: Sequence[Booking]) -> list[int]:
+        leaving = self._leaving
+        return [leaving[v.pod_uid] for v in victims if v.pod_uid is not None and v.pod_uid in leaving]
+
+    def _expire_kept(self, now: float) -> None:
+        """Bookings kept past their victims' grace period and the margin are kept no more."""
+        alloc = self._alloc
+        margin = self.limits.victim_exit_margin_seconds
+        for booking_id, since in list(self._kept.items()):
+            booking = alloc.bookings.get(booking_id)
+            graces = self._leaving_graces(alloc.victims(booking)) if booking is not None else []
+            if not graces:
+                del self._kept[booking_id]  # released, or its victims are gone
+            elif since is None:
+                self._kept[booking_id] = now
+            elif now - since >= max(graces) + margin:
+                assert booking is not None
+                del self._kept[booking_id]
+                self._lapsed.add(booking_id)
+                alloc.note(
+                    f"{_holder(booking)}: the cells booked on node {booking.node} were kept {max(graces) + margin:g} s "
+                    f"(the longest grace period of the opportunistic pods leaving them, and {margin:g} s) while "
+                    "kube-scheduler offered other nodes, and those pods have not left; kept no longer: the next "
+                    "filter without that node places the pod anew"
+                )
+        self._lapsed.intersection_update(alloc.bookings)
+        for uid in [uid for uid in self._leaving if uid not in alloc.by_pod]:
+            del self._leaving[uid]  # gone: nothing of theirs to wait for
+
     # ------------------------------------------------------------------ the sweep
 
     def expire(self, now: float) -> list[BookingReleased]:
         """Release what has waited past its limit; what was released since the last call."""
         self._expire_unseen(now)
         self._expire_incomplete(now)
+        self._expire_kept(now)
         released, self._released = self._released, []
         return released
 

@@ -50,15 +50,18 @@ def test_select_victims_follows_the_candidates():
         schedule(engine, pod(f"o{i}", 8, "b", priority="opportunistic"), NODES)
     g = pod("g", 8, "a")
     waiting = next(iter(engine.filter(g, NODES).failed))
-    # kube-scheduler's candidates include HiveD's node: only that node, only HiveD's victim.
-    chosen = engine.select_victims(g, {n: ["x"] for n in NODES}, {})
-    assert list(chosen) == [waiting] and chosen[waiting] == engine.pending_preemptions()["g"]
-    # Candidates without it (kube-scheduler cannot preempt there): HiveD moves its hold to a
-    # candidate node, still naming only opportunistic pods of a's own cells.
+    # Candidates without it (kube-scheduler cannot preempt there) while no victim is leaving yet:
+    # HiveD moves its hold to a candidate node, still naming only opportunistic pods of a's own cells.
     others = {n: ["x"] for n in NODES if n != waiting}
     moved = engine.select_victims(g, others, {})
     (node, victims), = moved.items()
     assert node in others and victims == engine.pending_preemptions()["g"]
+    # kube-scheduler's candidates include HiveD's node: only that node, only HiveD's victim.
+    chosen = engine.select_victims(g, {n: ["x"] for n in NODES}, {})
+    assert chosen == {node: victims}
+    # Those victims are leaving now: candidates without their node take no more, the hold stays.
+    assert engine.select_victims(g, {n: ["x"] for n in NODES if n != node}, {}) == {}
+    assert engine.booked_nodes()["g"] == node
     assert engine.select_victims(g, {}, {}) == {}
 
 

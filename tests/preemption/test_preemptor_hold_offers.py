@@ -12,7 +12,6 @@ second Job was counted preempted for a pod that needed one node.
 
 from __future__ import annotations
 
-import pytest
 from msgspec.structs import replace
 
 from scheduler.cells import HivedEngine
@@ -82,11 +81,6 @@ def test_a_preemptor_offered_its_node_again_still_waits_there():
     assert choice.victims == {} and preemptor_holds(engine) == [("n1", ("ml/te-1",))]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="defect: HivedEngine._decide (scheduler/cells/engine.py) releases a pod's booking when the "
-    "filter is offered nodes without it, and books cells (more victims) on an offered node",
-)
 def test_under_hived_an_offer_without_the_booked_node_keeps_the_booking():
     """A guaranteed trial pod of VC vision gets its cell back from speech's opportunistic pods:
     HiveD books it on one node while the victim there terminates. kube-scheduler, counting the
