@@ -229,7 +229,7 @@ class KubernetesApi:
         except Exception as error:  # urllib3's connection errors and timeouts: no answer
             raise _unreachable(error, f"get pod {namespace}/{name}") from None
         # _preload_content=False: the raw urllib3 response, not the V1Pod the client's annotations name
-        return wire.POD_DECODER.decode(cast("urllib3.BaseHTTPResponse", response).data)
+        return _decoded_pod(cast("urllib3.BaseHTTPResponse", response).data, f"get pod {namespace}/{name}")
 
     async def get_pod(self, namespace: str, name: str) -> wire.Pod | None:
         """The pod from the API server, from the event loop; ``None`` if it does not exist."""
@@ -241,7 +241,7 @@ class KubernetesApi:
             return None
         if status >= 300:
             raise _status_error(status, data, action)
-        return wire.POD_DECODER.decode(data)
+        return _decoded_pod(data, action)
 
     async def create_binding(
         self, *, namespace: str, name: str, uid: str, node_name: str, annotations: dict[str, str]
@@ -485,12 +485,17 @@ class KubernetesApi:
     def list_pending_pods(self, scheduler_name: str) -> bytes:
         """The pods of one kube-scheduler profile not bound to a node yet, from the API server's
         watch cache (resourceVersion 0: no etcd read), as a raw PodList."""
-        selector = f"spec.schedulerName={scheduler_name},spec.nodeName=,status.phase=Pending"
-        path = f"/api/v1/pods?fieldSelector={quote(selector, safe='=,')}&resourceVersion=0"
+        path = pending_pods_path(scheduler_name) + "&resourceVersion=0"
         status, data = self._send("GET", path, None, action=f"list pending pods of {scheduler_name}")
         if status >= 300:
             raise _status_error(status, data, f"list pending pods of {scheduler_name}")
         return bytes(data)
+
+    def watch_pending_pods(self, scheduler_name: str, *, resource_version: str) -> Iterator[bytes]:
+        """The watch of :meth:`list_pending_pods`' pods from ``resource_version``, as raw JSON
+        lines: an event for each of them that changes, DELETED for one that stops matching
+        (bound, finished, deleted)."""
+        return self.watch_path(pending_pods_path(scheduler_name), resource_version=resource_version)
 
     # ------------------------------------------------------------------ internals
 
@@ -517,9 +522,25 @@ class KubernetesApi:
             raise KubernetesApiError(f"Kubernetes API unreachable: {error}") from None
 
 
+def _decoded_pod(data: bytes, action: str) -> wire.Pod:
+    """A pod's JSON, decoded; a body that is none (a proxy's error page answered 200) fails as
+    the API error every caller handles, not as a decoder's error none expects."""
+    try:
+        return wire.POD_DECODER.decode(data)
+    except msgspec.DecodeError as error:
+        raise KubernetesApiError(f"{action}: the answer is no pod: {error}") from None
+
+
 def _outcome_untold(status: int) -> bool:
     """An answer to a write that does not say whether it was made."""
     return status == 409 or status >= 500
+
+
+def pending_pods_path(scheduler_name: str) -> str:
+    """The URL path of one kube-scheduler profile's pods not bound to a node yet: pending, on no
+    node, of that ``spec.schedulerName`` (the field selector the API server's watch cache serves)."""
+    selector = f"spec.schedulerName={scheduler_name},spec.nodeName=,status.phase=Pending"
+    return f"/api/v1/pods?fieldSelector={quote(selector, safe='=,')}"
 
 
 def _pod_path(namespace: str, name: str) -> str:

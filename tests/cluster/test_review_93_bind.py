@@ -47,6 +47,7 @@ class PodServer:
         self.posted: list[str] = []  # the pod names of every binding received
         self.lock = threading.Lock()
         self.release = threading.Event()
+        self.garbled_reads = False
 
     def bind(self, name: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         """Apply a Binding as kube-apiserver does; its status and answer."""
@@ -96,6 +97,13 @@ def make_handler(server: PodServer) -> type[BaseHTTPRequestHandler]:
             self.connection.shutdown(socket.SHUT_RDWR)
 
         def do_GET(self) -> None:
+            if server.garbled_reads:  # a proxy's error page, with 200
+                page = b"<html><body>upstream connect error</body></html>"
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(page)))
+                self.end_headers()
+                self.wfile.write(page)
+                return
             name = self.path.rsplit("/", 1)[-1]
             with server.lock:
                 pod = server.pods.get(name)
@@ -251,3 +259,14 @@ def test_a_pod_whose_binding_is_in_flight_is_placed_only_where_it_goes_and_preem
     assert filtered["FailedNodes"] == {}  # nothing for preemption to free
     assert not preempted["NodeNameToMetaVictims"], preempted
     assert cluster.bound_on_server() == {"train-0": "gpu-a", "train-1": None, "run-0": "gpu-b"}
+
+
+def test_a_failed_binding_whose_pod_reads_back_as_garbage_hands_its_gpus_back(cluster: Cluster) -> None:
+    """The read-back of a binding that failed with a 500 got a body that is no pod (a proxy's
+    page answered 200): the decoder's error escaped the bind verb, which neither handed the
+    reservation back nor answered; the node's GPUs stayed reserved for a pod never bound."""
+    cluster.server.script = ["refuse-500"]
+    cluster.server.garbled_reads = True
+    error = cluster.bind("train-0")
+    assert "bind pod ml/train-0 to gpu-a: etcdserver: request timed out (HTTP 500)" in error
+    assert cluster.engine.free_on("gpu-a").gpus == 8
