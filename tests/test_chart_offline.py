@@ -310,9 +310,11 @@ def test_default_render_has_every_object(default_docs: list[dict[str, Any]]) -> 
         ("ServiceAccount", "cellfit"),
         ("ValidatingAdmissionPolicy", "cellfit-cronjob-state"),
         ("ValidatingAdmissionPolicy", "cellfit-job-state"),
+        ("ValidatingAdmissionPolicy", "cellfit-node-name"),
         ("ValidatingAdmissionPolicy", "cellfit-pod-state"),
         ("ValidatingAdmissionPolicyBinding", "cellfit-cronjob-state"),
         ("ValidatingAdmissionPolicyBinding", "cellfit-job-state"),
+        ("ValidatingAdmissionPolicyBinding", "cellfit-node-name"),
         ("ValidatingAdmissionPolicyBinding", "cellfit-pod-state"),
         ("ValidatingWebhookConfiguration", "cellfit-webhook"),
     ]), kinds
@@ -396,7 +398,8 @@ def test_optional_objects_can_be_turned_off() -> None:
     docs = render("--set", "priorityClasses.create=false", "--set", "podDisruptionBudget.enabled=false",
                   "--set", "service.enabled=false", "--set", "rbac.create=false",
                   "--set", "serviceAccount.create=false", "--set", "serviceAccount.name=existing",
-                  "--set", "networkPolicy.enabled=false", "--set", "statePolicy.enabled=false", *RENDER_STATIC)
+                  "--set", "networkPolicy.enabled=false", "--set", "statePolicy.enabled=false",
+                  "--set", "nodeNamePolicy.enabled=false", *RENDER_STATIC)
     assert sorted(d["kind"] for d in docs) == ["ConfigMap", "ConfigMap", "Deployment"]
     assert one(docs, "Deployment")["spec"]["template"]["spec"]["serviceAccountName"] == "existing"
 

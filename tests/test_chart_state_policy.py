@@ -49,8 +49,13 @@ _GUARDED = re.compile(r"\[([^\]]*)\]\.filter\(k, .*?\)\.map\(k, '([^']+) ' \+ k\
 _WRITER_CHECK = "authorizer.group('cellfit.io').resource('scheduling-state').check('write').allowed()"
 
 
+def _state(doc: dict[str, Any], kind: str = "ValidatingAdmissionPolicy") -> bool:
+    """One of statePolicy's objects (the chart has other policies: nodeNamePolicy's, the VC access one)."""
+    return doc["kind"] == kind and str(doc["metadata"]["name"]).endswith("-state")
+
+
 def _policies(docs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    return {d["metadata"]["name"]: d for d in docs if d["kind"] == "ValidatingAdmissionPolicy"}
+    return {d["metadata"]["name"]: d for d in docs if _state(d)}
 
 
 def _variable(policy: dict[str, Any], name: str) -> str:
@@ -184,7 +189,7 @@ def test_only_cellfits_own_service_account_skips_the_policies(values: tuple[str,
 
 
 def test_each_policy_is_bound_to_deny_by_default(policies: dict[str, dict[str, Any]]) -> None:
-    bindings = {d["metadata"]["name"]: d for d in render() if d["kind"] == "ValidatingAdmissionPolicyBinding"}
+    bindings = {d["metadata"]["name"]: d for d in render() if _state(d, "ValidatingAdmissionPolicyBinding")}
     assert {name: b["spec"] for name, b in bindings.items()} == {
         name: {"policyName": name, "validationActions": ["Deny"]} for name in policies
     }
@@ -192,9 +197,9 @@ def test_each_policy_is_bound_to_deny_by_default(policies: dict[str, dict[str, A
 
 def test_the_policies_can_only_report_or_be_turned_off() -> None:
     docs = render("--set", "statePolicy.validationActions={Warn,Audit}")
-    assert {tuple(d["spec"]["validationActions"]) for d in docs if d["kind"] == "ValidatingAdmissionPolicyBinding"} == {("Warn", "Audit")}
+    assert {tuple(d["spec"]["validationActions"]) for d in docs if _state(d, "ValidatingAdmissionPolicyBinding")} == {("Warn", "Audit")}
     off = render("--set", "statePolicy.enabled=false")
-    assert not [d for d in off if d["kind"].startswith("ValidatingAdmissionPolicy")]
+    assert not [d for d in off if _state(d) or _state(d, "ValidatingAdmissionPolicyBinding")]
 
 
 @pytest.mark.parametrize("actions", ["{Deny,Warn}", "{}", "{Refuse}", "{Deny,Deny}"])
