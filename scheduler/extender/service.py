@@ -373,6 +373,13 @@ class ExtenderService:
                 self._engine.unreserve(pod.uid)
             self._metrics.bindings.labels(result="api_error").inc()
             return self._error_answer("bind", wire.ExtenderBindingResult(Error=str(error)), error, context)
+        except Exception:
+            # A defect below (the dispatch answers HTTP 500 and logs it): the reservation goes
+            # back as for a refusal, or the node's GPUs would stay held until a restart; a
+            # binding made all the same is booked again when the watch shows it.
+            with self._lock:
+                self._engine.unreserve(pod.uid)
+            raise
         finally:
             del self._binds_in_flight[pod.uid]
         self._remember_bound(pod.uid, args.Node)
