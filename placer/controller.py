@@ -88,6 +88,7 @@ from scheduler.matching.admission import (
     DecideReuse,
     Queued,
     RunningJob,
+    Start,
     TrialChoice,
     WaitingJob,
     GpuRoom,
@@ -361,13 +362,14 @@ class PlacerController:
             omega_grid_seconds=self._settings.omega_grid_seconds, gpu_pools=gpu_pools,
         )
         decided, decided_cpu = time.perf_counter(), time.thread_time()
+        decision = _within(decision, waiting)
         elapsed = decided - started
         for start in decision.starts:
             job = by_key[start.key]
             self._start(job, configurations[job.metadata.uid], start.kind, estimates[start.key])
         # The queue only now: it decides no start, so no unsuspend waits for its matching.
         planning, planning_cpu = time.perf_counter(), time.thread_time()
-        decision = replace(decision, queue=queue_of())
+        decision = _within(replace(decision, queue=queue_of()), waiting)
         queue_seconds, queue_cpu_seconds = time.perf_counter() - planning, time.thread_time() - planning_cpu
         if self._on_decision is not None:  # after the queue: its observer counts the queued Jobs
             self._on_decision(elapsed, decision)
@@ -842,6 +844,30 @@ class PlacerController:
             "progressSpread": round(last.progress_spread, 6),
             "queue": queue_by_kind,
         }
+
+
+def _within(decision: AdmissionDecision, waiting: Sequence[WaitingJob]) -> AdmissionDecision:
+    """``decision`` less what names no Job waiting this pass, a kind it does not wait in, or a Job
+    a second time: a solver process answering garbage (its state corrupt) has it logged and left
+    out, so that every other start is carried out once and the pass goes on to tell the queue."""
+    kinds = {item.key: item.seconds for item in waiting}
+    started: set[str] = set()
+    starts: list[Start] = []
+    for start in decision.starts:
+        if start.key in started or start.kind not in kinds.get(start.key, ()):
+            log.error("the AlloX decision names a start of no Job waiting in that kind; left out",
+                      extra={"job": start.key, "kind": start.kind})
+            continue
+        started.add(start.key)
+        starts.append(start)
+    waits = kinds.keys() - started
+    kept = (tuple(starts), tuple(queued for queued in decision.queue if queued.key in waits),
+            tuple(key for key in decision.unplaceable if key in waits), tuple(key for key in decision.waiting_for_pool if key in waits))
+    if kept == (decision.starts, decision.queue, decision.unplaceable, decision.waiting_for_pool):
+        return decision
+    if sum(map(len, kept[1:])) != len(decision.queue) + len(decision.unplaceable) + len(decision.waiting_for_pool):
+        log.error("the AlloX decision names waiting Jobs that do not wait; left out")
+    return replace(decision, starts=kept[0], queue=kept[1], unplaceable=kept[2], waiting_for_pool=kept[3])
 
 
 def _operations(job: Job, kind: str, template: dict[str, Any]) -> list[dict[str, Any]]:

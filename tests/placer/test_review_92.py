@@ -5,10 +5,15 @@ rewrite against what a user's pod template already carries, and what waiting Job
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
 import signal
 import threading
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import replace
 from typing import Any
+
+import msgspec
 
 import pytest
 
@@ -19,10 +24,11 @@ from placer.configuration import parse_configurations
 from placer.controller import DEFAULT_SOLVER_TIMEOUT_SECONDS, PlacerController
 from placer.patch import placement_patch
 from placer.rewrite import apply_configuration
+from placer.solver_wire import ChildInputs, DecideAnswer, decide_encoded
 from scheduler.config import AlloxSettings
 from scheduler.core.resources import Resources, cpu_millis
 from scheduler.errors import InvalidAnnotation, KubernetesApiError
-from tests.placer.test_controller import Jobs, RecordingApi, job
+from tests.placer.test_controller import Jobs, RecordingApi, controller, job
 from tests.support import json_patch
 from tests.placer.test_review_61 import ServerApi, gpu_job, server_controller, stored_job
 
@@ -390,3 +396,40 @@ def test_a_new_controller_rewrites_no_condition_that_already_says_what_it_would_
     decision = server_controller(api, watch).admit()  # the same decision, by a new controller
     assert decision.starts == ()
     assert {name: body["metadata"]["resourceVersion"] for name, body in api.jobs.items()} == versions  # nothing written
+
+
+def garbage_decide(payload: bytes, held: ChildInputs | None = None) -> bytes:
+    """In the solver process: the decision, each start named twice, and starts of a Job that is
+    not waiting and of a kind the Job has no configuration of (a child whose state is corrupt)."""
+    answer = msgspec.msgpack.decode(decide_encoded(payload, held), type=DecideAnswer)
+    if answer.decision is None or not answer.decision.starts:
+        return msgspec.msgpack.encode(answer)
+    starts = answer.decision.starts
+    garbage = (*starts, *starts, replace(starts[0], key="alice/nobody"), replace(starts[0], kind="tpu"))
+    return msgspec.msgpack.encode(DecideAnswer(replace(answer.decision, starts=garbage)))
+
+
+class GarbageSolver(ProcessPoolExecutor):
+    """A real solver process whose decisions are garbage."""
+
+    def __init__(self) -> None:
+        super().__init__(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
+
+    def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
+        return super().submit(garbage_decide if fn is decide_encoded else fn, *args, **kwargs)
+
+
+def test_a_solver_process_answering_garbage_starts_each_waiting_job_once_and_the_pass_goes_on() -> None:
+    # A start named twice was patched twice (a Job without a resourceVersion guard, or a second
+    # patch racing its own condition write); a start of a Job not waiting ended the pass with a
+    # KeyError after some starts, the queue never told.
+    api = RecordingApi()
+    placer = controller(api, [job("a", created=0), job("b", created=1, gpu=20, cpu=1000)], solver_process=True)
+    placer._solver = GarbageSolver()
+    try:
+        decision = placer.admit()
+    finally:
+        placer.stop()
+    assert [name for name, _ in api.patches] == ["a"]
+    assert [(s.key, s.kind) for s in decision.starts] == [("alice/a", "gpu")]
+    assert [q.key for q in decision.queue] == ["alice/b"]
