@@ -52,6 +52,11 @@ NEVER_PREEMPT = "Never"
 # the booking sweep's releases carry too).
 NOT_RECLAIMED = "CellsNotReclaimed"
 BOOKING_RELEASED = EXPIRY_REASON
+# What kube-scheduler may refuse a booked node for that the rules here do not check: a pod asking
+# for a host port or a resource other than cores, memory, GPUs and ephemeral storage is never
+# booked (node_rules.unmodelled), so what is left is this.
+UNCHECKED = ("such as its ephemeral storage, the node's pod limit, the required anti-affinity of the pods already "
+             "there, or a change to the node since it was listed")
 # kube-scheduler retries a pod it parked as unschedulable after at most 5 minutes
 # (podMaxInUnschedulablePodsDuration) and a flush period of 30 s, whatever else moves it: a pod
 # still unschedulable that long after its cells were freed is refused them, not merely not retried.
@@ -331,7 +336,7 @@ class StrandedGuarantees:
                     info = self._pods.get(uid)
                     log.warning("cells booked for a stranded guaranteed pod are given back: their opportunistic pods are gone, "
                                 "and kube-scheduler still finds the pod unschedulable, so it refuses the node for what cellfit "
-                                "does not check (host ports, other resources); no more is reclaimed for it while it stays unschedulable",
+                                f"does not check ({UNCHECKED}); no more is reclaimed for it while it stays unschedulable",
                                 extra={"pod": info.key if info is not None else uid, "node": booked[uid]})
                     if info is not None:
                         given_back.append((info, booked[uid]))
@@ -340,7 +345,7 @@ class StrandedGuarantees:
             self._event(namespace=info.namespace, name=info.name, uid=info.uid, reason=BOOKING_RELEASED,
                         message=f"cellfit released the cells it booked for this pod on node {node}: the opportunistic pods on "
                                 f"them are gone and kube-scheduler still finds the pod unschedulable, so it refuses that node "
-                                f"for what cellfit does not check (host ports, other resources); nothing more is reclaimed "
+                                f"for what cellfit does not check ({UNCHECKED}); nothing more is reclaimed "
                                 f"for it while it stays unschedulable")
 
     def _adopt_recorded(self, booked: Mapping[str, str]) -> None:
@@ -400,7 +405,7 @@ class StrandedGuarantees:
         if pod.spec.preemptionPolicy == NEVER_PREEMPT:
             self._tell_once(pod, "its preemptionPolicy is Never (kube-scheduler deletes nobody for it either)", extra={"pod": key})
             return None
-        unmodelled = node_rules.unmodelled(pod.spec)
+        unmodelled = node_rules.unmodelled(pod.spec, gpu_resource=self._gpu_resource)
         if unmodelled is not None:
             self._tell_once(pod, f"cellfit cannot check where kube-scheduler would place it, for its {unmodelled}",
                             extra={"pod": key, "constraint": unmodelled})

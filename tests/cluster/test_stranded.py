@@ -39,12 +39,12 @@ CORES = 64
 class ClusterApi(Api):
     """The controller's writes (Api), and what the API server answers to its two lists."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, gpu_resource: str = "nvidia.com/gpu") -> None:
         super().__init__()
         self.pending: list[dict[str, Any]] = []
         self.nodes = {name: {"metadata": {"name": name, "labels": {}},
                              "spec": {"taints": []},
-                             "status": {"allocatable": {"cpu": str(CORES), "memory": "256Gi", "nvidia.com/gpu": "8"}}}
+                             "status": {"allocatable": {"cpu": str(CORES), "memory": "256Gi", gpu_resource: "8"}}}
                       for name in NODES}
         self.node_lists = 0
 
@@ -70,9 +70,11 @@ def unschedulable(p: PodInfo, *, reason: str = "Unschedulable", **spec: Any) -> 
 class Cluster:
     """VC a and VC b own a rack each; b's opportunistic pods fill all eight nodes (``per_node``
     pods of ``8 / per_node`` GPUs and ``cores`` cores each), all of priority 100 like the
-    guaranteed pod ``g`` (VC a, 4 GPUs, ``g_cores`` cores) kube-scheduler finds unschedulable."""
+    guaranteed pod ``g`` (VC a, 4 GPUs, ``g_cores`` cores) kube-scheduler finds unschedulable.
+    The nodes' GPUs are ``gpu_resource``, as the policy names them."""
 
-    def __init__(self, *, per_node: int = 1, cores: float = 1, g_cores: float = 1, g_vc: str = "a", g_priority: str | None = None) -> None:
+    def __init__(self, *, per_node: int = 1, cores: float = 1, g_cores: float = 1, g_vc: str = "a", g_priority: str | None = None,
+                 gpu_resource: str = "nvidia.com/gpu") -> None:
         self.engine = HivedEngine.from_config(rack_cluster(vcs={"a": [{"cellType": "V100-RACK", "count": 1}],
                                                                 "b": [{"cellType": "V100-RACK", "count": 1}]}))
         self.pods = PodStore()
@@ -84,10 +86,10 @@ class Cluster:
             self.pods.record(self.cellfits(placed, cores=cores))
         self.g = self.cellfits(pod("g", 4, g_vc, priority=g_priority), cores=g_cores)
         self.pods.record(self.g)
-        self.api, self.clock = ClusterApi(), Clock()
+        self.api, self.clock = ClusterApi(gpu_resource=gpu_resource), Clock()
         self.api.pending = [unschedulable(self.g)]
         self.stranded = StrandedGuarantees(api=self.api, engine=self.engine, pods=self.pods, lock=self.lock, scheduler_name=PROFILE,
-                                           gpu_resource="nvidia.com/gpu", after_seconds=AFTER)
+                                           gpu_resource=gpu_resource, after_seconds=AFTER)
         self.controller = ReclaimController(api=self.api, engine=self.engine, pods=self.pods, lock=self.lock,
                                             settings=ReclaimSettings(after_seconds=AFTER), scheduler_name=PROFILE, clock=self.clock,
                                             stranded=self.stranded)
