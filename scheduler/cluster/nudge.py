@@ -22,14 +22,11 @@ many pods are parked; the retry is what any pod completing in a busy cluster wou
 signal pod whose deletion failed is removed by kube-controller-manager's pod garbage collector,
 which deletes pods bound to a node that does not exist.
 
-What it reads: the profile's pending pods, listed once a term and then followed by a watch of
-them alone (:class:`PendingPods`: a field-selected watch, served from the API server's watch
-cache, that carries a pod only when it changes, and tells it gone once it is bound). It never
-lists them again while the watch holds: a list of every pending pod at each pass was, with
-5,000 pending pods of ~2.2 KB, 12 lists and 130 MB a minute from the leader for as long as they
-waited; now one list of 11 MB a term, then each change once (tests/benchmarks/bench_nudge_api.py
-counts both). The process's own pod watch (cache.py) keeps neither the pods' PodScheduled
-condition nor its time, which the choice below reads.
+What it reads: the profile's pending pods that kube-scheduler found unschedulable, from the
+term's :class:`~scheduler.cluster.pending.PendingPods` (listed once a term, then followed by a
+watch of them alone, shared with HiveD's reclaim of stranded pods), or from its own when it is
+given none: their key, and their PodScheduled=False condition's time and message, which the
+process's own pod watch (cache.py) does not keep.
 
 When: the leader (scheduler/cluster/leadership.py) looks at those pods every
 ``nudge.periodSeconds`` once its watch cache has synced, and signals when
@@ -53,18 +50,13 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass, field
-from datetime import datetime
-from typing import Any, Callable, Final, Iterator, Protocol, Sequence
-from urllib.parse import quote
+from typing import Any, Callable, Final, Protocol, Sequence
 
-import msgspec
-
-from scheduler.cluster.api import WatchExpired
-from scheduler.cluster.reflector import Reflector
+from scheduler.cluster.pending import PendingPods, PendingPodsApi, UnschedulablePod
+from scheduler.cluster.pending import unschedulable_pods as unschedulable_pods  # the PodList's, as the nudge reads them
 from scheduler.config import NudgeSettings
 from scheduler.constants import EXTENDER_URL_PREFIX, LABEL_REQUEUE_SIGNAL, REQUEUE_SIGNAL_IMAGE, REQUEUE_SIGNAL_NODE
 from scheduler.errors import KubernetesApiError
-from scheduler.kube import wire
 
 log = logging.getLogger(__name__)
 
@@ -86,12 +78,8 @@ SIGNAL_RESOURCES: Final = {"cpu": "1m", "memory": "1Mi", "ephemeral-storage": "1
 LOGGED_KEYS = 5  # pod names a signal's log line lists
 
 
-class NudgeApi(Protocol):
-    """The calls the nudge makes (implemented by scheduler.cluster.api.KubernetesApi)."""
-
-    def list_pending_pods(self, scheduler_name: str) -> bytes: ...
-
-    def watch_path(self, path: str, *, resource_version: str) -> Iterator[bytes]: ...
+class SignalApi(Protocol):
+    """The calls a requeue signal makes (implemented by scheduler.cluster.api.KubernetesApi)."""
 
     def create_pod(self, *, namespace: str, pod: dict[str, Any]) -> None: ...
 
@@ -100,143 +88,8 @@ class NudgeApi(Protocol):
     ) -> None: ...
 
 
-# ------------------------------------------------------------------ what is read of a pending pod
-
-
-class _Condition(msgspec.Struct, frozen=True):
-    type: str = ""
-    status: str = ""
-    message: str = ""
-    lastTransitionTime: str | None = None
-
-
-class _Status(msgspec.Struct, frozen=True):
-    conditions: list[_Condition] | None = None
-
-
-class _Meta(msgspec.Struct, frozen=True):
-    name: str = ""
-    namespace: str = ""
-    resourceVersion: str = ""
-    deletionTimestamp: str | None = None
-
-
-class _Pod(msgspec.Struct, frozen=True):
-    metadata: _Meta = _Meta()
-    status: _Status | None = None
-
-    @property
-    def key(self) -> str:
-        return f"{self.metadata.namespace}/{self.metadata.name}"
-
-
-class _PodList(msgspec.Struct, frozen=True):
-    metadata: wire.ListMeta = wire.ListMeta()
-    items: list[_Pod] = []
-
-
-_POD_LIST_DECODER = msgspec.json.Decoder(_PodList)
-_POD_DECODER = msgspec.json.Decoder(_Pod)
-_POD_EVENT_DECODER = msgspec.json.Decoder(wire.ObjectEvent[_Pod])
-
-
-@dataclass(frozen=True)
-class UnschedulablePod:
-    """A pending pod whose PodScheduled condition is False: kube-scheduler tried and failed."""
-
-    key: str  # namespace/name
-    since: float  # the condition's lastTransitionTime, seconds since the epoch
-    message: str
-
-
-def unschedulable_pods(raw_pod_list: bytes) -> list[UnschedulablePod]:
-    """The pods of a PodList that kube-scheduler found unschedulable (not being deleted)."""
-    return [found for pod in _POD_LIST_DECODER.decode(raw_pod_list).items if (found := _unschedulable(pod)) is not None]
-
-
-def _unschedulable(pod: _Pod) -> UnschedulablePod | None:
-    """``pod`` if kube-scheduler found it unschedulable and it is not being deleted."""
-    if pod.metadata.deletionTimestamp or pod.status is None:
-        return None
-    for condition in pod.status.conditions or ():
-        if condition.type == "PodScheduled" and condition.status == "False" and condition.lastTransitionTime:
-            return UnschedulablePod(key=pod.key, since=_epoch(condition.lastTransitionTime), message=condition.message)
-    return None
-
-
-def pending_pods_path(scheduler_name: str) -> str:
-    """The URL path of the profile's pods not bound to a node yet (the selector of
-    KubernetesApi.list_pending_pods): the nudge's watch of them."""
-    selector = f"spec.schedulerName={scheduler_name},spec.nodeName=,status.phase=Pending"
-    return f"/api/v1/pods?fieldSelector={quote(selector, safe='=,')}"
-
-
-class PendingPods:
-    """The profile's pending pods that kube-scheduler found unschedulable, listed once and kept
-    current by a watch of those pods alone (a reflector: relisted only when the watch's place is
-    lost). The API server's watch sends an event only for a pending pod that changed, and one
-    DELETED for a pod that stops matching (bound, finished, deleted). Only what the nudge reads is
-    kept, and only of the unschedulable ones."""
-
-    def __init__(self, *, api: NudgeApi, scheduler_name: str) -> None:
-        path = pending_pods_path(scheduler_name)
-        self._found: dict[str, UnschedulablePod] = {}  # by namespace/name
-        self._lock = threading.Lock()
-        self._started = False
-        self._reflector: Reflector[_Pod] = Reflector(
-            kind="pending-pods",
-            list_objects=lambda: self._listed(api.list_pending_pods(scheduler_name)),
-            watch_lines=lambda version: api.watch_path(path, resource_version=version),
-            decode_object=_POD_DECODER.decode,
-            version_of=lambda pod: pod.metadata.resourceVersion,
-            replace=self._replace,
-            apply=self._apply,
-            delete=self._delete,
-            expired=WatchExpired,
-            decode_event=_POD_EVENT_DECODER.decode,
-        )
-
-    def start(self) -> None:
-        """Begin the list and watch (once; a call after the first does nothing)."""
-        with self._lock:
-            if self._started:
-                return
-            self._started = True
-        self._reflector.start()
-
-    def stop(self) -> None:
-        self._reflector.stop()
-
-    def unschedulable(self, *, wait: float) -> list[UnschedulablePod] | None:
-        """The unschedulable pods now; None while the first list has not come within ``wait``
-        seconds (started here if :meth:`start` was not called)."""
-        self.start()
-        if not self._reflector.synced.wait(wait):
-            return None
-        with self._lock:
-            return list(self._found.values())
-
-    @staticmethod
-    def _listed(raw: bytes) -> tuple[str, Sequence[_Pod]]:
-        listing = _POD_LIST_DECODER.decode(raw)
-        return listing.metadata.resourceVersion, listing.items
-
-    def _replace(self, pods: Sequence[_Pod]) -> None:
-        found = {pod.key: unschedulable for pod in pods if (unschedulable := _unschedulable(pod)) is not None}
-        with self._lock:
-            self._found = found
-
-    def _apply(self, pod: _Pod) -> None:
-        unschedulable = _unschedulable(pod)
-        with self._lock:
-            if unschedulable is None:
-                self._found.pop(pod.key, None)
-            else:
-                self._found[pod.key] = unschedulable
-
-    def _delete(self, pod: _Pod) -> None:
-        with self._lock:
-            self._found.pop(pod.key, None)
+class NudgeApi(SignalApi, PendingPodsApi, Protocol):
+    """The calls the nudge makes (implemented by scheduler.cluster.api.KubernetesApi)."""
 
 
 # ------------------------------------------------------------------ which pods, and when (pure)
@@ -326,7 +179,7 @@ def signal_pod(name: str, *, namespace: str, image: str = REQUEUE_SIGNAL_IMAGE) 
     }
 
 
-def send_signal(api: NudgeApi, *, namespace: str, image: str = REQUEUE_SIGNAL_IMAGE) -> None:
+def send_signal(api: SignalApi, *, namespace: str, image: str = REQUEUE_SIGNAL_IMAGE) -> None:
     """Create the signal pod and delete it at once (no grace: nothing runs it). Sent once
     created: a deletion that fails is the pod garbage collector's to make (it deletes pods bound
     to a node that does not exist), which requeues the parked pods the same way, later; raising
@@ -358,7 +211,7 @@ class VictimRequeue:
     def __init__(
         self,
         *,
-        api: NudgeApi,
+        api: SignalApi,
         namespace: str,
         delay_seconds: float = 0.2,
         min_interval_seconds: float = 1.0,
@@ -415,7 +268,8 @@ class VictimRequeue:
 
 
 class Nudger:
-    """One term's nudge loop (start and stop it with the term)."""
+    """One term's nudge loop (start and stop it with the term). ``pending``: the term's view of
+    the pending pods, which its owner starts and stops; without one, the nudge keeps its own."""
 
     def __init__(
         self,
@@ -426,6 +280,7 @@ class Nudger:
         ready: Callable[[], bool],
         clock: Callable[[], float] = time.time,
         on_signal: Callable[[Parked], None] | None = None,
+        pending: PendingPods | None = None,
     ) -> None:
         self._api = api
         self._settings = settings
@@ -434,19 +289,30 @@ class Nudger:
         self._clock = clock
         self._on_signal = on_signal
         self._pacer = SignalPacer(min_interval=settings.min_interval_seconds)
-        self._pending = PendingPods(api=api, scheduler_name=settings.scheduler_name)
+        self._own_pending = pending is None
+        self._pending = pending if pending is not None else PendingPods(api=api, scheduler_name=settings.scheduler_name)
         self._stop = threading.Event()
         self._failing = False
         self.term_began: float | None = None  # when this cellfit took charge: leading and synced
         self._thread = threading.Thread(target=self._run, name="nudge", daemon=True)
 
     def start(self) -> None:
-        self._pending.start()
+        if self._own_pending:
+            self._pending.start()
         self._thread.start()
 
     def stop(self) -> None:
         self._stop.set()
-        self._pending.stop()
+        if self._own_pending:
+            self._pending.stop()
+
+    def join(self, timeout: float | None = None) -> None:
+        """Wait up to ``timeout`` seconds (each) for the loop's thread and its own view's to end
+        once stopped."""
+        if self._thread.ident is not None:
+            self._thread.join(timeout)
+        if self._own_pending:
+            self._pending.join(timeout)
 
     @property
     def signals(self) -> int:
@@ -502,7 +368,3 @@ class Nudger:
         if self._failing:
             self._failing = False
             log.info("nudge: the API answers again")
-
-
-def _epoch(timestamp: str) -> float:
-    return datetime.fromisoformat(timestamp.replace("Z", "+00:00")).timestamp()

@@ -20,6 +20,10 @@ Cells booked here whose victims are gone while kube-scheduler still finds the po
 after it has surely retried it (``afterSeconds``, at least 330 s) are given back: kube-scheduler refuses the node for what these rules do not
 check, and the log says so; nothing more is booked for the pod while it stays unschedulable.
 
+The pending pods kube-scheduler marked unschedulable are read from the term's
+:class:`~scheduler.cluster.pending.PendingPods` (listed once a term, then followed by a watch of
+them alone, shared with the requeue nudge); given none, each round lists them.
+
 Every replica serves its own kube-scheduler, and the one that leads may call a replica that is
 not this leader: the booking is recorded on the pod (annotation ``cellfit.io/reclaim-booking``,
 :class:`ReclaimRecords`) before any victim is deleted, and every replica's engine keeps the cells
@@ -39,6 +43,7 @@ from scheduler.cells.expiry import REASON as EXPIRY_REASON
 from scheduler.cells.capabilities import GuaranteeKeeping, WaitingGuarantee
 from scheduler.constants import ANNOTATION_RECLAIM_BOOKING, LABEL_PRIORITY, PRIORITY_OPPORTUNISTIC
 from scheduler.cluster.exchange.objects import pod_status_path
+from scheduler.cluster.pending import PendingPods, marked_unschedulable
 from scheduler.core.model import TERMINAL_PHASES, PodInfo
 from scheduler.core.resources import ZERO, Resources, resources_from_quantities
 from scheduler.errors import CellfitError, KubernetesApiError
@@ -52,6 +57,9 @@ NEVER_PREEMPT = "Never"
 # the booking sweep's releases carry too).
 NOT_RECLAIMED = "CellsNotReclaimed"
 BOOKING_RELEASED = EXPIRY_REASON
+# How long a round waits for the pending pods' first list (the reclaim's period): a round whose
+# list has not come is skipped, as one whose list failed.
+FIRST_LIST_WAIT_SECONDS = 5.0
 # What kube-scheduler may refuse a booked node for that the rules here do not check: a pod asking
 # for a host port or a resource other than cores, memory, GPUs and ephemeral storage is never
 # booked (node_rules.unmodelled), so what is left is this.
@@ -71,8 +79,9 @@ class PodPatch(Protocol):
     ) -> bytes: ...
 
 
-class PendingPods(PodPatch, Protocol):
-    """The API calls this makes (scheduler.cluster.api.KubernetesApi)."""
+class StrandedApi(PodPatch, Protocol):
+    """The API calls this makes (scheduler.cluster.api.KubernetesApi); the pending pods' list
+    only when it is given no view of them."""
 
     def list_pending_pods(self, scheduler_name: str) -> bytes: ...
 
@@ -135,9 +144,7 @@ class ReclaimRecords:
 
 def unschedulable(raw_pod_list: bytes) -> list[node_rules.ConstrainedPod]:
     """The pods of a PodList that kube-scheduler found unschedulable and are not being deleted."""
-    return [pod for pod in node_rules.pods_of(raw_pod_list)
-            if not pod.metadata.deletionTimestamp and pod.status is not None and any(
-                c.type == "PodScheduled" and c.status == "False" and c.reason == "Unschedulable" for c in pod.status.conditions or ())]
+    return [pod for pod in node_rules.pods_of(raw_pod_list) if marked_unschedulable(pod)]
 
 
 def opportunistic(pod: PodInfo) -> bool:
@@ -236,13 +243,15 @@ class StrandedGuarantees:
     leader). ``after_seconds``: how long kube-scheduler has had a pod unschedulable, as this
     leader saw it, before its cells are planned among the nodes it may use (a pod HiveD places
     there without victims is kube-scheduler's business: nothing is booked); a pod with nothing
-    booked is tried again after as long."""
+    booked is tried again after as long. ``pending``: the term's view of the pending pods, which
+    its owner starts and stops (None: each round lists them)."""
 
     def __init__(
-        self, *, api: PendingPods, engine: GuaranteeKeeping, pods: PodIndex, lock: threading.RLock, scheduler_name: str,
-        gpu_resource: str, after_seconds: float,
+        self, *, api: StrandedApi, engine: GuaranteeKeeping, pods: PodIndex, lock: threading.RLock, scheduler_name: str,
+        gpu_resource: str, after_seconds: float, pending: PendingPods | None = None,
     ) -> None:
         self._api = api
+        self._pending = pending
         self._engine = engine
         self._pods = pods
         self._lock = lock
@@ -265,7 +274,7 @@ class StrandedGuarantees:
 
     def book(self, *, now: float) -> list[Booked]:
         """One look: the cells booked now."""
-        pending = unschedulable(self._api.list_pending_pods(self._scheduler_name))
+        pending = self._unschedulable()
         self._since = {p.metadata.uid: self._since.get(p.metadata.uid, now) for p in pending}
         self._next_try = {uid: at for uid, at in self._next_try.items() if uid in self._since and at > now}
         self._told &= self._since.keys()
@@ -295,6 +304,16 @@ class StrandedGuarantees:
                 booked.append(done)
                 self._booked[done.pod.uid] = None
         return booked
+
+    def _unschedulable(self) -> Sequence[node_rules.ConstrainedPod]:
+        """The pending pods kube-scheduler marked unschedulable now. Raises
+        :class:`~scheduler.errors.KubernetesApiError` when they are not read (the round is skipped)."""
+        if self._pending is None:
+            return unschedulable(self._api.list_pending_pods(self._scheduler_name))
+        pods = self._pending.marked_unschedulable(wait=FIRST_LIST_WAIT_SECONDS)
+        if pods is None:  # the view's reflector logs why, and retries
+            raise KubernetesApiError("the pending pods are not listed yet")
+        return pods
 
     def _recorded(self, booked: Booked) -> bool:
         """Record the booking on the pod, for every replica's engine, before any victim is

@@ -20,6 +20,7 @@ import pytest
 
 from scheduler.cells import HivedEngine
 from scheduler.cells.capabilities import WaitingGuarantee
+from scheduler.cluster.pending import PendingPods
 from scheduler.cluster.reclaim import ReclaimController
 from scheduler.cluster.stranded import StrandedGuarantees
 from scheduler.config import ReclaimSettings
@@ -71,10 +72,11 @@ class Cluster:
     """VC a and VC b own a rack each; b's opportunistic pods fill all eight nodes (``per_node``
     pods of ``8 / per_node`` GPUs and ``cores`` cores each), all of priority 100 like the
     guaranteed pod ``g`` (VC a, 4 GPUs, ``g_cores`` cores) kube-scheduler finds unschedulable.
-    The nodes' GPUs are ``gpu_resource``, as the policy names them."""
+    The nodes' GPUs are ``gpu_resource``, as the policy names them; ``pending``: the view the
+    reclaim reads the pending pods from (None: it lists ``api.pending`` each round)."""
 
     def __init__(self, *, per_node: int = 1, cores: float = 1, g_cores: float = 1, g_vc: str = "a", g_priority: str | None = None,
-                 gpu_resource: str = "nvidia.com/gpu") -> None:
+                 gpu_resource: str = "nvidia.com/gpu", pending: PendingPods | None = None) -> None:
         self.engine = HivedEngine.from_config(rack_cluster(vcs={"a": [{"cellType": "V100-RACK", "count": 1}],
                                                                 "b": [{"cellType": "V100-RACK", "count": 1}]}))
         self.pods = PodStore()
@@ -89,7 +91,7 @@ class Cluster:
         self.api, self.clock = ClusterApi(gpu_resource=gpu_resource), Clock()
         self.api.pending = [unschedulable(self.g)]
         self.stranded = StrandedGuarantees(api=self.api, engine=self.engine, pods=self.pods, lock=self.lock, scheduler_name=PROFILE,
-                                           gpu_resource=gpu_resource, after_seconds=AFTER)
+                                           gpu_resource=gpu_resource, after_seconds=AFTER, pending=pending)
         self.controller = ReclaimController(api=self.api, engine=self.engine, pods=self.pods, lock=self.lock,
                                             settings=ReclaimSettings(after_seconds=AFTER), scheduler_name=PROFILE, clock=self.clock,
                                             stranded=self.stranded)

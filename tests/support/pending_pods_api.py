@@ -1,10 +1,13 @@
-"""The API server as the requeue nudge meets it (scheduler/cluster/nudge.py): the pending pods of
-one kube-scheduler profile, listed as ``KubernetesApi.list_pending_pods`` lists them and watched
-as ``watch_path`` streams them (from a resourceVersion, with kube-apiserver's watch-cache rules:
-an event for each change, DELETED for a pod that stops matching the field selector, an ERROR 410
-once the version is gone), every call and byte counted; and the signal pods created.
+"""The API server as the leader's readers of pending pods meet it (scheduler/cluster/pending.py,
+the requeue nudge's and the reclaim's view; before it, nudge.py's own watch and stranded.py's list
+at every round): the pending pods of one kube-scheduler profile, listed as
+``KubernetesApi.list_pending_pods`` lists them and watched as ``watch_pending_pods`` (or
+``watch_path`` with their selector) streams them (from a resourceVersion, with kube-apiserver's
+watch-cache rules: an event for each change, DELETED for a pod that stops matching the field
+selector, an ERROR 410 once the version is gone), every call and byte counted; and the signal
+pods created.
 
-It imports nothing of cellfit, so a benchmark can point it at another checkout's nudge."""
+It imports nothing of cellfit, so a benchmark can point it at another checkout's readers."""
 
 from __future__ import annotations
 
@@ -42,7 +45,7 @@ class PendingPodsServer:
         self.signals: list[str] = []
         self.signal_calls = 0
 
-    # ------------------------------------------------------------------ the nudge's calls
+    # ------------------------------------------------------------------ the readers' calls
 
     def list_pending_pods(self, scheduler_name: str) -> bytes:
         assert scheduler_name == "cellfit"
@@ -53,6 +56,10 @@ class PendingPodsServer:
             self.listed_bytes += len(body)
             self._counted.notify_all()
         return body
+
+    def watch_pending_pods(self, scheduler_name: str, *, resource_version: str) -> Iterator[bytes]:
+        assert scheduler_name == "cellfit"
+        return self.watch_path(f"/api/v1/pods?{PENDING_SELECTOR}", resource_version=resource_version)
 
     def watch_path(self, path: str, *, resource_version: str) -> Iterator[bytes]:
         assert path == f"/api/v1/pods?{PENDING_SELECTOR}", path
