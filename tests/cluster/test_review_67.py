@@ -246,14 +246,19 @@ def test_a_renewal_answered_after_shutdown_began_starts_no_term() -> None:
 
 
 class ParkedPods:
-    """The profile's pending pods as the API lists them (one parked by a refused extender call),
-    and the signal pods created."""
+    """The profile's pending pods as the API lists them (one parked by a refused extender call)
+    and watches them (nothing changes until the server closes), and the signal pods created."""
 
     def __init__(self) -> None:
         self.signals: list[str] = []
+        self.closed = threading.Event()
 
     def list_pending_pods(self, scheduler_name: str) -> bytes:
         return listed(pending("train-0", scheduled("False", REFUSED)))
+
+    def watch_pending_pods(self, scheduler_name: str, *, resource_version: str) -> Iterator[bytes]:
+        self.closed.wait()
+        yield from ()
 
     def create_pod(self, *, namespace: str, pod: dict[str, Any]) -> None:
         self.signals.append(pod["metadata"]["name"])
@@ -262,14 +267,33 @@ class ParkedPods:
         pass
 
 
-def test_a_wall_clock_stepped_back_does_not_hold_the_nudge_s_signals_back() -> None:
+@pytest.fixture
+def nudgers() -> Iterator[list[tuple[Nudger, ParkedPods]]]:
+    """Nudgers to stop, and their servers to close, once the test is done: the threads of their
+    views of the pending pods end."""
+    made: list[tuple[Nudger, ParkedPods]] = []
+    yield made
+    for nudger, api in made:
+        nudger.stop()
+        api.closed.set()
+        nudger.join(10)
+    assert not [thread for thread in threading.enumerate() if thread.name == "reflector-pending-pods"]
+
+
+def parked_nudger(nudgers: list[tuple[Nudger, ParkedPods]], api: ParkedPods, settings: NudgeSettings, wall: list[float]) -> Nudger:
+    nudger = Nudger(api=api, settings=settings, namespace="cellfit-system", ready=lambda: True, clock=lambda: wall[0])
+    nudgers.append((nudger, api))
+    return nudger
+
+
+def test_a_wall_clock_stepped_back_does_not_hold_the_nudge_s_signals_back(nudgers: Any) -> None:
     """NTP steps the node's clock back an hour after a signal: the pacer measured its interval
     on the wall clock, so pods parked by a failed extender call got no signal for that hour
     (kube-scheduler's own flush retries them only every 5 minutes)."""
     wall = [T0]
     api = ParkedPods()
     settings = NudgeSettings(min_interval_seconds=10.0)
-    nudger = Nudger(api=api, settings=settings, namespace="cellfit-system", ready=lambda: True, clock=lambda: wall[0])
+    nudger = parked_nudger(nudgers, api, settings, wall)
     assert nudger.pass_once().failed == ("ml/train-0",) and len(api.signals) == 1
     wall[0] -= 3600  # stepped back
     seconds = 0.0
@@ -448,7 +472,7 @@ class SignalPodsUndeletable(ParkedPods):
         raise KubernetesApiError(f'delete pod {namespace}/{name}: pods "{name}" is forbidden (HTTP 403)', status=403)
 
 
-def test_a_signal_pod_that_could_not_be_deleted_counts_as_a_signal_sent() -> None:
+def test_a_signal_pod_that_could_not_be_deleted_counts_as_a_signal_sent(nudgers: Any) -> None:
     """The signal pod was created and its deletion failed: the pass counted no signal, so every
     pass (5 s) created another pod bound to a node that does not exist, past the interval the
     signals keep. The pod garbage collector deletes such a pod, which requeues the parked pods
@@ -456,7 +480,7 @@ def test_a_signal_pod_that_could_not_be_deleted_counts_as_a_signal_sent() -> Non
     wall = [T0]
     api = SignalPodsUndeletable()
     settings = NudgeSettings(min_interval_seconds=30.0)
-    nudger = Nudger(api=api, settings=settings, namespace="cellfit-system", ready=lambda: True, clock=lambda: wall[0])
+    nudger = parked_nudger(nudgers, api, settings, wall)
     for _ in range(int(settings.min_interval_seconds // settings.period_seconds)):
         nudger.pass_once()
         wall[0] += settings.period_seconds
