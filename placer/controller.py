@@ -650,15 +650,23 @@ class PlacerController:
         # A suspended Job's cellfit.io/placement (its user suspended it again, or copied it from
         # a placed Job) starts nothing: a start writes it and unsuspends in one patch, so it is
         # never left half done. The Job waits like any other, and its start writes it anew.
-        if not seconds or _pods(job) < 1:
-            return None  # not estimated yet, or scaled to no pods
-        if text and _estimate_predates(text, configurations_text):
-            return None  # the estimator withdraws it and samples the edited configuration
+        left_out = _why_not_queued(job, seconds=seconds, estimate=text, configurations=configurations_text)
+        if left_out is not None:
+            self._tell_not_queued(job, left_out)
+            return None
         demand = _job_demands(job, configurations_text, self._gpu_resource)
         if demand is None:
             return None
         return WaitingJob(key=key, user=user, arrival=timestamp(job.metadata.creationTimestamp) or now, seconds=known, demand=demand,
                           pods=_pods(job))
+
+    def _tell_not_queued(self, job: Job, why: str) -> None:
+        """A Job AlloX told where it waits, out of its queue now: told why, so that its condition
+        does not go on naming its old place. One it never told waits for its estimate, which the
+        estimator's condition tells."""
+        placed = job.condition(CONDITION_PLACED)
+        if placed is not None and placed.status == "False" and placed.reason in _WAITING_REASONS | {"NotQueued"}:
+            self._tell(job, status="False", reason="NotQueued", message=f"not in AlloX's queue: {why}")
 
     def _tell_running(self, job: Job, kind: str, *, by_allox: bool) -> None:
         """A running Job whose ``Placed`` condition still says it waits (its user unsuspended it,
@@ -934,6 +942,22 @@ def _placed_with(template: bytes, kind: str | None) -> Configuration | None:
     except InvalidAnnotation:
         return None
     return recorded[kind] if kind in recorded else None  # type: ignore[index]
+
+
+# The reasons of a Placed=False condition that tell a Job its place in AlloX's queue.
+_WAITING_REASONS: Final = frozenset({"Queued", "NoMachine", "WaitingForMachine", "WaitingForQuota"})
+
+
+def _why_not_queued(job: Job, *, seconds: Mapping[str, float], estimate: str | None, configurations: str) -> str | None:
+    """Why a suspended Job with configurations does not wait in AlloX's queue (None: it does)."""
+    if not seconds:
+        return f"its {ANNOTATION_ESTIMATE} is missing or unreadable; it waits for the estimator (or its user) to write one"
+    if _pods(job) < 1:
+        return "it runs no pod (spec.parallelism or spec.completions is 0)"
+    if estimate and _estimate_predates(estimate, configurations):
+        return (f"its {ANNOTATION_ESTIMATE} was sampled on a configuration edited since; it waits for the estimator to "
+                "sample the edit")
+    return None
 
 
 @lru_cache(maxsize=8192)

@@ -141,6 +141,11 @@ def test_a_solver_process_that_hangs_is_killed_the_pass_starts_nothing_and_the_n
 def estimated_for(name: str, *, sampled: dict[str, Any], now: dict[str, Any], seconds: dict[str, float]) -> Any:
     """A suspended Job whose cellfit estimate was sampled on the configurations ``sampled`` (each
     entry records its configuration's digest), and whose configurations are ``now``."""
+    return JOB_DECODER.decode(json.dumps(estimated_body(name, sampled=sampled, now=now, seconds=seconds)).encode())
+
+
+def estimated_body(name: str, *, sampled: dict[str, Any], now: dict[str, Any], seconds: dict[str, float]) -> dict[str, Any]:
+    """:func:`estimated_for`'s Job as the API server stores it."""
     parsed = parse_configurations(json.dumps(sampled))
     estimate = {kind: {"seconds": value, "method": "sampled", "configurationDigest": configuration_digest(parsed[kind])}
                 for kind, value in seconds.items()}
@@ -148,7 +153,7 @@ def estimated_for(name: str, *, sampled: dict[str, Any], now: dict[str, Any], se
                          "creationTimestamp": "2026-01-01T00:00:00Z",
                          "annotations": {"cellfit.io/configurations": json.dumps(now), "cellfit.io/estimate": json.dumps(estimate)}},
             "spec": {"suspend": True, "template": {"spec": {"containers": [{"name": "c"}]}}}}
-    return JOB_DECODER.decode(json.dumps(body).encode())
+    return body
 
 
 def test_a_job_whose_configuration_was_edited_since_its_estimate_is_not_started_on_that_estimate() -> None:
@@ -433,3 +438,26 @@ def test_a_solver_process_answering_garbage_starts_each_waiting_job_once_and_the
     assert [name for name, _ in api.patches] == ["a"]
     assert [(s.key, s.kind) for s in decision.starts] == [("alice/a", "gpu")]
     assert [q.key for q in decision.queue] == ["alice/b"]
+
+
+def test_a_queued_job_that_leaves_the_queue_unstarted_is_told_why_not_left_with_its_old_place() -> None:
+    # Told "2nd on cpu, expected start in ~2 min"; then its estimate no longer holds (its user
+    # edited the configuration it was sampled on), or its user scales it to no pods: AlloX
+    # leaves it out, and its condition went on saying 2nd, expected start in ~2 min, for good.
+    one_gpu = {"cpu": {"resources": {"cpu": "6"}}, "gpu": {"resources": {"nvidia.com/gpu": "1"}}}
+    two_gpus = {"cpu": {"resources": {"cpu": "6"}}, "gpu": {"resources": {"nvidia.com/gpu": "2"}}}
+    first = stored_job("first", created=0, cores="6", seconds=100)
+    sampled = estimated_body("edited", sampled=one_gpu, now=one_gpu, seconds={"cpu": 200, "gpu": 5000})
+    api = StatusApi([first, sampled])
+    watch = Jobs(api.watched())
+    server_controller(api, watch).admit()
+    assert api.told["edited"]["reason"] == "Queued"
+    api.edit("edited", lambda body: body["metadata"]["annotations"].update({"cellfit.io/configurations": json.dumps(two_gpus)}))
+    watch.jobs = api.watched()
+    server_controller(api, watch).admit()
+    told = api.told["edited"]
+    assert (told["status"], told["reason"]) == ("False", "NotQueued") and "cellfit.io/estimate" in told["message"], told
+    api.edit("edited", lambda body: body["spec"].update(parallelism=0))
+    watch.jobs = api.watched()
+    server_controller(api, watch).admit()
+    assert api.told["edited"]["reason"] == "NotQueued" and "parallelism" in api.told["edited"]["message"]
