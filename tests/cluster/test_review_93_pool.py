@@ -113,13 +113,16 @@ def test_requests_queued_for_a_connection_give_up_at_their_own_timeout_unsent(se
 
     async def burst() -> list[BaseException | tuple[int, bytes]]:
         answers = await asyncio.gather(*(client.request("GET", "/hang") for _ in range(3)), return_exceptions=True)
+        # The queued requests that gave up left the connection's slot free: the next one goes.
+        answers.append(await client.request("GET", "/pods"))
         client.close()
         return answers
 
-    first, *queued = asyncio.run(burst())
+    first, *queued, after = asyncio.run(burst())
+    assert after == (200, b'{"echo": "/pods"}')
     assert str(first) == f"Kubernetes API did not answer within {TIMEOUT_SECONDS:g}s"
     for answer in queued:
         assert isinstance(answer, loop_http.RequestNotSent), answer
         assert str(answer) == (f"Kubernetes API request not sent: no connection to it came free or opened within {TIMEOUT_SECONDS:g}s "
                                "(all 1 in use, or connecting)")
-    assert len(recorder.requests) == 1
+    assert [request["path"] for request in recorder.requests] == ["/hang", "/pods"]
