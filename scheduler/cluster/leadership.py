@@ -299,8 +299,12 @@ class LeaderElector:
 
     def _watch_deadline(self) -> None:
         """Ends the term at the renew deadline while a round is stuck in a call to the API (a
-        black-holed connection holds it for the client's timeout and retries, past the lease)."""
-        while not self._stop.wait(self._settings.retry_period_seconds / 4):
+        black-holed connection holds it for the client's timeout and retries, past the lease).
+        It looks often enough to end the term in the first half of the margin between the
+        deadline and the lease, however narrow the settings make it."""
+        settings = self._settings
+        period = min(settings.retry_period_seconds / 4, (settings.lease_duration_seconds - settings.renew_deadline_seconds) / 2)
+        while not self._stop.wait(period):
             self._end_term_if_overdue()
 
     def _overdue(self) -> bool:

@@ -6,11 +6,13 @@ by round on a shared clock; after every replica's round, at most one may lead.""
 from __future__ import annotations
 
 import json
+import threading
 from typing import Any
 
 import pytest
 
-from tests.unit.test_leadership import Clock, LeaseStore, Replica, rounds
+from scheduler.cluster.leadership import LeaderElector
+from tests.unit.test_leadership import SETTINGS, Clock, LeaseStore, Replica, rounds
 
 LEASE = "cellfit-controllers"
 
@@ -93,3 +95,37 @@ def test_a_lease_duration_shortened_by_hand_does_not_let_the_standby_take_a_livi
     campaign(clock, [b, a], seconds=30, leaders=leaders)
     assert all(len(who) <= 1 for who in leaders), leaders
     assert store.holder() == "a" and b.events == []
+
+
+class ClockedStop(threading.Event):
+    """The elector's stop event in the test's thread: each wait passes its timeout on the clock
+    at once, and answers "stop" once the term has ended."""
+
+    def __init__(self, clock: Clock, ended: list[float]) -> None:
+        super().__init__()
+        self._clock = clock
+        self._ended = ended
+
+    def wait(self, timeout: float | None = None) -> bool:
+        if self._ended:
+            return True
+        self._clock.seconds += timeout or 0.0
+        return False
+
+
+def test_a_renew_deadline_close_to_the_lease_still_ends_the_term_before_the_lease_lapses() -> None:
+    """``renewDeadlineSeconds: 14.8`` with a 15 s lease is accepted (retry < renew < lease). The
+    watchdog looked every quarter of the retry period (0.5 s), so a leader whose renewals hung
+    ended its term at 15.0 s after its last renewal was sent: a standby that read that renewal
+    at once may take the Lease then, and both led. The watchdog looks often enough to end the
+    term between the deadline and the lease."""
+    clock, store = Clock(), LeaseStore()
+    ended: list[float] = []
+    settings = SETTINGS.model_copy(update={"identity": "a", "renew_deadline_seconds": 14.8})
+    elector = LeaderElector(api=store, settings=settings, on_started=lambda: None, on_stopped=lambda: ended.append(clock.seconds),
+                            monotonic=clock.monotonic, wall=clock.wall)
+    elector.campaign_once()  # took the Lease: its write was sent at 0
+    assert elector.leading
+    elector._stop = ClockedStop(clock, ended)  # then every renewal hangs: only the watchdog acts
+    elector._watch_deadline()
+    assert len(ended) == 1 and settings.renew_deadline_seconds < ended[0] < settings.lease_duration_seconds, ended
