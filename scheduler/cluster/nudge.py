@@ -290,7 +290,8 @@ class Nudger:
         self._on_signal = on_signal
         self._pacer = SignalPacer(min_interval=settings.min_interval_seconds)
         self._own_pending = pending is None
-        self._pending = pending if pending is not None else PendingPods(api=api, scheduler_name=settings.scheduler_name)
+        self._pending = pending if pending is not None else PendingPods(
+            api=api, scheduler_name=settings.scheduler_name, constrained=False)
         self._stop = threading.Event()
         self._failing = False
         self.term_began: float | None = None  # when this cellfit took charge: leading and synced

@@ -250,6 +250,8 @@ class StrandedGuarantees:
         self, *, api: StrandedApi, engine: GuaranteeKeeping, pods: PodIndex, lock: threading.RLock, scheduler_name: str,
         gpu_resource: str, after_seconds: float, pending: PendingPods | None = None,
     ) -> None:
+        if pending is not None and not pending.constrained:
+            raise ValueError("the reclaim reads the pending pods' specs: its view must be built with constrained=True")
         self._api = api
         self._pending = pending
         self._engine = engine

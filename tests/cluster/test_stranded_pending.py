@@ -214,6 +214,18 @@ def test_a_watch_that_lost_its_place_is_relisted_once_and_the_rounds_follow(view
     assert set(booked(twins.watching)) == {"g"}
 
 
+def test_the_nudge_s_own_view_keeps_no_specs_and_the_reclaim_refuses_it(views: Any):
+    server = PendingPodsServer([written(pod("g", 4))])
+    view = PendingPods(api=server, scheduler_name=PROFILE, constrained=False)
+    views.append((view, server))
+    nudged = view.unschedulable(wait=10)
+    assert nudged is not None and [found.key for found in nudged] == ["ns/g"]
+    with pytest.raises(ValueError, match="constrained"):
+        view.marked_unschedulable(wait=0)
+    with pytest.raises(ValueError, match="constrained"):
+        Cluster(pending=view)
+
+
 def test_a_round_before_the_first_list_books_nothing_and_says_so(caplog: pytest.LogCaptureFixture):
     view = PendingPods(api=PendingPodsServer([]), scheduler_name=PROFILE)
     view.stop()  # stopped before it began: it never lists
