@@ -11,8 +11,9 @@ every pending pod every 5 s was, with 5,000 pending pods of ~2.2 KB, 12 lists an
 minute from the leader, for each reader, for as long as they waited
 (tests/benchmarks/bench_nudge_api.py counts both ways).
 
-One :class:`PendingPods` a term serves both readers (the term's drivers start and stop it),
-each reading its own part of every pod, decoded once per change:
+One :class:`PendingPods` serves both readers when both are given it (``pending=``; a term's
+driver, which starts and stops with the term), each reading its own part of every pod, decoded
+once per change (a nudge given none keeps its own, without the reclaim's part):
 
 - the nudge: each pod with a PodScheduled=False condition and its time, with that time and the
   condition's message (:class:`UnschedulablePod`);
