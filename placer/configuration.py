@@ -160,6 +160,11 @@ def _resources(body: object, *, where: str) -> tuple[dict[str, str], dict[str, s
         limits = {name: amount for name, amount in requests.items() if name not in _OVERCOMMITTABLE}
     if not requests and not limits:
         raise InvalidAnnotation("names no resource", field=where)
+    asked = {**requests, **limits}
+    hugepages = sorted(name for name in asked if name.startswith("hugepages-"))
+    if hugepages and RESOURCE_CPU not in asked and RESOURCE_MEMORY not in asked:
+        # As the API server refuses such a container.
+        raise InvalidAnnotation("hugepages need cpu or memory asked beside them", field=f"{where}.{hugepages[0]}")
     return requests, limits
 
 

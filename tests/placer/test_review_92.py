@@ -461,3 +461,12 @@ def test_a_queued_job_that_leaves_the_queue_unstarted_is_told_why_not_left_with_
     watch.jobs = api.watched()
     server_controller(api, watch).admit()
     assert api.told["edited"]["reason"] == "NotQueued" and "parallelism" in api.told["edited"]["message"]
+
+
+def test_hugepages_without_cpu_or_memory_are_refused_naming_the_field() -> None:
+    # The API server refuses a container asking hugepages and neither CPU nor memory; through
+    # the webhook mechanism each pod of the started Job was refused at creation.
+    with pytest.raises(InvalidAnnotation) as caught:
+        parse_configurations(json.dumps({"cpu": {"resources": {"hugepages-2Mi": "2Mi"}}}))
+    assert caught.value.field == "cellfit.io/configurations.cpu.resources.hugepages-2Mi"
+    parse_configurations(json.dumps({"cpu": {"resources": {"hugepages-2Mi": "2Mi", "memory": "1Gi"}}}))
