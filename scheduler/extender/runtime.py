@@ -31,6 +31,7 @@ from scheduler.core.pods import PodStore
 from scheduler.errors import CellfitError, ConfigError, KubernetesApiError
 from scheduler.cluster.priority_class import PriorityClassLookup
 from scheduler.cluster.reclaim import ReclaimController
+from scheduler.cluster.pending import PendingPods
 from scheduler.cluster.stranded import StrandedGuarantees
 from scheduler.composition import Composition, assemble, compose_cells
 from scheduler.extender.admission import PodAdmission
@@ -305,7 +306,8 @@ def build_runtime(settings: Settings, *, api: KubernetesApi | None = None, stand
 def _leadership(
     settings: Settings, api: KubernetesApi | None, cache: ClusterCache | None, metrics: ExtenderMetrics,
     *, hived: Cells | None = None, lock: threading.RLock | None = None, quotas: ExchangeQuotas | None = None,
-    count_preemption: Callable[[str], None] | None = None, reclaimer: Callable[[KubernetesApi], ReclaimController] | None = None,
+    count_preemption: Callable[[str], None] | None = None,
+    reclaimer: Callable[[KubernetesApi, PendingPods], ReclaimController] | None = None,
 ) -> tuple[Terms | None, LeaderElector | None]:
     """The live drivers, built afresh for each term, and the election on the controllers' Lease
     that begins and ends the terms (scheduler/cluster/leadership.py). Every replica serves the
@@ -319,14 +321,18 @@ def _leadership(
     def build() -> list[Driver]:
         estimator = _estimator(settings, connected, watched, metrics)
         placer = _placer(settings, connected, watched, estimator, metrics, hived=hived, lock=lock)
-        nudger = _nudger(settings, connected, watched, metrics, namespace=namespace)
+        # One list and watch of the profile's pending pods a term, which the nudge and the
+        # reclaim both read (scheduler/cluster/pending.py); started first, stopped last.
+        pending = PendingPods(api=connected, scheduler_name=settings.nudge.scheduler_name, constrained=reclaimer is not None)
+        nudger = _nudger(settings, connected, watched, metrics, namespace=namespace, pending=pending)
         exchange = None
         if quotas is not None and hived is not None and lock is not None:
             exchange = ExchangeController(api=connected, quotas=quotas, engine=hived, lock=lock, settings=settings.exchange,
                                           signal_image=settings.nudge.signal_image,
                                           on_preempt=count_preemption)
-        reclaim = reclaimer(connected) if reclaimer is not None else None
-        return [driver for driver in (estimator, placer, nudger, exchange, reclaim) if driver is not None]
+        reclaim = reclaimer(connected, pending) if reclaimer is not None else None
+        readers = nudger is not None or reclaim is not None
+        return [driver for driver in (pending if readers else None, estimator, placer, nudger, exchange, reclaim) if driver is not None]
 
     terms = Terms(build)
     if not election.enabled:
@@ -345,7 +351,7 @@ def _leadership(
 
 def _reclaimer(
     settings: Settings, composition: Composition, metrics: ExtenderMetrics, *, lock: threading.RLock, cache: ClusterCache | None
-) -> Callable[[KubernetesApi], ReclaimController] | None:
+) -> Callable[[KubernetesApi, PendingPods], ReclaimController] | None:
     """HiveD's reclaim of the cells kube-scheduler will not preempt for (scheduler/cluster/reclaim.py),
     built afresh for each term; None standalone, under resource fit or with reclaim.enabled false."""
     cells, pods = composition.cells, composition.pods
@@ -361,9 +367,10 @@ def _reclaimer(
     )
     scheduler_name = settings.nudge.scheduler_name
 
-    def build(api: KubernetesApi) -> ReclaimController:
+    def build(api: KubernetesApi, pending: PendingPods) -> ReclaimController:
         stranded = StrandedGuarantees(api=api, engine=cells, pods=pods, lock=lock, scheduler_name=scheduler_name,
-                                      gpu_resource=settings.policy.gpu_resource_name, after_seconds=settings.reclaim.after_seconds)
+                                      gpu_resource=settings.policy.gpu_resource_name, after_seconds=settings.reclaim.after_seconds,
+                                      pending=pending)
         return ReclaimController(api=api, engine=cells, pods=pods, lock=lock, settings=settings.reclaim,
                                  scheduler_name=scheduler_name, on_reclaim=lambda vc: reclaimed.labels(vc=vc).inc(),
                                  remember_victims=remember_victims, stranded=stranded)
@@ -372,17 +379,18 @@ def _reclaimer(
 
 
 def _nudger(
-    settings: Settings, api: KubernetesApi, cache: ClusterCache, metrics: ExtenderMetrics, *, namespace: str
+    settings: Settings, api: KubernetesApi, cache: ClusterCache, metrics: ExtenderMetrics, *, namespace: str, pending: PendingPods
 ) -> Nudger | None:
     """The requeue nudge: pods kube-scheduler parked while cellfit was away are retried within
-    seconds (its signal pod lives in ``namespace``, the Lease's)."""
+    seconds (its signal pod lives in ``namespace``, the Lease's); it reads the term's ``pending``."""
     if not settings.nudge.enabled:
         return None
 
     def signalled(found: Parked) -> None:
         metrics.requeue_signals.labels(reason="failed" if found.failed else "stale").inc()
 
-    return Nudger(api=api, settings=settings.nudge, namespace=namespace, ready=lambda: cache.ready()[0], on_signal=signalled)
+    return Nudger(api=api, settings=settings.nudge, namespace=namespace, ready=lambda: cache.ready()[0], on_signal=signalled,
+                  pending=pending)
 
 
 def _victim_requeue(
