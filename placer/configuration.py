@@ -138,7 +138,7 @@ def _configuration(kind: ConfigurationKind, body: object, *, where: str) -> Conf
         kind=kind,
         requests=_frozen(requests),
         limits=_frozen(limits),
-        env=_frozen(_string_map(body.get("env", {}), where=f"{where}.env")),
+        env=_frozen(_env(body.get("env", {}), where=f"{where}.env")),
         node_selector=_frozen(_string_map(body.get("nodeSelector", {}), where=f"{where}.nodeSelector")),
         tolerations=tuple(MappingProxyType(dict(t)) for t in tolerations),
         annotations=_frozen(_string_map(body.get("annotations", {}), where=f"{where}.annotations")),
@@ -227,6 +227,16 @@ def _quantities(body: object, *, where: str) -> dict[str, str]:
             raise InvalidAnnotation(str(error).removeprefix(f"{place}: "), field=place) from None
         quantities[name] = str(amount)
     return quantities
+
+
+def _env(body: object, *, where: str) -> dict[str, str]:
+    """Env variables by name: a name is printable ASCII without '=' (the API server refuses any
+    other, and the webhook mechanism sets env only as each pod is created: every pod refused)."""
+    env = _string_map(body, where=where)
+    for name in env:
+        if "=" in name or not all(" " <= character <= "~" for character in name):
+            raise InvalidAnnotation("is no env variable name: printable ASCII without '='", field=f"{where}.{name}")
+    return env
 
 
 def _string_map(body: object, *, where: str) -> dict[str, str]:

@@ -470,3 +470,13 @@ def test_hugepages_without_cpu_or_memory_are_refused_naming_the_field() -> None:
         parse_configurations(json.dumps({"cpu": {"resources": {"hugepages-2Mi": "2Mi"}}}))
     assert caught.value.field == "cellfit.io/configurations.cpu.resources.hugepages-2Mi"
     parse_configurations(json.dumps({"cpu": {"resources": {"hugepages-2Mi": "2Mi", "memory": "1Gi"}}}))
+
+
+@pytest.mark.parametrize("name", ["A=B", "TAB\there", "ÜBER"])
+def test_an_env_name_the_api_server_refuses_is_refused_naming_the_field(name: str) -> None:
+    # Env is what the webhook mechanism sets at pod creation (the template's containers cannot
+    # change): a name the API server refuses passed the start, then refused every pod.
+    with pytest.raises(InvalidAnnotation) as caught:
+        parse_configurations(json.dumps({"gpu": {"resources": {"nvidia.com/gpu": "1"}, "env": {name: "1"}}}))
+    assert caught.value.field == f"cellfit.io/configurations.gpu.env.{name}"
+    parse_configurations(json.dumps({"gpu": {"resources": {"nvidia.com/gpu": "1"}, "env": {"my-var.1 x": "1", "_A": "="}}}))
