@@ -21,6 +21,7 @@ from urllib.parse import quote
 
 import msgspec
 import urllib3
+import yaml
 
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
@@ -120,6 +121,10 @@ class KubernetesApi:
             )
         except (k8s_config.ConfigException, OSError, ValueError) as error:
             raise ConfigError(f"cluster.kubeconfig: {path} is unusable: {error}") from None
+        token_file = _token_file_of(Path(path), context=settings.context)
+        if token_file is not None:
+            # The client's stubs type the hook as None; it calls whatever is set with the configuration.
+            configuration.refresh_api_key_hook = TokenFileRefresh(token_file)  # type: ignore[assignment]
         return cls(k8s.ApiClient(configuration), settings=settings, source=f"kubeconfig {path}")
 
     # ------------------------------------------------------------------ list and watch
@@ -590,6 +595,43 @@ def _lines(response: Any) -> Iterator[bytes]:
                 yield line
     if pending.strip():
         yield pending
+
+
+class TokenFileRefresh:
+    """The refresh hook of a kubeconfig user's ``tokenFile``: the file read again whenever it
+    changed (a rotated projected token), its content trimmed, as client-go does. The Kubernetes
+    client reads it once, at load; its own hook then keeps setting that first token. A file that
+    cannot be read keeps the last token (a rotation replacing it)."""
+
+    def __init__(self, path: Path) -> None:
+        self._path = path
+        self._seen: tuple[int, int, int] | None = None
+
+    def __call__(self, configuration: k8s.Configuration) -> None:
+        try:
+            stat = self._path.stat()
+            changed = (stat.st_ino, stat.st_mtime_ns, stat.st_size) != self._seen
+            token = self._path.read_text().strip() if changed else None
+        except OSError as error:
+            log.warning("the kubeconfig's token file could not be read; the last token is sent", extra={"reason": str(error)})
+            return
+        if token:
+            configuration.api_key["BearerToken"] = f"Bearer {token}"
+            self._seen = (stat.st_ino, stat.st_mtime_ns, stat.st_size)
+
+
+def _token_file_of(kubeconfig: Path, *, context: str | None) -> Path | None:
+    """The ``tokenFile`` of the kubeconfig's user in ``context`` (else its current context),
+    relative to the kubeconfig's folder; None when it has none. The file was loaded by the
+    Kubernetes client already: it parses."""
+    try:
+        document = yaml.safe_load(kubeconfig.read_text()) or {}
+        name = context or document.get("current-context")
+        user = next(c["context"].get("user") for c in document.get("contexts") or () if c.get("name") == name)
+        token_file = next(u["user"].get("tokenFile") for u in document.get("users") or () if u.get("name") == user)
+    except (OSError, yaml.YAMLError, StopIteration, KeyError, TypeError, AttributeError):
+        return None
+    return kubeconfig.parent / token_file if isinstance(token_file, str) and token_file else None
 
 
 def _in_cluster() -> bool:

@@ -14,6 +14,8 @@ from typing import Iterator
 import pytest
 
 from scheduler.cluster import loop_http
+from scheduler.cluster.api import KubernetesApi
+from scheduler.config import ClusterSettings
 from scheduler.errors import KubernetesApiError
 from tests.cluster.test_loop_http import client_for, event_loop_kind, server  # noqa: F401 - fixtures
 
@@ -126,3 +128,28 @@ def test_requests_queued_for_a_connection_give_up_at_their_own_timeout_unsent(se
         assert str(answer) == (f"Kubernetes API request not sent: no connection to it came free or opened within {TIMEOUT_SECONDS:g}s "
                                "(all 1 in use, or connecting)")
     assert [request["path"] for request in recorder.requests] == ["/hang", "/pods"]
+
+
+def test_a_kubeconfig_token_file_rewritten_is_sent_from_then_on(server, tmp_path) -> None:  # noqa: F811
+    """A kubeconfig whose user reads its token from a file (``tokenFile``, a projected token
+    rotated beside cellfit): the Kubernetes client reads the file once, at load, and cellfit
+    sent the first token for as long as it ran; once it expired, every list, watch and bind was
+    refused (HTTP 401) until a restart. client-go reads such a file again as it changes; so
+    does cellfit now, on the client's own path at once and on the bind path within its
+    credentials refresh."""
+    httpd, recorder = server
+    token = tmp_path / "token"
+    token.write_text("first-token")
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: here\n"
+        f"clusters: [{{name: here, cluster: {{server: 'http://127.0.0.1:{httpd.server_address[1]}'}}}}]\n"
+        "users: [{name: cellfit, user: {tokenFile: token}}]\n"  # relative to the kubeconfig's folder
+        "contexts: [{name: here, context: {cluster: here, user: cellfit}}]\n"
+    )
+    api = KubernetesApi.connect(ClusterSettings(mode="kubeconfig", kubeconfig=str(kubeconfig)))
+    assert api is not None
+    api.get_priority_class("cellfit-trial")
+    token.write_text("rotated-token\n")  # as `echo` writes it: client-go trims it, so does cellfit
+    api.get_priority_class("cellfit-trial")
+    assert [request["headers"]["authorization"] for request in recorder.requests] == ["Bearer first-token", "Bearer rotated-token"]
