@@ -290,12 +290,22 @@ class LeaderElector:
             # take the Lease (it counts from the commit, at most from when the write was sent).
             if renewed_at is not None and not self._overdue():
                 if not self.leading:
-                    self.leading = True
-                    log.info("leading: starting the controllers", extra={"lease": f"{self.namespace}/{self.name}", "identity": self.identity})
-                    self._changed(True)
-                    self._on_started()
+                    self._begin_term()
             else:
                 self._end_term_if_overdue()
+
+    def _begin_term(self) -> None:
+        """Under the term lock. Controllers that fail to start end the term at once: a leader
+        renewing the Lease with none running would keep every replica's controllers off. The
+        next round, still holding the Lease, begins it again."""
+        self.leading = True
+        log.info("leading: starting the controllers", extra={"lease": f"{self.namespace}/{self.name}", "identity": self.identity})
+        self._changed(True)
+        try:
+            self._on_started()
+        except Exception:  # noqa: BLE001 - any failure: the term cannot run as it is
+            log.exception("the controllers did not start; trying again at the next round")
+            self._end_term("the controllers did not start")
 
     def _watch_deadline(self) -> None:
         """Ends the term at the renew deadline while a round is stuck in a call to the API (a

@@ -129,3 +129,25 @@ def test_a_renew_deadline_close_to_the_lease_still_ends_the_term_before_the_leas
     elector._stop = ClockedStop(clock, ended)  # then every renewal hangs: only the watchdog acts
     elector._watch_deadline()
     assert len(ended) == 1 and settings.renew_deadline_seconds < ended[0] < settings.lease_duration_seconds, ended
+
+
+def test_controllers_that_fail_to_start_are_started_again_at_the_next_round(world: Any) -> None:
+    """Building a term's drivers failed (an API call in a driver's construction, a defect): the
+    replica went on holding and renewing the Lease as the leader with no controller running, so
+    no replica ran the estimator, the placer or the reclaim until it restarted. The term ends
+    at once, and the next round begins it again."""
+    clock, store, a, _ = world
+    attempts: list[str] = []
+
+    def start() -> None:
+        attempts.append("start")
+        if len(attempts) == 1:
+            raise RuntimeError("the estimator's first list failed")
+
+    elector = LeaderElector(api=store, settings=SETTINGS.model_copy(update={"identity": "a"}), on_started=start,
+                            on_stopped=lambda: attempts.append("stop"), monotonic=clock.monotonic, wall=clock.wall)
+    elector.campaign_once()
+    assert not elector.leading and attempts == ["start", "stop"]
+    clock.seconds += 2
+    elector.campaign_once()
+    assert elector.leading and attempts == ["start", "stop", "start"]
