@@ -315,7 +315,10 @@ class LeaderElector:
         settings = self._settings
         period = min(settings.retry_period_seconds / 4, (settings.lease_duration_seconds - settings.renew_deadline_seconds) / 2)
         while not self._stop.wait(period):
-            self._end_term_if_overdue()
+            try:
+                self._end_term_if_overdue()
+            except Exception:  # the term ended all the same; this thread must outlive it
+                log.exception("ending the term at the renew deadline failed")
 
     def _overdue(self) -> bool:
         return self._monotonic() - self._renewed_at > self._settings.renew_deadline_seconds
@@ -471,7 +474,10 @@ class Terms:
         with self._lock:
             drivers, self._drivers = self._drivers, ()
             for driver in reversed(drivers):
-                driver.stop()
+                try:
+                    driver.stop()
+                except Exception:  # noqa: BLE001 - the others must stop all the same
+                    log.exception("a controller did not stop cleanly", extra={"driver": type(driver).__name__})
 
     def in_term(self) -> Callable[[], bool]:
         """Whether the term under way now (called from ``build``: the term being built) lasts

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from scheduler.cluster.leadership import LeaderElector
+from scheduler.cluster.leadership import LeaderElector, Terms
 from tests.unit.test_leadership import SETTINGS, Clock, LeaseStore, Replica, rounds
 
 LEASE = "cellfit-controllers"
@@ -151,3 +151,46 @@ def test_controllers_that_fail_to_start_are_started_again_at_the_next_round(worl
     clock.seconds += 2
     elector.campaign_once()
     assert elector.leading and attempts == ["start", "stop", "start"]
+
+
+def test_a_driver_whose_stop_fails_does_not_keep_the_others_running() -> None:
+    """Terms.end stopped the drivers last-built first and gave up at the first stop() that
+    raised: the drivers built before it (the estimator, the placer) ran on after the term ended,
+    beside the next leader's."""
+    log: list[str] = []
+
+    class Named:
+        def __init__(self, name: str, *, fails: bool = False) -> None:
+            self.name, self.fails = name, fails
+
+        def start(self) -> None:
+            log.append(f"start {self.name}")
+
+        def stop(self) -> None:
+            log.append(f"stop {self.name}")
+            if self.fails:
+                raise RuntimeError(f"{self.name} could not stop")
+
+    terms = Terms(lambda: [Named("estimator"), Named("placer"), Named("reclaim", fails=True)])
+    terms.begin()
+    terms.end()
+    assert log == ["start estimator", "start placer", "start reclaim", "stop reclaim", "stop placer", "stop estimator"]
+    assert not terms.drivers
+
+
+def test_the_deadline_watchdog_outlives_a_term_end_that_fails() -> None:
+    """The watchdog thread ended the term and its on_stopped raised: the exception ended the
+    thread, and no later term of this replica had a renew deadline enforced while a renewal hung."""
+    clock, store = Clock(), LeaseStore()
+    ended: list[float] = []
+
+    def stopped() -> None:
+        ended.append(clock.seconds)
+        raise RuntimeError("a driver could not stop")
+
+    elector = LeaderElector(api=store, settings=SETTINGS.model_copy(update={"identity": "a"}), on_started=lambda: None,
+                            on_stopped=stopped, monotonic=clock.monotonic, wall=clock.wall)
+    elector.campaign_once()
+    elector._stop = ClockedStop(clock, ended)
+    elector._watch_deadline()  # returns once the term has ended, as a stop would
+    assert not elector.leading and len(ended) == 1
