@@ -633,16 +633,13 @@ class PlacerController:
             if job.metadata.uid not in self._started:  # else its start tells it, this pass or the last
                 self._tell_running(job, kind, by_allox=ANNOTATION_PLACEMENT in annotations)
             self._started.pop(job.metadata.uid, None)
-            if kind not in seconds or kind not in parsed:
-                return None  # no ω known: its pods hold their capacity, that is all
             started = timestamp(job.status.startTime if job.status else None) or now
-            demand = _job_demands(job, configurations_text, self._gpu_resource)
-            if demand is None:
-                return None
-            return RunningJob(key=key, user=user, kind=kind, started=started, seconds=known, demand=demand, pods=max(_pods(job), 1))
+            return self._running(job, key=key, user=user, kind=kind, started=started, known=known, configurations=configurations_text)
         if start is not None:
             if (job.metadata.resourceVersion or "") == start[1]:
-                return None  # started by this process; the watch has not shown the unsuspend yet
+                # Started by this process, the watch not showing the unsuspend yet: it runs from
+                # now, and holds its machines (no pod of it may be seen yet).
+                return self._running(job, key=key, user=user, kind=start[0], started=now, known=known, configurations=configurations_text)
             # Suspended at a version after the start's (which unsuspended it): suspended again
             # by its user, or a tool, before the watch showed it running. It waits again.
             with self._lock:
@@ -659,6 +656,18 @@ class PlacerController:
             return None
         return WaitingJob(key=key, user=user, arrival=timestamp(job.metadata.creationTimestamp) or now, seconds=known, demand=demand,
                           pods=_pods(job))
+
+    def _running(
+        self, job: Job, *, key: str, user: str, kind: str, started: float, known: Mapping[str, float], configurations: str
+    ) -> RunningJob | None:
+        """The Job running on ``kind`` since ``started``; None when no estimate of that kind
+        gives its ω (its pods hold their capacity, that is all)."""
+        if kind not in known:
+            return None
+        demand = _job_demands(job, configurations, self._gpu_resource)
+        if demand is None:
+            return None
+        return RunningJob(key=key, user=user, kind=kind, started=started, seconds=known, demand=demand, pods=max(_pods(job), 1))
 
     def _tell_not_queued(self, job: Job, why: str) -> None:
         """A Job AlloX told where it waits, out of its queue now: told why, so that its condition

@@ -480,3 +480,18 @@ def test_an_env_name_the_api_server_refuses_is_refused_naming_the_field(name: st
         parse_configurations(json.dumps({"gpu": {"resources": {"nvidia.com/gpu": "1"}, "env": {name: "1"}}}))
     assert caught.value.field == f"cellfit.io/configurations.gpu.env.{name}"
     parse_configurations(json.dumps({"gpu": {"resources": {"nvidia.com/gpu": "1"}, "env": {"my-var.1 x": "1", "_A": "="}}}))
+
+
+def test_a_job_started_before_the_watch_shows_it_holds_its_machine_meanwhile() -> None:
+    # AlloX starts a on the one GPU; a pass runs before the watch shows a unsuspended (the
+    # resync timer, another Job's change). a was neither waiting nor running in it, its GPU read
+    # idle (no pod of a's yet), and b was started onto the same GPU.
+    api = RecordingApi()
+    first = job("a", created=0, cpu=1000, gpu=100, version="1")
+    placer = controller(api, [first], gpus=1, mechanism="template")
+    (start,) = placer.admit().starts
+    assert (start.key, start.kind) == ("alice/a", "gpu")
+    placer._jobs = Jobs([first, job("b", created=1, cpu=1000, gpu=100, version="1")])  # a as read before its start
+    decision = placer.admit()
+    assert decision.starts == () and [name for name, _ in api.patches] == ["a"]
+    assert [(q.key, q.kind) for q in decision.queue] == [("alice/b", "gpu")]
