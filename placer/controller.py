@@ -913,7 +913,8 @@ def _template_immutable(error: KubernetesApiError) -> bool:
     webhook mechanism makes at pod creation instead. Any other refusal (a value invalid in the
     pod, an admission policy) would refuse every pod the webhook rewrites as well, or the guard
     that failed would fail again."""
-    return error.status == 422 and "field is immutable" in str(error) and not any(path in str(error) for path in _GUARDED_PATHS)
+    text = str(error)
+    return error.status == 422 and "immutable" in text and not any(path in text for path in _GUARDED_PATHS)
 
 
 def _refuses_job(error: KubernetesApiError) -> bool:
