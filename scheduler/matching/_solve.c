@@ -245,11 +245,13 @@ static PyObject *vacancy_needs(PyObject *self, PyObject *args) {
                 double own = times[i * kind_count + kind], time = times[i * kind_count + other];
                 int usable = isfinite(own) && isfinite(time) && time > 0;
                 double limit = usable ? own + shift : 0.0, step = usable ? time : 1.0;
-                double terms = floor((limit > 0.0 ? limit : 0.0) / step);
-                if (terms > largest) largest = terms;
-                beyond += terms > 64.0;
+                /* floor(x) for x >= 0, read off x itself (no libm): floor(x) > 64 when x >= 65,
+                 * and the largest floor is the floor of the largest x. */
+                double ratio = (limit > 0.0 ? limit : 0.0) / step;
+                if (ratio > largest) largest = ratio;
+                beyond += ratio >= 65.0;
             }
-            int64_t terms = largest > 64.0 ? 64 : (int64_t)largest;
+            int64_t terms = largest >= 64.0 ? 64 : (int64_t)largest;
             for (Py_ssize_t i = 0; i < rows; i++) {
                 double own = times[i * kind_count + kind], time = times[i * kind_count + other];
                 int usable = isfinite(own) && isfinite(time) && time > 0;

@@ -47,7 +47,7 @@ try:
 except ImportError:  # pragma: no cover - the package was installed without its C extension
     _built = None
 
-native = _built  # the extension in use: None writes uncontended plans in NumPy (the tests compare both)
+native = _built  # the extension in use: None: the uncontended plans and the vacancy need in NumPy (the tests compare both)
 
 
 @dataclass(frozen=True, slots=True)
