@@ -28,14 +28,17 @@ from estimator.objects import (
     LABEL_SAMPLE,
     LABEL_SAMPLE_JOB,
 )
+from scheduler.constants import LABEL_PLACEMENT
 from estimator.planner import CreateSample
 from placer.configuration import Configuration
 from placer.rewrite import apply_configuration
 
-# Labels the Job controller selects its pods by: a sampling pod must not carry them, or the Job
-# would count it as one of its own.
-_JOB_CONTROLLER_LABELS: Final = frozenset(
-    {"controller-uid", "batch.kubernetes.io/controller-uid", "job-name", "batch.kubernetes.io/job-name"}
+# Labels a sampling pod never carries: those the Job controller selects its pods by (the Job
+# would count it as one of its own), and the placement label of a Job AlloX placed before (the
+# pod-create webhook rewrites every pod so labelled into that placement's configuration: a CPU
+# sample would run as a GPU pod).
+_LABELS_NOT_COPIED: Final = frozenset(
+    {"controller-uid", "batch.kubernetes.io/controller-uid", "job-name", "batch.kubernetes.io/job-name", LABEL_PLACEMENT}
 )
 ANNOTATION_COMPLETION_INDEX: Final = "batch.kubernetes.io/job-completion-index"
 _MAX_NAME: Final = 63
@@ -101,7 +104,7 @@ def build_sample_pod(
         },
     )
     metadata = pod["metadata"]
-    metadata["labels"] = {k: v for k, v in metadata.get("labels", {}).items() if k not in _JOB_CONTROLLER_LABELS}
+    metadata["labels"] = {k: v for k, v in metadata.get("labels", {}).items() if k not in _LABELS_NOT_COPIED}
     metadata["name"] = sample_pod_name(job_name=job_name, job_uid=job_uid, digest=digest, run=run)
     metadata["namespace"] = job_namespace
     metadata.pop("generateName", None)

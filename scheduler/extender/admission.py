@@ -18,6 +18,7 @@ import logging
 import threading
 from typing import Protocol
 
+from estimator.objects import LABEL_SAMPLE
 from placer.configuration import parse_configurations
 from placer.patch import placement_patch
 from scheduler.constants import ANNOTATION_CONFIGURATIONS, LABEL_PLACEMENT
@@ -76,14 +77,16 @@ class PodAdmission:
         return "resumed" if any(op["path"] in ("/spec/priorityClassName", "/spec/priority") for op in patch) else "placed"
 
     def _placement_patch(self, request: wire.AdmissionRequest, body: bytes) -> list[dict[str, object]]:
-        """A pod of a Job AlloX placed (label ``cellfit.io/placement``), rewritten into that
-        configuration from the configurations the placer copied onto the Job's template: the
+        """A pod of a Job AlloX placed (label ``cellfit.io/placement``; never a sampling pod,
+        label ``cellfit.io/sample``), rewritten into that configuration from the configurations the placer copied onto the Job's template: the
         webhook mechanism of the placer (placer/patch.py)."""
         pod = request.object
         if request.kind.kind != "Pod" or request.operation != "CREATE" or pod is None:
             return []
-        kind = (pod.metadata.labels or {}).get(LABEL_PLACEMENT)
-        if kind is None:
+        labels = pod.metadata.labels or {}
+        kind = labels.get(LABEL_PLACEMENT)
+        if kind is None or LABEL_SAMPLE in labels:
+            # A sampling pod runs the configuration it samples, whatever its Job was placed in.
             return []
         where = f"pod {request.namespace}/{pod.metadata.name or pod.metadata.generateName}"
         try:

@@ -288,8 +288,6 @@ def test_a_job_placed_again_on_the_other_kind_starts_with_the_webhook_without_th
     assert container["env"] == [{"name": "KEEP", "value": "1"}]
 
 
-@pytest.mark.xfail(strict=True, reason="estimator/sample_pod.py keeps the template's cellfit.io/placement label on sampling "
-                   "pods, and the pod-create webhook rewrites every pod so labelled (helper-92's report)")
 def test_a_sampling_pod_of_a_job_placed_before_runs_in_the_configuration_it_samples() -> None:
     # A Job placed on gpu and suspended again with an edited configuration (the estimator samples
     # it anew), or a Job copied from a placed one without its estimate: its template carries the
