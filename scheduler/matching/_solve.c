@@ -278,6 +278,91 @@ static PyObject *vacancy_needs(PyObject *self, PyObject *args) {
     return result;
 }
 
+static int need_order(const void *left, const void *right) {
+    double a = *(const double *)left, b = *(const double *)right;
+    return (a > b) - (a < b);
+}
+
+/* vacancy_empty(rows, positive, runnable, need, machine_kind, delay, position) -> bool
+ *   allox._Vacancy.empty's test once its need is known: rows (int64, rows of every job),
+ *   positive and runnable (int64, 0 or 1: per row, and per row and kind, jobs x kinds), need
+ *   (float64, per row: N for machine position's class), machine_kind (int64) and delay
+ *   (float64) per machine. The same steps: False when a row takes no time on a kind it can run
+ *   on; else, with r the machines of position's kind and wait listed before it and N the need
+ *   of the rows that can run on its kind, whether max over t of min(#{N <= t}, |rows| - t) is at
+ *   most r (the same early answers, the same float comparisons). */
+static PyObject *vacancy_empty(PyObject *self, PyObject *args) {
+    PyObject *objects[6];
+    Py_ssize_t position;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OOOOOOn", &objects[0], &objects[1], &objects[2], &objects[3], &objects[4], &objects[5], &position))
+        return NULL;
+    static const Wanted wanted[6] = {{'q', 0, 1, "rows"}, {'q', 0, 1, "positive"},     {'q', 0, 2, "runnable"},
+                                     {'d', 0, 1, "need"}, {'q', 0, 1, "machine_kind"}, {'d', 0, 1, "delay"}};
+    Py_buffer views[6];
+    int taken = take_all(objects, views, wanted, 6);
+    PyObject *result = NULL;
+    double *outside = NULL;
+    if (taken == 6) {
+        Py_ssize_t count = views[0].len / 8, jobs = views[1].len / 8, kind_count = views[2].shape[1], machines = views[4].len / 8;
+        const int64_t *rows = views[0].buf, *positive = views[1].buf, *runnable = views[2].buf, *machine_kind = views[4].buf;
+        const double *need = views[3].buf, *delay = views[5].buf;
+        int valid = views[2].shape[0] == jobs && views[3].len / 8 == jobs && views[5].len / 8 == machines && position >= 0 &&
+                    position < machines && machine_kind[position] >= 0 && machine_kind[position] < kind_count;
+        for (Py_ssize_t i = 0; valid && i < count; i++) valid = rows[i] >= 0 && rows[i] < jobs;
+        if (valid) outside = PyMem_Malloc(sizeof(double) * ((size_t)count + 1));
+        if (!valid) {
+            PyErr_SetString(PyExc_ValueError, "vacancy_empty: rows of positive, runnable and need; a machine's kind of runnable");
+        } else if (outside == NULL) {
+            PyErr_NoMemory();
+        } else {
+            int empty = 1, decided = 0;
+            for (Py_ssize_t i = 0; i < count; i++) {
+                if (!positive[rows[i]]) {
+                    empty = 0;
+                    decided = 1;
+                    break;
+                }
+            }
+            if (!decided) {
+                int64_t kind = machine_kind[position];
+                double wait = delay[position];
+                Py_ssize_t before = 0, size = 0;
+                for (Py_ssize_t m = 0; m < position; m++) before += machine_kind[m] == kind && delay[m] == wait;
+                for (Py_ssize_t i = 0; i < count; i++)
+                    if (runnable[rows[i] * kind_count + kind]) outside[size++] = need[rows[i]];
+                if (size <= before) {
+                    empty = 1;  /* too few jobs can run on the machine's kind */
+                } else {
+                    double least = outside[0];
+                    for (Py_ssize_t i = 1; i < size; i++)
+                        if (outside[i] < least) least = outside[i];
+                    Py_ssize_t at_least = 0;
+                    for (Py_ssize_t i = 0; i < size; i++) at_least += outside[i] <= least;
+                    if ((double)count - least <= (double)before) {
+                        empty = 1;  /* |S| - t <= r for every t */
+                    } else if (at_least > before) {
+                        empty = 0;  /* t = the least N already bounds above r */
+                    } else {
+                        qsort(outside, (size_t)size, sizeof(double), need_order);
+                        double bound = 0.0;
+                        for (Py_ssize_t i = 0; i < size; i++) {
+                            double left = (double)(i + 1), right = (double)count - outside[i];
+                            double here = right < left ? right : left;
+                            if (i == 0 || here > bound) bound = here;
+                        }
+                        empty = bound <= (double)before;
+                    }
+                }
+            }
+            result = PyBool_FromLong(empty);
+        }
+    }
+    PyMem_Free(outside);
+    release_all(views, taken);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"canonical_levels", canonical_levels, METH_VARARGS,
      "canonical_levels(rows, machine, position, slot_kind, ready, times, out_rows, out_machine): canonical's levels (see the header)"},
@@ -285,6 +370,8 @@ static PyMethodDef methods[] = {
      "uncontended_plan(rows, fastest, free_by_kind, first_of_kind, bounds, queued, used): allox's uncontended plan (see above it)"},
     {"vacancy_needs", vacancy_needs, METH_VARARGS,
      "vacancy_needs(times, kind, other, shift, waits, counts, total): allox._Vacancy's need per row (see above it)"},
+    {"vacancy_empty", vacancy_empty, METH_VARARGS,
+     "vacancy_empty(rows, positive, runnable, need, machine_kind, delay, position): allox._Vacancy.empty's test (see above it)"},
     {NULL, NULL, 0, NULL},
 };
 

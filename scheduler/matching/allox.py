@@ -47,7 +47,7 @@ try:
 except ImportError:  # pragma: no cover - the package was installed without its C extension
     _built = None
 
-native = _built  # the extension in use: None: the uncontended plans and the vacancy need in NumPy (the tests compare both)
+native = _built  # the extension in use: None: the uncontended plans and the vacancy bound in NumPy (the tests compare both)
 
 
 @dataclass(frozen=True, slots=True)
@@ -765,6 +765,12 @@ class _Vacancy:
         self._delay = delay  # Algorithm 2's, moved by each start (see moved)
         # No job with a zero time on a kind it can run on: a gap-free optimum (see above).
         self._positive: npt.NDArray[np.bool_] = np.asarray((~finite | (times > 0)).all(axis=1))
+        # The same as _solve.c's vacancy_empty reads them (int64, 0 or 1), and whether it can
+        # read the machines' kinds and waits.
+        self._positive_flags = self._positive.astype(np.int64)
+        self._runnable_flags = np.ascontiguousarray(finite, dtype=np.int64)
+        self._machines_plain = (self._machine_kind.dtype == np.int64 and bool(self._machine_kind.flags.c_contiguous)
+                                and delay.dtype == np.float64 and bool(delay.flags.c_contiguous))
         longest = float(times.max(where=finite, initial=0.0))
         # A machine waits at most its wait now or a started job's time; a cost is at most
         # rows·longest plus that.
@@ -775,7 +781,12 @@ class _Vacancy:
 
     def empty(self, rows: IntArray, position: int) -> bool:
         """Whether every optimal matching of ``rows`` (of ``every_job``) on the machines as they
-        are leaves machine ``position`` empty."""
+        are leaves machine ``position`` empty. In C once the need is known where ``_solve.c``
+        was built (``vacancy_empty``: the same steps and comparisons)."""
+        if native is not None and self._machines_plain and rows.dtype == np.int64:
+            need = self._needed(int(self._machine_kind[position]), float(self._delay[position]))
+            return bool(native.vacancy_empty(rows, self._positive_flags, self._runnable_flags, need, self._machine_kind, self._delay,
+                                             position))
         if not bool(self._positive[rows].all()):
             return False
         kind, wait = int(self._machine_kind[position]), float(self._delay[position])

@@ -4,7 +4,8 @@ queue, the machines used) or the same refusal for random user sets of random bur
 no kind, kinds that tie, jobs that take no time, kinds with too few free machines, machines
 busy); ``vacancy_needs`` (``_Vacancy._needs``) the same need per row, bit for bit, for random
 times (a kind a job cannot run on, times of 0, slowdowns past 64 terms) and waits (ties, counts
-taking machines out); and Algorithm 2's and admission's decisions with them against without
+taking machines out); ``vacancy_empty`` (``_Vacancy.empty``) the same answer on random machines,
+jobs and user sets between starts; and Algorithm 2's and admission's decisions with them against without
 them. A process whose extension cannot be imported writes the plans in NumPy.
 """
 
@@ -39,6 +40,21 @@ def plan_of(plan: _Plan | None) -> tuple[list[int], list[int], list[int]] | None
     return plan.bounds.tolist(), plan.queued.tolist(), plan.used.tolist()
 
 
+def random_jobs(rng: random.Random, kinds: list[str], users: list[str], *, count: int, longest: int, zero_share: float) -> list[Job]:
+    """Jobs of ``users`` on ``kinds``: whole-number times up to ``longest`` in half the calls
+    (kinds that tie), a kind left out now and then, a time of 0 in ``zero_share`` of them."""
+    whole = rng.random() < 0.5
+    jobs = []
+    for index in range(count):
+        times = {kind: float(rng.randint(1, longest)) if whole else rng.uniform(1, 100) for kind in kinds}
+        if len(kinds) > 1 and rng.random() < 0.2:
+            del times[rng.choice(kinds)]
+        if rng.random() < zero_share:
+            times[rng.choice(list(times))] = 0.0
+        jobs.append(Job(name=f"j{index}", user=rng.choice(users), arrival=0.0, processing_time=times))
+    return jobs
+
+
 def random_burst(rng: random.Random) -> tuple[_Left, list[np.ndarray], np.ndarray, object]:
     """Machines of up to three kinds, some busy; jobs of a few users, their times whole numbers
     now and then (kinds that tie), a kind left out or a time of 0 now and then; some user sets'
@@ -49,16 +65,8 @@ def random_burst(rng: random.Random) -> tuple[_Left, list[np.ndarray], np.ndarra
     machines = [Machine(name=f"m{index}", kind=kind) for index, kind in enumerate(listed)]  # every kind, some job's only one
     busy = {machine.name: float(rng.randint(1, 50)) for machine in machines if rng.random() < 0.3}
     arrays = fleet(machines=machines, now=0.0, busy_until=busy)
-    whole = rng.random() < 0.5
     users = [f"u{index}" for index in range(rng.randint(1, 5))]
-    jobs = []
-    for index in range(rng.randint(1, 40)):
-        times = {kind: float(rng.randint(1, 4)) if whole else rng.uniform(1, 100) for kind in kinds}
-        if len(kinds) > 1 and rng.random() < 0.2:
-            del times[rng.choice(kinds)]
-        if rng.random() < 0.05:
-            times[rng.choice(list(times))] = 0.0
-        jobs.append(Job(name=f"j{index}", user=rng.choice(users), arrival=0.0, processing_time=times))
+    jobs = random_jobs(rng, kinds, users, count=rng.randint(1, 40), longest=4, zero_share=0.05)
     every_job = prepare_on(arrays, jobs)
     left = _Left(every_job)
     for row in range(len(jobs)):
@@ -129,6 +137,38 @@ def test_the_vacancy_need_in_c_is_numpys(monkeypatch: pytest.MonkeyPatch) -> Non
     assert beyond > 50  # rows past the terms summed, through NumPy's path
 
 
+def test_the_vacancy_test_in_c_is_numpys(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``_Vacancy.empty`` on random machines (waits that tie: classes of several machines, so
+    machines listed before), jobs (a kind left out, times of 0: not told) and user sets, with
+    starts moving machines between the tests."""
+    rng = random.Random(8714)
+    told = {True: 0, False: 0}
+    for _ in range(600):
+        kinds = ["gpu", "cpu", "tpu"][: rng.randint(1, 3)]
+        listed = [*kinds, *(rng.choice(kinds) for _ in range(rng.randint(0, 30)))]
+        machines = [Machine(name=f"m{index}", kind=kind) for index, kind in enumerate(listed)]
+        busy = {machine.name: float(rng.choice([5, 10, 10, 60])) for machine in machines if rng.random() < 0.4}
+        arrays = fleet(machines=machines, now=0.0, busy_until=busy)
+        jobs = random_jobs(rng, kinds, ["u0", "u1", "u2", "u3"], count=rng.randint(1, 60), longest=8, zero_share=0.02)
+        every_job = prepare_on(arrays, jobs)
+        delay = arrays.delay.copy()
+        vacancy = _Vacancy(every_job, delay)
+        left = _Left(every_job)
+        for _ in range(6):
+            rows = left.rows(frozenset(rng.sample(["u0", "u1", "u2", "u3"], rng.randint(1, 4))))
+            position = rng.randrange(len(machines))
+            if rows.shape[0]:
+                in_c, in_numpy = both_ways(lambda: vacancy.empty(rows, position), monkeypatch, allox)  # noqa: B023
+                assert in_c == in_numpy
+                told[in_c] += 1
+            moved = rng.randrange(len(machines))  # a start: the machine waits a job's time longer
+            wait = float(delay[moved]) + float(rng.randint(1, 8))
+            vacancy.moved(moved, float(delay[moved]), wait)
+            delay[moved] = wait
+            left.remove(rng.randrange(len(jobs)))
+    assert told[True] > 300 and told[False] > 300
+
+
 def test_bad_buffers_are_refused_by_name() -> None:
     one = np.zeros(1, dtype=np.int64)
     out = np.zeros(2, dtype=np.int64)
@@ -143,6 +183,11 @@ def test_bad_buffers_are_refused_by_name() -> None:
         native.vacancy_needs(times, 0, 1, 0.0, np.zeros(1, dtype=np.int64), np.ones(1), np.zeros(2))
     with pytest.raises(ValueError, match="a count per wait"):
         native.vacancy_needs(times, 0, 2, 0.0, np.zeros(1), np.ones(1), np.zeros(2))
+    flags = np.ones(2, dtype=np.int64)
+    with pytest.raises(TypeError, match="runnable"):
+        native.vacancy_empty(one, flags, flags, np.zeros(2), one, np.zeros(1), 0)
+    with pytest.raises(ValueError, match="rows of positive"):
+        native.vacancy_empty(one + 2, flags, np.ones((2, 1), dtype=np.int64), np.zeros(2), one, np.zeros(1), 0)
 
 
 def test_algorithm_2_and_admission_decide_the_same_with_its_steps_in_c(monkeypatch: pytest.MonkeyPatch) -> None:
