@@ -308,9 +308,15 @@ class KubernetesApi:
         knows only the request)."""
         assert self._loop_http is not None
         try:
-            return await self._loop_http.request(method, path, body)
+            status, data = await self._loop_http.request(method, path, body)
+            if status == 401:
+                # Refused unread: the credentials were revoked or rotated since they were last
+                # read (at most CREDENTIALS_REFRESH_SECONDS ago). Read anew, sent once more.
+                self._credentials.expire()
+                status, data = await self._loop_http.request(method, path, body)
         except KubernetesApiError as error:
             raise type(error)(f"{action}: {error}", status=error.status) from None
+        return status, data
 
     def _post(self, path: str, body: bytes, *, action: str) -> tuple[int, bytes]:
         """POST pre-encoded JSON on the client's own pooled, authenticated connections: the

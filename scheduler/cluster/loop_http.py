@@ -278,10 +278,17 @@ class Credentials:
         self._clock = clock
         self._headers: dict[str, str] = {}
         self._refreshed_at: float | None = None
+        self._stale = False
+
+    def expire(self) -> None:
+        """Read the credentials again at the next call, whenever they were last read: the API
+        server refused them (HTTP 401), so they were revoked or rotated meanwhile."""
+        self._stale = True
 
     def __call__(self) -> Mapping[str, str]:
         now = self._clock()
-        if self._refreshed_at is None or now - self._refreshed_at >= CREDENTIALS_REFRESH_SECONDS:
+        stale, self._stale = self._stale, False
+        if stale or self._refreshed_at is None or now - self._refreshed_at >= CREDENTIALS_REFRESH_SECONDS:
             try:
                 # auth_settings() runs the refresh hook (rotated in-cluster and exec-plugin tokens).
                 settings = self._configuration.auth_settings()

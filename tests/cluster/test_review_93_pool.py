@@ -9,7 +9,9 @@ from __future__ import annotations
 import asyncio
 import socket
 import threading
-from typing import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, Iterator
 
 import pytest
 
@@ -130,6 +132,23 @@ def test_requests_queued_for_a_connection_give_up_at_their_own_timeout_unsent(se
     assert [request["path"] for request in recorder.requests] == ["/hang", "/pods"]
 
 
+def connected_through_token_file(folder: Path, *, port: int) -> tuple[Path, KubernetesApi]:
+    """A kubeconfig whose user reads its token from the file ``token`` beside it (first-token),
+    and cellfit's API connected through it: the token file and the API."""
+    token = folder / "token"
+    token.write_text("first-token")
+    kubeconfig = folder / "kubeconfig"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: here\n"
+        f"clusters: [{{name: here, cluster: {{server: 'http://127.0.0.1:{port}'}}}}]\n"
+        "users: [{name: cellfit, user: {tokenFile: token}}]\n"  # relative to the kubeconfig's folder
+        "contexts: [{name: here, context: {cluster: here, user: cellfit}}]\n"
+    )
+    api = KubernetesApi.connect(ClusterSettings(mode="kubeconfig", kubeconfig=str(kubeconfig)))
+    assert api is not None
+    return token, api
+
+
 def test_a_kubeconfig_token_file_rewritten_is_sent_from_then_on(server, tmp_path) -> None:  # noqa: F811
     """A kubeconfig whose user reads its token from a file (``tokenFile``, a projected token
     rotated beside cellfit): the Kubernetes client reads the file once, at load, and cellfit
@@ -138,18 +157,62 @@ def test_a_kubeconfig_token_file_rewritten_is_sent_from_then_on(server, tmp_path
     does cellfit now, on the client's own path at once and on the bind path within its
     credentials refresh."""
     httpd, recorder = server
-    token = tmp_path / "token"
-    token.write_text("first-token")
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(
-        "apiVersion: v1\nkind: Config\ncurrent-context: here\n"
-        f"clusters: [{{name: here, cluster: {{server: 'http://127.0.0.1:{httpd.server_address[1]}'}}}}]\n"
-        "users: [{name: cellfit, user: {tokenFile: token}}]\n"  # relative to the kubeconfig's folder
-        "contexts: [{name: here, context: {cluster: here, user: cellfit}}]\n"
-    )
-    api = KubernetesApi.connect(ClusterSettings(mode="kubeconfig", kubeconfig=str(kubeconfig)))
-    assert api is not None
+    token, api = connected_through_token_file(tmp_path, port=httpd.server_address[1])
     api.get_priority_class("cellfit-trial")
     token.write_text("rotated-token\n")  # as `echo` writes it: client-go trims it, so does cellfit
     api.get_priority_class("cellfit-trial")
     assert [request["headers"]["authorization"] for request in recorder.requests] == ["Bearer first-token", "Bearer rotated-token"]
+
+
+class OneTokenServer:
+    """An API server that accepts one bearer token (``accepted``) and answers 401 to any other,
+    as kube-apiserver does once a token is revoked; it records the tokens it was sent."""
+
+    def __init__(self) -> None:
+        self.accepted = ""
+        self.sent: list[str] = []
+        owner = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:  # noqa: N802 - http.server's name
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                token = self.headers.get("Authorization", "")
+                owner.sent.append(token)
+                code, body = (201, b'{"kind":"Status","code":201}') if token == f"Bearer {owner.accepted}" else (
+                    401, b'{"kind":"Status","code":401,"message":"Unauthorized"}')
+                self.send_response(code)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+
+def test_a_binding_refused_as_unauthorized_is_sent_again_with_credentials_read_anew(tmp_path) -> None:
+    """The token file was rewritten and the old token revoked at once (a service account's
+    token Secret replaced): the bind path kept its credentials up to 10 s, and every bind in
+    that time failed with HTTP 401. A 401 now has the credentials read again and the request
+    (not carried out: the server refused it unread) sent once more."""
+    api_server = OneTokenServer()
+    api_server.accepted = "first-token"
+    token, api = connected_through_token_file(tmp_path, port=api_server.httpd.server_address[1])
+
+    async def binds() -> None:
+        await api.create_binding(namespace="ml", name="train-0", uid="uid-train-0", node_name="gpu-a", annotations={})
+        token.write_text("rotated-token")
+        api_server.accepted = "rotated-token"  # and the first one revoked
+        await api.create_binding(namespace="ml", name="train-1", uid="uid-train-1", node_name="gpu-a", annotations={})
+
+    try:
+        asyncio.run(binds())
+    finally:
+        api_server.httpd.shutdown()
+        api_server.httpd.server_close()
+    assert api_server.sent == ["Bearer first-token", "Bearer first-token", "Bearer rotated-token"]
