@@ -44,6 +44,7 @@ import json
 import logging
 import multiprocessing
 import os
+import re
 import signal
 import threading
 import time
@@ -374,11 +375,7 @@ class PlacerController:
         if self._on_decision is not None:  # after the queue: its observer counts the queued Jobs
             self._on_decision(elapsed, decision)
         for queued in decision.queue:
-            job = by_key[queued.key]
-            where = queued.kind if queued.pool is None else f"{queued.kind} of virtual cluster {queued.pool!r}"
-            message = (f"{ordinal(queued.position)} on {where}, expected start in "
-                       f"~{duration(queued.expected_start_seconds)} (AlloX)")
-            self._tell(job, status="False", reason="Queued", message=message)
+            self._tell_queued(by_key[queued.key], queued, now=now)
         pools = {w.key: w.pool for w in waiting}
         # A Job whose VC has free guarantee but AlloX's nodes no free GPU lacks machines, not quota.
         lacking = [key for key in decision.waiting_for_pool if guaranteed.get(pools.get(key) or "", 0) > 0]
@@ -669,6 +666,26 @@ class PlacerController:
             return None
         return RunningJob(key=key, user=user, kind=kind, started=started, seconds=known, demand=demand, pods=max(_pods(job), 1))
 
+    def _tell_queued(self, job: Job, queued: Queued, *, now: float) -> None:
+        """Tell a waiting Job its place and when it is expected to start, as a time, not a wait
+        from now: the condition changes only when its place does or its expected start moves by
+        more than :func:`start_tolerance_seconds`, not pass after pass as time goes by (every
+        write is one for the API server and every watcher of Jobs)."""
+        where = queued.kind if queued.pool is None else f"{queued.kind} of virtual cluster {queued.pool!r}"
+        place = f"{ordinal(queued.position)} on {where}"
+        starts_at = now + queued.expected_start_seconds
+        with self._lock:
+            told = self._told.get(job.metadata.uid)
+        if told is None:  # told by this cellfit before it restarted, or by the replica that led before
+            placed = job.condition(CONDITION_PLACED)
+            told = placed.message if placed is not None and (placed.status, placed.reason) == ("False", "Queued") else None
+        tolerance = start_tolerance_seconds(wait_seconds=queued.expected_start_seconds, grid_seconds=self._settings.omega_grid_seconds)
+        if told is not None and still_says(told, place=place, starts_at=starts_at, tolerance_seconds=tolerance):
+            with self._lock:
+                self._told[job.metadata.uid] = told
+            return
+        self._tell(job, status="False", reason="Queued", message=queued_message(place=place, starts_at=starts_at))
+
     def _tell_not_queued(self, job: Job, why: str) -> None:
         """A Job AlloX told where it waits, out of its queue now: told why, so that its condition
         does not go on naming its old place. One it never told waits for its estimate, which the
@@ -952,6 +969,47 @@ def _placed_with(template: bytes, kind: str | None) -> Configuration | None:
     except InvalidAnnotation:
         return None
     return recorded[kind] if kind in recorded else None  # type: ignore[index]
+
+
+# A queued Job's condition: its place and its expected start as a time (RFC 3339, UTC, whole
+# seconds). scheduler/kubectl/why.py reads it back, and says the wait from the time it is read.
+_QUEUED_MESSAGE: Final = re.compile(r"(?P<place>.+), expected start at (?P<at>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ) \(AlloX\)")
+# An expected start that moves by no more than this (or this share of the wait) is not written:
+# the queue plan rounds busy machines' ends up to the ω grid (a minute, then cells 25% wider,
+# scheduler/matching/admission.py), so a queue where nothing changes moves its expected starts by
+# up to that much as time passes. A tenth of the wait wrote 27 conditions over 200 Jobs in 15
+# minutes (tests/placer/test_review_97_queue_writes.py); a quarter, none.
+START_TOLERANCE_SECONDS: Final = 60.0
+START_TOLERANCE_SHARE: Final = 0.25
+
+
+def queued_message(*, place: str, starts_at: float) -> str:
+    """``2nd on gpu, expected start at 2026-11-28T14:32:05Z (AlloX)``."""
+    return f"{place}, expected start at {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(round(starts_at)))} (AlloX)"
+
+
+def queued_said(message: str | None) -> tuple[str, float] | None:
+    """The place and the expected start (seconds since the epoch) a queued Job's condition says;
+    None for any other message, an older cellfit's ("expected start in ~12 min") among them."""
+    found = _QUEUED_MESSAGE.fullmatch(message or "")
+    if found is None:
+        return None
+    starts_at = timestamp(found["at"])
+    return None if starts_at is None else (found["place"], starts_at)
+
+
+def still_says(told: str, *, place: str, starts_at: float, tolerance_seconds: float) -> bool:
+    """Whether a queued Job told ``told`` needs no new condition: the same place, and an
+    expected start within ``tolerance_seconds`` of ``starts_at``."""
+    said = queued_said(told)
+    return said is not None and said[0] == place and abs(said[1] - starts_at) <= tolerance_seconds
+
+
+def start_tolerance_seconds(*, wait_seconds: float, grid_seconds: float) -> float:
+    """How far a queued Job's expected start may move before its condition is written again:
+    a minute (or the ω grid's step, ``allox.omegaGridSeconds``, when longer), or a quarter of
+    the wait when that is longer."""
+    return max(START_TOLERANCE_SECONDS, grid_seconds, START_TOLERANCE_SHARE * max(wait_seconds, 0.0))
 
 
 # The reasons of a Placed=False condition that tell a Job its place in AlloX's queue.

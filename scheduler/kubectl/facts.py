@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 from typing import Any, Mapping
 from urllib.parse import quote
@@ -56,7 +57,7 @@ class FactReader:
             job = self.job(namespace, name, with_pods=True)
         except NotFound:
             return self._gone(kind=kind, namespace=namespace, name=name)
-        return Facts(job=job, cellfit=self.view(pod=None, job=job))
+        return Facts(job=job, cellfit=self.view(pod=None, job=job), now=time.time())
 
     def _pod_facts(self, namespace: str, name: str) -> Facts:
         """The pod, and its Job when the user may read it: a Job deleted a moment ago (its pods
@@ -74,7 +75,7 @@ class FactReader:
                 job = self.job(namespace, owner["name"], with_pods=False)
             except (NotFound, Forbidden) as error:
                 notes = (f"its Job {namespace}/{owner['name']} is not read: {error}",)
-        return Facts(pod=pod, job=job, cellfit=self.view(pod=pod, job=job), notes=notes)
+        return Facts(pod=pod, job=job, cellfit=self.view(pod=pod, job=job), notes=notes, now=time.time())
 
     def _gone(self, *, kind: str, namespace: str, name: str) -> Facts:
         """A pod or Job that no longer exists, from the events it left; not found when it left

@@ -47,6 +47,9 @@ class Condition:
     status: str
     reason: str = ""
     message: str = ""
+    # lastTransitionTime, RFC 3339 as written: when an older cellfit's "expected start in ~12 min"
+    # was said.
+    since: str = ""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -140,13 +143,15 @@ class GoneFacts:
 class Facts:
     """``pod`` for ``why pod/NAME``; ``job`` for ``why job/NAME`` (its pods inside it), and also
     for a pod of a Job, so the Job's preemptions and estimates explain the pod too; ``gone`` for
-    either once deleted. ``notes``: what could not be read, said after the answer's facts."""
+    either once deleted. ``notes``: what could not be read, said after the answer's facts.
+    ``now``: when they were read (seconds since the epoch), for the waits said from now."""
 
     pod: PodFacts | None = None
     job: JobFacts | None = None
     gone: GoneFacts | None = None
     cellfit: CellfitView = field(default_factory=CellfitView)
     notes: tuple[str, ...] = ()
+    now: float | None = None
 
 
 # ------------------------------------------------------------------------------ reading
@@ -210,7 +215,7 @@ def pod_from(obj: Mapping[str, Any], *, events: tuple[Event, ...] = ()) -> PodFa
 def conditions_from(status: Mapping[str, Any]) -> tuple[Condition, ...]:
     return tuple(
         Condition(type=str(c.get("type")), status=str(c.get("status")), reason=str(c.get("reason") or ""),
-                  message=str(c.get("message") or ""))
+                  message=str(c.get("message") or ""), since=str(c.get("lastTransitionTime") or ""))
         for c in status.get("conditions") or []
     )
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Mapping, Sequence
 
 from scheduler.kubectl.objects import PREEMPTING, CellfitView, Condition, Event, Facts, GoneFacts, JobFacts, PodFacts, Preemption
+from scheduler.kube.times import timestamp
 from scheduler.kubectl.wording import MAX_NAMED, duration, listed, ordinal
 
 # What cellfit's filter says, inside kube-scheduler's FailedScheduling message.
@@ -21,6 +22,11 @@ KEPT_FOR = re.compile(r"its free resources are kept for (?P<held>[^,]+),")
 QUOTA = re.compile(r"virtual cluster '(?P<vc>[^']+)' quota exhausted at level '(?P<level>[^']+)'")
 GANG = re.compile(r"gang (?P<gang>[^\s:]+/[^\s:]+)[: ]")
 ESTIMATOR_FAILED = ("InvalidSpec", "SamplingFailed")
+# AlloX's Placed=Queued condition (placer/controller.py): the Job's place and its expected start
+# as a time; an older cellfit wrote the wait from when it wrote it ("expected start in ~12 min").
+QUEUED_AT = re.compile(r"(?P<place>.+), expected start at (?P<at>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ) \(AlloX\)")
+QUEUED_IN = re.compile(r"(?P<place>.+), expected start in ~(?P<amount>\d+(?:\.\d+)?) (?P<unit>s|min|h) \(AlloX\)")
+_UNIT_SECONDS = {"s": 1.0, "min": 60.0, "h": 3600.0}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -56,7 +62,7 @@ def _explain(facts: Facts) -> Answer:
                 return _on_cpu(facts.job, answer)
         return answer
     if facts.job is not None:
-        return explain_job(facts.job, facts.cellfit)
+        return explain_job(facts.job, facts.cellfit, now=facts.now)
     raise ValueError("facts name neither a pod nor a Job")
 
 
@@ -73,23 +79,24 @@ def explain_gone(gone: GoneFacts) -> Answer:
 # ------------------------------------------------------------------------------ Jobs
 
 
-def explain_job(job: JobFacts, view: CellfitView) -> Answer:
+def explain_job(job: JobFacts, view: CellfitView, *, now: float | None = None) -> Answer:
+    """``now``: when the facts were read, which a queued Job's expected start is said from."""
     finished = _finished(job)
     if finished is not None:
         return finished
     if job.interchangeable and job.suspended:
-        return _deciding(job, view)
+        return _deciding(job, view, now=now)
     if job.suspended:
         return Answer(reason="suspended", summary="suspended (spec.suspend: true): nothing runs until it is unsuspended; "
                       "cellfit starts only Jobs with cellfit.io/configurations")
     gang = _gang_of_job(job, view)
-    now = _job_pods_now(job, view) if gang is None else gang
-    preempted = _preempted(job, now)
+    pods_now = _job_pods_now(job, view) if gang is None else gang
+    preempted = _preempted(job, pods_now)
     if preempted is not None:
         return preempted
     if job.placement == "cpu":
-        return _on_cpu(job, now)
-    return now
+        return _on_cpu(job, pods_now)
+    return pods_now
 
 
 def _finished(job: JobFacts) -> Answer | None:
@@ -101,7 +108,7 @@ def _finished(job: JobFacts) -> Answer | None:
     return None
 
 
-def _deciding(job: JobFacts, view: CellfitView) -> Answer:
+def _deciding(job: JobFacts, view: CellfitView, *, now: float | None) -> Answer:
     """A suspended interchangeable Job: cellfit estimates it (unless its user did), then AlloX
     starts it. AlloX's queue and its Placed condition speak first: AlloX holds only Jobs with an
     estimate, whoever wrote it."""
@@ -119,6 +126,9 @@ def _deciding(job: JobFacts, view: CellfitView) -> Answer:
                       summary=f"queued by AlloX: {ordinal(position)} on {kind}, expected start in ~{when}",
                       details=details + ((f"Placed: {placed.message}",) if placed is not None and placed.message else ()))
     if placed is not None and placed.status == "False":
+        queued = _queued_from_condition(placed, now=now)
+        if queued is not None:
+            return Answer(reason="allox-queue", summary=f"queued by AlloX: {queued}", details=details + (f"Placed: {placed.message}",))
         return Answer(reason="allox-queue", summary=f"queued by AlloX ({placed.reason}): {placed.message}", details=details)
     has_estimate = (job.estimate is not None or (estimated is not None and estimated.status == "True")
                     or (view.estimator_entry or {}).get("state") in ("estimated", "user-estimate"))
@@ -127,6 +137,33 @@ def _deciding(job: JobFacts, view: CellfitView) -> Answer:
     if "allox" in view.unavailable:
         return Answer(reason="allox-off", summary=f"estimated, but not started: {view.unavailable['allox']}", details=details)
     return Answer(reason="allox-queue", summary="estimated; waiting for AlloX's next decision", details=details)
+
+
+def _queued_from_condition(placed: Condition, *, now: float | None) -> str | None:
+    """``2nd on gpu, expected start in ~12 min`` from AlloX's Queued condition, the wait said
+    from ``now``; None for another condition, or one whose time does not read."""
+    if placed.reason != "Queued" or now is None:
+        return None
+    found = _queued_start(placed)
+    if found is None:
+        return None
+    place, starts_at = found
+    wait = starts_at - now
+    return f"{place}, expected start " + (f"in ~{duration(wait)}" if wait >= 0 else f"~{duration(-wait)} ago")
+
+
+def _queued_start(placed: Condition) -> tuple[str, float] | None:
+    """The place and the expected start (seconds since the epoch) a Queued condition says: its
+    time, or (an older cellfit's wording) the wait it said added to when it said it."""
+    at = QUEUED_AT.fullmatch(placed.message)
+    if at is not None:
+        starts_at = timestamp(at["at"])
+        return None if starts_at is None else (at["place"], starts_at)
+    wait = QUEUED_IN.fullmatch(placed.message)
+    said = timestamp(placed.since)
+    if wait is None or said is None:
+        return None
+    return wait["place"], said + float(wait["amount"]) * _UNIT_SECONDS[wait["unit"]]
 
 
 def _estimating(job: JobFacts, view: CellfitView, estimated: Condition | None) -> Answer:

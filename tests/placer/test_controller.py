@@ -120,8 +120,10 @@ def test_waiting_jobs_are_told_their_position_and_expected_start_once():
     placer = controller(api, jobs)
     placer.admit()
     told = {name: c["message"] for name, c in api.conditions if c["reason"] == "Queued"}
-    # a's 10 s end on the minute grid (scheduler/matching/admission.py), then b's 20 s.
-    assert told == {"b": "1st on gpu, expected start in ~60 s (AlloX)", "c": "2nd on gpu, expected start in ~80 s (AlloX)"}
+    # a's 10 s end on the minute grid (scheduler/matching/admission.py), then b's 20 s; the
+    # clock reads 2026-01-01T00:01:40Z.
+    assert told == {"b": "1st on gpu, expected start at 2026-01-01T00:02:40Z (AlloX)",
+                    "c": "2nd on gpu, expected start at 2026-01-01T00:03:00Z (AlloX)"}
     before = len(api.conditions)
     jobs_now = [job("b", gpu=20, cpu=1000, created=1), job("c", gpu=30, cpu=1000, created=2),
                 job("a", gpu=10, cpu=1000, suspend=False, placement="gpu", started="2026-01-01T00:01:40Z")]
