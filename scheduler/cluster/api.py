@@ -108,6 +108,10 @@ class KubernetesApi:
                 k8s_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]  # unannotated
             except k8s_config.ConfigException as error:
                 raise ConfigError(f"cluster.mode: in-cluster credentials unusable: {error}") from None
+            # The loader reads the token file again at most once a minute: a token revoked as it
+            # is replaced would be refused that long. Read again as it changes instead.
+            in_cluster_token = Path(k8s_config.incluster_config.SERVICE_TOKEN_FILENAME)
+            configuration.refresh_api_key_hook = TokenFileRefresh(in_cluster_token)  # type: ignore[assignment]  # typed None
             return cls(k8s.ApiClient(configuration), settings=settings, source="in-cluster service account")
         path = settings.kubeconfig or os.environ.get("KUBECONFIG") or str(Path.home() / ".kube" / "config")
         path = path.split(os.pathsep)[0]
@@ -123,8 +127,7 @@ class KubernetesApi:
             raise ConfigError(f"cluster.kubeconfig: {path} is unusable: {error}") from None
         token_file = _token_file_of(Path(path), context=settings.context)
         if token_file is not None:
-            # The client's stubs type the hook as None; it calls whatever is set with the configuration.
-            configuration.refresh_api_key_hook = TokenFileRefresh(token_file)  # type: ignore[assignment]
+            configuration.refresh_api_key_hook = TokenFileRefresh(token_file)  # type: ignore[assignment]  # typed None
         return cls(k8s.ApiClient(configuration), settings=settings, source=f"kubeconfig {path}")
 
     # ------------------------------------------------------------------ list and watch
@@ -604,10 +607,11 @@ def _lines(response: Any) -> Iterator[bytes]:
 
 
 class TokenFileRefresh:
-    """The refresh hook of a kubeconfig user's ``tokenFile``: the file read again whenever it
-    changed (a rotated projected token), its content trimmed, as client-go does. The Kubernetes
-    client reads it once, at load; its own hook then keeps setting that first token. A file that
-    cannot be read keeps the last token (a rotation replacing it)."""
+    """The refresh hook of a token read from a file (a kubeconfig user's ``tokenFile``, the
+    service account's in a pod): the file read again whenever it changed (a rotated projected
+    token, a replaced Secret), its content trimmed, as client-go does. The Kubernetes client
+    reads a kubeconfig's once, at load, and the in-cluster one at most once a minute. A file
+    that cannot be read keeps the last token (a rotation replacing it)."""
 
     def __init__(self, path: Path) -> None:
         self._path = path

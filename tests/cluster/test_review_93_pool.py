@@ -15,11 +15,13 @@ from typing import Any, Iterator
 
 import pytest
 
+from kubernetes.config import incluster_config as k8s_incluster
+
 from scheduler.cluster import loop_http
 from scheduler.cluster.api import KubernetesApi
 from scheduler.config import ClusterSettings
 from scheduler.errors import KubernetesApiError
-from tests.cluster.test_loop_http import client_for, event_loop_kind, server  # noqa: F401 - fixtures
+from tests.cluster.test_loop_http import client_for, event_loop_kind, server, tls_server  # noqa: F401 - fixtures
 
 TIMEOUT_SECONDS = 0.5
 
@@ -216,3 +218,22 @@ def test_a_binding_refused_as_unauthorized_is_sent_again_with_credentials_read_a
         api_server.httpd.shutdown()
         api_server.httpd.server_close()
     assert api_server.sent == ["Bearer first-token", "Bearer first-token", "Bearer rotated-token"]
+
+
+def test_an_in_cluster_token_rewritten_is_sent_from_the_next_request(tls_server, tmp_path, monkeypatch) -> None:  # noqa: F811
+    """In a pod: the Kubernetes client's loader reads the service account's token file again
+    at most once a minute, so a token rotated and revoked at once (its Secret replaced) was
+    refused for up to a minute whatever cellfit did. The file is read again as it changes."""
+    httpd, recorder, ca_file = tls_server
+    token = tmp_path / "token"
+    token.write_text("first-token")
+    monkeypatch.setattr(k8s_incluster, "SERVICE_TOKEN_FILENAME", str(token))
+    monkeypatch.setattr(k8s_incluster, "SERVICE_CERT_FILENAME", str(ca_file))
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "127.0.0.1")
+    monkeypatch.setenv("KUBERNETES_SERVICE_PORT", str(httpd.server_address[1]))
+    api = KubernetesApi.connect(ClusterSettings(mode="in-cluster"))
+    assert api is not None
+    api.get_priority_class("cellfit-trial")
+    token.write_text("rotated-token")
+    api.get_priority_class("cellfit-trial")
+    assert [request["headers"]["authorization"].lower() for request in recorder.requests] == ["bearer first-token", "bearer rotated-token"]
