@@ -266,8 +266,9 @@ def for_configuration(
 class Credentials:
     """The credentials' headers of a ``kubernetes.client.Configuration``, refreshed at most every
     ``CREDENTIALS_REFRESH_SECONDS``. The client's refresh hook re-reads the credentials (a
-    kubeconfig's hook loads its whole authentication again once it expires; a kubeconfig's
-    ``tokenFile`` is read again as it changes, api.TokenFileRefresh): ~140 µs of CPU per call, more than
+    kubeconfig's hook loads its whole authentication again once it expires; a token file, a
+    kubeconfig's ``tokenFile`` or the service account's, is read again as it changes,
+    api.TokenFileRefresh): ~140 µs of CPU per call, more than
     the rest of a bind request. Rotated tokens stay valid long past their replacement (the
     kubelet rotates at 80% of their lifetime), so a few seconds' delay costs nothing, and a
     refresh that fails (an exec plugin's network call, a token file being replaced) keeps the
