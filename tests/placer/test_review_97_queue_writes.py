@@ -69,10 +69,13 @@ def running_job(name: str, *, created: int, seconds: float) -> dict[str, Any]:
     return body
 
 
-def a_queue_behind_four_running_jobs(queued: int) -> tuple[ConditionsApi, Jobs, FakeClock, PlacerController]:
-    """Four Jobs of 50 to 95 minutes on the four slots, ``queued`` Jobs of 10 minutes behind them."""
+def a_queue_behind_four_running_jobs(queued: int, *, alike: bool = False) -> tuple[ConditionsApi, Jobs, FakeClock, PlacerController]:
+    """Four Jobs of 50 to 95 minutes on the four slots, ``queued`` Jobs of 10 to 33 minutes
+    behind them (``alike``: all of 10 minutes, one user's sweep), arrived one a second."""
     running = [running_job(f"run-{i}", created=i, seconds=3000 + 900 * i) for i in range(4)]
-    waiting = [stored_job(f"q-{i:03d}", created=10 + i % 50, seconds=600 + 7 * i) for i in range(queued)]
+    waiting = [stored_job(f"q-{i:03d}", created=0, seconds=600 + (0 if alike else 7 * i)) for i in range(queued)]
+    for i, body in enumerate(waiting):
+        body["metadata"]["creationTimestamp"] = _rfc3339(START - 3600 + i)
     api = ConditionsApi(running + waiting)
     watch, clock = Jobs(api.watched()), FakeClock()
     placer = placer_over(api, watch, clock)
@@ -95,6 +98,15 @@ def test_a_queue_where_nothing_changes_is_written_once_however_long_it_waits() -
     assert len(dict(api.writes)) == 200
     # 15 minutes of passes: the relative wording ("expected start in ~12 min") wrote 565
     # conditions over this queue, as the wait from now changed its text minute after minute.
+    assert passes_over(api, watch, clock, placer, minutes=15) == 0
+
+
+def test_a_sweep_of_alike_jobs_keeps_its_places_in_the_order_they_arrived() -> None:
+    # One user's 200 Jobs of one estimate: the plan's matching breaks their ties one way or
+    # another pass after pass (786 writes in 15 minutes); they wait in the order they came.
+    api, watch, clock, placer = a_queue_behind_four_running_jobs(queued=200, alike=True)
+    told = dict(api.writes)
+    assert [told[f"q-{i:03d}"].split(",")[0] for i in range(3)] == ["1st on cpu", "2nd on cpu", "3rd on cpu"]
     assert passes_over(api, watch, clock, placer, minutes=15) == 0
 
 
