@@ -364,13 +364,17 @@ class PlacerController:
         )
         decided, decided_cpu = time.perf_counter(), time.thread_time()
         decision = _within(decision, waiting)
+        instead = oldest_alike_started(decision.starts, waiting)
+        decision = replace(decision, starts=tuple(replace(start, key=instead.get(start.key, start.key)) for start in decision.starts))
         elapsed = decided - started
         for start in decision.starts:
             job = by_key[start.key]
             self._start(job, configurations[job.metadata.uid], start.kind, estimates[start.key])
         # The queue only now: it decides no start, so no unsuspend waits for its matching.
         planning, planning_cpu = time.perf_counter(), time.thread_time()
-        decision = _within(replace(decision, queue=queue_of()), waiting)
+        planned_started = {key: planned for planned, key in instead.items()}  # the plan queues them
+        queue = tuple(replace(queued, key=planned_started.get(queued.key, queued.key)) for queued in queue_of())
+        decision = _within(replace(decision, queue=queue), waiting)
         decision = replace(decision, queue=alike_in_arrival_order(decision.queue, waiting))
         queue_seconds, queue_cpu_seconds = time.perf_counter() - planning, time.thread_time() - planning_cpu
         if self._on_decision is not None:  # after the queue: its observer counts the queued Jobs
@@ -903,9 +907,32 @@ def alike_in_arrival_order(queue: Sequence[Queued], waiting: Sequence[WaitingJob
     return tuple(ordered)
 
 
-def _alike(item: WaitingJob, queued: Queued) -> tuple[object, ...]:
-    """What tells a queued Job from another in AlloX's plan, its arrival and name aside."""
-    return (queued.kind, queued.pool, item.user, tuple(sorted(item.seconds.items())), tuple(sorted(item.demand.items())), item.pods)
+def oldest_alike_started(starts: Sequence[Start], waiting: Sequence[WaitingJob]) -> dict[str, str]:
+    """The Jobs that start in place of those the matching chose, where alike Jobs (as in
+    :func:`alike_in_arrival_order`) wait beside them: of alike Jobs, the oldest start, so that a
+    sweep starts in the order it was told it waits in. ``{chosen: starts instead}``."""
+    chosen = {start.key for start in starts}
+    classes: dict[tuple[object, ...], list[WaitingJob]] = {}
+    for item in waiting:
+        classes.setdefault(_alike(item), []).append(item)
+    instead: dict[str, str] = {}
+    for members in classes.values():
+        if len(members) < 2 or not any(item.key in chosen for item in members):
+            continue
+        members.sort(key=lambda item: (item.arrival, item.key))
+        count = sum(1 for item in members if item.key in chosen)
+        oldest = {item.key for item in members[:count]}
+        displaced = [item.key for item in members if item.key in chosen and item.key not in oldest]
+        passed_over = [item.key for item in members[:count] if item.key not in chosen]
+        instead.update(zip(displaced, passed_over))
+    return instead
+
+
+def _alike(item: WaitingJob, queued: Queued | None = None) -> tuple[object, ...]:
+    """What tells a waiting Job from another in AlloX's decision, its arrival and name aside
+    (and, queued, the kind it waits on)."""
+    where = () if queued is None else (queued.kind,)
+    return (*where, item.pool, item.user, tuple(sorted(item.seconds.items())), tuple(sorted(item.demand.items())), item.pods)
 
 
 def _within(decision: AdmissionDecision, waiting: Sequence[WaitingJob]) -> AdmissionDecision:

@@ -110,6 +110,18 @@ def test_a_sweep_of_alike_jobs_keeps_its_places_in_the_order_they_arrived() -> N
     assert passes_over(api, watch, clock, placer, minutes=15) == 0
 
 
+def test_a_sweep_starts_in_the_order_it_was_told() -> None:
+    api, watch, clock, placer = a_queue_behind_four_running_jobs(queued=20, alike=True)
+    del api.jobs["run-0"]  # it finished: its slot is free
+    clock.now += PASS_SECONDS
+    watch.jobs = api.watched()
+    (start,) = placer.admit().starts
+    assert start.key == "alice/q-000" and api.jobs["q-000"]["spec"]["suspend"] is False
+    told = dict(api.writes)
+    assert [told[f"q-{i:03d}"].split(",")[0] for i in (1, 2)] == ["1st on cpu", "2nd on cpu"]
+    assert {q["job"] for rows in placer.inspect()["queue"].values() for q in rows} == {f"alice/q-{i:03d}" for i in range(1, 20)}
+
+
 def test_a_restarted_cellfit_writes_none_of_the_conditions_it_would_write_again() -> None:
     api, watch, clock, _ = a_queue_behind_four_running_jobs(queued=20)
     clock.now += 7 * 60
