@@ -1043,6 +1043,7 @@ def queued_message(*, place: str, starts_at: float) -> str:
     return f"{place}, expected start at {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(round(starts_at)))} (AlloX)"
 
 
+@lru_cache(maxsize=16384)  # each queued Job's, read again every pass while it stands
 def queued_said(message: str | None) -> tuple[str, float] | None:
     """The place and the expected start (seconds since the epoch) a queued Job's condition says;
     None for any other message, an older cellfit's ("expected start in ~12 min") among them."""
