@@ -28,10 +28,11 @@ from estimator.objects import (
     LABEL_SAMPLE,
     LABEL_SAMPLE_JOB,
 )
-from scheduler.constants import LABEL_PLACEMENT
+from scheduler.constants import ANNOTATION_CONFIGURATIONS, LABEL_PLACEMENT
 from estimator.planner import CreateSample
-from placer.configuration import Configuration
-from placer.rewrite import apply_configuration
+from placer.configuration import Configuration, parse_configurations_cached
+from placer.rewrite import apply_configuration, without_configuration
+from scheduler.errors import InvalidAnnotation
 
 # Labels a sampling pod never carries: those the Job controller selects its pods by (the Job
 # would count it as one of its own), and the placement label of a Job AlloX placed before (the
@@ -54,6 +55,31 @@ def configuration_digest(configuration: Configuration) -> str:
         "annotations": dict(configuration.annotations),
     }
     return hashlib.sha256(json.dumps(document, sort_keys=True, default=str).encode()).hexdigest()[:5]
+
+
+def recorded_configuration(template: Mapping[str, Any], kind: str | None) -> Configuration | None:
+    """The ``kind`` configuration a placement recorded on a pod template (its
+    ``cellfit.io/configurations`` annotation); None when it records none, or one that no
+    longer parses."""
+    text = ((template.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION_CONFIGURATIONS)
+    if kind is None or not text:
+        return None
+    try:
+        recorded = parse_configurations_cached(text)
+    except InvalidAnnotation:
+        return None
+    return recorded[kind] if kind in recorded else None  # type: ignore[index]
+
+
+def _unplaced(template: Mapping[str, Any], configuration: Configuration) -> Mapping[str, Any]:
+    """``template`` less what the configuration its Job was placed in added (a Job placed, then
+    suspended again: its template was rewritten in that configuration, which it records), unless
+    that is the configuration sampled: a CPU sample is not pinned to GPU nodes by the GPU
+    configuration's node selector, nor run with its env and tolerations."""
+    placed = recorded_configuration(template, ((template.get("metadata") or {}).get("labels") or {}).get(LABEL_PLACEMENT))
+    if placed is None or placed == configuration:
+        return template
+    return without_configuration(template, placed)
 
 
 def sample_pod_name(*, job_name: str, job_uid: str, digest: str, run: CreateSample) -> str:
@@ -88,7 +114,7 @@ def build_sample_pod(
         # Where Kubernetes' Job controller puts it too: templates read it by the downward API.
         index[ANNOTATION_COMPLETION_INDEX] = str(run.key.pilot)
     pod = apply_configuration(
-        template,
+        _unplaced(template, configuration),
         configuration,
         extra_env=extra_env,
         extra_labels={LABEL_SAMPLE: "true", LABEL_SAMPLE_JOB: job_uid},

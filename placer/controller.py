@@ -60,7 +60,7 @@ import msgspec
 
 from estimator.contract import parse_estimate_cached
 from estimator.objects import Job, template_kind, timestamp
-from estimator.sample_pod import configuration_digest
+from estimator.sample_pod import configuration_digest, recorded_configuration
 from placer.configuration import Configuration, Configurations, parse_configurations_cached
 from placer.guarantee import gpus_per_pod, pool_machines
 from placer.holding import DEFAULT_UNBOUND_HOLD_SECONDS, HOLDING, Hold, JobPods, explain, hold
@@ -1014,16 +1014,8 @@ def _shed_previous(job: Job, configurations: Configurations, kind: str) -> bytes
 
 
 def _placed_with(template: bytes, kind: str | None) -> Configuration | None:
-    """The ``kind`` configuration a placement recorded on the pod template (``cellfit.io/configurations``
-    of its metadata); None when it records none, or one that no longer parses."""
-    text = ((json.loads(template).get("metadata") or {}).get("annotations") or {}).get(ANNOTATION_CONFIGURATIONS)
-    if kind is None or not text:
-        return None
-    try:
-        recorded = parse_configurations_cached(text)
-    except InvalidAnnotation:
-        return None
-    return recorded[kind] if kind in recorded else None  # type: ignore[index]
+    """The ``kind`` configuration a placement recorded on the pod template."""
+    return recorded_configuration(json.loads(template), kind)
 
 
 # A queued Job's condition: its place and its expected start as a time (RFC 3339, UTC, whole

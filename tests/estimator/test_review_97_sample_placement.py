@@ -37,3 +37,36 @@ def test_the_pod_create_webhook_leaves_a_sampling_pod_labelled_with_a_placement_
     response = review(service, k.admission_review(pod))["response"]
     assert response["allowed"] is True and "patch" not in response
     assert metrics.admission_reviews.labels(result="unchanged")._value.get() == 1
+
+
+PLACED_IN = {"cpu": {"resources": {"cpu": "8"}},
+             "gpu": {"resources": {"nvidia.com/gpu": "1"}, "env": {"CUDA_MODULE_LOADING": "LAZY"},
+                     "nodeSelector": {"accelerator": "a100"}, "tolerations": [{"key": "gpu", "operator": "Exists"}]}}
+
+
+def sample_of(kind: str, *, sampled: str) -> dict:
+    """A sampling pod in ``sampled`` of a Job placed in ``kind`` before (its template rewritten
+    so, as both mechanisms record it), suspended again."""
+    parsed = parse_configurations(json.dumps(PLACED_IN))
+    own = {"spec": {"nodeSelector": {"zone": "a"}, "containers": [{"name": "c", "image": "train:1", "env": [{"name": "SEED", "value": "7"}]}]}}
+    placed = apply_configuration(own, parsed[kind], extra_labels={"cellfit.io/placement": kind},
+                                 extra_annotations={"cellfit.io/configurations": json.dumps(PLACED_IN)})
+    return build_sample_pod(job_name="j", job_namespace="alice", job_uid="0123456789abcdef", template=placed,
+                            configuration=parsed[sampled],
+                            run=CreateSample(key=SampleKey(configuration=sampled, pilot=0, length="short"), attempt=0, iterations=10),
+                            indexed=False, scheduler_name="cellfit", priority_class_name=None)
+
+
+def test_a_cpu_sample_of_a_job_placed_on_gpu_before_sheds_the_gpu_configuration() -> None:
+    spec = sample_of("gpu", sampled="cpu")["spec"]
+    assert spec["nodeSelector"] == {"zone": "a"}  # its user's, not the GPU configuration's
+    assert not spec.get("tolerations")
+    assert spec["containers"][0]["env"] == [{"name": "SEED", "value": "7"}, {"name": "CELLFIT_SAMPLE_ITERATIONS", "value": "10"}]
+    assert spec["containers"][0]["resources"] == {"requests": {"cpu": "8"}}
+
+
+def test_a_sample_in_the_configuration_the_job_was_placed_in_keeps_it() -> None:
+    spec = sample_of("gpu", sampled="gpu")["spec"]
+    assert spec["nodeSelector"] == {"zone": "a", "accelerator": "a100"}
+    assert spec["tolerations"] == [{"key": "gpu", "operator": "Exists"}]
+    assert {"name": "CUDA_MODULE_LOADING", "value": "LAZY"} in spec["containers"][0]["env"]
