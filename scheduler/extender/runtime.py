@@ -319,18 +319,21 @@ def _leadership(
     namespace = election.namespace or default_namespace()
 
     def build() -> list[Driver]:
-        estimator = _estimator(settings, connected, watched, metrics)
-        placer = _placer(settings, connected, watched, estimator, metrics, hived=hived, lock=lock)
+        # The term's drivers write through an API fenced to the term: a pass under way when the
+        # Lease is lost makes no deletion, patch or Event after it (scheduler/cluster/leadership.py).
+        fenced = connected.fenced(terms.in_term())
+        estimator = _estimator(settings, fenced, watched, metrics)
+        placer = _placer(settings, fenced, watched, estimator, metrics, hived=hived, lock=lock)
         # One list and watch of the profile's pending pods a term, which the nudge and the
         # reclaim both read (scheduler/cluster/pending.py); started first, stopped last.
-        pending = PendingPods(api=connected, scheduler_name=settings.nudge.scheduler_name, constrained=reclaimer is not None)
-        nudger = _nudger(settings, connected, watched, metrics, namespace=namespace, pending=pending)
+        pending = PendingPods(api=fenced, scheduler_name=settings.nudge.scheduler_name, constrained=reclaimer is not None)
+        nudger = _nudger(settings, fenced, watched, metrics, namespace=namespace, pending=pending)
         exchange = None
         if quotas is not None and hived is not None and lock is not None:
-            exchange = ExchangeController(api=connected, quotas=quotas, engine=hived, lock=lock, settings=settings.exchange,
+            exchange = ExchangeController(api=fenced, quotas=quotas, engine=hived, lock=lock, settings=settings.exchange,
                                           signal_image=settings.nudge.signal_image,
                                           on_preempt=count_preemption)
-        reclaim = reclaimer(connected, pending) if reclaimer is not None else None
+        reclaim = reclaimer(fenced, pending) if reclaimer is not None else None
         readers = nudger is not None or reclaim is not None
         return [driver for driver in (pending if readers else None, estimator, placer, nudger, exchange, reclaim) if driver is not None]
 

@@ -33,6 +33,10 @@ class ListingApi:
         self.binding_annotations: dict[str, dict[str, str]] = {}  # by pod UID: what the binding wrote
         self.pages_listed = 0
 
+    def fenced(self, acting: Any) -> "ListingApi":
+        """The double has no writes to fence: a term's drivers get the double itself."""
+        return self
+
     def release_pods(self) -> None:
         self.pods_released.set()
 
