@@ -117,56 +117,63 @@ static PyObject *canonical_levels(PyObject *self, PyObject *args) {
     return result;
 }
 
-/* uncontended_plan(rows, fastest, free_by_kind, first_of_kind, bounds, queued, used)
+/* uncontended_plan(rows, fastest, machine_kind, delay, kind_count, bounds, queued, used)
  *   allox._Left.uncontended's plan: rows (int64, rows of every job, ascending), fastest (int64,
- *   each row's strictly fastest kind index, or -1), free_by_kind (int64, the free machines by
- *   kind then as listed) and first_of_kind (int64, kinds + 1: where each kind's begin in it).
- *   Each row on the next free machine of its fastest kind, the rows in order. Writes bounds
- *   (int64, machines + 1: each machine's queue, one row or none), queued (int64, one per row:
- *   the rows by machine) and used (int64, one per row: the machines, ascending); returns False
- *   without writing them when a row has no fastest kind or a kind too few free machines. */
+ *   each row's strictly fastest kind index, or -1), machine_kind (int64) and delay (float64) per
+ *   machine. The free machines (waiting 0) by kind, then as listed (_Left._free_machines'
+ *   order); each row on the next free machine of its fastest kind, the rows in order. Writes
+ *   bounds (int64, machines + 1: each machine's queue, one row or none), queued (int64, one per
+ *   row: the rows by machine) and used (int64, one per row: the machines, ascending); returns
+ *   False without writing them when a row has no fastest kind or a kind too few free machines. */
 static PyObject *uncontended_plan(PyObject *self, PyObject *args) {
     PyObject *objects[7];
+    Py_ssize_t kind_count;
     (void)self;
-    if (!PyArg_ParseTuple(args, "OOOOOOO", &objects[0], &objects[1], &objects[2], &objects[3], &objects[4], &objects[5], &objects[6]))
+    if (!PyArg_ParseTuple(args, "OOOOnOOO", &objects[0], &objects[1], &objects[2], &objects[3], &kind_count, &objects[4], &objects[5],
+                          &objects[6]))
         return NULL;
-    static const Wanted wanted[7] = {{'q', 0, 1, "rows"},   {'q', 0, 1, "fastest"}, {'q', 0, 1, "free_by_kind"}, {'q', 0, 1, "first_of_kind"},
+    static const Wanted wanted[7] = {{'q', 0, 1, "rows"},   {'q', 0, 1, "fastest"}, {'q', 0, 1, "machine_kind"}, {'d', 0, 1, "delay"},
                                      {'q', 1, 1, "bounds"}, {'q', 1, 1, "queued"},  {'q', 1, 1, "used"}};
     Py_buffer views[7];
     int taken = take_all(objects, views, wanted, 7);
     PyObject *result = NULL;
-    int64_t *seen = NULL, *row_of = NULL;
+    int64_t *seen = NULL, *first_of_kind = NULL, *free_by_kind = NULL, *row_of = NULL;
     if (taken == 7) {
-        Py_ssize_t count = views[0].len / 8, job_count = views[1].len / 8, free_count = views[2].len / 8;
-        Py_ssize_t kind_count = views[3].len / 8 - 1, machines = views[4].len / 8 - 1;
-        const int64_t *rows = views[0].buf, *fastest = views[1].buf, *free_by_kind = views[2].buf, *first_of_kind = views[3].buf;
+        Py_ssize_t count = views[0].len / 8, job_count = views[1].len / 8, machines = views[2].len / 8;
+        const int64_t *rows = views[0].buf, *fastest = views[1].buf, *machine_kind = views[2].buf;
+        const double *delay = views[3].buf;
         int64_t *bounds = views[4].buf, *queued = views[5].buf, *used = views[6].buf;
-        int valid = kind_count >= 0 && machines >= 0 && views[5].len / 8 == count && views[6].len / 8 == count && first_of_kind[0] == 0 &&
-                    first_of_kind[kind_count] == free_count;
-        for (Py_ssize_t k = 0; valid && k < kind_count; k++) valid = first_of_kind[k] <= first_of_kind[k + 1];
-        for (Py_ssize_t i = 0; valid && i < free_count; i++) valid = free_by_kind[i] >= 0 && free_by_kind[i] < machines;
+        int valid = kind_count >= 0 && views[3].len / 8 == machines && views[4].len / 8 == machines + 1 && views[5].len / 8 == count &&
+                    views[6].len / 8 == count;
+        for (Py_ssize_t m = 0; valid && m < machines; m++) valid = machine_kind[m] >= 0 && machine_kind[m] < kind_count;
         for (Py_ssize_t i = 0; valid && i < count; i++) valid = rows[i] >= 0 && rows[i] < job_count && fastest[rows[i]] < kind_count;
         if (valid) {
             seen = PyMem_Calloc((size_t)kind_count + 1, sizeof(int64_t));
+            first_of_kind = PyMem_Calloc((size_t)kind_count + 1, sizeof(int64_t));
+            free_by_kind = PyMem_Malloc(sizeof(int64_t) * ((size_t)machines + 1));
             row_of = PyMem_Malloc(sizeof(int64_t) * ((size_t)machines + 1));
         }
         if (!valid) {
-            PyErr_SetString(PyExc_ValueError, "uncontended_plan: rows of fastest, each kind's free machines among the machines");
-        } else if (seen == NULL || row_of == NULL) {
+            PyErr_SetString(PyExc_ValueError, "uncontended_plan: rows of fastest, a wait per machine, kinds below kind_count");
+        } else if (seen == NULL || first_of_kind == NULL || free_by_kind == NULL || row_of == NULL) {
             PyErr_NoMemory();
         } else {
+            /* The free machines by kind, then as listed (a stable sort by kind, by counting). */
+            for (Py_ssize_t m = 0; m < machines; m++)
+                if (delay[m] == 0.0) first_of_kind[machine_kind[m] + 1] += 1;
+            for (Py_ssize_t k = 0; k < kind_count; k++) first_of_kind[k + 1] += first_of_kind[k];
+            for (Py_ssize_t m = 0; m < machines; m++)
+                if (delay[m] == 0.0) free_by_kind[first_of_kind[machine_kind[m]] + seen[machine_kind[m]]++] = m;
+            for (Py_ssize_t k = 0; k < kind_count; k++) seen[k] = 0;
             int written = 1;
             for (Py_ssize_t i = 0; written && i < count; i++) written = fastest[rows[i]] >= 0;
             for (Py_ssize_t i = 0; written && i < count; i++) seen[fastest[rows[i]]] += 1;
             for (Py_ssize_t k = 0; written && k < kind_count; k++) written = seen[k] <= first_of_kind[k + 1] - first_of_kind[k];
-            /* free_by_kind names each free machine once (allox._Left._free_machines): a machine
-             * named twice would take two rows, no plan of one job a machine; declined then. */
             for (Py_ssize_t m = 0; written && m < machines; m++) row_of[m] = -1;
             for (Py_ssize_t k = 0; written && k < kind_count; k++) seen[k] = 0;
             for (Py_ssize_t i = 0; written && i < count; i++) {
-                int64_t kind = fastest[rows[i]], machine = free_by_kind[first_of_kind[kind] + seen[kind]++];
-                written = row_of[machine] < 0;
-                row_of[machine] = rows[i];
+                int64_t kind = fastest[rows[i]];
+                row_of[free_by_kind[first_of_kind[kind] + seen[kind]++]] = rows[i];  /* each free machine once */
             }
             if (written) {
                 Py_ssize_t at = 0;
@@ -184,6 +191,8 @@ static PyObject *uncontended_plan(PyObject *self, PyObject *args) {
         }
     }
     PyMem_Free(seen);
+    PyMem_Free(first_of_kind);
+    PyMem_Free(free_by_kind);
     PyMem_Free(row_of);
     release_all(views, taken);
     return result;
@@ -367,7 +376,7 @@ static PyMethodDef methods[] = {
     {"canonical_levels", canonical_levels, METH_VARARGS,
      "canonical_levels(rows, machine, position, slot_kind, ready, times, out_rows, out_machine): canonical's levels (see the header)"},
     {"uncontended_plan", uncontended_plan, METH_VARARGS,
-     "uncontended_plan(rows, fastest, free_by_kind, first_of_kind, bounds, queued, used): allox's uncontended plan (see above it)"},
+     "uncontended_plan(rows, fastest, machine_kind, delay, kind_count, bounds, queued, used): allox's uncontended plan (see above it)"},
     {"vacancy_needs", vacancy_needs, METH_VARARGS,
      "vacancy_needs(times, kind, other, shift, waits, counts, total): allox._Vacancy's need per row (see above it)"},
     {"vacancy_empty", vacancy_empty, METH_VARARGS,

@@ -646,7 +646,9 @@ class _Left:
         burst, and a Problem and Queues for it cost more than the matching."""
         if not rows.shape[0]:
             return None
-        if native is not None:
+        kinds = machines.machine_kind
+        if (native is not None and kinds.dtype == np.int64 and bool(kinds.flags.c_contiguous) and delay.dtype == np.float64
+                and bool(delay.flags.c_contiguous)):
             return self._uncontended_in_c(rows, delay, machines, native)
         fastest = self._fastest[rows]
         if bool((fastest < 0).any()):
@@ -667,14 +669,13 @@ class _Left:
                      machine[by_machine])  # queued: rows of every_job
 
     def _uncontended_in_c(self, rows: IntArray, delay: FloatArray, machines: Fleet, extension: ModuleType) -> _Plan | None:
-        """:meth:`uncontended` in C (``_solve.c``): the same tests, the same rows on the same
-        machines, one call instead of a dozen NumPy steps (it is asked at every start after a
-        burst)."""
-        _, free_by_kind, first_of_kind = self._free_machines(delay, machines)
+        """:meth:`uncontended` in C (``_solve.c``): the same free machines, tests and rows on the
+        same machines, one call instead of a dozen NumPy steps (it is asked at every start after
+        a burst, each start freeing one machine fewer)."""
         bounds = np.empty(len(machines.machines) + 1, dtype=np.int64)
         queued = np.empty(rows.shape[0], dtype=np.int64)
         used = np.empty(rows.shape[0], dtype=np.int64)
-        if not extension.uncontended_plan(rows, self._fastest, free_by_kind, first_of_kind, bounds, queued, used):
+        if not extension.uncontended_plan(rows, self._fastest, machines.machine_kind, delay, len(machines.kinds), bounds, queued, used):
             return None
         return _Plan(self._every_job.jobs, machines.machine_kind, bounds, queued, {}, used)  # queued: rows of every_job
 

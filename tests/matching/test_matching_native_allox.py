@@ -63,7 +63,7 @@ def random_burst(rng: random.Random) -> tuple[_Left, list[np.ndarray], np.ndarra
     listed = [*kinds, *(rng.choice(kinds) for _ in range(rng.randint(0, 30)))]
     rng.shuffle(listed)
     machines = [Machine(name=f"m{index}", kind=kind) for index, kind in enumerate(listed)]  # every kind, some job's only one
-    busy = {machine.name: float(rng.randint(1, 50)) for machine in machines if rng.random() < 0.3}
+    busy = {machine.name: rng.choice([float(rng.randint(1, 50)), 0.25]) for machine in machines if rng.random() < 0.3}
     arrays = fleet(machines=machines, now=0.0, busy_until=busy)
     users = [f"u{index}" for index in range(rng.randint(1, 5))]
     jobs = random_jobs(rng, kinds, users, count=rng.randint(1, 40), longest=4, zero_share=0.05)
@@ -173,11 +173,13 @@ def test_bad_buffers_are_refused_by_name() -> None:
     one = np.zeros(1, dtype=np.int64)
     out = np.zeros(2, dtype=np.int64)
     with pytest.raises(TypeError, match="fastest"):
-        native.uncontended_plan(one, np.zeros(1), one, out, out.copy(), one.copy(), one.copy())
+        native.uncontended_plan(one, np.zeros(1), one, np.zeros(1), 1, out.copy(), one.copy(), one.copy())
+    with pytest.raises(TypeError, match="delay"):
+        native.uncontended_plan(one, one, one, one, 1, out.copy(), one.copy(), one.copy())
     with pytest.raises(ValueError, match="rows of fastest"):  # a row beyond fastest
-        native.uncontended_plan(one + 3, one, one, np.array([0, 1]), out.copy(), one.copy(), one.copy())
-    with pytest.raises(ValueError, match="free machines among the machines"):  # a free machine beyond the bounds
-        native.uncontended_plan(one, one, one + 4, np.array([0, 1]), out.copy(), one.copy(), one.copy())
+        native.uncontended_plan(one + 3, one, one, np.zeros(1), 1, out.copy(), one.copy(), one.copy())
+    with pytest.raises(ValueError, match="kinds below kind_count"):  # a machine of a kind beyond the kinds
+        native.uncontended_plan(one, one, one + 4, np.zeros(1), 1, out.copy(), one.copy(), one.copy())
     times = np.ones((2, 2))
     with pytest.raises(TypeError, match="waits"):
         native.vacancy_needs(times, 0, 1, 0.0, np.zeros(1, dtype=np.int64), np.ones(1), np.zeros(2))
