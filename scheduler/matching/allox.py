@@ -46,6 +46,8 @@ try:
     _built: ModuleType | None = import_module("scheduler.matching._solve")
 except ImportError:  # pragma: no cover - the package was installed without its C extension
     _built = None
+if _built is not None and not all(hasattr(_built, name) for name in ("uncontended_plan", "vacancy_needs", "vacancy_empty")):
+    _built = None  # built from an older _solve.c (an install not rebuilt since): NumPy's steps, the same decisions
 
 native = _built  # the extension in use: None: the uncontended plans and the vacancy bound in NumPy (the tests compare both)
 

@@ -196,10 +196,9 @@ def test_algorithm_2_and_admission_decide_the_same_with_its_steps_in_c(monkeypat
     assert_decisions_alike(random.Random(8712), monkeypatch, allox)
 
 
-FALLBACK = """
-import json, sys
-sys.modules["scheduler.matching._solve"] = None  # as if built without a C compiler: the import fails
-import importlib
+# A decision of Algorithm 2 in a child process, its extension as the script before it leaves it:
+# whether allox uses it, and the starts.
+DECIDE = """
 from scheduler.matching.model import Job, Machine
 allox = importlib.import_module("scheduler.matching.allox")
 jobs = [Job(name=f"j{i}", user=f"u{i % 3}", arrival=0.0, processing_time={"gpu": float(t), "cpu": float(3 * t)})
@@ -209,13 +208,38 @@ starts = allox.AlloxScheduler(alpha=0.3).on_machine_free(now=0.0, free_machines=
 print(json.dumps({"in_use": allox.native is not None, "starts": [(a.job.name, a.machine.name) for a in starts]}))
 """
 
+FALLBACK = """
+import importlib, json, sys
+sys.modules["scheduler.matching._solve"] = None  # as if built without a C compiler: the import fails
+""" + DECIDE
 
-def test_without_the_extension_numpy_writes_the_same_plans() -> None:
+STALE = """
+import glob, importlib, importlib.util, json, sys, types
+# The built extension loaded from its file, before the package (whose modules import it) is.
+spec = importlib.util.spec_from_file_location("scheduler.matching._solve", glob.glob("scheduler/matching/_solve*.so")[0])
+real = importlib.util.module_from_spec(spec)
+stale = types.ModuleType("scheduler.matching._solve")  # built before Algorithm 2's steps were in it: canonical's levels alone
+stale.canonical_levels = real.canonical_levels
+sys.modules["scheduler.matching._solve"] = stale
+""" + DECIDE
+
+
+def decided_in_a_child(script: str) -> bool:
+    """Runs ``script`` on a few jobs; whether its allox used the extension (its starts are
+    asserted to be this process's, the extension in use here)."""
     times = [4, 4, 1, 2, 2, 7, 3, 5]
-    done = subprocess.run([sys.executable, "-c", FALLBACK, json.dumps(times)], cwd=ROOT, capture_output=True, text=True, check=True)
+    done = subprocess.run([sys.executable, "-c", script, json.dumps(times)], cwd=ROOT, capture_output=True, text=True, check=True)
     answer = json.loads(done.stdout)
-    assert answer["in_use"] is False and allox.native is not None
     jobs = [Job(name=f"j{i}", user=f"u{i % 3}", arrival=0.0, processing_time={"gpu": float(t), "cpu": float(3 * t)}) for i, t in enumerate(times)]
     machines = [Machine(name=f"g{i}", kind="gpu") for i in range(4)] + [Machine(name=f"c{i}", kind="cpu") for i in range(4)]
     starts = allox.AlloxScheduler(alpha=0.3).on_machine_free(now=0.0, free_machines=machines, pending_jobs=jobs, busy_until={})
-    assert answer["starts"] == [[a.job.name, a.machine.name] for a in starts]
+    assert allox.native is not None and answer["starts"] == [[a.job.name, a.machine.name] for a in starts]
+    return bool(answer["in_use"])
+
+
+def test_without_the_extension_numpy_writes_the_same_plans() -> None:
+    assert not decided_in_a_child(FALLBACK)
+
+
+def test_an_extension_built_from_an_older_source_leaves_the_steps_to_numpy() -> None:
+    assert not decided_in_a_child(STALE)
