@@ -524,12 +524,21 @@ class _Empty:
         return {users: fact for users, fact in known.items() if fact.kind == kind and fact.wait == old and fact.count < group}
 
 
+# _reordered sorts every kind again from this many machines moved.
+_RESORT = 3
+
+
 def _reordered(orders: tuple[KindOrder, ...] | None, shifted: Sequence[int], delay: FloatArray,
                machine_kind: IntArray) -> tuple[KindOrder, ...] | None:
     """``orders`` once each machine of ``shifted`` waits what ``delay`` now says (None stays
-    None: nothing sorted yet)."""
+    None: nothing sorted yet): each machine moved in its kind's order, or, for as many as
+    ``_RESORT`` or more, every kind sorted again (what moving them gives,
+    tests/matching/test_matching_kind_orders.py; after a burst the uncontended starts between
+    two solves move several machines, each move costing a third of a sort)."""
     if orders is None:
         return None
+    if len(shifted) >= _RESORT:
+        return kind_orders(machine_kind=machine_kind, available=delay, kind_count=len(orders))
     for position in shifted:
         orders = kind_orders_after(orders, machine=position, kind=int(machine_kind[position]), omega=float(delay[position]))
     return orders
