@@ -95,6 +95,16 @@ class Replica:
         return "successfully acquired lease" in self.scheduler.log.read_text(errors="replace").lower()
 
 
+def lead_then_stand_by(a: Replica, b: Replica) -> None:
+    """A started until it leads both Leases (kube-scheduler's and cellfit's controllers'), then B
+    started beside it, standing by."""
+    a.start()
+    wait_for(a.leads_scheduling, 60, f"replica A's kube-scheduler to lead (log {a.scheduler and a.scheduler.log})")
+    wait_for(lambda: lease(a.cluster, a.release, CONTROLLERS).get("holderIdentity") == a.name, 60,
+             "replica A's cellfit to hold the controllers' Lease")
+    b.start()
+
+
 def lease(cluster: Cluster, release: Release, name: str) -> dict[str, Any]:
     return dict(cluster.kubectl_json("-n", release.namespace, "get", "lease", name)["spec"])
 
@@ -121,11 +131,7 @@ def replicas(control_plane: Any, tmp_path_factory: pytest.TempPathFactory) -> It
     workdir = tmp_path_factory.mktemp(f"failover-{SCENARIOS.run}")
     a, b = Replica("replica-a", cluster, release, workdir), Replica("replica-b", cluster, release, workdir)
     try:
-        a.start()
-        wait_for(a.leads_scheduling, 60, f"replica A's kube-scheduler to lead (log {a.scheduler and a.scheduler.log})")
-        wait_for(lambda: lease(cluster, release, CONTROLLERS).get("holderIdentity") == "replica-a", 60,
-                 "replica A's cellfit to hold the controllers' Lease")
-        b.start()
+        lead_then_stand_by(a, b)
         yield cluster, release, a, b, control_plane
     finally:
         b.stop()

@@ -28,7 +28,7 @@ from chart_support import (
     ChartScheduler, Cluster, Release, Scenarios, assert_no_double_booking, ensure_release, gang_job, gpu_pod, is_active, running_on,
     scenario_scheduler, wait_for,
 )
-from test_failover import CONTROLLERS, Replica, lease
+from test_failover import CONTROLLERS, Replica, lead_then_stand_by, lease
 
 pytestmark = pytest.mark.e2e
 SCENARIOS = Scenarios("hivedprio-")
@@ -48,11 +48,7 @@ def split_leaders(control_plane: Any, tmp_path_factory: pytest.TempPathFactory) 
     workdir = tmp_path_factory.mktemp(f"hived-reclaim-ha-{SCENARIOS.run}")
     a, b = Replica("replica-a", cluster, release, workdir), Replica("replica-b", cluster, release, workdir)
     try:
-        a.start()
-        wait_for(a.leads_scheduling, 60, f"replica A's kube-scheduler to lead (log {a.scheduler and a.scheduler.log})")
-        wait_for(lambda: lease(cluster, release, CONTROLLERS).get("holderIdentity") == "replica-a", 60,
-                 "replica A's cellfit to hold the controllers' Lease")
-        b.start()
+        lead_then_stand_by(a, b)
         assert a.scheduler is not None and a.scheduler.process is not None
         a.scheduler.process.kill()  # A's cellfit keeps leading the controllers
         a.scheduler.process.wait(10)
