@@ -9,6 +9,7 @@ import multiprocessing
 import os
 import signal
 import threading
+import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
 from typing import Any
@@ -130,12 +131,23 @@ def test_a_solver_process_that_hangs_is_killed_the_pass_starts_nothing_and_the_n
             passing.join()
         assert outcome and outcome[0] is not None and "solver process" in str(outcome[0])
         assert [name for name, _ in api.patches] == ["a"]  # nothing started without a decision
-        child.join(30)
-        assert child.exitcode is not None  # killed, not left stopped
+        assert exit_code_of(child, within_seconds=30) is not None  # killed, not left stopped
         (second,) = placer.admit().starts  # a new child decides
         assert second.key == "alice/b" and [name for name, _ in api.patches] == ["a", "b"]
     finally:
         placer.stop()
+
+
+def exit_code_of(child: Any, *, within_seconds: float) -> int | None:
+    """The child's exit code once it has one. Not ``child.join()`` then ``child.exitcode``: the
+    executor's own thread joins its killed worker too, and when it reaps the process between the
+    join's wait and its poll, that join returns with no exit code although the child is gone
+    (multiprocessing's poll takes ECHILD for "not yet"); the code appears once that thread has
+    recorded it."""
+    deadline = time.monotonic() + within_seconds
+    while child.exitcode is None and time.monotonic() < deadline:
+        child.join(0.1)
+    return child.exitcode  # type: ignore[no-any-return]
 
 
 def estimated_for(name: str, *, sampled: dict[str, Any], now: dict[str, Any], seconds: dict[str, float]) -> Any:
