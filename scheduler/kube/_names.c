@@ -297,6 +297,21 @@ static const char *skip_nested(const char *p, const char *end) {
     return NULL;
 }
 
+/* An object's key at p (its opening quote) and the start of its value: the byte after the colon
+ * and any space, the key's content in *key and *length. NULL when the text ends first, the key
+ * holds an escape (neither kube-scheduler nor the API server writes one in the keys read here)
+ * or no colon follows. */
+static const char *read_key(const char *p, const char *end, const char **key, Py_ssize_t *length) {
+    if (p == end || *p++ != '"') return NULL;
+    *key = p;
+    p = string_end(p, end);
+    if (p == end || *p != '"') return NULL;
+    *length = p - *key;
+    p = skip_space(p + 1, end);
+    if (p == end || *p++ != ':') return NULL;
+    return skip_space(p, end);
+}
+
 /* Checks shared by everything that reads spans: int32 pairs lying inside `text`. */
 static int aligned(const Py_buffer *buffer, size_t alignment, const char *what) {
     if ((uintptr_t)buffer->buf % alignment == 0) return 1;
@@ -591,14 +606,10 @@ static PyObject *names_split_args(PyObject *module, PyObject *arg) {
     if (p == end || *p++ != '{') goto none;
     for (;;) {
         p = skip_space(p, end);
-        if (p == end || *p++ != '"') goto none;
-        const char *key = p;
-        p = string_end(p, end);
-        if (p == end || *p != '"') goto none;  /* an escape in a key: not kube-scheduler's */
-        Py_ssize_t key_length = p - key;
-        p = skip_space(p + 1, end);
-        if (p == end || *p++ != ':') goto none;
-        p = skip_space(p, end);
+        const char *key;
+        Py_ssize_t key_length;
+        p = read_key(p, end, &key, &key_length);
+        if (p == NULL) goto none;
         if (key_length == 3 && memcmp(key, "Pod", 3) == 0 && pod_start == NULL) {
             if (p == end || *p != '{') goto none;
             pod_start = p;
@@ -704,14 +715,10 @@ static int split_list_text(const char *text, const char *end, ListSplit *split) 
     p = skip_space(p, end);
     if (p < end && *p == '}') return skip_space(p + 1, end) == end;
     for (;;) {
-        if (p == end || *p++ != '"') return 0;
-        const char *key = p;
-        p = string_end(p, end);
-        if (p == end || *p != '"') return 0;  /* an escape in a key: not the API server's */
-        Py_ssize_t key_length = p - key;
-        p = skip_space(p + 1, end);
-        if (p == end || *p++ != ':') return 0;
-        p = skip_space(p, end);
+        const char *key;
+        Py_ssize_t key_length;
+        p = read_key(p, end, &key, &key_length);
+        if (p == NULL) return 0;
         if (key_length == 5 && memcmp(key, "items", 5) == 0) {
             if (seen_items) return 0;
             seen_items = 1;
