@@ -36,7 +36,8 @@ import msgspec
 
 from scheduler.cluster.api import WatchExpired
 from scheduler.cluster.reflector import Reflector
-from scheduler.kube import node_rules, wire
+from scheduler.kube import node_rules
+from scheduler.kube.lists import read_page
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +87,6 @@ class _PodList(msgspec.Struct, frozen=True, gc=False):
 _POD_DECODER = msgspec.json.Decoder(_Pod)
 _POD_LIST_DECODER = msgspec.json.Decoder(_PodList)
 _CONSTRAINED_DECODER = msgspec.json.Decoder(node_rules.ConstrainedPod)
-_RAW_LIST_DECODER = msgspec.json.Decoder(wire.RawList)
 
 
 @dataclass(frozen=True)
@@ -166,8 +166,9 @@ def pending_pod(raw: msgspec.Raw | bytes, *, constrained: bool = True) -> Pendin
 
 
 def _listed(raw: bytes, *, constrained: bool) -> tuple[str, list[PendingPod]]:
-    listing = _RAW_LIST_DECODER.decode(raw)
-    return listing.metadata.resourceVersion, [pending_pod(item, constrained=constrained) for item in listing.items or ()]
+    # Split as the watch cache's relist splits its pages: with the GIL released.
+    page = read_page(raw)
+    return page.metadata.resourceVersion, [pending_pod(item, constrained=constrained) for item in page.items]
 
 
 class PendingPods:
