@@ -23,6 +23,7 @@ import msgspec
 from scheduler.constants import RESOURCE_NVIDIA_GPU
 from scheduler.errors import InvalidRequest
 from scheduler.kube import wire
+from scheduler.kube.lists import read_page
 
 T = TypeVar("T")
 
@@ -144,7 +145,6 @@ class TaintedNode(msgspec.Struct, frozen=True, gc=False):
     status: wire.NodeStatus | None = None
 
 
-_LIST_DECODER: Final = msgspec.json.Decoder(wire.RawList)
 _POD_DECODER: Final = msgspec.json.Decoder(ConstrainedPod)
 _NODE_DECODER: Final = msgspec.json.Decoder(TaintedNode)
 
@@ -163,7 +163,7 @@ def nodes_of(raw_list: bytes) -> list[TaintedNode]:
 def _items(raw_list: bytes, decoder: msgspec.json.Decoder[T]) -> list[T]:
     """Raises :class:`~scheduler.errors.InvalidRequest` when the list itself does not read."""
     try:
-        items = _LIST_DECODER.decode(raw_list).items or []
+        items = read_page(raw_list).items  # split with the GIL released, as the watch cache's pages
     except msgspec.MsgspecError as error:
         raise InvalidRequest(f"the API server's list did not read: {error}") from error
     decoded = []
