@@ -118,6 +118,18 @@ class CellsConfig(_Model):
             "the slots without a pod are released, with an Event on the Job. null: never."
         ),
     )
+    victim_exit_margin_seconds: float = Field(
+        default=60.0,
+        alias="victimExitMarginSeconds",
+        ge=0,
+        le=3600,
+        allow_inf_nan=False,
+        description=(
+            "Seconds past the longest grace period of a guaranteed pod's leaving opportunistic "
+            "victims that the pod's booked cells are kept off the nodes kube-scheduler offers; "
+            "then (a victim stuck behind a finalizer) the next filter places the pod anew."
+        ),
+    )
 
 
 # --------------------------------------------------------------------------- error formatting

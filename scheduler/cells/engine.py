@@ -1011,4 +1011,5 @@ def booking_limits(config: CellsConfig) -> BookingLimits:
     return BookingLimits(
         unseen_pod_grace_seconds=config.unseen_pod_grace_seconds,
         gang_booking_timeout_seconds=config.gang_booking_timeout_seconds,
+        victim_exit_margin_seconds=config.victim_exit_margin_seconds,
     )

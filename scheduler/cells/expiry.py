@@ -60,7 +60,8 @@ class BookingLimits:
 
     unseen_pod_grace_seconds: float = 10.0
     gang_booking_timeout_seconds: float | None = 300.0
-    # How long past its leaving victims' grace period a booking is kept off the offered nodes.
+    # How long past its leaving victims' grace period a booking is kept off the offered nodes
+    # (cells.victimExitMarginSeconds).
     victim_exit_margin_seconds: float = 60.0
 
 
@@ -250,7 +251,8 @@ class BookingExpiry:
                 self._lapsed.add(booking_id)
                 alloc.note(
                     f"{_holder(booking)}: the cells booked on node {booking.node} were kept {max(graces) + margin:g} s "
-                    f"(the longest grace period of the opportunistic pods leaving them, and {margin:g} s) while "
+                    f"(the longest grace period of the opportunistic pods leaving them, and {margin:g} s, "
+                    "cells.victimExitMarginSeconds) while "
                     "kube-scheduler offered other nodes, and those pods have not left; kept no longer: the next "
                     "filter without that node places the pod anew"
                 )

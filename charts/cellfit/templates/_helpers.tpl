@@ -183,6 +183,7 @@ in it, since switching to or from the implicit default VC needs a restart. */}}
 {{- $_ := set $values.cells "virtualClusters" (ternary "configured" "implicit default" (not (empty .Values.cells.virtualClusters))) }}
 {{- $_ := unset $values.cells "unseenPodGraceSeconds" }}
 {{- $_ := unset $values.cells "gangBookingTimeoutSeconds" }}
+{{- $_ := unset $values.cells "victimExitMarginSeconds" }}
 {{- include "cellfit.config" (dict "Values" $values "Release" .Release "Chart" .Chart) }}
 {{- end }}
 
