@@ -364,18 +364,13 @@ class PlacerController:
         )
         decided, decided_cpu = time.perf_counter(), time.thread_time()
         decision = _within(decision, waiting)
-        instead = oldest_alike_started(decision.starts, waiting)
-        decision = replace(decision, starts=tuple(replace(start, key=instead.get(start.key, start.key)) for start in decision.starts))
         elapsed = decided - started
         for start in decision.starts:
             job = by_key[start.key]
             self._start(job, configurations[job.metadata.uid], start.kind, estimates[start.key])
         # The queue only now: it decides no start, so no unsuspend waits for its matching.
         planning, planning_cpu = time.perf_counter(), time.thread_time()
-        planned_started = {key: planned for planned, key in instead.items()}  # the plan queues them
-        queue = tuple(replace(queued, key=planned_started.get(queued.key, queued.key)) for queued in queue_of())
-        decision = _within(replace(decision, queue=queue), waiting)
-        decision = replace(decision, queue=alike_in_arrival_order(decision.queue, waiting))
+        decision = _within(replace(decision, queue=queue_of()), waiting)
         queue_seconds, queue_cpu_seconds = time.perf_counter() - planning, time.thread_time() - planning_cpu
         if self._on_decision is not None:  # after the queue: its observer counts the queued Jobs
             self._on_decision(elapsed, decision)
@@ -883,56 +878,6 @@ class PlacerController:
             "progressSpread": round(last.progress_spread, 6),
             "queue": queue_by_kind,
         }
-
-
-def alike_in_arrival_order(queue: Sequence[Queued], waiting: Sequence[WaitingJob]) -> tuple[Queued, ...]:
-    """``queue`` with Jobs that are alike (one user's, of the same estimates, demand and pods,
-    queued on one kind of one pool) in their places in the order they arrived. The queue plan's
-    matching breaks ties between them one way or another as time moves its costs (the ω grid),
-    and each swap would rewrite two Jobs' conditions while nothing changed for anyone: 786
-    writes in 15 minutes over 200 such Jobs (tests/placer/test_review_97_queue_writes.py)."""
-    by_key = {item.key: item for item in waiting}
-    places: dict[tuple[object, ...], list[int]] = {}
-    for index, queued in enumerate(queue):
-        item = by_key.get(queued.key)
-        if item is not None:
-            places.setdefault(_alike(item, queued), []).append(index)
-    ordered = list(queue)
-    for indices in places.values():
-        if len(indices) < 2:
-            continue
-        arrived = sorted((by_key[queue[index].key] for index in indices), key=lambda item: (item.arrival, item.key))
-        for index, item in zip(sorted(indices, key=lambda index: queue[index].position), arrived):
-            ordered[index] = replace(queue[index], key=item.key)
-    return tuple(ordered)
-
-
-def oldest_alike_started(starts: Sequence[Start], waiting: Sequence[WaitingJob]) -> dict[str, str]:
-    """The Jobs that start in place of those the matching chose, where alike Jobs (as in
-    :func:`alike_in_arrival_order`) wait beside them: of alike Jobs, the oldest start, so that a
-    sweep starts in the order it was told it waits in. ``{chosen: starts instead}``."""
-    chosen = {start.key for start in starts}
-    classes: dict[tuple[object, ...], list[WaitingJob]] = {}
-    for item in waiting:
-        classes.setdefault(_alike(item), []).append(item)
-    instead: dict[str, str] = {}
-    for members in classes.values():
-        if len(members) < 2 or not any(item.key in chosen for item in members):
-            continue
-        members.sort(key=lambda item: (item.arrival, item.key))
-        count = sum(1 for item in members if item.key in chosen)
-        oldest = {item.key for item in members[:count]}
-        displaced = [item.key for item in members if item.key in chosen and item.key not in oldest]
-        passed_over = [item.key for item in members[:count] if item.key not in chosen]
-        instead.update(zip(displaced, passed_over))
-    return instead
-
-
-def _alike(item: WaitingJob, queued: Queued | None = None) -> tuple[object, ...]:
-    """What tells a waiting Job from another in AlloX's decision, its arrival and name aside
-    (and, queued, the kind it waits on)."""
-    where = () if queued is None else (queued.kind,)
-    return (*where, item.pool, item.user, tuple(sorted(item.seconds.items())), tuple(sorted(item.demand.items())), item.pods)
 
 
 def _within(decision: AdmissionDecision, waiting: Sequence[WaitingJob]) -> AdmissionDecision:

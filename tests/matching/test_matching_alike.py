@@ -1,0 +1,59 @@
+"""Alike Jobs (one user's, of the same estimates, demand and pods) are settled by arrival in the
+decision itself, so the simulator and ``cellfit allox`` (which call :func:`decide`) start and queue
+the same Jobs as the live controller (which calls :func:`decide_starts` and the plan's queue)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from scheduler.matching.admission import WaitingJob, decide, decide_starts
+from scheduler.matching.capacity import NodeResources
+from scheduler.matching.fairness import Capacity
+from scheduler.matching.model import Demand
+
+CAPACITY = Capacity(cpu=40, gpu=4, memory=256)
+DEMAND = {"cpu": Demand(cpu=4, memory=8), "gpu": Demand(gpu=1, cpu=1)}
+NODES = [NodeResources(name=f"n{i}", cpu=10, gpu=2, memory=128) for i in range(2)]  # 4 GPUs, 4 CPU slots
+
+
+def sweep(rng: random.Random, *, count: int) -> list[WaitingJob]:
+    """``count`` alike Jobs of one user whose names do not follow their arrival, and one other
+    user's Job, listed in a random order."""
+    names = [f"job-{rng.randrange(10**6):06d}-{index}" for index in range(count)]
+    jobs = [WaitingJob(key=name, user="ana", arrival=float(index), seconds={"cpu": 600.0, "gpu": 120.0}, demand=DEMAND)
+            for index, name in enumerate(names)]
+    jobs.append(WaitingJob(key="other", user="bo", arrival=0.5, seconds={"cpu": 300.0, "gpu": 200.0}, demand=DEMAND))
+    rng.shuffle(jobs)
+    return jobs
+
+
+def arrival_rank(jobs: list[WaitingJob]) -> dict[str, int]:
+    alike = sorted((job for job in jobs if job.user == "ana"), key=lambda job: job.arrival)
+    return {job.key: rank for rank, job in enumerate(alike)}
+
+
+@pytest.mark.parametrize("seed", range(12))
+@pytest.mark.parametrize("alpha", [1.0, 0.1])
+def test_of_alike_jobs_the_oldest_start_and_the_rest_queue_in_the_order_they_arrived(seed: int, alpha: float) -> None:
+    rng = random.Random(seed)
+    jobs = sweep(rng, count=12)
+    rank = arrival_rank(jobs)
+    decision = decide(now=100.0, waiting=jobs, running=[], free_nodes=NODES, capacity=CAPACITY, alpha=alpha)
+    started = sorted(rank[start.key] for start in decision.starts if start.key in rank)
+    assert started == list(range(len(started))), "the oldest alike Jobs start"
+    for kind in ("cpu", "gpu"):
+        queued = sorted((q for q in decision.queue if q.key in rank and q.kind == kind), key=lambda q: q.position)
+        ranks = [rank[q.key] for q in queued]
+        assert ranks == sorted(ranks), f"alike Jobs queue on {kind} in the order they arrived"
+    assert sorted([s.key for s in decision.starts] + [q.key for q in decision.queue]) == sorted(job.key for job in jobs)
+
+
+def test_the_live_pass_and_the_simulator_decide_alike_jobs_the_same() -> None:
+    jobs = sweep(random.Random(5), count=12)
+    inputs = dict(now=100.0, waiting=jobs, running=[], free_nodes=NODES, capacity=CAPACITY, alpha=0.1)
+    starts, plan = decide_starts(**inputs)  # type: ignore[arg-type]
+    whole = decide(**inputs)  # type: ignore[arg-type]
+    assert starts.starts == whole.starts
+    assert plan.queue() == whole.queue
