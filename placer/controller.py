@@ -64,6 +64,7 @@ from estimator.sample_pod import configuration_digest, recorded_configuration
 from placer.configuration import Configuration, Configurations, parse_configurations_cached
 from placer.guarantee import gpus_per_pod, pool_machines
 from placer.holding import DEFAULT_UNBOUND_HOLD_SECONDS, HOLDING, Hold, JobPods, explain, hold
+from placer.patch import PodsRefused, check_pod_level_resources, containers_record
 from placer.rewrite import apply_configuration, without_configuration
 from placer.solver_wire import SolverSession, decide_encoded, queue_encoded
 from scheduler.config import AlloxSettings
@@ -750,6 +751,7 @@ class PlacerController:
                         raw_template, configuration, extra_labels={LABEL_PLACEMENT: kind},
                         extra_annotations={ANNOTATION_CONFIGURATIONS: job.annotations[ANNOTATION_CONFIGURATIONS]},
                     )
+                    placed["metadata"]["annotations"].update(containers_record(placed))
                     self._api.patch_job(namespace=namespace, name=name, operations=_operations(job, kind, placed))
                     used = "template"
                 except KubernetesApiError as error:
@@ -766,7 +768,7 @@ class PlacerController:
                 used = "webhook"
         except CellfitError as error:
             log.warning("could not start a placed Job", extra={"job": f"{namespace}/{name}", "kind": kind, "reason": str(error)})
-            if isinstance(error, KubernetesApiError) and _refuses_job(error):
+            if isinstance(error, PodsRefused) or (isinstance(error, KubernetesApiError) and _refuses_job(error)):
                 self._refuse(job, kind, error)
             return
         self._mechanisms[used] = self._mechanisms.get(used, 0) + 1
@@ -783,7 +785,7 @@ class PlacerController:
             self._on_start(kind, used)
         log.info("job placed", extra={"job": f"{namespace}/{name}", "kind": kind, "mechanism": used})
 
-    def _refuse(self, job: Job, kind: str, error: KubernetesApiError) -> None:
+    def _refuse(self, job: Job, kind: str, error: CellfitError) -> None:
         """The API server will not take this Job in ``kind`` as it is: its user is told why, and
         it is not chosen in that kind again until it changes (each pass chose it for the same
         machine, and the Job after it on that machine never started)."""
@@ -799,7 +801,8 @@ class PlacerController:
         """Only what a suspended Job's template may always change (from ``shed``, the template
         less what a configuration of another kind added: :func:`_shed_previous`); its containers
         stay as stored, as the API server refuses any change of them (the env a configuration of
-        another kind set, too), and the webhook rewrites each pod's (placer/patch.py)."""
+        another kind set, too), and the webhook rewrites each pod's (placer/patch.py): those the
+        template names. :class:`PodsRefused` where the API server would refuse every such pod."""
         template = json.loads(shed)
         placed = json.loads(bytes(job.spec.template)) if job.spec.has_template else {}
         placed["metadata"] = template.get("metadata") or {}
@@ -807,10 +810,11 @@ class PlacerController:
         metadata["labels"] = {**(metadata.get("labels") or {}), LABEL_PLACEMENT: kind}
         metadata["annotations"] = {
             **(metadata.get("annotations") or {}), **configuration.annotations,
-            ANNOTATION_CONFIGURATIONS: job.annotations[ANNOTATION_CONFIGURATIONS],
+            ANNOTATION_CONFIGURATIONS: job.annotations[ANNOTATION_CONFIGURATIONS], **containers_record(template),
         }
         spec = placed.setdefault("spec", {})
         rewritten = apply_configuration(template, configuration)["spec"]
+        check_pod_level_resources(rewritten, configuration)
         for key in ("nodeSelector", "tolerations"):
             if key in rewritten:
                 spec[key] = rewritten[key]

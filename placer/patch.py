@@ -5,16 +5,30 @@ Used where the suspended Job's pod template cannot take the configuration's reso
 (Kubernetes without KEP-5440, MutablePodResourcesForSuspendedJobs): the Job's pods are rewritten
 as they are created instead. The patch is computed from :func:`placer.rewrite.apply_configuration`,
 so both mechanisms give the same pod.
+
+Only the containers the Job's template has take the configuration: a placement records their
+names on the template (``cellfit.io/configured-containers``, :func:`containers_record`), which
+each pod inherits, and a container another mutating webhook injected into the pod before
+cellfit's (Istio's proxy, a logging agent) keeps what it came with: AlloX counted the template's
+containers, and the proxy given the configuration's GPU would make the pod ask twice the GPUs
+booked. A pod of a Job placed before the record was written has every container rewritten.
+
+A pod's containers in the configuration may ask more than the template's pod-level resources
+(KEP-2837) allow; the API server then refuses every pod the webhook rewrites, and the Job
+controller retries for ever. :func:`check_pod_level_resources` says so before the Job starts.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping
+import math
+from fractions import Fraction
+from typing import AbstractSet, Any, Callable, Final, Mapping
 
 from placer.configuration import Configuration, parse_configurations_cached
 from placer.rewrite import apply_configuration
-from scheduler.constants import ANNOTATION_CONFIGURATIONS
+from scheduler.constants import ANNOTATION_CONFIGURATIONS, ANNOTATION_CONFIGURED_CONTAINERS, RESOURCE_CPU, RESOURCE_MEMORY
+from scheduler.core.resources import format_bytes, format_cpu, parse_quantity
 from scheduler.errors import InvalidAnnotation
 
 _MISSING = object()
@@ -25,8 +39,10 @@ def placement_patch(pod: Mapping[str, Any], configuration: Configuration) -> lis
     A variable another of the configurations the pod carries (``cellfit.io/configurations``)
     sets, holding that one's value, is taken out first: a Job placed on one kind, suspended
     again and placed on the other keeps the first one's env in its template's containers (the
-    API server lets the placer change none of them), and its pods must not run with it."""
-    placed = apply_configuration(_without_others_env(pod, configuration), configuration)
+    API server lets the placer change none of them), and its pods must not run with it. Only the
+    containers the placement recorded (:func:`configured_containers`) change."""
+    containers = configured_containers(pod)
+    placed = apply_configuration(_without_others_env(pod, configuration, containers), configuration, containers=containers)
     operations: list[dict[str, Any]] = []
     spec, placed_spec = pod.get("spec") or {}, placed["spec"]
     for index, (container, placed_container) in enumerate(zip(spec.get("containers") or [], placed_spec.get("containers") or [])):
@@ -39,10 +55,28 @@ def placement_patch(pod: Mapping[str, Any], configuration: Configuration) -> lis
     return operations
 
 
-def _without_others_env(pod: Mapping[str, Any], configuration: Configuration) -> Mapping[str, Any]:
+def containers_record(template: Mapping[str, Any]) -> dict[str, str]:
+    """The annotation a placement writes on the Job's pod template beside its configurations:
+    the names of the template's containers, which its pods inherit."""
+    names = [container["name"] for container in (template.get("spec") or {}).get("containers") or []
+             if isinstance(container, dict) and isinstance(container.get("name"), str)]
+    return {ANNOTATION_CONFIGURED_CONTAINERS: ",".join(names)}
+
+
+def configured_containers(pod: Mapping[str, Any]) -> frozenset[str] | None:
+    """The containers of ``pod`` that take its configuration, by name, as its placement recorded
+    them; None where it recorded none (a Job placed by a cellfit before the record: every
+    container, as that cellfit rewrote them)."""
+    text = ((pod.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION_CONFIGURED_CONTAINERS)
+    names = frozenset(name.strip() for name in text.split(",") if name.strip()) if isinstance(text, str) else frozenset()
+    return names or None
+
+
+def _without_others_env(pod: Mapping[str, Any], configuration: Configuration, containers: AbstractSet[str] | None) -> Mapping[str, Any]:
     """``pod`` without the env entries the other configurations it carries set (name and value
-    alike: a user's own variable of that name and another value stays); ``pod`` itself when
-    there are none, or its configurations do not parse (the caller parsed them already)."""
+    alike: a user's own variable of that name and another value stays) in its ``containers``
+    (None: every one); ``pod`` itself when there are none, or its configurations do not parse
+    (the caller parsed them already)."""
     text = ((pod.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION_CONFIGURATIONS)
     try:
         configurations = parse_configurations_cached(text)
@@ -50,12 +84,13 @@ def _without_others_env(pod: Mapping[str, Any], configuration: Configuration) ->
         return pod
     others = {(name, value) for kind in configurations.kinds if kind != configuration.kind
               for name, value in configurations[kind].env.items() if configuration.env.get(name) != value}
-    containers = (pod.get("spec") or {}).get("containers") or []
-    if not others or not any(_set_by(entry, others) for container in containers for entry in container.get("env") or []):
+    configured = [container for container in (pod.get("spec") or {}).get("containers") or []
+                  if containers is None or container.get("name") in containers]
+    if not others or not any(_set_by(entry, others) for container in configured for entry in container.get("env") or []):
         return pod
     copy: dict[str, Any] = json.loads(json.dumps(pod))
     for container in copy["spec"]["containers"]:
-        if container.get("env"):
+        if container.get("env") and (containers is None or container.get("name") in containers):
             container["env"] = [entry for entry in container["env"] if not _set_by(entry, others)]
     return copy
 
@@ -71,3 +106,106 @@ def _set(operations: list[dict[str, Any]], path: str, before: object, after: obj
         return
     # "add" replaces an existing object member, and creates an absent one (RFC 6902 §4.1).
     operations.append({"op": "add", "path": path, "value": after})
+
+
+# ------------------------------------------------------------------ pod-level resources (KEP-2837)
+
+SIDECAR_RESTART_POLICY: Final = "Always"
+
+
+class PodsRefused(InvalidAnnotation):
+    """Every pod the webhook mechanism would make of a Job's template in a configuration is one
+    the API server refuses: the Job must not start so."""
+
+
+def check_pod_level_resources(spec: Mapping[str, Any], configuration: Configuration) -> None:
+    """Raises :class:`PodsRefused`, naming the configuration's field and the template's, where the
+    pod of ``spec`` (a Job's pod template's, its containers in ``configuration``:
+    :func:`apply_configuration`'s) is one the API server refuses for its pod-level resources.
+    As it checks a pod (validatePodResourceConsistency, after defaulting: a container's missing
+    request is its limit, a missing pod-level request the pod-level limit): the containers ask
+    together (sidecars and init containers counted as kube-scheduler counts them) no more than a
+    pod-level request, no container is limited to more than a pod-level limit, and the containers'
+    hugepages limits together stay within a pod-level one. Only resources the pod-level
+    resources name are compared (cpu, memory, hugepages-<size>)."""
+    resources = spec.get("resources") or {}
+    if not isinstance(resources, dict) or not resources:
+        return
+    limits = _pod_level(resources.get("limits"), side="limits")
+    requests = {**limits, **_pod_level(resources.get("requests"), side="requests")}
+    for name, asked in sorted(_aggregate(spec, _requested).items()):
+        if name in requests and asked > requests[name][0]:
+            raise _refused(configuration, name, f"the pod's containers ask {_shown(name, asked)} of {name} together",
+                           allowed=requests[name][1])
+    for container in spec.get("containers") or []:
+        for name, limit in sorted(_amounts((container.get("resources") or {}).get("limits")).items()):
+            if name in limits and limit > limits[name][0]:
+                raise _refused(configuration, name, f"container {container.get('name')!r} is limited to {_shown(name, limit)} of {name}",
+                               allowed=limits[name][1])
+    for name, limited in sorted(_aggregate(spec, _limited).items()):
+        if name.startswith("hugepages-") and name in limits and limited > limits[name][0]:
+            raise _refused(configuration, name, f"the pod's containers are limited to {_shown(name, limited)} of {name} together",
+                           allowed=limits[name][1])
+
+
+def _refused(configuration: Configuration, name: str, what: str, *, allowed: str) -> PodsRefused:
+    named = name in configuration.requests or name in configuration.limits
+    field = f"{ANNOTATION_CONFIGURATIONS}.{configuration.kind}.resources" + (f".{name}" if named else "")
+    return PodsRefused(f"{what} in this configuration, more than the pod-level {allowed} of the Job's pod template allows: "
+                       "the API server refuses every pod of the Job so made (pod-level resources, KEP-2837)", field=field)
+
+
+def _pod_level(values: object, *, side: str) -> dict[str, tuple[Fraction, str]]:
+    """The pod-level ``side`` (requests, limits) the API server compares containers with: each
+    amount and the field it is, as the template names it."""
+    if not isinstance(values, dict):
+        return {}
+    return {name: (parse_quantity(amount, field=f"spec.template.spec.resources.{side}.{name}"),
+                   f"spec.template.spec.resources.{side}[{name}] of {amount}")
+            for name, amount in values.items() if name in (RESOURCE_CPU, RESOURCE_MEMORY) or name.startswith("hugepages-")}
+
+
+def _amounts(values: object) -> dict[str, Fraction]:
+    if not isinstance(values, dict):
+        return {}
+    return {name: parse_quantity(amount, field=f"spec.template.spec.containers.resources.{name}") for name, amount in values.items()}
+
+
+def _requested(container: Mapping[str, Any]) -> dict[str, Fraction]:
+    """A container's requests as the API server defaults them in a pod: a missing one is its limit."""
+    resources = container.get("resources") or {}
+    return {**_amounts(resources.get("limits")), **_amounts(resources.get("requests"))}
+
+
+def _limited(container: Mapping[str, Any]) -> dict[str, Fraction]:
+    return _amounts((container.get("resources") or {}).get("limits"))
+
+
+def _aggregate(spec: Mapping[str, Any], of: Callable[[Mapping[str, Any]], dict[str, Fraction]]) -> dict[str, Fraction]:
+    """What the pod's containers ask together (KEP-753, as kube-scheduler and the API server count
+    it): the containers and sidecar init containers summed, raised to what each other init
+    container asks beside the sidecars started before it."""
+    total: dict[str, Fraction] = {}
+    for container in spec.get("containers") or []:
+        total = _sum(total, of(container))
+    sidecars: dict[str, Fraction] = {}
+    peak: dict[str, Fraction] = {}
+    for container in spec.get("initContainers") or []:
+        if container.get("restartPolicy") == SIDECAR_RESTART_POLICY:
+            total, sidecars = _sum(total, of(container)), _sum(sidecars, of(container))
+            peak = _max(peak, sidecars)
+        else:
+            peak = _max(peak, _sum(sidecars, of(container)))
+    return _max(total, peak)
+
+
+def _sum(a: Mapping[str, Fraction], b: Mapping[str, Fraction]) -> dict[str, Fraction]:
+    return {name: a.get(name, Fraction(0)) + b.get(name, Fraction(0)) for name in a.keys() | b.keys()}
+
+
+def _max(a: Mapping[str, Fraction], b: Mapping[str, Fraction]) -> dict[str, Fraction]:
+    return {name: max(a.get(name, Fraction(0)), b.get(name, Fraction(0))) for name in a.keys() | b.keys()}
+
+
+def _shown(name: str, amount: Fraction) -> str:
+    return format_cpu(math.ceil(amount * 1000)) if name == RESOURCE_CPU else format_bytes(math.ceil(amount))

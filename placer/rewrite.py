@@ -15,13 +15,16 @@ What changes, and why each way:
 - ``annotations`` are merged into the pod's metadata, and ``extra_labels`` /
   ``extra_annotations`` (cellfit's own bookkeeping) after them.
 Init containers keep their resources: they run before the workload and are not what the
-configuration sizes.
+configuration sizes. Given ``containers`` (names), only those containers take the configuration's
+resources and env: a pod the pod-create webhook rewrites may carry containers its Job's template
+does not (a sidecar another mutating webhook injected before cellfit's), which AlloX did not
+count and which keep what they came with.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping
+from typing import AbstractSet, Any, Mapping
 
 from placer.configuration import Configuration
 
@@ -33,10 +36,12 @@ def apply_configuration(
     extra_env: Mapping[str, str] | None = None,
     extra_labels: Mapping[str, str] | None = None,
     extra_annotations: Mapping[str, str] | None = None,
+    containers: AbstractSet[str] | None = None,
 ) -> dict[str, Any]:
     """``template`` (``{"metadata": ..., "spec": ...}`` as the API writes a pod or a Job's
     ``spec.template``, or that as JSON text, as the watch holds a Job) rewritten to
-    ``configuration``. ``template`` is not modified."""
+    ``configuration``; only its ``containers`` (by name) where given, else every container.
+    ``template`` is not modified."""
     # A copy through JSON (what a template is): a third of copy.deepcopy's time, which was most
     # of carrying out a start when AlloX starts hundreds of Jobs in one pass. JSON text is
     # parsed once, and that parse is the copy.
@@ -53,6 +58,8 @@ def apply_configuration(
     if configuration.limits:
         resources["limits"] = dict(configuration.limits)
     for container in spec.get("containers") or []:
+        if containers is not None and container.get("name") not in containers:
+            continue
         claims = (container.get("resources") or {}).get("claims")
         container["resources"] = {key: dict(values) for key, values in resources.items()}
         if claims:

@@ -37,6 +37,10 @@ ANNOTATION_RECLAIM_BOOKING: Final = f"{DOMAIN}/reclaim-booking"
 # On a placed Job's pod template (so on its pods): the configuration AlloX chose, which the
 # pod-create webhook rewrites the pod into.
 LABEL_PLACEMENT: Final = f"{DOMAIN}/placement"
+# Beside it on the placed template (so on its pods): the names of the template's containers,
+# comma-separated, the only ones the webhook gives the configuration (a sidecar another webhook
+# injects into the pod keeps its own resources).
+ANNOTATION_CONFIGURED_CONTAINERS: Final = f"{DOMAIN}/configured-containers"
 
 # The short-lived pod cellfit creates and deletes so that kube-scheduler retries the pods it
 # parked while cellfit was away (scheduler/cluster/nudge.py): its label, and the node it is bound

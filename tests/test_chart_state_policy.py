@@ -40,9 +40,10 @@ POD_ANNOTATIONS = frozenset({
 })
 POD_LABELS = frozenset({sampling.LABEL_SAMPLE, sampling.LABEL_SAMPLE_JOB, constants.LABEL_REQUEUE_SIGNAL})
 JOB_ANNOTATIONS = frozenset({constants.ANNOTATION_PLACEMENT, constants.ANNOTATION_PREEMPTIONS, sampling.ANNOTATION_SAMPLING})
-# The placer's label on a placed Job's template: guarded on the Job, not on its pods, which the Job
-# controller makes from that template.
+# The placer's label on a placed Job's template, and the containers it configures beside it:
+# guarded on the Job, not on its pods, which the Job controller makes from that template.
 TEMPLATE_LABELS = POD_LABELS | {constants.LABEL_PLACEMENT}
+TEMPLATE_ANNOTATIONS = POD_ANNOTATIONS | {constants.ANNOTATION_CONFIGURED_CONTAINERS}
 
 # "[...].filter(k, ...).map(k, '<what> ' + k)": one guarded list of the `changed` variable.
 _GUARDED = re.compile(r"\[([^\]]*)\]\.filter\(k, .*?\)\.map\(k, '([^']+) ' \+ k\)")
@@ -81,9 +82,9 @@ def policies() -> dict[str, dict[str, Any]]:
 def test_every_cellfit_key_is_either_guarded_or_a_users() -> None:
     # A key added to scheduler/constants.py or estimator/objects.py fails here until someone says
     # who writes it.
-    assert ANNOTATION_KEYS == USER_ANNOTATIONS | POD_ANNOTATIONS | JOB_ANNOTATIONS
+    assert ANNOTATION_KEYS == USER_ANNOTATIONS | TEMPLATE_ANNOTATIONS | JOB_ANNOTATIONS
     assert LABEL_KEYS == USER_LABELS | TEMPLATE_LABELS
-    assert not (USER_ANNOTATIONS & (POD_ANNOTATIONS | JOB_ANNOTATIONS)) and not (USER_LABELS & TEMPLATE_LABELS)
+    assert not (USER_ANNOTATIONS & (TEMPLATE_ANNOTATIONS | JOB_ANNOTATIONS)) and not (USER_LABELS & TEMPLATE_LABELS)
 
 
 def test_pods_guard_the_keys_only_cellfit_puts_on_a_pod(policies: dict[str, dict[str, Any]]) -> None:
@@ -93,7 +94,7 @@ def test_pods_guard_the_keys_only_cellfit_puts_on_a_pod(policies: dict[str, dict
 def test_jobs_guard_their_own_keys_and_those_of_the_pods_their_template_makes(policies: dict[str, dict[str, Any]]) -> None:
     assert guarded(policies["cellfit-job-state"]) == {
         "annotation": set(JOB_ANNOTATIONS),
-        "spec.template annotation": set(POD_ANNOTATIONS),
+        "spec.template annotation": set(TEMPLATE_ANNOTATIONS),
         "spec.template label": set(TEMPLATE_LABELS),
     }
 
@@ -111,7 +112,7 @@ def test_a_cronjobs_job_template_guards_what_the_jobs_it_makes_guard(policies: d
     cronjob = guarded(policies["cellfit-cronjob-state"])
     assert cronjob == {
         "spec.jobTemplate annotation": set(JOB_ANNOTATIONS),
-        "spec.jobTemplate.spec.template annotation": set(POD_ANNOTATIONS),
+        "spec.jobTemplate.spec.template annotation": set(TEMPLATE_ANNOTATIONS),
         "spec.jobTemplate.spec.template label": set(TEMPLATE_LABELS),
     }
     job = guarded(policies["cellfit-job-state"])

@@ -5,9 +5,14 @@
 It does two things: the new pod of a best-effort Job that FitGpp preempted is given the
 "resumed" PriorityClass, so kube-scheduler takes it before other best-effort pods
 (scheduler/preemption/resume.py says why); and a pod of a Job AlloX placed is rewritten into the
-chosen configuration (the placer's webhook mechanism, placer/controller.py). The webhook never refuses a pod: every answer is
-``allowed``, and the chart registers it with ``failurePolicy: Ignore``, so a cellfit outage costs
-a resumed Job its place in the queue, never a pod its creation.
+chosen configuration (the placer's webhook mechanism, placer/controller.py): the containers its
+Job's template has (``cellfit.io/configured-containers``), not one another mutating webhook
+injected before this one (placer/patch.py). The webhook never refuses a pod: every answer is
+``allowed``. The chart registers the resumed pods with ``failurePolicy: Ignore``, so a cellfit
+outage costs a resumed Job its place in the queue, never a pod its creation; the placed pods with
+``Fail``, so that none is created outside its configuration (the Job controller retries), and
+with ``reinvocationPolicy: Never``: a webhook after this one that injects a container does so
+into the pod already rewritten, and the injected container keeps its own resources either way.
 """
 
 from __future__ import annotations
@@ -78,8 +83,9 @@ class PodAdmission:
 
     def _placement_patch(self, request: wire.AdmissionRequest, body: bytes) -> list[dict[str, object]]:
         """A pod of a Job AlloX placed (label ``cellfit.io/placement``; never a sampling pod,
-        label ``cellfit.io/sample``), rewritten into that configuration from the configurations the placer copied onto the Job's template: the
-        webhook mechanism of the placer (placer/patch.py)."""
+        label ``cellfit.io/sample``), its template's containers rewritten into that configuration
+        from what the placer copied onto the Job's template (the configurations, the containers'
+        names): the webhook mechanism of the placer (placer/patch.py)."""
         pod = request.object
         if request.kind.kind != "Pod" or request.operation != "CREATE" or pod is None:
             return []

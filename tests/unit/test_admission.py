@@ -135,3 +135,112 @@ def test_a_placed_pod_whose_configuration_is_unusable_is_admitted_unchanged(conf
     assert response["allowed"] is True and "patch" not in response
     assert "placed pod left as created" in caplog.text
     assert metrics.admission_reviews.labels(result="unchanged")._value.get() == 1
+
+
+# The AdmissionReview kube-apiserver POSTs for a pod the Job controller creates from the template
+# of a Job AlloX placed on gpu, after Istio's injector (its webhook ran first) added its proxy and
+# init container: the text as it goes over the wire, not built by a helper.
+ISTIO_INJECTED_REVIEW = b"""{
+  "kind": "AdmissionReview",
+  "apiVersion": "admission.k8s.io/v1",
+  "request": {
+    "uid": "5b1b3c2e-7c1e-4a55-9d0f-2f6a1c9e8b41",
+    "kind": {"group": "", "version": "v1", "kind": "Pod"},
+    "resource": {"group": "", "version": "v1", "resource": "pods"},
+    "requestKind": {"group": "", "version": "v1", "kind": "Pod"},
+    "requestResource": {"group": "", "version": "v1", "resource": "pods"},
+    "namespace": "ml",
+    "operation": "CREATE",
+    "userInfo": {"username": "system:serviceaccount:kube-system:job-controller",
+                 "uid": "0e5c7b7e-1f4c-4a3f-9d2a-6b1b7f0c2d11",
+                 "groups": ["system:serviceaccounts", "system:serviceaccounts:kube-system", "system:authenticated"]},
+    "object": {
+      "kind": "Pod",
+      "apiVersion": "v1",
+      "metadata": {
+        "generateName": "train-",
+        "namespace": "ml",
+        "labels": {
+          "batch.kubernetes.io/controller-uid": "8d0b8f4e-3f5e-4c1a-9b7e-1c2d3e4f5a6b",
+          "batch.kubernetes.io/job-name": "train",
+          "controller-uid": "8d0b8f4e-3f5e-4c1a-9b7e-1c2d3e4f5a6b",
+          "job-name": "train",
+          "cellfit.io/placement": "gpu",
+          "security.istio.io/tlsMode": "istio",
+          "service.istio.io/canonical-name": "train"
+        },
+        "annotations": {
+          "cellfit.io/configurations": "{\\"cpu\\": {\\"resources\\": {\\"cpu\\": \\"8\\", \\"memory\\": \\"16Gi\\"}}, \\"gpu\\": {\\"resources\\": {\\"nvidia.com/gpu\\": \\"1\\", \\"cpu\\": \\"4\\"}}}",
+          "cellfit.io/configured-containers": "trainer",
+          "sidecar.istio.io/status": "{\\"initContainers\\":[\\"istio-init\\"],\\"containers\\":[\\"istio-proxy\\"],\\"volumes\\":[\\"istio-envoy\\"]}"
+        },
+        "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "train",
+                             "uid": "8d0b8f4e-3f5e-4c1a-9b7e-1c2d3e4f5a6b", "controller": true, "blockOwnerDeletion": true}]
+      },
+      "spec": {
+        "volumes": [{"name": "istio-envoy", "emptyDir": {"medium": "Memory"}}],
+        "initContainers": [{
+          "name": "istio-init", "image": "docker.io/istio/proxyv2:1.24.0", "args": ["istio-iptables", "-p", "15001"],
+          "resources": {"limits": {"cpu": "2", "memory": "1Gi"}, "requests": {"cpu": "10m", "memory": "40Mi"}},
+          "terminationMessagePath": "/dev/termination-log", "terminationMessagePolicy": "File", "imagePullPolicy": "IfNotPresent"
+        }],
+        "containers": [{
+          "name": "trainer", "image": "registry.example.com/train:1",
+          "resources": {"requests": {"cpu": "1"}},
+          "terminationMessagePath": "/dev/termination-log", "terminationMessagePolicy": "File", "imagePullPolicy": "IfNotPresent"
+        }, {
+          "name": "istio-proxy", "image": "docker.io/istio/proxyv2:1.24.0", "args": ["proxy", "sidecar"],
+          "resources": {"limits": {"cpu": "2", "memory": "1Gi"}, "requests": {"cpu": "100m", "memory": "128Mi"}},
+          "volumeMounts": [{"name": "istio-envoy", "mountPath": "/etc/istio/proxy"}],
+          "terminationMessagePath": "/dev/termination-log", "terminationMessagePolicy": "File", "imagePullPolicy": "IfNotPresent"
+        }],
+        "restartPolicy": "Never",
+        "terminationGracePeriodSeconds": 30,
+        "dnsPolicy": "ClusterFirst",
+        "serviceAccountName": "default",
+        "securityContext": {},
+        "schedulerName": "cellfit",
+        "tolerations": [{"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}],
+        "priority": 0,
+        "enableServiceLinks": true,
+        "preemptionPolicy": "PreemptLowerPriority"
+      },
+      "status": {}
+    },
+    "oldObject": null,
+    "dryRun": false,
+    "options": {"kind": "CreateOptions", "apiVersion": "meta.k8s.io/v1"}
+  }
+}"""
+
+
+def test_a_sidecar_injected_before_the_webhook_keeps_its_resources_and_only_the_templates_container_gets_the_gpu():
+    # The proxy got the configuration too: a GPU (the pod asked 2 where AlloX booked 1) and 4 cores.
+    from tests.support.json_patch import patched as apply_patch
+
+    service, _, metrics = admission()
+    answer = service.review(ISTIO_INJECTED_REVIEW)
+    assert answer.status == 200
+    result = json.loads(answer.body)
+    assert result["apiVersion"] == "admission.k8s.io/v1" and result["kind"] == "AdmissionReview"
+    response = result["response"]
+    assert response["uid"] == "5b1b3c2e-7c1e-4a55-9d0f-2f6a1c9e8b41" and response["allowed"] is True
+    assert response["patchType"] == "JSONPatch"
+    operations = json.loads(base64.b64decode(response["patch"]))
+    assert {op["path"] for op in operations} == {"/spec/containers/0/resources"}
+    pod = json.loads(ISTIO_INJECTED_REVIEW)["request"]["object"]
+    trainer, proxy = apply_patch(pod, operations)["spec"]["containers"]
+    assert trainer["resources"] == {"requests": {"nvidia.com/gpu": "1", "cpu": "4"}, "limits": {"nvidia.com/gpu": "1"}}
+    assert proxy == pod["spec"]["containers"][1]
+    assert metrics.admission_reviews.labels(result="placed")._value.get() == 1
+
+
+def test_a_pod_placed_before_the_containers_were_recorded_has_each_container_rewritten():
+    # A Job placed by a cellfit that did not record its template's containers: the webhook cannot
+    # tell the proxy from the template's, and rewrites both, as that cellfit did.
+    body = json.loads(ISTIO_INJECTED_REVIEW)
+    del body["request"]["object"]["metadata"]["annotations"]["cellfit.io/configured-containers"]
+    service, _, _ = admission()
+    response = review(service, body)["response"]
+    operations = json.loads(base64.b64decode(response["patch"]))
+    assert {op["path"] for op in operations} == {"/spec/containers/0/resources", "/spec/containers/1/resources"}
