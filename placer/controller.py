@@ -116,9 +116,6 @@ log = logging.getLogger(__name__)
 CONDITION_PLACED = "Placed"
 T = TypeVar("T", WaitingJob, RunningJob)
 R = TypeVar("R")
-# How long the solver process may take to answer one request: a matching of thousands of Jobs
-# takes tens of milliseconds there, so only a stopped or stuck child takes this long.
-DEFAULT_SOLVER_TIMEOUT_SECONDS: Final = 60.0
 GIB = 2**30
 # A pass's queue, planned when called (after the starts are carried out).
 QueueSource = Callable[[], tuple[Queued, ...]]
@@ -192,7 +189,6 @@ class PlacerController:
         guarantees: Callable[[frozenset[str]], Guarantees] | None = None,
         job_pods: Callable[[frozenset[str]], Mapping[str, JobPods]] | None = None,
         unbound_hold_seconds: float = DEFAULT_UNBOUND_HOLD_SECONDS,
-        solver_timeout_seconds: float = DEFAULT_SOLVER_TIMEOUT_SECONDS,
     ) -> None:
         self._api = api
         self._jobs = jobs
@@ -235,7 +231,7 @@ class PlacerController:
         self.last = LastDecision()
         self._solver: ProcessPoolExecutor | None = None
         self._solver_pid: int | None = None  # the child's, to kill it when it answers nothing
-        self._solver_timeout_seconds = solver_timeout_seconds
+        self._solver_timeout_seconds = settings.solver_timeout_seconds  # allox.solverTimeoutSeconds
         self._session = SolverSession()  # which Jobs the solver process holds
         # What decide made of the waiting and running Jobs read as last pass (the same objects
         # for Jobs the watch shows unchanged, see _seen): not made again.
@@ -541,7 +537,7 @@ class PlacerController:
 
     def _ask(self, call: Callable[..., R], *arguments: Any) -> R:
         """``call(*arguments)`` in the solver process. A child that answers nothing within
-        ``solver_timeout_seconds`` (stopped, or stuck) is killed, and :class:`SolverHung` raised:
+        ``allox.solverTimeoutSeconds`` (stopped, or stuck) is killed, and :class:`SolverHung` raised:
         the pass starts nothing (solving here could stick the same way, holding the interpreter
         the extender's verbs need), and the next pass starts another child."""
         solver = self._solver
@@ -550,16 +546,22 @@ class PlacerController:
             return solver.submit(call, *arguments).result(timeout=self._solver_timeout_seconds)
         except FutureTimeout:
             self._kill_solver()
-            raise SolverHung(f"the AlloX solver process answered nothing in {self._solver_timeout_seconds:g} s: it was killed, "
+            raise SolverHung(f"the AlloX solver process answered nothing in {self._solver_timeout_seconds:g} s "
+                             "(allox.solverTimeoutSeconds): it was killed, "
                              "this pass starts no Job, and the next pass starts another") from None
 
     def _kill_solver(self) -> None:
         solver, pid = self._solver, self._solver_pid
         self._solver, self._solver_pid = None, None
         self._session.forget()
+        pids: set[int] = set()
         if pid is not None:
+            pids = {pid}
+        elif solver is not None:
+            pids = set(solver._processes or ())  # stuck before it told its pid: its pool's record
+        for each in pids:
             try:
-                os.kill(pid, signal.SIGKILL)
+                os.kill(each, signal.SIGKILL)
             except ProcessLookupError:
                 pass  # it died meanwhile
         if solver is not None:

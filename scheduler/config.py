@@ -454,6 +454,17 @@ class AlloxSettings(_Section):
             "tens of milliseconds or more, which the extender's verbs would otherwise wait behind."
         ),
     )
+    solver_timeout_seconds: float = Field(
+        60.0,
+        gt=0,
+        le=3600,
+        allow_inf_nan=False,
+        description=(
+            "With solverProcess: a solver process that answers nothing for this long (stopped, or "
+            "stuck) is killed, that pass starts no Job and the next starts another process. A "
+            "matching of thousands of Jobs takes tens of milliseconds there."
+        ),
+    )
     resync_seconds: float = Field(10.0, gt=0, allow_inf_nan=False, description="A matching at least this often (capacity freed by other pods).")
 
 

@@ -22,7 +22,7 @@ from estimator.objects import JOB_DECODER
 from estimator.planner import CreateSample, SampleKey
 from estimator.sample_pod import build_sample_pod, configuration_digest
 from placer.configuration import parse_configurations
-from placer.controller import DEFAULT_SOLVER_TIMEOUT_SECONDS, PlacerController
+from placer.controller import PlacerController
 from placer.patch import placement_patch
 from placer.rewrite import apply_configuration
 from placer.solver_wire import ChildInputs, DecideAnswer, decide_encoded
@@ -125,7 +125,7 @@ def test_a_solver_process_that_hangs_is_killed_the_pass_starts_nothing_and_the_n
         passing = threading.Thread(target=hung_pass, daemon=True)
         passing.start()
         passing.join(60)  # sixty times the timeout: a pass that returns at all
-        placer._solver_timeout_seconds = DEFAULT_SOLVER_TIMEOUT_SECONDS
+        placer._solver_timeout_seconds = AlloxSettings().solver_timeout_seconds
         if passing.is_alive():
             os.kill(child.pid, signal.SIGKILL)  # type: ignore[arg-type]
             passing.join()
