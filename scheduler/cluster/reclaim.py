@@ -10,8 +10,9 @@ would keep the cells for ever. Every ``reclaim.periodSeconds`` this controller
 1. books the cells of each guaranteed pod that kube-scheduler has found unschedulable for
    ``reclaim.afterSeconds`` and that HiveD would place only by preempting opportunistic pods
    (*stranded*): on a node kube-scheduler will accept it on once they are gone (its node
-   selector, node affinity and taints, scheduler/kube/node_rules.py; its cores and memory fit
-   there without them), as the filter books a pod waiting for its victims. A pod with
+   selector, node affinity and taints, scheduler/kube/node_rules.py; its cores, memory and a
+   pod slot fit there without them, beside the pods kube-scheduler nominated there, and their
+   GPUs too; scheduler/cluster/stranded.py), as the filter books a pod waiting for its victims. A pod with
    constraints those rules do not model is left as it is, and the log says why;
 2. reads the guaranteed pods waiting for cells (``waiting_guarantees``, under the engine lock)
    and, for each that has waited ``reclaim.afterSeconds`` since the leader first saw it wait,

@@ -8,9 +8,12 @@ pending pods kube-scheduler marked unschedulable, and books their cells itself o
 kube-scheduler will accept them on once the opportunistic pods are gone:
 
 - its node selector, node affinity, taints and cordon (scheduler/kube/node_rules.py);
-- its cores and memory fit there beside the pods that stay (every pod holding resources on the
-  node, or whose booked cells are there, but the opportunistic ones; after booking, all but the
-  booking's own victims);
+- it fits there as kube-scheduler's NodeResourcesFit counts: its cores and memory, and one pod
+  more against the node's allocatable ``pods`` (a missing one is 0), beside the pods that stay
+  (every pod holding resources on the node, terminating ones too, or whose booked cells are
+  there, but the opportunistic ones; after booking, all but the booking's own victims) and the
+  pending pods kube-scheduler nominated to the node (``status.nominatedNodeName``) of equal or
+  higher priority, the GPUs of those nominated pods too (HiveD's cells place the others');
 - no opportunistic pod there stays for good: one of another scheduler (cellfit may not delete
   it) whose priority is not lower (kube-scheduler will not preempt it) keeps the node out, and
   a booking with such a victim is given back;
@@ -36,7 +39,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator, Literal, Mapping, Protocol, Sequence
 
 from scheduler.cells.expiry import REASON as EXPIRY_REASON
@@ -45,7 +48,7 @@ from scheduler.constants import ANNOTATION_RECLAIM_BOOKING, LABEL_PRIORITY, PRIO
 from scheduler.cluster.exchange.objects import pod_status_path
 from scheduler.cluster.pending import PendingPods, marked_unschedulable
 from scheduler.core.model import TERMINAL_PHASES, PodInfo
-from scheduler.core.resources import ZERO, Resources, resources_from_quantities
+from scheduler.core.resources import ZERO, Resources, resources_from_quantities, whole_units
 from scheduler.errors import CellfitError, KubernetesApiError
 from scheduler.kube import node_rules
 
@@ -63,8 +66,8 @@ FIRST_LIST_WAIT_SECONDS = 5.0
 # What kube-scheduler may refuse a booked node for that the rules here do not check: a pod asking
 # for a host port or a resource other than cores, memory, GPUs and ephemeral storage is never
 # booked (node_rules.unmodelled), so what is left is this.
-UNCHECKED = ("such as its ephemeral storage, the node's pod limit, the required anti-affinity of the pods already "
-             "there, or a change to the node since it was listed")
+UNCHECKED = ("such as its ephemeral storage, the required anti-affinity of the pods already there, or a change to "
+             "the node since it was listed")
 # kube-scheduler retries a pod it parked as unschedulable after at most 5 minutes
 # (podMaxInUnschedulablePodsDuration) and a flush period of 30 s, whatever else moves it: a pod
 # still unschedulable that long after its cells were freed is refused them, not merely not retried.
@@ -163,30 +166,68 @@ def immovable(victim: PodInfo | None, *, waiting: PodInfo, scheduler_name: str) 
             and victim.priority >= waiting.priority)
 
 
+@dataclass(frozen=True)
+class Load:
+    """What pods ask of a node: their requests, and how many they are (kube-scheduler's
+    NodeResourcesFit counts every pod on a node against its allocatable ``pods``)."""
+
+    requests: Resources = ZERO
+    pods: int = 0
+
+    @classmethod
+    def of(cls, pods: Iterable[PodInfo]) -> Load:
+        requests, count = ZERO, 0
+        for pod in pods:
+            requests, count = requests + pod.requests, count + 1
+        return cls(requests=requests, pods=count)
+
+    def __add__(self, other: Load) -> Load:
+        return Load(requests=self.requests + other.requests, pods=self.pods + other.pods)
+
+    def __sub__(self, other: Load) -> Load:
+        return Load(requests=self.requests - other.requests, pods=self.pods - other.pods)
+
+
 @dataclass
 class NodeUse:
-    """What the pods holding resources on one node request, the opportunistic ones' share, and
-    the highest priority of the opportunistic GPU pods there that the reclaim may not delete."""
+    """What the pods holding resources on one node ask of it, the opportunistic ones' share, the
+    highest priority of the opportunistic GPU pods there that the reclaim may not delete, and the
+    pending pods kube-scheduler nominated to the node (not counted in ``held``)."""
 
-    held: Resources = ZERO
-    opportunistic: Resources = ZERO
+    held: Load = Load()
+    opportunistic: Load = Load()
     kept_priority: int | None = None
+    nominated: list[PodInfo] = field(default_factory=list)
 
 
 def node_use(pods: Iterable[PodInfo], *, booked: Mapping[str, str], scheduler_name: str) -> dict[str, NodeUse]:
-    """Each node's use: the pods bound there, and the pending pods whose cells are ``booked``
-    there (pod UID -> node), which kube-scheduler will bind there."""
+    """Each node's use: the pods bound there, the pending pods whose cells are ``booked`` there
+    (pod UID -> node), which kube-scheduler will bind there, and the pending pods nominated there."""
     use: dict[str, NodeUse] = {}
     for pod in pods:
         node = _node_of(pod, booked=booked)
         if node is not None:
             entry = use.setdefault(node, NodeUse())
-            entry.held = entry.held + pod.requests
+            entry.held = entry.held + Load.of((pod,))
             if opportunistic(pod):
-                entry.opportunistic = entry.opportunistic + pod.requests
+                entry.opportunistic = entry.opportunistic + Load.of((pod,))
                 if pod.requests.gpus and not pod.terminating and not reclaimable(pod, scheduler_name=scheduler_name):
                     entry.kept_priority = max(pod.priority, entry.kept_priority if entry.kept_priority is not None else pod.priority)
+        nominated = _nominated_node(pod)
+        if nominated is not None and nominated != node:  # a pod booked where it is nominated counts once
+            use.setdefault(nominated, NodeUse()).nominated.append(pod)
     return use
+
+
+def _nominated_node(pod: PodInfo) -> str | None:
+    """The node kube-scheduler's preemption nominated the pending pod to (its room held there)."""
+    return pod.nominated_node_name if pod.node_name is None and pod.phase not in TERMINAL_PHASES else None
+
+
+def nominated_load(entry: NodeUse, *, waiting: PodInfo) -> Load:
+    """What the pods nominated to the node ask of it when kube-scheduler filters it for
+    ``waiting``: those of equal or higher priority, the pod itself aside (its addGENominatedPods)."""
+    return Load.of(p for p in entry.nominated if p.uid != waiting.uid and p.priority >= waiting.priority)
 
 
 def _node_of(pod: PodInfo, *, booked: Mapping[str, str]) -> str | None:
@@ -201,33 +242,52 @@ def may_empty(entry: NodeUse, *, waiting: PodInfo) -> bool:
     return entry.kept_priority is None or entry.kept_priority < waiting.priority
 
 
-def _cores_and_memory(resources: Resources) -> Resources:
-    # HiveD accounts for the GPUs; kube-scheduler's own fit checks the rest.
-    return Resources(cpu_millis=resources.cpu_millis, memory_bytes=resources.memory_bytes)
-
-
-def fits(pod: PodInfo, *, allocatable: Resources, staying: Resources) -> bool:
-    """Whether the pod's cores and memory fit beside what the staying pods request."""
-    return _cores_and_memory(pod.requests + staying).fits_in(_cores_and_memory(allocatable))
-
-
-def allocatable(node: node_rules.TaintedNode, *, gpu_resource: str) -> Resources | None:
-    """The node's allocatable resources; None when it has none or one is malformed."""
-    quantities = node.status.allocatable if node.status is not None else None
-    if not quantities:
-        return None
-    try:
-        return resources_from_quantities(quantities, gpu_resource=gpu_resource, field=f"node {node.metadata.name} status.allocatable")
-    except CellfitError:
-        return None
-
-
 @dataclass(frozen=True)
 class SizedNode:
-    """A node as listed, with its allocatable resources read once per list."""
+    """A node as listed, with its allocatable resources and pod count read once per list."""
 
     node: node_rules.TaintedNode
     allocatable: Resources
+    pods: int
+
+
+def _cores_and_memory(resources: Resources) -> Resources:
+    # HiveD's cells place the GPUs of the pods on the node (see room_for for the nominated ones').
+    return Resources(cpu_millis=resources.cpu_millis, memory_bytes=resources.memory_bytes)
+
+
+def fits(pod: PodInfo, *, node: SizedNode, staying: Load) -> bool:
+    """Whether the pod's cores and memory fit on the node beside ``staying``, and one pod more
+    within the node's pod limit (kube-scheduler's NodeResourcesFit: "Too many pods")."""
+    need = staying + Load.of((pod,))
+    return _cores_and_memory(need.requests).fits_in(_cores_and_memory(node.allocatable)) and need.pods <= node.pods
+
+
+def room_for(pod: PodInfo, *, node: SizedNode, entry: NodeUse, leaving: Load) -> bool:
+    """Whether kube-scheduler's NodeResourcesFit takes the pod on the node once ``leaving`` is
+    gone, counting the pods nominated there as it does. Their GPUs too: HiveD books the pod's
+    cells among those only opportunistic pods hold, which a nominated pod it has not booked
+    there waits for as well, so those, the GPUs of the pods that stay for good (every pod but
+    the opportunistic ones) and the pod's must fit in the node's."""
+    nominated = nominated_load(entry, waiting=pod)
+    kept_gpus = (entry.held - entry.opportunistic).requests.gpus
+    return (fits(pod, node=node, staying=entry.held - leaving + nominated)
+            and kept_gpus + nominated.requests.gpus + pod.requests.gpus <= node.allocatable.gpus)
+
+
+def sized(node: node_rules.TaintedNode, *, gpu_resource: str) -> SizedNode | None:
+    """The node with its allocatable resources and pods; None when it has no allocatable
+    resources or one is malformed. A missing ``pods`` is 0, as kube-scheduler reads it: no pod fits."""
+    quantities = node.status.allocatable if node.status is not None else None
+    if not quantities:
+        return None
+    field_path = f"node {node.metadata.name} status.allocatable"
+    pods = quantities.get("pods")
+    try:
+        return SizedNode(node=node, allocatable=resources_from_quantities(quantities, gpu_resource=gpu_resource, field=field_path),
+                         pods=whole_units(pods, field=f"{field_path}.pods") if pods is not None else 0)
+    except CellfitError:
+        return None
 
 
 @dataclass(frozen=True)
@@ -397,8 +457,8 @@ class StrandedGuarantees:
         """The nodes with their allocatable resources, listed at most once per ``after_seconds``
         (a 5,000-node list is megabytes); a node without readable allocatable resources is left out."""
         if self._node_list is None or now - self._nodes_listed_at >= self._after_seconds:
-            self._node_list = [SizedNode(node=node, allocatable=size) for node in node_rules.nodes_of(self._api.list_path(_NODES_PATH))
-                               if (size := allocatable(node, gpu_resource=self._gpu_resource)) is not None]
+            self._node_list = [size for node in node_rules.nodes_of(self._api.list_path(_NODES_PATH))
+                               if (size := sized(node, gpu_resource=self._gpu_resource)) is not None]
             self._nodes_listed_at = now
         return self._node_list
 
@@ -431,7 +491,7 @@ class StrandedGuarantees:
             self._tell_once(pod, f"cellfit cannot check where kube-scheduler would place it, for its {unmodelled}",
                             extra={"pod": key, "constraint": unmodelled})
             return None
-        sizes = {sized.node.metadata.name: sized.allocatable for sized in candidates}
+        sizes = {candidate.node.metadata.name: candidate for candidate in candidates}
         with self._lock:
             info = self._pods.get(pod.metadata.uid)
             if info is None or info.node_name is not None or info.terminating:
@@ -440,7 +500,7 @@ class StrandedGuarantees:
             # cells may be the ones HiveD would book.
             among = [name for name, size in sizes.items()
                      if may_empty(entry := use.get(name, NodeUse()), waiting=info)
-                     and fits(info, allocatable=size, staying=entry.held - entry.opportunistic)]
+                     and room_for(info, node=size, entry=entry, leaving=entry.opportunistic)]
             waiting = self._engine.book_reclaim(info, among=among)
             if waiting is None:
                 return None
@@ -451,14 +511,14 @@ class StrandedGuarantees:
                 log.info("no cells booked for a stranded guaranteed pod: a pod on them is neither cellfit's to delete nor of "
                          "lower priority", extra={"pod": key, "node": node})
                 return None
-            leaving = sum((v.requests for v in victims if v is not None and v.holds_resources), ZERO)
+            leaving = Load.of(v for v in victims if v is not None and v.holds_resources)
             entry = use.setdefault(node, NodeUse())
-            if node not in sizes or not fits(info, allocatable=sizes[node], staying=entry.held - leaving):
+            if node not in sizes or not room_for(info, node=sizes[node], entry=entry, leaving=leaving):
                 self._engine.cancel_reclaim(info.uid)
-                log.info("no cells booked for a stranded guaranteed pod: its cores or memory would not fit beside the pods that "
-                         "stay on the node", extra={"pod": key, "node": node})
+                log.info("no cells booked for a stranded guaranteed pod: its cores, memory or GPUs, or a pod slot, would not fit "
+                         "beside the pods that stay on the node and those kube-scheduler nominated there", extra={"pod": key, "node": node})
                 return None
-            entry.held = entry.held + info.requests
+            entry.held = entry.held + Load.of((info,))
         log.info("cells booked for a guaranteed pod kube-scheduler could not bring to cellfit: every node it may use is full of "
                  "opportunistic pods", extra={"pod": key, "vc": waiting.vc, "cell": waiting.cell, "node": node,
                                               "victims": len(waiting.victims)})

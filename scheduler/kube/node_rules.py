@@ -34,8 +34,9 @@ _FILTERING_EFFECTS: Final = frozenset({"NoSchedule", "NoExecute"})
 _GO_INTEGER: Final = re.compile(r"[+-]?[0-9]+", re.ASCII)
 _INT64_MIN: Final = -(2**63)
 _INT64_MAX: Final = 2**63 - 1
-# The resources the reclaim checks: cores and memory beside the pods that stay
-# (scheduler/cluster/stranded.py), GPUs by HiveD's cells.
+# The resources the reclaim checks: cores and memory beside the pods that stay and those
+# nominated to the node, and the node's pod limit (scheduler/cluster/stranded.py), GPUs by
+# HiveD's cells.
 _CHECKED_RESOURCES: Final = frozenset({"cpu", "memory"})
 # Not checked, yet no reason to leave a pod to kube-scheduler: a namespace's LimitRange commonly
 # gives every container an ephemeral-storage request, which would turn the reclaim off for the

@@ -126,7 +126,7 @@ def victims_gone(cluster: Cluster, victims: list[str]) -> None:
 
 
 def test_cells_kube_scheduler_still_will_not_give_the_pod_once_free_are_given_back():
-    # kube-scheduler refuses the node for what the rules do not check (the node's pod limit, the
+    # kube-scheduler refuses the node for what the rules do not check (its ephemeral storage, the
     # anti-affinity of a pod already there): g stays unschedulable on free cells booked for it.
     cluster = Cluster()
     cluster.look_at(0)
@@ -141,7 +141,7 @@ def test_cells_kube_scheduler_still_will_not_give_the_pod_once_free_are_given_ba
     cluster.look_at(AFTER + 10 + RETRY)
     assert not cluster.engine.has_booking(cluster.g)
     released = [e for e in cluster.api.events if e["reason"] == "BookingReleased"]
-    assert [(e["pod_name"], e["warning"]) for e in released] == [("g", True)] and "pod limit" in released[0]["message"]
+    assert [(e["pod_name"], e["warning"]) for e in released] == [("g", True)] and "ephemeral storage" in released[0]["message"]
     # Nothing more is deleted for it: its VC's cells are free, kube-scheduler's business.
     for seconds in (2 * RETRY, 3 * RETRY, 6 * RETRY):
         assert cluster.look_at(seconds) == []

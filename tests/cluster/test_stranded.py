@@ -45,7 +45,7 @@ class ClusterApi(Api):
         self.pending: list[dict[str, Any]] = []
         self.nodes = {name: {"metadata": {"name": name, "labels": {}},
                              "spec": {"taints": []},
-                             "status": {"allocatable": {"cpu": str(CORES), "memory": "256Gi", gpu_resource: "8"}}}
+                             "status": {"allocatable": {"cpu": str(CORES), "memory": "256Gi", gpu_resource: "8", "pods": "110"}}}
                       for name in NODES}
         self.node_lists = 0
 
