@@ -175,6 +175,10 @@ class AlloxScheduler:
         passed: tuple[int, float, int] | None = None
         # The user sets whose plan _Left.uncontended declined since the last start.
         declined: set[frozenset[str]] = set()
+        # A plan solved ahead of the raise since the last start (_Ahead), and per machine kind
+        # the user count whose plan started the last visit's job (_EXHAUSTED: none did).
+        ahead: _Ahead | None = None
+        ended: dict[str, int] = {}
         for machine in free_machines:
             if not waiting:
                 break
@@ -184,6 +188,11 @@ class AlloxScheduler:
             count = base
             chosen: tuple[_Plan, Job] | None = None
             told = vacancy is None  # whether every waiting job's bound has been asked this visit
+            # Whether a set of this visit's raise was declined by _Left.uncontended, and whether
+            # its bound did not tell (_Vacancy.empty): the raise's sets nest, and a larger set
+            # is declined too (more jobs of each kind, the same jobs' kinds) and its bound only
+            # larger, so neither is asked again before a start.
+            contended = bounded = False
             while count:
                 considered = frozenset(ranking[:count])
                 plan = plans.get(considered)
@@ -200,9 +209,10 @@ class AlloxScheduler:
                 if plan is None:
                     rows = left.rows(considered)
                     # Asked again before a start (the raise at the next machine): declined again.
-                    written = None if considered in declined else left.uncontended(rows, delay, arrays)
+                    written = None if considered in declined or contended else left.uncontended(rows, delay, arrays)
                     if written is None:
                         declined.add(considered)
+                        contended = _NEST_TESTS and bool(rows.shape[0])
                     if written is None and vacancy is not None and rows.shape[0]:
                         # Before a solve: when every optimal matching leaves the machine empty,
                         # no solve can start a job on it (the plan is made when a machine needs
@@ -213,9 +223,10 @@ class AlloxScheduler:
                             told = True
                             if vacancy.empty(left.rows(None), position):
                                 break
-                        if vacancy.empty(rows, position):
+                        if not bounded and vacancy.empty(rows, position):
                             count = self._raised_count(ranking, count, runnable.get(machine.kind, {})) if self.raise_alpha_when_idle else 0
                             continue
+                        bounded = _NEST_TESTS
                     if written is None:
                         if moved:
                             orders = _reordered(orders, shifted, delay, arrays.machine_kind)
@@ -233,7 +244,22 @@ class AlloxScheduler:
                             # Sorted once, then moved a machine per start (_reordered).
                             orders = kind_orders(machine_kind=arrays.machine_kind, available=arrays.delay, kind_count=len(arrays.kinds))
                             arrays = replace(arrays, orders=orders)
-                        written = left.solved(rows, arrays)
+                        if ahead is None and _LOOK_AHEAD and _CARRY_EMPTY and vacancy is not None and self.raise_alpha_when_idle and rows.shape[0]:
+                            target = _ahead_count(ranking, count, runnable.get(machine.kind, {}), ended.get(machine.kind))
+                            if target:
+                                ahead = _Ahead.solved(frozenset(ranking[:target]), left, arrays, position, delay, vacancy)
+                        if ahead is not None and ahead.users == considered:
+                            written = ahead.plan  # solved on these machines for these rows: what solving now gives
+                        elif ahead is not None and ahead.tells(considered, position, delay, arrays.machine_kind):
+                            # A larger set's plan at these waits shows that every optimal
+                            # matching of this set leaves the machine empty: put off, as above.
+                            assert ahead.fact is not None
+                            plans[considered] = _Deferred(rows, arrays, len(starts_seen), ahead.fact)
+                            empty[considered] = ahead.fact  # as the set's own plan would have shown (at most)
+                            count = self._raised_count(ranking, count, runnable.get(machine.kind, {})) if self.raise_alpha_when_idle else 0
+                            continue
+                        else:
+                            written = left.solved(rows, arrays)
                     plan = plans[considered] = written
                 head = plan.first(position)
                 if head is not None:
@@ -245,8 +271,11 @@ class AlloxScheduler:
                         empty[considered] = fact
                 count = self._raised_count(ranking, count, runnable.get(machine.kind, {})) if self.raise_alpha_when_idle else 0
             if chosen is None:
+                ended[machine.kind] = _EXHAUSTED
                 passed = (int(arrays.machine_kind[position]), float(delay[position]), position)
                 continue
+            ended[machine.kind] = count
+            ahead = None
             passed = None
             source, job = chosen
             assignment = Assignment.starting(job, machine, now)
@@ -438,6 +467,17 @@ _CARRY_EMPTY = True
 # both ways).
 _SKIP_PASSED = True
 
+# Off: no plan is solved ahead of §4.4's raise (_Ahead; the tests compare both ways).
+_LOOK_AHEAD = True
+
+# Off: each set of a visit's raise is asked _Left.uncontended and _Vacancy.empty, also after a
+# smaller one's answer tells theirs (the tests compare both ways).
+_NEST_TESTS = True
+
+# _Ahead's guess when the raise at the last visit of a kind started nothing: every user it
+# can bring in.
+_EXHAUSTED = 1 << 62
+
 
 @dataclass(slots=True)
 class _Empty:
@@ -548,6 +588,76 @@ def _near(kind: int, wait: float, delay: FloatArray, machine_kind: IntArray, tol
     """Whether a machine of kind ``kind`` waits other than ``wait`` but within ``tolerance`` of it."""
     gap = np.abs(delay[machine_kind == kind] - wait)
     return bool(((gap > 0) & (gap <= tolerance)).any())
+
+
+def _ahead_count(ranking: Sequence[str], count: int, runnable: Mapping[str, int], guess: int | None) -> int:
+    """How many users the plan :class:`_Ahead` solves has, asked at a visit whose raise is at
+    ``count`` users: the largest count the raise would come to (each next user with a job the
+    machine can run, ``runnable``) that is below ``guess``, the count whose plan started the
+    last visit's job on a machine of the kind (``_EXHAUSTED``: none did; None: no visit yet,
+    nothing solved ahead); 0 when there is none."""
+    if guess is None:
+        return 0
+    target = 0
+    for index in range(count, len(ranking)):
+        if ranking[index] in runnable:
+            if index + 1 >= guess:
+                break
+            target = index + 1
+    return target
+
+
+@dataclass(frozen=True, slots=True)
+class _Ahead:
+    """A plan solved ahead of §4.4's raise (beyond the paper, deciding exactly as solving every
+    plan does): the set of ``users`` that the raise would come to last before the count whose
+    plan started a job at the last visit of the machine's kind, solved when the raise first
+    needs a solve at a visit, on the machines as they are.
+
+    The raise's user sets nest (each adds the next user). When the larger set's plan is
+    certainly the only optimal matching and leaves the machine empty, at most ``fact.count``
+    machines of its class (kind, wait) have a queue in every optimal matching of it, and so in
+    every optimal matching of each smaller set: an optimal matching of the smaller set's jobs
+    becomes one of the larger set's by one augmenting path per job added, each raising one
+    (kind, position) group's load and lowering none, and an optimal matching fills a group's
+    cheapest slots, so the class's machines with a queue never fall (:class:`_Empty`'s (ii),
+    job by job; jobs that take no time are never told). A smaller set's plan is then put off
+    as :class:`_Empty` puts one off (:class:`_Deferred`, with this fact), instead of solved
+    only to leave the machine empty; the larger set's plan is the one the raise's own solve
+    would give (the same rows on the same machines: no start since), and is used as that.
+    What the guess gets wrong costs a solve, never a decision. Dropped at every start."""
+
+    users: frozenset[str]
+    plan: _Plan
+    fact: _Empty | None  # what the plan shows of the asking machine's class, when it leaves it empty
+
+    @staticmethod
+    def solved(users: frozenset[str], left: _Left, machines: Fleet, position: int, delay: FloatArray, vacancy: _Vacancy) -> _Ahead:
+        """``users``' plan on ``machines`` (waiting ``delay``), and what it shows of machine
+        ``position``'s class."""
+        plan = left.solved(left.rows(users), machines)
+        fact = None
+        if plan.first(position) is None and plan.unique is not None and plan.queued is not None and vacancy.positive(plan.queued):
+            fact = _Empty.of(plan, position, delay, vacancy.tolerance)
+        return _Ahead(users, plan, fact)
+
+    def tells(self, considered: frozenset[str], position: int, delay: FloatArray, machine_kind: IntArray) -> bool:
+        """Whether every optimal matching of ``considered``, a smaller set than ``users``, on
+        the machines as they are leaves machine ``position`` empty (False: not certain)."""
+        return self.fact is not None and considered < self.users and self.fact.leaves_empty(position, delay, machine_kind)
+
+
+def _once(test: Callable[[], bool]) -> Callable[[], bool]:
+    """``test``, worked out the first time it is asked and kept: a plan's certificate, which
+    each fact read off the plan may ask."""
+    answer: list[bool] = []
+
+    def asked() -> bool:
+        if not answer:
+            answer.append(test())
+        return answer[0]
+
+    return asked
 
 
 @dataclass(frozen=True, slots=True)
@@ -717,7 +827,7 @@ class _Left:
             return _Plan((), machines.machine_kind, None, None, {})
         problem = rows_on(self._every_job, rows, machines)
         job, bounds, unique = contended_plan(problem)
-        return _Plan(self._every_job.jobs, problem.machine_kind, bounds, rows[job], {}, unique=unique)  # queued: rows of every_job
+        return _Plan(self._every_job.jobs, problem.machine_kind, bounds, rows[job], {}, unique=_once(unique))  # queued: rows of every_job
 
 
 # _Vacancy sums a row's need over n (each a search among the machines' waits) up to this many

@@ -110,22 +110,29 @@ def test_decide_carrying_what_plans_showed_equals_decide_solving_every_plan(seed
                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     """Live states (bursts, full clusters, virtual clusters, gangs, grids of 0, 1 and 60 s),
     α 1, 0.3, 0.1 and 0 and AlloX+: the same starts, queue and progress."""
-    rng = random.Random(5300 + seed + 100 * pools)
+    assert_decide_the_same_both_ways(monkeypatch, ("_CARRY_EMPTY",), random.Random(5300 + seed + 100 * pools), pools=pools)
+
+
+def assert_decide_the_same_both_ways(monkeypatch: pytest.MonkeyPatch, flags: tuple[str, ...], rng: random.Random, *, pools: bool) -> None:
+    """On 15 live states, α 1, 0.3, 0.1 and 0 and AlloX+, ``decide`` with ``allox``'s
+    ``flags`` on decides as with them off."""
     for _ in range(15):
         state = live_state(rng, pools=pools)
         for options in ({"alpha": 1.0}, {"alpha": 0.3}, {"alpha": 0.1}, {"alpha": 0.0}, {"policy": "allox+", "alpha": 0.1}):
             decided = []
-            for carry in (True, False):
-                monkeypatch.setattr(allox, "_CARRY_EMPTY", carry)
+            for on in (True, False):
+                for flag in flags:
+                    monkeypatch.setattr(allox, flag, on)
                 decided.append(decide(**state, **options))  # type: ignore[arg-type]
             assert decided[0] == decided[1]
 
 
-def test_a_burst_of_ten_users_puts_off_plans_that_leave_a_cpu_slot_empty(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The case it is for: 400 Jobs of ten users on 30 nodes of 5 GPUs and 5 CPU slots, α = 0.1."""
+def ten_users_both_ways(monkeypatch: pytest.MonkeyPatch, flag: str) -> tuple[bool, int, int]:
+    """400 Jobs of ten users on 30 nodes of 5 GPUs and 5 CPU slots, α = 0.1, decided with
+    ``allox``'s ``flag`` on, then off: whether both decisions are equal, and the plans each
+    solved."""
     now, waiting, nodes, capacity = burst_of_ten_users(400)
     running: list[RunningJob] = []
-    taken = counting(monkeypatch)
     solved = 0
     solve_plan = _Left.solved
 
@@ -135,12 +142,21 @@ def test_a_burst_of_ten_users_puts_off_plans_that_leave_a_cpu_slot_empty(monkeyp
         return solve_plan(self, *arguments)
 
     monkeypatch.setattr(_Left, "solved", counted)
-    carried = decide(now=now, waiting=waiting, running=running, free_nodes=nodes, capacity=capacity, alpha=0.1)
-    fewer, solved = solved, 0
-    monkeypatch.setattr(allox, "_CARRY_EMPTY", False)
-    every = decide(now=now, waiting=waiting, running=running, free_nodes=nodes, capacity=capacity, alpha=0.1)
-    assert carried == every
-    assert taken["told"] > 0 and fewer < solved
+    decided, solves = [], []
+    for on in (True, False):
+        solved = 0
+        monkeypatch.setattr(allox, flag, on)
+        decided.append(decide(now=now, waiting=waiting, running=running, free_nodes=nodes, capacity=capacity, alpha=0.1))
+        solves.append(solved)
+    return decided[0] == decided[1], solves[0], solves[1]
+
+
+def test_a_burst_of_ten_users_puts_off_plans_that_leave_a_cpu_slot_empty(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The case it is for."""
+    taken = counting(monkeypatch)
+    equal, fewer, every = ten_users_both_ways(monkeypatch, "_CARRY_EMPTY")
+    assert equal
+    assert taken["told"] > 0 and fewer < every
 
 
 def test_a_plan_put_off_is_dropped_when_a_start_since_would_have_dropped_the_plan_solved_then() -> None:

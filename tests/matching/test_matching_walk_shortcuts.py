@@ -13,7 +13,7 @@ live states through ``decide`` (the starts, the queue and the progress).
 from __future__ import annotations
 
 import random
-from typing import Any
+from typing import Any, Iterator
 
 import pytest
 
@@ -51,14 +51,18 @@ def with_odd_times(arguments: dict[str, Any], rng: random.Random) -> dict[str, A
     return {**arguments, "pending_jobs": jobs, "busy_until": busy}
 
 
+def odd_bursts(rng: random.Random, count: int) -> Iterator[tuple[dict[str, Any], float]]:
+    """``count`` random bursts and their α, three in ten :func:`with_odd_times`."""
+    for _ in range(count):
+        arguments, alpha = burst(rng)
+        yield (with_odd_times(arguments, rng) if rng.random() < 0.3 else arguments), alpha
+
+
 @pytest.mark.parametrize("seed", range(4))
 def test_algorithm_2_passing_machines_starts_what_visiting_every_machine_starts(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
     rng = random.Random(8700 + seed)
     passed = counting(monkeypatch)
-    for _ in range(250):
-        arguments, alpha = burst(rng)
-        if rng.random() < 0.3:
-            arguments = with_odd_times(arguments, rng)
+    for arguments, alpha in odd_bursts(rng, 250):
         passing, visiting = starts_both_ways(monkeypatch, "_SKIP_PASSED", arguments, alpha)
         assert passing == visiting
     assert passed["passed"] > 0  # the shortcut was taken, not only compared
