@@ -281,8 +281,10 @@ def _gang_entry(view: CellfitView, gang: str) -> Mapping[str, Any] | None:
 
 
 def _gang_of_job(job: JobFacts, view: CellfitView) -> Answer | None:
-    """A gang whose slots wait for pods, or whose pods wait to be placed together."""
-    members = [p for p in job.pods if p.gang and not p.deleting and p.phase not in ("Succeeded", "Failed")]
+    """A gang whose slots wait for pods, or whose pods wait to be placed together. Pods whose
+    gang-size does not read are no gang to cellfit (its filter refuses them for the annotation):
+    their own answer names the mistake."""
+    members = [p for p in job.pods if p.gang and p.gang_size and not p.deleting and p.phase not in ("Succeeded", "Failed")]
     if not members:
         return None
     pending = [p for p in members if p.node is None]
