@@ -216,17 +216,23 @@ class AlloxScheduler:
                     if written is None and vacancy is not None and rows.shape[0]:
                         # Before a solve: when every optimal matching leaves the machine empty,
                         # no solve can start a job on it (the plan is made when a machine needs
-                        # it). Asked first of every waiting job: the bound only shrinks as jobs
+                        # it). Asked of every waiting job too: the bound only shrinks as jobs
                         # are left out, so then no user set's plan, made or kept (each an
-                        # optimal matching), starts one, and the raise is not walked.
-                        if not told:
+                        # optimal matching), starts one, and the raise is not walked. Asked
+                        # first (without _NEST_TESTS), or once this set's bound tells: when it
+                        # does not, no larger set's does, every waiting job's included.
+                        if not told and not _NEST_TESTS:
                             told = True
                             if vacancy.empty(left.rows(None), position):
                                 break
                         if not bounded and vacancy.empty(rows, position):
+                            if not told:
+                                told = True
+                                if vacancy.empty(left.rows(None), position):
+                                    break
                             count = self._raised_count(ranking, count, runnable.get(machine.kind, {})) if self.raise_alpha_when_idle else 0
                             continue
-                        bounded = _NEST_TESTS
+                        told, bounded = True, _NEST_TESTS
                     if written is None:
                         if moved:
                             orders = _reordered(orders, shifted, delay, arrays.machine_kind)
