@@ -15,6 +15,14 @@ when a kept-alive connection turns out to have been closed by the server before 
 anything (as Go's http.Transport does). Credentials and TLS come from the Kubernetes client's
 Configuration (token, client certificate, CA, server name); a proxy is not spoken here, so
 :func:`for_configuration` answers ``None`` for one and callers keep the client's own path.
+
+Certificates rotate under a running cellfit (kubeadm's and cert-manager's client certificates,
+the service account's projected CA bundle), so the TLS context is built again from the
+Configuration's files when they change (:class:`TlsContext`): checked at most every
+:data:`TLS_FILES_CHECK_SECONDS`, and at once after a TLS failure, which also closes the idle
+connections (made with the old files, they are likely refused alike). A connection whose
+handshake fails is opened once more when the files changed meanwhile: nothing was sent on it.
+The Kubernetes client's own path (urllib3) reads the files for each new connection itself.
 """
 
 from __future__ import annotations
@@ -24,24 +32,28 @@ import logging
 import ssl
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Final, Mapping, Sequence
 from urllib.parse import urlsplit
 
 import httptools
 
+from scheduler.cluster.file_stamps import file_stamps
 from scheduler.errors import KubernetesApiError
 
 log = logging.getLogger(__name__)
 _USER_AGENT = b"cellfit"
 CREDENTIALS_REFRESH_SECONDS = 10.0
+# How often the client certificate, key and CA files are looked at (a stat each) for a rotation.
+TLS_FILES_CHECK_SECONDS: Final = 10.0
 
 
 class ConnectionLost(Exception):
     """The server closed the connection before the response was complete."""
 
-    def __init__(self, *, answered: bool) -> None:
-        super().__init__("connection closed by the server" + (" mid-response" if answered else ""))
+    def __init__(self, *, answered: bool, tls: bool = False) -> None:
+        super().__init__("connection closed by the server" + (" mid-response" if answered else "") + (" (TLS error)" if tls else ""))
         self.answered = answered  # some response bytes had arrived: the request was read
+        self.tls = tls  # TLS failed: the server refused the handshake (TLS 1.3 says so only now)
 
 
 class RequestNotSent(KubernetesApiError):
@@ -77,7 +89,7 @@ class _Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.open = False
-        self._fail(ConnectionLost(answered=self._answered))
+        self._fail(ConnectionLost(answered=self._answered, tls=isinstance(exc, ssl.SSLError)))
 
     # httptools callbacks
     def on_headers_complete(self) -> None:
@@ -112,6 +124,59 @@ class _Connection(asyncio.Protocol):
             response.set_exception(error)
 
 
+class TlsContext:
+    """The TLS context new connections take, built by ``build`` from ``files`` (the client
+    certificate, its key, the CA) and built again when one of them changed: looked at, a stat
+    each, at most every ``check_seconds``, or at the next use after :meth:`expire`. Files that do
+    not build (a rotation half-written: a certificate whose key is still the old one) keep the
+    last context, logged, and are tried again at the next look."""
+
+    def __init__(
+        self, build: Callable[[], ssl.SSLContext], *, files: Sequence[str] = (), check_seconds: float = TLS_FILES_CHECK_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._build = build
+        self._files = tuple(files)
+        self._check_seconds = check_seconds
+        self._clock = clock
+        self._built = file_stamps(self._files)
+        self._context = build()  # raises as the Configuration's files do not load: a startup error
+        self._checked_at = clock()
+        self._stale = False
+
+    @classmethod
+    def fixed(cls, context: ssl.SSLContext) -> TlsContext:
+        """``context`` for good: no files to follow."""
+        return cls(lambda: context)
+
+    def expire(self) -> None:
+        """Look at the files at the next use, whenever they were last looked at: TLS failed."""
+        self._stale = True
+
+    def current(self) -> ssl.SSLContext:
+        now = self._clock()
+        if self._stale or now - self._checked_at >= self._check_seconds:
+            self.reload()
+        return self._context
+
+    def reload(self) -> bool:
+        """Look at the files now and build the context again if they changed; whether it was."""
+        self._stale, self._checked_at = False, self._clock()
+        stamps = file_stamps(self._files)
+        if stamps == self._built:
+            return False
+        try:
+            context = self._build()
+        except (OSError, ssl.SSLError, ValueError) as error:
+            log.warning("the Kubernetes API client's changed certificate, key or CA files did not load; the last ones are used",
+                        extra={"files": ", ".join(self._files), "reason": str(error)})
+            return False
+        self._context, self._built = context, stamps
+        log.info("the Kubernetes API client's certificate, key or CA files changed: new connections use them",
+                 extra={"files": ", ".join(self._files)})
+        return True
+
+
 @dataclass(frozen=True)
 class Endpoint:
     """Where the API server is and how to reach it."""
@@ -119,7 +184,7 @@ class Endpoint:
     host: str
     port: int
     path_prefix: str  # a kubeconfig server URL may carry one (e.g. behind a gateway)
-    ssl: ssl.SSLContext | None
+    ssl: TlsContext | None
     server_hostname: str | None
 
 
@@ -180,6 +245,12 @@ class LoopHttpClient:
             self.close()
             raise KubernetesApiError(f"Kubernetes API did not answer within {self._timeout:g}s") from None
         except (OSError, ConnectionLost, ssl.SSLError) as error:
+            if isinstance(error, ssl.SSLError) or (isinstance(error, ConnectionLost) and error.tls):
+                self._tls_failed()
+            elif self._endpoint.ssl is not None:
+                # A server refusing the client certificate after the handshake (TLS 1.3) may show
+                # as a reset rather than its alert: the files are looked at again, a stat each.
+                self._endpoint.ssl.expire()
             unreachable = RequestNotSent if not sent else KubernetesApiError
             raise unreachable(f"Kubernetes API unreachable: {error}") from None
 
@@ -187,6 +258,13 @@ class LoopHttpClient:
         for connection in self._idle:
             connection.close()
         self._idle.clear()
+
+    def _tls_failed(self) -> None:
+        """The idle connections were made with the same certificates, likely refused alike now
+        (rotated on the server's side): closed, and the files looked at before the next connection."""
+        self.close()
+        if self._endpoint.ssl is not None:
+            self._endpoint.ssl.expire()
 
     async def _exchange(self, request: bytes, sent: list[bool]) -> tuple[int, bytes]:
         while self._idle:
@@ -216,13 +294,25 @@ class LoopHttpClient:
         return status, body
 
     async def _connect(self) -> _Connection:
+        tls = self._endpoint.ssl
+        try:
+            return await self._open(tls.current() if tls is not None else None)
+        except ssl.SSLError:
+            self.close()
+            if tls is None or not tls.reload():
+                raise
+        # The handshake failed and the files changed since (the server's CA rotated before this
+        # replica looked): nothing was sent, so a connection with them may carry the request.
+        return await self._open(tls.current())
+
+    async def _open(self, context: ssl.SSLContext | None) -> _Connection:
         endpoint = self._endpoint
         _, connection = await asyncio.get_running_loop().create_connection(
             _Connection,
             endpoint.host,
             endpoint.port,
-            ssl=endpoint.ssl,
-            server_hostname=endpoint.server_hostname if endpoint.ssl is not None else None,
+            ssl=context,
+            server_hostname=endpoint.server_hostname if context is not None else None,
         )
         return connection
 
@@ -241,11 +331,13 @@ class LoopHttpClient:
 
 
 def for_configuration(
-    configuration: Any, *, headers: Callable[[], Mapping[str, str]], timeout_seconds: float, max_connections: int
+    configuration: Any, *, headers: Callable[[], Mapping[str, str]], timeout_seconds: float, max_connections: int,
+    clock: Callable[[], float] = time.monotonic,
 ) -> LoopHttpClient | None:
     """A client speaking to the API server of a ``kubernetes.client.Configuration`` with its TLS
-    settings and ``headers`` (its :class:`Credentials`); ``None`` when it goes through a proxy
-    (the Kubernetes client's own path then)."""
+    settings (its files followed as they rotate, by ``clock``) and ``headers`` (its
+    :class:`Credentials`); ``None`` when it goes through a proxy (the Kubernetes client's own
+    path then)."""
     if configuration.proxy:
         return None
     url = urlsplit(configuration.host)
@@ -256,7 +348,7 @@ def for_configuration(
         host=url.hostname,
         port=url.port or (443 if secure else 80),
         path_prefix=url.path.rstrip("/"),
-        ssl=_ssl_context(configuration) if secure else None,
+        ssl=TlsContext(lambda: _ssl_context(configuration), files=_tls_files(configuration), clock=clock) if secure else None,
         server_hostname=_server_hostname(configuration, url.hostname) if secure else None,
     )
 
@@ -316,6 +408,12 @@ def _server_hostname(configuration: Any, host: str) -> str:
     if isinstance(configuration.assert_hostname, str) and configuration.assert_hostname:
         return configuration.assert_hostname
     return host
+
+
+def _tls_files(configuration: Any) -> list[str]:
+    """The files :func:`_ssl_context` reads (a kubeconfig's embedded data is written to files
+    once, at load; those never change)."""
+    return [path for path in (configuration.ssl_ca_cert, configuration.cert_file, configuration.key_file) if path]
 
 
 def _ssl_context(configuration: Any) -> ssl.SSLContext:

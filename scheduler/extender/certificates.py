@@ -17,15 +17,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import ssl
 from typing import Callable
 
+from scheduler.cluster.file_stamps import FileStamp, file_stamps
+
 log = logging.getLogger(__name__)
 
-# (device, inode, size, mtime in ns) of each file: the kubelet swaps a Secret's files by
-# re-pointing a symlink, which changes the inode even when size and mtime match.
-_Stamp = tuple[tuple[int, int, int, int] | None, ...]
+_Stamp = tuple[FileStamp, ...]
 
 
 class CertificateReloader:
@@ -49,15 +48,7 @@ class CertificateReloader:
             connection.context = current
 
     def _stamp(self) -> _Stamp:
-        stamps: list[tuple[int, int, int, int] | None] = []
-        for path in (self._cert_file, self._key_file):
-            try:
-                found = os.stat(path)
-            except OSError:
-                stamps.append(None)
-                continue
-            stamps.append((found.st_dev, found.st_ino, found.st_size, found.st_mtime_ns))
-        return tuple(stamps)
+        return file_stamps((self._cert_file, self._key_file))
 
     def reload_if_changed(self) -> bool:
         """Load the files into the context if they changed since the last load; returns

@@ -134,7 +134,7 @@ def server() -> Iterator[tuple[ThreadingHTTPServer, Recorder]]:
 
 def client_for(port: int, *, max_connections: int = 4, timeout: float = 5.0, token: str = "t0k3n",
                ssl_context: ssl.SSLContext | None = None) -> loop_http.LoopHttpClient:
-    endpoint = loop_http.Endpoint(host="127.0.0.1", port=port, path_prefix="", ssl=ssl_context,
+    endpoint = loop_http.Endpoint(host="127.0.0.1", port=port, path_prefix="", ssl=loop_http.TlsContext.fixed(ssl_context) if ssl_context else None,
                                   server_hostname="127.0.0.1" if ssl_context else None)
     return loop_http.LoopHttpClient(endpoint=endpoint, headers=lambda: {"Authorization": f"Bearer {token}"},
                                     timeout_seconds=timeout, max_connections=max_connections)
