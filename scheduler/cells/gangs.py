@@ -52,7 +52,7 @@ class GangPlanner:
             if gang.size > capacity:
                 raise Unplaceable(
                     f"gang {gang.name} needs {gang.size} pods x {request.gpus} GPUs but virtual cluster "
-                    f"{vc.name!r} can hold at most {capacity} such pods even when idle"
+                    f"{vc.name!r} can hold at most {capacity} such pod{'' if capacity == 1 else 's'} even when idle"
                 )
         group = Group(
             key=gang.key,

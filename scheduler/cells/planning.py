@@ -74,12 +74,21 @@ class Planner:
     def vc_state(self, request: CellRequest, default_vc: str | None) -> VcState | None:
         name = request.vc or default_vc
         if name is None:
-            raise Unplaceable("the pod has no cellfit.io/virtual-cluster label")
+            raise Unplaceable(f"the pod has no cellfit.io/virtual-cluster label: set it to one of {self._known_vcs()}")
         vc = self._vcs.vcs.get(name)
         if vc is None or not vc.defined:
-            known = ", ".join(sorted(n for n, v in self._vcs.vcs.items() if v.defined)) or "none"
-            raise Unplaceable(f"unknown virtual cluster {name!r} (known: {known})")
+            raise Unplaceable(f"unknown virtual cluster {name!r} (known: {self._known_vcs()})")
         return vc
+
+    def _known_vcs(self) -> str:
+        """The virtual clusters a pod may name, for a message that tells the user what to write."""
+        return ", ".join(sorted(n for n, v in self._vcs.vcs.items() if v.defined)) or "none"
+
+    def _known_cell_types(self) -> str:
+        """The cell types a pod may name in cellfit.io/cell-type (at or below node level), each
+        chain from its GPU up."""
+        names = dict.fromkeys(t for chain in self._vcs.buddies for t in chain.types[: chain.node_level])
+        return ", ".join(names) or "none"
 
     def targets(self, request: CellRequest, vc: VcState | None) -> list[Target]:
         """The (chain, level) pairs that can serve the request, in search order; raises
@@ -100,7 +109,10 @@ class Planner:
         if request.cell_type is not None:
             chain = self.topology.chain_of_type.get(request.cell_type)
             if chain is None or chain not in self._vcs.buddies:
-                raise Unplaceable(f"unknown cell type {request.cell_type!r} in annotation cellfit.io/cell-type")
+                raise Unplaceable(
+                    f"unknown cell type {request.cell_type!r} in annotation cellfit.io/cell-type "
+                    f"(known: {self._known_cell_types()})"
+                )
             level = chain.level_of(request.cell_type)
             if level > chain.node_level:
                 raise Unplaceable(

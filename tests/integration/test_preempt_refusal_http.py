@@ -97,7 +97,7 @@ def test_a_trial_pod_with_a_mistake_preempts_no_one_and_its_event_names_the_fiel
 
 @pytest.mark.parametrize(("labels", "annotations", "said"), [
     ({"cellfit.io/virtual-cluster": "nlp"}, {}, "label cellfit.io/virtual-cluster: unknown virtual cluster 'nlp' (known: speech, vision)"),
-    ({"cellfit.io/virtual-cluster": "vision"}, {"cellfit.io/cell-type": "A100-RACK"}, "unknown cell type 'A100-RACK' in annotation cellfit.io/cell-type"),
+    ({"cellfit.io/virtual-cluster": "vision"}, {"cellfit.io/cell-type": "A100-RACK"}, "unknown cell type 'A100-RACK' in annotation cellfit.io/cell-type (known: A100, A100-PAIR, A100-NODE)"),
     ({"cellfit.io/virtual-cluster": "vision"}, {"cellfit.io/gang": "true", "cellfit.io/gang-size": "abc"},
      "annotation cellfit.io/gang-size: 'abc' is not an integer"),
 ], ids=["unknown VC", "unknown cell type", "gang-size abc"])

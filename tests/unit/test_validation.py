@@ -73,7 +73,7 @@ MISTAKES = [
     ("priority", {"cellfit.io/priority": "urgent"}, {}, "label cellfit.io/priority: 'urgent' is not 'guaranteed' or 'opportunistic'"),
     ("unknown VC", {"cellfit.io/virtual-cluster": "nlp"}, {},
      "label cellfit.io/virtual-cluster: unknown virtual cluster 'nlp' (known: speech, vision)"),
-    ("unknown cell type", {}, {"cellfit.io/cell-type": "A100-RACK"}, "unknown cell type 'A100-RACK' in annotation cellfit.io/cell-type"),
+    ("unknown cell type", {}, {"cellfit.io/cell-type": "A100-RACK"}, "unknown cell type 'A100-RACK' in annotation cellfit.io/cell-type (known: A100, A100-PAIR, A100-NODE)"),
     ("cell type the VC lacks", {"cellfit.io/virtual-cluster": "speech"}, {"cellfit.io/cell-type": "A100-NODE"},
      "annotation cellfit.io/cell-type: virtual cluster 'speech' owns no cell of type 'A100-NODE' or larger"),
     ("job class", {"cellfit.io/job-class": "trail"}, {},
@@ -123,7 +123,7 @@ def test_more_than_one_pod_level_mistake_is_reported_at_once():
 def test_a_gpu_pod_without_a_vc_and_one_larger_than_any_node_are_told_so():
     service, _ = validation()
     no_vc = k.pod("train-x7k2q", gpus=1)
-    assert answer(service, no_vc)["warnings"] == ["cellfit: the pod has no cellfit.io/virtual-cluster label"]
+    assert answer(service, no_vc)["warnings"] == ["cellfit: the pod has no cellfit.io/virtual-cluster label: set it to one of speech, vision"]
     assert answer(service, pod(gpus=16))["warnings"] == [
         "cellfit: the containers' GPU requests: the pod requests 16 GPUs, more than any node-level cell holds "
         "(largest: 'A100-NODE' with 8)"
@@ -312,8 +312,8 @@ def test_pod_keys_on_the_job_instead_of_its_template_are_pointed_at_the_template
         "cellfit: annotation cellfit.io/gang: set on the Job, but cellfit reads it from the pods (put it in spec.template.metadata)",
     ]
     # And so the pods have no VC: that one blocks.
-    assert response["warnings"][2:] == ["cellfit: spec.template: the pod has no cellfit.io/virtual-cluster label"]
-    assert response["allowed"] is False and "spec.template: the pod has no cellfit.io/virtual-cluster label" in response["status"]["message"]
+    assert response["warnings"][2:] == ["cellfit: spec.template: the pod has no cellfit.io/virtual-cluster label: set it to one of speech, vision"]
+    assert response["allowed"] is False and "spec.template: the pod has no cellfit.io/virtual-cluster label: set it to one of speech, vision" in response["status"]["message"]
 
 
 def test_an_update_is_refused_only_for_a_mistake_it_brings():
@@ -406,7 +406,7 @@ def test_a_configurations_own_annotations_are_checked_on_the_pods_they_go_to():
     body = interchangeable({"gpu": {"resources": {"nvidia.com/gpu": "2"}, "annotations": {"cellfit.io/cell-type": "A100-RACK"}}},
                            gpus=0, template_labels=VISION)
     expected = ("cellfit.io/configurations.gpu applied to spec.template: unknown cell type 'A100-RACK' in annotation "
-                "cellfit.io/cell-type")
+                "cellfit.io/cell-type (known: A100, A100-PAIR, A100-NODE)")
     assert answer(service, body)["warnings"] == [f"cellfit: {expected}"]
     assert configured_pod_reason(body, "gpu") in expected
 
@@ -415,7 +415,7 @@ def test_a_gpu_configuration_needs_the_vc_label_a_cpu_one_does_not():
     service, _ = validation()
     body = interchangeable({"cpu": {"resources": {"cpu": "16"}}, "gpu": {"resources": {"nvidia.com/gpu": "1"}}}, gpus=0)
     assert answer(service, body)["warnings"] == [
-        "cellfit: cellfit.io/configurations.gpu applied to spec.template: the pod has no cellfit.io/virtual-cluster label"
+        "cellfit: cellfit.io/configurations.gpu applied to spec.template: the pod has no cellfit.io/virtual-cluster label: set it to one of speech, vision"
     ]
 
 
