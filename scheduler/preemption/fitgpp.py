@@ -128,8 +128,17 @@ class PreemptionDecision:
         )
 
     def victim_message(self) -> str:
-        """The event message for each victim: ``preempted by ns/pod``."""
-        return f"preempted by {self.preemptor_key}"
+        """The event message for each victim, which its user reads in ``kubectl describe pod``
+        without the right to read the preemptor's events: who, where and why, e.g. ``preempted
+        by ns/pod on node X: the best-effort pod there cheapest to suspend and quickest to resume
+        (FitGpp score 0.31 = size 0.12 + 4.0 x GP 0.05)``. The FitGpp rule takes exactly one
+        victim, so its score is this victim's; the fallback's victims share one message."""
+        head = f"preempted by {self.preemptor_key} on node {self.node}"
+        if self.rule == RULE_FITGPP and len(self.victims) == 1:
+            (victim,) = self.victims
+            score = victim.explain(grace_period_weight=self.settings.grace_period_weight)
+            return f"{head}: the best-effort pod there cheapest to suspend and quickest to resume (FitGpp {score})"
+        return f"{head}: no single best-effort pod there freed enough, so FitGpp took best-effort pods at random until it did"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -218,7 +218,7 @@ def test_messages_parsed_are_the_ones_fitgpp_writes() -> None:
     import inspect as source
     text = source.getsource(PreemptionDecision)
     assert 'f"preempting {victim.key} on node {self.node} ({prefix}{victim.explain(' in text
-    assert 'return f"preempted by {self.preemptor_key}"' in text
+    assert 'head = f"preempted by {self.preemptor_key} on node {self.node}"' in text
 
 
 def test_preempted_job_says_by_whom_where_the_score_and_how_often() -> None:

@@ -48,7 +48,8 @@ def test_trial_pod_preempts_fitgpps_victim_and_explains_it():
     # ... and the choice tells it itself: drivers read it without knowing the decision's type.
     assert choice.explained and choice.refusal is None and choice.victim_uids == ("be-short",)
     assert choice.preemptor_messages() == decision.preemptor_messages()
-    assert choice.victim_message() == "preempted by ml/te-1"
+    assert choice.victim_message() == decision.victim_message()
+    assert decision.victim_message().startswith("preempted by ml/te-1 on node n1: the best-effort pod there cheapest to suspend")
 
 
 def test_best_effort_never_preempts():

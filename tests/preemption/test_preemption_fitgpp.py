@@ -198,6 +198,8 @@ def test_fallback_preempts_random_be_jobs_on_one_node_until_there_is_room() -> N
     freed = sum((res(2, 16, 2) for _ in decision.victims), Resources())  # every job of _fragmented holds this
     assert res(4, 32, 4).fits_in(freed)
     assert all(message.startswith(f"preempting ns/{v.uid} on node {decision.node} (random fallback") for message, v in zip(decision.preemptor_messages(), decision.victims))
+    assert decision.victim_message() == (f"preempted by {decision.preemptor_key} on node {decision.node}: no single best-effort "
+                                         "pod there freed enough, so FitGpp took best-effort pods at random until it did")
 
 
 def test_fallback_is_seeded() -> None:
@@ -234,7 +236,9 @@ def test_event_messages() -> None:
     nodes = [node("node-x", [be("big", 8, 64, 2, grace=60), be("small", 4, 32, 1, grace=300)], others=res(20, 160, 5))]
     decision = decide(te_pod(4, 32, 1, uid="trial-1"), nodes)
     assert decision.preemptor_messages() == ("preempting ns/big on node node-x (score 1.80 = size 1.00 + 4.0 x GP 0.20)",)
-    assert decision.victim_message() == "preempted by ns/trial-1"
+    # The victim's own event says where and why: its user may not read the preemptor's events.
+    assert decision.victim_message() == ("preempted by ns/trial-1 on node node-x: the best-effort pod there cheapest to suspend "
+                                         "and quickest to resume (FitGpp score 1.80 = size 1.00 + 4.0 x GP 0.20)")
     assert decision.found and decision.rule == "fitgpp"
     half = decide(te_pod(4, 32, 1), nodes, FitGppSettings(grace_period_weight=2.25))
     assert "+ 2.25 x GP" in half.preemptor_messages()[0]
