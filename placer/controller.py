@@ -754,6 +754,10 @@ class PlacerController:
                         extra_annotations={ANNOTATION_CONFIGURATIONS: job.annotations[ANNOTATION_CONFIGURATIONS]},
                     )
                     placed["metadata"]["annotations"].update(containers_record(placed))
+                    # The API server validates the template as written but each pod after its
+                    # defaulting (a container's missing request is its limit, a missing pod-level
+                    # request the containers'): a template it takes may make pods it refuses.
+                    check_pod_level_resources(placed["spec"], configuration)
                     self._api.patch_job(namespace=namespace, name=name, operations=_operations(job, kind, placed))
                     used = "template"
                 except KubernetesApiError as error:

@@ -233,7 +233,9 @@ def test_a_start_the_api_server_finds_invalid_is_refused_not_sent_to_the_webhook
     server_controller(api, Jobs(api.watched()), mechanism="auto").admit()
     stored = api.jobs["a"]
     assert stored["spec"]["suspend"] is True and "cellfit.io/placement" not in stored["metadata"]["annotations"]
-    assert api.told["a"]["reason"] == "Refused" and "aggregate container requests" in api.told["a"]["message"]
+    # Refused before the patch now (placer/patch.py's check_pod_level_resources, which the API
+    # server's 422 for the template backs; tests/placer/test_review_61.py has a 422 refusal).
+    assert api.told["a"]["reason"] == "Refused" and "spec.template.spec.resources.requests[cpu] of 2" in api.told["a"]["message"]
 
 
 def test_a_containers_resource_claims_are_kept_in_every_configuration() -> None:
