@@ -25,8 +25,11 @@ from scheduler.constants import (
 # The Preempting event's message (scheduler/preemption/fitgpp.py PreemptionDecision):
 # "preempting ns/pod on node X (score 0.31 = size 0.12 + 4.0 x GP 0.05)".
 PREEMPTING = re.compile(r"^preempting (?P<victim>\S+) on node (?P<node>\S+) \((?P<why>.*)\)$")
-# cellfit's Preempted event: "preempted by ns/pod".
+# cellfit's Preempted event: "preempted by ns/pod" and, since it says where and why itself,
+# " on node X: ... (FitGpp score 0.31 = size 0.12 + 4.0 x GP 0.05)" (the score only under the
+# FitGpp rule, not its random fallback).
 PREEMPTED_BY = re.compile(r"^preempted by (?P<by>\S+)")
+PREEMPTED_WHERE = re.compile(r"^preempted by \S+ on node (?P<node>\S+):(?:.*\(FitGpp (?P<why>score [^()]*)\)$)?")
 # kube-scheduler's, on the same pod: "Preempted by pod <uid> on node <node>".
 SCHEDULER_PREEMPTED = re.compile(r"^Preempted by pod (?P<uid>\S+) on node (?P<node>\S+)")
 
@@ -262,6 +265,10 @@ def preemption_from(*, victim: str, preempted: Event, preemptor_events: tuple[Ev
         if match and match.group("victim") == victim:
             return Preemption(victim=victim, by=by, node=match.group("node"), breakdown=match.group("why"),
                               when=preempted.last_seen)
+    told = PREEMPTED_WHERE.match(preempted.message)
+    if told is not None:  # the victim's own event says where, and the score when FitGpp's rule chose it
+        return Preemption(victim=victim, by=by, node=told.group("node"), breakdown=told.group("why"), when=preempted.last_seen,
+                          unread=unread if told.group("why") is None else "")
     scheduler = SCHEDULER_PREEMPTED.match(preempted.message)
     if scheduler is not None:  # only kube-scheduler's event: the preemptor by UID
         return Preemption(victim=victim, by=f"pod {scheduler.group('uid')}", node=scheduler.group("node"), when=preempted.last_seen)
