@@ -1,0 +1,266 @@
+"""cellfit's CPU per scheduled pod under a burst, without a control plane: kube-scheduler's
+extender client (``extender_client/``, Go: kube-scheduler v1.37's transport and request, Go's
+2 idle connections per host) sends a burst of pods through ``cellfit serve``'s own listener
+(``scheduler.extender.server``: the bounded uvicorn protocol, uvloop) one pod at a time, filter
+(and prioritize when the filter passes on more than one node), each pod's bind in a goroutine of
+its own while the next pod is filtered, as kube-scheduler's binding cycle runs. The client
+offers each filter ``--offered`` nodes whose GPUs its own pods do not all hold (kube-scheduler's
+own filters run first) and waits ``--cycle-ms`` per pod besides (its scheduling cycle: the
+burst goes at kube-scheduler's pace, ~100 pods/s, not as fast as cellfit answers, and cellfit's
+CPU per request is twice as high at that pace as back to back).
+
+cellfit runs connected to the test double of the API server (tests/support/api_double.py) with
+``--nodes`` 8-GPU nodes and the burst's pods pending in its watch cache; the double's binding
+waits ``--bind-ms`` (the API server's latency under a burst, 100-200 ms in e2e/bench_throughput.py)
+on the event loop without spending CPU, so the binds overlap as they do in a burst and what is
+measured is serving kube-scheduler's HTTP, not the TLS connection to the API server.
+
+Reported per run, per pod: cellfit's CPU (the whole process, user and system, from /proc), the
+event loop's thread (its user and system), the verbs' own steps
+(``cellfit_extender_cpu_seconds_total``), and ``http``: the event loop's thread less the verbs,
+as e2e/bench_throughput.py splits it; connections kube-scheduler's client dialled, per pod.
+
+``--max-idle-per-host N`` lets the client keep N idle connections rather than Go's 2 (what the
+connections kube-scheduler opens and closes cost); ``--profile PREFIX`` records each burst with
+py-spy (wall-clock samples: a send on loopback counts while the receiver runs, so read CPU from
+the figures above, not from the samples).
+
+``--source DIR`` serves the cellfit of another checkout (a worktree of an older commit; its C
+extensions built); several ``--source`` take turns ABBA, and the medians and the ratios of each
+to the first are printed.
+
+    python tests/benchmarks/bench_extender_burst.py [--policy hived] [--pods 1000] [--runs 4] [--source DIR ...]
+
+Needs Go (the client is built into a temporary directory from the module cache or the Go proxy).
+This prints figures; it asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import itertools
+import os
+import re
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any, cast
+
+ROOT = Path(__file__).resolve().parents[2]
+CLIENT = Path(__file__).resolve().parent / "extender_client"
+TICKS = os.sysconf("SC_CLK_TCK")
+_profiles = itertools.count()
+if str(ROOT) not in sys.path:
+    sys.path.insert(1, str(ROOT))
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _settings_yaml(*, policy: str, port: int) -> str:
+    return (
+        f"server: {{host: 127.0.0.1, port: {port}}}\n"
+        f"policy: {{name: {policy}}}\n"
+        "estimator: {enabled: false}\nnudge: {enabled: false}\nexchange: {enabled: false}\n"
+        "leaderElection: {enabled: false}\nreclaim: {enabled: false}\nadmission: {enabled: false}\n"
+    )
+
+
+def serve(*, config: str, nodes: int, pods: str, bind_ms: tuple[float, float]) -> None:  # the server process
+    """``cellfit serve``'s listeners and runtime, connected to the API double."""
+    import asyncio
+    import random
+
+    from scheduler.cluster.api import KubernetesApi
+    from scheduler.config import Settings, parse_settings
+    from scheduler.extender import server
+    from scheduler.extender.runtime import Runtime, build_runtime
+    from tests.support import kube_objects as k
+    from tests.support.api_double import ListingApi
+
+    class SlowBindings(ListingApi):
+        """The API server's binding latency under a burst, on the loop, without CPU."""
+
+        async def create_binding(self, **binding: Any) -> None:
+            await asyncio.sleep(random.uniform(*bind_ms) / 1000)
+            await super().create_binding(**binding)
+
+    api = SlowBindings(nodes=[k.node(f"node-{i:05d}") for i in range(nodes)], pods=json.loads(Path(pods).read_text()))
+    settings = parse_settings(config)
+
+    def connected(settings: Settings) -> Runtime:
+        return build_runtime(settings, api=cast(KubernetesApi, api))
+
+    vars(server)["build_runtime"] = connected  # what serve() builds its runtime with: on the double
+    server.serve(settings)
+
+
+def _pending_pods(count: int) -> list[dict[str, Any]]:
+    from tests.support import kube_objects as k
+
+    pods = []
+    for i in range(count):  # one pod each, as the e2e benchmark's: no Job, no gang
+        pod = k.pod(f"burst-{i}", namespace="bench", gpus=1, cpu="100m", memory="128Mi", priority=500)
+        del pod["metadata"]["ownerReferences"], pod["metadata"]["generateName"]
+        pod["metadata"]["labels"] = {"bench": "burst"}
+        pods.append(pod)
+    return pods
+
+
+def _build_client(directory: Path) -> Path:
+    binary = directory / "extender_client"
+    subprocess.run(["go", "build", "-o", str(binary), "."], cwd=CLIENT, check=True)
+    return binary
+
+
+def _thread_ticks(pid: int, tid: int | None = None) -> tuple[float, float]:
+    """User and system CPU seconds of the process, or of its thread ``tid``."""
+    path = f"/proc/{pid}/stat" if tid is None else f"/proc/{pid}/task/{tid}/stat"
+    fields = Path(path).read_text().rsplit(")", 1)[1].split()
+    return int(fields[11]) / TICKS, int(fields[12]) / TICKS
+
+
+def _verb_cpu(port: int) -> dict[str, float]:
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    found = {}
+    for match in re.finditer(r'^cellfit_extender_cpu_seconds_total\{verb="(\w+)"\} (\S+)$', text, re.M):
+        found[match[1]] = float(match[2])
+    return found
+
+
+def _wait_ready(port: int, process: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise SystemExit(f"cellfit exited with {process.returncode}")
+        try:
+            if urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2).status == 200:
+                return
+        except OSError:
+            pass
+        time.sleep(0.2)
+    raise SystemExit("cellfit did not become ready")
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    """SIGTERM, then SIGKILL if it has not ended 10 s later."""
+    process.terminate()
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        process.wait(10)
+    if process.poll() is None:
+        process.kill()
+
+
+def run_once(*, source: Path, client: Path, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+    port = _free_port()
+    pods_file = workdir / "pods.json"
+    pods = _pending_pods(args.pods)
+    pods_file.write_text(json.dumps(pods))
+    (workdir / "client.json").write_text(json.dumps({"pods": pods, "nodeNames": [f"node-{i:05d}" for i in range(args.nodes)]}))
+    serve_call = (
+        f"import sys; sys.path[:0] = [{str(source)!r}, {str(ROOT)!r}];"
+        f"import importlib.util as u; spec = u.spec_from_file_location('burst', {__file__!r});"
+        f"burst = u.module_from_spec(spec); spec.loader.exec_module(burst);"
+        f"burst.serve(config={_settings_yaml(policy=args.policy, port=port)!r}, nodes={args.nodes}, pods={str(pods_file)!r},"
+        f" bind_ms=({args.bind_ms[0]}, {args.bind_ms[1]}))"
+    )
+    # The source's own scheduler package first, this checkout's tests/ for the harness.
+    env = {**os.environ, "PYTHONPATH": f"{source}{os.pathsep}{ROOT}"}
+    process = subprocess.Popen([sys.executable, "-c", serve_call], cwd=source, env=env,
+                               stdout=subprocess.DEVNULL, stderr=None if args.verbose else subprocess.DEVNULL)
+    try:
+        _wait_ready(port, process)
+        time.sleep(1.0)
+        verbs_before = _verb_cpu(port)
+        process_before, loop_before = _thread_ticks(process.pid), _thread_ticks(process.pid, process.pid)
+        profiler = None
+        if args.profile:  # py-spy's samples of the burst, folded stacks (flamegraph.pl, speedscope)
+            profiler = subprocess.Popen(["py-spy", "record", "--pid", str(process.pid), "--rate", "250", "--native",
+                                         "--format", "raw", "--output", f"{args.profile}.{source.name}.{next(_profiles)}"],
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            time.sleep(1.0)
+        finished = subprocess.run(
+            [str(client), "-url", f"http://127.0.0.1:{port}/v1/extender", "-input", str(workdir / "client.json"),
+             "-offered", str(args.offered), "-cycle", f"{args.cycle_ms}ms",
+             "-max-idle-per-host", str(args.max_idle_per_host)],
+            check=True, capture_output=True, text=True,
+        )
+        if profiler is not None:
+            profiler.send_signal(signal.SIGINT)
+            profiler.wait(30)
+        process_after, loop_after = _thread_ticks(process.pid), _thread_ticks(process.pid, process.pid)
+        verbs_after = _verb_cpu(port)
+    finally:
+        _stop(process)
+    burst = json.loads(finished.stdout)
+    if burst["failures"]:
+        raise SystemExit(f"{source}: {burst['failures']} requests failed, the first: {burst.get('first_failures')}")
+    per_pod = 1000 / args.pods
+    verbs = {verb: (verbs_after.get(verb, 0.0) - verbs_before.get(verb, 0.0)) * per_pod for verb in verbs_after}
+    loop_user, loop_system = ((after - before) * per_pod for before, after in zip(loop_before, loop_after))
+    return {
+        "cpu_ms": sum(process_after) * per_pod - sum(process_before) * per_pod,
+        "user_ms": (process_after[0] - process_before[0]) * per_pod,
+        "system_ms": (process_after[1] - process_before[1]) * per_pod,
+        "loop_user_ms": loop_user, "loop_system_ms": loop_system,
+        "http_ms": loop_user + loop_system - sum(verbs.values()),
+        **{f"{verb}_ms": ms for verb, ms in verbs.items()},
+        "dials_per_pod": burst["dials"] / args.pods,
+        "requests_per_pod": sum(burst["requests"].values()) / args.pods,
+        "seconds": burst["seconds"],
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--policy", default="hived", choices=("hived", "resource-fit"))
+    parser.add_argument("--pods", type=int, default=1000)
+    parser.add_argument("--nodes", type=int, default=1000)
+    parser.add_argument("--offered", type=int, default=420, help="node names per filter (kube-scheduler offers 42%% of 1,000)")
+    parser.add_argument("--bind-ms", type=float, nargs=2, default=(100.0, 200.0), metavar=("MIN", "MAX"))
+    parser.add_argument("--cycle-ms", type=float, default=8.0,
+                        help="kube-scheduler's own work per pod between its extender calls (its cycle was ~8 ms in e2e)")
+    parser.add_argument("--max-idle-per-host", type=int, default=0,
+                        help="the client's idle connections kept per host; 0: kube-scheduler's (Go's default, 2)")
+    parser.add_argument("--profile", metavar="PREFIX", help="record each burst with py-spy into PREFIX.<source>.<n>")
+    parser.add_argument("--runs", type=int, default=4, help="runs per source, ABBA")
+    parser.add_argument("--source", type=Path, action="append", help="checkout to serve (default: this one)")
+    parser.add_argument("--json", metavar="FILE")
+    parser.add_argument("--verbose", action="store_true", help="show cellfit's log")
+    args = parser.parse_args()
+    sources = [path.resolve() for path in (args.source or [ROOT])]
+    results: dict[Path, list[dict[str, Any]]] = {source: [] for source in sources}
+    with tempfile.TemporaryDirectory() as workdir:
+        client = _build_client(Path(workdir))
+        for run in range(args.runs):
+            order = sources if run % 2 == 0 else sources[::-1]
+            for source in order:
+                figures = run_once(source=source, client=client, args=args, workdir=Path(workdir))
+                results[source].append(figures)
+                print(f"run {run} {source}: " + ", ".join(f"{key} {value:.3f}" for key, value in figures.items()), flush=True)
+    keys = list(results[sources[0]][0])
+    first = {key: statistics.median(r[key] for r in results[sources[0]]) for key in keys}
+    print(f"\nmedians over {args.runs} runs, {args.pods} pods, policy {args.policy}, load average {os.getloadavg()[0]:.1f}")
+    for source in sources:
+        medians = {key: statistics.median(r[key] for r in results[source]) for key in keys}
+        print(f"{source}:")
+        for key in keys:
+            ratio = medians[key] / first[key] if first[key] else float("nan")
+            print(f"  {key:<16} {medians[key]:8.3f}  x first {ratio:5.2f}")
+    if args.json:
+        Path(args.json).write_text(json.dumps({str(source): runs for source, runs in results.items()}, indent=2))
+
+
+if __name__ == "__main__":
+    main()
