@@ -69,6 +69,7 @@ class VerbDispatch(Generic[App]):
         self.api = api
         self.routes: Mapping[str, VerbRoute] = dict(routes)
         self.max_request_bytes = max_request_bytes
+        self._routes_by_url = {path.encode("ascii"): route for path, route in self.routes.items()}
         # One thread: large bodies queue behind each other rather than all parsing at once.
         self._large_bodies = ThreadPoolExecutor(max_workers=1, thread_name_prefix="large-body")
 
@@ -80,47 +81,88 @@ class VerbDispatch(Generic[App]):
                 return
         await self.api(scope, receive, send)
 
+    def verb_route(self, url: bytes) -> VerbRoute | None:
+        """The verb a request line's target ``url`` names exactly (no query, nothing escaped):
+        what the listener answers without the ASGI messages (:meth:`decide`)."""
+        return self._routes_by_url.get(url)
+
     async def _answer(self, route: VerbRoute, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["method"] != "POST":
             answer = error_answer(405, f"{scope['method']} is not allowed here; kube-scheduler POSTs its extender calls")
             await _send(send, answer, extra_headers=((b"allow", b"POST"),))
             return
         started = time.perf_counter()
-        limit = self.max_request_bytes
         try:
-            body = await receive_body(receive, scope["headers"], limit=limit)
-            if len(body) > LARGE_BODY_BYTES:
-                answer = await asyncio.get_running_loop().run_in_executor(
-                    self._large_bodies, _timed_call, route.handler, body, route.add_cpu_seconds
-                )
-            else:
-                answer = _timed_call(route.handler, body, route.add_cpu_seconds)
-            if not isinstance(answer, Answer):
-                answer = await _TimedSteps(answer, route.add_cpu_seconds)
+            body = await receive_body(receive, scope["headers"], limit=self.max_request_bytes)
         except ClientDisconnected:
             return
         except RequestTooLarge:
-            route.count_rejected()
-            log.warning("request body too large", extra={"path": scope["path"], "limit_bytes": limit})
-            answer = error_answer(
-                413,
-                f"request body is larger than server.maxRequestBytes ({limit} bytes); "
-                "raise it, or set nodeCacheCapable: true so kube-scheduler sends node names only",
-            )
-        except InvalidRequest as error:
-            route.count_rejected()
-            log.warning("request rejected", extra={"path": scope["path"], "reason": str(error)})
-            answer = error_answer(400, str(error))
-        except NotReady as error:  # verbs without an Error field; kube-scheduler retries the pod
-            route.count_rejected()
-            log.info("not ready to decide", extra={"path": scope["path"], "reason": str(error)})
-            answer = error_answer(503, str(error))
-        except Exception as error:  # noqa: BLE001 - a defect must not take the connection down
-            route.count_failed()
-            log.exception("request failed", extra={"path": scope["path"]})
-            answer = error_answer(500, f"internal error ({type(error).__name__}); see cellfit's log")
-        route.observe_seconds(time.perf_counter() - started)
+            answer = self.too_large(route, scope["path"], started=started)
+        else:
+            decided = self.decide(route, scope["path"], body, started=started)
+            answer = decided if isinstance(decided, Answer) else await decided
         await _send(send, answer)
+
+    def decide(self, route: VerbRoute, path: str, body: bytes, *, started: float) -> Answer | Awaitable[Answer]:
+        """The answer to ``body`` (read whole, within the size limit since ``started``), counted
+        in the verb's metrics; a handler's refusal or defect is an error answer, never an
+        exception. Answered now when the handler decides at once on the loop; awaitable when it
+        waits (bind, on the API server) or runs on the large-body thread."""
+        if len(body) > LARGE_BODY_BYTES:
+            return self._settled(route, path, started, self._on_large_body_thread(route, body))
+        try:
+            answer = _timed_call(route.handler, body, route.add_cpu_seconds)
+        except Exception as error:  # noqa: BLE001 - every failure becomes an answer (_failure)
+            answer = _failure(route, path, error)
+        if not isinstance(answer, Answer):
+            return self._settled(route, path, started, _TimedSteps(answer, route.add_cpu_seconds))
+        route.observe_seconds(time.perf_counter() - started)
+        return answer
+
+    def too_large(self, route: VerbRoute, path: str, *, started: float) -> Answer:
+        """The answer to a body over ``server.maxRequestBytes``, counted as a rejection."""
+        limit = self.max_request_bytes
+        route.count_rejected()
+        log.warning("request body too large", extra={"path": path, "limit_bytes": limit})
+        route.observe_seconds(time.perf_counter() - started)
+        return error_answer(
+            413,
+            f"request body is larger than server.maxRequestBytes ({limit} bytes); "
+            "raise it, or set nodeCacheCapable: true so kube-scheduler sends node names only",
+        )
+
+    async def _on_large_body_thread(self, route: VerbRoute, body: bytes) -> Answer:
+        answer = await asyncio.get_running_loop().run_in_executor(
+            self._large_bodies, _timed_call, route.handler, body, route.add_cpu_seconds
+        )
+        if not isinstance(answer, Answer):  # a coroutine handler: awaited here, on the loop
+            answer = await _TimedSteps(answer, route.add_cpu_seconds)
+        return answer
+
+    @staticmethod
+    async def _settled(route: VerbRoute, path: str, started: float, answering: Awaitable[Answer]) -> Answer:
+        try:
+            answer = await answering
+        except Exception as error:  # noqa: BLE001 - every failure becomes an answer (_failure)
+            answer = _failure(route, path, error)
+        route.observe_seconds(time.perf_counter() - started)
+        return answer
+
+
+def _failure(route: VerbRoute, path: str, error: Exception) -> Answer:
+    """A handler's exception as the answer kube-scheduler gets, counted and logged."""
+    if isinstance(error, InvalidRequest):
+        route.count_rejected()
+        log.warning("request rejected", extra={"path": path, "reason": str(error)})
+        return error_answer(400, str(error))
+    if isinstance(error, NotReady):  # verbs without an Error field; kube-scheduler retries the pod
+        route.count_rejected()
+        log.info("not ready to decide", extra={"path": path, "reason": str(error)})
+        return error_answer(503, str(error))
+    # A defect must not take the connection down.
+    route.count_failed()
+    log.error("request failed", extra={"path": path}, exc_info=error)
+    return error_answer(500, f"internal error ({type(error).__name__}); see cellfit's log")
 
 
 def _timed_call(handler: Callable[[bytes], Any], body: bytes, add_cpu_seconds: Callable[[float], None]) -> Any:

@@ -21,6 +21,11 @@ the :class:`~scheduler.config.ListenerLimits` of its listener applied:
   lingering close), so that the answer is not lost to a connection reset; a refused request
   pipelined behind others is answered after them, in order.
 
+On the extender's listener the protocol also answers kube-scheduler's verbs itself, from the
+parser's callbacks to one write (:class:`~scheduler.extender.dispatch.VerbDispatch` deciding):
+uvicorn's task, ASGI scope, messages and event per request cost as much CPU as a filter
+decision under a burst. The limits above apply to those requests alike.
+
 A TLS listener's accept loop outlives an accept that fails (out of descriptors: it pauses a
 second, as asyncio's own servers do), so that the webhook listener never stops accepting.
 
@@ -40,8 +45,9 @@ import resource
 import socket
 import ssl
 import struct
+import time
 from asyncio import TimerHandle
-from typing import Any, Callable, Final, Mapping, cast
+from typing import Any, Awaitable, Callable, Final, Mapping, cast
 
 import httptools
 import uvicorn
@@ -51,6 +57,8 @@ from uvicorn.server import ServerState
 
 from scheduler.config import ListenerLimits
 from scheduler.errors import ConfigError
+from scheduler.extender.dispatch import VerbDispatch, VerbRoute
+from scheduler.extender.service import Answer
 
 log = logging.getLogger(__name__)
 
@@ -100,6 +108,9 @@ class ListenerConfig(uvicorn.Config):
         options.setdefault("proxy_headers", False)
         options.setdefault("server_header", False)
         super().__init__(app, http=BoundedHttpProtocol, **options)
+        # kube-scheduler's verbs are answered by the protocol itself (BoundedHttpProtocol's
+        # "answering the verbs"), unless an option changes what the app would see.
+        self.verbs = app if isinstance(app, VerbDispatch) and not self.root_path and self.limit_concurrency is None else None
         self.limits = limits
         self.setting = setting
         self.tls = tls
@@ -126,9 +137,12 @@ class BoundedHttpProtocol(HttpToolsProtocol):
         self.limits = config.limits
         self.setting = config.setting
         self.refused = config.on_refusal
+        self.verbs = config.verbs
         # uvicorn's keep-alive timer, armed from the connection's first moment as well.
         self.timeout_keep_alive = self.limits.idle_timeout_seconds  # type: ignore[assignment]
-        self._read_deadline: TimerHandle | None = None
+        # Both moved at every request, reached almost never (_Deadline).
+        self._idle_deadline = _Deadline(self.loop, self.timeout_keep_alive_handler)
+        self._read_deadline = _Deadline(self.loop, self._read_deadline_passed)
         self._write_deadline: TimerHandle | None = None
         # The request line and headers being read: their size as parsed (exact) and as
         # received (whole reads that began and ended inside them), and their field count.
@@ -159,7 +173,8 @@ class BoundedHttpProtocol(HttpToolsProtocol):
     def connection_lost(self, exc: Exception | None) -> None:
         if self.transport is None:  # refused
             return
-        self._cancel_read_deadline()
+        self._idle_deadline.stop()
+        self._read_deadline.stop()
         self._cancel_write_deadline()
         super().connection_lost(exc)
 
@@ -194,8 +209,10 @@ class BoundedHttpProtocol(HttpToolsProtocol):
             self._write_deadline = None
 
     def _arm_idle_timer(self) -> None:
-        self._unset_keepalive_if_required()
-        self.timeout_keep_alive_task = self.loop.call_later(self.timeout_keep_alive, self.timeout_keep_alive_handler)
+        self._idle_deadline.set(self.timeout_keep_alive)
+
+    def _unset_keepalive_if_required(self) -> None:  # uvicorn's name, for its calls too
+        self._idle_deadline.clear()
 
     # ------------------------------------------------------------------ reading requests
 
@@ -234,8 +251,7 @@ class BoundedHttpProtocol(HttpToolsProtocol):
         super().on_message_begin()
         self._head_open = True
         self._head_parsed_bytes = self._head_received_bytes = self._head_fields = 0
-        self._cancel_read_deadline()
-        self._read_deadline = self.loop.call_later(self.limits.read_timeout_seconds, self._read_deadline_passed)
+        self._read_deadline.set(self.limits.read_timeout_seconds)
 
     def on_url(self, url: bytes) -> None:
         self._count_head(len(url))
@@ -251,11 +267,108 @@ class BoundedHttpProtocol(HttpToolsProtocol):
 
     def on_headers_complete(self) -> None:
         self._head_open = False
-        super().on_headers_complete()
+        route = self._verb_route()
+        if route is None:
+            super().on_headers_complete()
+        else:
+            self._begin_verb(route)
+
+    def on_body(self, body: bytes) -> None:
+        cycle = self.cycle
+        if not isinstance(cycle, _VerbCycle):
+            super().on_body(body)
+            return
+        if cycle.response_complete:  # answered already (too large): the rest is read and dropped
+            return
+        cycle.size += len(body)
+        assert self.verbs is not None  # a _VerbCycle is begun only with them
+        if cycle.size > self.verbs.max_request_bytes:
+            self._write_verb_answer(cycle, self.verbs.too_large(cycle.route, cycle.path, started=cycle.started))
+            return
+        cycle.chunks.append(body)
 
     def on_message_complete(self) -> None:
         self._cancel_read_deadline()
-        super().on_message_complete()
+        cycle = self.cycle
+        if not isinstance(cycle, _VerbCycle):
+            super().on_message_complete()
+            return
+        cycle.more_body = False
+        if cycle.response_complete or self.verbs is None:
+            return
+        chunks = cycle.chunks
+        body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        cycle.chunks = []
+        decided = self.verbs.decide(cycle.route, cycle.path, body, started=cycle.started)
+        if isinstance(decided, Answer):
+            self._write_verb_answer(cycle, decided)
+            return
+        task = self.loop.create_task(self._answer_when_decided(cycle, decided))
+        task.add_done_callback(self.tasks.discard)
+        self.tasks.add(task)  # graceful shutdown waits for it, as for uvicorn's own requests
+
+    # ------------------------------------------------------------------ answering the verbs
+    #
+    # A verb kube-scheduler POSTs is read and answered here rather than through uvicorn's
+    # RequestResponseCycle and ASGI messages: no task per request (a verb decided at once on
+    # the loop is answered in the parser's callback; bind gets one task for its wait on the API
+    # server), no scope, message or event objects, and the answer is one write. The ASGI path
+    # cost as much CPU per request as a filter decision under a burst
+    # (tests/benchmarks/bench_extender_burst.py). Every limit above applies alike: the request's
+    # head is counted and timed as any other, the body is refused past server.maxRequestBytes
+    # before it is buffered, and VerbDispatch decides, counts and logs as on the ASGI path.
+    # What that path would answer differently goes there: another method (405), Expect:
+    # 100-continue, a request pipelined behind one not yet answered, an upgrade; and so does a
+    # request while the client leaves earlier answers unread (the ASGI path waits for them to
+    # drain and reads nothing more meanwhile, so unread answers do not pile up in memory).
+
+    def _verb_route(self) -> VerbRoute | None:
+        verbs = self.verbs
+        if verbs is None or self.expect_100_continue or self.parser.get_method() != b"POST" or self.parser.should_upgrade():
+            return None
+        existing = self.cycle
+        if existing is not None and not existing.response_complete:
+            return None  # pipelined: uvicorn queues it behind the answer under way
+        if self.flow.write_paused:
+            return None
+        return verbs.verb_route(self.url)
+
+    def _begin_verb(self, route: VerbRoute) -> None:
+        assert self.verbs is not None
+        keep_alive = self.parser.get_http_version() != "1.0" and self.parser.should_keep_alive()
+        cycle = _VerbCycle(route, self.url.decode("ascii"), keep_alive=keep_alive)
+        # In uvicorn's place: what uvicorn and this protocol read of a cycle, a _VerbCycle has.
+        self.cycle = cycle  # type: ignore[assignment]
+        for name, value in self.headers:
+            if name == b"content-length":
+                if value.isdigit() and int(value) > self.verbs.max_request_bytes:
+                    self._write_verb_answer(cycle, self.verbs.too_large(route, cycle.path, started=cycle.started))
+                break
+
+    async def _answer_when_decided(self, cycle: _VerbCycle, decided: Awaitable[Answer]) -> None:
+        self._write_verb_answer(cycle, await decided)
+
+    def _write_verb_answer(self, cycle: _VerbCycle, answer: Answer) -> None:
+        """The whole answer in one write, then what uvicorn does after an answer (the next
+        pipelined request, or the idle timer; a deferred refusal)."""
+        cycle.response_started = True
+        if cycle.disconnected:  # nobody is left to read it
+            cycle.response_complete = True
+            return
+        body = answer.body
+        head = [STATUS_LINE[answer.status]]
+        for name, value in self.server_state.default_headers:
+            head += [name, b": ", value, b"\r\n"]
+        head.append(b"content-type: application/json\r\ncontent-length: %d\r\n" % len(body))
+        if not cycle.keep_alive:
+            head.append(b"connection: close\r\n")
+        head += [b"\r\n", body]
+        cycle.response_complete = True
+        transport = cast(_CoalescedWrites, self.transport)
+        transport.write_whole(b"".join(head))
+        if not cycle.keep_alive:
+            transport.close()
+        self.on_response_complete()
 
     def _count_head(self, size: int) -> None:
         self._head_parsed_bytes += size
@@ -272,11 +385,10 @@ class BoundedHttpProtocol(HttpToolsProtocol):
         return 431, f"{reason} ({self.setting}.{setting})"
 
     def _read_deadline_passed(self) -> None:
-        self._read_deadline = None
         if self.transport is None or self.transport.is_closing():
             return
         if self.flow.read_paused:  # cellfit has not taken the body in yet: not the client's delay
-            self._read_deadline = self.loop.call_later(self.limits.read_timeout_seconds, self._read_deadline_passed)
+            self._read_deadline.set(self.limits.read_timeout_seconds)
             return
         seconds = self.limits.read_timeout_seconds
         self.refused("read_timeout")
@@ -294,9 +406,7 @@ class BoundedHttpProtocol(HttpToolsProtocol):
             )
 
     def _cancel_read_deadline(self) -> None:
-        if self._read_deadline is not None:
-            self._read_deadline.cancel()
-            self._read_deadline = None
+        self._read_deadline.clear()
 
     def _reply_and_close(self, status: int, message: str) -> None:
         """Answer ``status`` and close. The client may still be sending: closing at once, with
@@ -330,11 +440,21 @@ class BoundedHttpProtocol(HttpToolsProtocol):
         return cycle is not None and not cycle.more_body and not cycle.response_complete
 
     def on_response_complete(self) -> None:
-        super().on_response_complete()
+        # uvicorn's, except that the idle deadline moves (_Deadline) rather than a timer being
+        # made for every answer.
+        self.server_state.total_requests += 1
+        if not self.transport.is_closing():
+            self.flow.resume_reading()
+            if self.pipeline:  # the next pipelined request
+                self._idle_deadline.clear()
+                cycle, app = self.pipeline.pop()
+                self._start_asgi_task(cycle, app)
+            else:
+                self._arm_idle_timer()
         refusal = self._deferred_refusal
         if refusal is not None and not self._earlier_answer_pending():
             self._deferred_refusal = None
-            self._unset_keepalive_if_required()  # armed again by uvicorn for the next request
+            self._unset_keepalive_if_required()  # the refusal closes the connection, not the idle timer
             self._write_refusal(refusal)
 
     def _write_refusal(self, refusal: bytes) -> None:
@@ -342,6 +462,81 @@ class BoundedHttpProtocol(HttpToolsProtocol):
         if self.transport.can_write_eof():
             self.transport.write_eof()
         self.loop.call_later(LINGER_SECONDS, self.transport.close)
+
+
+class _Deadline:
+    """A deadline moved at every request and reached almost never (the idle and read timeouts
+    of a connection): one event-loop timer, made when none is armed; when it fires before the
+    deadline (moved since), it is armed again for the rest. Moving or clearing the deadline
+    only stores a time, where uvicorn made a timer and cancelled it twice per request (the idle
+    timer after each answer, the read deadline at each request's first byte)."""
+
+    __slots__ = ("_loop", "_on_due", "_due", "_timer")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, on_due: Callable[[], None]) -> None:
+        self._loop = loop
+        self._on_due = on_due
+        self._due: float | None = None
+        self._timer: TimerHandle | None = None
+
+    def set(self, seconds: float) -> None:
+        """Due ``seconds`` from now (every caller of one deadline passes the same ``seconds``,
+        so a timer armed before fires no later than the new deadline)."""
+        due = self._due = self._loop.time() + seconds
+        if self._timer is None:
+            self._timer = self._loop.call_at(due, self._fire)
+
+    def clear(self) -> None:
+        self._due = None
+
+    def stop(self) -> None:
+        """Cleared, and the timer cancelled (the connection ends)."""
+        self._due = None
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _fire(self) -> None:
+        self._timer = None
+        due = self._due
+        if due is None:
+            return
+        if self._loop.time() < due:
+            self._timer = self._loop.call_at(due, self._fire)
+            return
+        self._due = None
+        self._on_due()
+
+
+class _NoEvent:
+    """What uvicorn's connection_lost sets on a cycle's message event: a verb's cycle has none."""
+
+    __slots__ = ()
+
+    def set(self) -> None:
+        pass
+
+
+class _VerbCycle:
+    """A verb's request answered by the protocol itself: its body as it arrives, and the state
+    of uvicorn's RequestResponseCycle that the protocol and uvicorn's server read (answered or
+    not, keep-alive, the client gone)."""
+
+    __slots__ = ("route", "path", "started", "chunks", "size", "more_body", "keep_alive", "response_started",
+                 "response_complete", "disconnected")
+    message_event: Final = _NoEvent()
+
+    def __init__(self, route: VerbRoute, path: str, *, keep_alive: bool) -> None:
+        self.route = route
+        self.path = path
+        self.started = time.perf_counter()
+        self.chunks: list[bytes] = []
+        self.size = 0
+        self.more_body = True
+        self.keep_alive = keep_alive
+        self.response_started = False
+        self.response_complete = False
+        self.disconnected = False
 
 
 class _CoalescedWrites:
@@ -363,6 +558,13 @@ class _CoalescedWrites:
         if not self._pending:
             self._loop.call_soon(self._flush)
         self._pending.append(bytes(data))
+
+    def write_whole(self, data: bytes) -> None:
+        """A whole answer: written now, unless writes of this turn wait (then after them)."""
+        if self._pending:
+            self._pending.append(data)
+        else:
+            self._transport.write(data)
 
     def writelines(self, chunks: Any) -> None:
         for chunk in chunks:

@@ -1,12 +1,12 @@
 """Extender latency over real HTTP: filter and prioritize at 500 and 5,000 NodeNames
-(nodeCacheCapable: true), one uvicorn worker in its own process, one request at a time on a
+(nodeCacheCapable: true), ``cellfit serve``'s listener (scheduler/extender/listeners.py) in its own process, one request at a time on a
 kept-alive connection, as kube-scheduler calls it. Each verb is compared with trivial endpoints
 of the same app that read the same body and answer "{}", measured in the same run:
 
 * ``trivial``: a FastAPI route (the issue's baseline: the framework's floor);
-* ``trivial-raw``: a route on the verbs' own path (scheduler.extender.dispatch: body read, metrics
-  and errors as for a verb, no decoding or deciding), so ``x raw`` shows what cellfit's decoding
-  and deciding alone add.
+* ``trivial-raw``: a route on the verbs' own path (answered by the listener's protocol and
+  scheduler.extender.dispatch: body read, metrics and errors as for a verb, no decoding or
+  deciding), so ``x raw`` shows what cellfit's decoding and deciding alone add.
 
 ``filter-python`` and ``prioritize-python`` are the same verbs with the C extension
 scheduler.kube._names switched off for the call (as on a machine that installed cellfit without a
@@ -39,13 +39,13 @@ SIZES = (500, 5000)
 def serve(port: int, nodes: int, ready) -> None:  # runs in the server process
     import logging
 
-    import uvicorn
     from fastapi import Request, Response
 
-    from scheduler.config import Settings
+    from scheduler.config import ListenerLimits, Settings
     from scheduler.core.model import NodeInfo, PodInfo
     from scheduler.core.resources import Resources
     from scheduler.extender.dispatch import VerbDispatch, VerbRoute
+    from scheduler.extender.listeners import BoundedServer, ListenerConfig
     from scheduler.extender.runtime import build_runtime
     from scheduler.extender.service import Answer
 
@@ -96,8 +96,11 @@ def serve(port: int, nodes: int, ready) -> None:  # runs in the server process
         routes={**runtime.app.routes, "/bench/trivial-raw": raw_trivial, **python_routes},
         max_request_bytes=runtime.app.max_request_bytes,
     )
-    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_config=None, access_log=False)
-    server = uvicorn.Server(config)
+    # cellfit serve's listener (scheduler/extender/server.py): the verbs (and trivial-raw) are
+    # answered by its protocol itself, the FastAPI routes (trivial) through ASGI.
+    config = ListenerConfig(app, limits=ListenerLimits(), setting="server.extenderListener", host="127.0.0.1", port=port,
+                            log_config=None, access_log=False)
+    server = BoundedServer(config)
     ready.set()
     server.run()
 
