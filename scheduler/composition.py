@@ -8,6 +8,11 @@ The composition knows what it built, so it hands the drivers each part as a type
 explanations, the resume holds, and HiveD's cells (inspection, reconfiguration, bookings).
 No driver has to ask an engine what it is.
 
+The engines of a composition share one :class:`~scheduler.core.nodeindex.NodeIndex`, the
+placement engine's (resource fit: the cluster's Nodes; HiveD: its cell nodes and the Nodes
+applied), which FitGpp reads through it: every driver turns offered node names into its slots
+(``engine.node_index``, through ``scheduler.kube.names``) and the engines answer by position.
+
 No I/O: discovering HiveD's cells from the cluster's Nodes is the caller's (it passes them),
 and time comes from the ``clock`` the caller passes (the wall clock live, the virtual clock in
 simulation).

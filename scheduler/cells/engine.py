@@ -17,7 +17,7 @@ Pods without GPUs are not HiveD's concern: every offered node passes, score 0, n
 from __future__ import annotations
 
 from collections import deque
-from typing import AbstractSet, Any, Callable, Final, Mapping, NamedTuple, Sequence
+from typing import AbstractSet, Any, Callable, Final, Iterable, Mapping, NamedTuple, Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -40,11 +40,11 @@ from scheduler.cells.config import (
 from scheduler.cells.feasibility import feasibility_problems
 from scheduler.cells.membership import CellsChanged, NodeMembership
 from scheduler.cells.request import CellRequest, Priority, RequestProblem, parse_request
-from scheduler.cells.topology import Topology
+from scheduler.cells.topology import Cell, Topology
 from scheduler.constants import ANNOTATION_BIND_INFO, ANNOTATION_GPU_INDICES, ANNOTATION_RECLAIM_BOOKING, MAX_EXTENDER_PRIORITY
-from scheduler.core.engine import FilterDecision, Placement, Scores
+from scheduler.core.engine import FilterDecision, Placement, Scores, Verdicts
 from scheduler.core.model import TERMINAL_PHASES, JobInfo, NodeInfo, PodInfo
-from scheduler.core.nodeindex import NodeIndex, pick
+from scheduler.core.nodeindex import NodeIndex, Positions, Slots
 from scheduler.errors import ConfigError, InvalidAnnotation, SchedulingConflict, UnknownNode
 
 
@@ -60,6 +60,22 @@ class _Decision(NamedTuple):
     booking: Booking | None
     victims: list[Booking]
     spot: Spot | None = None
+
+
+class _SlotCells(NamedTuple):
+    """The node-level cell of each slot of the node index, as of its ``generation``; one entry
+    more, ``None``/``False``, that :data:`~scheduler.core.nodeindex.UNKNOWN` (-1) indexes."""
+
+    generation: int
+    by_slot: list[Cell | None]
+    is_cell: npt.NDArray[np.bool_]
+
+
+_NO_POSITIONS: Final[Positions] = np.zeros(0, dtype=np.int64)
+
+
+def _without_cells(node_name: str) -> str:
+    return f"node {node_name} has no HiveD GPU cells"
 
 
 class _Context:
@@ -95,7 +111,11 @@ class HivedEngine:
         self.expiry = BookingExpiry(self.allocator, booking_limits(checked.config))
         self.default_vc = checked.default_vc
         self._nodes: dict[str, NodeInfo] = {}
-        self.node_index = self._index_cell_nodes()
+        # Every cell node and every Node applied, so that a driver's slots name the nodes
+        # without cells too (FitGpp keeps pods off them); the cells by slot follow it.
+        self.node_index = NodeIndex()
+        self._slot_cells: _SlotCells | None = None
+        self._index_nodes()
         self._strays: set[str] = set()  # GPU nodes outside the topology, reported once
         # Pods whose reservation is the booking they held before it (their preemption's): a
         # failed bind leaves it to them, as it was.
@@ -211,27 +231,48 @@ class HivedEngine:
         vc = self.allocator.vc_state(request, self.default_vc)
         return _Context(request, vc, self.allocator.targets(request, vc))
 
-    def _index_cell_nodes(self) -> NodeIndex:
-        index = NodeIndex()
-        for name in self.topology.nodes:
+    def _index_nodes(self) -> None:
+        """The node index holds the cell nodes and the Nodes applied, no other (cells left)."""
+        index, cells = self.node_index, self.topology.nodes
+        for name in [name for name in index.names if name is not None and name not in cells and name not in self._nodes]:
+            index.remove(name)
+        for name in cells:
             index.add(name)
-        return index
+        self._slot_cells = None
 
-    def _offered(self, node_names: Sequence[str]) -> tuple[AbstractSet[str] | None, npt.NDArray[np.int64]]:
-        """The cell nodes among ``node_names`` (``None`` when every one is offered, the usual
-        case), and the positions of offered names that are no cell node. Names are resolved in
-        bulk (:class:`NodeIndex`): with 5,000+ names per call, a Python step per name would
-        cost more than the HiveD decision itself."""
-        slots, _, outside = self.node_index.locate(node_names)
-        offered = np.zeros(self.node_index.capacity, dtype=bool)
-        offered[slots] = True  # duplicates, were there any, count once
-        if offered.sum() == len(self.node_index):
-            return None, outside
+    def _cells_by_slot(self) -> _SlotCells:
+        """The node-level cell of each slot, rebuilt when the index or the cells changed."""
+        index = self.node_index
+        table = self._slot_cells
+        if table is None or table.generation != index.generation:
+            cells = self.topology.nodes
+            # One entry past the last slot, for UNKNOWN (-1): offered slots index it directly.
+            by_slot = [None if name is None else cells.get(name) for name in index.names] + [None]
+            table = _SlotCells(index.generation, by_slot, np.array([cell is not None for cell in by_slot], dtype=bool))
+            self._slot_cells = table
+        return table
+
+    def _offered(self, offered: Slots) -> tuple[AbstractSet[str] | None, Positions]:
+        """The cell nodes among the ``offered`` slots (``None`` when every one is offered, the
+        usual case), and the positions of offered nodes that are no cell node. In bulk: with
+        5,000+ nodes per call, a Python step per node would cost more than the decision."""
+        table = self._cells_by_slot()
+        seen = np.zeros(len(table.is_cell), dtype=bool)
+        seen[offered] = True  # UNKNOWN (-1) marks the entry past the last slot; duplicates count once
+        seen &= table.is_cell
+        inside = int(np.count_nonzero(seen))
+        # Every offered node a cell node (no name twice), the usual case: no positions to find.
+        outside_at = _NO_POSITIONS if inside == len(offered) else np.flatnonzero(~table.is_cell[offered])
+        if inside == len(self.topology.nodes):
+            return None, outside_at
         names = self.node_index.names
-        return frozenset([names[slot] for slot in np.flatnonzero(offered).tolist()]), outside  # type: ignore[misc]
+        return frozenset([names[slot] for slot in np.flatnonzero(seen).tolist()]), outside_at  # type: ignore[misc]
 
-    def _allowed(self, node_names: Sequence[str]) -> AbstractSet[str] | None:
-        return self._offered(node_names)[0]
+    def _allowed_names(self, node_names: Iterable[str]) -> AbstractSet[str] | None:
+        """As :meth:`_offered` for a few names (the preempt verb's candidates)."""
+        cells = self.topology.nodes
+        allowed = frozenset(name for name in node_names if name in cells)
+        return None if len(allowed) == len(cells) else allowed
 
     @staticmethod
     def _in(node: str | None, allowed: AbstractSet[str] | None) -> bool:
@@ -375,22 +416,25 @@ class HivedEngine:
             return False
         return gang is not None and gang.key in self.allocator.groups
 
-    def filter(self, pod: PodInfo, node_names: Sequence[str]) -> FilterDecision:
+    def filter(self, pod: PodInfo, offered: Slots) -> FilterDecision:
         if pod.requests.gpus == 0:
-            return FilterDecision(feasible=node_names)
-        allowed, outside_at = self._offered(node_names)
+            return FilterDecision(feasible=np.arange(len(offered), dtype=np.int64))
+        allowed, outside_at = self._offered(offered)
         outside = len(outside_at)
+        offered_count = len(offered)
         try:
             ctx = self._context(pod)
             decided = self._decide(pod, ctx, allowed)
         except (Unplaceable, InvalidAnnotation) as error:
             reason = error.reason if isinstance(error, Unplaceable) else str(error)
             resolvable = isinstance(error, Unplaceable) and error.resolvable
-            inside = len(node_names) - outside
+            inside = offered_count - outside
             return FilterDecision(
-                explain=lambda: self._verdicts(node_names, outside_at, reason, resolvable=resolvable),
+                explain=lambda: self._verdicts(offered_count, outside_at, reason, resolvable=resolvable),
                 failed_count=inside if resolvable else 0,
                 unresolvable_count=outside + (0 if resolvable else inside),
+                named_at=outside_at,
+                by_name=_without_cells,
             )
         node = decided.node
         # Every other node gets the same sentence; kube-scheduler reads them only when no node
@@ -398,47 +442,45 @@ class HivedEngine:
         placed = f"HiveD placed this pod's GPUs on node {node}"
         if not self._in(node, allowed):
             return FilterDecision(
-                explain=lambda: self._verdicts(node_names, outside_at, placed, resolvable=False),
+                explain=lambda: self._verdicts(offered_count, outside_at, placed, resolvable=False),
                 failed_count=0,
-                unresolvable_count=len(node_names),
+                unresolvable_count=offered_count,
+                named_at=outside_at,
+                by_name=_without_cells,
             )
-        failed: dict[str, str] = {}
+        at = int(np.flatnonzero(offered == self.node_index.get(node))[0])
+        failed: Verdicts = {}
         if decided.victims:
             assert decided.booking is not None
-            failed[node] = self._victim_reason(decided.booking, decided.victims)
+            failed[self._victim_reason(decided.booking, decided.victims)] = np.array([at], dtype=np.int64)
 
-        def explain() -> tuple[dict[str, str], dict[str, str]]:
-            _, unresolvable = self._verdicts(node_names, outside_at, placed, resolvable=False)
-            del unresolvable[node]
+        def explain() -> tuple[Verdicts, Verdicts]:
+            _, unresolvable = self._verdicts(offered_count, np.append(outside_at, at), placed, resolvable=False)
             return failed, unresolvable
 
         return FilterDecision(
-            feasible=[] if failed else [node],
+            feasible=np.zeros(0, dtype=np.int64) if failed else np.array([at], dtype=np.int64),
             explain=explain,
-            failed_count=len(failed),
-            unresolvable_count=len(node_names) - 1,
+            failed_count=1 if failed else 0,
+            unresolvable_count=offered_count - 1,
+            named_at=outside_at,
+            by_name=_without_cells,
         )
 
     @staticmethod
-    def _verdicts(
-        node_names: Sequence[str], outside_at: npt.NDArray[np.int64], reason: str, *, resolvable: bool
-    ) -> tuple[dict[str, str], dict[str, str]]:
-        """(failed, unresolvable): ``reason`` for every offered node with cells, in the first
-        dict if preemption may help; nodes without cells (at ``outside_at``), unresolvable,
-        say so."""
-        verdicts = dict.fromkeys(node_names, reason)
-        outside = set(pick(node_names, outside_at))  # a name offered twice is one node
-        for name in outside:
-            del verdicts[name]
-        failed, unresolvable = (verdicts, {}) if resolvable else ({}, verdicts)
-        for name in outside:
-            unresolvable[name] = f"node {name} has no HiveD GPU cells"
-        return failed, unresolvable
+    def _verdicts(offered: int, outside_at: Positions, reason: str, *, resolvable: bool) -> tuple[Verdicts, Verdicts]:
+        """(failed, unresolvable): ``reason`` for every one of the ``offered`` positions but
+        those without cells (``outside_at``, whose reason names the node: ``named_at``), in
+        the first dict if preemption may help."""
+        inside = np.ones(offered, dtype=bool)
+        inside[outside_at] = False
+        verdicts = {reason: np.flatnonzero(inside)} if offered > len(outside_at) else {}
+        return (verdicts, {}) if resolvable else ({}, verdicts)
 
-    def prioritize(self, pod: PodInfo, node_names: Sequence[str]) -> Scores:
+    def prioritize(self, pod: PodInfo, offered: Slots) -> Scores:
         gpus = pod.requests.gpus
         if gpus == 0:
-            return np.zeros(len(node_names), dtype=np.int64)
+            return np.zeros(len(offered), dtype=np.int64)
         chosen: str | None = None
         existing = self.allocator.by_pod.get(pod.uid)
         if existing is not None:
@@ -447,21 +489,23 @@ class HivedEngine:
             try:
                 ctx = self._context(pod)
                 if ctx.request.gang is None:
-                    spot = self.allocator.plan(ctx.request, ctx.vc, ctx.targets, allowed=self._allowed(node_names))
+                    spot = self.allocator.plan(ctx.request, ctx.vc, ctx.targets, allowed=self._offered(offered)[0])
                     chosen = spot.gpus[0].node
             except (Unplaceable, InvalidAnnotation):
                 chosen = None
+        cells = self._cells_by_slot().by_slot
+        chosen_slot = self.node_index.get(chosen) if chosen is not None else None
         return np.fromiter(
-            (MAX_EXTENDER_PRIORITY if name == chosen else self._packing_score(name, gpus) for name in node_names),
+            (MAX_EXTENDER_PRIORITY if slot == chosen_slot else self._packing_score(cells[slot], gpus) for slot in offered.tolist()),
             dtype=np.int64,
-            count=len(node_names),
+            count=len(offered),
         )
 
-    def _packing_score(self, name: str, gpus: int) -> int:
+    @staticmethod
+    def _packing_score(node: Cell | None, gpus: int) -> int:
         """1..9 for a node with ``gpus`` idle GPUs: higher the more of the node is in use, +2
         when the cell above it (the rack) is already broken, so that whole nodes and whole racks
-        stay free for large requests; 0 for a node that cannot take the GPUs."""
-        node = self.topology.nodes.get(name)
+        stay free for large requests; 0 for a node that cannot take the GPUs (or no cell)."""
         if node is None or node.idle_gpus < gpus:
             return 0
         score = 1 + round(5 * (1 - node.idle_gpus / node.total))
@@ -480,7 +524,7 @@ class HivedEngine:
             return {}
         try:
             ctx = self._context(pod)
-            decided = self._decide(pod, ctx, self._allowed(list(candidates)))
+            decided = self._decide(pod, ctx, self._allowed_names(candidates))
         except (Unplaceable, InvalidAnnotation):
             return {}
         if decided.booking is None or not decided.victims or decided.node not in candidates:
@@ -550,6 +594,7 @@ class HivedEngine:
 
     def apply_node(self, node: NodeInfo) -> None:
         self._nodes[node.name] = node
+        self.node_index.add(node.name)
         membership = self.membership
         if membership is not None and node.allocatable.gpus > 0 and not membership.is_member(node.name):
             # Discovered cells: a new GPU node (or a late device plugin, or a deleted node that
@@ -581,6 +626,7 @@ class HivedEngine:
         self._nodes.pop(node_name, None)
         self._strays.discard(node_name)
         if node_name not in self.topology.nodes:
+            self.node_index.remove(node_name)
             return
         self.allocator.set_node_bad(node_name, True)
         if self.membership is not None:
@@ -590,7 +636,7 @@ class HivedEngine:
         """The cells changed at runtime: refresh what depends on the node set, and tell."""
         if not changed:
             return
-        self.node_index = self._index_cell_nodes()
+        self._index_nodes()
         self._strays.difference_update(self.topology.nodes)
         for node_name in changed.rebuilt:
             info = self._nodes.get(node_name)

@@ -4,71 +4,91 @@ The extender (kube-scheduler's webhooks), the watch cache and the simulator all 
 :class:`SchedulingEngine`; the policies behind it (resource fit today, HiveD cells, FitGpp
 preemption and AlloX matching as they land) are interchangeable. An engine is pure: no I/O, no
 wall clock, no threads. Callers serialise access (the extender holds one lock around it).
+
+Engines see nodes as slots of their :class:`~scheduler.core.nodeindex.NodeIndex` and answer by
+position among the slots offered; the names, in whatever form a request carried them, stay
+with the drivers (``scheduler.kube.names`` turns them into slots and positions back into names).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Mapping, Protocol, Sequence, runtime_checkable
+from typing import Callable, Final, Mapping, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
 
 from scheduler.core.model import JobInfo, NodeInfo, PodInfo
+from scheduler.core.nodeindex import NodeIndex, Positions, Slots
 
 
-Reasons = dict[str, str]
+Reasons = dict[str, str]  # node name -> why it cannot take the pod (drivers' answers)
+# Why offered nodes cannot take the pod: each reason with the positions (among the offered
+# slots) it is given for. Few reasons, many nodes: a driver names each group in bulk.
+Verdicts = dict[str, Positions]
 # Prioritize's scores: one int64 per offered node, in the offered order.
 Scores = npt.NDArray[np.int64]
+_NO_POSITIONS: Final[Positions] = np.zeros(0, dtype=np.int64)
 
 
 class FilterDecision:
-    """Which of the offered nodes can take the pod.
+    """Which of the offered nodes can take the pod, by position among the offered slots (the
+    driver turned kube-scheduler's names into slots and turns positions back into names).
 
-    ``failed`` nodes could take it if pods were preempted; ``unresolvable`` nodes never can
-    (kube-scheduler skips them in preemption). Each reason is one short human sentence, shown
-    to users in FailedScheduling events.
+    ``feasible`` are ascending positions, each at most once. ``failed`` nodes could take the
+    pod if pods were preempted; ``unresolvable`` nodes never can (kube-scheduler skips them in
+    preemption). Each reason is one short human sentence, shown to users in FailedScheduling
+    events.
+
+    An engine knows no name for an offered slot its index does not hold (:data:`UNKNOWN`), and
+    a reason naming a node need not be built until it is read: the unresolvable positions
+    ``named_at`` get their reason from the driver, worded by ``by_name`` from each node's name
+    (``unresolvable_count`` counts them, ``unresolvable`` does not hold them).
 
     kube-scheduler reads the reasons only when no node is feasible, and under HiveD every node
     but one gets a reason: an engine may therefore hand over ``explain``, which builds both
     dicts on first access to :attr:`failed` or :attr:`unresolvable`, with the counts known at
     once. ``explain`` runs after the caller released the engine's lock, so it must read only
-    values computed during the decision, never the engine's mutable state.
-
-    ``feasible`` may be the very sequence the caller offered (every node fits): read it, do not
-    change it. The counts count offered names; kube-scheduler never offers one twice.
+    values computed during the decision, never the engine's mutable state. The counts count
+    offered positions; kube-scheduler never offers a name twice.
     """
 
-    __slots__ = ("feasible", "failed_count", "unresolvable_count", "_failed", "_unresolvable", "_explain")
+    __slots__ = ("feasible", "failed_count", "unresolvable_count", "named_at", "by_name", "_failed", "_unresolvable", "_explain")
 
     def __init__(
         self,
         *,
-        feasible: Sequence[str] = (),
-        failed: Reasons | None = None,
-        unresolvable: Reasons | None = None,
-        explain: Callable[[], tuple[Reasons, Reasons]] | None = None,
+        feasible: Positions = _NO_POSITIONS,
+        failed: Verdicts | None = None,
+        unresolvable: Verdicts | None = None,
+        explain: Callable[[], tuple[Verdicts, Verdicts]] | None = None,
         failed_count: int | None = None,
         unresolvable_count: int | None = None,
+        named_at: Positions = _NO_POSITIONS,
+        by_name: Callable[[str], str] | None = None,
     ) -> None:
         if explain is not None and (failed is not None or unresolvable is not None):
             raise ValueError("give the reasons or explain, not both")
         if explain is not None and (failed_count is None or unresolvable_count is None):
             raise ValueError("explain needs failed_count and unresolvable_count")
+        if len(named_at) and by_name is None:
+            raise ValueError("named_at needs by_name")
         self.feasible = feasible
         self._failed = failed if failed is not None else {}
         self._unresolvable = unresolvable if unresolvable is not None else {}
         self._explain = explain
-        self.failed_count = len(self._failed) if failed_count is None else failed_count
-        self.unresolvable_count = len(self._unresolvable) if unresolvable_count is None else unresolvable_count
+        self.failed_count = _count(self._failed) if failed_count is None else failed_count
+        self.unresolvable_count = _count(self._unresolvable) if unresolvable_count is None else unresolvable_count
+        self.named_at = named_at
+        self.by_name = by_name
 
     @property
-    def failed(self) -> Reasons:
+    def failed(self) -> Verdicts:
         self._explain_now()
         return self._failed
 
     @property
-    def unresolvable(self) -> Reasons:
+    def unresolvable(self) -> Verdicts:
         self._explain_now()
         return self._unresolvable
 
@@ -79,9 +99,17 @@ class FilterDecision:
 
     def __repr__(self) -> str:
         return (
-            f"FilterDecision(feasible={list(self.feasible)!r}, failed={self.failed!r}, "
-            f"unresolvable={self.unresolvable!r})"
+            f"FilterDecision(feasible={self.feasible.tolist()!r}, failed={_listed(self.failed)!r}, "
+            f"unresolvable={_listed(self.unresolvable)!r}, named_at={self.named_at.tolist()!r})"
         )
+
+
+def _count(verdicts: Verdicts) -> int:
+    return sum(len(positions) for positions in verdicts.values())
+
+
+def _listed(verdicts: Verdicts) -> dict[str, list[int]]:
+    return {reason: positions.tolist() for reason, positions in verdicts.items()}
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,10 +125,19 @@ class Placement:
 class SchedulingEngine(Protocol):
     """What kube-scheduler's verbs and the cluster watch need from a scheduling policy."""
 
-    # --- decisions ---
-    def filter(self, pod: PodInfo, node_names: Sequence[str]) -> FilterDecision: ...
+    # --- decisions, over the offered nodes' slots in :attr:`node_index` ---
+    @property
+    def node_index(self) -> NodeIndex:
+        """The slots of every node the engine knows (the cluster's Nodes, HiveD's cell nodes):
+        drivers turn offered names into these slots, :data:`~scheduler.core.nodeindex.UNKNOWN`
+        for a name it does not hold."""
+        ...
 
-    def prioritize(self, pod: PodInfo, node_names: Sequence[str]) -> Scores:
+    def filter(self, pod: PodInfo, offered: Slots) -> FilterDecision:
+        """Which offered nodes can take ``pod``, by position among ``offered``."""
+        ...
+
+    def prioritize(self, pod: PodInfo, offered: Slots) -> Scores:
         """Scores in 0..MAX_EXTENDER_PRIORITY, one per offered node, in the offered order."""
         ...
 

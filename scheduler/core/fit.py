@@ -22,9 +22,9 @@ import numpy as np
 import numpy.typing as npt
 
 from scheduler.constants import MAX_EXTENDER_PRIORITY
-from scheduler.core.engine import FilterDecision, Placement, Reasons
+from scheduler.core.engine import FilterDecision, Placement, Verdicts
 from scheduler.core.model import TERMINAL_PHASES, NodeInfo, PodInfo
-from scheduler.core.nodeindex import NodeIndex, pick
+from scheduler.core.nodeindex import NodeIndex, Positions, Slots, locate
 from scheduler.core.resources import Resources, format_bytes, format_cpu
 from scheduler.errors import SchedulingConflict, UnknownNode
 
@@ -69,6 +69,10 @@ def _scores(requests: Resources, allocatable: Matrix, free: Matrix) -> npt.NDArr
         busy = np.clip(used_gpus, 0, safe_total) * _CPU_ONLY_GPU_NODE_MAX // safe_total
         raw = np.where(has_gpus, busy, MAX_EXTENDER_PRIORITY)
     return np.where(fits, raw, 0)
+
+
+def _unknown_reason(_name: str) -> str:
+    return "cellfit has not seen this node yet (no Node object)."
 
 
 class ResourceFitEngine:
@@ -154,39 +158,41 @@ class ResourceFitEngine:
 
     # ------------------------------------------------------------------ decisions
 
-    def filter(self, pod: PodInfo, node_names: Sequence[str]) -> FilterDecision:
-        decision = self._fitting(pod, node_names)
+    def filter(self, pod: PodInfo, offered: Slots) -> FilterDecision:
+        decision = self._fitting(pod, offered)
         best = self.best_nodes
         if best is None or len(decision.feasible) <= best:
             return decision
-        return self._best_of(pod, decision, best)
+        return self._best_of(pod, decision, offered, best)
 
-    def _best_of(self, pod: PodInfo, decision: FilterDecision, best: int) -> FilterDecision:
+    def _best_of(self, pod: PodInfo, decision: FilterDecision, offered: Slots, best: int) -> FilterDecision:
         """``decision`` with only its ``best`` highest-scored feasible nodes. With one left,
         kube-scheduler neither scores nodes itself nor calls prioritize. The others are
         unresolvable, as HiveD counts the nodes it did not choose: preempting pods there would
         not bring the pod to them (kube-scheduler only reads the reasons when no node is left,
         which never happens here)."""
         fitting = decision.feasible
-        scores = self.prioritize(pod, fitting)
+        scores = self.prioritize(pod, offered[fitting])
         ranked = np.argsort(-scores, kind="stable")  # highest first, ties in the offered order
-        kept_at = np.sort(ranked[:best])
-        passed_at = np.sort(ranked[best:])
+        kept_at = fitting[np.sort(ranked[:best])]
+        passed_at = fitting[np.sort(ranked[best:])]
         reason = f"fits, but cellfit passes on only its {best} best-scored node{'s' if best > 1 else ''} (policy.offerBestNodes)"
 
-        def explain() -> tuple[Reasons, Reasons]:
-            return decision.failed, {**decision.unresolvable, **dict.fromkeys(pick(fitting, passed_at), reason)}
+        def explain() -> tuple[Verdicts, Verdicts]:
+            return decision.failed, {**decision.unresolvable, reason: passed_at}  # passed_at fit: no other verdict
 
         return FilterDecision(
-            feasible=pick(fitting, kept_at),
+            feasible=kept_at,
             explain=explain,
             failed_count=decision.failed_count,
             unresolvable_count=decision.unresolvable_count + len(passed_at),
+            named_at=decision.named_at,
+            by_name=decision.by_name,
         )
 
-    def _fitting(self, pod: PodInfo, node_names: Sequence[str]) -> FilterDecision:
+    def _fitting(self, pod: PodInfo, offered: Slots) -> FilterDecision:
         """Every offered node with room for the pod, and why the others have none."""
-        slots, positions, unknown_at = self.node_index.locate(node_names)
+        slots, positions, unknown_at = locate(offered)
         unknown = len(unknown_at)
         request = _request_column(pod.requests)
         # Free never exceeds allocatable, so a node too small even when empty is also short of
@@ -199,31 +205,26 @@ class ResourceFitEngine:
             # any() over an axis of a 2-D array is an array; numpy's stubs also allow a scalar.
             failing = cast("npt.NDArray[np.bool_]", (self._free.take(slots, axis=1) < request).any(axis=0))
         if not failing.any():
-            feasible = node_names if positions is None else pick(node_names, positions)
+            feasible = np.arange(len(offered), dtype=np.int64) if positions is None else positions
             if not unknown:
                 return FilterDecision(feasible=feasible)
-            return FilterDecision(
-                feasible=feasible,
-                explain=lambda: ({}, self._unknown_reasons(node_names, unknown_at)),
-                failed_count=0,
-                unresolvable_count=unknown,
-            )
+            return FilterDecision(feasible=feasible, unresolvable_count=unknown, named_at=unknown_at, by_name=_unknown_reason)
         failing_slots = slots[failing]
         short_now = self._free.take(failing_slots, axis=1) < request
         short_ever = self._allocatable.take(failing_slots, axis=1) < request
         never = short_ever.any(axis=0)
         never_count = int(never.sum())
-        fitting_at = np.flatnonzero(~failing)  # positions among the known offered nodes
-        failing_at = np.flatnonzero(failing)
+        fitting_at: Positions = np.flatnonzero(~failing)  # positions among the known offered nodes
+        failing_at: Positions = np.flatnonzero(failing)
         if positions is not None:  # ... and among all offered ones
             fitting_at, failing_at = positions[fitting_at], positions[failing_at]
         # Reasons are built only if asked for (kube-scheduler reads them when no node is left),
         # from values of this decision alone: the engine may change before they are.
         requests = pod.requests
 
-        def explain() -> tuple[Reasons, Reasons]:
-            failed: Reasons = {}
-            unresolvable = self._unknown_reasons(node_names, unknown_at)
+        def explain() -> tuple[Verdicts, Verdicts]:
+            failed: Verdicts = {}
+            unresolvable: Verdicts = {}
             # Each node gets the reason of its first shortfall (CPU, then memory, then GPUs):
             # too small even when empty (unresolvable), else too full now (preemption may help).
             # One code per node, 0-2 now or 3-5 ever, then one dict per code that occurs.
@@ -231,18 +232,20 @@ class ResourceFitEngine:
             reasons = self._reasons(requests, "free") + self._reasons(requests, "in all")
             for which in np.flatnonzero(np.bincount(code, minlength=2 * _DIMENSIONS)).tolist():
                 into = unresolvable if which >= _DIMENSIONS else failed
-                into.update(dict.fromkeys(pick(node_names, failing_at[code == which]), reasons[which]))
+                into[reasons[which]] = failing_at[code == which]
             return failed, unresolvable
 
         return FilterDecision(
-            feasible=pick(node_names, fitting_at),
+            feasible=fitting_at,
             explain=explain,
             failed_count=len(failing_slots) - never_count,
             unresolvable_count=never_count + unknown,
+            named_at=unknown_at,
+            by_name=_unknown_reason,
         )
 
-    def prioritize(self, pod: PodInfo, node_names: Sequence[str]) -> npt.NDArray[np.int64]:
-        slots, positions, _ = self.node_index.locate(node_names)
+    def prioritize(self, pod: PodInfo, offered: Slots) -> npt.NDArray[np.int64]:
+        slots, positions, _ = locate(offered)
         if self._whole_matrix_pays(len(slots)):
             used = self.node_index.capacity
             scores = _scores(pod.requests, self._allocatable[:, :used], self._free[:, :used]).take(slots)
@@ -250,7 +253,7 @@ class ResourceFitEngine:
             scores = _scores(pod.requests, self._allocatable.take(slots, axis=1), self._free.take(slots, axis=1))
         if positions is None:
             return scores
-        everyone = np.zeros(len(node_names), dtype=np.int64)  # a node cellfit has not seen scores 0
+        everyone = np.zeros(len(offered), dtype=np.int64)  # a node cellfit has not seen scores 0
         everyone[positions] = scores
         return everyone
 
@@ -319,10 +322,6 @@ class ResourceFitEngine:
         the offered nodes' columns first: gathering a (3, n) block costs several times a
         contiguous pass over the same columns, so it pays unless the offer is a small share."""
         return self.node_index.capacity <= 4 * offered
-
-    @staticmethod
-    def _unknown_reasons(node_names: Sequence[str], unknown_at: npt.NDArray[np.int64]) -> Reasons:
-        return dict.fromkeys(pick(node_names, unknown_at), "cellfit has not seen this node yet (no Node object).")
 
     def _book(self, uid: str, booking: _Booking) -> None:
         self._bookings[uid] = booking

@@ -1,16 +1,15 @@
-"""Node names and the dense slots engines keep per-node state in, and the offered-names seam.
+"""Node names and the dense slots engines keep per-node state in.
 
-kube-scheduler offers an extender thousands of node names per call. An engine that keeps one
-column per node (numpy rows indexed by slot) turns those names into slots first; done name by
-name in Python, that lookup is the dearest step of a 5,000-node filter. :class:`OfferedNames`
-lets a driver that holds the names in a cheaper form (the request's raw JSON, for the
-extender) resolve them all at once and pick the answer's names the same way, while engines keep
-taking any ``Sequence[str]``: a plain list goes name by name through :meth:`NodeIndex.resolve`.
+kube-scheduler offers an extender thousands of node names per call. Engines never see them:
+the driver turns them into slots of the engine's :class:`NodeIndex` (:data:`UNKNOWN` for a name
+it does not hold) and engines answer by position among those slots. Done name by name in
+Python, that lookup is the dearest step of a 5,000-node filter, so a driver holding the names
+in a cheaper form (the request's raw JSON) resolves them in bulk (``scheduler.kube.names``);
+:meth:`NodeIndex.resolve` is the plain list's way.
 """
 
 from __future__ import annotations
 
-from abc import abstractmethod
 from itertools import repeat
 from typing import Final, NamedTuple, Sequence
 
@@ -18,17 +17,17 @@ import numpy as np
 import numpy.typing as npt
 
 Slots = npt.NDArray[np.int64]
-Positions = npt.NDArray[np.int64]  # indices into a sequence of offered names
+Positions = npt.NDArray[np.int64]  # indices into the offered slots (and names)
 UNKNOWN: Final = -1  # the slot of a name the index does not hold
 _NO_POSITIONS: Final[Positions] = np.zeros(0, dtype=np.int64)
 
 
 class Located(NamedTuple):
-    """Offered names located in a :class:`NodeIndex`."""
+    """Offered slots split into those the index holds and the :data:`UNKNOWN` ones."""
 
-    slots: Slots  # the slot of each name the index holds, in offered order
-    known_at: Positions | None  # their positions among the offered names; None: all are known
-    unknown_at: Positions  # the positions of the names it does not hold
+    slots: Slots  # the known slots, in offered order
+    known_at: Positions | None  # their positions among the offered slots; None: all are known
+    unknown_at: Positions  # the positions of the unknown ones
 
 
 class NodeIndex:
@@ -90,42 +89,16 @@ class NodeIndex:
 
     def resolve(self, names: Sequence[str]) -> Slots:
         """The slot of each name, in order; :data:`UNKNOWN` where the index does not hold it."""
-        if isinstance(names, OfferedNames):
-            return names.slots_in(self)
         try:  # every name known, the usual case: __getitem__ is a third cheaper than get(name, -1)
             return np.fromiter(map(self._slots.__getitem__, names), dtype=np.int64, count=len(names))
         except KeyError:
             return np.fromiter(map(self._slots.get, names, repeat(UNKNOWN)), dtype=np.int64, count=len(names))
 
-    def locate(self, names: Sequence[str]) -> Located:
-        """Which offered names the index holds (their slots and positions) and which not."""
-        found = self.resolve(names)
-        known = found >= 0
-        if known.all():
-            return Located(found, None, _NO_POSITIONS)
-        known_at = np.flatnonzero(known).astype(np.int64, copy=False)
-        return Located(found[known_at], known_at, np.flatnonzero(~known).astype(np.int64, copy=False))
 
-
-class OfferedNames(Sequence[str]):
-    """Offered node names that resolve and select in bulk. Indexing and iterating give the names
-    as ``str`` like any sequence; engines that work by slot call :meth:`NodeIndex.resolve` and
-    :func:`pick` instead, and never touch the names one by one."""
-
-    __slots__ = ()
-
-    @abstractmethod
-    def slots_in(self, index: NodeIndex) -> Slots:
-        """As :meth:`NodeIndex.resolve` of these names."""
-
-    @abstractmethod
-    def pick(self, positions: npt.NDArray[np.int64]) -> Sequence[str]:
-        """The names at ``positions``, in that order."""
-
-
-def pick(names: Sequence[str], positions: npt.NDArray[np.int64]) -> Sequence[str]:
-    """``[names[i] for i in positions]``, in bulk where ``names`` can. ``positions`` are indices
-    in ``range(len(names))``, as ``np.flatnonzero`` gives them."""
-    if isinstance(names, OfferedNames):
-        return names.pick(positions)
-    return [names[i] for i in positions.tolist()]
+def locate(offered: Slots) -> Located:
+    """Which offered slots are known (their slots and positions) and which are :data:`UNKNOWN`."""
+    known = offered >= 0
+    if known.all():
+        return Located(offered, None, _NO_POSITIONS)
+    known_at = np.flatnonzero(known).astype(np.int64, copy=False)
+    return Located(offered[known_at], known_at, np.flatnonzero(~known).astype(np.int64, copy=False))

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Callable, Final, Iterable, Mapping, Protocol, Sequence
 
 import msgspec
+import numpy as np
 
 from scheduler.constants import JOB_CLASS_BEST_EFFORT, LABEL_JOB_CLASS
 from scheduler.core.engine import FilterDecision, Placement, SchedulingEngine
@@ -39,7 +40,15 @@ from scheduler.errors import (
 )
 from scheduler.extender.metrics import ExtenderMetrics
 from scheduler.kube import translate, wire
-from scheduler.kube.names import ExtenderArgs, decode_extender_args, host_priorities_json, names_json
+from scheduler.kube.names import (
+    ExtenderArgs,
+    NamedDecision,
+    decode_extender_args,
+    filter_offered,
+    host_priorities_json,
+    names_json,
+    prioritize_offered,
+)
 from scheduler.preemption.engine import ExplainedPreemption, VictimChoice
 
 log = logging.getLogger(__name__)
@@ -181,7 +190,7 @@ class ExtenderService:
             elif binding_to is not None:
                 decision = _binding_in_flight(pod, names, binding_to)
             else:
-                decision = self._engine.filter(pod, names)
+                decision = filter_offered(self._engine, pod, names)
         verdicts = self._metrics.verdicts
         verdicts["feasible"].inc(len(decision.feasible))
         verdicts["failed"].inc(decision.failed_count)
@@ -219,7 +228,7 @@ class ExtenderService:
         with self._lock:
             for node in sent:
                 self._engine.apply_node(node)
-            scores = self._engine.prioritize(pod, names)
+            scores = prioritize_offered(self._engine, pod, names)
         self._metrics.answered["prioritize", "ok"].inc()
         return Answer(200, host_priorities_json(names, scores))
 
@@ -577,19 +586,20 @@ def _log_no_fit(pod: PodInfo, *, offered: int, failed: dict[str, str], unresolva
     )
 
 
-def _binding_in_flight(pod: PodInfo, names: Sequence[str], node_name: str) -> FilterDecision:
+def _binding_in_flight(pod: PodInfo, names: Sequence[str], node_name: str) -> NamedDecision:
     """Only the node the pod's binding in flight goes to, if offered: its room is reserved there
     (the engine would count that reservation against the pod itself and find every node full,
     and kube-scheduler would preempt for it). kube-scheduler's bind there is then refused as in
     flight, and tried again once this binding is made or failed."""
     reason = f"a binding of pod {pod.key} to node {node_name} is in flight"
-    return FilterDecision(
-        feasible=[node_name] if node_name in names else [],
-        unresolvable={name: reason for name in names if name != node_name},
+    there = np.array([name == node_name for name in names], dtype=bool)
+    return NamedDecision(
+        FilterDecision(feasible=np.flatnonzero(there)[:1], unresolvable={reason: np.flatnonzero(~there)} if not there.all() else {}),
+        names,
     )
 
 
-def _bound_already(pod: PodInfo, names: Sequence[str], node_name: str) -> FilterDecision:
+def _bound_already(pod: PodInfo, names: Sequence[str], node_name: str) -> NamedDecision:
     """Every offered node refused, for good: the pod runs on ``node_name`` already."""
     reason = f"pod {pod.key} is already bound to node {node_name}"
-    return FilterDecision(unresolvable=dict.fromkeys(names, reason))
+    return NamedDecision(FilterDecision(unresolvable={reason: np.arange(len(names), dtype=np.int64)} if len(names) else {}), names)

@@ -1,27 +1,36 @@
-"""The node names of a nodeCacheCapable request, kept as kube-scheduler's JSON text.
+"""Offered node names: turned into an engine's slots, and its answer by position back into names.
+
+Engines decide over slots of their :class:`~scheduler.core.nodeindex.NodeIndex` and answer by
+position among the slots offered (``scheduler.core.engine``); the drivers (the extender's verbs,
+the simulator) hold the names. :func:`filter_offered` and :func:`prioritize_offered` are that
+round trip for any sequence of names; :class:`NamedDecision` is a filter's answer by name.
+
+The names of a nodeCacheCapable request are kept as kube-scheduler's JSON text.
 
 kube-scheduler sends filter and prioritize up to thousands of names and wants names back. Decoding
 each into a ``str``, hashing it into an engine's index and encoding the chosen ones again costs
 ~60-80 ns a name in CPython, more than the web framework's whole cost per call at 5,000 names.
 With the C extension ``scheduler.kube._names`` (built with the package; see its header), a
-request's names stay the text they arrived as: one pass finds each name's byte span, engines
-resolve all of them against their :class:`~scheduler.core.nodeindex.NodeIndex` at once, and
+request's names stay the text they arrived as: one pass finds each name's byte span, all of
+them resolve against the engine's :class:`~scheduler.core.nodeindex.NodeIndex` at once, and
 answers copy the chosen spans. Without the extension (a machine that had no C compiler at
 install), or for text the fast path does not take (escape sequences), the names are decoded into
-a list as before; both paths answer byte-for-byte alike (tests/unit/test_names.py).
+a list; both paths answer byte-for-byte alike (tests/unit/test_names.py).
 """
 
 from __future__ import annotations
 
 import weakref
-from typing import Any, Final, Iterator, NamedTuple, Sequence, cast, overload
+from collections.abc import Sequence
+from typing import Any, Final, Iterator, NamedTuple, cast, overload
 
 import msgspec
 import numpy as np
 import numpy.typing as npt
 
-from scheduler.core.engine import Scores
-from scheduler.core.nodeindex import NodeIndex, OfferedNames, Slots
+from scheduler.core.engine import FilterDecision, Reasons, SchedulingEngine, Scores, Verdicts
+from scheduler.core.model import PodInfo
+from scheduler.core.nodeindex import NodeIndex, Positions, Slots
 from scheduler.kube import wire
 
 try:
@@ -46,7 +55,7 @@ _NAMES_DECODER: Final = msgspec.json.Decoder(list[str])
 _tables: weakref.WeakKeyDictionary[NodeIndex, tuple[int, object]] = weakref.WeakKeyDictionary()
 
 
-class RawNames(OfferedNames):
+class RawNames(Sequence[str]):
     """Names as spans of the request's JSON text, optionally a selection of them (``positions``).
     Indexing or iterating decodes them (once); :meth:`slots_in`, :meth:`pick`, :meth:`json` and
     :meth:`host_priorities` never do."""
@@ -98,10 +107,12 @@ class RawNames(OfferedNames):
         return np.arange(len(self._spans), dtype=np.int64) if self._positions is None else self._positions
 
     def slots_in(self, index: NodeIndex) -> Slots:
+        """As :meth:`NodeIndex.resolve` of these names."""
         slots = np.frombuffer(_table(index, self._codec).lookup(self._text, self._spans), dtype=np.int64)
         return slots if self._positions is None else slots[self._positions]
 
     def pick(self, positions: npt.NDArray[np.int64]) -> RawNames:
+        """The names at ``positions``, in that order."""
         positions = np.ascontiguousarray(positions, dtype=np.int64)  # no copy when it already is
         chosen = positions if self._positions is None else self._positions[positions]
         return RawNames(self._text, self._spans, chosen, codec=self._codec)
@@ -143,6 +154,84 @@ def decode_extender_args(body: bytes) -> ExtenderArgs:
     return ExtenderArgs(args.Pod, args.NodeNames, args.Nodes)
 
 
+def offered_slots(names: Sequence[str], index: NodeIndex) -> Slots:
+    """The slot of each offered name in ``index``, UNKNOWN where it holds none; in bulk for a
+    request's raw names."""
+    if isinstance(names, RawNames):
+        return names.slots_in(index)
+    return index.resolve(names)
+
+
+def pick(names: Sequence[str], positions: Positions) -> Sequence[str]:
+    """``[names[i] for i in positions]``, in bulk for a request's raw names. ``positions`` are
+    indices in ``range(len(names))``, as ``np.flatnonzero`` gives them."""
+    if isinstance(names, RawNames):
+        return names.pick(positions)
+    return [names[i] for i in positions.tolist()]
+
+
+class NamedDecision:
+    """An engine's :class:`~scheduler.core.engine.FilterDecision` over the slots of ``names``,
+    told by name as kube-scheduler reads it. The reasons are built on first access (the
+    engine's ``explain``), as the decision's are."""
+
+    __slots__ = ("decision", "names", "feasible", "_reasons")
+
+    def __init__(self, decision: FilterDecision, names: Sequence[str]) -> None:
+        self.decision = decision
+        self.names = names
+        positions = decision.feasible
+        # The feasible names: the very names offered when every one is (read, do not change).
+        self.feasible: Sequence[str] = names if len(positions) == len(names) else pick(names, positions)
+        self._reasons: tuple[Reasons, Reasons] | None = None
+
+    @property
+    def failed_count(self) -> int:
+        return self.decision.failed_count
+
+    @property
+    def unresolvable_count(self) -> int:
+        return self.decision.unresolvable_count
+
+    @property
+    def failed(self) -> Reasons:
+        return self._named()[0]
+
+    @property
+    def unresolvable(self) -> Reasons:
+        return self._named()[1]
+
+    def _named(self) -> tuple[Reasons, Reasons]:
+        if self._reasons is None:
+            decision = self.decision
+            failed, unresolvable = self._by_name(decision.failed), self._by_name(decision.unresolvable)
+            by_name = decision.by_name
+            if by_name is not None and len(decision.named_at):
+                named = pick(self.names, decision.named_at)
+                unresolvable.update(zip(named, map(by_name, named)))
+            self._reasons = (failed, unresolvable)
+        return self._reasons
+
+    def _by_name(self, verdicts: Verdicts) -> Reasons:
+        reasons: Reasons = {}
+        for reason, positions in verdicts.items():
+            reasons.update(dict.fromkeys(pick(self.names, positions), reason))
+        return reasons
+
+    def __repr__(self) -> str:
+        return f"NamedDecision(feasible={list(self.feasible)!r}, failed={self.failed!r}, unresolvable={self.unresolvable!r})"
+
+
+def filter_offered(engine: SchedulingEngine, pod: PodInfo, names: Sequence[str]) -> NamedDecision:
+    """``engine``'s filter of the nodes ``names``, by name."""
+    return NamedDecision(engine.filter(pod, offered_slots(names, engine.node_index)), names)
+
+
+def prioritize_offered(engine: SchedulingEngine, pod: PodInfo, names: Sequence[str]) -> Scores:
+    """``engine``'s scores of the nodes ``names``, in their order."""
+    return engine.prioritize(pod, offered_slots(names, engine.node_index))
+
+
 def names_json(names: Sequence[str]) -> msgspec.Raw:
     """``names`` as a JSON array, to be embedded in an answer."""
     if isinstance(names, RawNames):
@@ -159,7 +248,7 @@ def host_priorities_json(names: Sequence[str], scores: Scores) -> bytes:
 
 def _table(index: NodeIndex, codec: Any):  # type: ignore[no-untyped-def]
     """The native table of ``index``'s names, rebuilt when they changed. Callers hold the
-    engine's lock (engines resolve names inside their decisions)."""
+    engine's lock (the index changes with the engine's nodes)."""
     cached = _tables.get(index)
     if cached is not None and cached[0] == index.generation:
         return cached[1]

@@ -28,12 +28,13 @@ from dataclasses import dataclass, replace
 from typing import Mapping, Protocol, Sequence, runtime_checkable
 
 import numpy as np
+import numpy.typing as npt
 from msgspec import structs
 
-from scheduler.core.nodeindex import NodeIndex, pick
+from scheduler.core.nodeindex import NodeIndex, Slots
 from scheduler.core.resources import ZERO, Resources
 
-from scheduler.core.engine import FilterDecision, Placement, SchedulingEngine, Scores, TracksJobs
+from scheduler.core.engine import FilterDecision, Placement, SchedulingEngine, Scores, TracksJobs, Verdicts
 from scheduler.core.model import TERMINAL_PHASES, JobInfo, NodeInfo, PodInfo
 from scheduler.core.pods import PodStore
 from scheduler.errors import InvalidAnnotation
@@ -50,6 +51,20 @@ from scheduler.preemption.model import (
 from scheduler.preemption.table import CandidateTable, PreemptionIndex
 
 DEFAULT_SCHEDULER_NAME = "cellfit"  # the chart's kube-scheduler profile
+
+
+def _among(positions: npt.NDArray[np.int64], verdicts: Verdicts) -> Verdicts:
+    """``verdicts`` by position among ``positions``, as verdicts by the positions they hold."""
+    return {reason: positions[at] for reason, at in verdicts.items()}
+
+
+def _merged(verdicts: Verdicts, more: dict[str, list[int]]) -> Verdicts:
+    """``verdicts`` and ``more`` (of other positions) together."""
+    merged = dict(verdicts)
+    for reason, at in more.items():
+        known = merged.get(reason)
+        merged[reason] = np.array(at, dtype=np.int64) if known is None else np.concatenate([known, at])
+    return merged
 
 
 @runtime_checkable
@@ -172,37 +187,44 @@ class FitGppEngine:
 
     # ------------------------------------------------------------------ placement: delegated
 
-    def filter(self, pod: PodInfo, node_names: Sequence[str]) -> FilterDecision:
+    @property
+    def node_index(self) -> NodeIndex:
+        return self.inner.node_index
+
+    def filter(self, pod: PodInfo, offered: Slots) -> FilterDecision:
         if not self.holds.active or (isinstance(self.inner, BooksAhead) and self.inner.has_booking(pod)):
-            return self.inner.filter(pod, node_names)
+            return self.inner.filter(pod, offered)
         keeps = self.holds.kept_from(pod, free_on=self._free_on)
         if not keeps:
-            return self.inner.filter(pod, node_names)
-        # The kept nodes among the offered names, found in bulk (a handful of nodes against
-        # thousands of names); the placement engine decides over the others, never seeing them.
-        kept_index = NodeIndex()
-        for name in keeps:
-            kept_index.add(name)
-        _, kept_at, rest_at = kept_index.locate(node_names)
-        if kept_at is None:  # every offered node is kept
-            kept_at = np.arange(len(node_names), dtype=np.int64)
-        elif not len(kept_at):
-            return self.inner.filter(pod, node_names)
-        decision = self.inner.filter(pod, pick(node_names, rest_at)) if len(rest_at) else FilterDecision()
-        offered_keeps = {name: keeps[name] for name in pick(node_names, kept_at)}
-        self.holds.kept_off_nodes(offered_keeps)
-        kept = {name: keep.reason for name, keep in offered_keeps.items()}
+            return self.inner.filter(pod, offered)
+        # The kept nodes among the offered ones, found in bulk (a handful of nodes against
+        # thousands offered); the placement engine decides over the others, never seeing them.
+        index = self.inner.node_index
+        kept_slots = {slot: name for slot, name in ((index.get(name), name) for name in keeps) if slot is not None}
+        is_kept = np.isin(offered, np.fromiter(kept_slots, dtype=np.int64, count=len(kept_slots)))
+        if not is_kept.any():
+            return self.inner.filter(pod, offered)
+        kept_at, rest_at = np.flatnonzero(is_kept), np.flatnonzero(~is_kept)
+        decision = self.inner.filter(pod, offered[rest_at]) if len(rest_at) else FilterDecision()
+        kept_names = [kept_slots[slot] for slot in offered[kept_at].tolist()]
+        self.holds.kept_off_nodes({name: keeps[name] for name in kept_names})
+        kept: dict[str, list[int]] = {}
+        for at, name in zip(kept_at.tolist(), kept_names):
+            kept.setdefault(keeps[name].reason, []).append(at)
         # Unresolvable: preempting pods there would not help this pod, the hold would still
         # keep it off (and HiveD would book the freed cells for it, out of the held pod's reach).
+        # The placement engine answered by position among the rest: put back among all offered.
         return FilterDecision(
-            feasible=decision.feasible,
-            explain=lambda: (decision.failed, {**decision.unresolvable, **kept}),
+            feasible=rest_at[decision.feasible],
+            explain=lambda: (_among(rest_at, decision.failed), _merged(_among(rest_at, decision.unresolvable), kept)),
             failed_count=decision.failed_count,
-            unresolvable_count=decision.unresolvable_count + len(kept),
+            unresolvable_count=decision.unresolvable_count + len(kept_at),
+            named_at=rest_at[decision.named_at],
+            by_name=decision.by_name,
         )
 
-    def prioritize(self, pod: PodInfo, node_names: Sequence[str]) -> Scores:
-        return self.inner.prioritize(pod, node_names)
+    def prioritize(self, pod: PodInfo, offered: Slots) -> Scores:
+        return self.inner.prioritize(pod, offered)
 
     def reserve(self, pod: PodInfo, node_name: str) -> Placement:
         placement = self.inner.reserve(pod, node_name)

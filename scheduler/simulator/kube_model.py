@@ -38,6 +38,7 @@ from msgspec import structs
 from scheduler.core.engine import FilterDecision, SchedulingEngine
 from scheduler.core.model import PodInfo
 from scheduler.core.resources import ZERO, Resources
+from scheduler.kube.names import NamedDecision, filter_offered, prioritize_offered
 
 MIN_CANDIDATE_NODES_PERCENTAGE = 10
 MIN_CANDIDATE_NODES_ABSOLUTE = 100
@@ -71,7 +72,7 @@ def best_scored(engine: SchedulingEngine, pod: PodInfo, feasible: Sequence[str])
     at random; the first keeps runs reproducible)."""
     if len(feasible) == 1:
         return feasible[0]
-    scores = engine.prioritize(pod, feasible)
+    scores = prioritize_offered(engine, pod, feasible)
     return feasible[int(np.argmax(np.asarray(scores)))]
 
 
@@ -244,7 +245,7 @@ class KubeSchedulerCycle:
         # since resources were last released: a pod asking at least as much at no higher
         # priority finds none either (binds and nominations only take room away).
         self._no_room: list[tuple[int, int, int, int]] = []
-        self._unplaced: tuple[str, FilterDecision] | None = None  # the last failed filter
+        self._unplaced: tuple[str, NamedDecision] | None = None  # the last failed filter
 
     # ------------------------------------------------------------------ the cycle
 
@@ -252,7 +253,7 @@ class KubeSchedulerCycle:
         """The node kube-scheduler binds ``pod`` to now, or None (the filter's statuses kept
         for :meth:`preemption_candidates`)."""
         offered = self.offered(pod)
-        decision = self.engine.filter(pod, offered) if offered else FilterDecision()
+        decision = self._filter(pod, offered)
         feasible = decision.feasible
         if not feasible:
             self._unplaced = (pod.uid, decision)
@@ -265,7 +266,12 @@ class KubeSchedulerCycle:
     def fits_nominated(self, pod: PodInfo, node: str) -> bool:
         """kube-scheduler's first try for a pod nominated to ``node``: that node alone, its own
         filter (the other nominated pods counted), then the engine's."""
-        return node in self.offered(pod) and bool(self.engine.filter(pod, [node]).feasible)
+        return node in self.offered(pod) and bool(self._filter(pod, [node]).feasible)
+
+    def _filter(self, pod: PodInfo, offered: Sequence[str]) -> NamedDecision:
+        """The extender's filter as kube-scheduler calls it: through the engine's node slots,
+        as the extender's verb does, and not at all with no node left to offer."""
+        return filter_offered(self.engine, pod, offered) if offered else NamedDecision(FilterDecision(), offered)
 
     def offered(self, pod: PodInfo) -> Sequence[str]:
         """The nodes kube-scheduler's own filter passes on to the extender: those with room
@@ -375,7 +381,7 @@ class KubeSchedulerCycle:
             decision = unplaced[1]  # this scheduling cycle's filter
         else:
             offered = self.offered(pod)
-            decision = self.engine.filter(pod, offered) if offered else FilterDecision()
+            decision = self._filter(pod, offered)
             if decision.feasible:
                 raise AssertionError(f"{pod.uid} preempts while a node is feasible for it")
         if not any(count for priority, count in self._bound_priorities.items() if priority < pod.priority):

@@ -10,6 +10,7 @@ from scheduler.cells import HivedEngine
 from scheduler.cells.topology import CellState
 from scheduler.core.model import NodeInfo, OwnerRef, PodInfo
 from scheduler.core.resources import Resources
+from scheduler.kube.names import filter_offered
 
 V100_TYPES: dict[str, Any] = {
     "V100-SWITCH": {"childType": "V100", "childCount": 2},
@@ -102,7 +103,7 @@ def node(name: str, gpus: int = 8, *, ready: bool = True, unschedulable: bool = 
 
 def schedule(engine: HivedEngine, p: PodInfo, nodes: list[str]) -> PodInfo | None:
     """filter -> reserve, as kube-scheduler would; the bound pod, or None when filter refused."""
-    decision = engine.filter(p, nodes)
+    decision = filter_offered(engine, p, nodes)
     if not decision.feasible:
         return None
     assert len(decision.feasible) == 1, decision

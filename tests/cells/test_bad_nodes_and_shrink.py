@@ -9,6 +9,7 @@ import pytest
 from scheduler.cells import HivedEngine
 from scheduler.errors import ConfigError
 from tests.cells.helpers import node, node_names, pod, rack_cluster, schedule, snapshot
+from scheduler.kube.names import filter_offered
 
 NODES = node_names()
 
@@ -20,10 +21,10 @@ def test_not_ready_node_is_skipped_but_its_pods_stay():
     engine.apply_node(node(running.node_name, ready=False))
     # The pod keeps its GPUs: nothing released, nothing moved.
     assert snapshot(engine)["gpus"] == before["gpus"]
-    decision = engine.filter(pod("q", 4, "a"), NODES)
+    decision = filter_offered(engine, pod("q", 4, "a"), NODES)
     assert decision.feasible and decision.feasible[0] != running.node_name
     engine.apply_node(node(running.node_name))
-    assert engine.filter(pod("q", 4, "a"), NODES).feasible == [running.node_name]  # packs again
+    assert filter_offered(engine, pod("q", 4, "a"), NODES).feasible == [running.node_name]  # packs again
 
 
 def test_cordoned_and_shrunk_nodes_are_bad():
@@ -31,9 +32,9 @@ def test_cordoned_and_shrunk_nodes_are_bad():
     engine.apply_node(node("r0n0", unschedulable=True))
     engine.apply_node(node("r0n1", gpus=7))  # a GPU fell off the bus
     engine.apply_node(node("r0n2", ready=False))
-    assert engine.filter(pod("p", 1, "a"), node_names(racks=1)).feasible == ["r0n3"]
+    assert filter_offered(engine, pod("p", 1, "a"), node_names(racks=1)).feasible == ["r0n3"]
     engine.apply_node(node("r0n3", ready=False))
-    decision = engine.filter(pod("p", 1, "a"), node_names(racks=1))
+    decision = filter_offered(engine, pod("p", 1, "a"), node_names(racks=1))
     assert not decision.feasible
     assert "no free cell of type 'V100-NODE'" in decision.unresolvable["r0n0"]
     metrics = engine.metrics()
@@ -50,7 +51,7 @@ def test_bad_cells_never_break_other_vcs_guarantee():
     used_rack = {p[:2] for p in engine.inspect_virtual_cluster("b")["vcCells"][0]["nodes"]}
     spare = next(n for n in NODES if n[:2] in used_rack and all(n not in c["nodes"] for c in engine.inspect_virtual_cluster("b")["vcCells"]))
     engine.apply_node(node(spare, ready=False))
-    decision = engine.filter(pod("b3", 8, "b"), NODES)
+    decision = filter_offered(engine, pod("b3", 8, "b"), NODES)
     assert not decision.feasible  # taking a node of the other rack would break a's rack
     assert schedule(engine, pod("a0", 8, "a"), NODES) is not None
 
@@ -59,7 +60,7 @@ def test_delete_node_makes_it_bad():
     engine = HivedEngine.from_config(rack_cluster(racks=1, vcs={"a": [{"cellType": "V100-NODE", "count": 4}]}))
     engine.apply_node(node("r0n0"))
     engine.delete_node("r0n0")
-    assert "r0n0" not in engine.filter(pod("p", 8, "a"), node_names(racks=1)).feasible
+    assert "r0n0" not in filter_offered(engine, pod("p", 8, "a"), node_names(racks=1)).feasible
 
 
 def vcs(a_nodes: int, b_nodes: int) -> dict:
@@ -74,17 +75,17 @@ def test_shrink_takes_effect_as_pods_finish():
     engine.reconfigure(vcs(1, 7))
     assert "a (1 V100-NODE), b (7 V100-NODE)" in engine.summary  # /v1/inspect/engine says so
     assert snapshot(engine)["gpus"] == before["gpus"]  # nobody was evicted
-    assert "quota exhausted" in engine.filter(pod("new", 8, "a"), NODES).unresolvable["r0n0"]
+    assert "quota exhausted" in filter_offered(engine, pod("new", 8, "a"), NODES).unresolvable["r0n0"]
     summary = engine.inspect_virtual_cluster("a")["cells"][0]
     assert summary == {"cellType": "V100-NODE", "gpusPerCell": 8, "quota": 1, "bound": 3, "draining": 2, "pinned": 0}
     # b may grow into what a frees, as a's pods finish.
     for i in range(5):
         assert schedule(engine, pod(f"b{i}", 8, "b"), NODES) is not None
-    assert not engine.filter(pod("b5", 8, "b"), NODES).feasible
+    assert not filter_offered(engine, pod("b5", 8, "b"), NODES).feasible
     engine.delete_pod(running[0].uid)
     assert schedule(engine, pod("b5", 8, "b"), NODES) is not None
     engine.delete_pod(running[1].uid)
-    assert not engine.filter(pod("new", 8, "a"), NODES).feasible  # a still holds 1 = its quota
+    assert not filter_offered(engine, pod("new", 8, "a"), NODES).feasible  # a still holds 1 = its quota
     engine.delete_pod(running[2].uid)
     assert schedule(engine, pod("new", 8, "a"), NODES) is not None
 
@@ -97,7 +98,7 @@ def test_draining_cells_take_no_new_pods():
     assert third.node_name == first.node_name
     engine.reconfigure(vcs(1, 6))
     # The fuller cell (y's, 8 GPUs) is kept; x/z's cell drains and takes nothing new.
-    assert not engine.filter(pod("w", 1, "a"), NODES).feasible
+    assert not filter_offered(engine, pod("w", 1, "a"), NODES).feasible
     engine.delete_pod("y")
     engine.delete_pod("x")
     engine.delete_pod("z")
@@ -119,7 +120,7 @@ def test_removed_vc_keeps_running_pods():
     engine.reconfigure({"virtualClusters": {"b": [{"cellType": "V100-NODE", "count": 4}]}})
     assert json.loads(p.annotations["cellfit.io/bind-info"])["vc"] == "a"
     assert engine.inspect_virtual_cluster("a")["configured"] is False
-    assert "unknown virtual cluster 'a' (known: b)" in engine.filter(pod("a1", 1, "a"), NODES).unresolvable["r0n0"]
+    assert "unknown virtual cluster 'a' (known: b)" in filter_offered(engine, pod("a1", 1, "a"), NODES).unresolvable["r0n0"]
     engine.delete_pod("a0")
     assert engine.inspect_virtual_cluster("a") is None
 

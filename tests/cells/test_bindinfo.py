@@ -10,6 +10,7 @@ from scheduler.cells import HivedEngine, bindinfo
 from scheduler.cells.request import Priority
 from scheduler.errors import InvalidAnnotation
 from tests.cells.helpers import node_names, pod, rack_cluster, schedule
+from scheduler.kube.names import filter_offered, prioritize_offered
 
 NODES = node_names()
 
@@ -49,7 +50,7 @@ def test_select_victims_follows_the_candidates():
     for i in range(8):
         schedule(engine, pod(f"o{i}", 8, "b", priority="opportunistic"), NODES)
     g = pod("g", 8, "a")
-    waiting = next(iter(engine.filter(g, NODES).failed))
+    waiting = next(iter(filter_offered(engine, g, NODES).failed))
     # Candidates without it (kube-scheduler cannot preempt there) while no victim is leaving yet:
     # HiveD moves its hold to a candidate node, still naming only opportunistic pods of a's own cells.
     others = {n: ["x"] for n in NODES if n != waiting}
@@ -70,7 +71,7 @@ def test_prioritize_prefers_busy_nodes_for_packing():
     schedule(engine, pod("p", 4, "a"), NODES)
     busy = engine.allocator.by_pod["p"].node
     q = pod("q", 2, "a")
-    scores = dict(zip(NODES, engine.prioritize(q, NODES)))
+    scores = dict(zip(NODES, prioritize_offered(engine, q, NODES)))
     assert scores[busy] == 10  # HiveD's own choice: packed next to p
     idle_scores = {n: s for n, s in scores.items() if n != busy}
     same_rack = [n for n in idle_scores if n[:2] == busy[:2]]

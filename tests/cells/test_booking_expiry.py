@@ -10,6 +10,7 @@ from scheduler.cells import HivedEngine
 from scheduler.cells.expiry import BookingReleased
 from scheduler.core.model import JobInfo
 from tests.cells.helpers import node_names, pod, rack_cluster, schedule
+from scheduler.kube.names import filter_offered
 
 NODES = node_names()  # 2 racks x 4 nodes x 8 GPUs, one implicit VC "default" owning them all
 
@@ -33,9 +34,9 @@ def booked_gpus(hived: HivedEngine) -> int:
 def test_a_gang_pod_that_exists_nowhere_books_the_cluster_only_for_the_grace():
     hived = engine()
     phantom = gang_pod("phantom-0", 8)
-    assert len(hived.filter(phantom, NODES).feasible) == 1
+    assert len(filter_offered(hived, phantom, NODES).feasible) == 1
     assert booked_gpus(hived) == 64
-    refused = hived.filter(pod("real", 8, None), NODES)
+    refused = filter_offered(hived, pod("real", 8, None), NODES)
     assert not refused.feasible and "quota exhausted" in next(iter(refused.unresolvable.values()))
     assert hived.expire_bookings(100.0) == []  # the first sweep that sees it starts its time
     assert hived.expire_bookings(109.9) == []
@@ -51,7 +52,7 @@ def test_a_gang_pod_that_exists_nowhere_books_the_cluster_only_for_the_grace():
 def test_a_pod_the_watch_shows_within_the_grace_keeps_its_booking():
     hived = engine()
     first = gang_pod("g-0", 2)
-    hived.filter(first, NODES)  # kube-scheduler was a moment ahead of the watch
+    filter_offered(hived, first, NODES)  # kube-scheduler was a moment ahead of the watch
     hived.expire_bookings(0.0)
     hived.apply_pod(first)  # pending, now seen
     hived.apply_pod(gang_pod("g-1", 2))
@@ -67,7 +68,7 @@ def test_a_held_booking_for_a_pod_that_exists_nowhere_is_released():
         hived.apply_pod(running)
         assert schedule(hived, running, [name]) is not None
     phantom = pod("phantom", 8, None)
-    assert hived.filter(phantom, NODES).failed
+    assert filter_offered(hived, phantom, NODES).failed
     assert hived.pending_preemptions() == {"phantom": ["o0"]}
     hived.expire_bookings(0.0)
     (released,) = hived.expire_bookings(10.0)
@@ -77,7 +78,7 @@ def test_a_held_booking_for_a_pod_that_exists_nowhere_is_released():
 
 def test_without_a_watch_nothing_is_released_for_being_unseen():
     hived = HivedEngine.from_config(rack_cluster())  # standalone: kube-scheduler's calls are all there is
-    hived.filter(pod("lonely", 8, None, priority="opportunistic"), NODES)
+    filter_offered(hived, pod("lonely", 8, None, priority="opportunistic"), NODES)
     hived.reserve(pod("lonely", 8, None, priority="opportunistic"), "r0n0")
     hived.expire_bookings(0.0)
     assert hived.expire_bookings(10_000.0) == []
@@ -89,7 +90,7 @@ def test_a_gang_larger_than_its_jobs_parallelism_is_refused_at_filter():
     hived.apply_job(JobInfo(uid="uid-train", namespace="ns", name="train", parallelism=2))
     first = gang_pod("g-0", 4)
     hived.apply_pod(first)
-    decision = hived.filter(first, NODES)
+    decision = filter_offered(hived, first, NODES)
     assert not decision.feasible and not decision.failed
     assert set(decision.unresolvable.values()) == {
         "gang ns/train: annotation cellfit.io/gang-size is 4 but the Job runs at most 2 pods at once "
@@ -98,7 +99,7 @@ def test_a_gang_larger_than_its_jobs_parallelism_is_refused_at_filter():
     assert booked_gpus(hived) == 0
     # Scaled up to its gang-size, the Job's gang is placed.
     hived.apply_job(JobInfo(uid="uid-train", namespace="ns", name="train", parallelism=4))
-    assert hived.filter(first, NODES).feasible
+    assert filter_offered(hived, first, NODES).feasible
 
 
 def arrive(hived: HivedEngine, p):
@@ -184,7 +185,7 @@ def test_the_limits_follow_a_live_reload():
     arrive(hived, gang_pod("g-0", 4))
     hived.expire_bookings(0.0)
     assert hived.expire_bookings(1e9) == []  # null: the gang keeps its slots
-    hived.filter(gang_pod("phantom", 1, job="other"), NODES)
+    filter_offered(hived, gang_pod("phantom", 1, job="other"), NODES)
     hived.expire_bookings(1e9)
     (released,) = hived.expire_bookings(1e9 + 2)
     assert released.name == "phantom" and "within 2 s" in released.message

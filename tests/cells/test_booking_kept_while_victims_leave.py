@@ -13,9 +13,9 @@ from msgspec.structs import replace
 
 from scheduler.cells import HivedEngine
 from scheduler.constants import ANNOTATION_RECLAIM_BOOKING
-from scheduler.core.engine import FilterDecision
 from scheduler.core.model import PodInfo
 from tests.cells.helpers import bound, pod, rack_cluster, schedule
+from scheduler.kube.names import NamedDecision, filter_offered
 
 MARGIN = 60.0  # BookingLimits.victim_exit_margin_seconds
 
@@ -43,14 +43,14 @@ def booked_node(engine: HivedEngine, uid: str) -> str | None:
     return engine.booked_nodes().get(uid)
 
 
-def reasons(decision: FilterDecision) -> set[str]:
+def reasons(decision: NamedDecision) -> set[str]:
     return set(decision.failed.values()) | set(decision.unresolvable.values())
 
 
 def booking_with_victim(engine: HivedEngine, names: list[str], g: PodInfo) -> tuple[str, str]:
     """g's filter books a node with one victim, which nobody deletes yet: (the booked node,
     another one)."""
-    booked = next(iter(engine.filter(g, names).failed))
+    booked = next(iter(filter_offered(engine, g, names).failed))
     return booked, next(n for n in names if n != booked)
 
 
@@ -67,7 +67,7 @@ def test_victims_handed_to_preemption_keep_the_booking_off_the_offered_nodes():
     g = pod("g", 8, "a")
     booked, other = preempting(engine, names, g)
     waited_for = engine.pending_preemptions()
-    decision = engine.filter(g, [other])
+    decision = filter_offered(engine, g, [other])
     assert not decision.feasible and not decision.failed  # no preemption helps on the node offered
     victim = victim_on(engine, booked)
     assert reasons(decision) == {
@@ -76,8 +76,8 @@ def test_victims_handed_to_preemption_keep_the_booking_off_the_offered_nodes():
     assert booked_node(engine, "g") == booked and engine.pending_preemptions() == waited_for
     assert engine.select_victims(g, {other: ["x"]}, {}) == {}  # nobody on the other node is preempted for g
     engine.delete_pod(victim.uid)  # its grace period is over
-    assert list(engine.filter(pod("next", 8, "a"), names).feasible) == []  # the room freed stays g's
-    assert list(engine.filter(g, names).feasible) == [booked]
+    assert list(filter_offered(engine, pod("next", 8, "a"), names).feasible) == []  # the room freed stays g's
+    assert list(filter_offered(engine, g, names).feasible) == [booked]
 
 
 def test_victims_the_watch_shows_terminating_keep_the_booking():
@@ -86,7 +86,7 @@ def test_victims_the_watch_shows_terminating_keep_the_booking():
     g = pod("g", 8, "a")
     booked, other = booking_with_victim(engine, names, g)
     engine.apply_pod(replace(victim_on(engine, booked), terminating=True))
-    assert not engine.filter(g, [other]).failed
+    assert not filter_offered(engine, g, [other]).failed
     assert booked_node(engine, "g") == booked
 
 
@@ -94,7 +94,7 @@ def test_a_booking_whose_victims_nobody_deletes_follows_the_offered_nodes():
     engine, names = full_of_opportunistic_pods()
     g = pod("g", 8, "a")
     booked, other = booking_with_victim(engine, names, g)
-    assert list(engine.filter(g, [other]).failed) == [other]
+    assert list(filter_offered(engine, g, [other]).failed) == [other]
     assert booked_node(engine, "g") == other
 
 
@@ -103,7 +103,7 @@ def test_once_the_victims_are_gone_a_node_left_out_is_kube_schedulers_verdict():
     g = pod("g", 8, "a")
     booked, other = preempting(engine, names, g)
     engine.delete_pod(victim_on(engine, booked).uid)
-    assert list(engine.filter(g, [other]).failed) == [other]  # placed anew on the nodes offered
+    assert list(filter_offered(engine, g, [other]).failed) == [other]  # placed anew on the nodes offered
     assert booked_node(engine, "g") == other
 
 
@@ -113,19 +113,19 @@ def test_a_victim_that_never_leaves_keeps_the_booking_only_for_its_grace_period_
     booked, other = booking_with_victim(engine, names, g)
     stuck = replace(victim_on(engine, booked), grace_period_seconds=120, terminating=True)
     engine.apply_pod(stuck)  # terminating behind a finalizer that never goes
-    assert not engine.filter(g, [other]).failed
+    assert not filter_offered(engine, g, [other]).failed
     assert engine.expire_bookings(1000.0) == []  # the first sweep after the first wait starts its time
     assert engine.expire_bookings(1000.0 + 120 + MARGIN - 0.5) == []
-    assert not engine.filter(g, [other]).failed and booked_node(engine, "g") == booked
+    assert not filter_offered(engine, g, [other]).failed and booked_node(engine, "g") == booked
     assert engine.expire_bookings(1000.0 + 120 + MARGIN) == []  # nothing released: kept no longer
     assert booked_node(engine, "g") == booked  # still there for an offer of its node
     assert any(note.startswith("pod ns/g: ") and f"were kept {120 + MARGIN:g} s" in note and "kept no longer" in note
                for note in engine.allocator.anomalies)
-    assert list(engine.filter(g, [other]).failed) == [other]
+    assert list(filter_offered(engine, g, [other]).failed) == [other]
     assert booked_node(engine, "g") == other
     # The new booking's own victim leaves in turn: its wait starts afresh.
     engine.select_victims(g, {other: ["x"]}, {})
-    assert not engine.filter(g, [booked]).failed and booked_node(engine, "g") == other
+    assert not filter_offered(engine, g, [booked]).failed and booked_node(engine, "g") == other
 
 
 def test_a_kept_pod_takes_cells_freed_on_an_offered_node_without_victims():
@@ -133,7 +133,7 @@ def test_a_kept_pod_takes_cells_freed_on_an_offered_node_without_victims():
     g = pod("g", 8, "a")
     booked, free = preempting(engine, names, g)
     engine.delete_pod(victim_on(engine, free).uid)  # an opportunistic pod elsewhere finished
-    assert list(engine.filter(g, [free]).feasible) == [free]
+    assert list(filter_offered(engine, g, [free]).feasible) == [free]
     engine.reserve(g, free)
     assert booked_node(engine, "g") == free
 
@@ -150,10 +150,10 @@ def test_a_gang_members_slot_is_kept_while_its_victims_leave():
     # planned anew on the nodes offered, with new victims.
     engine, names = full_of_opportunistic_pods(4, owned=2)
     first = gang_pod("t-0")
-    booked = next(iter(engine.filter(first, names).failed))
+    booked = next(iter(filter_offered(engine, first, names).failed))
     slots = {slot.id: slot.node for slot in engine.allocator.groups["uid-train"].slots}
     engine.select_victims(first, {n: ["x"] for n in names}, {})
-    decision = engine.filter(first, [n for n in names if n != booked])
+    decision = filter_offered(engine, first, [n for n in names if n != booked])
     assert not decision.feasible and not decision.failed
     assert any(f"cells on node {booked}: waiting for the opportunistic pods there" in reason for reason in reasons(decision))
     assert booked_node(engine, "t-0") == booked
@@ -163,30 +163,30 @@ def test_a_gang_members_slot_is_kept_while_its_victims_leave():
 def test_a_gangs_free_slot_whose_victims_leave_is_not_moved_for_another_member():
     engine, names = full_of_opportunistic_pods(4, owned=2)
     first, second = gang_pod("t-0"), gang_pod("t-1")
-    taken = next(iter(engine.filter(first, names).failed))
+    taken = next(iter(filter_offered(engine, first, names).failed))
     group = engine.allocator.groups["uid-train"]
     (free,) = [slot.node for slot in group.slots if slot.pod_uid is None]
     assert free is not None
     engine.apply_pod(replace(victim_on(engine, free), terminating=True))  # preempted for the gang elsewhere
     slots = {slot.id: slot.node for slot in group.slots}
     elsewhere = [n for n in names if n not in (taken, free)]
-    decision = engine.filter(second, elsewhere)
+    decision = filter_offered(engine, second, elsewhere)
     assert not decision.feasible and not decision.failed
     assert any(f"cells of a slot of gang ns/train on node {free}: waiting for the opportunistic pods there" in reason for reason in reasons(decision))
     assert {slot.id: slot.node for slot in group.slots} == slots
-    assert list(engine.filter(second, [free]).failed) == [free]  # offered its slot's node: it takes the slot
+    assert list(filter_offered(engine, second, [free]).failed) == [free]  # offered its slot's node: it takes the slot
 
 
 def test_a_gang_members_slot_is_planned_anew_once_its_wait_runs_out():
     engine, names = full_of_opportunistic_pods(4, owned=2)
     first = gang_pod("t-0")
-    booked = next(iter(engine.filter(first, names).failed))
+    booked = next(iter(filter_offered(engine, first, names).failed))
     engine.select_victims(first, {n: ["x"] for n in names}, {})
     elsewhere = [n for n in names if n != booked]
-    assert not engine.filter(first, elsewhere).failed
+    assert not filter_offered(engine, first, elsewhere).failed
     engine.expire_bookings(0.0)
     engine.expire_bookings(30 + MARGIN)  # the victims' default grace period, and the margin
-    assert list(engine.filter(first, elsewhere).failed) != []
+    assert list(filter_offered(engine, first, elsewhere).failed) != []
     assert booked_node(engine, "t-0") in elsewhere
 
 
@@ -199,7 +199,7 @@ def test_cells_the_leaders_reclaim_booked_are_kept_off_the_offered_nodes():
     waiting = engine.book_reclaim(g, among=names)
     assert waiting is not None and waiting.node is not None
     other = next(n for n in names if n != waiting.node)
-    assert not engine.filter(g, [other]).failed
+    assert not filter_offered(engine, g, [other]).failed
     assert booked_node(engine, "g") == waiting.node
 
 
@@ -213,5 +213,5 @@ def test_a_replica_keeps_the_recorded_cells_off_the_offered_nodes():
     replica.apply_pod(replace(g, annotations={**g.annotations, ANNOTATION_RECLAIM_BOOKING: record}))
     assert booked_node(replica, "g") == waiting.node
     other = next(n for n in names if n != waiting.node)
-    assert not replica.filter(g, [other]).failed
+    assert not filter_offered(replica, g, [other]).failed
     assert booked_node(replica, "g") == waiting.node

@@ -6,6 +6,7 @@ import random
 
 from scheduler.cells import HivedEngine, check_config, describe_topology, discover_topology
 from tests.cells.helpers import node, pod, schedule
+from scheduler.kube.names import filter_offered
 
 A100 = {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB"}
 T4 = {"nvidia.com/gpu.product": "Tesla T4"}
@@ -71,8 +72,8 @@ def test_engine_from_nodes_uses_a_default_vc():
     placed = schedule(engine, pod("p", 8, vc=None), names)
     assert placed is not None
     assert schedule(engine, pod("t", 4, vc=None), ["t0", "t1"]).node_name == "t0"  # a nodeSelector on the product
-    assert "unknown virtual cluster 'x'" in engine.filter(pod("x", 1, vc="x"), names).unresolvable["t0"]
-    assert engine.filter(pod("cpu", 0, vc=None), names).feasible == names
+    assert "unknown virtual cluster 'x'" in filter_offered(engine, pod("x", 1, vc="x"), names).unresolvable["t0"]
+    assert filter_offered(engine, pod("cpu", 0, vc=None), names).feasible == names
 
 
 def test_configured_vcs_on_discovered_topology_are_checked():
@@ -90,7 +91,7 @@ def test_configured_vcs_on_discovered_topology_are_checked():
 
 def test_no_gpu_nodes_at_all():
     engine = HivedEngine.from_nodes([node("cpu", 0)])
-    decision = engine.filter(pod("p", 1, vc=None), ["cpu"])
+    decision = filter_offered(engine, pod("p", 1, vc=None), ["cpu"])
     assert decision.unresolvable["cpu"] == "node cpu has no HiveD GPU cells"
 
 
@@ -100,4 +101,4 @@ def test_reconfigure_vcs_on_a_discovered_topology():
     engine.reconfigure({"virtualClusters": {"a": [{"cellType": "NVIDIA-A100-SXM4-80GB-RACK", "count": 2}]}})
     names = [n.name for n in nodes]
     assert schedule(engine, pod("p", 8, vc="a"), names).node_name.startswith("a")
-    assert "no cellfit.io/virtual-cluster label" in engine.filter(pod("q", 1, vc=None), names).unresolvable["t0"]
+    assert "no cellfit.io/virtual-cluster label" in filter_offered(engine, pod("q", 1, vc=None), names).unresolvable["t0"]

@@ -11,6 +11,7 @@ from scheduler.cells import HivedEngine
 from scheduler.core.engine import SchedulingEngine
 from scheduler.errors import SchedulingConflict, UnknownNode
 from tests.cells.helpers import node, node_names, pod, rack_cluster, schedule, snapshot
+from scheduler.kube.names import filter_offered, prioritize_offered
 
 NODES = node_names()
 
@@ -34,19 +35,19 @@ def test_engine_satisfies_the_protocol(engine):
 
 
 def test_filter_returns_only_the_chosen_node(engine):
-    decision = engine.filter(pod("p", 2), NODES)
+    decision = filter_offered(engine, pod("p", 2), NODES)
     assert len(decision.feasible) == 1
     chosen = decision.feasible[0]
     assert not decision.failed
     assert set(decision.unresolvable) == set(NODES) - {chosen}
     assert all(reason == f"HiveD placed this pod's GPUs on node {chosen}" for reason in decision.unresolvable.values())
-    scores = dict(zip(NODES, engine.prioritize(pod("p", 2), NODES)))
+    scores = dict(zip(NODES, prioritize_offered(engine, pod("p", 2), NODES)))
     assert scores[chosen] == 10 and all(0 <= s <= 9 for n, s in scores.items() if n != chosen)
 
 
 def test_reserve_writes_bind_info_and_gpu_indices(engine):
     p = pod("p", 2)
-    node = engine.filter(p, NODES).feasible[0]
+    node = filter_offered(engine, p, NODES).feasible[0]
     placement = engine.reserve(p, node)
     assert placement.node_name == node
     info = json.loads(placement.annotations["cellfit.io/bind-info"])
@@ -75,7 +76,7 @@ def test_cell_type_annotation_chooses_the_level(engine):
 def test_quota_exhausted_reason(engine):
     for i in range(2):
         assert schedule(engine, pod(f"n{i}", 8), NODES) is not None
-    decision = engine.filter(pod("late", 8), NODES)
+    decision = filter_offered(engine, pod("late", 8), NODES)
     assert not decision.feasible and not decision.failed
     reason = decision.unresolvable["r0n0"]
     assert reason.startswith("virtual cluster 'a' quota exhausted at level 'V100-NODE'")
@@ -98,7 +99,7 @@ def test_bad_input_gets_one_line_reason_and_changes_nothing(engine, kwargs, need
     before = snapshot(engine)
     args = {"gpus": 2, "vc": "a"} | kwargs
     p = pod("bad", args.pop("gpus"), args.pop("vc"), **args)
-    decision = engine.filter(p, NODES)
+    decision = filter_offered(engine, p, NODES)
     assert not decision.feasible and not decision.failed
     assert set(decision.unresolvable) == set(NODES)
     reason = decision.unresolvable["r0n0"]
@@ -111,30 +112,30 @@ def test_bad_input_gets_one_line_reason_and_changes_nothing(engine, kwargs, need
 
 def test_cell_type_the_vc_does_not_own():
     engine = HivedEngine.from_config(rack_cluster(vcs={"a": [{"cellType": "V100-SWITCH", "count": 2}], "b": [{"cellType": "V100-RACK", "count": 1}]}))
-    decision = engine.filter(pod("p", 2, "a", cell_type="V100-NODE"), NODES)
+    decision = filter_offered(engine, pod("p", 2, "a", cell_type="V100-NODE"), NODES)
     assert "virtual cluster 'a' owns no cell of type 'V100-NODE' or larger" in decision.unresolvable["r0n0"]
-    decision = engine.filter(pod("q", 8, "a"), NODES)
+    decision = filter_offered(engine, pod("q", 8, "a"), NODES)
     assert "more than any cell virtual cluster 'a' owns (largest: 'V100-SWITCH' with 2 GPUs)" in decision.unresolvable["r0n0"]
 
 
 def test_cpu_only_pods_pass_through(engine):
     p = pod("cpu", 0)
-    assert engine.filter(p, NODES).feasible == NODES
+    assert filter_offered(engine, p, NODES).feasible == NODES
     assert engine.reserve(p, "r0n0").annotations == {}
-    assert engine.prioritize(p, NODES).tolist() == [0] * len(NODES)
+    assert prioritize_offered(engine, p, NODES).tolist() == [0] * len(NODES)
 
 
 def test_nodes_outside_the_topology(engine):
-    decision = engine.filter(pod("p", 1), [*NODES, "cpu-node"])
+    decision = filter_offered(engine, pod("p", 1), [*NODES, "cpu-node"])
     assert decision.unresolvable["cpu-node"] == "node cpu-node has no HiveD GPU cells"
     with pytest.raises(UnknownNode):
         engine.reserve(pod("p", 1), "never-seen")
 
 
 def test_filter_respects_offered_nodes(engine):
-    decision = engine.filter(pod("p", 8), ["r1n3"])
+    decision = filter_offered(engine, pod("p", 8), ["r1n3"])
     assert decision.feasible == ["r1n3"]
-    decision = engine.filter(pod("q", 8, "b"), ["r0n0", "r0n1"])
+    decision = filter_offered(engine, pod("q", 8, "b"), ["r0n0", "r0n1"])
     assert decision.feasible in (["r0n0"], ["r0n1"])
 
 
@@ -148,7 +149,7 @@ def test_reserve_on_another_node_than_filter_chose(engine):
 def test_unreserve_and_delete_release(engine):
     initial = snapshot(engine)
     p = pod("p", 8)
-    engine.reserve(p, engine.filter(p, NODES).feasible[0])
+    engine.reserve(p, filter_offered(engine, p, NODES).feasible[0])
     assert snapshot(engine) != initial
     engine.unreserve("p")
     assert snapshot(engine) == initial

@@ -28,6 +28,7 @@ from scheduler.cells.exchange import (
 from scheduler.cells.feasibility import feasibility_problems
 from scheduler.cells.topology import Topology
 from tests.cells.helpers import node_names, pod, rack_cluster, schedule
+from scheduler.kube.names import filter_offered
 
 HOUR = 3600.0
 
@@ -218,17 +219,17 @@ def test_the_engine_carries_out_the_exchange_and_the_return_drains():
     b0 = schedule(engine, pod("b0", 8, "b"), nodes)
     b1 = schedule(engine, pod("b1", 8, "b"), nodes)  # the borrowed node, as guaranteed
     assert b0 is not None and b1 is not None and {b0.node_name, b1.node_name} == set(nodes)
-    assert "virtual cluster 'a' owns (it owns no cells)" in engine.filter(pod("a0", 8, "a"), nodes).unresolvable[nodes[0]]
+    assert "virtual cluster 'a' owns (it owns no cells)" in filter_offered(engine, pod("a0", 8, "a"), nodes).unresolvable[nodes[0]]
     # A third tenant's opportunistic pod cannot take or preempt the borrowed cell.
-    assert not engine.filter(pod("c0", 8, "a", priority="opportunistic"), nodes).feasible
+    assert not filter_offered(engine, pod("c0", 8, "a", priority="opportunistic"), nodes).feasible
 
     engine.reconfigure(reconfiguration(cfg, plan.after))  # the window closes: nobody is evicted
     summary = engine.inspect_virtual_cluster("b")
     assert summary["cells"][0] == {"cellType": "V100-NODE", "gpusPerCell": 8, "quota": 1, "bound": 2, "draining": 1, "pinned": 0}
     draining = [c for c in summary["vcCells"] if c["state"] == "draining"]
     assert len(draining) == 1 and len(draining[0]["pods"]) == 1  # what the driver preempts at borrower_preempt_at
-    assert not engine.filter(pod("a0", 8, "a"), nodes).feasible  # the lender waits for the drain
-    assert not engine.filter(pod("b2", 1, "b"), nodes).feasible  # the draining cell takes nothing new
+    assert not filter_offered(engine, pod("a0", 8, "a"), nodes).feasible  # the lender waits for the drain
+    assert not filter_offered(engine, pod("b2", 1, "b"), nodes).feasible  # the draining cell takes nothing new
     victim = draining[0]["pods"][0].split("/")[-1]
     engine.delete_pod(victim)
     placed = schedule(engine, pod("a0", 8, "a"), nodes)
@@ -259,6 +260,6 @@ def test_a_lender_busy_when_the_window_opens_drains_and_an_idle_cell_is_lent_fir
     engine.reconfigure(reconfiguration(cfg, plan.during))
     draining = [c for c in engine.inspect_virtual_cluster("a")["vcCells"] if c["state"] == "draining"]
     assert len(draining) == 1 and len(draining[0]["pods"]) == 1
-    assert not engine.filter(pod("c2", 8, "b"), nodes).feasible
+    assert not filter_offered(engine, pod("c2", 8, "b"), nodes).feasible
     engine.delete_pod(draining[0]["pods"][0].split("/")[-1])
     assert schedule(engine, pod("c2", 8, "b"), nodes) is not None

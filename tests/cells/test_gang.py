@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from scheduler.cells import HivedEngine
 from tests.cells.helpers import node_names, pod, rack_cluster, schedule, snapshot
+from scheduler.kube.names import filter_offered
 
 NODES = node_names()
 
@@ -33,7 +34,7 @@ def test_first_pod_books_the_whole_gang():
     assert len(slots) == 3
     # The VC's fourth node is all that is left for anybody else in a.
     assert schedule(engine, pod("other", 8, "a"), NODES) is not None
-    assert not engine.filter(pod("other2", 8, "a"), NODES).feasible
+    assert not filter_offered(engine, pod("other2", 8, "a"), NODES).feasible
     # The siblings land on their booked slots.
     rest = [schedule(engine, member("job", i, 3), NODES) for i in (1, 2)]
     assert {placed.node_name, *(p.node_name for p in rest)} == slots
@@ -44,7 +45,7 @@ def test_gang_that_does_not_fit_books_nothing():
     schedule(engine, pod("x", 8, "a"), NODES)
     schedule(engine, pod("y", 8, "a"), NODES)
     before = snapshot(engine)
-    decision = engine.filter(member("job", 0, 3), NODES)
+    decision = filter_offered(engine, member("job", 0, 3), NODES)
     assert not decision.feasible
     reason = decision.unresolvable["r0n0"]
     assert reason.startswith("gang ns/job (3 pods x 8 GPUs) cannot be placed all at once: virtual cluster 'a' quota exhausted")
@@ -53,27 +54,27 @@ def test_gang_that_does_not_fit_books_nothing():
 
 def test_gang_larger_than_the_vc():
     engine = make()
-    decision = engine.filter(member("big", 0, 5), NODES)
+    decision = filter_offered(engine, member("big", 0, 5), NODES)
     assert "gang ns/big needs 5 pods x 8 GPUs but virtual cluster 'a' can hold at most 4 such pods" in decision.unresolvable["r0n0"]
     # 2-GPU pods: 4 nodes x 4 per node = 16 fit, 17 do not.
-    assert engine.filter(member("many", 0, 16, gpus=2), NODES).feasible
-    assert "can hold at most 16" in engine.filter(member("more", 0, 17, gpus=2), NODES).unresolvable["r0n0"]
+    assert filter_offered(engine, member("many", 0, 16, gpus=2), NODES).feasible
+    assert "can hold at most 16" in filter_offered(engine, member("more", 0, 17, gpus=2), NODES).unresolvable["r0n0"]
 
 
 def test_gang_capacity_follows_quota_changes():
     engine = make()
-    assert "can hold at most 4" in engine.filter(member("big", 0, 5), NODES).unresolvable["r0n0"]
+    assert "can hold at most 4" in filter_offered(engine, member("big", 0, 5), NODES).unresolvable["r0n0"]
     engine.reconfigure(rack_cluster(vcs={"a": [{"cellType": "V100-NODE", "count": 2}], "b": [{"cellType": "V100-RACK", "count": 1}]}))
-    assert "can hold at most 2" in engine.filter(member("big2", 0, 3), NODES).unresolvable["r0n0"]
+    assert "can hold at most 2" in filter_offered(engine, member("big2", 0, 3), NODES).unresolvable["r0n0"]
 
 
 def test_gang_without_size_or_owner():
     engine = make()
     p = pod("lonely", 1, "a", annotations={"cellfit.io/gang": "true"})
-    assert "a gang pod must be owned by a Job" in engine.filter(p, NODES).unresolvable["r0n0"]
+    assert "a gang pod must be owned by a Job" in filter_offered(engine, p, NODES).unresolvable["r0n0"]
     p = member("job", 0, 2)
     p = structs.replace(p, annotations={k: v for k, v in p.annotations.items() if k != "cellfit.io/gang-size"})
-    assert "annotation cellfit.io/gang-size: is required" in engine.filter(p, NODES).unresolvable["r0n0"]
+    assert "annotation cellfit.io/gang-size: is required" in filter_offered(engine, p, NODES).unresolvable["r0n0"]
 
 
 def test_gang_released_when_all_pods_are_gone_and_slot_reused():
@@ -93,7 +94,7 @@ def test_extra_pod_beyond_gang_size():
     engine = make()
     for i in range(2):
         schedule(engine, member("job", i, 2), NODES)
-    decision = engine.filter(member("job", 2, 2), NODES)
+    decision = filter_offered(engine, member("job", 2, 2), NODES)
     assert "already has all 2 slots taken" in decision.unresolvable["r0n0"]
 
 
@@ -102,9 +103,9 @@ def test_opportunistic_gang_is_all_or_nothing_too():
     for i in range(6):
         schedule(engine, pod(f"o{i}", 8, "b", priority="opportunistic"), NODES)
     before = snapshot(engine)
-    decision = engine.filter(member("og", 0, 3, vc="b", priority="opportunistic"), NODES)
+    decision = filter_offered(engine, member("og", 0, 3, vc="b", priority="opportunistic"), NODES)
     assert not decision.feasible and snapshot(engine) == before
-    assert engine.filter(member("og2", 0, 2, vc="b", priority="opportunistic"), NODES).feasible
+    assert filter_offered(engine, member("og2", 0, 2, vc="b", priority="opportunistic"), NODES).feasible
 
 
 def test_slot_moves_when_its_node_is_no_longer_offered():
@@ -113,7 +114,7 @@ def test_slot_moves_when_its_node_is_no_longer_offered():
     info = json.loads(first.annotations["cellfit.io/bind-info"])
     other_slot = next(p["node"] for p in info["gang"]["placements"] if p["node"] != first.node_name)
     offered = [n for n in NODES if n not in (other_slot, first.node_name)]
-    decision = engine.filter(member("job", 1, 2), offered)
+    decision = filter_offered(engine, member("job", 1, 2), offered)
     assert decision.feasible and decision.feasible[0] in offered
 
 

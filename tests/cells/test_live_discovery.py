@@ -14,6 +14,7 @@ from scheduler.cells import HivedEngine
 from scheduler.cells.discovery import discover_layout
 from scheduler.core.model import NodeInfo, PodInfo
 from tests.cells.helpers import node, pod, rack_cluster, schedule, snapshot
+from scheduler.kube.names import filter_offered
 
 A100 = {"nvidia.com/gpu.product": "A100"}
 T4 = {"nvidia.com/gpu.product": "T4"}
@@ -53,7 +54,7 @@ def test_a_new_gpu_node_joins_the_cells_and_the_default_vc():
     names = ["a0", "a1", "a2"]
     for i in range(2):
         assert schedule(engine, pod(f"p{i}", 8, vc=None), names) is not None
-    assert "quota exhausted" in engine.filter(pod("late", 8, vc=None), names).unresolvable["a0"]
+    assert "quota exhausted" in filter_offered(engine, pod("late", 8, vc=None), names).unresolvable["a0"]
 
     engine.apply_node(a100("a2"))
 
@@ -79,7 +80,7 @@ def test_a_node_of_a_new_product_gets_its_own_hierarchy():
 
 def test_the_first_gpu_node_of_a_cluster_that_had_none():
     engine = HivedEngine.from_nodes([node("cpu", 0)])
-    assert engine.filter(pod("p", 1, vc=None), ["cpu"]).unresolvable["cpu"] == "node cpu has no HiveD GPU cells"
+    assert filter_offered(engine, pod("p", 1, vc=None), ["cpu"]).unresolvable["cpu"] == "node cpu has no HiveD GPU cells"
     engine.apply_node(a100("a0"))
     assert schedule(engine, pod("p", 1, vc=None), ["cpu", "a0"]).node_name == "a0"
 
@@ -105,7 +106,7 @@ def test_a_hand_written_topology_keeps_unknown_nodes_out():
     engine.apply_node(a100("stranger"))
     assert "stranger" not in engine.topology.nodes and engine.membership is None
     assert any("stranger has 8 GPUs but is in no HiveD cell" in note for note in engine.allocator.anomalies)
-    assert engine.filter(pod("p", 1, "a"), ["stranger"]).unresolvable["stranger"] == "node stranger has no HiveD GPU cells"
+    assert filter_offered(engine, pod("p", 1, "a"), ["stranger"]).unresolvable["stranger"] == "node stranger has no HiveD GPU cells"
     engine.delete_node("r0n0")  # a configured node that goes away is bad, never removed
     assert "r0n0" in engine.topology.nodes
 
@@ -134,7 +135,7 @@ def test_an_idle_deleted_node_leaves_the_cells():
     assert "a1" not in engine.topology.nodes and quota(engine) == {"A100-NODE": 1}
     assert log == ["cells removed (their nodes were deleted): a1 (A100-NODE); virtual cluster 'default' now owns 1 A100-NODE"]
     assert engine.inspect_cells(node="a1") == {"cells": []}
-    assert engine.filter(pod("p", 8, vc=None), ["a1"]).unresolvable["a1"] == "node a1 has no HiveD GPU cells"
+    assert filter_offered(engine, pod("p", 8, vc=None), ["a1"]).unresolvable["a1"] == "node a1 has no HiveD GPU cells"
     assert_invariant(engine)
     # The same node registering again (a reinstall) joins again.
     engine.apply_node(a100("a1"))
@@ -352,7 +353,7 @@ def test_a_node_reporting_a_billion_gpus_is_left_out_of_discovered_cells_and_sai
     assert set(engine.topology.nodes) == {"a0"} and quota(engine) == {"A100-NODE": 1}
     assert [line for line in log if "huge" in line] == [layout.left_out[0]]
     assert layout.left_out[0] in engine.allocator.anomalies
-    assert "has no HiveD GPU cells" in engine.filter(pod("p", 8, vc=None), ["huge"]).unresolvable["huge"]
+    assert "has no HiveD GPU cells" in filter_offered(engine, pod("p", 8, vc=None), ["huge"]).unresolvable["huge"]
 
     # Once its device plugin reports a count a node can have, it joins like any new node.
     engine.apply_node(node("huge", 8, labels=A100))

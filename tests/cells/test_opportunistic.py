@@ -10,6 +10,7 @@ import pytest
 from scheduler.cells import HivedEngine
 from scheduler.errors import SchedulingConflict
 from tests.cells.helpers import node_names, pod, rack_cluster, schedule, snapshot
+from scheduler.kube.names import filter_offered
 
 NODES = node_names()
 
@@ -28,7 +29,7 @@ def test_opportunistic_pods_run_on_other_vcs_idle_cells():
     placed = [schedule(engine, opp(f"o{i}", 8), NODES) for i in range(8)]
     assert all(p is not None for p in placed)  # the whole cluster, although b owns half of it
     assert json.loads(placed[0].annotations["cellfit.io/bind-info"])["vcCell"] is None
-    decision = engine.filter(opp("o9", 1), NODES)
+    decision = filter_offered(engine, opp("o9", 1), NODES)
     # Opportunistic pods never preempt: the reason is final.
     assert not decision.feasible and not decision.failed
     assert "no idle 1 GPUs" in decision.unresolvable["r0n0"]
@@ -59,11 +60,11 @@ def test_fewest_opportunistic_gpus_among_dirty_cells():
     engine = HivedEngine.from_config(rack_cluster(vcs={"a": [{"cellType": "V100-NODE", "count": 8}]}))
     # Fill every node with opportunistic pods, then free some GPUs: r1n2 keeps only 1 opp GPU.
     for n in NODES:
-        decision = engine.filter(opp(f"o-{n}", 8, "a"), [n])
+        decision = filter_offered(engine, opp(f"o-{n}", 8, "a"), [n])
         engine.reserve(opp(f"o-{n}", 8, "a"), decision.feasible[0])
     engine.delete_pod("o-r1n2")
     engine.reserve(opp("small", 1, "a"), "r1n2")
-    decision = engine.filter(pod("g", 8, "a"), NODES)
+    decision = filter_offered(engine, pod("g", 8, "a"), NODES)
     assert decision.failed == {"r1n2": "waiting for preemption of opportunistic pods ns/small on node r1n2"}
     assert set(decision.unresolvable) == set(NODES) - {"r1n2"}
 
@@ -73,7 +74,7 @@ def test_preemption_flow_only_names_hived_victims():
     for i in range(8):
         schedule(engine, opp(f"o{i}", 8), NODES)
     g = pod("g", 4, "a")
-    decision = engine.filter(g, NODES)
+    decision = filter_offered(engine, g, NODES)
     assert len(decision.failed) == 1 and not decision.feasible
     (node, reason), = decision.failed.items()
     assert reason.startswith("waiting for preemption of opportunistic pods ns/o")
@@ -86,7 +87,7 @@ def test_preemption_flow_only_names_hived_victims():
         engine.reserve(g, node)
     # The cells stay held for g meanwhile: another guaranteed pod of a cannot take them.
     engine.delete_pod(victim_uid[0])
-    decision = engine.filter(g, NODES)
+    decision = filter_offered(engine, g, NODES)
     assert decision.feasible == [node]
     assert engine.reserve(g, node).node_name == node
     assert engine.pending_preemptions() == {}
@@ -97,7 +98,7 @@ def test_a_failed_bind_leaves_the_preemptors_booking_to_its_retry():
     for i in range(8):
         schedule(engine, opp(f"o{i}", 8), NODES)
     g = pod("g", 4, "a")
-    (node,) = engine.filter(g, NODES).failed
+    (node,) = filter_offered(engine, g, NODES).failed
     engine.delete_pod(engine.pending_preemptions()["g"][0])  # the victim is gone
     booked = snapshot(engine)
     engine.reserve(g, node)
@@ -105,10 +106,10 @@ def test_a_failed_bind_leaves_the_preemptors_booking_to_its_retry():
     assert snapshot(engine) == booked
     # An opportunistic pod cannot take the cells meanwhile; the retry gets them.
     assert schedule(engine, opp("late", 8), NODES) is None
-    assert engine.filter(g, NODES).feasible == [node]
+    assert filter_offered(engine, g, NODES).feasible == [node]
     # A pod whose cells the reservation booked still gives them back when its bind fails.
     small = pod("small", 1, "a")
-    engine.reserve(small, engine.filter(small, NODES).feasible[0])
+    engine.reserve(small, filter_offered(engine, small, NODES).feasible[0])
     engine.unreserve("small")
     assert snapshot(engine) == booked
     # A kept booking goes with its pod.
@@ -129,7 +130,7 @@ def test_deleting_the_waiting_pod_frees_its_hold():
     engine = make()
     for i in range(8):
         schedule(engine, opp(f"o{i}", 8), NODES)
-    engine.filter(pod("g", 8, "a"), NODES)
+    filter_offered(engine, pod("g", 8, "a"), NODES)
     assert engine.pending_preemptions()
     engine.delete_pod("g")
     assert engine.pending_preemptions() == {}

@@ -13,6 +13,7 @@ import json
 from scheduler.cells import HivedEngine
 from scheduler.core.model import PodInfo
 from tests.cells.helpers import bound, node_names, pod, rack_cluster, schedule
+from scheduler.kube.names import filter_offered
 
 
 def running_opportunistic(engine: HivedEngine, uid: str, node: str, gpu_indices: list[int], *, vc: str = "b") -> None:
@@ -35,7 +36,7 @@ def one_node(a_owns: str, opportunistic: dict[str, list[int]]) -> HivedEngine:
 
 def reclaim(engine: HivedEngine, p: PodInfo, nodes: list[str]) -> tuple[str, list[str], int]:
     """Filter ``p``: the node it waits on, its victims, and the GPUs they hold."""
-    decision = engine.filter(p, nodes)
+    decision = filter_offered(engine, p, nodes)
     assert not decision.feasible and len(decision.failed) == 1, decision
     (node,) = decision.failed
     victims = sorted(engine.pending_preemptions()[p.uid])
@@ -114,7 +115,7 @@ def test_part_of_a_cell_is_picked_where_fewest_pods_run():
     # or 0,2,3 preempts two pods, and any 3 GPUs must touch the pair: leaving GPU 0 or 1 is best.
     engine = one_node("V100-SOCKET", {"s-0": [0], "s-1": [1], "pair": [2, 3]})
     # b's own pod binds the clean socket: a's only cell left is the one above.
-    assert engine.filter(pod("b0", 4, "b"), ["r0n0"]).feasible == ["r0n0"]
+    assert filter_offered(engine, pod("b0", 4, "b"), ["r0n0"]).feasible == ["r0n0"]
     assert engine.reserve(pod("b0", 4, "b"), "r0n0").annotations["cellfit.io/gpu-indices"] == "4,5,6,7"
     _, victims, gpus = reclaim(engine, pod("g", 3, "a"), ["r0n0"])
     assert len(victims) == 2 and "pair" in victims and gpus == 3
@@ -163,7 +164,7 @@ def test_the_adversarial_run_a_gang_reclaims_two_pods_not_six():
     for node in names[18:]:
         running_opportunistic(engine, f"w-{node}", node, [0, 1, 2, 3, 4, 5, 6], vc="a")
     first = pod("g-0", 8, "a", gang=("job", 2))
-    decision = engine.filter(first, names)
+    decision = filter_offered(engine, first, names)
     assert not decision.feasible and len(decision.failed) == 1
     group = engine.allocator.groups["uid-job"]
     victims = {v.pod_uid for slot in group.slots for v in engine.allocator.victims(slot)}

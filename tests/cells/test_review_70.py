@@ -11,6 +11,7 @@ from msgspec import structs
 from scheduler.cells import HivedEngine
 from scheduler.core.model import NodeInfo, PodInfo
 from tests.cells.helpers import bound, node, node_names, pod, rack_cluster, schedule
+from scheduler.kube.names import filter_offered
 
 NODES = node_names()
 RACK_LABEL = "topology.kubernetes.io/rack"
@@ -35,7 +36,7 @@ def test_a_failed_bind_told_after_the_watch_showed_the_pod_bound_keeps_its_gpus(
     # be given the same GPU indices.
     engine = _engine()
     p = pod("p", 4, "a")
-    node_name = engine.filter(p, NODES).feasible[0]
+    node_name = filter_offered(engine, p, NODES).feasible[0]
     placement = engine.reserve(p, node_name)
     engine.apply_pod(bound(p, node_name, dict(placement.annotations)))
     engine.unreserve(p.uid)
@@ -251,7 +252,7 @@ def test_a_reload_removing_a_vc_releases_the_cells_held_for_its_waiting_pod():
         engine.apply_pod(placed)
     waiting = pod("p", 8, "b")
     engine.apply_pod(waiting)
-    assert engine.filter(waiting, NODES).failed and engine.pending_preemptions() == {"p": ["o0"]}
+    assert filter_offered(engine, waiting, NODES).failed and engine.pending_preemptions() == {"p": ["o0"]}
 
     engine.reconfigure(rack_cluster(vcs=second))
     assert "p" not in engine.allocator.by_pod and engine.pending_preemptions() == {}
@@ -272,10 +273,10 @@ def test_a_guaranteed_pod_waiting_for_victims_takes_a_clean_cell_of_its_vc_that_
         assert opportunistic is not None
         engine.apply_pod(opportunistic)
     waiting = pod("p", 8, "a")
-    assert engine.filter(waiting, NODES).failed and engine.pending_preemptions() == {"p": ["o0"]}
+    assert filter_offered(engine, waiting, NODES).failed and engine.pending_preemptions() == {"p": ["o0"]}
 
     engine.apply_pod(structs.replace(first, phase="Succeeded"))
-    assert engine.filter(waiting, NODES).feasible == ["r0n0"]
+    assert filter_offered(engine, waiting, NODES).feasible == ["r0n0"]
     assert engine.pending_preemptions() == {}
 
 

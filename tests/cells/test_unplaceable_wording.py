@@ -9,22 +9,13 @@ saying what the cluster has; a two-pod gang its VC holds once read "can hold at 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
-
 import pytest
 
 from scheduler.cells import HivedEngine
 from scheduler.cells.request import parse_request
 from scheduler.core.model import PodInfo
+from scheduler.kube.names import filter_offered
 from tests.cells.helpers import node_names, pod, rack_cluster
-
-try:  # the engines answer by slot once scheduler.kube.names offers this round trip
-    from scheduler.kube.names import filter_offered  # type: ignore[attr-defined,unused-ignore]
-except ImportError:  # pragma: no cover - the engines still take names
-
-    def filter_offered(engine: HivedEngine, p: PodInfo, names: Sequence[str]) -> Any:  # type: ignore[misc,unused-ignore]
-        return engine.filter(p, names)  # type: ignore[arg-type,unused-ignore]
 
 
 NODES = node_names()

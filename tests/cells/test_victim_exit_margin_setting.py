@@ -14,6 +14,7 @@ from scheduler.cells.config import parse_cells_schema
 from scheduler.errors import ConfigError
 from tests.cells.helpers import pod, rack_cluster, schedule
 from tests.cells.test_booking_kept_while_victims_leave import booked_node, booking_with_victim, victim_on
+from scheduler.kube.names import filter_offered
 
 GRACE = 120  # the stuck victim's grace period
 
@@ -37,7 +38,7 @@ def kept_until(engine: HivedEngine, names: list[str]) -> tuple[str, str]:
     g = pod("g", 8, "a")
     booked, other = booking_with_victim(engine, names, g)
     engine.apply_pod(replace(victim_on(engine, booked), grace_period_seconds=GRACE, terminating=True))
-    assert not engine.filter(g, [other]).failed
+    assert not filter_offered(engine, g, [other]).failed
     assert engine.expire_bookings(0.0) == []
     return booked, other
 
@@ -45,11 +46,11 @@ def kept_until(engine: HivedEngine, names: list[str]) -> tuple[str, str]:
 def lapses_at(engine: HivedEngine, names: list[str], *, margin: float) -> None:
     booked, other = kept_until(engine, names)
     engine.expire_bookings(GRACE + margin - 0.5)
-    assert not engine.filter(pod("g", 8, "a"), [other]).failed and booked_node(engine, "g") == booked
+    assert not filter_offered(engine, pod("g", 8, "a"), [other]).failed and booked_node(engine, "g") == booked
     engine.expire_bookings(GRACE + margin)
     assert any(f"were kept {GRACE + margin:g} s" in note and "cells.victimExitMarginSeconds" in note
                for note in engine.allocator.anomalies)
-    assert list(engine.filter(pod("g", 8, "a"), [other]).failed) == [other]
+    assert list(filter_offered(engine, pod("g", 8, "a"), [other]).failed) == [other]
 
 
 def test_the_configured_margin_bounds_the_wait():

@@ -27,6 +27,7 @@ from scheduler.preemption.engine import FitGppEngine
 from scheduler.preemption.holds import RoomHolds
 from tests.support.api_double import ListingApi
 from tests.support.kube_objects import node, pod
+from scheduler.kube.names import filter_offered
 
 GI = 2**30
 
@@ -189,7 +190,7 @@ def test_a_resumed_pod_whose_binding_failed_before_the_watch_showed_it_keeps_its
     driver.engine.unreserve(resumed.uid)  # the Binding failed
     (hold,) = driver.engine.holds.holds()
     assert (hold.node, hold.kind, hold.pods) == ("n1", "resume", ("ml/be-short-2",))
-    assert list(driver.engine.filter(held("waiter", "w"), ["n1"]).feasible) == []
+    assert list(filter_offered(driver.engine, held("waiter", "w"), ["n1"]).feasible) == []
     driver.apply(resumed)  # the watch shows it pending
     assert [h.pods for h in driver.engine.holds.holds()] == [("ml/be-short-2",)]
 
@@ -201,8 +202,8 @@ def test_a_preemptor_hold_reads_the_preemptor_as_decided_for_until_the_watch_sho
     driver.apply(replace(trial("te-1"), labels={"cellfit.io/job-class": "trial", "cellfit.io/virtual-cluster": "speech"}))
     now = trial("te-1")  # kube-scheduler's pod: no virtual cluster any more
     preempted_on_a_full_node(driver, now)
-    assert list(driver.engine.filter(held("waiter", "w"), ["n1"]).feasible) == []  # it yields to the preemptor's room
-    assert list(driver.engine.filter(replace(trial("te-2"), name="te-2"), ["n1"]).feasible) == []
+    assert list(filter_offered(driver.engine, held("waiter", "w"), ["n1"]).feasible) == []  # it yields to the preemptor's room
+    assert list(filter_offered(driver.engine, replace(trial("te-2"), name="te-2"), ["n1"]).feasible) == []
 
 
 def test_a_relist_forgets_a_reserved_pod_the_watch_never_showed_and_the_list_does_not() -> None:

@@ -17,6 +17,7 @@ from scheduler.core.model import PodInfo
 from scheduler.core.pods import PodStore
 from scheduler.errors import KubernetesApiError
 from tests.cells.helpers import node_names, pod, rack_cluster, schedule
+from scheduler.kube.names import filter_offered
 
 NODES = node_names()
 PROFILE = "cellfit"
@@ -94,7 +95,7 @@ class Cluster:
             self.pods.record(self.cellfits(placed, opportunistic_priority))
         self.waiting = self.cellfits(pod("g", 4, "a"), waiting_priority)
         self.pods.record(self.waiting)
-        assert self.engine.filter(self.waiting, NODES).failed  # g books its cells and waits
+        assert filter_offered(self.engine, self.waiting, NODES).failed  # g books its cells and waits
         (self.victim,) = self.engine.pending_preemptions()["g"]
         self.api, self.clock = Api(), Clock()
         self.remembered: list[str] = []
@@ -158,7 +159,7 @@ def test_a_pod_that_waits_again_waits_the_whole_time_again():
     cluster.look_at(0)
     cluster.engine.delete_pod("g")
     cluster.look_at(AFTER - 1)  # seen not waiting
-    assert cluster.engine.filter(cluster.waiting, NODES).failed  # waits again
+    assert filter_offered(cluster.engine, cluster.waiting, NODES).failed  # waits again
     assert cluster.look_at(AFTER) == []  # its new wait begins here
     assert cluster.look_at(2 * AFTER - 1) == []
     assert cluster.look_at(2 * AFTER) == cluster.engine.pending_preemptions()["g"]

@@ -13,6 +13,7 @@ from scheduler.core.model import PodInfo
 from tests.cells.helpers import pod, schedule
 from scheduler.cluster.stranded import KUBE_SCHEDULER_RETRY_SECONDS as RETRY
 from tests.cluster.test_stranded import AFTER, NODES, Cluster, unschedulable
+from scheduler.kube.names import filter_offered
 
 
 def whole_node_waiter(cluster: Cluster) -> PodInfo:
@@ -60,7 +61,7 @@ def test_a_waiting_pod_whose_victims_include_one_nobody_will_remove_deletes_none
     cluster = Cluster(per_node=2)
     g = whole_node_waiter(cluster)
     cluster.api.pending = []
-    assert cluster.engine.filter(g, NODES).failed  # the filter books g's cells on a node, two victims
+    assert filter_offered(cluster.engine, g, NODES).failed  # the filter books g's cells on a node, two victims
     (waiting,) = cluster.engine.waiting_guarantees()
     stuck = cluster.pods.get(waiting.victims[0])
     assert stuck is not None and len(waiting.victims) == 2

@@ -27,6 +27,7 @@ from tests.cluster.test_reclaim_adversarial import shows, victims_gone
 from tests.cluster.test_stranded import AFTER, NODES, Cluster, gang_members
 from tests.support.api_double import ListingApi
 from tests.support.kube_objects import node as node_body, pod as pod_body
+from scheduler.kube.names import filter_offered
 
 REFUSED = KubernetesApiError("patch pod ns/g: Kubernetes API unreachable: connection reset", status=None)
 
@@ -222,7 +223,7 @@ def test_the_same_record_again_changes_nothing_the_replica_decided_since():
     (squatter,) = serving.on(free)
     serving.engine.delete_pod(squatter)
     serving.pods.forget(squatter)
-    decision = serving.engine.filter(g, [free])
+    decision = filter_offered(serving.engine, g, [free])
     assert decision.feasible == [free] and not serving.engine.has_booking(g)
     serving.engine.apply_pod(g)
     assert not serving.engine.has_booking(g)

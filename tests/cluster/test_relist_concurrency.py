@@ -21,6 +21,7 @@ from scheduler.preemption import FitGppSettings
 from scheduler.preemption.engine import FitGppEngine
 from tests.support.api_double import ListingApi
 from tests.support.kube_objects import node, pod
+from scheduler.kube.names import filter_offered
 
 NODES = 100
 PODS = 10_000  # 100 per node
@@ -247,7 +248,7 @@ def test_mid_relist_a_node_a_gangs_booking_links_is_never_freer_than_it_ever_was
     truth = HivedEngine.from_config(config, nodes=[cell_node(n) for n in names])
     d = schedule(truth, cell_pod("uid-d", 4, "a"), ["r0n0"])
     e = schedule(truth, cell_pod("uid-e", 4, "a"), ["r0n1"])
-    truth.filter(cell_pod("uid-g0", 4, "a", gang=("g", 2)), names)  # the gang's slots booked
+    filter_offered(truth, cell_pod("uid-g0", 4, "a", gang=("g", 2)), names)  # the gang's slots booked
     g1 = schedule(truth, cell_pod("uid-g1", 4, "a", gang=("g", 2)), names)
     assert d is not None and e is not None and g1 is not None and g1.node_name == "r0n1"
 
@@ -270,7 +271,7 @@ def test_mid_relist_a_node_a_gangs_booking_links_is_never_freer_than_it_ever_was
             if self._depth == 1 and self.probing:
                 self._depth += 1
                 try:
-                    decision = engine.filter(cell_pod("uid-probe", 8, "a"), ["r0n0"])
+                    decision = filter_offered(engine, cell_pod("uid-probe", 8, "a"), ["r0n0"])
                     seen.append(bool(decision.feasible))
                     if decision.feasible:
                         engine.delete_pod("uid-probe")  # filter booked it: undo

@@ -28,6 +28,7 @@ from tests.support import kube_objects as k
 from tests.support.hived import CONFIG, NODES
 from tests.support.observe import records_about, requests_total, scraped
 from tests.support.server import running_server
+from scheduler.kube.names import filter_offered
 
 
 @pytest.fixture
@@ -77,7 +78,7 @@ def engine_verdicts(pod: dict[str, Any]) -> tuple[dict[str, str], dict[str, str]
     on NODES, on a fresh engine of the same cells: the verb must hand both on unchanged."""
     engine = HivedEngine.from_config(parse_settings(CONFIG).cells)
     info = translate.pod_info(msgspec.convert(pod, wire.Pod), gpu_resource=RESOURCE_NVIDIA_GPU)
-    decision = engine.filter(info, [node["metadata"]["name"] for node in NODES])
+    decision = filter_offered(engine, info, [node["metadata"]["name"] for node in NODES])
     assert not decision.feasible
     return decision.failed, decision.unresolvable
 

@@ -27,6 +27,7 @@ from tests.support import hived
 from tests.support import kube_objects as k
 from tests.support.api_double import EventRecordingApi
 from tests.support.server import running_server, wait_until_ready
+from scheduler.kube.names import filter_offered
 
 PREEMPT = "/v1/extender/preempt"
 NAMES = [n["metadata"]["name"] for n in hived.NODES]
@@ -52,7 +53,7 @@ def full_cluster(runtime: Runtime) -> dict[str, list[dict[str, Any]]]:
                      labels={"cellfit.io/virtual-cluster": "speech", "cellfit.io/priority": "opportunistic", **BE})
         info = translate.pod_info(msgspec.convert(body, wire.Pod), gpu_resource="nvidia.com/gpu")
         with runtime.lock:
-            [node_name] = runtime.engine.filter(info, NAMES).feasible
+            [node_name] = filter_offered(runtime.engine, info, NAMES).feasible
             runtime.engine.reserve(info, node_name)
         body["spec"]["nodeName"], body["status"]["phase"] = node_name, "Running"
         on_node[node_name] = [body]

@@ -27,6 +27,7 @@ from tests.support import hived
 from tests.support import kube_objects as k
 from tests.support.observe import requests_total
 from tests.support.server import running_server
+from scheduler.kube.names import filter_offered
 
 FILTER, PREEMPT = "/v1/extender/filter", "/v1/extender/preempt"
 SHAPES = ["full", "empty", "null", "missing", "null-entry"]
@@ -212,7 +213,7 @@ def hived_cluster(client: httpx.Client, runtime: Runtime) -> dict[str, list[dict
         )
         info = translate.pod_info(msgspec.convert(body, wire.Pod), gpu_resource="nvidia.com/gpu")
         with runtime.lock:
-            [node_name] = runtime.engine.filter(info, names).feasible
+            [node_name] = filter_offered(runtime.engine, info, names).feasible
             runtime.engine.reserve(info, node_name)
         body["spec"]["nodeName"], body["status"]["phase"] = node_name, "Running"
         on_node[node_name].append(body)

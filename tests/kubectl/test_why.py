@@ -25,6 +25,7 @@ from scheduler.kubectl.objects import (
 from scheduler.kubectl.why import Answer, explain, explain_job, explain_pod
 from scheduler.preemption.fitgpp import PreemptionDecision
 from tests.cells.helpers import node_names, pod as engine_pod, rack_cluster, schedule
+from scheduler.kube.names import filter_offered
 
 NODES = node_names()
 T0 = "2026-11-26T12:00:00Z"
@@ -77,7 +78,7 @@ def full_vc() -> tuple[HivedEngine, str]:
     engine = HivedEngine.from_config(rack_cluster(vcs={"a": [{"cellType": "V100-NODE", "count": 1}],
                                                        "b": [{"cellType": "V100-NODE", "count": 2}]}))
     assert schedule(engine, engine_pod("a-0", 8), NODES) is not None
-    reasons = set(engine.filter(engine_pod("a-1", 8), NODES).unresolvable.values())
+    reasons = set(filter_offered(engine, engine_pod("a-1", 8), NODES).unresolvable.values())
     assert len(reasons) == 1
     return engine, reasons.pop()
 
@@ -97,7 +98,7 @@ def test_quota_holders_beyond_four_are_counted_not_listed() -> None:
     engine = HivedEngine.from_config(rack_cluster(vcs={"a": [{"cellType": "V100-SWITCH", "count": 6}]}))
     for index in range(6):
         assert schedule(engine, engine_pod(f"p{index}", 2), NODES) is not None
-    reason = set(engine.filter(engine_pod("late", 2), NODES).unresolvable.values()).pop()
+    reason = set(filter_offered(engine, engine_pod("late", 2), NODES).unresolvable.values()).pop()
     answer = explain_pod(a_pod("late", [failed_scheduling(reason)], vc="a"),
                          CellfitView(virtual_cluster=engine.inspect_virtual_cluster("a")))
     assert answer.reason == "quota"
@@ -122,14 +123,15 @@ def test_latest_failed_scheduling_event_decides(full_vc: tuple[HivedEngine, str]
     assert answer.details[-1].startswith("FailedScheduling (7 times), last 2026-11-26T11:30:00Z: 0/8 nodes are available")
 
 
-def test_gang_that_cannot_fit_waits_for_all_of_its_pods() -> None:
+def test_gang_that_cannot_fit_even_when_idle_is_told_it_never_will() -> None:
     engine = HivedEngine.from_config(rack_cluster(vcs={"b": [{"cellType": "V100-NODE", "count": 2}]}))
-    reason = set(engine.filter(engine_pod("g-0", 8, vc="b", gang=("big", 3)), NODES).unresolvable.values()).pop()
+    reason = set(filter_offered(engine, engine_pod("g-0", 8, vc="b", gang=("big", 3)), NODES).unresolvable.values()).pop()
     answer = explain_pod(a_pod("g-0", [failed_scheduling(reason)], vc="b", gang=3),
                          CellfitView(virtual_cluster=engine.inspect_virtual_cluster("b")))
     assert answer.reason == "gang"
-    assert answer.summary == ("waiting for its gang ns/big (none of 3 pods placed): all its pods are placed together or none: "
-                              "gang ns/big needs 3 pods x 8 GPUs but virtual cluster 'b' can hold at most 2 such pods even when idle")
+    assert answer.summary == ("its gang ns/big can never be placed as written: gang ns/big needs 3 pods x 8 GPUs but virtual "
+                              "cluster 'b' can hold at most 2 such pods even when idle (make cellfit.io/gang-size or the GPUs each "
+                              "pod asks for smaller, or its VC's quota larger)")
 
 
 def test_gang_with_booked_slots_waits_for_its_members() -> None:

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from placer import controller
 from placer.controller import PlacerController
 from scheduler.config import AlloxSettings, parse_settings
 from scheduler.core.resources import Resources
@@ -36,13 +37,44 @@ def stop_the_next_child(before: set[int], stopped: list[Any], done: threading.Ev
         done.wait(0.005)
 
 
-def test_the_configured_deadline_kills_a_silent_solver_process() -> None:
-    settings = parse_settings("allox: {solverProcess: true, solverTimeoutSeconds: 1.5, alpha: 1.0, mechanism: template}\n").allox
-    api = RecordingApi()
-    placer = PlacerController(
-        api=api, jobs=Jobs([job("a", created=0)]), settings=settings, gpu_resource="nvidia.com/gpu",
+def placer_of(settings: AlloxSettings, jobs: Jobs, api: RecordingApi) -> PlacerController:
+    return PlacerController(
+        api=api, jobs=jobs, settings=settings, gpu_resource="nvidia.com/gpu",
         free_by_node=lambda running: {"n1": NODE}, capacity=lambda: NODE, clock=lambda: 1767225700.0,
     )
+
+
+def test_the_configured_deadline_kills_a_silent_solver_process() -> None:
+    settings = parse_settings("allox: {solverProcess: true, solverTimeoutSeconds: 1.5, alpha: 1.0, mechanism: template}\n").allox
+    api, watch = RecordingApi(), Jobs([job("a", created=0)])
+    placer = placer_of(settings, watch, api)
+    try:
+        (first,) = placer.admit().starts  # the child started, and answered
+        assert placer._solver is not None
+        (child,) = placer._solver._processes.values()  # type: ignore[attr-defined]
+        os.kill(child.pid, signal.SIGSTOP)  # type: ignore[arg-type]
+        watch.jobs = [job("a", created=0, suspend=False, placement="gpu", started="2026-01-01T00:01:40Z"), job("b", created=1)]
+        with ThreadPoolExecutor(max_workers=1) as passes:
+            error = passes.submit(placer.admit).exception(timeout=120)  # what the admission loop logs
+        try:
+            assert "answered nothing in 1.5 s (allox.solverTimeoutSeconds)" in str(error)
+            assert [name for name, _ in api.patches] == ["a"]  # nothing started without a decision
+            assert exit_code_of(child, within_seconds=30) is not None  # killed, not left stopped
+        finally:
+            if child.exitcode is None:
+                os.kill(child.pid, signal.SIGKILL)  # type: ignore[arg-type]
+    finally:
+        placer.stop()
+
+
+def test_a_child_stopped_in_its_start_is_killed_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Stopped before it answered its first request (the pid ask): no pid known, so it was left
+    # stopped for ever while each pass started another. Its start is given at least
+    # SOLVER_START_SECONDS (60; 2 here, to be quick), then it is killed by its pool's record.
+    monkeypatch.setattr(controller, "SOLVER_START_SECONDS", 2.0)
+    settings = parse_settings("allox: {solverProcess: true, solverTimeoutSeconds: 1.5, alpha: 1.0, mechanism: template}\n").allox
+    api = RecordingApi()
+    placer = placer_of(settings, Jobs([job("a", created=0)]), api)
     stopped: list[Any] = []
     done = threading.Event()
     watcher = threading.Thread(
@@ -53,7 +85,7 @@ def test_the_configured_deadline_kills_a_silent_solver_process() -> None:
         error = passes.submit(placer.admit).exception(timeout=120)  # what the admission loop logs
     done.set()
     try:
-        assert "answered nothing in 1.5 s (allox.solverTimeoutSeconds)" in str(error)
+        assert "answered nothing in 2 s (starting, at least 2 s; allox.solverTimeoutSeconds)" in str(error)
         assert api.patches == []  # nothing started without a decision
         (child,) = stopped
         assert exit_code_of(child, within_seconds=30) is not None  # killed, not left stopped

@@ -19,6 +19,7 @@ from scheduler.core.resources import Resources
 from scheduler.preemption import FitGppSettings, NoVictims, PreemptionDecision
 from scheduler.preemption.engine import FitGppEngine
 from tests.cells.helpers import node_names, pod, rack_cluster, schedule
+from scheduler.kube.names import filter_offered
 
 GI = 2**30
 CAPACITY = Resources(32000, 256 * GI, 8)
@@ -167,7 +168,7 @@ def opportunistic_pods_on(engine: HivedEngine, node_name: str) -> set[str]:
 def test_hived_reclaim_chooses_the_opportunistic_pods_on_the_owed_cells():
     engine = hived()
     owed = pod("g", 4, "a")
-    decision = engine.filter(owed, NODES)
+    decision = filter_offered(engine, owed, NODES)
     (node_name,) = decision.failed
     chosen = engine.select_victims(owed, {name: [] for name in NODES}, {})
     assert chosen == {node_name: engine.pending_preemptions()["g"]}
@@ -177,7 +178,7 @@ def test_hived_reclaim_chooses_the_opportunistic_pods_on_the_owed_cells():
     # Once they are gone the pod fits there: they freed enough.
     for uid in chosen[node_name]:
         engine.delete_pod(uid)
-    assert engine.filter(owed, NODES).feasible == [node_name]
+    assert filter_offered(engine, owed, NODES).feasible == [node_name]
 
 
 def test_hived_reclaim_comes_first_under_fitgpp_on_an_empty_list():
@@ -186,7 +187,7 @@ def test_hived_reclaim_comes_first_under_fitgpp_on_an_empty_list():
     owed = pod("g", 8, "a")
     owed = PodInfo(uid=owed.uid, namespace=owed.namespace, name=owed.name, requests=owed.requests,
                    labels={**owed.labels, "cellfit.io/job-class": "best-effort"})
-    (node_name,) = engine.filter(owed, NODES).failed
+    (node_name,) = filter_offered(engine, owed, NODES).failed
     chosen = engine.select_victims(owed, {name: [] for name in NODES}, {})
     assert chosen == {node_name: sorted(opportunistic_pods_on(engine.inner, node_name))}
 
@@ -212,7 +213,7 @@ def test_hived_drops_a_node_whose_cells_hold_no_pod_to_delete():
     for member in members:
         assert schedule(engine, member, NODES) is not None
     owed = pod("g", 8, "a")
-    (node_name,) = engine.filter(owed, NODES).failed
+    (node_name,) = filter_offered(engine, owed, NODES).failed
     [victim] = engine.select_victims(owed, {node_name: []}, {})[node_name]
     engine.delete_pod(victim)  # its gang still runs elsewhere: the slot stays, podless
     assert engine.allocator.victims(engine.allocator.by_pod["g"])  # still in the way

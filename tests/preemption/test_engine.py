@@ -8,6 +8,7 @@ from scheduler.core.model import JobInfo, NodeInfo, OwnerRef, PodInfo
 from scheduler.core.resources import Resources
 from scheduler.preemption import FitGppSettings, NoVictims, PreemptionDecision
 from scheduler.preemption.engine import FitGppEngine
+from scheduler.kube.names import filter_offered
 
 GI = 2**30
 NODE = NodeInfo(name="n1", allocatable=Resources(32000, 256 * GI, 8))
@@ -108,7 +109,7 @@ def test_placement_is_the_inner_engines_and_reservations_count():
     inner = ResourceFitEngine()
     engine = FitGppEngine(inner, settings=FitGppSettings())
     engine.apply_node(NODE)
-    assert engine.filter(te(gpus=8), ["n1"]).feasible == ["n1"]
+    assert filter_offered(engine, te(gpus=8), ["n1"]).feasible == ["n1"]
     engine.reserve(running("be-x", job="x", gpus=8, node="n1"), "n1")
     assert inner.free_on("n1").gpus == 0
     assert engine.select_victims(te(gpus=8), {"n1": ["be-x"]}, {}) == {"n1": ["be-x"]}
@@ -130,7 +131,7 @@ def hived_full_of_opportunistic_pods() -> FitGppEngine:
     for i in range(2):
         pod = PodInfo(uid=f"opp-{i}", namespace="ml", name=f"opp-{i}", requests=Resources(1000, GI, 8),
                       labels={"cellfit.io/virtual-cluster": "speech", "cellfit.io/priority": "opportunistic", "cellfit.io/job-class": "best-effort"})
-        placed = engine.filter(pod, ["g0", "g1"]).feasible
+        placed = filter_offered(engine, pod, ["g0", "g1"]).feasible
         engine.reserve(pod, placed[0])
     return engine
 
@@ -140,7 +141,7 @@ def test_hived_reclaim_of_opportunistic_pods_comes_first():
     # a best-effort guaranteed pod of vision still gets its cell back: HiveD's reclaim, not FitGpp
     owed = PodInfo(uid="vision-1", namespace="ml", name="vision-1", requests=Resources(1000, GI, 8),
                    labels={"cellfit.io/virtual-cluster": "vision", "cellfit.io/job-class": "best-effort"})
-    decision = engine.filter(owed, ["g0", "g1"])
+    decision = filter_offered(engine, owed, ["g0", "g1"])
     assert decision.failed, decision
     node = next(iter(decision.failed))
     chosen = engine.select_victims(owed, {node: ["opp-0", "opp-1"]}, {})

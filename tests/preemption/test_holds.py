@@ -22,6 +22,7 @@ from scheduler.preemption.engine import FitGppEngine
 from scheduler.preemption.holds import RoomHolds
 
 from tests.preemption.test_engine import GI, full_node, running, te
+from scheduler.kube.names import filter_offered
 
 BE_PRIORITY = 500
 TRIAL_PRIORITY = 1000  # a trial pod preempts no pod of a higher priority
@@ -64,7 +65,7 @@ def engine_with_resumed_pod(*, clock: FakeClock | None = None, hold_seconds: flo
 def test_a_waiting_best_effort_pod_is_turned_away_from_the_room_the_resumed_pod_needs():
     engine, resumed = engine_with_resumed_pod()
     waiter = pending("waiter", job="w")
-    decision = engine.filter(waiter, ["n1"])
+    decision = filter_offered(engine, waiter, ["n1"])
     assert list(decision.feasible) == []
     # unresolvable: preempting pods there would not help the waiter
     assert decision.failed_count == 0 and decision.unresolvable_count == 1
@@ -73,8 +74,8 @@ def test_a_waiting_best_effort_pod_is_turned_away_from_the_room_the_resumed_pod_
         "now resuming (FitGpp resumes preempted jobs first)"
     )
     # the resumed pod itself, and a trial pod, pass
-    assert list(engine.filter(resumed, ["n1"]).feasible) == ["n1"]
-    assert list(engine.filter(te("te-2", gpus=4), ["n1"]).feasible) == ["n1"]
+    assert list(filter_offered(engine, resumed, ["n1"]).feasible) == ["n1"]
+    assert list(filter_offered(engine, te("te-2", gpus=4), ["n1"]).feasible) == ["n1"]
     assert engine.stats()["resumeHolds"] == 1
 
 
@@ -84,7 +85,7 @@ def test_the_hold_ends_when_the_resumed_pod_is_bound():
     assert not engine.holds.active
     assert engine.stats()["resumeHolds"] == 0
     # the node is full again: the waiter fails on resources, not on a hold
-    assert "kept for" not in engine.filter(pending("waiter", job="w"), ["n1"]).unresolvable.get("n1", "")
+    assert "kept for" not in filter_offered(engine, pending("waiter", job="w"), ["n1"]).unresolvable.get("n1", "")
 
 
 def test_a_failed_binding_gives_the_hold_back():
@@ -92,7 +93,7 @@ def test_a_failed_binding_gives_the_hold_back():
     engine.reserve(resumed, "n1")
     engine.unreserve(resumed.uid)  # the binding API call failed: the pod waits again
     assert [(h.node, h.job, h.pods) for h in engine.holds.holds()] == [("n1", "ml/b", ("ml/be-short-2",))]
-    assert list(engine.filter(pending("waiter", job="w"), ["n1"]).feasible) == []
+    assert list(filter_offered(engine, pending("waiter", job="w"), ["n1"]).feasible) == []
     engine.reserve(resumed, "n1")
     engine.apply_pod(replace(resumed, node_name="n1", phase="Running"))  # the watch confirms it
     engine.unreserve("unknown")  # nothing to give back
@@ -104,19 +105,19 @@ def test_the_hold_ends_when_the_watch_shows_the_resumed_pod_bound_elsewhere():
     engine.apply_node(NodeInfo(name="n2", allocatable=Resources(32000, 256 * GI, 8)))
     engine.apply_pod(replace(resumed, node_name="n2", phase="Pending"))  # bound by someone, not yet running
     assert not engine.holds.active
-    assert list(engine.filter(pending("waiter", job="w"), ["n1"]).feasible) == ["n1"]
+    assert list(filter_offered(engine, pending("waiter", job="w"), ["n1"]).feasible) == ["n1"]
 
 
 def test_no_pending_pod_no_hold_and_a_deleted_job_forgets_its_place():
     engine, resumed = engine_with_resumed_pod()
     engine.delete_pod(resumed.uid)
     assert engine.holds.holds() == []
-    assert list(engine.filter(pending("waiter", job="w"), ["n1"]).feasible) == ["n1"]
+    assert list(filter_offered(engine, pending("waiter", job="w"), ["n1"]).feasible) == ["n1"]
     engine.apply_pod(resumed)  # a new pending pod of the same Job holds again
-    assert list(engine.filter(pending("waiter", job="w"), ["n1"]).feasible) == []
+    assert list(filter_offered(engine, pending("waiter", job="w"), ["n1"]).feasible) == []
     engine.delete_job("job-b")
     assert not engine.holds.active
-    assert list(engine.filter(pending("waiter", job="w"), ["n1"]).feasible) == ["n1"]
+    assert list(filter_offered(engine, pending("waiter", job="w"), ["n1"]).feasible) == ["n1"]
 
 
 def test_room_nothing_could_use_is_not_kept():
@@ -124,9 +125,9 @@ def test_room_nothing_could_use_is_not_kept():
     # waiter may use the rest; once the trial pod ends, the same waiter is turned away.
     engine, _ = engine_with_resumed_pod(trial_done=False)
     small = pending("small", job="s", gpus=2)
-    assert list(engine.filter(small, ["n1"]).feasible) == []  # n1 is full: be-long 4 + trial 4
+    assert list(filter_offered(engine, small, ["n1"]).feasible) == []  # n1 is full: be-long 4 + trial 4
     engine.apply_pod(replace(te(gpus=4), node_name="n1", phase="Succeeded"))
-    assert list(engine.filter(small, ["n1"]).feasible) == []  # 4 free, the resumed pod needs all 4
+    assert list(filter_offered(engine, small, ["n1"]).feasible) == []  # 4 free, the resumed pod needs all 4
 
 
 def test_a_pod_that_leaves_enough_room_passes():
@@ -138,8 +139,8 @@ def test_a_pod_that_leaves_enough_room_passes():
     assert engine.select_victims(te(gpus=12), {"n1": ["be-long", "be-short"]}, {}) == {"n1": ["be-short"]}
     engine.delete_pod("be-short")
     engine.apply_pod(pending("be-short-2", job="b", gpus=4))
-    assert list(engine.filter(pending("w2", job="w", gpus=2), ["n1"]).feasible) == ["n1"]  # 12 free: 2 + 4 fit
-    assert list(engine.filter(pending("w9", job="w", gpus=9), ["n1"]).feasible) == []  # 12 - 9 < 4
+    assert list(filter_offered(engine, pending("w2", job="w", gpus=2), ["n1"]).feasible) == ["n1"]  # 12 free: 2 + 4 fit
+    assert list(filter_offered(engine, pending("w9", job="w", gpus=9), ["n1"]).feasible) == []  # 12 - 9 < 4
 
 
 @pytest.mark.parametrize(
@@ -154,7 +155,7 @@ def test_a_pod_that_leaves_enough_room_passes():
 )
 def test_who_yields_to_a_resumed_pod(waiter, turned_away):
     engine, _ = engine_with_resumed_pod()
-    assert (list(engine.filter(waiter, ["n1"]).feasible) == []) is turned_away
+    assert (list(filter_offered(engine, waiter, ["n1"]).feasible) == []) is turned_away
 
 
 def test_a_hold_gives_up_hold_seconds_after_it_first_turned_a_pod_away():
@@ -162,11 +163,11 @@ def test_a_hold_gives_up_hold_seconds_after_it_first_turned_a_pod_away():
     engine, _ = engine_with_resumed_pod(clock=clock, hold_seconds=120)
     waiter = pending("waiter", job="w")
     clock.now += 500  # holding without refusing anybody costs nothing and starts no clock
-    assert list(engine.filter(waiter, ["n1"]).feasible) == []
+    assert list(filter_offered(engine, waiter, ["n1"]).feasible) == []
     clock.now += 120
-    assert list(engine.filter(waiter, ["n1"]).feasible) == []  # at the limit, still kept
+    assert list(filter_offered(engine, waiter, ["n1"]).feasible) == []  # at the limit, still kept
     clock.now += 1
-    assert list(engine.filter(waiter, ["n1"]).feasible) == ["n1"]
+    assert list(filter_offered(engine, waiter, ["n1"]).feasible) == ["n1"]
     assert engine.stats()["resumeHoldsLapsed"] == 1 and engine.stats()["resumeHolds"] == 0
     assert engine.stats()["resumeHoldKeptOff"] == 2
 
@@ -175,7 +176,7 @@ def test_only_the_held_nodes_are_refused_among_many():
     engine, _ = engine_with_resumed_pod()
     for name in ("n2", "n3"):
         engine.apply_node(NodeInfo(name=name, allocatable=Resources(32000, 256 * GI, 8)))
-    decision = engine.filter(pending("waiter", job="w"), ["n2", "n1", "n3"])
+    decision = filter_offered(engine, pending("waiter", job="w"), ["n2", "n1", "n3"])
     assert list(decision.feasible) == ["n2", "n3"]
     assert set(decision.unresolvable) == {"n1"} and decision.unresolvable_count == 1
 
@@ -196,9 +197,9 @@ def hived_engine(nodes: int) -> tuple[FitGppEngine, HivedEngine]:
 def test_hived_places_the_waiter_on_another_node_instead():
     engine, hived = hived_engine(2)
     first = pending("a-1", job="a", labels=VC)
-    engine.reserve(first, engine.filter(first, ["g0", "g1"]).feasible[0])
+    engine.reserve(first, filter_offered(engine, first, ["g0", "g1"]).feasible[0])
     second = pending("b-1", job="b", labels=VC)
-    home = engine.filter(second, ["g0", "g1"]).feasible[0]
+    home = filter_offered(engine, second, ["g0", "g1"]).feasible[0]
     engine.reserve(second, home)  # HiveD packs: b lands next to a
     trial = replace(te(gpus=4, vc="default"), priority=TRIAL_PRIORITY)
     victims = engine.select_victims(trial, {home: ["a-1", "b-1"]}, {})
@@ -208,8 +209,8 @@ def test_hived_places_the_waiter_on_another_node_instead():
     engine.apply_pod(pending(f"{job}-2", job=job, priority=RESUMED_PRIORITY, labels=VC))
     # HiveD would pack the waiter into the freed GPUs on the home node; the hold sends it to the other
     waiter = pending("waiter", job="w", labels=VC)
-    assert list(hived.filter(waiter, ["g0", "g1"]).feasible) == [home]
-    decision = engine.filter(waiter, ["g0", "g1"])
+    assert list(filter_offered(hived, waiter, ["g0", "g1"]).feasible) == [home]
+    decision = filter_offered(engine, waiter, ["g0", "g1"])
     other = "g1" if home == "g0" else "g0"
     assert list(decision.feasible) == [other]
     assert decision.unresolvable_count == 1 and "kept for" in decision.unresolvable[home]
@@ -241,13 +242,13 @@ def test_nodes_not_offered_or_not_fitting_the_pod_count_nothing_and_start_no_clo
     clock = FakeClock()
     engine, _ = engine_with_resumed_pod(clock=clock, hold_seconds=120)
     engine.apply_node(NodeInfo(name="n2", allocatable=Resources(32000, 256 * GI, 8)))
-    assert list(engine.filter(pending("waiter", job="w"), ["n2"]).feasible) == ["n2"]  # n1 not offered
+    assert list(filter_offered(engine, pending("waiter", job="w"), ["n2"]).feasible) == ["n2"]  # n1 not offered
     too_big = pending("big", job="big", gpus=6)  # cannot fit n1's 4 free GPUs anyway
-    decision = engine.filter(too_big, ["n1"])
+    decision = filter_offered(engine, too_big, ["n1"])
     assert "kept for" not in decision.failed.get("n1", "") + decision.unresolvable.get("n1", "")
     assert engine.stats()["resumeHoldKeptOff"] == 0
     clock.now += 1000  # no clock ran: the first real keep-off is not a lapse
-    assert list(engine.filter(pending("waiter", job="w"), ["n1"]).feasible) == []
+    assert list(filter_offered(engine, pending("waiter", job="w"), ["n1"]).feasible) == []
     assert engine.stats()["resumeHoldsLapsed"] == 0
 
 
@@ -320,7 +321,7 @@ def test_hived_gang_members_with_planned_slots_are_left_alone():
     gang = {"cellfit.io/gang": "true", "cellfit.io/gang-size": "2"}
     engine, hived = hived_engine(3)
     a = pending("a-1", job="a", labels=VC)
-    engine.reserve(a, engine.filter(a, ["g0"]).feasible[0])
+    engine.reserve(a, filter_offered(engine, a, ["g0"]).feasible[0])
     engine.reserve(pending("b-1", job="b", labels=VC), "g0")
     trial = replace(te(gpus=4, vc="default"), priority=TRIAL_PRIORITY)
     (victim,) = engine.select_victims(trial, {"g0": ["a-1", "b-1"]}, {})["g0"]
@@ -332,9 +333,9 @@ def test_hived_gang_members_with_planned_slots_are_left_alone():
     # The gang's first member is kept off g0; HiveD plans the whole gang elsewhere.
     w1 = replace(pending("w-1", job="w", labels=VC), annotations=gang)
     w2 = replace(pending("w-2", job="w", labels=VC), annotations=gang)
-    first = engine.filter(w1, ["g0", "g1", "g2"])
+    first = filter_offered(engine, w1, ["g0", "g1", "g2"])
     assert list(first.feasible) in (["g1"], ["g2"])
     engine.reserve(w1, first.feasible[0])
     assert hived.has_booking(w2)  # its slot is planned: holds leave it to HiveD
-    assert list(engine.filter(w2, ["g0", "g1", "g2"]).feasible) != ["g0"]
-    assert list(engine.filter(resumed, ["g0", "g1", "g2"]).feasible) == ["g0"]  # the room is still there
+    assert list(filter_offered(engine, w2, ["g0", "g1", "g2"]).feasible) != ["g0"]
+    assert list(filter_offered(engine, resumed, ["g0", "g1", "g2"]).feasible) == ["g0"]  # the room is still there

@@ -23,6 +23,7 @@ from scheduler.preemption import FitGppSettings
 from scheduler.preemption.engine import FitGppEngine
 from tests.preemption.test_holds import FakeClock
 from tests.support import kube_objects
+from scheduler.kube.names import filter_offered
 
 GI = 2**30
 GPU = "nvidia.com/gpu"
@@ -95,10 +96,10 @@ def test_after_a_restart_the_preemptor_keeps_its_room_from_a_lower_priority_pod(
     engine = restarted(mid_preemption())
     engine.delete_pod("be-b-0")  # the victim exits; kube-scheduler has cleared te-1's nomination meanwhile
     engine.apply_pod(as_pod(trial(nominated=None)))
-    decision = engine.filter(waiter(), ["n1"])
+    decision = filter_offered(engine, waiter(), ["n1"])
     assert list(decision.feasible) == []
     assert decision.unresolvable["n1"].startswith("its free resources are kept for ml/te-1, for which FitGpp preempted")
-    assert list(engine.filter(as_pod(trial()), ["n1"]).feasible) == ["n1"]
+    assert list(filter_offered(engine, as_pod(trial()), ["n1"]).feasible) == ["n1"]
     assert [(h.node, h.kind, h.pods) for h in engine.holds.holds()] == [("n1", "preemptor", ("ml/te-1",))]
 
 
@@ -115,10 +116,10 @@ def test_after_a_restart_the_resumed_job_keeps_its_room():
     engine.delete_pod("te-1")  # and finished
     resumed = as_pod(kube_objects.pod("be-b-1", uid="be-b-1", gpus=4, priority=RESUMED_PRIORITY, labels=BE, job_uid=JOB_B))
     engine.apply_pod(resumed)
-    decision = engine.filter(waiter(), ["n1"])
+    decision = filter_offered(engine, waiter(), ["n1"])
     assert list(decision.feasible) == []
     assert "kept for ml/be-b-1, of a best-effort Job preempted there" in decision.unresolvable["n1"]
-    assert list(engine.filter(resumed, ["n1"]).feasible) == ["n1"]
+    assert list(filter_offered(engine, resumed, ["n1"]).feasible) == ["n1"]
     assert engine.stats()["resumeHolds"] == 1
 
 
@@ -141,13 +142,13 @@ def test_a_rebuilt_hold_gives_up_after_hold_seconds_and_is_not_rebuilt():
     engine = restarted(pods, preemptions_of_b=0, clock=clock, hold_seconds=60)  # the preemptor hold alone
     engine.delete_pod("be-b-0")
     small_waiter = waiter(gpus=2)
-    assert list(engine.filter(small_waiter, ["n1"]).feasible) == []  # the clock starts
+    assert list(filter_offered(engine, small_waiter, ["n1"]).feasible) == []  # the clock starts
     clock.now += 61
-    assert list(engine.filter(small_waiter, ["n1"]).feasible) == ["n1"]
+    assert list(filter_offered(engine, small_waiter, ["n1"]).feasible) == ["n1"]
     assert engine.stats()["resumeHoldsLapsed"] == 1
     # te-1 still nominated there, be-c-0 still terminating: the evidence stands, the hold stays given up
     engine.apply_pod(as_pod(trial(gpus=2)))
-    assert list(engine.filter(small_waiter, ["n1"]).feasible) == ["n1"]
+    assert list(filter_offered(engine, small_waiter, ["n1"]).feasible) == ["n1"]
     assert engine.holds.holds() == []
 
 
@@ -166,7 +167,7 @@ def test_a_rebuilt_hold_gives_up_after_hold_seconds_and_is_not_rebuilt():
 def test_untrusted_evidence_rebuilds_no_preemptor_hold(pods: list[dict[str, Any]], why: str):
     engine = restarted(pods, preemptions_of_b=0)
     engine.delete_pod("be-b-0")
-    assert list(engine.filter(waiter(), ["n1"]).feasible) == ["n1"], why
+    assert list(filter_offered(engine, waiter(), ["n1"]).feasible) == ["n1"], why
     assert engine.holds.holds() == [], why
 
 

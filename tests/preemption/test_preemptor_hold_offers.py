@@ -24,6 +24,7 @@ from scheduler.preemption.engine import FitGppEngine
 from tests.preemption.test_engine import GI, NODE, full_node, hived_full_of_opportunistic_pods, running
 from tests.preemption.test_holds import FakeClock, pending
 from tests.preemption.test_preemptor_holds import trial
+from scheduler.kube.names import filter_offered
 
 N2_CANDIDATES = {"n2": ["c-long", "d-short"]}
 
@@ -49,15 +50,15 @@ def preemptor_holds(engine: FitGppEngine) -> list[tuple[str, tuple[str, ...]]]:
 
 def test_an_offer_without_its_node_takes_no_second_victim_and_the_room_stays_the_preemptors():
     engine, preemptor = preempting_on_n1()
-    assert list(engine.filter(preemptor, ["n2"]).feasible) == []  # n2 is full
+    assert list(filter_offered(engine, preemptor, ["n2"]).feasible) == []  # n2 is full
     choice = engine.decide_preemption(preemptor, N2_CANDIDATES, {})
     assert choice.victims == {}
     assert choice.refusal == "pods already terminating on node n1 free enough for this pod; waiting for them to exit"
     assert preemptor_holds(engine) == [("n1", ("ml/te-1",))]
     assert engine.preemptions_of_job("job-d") == 0  # n2's Job was not counted preempted
     engine.delete_pod("be-short")  # the victim's grace period ends
-    assert list(engine.filter(pending("waiter", job="w"), ["n1", "n2"]).feasible) == []  # the room stays kept
-    assert list(engine.filter(preemptor, ["n1", "n2"]).feasible) == ["n1"]
+    assert list(filter_offered(engine, pending("waiter", job="w"), ["n1", "n2"]).feasible) == []  # the room stays kept
+    assert list(filter_offered(engine, preemptor, ["n1", "n2"]).feasible) == ["n1"]
 
 
 def test_the_preemptor_waits_no_longer_than_its_victims_grace_period_and_hold_seconds():
@@ -88,9 +89,9 @@ def test_under_hived_an_offer_without_the_booked_node_keeps_the_booking():
     engine = hived_full_of_opportunistic_pods()
     owed = PodInfo(uid="vision-1", namespace="ml", name="vision-1", requests=Resources(1000, GI, 8),
                    labels={"cellfit.io/virtual-cluster": "vision", "cellfit.io/job-class": "trial"}, priority=1000)
-    booked = next(iter(engine.filter(owed, ["g0", "g1"]).failed))
+    booked = next(iter(filter_offered(engine, owed, ["g0", "g1"]).failed))
     assert engine.decide_preemption(owed, {booked: []}, {}).victims  # HiveD's reclaim: one opportunistic pod
     other = "g1" if booked == "g0" else "g0"
-    engine.filter(owed, [other])
+    filter_offered(engine, owed, [other])
     assert isinstance(engine.inner, HivedEngine)
     assert engine.inner.booked_nodes().get("vision-1") == booked

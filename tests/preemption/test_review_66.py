@@ -15,6 +15,7 @@ from scheduler.preemption.engine import FitGppEngine
 
 from tests.preemption.test_engine import GI, NODE, full_node, hived_full_of_opportunistic_pods, running, te
 from tests.preemption.test_holds import RESUMED_PRIORITY, FakeClock, pending
+from scheduler.kube.names import filter_offered
 
 COUNT = "cellfit.io/preemptions"
 
@@ -119,9 +120,9 @@ def test_a_resume_hold_whose_job_never_makes_another_pod_is_given_up():
     clock = FakeClock()
     engine, _ = preempted_without_a_successor(clock)
     assert engine.holds.active
-    assert list(engine.filter(pending("waiter", job="w", gpus=0), ["n1"]).feasible) == ["n1"]
+    assert list(filter_offered(engine, pending("waiter", job="w", gpus=0), ["n1"]).feasible) == ["n1"]
     clock.now += 121
-    assert list(engine.filter(pending("waiter", job="w", gpus=0), ["n1"]).feasible) == ["n1"]
+    assert list(filter_offered(engine, pending("waiter", job="w", gpus=0), ["n1"]).feasible) == ["n1"]
     assert not engine.holds.active
     assert engine.stats()["resumeHoldsLapsed"] == 1
 
@@ -137,13 +138,13 @@ def test_a_resume_hold_waits_out_its_victims_grace_period_before_its_successor_i
     engine.apply_pod(replace(running("be-short", job="b", gpus=4, grace=30), terminating=True))
     for _ in range(4):  # a long grace period, with filters all along
         clock.now += 100
-        engine.filter(pending("waiter", job="w", gpus=0), ["n1"])
+        filter_offered(engine, pending("waiter", job="w", gpus=0), ["n1"])
     engine.delete_pod("be-short")
     engine.reserve(trial, "n1")
     clock.now += 60
     engine.apply_pod(pending("be-short-2", job="b", priority=RESUMED_PRIORITY))
     assert [(h.node, h.kind, h.pods) for h in engine.holds.holds()] == [("n1", "resume", ("ml/be-short-2",))]
-    assert list(engine.filter(pending("waiter", job="w"), ["n1"]).feasible) == []
+    assert list(filter_offered(engine, pending("waiter", job="w"), ["n1"]).feasible) == []
 
 
 def test_a_victim_the_watch_shows_again_before_its_deletion_is_not_chosen_twice():

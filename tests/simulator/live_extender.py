@@ -24,8 +24,9 @@ import httpx
 import msgspec
 import numpy as np
 
-from scheduler.core.engine import FilterDecision, Placement, Scores, TracksJobs
+from scheduler.core.engine import FilterDecision, Placement, Scores, TracksJobs, Verdicts
 from scheduler.core.model import JobInfo, NodeInfo, PodInfo
+from scheduler.core.nodeindex import NodeIndex, Slots
 from scheduler.extender.runtime import Runtime
 from scheduler.kube import translate, wire
 from tests.support import kube_objects as k
@@ -93,6 +94,14 @@ def node_object(node: NodeInfo) -> dict[str, Any]:
     return k.node(node.name, gpus=allocatable.gpus, cpu=f"{allocatable.cpu_millis}m", memory=str(allocatable.memory_bytes))
 
 
+def _verdicts(at: Mapping[str, int], reasons: Mapping[str, str]) -> Verdicts:
+    """The answer's reasons by node name, as reasons with their positions."""
+    grouped: dict[str, list[int]] = {}
+    for name, reason in reasons.items():
+        grouped.setdefault(reason, []).append(at[name])
+    return {reason: np.array(positions, dtype=np.int64) for reason, positions in grouped.items()}
+
+
 class LiveExtender:
     """An engine whose decisions are the live service's. It has no preemption capability of
     its own: FitGpp's explanation stays in the service (events, metrics), and the victims come
@@ -107,12 +116,15 @@ class LiveExtender:
         self._runtime = runtime
         self._node_cache_capable = node_cache_capable
         self._nodes: dict[str, dict[str, Any]] = {}
+        # The slots the simulator's driver resolves names into: every node the watch showed.
+        self.node_index = NodeIndex()
         self._pods: dict[str, dict[str, Any]] = {}  # the latest object of each pod the watch showed
         self.calls: dict[str, int] = {}
 
     # ------------------------------------------------------------------ verbs over HTTP
 
-    def filter(self, pod: PodInfo, node_names: Sequence[str]) -> FilterDecision:
+    def filter(self, pod: PodInfo, offered: Slots) -> FilterDecision:
+        node_names = self._names(offered)
         answer = self._post("filter", k.extender_args(self._pod_body(pod), self._offered(node_names), node_cache_capable=self._node_cache_capable))
         assert answer["Error"] == "", answer["Error"]
         if self._node_cache_capable:
@@ -121,11 +133,15 @@ class LiveExtender:
         else:
             assert answer["NodeNames"] is None
             feasible = [item["metadata"]["name"] for item in (answer["Nodes"] or {}).get("items") or ()]
+        at = {name: position for position, name in enumerate(node_names)}
         return FilterDecision(
-            feasible=feasible, failed=dict(answer["FailedNodes"] or {}), unresolvable=dict(answer["FailedAndUnresolvableNodes"] or {})
+            feasible=np.array([at[name] for name in feasible], dtype=np.int64),
+            failed=_verdicts(at, answer["FailedNodes"] or {}),
+            unresolvable=_verdicts(at, answer["FailedAndUnresolvableNodes"] or {}),
         )
 
-    def prioritize(self, pod: PodInfo, node_names: Sequence[str]) -> Scores:
+    def prioritize(self, pod: PodInfo, offered: Slots) -> Scores:
+        node_names = self._names(offered)
         answer = self._post("prioritize", k.extender_args(self._pod_body(pod), self._offered(node_names), node_cache_capable=self._node_cache_capable))
         scores = {entry["Host"]: entry["Score"] for entry in answer}
         return np.array([scores[name] for name in node_names], dtype=np.int64)
@@ -150,6 +166,7 @@ class LiveExtender:
 
     def apply_node(self, node: NodeInfo) -> None:
         body = node_object(node)
+        self.node_index.add(node.name)
         self._nodes[node.name] = body  # sent with every verb unless nodeCacheCapable
         if self._node_cache_capable:  # the service's Node watch
             info = translate.node_info(msgspec.convert(body, wire.Node), gpu_resource=GPU)
@@ -158,6 +175,7 @@ class LiveExtender:
 
     def delete_node(self, node_name: str) -> None:
         del self._nodes[node_name]
+        self.node_index.remove(node_name)
 
     def apply_pod(self, pod: PodInfo) -> None:
         body = pod_object(pod)
@@ -197,6 +215,11 @@ class LiveExtender:
     def _pod_body(self, pod: PodInfo) -> dict[str, Any]:
         return self._pods.get(pod.uid) or pod_object(pod)
 
+    def _names(self, offered: Slots) -> list[str]:
+        names = self.node_index.names
+        assert (offered >= 0).all(), "the simulator offers only nodes the watch showed"
+        return [name for name in map(names.__getitem__, offered.tolist()) if name is not None]
+
     def _offered(self, node_names: Sequence[str]) -> list[dict[str, Any]]:
         return [self._nodes[name] for name in node_names]
 
@@ -224,6 +247,7 @@ class BindingLiveExtender(LiveExtender):
 
     def apply_node(self, node: NodeInfo) -> None:
         body = node_object(node)
+        self.node_index.add(node.name)
         self._nodes[node.name] = body
         self._cache._apply_node(msgspec.convert(body, wire.Node))
 

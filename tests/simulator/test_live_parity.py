@@ -44,6 +44,7 @@ from tests.support.server import running_server, wait_until_ready
 from hived_helpers import gang, two_tenants
 from live_extender import BindingLiveExtender, LiveExtender, node_object
 from sim_helpers import SMALL_NODE, job
+from scheduler.kube.names import filter_offered
 
 CLUSTER = ClusterSpec(nodes=3, node=SMALL_NODE)
 # The configurations ``cellfit serve`` runs the preemption traces under: its embedded default
@@ -290,7 +291,7 @@ def test_offering_only_the_best_node_places_as_the_scores_do(policy: str) -> Non
     assert len(_preemptions(every[1])) >= 2
     _assert_same(every, (best.run(), best))
     idle = PodInfo(uid="probe", namespace="sim", name="probe", requests=Resources(1000, 2**30, 1))
-    assert len(best.engine.filter(idle, best.node_names).feasible) == 1  # of three idle nodes
+    assert len(filter_offered(best.engine, idle, best.node_names).feasible) == 1  # of three idle nodes
 
 
 # The configurations of a connected cellfit for the same engines: resource fit named (a

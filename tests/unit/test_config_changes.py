@@ -13,6 +13,7 @@ from scheduler.cells import HivedEngine
 from scheduler.config import Settings, parse_settings
 from scheduler.extender.config_changes import guarantee_changes, plan_reload, reload_settings
 from tests.cells.helpers import node, node_names, pod, rack_cluster, schedule, snapshot
+from scheduler.kube.names import filter_offered
 
 NODES = node_names()  # 2 racks of 4 8-GPU nodes
 
@@ -40,7 +41,7 @@ def test_a_grown_vc_takes_effect_at_once():
     engine = engine_for(running)
     for i in range(2):
         assert schedule(engine, pod(f"b{i}", 8, "b"), NODES) is not None
-    assert not engine.filter(pod("b2", 8, "b"), NODES).feasible  # b's quota is 2 nodes
+    assert not filter_offered(engine, pod("b2", 8, "b"), NODES).feasible  # b's quota is 2 nodes
 
     new = settings(a=4, b=4)
     reload = reload_settings(running, new, cells=engine)
@@ -66,10 +67,10 @@ def test_a_shrunk_vc_keeps_its_running_pods_and_drains_as_they_finish():
     assert reload.quotas == {"a": "4 V100-NODE -> 1 V100-NODE", "b": "4 V100-NODE -> 7 V100-NODE"}
     assert snapshot(engine)["gpus"] == before["gpus"]  # nobody evicted, nothing moved
     assert quota(engine, "a") == {"quota": 1, "bound": 3, "draining": 2}
-    assert not engine.filter(pod("a-new", 1, "a"), NODES).feasible  # over its new quota
+    assert not filter_offered(engine, pod("a-new", 1, "a"), NODES).feasible  # over its new quota
     for i in range(5):  # b grows into what a does not hold
         assert schedule(engine, pod(f"b{i}", 8, "b"), NODES) is not None
-    assert not engine.filter(pod("b5", 8, "b"), NODES).feasible
+    assert not filter_offered(engine, pod("b5", 8, "b"), NODES).feasible
     engine.delete_pod(pods[0].uid)  # a's pods finish: its cells drain to b
     assert quota(engine, "a") == {"quota": 1, "bound": 2, "draining": 1}
     assert schedule(engine, pod("b5", 8, "b"), NODES) is not None

@@ -9,6 +9,7 @@ from scheduler.core.fit import ResourceFitEngine
 from scheduler.core.model import NodeInfo, PodInfo
 from scheduler.core.resources import Resources
 from scheduler.errors import SchedulingConflict, UnknownNode
+from scheduler.kube.names import filter_offered, prioritize_offered
 
 GI = 2**30
 
@@ -31,7 +32,7 @@ def engine() -> ResourceFitEngine:
 
 def test_filter_sorts_nodes_into_feasible_failed_and_unresolvable(engine):
     engine.apply_pod(pod("busy", gpus=6, node="b", phase="Running"))
-    decision = engine.filter(pod("new", gpus=4), ["a", "b", "small", "cpu", "ghost"])
+    decision = filter_offered(engine, pod("new", gpus=4), ["a", "b", "small", "cpu", "ghost"])
     assert decision.feasible == ["a"]
     assert set(decision.failed) == {"b"}  # 2 free now; preemption could free more
     assert set(decision.unresolvable) == {"small", "cpu", "ghost"}
@@ -43,18 +44,18 @@ def test_filter_sorts_nodes_into_feasible_failed_and_unresolvable(engine):
 
 
 def test_filter_checks_cpu_and_memory_too(engine):
-    decision = engine.filter(pod("fat", cpu=100), ["a", "cpu"])
+    decision = filter_offered(engine, pod("fat", cpu=100), ["a", "cpu"])
     assert not decision.feasible and "CPU" in decision.unresolvable["a"]
     engine.apply_pod(pod("hog", memory_gi=510, node="a", phase="Running"))
-    decision = engine.filter(pod("m", memory_gi=4), ["a", "b"])
+    decision = filter_offered(engine, pod("m", memory_gi=4), ["a", "b"])
     assert decision.feasible == ["b"] and "memory" in decision.failed["a"]
 
 
 def test_terminal_and_deleted_pods_release_their_resources(engine):
     engine.apply_pod(pod("p", gpus=8, node="a", phase="Running"))
-    assert engine.filter(pod("q", gpus=1), ["a"]).feasible == []
+    assert filter_offered(engine, pod("q", gpus=1), ["a"]).feasible == []
     engine.apply_pod(pod("p", gpus=8, node="a", phase="Succeeded"))
-    assert engine.filter(pod("q", gpus=1), ["a"]).feasible == ["a"]
+    assert filter_offered(engine, pod("q", gpus=1), ["a"]).feasible == ["a"]
     engine.apply_pod(pod("p", gpus=8, node="a", phase="Running"))
     engine.delete_pod("p")
     assert engine.free_on("a").gpus == 8
@@ -95,14 +96,14 @@ def test_a_lagging_pending_event_does_not_erase_a_reservation(engine):
 
 def test_prioritize_packs_gpu_pods_and_keeps_cpu_pods_off_gpu_nodes(engine):
     engine.apply_pod(pod("half", gpus=4, node="b", phase="Running"))
-    scores = dict(zip(["a", "b", "small", "cpu"], engine.prioritize(pod("g", gpus=2), ["a", "b", "small", "cpu"])))
+    scores = dict(zip(["a", "b", "small", "cpu"], prioritize_offered(engine, pod("g", gpus=2), ["a", "b", "small", "cpu"])))
     assert scores["b"] > scores["a"] > 0  # pack onto the busier node
     assert scores["cpu"] == 0  # cannot hold a GPU pod at all
     assert scores["small"] == MAX_EXTENDER_PRIORITY  # fills it exactly
-    cpu_scores = dict(zip(["a", "b", "cpu"], engine.prioritize(pod("c"), ["a", "b", "cpu"])))
+    cpu_scores = dict(zip(["a", "b", "cpu"], prioritize_offered(engine, pod("c"), ["a", "b", "cpu"])))
     assert cpu_scores["cpu"] == MAX_EXTENDER_PRIORITY
     assert cpu_scores["a"] < cpu_scores["b"] <= MAX_EXTENDER_PRIORITY // 2
-    assert list(engine.prioritize(pod("c"), ["cpu", "ghost", "a"])) == [MAX_EXTENDER_PRIORITY, 0, cpu_scores["a"]]
+    assert list(prioritize_offered(engine, pod("c"), ["cpu", "ghost", "a"])) == [MAX_EXTENDER_PRIORITY, 0, cpu_scores["a"]]
 
 
 def test_select_victims_keeps_only_the_victims_needed(engine):
@@ -179,7 +180,7 @@ def _best_engine(best: int | None) -> ResourceFitEngine:
 def test_offer_best_nodes_keeps_the_highest_scored_first_in_the_offered_order():
     engine = _best_engine(1)
     offered = ["a", "b", "c", "d", "ghost"]
-    decision = engine.filter(pod("g", gpus=2), offered)
+    decision = filter_offered(engine, pod("g", gpus=2), offered)
     # b and d pack best (6 of 8 GPUs after), b is offered first; a fits but scores less.
     assert decision.feasible == ["b"]
     # Passed over: unresolvable, as HiveD counts the nodes it did not choose (no preemption
@@ -188,15 +189,15 @@ def test_offer_best_nodes_keeps_the_highest_scored_first_in_the_offered_order():
     assert "best-scored node (policy.offerBestNodes)" in decision.unresolvable["d"]
     assert "free GPUs" in decision.failed["c"]
     assert decision.failed_count == 1 and decision.unresolvable_count == 3
-    assert engine.filter(pod("g", gpus=2), ["d", "a", "b"]).feasible == ["d"]  # the offered order breaks ties
-    assert _best_engine(None).filter(pod("g", gpus=2), offered).feasible == ["a", "b", "d"]  # the default: every fit
+    assert filter_offered(engine, pod("g", gpus=2), ["d", "a", "b"]).feasible == ["d"]  # the offered order breaks ties
+    assert filter_offered(_best_engine(None), pod("g", gpus=2), offered).feasible == ["a", "b", "d"]  # the default: every fit
 
 
 def test_offer_best_nodes_keeps_several_in_the_offered_order_and_changes_nothing_when_few_fit():
     engine = _best_engine(2)
-    decision = engine.filter(pod("g", gpus=2), ["d", "a", "b"])
+    decision = filter_offered(engine, pod("g", gpus=2), ["d", "a", "b"])
     assert decision.feasible == ["d", "b"]  # the two best, as offered
     assert list(decision.unresolvable) == ["a"] and not decision.failed
-    assert engine.filter(pod("big", gpus=8), ["a", "b", "c"]).feasible == ["a"]  # one fits: kept
+    assert filter_offered(engine, pod("big", gpus=8), ["a", "b", "c"]).feasible == ["a"]  # one fits: kept
     with pytest.raises(ValueError, match="at least 1"):
         ResourceFitEngine(best_nodes=0)

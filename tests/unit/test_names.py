@@ -31,7 +31,8 @@ from hypothesis import strategies as st
 from scheduler.config import Settings, parse_settings
 from scheduler.constants import RESOURCE_NVIDIA_GPU
 from scheduler.core.model import NodeInfo, PodInfo
-from scheduler.core.nodeindex import NodeIndex, pick
+from scheduler.core.nodeindex import NodeIndex
+from scheduler.kube.names import pick
 from scheduler.core.resources import Resources
 from scheduler.errors import InvalidRequest
 from scheduler.extender.runtime import Runtime, build_runtime

@@ -24,6 +24,7 @@ from scheduler.preemption.engine import FitGppEngine
 from tests.support import kube_objects as k
 from tests.support.admission_reviews import job, validating_review
 from tests.support.hived import CONFIG
+from scheduler.kube.names import filter_offered
 
 VISION = {"cellfit.io/virtual-cluster": "vision"}
 CONFIGURATIONS = json.dumps({"cpu": {"resources": {"cpu": "16", "memory": "32Gi"}},
@@ -99,7 +100,7 @@ def test_each_mistake_is_one_warning_naming_its_field_and_the_filter_says_the_sa
     # or, for the job class, the reason FitGpp gives for preempting nothing.
     engine = FitGppEngine(hived(), settings=FitGppSettings())
     info = translate.pod_info(wire.POD_DECODER.decode(k.dumps(body)), gpu_resource="nvidia.com/gpu")
-    decision = engine.filter(info, ["gpu-a", "gpu-b"])
+    decision = filter_offered(engine, info, ["gpu-a", "gpu-b"])
     if decision.feasible:
         choice = engine.decide_preemption(info, {"gpu-a": []}, {})
         assert choice.victims == {}
@@ -377,7 +378,7 @@ def configured_pod_reason(body: dict[str, Any], kind: str) -> str:
     made = k.pod("train-x7k2q", labels=placed["metadata"].get("labels"), annotations=placed["metadata"].get("annotations"))
     made["spec"]["containers"] = placed["spec"]["containers"]
     info = translate.pod_info(wire.POD_DECODER.decode(k.dumps(made)), gpu_resource="nvidia.com/gpu")
-    decision = FitGppEngine(hived(), settings=FitGppSettings()).filter(info, ["gpu-a", "gpu-b"])
+    decision = filter_offered(FitGppEngine(hived(), settings=FitGppSettings()), info, ["gpu-a", "gpu-b"])
     assert not decision.feasible
     (reason,) = set(decision.unresolvable.values()) | set(decision.failed.values())
     return str(reason)

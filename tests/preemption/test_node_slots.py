@@ -1,0 +1,62 @@
+"""Engines see node slots only: drivers turn offered names into the slots of the composition's
+one node index (the placement engine's, which FitGpp reads through it) and names come back from
+the positions engines answer with (scheduler/kube/names.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+from msgspec.structs import replace
+
+from scheduler.cells import HivedEngine
+from scheduler.core.fit import ResourceFitEngine
+from scheduler.core.model import NodeInfo
+from scheduler.core.nodeindex import UNKNOWN
+from scheduler.core.resources import Resources
+from scheduler.kube.names import NamedDecision, filter_offered
+from scheduler.preemption import FitGppSettings
+from scheduler.preemption.engine import FitGppEngine
+from tests.preemption.test_engine import GI, running, te
+from tests.preemption.test_holds import RESUMED_PRIORITY, pending
+
+
+def test_resource_fit_answers_by_position_and_leaves_unknown_names_to_the_driver():
+    engine = ResourceFitEngine()
+    engine.apply_node(NodeInfo(name="a", allocatable=Resources(64000, 512 * GI, 8)))
+    engine.apply_node(NodeInfo(name="b", allocatable=Resources(64000, 512 * GI, 2)))
+    index = engine.node_index
+    offered = np.array([index.get("b"), UNKNOWN, index.get("a")], dtype=np.int64)
+    decision = engine.filter(pending("p", job="j", gpus=4), offered)
+    assert decision.feasible.tolist() == [2]
+    assert {reason: at.tolist() for reason, at in decision.unresolvable.items()} == {
+        "node has fewer than the 4 GPUs the pod requests, even when empty.": [0]
+    }
+    assert decision.named_at.tolist() == [1]
+    assert decision.failed_count == 0 and decision.unresolvable_count == 2
+    named = NamedDecision(decision, ["b", "ghost", "a"])
+    assert list(named.feasible) == ["a"]
+    assert named.unresolvable == {
+        "b": "node has fewer than the 4 GPUs the pod requests, even when empty.",
+        "ghost": "cellfit has not seen this node yet (no Node object).",
+    }
+
+
+def test_hived_holds_the_nodes_without_cells_so_a_hold_there_keeps_pods_off_them():
+    """A resume hold on a CPU node under HiveD: the CPU node has no cells, but the one node
+    index holds it (every Node applied), so FitGpp finds it among the offered slots."""
+    gpu = NodeInfo(name="g0", allocatable=Resources(64000, 512 * GI, 8), labels={"nvidia.com/gpu.product": "A100"})
+    cpu = NodeInfo(name="c1", allocatable=Resources(8000, 64 * GI, 0))
+    hived = HivedEngine.from_config({"virtualClusters": {"default": [{"cellType": "A100-NODE", "count": 1}]}}, nodes=[gpu])
+    engine = FitGppEngine(hived, settings=FitGppSettings())
+    engine.apply_node(gpu)
+    engine.apply_node(cpu)
+    engine.apply_pod(running("be-long", job="a", gpus=0, grace=600, node="c1"))
+    engine.apply_pod(running("be-short", job="b", gpus=0, grace=30, node="c1"))
+    trial = te(gpus=0)
+    assert engine.select_victims(trial, {"c1": ["be-long", "be-short"]}, {}) == {"c1": ["be-short"]}
+    engine.delete_pod("be-short")
+    engine.reserve(trial, "c1")
+    engine.apply_pod(pending("be-short-2", job="b", gpus=0, priority=RESUMED_PRIORITY))
+    engine.apply_pod(replace(trial, node_name="c1", phase="Succeeded"))
+    decision = filter_offered(engine, pending("waiter", job="w", gpus=0), ["g0", "c1"])
+    assert list(decision.feasible) == ["g0"]
+    assert decision.unresolvable_count == 1 and "kept for ml/be-short-2" in decision.unresolvable["c1"]
