@@ -117,6 +117,11 @@ CONDITION_PLACED = "Placed"
 T = TypeVar("T", WaitingJob, RunningJob)
 R = TypeVar("R")
 GIB = 2**30
+# A new solver process's first answers (its pid, its first decision) include its start: a new
+# interpreter importing NumPy and the matching, about a second on a loaded node, which
+# allox.solverTimeoutSeconds may be set below (a matching takes tens of milliseconds there). Set
+# so, each pass killed a child still starting and started another: no Job ever started.
+SOLVER_START_SECONDS: Final = 60.0
 # A pass's queue, planned when called (after the starts are carried out).
 QueueSource = Callable[[], tuple[Queued, ...]]
 
@@ -231,6 +236,7 @@ class PlacerController:
         self.last = LastDecision()
         self._solver: ProcessPoolExecutor | None = None
         self._solver_pid: int | None = None  # the child's, to kill it when it answers nothing
+        self._solver_started = False  # it answered a decision: its start is behind it
         self._solver_timeout_seconds = settings.solver_timeout_seconds  # allox.solverTimeoutSeconds
         self._session = SolverSession()  # which Jobs the solver process holds
         # What decide made of the waiting and running Jobs read as last pass (the same objects
@@ -517,10 +523,12 @@ class PlacerController:
         try:
             if self._solver is None:
                 self._solver = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
+                self._solver_started = False
                 self._solver_pid = self._ask(os.getpid)
             # As msgpack, the Jobs the child holds from last pass by their keys (solver_wire.py).
             for _ in range(2):
                 answer = self._session.answer(self._ask(decide_encoded, self._session.request(inputs)))
+                self._solver_started = True
                 if answer is not None:
                     answered = self._session.answered_pass
                     return answer, lambda: self._queue_from_child(answered, inputs)
@@ -539,15 +547,19 @@ class PlacerController:
         """``call(*arguments)`` in the solver process. A child that answers nothing within
         ``allox.solverTimeoutSeconds`` (stopped, or stuck) is killed, and :class:`SolverHung` raised:
         the pass starts nothing (solving here could stick the same way, holding the interpreter
-        the extender's verbs need), and the next pass starts another child."""
+        the extender's verbs need), and the next pass starts another child. Until it answered a
+        decision, it is given at least :data:`SOLVER_START_SECONDS` (its start)."""
         solver = self._solver
         assert solver is not None
+        starting = not self._solver_started
+        deadline = max(self._solver_timeout_seconds, SOLVER_START_SECONDS) if starting else self._solver_timeout_seconds
         try:
-            return solver.submit(call, *arguments).result(timeout=self._solver_timeout_seconds)
+            return solver.submit(call, *arguments).result(timeout=deadline)
         except FutureTimeout:
             self._kill_solver()
-            raise SolverHung(f"the AlloX solver process answered nothing in {self._solver_timeout_seconds:g} s "
-                             "(allox.solverTimeoutSeconds): it was killed, "
+            raise SolverHung(f"the AlloX solver process answered nothing in {deadline:g} s "
+                             f"({'starting, at least ' + format(SOLVER_START_SECONDS, 'g') + ' s; ' if starting else ''}"
+                             "allox.solverTimeoutSeconds): it was killed, "
                              "this pass starts no Job, and the next pass starts another") from None
 
     def _kill_solver(self) -> None:

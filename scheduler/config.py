@@ -462,7 +462,8 @@ class AlloxSettings(_Section):
         description=(
             "With solverProcess: a solver process that answers nothing for this long (stopped, or "
             "stuck) is killed, that pass starts no Job and the next starts another process. A "
-            "matching of thousands of Jobs takes tens of milliseconds there."
+            "matching of thousands of Jobs takes tens of milliseconds there. A new process is given "
+            "at least 60 s for its start (an interpreter importing the matching) and first answer."
         ),
     )
     resync_seconds: float = Field(10.0, gt=0, allow_inf_nan=False, description="A matching at least this often (capacity freed by other pods).")
