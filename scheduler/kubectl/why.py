@@ -21,6 +21,8 @@ from scheduler.kubectl.wording import MAX_NAMED, duration, listed, ordinal
 KEPT_FOR = re.compile(r"its free resources are kept for (?P<held>[^,]+),")
 QUOTA = re.compile(r"virtual cluster '(?P<vc>[^']+)' quota exhausted at level '(?P<level>[^']+)'")
 GANG = re.compile(r"gang (?P<gang>[^\s:]+/[^\s:]+)[: ]")
+# HiveD's reason for a gang its VC cannot hold even empty (scheduler/cells/gangs.py): no wait ends it.
+GANG_NEVER = re.compile(r"gang \S+ needs \d+ pods x \d+ GPUs but virtual cluster '[^']+' can hold at most \d+ such pods? even when idle")
 ESTIMATOR_FAILED = ("InvalidSpec", "SamplingFailed")
 # AlloX's Placed=Queued condition (placer/controller.py): the Job's place and its expected start
 # as a time; an older cellfit wrote the wait from when it wrote it ("expected start in ~12 min").
@@ -393,6 +395,10 @@ def _gang_pod(pod: PodFacts, gang: str, failed: Event, view: CellfitView) -> Ans
         count = f"{entry.get('podsPlaced', 0)} of {entry.get('size', pod.gang_size)} pods placed"
     else:
         count = f"none of {pod.gang_size} pods placed" if pod.gang_size else "no pod placed"
+    never = GANG_NEVER.search(failed.message)
+    if never is not None:
+        return Answer(reason="gang", summary=f"its gang {gang} can never be placed as written: {never.group(0)} (make "
+                      "cellfit.io/gang-size or the GPUs each pod asks for smaller, or its VC's quota larger)", details=_seen(failed))
     return Answer(reason="gang", summary=f"waiting for its gang {gang} ({count}): all its pods are placed together or "
                   f"none: {problem}", details=_seen(failed))
 
