@@ -1,4 +1,6 @@
-"""The extender's ASGI entry point: kube-scheduler's verbs answered straight from ASGI messages.
+"""The extender's ASGI entry point: kube-scheduler's verbs answered straight from ASGI messages,
+or, on cellfit's own listener, from the request the protocol read (:meth:`VerbDispatch.decide`,
+called by scheduler/extender/listeners.py without any ASGI message).
 
 Every other request (inspect, health, metrics, the OpenAPI document) goes on to the FastAPI app.
 Why the verbs bypass it: Starlette's middleware stack, router and Request/Response objects cost
