@@ -519,6 +519,8 @@ class StrandedGuarantees:
                          "beside the pods that stay on the node and those kube-scheduler nominated there", extra={"pod": key, "node": node})
                 return None
             entry.held = entry.held + Load.of((info,))
+            # Booked where it is nominated, it counts there once (as node_use counts it).
+            entry.nominated = [other for other in entry.nominated if other.uid != info.uid]
         log.info("cells booked for a guaranteed pod kube-scheduler could not bring to cellfit: every node it may use is full of "
                  "opportunistic pods", extra={"pod": key, "vc": waiting.vc, "cell": waiting.cell, "node": node,
                                               "victims": len(waiting.victims)})
