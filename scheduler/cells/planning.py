@@ -322,7 +322,7 @@ class Planner:
             raise Unplaceable(
                 f"virtual cluster {vc.name!r} quota exhausted at level {wanted!r}: "
                 f"none of its cells of type {wanted!r} or larger has {n} free GPUs in one {wanted!r}, "
-                "and it has no unbound cell left"
+                "and every cell of its quota is already in use"
             )
         offered = "" if allowed is None else " among the offered nodes"
         raise Unplaceable(

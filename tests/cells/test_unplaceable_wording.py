@@ -15,7 +15,7 @@ from scheduler.cells import HivedEngine
 from scheduler.cells.request import parse_request
 from scheduler.core.model import PodInfo
 from scheduler.kube.names import filter_offered
-from tests.cells.helpers import node_names, pod, rack_cluster
+from tests.cells.helpers import node_names, pod, rack_cluster, schedule
 
 
 NODES = node_names()
@@ -52,3 +52,12 @@ def test_a_gang_its_vc_can_never_hold_counts_pods_in_good_english(engine: HivedE
     assert len(reasons) == 1, reasons
     (reason,) = reasons
     assert reason == f"gang ns/big needs {size} pods x 8 GPUs but virtual cluster {vc!r} can hold {said} when idle", reason
+
+
+def test_a_vc_whose_quota_is_in_use_says_so_without_hived_jargon(engine: HivedEngine) -> None:
+    """HiveD's "no unbound cell left" meant nothing to a user: every cell of the VC's quota
+    already holds pods or is booked for some, so the pod waits for one of them to leave."""
+    assert schedule(engine, pod("holder", 8, vc="speech"), NODES) is not None
+    reasons = set(filter_offered(engine, pod("waiter", 8, vc="speech"), NODES).unresolvable.values())
+    assert reasons == {"virtual cluster 'speech' quota exhausted at level 'V100-NODE': none of its cells of type 'V100-NODE' "
+                       "or larger has 8 free GPUs in one 'V100-NODE', and every cell of its quota is already in use"}, reasons
