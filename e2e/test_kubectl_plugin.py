@@ -442,7 +442,7 @@ class TestAlloxDecisions:
             placed = next(c for c in cluster.kubectl_json("-n", ns, "get", "job", job)["status"]["conditions"] if c["type"] == "Placed")
             answer = plugin.why(user, f"job/{job}", ns)
             assert answer["reason"] == "cpu-instead-of-gpu", answer
-            assert answer["summary"] == f"on CPU instead of GPU: {placed['message']}", answer
+            assert answer["summary"] == f"on CPU instead of GPU: {placed['message'].removeprefix('running on cpu: ')}", answer
         print(f"$ kubectl cellfit why job/{on_cpu[0]}\n" + plugin.run(user, "why", f"job/{on_cpu[0]}", "-n", ns).stdout)
         table = plugin.run(user, "queue").stdout.splitlines()
         print("$ kubectl cellfit queue\n" + "\n".join(table))

@@ -24,6 +24,7 @@ GANG = re.compile(r"gang (?P<gang>[^\s:]+/[^\s:]+)[: ]")
 # HiveD's reason for a gang its VC cannot hold even empty (scheduler/cells/gangs.py): no wait ends it.
 GANG_NEVER = re.compile(r"gang \S+ needs \d+ pods x \d+ GPUs but virtual cluster '[^']+' can hold at most \d+ such pods? even when idle")
 ESTIMATOR_FAILED = ("InvalidSpec", "SamplingFailed")
+CPU = "cpu"  # the kind AlloX's Placed condition names ("running on cpu: ...", placer/controller.py)
 # AlloX's Placed=Queued condition (placer/controller.py): the Job's place and its expected start
 # as a time; an older cellfit wrote the wait from when it wrote it ("expected start in ~12 min").
 QUEUED_AT = re.compile(r"(?P<place>.+), expected start at (?P<at>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ) \(AlloX\)")
@@ -218,8 +219,11 @@ def _estimate_details(estimate: Mapping[str, Any] | None) -> tuple[str, ...]:
 
 
 def _on_cpu(job: JobFacts, now: Answer) -> Answer:
+    """The Placed condition's reason after "on CPU instead of GPU", without its own "running on
+    cpu: " (the placer's condition says the kind first; the summary has just said it)."""
     placed = job.condition("Placed")
-    why = placed.message if placed is not None and placed.message else "AlloX chose cpu"
+    said = placed.message.removeprefix(f"running on {CPU}").removeprefix(": ") if placed is not None else ""
+    why = said or "AlloX chose cpu"
     estimates = _estimate_details(job.estimate)
     return Answer(reason="cpu-instead-of-gpu", summary=f"on CPU instead of GPU: {why}",
                   details=estimates + (f"now: {now.summary}",))

@@ -360,7 +360,7 @@ def test_running_on_cpu_instead_of_gpu_gives_the_estimates_and_allox_reason() ->
                    pods=(a_pod("ij-abcde", node="cpu-1", phase="Running"),))
     answer = explain_job(job, CellfitView())
     assert answer.reason == "cpu-instead-of-gpu"
-    assert answer.summary == "on CPU instead of GPU: running on cpu: AlloX chose cpu (estimated 101 s; gpu 27 s, every GPU busy for ~9 min)"
+    assert answer.summary == "on CPU instead of GPU: AlloX chose cpu (estimated 101 s; gpu 27 s, every GPU busy for ~9 min)"
     assert answer.details == ("estimate cpu: 101 s ± 2 s (samples)", "estimate gpu: 27 s ± 1 s (samples)", "now: running: 1 pod on cpu-1")
 
 
@@ -368,8 +368,20 @@ def test_a_pod_of_a_job_on_cpu_says_so() -> None:
     conditions = [{"type": "Placed", "status": "True", "reason": "Started", "message": "running on cpu: AlloX chose cpu"}]
     job = job_from(interchangeable(suspend=False, placement="cpu", conditions=conditions, estimate=True))
     answer = explain(Facts(pod=a_pod("ij-abcde", node="cpu-1", phase="Running"), job=job))
-    assert (answer.reason, answer.summary) == ("cpu-instead-of-gpu", "on CPU instead of GPU: running on cpu: AlloX chose cpu")
+    assert (answer.reason, answer.summary) == ("cpu-instead-of-gpu", "on CPU instead of GPU: AlloX chose cpu")
     assert answer.details[-1] == "now: running on node cpu-1"
+
+
+@pytest.mark.parametrize(("message", "summary"), [
+    ("running on cpu", "on CPU instead of GPU: AlloX chose cpu"),
+    ("running on cpu: unsuspended by its user, not by AlloX (the kind its pod template asks for)",
+     "on CPU instead of GPU: unsuspended by its user, not by AlloX (the kind its pod template asks for)"),
+])
+def test_a_job_on_cpu_says_the_kind_once(message: str, summary: str) -> None:
+    conditions = [{"type": "Placed", "status": "True", "reason": "Started", "message": message}]
+    job = job_from(interchangeable(suspend=False, placement="cpu", conditions=conditions, estimate=True),
+                   pods=(a_pod("ij-abcde", node="cpu-1", phase="Running"),))
+    assert explain_job(job, CellfitView()).summary == summary
 
 
 def test_placed_on_gpu_is_just_running() -> None:
