@@ -215,7 +215,11 @@ class NamedDecision:
     def _by_name(self, verdicts: Verdicts) -> Reasons:
         reasons: Reasons = {}
         for reason, positions in verdicts.items():
-            reasons.update(dict.fromkeys(pick(self.names, positions), reason))
+            named = dict.fromkeys(pick(self.names, positions), reason)
+            if reasons:
+                reasons.update(named)
+            else:  # the first group (often every node) is the answer's dict, not copied into one
+                reasons = named
         return reasons
 
     def __repr__(self) -> str:
