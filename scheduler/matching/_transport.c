@@ -27,6 +27,13 @@
  * cheapest_classes(group, offset, group_cost, chosen) -> bool
  *   phase 1 (_cheapest_classes): each row's cheapest class, written into chosen; False (nothing
  *   decided) on a NaN, where NumPy's argmin and sort place it as no comparison does.
+ *
+ * fold_match(slot_machine, slot_position, machine_kind, delay, times, members, omega, rows, columns) -> bool
+ *   solve.py's build and match from the bounded slots (transport.folded_match): the slots'
+ *   classes, their groups and units, phases 1 to 3 and each row's slot, written into rows and
+ *   columns (int64, a row each) as match returns them; members and omega are the kind orders
+ *   laid end to end (positions.KindOrder). False where NumPy's way would leave this path (see
+ *   fold below): the caller then runs it.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -440,6 +447,47 @@ release_cost:
 
 /* ------------------------------------------------------------------------------ phase 1 */
 
+/* Phase 1 (_cheapest_classes): each row's cheapest class into chosen (best, by_class: count + 1
+ * entries of scratch); 0 (nothing decided) on a NaN, where NumPy's argmin and sort place it as
+ * no comparison does. */
+static int cheapest_rows(const int64_t *group, const double *offset, const double *cost, Py_ssize_t classes, Py_ssize_t rows,
+                         Py_ssize_t count, int64_t *best, int64_t *by_class, int64_t *chosen) {
+    int decided = 1;
+    /* Each group's cheapest class: its least offset, then its first class. */
+    for (Py_ssize_t g = 0; g < count; g++) best[g] = -1;
+    for (Py_ssize_t c = 0; c < classes && decided; c++) {
+        if (offset[c] != offset[c]) decided = 0;
+        int64_t g = group[c];
+        if (best[g] < 0 || offset[c] < offset[best[g]]) best[g] = c;
+    }
+    /* The groups with a class, taken in the order of their cheapest classes. */
+    Py_ssize_t present = 0;
+    for (Py_ssize_t c = 0; c < classes && decided; c++)
+        if (best[group[c]] == c) by_class[present++] = group[c];
+    for (Py_ssize_t row = 0; row < rows && decided; row++) {
+        const double *costs = cost + row * count;
+        Py_ssize_t pick = 0;
+        double least = 0.0;
+        int finite = 0;
+        for (Py_ssize_t k = 0; k < present; k++) {
+            int64_t g = by_class[k];
+            double total = costs[g] + offset[best[g]];
+            if (total != total) {
+                decided = 0;
+                break;
+            }
+            if (k == 0 || total < least) {
+                least = total;
+                pick = k;
+            }
+            finite |= isfinite(total);
+        }
+        if (!present) decided = 0; /* NumPy's argmin refuses an empty row: its answer, not ours */
+        chosen[row] = finite && present ? best[by_class[pick]] : 0;
+    }
+    return decided;
+}
+
 static PyObject *cheapest_classes(PyObject *self, PyObject *args) {
     PyObject *objects[4];
     (void)self;
@@ -463,39 +511,7 @@ static PyObject *cheapest_classes(PyObject *self, PyObject *args) {
         } else if (best == NULL || by_class == NULL) {
             PyErr_NoMemory();
         } else {
-            int decided = 1;
-            /* Each group's cheapest class: its least offset, then its first class. */
-            for (Py_ssize_t g = 0; g < count; g++) best[g] = -1;
-            for (Py_ssize_t c = 0; c < classes && decided; c++) {
-                if (offset[c] != offset[c]) decided = 0;
-                int64_t g = group[c];
-                if (best[g] < 0 || offset[c] < offset[best[g]]) best[g] = c;
-            }
-            /* The groups with a class, taken in the order of their cheapest classes. */
-            Py_ssize_t present = 0;
-            for (Py_ssize_t c = 0; c < classes && decided; c++)
-                if (best[group[c]] == c) by_class[present++] = group[c];
-            for (Py_ssize_t row = 0; row < rows && decided; row++) {
-                const double *costs = cost + row * count;
-                Py_ssize_t pick = 0;
-                double least = 0.0;
-                int finite = 0;
-                for (Py_ssize_t k = 0; k < present; k++) {
-                    int64_t g = by_class[k];
-                    double total = costs[g] + offset[best[g]];
-                    if (total != total) {
-                        decided = 0;
-                        break;
-                    }
-                    if (k == 0 || total < least) {
-                        least = total;
-                        pick = k;
-                    }
-                    finite |= isfinite(total);
-                }
-                if (!present) decided = 0; /* NumPy's argmin refuses an empty row: its answer, not ours */
-                chosen[row] = finite && present ? best[by_class[pick]] : 0;
-            }
+            int decided = cheapest_rows(group, offset, cost, classes, rows, count, best, by_class, chosen);
             result = PyBool_FromLong(decided);
         }
     }
@@ -505,10 +521,234 @@ static PyObject *cheapest_classes(PyObject *self, PyObject *args) {
     return result;
 }
 
+/* ------------------------------------------------------------------------------ the fold */
+
+/* Blocks taken for one call, freed together. */
+typedef struct {
+    void *blocks[40];
+    int count;
+} Arena;
+
+static void *arena_take(Arena *arena, size_t count, size_t size) {
+    if (arena->count >= 40) return NULL;
+    void *block = PyMem_Malloc((count ? count : 1) * size);
+    if (block) arena->blocks[arena->count++] = block;
+    return block;
+}
+
+static void arena_free(Arena *arena) {
+    for (int i = 0; i < arena->count; i++) PyMem_Free(arena->blocks[i]);
+    arena->count = 0;
+}
+
+/* A stable counting sort of from[0:count] by key[from[i]] (0 <= key < keys) into to (counts:
+ * keys + 1 entries of scratch). */
+static void counting_sort(const int64_t *from, int64_t *to, Py_ssize_t count, const int64_t *key, int64_t keys, int64_t *counts) {
+    for (int64_t k = 0; k <= keys; k++) counts[k] = 0;
+    for (Py_ssize_t i = 0; i < count; i++) counts[key[from[i]] + 1]++;
+    for (int64_t k = 0; k < keys; k++) counts[k + 1] += counts[k];
+    for (Py_ssize_t i = 0; i < count; i++) to[counts[key[from[i]]]++] = from[i];
+}
+
+/* solve.py's build (slot_classes, _groups) and match (assign_to_classes: _cheapest_classes, the
+ * load, _units, phases 2 and 3, _filled; _slots_to_rows) for the bounded slots of a problem
+ * whose kind orders are known: each matched row and its slot, written into rows_out and
+ * columns_out. 1 when written, 0 where NumPy's way would leave this path (a NaN, phase 3 over
+ * its budget or declined, the kind orders not those of the waits: the caller then runs it), -1
+ * out of memory. The classes are NumPy's lexsort by (kind, wait, position), stable: here two
+ * stable counting sorts, by position and then by (kind, the wait's rank among the kind's
+ * machines, read off the kind orders). Every other step is the same integers, and the same
+ * floating-point operations in the same order (a time times a position; a cost plus an offset),
+ * as NumPy's. */
+static int fold(const int64_t *slot_machine, const int64_t *slot_position, Py_ssize_t slots, const int64_t *machine_kind,
+                const double *delay, Py_ssize_t machines, const double *times, Py_ssize_t rows, Py_ssize_t kinds,
+                const int64_t *members, const double *omega, int64_t *rows_out, int64_t *columns_out) {
+    Arena arena = {.count = 0};
+    int result = 0;
+    if (slots == 0 || rows == 0) return 0;
+    int64_t largest = 0;
+    for (Py_ssize_t i = 0; i < slots; i++)
+        if (slot_position[i] > largest) largest = slot_position[i];
+    /* The counting sorts' keys: positions (span), machines, (kind, position) pairs, classes
+     * (at most the slots). */
+    int64_t span = largest + 1, key_count = slots;
+    if (machines > key_count) key_count = machines;
+    if (span > key_count) key_count = span;
+    if (kinds * span > key_count) key_count = kinds * span;
+    int64_t *wait_key = arena_take(&arena, (size_t)machines, sizeof(int64_t));
+    int64_t *counts = arena_take(&arena, (size_t)key_count + 1, sizeof(int64_t));
+    int64_t *slot_key = arena_take(&arena, (size_t)slots, sizeof(int64_t));
+    int64_t *identity = arena_take(&arena, (size_t)slots, sizeof(int64_t));
+    int64_t *by_position = arena_take(&arena, (size_t)slots, sizeof(int64_t));
+    int64_t *order = arena_take(&arena, (size_t)slots, sizeof(int64_t));
+    int64_t *class_start = arena_take(&arena, (size_t)slots + 1, sizeof(int64_t));
+    if (!wait_key || !counts || !slot_key || !identity || !by_position || !order || !class_start) goto out_of_memory;
+    /* Each machine's (kind, wait) as one key: where its run of equal waits begins in the kind
+     * orders laid end to end, kind after kind; the orders must be the waits' (else declined). */
+    for (Py_ssize_t m = 0; m < machines; m++) wait_key[m] = -1;
+    int64_t run_start = 0;
+    for (Py_ssize_t i = 0; i < machines; i++) {
+        int64_t m = members[i];
+        if (m < 0 || m >= machines || wait_key[m] >= 0 || !(omega[i] == delay[m])) goto declined;
+        if (i > 0 && machine_kind[members[i - 1]] == machine_kind[m]) {
+            if (machine_kind[m] < machine_kind[members[i - 1]] || omega[i] < omega[i - 1]) goto declined;
+            if (omega[i] != omega[i - 1]) run_start = i;
+        } else {
+            if (i > 0 && machine_kind[m] < machine_kind[members[i - 1]]) goto declined;
+            run_start = i;
+        }
+        wait_key[m] = run_start;
+    }
+    /* slot_classes: by position, then stably by (kind, wait): (kind, wait, position, slot). */
+    for (Py_ssize_t i = 0; i < slots; i++) {
+        if (slot_machine[i] < 0 || slot_machine[i] >= machines || slot_position[i] < 0) goto declined;
+        identity[i] = i;
+    }
+    counting_sort(identity, by_position, slots, slot_position, span, counts);
+    for (Py_ssize_t i = 0; i < slots; i++) slot_key[i] = wait_key[slot_machine[i]];
+    counting_sort(by_position, order, slots, slot_key, machines, counts);
+    Py_ssize_t classes = 0;
+    for (Py_ssize_t i = 0; i < slots; i++) {
+        int64_t s = order[i], previous = i ? order[i - 1] : -1;
+        if (i == 0 || slot_key[s] != slot_key[previous] || slot_position[s] != slot_position[previous]) class_start[classes++] = i;
+    }
+    class_start[classes] = slots;
+    /* _groups: (kind, position) keys, present ones ascending; each class's group and offset. */
+    int64_t *group = arena_take(&arena, (size_t)classes, sizeof(int64_t));
+    double *offset = arena_take(&arena, (size_t)classes, sizeof(double));
+    int64_t *group_key = arena_take(&arena, (size_t)classes, sizeof(int64_t));
+    if (!group || !offset || !group_key) goto out_of_memory;
+    int64_t keys = kinds * span;
+    for (int64_t k = 0; k <= keys; k++) counts[k] = 0;
+    for (Py_ssize_t c = 0; c < classes; c++) {
+        int64_t first = order[class_start[c]], kind = machine_kind[slot_machine[first]];
+        if (kind < 0 || kind >= kinds) goto declined;
+        counts[kind * span + slot_position[first]] = 1;
+    }
+    Py_ssize_t groups = 0;
+    for (int64_t k = 0; k < keys; k++) {
+        if (counts[k]) {
+            group_key[groups] = k;
+            counts[k] = groups++;
+        }
+    }
+    for (Py_ssize_t c = 0; c < classes; c++) {
+        int64_t first = order[class_start[c]];
+        group[c] = counts[machine_kind[slot_machine[first]] * span + slot_position[first]];
+        offset[c] = delay[slot_machine[first]];
+    }
+    double *cost = arena_take(&arena, (size_t)(rows * groups), sizeof(double));
+    int64_t *best = arena_take(&arena, (size_t)groups + 1, sizeof(int64_t));
+    int64_t *by_class = arena_take(&arena, (size_t)groups + 1, sizeof(int64_t));
+    int64_t *chosen = arena_take(&arena, (size_t)rows, sizeof(int64_t));
+    int64_t *load = arena_take(&arena, (size_t)classes, sizeof(int64_t));
+    if (!cost || !best || !by_class || !chosen || !load) goto out_of_memory;
+    for (Py_ssize_t r = 0; r < rows; r++)
+        for (Py_ssize_t g = 0; g < groups; g++)
+            cost[r * groups + g] = times[r * kinds + group_key[g] / span] * (double)(group_key[g] % span);
+    /* assign_to_classes: every row in its cheapest class, done if no class overflows. */
+    if (!cheapest_rows(group, offset, cost, classes, rows, groups, best, by_class, chosen)) goto declined;
+    for (Py_ssize_t c = 0; c < classes; c++) load[c] = 0;
+    for (Py_ssize_t r = 0; r < rows; r++) load[chosen[r]]++;
+    int over = 0;
+    for (Py_ssize_t c = 0; c < classes; c++) over |= load[c] > class_start[c + 1] - class_start[c];
+    if (over) {
+        /* _units: each group's classes by offset (class order: by wait within a kind and
+         * position), a unit per slot. */
+        int64_t *by_group = arena_take(&arena, (size_t)classes, sizeof(int64_t));
+        int64_t *class_index = arena_take(&arena, (size_t)classes, sizeof(int64_t));
+        int64_t *unit_class = arena_take(&arena, (size_t)slots, sizeof(int64_t));
+        double *flat = arena_take(&arena, (size_t)slots, sizeof(double));
+        int64_t *bounds = arena_take(&arena, (size_t)groups + 1, sizeof(int64_t));
+        int64_t *grouped = arena_take(&arena, (size_t)rows, sizeof(int64_t));
+        if (!by_group || !class_index || !unit_class || !flat || !bounds || !grouped) goto out_of_memory;
+        for (Py_ssize_t c = 0; c < classes; c++) class_index[c] = c;
+        counting_sort(class_index, by_group, classes, group, groups, counts);
+        Py_ssize_t unit = 0;
+        for (Py_ssize_t k = 0; k < classes; k++) {
+            int64_t c = by_group[k];
+            if (k > 0 && group[by_group[k - 1]] == group[c] && !(offset[by_group[k - 1]] < offset[c])) goto declined;
+            if (k == 0 || group[by_group[k - 1]] != group[c]) bounds[group[c]] = unit;
+            for (int64_t u = class_start[c]; u < class_start[c + 1]; u++) {
+                unit_class[unit] = c;
+                flat[unit++] = offset[c];
+            }
+        }
+        bounds[groups] = unit;
+        /* match's budget for phase 3, then phases 2 and 3 as solve_groups runs them. */
+        int64_t budget = 50 * (int64_t)rows * (int64_t)slots / (20000 + (int64_t)rows * groups + (int64_t)groups * groups);
+        State state = {.rows = rows, .groups = groups, .cost = cost, .flat = flat, .bounds = bounds, .assign = grouped};
+        state.price = arena_take(&arena, (size_t)groups, sizeof(double));
+        state.load = arena_take(&arena, (size_t)groups, sizeof(int64_t));
+        state.priced = arena_take(&arena, (size_t)groups, sizeof(int64_t));
+        state.jobs = arena_take(&arena, (size_t)rows, sizeof(int64_t));
+        state.margin = arena_take(&arena, (size_t)rows, sizeof(double));
+        state.alternative = arena_take(&arena, (size_t)rows, sizeof(int64_t));
+        state.order = arena_take(&arena, (size_t)rows, sizeof(int64_t));
+        state.scratch = arena_take(&arena, (size_t)rows, sizeof(int64_t));
+        if (!state.price || !state.load || !state.priced || !state.jobs || !state.margin || !state.alternative || !state.order || !state.scratch)
+            goto out_of_memory;
+        if (solve(&state, budget) != SOLVED) goto declined;
+        /* _filled: a group's rows, in row order, take its cheapest units. */
+        for (Py_ssize_t g = 0; g < groups; g++) best[g] = bounds[g];
+        for (Py_ssize_t r = 0; r < rows; r++) chosen[r] = unit_class[best[grouped[r]]++];
+        for (Py_ssize_t g = 0; g < groups; g++)
+            if (best[g] > bounds[g + 1]) goto declined;
+    }
+    /* _slots_to_rows: each class's rows, in row order, take its slots in slot order. */
+    int64_t *row_index = arena_take(&arena, (size_t)rows, sizeof(int64_t));
+    if (!row_index) goto out_of_memory;
+    for (Py_ssize_t r = 0; r < rows; r++) row_index[r] = r;
+    counting_sort(row_index, rows_out, rows, chosen, classes, counts);
+    for (Py_ssize_t c = 0; c < classes; c++) load[c] = class_start[c];
+    for (Py_ssize_t i = 0; i < rows; i++) {
+        int64_t c = chosen[rows_out[i]];
+        if (load[c] >= class_start[c + 1]) goto declined;
+        columns_out[i] = order[load[c]++];
+    }
+    result = 1;
+declined:
+    arena_free(&arena);
+    return result;
+out_of_memory:
+    arena_free(&arena);
+    return -1;
+}
+
+static PyObject *fold_match(PyObject *self, PyObject *args) {
+    PyObject *objects[9];
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOO", &objects[0], &objects[1], &objects[2], &objects[3], &objects[4], &objects[5], &objects[6],
+                          &objects[7], &objects[8]))
+        return NULL;
+    static const Wanted wanted[9] = {{'q', 0, 1, "slot_machine"}, {'q', 0, 1, "slot_position"}, {'q', 0, 1, "machine_kind"},
+                                     {'d', 0, 1, "delay"},        {'d', 0, 2, "times"},         {'q', 0, 1, "members"},
+                                     {'d', 0, 1, "omega"},        {'q', 1, 1, "rows"},          {'q', 1, 1, "columns"}};
+    Py_buffer views[9];
+    int taken = take_all(objects, views, wanted, 9);
+    PyObject *result = NULL;
+    if (taken == 9) {
+        Py_ssize_t slots = views[0].len / 8, machines = views[2].len / 8, rows = views[4].shape[0], kinds = views[4].shape[1];
+        if (views[1].len / 8 != slots || views[3].len / 8 != machines || views[5].len / 8 != machines || views[6].len / 8 != machines ||
+            views[7].len / 8 != rows || views[8].len / 8 != rows) {
+            PyErr_SetString(PyExc_ValueError, "fold_match: a position per slot, a wait and a place in the kind orders per machine, a row and a column per row");
+        } else {
+            int folded = fold(views[0].buf, views[1].buf, slots, views[2].buf, views[3].buf, machines, views[4].buf, rows, kinds, views[5].buf,
+                              views[6].buf, views[7].buf, views[8].buf);
+            if (folded < 0) PyErr_NoMemory();
+            else result = PyBool_FromLong(folded);
+        }
+    }
+    release_all(views, taken);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"solve_groups", solve_groups, METH_VARARGS,
      "solve_groups(cost, flat, bounds, assign, max_augmentations) -> 0 solved, 1 none, 2 declined (see the module's header)"},
     {"cheapest_classes", cheapest_classes, METH_VARARGS, "cheapest_classes(group, offset, group_cost, chosen) -> decided (see the header)"},
+    {"fold_match", fold_match, METH_VARARGS,
+     "fold_match(slot_machine, slot_position, machine_kind, delay, times, members, omega, rows, columns) -> written (see the header)"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -10,7 +10,7 @@ it runs (that is what D adds).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from importlib import import_module
 from itertools import chain
@@ -25,8 +25,8 @@ from scipy.optimize import linear_sum_assignment
 from scheduler.matching.costs import kind_times, slot_cost_matrix
 from scheduler.matching.errors import InfeasibleInstance, InvalidInstance
 from scheduler.matching.model import Assignment, Job, Machine
-from scheduler.matching.positions import KindOrder, Slots, SlotClasses, all_positions, position_limits, slot_classes, slots_for
-from scheduler.matching.transport import Groups, distinct, assign_to_classes, certified
+from scheduler.matching.positions import KindOrder, Slots, SlotClasses, all_positions, kind_orders, position_limits, slot_classes, slots_for
+from scheduler.matching.transport import Groups, can_fold, distinct, assign_to_classes, certified, folded_match
 
 try:
     # By name: an import statement of it reads as one of scheduler.matching, whose __init__
@@ -260,7 +260,11 @@ def build(problem: Problem, *, bounded: bool = True, method: Method = "auto") ->
     if not bounded:
         slots, cost = cost_matrix(problem, bounded=False)
         return Matrix(slots=slots, classes=None, full_cost=cost)
-    slots = _bounded_slots(problem)
+    return _matrix_on(problem, _bounded_slots(problem), method=method)
+
+
+def _matrix_on(problem: Problem, slots: Slots, *, method: Method = "auto") -> Matrix:
+    """:func:`build`'s matrix on the bounded ``slots``."""
     classes = slot_classes(slots, machine_kind=problem.machine_kind, delay=problem.delay)
     if method == "scipy" or (method == "auto" and classes.count > FOLD_WHEN_CLASSES_PER_SLOT * slots.count):
         return Matrix(slots=slots, classes=None, full_cost=slot_cost_matrix(times=problem.times, slots=slots, delay=problem.delay))
@@ -370,14 +374,42 @@ def _solved(problem: Problem, *, bounded: bool = True, method: Method = "auto", 
 
 
 def _matched(problem: Problem, *, bounded: bool = True, method: Method = "auto",
-             hint: Hint | None = None) -> tuple[tuple[IntArray, IntArray, IntArray], Matrix, IntArray, IntArray]:
-    """:func:`_solved`'s matching, with the matrix it was found on and, before :func:`canonical`,
-    each row and its column of the matrix."""
-    matrix = build(problem, bounded=bounded, method=method)
+             hint: Hint | None = None) -> tuple[tuple[IntArray, IntArray, IntArray], Callable[[], Matrix], IntArray, IntArray]:
+    """:func:`_solved`'s matching, with the matrix it was found on (made when asked for) and,
+    before :func:`canonical`, each row and its column of the matrix. Without a hint, the folded
+    matrix and its matching are worked out in one call of ``_transport.c`` where it was built
+    (:func:`~scheduler.matching.transport.folded_match`: the same rows and slots, from the
+    machines' kind orders, sorted here when the problem has none), else as :func:`build` and
+    :func:`match` do."""
+    if bounded and method == "auto" and hint is None and problem.jobs and can_fold():
+        if problem.orders is None:
+            # Sorted once for the bound, the fold and canonical's names (each reads them as it
+            # would sort them, tests/matching/test_matching_kind_orders.py).
+            problem = replace(problem, orders=kind_orders(machine_kind=problem.machine_kind, available=problem.delay,
+                                                          kind_count=len(problem.kinds)))
+        assert problem.orders is not None
+        slots = _bounded_slots(problem)
+        members, omega = _laid_end_to_end(problem.orders)
+        folded = folded_match(slot_machine=slots.machine, slot_position=slots.position, machine_kind=problem.machine_kind,
+                              delay=problem.delay, times=problem.times, members=members, omega=omega)
+        if folded is not None:
+            rows, columns = folded
+            return (canonical(problem, rows=rows, machine=slots.machine[columns], position=slots.position[columns]),
+                    partial(_matrix_on, problem, slots), rows, columns)
+        matrix = _matrix_on(problem, slots)
+    else:
+        matrix = build(problem, bounded=bounded, method=method)
     hinted = _hinted(problem, matrix, hint) if hint is not None and bounded and method == "auto" else None
     rows, columns = hinted if hinted is not None else match(problem, matrix, method=method)
     slots = matrix.slots
-    return canonical(problem, rows=rows, machine=slots.machine[columns], position=slots.position[columns]), matrix, rows, columns
+    return canonical(problem, rows=rows, machine=slots.machine[columns], position=slots.position[columns]), lambda: matrix, rows, columns
+
+
+def _laid_end_to_end(orders: tuple[KindOrder, ...]) -> tuple[IntArray, FloatArray]:
+    """Every kind's order's machines and their ω, kind after kind."""
+    if not orders:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
+    return np.concatenate([order.members for order in orders]), np.concatenate([order.omega for order in orders])
 
 
 def contended_plan(problem: Problem) -> tuple[IntArray, IntArray, Callable[[], bool]]:
@@ -396,9 +428,11 @@ def contended_plan(problem: Problem) -> tuple[IntArray, IntArray, Callable[[], b
     return rows[order], bounds, partial(_only_optimum, matrix, matched_rows, columns)
 
 
-def _only_optimum(matrix: Matrix, rows: IntArray, columns: IntArray) -> bool:
-    """Whether matching each of ``rows`` to its column of ``matrix`` is certainly the only
-    optimal matching of the folded problem's rows to its groups (kind × position)."""
+def _only_optimum(matrix_of: Callable[[], Matrix], rows: IntArray, columns: IntArray) -> bool:
+    """Whether matching each of ``rows`` to its column of the matrix (``matrix_of()``) is
+    certainly the only optimal matching of the folded problem's rows to its groups (kind ×
+    position)."""
+    matrix = matrix_of()
     classes, groups = matrix.classes, matrix.groups
     if classes is None or groups is None:
         return False

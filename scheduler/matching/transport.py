@@ -116,6 +116,34 @@ def assign_to_classes(
     return None if grouped is None else _filled(grouped, found)
 
 
+def can_fold() -> bool:
+    """Whether :func:`folded_match` can answer: the extension in use has ``fold_match``."""
+    return native is not None and hasattr(native, "fold_match")
+
+
+def folded_match(*, slot_machine: IntArray, slot_position: IntArray, machine_kind: IntArray, delay: FloatArray, times: FloatArray,
+                 members: IntArray, omega: FloatArray) -> tuple[IntArray, IntArray] | None:
+    """:func:`~scheduler.matching.solve.match`'s rows and slots on the bounded slots
+    (``slot_machine``, ``slot_position``) folded to classes, with every step from the slots'
+    classes to the rows' slots in one call of the extension (``fold_match``): the same integers
+    and floating-point operations as ``slot_classes``, ``_groups``, :func:`assign_to_classes`
+    and ``_slots_to_rows``, the classes sorted by (kind, wait) read off the kind orders laid
+    end to end (``members``, ``omega``). None where the extension is not built (or built from
+    an older ``_transport.c``), a buffer is not its kind, or it leaves the answer to NumPy's
+    way (a NaN, phase 3 over its budget or declined, kind orders not those of ``delay``)."""
+    extension = native
+    fold = getattr(extension, "fold_match", None)
+    arrays = (slot_machine, slot_position, machine_kind, members)
+    if fold is None or not all(a.dtype == np.int64 and a.ndim == 1 and a.flags.c_contiguous for a in arrays):
+        return None
+    if not (_native_buffers(machine_kind, delay) and _native_buffers(members, omega) and times.dtype == np.float64 and times.ndim == 2
+            and times.flags.c_contiguous):
+        return None
+    rows = np.empty(times.shape[0], dtype=np.int64)
+    columns = np.empty(times.shape[0], dtype=np.int64)
+    return (rows, columns) if fold(slot_machine, slot_position, machine_kind, delay, times, members, omega, rows, columns) else None
+
+
 def _assign_to_groups(cost: FloatArray, found: _Units, *, max_augmentations: int) -> IntArray | None:
     """Phases 2 and 3: each row's group (an index of ``found``'s groups; ``cost`` is rows ×
     those groups), or None where :func:`assign_to_classes` declines. In C where the extension
