@@ -20,7 +20,9 @@ event loop's thread (its user and system), the verbs' own steps
 (``cellfit_extender_cpu_seconds_total``), and ``http``: the event loop's thread less the verbs,
 as e2e/bench_throughput.py splits it; connections kube-scheduler's client dialled, per pod.
 
-``--max-idle-per-host N`` lets the client keep N idle connections rather than Go's 2 (what the
+``--api-tls`` binds through cellfit's own API client (scheduler/cluster/loop_http.py: its pool,
+TLS, httptools) to a bindings server in the client's binary (``-api-listen``: 201 after the same
+wait), so the API client's share is counted as in a cluster. ``--max-idle-per-host N`` lets the client keep N idle connections rather than Go's 2 (what the
 connections kube-scheduler opens and closes cost); ``--profile PREFIX`` records each burst with
 py-spy (wall-clock samples: a send on loopback counts while the receiver runs, so read CPU from
 the figures above, not from the samples).
@@ -77,10 +79,12 @@ def _settings_yaml(*, policy: str, port: int) -> str:
     )
 
 
-def serve(*, config: str, nodes: int, pods: str, bind_ms: tuple[float, float]) -> None:  # the server process
-    """``cellfit serve``'s listeners and runtime, connected to the API double."""
+def serve(*, config: str, nodes: int, pods: str, bind_ms: tuple[float, float], bindings_server: tuple[int, str] | None = None) -> None:
+    """``cellfit serve``'s listeners and runtime, connected to the API double (in the server
+    process). ``bindings_server``: the port and CA file of the bindings server over TLS (``--api-tls``)."""
     import asyncio
     import random
+    import ssl
 
     from scheduler.cluster.api import KubernetesApi
     from scheduler.config import Settings, parse_settings
@@ -90,11 +94,35 @@ def serve(*, config: str, nodes: int, pods: str, bind_ms: tuple[float, float]) -
     from tests.support.api_double import ListingApi
 
     class SlowBindings(ListingApi):
-        """The API server's binding latency under a burst, on the loop, without CPU."""
+        """The API server's binding latency under a burst, on the loop, without CPU; with
+        ``bindings_server``, a real POST of the binding through cellfit's API client to that server."""
+
+        client: Any = None
 
         async def create_binding(self, **binding: Any) -> None:
-            await asyncio.sleep(random.uniform(*bind_ms) / 1000)
+            if bindings_server is None:
+                await asyncio.sleep(random.uniform(*bind_ms) / 1000)
+            else:
+                await self._post(**binding)
             await super().create_binding(**binding)
+
+        async def _post(self, *, namespace: str, name: str, uid: str, node_name: str, annotations: dict[str, str]) -> None:
+            from scheduler.cluster.loop_http import Endpoint, LoopHttpClient, TlsContext
+
+            if self.client is None:
+                assert bindings_server is not None
+                port, ca_file = bindings_server
+                context = TlsContext.fixed(ssl.create_default_context(cafile=ca_file))
+                self.client = LoopHttpClient(
+                    endpoint=Endpoint(host="127.0.0.1", port=port, path_prefix="", ssl=context, server_hostname="127.0.0.1"),
+                    headers=lambda: {"Authorization": "Bearer bench"}, timeout_seconds=10, max_connections=64,
+                )
+            body = json.dumps({"apiVersion": "v1", "kind": "Binding",
+                               "metadata": {"name": name, "namespace": namespace, "uid": uid, "annotations": annotations},
+                               "target": {"name": node_name}}).encode()
+            status, _ = await self.client.request("POST", f"/api/v1/namespaces/{namespace}/pods/{name}/binding", body)
+            if status != 201:
+                raise RuntimeError(f"binding answered {status}")
 
     api = SlowBindings(nodes=[k.node(f"node-{i:05d}") for i in range(nodes)], pods=json.loads(Path(pods).read_text()))
     settings = parse_settings(config)
@@ -153,7 +181,7 @@ def _wait_ready(port: int, process: subprocess.Popen[bytes]) -> None:
     raise SystemExit("cellfit did not become ready")
 
 
-def _stop(process: subprocess.Popen[bytes]) -> None:
+def _stop(process: subprocess.Popen[Any]) -> None:
     """SIGTERM, then SIGKILL if it has not ended 10 s later."""
     process.terminate()
     with contextlib.suppress(subprocess.TimeoutExpired):
@@ -177,6 +205,15 @@ def run_once(*, source: Path, client: Path, args: argparse.Namespace, workdir: P
     )
     # The source's own scheduler package first, this checkout's tests/ for the harness.
     env = {**os.environ, "PYTHONPATH": f"{source}{os.pathsep}{ROOT}"}
+    bindings = None
+    if args.api_tls:
+        from tests.support.tls import make_serving_certificate
+
+        pair = make_serving_certificate(workdir / "tls")
+        api_port = _free_port()
+        bindings = subprocess.Popen([str(client), "-api-listen", f"127.0.0.1:{api_port}", "-api-cert", str(pair.cert_file),
+                                     "-api-key", str(pair.key_file), "-api-min", f"{args.bind_ms[0]}ms", "-api-max", f"{args.bind_ms[1]}ms"])
+        serve_call = serve_call[:-1] + f", bindings_server=({api_port}, {str(pair.ca_file)!r}))"
     process = subprocess.Popen([sys.executable, "-c", serve_call], cwd=source, env=env,
                                stdout=subprocess.DEVNULL, stderr=None if args.verbose else subprocess.DEVNULL)
     try:
@@ -203,6 +240,8 @@ def run_once(*, source: Path, client: Path, args: argparse.Namespace, workdir: P
         verbs_after = _verb_cpu(port)
     finally:
         _stop(process)
+        if bindings is not None:
+            _stop(bindings)
     burst = json.loads(finished.stdout)
     if burst["failures"]:
         raise SystemExit(f"{source}: {burst['failures']} requests failed, the first: {burst.get('first_failures')}")
@@ -229,6 +268,9 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=1000)
     parser.add_argument("--offered", type=int, default=420, help="node names per filter (kube-scheduler offers 42%% of 1,000)")
     parser.add_argument("--bind-ms", type=float, nargs=2, default=(100.0, 200.0), metavar=("MIN", "MAX"))
+    parser.add_argument("--api-tls", action="store_true",
+                        help="bind through cellfit's API client over TLS to a bindings server (the client's -api-listen), "
+                             "not the double's wait")
     parser.add_argument("--cycle-ms", type=float, default=8.0,
                         help="kube-scheduler's own work per pod between its extender calls (its cycle was ~8 ms in e2e)")
     parser.add_argument("--max-idle-per-host", type=int, default=0,

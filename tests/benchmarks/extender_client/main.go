@@ -7,6 +7,8 @@
 // passes on more than one node), then its bind in a goroutine of its own, as kube-scheduler's
 // binding cycle runs, while the next pod is filtered.
 //
+// With -api-listen it serves instead as the API server's bindings endpoint (apiserver.go).
+//
 // It reads the pods (a JSON array of v1.Pod) and node names from -input and prints one JSON
 // object: requests by verb, connections dialled, failures, seconds.
 package main
@@ -88,7 +90,15 @@ func main() {
 	gpusPerNode := flag.Int("gpus-per-node", 8, "GPUs of each node; every pod asks for one")
 	idlePerHost := flag.Int("max-idle-per-host", 0, "the transport's MaxIdleConnsPerHost; 0 is kube-scheduler's (Go's default, 2)")
 	cycle := flag.Duration("cycle", 0, "kube-scheduler's own work per pod besides the extender calls (its scheduling cycle)")
+	apiListen := flag.String("api-listen", "", "instead of a burst: serve bindings over TLS on this address (-api-cert, -api-key)")
+	apiCert := flag.String("api-cert", "", "the bindings server's certificate file")
+	apiKey := flag.String("api-key", "", "the bindings server's key file")
+	apiMin := flag.Duration("api-min", 100*time.Millisecond, "the bindings server's shortest wait")
+	apiMax := flag.Duration("api-max", 200*time.Millisecond, "the bindings server's longest wait")
 	flag.Parse()
+	if *apiListen != "" {
+		panic(serveBindings(*apiListen, *apiCert, *apiKey, *apiMin, *apiMax))
+	}
 
 	raw, err := os.ReadFile(*path)
 	if err != nil {
