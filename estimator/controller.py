@@ -1044,7 +1044,9 @@ def _key(job: Job) -> str:
 
 
 def describe(decision: Decision) -> str:
-    """"estimated gpu 41 min ± 3 min, cpu 6.2 h ± 0.4 h from 4 samples, 3.1% overhead"."""
+    """"estimated gpu 41 min ± 3 min, cpu 6.2 h ± 0.4 h from 4 samples, which together ran 3.1% as
+    long as its gpu run": the samples' seconds summed over its fastest configuration's estimate
+    (``overhead_fraction``, estimator/planner.py)."""
     assert decision.estimates is not None
     parts = []
     for kind, estimate in decision.estimates.items():
@@ -1059,5 +1061,7 @@ def describe(decision: Decision) -> str:
     samples = sum(len(rows) for rows in decision.samples.values())
     summary = f"estimated {', '.join(parts)} from {samples} samples"
     if decision.overhead_fraction is not None:
-        summary += f", {decision.overhead_fraction:.1%} overhead"
+        estimates = decision.estimates
+        fastest = min(estimates, key=lambda kind: estimates[kind].seconds)
+        summary += f", which together ran {decision.overhead_fraction:.1%} as long as its {fastest} run"
     return summary

@@ -166,6 +166,10 @@ def test_finished_samples_become_the_estimate_the_event_and_the_condition():
     assert [reason for reason, _ in api.events] == ["Estimated"]
     assert api.conditions[-1]["type"] == "Estimated" and api.conditions[-1]["status"] == "True"
     assert "from 3 samples" in api.events[0][1]
+    # The sampling cost said as what it is: the samples' seconds summed, over the fastest
+    # configuration's estimated run (not a runtime overhead of the Job).
+    spent = sum(seconds(pod) for pod in api.created)
+    assert api.events[0][1].endswith(f"from 3 samples, which together ran {spent / 208:.1%} as long as its gpu run")
 
 
 def test_invalid_iterations_are_reported_once_and_nothing_is_created():
