@@ -108,7 +108,7 @@ from scheduler.matching.admission import (
 )
 from scheduler.matching.capacity import GuaranteeCell, NodeResources, guaranteed_gpu_machines
 from scheduler.matching.fairness import Capacity
-from scheduler.matching.model import Demand
+from scheduler.matching.model import KIND_GPU, Demand
 from scheduler.wording import duration, ordinal
 
 log = logging.getLogger(__name__)
@@ -226,6 +226,7 @@ class PlacerController:
         self._stop = threading.Event()
         self._told: dict[str, str] = {}  # the last queue message written per Job UID
         self._warned: dict[str, set[str]] = {}  # per Job UID, the messages of the warning Events it was sent
+        self._queued_where: dict[str, str] = {}  # per Job UID, where its Queued Event said it waits
         # Job UID -> the kind it was started in and the resourceVersion it was started from,
         # until the watch shows it running, or suspended at another version (_classify).
         self._started: dict[str, tuple[str, str]] = {}
@@ -325,6 +326,7 @@ class PlacerController:
             live = {job.metadata.uid for job in jobs}
             self._told = {uid: message for uid, message in self._told.items() if uid in live}
             self._warned = {uid: sent for uid, sent in self._warned.items() if uid in live}
+            self._queued_where = {uid: where for uid, where in self._queued_where.items() if uid in live}
             with self._lock:
                 self._started = {uid: start for uid, start in self._started.items() if uid in live}
         running, released = self._holding(now, running, by_key)
@@ -353,7 +355,7 @@ class PlacerController:
         self._tell_trials_waiting([trial for trial in trials if trial.key not in started_trials], by_key)
         for trial, choice in chosen:
             job = by_key[trial.key]
-            self._start(job, configurations[job.metadata.uid], choice.kind, estimates[trial.key], why=choice.reason)
+            self._start(job, configurations[job.metadata.uid], choice.kind, why=f"trial Job, {choice.reason}")
             running.append(RunningJob(key=trial.key, user=trial.user, kind=choice.kind, started=now,
                                       seconds=trial.seconds, demand=trial.demand, pods=trial.pods, pool=trial.pool))
         total = self._capacity()
@@ -368,9 +370,12 @@ class PlacerController:
         decided, decided_cpu = time.perf_counter(), time.thread_time()
         decision = _within(decision, waiting)
         elapsed = decided - started
+        waiting_by_key = {w.key: w for w in waiting}
         for start in decision.starts:
             job = by_key[start.key]
-            self._start(job, configurations[job.metadata.uid], start.kind, estimates[start.key])
+            why = chose_message(start=start, seconds=estimates[start.key], pool=waiting_by_key[start.key].pool, decision=decision,
+                                running=running, gpu_pools=gpu_pools, now=now)
+            self._start(job, configurations[job.metadata.uid], start.kind, why=why)
         # The queue only now: it decides no start, so no unsuspend waits for its matching.
         planning, planning_cpu = time.perf_counter(), time.thread_time()
         decision = _within(replace(decision, queue=queue_of()), waiting)
@@ -382,7 +387,6 @@ class PlacerController:
         pools = {w.key: w.pool for w in waiting}
         # A Job whose VC has free guarantee but AlloX's nodes no free GPU lacks machines, not quota.
         lacking = [key for key in decision.waiting_for_pool if guaranteed.get(pools.get(key) or "", 0) > 0]
-        waiting_by_key = {w.key: w for w in waiting}
         gpus_on_a_node, room = most_gpus(free), gpu_room(free)
         for key in decision.unplaceable:
             item, job = waiting_by_key[key], by_key[key]
@@ -694,12 +698,32 @@ class PlacerController:
         if told is None:  # told by this cellfit before it restarted, or by the replica that led before
             placed = job.condition(CONDITION_PLACED)
             told = placed.message if placed is not None and (placed.status, placed.reason) == ("False", "Queued") else None
+        self._event_queued(job, where=where, told=told, message=queued_message(place=place, starts_at=starts_at))
         tolerance = start_tolerance_seconds(wait_seconds=queued.expected_start_seconds, grid_seconds=self._settings.omega_grid_seconds)
         if told is not None and still_says(told, place=place, starts_at=starts_at, tolerance_seconds=tolerance):
             with self._lock:
                 self._told[job.metadata.uid] = told
             return
         self._tell(job, status="False", reason="Queued", message=queued_message(place=place, starts_at=starts_at))
+
+    def _event_queued(self, job: Job, *, where: str, told: str | None, message: str) -> None:
+        """A ``Queued`` Event when the Job enters AlloX's queue, and again only when the kind (or
+        VC) it waits for changes: ``kubectl describe job`` shows Events, not conditions, and a
+        Job's place changes pass after pass in a long queue (its condition follows it, an Event
+        each time would flood the Job's Events). A Job its condition already says queued there
+        (told by this cellfit before it restarted, or by the replica that led before) gets none."""
+        uid = job.metadata.uid
+        with self._lock:
+            evented = self._queued_where.get(uid)
+            if evented is None and told is not None:
+                said = queued_said(told)
+                evented = _waits_on(said[0]) if said is not None else None
+            self._queued_where[uid] = where
+        if evented == where:
+            return
+        name = job.metadata.name
+        self._event(job, "Queued", f"queued by AlloX: {message.removesuffix(' (AlloX)')} "
+                                   f"(kubectl cellfit why job/{name} -n {job.metadata.namespace} for its current place)")
 
     def _tell_not_queued(self, job: Job, why: str) -> None:
         """A Job AlloX told where it waits, out of its queue now: told why, so that its condition
@@ -751,9 +775,7 @@ class PlacerController:
 
     # ------------------------------------------------------------------ carrying out a start
 
-    def _start(
-        self, job: Job, configurations: Configurations, kind: str, seconds: Mapping[str, float], *, why: str | None = None
-    ) -> None:
+    def _start(self, job: Job, configurations: Configurations, kind: str, *, why: str) -> None:
         namespace, name = job.metadata.namespace, job.metadata.name
         configuration = configurations[kind]  # type: ignore[index]
         raw_template = _shed_previous(job, configurations, kind)
@@ -792,12 +814,11 @@ class PlacerController:
         self._mechanisms[used] = self._mechanisms.get(used, 0) + 1
         with self._lock:
             self._started[job.metadata.uid] = (kind, job.metadata.resourceVersion or "")
-        if why is None:
-            others = ", ".join(f"{k} {duration(v)}" for k, v in sorted(seconds.items()) if k != kind)
-            why = f"AlloX chose {kind} (estimated {duration(seconds.get(kind, 0.0))}" + (f"; {others}" if others else "") + ")"
-        else:
-            why = f"trial Job, {why}"
-        self._event(job, "Placed", f"started on {kind}: {why}; pods placed by the {used} mechanism")
+        with self._lock:
+            self._queued_where.pop(job.metadata.uid, None)  # queued again later: told again
+        # The mechanism is the operator's concern (the log line below, /v1/inspect/allox's
+        # startsByMechanism), not the user's.
+        self._event(job, "Placed", f"started on {kind}: {why}")
         self._tell(job, status="True", reason="Started", message=f"running on {kind}: {why}")
         if self._on_start is not None:
             self._on_start(kind, used)
@@ -997,6 +1018,69 @@ START_TOLERANCE_SECONDS: Final = 60.0
 START_TOLERANCE_SHARE: Final = 0.25
 
 
+def chose_message(
+    *, start: Start, seconds: Mapping[str, float], pool: str | None, decision: AdmissionDecision,
+    running: Sequence[RunningJob], gpu_pools: Mapping[str, int] | None, now: float,
+) -> str:
+    """"AlloX chose cpu (estimated 101 s; gpu 27 s) because ...": a start on a kind slower than
+    another of the Job's says why, from what the decision knew (:func:`_slower_because`)."""
+    kind = start.kind
+    others = ", ".join(f"{k} {duration(v)}" for k, v in sorted(seconds.items()) if k != kind)
+    chose = f"AlloX chose {kind} (estimated {duration(seconds.get(kind, 0.0))}" + (f"; {others}" if others else "") + ")"
+    faster = min(seconds, key=lambda k: seconds[k], default=kind)
+    if faster == kind or seconds[faster] >= seconds.get(kind, 0.0):
+        return chose
+    because = _slower_because(start=start, seconds=seconds, faster=faster, pool=pool, decision=decision, running=running,
+                              gpu_pools=gpu_pools, now=now)
+    return f"{chose} because {because}"
+
+
+# What AlloX's matching does, said where no fact of the pass says more: it weighs every waiting
+# Job's completion, so one Job may run slower for the others to finish sooner.
+_MATCHING_AIM: Final = "AlloX places the waiting Jobs so that their total completion time is least, not each Job's own"
+
+
+def _slower_because(
+    *, start: Start, seconds: Mapping[str, float], faster: str, pool: str | None, decision: AdmissionDecision,
+    running: Sequence[RunningJob], gpu_pools: Mapping[str, int] | None, now: float,
+) -> str:
+    """Why a Job started on a slower kind than ``faster``: no machine of that kind was free
+    (and when the first is expected free: the running Jobs' estimated ends; AlloX's aim too when
+    waiting for it would have ended the Job sooner), the free ones
+    started other Jobs, or fewer were left than its pods need."""
+    machine_kind = _machine_kind(faster, pool, gpu_pools)
+    what = faster.upper() + (f" of virtual cluster {pool!r}" if machine_kind != faster else "")
+    idle = decision.idle_machines.get(machine_kind, 0)
+    if idle <= 0:
+        ends = [r.started + r.seconds[r.kind] - now for r in running
+                if _machine_kind(r.kind, r.pool, gpu_pools) == machine_kind and r.kind in r.seconds]
+        if not ends:
+            return f"no {what} was free for it"
+        first = min(ends)
+        if first < 1:
+            return f"no {what} was free for it, the first to free runs a Job already past its estimated end"
+        said = f"no {what} was free for it, the first expected free in {duration(first)}"
+        # Waiting for it would have ended this Job sooner: other Jobs wait for that machine.
+        return said if first + seconds[faster] >= seconds[start.kind] else f"{said}: {_MATCHING_AIM}"
+    taken = sum(max(len(s.machines), 1) for s in decision.starts
+                if s is not start and _machine_kind(s.kind, s.pool, gpu_pools) == machine_kind)
+    if taken >= idle:
+        went = f"the free {what} went to another Job" if idle == 1 else f"the {idle} free {what}s went to other Jobs"
+        return f"{went}: {_MATCHING_AIM}"
+    pods = max(len(start.machines), 1)
+    if pods > idle - taken:
+        return f"it needs {pods} {what}s at once and {idle - taken} were free"
+    return _MATCHING_AIM
+
+
+def _machine_kind(kind: str, pool: str | None, gpu_pools: Mapping[str, int] | None) -> str:
+    """The machine kind AlloX's decision counts a ``kind`` configuration on: its virtual
+    cluster's GPUs under HiveD (``gpu@<vc>``), else the kind itself (as the matching's own)."""
+    if gpu_pools is None or kind != KIND_GPU or pool is None or pool not in gpu_pools:
+        return kind
+    return pool_kind(pool)
+
+
 def queued_message(*, place: str, starts_at: float) -> str:
     """``2nd on gpu, expected start at 2026-11-28T14:32:05Z (AlloX)``."""
     return f"{place}, expected start at {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(round(starts_at)))} (AlloX)"
@@ -1011,6 +1095,13 @@ def queued_said(message: str | None) -> tuple[str, float] | None:
         return None
     starts_at = timestamp(found["at"])
     return None if starts_at is None else (found["place"], starts_at)
+
+
+def _waits_on(place: str) -> str | None:
+    """What a queued place waits for: ``gpu of virtual cluster 'vision'`` from ``2nd on gpu of
+    virtual cluster 'vision'``."""
+    _, on, where = place.partition(" on ")
+    return where if on else None
 
 
 def still_says(told: str, *, place: str, starts_at: float, tolerance_seconds: float) -> bool:

@@ -355,12 +355,12 @@ def test_queued_by_allox_from_the_condition_when_the_queue_does_not_list_it() ->
 def test_running_on_cpu_instead_of_gpu_gives_the_estimates_and_allox_reason() -> None:
     conditions = [{"type": "Estimated", "status": "True"},
                   {"type": "Placed", "status": "True", "reason": "Started",
-                   "message": "running on cpu: AlloX chose cpu (estimated 101 s; gpu 27 s, every GPU busy for ~9 min)"}]
+                   "message": "running on cpu: AlloX chose cpu (estimated 101 s; gpu 27 s) because no GPU was free for it, the first expected free in 9 min"}]
     job = job_from(interchangeable(suspend=False, placement="cpu", conditions=conditions, estimate=True),
                    pods=(a_pod("ij-abcde", node="cpu-1", phase="Running"),))
     answer = explain_job(job, CellfitView())
     assert answer.reason == "cpu-instead-of-gpu"
-    assert answer.summary == "on CPU instead of GPU: AlloX chose cpu (estimated 101 s; gpu 27 s, every GPU busy for ~9 min)"
+    assert answer.summary == "on CPU instead of GPU: AlloX chose cpu (estimated 101 s; gpu 27 s) because no GPU was free for it, the first expected free in 9 min"
     assert answer.details == ("estimate cpu: 101 s ± 2 s (samples)", "estimate gpu: 27 s ± 1 s (samples)", "now: running: 1 pod on cpu-1")
 
 
