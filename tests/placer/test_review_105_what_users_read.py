@@ -8,7 +8,7 @@ from __future__ import annotations
 from scheduler.kubectl.objects import CellfitView, job_from
 from scheduler.kubectl.why import explain_job
 from tests.kubectl.test_why import interchangeable
-from tests.placer.test_controller import RecordingApi, controller, job
+from tests.placer.test_controller import Jobs, RecordingApi, controller, job
 from tests.placer.test_review_97_queue_writes import ConditionsApi, a_queue_behind_four_running_jobs, passes_over, placer_over
 
 MATCHING_AIM = "AlloX places the waiting Jobs so that their total completion time is least, not each Job's own"
@@ -70,7 +70,7 @@ def test_kubectl_cellfit_why_reads_the_reason_the_controller_wrote() -> None:
         "on CPU instead of GPU: AlloX chose cpu (estimated 100 s; gpu 27 s) because no GPU was free for it, the first expected free in 8 min")
 
 
-def queued_events(api: ConditionsApi) -> list[tuple[str, str]]:
+def queued_events(api: ConditionsApi | RecordingApi) -> list[tuple[str, str]]:
     return [(name, message) for name, reason, message in api.events if reason == "Queued"]
 
 
@@ -110,3 +110,21 @@ def test_a_job_that_would_have_ended_sooner_waiting_for_the_gpu_is_told_allox_we
     assert {(s.key, s.kind) for s in placer.admit().starts} == {("alice/w2", "cpu")}
     assert placed_events(api) == {"w2": "started on cpu: AlloX chose cpu (estimated 9 min; gpu 27 s) because no GPU was free "
                                          f"for it, the first expected free in 8 min: {MATCHING_AIM}"}
+
+
+def test_a_queued_job_gets_another_queued_event_only_when_the_kind_it_waits_for_changes() -> None:
+    # Both machines run a Job for 500 s more; w waits for the faster of them.
+    api = RecordingApi()
+    running = [job("r-gpu", cpu=6000, gpu=600, suspend=False, placement="gpu", started="2026-01-01T00:00:00Z", version="7"),
+               job("r-cpu", cpu=600, gpu=6000, suspend=False, placement="cpu", started="2026-01-01T00:00:00Z", version="7")]
+    placer = controller(api, [*running, job("w", cpu=2000, gpu=100, created=1, version="1")], gpus=1)
+    placer.admit()
+    placer.admit()
+    assert [message.split(",")[0] for _, message in queued_events(api)] == ["queued by AlloX: 1st on gpu"]
+    # Its user's new estimates make cpu the faster: it waits there now, and is told so once.
+    watch = placer._jobs  # the watch controller() made
+    assert isinstance(watch, Jobs)
+    watch.jobs = [*running, job("w", cpu=200, gpu=2000, created=1, version="2")]
+    placer.admit()
+    placer.admit()
+    assert [message.split(",")[0] for _, message in queued_events(api)] == ["queued by AlloX: 1st on gpu", "queued by AlloX: 1st on cpu"]
