@@ -22,7 +22,7 @@ from scheduler.core.model import PodInfo
 from tests.cells.helpers import pod
 from tests.cluster.test_reclaim_adversarial import victims_gone
 from tests.cluster.test_stranded import AFTER, PROFILE, T0, Cluster, unschedulable
-from tests.support.pending_pods_api import PendingPodsServer
+from tests.support.pending_pods_api import WAIT_SECONDS, PendingPodsServer
 
 PENDING = 5_000
 ROUNDS_A_MINUTE = 12  # reclaim.periodSeconds 5 s
@@ -49,9 +49,14 @@ def views() -> Iterator[list[tuple[PendingPods, PendingPodsServer]]]:
 
 
 def watched(views: list[tuple[PendingPods, PendingPodsServer]], server: PendingPodsServer) -> PendingPods:
+    """A started view of ``server``'s pending pods, once its first list is in. The list is made on
+    the view's own thread: a round, or a read with ``wait=0``, made before it has come finds none
+    (and the reclaim skips its round), which on a loaded machine is a round or two into a test."""
     view = PendingPods(api=server, scheduler_name=PROFILE)
     views.append((view, server))
     view.start()
+    if view.marked_unschedulable(wait=WAIT_SECONDS) is None:
+        raise AssertionError(f"waited {WAIT_SECONDS} s for the view's first list: lists {server.lists}")
     return view
 
 
@@ -65,6 +70,7 @@ def test_a_minute_of_rounds_over_5000_pending_pods_lists_them_once(views: Any):
     server = PendingPodsServer([*others, unschedulable(pod("g", 4))])
     cluster = Cluster(pending=watched(views, server))
     deleted = [cluster.look_at(5 * second) for second in range(2 * ROUNDS_A_MINUTE)]
+    server.wait_watching(1)  # opened on the view's thread after the list, whenever it runs next
     assert server.lists == 1 and server.listed_objects == PENDING
     assert server.watches >= 1 and server.watch_events == 0  # nothing changed: nothing sent
     # g's cells are booked and their squatter deleted once it has waited AFTER, as from a list
@@ -99,6 +105,7 @@ def test_the_nudge_and_the_reclaim_share_one_list_and_one_watch(views: Any):
         assert nudge.pass_once() == parked(unschedulable_pods(server.pod_list()), term_began=term_began)
         cluster.look_at(second)
     assert cluster.booked_node() is not None
+    server.wait_watching(1)
     assert server.lists == 1 and server.watches == 1
     nudge.stop()
     nudge.join(10)
