@@ -267,6 +267,16 @@ class BoundedHttpProtocol(HttpToolsProtocol):
 
     def on_headers_complete(self) -> None:
         self._head_open = False
+        existing = self.cycle
+        if self.transport.is_closing() and (existing is None or existing.response_complete):
+            # Pipelined in the same read behind an answer that closed the connection (Connection:
+            # close, a graceful shutdown, a failed write): nobody reads its answer, and a bind
+            # would bind the pod while kube-scheduler counts the call failed. The ASGI path,
+            # answering a turn later, queued such a request and never started it; neither is it
+            # started here (its body is read and dropped, as after any answer). Behind an answer
+            # still under way, uvicorn queues it as it always did, never to start.
+            self.cycle = _ANSWERED  # type: ignore[assignment]
+            return
         route = self._verb_route()
         if route is None:
             super().on_headers_complete()
@@ -537,6 +547,22 @@ class _VerbCycle:
         self.response_started = False
         self.response_complete = False
         self.disconnected = False
+
+
+class _AnsweredCycle:
+    """In uvicorn's cycle's place for a request that gets no answer (the connection closing):
+    answered already, to uvicorn's callbacks and this protocol's, so its body is dropped."""
+
+    __slots__ = ()
+    response_started: Final = True
+    response_complete: Final = True
+    more_body: Final = False
+    keep_alive: Final = False
+    disconnected: Final = False
+    message_event: Final = _NoEvent()
+
+
+_ANSWERED: Final = _AnsweredCycle()
 
 
 class _CoalescedWrites:
