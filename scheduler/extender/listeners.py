@@ -57,7 +57,7 @@ from uvicorn.server import ServerState
 
 from scheduler.config import ListenerLimits
 from scheduler.errors import ConfigError
-from scheduler.extender.dispatch import VerbDispatch, VerbRoute
+from scheduler.extender.dispatch import VerbDispatch, VerbRoute, error_answer
 from scheduler.extender.service import Answer
 
 log = logging.getLogger(__name__)
@@ -356,7 +356,16 @@ class BoundedHttpProtocol(HttpToolsProtocol):
                 break
 
     async def _answer_when_decided(self, cycle: _VerbCycle, decided: Awaitable[Answer]) -> None:
-        self._write_verb_answer(cycle, await decided)
+        try:
+            answer = await decided
+        except asyncio.CancelledError:
+            # uvicorn cancels what still runs when timeout_graceful_shutdown passes: answered
+            # 500 and closed, as the ASGI path did, rather than left open until the process ends.
+            if not cycle.response_complete:
+                cycle.keep_alive = False
+                self._write_verb_answer(cycle, error_answer(500, "cellfit is shutting down; the call was cut short"))
+            raise
+        self._write_verb_answer(cycle, answer)
 
     def _write_verb_answer(self, cycle: _VerbCycle, answer: Answer) -> None:
         """The whole answer in one write, then what uvicorn does after an answer (the next

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 
-from tests.extender.test_listener_verbs import FILTER, Listener, closed, post, read_answer
+from tests.extender.test_listener_verbs import BIND, FILTER, Listener, closed, post, read_answer
 
 
 def _wait_until_shutdown_reaches(listener: Listener) -> None:
@@ -37,3 +37,19 @@ def test_a_request_pipelined_behind_the_last_answer_of_a_shutdown_is_not_decided
             assert headers[b"connection"] == b"close"
             assert closed(sock)
     assert listener.bodies == [first]
+
+
+def test_a_bind_cancelled_when_the_graceful_shutdown_runs_out_is_answered_500_and_closed() -> None:
+    """uvicorn cancels the requests still running when timeout_graceful_shutdown passes; through
+    ASGI a cancelled bind was answered 500 at once. Unanswered, kube-scheduler would wait on the
+    open connection until the process ends, or its own timeout."""
+    with Listener() as listener:
+        listener.server.config.timeout_graceful_shutdown = 0.2
+        with listener.connect() as sock:
+            sock.sendall(post(BIND))  # never released: still waiting when the shutdown gives up
+            listener.server.should_exit = True
+            status, headers, body = read_answer(sock)
+            assert status == b"HTTP/1.1 500 Internal Server Error"
+            assert headers[b"connection"] == b"close"
+            assert b"shutting down" in body
+            assert closed(sock)
