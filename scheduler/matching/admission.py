@@ -671,17 +671,39 @@ def _alike(item: WaitingJob, queued: Queued | None = None) -> tuple[object, ...]
     return (*where, item.pool, item.user, tuple(sorted(item.seconds.items())), tuple(sorted(item.demand.items())), item.pods)
 
 
+def _rough(item: WaitingJob) -> tuple[object, ...]:
+    """Equal for alike Jobs, and cheap: most Jobs' estimates differ, so :func:`_alike`'s sorting
+    and the demands' hashing are left to the few that share this (a pass over 1,000 Jobs)."""
+    return item.pool, item.user, item.pods, *sorted(item.seconds.values())
+
+
+def _alike_classes(items: Sequence[WaitingJob], kinds: Sequence[str] | None = None) -> list[list[int]]:
+    """The indices of ``items`` in classes of two or more alike Jobs (with ``kinds``: alike and
+    queued on the same kind), each in ``items``' order."""
+    rough: dict[tuple[object, ...], list[int]] = {}
+    for index, item in enumerate(items):
+        key = _rough(item) if kinds is None else (kinds[index], *_rough(item))
+        rough.setdefault(key, []).append(index)
+    classes: list[list[int]] = []
+    for indices in rough.values():
+        if len(indices) < 2:
+            continue
+        exact: dict[tuple[object, ...], list[int]] = {}
+        for index in indices:
+            exact.setdefault(_alike(items[index]), []).append(index)
+        classes.extend(members for members in exact.values() if len(members) > 1)
+    return classes
+
+
 def _oldest_alike_started(starts: Sequence[Start], waiting: Sequence[WaitingJob]) -> dict[str, str]:
     """The Jobs that start in place of those the matching chose, where alike Jobs wait beside
     them: of alike Jobs, the oldest start, so that a sweep starts in the order it was told it
     waits in. ``{chosen: starts instead}``."""
     chosen = {start.key for start in starts}
-    classes: dict[tuple[object, ...], list[WaitingJob]] = {}
-    for item in waiting:
-        classes.setdefault(_alike(item), []).append(item)
     instead: dict[str, str] = {}
-    for members in classes.values():
-        if len(members) < 2 or not any(item.key in chosen for item in members):
+    for indices in _alike_classes(waiting):
+        members = [waiting[index] for index in indices]
+        if not any(item.key in chosen for item in members):
             continue
         members.sort(key=_arrival_order)
         count = sum(1 for item in members if item.key in chosen)
@@ -698,16 +720,12 @@ def _alike_in_arrival_order(queue: Sequence[Queued], waiting: Sequence[WaitingJo
     matching's ties would make rewrites two Jobs' conditions while nothing changed for anyone:
     786 writes in 15 minutes over 200 such Jobs (tests/placer/test_review_97_queue_writes.py)."""
     by_key = {item.key: item for item in waiting}
-    places: dict[tuple[object, ...], list[int]] = {}
-    for index, queued in enumerate(queue):
-        item = by_key.get(queued.key)
-        if item is not None:
-            places.setdefault(_alike(item, queued), []).append(index)
+    at = [index for index, queued in enumerate(queue) if queued.key in by_key]
+    items = [by_key[queue[index].key] for index in at]
     ordered = list(queue)
-    for indices in places.values():
-        if len(indices) < 2:
-            continue
-        arrived = sorted((by_key[queue[index].key] for index in indices), key=_arrival_order)
+    for members in _alike_classes(items, [queue[index].kind for index in at]):
+        indices = [at[member] for member in members]
+        arrived = sorted((items[member] for member in members), key=_arrival_order)
         for index, item in zip(sorted(indices, key=lambda index: queue[index].position), arrived):
             ordered[index] = replace(queue[index], key=item.key)
     return tuple(ordered)

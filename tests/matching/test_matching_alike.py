@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from scheduler.matching.admission import WaitingJob, decide, decide_starts
+from scheduler.matching.admission import Start, WaitingJob, _oldest_alike_started, decide, decide_starts
 from scheduler.matching.capacity import NodeResources
 from scheduler.matching.fairness import Capacity
 from scheduler.matching.model import Demand
@@ -57,3 +57,21 @@ def test_the_live_pass_and_the_simulator_decide_alike_jobs_the_same() -> None:
     whole = decide(**inputs)  # type: ignore[arg-type]
     assert starts.starts == whole.starts
     assert plan.queue() == whole.queue
+
+
+def test_alike_is_decided_on_the_estimates_by_kind_whatever_order_they_were_read_in() -> None:
+    """The cheap first grouping (the estimates' values, sorted) only narrows the search: Jobs whose
+    estimates were read in another order are alike, and Jobs with the same values on swapped kinds
+    are not."""
+    def job(key: str, arrival: float, seconds: dict[str, float]) -> WaitingJob:
+        return WaitingJob(key=key, user="ana", arrival=arrival, seconds=seconds, demand=DEMAND)
+
+    older = job("z-older", 0.0, {"cpu": 600.0, "gpu": 120.0})
+    reordered = job("a-newer", 1.0, {"gpu": 120.0, "cpu": 600.0})
+    swapped = job("b-swapped", 2.0, {"cpu": 120.0, "gpu": 600.0})
+    instead = _oldest_alike_started([Start(key="a-newer", kind="gpu", machine="n0/gpu-0", seconds=120.0)],
+                                    [swapped, reordered, older])
+    assert instead == {"a-newer": "z-older"}
+    instead = _oldest_alike_started([Start(key="b-swapped", kind="cpu", machine="n0/cpu-0", seconds=120.0)],
+                                    [swapped, reordered, older])
+    assert instead == {}
