@@ -78,6 +78,12 @@ def _without_cells(node_name: str) -> str:
     return f"node {node_name} has no HiveD GPU cells"
 
 
+def _unresolvable_groups(inside: int, *, resolvable: bool) -> int:
+    """How many reasons :meth:`HivedEngine._verdicts` gives unresolvable nodes with cells
+    (``inside`` of them): the nodes without cells are named after them, as they always were."""
+    return 0 if resolvable or inside == 0 else 1
+
+
 class _Context:
     __slots__ = ("request", "vc", "targets")
 
@@ -435,6 +441,7 @@ class HivedEngine:
                 unresolvable_count=outside + (0 if resolvable else inside),
                 named_at=outside_at,
                 by_name=_without_cells,
+                named_after=_unresolvable_groups(inside, resolvable=resolvable),
             )
         node = decided.node
         # Every other node gets the same sentence; kube-scheduler reads them only when no node
@@ -447,15 +454,18 @@ class HivedEngine:
                 unresolvable_count=offered_count,
                 named_at=outside_at,
                 by_name=_without_cells,
+                named_after=_unresolvable_groups(offered_count - outside, resolvable=False),
             )
-        at = int(np.flatnonzero(offered == self.node_index.get(node))[0])
+        chosen_at = np.flatnonzero(offered == self.node_index.get(node))  # once, unless offered twice
+        at = int(chosen_at[0])
         failed: Verdicts = {}
         if decided.victims:
             assert decided.booking is not None
             failed[self._victim_reason(decided.booking, decided.victims)] = np.array([at], dtype=np.int64)
+        others = np.concatenate([outside_at, chosen_at])  # the chosen node has its verdict, however often offered
 
         def explain() -> tuple[Verdicts, Verdicts]:
-            _, unresolvable = self._verdicts(offered_count, np.append(outside_at, at), placed, resolvable=False)
+            _, unresolvable = self._verdicts(offered_count, others, placed, resolvable=False)
             return failed, unresolvable
 
         return FilterDecision(
@@ -465,6 +475,7 @@ class HivedEngine:
             unresolvable_count=offered_count - 1,
             named_at=outside_at,
             by_name=_without_cells,
+            named_after=_unresolvable_groups(offered_count - len(others), resolvable=False),
         )
 
     @staticmethod

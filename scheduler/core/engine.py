@@ -43,7 +43,11 @@ class FilterDecision:
     An engine knows no name for an offered slot its index does not hold (:data:`UNKNOWN`), and
     a reason naming a node need not be built until it is read: the unresolvable positions
     ``named_at`` get their reason from the driver, worded by ``by_name`` from each node's name
-    (``unresolvable_count`` counts them, ``unresolvable`` does not hold them).
+    (``unresolvable_count`` counts them, ``unresolvable`` does not hold them). By name, they
+    come after the nodes of the first ``named_after`` reasons of ``unresolvable`` and before
+    the others: the order the answers to kube-scheduler have always had (resource fit names
+    unknown nodes first; HiveD its nodes without cells after the others, FitGpp's kept nodes
+    after those).
 
     kube-scheduler reads the reasons only when no node is feasible, and under HiveD every node
     but one gets a reason: an engine may therefore hand over ``explain``, which builds both
@@ -53,7 +57,9 @@ class FilterDecision:
     offered positions; kube-scheduler never offers a name twice.
     """
 
-    __slots__ = ("feasible", "failed_count", "unresolvable_count", "named_at", "by_name", "_failed", "_unresolvable", "_explain")
+    __slots__ = (
+        "feasible", "failed_count", "unresolvable_count", "named_at", "by_name", "named_after", "_failed", "_unresolvable", "_explain"
+    )
 
     def __init__(
         self,
@@ -66,6 +72,7 @@ class FilterDecision:
         unresolvable_count: int | None = None,
         named_at: Positions = _NO_POSITIONS,
         by_name: Callable[[str], str] | None = None,
+        named_after: int = 0,
     ) -> None:
         if explain is not None and (failed is not None or unresolvable is not None):
             raise ValueError("give the reasons or explain, not both")
@@ -73,6 +80,8 @@ class FilterDecision:
             raise ValueError("explain needs failed_count and unresolvable_count")
         if len(named_at) and by_name is None:
             raise ValueError("named_at needs by_name")
+        if named_after < 0:
+            raise ValueError(f"named_after must be 0 or more, not {named_after}")
         self.feasible = feasible
         self._failed = failed if failed is not None else {}
         self._unresolvable = unresolvable if unresolvable is not None else {}
@@ -81,6 +90,7 @@ class FilterDecision:
         self.unresolvable_count = _count(self._unresolvable) if unresolvable_count is None else unresolvable_count
         self.named_at = named_at
         self.by_name = by_name
+        self.named_after = named_after
 
     @property
     def failed(self) -> Verdicts:

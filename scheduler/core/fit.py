@@ -188,6 +188,7 @@ class ResourceFitEngine:
             unresolvable_count=decision.unresolvable_count + len(passed_at),
             named_at=decision.named_at,
             by_name=decision.by_name,
+            named_after=decision.named_after,
         )
 
     def _fitting(self, pod: PodInfo, offered: Slots) -> FilterDecision:

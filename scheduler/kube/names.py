@@ -204,26 +204,32 @@ class NamedDecision:
     def _named(self) -> tuple[Reasons, Reasons]:
         if self._reasons is None:
             decision = self.decision
-            failed, unresolvable = self._by_name(decision.failed), self._by_name(decision.unresolvable)
+            failed = _merged(self._groups(decision.failed))
+            groups = self._groups(decision.unresolvable)
             by_name = decision.by_name
             if by_name is not None and len(decision.named_at):
                 named = pick(self.names, decision.named_at)
-                unresolvable.update(zip(named, map(by_name, named)))
-            self._reasons = (failed, unresolvable)
+                # Where the engine's answers by name had these nodes among the others.
+                groups.insert(min(decision.named_after, len(groups)), dict(zip(named, map(by_name, named))))
+            self._reasons = (failed, _merged(groups))
         return self._reasons
 
-    def _by_name(self, verdicts: Verdicts) -> Reasons:
-        reasons: Reasons = {}
-        for reason, positions in verdicts.items():
-            named = dict.fromkeys(pick(self.names, positions), reason)
-            if reasons:
-                reasons.update(named)
-            else:  # the first group (often every node) is the answer's dict, not copied into one
-                reasons = named
-        return reasons
+    def _groups(self, verdicts: Verdicts) -> list[Reasons]:
+        """Each reason's nodes by name, in the verdicts' order."""
+        return [dict.fromkeys(pick(self.names, positions), reason) for reason, positions in verdicts.items()]
 
     def __repr__(self) -> str:
         return f"NamedDecision(feasible={list(self.feasible)!r}, failed={self.failed!r}, unresolvable={self.unresolvable!r})"
+
+
+def _merged(groups: list[Reasons]) -> Reasons:
+    """The ``groups`` in one dict, in order; the first (often every node) becomes it, not copied."""
+    if not groups:
+        return {}
+    reasons = groups[0]
+    for group in groups[1:]:
+        reasons.update(group)
+    return reasons
 
 
 def filter_offered(engine: SchedulingEngine, pod: PodInfo, names: Sequence[str]) -> NamedDecision:

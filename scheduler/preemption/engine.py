@@ -221,6 +221,7 @@ class FitGppEngine:
             unresolvable_count=decision.unresolvable_count + len(kept_at),
             named_at=rest_at[decision.named_at],
             by_name=decision.by_name,
+            named_after=decision.named_after,  # the kept nodes' reasons come after the placement engine's
         )
 
     def prioritize(self, pod: PodInfo, offered: Slots) -> Scores:

@@ -16,7 +16,9 @@ from scheduler.kube.names import NamedDecision, filter_offered
 from scheduler.preemption import FitGppSettings
 from scheduler.preemption.engine import FitGppEngine
 from tests.preemption.test_engine import GI, running, te
-from tests.preemption.test_holds import RESUMED_PRIORITY, pending
+from tests.cells.helpers import pod as hived_pod
+from tests.cells.test_reclaim_minimal import one_node
+from tests.preemption.test_holds import RESUMED_PRIORITY, TRIAL_PRIORITY, VC, hived_engine, pending
 
 
 def test_resource_fit_answers_by_position_and_leaves_unknown_names_to_the_driver():
@@ -60,3 +62,46 @@ def test_hived_holds_the_nodes_without_cells_so_a_hold_there_keeps_pods_off_them
     decision = filter_offered(engine, pending("waiter", job="w", gpus=0), ["g0", "c1"])
     assert list(decision.feasible) == ["g0"]
     assert decision.unresolvable_count == 1 and "kept for ml/be-short-2" in decision.unresolvable["c1"]
+
+
+# Reasons by name keep the order the answers had when engines took names: kube-scheduler gets
+# FailedAndUnresolvableNodes byte for byte as before (its JSON object's key order, and cellfit's
+# no-fit log, follow the dict's).
+
+
+def test_resource_fit_names_the_unknown_nodes_first_as_it_did():
+    engine = ResourceFitEngine()
+    for name in ("a", "b"):
+        engine.apply_node(NodeInfo(name=name, allocatable=Resources(64000, 512 * GI, 2)))
+    named = filter_offered(engine, pending("p", job="j", gpus=4), ["b", "ghost", "a", "ghost-2"])
+    assert not named.feasible
+    assert list(named.unresolvable) == ["ghost", "ghost-2", "b", "a"]
+
+
+def test_fitgpp_over_hived_names_a_node_without_cells_before_the_kept_ones_as_it_did():
+    """The placement engine's reasons first (HiveD's node without cells among them), FitGpp's
+    kept nodes after them."""
+    engine, hived = hived_engine(2)
+    first = pending("a-1", job="a", labels=VC)
+    engine.reserve(first, filter_offered(engine, first, ["g0", "g1"]).feasible[0])
+    second = pending("b-1", job="b", labels=VC)
+    home = filter_offered(engine, second, ["g0", "g1"]).feasible[0]
+    engine.reserve(second, home)
+    trial = replace(te(gpus=4, vc="default"), priority=TRIAL_PRIORITY)
+    (victim,) = engine.select_victims(trial, {home: ["a-1", "b-1"]}, {})[home]
+    engine.delete_pod(victim)
+    job = "a" if victim == "a-1" else "b"
+    engine.apply_pod(pending(f"{job}-2", job=job, priority=RESUMED_PRIORITY, labels=VC))
+    named = filter_offered(engine, pending("waiter", job="w", labels=VC), [home, "ghost"])
+    assert not named.feasible
+    assert list(named.unresolvable) == ["ghost", home]
+    assert named.unresolvable["ghost"] == "node ghost has no HiveD GPU cells"
+
+
+def test_hived_leaves_its_chosen_node_offered_twice_out_of_the_unresolvable_ones():
+    """The node HiveD reclaims cells on is failed (preemption helps there), not also
+    unresolvable, however often it is offered."""
+    engine = one_node("V100-SOCKET", {f"o-{i}": [i] for i in range(8)})
+    named = filter_offered(engine, hived_pod("g", 4, "a"), ["r0n0", "r0n0"])
+    assert not named.feasible
+    assert list(named.failed) == ["r0n0"] and named.unresolvable == {}
