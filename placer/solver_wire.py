@@ -21,7 +21,10 @@ number (``queue_encoded``); a child that holds no plan of that pass answers None
 
 from __future__ import annotations
 
+import gc
+import logging
 import math
+import multiprocessing
 from dataclasses import dataclass, field
 from typing import Any, Mapping, TypeVar
 
@@ -75,6 +78,8 @@ class QueueAnswer(msgspec.Struct, frozen=True):
 
     queue: tuple[Queued, ...] | None
 
+
+log = logging.getLogger(__name__)
 
 _ENCODER = msgspec.msgpack.Encoder()
 _INPUTS = msgspec.msgpack.Decoder(DecideInputs)
@@ -172,7 +177,23 @@ def decide_encoded(payload: bytes, held: ChildInputs | None = None) -> bytes:
     decision, plan = decide_starts(waiting=waiting, running=running, reuse=held.reuse,
                                    **{name: getattr(inputs, name) for name in _DECIDE_ARGUMENTS})
     held.plan = (inputs.pass_number, plan)
-    return _ENCODER.encode(DecideAnswer(decision))
+    answer = _ENCODER.encode(DecideAnswer(decision))
+    _freeze_after_first_decision()
+    return answer
+
+
+def _freeze_after_first_decision() -> None:
+    """In the solver process, once: what its first decision loaded (modules, the kept Jobs,
+    ``DecideReuse``) is frozen out of garbage collections, so that a full collection during a
+    later pass walks only what passes since made (scheduler/extender/gc_tuning.py says why; the
+    placer's pure modules may not import it). Nothing in a process that is not a child (tests,
+    the parent's fallback)."""
+    if gc.get_freeze_count() or multiprocessing.parent_process() is None:
+        return
+    gc.collect()
+    gc.freeze()
+    log.info("solver process: long-lived objects frozen out of garbage collections",
+             extra={"after": "first decision", "frozen_objects": gc.get_freeze_count()})
 
 
 def queue_encoded(pass_number: int, held: ChildInputs | None = None) -> bytes:

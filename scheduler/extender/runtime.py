@@ -39,6 +39,7 @@ from scheduler.extender.app import create_admission_app, create_app, create_insp
 from scheduler.extender.paired import PairedSchedulerHealth
 from scheduler.extender.bookings import BookingSweeper
 from scheduler.extender.dispatch import VerbDispatch
+from scheduler.extender.gc_tuning import GcPauses, freeze_once_ready
 from scheduler.extender.metrics import ExtenderMetrics
 from scheduler.extender.inspect import inspect_router
 from scheduler.extender.service import AlwaysReady, ExtenderService, Readiness
@@ -222,13 +223,21 @@ def build_runtime(settings: Settings, *, api: KubernetesApi | None = None, stand
                                  count_preemption=count_preemption, reclaimer=_reclaimer(settings, composition, metrics, lock=lock, cache=cache))
     victim_requeue = _victim_requeue(settings, api, cache, metrics)
 
+    gc_pauses = GcPauses(registry=metrics.registry)
+
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        gc_pauses.install()
+        freeze: asyncio.Task[None] | None = None
         if cache is not None:
             # Relists run a step at a time on the loop the verbs run on (cluster/pacing.py), each
             # step taking the engine lock without blocking the loop.
             cache.pace_on(OnLoop(asyncio.get_running_loop(), lock=lock))
             cache.start()
+            # What the first sync loads lives as long as the process: out of every full
+            # collection's walk from then on (scheduler/extender/gc_tuning.py).
+            synced = cache
+            freeze = asyncio.create_task(freeze_once_ready(ready=lambda: synced.ready()[0], what="watch cache synced"))
         if quotas is not None:
             quotas.start()
         if sweeper is not None:
@@ -255,6 +264,9 @@ def build_runtime(settings: Settings, *, api: KubernetesApi | None = None, stand
                 quotas.stop()
             if cache is not None:
                 cache.stop()
+            if freeze is not None:
+                freeze.cancel()
+            gc_pauses.remove()
 
     app = create_app(
         service=service,
