@@ -4,7 +4,12 @@ the positions engines answer with (scheduler/kube/names.py)."""
 
 from __future__ import annotations
 
+import json
+from typing import Sequence
+
 import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from msgspec.structs import replace
 
 from scheduler.cells import HivedEngine
@@ -12,7 +17,8 @@ from scheduler.core.fit import ResourceFitEngine
 from scheduler.core.model import NodeInfo
 from scheduler.core.nodeindex import UNKNOWN
 from scheduler.core.resources import Resources
-from scheduler.kube.names import NamedDecision, filter_offered
+from scheduler.kube import names as kube_names
+from scheduler.kube.names import NamedDecision, filter_offered, prioritize_offered
 from scheduler.preemption import FitGppSettings
 from scheduler.preemption.engine import FitGppEngine
 from tests.preemption.test_engine import GI, running, te
@@ -105,3 +111,53 @@ def test_hived_leaves_its_chosen_node_offered_twice_out_of_the_unresolvable_ones
     named = filter_offered(engine, hived_pod("g", 4, "a"), ["r0n0", "r0n0"])
     assert not named.feasible
     assert list(named.failed) == ["r0n0"] and named.unresolvable == {}
+
+
+# A by-name reference: resource fit judges each node on its own, so the answer over many offered
+# names must be, name by name, its answer over that name alone, whatever slots the names hold
+# after nodes came and went (slots are reused) and whichever form the names come in.
+
+POOL = [f"n{i}" for i in range(10)]
+
+
+def raw_or_list(names: list[str], raw: bool) -> Sequence[str]:
+    """``names`` as the extender's fast path holds them (``raw``, where the C extension is
+    built), else the plain list."""
+    if not raw or kube_names.native is None:
+        return names
+    text = json.dumps(names).encode()
+    spans = kube_names.native.scan(text)
+    assert spans is not None
+    return kube_names.RawNames(text, np.frombuffer(spans, dtype=np.int32).reshape(-1, 2))
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    events=st.lists(
+        st.tuples(st.sampled_from(["add", "delete", "pod"]), st.sampled_from(POOL), st.integers(0, 8)), max_size=30
+    ),
+    offered=st.lists(st.sampled_from([*POOL, "ghost", "ghost-2"]), max_size=14),
+    gpus=st.integers(0, 9),
+    raw=st.booleans(),
+)
+def test_resource_fit_over_many_names_is_its_answer_over_each_name_alone(
+    events: list[tuple[str, str, int]], offered: list[str], gpus: int, raw: bool
+) -> None:
+    engine = ResourceFitEngine()
+    for n, (event, name, amount) in enumerate(events):
+        if event == "add":
+            engine.apply_node(NodeInfo(name=name, allocatable=Resources(64000, 512 * GI, amount)))
+        elif event == "delete":
+            engine.delete_node(name)
+        elif name in engine.node_index:
+            engine.apply_pod(running(f"busy-{n}", job=f"b{n}", gpus=amount, node=name))
+    pod = pending("p", job="j", gpus=gpus)
+    named = filter_offered(engine, pod, raw_or_list(offered, raw))
+    alone = {name: filter_offered(engine, pod, [name]) for name in offered}
+    assert list(named.feasible) == [name for name in offered if alone[name].feasible]
+    assert named.failed == {name: reason for name in offered for reason in alone[name].failed.values()}
+    assert named.unresolvable == {name: reason for name in offered for reason in alone[name].unresolvable.values()}
+    unknown = [name for name in named.unresolvable if name not in engine.node_index]
+    assert list(named.unresolvable)[: len(unknown)] == unknown  # unknown nodes first, as always
+    scores = prioritize_offered(engine, pod, raw_or_list(offered, raw))
+    assert scores.tolist() == [int(prioritize_offered(engine, pod, [name])[0]) for name in offered]
