@@ -60,8 +60,15 @@ def compose(
 ) -> Composition:
     """Everything ``settings`` ask for (see :func:`compose_cells` for the placement)."""
     cells = compose_cells(settings, connected=connected, nodes=nodes, on_cells_change=on_cells_change)
-    return assemble(cells=cells, preemption=settings.preemption, clock=clock, best_nodes=settings.policy.offer_best_nodes,
-                    scheduler_name=settings.nudge.scheduler_name)
+    return assemble_configured(settings, cells=cells, clock=clock)
+
+
+def assemble_configured(settings: Settings, *, cells: HivedEngine | None, clock: Clock, pods: PodStore | None = None) -> Composition:
+    """:func:`assemble` with what ``settings`` say of it, around ``cells`` as the driver made them:
+    the one place `cellfit serve` (which discovers cells through its API client) and the
+    simulator both read the settings that shape the composition."""
+    return assemble(cells=cells, preemption=settings.preemption, clock=clock, pods=pods,
+                    best_nodes=settings.policy.offer_best_nodes, scheduler_name=settings.nudge.scheduler_name)
 
 
 def compose_engine(

@@ -33,7 +33,7 @@ from scheduler.cluster.priority_class import PriorityClassLookup
 from scheduler.cluster.reclaim import ReclaimController
 from scheduler.cluster.pending import PendingPods
 from scheduler.cluster.stranded import StrandedGuarantees
-from scheduler.composition import Composition, assemble, compose_cells
+from scheduler.composition import Composition, assemble_configured, compose_cells
 from scheduler.extender.admission import PodAdmission
 from scheduler.extender.app import create_admission_app, create_app, create_inspect_app, create_metrics_app
 from scheduler.extender.paired import PairedSchedulerHealth
@@ -100,8 +100,8 @@ DISCOVERY_TIMEOUT_SECONDS = 60.0
 def build_composition(settings: Settings, api: KubernetesApi | None) -> Composition:
     """The engine and the capabilities the drivers get (``scheduler/composition.py``); with an
     API, the watch cache keeps the pods' record."""
-    return assemble(cells=build_cells(settings, api), preemption=settings.preemption, clock=time.monotonic,
-                    pods=PodStore() if api is not None else None, best_nodes=settings.policy.offer_best_nodes)
+    return assemble_configured(settings, cells=build_cells(settings, api), clock=time.monotonic,
+                               pods=PodStore() if api is not None else None)
 
 
 def build_cells(settings: Settings, api: KubernetesApi | None) -> HivedEngine | None:

@@ -196,14 +196,27 @@ def test_without_a_restart_the_watched_evidence_adds_no_second_hold():
     assert [(h.kind, h.pods) for h in engine.holds.holds()] == [("preemptor", ("ml/te-1",)), ("resume", ("ml/be-b-1",))]
 
 
-def test_the_composition_trusts_the_preemptions_of_the_profile_it_is_configured_for():
-    """``nudge.schedulerName`` names the profile served (the chart sets it from its own
-    ``schedulerName``): a renamed profile's preemptions rebuild holds, another's do not."""
+def _simulator_composition(settings, clock):
     from scheduler.composition import compose
+
+    return compose(settings, connected=False, clock=clock)
+
+
+def _served_composition(settings, clock):
+    from scheduler.extender.runtime import build_composition
+
+    return build_composition(settings, None)  # what `cellfit serve` builds (standalone: no API)
+
+
+@pytest.mark.parametrize("build", [_simulator_composition, _served_composition], ids=["simulator", "serve"])
+def test_the_composition_trusts_the_preemptions_of_the_profile_it_is_configured_for(build):
+    """``nudge.schedulerName`` names the profile served (the chart sets it from its own
+    ``schedulerName``): a renamed profile's preemptions rebuild holds, another's do not; in the
+    composition `cellfit serve` builds as in the simulator's."""
     from scheduler.config import parse_settings
 
     def rebuilt(profile: str) -> list[str]:
-        engine = compose(parse_settings(f"nudge: {{schedulerName: {profile}}}\n"), connected=False, clock=FakeClock()).engine
+        engine = build(parse_settings(f"nudge: {{schedulerName: {profile}}}\n"), FakeClock()).engine
         engine.apply_node(NODE)
         pods = [running("be-a-0", job_uid="job-a"),
                 preempted(running("be-b-0", job_uid=JOB_B), message="gpu-batch: preempting to accommodate a higher priority Pod"),
