@@ -8,8 +8,9 @@
    answers 410 Gone (the version was compacted away), go back to 1;
 4. on any other failure, wait (exponential backoff, capped) and go back to 1. The backoff starts
    over once a watch delivers something, not on a list alone: a watch that fails as soon as it
-   starts (refused, cut by a proxy, expired at the list's own version, which also waits) would
-   otherwise have the whole kind listed again every half second.
+   starts (refused, cut by a proxy, expired at the list's own version, which also waits, whether
+   the 410 is the watch call's answer or the ERROR line that opens its stream) would otherwise
+   have the whole kind listed again every half second, or as fast as the API server answers.
 
 It runs on its own daemon thread; ``stop()`` ends it.
 """
@@ -116,30 +117,35 @@ class Reflector(Generic[T]):
         for line in self._watch(version):
             if self._stop.is_set():
                 break
-            # The list and the watch both work: the next failure starts the backoff over.
+            version = self._handle(line, version)
+            # The list and the watch both work: the next failure starts the backoff over. Not
+            # on an ERROR line (it raised): kube-apiserver answers a watch from a version its
+            # cache no longer holds with a 200 stream whose one line is ERROR 410.
             self._watched_since_list = True
             self._backoff = _BACKOFF_INITIAL_SECONDS
-            typed = self._typed(line)
-            if typed is not None:
-                kind, obj = typed.type, typed.object
-            else:
-                event = wire.WATCH_EVENT_DECODER.decode(line)
-                kind = event.type
-                if kind == "ERROR":
-                    status = wire.STATUS_DECODER.decode(event.object)
-                    if status.code == 410:
-                        raise Expired
-                    raise RuntimeError(f"watch error {status.code}: {status.message}")
-                if kind == "BOOKMARK":
-                    version = wire.BOOKMARK_DECODER.decode(event.object).metadata.resourceVersion or version
-                    continue
-                obj = self._decode(event.object)
-            version = self._version_of(obj) or version
-            if kind == "DELETED":
-                self._delete(obj)
-            else:
-                self._apply(obj)
         return version
+
+    def _handle(self, line: bytes, version: str) -> str:
+        """Apply one watch line; the version to watch from after it. Raises on an ERROR line."""
+        typed = self._typed(line)
+        if typed is not None:
+            kind, obj = typed.type, typed.object
+        else:
+            event = wire.WATCH_EVENT_DECODER.decode(line)
+            kind = event.type
+            if kind == "ERROR":
+                status = wire.STATUS_DECODER.decode(event.object)
+                if status.code == 410:
+                    raise Expired
+                raise RuntimeError(f"watch error {status.code}: {status.message}")
+            if kind == "BOOKMARK":
+                return wire.BOOKMARK_DECODER.decode(event.object).metadata.resourceVersion or version
+            obj = self._decode(event.object)
+        if kind == "DELETED":
+            self._delete(obj)
+        else:
+            self._apply(obj)
+        return self._version_of(obj) or version
 
     def _typed(self, line: bytes) -> wire.ObjectEvent[T] | None:
         """The event with its object, decoded in one pass; None for ERROR and BOOKMARK (their
