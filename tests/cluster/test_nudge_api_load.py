@@ -10,9 +10,10 @@ from typing import Any, Iterator
 import pytest
 
 from scheduler.cluster.nudge import Nudger, Parked, parked, unschedulable_pods
+from scheduler.cluster.pending import PendingPods
 from scheduler.config import NudgeSettings
 from tests.support import kube_objects as k
-from tests.support.pending_pods_api import PendingPodsServer
+from tests.support.pending_pods_api import WAIT_SECONDS, PendingPodsServer
 from tests.unit.test_nudge import NO_ROOM, REFUSED, T0
 
 PENDING = 5_000
@@ -38,14 +39,30 @@ def clock() -> list[float]:
     return [T0 + 60]  # the term begins a minute after the pods' conditions were written (T0 + 30)
 
 
-def nudger(server: PendingPodsServer, clock: list[float]) -> Nudger:
-    return Nudger(api=server, settings=NudgeSettings(), namespace="cellfit-system", ready=lambda: True, clock=lambda: clock[0])
+def nudger(server: PendingPodsServer, clock: list[float], *, pending: PendingPods | None = None) -> Nudger:
+    return Nudger(api=server, settings=NudgeSettings(), namespace="cellfit-system", ready=lambda: True,
+                  clock=lambda: clock[0], pending=pending)
+
+
+def listed_and_watching(server: PendingPodsServer) -> PendingPods:
+    """A started view of ``server``'s pending pods (as the nudge keeps its own), once its first
+    list is in and its watch open. Both are made on the view's own thread: a pass made before the
+    list has come waits a period (5 s) for it and finds nothing after, and a count of the watches
+    made before the thread has opened one finds none, which on a loaded machine with 5,000 pods
+    to list is what happens."""
+    view = PendingPods(api=server, scheduler_name=NudgeSettings().scheduler_name, constrained=False)
+    view.start()
+    if view.unschedulable(wait=WAIT_SECONDS) is None:
+        view.stop()
+        raise AssertionError(f"waited {WAIT_SECONDS} s for the view's first list: lists {server.lists}")
+    server.wait_watching(1)
+    return view
 
 
 @pytest.fixture
-def running() -> Iterator[list[tuple[Nudger, PendingPodsServer]]]:
-    """Nudgers to stop and servers to close once the test is done (their watch threads end)."""
-    started: list[tuple[Nudger, PendingPodsServer]] = []
+def running() -> Iterator[list[tuple[Nudger | PendingPods, PendingPodsServer]]]:
+    """Nudgers and views to stop and servers to close once the test is done (their watch threads end)."""
+    started: list[tuple[Nudger | PendingPods, PendingPodsServer]] = []
     yield started
     for made, server in started:
         made.stop()
@@ -64,7 +81,9 @@ def test_minutes_of_passes_over_5000_pending_pods_list_them_once(running: Any, c
     """Before, each pass listed every pending pod: 12 lists, 60,000 pods (~13 MB here) a minute
     from the leader for as long as they waited."""
     server = PendingPodsServer(unschedulable(f"burst-{i}") for i in range(PENDING))
-    nudge = nudger(server, clock)
+    view = listed_and_watching(server)
+    running.append((view, server))
+    nudge = nudger(server, clock, pending=view)
     running.append((nudge, server))
     found = minute_of_passes(nudge, clock) + minute_of_passes(nudge, clock)
     assert server.lists == 1 and server.listed_objects == PENDING
