@@ -148,12 +148,13 @@ class GangPlanner:
             return None
         nodes: list[Cell]
         fresh_nodes = False  # every slot binds its own node
-        if root.level == node_level + 1 and root.child_index is not None:
+        child_index = self._vcs.topology.child_indexes.get(root)
+        if root.level == node_level + 1 and child_index is not None:
             # A root from the VC's index is the VC's and usable; a new one is once bound (as
             # draining cannot change then).
             if spot.new_root and vc.draining:
                 return None
-            nodes = root.child_index.first_with(n, count)
+            nodes = child_index.first_with(n, count)
             if not nodes or nodes[0] is not anchor:
                 return None
         elif root is anchor and spot.new_root and not vc.draining:
@@ -188,9 +189,8 @@ class GangPlanner:
             self._vcs.bind(vc, root)
         return off_list if len(nodes) == 1 else fresh_nodes
 
-    @staticmethod
     def _plan_in_last_root(
-        vc: VcState, previous: Booking, target_of: Mapping[Chain, Target], n: int, allowed: AbstractSet[str] | None
+        self, vc: VcState, previous: Booking, target_of: Mapping[Chain, Target], n: int, allowed: AbstractSet[str] | None
     ) -> Spot | None:
         """The next gang slot where :meth:`Planner.plan` would put it, found without the search when it
         goes into the VC cell that took the previous slot. Exact, not a heuristic: the previous
@@ -206,7 +206,7 @@ class GangPlanner:
         target = target_of.get(root.chain)
         if target is None or target.level > root.level:
             return None
-        spot = best_spot(root, target.level, n, _VIEW_GUARANTEED, allowed)
+        spot = best_spot(root, target.level, n, _VIEW_GUARANTEED, allowed, self._vcs.topology.child_indexes)
         if spot is None:
             return None
         return Spot(target.chain, target.level, tuple(pick_gpus(spot, n, _VIEW_GUARANTEED)), root, False)
@@ -240,7 +240,7 @@ class GangPlanner:
             if not clean or clean[0].guaranteed_free < n:
                 return None
             return Spot(chain, target_level, tuple(pick_gpus(clean[0], n, _VIEW_GUARANTEED)), clean[0], True)
-        found = buddy.first_clean(level, lambda cell: best_spot(cell, target_level, n, _VIEW_GUARANTEED, allowed))
+        found = buddy.first_clean(level, lambda cell: best_spot(cell, target_level, n, _VIEW_GUARANTEED, allowed, self._vcs.topology.child_indexes))
         if found is None:
             return None
         cell, spot = found

@@ -62,6 +62,7 @@ class LeafLedger:
         # Deltas per cell: [bad, guaranteed_used, opportunistic_used, idle_gpus, guaranteed_free].
         level: dict[Cell, list[int]] = {}  # cells whose deltas are still to be applied
         above: dict[Cell, list[int]] = {}  # their parents, deltas summed
+        child_indexes = self.topology.child_indexes
         for leaf in leaves:
             bad_before, guaranteed_before, opportunistic_before = leaf.is_bad, leaf.guaranteed_owner is not None, leaf.opportunistic_owner is not None
             if book_guaranteed:
@@ -83,7 +84,7 @@ class LeafLedger:
             d_idle = (not (bad_after or guaranteed_after or opportunistic_after)) - (not (bad_before or guaranteed_before or opportunistic_before))
             d_guaranteed_free = (not (bad_after or guaranteed_after)) - (not (bad_before or guaranteed_before))
             parent = leaf.parent
-            if leaf.state is not _INSIDE or parent is None or parent.state is _SPLIT or parent.child_index is not None:
+            if leaf.state is not _INSIDE or parent is None or parent.state is _SPLIT or parent in child_indexes:
                 # A GPU that is a VC cell, free on its own, or under a wide cell: the general
                 # path below moves it in its indexes.
                 level[leaf] = [d_bad, d_guaranteed, d_opportunistic, d_idle, d_guaranteed_free]
@@ -127,8 +128,10 @@ class LeafLedger:
                 if d_guaranteed_free:
                     old_free = cell.guaranteed_free
                     new_free = cell.guaranteed_free = old_free + d_guaranteed_free
-                    if parent is not None and parent.child_index is not None:
-                        parent.child_index.move(cell, old_free, new_free)
+                    if parent is not None:
+                        child_index = child_indexes.get(parent)
+                        if child_index is not None:
+                            child_index.move(cell, old_free, new_free)
                     if cell.vc is not None and (cell.state is _BOUND or cell.state is _PINNED):
                         vc = vcs.get(cell.vc)
                         if vc is not None and cell not in vc.draining:
@@ -233,6 +236,7 @@ class LeafLedger:
         idle_nodes = self.idle_nodes
         vcs = self.vcs
         blocked_nodes = self.topology.census.blocked_nodes
+        child_indexes = self.topology.child_indexes
         while level:
             above: dict[Cell, int] = {}
             for cell, booked in level.items():
@@ -262,8 +266,9 @@ class LeafLedger:
                         if cell not in vc.draining:
                             vc.usable[cell.cell_type].move(cell, old_free, new_free)
                 if parent is not None:
-                    if parent.child_index is not None:
-                        parent.child_index.move(cell, old_free, new_free)
+                    child_index = child_indexes.get(parent)
+                    if child_index is not None:
+                        child_index.move(cell, old_free, new_free)
                     # Re-inserted, not updated: cells of a level are moved in the order of their
                     # last change, so that an index holding several of them ends in the order
                     # node-by-node bookings would leave it (a moved cell goes last in its bucket).

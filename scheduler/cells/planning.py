@@ -283,7 +283,7 @@ class Planner:
                 for root in index.at_least(n):
                     if idle_view and root.idle_gpus < n:
                         continue
-                    spot = best_spot(root, target_level, n, view, allowed)
+                    spot = best_spot(root, target_level, n, view, allowed, self.topology.child_indexes)
                     if spot is not None:
                         return Spot(chain, target_level, tuple(pick_gpus(spot, n, view)), root, False)
         # 2. a new VC cell, bound by the buddy allocator; legal only within the quota
@@ -305,7 +305,7 @@ class Planner:
                 spots: dict[Cell, Cell] = {}  # what accept found, so it is not searched twice
 
                 def accept(cell: Cell, _level: int = target_level, _spots: dict[Cell, Cell] = spots) -> bool:
-                    spot = best_spot(cell, _level, n, view, allowed)
+                    spot = best_spot(cell, _level, n, view, allowed, self.topology.child_indexes)
                     if spot is None:
                         return False
                     _spots[cell] = spot
@@ -313,7 +313,7 @@ class Planner:
 
                 fresh = self._vcs.buddies[chain].find(level, accept, self._vcs.demand_of[chain])
                 if fresh is not None:
-                    spot = spots.get(fresh) or best_spot(fresh, target_level, n, view, allowed)
+                    spot = spots.get(fresh) or best_spot(fresh, target_level, n, view, allowed, self.topology.child_indexes)
                     assert spot is not None
                     return Spot(chain, target_level, tuple(pick_gpus(spot, n, view)), fresh, True)
         first = targets[0]
@@ -346,7 +346,7 @@ class Planner:
             for node in candidates:
                 if allowed is not None and node.node not in allowed:
                     continue
-                spot = best_spot(node, target.level, n, _VIEW_IDLE, None)
+                spot = best_spot(node, target.level, n, _VIEW_IDLE, None, self.topology.child_indexes)
                 if spot is not None:
                     return Spot(target.chain, target.level, tuple(pick_gpus(spot, n, _VIEW_IDLE)))
         wanted = targets[0].chain.type_at(targets[0].level)

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 from enum import Enum
 from operator import attrgetter
-from typing import AbstractSet, Sequence
+from typing import AbstractSet, Mapping, Sequence
 
+from scheduler.cells.buckets import Buckets
 from scheduler.cells.topology import Cell
 
 
@@ -44,9 +45,12 @@ _GUARANTEED_KEY = attrgetter("guaranteed_free", "opportunistic_used", "ordinal")
 _IDLE_KEY = attrgetter("idle_gpus", "ordinal")
 
 
-def best_spot(cell: Cell, level: int, gpus: int, view: View, allowed: AbstractSet[str] | None) -> Cell | None:
+def best_spot(
+    cell: Cell, level: int, gpus: int, view: View, allowed: AbstractSet[str] | None, child_indexes: Mapping[Cell, Buckets[Cell]]
+) -> Cell | None:
     """The best-fit level-``level`` cell inside ``cell`` (or ``cell`` itself) with ``gpus``
-    available GPUs on an allowed node; ``None`` when there is none.
+    available GPUs on an allowed node; ``None`` when there is none. ``child_indexes`` are the
+    wide cells' indexes of their children (:attr:`Topology.child_indexes`).
 
     Greedy: at each level the child with the fewest available GPUs that still holds the request
     is tried first, and the search backtracks only when a child is fragmented below."""
@@ -59,18 +63,19 @@ def best_spot(cell: Cell, level: int, gpus: int, view: View, allowed: AbstractSe
     node = cell.node
     if node is not None and allowed is not None and node not in allowed:
         return None
-    if cell.child_index is not None:
+    child_index = child_indexes.get(cell)
+    if child_index is not None:
         if guaranteed:
             # Wide cell: children come best-fit first from its index (ties in insertion order).
             # Most searches end at the first one; only then is the index walked.
-            first = cell.child_index.first_at_least(gpus)
+            first = child_index.first_at_least(gpus)
             if first is None:
                 return None
-            found = best_spot(first, level, gpus, view, allowed)
+            found = best_spot(first, level, gpus, view, allowed, child_indexes)
             if found is not None:
                 return found
-            for kid in cell.child_index.at_least(gpus):
-                found = best_spot(kid, level, gpus, view, allowed)
+            for kid in child_index.at_least(gpus):
+                found = best_spot(kid, level, gpus, view, allowed, child_indexes)
                 if found is not None:
                     return found
             return None
@@ -79,8 +84,8 @@ def best_spot(cell: Cell, level: int, gpus: int, view: View, allowed: AbstractSe
         # best fit at every level down (the sort below would pick the same one).
         while cell.level > level:
             cell = cell.children[0]
-            if cell.child_index is not None and cell.level > level:
-                return best_spot(cell, level, gpus, view, allowed)
+            if cell.level > level and cell in child_indexes:
+                return best_spot(cell, level, gpus, view, allowed, child_indexes)
         return cell
     if guaranteed:
         kids = [c for c in cell.children if c.guaranteed_free >= gpus]
@@ -91,7 +96,7 @@ def best_spot(cell: Cell, level: int, gpus: int, view: View, allowed: AbstractSe
         if len(kids) > 1:
             kids.sort(key=_IDLE_KEY)
     for kid in kids:
-        found = best_spot(kid, level, gpus, view, allowed)
+        found = best_spot(kid, level, gpus, view, allowed, child_indexes)
         if found is not None:
             return found
     return None

@@ -92,7 +92,6 @@ class Cell:
         "parent",
         "state",
         "node_cell",
-        "child_index",  # wide cells only: children keyed by guaranteed-view free GPUs (best fit)
         "vc",  # for a BOUND or PINNED cell: the VC owning it
         "level",
         "total",
@@ -132,7 +131,6 @@ class Cell:
         self.state = CellState.INSIDE
         self.vc: str | None = None
         self.pinned_id: str | None = None
-        self.child_index: Buckets[Cell] | None = None
         self.is_bad = False
         self.guaranteed_owner: int | None = None
         self.opportunistic_owner: int | None = None
@@ -224,6 +222,10 @@ class Topology:
         self.cells_by_id: dict[str, Cell] = {}
         self.pinned: dict[str, Cell] = {}
         self.census = CellCensus()
+        # Wide cells only (more than WIDE children): their children keyed by guaranteed-view free
+        # GPUs, for best fit without sorting. Built with the tree; the ledger moves each child
+        # as its count changes and the search reads it.
+        self.child_indexes: dict[Cell, Buckets[Cell]] = {}
         for spec in config.physical_cells:
             assert spec.cell_type is not None  # guaranteed by structural validation
             chain = self.chain_of_type[spec.cell_type]
@@ -277,6 +279,7 @@ class Topology:
         self.config = TopologyConfig(cell_types=self.config.cell_types, physical_cells=tuple(specs))
         for inner in cell.walk():
             self.census.forget(inner)
+            self.child_indexes.pop(inner, None)
             del self.cells_by_id[inner.id]
             if inner.node_cell is inner and inner.node is not None:
                 del self.nodes[inner.node]
@@ -295,9 +298,10 @@ class Topology:
             cell.node_cells = tuple(n for child in children for n in child.node_cells)
             cell.id = spec.cell_id or f"{cell.cell_type}@{cell.node_cells[0].node}"
             if len(children) > WIDE:
-                cell.child_index = Buckets()
+                index: Buckets[Cell] = Buckets()
                 for child in children:
-                    cell.child_index.add(child, child.guaranteed_free)
+                    index.add(child, child.guaranteed_free)
+                self.child_indexes[cell] = index
         if spec.pinned_cell_id is not None:
             cell.pinned_id = spec.pinned_cell_id
             self.pinned[spec.pinned_cell_id] = cell

@@ -73,7 +73,7 @@ def exact_state(engine: HivedEngine) -> dict[str, Any]:
     cells = {
         c.id: (
             c.guaranteed_used, c.idle_gpus, c.guaranteed_free, c.opportunistic_used, c.bad, c.guaranteed_owner, c.opportunistic_owner, c.is_bad, c.state, c.vc, alloc.buddies[c.chain]._free_children.get(c, 0), _overlaps(alloc.idle_nodes, c),
-            _buckets(c.child_index),
+            _buckets(engine.topology.child_indexes.get(c)),
         )
         for c in engine.topology.all_cells()
     }
