@@ -172,7 +172,7 @@ class FitGppEngine:
         self._seed = seed
         self.holds = RoomHolds(hold_seconds=resume_hold_seconds, clock=clock, pods=self.pods)
         self._evidence = PreemptionEvidence(scheduler_name=scheduler_name)
-        self._index = PreemptionIndex()
+        self._index = PreemptionIndex(node_index=inner.node_index)  # one node name -> slot map
         self._tracked: dict[str, str | None] = {}  # pods the index holds -> their Job UID
         self._chosen: set[str] = set()  # victims chosen and not gone yet (their deletion may lag)
         # Pods on their way out (terminating, or chosen as victims), kept per node as they
@@ -261,8 +261,8 @@ class FitGppEngine:
         self._index.apply_node(node)
 
     def delete_node(self, node_name: str) -> None:
+        self._index.delete_node(node_name)  # first: it finds the node's slot in the inner engine's index
         self.inner.delete_node(node_name)
-        self._index.delete_node(node_name)
 
     def apply_pod(self, pod: PodInfo) -> None:
         if self._records_pods:

@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Final, Iterable, Mapping, Sequence
+from typing import Final, Iterable, Mapping, Protocol, Sequence
 
 import numpy as np
 import numpy.typing as npt
 
 from scheduler.core.model import TERMINAL_PHASES, NodeInfo, PodInfo
+from scheduler.core.nodeindex import NodeIndex
 from scheduler.core.resources import Resources
 from scheduler.errors import InvalidAnnotation
 from scheduler.preemption.model import Candidate, NodeState, is_pinned, job_class_or_best_effort, preemption_count_of
@@ -32,6 +33,13 @@ BoolVector = npt.NDArray[np.bool_]
 IndexVector = npt.NDArray[np.intp]
 
 _DIMENSIONS: Final = 3
+
+
+class SlotsByName(Protocol):
+    """Node name -> column of a table's node arrays (a dict, or the composition's
+    :class:`~scheduler.core.nodeindex.NodeIndex`)."""
+
+    def get(self, name: str, /) -> int | None: ...
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -56,7 +64,7 @@ class CandidateTable:
     """
 
     node_names: Sequence[str | None]
-    node_index: Mapping[str, int]
+    node_index: SlotsByName
     node_capacity: IntMatrix
     node_free: IntMatrix
     uids: Sequence[str | None]
@@ -121,7 +129,10 @@ class CandidateTable:
         )
 
     def free_on(self, node_name: str) -> Resources:
-        cpu, memory, gpus = self.node_free[:, self.node_index[node_name]].tolist()
+        slot = self.node_index.get(node_name)
+        if slot is None:
+            raise KeyError(node_name)
+        cpu, memory, gpus = self.node_free[:, slot].tolist()
         return Resources(cpu, memory, gpus)
 
 
@@ -146,13 +157,21 @@ class PreemptionIndex:
     :class:`~scheduler.core.engine.SchedulingEngine` state methods so a driver feeds both from
     the same watch events. Pods may arrive before their node; they count once it does. Each
     pod's eq. 1 size is computed when it (or its node's capacity) changes, not per decision.
+
+    ``node_index``: the placement engine's, whose slots key the node arrays, so the composition
+    has one node name -> slot map. Its owner adds and removes the names: a node is applied here
+    after it was applied there and deleted here before it is deleted there. Without one the
+    index keeps its own.
     """
 
-    def __init__(self, *, initial_capacity: int = 64) -> None:
+    def __init__(self, *, node_index: NodeIndex | None = None, initial_capacity: int = 64) -> None:
         capacity = max(1, initial_capacity)
-        self._node_slot: dict[str, int] = {}
-        self._node_names: list[str | None] = []
-        self._free_node_slots: list[int] = []
+        self._owns_names = node_index is None
+        self._nodes: NodeIndex = node_index if node_index is not None else NodeIndex()
+        # The node whose usage each slot holds (None: none). A slot the node index handed to
+        # another name since is detected here, so the new node never inherits the old one's pods.
+        self._node_names: list[str | None] = [None] * capacity
+        self._node_count = 0
         self._capacity: IntMatrix = np.zeros((_DIMENSIONS, capacity), dtype=np.int64)
         self._used: IntMatrix = np.zeros((_DIMENSIONS, capacity), dtype=np.int64)
         self._usable: BoolVector = np.zeros(capacity, dtype=np.bool_)
@@ -174,12 +193,14 @@ class PreemptionIndex:
     # ------------------------------------------------------------------ nodes
 
     def apply_node(self, node: NodeInfo) -> None:
-        slot = self._node_slot.get(node.name)
+        slot = self._nodes.add(node.name) if self._owns_names else self._nodes.get(node.name)
         if slot is None:
-            slot = self._take_node_slot()
-            self._node_slot[node.name] = slot
+            raise LookupError(f"node {node.name!r} is not in the placement engine's node index: apply it there first")
+        self._grow_nodes_to(self._nodes.capacity)
+        if self._node_names[slot] != node.name:
+            self._release_node_slot(slot)
             self._node_names[slot] = node.name
-            self._used[:, slot] = 0
+            self._node_count += 1
             for uid in self._pods_by_node.get(node.name, ()):
                 pod_slot = self._pod_slot[uid]
                 self._node_of[pod_slot] = slot
@@ -193,16 +214,32 @@ class PreemptionIndex:
             self._sizes[rows] = sizes_of(self._demand[:, rows], self._capacity[:, [slot] * len(members)])
 
     def delete_node(self, node_name: str) -> None:
-        slot = self._node_slot.pop(node_name, None)
-        if slot is None:
+        slot = self._slot_of(node_name)
+        if slot < 0:
+            return
+        self._release_node_slot(slot)
+        if self._owns_names:
+            self._nodes.remove(node_name)
+
+    def _release_node_slot(self, slot: int) -> None:
+        """Forget the node whose usage ``slot`` holds, if any: its pods wait for it to come back."""
+        node_name = self._node_names[slot]
+        if node_name is None:
             return
         for uid in self._pods_by_node.get(node_name, ()):
             self._node_of[self._pod_slot[uid]] = -1
         self._node_names[slot] = None
+        self._node_count -= 1
         self._capacity[:, slot] = 0
         self._used[:, slot] = 0
         self._usable[slot] = False
-        self._free_node_slots.append(slot)
+
+    def _slot_of(self, node_name: str) -> int:
+        """The slot holding ``node_name``'s usage; -1 while the node has not been applied."""
+        slot = self._nodes.get(node_name)
+        if slot is None or slot >= len(self._node_names) or self._node_names[slot] != node_name:
+            return -1
+        return slot
 
     # ------------------------------------------------------------------ pods
 
@@ -253,7 +290,7 @@ class PreemptionIndex:
             self._pod_slot[candidate.uid] = slot
             self._pod_node[slot] = node_name
             self._pods_by_node.setdefault(node_name, set()).add(candidate.uid)
-            node_slot = self._node_slot.get(node_name, -1)
+            node_slot = self._slot_of(node_name)
             self._node_of[slot] = node_slot
         else:
             node_slot = int(self._node_of[slot])
@@ -310,19 +347,24 @@ class PreemptionIndex:
         return pod_uid in self._pod_slot
 
     def free_on(self, node_name: str) -> Resources:
-        slot = self._node_slot[node_name]
+        slot = self._slot_of(node_name)
+        if slot < 0:
+            raise KeyError(node_name)
         cpu, memory, gpus = (self._capacity[:, slot] - self._used[:, slot]).tolist()
         return Resources(cpu, memory, gpus)
 
     def stats(self) -> Mapping[str, int]:
         return {
-            "nodes": len(self._node_slot),
+            "nodes": self._node_count,
             "pods": len(self._pod_slot),
             "candidates": int(self._preemptible[: len(self._uids)].sum()),
         }
 
     def table(self) -> CandidateTable:
         """The current state as a :class:`CandidateTable` (views, valid until the next change)."""
+        # The placement engine may have handed out slots this index was not told of (HiveD's
+        # cell nodes without a Node yet): they are columns of no node here, as are spare ones.
+        self._grow_nodes_to(self._nodes.capacity)
         nodes = len(self._node_names)
         pods = len(self._uids)
         node_of = self._node_of[:pods]
@@ -331,7 +373,7 @@ class PreemptionIndex:
             valid &= self._usable[node_of]  # -1 reads the last slot; those rows are already False
         return CandidateTable(
             node_names=self._node_names,
-            node_index=self._node_slot,
+            node_index=self._nodes,
             node_capacity=self._capacity[:, :nodes],
             node_free=self._capacity[:, :nodes] - self._used[:, :nodes],
             uids=self._uids,
@@ -347,17 +389,15 @@ class PreemptionIndex:
 
     # ------------------------------------------------------------------ slots
 
-    def _take_node_slot(self) -> int:
-        if self._free_node_slots:
-            return self._free_node_slots.pop()
-        slot = len(self._node_names)
-        if slot == self._capacity.shape[1]:
-            grown = 2 * slot
-            self._capacity = _grow(self._capacity, grown)
-            self._used = _grow(self._used, grown)
-            self._usable = np.concatenate([self._usable, np.zeros(grown - slot, dtype=np.bool_)])
-        self._node_names.append(None)
-        return slot
+    def _grow_nodes_to(self, count: int) -> None:
+        held = len(self._node_names)
+        if count <= held:
+            return
+        grown = max(count, 2 * held)
+        self._capacity = _grow(self._capacity, grown)
+        self._used = _grow(self._used, grown)
+        self._usable = np.concatenate([self._usable, np.zeros(grown - held, dtype=np.bool_)])
+        self._node_names.extend([None] * (grown - held))
 
     def _take_pod_slot(self) -> int:
         if self._free_pod_slots:
