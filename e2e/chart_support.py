@@ -124,8 +124,29 @@ class Cluster:
             raise AssertionError(f"add-gpu-nodes.sh failed:\n{proc.stderr}{proc.stdout}")
         return [f"{prefix}-{i}" for i in range(count)]
 
-    def delete_nodes(self, selector: str) -> None:
+    def delete_nodes(self, selector: str, timeout: float = 60) -> None:
+        """Delete the nodes ``selector`` picks, and first, at once, the pods bound to them. Left
+        behind, those pods are deleted by kube-controller-manager's pod garbage collector as
+        orphans 40-60 s later, in whatever module runs then; and every deletion of a bound pod
+        makes every kube-scheduler retry all the pods it parked, which a later module's test of
+        parked pods must not see happen without a cause of its own."""
+        nodes = {n["metadata"]["name"] for n in self.kubectl_json("get", "nodes", "-l", selector)["items"]}
+        bound: dict[str, list[str]] = {}
+        for pod in self.kubectl_json("get", "pods", "-A")["items"] if nodes else []:
+            if pod["spec"].get("nodeName") in nodes:
+                bound.setdefault(pod["metadata"]["namespace"], []).append(pod["metadata"]["name"])
+        for namespace, names in bound.items():
+            # A Job's pods keep their finalizer until its controller has counted them: waited for.
+            self.kubectl("-n", namespace, "delete", "pods", *names, "--grace-period=0", "--force", "--ignore-not-found",
+                         f"--timeout={int(timeout)}s", check=False, timeout=timeout + 30)
         self.kubectl("delete", "nodes", "-l", selector, "--wait=false", "--ignore-not-found", check=False)
+
+    def orphaned_or_terminating_pods(self) -> list[str]:
+        """Pods whose deletion is coming: being deleted, or bound to a node that no longer
+        exists (the pod garbage collector deletes those)."""
+        nodes = {n["metadata"]["name"] for n in self.kubectl_json("get", "nodes")["items"]}
+        return [f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in self.kubectl_json("get", "pods", "-A")["items"]
+                if p["metadata"].get("deletionTimestamp") or p["spec"].get("nodeName") not in (None, *nodes)]
 
     def pods(self, namespace: str, selector: str | None = None) -> list[dict[str, Any]]:
         args = ["-n", namespace, "get", "pods"] + (["-l", selector] if selector else [])

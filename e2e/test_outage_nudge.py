@@ -64,6 +64,10 @@ def test_pods_parked_by_a_preempt_call_that_met_a_dead_cellfit_are_bound_seconds
     wait_for(lambda: sum(1 for p in cluster.pods(ns) if p["spec"].get("nodeName")) == 4, 60,
              f"the best-effort pods bound (scheduler log {procs.scheduler.log})")
 
+    # Nothing else may wake the parked pods: a bound pod's deletion anywhere in the cluster
+    # requeues them all (an earlier module's pods on its deleted nodes, say, which the pod
+    # garbage collector deletes 40-60 s after their node).
+    wait_for(lambda: not cluster.orphaned_or_terminating_pods(), 120, "no pod being deleted or left on a deleted node")
     assert procs.cellfit.process is not None
     procs.cellfit.process.kill()  # no goodbye: the extender port simply refuses
     procs.cellfit.process.wait(10)
