@@ -22,7 +22,6 @@ number (``queue_encoded``); a child that holds no plan of that pass answers None
 from __future__ import annotations
 
 import gc
-import logging
 import math
 import multiprocessing
 from dataclasses import dataclass, field
@@ -30,6 +29,7 @@ from typing import Any, Mapping, TypeVar
 
 import msgspec
 
+from scheduler.gc_freeze import freeze_long_lived
 from scheduler.matching.admission import (
     AdmissionDecision,
     AdmissionPolicy,
@@ -78,8 +78,6 @@ class QueueAnswer(msgspec.Struct, frozen=True):
 
     queue: tuple[Queued, ...] | None
 
-
-log = logging.getLogger(__name__)
 
 _ENCODER = msgspec.msgpack.Encoder()
 _INPUTS = msgspec.msgpack.Decoder(DecideInputs)
@@ -185,15 +183,11 @@ def decide_encoded(payload: bytes, held: ChildInputs | None = None) -> bytes:
 def _freeze_after_first_decision() -> None:
     """In the solver process, once: what its first decision loaded (modules, the kept Jobs,
     ``DecideReuse``) is frozen out of garbage collections, so that a full collection during a
-    later pass walks only what passes since made (scheduler/extender/gc_tuning.py says why; the
-    placer's pure modules may not import it). Nothing in a process that is not a child (tests,
+    later pass walks only what passes since made (scheduler/gc_freeze.py). Nothing in a process that is not a child (tests,
     the parent's fallback)."""
     if gc.get_freeze_count() or multiprocessing.parent_process() is None:
         return
-    gc.collect()
-    gc.freeze()
-    log.info("solver process: long-lived objects frozen out of garbage collections",
-             extra={"after": "first decision", "frozen_objects": gc.get_freeze_count()})
+    freeze_long_lived(what="the solver process's first decision")
 
 
 def queue_encoded(pass_number: int, held: ChildInputs | None = None) -> bytes:

@@ -9,7 +9,7 @@ objects, mostly the modules and the app rather than the pods (whose records are 
 structs), 80-250 ms on a loaded two-core machine at 10,000 to 50,000 pods, and a filter call it
 lands in takes as long (tests/benchmarks/bench_gc_freeze.py).
 
-:func:`freeze_long_lived` collects once and moves every surviving object to the permanent
+:func:`~scheduler.gc_freeze.freeze_long_lived` collects once and moves every surviving object to the permanent
 generation (``gc.freeze()``), which no collection walks. It runs once per process, at the moment
 the long-lived state is loaded: the extender's watch cache's first sync, the solver child's
 first decision. Frozen objects are still freed by reference counting (a relist that replaces a
@@ -33,25 +33,13 @@ from typing import Any, Callable, Final
 
 from prometheus_client import CollectorRegistry, Histogram
 
+from scheduler.gc_freeze import freeze_long_lived
+
 log = logging.getLogger(__name__)
 
 # 100 µs .. 1.6 s, doubling: the verbs' buckets (scheduler/extender/metrics.py).
 PAUSE_BUCKETS: Final = tuple(0.0001 * 2**exponent for exponent in range(15))
 GENERATIONS: Final = ("0", "1", "2")
-
-
-def freeze_long_lived(*, what: str) -> int:
-    """Collect, then freeze every surviving object so that no later collection walks it; log
-    and return how many objects are frozen in all. ``what``: the state just loaded, for the log."""
-    started = time.perf_counter()
-    gc.collect()
-    gc.freeze()
-    frozen = gc.get_freeze_count()
-    log.info(
-        "long-lived objects frozen out of garbage collections",
-        extra={"after": what, "frozen_objects": frozen, "seconds": round(time.perf_counter() - started, 4)},
-    )
-    return frozen
 
 
 async def freeze_once_ready(*, ready: Callable[[], bool], what: str, poll_seconds: float = 1.0) -> None:
