@@ -84,11 +84,13 @@ def _import_graph(root: Path, packages: list[str]) -> dict[str, set[str]]:
     import runs on the way (``a/__init__.py`` for ``a.b``) are not counted, as in import-linter."""
     paths = {}
     for package in packages:
-        for path in (root / package).rglob("*.py"):
+        # A C extension's module is its stub (a .pyi beside the built file): what it imports is
+        # what its stub does, and a plain import of it names it, not its package.
+        for path in sorted((root / package).rglob("*.py")) + sorted((root / package).rglob("*.pyi")):
             parts = list(path.relative_to(root).with_suffix("").parts)
             if parts[-1] == "__init__":
                 parts.pop()
-            paths[".".join(parts)] = path
+            paths.setdefault(".".join(parts), path)
     graph: dict[str, set[str]] = {module: set() for module in paths}
     for module, path in paths.items():
         for node in ast.walk(ast.parse(path.read_text(), str(path))):

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
-from importlib import import_module
 from types import ModuleType
 from typing import Callable, Collection, Mapping, Sequence
 
@@ -42,12 +41,12 @@ from scheduler.matching.solve import (
 )
 
 try:
-    # By name, as solve.py imports it (an import statement would read as one of the package's).
-    _built: ModuleType | None = import_module("scheduler.matching._solve")
+    from scheduler.matching import _solve as _built
 except ImportError:  # pragma: no cover - the package was installed without its C extension
-    _built = None
+    # mypy types _built as the module (_solve.pyi, so its calls are checked); every use tests for None.
+    _built = None  # type: ignore[assignment]
 if _built is not None and not all(hasattr(_built, name) for name in ("uncontended_plan", "vacancy_needs", "vacancy_empty")):
-    _built = None  # built from an older _solve.c (an install not rebuilt since): NumPy's steps, the same decisions
+    _built = None  # type: ignore[assignment]  # built from an older _solve.c (an install not rebuilt since): NumPy's steps, the same decisions
 
 native = _built  # the extension in use: None: the uncontended plans and the vacancy bound in NumPy (the tests compare both)
 

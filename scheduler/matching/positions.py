@@ -54,19 +54,16 @@ none. With all ``ω`` distinct the total is ``Σ_r floor(n_c / r) <= n_c·(1 + l
 from __future__ import annotations
 
 from dataclasses import dataclass
-from importlib import import_module
-from types import ModuleType
 from typing import Final
 
 import numpy as np
 import numpy.typing as npt
 
 try:
-    # By name: an import statement of it reads as one of scheduler.matching, whose __init__
-    # imports this module (a cycle to tests/test_architecture.py's import graph).
-    _built: ModuleType | None = import_module("scheduler.matching._positions")
+    from scheduler.matching import _positions as _built
 except ImportError:  # pragma: no cover - the package was installed without its C extension
-    _built = None
+    # mypy types _built as the module (_positions.pyi, so its calls are checked); every use tests for None.
+    _built = None  # type: ignore[assignment]
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]

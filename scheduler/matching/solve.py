@@ -12,10 +12,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 from functools import partial
-from importlib import import_module
 from itertools import chain
 from operator import attrgetter, methodcaller
-from types import ModuleType
 from typing import Callable, Final, Literal, Mapping, Sequence
 
 import numpy as np
@@ -29,11 +27,10 @@ from scheduler.matching.positions import KindOrder, Slots, SlotClasses, all_posi
 from scheduler.matching.transport import Groups, can_fold, distinct, assign_to_classes, certified, folded_match
 
 try:
-    # By name: an import statement of it reads as one of scheduler.matching, whose __init__
-    # imports this module (a cycle to tests/test_architecture.py's import graph).
-    _built: ModuleType | None = import_module("scheduler.matching._solve")
+    from scheduler.matching import _solve as _built
 except ImportError:  # pragma: no cover - the package was installed without its C extension
-    _built = None
+    # mypy types _built as the module (_solve.pyi, so its calls are checked); every use tests for None.
+    _built = None  # type: ignore[assignment]
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]

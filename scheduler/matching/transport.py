@@ -45,8 +45,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from importlib import import_module
-from types import ModuleType
 from typing import Final
 
 import numpy as np
@@ -55,12 +53,10 @@ from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import dijkstra
 
 try:
-    # By name: the extension imports nothing of the package, but an import statement of it
-    # reads as one of scheduler.matching (its __init__ imports this module), a cycle to the
-    # import graph (tests/test_architecture.py).
-    _built: ModuleType | None = import_module("scheduler.matching._transport")
+    from scheduler.matching import _transport as _built
 except ImportError:  # pragma: no cover - the package was installed without its C extension
-    _built = None
+    # mypy types _built as the module (_transport.pyi, so its calls are checked); every use tests for None.
+    _built = None  # type: ignore[assignment]
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
