@@ -28,6 +28,7 @@ from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
 
 from scheduler.cluster import loop_http
+from scheduler.cluster.reflector import VersionTooLarge, too_large
 from scheduler.config import ClusterSettings
 from scheduler.constants import SCHEDULER_NAME
 from scheduler.errors import ConfigError, KubernetesApiError
@@ -198,7 +199,7 @@ class KubernetesApi:
             if response.status == 410:
                 raise WatchExpired
             if response.status >= 300:
-                raise _status_error(response.status, response.read(), f"watch {path}")
+                raise _version_error(response.status, response.read(), f"watch {path}")
             yield from _lines(response)
         finally:
             response.release_conn()
@@ -496,13 +497,17 @@ class KubernetesApi:
             raise _status_error(status, data, action)
         return bytes(data)
 
-    def list_pending_pods(self, scheduler_name: str) -> bytes:
-        """The pods of one kube-scheduler profile not bound to a node yet, from the API server's
-        watch cache (resourceVersion 0: no etcd read), as a raw PodList."""
-        path = pending_pods_path(scheduler_name) + "&resourceVersion=0"
-        status, data = self._send("GET", path, None, action=f"list pending pods of {scheduler_name}")
+    def list_pending_pods(self, scheduler_name: str, *, resource_version: str = "0") -> bytes:
+        """The pods of one kube-scheduler profile not bound to a node yet, as a raw PodList, at
+        ``resource_version`` as a reflector asks (:func:`list_query`): "0" by default, from the
+        API server's watch cache (no etcd read). Raises :class:`WatchExpired` when the version
+        is gone (HTTP 410) and ``VersionTooLarge`` when the API server does not hold it yet."""
+        action = f"list pending pods of {scheduler_name}"
+        status, data = self._send("GET", pending_pods_path(scheduler_name) + list_query(resource_version), None, action=action)
+        if status == 410:
+            raise WatchExpired
         if status >= 300:
-            raise _status_error(status, data, f"list pending pods of {scheduler_name}")
+            raise _version_error(status, data, action)
         return bytes(data)
 
     def watch_pending_pods(self, scheduler_name: str, *, resource_version: str) -> Iterator[bytes]:
@@ -555,6 +560,19 @@ def pending_pods_path(scheduler_name: str) -> str:
     node, of that ``spec.schedulerName`` (the field selector the API server's watch cache serves)."""
     selector = f"spec.schedulerName={scheduler_name},spec.nodeName=,status.phase=Pending"
     return f"/api/v1/pods?fieldSelector={quote(selector, safe='=,')}"
+
+
+def list_query(resource_version: str) -> str:
+    """The query parameters (after the path's own) of a list at ``resource_version`` as
+    client-go's reflector asks for one: "0", any version the API server's watch cache holds
+    (the cheap first list); "", the latest (a consistent read); any other, one no older than it
+    (``resourceVersionMatch=NotOlderThan``: served from the watch cache once it has caught up,
+    never older than what was seen)."""
+    if resource_version == "":
+        return ""
+    if resource_version == "0":
+        return "&resourceVersion=0"
+    return f"&resourceVersion={quote(resource_version, safe='')}&resourceVersionMatch=NotOlderThan"
 
 
 def _pod_path(namespace: str, name: str) -> str:
@@ -655,6 +673,19 @@ def _status_error(status: int, body: bytes, action: str) -> KubernetesApiError:
     except Exception:
         pass
     return KubernetesApiError(f"{action}: {message} (HTTP {status})", status=status)
+
+
+def _version_error(status: int, body: bytes, action: str) -> Exception:
+    """The error of a list or watch answered ``status``: :class:`VersionTooLarge` when the API
+    server does not hold the resourceVersion asked for yet (its watch cache is behind), else
+    the API error."""
+    try:
+        answer = wire.STATUS_DECODER.decode(body)
+    except msgspec.MsgspecError:
+        answer = wire.Status()
+    if too_large(wire.Status(code=status, reason=answer.reason, message=answer.message)):
+        return VersionTooLarge(f"{action}: {answer.message}")
+    return _status_error(status, body, action)
 
 
 def _unreachable(error: Exception, action: str) -> KubernetesApiError:

@@ -253,7 +253,7 @@ class ParkedPods:
         self.signals: list[str] = []
         self.closed = threading.Event()
 
-    def list_pending_pods(self, scheduler_name: str) -> bytes:
+    def list_pending_pods(self, scheduler_name: str, *, resource_version: str = "0") -> bytes:
         return listed(pending("train-0", scheduled("False", REFUSED)))
 
     def watch_pending_pods(self, scheduler_name: str, *, resource_version: str) -> Iterator[bytes]:

@@ -25,8 +25,8 @@ class PendingListingApi(ListingApi):
         super().__init__(nodes=NODES)
         self.pending = pending
 
-    def list_pending_pods(self, scheduler_name: str) -> bytes:
-        return self.pending.list_pending_pods(scheduler_name)
+    def list_pending_pods(self, scheduler_name: str, *, resource_version: str = "0") -> bytes:
+        return self.pending.list_pending_pods(scheduler_name, resource_version=resource_version)
 
     def watch_pending_pods(self, scheduler_name: str, *, resource_version: str) -> Iterator[bytes]:
         return self.pending.watch_pending_pods(scheduler_name, resource_version=resource_version)

@@ -36,6 +36,7 @@ class PendingPodsServer:
         self._counted = threading.Condition(self._lock)  # told of every call and event handled
         # Counted: the calls and what they carried.
         self.lists = 0
+        self.listed_at: list[str] = []  # the resourceVersion each list asked for
         self.listed_objects = 0
         self.listed_bytes = 0
         self.watches = 0
@@ -47,10 +48,13 @@ class PendingPodsServer:
 
     # ------------------------------------------------------------------ the readers' calls
 
-    def list_pending_pods(self, scheduler_name: str) -> bytes:
+    def list_pending_pods(self, scheduler_name: str, *, resource_version: str = "0") -> bytes:
+        """The pods now, whatever ``resource_version`` (recorded in ``listed_at``): this server's
+        watch cache never lags (tests/cluster/test_relist_version.py has one that does)."""
         assert scheduler_name == "cellfit"
         body = self.pod_list()
         with self._lock:
+            self.listed_at.append(resource_version)
             self.lists += 1
             self.listed_objects += len(self._pods)
             self.listed_bytes += len(body)

@@ -201,7 +201,7 @@ class QuotaNamespaceApi:
         self.created: list[str] = []
         self.deleted: list[str] = []
 
-    def list_pending_pods(self, scheduler_name: str) -> bytes:
+    def list_pending_pods(self, scheduler_name: str, *, resource_version: str = "0") -> bytes:
         return listed()
 
     def create_pod(self, *, namespace: str, pod: dict[str, Any]) -> None:

@@ -8,6 +8,8 @@ import json
 import threading
 import time
 
+import pytest
+
 from scheduler.cluster.reflector import Expired, Reflector
 from scheduler.kube import wire
 
@@ -142,3 +144,57 @@ def test_api_errors_back_off_and_recover():
     store, reflector = run(script)
     assert store == {"a": "11", "b": "11"}
     assert reflector.relists == 2
+
+
+def too_large() -> bytes:
+    return json.dumps({"type": "ERROR", "object": {"kind": "Status", "code": 504, "reason": "Timeout",
+                                                   "message": "Too large resource version: 31, current: 20"}}).encode()
+
+
+class VersionedScript(Script):
+    """:class:`Script` whose lists are asked for at a resourceVersion (``list_from``), recorded."""
+
+    def __init__(self, lists, watches):
+        super().__init__(lists, watches)
+        self.listed_at: list[str] = []
+
+    def list_from(self, version):
+        self.listed_at.append(version)
+        return self.list_objects()
+
+
+def run_versioned(script: VersionedScript) -> Reflector:
+    reflector = Reflector[wire.Node](
+        kind="nodes", list_from=script.list_from, watch_lines=script.watch_lines, decode_object=wire.NODE_DECODER.decode,
+        version_of=lambda n: n.metadata.resourceVersion, replace=lambda nodes: None, apply=lambda n: None, delete=lambda n: None,
+    )
+    reflector.start()
+    assert script.idle.wait(10), "the reflector never reached the end of its script"
+    reflector.stop()
+    return reflector
+
+
+def test_the_first_list_is_from_the_watch_cache_and_a_relist_no_older_than_the_version_seen():
+    """client-go's relistResourceVersion: "0" first; after the watch's 410 (or any failure), the
+    last version seen, which the API server serves no older than that."""
+    script = VersionedScript(lists=[("10", ["a"]), ("31", ["a"]), ("40", ["a"])],
+                             watches=[[event("ADDED", "b", "30"), event("BOOKMARK", "", "31"), gone()], RuntimeError("stream broke")])
+    run_versioned(script)
+    assert script.listed_at == ["0", "31", "31"]
+
+
+def test_a_version_the_list_or_the_watch_is_refused_is_followed_by_a_consistent_list():
+    """A list at the version seen answered 410 (compacted, served from etcd), or a watch whose
+    API server does not hold it yet (504 "Too large resource version": its cache is behind): the
+    next list asks for none, the latest; the one after a list that worked asks for its version."""
+    script = VersionedScript(lists=[("10", ["a"]), Expired(), ("50", ["a"]), ("60", ["a"])],
+                             watches=[[event("ADDED", "b", "31"), gone()], [too_large()]])
+    run_versioned(script)
+    assert script.listed_at == ["0", "31", "", ""]
+
+
+def test_a_reflector_needs_one_way_to_list():
+    with pytest.raises(ValueError, match="list_objects or list_from"):
+        Reflector[wire.Node](kind="nodes", watch_lines=lambda version: iter(()), decode_object=wire.NODE_DECODER.decode,
+                             version_of=lambda n: n.metadata.resourceVersion, replace=lambda nodes: None,
+                             apply=lambda n: None, delete=lambda n: None)
