@@ -13,15 +13,24 @@ cellfit's (Istio's proxy, a logging agent) keeps what it came with: AlloX counte
 containers, and the proxy given the configuration's GPU would make the pod ask twice the GPUs
 booked. A pod of a Job placed before the record was written has every container rewritten.
 
+The webhook is idempotent, as ``reinvocationPolicy: IfNeeded`` requires: called again on a pod it
+rewrote (after a later webhook injected a sidecar), it patches nothing it patched already, and
+leaves the containers added since as they came. A pod of a Job placed before the record gets it
+from the first call, naming the containers present then, so a reinvocation does not give the
+configuration to a container injected after it.
+
 A pod's containers in the configuration may ask more than the template's pod-level resources
 (KEP-2837) allow; the API server then refuses every pod the webhook rewrites, and the Job
-controller retries for ever. :func:`check_pod_level_resources` says so before the Job starts.
+controller retries for ever. :func:`check_pod_level_resources` says so before the Job starts,
+and :func:`checked_placement_patch` for each pod, counting the containers the template lacks
+(another webhook's sidecar) and naming them.
 """
 
 from __future__ import annotations
 
 import json
 import math
+from dataclasses import dataclass
 from fractions import Fraction
 from typing import AbstractSet, Any, Callable, Final, Mapping
 
@@ -29,7 +38,7 @@ from placer.configuration import Configuration, parse_configurations_cached
 from placer.rewrite import apply_configuration
 from scheduler.constants import ANNOTATION_CONFIGURATIONS, ANNOTATION_CONFIGURED_CONTAINERS, RESOURCE_CPU, RESOURCE_MEMORY
 from scheduler.core.resources import format_bytes, format_cpu, parse_quantity
-from scheduler.errors import InvalidAnnotation
+from scheduler.errors import InvalidAnnotation, InvalidQuantity
 
 _MISSING = object()
 
@@ -40,9 +49,34 @@ def placement_patch(pod: Mapping[str, Any], configuration: Configuration) -> lis
     sets, holding that one's value, is taken out first: a Job placed on one kind, suspended
     again and placed on the other keeps the first one's env in its template's containers (the
     API server lets the placer change none of them), and its pods must not run with it. Only the
-    containers the placement recorded (:func:`configured_containers`) change."""
+    containers the placement recorded (:func:`configured_containers`) change; a pod with no record
+    gets one naming its containers, which all change."""
+    return _operations(pod, _placed(pod, configuration))
+
+
+def checked_placement_patch(pod: Mapping[str, Any], configuration: Configuration) -> list[dict[str, Any]]:
+    """:func:`placement_patch`, or :class:`PodsRefused` where the API server refuses the pod so made
+    for its pod-level resources (:func:`check_pod_level_resources` of the pod, its containers
+    outside the record named as its own); a quantity that does not parse is left to the API
+    server (:class:`~scheduler.errors.InvalidQuantity`)."""
+    placed = _placed(pod, configuration)
+    try:
+        check_pod_level_resources(placed["spec"], configuration, place=POD, configured=configured_containers(placed))
+    except InvalidQuantity:
+        pass  # the API server refuses the pod for that quantity itself, naming its field
+    return _operations(pod, placed)
+
+
+def _placed(pod: Mapping[str, Any], configuration: Configuration) -> dict[str, Any]:
     containers = configured_containers(pod)
-    placed = apply_configuration(_without_others_env(pod, configuration, containers), configuration, containers=containers)
+    # No record (a Job placed before it was written): every container present now takes the
+    # configuration, and the record says so, for a reinvocation after another webhook added one.
+    record = containers_record(pod) if containers is None else None
+    return apply_configuration(_without_others_env(pod, configuration, containers), configuration,
+                               containers=containers, extra_annotations=record)
+
+
+def _operations(pod: Mapping[str, Any], placed: Mapping[str, Any]) -> list[dict[str, Any]]:
     operations: list[dict[str, Any]] = []
     spec, placed_spec = pod.get("spec") or {}, placed["spec"]
     for index, (container, placed_container) in enumerate(zip(spec.get("containers") or [], placed_spec.get("containers") or [])):
@@ -118,7 +152,26 @@ class PodsRefused(InvalidAnnotation):
     the API server refuses: the Job must not start so."""
 
 
-def check_pod_level_resources(spec: Mapping[str, Any], configuration: Configuration) -> None:
+@dataclass(frozen=True, kw_only=True)
+class SpecPlace:
+    """Where a checked pod spec sits, for the message: ``field``, the path of the spec, and
+    ``whose``/``refused``, what the pod-level resources belong to and what the API server refuses."""
+
+    field: str
+    whose: str
+    refused: str
+
+
+# A Job's pod template, checked before the Job starts (placer/controller.py).
+TEMPLATE: Final = SpecPlace(field="spec.template.spec", whose="the Job's pod template",
+                            refused="every pod of the Job so made")
+# A pod being created, checked by the pod-create webhook on each call.
+POD: Final = SpecPlace(field="spec", whose="the pod (set by its Job's spec.template.spec.resources)",
+                       refused="the pod, and the Job controller creates none")
+
+
+def check_pod_level_resources(spec: Mapping[str, Any], configuration: Configuration, *, place: SpecPlace = TEMPLATE,
+                              configured: AbstractSet[str] | None = None) -> None:
     """Raises :class:`PodsRefused`, naming the configuration's field and the template's, where the
     pod of ``spec`` (a Job's pod template's, its containers in ``configuration``:
     :func:`apply_configuration`'s) is one the API server refuses for its pod-level resources.
@@ -127,41 +180,80 @@ def check_pod_level_resources(spec: Mapping[str, Any], configuration: Configurat
     together (sidecars and init containers counted as kube-scheduler counts them) no more than a
     pod-level request, no container is limited to more than a pod-level limit, and the containers'
     hugepages limits together stay within a pod-level one. Only resources the pod-level
-    resources name are compared (cpu, memory, hugepages-<size>)."""
+    resources name are compared (cpu, memory, hugepages-<size>). ``configured``: the containers
+    the configuration sizes (None: every one); the others (a sidecar another webhook injected)
+    are named with what they ask of their own."""
     resources = spec.get("resources") or {}
     if not isinstance(resources, dict) or not resources:
         return
-    limits = _pod_level(resources.get("limits"), side="limits")
-    requests = {**limits, **_pod_level(resources.get("requests"), side="requests")}
+    limits = _pod_level(resources.get("limits"), side="limits", place=place)
+    requests = {**limits, **_pod_level(resources.get("requests"), side="requests", place=place)}
     for name, asked in sorted(_aggregate(spec, _requested).items()):
         if name in requests and asked > requests[name][0]:
-            raise _refused(configuration, name, f"the pod's containers ask {_shown(name, asked)} of {name} together",
-                           allowed=requests[name][1])
+            raise _refused(f"the pod's containers ask {_shown(name, asked)} of {name} together in this configuration"
+                           + _asking(spec, name, _requested, configured=configured),
+                           field=_configuration_field(configuration, name), allowed=requests[name][1], place=place)
     for container in spec.get("containers") or []:
         for name, limit in sorted(_amounts((container.get("resources") or {}).get("limits")).items()):
             if name in limits and limit > limits[name][0]:
-                raise _refused(configuration, name, f"container {container.get('name')!r} is limited to {_shown(name, limit)} of {name}",
-                               allowed=limits[name][1])
+                raise _refused(_container_limited(container, name, limit, configured=configured),
+                               field=_configuration_field(configuration, name) if _sized(container, configured=configured)
+                               else f"{place.field}.resources.limits[{name}]", allowed=limits[name][1], place=place)
     for name, limited in sorted(_aggregate(spec, _limited).items()):
         if name.startswith("hugepages-") and name in limits and limited > limits[name][0]:
-            raise _refused(configuration, name, f"the pod's containers are limited to {_shown(name, limited)} of {name} together",
-                           allowed=limits[name][1])
+            raise _refused(f"the pod's containers are limited to {_shown(name, limited)} of {name} together in this configuration"
+                           + _asking(spec, name, _limited, configured=configured),
+                           field=_configuration_field(configuration, name), allowed=limits[name][1], place=place)
 
 
-def _refused(configuration: Configuration, name: str, what: str, *, allowed: str) -> PodsRefused:
+def _refused(what: str, *, field: str, allowed: str, place: SpecPlace) -> PodsRefused:
+    return PodsRefused(f"{what}, more than the pod-level {allowed} of {place.whose} allows: "
+                       f"the API server refuses {place.refused} (pod-level resources, KEP-2837)", field=field)
+
+
+def _configuration_field(configuration: Configuration, name: str) -> str:
     named = name in configuration.requests or name in configuration.limits
-    field = f"{ANNOTATION_CONFIGURATIONS}.{configuration.kind}.resources" + (f".{name}" if named else "")
-    return PodsRefused(f"{what} in this configuration, more than the pod-level {allowed} of the Job's pod template allows: "
-                       "the API server refuses every pod of the Job so made (pod-level resources, KEP-2837)", field=field)
+    return f"{ANNOTATION_CONFIGURATIONS}.{configuration.kind}.resources" + (f".{name}" if named else "")
 
 
-def _pod_level(values: object, *, side: str) -> dict[str, tuple[Fraction, str]]:
+def _container_limited(container: Mapping[str, Any], name: str, limit: Fraction, *, configured: AbstractSet[str] | None) -> str:
+    limited = f"container {container.get('name')!r} is limited to {_shown(name, limit)} of {name}"
+    return f"{limited} in this configuration" if _sized(container, configured=configured) else f"{limited} ({_whose(container, configured=configured)})"
+
+
+def _asking(spec: Mapping[str, Any], name: str, of: Callable[[Mapping[str, Any]], dict[str, Fraction]], *,
+            configured: AbstractSet[str] | None) -> str:
+    """`` (container 'trainer' 4, the configuration's; container 'istio-proxy' 100m, its own)``:
+    who asks ``name`` beside each other, where a container outside ``configured`` is among them
+    (the one the user did not write into the Job, whom the message must name); else nothing."""
+    running = [(f"container {c.get('name')!r}", c) for c in spec.get("containers") or []]
+    running += [(f"sidecar init container {c.get('name')!r}", c) for c in spec.get("initContainers") or []
+                if c.get("restartPolicy") == SIDECAR_RESTART_POLICY]
+    asking = [(label, of(container)[name], container) for label, container in running if of(container).get(name)]
+    if all(_sized(container, configured=configured) for _, _, container in asking):
+        return ""
+    return " (" + "; ".join(f"{label} {_shown(name, amount)}, {_whose(container, configured=configured)}"
+                            for label, amount, container in asking) + ")"
+
+
+def _sized(container: Mapping[str, Any], *, configured: AbstractSet[str] | None) -> bool:
+    """Whether the configuration sizes ``container`` (None: every container)."""
+    return configured is None or container.get("name") in configured
+
+
+def _whose(container: Mapping[str, Any], *, configured: AbstractSet[str] | None) -> str:
+    if _sized(container, configured=configured):
+        return "the configuration's"
+    return "its own: not the Job template's, another mutating webhook added it"
+
+
+def _pod_level(values: object, *, side: str, place: SpecPlace) -> dict[str, tuple[Fraction, str]]:
     """The pod-level ``side`` (requests, limits) the API server compares containers with: each
-    amount and the field it is, as the template names it."""
+    amount and the field it is, as the spec names it."""
     if not isinstance(values, dict):
         return {}
-    return {name: (parse_quantity(amount, field=f"spec.template.spec.resources.{side}.{name}"),
-                   f"spec.template.spec.resources.{side}[{name}] of {amount}")
+    return {name: (parse_quantity(amount, field=f"{place.field}.resources.{side}.{name}"),
+                   f"{place.field}.resources.{side}[{name}] of {amount}")
             for name, amount in values.items() if name in (RESOURCE_CPU, RESOURCE_MEMORY) or name.startswith("hugepages-")}
 
 

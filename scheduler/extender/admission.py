@@ -7,12 +7,18 @@ It does two things: the new pod of a best-effort Job that FitGpp preempted is gi
 (scheduler/preemption/resume.py says why); and a pod of a Job AlloX placed is rewritten into the
 chosen configuration (the placer's webhook mechanism, placer/controller.py): the containers its
 Job's template has (``cellfit.io/configured-containers``), not one another mutating webhook
-injected before this one (placer/patch.py). The webhook never refuses a pod: every answer is
-``allowed``. The chart registers the resumed pods with ``failurePolicy: Ignore``, so a cellfit
-outage costs a resumed Job its place in the queue, never a pod its creation; the placed pods with
-``Fail``, so that none is created outside its configuration (the Job controller retries), and
-with ``reinvocationPolicy: Never``: a webhook after this one that injects a container does so
-into the pod already rewritten, and the injected container keeps its own resources either way.
+injected (placer/patch.py).
+
+The chart registers the resumed pods with ``failurePolicy: Ignore``, so a cellfit outage costs a
+resumed Job its place in the queue, never a pod its creation; the placed pods with ``Fail``, so
+that none is created outside its configuration (the Job controller retries), and with
+``reinvocationPolicy: IfNeeded``: the API server calls the webhook again when a webhook after it
+(Istio's, Vault's, Linkerd's injector) changed the pod, and the call patches nothing twice and
+checks the pod with the containers added since. The one pod it refuses is a placed pod the API
+server would refuse for its pod-level resources (KEP-2837) right after: the refusal, which the
+Job's ``FailedCreate`` events show, names the configuration's field, the pod-level field and each
+container beside the configuration's (the injected sidecar) with what it asks. Every other
+answer is ``allowed``.
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ from typing import Protocol
 
 from estimator.objects import LABEL_SAMPLE
 from placer.configuration import parse_configurations
-from placer.patch import placement_patch
+from placer.patch import PodsRefused, checked_placement_patch
 from scheduler.constants import ANNOTATION_CONFIGURATIONS, LABEL_PLACEMENT
 from scheduler.errors import InvalidAnnotation, InvalidRequest
 from scheduler.extender.metrics import ExtenderMetrics
@@ -67,12 +73,28 @@ class PodAdmission:
         request = review.request
         if not request.uid:
             raise InvalidRequest("an AdmissionReview request needs a uid", field="request.uid")
-        patch = self._placement_patch(request, body) + self._patch(request)
+        try:
+            placement = self._placement_patch(request, body)
+        except PodsRefused as refused:
+            return self._refusal(review, refused)
+        patch = placement + self._patch(request)
         response = wire.AdmissionResponse(uid=request.uid, allowed=True)
         if patch:
             encoded = base64.b64encode(wire.ENCODER.encode(patch)).decode("ascii")
             response = wire.AdmissionResponse(uid=request.uid, allowed=True, patchType=JSON_PATCH, patch=encoded)
         self._metrics.admission_reviews.labels(result=self._result(patch)).inc()
+        return Answer(200, wire.ENCODER.encode(wire.AdmissionReviewResponse(response=response, apiVersion=review.apiVersion)))
+
+    def _refusal(self, review: wire.AdmissionReview, refused: PodsRefused) -> Answer:
+        """The pod refused, saying why: the API server's own refusal (after every webhook) would name
+        neither the configuration nor the container that tipped the pod over."""
+        request = review.request
+        pod = request.object
+        where = f"{request.namespace}/{pod.metadata.name or pod.metadata.generateName}" if pod is not None else request.namespace
+        log.warning("placed pod refused for its pod-level resources", extra={"pod": where, "reason": str(refused)})
+        message = f"cellfit refuses this pod in the configuration its Job was placed in: {refused}"
+        response = wire.AdmissionResponse(uid=request.uid, allowed=False, status=wire.AdmissionStatus(message=message))
+        self._metrics.admission_reviews.labels(result="refused").inc()
         return Answer(200, wire.ENCODER.encode(wire.AdmissionReviewResponse(response=response, apiVersion=review.apiVersion)))
 
     @staticmethod
@@ -85,7 +107,8 @@ class PodAdmission:
         """A pod of a Job AlloX placed (label ``cellfit.io/placement``; never a sampling pod,
         label ``cellfit.io/sample``), its template's containers rewritten into that configuration
         from what the placer copied onto the Job's template (the configurations, the containers'
-        names): the webhook mechanism of the placer (placer/patch.py)."""
+        names): the webhook mechanism of the placer (placer/patch.py). Raises :class:`PodsRefused`
+        for a pod the API server refuses so for its pod-level resources."""
         pod = request.object
         if request.kind.kind != "Pod" or request.operation != "CREATE" or pod is None:
             return []
@@ -101,7 +124,9 @@ class PodAdmission:
             if placed is None:
                 raise InvalidAnnotation(f"names {kind!r}, which the configurations lack", field=LABEL_PLACEMENT)
             raw = json.loads(body)["request"]["object"]
-            return placement_patch(raw, configurations[placed])
+            return checked_placement_patch(raw, configurations[placed])
+        except PodsRefused:
+            raise
         except (InvalidAnnotation, ValueError, KeyError, TypeError, AttributeError) as error:
             # Admitted unchanged (the webhook never refuses a pod); the log says why. The patch
             # reads the raw object beyond what AdmittedPod checks (containers, env): an entry

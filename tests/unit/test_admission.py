@@ -107,7 +107,8 @@ PLACED_CONFIGURATIONS = json.dumps({"cpu": {"resources": {"cpu": "8", "memory": 
 
 def placed_pod(kind: str, configurations: str = PLACED_CONFIGURATIONS) -> dict:
     pod = k.pod("train-p4x2z", gpus=1, labels={"cellfit.io/placement": kind, "batch.kubernetes.io/job-name": "train"})
-    pod["metadata"]["annotations"] = {"cellfit.io/configurations": configurations}
+    names = ",".join(container["name"] for container in pod["spec"]["containers"])
+    pod["metadata"]["annotations"] = {"cellfit.io/configurations": configurations, "cellfit.io/configured-containers": names}
     return pod
 
 
@@ -243,4 +244,8 @@ def test_a_pod_placed_before_the_containers_were_recorded_has_each_container_rew
     service, _, _ = admission()
     response = review(service, body)["response"]
     operations = json.loads(base64.b64decode(response["patch"]))
-    assert {op["path"] for op in operations} == {"/spec/containers/0/resources", "/spec/containers/1/resources"}
+    assert {op["path"] for op in operations} == {"/spec/containers/0/resources", "/spec/containers/1/resources", "/metadata/annotations"}
+    # The pod records the containers it gave the configuration: called again after another
+    # webhook added one (reinvocationPolicy IfNeeded), the webhook leaves that one as it came.
+    (annotations,) = [op["value"] for op in operations if op["path"] == "/metadata/annotations"]
+    assert annotations["cellfit.io/configured-containers"] == "trainer,istio-proxy"
