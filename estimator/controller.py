@@ -534,8 +534,7 @@ class EstimatorController:
         if not job.suspended:
             # cellfit does not suspend Jobs itself (no webhook on Job creation): a Job submitted
             # without suspend: true runs as written, and its user is told.
-            message = ("running without an estimate: submitted without spec.suspend: true, or unsuspended before "
-                       "sampling ended; it runs as its template says")
+            message = not_estimated_message(job)
             self._event(job, "NotEstimated", message, warning=True, once="unsuspended")
             self._view(job, "unsuspended", message)
             return None
@@ -1043,10 +1042,24 @@ def _key(job: Job) -> str:
     return f"{job.metadata.namespace}/{job.metadata.name}"
 
 
+def not_estimated_message(job: Job) -> str:
+    """Why a Job with configurations runs unestimated, said as the one of the two cases it is (the
+    job-controller writes a ``Suspended`` condition only on a Job that was suspended once), and
+    what that means: AlloX does not choose its kind, and how to have it estimated next time."""
+    if job.condition("Suspended") is None:
+        how = "it was created without spec.suspend: true, so it started before cellfit could sample it"
+    else:
+        how = "it was unsuspended (spec.suspend: false) before cellfit's sampling ended"
+    return (f"running without an estimate: {how}; it runs as its template says, and AlloX does not choose CPU or GPU "
+            "for it (create it with spec.suspend: true to have it estimated and placed)")
+
+
 def describe(decision: Decision) -> str:
-    """"estimated gpu 41 min ± 3 min, cpu 6.2 h ± 0.4 h from 4 samples, which together ran 3.1% as
-    long as its gpu run": the samples' seconds summed over its fastest configuration's estimate
-    (``overhead_fraction``, estimator/planner.py)."""
+    """"estimated gpu 41 min ± 3 min, cpu 6.2 h ± 0.4 h from 4 samples, which ran 76 s in all: 3.1%
+    of its estimated 41 min on gpu": the samples' seconds summed, and over its fastest
+    configuration's estimate (``overhead_fraction``, estimator/planner.py). Both numbers, each
+    with its unit: "which together ran 20.4% as long as its gpu run" left the reader to guess
+    which run (a sample's? the Job's?) and how long the sampling took."""
     assert decision.estimates is not None
     parts = []
     for kind, estimate in decision.estimates.items():
@@ -1063,5 +1076,8 @@ def describe(decision: Decision) -> str:
     if decision.overhead_fraction is not None:
         estimates = decision.estimates
         fastest = min(estimates, key=lambda kind: estimates[kind].seconds)
-        summary += f", which together ran {decision.overhead_fraction:.1%} as long as its {fastest} run"
+        fastest_seconds = estimates[fastest].seconds
+        spent = decision.overhead_fraction * fastest_seconds
+        summary += (f", which ran {duration(spent)} in all: {decision.overhead_fraction:.1%} of its estimated "
+                    f"{duration(fastest_seconds)} on {fastest}")
     return summary

@@ -374,7 +374,7 @@ class PlacerController:
         for start in decision.starts:
             job = by_key[start.key]
             why = chose_message(start=start, seconds=estimates[start.key], pool=waiting_by_key[start.key].pool, decision=decision,
-                                running=running, gpu_pools=gpu_pools, now=now)
+                                running=running, gpu_pools=gpu_pools, now=now, capacity=capacity)
             self._start(job, configurations[job.metadata.uid], start.kind, why=why)
         # The queue only now: it decides no start, so no unsuspend waits for its matching.
         planning, planning_cpu = time.perf_counter(), time.thread_time()
@@ -1020,10 +1020,12 @@ START_TOLERANCE_SHARE: Final = 0.25
 
 def chose_message(
     *, start: Start, seconds: Mapping[str, float], pool: str | None, decision: AdmissionDecision,
-    running: Sequence[RunningJob], gpu_pools: Mapping[str, int] | None, now: float,
+    running: Sequence[RunningJob], gpu_pools: Mapping[str, int] | None, now: float, capacity: Capacity | None = None,
 ) -> str:
     """"AlloX chose cpu (estimated 101 s; gpu 27 s) because ...": a start on a kind slower than
-    another of the Job's says why, from what the decision knew (:func:`_slower_because`)."""
+    another of the Job's says why, from what the decision knew (:func:`_slower_because`).
+    ``capacity``: what AlloX's nodes hold, to tell "none exists" from "pods AlloX did not start
+    hold them all" (None: not known, neither said)."""
     kind = start.kind
     others = ", ".join(f"{k} {duration(v)}" for k, v in sorted(seconds.items()) if k != kind)
     chose = f"AlloX chose {kind} (estimated {duration(seconds.get(kind, 0.0))}" + (f"; {others}" if others else "") + ")"
@@ -1031,7 +1033,7 @@ def chose_message(
     if faster == kind or seconds[faster] >= seconds.get(kind, 0.0):
         return chose
     because = _slower_because(start=start, seconds=seconds, faster=faster, pool=pool, decision=decision, running=running,
-                              gpu_pools=gpu_pools, now=now)
+                              gpu_pools=gpu_pools, now=now, capacity=capacity)
     return f"{chose} because {because}"
 
 
@@ -1042,7 +1044,7 @@ _MATCHING_AIM: Final = "AlloX places the waiting Jobs so that their total comple
 
 def _slower_because(
     *, start: Start, seconds: Mapping[str, float], faster: str, pool: str | None, decision: AdmissionDecision,
-    running: Sequence[RunningJob], gpu_pools: Mapping[str, int] | None, now: float,
+    running: Sequence[RunningJob], gpu_pools: Mapping[str, int] | None, now: float, capacity: Capacity | None = None,
 ) -> str:
     """Why a Job started on a slower kind than ``faster``: no machine of that kind was free
     (and when the first is expected free: the running Jobs' estimated ends; AlloX's aim too when
@@ -1055,13 +1057,21 @@ def _slower_because(
         ends = [r.started + r.seconds[r.kind] - now for r in running
                 if _machine_kind(r.kind, r.pool, gpu_pools) == machine_kind and r.kind in r.seconds]
         if not ends:
-            return f"no {what} was free for it"
+            exists = capacity is not None and (capacity.gpu if faster == KIND_GPU else capacity.cpu) > 0
+            # Machines there, none free, none running a Job AlloX started: others' pods hold them
+            # (sampling pods, Jobs unsuspended by their users), whose ends AlloX cannot foresee.
+            return (f"no {what} was free for it: pods AlloX did not start (sampling pods, or Jobs it did not place) "
+                    "held every one, so no end was known to wait for") if exists else f"no {what} was free for it"
         first = min(ends)
         if first < 1:
             return f"no {what} was free for it, the first to free runs a Job already past its estimated end"
         said = f"no {what} was free for it, the first expected free in {duration(first)}"
-        # Waiting for it would have ended this Job sooner: other Jobs wait for that machine.
-        return said if first + seconds[faster] >= seconds[start.kind] else f"{said}: {_MATCHING_AIM}"
+        if first + seconds[faster] >= seconds[start.kind]:
+            return said
+        # Waiting for it would have ended this Job sooner: said with by how much, so that the
+        # reader sees what AlloX traded (other Jobs wait for that machine), not only its aim.
+        sooner = seconds[start.kind] - (first + seconds[faster])
+        return f"{said}; waiting for it would have ended this Job ~{duration(sooner)} sooner, but {_MATCHING_AIM}"
     taken = sum(max(len(s.machines), 1) for s in decision.starts
                 if s is not start and _machine_kind(s.kind, s.pool, gpu_pools) == machine_kind)
     if taken >= idle:
@@ -1282,7 +1292,9 @@ def _asks(kind: str, demand: Demand, *, counted: str, room: GpuRoom) -> str:
     """Why no node holds the Job's ``kind`` configuration: the field and what one pod asks."""
     field = f"{ANNOTATION_CONFIGURATIONS}.{kind}.resources"
     if kind != "gpu":
-        return f"{field}, {demand.cpu:g} cores and {demand.memory:g} GiB a pod{counted}, more than any node of AlloX's has free"
+        # Memory only when asked: "500 cores and 0 GiB a pod" read as if 0 GiB were too much too.
+        cpu_asked = f"{demand.cpu:g} cores" + (f" and {demand.memory:g} GiB" if demand.memory > 0 else "")
+        return f"{field}, {cpu_asked} a pod{counted}, more than any node of AlloX's has free"
     short = gpu_shortfall(demand, room=room)
     if not short or short == ("gpu",):
         return f"{field}, {demand.gpu:g} GPUs a pod{counted}, more than any node of AlloX's has free"

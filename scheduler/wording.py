@@ -6,7 +6,10 @@ from __future__ import annotations
 
 
 def duration(seconds: float) -> str:
-    """``45 s``, ``12 min``, ``3.5 h``."""
+    """``45 s``, ``12 min``, ``3.5 h``; under a second ``0.4 s`` (not ``0 s``, which reads as
+    none: "27 s ± 0 s" said an estimate had no uncertainty when it had 0.36 s)."""
+    if 0 < seconds < 0.95:
+        return f"{seconds:.1g} s"
     if seconds < 120:
         return f"{seconds:.0f} s"
     if seconds < 2 * 3600:

@@ -169,7 +169,7 @@ def test_finished_samples_become_the_estimate_the_event_and_the_condition():
     # The sampling cost said as what it is: the samples' seconds summed, over the fastest
     # configuration's estimated run (not a runtime overhead of the Job).
     spent = sum(seconds(pod) for pod in api.created)
-    assert api.events[0][1].endswith(f"from 3 samples, which together ran {spent / 208:.1%} as long as its gpu run")
+    assert api.events[0][1].endswith(f"from 3 samples, which ran {spent:.0f} s in all: {spent / 208:.1%} of its estimated 3 min on gpu")
 
 
 def test_invalid_iterations_are_reported_once_and_nothing_is_created():
