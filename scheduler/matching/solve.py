@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from functools import partial
 from itertools import chain
 from operator import attrgetter, methodcaller
-from typing import Callable, Final, Literal, Mapping, Sequence
+from typing import Callable, Final, Iterator, Literal, Mapping, Sequence, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -57,7 +57,7 @@ class Problem:
     earliest); ``times`` is jobs × kinds.
     """
 
-    jobs: tuple[Job, ...]
+    jobs: Sequence[Job]  # a tuple, or the rows of another problem's (JobsOfRows)
     machines: tuple[Machine, ...]
     kinds: tuple[str, ...]
     times: FloatArray
@@ -173,15 +173,45 @@ def prepare_on(machines: Fleet, jobs: Sequence[Job]) -> Problem:
     )
 
 
+class JobsOfRows(Sequence[Job]):
+    """``jobs[rows[i]]`` for each ``i``, looked up when read. A plan of Algorithm 2 is matched
+    on its rows' times and reads none of its jobs (its queues are rows of every waiting job):
+    a tuple of ~900 jobs made per plan cost ~0.07 ms (the plan's solve ~0.5)."""
+
+    __slots__ = ("_jobs", "_rows")
+
+    def __init__(self, jobs: Sequence[Job], rows: IntArray) -> None:
+        self._jobs = jobs
+        self._rows = rows
+
+    def __len__(self) -> int:
+        return int(self._rows.shape[0])
+
+    @overload
+    def __getitem__(self, index: int) -> Job: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[Job]: ...
+
+    def __getitem__(self, index: int | slice) -> Job | Sequence[Job]:
+        if isinstance(index, slice):
+            return tuple(map(self._jobs.__getitem__, self._rows[index].tolist()))
+        return self._jobs[int(self._rows[index])]  # an index out of range raises IndexError, as a tuple's
+
+    def __iter__(self) -> Iterator[Job]:
+        return map(self._jobs.__getitem__, self._rows.tolist())  # Python ints: no NumPy scalar a job
+
+
 def rows_on(problem: Problem, rows: Sequence[int] | IntArray, machines: Fleet) -> Problem:
     """Some of ``problem``'s jobs (``rows``, in that order), already validated, on ``machines``
     (the same machines, their availability changed): :func:`prepare_on` without making the
-    jobs' arrays again (admission's queue after Algorithm 2's starts)."""
+    jobs' arrays again (admission's queue after Algorithm 2's starts, Algorithm 2's plans)."""
+    taken = np.array(rows, dtype=np.int64)  # a copy: the jobs' view reads it later
     return Problem(
-        jobs=tuple(map(problem.jobs.__getitem__, np.asarray(rows, dtype=np.int64).tolist())),  # Python ints: no NumPy scalar a job
+        jobs=JobsOfRows(problem.jobs, taken),
         machines=machines.machines,
         kinds=machines.kinds,
-        times=problem.times[np.asarray(rows, dtype=np.int64)],
+        times=problem.times[taken],
         machine_kind=machines.machine_kind,
         delay=machines.delay,
         now=machines.now,
