@@ -372,6 +372,125 @@ static PyObject *vacancy_empty(PyObject *self, PyObject *args) {
     return result;
 }
 
+/* The walk's bookkeeping (allox.py): each a few NumPy calls on a thousand machines or rows,
+ * asked hundreds of times a decision after a burst; here one loop each, the same comparisons. */
+
+/* class_count(indices, machine_kind, delay, kind, wait, skip) -> int
+ *   How many of indices (int64, machines; every machine listed before skip when indices is
+ *   None) are of kind index kind and wait exactly wait, skip itself left out: allox's
+ *   ((machine_kind[used] == kind) & (delay[used] == wait) & (used != skip)).sum(), and
+ *   ((machine_kind[:skip] == kind) & (delay[:skip] == wait)).sum() without indices. */
+static PyObject *class_count(PyObject *self, PyObject *args) {
+    PyObject *indices_object, *objects[2];
+    long long kind;
+    double wait;
+    Py_ssize_t skip;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OOOLdn", &indices_object, &objects[0], &objects[1], &kind, &wait, &skip)) return NULL;
+    static const Wanted wanted[2] = {{'q', 0, 1, "machine_kind"}, {'d', 0, 1, "delay"}};
+    Py_buffer views[2], indices_view;
+    int taken = take_all(objects, views, wanted, 2);
+    if (taken < 2) {
+        release_all(views, taken);
+        return NULL;
+    }
+    int listed = indices_object != Py_None;
+    if (listed && take(indices_object, &indices_view, 'q', 0, 1, "indices") < 0) {
+        release_all(views, taken);
+        return NULL;
+    }
+    Py_ssize_t machines = views[0].len / 8;
+    const int64_t *machine_kind = views[0].buf;
+    const double *delay = views[1].buf;
+    PyObject *result = NULL;
+    if (views[1].len / 8 != machines || (!listed && (skip < 0 || skip > machines))) {
+        PyErr_SetString(PyExc_ValueError, "class_count: a wait per machine; skip within the machines");
+    } else if (listed) {
+        Py_ssize_t count = indices_view.len / 8, found = 0;
+        const int64_t *indices = indices_view.buf;
+        int valid = 1;
+        for (Py_ssize_t i = 0; valid && i < count; i++) valid = indices[i] >= 0 && indices[i] < machines;
+        for (Py_ssize_t i = 0; valid && i < count; i++) {
+            int64_t m = indices[i];
+            found += m != skip && machine_kind[m] == kind && delay[m] == wait;
+        }
+        if (valid) result = PyLong_FromSsize_t(found);
+        else PyErr_SetString(PyExc_ValueError, "class_count: indices of machines");
+    } else {
+        Py_ssize_t found = 0;
+        for (Py_ssize_t m = 0; m < skip; m++) found += machine_kind[m] == kind && delay[m] == wait;
+        result = PyLong_FromSsize_t(found);
+    }
+    if (listed) PyBuffer_Release(&indices_view);
+    release_all(views, taken);
+    return result;
+}
+
+/* near(machine_kind, delay, kind, wait, tolerance) -> bool
+ *   allox._near: whether a machine of kind index kind waits other than wait but within
+ *   tolerance of it, |delay - wait| in (0, tolerance] (NumPy's abs of the same difference; a
+ *   NaN compares false, as there). */
+static PyObject *near(PyObject *self, PyObject *args) {
+    PyObject *objects[2];
+    long long kind;
+    double wait, tolerance;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OOLdd", &objects[0], &objects[1], &kind, &wait, &tolerance)) return NULL;
+    static const Wanted wanted[2] = {{'q', 0, 1, "machine_kind"}, {'d', 0, 1, "delay"}};
+    Py_buffer views[2];
+    int taken = take_all(objects, views, wanted, 2);
+    PyObject *result = NULL;
+    if (taken == 2) {
+        Py_ssize_t machines = views[0].len / 8;
+        const int64_t *machine_kind = views[0].buf;
+        const double *delay = views[1].buf;
+        if (views[1].len / 8 != machines) {
+            PyErr_SetString(PyExc_ValueError, "near: a wait per machine");
+        } else {
+            int found = 0;
+            for (Py_ssize_t m = 0; !found && m < machines; m++) {
+                if (machine_kind[m] != kind) continue;
+                double gap = fabs(delay[m] - wait);
+                found = gap > 0.0 && gap <= tolerance;
+            }
+            result = PyBool_FromLong(found);
+        }
+    }
+    release_all(views, taken);
+    return result;
+}
+
+/* rows_of(member, user, waiting, out) -> int
+ *   allox._Left.rows: the rows (ascending) whose user is a member and that still wait, written
+ *   into out; how many. member: int64 per user, 0 or 1; user: int64 per row (a user's index);
+ *   waiting: int64 per row, 0 or 1; out: int64, a row each at least. */
+static PyObject *rows_of(PyObject *self, PyObject *args) {
+    PyObject *objects[4];
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OOOO", &objects[0], &objects[1], &objects[2], &objects[3])) return NULL;
+    static const Wanted wanted[4] = {{'q', 0, 1, "member"}, {'q', 0, 1, "user"}, {'q', 0, 1, "waiting"}, {'q', 1, 1, "out"}};
+    Py_buffer views[4];
+    int taken = take_all(objects, views, wanted, 4);
+    PyObject *result = NULL;
+    if (taken == 4) {
+        Py_ssize_t users = views[0].len / 8, count = views[1].len / 8;
+        const int64_t *member = views[0].buf, *user = views[1].buf, *waiting = views[2].buf;
+        int64_t *out = views[3].buf;
+        int valid = views[2].len / 8 == count && views[3].len / 8 >= count;
+        for (Py_ssize_t i = 0; valid && i < count; i++) valid = user[i] >= 0 && user[i] < users;
+        if (!valid) {
+            PyErr_SetString(PyExc_ValueError, "rows_of: a user and a wait flag per row, users of member, out as long");
+        } else {
+            Py_ssize_t at = 0;
+            for (Py_ssize_t i = 0; i < count; i++)
+                if (waiting[i] && member[user[i]]) out[at++] = i;
+            result = PyLong_FromSsize_t(at);
+        }
+    }
+    release_all(views, taken);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"canonical_levels", canonical_levels, METH_VARARGS,
      "canonical_levels(rows, machine, position, slot_kind, ready, times, out_rows, out_machine): canonical's levels (see the header)"},
@@ -381,11 +500,15 @@ static PyMethodDef methods[] = {
      "vacancy_needs(times, kind, other, shift, waits, counts, total): allox._Vacancy's need per row (see above it)"},
     {"vacancy_empty", vacancy_empty, METH_VARARGS,
      "vacancy_empty(rows, positive, runnable, need, machine_kind, delay, position): allox._Vacancy.empty's test (see above it)"},
+    {"class_count", class_count, METH_VARARGS,
+     "class_count(indices, machine_kind, delay, kind, wait, skip): machines of a kind and wait among indices (see above it)"},
+    {"near", near, METH_VARARGS, "near(machine_kind, delay, kind, wait, tolerance): allox._near (see above it)"},
+    {"rows_of", rows_of, METH_VARARGS, "rows_of(member, user, waiting, out): allox._Left.rows's rows (see above it)"},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "_solve", "canonical's levels, Algorithm 2's uncontended plans and vacancy bound in C (scheduler/matching/solve.py, allox.py).", -1, methods, NULL, NULL, NULL, NULL,
+    PyModuleDef_HEAD_INIT, "_solve", "canonical's levels, Algorithm 2's uncontended plans, vacancy bound and bookkeeping in C (scheduler/matching/solve.py, allox.py).", -1, methods, NULL, NULL, NULL, NULL,
 };
 
 PyMODINIT_FUNC PyInit__solve(void) { return PyModule_Create(&module); }

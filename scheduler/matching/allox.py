@@ -49,6 +49,9 @@ if _built is not None and not all(hasattr(_built, name) for name in ("uncontende
     _built = None  # type: ignore[assignment]  # built from an older _solve.c (an install not rebuilt since): NumPy's steps, the same decisions
 
 native = _built  # the extension in use: None: the uncontended plans and the vacancy bound in NumPy (the tests compare both)
+# The walk's bookkeeping in C (_solve.c's class_count, near and rows_of), where the extension
+# was built from a source that has it; None: in NumPy, the same answers (the tests compare both).
+walk = native if native is not None and all(hasattr(native, name) for name in ("class_count", "near", "rows_of")) else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -319,7 +322,7 @@ class AlloxScheduler:
                 and (isinstance(plan, _Deferred) or plan.kept_after(source=plan is source, position=position, kind=kind_index, wait=wait, delay=delay))
             }
             if any(isinstance(plan, _Deferred) for plan in plans.values()):
-                shared = int(((arrays.machine_kind == kind_index) & (delay == wait)).sum()) > 1
+                shared = _listed_before(len(delay), kind=kind_index, wait=wait, delay=delay, machine_kind=arrays.machine_kind) > 1
                 starts_seen.append(_Seen(position, kind_index, wait, delay.copy(), shared))
             else:
                 starts_seen.append(_Seen(position, kind_index, wait, delay, True))  # read by no plan: no copy
@@ -461,7 +464,7 @@ class _Plan:
         used = self.used
         if used is None:
             used = self.used = np.flatnonzero(np.diff(bounds))
-        return not bool(((self.machine_kind[used] == kind) & (delay[used] == wait) & (used != position)).any())
+        return not _in_class(used, kind=kind, wait=wait, delay=delay, machine_kind=self.machine_kind, leaving_out=position)
 
 
 # Off: every plan Algorithm 2 needs is solved when it is needed (what _Empty saves; the tests
@@ -535,7 +538,7 @@ class _Empty:
         if _near(kind, wait, delay, plan.machine_kind, tolerance):
             return None
         used = plan.used if plan.used is not None else np.flatnonzero(np.diff(plan.bounds))
-        count = int(((plan.machine_kind[used] == kind) & (delay[used] == wait)).sum())
+        count = _in_class(used, kind=kind, wait=wait, delay=delay, machine_kind=plan.machine_kind, leaving_out=-1)
         return _Empty(kind, wait, count, plan.unique, tolerance)
 
     def leaves_empty(self, position: int, delay: FloatArray, machine_kind: IntArray) -> bool:
@@ -555,7 +558,7 @@ class _Empty:
         kind, wait = int(machine_kind[position]), float(delay[position])
         if kind != self.kind or wait != self.wait or _near(kind, wait, delay, machine_kind, self.tolerance):
             return False
-        return self.count <= int(((machine_kind[:position] == kind) & (delay[:position] == wait)).sum())
+        return self.count <= _listed_before(position, kind=kind, wait=wait, delay=delay, machine_kind=machine_kind)
 
     @staticmethod
     def after_start(known: dict[frozenset[str], _Empty], *, position: int, wait: float, delay: FloatArray,
@@ -565,7 +568,7 @@ class _Empty:
         kind, old = int(machine_kind[position]), float(delay[position])
         if wait < old:
             return {}
-        group = int(((machine_kind == kind) & (delay == old)).sum())
+        group = _listed_before(len(delay), kind=kind, wait=old, delay=delay, machine_kind=machine_kind)
         return {users: fact for users, fact in known.items() if fact.kind == kind and fact.wait == old and fact.count < group}
 
 
@@ -591,8 +594,31 @@ def _reordered(orders: tuple[KindOrder, ...] | None, shifted: Sequence[int], del
 
 def _near(kind: int, wait: float, delay: FloatArray, machine_kind: IntArray, tolerance: float) -> bool:
     """Whether a machine of kind ``kind`` waits other than ``wait`` but within ``tolerance`` of it."""
+    if walk is not None and _plain_machines(machine_kind, delay):
+        return bool(walk.near(machine_kind, delay, kind, wait, tolerance))
     gap = np.abs(delay[machine_kind == kind] - wait)
     return bool(((gap > 0) & (gap <= tolerance)).any())
+
+
+def _plain_machines(machine_kind: IntArray, delay: FloatArray) -> bool:
+    """Whether the machines' kinds and waits are the buffers ``_solve.c`` reads: int64 and
+    float64, each one contiguous row."""
+    return (machine_kind.dtype == np.int64 and delay.dtype == np.float64 and machine_kind.ndim == 1 and delay.ndim == 1
+            and machine_kind.flags.c_contiguous and delay.flags.c_contiguous)
+
+
+def _listed_before(end: int, *, kind: int, wait: float, delay: FloatArray, machine_kind: IntArray) -> int:
+    """How many machines listed before ``end`` are of kind ``kind`` and wait ``wait``."""
+    if walk is not None and _plain_machines(machine_kind, delay):
+        return int(walk.class_count(None, machine_kind, delay, kind, wait, end))
+    return int(((machine_kind[:end] == kind) & (delay[:end] == wait)).sum())
+
+
+def _in_class(machines: IntArray, *, kind: int, wait: float, delay: FloatArray, machine_kind: IntArray, leaving_out: int) -> int:
+    """How many of ``machines`` (indices), ``leaving_out`` left out, are of kind ``kind`` and wait ``wait``."""
+    if walk is not None and _plain_machines(machine_kind, delay) and machines.dtype == np.int64 and machines.flags.c_contiguous:
+        return int(walk.class_count(machines, machine_kind, delay, kind, wait, leaving_out))
+    return int(((machine_kind[machines] == kind) & (delay[machines] == wait) & (machines != leaving_out)).sum())
 
 
 def _ahead_count(ranking: Sequence[str], count: int, runnable: Mapping[str, int], guess: int | None) -> int:
@@ -722,6 +748,7 @@ class _Left:
                                  count=len(every_job.jobs))
         self._ids = ids
         self._waiting = np.ones(len(every_job.jobs), dtype=bool)
+        self._waiting_flags = np.ones(len(every_job.jobs), dtype=np.int64)  # the same, as _solve.c's rows_of reads it
         self._rows: dict[frozenset[str] | None, IntArray] = {}  # see rows
         self._free: tuple[IntArray, bytes, tuple[IntArray, IntArray, IntArray]] | None = None  # see _free_machines
         # Each row's strictly fastest kind, or -1 (two kinds tie, or it takes no time there):
@@ -749,7 +776,9 @@ class _Left:
         kept = self._rows.get(considered)
         if kept is not None:
             return kept
-        if considered is None:
+        if walk is not None and self._user.dtype == np.int64:
+            rows = self._rows_in_c(considered, walk)
+        elif considered is None:
             rows = np.flatnonzero(self._waiting)
         else:
             member = np.zeros(len(self._ids), dtype=bool)
@@ -759,8 +788,18 @@ class _Left:
         self._rows[considered] = rows
         return rows
 
+    def _rows_in_c(self, considered: frozenset[str] | None, extension: ModuleType) -> IntArray:
+        """:meth:`rows`'s rows in one call of ``_solve.c`` (``rows_of``) instead of four NumPy
+        steps: it is asked at nearly every start after a burst, each start changing the ranking."""
+        member = np.ones(len(self._ids), dtype=np.int64) if considered is None else np.zeros(len(self._ids), dtype=np.int64)
+        if considered is not None:
+            member[[self._ids[user] for user in considered if user in self._ids]] = 1
+        out = np.empty(self._user.shape[0], dtype=np.int64)
+        return out[: extension.rows_of(member, self._user, self._waiting_flags, out)]
+
     def remove(self, row: int) -> None:
         self._waiting[row] = False
+        self._waiting_flags[row] = 0
         self._rows.clear()
 
     def uncontended(self, rows: IntArray, delay: FloatArray, machines: Fleet) -> _Plan | None:
