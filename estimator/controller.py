@@ -45,7 +45,7 @@ from estimator.objects import (
     template_kind,
     timestamp,
 )
-from estimator.planner import Decision, EstimatorSettings as PlannerSettings, SampleKey, SamplePod, decide
+from estimator.planner import Decision, EstimatorSettings as PlannerSettings, SampleKey, SamplePod, StopSample, decide
 from estimator.sample_pod import build_sample_pod, configuration_digest
 from estimator.sampling import SamplingRatio, SamplingSettings, plan, pods_of, waves_of
 from placer.configuration import Configuration, Configurations, parse_configurations, parse_configurations_cached
@@ -619,7 +619,7 @@ class EstimatorController:
             self._record_sampling(job, sampling)
             pod = pods[stop.pod]
             self._attempt(lambda: self._api.delete_pod(namespace=namespace, name=stop.pod, uid=pod.metadata.uid), what=f"stop long sample {stop.pod}")
-            self._event(job, "SampleStopped", f"sample {stop.pod} ran {stop.seconds:.0f} s, more than {stop.deadline_seconds:.0f} s its peers predict: {stop.key.configuration} recorded as long", warning=False, once=stop.pod)
+            self._event(job, "SampleStopped", stopped_message(stop), warning=False, once=stop.pod)
         self._stop_failed(job, pods, sample_pods, sampling)
         self._tell_about_runs(job, pods, sample_pods)
         waiting = 0
@@ -685,7 +685,7 @@ class EstimatorController:
             asked = _iterations_of(pods[view.name]) if view.name in pods else 0
             ran = view.sample.iterations if view.state == "succeeded" and view.sample is not None else asked
             if asked and not asked / 2 <= ran <= 2 * asked:
-                self._event(job, "SampleLengthIgnored", f"sample {view.name} ran {ran} iterations, asked for CELLFIT_SAMPLE_ITERATIONS={asked}: a sample costs what it runs", warning=True, once=view.name)
+                self._event(job, "SampleLengthIgnored", length_ignored_message(view.name, ran=ran, asked=asked), warning=True, once=view.name)
 
     def _estimated(self, job: Job, decision: Decision, rows: list[dict[str, Any]], *, digests: Mapping[str, str]) -> None:
         assert decision.estimates is not None
@@ -1040,6 +1040,22 @@ def _decoded_job(raw: bytes) -> Job | None:
 
 def _key(job: Job) -> str:
     return f"{job.metadata.namespace}/{job.metadata.name}"
+
+
+def stopped_message(stop: StopSample) -> str:
+    """A sample stopped far past what the Job's other samples predict, and what it still tells:
+    the run took at least that long (a lower bound, estimator/model.py), not "recorded as long"."""
+    ran = duration(stop.seconds)
+    return (f"sample {stop.pod} ran {ran}, longer than the {duration(stop.deadline_seconds)} the Job's other samples "
+            f"predict for it: stopped, and counted as a {stop.key.configuration} run of at least {ran}")
+
+
+def length_ignored_message(pod: str, *, ran: int, asked: int) -> str:
+    """A workload that ran other than the iterations its sample was given: what that costs and what
+    to change, not "a sample costs what it runs"."""
+    return (f"sample {pod} ran {ran} iterations, asked for CELLFIT_SAMPLE_ITERATIONS={asked}: the workload does not stop "
+            f"after the iterations that variable gives it, so each sample costs what it runs (the estimate uses the {ran} "
+            "it reported); have its training loop stop after CELLFIT_SAMPLE_ITERATIONS iterations")
 
 
 def not_estimated_message(job: Job) -> str:

@@ -6,16 +6,18 @@
 - a Job created without ``spec.suspend: true`` was told "submitted without spec.suspend: true, or
   unsuspended before sampling ended": the estimator can tell which (the job-controller writes a
   ``Suspended`` condition only on a Job that was suspended), and it did not say that AlloX then
-  does not choose its kind."""
+  does not choose its kind;
+- (read in the code beside them) a stopped sample was "recorded as long", the estimator's own
+  term, and a workload ignoring its sample length was told only "a sample costs what it runs"."""
 
 from __future__ import annotations
 
 import json
 
-from estimator.controller import describe, not_estimated_message
+from estimator.controller import describe, length_ignored_message, not_estimated_message, stopped_message
 from estimator.model import ConfigurationEstimate
 from estimator.objects import JOB_DECODER
-from estimator.planner import Decision
+from estimator.planner import Decision, SampleKey, StopSample
 from scheduler.wording import duration
 
 
@@ -60,3 +62,19 @@ def test_a_job_its_user_unsuspended_while_sampling_is_told_that() -> None:
     assert "unsuspended" in text and "before cellfit's sampling ended" in text
     assert "created without" not in text
     assert "AlloX does not choose CPU or GPU" in text
+
+
+def test_a_stopped_sample_says_what_it_still_counts_for() -> None:
+    stop = StopSample(pod="train-cpu-l0-0", key=SampleKey(configuration="cpu", pilot=0, length="long"), iterations=20,
+                      seconds=312.4, deadline_seconds=95.0)
+    text = stopped_message(stop)
+    assert text.startswith("sample train-cpu-l0-0 ran 5 min, longer than the 95 s")
+    assert "stopped" in text and "cpu run of at least 5 min" in text
+    assert "recorded as long" not in text  # the estimator's own term, not the reader's
+
+
+def test_a_workload_ignoring_its_sample_length_is_told_what_to_change() -> None:
+    text = length_ignored_message("train-gpu-l0-0", ran=1000, asked=20)
+    assert "ran 1000 iterations" in text and "CELLFIT_SAMPLE_ITERATIONS=20" in text
+    assert "training loop stop after CELLFIT_SAMPLE_ITERATIONS iterations" in text
+    assert "the estimate uses the 1000 it reported" in text
