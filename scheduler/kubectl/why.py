@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
-from typing import Any, Mapping, Sequence
+from typing import Any, Final, Mapping, Sequence
 
 from scheduler.kubectl.objects import PREEMPTING, CellfitView, Condition, Event, Facts, GoneFacts, JobFacts, PodFacts, Preemption
 from scheduler.kube.times import timestamp
@@ -30,6 +30,43 @@ CPU = "cpu"  # the kind AlloX's Placed condition names ("running on cpu: ...", p
 QUEUED_AT = re.compile(r"(?P<place>.+), expected start at (?P<at>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ) \(AlloX\)")
 QUEUED_IN = re.compile(r"(?P<place>.+), expected start in ~(?P<amount>\d+(?:\.\d+)?) (?P<unit>s|min|h) \(AlloX\)")
 _UNIT_SECONDS = {"s": 1.0, "min": 60.0, "h": 3600.0}
+
+
+@dataclass(frozen=True, kw_only=True)
+class NeverPlaceable:
+    """A reason of cellfit's filter that no wait ends: the pod as written can never be placed
+    (its virtual cluster, cell type, GPU count or gang is one the configuration can never hold,
+    or a cellfit label or annotation does not read). ``reason``: the whole reason, as the filter
+    words it (scheduler/cells/planning.py, gangs.py, engine.py, request.py); ``change``: what
+    the user changes, said after it (``{group}``: what the reason's named group matched)."""
+
+    reason: re.Pattern[str]
+    change: str
+
+
+NEVER = "never-placeable"  # the answer's reason for them
+_VC = "label cellfit.io/virtual-cluster"
+_CELL_TYPE = "annotation cellfit.io/cell-type"
+# (reason, change): the filter's wording of each, and what its user changes.
+_NEVER_PLACEABLE_WORDING: tuple[tuple[str, str], ...] = (
+    (r"the pod has no cellfit\.io/virtual-cluster label: set it to one of .+", f"set {_VC} in the Job's pod template"),
+    (r"unknown virtual cluster '[^']*' \(known: .*\)", f"set {_VC} to a virtual cluster it may use, one of those known"),
+    (r"virtual cluster '[^']*' owns no cell of type '[^']*' or larger",
+     f"name in {_CELL_TYPE} a cell type its virtual cluster owns, or set {_VC} to one that owns it"),
+    (r"the pod requests \d+ GPUs, more than any cell virtual cluster '[^']*' owns \(.*\)",
+     f"ask for fewer GPUs a pod, or set {_VC} to a virtual cluster with larger cells"),
+    (r"the pod requests \d+ GPUs, more than any node-level cell holds \(.*\)",
+     "ask for fewer GPUs a pod: no node of the cluster has that many"),
+    (r"the pod requests \d+ GPUs but a '[^']*' cell holds \d+", f"ask for fewer GPUs a pod, or name a larger cell type in {_CELL_TYPE}"),
+    (r"unknown cell type '[^']*' in annotation cellfit\.io/cell-type \(known: .*\)", f"set {_CELL_TYPE} to a known cell type"),
+    (r"cell type '[^']*' is above the node level; .*", f"name a cell type at or below the node level in {_CELL_TYPE}"),
+    (GANG_NEVER.pattern, "make cellfit.io/gang-size or the GPUs each pod asks for smaller, or its VC's quota larger"),
+    (r"gang \S+: annotation cellfit\.io/gang-size is \d+ but the Job runs at most .*",
+     "set cellfit.io/gang-size to the pods the Job runs at once, or run more at once"),
+    (r"pods of gang \S+ request different GPU counts \(\d+ and \d+\)", "give every pod of the gang the same GPU count"),
+    (r"(?P<key>(?:label|annotation) cellfit\.io/[\w.-]+): .+", "correct {key}"),
+)
+NEVER_PLACEABLE: Final = tuple(NeverPlaceable(reason=re.compile(reason), change=change) for reason, change in _NEVER_PLACEABLE_WORDING)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -297,7 +334,7 @@ def _gang_of_job(job: JobFacts, view: CellfitView) -> Answer | None:
     if not pending:
         return None
     answer = explain_pod(pending[0], view)
-    if answer.reason == "gang":
+    if answer.reason in ("gang", NEVER):  # a gang that can never be placed waits for nothing
         return answer
     entry = _gang_entry(view, job.key)
     size = int(entry["size"]) if entry is not None else (members[0].gang_size or len(members))
@@ -358,6 +395,9 @@ def _pending(pod: PodFacts, view: CellfitView) -> Answer:
             return Answer(reason="not-cellfit", summary="not scheduled by cellfit: spec.schedulerName is default-scheduler")
         return Answer(reason="pending", summary=f"pending; {pod.scheduler_name} has not reported an attempt yet")
     message = failed.message
+    never = _never_placeable(message)
+    if never is not None:
+        return _never(pod, never, failed)
     held = KEPT_FOR.search(message)
     if held is not None:
         return _resume_hold(pod, held.group("held"), failed, view)
@@ -399,12 +439,56 @@ def _gang_pod(pod: PodFacts, gang: str, failed: Event, view: CellfitView) -> Ans
         count = f"{entry.get('podsPlaced', 0)} of {entry.get('size', pod.gang_size)} pods placed"
     else:
         count = f"none of {pod.gang_size} pods placed" if pod.gang_size else "no pod placed"
-    never = GANG_NEVER.search(failed.message)
-    if never is not None:
-        return Answer(reason="gang", summary=f"its gang {gang} can never be placed as written: {never.group(0)} (make "
-                      "cellfit.io/gang-size or the GPUs each pod asks for smaller, or its VC's quota larger)", details=_seen(failed))
     return Answer(reason="gang", summary=f"waiting for its gang {gang} ({count}): all its pods are placed together or "
                   f"none: {problem}", details=_seen(failed))
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Found:
+    """A never-placeable reason found in a FailedScheduling message, and the message's other counts."""
+
+    reason: str
+    change: str
+    others: str  # kube-scheduler's other counts ("8 Insufficient nvidia.com/gpu"), "" when none
+
+
+def _never(pod: PodFacts, found: _Found, failed: Event) -> Answer:
+    """Put first, whatever the counts of the ordinary reasons beside it: however many nodes free
+    up, cellfit refuses the pod on each until its user changes it."""
+    gang = GANG.match(found.reason)
+    whose = f"its gang {gang.group('gang')}" if pod.gang and gang is not None and GANG_NEVER.fullmatch(found.reason) else ""
+    head = f"{whose} can never be placed as written" if whose else "can never be placed as written"
+    others = f"; the other nodes: {found.others}" if found.others else ""
+    return Answer(reason="gang" if whose else NEVER, summary=f"{head}: {found.reason} ({found.change}){others}",
+                  details=_seen(failed))
+
+
+def _never_placeable(message: str) -> _Found | None:
+    """The first of cellfit's never-placeable reasons among a FailedScheduling message's counts
+    (kube-scheduler sorts them as text: "12 Insufficient cpu" before "4 <cellfit's>"), with the
+    other counts as written."""
+    counts = _counts(message)
+    for at, (_, reason) in enumerate(counts):
+        for known in NEVER_PLACEABLE:
+            matched = known.reason.fullmatch(reason)
+            if matched is not None:
+                others = ", ".join(f"{n} {r}" for n, r in counts[:at] + counts[at + 1:])
+                return _Found(reason=reason, change=known.change.format(**matched.groupdict()), others=others)
+    return None
+
+
+def _counts(message: str) -> list[tuple[int, str]]:
+    """kube-scheduler's "0/12 nodes are available: 4 <reason>, 8 <reason>." as (count, reason),
+    in its order; [] for another message (a PreFilter's, which counts no nodes)."""
+    line = " ".join(message.split())
+    framed = SCHEDULER_PREFIX.match(line)
+    if framed is None:
+        return []
+    histogram = PREEMPTION_SUFFIX.sub("", line[framed.start("count"):]).removesuffix(".")
+    # Items are joined with ", " and each starts with its count; cellfit's reasons hold ", " but
+    # never ", <digits> " (a list of VC or cell type names has no space after a name).
+    items = [ITEM.fullmatch(item) for item in NEXT_ITEM.split(histogram)]
+    return [(int(item["count"]), item["reason"].removesuffix(".")) for item in items if item is not None]
 
 
 def _quota(pod: PodFacts, vc: str, level: str, failed: Event, view: CellfitView) -> Answer:
@@ -444,6 +528,8 @@ def _seen(event: Event) -> tuple[str, ...]:
 # "0/8 nodes are available: 8 <reason>. preemption: 0/8 nodes are available: ...".
 SCHEDULER_PREFIX = re.compile(r"^\d+/(?P<nodes>\d+) nodes are available: (?P<count>\d+) (?=\D)")
 PREEMPTION_SUFFIX = re.compile(r"\.? preemption: .*$")
+NEXT_ITEM = re.compile(r", (?=\d+ \D)")
+ITEM = re.compile(r"(?P<count>\d+) (?P<reason>\D.*)")
 
 
 def _scheduler_sentence(message: str) -> str:

@@ -57,8 +57,10 @@ def bad_job(gang_size: str) -> Any:
 def test_a_job_whose_gang_size_does_not_read_is_told_the_mistake_not_a_gang_wait() -> None:
     job, reason = bad_job("abc")
     answer = explain_job(job, CellfitView())
-    assert answer.reason == "pending", answer
-    assert answer.summary.startswith(f"pod bad-x1: pending: 0/7 nodes are available: 1 {reason}"), answer
+    # The mistake first, though kube-scheduler counted it on 1 node of 7 (tests/kubectl/test_why_never_placeable.py).
+    assert answer.reason == "never-placeable", answer
+    assert answer.summary == (f"pod bad-x1: can never be placed as written: {reason} (correct annotation cellfit.io/gang-size); "
+                              "the other nodes: 2 Insufficient nvidia.com/gpu, 4 node(s) didn't match Pod's node affinity/selector"), answer
     assert "waiting for its gang" not in answer.summary, answer
 
 
