@@ -818,7 +818,10 @@ class ClusterCache:
     def _books(self, info: PodInfo) -> bool:
         """Whether applying ``info`` (on a node) books something the engine does not hold yet:
         a pod newly bound there, or changed. Under the lock."""
-        return info.holds_resources and self._pods.get(info.uid) != info
+        if not info.holds_resources:
+            return False
+        known = self._pods.get(info.uid)
+        return known is None or not (known == info or _phase_moved_only(known, info))
 
     def _apply_pod(self, pod: wire.Pod) -> None:
         if _finished(pod):  # the watch of unfinished pods would show it deleted
@@ -841,12 +844,17 @@ class ClusterCache:
         if not info.holds_resources and info.node_name is not None:
             self._forget(info.uid)  # finished: nothing left to account for
             return
-        if info.node_name is not None and self._pods.get(info.uid) == info:
+        known = self._pods.get(info.uid)
+        if info.node_name is not None and known is not None:
             # Most watch events of a bound pod change nothing a decision reads (its conditions,
             # IP, container statuses), and a relist lists every pod again: the engine has it.
             # (A pending pod's are applied: a binding that failed may have made the engine
             # forget it while this cache still holds it.)
-            return
+            if known == info:
+                return
+            if _phase_moved_only(known, info):  # the kubelet's Running after every binding
+                self._pods.record(info)
+                return
         self._pods.record(info)
         self._engine.apply_pod(info)
 
@@ -861,6 +869,18 @@ class ClusterCache:
             del self._victims[uid]
             if self.on_victims_gone is not None:
                 self.on_victims_gone()
+
+
+def _phase_moved_only(known: PodInfo, info: PodInfo) -> bool:
+    """Whether ``info`` differs from ``known`` only in its phase, both unfinished (Pending, then
+    Running): what the engine was given of ``known`` stands for ``info``, as the policies read a
+    pod's phase only as finished or not."""
+    return (
+        known.phase != info.phase
+        and known.phase not in TERMINAL_PHASES
+        and info.phase not in TERMINAL_PHASES
+        and msgspec.structs.replace(known, phase=info.phase) == info
+    )
 
 
 def _finished(pod: wire.Pod) -> bool:
