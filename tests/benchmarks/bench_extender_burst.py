@@ -13,19 +13,26 @@ cellfit runs connected to the test double of the API server (tests/support/api_d
 ``--nodes`` 8-GPU nodes and the burst's pods pending in its watch cache; the double's binding
 waits ``--bind-ms`` (the API server's latency under a burst, 100-200 ms in e2e/bench_throughput.py)
 on the event loop without spending CPU, so the binds overlap as they do in a burst and what is
-measured is serving kube-scheduler's HTTP, not the TLS connection to the API server.
+measured is serving kube-scheduler's HTTP, not the TLS connection to the API server. The pod watch
+then shows each binding as the API server and the kubelet do, two MODIFIED events (bound, with the
+binding's annotations; then Running), made from templates on the watch's thread: cellfit's watch
+path per pod is counted (``--no-watch-events``: a quiet watch, as before).
 
 Reported per run, per pod: cellfit's CPU (the whole process, user and system, from /proc), the
 event loop's thread (its user and system), the verbs' own steps
 (``cellfit_extender_cpu_seconds_total``), and ``http``: the event loop's thread less the verbs,
-as e2e/bench_throughput.py splits it; connections kube-scheduler's client dialled, per pod.
+``watch`` (the reflectors' threads) and ``controllers`` (every other thread), as
+e2e/bench_throughput.py splits it (``cellfit_thread_cpu_seconds_total``); connections
+kube-scheduler's client dialled, per pod.
 
 ``--api-tls`` binds through cellfit's own API client (scheduler/cluster/loop_http.py: its pool,
 TLS, httptools) to a bindings server in the client's binary (``-api-listen``: 201 after the same
 wait), so the API client's share is counted as in a cluster. ``--max-idle-per-host N`` lets the client keep N idle connections rather than Go's 2 (what the
 connections kube-scheduler opens and closes cost); ``--profile PREFIX`` records each burst with
-py-spy (wall-clock samples: a send on loopback counts while the receiver runs, so read CPU from
-the figures above, not from the samples).
+py-spy, the threads holding the GIL (wall-clock samples: a send on loopback counts while the
+receiver runs, so read CPU from the figures above, not from the samples); ``--cprofile PREFIX``
+profiles the event loop's thread and the pod watch's with cProfile through each burst (which
+slows function calls more than C work: read shares of the calls, not times).
 
 ``--source DIR`` serves the cellfit of another checkout (a worktree of an older commit; its C
 extensions built); several ``--source`` take turns ABBA, and the medians and the ratios of each
@@ -41,6 +48,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import copy
 import json
 import itertools
 import os
@@ -54,7 +62,7 @@ import tempfile
 import time
 import urllib.request
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, Iterator, cast
 
 ROOT = Path(__file__).resolve().parents[2]
 CLIENT = Path(__file__).resolve().parent / "extender_client"
@@ -79,10 +87,15 @@ def _settings_yaml(*, policy: str, port: int) -> str:
     )
 
 
-def serve(*, config: str, nodes: int, pods: str, bind_ms: tuple[float, float], bindings_server: tuple[int, str] | None = None) -> None:
+def serve(*, config: str, nodes: int, pods: str, bind_ms: tuple[float, float], bindings_server: tuple[int, str] | None = None,
+          watch_events: bool = True, cprofile: str = "") -> None:
     """``cellfit serve``'s listeners and runtime, connected to the API double (in the server
-    process). ``bindings_server``: the port and CA file of the bindings server over TLS (``--api-tls``)."""
+    process). ``bindings_server``: the port and CA file of the bindings server over TLS (``--api-tls``);
+    ``cprofile``: where the event loop's and the pod watch's cProfile statistics of the burst go
+    (``.loop``, ``.watch``)."""
     import asyncio
+    import cProfile
+    import queue
     import random
     import ssl
 
@@ -95,9 +108,11 @@ def serve(*, config: str, nodes: int, pods: str, bind_ms: tuple[float, float], b
 
     class SlowBindings(ListingApi):
         """The API server's binding latency under a burst, on the loop, without CPU; with
-        ``bindings_server``, a real POST of the binding through cellfit's API client to that server."""
+        ``bindings_server``, a real POST of the binding through cellfit's API client to that server.
+        With ``watch_events``, the pod watch then shows each binding as the API server does."""
 
         client: Any = None
+        events: queue.SimpleQueue[tuple[str, str, dict[str, str]]] = queue.SimpleQueue()
 
         async def create_binding(self, **binding: Any) -> None:
             if bindings_server is None:
@@ -105,6 +120,32 @@ def serve(*, config: str, nodes: int, pods: str, bind_ms: tuple[float, float], b
             else:
                 await self._post(**binding)
             await super().create_binding(**binding)
+            if watch_events:  # shown by the pod watch, whose thread makes the events (as it reads the API's)
+                self.events.put((binding["uid"], binding["node_name"], binding["annotations"]))
+
+        def watch(self, kind: str, *, resource_version: str) -> Iterator[bytes]:
+            if kind != "pods" or not watch_events:
+                return super().watch(kind, resource_version=resource_version)
+            return self._pod_events()
+
+        def _pod_events(self) -> Iterator[bytes]:
+            """Each binding's two MODIFIED events (the binding: node, annotations, PodScheduled;
+            then the kubelet's Running status), from templates made before the burst."""
+            watch_profile = None
+            while True:  # until a second passes without a binding: the server ends the watch
+                try:
+                    uid, node_name, annotations = self.events.get(timeout=1.0)
+                except queue.Empty:
+                    if watch_profile is not None:
+                        watch_profile.disable()
+                        watch_profile.dump_stats(f"{cprofile}.watch")
+                    return
+                if cprofile and watch_profile is None:  # profiles the reflector's thread, which runs this
+                    watch_profile = cProfile.Profile()
+                    watch_profile.enable()
+                written = json.dumps(annotations).encode()
+                for template in bound_events[uid]:
+                    yield template.replace(b'"@annotations@"', written).replace(b"@node@", node_name.encode())
 
         async def _post(self, *, namespace: str, name: str, uid: str, node_name: str, annotations: dict[str, str]) -> None:
             from scheduler.cluster.loop_http import Endpoint, LoopHttpClient, TlsContext
@@ -124,14 +165,41 @@ def serve(*, config: str, nodes: int, pods: str, bind_ms: tuple[float, float], b
             if status != 201:
                 raise RuntimeError(f"binding answered {status}")
 
-    api = SlowBindings(nodes=[k.node(f"node-{i:05d}") for i in range(nodes)], pods=json.loads(Path(pods).read_text()))
+    listed = json.loads(Path(pods).read_text())
+    versions = itertools.count(1000)
+    bound_events = {pod["metadata"]["uid"]: _bound_events(pod, versions=versions) for pod in listed}
+    api = SlowBindings(nodes=[k.node(f"node-{i:05d}") for i in range(nodes)], pods=listed)
     settings = parse_settings(config)
 
     def connected(settings: Settings) -> Runtime:
         return build_runtime(settings, api=cast(KubernetesApi, api))
 
     vars(server)["build_runtime"] = connected  # what serve() builds its runtime with: on the double
+    if cprofile:  # the event loop's thread, from SIGUSR1 to SIGUSR2 (the burst)
+        loop_profile = cProfile.Profile()
+        signal.signal(signal.SIGUSR1, lambda *_: loop_profile.enable())
+        signal.signal(signal.SIGUSR2, lambda *_: (loop_profile.disable(), loop_profile.dump_stats(f"{cprofile}.loop")))
     server.serve(settings)
+
+
+def _bound_events(pending: dict[str, Any], *, versions: Iterator[int]) -> tuple[bytes, bytes]:
+    """The watch events of ``pending`` bound (node ``@node@``, the binding's annotations in
+    place of ``"@annotations@"``), then Running."""
+    pod = copy.deepcopy(pending)
+    pod["metadata"]["annotations"] = "@annotations@"
+    pod["metadata"]["resourceVersion"] = str(next(versions))
+    pod["spec"]["nodeName"] = "@node@"
+    pod["status"]["conditions"] = [{"type": "PodScheduled", "status": "True", "lastProbeTime": None,
+                                    "lastTransitionTime": "2026-01-01T00:00:01Z"}]
+    bound = json.dumps({"type": "MODIFIED", "object": pod}).encode()
+    pod["metadata"]["resourceVersion"] = str(next(versions))
+    pod["status"].update(phase="Running", hostIP="10.0.0.1", podIP="10.244.0.5", startTime="2026-01-01T00:00:02Z")
+    pod["status"]["conditions"] += [{"type": kind, "status": "True", "lastProbeTime": None, "lastTransitionTime": "2026-01-01T00:00:02Z"}
+                                    for kind in ("Initialized", "Ready", "ContainersReady")]
+    pod["status"]["containerStatuses"] = [{"name": "trainer", "ready": True, "restartCount": 0, "started": True,
+                                           "image": "ghcr.io/example/trainer:1.4", "imageID": "", "containerID": "kwok://1",
+                                           "state": {"running": {"startedAt": "2026-01-01T00:00:02Z"}}}]
+    return bound, json.dumps({"type": "MODIFIED", "object": pod}).encode()
 
 
 def _pending_pods(count: int) -> list[dict[str, Any]]:
@@ -159,11 +227,12 @@ def _thread_ticks(pid: int, tid: int | None = None) -> tuple[float, float]:
     return int(fields[11]) / TICKS, int(fields[12]) / TICKS
 
 
-def _verb_cpu(port: int) -> dict[str, float]:
+def _cpu_counters(port: int) -> dict[str, float]:
+    """cellfit's own CPU counters: each verb's steps (``verb:NAME``) and each thread's (``thread:NAME``)."""
     text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
     found = {}
-    for match in re.finditer(r'^cellfit_extender_cpu_seconds_total\{verb="(\w+)"\} (\S+)$', text, re.M):
-        found[match[1]] = float(match[2])
+    for match in re.finditer(r'^cellfit_(extender|thread)_cpu_seconds_total\{(?:verb|thread)="([^"]+)"\} (\S+)$', text, re.M):
+        found[f"{'verb' if match[1] == 'extender' else 'thread'}:{match[2]}"] = float(match[3])
     return found
 
 
@@ -201,7 +270,8 @@ def run_once(*, source: Path, client: Path, args: argparse.Namespace, workdir: P
         f"import importlib.util as u; spec = u.spec_from_file_location('burst', {__file__!r});"
         f"burst = u.module_from_spec(spec); spec.loader.exec_module(burst);"
         f"burst.serve(config={_settings_yaml(policy=args.policy, port=port)!r}, nodes={args.nodes}, pods={str(pods_file)!r},"
-        f" bind_ms=({args.bind_ms[0]}, {args.bind_ms[1]}))"
+        f" bind_ms=({args.bind_ms[0]}, {args.bind_ms[1]}), watch_events={not args.no_watch_events},"
+        f" cprofile={(f'{args.cprofile}.{source.name}.{next(_profiles)}' if args.cprofile else '')!r})"
     )
     # The source's own scheduler package first, this checkout's tests/ for the harness.
     env = {**os.environ, "PYTHONPATH": f"{source}{os.pathsep}{ROOT}"}
@@ -219,11 +289,13 @@ def run_once(*, source: Path, client: Path, args: argparse.Namespace, workdir: P
     try:
         _wait_ready(port, process)
         time.sleep(1.0)
-        verbs_before = _verb_cpu(port)
+        counters_before = _cpu_counters(port)
         process_before, loop_before = _thread_ticks(process.pid), _thread_ticks(process.pid, process.pid)
         profiler = None
+        if args.cprofile:
+            process.send_signal(signal.SIGUSR1)
         if args.profile:  # py-spy's samples of the burst, folded stacks (flamegraph.pl, speedscope)
-            profiler = subprocess.Popen(["py-spy", "record", "--pid", str(process.pid), "--rate", "250", "--native",
+            profiler = subprocess.Popen(["py-spy", "record", "--pid", str(process.pid), "--rate", "250", "--gil",
                                          "--format", "raw", "--output", f"{args.profile}.{source.name}.{next(_profiles)}"],
                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             time.sleep(1.0)
@@ -233,11 +305,15 @@ def run_once(*, source: Path, client: Path, args: argparse.Namespace, workdir: P
              "-max-idle-per-host", str(args.max_idle_per_host)],
             check=True, capture_output=True, text=True,
         )
+        time.sleep(0.5)  # the watch shows the last bindings
         if profiler is not None:
             profiler.send_signal(signal.SIGINT)
             profiler.wait(30)
         process_after, loop_after = _thread_ticks(process.pid), _thread_ticks(process.pid, process.pid)
-        verbs_after = _verb_cpu(port)
+        if args.cprofile:
+            process.send_signal(signal.SIGUSR2)
+            time.sleep(1.0)  # the statistics written; the watch's after its idle second
+        counters_after = _cpu_counters(port)
     finally:
         _stop(process)
         if bindings is not None:
@@ -246,7 +322,9 @@ def run_once(*, source: Path, client: Path, args: argparse.Namespace, workdir: P
     if burst["failures"]:
         raise SystemExit(f"{source}: {burst['failures']} requests failed, the first: {burst.get('first_failures')}")
     per_pod = 1000 / args.pods
-    verbs = {verb: (verbs_after.get(verb, 0.0) - verbs_before.get(verb, 0.0)) * per_pod for verb in verbs_after}
+    spent = {key: (counters_after[key] - counters_before.get(key, 0.0)) * per_pod for key in counters_after}
+    verbs = {key.removeprefix("verb:"): ms for key, ms in spent.items() if key.startswith("verb:")}
+    threads = {key.removeprefix("thread:"): ms for key, ms in spent.items() if key.startswith("thread:")}
     loop_user, loop_system = ((after - before) * per_pod for before, after in zip(loop_before, loop_after))
     return {
         "cpu_ms": sum(process_after) * per_pod - sum(process_before) * per_pod,
@@ -255,6 +333,9 @@ def run_once(*, source: Path, client: Path, args: argparse.Namespace, workdir: P
         "loop_user_ms": loop_user, "loop_system_ms": loop_system,
         "http_ms": loop_user + loop_system - sum(verbs.values()),
         **{f"{verb}_ms": ms for verb, ms in verbs.items()},
+        # As e2e/bench_throughput.py splits it: the reflectors' threads, and every other thread.
+        "watch_ms": sum(ms for name, ms in threads.items() if name.startswith("reflector-")),
+        "controllers_ms": sum(ms for name, ms in threads.items() if name != "MainThread" and not name.startswith("reflector-")),
         "dials_per_pod": burst["dials"] / args.pods,
         "requests_per_pod": sum(burst["requests"].values()) / args.pods,
         "seconds": burst["seconds"],
@@ -271,11 +352,16 @@ def main() -> None:
     parser.add_argument("--api-tls", action="store_true",
                         help="bind through cellfit's API client over TLS to a bindings server (the client's -api-listen), "
                              "not the double's wait")
+    parser.add_argument("--no-watch-events", action="store_true",
+                        help="the pod watch stays quiet (by default it shows each binding and the pod's Running status)")
     parser.add_argument("--cycle-ms", type=float, default=8.0,
                         help="kube-scheduler's own work per pod between its extender calls (its cycle was ~8 ms in e2e)")
     parser.add_argument("--max-idle-per-host", type=int, default=0,
                         help="the client's idle connections kept per host; 0: kube-scheduler's (Go's default, 2)")
     parser.add_argument("--profile", metavar="PREFIX", help="record each burst with py-spy into PREFIX.<source>.<n>")
+    parser.add_argument("--cprofile", metavar="PREFIX",
+                        help="cProfile the event loop's thread and the pod watch's through each burst, into "
+                             "PREFIX.<source>.<n>.loop and .watch (deterministic: it slows what it profiles; read shares)")
     parser.add_argument("--runs", type=int, default=4, help="runs per source, ABBA")
     parser.add_argument("--source", type=Path, action="append", help="checkout to serve (default: this one)")
     parser.add_argument("--json", metavar="FILE")
