@@ -30,6 +30,8 @@ CPU = "cpu"  # the kind AlloX's Placed condition names ("running on cpu: ...", p
 QUEUED_AT = re.compile(r"(?P<place>.+), expected start at (?P<at>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ) \(AlloX\)")
 QUEUED_IN = re.compile(r"(?P<place>.+), expected start in ~(?P<amount>\d+(?:\.\d+)?) (?P<unit>s|min|h) \(AlloX\)")
 _UNIT_SECONDS = {"s": 1.0, "min": 60.0, "h": 3600.0}
+# The Job controller's FailedCreate Event: "Error creating: <the API server's refusal>".
+FAILED_CREATE_PREFIX = "Error creating: "
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -310,7 +312,22 @@ def _job_pods_now(job: JobFacts, view: CellfitView) -> Answer:
         nodes = sorted({p.node for p in active if p.node})
         return Answer(reason="running", summary=f"running: {len(active)} pod{'s' if len(active) != 1 else ''} on "
                       f"{listed(nodes, noun='node')}")
+    refused = _pods_refused(job)
+    if refused is not None:
+        return refused
     return Answer(reason="pending", summary="no pod yet: the Job controller has not created one (or all have ended)")
+
+
+def _pods_refused(job: JobFacts) -> Answer | None:
+    """A Job with no pod because the API server refuses each it creates (an admission webhook's
+    or policy's refusal, cellfit's pod-create webhook among them): the Job controller's last
+    word on creating one was ``FailedCreate``, which says why."""
+    said = [e for e in job.events if e.reason in ("FailedCreate", "SuccessfulCreate")]
+    if not said or said[-1].reason != "FailedCreate":
+        return None
+    refusal = said[-1].message.removeprefix(FAILED_CREATE_PREFIX)
+    return Answer(reason="pods-refused", summary=f"no pod: the API server refuses each pod the Job controller creates: {refusal}",
+                  details=_seen(said[-1]))
 
 
 # ------------------------------------------------------------------------------ gangs
