@@ -749,6 +749,7 @@ class _Left:
         self._ids = ids
         self._waiting = np.ones(len(every_job.jobs), dtype=bool)
         self._waiting_flags = np.ones(len(every_job.jobs), dtype=np.int64)  # the same, as _solve.c's rows_of reads it
+        self._members: dict[frozenset[str] | None, IntArray] = {}  # per user set, 1 for each of its users' ids
         self._rows: dict[frozenset[str] | None, IntArray] = {}  # see rows
         self._free: tuple[IntArray, bytes, tuple[IntArray, IntArray, IntArray]] | None = None  # see _free_machines
         # Each row's strictly fastest kind, or -1 (two kinds tie, or it takes no time there):
@@ -791,9 +792,13 @@ class _Left:
     def _rows_in_c(self, considered: frozenset[str] | None, extension: ModuleType) -> IntArray:
         """:meth:`rows`'s rows in one call of ``_solve.c`` (``rows_of``) instead of four NumPy
         steps: it is asked at nearly every start after a burst, each start changing the ranking."""
-        member = np.ones(len(self._ids), dtype=np.int64) if considered is None else np.zeros(len(self._ids), dtype=np.int64)
-        if considered is not None:
-            member[[self._ids[user] for user in considered if user in self._ids]] = 1
+        member = self._members.get(considered)
+        if member is None:
+            # A set's members do not change as its rows do: kept for the sets asked after a start.
+            member = np.ones(len(self._ids), dtype=np.int64) if considered is None else np.zeros(len(self._ids), dtype=np.int64)
+            if considered is not None:
+                member[[self._ids[user] for user in considered if user in self._ids]] = 1
+            self._members[considered] = member
         out = np.empty(self._user.shape[0], dtype=np.int64)
         return out[: extension.rows_of(member, self._user, self._waiting_flags, out)]
 

@@ -112,6 +112,37 @@ def test_user_sets_rows_in_c_are_numpys(monkeypatch: pytest.MonkeyPatch) -> None
             assert rows_after_removals(left_numpy, removed, sets) == in_c
 
 
+def sorted_bound_leaves_empty(need: np.ndarray, rows: int, before: int) -> bool:
+    """``_Vacancy.empty``'s last step as NumPy takes it: the needs sorted, max over them of
+    min(#{N <= t}, |S| - t) at most ``before``."""
+    outside = np.sort(need)
+    return float(np.minimum(np.arange(1, outside.shape[0] + 1), rows - outside).max()) <= before
+
+
+def test_the_vacancy_test_counts_what_numpy_sorts() -> None:
+    """``vacancy_empty`` counts the needs above ``|S| - r`` where NumPy sorts them: the same
+    answer on random needs (whole numbers that tie, fractions, infinities), every row on the
+    machine's kind, as many machines of its class listed before it as asked."""
+    rng = random.Random(8725)
+    answers = {True: 0, False: 0}
+    for _ in range(4000):
+        count = rng.randint(1, 40)
+        need = np.array([rng.choice([float(rng.randint(0, count)), rng.uniform(0, count), float("inf")]) if rng.random() < 0.9 else 0.0
+                         for _ in range(count)])
+        before = rng.randint(0, count)
+        machine_kind = np.zeros(before + 1, dtype=np.int64)  # the machine last, its class before it
+        flags = np.ones(count, dtype=np.int64)
+        rows = np.arange(count, dtype=np.int64)
+        in_c = native.vacancy_empty(rows, flags, flags.reshape(count, 1), need, machine_kind, np.zeros(before + 1), before)
+        # vacancy_empty's early answers, then NumPy's sorted bound.
+        least = float(need.min())
+        expected = (count <= before or count - least <= before
+                    or (int((need <= least).sum()) <= before and sorted_bound_leaves_empty(need, count, before)))
+        assert in_c == expected
+        answers[in_c] += 1
+    assert answers[True] > 1000 and answers[False] > 1000
+
+
 def test_bad_buffers_are_refused_by_name() -> None:
     kinds = np.zeros(2, dtype=np.int64)
     with pytest.raises(TypeError, match="delay"):
