@@ -73,6 +73,9 @@ class PodFacts:
     nominated_node: str | None = None
     # Its own preemption, when it was preempted (read only for a pod asked about, still leaving).
     preemption: Preemption | None = None
+    # kube-scheduler's PodScheduled=False condition: the whole of the message its FailedScheduling
+    # Event cuts at 1024 bytes (" ..."), where a cellfit reason sorted last may be.
+    unschedulable: Condition | None = None
 
     @property
     def key(self) -> str:
@@ -212,6 +215,7 @@ def pod_from(obj: Mapping[str, Any], *, events: tuple[Event, ...] = ()) -> PodFa
         deleting=meta.get("deletionTimestamp") is not None,
         events=events,
         nominated_node=status.get("nominatedNodeName") or None,
+        unschedulable=next((c for c in conditions_from(status) if c.type == "PodScheduled" and c.status == "False"), None),
     )
 
 

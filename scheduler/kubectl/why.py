@@ -406,7 +406,7 @@ def _preempting(pod: PodFacts) -> Answer | None:
 
 
 def _pending(pod: PodFacts, view: CellfitView) -> Answer:
-    failed = _last(pod.events, "FailedScheduling")
+    failed = _whole(_last(pod.events, "FailedScheduling"), pod.unschedulable)
     if failed is None:
         if pod.scheduler_name == "default-scheduler":
             return Answer(reason="not-cellfit", summary="not scheduled by cellfit: spec.schedulerName is default-scheduler")
@@ -531,6 +531,18 @@ def _quota(pod: PodFacts, vc: str, level: str, failed: Event, view: CellfitView)
 # ------------------------------------------------------------------------------ wording
 
 
+def _whole(failed: Event | None, unschedulable: Condition | None) -> Event | None:
+    """``failed`` with the whole message where kube-scheduler cut it (its Events hold 1024 bytes,
+    the last ending " ..."): the pod's PodScheduled condition has it all, the counts sorted last
+    (cellfit's, often) included."""
+    if failed is None or unschedulable is None or not failed.message.endswith(EVENT_CUT):
+        return failed
+    kept = failed.message.removesuffix(EVENT_CUT)
+    if len(unschedulable.message) <= len(kept) or not unschedulable.message.startswith(kept):
+        return failed
+    return replace(failed, message=unschedulable.message)
+
+
 def _last(events: Sequence[Event], reason: str) -> Event | None:
     found = [e for e in events if e.reason == reason]
     return found[-1] if found else None
@@ -546,6 +558,7 @@ def _seen(event: Event) -> tuple[str, ...]:
 SCHEDULER_PREFIX = re.compile(r"^\d+/(?P<nodes>\d+) nodes are available: (?P<count>\d+) (?=\D)")
 PREEMPTION_SUFFIX = re.compile(r"\.? preemption: .*$")
 NEXT_ITEM = re.compile(r", (?=\d+ \D)")
+EVENT_CUT = " ..."  # what ends a message kube-scheduler cut to fit an Event (NoteLengthLimit)
 ITEM = re.compile(r"(?P<count>\d+) (?P<reason>\D.*)")
 
 

@@ -126,3 +126,22 @@ def test_ordinary_counts_alone_keep_kube_schedulers_message() -> None:
     answer = explain_pod(pod_from(TRAIN_0, events=events_from([event])), CellfitView())
     assert answer.reason == "pending", answer
     assert answer.summary == "pending: 0/24 nodes are available: 20 Insufficient nvidia.com/gpu, 4 Insufficient cpu", answer
+
+
+def test_a_reason_cut_off_the_event_is_read_from_the_pods_condition() -> None:
+    # kube-scheduler cuts a FailedScheduling Event's message at 1024 bytes (NoteLengthLimit,
+    # " ..."), and writes it whole into the PodScheduled condition: on a cluster of many node
+    # pools, each with its own taint, cellfit's reason, sorted last, is past the cut.
+    reason = cellfit_reason(engine_pod("train-0", 8, vc="research"))
+    taints = {f"node(s) had untolerated taint {{pool.example.com/team-{team:02d}: reserved}}": 20 for team in range(16)}
+    whole = failed_scheduling({**taints, reason: 4})["message"]
+    assert len(whole) > 1024 and whole.index(reason) > 1024 - len(" ...")
+    event = failed_scheduling({**taints, reason: 4}) | {"message": whole[:1024 - len(" ...")] + " ..."}
+    body = json.loads(json.dumps(TRAIN_0))
+    body["status"]["conditions"] = [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": whole,
+                                     "lastProbeTime": None, "lastTransitionTime": "2026-11-28T08:40:12Z"}]
+    answer = explain_pod(pod_from(body, events=events_from([event])), CellfitView())
+    assert answer.reason == "never-placeable", answer
+    assert answer.summary.startswith(f"can never be placed as written: {reason} (set label cellfit.io/virtual-cluster"), answer
+    # Without the condition (an older pod, or one kube-scheduler has not updated): the Event as it is.
+    assert explain_pod(pod_from(TRAIN_0, events=events_from([event])), CellfitView()).reason == "pending"
