@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from scheduler.cells import HivedEngine
-from scheduler.core.model import PodInfo
+from scheduler.core.model import JobInfo, PodInfo
 from scheduler.kube.names import filter_offered
 from scheduler.kubectl.objects import CellfitView, events_from, job_from, pod_from
 from scheduler.kubectl.why import explain_job, explain_pod
@@ -145,3 +145,20 @@ def test_a_reason_cut_off_the_event_is_read_from_the_pods_condition() -> None:
     assert answer.summary.startswith(f"can never be placed as written: {reason} (set label cellfit.io/virtual-cluster"), answer
     # Without the condition (an older pod, or one kube-scheduler has not updated): the Event as it is.
     assert explain_pod(pod_from(TRAIN_0, events=events_from([event])), CellfitView()).reason == "pending"
+
+
+def test_a_gang_its_job_can_never_complete_or_of_mixed_gpu_counts_comes_first() -> None:
+    engine = HivedEngine.from_config(rack_cluster(vcs=VCS))
+    engine.apply_job(JobInfo(uid="uid-big", namespace="ns", name="big", parallelism=2))
+    first = engine_pod("big-0", 4, vc="a", gang=("big", 4))
+    engine.apply_pod(first)
+    (too_wide,) = set(filter_offered(engine, first, node_names()[:4]).unresolvable.values())
+    engine.apply_job(JobInfo(uid="uid-big", namespace="ns", name="big", parallelism=4))
+    assert len(filter_offered(engine, first, node_names()[:4]).feasible) == 1  # its gang booked
+    (mixed,) = set(filter_offered(engine, engine_pod("big-1", 2, vc="a", gang=("big", 4)), node_names()[:4]).unresolvable.values())
+    for reason, change in ((too_wide, "set cellfit.io/gang-size to the pods the Job runs at once, or run more at once"),
+                           (mixed, "give every pod of the gang the same GPU count")):
+        event = failed_scheduling({"Insufficient nvidia.com/gpu": 20, reason: 4})
+        answer = explain_pod(pod_from(TRAIN_0, events=events_from([event])), CellfitView())
+        assert (answer.reason, answer.summary) == (
+            "never-placeable", f"can never be placed as written: {reason} ({change}); the other nodes: 20 Insufficient nvidia.com/gpu")
