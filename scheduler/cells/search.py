@@ -75,6 +75,11 @@ def best_spot(
             if found is not None:
                 return found
             for kid in child_index.at_least(gpus):
+                # Walked past without a call where best_spot(kid) is None already: the first one,
+                # searched above, and a node that is not offered (a filter walks past dozens of
+                # them, and a reservation, offered one node, past most of the index).
+                if kid is first or (allowed is not None and kid.node is not None and kid.node not in allowed):
+                    continue
                 found = best_spot(kid, level, gpus, view, allowed, child_indexes)
                 if found is not None:
                     return found
