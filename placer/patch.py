@@ -223,17 +223,20 @@ def _container_limited(container: Mapping[str, Any], name: str, limit: Fraction,
 
 def _asking(spec: Mapping[str, Any], name: str, of: Callable[[Mapping[str, Any]], dict[str, Fraction]], *,
             configured: AbstractSet[str] | None) -> str:
-    """`` (container 'trainer' 4, the configuration's; container 'istio-proxy' 100m, its own)``:
-    who asks ``name`` beside each other, where a container outside ``configured`` is among them
-    (the one the user did not write into the Job, whom the message must name); else nothing."""
-    running = [(f"container {c.get('name')!r}", c) for c in spec.get("containers") or []]
-    running += [(f"sidecar init container {c.get('name')!r}", c) for c in spec.get("initContainers") or []
-                if c.get("restartPolicy") == SIDECAR_RESTART_POLICY]
-    asking = [(label, of(container)[name], container) for label, container in running if of(container).get(name)]
-    if all(_sized(container, configured=configured) for _, _, container in asking):
+    """`` (container 'trainer' 4, the configuration's; container 'istio-proxy' 100m, its own: ...)``:
+    who asks ``name`` beside each other, where a container the configuration does not size is
+    among them (a sidecar the user did not write into the Job, whom the message must name); else
+    nothing, as for a template (``configured`` None), whose every container the user wrote."""
+    if configured is None:
         return ""
-    return " (" + "; ".join(f"{label} {_shown(name, amount)}, {_whose(container, configured=configured)}"
-                            for label, amount, container in asking) + ")"
+    running = [(f"container {c.get('name')!r}", c, _whose(c, configured=configured)) for c in spec.get("containers") or []]
+    # The record names no init container: a sidecar one is the template's or injected alike.
+    running += [(f"sidecar init container {c.get('name')!r}", c, "its own") for c in spec.get("initContainers") or []
+                if c.get("restartPolicy") == SIDECAR_RESTART_POLICY]
+    asking = [(label, of(container)[name], whose) for label, container, whose in running if of(container).get(name)]
+    if all(whose == CONFIGURATIONS_OWN for _, _, whose in asking):
+        return ""
+    return " (" + "; ".join(f"{label} {_shown(name, amount)}, {whose}" for label, amount, whose in asking) + ")"
 
 
 def _sized(container: Mapping[str, Any], *, configured: AbstractSet[str] | None) -> bool:
@@ -241,9 +244,12 @@ def _sized(container: Mapping[str, Any], *, configured: AbstractSet[str] | None)
     return configured is None or container.get("name") in configured
 
 
+CONFIGURATIONS_OWN: Final = "the configuration's"
+
+
 def _whose(container: Mapping[str, Any], *, configured: AbstractSet[str] | None) -> str:
     if _sized(container, configured=configured):
-        return "the configuration's"
+        return CONFIGURATIONS_OWN
     return "its own: not the Job template's, another mutating webhook added it"
 
 

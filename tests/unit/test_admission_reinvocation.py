@@ -125,3 +125,17 @@ def test_a_sidecar_within_the_pod_level_resources_is_admitted() -> None:
     service, _ = webhook()
     rewritten = admitted(service, created_pod(pod_level={"requests": {"cpu": "5", "memory": "20Gi"}, "limits": {"cpu": "4"}}))
     assert called(service, injected(rewritten))["allowed"] is True
+
+
+def test_a_sidecar_init_container_is_named_without_saying_who_added_it() -> None:
+    # The record names the template's containers only: a sidecar init container may be the
+    # template's own (a log shipper) or injected (Istio's native sidecar); the message claims neither.
+    service, _ = webhook()
+    pod = created_pod(pod_level={"requests": {"cpu": "5"}})
+    pod["spec"]["initContainers"] = [{"name": "log-shipper", "image": "fluent-bit:3", "restartPolicy": "Always",
+                                      "resources": {"requests": {"cpu": "1"}}}]
+    rewritten = admitted(service, pod)
+    message = called(service, injected(rewritten))["status"]["message"]
+    assert ("ask 5100m of cpu together in this configuration (container 'trainer' 4, the configuration's; container "
+            "'istio-proxy' 100m, its own: not the Job template's, another mutating webhook added it; sidecar init container "
+            "'log-shipper' 1, its own), more than the pod-level spec.resources.requests[cpu] of 5") in message, message
