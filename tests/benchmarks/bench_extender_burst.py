@@ -294,7 +294,12 @@ def run_once(*, source: Path, client: Path, args: argparse.Namespace, workdir: P
         profiler = None
         if args.cprofile:
             process.send_signal(signal.SIGUSR1)
-        if args.profile:  # py-spy's samples of the burst, folded stacks (flamegraph.pl, speedscope)
+        if args.perf:  # perf's CPU samples of the burst, C and kernel included (perf report --sort dso,sym)
+            profiler = subprocess.Popen(["perf", "record", "-e", "cpu-clock", "-p", str(process.pid), "-o",
+                                         f"{args.perf}.{source.name}.{next(_profiles)}"],
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            time.sleep(1.0)
+        elif args.profile:  # py-spy's samples of the burst, folded stacks (flamegraph.pl, speedscope)
             profiler = subprocess.Popen(["py-spy", "record", "--pid", str(process.pid), "--rate", "250", "--gil",
                                          "--format", "raw", "--output", f"{args.profile}.{source.name}.{next(_profiles)}"],
                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -359,6 +364,7 @@ def main() -> None:
     parser.add_argument("--max-idle-per-host", type=int, default=0,
                         help="the client's idle connections kept per host; 0: kube-scheduler's (Go's default, 2)")
     parser.add_argument("--profile", metavar="PREFIX", help="record each burst with py-spy into PREFIX.<source>.<n>")
+    parser.add_argument("--perf", metavar="PREFIX", help="record each burst with perf (CPU samples, C and kernel) into PREFIX.<source>.<n>")
     parser.add_argument("--cprofile", metavar="PREFIX",
                         help="cProfile the event loop's thread and the pod watch's through each burst, into "
                              "PREFIX.<source>.<n>.loop and .watch (deterministic: it slows what it profiles; read shares)")
