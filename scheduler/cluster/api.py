@@ -2,18 +2,28 @@
 
 The official client's generated models deserialise every field of every object through Python
 classes; cellfit reads a handful, so it asks for the raw response (``_preload_content=False``)
-and decodes with the same msgspec structs as kube-scheduler's payloads. The client still does
-what it is good at: credentials (in-cluster token, kubeconfig with certs, tokens or exec
-plugins) and TLS.
+and decodes with the same msgspec structs as kube-scheduler's payloads. The client still loads
+the credentials (in-cluster token, a kubeconfig's cluster and user) and does TLS; cellfit
+follows what rotates under a running process, which the client reads once: token files
+(:class:`TokenFileRefresh`), a kubeconfig rewritten and an exec plugin's credentials as they
+expire or are refused (:class:`KubeconfigCredentials`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import atexit
+import base64
+import binascii
 import copy
 import logging
 import os
+import shutil
 import socket
+import ssl
+import tempfile
+import threading
+import time
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterator, Literal, cast
@@ -26,8 +36,10 @@ import yaml
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
+from kubernetes.config import exec_provider
 
 from scheduler.cluster import loop_http
+from scheduler.cluster.file_stamps import FileStamp, file_stamps
 from scheduler.cluster.reflector import VersionTooLarge, too_large
 from scheduler.config import ClusterSettings
 from scheduler.constants import SCHEDULER_NAME
@@ -62,7 +74,11 @@ class TermEnded(KubernetesApiError):
 
 
 class KubernetesApi:
-    def __init__(self, api_client: k8s.ApiClient, *, settings: ClusterSettings, source: str) -> None:
+    def __init__(
+        self, api_client: k8s.ApiClient, *, settings: ClusterSettings, source: str, follow: loop_http.Follow | None = None
+    ) -> None:
+        """``follow``: what follows the credentials as they rotate beyond the client's refresh
+        hook (:class:`KubeconfigCredentials`), run with each refresh of them."""
         self._core = k8s.CoreV1Api(api_client)
         self._batch = k8s.BatchV1Api(api_client)
         self._scheduling = k8s.SchedulingV1Api(api_client)
@@ -71,7 +87,7 @@ class KubernetesApi:
         # kube-scheduler's path (bind, and a pod the watch has not shown yet) is served from the
         # event loop; None behind a proxy, where those requests take the client's own path on
         # a thread.
-        self._credentials = loop_http.Credentials(api_client.configuration)
+        self._credentials = loop_http.Credentials(api_client.configuration, follow=follow)
         self._loop_http = loop_http.for_configuration(
             api_client.configuration,
             headers=self._credentials,
@@ -120,16 +136,8 @@ class KubernetesApi:
             if mode == "kubeconfig" or settings.kubeconfig:
                 raise ConfigError(f"cluster.kubeconfig: no kubeconfig file at {path}")
             return None
-        try:
-            k8s_config.load_kube_config(  # type: ignore[no-untyped-call]  # kubernetes.config is unannotated
-                config_file=path, context=settings.context, client_configuration=configuration
-            )
-        except (k8s_config.ConfigException, OSError, ValueError) as error:
-            raise ConfigError(f"cluster.kubeconfig: {path} is unusable: {error}") from None
-        token_file = _token_file_of(Path(path), context=settings.context)
-        if token_file is not None:
-            configuration.refresh_api_key_hook = TokenFileRefresh(token_file)  # type: ignore[assignment]  # typed None
-        return cls(k8s.ApiClient(configuration), settings=settings, source=f"kubeconfig {path}")
+        follow = KubeconfigCredentials.load(configuration, path=Path(path), context=settings.context)
+        return cls(k8s.ApiClient(configuration), settings=settings, source=f"kubeconfig {path}", follow=follow)
 
     # ------------------------------------------------------------------ list and watch
 
@@ -147,6 +155,7 @@ class KubernetesApi:
     def watch(self, kind: Kind, *, resource_version: str) -> Iterator[bytes]:
         """Watch events as raw JSON lines until the server ends the watch."""
         timeout = self._settings.watch_timeout_seconds
+        self._credentials()  # refreshed as they rotate: the client reads them
         try:
             response = self._lister(kind)(
                 watch=True,
@@ -159,7 +168,7 @@ class KubernetesApi:
         except ApiException as error:
             if error.status == 410:
                 raise WatchExpired from None
-            raise _api_error(error, f"watch {kind}") from None
+            raise self._client_error(error, f"watch {kind}") from None
         try:
             yield from _lines(response)
         finally:
@@ -199,6 +208,7 @@ class KubernetesApi:
             if response.status == 410:
                 raise WatchExpired
             if response.status >= 300:
+                self._refused(response.status)
                 raise _version_error(response.status, response.read(), f"watch {path}")
             yield from _lines(response)
         finally:
@@ -234,7 +244,7 @@ class KubernetesApi:
         except ApiException as error:
             if error.status == 404:
                 return None
-            raise _api_error(error, f"get pod {namespace}/{name}") from None
+            raise self._client_error(error, f"get pod {namespace}/{name}") from None
         except Exception as error:  # urllib3's connection errors and timeouts: no answer
             raise _unreachable(error, f"get pod {namespace}/{name}") from None
         # _preload_content=False: the raw urllib3 response, not the V1Pod the client's annotations name
@@ -333,6 +343,14 @@ class KubernetesApi:
     ) -> tuple[int, bytes]:
         if method != "GET":
             self._require_acting(action)
+        status, data = self._send_once(method, path, body, action=action, content_type=content_type)
+        if status == 401:
+            # Refused unread, as on the event loop's path (_on_loop): read anew, sent once more.
+            self._credentials.expire()
+            status, data = self._send_once(method, path, body, action=action, content_type=content_type)
+        return status, data
+
+    def _send_once(self, method: str, path: str, body: bytes | None, *, action: str, content_type: str) -> tuple[int, bytes]:
         client = self._core.api_client
         config = client.configuration
         headers = {"Content-Type": content_type, "Accept": "application/json", **self._credentials()}
@@ -411,7 +429,7 @@ class KubernetesApi:
         except ApiException as error:
             if error.status == 404:
                 return None
-            raise _api_error(error, f"get priorityclass {name}") from None
+            raise self._client_error(error, f"get priorityclass {name}") from None
         except Exception as error:  # urllib3's connection errors and timeouts: no answer
             raise _unreachable(error, f"get priorityclass {name}") from None
         # _preload_content=False: the raw urllib3 response, not the model the client's annotations name
@@ -427,7 +445,7 @@ class KubernetesApi:
                 _preload_content=False, _request_timeout=self._settings.request_timeout_seconds,
             )
         except ApiException as error:
-            raise _api_error(error, f"annotate job {namespace}/{name}") from None
+            raise self._client_error(error, f"annotate job {namespace}/{name}") from None
         except Exception as error:  # urllib3's connection errors and timeouts: no answer
             raise _unreachable(error, f"annotate job {namespace}/{name}") from None
 
@@ -470,7 +488,7 @@ class KubernetesApi:
                 namespace, cast("k8s.CoreV1Event", body), _preload_content=False, _request_timeout=self._settings.request_timeout_seconds
             )
         except ApiException as error:
-            raise _api_error(error, f"event on {kind.lower()} {namespace}/{pod_name}") from None
+            raise self._client_error(error, f"event on {kind.lower()} {namespace}/{pod_name}") from None
         except Exception as error:  # urllib3's connection errors and timeouts: no answer
             raise _unreachable(error, f"event on {kind.lower()} {namespace}/{pod_name}") from None
 
@@ -533,12 +551,25 @@ class KubernetesApi:
         return list_active_pods
 
     def _call(self, method: Any, **kwargs: Any) -> Any:
+        self._credentials()  # refreshed as they rotate (at most every few seconds): the client reads them
         try:
             return method(_preload_content=False, **kwargs)
         except ApiException as error:
-            raise _api_error(error, getattr(method, "__name__", "API call")) from None
+            raise self._client_error(error, getattr(method, "__name__", "API call")) from None
         except Exception as error:  # urllib3 connection errors and timeouts
             raise KubernetesApiError(f"Kubernetes API unreachable: {error}") from None
+
+    def _client_error(self, error: ApiException, action: str) -> KubernetesApiError:
+        """The generated client's refusal as the API error callers handle, the credentials
+        read anew first if it was HTTP 401."""
+        self._refused(error.status)
+        return _api_error(error, action)
+
+    def _refused(self, status: int | None) -> None:
+        """After an answer ``status``: HTTP 401 has the credentials read anew (an exec plugin's
+        obtained again) before the next request, which the caller's retry sends."""
+        if status == 401:
+            self._credentials.expire()
 
 
 def _decoded_pod(data: bytes, action: str) -> wire.Pod:
@@ -660,6 +691,343 @@ def _token_file_of(kubeconfig: Path, *, context: str | None) -> Path | None:
     except (OSError, yaml.YAMLError, StopIteration, KeyError, TypeError, AttributeError):
         return None
     return kubeconfig.parent / token_file if isinstance(token_file, str) and token_file else None
+
+
+# ------------------------------------------------------------------ a kubeconfig's credentials, followed
+
+# An exec plugin's credentials are obtained again this long before their expirationTimestamp
+# (they are read at most every loop_http.CREDENTIALS_REFRESH_SECONDS: well inside it).
+EXEC_REFRESH_AHEAD_SECONDS = 60.0
+# A plugin run because the API server refused what the last run gave (HTTP 401) is not run for
+# that again sooner than this: a server refusing every credential would have it run per request.
+EXEC_REFUSED_RERUN_SECONDS = 10.0
+# Taken from the kubeconfig at start only (the connections' pool is built with them): a rewrite
+# changing one is logged as needing a restart.
+_CLUSTER_FIELDS_AT_START = ("server", "insecure-skip-tls-verify", "tls-server-name", "proxy-url", "certificate-authority")
+_USER_FIELDS_AT_START = ("client-certificate", "client-key", "tokenFile", "username", "password", "auth-provider")
+
+
+class KubeconfigFieldError(Exception):
+    """A kubeconfig field that cannot be used, named as ``users[name].user.field`` is."""
+
+    def __init__(self, field: str, reason: str) -> None:
+        super().__init__(f"{field}: {reason}")
+        self.field = field
+        self.reason = reason
+
+
+class _UserCredentials(msgspec.Struct, frozen=True):
+    """What cellfit follows of a kubeconfig's user and its cluster, read and decoded."""
+
+    user: str  # the user's name, for the fields' names
+    cluster_name: str
+    auth_provider: bool  # the user's token comes from an auth-provider (the client's own refresh)
+    token: str | None
+    client_pair: bytes | None  # the client certificate's PEM and its key's, in one file's bytes
+    ca: bytes | None  # certificate-authority-data's PEM
+    exec_plugin: dict[str, Any] | None
+    cluster: dict[str, Any]  # the cluster's entry (an exec plugin may be given it)
+    at_start: dict[str, Any]  # what only a restart takes (_CLUSTER_FIELDS_AT_START...), by field name
+
+
+def _parsed_kubeconfig(path: Path) -> dict[str, Any]:
+    """The kubeconfig at ``path``, parsed; raises :class:`KubeconfigFieldError` when it does not
+    read or parse (half-written: the field is its line)."""
+    try:
+        document = yaml.safe_load(path.read_text())
+    except OSError as error:
+        raise KubeconfigFieldError("(the file)", f"unreadable: {error}") from None
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f"(line {mark.line + 1})" if mark is not None else "(the file)"
+        raise KubeconfigFieldError(where, f"does not parse as YAML: {getattr(error, 'problem', None) or error}") from None
+    if not isinstance(document, dict):
+        raise KubeconfigFieldError("(the file)", "is no kubeconfig: not a mapping")
+    return document
+
+
+def _read_kubeconfig(path: Path, *, context: str) -> _UserCredentials:
+    """The credentials of ``context``'s user in the kubeconfig at ``path``; raises
+    :class:`KubeconfigFieldError` naming the field that is missing or does not decode."""
+    return _user_credentials(_parsed_kubeconfig(path), context=context)
+
+
+def _user_credentials(document: dict[str, Any], *, context: str) -> _UserCredentials:
+    """The credentials of ``context``'s user in a parsed kubeconfig (see :func:`_read_kubeconfig`)."""
+    entry = _named(document, "contexts", context, inner="context")
+    user_name, cluster_name = entry.get("user"), entry.get("cluster")
+    user = _named(document, "users", user_name, inner="user") if user_name else {}
+    cluster = _named(document, "clusters", cluster_name, inner="cluster")
+    prefix = f"users[{user_name}].user"
+    certificate = _base64_field(user, "client-certificate-data", prefix=prefix)
+    key = _base64_field(user, "client-key-data", prefix=prefix)
+    if (certificate is None) != (key is None):
+        absent = "client-key-data" if key is None else "client-certificate-data"
+        raise KubeconfigFieldError(f"{prefix}.{absent}", "missing: the client certificate and its key come together")
+    token = user.get("token")
+    if token is not None and (not isinstance(token, str) or not token.strip()):
+        raise KubeconfigFieldError(f"{prefix}.token", "not a token: empty or not a string")
+    exec_plugin = user.get("exec")
+    if exec_plugin is not None and not (isinstance(exec_plugin, dict) and exec_plugin.get("command")):
+        raise KubeconfigFieldError(f"{prefix}.exec", "no command to run")
+    ca = _base64_field(cluster, "certificate-authority-data", prefix=f"clusters[{cluster_name}].cluster")
+    at_start = {f"contexts[{context}].context.{name}": entry.get(name) for name in ("user", "cluster")}
+    at_start |= {f"clusters[{cluster_name}].cluster.{name}": cluster.get(name) for name in _CLUSTER_FIELDS_AT_START}
+    at_start |= {f"{prefix}.{name}": user.get(name) for name in _USER_FIELDS_AT_START}
+    at_start |= {f"{prefix}.{name} (present)": present for name, present in (
+        ("token", token is not None), ("client-certificate-data", certificate is not None), ("exec", exec_plugin is not None),
+    )} | {f"clusters[{cluster_name}].cluster.certificate-authority-data (present)": ca is not None}
+    return _UserCredentials(
+        user=str(user_name), cluster_name=str(cluster_name), auth_provider="auth-provider" in user,
+        token=token.strip() if token else None,
+        client_pair=certificate + b"\n" + key if certificate is not None and key is not None else None,
+        ca=ca, exec_plugin=exec_plugin, cluster=cluster, at_start=at_start,
+    )
+
+
+def _named(document: dict[str, Any], section: str, name: Any, *, inner: str) -> dict[str, Any]:
+    """The ``inner`` mapping of the entry of ``section`` called ``name``."""
+    for entry in document.get(section) or ():
+        if isinstance(entry, dict) and entry.get("name") == name:
+            found = entry.get(inner)
+            if not isinstance(found, dict):
+                raise KubeconfigFieldError(f"{section}[{name}].{inner}", "missing or not a mapping")
+            return found
+    raise KubeconfigFieldError(f"{section}[{name}]", "no such entry")
+
+
+def _base64_field(mapping: dict[str, Any], name: str, *, prefix: str) -> bytes | None:
+    value = mapping.get(name)
+    if value is None:
+        return None
+    try:
+        decoded = base64.b64decode("".join(str(value).split()), validate=True)  # line breaks ignored, as Go's decoder does
+    except (binascii.Error, ValueError) as error:
+        raise KubeconfigFieldError(f"{prefix}.{name}", f"not base64: {error}") from None
+    if b"-----BEGIN" not in decoded:
+        raise KubeconfigFieldError(f"{prefix}.{name}", "no PEM inside")
+    return decoded
+
+
+class KubeconfigCredentials:
+    """The credentials of a kubeconfig's user, followed while cellfit runs (``follow`` of
+    loop_http.Credentials: looked at every ``CREDENTIALS_REFRESH_SECONDS``, and at once after an
+    HTTP 401):
+
+    - embedded ones (``token``, ``client-certificate-data`` and ``client-key-data``, the
+      cluster's ``certificate-authority-data``), read again when the file is rewritten
+      (credential rotation): the token is sent from then on, the certificate, its key (one
+      file: they change together) and the CA are written to files of cellfit's own, which new
+      connections read (urllib3's for each, the event loop's as loop_http.TlsContext follows
+      them). A rewrite that does not read (half-written, a field that does not decode, a key not
+      the certificate's) keeps the last good ones, with a warning naming the file and the field;
+      a field only a restart takes (the server, a file's path...) is logged as such;
+    - an ``exec`` plugin's (a token, or a client certificate and key), obtained again before
+      their ``expirationTimestamp`` and when the API server refused them (HTTP 401), as client-go
+      does; a run that fails keeps the last ones, with a warning.
+
+    ``tokenFile`` is followed by :class:`TokenFileRefresh`, files named by path by their readers."""
+
+    def __init__(self, *, path: Path, context: str, read: _UserCredentials, folder: Path, stamp: tuple[FileStamp, ...],
+                 clock: Callable[[], float] = time.time) -> None:
+        """``read``: the kubeconfig as it was read when its stamp was ``stamp``."""
+        self._path = path
+        self._context = context
+        self._folder = folder
+        self._clock = clock
+        self._read = read  # the last good read
+        self._stamp = stamp
+        self._expires_at: float | None = None  # the exec plugin's credentials'
+        self._exec_ran_at: float | None = None
+        self._refused_run = False  # the last plugin run was for a refusal
+        self.pair_file = folder / "client.pem"
+        self.ca_file = folder / "ca.crt"
+        self._configuration: Any = None
+        self._lock = threading.Lock()
+
+    @classmethod
+    def load(cls, configuration: Any, *, path: Path, context: str | None) -> KubeconfigCredentials | None:
+        """Load the kubeconfig's cluster and user into ``configuration`` (the Kubernetes client's
+        loader; an exec plugin run here), its embedded credentials pointed at files of cellfit's
+        own; the follower of them, None for an ``auth-provider`` user (the client's own refresh
+        is kept). Raises ConfigError naming a field that does not load."""
+        stamp = file_stamps([str(path)])  # before the read: a rewrite meanwhile is read again
+        try:
+            document = _parsed_kubeconfig(path)
+            name = context or document.get("current-context")
+            if not name:
+                raise KubeconfigFieldError("current-context", "none, and no cluster.context names one")
+            read = _user_credentials(document, context=str(name))
+        except KubeconfigFieldError as error:
+            raise ConfigError(f"cluster.kubeconfig: {path}: {error}") from None
+        folder = Path(tempfile.mkdtemp(prefix="cellfit-kubeconfig-"))
+        atexit.register(shutil.rmtree, folder, ignore_errors=True)
+        loaded = copy.deepcopy(document)
+        for entry in loaded.get("users") or ():
+            if isinstance(entry, dict) and isinstance(entry.get("user"), dict) and entry.get("name") == read.user:
+                entry["user"].pop("exec", None)  # run here, by the follower, not by the client's loader
+        try:
+            k8s_config.kube_config.KubeConfigLoader(  # type: ignore[no-untyped-call]  # unannotated
+                config_dict=loaded, active_context=str(name), config_base_path=str(path.parent), temp_file_path=str(folder),
+            ).load_and_set(configuration)
+        except (k8s_config.ConfigException, OSError, ValueError) as error:
+            raise ConfigError(f"cluster.kubeconfig: {path} is unusable: {error}") from None
+        if read.auth_provider:
+            return None
+        follower = cls(path=path, context=str(name), read=read, folder=folder, stamp=stamp)
+        try:
+            follower._adopt(configuration)
+        except KubeconfigFieldError as error:
+            raise ConfigError(f"cluster.kubeconfig: {path}: {error}") from None
+        return follower
+
+    def _adopt(self, configuration: Any) -> None:
+        """Serve ``configuration``: its embedded credentials from this follower's files, its
+        exec plugin's obtained now, and the client's own refresh hook (which would set the
+        credentials it loaded back on every request) replaced. Raises KubeconfigFieldError."""
+        self._configuration = configuration
+        read = self._read
+        if read.client_pair is not None:
+            self._write_pair(read.client_pair, field=f"users[{read.user}].user.client-certificate-data")
+            configuration.cert_file, configuration.key_file = str(self.pair_file), None
+        if read.ca is not None:
+            _write_private(self.ca_file, read.ca)
+            configuration.ssl_ca_cert = str(self.ca_file)
+        token_file = _token_file_of(self._path, context=self._context)
+        configuration.refresh_api_key_hook = TokenFileRefresh(token_file) if token_file is not None else None
+        if read.exec_plugin is not None:
+            failure = self._run_plugin(read)
+            if failure is not None:
+                raise failure
+
+    def __call__(self, *, refused: bool) -> None:
+        """Look at the file and the plugin's credentials; ``refused``: the API server answered
+        401 to the credentials sent."""
+        # Refreshed from the event loop and from the watches' threads: one at a time (a plugin
+        # run once, its files written by one writer).
+        with self._lock:
+            stamp = file_stamps([str(self._path)])
+            if stamp != self._stamp:
+                self._stamp = stamp  # a broken rewrite is warned of once; the next rewrite is read
+                self._reread()
+            if self._read.exec_plugin is not None and self._plugin_due(refused=refused):
+                self._refused_run = refused
+                failure = self._run_plugin(self._read)
+                if failure is not None:
+                    log.warning("the kubeconfig's exec plugin failed; the last credentials are sent",
+                                extra={"file": str(self._path), "field": failure.field, "reason": failure.reason})
+
+    def _plugin_due(self, *, refused: bool) -> bool:
+        now = self._clock()
+        if refused:
+            return not (self._refused_run and self._exec_ran_at is not None and now - self._exec_ran_at < EXEC_REFUSED_RERUN_SECONDS)
+        return self._expires_at is not None and now >= self._expires_at - EXEC_REFRESH_AHEAD_SECONDS
+
+    def _reread(self) -> None:
+        try:
+            read = _read_kubeconfig(self._path, context=self._context)
+            if read.client_pair is not None and read.client_pair != self._read.client_pair:
+                _check_pair(read.client_pair, folder=self._folder, field=f"users[{read.user}].user.client-key-data")
+            if read.ca is not None and read.ca != self._read.ca:
+                _check_ca(read.ca, field=f"clusters[{read.cluster_name}].cluster.certificate-authority-data")
+        except KubeconfigFieldError as error:
+            log.warning("the kubeconfig was rewritten but does not load; the last good credentials are sent",
+                        extra={"file": str(self._path), "field": error.field, "reason": error.reason})
+            return
+        restart = sorted(name for name, value in read.at_start.items() if self._read.at_start.get(name) != value)
+        if restart:
+            log.warning("the kubeconfig was rewritten with fields cellfit takes at start only: they take effect at its restart",
+                        extra={"file": str(self._path), "field": ", ".join(restart)})
+        changed = self._install(read)
+        if read.exec_plugin != self._read.exec_plugin:
+            changed.append(f"users[{read.user}].user.exec")
+            self._expires_at = self._clock()  # run the new plugin at once
+        self._read = read
+        if changed:
+            log.info("the kubeconfig was rewritten: its credentials are sent on new connections",
+                     extra={"file": str(self._path), "field": ", ".join(changed)})
+
+    def _install(self, read: _UserCredentials) -> list[str]:
+        """Send ``read``'s credentials from now on, where they can be (as at start: a token's
+        header, the certificate's and the CA's files); the fields that changed."""
+        configuration, previous, changed = self._configuration, self._read, []
+        prefix = f"users[{read.user}].user"
+        if read.token is not None and previous.token is not None and read.token != previous.token:
+            configuration.api_key["BearerToken"] = f"Bearer {read.token}"
+            changed.append(f"{prefix}.token")
+        if read.client_pair is not None and previous.client_pair is not None and read.client_pair != previous.client_pair:
+            _write_private(self.pair_file, read.client_pair)
+            changed.append(f"{prefix}.client-certificate-data")
+        if read.ca is not None and previous.ca is not None and read.ca != previous.ca:
+            _write_private(self.ca_file, read.ca)
+            changed.append(f"clusters[{read.cluster_name}].cluster.certificate-authority-data")
+        return changed
+
+    def _run_plugin(self, read: _UserCredentials) -> KubeconfigFieldError | None:
+        """Run the user's exec plugin and send what it gave; the failure, if it failed."""
+        field = f"users[{read.user}].user.exec"
+        self._exec_ran_at = self._clock()
+        node = k8s_config.kube_config.ConfigNode  # the client's loader hands its plugin runner these
+        try:
+            plugin = node(field, read.exec_plugin)  # type: ignore[no-untyped-call]  # unannotated
+            cluster = node("cluster", read.cluster)  # type: ignore[no-untyped-call]  # unannotated
+            status = exec_provider.ExecProvider(plugin, str(self._path.parent), cluster).run()  # type: ignore[no-untyped-call]  # unannotated
+            self._install_exec(status, field=field)
+        except (k8s_config.ConfigException, OSError, ValueError, KeyError, TypeError) as error:
+            return KubeconfigFieldError(field, f"the credential plugin failed: {error}")
+        except KubeconfigFieldError as error:
+            return error
+        return None
+
+    def _install_exec(self, status: dict[str, Any], *, field: str) -> None:
+        """An ExecCredential's status: its token, or its client certificate and key."""
+        expires = status.get("expirationTimestamp")
+        expires_at = datetime.fromisoformat(str(expires).replace("Z", "+00:00")).timestamp() if expires else None
+        if status.get("token"):
+            self._configuration.api_key["BearerToken"] = f"Bearer {status['token']}"
+        elif status.get("clientCertificateData") and status.get("clientKeyData"):
+            pair = f"{status['clientCertificateData']}\n{status['clientKeyData']}".encode()
+            self._write_pair(pair, field=f"{field} (clientKeyData)")
+            self._configuration.cert_file, self._configuration.key_file = str(self.pair_file), None
+        else:
+            raise KubeconfigFieldError(field, "the plugin gave neither a token nor a client certificate and key")
+        self._expires_at = expires_at
+        log.info("credentials obtained from the kubeconfig's exec plugin",
+                 extra={"file": str(self._path), "field": field, "expires": expires or "never"})
+
+    def _write_pair(self, pair: bytes, *, field: str) -> None:
+        _check_pair(pair, folder=self._folder, field=field)
+        _write_private(self.pair_file, pair)
+
+
+def _check_pair(pair: bytes, *, folder: Path, field: str) -> None:
+    """Raises :class:`KubeconfigFieldError` unless ``pair`` is a certificate with its own key
+    (one file's content)."""
+    trial = folder / "client.pem.check"
+    _write_private(trial, pair)
+    try:
+        ssl.create_default_context().load_cert_chain(str(trial))
+    except (ssl.SSLError, OSError) as error:
+        raise KubeconfigFieldError(field, f"the client certificate and key do not load together: {error}") from None
+    finally:
+        trial.unlink(missing_ok=True)
+
+
+def _check_ca(ca: bytes, *, field: str) -> None:
+    try:
+        ssl.create_default_context(cadata=ca.decode("ascii", errors="replace"))
+    except (ssl.SSLError, ValueError) as error:
+        raise KubeconfigFieldError(field, f"no CA certificate loads from it: {error}") from None
+
+
+def _write_private(path: Path, content: bytes) -> None:
+    """``content`` as ``path``, replaced whole (a reader sees the old file or the new one),
+    readable by this user alone."""
+    fresh = path.with_name(path.name + ".new")
+    descriptor = os.open(fresh, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(descriptor, "wb") as file:
+        file.write(content)
+    os.replace(fresh, path)
 
 
 def _in_cluster() -> bool:

@@ -32,7 +32,7 @@ import logging
 import ssl
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Final, Mapping, Sequence
+from typing import Any, Callable, Final, Mapping, Protocol, Sequence
 from urllib.parse import urlsplit
 
 import httptools
@@ -355,19 +355,28 @@ def for_configuration(
     return LoopHttpClient(endpoint=endpoint, headers=headers, timeout_seconds=timeout_seconds, max_connections=max_connections)
 
 
+class Follow(Protocol):
+    """What follows credentials beyond the client's refresh hook (api.KubeconfigCredentials: a
+    rewritten kubeconfig, an exec plugin's expiry), run with each refresh; ``refused``: the API
+    server answered the credentials sent with HTTP 401. It logs its own failures; it never raises."""
+
+    def __call__(self, *, refused: bool) -> None: ...
+
+
 class Credentials:
     """The credentials' headers of a ``kubernetes.client.Configuration``, refreshed at most every
-    ``CREDENTIALS_REFRESH_SECONDS``. The client's refresh hook re-reads the credentials (a
-    kubeconfig's hook loads its whole authentication again once it expires; a token file, a
-    kubeconfig's ``tokenFile`` or the service account's, is read again as it changes,
-    api.TokenFileRefresh): ~140 µs of CPU per call, more than
+    ``CREDENTIALS_REFRESH_SECONDS``: ``follow`` first (a kubeconfig rewritten, an exec plugin's
+    credentials expired or refused), then the client's refresh hook (an auth-provider's token
+    loaded again once it expires; a token file, a kubeconfig's ``tokenFile`` or the service
+    account's, read again as it changes, api.TokenFileRefresh): ~140 µs of CPU per call, more than
     the rest of a bind request. Rotated tokens stay valid long past their replacement (the
     kubelet rotates at 80% of their lifetime), so a few seconds' delay costs nothing, and a
     refresh that fails (an exec plugin's network call, a token file being replaced) keeps the
     last good headers until the next try. With none yet, the request fails as an API error."""
 
-    def __init__(self, configuration: Any, *, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, configuration: Any, *, follow: Follow | None = None, clock: Callable[[], float] = time.monotonic) -> None:
         self._configuration = configuration
+        self._follow = follow
         self._clock = clock
         self._headers: dict[str, str] = {}
         self._refreshed_at: float | None = None
@@ -382,6 +391,8 @@ class Credentials:
         now = self._clock()
         stale, self._stale = self._stale, False
         if stale or self._refreshed_at is None or now - self._refreshed_at >= CREDENTIALS_REFRESH_SECONDS:
+            if self._follow is not None:
+                self._follow(refused=stale)
             try:
                 # auth_settings() runs the refresh hook (rotated in-cluster and exec-plugin tokens).
                 settings = self._configuration.auth_settings()
@@ -411,8 +422,8 @@ def _server_hostname(configuration: Any, host: str) -> str:
 
 
 def _tls_files(configuration: Any) -> list[str]:
-    """The files :func:`_ssl_context` reads (a kubeconfig's embedded data is written to files
-    once, at load; those never change)."""
+    """The files :func:`_ssl_context` reads (a kubeconfig's embedded data is written to files of
+    cellfit's own, rewritten as the kubeconfig is: api.KubeconfigCredentials)."""
     return [path for path in (configuration.ssl_ca_cert, configuration.cert_file, configuration.key_file) if path]
 
 

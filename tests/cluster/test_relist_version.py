@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Iterator
 from urllib.parse import parse_qs, urlsplit
 
@@ -25,6 +24,7 @@ from kubernetes import client as k8s
 from scheduler.cluster.api import KubernetesApi
 from scheduler.cluster.pending import PendingPods
 from scheduler.config import ClusterSettings
+from tests.support.loopback_http import LoopbackServer, QuietHandler
 from tests.support.pending_pods_api import PENDING_SELECTOR, WAIT_SECONDS, PendingPodsServer
 
 SINCE = "2024-05-01T10:00:00Z"
@@ -49,12 +49,7 @@ class LaggingCacheApiServer:
         self._lock = threading.Lock()
         owner = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
+        class Handler(QuietHandler):
             def do_GET(self) -> None:  # noqa: N802 - http.server's name
                 url = urlsplit(self.path)
                 query = parse_qs(url.query, keep_blank_values=True)
@@ -79,13 +74,11 @@ class LaggingCacheApiServer:
                     self.wfile.flush()
                 self.wfile.write(b"0\r\n\r\n")
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        self.server = LoopbackServer(Handler)
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        return self.server.url
 
     def freeze_cache(self) -> None:
         """The watch cache stops here: later lists from it show the pods as they are now."""
@@ -111,8 +104,7 @@ class LaggingCacheApiServer:
 
     def stop(self) -> None:
         self.state.close()
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        self.server.stop()
 
 
 def asked_versions(queries: list[dict[str, list[str]]]) -> list[tuple[str, ...]]:
