@@ -91,7 +91,8 @@ class ExtenderMetrics:
         self.admission_reviews = Counter(
             "cellfit_admission_reviews_total",
             "Pod-create admission reviews answered: resumed (given the resumed PriorityClass), placed "
-            "(rewritten into the configuration AlloX chose), unchanged.",
+            "(rewritten into the configuration AlloX chose), refused (a placed pod a sidecar injected after cellfit tips "
+            "over its pod-level resources), unchanged.",
             ["result"],
             registry=self.registry,
         )
