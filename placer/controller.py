@@ -373,8 +373,9 @@ class PlacerController:
         waiting_by_key = {w.key: w for w in waiting}
         for start in decision.starts:
             job = by_key[start.key]
-            why = chose_message(start=start, seconds=estimates[start.key], pool=waiting_by_key[start.key].pool, decision=decision,
-                                running=running, gpu_pools=gpu_pools, now=now, capacity=capacity)
+            item = waiting_by_key[start.key]
+            why = chose_message(start=start, seconds=estimates[start.key], pool=item.pool, decision=decision,
+                                running=running, gpu_pools=gpu_pools, now=now, capacity=capacity, gpu_demand=item.demand.get(KIND_GPU))
             self._start(job, configurations[job.metadata.uid], start.kind, why=why)
         # The queue only now: it decides no start, so no unsuspend waits for its matching.
         planning, planning_cpu = time.perf_counter(), time.thread_time()
@@ -1021,25 +1022,43 @@ START_TOLERANCE_SHARE: Final = 0.25
 def chose_message(
     *, start: Start, seconds: Mapping[str, float], pool: str | None, decision: AdmissionDecision,
     running: Sequence[RunningJob], gpu_pools: Mapping[str, int] | None, now: float, capacity: Capacity | None = None,
+    gpu_demand: Demand | None = None,
 ) -> str:
     """"AlloX chose cpu (estimated 101 s; gpu 27 s) because ...": a start on a kind slower than
     another of the Job's says why, from what the decision knew (:func:`_slower_because`).
     ``capacity``: what AlloX's nodes hold, to tell "none exists" from "pods AlloX did not start
-    hold them all" (None: not known, neither said)."""
+    hold them all" (None: not known, neither said); ``gpu_demand``: one pod's GPU configuration, to
+    tell a Job whose pods need more GPUs at once than AlloX's nodes have that waiting never helps."""
     kind = start.kind
     others = ", ".join(f"{k} {duration(v)}" for k, v in sorted(seconds.items()) if k != kind)
     chose = f"AlloX chose {kind} (estimated {duration(seconds.get(kind, 0.0))}" + (f"; {others}" if others else "") + ")"
     faster = min(seconds, key=lambda k: seconds[k], default=kind)
     if faster == kind or seconds[faster] >= seconds.get(kind, 0.0):
         return chose
-    because = _slower_because(start=start, seconds=seconds, faster=faster, pool=pool, decision=decision, running=running,
-                              gpu_pools=gpu_pools, now=now, capacity=capacity)
+    because = _beyond_all_gpus(start, faster=faster, capacity=capacity, gpu_demand=gpu_demand) or _slower_because(
+        start=start, seconds=seconds, faster=faster, pool=pool, decision=decision, running=running, gpu_pools=gpu_pools, now=now,
+        capacity=capacity)
     return f"{chose} because {because}"
 
 
 # What AlloX's matching does, said where no fact of the pass says more: it weighs every waiting
 # Job's completion, so one Job may run slower for the others to finish sooner.
 _MATCHING_AIM: Final = "AlloX places the waiting Jobs so that their total completion time is least, not each Job's own"
+
+
+def _beyond_all_gpus(start: Start, *, faster: str, capacity: Capacity | None, gpu_demand: Demand | None) -> str | None:
+    """Why a Job whose pods together need more GPUs than AlloX's nodes have started on CPU: it
+    never runs on GPU here, however long it waits (None: they do not, or it is not known)."""
+    if faster != KIND_GPU or capacity is None or gpu_demand is None:
+        return None
+    if capacity.gpu <= 0:
+        return "AlloX's nodes have no GPU"
+    pods = max(len(start.machines), 1)
+    needed = pods * gpu_demand.gpu
+    if needed <= capacity.gpu:
+        return None
+    who = f"its {pods} pods need {needed:g} GPUs at once" if pods > 1 else f"its pod needs {needed:g} GPUs"
+    return f"{who} and AlloX's nodes have {capacity.gpu:g} in all"
 
 
 def _slower_because(
@@ -1135,7 +1154,15 @@ _WAITING_REASONS: Final = frozenset({"Queued", "NoMachine", "WaitingForMachine",
 def _why_not_queued(job: Job, *, seconds: Mapping[str, float], estimate: str | None, configurations: str) -> str | None:
     """Why a suspended Job with configurations does not wait in AlloX's queue (None: it does)."""
     if not seconds:
-        return f"its {ANNOTATION_ESTIMATE} is missing or unreadable; it waits for the estimator (or its user) to write one"
+        # Said as the one case it is: "missing or unreadable" left the user of a Job whose
+        # estimate the estimator had just withdrawn (its configurations edited) to guess.
+        if estimate:
+            return f"its {ANNOTATION_ESTIMATE} does not read; it waits for the estimator (or its user) to write one that does"
+        estimated = job.condition("Estimated")
+        if estimated is not None and estimated.status == "False" and estimated.reason == "ConfigurationsChanged":
+            return (f"its estimate was withdrawn: {ANNOTATION_CONFIGURATIONS} changed since it was sampled; it waits for the "
+                    "estimator to sample the edit")
+        return f"it has no {ANNOTATION_ESTIMATE} yet; it waits for the estimator (or its user) to write one"
     if _pods(job) < 1:
         return "it runs no pod (spec.parallelism or spec.completions is 0)"
     if estimate and _estimate_predates(estimate, configurations):
@@ -1229,7 +1256,8 @@ def _no_machine(item: WaitingJob, job: Job, *, beyond: frozenset[str], room: Gpu
         estimated = sorted(parse_estimate_cached(job.annotations[ANNOTATION_ESTIMATE]).seconds)
         configured = parse_configurations_cached(job.annotations[ANNOTATION_CONFIGURATIONS]).kinds
         return (f"{ANNOTATION_ESTIMATE} gives {', '.join(estimated)} and {ANNOTATION_CONFIGURATIONS} "
-                f"{', '.join(configured)}: no kind has both, and AlloX chooses only a kind with an estimate")
+                f"{', '.join(configured)}: no kind has both, and AlloX chooses only a kind with an estimate, so the Job is "
+                "never started until one of them names the other's kind")
     counted = _counted(job)
     reasons = [_asks(kind, item.demand[kind], counted=counted, room=room) for kind in sorted(beyond)]
     unmatched = set(beyond)

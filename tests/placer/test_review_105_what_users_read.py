@@ -38,7 +38,7 @@ def test_a_job_started_on_cpu_while_no_gpu_exists_at_all_is_told_so_without_a_ti
     placer = controller(api, [job("w", cpu=100, gpu=27)], gpus=0)
     (start,) = placer.admit().starts
     assert start.kind == "cpu"
-    assert placed_events(api) == {"w": "started on cpu: AlloX chose cpu (estimated 100 s; gpu 27 s) because no GPU was free for it"}
+    assert placed_events(api) == {"w": "started on cpu: AlloX chose cpu (estimated 100 s; gpu 27 s) because AlloX's nodes have no GPU"}
 
 
 def test_jobs_started_on_their_faster_kind_get_no_reason() -> None:

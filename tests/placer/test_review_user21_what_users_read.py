@@ -50,7 +50,9 @@ def test_a_cluster_without_gpus_is_not_said_to_have_them_held_by_others() -> Non
     api = RecordingApi()
     placer = controller(api, [job("w", cpu=100, gpu=27)], gpus=0)
     placer.admit()
-    assert "pods AlloX did not start" not in placed(api)["w"]
+    message = placed(api)["w"]
+    assert "pods AlloX did not start" not in message and "was free" not in message  # none to be free
+    assert message.endswith("because AlloX's nodes have no GPU")
 
 
 def test_a_job_that_would_have_ended_sooner_waiting_is_told_by_how_much() -> None:
@@ -65,14 +67,24 @@ def test_a_job_that_would_have_ended_sooner_waiting_is_told_by_how_much() -> Non
     assert message.endswith("not each Job's own")
 
 
+def suspended_job(name: str, *, configurations: dict[str, Any], estimate: str | None, parallelism: int | None = None,
+                  conditions: list[dict[str, str]] | None = None) -> Any:
+    """A suspended interchangeable Job of ``configurations`` and the ``estimate`` annotation's text."""
+    annotations = {"cellfit.io/configurations": json.dumps(configurations)}
+    if estimate is not None:
+        annotations["cellfit.io/estimate"] = estimate
+    spec: dict[str, Any] = {"suspend": True, "template": {"spec": {"containers": [{"name": "c"}]}}}
+    if parallelism is not None:
+        spec.update(parallelism=parallelism, completions=parallelism)
+    body = {"metadata": {"name": name, "namespace": "alice", "uid": f"uid-{name}", "resourceVersion": "1",
+                         "creationTimestamp": "2026-01-01T00:00:00Z", "annotations": annotations},
+            "spec": spec, "status": {"conditions": conditions or []}}
+    return JOB_DECODER.decode(json.dumps(body).encode())
+
+
 def cores_only_job(name: str, *, cores: str) -> Any:
     """A suspended Job whose only configuration asks cores and no memory, with its estimate."""
-    body = {"metadata": {"name": name, "namespace": "alice", "uid": f"uid-{name}", "resourceVersion": "1",
-                         "creationTimestamp": "2026-01-01T00:00:00Z",
-                         "annotations": {"cellfit.io/configurations": json.dumps({"cpu": {"resources": {"cpu": cores}}}),
-                                         "cellfit.io/estimate": json.dumps({"cpu": {"seconds": 60}})}},
-            "spec": {"suspend": True, "template": {"spec": {"containers": [{"name": "c"}]}}}}
-    return JOB_DECODER.decode(json.dumps(body).encode())
+    return suspended_job(name, configurations={"cpu": {"resources": {"cpu": cores}}}, estimate=json.dumps({"cpu": {"seconds": 60}}))
 
 
 def test_no_machine_names_no_memory_the_configuration_did_not_ask_for() -> None:
@@ -88,3 +100,57 @@ def test_no_machine_still_names_the_memory_a_configuration_asked_for() -> None:
     api = RecordingApi()
     cpu_only_controller(api, [cpu_job("typo", cores="1000", created=0)], cores=8).admit()
     assert "1000 cores and 1 GiB a pod" in dict(api.conditions)["typo"]["message"]
+
+
+def pair(name: str, *, parallelism: int) -> Any:
+    """A suspended two-kind Job of ``parallelism`` pods, 80 s on cpu, 20 s on gpu."""
+    configurations = {"cpu": {"resources": {"cpu": "2", "memory": "1Gi"}}, "gpu": {"resources": {"nvidia.com/gpu": "1", "cpu": "1"}}}
+    return suspended_job(name, configurations=configurations, estimate=json.dumps({"cpu": {"seconds": 80}, "gpu": {"seconds": 20}}),
+                         parallelism=parallelism)
+
+
+def test_a_job_whose_pods_need_more_gpus_than_there_are_is_told_waiting_never_helps() -> None:
+    # ij-pair of the session: 2 pods of 1 GPU on AlloX's one GPU, told the GPU was held by
+    # others "so no end was known to wait for", as if it might run on GPU later.
+    api = RecordingApi()
+    (start,) = controller(api, [pair("pair", parallelism=2)], gpus=1).admit().starts
+    assert start.kind == "cpu"
+    message = placed(api)["pair"]
+    assert "because its 2 pods need 2 GPUs at once and AlloX's nodes have 1 in all" in message
+    assert "wait" not in message.split("because", 1)[1]
+
+
+def test_an_estimate_and_configurations_without_a_common_kind_say_the_job_never_starts() -> None:
+    api = RecordingApi()
+    mismatch = suspended_job("mismatch", configurations={"cpu": {"resources": {"cpu": "4"}}}, estimate=json.dumps({"gpu": {"seconds": 30}}))
+    controller(api, [mismatch], gpus=1).admit()
+    told = dict(api.conditions)["mismatch"]
+    assert told["reason"] == "NoMachine" and "no kind has both" in told["message"]
+    assert "never started" in told["message"]  # the consequence, as the webhook's warning says it
+
+
+QUEUED = {"type": "Placed", "status": "False", "reason": "Queued", "message": "1st on cpu, expected start at 2026-01-01T00:01:00Z (AlloX)"}
+
+
+def withdrawn(name: str, *, estimate: str | None, condition: dict[str, str] | None) -> Any:
+    """A suspended Job AlloX told a place in its queue, now without an estimate it can read."""
+    return suspended_job(name, configurations={"cpu": {"resources": {"cpu": "4"}}}, estimate=estimate,
+                         conditions=[QUEUED, *([condition] if condition else [])])
+
+
+def test_a_job_out_of_the_queue_without_an_estimate_is_told_which_case_it_is() -> None:
+    # ij-6 of the session: its user edited its configurations, the estimator withdrew the
+    # estimate (Estimated=False, ConfigurationsChanged), and the Job was told "its
+    # cellfit.io/estimate is missing or unreadable".
+    changed = {"type": "Estimated", "status": "False", "reason": "ConfigurationsChanged",
+               "message": "cpu changed since the estimate: estimate withdrawn, sampling again"}
+    cases = {"edited": withdrawn("edited", estimate=None, condition=changed),
+             "new": withdrawn("new", estimate=None, condition=None),
+             "garbled": withdrawn("garbled", estimate="{not json", condition=None)}
+    api = RecordingApi()
+    controller(api, list(cases.values()), gpus=1).admit()
+    told = {name: c["message"] for name, c in api.conditions if c["reason"] == "NotQueued"}
+    assert "estimate was withdrawn" in told["edited"] and "cellfit.io/configurations changed" in told["edited"]
+    assert "no cellfit.io/estimate yet" in told["new"]
+    assert "does not read" in told["garbled"]
+    assert not any("missing or unreadable" in message for message in told.values())
