@@ -350,6 +350,11 @@ class PlacerController:
             guaranteed = guaranteed_gpu_machines(found.cells if found.anywhere is None else found.anywhere, gpus_per_pod=sizes)
             gpu_pools = pool_machines(found.cells, free=free, sizes=sizes)
         estimates = {w.key: w.seconds for w in (*waiting, *trials)}
+        # A VC is named in what users read only where there is another to tell it from: without
+        # virtualClusters the implicit VC 'default' owns every GPU, and "1st on gpu of virtual
+        # cluster 'default'" told a user who never chose one only a name (kubectl cellfit why
+        # already left it out).
+        name_pools = found is not None and len(found.cells) > 1
         chosen = self._trials(now, trials, waiting, running, free, gpu_pools)
         started_trials = {trial.key for trial, _ in chosen}
         self._tell_trials_waiting([trial for trial in trials if trial.key not in started_trials], by_key)
@@ -375,7 +380,8 @@ class PlacerController:
             job = by_key[start.key]
             item = waiting_by_key[start.key]
             why = chose_message(start=start, seconds=estimates[start.key], pool=item.pool, decision=decision,
-                                running=running, gpu_pools=gpu_pools, now=now, capacity=capacity, gpu_demand=item.demand.get(KIND_GPU))
+                                running=running, gpu_pools=gpu_pools, now=now, capacity=capacity, gpu_demand=item.demand.get(KIND_GPU),
+                                name_pool=name_pools)
             self._start(job, configurations[job.metadata.uid], start.kind, why=why)
         # The queue only now: it decides no start, so no unsuspend waits for its matching.
         planning, planning_cpu = time.perf_counter(), time.thread_time()
@@ -384,7 +390,7 @@ class PlacerController:
         if self._on_decision is not None:  # after the queue: its observer counts the queued Jobs
             self._on_decision(elapsed, decision)
         for queued in decision.queue:
-            self._tell_queued(by_key[queued.key], queued, now=now)
+            self._tell_queued(by_key[queued.key], queued, now=now, name_pool=name_pools)
         pools = {w.key: w.pool for w in waiting}
         # A Job whose VC has free guarantee but AlloX's nodes no free GPU lacks machines, not quota.
         lacking = [key for key in decision.waiting_for_pool if guaranteed.get(pools.get(key) or "", 0) > 0]
@@ -686,12 +692,12 @@ class PlacerController:
             return None
         return RunningJob(key=key, user=user, kind=kind, started=started, seconds=known, demand=demand, pods=max(_pods(job), 1))
 
-    def _tell_queued(self, job: Job, queued: Queued, *, now: float) -> None:
+    def _tell_queued(self, job: Job, queued: Queued, *, now: float, name_pool: bool = True) -> None:
         """Tell a waiting Job its place and when it is expected to start, as a time, not a wait
         from now: the condition changes only when its place does or its expected start moves by
         more than :func:`start_tolerance_seconds`, not pass after pass as time goes by (every
         write is one for the API server and every watcher of Jobs)."""
-        where = queued.kind if queued.pool is None else f"{queued.kind} of virtual cluster {queued.pool!r}"
+        where = queued.kind if queued.pool is None or not name_pool else f"{queued.kind} of virtual cluster {queued.pool!r}"
         place = f"{ordinal(queued.position)} on {where}"
         starts_at = now + queued.expected_start_seconds
         with self._lock:
@@ -1022,13 +1028,14 @@ START_TOLERANCE_SHARE: Final = 0.25
 def chose_message(
     *, start: Start, seconds: Mapping[str, float], pool: str | None, decision: AdmissionDecision,
     running: Sequence[RunningJob], gpu_pools: Mapping[str, int] | None, now: float, capacity: Capacity | None = None,
-    gpu_demand: Demand | None = None,
+    gpu_demand: Demand | None = None, name_pool: bool = True,
 ) -> str:
     """"AlloX chose cpu (estimated 101 s; gpu 27 s) because ...": a start on a kind slower than
     another of the Job's says why, from what the decision knew (:func:`_slower_because`).
     ``capacity``: what AlloX's nodes hold, to tell "none exists" from "pods AlloX did not start
     hold them all" (None: not known, neither said); ``gpu_demand``: one pod's GPU configuration, to
-    tell a Job whose pods need more GPUs at once than AlloX's nodes have that waiting never helps."""
+    tell a Job whose pods need more GPUs at once than AlloX's nodes have that waiting never helps;
+    ``name_pool``: whether its VC is named (not where it is the only one)."""
     kind = start.kind
     others = ", ".join(f"{k} {duration(v)}" for k, v in sorted(seconds.items()) if k != kind)
     chose = f"AlloX chose {kind} (estimated {duration(seconds.get(kind, 0.0))}" + (f"; {others}" if others else "") + ")"
@@ -1037,7 +1044,7 @@ def chose_message(
         return chose
     because = _beyond_all_gpus(start, faster=faster, capacity=capacity, gpu_demand=gpu_demand) or _slower_because(
         start=start, seconds=seconds, faster=faster, pool=pool, decision=decision, running=running, gpu_pools=gpu_pools, now=now,
-        capacity=capacity)
+        capacity=capacity, name_pool=name_pool)
     return f"{chose} because {because}"
 
 
@@ -1064,13 +1071,14 @@ def _beyond_all_gpus(start: Start, *, faster: str, capacity: Capacity | None, gp
 def _slower_because(
     *, start: Start, seconds: Mapping[str, float], faster: str, pool: str | None, decision: AdmissionDecision,
     running: Sequence[RunningJob], gpu_pools: Mapping[str, int] | None, now: float, capacity: Capacity | None = None,
+    name_pool: bool = True,
 ) -> str:
     """Why a Job started on a slower kind than ``faster``: no machine of that kind was free
     (and when the first is expected free: the running Jobs' estimated ends; AlloX's aim too when
     waiting for it would have ended the Job sooner), the free ones
     started other Jobs, or fewer were left than its pods need."""
     machine_kind = _machine_kind(faster, pool, gpu_pools)
-    what = faster.upper() + (f" of virtual cluster {pool!r}" if machine_kind != faster else "")
+    what = faster.upper() + (f" of virtual cluster {pool!r}" if machine_kind != faster and name_pool else "")
     idle = decision.idle_machines.get(machine_kind, 0)
     if idle <= 0:
         ends = [r.started + r.seconds[r.kind] - now for r in running

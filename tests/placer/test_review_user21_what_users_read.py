@@ -14,10 +14,15 @@ import json
 from typing import Any
 
 from estimator.objects import JOB_DECODER
-from placer.controller import PlacerController
+from placer.controller import Guarantees, PlacerController
+from placer.guarantee import guarantees
+from scheduler.cells import HivedEngine
 from scheduler.config import AlloxSettings
 from scheduler.core.resources import Resources
+from tests.cells.helpers import rack_cluster
 from tests.placer.test_controller import Jobs, RecordingApi, controller, job
+from tests.placer.test_guarantee import NODES, place, views
+from tests.placer.test_guarantee import job as vc_job
 from tests.placer.test_review_61 import cpu_job, cpu_only_controller
 
 
@@ -154,3 +159,42 @@ def test_a_job_out_of_the_queue_without_an_estimate_is_told_which_case_it_is() -
     assert "no cellfit.io/estimate yet" in told["new"]
     assert "does not read" in told["garbled"]
     assert not any("missing or unreadable" in message for message in told.values())
+
+
+# ------------------------------------------------------------------ the implicit VC 'default'
+# Under the chart's defaults (no virtualClusters) HiveD's implicit VC 'default' owns every GPU:
+# the session's Jobs were told "1st on gpu of virtual cluster 'default'" and "no GPU of virtual
+# cluster 'default' was free for it", a name their users never chose (kubectl cellfit why left
+# it out, so the Event and the plugin disagreed).
+
+
+def hived_placer(api: RecordingApi, cells: HivedEngine, jobs: list[Any], *, free: dict[str, Resources]) -> PlacerController:
+    return PlacerController(
+        api=api, jobs=Jobs(jobs), settings=AlloxSettings(alpha=1.0, mechanism="template"), gpu_resource="nvidia.com/gpu",
+        free_by_node=lambda running: free, capacity=lambda: Resources(cpu_millis=128000, memory_bytes=2**39, gpus=16),
+        clock=lambda: 1767225700.0,
+        guarantees=lambda running: Guarantees(cells=guarantees(views(cells)), default_vc=cells.default_vc),
+    )
+
+
+def test_the_only_vc_is_not_named_to_a_queued_job() -> None:
+    cells = HivedEngine.from_config(rack_cluster(1, 2))  # no virtualClusters: the implicit 'default'
+    api = RecordingApi()
+    placer = hived_placer(api, cells, [vc_job("j1", "default", created=0), vc_job("j2", "default", created=1)],
+                          free={"r0n0": Resources(cpu_millis=1000, memory_bytes=2**38, gpus=1)})
+    (queued,) = placer.admit().queue
+    assert queued.pool == "default"
+    (told,) = [c["message"] for _, c in api.conditions if c["reason"] == "Queued"]
+    assert told.startswith("1st on gpu, expected start at ") and "virtual cluster" not in told
+    (event,) = [message for _, reason, message in api.events if reason == "Queued"]
+    assert "virtual cluster" not in event
+
+
+def test_one_of_several_vcs_is_named() -> None:
+    cells = HivedEngine.from_config(rack_cluster(1, 2, vcs={"a": [{"cellType": "V100-NODE", "count": 1}],
+                                                            "b": [{"cellType": "V100-NODE", "count": 1}]}))
+    place(cells, "hold", 8, "a")  # VC a's whole quota in use: its Job starts on cpu
+    api = RecordingApi()
+    free = {name: Resources(cpu_millis=64000, memory_bytes=2**38, gpus=8 if name == "r0n1" else 0) for name in NODES}
+    hived_placer(api, cells, [vc_job("ja", "a", created=0), vc_job("jb", "b", created=1)], free=free).admit()
+    assert "because no GPU of virtual cluster 'a' was free for it" in placed(api)["ja"]
