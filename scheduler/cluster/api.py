@@ -822,9 +822,11 @@ class KubeconfigCredentials:
       them). A rewrite that does not read (half-written, a field that does not decode, a key not
       the certificate's) keeps the last good ones, with a warning naming the file and the field;
       a field only a restart takes (the server, a file's path...) is logged as such;
-    - an ``exec`` plugin's (a token, or a client certificate and key), obtained again before
-      their ``expirationTimestamp`` and when the API server refused them (HTTP 401), as client-go
-      does; a run that fails keeps the last ones, with a warning.
+    - an ``exec`` plugin's (a token, or a client certificate and key), obtained again when they
+      expire (``expirationTimestamp``) and when the API server refused them (HTTP 401), as
+      client-go does, and in a thread of its own from EXEC_REFRESH_AHEAD_SECONDS before they
+      expire (a plugin may take a second: the requests, the event loop's among them, go on with
+      the current ones meanwhile); a run that fails keeps the last ones, with a warning.
 
     ``tokenFile`` is followed by :class:`TokenFileRefresh`, files named by path by their readers."""
 
@@ -840,6 +842,7 @@ class KubeconfigCredentials:
         self._expires_at: float | None = None  # the exec plugin's credentials'
         self._exec_ran_at: float | None = None
         self._refused_run = False  # the last plugin run was for a refusal
+        self._ahead: threading.Thread | None = None  # the plugin's run before its credentials expire
         self.pair_file = folder / "client.pem"
         self.ca_file = folder / "ca.crt"
         self._configuration: Any = None
@@ -910,18 +913,40 @@ class KubeconfigCredentials:
             if stamp != self._stamp:
                 self._stamp = stamp  # a broken rewrite is warned of once; the next rewrite is read
                 self._reread()
-            if self._read.exec_plugin is not None and self._plugin_due(refused=refused):
+            due = self._plugin_due(refused=refused)
+            if due == "now":
                 self._refused_run = refused
                 failure = self._run_plugin(self._read)
                 if failure is not None:
-                    log.warning("the kubeconfig's exec plugin failed; the last credentials are sent",
-                                extra={"file": str(self._path), "field": failure.field, "reason": failure.reason})
+                    _warn_plugin_failed(self._path, failure)
+            elif due == "soon" and not (self._ahead is not None and self._ahead.is_alive()):
+                # Still valid: obtained beside the requests (a plugin may take a second), which
+                # send the current ones meanwhile.
+                self._ahead = threading.Thread(target=self._run_plugin_ahead, args=(self._read,), name="kubeconfig-exec", daemon=True)
+                self._ahead.start()
 
-    def _plugin_due(self, *, refused: bool) -> bool:
+    def _plugin_due(self, *, refused: bool) -> Literal["now", "soon", "no"]:
+        """When the exec plugin is to run: now (refused, or expired), soon (expiring within
+        EXEC_REFRESH_AHEAD_SECONDS), or not yet."""
+        if self._read.exec_plugin is None:
+            return "no"
         now = self._clock()
         if refused:
-            return not (self._refused_run and self._exec_ran_at is not None and now - self._exec_ran_at < EXEC_REFUSED_RERUN_SECONDS)
-        return self._expires_at is not None and now >= self._expires_at - EXEC_REFRESH_AHEAD_SECONDS
+            just_ran = self._exec_ran_at is not None and now - self._exec_ran_at < EXEC_REFUSED_RERUN_SECONDS
+            return "no" if self._refused_run and just_ran else "now"
+        if self._expires_at is None or now < self._expires_at - EXEC_REFRESH_AHEAD_SECONDS:
+            return "no"
+        return "now" if now >= self._expires_at else "soon"
+
+    def _run_plugin_ahead(self, read: _UserCredentials) -> None:
+        """:meth:`_run_plugin` in a thread of its own, the lock held only to install."""
+        try:
+            status = self._plugin_status(read)
+            with self._lock:
+                self._refused_run = False
+                self._install_exec(status, field=_exec_field(read))
+        except KubeconfigFieldError as failure:
+            _warn_plugin_failed(self._path, failure)
 
     def _reread(self) -> None:
         try:
@@ -965,24 +990,34 @@ class KubeconfigCredentials:
 
     def _run_plugin(self, read: _UserCredentials) -> KubeconfigFieldError | None:
         """Run the user's exec plugin and send what it gave; the failure, if it failed."""
-        field = f"users[{read.user}].user.exec"
+        try:
+            self._install_exec(self._plugin_status(read), field=_exec_field(read))
+        except KubeconfigFieldError as failure:
+            return failure
+        return None
+
+    def _plugin_status(self, read: _UserCredentials) -> dict[str, Any]:
+        """The status of the ExecCredential the user's plugin prints; raises KubeconfigFieldError."""
+        field = _exec_field(read)
         self._exec_ran_at = self._clock()
         node = k8s_config.kube_config.ConfigNode  # the client's loader hands its plugin runner these
         try:
             plugin = node(field, read.exec_plugin)  # type: ignore[no-untyped-call]  # unannotated
             cluster = node("cluster", read.cluster)  # type: ignore[no-untyped-call]  # unannotated
             status = exec_provider.ExecProvider(plugin, str(self._path.parent), cluster).run()  # type: ignore[no-untyped-call]  # unannotated
-            self._install_exec(status, field=field)
         except (k8s_config.ConfigException, OSError, ValueError, KeyError, TypeError) as error:
-            return KubeconfigFieldError(field, f"the credential plugin failed: {error}")
-        except KubeconfigFieldError as error:
-            return error
-        return None
+            raise KubeconfigFieldError(field, f"the credential plugin failed: {error}") from None
+        if not isinstance(status, dict):
+            raise KubeconfigFieldError(field, "the credential plugin's status is not a mapping")
+        return status
 
     def _install_exec(self, status: dict[str, Any], *, field: str) -> None:
         """An ExecCredential's status: its token, or its client certificate and key."""
         expires = status.get("expirationTimestamp")
-        expires_at = datetime.fromisoformat(str(expires).replace("Z", "+00:00")).timestamp() if expires else None
+        try:
+            expires_at = datetime.fromisoformat(str(expires).replace("Z", "+00:00")).timestamp() if expires else None
+        except ValueError:
+            raise KubeconfigFieldError(field, f"the plugin's expirationTimestamp {expires!r} is no RFC 3339 time") from None
         if status.get("token"):
             self._configuration.api_key["BearerToken"] = f"Bearer {status['token']}"
         elif status.get("clientCertificateData") and status.get("clientKeyData"):
@@ -998,6 +1033,15 @@ class KubeconfigCredentials:
     def _write_pair(self, pair: bytes, *, field: str) -> None:
         _check_pair(pair, folder=self._folder, field=field)
         _write_private(self.pair_file, pair)
+
+
+def _exec_field(read: _UserCredentials) -> str:
+    return f"users[{read.user}].user.exec"
+
+
+def _warn_plugin_failed(path: Path, failure: KubeconfigFieldError) -> None:
+    log.warning("the kubeconfig's exec plugin failed; the last credentials are sent",
+                extra={"file": str(path), "field": failure.field, "reason": failure.reason})
 
 
 def _check_pair(pair: bytes, *, folder: Path, field: str) -> None:

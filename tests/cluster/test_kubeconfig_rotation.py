@@ -17,6 +17,8 @@ import base64
 import json
 import logging
 import sys
+import time
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -34,12 +36,16 @@ from tests.support.tls import ServingCertificate, make_serving_certificate
 PAST = "2000-01-01T00:00:00Z"
 FAR = "2999-01-01T00:00:00Z"
 PLUGIN = '''
-import json, pathlib, sys
+import json, pathlib, sys, time
 counter, kind, expires, pairs = pathlib.Path(sys.argv[1]), sys.argv[2], sys.argv[3], pathlib.Path(sys.argv[4])
 run = int(counter.read_text()) + 1 if counter.exists() else 1
 counter.write_text(str(run))
 if kind == "token-once" and run > 1:
     sys.exit("error: the identity provider did not answer")
+if kind == "token-held" and run > 1:  # answers once the test releases it (or 10 s on: a bound on a hang)
+    waited = time.monotonic()
+    while not (pairs / "release").exists() and time.monotonic() - waited < 10:
+        time.sleep(0.01)
 if kind.startswith("token"):
     status = {"token": f"token-{run}"}
 else:
@@ -261,6 +267,23 @@ def test_an_exec_token_is_obtained_again_once_it_expires(
     api.get_path("/api/v1/namespaces/default")
     api.get_path("/api/v1/namespaces/default")
     assert token_server.sent == tokens and runs(counter) == plugin_runs
+
+
+def test_an_exec_token_about_to_expire_is_obtained_beside_the_requests(token_server: TokenServer, tmp_path: Path) -> None:
+    """Within a minute of its expiry the plugin runs in a thread of its own: a request does not
+    wait for it (here it waits for the test), and the next ones send what it gave."""
+    soon = (datetime.now(timezone.utc) + timedelta(seconds=30)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    (tmp_path / "pairs").mkdir()
+    api, counter = connected_to_plugin(tmp_path, server=token_server.url, kind="token-held", expires=soon)
+    api.get_path("/api/v1/namespaces/default")  # starts the plugin's second run, which is held
+    assert token_server.sent == ["Bearer token-1"]
+    (tmp_path / "pairs" / "release").touch()
+    deadline = time.monotonic() + 10
+    while token_server.sent[-1] != "Bearer token-2":  # a bound on a hang, not a measure
+        assert time.monotonic() < deadline, f"token-2 never sent: {token_server.sent}"
+        time.sleep(0.01)
+        api.get_path("/api/v1/namespaces/default")
+    assert runs(counter) == 2
 
 
 def test_an_exec_plugin_that_fails_later_keeps_the_last_token_and_says_so(
