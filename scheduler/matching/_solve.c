@@ -429,13 +429,13 @@ static PyObject *class_count(PyObject *self, PyObject *args) {
         for (Py_ssize_t i = 0; valid && i < count; i++) valid = indices[i] >= 0 && indices[i] < machines;
         for (Py_ssize_t i = 0; valid && i < count; i++) {
             int64_t m = indices[i];
-            found += m != skip && machine_kind[m] == kind && delay[m] == wait;
+            found += (m != skip) & (machine_kind[m] == kind) & (delay[m] == wait);  /* & : no branch to mispredict */
         }
         if (valid) result = PyLong_FromSsize_t(found);
         else PyErr_SetString(PyExc_ValueError, "class_count: indices of machines");
     } else {
         Py_ssize_t found = 0;
-        for (Py_ssize_t m = 0; m < skip; m++) found += machine_kind[m] == kind && delay[m] == wait;
+        for (Py_ssize_t m = 0; m < skip; m++) found += (machine_kind[m] == kind) & (delay[m] == wait);
         result = PyLong_FromSsize_t(found);
     }
     if (listed) PyBuffer_Release(&indices_view);
@@ -499,11 +499,81 @@ static PyObject *rows_of(PyObject *self, PyObject *args) {
             PyErr_SetString(PyExc_ValueError, "rows_of: a user and a wait flag per row, users of member, out as long");
         } else {
             Py_ssize_t at = 0;
-            for (Py_ssize_t i = 0; i < count; i++)
-                if (waiting[i] && member[user[i]]) out[at++] = i;
+            for (Py_ssize_t i = 0; i < count; i++) {
+                out[at] = i;  /* written always, kept when it counts: no branch to mispredict */
+                at += (waiting[i] != 0) & (member[user[i]] != 0);
+            }
             result = PyLong_FromSsize_t(at);
         }
     }
+    release_all(views, taken);
+    return result;
+}
+
+/* The longest queue first, then as listed (the order _queue_names's lexsort gives a group). */
+static const int64_t *names_count;
+static int queue_order(const void *left, const void *right) {
+    int64_t a = *(const int64_t *)left, b = *(const int64_t *)right;
+    if (names_count[a] != names_count[b]) return names_count[a] > names_count[b] ? -1 : 1;
+    return (a > b) - (a < b);
+}
+
+/* queue_names(members, omega, kind, machine_kind, delay, count, label) -> bool
+ *   solve._queue_names for one kind: members (int64) and omega (float64), the kind's order
+ *   (positions.KindOrder: its machines by wait, ascending); count (int64, per machine, its
+ *   queue's length); label (int64, per machine) gets, for each machine of the kind with a
+ *   queue, canonical's name: among the machines of the kind that wait as long, the queues by
+ *   length (longest first, then as listed) take the machines in the order's run of that wait.
+ *   The order is checked against the machines first (every machine of the kind once, each
+ *   omega its machine's delay, ascending, no NaN): False, nothing written, where it does not
+ *   hold, and NumPy's steps run. */
+static PyObject *queue_names(PyObject *self, PyObject *args) {
+    PyObject *objects[6];
+    long long kind;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OOLOOOO", &objects[0], &objects[1], &kind, &objects[2], &objects[3], &objects[4], &objects[5]))
+        return NULL;
+    static const Wanted wanted[6] = {{'q', 0, 1, "members"}, {'d', 0, 1, "omega"}, {'q', 0, 1, "machine_kind"},
+                                     {'d', 0, 1, "delay"},   {'q', 0, 1, "count"}, {'q', 1, 1, "label"}};
+    Py_buffer views[6];
+    int taken = take_all(objects, views, wanted, 6);
+    PyObject *result = NULL;
+    unsigned char *seen = NULL;
+    int64_t *queues = NULL;
+    if (taken == 6) {
+        Py_ssize_t size = views[0].len / 8, machines = views[2].len / 8;
+        const int64_t *members = views[0].buf, *machine_kind = views[2].buf, *count = views[4].buf;
+        const double *omega = views[1].buf, *delay = views[3].buf;
+        int64_t *label = views[5].buf;
+        if (views[1].len / 8 != size || views[3].len / 8 != machines || views[4].len / 8 != machines || views[5].len / 8 != machines) {
+            PyErr_SetString(PyExc_ValueError, "queue_names: an omega per member; a delay, count and label per machine");
+        } else if ((seen = PyMem_Calloc((size_t)machines + 1, 1)) == NULL || (queues = PyMem_Malloc(sizeof(int64_t) * ((size_t)size + 1))) == NULL) {
+            PyErr_NoMemory();
+        } else {
+            Py_ssize_t of_kind = 0;
+            for (Py_ssize_t m = 0; m < machines; m++) of_kind += machine_kind[m] == kind;
+            int consistent = of_kind == size;
+            for (Py_ssize_t j = 0; consistent && j < size; j++) {
+                int64_t m = members[j];
+                consistent = m >= 0 && m < machines && !seen[m] && machine_kind[m] == kind && omega[j] == delay[m] &&
+                             (j == 0 || omega[j - 1] <= omega[j]);
+                if (consistent) seen[m] = 1;
+            }
+            if (consistent) {
+                names_count = count;
+                for (Py_ssize_t begin = 0, end; begin < size; begin = end) {
+                    Py_ssize_t used = 0;
+                    for (end = begin; end < size && omega[end] == omega[begin]; end++)
+                        if (count[members[end]] > 0) queues[used++] = members[end];
+                    qsort(queues, (size_t)used, sizeof(int64_t), queue_order);
+                    for (Py_ssize_t r = 0; r < used; r++) label[queues[r]] = members[begin + r];
+                }
+            }
+            result = PyBool_FromLong(consistent);
+        }
+    }
+    PyMem_Free(seen);
+    PyMem_Free(queues);
     release_all(views, taken);
     return result;
 }
@@ -521,6 +591,8 @@ static PyMethodDef methods[] = {
      "class_count(indices, machine_kind, delay, kind, wait, skip): machines of a kind and wait among indices (see above it)"},
     {"near", near, METH_VARARGS, "near(machine_kind, delay, kind, wait, tolerance): allox._near (see above it)"},
     {"rows_of", rows_of, METH_VARARGS, "rows_of(member, user, waiting, out): allox._Left.rows's rows (see above it)"},
+    {"queue_names", queue_names, METH_VARARGS,
+     "queue_names(members, omega, kind, machine_kind, delay, count, label): solve._queue_names for one kind (see above it)"},
     {NULL, NULL, 0, NULL},
 };
 

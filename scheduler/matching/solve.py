@@ -37,6 +37,8 @@ IntArray = npt.NDArray[np.int64]
 
 NATIVE: Final = _built is not None  # the extension was built
 native = _built  # the extension in use: None runs canonical's levels in NumPy (the tests compare both)
+# canonical's queue names in C, where the extension was built from a source that has them.
+names = native if native is not None and hasattr(native, "queue_names") else None
 
 # Fold only when the classes are fewer than this share of the slots: the folded matrix is
 # jobs × classes, and with as many classes as slots (every machine's ω distinct) it is Q itself.
@@ -558,12 +560,25 @@ def _plain(*arrays: IntArray) -> bool:
     return all(array.dtype == np.int64 and array.ndim == 1 and array.flags.c_contiguous for array in arrays)
 
 
+def _plain_floats(*arrays: FloatArray) -> bool:
+    """Whether the arrays are the extension's kind of buffer: float64, one contiguous row each."""
+    return all(array.dtype == np.float64 and array.ndim == 1 and array.flags.c_contiguous for array in arrays)
+
+
 def _queue_names(orders: tuple[KindOrder, ...], *, kind: IntArray, delay: FloatArray, count: IntArray) -> IntArray:
     """:func:`canonical`'s names of the machines with a queue (``count`` jobs each), read off
     the machines' kind orders instead of sorting every machine twice: among machines of one
     kind and wait, the queues by length (longest first, then as listed) take the machines as
-    listed. Only the machines with a queue are renamed (the others keep their own index)."""
+    listed. Only the machines with a queue are renamed (the others keep their own index). In C
+    where ``_solve.c`` was built (``queue_names``, a kind a call: each run of equal waits in the
+    kind's order, its queues sorted as here), once it has checked each order against the
+    machines; else, or where one does not hold, in NumPy."""
     label = np.arange(kind.shape[0])
+    if names is not None and _plain(kind, count, label) and _plain_floats(delay, *(order.omega for order in orders)) and _plain(
+            *(order.members for order in orders)):
+        if all(names.queue_names(order.members, order.omega, index, kind, delay, count, label) for index, order in enumerate(orders)):
+            return label
+        label = np.arange(kind.shape[0])  # an order not the machines' (not met: orders are sorted from the waits)
     used = count.nonzero()[0]
     used_kind, used_wait = kind[used], delay[used]
     order = np.lexsort((-count[used], used_wait, used_kind))  # used ascending: then as listed

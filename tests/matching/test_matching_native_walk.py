@@ -17,11 +17,9 @@ from typing import Any, Callable
 import numpy as np
 import pytest
 
-from scheduler.matching.admission import decide
-from scheduler.matching.allox import AlloxScheduler, _in_class, _Left, _listed_before, _near
-from tests.matching.test_matching_carry_empty import burst
+from scheduler.matching.allox import _in_class, _Left, _listed_before, _near
 from tests.matching.test_matching_native_allox import random_burst
-from tests.matching.test_matching_vacancy import live_state
+from tests.matching.native_paths import assert_decisions_alike, both_ways
 
 allox = importlib.import_module("scheduler.matching.allox")
 native = pytest.importorskip("scheduler.matching._solve", reason="built without the C extension: nothing to compare")
@@ -31,14 +29,8 @@ if not hasattr(native, "class_count"):
 
 
 def walk_both_ways(call: Callable[[], Any], monkeypatch: pytest.MonkeyPatch) -> tuple[Any, Any]:
-    """``call()`` with the walk's bookkeeping in C, then in NumPy."""
-    with monkeypatch.context() as patched:
-        patched.setattr(allox, "walk", native)
-        in_c = call()
-    with monkeypatch.context() as patched:
-        patched.setattr(allox, "walk", None)
-        in_numpy = call()
-    return in_c, in_numpy
+    """``call()`` with allox's ``walk`` in C, then in NumPy."""
+    return both_ways(call, monkeypatch, allox, attribute="walk")
 
 
 def random_machines(rng: random.Random) -> tuple[np.ndarray, np.ndarray]:
@@ -164,16 +156,4 @@ def test_bad_buffers_are_refused_by_name() -> None:
 
 
 def test_algorithm_2_and_admission_decide_the_same_with_the_walk_in_c(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Random bursts (α 0.1-0.3, ties in half), then live states with and without pools (α 1,
-    0.1 and 0, AlloX+): the same starts, queue and progress both ways."""
-    rng = random.Random(8724)
-    for _ in range(60):
-        arguments, alpha = burst(rng)
-        in_c, in_numpy = walk_both_ways(lambda: AlloxScheduler(alpha=alpha).on_machine_free(**arguments), monkeypatch)  # noqa: B023
-        assert [(a.job.name, a.machine.name, a.start) for a in in_c] == [(a.job.name, a.machine.name, a.start) for a in in_numpy]
-    for pools in (False, True):
-        for _ in range(8):
-            state = live_state(rng, pools=pools)
-            for options in ({"alpha": 1.0}, {"alpha": 0.1}, {"alpha": 0.0}, {"policy": "allox+", "alpha": 0.1}):
-                decided = walk_both_ways(lambda: decide(**state, **options), monkeypatch)  # type: ignore[arg-type]  # noqa: B023
-                assert decided[0] == decided[1]
+    assert_decisions_alike(random.Random(8724), monkeypatch, allox, attribute="walk")
