@@ -391,12 +391,12 @@ class Credentials:
         now = self._clock()
         stale, self._stale = self._stale, False
         if stale or self._refreshed_at is None or now - self._refreshed_at >= CREDENTIALS_REFRESH_SECONDS:
-            if self._follow is not None:
-                self._follow(refused=stale)
             try:
-                # auth_settings() runs the refresh hook (rotated in-cluster and exec-plugin tokens).
+                if self._follow is not None:
+                    self._follow(refused=stale)
+                # auth_settings() runs the refresh hook (token files, an auth-provider's token).
                 settings = self._configuration.auth_settings()
-            except Exception as error:  # the hook's own errors: ConfigException, OSError, ...
+            except Exception as error:  # the hook's own errors, the follower's unforeseen ones: ConfigException, OSError, ...
                 if self._refreshed_at is None:
                     raise KubernetesApiError(f"Kubernetes API credentials unavailable: {error}") from None
                 log.warning("credentials refresh failed; the last ones are sent", extra={"reason": str(error)})

@@ -24,6 +24,7 @@ from typing import Any, Iterator
 
 import pytest
 import yaml
+from kubernetes import client as k8s
 
 from scheduler.cluster import loop_http
 from scheduler.cluster.api import KubernetesApi
@@ -337,3 +338,22 @@ def test_credentials_that_do_not_load_at_start_are_a_configuration_error_naming_
     path.write_text(kubeconfig(server=token_server.url, user=user))
     with pytest.raises(ConfigError, match=rf"cluster\.kubeconfig: {tmp_path}/kubeconfig: {field}"):
         connect(path)
+
+
+def test_a_follower_that_fails_unforeseen_keeps_the_last_headers() -> None:
+    """What follows the credentials raising past its own checks (its folder removed under it: an
+    OSError) fails no request: the last headers are sent, and the refresh is tried again."""
+    configuration = k8s.Configuration()
+    configuration.api_key = {"BearerToken": "Bearer first"}
+    calls: list[bool] = []
+
+    def follow(*, refused: bool) -> None:
+        calls.append(refused)
+        if len(calls) > 1:
+            raise FileNotFoundError("/tmp/cellfit-kubeconfig-x/client.pem.new")
+
+    credentials = loop_http.Credentials(configuration, follow=follow)
+    assert credentials()["authorization"] == "Bearer first"
+    credentials.expire()
+    assert credentials()["authorization"] == "Bearer first"
+    assert calls == [False, True]
