@@ -68,9 +68,15 @@ def parse_estimate(text: str, *, where: str = ANNOTATION_ESTIMATE) -> RecordedEs
             raise InvalidAnnotation(f"unknown configuration kind {kind!r}; expected one of {', '.join(KINDS)}", field=where)
         if not isinstance(entry, dict):
             raise InvalidAnnotation('must be an object such as {"seconds": 600}', field=f"{where}.{kind}")
-        value = entry.get("seconds")
+        if "seconds" not in entry:
+            # Said as missing, with what the entry has instead ({"minutes": 3}), not "got None".
+            has = f" (it has {', '.join(sorted(map(str, entry)))})" if entry else ""
+            raise InvalidAnnotation(f'is missing: give the Job\'s whole run on {kind} in seconds, such as {{"seconds": 600}}{has}',
+                                    field=f"{where}.{kind}.seconds")
+        value = entry["seconds"]
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or not 0 < value <= MAX_SECONDS:
-            raise InvalidAnnotation(f"must be a number of seconds in (0, {MAX_SECONDS}], got {value!r}", field=f"{where}.{kind}.seconds")
+            raise InvalidAnnotation(f"must be a number of seconds above 0 and at most {MAX_SECONDS:,}, got {value!r}",
+                                    field=f"{where}.{kind}.seconds")
         seconds[kind] = float(value)
         methods.add(entry.get("method", "user"))
     return RecordedEstimate(seconds=seconds, by_cellfit=methods != {"user"}, document=document)

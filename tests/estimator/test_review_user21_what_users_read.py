@@ -8,16 +8,23 @@
   ``Suspended`` condition only on a Job that was suspended), and it did not say that AlloX then
   does not choose its kind;
 - (read in the code beside them) a stopped sample was "recorded as long", the estimator's own
-  term, and a workload ignoring its sample length was told only "a sample costs what it runs"."""
+  term, and a workload ignoring its sample length was told only "a sample costs what it runs";
+- ij-badest's estimate was refused as "must be a number of seconds in (0, 1000000000], got
+  'fast'" (the webhook's warning and the Job's Event say the same), interval notation for a
+  bound; its other entry, {"gpu": {"minutes": 3}}, would have read "got None"."""
 
 from __future__ import annotations
 
 import json
 
+import pytest
+
+from estimator.contract import parse_estimate
 from estimator.controller import describe, length_ignored_message, not_estimated_message, stopped_message
 from estimator.model import ConfigurationEstimate
 from estimator.objects import JOB_DECODER
 from estimator.planner import Decision, SampleKey, StopSample
+from scheduler.errors import InvalidAnnotation
 from scheduler.wording import duration
 
 
@@ -78,3 +85,23 @@ def test_a_workload_ignoring_its_sample_length_is_told_what_to_change() -> None:
     assert "ran 1000 iterations" in text and "CELLFIT_SAMPLE_ITERATIONS=20" in text
     assert "training loop stop after CELLFIT_SAMPLE_ITERATIONS iterations" in text
     assert "the estimate uses the 1000 it reported" in text
+
+
+def refusal(text: str) -> str:
+    with pytest.raises(InvalidAnnotation) as raised:
+        parse_estimate(text)
+    return str(raised.value)
+
+
+def test_an_estimate_entry_without_seconds_is_told_it_is_missing_and_what_it_has() -> None:
+    # ij-badest's second entry, {"gpu": {"minutes": 3}}: it read "got None".
+    told = refusal('{"gpu": {"minutes": 3}}')
+    assert told.startswith("cellfit.io/estimate.gpu.seconds: is missing")
+    assert '{"seconds": 600}' in told and "(it has minutes)" in told
+    assert "None" not in told
+
+
+def test_an_estimates_bounds_are_said_in_words_not_interval_notation() -> None:
+    told = refusal('{"cpu": {"seconds": "fast"}}')
+    assert "above 0 and at most 1,000,000,000" in told and told.endswith("got 'fast'")
+    assert "(0," not in told and "]" not in told

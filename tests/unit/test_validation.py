@@ -257,7 +257,7 @@ def test_an_unknown_vc_in_a_jobs_template_names_the_template():
     ({"cellfit.io/configurations": CONFIGURATIONS},
      "cellfit.io/iterations: is missing; the estimator extrapolates samples to this many iterations"),
     ({"cellfit.io/configurations": CONFIGURATIONS, "cellfit.io/estimate": '{"gpu": {"seconds": -5}}'},
-     "cellfit.io/estimate.gpu.seconds: must be a number of seconds in (0, 1000000000], got -5"),
+     "cellfit.io/estimate.gpu.seconds: must be a number of seconds above 0 and at most 1,000,000,000, got -5"),
     ({"cellfit.io/preemptions": "once"}, "metadata.annotations[cellfit.io/preemptions]: 'once' is not a non-negative integer"),
 ], ids=["configuration quantity", "configurations JSON", "iterations", "iterations missing", "estimate", "preemptions"])
 def test_the_estimators_and_placers_annotations_on_a_job(annotations, warning):
