@@ -46,6 +46,7 @@ class LaggingCacheApiServer:
         self.state = state
         self.cache: bytes | None = None  # the lagging watch cache's PodList; None: current
         self.list_queries: list[dict[str, list[str]]] = []
+        self.too_large_watches = 0  # the next watches answered 504 "Too large resource version"
         self._lock = threading.Lock()
         owner = self
 
@@ -54,10 +55,15 @@ class LaggingCacheApiServer:
                 url = urlsplit(self.path)
                 query = parse_qs(url.query, keep_blank_values=True)
                 assert url.path == "/api/v1/pods" and query["fieldSelector"] == [PENDING_SELECTOR.partition("=")[2]], self.path
+                if query.get("watch") == ["true"] and owner.take_too_large_watch():
+                    self._answer(504, owner.too_large_status(query["resourceVersion"][0]))
+                    return
                 if query.get("watch") == ["true"]:
                     self._stream(owner.state.watch_path(f"/api/v1/pods?{PENDING_SELECTOR}", resource_version=query["resourceVersion"][0]))
                     return
-                status, body = owner.list_answer(query)
+                self._answer(*owner.list_answer(query))
+
+            def _answer(self, status: int, body: bytes) -> None:
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(body)))
@@ -97,10 +103,22 @@ class LaggingCacheApiServer:
         assert query.get("resourceVersionMatch") == ["NotOlderThan"], query
         if int(json.loads(cached)["metadata"]["resourceVersion"]) >= int(version):
             return 200, cached
-        too_large = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Timeout", "code": 504,
-                     "message": f"Too large resource version: {version}, current: {json.loads(cached)['metadata']['resourceVersion']}",
-                     "details": {"causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}]}}
-        return 504, json.dumps(too_large).encode()
+        return 504, self.too_large_status(version)
+
+    def too_large_status(self, version: str) -> bytes:
+        """kube-apiserver's answer to a list or watch at a version its watch cache does not hold yet."""
+        held = json.loads(self.cache or self.state.pod_list())["metadata"]["resourceVersion"]
+        return json.dumps({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Timeout", "code": 504,
+                           "message": f"Too large resource version: {version}, current: {held}",
+                           "details": {"causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}]}}).encode()
+
+    def take_too_large_watch(self) -> bool:
+        """Whether this watch is answered 504 "Too large resource version" (``too_large_watches`` more)."""
+        with self._lock:
+            if self.too_large_watches <= 0:
+                return False
+            self.too_large_watches -= 1
+            return True
 
     def stop(self) -> None:
         self.state.close()
@@ -166,5 +184,20 @@ def test_a_relist_after_the_watch_expired_never_shows_a_bound_pod_pending_again(
 
         assert waiting(view) == ["ml/train-1"]
         assert asked_versions(apiserver.list_queries) == [("0",), (seen, "NotOlderThan"), ()]
+    finally:
+        view.stop()
+
+
+def test_a_watch_answered_too_large_resource_version_is_followed_by_a_consistent_list(apiserver: LaggingCacheApiServer) -> None:
+    """The watch landed on an API server whose watch cache does not hold the version listed yet
+    (504 "Too large resource version"): a list no older than that version would land there alike;
+    the next list is the latest, as client-go's reflector asks for it."""
+    apiserver.too_large_watches = 1
+    view = view_through_http(apiserver.url)
+    view.start()
+    try:
+        apiserver.state.wait_watching(1)  # the watch the 504 did not answer
+        assert asked_versions(apiserver.list_queries) == [("0",), ()]
+        assert waiting(view) == ["ml/train-0", "ml/train-1"]
     finally:
         view.stop()
