@@ -24,7 +24,7 @@ from scheduler.matching.costs import kind_times, slot_cost_matrix
 from scheduler.matching.errors import InfeasibleInstance, InvalidInstance
 from scheduler.matching.model import Assignment, Job, Machine
 from scheduler.matching.positions import KindOrder, Slots, SlotClasses, all_positions, kind_orders, position_limits, slot_classes, slots_for
-from scheduler.matching.transport import Groups, can_fold, distinct, assign_to_classes, certified, folded_match
+from scheduler.matching.transport import Groups, can_fold, distinct, assign_to_classes, certified, folded_match, only_optimum
 
 try:
     from scheduler.matching import _solve as _built
@@ -469,7 +469,7 @@ def _only_optimum(matrix_of: Callable[[], Matrix], rows: IntArray, columns: IntA
     class_of[classes.slots_by_class] = np.repeat(np.arange(classes.count, dtype=np.int64), classes.capacity)
     group = np.empty(rows.shape[0], dtype=np.int64)
     group[rows] = groups.group[class_of[columns]]
-    return certified(groups, classes.capacity, group) is not None
+    return only_optimum(groups, classes.capacity, group)
 
 
 def _uncontended(problem: Problem) -> tuple[IntArray, IntArray] | None:

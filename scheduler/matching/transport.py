@@ -216,7 +216,21 @@ def _filled(assign: IntArray, units: _Units) -> IntArray:
 def certified(groups: Groups, capacity: IntArray, assign: IntArray) -> IntArray | None:
     """Each row's class as :func:`assign_to_classes` would give it, when ``assign`` (each row's
     group, an id of ``groups.group``) is the only optimal assignment of rows to groups; None
-    when that is not certain (the caller then solves).
+    when that is not certain (the caller then solves): :func:`only_optimum`'s test."""
+    found = _certificate(groups, capacity, assign)
+    return None if found is None else _filled(*found)
+
+
+def only_optimum(groups: Groups, capacity: IntArray, assign: IntArray) -> bool:
+    """Whether ``assign`` (each row's group, an id of ``groups.group``) is certainly the only
+    optimal assignment of rows to groups: :func:`certified` without its classes, which a
+    caller asking only that (Algorithm 2's carried plans) does not read."""
+    return _certificate(groups, capacity, assign) is not None
+
+
+def _certificate(groups: Groups, capacity: IntArray, assign: IntArray) -> tuple[IntArray, _Units] | None:
+    """Each row's group as an index of the groups with a unit, and those units, when
+    ``assign`` is certainly the only optimal assignment of rows to groups; None otherwise.
 
     The residual graph of the assignment (the groups and a sink, as in phase 3, without
     potentials): moving one of ``a``'s rows to ``b`` costs at least the cheapest such move,
@@ -228,7 +242,7 @@ def certified(groups: Groups, capacity: IntArray, assign: IntArray) -> IntArray 
     Warshall over the groups: with a negative cycle, one that moves a row, that sum is negative
     too) — every other assignment costs more: ``assign`` is the optimum, and every exact
     solve of the same problem finds it. Its rows then fill each group's cheapest units as
-    :func:`assign_to_classes` fills them. O(rows·G + G³) in NumPy, no phase run.
+    :func:`assign_to_classes` fills them (:func:`_filled`). O(rows·G + G³) in NumPy, no phase run.
     """
     rows = groups.group_cost.shape[0]
     found = _units(groups, capacity)
@@ -274,7 +288,7 @@ def certified(groups: Groups, capacity: IntArray, assign: IntArray) -> IntArray 
         cycles = cheapest + distance[:count, :count].T
     if bool(np.isnan(cycles).any()) or float(cycles.min(initial=math.inf)) <= 1e-9 * scale:
         return None
-    return _filled(local, found)
+    return local, found
 
 
 # Phase 3's shortest paths are found in Python over graphs of at most this many nodes (groups and

@@ -13,7 +13,7 @@ import pytest
 from scheduler.matching.admission import _left_of, _on_grid
 from scheduler.matching.model import Job, Machine
 from scheduler.matching.solve import Hint, Queues, fleet, prepare_on, rows_on, solve
-from scheduler.matching.transport import Groups, assign_to_classes, certified
+from scheduler.matching.transport import Groups, assign_to_classes, certified, only_optimum
 
 
 def same(a: Queues, b: Queues) -> bool:
@@ -124,6 +124,7 @@ def test_certified_takes_only_the_optimum() -> None:
         for choice in np.ndindex(*(count,) * rows):
             assign = np.array(choice, dtype=np.int64)
             found = certified(groups, capacity, assign)
+            assert only_optimum(groups, capacity, assign) == (found is not None)  # the test alone, as Algorithm 2 asks it
             total = _filled_cost(groups, capacity, assign)
             if total is not None and math.isclose(total, best, abs_tol=1e-9):
                 optimal += 1
