@@ -860,7 +860,9 @@ class PlacerController:
         }
         spec = placed.setdefault("spec", {})
         rewritten = apply_configuration(template, configuration)["spec"]
-        check_pod_level_resources(rewritten, configuration)
+        # Each pod's pod-level resources are defaulted from the template's containers as stored,
+        # before the webhook rewrites them (a missing pod-level request is what they ask together).
+        check_pod_level_resources(rewritten, configuration, created_from=template.get("spec") or {})
         for key in ("nodeSelector", "tolerations"):
             if key in rewritten:
                 spec[key] = rewritten[key]

@@ -171,7 +171,7 @@ POD: Final = SpecPlace(field="spec", whose="the pod (set by its Job's spec.templ
 
 
 def check_pod_level_resources(spec: Mapping[str, Any], configuration: Configuration, *, place: SpecPlace = TEMPLATE,
-                              configured: AbstractSet[str] | None = None) -> None:
+                              configured: AbstractSet[str] | None = None, created_from: Mapping[str, Any] | None = None) -> None:
     """Raises :class:`PodsRefused`, naming the configuration's field and the template's, where the
     pod of ``spec`` (a Job's pod template's, its containers in ``configuration``:
     :func:`apply_configuration`'s) is one the API server refuses for its pod-level resources.
@@ -182,12 +182,20 @@ def check_pod_level_resources(spec: Mapping[str, Any], configuration: Configurat
     hugepages limits together stay within a pod-level one. Only resources the pod-level
     resources name are compared (cpu, memory, hugepages-<size>). ``configured``: the containers
     the configuration sizes (None: every one); the others (a sidecar another webhook injected)
-    are named with what they ask of their own."""
-    resources = spec.get("resources") or {}
-    if not isinstance(resources, dict) or not resources:
-        return
-    limits = _pod_level(resources.get("limits"), side="limits", place=place)
-    requests = {**limits, **_pod_level(resources.get("requests"), side="requests", place=place)}
+    are named with what they ask of their own. ``created_from``: the template spec the Job
+    controller creates each pod of (its containers as stored, the webhook mechanism's), whose
+    pod-level resources the API server defaults from those containers before the webhook gives
+    them the configuration (:func:`pod_level_as_created`); None: a missing pod-level request is
+    the pod-level limit (the template mechanism's pods, defaulted from the configuration's own
+    containers, where only that limit can refuse them)."""
+    if created_from is not None:
+        limits, requests = _as_created(created_from, place=place)
+    else:
+        resources = spec.get("resources") or {}
+        if not isinstance(resources, dict) or not resources:
+            return
+        limits = _pod_level(resources.get("limits"), side="limits", place=place)
+        requests = {**limits, **_pod_level(resources.get("requests"), side="requests", place=place)}
     for name, asked in sorted(_aggregate(spec, _requested).items()):
         if name in requests and asked > requests[name][0]:
             raise _refused(f"the pod's containers ask {_shown(name, asked)} of {name} together in this configuration"
@@ -261,6 +269,70 @@ def _pod_level(values: object, *, side: str, place: SpecPlace) -> dict[str, tupl
     return {name: (parse_quantity(amount, field=f"{place.field}.resources.{side}.{name}"),
                    f"{place.field}.resources.{side}[{name}] of {amount}")
             for name, amount in values.items() if name in (RESOURCE_CPU, RESOURCE_MEMORY) or name.startswith("hugepages-")}
+
+
+def pod_level_as_created(spec: Mapping[str, Any]) -> dict[str, dict[str, str]]:
+    """The pod-level resources (``{"limits": ..., "requests": ...}``, each side only where it names
+    one) of a pod made of the template ``spec``, as kube-apiserver defaults them when the pod is
+    created, before any admission webhook sees it (SetDefaults_Pod with PodLevelResources,
+    pkg/apis/core/v1/defaults.go): where the spec names pod-level resources, a missing hugepages
+    limit is what the containers are limited to together (unless a pod-level request names it);
+    where it names a pod-level limit, a missing cpu or memory request is what the containers ask
+    together (a container's missing request its limit; sidecars and init containers counted as
+    for the check), or the pod-level limit where no container asks it, and a missing hugepages
+    request the limit. The limits kube-apiserver defaults from the containers' since 2026
+    (defaultPodLimits) are not: an older API server leaves them out and would take the pod."""
+    return {side: {name: amount for name, (amount, _) in values.items()}
+            for side, values in zip(("limits", "requests"), _defaults(spec)) if values}
+
+
+_SET, _FROM_LIMIT, _FROM_CONTAINERS = "set", "the pod-level limit", "the containers'"
+
+
+def _defaults(spec: Mapping[str, Any]) -> tuple[dict[str, tuple[str, str]], dict[str, tuple[str, str]]]:
+    """:func:`pod_level_as_created`'s limits and requests, each amount with where it came from."""
+    resources = spec.get("resources")
+    if not isinstance(resources, dict):
+        return {}, {}
+    limits = {name: (str(amount), _SET) for name, amount in (resources.get("limits") or {}).items()}
+    requests = {name: (str(amount), _SET) for name, amount in (resources.get("requests") or {}).items()}
+    if limits or requests:  # defaultHugePagePodLimits
+        for name, amount in sorted(_aggregate(spec, _limited).items()):
+            if name.startswith("hugepages-") and name not in requests and name not in limits:
+                limits[name] = (_shown(name, amount), _FROM_CONTAINERS)
+    if limits:  # defaultPodRequests: cpu and memory (overcommitted) from the containers, then the limits
+        for name, amount in sorted(_aggregate(spec, _requested).items()):
+            if name in (RESOURCE_CPU, RESOURCE_MEMORY) and name not in requests:
+                requests[name] = (_shown(name, amount), _FROM_CONTAINERS)
+        for name, (limit, _) in limits.items():
+            if _pod_level_name(name) and name not in requests:
+                requests[name] = (limit, _FROM_LIMIT)
+    return limits, requests
+
+
+def _as_created(spec: Mapping[str, Any], *, place: SpecPlace) -> tuple[dict[str, tuple[Fraction, str]], dict[str, tuple[Fraction, str]]]:
+    """The pod-level limits and requests of a pod made of ``spec`` (:func:`_defaults`), each amount
+    with the field it is or stands for, as :func:`_pod_level` gives them."""
+    limits, requests = _defaults(spec)
+    shown_limits = {name: _default_shown(name, amount, origin, side="limits", place=place)
+                    for name, (amount, origin) in limits.items() if _pod_level_name(name)}
+    shown_requests = {name: shown_limits[name] if origin == _FROM_LIMIT and name in shown_limits
+                      else _default_shown(name, amount, origin, side="requests", place=place)
+                      for name, (amount, origin) in requests.items() if _pod_level_name(name)}
+    return shown_limits, shown_requests
+
+
+def _default_shown(name: str, amount: str, origin: str, *, side: str, place: SpecPlace) -> tuple[Fraction, str]:
+    field = f"{place.field}.resources.{side}[{name}]"
+    parsed = parse_quantity(amount, field=f"{place.field}.resources.{side}.{name}")
+    if origin == _SET:
+        return parsed, f"{field} of {amount}"
+    return parsed, (f"{field} of {amount} (not set in the template: the API server's default, its own containers' "
+                    f"{side} together before the configuration; set it)")
+
+
+def _pod_level_name(name: str) -> bool:
+    return name in (RESOURCE_CPU, RESOURCE_MEMORY) or name.startswith("hugepages-")
 
 
 def _amounts(values: object) -> dict[str, Fraction]:
