@@ -578,6 +578,47 @@ static PyObject *queue_names(PyObject *self, PyObject *args) {
     return result;
 }
 
+/* kind_stats(times, runnable, shortest) -> None
+ *   solve._bounded_slots's inputs to the bound: per kind (column of times, float64 jobs x
+ *   kinds), how many jobs have a finite time (runnable, int64) and the least finite time, 0.0
+ *   where none is (shortest, float64): NumPy's isfinite, sum and where-min, one pass. */
+static PyObject *kind_stats(PyObject *self, PyObject *args) {
+    PyObject *objects[3];
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OOO", &objects[0], &objects[1], &objects[2])) return NULL;
+    static const Wanted wanted[3] = {{'d', 0, 2, "times"}, {'q', 1, 1, "runnable"}, {'d', 1, 1, "shortest"}};
+    Py_buffer views[3];
+    int taken = take_all(objects, views, wanted, 3);
+    PyObject *result = NULL;
+    if (taken == 3) {
+        Py_ssize_t jobs = views[0].shape[0], kinds = views[0].shape[1];
+        const double *times = views[0].buf;
+        int64_t *runnable = views[1].buf;
+        double *shortest = views[2].buf;
+        if (views[1].len / 8 != kinds || views[2].len / 8 != kinds) {
+            PyErr_SetString(PyExc_ValueError, "kind_stats: a count and a time per kind (column of times)");
+        } else {
+            for (Py_ssize_t k = 0; k < kinds; k++) {
+                runnable[k] = 0;
+                shortest[k] = INFINITY;
+            }
+            for (Py_ssize_t j = 0; j < jobs; j++) {
+                for (Py_ssize_t k = 0; k < kinds; k++) {
+                    double time = times[j * kinds + k];
+                    if (!isfinite(time)) continue;
+                    runnable[k] += 1;
+                    if (time < shortest[k]) shortest[k] = time;
+                }
+            }
+            for (Py_ssize_t k = 0; k < kinds; k++)
+                if (!isfinite(shortest[k])) shortest[k] = 0.0;
+            result = Py_NewRef(Py_None);
+        }
+    }
+    release_all(views, taken);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"canonical_levels", canonical_levels, METH_VARARGS,
      "canonical_levels(rows, machine, position, slot_kind, ready, times, out_rows, out_machine): canonical's levels (see the header)"},
@@ -591,6 +632,7 @@ static PyMethodDef methods[] = {
      "class_count(indices, machine_kind, delay, kind, wait, skip): machines of a kind and wait among indices (see above it)"},
     {"near", near, METH_VARARGS, "near(machine_kind, delay, kind, wait, tolerance): allox._near (see above it)"},
     {"rows_of", rows_of, METH_VARARGS, "rows_of(member, user, waiting, out): allox._Left.rows's rows (see above it)"},
+    {"kind_stats", kind_stats, METH_VARARGS, "kind_stats(times, runnable, shortest): solve._bounded_slots's jobs per kind (see above it)"},
     {"queue_names", queue_names, METH_VARARGS,
      "queue_names(members, omega, kind, machine_kind, delay, count, label): solve._queue_names for one kind (see above it)"},
     {NULL, NULL, 0, NULL},
