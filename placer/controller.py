@@ -1039,6 +1039,9 @@ def chose_message(
     tell a Job whose pods need more GPUs at once than AlloX's nodes have that waiting never helps;
     ``name_pool``: whether its VC is named (not where it is the only one)."""
     kind = start.kind
+    if set(seconds) <= {kind}:
+        # Nothing to choose between: "AlloX chose cpu" read as if it had weighed a GPU.
+        return f"its only configuration with an estimate (estimated {duration(seconds.get(kind, 0.0))})"
     others = ", ".join(f"{k} {duration(v)}" for k, v in sorted(seconds.items()) if k != kind)
     chose = f"AlloX chose {kind} (estimated {duration(seconds.get(kind, 0.0))}" + (f"; {others}" if others else "") + ")"
     faster = min(seconds, key=lambda k: seconds[k], default=kind)

@@ -198,3 +198,12 @@ def test_one_of_several_vcs_is_named() -> None:
     free = {name: Resources(cpu_millis=64000, memory_bytes=2**38, gpus=8 if name == "r0n1" else 0) for name in NODES}
     hived_placer(api, cells, [vc_job("ja", "a", created=0), vc_job("jb", "b", created=1)], free=free).admit()
     assert "because no GPU of virtual cluster 'a' was free for it" in placed(api)["ja"]
+
+
+def test_a_job_with_one_kind_is_not_told_allox_chose_it() -> None:
+    # ij-c0 of the session, a cpu-only Job: "started on cpu: AlloX chose cpu (estimated 5 min)".
+    api = RecordingApi()
+    cpu_only_controller(api, [cpu_job("only", cores="4", created=0, seconds=300)], cores=8).admit()
+    message = placed(api)["only"]
+    assert message.startswith("started on cpu: ") and "AlloX chose" not in message
+    assert "only configuration" in message and "5 min" in message
