@@ -80,8 +80,9 @@ def _operations(pod: Mapping[str, Any], placed: Mapping[str, Any]) -> list[dict[
     operations: list[dict[str, Any]] = []
     spec, placed_spec = pod.get("spec") or {}, placed["spec"]
     for index, (container, placed_container) in enumerate(zip(spec.get("containers") or [], placed_spec.get("containers") or [])):
-        for key in ("resources", "env"):
-            _set(operations, f"/spec/containers/{index}/{key}", container.get(key, _MISSING), placed_container.get(key, _MISSING))
+        _set(operations, f"/spec/containers/{index}/resources", container.get("resources", _MISSING),
+             placed_container.get("resources", _MISSING), same=_same_resources)
+        _set(operations, f"/spec/containers/{index}/env", container.get("env", _MISSING), placed_container.get("env", _MISSING))
     for key in ("nodeSelector", "tolerations"):
         _set(operations, f"/spec/{key}", spec.get(key, _MISSING), placed_spec.get(key, _MISSING))
     metadata = pod.get("metadata") or {}
@@ -135,11 +136,32 @@ def _set_by(entry: Any, others: set[tuple[str, str]]) -> bool:
     return (entry["name"], entry["value"]) in others
 
 
-def _set(operations: list[dict[str, Any]], path: str, before: object, after: object) -> None:
-    if after is _MISSING or before == after:
+def _set(operations: list[dict[str, Any]], path: str, before: object, after: object,
+         same: Callable[[object, object], bool] = lambda before, after: before == after) -> None:
+    if after is _MISSING or same(before, after):
         return
     # "add" replaces an existing object member, and creates an absent one (RFC 6902 §4.1).
     operations.append({"op": "add", "path": path, "value": after})
+
+
+def _same_resources(before: object, after: object) -> bool:
+    """Whether a container's resources ask what ``after`` asks, each quantity by its amount: the
+    API server keeps a quantity in its canonical form ("0.5" as "500m", "1024Mi" as "1Gi"), so a
+    pod this webhook rewrote, seen again on its reinvocation, spells the configuration's amounts
+    otherwise, and is the configuration still."""
+    if not isinstance(before, dict) or not isinstance(after, dict) or before.keys() != after.keys():
+        return before == after
+    return all(_same_amounts(before[key], after[key]) if key in ("requests", "limits") else before[key] == after[key]
+               for key in before)
+
+
+def _same_amounts(before: object, after: object) -> bool:
+    if not isinstance(before, dict) or not isinstance(after, dict) or before.keys() != after.keys():
+        return before == after
+    try:
+        return all(parse_quantity(str(before[name]), field=name) == parse_quantity(str(after[name]), field=name) for name in before)
+    except InvalidQuantity:
+        return before == after
 
 
 # ------------------------------------------------------------------ pod-level resources (KEP-2837)

@@ -71,9 +71,11 @@ def apply_configuration(
         spec["nodeSelector"] = {**(spec.get("nodeSelector") or {}), **configuration.node_selector}
     if configuration.tolerations:
         tolerations = list(spec.get("tolerations") or [])
+        present = [_toleration_as_kept(toleration) for toleration in tolerations]
         for toleration in configuration.tolerations:
-            if dict(toleration) not in tolerations:
+            if _toleration_as_kept(toleration) not in present:
                 tolerations.append(dict(toleration))
+                present.append(_toleration_as_kept(toleration))
         spec["tolerations"] = tolerations
 
     annotations = {**(metadata.get("annotations") or {}), **configuration.annotations, **(extra_annotations or {})}
@@ -82,6 +84,15 @@ def apply_configuration(
     if extra_labels:
         metadata["labels"] = {**(metadata.get("labels") or {}), **extra_labels}
     return pod
+
+
+def _toleration_as_kept(toleration: object) -> object:
+    """A toleration as the API server keeps it: without its empty fields (``"value": ""``,
+    ``"effect": ""``: omitempty), so one already on the pod (this rewrite's, read back on the pod-create
+    webhook's reinvocation) is not added twice."""
+    if not isinstance(toleration, Mapping):
+        return toleration
+    return {key: value for key, value in toleration.items() if value not in ("", None)}
 
 
 def _with_env(current: list[dict[str, Any]], values: Mapping[str, str]) -> list[dict[str, Any]]:
@@ -115,8 +126,8 @@ def without_configuration(template: Mapping[str, Any] | bytes, configuration: Co
     if configuration.node_selector and selector:
         spec["nodeSelector"] = {key: value for key, value in selector.items() if configuration.node_selector.get(key) != value}
     if configuration.tolerations and spec.get("tolerations"):
-        added = [dict(toleration) for toleration in configuration.tolerations]
-        spec["tolerations"] = [toleration for toleration in spec["tolerations"] if toleration not in added]
+        added = [_toleration_as_kept(toleration) for toleration in configuration.tolerations]
+        spec["tolerations"] = [toleration for toleration in spec["tolerations"] if _toleration_as_kept(toleration) not in added]
     metadata = pod.get("metadata") or {}
     annotations = metadata.get("annotations")
     if configuration.annotations and annotations:
