@@ -23,6 +23,11 @@ Configuration's files when they change (:class:`TlsContext`): checked at most ev
 connections (made with the old files, they are likely refused alike). A connection whose
 handshake fails is opened once more when the files changed meanwhile: nothing was sent on it.
 The Kubernetes client's own path (urllib3) reads the files for each new connection itself.
+A kept-alive connection made with the files before they changed is closed rather than used
+again (as client-go's transport/cert_rotation.go closes them all): the API server checks the
+client certificate of each request, so one made with an expired or revoked certificate is
+refused (HTTP 401) for as long as it is kept; a 401 has the files looked at before the next
+request.
 """
 
 from __future__ import annotations
@@ -69,6 +74,7 @@ class _Connection(asyncio.Protocol):
         self.transport: Any = None
         self.open = False
         self._parser = httptools.HttpResponseParser(self)
+        self.generation = 0  # the TlsContext.generation it was made with
         self._response: asyncio.Future[tuple[int, bytes, bool]] | None = None
         self._body: list[bytes] = []
         self._status = 0
@@ -140,6 +146,7 @@ class TlsContext:
         self._check_seconds = check_seconds
         self._clock = clock
         self._built = file_stamps(self._files)
+        self.generation = 0  # counts the builds since: a connection made with an older one presents old files
         self._context = build()  # raises as the Configuration's files do not load: a startup error
         self._checked_at = clock()
         self._stale = False
@@ -172,6 +179,7 @@ class TlsContext:
                         extra={"files": ", ".join(self._files), "reason": str(error)})
             return False
         self._context, self._built = context, stamps
+        self.generation += 1
         log.info("the Kubernetes API client's certificate, key or CA files changed: new connections use them",
                  extra={"files": ", ".join(self._files)})
         return True
@@ -226,13 +234,20 @@ class LoopHttpClient:
         free connection is part of it."""
         if self._slots is None:
             self._slots = asyncio.Semaphore(self._max_connections)
-        request = self._encode(method, path, body, content_type)
+        request = self._encode(method, path, body, content_type)  # the credentials refreshed: files rewritten
+        if self._endpoint.ssl is not None:
+            self._endpoint.ssl.current()  # looked at (a stat each, at most every few seconds): rotated?
         sent: list[bool] = []  # one entry once the request was written to a connection
         try:
             # The wait for a free connection counts: a request queued behind hanging ones gives
             # up on time, not once each before it has timed out.
             async with asyncio.timeout(self._timeout), self._slots:
-                return await self._exchange(request, sent)
+                status, data = await self._exchange(request, sent)
+            if status == 401 and self._endpoint.ssl is not None:
+                # The client certificate may be what was refused (expired, revoked): the files
+                # are looked at before the next request, a rotated one's connections closed.
+                self._endpoint.ssl.expire()
+            return status, data
         except TimeoutError:
             if not sent:
                 raise RequestNotSent(
@@ -267,9 +282,13 @@ class LoopHttpClient:
             self._endpoint.ssl.expire()
 
     async def _exchange(self, request: bytes, sent: list[bool]) -> tuple[int, bytes]:
+        tls = self._endpoint.ssl
         while self._idle:
             connection = self._idle.pop()
             if not connection.open:
+                continue
+            if tls is not None and connection.generation != tls.generation:
+                connection.close()  # made with the files before they changed: their certificate
                 continue
             try:
                 return await self._send_on(connection, request, sent)
@@ -307,6 +326,7 @@ class LoopHttpClient:
 
     async def _open(self, context: ssl.SSLContext | None) -> _Connection:
         endpoint = self._endpoint
+        generation = endpoint.ssl.generation if endpoint.ssl is not None else 0
         _, connection = await asyncio.get_running_loop().create_connection(
             _Connection,
             endpoint.host,
@@ -314,6 +334,7 @@ class LoopHttpClient:
             ssl=context,
             server_hostname=endpoint.server_hostname if context is not None else None,
         )
+        connection.generation = generation
         return connection
 
     def _encode(self, method: str, path: str, body: bytes | None, content_type: str) -> bytes:
