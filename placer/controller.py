@@ -226,7 +226,7 @@ class PlacerController:
         self._stop = threading.Event()
         self._told: dict[str, str] = {}  # the last queue message written per Job UID
         self._warned: dict[str, set[str]] = {}  # per Job UID, the messages of the warning Events it was sent
-        self._queued_where: dict[str, str] = {}  # per Job UID, where its Queued Event said it waits
+        self._queued_where: dict[str, frozenset[str]] = {}  # per Job UID, where its Queued Events said it waits
         # Job UID -> the kind it was started in and the resourceVersion it was started from,
         # until the watch shows it running, or suspended at another version (_classify).
         self._started: dict[str, tuple[str, str]] = {}
@@ -326,7 +326,7 @@ class PlacerController:
             live = {job.metadata.uid for job in jobs}
             self._told = {uid: message for uid, message in self._told.items() if uid in live}
             self._warned = {uid: sent for uid, sent in self._warned.items() if uid in live}
-            self._queued_where = {uid: where for uid, where in self._queued_where.items() if uid in live}
+            self._queued_where = {uid: told for uid, told in self._queued_where.items() if uid in live}
             with self._lock:
                 self._started = {uid: start for uid, start in self._started.items() if uid in live}
         running, released = self._holding(now, running, by_key)
@@ -714,19 +714,23 @@ class PlacerController:
         self._tell(job, status="False", reason="Queued", message=queued_message(place=place, starts_at=starts_at))
 
     def _event_queued(self, job: Job, *, where: str, told: str | None, message: str) -> None:
-        """A ``Queued`` Event when the Job enters AlloX's queue, and again only when the kind (or
-        VC) it waits for changes: ``kubectl describe job`` shows Events, not conditions, and a
-        Job's place changes pass after pass in a long queue (its condition follows it, an Event
-        each time would flood the Job's Events). A Job its condition already says queued there
-        (told by this cellfit before it restarted, or by the replica that led before) gets none."""
+        """A ``Queued`` Event when the Job enters AlloX's queue, and again only when it waits for
+        a kind (or VC) no Event of it named yet: ``kubectl describe job`` shows Events, not
+        conditions, and a Job's place changes pass after pass in a long queue (its condition
+        follows it, an Event each time would flood the Job's Events). The plan may move a Job
+        back and forth between kinds as others start (user21's session: "1st on cpu", "5th on
+        gpu", "1st on cpu" within 30 s); it is told each kind once, its condition and ``kubectl
+        cellfit why`` the current one. A Job its condition already says queued there (told by
+        this cellfit before it restarted, or by the replica that led before) gets none."""
         uid = job.metadata.uid
         with self._lock:
             evented = self._queued_where.get(uid)
             if evented is None and told is not None:
                 said = queued_said(told)
-                evented = _waits_on(said[0]) if said is not None else None
-            self._queued_where[uid] = where
-        if evented == where:
+                waits = _waits_on(said[0]) if said is not None else None
+                evented = frozenset({waits}) if waits is not None else None
+            self._queued_where[uid] = (evented or frozenset()) | {where}
+        if evented is not None and where in evented:
             return
         name = job.metadata.name
         self._event(job, "Queued", f"queued by AlloX: {message.removesuffix(' (AlloX)')} "

@@ -207,3 +207,21 @@ def test_a_job_with_one_kind_is_not_told_allox_chose_it() -> None:
     message = placed(api)["only"]
     assert message.startswith("started on cpu: ") and "AlloX chose" not in message
     assert "only configuration" in message and "5 min" in message
+
+
+def test_a_job_moved_back_and_forth_between_kinds_is_told_each_kind_once() -> None:
+    # ij-5 and ij-6 of the session each got three Queued Events in 30 s ("1st on cpu", "5th on
+    # gpu", "1st on cpu") as the plan moved them while other Jobs started.
+    api = RecordingApi()
+    running = [job("r-gpu", cpu=6000, gpu=600, suspend=False, placement="gpu", started="2026-01-01T00:00:00Z", version="7"),
+               job("r-cpu", cpu=600, gpu=6000, suspend=False, placement="cpu", started="2026-01-01T00:00:00Z", version="7")]
+    placer = controller(api, [*running, job("w", cpu=2000, gpu=100, created=1, version="1")], gpus=1)
+    watch = placer._jobs
+    assert isinstance(watch, Jobs)
+    for version, (cpu, gpu) in enumerate([(2000, 100), (200, 2000), (2000, 100), (200, 2000)], start=1):
+        watch.jobs = [*running, job("w", cpu=cpu, gpu=gpu, created=1, version=str(version))]
+        placer.admit()
+    told = [message for _, reason, message in api.events if reason == "Queued"]
+    assert [m.split(",")[0] for m in told] == ["queued by AlloX: 1st on gpu", "queued by AlloX: 1st on cpu"]
+    # The condition follows it all the same: it says where it waits now.
+    assert [c["message"].split(",")[0] for name, c in api.conditions if name == "w"][-1] == "1st on cpu"
