@@ -145,14 +145,23 @@ def _set(operations: list[dict[str, Any]], path: str, before: object, after: obj
 
 
 def _same_resources(before: object, after: object) -> bool:
-    """Whether a container's resources ask what ``after`` asks, each quantity by its amount: the
-    API server keeps a quantity in its canonical form ("0.5" as "500m", "1024Mi" as "1Gi"), so a
-    pod this webhook rewrote, seen again on its reinvocation, spells the configuration's amounts
-    otherwise, and is the configuration still."""
+    """Whether a container's resources ask what ``after`` asks, as the API server keeps them: each
+    quantity by its amount (it keeps a quantity in canonical form, "0.5" as "500m", "1024Mi" as
+    "1Gi"), a missing request as its limit (it defaults the request so). A pod this webhook
+    rewrote, seen again on its reinvocation, is the configuration still."""
+    before, after = _as_defaulted(before), _as_defaulted(after)
     if not isinstance(before, dict) or not isinstance(after, dict) or before.keys() != after.keys():
         return before == after
     return all(_same_amounts(before[key], after[key]) if key in ("requests", "limits") else before[key] == after[key]
                for key in before)
+
+
+def _as_defaulted(resources: object) -> object:
+    """A container's ``resources`` with each limit's missing request set to it (SetDefaults_Pod)."""
+    if not isinstance(resources, dict) or not isinstance(resources.get("limits"), dict) or not resources["limits"]:
+        return resources
+    requests = resources.get("requests")
+    return {**resources, "requests": {**resources["limits"], **(requests if isinstance(requests, dict) else {})}}
 
 
 def _same_amounts(before: object, after: object) -> bool:

@@ -3,7 +3,8 @@ configuration whose quantities are not written as the API server writes them ("0
 "1024Mi"): the API server keeps every quantity in its canonical form ("500m", "1Gi"), so the
 second call sees the configuration's amounts spelled otherwise. They are the same amounts: it
 patches nothing (and counts the pod placed once), as for a configuration written canonically.
-Likewise a toleration with empty fields, which the API server keeps without them."""
+Likewise a toleration with empty fields, which the API server keeps without them, and a limit
+with no request, whose request the API server defaults to it."""
 
 from __future__ import annotations
 
@@ -82,3 +83,19 @@ def test_a_toleration_written_with_empty_fields_is_taken_out_of_a_template_place
                                                              "tolerations": [{"key": "pool", "operator": "Exists", "value": ""}]}}))["gpu"]
     template = {"spec": {"containers": [{"name": "trainer"}], "tolerations": [{"key": "pool", "operator": "Exists"}]}}
     assert without_configuration(template, configuration)["spec"]["tolerations"] == []
+
+
+def test_a_limit_without_a_request_is_the_request_the_api_server_defaults() -> None:
+    # A configuration limiting memory with no request of it: the API server defaults the request
+    # to the limit in the pod it keeps, and the second call re-sent the resources.
+    configurations = {"cpu": {"resources": {"requests": {"cpu": "4"}, "limits": {"memory": "8Gi"}}}}
+    pod = created_pod()
+    pod["metadata"]["annotations"]["cellfit.io/configurations"] = json.dumps(configurations)
+    service, metrics = webhook()
+    rewritten = admitted(service, pod)
+    trainer = rewritten["spec"]["containers"][0]
+    assert trainer["resources"] == {"requests": {"cpu": "4"}, "limits": {"memory": "8Gi"}}
+    trainer["resources"]["requests"]["memory"] = "8Gi"  # as the API server keeps it
+    again = called(service, injected(rewritten))
+    assert again == {"uid": again["uid"], "allowed": True}, again
+    assert metrics.admission_reviews.labels(result="placed")._value.get() == 1
