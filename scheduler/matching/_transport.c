@@ -743,10 +743,121 @@ static PyObject *fold_match(PyObject *self, PyObject *args) {
     return result;
 }
 
+/* certificate(group_cost, group_ids, local, flat, bounds) -> bool
+ *   transport._certificate's test once each row's group is known (local: int64 per row, an
+ *   index of group_ids, the groups with a unit; group_cost: float64 rows x every group;
+ *   flat and bounds: the groups' units as _units lays them out, flat[bounds[g]:bounds[g+1]]
+ *   group g's offsets, cheapest first). True when every cycle of the residual graph that moves
+ *   a row costs more than 1e-9 of the problem's scale: NumPy's steps, the same operations on
+ *   the same values (each move cost - mine, the cheapest move per pair of groups, Floyd-Warshall
+ *   over the groups and the sink with each step's sums taken from the distances before it,
+ *   NaN propagated as np.minimum does), so the same answer; False wherever NumPy returns None. */
+static PyObject *certificate(PyObject *self, PyObject *args) {
+    PyObject *objects[5];
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OOOOO", &objects[0], &objects[1], &objects[2], &objects[3], &objects[4])) return NULL;
+    static const Wanted wanted[5] = {{'d', 0, 2, "group_cost"}, {'q', 0, 1, "group_ids"}, {'q', 0, 1, "local"}, {'d', 0, 1, "flat"},
+                                     {'q', 0, 1, "bounds"}};
+    Py_buffer views[5];
+    int taken = take_all(objects, views, wanted, 5);
+    PyObject *result = NULL;
+    double *work = NULL;
+    int64_t *load = NULL;
+    if (taken == 5) {
+        Py_ssize_t rows = views[0].shape[0], all = views[0].shape[1], count = views[1].len / 8, units = views[3].len / 8;
+        const double *group_cost = views[0].buf, *flat = views[3].buf;
+        const int64_t *group_ids = views[1].buf, *local = views[2].buf, *bounds = views[4].buf;
+        int valid = views[2].len / 8 == rows && views[4].len / 8 == count + 1 && count > 0;
+        for (Py_ssize_t g = 0; valid && g < count; g++)
+            valid = group_ids[g] >= 0 && group_ids[g] < all && bounds[g] >= 0 && bounds[g] <= bounds[g + 1] && bounds[g + 1] <= units;
+        for (Py_ssize_t r = 0; valid && r < rows; r++) valid = local[r] >= 0 && local[r] < count;
+        Py_ssize_t nodes = count + 1;
+        if (valid) {
+            /* mine, following, back, the row and column of a step, cheapest (count^2), distance (nodes^2). */
+            work = PyMem_Malloc(sizeof(double) * ((size_t)rows + 4 * (size_t)nodes + (size_t)count * (size_t)count + (size_t)nodes * (size_t)nodes));
+            load = PyMem_Calloc((size_t)count, sizeof(int64_t));
+        }
+        if (!valid) {
+            PyErr_SetString(PyExc_ValueError, "certificate: a group of group_ids per row, a unit range per group within flat");
+        } else if (work == NULL || load == NULL) {
+            PyErr_NoMemory();
+        } else {
+            double *mine = work, *following = mine + rows, *back = following + nodes, *column = back + nodes, *line = column + nodes;
+            double *cheapest = line + nodes, *distance = cheapest + count * count;
+            int certain = 1;
+            for (Py_ssize_t r = 0; certain && r < rows; r++) {
+                mine[r] = group_cost[r * all + group_ids[local[r]]];
+                certain = isfinite(mine[r]);
+            }
+            for (Py_ssize_t r = 0; certain && r < rows; r++) load[local[r]] += 1;
+            for (Py_ssize_t g = 0; certain && g < count; g++) certain = load[g] <= bounds[g + 1] - bounds[g];
+            for (Py_ssize_t g = 0; certain && g < count; g++) {
+                following[g] = load[g] < bounds[g + 1] - bounds[g] ? flat[bounds[g] + load[g]] : INFINITY;
+                back[g] = load[g] ? -flat[bounds[g] + load[g] - 1] : INFINITY;
+            }
+            for (Py_ssize_t i = 0; certain && i < count * count; i++) cheapest[i] = INFINITY;
+            double largest = 0.0;  /* the largest |cost| among the finite ones */
+            for (Py_ssize_t r = 0; certain && r < rows; r++) {
+                double *from = cheapest + local[r] * count;
+                for (Py_ssize_t b = 0; b < count; b++) {
+                    double cost = group_cost[r * all + group_ids[b]], move = cost - mine[r];
+                    if (isnan(move)) certain = 0;  /* NumPy refuses any NaN move */
+                    if (move < from[b]) from[b] = move;
+                    if (isfinite(cost) && fabs(cost) > largest) largest = fabs(cost);
+                }
+            }
+            if (certain) {
+                for (Py_ssize_t g = 0; g < count; g++) cheapest[g * count + g] = INFINITY;
+                for (Py_ssize_t i = 0; i < nodes * nodes; i++) distance[i] = INFINITY;
+                for (Py_ssize_t a = 0; a < count; a++)
+                    for (Py_ssize_t b = 0; b < count; b++) distance[a * nodes + b] = cheapest[a * count + b];
+                for (Py_ssize_t g = 0; g < count; g++) {
+                    distance[g * nodes + count] = following[g];
+                    distance[count * nodes + g] = back[g];
+                }
+                for (Py_ssize_t i = 0; i < nodes; i++) distance[i * nodes + i] = 0.0;
+                for (Py_ssize_t k = 0; k < nodes; k++) {
+                    for (Py_ssize_t i = 0; i < nodes; i++) {
+                        column[i] = distance[i * nodes + k];
+                        line[i] = distance[k * nodes + i];
+                    }
+                    for (Py_ssize_t i = 0; i < nodes; i++)
+                        for (Py_ssize_t j = 0; j < nodes; j++) {
+                            double through = column[i] + line[j], *here = &distance[i * nodes + j];
+                            if (through < *here || isnan(through)) *here = through;  /* np.minimum: a NaN wins */
+                        }
+                }
+                double offsets = 0.0;
+                int offset_nan = 0;
+                for (Py_ssize_t u = 0; u < units; u++) {
+                    double size = fabs(flat[u]);
+                    if (isnan(size)) offset_nan = 1;
+                    else if (size > offsets) offsets = size;
+                }
+                double scale = offset_nan ? NAN : largest + offsets + 1.0, least = INFINITY;
+                for (Py_ssize_t a = 0; certain && a < count; a++)
+                    for (Py_ssize_t b = 0; b < count; b++) {
+                        double cycle = cheapest[a * count + b] + distance[b * nodes + a];
+                        if (isnan(cycle)) certain = 0;
+                        else if (cycle < least) least = cycle;
+                    }
+                if (certain && least <= 1e-9 * scale) certain = 0;
+            }
+            result = PyBool_FromLong(certain);
+        }
+    }
+    PyMem_Free(work);
+    PyMem_Free(load);
+    release_all(views, taken);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"solve_groups", solve_groups, METH_VARARGS,
      "solve_groups(cost, flat, bounds, assign, max_augmentations) -> 0 solved, 1 none, 2 declined (see the module's header)"},
     {"cheapest_classes", cheapest_classes, METH_VARARGS, "cheapest_classes(group, offset, group_cost, chosen) -> decided (see the header)"},
+    {"certificate", certificate, METH_VARARGS,
+     "certificate(group_cost, group_ids, local, flat, bounds) -> certain: transport._certificate's test (see above it)"},
     {"fold_match", fold_match, METH_VARARGS,
      "fold_match(slot_machine, slot_position, machine_kind, delay, times, members, omega, rows, columns) -> written (see the header)"},
     {NULL, NULL, 0, NULL},
