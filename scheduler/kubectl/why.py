@@ -32,6 +32,9 @@ QUEUED_IN = re.compile(r"(?P<place>.+), expected start in ~(?P<amount>\d+(?:\.\d
 _UNIT_SECONDS = {"s": 1.0, "min": 60.0, "h": 3600.0}
 # The Job controller's FailedCreate Event: "Error creating: <the API server's refusal>".
 FAILED_CREATE_PREFIX = "Error creating: "
+# client-go's event correlator, past ten Events of one reason with differing messages in ten
+# minutes (a quota's refusal names each generated pod): one Event, its message after this.
+COMBINED_PREFIX = "(combined from similar events): "
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -325,7 +328,7 @@ def _pods_refused(job: JobFacts) -> Answer | None:
     said = [e for e in job.events if e.reason in ("FailedCreate", "SuccessfulCreate")]
     if not said or said[-1].reason != "FailedCreate":
         return None
-    refusal = said[-1].message.removeprefix(FAILED_CREATE_PREFIX)
+    refusal = said[-1].message.removeprefix(COMBINED_PREFIX).removeprefix(FAILED_CREATE_PREFIX)
     return Answer(reason="pods-refused", summary=f"no pod: the API server refuses each pod the Job controller creates: {refusal}",
                   details=_seen(said[-1]))
 
