@@ -16,11 +16,14 @@ import atexit
 import base64
 import binascii
 import copy
+import json
 import logging
 import os
 import shutil
+import signal
 import socket
 import ssl
+import subprocess
 import tempfile
 import threading
 import time
@@ -36,7 +39,6 @@ import yaml
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
-from kubernetes.config import exec_provider
 
 from scheduler.cluster import loop_http
 from scheduler.cluster.file_stamps import FileStamp, file_stamps
@@ -698,6 +700,12 @@ def _token_file_of(kubeconfig: Path, *, context: str | None) -> Path | None:
 # An exec plugin's credentials are obtained again this long before their expirationTimestamp
 # (they are read at most every loop_http.CREDENTIALS_REFRESH_SECONDS: well inside it).
 EXEC_REFRESH_AHEAD_SECONDS = 60.0
+# A plugin that has not answered within this long is killed (with what it started) and its run is
+# a failure: client-go waits for good, and the run holds the follower's lock, which every refresh
+# of the credentials takes, the event loop's among them.
+EXEC_PLUGIN_TIMEOUT_SECONDS = 30.0
+# A plugin's standard error kept in the failure's reason (its last characters: the error).
+_EXEC_STDERR_KEPT = 500
 # A plugin run because the API server refused what the last run gave (HTTP 401) is not run for
 # that again sooner than this: a server refusing every credential would have it run per request.
 EXEC_REFUSED_RERUN_SECONDS = 10.0
@@ -907,23 +915,33 @@ class KubeconfigCredentials:
         """Look at the file and the plugin's credentials; ``refused``: the API server answered
         401 to the credentials sent."""
         # Refreshed from the event loop and from the watches' threads: one at a time (a plugin
-        # run once, its files written by one writer).
-        with self._lock:
-            stamp = file_stamps([str(self._path)])
-            if stamp != self._stamp:
-                self._stamp = stamp  # a broken rewrite is warned of once; the next rewrite is read
-                self._reread()
-            due = self._plugin_due(refused=refused)
-            if due == "now":
-                self._refused_run = refused
-                failure = self._run_plugin(self._read)
-                if failure is not None:
-                    _warn_plugin_failed(self._path, failure)
-            elif due == "soon" and not (self._ahead is not None and self._ahead.is_alive()):
-                # Still valid: obtained beside the requests (a plugin may take a second), which
-                # send the current ones meanwhile.
-                self._ahead = threading.Thread(target=self._run_plugin_ahead, args=(self._read,), name="kubeconfig-exec", daemon=True)
-                self._ahead.start()
+        # run once, its files written by one writer). A refresh under way in another thread is
+        # not waited for (a plugin may take seconds, and the caller may be the event loop): the
+        # current credentials are sent meanwhile, and what that refresh obtains from then on.
+        if not self._lock.acquire(blocking=False):
+            return
+        try:
+            self._follow(refused=refused)
+        finally:
+            self._lock.release()
+
+    def _follow(self, *, refused: bool) -> None:
+        """:meth:`__call__`, the lock held."""
+        stamp = file_stamps([str(self._path)])
+        if stamp != self._stamp:
+            self._stamp = stamp  # a broken rewrite is warned of once; the next rewrite is read
+            self._reread()
+        due = self._plugin_due(refused=refused)
+        if due == "now":
+            self._refused_run = refused
+            failure = self._run_plugin(self._read)
+            if failure is not None:
+                _warn_plugin_failed(self._path, failure)
+        elif due == "soon" and not (self._ahead is not None and self._ahead.is_alive()):
+            # Still valid: obtained beside the requests (a plugin may take a second), which
+            # send the current ones meanwhile.
+            self._ahead = threading.Thread(target=self._run_plugin_ahead, args=(self._read,), name="kubeconfig-exec", daemon=True)
+            self._ahead.start()
 
     def _plugin_due(self, *, refused: bool) -> Literal["now", "soon", "no"]:
         """When the exec plugin is to run: now (refused, or expired), soon (expiring within
@@ -1000,13 +1018,8 @@ class KubeconfigCredentials:
         """The status of the ExecCredential the user's plugin prints; raises KubeconfigFieldError."""
         field = _exec_field(read)
         self._exec_ran_at = self._clock()
-        node = k8s_config.kube_config.ConfigNode  # the client's loader hands its plugin runner these
-        try:
-            plugin = node(field, read.exec_plugin)  # type: ignore[no-untyped-call]  # unannotated
-            cluster = node("cluster", read.cluster)  # type: ignore[no-untyped-call]  # unannotated
-            status = exec_provider.ExecProvider(plugin, str(self._path.parent), cluster).run()  # type: ignore[no-untyped-call]  # unannotated
-        except (k8s_config.ConfigException, OSError, ValueError, KeyError, TypeError) as error:
-            raise KubeconfigFieldError(field, f"the credential plugin failed: {error}") from None
+        assert read.exec_plugin is not None
+        status = _exec_credential_status(read.exec_plugin, cluster=read.cluster, base=self._path.parent, field=field)
         if not isinstance(status, dict):
             raise KubeconfigFieldError(field, "the credential plugin's status is not a mapping")
         return status
@@ -1033,6 +1046,85 @@ class KubeconfigCredentials:
     def _write_pair(self, pair: bytes, *, field: str) -> None:
         _check_pair(pair, folder=self._folder, field=field)
         _write_private(self.pair_file, pair)
+
+
+def _exec_credential_status(plugin: dict[str, Any], *, cluster: dict[str, Any], base: Path, field: str) -> Any:
+    """Run the kubeconfig's exec ``plugin`` (``field``) as client-go runs a non-interactive one,
+    and answer the ``status`` of the ExecCredential it prints; raises KubeconfigFieldError.
+
+    Its input is KUBERNETES_EXEC_INFO (``spec.interactive`` false; with ``provideClusterInfo``,
+    the cluster as client-go describes it); its standard input is none (the Kubernetes client's
+    runner gave it cellfit's whenever cellfit's standard output was a terminal, whatever
+    ``interactiveMode`` said); ``interactiveMode: Always`` is refused, as client-go refuses it
+    without a terminal. It runs in a session of its own in the kubeconfig's folder, killed with
+    what it started after EXEC_PLUGIN_TIMEOUT_SECONDS; the end of its standard error is kept in
+    the failure's reason."""
+    api_version = plugin.get("apiVersion")
+    if not isinstance(api_version, str) or not api_version:
+        raise KubeconfigFieldError(f"{field}.apiVersion", "missing: client.authentication.k8s.io/v1 or v1beta1")
+    if plugin.get("interactiveMode") == "Always":
+        raise KubeconfigFieldError(f"{field}.interactiveMode", "Always: the plugin needs a terminal, and cellfit, a server, "
+                                   "runs it without one (Never or IfAvailable run it so)")
+    spec: dict[str, Any] = {"interactive": False}
+    if plugin.get("provideClusterInfo"):
+        spec["cluster"] = _exec_cluster(cluster, base=base)
+    try:
+        env = dict(os.environ) | {str(item["name"]): str(item["value"]) for item in plugin.get("env") or ()}
+        command = [str(plugin["command"]), *(str(arg) for arg in plugin.get("args") or ())]
+    except (KeyError, TypeError) as error:
+        raise KubeconfigFieldError(field, f"env or args do not read: {error!r}") from None
+    env["KUBERNETES_EXEC_INFO"] = json.dumps({"apiVersion": api_version, "kind": "ExecCredential", "spec": spec})
+    try:
+        process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                   cwd=base, env=env, start_new_session=True)
+    except OSError as error:
+        raise KubeconfigFieldError(field, f"the credential plugin failed: {error}") from None
+    try:
+        stdout, stderr = process.communicate(timeout=EXEC_PLUGIN_TIMEOUT_SECONDS)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(process.pid, signal.SIGKILL)  # its session: what it started too
+        except OSError:
+            pass
+        process.wait()
+        for pipe in (process.stdout, process.stderr):
+            if pipe is not None:
+                pipe.close()
+        raise KubeconfigFieldError(
+            field, f"the credential plugin did not answer within {EXEC_PLUGIN_TIMEOUT_SECONDS:g}s: it was killed") from None
+    if process.returncode != 0:
+        said = stderr.decode(errors="replace").strip()[-_EXEC_STDERR_KEPT:]
+        raise KubeconfigFieldError(field, f"the credential plugin failed: exit status {process.returncode}" + (f": {said}" if said else ""))
+    try:
+        answer = json.loads(stdout)
+    except ValueError as error:
+        raise KubeconfigFieldError(field, f"the credential plugin failed: its output is no JSON: {error}") from None
+    if not isinstance(answer, dict) or "status" not in answer:
+        raise KubeconfigFieldError(field, "the credential plugin failed: its output is no ExecCredential with a status")
+    if answer.get("apiVersion") != api_version:
+        raise KubeconfigFieldError(field, f"the credential plugin failed: it answered apiVersion {answer.get('apiVersion')!r}, "
+                                   f"not the {api_version!r} asked for")
+    return answer["status"]
+
+
+def _exec_cluster(cluster: dict[str, Any], *, base: Path) -> dict[str, Any]:
+    """The cluster as an ExecCredential's ``spec.cluster`` describes it (client-go's
+    clientauthentication Cluster): the kubeconfig's fields of the same names, the CA's content
+    where the kubeconfig names a file, and the ``client.authentication.k8s.io/exec`` extension
+    as ``config``."""
+    described = {name: cluster[name] for name in (
+        "server", "tls-server-name", "insecure-skip-tls-verify", "certificate-authority-data", "proxy-url", "disable-compression",
+    ) if cluster.get(name) is not None}
+    ca_file = cluster.get("certificate-authority")
+    if "certificate-authority-data" not in described and isinstance(ca_file, str) and ca_file:
+        try:
+            described["certificate-authority-data"] = base64.b64encode((base / ca_file).read_bytes()).decode()
+        except OSError:
+            pass  # the client's loader read it at start: a file gone since is left out
+    for extension in cluster.get("extensions") or ():
+        if isinstance(extension, dict) and extension.get("name") == "client.authentication.k8s.io/exec":
+            described["config"] = extension.get("extension")
+    return described
 
 
 def _exec_field(read: _UserCredentials) -> str:

@@ -18,18 +18,23 @@ refreshes them."""
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import ssl
+import sys
 import threading
+import time
 from http.server import ThreadingHTTPServer
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 import pytest
 
+from scheduler.cluster import api as api_module
 from scheduler.cluster import loop_http
 from scheduler.cluster.api import KubernetesApi
 from scheduler.config import ClusterSettings
+from scheduler.errors import ConfigError
 from tests.cluster.test_kubeconfig_rotation import TokenServer, embedded_pair, kubeconfig
 from tests.cluster.test_loop_http_tls_rotation import ClientAuthority
 from tests.support.loopback_http import QuietHandler
@@ -137,3 +142,109 @@ def test_a_rotated_client_certificate_is_presented_on_the_event_loop_s_kept_aliv
 
     assert asyncio.run(scenario()) == ["cellfit-1", "cellfit-2"]
     assert server.handshakes == ["cellfit-1", "cellfit-2"]
+
+
+# ------------------------------------------------------------------ how an exec plugin is run
+
+REPORTING_PLUGIN = '''
+import json, os, pathlib, sys, time
+report, mode = pathlib.Path(sys.argv[1]), sys.argv[2]
+runs = report.with_suffix(".runs")
+run = int(runs.read_text()) + 1 if runs.exists() else 1
+runs.write_text(str(run))
+info = json.loads(os.environ["KUBERNETES_EXEC_INFO"])
+report.write_text(json.dumps({"interactive": info["spec"]["interactive"], "stdin": os.path.realpath("/proc/self/fd/0"),
+                              "cluster": info["spec"].get("cluster")}))
+if mode == "hang" or (mode == "hang-later" and run > 1):  # held until the test releases it (a bound on a hang)
+    waited = time.monotonic()
+    while not report.with_suffix(".release").exists() and time.monotonic() - waited < 30:
+        time.sleep(0.01)
+print(json.dumps({"apiVersion": "client.authentication.k8s.io/v1", "kind": "ExecCredential",
+                  "status": {"token": f"token-{run}", "expirationTimestamp": sys.argv[3]}}))
+'''
+
+
+def plugin_kubeconfig(tmp_path: Path, *, server: str, mode: str, expires: str = "2999-01-01T00:00:00Z",
+                      **exec_fields: Any) -> tuple[Path, Path]:
+    """A kubeconfig whose user runs the reporting plugin; the file it reports what it was given in."""
+    script, report = tmp_path / "plugin.py", tmp_path / "report.json"
+    script.write_text(REPORTING_PLUGIN)
+    path = tmp_path / "kubeconfig"
+    path.write_text(kubeconfig(server=server, user={"exec": {
+        "apiVersion": "client.authentication.k8s.io/v1", "command": sys.executable,
+        "args": [str(script), str(report), mode, expires], **exec_fields}}))
+    return path, report
+
+
+class Terminal(io.StringIO):
+    """Standard output as when cellfit is started from a shell."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+def test_an_exec_plugin_never_reads_cellfit_s_standard_input_nor_is_told_it_is_interactive(
+    token_server: TokenServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """cellfit started from a terminal (a developer's shell): the Kubernetes client's runner
+    took stdout being a terminal for an interactive session and handed the plugin cellfit's
+    standard input, with ``spec.interactive`` true, whatever ``interactiveMode`` said (Never
+    here): a plugin prompting for a login would wait on a terminal no one watches, the
+    follower's lock held. client-go gives a plugin its standard input only when interactive."""
+    typed = tmp_path / "typed-at-the-terminal"
+    typed.write_text("password\n")
+    monkeypatch.setattr(sys, "stdout", Terminal())
+    monkeypatch.setattr(sys, "stdin", typed.open())
+    path, report = plugin_kubeconfig(tmp_path, server=token_server.url, mode="report", interactiveMode="Never")
+    connect(path)
+    told = json.loads(report.read_text())
+    assert told["interactive"] is False
+    assert told["stdin"] == "/dev/null"
+
+
+def test_an_exec_plugin_that_needs_a_terminal_is_a_configuration_error(token_server: TokenServer, tmp_path: Path) -> None:
+    """``interactiveMode: Always``: client-go refuses to run the plugin without a terminal;
+    cellfit, a server, has none to give it."""
+    path, report = plugin_kubeconfig(tmp_path, server=token_server.url, mode="report", interactiveMode="Always")
+    with pytest.raises(ConfigError, match=r"users\[cellfit\]\.user\.exec\.interactiveMode: Always"):
+        connect(path)
+    assert not report.exists()
+
+
+def test_an_exec_plugin_that_hangs_is_killed_and_named(
+    token_server: TokenServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The Kubernetes client's runner waits for the plugin for good: a plugin that hangs (an
+    identity provider that never answers, a login waiting for a browser) held the follower's
+    lock, and with it every later refresh of the credentials, the event loop's among them."""
+    monkeypatch.setattr(api_module, "EXEC_PLUGIN_TIMEOUT_SECONDS", 0.5, raising=False)
+    path, report = plugin_kubeconfig(tmp_path, server=token_server.url, mode="hang", interactiveMode="Never")
+    try:
+        with pytest.raises(ConfigError, match=r"users\[cellfit\]\.user\.exec: the credential plugin did not answer within 0\.5s"):
+            connect(path)
+    finally:
+        report.with_suffix(".release").touch()
+
+
+def test_a_refresh_does_not_wait_for_a_plugin_another_thread_runs(token_server: TokenServer, tmp_path: Path) -> None:
+    """The plugin's credentials expired: a watch's thread runs it inline, under the follower's
+    lock. The event loop's next refresh waited on that lock for as long as the plugin took
+    (for good, for one that hangs); it now sends the current credentials meanwhile."""
+    path, report = plugin_kubeconfig(tmp_path, server=token_server.url, mode="hang-later", expires="2000-01-01T00:00:00Z",
+                                     interactiveMode="Never")
+    api = connect(path)  # run 1, at once; each later one is held until released
+    runs = report.with_suffix(".runs")
+    held = threading.Thread(target=api.get_path, args=("/api/v1/namespaces/held",))
+    held.start()
+    try:
+        deadline = time.monotonic() + 20
+        while runs.read_text() != "2":  # a bound on a hang, not a measure
+            assert time.monotonic() < deadline, "the plugin's second run never started"
+            time.sleep(0.01)
+        released = report.with_suffix(".release")
+        api.get_path("/api/v1/namespaces/meanwhile")
+        assert not released.exists()
+        assert token_server.sent[-1] == "Bearer token-1"
+    finally:
+        report.with_suffix(".release").touch()
+        held.join()
