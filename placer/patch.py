@@ -197,7 +197,8 @@ class SpecPlace:
 TEMPLATE: Final = SpecPlace(field="spec.template.spec", whose="the Job's pod template",
                             refused="every pod of the Job so made")
 # A pod being created, checked by the pod-create webhook on each call.
-POD: Final = SpecPlace(field="spec", whose="the pod (set by its Job's spec.template.spec.resources)",
+POD: Final = SpecPlace(field="spec", whose=("the pod (set by its Job's spec.template.spec.resources, or, for a request it "
+                                             "leaves out, by the API server from the template's own containers)"),
                        refused="the pod, and the Job controller creates none")
 
 

@@ -90,3 +90,21 @@ def test_the_defaults_follow_kube_apiservers() -> None:
     # hugepages limit is the containers' together.
     huge = {"containers": [{"name": "a", "resources": {"limits": {"hugepages-2Mi": "32Mi"}}}], "resources": {"requests": {"cpu": "1"}}}
     assert pod_level_as_created(huge) == {"limits": {"hugepages-2Mi": "32Mi"}, "requests": {"cpu": "1", "hugepages-2Mi": "32Mi"}}
+
+
+def test_a_sidecar_beyond_a_defaulted_request_is_refused_saying_where_the_request_came_from() -> None:
+    # The template sets only a pod-level limit; the API server gave the pod a request of the
+    # template's container's 4 cores; Istio's 100m tips it over. The user, reading the template,
+    # finds no request: the refusal says the API server set it from the template's containers.
+    cpu = parse_configurations(json.dumps({"cpu": {"resources": {"cpu": "4"}}}))["cpu"]
+    pod = {"metadata": {"labels": {"cellfit.io/placement": "cpu"},
+                        "annotations": {"cellfit.io/configured-containers": "trainer"}},
+           "spec": {"containers": [{"name": "trainer", "resources": {"requests": {"cpu": "4"}}},
+                                   {"name": "istio-proxy", "resources": {"requests": {"cpu": "100m"}}}],
+                    "resources": {"limits": {"cpu": "8"}, "requests": {"cpu": "4"}}}}
+    try:
+        checked_placement_patch(pod, cpu)
+    except PodsRefused as refused:
+        assert "or, for a request it leaves out, by the API server from the template's own containers" in str(refused), str(refused)
+    else:
+        raise AssertionError("4100m asked of a pod-level request of 4")
