@@ -347,8 +347,12 @@ class KubernetesApi:
             self._require_acting(action)
         status, data = self._send_once(method, path, body, action=action, content_type=content_type)
         if status == 401:
-            # Refused unread, as on the event loop's path (_on_loop): read anew, sent once more.
+            # Refused unread, as on the event loop's path (_on_loop): read anew, sent once more,
+            # a write only while the term lasts yet (the refresh may have run a plugin: seconds).
             self._credentials.expire()
+            self._credentials()  # read anew now, so that the term is checked after the refresh
+            if method != "GET":
+                self._require_acting(action)
             status, data = self._send_once(method, path, body, action=action, content_type=content_type)
         return status, data
 
@@ -961,6 +965,8 @@ class KubeconfigCredentials:
         try:
             status = self._plugin_status(read)
             with self._lock:
+                if self._read.exec_plugin != read.exec_plugin:
+                    return  # the kubeconfig was rewritten with another plugin meanwhile, run since: its credentials stay
                 self._refused_run = False
                 self._install_exec(status, field=_exec_field(read))
         except KubeconfigFieldError as failure:

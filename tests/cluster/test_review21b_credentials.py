@@ -25,19 +25,21 @@ import sys
 import threading
 import time
 from http.server import ThreadingHTTPServer
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
+import yaml
 
 from scheduler.cluster import api as api_module
 from scheduler.cluster import loop_http
-from scheduler.cluster.api import KubernetesApi
+from scheduler.cluster.api import KubernetesApi, TermEnded
 from scheduler.config import ClusterSettings
 from scheduler.errors import ConfigError
-from tests.cluster.test_kubeconfig_rotation import TokenServer, embedded_pair, kubeconfig
+from tests.cluster.test_kubeconfig_rotation import TokenServer, b64, embedded_pair, exec_user, kubeconfig
 from tests.cluster.test_loop_http_tls_rotation import ClientAuthority
-from tests.support.loopback_http import QuietHandler
+from tests.support.loopback_http import LoopbackServer, QuietHandler
 from tests.support.tls import ServingCertificate, make_serving_certificate
 
 
@@ -248,3 +250,92 @@ def test_a_refresh_does_not_wait_for_a_plugin_another_thread_runs(token_server: 
     finally:
         report.with_suffix(".release").touch()
         held.join()
+
+
+def test_provide_cluster_info_describes_the_cluster_as_client_go_does(token_server: TokenServer, tmp_path: Path) -> None:
+    """``provideClusterInfo``: the Kubernetes client's runner handed the plugin the kubeconfig's
+    raw cluster entry, a CA given as a file (``certificate-authority``) as its path, which a
+    plugin on another machine's folder cannot read, and ``extensions`` as they are. client-go
+    hands it the CA's content as ``certificate-authority-data`` and the
+    client.authentication.k8s.io/exec extension as ``config``."""
+    (tmp_path / "ca.crt").write_bytes(b"-----BEGIN CERTIFICATE-----\nthe CA\n-----END CERTIFICATE-----\n")
+    path, report = plugin_kubeconfig(tmp_path, server=token_server.url, mode="report", interactiveMode="Never", provideClusterInfo=True)
+    document = yaml.safe_load(path.read_text())
+    document["clusters"][0]["cluster"] |= {"certificate-authority": "ca.crt", "extensions": [
+        {"name": "client.authentication.k8s.io/exec", "extension": {"audience": "cellfit"}}]}
+    path.write_text(yaml.safe_dump(document))
+    connect(path)
+    told = json.loads(report.read_text())["cluster"]
+    assert told == {"server": token_server.url, "certificate-authority-data": b64((tmp_path / "ca.crt").read_bytes()),
+                    "config": {"audience": "cellfit"}}
+
+
+# ------------------------------------------------------------------ the plugin's run ahead of expiry, the kubeconfig rewritten meanwhile
+
+NEW_PLUGIN = '''
+import json
+print(json.dumps({"apiVersion": "client.authentication.k8s.io/v1", "kind": "ExecCredential",
+                  "status": {"token": "new", "expirationTimestamp": "2999-01-01T00:00:00Z"}}))
+'''
+
+
+def test_a_run_ahead_of_expiry_of_a_plugin_rewritten_away_meanwhile_is_not_installed(token_server: TokenServer, tmp_path: Path) -> None:
+    """The plugin's run ahead of its credentials' expiry (a thread of its own) under way when the
+    kubeconfig is rewritten with another plugin: the new plugin runs at once and its token is
+    sent; the old run, answering later, installed its token over the new one (and its expiry)."""
+    user, _ = exec_user(tmp_path, kind="token-held", expires=(datetime.now(timezone.utc) + timedelta(seconds=30)).strftime("%Y-%m-%dT%H:%M:%SZ"))
+    (tmp_path / "pairs").mkdir()
+    path = tmp_path / "kubeconfig"
+    path.write_text(kubeconfig(server=token_server.url, user=user))
+    api = connect(path)  # run 1 of the old plugin
+    api.get_path("/api/v1/namespaces/default")  # its run 2 starts ahead of expiry, held
+    [ahead] = [thread for thread in threading.enumerate() if thread.name == "kubeconfig-exec"]
+    new_script = tmp_path / "new_plugin.py"
+    new_script.write_text(NEW_PLUGIN)
+    path.write_text(kubeconfig(server=token_server.url, user={"exec": {
+        "apiVersion": "client.authentication.k8s.io/v1", "command": sys.executable, "args": [str(new_script)], "interactiveMode": "Never"}}))
+    api.get_path("/api/v1/namespaces/default")  # the rewrite read: the new plugin run at once
+    (tmp_path / "pairs" / "release").touch()
+    ahead.join()
+    api.get_path("/api/v1/namespaces/default")
+    assert token_server.sent == ["Bearer token-1", "Bearer new", "Bearer new"]
+
+
+# ------------------------------------------------------------------ a write refused 401, the term of leadership ended meanwhile
+
+
+class WriteServer:
+    """An API server over HTTP that refuses every request (HTTP 401), counting the writes."""
+
+    def __init__(self) -> None:
+        self.writes = 0
+        owner = self
+
+        class Handler(QuietHandler):
+            def do_POST(self) -> None:  # noqa: N802 - http.server's name
+                self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                owner.writes += 1
+                body = b'{"kind":"Status","code":401,"message":"Unauthorized"}'
+                self.send_response(401)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        self.server = LoopbackServer(Handler)
+
+
+def test_a_write_refused_401_is_not_sent_again_once_the_term_has_ended(tmp_path: Path) -> None:
+    """A write refused 401 is sent once more after the credentials' refresh (an exec plugin's
+    run: seconds); the term of leadership was checked before the first send only, so a
+    replica whose Lease was lost meanwhile wrote anyway (a reclaim's deletion, a Job's patch)."""
+    server = WriteServer()
+    try:
+        path = tmp_path / "kubeconfig"
+        path.write_text(kubeconfig(server=server.server.url, user={"token": "revoked"}))
+        terms = iter([True])  # in term at the first check; ended by any later one
+        api = connect(path).fenced(lambda: next(terms, False))
+        with pytest.raises(TermEnded):
+            api.write_path("POST", "/api/v1/namespaces/default/configmaps", {"metadata": {"name": "x"}})
+        assert server.writes == 1
+    finally:
+        server.server.stop()
