@@ -16,9 +16,9 @@ Pods without GPUs are not HiveD's concern: every offered node passes, score 0, n
 
 from __future__ import annotations
 
-import collections.abc
+import itertools
 from collections import deque
-from typing import AbstractSet, Any, Callable, Final, Iterable, Iterator, Mapping, NamedTuple, Sequence
+from typing import AbstractSet, Any, Callable, Final, Iterable, Mapping, NamedTuple, Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -73,32 +73,6 @@ class _SlotCells(NamedTuple):
 
 
 _NO_POSITIONS: Final[Positions] = np.zeros(0, dtype=np.int64)
-
-
-class _OfferedCells(collections.abc.Set[str]):
-    """The cell nodes a filter is offered, as a set of names read through the node index and a
-    mask of its slots. A plan asks of a few dozen nodes whether they are offered; a frozenset of
-    every offered name costs a string and a hash per offered node (~45 µs at 420 of 1,000
-    nodes), more than the plan itself."""
-
-    __slots__ = ("_index", "_mask", "_offered", "_count")
-
-    def __init__(self, *, index: NodeIndex, offered: npt.NDArray[np.bool_], count: int) -> None:
-        self._index = index
-        self._offered = offered  # by slot (one more entry, never set, for UNKNOWN)
-        self._mask = offered.tobytes()  # the same, one byte a slot: indexed in a few ns
-        self._count = count
-
-    def __contains__(self, name: object) -> bool:
-        slot = self._index.get(name) if isinstance(name, str) else None
-        return slot is not None and self._mask[slot] != 0
-
-    def __len__(self) -> int:
-        return self._count
-
-    def __iter__(self) -> Iterator[str]:
-        names = self._index.names
-        return iter([name for name in (names[slot] for slot in np.flatnonzero(self._offered).tolist()) if name is not None])
 
 
 def _without_cells(node_name: str) -> str:
@@ -298,7 +272,13 @@ class HivedEngine:
         outside_at = _NO_POSITIONS if inside == len(offered) else np.flatnonzero(~table.is_cell[offered])
         if inside == len(self.topology.nodes):
             return None, outside_at
-        return _OfferedCells(index=self.node_index, offered=seen, count=inside), outside_at
+        # A frozenset: the plan asks of dozens of nodes (hundreds at 5,000) whether they are
+        # offered. Most slots offered (1,000 nodes, 42%): their names picked by the mask in one
+        # C pass over every slot; fewer (5,000 nodes, 10%): a step per offered slot costs less.
+        names = self.node_index.names
+        if inside * 4 >= len(seen):
+            return frozenset(itertools.compress(names, seen.tobytes())), outside_at  # type: ignore[arg-type]
+        return frozenset([names[slot] for slot in np.flatnonzero(seen).tolist()]), outside_at  # type: ignore[misc]
 
     def _allowed_names(self, node_names: Iterable[str]) -> AbstractSet[str] | None:
         """As :meth:`_offered` for a few names (the preempt verb's candidates)."""

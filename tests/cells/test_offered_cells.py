@@ -1,5 +1,5 @@
-"""The filter's offered cell nodes, read through the node index's slots rather than built as a set
-of names: the same members, and the same plans, as the frozenset of offered names it replaces."""
+"""The filter's offered cell nodes, picked from the node index's names by a mask of the offered
+slots: the members, and the plans, of the offered names that are cell nodes."""
 
 from __future__ import annotations
 
