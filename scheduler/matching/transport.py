@@ -255,12 +255,13 @@ def _certificate(groups: Groups, capacity: IntArray, assign: IntArray) -> tuple[
     local = np.searchsorted(group_ids, assign)
     if bool((local >= count).any()) or bool((group_ids[np.minimum(local, count - 1)] != assign).any()):
         return None  # a row in a group without a slot
-    cost_buffer = groups.group_cost
-    if (certifying is not None and cost_buffer.dtype == np.float64 and cost_buffer.ndim == 2 and cost_buffer.flags.c_contiguous
-            and local.dtype == np.int64 and _native_buffers(group_ids, found.flat) and found.bounds.dtype == np.int64):
+    if (certifying is not None and groups.group_cost.dtype == np.float64 and groups.group_cost.ndim == 2 and local.dtype == np.int64
+            and _native_buffers(group_ids, found.flat) and found.bounds.dtype == np.int64):
         # The same steps in C (_transport.c's certificate), one call for a dozen NumPy steps
-        # over the rows x groups.
-        return (local, found) if certifying.certificate(cost_buffer, group_ids, local, found.flat, found.bounds) else None
+        # over the rows x groups; the costs laid out row by row (solve's groups gather the
+        # times' columns, column by column: a copy of rows x groups, a few microseconds).
+        certain = certifying.certificate(np.ascontiguousarray(groups.group_cost), group_ids, local, found.flat, found.bounds)
+        return (local, found) if certain else None
     cost = groups.group_cost[:, group_ids]
     mine = cost[np.arange(rows), local]
     if not bool(np.isfinite(mine).all()):

@@ -42,6 +42,8 @@ def random_groups(rng: np.random.Generator) -> tuple[Groups, np.ndarray]:
         # to ~1e-7 here): a cycle that costs more than 0 and is refused all the same.
         group_cost[int(rng.integers(0, rows)), int(rng.integers(0, count))] += float(rng.choice([1e-10, 6e-8]))
     group_cost[rng.random(size=(rows, count)) < 0.1] = np.inf
+    if rng.random() < 0.5:
+        group_cost = np.asfortranarray(group_cost)  # laid out column by column, as solve's groups gather it
     return Groups(group=group, offset=offset, group_cost=group_cost), capacity
 
 
