@@ -327,8 +327,11 @@ class KubernetesApi:
             status, data = await self._loop_http.request(method, path, body)
             if status == 401:
                 # Refused unread: the credentials were revoked or rotated since they were last
-                # read (at most CREDENTIALS_REFRESH_SECONDS ago). Read anew, sent once more.
+                # read (at most CREDENTIALS_REFRESH_SECONDS ago). Read anew, sent once more; read
+                # in a thread, not on the loop that answers kube-scheduler: an exec plugin may
+                # run, for seconds.
                 self._credentials.expire()
+                await asyncio.to_thread(self._credentials)
                 status, data = await self._loop_http.request(method, path, body)
         except KubernetesApiError as error:
             raise type(error)(f"{action}: {error}", status=error.status) from None
@@ -838,7 +841,9 @@ class KubeconfigCredentials:
       expire (``expirationTimestamp``) and when the API server refused them (HTTP 401), as
       client-go does, and in a thread of its own from EXEC_REFRESH_AHEAD_SECONDS before they
       expire (a plugin may take a second: the requests, the event loop's among them, go on with
-      the current ones meanwhile); a run that fails keeps the last ones, with a warning.
+      the current ones meanwhile); never on the event loop (expired ones found there are
+      obtained in that thread too, and a 401's refresh is run off the loop); killed after
+      EXEC_PLUGIN_TIMEOUT_SECONDS; a run that fails keeps the last ones, with a warning.
 
     ``tokenFile`` is followed by :class:`TokenFileRefresh`, files named by path by their readers."""
 
@@ -936,14 +941,16 @@ class KubeconfigCredentials:
             self._stamp = stamp  # a broken rewrite is warned of once; the next rewrite is read
             self._reread()
         due = self._plugin_due(refused=refused)
+        if due == "now" and _on_event_loop():
+            due = "soon"  # not on the loop that answers kube-scheduler: a thread of its own, as ahead of expiry
         if due == "now":
             self._refused_run = refused
             failure = self._run_plugin(self._read)
             if failure is not None:
                 _warn_plugin_failed(self._path, failure)
         elif due == "soon" and not (self._ahead is not None and self._ahead.is_alive()):
-            # Still valid: obtained beside the requests (a plugin may take a second), which
-            # send the current ones meanwhile.
+            # Still valid, or the caller is the event loop: obtained beside the requests (a
+            # plugin may take a second), which send the current ones meanwhile.
             self._ahead = threading.Thread(target=self._run_plugin_ahead, args=(self._read,), name="kubeconfig-exec", daemon=True)
             self._ahead.start()
 
@@ -1131,6 +1138,15 @@ def _exec_cluster(cluster: dict[str, Any], *, base: Path) -> dict[str, Any]:
         if isinstance(extension, dict) and extension.get("name") == "client.authentication.k8s.io/exec":
             described["config"] = extension.get("extension")
     return described
+
+
+def _on_event_loop() -> bool:
+    """Whether this thread runs an event loop (the one serving kube-scheduler's verbs)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
 
 
 def _exec_field(read: _UserCredentials) -> str:

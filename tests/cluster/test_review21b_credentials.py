@@ -339,3 +339,76 @@ def test_a_write_refused_401_is_not_sent_again_once_the_term_has_ended(tmp_path:
         assert server.writes == 1
     finally:
         server.server.stop()
+
+
+# ------------------------------------------------------------------ the event loop never runs the plugin
+
+RELEASED_PLUGIN = '''
+import json, pathlib, sys, time
+runs, release, first_expires = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2]), sys.argv[3]
+run = int(runs.read_text()) + 1 if runs.exists() else 1
+runs.write_text(str(run))
+how = "first"
+if run > 1:  # held until the test releases it; else it gives up on its own (a bound on a hang)
+    waited, how = time.monotonic(), "unreleased"
+    while time.monotonic() - waited < 20:
+        if release.exists():
+            how = "released"
+            break
+        time.sleep(0.01)
+status = {"token": how} | ({"expirationTimestamp": first_expires} if run == 1 and first_expires != "never" else {})
+print(json.dumps({"apiVersion": "client.authentication.k8s.io/v1", "kind": "ExecCredential", "status": status}))
+'''
+
+
+def released_plugin_api(tmp_path: Path, *, server: str, first_expires: str) -> tuple[KubernetesApi, Path, Path]:
+    """cellfit connected through a kubeconfig whose plugin answers "first" at once (expiring at
+    ``first_expires``), then holds each later run until released; its runs' count, its release."""
+    script, runs, release = tmp_path / "plugin.py", tmp_path / "runs", tmp_path / "release"
+    script.write_text(RELEASED_PLUGIN)
+    path = tmp_path / "kubeconfig"
+    path.write_text(kubeconfig(server=server, user={"exec": {
+        "apiVersion": "client.authentication.k8s.io/v1", "command": sys.executable,
+        "args": [str(script), str(runs), str(release), first_expires], "interactiveMode": "Never"}}))
+    return connect(path), runs, release
+
+
+async def release_once_running(runs: Path, release: Path) -> None:
+    while not (runs.exists() and runs.read_text() == "2"):
+        await asyncio.sleep(0.01)
+    release.touch()
+
+
+def test_a_bind_refused_401_has_the_plugin_run_beside_the_event_loop(token_server: TokenServer, tmp_path: Path) -> None:
+    """A request on the event loop's path (a bind) refused 401: the plugin ran inline, on the
+    event loop, which answered nothing else (kube-scheduler's verbs, health) until it ended. It
+    now runs in a thread while the loop goes on (here: the task that releases it)."""
+    api, runs, release = released_plugin_api(tmp_path, server=token_server.url, first_expires="never")
+    token_server.accepted = {"Bearer released", "Bearer unreleased"}  # "first" revoked
+
+    async def scenario() -> None:
+        releasing = asyncio.create_task(release_once_running(runs, release))
+        assert await api.get_pod("default", "p") is not None
+        await releasing
+
+    asyncio.run(scenario())
+    assert token_server.sent == ["Bearer first", "Bearer released"]
+
+
+def test_expired_plugin_credentials_are_obtained_beside_the_event_loop(token_server: TokenServer, tmp_path: Path) -> None:
+    """The plugin's credentials found expired by a refresh on the event loop (their renewal ahead
+    of expiry failed, or the clock jumped): the plugin ran inline there, the loop answering
+    nothing else until it ended. It now runs in a thread of its own, the request sending the
+    current credentials (the API server's 401, if it refuses them, is retried off the loop)."""
+    api, runs, release = released_plugin_api(tmp_path, server=token_server.url, first_expires="2000-01-01T00:00:00Z")
+
+    async def scenario() -> None:
+        releasing = asyncio.create_task(release_once_running(runs, release))
+        assert await api.get_pod("default", "p") is not None
+        await releasing
+        [renewal] = [thread for thread in threading.enumerate() if thread.name == "kubeconfig-exec"]
+        await asyncio.to_thread(renewal.join)
+        assert await api.get_pod("default", "p") is not None
+
+    asyncio.run(scenario())
+    assert token_server.sent == ["Bearer first", "Bearer released"]
