@@ -2,8 +2,9 @@
 and validated.
 
 The annotation is JSON keyed by configuration kind (``cpu``, ``gpu``: AlloX's two
-interchangeable resources). Each configuration holds the container ``resources`` applied to
-every container of the pod template, and optionally ``env``, ``nodeSelector``, ``tolerations``
+interchangeable resources). Each configuration holds the container ``resources`` set in every
+container of the pod template (the names it states; a name only another configuration states is
+taken out, and one none states kept: :mod:`placer.rewrite`), and optionally ``env``, ``nodeSelector``, ``tolerations``
 and ``annotations`` (DESIGN.md, "The user's contract")::
 
     {"cpu": {"resources": {"cpu": "16", "memory": "32Gi"}},
@@ -19,7 +20,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from types import MappingProxyType
 from typing import Any, Final, Literal, Mapping
@@ -54,6 +55,21 @@ class Configuration:
     node_selector: Mapping[str, str] = field(default_factory=lambda: _frozen({}))
     tolerations: tuple[Mapping[str, Any], ...] = ()
     annotations: Mapping[str, str] = field(default_factory=lambda: _frozen({}))
+    # The resource names any configuration of its Job states (requests or limits), set by
+    # :func:`parse_configurations`: the rewrite takes those the chosen one does not state out of
+    # a configured container and keeps every other name the container asks as it has it.
+    job_resource_names: frozenset[str] = frozenset()
+
+    @property
+    def resource_names(self) -> frozenset[str]:
+        """The resource names this configuration states, in its requests or limits."""
+        return frozenset(self.requests) | frozenset(self.limits)
+
+    @property
+    def managed_resource_names(self) -> frozenset[str]:
+        """The names the rewrite sets or removes in a configured container: this configuration's
+        and those any other configuration of its Job states."""
+        return self.resource_names | self.job_resource_names
 
     def device_count(self, resource: str) -> int:
         """Whole devices of ``resource`` (e.g. ``nvidia.com/gpu``) one container asks for."""
@@ -105,7 +121,9 @@ def parse_configurations(text: str | None, *, where: str = ANNOTATION_CONFIGURAT
         if kind not in KINDS:
             raise InvalidAnnotation(f"unknown configuration kind {kind!r}; expected one of {', '.join(KINDS)}", field=where)
         by_kind[kind] = _configuration(kind, body, where=f"{where}.{kind}")
-    return Configurations(by_kind=MappingProxyType({kind: by_kind[kind] for kind in KINDS if kind in by_kind}))
+    names = frozenset().union(*(configuration.resource_names for configuration in by_kind.values()))
+    return Configurations(by_kind=MappingProxyType({kind: replace(by_kind[kind], job_resource_names=names)
+                                                    for kind in KINDS if kind in by_kind}))
 
 
 @lru_cache(maxsize=8192)
@@ -181,7 +199,7 @@ def _check_within_limits(requests: Mapping[str, str], limits: Mapping[str, str],
             raise InvalidAnnotation(f"{amount!r} is more than its limit {limits[name]!r}", field=f"{where}.{name}")
 
 
-def _is_extended(name: str) -> bool:
+def is_extended_resource(name: str) -> bool:
     """An extended resource (``nvidia.com/gpu``): a device counted whole, as the API server wants
     it (native resources have no domain, or ``kubernetes.io/``)."""
     return "/" in name and not name.startswith(("kubernetes.io/", "requests."))
@@ -217,7 +235,7 @@ def _quantities(body: object, *, where: str) -> dict[str, str]:
         if isinstance(amount, bool) or not isinstance(amount, (str, int, float)):
             raise InvalidAnnotation(f"expected a quantity such as \"2\" or \"16Gi\", got {amount!r}", field=place)
         try:
-            if _is_extended(name):
+            if is_extended_resource(name):
                 device_count(amount, field=place)  # half a GPU is refused by the API server
             elif name == RESOURCE_CPU:
                 cpu_millis(amount, field=place)  # read in millicores, which must fit int64

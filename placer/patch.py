@@ -15,7 +15,9 @@ booked. A pod of a Job placed before the record was written has every container 
 
 The webhook is idempotent, as ``reinvocationPolicy: IfNeeded`` requires: called again on a pod it
 rewrote (after a later webhook injected a sidecar), it patches nothing it patched already, and
-leaves the containers added since as they came. A pod of a Job placed before the record gets it
+leaves the containers added since as they came, and a resource a later webhook added to a
+configured container that no configuration of the Job states (an ``ephemeral-storage`` request
+for a ResourceQuota) as it is. A pod of a Job placed before the record gets it
 from the first call, naming the containers present then, so a reinvocation does not give the
 configuration to a container injected after it.
 
@@ -230,20 +232,26 @@ def check_pod_level_resources(spec: Mapping[str, Any], configuration: Configurat
         requests = {**limits, **_pod_level(resources.get("requests"), side="requests", place=place)}
     for name, asked in sorted(_aggregate(spec, _requested).items()):
         if name in requests and asked > requests[name][0]:
-            raise _refused(f"the pod's containers ask {_shown(name, asked)} of {name} together in this configuration"
+            raise _refused(f"the pod's containers ask {_shown(name, asked)} of {name} together {_in(configuration, name)}"
                            + _asking(spec, name, _requested, configured=configured),
-                           field=_configuration_field(configuration, name), allowed=requests[name][1], place=place)
-    for container in spec.get("containers") or []:
+                           field=_sized_field(spec, configuration, name, side="requests", place=place, configured=configured),
+                           allowed=requests[name][1], place=place)
+    for index, container in enumerate(spec.get("containers") or []):
         for name, limit in sorted(_amounts((container.get("resources") or {}).get("limits")).items()):
             if name in limits and limit > limits[name][0]:
-                raise _refused(_container_limited(container, name, limit, configured=configured),
-                               field=_configuration_field(configuration, name) if _sized(container, configured=configured)
-                               else f"{place.field}.resources.limits[{name}]", allowed=limits[name][1], place=place)
+                sized = _sized(container, configured=configured)
+                raise _refused(_container_limited(container, name, limit, configured=configured,
+                                                  stated=name in configuration.resource_names),
+                               field=(_configuration_field(configuration, name) if sized and name in configuration.resource_names
+                                      else f"{place.field}.containers[{index}].resources.limits[{name}]" if sized
+                                      else f"{place.field}.resources.limits[{name}]"),
+                               allowed=limits[name][1], place=place)
     for name, limited in sorted(_aggregate(spec, _limited).items()):
         if name.startswith("hugepages-") and name in limits and limited > limits[name][0]:
-            raise _refused(f"the pod's containers are limited to {_shown(name, limited)} of {name} together in this configuration"
+            raise _refused(f"the pod's containers are limited to {_shown(name, limited)} of {name} together {_in(configuration, name)}"
                            + _asking(spec, name, _limited, configured=configured),
-                           field=_configuration_field(configuration, name), allowed=limits[name][1], place=place)
+                           field=_sized_field(spec, configuration, name, side="limits", place=place, configured=configured),
+                           allowed=limits[name][1], place=place)
 
 
 def _refused(what: str, *, field: str, allowed: str, place: SpecPlace) -> PodsRefused:
@@ -251,14 +259,36 @@ def _refused(what: str, *, field: str, allowed: str, place: SpecPlace) -> PodsRe
                        f"the API server refuses {place.refused} (pod-level resources, KEP-2837)", field=field)
 
 
+def _in(configuration: Configuration, name: str) -> str:
+    if name in configuration.resource_names:
+        return "in this configuration"
+    return f"in this configuration (their own {name}: no configuration of the Job states it)"
+
+
+def _sized_field(spec: Mapping[str, Any], configuration: Configuration, name: str, *, side: str, place: SpecPlace,
+                 configured: AbstractSet[str] | None) -> str:
+    """The field to change where the pod's containers ask too much of ``name`` together: the
+    configuration's, where it states ``name``; else the first container it sizes that keeps
+    ``name`` as the template (or a later webhook) has it, which no configuration of the Job
+    states; else (only containers it does not size ask it) the configuration's resources."""
+    if name not in configuration.resource_names:
+        for index, container in enumerate(spec.get("containers") or []):
+            if _sized(container, configured=configured) and name in _requested(container):
+                return f"{place.field}.containers[{index}].resources.{side}[{name}]"
+    return _configuration_field(configuration, name)
+
+
 def _configuration_field(configuration: Configuration, name: str) -> str:
     named = name in configuration.requests or name in configuration.limits
     return f"{ANNOTATION_CONFIGURATIONS}.{configuration.kind}.resources" + (f".{name}" if named else "")
 
 
-def _container_limited(container: Mapping[str, Any], name: str, limit: Fraction, *, configured: AbstractSet[str] | None) -> str:
+def _container_limited(container: Mapping[str, Any], name: str, limit: Fraction, *, configured: AbstractSet[str] | None,
+                       stated: bool = True) -> str:
     limited = f"container {container.get('name')!r} is limited to {_shown(name, limit)} of {name}"
-    return f"{limited} in this configuration" if _sized(container, configured=configured) else f"{limited} ({_whose(container, configured=configured)})"
+    if not _sized(container, configured=configured):
+        return f"{limited} ({_whose(container, configured=configured)})"
+    return f"{limited} in this configuration" if stated else f"{limited} (its own: no configuration of the Job states {name})"
 
 
 def _asking(spec: Mapping[str, Any], name: str, of: Callable[[Mapping[str, Any]], dict[str, Fraction]], *,

@@ -3,11 +3,18 @@ configuration out. The sampling pods and the placed Job use this one function, s
 exactly what it was sampled on.
 
 What changes, and why each way:
-- every container's ``resources`` is *replaced* by the configuration's (never merged), so a pod
-  never carries both configurations' resources (a GPU limit left from a template written for
-  GPUs would hold a GPU while running on CPUs); its ``claims`` (DRA devices of the pod's
-  ``resourceClaims``) are kept: a configuration sizes quantities, and the pod holds its claims
-  whatever the container names;
+- every container's resources are *set* by name: each name the configuration states takes its
+  amounts (requests and limits, whatever the container had of that name), and each name another
+  configuration of the Job states but this one does not is taken out, so a pod never carries
+  both configurations' resources (a GPU limit left from a template written for GPUs would hold a
+  GPU while running on CPUs); a name no configuration of the Job states (an ``ephemeral-storage``
+  request another mutating webhook added for a ResourceQuota, a template's ``hugepages-2Mi``) is
+  kept as the container has it, request and limit each: the pod-create webhook is called again
+  after later webhooks (``reinvocationPolicy: IfNeeded``), and a name it dropped there would be
+  missing from every pod. A ``cpu`` configuration keeps no extended resource it does not state
+  (``nvidia.com/gpu`` on a Job with no GPU configuration: a CPU start never holds a device). Its
+  ``claims`` (DRA devices of the pod's ``resourceClaims``) are kept: a configuration sizes
+  quantities, and the pod holds its claims whatever the container names;
 - ``env`` entries are set on every container, replacing variables of the same name where the
   container first names them (a ``$(NAME)`` after it still expands) and keeping the others;
 - ``nodeSelector`` entries are merged into the pod's, the configuration winning a conflict;
@@ -26,7 +33,9 @@ from __future__ import annotations
 import json
 from typing import AbstractSet, Any, Mapping
 
-from placer.configuration import Configuration
+from placer.configuration import Configuration, is_extended_resource
+from scheduler.core.resources import parse_quantity
+from scheduler.errors import InvalidQuantity
 
 
 def apply_configuration(
@@ -52,18 +61,10 @@ def apply_configuration(
     pod["spec"] = spec
 
     env = {**configuration.env, **(extra_env or {})}
-    resources: dict[str, Any] = {}
-    if configuration.requests:
-        resources["requests"] = dict(configuration.requests)
-    if configuration.limits:
-        resources["limits"] = dict(configuration.limits)
     for container in spec.get("containers") or []:
         if containers is not None and container.get("name") not in containers:
             continue
-        claims = (container.get("resources") or {}).get("claims")
-        container["resources"] = {key: dict(values) for key, values in resources.items()}
-        if claims:
-            container["resources"]["claims"] = claims
+        container["resources"] = configured_resources(container.get("resources"), configuration)
         if env:
             container["env"] = _with_env(container.get("env") or [], env)
 
@@ -84,6 +85,31 @@ def apply_configuration(
     if extra_labels:
         metadata["labels"] = {**(metadata.get("labels") or {}), **extra_labels}
     return pod
+
+
+def configured_resources(resources: object, configuration: Configuration) -> dict[str, Any]:
+    """A configured container's ``resources`` in ``configuration``: the names it states set, the
+    names another configuration of its Job states taken out, every other name kept as
+    ``resources`` has it (a ``cpu`` configuration keeps no extended resource), and the ``claims``
+    kept. ``resources`` is not modified."""
+    current = resources if isinstance(resources, Mapping) else {}
+    managed = configuration.managed_resource_names
+    result: dict[str, Any] = {}
+    for side, stated in (("requests", configuration.requests), ("limits", configuration.limits)):
+        had = current.get(side)
+        kept = {name: amount for name, amount in had.items() if not _taken_out(name, configuration, managed)} \
+            if isinstance(had, Mapping) else {}
+        values = {**kept, **stated}
+        if values:
+            result[side] = values
+    claims = current.get("claims")
+    if claims:
+        result["claims"] = claims
+    return result
+
+
+def _taken_out(name: str, configuration: Configuration, managed: AbstractSet[str]) -> bool:
+    return name in managed or (configuration.kind == "cpu" and is_extended_resource(name))
 
 
 def _toleration_as_kept(toleration: object) -> object:
@@ -115,11 +141,21 @@ def without_configuration(template: Mapping[str, Any] | bytes, configuration: Co
     """``template`` with what ``configuration`` added to it taken out (its env variables, node
     selector entries, tolerations and annotations, where they still hold its values), for a Job
     placed again on another kind: its pods must not carry the first configuration's selectors
-    (pinned to GPU nodes while running on CPUs) nor its env. Resources need nothing: they are
-    replaced whole. ``template`` is not modified."""
+    (pinned to GPU nodes while running on CPUs) nor its env. Its resources too (each name it
+    states, request and limit, where it holds its amount): the rewrite sets or takes out only the
+    names the Job's configurations state now, and keeps the others, so one only an earlier edit of
+    them stated would stay. ``template`` is not modified."""
     pod: dict[str, Any] = json.loads(template if isinstance(template, bytes) else json.dumps(template))
     spec = pod.get("spec") or {}
     for container in spec.get("containers") or []:
+        resources = container.get("resources")
+        if isinstance(resources, dict):
+            for side in ("requests", "limits"):
+                if isinstance(resources.get(side), dict):
+                    resources[side] = {name: amount for name, amount in resources[side].items()
+                                       if not _configured_amount(configuration, side, name, amount)}
+                    if not resources[side]:
+                        del resources[side]
         if configuration.env and container.get("env"):
             container["env"] = [entry for entry in container["env"] if entry.get("name") not in configuration.env]
     selector = spec.get("nodeSelector")
@@ -133,3 +169,16 @@ def without_configuration(template: Mapping[str, Any] | bytes, configuration: Co
     if configuration.annotations and annotations:
         metadata["annotations"] = {key: value for key, value in annotations.items() if configuration.annotations.get(key) != value}
     return pod
+
+
+def _configured_amount(configuration: Configuration, side: str, name: str, amount: object) -> bool:
+    """Whether ``amount`` of ``name`` is what ``configuration`` gives a container on ``side``
+    (a request it leaves to its limit, as the API server defaults it, included), by amount."""
+    stated = configuration.requests.get(name, configuration.limits.get(name)) if side == "requests" \
+        else configuration.limits.get(name)
+    if stated is None:
+        return False
+    try:
+        return parse_quantity(str(amount), field=name) == parse_quantity(stated, field=name)
+    except InvalidQuantity:
+        return str(amount) == stated
