@@ -159,9 +159,44 @@ static PyObject *slots(PyObject *self, PyObject *args) {
     return result;
 }
 
+/* ranks(sorted_omega, earlier, earlier_or_equal) -> None
+ *   positions._ranks: for each of sorted_omega (float64, ascending), how many are smaller and
+ *   how many at most as large (int64 each), read off the runs of equal values (a run ends
+ *   where a value != the one before it, as NumPy's not_equal: each NaN a run of its own). */
+static PyObject *ranks(PyObject *self, PyObject *args) {
+    PyObject *objects[3];
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OOO", &objects[0], &objects[1], &objects[2])) return NULL;
+    static const Wanted wanted[3] = {{'d', 0, 1, "sorted_omega"}, {'q', 1, 1, "earlier"}, {'q', 1, 1, "earlier_or_equal"}};
+    Py_buffer views[3];
+    int taken = take_all(objects, views, wanted, 3);
+    PyObject *result = NULL;
+    if (taken == 3) {
+        Py_ssize_t count = views[0].len / 8;
+        const double *omega = views[0].buf;
+        int64_t *earlier = views[1].buf, *earlier_or_equal = views[2].buf;
+        if (views[1].len / 8 != count || views[2].len / 8 != count) {
+            PyErr_SetString(PyExc_ValueError, "ranks: an earlier and an earlier_or_equal per omega");
+        } else {
+            for (Py_ssize_t begin = 0, end; begin < count; begin = end) {
+                for (end = begin + 1; end < count && !(omega[end] != omega[end - 1]); end++) {
+                }
+                for (Py_ssize_t i = begin; i < end; i++) {
+                    earlier[i] = begin;
+                    earlier_or_equal[i] = end;
+                }
+            }
+            result = Py_NewRef(Py_None);
+        }
+    }
+    release_all(views, taken);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"kind_limits", kind_limits, METH_VARARGS,
      "kind_limits(members, omega, earlier, earlier_or_equal, runnable, shortest, limits): one kind's K_i (see the module's header)"},
+    {"ranks", ranks, METH_VARARGS, "ranks(sorted_omega, earlier, earlier_or_equal): positions._ranks (see above it)"},
     {"slots", slots, METH_VARARGS, "slots(limits, machine_kind, kind_count, machine, position): the slots by kind, position, machine"},
     {NULL, NULL, 0, NULL},
 };

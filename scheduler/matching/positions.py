@@ -70,6 +70,8 @@ FloatArray = npt.NDArray[np.float64]
 
 NATIVE: Final = _built is not None  # the extension was built
 native = _built  # the extension in use: None works the bound and the slots out in NumPy (the tests compare both)
+# The kind orders' ranks in C, where the extension was built from a source that has them.
+ranking = native if native is not None and hasattr(native, "ranks") else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,8 +146,13 @@ def kind_orders_after(orders: tuple[KindOrder, ...], *, machine: int, kind: int,
 def _ranks(sorted_omega: FloatArray) -> tuple[IntArray, IntArray]:
     """For each of ``sorted_omega`` (ascending), how many are smaller and how many at most as
     large: ``searchsorted(sorted_omega, sorted_omega)`` left and right, read off the runs of
-    equal values instead of searched."""
+    equal values instead of searched. In C where ``_positions.c`` has it (``ranks``, one pass:
+    Algorithm 2 moves a machine in its kind's order at each start, and these were half of it)."""
     count = sorted_omega.shape[0]
+    if ranking is not None and sorted_omega.dtype == np.float64 and sorted_omega.ndim == 1 and sorted_omega.flags.c_contiguous:
+        earlier, earlier_or_equal = np.empty(count, dtype=np.int64), np.empty(count, dtype=np.int64)
+        ranking.ranks(sorted_omega, earlier, earlier_or_equal)
+        return earlier, earlier_or_equal
     new_run = np.empty(count, dtype=bool)
     new_run[:1] = True
     np.not_equal(sorted_omega[1:], sorted_omega[:-1], out=new_run[1:])
