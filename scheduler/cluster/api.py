@@ -19,6 +19,7 @@ import copy
 import json
 import logging
 import os
+import queue
 import shutil
 import signal
 import socket
@@ -29,7 +30,7 @@ import threading
 import time
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Iterator, Literal, cast
+from typing import Any, Callable, Iterator, Literal, Mapping, cast
 from urllib.parse import quote
 
 import msgspec
@@ -97,6 +98,7 @@ class KubernetesApi:
             max_connections=CONNECTION_POOL_SIZE,
         )
         self._acting: Callable[[], bool] | None = None  # None: no term to outlive (the verbs' writes)
+        self._client_pool = _ClientPoolRotation(api_client)
 
     def fenced(self, acting: Callable[[], bool]) -> KubernetesApi:
         """This API for the drivers of one term of leadership (``acting``: whether that term
@@ -157,7 +159,7 @@ class KubernetesApi:
     def watch(self, kind: Kind, *, resource_version: str) -> Iterator[bytes]:
         """Watch events as raw JSON lines until the server ends the watch."""
         timeout = self._settings.watch_timeout_seconds
-        self._credentials()  # refreshed as they rotate: the client reads them
+        self._client_credentials()  # refreshed as they rotate: the client reads them
         try:
             response = self._lister(kind)(
                 watch=True,
@@ -197,7 +199,7 @@ class KubernetesApi:
         query = (f"watch=true&allowWatchBookmarks=true&timeoutSeconds={timeout}"
                  f"&resourceVersion={quote(resource_version, safe='')}")
         client = self._core.api_client
-        headers = {"Accept": "application/json", **self._credentials()}
+        headers = {"Accept": "application/json", **self._client_credentials()}
         try:
             response = client.rest_client.pool_manager.request(
                 "GET", client.configuration.host + path + ("&" if "?" in path else "?") + query, headers=headers,
@@ -362,7 +364,7 @@ class KubernetesApi:
     def _send_once(self, method: str, path: str, body: bytes | None, *, action: str, content_type: str) -> tuple[int, bytes]:
         client = self._core.api_client
         config = client.configuration
-        headers = {"Content-Type": content_type, "Accept": "application/json", **self._credentials()}
+        headers = {"Content-Type": content_type, "Accept": "application/json", **self._client_credentials()}
         try:
             response = client.rest_client.pool_manager.request(
                 method,
@@ -560,13 +562,20 @@ class KubernetesApi:
         return list_active_pods
 
     def _call(self, method: Any, **kwargs: Any) -> Any:
-        self._credentials()  # refreshed as they rotate (at most every few seconds): the client reads them
+        self._client_credentials()  # refreshed as they rotate (at most every few seconds): the client reads them
         try:
             return method(_preload_content=False, **kwargs)
         except ApiException as error:
             raise self._client_error(error, getattr(method, "__name__", "API call")) from None
         except Exception as error:  # urllib3 connection errors and timeouts
             raise KubernetesApiError(f"Kubernetes API unreachable: {error}") from None
+
+    def _client_credentials(self) -> Mapping[str, str]:
+        """The credentials' headers for a request on the client's own connections, refreshed as
+        they rotate; the connections kept from before a client certificate's rotation closed."""
+        headers = self._credentials()
+        self._client_pool()
+        return headers
 
     def _client_error(self, error: ApiException, action: str) -> KubernetesApiError:
         """The generated client's refusal as the API error callers handle, the credentials
@@ -579,6 +588,46 @@ class KubernetesApi:
         obtained again) before the next request, which the caller's retry sends."""
         if status == 401:
             self._credentials.expire()
+
+
+class _ClientPoolRotation:
+    """The Kubernetes client's own connections (urllib3's pools) after its client certificate,
+    key or CA files changed (a kubeconfig's rewritten by KubeconfigCredentials, a rotated file):
+    the idle ones, made with the old certificate, are closed (each reconnects at its next use,
+    reading the files anew), as client-go closes its connections on a rotation. Kept, they went
+    on presenting the old certificate, refused once it expired or was revoked (the API server
+    checks the certificate of each request), the retry after the refresh too. Connections in use
+    (a watch's) are left alone. Looked at, a stat per file, with each request on the client's
+    path; shared by the API's fenced views."""
+
+    def __init__(self, api_client: k8s.ApiClient) -> None:
+        self._pool_manager = api_client.rest_client.pool_manager
+        self._files = loop_http.tls_files(api_client.configuration)
+        self._stamps = file_stamps(self._files)
+
+    def __call__(self) -> None:
+        stamps = file_stamps(self._files)
+        if stamps == self._stamps:
+            return
+        self._stamps = stamps
+        for key in list(self._pool_manager.pools.keys()):
+            pool = self._pool_manager.pools.get(key)
+            idle = getattr(pool, "pool", None)  # its queue of idle connections (None: free slots)
+            if idle is None:
+                continue
+            taken = []
+            while True:
+                try:
+                    taken.append(idle.get(block=False))
+                except queue.Empty:
+                    break
+            for connection in taken:
+                if connection is not None:
+                    connection.close()
+                try:
+                    idle.put(connection, block=False)
+                except queue.Full:  # a connection in use came back meanwhile: its slot is taken
+                    pass
 
 
 def _decoded_pod(data: bytes, action: str) -> wire.Pod:

@@ -369,7 +369,7 @@ def for_configuration(
         host=url.hostname,
         port=url.port or (443 if secure else 80),
         path_prefix=url.path.rstrip("/"),
-        ssl=TlsContext(lambda: _ssl_context(configuration), files=_tls_files(configuration), clock=clock) if secure else None,
+        ssl=TlsContext(lambda: _ssl_context(configuration), files=tls_files(configuration), clock=clock) if secure else None,
         server_hostname=_server_hostname(configuration, url.hostname) if secure else None,
     )
 
@@ -442,7 +442,7 @@ def _server_hostname(configuration: Any, host: str) -> str:
     return host
 
 
-def _tls_files(configuration: Any) -> list[str]:
+def tls_files(configuration: Any) -> list[str]:
     """The files :func:`_ssl_context` reads (a kubeconfig's embedded data is written to files of
     cellfit's own, rewritten as the kubeconfig is: api.KubeconfigCredentials)."""
     return [path for path in (configuration.ssl_ca_cert, configuration.cert_file, configuration.key_file) if path]

@@ -412,3 +412,20 @@ def test_expired_plugin_credentials_are_obtained_beside_the_event_loop(token_ser
 
     asyncio.run(scenario())
     assert token_server.sent == ["Bearer first", "Bearer released"]
+
+
+def test_a_rotated_client_certificate_is_presented_on_the_client_s_kept_alive_pool(
+    kept_alive: tuple[KeptAliveTlsServer, ServingCertificate, ClientAuthority], tmp_path: Path,
+) -> None:
+    """The same on the Kubernetes client's own connections (urllib3's pool: lists, the
+    estimator's and the placer's writes, binds behind a proxy): the connection kept from
+    before the rotation was used again, its retry too, both refused."""
+    server, serving, authority = kept_alive
+    path = tmp_path / "kubeconfig"
+    path.write_text(kubeconfig(server=server.url, user=embedded_pair(authority.issue("cellfit-1")), ca=serving.ca_pem))
+    api = connect(path)
+    seen = [json.loads(api.get_path("/api/v1/namespaces/default/pods/p") or b"{}")["metadata"]["name"]]
+    path.write_text(kubeconfig(server=server.url, user=embedded_pair(authority.issue("cellfit-2")), ca=serving.ca_pem))
+    server.refused.add("cellfit-1")  # expired, or revoked
+    seen.append(json.loads(api.get_path("/api/v1/namespaces/default/pods/p") or b"{}")["metadata"]["name"])
+    assert seen == ["cellfit-1", "cellfit-2"]
