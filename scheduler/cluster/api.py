@@ -332,8 +332,7 @@ class KubernetesApi:
                 # read (at most CREDENTIALS_REFRESH_SECONDS ago). Read anew, sent once more; read
                 # in a thread, not on the loop that answers kube-scheduler: an exec plugin may
                 # run, for seconds.
-                self._credentials.expire()
-                await asyncio.to_thread(self._credentials)
+                await asyncio.to_thread(self._credentials.refused)
                 status, data = await self._loop_http.request(method, path, body)
         except KubernetesApiError as error:
             raise type(error)(f"{action}: {error}", status=error.status) from None
@@ -354,8 +353,7 @@ class KubernetesApi:
         if status == 401:
             # Refused unread, as on the event loop's path (_on_loop): read anew, sent once more,
             # a write only while the term lasts yet (the refresh may have run a plugin: seconds).
-            self._credentials.expire()
-            self._credentials()  # read anew now, so that the term is checked after the refresh
+            self._credentials.refused()  # read anew now (a plugin's run waited for), the term checked after
             if method != "GET":
                 self._require_acting(action)
             status, data = self._send_once(method, path, body, action=action, content_type=content_type)
@@ -973,10 +971,16 @@ class KubeconfigCredentials:
         """Look at the file and the plugin's credentials; ``refused``: the API server answered
         401 to the credentials sent."""
         # Refreshed from the event loop and from the watches' threads: one at a time (a plugin
-        # run once, its files written by one writer). A refresh under way in another thread is
-        # not waited for (a plugin may take seconds, and the caller may be the event loop): the
-        # current credentials are sent meanwhile, and what that refresh obtains from then on.
-        if not self._lock.acquire(blocking=False):
+        # run once, its files written by one writer). A refusal off the event loop waits for a
+        # refresh under way in another thread (bounded by the plugin's timeout): its request is
+        # sent again with what that one obtains, as client-go's refresh after a 401 waits on
+        # its mutex. Other refreshes do not wait (a plugin may take seconds, and the caller may
+        # be the event loop): the current credentials are sent meanwhile.
+        if refused and not _on_event_loop():
+            acquired = self._lock.acquire(timeout=EXEC_PLUGIN_TIMEOUT_SECONDS + 5.0)
+        else:
+            acquired = self._lock.acquire(blocking=False)
+        if not acquired:
             return
         try:
             self._follow(refused=refused)

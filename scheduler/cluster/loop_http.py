@@ -408,27 +408,39 @@ class Credentials:
         server refused them (HTTP 401), so they were revoked or rotated meanwhile."""
         self._stale = True
 
+    def refused(self) -> Mapping[str, str]:
+        """The API server refused the credentials sent (HTTP 401): read anew now, whenever they
+        were last, the follower told so (an exec plugin run again, or a run under way in another
+        thread waited for: never call this on the event loop); the headers to send the request
+        again with. Unlike :meth:`expire`, no later call of another request takes the refusal
+        over (it would not wait for the plugin, and this one would find nothing left to do)."""
+        return self._refresh(refused=True)
+
     def __call__(self) -> Mapping[str, str]:
-        now = self._clock()
         stale, self._stale = self._stale, False
-        if stale or self._refreshed_at is None or now - self._refreshed_at >= CREDENTIALS_REFRESH_SECONDS:
-            try:
-                if self._follow is not None:
-                    self._follow(refused=stale)
-                # auth_settings() runs the refresh hook (token files, an auth-provider's token).
-                settings = self._configuration.auth_settings()
-            except Exception as error:  # the hook's own errors, the follower's unforeseen ones: ConfigException, OSError, ...
-                if self._refreshed_at is None:
-                    raise KubernetesApiError(f"Kubernetes API credentials unavailable: {error}") from None
-                log.warning("credentials refresh failed; the last ones are sent", extra={"reason": str(error)})
-                self._refreshed_at = now  # tried again after the usual interval, not every request
-                return self._headers
-            self._headers = {
-                setting["key"]: setting["value"]
-                for setting in settings.values()
-                if setting.get("in") == "header" and setting.get("value")
-            }
-            self._refreshed_at = now
+        if stale or self._refreshed_at is None or self._clock() - self._refreshed_at >= CREDENTIALS_REFRESH_SECONDS:
+            return self._refresh(refused=stale)
+        return self._headers
+
+    def _refresh(self, *, refused: bool) -> Mapping[str, str]:
+        now = self._clock()
+        try:
+            if self._follow is not None:
+                self._follow(refused=refused)
+            # auth_settings() runs the refresh hook (token files, an auth-provider's token).
+            settings = self._configuration.auth_settings()
+        except Exception as error:  # the hook's own errors, the follower's unforeseen ones: ConfigException, OSError, ...
+            if self._refreshed_at is None:
+                raise KubernetesApiError(f"Kubernetes API credentials unavailable: {error}") from None
+            log.warning("credentials refresh failed; the last ones are sent", extra={"reason": str(error)})
+            self._refreshed_at = now  # tried again after the usual interval, not every request
+            return self._headers
+        self._headers = {
+            setting["key"]: setting["value"]
+            for setting in settings.values()
+            if setting.get("in") == "header" and setting.get("value")
+        }
+        self._refreshed_at = now
         return self._headers
 
 

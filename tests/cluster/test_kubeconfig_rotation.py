@@ -275,7 +275,7 @@ def test_an_exec_token_about_to_expire_is_obtained_beside_the_requests(token_ser
     wait for it (here it waits for the test), and the next ones send what it gave."""
     soon = (datetime.now(timezone.utc) + timedelta(seconds=30)).strftime("%Y-%m-%dT%H:%M:%SZ")
     (tmp_path / "pairs").mkdir()
-    api, counter = connected_to_plugin(tmp_path, server=token_server.url, kind="token-held", expires=soon)
+    api, _ = connected_to_plugin(tmp_path, server=token_server.url, kind="token-held", expires=soon)
     api.get_path("/api/v1/namespaces/default")  # starts the plugin's second run, which is held
     assert token_server.sent == ["Bearer token-1"]
     (tmp_path / "pairs" / "release").touch()
@@ -284,7 +284,8 @@ def test_an_exec_token_about_to_expire_is_obtained_beside_the_requests(token_ser
         assert time.monotonic() < deadline, f"token-2 never sent: {token_server.sent}"
         time.sleep(0.01)
         api.get_path("/api/v1/namespaces/default")
-    assert runs(counter) == 2
+    # token-2 expires as soon (the plugin hands out one expiry): the request that sent it may
+    # have started run 3 beside it already, so the runs are not counted; token-2 was the second's.
 
 
 def test_an_exec_plugin_that_fails_later_keeps_the_last_token_and_says_so(

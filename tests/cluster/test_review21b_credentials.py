@@ -429,3 +429,23 @@ def test_a_rotated_client_certificate_is_presented_on_the_client_s_kept_alive_po
     server.refused.add("cellfit-1")  # expired, or revoked
     seen.append(json.loads(api.get_path("/api/v1/namespaces/default/pods/p") or b"{}")["metadata"]["name"])
     assert seen == ["cellfit-1", "cellfit-2"]
+
+
+def test_binds_refused_together_are_all_sent_again_with_the_plugin_s_next_token(token_server: TokenServer, tmp_path: Path) -> None:
+    """Several binds (here pod reads, the same path) refused 401 at once, the plugin's token
+    revoked: the refresh of one ran the plugin, the others' found it running (or their refusal
+    taken over by another request's refresh) and sent the revoked token again, refused. client-go
+    waits for the run under way; so does cellfit now, off the event loop, and runs the plugin
+    once."""
+    user, counter = exec_user(tmp_path, kind="token", expires="never")
+    path = tmp_path / "kubeconfig"
+    path.write_text(kubeconfig(server=token_server.url, user=user))
+    api = connect(path)  # token-1
+    token_server.accepted = {"Bearer token-2"}  # token-1 revoked
+
+    async def scenario() -> list[bool]:
+        pods = await asyncio.gather(*(api.get_pod("default", f"p{n}") for n in range(4)))
+        return [pod is not None for pod in pods]
+
+    assert asyncio.run(scenario()) == [True] * 4
+    assert counter.read_text() == "2"
