@@ -10,7 +10,11 @@ plugins:
   cellfit's, ``spec.interactive`` false, ``interactiveMode: Always`` refused, a plugin that
   hangs killed after EXEC_PLUGIN_TIMEOUT_SECONDS (with the follower's lock held, a hang had
   stalled every later refresh, the event loop's among them, for good);
-- a write refused 401 is sent again only while the replica's term of leadership lasts.
+- a write refused 401 is sent again only while the replica's term of leadership lasts;
+- the plugin never runs on the event loop (a 401's refresh in a thread, expired credentials
+  obtained in one), and requests refused together wait for one run;
+- a run ahead of expiry of a plugin the kubeconfig was rewritten away from is dropped;
+- the same kept-alive rotation on the Kubernetes client's own connections (urllib3's pools).
 
 The credentials' refresh interval is 0 here, as in test_kubeconfig_rotation.py: each request
 refreshes them."""
