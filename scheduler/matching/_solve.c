@@ -137,7 +137,9 @@ static PyObject *uncontended_plan(PyObject *self, PyObject *args) {
     Py_buffer views[7];
     int taken = take_all(objects, views, wanted, 7);
     PyObject *result = NULL;
-    int64_t *seen = NULL, *first_of_kind = NULL, *free_by_kind = NULL, *row_of = NULL;
+    /* Per kind: its free machines, the rows whose fastest kind it is, where those rows begin
+     * in by_kind (the rows grouped by kind, in row order), how many of them are placed. */
+    int64_t *free_count = NULL, *needed = NULL, *first = NULL, *placed = NULL, *by_kind = NULL;
     if (taken == 7) {
         Py_ssize_t count = views[0].len / 8, job_count = views[1].len / 8, machines = views[2].len / 8;
         const int64_t *rows = views[0].buf, *fastest = views[1].buf, *machine_kind = views[2].buf;
@@ -145,55 +147,59 @@ static PyObject *uncontended_plan(PyObject *self, PyObject *args) {
         int64_t *bounds = views[4].buf, *queued = views[5].buf, *used = views[6].buf;
         int valid = kind_count >= 0 && views[3].len / 8 == machines && views[4].len / 8 == machines + 1 && views[5].len / 8 == count &&
                     views[6].len / 8 == count;
-        for (Py_ssize_t m = 0; valid && m < machines; m++) valid = machine_kind[m] >= 0 && machine_kind[m] < kind_count;
-        for (Py_ssize_t i = 0; valid && i < count; i++) valid = rows[i] >= 0 && rows[i] < job_count && fastest[rows[i]] < kind_count;
         if (valid) {
-            seen = PyMem_Calloc((size_t)kind_count + 1, sizeof(int64_t));
-            first_of_kind = PyMem_Calloc((size_t)kind_count + 1, sizeof(int64_t));
-            free_by_kind = PyMem_Malloc(sizeof(int64_t) * ((size_t)machines + 1));
-            row_of = PyMem_Malloc(sizeof(int64_t) * ((size_t)machines + 1));
+            free_count = PyMem_Calloc((size_t)kind_count + 1, sizeof(int64_t));
+            needed = PyMem_Calloc((size_t)kind_count + 1, sizeof(int64_t));
+            first = PyMem_Calloc((size_t)kind_count + 1, sizeof(int64_t));
+            placed = PyMem_Calloc((size_t)kind_count + 1, sizeof(int64_t));
+            by_kind = PyMem_Malloc(sizeof(int64_t) * ((size_t)count + 1));
         }
-        if (!valid) {
-            PyErr_SetString(PyExc_ValueError, "uncontended_plan: rows of fastest, a wait per machine, kinds below kind_count");
-        } else if (seen == NULL || first_of_kind == NULL || free_by_kind == NULL || row_of == NULL) {
+        if (valid && (free_count == NULL || needed == NULL || first == NULL || placed == NULL || by_kind == NULL)) {
             PyErr_NoMemory();
         } else {
-            /* The free machines by kind, then as listed (a stable sort by kind, by counting). */
-            for (Py_ssize_t m = 0; m < machines; m++)
-                if (delay[m] == 0.0) first_of_kind[machine_kind[m] + 1] += 1;
-            for (Py_ssize_t k = 0; k < kind_count; k++) first_of_kind[k + 1] += first_of_kind[k];
-            for (Py_ssize_t m = 0; m < machines; m++)
-                if (delay[m] == 0.0) free_by_kind[first_of_kind[machine_kind[m]] + seen[machine_kind[m]]++] = m;
-            for (Py_ssize_t k = 0; k < kind_count; k++) seen[k] = 0;
-            int written = 1;
-            for (Py_ssize_t i = 0; written && i < count; i++) written = fastest[rows[i]] >= 0;
-            for (Py_ssize_t i = 0; written && i < count; i++) seen[fastest[rows[i]]] += 1;
-            for (Py_ssize_t k = 0; written && k < kind_count; k++) written = seen[k] <= first_of_kind[k + 1] - first_of_kind[k];
-            for (Py_ssize_t m = 0; written && m < machines; m++) row_of[m] = -1;
-            for (Py_ssize_t k = 0; written && k < kind_count; k++) seen[k] = 0;
-            for (Py_ssize_t i = 0; written && i < count; i++) {
-                int64_t kind = fastest[rows[i]];
-                row_of[free_by_kind[first_of_kind[kind] + seen[kind]++]] = rows[i];  /* each free machine once */
+            /* One pass over the machines checks their kinds and counts the free ones of each. */
+            for (Py_ssize_t m = 0; valid && m < machines; m++) {
+                valid = machine_kind[m] >= 0 && machine_kind[m] < kind_count;
+                if (valid && delay[m] == 0.0) free_count[machine_kind[m]] += 1;
             }
-            if (written) {
-                Py_ssize_t at = 0;
-                bounds[0] = 0;
-                for (Py_ssize_t m = 0; m < machines; m++) {
-                    if (row_of[m] >= 0) {
-                        queued[at] = row_of[m];
-                        used[at] = m;
-                        at++;
+            for (Py_ssize_t i = 0; valid && i < count; i++) valid = rows[i] >= 0 && rows[i] < job_count && fastest[rows[i]] < kind_count;
+            if (!valid) {
+                PyErr_SetString(PyExc_ValueError, "uncontended_plan: rows of fastest, a wait per machine, kinds below kind_count");
+            } else {
+                int written = 1;
+                for (Py_ssize_t i = 0; written && i < count; i++) written = fastest[rows[i]] >= 0;
+                for (Py_ssize_t i = 0; written && i < count; i++) needed[fastest[rows[i]]] += 1;
+                for (Py_ssize_t k = 0; written && k < kind_count; k++) written = needed[k] <= free_count[k];
+                if (written) {
+                    for (Py_ssize_t k = 1; k < kind_count; k++) first[k] = first[k - 1] + needed[k - 1];
+                    for (Py_ssize_t i = 0; i < count; i++) {
+                        int64_t kind = fastest[rows[i]];
+                        by_kind[first[kind] + placed[kind]++] = rows[i];
                     }
-                    bounds[m + 1] = at;
+                    for (Py_ssize_t k = 0; k < kind_count; k++) placed[k] = 0;
+                    /* The second pass: each kind's rows, in row order, on its free machines as
+                     * listed (the k-th row of a kind on the k-th free machine of the kind). */
+                    Py_ssize_t at = 0;
+                    for (Py_ssize_t m = 0; m < machines; m++) {
+                        bounds[m] = at;
+                        int64_t kind = machine_kind[m];
+                        if (delay[m] == 0.0 && placed[kind] < needed[kind]) {
+                            queued[at] = by_kind[first[kind] + placed[kind]++];
+                            used[at] = m;
+                            at++;
+                        }
+                    }
+                    bounds[machines] = at;
                 }
+                result = PyBool_FromLong(written);
             }
-            result = PyBool_FromLong(written);
         }
     }
-    PyMem_Free(seen);
-    PyMem_Free(first_of_kind);
-    PyMem_Free(free_by_kind);
-    PyMem_Free(row_of);
+    PyMem_Free(free_count);
+    PyMem_Free(needed);
+    PyMem_Free(first);
+    PyMem_Free(placed);
+    PyMem_Free(by_kind);
     release_all(views, taken);
     return result;
 }
