@@ -35,11 +35,15 @@ Trial Jobs (FitGpp's trial-and-error class) never wait in AlloX's queue: each st
 where it finishes first (``choose_for_trial``): an idle GPU; else a CPU slot when the CPU run
 ends before the GPU run would, after FitGpp's preemption (the shortest grace period of the
 best-effort pods holding GPUs) or after the first busy GPU frees; else the GPU configuration, and
-FitGpp preempts as it does for any trial pod.
+FitGpp preempts as it does for any trial pod. A best-effort pod counts once: the trial Jobs
+started on a busy GPU whose pods are not bound yet (this pass's, or earlier ones' while their
+victims leave or they wait nominated) take one each, and a trial Job with none left starts when
+the first busy GPU frees, and is told so (``_trials``, ``_preemptible``).
 """
 
 from __future__ import annotations
 
+import bisect
 import json
 import logging
 import multiprocessing
@@ -87,6 +91,7 @@ from scheduler.kube.wire import annotation_pointer
 from scheduler.matching.admission import (
     DEFAULT_CPU_SLOT,
     AdmissionDecision,
+    BestEffortGpus,
     DecideReuse,
     Queued,
     RunningJob,
@@ -100,6 +105,7 @@ from scheduler.matching.admission import (
     kinds_beyond,
     most_gpus,
     choose_for_trial,
+    preemptible_for_trials,
     beside_each_gpu,
     decide_starts,
     idle_machines,
@@ -191,6 +197,7 @@ class PlacerController:
         on_decision: Callable[[float, AdmissionDecision], None] | None = None,
         on_start: Callable[[str, str], None] | None = None,
         preemption_grace: Callable[[], float | None] = lambda: None,
+        best_effort_gpus: Callable[[], BestEffortGpus] | None = None,
         guarantees: Callable[[frozenset[str]], Guarantees] | None = None,
         job_pods: Callable[[frozenset[str]], Mapping[str, JobPods]] | None = None,
         unbound_hold_seconds: float = DEFAULT_UNBOUND_HOLD_SECONDS,
@@ -208,6 +215,14 @@ class PlacerController:
         # The shortest grace period among best-effort pods holding GPUs: how long FitGpp's
         # preemption keeps a trial Job off a GPU (None: nothing to preempt).
         self._preemption_grace = preemption_grace
+        # The best-effort pods holding GPUs, each preemptible one's grace period and how many are
+        # already leaving (what trial Jobs may count on FitGpp preempting). None: only the
+        # shortest grace period above is known, read as one such pod.
+        self._best_effort_gpus = best_effort_gpus
+        # Per trial Job UID started on the GPU configuration, what its GPU was to come from
+        # (TrialChoice.gpu_by): one started on an idle GPU owes no best-effort pod while its pod is
+        # on its way; kept while it runs on the GPU.
+        self._trial_gpu_by: dict[str, str] = {}
         # Under HiveD: each VC's free guarantee, the pods of the given running Jobs counted as
         # free (they are busy machines of their own, as in free_by_node). None: no VCs, a
         # Job's GPU configuration may use any free GPU of AlloX's nodes.
@@ -355,7 +370,7 @@ class PlacerController:
         # cluster 'default'" told a user who never chose one only a name (kubectl cellfit why
         # already left it out).
         name_pools = found is not None and len(found.cells) > 1
-        chosen = self._trials(now, trials, waiting, running, free, gpu_pools)
+        chosen = self._trials(now, trials, waiting, running, free, gpu_pools, by_key)
         started_trials = {trial.key for trial, _ in chosen}
         self._tell_trials_waiting([trial for trial in trials if trial.key not in started_trials], by_key)
         for trial, choice in chosen:
@@ -487,10 +502,16 @@ class PlacerController:
 
     def _trials(
         self, now: float, trials: list[WaitingJob], waiting: list[WaitingJob], running: list[RunningJob], free: list[NodeResources],
-        gpu_pools: Mapping[str, int] | None,
+        gpu_pools: Mapping[str, int] | None, by_key: Mapping[str, Job],
     ) -> list[tuple[WaitingJob, TrialChoice]]:
         """Trial Jobs start at once, each where it finishes first (``choose_for_trial``); under
-        HiveD a trial Job's GPUs are its VC's (``gpu_pools``)."""
+        HiveD a trial Job's GPUs are its VC's (``gpu_pools``). Each start takes what it counts on:
+        a best-effort pod FitGpp preempts for it, or the first busy GPU freeing (which then frees
+        again when it is done), so the next trial Job, in this pass or a later one, sees what
+        is left (``_preemptible``)."""
+        if self._trial_gpu_by:
+            on_gpu = {by_key[r.key].metadata.uid for r in running if r.kind == KIND_GPU}
+            self._trial_gpu_by = {uid: by for uid, by in self._trial_gpu_by.items() if uid in on_gpu}
         if not trials:
             return []
         beside = beside_each_gpu([*waiting, *trials], running, free_nodes=free, reserved_cpu_per_gpu=self._settings.reserved_cpu_per_gpu)
@@ -503,26 +524,58 @@ class PlacerController:
         idle: dict[str, int] = {}
         for machine in machines:
             idle[machine.kind] = idle.get(machine.kind, 0) + 1
-        grace = self._preemption_grace()
+        graces = self._preemptible(now, running, by_key)
+        ends_by_pool: dict[str | None, list[float]] = {}
         gpus_on_a_node, room = most_gpus(free), gpu_room(free)
         chosen = []
         for trial in sorted(trials, key=lambda t: (t.arrival, t.key)):
             gpu = "gpu" if gpu_pools is None else (pool_kind(trial.pool) if trial.pool is not None else "")
-            gpu_ends = [max(0.0, r.started + r.seconds[r.kind] - now) for r in running
-                        if r.kind == "gpu" and (gpu_pools is None or r.pool == trial.pool)]
+            pool = None if gpu_pools is None else trial.pool
+            gpu_ends = ends_by_pool.get(pool)
+            if gpu_ends is None:
+                gpu_ends = ends_by_pool[pool] = sorted(max(0.0, r.started + r.seconds[r.kind] - now) for r in running
+                                                       if r.kind == "gpu" and (gpu_pools is None or r.pool == trial.pool))
             seen = {"cpu": idle.get("cpu", 0), "gpu": idle.get(gpu, 0)}
             # No GPU of its VC, or a configuration no node holds: not a kind of it now.
             dropped = kinds_beyond(trial, cpu_slot=cpu_slot, gpus=gpus_on_a_node, room=room) | ({"gpu"} if not gpu else set())
             seconds = {k: v for k, v in trial.seconds.items() if k not in dropped} if dropped else trial.seconds
             # A trial Job of several pods needs that many idle machines of a kind to start on it.
             choice = choose_for_trial(seconds=seconds, idle={k: v // trial.pods for k, v in seen.items()},
-                                      gpu_free_in=min(gpu_ends, default=None), preemption_seconds=grace)
+                                      gpu_free_in=gpu_ends[0] if gpu_ends else None, preemption_seconds=graces[0] if graces else None)
             if choice is None:
                 continue
+            if choice.kind == "gpu":
+                self._trial_gpu_by[by_key[trial.key].metadata.uid] = choice.gpu_by
+                if choice.gpu_by in ("preemption", "frees") and choice.gpu_wait is not None:
+                    _take_gpus(choice, pods=trial.pods, run=seconds["gpu"], graces=graces, ends=gpu_ends)
             machine_kind = gpu if choice.kind == "gpu" else choice.kind
             idle[machine_kind] = max(0, idle.get(machine_kind, 0) - trial.pods)
             chosen.append((trial, choice))
         return chosen
+
+    def _preemptible(self, now: float, running: Sequence[RunningJob], by_key: Mapping[str, Job]) -> list[float]:
+        """The grace periods of the best-effort pods a trial Job may still count on FitGpp
+        preempting, shortest first: those the trial Jobs started earlier on a GPU and not bound
+        yet (nominated, their victims still leaving, or their pods not made yet) will take are
+        not (``preemptible_for_trials``): FitGpp preempts for every trial pod that finds no GPU,
+        whatever it was told. One this controller started on an idle GPU owes none."""
+        if self._best_effort_gpus is not None:
+            found = self._best_effort_gpus()
+        else:
+            grace = self._preemption_grace()
+            found = BestEffortGpus(graces=() if grace is None else (grace,))
+        started = {uid: r for r in running if r.kind == KIND_GPU and self._trial_gpu_by.get(uid := by_key[r.key].metadata.uid) != "idle"
+                   and _is_trial(by_key[r.key])}
+        if not started:
+            return sorted(found.graces)
+        pods = self._job_pods(frozenset(started)) if self._job_pods is not None else {}
+        owed = 0
+        for uid, item in started.items():
+            have = pods.get(uid)
+            if have is None and now - item.started >= self._unbound_hold_seconds:
+                continue  # no pod of it left (placer/holding.py: gone)
+            owed += max(0, item.pods - (have.here if have is not None else 0))
+        return preemptible_for_trials(found, owed=owed)
 
     def _decide(self, **inputs: Any) -> tuple[AdmissionDecision, QueueSource]:
         """:func:`decide_starts`' decision and where its queue comes from, in the child process
@@ -1346,6 +1399,24 @@ def _asks(kind: str, demand: Demand, *, counted: str, room: GpuRoom) -> str:
     asked = {"cpu": f"{demand.cpu:g} cores", "memory": f"{demand.memory:g} GiB"}
     return (" and ".join(f"{field}.{name}" for name in short) + f", {' and '.join(asked[name] for name in short)} a pod beside its "
             f"{demand.gpu:g} GPUs{counted}, more than any node of AlloX's with {demand.gpu:g} GPUs free has free")
+
+
+def _take_gpus(choice: TrialChoice, *, pods: int, run: float, graces: list[float], ends: list[float]) -> None:
+    """What a trial Job started on a busy GPU takes from the next one's view (``choose_for_trial``):
+    under ``preemption`` a best-effort pod per pod of it (FitGpp preempts for each pod that finds
+    no GPU), under ``frees`` the first busy GPUs freeing; the GPUs it gets free again once it is
+    done (``wait + run``), and a victim's GPU it does not get (a busy GPU freed sooner) frees at
+    the victim's grace period. ``graces`` and ``ends`` sorted, changed in place."""
+    wait = choice.gpu_wait or 0.0
+    for _ in range(pods):
+        if choice.gpu_by == "preemption" and graces:
+            grace = graces.pop(0)
+            if grace > wait and ends:  # a busy GPU frees first and its pod binds there
+                ends.pop(0)
+                bisect.insort(ends, grace)
+        elif ends:
+            ends.pop(0)
+        bisect.insort(ends, wait + run)
 
 
 def _is_trial(job: Job) -> bool:

@@ -1018,10 +1018,36 @@ _KIND = attrgetter("kind")
 
 @dataclass(frozen=True, slots=True)
 class TrialChoice:
-    """Where a trial Job starts now, and why (the Event's words)."""
+    """Where a trial Job starts now, and why (the Event's words). On the GPU configuration,
+    ``gpu_by`` says what its GPU comes from: ``"idle"``, ``"preemption"`` (FitGpp preempts a
+    best-effort pod for it: a trial pod that finds no GPU preempts whenever one is left, so the
+    start takes that pod whichever frees a GPU first), ``"frees"`` (none is left to preempt: the
+    first busy GPU freeing, ``gpu_wait`` seconds from now), or ``""`` (nothing known to free one)."""
 
     kind: str
     reason: str
+    gpu_by: str = ""
+    gpu_wait: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class BestEffortGpus:
+    """The best-effort pods holding GPUs on AlloX's nodes, as trial Jobs may count on them."""
+
+    graces: tuple[float, ...] = ()  # the grace periods (s) of those FitGpp may still preempt
+    leaving: int = 0  # those already terminating (preempted, or deleted): their GPUs free by themselves
+
+
+def preemptible_for_trials(found: BestEffortGpus, *, owed: int) -> list[float]:
+    """The grace periods of the best-effort pods a new trial Job may count on FitGpp preempting,
+    shortest first. ``owed``: the GPU pods of trial Jobs started on the GPU configuration and not
+    bound yet; they take the pods already leaving first (their own victims, or GPUs freeing
+    anyway), then preemptible ones, the shortest grace first (FitGpp's score weighs the grace
+    period most, ``preemption.gracePeriodWeight``), as FitGpp preempts for every trial pod that
+    finds no GPU whatever it was told. Trial pods themselves are never counted: FitGpp never
+    preempts them."""
+    graces = sorted(found.graces)
+    return graces[max(0, owed - found.leaving):]
 
 
 def choose_for_trial(
@@ -1036,29 +1062,41 @@ def choose_for_trial(
 
     - a GPU is idle: on it;
     - else on a CPU slot when the CPU run ends sooner than the GPU run would: after FitGpp's
-      preemption (``preemption_seconds``: the victim's grace period, its checkpoint), or after
-      the first busy GPU frees (``gpu_free_in``), whichever comes first;
-    - else on the GPU configuration: kube-scheduler and FitGpp preempt a best-effort pod.
+      preemption (``preemption_seconds``: the victim's grace period, its checkpoint; None when no
+      best-effort pod is left to preempt for this Job, see :func:`preemptible_for_trials`), or
+      after the first busy GPU frees (``gpu_free_in``), whichever comes first;
+    - else on the GPU configuration: kube-scheduler and FitGpp preempt a best-effort pod if one
+      is left, else its pod waits for the first busy GPU (the reason says which).
 
     None when the Job has no estimate for any kind it could run on here."""
     gpu = seconds.get("gpu")
     cpu = seconds.get("cpu")
     if gpu is not None and idle.get("gpu", 0) > 0:
-        return TrialChoice("gpu", f"gpu: a GPU is free, done in ~{_minutes(gpu)}")
+        return TrialChoice("gpu", f"gpu: a GPU is free, done in ~{_minutes(gpu)}", gpu_by="idle", gpu_wait=0.0)
     waits = [w for w in (preemption_seconds, gpu_free_in) if w is not None]
-    gpu_done = gpu + min(waits) if gpu is not None and waits else None
+    wait = min(waits) if waits else None
+    gpu_done = gpu + wait if gpu is not None and wait is not None else None
+    checkpoint = preemption_seconds is not None and (gpu_free_in is None or preemption_seconds <= gpu_free_in)
     if cpu is not None and idle.get("cpu", 0) > 0 and (gpu_done is None or cpu < gpu_done):
         after = "" if gpu_done is None else (
-            f"; gpu would start after a best-effort Job checkpoints, ~{_minutes(gpu_done)}"
-            if preemption_seconds is not None and (gpu_free_in is None or preemption_seconds <= gpu_free_in)
-            else f"; gpu would start when one frees, ~{_minutes(gpu_done)}"
+            f"; gpu would start after a best-effort Job checkpoints, ~{_minutes(gpu_done)}" if checkpoint
+            else f"; gpu would start when the first busy GPU frees, ~{_minutes(gpu_done)}"
         )
         return TrialChoice("cpu", f"cpu: done in ~{_minutes(cpu)}{after}")
     if gpu is not None:
         why = f"gpu: done in ~{_minutes(gpu_done)}" if gpu_done is not None else "gpu"
         if cpu is not None:
             why += f", before cpu (~{_minutes(cpu)})" if idle.get("cpu", 0) > 0 else "; no CPU slot is free"
-        return TrialChoice("gpu", why + " (FitGpp preempts a best-effort Job if no GPU frees)")
+        if preemption_seconds is not None:
+            by, how = "preemption", "FitGpp preempts a best-effort Job for it" + (
+                "" if checkpoint else f"; a busy GPU frees sooner, ~{_minutes(gpu_free_in)}")
+        elif gpu_free_in is not None:
+            by, how = "frees", (f"it starts when the first busy GPU frees, ~{_minutes(gpu_free_in)}: "
+                                "no best-effort Job is left for FitGpp to preempt")
+        else:
+            by, how = "", ("no GPU is expected to free and no best-effort Job is left for FitGpp to preempt: "
+                           "its pod waits for a GPU")
+        return TrialChoice("gpu", f"{why} ({how})", gpu_by=by, gpu_wait=wait)
     if cpu is not None and idle.get("cpu", 0) > 0:
         return TrialChoice("cpu", f"cpu: done in ~{_minutes(cpu)}")
     return None
