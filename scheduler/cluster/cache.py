@@ -42,6 +42,7 @@ from scheduler.errors import CellfitError, InvalidAnnotation, KubernetesApiError
 from scheduler.preemption.model import JobClass, job_class_or_best_effort, preemption_count_of
 from scheduler.kube import translate, wire
 from scheduler.kube.lists import read_page
+from scheduler.matching.admission import BestEffortGpus
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -509,15 +510,28 @@ class ClusterCache:
         """The shortest grace period (seconds) among best-effort pods holding GPUs on the nodes
         ``selector`` names: how long FitGpp's preemption keeps a trial pod off a GPU at best.
         None when no such pod runs (nothing to preempt)."""
+        graces = self.best_effort_gpus(selector).graces
+        return min(graces) if graces else None
+
+    def best_effort_gpus(self, selector: Mapping[str, str] | None = None) -> BestEffortGpus:
+        """The best-effort pods holding GPUs on the nodes ``selector`` names, as trial Jobs may
+        count on them (placer controller, ``choose_for_trial``): each preemptible one's grace
+        period, and how many are terminating already (preempted, or deleted: their GPUs free
+        without another preemption). The pods ``shortest_gpu_victim_grace`` reads, the leaving
+        ones counted too."""
+        graces: list[float] = []
+        leaving = 0
         with self._lock:
-            graces = [
-                pod.grace_period_seconds
-                for pod in self._pods.pods()
-                if pod.holds_resources and pod.requests.gpus > 0 and not pod.terminating
-                and job_class_or_best_effort(pod.labels) is JobClass.BEST_EFFORT
-                and all(self._labels.get(pod.node_name or "", {}).get(k) == v for k, v in (selector or {}).items())
-            ]
-        return float(min(graces)) if graces else None
+            for pod in self._pods.pods():
+                if not (pod.holds_resources and pod.requests.gpus > 0
+                        and job_class_or_best_effort(pod.labels) is JobClass.BEST_EFFORT
+                        and all(self._labels.get(pod.node_name or "", {}).get(k) == v for k, v in (selector or {}).items())):
+                    continue
+                if pod.terminating:
+                    leaving += 1
+                else:
+                    graces.append(float(pod.grace_period_seconds))
+        return BestEffortGpus(graces=tuple(graces), leaving=leaving)
 
     # ------------------------------------------------------------------ ClusterGateway
 
