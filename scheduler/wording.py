@@ -21,3 +21,28 @@ def ordinal(number: int) -> str:
     """``1st``, ``2nd``, ``11th``, ``23rd``."""
     suffix = "th" if 10 <= number % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(number % 10, "th")
     return f"{number}{suffix}"
+
+
+# The rule of a Job's spec.podFailurePolicy under which Kubernetes does not count a preempted pod
+# (kube-scheduler marks it with the DisruptionTarget condition) against the Job's backoffLimit: a
+# best-effort Job needs it to resume after cellfit preempts it rather than fail. Written as YAML
+# (flow style, one line), as users add it.
+RESUME_RULE = "{action: Ignore, onPodConditions: [{type: DisruptionTarget}]}"
+DISRUPTION_TARGET = "DisruptionTarget"
+
+
+def ignores_disruption(policy: object) -> bool:
+    """Whether a Job's ``spec.podFailurePolicy`` (as JSON decodes it) ignores a preempted pod: the
+    first of its rules that matches the DisruptionTarget condition (status True, the default)
+    has ``action: Ignore`` (the Job controller applies the first rule that matches). Rules on
+    exit codes are passed over: a preempted pod's exit code is its workload's."""
+    rules = policy.get("rules") if isinstance(policy, dict) else None
+    for rule in rules if isinstance(rules, list) else []:
+        if not isinstance(rule, dict):
+            continue
+        patterns = rule.get("onPodConditions")
+        for pattern in patterns if isinstance(patterns, list) else []:
+            if (isinstance(pattern, dict) and pattern.get("type") == DISRUPTION_TARGET
+                    and pattern.get("status", "True") == "True"):
+                return rule.get("action") == "Ignore"
+    return False

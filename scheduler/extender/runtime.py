@@ -299,6 +299,7 @@ def build_runtime(settings: Settings, *, api: KubernetesApi | None = None, stand
             gpu_resource=settings.policy.gpu_resource_name,
             reject_invalid=settings.admission.reject_invalid,
             scheduler_name=settings.nudge.scheduler_name,
+            preempts_best_effort=settings.preemption.policy == "fitgpp" and settings.preemption.max_preemptions != 0,
         )
         admission_app = create_admission_app(
             admission=admission, validation=validation, max_request_bytes=settings.server.max_request_bytes
@@ -561,7 +562,6 @@ def _placer(
         on_decision=decided,
         on_start=lambda kind, mechanism: metrics.allox_placements.labels(kind=kind, mechanism=mechanism).inc(),
         preemption_grace=lambda: cache.shortest_gpu_victim_grace(settings.allox.node_selector),
-        best_effort_gpus=lambda: cache.best_effort_gpus(settings.allox.node_selector),
         guarantees=guarantees,
         job_pods=lambda owners: cache.job_pods(owners, settings.allox.node_selector),
     )

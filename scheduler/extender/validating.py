@@ -77,17 +77,19 @@ class ObjectValidation:
     against (``None`` under resource-fit, which has neither). ``scheduler_name``: the
     kube-scheduler profile cellfit serves; a pod (or a Job's pod template) of another scheduler is
     not cellfit's, so its cellfit.io/ keys are not checked, only warned about as unread (None:
-    every object is checked as cellfit's)."""
+    every object is checked as cellfit's). ``preempts_best_effort``: FitGpp preempts best-effort
+    pods for trial ones, so a best-effort Job is told when a preemption would fail it."""
 
     def __init__(
         self, *, cells: LiveCells | None, metrics: ExtenderMetrics, gpu_resource: str, reject_invalid: bool,
-        scheduler_name: str | None = None,
+        scheduler_name: str | None = None, preempts_best_effort: bool = True,
     ) -> None:
         self._cells = cells
         self._metrics = metrics
         self._gpu_resource = gpu_resource
         self._reject_invalid = reject_invalid
         self._scheduler_name = scheduler_name
+        self._preempts_best_effort = preempts_best_effort
 
     def review_pod(self, body: bytes) -> Answer:
         """Raises :class:`InvalidRequest` for a body that is not an AdmissionReview of a Pod."""
@@ -160,7 +162,8 @@ class ObjectValidation:
         elsewhere = self._another_scheduler(_template_spec(job.spec.template), where="spec.template.spec")
         if elsewhere is not None:
             return [elsewhere]
-        return job_problems(job, cells=self._cells, gpu_resource=self._gpu_resource, creating=creating)
+        return job_problems(job, cells=self._cells, gpu_resource=self._gpu_resource, creating=creating,
+                            preempts_best_effort=self._preempts_best_effort)
 
     def _cronjob_problems(self, raw: msgspec.Raw, *, field: str) -> list[Problem]:
         cronjob = wire.decode(CRONJOB_DECODER, raw, field=field)
@@ -168,7 +171,8 @@ class ObjectValidation:
         elsewhere = self._another_scheduler(_template_spec(template), where=f"{JOB_TEMPLATE}.spec.template.spec")
         if elsewhere is not None:
             return [elsewhere]
-        return cronjob_problems(cronjob, cells=self._cells, gpu_resource=self._gpu_resource)
+        return cronjob_problems(cronjob, cells=self._cells, gpu_resource=self._gpu_resource,
+                                preempts_best_effort=self._preempts_best_effort)
 
     def _pod_problems(self, raw: msgspec.Raw, *, field: str) -> list[Problem]:
         pod = wire.decode(wire.POD_DECODER, raw, field=field)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from typing import Callable, Final, Mapping, Sequence
+from typing import Any, Callable, Final, Mapping, Sequence
 
 import msgspec
 from msgspec import structs
@@ -41,11 +41,13 @@ from scheduler.constants import (
     LABEL_PLACEMENT,
     LABEL_PRIORITY,
     LABEL_VIRTUAL_CLUSTER,
+    PRIORITY_OPPORTUNISTIC,
 )
 from scheduler.core.model import OwnerRef, PodInfo
 from scheduler.errors import InvalidAnnotation, InvalidRequest
 from scheduler.kube import translate, wire
-from scheduler.preemption import job_class_of, preemption_count_of
+from scheduler.preemption import JobClass, job_class_of, preemption_count_of
+from scheduler.wording import DISRUPTION_TARGET, RESUME_RULE, ignores_disruption
 
 
 def _keys(kind: str) -> frozenset[str]:
@@ -264,6 +266,9 @@ class JobSpec(msgspec.Struct, frozen=True):
     completions: int | None = None
     suspend: bool | None = None
     template: PodTemplate | None = None
+    backoffLimit: int | None = None
+    backoffLimitPerIndex: int | None = None
+    podFailurePolicy: dict[str, Any] | None = None
 
 
 class AdmittedJob(msgspec.Struct, frozen=True):
@@ -273,10 +278,14 @@ class AdmittedJob(msgspec.Struct, frozen=True):
     spec: JobSpec = JobSpec()
 
 
-def job_problems(job: AdmittedJob, *, cells: LiveCells | None, gpu_resource: str, creating: bool) -> list[Problem]:
+def job_problems(
+    job: AdmittedJob, *, cells: LiveCells | None, gpu_resource: str, creating: bool, preempts_best_effort: bool = True
+) -> list[Problem]:
     """Everything wrong with a Job's cellfit labels and annotations and with its pod template's.
     ``creating``: checks of what a Job must carry when it is submitted (an interchangeable Job's
-    iterations and ``suspend``), which a later update (cellfit's own unsuspend) must not fail."""
+    iterations and ``suspend``, a podFailurePolicy that lets it resume), which a later update
+    (cellfit's own unsuspend) must not fail. ``preempts_best_effort``: FitGpp preempts
+    best-effort pods for trial ones (``preemption.policy: fitgpp``, P above 0)."""
     labels = job.metadata.labels or {}
     annotations = job.metadata.annotations or {}
     problems = key_problems(labels, annotations, where="")
@@ -311,6 +320,8 @@ def job_problems(job: AdmittedJob, *, cells: LiveCells | None, gpu_resource: str
         return problems
     template_labels = template.metadata.labels or {}
     template_annotations = template.metadata.annotations or {}
+    if creating:
+        problems += preempted_failure_problems(job.spec, template_labels, fitgpp=preempts_best_effort, hived=cells is not None)
     for kind, key in POD_LEVEL_KEYS:
         on_job, on_template = (labels, template_labels) if kind == "label" else (annotations, template_annotations)
         if key in on_job and key not in on_template:
@@ -327,6 +338,37 @@ def job_problems(job: AdmittedJob, *, cells: LiveCells | None, gpu_resource: str
         return problems + [_problem(error, where="")]
     return (problems + _template_problems(pod, configured, cells=cells) + _gang_shape_problems(pod, job.spec)
             + trial_priority_problems(template_labels, template.spec, where=TEMPLATE))
+
+
+def preempted_failure_problems(spec: JobSpec, labels: Mapping[str, str], *, fitgpp: bool, hived: bool) -> list[Problem]:
+    """A Job cellfit may preempt whose podFailurePolicy does not ignore a preempted pod: the Job
+    controller counts each preempted pod as failed against its backoffLimit, so with a small one
+    the preemption fails the Job (BackoffLimitExceeded) where its Preempted Event promised it
+    would resume. Who may preempt it: trial Jobs, of a best-effort one (FitGpp; the class of a
+    pod without the label); HiveD's reclaim, of an opportunistic one, whatever its class. A
+    warning: the Job runs, and may never meet a trial Job. Told at creation only: Kubernetes
+    refuses a change of a Job's podFailurePolicy."""
+    if ignores_disruption(spec.podFailurePolicy):
+        return []
+    try:
+        best_effort = job_class_of(labels) is JobClass.BEST_EFFORT
+    except InvalidAnnotation:  # reported with the template's problems
+        return []
+    if fitgpp and best_effort:
+        by = "a trial Job"
+    elif hived and labels.get(LABEL_PRIORITY) == PRIORITY_OPPORTUNISTIC:
+        by = "the owner of the cells it borrows"
+    else:
+        return []
+    limit, count = ("backoffLimitPerIndex", spec.backoffLimitPerIndex) if spec.backoffLimitPerIndex is not None else (
+        "backoffLimit", 6 if spec.backoffLimit is None else spec.backoffLimit)
+    field = "spec.podFailurePolicy"
+    missing = "missing" if spec.podFailurePolicy is None else f"no rule ignores {DISRUPTION_TARGET}"
+    if count == 0:
+        outcome = f"with {limit} 0 the first pod {by} preempts fails the Job instead of resuming"
+    else:
+        outcome = f"each pod {by} preempts counts as a failure against {limit} {count}"
+    return [Problem(field=field, text=f"{field}: {missing}, so {outcome}; add the rule {RESUME_RULE}", blocking=False)]
 
 
 def _unread_without_configurations(annotations: Mapping[str, str]) -> list[Problem]:
@@ -475,7 +517,9 @@ class AdmittedCronJob(msgspec.Struct, frozen=True):
 JOB_TEMPLATE: Final = "spec.jobTemplate"
 
 
-def cronjob_problems(cronjob: AdmittedCronJob, *, cells: LiveCells | None, gpu_resource: str) -> list[Problem]:
+def cronjob_problems(
+    cronjob: AdmittedCronJob, *, cells: LiveCells | None, gpu_resource: str, preempts_best_effort: bool = True
+) -> list[Problem]:
     """Everything wrong with the Jobs a CronJob will create, told when the CronJob is written
     rather than when its schedule fires: its ``spec.jobTemplate`` checked as a Job being created
     (each of its Jobs is a creation, whether the CronJob itself is created or updated; cellfit
@@ -486,7 +530,7 @@ def cronjob_problems(cronjob: AdmittedCronJob, *, cells: LiveCells | None, gpu_r
     # The CronJob controller names its Jobs after the CronJob, in its namespace.
     job_meta = structs.replace(template.metadata, name=meta.name, namespace=meta.namespace, uid="")
     job = AdmittedJob(metadata=job_meta, spec=template.spec)
-    problems = job_problems(job, cells=cells, gpu_resource=gpu_resource, creating=True)
+    problems = job_problems(job, cells=cells, gpu_resource=gpu_resource, creating=True, preempts_best_effort=preempts_best_effort)
     return _not_passed_on(meta.labels or {}, meta.annotations or {}) + [_under(JOB_TEMPLATE, problem) for problem in problems]
 
 

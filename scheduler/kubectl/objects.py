@@ -21,6 +21,7 @@ from scheduler.constants import (
     LABEL_JOB_CLASS,
     LABEL_VIRTUAL_CLUSTER,
 )
+from scheduler.wording import ignores_disruption
 
 # The Preempting event's message (scheduler/preemption/fitgpp.py PreemptionDecision):
 # "preempting ns/pod on node X (score 0.31 = size 0.12 + 4.0 x GP 0.05)".
@@ -110,6 +111,11 @@ class JobFacts:
     events: tuple[Event, ...] = ()
     pods: tuple[PodFacts, ...] = ()
     preemptions: tuple[Preemption, ...] = ()
+    # The limit the Job controller fails the Job at, as spec names it: ("backoffLimit", 6), or
+    # ("backoffLimitPerIndex", n) for an Indexed Job with one; and whether its podFailurePolicy
+    # ignores a preempted pod (DisruptionTarget), so that a preemption is not counted against it.
+    backoff_limit: tuple[str, int] = ("backoffLimit", 6)
+    ignores_disruption: bool = False
 
     @property
     def key(self) -> str:
@@ -255,7 +261,17 @@ def job_from(
         events=events,
         pods=pods,
         preemptions=preemptions,
+        backoff_limit=_backoff_limit(spec),
+        ignores_disruption=ignores_disruption(spec.get("podFailurePolicy")),
     )
+
+
+def _backoff_limit(spec: Mapping[str, Any]) -> tuple[str, int]:
+    per_index = spec.get("backoffLimitPerIndex")
+    if isinstance(per_index, int):
+        return "backoffLimitPerIndex", per_index
+    limit = spec.get("backoffLimit")
+    return "backoffLimit", limit if isinstance(limit, int) else 6  # the API server's default
 
 
 def preemption_from(*, victim: str, preempted: Event, preemptor_events: tuple[Event, ...], unread: str = "") -> Preemption:

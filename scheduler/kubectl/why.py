@@ -16,6 +16,7 @@ from typing import Any, Final, Mapping, Sequence
 from scheduler.kubectl.objects import PREEMPTING, CellfitView, Condition, Event, Facts, GoneFacts, JobFacts, PodFacts, Preemption
 from scheduler.kube.times import timestamp
 from scheduler.kubectl.wording import MAX_NAMED, duration, listed, ordinal
+from scheduler.wording import DISRUPTION_TARGET, RESUME_RULE
 
 # What cellfit's filter says, inside kube-scheduler's FailedScheduling message.
 KEPT_FOR = re.compile(r"its free resources are kept for (?P<held>[^,]+),")
@@ -149,8 +150,44 @@ def _finished(job: JobFacts) -> Answer | None:
         found = job.condition(kind)
         if found is not None and found.status == "True":
             said = f": {found.message}" if found.message else (f" ({found.reason})" if found.reason else "")
-            return Answer(reason=reason, summary=f"{'completed' if kind == 'Complete' else 'failed'}{said}")
+            answer = Answer(reason=reason, summary=f"{'completed' if kind == 'Complete' else 'failed'}{said}",
+                            details=_ran(job))
+            return _failed_preempted(job, found, answer) if kind == "Failed" else answer
     return None
+
+
+def _ran(job: JobFacts) -> tuple[str, ...]:
+    """AlloX's Placed condition of a finished Job: where it ran, and why there."""
+    placed = job.condition("Placed")
+    return (f"Placed: {placed.message}",) if placed is not None and placed.status == "True" and placed.message else ()
+
+
+# The Job controller's reasons for failing a Job on its count of failed pods (a preempted pod
+# counts unless the podFailurePolicy ignores it), and the rule that makes it resume instead.
+COUNTED_FAILURES: Final = ("BackoffLimitExceeded", "FailedIndexes")
+
+
+def _failed_preempted(job: JobFacts, failed: Condition, answer: Answer) -> Answer:
+    """A failed Job cellfit preempted: its preempted pods were failures to the Job controller
+    unless its podFailurePolicy ignores DisruptionTarget; told so, and the rule that makes the
+    next one resume (user21's ij-4: "failed: Job has reached the specified backoff limit" and
+    nothing else, its preemption the cause)."""
+    times = max(job.preemption_count, len(job.preemptions))
+    if not times:
+        return answer
+    lines = tuple(_preemption_line(p) for p in job.preemptions)
+    counted = f"{times} time{'s' if times != 1 else ''}"
+    if job.ignores_disruption or failed.reason not in COUNTED_FAILURES:
+        # Not counted (its policy ignores them), or a failure not on the count: the preemptions are facts, not the cause.
+        return replace(answer, details=answer.details + (f"preempted {counted} by cellfit",) + lines)
+    limit, count = job.backoff_limit
+    last = job.preemptions[-1] if job.preemptions else None
+    by = f" (last by {last.by})" if last is not None else ""
+    summary = (f"{answer.summary}: cellfit preempted it {counted}{by}, and Kubernetes counted each preempted pod as a "
+               f"failed one against its {limit} {count}, as its spec.podFailurePolicy does not ignore {DISRUPTION_TARGET}")
+    fix = (f"to have it resume after a preemption instead (its next pod goes first among best-effort pods), create it "
+           f"again with spec.podFailurePolicy: {{rules: [{RESUME_RULE}]}} (a Job's podFailurePolicy cannot be changed)")
+    return Answer(reason="failed", summary=summary, details=(fix,) + lines + answer.details)
 
 
 def _deciding(job: JobFacts, view: CellfitView, *, now: float | None) -> Answer:

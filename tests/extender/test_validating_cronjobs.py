@@ -23,7 +23,7 @@ from scheduler.extender.metrics import ExtenderMetrics
 from scheduler.extender.validating import ObjectValidation
 from scheduler.extender.validation import CRONJOB_DECODER, JOB_DECODER, LiveCells, cronjob_problems, job_problems
 from tests.support import kube_objects as k
-from tests.support.admission_reviews import ADMIN, job
+from tests.support.admission_reviews import ADMIN, RESUMES, job
 from tests.unit.test_validation import CONFIGURATIONS, VISION, hived
 
 ABC = {"cellfit.io/gang": "true", "cellfit.io/gang-size": "abc"}
@@ -43,6 +43,7 @@ def cronjob(
     parallelism: int | None = None,
     suspend: bool | None = None,
     scheduler_name: str = "cellfit",
+    pod_failure_policy: dict[str, Any] | None = RESUMES,
 ) -> dict[str, Any]:
     """A batch/v1 CronJob as the API server holds it when a validating webhook is called: its own
     defaults (concurrencyPolicy, history limits, suspend), the pod template's (restartPolicy kept
@@ -67,6 +68,8 @@ def cronjob(
             },
         },
     }
+    if pod_failure_policy is not None:  # the README's for a best-effort Job, unless None
+        job_spec["podFailurePolicy"] = copy.deepcopy(pod_failure_policy)
     if parallelism is not None:
         job_spec["parallelism"] = parallelism
     if suspend is not None:

@@ -13,6 +13,9 @@ from typing import Any, Literal
 
 from tests.support.kube_objects import CREATED
 
+# The README's rule for a best-effort Job: a preempted pod is not counted against backoffLimit.
+RESUMES: dict[str, Any] = {"rules": [{"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}]}
+
 ADMIN = {"username": "kubernetes-admin", "groups": ["kubeadm:cluster-admins", "system:authenticated"]}
 
 
@@ -29,7 +32,10 @@ def job(
     parallelism: int = 1,
     completions: int | None = None,
     suspend: bool = False,
+    pod_failure_policy: dict[str, Any] | None = RESUMES,
+    backoff_limit: int = 6,
 ) -> dict[str, Any]:
+    """``pod_failure_policy``: the README's for a best-effort Job unless given (None: none)."""
     uid = uid or str(uuid.uuid4())
     resources: dict[str, Any] = {"requests": {"cpu": "2", "memory": "8Gi"}, "limits": {"memory": "8Gi"}}
     if gpus:
@@ -54,11 +60,13 @@ def job(
         "spec": {
             "parallelism": parallelism,
             "completions": parallelism if completions is None else completions,
-            "backoffLimit": 6,
+            "backoffLimit": backoff_limit,
             "completionMode": "NonIndexed",
             "suspend": suspend,
             "manualSelector": False,
-            "podReplacementPolicy": "TerminatingOrFailed",
+            # The API server's default: Failed with a podFailurePolicy, else TerminatingOrFailed.
+            "podReplacementPolicy": "Failed" if pod_failure_policy is not None else "TerminatingOrFailed",
+            **({"podFailurePolicy": copy.deepcopy(pod_failure_policy)} if pod_failure_policy is not None else {}),
             "selector": {"matchLabels": {"batch.kubernetes.io/controller-uid": uid}},
             "template": {
                 "metadata": {
