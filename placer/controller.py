@@ -115,11 +115,19 @@ from scheduler.matching.admission import (
 from scheduler.matching.capacity import GuaranteeCell, NodeResources, guaranteed_gpu_machines
 from scheduler.matching.fairness import Capacity
 from scheduler.matching.model import KIND_GPU, Demand
+from scheduler.preemption import preemption_count_of
 from scheduler.wording import duration, ordinal
 
 log = logging.getLogger(__name__)
 
 CONDITION_PLACED = "Placed"
+# The Placed condition while the Job runs says "running on <kind>" first (kubectl cellfit why
+# reads the kind there); once it has ended, "ran on <kind>" (reason Ran), and while its pods,
+# preempted, wait to resume, reason Preempted.
+RUNNING_ON: Final = "running on "
+REASON_RAN: Final = "Ran"
+REASON_PREEMPTED: Final = "Preempted"
+_ENDED_REASONS: Final = frozenset({REASON_RAN, "Ended"})
 T = TypeVar("T", WaitingJob, RunningJob)
 R = TypeVar("R")
 GIB = 2**30
@@ -486,15 +494,26 @@ class PlacerController:
         for item in running:
             job = by_key[item.key]
             uid = job.metadata.uid
-            state = hold(pods=found.get(uid), started=item.started, now=now, unbound_hold_seconds=self._unbound_hold_seconds)
+            pods = found.get(uid)
+            state = hold(pods=pods, started=item.started, now=now, unbound_hold_seconds=self._unbound_hold_seconds)
+            resuming = _resuming(job, pods)
+            if resuming:
+                self._tell(job, status="True", reason=REASON_PREEMPTED,
+                           message=f"preempted: no pod of it runs now; its next pod waits to be placed, to resume on {item.kind}")
             if state in HOLDING:
                 kept.append(item)
-                if state == "running" and uid in self._released:
+                placed = job.condition(CONDITION_PLACED)
+                if state == "running" and placed is not None and placed.reason == REASON_PREEMPTED:
+                    self._released.discard(uid)
+                    self._tell(job, status="True", reason="Started", message=f"running on {item.kind}: resumed after a preemption")
+                elif state == "running" and uid in self._released:
                     self._released.discard(uid)
                     self._tell(job, status="True", reason="Started", message=f"running on {item.kind}: its pods are bound again")
                 continue
             released.append((item, state))
-            if state in ("elsewhere", "unbound") and uid not in self._released:
+            if resuming:  # told above: its pods were bound, then preempted, not never bound
+                self._released.add(uid)
+            elif state in ("elsewhere", "unbound") and uid not in self._released:
                 self._released.add(uid)
                 self._tell(job, status="True", reason="PodsElsewhere" if state == "elsewhere" else "NotBound",
                            message=explain(item.kind, state, unbound_hold_seconds=self._unbound_hold_seconds))
@@ -676,6 +695,8 @@ class PlacerController:
 
     def _classify(self, job: Job, now: float, configurations: dict[str, Configurations]) -> WaitingJob | RunningJob | None:
         if job.finished or job.metadata.deletionTimestamp:
+            if job.finished and not job.metadata.deletionTimestamp:
+                self._tell_finished(job)
             return None
         annotations = job.annotations
         configurations_text = annotations.get(ANNOTATION_CONFIGURATIONS)
@@ -808,6 +829,26 @@ class PlacerController:
         else:
             self._tell(job, status="True", reason="Unsuspended",
                        message=f"running on {kind}: unsuspended by its user, not by AlloX (the kind its pod template asks for)")
+
+    def _tell_finished(self, job: Job) -> None:
+        """A finished Job's ``Placed`` condition says where it ran and how it ended, not that it
+        runs (user21's session: a Failed Job, and one preempted, kept "running on gpu: ..."); one
+        AlloX never started says it ended before. Written once: a Job ends once."""
+        placed = job.condition(CONDITION_PLACED)
+        finished = job.finished
+        if placed is None or finished is None or placed.reason in _ENDED_REASONS:
+            return
+        ending = job.condition(finished)
+        outcome = "completed" if finished == "Complete" else "failed" + (f" ({ending.reason})" if ending is not None and ending.reason else "")
+        if placed.status != "True":
+            self._tell(job, status="False", reason="Ended", message=f"the Job {outcome} before AlloX started it")
+            return
+        kind = _template_labels(job).get(LABEL_PLACEMENT) or job.annotations.get(ANNOTATION_PLACEMENT)
+        said = placed.message or ""
+        # AlloX's reason for the kind, as the running Job was told it ("running on gpu: <why>").
+        why = said.removeprefix(f"{RUNNING_ON}{kind}").removeprefix(": ") if kind and said.startswith(f"{RUNNING_ON}{kind}") else ""
+        where = f"ran on {kind}" if kind else "ran"
+        self._tell(job, status="True", reason=REASON_RAN, message=f"{where}: {why}; the Job {outcome}" if why else f"{where}; the Job {outcome}")
 
     def _with_pool(self, item: T, by_key: Mapping[str, Job], found: Guarantees) -> T:
         """``item`` with its virtual cluster; the object of last pass when the item and its VC are
@@ -1417,6 +1458,17 @@ def _take_gpus(choice: TrialChoice, *, pods: int, run: float, graces: list[float
         elif ends:
             ends.pop(0)
         bisect.insort(ends, wait + run)
+
+
+def _resuming(job: Job, pods: JobPods | None) -> bool:
+    """A Job cellfit preempted whose pods are all waiting to be placed again: none is bound, one
+    is pending (its podFailurePolicy let the Job controller make it; else the Job failed)."""
+    if pods is None or pods.here or pods.elsewhere or not pods.unbound:
+        return False
+    try:
+        return preemption_count_of(job.annotations) > 0
+    except InvalidAnnotation:
+        return False
 
 
 def _is_trial(job: Job) -> bool:
