@@ -355,9 +355,9 @@ def preempted_failure_problems(spec: JobSpec, labels: Mapping[str, str], *, fitg
     except InvalidAnnotation:  # reported with the template's problems
         return []
     if fitgpp and best_effort:
-        by = "a trial Job"
+        by = "a trial Job preempts"
     elif hived and labels.get(LABEL_PRIORITY) == PRIORITY_OPPORTUNISTIC:
-        by = "the owner of the cells it borrows"
+        by = "its cells' VC reclaims"
     else:
         return []
     limit, count = ("backoffLimitPerIndex", spec.backoffLimitPerIndex) if spec.backoffLimitPerIndex is not None else (
@@ -365,9 +365,9 @@ def preempted_failure_problems(spec: JobSpec, labels: Mapping[str, str], *, fitg
     field = "spec.podFailurePolicy"
     missing = "missing" if spec.podFailurePolicy is None else f"no rule ignores {DISRUPTION_TARGET}"
     if count == 0:
-        outcome = f"with {limit} 0 the first pod {by} preempts fails the Job instead of resuming"
+        outcome = f"with {limit} 0 the first pod {by} fails the Job instead of resuming"
     else:
-        outcome = f"each pod {by} preempts counts as a failure against {limit} {count}"
+        outcome = f"each pod {by} counts as a failure against {limit} {count}"
     return [Problem(field=field, text=f"{field}: {missing}, so {outcome}; add the rule {RESUME_RULE}", blocking=False)]
 
 

@@ -80,7 +80,7 @@ def test_an_opportunistic_job_is_told_even_as_a_trial_under_hived() -> None:
     body = job("te", template_labels=labels, pod_failure_policy=None, backoff_limit=0)
     body["spec"]["template"]["spec"]["priorityClassName"] = "cellfit-trial"
     (told,) = warnings(body)
-    assert "the first pod the owner of the cells it borrows preempts fails the Job" in told
+    assert "the first pod its cells' VC reclaims fails the Job" in told
     assert warnings(body, cells=False) == []  # no HiveD: nothing reclaims it
 
 
@@ -97,6 +97,16 @@ def test_a_cronjob_is_told_at_its_job_template() -> None:
     validation = service()
     (told,) = cronjob_answer(validation, cronjob_review(cronjob(template_labels=VISION, pod_failure_policy=None)))["warnings"]
     assert told.startswith("cellfit: spec.jobTemplate.spec.podFailurePolicy: missing, so each pod a trial Job preempts")
+
+
+@pytest.mark.parametrize("labels", [{}, {"cellfit.io/job-class": "trial", "cellfit.io/priority": "opportunistic"}])
+@pytest.mark.parametrize("limits", [{"backoffLimit": 0}, {"backoffLimit": 6}, {"backoffLimitPerIndex": 100}])
+def test_every_wording_is_kept_whole_by_the_api_server_even_under_a_cronjob(labels: dict[str, str], limits: dict[str, int]) -> None:
+    body = cronjob(template_labels={**VISION, **labels}, pod_failure_policy={"rules": []})
+    body["spec"]["jobTemplate"]["spec"]["template"]["spec"]["priorityClassName"] = "cellfit-trial"
+    body["spec"]["jobTemplate"]["spec"].update(limits)
+    (told,) = cronjob_answer(service(), cronjob_review(body))["warnings"]
+    assert len(told) <= MAX_WARNING_CHARS and told.endswith(RULE), told
 
 
 @pytest.mark.parametrize(("policy", "ignored"), [
