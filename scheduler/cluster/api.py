@@ -134,14 +134,15 @@ class KubernetesApi:
             in_cluster_token = Path(k8s_config.incluster_config.SERVICE_TOKEN_FILENAME)
             configuration.refresh_api_key_hook = TokenFileRefresh(in_cluster_token)  # type: ignore[assignment]  # typed None
             return cls(k8s.ApiClient(configuration), settings=settings, source="in-cluster service account")
-        path = settings.kubeconfig or os.environ.get("KUBECONFIG") or str(Path.home() / ".kube" / "config")
-        path = path.split(os.pathsep)[0]
-        if not Path(path).is_file():
+        files = kubeconfig_files(settings.kubeconfig)
+        present = [file for file in files if file.is_file()]
+        if not present:
             if mode == "kubeconfig" or settings.kubeconfig:
-                raise ConfigError(f"cluster.kubeconfig: no kubeconfig file at {path}")
+                raise ConfigError(f"cluster.kubeconfig: no kubeconfig file at {os.pathsep.join(map(str, files))}")
             return None
-        follow = KubeconfigCredentials.load(configuration, path=Path(path), context=settings.context)
-        return cls(k8s.ApiClient(configuration), settings=settings, source=f"kubeconfig {path}", follow=follow)
+        follow = KubeconfigCredentials.load(configuration, files=files, context=settings.context)
+        source = f"kubeconfig {os.pathsep.join(map(str, present))}"
+        return cls(k8s.ApiClient(configuration), settings=settings, source=source, follow=follow)
 
     # ------------------------------------------------------------------ list and watch
 
@@ -735,18 +736,14 @@ class TokenFileRefresh:
             self._seen = (stat.st_ino, stat.st_mtime_ns, stat.st_size)
 
 
-def _token_file_of(kubeconfig: Path, *, context: str | None) -> Path | None:
-    """The ``tokenFile`` of the kubeconfig's user in ``context`` (else its current context),
-    relative to the kubeconfig's folder; None when it has none. The file was loaded by the
-    Kubernetes client already: it parses."""
-    try:
-        document = yaml.safe_load(kubeconfig.read_text()) or {}
-        name = context or document.get("current-context")
-        user = next(c["context"].get("user") for c in document.get("contexts") or () if c.get("name") == name)
-        token_file = next(u["user"].get("tokenFile") for u in document.get("users") or () if u.get("name") == user)
-    except (OSError, yaml.YAMLError, StopIteration, KeyError, TypeError, AttributeError):
-        return None
-    return kubeconfig.parent / token_file if isinstance(token_file, str) and token_file else None
+def kubeconfig_files(explicit: str | None) -> tuple[Path, ...]:
+    """The kubeconfig files to read, as kubectl picks them: ``explicit`` (``--kubeconfig``,
+    ``cluster.kubeconfig``) is one file, never split; else the files ``KUBECONFIG`` lists
+    (merged: :func:`merged_kubeconfig`); else ``~/.kube/config``."""
+    if explicit:
+        return (Path(explicit).expanduser(),)
+    listed = [Path(name).expanduser() for name in os.environ.get("KUBECONFIG", "").split(os.pathsep) if name]
+    return tuple(listed) or (Path.home() / ".kube" / "config",)
 
 
 # ------------------------------------------------------------------ a kubeconfig's credentials, followed
@@ -772,10 +769,11 @@ _USER_FIELDS_AT_START = ("client-certificate", "client-key", "tokenFile", "usern
 class KubeconfigFieldError(Exception):
     """A kubeconfig field that cannot be used, named as ``users[name].user.field`` is."""
 
-    def __init__(self, field: str, reason: str) -> None:
+    def __init__(self, field: str, reason: str, *, file: Path | None = None) -> None:
         super().__init__(f"{field}: {reason}")
         self.field = field
         self.reason = reason
+        self.file = file  # the one of several merged files it is in, where known
 
 
 class _UserCredentials(msgspec.Struct, frozen=True):
@@ -790,6 +788,11 @@ class _UserCredentials(msgspec.Struct, frozen=True):
     exec_plugin: dict[str, Any] | None
     cluster: dict[str, Any]  # the cluster's entry (an exec plugin may be given it)
     at_start: dict[str, Any]  # what only a restart takes (_CLUSTER_FIELDS_AT_START...), by field name
+    # The files that set the user and the cluster (of several merged): their relative paths are
+    # resolved against their folders, as client-go resolves them.
+    user_file: str
+    cluster_file: str
+    token_file: str | None  # tokenFile, resolved
 
 
 def _parsed_kubeconfig(path: Path) -> dict[str, Any]:
@@ -808,14 +811,50 @@ def _parsed_kubeconfig(path: Path) -> dict[str, Any]:
     return document
 
 
-def _read_kubeconfig(path: Path, *, context: str) -> _UserCredentials:
-    """The credentials of ``context``'s user in the kubeconfig at ``path``; raises
+_SECTIONS = ("clusters", "contexts", "users")
+
+
+class MergedKubeconfig(msgspec.Struct, frozen=True):
+    """Kubeconfig files merged (:func:`merged_kubeconfig`)."""
+
+    document: dict[str, Any]  # clusters, contexts and users as plain entries; the current-context
+    loadable: Any  # the same for the Kubernetes client's loader: its ConfigNode, each entry knowing its file
+    origins: dict[tuple[str, str], Path]  # (section, name): the file that set the entry
+
+
+def merged_kubeconfig(files: tuple[Path, ...]) -> MergedKubeconfig:
+    """The kubeconfig ``files`` merged as kubectl and client-go merge a ``KUBECONFIG`` list,
+    with the Kubernetes client's merger (as the kubectl plugin's open_session): files that do
+    not exist are skipped; a cluster, context or user comes from the first file that names it;
+    relative paths are resolved against the file that names them; the current-context is the
+    first file's that sets one (the client's merger keeps the last). Raises
+    :class:`KubeconfigFieldError` naming the file that does not read or parse."""
+    present = [file for file in files if file.is_file()]
+    if not present:
+        raise KubeconfigFieldError("(the files)", "none of them exists")
+    current = None
+    for file in present:
+        try:
+            document = _parsed_kubeconfig(file)  # each one: a broken file is named
+        except KubeconfigFieldError as error:
+            raise KubeconfigFieldError(error.field, error.reason, file=file) from None
+        current = current or document.get("current-context") or None
+    try:
+        loadable = k8s_config.kube_config.KubeConfigMerger(os.pathsep.join(map(str, present))).config  # type: ignore[no-untyped-call]  # unannotated
+        document = {"current-context": current}
+        origins: dict[tuple[str, str], Path] = {}
+        for section in _SECTIONS:
+            document[section] = [node.value for node in loadable.value[section]]
+            origins |= {(section, str(node.value.get("name"))): Path(node.path) for node in loadable.value[section]}
+    except (k8s_config.ConfigException, OSError, yaml.YAMLError, TypeError, KeyError, AttributeError) as error:
+        raise KubeconfigFieldError("(the files)", f"do not merge: {error}") from None
+    return MergedKubeconfig(document=document, loadable=loadable, origins=origins)
+
+
+def _user_credentials(merged: MergedKubeconfig, *, context: str) -> _UserCredentials:
+    """The credentials of ``context``'s user in merged kubeconfig files; raises
     :class:`KubeconfigFieldError` naming the field that is missing or does not decode."""
-    return _user_credentials(_parsed_kubeconfig(path), context=context)
-
-
-def _user_credentials(document: dict[str, Any], *, context: str) -> _UserCredentials:
-    """The credentials of ``context``'s user in a parsed kubeconfig (see :func:`_read_kubeconfig`)."""
+    document = merged.document
     entry = _named(document, "contexts", context, inner="context")
     user_name, cluster_name = entry.get("user"), entry.get("cluster")
     user = _named(document, "users", user_name, inner="user") if user_name else {}
@@ -839,11 +878,16 @@ def _user_credentials(document: dict[str, Any], *, context: str) -> _UserCredent
     at_start |= {f"{prefix}.{name} (present)": present for name, present in (
         ("token", token is not None), ("client-certificate-data", certificate is not None), ("exec", exec_plugin is not None),
     )} | {f"clusters[{cluster_name}].cluster.certificate-authority-data (present)": ca is not None}
+    context_file = merged.origins[("contexts", context)]
+    user_file = merged.origins.get(("users", str(user_name)), context_file)
+    token_file = user.get("tokenFile")
     return _UserCredentials(
         user=str(user_name), cluster_name=str(cluster_name), auth_provider="auth-provider" in user,
         token=token.strip() if token else None,
         client_pair=certificate + b"\n" + key if certificate is not None and key is not None else None,
         ca=ca, exec_plugin=exec_plugin, cluster=cluster, at_start=at_start,
+        user_file=str(user_file), cluster_file=str(merged.origins.get(("clusters", str(cluster_name)), context_file)),
+        token_file=str(user_file.parent / token_file) if isinstance(token_file, str) and token_file else None,
     )
 
 
@@ -892,12 +936,16 @@ class KubeconfigCredentials:
       obtained in that thread too, and a 401's refresh is run off the loop); killed after
       EXEC_PLUGIN_TIMEOUT_SECONDS; a run that fails keeps the last ones, with a warning.
 
-    ``tokenFile`` is followed by :class:`TokenFileRefresh`, files named by path by their readers."""
+    ``tokenFile`` is followed by :class:`TokenFileRefresh`, files named by path by their readers.
 
-    def __init__(self, *, path: Path, context: str, read: _UserCredentials, folder: Path, stamp: tuple[FileStamp, ...],
-                 clock: Callable[[], float] = time.time) -> None:
-        """``read``: the kubeconfig as it was read when its stamp was ``stamp``."""
-        self._path = path
+    A ``KUBECONFIG`` of several files is merged as kubectl merges it (:func:`merged_kubeconfig`),
+    and every file it lists is watched: a rewrite of any of them (one absent at start written)
+    is read as the merge of them all."""
+
+    def __init__(self, *, files: tuple[Path, ...], context: str, read: _UserCredentials, folder: Path,
+                 stamp: tuple[FileStamp, ...], clock: Callable[[], float] = time.time) -> None:
+        """``read``: the kubeconfig ``files`` as they were read when their stamp was ``stamp``."""
+        self._files = files
         self._context = context
         self._folder = folder
         self._clock = clock
@@ -913,39 +961,48 @@ class KubeconfigCredentials:
         self._lock = threading.Lock()
 
     @classmethod
-    def load(cls, configuration: Any, *, path: Path, context: str | None) -> KubeconfigCredentials | None:
+    def load(cls, configuration: Any, *, files: tuple[Path, ...], context: str | None) -> KubeconfigCredentials | None:
         """Load the kubeconfig's cluster and user into ``configuration`` (the Kubernetes client's
         loader; an exec plugin run here), its embedded credentials pointed at files of cellfit's
         own; the follower of them, None for an ``auth-provider`` user (the client's own refresh
-        is kept). Raises ConfigError naming a field that does not load."""
-        stamp = file_stamps([str(path)])  # before the read: a rewrite meanwhile is read again
+        is kept). ``files``: one, or a ``KUBECONFIG`` list, merged. Raises ConfigError naming a
+        field that does not load."""
+        named_as = os.pathsep.join(map(str, files))
+        stamp = file_stamps(list(map(str, files)))  # before the read: a rewrite meanwhile is read again
         try:
-            document = _parsed_kubeconfig(path)
-            name = context or document.get("current-context")
+            merged = merged_kubeconfig(files)
+            name = context or merged.document.get("current-context")
             if not name:
                 raise KubeconfigFieldError("current-context", "none, and no cluster.context names one")
-            read = _user_credentials(document, context=str(name))
+            read = _user_credentials(merged, context=str(name))
         except KubeconfigFieldError as error:
-            raise ConfigError(f"cluster.kubeconfig: {path}: {error}") from None
+            raise ConfigError(f"cluster.kubeconfig: {error.file or named_as}: {error}") from None
         folder = Path(tempfile.mkdtemp(prefix="cellfit-kubeconfig-"))
         atexit.register(shutil.rmtree, folder, ignore_errors=True)
-        loaded = copy.deepcopy(document)
-        for entry in loaded.get("users") or ():
+        loaded = copy.deepcopy(merged.loadable)
+        for node in loaded.value["users"]:
+            entry = node.value
             if isinstance(entry, dict) and isinstance(entry.get("user"), dict) and entry.get("name") == read.user:
                 entry["user"].pop("exec", None)  # run here, by the follower, not by the client's loader
+                # The client's loader resolves these against the cluster's file; client-go, as
+                # the rest, against the file that names them (the user's).
+                for field in ("client-certificate", "client-key"):
+                    if isinstance(entry["user"].get(field), str) and entry["user"][field]:
+                        entry["user"][field] = str(Path(read.user_file).parent / entry["user"][field])
         try:
+            # No base path: each entry's relative paths against its own file's folder.
             k8s_config.kube_config.KubeConfigLoader(  # type: ignore[no-untyped-call]  # unannotated
-                config_dict=loaded, active_context=str(name), config_base_path=str(path.parent), temp_file_path=str(folder),
+                config_dict=loaded, active_context=str(name), config_base_path=None, temp_file_path=str(folder),
             ).load_and_set(configuration)
         except (k8s_config.ConfigException, OSError, ValueError) as error:
-            raise ConfigError(f"cluster.kubeconfig: {path} is unusable: {error}") from None
+            raise ConfigError(f"cluster.kubeconfig: {named_as} is unusable: {error}") from None
         if read.auth_provider:
             return None
-        follower = cls(path=path, context=str(name), read=read, folder=folder, stamp=stamp)
+        follower = cls(files=files, context=str(name), read=read, folder=folder, stamp=stamp)
         try:
             follower._adopt(configuration)
         except KubeconfigFieldError as error:
-            raise ConfigError(f"cluster.kubeconfig: {path}: {error}") from None
+            raise ConfigError(f"cluster.kubeconfig: {error.file or named_as}: {error}") from None
         return follower
 
     def _adopt(self, configuration: Any) -> None:
@@ -960,8 +1017,8 @@ class KubeconfigCredentials:
         if read.ca is not None:
             _write_private(self.ca_file, read.ca)
             configuration.ssl_ca_cert = str(self.ca_file)
-        token_file = _token_file_of(self._path, context=self._context)
-        configuration.refresh_api_key_hook = TokenFileRefresh(token_file) if token_file is not None else None
+        token_file = read.token_file
+        configuration.refresh_api_key_hook = TokenFileRefresh(Path(token_file)) if token_file is not None else None
         if read.exec_plugin is not None:
             failure = self._run_plugin(read)
             if failure is not None:
@@ -989,10 +1046,11 @@ class KubeconfigCredentials:
 
     def _follow(self, *, refused: bool) -> None:
         """:meth:`__call__`, the lock held."""
-        stamp = file_stamps([str(self._path)])
+        stamp = file_stamps(list(map(str, self._files)))
         if stamp != self._stamp:
+            rewritten = [str(file) for file, old, new in zip(self._files, self._stamp, stamp) if old != new]
             self._stamp = stamp  # a broken rewrite is warned of once; the next rewrite is read
-            self._reread()
+            self._reread(", ".join(rewritten))
         due = self._plugin_due(refused=refused)
         if due == "now" and _on_event_loop():
             due = "soon"  # not on the loop that answers kube-scheduler: a thread of its own, as ahead of expiry
@@ -1000,7 +1058,7 @@ class KubeconfigCredentials:
             self._refused_run = refused
             failure = self._run_plugin(self._read)
             if failure is not None:
-                _warn_plugin_failed(self._path, failure)
+                _warn_plugin_failed(self._read.user_file, failure)
         elif due == "soon" and not (self._ahead is not None and self._ahead.is_alive()):
             # Still valid, or the caller is the event loop: obtained beside the requests (a
             # plugin may take a second), which send the current ones meanwhile.
@@ -1030,23 +1088,24 @@ class KubeconfigCredentials:
                 self._refused_run = False
                 self._install_exec(status, field=_exec_field(read))
         except KubeconfigFieldError as failure:
-            _warn_plugin_failed(self._path, failure)
+            _warn_plugin_failed(read.user_file, failure)
 
-    def _reread(self) -> None:
+    def _reread(self, rewritten: str) -> None:
+        """The files read again, merged; ``rewritten``: those that changed, for messages."""
         try:
-            read = _read_kubeconfig(self._path, context=self._context)
+            read = _user_credentials(merged_kubeconfig(self._files), context=self._context)
             if read.client_pair is not None and read.client_pair != self._read.client_pair:
                 _check_pair(read.client_pair, folder=self._folder, field=f"users[{read.user}].user.client-key-data")
             if read.ca is not None and read.ca != self._read.ca:
                 _check_ca(read.ca, field=f"clusters[{read.cluster_name}].cluster.certificate-authority-data")
         except KubeconfigFieldError as error:
             log.warning("the kubeconfig was rewritten but does not load; the last good credentials are sent",
-                        extra={"file": str(self._path), "field": error.field, "reason": error.reason})
+                        extra={"file": str(error.file or rewritten), "field": error.field, "reason": error.reason})
             return
         restart = sorted(name for name, value in read.at_start.items() if self._read.at_start.get(name) != value)
         if restart:
             log.warning("the kubeconfig was rewritten with fields cellfit takes at start only: they take effect at its restart",
-                        extra={"file": str(self._path), "field": ", ".join(restart)})
+                        extra={"file": rewritten, "field": ", ".join(restart)})
         changed = self._install(read)
         if read.exec_plugin != self._read.exec_plugin:
             changed.append(f"users[{read.user}].user.exec")
@@ -1054,7 +1113,7 @@ class KubeconfigCredentials:
         self._read = read
         if changed:
             log.info("the kubeconfig was rewritten: its credentials are sent on new connections",
-                     extra={"file": str(self._path), "field": ", ".join(changed)})
+                     extra={"file": rewritten, "field": ", ".join(changed)})
 
     def _install(self, read: _UserCredentials) -> list[str]:
         """Send ``read``'s credentials from now on, where they can be (as at start: a token's
@@ -1085,7 +1144,8 @@ class KubeconfigCredentials:
         field = _exec_field(read)
         self._exec_ran_at = self._clock()
         assert read.exec_plugin is not None
-        status = _exec_credential_status(read.exec_plugin, cluster=read.cluster, base=self._path.parent, field=field)
+        status = _exec_credential_status(read.exec_plugin, cluster=read.cluster, base=Path(read.user_file).parent,
+                                         cluster_base=Path(read.cluster_file).parent, field=field)
         if not isinstance(status, dict):
             raise KubeconfigFieldError(field, "the credential plugin's status is not a mapping")
         return status
@@ -1107,14 +1167,14 @@ class KubeconfigCredentials:
             raise KubeconfigFieldError(field, "the plugin gave neither a token nor a client certificate and key")
         self._expires_at = expires_at
         log.info("credentials obtained from the kubeconfig's exec plugin",
-                 extra={"file": str(self._path), "field": field, "expires": expires or "never"})
+                 extra={"file": self._read.user_file, "field": field, "expires": expires or "never"})
 
     def _write_pair(self, pair: bytes, *, field: str) -> None:
         _check_pair(pair, folder=self._folder, field=field)
         _write_private(self.pair_file, pair)
 
 
-def _exec_credential_status(plugin: dict[str, Any], *, cluster: dict[str, Any], base: Path, field: str) -> Any:
+def _exec_credential_status(plugin: dict[str, Any], *, cluster: dict[str, Any], base: Path, cluster_base: Path, field: str) -> Any:
     """Run the kubeconfig's exec ``plugin`` (``field``) as client-go runs a non-interactive one,
     and answer the ``status`` of the ExecCredential it prints; raises KubeconfigFieldError.
 
@@ -1122,7 +1182,8 @@ def _exec_credential_status(plugin: dict[str, Any], *, cluster: dict[str, Any], 
     the cluster as client-go describes it); its standard input is none (the Kubernetes client's
     runner gave it cellfit's whenever cellfit's standard output was a terminal, whatever
     ``interactiveMode`` said); ``interactiveMode: Always`` is refused, as client-go refuses it
-    without a terminal. It runs in a session of its own in the kubeconfig's folder, killed with
+    without a terminal. It runs in a session of its own in the folder of the kubeconfig file
+    that set its user (``base``; ``cluster_base``: the cluster's, for its CA file), killed with
     what it started after EXEC_PLUGIN_TIMEOUT_SECONDS; the end of its standard error is kept in
     the failure's reason."""
     api_version = plugin.get("apiVersion")
@@ -1133,7 +1194,7 @@ def _exec_credential_status(plugin: dict[str, Any], *, cluster: dict[str, Any], 
                                    "runs it without one (Never or IfAvailable run it so)")
     spec: dict[str, Any] = {"interactive": False}
     if plugin.get("provideClusterInfo"):
-        spec["cluster"] = _exec_cluster(cluster, base=base)
+        spec["cluster"] = _exec_cluster(cluster, base=cluster_base)
     try:
         env = dict(os.environ) | {str(item["name"]): str(item["value"]) for item in plugin.get("env") or ()}
         command = [str(plugin["command"]), *(str(arg) for arg in plugin.get("args") or ())]
@@ -1206,9 +1267,9 @@ def _exec_field(read: _UserCredentials) -> str:
     return f"users[{read.user}].user.exec"
 
 
-def _warn_plugin_failed(path: Path, failure: KubeconfigFieldError) -> None:
+def _warn_plugin_failed(file: str, failure: KubeconfigFieldError) -> None:
     log.warning("the kubeconfig's exec plugin failed; the last credentials are sent",
-                extra={"file": str(path), "field": failure.field, "reason": failure.reason})
+                extra={"file": file, "field": failure.field, "reason": failure.reason})
 
 
 def _check_pair(pair: bytes, *, folder: Path, field: str) -> None:
