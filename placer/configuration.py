@@ -38,6 +38,10 @@ _OVERCOMMITTABLE: Final = frozenset({RESOURCE_CPU, RESOURCE_MEMORY, "ephemeral-s
 _TOLERATION_KEYS: Final = frozenset({"key", "operator", "value", "effect", "tolerationSeconds"})
 # The API server caps all annotations of an object at 256 KiB together.
 MAX_ANNOTATION_BYTES: Final = 256 * 1024
+# What AlloX books a machine by beside devices (placer/controller.py counts one pod of the rewrite
+# of its template's shape, its containers' own resources left out): a configured container asks
+# of these what its configuration states, and nothing of one it does not.
+BOOKED_RESOURCES: Final = frozenset({RESOURCE_CPU, RESOURCE_MEMORY})
 
 
 def _frozen(mapping: Mapping[str, str]) -> Mapping[str, str]:
@@ -57,8 +61,11 @@ class Configuration:
     annotations: Mapping[str, str] = field(default_factory=lambda: _frozen({}))
     # The resource names any configuration of its Job states (requests or limits), set by
     # :func:`parse_configurations`: the rewrite takes those the chosen one does not state out of
-    # a configured container and keeps every other name the container asks as it has it.
-    job_resource_names: frozenset[str] = frozenset()
+    # a configured container (and cores, memory and devices always: :mod:`placer.rewrite`) and
+    # keeps every other name the container asks as it has it. Not part of what the
+    # configuration is: one is equal to itself parsed beside another edit of its Job's other
+    # kinds (a Job placed in it is not shed of it and placed in it again).
+    job_resource_names: frozenset[str] = field(default=frozenset(), compare=False)
 
     @property
     def resource_names(self) -> frozenset[str]:
@@ -67,9 +74,10 @@ class Configuration:
 
     @property
     def managed_resource_names(self) -> frozenset[str]:
-        """The names the rewrite sets or removes in a configured container: this configuration's
-        and those any other configuration of its Job states."""
-        return self.resource_names | self.job_resource_names
+        """The names the rewrite sets or removes in a configured container: this configuration's,
+        those any other configuration of its Job states, and cores and memory, which AlloX books
+        (a configuration sizes them whole: stated, or not asked)."""
+        return self.resource_names | self.job_resource_names | BOOKED_RESOURCES
 
     def device_count(self, resource: str) -> int:
         """Whole devices of ``resource`` (e.g. ``nvidia.com/gpu``) one container asks for."""

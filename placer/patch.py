@@ -17,7 +17,8 @@ The webhook is idempotent, as ``reinvocationPolicy: IfNeeded`` requires: called 
 rewrote (after a later webhook injected a sidecar), it patches nothing it patched already, and
 leaves the containers added since as they came, and a resource a later webhook added to a
 configured container that no configuration of the Job states (an ``ephemeral-storage`` request
-for a ResourceQuota) as it is. A pod of a Job placed before the record gets it
+for a ResourceQuota; not ``cpu``, ``memory`` nor an extended resource, which the configuration
+sizes whole: :mod:`placer.rewrite`) as it is. A pod of a Job placed before the record gets it
 from the first call, naming the containers present then, so a reinvocation does not give the
 configuration to a container injected after it.
 
@@ -232,8 +233,8 @@ def check_pod_level_resources(spec: Mapping[str, Any], configuration: Configurat
         requests = {**limits, **_pod_level(resources.get("requests"), side="requests", place=place)}
     for name, asked in sorted(_aggregate(spec, _requested).items()):
         if name in requests and asked > requests[name][0]:
-            raise _refused(f"the pod's containers ask {_shown(name, asked)} of {name} together {_in(configuration, name)}"
-                           + _asking(spec, name, _requested, configured=configured),
+            raise _refused(f"the pod's containers ask {_shown(name, asked)} of {name} together "
+                           + _asking(spec, configuration, name, _requested, configured=configured),
                            field=_sized_field(spec, configuration, name, side="requests", place=place, configured=configured),
                            allowed=requests[name][1], place=place)
     for index, container in enumerate(spec.get("containers") or []):
@@ -248,8 +249,8 @@ def check_pod_level_resources(spec: Mapping[str, Any], configuration: Configurat
                                allowed=limits[name][1], place=place)
     for name, limited in sorted(_aggregate(spec, _limited).items()):
         if name.startswith("hugepages-") and name in limits and limited > limits[name][0]:
-            raise _refused(f"the pod's containers are limited to {_shown(name, limited)} of {name} together {_in(configuration, name)}"
-                           + _asking(spec, name, _limited, configured=configured),
+            raise _refused(f"the pod's containers are limited to {_shown(name, limited)} of {name} together "
+                           + _asking(spec, configuration, name, _limited, configured=configured),
                            field=_sized_field(spec, configuration, name, side="limits", place=place, configured=configured),
                            allowed=limits[name][1], place=place)
 
@@ -260,7 +261,7 @@ def _refused(what: str, *, field: str, allowed: str, place: SpecPlace) -> PodsRe
 
 
 def _in(configuration: Configuration, name: str) -> str:
-    if name in configuration.resource_names:
+    if name in configuration.resource_names or name in configuration.job_resource_names:
         return "in this configuration"
     return f"in this configuration (their own {name}: no configuration of the Job states it)"
 
@@ -291,22 +292,29 @@ def _container_limited(container: Mapping[str, Any], name: str, limit: Fraction,
     return f"{limited} in this configuration" if stated else f"{limited} (its own: no configuration of the Job states {name})"
 
 
-def _asking(spec: Mapping[str, Any], name: str, of: Callable[[Mapping[str, Any]], dict[str, Fraction]], *,
-            configured: AbstractSet[str] | None) -> str:
-    """`` (container 'trainer' 4, the configuration's; container 'istio-proxy' 100m, its own: ...)``:
-    who asks ``name`` beside each other, where a container the configuration does not size is
-    among them (a sidecar the user did not write into the Job, whom the message must name); else
-    nothing, as for a template (``configured`` None), whose every container the user wrote."""
+def _asking(spec: Mapping[str, Any], configuration: Configuration, name: str,
+            of: Callable[[Mapping[str, Any]], dict[str, Fraction]], *, configured: AbstractSet[str] | None) -> str:
+    """``in this configuration (container 'trainer' 4, the configuration's; container 'istio-proxy'
+    100m, its own: ...)``: who asks ``name`` beside each other, where a container the
+    configuration does not size is among them (a sidecar the user did not write into the Job,
+    whom the message must name); else only whether the amount is the configuration's or the
+    containers' own (a name no configuration of the Job states, which they keep), as for a
+    template (``configured`` None), whose every container the user wrote."""
+    stated = name in configuration.resource_names
+    own = _in(configuration, name)
     if configured is None:
-        return ""
-    running = [(f"container {c.get('name')!r}", c, _whose(c, configured=configured)) for c in spec.get("containers") or []]
+        return own
+    running = [(f"container {c.get('name')!r}", c, _sized(c, configured=configured),
+                _whose(c, configured=configured) if stated or not _sized(c, configured=configured)
+                else f"the Job template's own: no configuration of the Job states {name}")
+               for c in spec.get("containers") or []]
     # The record names no init container: a sidecar one is the template's or injected alike.
-    running += [(f"sidecar init container {c.get('name')!r}", c, "its own") for c in spec.get("initContainers") or []
+    running += [(f"sidecar init container {c.get('name')!r}", c, False, "its own") for c in spec.get("initContainers") or []
                 if c.get("restartPolicy") == SIDECAR_RESTART_POLICY]
-    asking = [(label, of(container)[name], whose) for label, container, whose in running if of(container).get(name)]
-    if all(whose == CONFIGURATIONS_OWN for _, _, whose in asking):
-        return ""
-    return " (" + "; ".join(f"{label} {_shown(name, amount)}, {whose}" for label, amount, whose in asking) + ")"
+    asking = [(label, of(container)[name], sized, whose) for label, container, sized, whose in running if of(container).get(name)]
+    if all(sized for _, _, sized, _ in asking):
+        return own
+    return "in this configuration (" + "; ".join(f"{label} {_shown(name, amount)}, {whose}" for label, amount, _, whose in asking) + ")"
 
 
 def _sized(container: Mapping[str, Any], *, configured: AbstractSet[str] | None) -> bool:

@@ -11,8 +11,13 @@ What changes, and why each way:
   request another mutating webhook added for a ResourceQuota, a template's ``hugepages-2Mi``) is
   kept as the container has it, request and limit each: the pod-create webhook is called again
   after later webhooks (``reinvocationPolicy: IfNeeded``), and a name it dropped there would be
-  missing from every pod. A ``cpu`` configuration keeps no extended resource it does not state
-  (``nvidia.com/gpu`` on a Job with no GPU configuration: a CPU start never holds a device). Its
+  missing from every pod. Cores and memory are never kept: AlloX books a Job's machine by what
+  its configuration states of them (placer/controller.py counts the rewrite of the template's
+  shape, not its containers' own resources), so a template's own ``memory`` beside
+  configurations that size cores alone would be asked by every pod and booked by none. Nor is
+  an extended resource the configuration does not state: a CPU start never holds a device (a
+  template's ``nvidia.com/gpu`` on a Job with no GPU configuration), nor a GPU start another
+  vendor's (``amd.com/gpu`` beside ``nvidia.com/gpu``: a pod no node holds). Its
   ``claims`` (DRA devices of the pod's ``resourceClaims``) are kept: a configuration sizes
   quantities, and the pod holds its claims whatever the container names;
 - ``env`` entries are set on every container, replacing variables of the same name where the
@@ -89,15 +94,15 @@ def apply_configuration(
 
 def configured_resources(resources: object, configuration: Configuration) -> dict[str, Any]:
     """A configured container's ``resources`` in ``configuration``: the names it states set, the
-    names another configuration of its Job states taken out, every other name kept as
-    ``resources`` has it (a ``cpu`` configuration keeps no extended resource), and the ``claims``
-    kept. ``resources`` is not modified."""
+    names another configuration of its Job states taken out, as are cores, memory and every
+    extended resource it does not state, every other name kept as ``resources`` has it
+    (``ephemeral-storage``, ``hugepages-<size>``), and the ``claims`` kept. ``resources`` is not modified."""
     current = resources if isinstance(resources, Mapping) else {}
     managed = configuration.managed_resource_names
     result: dict[str, Any] = {}
     for side, stated in (("requests", configuration.requests), ("limits", configuration.limits)):
         had = current.get(side)
-        kept = {name: amount for name, amount in had.items() if not _taken_out(name, configuration, managed)} \
+        kept = {name: amount for name, amount in had.items() if not _taken_out(name, managed)} \
             if isinstance(had, Mapping) else {}
         values = {**kept, **stated}
         if values:
@@ -108,8 +113,12 @@ def configured_resources(resources: object, configuration: Configuration) -> dic
     return result
 
 
-def _taken_out(name: str, configuration: Configuration, managed: AbstractSet[str]) -> bool:
-    return name in managed or (configuration.kind == "cpu" and is_extended_resource(name))
+def _taken_out(name: str, managed: AbstractSet[str]) -> bool:
+    """Whether a configured container's own ``name`` goes: one the Job's configurations size
+    (cores and memory always, which AlloX books), or a device (an extended resource) the chosen
+    configuration does not state: a CPU start holds none, nor a GPU start another vendor's
+    (``amd.com/gpu`` beside ``nvidia.com/gpu``: a pod no node holds)."""
+    return name in managed or is_extended_resource(name)
 
 
 def _toleration_as_kept(toleration: object) -> object:
