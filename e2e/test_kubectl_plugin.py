@@ -349,7 +349,8 @@ class TestHivedDecisions:
         print("$ kubectl cellfit why job/be-victim\n" + plugin.run(viewer, "why", "job/be-victim", "-n", ns).stdout)
         assert answer["reason"] == "preempted", answer
         assert answer["summary"].startswith(f"preempted 1 time, last by {ns}/te-probe-"), answer
-        assert " on node " in answer["summary"] and "(score " in answer["summary"] and " x GP " in answer["summary"], answer
+        assert " on node " in answer["summary"] and "(score " in answer["summary"] and " x grace " in answer["summary"], answer
+        assert "of the largest best-effort pod's" in answer["summary"] and "of the longest" in answer["summary"], answer
         assert answer["summary"].endswith(f"now pod {resumed['metadata']['name']}: waiting for its scheduling gates to be removed: "
                                           f"{GATE} (kube-scheduler does not try it before)"), answer
 

@@ -30,6 +30,7 @@ from scheduler.core.model import PodInfo
 from scheduler.core.resources import Resources
 from scheduler.preemption.model import FitGppSettings, JobClass, job_class_of
 from scheduler.preemption.table import CandidateTable
+from scheduler.wording import duration
 
 Rule = Literal["fitgpp", "fallback"]
 RULE_FITGPP: Final[Rule] = "fitgpp"
@@ -86,12 +87,29 @@ class VictimScore:
     grace_term: float
     score: float
     preemptions: int
+    # Eq. 3's denominators (:class:`Normalisers`): what the two terms are fractions of.
+    largest_size: float
+    longest_grace_seconds: float
 
     def explain(self, *, grace_period_weight: float) -> str:
-        """``score 0.31 = size 0.12 + 4.0 x GP 0.05`` (the normalised terms of eq. 3)."""
+        """Eq. 3's score, its two terms and what each is a fraction of, in words and units:
+        ``score 0.63 = size 0.50 + 4.0 x grace 0.03: its share of its node's CPU, memory and
+        GPUs is 50% of the largest best-effort pod's, and its grace period to checkpoint, 18 s,
+        is 3% of the longest, 10 min``. Without parentheses: ``kubectl cellfit why`` reads it
+        from the victim's Event up to that Event's closing one (scheduler/kubectl/objects.py)."""
+        if self.largest_size > 0:
+            size = (f"its share of its node's CPU, memory and GPUs is {_percent(self.size_term)} "
+                    "of the largest best-effort pod's")
+        else:
+            size = "no best-effort pod requests CPU, memory or GPUs"
+        if self.longest_grace_seconds > 0:
+            grace = (f"its grace period to checkpoint, {duration(self.grace_period_seconds)}, is "
+                     f"{_percent(self.grace_term)} of the longest, {duration(self.longest_grace_seconds)}")
+        else:
+            grace = "no best-effort pod has a grace period to checkpoint"
         return (
             f"score {self.score:.2f} = size {self.size_term:.2f} + "
-            f"{format_weight(grace_period_weight)} x GP {self.grace_term:.2f}"
+            f"{format_weight(grace_period_weight)} x grace {self.grace_term:.2f}: {size}, and {grace}"
         )
 
 
@@ -119,7 +137,7 @@ class PreemptionDecision:
 
     def preemptor_messages(self) -> tuple[str, ...]:
         """One event message per victim for the preemptor, e.g. ``preempting ns/pod on node X
-        (score 0.31 = size 0.12 + 4.0 x GP 0.05)``."""
+        (score 0.63 = size 0.50 + 4.0 x grace 0.03: its share of ...)`` (:meth:`VictimScore.explain`)."""
         weight = self.settings.grace_period_weight
         prefix = "" if self.rule == RULE_FITGPP else "random fallback, no single best-effort pod frees enough; "
         return tuple(
@@ -131,7 +149,7 @@ class PreemptionDecision:
         """The event message for each victim, which its user reads in ``kubectl describe pod``
         without the right to read the preemptor's events: who, where and why, e.g. ``preempted
         by ns/pod on node X: the best-effort pod there cheapest to suspend and quickest to resume
-        (FitGpp score 0.31 = size 0.12 + 4.0 x GP 0.05)``. The FitGpp rule takes exactly one
+        (FitGpp score 0.63 = size 0.50 + 4.0 x grace 0.03: its share of ...)``. The FitGpp rule takes exactly one
         victim, so its score is this victim's; the fallback's victims share one message."""
         head = f"preempted by {self.preemptor_key} on node {self.node}"
         if self.rule == RULE_FITGPP and len(self.victims) == 1:
@@ -148,6 +166,11 @@ class NoVictims:
     reason: str
 
     found: bool = False
+
+
+def _percent(fraction: float) -> str:
+    """``50%``; ``<1%`` for a fraction above 0 that rounds to none (0% reads as nothing)."""
+    return "<1%" if 0 < fraction < 0.005 else f"{fraction * 100:.0f}%"
 
 
 def format_weight(weight: float) -> str:
@@ -291,6 +314,8 @@ def _decision(
                 grace_term=grace_term,
                 score=size_term + settings.grace_period_weight * grace_term,
                 preemptions=int(table.preemptions[row]),
+                largest_size=scale.max_size,
+                longest_grace_seconds=scale.max_grace_seconds,
             )
         )
     return PreemptionDecision(

@@ -13,11 +13,13 @@ from scheduler.preemption.fitgpp import PreemptionDecision, VictimScore
 from scheduler.preemption.model import FitGppSettings
 
 UNREAD = "its score is in the events of namespace team-b, which you may not read"
+BREAKDOWN = ("score 0.31 = size 0.12 + 4.0 x grace 0.05: its share of its node's CPU, memory and GPUs is 12% of the largest "
+             "best-effort pod's, and its grace period to checkpoint, 30 s, is 5% of the longest, 10 min")
 
 
 def victim(uid: str, *, score: float) -> VictimScore:
     return VictimScore(uid=uid, key=f"ml/{uid}", node="gpu-7", size=4.0, size_term=0.12, grace_period_seconds=30.0,
-                       grace_term=0.05, score=score, preemptions=0)
+                       grace_term=0.05, score=score, preemptions=0, largest_size=33.3, longest_grace_seconds=600.0)
 
 
 def decision(*victims: VictimScore, rule: Any) -> PreemptionDecision:
@@ -36,11 +38,11 @@ def preempted(message: str) -> Any:
 def test_the_victims_own_event_gives_node_and_score_when_the_preemptors_events_are_unreadable() -> None:
     said = decision(victim("be-x2k9q", score=0.31), rule="fitgpp").victim_message()
     found = preemption_from(victim="ml/be-x2k9q", preempted=preempted(said), preemptor_events=(), unread=UNREAD)
-    assert (found.by, found.node, found.breakdown, found.unread) == ("team-b/trial-0", "gpu-7", "score 0.31 = size 0.12 + 4.0 x GP 0.05", "")
+    assert (found.by, found.node, found.breakdown, found.unread) == ("team-b/trial-0", "gpu-7", BREAKDOWN, "")
     job = job_from({"metadata": {"name": "be", "namespace": "ml", "uid": "job-uid", "annotations": {"cellfit.io/preemptions": "1"}},
                     "spec": {}, "status": {}}, preemptions=(found,))
     answer = explain_job(job, CellfitView())
-    assert answer.summary.startswith("preempted 1 time, last by team-b/trial-0 on node gpu-7 (score 0.31 = size 0.12 + 4.0 x GP 0.05); "), answer
+    assert answer.summary.startswith(f"preempted 1 time, last by team-b/trial-0 on node gpu-7 ({BREAKDOWN}); "), answer
 
 
 def test_the_fallbacks_event_gives_the_node_and_still_says_the_score_is_unread() -> None:

@@ -235,13 +235,15 @@ def test_no_preemption_when_no_node_can_make_room() -> None:
 def test_event_messages() -> None:
     nodes = [node("node-x", [be("big", 8, 64, 2, grace=60), be("small", 4, 32, 1, grace=300)], others=res(20, 160, 5))]
     decision = decide(te_pod(4, 32, 1, uid="trial-1"), nodes)
-    assert decision.preemptor_messages() == ("preempting ns/big on node node-x (score 1.80 = size 1.00 + 4.0 x GP 0.20)",)
+    why = ("score 1.80 = size 1.00 + 4.0 x grace 0.20: its share of its node's CPU, memory and GPUs is 100% of the largest "
+           "best-effort pod's, and its grace period to checkpoint, 60 s, is 20% of the longest, 5 min")
+    assert decision.preemptor_messages() == (f"preempting ns/big on node node-x ({why})",)
     # The victim's own event says where and why: its user may not read the preemptor's events.
     assert decision.victim_message() == ("preempted by ns/trial-1 on node node-x: the best-effort pod there cheapest to suspend "
-                                         "and quickest to resume (FitGpp score 1.80 = size 1.00 + 4.0 x GP 0.20)")
+                                         f"and quickest to resume (FitGpp {why})")
     assert decision.found and decision.rule == "fitgpp"
     half = decide(te_pod(4, 32, 1), nodes, FitGppSettings(grace_period_weight=2.25))
-    assert "+ 2.25 x GP" in half.preemptor_messages()[0]
+    assert "+ 2.25 x grace" in half.preemptor_messages()[0]
 
 
 # ---------------------------------------------------------------------- inputs
