@@ -282,13 +282,14 @@ class TestHivedDecisions:
         table = plugin.run(viewer, "vcs").stdout
         print(f"$ kubectl cellfit vcs\n{table}")
         rows = [line.split() for line in table.splitlines()]
-        assert rows[0] == ["VC", "CELL-TYPE", "GPUS/CELL", "QUOTA", "BOUND", "UNBOUND", "DRAINING", "PINNED", "PODS", "GPUS-USED"]
+        assert rows[0] == ["VC", "CELL-TYPE", "GPUS/CELL", "QUOTA", "BOUND", "UNBOUND", "DRAINING", "PINNED",
+                           "GUARANTEED-PODS", "GUARANTEED-GPUS", "OPPORTUNISTIC-PODS", "OPPORTUNISTIC-GPUS"]
         for vc in direct["virtualClusters"]:
             (row,) = [r for r in rows[1:] if r[0] == vc["name"]]
             (cell,) = vc["cells"]
             assert row[1:6] == ["E2E-NODE", "8", str(cell["quota"]), str(cell["bound"]), str(cell["quota"] - cell["bound"])]
-            assert row[8:] == [f"{vc['pods']['guaranteed']}/{vc['pods']['opportunistic']}",
-                               f"{vc['gpus']['guaranteed']}/{vc['gpus']['opportunistic']}"]
+            assert row[8:] == [str(vc["pods"]["guaranteed"]), str(vc["gpus"]["guaranteed"]),
+                               str(vc["pods"]["opportunistic"]), str(vc["gpus"]["opportunistic"])]
         cells = plugin.run(viewer, "cells", "--node", NODES[0], "-o", "json").stdout
         assert json.loads(cells) == cellfit.get("/v1/inspect/cells", node=NODES[0])
 

@@ -6,14 +6,18 @@ from typing import Any, Mapping
 
 from scheduler.kubectl.wording import duration
 
-VC_COLUMNS = ("vc", "cell-type", "gpus/cell", "quota", "bound", "unbound", "draining", "pinned", "pods", "gpus-used")
+# The VC's pods and GPUs in use, split as the inspect API splits them (its ``pods`` and ``gpus``):
+# guaranteed (inside its quota) and opportunistic (on idle cells, preempted when their owner needs
+# them), each its own column: "PODS 2/0" left the reader to guess what the second number was.
+VC_COLUMNS = ("vc", "cell-type", "gpus/cell", "quota", "bound", "unbound", "draining", "pinned",
+              "guaranteed-pods", "guaranteed-gpus", "opportunistic-pods", "opportunistic-gpus")
 CELL_COLUMNS = ("cell", "type", "state", "vc", "gpus", "idle", "guaranteed", "opportunistic", "bad", "pods")
 QUEUE_COLUMNS = ("job", "kind", "position", "expected-start", "vc")
 
 
 def vc_rows(view: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """One row per VC and cell type (``/v1/inspect/virtual-clusters``); the VC's pods and GPUs
-    in use (guaranteed/opportunistic) on its first row, like ``kubectl top``'s totals."""
+    """One row per VC and cell type (``/v1/inspect/virtual-clusters``); the VC's guaranteed and
+    opportunistic pods and GPUs in use on its first row, like ``kubectl top``'s totals."""
     rows: list[dict[str, Any]] = []
     for vc in view.get("virtualClusters") or []:
         pods, gpus = vc.get("pods") or {}, vc.get("gpus") or {}
@@ -27,8 +31,10 @@ def vc_rows(view: Mapping[str, Any]) -> list[dict[str, Any]]:
                 "unbound": max(int(cell.get("quota") or 0) - int(cell.get("bound") or 0), 0) if cell else None,
                 "draining": cell.get("draining"),
                 "pinned": cell.get("pinned"),
-                "pods": f"{pods.get('guaranteed', 0)}/{pods.get('opportunistic', 0)}" if index == 0 else "",
-                "gpus-used": f"{gpus.get('guaranteed', 0)}/{gpus.get('opportunistic', 0)}" if index == 0 else "",
+                "guaranteed-pods": pods.get("guaranteed", 0) if index == 0 else "",
+                "guaranteed-gpus": gpus.get("guaranteed", 0) if index == 0 else "",
+                "opportunistic-pods": pods.get("opportunistic", 0) if index == 0 else "",
+                "opportunistic-gpus": gpus.get("opportunistic", 0) if index == 0 else "",
             })
     return rows
 

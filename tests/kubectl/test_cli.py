@@ -163,7 +163,8 @@ def test_kubeconfig_errors_name_what_is_wrong(tmp_path: Path, config: Path, monk
 
 def test_vcs_table_matches_the_inspect_view(config: Path, inspect_url: str) -> None:
     table = cli.run(["vcs"]).splitlines()
-    assert table[0].split() == ["VC", "CELL-TYPE", "GPUS/CELL", "QUOTA", "BOUND", "UNBOUND", "DRAINING", "PINNED", "PODS", "GPUS-USED"]
+    assert table[0].split() == ["VC", "CELL-TYPE", "GPUS/CELL", "QUOTA", "BOUND", "UNBOUND", "DRAINING", "PINNED",
+                                "GUARANTEED-PODS", "GUARANTEED-GPUS", "OPPORTUNISTIC-PODS", "OPPORTUNISTIC-GPUS"]
     rows = {(line.split()[0], line.split()[1]): line.split() for line in table[1:]}
     view = httpx.get(f"{inspect_url}/v1/inspect/virtual-clusters", timeout=10).json()
     for vc in view["virtualClusters"]:
@@ -171,6 +172,8 @@ def test_vcs_table_matches_the_inspect_view(config: Path, inspect_url: str) -> N
             row = rows[(vc["name"], cell["cellType"])]
             assert row[2:8] == [str(cell[k]) for k in ("gpusPerCell", "quota", "bound")] + [
                 str(cell["quota"] - cell["bound"]), str(cell["draining"]), str(cell["pinned"])]
+        first = rows[(vc["name"], vc["cells"][0]["cellType"])]
+        assert first[8:] == [str(vc[what][priority]) for priority in ("guaranteed", "opportunistic") for what in ("pods", "gpus")]
     assert json.loads(cli.run(["vcs", "-o", "json"])) == view
     assert yaml.safe_load(cli.run(["-o", "yaml", "vcs"])) == view
 
