@@ -24,10 +24,11 @@ from scheduler.constants import (
 from scheduler.wording import ignores_disruption
 
 # The Preempting event's message (scheduler/preemption/fitgpp.py PreemptionDecision):
-# "preempting ns/pod on node X (score 0.31 = size 0.12 + 4.0 x GP 0.05)".
+# "preempting ns/pod on node X (score 0.63 = size 0.50 + 4.0 x grace 0.03: <the terms in words>)";
+# the words hold no parentheses (tests/preemption/test_score_in_words.py reads both back).
 PREEMPTING = re.compile(r"^preempting (?P<victim>\S+) on node (?P<node>\S+) \((?P<why>.*)\)$")
 # cellfit's Preempted event: "preempted by ns/pod" and, since it says where and why itself,
-# " on node X: ... (FitGpp score 0.31 = size 0.12 + 4.0 x GP 0.05)" (the score only under the
+# " on node X: ... (FitGpp score 0.63 = size 0.50 + 4.0 x grace 0.03: ...)" (the score only under the
 # FitGpp rule, not its random fallback).
 PREEMPTED_BY = re.compile(r"^preempted by (?P<by>\S+)")
 PREEMPTED_WHERE = re.compile(r"^preempted by \S+ on node (?P<node>\S+):(?:.*\(FitGpp (?P<why>score [^()]*)\)$)?")
