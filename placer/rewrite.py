@@ -38,7 +38,7 @@ from __future__ import annotations
 import json
 from typing import AbstractSet, Any, Mapping
 
-from placer.configuration import Configuration, is_extended_resource
+from placer.configuration import BOOKED_RESOURCES, Configuration, is_extended_resource
 from scheduler.core.resources import parse_quantity
 from scheduler.errors import InvalidQuantity
 
@@ -96,7 +96,8 @@ def configured_resources(resources: object, configuration: Configuration) -> dic
     """A configured container's ``resources`` in ``configuration``: the names it states set, the
     names another configuration of its Job states taken out, as are cores, memory and every
     extended resource it does not state, every other name kept as ``resources`` has it
-    (``ephemeral-storage``, ``hugepages-<size>``), and the ``claims`` kept. ``resources`` is not modified."""
+    (``ephemeral-storage``, ``hugepages-<size>``: hugepages only beside cores or memory, as the
+    API server takes them), and the ``claims`` kept. ``resources`` is not modified."""
     current = resources if isinstance(resources, Mapping) else {}
     managed = configuration.managed_resource_names
     result: dict[str, Any] = {}
@@ -107,6 +108,15 @@ def configured_resources(resources: object, configuration: Configuration) -> dic
         values = {**kept, **stated}
         if values:
             result[side] = values
+    if not any(name in BOOKED_RESOURCES for side in ("requests", "limits") for name in result.get(side, ())):
+        # The API server refuses hugepages in a container that asks neither cores nor memory
+        # ("HugePages require cpu or memory"): kept beside a configuration that states neither
+        # (a GPU one of only nvidia.com/gpu), the template's own would refuse every pod.
+        for side in ("requests", "limits"):
+            if side in result:
+                result[side] = {name: amount for name, amount in result[side].items() if not name.startswith("hugepages-")}
+                if not result[side]:
+                    del result[side]
     claims = current.get("claims")
     if claims:
         result["claims"] = claims

@@ -116,3 +116,18 @@ def test_a_refusal_calls_a_kept_amount_the_template_s_own_not_the_configuration_
     assert "the configuration's" not in message
     assert ("in this configuration (container 'trainer' 256Mi, the Job template's own: no configuration of the Job states "
             "hugepages-2Mi; container 'istio-proxy' 64Mi, its own: not the Job template's") in message
+
+
+def test_a_kept_hugepages_never_stands_without_cores_or_memory() -> None:
+    # The API server refuses a container whose hugepages have no cpu or memory beside them
+    # ("HugePages require cpu or memory"): a GPU configuration of the GPU alone, the template's
+    # own cores and memory taken out (the cpu configuration states them), kept its hugepages.
+    text = json.dumps({"cpu": {"resources": {"cpu": "16", "memory": "32Gi"}}, "gpu": {"resources": {"nvidia.com/gpu": "1"}}})
+    written = template({"requests": {"cpu": "1", "memory": "2Gi", "hugepages-2Mi": "256Mi", "ephemeral-storage": "1Gi"},
+                        "limits": {"hugepages-2Mi": "256Mi"}})
+    for kind in ("cpu", "gpu"):
+        resources = trainer(apply_configuration(written, parse_configurations(text)[kind]))
+        names = {name for side in ("requests", "limits") for name in resources.get(side, {})}
+        assert "ephemeral-storage" in names
+        assert not any(name.startswith("hugepages-") for name in names) or names & {"cpu", "memory"}, resources
+    assert trainer(apply_configuration(written, parse_configurations(text)["cpu"]))["limits"] == {"hugepages-2Mi": "256Mi"}
