@@ -799,15 +799,19 @@ def _parsed_kubeconfig(path: Path) -> dict[str, Any]:
     """The kubeconfig at ``path``, parsed; raises :class:`KubeconfigFieldError` when it does not
     read or parse (half-written: the field is its line)."""
     try:
-        document = yaml.safe_load(path.read_text())
+        document = yaml.safe_load(path.read_bytes().decode("utf-8"))
     except OSError as error:
         raise KubeconfigFieldError("(the file)", f"unreadable: {error}") from None
+    except UnicodeDecodeError as error:  # not an OSError: it escaped the follower's reread
+        raise KubeconfigFieldError("(the file)", f"unreadable: not UTF-8 (byte {error.start:,})") from None
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f"(line {mark.line + 1})" if mark is not None else "(the file)"
-        raise KubeconfigFieldError(where, f"does not parse as YAML: {getattr(error, 'problem', None) or error}") from None
+        said = ", ".join(str(part) for part in (getattr(error, "context", None), getattr(error, "problem", None)) if part)
+        raise KubeconfigFieldError(where, f"does not parse as YAML: {said or error}") from None
     if not isinstance(document, dict):
-        raise KubeconfigFieldError("(the file)", "is no kubeconfig: not a mapping")
+        top = "it is empty" if document is None else f"its top level is a {type(document).__name__}, not a mapping"
+        raise KubeconfigFieldError("(the file)", f"not a kubeconfig: {top}")
     return document
 
 
@@ -846,6 +850,14 @@ def merged_kubeconfig(files: tuple[Path, ...]) -> MergedKubeconfig:
         for section in _SECTIONS:
             document[section] = [node.value for node in loadable.value[section]]
             origins |= {(section, str(node.value.get("name"))): Path(node.path) for node in loadable.value[section]}
+        for node in loadable.value["users"]:
+            # The client's loader resolves these against the cluster's file; client-go, as the
+            # rest, against the file that names them (the user's). Absolute: a KUBECONFIG entry
+            # may be relative to the working folder, and the loader joins them to the cluster's.
+            user = node.value.get("user")
+            for field in ("client-certificate", "client-key"):
+                if isinstance(user, dict) and isinstance(user.get(field), str) and user[field]:
+                    user[field] = str(Path(node.path).absolute().parent / user[field])
     except (k8s_config.ConfigException, OSError, yaml.YAMLError, TypeError, KeyError, AttributeError) as error:
         raise KubeconfigFieldError("(the files)", f"do not merge: {error}") from None
     return MergedKubeconfig(document=document, loadable=loadable, origins=origins)
@@ -984,11 +996,6 @@ class KubeconfigCredentials:
             entry = node.value
             if isinstance(entry, dict) and isinstance(entry.get("user"), dict) and entry.get("name") == read.user:
                 entry["user"].pop("exec", None)  # run here, by the follower, not by the client's loader
-                # The client's loader resolves these against the cluster's file; client-go, as
-                # the rest, against the file that names them (the user's).
-                for field in ("client-certificate", "client-key"):
-                    if isinstance(entry["user"].get(field), str) and entry["user"][field]:
-                        entry["user"][field] = str(Path(read.user_file).parent / entry["user"][field])
         try:
             # No base path: each entry's relative paths against its own file's folder.
             k8s_config.kube_config.KubeConfigLoader(  # type: ignore[no-untyped-call]  # unannotated

@@ -1,7 +1,8 @@
 """Which cluster, user and namespace: the kubeconfig read as kubectl reads it.
 
-``--kubeconfig`` wins; else ``KUBECONFIG`` (a list of files, merged, first one wins per key);
-else ``~/.kube/config``; else, inside a pod, its ServiceAccount. ``--context`` picks another
+``--kubeconfig`` (one file) wins; else ``KUBECONFIG`` (a list of files, merged as kubectl
+merges them: scheduler/cluster/api.py's merged_kubeconfig, as ``cellfit serve``'s); else
+``~/.kube/config``; else, inside a pod, its ServiceAccount. ``--context`` picks another
 context than the current one; ``-n`` another namespace than the context's (else ``default``).
 """
 
@@ -11,11 +12,11 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
 from kubernetes import client as k8s
 from kubernetes import config as kube_config
 from kubernetes.config.config_exception import ConfigException
 
+from scheduler.cluster.api import KubeconfigFieldError, kubeconfig_files, merged_kubeconfig
 from scheduler.kubectl.errors import PluginError
 
 IN_CLUSTER_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
@@ -31,8 +32,8 @@ class Session:
 
 
 def open_session(*, kubeconfig: str | None, context: str | None, namespace: str | None) -> Session:
-    files = kubeconfig or os.environ.get("KUBECONFIG") or str(Path.home() / ".kube" / "config")
-    present = [f for f in files.split(os.pathsep) if f and Path(f).expanduser().is_file()]
+    files = kubeconfig_files(kubeconfig)
+    present = tuple(file for file in files if file.is_file())
     configuration = k8s.Configuration()
     if not present:
         if kubeconfig:
@@ -42,22 +43,28 @@ def open_session(*, kubeconfig: str | None, context: str | None, namespace: str 
             own = IN_CLUSTER_NAMESPACE.read_text().strip() if IN_CLUSTER_NAMESPACE.is_file() else "default"
             return Session(client=k8s.ApiClient(configuration), namespace=namespace or own, source="in-cluster ServiceAccount",
                            server=configuration.host)
-        raise PluginError(f"no kubeconfig: {files} does not exist (set KUBECONFIG or pass --kubeconfig)")
-    merged = os.pathsep.join(present)
-    documents = [_document(name) for name in present]
+        raise PluginError(f"no kubeconfig: {os.pathsep.join(map(str, files))} does not exist (set KUBECONFIG or pass --kubeconfig)")
+    merged = os.pathsep.join(map(str, present))
     try:
-        contexts, _ = kube_config.list_kube_config_contexts(config_file=merged)  # type: ignore[no-untyped-call]  # unannotated
-        wanted = context or _first_current_context(documents)
-        chosen = next((c for c in contexts if c.get("name") == wanted), None)
-        if chosen is None and context is None:
-            raise PluginError(f"kubeconfig {merged}: no current context (kubectl config use-context NAME, or --context)")
-        if chosen is None:
-            names = ", ".join(sorted(str(c.get("name")) for c in contexts)) or "none"
-            raise PluginError(f"--context {context}: no such context in {merged} (it has: {names})")
-        kube_config.load_kube_config(  # type: ignore[no-untyped-call]  # kubernetes.config is unannotated
-            config_file=merged, context=chosen["name"], client_configuration=configuration
-        )
-    except (ConfigException, yaml.YAMLError) as error:
+        kubeconfigs = merged_kubeconfig(present)
+    except KubeconfigFieldError as error:
+        # "(the file)" and "(the files)" say nothing the file's name does not.
+        said = error.reason if error.field.startswith("(the file") else str(error)
+        raise PluginError(f"kubeconfig {error.file or merged}: {said}") from None
+    contexts = kubeconfigs.document["contexts"]
+    wanted = context or kubeconfigs.document["current-context"]
+    chosen = next((c for c in contexts if c.get("name") == wanted), None)
+    if chosen is None and context is None:
+        raise PluginError(f"kubeconfig {merged}: no current context (kubectl config use-context NAME, or --context)")
+    if chosen is None:
+        names = ", ".join(sorted(str(c.get("name")) for c in contexts)) or "none"
+        raise PluginError(f"--context {context}: no such context in {merged} (it has: {names})")
+    try:
+        # No base path: each entry's relative paths against its own file's folder.
+        kube_config.kube_config.KubeConfigLoader(  # type: ignore[no-untyped-call]  # kubernetes.config is unannotated
+            config_dict=kubeconfigs.loadable, active_context=chosen["name"], config_base_path=None,
+        ).load_and_set(configuration)
+    except (ConfigException, OSError, ValueError) as error:
         raise PluginError(f"kubeconfig {merged}: {error}") from None
     own = (chosen.get("context") or {}).get("namespace") or "default"
     return Session(
@@ -66,29 +73,3 @@ def open_session(*, kubeconfig: str | None, context: str | None, namespace: str 
         source=f"context {chosen['name']} of {merged}",
         server=configuration.host,
     )
-
-
-def _document(name: str) -> dict[str, object]:
-    """One kubeconfig file, read as kubectl would before merging: one that is not a YAML mapping
-    is named, not handed to the client's merger (which fails with a TypeError on it)."""
-    path = Path(name).expanduser()
-    try:
-        document = yaml.safe_load(path.read_bytes().decode("utf-8")) or {}
-    except OSError as error:
-        raise PluginError(f"kubeconfig {name}: cannot read: {error.strerror or error}") from None
-    except UnicodeDecodeError as error:
-        raise PluginError(f"kubeconfig {name}: cannot read: not UTF-8 (byte {error.start:,})") from None
-    except yaml.YAMLError as error:
-        raise PluginError(f"kubeconfig {name}: {error}") from None
-    if not isinstance(document, dict):
-        raise PluginError(f"kubeconfig {name}: not a kubeconfig: its top level is a {type(document).__name__}, not a mapping")
-    return document
-
-
-def _first_current_context(documents: list[dict[str, object]]) -> str | None:
-    """kubectl's merge rule: the first file that sets current-context wins (the Python
-    client's merger lets the last one win)."""
-    for document in documents:
-        if document.get("current-context"):
-            return str(document["current-context"])
-    return None
