@@ -222,7 +222,8 @@ def test_a_trial_job_runs_on_cpu_when_that_ends_sooner_and_preempts_when_it_does
     job = wait_for(lambda: (lambda j: j if completed(j) else None)(get_job(cluster, ns, "te-cpu")), 120, "te-cpu completed")
     assert job["metadata"]["annotations"]["cellfit.io/placement"] == "cpu"
     (event,) = [e["message"] for e in cluster.events(ns, "te-cpu", kind="Job") if e["reason"] == "Placed"]
-    assert "trial Job, cpu: done in ~20 s; gpu would start after a best-effort Job checkpoints" in event
+    assert "started on cpu: trial Job, done in ~20 s; on gpu it would be done in ~" in event, event
+    assert event.endswith(", after a best-effort Job checkpoints"), event
     assert running_pods("be-slow"), "nothing was preempted"
 
     # Now the holder checkpoints in 3 s: a GPU run (3 s + 5 s) beats 10 minutes on a CPU, so the
@@ -235,7 +236,7 @@ def test_a_trial_job_runs_on_cpu_when_that_ends_sooner_and_preempts_when_it_does
     job = wait_for(lambda: (lambda j: j if completed(j) else None)(get_job(cluster, ns, "te-gpu")), 180, "te-gpu completed")
     assert job["metadata"]["annotations"]["cellfit.io/placement"] == "gpu"
     (event,) = [e["message"] for e in cluster.events(ns, "te-gpu", kind="Job") if e["reason"] == "Placed"]
-    assert "FitGpp preempts" in event
+    assert "the best-effort Job its pod preempts" in event, event
     (pod,) = cluster.pods(ns, "batch.kubernetes.io/job-name=te-gpu")
     assert pod["spec"]["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu": "1"}
     preempted = [e for e in cluster.events(ns, "be-quick", kind="Job")] + [

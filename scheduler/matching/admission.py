@@ -45,6 +45,7 @@ from scheduler.matching.fairness import Capacity, DemandShare, ShareModel, job_v
 from scheduler.matching.model import KIND_CPU, KIND_GPU, Assignment, Demand, Job, Machine
 from scheduler.matching.reuse import Reuse
 from scheduler.matching.solve import Fleet, Hint, Problem, Queues, fleet, prepare_on, rows_on, solve
+from scheduler.wording import duration
 
 AdmissionPolicy = Literal["allox", "allox+"]
 DEFAULT_CPU_SLOT = Demand(cpu=1.0)  # what a CPU slot is when no queued CPU configuration sizes it
@@ -1072,37 +1073,30 @@ def choose_for_trial(
     gpu = seconds.get("gpu")
     cpu = seconds.get("cpu")
     if gpu is not None and idle.get("gpu", 0) > 0:
-        return TrialChoice("gpu", f"gpu: a GPU is free, done in ~{_minutes(gpu)}", gpu_by="idle", gpu_wait=0.0)
+        return TrialChoice("gpu", f"on a free GPU, done in ~{duration(gpu)}", gpu_by="idle", gpu_wait=0.0)
     waits = [w for w in (preemption_seconds, gpu_free_in) if w is not None]
     wait = min(waits) if waits else None
     gpu_done = gpu + wait if gpu is not None and wait is not None else None
     checkpoint = preemption_seconds is not None and (gpu_free_in is None or preemption_seconds <= gpu_free_in)
     if cpu is not None and idle.get("cpu", 0) > 0 and (gpu_done is None or cpu < gpu_done):
         after = "" if gpu_done is None else (
-            f"; gpu would start after a best-effort Job checkpoints, ~{_minutes(gpu_done)}" if checkpoint
-            else f"; gpu would start when the first busy GPU frees, ~{_minutes(gpu_done)}"
-        )
-        return TrialChoice("cpu", f"cpu: done in ~{_minutes(cpu)}{after}")
+            f"; on gpu it would be done in ~{duration(gpu_done)}, "
+            + ("after a best-effort Job checkpoints" if checkpoint else "after the first busy GPU frees"))
+        return TrialChoice("cpu", f"done in ~{duration(cpu)}{after}")
     if gpu is not None:
-        why = f"gpu: done in ~{_minutes(gpu_done)}" if gpu_done is not None else "gpu"
-        if cpu is not None:
-            why += f", before cpu (~{_minutes(cpu)})" if idle.get("cpu", 0) > 0 else "; no CPU slot is free"
-        if preemption_seconds is not None:
-            by, how = "preemption", "FitGpp preempts a best-effort Job for it" + (
-                "" if checkpoint else f"; a busy GPU frees sooner, ~{_minutes(gpu_free_in)}")
-        elif gpu_free_in is not None:
-            by, how = "frees", (f"it starts when the first busy GPU frees, ~{_minutes(gpu_free_in)}: "
-                                "no best-effort Job is left for FitGpp to preempt")
+        if gpu_done is None:
+            by, why = "", "its pod waits for a GPU, as none is expected to free and no best-effort Job is left to preempt"
+        elif preemption_seconds is None:
+            by, why = "frees", (f"done in ~{duration(gpu_done)}, starting when the first busy GPU frees, in "
+                                f"~{duration(wait or 0.0)} (no best-effort Job is left to preempt)")
+        elif checkpoint:
+            by, why = "preemption", f"done in ~{duration(gpu_done)}, counting the checkpoint of the best-effort Job its pod preempts"
         else:
-            by, how = "", ("no GPU is expected to free and no best-effort Job is left for FitGpp to preempt: "
-                           "its pod waits for a GPU")
-        return TrialChoice("gpu", f"{why} ({how})", gpu_by=by, gpu_wait=wait)
+            by, why = "preemption", (f"done in ~{duration(gpu_done)} (a busy GPU frees in ~{duration(wait or 0.0)}, before "
+                                     "the best-effort Job its pod preempts has checkpointed)")
+        if cpu is not None:
+            why += f"; on cpu it would be done in ~{duration(cpu)}" if idle.get("cpu", 0) > 0 else "; no CPU slot is free"
+        return TrialChoice("gpu", why, gpu_by=by, gpu_wait=wait)
     if cpu is not None and idle.get("cpu", 0) > 0:
-        return TrialChoice("cpu", f"cpu: done in ~{_minutes(cpu)}")
+        return TrialChoice("cpu", f"done in ~{duration(cpu)}")
     return None
-
-
-def _minutes(seconds: float | None) -> str:
-    if seconds is None:
-        return "?"
-    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"

@@ -120,10 +120,10 @@ def test_a_trial_job_starts_where_it_finishes_first():
     # No GPU: FitGpp's victim checkpoints for 15 min, so the GPU run would end in 19 min: CPU it is.
     choice = choose_for_trial(seconds=seconds, idle={"cpu": 1}, gpu_free_in=None, preemption_seconds=15 * 60)
     assert choice.kind == "cpu"
-    assert choice.reason == "cpu: done in ~14 min; gpu would start after a best-effort Job checkpoints, ~19 min"
+    assert choice.reason == "done in ~14 min; on gpu it would be done in ~19 min, after a best-effort Job checkpoints"
     # A victim that checkpoints in a minute: the GPU run ends in 5 min; preempt.
     choice = choose_for_trial(seconds=seconds, idle={"cpu": 1}, gpu_free_in=None, preemption_seconds=60)
-    assert choice.kind == "gpu" and "before cpu" in choice.reason
+    assert choice.kind == "gpu" and choice.reason.endswith("; on cpu it would be done in ~14 min")
     # A busy GPU freeing sooner than any checkpoint counts too.
     assert choose_for_trial(seconds=seconds, idle={"cpu": 1}, gpu_free_in=120, preemption_seconds=3600).kind == "gpu"
     # No CPU slot free: the GPU configuration, whatever the wait.

@@ -23,30 +23,57 @@ def test_trial_jobs_started_earlier_take_the_leaving_pods_first_then_the_shortes
 def test_a_gpu_start_counting_on_a_preemption_says_so():
     choice = choose_for_trial(seconds=SECONDS, idle={}, gpu_free_in=3600, preemption_seconds=30)
     assert choice is not None and (choice.kind, choice.gpu_by, choice.gpu_wait) == ("gpu", "preemption", 30)
-    assert choice.reason == "gpu: done in ~65 s; no CPU slot is free (FitGpp preempts a best-effort Job for it)"
+    assert choice.reason == "done in ~65 s, counting the checkpoint of the best-effort Job its pod preempts; no CPU slot is free"
 
 
 def test_with_no_best_effort_job_left_the_gpu_start_is_the_first_busy_gpu_freeing():
     choice = choose_for_trial(seconds=SECONDS, idle={}, gpu_free_in=65, preemption_seconds=None)
     assert choice is not None and (choice.kind, choice.gpu_by, choice.gpu_wait) == ("gpu", "frees", 65)
-    assert choice.reason == ("gpu: done in ~100 s; no CPU slot is free (it starts when the first busy GPU frees, ~65 s: "
-                             "no best-effort Job is left for FitGpp to preempt)")
+    assert choice.reason == ("done in ~100 s, starting when the first busy GPU frees, in ~65 s (no best-effort Job is left "
+                             "to preempt); no CPU slot is free")
     # The CPU slot when that is sooner.
     choice = choose_for_trial(seconds={"cpu": 90, "gpu": 35}, idle={"cpu": 1}, gpu_free_in=65, preemption_seconds=None)
     assert choice is not None and choice.kind == "cpu"
-    assert choice.reason == "cpu: done in ~90 s; gpu would start when the first busy GPU frees, ~100 s"
+    assert choice.reason == "done in ~90 s; on gpu it would be done in ~100 s, after the first busy GPU frees"
 
 
 def test_with_nothing_to_preempt_and_no_gpu_expected_free_the_gpu_start_says_its_pod_waits():
     choice = choose_for_trial(seconds=SECONDS, idle={}, gpu_free_in=None, preemption_seconds=None)
     assert choice is not None and (choice.kind, choice.gpu_by, choice.gpu_wait) == ("gpu", "", None)
-    assert "FitGpp preempts" not in choice.reason
-    assert choice.reason == ("gpu; no CPU slot is free (no GPU is expected to free and no best-effort Job is left for "
-                             "FitGpp to preempt: its pod waits for a GPU)")
+    assert "preempts" not in choice.reason
+    assert choice.reason == ("its pod waits for a GPU, as none is expected to free and no best-effort Job is left to preempt; "
+                             "no CPU slot is free")
 
 
 def test_a_busy_gpu_freeing_before_the_victim_checkpoints_is_named_and_the_preemption_still_comes():
     choice = choose_for_trial(seconds=SECONDS, idle={}, gpu_free_in=10, preemption_seconds=300)
     assert choice is not None and (choice.kind, choice.gpu_by, choice.gpu_wait) == ("gpu", "preemption", 10)
-    assert choice.reason == ("gpu: done in ~45 s; no CPU slot is free (FitGpp preempts a best-effort Job for it; "
-                             "a busy GPU frees sooner, ~10 s)")
+    assert choice.reason == ("done in ~45 s (a busy GPU frees in ~10 s, before the best-effort Job its pod preempts has "
+                             "checkpointed); no CPU slot is free")
+
+
+def test_what_a_trial_job_is_told_names_no_kind_twice_nor_fitgpp_and_says_durations_as_everywhere():
+    # user21's item 18: "started on gpu: trial Job, gpu: done in ~35 s; no CPU slot is free (FitGpp
+    # preempts a best-effort Job for it)" said "gpu" twice (the placer's "started on gpu" comes
+    # first), named the algorithm, and wrote its durations its own way (scheduler.wording.duration
+    # says 2.5 h, not "150 min").
+    cases = [
+        choose_for_trial(seconds={"cpu": 600, "gpu": 35}, idle={"gpu": 1}, gpu_free_in=None, preemption_seconds=None),
+        choose_for_trial(seconds={"cpu": 600, "gpu": 35}, idle={}, gpu_free_in=None, preemption_seconds=30),
+        choose_for_trial(seconds={"cpu": 600, "gpu": 35}, idle={}, gpu_free_in=10, preemption_seconds=300),
+        choose_for_trial(seconds={"cpu": 600, "gpu": 35}, idle={}, gpu_free_in=65, preemption_seconds=None),
+        choose_for_trial(seconds={"cpu": 600, "gpu": 35}, idle={}, gpu_free_in=None, preemption_seconds=None),
+        choose_for_trial(seconds={"cpu": 60, "gpu": 35}, idle={"cpu": 1}, gpu_free_in=None, preemption_seconds=300),
+        choose_for_trial(seconds={"cpu": 600, "gpu": 35}, idle={"cpu": 1}, gpu_free_in=None, preemption_seconds=30),
+    ]
+    for choice in cases:
+        assert choice is not None
+        said = f"started on {choice.kind}: trial Job, {choice.reason}"
+        assert "FitGpp" not in said, said
+        assert not choice.reason.startswith(("gpu", "cpu")), said
+    assert cases[0].reason == "on a free GPU, done in ~35 s"
+    assert cases[5].reason == "done in ~60 s; on gpu it would be done in ~6 min, after a best-effort Job checkpoints"
+    assert cases[6].reason == ("done in ~65 s, counting the checkpoint of the best-effort Job its pod preempts; "
+                               "on cpu it would be done in ~10 min")
+    choice = choose_for_trial(seconds={"cpu": 9000, "gpu": 35}, idle={}, gpu_free_in=None, preemption_seconds=9000)
+    assert choice is not None and choice.reason.startswith("done in ~2.5 h,"), choice.reason

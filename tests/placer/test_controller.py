@@ -221,9 +221,10 @@ def test_a_trial_job_starts_at_once_where_it_finishes_first(grace, kind):
     assert name == "te" and {"op": "add", "path": "/metadata/annotations/cellfit.io~1placement", "value": kind} in ops
     (event,) = [message for job_name, reason, message in api.events if reason == "Placed"]
     if kind == "cpu":
-        assert "cpu: done in ~14 min; gpu would start after a best-effort Job checkpoints, ~19 min" in event
+        assert event == "started on cpu: trial Job, done in ~14 min; on gpu it would be done in ~19 min, after a best-effort Job checkpoints"
     else:
-        assert "FitGpp preempts" in event
+        assert event == ("started on gpu: trial Job, done in ~4 min, counting the checkpoint of the best-effort Job its pod "
+                         "preempts; on cpu it would be done in ~14 min")
 
 
 def test_the_solver_process_decides_as_the_extenders_process():

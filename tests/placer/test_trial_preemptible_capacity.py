@@ -82,12 +82,12 @@ def test_two_trial_jobs_in_one_pass_share_one_best_effort_job_only_once():
            victims=BestEffortGpus(graces=(30.0,))).admit()
     assert kinds(api) == {"t1": "gpu", "t2": "gpu"}
     told = placed(api)
-    assert "FitGpp preempts a best-effort Job for it" in told["t1"] and "done in ~65 s" in told["t1"]
+    assert "counting the checkpoint of the best-effort Job its pod preempts" in told["t1"] and "done in ~65 s" in told["t1"]
     # t2 gets the GPU when t1 is done with it (30 s + 35 s), and is told so, not that a
     # preemption is coming for it.
-    assert "FitGpp preempts" not in told["t2"]
-    assert "no best-effort Job is left for FitGpp to preempt" in told["t2"]
-    assert "when the first busy GPU frees, ~65 s" in told["t2"] and "done in ~100 s" in told["t2"]
+    assert "its pod preempts" not in told["t2"]
+    assert "no best-effort Job is left to preempt" in told["t2"]
+    assert "when the first busy GPU frees, in ~65 s" in told["t2"] and "done in ~100 s" in told["t2"]
 
 
 def test_three_trial_jobs_in_one_pass_the_third_takes_the_cpu_slot_when_it_ends_sooner():
@@ -98,9 +98,9 @@ def test_three_trial_jobs_in_one_pass_the_third_takes_the_cpu_slot_when_it_ends_
     placer(api, jobs, pods=BOUND, grace=30.0).admit()
     assert kinds(api) == {"t1": "gpu", "t2": "gpu", "t3": "cpu"}
     told = placed(api)
-    assert "FitGpp preempts a best-effort Job for it" in told["t1"]
-    assert "FitGpp preempts" not in told["t2"] and "when the first busy GPU frees, ~65 s" in told["t2"]
-    assert "cpu: done in ~2 min; gpu would start when the first busy GPU frees, ~2 min" in told["t3"]
+    assert "counting the checkpoint of the best-effort Job its pod preempts" in told["t1"]
+    assert "its pod preempts" not in told["t2"] and "when the first busy GPU frees, in ~65 s" in told["t2"]
+    assert "trial Job, done in ~2 min; on gpu it would be done in ~2 min, after the first busy GPU frees" in told["t3"]
 
 
 def test_a_trial_job_started_in_an_earlier_pass_keeps_its_best_effort_job_while_its_pod_waits():
@@ -111,11 +111,11 @@ def test_a_trial_job_started_in_an_earlier_pass_keeps_its_best_effort_job_while_
     placer(api, jobs, pods={**BOUND, "uid-t1": JobPods(unbound=1)}, victims=BestEffortGpus(graces=(30.0,))).admit()
     told = placed(api)
     assert kinds(api) == {"t2": "gpu"}
-    assert "FitGpp preempts" not in told["t2"] and "no best-effort Job is left for FitGpp to preempt" in told["t2"]
+    assert "its pod preempts" not in told["t2"] and "no best-effort Job is left to preempt" in told["t2"]
     # The same with the single grace period the extender hands over when it does not count pods.
     api = RecordingApi()
     placer(api, jobs, pods={**BOUND, "uid-t1": JobPods(unbound=1)}, grace=30.0).admit()
-    assert "FitGpp preempts" not in placed(api)["t2"]
+    assert "its pod preempts" not in placed(api)["t2"]
 
 
 def test_a_victim_still_leaving_is_the_waiting_trial_pods_and_another_best_effort_pod_is_left():
@@ -124,11 +124,11 @@ def test_a_victim_still_leaving_is_the_waiting_trial_pods_and_another_best_effor
     api = RecordingApi()
     jobs = [best_effort(), trial("t1", created=1, running=True), trial("t2", created=2)]
     placer(api, jobs, pods={**BOUND, "uid-t1": JobPods(unbound=1)}, victims=BestEffortGpus(graces=(30.0,), leaving=1)).admit()
-    assert "FitGpp preempts a best-effort Job for it" in placed(api)["t2"]
+    assert "counting the checkpoint of the best-effort Job its pod preempts" in placed(api)["t2"]
     # Without the second one, nothing is left for t2.
     api = RecordingApi()
     placer(api, jobs, pods={**BOUND, "uid-t1": JobPods(unbound=1)}, victims=BestEffortGpus(leaving=1)).admit()
-    assert "no best-effort Job is left for FitGpp to preempt" in placed(api)["t2"]
+    assert "no best-effort Job is left to preempt" in placed(api)["t2"]
 
 
 def test_a_gpu_held_by_another_trial_job_is_waited_for_not_preempted():
@@ -138,8 +138,8 @@ def test_a_gpu_held_by_another_trial_job_is_waited_for_not_preempted():
     placer(api, jobs, pods={"uid-t1": JobPods(here=1)}, victims=BestEffortGpus()).admit()
     told = placed(api)
     assert kinds(api) == {"t2": "gpu"}
-    assert "FitGpp preempts" not in told["t2"]
-    assert "when the first busy GPU frees, ~35 s" in told["t2"] and "done in ~70 s" in told["t2"]
+    assert "its pod preempts" not in told["t2"]
+    assert "when the first busy GPU frees, in ~35 s" in told["t2"] and "done in ~70 s" in told["t2"]
 
 
 def test_a_trial_job_started_on_an_idle_gpu_owes_no_best_effort_job_while_its_pod_is_on_its_way():
@@ -156,7 +156,7 @@ def test_a_trial_job_started_on_an_idle_gpu_owes_no_best_effort_job_while_its_po
         job_pods=lambda owners: {uid: found for uid, found in pods.items() if uid in owners},
     )
     live.admit()
-    assert "a GPU is free" in placed(api)["t1"]
+    assert "trial Job, on a free GPU, done in ~35 s" in placed(api)["t1"]
     jobs.append(trial("t2", created=2))
     live.admit()
-    assert "FitGpp preempts a best-effort Job for it" in placed(api)["t2"]
+    assert "counting the checkpoint of the best-effort Job its pod preempts" in placed(api)["t2"]
