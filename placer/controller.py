@@ -427,7 +427,8 @@ class PlacerController:
             if in_use:
                 self._tell(job, status="False", reason="WaitingForMachine", message=_in_use_message(in_use, pods=item.pods))
                 continue
-            message = _no_machine(item, job, beyond=beyond, room=room, outside=outside)
+            message = _no_machine(item, job, beyond=beyond, room=room, outside=outside, capacity=capacity,
+                                  reserved_cpu_per_gpu=self._settings.reserved_cpu_per_gpu)
             if self._tell(job, status="False", reason="NoMachine", message=message):
                 self._event_once(job, "NoMachine", message)
         for key in lacking:
@@ -1358,11 +1359,17 @@ def _job_demands(job: Job, configurations: str, gpu_resource: str) -> Mapping[st
         return None
 
 
-def _no_machine(item: WaitingJob, job: Job, *, beyond: frozenset[str], room: GpuRoom, outside: str | None) -> str:
-    """Why no machine runs the Job: its estimate names no kind it has a configuration for; or each
-    configuration no node holds, named by its field with what one pod asks, and a GPU
-    configuration outside every VC AlloX counts (``outside``); else that no node offers a kind
-    it has an estimate for."""
+def _no_machine(
+    item: WaitingJob, job: Job, *, beyond: frozenset[str], room: GpuRoom, outside: str | None,
+    capacity: Capacity | None = None, reserved_cpu_per_gpu: float = 0.0,
+) -> str:
+    """Why no node of AlloX's starts the Job: its estimate names no kind it has a configuration
+    for; or each configuration no node holds, named by its field with what one pod asks, and
+    whether it never fits (more than AlloX's nodes have in all, ``capacity``) or fits no node's
+    free room now, and a GPU configuration outside every VC AlloX counts (``outside``); else that
+    no node offers a kind it has an estimate for. The message is the NoMachine Event's once-key
+    and the condition is written again when it changes: no number in it moves as pods come and
+    go (``capacity`` is the nodes' allocatable, not what is free)."""
     if not item.seconds:
         estimated = sorted(parse_estimate_cached(job.annotations[ANNOTATION_ESTIMATE]).seconds)
         configured = parse_configurations_cached(job.annotations[ANNOTATION_CONFIGURATIONS]).kinds
@@ -1370,7 +1377,8 @@ def _no_machine(item: WaitingJob, job: Job, *, beyond: frozenset[str], room: Gpu
                 f"{', '.join(configured)}: no kind has both, and AlloX chooses only a kind with an estimate, so the Job is "
                 "never started until one of them names the other's kind")
     counted = _counted(job)
-    reasons = [_asks(kind, item.demand[kind], counted=counted, room=room) for kind in sorted(beyond)]
+    reasons = [_asks(kind, item.demand[kind], counted=counted, room=room, capacity=capacity,
+                     reserved_cpu_per_gpu=reserved_cpu_per_gpu) for kind in sorted(beyond)]
     unmatched = set(beyond)
     if outside is not None and "gpu" in item.seconds and "gpu" not in beyond:
         reasons.append(f"its gpu configuration: {outside}")
@@ -1379,8 +1387,13 @@ def _no_machine(item: WaitingJob, job: Job, *, beyond: frozenset[str], room: Gpu
         pods = _pods(job)
         return "no node of the cluster offers a kind this Job has an estimate for" + (f" with {pods} machines at once" if pods > 1 else "")
     others = sorted(set(item.seconds) - unmatched)
-    return ("no machine of AlloX's runs this Job: " + "; ".join(reasons)
+    return (f"AlloX's nodes ({ALLOX_NODES}) cannot start this Job: " + "; ".join(reasons)
             + (f"; and no node offers its {', '.join(others)} configuration" if others else ""))
+
+
+# Where AlloX's nodes are chosen, named once in what a Job is told: "machine of AlloX's" meant
+# nothing to its user.
+ALLOX_NODES: Final = "allox.nodeSelector"
 
 
 def _held_by_others(
@@ -1427,19 +1440,44 @@ def _gpu_outside_vcs(job: Job, found: Guarantees) -> str | None:
     return f"{LABEL_VIRTUAL_CLUSTER} {vc!r} of its pod template is no virtual cluster HiveD knows ({', '.join(sorted(found.cells))})"
 
 
-def _asks(kind: str, demand: Demand, *, counted: str, room: GpuRoom) -> str:
-    """Why no node holds the Job's ``kind`` configuration: the field and what one pod asks."""
+def _asks(
+    kind: str, demand: Demand, *, counted: str, room: GpuRoom, capacity: Capacity | None = None, reserved_cpu_per_gpu: float = 0.0
+) -> str:
+    """Why no node holds the Job's ``kind`` configuration: the field and what one pod asks, and
+    either that it is more than AlloX's nodes have in all (``capacity``: it never fits, however
+    long it waits) or more than any has free now (it may fit once pods leave)."""
     field = f"{ANNOTATION_CONFIGURATIONS}.{kind}.resources"
     if kind != "gpu":
         # Memory only when asked: "500 cores and 0 GiB a pod" read as if 0 GiB were too much too.
         cpu_asked = f"{demand.cpu:g} cores" + (f" and {demand.memory:g} GiB" if demand.memory > 0 else "")
-        return f"{field}, {cpu_asked} a pod{counted}, more than any node of AlloX's has free"
+        # A CPU slot is cut from what a node has beside the cores kept for its GPUs.
+        kept = reserved_cpu_per_gpu * capacity.gpu if capacity is not None else 0.0
+        never = _beyond_capacity(demand, capacity, cores_kept=kept)
+        return f"{field}, {cpu_asked} a pod{counted}, " + (never or "more than any of them has free now")
     short = gpu_shortfall(demand, room=room)
+    gpus = f"{demand.gpu:g} GPU" + ("" if demand.gpu == 1 else "s")
     if not short or short == ("gpu",):
-        return f"{field}, {demand.gpu:g} GPUs a pod{counted}, more than any node of AlloX's has free"
+        never = _beyond_capacity(Demand(gpu=demand.gpu), capacity)
+        return f"{field}, {gpus} a pod{counted}, " + (never or "more than any of them has free now")
     asked = {"cpu": f"{demand.cpu:g} cores", "memory": f"{demand.memory:g} GiB"}
+    never = _beyond_capacity(Demand(cpu=demand.cpu if "cpu" in short else 0.0, memory=demand.memory if "memory" in short else 0.0),
+                             capacity)
     return (" and ".join(f"{field}.{name}" for name in short) + f", {' and '.join(asked[name] for name in short)} a pod beside its "
-            f"{demand.gpu:g} GPUs{counted}, more than any node of AlloX's with {demand.gpu:g} GPUs free has free")
+            f"{gpus}{counted}, " + (never or f"more than any of them with {gpus} free has free now"))
+
+
+def _beyond_capacity(demand: Demand, capacity: Capacity | None, *, cores_kept: float = 0.0) -> str | None:
+    """"more than they have in all (64 cores): it never fits" when one pod of ``demand`` asks more
+    than AlloX's nodes have together (a pod runs on one node); None when not, or not known."""
+    if capacity is None:
+        return None
+    cores = capacity.cpu - cores_kept
+    over = [said for asked, total, said in (
+        (demand.gpu, capacity.gpu, f"{capacity.gpu:g} GPU" + ("" if capacity.gpu == 1 else "s")),
+        (demand.cpu, cores, f"{round(cores, 1):g} cores" + (f" beside the {cores_kept:g} kept for their GPUs" if cores_kept > 0 else "")),
+        (demand.memory, capacity.memory, f"{round(capacity.memory, 1):g} GiB"),
+    ) if asked > 0 and asked > total]
+    return f"more than they have in all ({' and '.join(over)}): it never fits" if over else None
 
 
 def _take_gpus(choice: TrialChoice, *, pods: int, run: float, graces: list[float], ends: list[float]) -> None:
