@@ -138,10 +138,10 @@ def test_kubectl_apply_prints_a_warning_naming_the_field(env: Any, control_plane
     cluster, _, warning, _ = env
     ns = control_plane.create_namespace("validation")
     _, printed = apply(cluster, suspended_job("train", labels=WARN, template_annotations=ABC), ns)
-    assert "Warning: cellfit: spec.template: annotation cellfit.io/gang-size: 'abc' is not an integer" in printed, printed
+    assert "Warning: cellfit: spec.template.metadata.annotations[cellfit.io/gang-size]: 'abc' is not an integer" in printed, printed
     job = cluster.kubectl_json("-n", ns, "get", "job", "train")  # admitted: a warning, not a refusal
     _, printed = apply(cluster, owned_pod("train-x7k2q", job, labels=WARN, annotations=ABC), ns)
-    assert "Warning: cellfit: annotation cellfit.io/gang-size: 'abc' is not an integer" in printed, printed
+    assert "Warning: cellfit: metadata.annotations[cellfit.io/gang-size]: 'abc' is not an integer" in printed, printed
     assert cluster.kubectl_json("-n", ns, "get", "pod", "train-x7k2q")["metadata"]["annotations"]["cellfit.io/gang-size"] == "abc"
     assert validations(warning, "job", "warned") == 1 and validations(warning, "pod", "warned") == 1
     # Neither a cellfit.io/ key nor cellfit's scheduler: the API server does not call cellfit.
@@ -159,13 +159,13 @@ def test_with_reject_invalid_the_api_server_refuses_naming_the_field(env: Any, c
     code, printed = apply(cluster, owned_pod("urgent-x7k2q", job, labels=REJECT, annotations=ABC), ns, check=False)
     assert code != 0
     assert ('admission webhook "validated-pods.admission.cellfit.io" denied the request: cellfit refuses this pod '
-            "(admission.rejectInvalid): annotation cellfit.io/gang-size: 'abc' is not an integer") in printed, printed
+            "(admission.rejectInvalid): metadata.annotations[cellfit.io/gang-size]: 'abc' is not an integer") in printed, printed
     assert cluster.kubectl("-n", ns, "get", "pod", "urgent-x7k2q", check=False).returncode != 0
     bad_job = suspended_job("worse", labels={**REJECT, "cellfit.io/priority": "urgent"}, template_annotations={})
     code, printed = apply(cluster, bad_job, ns, check=False)
     assert code != 0
     assert ('admission webhook "validated-jobs.admission.cellfit.io" denied the request: cellfit refuses this job '
-            "(admission.rejectInvalid): spec.template: label cellfit.io/priority: 'urgent' is not 'guaranteed' or "
+            "(admission.rejectInvalid): spec.template.metadata.labels[cellfit.io/priority]: 'urgent' is not 'guaranteed' or "
             "'opportunistic'") in printed, printed
     assert validations(refusing, "pod", "rejected") == 1 and validations(refusing, "job", "rejected") == 1
 
@@ -185,7 +185,7 @@ def cronjob(name: str, *, labels: dict[str, str], template_annotations: dict[str
 def test_a_cronjob_is_checked_when_applied_as_the_jobs_it_will_create(env: Any, control_plane: Any) -> None:
     cluster, _, warning, refusing = env
     ns = control_plane.create_namespace("validation")
-    gang = "spec.jobTemplate.spec.template: annotation cellfit.io/gang-size: 'abc' is not an integer"
+    gang = "spec.jobTemplate.spec.template.metadata.annotations[cellfit.io/gang-size]: 'abc' is not an integer"
     _, printed = apply(cluster, cronjob("nightly", labels=WARN, template_annotations=ABC), ns)
     assert f"Warning: cellfit: {gang}" in printed, printed
     code, printed = apply(cluster, cronjob("refused", labels=REJECT, template_annotations=ABC), ns, check=False)
@@ -223,7 +223,7 @@ def test_on_a_full_node_a_trial_pod_with_a_mistake_preempts_nobody_and_is_told_w
 
     (message,) = wait_for(refused, 90, "cellfit's PreemptionRefused event on te-urgent")
     assert message == ("cellfit cannot place this pod as written, so it preempts no one for it: "
-                       "label cellfit.io/priority: 'urgent' is not 'guaranteed' or 'opportunistic'")
+                       "metadata.labels[cellfit.io/priority]: 'urgent' is not 'guaranteed' or 'opportunistic'")
     events = cluster.events(ns, "te-urgent")
     assert any(e["reason"] == "FailedScheduling" and "Insufficient nvidia.com/gpu" in e.get("message", "") for e in events), events
     # Nobody was preempted for a pod that could not have used the GPUs.

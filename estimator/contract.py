@@ -60,26 +60,57 @@ def parse_estimate_cached(text: str) -> RecordedEstimate:
 
 
 def parse_estimate(text: str, *, where: str = ANNOTATION_ESTIMATE) -> RecordedEstimate:
+    """Raises the first of :func:`estimate_errors`."""
+    estimate, errors = _read_estimate(text, where=where)
+    if errors:
+        raise errors[0]
+    return estimate
+
+
+def estimate_errors(text: str, *, where: str = ANNOTATION_ESTIMATE) -> list[InvalidAnnotation]:
+    """Every mistake in ``cellfit.io/estimate``, each naming its field, in the order
+    :func:`parse_estimate` meets them (it raises the first): a user told of all of them fixes the
+    annotation in one go, not one mistake a try. Past a value that is no JSON object, nothing
+    more is read."""
+    try:
+        return _read_estimate(text, where=where)[1]
+    except InvalidAnnotation as error:
+        return [error]
+
+
+def _read_estimate(text: str, *, where: str) -> tuple[RecordedEstimate, list[InvalidAnnotation]]:
+    """The estimate of the entries that read, and the mistakes of the others (every entry is read:
+    one in error does not hide the next). Raises for a value that is no JSON object."""
     document = json_object_annotation(text, where=where, expected='a JSON object such as {"gpu": {"seconds": 600}}')
     seconds: dict[str, float] = {}
     methods = set()
+    errors: list[InvalidAnnotation] = []
     for kind, entry in document.items():
-        if kind not in KINDS:
-            raise InvalidAnnotation(f"unknown configuration kind {kind!r}; expected one of {', '.join(KINDS)}", field=where)
-        if not isinstance(entry, dict):
-            raise InvalidAnnotation('must be an object such as {"seconds": 600}', field=f"{where}.{kind}")
-        if "seconds" not in entry:
-            # Said as missing, with what the entry has instead ({"minutes": 3}), not "got None".
-            has = f" (it has {', '.join(sorted(map(str, entry)))})" if entry else ""
-            raise InvalidAnnotation(f'is missing: give the Job\'s whole run on {kind} in seconds, such as {{"seconds": 600}}{has}',
-                                    field=f"{where}.{kind}.seconds")
-        value = entry["seconds"]
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or not 0 < value <= MAX_SECONDS:
-            raise InvalidAnnotation(f"must be a number of seconds above 0 and at most {MAX_SECONDS:,}, got {value!r}",
-                                    field=f"{where}.{kind}.seconds")
-        seconds[kind] = float(value)
+        error = _entry_error(kind, entry, where=where)
+        if error is not None:
+            errors.append(error)
+            continue
+        seconds[kind] = float(entry["seconds"])
         methods.add(entry.get("method", "user"))
-    return RecordedEstimate(seconds=seconds, by_cellfit=methods != {"user"}, document=document)
+    return RecordedEstimate(seconds=seconds, by_cellfit=methods != {"user"}, document=document), errors
+
+
+def _entry_error(kind: str, entry: Any, *, where: str) -> InvalidAnnotation | None:
+    """What is wrong with the estimate's entry for ``kind``, or ``None``."""
+    if kind not in KINDS:
+        return InvalidAnnotation(f"unknown configuration kind {kind!r}; expected one of {', '.join(KINDS)}", field=where)
+    if not isinstance(entry, dict):
+        return InvalidAnnotation('must be an object such as {"seconds": 600}', field=f"{where}.{kind}")
+    if "seconds" not in entry:
+        # Said as missing, with what the entry has instead ({"minutes": 3}), not "got None".
+        has = f" (it has {', '.join(sorted(map(str, entry)))})" if entry else ""
+        return InvalidAnnotation(f'is missing: give the Job\'s whole run on {kind} in seconds, such as {{"seconds": 600}}{has}',
+                                 field=f"{where}.{kind}.seconds")
+    value = entry["seconds"]
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or not 0 < value <= MAX_SECONDS:
+        return InvalidAnnotation(f"must be a number of seconds above 0 and at most {MAX_SECONDS:,}, got {value!r}",
+                                 field=f"{where}.{kind}.seconds")
+    return None
 
 
 @dataclass(frozen=True)

@@ -37,9 +37,11 @@ from scheduler.extender.validation import (
     introduced,
     job_problems,
     pod_problems,
+    problem_of,
     trial_priority_problems,
 )
 from scheduler.kube import translate, wire
+from scheduler.messages import first_problems
 
 log = logging.getLogger(__name__)
 
@@ -114,7 +116,9 @@ class ObjectValidation:
         response = wire.AdmissionResponse(uid=request.uid, allowed=not denied, warnings=warnings or None)
         if denied:
             what = kind.lower()
-            message = f"cellfit refuses this {what} (admission.rejectInvalid): " + "; ".join(p.text for p in denied)
+            # Each problem is bounded (validation.MAX_PROBLEM_CHARS), and so is how many are told.
+            told = first_problems([p.text for p in denied], separator="; ")
+            message = f"cellfit refuses this {what} (admission.rejectInvalid): {told}"
             response = wire.AdmissionResponse(
                 uid=request.uid, allowed=False, warnings=warnings or None, status=wire.AdmissionStatus(message=message)
             )
@@ -182,9 +186,9 @@ class ObjectValidation:
         try:
             info = translate.pod_info(pod, gpu_resource=self._gpu_resource, field="spec")
         except InvalidRequest as error:  # a quantity cellfit cannot read: the scheduler would refuse it too
-            return [Problem(field=error.field or "spec", text=str(error))]
-        return pod_problems(info, cells=self._cells) + trial_priority_problems(info.labels, pod.spec)
-
+            return [problem_of(error)]
+        return (pod_problems(info, cells=self._cells, preempts_best_effort=self._preempts_best_effort)
+                + trial_priority_problems(info.labels, pod.spec))
 
     def _another_scheduler(self, spec: wire.PodSpec, *, where: str) -> Problem | None:
         """The one warning for a pod another scheduler places (the API server calls the webhook
@@ -195,8 +199,7 @@ class ObjectValidation:
             return None
         return Problem(
             field=f"{where}.schedulerName",
-            text=f"{where}.schedulerName: {theirs!r} schedules this pod, not cellfit ({ours!r}): its cellfit.io/ labels and "
-                 f"annotations are not read",
+            reason=f"{theirs!r} schedules this pod, not cellfit ({ours!r}): its cellfit.io/ labels and annotations are not read",
             blocking=False,
         )
 

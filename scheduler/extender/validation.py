@@ -8,21 +8,24 @@ Every check is a parser the scheduler, the estimator or the placer runs on the s
 :func:`~placer.configuration.parse_configurations`, :func:`~estimator.contract.parse_iterations`,
 :func:`~estimator.contract.parse_estimate`, and the running HiveD configuration's own lookups of
 virtual clusters and cell types), so the webhook can neither accept what they refuse nor refuse
-what they accept. Each :class:`Problem` is one sentence naming the field.
+what they accept. Each :class:`Problem` is one sentence led by its field's path, as the API
+server names fields in its own errors (``spec.template.metadata.annotations[cellfit.io/gang-size]:
+'abc' is not an integer``): :func:`field_path` turns every name a parser gives
+(``annotation cellfit.io/gang-size``, ``cellfit.io/estimate.cpu.seconds``) into that path.
 """
 
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Final, Mapping, Sequence
 
 import msgspec
 from msgspec import structs
 
 import estimator.objects as sampling_objects
-from estimator.contract import parse_estimate, parse_iterations
-from placer.configuration import Configurations, parse_configurations
+from estimator.contract import estimate_errors, parse_estimate, parse_iterations
+from placer.configuration import Configuration, Configurations, parse_configurations
 from placer.rewrite import apply_configuration
 from scheduler import constants
 from scheduler.cells.capabilities import RequestCheck
@@ -47,6 +50,7 @@ from scheduler.core.model import OwnerRef, PodInfo
 from scheduler.errors import InvalidAnnotation, InvalidRequest
 from scheduler.kube import translate, wire
 from scheduler.preemption import JobClass, job_class_of, preemption_count_of
+from scheduler.preemption.model import job_class_or_best_effort
 from scheduler.wording import DISRUPTION_TARGET, RESUME_RULE, ignores_disruption
 
 
@@ -78,22 +82,65 @@ TEMPLATE: Final = "spec.template"
 
 @dataclass(frozen=True, slots=True)
 class Problem:
-    """One mistake: ``text`` is the sentence users see (it starts with ``field``). A
-    ``blocking`` problem is one cellfit would act on wrongly or not at all (the pod never
-    scheduled, the Job never estimated); the others (an unknown or misplaced key) are only
-    ever warned about."""
+    """One mistake: ``field``, the path of the field in the object reviewed
+    (``spec.template.metadata.labels[cellfit.io/priority]``, ``metadata.annotations[cellfit.io/estimate].cpu.seconds``),
+    and ``reason``, what is wrong with it; ``scope``, where it applies when that is narrower than
+    the object (``in configuration gpu``). A ``blocking`` problem is one cellfit would act on
+    wrongly or not at all (the pod never scheduled, the Job never estimated); the others (an
+    unknown or misplaced key) are only ever warned about."""
 
     field: str
-    text: str
+    reason: str
     blocking: bool = True
+    scope: str = ""
+
+    @property
+    def text(self) -> str:
+        """The sentence users see, the one shape every problem is told in: ``<field path>: <reason>``."""
+        field = f"{self.field} ({self.scope})" if self.scope else self.field
+        return f"{field}: {self.reason}" if field else self.reason
+
+    def within(self, path: str) -> Problem:
+        """This problem of the object at ``path`` inside the one reviewed (a Job's ``spec.template``,
+        a CronJob's ``spec.jobTemplate``), its field named from there."""
+        return replace(self, field=f"{path}.{self.field}" if self.field else path)
 
 
-def _within(where: str, text: str) -> str:
-    return f"{where}: {text}" if where else text
+def field_path(named: str, *, within: str = "") -> str:
+    """The path of the field a parser names, as the API server names fields: ``label K`` and
+    ``annotation K`` (:func:`parse_request`, the allocator) become ``metadata.labels[K]`` and
+    ``metadata.annotations[K]``; a name inside a JSON annotation (``cellfit.io/estimate.cpu.seconds``)
+    becomes ``metadata.annotations[cellfit.io/estimate].cpu.seconds``; a path
+    (``metadata.labels[cellfit.io/job-class]``, ``spec.containers[0]...``) stays. ``within``: the
+    path of the object it is in (``spec.template``)."""
+    kind, _, key = named.partition(" ")
+    if kind in _FIELD_KINDS and key.startswith(_PREFIX):
+        path = key_path(kind, key)
+    elif named.startswith(_PREFIX):
+        name = named[len(_PREFIX):]
+        end = min((i for i in (name.find("."), name.find("[")) if i >= 0), default=len(name))
+        path = key_path("annotation", _PREFIX + name[:end]) + name[end:]
+    else:
+        path = named
+    return f"{within}.{path}" if within and path else within or path
 
 
-def _problem(error: InvalidRequest, *, where: str) -> Problem:
-    return Problem(field=_within(where, error.field or ""), text=_within(where, _bounded(str(error))))
+def key_path(kind: str, key: str) -> str:
+    """``metadata.labels[K]`` or ``metadata.annotations[K]``: where a ``kind`` (``label``,
+    ``annotation``) of key ``K`` is written."""
+    return f"metadata.{_FIELD_KINDS[kind]}[{key}]"
+
+
+def _reason(error: InvalidRequest) -> str:
+    """A parser's sentence without the name of its field, which leads it (see InvalidRequest)."""
+    sentence = str(error)
+    return sentence.removeprefix(f"{error.field}: ") if error.field else sentence
+
+
+def problem_of(error: InvalidRequest, *, where: str = "") -> Problem:
+    """The mistake a parser raises, its field named by its path (``where``: the path of the
+    object it is in)."""
+    return Problem(field=field_path(error.field or "", within=where), reason=_bounded(_reason(error)))
 
 
 def _bounded(sentence: str) -> str:
@@ -119,24 +166,48 @@ class LiveCells:
         self._engine = engine
         self._lock = lock
 
-    def problems(self, request: CellRequest, *, where: str) -> list[Problem]:
+    def unplaceable(self, request: CellRequest) -> tuple[str, Unplaceable] | None:
+        """The allocator's reason it could never place ``request``: ``(what, error)``, ``what``
+        being ``virtual-cluster`` or ``cells``; ``None`` when it could."""
         with self._lock:
-            found = self._engine.request_problem(request)
+            return self._engine.request_problem(request)
+
+    def problems(self, request: CellRequest, *, where: str) -> list[Problem]:
+        found = self.unplaceable(request)
         if found is None:
             return []
         what, error = found
         if what == "virtual-cluster":
-            return [_unplaceable(error, where=where, key=LABEL_VIRTUAL_CLUSTER, field=f"label {LABEL_VIRTUAL_CLUSTER}")]
+            return [_unplaceable(error, key_path("label", LABEL_VIRTUAL_CLUSTER), key=LABEL_VIRTUAL_CLUSTER, where=where)]
         if request.cell_type:
-            return [_unplaceable(error, where=where, key=ANNOTATION_CELL_TYPE, field=f"annotation {ANNOTATION_CELL_TYPE}")]
-        return [_unplaceable(error, where=where, key=None, field="the containers' GPU requests")]
+            return [_unplaceable(error, key_path("annotation", ANNOTATION_CELL_TYPE), key=ANNOTATION_CELL_TYPE, where=where)]
+        return [_unplaceable(error, GPU_REQUESTS, key=None, where=where)]
 
 
-def _unplaceable(error: Unplaceable, *, where: str, key: str | None, field: str) -> Problem:
-    """The allocator's reason, led by the field unless it names the key itself already."""
-    named = key is not None and key in error.reason
-    reason = _bounded(error.reason if named else f"{field}: {error.reason}")
-    return Problem(field=_within(where, field), text=_within(where, reason))
+# Where a pod asks for its GPUs: the sum over its containers is what the allocator holds it to.
+GPU_REQUESTS: Final = "spec.containers[*].resources"
+
+
+def _unplaceable(error: Unplaceable, field: str, *, key: str | None, where: str) -> Problem:
+    """The allocator's reason, led by the path of the field: its own mention of the key is left
+    out (the path names it), and the label it finds missing is said to be missing."""
+    reason = error.reason
+    if key is not None:
+        reason = reason.replace(f" in annotation {key}", "").replace(f"the pod has no {key} label: ", "is missing: ")
+    return Problem(field=field_path(field, within=where), reason=_bounded(reason))
+
+
+def _scheduler_reason(found: tuple[str, Unplaceable], request: CellRequest) -> str:
+    """The allocator's reason as the preempt verb gives it, led by the field unless it names
+    the key itself already (the words of the filter's own refusal)."""
+    what, error = found
+    if what == "virtual-cluster":
+        key, field = LABEL_VIRTUAL_CLUSTER, f"label {LABEL_VIRTUAL_CLUSTER}"
+    elif request.cell_type:
+        key, field = ANNOTATION_CELL_TYPE, f"annotation {ANNOTATION_CELL_TYPE}"
+    else:
+        return _bounded(f"the containers' GPU requests: {error.reason}")
+    return _bounded(error.reason if key in error.reason else f"{field}: {error.reason}")
 
 
 # ---------------------------------------------------------------------------------- keys
@@ -152,12 +223,11 @@ def key_problems(labels: Mapping[str, str], annotations: Mapping[str, str], *, w
         ("annotation", annotations, ANNOTATION_KEYS, LABEL_KEYS, "label"),
     ):
         for key in sorted(k for k in keys if k.startswith(_PREFIX) and k not in known):
-            field = _within(where, f"{kind} {key}")
             if key in other:
-                text = f"{field}: cellfit reads {key} as {_article(other_kind)}, not as {_article(kind)}"
+                reason = f"cellfit reads this key as {_article(other_kind)}, not as {_article(kind)}"
             else:
-                text = f"{field}: cellfit knows no such {kind}; it is ignored (a misspelling?)"
-            problems.append(Problem(field=field, text=text, blocking=False))
+                reason = f"cellfit knows no such {kind}; it is ignored (a misspelling?)"
+            problems.append(Problem(field=field_path(key_path(kind, key), within=where), reason=reason, blocking=False))
     return problems
 
 
@@ -168,15 +238,29 @@ def _article(kind: str) -> str:
 # ---------------------------------------------------------------------------------- pods
 
 
-def pod_problems(pod: PodInfo, *, cells: LiveCells | None, where: str = "") -> list[Problem]:
+def pod_problems(
+    pod: PodInfo, *, cells: LiveCells | None, where: str = "", preempts_best_effort: bool = True
+) -> list[Problem]:
     """Everything wrong with a pod's cellfit labels and annotations (``where`` prefixes each
     field: a Job's pod template is checked as the pods it will make)."""
     problems = key_problems(pod.labels, pod.annotations, where=where) + placement_problems(pod, cells=cells, where=where)
     try:
         job_class_of(pod.labels)
     except InvalidAnnotation as error:
-        problems.append(_problem(error, where=where))
+        told = problem_of(error, where=where)
+        problems.append(replace(told, reason=f"{told.reason}; {_read_as_best_effort(preempts_best_effort)}"))
     return problems
+
+
+def _read_as_best_effort(preempts_best_effort: bool) -> str:
+    """What cellfit does meanwhile with a pod whose job class is no class: the pod is scheduled
+    all the same, and everything that reads its class while it runs reads best-effort
+    (:func:`~scheduler.preemption.job_class_or_best_effort`: FitGpp's victims, the placer's
+    count of best-effort GPUs), while its own preemption is refused (the preempt verb reads
+    :func:`~scheduler.preemption.job_class_of`)."""
+    if preempts_best_effort:
+        return "cellfit runs it as best-effort meanwhile: it never preempts, and a trial pod may preempt it"
+    return "cellfit runs it as best-effort meanwhile: it never preempts"
 
 
 def trial_priority_problems(labels: Mapping[str, str], spec: wire.PodSpec, *, where: str = "") -> list[Problem]:
@@ -191,11 +275,10 @@ def trial_priority_problems(labels: Mapping[str, str], spec: wire.PodSpec, *, wh
         return []
     if not trial or spec.priorityClassName:
         return []
-    field = _within(where, "spec.priorityClassName")
     return [Problem(
-        field=field,
-        text=f"{field}: a trial pod without a PriorityClass never preempts (kube-scheduler preempts only lower "
-             "priorities); give it one above best-effort's, cellfit-trial with the chart",
+        field=field_path("spec.priorityClassName", within=where),
+        reason="a trial pod without a PriorityClass never preempts (kube-scheduler preempts only lower "
+               "priorities); give it one above best-effort's, cellfit-trial with the chart",
         blocking=False,
     )]
 
@@ -204,19 +287,24 @@ def placement_problems(pod: PodInfo, *, cells: LiveCells | None, where: str = ""
     """What keeps HiveD from ever placing the pod: its request's syntax, and (``cells``) the
     virtual cluster and cell type it names against the running configuration."""
     request, errors = _cell_request(pod)
-    problems = [_problem(error, where=where) for error in errors]
+    problems = [problem_of(error, where=where) for error in errors]
     if request is not None and cells is not None and request.gpus:
         problems += cells.problems(request, where=where)
     return problems
 
 
 def unplaceable_reason(pod: PodInfo, *, cells: LiveCells) -> str | None:
-    """Why HiveD can never place ``pod`` as written (one sentence per problem), or ``None``.
-    The preempt verb refuses such a pod: preempting anyone for it would free GPUs its filter
-    then refuses it. (A bad job class is FitGpp's to refuse: a reclaim of the pod's own VC
-    cells does not depend on it.)"""
-    problems = [problem.text for problem in placement_problems(pod, cells=cells)]
-    return "; ".join(problems) if problems else None
+    """Why HiveD can never place ``pod`` as written (one sentence per problem, in the filter's
+    words), or ``None``. The preempt verb refuses such a pod: preempting anyone for it would
+    free GPUs its filter then refuses it. (A bad job class is FitGpp's to refuse: a reclaim of
+    the pod's own VC cells does not depend on it.)"""
+    request, errors = _cell_request(pod)
+    reasons = [_bounded(str(error)) for error in errors]
+    if request is not None and request.gpus:
+        found = cells.unplaceable(request)
+        if found is not None:
+            reasons.append(_scheduler_reason(found, request))
+    return "; ".join(reasons) if reasons else None
 
 
 # parse_request names its fields "label <key>" and "annotation <key>".
@@ -289,30 +377,27 @@ def job_problems(
     labels = job.metadata.labels or {}
     annotations = job.metadata.annotations or {}
     problems = key_problems(labels, annotations, where="")
-    checks: list[Callable[[], object]] = [lambda: job_class_of(labels), lambda: preemption_count_of(annotations)]
+    checks = [_raised(lambda: job_class_of(labels)), _raised(lambda: preemption_count_of(annotations))]
     interchangeable = ANNOTATION_CONFIGURATIONS in annotations
     if interchangeable:
-        checks.append(lambda: parse_configurations(annotations[ANNOTATION_CONFIGURATIONS]))
+        checks.append(_raised(lambda: parse_configurations(annotations[ANNOTATION_CONFIGURATIONS])))
         if ANNOTATION_ESTIMATE in annotations:
-            checks.append(lambda: parse_estimate(annotations[ANNOTATION_ESTIMATE]))
+            # Every mistake of the estimate, not only the first the estimator would stop at.
+            checks.append(lambda: estimate_errors(annotations[ANNOTATION_ESTIMATE]))
         # The estimator extrapolates its samples to this many iterations: needed unless the user
         # gave the estimate (an absent one says "is missing").
         if ANNOTATION_ITERATIONS in annotations or (creating and ANNOTATION_ESTIMATE not in annotations):
-            checks.append(lambda: parse_iterations(annotations.get(ANNOTATION_ITERATIONS)))
+            checks.append(_raised(lambda: parse_iterations(annotations.get(ANNOTATION_ITERATIONS))))
     else:
         problems += _unread_without_configurations(annotations)
     for check in checks:
-        try:
-            check()
-        except InvalidAnnotation as error:
-            problems.append(_problem(error, where=""))
+        problems += [problem_of(error, where="") for error in check()]
     problems += _estimate_without_configuration(annotations)
     if creating and interchangeable and not job.spec.suspend:
-        field = f"annotation {ANNOTATION_CONFIGURATIONS}"
         problems.append(Problem(
-            field=field,
-            text=f"{field}: the Job is not created with spec.suspend: true, so it starts as its template says, "
-                 "never estimated nor placed by AlloX",
+            field=key_path("annotation", ANNOTATION_CONFIGURATIONS),
+            reason="the Job is not created with spec.suspend: true, so it starts as its template says, "
+                   "never estimated nor placed by AlloX",
             blocking=False,
         ))
     template = job.spec.template
@@ -325,19 +410,32 @@ def job_problems(
     for kind, key in POD_LEVEL_KEYS:
         on_job, on_template = (labels, template_labels) if kind == "label" else (annotations, template_annotations)
         if key in on_job and key not in on_template:
-            field = f"{kind} {key}"
             problems.append(Problem(
-                field=field,
-                text=f"{field}: set on the Job, but cellfit reads it from the pods (put it in {TEMPLATE}.metadata)",
+                field=key_path(kind, key),
+                reason=f"set on the Job, but cellfit reads it from the pods (put it in {TEMPLATE}.{key_path(kind, key)})",
                 blocking=False,
             ))
     try:
         pod = template_pod(job, gpu_resource=gpu_resource)
-        configured = _configured_pods(job, _configurations_run(job, annotations), gpu_resource=gpu_resource)
+        configurations = _configurations_run(job, annotations)
+        configured = _configured_pods(job, configurations, gpu_resource=gpu_resource)
     except InvalidRequest as error:  # a quantity cellfit cannot read
-        return problems + [_problem(error, where="")]
-    return (problems + _template_problems(pod, configured, cells=cells) + _gang_shape_problems(pod, job.spec)
-            + trial_priority_problems(template_labels, template.spec, where=TEMPLATE))
+        return problems + [problem_of(error, where="")]
+    return (problems + _template_problems(pod, configured, configurations, cells=cells, gpu_resource=gpu_resource,
+                                          preempts_best_effort=preempts_best_effort)
+            + _gang_shape_problems(pod, job.spec) + trial_priority_problems(template_labels, template.spec, where=TEMPLATE))
+
+
+def _raised(check: Callable[[], object]) -> Callable[[], list[InvalidAnnotation]]:
+    """``check`` as a list of the mistakes it finds: the one it raises, or none."""
+    def errors() -> list[InvalidAnnotation]:
+        try:
+            check()
+        except InvalidAnnotation as error:
+            return [error]
+        return []
+
+    return errors
 
 
 def preempted_failure_problems(spec: JobSpec, labels: Mapping[str, str], *, fitgpp: bool, hived: bool) -> list[Problem]:
@@ -350,10 +448,8 @@ def preempted_failure_problems(spec: JobSpec, labels: Mapping[str, str], *, fitg
     refuses a change of a Job's podFailurePolicy."""
     if ignores_disruption(spec.podFailurePolicy):
         return []
-    try:
-        best_effort = job_class_of(labels) is JobClass.BEST_EFFORT
-    except InvalidAnnotation:  # reported with the template's problems
-        return []
+    # A class that is none is run as best-effort (reported with the template's problems).
+    best_effort = job_class_or_best_effort(labels) is JobClass.BEST_EFFORT
     if fitgpp and best_effort:
         by = "a trial Job preempts"
     elif hived and labels.get(LABEL_PRIORITY) == PRIORITY_OPPORTUNISTIC:
@@ -368,7 +464,7 @@ def preempted_failure_problems(spec: JobSpec, labels: Mapping[str, str], *, fitg
         outcome = f"with {limit} 0 the first pod {by} fails the Job instead of resuming"
     else:
         outcome = f"each pod {by} counts as a failure against {limit} {count}"
-    return [Problem(field=field, text=f"{field}: {missing}, so {outcome}; add the rule {RESUME_RULE}", blocking=False)]
+    return [Problem(field=field, reason=f"{missing}, so {outcome}; add the rule {RESUME_RULE}", blocking=False)]
 
 
 def _unread_without_configurations(annotations: Mapping[str, str]) -> list[Problem]:
@@ -377,10 +473,9 @@ def _unread_without_configurations(annotations: Mapping[str, str]) -> list[Probl
     problems = []
     for key in (ANNOTATION_ESTIMATE, ANNOTATION_ITERATIONS):
         if key in annotations:
-            field = f"annotation {key}"
             problems.append(Problem(
-                field=field,
-                text=f"{field}: read only on an interchangeable Job (one with {ANNOTATION_CONFIGURATIONS}); ignored here",
+                field=key_path("annotation", key),
+                reason=f"read only on an interchangeable Job (one with {ANNOTATION_CONFIGURATIONS}); ignored here",
                 blocking=False,
             ))
     return problems
@@ -401,10 +496,9 @@ def _estimate_without_configuration(annotations: Mapping[str, str]) -> list[Prob
     estimated = sorted(recorded.seconds)
     if recorded.by_cellfit or set(estimated) & set(configured):
         return []
-    field = f"annotation {ANNOTATION_ESTIMATE}"
     return [Problem(
-        field=field,
-        text=f"{field}: gives {', '.join(estimated)} and {ANNOTATION_CONFIGURATIONS} {', '.join(configured)}: no kind has "
+        field=key_path("annotation", ANNOTATION_ESTIMATE),
+        reason=f"gives {', '.join(estimated)} and {ANNOTATION_CONFIGURATIONS} {', '.join(configured)}: no kind has "
              "both, and AlloX chooses only a kind with an estimate, so the Job is never started",
     )]
 
@@ -445,23 +539,40 @@ def _configured_pods(
     return pods
 
 
-def _template_problems(pod: PodInfo, configured: Mapping[str, PodInfo] | None, *, cells: LiveCells | None) -> list[Problem]:
+def _template_problems(
+    pod: PodInfo, configured: Mapping[str, PodInfo] | None, configurations: Configurations | None, *,
+    cells: LiveCells | None, gpu_resource: str, preempts_best_effort: bool,
+) -> list[Problem]:
     """The problems of the pods a Job makes: its template's as written (``configured`` None), or
     the template's own mistakes once and what each configuration's pods add (HiveD's cells are
-    held against the GPUs the configuration asks for, not the template's)."""
+    held against the GPUs the configuration asks for, not the template's), each named where the
+    configuration writes it when it does."""
     if configured is None:
-        return pod_problems(pod, cells=cells, where=TEMPLATE)
-    as_written = pod_problems(pod, cells=None)
+        return pod_problems(pod, cells=cells, where=TEMPLATE, preempts_best_effort=preempts_best_effort)
+    assert configurations is not None
+    as_written = pod_problems(pod, cells=None, preempts_best_effort=preempts_best_effort)
     told = {problem.text for problem in as_written}
-    problems = [_placed_within(problem, where=TEMPLATE) for problem in as_written]
-    for kind, made in configured.items():
-        where = f"{ANNOTATION_CONFIGURATIONS}.{kind} applied to {TEMPLATE}"
-        problems += [_placed_within(problem, where=where) for problem in pod_problems(made, cells=cells) if problem.text not in told]
+    problems = [problem.within(TEMPLATE) for problem in as_written]
+    for kind in configurations.kinds:
+        problems += [
+            _in_configuration(problem, configurations[kind], gpu_resource=gpu_resource)
+            for problem in pod_problems(configured[kind], cells=cells, preempts_best_effort=preempts_best_effort)
+            if problem.text not in told
+        ]
     return problems
 
 
-def _placed_within(problem: Problem, *, where: str) -> Problem:
-    return Problem(field=_within(where, problem.field), text=_within(where, problem.text), blocking=problem.blocking)
+def _in_configuration(problem: Problem, configuration: Configuration, *, gpu_resource: str) -> Problem:
+    """A problem of the pods made in ``configuration``: named in the configuration when it comes
+    from what the configuration writes (its GPUs, an annotation it adds), else in the template,
+    scoped to the configuration."""
+    inside = f"{key_path('annotation', ANNOTATION_CONFIGURATIONS)}.{configuration.kind}"
+    if problem.field == GPU_REQUESTS and gpu_resource in configuration.resource_names:
+        return replace(problem, field=f"{inside}.resources")
+    for key in configuration.annotations:
+        if problem.field == key_path("annotation", key):
+            return replace(problem, field=f"{inside}.annotations[{key}]")
+    return replace(problem.within(TEMPLATE), scope=f"in configuration {configuration.kind}")
 
 
 def _gang_shape_problems(pod: PodInfo, spec: JobSpec) -> list[Problem]:
@@ -476,7 +587,9 @@ def _gang_shape_problems(pod: PodInfo, spec: JobSpec) -> list[Problem]:
     problem = gang_size_problem(gang.size, parallelism=spec.parallelism, completions=spec.completions)
     if problem is None:
         return []
-    return [Problem(field=f"{TEMPLATE}: annotation {ANNOTATION_GANG_SIZE}", text=f"{TEMPLATE}: {problem}")]
+    # The sentence names the annotation, which the path names.
+    reason = problem.removeprefix(f"annotation {ANNOTATION_GANG_SIZE} ")
+    return [Problem(field=field_path(key_path("annotation", ANNOTATION_GANG_SIZE), within=TEMPLATE), reason=reason)]
 
 
 def template_pod(job: AdmittedJob, *, gpu_resource: str) -> PodInfo:
@@ -531,7 +644,7 @@ def cronjob_problems(
     job_meta = structs.replace(template.metadata, name=meta.name, namespace=meta.namespace, uid="")
     job = AdmittedJob(metadata=job_meta, spec=template.spec)
     problems = job_problems(job, cells=cells, gpu_resource=gpu_resource, creating=True, preempts_best_effort=preempts_best_effort)
-    return _not_passed_on(meta.labels or {}, meta.annotations or {}) + [_under(JOB_TEMPLATE, problem) for problem in problems]
+    return _not_passed_on(meta.labels or {}, meta.annotations or {}) + [problem.within(JOB_TEMPLATE) for problem in problems]
 
 
 def _not_passed_on(labels: Mapping[str, str], annotations: Mapping[str, str]) -> list[Problem]:
@@ -539,26 +652,13 @@ def _not_passed_on(labels: Mapping[str, str], annotations: Mapping[str, str]) ->
     problems = []
     for kind, keys in (("label", labels), ("annotation", annotations)):
         for key in sorted(k for k in keys if k.startswith(_PREFIX)):
-            field = f"{kind} {key}"
             problems.append(Problem(
-                field=field,
-                text=f"{field}: set on the CronJob, whose Jobs get only {JOB_TEMPLATE}'s labels and annotations: never read "
+                field=key_path(kind, key),
+                reason=f"set on the CronJob, whose Jobs get only {JOB_TEMPLATE}'s labels and annotations: never read "
                      f"(put it in {JOB_TEMPLATE}.metadata, or a pod's in {JOB_TEMPLATE}.spec.template.metadata)",
                 blocking=False,
             ))
     return problems
-
-
-def _under(path: str, problem: Problem) -> Problem:
-    """``problem`` of the object at ``path`` inside the one reviewed, its field named from there:
-    a field path continues it (``spec.template`` -> ``spec.jobTemplate.spec.template``), a key's
-    name follows it."""
-    def named(text: str) -> str:
-        if text.startswith(("spec.", "metadata.")):
-            return f"{path}.{text}"
-        return _within(path, text) if text else path
-
-    return Problem(field=named(problem.field), text=named(problem.text), blocking=problem.blocking)
 
 
 def introduced(now: Sequence[Problem], before: Sequence[Problem]) -> list[Problem]:

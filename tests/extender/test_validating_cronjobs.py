@@ -156,14 +156,14 @@ def test_a_mistake_in_the_job_template_is_told_at_the_cronjob_naming_the_field()
     response = answer(validation, cronjob_review(cronjob(template_labels=VISION, template_annotations=ABC)))
     assert response["allowed"] is True
     assert response["warnings"] == [
-        "cellfit: spec.jobTemplate.spec.template: annotation cellfit.io/gang-size: 'abc' is not an integer"]
+        "cellfit: spec.jobTemplate.spec.template.metadata.annotations[cellfit.io/gang-size]: 'abc' is not an integer"]
     assert metrics.admission_validations.labels(kind="cronjob", result="warned")._value.get() == 1
 
 
 def test_with_reject_invalid_such_a_cronjob_is_refused_naming_the_field() -> None:
     validation, metrics = service(reject=True)
     response = answer(validation, cronjob_review(cronjob(template_labels={"cellfit.io/virtual-cluster": "nlp"})))
-    expected = ("spec.jobTemplate.spec.template: label cellfit.io/virtual-cluster: unknown virtual cluster 'nlp' "
+    expected = ("spec.jobTemplate.spec.template.metadata.labels[cellfit.io/virtual-cluster]: unknown virtual cluster 'nlp' "
                 "(known: speech, vision)")
     assert response["allowed"] is False
     assert response["status"]["message"] == f"cellfit refuses this cronjob (admission.rejectInvalid): {expected}"
@@ -229,7 +229,7 @@ def test_an_interchangeable_template_not_suspended_is_told_even_on_an_update_of_
     validation, _ = service()
     annotations = {"cellfit.io/configurations": CONFIGURATIONS, "cellfit.io/iterations": "1000"}
     running = cronjob(job_annotations=annotations, template_labels=VISION, gpus=0)
-    expected = ("cellfit: spec.jobTemplate: annotation cellfit.io/configurations: the Job is not created with "
+    expected = ("cellfit: spec.jobTemplate.metadata.annotations[cellfit.io/configurations]: the Job is not created with "
                 "spec.suspend: true, so it starts as its template says, never estimated nor placed by AlloX")
     for document in (cronjob_review(running), cronjob_review(running, operation="UPDATE", old=running)):
         assert expected in answer(validation, document)["warnings"]
@@ -249,7 +249,7 @@ def test_an_update_is_refused_only_for_a_mistake_it_brings() -> None:
     refused = answer(validation, cronjob_review(worse, operation="UPDATE", old=relabelled))
     assert refused["allowed"] is False
     assert refused["status"]["message"] == ("cellfit refuses this cronjob (admission.rejectInvalid): "
-                                            "spec.jobTemplate.spec.template: annotation cellfit.io/gang-size: 'abc' is not an integer")
+                                            "spec.jobTemplate.spec.template.metadata.annotations[cellfit.io/gang-size]: 'abc' is not an integer")
 
 
 def test_cellfit_keys_on_the_cronjob_itself_are_told_they_never_reach_its_jobs() -> None:
@@ -257,7 +257,7 @@ def test_cellfit_keys_on_the_cronjob_itself_are_told_they_never_reach_its_jobs()
     response = answer(validation, cronjob_review(cronjob(labels={"cellfit.io/virtual-cluster": "vision"}, template_labels=VISION)))
     assert response["allowed"] is True  # a warning: nothing reads it, so nothing goes wrong
     assert response["warnings"] == [
-        "cellfit: label cellfit.io/virtual-cluster: set on the CronJob, whose Jobs get only spec.jobTemplate's labels and "
+        "cellfit: metadata.labels[cellfit.io/virtual-cluster]: set on the CronJob, whose Jobs get only spec.jobTemplate's labels and "
         "annotations: never read (put it in spec.jobTemplate.metadata, or a pod's in spec.jobTemplate.spec.template.metadata)"
     ]
 

@@ -96,11 +96,11 @@ def test_a_pod_with_a_bad_gang_size_is_warned_about_or_refused_naming_the_field(
     bad = k.pod("train-x7k2q", gpus=2, labels=VISION, annotations=ABC)
     answered = warning.review(ADMISSION_VALIDATE_PODS_PATH, bad)
     assert answered == {"uid": answered["uid"], "allowed": True,
-                        "warnings": ["cellfit: annotation cellfit.io/gang-size: 'abc' is not an integer"]}
+                        "warnings": ["cellfit: metadata.annotations[cellfit.io/gang-size]: 'abc' is not an integer"]}
     refused = refusing.review(ADMISSION_VALIDATE_PODS_PATH, bad)
     assert refused["allowed"] is False
     assert refused["status"] == {"message": "cellfit refuses this pod (admission.rejectInvalid): "
-                                            "annotation cellfit.io/gang-size: 'abc' is not an integer"}
+                                            "metadata.annotations[cellfit.io/gang-size]: 'abc' is not an integer"}
     assert refused["warnings"] == answered["warnings"]
     good = k.pod("train-x7k2q", gpus=2, labels=VISION, annotations={"cellfit.io/gang": "true", "cellfit.io/gang-size": "2"})
     assert refusing.review(ADMISSION_VALIDATE_PODS_PATH, good).keys() == {"uid", "allowed"}
@@ -118,8 +118,8 @@ def test_jobs_are_checked_on_create_and_refused_on_update_only_for_what_the_upda
     urgent = job("train", template_labels={**VISION, "cellfit.io/priority": "urgent"}, suspend=True)
     created = refusing.review(ADMISSION_VALIDATE_JOBS_PATH, urgent)
     assert created["allowed"] is False
-    assert created["status"]["message"] == ("cellfit refuses this job (admission.rejectInvalid): spec.template: label "
-                                            "cellfit.io/priority: 'urgent' is not 'guaranteed' or 'opportunistic'")
+    assert created["status"]["message"] == ("cellfit refuses this job (admission.rejectInvalid): spec.template.metadata.labels"
+                                            "[cellfit.io/priority]: 'urgent' is not 'guaranteed' or 'opportunistic'")
     # Created while cellfit was away (failurePolicy Ignore): still labelled, scaled, deleted.
     labelled = yaml.safe_load(yaml.safe_dump(urgent))
     labelled["metadata"]["labels"]["team"] = "vision"
@@ -143,14 +143,14 @@ def test_the_virtual_clusters_are_the_running_configurations_after_a_live_reload
     warning, _ = webhooks
     nlp = k.pod("train-x7k2q", gpus=8, labels={"cellfit.io/virtual-cluster": "nlp"})
     assert warning.review(ADMISSION_VALIDATE_PODS_PATH, nlp)["warnings"] == [
-        "cellfit: label cellfit.io/virtual-cluster: unknown virtual cluster 'nlp' (known: speech, vision)"
+        "cellfit: metadata.labels[cellfit.io/virtual-cluster]: unknown virtual cluster 'nlp' (known: speech, vision)"
     ]
     warning.write(vcs=("vision", "nlp"))
     eventually(lambda: "warnings" not in warning.review(ADMISSION_VALIDATE_PODS_PATH, nlp), what="nlp known after the reload",
                within=30)  # the file is checked every 0.2 s; parsing it takes seconds on a loaded machine
     speech = k.pod("train-x7k2q", gpus=8, labels={"cellfit.io/virtual-cluster": "speech"})
     assert warning.review(ADMISSION_VALIDATE_PODS_PATH, speech)["warnings"] == [
-        "cellfit: label cellfit.io/virtual-cluster: unknown virtual cluster 'speech' (known: nlp, vision)"
+        "cellfit: metadata.labels[cellfit.io/virtual-cluster]: unknown virtual cluster 'speech' (known: nlp, vision)"
     ]
 
 

@@ -5,6 +5,7 @@ as the scheduler's own filter, because it is the same parsers and the same live 
 from __future__ import annotations
 
 import json
+import re
 import threading
 from typing import Any
 
@@ -70,20 +71,22 @@ def test_a_pod_cellfit_can_schedule_is_admitted_without_a_word():
 # One mistake each: what the user wrote, and the field the warning must name.
 MISTAKES = [
     ("gang-size", {}, {"cellfit.io/gang": "true", "cellfit.io/gang-size": "abc"},
-     "annotation cellfit.io/gang-size: 'abc' is not an integer"),
-    ("priority", {"cellfit.io/priority": "urgent"}, {}, "label cellfit.io/priority: 'urgent' is not 'guaranteed' or 'opportunistic'"),
+     "metadata.annotations[cellfit.io/gang-size]: 'abc' is not an integer"),
+    ("priority", {"cellfit.io/priority": "urgent"}, {}, "metadata.labels[cellfit.io/priority]: 'urgent' is not 'guaranteed' or 'opportunistic'"),
     ("unknown VC", {"cellfit.io/virtual-cluster": "nlp"}, {},
-     "label cellfit.io/virtual-cluster: unknown virtual cluster 'nlp' (known: speech, vision)"),
-    ("unknown cell type", {}, {"cellfit.io/cell-type": "A100-RACK"}, "unknown cell type 'A100-RACK' in annotation cellfit.io/cell-type (known: A100, A100-PAIR, A100-NODE)"),
+     "metadata.labels[cellfit.io/virtual-cluster]: unknown virtual cluster 'nlp' (known: speech, vision)"),
+    ("unknown cell type", {}, {"cellfit.io/cell-type": "A100-RACK"},
+     "metadata.annotations[cellfit.io/cell-type]: unknown cell type 'A100-RACK' (known: A100, A100-PAIR, A100-NODE)"),
     ("cell type the VC lacks", {"cellfit.io/virtual-cluster": "speech"}, {"cellfit.io/cell-type": "A100-NODE"},
-     "annotation cellfit.io/cell-type: virtual cluster 'speech' owns no cell of type 'A100-NODE' or larger"),
+     "metadata.annotations[cellfit.io/cell-type]: virtual cluster 'speech' owns no cell of type 'A100-NODE' or larger"),
     ("job class", {"cellfit.io/job-class": "trail"}, {},
-     "metadata.labels[cellfit.io/job-class]: 'trail' is not a job class (use 'trial' or 'best-effort')"),
-    ("gang flag", {}, {"cellfit.io/gang": "yes"}, "annotation cellfit.io/gang: 'yes' is not 'true' or 'false'"),
+     "metadata.labels[cellfit.io/job-class]: 'trail' is not a job class (use 'trial' or 'best-effort'); cellfit runs it as "
+     "best-effort meanwhile: it never preempts, and a trial pod may preempt it"),
+    ("gang flag", {}, {"cellfit.io/gang": "yes"}, "metadata.annotations[cellfit.io/gang]: 'yes' is not 'true' or 'false'"),
     ("gang without size", {}, {"cellfit.io/gang": "true"},
-     "annotation cellfit.io/gang-size: is required on a gang pod (the number of pods of the Job)"),
+     "metadata.annotations[cellfit.io/gang-size]: is required on a gang pod (the number of pods of the Job)"),
     ("gang too large", {}, {"cellfit.io/gang": "true", "cellfit.io/gang-size": "100000"},
-     "annotation cellfit.io/gang-size: must be between 1 and 4096, got 100000"),
+     "metadata.annotations[cellfit.io/gang-size]: must be between 1 and 4096, got 100000"),
 ]
 
 
@@ -107,7 +110,14 @@ def test_each_mistake_is_one_warning_naming_its_field_and_the_filter_says_the_sa
         reason = choice.decision.reason
     else:
         (reason,) = set(decision.unresolvable.values()) | set(decision.failed.values())
-    assert reason in warning, (reason, warning)
+    assert as_path(reason) in warning, (reason, warning)
+
+
+def as_path(reason: str) -> str:
+    """The filter's reason with its field named as the webhook names every field, by its path
+    (``label K: ...`` is ``metadata.labels[K]: ...``), its mention of a key the path names left out."""
+    reason = re.sub(r"^(label|annotation) (cellfit\.io/[\w-]+): ", lambda m: f"metadata.{m[1]}s[{m[2]}]: ", reason)
+    return reason.replace(" in annotation cellfit.io/cell-type", "")
 
 
 def test_more_than_one_pod_level_mistake_is_reported_at_once():
@@ -115,18 +125,18 @@ def test_more_than_one_pod_level_mistake_is_reported_at_once():
     body = pod(labels={"cellfit.io/priority": "urgent", "cellfit.io/virtual-cluster": "nlp"},
                annotations={"cellfit.io/gang": "true", "cellfit.io/gang-size": "abc"})
     assert answer(service, body)["warnings"] == [
-        "cellfit: label cellfit.io/priority: 'urgent' is not 'guaranteed' or 'opportunistic'",
-        "cellfit: annotation cellfit.io/gang-size: 'abc' is not an integer",
-        "cellfit: label cellfit.io/virtual-cluster: unknown virtual cluster 'nlp' (known: speech, vision)",
+        "cellfit: metadata.labels[cellfit.io/priority]: 'urgent' is not 'guaranteed' or 'opportunistic'",
+        "cellfit: metadata.annotations[cellfit.io/gang-size]: 'abc' is not an integer",
+        "cellfit: metadata.labels[cellfit.io/virtual-cluster]: unknown virtual cluster 'nlp' (known: speech, vision)",
     ]
 
 
 def test_a_gpu_pod_without_a_vc_and_one_larger_than_any_node_are_told_so():
     service, _ = validation()
     no_vc = k.pod("train-x7k2q", gpus=1)
-    assert answer(service, no_vc)["warnings"] == ["cellfit: the pod has no cellfit.io/virtual-cluster label: set it to one of speech, vision"]
+    assert answer(service, no_vc)["warnings"] == ["cellfit: metadata.labels[cellfit.io/virtual-cluster]: is missing: set it to one of speech, vision"]
     assert answer(service, pod(gpus=16))["warnings"] == [
-        "cellfit: the containers' GPU requests: the pod requests 16 GPUs, more than any node-level cell holds "
+        "cellfit: spec.containers[*].resources: the pod requests 16 GPUs, more than any node-level cell holds "
         "(largest: 'A100-NODE' with 8)"
     ]
 
@@ -135,7 +145,7 @@ def test_a_gang_pod_of_no_job_is_told_it_needs_one():
     service, _ = validation()
     bare = pod(annotations={"cellfit.io/gang": "true", "cellfit.io/gang-size": "2"})
     del bare["metadata"]["ownerReferences"]
-    assert answer(service, bare)["warnings"] == ["cellfit: annotation cellfit.io/gang: a gang pod must be owned by a Job (it has no owner)"]
+    assert answer(service, bare)["warnings"] == ["cellfit: metadata.annotations[cellfit.io/gang]: a gang pod must be owned by a Job (it has no owner)"]
 
 
 def test_misspelt_and_misplaced_keys_are_warned_about_and_never_refused():
@@ -145,10 +155,10 @@ def test_misspelt_and_misplaced_keys_are_warned_about_and_never_refused():
     response = answer(service, body)
     assert response["allowed"] is True and "status" not in response
     assert response["warnings"] == [
-        "cellfit: label cellfit.io/gang-size: cellfit reads cellfit.io/gang-size as an annotation, not as a label",
-        "cellfit: label cellfit.io/virtual-cluster-name: cellfit knows no such label; it is ignored (a misspelling?)",
-        "cellfit: annotation cellfit.io/gang_size: cellfit knows no such annotation; it is ignored (a misspelling?)",
-        "cellfit: annotation cellfit.io/priority: cellfit reads cellfit.io/priority as a label, not as an annotation",
+        "cellfit: metadata.labels[cellfit.io/gang-size]: cellfit reads this key as an annotation, not as a label",
+        "cellfit: metadata.labels[cellfit.io/virtual-cluster-name]: cellfit knows no such label; it is ignored (a misspelling?)",
+        "cellfit: metadata.annotations[cellfit.io/gang_size]: cellfit knows no such annotation; it is ignored (a misspelling?)",
+        "cellfit: metadata.annotations[cellfit.io/priority]: cellfit reads this key as a label, not as an annotation",
     ]
     assert metrics.admission_validations.labels(kind="pod", result="warned")._value.get() == 1
 
@@ -180,8 +190,8 @@ def test_reject_invalid_refuses_a_pod_naming_every_field_with_the_warnings_kept(
     response = answer(service, body)
     assert response["allowed"] is False
     assert response["status"] == {"message": (
-        "cellfit refuses this pod (admission.rejectInvalid): label cellfit.io/priority: 'urgent' is not 'guaranteed' or "
-        "'opportunistic'; annotation cellfit.io/gang-size: 'abc' is not an integer"
+        "cellfit refuses this pod (admission.rejectInvalid): metadata.labels[cellfit.io/priority]: 'urgent' is not 'guaranteed' or "
+        "'opportunistic'; metadata.annotations[cellfit.io/gang-size]: 'abc' is not an integer"
     )}
     assert len(response["warnings"]) == 2
     assert metrics.admission_validations.labels(kind="pod", result="rejected")._value.get() == 1
@@ -192,7 +202,7 @@ def test_resource_fit_has_no_virtual_clusters_to_check_against():
     service, _ = validation(cells=False)
     assert "warnings" not in answer(service, pod(labels={"cellfit.io/virtual-cluster": "nlp"}))
     assert answer(service, pod(labels={"cellfit.io/priority": "urgent"}))["warnings"] == [
-        "cellfit: label cellfit.io/priority: 'urgent' is not 'guaranteed' or 'opportunistic'"
+        "cellfit: metadata.labels[cellfit.io/priority]: 'urgent' is not 'guaranteed' or 'opportunistic'"
     ]
 
 
@@ -200,7 +210,7 @@ def test_the_virtual_clusters_checked_are_the_running_ones_after_a_live_reload()
     engine = hived()
     service, _ = validation(engine=engine)
     nlp = pod(labels={"cellfit.io/virtual-cluster": "nlp"})
-    assert answer(service, nlp)["warnings"] == ["cellfit: label cellfit.io/virtual-cluster: unknown virtual cluster 'nlp' (known: speech, vision)"]
+    assert answer(service, nlp)["warnings"] == ["cellfit: metadata.labels[cellfit.io/virtual-cluster]: unknown virtual cluster 'nlp' (known: speech, vision)"]
     cells = parse_settings(CONFIG).cells.model_dump(by_alias=True, exclude_none=True)
     cells["virtualClusters"]["nlp"] = cells["virtualClusters"].pop("speech")
     engine.reconfigure(cells)
@@ -220,8 +230,8 @@ def test_a_jobs_template_is_checked_as_the_pods_it_will_make():
     body = job("train", template_labels={**VISION, "cellfit.io/priority": "urgent"},
                template_annotations={"cellfit.io/gang": "true", "cellfit.io/gang-size": "abc"}, gpus=2, parallelism=2)
     assert answer(service, body)["warnings"] == [
-        "cellfit: spec.template: label cellfit.io/priority: 'urgent' is not 'guaranteed' or 'opportunistic'",
-        "cellfit: spec.template: annotation cellfit.io/gang-size: 'abc' is not an integer",
+        "cellfit: spec.template.metadata.labels[cellfit.io/priority]: 'urgent' is not 'guaranteed' or 'opportunistic'",
+        "cellfit: spec.template.metadata.annotations[cellfit.io/gang-size]: 'abc' is not an integer",
     ]
     good = job("train", template_labels=VISION, template_annotations={"cellfit.io/gang": "true", "cellfit.io/gang-size": "2"},
                gpus=2, parallelism=2)
@@ -234,7 +244,7 @@ def test_a_gang_larger_than_the_pods_a_job_runs_at_once_is_refused_with_rejectin
     service, _ = validation(reject=True)
     gang = {"cellfit.io/gang": "true", "cellfit.io/gang-size": "4"}
     response = answer(service, job("train", template_labels=VISION, template_annotations=gang, parallelism=2))
-    expected = ("spec.template: annotation cellfit.io/gang-size is 4 but the Job runs at most 2 pods at once "
+    expected = ("spec.template.metadata.annotations[cellfit.io/gang-size]: is 4 but the Job runs at most 2 pods at once "
                 "(spec.parallelism 2): the gang could never be complete (set it to 2)")
     assert response["warnings"] == [f"cellfit: {expected}"]
     assert response["allowed"] is False and expected in response["status"]["message"]
@@ -245,19 +255,19 @@ def test_a_gang_larger_than_the_pods_a_job_runs_at_once_is_refused_with_rejectin
 def test_an_unknown_vc_in_a_jobs_template_names_the_template():
     service, _ = validation()
     assert answer(service, job("train", template_labels={"cellfit.io/virtual-cluster": "nlp"}))["warnings"] == [
-        "cellfit: spec.template: label cellfit.io/virtual-cluster: unknown virtual cluster 'nlp' (known: speech, vision)"
+        "cellfit: spec.template.metadata.labels[cellfit.io/virtual-cluster]: unknown virtual cluster 'nlp' (known: speech, vision)"
     ]
 
 
 @pytest.mark.parametrize(("annotations", "warning"), [
     ({"cellfit.io/configurations": '{"gpu": {"resources": {"nvidia.com/gpu": "one"}}}', "cellfit.io/iterations": "1000"},
-     "cellfit.io/configurations.gpu.resources.nvidia.com/gpu: 'one' is not a Kubernetes quantity"),
-    ({"cellfit.io/configurations": "{cpu: 16}", "cellfit.io/iterations": "1000"}, "cellfit.io/configurations: is not valid JSON"),
-    ({"cellfit.io/configurations": CONFIGURATIONS, "cellfit.io/iterations": "many"}, "cellfit.io/iterations: 'many' is not an integer"),
+     "metadata.annotations[cellfit.io/configurations].gpu.resources.nvidia.com/gpu: 'one' is not a Kubernetes quantity"),
+    ({"cellfit.io/configurations": "{cpu: 16}", "cellfit.io/iterations": "1000"}, "metadata.annotations[cellfit.io/configurations]: is not valid JSON"),
+    ({"cellfit.io/configurations": CONFIGURATIONS, "cellfit.io/iterations": "many"}, "metadata.annotations[cellfit.io/iterations]: 'many' is not an integer"),
     ({"cellfit.io/configurations": CONFIGURATIONS},
-     "cellfit.io/iterations: is missing; the estimator extrapolates samples to this many iterations"),
+     "metadata.annotations[cellfit.io/iterations]: is missing; the estimator extrapolates samples to this many iterations"),
     ({"cellfit.io/configurations": CONFIGURATIONS, "cellfit.io/estimate": '{"gpu": {"seconds": -5}}'},
-     "cellfit.io/estimate.gpu.seconds: must be a number of seconds above 0 and at most 1,000,000,000, got -5"),
+     "metadata.annotations[cellfit.io/estimate].gpu.seconds: must be a number of seconds above 0 and at most 1,000,000,000, got -5"),
     ({"cellfit.io/preemptions": "once"}, "metadata.annotations[cellfit.io/preemptions]: 'once' is not a non-negative integer"),
 ], ids=["configuration quantity", "configurations JSON", "iterations", "iterations missing", "estimate", "preemptions"])
 def test_the_estimators_and_placers_annotations_on_a_job(annotations, warning):
@@ -275,7 +285,7 @@ def test_an_interchangeable_job_must_be_suspended_to_be_estimated_a_warning_only
     response = answer(service, body)
     assert response["allowed"] is True
     assert response["warnings"] == [
-        "cellfit: annotation cellfit.io/configurations: the Job is not created with spec.suspend: true, so it starts as its "
+        "cellfit: metadata.annotations[cellfit.io/configurations]: the Job is not created with spec.suspend: true, so it starts as its "
         "template says, never estimated nor placed by AlloX"
     ]
     # cellfit itself unsuspends it once placed, and writes its estimate instead of iterations:
@@ -295,7 +305,7 @@ def test_a_trial_pod_or_job_without_a_priority_class_is_warned_it_will_not_preem
     assert response["allowed"] is True and response["warnings"] == [f"cellfit: {warning}"]
     trial_job = job("train", template_labels={**VISION, "cellfit.io/job-class": "trial"}, gpus=2)
     response = answer(service, trial_job)
-    assert response["allowed"] is True and response["warnings"] == [f"cellfit: spec.template: {warning}"]
+    assert response["allowed"] is True and response["warnings"] == [f"cellfit: spec.template.{warning}"]
     # With a class (the pod's own, or a cluster default the API server wrote in), or not trial: no word.
     trial_job["spec"]["template"]["spec"]["priorityClassName"] = "cellfit-trial"
     assert answer(service, trial_job).keys() == {"uid", "allowed"}
@@ -309,12 +319,15 @@ def test_pod_keys_on_the_job_instead_of_its_template_are_pointed_at_the_template
     body["spec"]["template"]["spec"]["priorityClassName"] = "cellfit-trial"
     response = answer(service, body)
     assert response["warnings"][:2] == [
-        "cellfit: label cellfit.io/virtual-cluster: set on the Job, but cellfit reads it from the pods (put it in spec.template.metadata)",
-        "cellfit: annotation cellfit.io/gang: set on the Job, but cellfit reads it from the pods (put it in spec.template.metadata)",
+        "cellfit: metadata.labels[cellfit.io/virtual-cluster]: set on the Job, but cellfit reads it from the pods (put it in "
+        "spec.template.metadata.labels[cellfit.io/virtual-cluster])",
+        "cellfit: metadata.annotations[cellfit.io/gang]: set on the Job, but cellfit reads it from the pods (put it in "
+        "spec.template.metadata.annotations[cellfit.io/gang])",
     ]
     # And so the pods have no VC: that one blocks.
-    assert response["warnings"][2:] == ["cellfit: spec.template: the pod has no cellfit.io/virtual-cluster label: set it to one of speech, vision"]
-    assert response["allowed"] is False and "spec.template: the pod has no cellfit.io/virtual-cluster label: set it to one of speech, vision" in response["status"]["message"]
+    missing = "spec.template.metadata.labels[cellfit.io/virtual-cluster]: is missing: set it to one of speech, vision"
+    assert response["warnings"][2:] == [f"cellfit: {missing}"]
+    assert response["allowed"] is False and missing in response["status"]["message"]
 
 
 def test_an_update_is_refused_only_for_a_mistake_it_brings():
@@ -324,7 +337,7 @@ def test_an_update_is_refused_only_for_a_mistake_it_brings():
     relabelled["metadata"]["labels"]["team"] = "vision"
     response = answer(service, relabelled, operation="UPDATE", old=bad)
     assert response["allowed"] is True  # the mistake was there before: the update may go on
-    assert response["warnings"] == ["cellfit: spec.template: label cellfit.io/priority: 'urgent' is not 'guaranteed' or 'opportunistic'"]
+    assert response["warnings"] == ["cellfit: spec.template.metadata.labels[cellfit.io/priority]: 'urgent' is not 'guaranteed' or 'opportunistic'"]
     worse = json.loads(json.dumps(relabelled))
     worse["metadata"]["annotations"]["cellfit.io/preemptions"] = "-1"
     response = answer(service, worse, operation="UPDATE", old=relabelled)
@@ -395,7 +408,7 @@ def test_a_suspended_interchangeable_jobs_pods_are_checked_as_its_configurations
     too_large = interchangeable({"cpu": {"resources": {"cpu": "16"}}, "gpu": {"resources": {"nvidia.com/gpu": "16"}}},
                                 gpus=0, template_labels=VISION)
     response = answer(service, too_large)
-    expected = ("cellfit.io/configurations.gpu applied to spec.template: the containers' GPU requests: the pod requests 16 "
+    expected = ("metadata.annotations[cellfit.io/configurations].gpu.resources: the pod requests 16 "
                 "GPUs, more than any node-level cell holds (largest: 'A100-NODE' with 8)")
     assert response["warnings"] == [f"cellfit: {expected}"]
     assert response["allowed"] is False and expected in response["status"]["message"]
@@ -406,17 +419,18 @@ def test_a_configurations_own_annotations_are_checked_on_the_pods_they_go_to():
     service, _ = validation()
     body = interchangeable({"gpu": {"resources": {"nvidia.com/gpu": "2"}, "annotations": {"cellfit.io/cell-type": "A100-RACK"}}},
                            gpus=0, template_labels=VISION)
-    expected = ("cellfit.io/configurations.gpu applied to spec.template: unknown cell type 'A100-RACK' in annotation "
-                "cellfit.io/cell-type (known: A100, A100-PAIR, A100-NODE)")
+    expected = ("metadata.annotations[cellfit.io/configurations].gpu.annotations[cellfit.io/cell-type]: unknown cell type "
+                "'A100-RACK' (known: A100, A100-PAIR, A100-NODE)")
     assert answer(service, body)["warnings"] == [f"cellfit: {expected}"]
-    assert configured_pod_reason(body, "gpu") in expected
+    assert configured_pod_reason(body, "gpu").replace(" in annotation cellfit.io/cell-type", "") in expected
 
 
 def test_a_gpu_configuration_needs_the_vc_label_a_cpu_one_does_not():
     service, _ = validation()
     body = interchangeable({"cpu": {"resources": {"cpu": "16"}}, "gpu": {"resources": {"nvidia.com/gpu": "1"}}}, gpus=0)
     assert answer(service, body)["warnings"] == [
-        "cellfit: cellfit.io/configurations.gpu applied to spec.template: the pod has no cellfit.io/virtual-cluster label: set it to one of speech, vision"
+        "cellfit: spec.template.metadata.labels[cellfit.io/virtual-cluster] (in configuration gpu): is missing: set it to one of "
+        "speech, vision"
     ]
 
 
@@ -425,7 +439,7 @@ def test_the_templates_own_mistakes_are_told_once_not_per_configuration():
     body = interchangeable({"cpu": {"resources": {"cpu": "16"}}, "gpu": {"resources": {"nvidia.com/gpu": "1"}}},
                            gpus=0, template_labels={**VISION, "cellfit.io/priority": "urgent"})
     assert answer(service, body)["warnings"] == [
-        "cellfit: spec.template: label cellfit.io/priority: 'urgent' is not 'guaranteed' or 'opportunistic'"
+        "cellfit: spec.template.metadata.labels[cellfit.io/priority]: 'urgent' is not 'guaranteed' or 'opportunistic'"
     ]
 
 
@@ -434,7 +448,7 @@ def test_an_interchangeable_job_that_runs_as_written_or_was_placed_is_checked_as
     configurations = {"cpu": {"resources": {"cpu": "16"}}, "gpu": {"resources": {"nvidia.com/gpu": "16"}}}
     # Not suspended: it starts as its template says (the warning about suspend says so too).
     unsuspended = interchangeable(configurations, gpus=16, suspend=False, template_labels=VISION)
-    assert "cellfit: spec.template: the containers' GPU requests: the pod requests 16 GPUs, more than any node-level " \
+    assert "cellfit: spec.template.spec.containers[*].resources: the pod requests 16 GPUs, more than any node-level " \
            "cell holds (largest: 'A100-NODE' with 8)" in answer(service, unsuspended)["warnings"]
     # Placed on CPUs (the placer labels the template; with the webhook mechanism the template
     # keeps its resources and the pods are rewritten): its 16-GPU configuration is not run.
@@ -443,7 +457,7 @@ def test_an_interchangeable_job_that_runs_as_written_or_was_placed_is_checked_as
     # Suspended again (or copied from a placed Job): the placer may start it in either kind.
     again = interchangeable(configurations, gpus=0, suspend=True, template_labels={**VISION, "cellfit.io/placement": "cpu"})
     assert answer(service, again)["warnings"] == [
-        "cellfit: cellfit.io/configurations.gpu applied to spec.template: the containers' GPU requests: the pod requests 16 "
+        "cellfit: metadata.annotations[cellfit.io/configurations].gpu.resources: the pod requests 16 "
         "GPUs, more than any node-level cell holds (largest: 'A100-NODE' with 8)"
     ]
 
@@ -455,7 +469,7 @@ def test_an_estimate_for_no_configured_kind_is_told_the_job_never_starts():
     annotations = {"cellfit.io/configurations": json.dumps({"gpu": {"resources": {"nvidia.com/gpu": "1"}}}),
                    "cellfit.io/estimate": '{"cpu": {"seconds": 5400}}'}
     response = answer(service, job("train", annotations=annotations, template_labels=VISION, gpus=0, suspend=True))
-    expected = ("annotation cellfit.io/estimate: gives cpu and cellfit.io/configurations gpu: no kind has both, and AlloX "
+    expected = ("metadata.annotations[cellfit.io/estimate]: gives cpu and cellfit.io/configurations gpu: no kind has both, and AlloX "
                 "chooses only a kind with an estimate, so the Job is never started")
     assert response["warnings"] == [f"cellfit: {expected}"]
     assert response["allowed"] is False and expected in response["status"]["message"]
@@ -473,7 +487,7 @@ def test_the_estimators_annotations_on_a_job_that_is_not_interchangeable_are_onl
     response = answer(service, body)
     assert response["allowed"] is True
     assert response["warnings"] == [
-        f"cellfit: annotation {key}: read only on an interchangeable Job (one with cellfit.io/configurations); ignored here"
+        f"cellfit: metadata.annotations[{key}]: read only on an interchangeable Job (one with cellfit.io/configurations); ignored here"
         for key in ("cellfit.io/estimate", "cellfit.io/iterations")
     ]
 
@@ -487,4 +501,4 @@ def test_a_huge_value_is_not_echoed_whole_in_a_refusal():
                  pod(annotations={"cellfit.io/cell-type": huge})):
         response = answer(service, body)
         message = response["status"]["message"]
-        assert response["allowed"] is False and "annotation cellfit.io/" in message and len(message) < 2048, len(message)
+        assert response["allowed"] is False and "metadata.annotations[cellfit.io/" in message and len(message) < 2048, len(message)
