@@ -116,7 +116,7 @@ from scheduler.matching.capacity import GuaranteeCell, NodeResources, guaranteed
 from scheduler.matching.fairness import Capacity
 from scheduler.matching.model import KIND_GPU, Demand
 from scheduler.preemption import preemption_count_of
-from scheduler.wording import duration, ordinal
+from scheduler.wording import duration, ordinal, together_with
 
 log = logging.getLogger(__name__)
 
@@ -412,8 +412,9 @@ class PlacerController:
         queue_seconds, queue_cpu_seconds = time.perf_counter() - planning, time.thread_time() - planning_cpu
         if self._on_decision is not None:  # after the queue: its observer counts the queued Jobs
             self._on_decision(elapsed, decision)
+        together = starting_together(decision.queue, now=now)
         for queued in decision.queue:
-            self._tell_queued(by_key[queued.key], queued, now=now, name_pool=name_pools)
+            self._tell_queued(by_key[queued.key], queued, now=now, name_pool=name_pools, first=together[queued.key])
         pools = {w.key: w.pool for w in waiting}
         # A Job whose VC has free guarantee but AlloX's nodes no free GPU lacks machines, not quota.
         lacking = [key for key in decision.waiting_for_pool if guaranteed.get(pools.get(key) or "", 0) > 0]
@@ -449,7 +450,8 @@ class PlacerController:
                      **({"machines": list(s.machines)} if len(s.machines) > 1 else {}),
                      **({"virtualCluster": s.pool} if s.pool is not None else {})} for s in decision.starts],
             queue=[{"job": q.key, "kind": q.kind, "position": q.position, "expectedStartSeconds": round(q.expected_start_seconds, 1),
-                    **({"virtualCluster": q.pool} if q.pool is not None else {})} for q in decision.queue],
+                    **({"virtualCluster": q.pool} if q.pool is not None else {}),
+                    **({"startsWith": together[q.key]} if together[q.key] < q.position else {})} for q in decision.queue],
             waiting_for_pool=list(decision.waiting_for_pool),
             unplaceable=list(decision.unplaceable), idle_machines=dict(decision.idle_machines),
             busy_machines=dict(decision.busy_machines), mechanism=self._settings.mechanism,
@@ -767,26 +769,31 @@ class PlacerController:
             return None
         return RunningJob(key=key, user=user, kind=kind, started=started, seconds=known, demand=demand, pods=max(_pods(job), 1))
 
-    def _tell_queued(self, job: Job, queued: Queued, *, now: float, name_pool: bool = True) -> None:
+    def _tell_queued(self, job: Job, queued: Queued, *, now: float, name_pool: bool = True, first: int | None = None) -> None:
         """Tell a waiting Job its place and when it is expected to start, as a time, not a wait
         from now: the condition changes only when its place does or its expected start moves by
         more than :func:`start_tolerance_seconds`, not pass after pass as time goes by (every
-        write is one for the API server and every watcher of Jobs)."""
+        write is one for the API server and every watcher of Jobs). ``first``: the first
+        position expected to start at its time (:func:`starting_together`), which it is told it
+        starts together with; said, not compared: that the Jobs before it start at its time or
+        a little before is within that tolerance too."""
         where = queued.kind if queued.pool is None or not name_pool else f"{queued.kind} of virtual cluster {queued.pool!r}"
         place = f"{ordinal(queued.position)} on {where}"
         starts_at = now + queued.expected_start_seconds
+        with_whom = together_with(queued.position, queued.position if first is None else first)
         with self._lock:
             told = self._told.get(job.metadata.uid)
         if told is None:  # told by this cellfit before it restarted, or by the replica that led before
             placed = job.condition(CONDITION_PLACED)
             told = placed.message if placed is not None and (placed.status, placed.reason) == ("False", "Queued") else None
-        self._event_queued(job, where=where, told=told, message=queued_message(place=place, starts_at=starts_at))
+        message = queued_message(place=place, starts_at=starts_at, together=with_whom)
+        self._event_queued(job, where=where, told=told, message=message)
         tolerance = start_tolerance_seconds(wait_seconds=queued.expected_start_seconds, grid_seconds=self._settings.omega_grid_seconds)
         if told is not None and still_says(told, place=place, starts_at=starts_at, tolerance_seconds=tolerance):
             with self._lock:
                 self._told[job.metadata.uid] = told
             return
-        self._tell(job, status="False", reason="Queued", message=queued_message(place=place, starts_at=starts_at))
+        self._tell(job, status="False", reason="Queued", message=message)
 
     def _event_queued(self, job: Job, *, where: str, told: str | None, message: str) -> None:
         """A ``Queued`` Event when the Job enters AlloX's queue, and again only when it waits for
@@ -1114,9 +1121,12 @@ def _placed_with(template: bytes, kind: str | None) -> Configuration | None:
     return recorded_configuration(json.loads(template), kind)
 
 
-# A queued Job's condition: its place and its expected start as a time (RFC 3339, UTC, whole
-# seconds). scheduler/kubectl/why.py reads it back, and says the wait from the time it is read.
-_QUEUED_MESSAGE: Final = re.compile(r"(?P<place>.+), expected start at (?P<at>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ) \(AlloX\)")
+# A queued Job's condition: its place, whom it starts together with (none: after every Job
+# before it), and its expected start as a time (RFC 3339, UTC, whole seconds).
+# scheduler/kubectl/why.py reads it back, and says the wait from the time it is read.
+_TOGETHER: Final = ", starting together with "
+_QUEUED_MESSAGE: Final = re.compile(
+    r"(?P<place>.+?)(?:" + re.escape(_TOGETHER) + r"the [^,]+)?, expected start at (?P<at>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ) \(AlloX\)")
 # An expected start that moves by no more than this (or this share of the wait) is not written:
 # the queue plan rounds busy machines' ends up to the ω grid (a minute, then cells 25% wider,
 # scheduler/matching/admission.py), so a queue where nothing changes moves its expected starts by
@@ -1222,9 +1232,32 @@ def _machine_kind(kind: str, pool: str | None, gpu_pools: Mapping[str, int] | No
     return pool_kind(pool)
 
 
-def queued_message(*, place: str, starts_at: float) -> str:
-    """``2nd on gpu, expected start at 2026-11-28T14:32:05Z (AlloX)``."""
-    return f"{place}, expected start at {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(round(starts_at)))} (AlloX)"
+def queued_message(*, place: str, starts_at: float, together: str = "") -> str:
+    """``2nd on gpu, expected start at 2026-11-28T14:32:05Z (AlloX)``; ``2nd on cpu, starting
+    together with the 1st, expected start at ...`` with ``together`` (:func:`together_with`)."""
+    with_whom = f"{_TOGETHER}{together}" if together else ""
+    return f"{place}{with_whom}, expected start at {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(round(starts_at)))} (AlloX)"
+
+
+def starting_together(queue: Sequence[Queued], *, now: float) -> dict[str, int]:
+    """Per queued Job, the first position of its kind (and VC) whose expected start is its own,
+    to the second as its condition says it: machines freeing together start several Jobs at
+    once, and "2nd on cpu" alone read as "after the 1st" (user21's session: three CPU slots, two
+    Jobs told 1st and 2nd, the same time). A kind's positions are in the order they start."""
+    firsts: dict[str, int] = {}
+    runs: dict[tuple[str, str | None], tuple[int, int]] = {}  # (kind, VC) -> (the second its run starts, the run's first position)
+    for queued in sorted(queue, key=_position):
+        group = (queued.kind, queued.pool)
+        second = round(now + queued.expected_start_seconds)
+        run = runs.get(group)
+        first = run[1] if run is not None and run[0] == second else queued.position
+        runs[group] = (second, first)
+        firsts[queued.key] = first
+    return firsts
+
+
+def _position(queued: Queued) -> int:
+    return queued.position
 
 
 @lru_cache(maxsize=16384)  # each queued Job's, read again every pass while it stands

@@ -23,6 +23,21 @@ def ordinal(number: int) -> str:
     return f"{number}{suffix}"
 
 
+def together_with(position: int, first: int) -> str:
+    """Whom a queued Job starts together with: ``the 1st`` for the 2nd of a kind expected to start
+    at the 1st's time (machines freeing together), ``the 1st and 2nd``, ``the 2nd to 5th``; ""
+    when it starts after every Job before it (``first``, the first position of those expected
+    at its time, is its own). "2nd on cpu" alone read as "after the 1st" where three CPU slots
+    freed at once (user21's session)."""
+    if first >= position:
+        return ""
+    if position - first == 1:
+        return f"the {ordinal(first)}"
+    if position - first == 2:
+        return f"the {ordinal(first)} and {ordinal(first + 1)}"
+    return f"the {ordinal(first)} to {ordinal(position - 1)}"
+
+
 # The rule of a Job's spec.podFailurePolicy under which Kubernetes does not count a preempted pod
 # (kube-scheduler marks it with the DisruptionTarget condition) against the Job's backoffLimit: a
 # best-effort Job needs it to resume after cellfit preempts it rather than fail. Written as YAML

@@ -77,8 +77,19 @@ def queue_rows(view: Mapping[str, Any]) -> list[dict[str, Any]]:
             rows.append({
                 "job": row.get("job"),
                 "kind": kind,
-                "position": row.get("position"),
+                "position": _position(row),
                 "expected-start": f"~{duration(float(row.get('expectedStartSeconds') or 0.0))}",
                 "vc": row.get("virtualCluster"),
             })
     return rows
+
+
+def _position(row: Mapping[str, Any]) -> Any:
+    """``2 (starts with 1)``, ``4 (starts with 1-3)``: a Job expected to start at the same time
+    as those before it (``startsWith``, the first of them), as machines freeing together start
+    several; "1" and "2" with one expected start read as "the 2nd after the 1st"."""
+    position, first = row.get("position"), row.get("startsWith")
+    if not isinstance(position, int) or not isinstance(first, int) or first >= position:
+        return position
+    before = str(first) if position - first == 1 else f"{first}-{position - 1}"
+    return f"{position} (starts with {before})"
