@@ -16,7 +16,7 @@ from typing import Any, Final, Mapping, Sequence
 from scheduler.kubectl.objects import PREEMPTING, CellfitView, Condition, Event, Facts, GoneFacts, JobFacts, PodFacts, Preemption
 from scheduler.kube.times import timestamp
 from scheduler.kubectl.wording import MAX_NAMED, duration, listed, ordinal
-from scheduler.wording import DISRUPTION_TARGET, RESUME_RULE
+from scheduler.wording import DISRUPTION_TARGET, RESUME_RULE, together_with
 
 # What cellfit's filter says, inside kube-scheduler's FailedScheduling message.
 KEPT_FOR = re.compile(r"its free resources are kept for (?P<held>[^,]+),")
@@ -204,8 +204,10 @@ def _deciding(job: JobFacts, view: CellfitView, *, now: float | None) -> Answer:
     if entry is not None:
         kind, position = entry.get("kind", "?"), int(entry.get("position", 0))
         when = duration(float(entry.get("expectedStartSeconds", 0.0)))
+        together = together_with(position, int(entry.get("startsWith", position)))
+        starting = f", starting together with {together}" if together else ""
         return Answer(reason="allox-queue",
-                      summary=f"queued by AlloX: {ordinal(position)} on {kind}, expected start in ~{when}",
+                      summary=f"queued by AlloX: {ordinal(position)} on {kind}{starting}, expected start in ~{when}",
                       details=details + ((f"Placed: {placed.message}",) if placed is not None and placed.message else ()))
     if placed is not None and placed.status == "False":
         queued = _queued_from_condition(placed, now=now)

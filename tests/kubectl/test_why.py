@@ -335,6 +335,19 @@ def test_queued_by_allox_with_position_and_expected_start() -> None:
     assert answer.details[:2] == ("estimate cpu: 101 s ± 2 s (samples)", "estimate gpu: 27 s ± 1 s (samples)")
 
 
+@pytest.mark.parametrize(("position", "starts_with", "said"), [
+    (2, 1, "2nd on cpu, starting together with the 1st"),
+    (4, 2, "4th on cpu, starting together with the 2nd and 3rd"),
+    (3, 3, "3rd on cpu"),
+])
+def test_a_queued_job_starting_with_earlier_ones_says_so(position: int, starts_with: int, said: str) -> None:
+    """"2nd on cpu" alone reads as "after the 1st" where machines free together (the inspect
+    API's ``startsWith``, the first position expected at this Job's time)."""
+    entry = {"job": "ns/ij", "kind": "cpu", "position": position, "startsWith": starts_with, "expectedStartSeconds": 60.0}
+    answer = explain_job(job_from(interchangeable(estimate=True)), CellfitView(allox_entry=entry))
+    assert answer.summary == f"queued by AlloX: {said}, expected start in ~60 s"
+
+
 def test_a_user_estimate_needs_no_estimated_condition_to_be_queued() -> None:
     """A user-set cellfit.io/estimate means nothing is sampled, and no Estimated condition is
     written: AlloX's queue still holds the Job (seen on the local control plane)."""
