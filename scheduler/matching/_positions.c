@@ -24,6 +24,25 @@
 /* positions.py's _LEVELS: Claim 3 counts machines within this many multiples of p. */
 #define LEVELS 16
 
+/* Whether a buffer written into shares memory with another argument's: the loops read their
+ * inputs again after writing (indexes among them), so an output laid over an input would
+ * turn validated indexes into unchecked ones. Refused with a ValueError naming both. */
+static int overlapping(const Py_buffer *views, const Wanted *wanted, int count, const char *function) {
+    for (int i = 0; i < count; i++) {
+        if (!wanted[i].writable || views[i].len == 0) continue;
+        uintptr_t low = (uintptr_t)views[i].buf, high = low + (uintptr_t)views[i].len;
+        for (int j = 0; j < count; j++) {
+            if (j == i || views[j].len == 0) continue;
+            uintptr_t other_low = (uintptr_t)views[j].buf, other_high = other_low + (uintptr_t)views[j].len;
+            if (low < other_high && other_low < high) {
+                PyErr_Format(PyExc_ValueError, "%s: %s shares memory with %s", function, wanted[i].name, wanted[j].name);
+                return 1;
+            }
+        }
+    }
+    return 0;
+}
+
 /* How many of sorted (ascending, count long) are below value: searchsorted left. */
 static Py_ssize_t below(const double *sorted, Py_ssize_t count, double value) {
     Py_ssize_t low = 0, high = count;
@@ -73,7 +92,7 @@ static PyObject *kind_limits(PyObject *self, PyObject *args) {
     Py_buffer views[5];
     int taken = take_all(objects, views, wanted, 5);
     PyObject *result = NULL;
-    if (taken == 5) {
+    if (taken == 5 && !overlapping(views, wanted, 5, "kind_limits")) {
         Py_ssize_t count = views[0].len / 8, machines = views[4].len / 8;
         const int64_t *members = views[0].buf, *earlier = views[2].buf, *earlier_or_equal = views[3].buf;
         const double *omega = views[1].buf;
@@ -119,7 +138,7 @@ static PyObject *slots(PyObject *self, PyObject *args) {
     int taken = take_all(objects, views, wanted, 4);
     PyObject *result = NULL;
     int64_t *cursor = NULL;
-    if (taken == 4) {
+    if (taken == 4 && !overlapping(views, wanted, 4, "slots")) {
         Py_ssize_t machines = views[0].len / 8, total = views[2].len / 8;
         const int64_t *limits = views[0].buf, *machine_kind = views[1].buf;
         int64_t *machine = views[2].buf, *position = views[3].buf, span = 0, sum = 0;
@@ -171,7 +190,7 @@ static PyObject *ranks(PyObject *self, PyObject *args) {
     Py_buffer views[3];
     int taken = take_all(objects, views, wanted, 3);
     PyObject *result = NULL;
-    if (taken == 3) {
+    if (taken == 3 && !overlapping(views, wanted, 3, "ranks")) {
         Py_ssize_t count = views[0].len / 8;
         const double *omega = views[0].buf;
         int64_t *earlier = views[1].buf, *earlier_or_equal = views[2].buf;

@@ -1,5 +1,6 @@
 # The C extension built from _positions.c (its header says what each function reads and
-# writes). Buffers: C-contiguous NumPy arrays; those written into are writable.
+# writes). Buffers: C-contiguous NumPy arrays; those written into are writable and share no memory
+# with another argument (a ValueError).
 from typing import TypeAlias
 
 import numpy as np

@@ -20,6 +20,25 @@
 #include <math.h>
 #include <stdlib.h>
 
+/* Whether a buffer written into shares memory with another argument's: the loops read their
+ * inputs again after writing (indexes among them), so an output laid over an input would
+ * turn validated indexes into unchecked ones. Refused with a ValueError naming both. */
+static int overlapping(const Py_buffer *views, const Wanted *wanted, int count, const char *function) {
+    for (int i = 0; i < count; i++) {
+        if (!wanted[i].writable || views[i].len == 0) continue;
+        uintptr_t low = (uintptr_t)views[i].buf, high = low + (uintptr_t)views[i].len;
+        for (int j = 0; j < count; j++) {
+            if (j == i || views[j].len == 0) continue;
+            uintptr_t other_low = (uintptr_t)views[j].buf, other_high = other_low + (uintptr_t)views[j].len;
+            if (low < other_high && other_low < high) {
+                PyErr_Format(PyExc_ValueError, "%s: %s shares memory with %s", function, wanted[i].name, wanted[j].name);
+                return 1;
+            }
+        }
+    }
+    return 0;
+}
+
 /* The sort keys of one level, read by the comparators (the GIL held: one sort at a time). */
 static const int64_t *key_kind, *key_rows, *key_machine;
 static const double *key_ready;
@@ -54,7 +73,7 @@ static PyObject *canonical_levels(PyObject *self, PyObject *args) {
     int taken = take_all(objects, views, wanted, 8);
     PyObject *result = NULL;
     int64_t *starts = NULL, *level = NULL, *jobs = NULL;
-    if (taken == 8) {
+    if (taken == 8 && !overlapping(views, wanted, 8, "canonical_levels")) {
         Py_ssize_t count = views[0].len / 8, machines = views[4].len / 8;
         Py_ssize_t job_count = views[5].shape[0], kind_count = views[5].shape[1];
         const int64_t *rows = views[0].buf, *machine = views[1].buf, *position = views[2].buf, *slot_kind = views[3].buf;
@@ -140,7 +159,7 @@ static PyObject *uncontended_plan(PyObject *self, PyObject *args) {
     /* Per kind: its free machines, the rows whose fastest kind it is, where those rows begin
      * in by_kind (the rows grouped by kind, in row order), how many of them are placed. */
     int64_t *free_count = NULL, *needed = NULL, *first = NULL, *placed = NULL, *by_kind = NULL;
-    if (taken == 7) {
+    if (taken == 7 && !overlapping(views, wanted, 7, "uncontended_plan")) {
         Py_ssize_t count = views[0].len / 8, job_count = views[1].len / 8, machines = views[2].len / 8;
         const int64_t *rows = views[0].buf, *fastest = views[1].buf, *machine_kind = views[2].buf;
         const double *delay = views[3].buf;
@@ -495,7 +514,7 @@ static PyObject *rows_of(PyObject *self, PyObject *args) {
     Py_buffer views[4];
     int taken = take_all(objects, views, wanted, 4);
     PyObject *result = NULL;
-    if (taken == 4) {
+    if (taken == 4 && !overlapping(views, wanted, 4, "rows_of")) {
         Py_ssize_t users = views[0].len / 8, count = views[1].len / 8;
         const int64_t *member = views[0].buf, *user = views[1].buf, *waiting = views[2].buf;
         int64_t *out = views[3].buf;
@@ -570,7 +589,7 @@ static PyObject *queue_names(PyObject *self, PyObject *args) {
                 for (Py_ssize_t begin = 0, end; begin < size; begin = end) {
                     Py_ssize_t used = 0;
                     for (end = begin; end < size && omega[end] == omega[begin]; end++)
-                        if (count[members[end]] > 0) queues[used++] = members[end];
+                        if (count[members[end]] != 0) queues[used++] = members[end];  /* NumPy's nonzero */
                     qsort(queues, (size_t)used, sizeof(int64_t), queue_order);
                     for (Py_ssize_t r = 0; r < used; r++) label[queues[r]] = members[begin + r];
                 }

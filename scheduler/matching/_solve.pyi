@@ -1,5 +1,6 @@
 # The C extension built from _solve.c (its header and the comment above each function say what
-# it reads and writes). Buffers: C-contiguous NumPy arrays; those written into are writable.
+# it reads and writes). Buffers: C-contiguous NumPy arrays; those written into are writable (and, for
+# canonical_levels, uncontended_plan and rows_of, share no memory with another argument: a ValueError).
 from typing import TypeAlias
 
 import numpy as np
