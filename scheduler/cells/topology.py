@@ -168,6 +168,20 @@ class Cell:
         return self.level > self.chain.node_level
 
 
+class ChildIndex(Buckets[Cell]):
+    """A wide cell's children keyed by guaranteed-view free GPUs, and, where they are node cells,
+    by node name (``by_node``; empty otherwise): a search offered a few nodes goes straight to
+    them (:func:`scheduler.cells.search.best_spot`). The children never change after the build."""
+
+    __slots__ = ("by_node",)
+
+    def __init__(self, children: tuple[Cell, ...]) -> None:
+        super().__init__()
+        self.by_node: dict[str, Cell] = {c.node: c for c in children if c.node is not None and c.node_cell is c}
+        for child in children:
+            self.add(child, child.guaranteed_free)
+
+
 class CellCensus:
     """Counts over the whole tree that the metrics gauges read, kept exact where the cells
     change (the ledger on every counter change, the topology as cells join and leave), so that
@@ -225,7 +239,7 @@ class Topology:
         # Wide cells only (more than WIDE children): their children keyed by guaranteed-view free
         # GPUs, for best fit without sorting. Built with the tree; the ledger moves each child
         # as its count changes and the search reads it.
-        self.child_indexes: dict[Cell, Buckets[Cell]] = {}
+        self.child_indexes: dict[Cell, ChildIndex] = {}
         for spec in config.physical_cells:
             assert spec.cell_type is not None  # guaranteed by structural validation
             chain = self.chain_of_type[spec.cell_type]
@@ -298,10 +312,7 @@ class Topology:
             cell.node_cells = tuple(n for child in children for n in child.node_cells)
             cell.id = spec.cell_id or f"{cell.cell_type}@{cell.node_cells[0].node}"
             if len(children) > WIDE:
-                index: Buckets[Cell] = Buckets()
-                for child in children:
-                    index.add(child, child.guaranteed_free)
-                self.child_indexes[cell] = index
+                self.child_indexes[cell] = ChildIndex(cell.children)
         if spec.pinned_cell_id is not None:
             cell.pinned_id = spec.pinned_cell_id
             self.pinned[spec.pinned_cell_id] = cell

@@ -10,16 +10,15 @@ from typing import AbstractSet, Mapping
 import pytest
 
 from scheduler.cells import HivedEngine
-from scheduler.cells.buckets import Buckets
 from scheduler.cells.search import _GUARANTEED_KEY, _IDLE_KEY, View, best_spot
-from scheduler.cells.topology import Cell
+from scheduler.cells.topology import Cell, ChildIndex
 from tests.cells.helpers import node, node_names, pod, rack_cluster, schedule
 
 RACKS, PER_RACK = 2, 24  # more than topology.WIDE nodes a rack: the racks have child indexes
 
 
 def full_walk(
-    cell: Cell, level: int, gpus: int, view: View, allowed: AbstractSet[str] | None, child_indexes: Mapping[Cell, Buckets[Cell]]
+    cell: Cell, level: int, gpus: int, view: View, allowed: AbstractSet[str] | None, child_indexes: Mapping[Cell, ChildIndex]
 ) -> Cell | None:
     """best_spot as it was before it skipped children: every child of the index searched."""
     guaranteed = view is View.GUARANTEED
