@@ -4,6 +4,7 @@
 #ifndef CELLFIT_MATCHING_BUFFERS_H
 #define CELLFIT_MATCHING_BUFFERS_H
 
+#include <stdint.h>
 #include <string.h>
 
 static int take(PyObject *object, Py_buffer *view, char kind, int writable, int dimensions, const char *name) {
@@ -44,6 +45,25 @@ static int take_all(PyObject *const *objects, Py_buffer *views, const Wanted *wa
 
 static void release_all(Py_buffer *views, int taken) {
     for (int i = 0; i < taken; i++) PyBuffer_Release(&views[i]);
+}
+
+/* Whether a buffer written into shares memory with another argument's: the loops read their
+ * inputs again after writing (indexes among them), so an output laid over an input would
+ * turn validated indexes into unchecked ones. Refused with a ValueError naming both. */
+static inline int overlapping(const Py_buffer *views, const Wanted *wanted, int count, const char *function) {
+    for (int i = 0; i < count; i++) {
+        if (!wanted[i].writable || views[i].len == 0) continue;
+        uintptr_t low = (uintptr_t)views[i].buf, high = low + (uintptr_t)views[i].len;
+        for (int j = 0; j < count; j++) {
+            if (j == i || views[j].len == 0) continue;
+            uintptr_t other_low = (uintptr_t)views[j].buf, other_high = other_low + (uintptr_t)views[j].len;
+            if (low < other_high && other_low < high) {
+                PyErr_Format(PyExc_ValueError, "%s: %s shares memory with %s", function, wanted[i].name, wanted[j].name);
+                return 1;
+            }
+        }
+    }
+    return 0;
 }
 
 #endif

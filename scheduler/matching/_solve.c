@@ -20,25 +20,6 @@
 #include <math.h>
 #include <stdlib.h>
 
-/* Whether a buffer written into shares memory with another argument's: the loops read their
- * inputs again after writing (indexes among them), so an output laid over an input would
- * turn validated indexes into unchecked ones. Refused with a ValueError naming both. */
-static int overlapping(const Py_buffer *views, const Wanted *wanted, int count, const char *function) {
-    for (int i = 0; i < count; i++) {
-        if (!wanted[i].writable || views[i].len == 0) continue;
-        uintptr_t low = (uintptr_t)views[i].buf, high = low + (uintptr_t)views[i].len;
-        for (int j = 0; j < count; j++) {
-            if (j == i || views[j].len == 0) continue;
-            uintptr_t other_low = (uintptr_t)views[j].buf, other_high = other_low + (uintptr_t)views[j].len;
-            if (low < other_high && other_low < high) {
-                PyErr_Format(PyExc_ValueError, "%s: %s shares memory with %s", function, wanted[i].name, wanted[j].name);
-                return 1;
-            }
-        }
-    }
-    return 0;
-}
-
 /* The sort keys of one level, read by the comparators (the GIL held: one sort at a time). */
 static const int64_t *key_kind, *key_rows, *key_machine;
 static const double *key_ready;
