@@ -169,17 +169,22 @@ def test_options_a_run_would_not_read_are_refused(args: list[str], message: str,
 
 
 def test_every_shared_module_is_under_the_contract_that_keeps_it_free_of_workloads() -> None:
-    """pyproject.toml's import-linter contract lists the shared modules by name (a forbidden
-    contract cannot say "every module but these"); a new one must join the list, or it could
-    import a workload unseen."""
+    """pyproject.toml's exhaustive layers contract over scheduler.simulator: the command on top,
+    then exactly the registered workloads (which may not import each other), then every other
+    module, shared (which may import no workload). import-linter itself fails on a module in no
+    layer; this checks that a workload is not filed among the shared modules, nor a shared module
+    among the workloads."""
     root = Path(simulator_package.__file__).parent
     config = tomllib.loads((root.parents[1] / "pyproject.toml").read_text())
-    (contract,) = [c for c in config["tool"]["importlinter"]["contracts"] if c["name"].startswith("The simulator's shared modules")]
-    workloads_and_command = {"cli", *(w.name for w in workloads())}
+    (contract,) = [c for c in config["tool"]["importlinter"]["contracts"] if c.get("containers") == ["scheduler.simulator"]]
+    assert contract["type"] == "layers" and contract["exhaustive"] is True
+    command, workload_layer, shared_layer = contract["layers"]
+    names = {w.name for w in workloads()}
     top_level = {
         path.stem if path.is_file() else path.name
         for path in root.iterdir()
         if (path.suffix == ".py" and path.stem != "__init__") or (path / "__init__.py").is_file()
     }
-    assert {f"scheduler.simulator.{name}" for name in top_level - workloads_and_command} == set(contract["source_modules"])
-    assert set(contract["forbidden_modules"]) == {f"scheduler.simulator.{name}" for name in workloads_and_command}
+    assert command == "cli"
+    assert set(workload_layer.split(" | ")) == names
+    assert set(shared_layer.split(" : ")) == top_level - names - {"cli"}
