@@ -223,7 +223,7 @@ def test_on_a_full_node_a_trial_pod_with_a_mistake_preempts_nobody_and_is_told_w
 
     (message,) = wait_for(refused, 90, "cellfit's PreemptionRefused event on te-urgent")
     assert message == ("cellfit cannot place this pod as written, so it preempts no one for it: "
-                       "metadata.labels[cellfit.io/priority]: 'urgent' is not 'guaranteed' or 'opportunistic'")
+                       "label cellfit.io/priority: 'urgent' is not 'guaranteed' or 'opportunistic'")
     events = cluster.events(ns, "te-urgent")
     assert any(e["reason"] == "FailedScheduling" and "Insufficient nvidia.com/gpu" in e.get("message", "") for e in events), events
     # Nobody was preempted for a pod that could not have used the GPUs.
