@@ -70,7 +70,7 @@ from placer.guarantee import gpus_per_pod, pool_machines
 from placer.holding import DEFAULT_UNBOUND_HOLD_SECONDS, HOLDING, Hold, JobPods, explain, hold
 from placer.patch import PodsRefused, check_pod_level_resources, containers_record
 from placer.rewrite import apply_configuration, without_configuration
-from placer.solver_wire import SolverSession, decide_encoded, queue_encoded
+from placer.solver_wire import SolverSession, decide_encoded, exit_with_parent, queue_encoded
 from scheduler.config import AlloxSettings
 from scheduler.constants import (
     ANNOTATION_CONFIGURATIONS,
@@ -608,7 +608,8 @@ class PlacerController:
             return decision, plan.queue
         try:
             if self._solver is None:
-                self._solver = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
+                self._solver = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"),
+                                                   initializer=exit_with_parent, initargs=(os.getpid(),))
                 self._solver_started = False
                 self._solver_pid = self._ask(os.getpid)
             # As msgpack, the Jobs the child holds from last pass by their keys (solver_wire.py).

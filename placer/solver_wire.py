@@ -24,6 +24,9 @@ from __future__ import annotations
 import gc
 import math
 import multiprocessing
+import os
+import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any, Mapping, TypeVar
 
@@ -178,6 +181,21 @@ def decide_encoded(payload: bytes, held: ChildInputs | None = None) -> bytes:
     answer = _ENCODER.encode(DecideAnswer(decision))
     _freeze_after_first_decision()
     return answer
+
+
+def exit_with_parent(parent_pid: int, *, poll_seconds: float = 1.0) -> None:
+    """The solver process's initializer: end it once the process that started it is gone. A
+    ProcessPoolExecutor worker holds both ends of its call queue, so when its parent dies without
+    shutting the pool down (SIGKILL, the OOM killer, outside a container that takes its children
+    with it) it never reads an end of file and waits for a pass for ever, holding the Jobs it
+    kept."""
+
+    def watch() -> None:
+        while os.getppid() == parent_pid:
+            time.sleep(poll_seconds)
+        os._exit(0)
+
+    threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
 
 
 def _freeze_after_first_decision() -> None:
