@@ -24,11 +24,9 @@ from __future__ import annotations
 import asyncio
 import io
 import json
-import ssl
 import sys
 import threading
 import time
-from http.server import ThreadingHTTPServer
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Iterator
@@ -42,7 +40,7 @@ from scheduler.cluster.api import KubernetesApi, TermEnded
 from scheduler.config import ClusterSettings
 from scheduler.errors import ConfigError
 from tests.cluster.test_kubeconfig_rotation import TokenServer, b64, embedded_pair, exec_user, kubeconfig
-from tests.cluster.test_loop_http_tls_rotation import ClientAuthority
+from tests.cluster.test_loop_http_tls_rotation import ApiServer, ClientAuthority
 from tests.support.loopback_http import LoopbackServer, QuietHandler
 from tests.support.tls import ServingCertificate, make_serving_certificate
 
@@ -98,22 +96,14 @@ class KeptAliveTlsServer:
                 self.end_headers()
                 self.wfile.write(body)
 
-        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        context.load_cert_chain(serving.cert_file, serving.key_file)
-        context.verify_mode = ssl.CERT_REQUIRED
-        context.load_verify_locations(cadata=client_ca.pem().decode())
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.httpd.socket = context.wrap_socket(self.httpd.socket, server_side=True)
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        self.server = LoopbackServer(Handler, tls=ApiServer.make_context(serving, client_ca))
 
     @property
     def url(self) -> str:
-        return f"https://127.0.0.1:{self.httpd.server_address[1]}"
+        return self.server.url
 
     def stop(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        self.server.stop()
 
 
 @pytest.fixture
