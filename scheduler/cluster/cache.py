@@ -506,19 +506,11 @@ class ClusterCache:
                     row[1] += 1
         return {uid: JobPods(here=here, elsewhere=elsewhere, unbound=unbound) for uid, (here, elsewhere, unbound) in counts.items()}
 
-    def shortest_gpu_victim_grace(self, selector: Mapping[str, str] | None = None) -> float | None:
-        """The shortest grace period (seconds) among best-effort pods holding GPUs on the nodes
-        ``selector`` names: how long FitGpp's preemption keeps a trial pod off a GPU at best.
-        None when no such pod runs (nothing to preempt)."""
-        graces = self.best_effort_gpus(selector).graces
-        return min(graces) if graces else None
-
     def best_effort_gpus(self, selector: Mapping[str, str] | None = None) -> BestEffortGpus:
         """The best-effort pods holding GPUs on the nodes ``selector`` names, as trial Jobs may
         count on them (placer controller, ``choose_for_trial``): each preemptible one's grace
         period, and how many are terminating already (preempted, or deleted: their GPUs free
-        without another preemption). The pods ``shortest_gpu_victim_grace`` reads, the leaving
-        ones counted too."""
+        without another preemption)."""
         graces: list[float] = []
         leaving = 0
         with self._lock:

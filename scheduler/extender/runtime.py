@@ -561,7 +561,6 @@ def _placer(
         gpu_resource=settings.policy.gpu_resource_name,
         on_decision=decided,
         on_start=lambda kind, mechanism: metrics.allox_placements.labels(kind=kind, mechanism=mechanism).inc(),
-        preemption_grace=lambda: cache.shortest_gpu_victim_grace(settings.allox.node_selector),
         best_effort_gpus=lambda: cache.best_effort_gpus(settings.allox.node_selector),
         guarantees=guarantees,
         job_pods=lambda owners: cache.job_pods(owners, settings.allox.node_selector),
