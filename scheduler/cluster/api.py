@@ -591,24 +591,31 @@ class KubernetesApi:
 
 class _ClientPoolRotation:
     """The Kubernetes client's own connections (urllib3's pools) after its client certificate,
-    key or CA files changed (a kubeconfig's rewritten by KubeconfigCredentials, a rotated file):
-    the idle ones, made with the old certificate, are closed (each reconnects at its next use,
-    reading the files anew), as client-go closes its connections on a rotation. Kept, they went
-    on presenting the old certificate, refused once it expired or was revoked (the API server
-    checks the certificate of each request), the retry after the refresh too. Connections in use
-    (a watch's) are left alone. Looked at, a stat per file, with each request on the client's
-    path; shared by the API's fenced views."""
+    key or CA files changed (a kubeconfig's rewritten by KubeconfigCredentials, a rotated file),
+    or the Configuration names others (an exec plugin's client certificate where it gave a token
+    before): the idle ones, made with the old certificate (or none), are closed (each reconnects
+    at its next use, reading the files anew), as client-go closes its connections on a rotation
+    (an exec plugin's certificate changed: its connTracker.CloseAll). Kept, they went on
+    presenting the old certificate, refused once it expired or was revoked (the API server
+    checks the certificate of each request), the retry after the refresh too. Files named anew
+    are handed to the pools' manager, which took the Configuration's once, when the client was
+    made: without that a certificate the plugin gave later was never presented. Connections in
+    use (a watch's) are left alone. Looked at, a stat per file, with each request on the
+    client's path; shared by the API's fenced views."""
 
     def __init__(self, api_client: k8s.ApiClient) -> None:
+        self._configuration = api_client.configuration
         self._pool_manager = api_client.rest_client.pool_manager
-        self._files = loop_http.tls_files(api_client.configuration)
-        self._stamps = file_stamps(self._files)
+        self._identity = loop_http.tls_identity(loop_http.tls_files(self._configuration))
 
     def __call__(self) -> None:
-        stamps = file_stamps(self._files)
-        if stamps == self._stamps:
+        identity = loop_http.tls_identity(loop_http.tls_files(self._configuration))
+        if identity == self._identity:
             return
-        self._stamps = stamps
+        named_anew = identity.files != self._identity.files
+        self._identity = identity
+        if named_anew:
+            self._name_files()
         for key in list(self._pool_manager.pools.keys()):
             pool = self._pool_manager.pools.get(key)
             idle = getattr(pool, "pool", None)  # its queue of idle connections (None: free slots)
@@ -627,6 +634,15 @@ class _ClientPoolRotation:
                     idle.put(connection, block=False)
                 except queue.Full:  # a connection in use came back meanwhile: its slot is taken
                     pass
+
+    def _name_files(self) -> None:
+        """The pools' manager told the files the Configuration names now (as the Kubernetes
+        client's RESTClientObject hands them over): the pools it makes from now on use them
+        (a pool's key holds its files, so the old pools are no longer taken)."""
+        configuration = self._configuration
+        self._pool_manager.connection_pool_kw |= {
+            "ca_certs": configuration.ssl_ca_cert, "cert_file": configuration.cert_file, "key_file": configuration.key_file,
+        }
 
 
 def _decoded_pod(data: bytes, action: str) -> wire.Pod:
@@ -1164,17 +1180,33 @@ class KubeconfigCredentials:
             expires_at = datetime.fromisoformat(str(expires).replace("Z", "+00:00")).timestamp() if expires else None
         except ValueError:
             raise KubeconfigFieldError(field, f"the plugin's expirationTimestamp {expires!r} is no RFC 3339 time") from None
-        if status.get("token"):
-            self._configuration.api_key["BearerToken"] = f"Bearer {status['token']}"
-        elif status.get("clientCertificateData") and status.get("clientKeyData"):
-            pair = f"{status['clientCertificateData']}\n{status['clientKeyData']}".encode()
-            self._write_pair(pair, field=f"{field} (clientKeyData)")
-            self._configuration.cert_file, self._configuration.key_file = str(self.pair_file), None
-        else:
+        token = status.get("token")
+        pair = (f"{status['clientCertificateData']}\n{status['clientKeyData']}".encode()
+                if status.get("clientCertificateData") and status.get("clientKeyData") else None)
+        if not token and pair is None:
             raise KubeconfigFieldError(field, "the plugin gave neither a token nor a client certificate and key")
+        if pair is not None:
+            self._write_pair(pair, field=f"{field} (clientKeyData)")
+        self._present_exec_credentials(token=str(token) if token else None, pair=pair is not None)
         self._expires_at = expires_at
         log.info("credentials obtained from the kubeconfig's exec plugin",
                  extra={"file": self._read.user_file, "field": field, "expires": expires or "never"})
+
+    def _present_exec_credentials(self, *, token: str | None, pair: bool) -> None:
+        """Send what the plugin's last run gave, and nothing an earlier run gave instead (as
+        client-go sends its last run's credentials): its token, else no token header (where the
+        kubeconfig has none of its own, nor a tokenFile); its client certificate (just written), else none (where
+        the kubeconfig embeds none). The connections' pools see the certificate file named or
+        no longer named (_ClientPoolRotation, loop_http.TlsContext) and close those made before."""
+        configuration, read = self._configuration, self._read
+        if token is not None:
+            configuration.api_key["BearerToken"] = f"Bearer {token}"
+        elif read.token is None and read.token_file is None:
+            configuration.api_key.pop("BearerToken", None)
+        if pair:
+            configuration.cert_file, configuration.key_file = str(self.pair_file), None
+        elif read.client_pair is None and configuration.cert_file == str(self.pair_file):
+            configuration.cert_file = None
 
     def _write_pair(self, pair: bytes, *, field: str) -> None:
         _check_pair(pair, folder=self._folder, field=field)

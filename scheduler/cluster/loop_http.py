@@ -17,12 +17,14 @@ Configuration (token, client certificate, CA, server name); a proxy is not spoke
 :func:`for_configuration` answers ``None`` for one and callers keep the client's own path.
 
 Certificates rotate under a running cellfit (kubeadm's and cert-manager's client certificates,
-the service account's projected CA bundle), so the TLS context is built again from the
-Configuration's files when they change (:class:`TlsContext`): checked at most every
+the service account's projected CA bundle, an exec plugin's certificate where it gave a token
+before), so the TLS context is built again from the Configuration's files when they change or
+it names others (:class:`TlsContext`): checked at most every
 :data:`TLS_FILES_CHECK_SECONDS`, and at once after a TLS failure, which also closes the idle
 connections (made with the old files, they are likely refused alike). A connection whose
 handshake fails is opened once more when the files changed meanwhile: nothing was sent on it.
-The Kubernetes client's own path (urllib3) reads the files for each new connection itself.
+The Kubernetes client's own path (urllib3) reads the files for each new connection itself
+(told which they are when the Configuration names others: api._ClientPoolRotation).
 A kept-alive connection made with the files before they changed is closed rather than used
 again (as client-go's transport/cert_rotation.go closes them all): the API server checks the
 client certificate of each request, so one made with an expired or revoked certificate is
@@ -37,12 +39,12 @@ import logging
 import ssl
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Final, Mapping, Protocol, Sequence
+from typing import Any, Callable, Final, Mapping, NamedTuple, Protocol, Sequence
 from urllib.parse import urlsplit
 
 import httptools
 
-from scheduler.cluster.file_stamps import file_stamps
+from scheduler.cluster.file_stamps import FileStamp, file_stamps
 from scheduler.errors import KubernetesApiError
 
 log = logging.getLogger(__name__)
@@ -131,21 +133,22 @@ class _Connection(asyncio.Protocol):
 
 
 class TlsContext:
-    """The TLS context new connections take, built by ``build`` from ``files`` (the client
-    certificate, its key, the CA) and built again when one of them changed: looked at, a stat
-    each, at most every ``check_seconds``, or at the next use after :meth:`expire`. Files that do
-    not build (a rotation half-written: a certificate whose key is still the old one) keep the
-    last context, logged, and are tried again at the next look."""
+    """The TLS context new connections take, built by ``build`` from the files ``files`` names
+    (the client certificate, its key, the CA) and built again when one of them changed, or when
+    ``files`` names others (an exec plugin's client certificate where there was none, or none
+    any more): looked at, a stat each, at most every ``check_seconds``, or at the next use after
+    :meth:`expire`. Files that do not build (a rotation half-written: a certificate whose key is
+    still the old one) keep the last context, logged, and are tried again at the next look."""
 
     def __init__(
-        self, build: Callable[[], ssl.SSLContext], *, files: Sequence[str] = (), check_seconds: float = TLS_FILES_CHECK_SECONDS,
-        clock: Callable[[], float] = time.monotonic,
+        self, build: Callable[[], ssl.SSLContext], *, files: Callable[[], Sequence[str]] = tuple,
+        check_seconds: float = TLS_FILES_CHECK_SECONDS, clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._build = build
-        self._files = tuple(files)
+        self._files = files
         self._check_seconds = check_seconds
         self._clock = clock
-        self._built = file_stamps(self._files)
+        self._built = tls_identity(files())
         self.generation = 0  # counts the builds since: a connection made with an older one presents old files
         self._context = build()  # raises as the Configuration's files do not load: a startup error
         self._checked_at = clock()
@@ -169,19 +172,20 @@ class TlsContext:
     def reload(self) -> bool:
         """Look at the files now and build the context again if they changed; whether it was."""
         self._stale, self._checked_at = False, self._clock()
-        stamps = file_stamps(self._files)
-        if stamps == self._built:
+        identity = tls_identity(self._files())
+        if identity == self._built:
             return False
+        files = ", ".join(identity.files) or "none"
         try:
             context = self._build()
         except (OSError, ssl.SSLError, ValueError) as error:
             log.warning("the Kubernetes API client's changed certificate, key or CA files did not load; the last ones are used",
-                        extra={"files": ", ".join(self._files), "reason": str(error)})
+                        extra={"files": files, "reason": str(error)})
             return False
-        self._context, self._built = context, stamps
+        self._context, self._built = context, identity
         self.generation += 1
         log.info("the Kubernetes API client's certificate, key or CA files changed: new connections use them",
-                 extra={"files": ", ".join(self._files)})
+                 extra={"files": files})
         return True
 
 
@@ -369,7 +373,7 @@ def for_configuration(
         host=url.hostname,
         port=url.port or (443 if secure else 80),
         path_prefix=url.path.rstrip("/"),
-        ssl=TlsContext(lambda: _ssl_context(configuration), files=tls_files(configuration), clock=clock) if secure else None,
+        ssl=TlsContext(lambda: _ssl_context(configuration), files=lambda: tls_files(configuration), clock=clock) if secure else None,
         server_hostname=_server_hostname(configuration, url.hostname) if secure else None,
     )
 
@@ -455,9 +459,23 @@ def _server_hostname(configuration: Any, host: str) -> str:
 
 
 def tls_files(configuration: Any) -> list[str]:
-    """The files :func:`_ssl_context` reads (a kubeconfig's embedded data is written to files of
-    cellfit's own, rewritten as the kubeconfig is: api.KubeconfigCredentials)."""
+    """The files :func:`_ssl_context` reads now (a kubeconfig's embedded data is written to files
+    of cellfit's own, rewritten as the kubeconfig is, and an exec plugin's client certificate
+    named once it gives one: api.KubeconfigCredentials)."""
     return [path for path in (configuration.ssl_ca_cert, configuration.cert_file, configuration.key_file) if path]
+
+
+class TlsIdentity(NamedTuple):
+    """What a TLS client presents and trusts, as far as a stat tells: the files named (in
+    :func:`tls_files`' order) and each one's stamp. Unequal: connections made before present
+    another client certificate (or none) or trust another CA."""
+
+    files: tuple[str, ...]
+    stamps: tuple[FileStamp, ...]
+
+
+def tls_identity(files: Sequence[str]) -> TlsIdentity:
+    return TlsIdentity(files=tuple(files), stamps=file_stamps(files))
 
 
 def _ssl_context(configuration: Any) -> ssl.SSLContext:
