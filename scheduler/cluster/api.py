@@ -955,7 +955,9 @@ class KubeconfigCredentials:
       connections read (urllib3's for each, the event loop's as loop_http.TlsContext follows
       them). A rewrite that does not read (half-written, a field that does not decode, a key not
       the certificate's) keeps the last good ones, with a warning naming the file and the field;
-      a field only a restart takes (the server, a file's path...) is logged as such;
+      a field only a restart takes (the server, a file's path...) is logged as such, and so is a
+      ``current-context`` that names another context than the one followed (warned once per
+      change; cellfit never moves to another cluster or user while it runs);
     - an ``exec`` plugin's (a token, or a client certificate and key), obtained again when they
       expire (``expirationTimestamp``) and when the API server refused them (HTTP 401), as
       client-go does, and in a thread of its own from EXEC_REFRESH_AHEAD_SECONDS before they
@@ -971,10 +973,13 @@ class KubeconfigCredentials:
     is read as the merge of them all."""
 
     def __init__(self, *, files: tuple[Path, ...], context: str, read: _UserCredentials, folder: Path,
-                 stamp: tuple[FileStamp, ...], clock: Callable[[], float] = time.time) -> None:
-        """``read``: the kubeconfig ``files`` as they were read when their stamp was ``stamp``."""
+                 stamp: tuple[FileStamp, ...], context_is_current: bool = False, clock: Callable[[], float] = time.time) -> None:
+        """``read``: the kubeconfig ``files`` as they were read when their stamp was ``stamp``;
+        ``context_is_current``: ``context`` is the files' current-context (none was named)."""
         self._files = files
         self._context = context
+        # The current-context the files name, last seen; None: a context was named (cluster.context).
+        self._current_context: str | None = context if context_is_current else None
         self._folder = folder
         self._clock = clock
         self._read = read  # the last good read
@@ -1021,7 +1026,7 @@ class KubeconfigCredentials:
             raise ConfigError(f"cluster.kubeconfig: {named_as} is unusable: {error}") from None
         if read.auth_provider:
             return None
-        follower = cls(files=files, context=str(name), read=read, folder=folder, stamp=stamp)
+        follower = cls(files=files, context=str(name), read=read, folder=folder, stamp=stamp, context_is_current=not context)
         try:
             follower._adopt(configuration)
         except KubeconfigFieldError as error:
@@ -1116,7 +1121,9 @@ class KubeconfigCredentials:
     def _reread(self, rewritten: str) -> None:
         """The files read again, merged; ``rewritten``: those that changed, for messages."""
         try:
-            read = _user_credentials(merged_kubeconfig(self._files), context=self._context)
+            merged = merged_kubeconfig(self._files)
+            self._current_context_seen(merged, rewritten=rewritten)
+            read = _user_credentials(merged, context=self._context)
             if read.client_pair is not None and read.client_pair != self._read.client_pair:
                 _check_pair(read.client_pair, folder=self._folder, field=f"users[{read.user}].user.client-key-data")
             if read.ca is not None and read.ca != self._read.ca:
@@ -1137,6 +1144,24 @@ class KubeconfigCredentials:
         if changed:
             log.info("the kubeconfig was rewritten: its credentials are sent on new connections",
                      extra={"file": rewritten, "field": ", ".join(changed)})
+
+    def _current_context_seen(self, merged: MergedKubeconfig, *, rewritten: str) -> None:
+        """Warn, once per change, of a rewrite whose ``current-context`` names another context
+        than the one cellfit follows (``kubectl config use-context``, a tool's login into
+        another cluster): cellfit goes on with the context it started with, as client-go's
+        long-running clients (kube-scheduler's among them) do. Following it would move a running
+        scheduler to another cluster or identity under its caches, bindings and Lease."""
+        if self._current_context is None:
+            return  # a context was named: the file's current-context is not what cellfit follows
+        now = str(merged.document.get("current-context") or "")
+        if now == self._current_context:
+            return
+        self._current_context = now
+        if now != self._context:
+            named = repr(now) if now else "none"
+            log.warning(f"the kubeconfig was rewritten with current-context {named}: cellfit goes on with the context it "
+                        f"started with, {self._context!r} (its cluster and user); restart cellfit to switch",
+                        extra={"file": rewritten, "field": "current-context", "was": self._context, "now": now})
 
     def _install(self, read: _UserCredentials) -> list[str]:
         """Send ``read``'s credentials from now on, where they can be (as at start: a token's
