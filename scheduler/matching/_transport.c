@@ -60,12 +60,12 @@ typedef struct {
     double *price;         /* groups */
     int64_t *load;         /* groups */
     int64_t *priced;       /* groups */
-    /* phase 2, per visit: the group's rows, their margins, alternatives and order */
+    /* phase 2, per visit: the group's rows, their margins and alternatives, and a copy of the
+     * margins to select from */
     int64_t *jobs;
     double *margin;
     int64_t *alternative;
-    int64_t *order;
-    int64_t *scratch; /* the merge's other buffer */
+    double *copy;
 } State;
 
 static inline double cost_at(const State *s, Py_ssize_t row, Py_ssize_t group) {
@@ -90,31 +90,55 @@ static int64_t units_at_most(const State *s, Py_ssize_t group, double value) {
 
 /* ------------------------------------------------------------------------------ phase 2 */
 
-/* The stable argsort of -margin over order[0:count] (written 0, 1, ...): larger margins first,
- * then the earlier row, as NumPy's stable sort of -margin orders them. Merged bottom up
- * (scratch: count entries) rather than by qsort, whose comparator call per comparison cost more
- * than the rest of a visit; a merge takes the right run's entry first only when its margin is
- * larger, so equal margins keep their order: the same total order, the same result. */
-static void keener_first(int64_t *order, int64_t *scratch, Py_ssize_t count, const double *margin) {
-    int64_t *from = order, *to = scratch;
-    for (Py_ssize_t width = 1; width < count; width *= 2) {
-        for (Py_ssize_t left = 0; left < count; left += 2 * width) {
-            Py_ssize_t middle = left + width < count ? left + width : count;
-            Py_ssize_t right = left + 2 * width < count ? left + 2 * width : count;
-            Py_ssize_t i = left, j = middle, k = left;
-            while (i < middle && j < right) to[k++] = margin[from[j]] > margin[from[i]] ? from[j++] : from[i++];
-            while (i < middle) to[k++] = from[i++];
-            while (j < right) to[k++] = from[j++];
+/* How many of margin[0:count] are at least value. */
+static Py_ssize_t at_least(const double *margin, Py_ssize_t count, double value) {
+    Py_ssize_t found = 0;
+    for (Py_ssize_t k = 0; k < count; k++) found += margin[k] >= value;
+    return found;
+}
+
+/* The k-th largest of values[0:count] (k from 0; no NaN), reordering values: a quickselect
+ * with a three-way partition (larger, equal, smaller), so that runs of equal margins, common
+ * with whole-number times, end a round rather than slow it. */
+static double kth_largest(double *values, Py_ssize_t count, Py_ssize_t k) {
+    Py_ssize_t low = 0, high = count;
+    for (;;) {
+        if (high - low <= 1) return values[low];
+        double a = values[low], b = values[low + (high - low) / 2], c = values[high - 1];
+        double pivot = a < b ? (b < c ? b : (a < c ? c : a)) : (a < c ? a : (b < c ? c : b)); /* the median of three */
+        Py_ssize_t larger = low, at = low, smaller = high;
+        while (at < smaller) {
+            double value = values[at];
+            if (value > pivot) {
+                values[at++] = values[larger];
+                values[larger++] = value;
+            } else if (value < pivot) {
+                values[at] = values[--smaller];
+                values[smaller] = value;
+            } else {
+                at++;
+            }
         }
-        int64_t *swapped = from;
-        from = to;
-        to = swapped;
+        if (k < larger) high = larger;
+        else if (k < smaller) return pivot;
+        else low = smaller;
     }
-    if (from != order) memcpy(order, from, sizeof(int64_t) * (size_t)count);
 }
 
 /* One visit of an over group g (transport.py, raise_prices' inner loop). Returns 0 to go on,
- * 1 when the floor is not finite (phase 2 ends there), -1 on a NaN (decline). */
+ * 1 when the floor is not finite (phase 2 ends there), -1 on a NaN (decline).
+ *
+ * NumPy sorts the group's rows by margin, keenest first (a stable sort: then row order), keeps
+ * the first m that still prefer g at the m-th cheapest unit and moves the rest. Only that
+ * split and two values of the sorted margins are read, and the moves commute, so here they are
+ * found without the sort (which was most of a plan's phases, a few hundred rows a visit): with
+ * margins in descending order M and the units ascending U, M[k] >= U[k] holds for k below some
+ * m and fails from there on (M falls, U rises), and M[k] >= U[k] exactly when at least k + 1
+ * margins are >= U[k]; so m is found by bisection over k, each step a count. The rows that
+ * stay are the m keenest: every margin above M[m-1] and, of the margins equal to it, the first
+ * in row order, as the stable sort leaves them; the keenest leaving is the largest of the rest
+ * (M[m]). The same m, prices, rows moved and destinations as NumPy's steps
+ * (tests/matching/test_matching_native_transport.py compares them on thousands of problems). */
 static int visit(State *s, Py_ssize_t g) {
     Py_ssize_t groups = s->groups, count = 0;
     for (Py_ssize_t row = 0; row < s->rows; row++)
@@ -137,30 +161,50 @@ static int visit(State *s, Py_ssize_t g) {
         if (isnan(margin)) return -1;
         s->margin[k] = margin;
         s->alternative[k] = best;
-        s->order[k] = k;
     }
-    keener_first(s->order, s->scratch, count, s->margin);
     const double *units = s->flat + s->bounds[g];
     int64_t size = size_of(s, g);
     Py_ssize_t room = size < count ? (Py_ssize_t)size : count;
-    Py_ssize_t staying = room;
-    for (Py_ssize_t k = 0; k < room; k++) {
-        if (!(s->margin[s->order[k]] >= units[k])) {
-            staying = k;
-            break;
+    Py_ssize_t low = 0, high = room; /* staying: the first k below room where M[k] < U[k], else room */
+    while (low < high) {
+        Py_ssize_t middle = low + (high - low) / 2;
+        if (at_least(s->margin, count, units[middle]) >= middle + 1) low = middle + 1;
+        else high = middle;
+    }
+    Py_ssize_t staying = low;
+    /* The threshold M[staying - 1], selected from a copy of the margins. */
+    double threshold = INFINITY;
+    Py_ssize_t equal_staying = 0;
+    if (staying > 0) {
+        memcpy(s->copy, s->margin, sizeof(double) * (size_t)count);
+        threshold = kth_largest(s->copy, count, staying - 1);
+        Py_ssize_t above = 0;
+        for (Py_ssize_t k = 0; k < count; k++) above += s->margin[k] > threshold;
+        equal_staying = staying - above;
+    }
+    double keenest_leaving = -INFINITY;
+    Py_ssize_t leaving = 0;
+    for (Py_ssize_t k = 0; k < count; k++) {
+        double margin = s->margin[k];
+        if (margin > threshold) continue;
+        if (margin == threshold && equal_staying > 0) {
+            equal_staying--;
+            continue;
         }
+        if (margin > keenest_leaving || leaving == 0) keenest_leaving = margin;
+        s->jobs[leaving] = s->jobs[k]; /* the leaving rows, in row order, with their destinations */
+        s->alternative[leaving] = s->alternative[k];
+        leaving++;
     }
     double below = staying ? units[staying - 1] : -INFINITY;
-    double keenest_leaving = staying < count ? s->margin[s->order[staying]] : -INFINITY;
     double floor_price = below >= keenest_leaving ? below : keenest_leaving;
     if (!isfinite(floor_price)) return 1;
     double raised = s->price[g] >= floor_price ? s->price[g] : floor_price;
     s->price[g] = raised;
     s->priced[g] = units_at_most(s, g, raised);
-    for (Py_ssize_t k = staying; k < count; k++) {
-        Py_ssize_t at = s->order[k];
-        int64_t destination = s->alternative[at];
-        s->assign[s->jobs[at]] = destination;
+    for (Py_ssize_t k = 0; k < leaving; k++) {
+        int64_t destination = s->alternative[k];
+        s->assign[s->jobs[k]] = destination;
         s->load[g] -= 1;
         s->load[destination] += 1;
     }
@@ -412,22 +456,21 @@ static PyObject *solve_groups(PyObject *self, PyObject *args) {
     }
     Py_ssize_t width = groups > 0 ? groups : 1, height = rows > 0 ? rows : 1;
     State s = {.rows = rows, .groups = groups, .cost = cost.buf, .flat = flat.buf, .bounds = bounds.buf, .assign = assign.buf};
-    void *blocks[8];
+    void *blocks[7];
     blocks[0] = s.price = PyMem_Malloc(sizeof(double) * (size_t)width);
     blocks[1] = s.load = PyMem_Malloc(sizeof(int64_t) * (size_t)width);
     blocks[2] = s.priced = PyMem_Malloc(sizeof(int64_t) * (size_t)width);
     blocks[3] = s.jobs = PyMem_Malloc(sizeof(int64_t) * (size_t)height);
     blocks[4] = s.margin = PyMem_Malloc(sizeof(double) * (size_t)height);
     blocks[5] = s.alternative = PyMem_Malloc(sizeof(int64_t) * (size_t)height);
-    blocks[6] = s.order = PyMem_Malloc(sizeof(int64_t) * (size_t)height);
-    blocks[7] = s.scratch = PyMem_Malloc(sizeof(int64_t) * (size_t)height);
+    blocks[6] = s.copy = PyMem_Malloc(sizeof(double) * (size_t)height);
     int status = -1;
-    if (s.price && s.load && s.priced && s.jobs && s.margin && s.alternative && s.order && s.scratch) {
+    if (s.price && s.load && s.priced && s.jobs && s.margin && s.alternative && s.copy) {
         status = rows == 0 ? DECLINED : solve(&s, (int64_t)max_augmentations);
     } else {
         PyErr_NoMemory();
     }
-    for (int i = 0; i < 8; i++) PyMem_Free(blocks[i]);
+    for (int i = 0; i < 7; i++) PyMem_Free(blocks[i]);
     PyBuffer_Release(&assign);
     PyBuffer_Release(&bounds);
     PyBuffer_Release(&flat);
@@ -684,9 +727,8 @@ static int fold(const int64_t *slot_machine, const int64_t *slot_position, Py_ss
         state.jobs = arena_take(&arena, (size_t)rows, sizeof(int64_t));
         state.margin = arena_take(&arena, (size_t)rows, sizeof(double));
         state.alternative = arena_take(&arena, (size_t)rows, sizeof(int64_t));
-        state.order = arena_take(&arena, (size_t)rows, sizeof(int64_t));
-        state.scratch = arena_take(&arena, (size_t)rows, sizeof(int64_t));
-        if (!state.price || !state.load || !state.priced || !state.jobs || !state.margin || !state.alternative || !state.order || !state.scratch)
+        state.copy = arena_take(&arena, (size_t)rows, sizeof(double));
+        if (!state.price || !state.load || !state.priced || !state.jobs || !state.margin || !state.alternative || !state.copy)
             goto out_of_memory;
         if (solve(&state, budget) != SOLVED) goto declined;
         /* _filled: a group's rows, in row order, take its cheapest units. */
