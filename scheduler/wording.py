@@ -44,6 +44,9 @@ def together_with(position: int, first: int) -> str:
 # (flow style, one line), as users add it.
 RESUME_RULE = "{action: Ignore, onPodConditions: [{type: DisruptionTarget}]}"
 DISRUPTION_TARGET = "DisruptionTarget"
+# Why a preempted pod of a Job is a failure to it, as a victim's Preempted Event and `kubectl
+# cellfit why` of a failed Job both say it.
+NOT_IGNORING_DISRUPTION = f"its spec.podFailurePolicy does not ignore {DISRUPTION_TARGET}"
 
 
 def ignores_disruption(policy: object) -> bool:

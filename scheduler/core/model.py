@@ -94,6 +94,10 @@ class JobInfo(msgspec.Struct, frozen=True, gc=False):
     # spec.parallelism and spec.completions as written (None: unset); how many pods run at once
     parallelism: int | None = None
     completions: int | None = None
+    # Whether its spec.podFailurePolicy ignores a preempted pod (DisruptionTarget), so that the
+    # Job makes a new pod instead of counting a failure: what a victim's Preempted Event tells.
+    # True where the spec is not known (a Job the simulator makes resumes).
+    ignores_disruption: bool = True
 
     @property
     def key(self) -> str:

@@ -110,14 +110,17 @@ class Node(msgspec.Struct, frozen=True, gc=False):
 
 
 class JobWidth(msgspec.Struct, frozen=True, gc=False):
-    """How many pods a Job runs at once (HiveD refuses a gang larger than that)."""
+    """How many pods a Job runs at once (HiveD refuses a gang larger than that), and its
+    podFailurePolicy (whether a pod FitGpp preempts resumes or counts as failed; its Preempted
+    Event says which)."""
 
     parallelism: int | None = None
     completions: int | None = None
+    podFailurePolicy: dict[str, Any] | None = None
 
 
 class Job(msgspec.Struct, frozen=True, gc=False):
-    """A batch/v1 Job: cellfit reads its identity, annotations and width."""
+    """A batch/v1 Job: cellfit reads its identity, annotations, width and podFailurePolicy."""
 
     metadata: ObjectMeta = ObjectMeta()
     spec: JobWidth = JobWidth()

@@ -16,7 +16,7 @@ from typing import Any, Final, Mapping, Sequence
 from scheduler.kubectl.objects import PREEMPTING, CellfitView, Condition, Event, Facts, GoneFacts, JobFacts, PodFacts, Preemption
 from scheduler.kube.times import timestamp
 from scheduler.kubectl.wording import MAX_NAMED, duration, listed, ordinal
-from scheduler.wording import DISRUPTION_TARGET, RESUME_RULE, together_with
+from scheduler.wording import NOT_IGNORING_DISRUPTION, RESUME_RULE, together_with
 
 # What cellfit's filter says, inside kube-scheduler's FailedScheduling message.
 KEPT_FOR = re.compile(r"its free resources are kept for (?P<held>[^,]+),")
@@ -184,7 +184,7 @@ def _failed_preempted(job: JobFacts, failed: Condition, answer: Answer) -> Answe
     last = job.preemptions[-1] if job.preemptions else None
     by = f" (last by {last.by})" if last is not None else ""
     summary = (f"{answer.summary}: cellfit preempted it {counted}{by}, and Kubernetes counted each preempted pod as a "
-               f"failed one against its {limit} {count}, as its spec.podFailurePolicy does not ignore {DISRUPTION_TARGET}")
+               f"failed one against its {limit} {count}, as {NOT_IGNORING_DISRUPTION}")
     fix = (f"to have it resume after a preemption instead (its next pod goes first among best-effort pods), create it "
            f"again with spec.podFailurePolicy: {{rules: [{RESUME_RULE}]}} (a Job's podFailurePolicy cannot be changed)")
     return Answer(reason="failed", summary=summary, details=(fix,) + lines + answer.details)

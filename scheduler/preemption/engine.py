@@ -97,6 +97,9 @@ class VictimChoice:
     victims: dict[str, list[str]]
     decision: PreemptionDecision | NoVictims | None
     chosen_by: str = "reclaim"
+    # Whether the victims' Jobs make new pods after the preemption (their podFailurePolicy
+    # ignores DisruptionTarget): what the victim's Event says of its resuming.
+    victim_jobs_resume: bool = True
 
     @property
     def rule(self) -> str:
@@ -123,7 +126,9 @@ class VictimChoice:
 
     def victim_message(self) -> str | None:
         """The event message for each victim (None unless :attr:`explained`)."""
-        return self.decision.victim_message() if isinstance(self.decision, PreemptionDecision) else None
+        if not isinstance(self.decision, PreemptionDecision):
+            return None
+        return self.decision.victim_message(job_resumes=self.victim_jobs_resume)
 
 
 class ExplainedPreemption(Protocol):
@@ -180,6 +185,9 @@ class FitGppEngine:
         self._leaving: dict[str, Resources] = {}  # node -> their requests, summed
         self._leaving_pods: dict[str, tuple[str, Resources, int]] = {}  # pod UID -> (node, requests, grace period)
         self._job_counts: dict[str, int] = {}  # Job UID -> preemptions
+        # Jobs whose podFailurePolicy does not ignore DisruptionTarget: a preempted pod of theirs
+        # is a failure, not a pause (JobInfo.ignores_disruption).
+        self._jobs_not_resuming: set[str] = set()
         self._pods_by_job: dict[str, set[str]] = {}
         # Jobs deleted while pods of theirs still run (the garbage collector deletes the pods
         # after the Job): preempting such a pod counts against no Job and keeps no room for it.
@@ -288,6 +296,10 @@ class FitGppEngine:
     def apply_job(self, job: JobInfo) -> None:
         if isinstance(self.inner, TracksJobs):
             self.inner.apply_job(job)  # HiveD: a gang's Job width, a deleted Job's slots
+        if job.ignores_disruption:
+            self._jobs_not_resuming.discard(job.uid)
+        else:
+            self._jobs_not_resuming.add(job.uid)
         try:
             count = preemption_count_of(job.annotations)
         except InvalidAnnotation:
@@ -303,6 +315,7 @@ class FitGppEngine:
         if isinstance(self.inner, TracksJobs):
             self.inner.delete_job(job_uid)
         self._job_counts.pop(job_uid, None)
+        self._jobs_not_resuming.discard(job_uid)
         self.holds.delete_job(job_uid)
         if job_uid in self._pods_by_job:
             self._deleted_jobs.add(job_uid)
@@ -368,7 +381,8 @@ class FitGppEngine:
         for job in dict.fromkeys(owner for owner in owners if owner is not None):
             self._count_preemption(job)
         self.holds.preempting(pod, node_name=decision.node)
-        return VictimChoice(victims={decision.node: list(decision.victim_uids)}, decision=decision)
+        resume = self._jobs_not_resuming.isdisjoint(owner for owner in owners if owner is not None)
+        return VictimChoice(victims={decision.node: list(decision.victim_uids)}, decision=decision, victim_jobs_resume=resume)
 
     def victim_jobs(self, victim_uids: Sequence[str]) -> list[tuple[JobInfo, int]]:
         """The Jobs of these victims with their preemption counts after the decision, for the

@@ -30,7 +30,7 @@ from scheduler.core.model import PodInfo
 from scheduler.core.resources import Resources
 from scheduler.preemption.model import FitGppSettings, JobClass, job_class_of
 from scheduler.preemption.table import CandidateTable
-from scheduler.wording import duration
+from scheduler.wording import NOT_IGNORING_DISRUPTION, duration
 
 Rule = Literal["fitgpp", "fallback"]
 RULE_FITGPP: Final[Rule] = "fitgpp"
@@ -145,17 +145,24 @@ class PreemptionDecision:
             for victim in self.victims
         )
 
-    def victim_message(self) -> str:
+    def victim_message(self, *, job_resumes: bool = True) -> str:
         """The event message for each victim, which its user reads in ``kubectl describe pod``
         without the right to read the preemptor's events: who, where and why, e.g. ``preempted
         by ns/pod on node X: the best-effort pod there cheapest to suspend and quickest to resume
         (FitGpp score 0.63 = size 0.50 + 4.0 x grace 0.03: its share of ...)``. The FitGpp rule takes exactly one
-        victim, so its score is this victim's; the fallback's victims share one message."""
+        victim, so its score is this victim's; the fallback's victims share one message.
+
+        ``job_resumes``: whether the victim's Job makes a new pod after the preemption (its
+        podFailurePolicy ignores DisruptionTarget); a Job without that rule counts the pod as
+        failed, so its Event says so instead of promising a resume. The score stays last, in
+        parentheses: ``kubectl cellfit why`` reads it there."""
         head = f"preempted by {self.preemptor_key} on node {self.node}"
         if self.rule == RULE_FITGPP and len(self.victims) == 1:
             (victim,) = self.victims
             score = victim.explain(grace_period_weight=self.settings.grace_period_weight)
-            return f"{head}: the best-effort pod there cheapest to suspend and quickest to resume (FitGpp {score})"
+            chosen = "cheapest to suspend and quickest to resume" if job_resumes else (
+                f"cheapest to suspend; its Job does not resume it but counts it as a failed pod, as {NOT_IGNORING_DISRUPTION}")
+            return f"{head}: the best-effort pod there {chosen} (FitGpp {score})"
         return f"{head}: no single best-effort pod there freed enough, so FitGpp took best-effort pods at random until it did"
 
 

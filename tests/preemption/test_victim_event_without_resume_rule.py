@@ -1,0 +1,66 @@
+"""A victim's Preempted Event promises a resume only where its Job resumes: a Job whose
+podFailurePolicy does not ignore DisruptionTarget counts the preempted pod as failed (with
+backoffLimit 0 the Job fails), and its Event says so instead of "quickest to resume"."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from scheduler.core.fit import ResourceFitEngine
+from scheduler.core.model import NodeInfo, OwnerRef, PodInfo
+from scheduler.core.resources import Resources
+from scheduler.kube import translate, wire
+from scheduler.kubectl.objects import PREEMPTED_WHERE
+from scheduler.preemption import FitGppSettings
+from scheduler.preemption.engine import FitGppEngine
+
+GI = 2**30
+RESUMING_POLICY: dict[str, Any] = {"rules": [{"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]}]}
+
+
+def job_from_api(*, policy: dict[str, Any] | None) -> wire.Job:
+    """The Job as the watch decodes it from the API server's JSON."""
+    spec: dict[str, Any] = {"backoffLimit": 0, "template": {"spec": {"containers": [{"name": "train"}]}}}
+    if policy is not None:
+        spec["podFailurePolicy"] = policy
+    body = {"metadata": {"uid": "job-be", "namespace": "ml", "name": "be"}, "spec": spec}
+    return msgspec.json.decode(msgspec.json.encode(body), type=wire.Job)
+
+
+def preempted_message(*, policy: dict[str, Any] | None) -> str:
+    engine = FitGppEngine(ResourceFitEngine(), settings=FitGppSettings())
+    engine.apply_node(NodeInfo(name="n1", allocatable=Resources(32000, 256 * GI, 8)))
+    engine.apply_job(translate.job_info(job_from_api(policy=policy)))
+    engine.apply_pod(PodInfo(uid="be-0", namespace="ml", name="be-0", requests=Resources(4000, 32 * GI, 8),
+                             labels={"cellfit.io/job-class": "best-effort"}, node_name="n1", phase="Running",
+                             grace_period_seconds=60, owner=OwnerRef("Job", "be", "job-be")))
+    trial = PodInfo(uid="te-1", namespace="ml", name="te-1", requests=Resources(4000, 32 * GI, 4),
+                    labels={"cellfit.io/job-class": "trial"}, owner=OwnerRef("Job", "te", "job-te"))
+    choice = engine.decide_preemption(trial, {"n1": ["be-0"]}, {})
+    assert choice.victims == {"n1": ["be-0"]}
+    message = choice.victim_message()
+    assert message is not None
+    return message
+
+
+def test_a_victim_whose_job_lacks_the_rule_is_not_told_it_resumes() -> None:
+    message = preempted_message(policy=None)
+    assert "resume (" not in message and "quickest to resume" not in message, message
+    assert message.startswith("preempted by ml/te-1 on node n1: the best-effort pod there cheapest to suspend; its Job does "
+                              "not resume it but counts it as a failed pod, as its spec.podFailurePolicy does not ignore "
+                              "DisruptionTarget (FitGpp score "), message
+    # kubectl cellfit why still reads the score from the victim's own Event.
+    found = PREEMPTED_WHERE.match(message)
+    assert found is not None and found["node"] == "n1" and (found["why"] or "").startswith("score ")
+
+
+def test_a_rule_on_exit_codes_alone_does_not_resume_it() -> None:
+    exit_codes = {"rules": [{"action": "FailJob", "onExitCodes": {"operator": "In", "values": [42]}}]}
+    assert "does not resume it" in preempted_message(policy=exit_codes)
+
+
+def test_a_victim_whose_job_ignores_disruption_is_told_it_resumes() -> None:
+    message = preempted_message(policy=RESUMING_POLICY)
+    assert ": the best-effort pod there cheapest to suspend and quickest to resume (FitGpp score " in message, message
