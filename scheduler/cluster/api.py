@@ -25,6 +25,7 @@ import signal
 import socket
 import ssl
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -1012,15 +1013,11 @@ class KubeconfigCredentials:
             raise ConfigError(f"cluster.kubeconfig: {error.file or named_as}: {error}") from None
         folder = Path(tempfile.mkdtemp(prefix="cellfit-kubeconfig-"))
         atexit.register(shutil.rmtree, folder, ignore_errors=True)
-        loaded = copy.deepcopy(merged.loadable)
-        for node in loaded.value["users"]:
-            entry = node.value
-            if isinstance(entry, dict) and isinstance(entry.get("user"), dict) and entry.get("name") == read.user:
-                entry["user"].pop("exec", None)  # run here, by the follower, not by the client's loader
         try:
             # No base path: each entry's relative paths against its own file's folder.
             k8s_config.kube_config.KubeConfigLoader(  # type: ignore[no-untyped-call]  # unannotated
-                config_dict=loaded, active_context=str(name), config_base_path=None, temp_file_path=str(folder),
+                config_dict=loadable_without_exec(merged, user=read.user), active_context=str(name), config_base_path=None,
+                temp_file_path=str(folder),
             ).load_and_set(configuration)
         except (k8s_config.ConfigException, OSError, ValueError) as error:
             raise ConfigError(f"cluster.kubeconfig: {named_as} is unusable: {error}") from None
@@ -1187,91 +1184,179 @@ class KubeconfigCredentials:
             return failure
         return None
 
-    def _plugin_status(self, read: _UserCredentials) -> dict[str, Any]:
-        """The status of the ExecCredential the user's plugin prints; raises KubeconfigFieldError."""
-        field = _exec_field(read)
+    def _plugin_status(self, read: _UserCredentials) -> ExecCredential:
+        """What the user's plugin gives; raises KubeconfigFieldError."""
         self._exec_ran_at = self._clock()
         assert read.exec_plugin is not None
-        status = _exec_credential_status(read.exec_plugin, cluster=read.cluster, base=Path(read.user_file).parent,
-                                         cluster_base=Path(read.cluster_file).parent, field=field)
-        if not isinstance(status, dict):
-            raise KubeconfigFieldError(field, "the credential plugin's status is not a mapping")
-        return status
+        return run_exec_plugin(ExecPlugin(config=read.exec_plugin, user=read.user, field=_exec_field(read),
+                                          user_folder=Path(read.user_file).parent, cluster=read.cluster,
+                                          cluster_folder=Path(read.cluster_file).parent), terminal=False)
 
-    def _install_exec(self, status: dict[str, Any], *, field: str) -> None:
-        """An ExecCredential's status: its token, or its client certificate and key."""
-        expires = status.get("expirationTimestamp")
-        try:
-            expires_at = datetime.fromisoformat(str(expires).replace("Z", "+00:00")).timestamp() if expires else None
-        except ValueError:
-            raise KubeconfigFieldError(field, f"the plugin's expirationTimestamp {expires!r} is no RFC 3339 time") from None
-        token = status.get("token")
-        pair = (f"{status['clientCertificateData']}\n{status['clientKeyData']}".encode()
-                if status.get("clientCertificateData") and status.get("clientKeyData") else None)
-        if not token and pair is None:
-            raise KubeconfigFieldError(field, "the plugin gave neither a token nor a client certificate and key")
-        if pair is not None:
-            self._write_pair(pair, field=f"{field} (clientKeyData)")
-        self._present_exec_credentials(token=str(token) if token else None, pair=pair is not None)
-        self._expires_at = expires_at
+    def _install_exec(self, credential: ExecCredential, *, field: str) -> None:
+        """Send what the plugin gave, and nothing an earlier run gave instead."""
+        read = self._read
+        present_exec_credential(self._configuration, credential, pair_file=self.pair_file, field=field,
+                                own_token=read.token is not None or read.token_file is not None,
+                                own_certificate=read.client_pair is not None)
+        self._expires_at = credential.expires_at
         log.info("credentials obtained from the kubeconfig's exec plugin",
-                 extra={"file": self._read.user_file, "field": field, "expires": expires or "never"})
-
-    def _present_exec_credentials(self, *, token: str | None, pair: bool) -> None:
-        """Send what the plugin's last run gave, and nothing an earlier run gave instead (as
-        client-go sends its last run's credentials): its token, else no token header (where the
-        kubeconfig has none of its own, nor a tokenFile); its client certificate (just written), else none (where
-        the kubeconfig embeds none). The connections' pools see the certificate file named or
-        no longer named (_ClientPoolRotation, loop_http.TlsContext) and close those made before."""
-        configuration, read = self._configuration, self._read
-        if token is not None:
-            configuration.api_key["BearerToken"] = f"Bearer {token}"
-        elif read.token is None and read.token_file is None:
-            configuration.api_key.pop("BearerToken", None)
-        if pair:
-            configuration.cert_file, configuration.key_file = str(self.pair_file), None
-        elif read.client_pair is None and configuration.cert_file == str(self.pair_file):
-            configuration.cert_file = None
+                 extra={"file": read.user_file, "field": field, "expires": credential.expires or "never"})
 
     def _write_pair(self, pair: bytes, *, field: str) -> None:
         _check_pair(pair, folder=self._folder, field=field)
         _write_private(self.pair_file, pair)
 
 
-def _exec_credential_status(plugin: dict[str, Any], *, cluster: dict[str, Any], base: Path, cluster_base: Path, field: str) -> Any:
-    """Run the kubeconfig's exec ``plugin`` (``field``) as client-go runs a non-interactive one,
-    and answer the ``status`` of the ExecCredential it prints; raises KubeconfigFieldError.
+class ExecPlugin(msgspec.Struct, frozen=True):
+    """A kubeconfig user's ``exec`` entry, with what running it as client-go does needs."""
 
-    Its input is KUBERNETES_EXEC_INFO (``spec.interactive`` false; with ``provideClusterInfo``,
-    the cluster as client-go describes it); its standard input is none (the Kubernetes client's
-    runner gave it cellfit's whenever cellfit's standard output was a terminal, whatever
-    ``interactiveMode`` said); ``interactiveMode: Always`` is refused, as client-go refuses it
-    without a terminal. It runs in a session of its own in the folder of the kubeconfig file
-    that set its user (``base``; ``cluster_base``: the cluster's, for its CA file), killed with
-    what it started after EXEC_PLUGIN_TIMEOUT_SECONDS; the end of its standard error is kept in
-    the failure's reason."""
-    api_version = plugin.get("apiVersion")
+    config: dict[str, Any]  # the entry: command, args, env, apiVersion, interactiveMode, installHint...
+    user: str  # the user's name
+    field: str  # its name in messages: users[name].user.exec
+    user_folder: Path  # the folder of the file that set the user: a command given as a relative path is in it
+    cluster: dict[str, Any]  # the context's cluster (provideClusterInfo)
+    cluster_folder: Path  # the folder of the file that set the cluster (its CA file's)
+
+
+class ExecCredential(msgspec.Struct, frozen=True):
+    """What an exec plugin gave (its ExecCredential's status)."""
+
+    token: str | None
+    pair: bytes | None  # the client certificate's PEM and its key's, one file's content
+    expires: str | None  # expirationTimestamp as written
+    expires_at: float | None
+
+
+def exec_plugin_of(merged: MergedKubeconfig, *, context: str) -> ExecPlugin | None:
+    """The exec plugin of ``context``'s user in merged kubeconfig files; None when it has none
+    (or the context names no user or cluster: the Kubernetes client's loader says what is missing)."""
+    document = merged.document
+    entry = next((item.get("context") for item in document.get("contexts") or ()
+                  if isinstance(item, dict) and item.get("name") == context), None)
+    if not isinstance(entry, dict):
+        return None
+    user_name, cluster_name = entry.get("user"), entry.get("cluster")
+    users = [item.get("user") for item in document.get("users") or () if isinstance(item, dict) and item.get("name") == user_name]
+    config = users[0].get("exec") if users and isinstance(users[0], dict) else None
+    if config is None:
+        return None
+    field = f"users[{user_name}].user.exec"
+    if not (isinstance(config, dict) and config.get("command")):
+        raise KubeconfigFieldError(field, "no command to run")
+    clusters = [item.get("cluster") for item in document.get("clusters") or ()
+                if isinstance(item, dict) and item.get("name") == cluster_name]
+    context_file = merged.origins[("contexts", context)]
+    return ExecPlugin(config=config, user=str(user_name), field=field, user_folder=merged.origins.get(("users", str(user_name)), context_file).parent,
+                      cluster=clusters[0] if clusters and isinstance(clusters[0], dict) else {},
+                      cluster_folder=merged.origins.get(("clusters", str(cluster_name)), context_file).parent)
+
+
+def loadable_without_exec(merged: MergedKubeconfig, *, user: str) -> Any:
+    """The merged files for the Kubernetes client's loader, ``user``'s exec plugin left out: run
+    by :func:`run_exec_plugin` instead (the loader's runner ran it in the cluster's file's folder,
+    handed it a terminal whenever standard output was one, and logged its failure and went on)."""
+    loadable = copy.deepcopy(merged.loadable)
+    for node in loadable.value["users"]:
+        entry = node.value
+        if isinstance(entry, dict) and isinstance(entry.get("user"), dict) and entry.get("name") == user:
+            entry["user"].pop("exec", None)
+    return loadable
+
+
+def run_exec_plugin(plugin: ExecPlugin, *, terminal: bool) -> ExecCredential:
+    """Run the kubeconfig's exec ``plugin`` as client-go runs it, and answer what it gave;
+    raises KubeconfigFieldError naming ``plugin.field``.
+
+    As client-go: a ``command`` with a path separator is resolved against the folder of the
+    kubeconfig file that set the user (clientcmd's ResolveLocalPaths), a bare name is looked up
+    on this process's PATH (not on a PATH the plugin's ``env`` sets); the plugin runs in this
+    process's working folder, with its environment and the plugin's ``env`` over it, and
+    KUBERNETES_EXEC_INFO (with ``provideClusterInfo``, the cluster as client-go describes it);
+    one not found says its ``installHint``.
+
+    ``terminal``: whether the caller may hand the plugin its terminal (``kubectl cellfit``): it
+    is interactive (given this process's standard input) as ``interactiveMode`` says and
+    standard input is a terminal, its standard error is this process's, and it is waited for
+    (a login in a browser takes what it takes). Otherwise (``cellfit serve``, a server) it is
+    never interactive (``interactiveMode: Always`` refused, as client-go refuses it without a
+    terminal), its standard input is none, the end of its standard error is kept in the
+    failure's reason, and it runs in a session of its own, killed with what it started after
+    EXEC_PLUGIN_TIMEOUT_SECONDS."""
+    config, field = plugin.config, plugin.field
+    api_version = config.get("apiVersion")
     if not isinstance(api_version, str) or not api_version:
         raise KubeconfigFieldError(f"{field}.apiVersion", "missing: client.authentication.k8s.io/v1 or v1beta1")
-    if plugin.get("interactiveMode") == "Always":
-        raise KubeconfigFieldError(f"{field}.interactiveMode", "Always: the plugin needs a terminal, and cellfit, a server, "
-                                   "runs it without one (Never or IfAvailable run it so)")
-    spec: dict[str, Any] = {"interactive": False}
-    if plugin.get("provideClusterInfo"):
-        spec["cluster"] = _exec_cluster(cluster, base=cluster_base)
+    interactive = _exec_interactive(config, field=field, terminal=terminal)
+    spec: dict[str, Any] = {"interactive": interactive}
+    if config.get("provideClusterInfo"):
+        spec["cluster"] = _exec_cluster(plugin.cluster, base=plugin.cluster_folder)
     try:
-        env = dict(os.environ) | {str(item["name"]): str(item["value"]) for item in plugin.get("env") or ()}
-        command = [str(plugin["command"]), *(str(arg) for arg in plugin.get("args") or ())]
+        env = dict(os.environ) | {str(item["name"]): str(item["value"]) for item in config.get("env") or ()}
+        arguments = [str(arg) for arg in config.get("args") or ()]
     except (KeyError, TypeError) as error:
         raise KubeconfigFieldError(field, f"env or args do not read: {error!r}") from None
     env["KUBERNETES_EXEC_INFO"] = json.dumps({"apiVersion": api_version, "kind": "ExecCredential", "spec": spec})
+    command = _exec_command(str(config["command"]), plugin=plugin)
+    answer = _exec_output([command, *arguments], env=env, field=field, terminal=terminal, interactive=interactive)
     try:
-        process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                   cwd=base, env=env, start_new_session=True)
+        document = json.loads(answer)
+    except ValueError as error:
+        raise KubeconfigFieldError(field, f"the credential plugin failed: its output is no JSON: {error}") from None
+    if not isinstance(document, dict) or "status" not in document:
+        raise KubeconfigFieldError(field, "the credential plugin failed: its output is no ExecCredential with a status")
+    if document.get("apiVersion") != api_version:
+        raise KubeconfigFieldError(field, f"the credential plugin failed: it answered apiVersion {document.get('apiVersion')!r}, "
+                                   f"not the {api_version!r} asked for")
+    return _exec_credential(document["status"], field=field)
+
+
+def _exec_interactive(config: dict[str, Any], *, field: str, terminal: bool) -> bool:
+    """Whether the plugin runs interactive, as client-go decides (an unset mode: IfAvailable,
+    v1beta1's default)."""
+    mode = config.get("interactiveMode") or "IfAvailable"
+    if mode not in ("Never", "IfAvailable", "Always"):
+        raise KubeconfigFieldError(f"{field}.interactiveMode", f"{mode!r}: not Never, IfAvailable or Always")
+    if mode == "Never":
+        return False
+    if not terminal and mode == "Always":
+        raise KubeconfigFieldError(f"{field}.interactiveMode", "Always: the plugin needs a terminal, and cellfit, a server, "
+                                   "runs it without one (Never or IfAvailable run it so)")
+    if not terminal:
+        return False
+    on_terminal = sys.stdin is not None and sys.stdin.isatty()
+    if mode == "Always" and not on_terminal:
+        raise KubeconfigFieldError(f"{field}.interactiveMode", "Always: the plugin needs a terminal, and standard input is none")
+    return on_terminal
+
+
+def _exec_command(command: str, *, plugin: ExecPlugin) -> str:
+    """The program to run: a path (a separator in it) against the user's file's folder, a name
+    on this process's PATH; one not found says the plugin's installHint."""
+    if os.sep in command:
+        return str(plugin.user_folder / command)  # an absolute one stays as it is
+    found = shutil.which(command)
+    if found is None:
+        raise _not_installed(command, plugin=plugin)
+    return found
+
+
+def _not_installed(command: str, *, plugin: ExecPlugin) -> KubeconfigFieldError:
+    hint = plugin.config.get("installHint")
+    return KubeconfigFieldError(plugin.field, f"the credential plugin failed: executable {command} not found"
+                                + (f"; {str(hint).strip()}" if hint else ""))
+
+
+def _exec_output(command: list[str], *, env: dict[str, str], field: str, terminal: bool, interactive: bool) -> bytes:
+    """What the plugin printed on its standard output (see :func:`run_exec_plugin` for how it runs)."""
+    try:
+        process = subprocess.Popen(command, stdin=None if interactive else subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                   stderr=None if terminal else subprocess.PIPE, env=env, start_new_session=not terminal)
+    except FileNotFoundError:
+        raise KubeconfigFieldError(field, f"the credential plugin failed: executable {command[0]} not found") from None
     except OSError as error:
         raise KubeconfigFieldError(field, f"the credential plugin failed: {error}") from None
     try:
-        stdout, stderr = process.communicate(timeout=EXEC_PLUGIN_TIMEOUT_SECONDS)
+        stdout, stderr = process.communicate(timeout=None if terminal else EXEC_PLUGIN_TIMEOUT_SECONDS)
     except subprocess.TimeoutExpired:
         try:
             os.killpg(process.pid, signal.SIGKILL)  # its session: what it started too
@@ -1284,18 +1369,47 @@ def _exec_credential_status(plugin: dict[str, Any], *, cluster: dict[str, Any], 
         raise KubeconfigFieldError(
             field, f"the credential plugin did not answer within {EXEC_PLUGIN_TIMEOUT_SECONDS:g}s: it was killed") from None
     if process.returncode != 0:
-        said = stderr.decode(errors="replace").strip()[-_EXEC_STDERR_KEPT:]
+        said = (stderr or b"").decode(errors="replace").strip()[-_EXEC_STDERR_KEPT:]
         raise KubeconfigFieldError(field, f"the credential plugin failed: exit status {process.returncode}" + (f": {said}" if said else ""))
+    return bytes(stdout)
+
+
+def _exec_credential(status: Any, *, field: str) -> ExecCredential:
+    """An ExecCredential's status read: a token, a client certificate and key, or both."""
+    if not isinstance(status, dict):
+        raise KubeconfigFieldError(field, "the credential plugin's status is not a mapping")
+    expires = status.get("expirationTimestamp")
     try:
-        answer = json.loads(stdout)
-    except ValueError as error:
-        raise KubeconfigFieldError(field, f"the credential plugin failed: its output is no JSON: {error}") from None
-    if not isinstance(answer, dict) or "status" not in answer:
-        raise KubeconfigFieldError(field, "the credential plugin failed: its output is no ExecCredential with a status")
-    if answer.get("apiVersion") != api_version:
-        raise KubeconfigFieldError(field, f"the credential plugin failed: it answered apiVersion {answer.get('apiVersion')!r}, "
-                                   f"not the {api_version!r} asked for")
-    return answer["status"]
+        expires_at = datetime.fromisoformat(str(expires).replace("Z", "+00:00")).timestamp() if expires else None
+    except ValueError:
+        raise KubeconfigFieldError(field, f"the plugin's expirationTimestamp {expires!r} is no RFC 3339 time") from None
+    token = status.get("token")
+    pair = (f"{status['clientCertificateData']}\n{status['clientKeyData']}".encode()
+            if status.get("clientCertificateData") and status.get("clientKeyData") else None)
+    if not token and pair is None:
+        raise KubeconfigFieldError(field, "the plugin gave neither a token nor a client certificate and key")
+    return ExecCredential(token=str(token) if token else None, pair=pair, expires=str(expires) if expires else None,
+                          expires_at=expires_at)
+
+
+def present_exec_credential(configuration: Any, credential: ExecCredential, *, pair_file: Path, field: str,
+                            own_token: bool, own_certificate: bool) -> None:
+    """Send what an exec plugin gave from now on (its client certificate and key written to
+    ``pair_file``, checked first), and nothing an earlier run gave instead, as client-go sends
+    its last run's credentials: no token header where it gave none (unless the kubeconfig has
+    its own: ``own_token``), no client certificate where it gave none (unless ``own_certificate``).
+    The connections' pools see the certificate file named, or no longer named
+    (_ClientPoolRotation, loop_http.TlsContext), and close those made before."""
+    if credential.pair is not None:
+        _check_pair(credential.pair, folder=pair_file.parent, field=f"{field} (clientKeyData)")
+        _write_private(pair_file, credential.pair)
+        configuration.cert_file, configuration.key_file = str(pair_file), None
+    elif not own_certificate and configuration.cert_file == str(pair_file):
+        configuration.cert_file = None
+    if credential.token is not None:
+        configuration.api_key["BearerToken"] = f"Bearer {credential.token}"
+    elif not own_token:
+        configuration.api_key.pop("BearerToken", None)
 
 
 def _exec_cluster(cluster: dict[str, Any], *, base: Path) -> dict[str, Any]:

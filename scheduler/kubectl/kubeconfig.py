@@ -4,11 +4,16 @@
 merges them: scheduler/cluster/api.py's merged_kubeconfig, as ``cellfit serve``'s); else
 ``~/.kube/config``; else, inside a pod, its ServiceAccount. ``--context`` picks another
 context than the current one; ``-n`` another namespace than the context's (else ``default``).
+A user's ``exec`` plugin is run as kubectl runs it (as ``cellfit serve`` runs it, with the
+terminal: scheduler/cluster/api.py's run_exec_plugin).
 """
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,7 +21,16 @@ from kubernetes import client as k8s
 from kubernetes import config as kube_config
 from kubernetes.config.config_exception import ConfigException
 
-from scheduler.cluster.api import KubeconfigFieldError, kubeconfig_files, merged_kubeconfig
+from scheduler.cluster.api import (
+    ExecPlugin,
+    KubeconfigFieldError,
+    exec_plugin_of,
+    kubeconfig_files,
+    loadable_without_exec,
+    merged_kubeconfig,
+    present_exec_credential,
+    run_exec_plugin,
+)
 from scheduler.kubectl.errors import PluginError
 
 IN_CLUSTER_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
@@ -60,11 +74,15 @@ def open_session(*, kubeconfig: str | None, context: str | None, namespace: str 
         names = ", ".join(sorted(str(c.get("name")) for c in contexts)) or "none"
         raise PluginError(f"--context {context}: no such context in {merged} (it has: {names})")
     try:
+        plugin = exec_plugin_of(kubeconfigs, context=chosen["name"])
         # No base path: each entry's relative paths against its own file's folder.
         kube_config.kube_config.KubeConfigLoader(  # type: ignore[no-untyped-call]  # kubernetes.config is unannotated
-            config_dict=kubeconfigs.loadable, active_context=chosen["name"], config_base_path=None,
+            config_dict=kubeconfigs.loadable if plugin is None else loadable_without_exec(kubeconfigs, user=plugin.user),
+            active_context=chosen["name"], config_base_path=None,
         ).load_and_set(configuration)
-    except (ConfigException, OSError, ValueError) as error:
+        if plugin is not None:
+            _run_exec_plugin(configuration, plugin)
+    except (KubeconfigFieldError, ConfigException, OSError, ValueError) as error:
         raise PluginError(f"kubeconfig {merged}: {error}") from None
     own = (chosen.get("context") or {}).get("namespace") or "default"
     return Session(
@@ -73,3 +91,14 @@ def open_session(*, kubeconfig: str | None, context: str | None, namespace: str 
         source=f"context {chosen['name']} of {merged}",
         server=configuration.host,
     )
+
+
+def _run_exec_plugin(configuration: k8s.Configuration, plugin: ExecPlugin) -> None:
+    """The user's exec plugin run as kubectl runs it (scheduler/cluster/api.py's run_exec_plugin,
+    as ``cellfit serve``'s, with the terminal: a login may prompt on it), its credentials sent;
+    raises KubeconfigFieldError."""
+    credential = run_exec_plugin(plugin, terminal=True)
+    folder = Path(tempfile.mkdtemp(prefix="kubectl-cellfit-"))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    present_exec_credential(configuration, credential, pair_file=folder / "client.pem", field=plugin.field,
+                            own_token=bool(configuration.api_key.get("BearerToken")), own_certificate=bool(configuration.cert_file))

@@ -7,7 +7,8 @@ against real servers on loopback:
 - the first file to set a cluster, user or context wins; current-context comes from the first
   file that sets it; files that do not exist are skipped;
 - relative paths (a CA file, a client certificate and key, a ``tokenFile``) are resolved
-  against the file that names them, and an exec plugin runs in its user's file's folder;
+  against the file that names them (an exec plugin's command too: tests/kubectl/
+  test_exec_plugin_as_client_go.py);
 - the credentials follower watches every merged file: a token rotated in the users' file is
   sent from the next refresh, a rewrite of it that does not load is named by that file;
 - ``--kubeconfig`` (``cluster.kubeconfig``) is one file, as kubectl's flag is: not split.
@@ -18,7 +19,6 @@ refreshes them."""
 from __future__ import annotations
 
 import logging
-import sys
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -202,23 +202,3 @@ def test_a_context_s_entry_missing_from_every_file_is_named(tmp_path: Path, monk
     with pytest.raises(ConfigError, match=r"users\[robot\]: no such entry") as raised:
         KubernetesApi.connect(ClusterSettings(mode="kubeconfig"))
     assert f"{contexts}:{users}" in str(raised.value)  # the files looked in, all of them
-
-
-def test_an_exec_plugin_runs_in_the_folder_of_the_users_file(
-    token_server: TokenServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """The plugin runs in the folder of the file that sets its user (its script named relative
-    to it here), not in the clusters' file's folder."""
-    contexts = write(tmp_path / "clusters" / "config", current="ci", clusters={"ci": {"server": token_server.url}},
-                     contexts={"ci": ("ci", "robot")})
-    users_folder = tmp_path / "users"
-    (users_folder / "bin").mkdir(parents=True)
-    (users_folder / "bin" / "token.py").write_text(
-        'import json\nprint(json.dumps({"apiVersion": "client.authentication.k8s.io/v1", "kind": "ExecCredential",'
-        ' "status": {"token": "plugin-token"}}))\n')
-    users = write(users_folder / "config", users={"robot": {"exec": {
-        "apiVersion": "client.authentication.k8s.io/v1", "command": sys.executable, "args": ["bin/token.py"],
-        "interactiveMode": "Never"}}})
-    api = connect_through(monkeypatch, contexts, users)
-    api.get_path(GET)
-    assert token_server.sent == ["Bearer plugin-token"]
