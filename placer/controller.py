@@ -209,12 +209,16 @@ class PlacerController:
         guarantees: Callable[[frozenset[str]], Guarantees] | None = None,
         job_pods: Callable[[frozenset[str]], Mapping[str, JobPods]] | None = None,
         unbound_hold_seconds: float = DEFAULT_UNBOUND_HOLD_SECONDS,
+        allocatable_by_node: Callable[[], Mapping[str, Resources]] = lambda: {},
     ) -> None:
         self._api = api
         self._jobs = jobs
         self._free_by_node = free_by_node
         # The allocatable resources of AlloX's nodes, summed: what fairness divides demands by.
         self._capacity = capacity
+        # Each of AlloX's nodes' allocatable: a pod more than any one of them holds never fits,
+        # though they may hold it together (none known: judged on the sum alone).
+        self._allocatable_by_node = allocatable_by_node
         self._settings = settings
         self._gpu_resource = gpu_resource
         self._clock = clock
@@ -386,8 +390,7 @@ class PlacerController:
             self._start(job, configurations[job.metadata.uid], choice.kind, why=f"trial Job, {choice.reason}")
             running.append(RunningJob(key=trial.key, user=trial.user, kind=choice.kind, started=now,
                                       seconds=trial.seconds, demand=trial.demand, pods=trial.pods, pool=trial.pool))
-        total = self._capacity()
-        capacity = Capacity(cpu=total.cpu_millis / 1000, gpu=max(total.gpus, 0), memory=max(total.memory_bytes, 0) / GIB)
+        capacity = _in_demand_units(self._capacity())
         started = time.perf_counter()
         decision, queue_of = self._decide(
             now=now, waiting=waiting, running=running, free_nodes=free, capacity=capacity, alpha=self._settings.alpha,
@@ -419,6 +422,7 @@ class PlacerController:
         # A Job whose VC has free guarantee but AlloX's nodes no free GPU lacks machines, not quota.
         lacking = [key for key in decision.waiting_for_pool if guaranteed.get(pools.get(key) or "", 0) > 0]
         gpus_on_a_node, room = most_gpus(free), gpu_room(free)
+        nodes = tuple(_in_demand_units(allocatable) for allocatable in self._allocatable_by_node().values())
         for key in decision.unplaceable:
             item, job = waiting_by_key[key], by_key[key]
             beyond = kinds_beyond(item, cpu_slot=decision.cpu_slot, gpus=gpus_on_a_node, room=room)
@@ -428,7 +432,7 @@ class PlacerController:
             if in_use:
                 self._tell(job, status="False", reason="WaitingForMachine", message=_in_use_message(in_use, pods=item.pods))
                 continue
-            message = _no_machine(item, job, beyond=beyond, room=room, outside=outside, capacity=capacity,
+            message = _no_machine(item, job, beyond=beyond, room=room, outside=outside, capacity=capacity, nodes=nodes,
                                   reserved_cpu_per_gpu=self._settings.reserved_cpu_per_gpu)
             if self._tell(job, status="False", reason="NoMachine", message=message):
                 self._event_once(job, "NoMachine", message)
@@ -1395,12 +1399,13 @@ def _job_demands(job: Job, configurations: str, gpu_resource: str) -> Mapping[st
 
 def _no_machine(
     item: WaitingJob, job: Job, *, beyond: frozenset[str], room: GpuRoom, outside: str | None,
-    capacity: Capacity | None = None, reserved_cpu_per_gpu: float = 0.0,
+    capacity: Capacity | None = None, nodes: Sequence[Capacity] = (), reserved_cpu_per_gpu: float = 0.0,
 ) -> str:
     """Why no node of AlloX's starts the Job: its estimate names no kind it has a configuration
     for; or each configuration no node holds, named by its field with what one pod asks, and
-    whether it never fits (more than AlloX's nodes have in all, ``capacity``) or fits no node's
-    free room now, and a GPU configuration outside every VC AlloX counts (``outside``); else that
+    whether it never fits (more than AlloX's nodes have in all, ``capacity``, or than any one of
+    them has, ``nodes``) or fits no node's free room now, and a GPU configuration outside every
+    VC AlloX counts (``outside``); else that
     no node offers a kind it has an estimate for. The message is the NoMachine Event's once-key
     and the condition is written again when it changes: no number in it moves as pods come and
     go (``capacity`` is the nodes' allocatable, not what is free)."""
@@ -1411,7 +1416,7 @@ def _no_machine(
                 f"{', '.join(configured)}: no kind has both, and AlloX chooses only a kind with an estimate, so the Job is "
                 "never started until one of them names the other's kind")
     counted = _counted(job)
-    reasons = [_asks(kind, item.demand[kind], counted=counted, room=room, capacity=capacity,
+    reasons = [_asks(kind, item.demand[kind], counted=counted, room=room, capacity=capacity, nodes=nodes,
                      reserved_cpu_per_gpu=reserved_cpu_per_gpu) for kind in sorted(beyond)]
     unmatched = set(beyond)
     if outside is not None and "gpu" in item.seconds and "gpu" not in beyond:
@@ -1475,27 +1480,31 @@ def _gpu_outside_vcs(job: Job, found: Guarantees) -> str | None:
 
 
 def _asks(
-    kind: str, demand: Demand, *, counted: str, room: GpuRoom, capacity: Capacity | None = None, reserved_cpu_per_gpu: float = 0.0
+    kind: str, demand: Demand, *, counted: str, room: GpuRoom, capacity: Capacity | None = None,
+    nodes: Sequence[Capacity] = (), reserved_cpu_per_gpu: float = 0.0,
 ) -> str:
     """Why no node holds the Job's ``kind`` configuration: the field and what one pod asks, and
-    either that it is more than AlloX's nodes have in all (``capacity``: it never fits, however
-    long it waits) or more than any has free now (it may fit once pods leave)."""
+    either that it is more than AlloX's nodes have in all (``capacity``) or than any one of them
+    has (``nodes``, each node's allocatable: a pod runs on one node), so it never fits however
+    long it waits, or more than any has free now (it may fit once pods leave)."""
     field = f"{ANNOTATION_CONFIGURATIONS}.{kind}.resources"
     if kind != "gpu":
         # Memory only when asked: "500 cores and 0 GiB a pod" read as if 0 GiB were too much too.
         cpu_asked = f"{demand.cpu:g} cores" + (f" and {demand.memory:g} GiB" if demand.memory > 0 else "")
         # A CPU slot is cut from what a node has beside the cores kept for its GPUs.
         kept = reserved_cpu_per_gpu * capacity.gpu if capacity is not None else 0.0
-        never = _beyond_capacity(demand, capacity, cores_kept=kept)
+        never = _beyond_capacity(demand, capacity, cores_kept=kept) or _beyond_each_node(
+            demand, [_beside_kept_cores(node, reserved_cpu_per_gpu=reserved_cpu_per_gpu) for node in nodes])
         return f"{field}, {cpu_asked} a pod{counted}, " + (never or "more than any of them has free now")
     short = gpu_shortfall(demand, room=room)
     gpus = f"{demand.gpu:g} GPU" + ("" if demand.gpu == 1 else "s")
-    if not short or short == ("gpu",):
-        never = _beyond_capacity(Demand(gpu=demand.gpu), capacity)
-        return f"{field}, {gpus} a pod{counted}, " + (never or "more than any of them has free now")
+    never_gpus = _beyond_capacity(Demand(gpu=demand.gpu), capacity) or _beyond_each_node(Demand(gpu=demand.gpu), nodes)
+    if not short or short == ("gpu",) or never_gpus:
+        return f"{field}, {gpus} a pod{counted}, " + (never_gpus or "more than any of them has free now")
     asked = {"cpu": f"{demand.cpu:g} cores", "memory": f"{demand.memory:g} GiB"}
-    never = _beyond_capacity(Demand(cpu=demand.cpu if "cpu" in short else 0.0, memory=demand.memory if "memory" in short else 0.0),
-                             capacity)
+    beside = Demand(cpu=demand.cpu if "cpu" in short else 0.0, memory=demand.memory if "memory" in short else 0.0)
+    never = _beyond_capacity(beside, capacity) or _beyond_each_node(
+        beside, [node for node in nodes if node.gpu >= demand.gpu], holders=f"any of them with {gpus}")
     return (" and ".join(f"{field}.{name}" for name in short) + f", {' and '.join(asked[name] for name in short)} a pod beside its "
             f"{gpus}{counted}, " + (never or f"more than any of them with {gpus} free has free now"))
 
@@ -1512,6 +1521,45 @@ def _beyond_capacity(demand: Demand, capacity: Capacity | None, *, cores_kept: f
         (demand.memory, capacity.memory, f"{round(capacity.memory, 1):g} GiB"),
     ) if asked > 0 and asked > total]
     return f"more than they have in all ({' and '.join(over)}): it never fits" if over else None
+
+
+def _beyond_each_node(demand: Demand, nodes: Sequence[Capacity], *, holders: str = "any one of them") -> str | None:
+    """"more than any one of them has (32 cores at most): it never fits" when no node of
+    ``nodes`` (each one's allocatable) holds one pod of ``demand``, naming each resource the pod
+    asks more of than the largest node has; None when one holds it, or no node is known."""
+    if not nodes or any(_holds(node, demand) for node in nodes):
+        return None
+    most = Capacity(cpu=max(node.cpu for node in nodes), gpu=max(node.gpu for node in nodes),
+                    memory=max(node.memory for node in nodes))
+    over = _largest(demand, most, beyond_only=True)
+    # Each resource is on some node, but no node has them all: the largest of each is named.
+    said = over or _largest(demand, most, beyond_only=False)
+    at_most = " and ".join(said) + " at most" + ("" if over else ", not on one node")
+    return f"more than {holders} has ({at_most}): it never fits"
+
+
+def _holds(node: Capacity, demand: Demand) -> bool:
+    return demand.cpu <= node.cpu and demand.gpu <= node.gpu and demand.memory <= node.memory
+
+
+def _largest(demand: Demand, most: Capacity, *, beyond_only: bool) -> list[str]:
+    """The amounts of ``most`` (the largest node's of each resource) of the resources one pod of
+    ``demand`` asks (``beyond_only``: asks more of), as users read them: "32 cores", "4 GPUs"."""
+    return [said for asked, has, said in (
+        (demand.gpu, most.gpu, f"{most.gpu:g} GPU" + ("" if most.gpu == 1 else "s")),
+        (demand.cpu, most.cpu, f"{round(most.cpu, 1):g} cores"),
+        (demand.memory, most.memory, f"{round(most.memory, 1):g} GiB"),
+    ) if asked > 0 and (asked > has or not beyond_only)]
+
+
+def _beside_kept_cores(node: Capacity, *, reserved_cpu_per_gpu: float) -> Capacity:
+    """The node as a CPU slot is cut from it: its cores less those kept beside its GPUs."""
+    return replace(node, cpu=node.cpu - reserved_cpu_per_gpu * node.gpu)
+
+
+def _in_demand_units(resources: Resources) -> Capacity:
+    """Allocatable resources in the units a Job's demand is in: cores, GPUs, GiB."""
+    return Capacity(cpu=resources.cpu_millis / 1000, gpu=max(resources.gpus, 0), memory=max(resources.memory_bytes, 0) / GIB)
 
 
 def _take_gpus(choice: TrialChoice, *, pods: int, run: float, graces: list[float], ends: list[float]) -> None:

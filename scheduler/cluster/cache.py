@@ -447,11 +447,14 @@ class ClusterCache:
     def capacity(self, selector: Mapping[str, str] | None = None) -> Resources:
         """The allocatable resources of every node the cache holds (carrying every label of
         ``selector``), summed."""
+        return sum(self.allocatable_by_node(selector).values(), ZERO)
+
+    def allocatable_by_node(self, selector: Mapping[str, str] | None = None) -> dict[str, Resources]:
+        """The allocatable resources of each node the cache holds (carrying every label of
+        ``selector``): AlloX tells a pod no one of them holds that it never fits."""
         with self._lock:
-            if not selector:
-                return sum(self._allocatable.values(), ZERO)
-            return sum((allocatable for name, allocatable in self._allocatable.items()
-                        if all(self._labels.get(name, {}).get(k) == v for k, v in selector.items())), ZERO)
+            return {name: allocatable for name, allocatable in self._allocatable.items()
+                    if all(self._labels.get(name, {}).get(k) == v for k, v in (selector or {}).items())}
 
     def nodes_carrying(self, selector: Mapping[str, str] | None) -> frozenset[str] | None:
         """The nodes the cache holds that carry every label of ``selector``; ``None`` for no

@@ -557,6 +557,7 @@ def _placer(
         jobs=estimator,
         free_by_node=lambda running: cache.free_by_node(settings.allox.node_selector, except_owners=running),
         capacity=lambda: cache.capacity(settings.allox.node_selector),
+        allocatable_by_node=lambda: cache.allocatable_by_node(settings.allox.node_selector),
         settings=settings.allox,
         gpu_resource=settings.policy.gpu_resource_name,
         on_decision=decided,
