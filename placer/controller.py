@@ -69,7 +69,14 @@ from placer.configuration import Configuration, Configurations, parse_configurat
 from placer.guarantee import gpus_per_pod, pool_machines
 from placer.holding import DEFAULT_UNBOUND_HOLD_SECONDS, HOLDING, Hold, JobPods, explain, hold
 from placer.patch import PodsRefused, check_pod_level_resources, containers_record
-from placer.rewrite import apply_configuration, without_configuration
+from placer.rewrite import (
+    ANNOTATION_STATED_NO_MORE,
+    apply_configuration,
+    recorded_stated_no_more,
+    stated_no_more,
+    without_configuration,
+    without_resources,
+)
 from placer.solver_wire import SolverSession, decide_encoded, exit_with_parent, queue_encoded
 from scheduler.config import AlloxSettings
 from scheduler.constants import (
@@ -896,7 +903,7 @@ class PlacerController:
     def _start(self, job: Job, configurations: Configurations, kind: str, *, why: str) -> None:
         namespace, name = job.metadata.namespace, job.metadata.name
         configuration = configurations[kind]  # type: ignore[index]
-        raw_template = _shed_previous(job, configurations, kind)
+        raw_template, stated_no_more_names = _shed_previous(job, configurations, kind)
         mechanism = self._settings.mechanism
         try:
             if mechanism in ("template", "auto"):
@@ -919,10 +926,10 @@ class PlacerController:
                     # rewritten by the webhook instead.
                     log.info("the API server refuses this rewrite of a suspended Job's pod template: the pod-create "
                              "webhook places its pods", extra={"job": f"{namespace}/{name}", "reason": str(error)[:300]})
-                    self._patch_for_webhook(job, raw_template, configuration, kind)
+                    self._patch_for_webhook(job, raw_template, configuration, kind, stated_no_more=stated_no_more_names)
                     used = "webhook"
             else:
-                self._patch_for_webhook(job, raw_template, configuration, kind)
+                self._patch_for_webhook(job, raw_template, configuration, kind, stated_no_more=stated_no_more_names)
                 used = "webhook"
         except CellfitError as error:
             log.warning("could not start a placed Job", extra={"job": f"{namespace}/{name}", "kind": kind, "reason": str(error)})
@@ -954,12 +961,15 @@ class PlacerController:
         if self._tell(job, status="False", reason="Refused", message=message):
             self._event(job, "PlacementRefused", message, warning=True)
 
-    def _patch_for_webhook(self, job: Job, shed: bytes, configuration: Configuration, kind: str) -> None:
+    def _patch_for_webhook(self, job: Job, shed: bytes, configuration: Configuration, kind: str, *,
+                           stated_no_more: frozenset[str]) -> None:
         """Only what a suspended Job's template may always change (from ``shed``, the template
         less what a configuration of another kind added: :func:`_shed_previous`); its containers
         stay as stored, as the API server refuses any change of them (the env a configuration of
         another kind set, too), and the webhook rewrites each pod's (placer/patch.py): those the
-        template names. :class:`PodsRefused` where the API server would refuse every such pod."""
+        template names, less the resource names ``stated_no_more`` (recorded on the template for
+        it: the stored containers may hold them). :class:`PodsRefused` where the API server would
+        refuse every such pod."""
         template = json.loads(shed)
         placed = json.loads(bytes(job.spec.template)) if job.spec.has_template else {}
         placed["metadata"] = template.get("metadata") or {}
@@ -968,6 +978,7 @@ class PlacerController:
         metadata["annotations"] = {
             **(metadata.get("annotations") or {}), **configuration.annotations,
             ANNOTATION_CONFIGURATIONS: job.annotations[ANNOTATION_CONFIGURATIONS], **containers_record(template),
+            **({ANNOTATION_STATED_NO_MORE: ",".join(sorted(stated_no_more))} if stated_no_more else {}),
         }
         spec = placed.setdefault("spec", {})
         rewritten = apply_configuration(template, configuration)["spec"]
@@ -1108,17 +1119,24 @@ def _refuses_job(error: KubernetesApiError) -> bool:
     return error.status == 422 or (error.status in (400, 403) and "denied" in text)
 
 
-def _shed_previous(job: Job, configurations: Configurations, kind: str) -> bytes:
+def _shed_previous(job: Job, configurations: Configurations, kind: str) -> tuple[bytes, frozenset[str]]:
     """The Job's pod template, less what the configuration it was placed in before added when
     that is not the one it is placed in now (a Job its user suspended again, or copied from a
     placed Job): the configuration as the template recorded it at that placement (its user may
-    have edited the Job's since), else as the Job has it."""
+    have edited the Job's since), else as the Job has it; and less each resource name that one,
+    or an earlier placement the webhook carried out, stated and the Job's configurations state no
+    more (:func:`~placer.rewrite.stated_no_more`), whose names come with it: the webhook
+    mechanism leaves the containers as stored, and its pods take them out."""
     raw = bytes(job.spec.template)
     previous_kind = job.annotations.get(ANNOTATION_PLACEMENT) or _labels_of(raw).get(LABEL_PLACEMENT)
     previous = _placed_with(raw, previous_kind) or (configurations[previous_kind] if previous_kind in configurations else None)  # type: ignore[index]
-    if previous is None or previous == configurations[kind]:  # type: ignore[index]
-        return raw
-    return json.dumps(without_configuration(raw, previous)).encode()
+    configuration = configurations[kind]  # type: ignore[index]
+    template = json.loads(raw)
+    names = stated_no_more(template, previous=previous, configuration=configuration)
+    if (previous is None or previous == configuration) and not names and not recorded_stated_no_more(template):
+        return raw, names
+    shed = template if previous is None or previous == configuration else without_configuration(template, previous)
+    return json.dumps(without_resources(shed, names)).encode(), names
 
 
 def _placed_with(template: bytes, kind: str | None) -> Configuration | None:

@@ -38,7 +38,7 @@ from fractions import Fraction
 from typing import AbstractSet, Any, Callable, Final, Mapping
 
 from placer.configuration import Configuration, parse_configurations_cached
-from placer.rewrite import apply_configuration
+from placer.rewrite import ANNOTATION_STATED_NO_MORE, apply_configuration, recorded_stated_no_more, without_resources
 from scheduler.constants import ANNOTATION_CONFIGURATIONS, ANNOTATION_CONFIGURED_CONTAINERS, RESOURCE_CPU, RESOURCE_MEMORY
 from scheduler.core.resources import format_bytes, format_cpu, parse_quantity
 from scheduler.errors import InvalidAnnotation, InvalidQuantity
@@ -75,8 +75,20 @@ def _placed(pod: Mapping[str, Any], configuration: Configuration) -> dict[str, A
     # No record (a Job placed before it was written): every container present now takes the
     # configuration, and the record says so, for a reinvocation after another webhook added one.
     record = containers_record(pod) if containers is None else None
-    return apply_configuration(_without_others_env(pod, configuration, containers), configuration,
-                               containers=containers, extra_annotations=record)
+    return apply_configuration(_without_others_env(_without_stated_no_more(pod, configuration, containers), configuration, containers),
+                               configuration, containers=containers, extra_annotations=record)
+
+
+def _without_stated_no_more(pod: Mapping[str, Any], configuration: Configuration,
+                            containers: AbstractSet[str] | None) -> Mapping[str, Any]:
+    """``pod`` less the resource names its re-placement recorded as stated no more
+    (:data:`~placer.rewrite.ANNOTATION_STATED_NO_MORE`) in its configured ``containers``, and
+    less that record: on the first call only, so that a reinvocation keeps such a name a later
+    webhook added (the template mechanism's pods carry neither). ``pod`` itself without one."""
+    names = recorded_stated_no_more(pod)
+    if ANNOTATION_STATED_NO_MORE not in ((pod.get("metadata") or {}).get("annotations") or {}):
+        return pod
+    return without_resources(pod, names - configuration.job_resource_names, containers=containers)
 
 
 def _operations(pod: Mapping[str, Any], placed: Mapping[str, Any]) -> list[dict[str, Any]]:

@@ -36,7 +36,7 @@ count and which keep what they came with.
 from __future__ import annotations
 
 import json
-from typing import AbstractSet, Any, Mapping
+from typing import AbstractSet, Any, Callable, Mapping
 
 from placer.configuration import BOOKED_RESOURCES, Configuration, is_extended_resource
 from scheduler.core.resources import parse_quantity
@@ -167,14 +167,7 @@ def without_configuration(template: Mapping[str, Any] | bytes, configuration: Co
     pod: dict[str, Any] = json.loads(template if isinstance(template, bytes) else json.dumps(template))
     spec = pod.get("spec") or {}
     for container in spec.get("containers") or []:
-        resources = container.get("resources")
-        if isinstance(resources, dict):
-            for side in ("requests", "limits"):
-                if isinstance(resources.get(side), dict):
-                    resources[side] = {name: amount for name, amount in resources[side].items()
-                                       if not _configured_amount(configuration, side, name, amount)}
-                    if not resources[side]:
-                        del resources[side]
+        _drop_resources(container, lambda side, name, amount: _configured_amount(configuration, side, name, amount))
         if configuration.env and container.get("env"):
             container["env"] = [entry for entry in container["env"] if entry.get("name") not in configuration.env]
     selector = spec.get("nodeSelector")
@@ -188,6 +181,61 @@ def without_configuration(template: Mapping[str, Any] | bytes, configuration: Co
     if configuration.annotations and annotations:
         metadata["annotations"] = {key: value for key, value in annotations.items() if configuration.annotations.get(key) != value}
     return pod
+
+
+# On a Job's pod template: the resource names an earlier configuration of the Job stated that
+# its configurations state no more, comma-separated, written by a placement that leaves the
+# template's containers as stored (the webhook mechanism's), which may still hold them (the
+# template's own, or an earlier template placement's). The pod-create webhook takes them out of
+# each pod's configured containers and the annotation off the pod on its first call, so a name a
+# later webhook adds before the reinvocation stays; a placement that rewrites the containers (the
+# template mechanism's) takes them out of the template and drops the annotation.
+ANNOTATION_STATED_NO_MORE = "cellfit.io/resources-stated-no-more"
+
+
+def stated_no_more(template: Mapping[str, Any], *, previous: Configuration | None, configuration: Configuration) -> frozenset[str]:
+    """The names a placement in ``configuration`` takes out of ``template``'s configured
+    containers beyond what the rewrite takes out: those ``previous`` (the configuration the
+    template was placed in before) or an earlier placement (the template's
+    :data:`ANNOTATION_STATED_NO_MORE`) stated that no configuration of the Job states now, and
+    that the rewrite would keep (cores, memory and devices it takes out itself)."""
+    earlier = recorded_stated_no_more(template) | (previous.resource_names if previous is not None else frozenset())
+    return frozenset(name for name in earlier if name not in configuration.job_resource_names
+                     and not _taken_out(name, configuration.managed_resource_names))
+
+
+def recorded_stated_no_more(template: Mapping[str, Any]) -> frozenset[str]:
+    """The names ``template`` (a pod template, or a pod) records in :data:`ANNOTATION_STATED_NO_MORE`."""
+    text = ((template.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION_STATED_NO_MORE)
+    return frozenset(name.strip() for name in text.split(",") if name.strip()) if isinstance(text, str) else frozenset()
+
+
+def without_resources(template: Mapping[str, Any], names: AbstractSet[str], *,
+                      containers: AbstractSet[str] | None = None) -> dict[str, Any]:
+    """``template`` with ``names`` taken out of its ``containers``' (None: every container's)
+    requests and limits, whatever their amounts, and without :data:`ANNOTATION_STATED_NO_MORE`,
+    which it then says nothing more of. ``template`` is not modified."""
+    pod: dict[str, Any] = json.loads(json.dumps(template))
+    for container in (pod.get("spec") or {}).get("containers") or []:
+        if containers is None or container.get("name") in containers:
+            _drop_resources(container, lambda side, name, amount: name in names)
+    annotations = (pod.get("metadata") or {}).get("annotations")
+    if isinstance(annotations, dict):
+        annotations.pop(ANNOTATION_STATED_NO_MORE, None)
+    return pod
+
+
+def _drop_resources(container: dict[str, Any], drop: Callable[[str, str, object], bool]) -> None:
+    """Each request and limit of ``container`` that ``drop`` (side, name, amount) says goes, taken
+    out in place; a side left empty goes too."""
+    resources = container.get("resources")
+    if not isinstance(resources, dict):
+        return
+    for side in ("requests", "limits"):
+        if isinstance(resources.get(side), dict):
+            resources[side] = {name: amount for name, amount in resources[side].items() if not drop(side, name, amount)}
+            if not resources[side]:
+                del resources[side]
 
 
 def _configured_amount(configuration: Configuration, side: str, name: str, amount: object) -> bool:
