@@ -271,15 +271,29 @@ static PyObject *vacancy_needs(PyObject *self, PyObject *args) {
                 double own = times[i * kind_count + kind], time = times[i * kind_count + other];
                 int usable = isfinite(own) && isfinite(time) && time > 0;
                 double limit = usable ? own + shift : 0.0, step = usable ? time : 1.0, sum = 0.0;
-                for (int64_t n = 1; n <= terms; n++) {
+                /* reach falls as n rises (each rounding is monotone), so the waits below it only
+                 * shrink: each n's search starts from the last one's answer, walking down a few
+                 * waits before it bisects, and once no wait is below reach no later term adds
+                 * anything (below[0] is 0, and a sum plus 0 is the sum). */
+                Py_ssize_t found = count;
+                for (int64_t n = 1; n <= terms && found > 0; n++) {
                     double reach = limit - step * (double)n;
                     /* How many waits are below reach: the first index at or above it. */
-                    Py_ssize_t low = 0, high = count;
-                    while (low < high) {
-                        Py_ssize_t middle = low + (high - low) / 2;
-                        if (sorted[2 * middle] < reach) low = middle + 1;
-                        else high = middle;
+                    Py_ssize_t low = found, walked = 0;
+                    while (low > 0 && walked < 8 && !(sorted[2 * (low - 1)] < reach)) {
+                        low--;
+                        walked++;
                     }
+                    if (low > 0 && !(sorted[2 * (low - 1)] < reach)) {
+                        Py_ssize_t high = low;
+                        low = 0;
+                        while (low < high) {
+                            Py_ssize_t middle = low + (high - low) / 2;
+                            if (sorted[2 * middle] < reach) low = middle + 1;
+                            else high = middle;
+                        }
+                    }
+                    found = low;
                     sum += below[low];
                 }
                 total[i] = sum;
