@@ -16,6 +16,7 @@ import atexit
 import base64
 import binascii
 import copy
+import functools
 import json
 import logging
 import os
@@ -31,6 +32,7 @@ import threading
 import time
 from datetime import datetime, timezone
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, Callable, Iterator, Literal, Mapping, cast
 from urllib.parse import quote
 
@@ -753,6 +755,37 @@ class TokenFileRefresh:
             self._seen = (stat.st_ino, stat.st_mtime_ns, stat.st_size)
 
 
+class _AuthProviderToken:
+    """The refresh hook of an ``auth-provider`` user's token (oidc's id-token, gcp's
+    access-token): the token the Kubernetes client's own hook gives (it renews an expired gcp
+    token), and over it the token the kubeconfig was last rewritten with (kubectl, or the
+    provider's login tool, writes a refreshed token back to the file), until the client's hook
+    renews its own: the newer of the two is sent. The client loaded the file once: a token
+    refreshed into it was never sent."""
+
+    def __init__(self, client_hook: Callable[[Any], None] | None, *, loaded: str | None) -> None:
+        """``loaded``: the header's value the client's loader set."""
+        self._client_hook = client_hook
+        self._client_gave = loaded  # the token the client's hook gave last
+        self._sent = loaded  # the newer of the client's and the file's
+
+    def __call__(self, configuration: Any) -> None:
+        if self._client_hook is not None:
+            # Only its token is taken: the hook sets every field it loaded (the server, the
+            # certificate files...) back on what it is given, over the follower's own files.
+            given = SimpleNamespace(api_key={})
+            self._client_hook(given)
+            if given.api_key.get("BearerToken") not in (None, self._client_gave):  # renewed: the newer
+                self._client_gave = self._sent = given.api_key["BearerToken"]
+        if self._sent is not None:
+            configuration.api_key["BearerToken"] = self._sent
+
+    def rewritten(self, configuration: Any, token: str) -> None:
+        """The kubeconfig was rewritten with ``token`` (the header's value): sent from now on."""
+        self._sent = token
+        configuration.api_key["BearerToken"] = token
+
+
 def kubeconfig_files(explicit: str | None) -> tuple[Path, ...]:
     """The kubeconfig files to read, as kubectl picks them: ``explicit`` (``--kubeconfig``,
     ``cluster.kubeconfig``) is one file, never split; else the files ``KUBECONFIG`` lists
@@ -780,7 +813,12 @@ EXEC_REFUSED_RERUN_SECONDS = 10.0
 # Taken from the kubeconfig at start only (the connections' pool is built with them): a rewrite
 # changing one is logged as needing a restart.
 _CLUSTER_FIELDS_AT_START = ("server", "insecure-skip-tls-verify", "tls-server-name", "proxy-url", "certificate-authority")
-_USER_FIELDS_AT_START = ("client-certificate", "client-key", "tokenFile", "username", "password", "auth-provider")
+_USER_FIELDS_AT_START = ("client-certificate", "client-key", "tokenFile", "username", "password")
+# An auth-provider's token, by provider name: the field of its config holding the token sent
+# (followed, as an embedded token is); and the fields its refresh rewrites (kubectl writes them
+# back to the file after each refresh: no change a restart must take).
+_AUTH_PROVIDER_TOKEN_FIELDS = {"oidc": "id-token", "gcp": "access-token"}
+_AUTH_PROVIDER_REFRESHED_FIELDS = frozenset({"id-token", "access-token", "refresh-token", "expiry"})
 
 
 class KubeconfigFieldError(Exception):
@@ -798,7 +836,8 @@ class _UserCredentials(msgspec.Struct, frozen=True):
 
     user: str  # the user's name, for the fields' names
     cluster_name: str
-    auth_provider: bool  # the user's token comes from an auth-provider (the client's own refresh)
+    auth_provider: bool  # the user's token comes from an auth-provider (renewed by the client's hook too)
+    provider_token: str | None  # the auth-provider's token in the file (oidc's id-token, gcp's access-token)
     token: str | None
     client_pair: bytes | None  # the client certificate's PEM and its key's, in one file's bytes
     ca: bytes | None  # certificate-authority-data's PEM
@@ -904,6 +943,7 @@ def _user_credentials(merged: MergedKubeconfig, *, context: str) -> _UserCredent
     at_start = {f"contexts[{context}].context.{name}": entry.get(name) for name in ("user", "cluster")}
     at_start |= {f"clusters[{cluster_name}].cluster.{name}": cluster.get(name) for name in _CLUSTER_FIELDS_AT_START}
     at_start |= {f"{prefix}.{name}": user.get(name) for name in _USER_FIELDS_AT_START}
+    at_start[f"{prefix}.auth-provider"] = _auth_provider_at_start(user.get("auth-provider"))
     at_start |= {f"{prefix}.{name} (present)": present for name, present in (
         ("token", token is not None), ("client-certificate-data", certificate is not None), ("exec", exec_plugin is not None),
     )} | {f"clusters[{cluster_name}].cluster.certificate-authority-data (present)": ca is not None}
@@ -912,12 +952,30 @@ def _user_credentials(merged: MergedKubeconfig, *, context: str) -> _UserCredent
     token_file = user.get("tokenFile")
     return _UserCredentials(
         user=str(user_name), cluster_name=str(cluster_name), auth_provider="auth-provider" in user,
+        provider_token=_auth_provider_token(user.get("auth-provider")),
         token=token.strip() if token else None,
         client_pair=certificate + b"\n" + key if certificate is not None and key is not None else None,
         ca=ca, exec_plugin=exec_plugin, cluster=cluster, at_start=at_start,
         user_file=str(user_file), cluster_file=str(merged.origins.get(("clusters", str(cluster_name)), context_file)),
         token_file=str(user_file.parent / token_file) if isinstance(token_file, str) and token_file else None,
     )
+
+
+def _auth_provider_token(provider: Any) -> str | None:
+    """The token an auth-provider entry holds (oidc's id-token, gcp's access-token); None for
+    another provider or none yet."""
+    if not isinstance(provider, dict) or not isinstance(provider.get("config"), dict):
+        return None
+    token = provider["config"].get(_AUTH_PROVIDER_TOKEN_FIELDS.get(str(provider.get("name")), ""))
+    return token.strip() if isinstance(token, str) and token.strip() else None
+
+
+def _auth_provider_at_start(provider: Any) -> Any:
+    """An auth-provider entry without what its refresh rewrites: what only a restart takes."""
+    if not isinstance(provider, dict) or not isinstance(provider.get("config"), dict):
+        return provider
+    config = {name: value for name, value in provider["config"].items() if name not in _AUTH_PROVIDER_REFRESHED_FIELDS}
+    return provider | {"config": config}
 
 
 def _named(document: dict[str, Any], section: str, name: Any, *, inner: str) -> dict[str, Any]:
@@ -965,7 +1023,13 @@ class KubeconfigCredentials:
       expire (a plugin may take a second: the requests, the event loop's among them, go on with
       the current ones meanwhile); never on the event loop (expired ones found there are
       obtained in that thread too, and a 401's refresh is run off the loop); killed after
-      EXEC_PLUGIN_TIMEOUT_SECONDS; a run that fails keeps the last ones, with a warning.
+      EXEC_PLUGIN_TIMEOUT_SECONDS; a run that fails keeps the last ones, with a warning;
+    - an ``auth-provider``'s token (oidc's ``config.id-token``, gcp's ``config.access-token``),
+      which kubectl or a login tool refreshes into the file, followed as an embedded token is,
+      beside the client's own renewal of an expired gcp token (:class:`_AuthProviderToken`);
+      a token the client's loader refreshes is written back to the file that names the user, as
+      client-go writes it back (:func:`auth_provider_persister`; a file that cannot take it is
+      warned of).
 
     ``tokenFile`` is followed by :class:`TokenFileRefresh`, files named by path by their readers.
 
@@ -992,14 +1056,14 @@ class KubeconfigCredentials:
         self.pair_file = folder / "client.pem"
         self.ca_file = folder / "ca.crt"
         self._configuration: Any = None
+        self._provider_token: _AuthProviderToken | None = None  # an auth-provider user's
         self._lock = threading.Lock()
 
     @classmethod
     def load(cls, configuration: Any, *, files: tuple[Path, ...], context: str | None) -> KubeconfigCredentials | None:
         """Load the kubeconfig's cluster and user into ``configuration`` (the Kubernetes client's
         loader; an exec plugin run here), its embedded credentials pointed at files of cellfit's
-        own; the follower of them, None for an ``auth-provider`` user (the client's own refresh
-        is kept). ``files``: one, or a ``KUBECONFIG`` list, merged. Raises ConfigError naming a
+        own; the follower of them. ``files``: one, or a ``KUBECONFIG`` list, merged. Raises ConfigError naming a
         field that does not load."""
         named_as = os.pathsep.join(map(str, files))
         stamp = file_stamps(list(map(str, files)))  # before the read: a rewrite meanwhile is read again
@@ -1013,16 +1077,17 @@ class KubeconfigCredentials:
             raise ConfigError(f"cluster.kubeconfig: {error.file or named_as}: {error}") from None
         folder = Path(tempfile.mkdtemp(prefix="cellfit-kubeconfig-"))
         atexit.register(shutil.rmtree, folder, ignore_errors=True)
+        loadable = loadable_without_exec(merged, user=read.user)
+        persist = functools.partial(_persist_or_warn, auth_provider_persister(merged, loadable, context=str(name)))
         try:
-            # No base path: each entry's relative paths against its own file's folder.
+            # No base path: each entry's relative paths against its own file's folder. An
+            # auth-provider's token the loader refreshes is written back, as client-go writes it.
             k8s_config.kube_config.KubeConfigLoader(  # type: ignore[no-untyped-call]  # unannotated
-                config_dict=loadable_without_exec(merged, user=read.user), active_context=str(name), config_base_path=None,
-                temp_file_path=str(folder),
+                config_dict=loadable, active_context=str(name), config_base_path=None, temp_file_path=str(folder),
+                config_persister=persist,
             ).load_and_set(configuration)
         except (k8s_config.ConfigException, OSError, ValueError) as error:
             raise ConfigError(f"cluster.kubeconfig: {named_as} is unusable: {error}") from None
-        if read.auth_provider:
-            return None
         follower = cls(files=files, context=str(name), read=read, folder=folder, stamp=stamp, context_is_current=not context)
         try:
             follower._adopt(configuration)
@@ -1043,7 +1108,14 @@ class KubeconfigCredentials:
             _write_private(self.ca_file, read.ca)
             configuration.ssl_ca_cert = str(self.ca_file)
         token_file = read.token_file
-        configuration.refresh_api_key_hook = TokenFileRefresh(Path(token_file)) if token_file is not None else None
+        if read.auth_provider:
+            # The client's hook renews an expired gcp token (its cmd-path, or Google's default
+            # credentials); a token the file is rewritten with is sent over it.
+            self._provider_token = _AuthProviderToken(configuration.refresh_api_key_hook,
+                                                      loaded=configuration.api_key.get("BearerToken"))
+            configuration.refresh_api_key_hook = self._provider_token
+        else:
+            configuration.refresh_api_key_hook = TokenFileRefresh(Path(token_file)) if token_file is not None else None
         if read.exec_plugin is not None:
             failure = self._run_plugin(read)
             if failure is not None:
@@ -1168,6 +1240,9 @@ class KubeconfigCredentials:
         if read.token is not None and previous.token is not None and read.token != previous.token:
             configuration.api_key["BearerToken"] = f"Bearer {read.token}"
             changed.append(f"{prefix}.token")
+        if self._provider_token is not None and read.provider_token is not None and read.provider_token != previous.provider_token:
+            self._provider_token.rewritten(configuration, f"Bearer {read.provider_token}")
+            changed.append(f"{prefix}.auth-provider.config")
         if read.client_pair is not None and previous.client_pair is not None and read.client_pair != previous.client_pair:
             _write_private(self.pair_file, read.client_pair)
             changed.append(f"{prefix}.client-certificate-data")
@@ -1261,6 +1336,62 @@ def loadable_without_exec(merged: MergedKubeconfig, *, user: str) -> Any:
         if isinstance(entry, dict) and isinstance(entry.get("user"), dict) and entry.get("name") == user:
             entry["user"].pop("exec", None)
     return loadable
+
+
+def auth_provider_persister(merged: MergedKubeconfig, loadable: Any, *, context: str) -> Callable[[], None]:
+    """The Kubernetes client loader's ``config_persister`` for ``loadable`` (``merged``'s, as
+    handed to the loader) at ``context``: an auth-provider's config the loader refreshed (gcp's
+    access-token and expiry, oidc's id-token and refresh-token) written back to the file that
+    names the user, as kubectl writes it back (a refresh-token is used once: one not written
+    back is spent, and the next run's refresh fails)."""
+    entry = next((item.get("context") for item in merged.document.get("contexts") or ()
+                  if isinstance(item, dict) and item.get("name") == context), None)
+    user = str(entry.get("user")) if isinstance(entry, dict) else ""
+    file = merged.origins.get(("users", user))
+    return functools.partial(_write_auth_provider_config, loadable, user=user, file=file)
+
+
+def _write_auth_provider_config(loadable: Any, *, user: str, file: Path | None) -> None:
+    """``user``'s auth-provider config as ``loadable`` holds it, written into ``file`` (the rest
+    of the file as it is there now); raises KubeconfigFieldError naming the field."""
+    field = f"users[{user}].user.auth-provider.config"
+    config = next((node.value["user"]["auth-provider"].get("config") for node in loadable.value["users"]
+                   if node.value.get("name") == user and isinstance(node.value.get("user"), dict)
+                   and isinstance(node.value["user"].get("auth-provider"), dict)), None)
+    if file is None or not isinstance(config, dict):
+        return
+    try:
+        document = _parsed_kubeconfig(file)
+        for item in document.get("users") or ():
+            if isinstance(item, dict) and item.get("name") == user and isinstance((item.get("user") or {}).get("auth-provider"), dict):
+                item["user"]["auth-provider"]["config"] = copy.deepcopy(config)
+        _replace_keeping_mode(file, yaml.safe_dump(document, default_flow_style=False).encode())
+    except (KubeconfigFieldError, OSError) as error:
+        reason = error.reason if isinstance(error, KubeconfigFieldError) else str(error)
+        raise KubeconfigFieldError(field, f"the refreshed token could not be written back: {reason}", file=file) from None
+
+
+def _persist_or_warn(persist: Callable[[], None]) -> None:
+    """``persist`` (:func:`auth_provider_persister`'s), a failure warned of: the refreshed token is
+    sent all the same (a kubeconfig mounted read-only from a Secret cannot take it)."""
+    try:
+        persist()
+    except KubeconfigFieldError as error:
+        log.warning("the auth-provider's refreshed token could not be written back to the kubeconfig; it is sent, but "
+                    "the file keeps the old one (and a refresh-token already spent)",
+                    extra={"file": str(error.file), "field": error.field, "reason": error.reason})
+
+
+def _replace_keeping_mode(path: Path, content: bytes) -> None:
+    """``content`` as ``path``, replaced whole (a reader sees the old file or the new one), its
+    permissions kept; a symbolic link's target replaced, the link kept (~/.kube/config linked
+    to a shared file)."""
+    target = path.resolve()
+    fresh = target.with_name(f".{target.name}.cellfit-new")
+    descriptor = os.open(fresh, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, target.stat().st_mode & 0o777)
+    with os.fdopen(descriptor, "wb") as file:
+        file.write(content)
+    os.replace(fresh, target)
 
 
 def run_exec_plugin(plugin: ExecPlugin, *, terminal: bool) -> ExecCredential:

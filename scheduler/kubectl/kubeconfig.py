@@ -24,6 +24,7 @@ from kubernetes.config.config_exception import ConfigException
 from scheduler.cluster.api import (
     ExecPlugin,
     KubeconfigFieldError,
+    auth_provider_persister,
     exec_plugin_of,
     kubeconfig_files,
     loadable_without_exec,
@@ -75,10 +76,12 @@ def open_session(*, kubeconfig: str | None, context: str | None, namespace: str 
         raise PluginError(f"--context {context}: no such context in {merged} (it has: {names})")
     try:
         plugin = exec_plugin_of(kubeconfigs, context=chosen["name"])
-        # No base path: each entry's relative paths against its own file's folder.
+        loadable = kubeconfigs.loadable if plugin is None else loadable_without_exec(kubeconfigs, user=plugin.user)
+        # No base path: each entry's relative paths against its own file's folder. An
+        # auth-provider's token the loader refreshes is written back, as kubectl writes it.
         kube_config.kube_config.KubeConfigLoader(  # type: ignore[no-untyped-call]  # kubernetes.config is unannotated
-            config_dict=kubeconfigs.loadable if plugin is None else loadable_without_exec(kubeconfigs, user=plugin.user),
-            active_context=chosen["name"], config_base_path=None,
+            config_dict=loadable, active_context=chosen["name"], config_base_path=None,
+            config_persister=auth_provider_persister(kubeconfigs, loadable, context=chosen["name"]),
         ).load_and_set(configuration)
         if plugin is not None:
             _run_exec_plugin(configuration, plugin)
