@@ -1480,7 +1480,7 @@ def _not_installed(command: str, *, plugin: ExecPlugin) -> KubeconfigFieldError:
 def _exec_output(command: list[str], *, env: dict[str, str], field: str, terminal: bool, interactive: bool) -> bytes:
     """What the plugin printed on its standard output (see :func:`run_exec_plugin` for how it runs)."""
     try:
-        process = subprocess.Popen(command, stdin=None if interactive else subprocess.DEVNULL, stdout=subprocess.PIPE,
+        process = subprocess.Popen(command, stdin=sys.stdin if interactive else subprocess.DEVNULL, stdout=subprocess.PIPE,
                                    stderr=None if terminal else subprocess.PIPE, env=env, start_new_session=not terminal)
     except FileNotFoundError:
         raise KubeconfigFieldError(field, f"the credential plugin failed: executable {command[0]} not found") from None

@@ -12,10 +12,13 @@ in a third:
 - a bare ``command`` is looked up on PATH; one not found says the plugin's ``installHint``
   (``cellfit serve`` said "No such file or directory"; the kubectl plugin said nothing and sent
   the request without credentials, the API server's 401 being all the user saw);
-- the plugin's ``env`` is added to the process's environment."""
+- the plugin's ``env`` is added to the process's environment;
+- ``kubectl cellfit`` hands the plugin its terminal as ``interactiveMode`` says (``cellfit
+  serve`` never does: tests/cluster/test_review21b_credentials.py)."""
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
@@ -130,3 +133,42 @@ def test_a_command_not_installed_says_its_install_hint(client: str, folders: Fol
     assert "users[robot].user.exec" in said and "cellfit-test-no-such-plugin not found" in said
     assert "brew install no-such-plugin" in said
     assert api_server.sent == []
+
+
+# Reports whether it was told it is interactive and what its standard input is; answers a token.
+REPORTING_PLUGIN = f'''#!{sys.executable}
+import json, os, pathlib
+info = json.loads(os.environ["KUBERNETES_EXEC_INFO"])
+pathlib.Path(os.environ["REPORT_TO"]).write_text(json.dumps({{
+    "interactive": info["spec"]["interactive"], "stdin_is_terminal": os.isatty(0),
+    "stdin": os.path.realpath("/proc/self/fd/0")}}))
+print(json.dumps({{"apiVersion": "client.authentication.k8s.io/v1", "kind": "ExecCredential", "status": {{"token": "plugin-token"}}}}))
+'''
+
+
+@pytest.mark.parametrize(("mode", "interactive"), [("Never", False), ("IfAvailable", True)])
+def test_kubectl_cellfit_hands_the_plugin_its_terminal_as_interactive_mode_says(
+    mode: str, interactive: bool, folders: Folders, api_server: TokenServer, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """kubectl runs the plugin interactive (its terminal as standard input, ``spec.interactive``
+    true) when ``interactiveMode`` allows and standard input is a terminal, as a login prompt
+    needs; ``Never`` gets none. The Kubernetes client's runner went by standard output alone and
+    handed a ``Never`` plugin the terminal all the same."""
+    plugin = folders.users_folder / "bin" / "reporting-plugin"
+    plugin.write_text(REPORTING_PLUGIN)
+    plugin.chmod(0o755)
+    leader, follower = os.openpty()  # a terminal for standard input and output, as a shell gives
+    terminal_in, terminal_out = os.fdopen(follower, "r"), os.fdopen(os.dup(follower), "w")
+    monkeypatch.setattr(sys, "stdin", terminal_in)
+    monkeypatch.setattr(sys, "stdout", terminal_out)
+    try:
+        folders.user(command="bin/reporting-plugin", interactiveMode=mode)
+        kubectl_sends(GET)
+    finally:
+        terminal_in.close()
+        terminal_out.close()
+        os.close(leader)
+    told = json.loads(folders.report.read_text())
+    assert (told["interactive"], told["stdin_is_terminal"]) == (interactive, interactive)
+    assert (told["stdin"] == "/dev/null") is not interactive
+    assert api_server.sent == ["Bearer plugin-token"]
