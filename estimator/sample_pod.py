@@ -31,7 +31,7 @@ from estimator.objects import (
 from scheduler.constants import ANNOTATION_CONFIGURATIONS, LABEL_PLACEMENT
 from estimator.planner import CreateSample
 from placer.configuration import Configuration, parse_configurations_cached
-from placer.rewrite import apply_configuration, without_configuration
+from placer.rewrite import apply_configuration, shed_placement
 from scheduler.errors import InvalidAnnotation
 
 # Labels a sampling pod never carries: those the Job controller selects its pods by (the Job
@@ -75,11 +75,11 @@ def _unplaced(template: Mapping[str, Any], configuration: Configuration) -> Mapp
     """``template`` less what the configuration its Job was placed in added (a Job placed, then
     suspended again: its template was rewritten in that configuration, which it records), unless
     that is the configuration sampled: a CPU sample is not pinned to GPU nodes by the GPU
-    configuration's node selector, nor run with its env and tolerations."""
+    configuration's node selector, nor run with its env and tolerations; nor does it ask a resource
+    an earlier configuration stated that the Job's configurations state no more, as the Job's
+    pods placed in that configuration do not (placer/rewrite.py, ``shed_placement``)."""
     placed = recorded_configuration(template, ((template.get("metadata") or {}).get("labels") or {}).get(LABEL_PLACEMENT))
-    if placed is None or placed == configuration:
-        return template
-    return without_configuration(template, placed)
+    return shed_placement(template, previous=placed, configuration=configuration)[0]
 
 
 def sample_pod_name(*, job_name: str, job_uid: str, digest: str, run: CreateSample) -> str:

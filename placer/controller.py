@@ -69,14 +69,7 @@ from placer.configuration import Configuration, Configurations, parse_configurat
 from placer.guarantee import gpus_per_pod, pool_machines
 from placer.holding import DEFAULT_UNBOUND_HOLD_SECONDS, HOLDING, Hold, JobPods, explain, hold
 from placer.patch import PodsRefused, check_pod_level_resources, containers_record
-from placer.rewrite import (
-    ANNOTATION_STATED_NO_MORE,
-    apply_configuration,
-    recorded_stated_no_more,
-    stated_no_more,
-    without_configuration,
-    without_resources,
-)
+from placer.rewrite import ANNOTATION_STATED_NO_MORE, apply_configuration, shed_placement
 from placer.solver_wire import SolverSession, decide_encoded, exit_with_parent, queue_encoded
 from scheduler.config import AlloxSettings
 from scheduler.constants import (
@@ -1130,13 +1123,9 @@ def _shed_previous(job: Job, configurations: Configurations, kind: str) -> tuple
     raw = bytes(job.spec.template)
     previous_kind = job.annotations.get(ANNOTATION_PLACEMENT) or _labels_of(raw).get(LABEL_PLACEMENT)
     previous = _placed_with(raw, previous_kind) or (configurations[previous_kind] if previous_kind in configurations else None)  # type: ignore[index]
-    configuration = configurations[kind]  # type: ignore[index]
     template = json.loads(raw)
-    names = stated_no_more(template, previous=previous, configuration=configuration)
-    if (previous is None or previous == configuration) and not names and not recorded_stated_no_more(template):
-        return raw, names
-    shed = template if previous is None or previous == configuration else without_configuration(template, previous)
-    return json.dumps(without_resources(shed, names)).encode(), names
+    shed, names = shed_placement(template, previous=previous, configuration=configurations[kind])  # type: ignore[index]
+    return (raw if shed is template else json.dumps(shed).encode()), names
 
 
 def _placed_with(template: bytes, kind: str | None) -> Configuration | None:

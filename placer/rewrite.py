@@ -204,6 +204,21 @@ def stated_no_more(template: Mapping[str, Any], *, previous: Configuration | Non
                      and not _taken_out(name, configuration.managed_resource_names))
 
 
+def shed_placement(template: Mapping[str, Any], *, previous: Configuration | None,
+                   configuration: Configuration) -> tuple[Mapping[str, Any], frozenset[str]]:
+    """``template`` (placed before in ``previous``, as it recorded) made ready for a placement, or
+    a sample, in ``configuration``: less what ``previous`` added where that is another
+    configuration (:func:`without_configuration`), and less the names :func:`stated_no_more`
+    gives, with their record; ``template`` itself where neither applies. With those names, which
+    a placement that leaves the containers as stored records for the webhook."""
+    names = stated_no_more(template, previous=previous, configuration=configuration)
+    recorded = ANNOTATION_STATED_NO_MORE in ((template.get("metadata") or {}).get("annotations") or {})
+    if (previous is None or previous == configuration) and not names and not recorded:
+        return template, names
+    shed = template if previous is None or previous == configuration else without_configuration(template, previous)
+    return without_resources(shed, names), names
+
+
 def recorded_stated_no_more(template: Mapping[str, Any]) -> frozenset[str]:
     """The names ``template`` (a pod template, or a pod) records in :data:`ANNOTATION_STATED_NO_MORE`."""
     text = ((template.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION_STATED_NO_MORE)

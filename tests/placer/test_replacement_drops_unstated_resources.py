@@ -14,6 +14,8 @@ from typing import Any
 import pytest
 
 from estimator.objects import JOB_DECODER
+from estimator.planner import CreateSample, SampleKey
+from estimator.sample_pod import build_sample_pod
 from placer.configuration import parse_configurations
 from placer.controller import PlacerController
 from placer.patch import checked_placement_patch
@@ -119,3 +121,17 @@ def test_a_configuration_stating_the_name_again_sets_it() -> None:
     body = placed(suspended_again(placed_twice("webhook", "webhook", own={}), FIRST), mechanism="webhook")
     assert ANNOTATION_STATED_NO_MORE not in body["spec"]["template"]["metadata"]["annotations"]
     assert pod_of(body)["spec"]["containers"][0]["resources"] == {"requests": {"cpu": "2", "memory": "4Gi", "ephemeral-storage": "10Gi"}}
+
+
+@pytest.mark.parametrize("first,second", [("template", "webhook"), ("webhook", "webhook")])
+def test_a_sample_of_the_edited_configuration_asks_what_its_placed_pods_ask(first: str, second: str) -> None:
+    # Placed again, then suspended again and sampled in the edited configuration: a Job runs on
+    # exactly what it was sampled on (estimator/sample_pod.py rewrites through the same shedding).
+    body = placed_twice(first, second, own={"ephemeral-storage": "5Gi"})
+    sample = build_sample_pod(
+        job_name="j", job_namespace="alice", job_uid="uid-j", template=body["spec"]["template"],
+        configuration=parse_configurations(json.dumps(EDITED))["cpu"],
+        run=CreateSample(key=SampleKey(configuration="cpu", pilot=0, length="short"), attempt=0, iterations=10),
+        indexed=False, scheduler_name="cellfit", priority_class_name=None,
+    )
+    assert sample["spec"]["containers"][0]["resources"] == WITHOUT == pod_of(body)["spec"]["containers"][0]["resources"]
