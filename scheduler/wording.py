@@ -49,6 +49,14 @@ DISRUPTION_TARGET = "DisruptionTarget"
 NOT_IGNORING_DISRUPTION = f"its spec.podFailurePolicy does not ignore {DISRUPTION_TARGET}"
 
 
+def backoff_limit(*, limit: object, per_index: object) -> tuple[str, int]:
+    """The count of failed pods a Job tolerates, named by its field: ``backoffLimitPerIndex`` where
+    set, else ``backoffLimit`` (6, the API server's default, where unset)."""
+    if isinstance(per_index, int):
+        return "backoffLimitPerIndex", per_index
+    return "backoffLimit", limit if isinstance(limit, int) else 6
+
+
 def ignores_disruption(policy: object) -> bool:
     """Whether a Job's ``spec.podFailurePolicy`` (as JSON decodes it) ignores a preempted pod: the
     first of its rules that matches the DisruptionTarget condition (status True, the default)

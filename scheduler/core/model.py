@@ -95,9 +95,11 @@ class JobInfo(msgspec.Struct, frozen=True, gc=False):
     parallelism: int | None = None
     completions: int | None = None
     # Whether its spec.podFailurePolicy ignores a preempted pod (DisruptionTarget), so that the
-    # Job makes a new pod instead of counting a failure: what a victim's Preempted Event tells.
-    # True where the spec is not known (a Job the simulator makes resumes).
+    # Job makes a new pod instead of counting a failure, and else the failed pods it tolerates,
+    # named by their field (backoffLimit, backoffLimitPerIndex): what a victim's Preempted Event
+    # tells. Ignored where the spec is not known (a Job the simulator makes resumes).
     ignores_disruption: bool = True
+    backoff_limit: tuple[str, int] = ("backoffLimit", 6)
 
     @property
     def key(self) -> str:

@@ -51,7 +51,7 @@ from scheduler.errors import InvalidAnnotation, InvalidRequest
 from scheduler.kube import translate, wire
 from scheduler.preemption import JobClass, job_class_of, preemption_count_of
 from scheduler.preemption.model import job_class_or_best_effort
-from scheduler.wording import DISRUPTION_TARGET, RESUME_RULE, ignores_disruption
+from scheduler.wording import DISRUPTION_TARGET, RESUME_RULE, backoff_limit, ignores_disruption
 
 
 def _keys(kind: str) -> frozenset[str]:
@@ -456,8 +456,7 @@ def preempted_failure_problems(spec: JobSpec, labels: Mapping[str, str], *, fitg
         by = "its cells' VC reclaims"
     else:
         return []
-    limit, count = ("backoffLimitPerIndex", spec.backoffLimitPerIndex) if spec.backoffLimitPerIndex is not None else (
-        "backoffLimit", 6 if spec.backoffLimit is None else spec.backoffLimit)
+    limit, count = backoff_limit(limit=spec.backoffLimit, per_index=spec.backoffLimitPerIndex)
     field = "spec.podFailurePolicy"
     missing = "missing" if spec.podFailurePolicy is None else f"no rule ignores {DISRUPTION_TARGET}"
     if count == 0:

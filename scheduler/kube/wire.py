@@ -117,6 +117,8 @@ class JobWidth(msgspec.Struct, frozen=True, gc=False):
     parallelism: int | None = None
     completions: int | None = None
     podFailurePolicy: dict[str, Any] | None = None
+    backoffLimit: int | None = None
+    backoffLimitPerIndex: int | None = None
 
 
 class Job(msgspec.Struct, frozen=True, gc=False):

@@ -21,7 +21,7 @@ from scheduler.constants import (
     LABEL_JOB_CLASS,
     LABEL_VIRTUAL_CLUSTER,
 )
-from scheduler.wording import ignores_disruption
+from scheduler.wording import backoff_limit, ignores_disruption
 
 # The Preempting event's message (scheduler/preemption/fitgpp.py PreemptionDecision):
 # "preempting ns/pod on node X (score 0.63 = size 0.50 + 4.0 x grace 0.03: <the terms in words>)";
@@ -268,11 +268,7 @@ def job_from(
 
 
 def _backoff_limit(spec: Mapping[str, Any]) -> tuple[str, int]:
-    per_index = spec.get("backoffLimitPerIndex")
-    if isinstance(per_index, int):
-        return "backoffLimitPerIndex", per_index
-    limit = spec.get("backoffLimit")
-    return "backoffLimit", limit if isinstance(limit, int) else 6  # the API server's default
+    return backoff_limit(limit=spec.get("backoffLimit"), per_index=spec.get("backoffLimitPerIndex"))
 
 
 def preemption_from(*, victim: str, preempted: Event, preemptor_events: tuple[Event, ...], unread: str = "") -> Preemption:

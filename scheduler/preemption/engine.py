@@ -97,9 +97,10 @@ class VictimChoice:
     victims: dict[str, list[str]]
     decision: PreemptionDecision | NoVictims | None
     chosen_by: str = "reclaim"
-    # Whether the victims' Jobs make new pods after the preemption (their podFailurePolicy
-    # ignores DisruptionTarget): what the victim's Event says of its resuming.
-    victim_jobs_resume: bool = True
+    # Where a victim's Job counts its preempted pod as failed (its podFailurePolicy does not
+    # ignore DisruptionTarget), the failed pods it tolerates, by field (backoffLimit 0: it fails);
+    # None where it resumes: what the victim's Event says of its resuming.
+    victim_job_limit: tuple[str, int] | None = None
 
     @property
     def rule(self) -> str:
@@ -128,7 +129,7 @@ class VictimChoice:
         """The event message for each victim (None unless :attr:`explained`)."""
         if not isinstance(self.decision, PreemptionDecision):
             return None
-        return self.decision.victim_message(job_resumes=self.victim_jobs_resume)
+        return self.decision.victim_message(counted_against=self.victim_job_limit)
 
 
 class ExplainedPreemption(Protocol):
@@ -186,8 +187,8 @@ class FitGppEngine:
         self._leaving_pods: dict[str, tuple[str, Resources, int]] = {}  # pod UID -> (node, requests, grace period)
         self._job_counts: dict[str, int] = {}  # Job UID -> preemptions
         # Jobs whose podFailurePolicy does not ignore DisruptionTarget: a preempted pod of theirs
-        # is a failure, not a pause (JobInfo.ignores_disruption).
-        self._jobs_not_resuming: set[str] = set()
+        # is a failure, not a pause (JobInfo.ignores_disruption) -> the failed pods they tolerate.
+        self._jobs_not_resuming: dict[str, tuple[str, int]] = {}
         self._pods_by_job: dict[str, set[str]] = {}
         # Jobs deleted while pods of theirs still run (the garbage collector deletes the pods
         # after the Job): preempting such a pod counts against no Job and keeps no room for it.
@@ -297,9 +298,9 @@ class FitGppEngine:
         if isinstance(self.inner, TracksJobs):
             self.inner.apply_job(job)  # HiveD: a gang's Job width, a deleted Job's slots
         if job.ignores_disruption:
-            self._jobs_not_resuming.discard(job.uid)
+            self._jobs_not_resuming.pop(job.uid, None)
         else:
-            self._jobs_not_resuming.add(job.uid)
+            self._jobs_not_resuming[job.uid] = job.backoff_limit
         try:
             count = preemption_count_of(job.annotations)
         except InvalidAnnotation:
@@ -315,7 +316,7 @@ class FitGppEngine:
         if isinstance(self.inner, TracksJobs):
             self.inner.delete_job(job_uid)
         self._job_counts.pop(job_uid, None)
-        self._jobs_not_resuming.discard(job_uid)
+        self._jobs_not_resuming.pop(job_uid, None)
         self.holds.delete_job(job_uid)
         if job_uid in self._pods_by_job:
             self._deleted_jobs.add(job_uid)
@@ -381,8 +382,8 @@ class FitGppEngine:
         for job in dict.fromkeys(owner for owner in owners if owner is not None):
             self._count_preemption(job)
         self.holds.preempting(pod, node_name=decision.node)
-        resume = self._jobs_not_resuming.isdisjoint(owner for owner in owners if owner is not None)
-        return VictimChoice(victims={decision.node: list(decision.victim_uids)}, decision=decision, victim_jobs_resume=resume)
+        limit = next((self._jobs_not_resuming[owner] for owner in owners if owner in self._jobs_not_resuming), None)
+        return VictimChoice(victims={decision.node: list(decision.victim_uids)}, decision=decision, victim_job_limit=limit)
 
     def victim_jobs(self, victim_uids: Sequence[str]) -> list[tuple[JobInfo, int]]:
         """The Jobs of these victims with their preemption counts after the decision, for the

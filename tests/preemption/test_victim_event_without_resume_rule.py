@@ -20,19 +20,19 @@ GI = 2**30
 RESUMING_POLICY: dict[str, Any] = {"rules": [{"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]}]}
 
 
-def job_from_api(*, policy: dict[str, Any] | None) -> wire.Job:
+def job_from_api(*, policy: dict[str, Any] | None, limits: dict[str, int]) -> wire.Job:
     """The Job as the watch decodes it from the API server's JSON."""
-    spec: dict[str, Any] = {"backoffLimit": 0, "template": {"spec": {"containers": [{"name": "train"}]}}}
+    spec: dict[str, Any] = {**limits, "template": {"spec": {"containers": [{"name": "train"}]}}}
     if policy is not None:
         spec["podFailurePolicy"] = policy
     body = {"metadata": {"uid": "job-be", "namespace": "ml", "name": "be"}, "spec": spec}
     return msgspec.json.decode(msgspec.json.encode(body), type=wire.Job)
 
 
-def preempted_message(*, policy: dict[str, Any] | None) -> str:
+def preempted_message(*, policy: dict[str, Any] | None, limits: dict[str, int] | None = None) -> str:
     engine = FitGppEngine(ResourceFitEngine(), settings=FitGppSettings())
     engine.apply_node(NodeInfo(name="n1", allocatable=Resources(32000, 256 * GI, 8)))
-    engine.apply_job(translate.job_info(job_from_api(policy=policy)))
+    engine.apply_job(translate.job_info(job_from_api(policy=policy, limits={"backoffLimit": 0} if limits is None else limits)))
     engine.apply_pod(PodInfo(uid="be-0", namespace="ml", name="be-0", requests=Resources(4000, 32 * GI, 8),
                              labels={"cellfit.io/job-class": "best-effort"}, node_name="n1", phase="Running",
                              grace_period_seconds=60, owner=OwnerRef("Job", "be", "job-be")))
@@ -48,9 +48,9 @@ def preempted_message(*, policy: dict[str, Any] | None) -> str:
 def test_a_victim_whose_job_lacks_the_rule_is_not_told_it_resumes() -> None:
     message = preempted_message(policy=None)
     assert "resume (" not in message and "quickest to resume" not in message, message
-    assert message.startswith("preempted by ml/te-1 on node n1: the best-effort pod there cheapest to suspend; its Job does "
-                              "not resume it but counts it as a failed pod, as its spec.podFailurePolicy does not ignore "
-                              "DisruptionTarget (FitGpp score "), message
+    assert message.startswith("preempted by ml/te-1 on node n1: the best-effort pod there cheapest to suspend; its Job fails "
+                              "instead of resuming, as its spec.podFailurePolicy does not ignore DisruptionTarget and its "
+                              "backoffLimit is 0 (FitGpp score "), message
     # kubectl cellfit why still reads the score from the victim's own Event.
     found = PREEMPTED_WHERE.match(message)
     assert found is not None and found["node"] == "n1" and (found["why"] or "").startswith("score ")
@@ -58,7 +58,15 @@ def test_a_victim_whose_job_lacks_the_rule_is_not_told_it_resumes() -> None:
 
 def test_a_rule_on_exit_codes_alone_does_not_resume_it() -> None:
     exit_codes = {"rules": [{"action": "FailJob", "onExitCodes": {"operator": "In", "values": [42]}}]}
-    assert "does not resume it" in preempted_message(policy=exit_codes)
+    assert "its Job fails instead of resuming" in preempted_message(policy=exit_codes)
+
+
+def test_a_job_that_tolerates_failures_is_told_the_preemption_counts_against_them() -> None:
+    said = ": the best-effort pod there cheapest to suspend; its Job counts it as a failed pod against its {}, as its "
+    assert (said.format("backoffLimit 3") + "spec.podFailurePolicy does not ignore DisruptionTarget (FitGpp score "
+            in preempted_message(policy=None, limits={"backoffLimit": 3}))
+    assert said.format("backoffLimit 6") in preempted_message(policy=None, limits={})  # the API server's default
+    assert said.format("backoffLimitPerIndex 2") in preempted_message(policy=None, limits={"backoffLimit": 0, "backoffLimitPerIndex": 2})
 
 
 def test_a_victim_whose_job_ignores_disruption_is_told_it_resumes() -> None:
