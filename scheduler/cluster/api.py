@@ -936,7 +936,7 @@ def _user_credentials(merged: MergedKubeconfig, *, context: str) -> _UserCredent
     token = user.get("token")
     if token is not None and (not isinstance(token, str) or not token.strip()):
         raise KubeconfigFieldError(f"{prefix}.token", "not a token: empty or not a string")
-    exec_plugin = user.get("exec")
+    exec_plugin = None if _static_credentials(user) else user.get("exec")
     if exec_plugin is not None and not (isinstance(exec_plugin, dict) and exec_plugin.get("command")):
         raise KubeconfigFieldError(f"{prefix}.exec", "no command to run")
     ca = _base64_field(cluster, "certificate-authority-data", prefix=f"clusters[{cluster_name}].cluster")
@@ -959,6 +959,14 @@ def _user_credentials(merged: MergedKubeconfig, *, context: str) -> _UserCredent
         user_file=str(user_file), cluster_file=str(merged.origins.get(("clusters", str(cluster_name)), context_file)),
         token_file=str(user_file.parent / token_file) if isinstance(token_file, str) and token_file else None,
     )
+
+
+def _static_credentials(user: dict[str, Any]) -> bool:
+    """Whether a kubeconfig user has credentials of its own beside any exec plugin (a token or
+    token file, a client certificate, a username): client-go then never runs the plugin
+    (exec.Authenticator.UpdateTransportConfig), and neither does cellfit."""
+    return any(user.get(name) for name in (
+        "token", "tokenFile", "client-certificate", "client-certificate-data", "username"))
 
 
 def _auth_provider_token(provider: Any) -> str | None:
@@ -1077,7 +1085,7 @@ class KubeconfigCredentials:
             raise ConfigError(f"cluster.kubeconfig: {error.file or named_as}: {error}") from None
         folder = Path(tempfile.mkdtemp(prefix="cellfit-kubeconfig-"))
         atexit.register(shutil.rmtree, folder, ignore_errors=True)
-        loadable = loadable_without_exec(merged, user=read.user)
+        loadable = loadable_without_exec(merged, context=str(name))
         persist = functools.partial(_persist_or_warn, auth_provider_persister(merged, loadable, context=str(name)))
         try:
             # No base path: each entry's relative paths against its own file's folder. An
@@ -1263,7 +1271,7 @@ class KubeconfigCredentials:
         """What the user's plugin gives; raises KubeconfigFieldError."""
         self._exec_ran_at = self._clock()
         assert read.exec_plugin is not None
-        return run_exec_plugin(ExecPlugin(config=read.exec_plugin, user=read.user, field=_exec_field(read),
+        return run_exec_plugin(ExecPlugin(config=read.exec_plugin, field=_exec_field(read),
                                           user_folder=Path(read.user_file).parent, cluster=read.cluster,
                                           cluster_folder=Path(read.cluster_file).parent), terminal=False)
 
@@ -1286,7 +1294,6 @@ class ExecPlugin(msgspec.Struct, frozen=True):
     """A kubeconfig user's ``exec`` entry, with what running it as client-go does needs."""
 
     config: dict[str, Any]  # the entry: command, args, env, apiVersion, interactiveMode, installHint...
-    user: str  # the user's name
     field: str  # its name in messages: users[name].user.exec
     user_folder: Path  # the folder of the file that set the user: a command given as a relative path is in it
     cluster: dict[str, Any]  # the context's cluster (provideClusterInfo)
@@ -1306,13 +1313,12 @@ def exec_plugin_of(merged: MergedKubeconfig, *, context: str) -> ExecPlugin | No
     """The exec plugin of ``context``'s user in merged kubeconfig files; None when it has none
     (or the context names no user or cluster: the Kubernetes client's loader says what is missing)."""
     document = merged.document
-    entry = next((item.get("context") for item in document.get("contexts") or ()
-                  if isinstance(item, dict) and item.get("name") == context), None)
-    if not isinstance(entry, dict):
+    entry = _context_entry(merged, context=context)
+    if entry is None:
         return None
     user_name, cluster_name = entry.get("user"), entry.get("cluster")
     users = [item.get("user") for item in document.get("users") or () if isinstance(item, dict) and item.get("name") == user_name]
-    config = users[0].get("exec") if users and isinstance(users[0], dict) else None
+    config = users[0].get("exec") if users and isinstance(users[0], dict) and not _static_credentials(users[0]) else None
     if config is None:
         return None
     field = f"users[{user_name}].user.exec"
@@ -1321,15 +1327,30 @@ def exec_plugin_of(merged: MergedKubeconfig, *, context: str) -> ExecPlugin | No
     clusters = [item.get("cluster") for item in document.get("clusters") or ()
                 if isinstance(item, dict) and item.get("name") == cluster_name]
     context_file = merged.origins[("contexts", context)]
-    return ExecPlugin(config=config, user=str(user_name), field=field, user_folder=merged.origins.get(("users", str(user_name)), context_file).parent,
+    return ExecPlugin(config=config, field=field, user_folder=merged.origins.get(("users", str(user_name)), context_file).parent,
                       cluster=clusters[0] if clusters and isinstance(clusters[0], dict) else {},
                       cluster_folder=merged.origins.get(("clusters", str(cluster_name)), context_file).parent)
 
 
-def loadable_without_exec(merged: MergedKubeconfig, *, user: str) -> Any:
-    """The merged files for the Kubernetes client's loader, ``user``'s exec plugin left out: run
-    by :func:`run_exec_plugin` instead (the loader's runner ran it in the cluster's file's folder,
-    handed it a terminal whenever standard output was one, and logged its failure and went on)."""
+def _context_entry(merged: MergedKubeconfig, *, context: str) -> dict[str, Any] | None:
+    """The ``context`` mapping of the context called ``context``; None when there is none."""
+    entry = next((item.get("context") for item in merged.document.get("contexts") or ()
+                  if isinstance(item, dict) and item.get("name") == context), None)
+    return entry if isinstance(entry, dict) else None
+
+
+def _context_user(merged: MergedKubeconfig, *, context: str) -> str:
+    entry = _context_entry(merged, context=context)
+    return str(entry.get("user")) if entry is not None else ""
+
+
+def loadable_without_exec(merged: MergedKubeconfig, *, context: str) -> Any:
+    """The merged files for the Kubernetes client's loader, the exec plugin of ``context``'s user
+    left out: run by :func:`run_exec_plugin` instead, or not at all beside credentials of the
+    user's own (the loader's runner ran it in the cluster's file's folder, handed it a terminal
+    whenever standard output was one, logged its failure and went on, and ran it beside a client
+    certificate)."""
+    user = _context_user(merged, context=context)
     loadable = copy.deepcopy(merged.loadable)
     for node in loadable.value["users"]:
         entry = node.value
@@ -1344,9 +1365,7 @@ def auth_provider_persister(merged: MergedKubeconfig, loadable: Any, *, context:
     access-token and expiry, oidc's id-token and refresh-token) written back to the file that
     names the user, as kubectl writes it back (a refresh-token is used once: one not written
     back is spent, and the next run's refresh fails)."""
-    entry = next((item.get("context") for item in merged.document.get("contexts") or ()
-                  if isinstance(item, dict) and item.get("name") == context), None)
-    user = str(entry.get("user")) if isinstance(entry, dict) else ""
+    user = _context_user(merged, context=context)
     file = merged.origins.get(("users", user))
     return functools.partial(_write_auth_provider_config, loadable, user=user, file=file)
 

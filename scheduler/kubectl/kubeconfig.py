@@ -76,7 +76,7 @@ def open_session(*, kubeconfig: str | None, context: str | None, namespace: str 
         raise PluginError(f"--context {context}: no such context in {merged} (it has: {names})")
     try:
         plugin = exec_plugin_of(kubeconfigs, context=chosen["name"])
-        loadable = kubeconfigs.loadable if plugin is None else loadable_without_exec(kubeconfigs, user=plugin.user)
+        loadable = loadable_without_exec(kubeconfigs, context=chosen["name"])
         # No base path: each entry's relative paths against its own file's folder. An
         # auth-provider's token the loader refreshes is written back, as kubectl writes it.
         kube_config.kube_config.KubeConfigLoader(  # type: ignore[no-untyped-call]  # kubernetes.config is unannotated

@@ -172,3 +172,17 @@ def test_kubectl_cellfit_hands_the_plugin_its_terminal_as_interactive_mode_says(
     assert (told["interactive"], told["stdin_is_terminal"]) == (interactive, interactive)
     assert (told["stdin"] == "/dev/null") is not interactive
     assert api_server.sent == ["Bearer plugin-token"]
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_a_plugin_beside_a_token_of_the_user_s_own_is_not_run(client: str, folders: Folders, api_server: TokenServer) -> None:
+    """client-go never runs the plugin of a user with credentials of its own (a token here, a
+    client certificate, a username): kubectl and kube-scheduler send the token. ``cellfit
+    serve`` ran the plugin and sent its token instead: another identity than theirs."""
+    users = write(folders.users_folder / "config", users={"robot": {"token": "the-users-own", "exec": {
+        "apiVersion": "client.authentication.k8s.io/v1", "interactiveMode": "Never", "command": "bin/token-plugin",
+        "env": [{"name": "REPORT_TO", "value": str(folders.report)}]}}})
+    folders.monkeypatch.setenv("KUBECONFIG", os.pathsep.join([str(folders.contexts), str(users)]))
+    CLIENTS[client](GET)
+    assert api_server.sent == ["Bearer the-users-own"]
+    assert not folders.report.exists()
