@@ -1122,15 +1122,11 @@ def _shed_previous(job: Job, configurations: Configurations, kind: str) -> tuple
     mechanism leaves the containers as stored, and its pods take them out."""
     raw = bytes(job.spec.template)
     previous_kind = job.annotations.get(ANNOTATION_PLACEMENT) or _labels_of(raw).get(LABEL_PLACEMENT)
-    previous = _placed_with(raw, previous_kind) or (configurations[previous_kind] if previous_kind in configurations else None)  # type: ignore[index]
     template = json.loads(raw)
+    recorded = recorded_configuration(template, previous_kind)
+    previous = recorded or (configurations[previous_kind] if previous_kind in configurations else None)  # type: ignore[index]
     shed, names = shed_placement(template, previous=previous, configuration=configurations[kind])  # type: ignore[index]
     return (raw if shed is template else json.dumps(shed).encode()), names
-
-
-def _placed_with(template: bytes, kind: str | None) -> Configuration | None:
-    """The ``kind`` configuration a placement recorded on the pod template."""
-    return recorded_configuration(json.loads(template), kind)
 
 
 # A queued Job's condition: its place, whom it starts together with (none: after every Job
