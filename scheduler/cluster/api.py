@@ -1483,7 +1483,10 @@ def _exec_command(command: str, *, plugin: ExecPlugin) -> str:
     """The program to run: a path (a separator in it) against the user's file's folder, a name
     on this process's PATH; one not found says the plugin's installHint."""
     if os.sep in command:
-        return str(plugin.user_folder / command)  # an absolute one stays as it is
+        path = plugin.user_folder / command  # an absolute one stays as it is
+        if not path.exists():
+            raise _not_installed(str(path), plugin=plugin)
+        return str(path)
     found = shutil.which(command)
     if found is None:
         raise _not_installed(command, plugin=plugin)

@@ -124,9 +124,10 @@ def test_a_bare_command_is_looked_up_on_path(
     assert api_server.sent == ["Bearer plugin-token"]
 
 
+@pytest.mark.parametrize("command", ["cellfit-test-no-such-plugin", "bin/cellfit-test-no-such-plugin"])
 @pytest.mark.parametrize("client", CLIENTS)
-def test_a_command_not_installed_says_its_install_hint(client: str, folders: Folders, api_server: TokenServer) -> None:
-    folders.user(command="cellfit-test-no-such-plugin", installHint="Install it with: brew install no-such-plugin")
+def test_a_command_not_installed_says_its_install_hint(client: str, command: str, folders: Folders, api_server: TokenServer) -> None:
+    folders.user(command=command, installHint="Install it with: brew install no-such-plugin")
     with pytest.raises(RuntimeError) as raised:
         CLIENTS[client](GET)
     said = str(raised.value)
