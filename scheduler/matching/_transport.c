@@ -34,6 +34,14 @@
  *   columns (int64, a row each) as match returns them; members and omega are the kind orders
  *   laid end to end (positions.KindOrder). False where NumPy's way would leave this path (see
  *   fold below): the caller then runs it.
+ *
+ * fold_certified(slot_machine, ..., columns, certain) -> bool
+ *   fold_match, and where it writes the rows and slots, certain[0] (int64, one): 1 when the
+ *   matching is certainly the only optimum over the groups, 0 when not (solve._only_optimum's
+ *   answer: transport.only_optimum on the folded matrix's units and each row's group, the
+ *   certificate's steps below on the same buffers), -1 when not worked out (NumPy's then).
+ *   Algorithm 2's plans ask it for the ~100 plans a pass solves: a few microseconds in the
+ *   call, where the folded matrix built again in NumPy for the certificate cost ~0.3 ms.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -603,9 +611,12 @@ static void counting_sort(const int64_t *from, int64_t *to, Py_ssize_t count, co
  * machines, read off the kind orders). Every other step is the same integers, and the same
  * floating-point operations in the same order (a time times a position; a cost plus an offset),
  * as NumPy's. */
+static int certain_of(Py_ssize_t rows, Py_ssize_t all, Py_ssize_t count, Py_ssize_t units, const double *group_cost, const int64_t *group_ids,
+                      const int64_t *local, const double *flat, const int64_t *bounds);
+
 static int fold(const int64_t *slot_machine, const int64_t *slot_position, Py_ssize_t slots, const int64_t *machine_kind,
                 const double *delay, Py_ssize_t machines, const double *times, Py_ssize_t rows, Py_ssize_t kinds,
-                const int64_t *members, const double *omega, int64_t *rows_out, int64_t *columns_out) {
+                const int64_t *members, const double *omega, int64_t *rows_out, int64_t *columns_out, int64_t *certain_out) {
     Arena arena = {.count = 0};
     int result = 0;
     if (slots == 0 || rows == 0) return 0;
@@ -695,22 +706,28 @@ static int fold(const int64_t *slot_machine, const int64_t *slot_position, Py_ss
     for (Py_ssize_t r = 0; r < rows; r++) load[chosen[r]]++;
     int over = 0;
     for (Py_ssize_t c = 0; c < classes; c++) over |= load[c] > class_start[c + 1] - class_start[c];
-    if (over) {
+    double *flat = NULL;
+    int64_t *bounds = NULL, *unit_class = NULL;
+    int units_kept = 0; /* the units as _units lays them out (the certificate reads them) */
+    if (over || certain_out != NULL) {
         /* _units: each group's classes by offset (class order: by wait within a kind and
-         * position), a unit per slot. */
+         * position), a unit per slot (every class has a slot, every group a class: _units
+         * keeps them all, its group ids are 0 .. groups - 1). */
         int64_t *by_group = arena_take(&arena, (size_t)classes, sizeof(int64_t));
         int64_t *class_index = arena_take(&arena, (size_t)classes, sizeof(int64_t));
-        int64_t *unit_class = arena_take(&arena, (size_t)slots, sizeof(int64_t));
-        double *flat = arena_take(&arena, (size_t)slots, sizeof(double));
-        int64_t *bounds = arena_take(&arena, (size_t)groups + 1, sizeof(int64_t));
-        int64_t *grouped = arena_take(&arena, (size_t)rows, sizeof(int64_t));
-        if (!by_group || !class_index || !unit_class || !flat || !bounds || !grouped) goto out_of_memory;
+        unit_class = arena_take(&arena, (size_t)slots, sizeof(int64_t));
+        flat = arena_take(&arena, (size_t)slots, sizeof(double));
+        bounds = arena_take(&arena, (size_t)groups + 1, sizeof(int64_t));
+        if (!by_group || !class_index || !unit_class || !flat || !bounds) goto out_of_memory;
         for (Py_ssize_t c = 0; c < classes; c++) class_index[c] = c;
         counting_sort(class_index, by_group, classes, group, groups, counts);
         Py_ssize_t unit = 0;
         for (Py_ssize_t k = 0; k < classes; k++) {
             int64_t c = by_group[k];
-            if (k > 0 && group[by_group[k - 1]] == group[c] && !(offset[by_group[k - 1]] < offset[c])) goto declined;
+            if (k > 0 && group[by_group[k - 1]] == group[c] && !(offset[by_group[k - 1]] < offset[c])) {
+                if (over) goto declined;
+                break; /* (not met: a group's classes differ in wait) no certificate, NumPy's then */
+            }
             if (k == 0 || group[by_group[k - 1]] != group[c]) bounds[group[c]] = unit;
             for (int64_t u = class_start[c]; u < class_start[c + 1]; u++) {
                 unit_class[unit] = c;
@@ -718,6 +735,11 @@ static int fold(const int64_t *slot_machine, const int64_t *slot_position, Py_ss
             }
         }
         bounds[groups] = unit;
+        units_kept = 1;
+    }
+    if (over) {
+        int64_t *grouped = arena_take(&arena, (size_t)rows, sizeof(int64_t));
+        if (!grouped) goto out_of_memory;
         /* match's budget for phase 3, then phases 2 and 3 as solve_groups runs them. */
         int64_t budget = 50 * (int64_t)rows * (int64_t)slots / (20000 + (int64_t)rows * groups + (int64_t)groups * groups);
         State state = {.rows = rows, .groups = groups, .cost = cost, .flat = flat, .bounds = bounds, .assign = grouped};
@@ -748,6 +770,20 @@ static int fold(const int64_t *slot_machine, const int64_t *slot_position, Py_ss
         if (load[c] >= class_start[c + 1]) goto declined;
         columns_out[i] = order[load[c]++];
     }
+    if (certain_out != NULL) {
+        /* transport.only_optimum of each row's group (solve._only_optimum), the same buffers. */
+        certain_out[0] = -1;
+        if (units_kept) {
+            int64_t *ids = arena_take(&arena, (size_t)groups, sizeof(int64_t));
+            int64_t *local = arena_take(&arena, (size_t)rows, sizeof(int64_t));
+            if (!ids || !local) goto out_of_memory;
+            for (Py_ssize_t g = 0; g < groups; g++) ids[g] = g;
+            for (Py_ssize_t r = 0; r < rows; r++) local[r] = group[chosen[r]];
+            int certain = certain_of(rows, groups, groups, bounds[groups], cost, ids, local, flat, bounds);
+            if (certain < 0) goto out_of_memory;
+            certain_out[0] = certain;
+        }
+    }
     result = 1;
 declined:
     arena_free(&arena);
@@ -757,32 +793,43 @@ out_of_memory:
     return -1;
 }
 
-static PyObject *fold_match(PyObject *self, PyObject *args) {
-    PyObject *objects[9];
-    (void)self;
-    if (!PyArg_ParseTuple(args, "OOOOOOOOO", &objects[0], &objects[1], &objects[2], &objects[3], &objects[4], &objects[5], &objects[6],
-                          &objects[7], &objects[8]))
+/* fold_match's call, and fold_certified's with its certificate (count 10: the tenth buffer). */
+static PyObject *fold_call(PyObject *args, int count) {
+    PyObject *objects[10];
+    if (!PyArg_ParseTuple(args, count == 10 ? "OOOOOOOOOO" : "OOOOOOOOO", &objects[0], &objects[1], &objects[2], &objects[3], &objects[4],
+                          &objects[5], &objects[6], &objects[7], &objects[8], &objects[9]))
         return NULL;
-    static const Wanted wanted[9] = {{'q', 0, 1, "slot_machine"}, {'q', 0, 1, "slot_position"}, {'q', 0, 1, "machine_kind"},
-                                     {'d', 0, 1, "delay"},        {'d', 0, 2, "times"},         {'q', 0, 1, "members"},
-                                     {'d', 0, 1, "omega"},        {'q', 1, 1, "rows"},          {'q', 1, 1, "columns"}};
-    Py_buffer views[9];
-    int taken = take_all(objects, views, wanted, 9);
+    static const Wanted wanted[10] = {{'q', 0, 1, "slot_machine"}, {'q', 0, 1, "slot_position"}, {'q', 0, 1, "machine_kind"},
+                                      {'d', 0, 1, "delay"},        {'d', 0, 2, "times"},         {'q', 0, 1, "members"},
+                                      {'d', 0, 1, "omega"},        {'q', 1, 1, "rows"},          {'q', 1, 1, "columns"},
+                                      {'q', 1, 1, "certain"}};
+    Py_buffer views[10];
+    int taken = take_all(objects, views, wanted, count);
     PyObject *result = NULL;
-    if (taken == 9) {
+    if (taken == count) {
         Py_ssize_t slots = views[0].len / 8, machines = views[2].len / 8, rows = views[4].shape[0], kinds = views[4].shape[1];
         if (views[1].len / 8 != slots || views[3].len / 8 != machines || views[5].len / 8 != machines || views[6].len / 8 != machines ||
-            views[7].len / 8 != rows || views[8].len / 8 != rows) {
-            PyErr_SetString(PyExc_ValueError, "fold_match: a position per slot, a wait and a place in the kind orders per machine, a row and a column per row");
+            views[7].len / 8 != rows || views[8].len / 8 != rows || (count == 10 && views[9].len / 8 != 1)) {
+            PyErr_SetString(PyExc_ValueError, "fold_match: a position per slot, a wait and a place in the kind orders per machine, a row and a column per row (and one certificate)");
         } else {
             int folded = fold(views[0].buf, views[1].buf, slots, views[2].buf, views[3].buf, machines, views[4].buf, rows, kinds, views[5].buf,
-                              views[6].buf, views[7].buf, views[8].buf);
+                              views[6].buf, views[7].buf, views[8].buf, count == 10 ? views[9].buf : NULL);
             if (folded < 0) PyErr_NoMemory();
             else result = PyBool_FromLong(folded);
         }
     }
     release_all(views, taken);
     return result;
+}
+
+static PyObject *fold_match(PyObject *self, PyObject *args) {
+    (void)self;
+    return fold_call(args, 9);
+}
+
+static PyObject *fold_certified(PyObject *self, PyObject *args) {
+    (void)self;
+    return fold_call(args, 10);
 }
 
 /* certificate(group_cost, group_ids, local, flat, bounds) -> bool
@@ -794,6 +841,85 @@ static PyObject *fold_match(PyObject *self, PyObject *args) {
  *   the same values (each move cost - mine, the cheapest move per pair of groups, Floyd-Warshall
  *   over the groups and the sink with each step's sums taken from the distances before it,
  *   NaN propagated as np.minimum does), so the same answer; False wherever NumPy returns None. */
+/* The certificate's test (see certificate below) on raw buffers, validated by the caller: 1
+ * certain, 0 not, -1 out of memory. */
+static int certain_of(Py_ssize_t rows, Py_ssize_t all, Py_ssize_t count, Py_ssize_t units, const double *group_cost, const int64_t *group_ids,
+                      const int64_t *local, const double *flat, const int64_t *bounds) {
+    Py_ssize_t nodes = count + 1;
+    /* mine, following, back, the row and column of a step, cheapest (count^2), distance (nodes^2). */
+    double *work = PyMem_Malloc(sizeof(double) * ((size_t)rows + 4 * (size_t)nodes + (size_t)count * (size_t)count + (size_t)nodes * (size_t)nodes));
+    int64_t *load = PyMem_Calloc((size_t)count, sizeof(int64_t));
+    if (work == NULL || load == NULL) {
+        PyMem_Free(work);
+        PyMem_Free(load);
+        return -1;
+    }
+    double *mine = work, *following = mine + rows, *back = following + nodes, *column = back + nodes, *line = column + nodes;
+    double *cheapest = line + nodes, *distance = cheapest + count * count;
+    int certain = 1;
+    for (Py_ssize_t r = 0; certain && r < rows; r++) {
+        mine[r] = group_cost[r * all + group_ids[local[r]]];
+        certain = isfinite(mine[r]);
+    }
+    for (Py_ssize_t r = 0; certain && r < rows; r++) load[local[r]] += 1;
+    for (Py_ssize_t g = 0; certain && g < count; g++) certain = load[g] <= bounds[g + 1] - bounds[g];
+    for (Py_ssize_t g = 0; certain && g < count; g++) {
+        following[g] = load[g] < bounds[g + 1] - bounds[g] ? flat[bounds[g] + load[g]] : INFINITY;
+        back[g] = load[g] ? -flat[bounds[g] + load[g] - 1] : INFINITY;
+    }
+    for (Py_ssize_t i = 0; certain && i < count * count; i++) cheapest[i] = INFINITY;
+    double largest = 0.0;  /* the largest |cost| among the finite ones */
+    for (Py_ssize_t r = 0; certain && r < rows; r++) {
+        double *from = cheapest + local[r] * count;
+        for (Py_ssize_t b = 0; b < count; b++) {
+            double cost = group_cost[r * all + group_ids[b]], move = cost - mine[r];
+            if (isnan(move)) certain = 0;  /* NumPy refuses any NaN move */
+            if (move < from[b]) from[b] = move;
+            if (isfinite(cost) && fabs(cost) > largest) largest = fabs(cost);
+        }
+    }
+    if (certain) {
+        for (Py_ssize_t g = 0; g < count; g++) cheapest[g * count + g] = INFINITY;
+        for (Py_ssize_t i = 0; i < nodes * nodes; i++) distance[i] = INFINITY;
+        for (Py_ssize_t a = 0; a < count; a++)
+            for (Py_ssize_t b = 0; b < count; b++) distance[a * nodes + b] = cheapest[a * count + b];
+        for (Py_ssize_t g = 0; g < count; g++) {
+            distance[g * nodes + count] = following[g];
+            distance[count * nodes + g] = back[g];
+        }
+        for (Py_ssize_t i = 0; i < nodes; i++) distance[i * nodes + i] = 0.0;
+        for (Py_ssize_t k = 0; k < nodes; k++) {
+            for (Py_ssize_t i = 0; i < nodes; i++) {
+                column[i] = distance[i * nodes + k];
+                line[i] = distance[k * nodes + i];
+            }
+            for (Py_ssize_t i = 0; i < nodes; i++)
+                for (Py_ssize_t j = 0; j < nodes; j++) {
+                    double through = column[i] + line[j], *here = &distance[i * nodes + j];
+                    if (through < *here || isnan(through)) *here = through;  /* np.minimum: a NaN wins */
+                }
+        }
+        double offsets = 0.0;
+        int offset_nan = 0;
+        for (Py_ssize_t u = 0; u < units; u++) {
+            double size = fabs(flat[u]);
+            if (isnan(size)) offset_nan = 1;
+            else if (size > offsets) offsets = size;
+        }
+        double scale = offset_nan ? NAN : largest + offsets + 1.0, least = INFINITY;
+        for (Py_ssize_t a = 0; certain && a < count; a++)
+            for (Py_ssize_t b = 0; b < count; b++) {
+                double cycle = cheapest[a * count + b] + distance[b * nodes + a];
+                if (isnan(cycle)) certain = 0;
+                else if (cycle < least) least = cycle;
+            }
+        if (certain && least <= 1e-9 * scale) certain = 0;
+    }
+    PyMem_Free(work);
+    PyMem_Free(load);
+    return certain;
+}
+
 static PyObject *certificate(PyObject *self, PyObject *args) {
     PyObject *objects[5];
     (void)self;
@@ -803,8 +929,6 @@ static PyObject *certificate(PyObject *self, PyObject *args) {
     Py_buffer views[5];
     int taken = take_all(objects, views, wanted, 5);
     PyObject *result = NULL;
-    double *work = NULL;
-    int64_t *load = NULL;
     if (taken == 5) {
         Py_ssize_t rows = views[0].shape[0], all = views[0].shape[1], count = views[1].len / 8, units = views[3].len / 8;
         const double *group_cost = views[0].buf, *flat = views[3].buf;
@@ -813,83 +937,14 @@ static PyObject *certificate(PyObject *self, PyObject *args) {
         for (Py_ssize_t g = 0; valid && g < count; g++)
             valid = group_ids[g] >= 0 && group_ids[g] < all && bounds[g] >= 0 && bounds[g] <= bounds[g + 1] && bounds[g + 1] <= units;
         for (Py_ssize_t r = 0; valid && r < rows; r++) valid = local[r] >= 0 && local[r] < count;
-        Py_ssize_t nodes = count + 1;
-        if (valid) {
-            /* mine, following, back, the row and column of a step, cheapest (count^2), distance (nodes^2). */
-            work = PyMem_Malloc(sizeof(double) * ((size_t)rows + 4 * (size_t)nodes + (size_t)count * (size_t)count + (size_t)nodes * (size_t)nodes));
-            load = PyMem_Calloc((size_t)count, sizeof(int64_t));
-        }
         if (!valid) {
             PyErr_SetString(PyExc_ValueError, "certificate: a group of group_ids per row, a unit range per group within flat");
-        } else if (work == NULL || load == NULL) {
-            PyErr_NoMemory();
         } else {
-            double *mine = work, *following = mine + rows, *back = following + nodes, *column = back + nodes, *line = column + nodes;
-            double *cheapest = line + nodes, *distance = cheapest + count * count;
-            int certain = 1;
-            for (Py_ssize_t r = 0; certain && r < rows; r++) {
-                mine[r] = group_cost[r * all + group_ids[local[r]]];
-                certain = isfinite(mine[r]);
-            }
-            for (Py_ssize_t r = 0; certain && r < rows; r++) load[local[r]] += 1;
-            for (Py_ssize_t g = 0; certain && g < count; g++) certain = load[g] <= bounds[g + 1] - bounds[g];
-            for (Py_ssize_t g = 0; certain && g < count; g++) {
-                following[g] = load[g] < bounds[g + 1] - bounds[g] ? flat[bounds[g] + load[g]] : INFINITY;
-                back[g] = load[g] ? -flat[bounds[g] + load[g] - 1] : INFINITY;
-            }
-            for (Py_ssize_t i = 0; certain && i < count * count; i++) cheapest[i] = INFINITY;
-            double largest = 0.0;  /* the largest |cost| among the finite ones */
-            for (Py_ssize_t r = 0; certain && r < rows; r++) {
-                double *from = cheapest + local[r] * count;
-                for (Py_ssize_t b = 0; b < count; b++) {
-                    double cost = group_cost[r * all + group_ids[b]], move = cost - mine[r];
-                    if (isnan(move)) certain = 0;  /* NumPy refuses any NaN move */
-                    if (move < from[b]) from[b] = move;
-                    if (isfinite(cost) && fabs(cost) > largest) largest = fabs(cost);
-                }
-            }
-            if (certain) {
-                for (Py_ssize_t g = 0; g < count; g++) cheapest[g * count + g] = INFINITY;
-                for (Py_ssize_t i = 0; i < nodes * nodes; i++) distance[i] = INFINITY;
-                for (Py_ssize_t a = 0; a < count; a++)
-                    for (Py_ssize_t b = 0; b < count; b++) distance[a * nodes + b] = cheapest[a * count + b];
-                for (Py_ssize_t g = 0; g < count; g++) {
-                    distance[g * nodes + count] = following[g];
-                    distance[count * nodes + g] = back[g];
-                }
-                for (Py_ssize_t i = 0; i < nodes; i++) distance[i * nodes + i] = 0.0;
-                for (Py_ssize_t k = 0; k < nodes; k++) {
-                    for (Py_ssize_t i = 0; i < nodes; i++) {
-                        column[i] = distance[i * nodes + k];
-                        line[i] = distance[k * nodes + i];
-                    }
-                    for (Py_ssize_t i = 0; i < nodes; i++)
-                        for (Py_ssize_t j = 0; j < nodes; j++) {
-                            double through = column[i] + line[j], *here = &distance[i * nodes + j];
-                            if (through < *here || isnan(through)) *here = through;  /* np.minimum: a NaN wins */
-                        }
-                }
-                double offsets = 0.0;
-                int offset_nan = 0;
-                for (Py_ssize_t u = 0; u < units; u++) {
-                    double size = fabs(flat[u]);
-                    if (isnan(size)) offset_nan = 1;
-                    else if (size > offsets) offsets = size;
-                }
-                double scale = offset_nan ? NAN : largest + offsets + 1.0, least = INFINITY;
-                for (Py_ssize_t a = 0; certain && a < count; a++)
-                    for (Py_ssize_t b = 0; b < count; b++) {
-                        double cycle = cheapest[a * count + b] + distance[b * nodes + a];
-                        if (isnan(cycle)) certain = 0;
-                        else if (cycle < least) least = cycle;
-                    }
-                if (certain && least <= 1e-9 * scale) certain = 0;
-            }
-            result = PyBool_FromLong(certain);
+            int certain = certain_of(rows, all, count, units, group_cost, group_ids, local, flat, bounds);
+            if (certain < 0) PyErr_NoMemory();
+            else result = PyBool_FromLong(certain);
         }
     }
-    PyMem_Free(work);
-    PyMem_Free(load);
     release_all(views, taken);
     return result;
 }
@@ -902,6 +957,8 @@ static PyMethodDef methods[] = {
      "certificate(group_cost, group_ids, local, flat, bounds) -> certain: transport._certificate's test (see above it)"},
     {"fold_match", fold_match, METH_VARARGS,
      "fold_match(slot_machine, slot_position, machine_kind, delay, times, members, omega, rows, columns) -> written (see the header)"},
+    {"fold_certified", fold_certified, METH_VARARGS,
+     "fold_certified(slot_machine, slot_position, machine_kind, delay, times, members, omega, rows, columns, certain) -> written (see the header)"},
     {NULL, NULL, 0, NULL},
 };
 

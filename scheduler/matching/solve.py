@@ -404,14 +404,16 @@ def _solved(problem: Problem, *, bounded: bool = True, method: Method = "auto", 
     return _matched(problem, bounded=bounded, method=method, hint=hint)[0]
 
 
-def _matched(problem: Problem, *, bounded: bool = True, method: Method = "auto",
-             hint: Hint | None = None) -> tuple[tuple[IntArray, IntArray, IntArray], Callable[[], Matrix], IntArray, IntArray]:
+def _matched(problem: Problem, *, bounded: bool = True, method: Method = "auto", hint: Hint | None = None,
+             certify: bool = False) -> tuple[tuple[IntArray, IntArray, IntArray], Callable[[], Matrix], IntArray, IntArray, bool | None]:
     """:func:`_solved`'s matching, with the matrix it was found on (made when asked for) and,
     before :func:`canonical`, each row and its column of the matrix. Without a hint, the folded
     matrix and its matching are worked out in one call of ``_transport.c`` where it was built
     (:func:`~scheduler.matching.transport.folded_match`: the same rows and slots, from the
     machines' kind orders, sorted here when the problem has none), else as :func:`build` and
-    :func:`match` do."""
+    :func:`match` do. Last, with ``certify``, whether the matching is certainly the only optimum
+    over the groups (:func:`_only_optimum`'s answer) where that call worked it out too; None
+    where it did not (the caller asks :func:`_only_optimum`)."""
     if bounded and method == "auto" and hint is None and problem.jobs and can_fold():
         if problem.orders is None:
             # Sorted once for the bound, the fold and canonical's names (each reads them as it
@@ -421,19 +423,20 @@ def _matched(problem: Problem, *, bounded: bool = True, method: Method = "auto",
         assert problem.orders is not None
         slots = _bounded_slots(problem)
         members, omega = _laid_end_to_end(problem.orders)
+        certain = np.full(1, -1, dtype=np.int64) if certify else None
         folded = folded_match(slot_machine=slots.machine, slot_position=slots.position, machine_kind=problem.machine_kind,
-                              delay=problem.delay, times=problem.times, members=members, omega=omega)
+                              delay=problem.delay, times=problem.times, members=members, omega=omega, certain=certain)
         if folded is not None:
             rows, columns = folded
             return (canonical(problem, rows=rows, machine=slots.machine[columns], position=slots.position[columns]),
-                    partial(_matrix_on, problem, slots), rows, columns)
+                    partial(_matrix_on, problem, slots), rows, columns, None if certain is None or certain[0] < 0 else bool(certain[0]))
         matrix = _matrix_on(problem, slots)
     else:
         matrix = build(problem, bounded=bounded, method=method)
     hinted = _hinted(problem, matrix, hint) if hint is not None and bounded and method == "auto" else None
     rows, columns = hinted if hinted is not None else match(problem, matrix, method=method)
     slots = matrix.slots
-    return canonical(problem, rows=rows, machine=slots.machine[columns], position=slots.position[columns]), lambda: matrix, rows, columns
+    return canonical(problem, rows=rows, machine=slots.machine[columns], position=slots.position[columns]), lambda: matrix, rows, columns, None
 
 
 def _laid_end_to_end(orders: tuple[KindOrder, ...]) -> tuple[IntArray, FloatArray]:
@@ -451,12 +454,19 @@ def contended_plan(problem: Problem) -> tuple[IntArray, IntArray, Callable[[], b
     level of kinds and positions (:func:`~scheduler.matching.transport.certified` over the
     folded problem it was found on; False when that is not certain): every optimal matching
     then puts as many jobs on each (kind, position), so on each group of machines of one kind
-    and one wait."""
-    (rows, machine, position), matrix, matched_rows, columns = _matched(problem)
+    and one wait. Worked out in the fold's C call where it was built (``fold_certified``: a few
+    microseconds there, where the folded matrix made again in NumPy for it cost ~0.3 ms a plan
+    of ~850 rows), else when asked."""
+    (rows, machine, position), matrix, matched_rows, columns, certain = _matched(problem, certify=True)
     order = np.lexsort((-position, machine))
     bounds = np.zeros(len(problem.machines) + 1, dtype=np.int64)
     np.cumsum(np.bincount(machine, minlength=len(problem.machines)), out=bounds[1:])
-    return rows[order], bounds, partial(_only_optimum, matrix, matched_rows, columns)
+    return rows[order], bounds, partial(_only_optimum, matrix, matched_rows, columns) if certain is None else partial(_known, certain)
+
+
+def _known(answer: bool) -> bool:
+    """A test answered already (the fold's certificate)."""
+    return answer
 
 
 def _only_optimum(matrix_of: Callable[[], Matrix], rows: IntArray, columns: IntArray) -> bool:

@@ -120,7 +120,7 @@ def can_fold() -> bool:
 
 
 def folded_match(*, slot_machine: IntArray, slot_position: IntArray, machine_kind: IntArray, delay: FloatArray, times: FloatArray,
-                 members: IntArray, omega: FloatArray) -> tuple[IntArray, IntArray] | None:
+                 members: IntArray, omega: FloatArray, certain: IntArray | None = None) -> tuple[IntArray, IntArray] | None:
     """:func:`~scheduler.matching.solve.match`'s rows and slots on the bounded slots
     (``slot_machine``, ``slot_position``) folded to classes, with every step from the slots'
     classes to the rows' slots in one call of the extension (``fold_match``): the same integers
@@ -128,9 +128,17 @@ def folded_match(*, slot_machine: IntArray, slot_position: IntArray, machine_kin
     and ``_slots_to_rows``, the classes sorted by (kind, wait) read off the kind orders laid
     end to end (``members``, ``omega``). None where the extension is not built (or built from
     an older ``_transport.c``), a buffer is not its kind, or it leaves the answer to NumPy's
-    way (a NaN, phase 3 over its budget or declined, kind orders not those of ``delay``)."""
+    way (a NaN, phase 3 over its budget or declined, kind orders not those of ``delay``).
+
+    ``certain`` (int64, one; -1 on the way in): where the extension has ``fold_certified``,
+    whether the matching is certainly the only optimum over the groups, as
+    :func:`~scheduler.matching.solve.contended_plan`'s test answers it from the folded matrix
+    (:func:`only_optimum`), worked out in the same call: 1 or 0, left -1 where not."""
     extension = native
+    if certain is not None:
+        certain[0] = -1
     fold = getattr(extension, "fold_match", None)
+    certifying_fold = getattr(extension, "fold_certified", None) if certain is not None else None
     arrays = (slot_machine, slot_position, machine_kind, members)
     if fold is None or not all(a.dtype == np.int64 and a.ndim == 1 and a.flags.c_contiguous for a in arrays):
         return None
@@ -139,7 +147,11 @@ def folded_match(*, slot_machine: IntArray, slot_position: IntArray, machine_kin
         return None
     rows = np.empty(times.shape[0], dtype=np.int64)
     columns = np.empty(times.shape[0], dtype=np.int64)
-    return (rows, columns) if fold(slot_machine, slot_position, machine_kind, delay, times, members, omega, rows, columns) else None
+    if certifying_fold is not None and certain is not None and certain.dtype == np.int64 and certain.shape == (1,):
+        written = certifying_fold(slot_machine, slot_position, machine_kind, delay, times, members, omega, rows, columns, certain)
+    else:
+        written = fold(slot_machine, slot_position, machine_kind, delay, times, members, omega, rows, columns)
+    return (rows, columns) if written else None
 
 
 def _assign_to_groups(cost: FloatArray, found: _Units, *, max_augmentations: int) -> IntArray | None:

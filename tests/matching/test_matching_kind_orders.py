@@ -123,7 +123,7 @@ def test_canonical_with_the_orders_equals_it_sorting_every_machine(seed: int) ->
         problem = _problem(rng)
         assert problem.orders is None
         ordered = replace(problem, orders=kind_orders(machine_kind=problem.machine_kind, available=problem.delay, kind_count=len(problem.kinds)))
-        _, matrix_of, rows, columns = _matched(problem)
+        _, matrix_of, rows, columns, _ = _matched(problem)
         slots = matrix_of().slots
         found = (rows, slots.machine[columns], slots.position[columns])
         # Arbitrary matchings too: any machine, positions with repeats and gaps.

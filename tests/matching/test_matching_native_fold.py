@@ -25,7 +25,7 @@ from scheduler.matching import transport
 from scheduler.matching.errors import InfeasibleInstance
 from scheduler.matching.model import Job, Machine
 from scheduler.matching.positions import kind_orders
-from scheduler.matching.solve import Problem, _bounded_slots, build, contended_plan, match, prepare
+from scheduler.matching.solve import Problem, _bounded_slots, _matrix_on, _only_optimum, build, contended_plan, match, prepare
 from scheduler.matching.transport import _units, folded_match
 from tests.matching.native_paths import assert_decisions_alike
 
@@ -101,6 +101,55 @@ def test_the_call_gives_the_rows_and_slots_numpys_steps_give(seed: int, monkeypa
     assert taken > 100 and declined > 0  # the call answered, and declined where NumPy's way goes to scipy
 
 
+@pytest.mark.parametrize("seed", range(3))
+def test_the_calls_certificate_is_the_one_numpy_gives_from_the_folded_matrix(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``fold_certified``'s answer (whether the matching is certainly the only optimum over the
+    groups) is ``solve._only_optimum``'s on the folded matrix built in NumPy, with the
+    certificate's test in C and in NumPy, and its rows and slots are ``fold_match``'s."""
+    rng = random.Random(9700 + seed)
+    answers = {True: 0, False: 0}
+    for _ in range(300):
+        problem = problem_with_orders(rng)
+        assert problem.orders is not None
+        slots = _bounded_slots(problem)
+        members, omega = np.concatenate([o.members for o in problem.orders]), np.concatenate([o.omega for o in problem.orders])
+        certain = np.full(1, -7, dtype=np.int64)
+        got = folded_match(slot_machine=slots.machine, slot_position=slots.position, machine_kind=problem.machine_kind, delay=problem.delay,
+                           times=problem.times, members=members, omega=omega, certain=certain)
+        plain = folded(problem)
+        if got is None:
+            assert plain is None and certain[0] == -1
+            continue
+        assert plain is not None
+        np.testing.assert_array_equal(got[0], plain[0])
+        np.testing.assert_array_equal(got[1], plain[1])
+        assert certain[0] in (0, 1)
+        expected = _only_optimum(lambda: _matrix_on(problem, slots), got[0], got[1])
+        with monkeypatch.context() as patched:
+            patched.setattr(transport, "certifying", None)  # the certificate's steps in NumPy
+            in_numpy = _only_optimum(lambda: _matrix_on(problem, slots), got[0], got[1])
+        assert bool(certain[0]) == expected == in_numpy
+        answers[expected] += 1
+    assert answers[True] > 20 and answers[False] > 20  # both answers met
+
+
+def test_a_plans_test_is_the_same_with_the_calls_certificate_and_without_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """contended_plan's test answers alike whether the fold worked it out (``fold_certified``)
+    or an extension without it leaves it to the folded matrix made again when asked."""
+    rng = random.Random(9720)
+    for _ in range(100):
+        problem = problem_with_orders(rng)
+        with_it = contended_plan(problem)
+        older = SimpleNamespace(solve_groups=native.solve_groups, cheapest_classes=native.cheapest_classes, fold_match=native.fold_match,
+                                certificate=native.certificate)
+        with monkeypatch.context() as patched:
+            patched.setattr(transport, "native", older)
+            without = contended_plan(problem)
+            np.testing.assert_array_equal(with_it[0], without[0])
+            np.testing.assert_array_equal(with_it[1], without[1])
+            assert with_it[2]() == without[2]()
+
+
 def test_kind_orders_not_those_of_the_waits_are_declined() -> None:
     rng = random.Random(9650)
     answered = 0
@@ -129,6 +178,10 @@ def test_bad_buffers_are_refused_by_name() -> None:
         native.fold_match(ints, floats, ints, floats, np.zeros((2, 1)), ints, floats, ints, ints)
     with pytest.raises(ValueError, match="a position per slot"):
         native.fold_match(ints, np.zeros(3, dtype=np.int64), ints, floats, np.zeros((2, 1)), ints, floats, ints, ints)
+    with pytest.raises(ValueError, match="one certificate"):
+        native.fold_certified(ints, ints, ints, floats, np.zeros((2, 1)), ints, floats, ints, ints, np.zeros(2, dtype=np.int64))
+    with pytest.raises(TypeError, match="certain"):
+        native.fold_certified(ints, ints, ints, floats, np.zeros((2, 1)), ints, floats, ints, ints, np.zeros(1))
 
 
 def test_decisions_are_the_same_with_the_call_and_without_it(monkeypatch: pytest.MonkeyPatch) -> None:
