@@ -20,12 +20,13 @@ def _delays(experiment: HivedExperiment, jobs: list[GangJob]) -> dict[str, dict[
     return out
 
 
-def test_a_node_level_job_waits_under_the_quota_baseline_only() -> None:
+@pytest.mark.parametrize("queue", ["fifo", "kube"])
+def test_a_node_level_job_waits_under_the_quota_baseline_only(queue: str) -> None:
     # Two 8-GPU nodes, a and b one node cell (8 GPUs of quota) each. a's short 1-GPU job and
     # seven of b's long ones share node 0 under the baseline (packing fills it; spreading puts
     # a's job first on node 0); b's eighth goes to node 1. When a's job is gone, a holds no GPU
     # but no node has 8 free: its 8-GPU job waits for b's jobs (1,000 min).
-    experiment = HivedExperiment(workload=two_tenants(nodes_per_rack=2, a_nodes=1, b_nodes=1))
+    experiment = HivedExperiment(workload=two_tenants(nodes_per_rack=2, a_nodes=1, b_nodes=1), queue=queue)
     jobs = [gang("a-small", "a", 1, minutes=10)]
     jobs += [gang(f"b-{i}", "b", 1, minutes=1000) for i in range(8)]
     jobs += [gang("a-node", "a", 8, at=20 * MINUTE, minutes=30)]
@@ -38,11 +39,12 @@ def test_a_node_level_job_waits_under_the_quota_baseline_only() -> None:
         assert all(d == 0.0 for job_id, d in delays[setting].items() if job_id != "a-node")
 
 
-def test_a_multi_node_gang_waits_under_the_quota_baseline_only() -> None:
+@pytest.mark.parametrize("queue", ["fifo", "kube"])
+def test_a_multi_node_gang_waits_under_the_quota_baseline_only(queue: str) -> None:
     # Four nodes, a and b two node cells each. Packing puts a's short 1-GPU jobs and b's long
     # ones together on nodes 0 and 1, and b's last eight on node 2: when a's jobs are gone only
     # node 3 is whole, and a's 16-GPU gang (two 8-GPU pods) waits although a holds nothing.
-    experiment = HivedExperiment(workload=two_tenants(nodes_per_rack=4, a_nodes=2, b_nodes=2))
+    experiment = HivedExperiment(workload=two_tenants(nodes_per_rack=4, a_nodes=2, b_nodes=2), queue=queue)
     jobs = [gang(f"a-{i}", "a", 1, minutes=10) for i in range(4)]
     jobs += [gang(f"b-{i}", "b", 1, minutes=1000) for i in range(4)]
     jobs += [gang(f"a-{i}", "a", 1, minutes=10) for i in range(4, 8)]

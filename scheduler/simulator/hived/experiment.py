@@ -61,9 +61,9 @@ class HivedExperiment:
     seeds: tuple[int, ...] = (1,)
     settings: tuple[str, ...] = SETTINGS
     queue: str = "fifo"
-    # Under the kube queue, skip a tenant's larger shapes once a shape failed (fewer engine
-    # calls, the same decisions: the tests compare); False asks the engine for every lane.
-    skip_larger_shapes: bool = True
+    # Under the kube queue, a job retried while nothing was bound or released since it failed
+    # is not asked again (the same decisions: the tests compare); False asks every time.
+    reuse_failures: bool = True
 
     def __post_init__(self) -> None:
         for name in self.settings:
@@ -139,7 +139,7 @@ def run_setting(
         seed=seed,
         gpus_per_node=shape.gpus_per_node,
         queue=experiment.queue,
-        skip_larger_shapes=experiment.skip_larger_shapes,
+        reuse_failures=experiment.reuse_failures,
         window=window,
         on_progress=on_progress,
     ).run()
@@ -167,7 +167,7 @@ def _private(experiment: HivedExperiment, jobs: Sequence[GangJob], *, seed: int,
             seed=seed,
             gpus_per_node=shape.gpus_per_node,
             queue=experiment.queue,
-        skip_larger_shapes=experiment.skip_larger_shapes,
+            reuse_failures=experiment.reuse_failures,
             window=window,
         ).run()
         start[positions] = result.start

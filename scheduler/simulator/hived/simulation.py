@@ -21,13 +21,24 @@ a :class:`~scheduler.core.engine.SchedulingEngine` through a model of kube-sched
 * **The queue**, one of :data:`QUEUES`: ``fifo`` (§5.2's YARN-CS, one FIFO queue per tenant;
   the default) tries the tenants' head jobs oldest first, and a head that cannot start blocks
   its tenant's queue until something is released (head-of-line blocking, as the paper describes
-  for the quota-based cluster); ``kube`` (kube-scheduler's queue) tries every waiting job in
-  creation order and sets aside the ones that cannot start. Whether a job may start depends on
-  the engine's answer alone, so under HiveD a tenant's decisions are those of its private
-  cluster (sharing safety; the tests check it job by job).
+  for the quota-based cluster). Whether a job may start depends on the engine's answer alone,
+  so under HiveD a tenant's decisions are those of its private cluster (sharing safety; the
+  tests check it job by job). ``kube`` is kube-scheduler's own queue, the simulator's one
+  model of it (:class:`~scheduler.simulator.kube_queue.SchedulingQueue`, as the ``fitgpp``
+  workload's ``kube`` policy and the ``allox`` workload use it): a job is one queued unit (its
+  pods are created together with one priority; under HiveD the first pod's filter books the
+  whole gang or fails, and the others then fail or pass with it), ordered by priority then
+  queue time, where a failed job's time is its last failure; a failed job is parked until an
+  assigned pod is deleted, or (the extender refused it) bound, or until the 5-minute flush;
+  backoff orders the ready ones. A quota refusal (a ResourceQuota: the pod is not created
+  until the tenant's GPUs are released) counts as a failure kube-scheduler's own filter made,
+  moved by a deletion. Under this queue another tenant's binds, deletions and the flushes'
+  timing change when a tenant's parked jobs are retried, hence their queue times and backoff,
+  hence the order they are tried in: HiveD no longer equals the private cluster job by job.
 * **Events** (virtual clock, no ticks): at each instant, completions first, then arrivals, then
-  one scheduling pass. Every job is a regular (guaranteed) job: no opportunistic jobs, no
-  preemption, so a job's queueing delay is its start less its submit time.
+  one scheduling pass (under ``kube`` also at the flushes, every 30 s while a job is parked).
+  Every job is a regular (guaranteed) job: no opportunistic jobs, no preemption, so a job's
+  queueing delay is its start less its submit time.
 """
 
 from __future__ import annotations
@@ -55,13 +66,17 @@ from scheduler.simulator.errors import InvalidWorkload, SimulationStalled
 from scheduler.simulator.hived.quota import QuotaGate, least_allocated
 from scheduler.simulator.kernel import EventKernel
 from scheduler.simulator.kube_model import KubeSchedulerCycle, NodeChoice, best_scored
+from scheduler.simulator.kube_queue import SchedulingQueue
 from scheduler.simulator.hived.workload import GangJob
 
 ProgressCallback = Callable[[int, int], None]
 # Queue disciplines: ``fifo`` — one FIFO queue per tenant whose head blocks it (YARN-CS, the
-# paper's §5.2 policy); ``kube`` — kube-scheduler's queue: every waiting job in creation order,
-# one that cannot start waits aside and the next is tried (no head-of-line blocking).
+# paper's §5.2 policy); ``kube`` — kube-scheduler's queue (``kube_queue.SchedulingQueue``).
 QUEUES: Final = ("fifo", "kube")
+# The kernel's event for a pass at a flush of kube-scheduler's queue (completions are jobs'
+# positions, never negative); after the completions of its instant.
+_FLUSH: Final = -1
+_FLUSH_KIND: Final = 1
 
 
 def engine_choice(engine: SchedulingEngine) -> NodeChoice:
@@ -125,11 +140,15 @@ class ClusterScheduler:
         self.quota = quota
         self._jobs = jobs
         self._running: dict[str, list[PodInfo]] = {}
+        # Whether the last failed :meth:`try_start` was the engine's refusal (kube-scheduler
+        # called the extender), not its own resource fit leaving no node or the quota.
+        self.rejected_by_extender = False
 
     def try_start(self, job: GangJob) -> list[str] | None:
         """Bind every pod of ``job`` and return their nodes, or bind none and return None: one
         kube-scheduler cycle per pod, each reserving its node, then every pod bound."""
         if self.quota is not None and not self.quota.admits(job.tenant, job.gpus):
+            self.rejected_by_extender = False
             return None
         kube = self.kube
         pods = job_pods(job)
@@ -139,6 +158,7 @@ class ClusterScheduler:
         for pod in pods:
             node = kube.schedule(pod)
             if node is None:
+                self.rejected_by_extender = kube.rejected_by_extender
                 for placed in bound:
                     kube.unreserve(placed.uid)
                 if self._jobs is not None:
@@ -201,6 +221,17 @@ class GangRunResult:
         return self.used_node_seconds / (self.nodes * self.window) if self.window > 0 else 0.0
 
 
+@dataclass(slots=True, eq=False, kw_only=True)
+class _Queued:
+    """A job in kube-scheduler's queue: its position and its first pod (what the queue orders
+    by), with the cluster state (binds + releases) and the answer of its last failure."""
+
+    position: int
+    pod: PodInfo
+    failed_at: int = -1
+    by_extender: bool = False
+
+
 class GangSimulation:
     """One run of ``jobs`` (any tenants) on one cluster; call :meth:`run` once."""
 
@@ -214,7 +245,7 @@ class GangSimulation:
         seed: int,
         gpus_per_node: int,
         queue: str = "fifo",
-        skip_larger_shapes: bool = True,
+        reuse_failures: bool = True,
         window: float | None = None,
         on_progress: ProgressCallback | None = None,
         progress_every: int = 1024,
@@ -230,10 +261,18 @@ class GangSimulation:
         if queue not in QUEUES:
             raise InvalidWorkload(f"{queue!r} is not one of {', '.join(QUEUES)}", field="hived.queue")
         self.queue = queue
-        # Under ``kube``, a failed shape blocks the tenant's larger shapes without asking the
-        # engine (they would fail too); False asks for every lane (the tests compare the two).
-        self.skip_larger_shapes = skip_larger_shapes
-        self._lanes: dict[tuple[str, int, int], deque[int]] = {}
+        # Under ``kube``, a job retried while nothing was bound or released since its last
+        # failure fails again as it did (the engine, kube-scheduler's fit and the quota see the
+        # same cluster), so the engine is not asked; False asks it every time (the tests
+        # compare the two).
+        self.reuse_failures = reuse_failures
+        self._kube: SchedulingQueue[_Queued] | None = SchedulingQueue() if queue == "kube" else None
+        self._binds = 0  # assigned-pod events (binds): what moves pods the extender refused
+        self._released = False  # a pod deleted since the last pass: every parked job moves
+        self._flush_at: float | None = None  # the next pass for the queue's flush, if any
+        self._running = 0  # jobs started and not finished: completions still to come
+        self._wakes: set[float] = set()  # flush passes scheduled on the kernel
+        self._lanes: dict[str, deque[int]] = {}  # ``fifo``: each tenant's waiting jobs
         self._start = np.full(len(self.jobs), np.nan)
         self._finish = np.full(len(self.jobs), np.nan)
         self._nodes_of: dict[int, list[str]] = {}
@@ -242,9 +281,10 @@ class GangSimulation:
         self._used_nodes = 0
         self._busy_area = 0.0
         self._node_area = 0.0
-        # Bumped at every release: a tenant whose head failed at version v waits for v + 1.
+        # Bumped at every release (a job's pods deleted): under ``fifo`` a tenant whose head
+        # failed at version v waits for v + 1.
         self._version = 0
-        self._blocked: dict[tuple[str, int, int], int] = {}
+        self._blocked: dict[str, int] = {}
         self._events = 0
         self._done = 0
         self._on_progress = on_progress
@@ -265,16 +305,30 @@ class GangSimulation:
 
         def instant(now: float) -> None:
             nonlocal cursor
+            kube = self._kube
             while cursor < len(order) and self.jobs[order[cursor]].submit_time <= now:
                 position = order[cursor]
                 self._events += 1
-                lane = self._lane(self.jobs[position])
-                self._lanes.setdefault(lane, deque()).append(position)
+                job = self.jobs[position]
+                if kube is None:
+                    self._lanes.setdefault(job.tenant, deque()).append(position)
+                else:
+                    kube.add(_Queued(position=position, pod=job_pods(job)[0]), key=position, now=now)
                 cursor += 1
-            for position in self._schedule():
+            started = self._schedule() if kube is None else self._schedule_kube(kube)
+            for position in started:
                 kernel.schedule(now + self.jobs[position].duration, position, order=position)
+            if kube is not None:
+                # A pass at the queue's next flush, while one may still matter: a flush starts
+                # nothing (nothing changed since the parked jobs failed), but it reorders them
+                # for what comes next; with nothing running and nothing to come, nothing will.
+                flush = kube.next_flush() if self._running or cursor < len(order) else None
+                self._flush_at = flush
+                if flush is not None and flush not in self._wakes:
+                    self._wakes.add(flush)
+                    kernel.schedule(flush, _FLUSH, kind=_FLUSH_KIND)
 
-        kernel.run(next_arrival=next_arrival, on_event=self._complete, instant=instant, advance=self._advance)
+        kernel.run(next_arrival=next_arrival, on_event=self._on_event, instant=instant, advance=self._advance)
         if self._done != len(self.jobs):
             raise SimulationStalled(f"{len(self.jobs) - self._done} jobs never started under {self.setting}")
         jobs = self.jobs
@@ -303,18 +357,16 @@ class GangSimulation:
         self.now = now
 
     def _schedule(self) -> list[int]:
-        """One pass: the oldest head of the lanes not blocked is tried, until every lane is
-        blocked or empty. Returns the jobs started. A lane that failed stays blocked until
-        something is released (state only fills up meanwhile, so it would fail again); under
-        ``kube`` a failed shape also blocks the tenant's lanes of larger shapes (more GPUs per
-        pod, or as many and more pods), which would fail as well: fewer engine calls, the same
-        decisions."""
+        """``fifo``'s pass: the oldest head of the tenants' queues not blocked is tried, until
+        every queue is blocked or empty. Returns the jobs started. A queue whose head failed
+        stays blocked until something is released (state only fills up meanwhile, so it would
+        fail again)."""
         started: list[int] = []
         lanes, blocked, jobs = self._lanes, self._blocked, self.jobs
         version = self._version
         while True:
             best: tuple[float, int] | None = None
-            best_lane: tuple[str, int, int] | None = None
+            best_lane: str | None = None
             for lane, queue in lanes.items():
                 if not queue or blocked.get(lane) == version:
                     continue
@@ -329,20 +381,42 @@ class GangSimulation:
             nodes = self.scheduler.try_start(job)
             if nodes is None:
                 blocked[best_lane] = version
-                if self.queue == "kube" and self.skip_larger_shapes:
-                    tenant, per_pod, pods = best_lane
-                    for other in lanes:
-                        if other[0] == tenant and other[1] >= per_pod and (other[1] > per_pod or other[2] >= pods):
-                            blocked[other] = version
                 continue
             lanes[best_lane].popleft()
             self._started(position, nodes)
             started.append(position)
 
-    def _lane(self, job: GangJob) -> tuple[str, int, int]:
-        """``fifo``: one lane per tenant; ``kube``: one per tenant and job shape (pods' GPUs,
-        pods), FIFO inside, so that a job that cannot start holds back no other shape."""
-        return (job.tenant, 0, 0) if self.queue == "fifo" else (job.tenant, job.gpus_per_pod, job.pods)
+    def _schedule_kube(self, queue: SchedulingQueue[_Queued]) -> list[int]:
+        """kube-scheduler's pass (as the ``fitgpp`` workload's ``kube`` policy and the ``allox``
+        workload make it): a deletion since the last pass moves every parked job, a due flush
+        those parked over 5 minutes; every ready job is tried in the queue's order, started or
+        parked; again while binds move jobs the extender refused. Returns the jobs started."""
+        now = self.now
+        started: list[int] = []
+        if self._released:
+            self._released = False
+            queue.pod_deleted()
+        if self._flush_at is not None and now >= self._flush_at:
+            queue.flush_leftover(now)
+        scheduler, jobs = self.scheduler, self.jobs
+        while True:
+            for queued in queue.take(now):
+                item = queued.item
+                state = self._binds + self._version
+                if self.reuse_failures and item.failed_at == state:
+                    nodes = None  # nothing bound or released since it failed: it fails again
+                else:
+                    nodes = scheduler.try_start(jobs[item.position])
+                if nodes is None:
+                    if item.failed_at != state:
+                        item.failed_at, item.by_extender = state, scheduler.rejected_by_extender
+                    queue.failed(queued, now=now, by_extender=item.by_extender, events=self._binds)
+                    continue
+                self._binds += 1
+                self._started(item.position, nodes)
+                started.append(item.position)
+            if not queue.assigned_pod_changed(self._binds):
+                return started
 
     def _started(self, position: int, nodes: list[str]) -> None:
         job = self.jobs[position]
@@ -354,6 +428,13 @@ class GangSimulation:
                 self._used_nodes += 1
             self._used[node] += job.gpus_per_pod
         self._busy += job.gpus
+        self._running += 1
+
+    def _on_event(self, position: int) -> None:
+        if position == _FLUSH:
+            self._wakes.discard(self.now)  # the pass at the end of the instant flushes
+        else:
+            self._complete(position)
 
     def _complete(self, position: int) -> None:
         job = self.jobs[position]
@@ -366,6 +447,8 @@ class GangSimulation:
         self._busy -= job.gpus
         self._finish[position] = self.now
         self._version += 1
+        self._released = True
+        self._running -= 1
         self._done += 1
         if self._on_progress is not None and self._done % self._progress_every == 0:
             self._on_progress(self._done, len(self.jobs))
