@@ -30,7 +30,9 @@ Never touched: a pod not labelled opportunistic, not of cellfit's kube-scheduler
 terminating, or deleted by this leader already; nor anything for a waiting pod that is gone,
 terminating, not cellfit's, or waits no more (the wait counts again from its next wait), or one
 of whose victims neither cellfit may delete nor kube-scheduler preempt (its cells would be freed
-in part only). A
+in part only). A pending pod HiveD can never place as written (a virtual cluster unknown or
+removed by a reload, no VC label, more GPUs than its cells hold) is skipped and named once in
+the log: it never stops the round for the other tenants' pods. A
 gang's pods are booked as the filter books them: the gang planned whole, each pod its slot and
 the slot's victims.
 """

@@ -44,6 +44,7 @@ from typing import Any, Iterable, Iterator, Literal, Mapping, Protocol, Sequence
 
 from scheduler.cells.expiry import REASON as EXPIRY_REASON
 from scheduler.cells.capabilities import GuaranteeKeeping, WaitingGuarantee
+from scheduler.cells.planning import Unplaceable
 from scheduler.constants import ANNOTATION_RECLAIM_BOOKING, LABEL_PRIORITY, PRIORITY_OPPORTUNISTIC
 from scheduler.cluster.exchange.objects import pod_status_path
 from scheduler.cluster.pending import PendingPods, marked_unschedulable
@@ -323,6 +324,7 @@ class StrandedGuarantees:
         self._since: dict[str, float] = {}  # pod UID -> when this leader first saw it unschedulable
         self._next_try: dict[str, float] = {}  # pod UID -> not tried again before
         self._told: set[str] = set()  # pods the log has said why they are left as they are
+        self._told_unplaceable: set[str] = set()  # pods the log has said HiveD can never place as written
         # Pods whose cells this leader booked -> since when their victims have been gone (None: not yet)
         self._booked: dict[str, float | None] = {}
         # Pods kube-scheduler still refused once their cells were free: they need what the rules
@@ -340,6 +342,7 @@ class StrandedGuarantees:
         self._since = {p.metadata.uid: self._since.get(p.metadata.uid, now) for p in pending}
         self._next_try = {uid: at for uid, at in self._next_try.items() if uid in self._since and at > now}
         self._told &= self._since.keys()
+        self._told_unplaceable &= self._since.keys()
         self._give_back_unused(now=now)
         self.clear_given_back()
         due = [p for p in pending if now - self._since[p.metadata.uid] >= self._after_seconds
@@ -348,7 +351,7 @@ class StrandedGuarantees:
             # A queue of pods waiting for their own VC's quota is looked at once per wait, not
             # every round, and the lock is taken per pod: the verbs wait for one plan at most.
             self._next_try[pod.metadata.uid] = now + self._after_seconds
-        due = [p for p in due if self._candidate(p.metadata.uid)]
+        due = [p for p in due if self._candidate(p)]
         if not due:
             return []
         nodes = self._nodes(now=now)
@@ -448,10 +451,30 @@ class StrandedGuarantees:
             rebooked = self._engine.booked_nodes().keys()
         self._clearing = {info.uid for info in pending if info.uid not in rebooked and not self.records.write(info, None)}
 
-    def _candidate(self, uid: str) -> bool:
+    def _candidate(self, pod: node_rules.ConstrainedPod) -> bool:
+        """Whether the pod is one whose cells the reclaim may book. One HiveD can never place as
+        written (its VC unknown or removed by a reload, no VC label, more GPUs than its cells
+        hold) is not: it is named once and skipped, so that it stops no other pod's reclaim."""
         with self._lock:
-            info = self._pods.get(uid)
-            return info is not None and info.node_name is None and not info.terminating and self._engine.reclaim_candidate(info)
+            info = self._pods.get(pod.metadata.uid)
+            if info is None or info.node_name is not None or info.terminating:
+                return False
+            try:
+                return self._engine.reclaim_candidate(info)
+            except Unplaceable as error:
+                self._tell_unplaceable_once(pod, error)
+                return False
+
+    def _tell_unplaceable_once(self, pod: node_rules.ConstrainedPod, error: Unplaceable) -> None:
+        """Name a pod HiveD can never place as written in the log, once while it stays
+        unschedulable (a round comes every ``reclaim.periodSeconds``). No Event: its owner hears
+        the reason from the validating webhook when the pod is created and in the filter's
+        FailedScheduling, and an operator's reload that removed its VC is the operator's word."""
+        if pod.metadata.uid in self._told_unplaceable:
+            return
+        self._told_unplaceable.add(pod.metadata.uid)
+        log.warning("a pending GPU pod HiveD can never place as written is left out of the reclaim; the other pods' "
+                    "reclaim goes on", extra={"pod": f"{pod.metadata.namespace}/{pod.metadata.name}", "reason": error.reason})
 
     def _nodes(self, *, now: float) -> Sequence[SizedNode]:
         """The nodes with their allocatable resources, listed at most once per ``after_seconds``
@@ -501,7 +524,11 @@ class StrandedGuarantees:
             among = [name for name, size in sizes.items()
                      if may_empty(entry := use.get(name, NodeUse()), waiting=info)
                      and room_for(info, node=size, entry=entry, leaving=entry.opportunistic)]
-            waiting = self._engine.book_reclaim(info, among=among)
+            try:
+                waiting = self._engine.book_reclaim(info, among=among)
+            except Unplaceable as error:  # a reload since _candidate removed its VC, or cells
+                self._tell_unplaceable_once(pod, error)
+                return None
             if waiting is None:
                 return None
             node = waiting.node or ""
