@@ -57,9 +57,11 @@ def test_hived_delays_equal_the_private_clusters_job_by_job_under_fifo() -> None
     assert np.isfinite(hived.start).all()
 
 
-def test_runs_are_deterministic_and_replay_the_same_arrivals() -> None:
-    outcome = run_hived_experiment(SMALL)
-    again = run_hived_experiment(SMALL)
+@pytest.mark.parametrize("queue", ["fifo", "kube"])
+def test_runs_are_deterministic_and_replay_the_same_arrivals(queue: str) -> None:
+    experiment = replace(SMALL, queue=queue)
+    outcome = run_hived_experiment(experiment)
+    again = run_hived_experiment(experiment)
     for setting, runs in outcome.runs.items():
         assert np.array_equal(runs[0].start, again.runs[setting][0].start), setting
     submits = [runs[0].submit for runs in outcome.runs.values()]
@@ -79,9 +81,10 @@ def test_the_quota_baseline_delays_multi_gpu_jobs_that_hived_starts() -> None:
         assert spread.delays[tenant][ALL_SIZES].mean > 10 * max(summaries["hived"].delays[tenant][ALL_SIZES].mean, 10.0)
 
 
-def test_workers_give_the_same_results() -> None:
-    serial = run_hived_experiment(HivedExperiment(jobs=200, seeds=(1, 2)))
-    parallel = run_hived_experiment(HivedExperiment(jobs=200, seeds=(1, 2)), workers=2)
+@pytest.mark.parametrize("queue", ["fifo", "kube"])
+def test_workers_give_the_same_results(queue: str) -> None:
+    serial = run_hived_experiment(HivedExperiment(jobs=200, seeds=(1, 2), queue=queue))
+    parallel = run_hived_experiment(HivedExperiment(jobs=200, seeds=(1, 2), queue=queue), workers=2)
     for setting, runs in serial.runs.items():
         for one, two in zip(runs, parallel.runs[setting]):
             assert np.array_equal(one.start, two.start)
