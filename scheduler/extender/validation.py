@@ -73,6 +73,9 @@ POD_LEVEL_KEYS: Final = (
     ("label", LABEL_VIRTUAL_CLUSTER), ("label", LABEL_PRIORITY), ("label", LABEL_JOB_CLASS),
     ("annotation", ANNOTATION_CELL_TYPE), ("annotation", ANNOTATION_GANG), ("annotation", ANNOTATION_GANG_SIZE),
 )
+# Read from the Job itself, never from its pod template (the placer copies the configurations
+# there only beside the Job's own).
+JOB_LEVEL_ANNOTATIONS: Final = (ANNOTATION_CONFIGURATIONS, ANNOTATION_ESTIMATE, ANNOTATION_ITERATIONS)
 _PREFIX: Final = f"{DOMAIN}/"
 # The longest sentence one problem is told in (the API server cuts each warning to 256 characters
 # anyway; a refusal's message carries them whole).
@@ -413,6 +416,14 @@ def job_problems(
             problems.append(Problem(
                 field=key_path(kind, key),
                 reason=f"set on the Job, but cellfit reads it from the pods (put it in {TEMPLATE}.{key_path(kind, key)})",
+                blocking=False,
+            ))
+    for key in JOB_LEVEL_ANNOTATIONS:
+        if key in template_annotations and key not in annotations:
+            problems.append(Problem(
+                field=f"{TEMPLATE}.{key_path('annotation', key)}",
+                reason="a Job-level annotation, which cellfit reads from the Job itself, never from its pod template; "
+                       f"move it to {key_path('annotation', key).partition('[')[0]}",
                 blocking=False,
             ))
     try:
