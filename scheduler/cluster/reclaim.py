@@ -24,7 +24,11 @@ would keep the cells for ever. Every ``reclaim.periodSeconds`` this controller
 Before the first victim of a waiting pod is deleted, its booking is recorded on it (annotation
 ``cellfit.io/reclaim-booking``, scheduler/cluster/stranded.py's :class:`ReclaimRecords`): every
 replica's engine then keeps those cells for it, whichever replica kube-scheduler calls. A record
-that cannot be written deletes nothing for that pod this round.
+that cannot be written deletes nothing for that pod this round. A waiting pod whose victims the
+watch shows leaving (kube-scheduler's preemption deleted them) gets its record too, at the next
+round: a restarted replica then keeps its cells from its first list, even after kube-scheduler
+cleared the pod's nomination (which it does when an attempt meets an extender that does not
+answer) and the victims are gone, so the victim Job's next pod does not take them.
 
 Never touched: a pod not labelled opportunistic, not of cellfit's kube-scheduler profile, already
 terminating, or deleted by this leader already; nor anything for a waiting pod that is gone,
@@ -122,6 +126,18 @@ def reclaims_due(
     return due
 
 
+def preempting(waiting: Sequence[Waiting]) -> list[tuple[str, PodInfo, str]]:
+    """The waiting pods whose victims are leaving already (kube-scheduler's preemption, or
+    anyone, deleted them), with their bookings to record on them: the cells kept while they
+    leave live in the engine's memory only, and kube-scheduler clears the pod's nomination
+    when an attempt meets an extender that does not answer, so after a restart of cellfit
+    nothing else would tie the pod to those cells, and the victim Job's next pod would take
+    them (and be preempted again)."""
+    return [(entry.guarantee.pod_uid, entry.pod, entry.record) for entry in waiting
+            if entry.pod is not None and entry.record is not None and not entry.pod.terminating and entry.pod.node_name is None
+            and any(victim is not None and victim.terminating for victim in entry.victims)]
+
+
 def victim_message(reclaim: Reclaim) -> str:
     return (f"preempted for guaranteed pod {reclaim.waiting.key} of virtual cluster {reclaim.vc}, which waits for cell "
             f"{reclaim.cell} on node {reclaim.node}: {WHY}, and this pod's priority {reclaim.victim.priority} is not lower "
@@ -201,7 +217,7 @@ class ReclaimController:
         due = reclaims_due(waiting=waiting, since=self._since, now=now, after_seconds=self._settings.after_seconds,
                            scheduler_name=self._scheduler_name)
         records = {w.guarantee.pod_uid: w.record for w in waiting}
-        recorded: dict[str, bool] = {}
+        recorded: dict[str, bool] = {uid: self._records.write(pod, record) for uid, pod, record in preempting(waiting)}
         done = []
         for reclaim in due:
             if reclaim.victim.uid in self._reclaimed:

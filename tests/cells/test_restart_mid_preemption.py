@@ -1,0 +1,100 @@
+"""A restart of cellfit in the middle of a preemption keeps the preemptor's cells (live hand
+session, issue restart22): kube-scheduler preempted an opportunistic pod for a guaranteed one,
+cellfit was killed while the victim left, kube-scheduler's attempts meanwhile met a closed port
+and cleared the pod's nomination (schedule_one.go: an extender error returns
+``clearNominatedNode``), and after the restart the victim Job's new pod took the freed cells and
+was preempted again. The cells booked while the victims leave lived in the engine's memory only;
+now the leader records them on the waiting pod (``cellfit.io/reclaim-booking``) as soon as the
+watch shows its victims leaving, and a restarted engine keeps them from its first list.
+
+On the real HivedEngine, pod record and ReclaimController of tests/cluster/test_reclaim.py; a
+restart is a new engine fed the pods as the watch lists them."""
+
+from __future__ import annotations
+
+import msgspec
+
+from scheduler.cells import HivedEngine
+from scheduler.constants import ANNOTATION_RECLAIM_BOOKING
+from scheduler.core.model import PodInfo
+from scheduler.kube.names import filter_offered
+from tests.cells.helpers import pod, rack_cluster
+from tests.cluster.test_reclaim import NODES, Cluster
+
+LOWER = 10  # the opportunistic pods' priority: kube-scheduler's own preemption takes them
+
+
+def preempted_by_kube_scheduler() -> tuple[Cluster, str, str]:
+    """kube-scheduler's preempt verb names g's victim, deletes it (the watch shows it
+    terminating) and a leader round passes; (the cluster, the victim, g's node)."""
+    cluster = Cluster(opportunistic_priority=LOWER)
+    node = cluster.engine.allocator.by_pod["g"].node
+    assert node is not None
+    assert cluster.engine.select_victims(cluster.waiting, {node: [cluster.victim]}, {}) == {node: [cluster.victim]}
+    victim = cluster.pods.get(cluster.victim)
+    assert victim is not None
+    cluster.pods.record(msgspec.structs.replace(victim, terminating=True))
+    assert cluster.look_at(1) == []  # kube-scheduler deletes this one: cellfit deletes nothing
+    return cluster, cluster.victim, node
+
+
+def restarted(cluster: Cluster, *, gone: set[str]) -> HivedEngine:
+    """A new engine, as a restarted cellfit builds it from its first list: every pod the watch
+    shows (less those ``gone``), g with whatever the API server holds on it now."""
+    engine = HivedEngine.from_config(rack_cluster(vcs={"a": [{"cellType": "V100-RACK", "count": 1}],
+                                                       "b": [{"cellType": "V100-RACK", "count": 1}]}))
+    record = cluster.api.recorded("g")
+    for uid in sorted(p.uid for p in cluster.pods.pods()):
+        shown = cluster.pods.get(uid)
+        assert shown is not None
+        if uid in gone:
+            continue
+        if uid == "g":
+            annotations = dict(shown.annotations)
+            if record is not None:
+                annotations[ANNOTATION_RECLAIM_BOOKING] = record
+            shown = msgspec.structs.replace(shown, annotations=annotations, nominated_node_name=None)  # cleared
+        engine.apply_pod(shown)
+    return engine
+
+
+def new_pod_of_victim_job() -> PodInfo:
+    return msgspec.structs.replace(pod("o-next", 8, "b", priority="opportunistic"), priority=LOWER, scheduler_name="cellfit")
+
+
+def test_the_leader_records_the_booking_once_kube_schedulers_victims_leave():
+    cluster, _, node = preempted_by_kube_scheduler()
+    record = cluster.api.recorded("g")
+    assert record is not None and record == cluster.engine.reclaim_record("g")
+    assert f'"node":"{node}"' in record
+    cluster.look_at(2)
+    assert len(cluster.api.records) == 1  # written once
+
+
+def test_nothing_is_recorded_for_a_booking_whose_victims_nobody_deletes():
+    cluster = Cluster(opportunistic_priority=LOWER)
+    cluster.look_at(0)
+    cluster.look_at(1)
+    assert cluster.api.records == []
+
+
+def test_after_a_restart_once_the_victims_left_the_victim_jobs_next_pod_does_not_take_the_cells():
+    cluster, victim, node = preempted_by_kube_scheduler()
+    engine = restarted(cluster, gone={victim})
+    assert "o-next" not in [b.pod_uid for b in engine.allocator.bookings.values()]
+    taken = filter_offered(engine, new_pod_of_victim_job(), NODES)
+    assert node not in taken.feasible  # it took them before, and was preempted again
+    assert filter_offered(engine, cluster.waiting, NODES).feasible == [node]
+
+
+def test_after_a_restart_while_the_victims_leave_the_booking_waits_for_them():
+    cluster, victim, node = preempted_by_kube_scheduler()
+    engine = restarted(cluster, gone=set())
+    assert engine.pending_preemptions() == {"g": [victim]}
+    assert engine.allocator.by_pod["g"].node == node
+    # kube-scheduler leaves the node out while the victim leaves: the booking is kept, and no
+    # second victim is taken on another node.
+    others = [name for name in NODES if name != node]
+    decision = filter_offered(engine, cluster.waiting, others)
+    assert decision.feasible == [] and engine.allocator.by_pod["g"].node == node
+    assert engine.select_victims(cluster.waiting, {name: [] for name in others}, {}) == {}
