@@ -354,10 +354,26 @@ def _job_pods_now(job: JobFacts, view: CellfitView) -> Answer:
         nodes = sorted({p.node for p in active if p.node})
         return Answer(reason="running", summary=f"running: {len(active)} pod{'s' if len(active) != 1 else ''} on "
                       f"{listed(nodes, noun='node')}")
+    leaving = _leaving(job)
+    if leaving is not None:
+        return leaving
     refused = _pods_refused(job)
     if refused is not None:
         return refused
     return Answer(reason="pending", summary="no pod yet: the Job controller has not created one (or all have ended)")
+
+
+def _leaving(job: JobFacts) -> Answer | None:
+    """A Job whose only pod left is exiting (deleted, in its grace period: a preempted one
+    checkpoints there): the Job controller makes the next once it has exited. Not "no pod yet"."""
+    leaving = [p for p in job.pods if p.deleting and p.phase not in ("Succeeded", "Failed")]
+    if not leaving:
+        return None
+    pod = leaving[0]
+    preempted = pod.preemption is not None or any(p.victim == pod.key for p in job.preemptions)
+    how = "is exiting after its preemption (in its grace period)" if preempted else "is terminating (deleted, in its grace period)"
+    others = f" (and {len(leaving) - 1} more exiting)" if len(leaving) > 1 else ""
+    return Answer(reason="terminating", summary=f"pod {pod.name} {how}{others}; its next pod is made once it has exited")
 
 
 def _pods_refused(job: JobFacts) -> Answer | None:
@@ -426,8 +442,15 @@ def explain_pod(pod: PodFacts, view: CellfitView) -> Answer:
     if preempting is not None:
         return preempting
     answer = _pending(pod, view)
-    nominated = (f"nominated to node {pod.nominated_node} by kube-scheduler",) if pod.nominated_node else ()
-    return replace(answer, details=answer.details + nominated) if nominated else answer
+    if pod.nominated_node is None:
+        return answer
+    if answer.reason == "pending" and answer.summary.startswith("pending: "):
+        # kube-scheduler nominates a pod it could not place to the node where it preempted for it.
+        return replace(answer, reason="preempting", summary=f"nominated to node {pod.nominated_node} by kube-scheduler, which "
+                       "preempted pods there for it: it is placed there once its victims have left (their grace period); "
+                       f"its last attempt: {answer.summary.removeprefix('pending: ')}",
+                       details=answer.details + (f"nominated to node {pod.nominated_node} by kube-scheduler",))
+    return replace(answer, details=answer.details + (f"nominated to node {pod.nominated_node} by kube-scheduler",))
 
 
 def _preempting(pod: PodFacts) -> Answer | None:

@@ -212,7 +212,9 @@ def test_a_nomination_without_cellfits_preemption_keeps_kube_schedulers_reason(c
     apiserver.routes["/api/v1/namespaces/ml/events"] = (200, {"items": [
         event("FailedScheduling", "0/3 nodes are available: 3 Insufficient cpu.", pod="p-0", uid="uid-p-0")]})
     answer = json.loads(cli.run(["why", "pod/p-0", "-o", "json"]))
-    assert answer["reason"] == "pending" and answer["summary"] == "pending: Insufficient cpu"
+    assert answer["reason"] == "preempting" and answer["summary"] == (
+        "nominated to node gpu-7 by kube-scheduler, which preempted pods there for it: it is placed there once its victims "
+        "have left (their grace period); its last attempt: Insufficient cpu")
     assert "nominated to node gpu-7 by kube-scheduler" in answer["details"]
 
 
