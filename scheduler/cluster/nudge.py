@@ -195,8 +195,13 @@ def send_signal(api: SignalApi, *, namespace: str, image: str = REQUEUE_SIGNAL_I
         )
 
 
+VICTIMS_GONE = "preemption victims gone"
+CELLS_CHANGED = "this replica's virtual clusters or cells changed"
+
+
 class VictimRequeue:
-    """Makes kube-scheduler retry its parked pods once cellfit has seen preemption victims go.
+    """Makes kube-scheduler retry its parked pods once cellfit has seen preemption victims go,
+    and once this replica's virtual clusters or cells have changed.
 
     kube-scheduler retries a preemptor when a victim's deletion reaches its own informer;
     cellfit's watch applies the same deletion a few milliseconds later or sooner. A filter
@@ -206,7 +211,16 @@ class VictimRequeue:
     requeue signal after cellfit applied the deletions closes that window. The victims that go
     within ``delay_seconds`` of the first share one signal, and signals are at least
     ``min_interval_seconds`` apart. :meth:`victims_gone` only sets an event: the watch cache
-    calls it under the engine lock."""
+    calls it under the engine lock.
+
+    The same holds for a live reload that adds a VC or grows one (or the cell exchange, or a
+    discovered node joining): kube-scheduler parked the pods HiveD refused before, and no cluster
+    event tells it that cellfit would place them now. ``cells_summary`` reads the engine's
+    one-line summary of its cells and VCs (``CellInspection.summary``, under the engine lock); it
+    is read every ``check_seconds`` and a signal follows each change. Read, not told: every path
+    that changes the VCs (the file's reload, the exchange's quota moves) changes it, and each
+    replica reloads its own file when its kubelet updates the mount, so each signals for its
+    own kube-scheduler."""
 
     def __init__(
         self,
@@ -217,6 +231,9 @@ class VictimRequeue:
         min_interval_seconds: float = 1.0,
         on_signal: Callable[[], None] | None = None,
         signal_image: str = REQUEUE_SIGNAL_IMAGE,
+        cells_summary: Callable[[], str] | None = None,
+        check_seconds: float = 5.0,
+        on_cells_signal: Callable[[], None] | None = None,
     ) -> None:
         self._api = api
         self._namespace = namespace
@@ -224,14 +241,43 @@ class VictimRequeue:
         self._delay = delay_seconds
         self._min_interval = min_interval_seconds
         self._on_signal = on_signal
-        self._gone = threading.Event()
+        self._cells_summary = cells_summary
+        self._check_seconds = check_seconds if cells_summary is not None else None
+        self._on_cells_signal = on_cells_signal
+        # What the cells were when last looked at: the engine as startup built it.
+        self._seen_summary = cells_summary() if cells_summary is not None else None
+        self._reasons: set[str] = set()  # why the next signal is due; guarded by _due
+        self._due_lock = threading.Lock()
+        self._gone = threading.Event()  # set while a signal is due
         self._stop = threading.Event()
         self._last = float("-inf")
         self.sent = 0
         self._thread = threading.Thread(target=self._run, name="victim-requeue", daemon=True)
 
     def victims_gone(self) -> None:
-        self._gone.set()
+        self._want(VICTIMS_GONE)
+
+    def check_cells(self) -> bool:
+        """Whether the cells' summary changed since the last look; a signal is then due."""
+        if self._cells_summary is None:
+            return False
+        summary = self._cells_summary()
+        if summary == self._seen_summary:
+            return False
+        self._seen_summary = summary
+        self._want(CELLS_CHANGED)
+        return True
+
+    def _want(self, reason: str) -> None:
+        with self._due_lock:  # the event moves with the reasons: no wake-up is lost between them
+            self._reasons.add(reason)
+            self._gone.set()
+
+    def _take_reasons(self) -> set[str]:
+        with self._due_lock:
+            reasons, self._reasons = self._reasons, set()
+            self._gone.clear()
+        return reasons
 
     def start(self) -> None:
         self._thread.start()
@@ -242,26 +288,43 @@ class VictimRequeue:
 
     def _run(self) -> None:
         while True:
-            self._gone.wait()
+            if not self._gone.wait(self._check_seconds):
+                try:
+                    self.check_cells()
+                except Exception:  # a defect must not end the loop
+                    log.exception("the cells' summary was not read for the requeue signal")
+                continue
             if self._stop.wait(max(self._delay, self._last + self._min_interval - time.monotonic())):
                 return
-            self._gone.clear()
+            reasons = self._take_reasons()
+            if not reasons:
+                continue
             try:
                 send_signal(self._api, namespace=self._namespace, image=self._signal_image)
             except KubernetesApiError as error:
-                log.warning("requeue signal after preemption not sent; retrying", extra={"reason": str(error)})
-                self._gone.set()  # the victims are still gone: try again after the interval
+                log.warning("requeue signal not sent; retrying", extra={"reason": str(error), "why": sorted(reasons)})
+                self._retry(reasons)
                 continue
             except Exception:  # a defect must not end the loop
-                log.exception("requeue signal after preemption failed; retrying")
-                self._gone.set()
+                log.exception("requeue signal failed; retrying")
+                self._retry(reasons)
                 continue
             finally:
                 self._last = time.monotonic()
             self.sent += 1
-            log.info("requeue signal sent: preemption victims gone, kube-scheduler retries its parked pods")
-            if self._on_signal is not None:
-                self._on_signal()
+            log.info("requeue signal sent: kube-scheduler retries its parked pods", extra={"why": sorted(reasons)})
+            self._signalled(reasons)
+
+    def _retry(self, reasons: set[str]) -> None:
+        """The reasons still hold: try again after the interval."""
+        for reason in reasons:
+            self._want(reason)
+
+    def _signalled(self, reasons: set[str]) -> None:
+        if VICTIMS_GONE in reasons and self._on_signal is not None:
+            self._on_signal()
+        if CELLS_CHANGED in reasons and self._on_cells_signal is not None:
+            self._on_cells_signal()
 
 
 # ------------------------------------------------------------------ the loop

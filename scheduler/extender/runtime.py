@@ -221,7 +221,7 @@ def build_runtime(settings: Settings, *, api: KubernetesApi | None = None, stand
     count_preemption = metrics.track_exchange(quotas.metrics) if quotas is not None else None
     terms, elector = _leadership(settings, api, cache, metrics, hived=hived_cells, lock=lock, quotas=quotas,
                                  count_preemption=count_preemption, reclaimer=_reclaimer(settings, composition, metrics, lock=lock, cache=cache))
-    victim_requeue = _victim_requeue(settings, api, cache, metrics)
+    victim_requeue = _victim_requeue(settings, api, cache, metrics, cells=composition.cells, lock=lock)
 
     gc_pauses = GcPauses(registry=metrics.registry)
 
@@ -410,20 +410,34 @@ def _nudger(
 
 
 def _victim_requeue(
-    settings: Settings, api: KubernetesApi | None, cache: ClusterCache | None, metrics: ExtenderMetrics
+    settings: Settings, api: KubernetesApi | None, cache: ClusterCache | None, metrics: ExtenderMetrics,
+    *, cells: Cells | None = None, lock: threading.RLock | None = None,
 ) -> VictimRequeue | None:
-    """A requeue signal once the watch has seen preemption victims go (scheduler/cluster/nudge.py,
-    VictimRequeue). On every replica: the kube-scheduler beside any of them may be the active one."""
+    """A requeue signal once the watch has seen preemption victims go, and once HiveD's
+    ``cells`` (their VCs: a live reload, the cell exchange; discovered nodes joining) have
+    changed (scheduler/cluster/nudge.py, VictimRequeue). On every replica: the kube-scheduler
+    beside any of them may be the active one."""
     if api is None or cache is None or not settings.nudge.enabled:
         return None
+    summary = _cells_summary(cells, lock=lock) if cells is not None and lock is not None else None
     requeue = VictimRequeue(
         api=api, namespace=settings.leader_election.namespace or default_namespace(),
         min_interval_seconds=settings.nudge.min_interval_seconds,
         on_signal=lambda: metrics.requeue_signals.labels(reason="victims-gone").inc(),
         signal_image=settings.nudge.signal_image,
+        cells_summary=summary, check_seconds=settings.nudge.period_seconds,
+        on_cells_signal=lambda: metrics.requeue_signals.labels(reason="cells-changed").inc(),
     )
     cache.on_victims_gone = requeue.victims_gone
     return requeue
+
+
+def _cells_summary(cells: Cells, *, lock: threading.RLock) -> Callable[[], str]:
+    """The cells' one-line summary (their VCs and topology), read under the engine lock."""
+    def summary() -> str:
+        with lock:
+            return cells.summary
+    return summary
 
 
 def _driver(terms: Terms | None, kind: type[D]) -> D | None:

@@ -1,0 +1,95 @@
+"""A live reload that changes the virtual clusters makes kube-scheduler retry the pods it parked
+(scheduler/cluster/nudge.py, VictimRequeue, wired by scheduler/extender/runtime.py): the pods
+naming a VC the reload adds were refused before it, and no cluster event wakes them, so without
+a requeue signal they wait for kube-scheduler's 5-minute flush (3.5 minutes seen live).
+
+A real HivedEngine, ConfigReloader over a file updated as the kubelet updates a mounted
+ConfigMap, and the replica's requeue as the runtime wires it; the API is a recording double."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from scheduler.cells import HivedEngine
+from scheduler.cluster.cache import ClusterCache
+from scheduler.config import Settings, parse_settings
+from scheduler.core.pods import PodStore
+from scheduler.extender.configuration import ConfigReloader
+from scheduler.extender.metrics import ExtenderMetrics
+from scheduler.extender.runtime import _victim_requeue
+from tests.cells.helpers import rack_cluster
+from tests.support.configmap import MountedConfigMap
+from tests.unit.test_victim_requeue import SignalRecordingApi
+
+NLP = {"nlp": [{"cellType": "V100-NODE", "count": 1}]}
+SPEECH = {"speech": [{"cellType": "V100-NODE", "count": 1}]}
+VISION = {"vision": [{"cellType": "V100-NODE", "count": 3}]}
+
+
+def config_text(vcs: dict[str, Any], **sections: Any) -> str:
+    return yaml.safe_dump({"cells": rack_cluster(vcs=vcs), **sections})
+
+
+class Replica:
+    """One replica's engine, reloader and requeue (not started: each test drives it)."""
+
+    def __init__(self, tmp_path: Path, *, check_seconds: float = 5.0) -> None:
+        self.mounted = MountedConfigMap(tmp_path / "config")
+        self.mounted.write(config_text({**VISION, **NLP}))
+        startup: Settings = parse_settings(config_text({**VISION, **NLP}))
+        self.engine = HivedEngine.from_config(startup.cells, prefix="cells")
+        self.lock = threading.RLock()
+        self.metrics = ExtenderMetrics()
+        self.reloader = ConfigReloader(path=str(self.mounted.path), running=startup, cells=self.engine, lock=self.lock,
+                                       metrics=self.metrics)
+        self.api = SignalRecordingApi(nodes=[])
+        cache = ClusterCache(api=self.api, engine=self.engine, lock=self.lock, gpu_resource="nvidia.com/gpu",  # type: ignore[arg-type]
+                             pods=PodStore(), jobs=None)
+        settings = startup.model_copy(update={"nudge": startup.nudge.model_copy(update={"period_seconds": check_seconds,
+                                                                                       "min_interval_seconds": 1.0})})
+        requeue = _victim_requeue(settings, self.api, cache, self.metrics, cells=self.engine, lock=self.lock)
+        assert requeue is not None
+        self.requeue = requeue
+
+    def reload(self, text: str) -> str | None:
+        self.mounted.write(text)
+        outcome = self.reloader.reload_if_changed()
+        return outcome.result if outcome is not None else None
+
+    def cells_signals(self) -> float | None:
+        return self.metrics.registry.get_sample_value("cellfit_requeue_signals_total", {"reason": "cells-changed"})
+
+
+def test_a_reload_that_changes_the_virtual_clusters_calls_for_one_signal(tmp_path: Path):
+    replica = Replica(tmp_path)
+    assert not replica.requeue.check_cells()  # startup's cells: nothing changed
+    assert replica.reload(config_text({**VISION, **SPEECH})) == "applied"
+    assert replica.requeue.check_cells()
+    assert not replica.requeue.check_cells()  # one signal per change
+
+
+def test_a_reload_that_leaves_the_virtual_clusters_as_they_were_calls_for_none(tmp_path: Path):
+    replica = Replica(tmp_path)
+    assert replica.reload(config_text({**VISION, **NLP}, logging={"level": "DEBUG"})) == "needs_restart"
+    assert not replica.requeue.check_cells()
+    assert replica.reload("cells: [not, a, mapping]\n") == "invalid"
+    assert not replica.requeue.check_cells()
+
+
+def test_the_replica_sends_the_signal_after_the_reload(tmp_path: Path):
+    replica = Replica(tmp_path, check_seconds=0.5)
+    replica.requeue.start()
+    try:
+        assert replica.reload(config_text({**VISION, **SPEECH})) == "applied"
+        for _ in range(200):  # the replica's loop looks every half second; waited for, not timed
+            if replica.cells_signals():
+                break
+            threading.Event().wait(0.05)
+        assert replica.cells_signals() == 1
+        assert [call for call, _ in replica.api.calls] == ["create", "delete"]
+    finally:
+        replica.requeue.stop()
