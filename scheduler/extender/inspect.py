@@ -22,6 +22,9 @@ _NO_CELLS: dict[int | str, dict[str, Any]] = {
     404: {"description": "The running policy (resource-fit) has no virtual clusters or cells."}
 }
 
+# The allox view's 404 when the caller does not say which setting turned AlloX off.
+ALLOX_OFF = "AlloX admission is not running (standalone, or allox.enabled is false)"
+
 
 def inspect_router(
     *,
@@ -32,11 +35,13 @@ def inspect_router(
     estimates: Callable[[], dict[str, Any]] | None = None,
     allox: Callable[[], dict[str, Any]] | None = None,
     exchanges: Callable[[], dict[str, Any]] | None = None,
+    allox_off: str = ALLOX_OFF,
 ) -> APIRouter:
     """``engine`` is the placement engine; ``cells`` HiveD's, the same engine (``None``: resource
     fit); ``holds`` FitGpp's resume holds (``None``: the
     preemption policy is the placement engine's own); ``estimates`` the estimator's view
-    (``None``: not running, standalone or switched off)."""
+    (``None``: not running, standalone or switched off); ``allox_off``: why ``allox`` is None,
+    the 404's detail (which setting turned it off)."""
     router = APIRouter(prefix=INSPECT_URL_PREFIX, tags=["inspect"])
 
     @router.get(
@@ -52,11 +57,12 @@ def inspect_router(
     @router.get(
         "/allox",
         summary="AlloX admission: the queue per kind, the last matching (starts, machines, time), the placer's mechanism.",
-        responses={404: {"description": "AlloX admission is not running (standalone, or allox.enabled is false)."}},
+        responses={404: {"description": "AlloX admission is not running (standalone, allox.enabled is false, or "
+                                        "estimator.enabled is false: AlloX runs only beside the estimator)."}},
     )
     def allox_view() -> dict[str, Any]:
         if allox is None:
-            raise HTTPException(404, detail="AlloX admission is not running (standalone, or allox.enabled is false)")
+            raise HTTPException(404, detail=allox_off)
         return allox()
 
     @router.get(

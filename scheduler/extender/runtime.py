@@ -170,6 +170,9 @@ def build_runtime(settings: Settings, *, api: KubernetesApi | None = None, stand
         )
     if api is None and not standalone:
         api = KubernetesApi.connect(settings.cluster)
+    if settings.allox.enabled and not settings.estimator.enabled:
+        log.warning("allox.enabled is true but estimator.enabled is false: AlloX admission runs only beside the estimator, "
+                    "so it is off; set estimator.enabled: true to run it, or allox.enabled: false to say so")
     composition = build_composition(settings, api)
     engine = composition.engine
     lock = threading.RLock()
@@ -278,6 +281,7 @@ def build_runtime(settings: Settings, *, api: KubernetesApi | None = None, stand
     inspect = inspect_router(engine=placement, cells=composition.cells, lock=lock, holds=holds, estimates=_term_view(terms, elector, EstimatorController, enabled=settings.estimator.enabled),
                              allox=_term_view(terms, elector, PlacerController,
                                               enabled=settings.estimator.enabled and settings.allox.enabled),
+                             allox_off=allox_off_reason(settings, connected=api is not None),
                              exchanges=_exchange_view(quotas, _term_view(terms, elector, ExchangeController, enabled=quotas is not None)))
     app.api.include_router(inspect)
     inspect_app = create_inspect_app(inspect=inspect)
@@ -314,6 +318,21 @@ def build_runtime(settings: Settings, *, api: KubernetesApi | None = None, stand
             "standalone mode: node capacity comes from the Node objects kube-scheduler sends; bind is unavailable",
         )
     return runtime
+
+
+def allox_off_reason(settings: Settings, *, connected: bool) -> str:
+    """Why AlloX admission is not running, naming what turned it off (``kubectl cellfit queue``
+    says it): no cluster connection, allox.enabled, or estimator.enabled, beside which it runs."""
+    if not connected:
+        why = "cellfit runs standalone (no cluster connection)"
+    elif not settings.allox.enabled:
+        why = "allox.enabled is false"
+    elif not settings.estimator.enabled:
+        why = ("estimator.enabled is false, and AlloX runs only beside the estimator "
+               "(allox.enabled: true has no effect without it)")
+    else:
+        why = "this replica runs no controllers"
+    return f"AlloX admission is not running: {why}"
 
 
 def _leadership(
