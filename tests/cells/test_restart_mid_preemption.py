@@ -98,3 +98,26 @@ def test_after_a_restart_while_the_victims_leave_the_booking_waits_for_them():
     decision = filter_offered(engine, cluster.waiting, others)
     assert decision.feasible == [] and engine.allocator.by_pod["g"].node == node
     assert engine.select_victims(cluster.waiting, {name: [] for name in others}, {}) == {}
+
+
+def walk(cell: dict) -> list[dict]:
+    return [cell] + [below for child in cell.get("children", []) for below in walk(child)]
+
+
+def test_the_cells_view_counts_each_gpu_once_while_the_victims_leave():
+    # The live session's `kubectl cellfit cells`: GUARANTEED 8 OPPORTUNISTIC 8 IDLE 0 on an 8-GPU
+    # node while the victim left. g's 4 GPUs are booked on the node whose 8 GPUs its victim runs.
+    cluster, victim, node = preempted_by_kube_scheduler()
+    for engine in (cluster.engine, restarted(cluster, gone=set())):
+        (entry,) = engine.inspect_cells(node=node)["cells"]
+        assert entry["gpus"] == {"total": 8, "idle": 0, "guaranteed": 4, "opportunistic": 4, "leaving": 4, "bad": 0}
+        for cell in walk(engine.inspect_cells()["cells"][0]) + walk(entry):
+            if "gpus" in cell:
+                counts = cell["gpus"]
+                assert counts["idle"] + counts["guaranteed"] + counts["opportunistic"] == counts["total"], cell["id"]
+        (vc_cell,) = [c for c in engine.inspect_virtual_cluster("a")["vcCells"] if node in c["nodes"]]
+        assert vc_cell["gpus"]["guaranteed"] + vc_cell["gpus"]["opportunistic"] + vc_cell["gpus"]["idle"] == vc_cell["gpus"]["total"]
+    # Once the victim has gone, nothing is leaving.
+    engine = restarted(cluster, gone={victim})
+    (entry,) = engine.inspect_cells(node=node)["cells"]
+    assert entry["gpus"] == {"total": 8, "idle": 4, "guaranteed": 4, "opportunistic": 0, "leaving": 0, "bad": 0}
