@@ -9,10 +9,12 @@ guessed beyond naming which record said it.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, replace
 from typing import Any, Final, Mapping, Sequence
 
+from estimator.contract import estimate_errors
 from scheduler.kubectl.objects import PREEMPTING, CellfitView, Condition, Event, Facts, GoneFacts, JobFacts, PodFacts, Preemption
 from scheduler.kube.times import timestamp
 from scheduler.kubectl.wording import MAX_NAMED, duration, listed, ordinal
@@ -198,6 +200,10 @@ def _deciding(job: JobFacts, view: CellfitView, *, now: float | None) -> Answer:
     if estimated is not None and estimated.status == "False" and estimated.reason in ESTIMATOR_FAILED:
         return Answer(reason="not-estimated", summary=f"not estimated ({estimated.reason}): {estimated.message}",
                       details=_estimator_details(view))
+    unread = estimate_errors(json.dumps(job.estimate)) if job.estimate is not None else []
+    if unread:  # its user's estimate, which AlloX never admits (the estimator, when running, says InvalidSpec)
+        return Answer(reason="not-estimated", summary="not estimated: its own cellfit.io/estimate does not read, so nothing is "
+                      f"sampled or started until it is corrected: {'; '.join(map(str, unread))}")
     placed = job.condition("Placed")
     entry = view.allox_entry
     details = _estimate_details(job.estimate)
