@@ -5,6 +5,9 @@
   job the extender refused, and their retry gives them new queue times, while on the private
   cluster they keep the order the flushes left them in. So HiveD no longer equals the private
   cluster job by job (under ``fifo`` it does: ``test_hived_experiment.py``).
+* So does another tenant's idle node, with no other tenant's job at all: kube-scheduler's own
+  fit sees it, so a job the private cluster's fit refuses (moved by deletions only) is
+  refused by the extender on the shared cluster (moved by the tenant's own binds too).
 * What holds in every setting under this queue: no job waits while its tenant's quota has a
   free GPU and the job asks for one GPU (a release moves every parked job, so nothing that fits
   is left parked).
@@ -49,6 +52,32 @@ def test_another_tenants_bind_reorders_a_tenants_jobs_under_kube() -> None:
     assert hived == {"a-0": 0.0, "a-1": 40.0, "a-2": 10.0, "b-0": 7.0}
 
 
+def _idle_node_scenario() -> list[GangJob]:
+    # a: two nodes, one full with a-0 until minute 10, seven of the other's GPUs taken for long.
+    # a-1 (8 GPUs) fails at minute 1, a-2 (2 GPUs) at minute 2: privately kube-scheduler's fit
+    # finds no node for either, on the shared cluster b's idle node passes it and HiveD refuses.
+    # The flush restamps a-1 at 6.5 min; a's 1-GPU a-s binds at 7 min, which moves the two only
+    # on the shared cluster (the extender refused them), a-2 first (queue time 2 min); the
+    # flush then restamps a-2 at 7.5 min privately only. At minute 10 a-1 goes first privately,
+    # a-2 under HiveD.
+    jobs = [gang("a-0", "a", 8, minutes=10)] + [gang(f"a-h{i}", "a", 1, minutes=600) for i in range(7)]
+    return jobs + [
+        gang("a-1", "a", 8, at=1 * MINUTE, minutes=30),
+        gang("a-2", "a", 2, at=2 * MINUTE, minutes=30),
+        gang("a-s", "a", 1, at=7 * MINUTE, minutes=600),
+    ]
+
+
+def test_another_tenants_idle_node_alone_reorders_a_tenants_jobs_under_kube() -> None:
+    jobs = _idle_node_scenario()
+    experiment = HivedExperiment(workload=two_tenants(nodes_per_rack=3, a_nodes=2, b_nodes=1), queue="kube")
+    private = _starts(run_setting(experiment, "private", jobs, seed=0), jobs)
+    hived = _starts(run_setting(experiment, "hived", jobs, seed=0), jobs)
+    shown = ("a-1", "a-2", "a-s")
+    assert {job: private[job] for job in shown} == {"a-1": 10.0, "a-2": 40.0, "a-s": 7.0}
+    assert {job: hived[job] for job in shown} == {"a-1": 40.0, "a-2": 10.0, "a-s": 7.0}
+
+
 def test_without_the_other_tenants_bind_hived_equals_private_under_kube() -> None:
     jobs = _scenario()[:3]
     experiment = HivedExperiment(workload=two_tenants(nodes_per_rack=2, a_nodes=1, b_nodes=1), queue="kube")
@@ -58,9 +87,10 @@ def test_without_the_other_tenants_bind_hived_equals_private_under_kube() -> Non
     assert _starts(hived, jobs)["a-1"] == 10.0
 
 
-def test_under_fifo_the_same_jobs_start_as_privately() -> None:
-    jobs = _scenario()
-    experiment = HivedExperiment(workload=two_tenants(nodes_per_rack=2, a_nodes=1, b_nodes=1), queue="fifo")
+@pytest.mark.parametrize(("jobs", "nodes"), [(_scenario(), (2, 1)), (_idle_node_scenario(), (3, 2))])
+def test_under_fifo_the_same_jobs_start_as_privately(jobs: list[GangJob], nodes: tuple[int, int]) -> None:
+    rack, a_nodes = nodes
+    experiment = HivedExperiment(workload=two_tenants(nodes_per_rack=rack, a_nodes=a_nodes, b_nodes=1), queue="fifo")
     private = run_setting(experiment, "private", jobs, seed=0)
     hived = run_setting(experiment, "hived", jobs, seed=0)
     assert np.array_equal(private.start, hived.start)
