@@ -381,7 +381,7 @@ def for_configuration(
 
 
 class Follow(Protocol):
-    """What follows credentials beyond the client's refresh hook (api.KubeconfigCredentials: a
+    """What follows credentials beyond the client's refresh hook (credentials.KubeconfigCredentials: a
     rewritten kubeconfig, an exec plugin's expiry), run with each refresh; ``refused``: the API
     server answered the credentials sent with HTTP 401. It logs its own failures; it never raises."""
 
@@ -393,7 +393,7 @@ class Credentials:
     ``CREDENTIALS_REFRESH_SECONDS``: ``follow`` first (a kubeconfig rewritten, an exec plugin's
     credentials expired or refused), then the client's refresh hook (an auth-provider's token
     loaded again once it expires; a token file, a kubeconfig's ``tokenFile`` or the service
-    account's, read again as it changes, api.TokenFileRefresh): ~140 µs of CPU per call, more than
+    account's, read again as it changes, credentials.TokenFileRefresh): ~140 µs of CPU per call, more than
     the rest of a bind request. Rotated tokens stay valid long past their replacement (the
     kubelet rotates at 80% of their lifetime), so a few seconds' delay costs nothing, and a
     refresh that fails (an exec plugin's network call, a token file being replaced) keeps the
@@ -461,7 +461,7 @@ def _server_hostname(configuration: Any, host: str) -> str:
 def tls_files(configuration: Any) -> list[str]:
     """The files :func:`_ssl_context` reads now (a kubeconfig's embedded data is written to files
     of cellfit's own, rewritten as the kubeconfig is, and an exec plugin's client certificate
-    named once it gives one: api.KubeconfigCredentials)."""
+    named once it gives one: credentials.KubeconfigCredentials)."""
     return [path for path in (configuration.ssl_ca_cert, configuration.cert_file, configuration.key_file) if path]
 
 

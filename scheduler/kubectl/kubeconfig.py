@@ -21,16 +21,13 @@ from kubernetes import client as k8s
 from kubernetes import config as kube_config
 from kubernetes.config.config_exception import ConfigException
 
-from scheduler.cluster.api import (
-    ExecPlugin,
+from scheduler.cluster.exec_plugin import ExecPlugin, exec_plugin_of, present_exec_credential, run_exec_plugin
+from scheduler.cluster.kubeconfig import (
     KubeconfigFieldError,
     auth_provider_persister,
-    exec_plugin_of,
     kubeconfig_files,
     loadable_without_exec,
     merged_kubeconfig,
-    present_exec_credential,
-    run_exec_plugin,
 )
 from scheduler.kubectl.errors import PluginError
 

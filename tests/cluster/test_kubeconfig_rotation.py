@@ -176,7 +176,7 @@ def test_a_rewritten_embedded_client_certificate_is_presented_on_new_connections
     path.write_text(kubeconfig(server=tls_server.url, user=embedded_pair(authority.issue("cellfit-1")), ca=serving.ca_pem))
     api = connect(path)
     seen = [shown(api)]
-    caplog.set_level(logging.INFO, logger="scheduler.cluster.api")
+    caplog.set_level(logging.INFO, logger="scheduler.cluster.credentials")
     path.write_text(kubeconfig(server=tls_server.url, user=embedded_pair(authority.issue("cellfit-2")), ca=serving.ca_pem))
     seen.append(shown(api))
     assert seen == ["cellfit-1", "cellfit-2"]

@@ -34,7 +34,7 @@ from typing import Any, Iterator
 import pytest
 import yaml
 
-from scheduler.cluster import api as api_module
+from scheduler.cluster import exec_plugin
 from scheduler.cluster import loop_http
 from scheduler.cluster.api import KubernetesApi, TermEnded
 from scheduler.config import ClusterSettings
@@ -213,7 +213,7 @@ def test_an_exec_plugin_that_hangs_is_killed_and_named(
     """The Kubernetes client's runner waits for the plugin for good: a plugin that hangs (an
     identity provider that never answers, a login waiting for a browser) held the follower's
     lock, and with it every later refresh of the credentials, the event loop's among them."""
-    monkeypatch.setattr(api_module, "EXEC_PLUGIN_TIMEOUT_SECONDS", 0.5, raising=False)
+    monkeypatch.setattr(exec_plugin, "EXEC_PLUGIN_TIMEOUT_SECONDS", 0.5)
     path, report = plugin_kubeconfig(tmp_path, server=token_server.url, mode="hang", interactiveMode="Never")
     try:
         with pytest.raises(ConfigError, match=r"users\[cellfit\]\.user\.exec: the credential plugin did not answer within 0\.5s"):
