@@ -39,7 +39,7 @@ def parse_iterations(text: str | None, *, where: str = ANNOTATION_ITERATIONS) ->
     except ValueError:
         raise InvalidAnnotation(f"{text!r} is not an integer", field=where) from None
     if not 3 <= value <= MAX_ITERATIONS:
-        raise InvalidAnnotation(f"{value} is out of range; expected 3..{MAX_ITERATIONS}", field=where)
+        raise InvalidAnnotation(f"{value} is out of range; expected 3..{MAX_ITERATIONS:,}", field=where)
     return value
 
 

@@ -27,7 +27,7 @@ from typing import Any, Callable, Literal, Mapping, Sequence
 
 import msgspec
 
-from estimator.contract import encode_estimate, parse_estimate, parse_iterations
+from estimator.contract import encode_estimate, estimate_errors, parse_estimate, parse_iterations
 from estimator.model import ConfigurationEstimate, ModelSettings, Prior, Sample, prior_from_history
 from estimator.objects import (
     ANNOTATION_SAMPLE_CONFIGURATION,
@@ -513,17 +513,17 @@ class EstimatorController:
             self._finished(job)
             return None
         estimate_text = annotations.get(ANNOTATION_ESTIMATE)
-        if estimate_text is not None and configurations is None and job.suspended:
-            # Nothing to sample, but nothing to start either: the placer leaves such a Job to be
-            # told here, with the field.
-            self._tell_invalid_configurations(job)
-            return None
         if estimate_text is not None:
-            try:
-                recorded = parse_estimate(estimate_text)
-            except InvalidAnnotation as error:
-                self._invalid(job, error)
+            # Every mistake at once, as the webhook warned of them. A suspended Job whose
+            # configurations do not read: nothing to sample, but nothing to start either (the
+            # placer leaves such a Job to be told here, with the field).
+            unread = configurations is None and job.suspended
+            problems = (_configurations_errors(job) if unread else []) + estimate_errors(estimate_text)
+            if problems:
+                self._invalid(job, *problems)
+            if problems or unread:
                 return None
+            recorded = parse_estimate(estimate_text)
             changed = _changed_since(recorded.document, _digests(configurations)) if configurations is not None and job.suspended else []
             if changed:
                 self._withdraw(job, estimate_text, changed)
@@ -647,7 +647,7 @@ class EstimatorController:
             if waiting and waiting == len(decision.create) and not any(p.state in ("pending", "running") for p in sample_pods):
                 self._view(job, "waiting-for-capacity", f"{waiting} sampling runs wait for the sampling budget (estimator.maxClusterShare)", samples=rows)
             else:
-                self._view(job, "sampling", f"{decision.in_progress} sampling runs in progress", samples=rows)
+                self._view(job, "sampling", _runs_message(decision, sample_pods, starting=len(creations), held=waiting), samples=rows)
             return creations
         self._estimated(job, decision, rows, digests=_digests(configurations))
         return creations
@@ -776,13 +776,12 @@ class EstimatorController:
     # ------------------------------------------------------------------ telling users
 
     def _tell_invalid_configurations(self, job: Job) -> None:
-        try:
-            parse_configurations(job.annotations.get(ANNOTATION_CONFIGURATIONS))
-        except InvalidAnnotation as error:
-            self._invalid(job, error)
+        problems = _configurations_errors(job)
+        if problems:
+            self._invalid(job, *problems)
 
-    def _invalid(self, job: Job, error: CellfitError) -> None:
-        message = f"nothing is sampled or started: {error}"
+    def _invalid(self, job: Job, *errors: CellfitError) -> None:
+        message = f"nothing is sampled or started: {'; '.join(map(str, errors))}"
         if not _condition_says(job, status="False", reason="InvalidSpec", message=message):  # else told before a restart
             self._event(job, "InvalidInterchangeableJob", message, warning=True, once=message)
         self._condition(job, status="False", reason="InvalidSpec", message=message)
@@ -1036,6 +1035,29 @@ def _decoded_job(raw: bytes) -> Job | None:
     except msgspec.ValidationError as error:
         log.warning("estimator skipped a Job it cannot read", extra={"reason": str(error)})
         return None
+
+
+def _configurations_errors(job: Job) -> list[InvalidAnnotation]:
+    """What is wrong with the Job's cellfit.io/configurations: the parser's mistake, or none."""
+    try:
+        parse_configurations(job.annotations.get(ANNOTATION_CONFIGURATIONS))
+    except InvalidAnnotation as error:
+        return [error]
+    return []
+
+
+def _runs_message(decision: Decision, sample_pods: Sequence[SamplePod], *, starting: int, held: int) -> str:
+    """This Job's sampling runs, not the whole estimator's: under way (pods pending or running,
+    and those created now), held back by the sampling budget, and to follow (short runs after
+    their long ones)."""
+    under_way = starting + sum(1 for p in sample_pods if p.state in ("pending", "running"))
+    after = max(decision.in_progress - under_way - held, 0)
+    parts = [f"{under_way} under way"]
+    if held:
+        parts.append(f"{held} waiting for the sampling budget (estimator.maxClusterShare)")
+    if after:
+        parts.append(f"{after} more after them")
+    return f"this Job's sampling runs: {', '.join(parts)}"
 
 
 def _key(job: Job) -> str:
