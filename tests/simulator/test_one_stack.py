@@ -64,13 +64,15 @@ def test_a_nominated_pod_keeps_its_room_from_pods_of_no_higher_priority() -> Non
     assert cycle.free_for_lowest("n0").gpus == 8
 
 
-@pytest.mark.parametrize("queue", ["fifo", "kube"])
 @pytest.mark.parametrize("setting", ["hived", "quota-spread", "quota-pack"])
-def test_kubes_own_fit_changes_no_gang_decision(monkeypatch: pytest.MonkeyPatch, queue: str, setting: str) -> None:
+def test_kubes_own_fit_changes_no_gang_decision(monkeypatch: pytest.MonkeyPatch, setting: str) -> None:
     """The hived workload's gangs go through kube-scheduler's own resource fit before the
     engine's filter; it removes only nodes without the GPUs a pod asks for, which the engines
-    refuse too, so every job starts when (and where) a filter over every node starts it."""
-    experiment = HivedExperiment(jobs=400, seeds=(2,), queue=queue)
+    refuse too, so under the ``fifo`` queue every job starts when (and where) a filter over
+    every node starts it. Under ``kube`` who refused a job decides which events move it in
+    kube-scheduler's queue, so the fit matters there
+    (``test_hived_kube_queue.py::test_another_tenants_idle_node_alone_reorders_a_tenants_jobs_under_kube``)."""
+    experiment = HivedExperiment(jobs=400, seeds=(2,), queue="fifo")
     jobs = experiment.jobs_for(2)
     with_fit = run_setting(experiment, setting, jobs, seed=2)
     monkeypatch.setattr(KubeSchedulerCycle, "offered", lambda self, pod: self.node_names)
