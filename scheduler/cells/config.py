@@ -417,6 +417,23 @@ def _pinned_ids(specs: Sequence[PhysicalCellSpec]) -> set[str]:
     return found
 
 
+def node_name_paths(topology: TopologyConfig, *, prefix: str = "") -> dict[str, str]:
+    """Each node a configured topology names -> the field that names it, e.g.
+    ``cells.topology.physicalCells[0].cellChildren[2].nodeName``: what a warning about that node
+    points the operator to."""
+    paths: dict[str, str] = {}
+
+    def visit(spec: PhysicalCellSpec, path: tuple[str | int, ...]) -> None:
+        if spec.node_name is not None:
+            paths.setdefault(spec.node_name, field_path((*path, "nodeName"), prefix=prefix))
+        for i, child in enumerate(spec.cell_children):
+            visit(child, (*path, "cellChildren", i))
+
+    for i, top in enumerate(topology.physical_cells):
+        visit(top, ("topology", "physicalCells", i))
+    return paths
+
+
 def _pinned_nesting_problems(topology: TopologyConfig, prefix: str) -> list[str]:
     problems: list[str] = []
 

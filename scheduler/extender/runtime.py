@@ -17,6 +17,7 @@ from prometheus_client import Counter
 
 from scheduler.cells import HivedEngine
 from scheduler.cells.capabilities import Cells
+from scheduler.cells.config import TopologyConfig, node_name_paths
 from scheduler.cluster.api import KubernetesApi
 from scheduler.cluster.cache import ClusterCache
 from scheduler.cluster.exchange.controller import ExchangeController
@@ -226,12 +227,14 @@ def build_runtime(settings: Settings, *, api: KubernetesApi | None = None, stand
                                  count_preemption=count_preemption, reclaimer=_reclaimer(settings, composition, metrics, lock=lock, cache=cache))
     victim_requeue = _victim_requeue(settings, api, cache, metrics, cells=composition.cells, lock=lock)
 
+    missing_nodes = _missing_nodes(settings, engine=engine, cache=cache, lock=lock) if composition.cells is not None else None
     gc_pauses = GcPauses(registry=metrics.registry)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         gc_pauses.install()
         freeze: asyncio.Task[None] | None = None
+        marking_missing: asyncio.Task[None] | None = None
         if cache is not None:
             # Relists run a step at a time on the loop the verbs run on (cluster/pacing.py), each
             # step taking the engine lock without blocking the loop.
@@ -241,6 +244,8 @@ def build_runtime(settings: Settings, *, api: KubernetesApi | None = None, stand
             # collection's walk from then on (scheduler/extender/gc_tuning.py).
             synced = cache
             freeze = asyncio.create_task(freeze_once_ready(ready=lambda: synced.ready()[0], what="watch cache synced"))
+            if missing_nodes is not None:
+                marking_missing = asyncio.create_task(missing_nodes_once_synced(ready=lambda: synced.ready()[0], mark=missing_nodes))
         if quotas is not None:
             quotas.start()
         if sweeper is not None:
@@ -269,6 +274,8 @@ def build_runtime(settings: Settings, *, api: KubernetesApi | None = None, stand
                 cache.stop()
             if freeze is not None:
                 freeze.cancel()
+            if marking_missing is not None:
+                marking_missing.cancel()
             gc_pauses.remove()
 
     app = create_app(
@@ -449,6 +456,47 @@ def _victim_requeue(
     )
     cache.on_victims_gone = requeue.victims_gone
     return requeue
+
+
+def _missing_nodes(
+    settings: Settings, *, engine: SchedulingEngine, cache: ClusterCache | None, lock: threading.RLock
+) -> Callable[[], dict[str, str]] | None:
+    """What marks the configured topology's nodes that have no Node object bad, once the watch
+    has synced; None without a configured topology (discovered cells follow the Nodes) or a watch."""
+    topology = settings.cells.topology
+    if topology is None or cache is None:
+        return None
+    watched, configured = cache, topology
+    return lambda: mark_missing_nodes(topology=configured, engine=engine, cache=watched, lock=lock)
+
+
+def mark_missing_nodes(
+    *, topology: TopologyConfig, engine: SchedulingEngine, cache: ClusterCache, lock: threading.RLock
+) -> dict[str, str]:
+    """The configured topology's nodes that have no Node object in the synced watch cache (node
+    -> the field that names it), each made bad as a deleted node is: no pod is placed on its
+    cells, which would otherwise look free and healthy and carry a VC's guarantee on a node that
+    does not exist. The Node's arrival makes its cells healthy (the watch applies it). Each is
+    named in a warning, with its field."""
+    paths = node_name_paths(topology, prefix="cells")
+    with lock:  # the names read and the cells marked together: a Node applied between is not missed
+        known = cache.allocatable_by_node().keys()
+        missing = {name: path for name, path in paths.items() if name not in known}
+        for name in missing:
+            engine.delete_node(name)
+    for name, path in missing.items():
+        log.warning("a configured cell's node has no Node object: its cells are bad, and no pod is placed on them until "
+                    "the Node appears", extra={"node": name, "field": path})
+    return missing
+
+
+async def missing_nodes_once_synced(*, ready: Callable[[], bool], mark: Callable[[], object], poll_seconds: float = 1.0) -> None:
+    """Wait until ``ready()`` (the watch cache's first sync: before it, every node is missing),
+    then ``mark()`` once, on a worker thread (it waits for the engine lock, the loop must not).
+    Cancelled with the process's other chores."""
+    while not ready():
+        await asyncio.sleep(poll_seconds)
+    await asyncio.to_thread(mark)
 
 
 def _cells_summary(cells: Cells, *, lock: threading.RLock) -> Callable[[], str]:

@@ -1,0 +1,133 @@
+"""A configured topology naming a node that has no Node object (a typo, a node not yet joined):
+once the watch has synced, its cells are bad as a deleted node's are, and a warning names the
+node and the field that names it; when the Node appears, its cells are healthy
+(scheduler/extender/runtime.py, mark_missing_nodes). Before, such a cell was listed free and
+healthy with 8 idle GPUs, a VC's guarantee on a node that does not exist (seen live).
+
+A real HivedEngine fed by a real ClusterCache over a listing API double."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import logging
+import threading
+
+import pytest
+
+from scheduler.cells import HivedEngine, parse_cells_config
+from scheduler.cluster.cache import ClusterCache
+from scheduler.core.pods import PodStore
+from scheduler.config import parse_settings
+from scheduler.extender.runtime import build_runtime, mark_missing_nodes, missing_nodes_once_synced
+from scheduler.kube.names import filter_offered
+from tests.cells.helpers import pod
+from tests.support.api_double import EventRecordingApi, ListingApi
+from tests.support.hived import CONFIG as HIVED_CONFIG
+from tests.support.hived import NODES as HIVED_NODES
+from tests.support.kube_objects import node
+
+CONFIG = {
+    "topology": {
+        "cellTypes": {"A100-NODE": {"childType": "A100", "childCount": 8, "isNodeLevel": True}},
+        "physicalCells": [{"cellType": "A100-NODE", "nodeName": "gpu-node-1"}, {"cellType": "A100-NODE", "nodeName": "gpu-node-9"}],
+    },
+    "virtualClusters": {"nlp": [{"cellType": "A100-NODE", "count": 1}], "speech": [{"cellType": "A100-NODE", "count": 1}]},
+}
+LOGGER = "scheduler.extender.runtime"
+WAIT_SECONDS = 30.0  # a bound for a loaded machine, not a timing under test
+
+
+class World:
+    """gpu-node-1 exists; gpu-node-9, which the topology names too, does not (yet)."""
+
+    def __init__(self) -> None:
+        self.config = parse_cells_config(CONFIG)
+        self.engine = HivedEngine.from_config(self.config)
+        self.lock = threading.RLock()
+        self.api = EventRecordingApi(nodes=[node("gpu-node-1")], pods=[])
+        self.cache = ClusterCache(api=self.api, engine=self.engine, lock=self.lock, gpu_resource="nvidia.com/gpu",  # type: ignore[arg-type]
+                                  pods=PodStore(), jobs=None)
+        self.cache.nodes._list_and_replace()
+
+    def mark(self) -> dict[str, str]:
+        assert self.config.topology is not None
+        return mark_missing_nodes(topology=self.config.topology, engine=self.engine, cache=self.cache, lock=self.lock)
+
+    def healthy(self, name: str) -> bool:
+        (cell,) = self.engine.inspect_cells(node=name)["cells"]
+        return bool(cell["healthy"])
+
+    def placeable_on(self, name: str) -> bool:
+        return bool(filter_offered(self.engine, pod("p", 8, "speech"), [name]).feasible)
+
+
+def test_a_configured_node_without_a_node_object_is_bad_and_named_with_its_field(caplog: pytest.LogCaptureFixture):
+    world = World()
+    assert world.healthy("gpu-node-9") and world.placeable_on("gpu-node-9")  # what the live session saw
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        assert world.mark() == {"gpu-node-9": "cells.topology.physicalCells[1].nodeName"}
+    assert not world.healthy("gpu-node-9") and not world.placeable_on("gpu-node-9")
+    assert world.healthy("gpu-node-1") and world.placeable_on("gpu-node-1")
+    (warned,) = [r for r in caplog.records if getattr(r, "node", None) == "gpu-node-9"]
+    assert warned.field == "cells.topology.physicalCells[1].nodeName"  # type: ignore[attr-defined]
+
+
+def test_its_cells_are_healthy_once_the_node_appears():
+    world = World()
+    world.mark()
+    world.api.nodes = [node("gpu-node-1"), node("gpu-node-9")]
+    world.cache.nodes._list_and_replace()
+    assert world.healthy("gpu-node-9") and world.placeable_on("gpu-node-9")
+
+
+def test_every_configured_node_present_marks_nothing():
+    world = World()
+    world.api.nodes = [node("gpu-node-1"), node("gpu-node-9")]
+    world.cache.nodes._list_and_replace()
+    assert world.mark() == {} and world.healthy("gpu-node-9")
+
+
+def test_nothing_is_marked_before_the_watch_has_synced():
+    # Before the first list every node is missing: marking then would make every cell bad.
+    looks: list[bool] = []
+    marked: list[int] = []
+
+    def ready() -> bool:
+        looks.append(len(looks) >= 2)
+        return looks[-1]
+
+    def mark() -> None:
+        marked.append(len(looks))
+
+    asyncio.run(missing_nodes_once_synced(ready=ready, mark=mark, poll_seconds=0))
+    assert looks == [False, False, True] and marked == [3]
+
+
+def test_serving_marks_the_missing_node_once_the_watch_has_synced(caplog: pytest.LogCaptureFixture):
+    settings = parse_settings(HIVED_CONFIG + "estimator: {enabled: false}\nexchange: {enabled: false}\n"
+                              "leaderElection: {enabled: false}\nnudge: {enabled: false}\nreclaim: {enabled: false}\n")
+    present = [n for n in HIVED_NODES if n["metadata"]["name"] != "gpu-c"]
+    runtime = build_runtime(settings, api=ListingApi(nodes=present))  # type: ignore[arg-type]
+    cells = runtime.cells
+    assert cells is not None
+
+    def gpu_c_bad() -> bool:
+        with runtime.lock:
+            (cell,) = cells.inspect_cells(node="gpu-c")["cells"]
+            return not cell["healthy"]
+
+    async def serve() -> bool:
+        async with runtime.app.api.router.lifespan_context(runtime.app.api):
+            deadline = asyncio.get_running_loop().time() + WAIT_SECONDS
+            while not gpu_c_bad() and asyncio.get_running_loop().time() < deadline:
+                await asyncio.sleep(0.05)
+            return gpu_c_bad()
+
+    try:
+        with caplog.at_level(logging.WARNING, logger=LOGGER):
+            assert asyncio.run(serve())
+    finally:
+        gc.unfreeze()  # serving froze the heap once synced: not for the tests after this one
+    assert [getattr(r, "field", None) for r in caplog.records if getattr(r, "node", None) == "gpu-c"] == [
+        "cells.topology.physicalCells[2].nodeName"]
