@@ -175,7 +175,7 @@ def _common_size(racks: dict[str, list[NodeInfo]]) -> int:
 def describe_topology(topology: TopologyConfig, *, nodes_without_gpus: int = 0) -> str:
     """One line per hierarchy, e.g. ``A100-NODE (8 GPUs): 24 nodes, 3 A100-RACK of 8, 2 standalone``."""
     if not topology.physical_cells:
-        return "no GPU nodes: HiveD has no cells" + (f" ({nodes_without_gpus} nodes without GPUs)" if nodes_without_gpus else "")
+        return "no GPU nodes: HiveD has no cells" + (f" ({_nodes(nodes_without_gpus)} without GPUs)" if nodes_without_gpus else "")
     lines: list[str] = []
     node_types = [name for name, spec in topology.cell_types.items() if spec.is_node_level]
     for node_type in node_types:
@@ -184,16 +184,22 @@ def describe_topology(topology: TopologyConfig, *, nodes_without_gpus: int = 0) 
             cell.cell_type for cell in topology.physical_cells if cell.cell_type and _chain_has(topology, cell.cell_type, node_type)
         )
         nodes = sum(_nodes_in(cell) for cell in topology.physical_cells if _chain_has(topology, cell.cell_type, node_type))
-        parts = [f"{nodes} nodes"]
+        parts = [_nodes(nodes)]
         for cell_type, count in sorted(tops.items(), key=lambda kv: (-_gpus(topology, kv[0]), kv[0])):
             if cell_type == node_type:
                 parts.append(f"{count} standalone")
             else:
-                parts.append(f"{count} {cell_type} of {_gpus(topology, cell_type) // gpus} nodes")
+                parts.append(f"{count} {cell_type} of {_nodes(_gpus(topology, cell_type) // gpus)}")
         lines.append(f"{node_type} ({gpus} GPUs each): {', '.join(parts)}")
     if nodes_without_gpus:
-        lines.append(f"{nodes_without_gpus} nodes without GPUs are not part of any cell")
+        verb = "is" if nodes_without_gpus == 1 else "are"
+        lines.append(f"{_nodes(nodes_without_gpus)} without GPUs {verb} not part of any cell")
     return "; ".join(lines)
+
+
+def _nodes(count: int) -> str:
+    """``1 node``, ``24 nodes``: what ``cellfit check-config`` and the startup log count."""
+    return f"{count} node" if count == 1 else f"{count} nodes"
 
 
 def _gpus(topology: TopologyConfig, cell_type: str) -> int:

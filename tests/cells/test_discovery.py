@@ -60,7 +60,7 @@ def test_summary_says_what_was_found():
     nodes = cluster()
     checked = check_config({}, nodes=nodes, rack_label="topology.kubernetes.io/rack")
     assert "NVIDIA-A100-SXM4-80GB-NODE (8 GPUs each): 11 nodes, 2 NVIDIA-A100-SXM4-80GB-RACK of 4 nodes, 3 standalone" in checked.summary
-    assert "1 nodes without GPUs are not part of any cell" in checked.summary
+    assert "1 node without GPUs is not part of any cell" in checked.summary
     assert "virtual clusters: default" in checked.summary
     assert describe_topology(discover_topology([node("cpu", 0)])).startswith("no GPU nodes")
 

@@ -30,8 +30,8 @@ def test_discovered_cells_are_logged_before_serving(caplog: pytest.LogCaptureFix
     summary = record.cells  # type: ignore[attr-defined]
     assert summary.startswith("topology (discovered): ")
     assert "NVIDIA-A100-SXM4-80GB-NODE (8 GPUs each): 2 nodes, 1 NVIDIA-A100-SXM4-80GB-RACK of 2 nodes" in summary
-    assert "Tesla-T4-NODE (4 GPUs each): 1 nodes" in summary
-    assert "1 nodes without GPUs are not part of any cell" in summary
+    assert "Tesla-T4-NODE (4 GPUs each): 1 node," in summary
+    assert "1 node without GPUs is not part of any cell" in summary
     assert "virtual clusters: default" in summary
     assert runtime.engine.stats()["gpus"] == 20
 
