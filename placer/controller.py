@@ -63,7 +63,7 @@ from typing import Any, Callable, Final, Mapping, Protocol, Sequence, TypeVar
 import msgspec
 
 from estimator.contract import parse_estimate_cached
-from estimator.objects import Job, template_kind, timestamp
+from estimator.objects import Job, JobCondition, template_kind, timestamp
 from estimator.sample_pod import configuration_digest, recorded_configuration
 from placer.configuration import Configuration, Configurations, parse_configurations_cached
 from placer.guarantee import gpus_per_pod, pool_machines
@@ -994,6 +994,8 @@ class PlacerController:
             if told == message:
                 return False
         placed = job.condition(CONDITION_PLACED)
+        if told is None:
+            self._remember_queued(uid, placed)
         if told is None and placed is not None and (placed.status, placed.reason, placed.message) == (status, reason, message):
             return False  # told so by this cellfit before it restarted, or by the replica that led before
         now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self._clock()))
@@ -1001,6 +1003,18 @@ class PlacerController:
                      "lastTransitionTime": now, "lastProbeTime": now}
         self._attempt(lambda: self._api.set_job_condition(namespace=job.metadata.namespace, name=job.metadata.name, condition=condition))
         return True
+
+    def _remember_queued(self, uid: str, placed: JobCondition | None) -> None:
+        """Where a Job's Queued condition, as this process first sees it, says it waits: its
+        Queued Event was sent for that (by this cellfit before it restarted, or by the replica
+        that led before), also when the first condition written now is another one."""
+        if placed is None or (placed.status, placed.reason) != ("False", "Queued"):
+            return
+        said = queued_said(placed.message)
+        waits = _waits_on(said[0]) if said is not None else None
+        if waits is not None:
+            with self._lock:
+                self._queued_where.setdefault(uid, frozenset({waits}))
 
     def _event_once(self, job: Job, reason: str, message: str) -> None:
         """A warning Event, once per Job and message: a Job whose condition goes back and forth
