@@ -6,7 +6,7 @@ Keys are camelCase like the rest of cellfit's HTTP surface.
 
 from __future__ import annotations
 
-from typing import AbstractSet, Any, Mapping
+from typing import AbstractSet, Any
 
 from scheduler.cells.allocator import CellAllocator
 from scheduler.cells.booking import Booking
@@ -180,30 +180,23 @@ def _usable_parts(cell: Cell, level: int, within: AbstractSet[str]) -> int:
     return sum(_usable_parts(child, level, within) for child in cell.children)
 
 
-def _leaving(alloc: CellAllocator) -> dict[Cell, int]:
-    """Cell -> its GPUs booked for a guaranteed pod while the opportunistic pod on them, a victim,
-    still leaves (invariant 4: one GPU, both owners), counted up every ancestor. Such a GPU is the
-    guaranteed pod's; counted as opportunistic too, an 8-GPU node read GUARANTEED 8 OPPORTUNISTIC 8
-    IDLE 0 while the victim left (live session). Few GPUs are in that state at once: the walk is
-    over the bookings, not the cells."""
-    leaving: dict[Cell, int] = {}
-    for booking in alloc.bookings.values():
-        if booking.holds != "guaranteed":
-            continue
-        for gpu in booking.gpus:
-            if gpu.opportunistic_owner is None:
-                continue
-            leaving[gpu] = leaving.get(gpu, 0) + 1
-            for ancestor in gpu.ancestors():
-                leaving[ancestor] = leaving.get(ancestor, 0) + 1
-    return leaving
+def _leaving(cell: Cell) -> int:
+    """The cell's GPUs booked for a guaranteed pod while the opportunistic pod on them, a victim,
+    still leaves (invariant 4: one GPU, both owners). Such a GPU is the guaranteed pod's; counted
+    as opportunistic too, an 8-GPU node read GUARANTEED 8 OPPORTUNISTIC 8 IDLE 0 while its victim
+    left (live session). From the counters where every GPU is healthy (each is idle or has an
+    owner, so the GPUs counted twice are what exceeds the total); a walk of the GPUs where some
+    are bad (those may hold pods or not)."""
+    if cell.bad == 0:
+        return cell.guaranteed_used + cell.opportunistic_used + cell.idle_gpus - cell.total
+    return sum(1 for gpu in cell.leaves if gpu.guaranteed_owner is not None and gpu.opportunistic_owner is not None)
 
 
-def _gpu_counts(cell: Cell, leaving: Mapping[Cell, int]) -> dict[str, int]:
+def _gpu_counts(cell: Cell) -> dict[str, int]:
     """Each GPU in one of ``idle``, ``guaranteed`` and ``opportunistic`` at most, so that on
     healthy cells they add up to ``total``. ``leaving``: of the ``guaranteed`` ones, those an
     opportunistic pod preempted for the guaranteed pod still uses (not in ``opportunistic``)."""
-    gone = leaving.get(cell, 0)
+    gone = _leaving(cell)
     return {"total": cell.total, "idle": cell.idle_gpus, "guaranteed": cell.guaranteed_used,
             "opportunistic": cell.opportunistic_used - gone, "leaving": gone, "bad": cell.bad}
 
@@ -214,7 +207,6 @@ def virtual_cluster(alloc: CellAllocator, name: str) -> dict[str, Any] | None:
         return None
     result = _summary(alloc, vc)
     pods_by_root: dict[Cell, list[str]] = {}
-    leaving = _leaving(alloc)
     for booking in alloc.bookings.values():
         if booking.root is not None and booking.holds == "guaranteed" and booking.pod_key:
             pods_by_root.setdefault(booking.root, []).append(booking.pod_key)
@@ -224,7 +216,7 @@ def virtual_cluster(alloc: CellAllocator, name: str) -> dict[str, Any] | None:
             "cellType": root.cell_type,
             "state": "pinned" if root.state is CellState.PINNED else ("draining" if root in vc.draining else "bound"),
             "nodes": [n.node for n in root.node_cells] if root.level >= root.chain.node_level else [root.node],
-            "gpus": _gpu_counts(root, leaving),
+            "gpus": _gpu_counts(root),
             "pods": sorted(pods_by_root.get(root, [])),
         }
         for root in _vc_roots(vc)
@@ -240,9 +232,7 @@ def virtual_cluster(alloc: CellAllocator, name: str) -> dict[str, Any] | None:
     return result
 
 
-def _cell_tree(
-    alloc: CellAllocator, cell: Cell, inherited: str, vc: str | None, *, gpus: bool, leaving: Mapping[Cell, int]
-) -> dict[str, Any]:
+def _cell_tree(alloc: CellAllocator, cell: Cell, inherited: str, vc: str | None, *, gpus: bool) -> dict[str, Any]:
     own = cell.buddy_state()
     state = inherited if own is CellState.INSIDE else own.value
     if cell.state in (CellState.BOUND, CellState.PINNED):
@@ -258,10 +248,10 @@ def _cell_tree(
         entry["priority"] = "guaranteed" if guaranteed else ("opportunistic" if opportunistic else None)
         entry["pods"] = [b.pod_key or f"gang slot {b.id}" for b in (guaranteed, opportunistic) if b is not None]
         return entry
-    entry["gpus"] = _gpu_counts(cell, leaving)
+    entry["gpus"] = _gpu_counts(cell)
     if cell.level == cell.chain.node_level:
         entry["healthy"] = cell.bad == 0
-    entry["children"] = [_cell_tree(alloc, child, state, vc, gpus=gpus, leaving=leaving) for child in cell.children if gpus or child.level > 1]
+    entry["children"] = [_cell_tree(alloc, child, state, vc, gpus=gpus) for child in cell.children if gpus or child.level > 1]
     return entry
 
 
@@ -279,9 +269,8 @@ def cells(alloc: CellAllocator, *, node: str | None = None, gpus: bool = True) -
                 state = ancestor.buddy_state().value
                 vc = ancestor.vc if ancestor.state in (CellState.BOUND, CellState.PINNED) else None
                 break
-        return {"cells": [_cell_tree(alloc, cell, state, vc, gpus=gpus, leaving=_leaving(alloc))]}
-    leaving = _leaving(alloc)
-    return {"cells": [_cell_tree(alloc, top, "inside", None, gpus=gpus, leaving=leaving) for top in alloc.topology.top_cells]}
+        return {"cells": [_cell_tree(alloc, cell, state, vc, gpus=gpus)]}
+    return {"cells": [_cell_tree(alloc, top, "inside", None, gpus=gpus) for top in alloc.topology.top_cells]}
 
 
 def metrics(alloc: CellAllocator) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from scheduler.cells import HivedEngine
 from scheduler.constants import ANNOTATION_RECLAIM_BOOKING
 from scheduler.core.model import PodInfo
 from scheduler.kube.names import filter_offered
-from tests.cells.helpers import pod, rack_cluster
+from tests.cells.helpers import node as node_info, pod, rack_cluster
 from tests.cluster.test_reclaim import NODES, Cluster
 
 LOWER = 10  # the opportunistic pods' priority: kube-scheduler's own preemption takes them
@@ -117,6 +117,18 @@ def test_the_cells_view_counts_each_gpu_once_while_the_victims_leave():
                 assert counts["idle"] + counts["guaranteed"] + counts["opportunistic"] == counts["total"], cell["id"]
         (vc_cell,) = [c for c in engine.inspect_virtual_cluster("a")["vcCells"] if node in c["nodes"]]
         assert vc_cell["gpus"]["guaranteed"] + vc_cell["gpus"]["opportunistic"] + vc_cell["gpus"]["idle"] == vc_cell["gpus"]["total"]
+    # A bad GPU elsewhere in the rack (a node NotReady, its pod left alone): the same counts.
+    engine = restarted(cluster, gone=set())
+    other = next(name for name in NODES if name != node and name[:2] == node[:2])
+    engine.apply_node(node_info(other, ready=False))
+    for cell in walk(engine.inspect_cells()["cells"][0]):
+        if cell.get("level") == 1:
+            continue
+        leaves = [leaf for leaf in walk(cell) if leaf.get("level") == 1]
+        both = sum(1 for leaf in leaves if len(leaf["pods"]) == 2)
+        assert cell["gpus"]["leaving"] == both and cell["gpus"]["opportunistic"] == sum(
+            1 for leaf in leaves if leaf["priority"] == "opportunistic"), cell["id"]
+    assert any(cell.get("gpus", {}).get("bad") and cell["gpus"]["leaving"] == 4 for cell in walk(engine.inspect_cells()["cells"][0]))
     # Once the victim has gone, nothing is leaving.
     engine = restarted(cluster, gone={victim})
     (entry,) = engine.inspect_cells(node=node)["cells"]
