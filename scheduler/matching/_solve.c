@@ -42,6 +42,33 @@ static int slot_order(const void *left, const void *right) {
     return (a > b) - (a < b);
 }
 
+/* order[0:count] sorted by a comparator above, through scratch (count entries): a bottom-up
+ * merge sort whose comparisons the compiler inlines (qsort called the comparator through a
+ * pointer for each of the ~n log n comparisons of a level of several hundred jobs, most of a
+ * plan's canonical levels). Each comparator is a total order (the index last), so every
+ * correct sort gives qsort's order. */
+#define MERGE_SORT(name, order_of)                                                                                   \
+    static void name(int64_t *order, int64_t *scratch, Py_ssize_t count) {                                           \
+        int64_t *from = order, *to = scratch;                                                                        \
+        for (Py_ssize_t width = 1; width < count; width *= 2) {                                                      \
+            for (Py_ssize_t left = 0; left < count; left += 2 * width) {                                             \
+                Py_ssize_t middle = left + width < count ? left + width : count;                                     \
+                Py_ssize_t right = left + 2 * width < count ? left + 2 * width : count;                              \
+                Py_ssize_t i = left, j = middle, k = left;                                                           \
+                while (i < middle && j < right) to[k++] = order_of(&from[j], &from[i]) < 0 ? from[j++] : from[i++]; \
+                while (i < middle) to[k++] = from[i++];                                                              \
+                while (j < right) to[k++] = from[j++];                                                               \
+            }                                                                                                        \
+            int64_t *swapped = from;                                                                                 \
+            from = to;                                                                                               \
+            to = swapped;                                                                                            \
+        }                                                                                                            \
+        if (from != order) memcpy(order, from, sizeof(int64_t) * (size_t)count);                                     \
+    }
+
+MERGE_SORT(sort_jobs, job_order)
+MERGE_SORT(sort_slots, slot_order)
+
 static PyObject *canonical_levels(PyObject *self, PyObject *args) {
     PyObject *objects[8];
     (void)self;
@@ -53,7 +80,7 @@ static PyObject *canonical_levels(PyObject *self, PyObject *args) {
     Py_buffer views[8];
     int taken = take_all(objects, views, wanted, 8);
     PyObject *result = NULL;
-    int64_t *starts = NULL, *level = NULL, *jobs = NULL;
+    int64_t *starts = NULL, *level = NULL, *jobs = NULL, *scratch = NULL;
     if (taken == 8 && !overlapping(views, wanted, 8, "canonical_levels")) {
         Py_ssize_t count = views[0].len / 8, machines = views[4].len / 8;
         Py_ssize_t job_count = views[5].shape[0], kind_count = views[5].shape[1];
@@ -72,10 +99,11 @@ static PyObject *canonical_levels(PyObject *self, PyObject *args) {
             starts = PyMem_Calloc((size_t)largest + 2, sizeof(int64_t));
             level = PyMem_Malloc(sizeof(int64_t) * (size_t)(count + 1));
             jobs = PyMem_Malloc(sizeof(int64_t) * (size_t)(count + 1));
+            scratch = PyMem_Malloc(sizeof(int64_t) * (size_t)(count + 1));
         }
         if (!valid) {
             PyErr_SetString(PyExc_ValueError, "canonical_levels: per matched job a row of times, a machine of ready, a kind of times, a position");
-        } else if (starts == NULL || level == NULL || jobs == NULL) {
+        } else if (starts == NULL || level == NULL || jobs == NULL || scratch == NULL) {
             PyErr_NoMemory();
         } else {
             /* The jobs by position, largest first, each position's in index order (a stable
@@ -95,10 +123,10 @@ static PyObject *canonical_levels(PyObject *self, PyObject *args) {
                 Py_ssize_t size = end - begin;
                 /* at: the level in index order (kept for the answer); jobs, then slots, sorted. */
                 memcpy(slots_here, at, sizeof(int64_t) * (size_t)size);
-                qsort(slots_here, (size_t)size, sizeof(int64_t), job_order);
+                sort_jobs(slots_here, scratch, size);
                 for (Py_ssize_t i = 0; i < size; i++) out_rows[at[i]] = rows[slots_here[i]];
                 memcpy(slots_here, at, sizeof(int64_t) * (size_t)size);
-                qsort(slots_here, (size_t)size, sizeof(int64_t), slot_order);
+                sort_slots(slots_here, scratch, size);
                 for (Py_ssize_t i = 0; i < size; i++) out_machine[at[i]] = machine[slots_here[i]];
                 for (Py_ssize_t i = 0; i < size; i++) {
                     int64_t slot = slots_here[i];
@@ -113,6 +141,7 @@ static PyObject *canonical_levels(PyObject *self, PyObject *args) {
     PyMem_Free(starts);
     PyMem_Free(level);
     PyMem_Free(jobs);
+    PyMem_Free(scratch);
     release_all(views, taken);
     return result;
 }
