@@ -14,7 +14,7 @@ from typing import AbstractSet, Mapping, Sequence
 from scheduler.cells.booking import Booking, Group
 from scheduler.cells.bookkeeping import Bookkeeper
 from scheduler.cells.ledger import LeafLedger
-from scheduler.cells.planning import Planner, Spot, Target, Unplaceable
+from scheduler.cells.planning import Planner, QuotaExhausted, Spot, Target, Unplaceable
 from scheduler.cells.request import CellRequest, GangSpec, Priority
 from scheduler.cells.search import View, best_spot, pick_gpus
 from scheduler.cells.topology import Cell, CellState, Chain
@@ -97,10 +97,16 @@ class GangPlanner:
                     self._bookkeeper.book(spot, vc=vc_name, priority=request.priority, pod_uid=None, pod_key=None, group=group)
                 )
         except Unplaceable as failure:
+            fitting = len(group.slots)
             for slot in list(group.slots):
                 self._bookkeeper.release(slot)
+            reason = failure.reason
+            if isinstance(failure, QuotaExhausted) and fitting:
+                # Planned after the gang's earlier pods took the room left, the per-pod reason
+                # says the VC has none: say what the gang needs at once instead.
+                reason = self._planner.gang_quota_reason(failure, gpus=request.gpus, size=gang.size, fitting=fitting)
             raise Unplaceable(
-                f"gang {gang.name} ({gang.size} pods x {request.gpus} GPUs) cannot be placed all at once: {failure.reason}",
+                f"gang {gang.name} ({gang.size} pods x {request.gpus} GPUs) cannot be placed all at once: {reason}",
                 resolvable=failure.resolvable,
             ) from None
         group.cell_type = group.slots[0].cell_type if group.slots else group.cell_type

@@ -36,6 +36,21 @@ class Unplaceable(Exception):
         self.resolvable = resolvable
 
 
+class QuotaExhausted(Unplaceable):
+    """Every cell of ``vc``'s quota at the ``target`` level or above is in use and none has room
+    for the pod: a gang whose earlier pods took the room left says so in its own words
+    (:meth:`Planner.gang_quota_reason`)."""
+
+    def __init__(self, reason: str, *, vc: VcState, target: Target) -> None:
+        super().__init__(reason)
+        self.vc = vc
+        self.target = target
+
+
+# The most holders a reason names; the rest are counted.
+NAMED_HOLDERS = 5
+
+
 # Spot and Target are created on every decision: plain slotted classes (a frozen dataclass's
 # __init__ costs four times as much). Treat them as immutable.
 @dataclass(slots=True)
@@ -319,16 +334,56 @@ class Planner:
         first = targets[0]
         wanted = first.chain.type_at(first.level)
         if not quota_left:
-            raise Unplaceable(
+            raise QuotaExhausted(
                 f"virtual cluster {vc.name!r} quota exhausted at level {wanted!r}: "
-                f"none of its cells of type {wanted!r} or larger has {n} free GPUs in one {wanted!r}, "
-                "and every cell of its quota is already in use"
+                f"none of its cells of type {wanted!r} or larger has {n} free {'GPU' if n == 1 else 'GPUs'} in one {wanted!r}, "
+                "and every cell of its quota is already in use",
+                vc=vc, target=first,
             )
         offered = "" if allowed is None else " among the offered nodes"
         raise Unplaceable(
             f"no free cell of type {' or '.join(repr(t) for t in quota_left)}{offered} can take {n} GPUs "
             f"in one {wanted!r} (bad nodes or nodes kube-scheduler filtered out)"
         )
+
+    def gang_quota_reason(self, failure: QuotaExhausted, *, gpus: int, size: int, fitting: int) -> str:
+        """Why a gang of ``size`` pods of ``gpus`` GPUs does not fit its VC's quota at once when
+        ``fitting`` of its pods would: the quota's per-pod reason, planned after the gang's
+        earlier pods took the room, reads as if the VC had none. What the gang needs at once,
+        what the VC's cells have free and who holds the rest, read with the gang's own slots
+        given back."""
+        vc, target = failure.vc, failure.target
+        wanted = target.chain.type_at(target.level)
+        roots = self._quota_roots(vc, target)
+        free = sum(root.guaranteed_free for root in roots)
+        holders = self._holders(roots)
+        held = f", the others held by {_listed(holders)}" if holders else ""
+        return (f"virtual cluster {vc.name!r} quota exhausted at level {wanted!r} for the whole gang: it needs "
+                f"{_gpus(gpus * size)} at once for its {size} pods, and its cells have room for {fitting} of them now "
+                f"({_gpus(free)} free{held})")
+
+    def _quota_roots(self, vc: VcState, target: Target) -> list[Cell]:
+        """The VC's cells (bound or pinned) of ``target``'s chain at its level or above."""
+        chain = target.chain
+        types = chain.types[target.level - 1 :]
+        roots = [root for cell_type in types for root in vc.bound.get(cell_type, {})]
+        roots.extend(cell for cell in vc.pinned if cell.chain is chain and cell.level >= target.level)
+        return roots
+
+    def _holders(self, roots: Iterable[Cell]) -> list[str]:
+        """The pods (a gang's slot without its pod yet: the gang) holding GPUs of ``roots``
+        as guaranteed, sorted."""
+        names: set[str] = set()
+        for root in roots:
+            for leaf in root.leaves:
+                booking = self._bookings.get(leaf.guaranteed_owner) if leaf.guaranteed_owner is not None else None
+                if booking is None:
+                    continue
+                if booking.pod_key is not None:
+                    names.add(booking.pod_key)
+                elif booking.group is not None:
+                    names.add(f"gang {booking.group.name}")
+        return sorted(names)
 
     def _plan_opportunistic(self, targets: Sequence[Target], n: int, allowed: AbstractSet[str] | None) -> Spot:
         for target in targets:
@@ -353,3 +408,12 @@ class Planner:
         offered = "" if allowed is None else " on the offered nodes"
         raise Unplaceable(f"no idle {n} GPUs in one {wanted!r} cell{offered} for an opportunistic pod")
 
+
+def _gpus(count: int) -> str:
+    return f"{count} GPU" if count == 1 else f"{count} GPUs"
+
+
+def _listed(names: Sequence[str]) -> str:
+    """``a, b and 3 more``: the first :data:`NAMED_HOLDERS` names, the rest counted."""
+    shown = ", ".join(names[:NAMED_HOLDERS])
+    return shown + (f" and {len(names) - NAMED_HOLDERS} more" if len(names) > NAMED_HOLDERS else "")
