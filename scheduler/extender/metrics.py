@@ -206,7 +206,8 @@ class ExtenderMetrics:
             "Requeue signals sent (scheduler/cluster/nudge.py): kube-scheduler retried the pods it "
             "had parked, some of them because their last attempt met an extender error (failed) or "
             "unschedulable since before this replica took charge (stale), or once the watch saw the "
-            "victims of a preemption go (victims-gone).",
+            "victims of a preemption go (victims-gone), or once this replica's virtual clusters or cells "
+            "changed (cells-changed).",
             ["reason"],
             registry=self.registry,
         )
