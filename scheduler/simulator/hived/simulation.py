@@ -296,7 +296,8 @@ class GangSimulation:
             raise RuntimeError("a GangSimulation runs once")
         self._ran = True
         order = sorted(range(len(self.jobs)), key=lambda i: (self.jobs[i].submit_time, i))
-        # Events: completions, by job position; ties at one instant go in position order.
+        # Events: completions, by job position, ties at one instant in position order; under
+        # ``kube`` also the flush passes (``_FLUSH``, after the completions).
         kernel: EventKernel[int] = EventKernel()
         cursor = 0
 
@@ -320,8 +321,9 @@ class GangSimulation:
                 kernel.schedule(now + self.jobs[position].duration, position, order=position)
             if kube is not None:
                 # A pass at the queue's next flush, while one may still matter: a flush starts
-                # nothing (nothing changed since the parked jobs failed), but it reorders them
-                # for what comes next; with nothing running and nothing to come, nothing will.
+                # nothing (a parked job saw no deletion since it failed, so the cluster only
+                # filled up), but it restamps the jobs it moves, which reorders them for what
+                # comes next; with nothing running and nothing to come, nothing will.
                 flush = kube.next_flush() if self._running or cursor < len(order) else None
                 self._flush_at = flush
                 if flush is not None and flush not in self._wakes:
