@@ -20,9 +20,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 from pydantic.alias_generators import to_camel
 
 from scheduler.cells import CellsConfig, check_config
+from scheduler.cells.config import written_path
 from scheduler.constants import DEFAULT_PORT, LABEL_RACK, REQUEUE_SIGNAL_IMAGE, RESOURCE_NVIDIA_GPU
 from scheduler.errors import ConfigError
-from scheduler.messages import MAX_PROBLEMS, clip, first_problems, quoted
+from scheduler.messages import MAX_PROBLEMS, first_problems, quoted
 from scheduler.safe_yaml import LIMITS as YAML_LIMITS
 from scheduler.safe_yaml import load_yaml
 
@@ -742,7 +743,7 @@ def parse_settings(text: str, *, source: str = "<config>") -> Settings:
     try:
         settings = Settings.model_validate(document)
     except ValidationError as error:
-        raise ConfigError(f"{source}: {describe_validation_error(error)}") from None
+        raise ConfigError(f"{source}: {describe_validation_error(error, document=document)}") from None
     check_cells(settings, source=source)
     return settings
 
@@ -783,16 +784,19 @@ def read_config_text(path: str | Path) -> str:
         raise ConfigError(f"{path}: cannot read: not UTF-8 (byte {error.start:,})") from None
 
 
-def describe_validation_error(error: ValidationError) -> str:
+def describe_validation_error(error: ValidationError, *, document: Any = None) -> str:
     """``server.port: Input should be ... (got 70000); server.prot: unknown key (misspelled?)``;
-    the first problems of a long list, each value cut to its start."""
-    shown = [_describe(item) for item in error.errors()[:MAX_PROBLEMS]]
+    the first problems of a long list, each value cut to its start. ``document``: the file as
+    read, whose shape names each field as the user wrote it (:func:`written_path`)."""
+    shown = [_describe(item, document) for item in error.errors()[:MAX_PROBLEMS]]
     return first_problems(shown, separator="; ", total=error.error_count())
 
 
-def _describe(error: Any) -> str:
-    field = ".".join(clip(str(part)) for part in error["loc"]) or "(top level)"
+def _describe(error: Any, document: Any) -> str:
+    field = written_path(error["loc"], document) if error["loc"] else "(top level)"
     message = error["msg"]
+    if error["type"] == "value_error" and isinstance((error.get("ctx") or {}).get("error"), ValueError):
+        message = str(error["ctx"]["error"])  # a validator's own sentence, without pydantic's "Value error, "
     if error["type"] == "extra_forbidden":
         message = "unknown key (misspelled?)"
     elif error["type"] not in ("missing",) and "input" in error:

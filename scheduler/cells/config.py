@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Final, Iterable, Mapping, Sequence
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ModelWrapValidatorHandler, PrivateAttr, ValidationError, model_validator
 
 from scheduler.errors import ConfigError
 from scheduler.messages import MAX_PROBLEMS, clip, first_problems, quoted
@@ -78,13 +78,34 @@ class VirtualClusterSpec(_Model):
 
     cells: tuple[VirtualCellSpec, ...] = ()
     pinned_cells: tuple[str, ...] = Field(default=(), alias="pinnedCells")
+    # Written as the bare list: its cells are at ``<vc>[i]`` in the file, not ``<vc>.cells[i]``.
+    _bare: bool = PrivateAttr(default=False)
 
-    @model_validator(mode="before")
+    @model_validator(mode="wrap")
     @classmethod
-    def _accept_bare_list(cls, data: Any) -> Any:
-        if isinstance(data, (list, tuple)):
-            return {"cells": data}
-        return data
+    def _accept_bare_list(cls, data: Any, handler: ModelWrapValidatorHandler[VirtualClusterSpec]) -> VirtualClusterSpec:
+        if isinstance(data, dict) and not {"cells", "pinnedCells", "pinned_cells"} & set(data) and {"cellType", "count"} & set(data):
+            # One cell's keys where the VC's are: its shape is wrong, not the keys' spelling.
+            raise ValueError("a virtual cluster is a list of cells, or {cells: [...], pinnedCells: [...]}, not one cell: "
+                             "write [{cellType: ..., count: ...}]")
+        bare = isinstance(data, (list, tuple))
+        spec = handler({"cells": data} if bare else data)
+        spec._bare = bare
+        return spec
+
+    def __eq__(self, other: object) -> bool:
+        """The guarantee, however it was written: the shape of the file is no change (a reload
+        from a list to ``{cells: [...]}`` changes no VC)."""
+        if not isinstance(other, VirtualClusterSpec):
+            return NotImplemented
+        return (self.cells, self.pinned_cells) == (other.cells, other.pinned_cells)
+
+    def __hash__(self) -> int:
+        return hash((self.cells, self.pinned_cells))
+
+    def cells_path(self, where: str, index: int) -> str:
+        """Where the VC's ``index``-th cell is written: ``vision[0]``, or ``vision.cells[0]``."""
+        return f"{where}[{index}]" if self._bare else f"{where}.cells[{index}]"
 
 
 class CellsConfig(_Model):
@@ -164,9 +185,30 @@ def field_path(loc: Sequence[str | int], *, prefix: str = "") -> str:
     return text or "<root>"
 
 
-def format_validation_error(error: ValidationError, *, prefix: str = "", most: int | None = None) -> list[str]:
+def written_path(loc: Sequence[str | int], document: Any, *, prefix: str = "") -> str:
+    """A pydantic error's place as the file writes it (``document``: the file as read), in the
+    one shape of every message (``virtualClusters.vision[0].count``, list indexes in brackets):
+    a key the model reads a bare list into (a VC written as a list of cells is read as
+    ``{cells: [...]}``) is not in the file, and is left out."""
+    node, parts = document, []
+    for part in loc:
+        if isinstance(part, str) and part.startswith("function-"):
+            continue  # a validator's marker, no field
+        if isinstance(node, list) and isinstance(part, str):
+            continue  # the model's own key for the list the user wrote here
+        parts.append(part)
+        if isinstance(node, dict):
+            node = node.get(part)
+        elif isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
+            node = node[part]
+        else:
+            node = None
+    return field_path(parts, prefix=prefix)
+
+
+def format_validation_error(error: ValidationError, *, prefix: str = "", most: int | None = None, document: Any = None) -> list[str]:
     """One ``path: message`` line per pydantic error, in the wording operators see everywhere;
-    the first ``most`` of them when given."""
+    the first ``most`` of them when given; each path as ``document`` (the file as read) writes it."""
     lines: list[str] = []
     for item in error.errors(include_url=False)[:most]:
         kind = item["type"]
@@ -177,9 +219,9 @@ def format_validation_error(error: ValidationError, *, prefix: str = "", most: i
             message = f"must be > {ctx.get('gt')}"
         else:
             message = _MESSAGES.get(kind, item["msg"])
-        # model_validator(mode="before") failures carry a trailing "[key]" marker; drop it.
-        loc = [p for p in item["loc"] if not (isinstance(p, str) and p.startswith("function-"))]
-        lines.append(f"{field_path(loc, prefix=prefix)}: {message}")
+        if kind == "value_error" and isinstance(ctx.get("error"), ValueError):
+            message = str(ctx["error"])  # a validator's own sentence
+        lines.append(f"{written_path(item['loc'], document, prefix=prefix)}: {message}")
     return lines
 
 
@@ -468,11 +510,11 @@ def virtual_cluster_problems(
         for i, cell in enumerate(spec.cells):
             if cell.cell_type not in chains:
                 problems.append(
-                    f"{where}.cells[{i}].cellType: unknown cell type {quoted(cell.cell_type)} "
+                    f"{spec.cells_path(where, i)}.cellType: unknown cell type {quoted(cell.cell_type)} "
                     f"(known: {known_types})"
                 )
             elif cell.cell_type in seen:
-                problems.append(f"{where}.cells[{i}].cellType: {quoted(cell.cell_type)} is listed twice")
+                problems.append(f"{spec.cells_path(where, i)}.cellType: {quoted(cell.cell_type)} is listed twice")
             seen.add(cell.cell_type)
         for i, pin in enumerate(spec.pinned_cells):
             if pin not in pinned:
@@ -509,7 +551,7 @@ def parse_cells_schema(data: Mapping[str, Any] | CellsConfig, *, prefix: str = "
     try:
         return CellsConfig.model_validate(data)
     except ValidationError as error:
-        shown = format_validation_error(error, prefix=prefix, most=MAX_PROBLEMS)
+        shown = format_validation_error(error, prefix=prefix, most=MAX_PROBLEMS, document=data)
         raise problems_error(shown, total=error.error_count()) from None
 
 

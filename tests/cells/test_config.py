@@ -46,14 +46,14 @@ def test_misspelled_key_is_an_error():
 
 def test_missing_and_ill_typed_fields():
     data = rack_cluster(vcs={"a": [{"cellType": "V100-NODE"}]})
-    assert "virtualClusters.a.cells[0].count: is required" in problems(data)
+    assert "virtualClusters.a[0].count: is required" in problems(data)
     data = rack_cluster(vcs={"a": [{"cellType": "V100-NODE", "count": "many"}]})
-    assert "virtualClusters.a.cells[0].count: must be an integer" in problems(data)
+    assert "virtualClusters.a[0].count: must be an integer" in problems(data)
 
 
 def test_prefix_names_the_section():
     data = rack_cluster(vcs={"a": [{"cellType": "V100-NODE", "count": -1}]})
-    assert "cells.virtualClusters.a.cells[0].count: must be >= 0" in problems(data, prefix="cells")
+    assert "cells.virtualClusters.a[0].count: must be >= 0" in problems(data, prefix="cells")
 
 
 def test_cell_type_with_two_parents():
@@ -97,13 +97,13 @@ def test_physical_cells_structure():
 
 def test_virtual_cluster_references():
     data = rack_cluster(vcs={"a": [{"cellType": "V100-NOD", "count": 1}]})
-    assert "virtualClusters.a.cells[0].cellType: unknown cell type 'V100-NOD'" in problems(data)
+    assert "virtualClusters.a[0].cellType: unknown cell type 'V100-NOD'" in problems(data)
     data = rack_cluster(vcs={"a": {"cells": [], "pinnedCells": ["p0"]}})
     assert "virtualClusters.a.pinnedCells[0]: no physical cell has pinnedCellId 'p0'" in problems(data)
     data = rack_cluster(vcs={"bad name!": []})
     assert "virtualClusters.bad name!: 'bad name!' is not a valid label value" in problems(data)
     data = rack_cluster(vcs={"a": [{"cellType": "V100-NODE", "count": 1}, {"cellType": "V100-NODE", "count": 1}]})
-    assert "virtualClusters.a.cells[1].cellType: 'V100-NODE' is listed twice" in problems(data)
+    assert "virtualClusters.a[1].cellType: 'V100-NODE' is listed twice" in problems(data)
 
 
 def test_pinned_cells_are_exclusive():
@@ -115,7 +115,7 @@ def test_pinned_cells_are_exclusive():
 def test_all_problems_reported_at_once():
     data = rack_cluster(vcs={"a": [{"cellType": "X", "count": 1}], "b": [{"cellType": "Y", "count": 1}]})
     text = problems(data)
-    assert "virtualClusters.a.cells[0].cellType" in text and "virtualClusters.b.cells[0].cellType" in text
+    assert "virtualClusters.a[0].cellType" in text and "virtualClusters.b[0].cellType" in text
 
 
 def test_parse_accepts_a_model_and_round_trips_aliases():

@@ -74,5 +74,5 @@ def test_known_names_are_listed_once_and_cut():
     vcs = {f"vc{i}": [{"cellType": "NOPE", "count": 1}] for i in range(1_000)}
     lines = problems({"topology": {"cellTypes": types, "physicalCells": nodes}, "virtualClusters": vcs}).splitlines()
     known = ", ".join(sorted([*types, *(f"GPU{i}" for i in range(256))])[:10])  # GPU types are cell types of VCs too
-    assert lines[0] == f"cells.virtualClusters.vc0.cells[0].cellType: unknown cell type 'NOPE' (known: {known} and 502 more)"
+    assert lines[0] == f"cells.virtualClusters.vc0[0].cellType: unknown cell type 'NOPE' (known: {known} and 502 more)"
     assert len(lines) == 21 and lines[-1] == "... and 980 more problems"

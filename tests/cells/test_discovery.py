@@ -84,7 +84,7 @@ def test_configured_vcs_on_discovered_topology_are_checked():
     try:
         check_config(bad, nodes=nodes)
     except Exception as error:  # noqa: BLE001 - the message is what matters
-        assert "virtualClusters.a.cells[0].cellType: unknown cell type 'A100-NODE'" in str(error)
+        assert "virtualClusters.a[0].cellType: unknown cell type 'A100-NODE'" in str(error)
     else:  # pragma: no cover
         raise AssertionError("expected a ConfigError")
 

@@ -125,6 +125,6 @@ def test_new_virtual_clusters_apply_without_a_restart_and_an_invalid_file_is_ign
     time.sleep(5 * RELOAD_SECONDS)  # more checks of the same broken file: still one warning
     (warning,) = [entry for entry in cellfit.logs() if "invalid" in entry["msg"]]
     assert warning["level"] == "warning"
-    assert "cells.virtualClusters.vision.cells.0.count: Input should be greater than or equal to 0" in warning["reason"]
+    assert "cells.virtualClusters.vision[0].count: Input should be greater than or equal to 0" in warning["reason"]
     assert cellfit.quotas() == {"speech": 6, "vision": 1}  # still the last valid configuration
     assert cellfit.process.poll() is None

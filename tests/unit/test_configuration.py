@@ -91,7 +91,7 @@ def test_an_invalid_file_is_logged_once_naming_the_field_and_ignored(world: Fixt
             world.reloader.reload_if_changed()
     (record,) = caplog.records
     assert record.levelno == logging.WARNING
-    assert "cells.virtualClusters.a.cells.0.count: Input should be greater than or equal to 0 (got -1)" in record.reason
+    assert "cells.virtualClusters.a[0].count: Input should be greater than or equal to 0 (got -1)" in record.reason
     assert str(world.mounted.path) in record.reason
     assert world.counted() == {"applied": 0, "invalid": 1, "needs_restart": 0}
     assert world.quota("a") == 4 and world.reloader.running == world.startup
