@@ -14,6 +14,7 @@ from scheduler.constants import (
     ANNOTATION_ESTIMATE,
     ANNOTATION_GANG,
     ANNOTATION_GANG_SIZE,
+    ANNOTATION_ITERATIONS,
     ANNOTATION_PLACEMENT,
     ANNOTATION_PREEMPTIONS,
     DEFAULT_VIRTUAL_CLUSTER,
@@ -22,6 +23,10 @@ from scheduler.constants import (
     LABEL_VIRTUAL_CLUSTER,
 )
 from scheduler.wording import backoff_limit, ignores_disruption
+
+# Annotations cellfit reads from the Job itself, never from its pod template (as the validating
+# webhook's JOB_LEVEL_ANNOTATIONS, scheduler/extender/validation.py, which this package may not import).
+JOB_LEVEL_ANNOTATIONS = (ANNOTATION_CONFIGURATIONS, ANNOTATION_ESTIMATE, ANNOTATION_ITERATIONS)
 
 # The Preempting event's message (scheduler/preemption/fitgpp.py PreemptionDecision):
 # "preempting ns/pod on node X (score 0.63 = size 0.50 + 4.0 x grace 0.03: <the terms in words>)";
@@ -117,6 +122,9 @@ class JobFacts:
     # ignores a preempted pod (DisruptionTarget), so that a preemption is not counted against it.
     backoff_limit: tuple[str, int] = ("backoffLimit", 6)
     ignores_disruption: bool = False
+    # Job-level cellfit annotations (JOB_LEVEL_ANNOTATIONS) written on its pod template
+    # (spec.template.metadata.annotations) and not on the Job itself: there cellfit never reads them.
+    template_job_keys: tuple[str, ...] = ()
 
     @property
     def key(self) -> str:
@@ -243,6 +251,7 @@ def job_from(
 ) -> JobFacts:
     meta, spec = _meta(obj), obj.get("spec") or {}
     annotations = meta.get("annotations") or {}
+    on_template = _meta(spec.get("template") or {}).get("annotations") or {}
     count = str(annotations.get(ANNOTATION_PREEMPTIONS, "0"))
     estimate: Mapping[str, Any] | None = None
     try:
@@ -264,6 +273,7 @@ def job_from(
         preemptions=preemptions,
         backoff_limit=_backoff_limit(spec),
         ignores_disruption=ignores_disruption(spec.get("podFailurePolicy")),
+        template_job_keys=tuple(k for k in JOB_LEVEL_ANNOTATIONS if k in on_template and k not in annotations),
     )
 
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Final, Mapping, Sequence
 
 from estimator.contract import estimate_errors
+from scheduler.constants import ANNOTATION_CONFIGURATIONS
 from scheduler.kubectl.objects import PREEMPTING, CellfitView, Condition, Event, Facts, GoneFacts, JobFacts, PodFacts, Preemption
 from scheduler.kube.times import timestamp
 from scheduler.kubectl.wording import MAX_NAMED, duration, listed, ordinal
@@ -135,8 +136,7 @@ def explain_job(job: JobFacts, view: CellfitView, *, now: float | None = None) -
     if job.interchangeable and job.suspended:
         return _deciding(job, view, now=now)
     if job.suspended:
-        return Answer(reason="suspended", summary="suspended (spec.suspend: true): nothing runs until it is unsuspended; "
-                      "cellfit starts only Jobs with cellfit.io/configurations")
+        return _suspended(job)
     gang = _gang_of_job(job, view)
     pods_now = _job_pods_now(job, view) if gang is None else gang
     preempted = _preempted(job, pods_now)
@@ -145,6 +145,21 @@ def explain_job(job: JobFacts, view: CellfitView, *, now: float | None = None) -
     if job.placement == "cpu":
         return _on_cpu(job, pods_now)
     return pods_now
+
+
+def _suspended(job: JobFacts) -> Answer:
+    """A suspended Job cellfit does not start: one without cellfit.io/configurations, or (what its
+    user meant to write) one with it on its pod template, where cellfit never reads it."""
+    head = "suspended (spec.suspend: true): nothing runs until it is unsuspended; "
+    if not job.template_job_keys:
+        return Answer(reason="suspended", summary=head + "cellfit starts only Jobs with cellfit.io/configurations")
+    keys = " and ".join(job.template_job_keys)
+    one = len(job.template_job_keys) == 1
+    misplaced = (f"its {keys} {'is' if one else 'are'} on its pod template (spec.template.metadata.annotations), where "
+                 f"cellfit does not read {'it' if one else 'them'}: move {'it' if one else 'them'} to metadata.annotations")
+    if ANNOTATION_CONFIGURATIONS in job.template_job_keys:
+        return Answer(reason="suspended", summary=head + misplaced)
+    return Answer(reason="suspended", summary=head + "cellfit starts only Jobs with cellfit.io/configurations; " + misplaced)
 
 
 def _finished(job: JobFacts) -> Answer | None:
