@@ -11,6 +11,7 @@ from scheduler.kubectl.api import InspectApi, KubeApi
 from scheduler.kubectl.errors import Forbidden, NotFound, UsageError, ViewUnavailable
 from scheduler.kubectl.objects import (
     PREEMPTED_BY,
+    SCHEDULER_PREEMPTED,
     CellfitView,
     Event,
     Facts,
@@ -49,6 +50,9 @@ class FactReader:
     def __init__(self, *, api: KubeApi, inspect: InspectApi) -> None:
         self.api = api
         self.inspect = inspect
+        # "ns/name" of each pod listed, by UID, per namespace listed ("" for all namespaces);
+        # or why that list could not be read.
+        self._pods_by_uid: dict[str, dict[str, str] | str] = {}
 
     def facts(self, *, kind: str, name: str, namespace: str) -> Facts:
         try:
@@ -138,7 +142,11 @@ class FactReader:
         to be, the rest of the answer kept."""
         preemptor_events: tuple[Event, ...] = ()
         unread = ""
+        preemptor: str | None = None
         by = PREEMPTED_BY.match(preempted.message)
+        scheduler = SCHEDULER_PREEMPTED.match(preempted.message)
+        if scheduler is not None:
+            preemptor, unread = self._pod_named(namespace, scheduler.group("uid"))
         if by is not None and "/" in by.group("by"):
             by_namespace, by_name = by.group("by").split("/", 1)
             try:
@@ -148,7 +156,37 @@ class FactReader:
             except Forbidden:
                 unread = f"its score is in the events of namespace {by_namespace}, which you may not read"
         return preemption_from(victim=f"{namespace}/{victim}", preempted=preempted, preemptor_events=preemptor_events,
-                               unread=unread)
+                               unread=unread, preemptor=preemptor)
+
+    def _pod_named(self, namespace: str, uid: str) -> tuple[str | None, str]:
+        """``ns/name`` of the pod of ``uid`` (kube-scheduler's Preempted Event names its preemptor
+        only so): looked for among the pods of the victim's namespace, then of every namespace;
+        else None and why it stays a UID (gone since, or in a namespace the user may not list)."""
+        for scope in (namespace, ""):
+            pods = self._pods_of(scope)
+            if isinstance(pods, dict) and uid in pods:
+                return pods[uid], ""
+        head = "kube-scheduler's Preempted Event names its preemptor only by its UID"
+        if isinstance(self._pods_of(""), dict):
+            return None, f"{head}, and no pod has that UID now: it is gone"
+        if isinstance(self._pods_of(namespace), str):
+            return None, f"{head}, and you may not list the pods of namespace {namespace}, where it would be named"
+        return None, (f"{head}, and no pod of namespace {namespace} has it: a pod of another namespace, whose pods "
+                      "you may not list, or one gone since")
+
+    def _pods_of(self, namespace: str) -> dict[str, str] | str:
+        """The pods of ``namespace`` (every namespace for "") by UID, read once; or why not."""
+        if namespace not in self._pods_by_uid:
+            path = f"/api/v1/namespaces/{quote(namespace)}/pods" if namespace else "/api/v1/pods"
+            try:
+                items = self.api.get(path, what=f"pods in namespace {namespace}" if namespace else "pods of every namespace")["items"]
+            except (Forbidden, NotFound) as error:
+                self._pods_by_uid[namespace] = str(error)
+            else:
+                self._pods_by_uid[namespace] = {
+                    str(p["metadata"].get("uid")): f"{p['metadata'].get('namespace') or namespace}/{p['metadata'].get('name')}"
+                    for p in items or []}
+        return self._pods_by_uid[namespace]
 
     def view(self, *, pod: PodFacts | None, job: JobFacts | None) -> CellfitView:
         """Only the views the answer may need; one cellfit does not serve is noted, not fatal."""

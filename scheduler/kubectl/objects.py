@@ -281,10 +281,12 @@ def _backoff_limit(spec: Mapping[str, Any]) -> tuple[str, int]:
     return backoff_limit(limit=spec.get("backoffLimit"), per_index=spec.get("backoffLimitPerIndex"))
 
 
-def preemption_from(*, victim: str, preempted: Event, preemptor_events: tuple[Event, ...], unread: str = "") -> Preemption:
+def preemption_from(*, victim: str, preempted: Event, preemptor_events: tuple[Event, ...], unread: str = "",
+                    preemptor: str | None = None) -> Preemption:
     """The victim's ``Preempted`` event, completed by the preemptor's ``Preempting`` event that
     names this victim (node and score breakdown). ``unread``: why the preemptor's events are
-    missing, if they could not be read."""
+    missing, if they could not be read. ``preemptor``: ``ns/name`` of the pod whose UID alone
+    kube-scheduler's own event names, when found (else ``unread`` says why not)."""
     found = PREEMPTED_BY.match(preempted.message)
     by = found.group("by") if found else "?"
     for event in reversed(preemptor_events):
@@ -297,8 +299,9 @@ def preemption_from(*, victim: str, preempted: Event, preemptor_events: tuple[Ev
         return Preemption(victim=victim, by=by, node=told.group("node"), breakdown=told.group("why"), when=preempted.last_seen,
                           unread=unread if told.group("why") is None else "")
     scheduler = SCHEDULER_PREEMPTED.match(preempted.message)
-    if scheduler is not None:  # only kube-scheduler's event: the preemptor by UID
-        return Preemption(victim=victim, by=f"pod {scheduler.group('uid')}", node=scheduler.group("node"), when=preempted.last_seen)
+    if scheduler is not None:  # only kube-scheduler's event: the preemptor by UID, its name when found
+        return Preemption(victim=victim, by=preemptor or f"pod {scheduler.group('uid')}", node=scheduler.group("node"),
+                          when=preempted.last_seen, unread="" if preemptor else unread)
     return Preemption(victim=victim, by=by, when=preempted.last_seen, unread=unread)
 
 
