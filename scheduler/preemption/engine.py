@@ -181,10 +181,6 @@ class FitGppEngine:
         self._index = PreemptionIndex(node_index=inner.node_index)  # one node name -> slot map
         self._tracked: dict[str, str | None] = {}  # pods the index holds -> their Job UID
         self._chosen: set[str] = set()  # victims chosen and not gone yet (their deletion may lag)
-        # Victims of FitGpp's preemptions before a restart, still leaving, whose preemptor the
-        # pods no longer name (kube-scheduler cleared its nomination): node -> their UIDs, until
-        # a trial pod adopts their room or they are gone (_adopt_orphaned_room).
-        self._orphans: dict[str, set[str]] = {}
         # Pods on their way out (terminating, or chosen as victims), kept per node as they
         # change: the preempt verb asks about a hundred candidate nodes, not every pod.
         self._leaving: dict[str, Resources] = {}  # node -> their requests, summed
@@ -357,8 +353,6 @@ class FitGppEngine:
         if preemptor_class is not JobClass.TRIAL:
             return VictimChoice(victims={}, decision=NoVictims(reason="a best-effort pod never preempts others (FitGpp)"))
         waiting = self._freed_by_terminating(pod)
-        if waiting is None and self._adopt_orphaned_room(pod):
-            waiting = self._freed_by_terminating(pod)
         if waiting is not None:
             # kube-scheduler's own rule (a pod whose nominated node has terminating victims does
             # not preempt again), kept against cellfit's view: kube-scheduler's cache may drop an
@@ -436,35 +430,6 @@ class FitGppEngine:
             return
         self._leave(pod_uid)  # as a victim chosen here: its exit makes the Job's next pod due
         self.holds.displaced(job_uid=owner.uid, node_name=pod.node_name)
-        self._orphans.setdefault(pod.node_name, set()).add(pod_uid)  # adopted only where no preemptor holds the room
-
-    def _adopt_orphaned_room(self, pod: PodInfo) -> bool:
-        """Give the trial pod ``pod``, which holds no room, the room that victims of FitGpp's
-        preemptions before a restart free on a node no preemptor holds, when that room (with
-        what is free there) fits it and it outranks each of them (kube-scheduler preempts only
-        lower priorities: they may have been preempted for it). kube-scheduler clears a pod's
-        nomination when an attempt meets an extender that does not answer, so a restart may
-        find the victims leaving and nothing naming their preemptor; without this the
-        preemptor took a second victim elsewhere and the victim Job's next pod had the freed
-        room (the live session's race under FitGpp). Each node's room is adopted once, by the
-        first such pod asking to preempt; whether it holds the room as it waits is then
-        :meth:`_freed_by_terminating`'s usual question. Whether a hold was adopted."""
-        if not self._orphans or self.holds.nominated_node(pod.uid) is not None or not self._evidence.may_be_preemptor(pod):
-            return False
-        claimed = self.holds.preemptor_nodes()
-        for node in sorted(self._orphans):
-            victims = [self._tracked_pod(uid) for uid in self._orphans[node]]
-            if node in claimed or any(victim is None or victim.priority >= pod.priority for victim in victims):
-                continue
-            freed, free = self._leaving.get(node), self._free_on(node)
-            if freed is None or free is None:
-                continue
-            if not pod.requests.fits_in(free + freed - self.holds.preemptor_room(pod).get(node, ZERO)):
-                continue
-            del self._orphans[node]
-            self.holds.rebuild_preemptor(pod, node_name=node)
-            return self.holds.nominated_node(pod.uid) == node
-        return False
 
     # ------------------------------------------------------------------ internals
 
@@ -509,20 +474,11 @@ class FitGppEngine:
         if pod_uid in self._chosen and job is not None and left is not None:
             self.holds.victim_gone(job_uid=job, node_name=left[0])
         self._chosen.discard(pod_uid)
-        self._forget_orphan(pod_uid, left[0] if left is not None else None)
         self._not_leaving(pod_uid)
         job = self._tracked.pop(pod_uid, None)
         if job is not None:
             self._leave_job(pod_uid, job)
         self._index.delete_pod(pod_uid)
-
-    def _forget_orphan(self, pod_uid: str, node: str | None) -> None:
-        if node is None or node not in self._orphans:
-            return
-        orphans = self._orphans[node]
-        orphans.discard(pod_uid)
-        if not orphans:
-            del self._orphans[node]
 
     def _leave_job(self, pod_uid: str, job: str) -> None:
         members = self._pods_by_job.get(job)

@@ -63,13 +63,7 @@ such victim left may be stale, and the evidence is gone once they exit. So
 * a pending trial pod of this scheduler nominated to a node where such victims terminate gets
   a preemptor hold there (FitGpp preempts only for trial pods);
 * each such victim, best-effort, of a Job FitGpp has preempted (``cellfit.io/preemptions``
-  above zero), gets its Job a resume hold on its node, as the decision did;
-* kube-scheduler clears the preemptor's nomination when an attempt meets an extender that does
-  not answer (cellfit down: ``schedulingCycle`` returns ``clearNominatedNode`` for an error that
-  is not a FitError), so such victims may be left with no nominated preemptor: the first pending
-  trial pod of this scheduler that asks FitGpp to preempt, outranks them, and fits in the room
-  they free there, adopts that room as its preemptor hold, once per node
-  (``FitGppEngine._adopt_orphaned_room``), rather than taking a second victim elsewhere.
+  above zero), gets its Job a resume hold on its node, as the decision did.
 
 A rebuilt hold is an ordinary hold: its clock starts when it first keeps a pod off, and it gives
 up ``hold_seconds`` later. A preemptor hold that ended here (it lapsed, or HiveD booked cells
@@ -218,10 +212,6 @@ class RoomHolds:
         kube-scheduler nominated it to)."""
         claim = self._preemptors.get(preemptor_uid)
         return claim.node if claim is not None else None
-
-    def preemptor_nodes(self) -> set[str]:
-        """The nodes where room is held for a preemptor."""
-        return {claim.node for claim in self._preemptors.values()}
 
     def keeps_waiting(self, preemptor_uid: str, *, grace_seconds: Callable[[], float]) -> bool:
         """Whether the preemptor, asked about again while pods still leave its node (enough for
@@ -640,10 +630,6 @@ class PreemptionEvidence:
             if node is not None and node in self._victims_on:
                 found.append((pod, node))
         return found
-
-    def may_be_preemptor(self, pod: PodInfo) -> bool:
-        """Whether ``pod`` is a pending trial pod of this scheduler: one FitGpp preempts for."""
-        return pod.scheduler_name == self.scheduler_name and _waiting(pod) and _is_trial(pod)
 
     def _nomination(self, pod: PodInfo) -> str | None:
         """The node a pending trial pod of this scheduler is nominated to; None for any other pod."""
