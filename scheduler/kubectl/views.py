@@ -11,7 +11,9 @@ from scheduler.kubectl.wording import duration
 # them), each its own column: "PODS 2/0" left the reader to guess what the second number was.
 VC_COLUMNS = ("vc", "cell-type", "gpus/cell", "quota", "bound", "unbound", "draining", "pinned",
               "guaranteed-pods", "guaranteed-gpus", "opportunistic-pods", "opportunistic-gpus")
-CELL_COLUMNS = ("cell", "type", "state", "vc", "gpus", "idle", "guaranteed", "opportunistic", "bad", "pods")
+# LEAVING: of the GUARANTEED GPUs, those booked for a guaranteed pod while the opportunistic pod
+# preempted for it still runs there (in its grace period); not counted in OPPORTUNISTIC.
+CELL_COLUMNS = ("cell", "type", "state", "vc", "gpus", "idle", "guaranteed", "opportunistic", "leaving", "bad", "pods")
 QUEUE_COLUMNS = ("job", "kind", "position", "expected-start", "vc")
 
 
@@ -58,6 +60,9 @@ def cell_rows(view: Mapping[str, Any], *, gpus: bool) -> list[dict[str, Any]]:
             "idle": (0 if cell.get("pods") or cell.get("bad") else 1) if leaf else counts.get("idle"),
             "guaranteed": (1 if cell.get("priority") == "guaranteed" else 0) if leaf else counts.get("guaranteed"),
             "opportunistic": (1 if cell.get("priority") == "opportunistic" else 0) if leaf else counts.get("opportunistic"),
+            # A GPU's pods: its guaranteed owner, then the opportunistic one still leaving it.
+            "leaving": (1 if cell.get("priority") == "guaranteed" and len(cell.get("pods") or []) > 1 else 0) if leaf
+            else counts.get("leaving", 0),
             "bad": (1 if cell.get("bad") else 0) if leaf else counts.get("bad"),
             "pods": list(cell.get("pods") or []) if leaf else "",
         })
