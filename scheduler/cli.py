@@ -78,7 +78,9 @@ def _serve_settings(args: argparse.Namespace) -> tuple[Settings, ConfigFile | No
     overridden = Settings.model_validate(
         settings.model_copy(update={"server": server, "cluster": cluster}).model_dump(by_alias=True)
     )
-    return overridden, loaded
+    # The dump writes each VC as {cells: [...]}: the cells as loaded remember how the file wrote
+    # them, so that a refusal at startup names a field as the file does ('vision[0]', not 'vision.cells[0]').
+    return overridden.model_copy(update={"cells": settings.cells}), loaded
 
 
 def main(argv: Sequence[str] | None = None) -> int:

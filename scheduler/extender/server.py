@@ -129,7 +129,12 @@ def serve(settings: Settings, *, config_file: ConfigFile | None = None) -> None:
     server.inspectHost:inspectPort; when admission.enabled, the pod-create webhook over HTTPS on
     admission.host:port; in one event loop over one state. ``config_file``: the file
     ``settings`` came from, checked every server.configReloadSeconds for changes to apply live."""
-    runtime = build_runtime(settings)
+    try:
+        runtime = build_runtime(settings)
+    except ConfigError as error:  # refused at startup (against the cells discovered from the Nodes): named with the file, as when loaded
+        if config_file is None:
+            raise
+        raise ConfigError(f"{config_file.path}: {error}") from None
     server = settings.server
     listeners = [
         _listener(
