@@ -909,7 +909,12 @@ class HivedEngine:
         return {uid: booking.node for uid, booking in self.allocator.by_pod.items() if booking.node is not None}
 
     def _stranded_request(self, pod: PodInfo) -> _Context | None:
-        """The context of a guaranteed GPU pod without cells of its own (None for any other)."""
+        """The context of a guaranteed GPU pod without cells of its own (None for any other, and
+        for one whose cellfit annotation does not read). Raises :class:`Unplaceable` for a pod
+        whose request never resolves (its VC unknown, removed by a reload or not named, more GPUs
+        than its cells hold): on purpose, not None, as the leader's reclaim
+        (scheduler/cluster/stranded.py) names such a pod once in its log from that reason and goes
+        on with the others; None here would skip it without a word."""
         if pod.requests.gpus == 0 or pod.uid in self.allocator.by_pod:
             return None
         try:
