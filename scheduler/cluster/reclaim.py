@@ -25,10 +25,15 @@ Before the first victim of a waiting pod is deleted, its booking is recorded on 
 ``cellfit.io/reclaim-booking``, scheduler/cluster/stranded.py's :class:`ReclaimRecords`): every
 replica's engine then keeps those cells for it, whichever replica kube-scheduler calls. A record
 that cannot be written deletes nothing for that pod this round. A waiting pod whose victims the
-watch shows leaving (kube-scheduler's preemption deleted them) gets its record too, at the next
-round: a restarted replica then keeps its cells from its first list, even after kube-scheduler
+watch shows leaving, preempted (every victim of its booking terminating with kube-scheduler's
+DisruptionTarget condition: a preemption deleted them), gets its record too, at the next round:
+a restarted replica then keeps its cells from its first list, even after kube-scheduler
 cleared the pod's nomination (which it does when an attempt meets an extender that does not
-answer) and the victims are gone, so the victim Job's next pod does not take them.
+answer) and the victims are gone, so the victim Job's next pod does not take them. Each round
+keeps every pending pod's record in line with the leader's engine: rewritten when its booking
+moved, cleared when the engine holds none for the pod (placed elsewhere without preemption,
+given back), written only where it differs from what the pod carries; a record left stale
+would be applied by the next replica to read the pod afresh (a restart, a rolling update).
 
 Never touched: a pod not labelled opportunistic, not of cellfit's kube-scheduler profile, already
 terminating, or deleted by this leader already; nor anything for a waiting pod that is gone,
@@ -47,10 +52,10 @@ import logging
 import threading
 import time
 from dataclasses import dataclass
-from typing import Callable, Iterable, Mapping, Protocol, Sequence
+from typing import Callable, Iterable, Iterator, Mapping, Protocol, Sequence
 
 from scheduler.cells.capabilities import WaitingGuarantee
-from scheduler.cluster.disruption import PodDeletion, preempt_pod
+from scheduler.cluster.disruption import DISRUPTION_REASON, PodDeletion, preempt_pod
 from scheduler.cluster.stranded import ReclaimRecords, StrandedGuarantees, immovable, reclaimable
 from scheduler.config import ReclaimSettings
 from scheduler.core.model import PodInfo
@@ -76,6 +81,8 @@ class PodRecord(Protocol):
     """The pods by UID, as the watch shows them (scheduler.core.pods.PodStore)."""
 
     def get(self, uid: str) -> PodInfo | None: ...
+
+    def pods(self) -> Iterator[PodInfo]: ...
 
 
 class ReclaimApi(PodDeletion, Protocol):
@@ -127,15 +134,27 @@ def reclaims_due(
 
 
 def preempting(waiting: Sequence[Waiting]) -> list[tuple[str, PodInfo, str]]:
-    """The waiting pods whose victims are leaving already (kube-scheduler's preemption, or
-    anyone, deleted them), with their bookings to record on them: the cells kept while they
-    leave live in the engine's memory only, and kube-scheduler clears the pod's nomination
-    when an attempt meets an extender that does not answer, so after a restart of cellfit
-    nothing else would tie the pod to those cells, and the victim Job's next pod would take
-    them (and be preempted again)."""
+    """The waiting pods whose victims are leaving already, preempted (kube-scheduler's
+    preemption, or cellfit's own, deleted them), with their bookings to record on them: the
+    cells kept while they leave live in the engine's memory only, and kube-scheduler clears the
+    pod's nomination when an attempt meets an extender that does not answer, so after a restart
+    of cellfit nothing else would tie the pod to those cells, and the victim Job's next pod
+    would take them (and be preempted again). Only when every victim of the booking the watch
+    shows is leaving so (:func:`preempted`): victims leaving for another reason (their Job
+    deleted), or only some of them (a preemption planned on other GPUs, by a replica whose
+    engine chose them), are not what the booking waits for, and a record would pin the pod on
+    every replica to cells nobody frees for it."""
     return [(entry.guarantee.pod_uid, entry.pod, entry.record) for entry in waiting
             if entry.pod is not None and entry.record is not None and not entry.pod.terminating and entry.pod.node_name is None
-            and any(victim is not None and victim.terminating for victim in entry.victims)]
+            and any(victim is not None for victim in entry.victims)
+            and all(victim is None or preempted(victim) for victim in entry.victims)]
+
+
+def preempted(victim: PodInfo) -> bool:
+    """Whether the pod is leaving because a preemption deleted it: terminating, and marked
+    DisruptionTarget with reason PreemptionByScheduler, as kube-scheduler's preemption marks
+    each victim before deleting it (and cellfit's own, scheduler/cluster/disruption.py)."""
+    return victim.terminating and victim.disruption is not None and victim.disruption.reason == DISRUPTION_REASON
 
 
 def victim_message(reclaim: Reclaim) -> str:
@@ -212,12 +231,14 @@ class ReclaimController:
                                record=self._engine.reclaim_record(g.pod_uid))
                        for g in self._engine.waiting_guarantees()]
             self._records.forget_shown(self._pods)
+            # The pending pods that carry a record, with the engine's booking for them now.
+            carried = [(pod, self._engine.reclaim_record(pod.uid)) for pod in self._records.carrying(self._pods)]
         self._since = {w.guarantee.pod_uid: self._since.get(w.guarantee.pod_uid, now) for w in waiting}
         self._reclaimed = {uid: at for uid, at in self._reclaimed.items() if now - at < _RECLAIMED_MEMORY_SECONDS}
         due = reclaims_due(waiting=waiting, since=self._since, now=now, after_seconds=self._settings.after_seconds,
                            scheduler_name=self._scheduler_name)
         records = {w.guarantee.pod_uid: w.record for w in waiting}
-        recorded: dict[str, bool] = {uid: self._records.write(pod, record) for uid, pod, record in preempting(waiting)}
+        recorded = self._keep_records_in_line(carried, preempting(waiting))
         done = []
         for reclaim in due:
             if reclaim.victim.uid in self._reclaimed:
@@ -229,6 +250,28 @@ class ReclaimController:
             if recorded[uid] and self._reclaim(reclaim, now=now):
                 done.append(reclaim)
         return done
+
+    def _keep_records_in_line(
+        self, carried: Sequence[tuple[PodInfo, str | None]], leaving: Sequence[tuple[str, PodInfo, str]]
+    ) -> dict[str, bool]:
+        """Make each pending pod's record the engine's booking for it now: a pod that carries one
+        gets the booking the engine holds for it now when that differs (moved: the filter placed
+        it anew once its victims were kept past their wait), none when the engine holds none
+        (placed elsewhere without preemption, or given back); a pod whose victims a preemption is
+        deleting gets its booking recorded. A record left as it was would be applied by every
+        engine that reads the pod afresh (a restart, a rolling update's new replica): the old
+        cells booked for the pod again, and whoever took them since its victim. Nothing is
+        written for a pod whose record is already the booking. Whether each pod with a booking
+        carries it now (the reclaim deletes nothing for one that does not)."""
+        recorded: dict[str, bool] = {}
+        for pod, record in carried:
+            written = self._records.write(pod, record)
+            if record is not None:
+                recorded[pod.uid] = written
+        for uid, pod, record in leaving:
+            if uid not in recorded:
+                recorded[uid] = self._records.write(pod, record)
+        return recorded
 
     def _book_stranded(self, *, now: float) -> list[str]:
         """The UIDs of the stranded guaranteed pods whose cells were booked now."""

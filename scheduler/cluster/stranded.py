@@ -109,7 +109,8 @@ class PodIndex(PodLookup, Protocol):
 class ReclaimRecords:
     """The cells the leader's reclaim booked for a pending pod, recorded on the pod (annotation
     ``cellfit.io/reclaim-booking``, the engine's ``reclaim_record``) so that every replica's engine
-    keeps them for it, and cleared when they are given back. Each write is guarded by the pod's
+    keeps them for it, rewritten when they move and cleared when they are given back (the
+    leader's round, scheduler/cluster/reclaim.py). Each write is guarded by the pod's
     UID (a pod re-created under the name is left alone), and goes through the pod's status
     subresource, which takes a pod's labels and annotations too: the one power over pods'
     objects cellfit's ClusterRole holds beyond deleting them (its DisruptionTarget condition),
@@ -120,11 +121,20 @@ class ReclaimRecords:
         self._api = api
         self._written: dict[str, str | None] = {}  # pod UID -> the record written, not yet watched
 
+    def carried(self, pod: PodInfo) -> str | None:
+        """The record the pod carries: as written here and not yet watched, else as watched."""
+        return self._written[pod.uid] if pod.uid in self._written else pod.annotations.get(ANNOTATION_RECLAIM_BOOKING)
+
+    def carrying(self, pods: PodIndex) -> list[PodInfo]:
+        """The pending pods, not being deleted, that carry a record (:meth:`carried`): those the
+        leader's round keeps in line with the engine's booking. Under the engine lock."""
+        return [pod for pod in pods.pods()
+                if pod.node_name is None and not pod.terminating and pod.phase not in TERMINAL_PHASES and self.carried(pod) is not None]
+
     def write(self, pod: PodInfo, record: str | None) -> bool:
         """Make the pod carry ``record`` (None: none); whether it does, as watched or written now.
         A failure is logged, naming the pod."""
-        known = self._written[pod.uid] if pod.uid in self._written else pod.annotations.get(ANNOTATION_RECLAIM_BOOKING)
-        if known == record:
+        if self.carried(pod) == record:
             return True
         body = {"metadata": {"uid": pod.uid, "annotations": {ANNOTATION_RECLAIM_BOOKING: record}}}
         try:

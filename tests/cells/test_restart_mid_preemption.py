@@ -15,13 +15,18 @@ from __future__ import annotations
 import msgspec
 
 from scheduler.cells import HivedEngine
+from scheduler.cluster.reclaim import ReclaimController
+from scheduler.config import ReclaimSettings
 from scheduler.constants import ANNOTATION_RECLAIM_BOOKING
-from scheduler.core.model import PodInfo
+from scheduler.core.model import Disruption, PodInfo
+from scheduler.core.pods import PodStore
 from scheduler.kube.names import filter_offered
-from tests.cells.helpers import node as node_info, pod, rack_cluster
+from tests.cells.helpers import node as node_info, pod, rack_cluster, schedule
 from tests.cluster.test_reclaim import NODES, Cluster
 
 LOWER = 10  # the opportunistic pods' priority: kube-scheduler's own preemption takes them
+# The DisruptionTarget condition kube-scheduler's preemption writes on each victim before deleting it.
+PREEMPTED = Disruption(reason="PreemptionByScheduler", message="cellfit: preempting to accommodate a higher priority pod")
 
 
 def preempted_by_kube_scheduler() -> tuple[Cluster, str, str]:
@@ -33,7 +38,7 @@ def preempted_by_kube_scheduler() -> tuple[Cluster, str, str]:
     assert cluster.engine.select_victims(cluster.waiting, {node: [cluster.victim]}, {}) == {node: [cluster.victim]}
     victim = cluster.pods.get(cluster.victim)
     assert victim is not None
-    cluster.pods.record(msgspec.structs.replace(victim, terminating=True))
+    cluster.pods.record(msgspec.structs.replace(victim, terminating=True, disruption=PREEMPTED))
     assert cluster.look_at(1) == []  # kube-scheduler deletes this one: cellfit deletes nothing
     return cluster, cluster.victim, node
 
@@ -133,3 +138,114 @@ def test_the_cells_view_counts_each_gpu_once_while_the_victims_leave():
     engine = restarted(cluster, gone={victim})
     (entry,) = engine.inspect_cells(node=node)["cells"]
     assert entry["gpus"] == {"total": 8, "idle": 4, "guaranteed": 4, "opportunistic": 0, "leaving": 0, "bad": 0}
+
+
+def test_nothing_is_recorded_for_victims_leaving_for_another_reason():
+    # Its Job deleted (no DisruptionTarget): no preemption for g is under way, and a record would
+    # pin g on every replica to cells kube-scheduler's preemption (answered elsewhere) did not free.
+    cluster = Cluster(opportunistic_priority=LOWER)
+    victim = cluster.pods.get(cluster.victim)
+    assert victim is not None
+    cluster.pods.record(msgspec.structs.replace(victim, terminating=True))
+    cluster.look_at(1)
+    assert cluster.api.records == []
+
+
+def rebooked_elsewhere(*, free_a_node: bool) -> tuple[Cluster, str, str]:
+    """g's victim is stuck past grace + margin (a finalizer), and kube-scheduler's next offers
+    leave its node out: the filter places g anew (free_a_node: on a node of its VC freed since,
+    without preemption; else booked on another node, waiting for other victims). (the cluster,
+    the victim, g's first node)"""
+    cluster, victim, node = preempted_by_kube_scheduler()
+    engine = cluster.engine
+    if free_a_node:
+        other = next(p for p in cluster.pods.pods()
+                     if p.uid.startswith("o") and p.uid != victim and p.node_name not in (None, node) and p.node_name[:2] == node[:2])
+        engine.delete_pod(other.uid)
+        cluster.pods.forget(other.uid)
+    others = [name for name in NODES if name != node]
+    filter_offered(engine, cluster.waiting, others)  # kept (or placed on the freed node)
+    engine.expiry.expire(0.0)
+    engine.expiry.expire(10_000.0)  # kept no longer
+    filter_offered(engine, cluster.waiting, others)
+    return cluster, victim, node
+
+
+def test_a_record_whose_booking_the_engine_gave_up_is_cleared_and_a_restart_does_not_reapply_it():
+    # review22 F3: g is placed on a freed node without preemption; its record still named the
+    # first node, and a replica started later booked it again, with the victim Job's next pod
+    # (which had taken the node meanwhile) as g's victim: the double preemption the record is for.
+    cluster, victim, node = rebooked_elsewhere(free_a_node=True)
+    assert "g" not in cluster.engine.allocator.by_pod  # placed without preemption: nothing kept
+    cluster.look_at(40)
+    assert cluster.api.recorded("g") is None  # cleared
+    writes = len(cluster.api.records)
+    cluster.look_at(80)
+    assert len(cluster.api.records) == writes  # once
+    cluster.engine.delete_pod(victim)
+    cluster.pods.forget(victim)
+    taken = schedule(cluster.engine, new_pod_of_victim_job(), [node])
+    assert taken is not None and taken.node_name == node
+    cluster.pods.record(msgspec.structs.replace(taken, priority=LOWER, scheduler_name="cellfit"))
+    cluster.look_at(120)
+    engine = restarted(cluster, gone=set())  # before kube-scheduler's binding of g lands
+    assert engine.pending_preemptions() == {} and "g" not in engine.allocator.by_pod
+
+
+def test_a_record_whose_booking_moved_is_rewritten_once():
+    cluster, _, node = rebooked_elsewhere(free_a_node=False)
+    moved = cluster.engine.allocator.by_pod["g"].node
+    assert moved not in (None, node)
+    cluster.look_at(40)
+    record = cluster.api.recorded("g")
+    assert record is not None and record == cluster.engine.reclaim_record("g") and f'"node":"{moved}"' in record
+    writes = len(cluster.api.records)
+    cluster.look_at(80)
+    assert len(cluster.api.records) == writes
+    engine = restarted(cluster, gone=set())
+    assert engine.allocator.by_pod["g"].node == moved
+
+
+def test_a_new_leader_clears_a_stale_record_the_watch_shows():
+    # The record, written by a former leader, is on the pod as the watch shows it; the booking
+    # was given up since (g placed without preemption): the new leader's first round clears it.
+    cluster, _, _ = rebooked_elsewhere(free_a_node=True)
+    record = cluster.api.recorded("g")
+    assert record is not None
+    shown = msgspec.structs.replace(cluster.waiting, annotations={**cluster.waiting.annotations, ANNOTATION_RECLAIM_BOOKING: record})
+    cluster.pods.record(shown)
+    cluster.controller = ReclaimController(api=cluster.api, engine=cluster.engine, pods=cluster.pods, lock=cluster.lock,
+                                           settings=ReclaimSettings(after_seconds=30.0), scheduler_name="cellfit", clock=cluster.clock)
+    cluster.look_at(40)
+    assert cluster.api.records[-1] == ("g", None)
+    # The watch shows it cleared: nothing more is written.
+    cluster.pods.record(cluster.waiting)
+    writes = len(cluster.api.records)
+    cluster.look_at(80)
+    assert len(cluster.api.records) == writes
+
+
+def test_a_record_waits_for_every_victim_of_the_booking_to_be_preempted():
+    # g's cells hold two opportunistic pods: only one of them preempted (a preemption planned on
+    # other GPUs of the node, by a replica whose engine chose them) is not what g's booking waits for.
+    cluster = Cluster(opportunistic_priority=LOWER)
+    engine = HivedEngine.from_config(rack_cluster(vcs={"a": [{"cellType": "V100-RACK", "count": 1}],
+                                                       "b": [{"cellType": "V100-RACK", "count": 1}]}))
+    cluster.engine = engine
+    cluster.pods = PodStore()
+    for i in range(32):
+        placed = schedule(engine, Cluster.cellfits(pod(f"o{i}", 2, "b", priority="opportunistic"), LOWER), NODES)
+        assert placed is not None
+        cluster.pods.record(Cluster.cellfits(placed, LOWER))
+    cluster.pods.record(cluster.waiting)
+    assert filter_offered(engine, cluster.waiting, NODES).failed
+    first, second = (cluster.pods.get(uid) for uid in engine.pending_preemptions()["g"])
+    assert first is not None and second is not None
+    cluster.controller = ReclaimController(api=cluster.api, engine=engine, pods=cluster.pods, lock=cluster.lock,
+                                           settings=ReclaimSettings(after_seconds=30.0), scheduler_name="cellfit", clock=cluster.clock)
+    cluster.pods.record(msgspec.structs.replace(first, terminating=True, disruption=PREEMPTED))
+    cluster.look_at(1)
+    assert cluster.api.records == []
+    cluster.pods.record(msgspec.structs.replace(second, terminating=True, disruption=PREEMPTED))
+    cluster.look_at(2)
+    assert cluster.api.records == [("g", engine.reclaim_record("g"))]
