@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import copy
-import functools
 import logging
 import os
 import ssl
+import tempfile
+import threading
+import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import msgspec
 import yaml
@@ -263,33 +266,123 @@ def loadable_without_exec(merged: MergedKubeconfig, *, context: str) -> Any:
 
 def auth_provider_persister(merged: MergedKubeconfig, loadable: Any, *, context: str) -> Callable[[], None]:
     """The Kubernetes client loader's ``config_persister`` for ``loadable`` (``merged``'s, as
-    handed to the loader) at ``context``: an auth-provider's config the loader refreshed (gcp's
-    access-token and expiry, oidc's id-token and refresh-token) written back to the file that
-    names the user, as kubectl writes it back (a refresh-token is used once: one not written
-    back is spent, and the next run's refresh fails)."""
+    handed to the loader, before it loads) at ``context``: an auth-provider's config the loader
+    refreshed (gcp's access-token and expiry, oidc's id-token and refresh-token) written back to
+    the file that names the user, as kubectl writes it back (a refresh-token is used once: one
+    not written back is spent, and the next run's refresh fails). Only the keys the loader
+    changed are written, and none over a user entry another writer (kubectl, a login tool) has
+    rewritten since: its tokens are newer (:class:`_AuthProviderWriteBack`)."""
     user = _context_user(merged, context=context)
     file = merged.origins.get(("users", user))
-    return functools.partial(_write_auth_provider_config, loadable, user=user, file=file)
+    return _AuthProviderWriteBack(loadable, user=user, file=file, loaded=_user_entry(merged.document.get("users"), user))
 
 
-def _write_auth_provider_config(loadable: Any, *, user: str, file: Path | None) -> None:
-    """``user``'s auth-provider config as ``loadable`` holds it, written into ``file`` (the rest
-    of the file as it is there now); raises KubeconfigFieldError naming the field."""
-    field = f"users[{user}].user.auth-provider.config"
-    config = next((node.value["user"]["auth-provider"].get("config") for node in loadable.value["users"]
-                   if node.value.get("name") == user and isinstance(node.value.get("user"), dict)
-                   and isinstance(node.value["user"].get("auth-provider"), dict)), None)
-    if file is None or not isinstance(config, dict):
-        return
+# kubectl's lock on a kubeconfig it writes (client-go's lockFile: ``<file>.lock``, created
+# exclusively, removed after): waited for this long, polled, before the write is given up.
+KUBECONFIG_LOCK_WAIT_SECONDS = 2.0
+_LOCK_POLL_SECONDS = 0.05
+
+
+def _user_entry(users: Any, user: str) -> dict[str, Any] | None:
+    """The first entry of ``users`` (a kubeconfig's, or the merge's) called ``user`` (the one the
+    merge takes); None when there is none."""
+    return next((item for item in users or () if isinstance(item, dict) and item.get("name") == user), None)
+
+
+def _auth_provider_config(entry: Any) -> dict[str, Any] | None:
+    user = entry.get("user") if isinstance(entry, dict) else None
+    provider = user.get("auth-provider") if isinstance(user, dict) else None
+    config = provider.get("config") if isinstance(provider, dict) else None
+    return config if isinstance(config, dict) else None
+
+
+def _as_merged(entry: dict[str, Any], file: Path) -> dict[str, Any]:
+    """A user ``entry`` of ``file`` as :func:`merged_kubeconfig` holds it (its client
+    certificate's and key's paths made absolute against the file's folder)."""
+    entry = copy.deepcopy(entry)
+    user = entry.get("user")
+    for field in ("client-certificate", "client-key"):
+        if isinstance(user, dict) and isinstance(user.get(field), str) and user[field]:
+            user[field] = str(file.absolute().parent / user[field])
+    return entry
+
+
+class _AuthProviderWriteBack:
+    """:func:`auth_provider_persister`'s persister: ``user``'s auth-provider config as the
+    loader's ``loadable`` holds it, written into ``file``; raises KubeconfigFieldError naming the
+    field when the file cannot take it (``<file>.lock`` held past KUBECONFIG_LOCK_WAIT_SECONDS
+    among the reasons).
+
+    It writes only the keys the loader changed since the config was loaded (or last written
+    back), the rest of the file as it is there now; and nothing when the file's user entry is no
+    longer the one loaded (or last written): another writer (kubectl, kubelogin) has rewritten
+    it since, with tokens newer than the loader's (a spent refresh-token written back over the
+    fresh one would fail the next refresh). The file is written under kubectl's lock, through a
+    temporary file of its own, its permissions kept (:func:`_replace_keeping_mode`)."""
+
+    def __init__(self, loadable: Any, *, user: str, file: Path | None, loaded: dict[str, Any] | None) -> None:
+        self._loadable = loadable
+        self._user = user
+        self._file = file
+        self._entry = copy.deepcopy(loaded)  # the file's user entry as loaded or last written, as merged
+        self._lock = threading.Lock()  # one write back at a time in this process
+
+    def __call__(self) -> None:
+        with self._lock:  # the loader refreshes from any thread
+            self._write_back()
+
+    def _write_back(self) -> None:
+        field = f"users[{self._user}].user.auth-provider.config"
+        file = self._file
+        config = _auth_provider_config(_user_entry((node.value for node in self._loadable.value["users"]), self._user))
+        before = _auth_provider_config(self._entry)
+        if file is None or config is None or before is None:
+            return
+        changed = {name: value for name, value in config.items() if before.get(name) != value}
+        removed = [name for name in before if name not in config]
+        if not changed and not removed:
+            return
+        try:
+            with _kubeconfig_lock(file):
+                document = _parsed_kubeconfig(file)
+                entry = _user_entry(document.get("users"), self._user)
+                if entry is None or _as_merged(entry, file) != self._entry:
+                    log.info("the auth-provider's refreshed token is not written back to the kubeconfig: its user was "
+                             "rewritten since it was read (by kubectl or a login tool), and its tokens are newer",
+                             extra={"file": str(file), "field": field, "changed": sorted(changed)})
+                    return
+                written = _auth_provider_config(entry)
+                assert written is not None  # as self._entry's
+                written.update(copy.deepcopy(changed))
+                for name in removed:
+                    written.pop(name, None)
+                _replace_keeping_mode(file, yaml.safe_dump(document, default_flow_style=False).encode())
+                self._entry = _as_merged(entry, file)
+        except (KubeconfigFieldError, OSError) as error:
+            reason = error.reason if isinstance(error, KubeconfigFieldError) else str(error)
+            raise KubeconfigFieldError(field, f"the refreshed token could not be written back: {reason}", file=file) from None
+
+
+@contextlib.contextmanager
+def _kubeconfig_lock(file: Path) -> Iterator[None]:
+    """kubectl's lock on ``file`` held (client-go's lockFile: ``<file>.lock``, created
+    exclusively, removed after), waited for up to KUBECONFIG_LOCK_WAIT_SECONDS; raises
+    KubeconfigFieldError when it stays held."""
+    lock = file.with_name(file.name + ".lock")
+    deadline = time.monotonic() + KUBECONFIG_LOCK_WAIT_SECONDS
+    while True:
+        try:
+            os.close(os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+            break
+        except FileExistsError:
+            if time.monotonic() >= deadline:
+                raise KubeconfigFieldError("(the file)", f"{lock} is held by another writer (kubectl?) past "
+                                           f"{KUBECONFIG_LOCK_WAIT_SECONDS:g}s; remove it if none is running") from None
+            time.sleep(_LOCK_POLL_SECONDS)
     try:
-        document = _parsed_kubeconfig(file)
-        for item in document.get("users") or ():
-            if isinstance(item, dict) and item.get("name") == user and isinstance((item.get("user") or {}).get("auth-provider"), dict):
-                item["user"]["auth-provider"]["config"] = copy.deepcopy(config)
-        _replace_keeping_mode(file, yaml.safe_dump(document, default_flow_style=False).encode())
-    except (KubeconfigFieldError, OSError) as error:
-        reason = error.reason if isinstance(error, KubeconfigFieldError) else str(error)
-        raise KubeconfigFieldError(field, f"the refreshed token could not be written back: {reason}", file=file) from None
+        yield
+    finally:
+        lock.unlink(missing_ok=True)
 
 
 def persist_or_warn(persist: Callable[[], None]) -> None:
@@ -304,15 +397,20 @@ def persist_or_warn(persist: Callable[[], None]) -> None:
 
 
 def _replace_keeping_mode(path: Path, content: bytes) -> None:
-    """``content`` as ``path``, replaced whole (a reader sees the old file or the new one), its
+    """``content`` as ``path``, replaced whole (a reader sees the old file or the new one),
+    through a temporary file of its own in the same folder (two writers never share one), its
     permissions kept; a symbolic link's target replaced, the link kept (~/.kube/config linked
     to a shared file)."""
     target = path.resolve()
-    fresh = target.with_name(f".{target.name}.cellfit-new")
-    descriptor = os.open(fresh, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, target.stat().st_mode & 0o777)
-    with os.fdopen(descriptor, "wb") as file:
-        file.write(content)
-    os.replace(fresh, target)
+    descriptor, fresh = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".cellfit-new")
+    try:
+        with os.fdopen(descriptor, "wb") as file:
+            os.fchmod(file.fileno(), target.stat().st_mode & 0o777)
+            file.write(content)
+        os.replace(fresh, target)
+    except BaseException:
+        Path(fresh).unlink(missing_ok=True)
+        raise
 
 
 def check_pair(pair: bytes, *, folder: Path, field: str) -> None:

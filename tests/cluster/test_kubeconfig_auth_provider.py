@@ -87,21 +87,43 @@ print(json.dumps({"credential": {"access_token": f"cmd-{run}", "token_expiry": "
 '''
 
 
-def test_the_client_s_own_renewal_of_an_expired_gcp_token_is_still_sent(api_server: TokenServer, tmp_path: Path) -> None:
-    """The client's refresh hook renews an expired gcp token (its cmd-path) on every refresh here:
-    each renewal is the newer token, sent over the one the file was last rewritten with."""
+def expired_gcp_command(api_server: TokenServer, tmp_path: Path) -> tuple[Path, dict[str, str], KubernetesApi]:
+    """A kubeconfig whose gcp user's cmd-path gives a token expired at once, its config, and the
+    client connected with it (the command run once, at load)."""
     script, runs = tmp_path / "token-command.py", tmp_path / "runs"
     script.write_text(EXPIRED_TOKEN_COMMAND)
     command = {"cmd-path": sys.executable, "cmd-args": f"{script} {runs}"}
     path = tmp_path / "kubeconfig"
     path.write_text(kubeconfig(server=api_server.url, auth_provider={"name": "gcp", "config": command}))
-    api = KubernetesApi.connect(ClusterSettings(mode="kubeconfig", kubeconfig=str(path)))  # run 1, at load
+    api = KubernetesApi.connect(ClusterSettings(mode="kubeconfig", kubeconfig=str(path)))
     assert api is not None
+    return path, command, api
+
+
+def test_the_client_s_own_renewal_of_an_expired_gcp_token_is_still_sent(api_server: TokenServer, tmp_path: Path) -> None:
+    """The client's refresh hook renews an expired gcp token (its cmd-path) on every refresh here:
+    each renewal is the newer token, sent over the one the file was last rewritten with."""
+    path, command, api = expired_gcp_command(api_server, tmp_path)  # run 1, at load
     api.get_path(GET)
     path.write_text(kubeconfig(server=api_server.url, auth_provider={"name": "gcp", "config": command | {
         "access-token": "from-the-file", "expiry": "2000-01-01T00:00:00Z"}}))
     api.get_path(GET)
     assert api_server.sent == ["Bearer cmd-2", "Bearer cmd-3"]
+    # The file rewritten since it was loaded: the renewal is not written over it (its tokens are
+    # the rewriter's, newer than the loader's copy).
+    [user] = yaml.safe_load(path.read_text())["users"]
+    assert user["user"]["auth-provider"]["config"]["access-token"] == "from-the-file"
+
+
+def test_each_renewal_of_the_client_is_written_back(api_server: TokenServer, tmp_path: Path) -> None:
+    """The renewals after the one at load are written back too: the loader's own write is not
+    another writer's rewrite. Only what the renewal changes is written."""
+    path, command, api = expired_gcp_command(api_server, tmp_path)  # run 1, at load
+    api.get_path(GET)
+    api.get_path(GET)
+    assert api_server.sent == ["Bearer cmd-2", "Bearer cmd-3"]
+    [user] = yaml.safe_load(path.read_text())["users"]
+    assert user["user"]["auth-provider"]["config"] == command | {"access-token": "cmd-3", "expiry": "2000-01-01T00:00:00Z"}
 
 
 def test_a_token_the_client_refreshes_at_load_is_written_back(api_server: TokenServer, tmp_path: Path) -> None:
