@@ -47,6 +47,38 @@ DISRUPTION_TARGET = "DisruptionTarget"
 # Why a preempted pod of a Job is a failure to it, as a victim's Preempted Event and `kubectl
 # cellfit why` of a failed Job both say it.
 NOT_IGNORING_DISRUPTION = f"its spec.podFailurePolicy does not ignore {DISRUPTION_TARGET}"
+# The actions of a podFailurePolicy rule (batch/v1): Ignore (not a failure: the Job makes a new
+# pod), Count (the default: a failed pod against backoffLimit), FailJob (the Job fails at once),
+# FailIndex (that index fails at once; Indexed Jobs with backoffLimitPerIndex only).
+IGNORE, COUNT, FAIL_JOB, FAIL_INDEX = "Ignore", "Count", "FailJob", "FailIndex"
+# What a rule that fails at once fails, and why, for each of the two actions.
+FAILS_AT_ONCE = {FAIL_JOB: ("its Job", "the Job"), FAIL_INDEX: ("its index", "the index")}
+
+
+def failing_rule(action: str) -> str:
+    """``fails the Job on DisruptionTarget`` (FailJob), ``fails the index on DisruptionTarget``
+    (FailIndex): what such a rule does to a preempted pod's Job."""
+    return f"fails {FAILS_AT_ONCE[action][1]} on {DISRUPTION_TARGET}"
+
+
+def fails_on_disruption(action: str) -> str:
+    """``its spec.podFailurePolicy fails the Job on DisruptionTarget`` for a FailJob rule, ``...
+    fails the index ...`` for a FailIndex one: why a preempted pod fails its Job, or its index,
+    at once."""
+    return f"its spec.podFailurePolicy {failing_rule(action)}"
+
+
+def preemption_outcome(action: str | None, limit: tuple[str, int]) -> str:
+    """What a preemption does to a Job whose podFailurePolicy does not ignore it, given the action
+    of its rule on DisruptionTarget (:func:`disruption_action`; None: no rule) and the failed
+    pods it tolerates (:func:`backoff_limit`): what a victim's Preempted Event tells. FailJob
+    and FailIndex fail at once, whatever the limit; Count, or no rule, counts a failed pod."""
+    if action in FAILS_AT_ONCE:
+        return f"{FAILS_AT_ONCE[action][0]} fails, as {fails_on_disruption(action)}"
+    name, count = limit
+    if count == 0:
+        return f"its Job fails instead of resuming, as {NOT_IGNORING_DISRUPTION} and its {name} is 0"
+    return f"its Job counts it as a failed pod against its {name} {count}, as {NOT_IGNORING_DISRUPTION}"
 
 
 def backoff_limit(*, limit: object, per_index: object) -> tuple[str, int]:
@@ -57,11 +89,13 @@ def backoff_limit(*, limit: object, per_index: object) -> tuple[str, int]:
     return "backoffLimit", limit if isinstance(limit, int) else 6
 
 
-def ignores_disruption(policy: object) -> bool:
-    """Whether a Job's ``spec.podFailurePolicy`` (as JSON decodes it) ignores a preempted pod: the
-    first of its rules that matches the DisruptionTarget condition (status True, the default)
-    has ``action: Ignore`` (the Job controller applies the first rule that matches). Rules on
-    exit codes are passed over: a preempted pod's exit code is its workload's."""
+def disruption_action(policy: object) -> str | None:
+    """The action of the rule of a Job's ``spec.podFailurePolicy`` (as JSON decodes it) that
+    applies to a preempted pod: the first of its rules that matches the DisruptionTarget
+    condition (status True, the default; the Job controller applies the first rule that
+    matches), as written (``Ignore``, ``Count``, ``FailJob``, ``FailIndex``); None where no rule
+    matches (the Job counts the pod against its limit, as ``Count``). Rules on exit codes are
+    passed over: a preempted pod's exit code is its workload's."""
     rules = policy.get("rules") if isinstance(policy, dict) else None
     for rule in rules if isinstance(rules, list) else []:
         if not isinstance(rule, dict):
@@ -70,5 +104,12 @@ def ignores_disruption(policy: object) -> bool:
         for pattern in patterns if isinstance(patterns, list) else []:
             if (isinstance(pattern, dict) and pattern.get("type") == DISRUPTION_TARGET
                     and pattern.get("status", "True") == "True"):
-                return rule.get("action") == "Ignore"
-    return False
+                action = rule.get("action")
+                return action if isinstance(action, str) else None
+    return None
+
+
+def ignores_disruption(policy: object) -> bool:
+    """Whether a Job's ``spec.podFailurePolicy`` ignores a preempted pod: its rule on
+    DisruptionTarget (:func:`disruption_action`) has ``action: Ignore``."""
+    return disruption_action(policy) == IGNORE

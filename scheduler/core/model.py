@@ -94,12 +94,19 @@ class JobInfo(msgspec.Struct, frozen=True, gc=False):
     # spec.parallelism and spec.completions as written (None: unset); how many pods run at once
     parallelism: int | None = None
     completions: int | None = None
-    # Whether its spec.podFailurePolicy ignores a preempted pod (DisruptionTarget), so that the
-    # Job makes a new pod instead of counting a failure, and else the failed pods it tolerates,
-    # named by their field (backoffLimit, backoffLimitPerIndex): what a victim's Preempted Event
-    # tells. Ignored where the spec is not known (a Job the simulator makes resumes).
-    ignores_disruption: bool = True
+    # The action of its spec.podFailurePolicy's rule on a preempted pod (DisruptionTarget;
+    # scheduler/wording.py disruption_action): Ignore (the Job makes a new pod instead of counting
+    # a failure), Count, FailJob (the Job fails at once), FailIndex (the index fails at once), or
+    # None (no rule: counted); and the failed pods it tolerates, named by their field
+    # (backoffLimit, backoffLimitPerIndex): what a victim's Preempted Event tells. Ignore where
+    # the spec is not known (a Job the simulator makes resumes).
+    disruption_action: str | None = "Ignore"
     backoff_limit: tuple[str, int] = ("backoffLimit", 6)
+
+    @property
+    def ignores_disruption(self) -> bool:
+        """Whether a preempted pod of it is no failure to it: its Job makes a new pod."""
+        return self.disruption_action == "Ignore"
 
     @property
     def key(self) -> str:

@@ -51,7 +51,16 @@ from scheduler.errors import InvalidAnnotation, InvalidRequest
 from scheduler.kube import translate, wire
 from scheduler.preemption import JobClass, job_class_of, preemption_count_of
 from scheduler.preemption.model import job_class_or_best_effort
-from scheduler.wording import DISRUPTION_TARGET, RESUME_RULE, backoff_limit, ignores_disruption
+from scheduler.wording import (
+    DISRUPTION_TARGET,
+    FAIL_JOB,
+    FAILS_AT_ONCE,
+    IGNORE,
+    RESUME_RULE,
+    backoff_limit,
+    disruption_action,
+    failing_rule,
+)
 
 
 def _keys(kind: str) -> frozenset[str]:
@@ -453,11 +462,13 @@ def preempted_failure_problems(spec: JobSpec, labels: Mapping[str, str], *, fitg
     """A Job cellfit may preempt whose podFailurePolicy does not ignore a preempted pod: the Job
     controller counts each preempted pod as failed against its backoffLimit, so with a small one
     the preemption fails the Job (BackoffLimitExceeded) where its Preempted Event promised it
-    would resume. Who may preempt it: trial Jobs, of a best-effort one (FitGpp; the class of a
+    would resume; a rule on DisruptionTarget of action FailJob or FailIndex fails the Job, or the
+    index, at the first preemption, whatever the limit. Who may preempt it: trial Jobs, of a best-effort one (FitGpp; the class of a
     pod without the label); HiveD's reclaim, of an opportunistic one, whatever its class. A
     warning: the Job runs, and may never meet a trial Job. Told at creation only: Kubernetes
     refuses a change of a Job's podFailurePolicy."""
-    if ignores_disruption(spec.podFailurePolicy):
+    action = disruption_action(spec.podFailurePolicy)
+    if action == IGNORE:
         return []
     # A class that is none is run as best-effort (reported with the template's problems).
     best_effort = job_class_or_best_effort(labels) is JobClass.BEST_EFFORT
@@ -469,6 +480,11 @@ def preempted_failure_problems(spec: JobSpec, labels: Mapping[str, str], *, fitg
         return []
     limit, count = backoff_limit(limit=spec.backoffLimit, per_index=spec.backoffLimitPerIndex)
     field = "spec.podFailurePolicy"
+    if action in FAILS_AT_ONCE:  # FailJob, FailIndex: at once, whatever the limit
+        failed = "fails the Job" if action == FAIL_JOB else "fails its index"
+        first = "the first pod" if action == FAIL_JOB else "each pod"
+        return [Problem(field=field, reason=f"{failing_rule(action)} ({action}), so {first} {by} {failed} instead of "
+                        f"resuming; make that rule {RESUME_RULE}", blocking=False)]
     missing = "missing" if spec.podFailurePolicy is None else f"no rule ignores {DISRUPTION_TARGET}"
     if count == 0:
         outcome = f"with {limit} 0 the first pod {by} fails the Job instead of resuming"

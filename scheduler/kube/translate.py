@@ -17,7 +17,7 @@ from typing import Final, Mapping
 from scheduler.core.model import Disruption, JobInfo, NodeInfo, OwnerRef, PodInfo
 from scheduler.core.resources import ZERO, Resources, resources_from_quantities
 from scheduler.kube import wire
-from scheduler.wording import backoff_limit, ignores_disruption
+from scheduler.wording import backoff_limit, disruption_action
 
 _EMPTY: Final[Mapping[str, str]] = MappingProxyType({})
 DEFAULT_GRACE_PERIOD_SECONDS: Final = 30
@@ -166,6 +166,6 @@ def job_info(job: wire.Job) -> JobInfo:
         annotations=meta.annotations or _EMPTY,
         parallelism=job.spec.parallelism,
         completions=job.spec.completions,
-        ignores_disruption=ignores_disruption(job.spec.podFailurePolicy),
+        disruption_action=disruption_action(job.spec.podFailurePolicy),
         backoff_limit=backoff_limit(limit=job.spec.backoffLimit, per_index=job.spec.backoffLimitPerIndex),
     )

@@ -22,7 +22,7 @@ from scheduler.constants import (
     LABEL_JOB_CLASS,
     LABEL_VIRTUAL_CLUSTER,
 )
-from scheduler.wording import backoff_limit, ignores_disruption
+from scheduler.wording import IGNORE, backoff_limit, disruption_action
 
 # Annotations cellfit reads from the Job itself, never from its pod template (as the validating
 # webhook's JOB_LEVEL_ANNOTATIONS, scheduler/extender/validation.py, which this package may not import).
@@ -118,10 +118,11 @@ class JobFacts:
     pods: tuple[PodFacts, ...] = ()
     preemptions: tuple[Preemption, ...] = ()
     # The limit the Job controller fails the Job at, as spec names it: ("backoffLimit", 6), or
-    # ("backoffLimitPerIndex", n) for an Indexed Job with one; and whether its podFailurePolicy
-    # ignores a preempted pod (DisruptionTarget), so that a preemption is not counted against it.
+    # ("backoffLimitPerIndex", n) for an Indexed Job with one; and the action of its
+    # podFailurePolicy's rule on a preempted pod (DisruptionTarget; wording.disruption_action):
+    # Ignore (a preemption is not counted against it), Count, FailJob, FailIndex, None (no rule).
     backoff_limit: tuple[str, int] = ("backoffLimit", 6)
-    ignores_disruption: bool = False
+    disruption_action: str | None = None
     # Job-level cellfit annotations (JOB_LEVEL_ANNOTATIONS) written on its pod template
     # (spec.template.metadata.annotations) and not on the Job itself: there cellfit never reads them.
     template_job_keys: tuple[str, ...] = ()
@@ -129,6 +130,10 @@ class JobFacts:
     @property
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
+
+    @property
+    def ignores_disruption(self) -> bool:
+        return self.disruption_action == IGNORE
 
     def condition(self, kind: str) -> Condition | None:
         return next((c for c in self.conditions if c.type == kind), None)
@@ -272,7 +277,7 @@ def job_from(
         pods=pods,
         preemptions=preemptions,
         backoff_limit=_backoff_limit(spec),
-        ignores_disruption=ignores_disruption(spec.get("podFailurePolicy")),
+        disruption_action=disruption_action(spec.get("podFailurePolicy")),
         template_job_keys=tuple(k for k in JOB_LEVEL_ANNOTATIONS if k in on_template and k not in annotations),
     )
 

@@ -19,7 +19,15 @@ from scheduler.constants import ANNOTATION_CONFIGURATIONS
 from scheduler.kubectl.objects import PREEMPTING, CellfitView, Condition, Event, Facts, GoneFacts, JobFacts, PodFacts, Preemption
 from scheduler.kube.times import timestamp
 from scheduler.kubectl.wording import MAX_NAMED, duration, listed, ordinal
-from scheduler.wording import NOT_IGNORING_DISRUPTION, RESUME_RULE, together_with
+from scheduler.wording import (
+    DISRUPTION_TARGET,
+    FAIL_INDEX,
+    FAIL_JOB,
+    NOT_IGNORING_DISRUPTION,
+    RESUME_RULE,
+    fails_on_disruption,
+    together_with,
+)
 
 # What cellfit's filter says, inside kube-scheduler's FailedScheduling message.
 KEPT_FOR = re.compile(r"its free resources are kept for (?P<held>[^,]+),")
@@ -181,29 +189,43 @@ def _ran(job: JobFacts) -> tuple[str, ...]:
 
 # The Job controller's reasons for failing a Job on its count of failed pods (a preempted pod
 # counts unless the podFailurePolicy ignores it), and the rule that makes it resume instead.
-COUNTED_FAILURES: Final = ("BackoffLimitExceeded", "FailedIndexes")
+COUNTED_FAILURES: Final = ("BackoffLimitExceeded", "FailedIndexes", "MaxFailedIndexesExceeded")
+# Its reasons for failing a Job whose podFailurePolicy's rule on DisruptionTarget fails the Job
+# (FailJob) or the preempted pod's index (FailIndex; the Job fails once its indexes are done).
+FAILED_AT_ONCE: Final = {FAIL_JOB: ("PodFailurePolicy",), FAIL_INDEX: ("FailedIndexes", "MaxFailedIndexesExceeded")}
 
 
 def _failed_preempted(job: JobFacts, failed: Condition, answer: Answer) -> Answer:
     """A failed Job cellfit preempted: its preempted pods were failures to the Job controller
-    unless its podFailurePolicy ignores DisruptionTarget; told so, and the rule that makes the
-    next one resume (user21's ij-4: "failed: Job has reached the specified backoff limit" and
-    nothing else, its preemption the cause)."""
+    unless its podFailurePolicy ignores DisruptionTarget (counted against its backoffLimit, or,
+    under a FailJob or FailIndex rule, failing the Job or the index at once); told so, and the
+    rule that makes the next one resume (user21's ij-4: "failed: Job has reached the specified
+    backoff limit" and nothing else, its preemption the cause)."""
     times = max(job.preemption_count, len(job.preemptions))
     if not times:
         return answer
     lines = tuple(_preemption_line(p) for p in job.preemptions)
     counted = f"{times} time{'s' if times != 1 else ''}"
-    if job.ignores_disruption or failed.reason not in COUNTED_FAILURES:
+    action = job.disruption_action
+    if action in FAILED_AT_ONCE:
+        # A FailJob rule on exit codes fails the Job with the same reason: its message names the condition or the code.
+        caused = failed.reason in FAILED_AT_ONCE[action] and (action != FAIL_JOB or DISRUPTION_TARGET in failed.message)
+        failed_what = "the Job" if action == FAIL_JOB else "each preempted pod's index"
+        cause = f"Kubernetes failed {failed_what}, as {fails_on_disruption(action)}"
+    else:
+        caused = not job.ignores_disruption and failed.reason in COUNTED_FAILURES
+        limit, count = job.backoff_limit
+        cause = f"Kubernetes counted each preempted pod as a failed one against its {limit} {count}, as {NOT_IGNORING_DISRUPTION}"
+    if not caused:
         # Not counted (its policy ignores them), or a failure not on the count: the preemptions are facts, not the cause.
         return replace(answer, details=answer.details + (f"preempted {counted} by cellfit",) + lines)
-    limit, count = job.backoff_limit
     last = job.preemptions[-1] if job.preemptions else None
     by = f" (last by {last.by})" if last is not None else ""
-    summary = (f"{answer.summary}: cellfit preempted it {counted}{by}, and Kubernetes counted each preempted pod as a "
-               f"failed one against its {limit} {count}, as {NOT_IGNORING_DISRUPTION}")
+    summary = f"{answer.summary}: cellfit preempted it {counted}{by}, and {cause}"
+    rule = (f"spec.podFailurePolicy: {{rules: [{RESUME_RULE}]}}" if action is None
+            else f"{RESUME_RULE} as its spec.podFailurePolicy's rule on {DISRUPTION_TARGET}")
     fix = (f"to have it resume after a preemption instead (its next pod goes first among best-effort pods), create it "
-           f"again with spec.podFailurePolicy: {{rules: [{RESUME_RULE}]}} (a Job's podFailurePolicy cannot be changed)")
+           f"again with {rule} (a Job's podFailurePolicy cannot be changed)")
     return Answer(reason="failed", summary=summary, details=(fix,) + lines + answer.details)
 
 

@@ -49,6 +49,7 @@ from scheduler.preemption.model import (
     preemption_count_of,
 )
 from scheduler.preemption.table import CandidateTable, PreemptionIndex
+from scheduler.wording import preemption_outcome
 
 DEFAULT_SCHEDULER_NAME = "cellfit"  # the chart's kube-scheduler profile
 
@@ -97,10 +98,11 @@ class VictimChoice:
     victims: dict[str, list[str]]
     decision: PreemptionDecision | NoVictims | None
     chosen_by: str = "reclaim"
-    # Where a victim's Job counts its preempted pod as failed (its podFailurePolicy does not
-    # ignore DisruptionTarget), the failed pods it tolerates, by field (backoffLimit 0: it fails);
+    # Where a victim's Job does not resume its preempted pod (its podFailurePolicy does not
+    # ignore DisruptionTarget), what the preemption does to it instead (scheduler/wording.py
+    # preemption_outcome: counted against its backoffLimit, or its Job or index failed at once);
     # None where it resumes: what the victim's Event says of its resuming.
-    victim_job_limit: tuple[str, int] | None = None
+    victim_job_outcome: str | None = None
 
     @property
     def rule(self) -> str:
@@ -129,7 +131,7 @@ class VictimChoice:
         """The event message for each victim (None unless :attr:`explained`)."""
         if not isinstance(self.decision, PreemptionDecision):
             return None
-        return self.decision.victim_message(counted_against=self.victim_job_limit)
+        return self.decision.victim_message(not_resumed=self.victim_job_outcome)
 
 
 class ExplainedPreemption(Protocol):
@@ -187,8 +189,9 @@ class FitGppEngine:
         self._leaving_pods: dict[str, tuple[str, Resources, int]] = {}  # pod UID -> (node, requests, grace period)
         self._job_counts: dict[str, int] = {}  # Job UID -> preemptions
         # Jobs whose podFailurePolicy does not ignore DisruptionTarget: a preempted pod of theirs
-        # is a failure, not a pause (JobInfo.ignores_disruption) -> the failed pods they tolerate.
-        self._jobs_not_resuming: dict[str, tuple[str, int]] = {}
+        # is a failure, not a pause (JobInfo.disruption_action) -> what the preemption does to
+        # them, as their victims' Events say it (wording.preemption_outcome).
+        self._jobs_not_resuming: dict[str, str] = {}
         self._pods_by_job: dict[str, set[str]] = {}
         # Jobs deleted while pods of theirs still run (the garbage collector deletes the pods
         # after the Job): preempting such a pod counts against no Job and keeps no room for it.
@@ -300,7 +303,7 @@ class FitGppEngine:
         if job.ignores_disruption:
             self._jobs_not_resuming.pop(job.uid, None)
         else:
-            self._jobs_not_resuming[job.uid] = job.backoff_limit
+            self._jobs_not_resuming[job.uid] = preemption_outcome(job.disruption_action, job.backoff_limit)
         try:
             count = preemption_count_of(job.annotations)
         except InvalidAnnotation:
@@ -382,8 +385,8 @@ class FitGppEngine:
         for job in dict.fromkeys(owner for owner in owners if owner is not None):
             self._count_preemption(job)
         self.holds.preempting(pod, node_name=decision.node)
-        limit = next((self._jobs_not_resuming[owner] for owner in owners if owner in self._jobs_not_resuming), None)
-        return VictimChoice(victims={decision.node: list(decision.victim_uids)}, decision=decision, victim_job_limit=limit)
+        outcome = next((self._jobs_not_resuming[owner] for owner in owners if owner in self._jobs_not_resuming), None)
+        return VictimChoice(victims={decision.node: list(decision.victim_uids)}, decision=decision, victim_job_outcome=outcome)
 
     def victim_jobs(self, victim_uids: Sequence[str]) -> list[tuple[JobInfo, int]]:
         """The Jobs of these victims with their preemption counts after the decision, for the

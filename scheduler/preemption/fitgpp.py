@@ -30,7 +30,7 @@ from scheduler.core.model import PodInfo
 from scheduler.core.resources import Resources
 from scheduler.preemption.model import FitGppSettings, JobClass, job_class_of
 from scheduler.preemption.table import CandidateTable
-from scheduler.wording import NOT_IGNORING_DISRUPTION, duration
+from scheduler.wording import duration
 
 Rule = Literal["fitgpp", "fallback"]
 RULE_FITGPP: Final[Rule] = "fitgpp"
@@ -145,24 +145,25 @@ class PreemptionDecision:
             for victim in self.victims
         )
 
-    def victim_message(self, *, counted_against: tuple[str, int] | None = None) -> str:
+    def victim_message(self, *, not_resumed: str | None = None) -> str:
         """The event message for each victim, which its user reads in ``kubectl describe pod``
         without the right to read the preemptor's events: who, where and why, e.g. ``preempted
         by ns/pod on node X: the best-effort pod there cheapest to suspend and quickest to resume
         (FitGpp score 0.63 = size 0.50 + 4.0 x grace 0.03: its share of ...)``. The FitGpp rule takes exactly one
         victim, so its score is this victim's; the fallback's victims share one message.
 
-        ``counted_against``: where the victim's Job counts the preempted pod as failed (its
-        podFailurePolicy does not ignore DisruptionTarget), the failed pods it tolerates by field,
-        ``("backoffLimit", 0)``; its Event then says so instead of promising a resume, and that
-        the Job fails at a limit of 0. None: the Job resumes it. The score stays last, in
-        parentheses: ``kubectl cellfit why`` reads it there."""
+        ``not_resumed``: where the victim's Job does not resume the preempted pod (its
+        podFailurePolicy does not ignore DisruptionTarget), what the preemption does to it instead
+        (scheduler/wording.py ``preemption_outcome``: counted against its backoffLimit, or its
+        Job or index failed at once); its Event then says so instead of promising a resume. None:
+        the Job resumes it. The score stays last, in parentheses: ``kubectl cellfit why`` reads
+        it there."""
         head = f"preempted by {self.preemptor_key} on node {self.node}"
         if self.rule == RULE_FITGPP and len(self.victims) == 1:
             (victim,) = self.victims
             score = victim.explain(grace_period_weight=self.settings.grace_period_weight)
-            chosen = "cheapest to suspend and quickest to resume" if counted_against is None else (
-                f"cheapest to suspend; {_not_resumed(counted_against)}")
+            chosen = "cheapest to suspend and quickest to resume" if not_resumed is None else (
+                f"cheapest to suspend; {not_resumed}")
             return f"{head}: the best-effort pod there {chosen} (FitGpp {score})"
         return f"{head}: no single best-effort pod there freed enough, so FitGpp took best-effort pods at random until it did"
 
@@ -174,15 +175,6 @@ class NoVictims:
     reason: str
 
     found: bool = False
-
-
-def _not_resumed(limit: tuple[str, int]) -> str:
-    """What a preemption does to a Job whose podFailurePolicy does not ignore it, given the failed
-    pods it tolerates (``("backoffLimit", 0)``)."""
-    name, count = limit
-    if count == 0:
-        return f"its Job fails instead of resuming, as {NOT_IGNORING_DISRUPTION} and its {name} is 0"
-    return f"its Job counts it as a failed pod against its {name} {count}, as {NOT_IGNORING_DISRUPTION}"
 
 
 def _percent(fraction: float) -> str:
