@@ -189,6 +189,10 @@ class LastDecision:
     waiting_for_pool: list[str] = field(default_factory=list)
     # Started Jobs that hold no machine of AlloX's, and why (placer/holding.py).
     released: list[dict[str, str]] = field(default_factory=list)
+    # Waiting Jobs AlloX holds this pass outside the queue (unplaceable, waiting for quota): each
+    # with its Placed condition's reason and message (NoMachine, WaitingForMachine,
+    # WaitingForQuota), so that `kubectl cellfit queue` lists them as `why` does.
+    held: list[dict[str, str]] = field(default_factory=list)
 
 
 class PlacerController:
@@ -423,6 +427,7 @@ class PlacerController:
         lacking = [key for key in decision.waiting_for_pool if guaranteed.get(pools.get(key) or "", 0) > 0]
         gpus_on_a_node, room = most_gpus(free), gpu_room(free)
         nodes = tuple(_in_demand_units(allocatable) for allocatable in self._allocatable_by_node().values())
+        held: dict[str, tuple[str, str]] = {}  # Job key -> its Placed reason and message, for the inspect document
         for key in decision.unplaceable:
             item, job = waiting_by_key[key], by_key[key]
             beyond = kinds_beyond(item, cpu_slot=decision.cpu_slot, gpus=gpus_on_a_node, room=room)
@@ -430,23 +435,25 @@ class PlacerController:
             in_use = _held_by_others(item, beyond=beyond, outside=outside, capacity=capacity,
                                      reserved_cpu_per_gpu=self._settings.reserved_cpu_per_gpu)
             if in_use:
-                self._tell(job, status="False", reason="WaitingForMachine", message=_in_use_message(in_use, pods=item.pods))
+                held[key] = ("WaitingForMachine", _in_use_message(in_use, pods=item.pods))
+                self._tell(job, status="False", reason="WaitingForMachine", message=held[key][1])
                 continue
             message = _no_machine(item, job, beyond=beyond, room=room, outside=outside, capacity=capacity, nodes=nodes,
                                   reserved_cpu_per_gpu=self._settings.reserved_cpu_per_gpu)
+            held[key] = ("NoMachine", message)
             if self._tell(job, status="False", reason="NoMachine", message=message):
                 self._event_once(job, "NoMachine", message)
         for key in lacking:
-            self._tell(by_key[key], status="False", reason="NoMachine",
-                       message=f"virtual cluster {pools.get(key)!r} has free guaranteed GPUs, but AlloX's nodes "
-                       "(allox.nodeSelector) have none free for this Job"
-                       + (f" ({_pods(by_key[key])} machines at once)" if _pods(by_key[key]) > 1 else ""))
+            held[key] = ("NoMachine", f"virtual cluster {pools.get(key)!r} has free guaranteed GPUs, but AlloX's nodes "
+                         "(allox.nodeSelector) have none free for this Job"
+                         + (f" ({_pods(by_key[key])} machines at once)" if _pods(by_key[key]) > 1 else ""))
+            self._tell(by_key[key], status="False", reason="NoMachine", message=held[key][1])
         for key in decision.waiting_for_pool:
             if key in lacking:
                 continue
-            self._tell(by_key[key], status="False", reason="WaitingForQuota",
-                       message=f"waiting for a GPU of virtual cluster {pools.get(key)!r}: its guaranteed GPUs are in use "
-                       "(AlloX does not count other virtual clusters' idle GPUs)")
+            held[key] = ("WaitingForQuota", f"waiting for a GPU of virtual cluster {pools.get(key)!r}: its guaranteed GPUs are "
+                         "in use (AlloX does not count other virtual clusters' idle GPUs)")
+            self._tell(by_key[key], status="False", reason="WaitingForQuota", message=held[key][1])
         self.last = LastDecision(
             at=now, seconds=elapsed, from_state_seconds=decided - began, from_state_cpu_seconds=decided_cpu - began_cpu,
             queue_seconds=queue_seconds, queue_cpu_seconds=queue_cpu_seconds,
@@ -461,6 +468,9 @@ class PlacerController:
             busy_machines=dict(decision.busy_machines), mechanism=self._settings.mechanism,
             progress=dict(decision.progress), progress_spread=decision.progress_spread,
             released=[{"job": item.key, "kind": item.kind, "why": state} for item, state in released],
+            held=[{"job": key, "reason": reason, "message": message,
+                   **({"virtualCluster": vc} if (vc := pools.get(key)) is not None else {})}
+                  for key, (reason, message) in held.items()],
         )
         return decision
 
@@ -1058,6 +1068,10 @@ class PlacerController:
             "progress": {user: round(value, 6) for user, value in last.progress.items()},
             "progressSpread": round(last.progress_spread, 6),
             "queue": queue_by_kind,
+            # Waiting Jobs outside the queue this pass, with their Placed condition's reason and
+            # message: no machine fits them (NoMachine), theirs are in use (WaitingForMachine), or
+            # their VC's quota is (WaitingForQuota). AlloX holds them and tries them each pass.
+            "waiting": last.held,
         }
 
 

@@ -107,7 +107,8 @@ def _queue(args: Any, api: KubeApi, inspect: InspectApi, namespace: str) -> str:
     view = inspect.view("allox")
     if args.output != "table":
         return output.structured(view, format=args.output)
-    return output.table(views.queue_rows(view), views.QUEUE_COLUMNS, empty="AlloX's queue is empty")
+    rows = views.queue_rows(view)  # with the Jobs AlloX holds outside the queue (no machine, quota)
+    return output.table(rows, views.queue_columns(rows), empty="AlloX's queue is empty")
 
 
 COMMANDS: dict[str, Callable[[Any, KubeApi, InspectApi, str], str]] = {

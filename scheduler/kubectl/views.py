@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from scheduler.kubectl.wording import duration
 
@@ -15,6 +15,9 @@ VC_COLUMNS = ("vc", "cell-type", "gpus/cell", "quota", "bound", "unbound", "drai
 # preempted for it still runs there (in its grace period); not counted in OPPORTUNISTIC.
 CELL_COLUMNS = ("cell", "type", "state", "vc", "gpus", "idle", "guaranteed", "opportunistic", "leaving", "bad", "pods")
 QUEUE_COLUMNS = ("job", "kind", "position", "expected-start", "vc")
+# With Jobs AlloX holds outside the queue (no machine, quota): why each waits, as its Placed
+# condition and `kubectl cellfit why` say it.
+WAITING_COLUMNS = (*QUEUE_COLUMNS, "waiting")
 
 
 def vc_rows(view: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -75,7 +78,10 @@ def cell_rows(view: Mapping[str, Any], *, gpus: bool) -> list[dict[str, Any]]:
 
 
 def queue_rows(view: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """AlloX's queue (``/v1/inspect/allox``), per kind in the matching's order."""
+    """AlloX's queue (``/v1/inspect/allox``), per kind in the matching's order, then the Jobs it
+    holds outside the queue (``waiting``: no machine, its machines in use, its VC's quota), which
+    ``kubectl cellfit why`` calls queued too: before, the queue printed "AlloX's queue is empty"
+    while ``why`` said "queued by AlloX (NoMachine): ..." of a Job no machine fits."""
     rows = []
     for kind in sorted(view.get("queue") or {}):
         for row in sorted(view["queue"][kind], key=lambda r: r.get("position", 0)):
@@ -86,7 +92,22 @@ def queue_rows(view: Mapping[str, Any]) -> list[dict[str, Any]]:
                 "expected-start": f"~{duration(float(row.get('expectedStartSeconds') or 0.0))}",
                 "vc": row.get("virtualCluster"),
             })
+    # Jobs AlloX holds without a place in the queue: no kind, position or start to give, but
+    # waiting all the same (`why` says "queued by AlloX (NoMachine): ..." of each).
+    for row in view.get("waiting") or []:
+        if isinstance(row, Mapping):
+            rows.append({"job": row.get("job"), "vc": row.get("virtualCluster"),
+                         "waiting": f"{_WAITING.get(str(row.get('reason')), 'not queued')} ({row.get('reason')}): {row.get('message')}"})
     return rows
+
+
+# How a Job held outside the queue waits, by its Placed condition's reason (placer/controller.py).
+_WAITING = {"NoMachine": "no machine", "WaitingForMachine": "its machines in use", "WaitingForQuota": "its VC's quota"}
+
+
+def queue_columns(rows: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
+    """:data:`QUEUE_COLUMNS`, with ``waiting`` where a row is a Job held outside the queue."""
+    return WAITING_COLUMNS if any(row.get("waiting") for row in rows) else QUEUE_COLUMNS
 
 
 def _position(row: Mapping[str, Any]) -> Any:

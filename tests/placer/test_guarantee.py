@@ -132,6 +132,16 @@ def gpu_only_job(name: str, vc: str) -> Any:
     return JOB_DECODER.decode(json.dumps(body).encode())
 
 
+def gpu_only_placer(cells: HivedEngine, api: RecordingApi, *, free_gpus: int) -> PlacerController:
+    """AlloX over VC a's GPU-only Job a/g, ``free_gpus`` free on node r0n1."""
+    return PlacerController(
+        api=api, jobs=Jobs([gpu_only_job("g", "a")]), settings=AlloxSettings(alpha=1.0), gpu_resource="nvidia.com/gpu",
+        free_by_node=lambda running: {"r0n1": Resources(cpu_millis=64000, memory_bytes=2**38, gpus=free_gpus)},
+        capacity=lambda: Resources(cpu_millis=128000, memory_bytes=2**39, gpus=16), clock=lambda: 1767225700.0,
+        guarantees=lambda running: Guarantees(cells=guarantees(views(cells)), default_vc=cells.default_vc),
+    )
+
+
 @pytest.mark.parametrize(("held", "free_gpus", "reason"), [
     (8, 8, "WaitingForQuota"),  # a's quota in use, b's GPUs idle on AlloX's nodes
     (0, 0, "NoMachine"),  # a's quota free, but AlloX's nodes have no GPU free
@@ -141,13 +151,7 @@ def test_a_gpu_only_job_is_told_whether_its_vc_or_the_nodes_lack_gpus(held: int,
     if held:
         place(cells, "hold", held, "a")
     api = RecordingApi()
-    placer = PlacerController(
-        api=api, jobs=Jobs([gpu_only_job("g", "a")]), settings=AlloxSettings(alpha=1.0), gpu_resource="nvidia.com/gpu",
-        free_by_node=lambda running: {"r0n1": Resources(cpu_millis=64000, memory_bytes=2**38, gpus=free_gpus)},
-        capacity=lambda: Resources(cpu_millis=128000, memory_bytes=2**39, gpus=16), clock=lambda: 1767225700.0,
-        guarantees=lambda running: Guarantees(cells=guarantees(views(cells)), default_vc=cells.default_vc),
-    )
-    decision = placer.admit()
+    decision = gpu_only_placer(cells, api, free_gpus=free_gpus).admit()
     assert decision.starts == () and decision.waiting_for_pool == ("a/g",)
     ((name, condition),) = api.conditions
     assert condition["reason"] == reason, condition
