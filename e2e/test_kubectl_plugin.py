@@ -407,6 +407,10 @@ def allox_env(control_plane: Any, tmp_path_factory: pytest.TempPathFactory) -> I
             yield {"cluster": cluster, "cellfit": cellfit, "ns": ns, "user": user, "scheduler": release.scheduler_name,
                    "plugin": Plugin(cluster, plugin_bin(workdir / "bin"), service_namespace=services)}
     finally:
+        # Its interchangeable Jobs (some suspended for good: never placeable) would join the
+        # queue of the next AlloX this session starts (e2e/test_allox_admission.py run after
+        # this module found them beside its own): the namespace goes only at the session's end.
+        cluster.kubectl("-n", ns, "delete", "jobs", "--all", "--cascade=foreground", "--wait=true", timeout=120, check=False)
         SCENARIOS.delete_nodes(cluster, ["allox"])
 
 
