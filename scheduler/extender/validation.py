@@ -52,6 +52,7 @@ from scheduler.kube import translate, wire
 from scheduler.preemption import JobClass, job_class_of, preemption_count_of
 from scheduler.preemption.model import job_class_or_best_effort
 from scheduler.wording import (
+    COUNT,
     DISRUPTION_TARGET,
     FAIL_JOB,
     FAILS_AT_ONCE,
@@ -485,11 +486,16 @@ def preempted_failure_problems(spec: JobSpec, labels: Mapping[str, str], *, fitg
         first = "the first pod" if action == FAIL_JOB else "each pod"
         return [Problem(field=field, reason=f"{failing_rule(action)} ({action}), so {first} {by} {failed} instead of "
                         f"resuming; make that rule {RESUME_RULE}", blocking=False)]
-    missing = "missing" if spec.podFailurePolicy is None else f"no rule ignores {DISRUPTION_TARGET}"
     if count == 0:
         outcome = f"with {limit} 0 the first pod {by} fails the Job instead of resuming"
     else:
         outcome = f"each pod {by} counts as a failure against {limit} {count}"
+    if action == COUNT:
+        # The Job controller applies the first rule that matches: an Ignore rule added after this
+        # one would never be reached.
+        return [Problem(field=field, reason=f"its first rule on {DISRUPTION_TARGET} counts it (Count), so {outcome}; "
+                        f"make that rule {RESUME_RULE}", blocking=False)]
+    missing = "missing" if spec.podFailurePolicy is None else f"no rule ignores {DISRUPTION_TARGET}"
     return [Problem(field=field, reason=f"{missing}, so {outcome}; add the rule {RESUME_RULE}", blocking=False)]
 
 

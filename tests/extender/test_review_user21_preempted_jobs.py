@@ -55,10 +55,21 @@ def test_a_larger_backoff_limit_is_told_each_preemption_counts_against_it() -> N
 
 
 def test_a_policy_without_the_ignore_rule_is_told_so() -> None:
+    counted = {"rules": [{"action": "Count", "onPodConditions": [{"type": "ContainersReady"}]}]}
+    (told,) = warnings(job("be", template_labels=VISION, pod_failure_policy=counted, backoff_limit=2))
+    assert told == ("cellfit: spec.podFailurePolicy: no rule ignores DisruptionTarget, so each pod a trial Job preempts "
+                    f"counts as a failure against backoffLimit 2; {RULE}")
+
+
+def test_a_count_rule_before_the_ignore_rule_is_the_one_to_change() -> None:
+    """The Job controller applies the first rule that matches: an Ignore rule after a Count rule
+    on DisruptionTarget is never reached, and the warning said "no rule ignores DisruptionTarget
+    ... add the rule" of a policy that had it."""
     counted = {"rules": [{"action": "Count", "onPodConditions": [{"type": "DisruptionTarget"}]}, *RESUMES["rules"]]}
     (told,) = warnings(job("be", template_labels=VISION, pod_failure_policy=counted, backoff_limit=2))
-    assert told.startswith("cellfit: spec.podFailurePolicy: no rule ignores DisruptionTarget, so each pod a trial Job preempts "
-                           "counts as a failure against backoffLimit 2;")
+    assert told == ("cellfit: spec.podFailurePolicy: its first rule on DisruptionTarget counts it (Count), so each pod a "
+                    "trial Job preempts counts as a failure against backoffLimit 2; make that rule "
+                    "{action: Ignore, onPodConditions: [{type: DisruptionTarget}]}")
 
 
 def test_an_indexed_jobs_limit_per_index_is_the_one_named() -> None:
