@@ -68,6 +68,10 @@ def fails_on_disruption(action: str) -> str:
     return f"its spec.podFailurePolicy {failing_rule(action)}"
 
 
+# What a preemption does to a victim that no controller creates again (a bare pod): it is gone.
+NO_CONTROLLER_OUTCOME = "it has no controller (a Job) to create it again, so nothing resumes it"
+
+
 def preemption_outcome(action: str | None, limit: tuple[str, int]) -> str:
     """What a preemption does to a Job whose podFailurePolicy does not ignore it, given the action
     of its rule on DisruptionTarget (:func:`disruption_action`; None: no rule) and the failed

@@ -49,7 +49,7 @@ from scheduler.preemption.model import (
     preemption_count_of,
 )
 from scheduler.preemption.table import CandidateTable, PreemptionIndex
-from scheduler.wording import preemption_outcome
+from scheduler.wording import NO_CONTROLLER_OUTCOME, preemption_outcome
 
 DEFAULT_SCHEDULER_NAME = "cellfit"  # the chart's kube-scheduler profile
 
@@ -381,11 +381,15 @@ class FitGppEngine:
                 )
         if not isinstance(decision, PreemptionDecision):
             return VictimChoice(victims={}, decision=decision)
+        bare = any(victim is not None and victim.owner is None
+                   for victim in (self._tracked_pod(v.uid) for v in decision.victims))
         owners = [self._take_victim(victim.uid) for victim in decision.victims]
         for job in dict.fromkeys(owner for owner in owners if owner is not None):
             self._count_preemption(job)
         self.holds.preempting(pod, node_name=decision.node)
         outcome = next((self._jobs_not_resuming[owner] for owner in owners if owner in self._jobs_not_resuming), None)
+        if outcome is None and bare:
+            outcome = NO_CONTROLLER_OUTCOME
         return VictimChoice(victims={decision.node: list(decision.victim_uids)}, decision=decision, victim_job_outcome=outcome)
 
     def victim_jobs(self, victim_uids: Sequence[str]) -> list[tuple[JobInfo, int]]:

@@ -72,3 +72,22 @@ def test_a_job_that_tolerates_failures_is_told_the_preemption_counts_against_the
 def test_a_victim_whose_job_ignores_disruption_is_told_it_resumes() -> None:
     message = preempted_message(policy=RESUMING_POLICY)
     assert ": the best-effort pod there cheapest to suspend and quickest to resume (FitGpp score " in message, message
+
+
+def test_a_victim_without_a_controller_is_not_told_it_resumes() -> None:
+    """A bare best-effort pod: nothing creates it again, so "quickest to resume" was false."""
+    engine = FitGppEngine(ResourceFitEngine(), settings=FitGppSettings())
+    engine.apply_node(NodeInfo(name="n1", allocatable=Resources(32000, 256 * GI, 8)))
+    engine.apply_pod(PodInfo(uid="be-0", namespace="ml", name="be-0", requests=Resources(4000, 32 * GI, 8),
+                             labels={"cellfit.io/job-class": "best-effort"}, node_name="n1", phase="Running",
+                             grace_period_seconds=60))
+    trial = PodInfo(uid="te-1", namespace="ml", name="te-1", requests=Resources(4000, 32 * GI, 4),
+                    labels={"cellfit.io/job-class": "trial"}, owner=OwnerRef("Job", "te", "job-te"))
+    choice = engine.decide_preemption(trial, {"n1": ["be-0"]}, {})
+    assert choice.victims == {"n1": ["be-0"]}
+    message = choice.victim_message()
+    assert message is not None and message.startswith(
+        "preempted by ml/te-1 on node n1: the best-effort pod there cheapest to suspend; it has no controller (a Job) "
+        "to create it again, so nothing resumes it (FitGpp score "), message
+    found = PREEMPTED_WHERE.match(message)
+    assert found is not None and (found["why"] or "").startswith("score ")
