@@ -95,7 +95,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             settings = load_settings(args.file)
             print(f"{args.file}: valid (policy {settings.policy.name}, cluster mode {settings.cluster.mode})")
             cells = check_cells(settings, source=args.file)
-            print(f"cells: {cells}" if cells else "cells: discovered from the cluster's Nodes at startup")
+            print(f"cells: {cells}" if cells else _discovered_cells_line(settings))
             return 0
         settings, config_file = _serve_settings(args)
         configure_logging(level=settings.logging.level, fmt=settings.logging.format)
@@ -109,6 +109,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValidationError as error:  # command-line overrides break a rule of the config
         print(f"cellfit: invalid option: {describe_validation_error(error)}", file=sys.stderr)
         return 2
+
+
+def _discovered_cells_line(settings: Settings) -> str:
+    """What check-config can say of cells discovered at startup: the VCs it names are checked
+    against them only then (a file "valid" here was refused by ``serve`` for a cell type the
+    cluster's GPUs do not have, without a word from check-config)."""
+    line = "cells: discovered from the cluster's Nodes at startup"
+    vcs = settings.cells.virtual_clusters
+    if not vcs:
+        return line
+    return (f"{line}; virtual clusters {', '.join(vcs)} are checked against them then, not here: their cell types "
+            "must be ones discovery names (the GPU product of nvidia.com/gpu.product, <product>-NODE, and "
+            "<product>-RACK with policy.rackLabel; scheduler/cells/README.md, \"Discovery\")")
 
 
 if __name__ == "__main__":

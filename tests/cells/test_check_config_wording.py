@@ -28,3 +28,30 @@ def test_one_node_is_one_node(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert main(["check-config", str(config)]) == 0
     out = capsys.readouterr().out
     assert "A100-NODE (8 GPUs each): 1 node, 1 standalone" in out and "1 nodes" not in out
+
+
+DISCOVERED_WITH_VCS = """
+policy: {name: hived}
+cells:
+  virtualClusters:
+    vision: [{cellType: A100-NODE, count: 1}]
+    nlp: [{cellType: A100-NODE, count: 1}]
+"""
+
+
+def test_vcs_on_a_discovered_topology_are_said_to_be_checked_at_startup(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    """check-config said only "valid" of VCs naming a cell type the cluster's GPUs do not have;
+    cellfit serve then refused the file (seen live), with nothing here saying it was unchecked."""
+    config = tmp_path / "cellfit.yaml"
+    config.write_text(DISCOVERED_WITH_VCS)
+    assert main(["check-config", str(config)]) == 0
+    out = capsys.readouterr().out
+    assert ("cells: discovered from the cluster's Nodes at startup; virtual clusters vision, nlp are checked against "
+            "them then, not here: their cell types must be ones discovery names") in out, out
+
+
+def test_no_vcs_on_a_discovered_topology_says_no_more(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    config = tmp_path / "cellfit.yaml"
+    config.write_text("policy: {name: hived}\n")
+    assert main(["check-config", str(config)]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == "cells: discovered from the cluster's Nodes at startup"
