@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Literal, Protocol
 
+from scheduler.core.model import PREEMPTION_BY_SCHEDULER
 from scheduler.cells.exchange.resource import rfc3339
 from scheduler.cluster.exchange.objects import pod_status_path
 from scheduler.errors import KubernetesApiError
@@ -15,7 +16,6 @@ log = logging.getLogger(__name__)
 
 # The condition kube-scheduler sets on its own preemption's victims, and its reason.
 DISRUPTION_TARGET = "DisruptionTarget"
-DISRUPTION_REASON = "PreemptionByScheduler"
 
 
 class PodDeletion(Protocol):
@@ -44,7 +44,7 @@ def mark_disrupted(api: PodDeletion, *, namespace: str, name: str, uid: str, mes
     (the cells must come back), and the log says what the Job may count. ``now``: wall-clock
     seconds."""
     condition = {
-        "type": DISRUPTION_TARGET, "status": "True", "reason": DISRUPTION_REASON, "message": f"cellfit: {message}",
+        "type": DISRUPTION_TARGET, "status": "True", "reason": PREEMPTION_BY_SCHEDULER, "message": f"cellfit: {message}",
         "lastTransitionTime": rfc3339(now),
     }
     try:

@@ -55,7 +55,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator, Mapping, Protocol, Sequence
 
 from scheduler.cells.capabilities import WaitingGuarantee
-from scheduler.cluster.disruption import DISRUPTION_REASON, PodDeletion, preempt_pod
+from scheduler.cluster.disruption import PodDeletion, preempt_pod
 from scheduler.cluster.stranded import ReclaimRecords, StrandedGuarantees, immovable, reclaimable
 from scheduler.config import ReclaimSettings
 from scheduler.core.model import PodInfo
@@ -154,7 +154,7 @@ def preempted(victim: PodInfo) -> bool:
     """Whether the pod is leaving because a preemption deleted it: terminating, and marked
     DisruptionTarget with reason PreemptionByScheduler, as kube-scheduler's preemption marks
     each victim before deleting it (and cellfit's own, scheduler/cluster/disruption.py)."""
-    return victim.terminating and victim.disruption is not None and victim.disruption.reason == DISRUPTION_REASON
+    return victim.terminating and victim.disruption is not None and victim.disruption.by_preemption
 
 
 def victim_message(reclaim: Reclaim) -> str:

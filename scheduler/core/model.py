@@ -27,6 +27,10 @@ class OwnerRef(msgspec.Struct, frozen=True, gc=False):
     uid: str
 
 
+# The DisruptionTarget reason kube-scheduler's preemption writes on each victim (and cellfit's own).
+PREEMPTION_BY_SCHEDULER: Final = "PreemptionByScheduler"
+
+
 class Disruption(msgspec.Struct, frozen=True, gc=False):
     """A pod's ``DisruptionTarget`` condition (status True): why it is being disrupted.
     kube-scheduler's preemption writes reason ``PreemptionByScheduler`` and the message
@@ -34,6 +38,11 @@ class Disruption(msgspec.Struct, frozen=True, gc=False):
 
     reason: str
     message: str = ""
+
+    @property
+    def by_preemption(self) -> bool:
+        """Whether a preemption marked the pod (reason ``PreemptionByScheduler``)."""
+        return self.reason == PREEMPTION_BY_SCHEDULER
 
 
 class PodInfo(msgspec.Struct, frozen=True, gc=False):

@@ -87,7 +87,6 @@ from scheduler.preemption.errors import InvalidPreemptionSettings
 from scheduler.preemption.model import JobClass, job_class_or_best_effort, may_claim_cells
 
 Clock = Callable[[], float]
-PREEMPTION_BY_SCHEDULER = "PreemptionByScheduler"  # the DisruptionTarget reason kube-scheduler's preemption writes
 
 
 @dataclass(slots=True)
@@ -618,7 +617,7 @@ class PreemptionEvidence:
             pod.terminating
             and pod.holds_resources
             and disruption is not None
-            and disruption.reason == PREEMPTION_BY_SCHEDULER
+            and disruption.by_preemption
             and disruption.message.startswith(f"{self.scheduler_name}:")
         )
 
