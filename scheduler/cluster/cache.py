@@ -301,6 +301,9 @@ class ClusterCache:
         self._allocatable: dict[str, Resources] = {}
         self._schedulable: set[str] = set()  # Ready and not cordoned
         self._labels: dict[str, Mapping[str, str]] = {}
+        # Node -> why its latest version did not translate, until one does or it is deleted: a
+        # node the engine never heard of exists all the same (runtime.mark_missing_nodes says so).
+        self._unreadable_nodes: dict[str, str] = {}
         # UIDs of the pods cellfit chose as preemption victims, until the watch sees them go
         # (oldest dropped past VICTIMS_KEPT: a victim whose deletion was never seen).
         self._victims: dict[str, None] = {}
@@ -455,6 +458,12 @@ class ClusterCache:
         with self._lock:
             return {name: allocatable for name, allocatable in self._allocatable.items()
                     if all(self._labels.get(name, {}).get(k) == v for k, v in (selector or {}).items())}
+
+    def unreadable_nodes(self) -> dict[str, str]:
+        """Each node whose latest version the cache could not translate -> why (the field and
+        the value, e.g. a malformed allocatable)."""
+        with self._lock:
+            return dict(self._unreadable_nodes)
 
     def nodes_carrying(self, selector: Mapping[str, str] | None) -> frozenset[str] | None:
         """The nodes the cache holds that carry every label of ``selector``; ``None`` for no
@@ -678,7 +687,7 @@ class ClusterCache:
             listed.add(node.metadata.name)
             yield
         with self._lock:
-            gone = self._node_names - listed
+            gone = (self._node_names | self._unreadable_nodes.keys()) - listed
         for name in gone:
             self._forget_node(name)
             yield
@@ -691,8 +700,11 @@ class ClusterCache:
             info = translate.node_info(node, gpu_resource=self._gpu_resource)
         except CellfitError as error:
             log.warning("node skipped", extra={"node": node.metadata.name, "reason": str(error)})
+            with self._lock:
+                self._unreadable_nodes[node.metadata.name] = str(error)
             return
         with self._lock:
+            self._unreadable_nodes.pop(info.name, None)
             self._engine.apply_node(info)
             self._node_names.add(info.name)
             self._allocatable[info.name] = info.allocatable
@@ -712,6 +724,7 @@ class ClusterCache:
             self._allocatable.pop(name, None)
             self._labels.pop(name, None)
             self._schedulable.discard(name)
+            self._unreadable_nodes.pop(name, None)
 
     def _list_pods_page(self, token: str | None) -> bytes:
         if token is None:  # a new list

@@ -473,20 +473,27 @@ def _missing_nodes(
 def mark_missing_nodes(
     *, topology: TopologyConfig, engine: SchedulingEngine, cache: ClusterCache, lock: threading.RLock
 ) -> dict[str, str]:
-    """The configured topology's nodes that have no Node object in the synced watch cache (node
-    -> the field that names it), each made bad as a deleted node is: no pod is placed on its
-    cells, which would otherwise look free and healthy and carry a VC's guarantee on a node that
-    does not exist. The Node's arrival makes its cells healthy (the watch applies it). Each is
-    named in a warning, with its field."""
+    """The configured topology's nodes that have no Node object in the synced watch cache, or
+    one it could not read (node -> the field that names it), each made bad as a deleted node
+    is: no pod is placed on its cells, which would otherwise look free and healthy and carry a
+    VC's guarantee on a node cellfit does not know. The Node's arrival (or a version that
+    reads) makes its cells healthy (the watch applies it). Each is named in a warning, with its
+    field, and for a Node that does not read, why."""
     paths = node_name_paths(topology, prefix="cells")
     with lock:  # the names read and the cells marked together: a Node applied between is not missed
         known = cache.allocatable_by_node().keys()
+        unreadable = cache.unreadable_nodes()
         missing = {name: path for name, path in paths.items() if name not in known}
         for name in missing:
             engine.delete_node(name)
     for name, path in missing.items():
-        log.warning("a configured cell's node has no Node object: its cells are bad, and no pod is placed on them until "
-                    "the Node appears", extra={"node": name, "field": path})
+        if name in unreadable:
+            # Not a typo in the topology: the Node is there, and its own field is what to fix.
+            log.warning("a configured cell's node has a Node object that could not be read: its cells are bad, and no pod "
+                        "is placed on them until it reads", extra={"node": name, "field": path, "reason": unreadable[name]})
+        else:
+            log.warning("a configured cell's node has no Node object: its cells are bad, and no pod is placed on them until "
+                        "the Node appears", extra={"node": name, "field": path})
     return missing
 
 

@@ -131,3 +131,41 @@ def test_serving_marks_the_missing_node_once_the_watch_has_synced(caplog: pytest
         gc.unfreeze()  # serving froze the heap once synced: not for the tests after this one
     assert [getattr(r, "field", None) for r in caplog.records if getattr(r, "node", None) == "gpu-c"] == [
         "cells.topology.physicalCells[2].nodeName"]
+
+
+def test_a_configured_node_whose_node_object_does_not_read_is_told_apart_from_a_missing_one(caplog: pytest.LogCaptureFixture):
+    # The Node exists; the watch cache could not translate it (a malformed allocatable). Its
+    # cells are bad all the same, but "has no Node object" would send the operator looking for a
+    # typo in the topology: the warning says the Node exists, and why it does not read.
+    world = World()
+    unreadable = node("gpu-node-9")
+    unreadable["status"]["allocatable"]["nvidia.com/gpu"] = "eight"
+    world.api.nodes = [node("gpu-node-1"), unreadable]
+    world.cache.nodes._list_and_replace()
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        assert world.mark() == {"gpu-node-9": "cells.topology.physicalCells[1].nodeName"}
+    assert not world.healthy("gpu-node-9") and not world.placeable_on("gpu-node-9")
+    (warned,) = [r for r in caplog.records if r.name == LOGGER and getattr(r, "node", None) == "gpu-node-9"]
+    assert "has no Node object" not in warned.getMessage()
+    assert "could not be read" in warned.getMessage()
+    assert warned.field == "cells.topology.physicalCells[1].nodeName"  # type: ignore[attr-defined]
+    assert warned.reason == (  # type: ignore[attr-defined]
+        "Node.status.allocatable[nvidia.com/gpu]: 'eight' is not a Kubernetes quantity (e.g. '500m', '2', '16Gi', '1e3')")
+
+
+def test_a_node_that_reads_again_is_no_longer_told_unreadable():
+    world = World()
+    unreadable = node("gpu-node-9")
+    unreadable["status"]["allocatable"]["nvidia.com/gpu"] = "eight"
+    world.api.nodes = [node("gpu-node-1"), unreadable]
+    world.cache.nodes._list_and_replace()
+    assert world.cache.unreadable_nodes() == {"gpu-node-9": (
+        "Node.status.allocatable[nvidia.com/gpu]: 'eight' is not a Kubernetes quantity (e.g. '500m', '2', '16Gi', '1e3')")}
+    world.api.nodes = [node("gpu-node-1"), node("gpu-node-9")]
+    world.cache.nodes._list_and_replace()
+    assert world.cache.unreadable_nodes() == {} and world.healthy("gpu-node-9")
+    world.api.nodes = [node("gpu-node-1"), unreadable]
+    world.cache.nodes._list_and_replace()
+    world.api.nodes = [node("gpu-node-1")]  # deleted while it did not read
+    world.cache.nodes._list_and_replace()
+    assert world.cache.unreadable_nodes() == {}
