@@ -428,12 +428,14 @@ def job_problems(
                 reason=f"set on the Job, but cellfit reads it from the pods (put it in {TEMPLATE}.{key_path(kind, key)})",
                 blocking=False,
             ))
+    # Created unsuspended, the Job starts as written before anything is moved: it is created again.
+    suspend = " and create the Job with spec.suspend: true" if creating and not job.spec.suspend else ""
     for key in JOB_LEVEL_ANNOTATIONS:
         if key in template_annotations and key not in annotations:
             problems.append(Problem(
                 field=f"{TEMPLATE}.{key_path('annotation', key)}",
                 reason="a Job-level annotation, which cellfit reads from the Job itself, never from its pod template; "
-                       f"move it to {key_path('annotation', key).partition('[')[0]}",
+                       f"move it to {key_path('annotation', key).partition('[')[0]}{suspend}",
                 blocking=False,
             ))
     try:

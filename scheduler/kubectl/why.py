@@ -138,6 +138,10 @@ def explain_gone(gone: GoneFacts) -> Answer:
 
 def explain_job(job: JobFacts, view: CellfitView, *, now: float | None = None) -> Answer:
     """``now``: when the facts were read, which a queued Job's expected start is said from."""
+    return _run_as_written(job, _job_answer(job, view, now=now))
+
+
+def _job_answer(job: JobFacts, view: CellfitView, *, now: float | None) -> Answer:
     finished = _finished(job)
     if finished is not None:
         return finished
@@ -161,13 +165,36 @@ def _suspended(job: JobFacts) -> Answer:
     head = "suspended (spec.suspend: true): nothing runs until it is unsuspended; "
     if not job.template_job_keys:
         return Answer(reason="suspended", summary=head + "cellfit starts only Jobs with cellfit.io/configurations")
-    keys = " and ".join(job.template_job_keys)
-    one = len(job.template_job_keys) == 1
-    misplaced = (f"its {keys} {'is' if one else 'are'} on its pod template (spec.template.metadata.annotations), where "
-                 f"cellfit does not read {'it' if one else 'them'}: move {'it' if one else 'them'} to metadata.annotations")
+    misplaced = f"{_on_template(job)}: move {_them(job)} to metadata.annotations"
     if ANNOTATION_CONFIGURATIONS in job.template_job_keys:
         return Answer(reason="suspended", summary=head + misplaced)
     return Answer(reason="suspended", summary=head + "cellfit starts only Jobs with cellfit.io/configurations; " + misplaced)
+
+
+def _run_as_written(job: JobFacts, answer: Answer) -> Answer:
+    """An unsuspended Job with cellfit's Job-level annotations on its pod template only: its user
+    meant an interchangeable Job, which cellfit never saw (it reads them from the Job), so the Job
+    runs as its template says; said after the answer (what its pods do, or how it ended), with
+    what to write instead."""
+    if job.suspended or job.interchangeable or not job.template_job_keys:
+        return answer
+    missing = "" if ANNOTATION_CONFIGURATIONS in job.template_job_keys else f", and it has no {ANNOTATION_CONFIGURATIONS}"
+    with_them = _them(job) if not missing else f"{ANNOTATION_CONFIGURATIONS} and {_them(job)}"
+    note = (f"not an interchangeable Job: {_on_template(job)}{missing}, so cellfit treats it as an ordinary Job, run "
+            "as its template says, never estimated nor placed by AlloX; for cellfit to choose its configuration, create "
+            f"it again with {with_them} in metadata.annotations and spec.suspend: true")
+    return replace(answer, summary=f"{answer.summary}; {note}")
+
+
+def _on_template(job: JobFacts) -> str:
+    """``its cellfit.io/configurations is on its pod template (...), where cellfit does not read it``."""
+    one = len(job.template_job_keys) == 1
+    return (f"its {' and '.join(job.template_job_keys)} {'is' if one else 'are'} on its pod template "
+            f"(spec.template.metadata.annotations), where cellfit does not read {_them(job)}")
+
+
+def _them(job: JobFacts) -> str:
+    return "it" if len(job.template_job_keys) == 1 else "them"
 
 
 def _finished(job: JobFacts) -> Answer | None:
