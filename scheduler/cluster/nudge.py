@@ -197,6 +197,7 @@ def send_signal(api: SignalApi, *, namespace: str, image: str = REQUEUE_SIGNAL_I
 
 VICTIMS_GONE = "preemption victims gone"
 CELLS_CHANGED = "this replica's virtual clusters or cells changed"
+LOOK_AT_CELLS = "the cells may have changed"  # not a reason to signal: to look whether CELLS_CHANGED is one
 
 
 class VictimRequeue:
@@ -215,12 +216,13 @@ class VictimRequeue:
 
     The same holds for a live reload that adds a VC or grows one (or the cell exchange, or a
     discovered node joining): kube-scheduler parked the pods HiveD refused before, and no cluster
-    event tells it that cellfit would place them now. ``cells_summary`` reads the engine's
-    one-line summary of its cells and VCs (``CellInspection.summary``, under the engine lock); it
-    is read every ``check_seconds`` and a signal follows each change. Read, not told: every path
-    that changes the VCs (the file's reload, the exchange's quota moves) changes it, and each
-    replica reloads its own file when its kubelet updates the mount, so each signals for its
-    own kube-scheduler."""
+    event tells it that cellfit would place them now. Whatever may have changed them calls
+    :meth:`cells_may_have_changed` (runtime.py wires the three); the loop then reads
+    ``cells_summary``, the engine's one-line summary of its cells and VCs
+    (``CellInspection.summary``, under the engine lock), and a signal follows when it differs
+    from the last one read: a reload that changed only a booking limit, or an exchange move
+    undone before the loop looked, sends none. Each replica reloads its own file when its
+    kubelet updates the mount, so each signals for its own kube-scheduler."""
 
     def __init__(
         self,
@@ -232,7 +234,6 @@ class VictimRequeue:
         on_signal: Callable[[], None] | None = None,
         signal_image: str = REQUEUE_SIGNAL_IMAGE,
         cells_summary: Callable[[], str] | None = None,
-        check_seconds: float = 5.0,
         on_cells_signal: Callable[[], None] | None = None,
     ) -> None:
         self._api = api
@@ -242,7 +243,6 @@ class VictimRequeue:
         self._min_interval = min_interval_seconds
         self._on_signal = on_signal
         self._cells_summary = cells_summary
-        self._check_seconds = check_seconds if cells_summary is not None else None
         self._on_cells_signal = on_cells_signal
         # What the cells were when last looked at: the engine as startup built it.
         self._seen_summary = cells_summary() if cells_summary is not None else None
@@ -257,15 +257,29 @@ class VictimRequeue:
     def victims_gone(self) -> None:
         self._want(VICTIMS_GONE)
 
+    def cells_may_have_changed(self) -> None:
+        """The cells or VCs may have changed (a reload applied, an exchange's quota moved, a
+        discovered node joined or left): the loop looks, and signals if they did. Only sets an
+        event: the engine calls it under the engine lock."""
+        if self._cells_summary is not None:
+            self._want(LOOK_AT_CELLS)
+
     def check_cells(self) -> bool:
-        """Whether the cells' summary changed since the last look; a signal is then due."""
+        """Whether the cells' summary changed since the last look (read under the engine lock:
+        the caller must not hold a lock the engine's callers take after it); a signal is then
+        due."""
+        if not self._cells_changed():
+            return False
+        self._want(CELLS_CHANGED)
+        return True
+
+    def _cells_changed(self) -> bool:
         if self._cells_summary is None:
             return False
         summary = self._cells_summary()
         if summary == self._seen_summary:
             return False
         self._seen_summary = summary
-        self._want(CELLS_CHANGED)
         return True
 
     def _want(self, reason: str) -> None:
@@ -288,15 +302,18 @@ class VictimRequeue:
 
     def _run(self) -> None:
         while True:
-            if not self._gone.wait(self._check_seconds):
-                try:
-                    self.check_cells()
-                except Exception:  # a defect must not end the loop
-                    log.exception("the cells' summary was not read for the requeue signal")
-                continue
+            self._gone.wait()
             if self._stop.wait(max(self._delay, self._last + self._min_interval - time.monotonic())):
                 return
             reasons = self._take_reasons()
+            if LOOK_AT_CELLS in reasons:
+                # Looked at after the wait: the changes made within it share one look.
+                reasons.discard(LOOK_AT_CELLS)
+                try:
+                    if self._cells_changed():
+                        reasons.add(CELLS_CHANGED)
+                except Exception:  # a defect must not end the loop
+                    log.exception("the cells' summary was not read for the requeue signal")
             if not reasons:
                 continue
             try:

@@ -36,7 +36,8 @@ class ConfigReloader:
     """``running``: the settings the process runs on as read from ``path`` (before command-line
     overrides, which a file never changes). ``cells``: the HiveD engine whose VCs follow the file,
     None when the policy has none; it is only touched under ``lock`` (the engine lock the
-    service and the watch cache share)."""
+    service and the watch cache share). ``on_applied``: told each reload that applied something
+    live (its ``applied`` keys), once the engine lock is released."""
 
     def __init__(
         self,
@@ -47,8 +48,10 @@ class ConfigReloader:
         lock: threading.RLock,
         metrics: ExtenderMetrics,
         rebase: Callable[[CellsConfig], None] | None = None,
+        on_applied: Callable[[Reload], None] | None = None,
     ) -> None:
         self._path = path
+        self._on_applied = on_applied
         # The cell exchange's (scheduler/cluster/exchange/quotas.py): the new VCs with the
         # exchanges under way applied on top.
         self._rebase = rebase
@@ -90,6 +93,8 @@ class ConfigReloader:
         self._seen = digest
         self._running = reload.running
         self._report(reload)
+        if reload.applied and self._on_applied is not None:
+            self._on_applied(reload)
         return reload
 
     def _note_unreadable(self, error: ConfigError) -> None:

@@ -81,6 +81,9 @@ class Runtime:
     exchange_quotas: ExchangeQuotas | None = None
     # HiveD's cells inside the engine (live reload of the VCs); None under resource fit.
     cells: Cells | None = None
+    # What a live reload that applied new VCs calls (server.py: ConfigReloader's on_applied), as
+    # the exchange's quota moves and discovered nodes do: kube-scheduler retries its parked pods.
+    cells_changed: Callable[[], None] = lambda: None
 
     @property
     def estimator(self) -> EstimatorController | None:
@@ -98,16 +101,21 @@ class Runtime:
 DISCOVERY_TIMEOUT_SECONDS = 60.0
 
 
-def build_composition(settings: Settings, api: KubernetesApi | None) -> Composition:
+def build_composition(
+    settings: Settings, api: KubernetesApi | None, *, on_cells_change: Callable[[], None] | None = None
+) -> Composition:
     """The engine and the capabilities the drivers get (``scheduler/composition.py``); with an
     API, the watch cache keeps the pods' record."""
-    return assemble_configured(settings, cells=build_cells(settings, api), clock=time.monotonic,
+    return assemble_configured(settings, cells=build_cells(settings, api, on_cells_change=on_cells_change), clock=time.monotonic,
                                pods=PodStore() if api is not None else None)
 
 
-def build_cells(settings: Settings, api: KubernetesApi | None) -> HivedEngine | None:
+def build_cells(
+    settings: Settings, api: KubernetesApi | None, *, on_cells_change: Callable[[], None] | None = None
+) -> HivedEngine | None:
     """HiveD's cells, None under resource fit. HiveD without a configured topology discovers its
-    cells from the cluster's Nodes, listed once here before anything is served."""
+    cells from the cluster's Nodes, listed once here before anything is served; ``on_cells_change``
+    hears each change to them after (a node joining or leaving), under the engine lock."""
     policy = settings.resolved_policy(connected=api is not None)
     if policy == "resource-fit":
         log.info("policy resource-fit", extra={"offerBestNodes": settings.policy.offer_best_nodes})
@@ -127,7 +135,7 @@ def build_cells(settings: Settings, api: KubernetesApi | None) -> HivedEngine | 
         connected=api is not None,
         nodes=nodes,
         # Discovered cells follow nodes that join and leave: say what changed, as at startup.
-        on_cells_change=lambda change: log.info("cells changed", extra={"change": change}),
+        on_cells_change=lambda change: _cells_changed_at_runtime(change, then=on_cells_change),
     )
     assert engine is not None  # the policy is hived
     log.info("policy hived", extra={"cells": engine.summary})
@@ -136,6 +144,24 @@ def build_cells(settings: Settings, api: KubernetesApi | None) -> HivedEngine | 
     gc.collect()
     gc.freeze()
     return engine
+
+
+def _cells_changed_at_runtime(change: str, *, then: Callable[[], None] | None) -> None:
+    log.info("cells changed", extra={"change": change})
+    if then is not None:
+        then()
+
+
+class _Relay:
+    """A call whose receiver comes later: the engine, which calls it, is built before the
+    requeue signal it reaches (which needs the watch cache, which needs the engine)."""
+
+    def __init__(self) -> None:
+        self.to: Callable[[], None] | None = None
+
+    def __call__(self) -> None:
+        if self.to is not None:
+            self.to()
 
 
 def _list_nodes(api: KubernetesApi, settings: Settings) -> list[NodeInfo]:
@@ -174,7 +200,12 @@ def build_runtime(settings: Settings, *, api: KubernetesApi | None = None, stand
     if settings.allox.enabled and not settings.estimator.enabled:
         log.warning("allox.enabled is true but estimator.enabled is false: AlloX admission runs only beside the estimator, "
                     "so it is off; set estimator.enabled: true to run it, or allox.enabled: false to say so")
-    composition = build_composition(settings, api)
+    # The one way this replica's VCs or cells changing reaches the requeue signal
+    # (scheduler/cluster/nudge.py, VictimRequeue.cells_may_have_changed): a discovered node
+    # joining or leaving (the engine), the exchange's quota moves (ExchangeQuotas.on_moved) and
+    # a live reload that applied new VCs (Runtime.cells_changed, server.py's on_applied).
+    cells_changed = _Relay()
+    composition = build_composition(settings, api, on_cells_change=cells_changed)
     engine = composition.engine
     lock = threading.RLock()
     metrics = ExtenderMetrics()
@@ -185,7 +216,7 @@ def build_runtime(settings: Settings, *, api: KubernetesApi | None = None, stand
         else None
     )
     # The cell exchange's quota moves (every replica): a replica decides once its ledger is applied.
-    quotas = _exchange_quotas(settings, api, composition.cells, lock)
+    quotas = _exchange_quotas(settings, api, composition.cells, lock, on_moved=cells_changed)
     readiness: Readiness = cache if cache is not None else AlwaysReady()
     if cache is not None and quotas is not None:
         readiness = _AllReady(cache, quotas)
@@ -226,6 +257,8 @@ def build_runtime(settings: Settings, *, api: KubernetesApi | None = None, stand
     terms, elector = _leadership(settings, api, cache, metrics, hived=hived_cells, lock=lock, quotas=quotas,
                                  count_preemption=count_preemption, reclaimer=_reclaimer(settings, composition, metrics, lock=lock, cache=cache))
     victim_requeue = _victim_requeue(settings, api, cache, metrics, cells=composition.cells, lock=lock)
+    if victim_requeue is not None:
+        cells_changed.to = victim_requeue.cells_may_have_changed
 
     missing_nodes = _missing_nodes(settings, engine=engine, cache=cache, lock=lock) if composition.cells is not None else None
     gc_pauses = GcPauses(registry=metrics.registry)
@@ -317,7 +350,7 @@ def build_runtime(settings: Settings, *, api: KubernetesApi | None = None, stand
         )
     runtime = Runtime(
         app=app, metrics_app=metrics_app, inspect_app=inspect_app, admission_app=admission_app, engine=engine, cache=cache, metrics=metrics,
-        lock=lock, terms=terms, elector=elector, exchange_quotas=quotas, cells=composition.cells,
+        lock=lock, terms=terms, elector=elector, exchange_quotas=quotas, cells=composition.cells, cells_changed=cells_changed,
     )
 
     if cache is None:
@@ -441,8 +474,8 @@ def _victim_requeue(
 ) -> VictimRequeue | None:
     """A requeue signal once the watch has seen preemption victims go, and once HiveD's
     ``cells`` (their VCs: a live reload, the cell exchange; discovered nodes joining) have
-    changed (scheduler/cluster/nudge.py, VictimRequeue). On every replica: the kube-scheduler
-    beside any of them may be the active one."""
+    changed, as its ``cells_may_have_changed`` is told (scheduler/cluster/nudge.py,
+    VictimRequeue). On every replica: the kube-scheduler beside any of them may be the active one."""
     if api is None or cache is None or not settings.nudge.enabled:
         return None
     summary = _cells_summary(cells, lock=lock) if cells is not None and lock is not None else None
@@ -451,7 +484,7 @@ def _victim_requeue(
         min_interval_seconds=settings.nudge.min_interval_seconds,
         on_signal=lambda: metrics.requeue_signals.labels(reason="victims-gone").inc(),
         signal_image=settings.nudge.signal_image,
-        cells_summary=summary, check_seconds=settings.nudge.period_seconds,
+        cells_summary=summary,
         on_cells_signal=lambda: metrics.requeue_signals.labels(reason="cells-changed").inc(),
     )
     cache.on_victims_gone = requeue.victims_gone
@@ -558,13 +591,14 @@ class _AllReady:
 
 
 def _exchange_quotas(
-    settings: Settings, api: KubernetesApi | None, hived: Cells | None, lock: threading.RLock
+    settings: Settings, api: KubernetesApi | None, hived: Cells | None, lock: threading.RLock, *, on_moved: Callable[[], None]
 ) -> ExchangeQuotas | None:
     """The cell exchange's quota moves, on every replica: HiveD with a cluster connection."""
     if api is None or hived is None or not settings.exchange.enabled:
         return None
     namespace = settings.leader_election.namespace or default_namespace()
-    return ExchangeQuotas(api=api, engine=hived, lock=lock, base=settings.cells, namespace=namespace, settings=settings.exchange)
+    return ExchangeQuotas(api=api, engine=hived, lock=lock, base=settings.cells, namespace=namespace, settings=settings.exchange,
+                          on_moved=on_moved)
 
 
 def _exchange_view(

@@ -105,6 +105,8 @@ def _config_reloader(runtime: Runtime, config_file: ConfigFile) -> ConfigReloade
         lock=runtime.lock,
         metrics=runtime.metrics,
         rebase=runtime.exchange_quotas.reconfigure_base if runtime.exchange_quotas is not None else None,
+        # New VCs: kube-scheduler retries the pods it parked (the requeue signal, runtime.py).
+        on_applied=lambda _reload: runtime.cells_changed(),
     )
 
 

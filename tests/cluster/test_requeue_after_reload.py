@@ -4,7 +4,9 @@ naming a VC the reload adds were refused before it, and no cluster event wakes t
 a requeue signal they wait for kube-scheduler's 5-minute flush (3.5 minutes seen live).
 
 A real HivedEngine, ConfigReloader over a file updated as the kubelet updates a mounted
-ConfigMap, and the replica's requeue as the runtime wires it; the API is a recording double."""
+ConfigMap, and the replica's requeue as the runtime wires it, told by the reloader's on_applied
+as server.py wires it; the API is a recording double. (The whole runtime, and the other ways the
+cells change, in test_requeue_on_cells_change.py.)"""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from scheduler.cells import HivedEngine
 from scheduler.cluster.cache import ClusterCache
 from scheduler.config import Settings, parse_settings
 from scheduler.core.pods import PodStore
+from scheduler.extender.config_changes import Reload
 from scheduler.extender.configuration import ConfigReloader
 from scheduler.extender.metrics import ExtenderMetrics
 from scheduler.extender.runtime import _victim_requeue
@@ -37,23 +40,29 @@ def config_text(vcs: dict[str, Any], **sections: Any) -> str:
 class Replica:
     """One replica's engine, reloader and requeue (not started: each test drives it)."""
 
-    def __init__(self, tmp_path: Path, *, check_seconds: float = 5.0) -> None:
+    def __init__(self, tmp_path: Path) -> None:
         self.mounted = MountedConfigMap(tmp_path / "config")
         self.mounted.write(config_text({**VISION, **NLP}))
         startup: Settings = parse_settings(config_text({**VISION, **NLP}))
         self.engine = HivedEngine.from_config(startup.cells, prefix="cells")
         self.lock = threading.RLock()
         self.metrics = ExtenderMetrics()
+        self.applied: list[tuple[str, ...]] = []
         self.reloader = ConfigReloader(path=str(self.mounted.path), running=startup, cells=self.engine, lock=self.lock,
-                                       metrics=self.metrics)
+                                       metrics=self.metrics, on_applied=self._applied)
         self.api = SignalRecordingApi(nodes=[])
         cache = ClusterCache(api=self.api, engine=self.engine, lock=self.lock, gpu_resource="nvidia.com/gpu",  # type: ignore[arg-type]
                              pods=PodStore(), jobs=None)
-        settings = startup.model_copy(update={"nudge": startup.nudge.model_copy(update={"period_seconds": check_seconds,
+        # periodSeconds at its most: the signal comes from the reload, not from a look every period.
+        settings = startup.model_copy(update={"nudge": startup.nudge.model_copy(update={"period_seconds": 600.0,
                                                                                        "min_interval_seconds": 1.0})})
         requeue = _victim_requeue(settings, self.api, cache, self.metrics, cells=self.engine, lock=self.lock)
         assert requeue is not None
         self.requeue = requeue
+
+    def _applied(self, reload: Reload) -> None:
+        self.applied.append(reload.applied)
+        self.requeue.cells_may_have_changed()
 
     def reload(self, text: str) -> str | None:
         self.mounted.write(text)
@@ -78,14 +87,23 @@ def test_a_reload_that_leaves_the_virtual_clusters_as_they_were_calls_for_none(t
     assert not replica.requeue.check_cells()
     assert replica.reload("cells: [not, a, mapping]\n") == "invalid"
     assert not replica.requeue.check_cells()
+    assert replica.applied == []  # neither applied anything: the hook is not called
+
+
+def test_the_hook_hears_each_reload_that_applied_new_virtual_clusters(tmp_path: Path):
+    replica = Replica(tmp_path)
+    assert replica.reload(config_text({**VISION, **SPEECH})) == "applied"
+    assert replica.reload(config_text({**VISION, **SPEECH})) is None  # the same content again
+    assert replica.reload(config_text({**VISION, **NLP})) == "applied"
+    assert replica.applied == [("cells",), ("cells",)]
 
 
 def test_the_replica_sends_the_signal_after_the_reload(tmp_path: Path):
-    replica = Replica(tmp_path, check_seconds=0.5)
+    replica = Replica(tmp_path)
     replica.requeue.start()
     try:
         assert replica.reload(config_text({**VISION, **SPEECH})) == "applied"
-        for _ in range(200):  # the replica's loop looks every half second; waited for, not timed
+        for _ in range(200):  # told by the reload; waited for, not timed
             if replica.cells_signals():
                 break
             threading.Event().wait(0.05)

@@ -47,8 +47,11 @@ class ExchangeQuotas:
         namespace: str,
         settings: ExchangeSettings,
         clock: Callable[[], float] = time.time,
+        on_moved: Callable[[], None] | None = None,
     ) -> None:
         self._engine = engine
+        # Told after each move of the quotas at a window's edge (runtime.py: the requeue signal).
+        self._on_moved = on_moved
         self._lock = lock
         self._base = base
         self._settings = settings
@@ -171,6 +174,8 @@ class ExchangeQuotas:
             log.info("exchange quotas applied", extra={
                 "under_way": sorted(f"{e.offer} -> {e.request}" for e in entries if e.key in applied),
                 "virtual_clusters": self.guarantees()})
+            if self._on_moved is not None:
+                self._on_moved()
         return moved
 
     def reconfigure_base(self, base: CellsConfig) -> None:
