@@ -90,6 +90,16 @@ def test_a_reload_that_leaves_the_virtual_clusters_as_they_were_calls_for_none(t
     assert replica.applied == []  # neither applied anything: the hook is not called
 
 
+def test_a_reload_of_a_booking_limit_alone_is_applied_but_calls_for_no_signal(tmp_path: Path):
+    # The hook hears it (it applied something), the requeue looks, and the VCs and cells are as
+    # they were: kube-scheduler has nothing new to retry.
+    replica = Replica(tmp_path)
+    limited = yaml.safe_dump({"cells": {**rack_cluster(vcs={**VISION, **NLP}), "unseenPodGraceSeconds": 30}})
+    assert replica.reload(limited) == "applied"
+    assert replica.applied == [("cells",)]
+    assert not replica.requeue.check_cells()
+
+
 def test_the_hook_hears_each_reload_that_applied_new_virtual_clusters(tmp_path: Path):
     replica = Replica(tmp_path)
     assert replica.reload(config_text({**VISION, **SPEECH})) == "applied"
