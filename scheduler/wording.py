@@ -70,19 +70,36 @@ def fails_on_disruption(action: str) -> str:
 
 # What a preemption does to a victim that no controller creates again (a bare pod): it is gone.
 NO_CONTROLLER_OUTCOME = "it has no controller (a Job) to create it again, so nothing resumes it"
+# ... to a victim whose Job is deleted (the garbage collector deletes its pods after it).
+DELETED_JOB_OUTCOME = "its Job is deleted, so nothing creates it again"
+# ... to a victim whose Job cellfit's watch has not shown yet: whether it resumes is the Job's
+# spec.podFailurePolicy's to say, which cellfit has not read.
+UNKNOWN_JOB_OUTCOME = (f"cellfit has not read its Job yet, so it does not know whether the Job's spec.podFailurePolicy "
+                       f"ignores {DISRUPTION_TARGET}: the Job resumes it only if it does")
 
 
-def preemption_outcome(action: str | None, limit: tuple[str, int]) -> str:
+def preemption_outcome(action: str | None, limit: tuple[str, int], *, failed: int = 0) -> str:
     """What a preemption does to a Job whose podFailurePolicy does not ignore it, given the action
-    of its rule on DisruptionTarget (:func:`disruption_action`; None: no rule) and the failed
-    pods it tolerates (:func:`backoff_limit`): what a victim's Preempted Event tells. FailJob
-    and FailIndex fail at once, whatever the limit; Count, or no rule, counts a failed pod."""
+    of its rule on DisruptionTarget (:func:`disruption_action`; None: no rule), the failed pods
+    it tolerates (:func:`backoff_limit`) and those it has had (``status.failed``): what a
+    victim's Preempted Event tells. FailJob and FailIndex fail at once, whatever the limit;
+    Count, or no rule, counts a failed pod, which fails the Job past its backoffLimit (the Job
+    controller fails it once ``status.failed`` exceeds it). A ``backoffLimitPerIndex`` counts
+    each index's failures, which ``status.failed`` (the Job's) does not tell."""
     if action in FAILS_AT_ONCE:
         return f"{FAILS_AT_ONCE[action][0]} fails, as {fails_on_disruption(action)}"
     name, count = limit
     if count == 0:
         return f"its Job fails instead of resuming, as {NOT_IGNORING_DISRUPTION} and its {name} is 0"
-    return f"its Job counts it as a failed pod against its {name} {count}, as {NOT_IGNORING_DISRUPTION}"
+    counted = f"its Job counts it as a failed pod against its {name} {count}, as {NOT_IGNORING_DISRUPTION}"
+    if name != "backoffLimit":
+        return counted
+    nth = failed + 1
+    if nth > count:
+        return (f"its Job fails instead of resuming, as {NOT_IGNORING_DISRUPTION} and this is its {ordinal(nth)} failed pod, "
+                f"over its {name} {count}")
+    left = count - nth
+    return f"{counted}: its {ordinal(nth)} failed pod, " + (f"after which it tolerates {left} more" if left else "so the next one fails the Job")
 
 
 def backoff_limit(*, limit: object, per_index: object) -> tuple[str, int]:

@@ -111,6 +111,9 @@ class JobInfo(msgspec.Struct, frozen=True, gc=False):
     # the spec is not known (a Job the simulator makes resumes).
     disruption_action: str | None = "Ignore"
     backoff_limit: tuple[str, int] = ("backoffLimit", 6)
+    # status.failed: the failed pods the Job controller has counted, against backoff_limit (the
+    # Job fails once they exceed it): whether a preemption counted too fails it.
+    failed: int = 0
 
     @property
     def ignores_disruption(self) -> bool:

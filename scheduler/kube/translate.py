@@ -168,4 +168,5 @@ def job_info(job: wire.Job) -> JobInfo:
         completions=job.spec.completions,
         disruption_action=disruption_action(job.spec.podFailurePolicy),
         backoff_limit=backoff_limit(limit=job.spec.backoffLimit, per_index=job.spec.backoffLimitPerIndex),
+        failed=(job.status.failed if job.status is not None else None) or 0,
     )

@@ -121,11 +121,19 @@ class JobWidth(msgspec.Struct, frozen=True, gc=False):
     backoffLimitPerIndex: int | None = None
 
 
+class JobStatus(msgspec.Struct, frozen=True, gc=False):
+    """The failed pods the Job controller counted against the Job's backoffLimit."""
+
+    failed: int | None = None
+
+
 class Job(msgspec.Struct, frozen=True, gc=False):
-    """A batch/v1 Job: cellfit reads its identity, annotations, width and podFailurePolicy."""
+    """A batch/v1 Job: cellfit reads its identity, annotations, width, podFailurePolicy and count
+    of failed pods."""
 
     metadata: ObjectMeta = ObjectMeta()
     spec: JobWidth = JobWidth()
+    status: JobStatus | None = None
 
 
 class PriorityClass(msgspec.Struct, frozen=True, gc=False):

@@ -49,7 +49,7 @@ from scheduler.preemption.model import (
     preemption_count_of,
 )
 from scheduler.preemption.table import CandidateTable, PreemptionIndex
-from scheduler.wording import NO_CONTROLLER_OUTCOME, preemption_outcome
+from scheduler.wording import DELETED_JOB_OUTCOME, NO_CONTROLLER_OUTCOME, UNKNOWN_JOB_OUTCOME, preemption_outcome
 
 DEFAULT_SCHEDULER_NAME = "cellfit"  # the chart's kube-scheduler profile
 
@@ -188,10 +188,10 @@ class FitGppEngine:
         self._leaving: dict[str, Resources] = {}  # node -> their requests, summed
         self._leaving_pods: dict[str, tuple[str, Resources, int]] = {}  # pod UID -> (node, requests, grace period)
         self._job_counts: dict[str, int] = {}  # Job UID -> preemptions
-        # Jobs whose podFailurePolicy does not ignore DisruptionTarget: a preempted pod of theirs
-        # is a failure, not a pause (JobInfo.disruption_action) -> what the preemption does to
-        # them, as their victims' Events say it (wording.preemption_outcome).
-        self._jobs_not_resuming: dict[str, str] = {}
+        # The Jobs as the watch last showed them: whether a preempted pod of theirs is a pause or
+        # a failure (JobInfo.disruption_action, backoff_limit, failed), as their victims' Events
+        # say it (wording.preemption_outcome).
+        self._jobs: dict[str, JobInfo] = {}
         self._pods_by_job: dict[str, set[str]] = {}
         # Jobs deleted while pods of theirs still run (the garbage collector deletes the pods
         # after the Job): preempting such a pod counts against no Job and keeps no room for it.
@@ -300,10 +300,7 @@ class FitGppEngine:
     def apply_job(self, job: JobInfo) -> None:
         if isinstance(self.inner, TracksJobs):
             self.inner.apply_job(job)  # HiveD: a gang's Job width, a deleted Job's slots
-        if job.ignores_disruption:
-            self._jobs_not_resuming.pop(job.uid, None)
-        else:
-            self._jobs_not_resuming[job.uid] = preemption_outcome(job.disruption_action, job.backoff_limit)
+        self._jobs[job.uid] = job
         try:
             count = preemption_count_of(job.annotations)
         except InvalidAnnotation:
@@ -319,7 +316,7 @@ class FitGppEngine:
         if isinstance(self.inner, TracksJobs):
             self.inner.delete_job(job_uid)
         self._job_counts.pop(job_uid, None)
-        self._jobs_not_resuming.pop(job_uid, None)
+        self._jobs.pop(job_uid, None)
         self.holds.delete_job(job_uid)
         if job_uid in self._pods_by_job:
             self._deleted_jobs.add(job_uid)
@@ -381,16 +378,36 @@ class FitGppEngine:
                 )
         if not isinstance(decision, PreemptionDecision):
             return VictimChoice(victims={}, decision=decision)
-        bare = any(victim is not None and victim.owner is None
-                   for victim in (self._tracked_pod(v.uid) for v in decision.victims))
+        outcome = self._victim_outcome([self._tracked_pod(v.uid) for v in decision.victims])
         owners = [self._take_victim(victim.uid) for victim in decision.victims]
         for job in dict.fromkeys(owner for owner in owners if owner is not None):
             self._count_preemption(job)
         self.holds.preempting(pod, node_name=decision.node)
-        outcome = next((self._jobs_not_resuming[owner] for owner in owners if owner in self._jobs_not_resuming), None)
-        if outcome is None and bare:
-            outcome = NO_CONTROLLER_OUTCOME
         return VictimChoice(victims={decision.node: list(decision.victim_uids)}, decision=decision, victim_job_outcome=outcome)
+
+    def _victim_outcome(self, victims: Sequence[PodInfo | None]) -> str | None:
+        """What the preemption does to the victims where it is no pause (their Event tells it
+        instead of their resuming; the first victim's that has one): counted against its Job's
+        backoffLimit, its Job or index failed, nothing to create it again, or its Job not read yet,
+        whose podFailurePolicy alone says whether it resumes. None: each resumes (its Job ignores
+        DisruptionTarget, or another controller creates it again)."""
+        outcomes = (self._outcome_of(victim) for victim in victims if victim is not None)
+        return next((outcome for outcome in outcomes if outcome is not None), None)
+
+    def _outcome_of(self, victim: PodInfo) -> str | None:
+        owner = victim.owner
+        if owner is None:
+            return NO_CONTROLLER_OUTCOME
+        if owner.kind != "Job":
+            return None
+        if owner.uid in self._deleted_jobs:
+            return DELETED_JOB_OUTCOME
+        job = self._jobs.get(owner.uid)
+        if job is None:
+            return UNKNOWN_JOB_OUTCOME
+        if job.ignores_disruption:
+            return None
+        return preemption_outcome(job.disruption_action, job.backoff_limit, failed=job.failed)
 
     def victim_jobs(self, victim_uids: Sequence[str]) -> list[tuple[JobInfo, int]]:
         """The Jobs of these victims with their preemption counts after the decision, for the

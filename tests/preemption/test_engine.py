@@ -41,6 +41,7 @@ def full_node(engine: FitGppEngine, **kwargs) -> None:
 def test_trial_pod_preempts_fitgpps_victim_and_explains_it():
     engine = FitGppEngine(ResourceFitEngine(), settings=FitGppSettings())
     full_node(engine)
+    engine.apply_job(JobInfo(uid="job-b", namespace="ml", name="b"))  # seen by the watch: it resumes its pods
     choice = engine.decide_preemption(te(), {"n1": ["be-long", "be-short"]}, {})
     assert choice.victims == {"n1": ["be-short"]}
     decision = choice.decision  # the explanation travels with the choice

@@ -57,7 +57,8 @@ def test_a_failindex_victim_is_told_its_index_fails() -> None:
 
 def test_a_count_rule_is_still_counted() -> None:
     assert "its Job counts it as a failed pod against its backoffLimit 6, as its spec.podFailurePolicy does not ignore " \
-        "DisruptionTarget (FitGpp score " in preempted_message(policy=on_disruption("Count"), limits={})
+        "DisruptionTarget: its 1st failed pod, after which it tolerates 5 more (FitGpp score " \
+        in preempted_message(policy=on_disruption("Count"), limits={})
 
 
 FAILED_BY_POLICY = {"type": "Failed", "status": "True", "reason": "PodFailurePolicy",
