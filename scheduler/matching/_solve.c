@@ -69,6 +69,41 @@ static int slot_order(const void *left, const void *right) {
 MERGE_SORT(sort_jobs, job_order)
 MERGE_SORT(sort_slots, slot_order)
 
+/* canonical's levels on validated buffers (see the header): each matched job's row and machine
+ * into out_rows and out_machine, ready moved; level (count + 1) gets the jobs by position,
+ * largest first, each position's in index order (a stable sort by -position, by counting);
+ * starts (largest + 2, zeroed), jobs and scratch (count + 1 each) are the work space. */
+static void levels_of(Py_ssize_t count, const int64_t *rows, const int64_t *machine, const int64_t *position, const int64_t *slot_kind,
+                      double *ready, const double *times, Py_ssize_t kind_count, int64_t largest, int64_t *out_rows, int64_t *out_machine,
+                      int64_t *starts, int64_t *level, int64_t *jobs, int64_t *scratch) {
+    for (Py_ssize_t i = 0; i < count; i++) starts[largest - position[i] + 1] += 1;
+    for (int64_t p = 0; p <= largest; p++) starts[p + 1] += starts[p];
+    for (Py_ssize_t i = 0; i < count; i++) level[starts[largest - position[i]]++] = i;
+    key_kind = slot_kind;
+    key_rows = rows;
+    key_machine = machine;
+    key_ready = ready;
+    Py_ssize_t begin = 0;
+    while (begin < count) {
+        Py_ssize_t end = begin + 1;
+        while (end < count && position[level[end]] == position[level[begin]]) end++;
+        int64_t *at = level + begin, *slots_here = jobs + begin;
+        Py_ssize_t size = end - begin;
+        /* at: the level in index order (kept for the answer); jobs, then slots, sorted. */
+        memcpy(slots_here, at, sizeof(int64_t) * (size_t)size);
+        sort_jobs(slots_here, scratch, size);
+        for (Py_ssize_t i = 0; i < size; i++) out_rows[at[i]] = rows[slots_here[i]];
+        memcpy(slots_here, at, sizeof(int64_t) * (size_t)size);
+        sort_slots(slots_here, scratch, size);
+        for (Py_ssize_t i = 0; i < size; i++) out_machine[at[i]] = machine[slots_here[i]];
+        for (Py_ssize_t i = 0; i < size; i++) {
+            int64_t slot = slots_here[i];
+            ready[machine[slot]] += times[out_rows[at[i]] * kind_count + slot_kind[slot]];
+        }
+        begin = end;
+    }
+}
+
 static PyObject *canonical_levels(PyObject *self, PyObject *args) {
     PyObject *objects[8];
     (void)self;
@@ -106,34 +141,8 @@ static PyObject *canonical_levels(PyObject *self, PyObject *args) {
         } else if (starts == NULL || level == NULL || jobs == NULL || scratch == NULL) {
             PyErr_NoMemory();
         } else {
-            /* The jobs by position, largest first, each position's in index order (a stable
-             * sort by -position, by counting). */
-            for (Py_ssize_t i = 0; i < count; i++) starts[largest - position[i] + 1] += 1;
-            for (int64_t p = 0; p <= largest; p++) starts[p + 1] += starts[p];
-            for (Py_ssize_t i = 0; i < count; i++) level[starts[largest - position[i]]++] = i;
-            key_kind = slot_kind;
-            key_rows = rows;
-            key_machine = machine;
-            key_ready = ready;
-            Py_ssize_t begin = 0;
-            while (begin < count) {
-                Py_ssize_t end = begin + 1;
-                while (end < count && position[level[end]] == position[level[begin]]) end++;
-                int64_t *at = level + begin, *slots_here = jobs + begin;
-                Py_ssize_t size = end - begin;
-                /* at: the level in index order (kept for the answer); jobs, then slots, sorted. */
-                memcpy(slots_here, at, sizeof(int64_t) * (size_t)size);
-                sort_jobs(slots_here, scratch, size);
-                for (Py_ssize_t i = 0; i < size; i++) out_rows[at[i]] = rows[slots_here[i]];
-                memcpy(slots_here, at, sizeof(int64_t) * (size_t)size);
-                sort_slots(slots_here, scratch, size);
-                for (Py_ssize_t i = 0; i < size; i++) out_machine[at[i]] = machine[slots_here[i]];
-                for (Py_ssize_t i = 0; i < size; i++) {
-                    int64_t slot = slots_here[i];
-                    ready[machine[slot]] += times[out_rows[at[i]] * kind_count + slot_kind[slot]];
-                }
-                begin = end;
-            }
+            levels_of(count, rows, machine, position, slot_kind, ready, times, kind_count, largest, out_rows, out_machine, starts, level, jobs,
+                      scratch);
             result = Py_None;
             Py_INCREF(result);
         }
@@ -567,6 +576,32 @@ static int queue_order(const void *left, const void *right) {
     return (a > b) - (a < b);
 }
 
+/* queue_names' steps for one kind on validated buffers (see below): 1 when the kind's order
+ * holds and its queues' names are written into label, 0 (nothing written) when it does not.
+ * seen (machines + 1, zeroed; the kind's machines are marked) and queues (size + 1) are the
+ * work space. */
+static int names_of_kind(const int64_t *members, const double *omega, Py_ssize_t size, int64_t kind, const int64_t *machine_kind,
+                         const double *delay, const int64_t *count, Py_ssize_t machines, int64_t *label, unsigned char *seen, int64_t *queues) {
+    Py_ssize_t of_kind = 0;
+    for (Py_ssize_t m = 0; m < machines; m++) of_kind += machine_kind[m] == kind;
+    int consistent = of_kind == size;
+    for (Py_ssize_t j = 0; consistent && j < size; j++) {
+        int64_t m = members[j];
+        consistent = m >= 0 && m < machines && !seen[m] && machine_kind[m] == kind && omega[j] == delay[m] && (j == 0 || omega[j - 1] <= omega[j]);
+        if (consistent) seen[m] = 1;
+    }
+    if (!consistent) return 0;
+    names_count = count;
+    for (Py_ssize_t begin = 0, end; begin < size; begin = end) {
+        Py_ssize_t used = 0;
+        for (end = begin; end < size && omega[end] == omega[begin]; end++)
+            if (count[members[end]] != 0) queues[used++] = members[end]; /* NumPy's nonzero */
+        qsort(queues, (size_t)used, sizeof(int64_t), queue_order);
+        for (Py_ssize_t r = 0; r < used; r++) label[queues[r]] = members[begin + r];
+    }
+    return 1;
+}
+
 /* queue_names(members, omega, kind, machine_kind, delay, count, label) -> bool
  *   solve._queue_names for one kind: members (int64) and omega (float64), the kind's order
  *   (positions.KindOrder: its machines by wait, ascending); count (int64, per machine, its
@@ -599,30 +634,115 @@ static PyObject *queue_names(PyObject *self, PyObject *args) {
         } else if ((seen = PyMem_Calloc((size_t)machines + 1, 1)) == NULL || (queues = PyMem_Malloc(sizeof(int64_t) * ((size_t)size + 1))) == NULL) {
             PyErr_NoMemory();
         } else {
-            Py_ssize_t of_kind = 0;
-            for (Py_ssize_t m = 0; m < machines; m++) of_kind += machine_kind[m] == kind;
-            int consistent = of_kind == size;
-            for (Py_ssize_t j = 0; consistent && j < size; j++) {
-                int64_t m = members[j];
-                consistent = m >= 0 && m < machines && !seen[m] && machine_kind[m] == kind && omega[j] == delay[m] &&
-                             (j == 0 || omega[j - 1] <= omega[j]);
-                if (consistent) seen[m] = 1;
-            }
-            if (consistent) {
-                names_count = count;
-                for (Py_ssize_t begin = 0, end; begin < size; begin = end) {
-                    Py_ssize_t used = 0;
-                    for (end = begin; end < size && omega[end] == omega[begin]; end++)
-                        if (count[members[end]] != 0) queues[used++] = members[end];  /* NumPy's nonzero */
-                    qsort(queues, (size_t)used, sizeof(int64_t), queue_order);
-                    for (Py_ssize_t r = 0; r < used; r++) label[queues[r]] = members[begin + r];
-                }
-            }
+            int consistent = names_of_kind(members, omega, size, kind, machine_kind, delay, count, machines, label, seen, queues);
             result = PyBool_FromLong(consistent);
         }
     }
     PyMem_Free(seen);
     PyMem_Free(queues);
+    release_all(views, taken);
+    return result;
+}
+
+/* canonical_plan(rows, columns, slot_machine, slot_position, members, omega, kind_bounds, machine_kind, delay, times,
+ *                bounds, queued) -> bool
+ *   solve.contended_plan after the fold, in one call: each matched row's slot (columns, of
+ *   slot_machine and slot_position: int64, the bounded slots), canonical's names of the
+ *   machines with a queue (queue_names for every kind: members and omega, the kind orders laid
+ *   end to end, kind k's at kind_bounds[k]:kind_bounds[k + 1]), its levels (canonical_levels,
+ *   the machines' waits delay as the first ready), then the plan's queues: bounds (int64,
+ *   machines + 1) and queued (int64, one per matched row: the rows by machine, then position
+ *   largest first: NumPy's lexsort((-position, machine)), here a stable counting sort by
+ *   machine of the jobs by position, largest first, then index). times: float64, rows of the
+ *   problem x kinds; machine_kind and delay per machine. False, nothing meaningful written,
+ *   where a kind's order does not hold (queue_names' check): the caller's NumPy steps run. */
+static PyObject *canonical_plan(PyObject *self, PyObject *args) {
+    enum { ARGS = 12 };
+    PyObject *objects[ARGS];
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOO", &objects[0], &objects[1], &objects[2], &objects[3], &objects[4], &objects[5], &objects[6],
+                          &objects[7], &objects[8], &objects[9], &objects[10], &objects[11]))
+        return NULL;
+    static const Wanted wanted[ARGS] = {{'q', 0, 1, "rows"},         {'q', 0, 1, "columns"},      {'q', 0, 1, "slot_machine"},
+                                        {'q', 0, 1, "slot_position"}, {'q', 0, 1, "members"},      {'d', 0, 1, "omega"},
+                                        {'q', 0, 1, "kind_bounds"},  {'q', 0, 1, "machine_kind"}, {'d', 0, 1, "delay"},
+                                        {'d', 0, 2, "times"},        {'q', 1, 1, "bounds"},       {'q', 1, 1, "queued"}};
+    Py_buffer views[ARGS];
+    int taken = take_all(objects, views, wanted, ARGS);
+    PyObject *result = NULL;
+    int64_t *work = NULL;
+    unsigned char *seen = NULL;
+    if (taken == ARGS && !overlapping(views, wanted, ARGS, "canonical_plan")) {
+        Py_ssize_t count = views[0].len / 8, slots = views[2].len / 8, laid = views[4].len / 8, machines = views[7].len / 8;
+        Py_ssize_t job_count = views[9].shape[0], kind_count = views[9].shape[1];
+        const int64_t *rows = views[0].buf, *columns = views[1].buf, *slot_machine = views[2].buf, *slot_position = views[3].buf;
+        const int64_t *members = views[4].buf, *kind_bounds = views[6].buf, *machine_kind = views[7].buf;
+        const double *omega = views[5].buf, *delay = views[8].buf, *times = views[9].buf;
+        int64_t *bounds = views[10].buf, *queued = views[11].buf, largest = 0, widest = 0;
+        int valid = views[1].len / 8 == count && views[3].len / 8 == slots && views[5].len / 8 == laid && views[6].len / 8 == kind_count + 1 &&
+                    views[8].len / 8 == machines && views[10].len / 8 == machines + 1 && views[11].len / 8 == count;
+        for (Py_ssize_t k = 0; valid && k <= kind_count; k++) {
+            valid = kind_bounds[k] >= (k ? kind_bounds[k - 1] : 0) && kind_bounds[k] <= laid;
+            if (valid && k && kind_bounds[k] - kind_bounds[k - 1] > widest) widest = kind_bounds[k] - kind_bounds[k - 1];
+        }
+        for (Py_ssize_t m = 0; valid && m < machines; m++) valid = machine_kind[m] >= 0 && machine_kind[m] < kind_count;
+        for (Py_ssize_t s = 0; valid && s < slots; s++) valid = slot_machine[s] >= 0 && slot_machine[s] < machines && slot_position[s] >= 0;
+        for (Py_ssize_t i = 0; valid && i < count; i++) {
+            valid = rows[i] >= 0 && rows[i] < job_count && columns[i] >= 0 && columns[i] < slots;
+            if (valid && slot_position[columns[i]] > largest) largest = slot_position[columns[i]];
+        }
+        /* Work space, one block: per machine its queue's length, name, ready and place (4), per
+         * matched job its machine, position, named machine, kind, row and machine out (6), the
+         * levels' starts, order, jobs and scratch, and a kind's queues. */
+        size_t size = 4 * ((size_t)machines + 1) + 6 * (size_t)count + ((size_t)largest + 2) + 3 * ((size_t)count + 1) + (size_t)widest + 1;
+        if (!valid) {
+            PyErr_SetString(PyExc_ValueError,
+                            "canonical_plan: per matched row a row of times and a slot; per slot a machine and a position; kind_bounds "
+                            "ascending within members, one per kind of times and one more; per machine a kind of times, a delay; "
+                            "bounds one more than machines");
+        } else if ((work = PyMem_Calloc(size, sizeof(int64_t))) == NULL || (seen = PyMem_Calloc((size_t)machines + 1, 1)) == NULL) {
+            PyErr_NoMemory();
+        } else {
+            int64_t *count_of = work, *label = count_of + machines + 1, *place = label + machines + 1;
+            double *ready = (double *)(place + machines + 1);
+            int64_t *machine = (int64_t *)(ready + machines + 1), *position = machine + count, *named = position + count,
+                    *slot_kind = named + count, *out_rows = slot_kind + count, *out_machine = out_rows + count,
+                    *starts = out_machine + count, *level = starts + largest + 2, *jobs = level + count + 1, *scratch = jobs + count + 1,
+                    *queues = scratch + count + 1;
+            for (Py_ssize_t i = 0; i < count; i++) {
+                machine[i] = slot_machine[columns[i]];
+                position[i] = slot_position[columns[i]];
+                count_of[machine[i]] += 1;
+            }
+            for (Py_ssize_t m = 0; m < machines; m++) label[m] = m;
+            int consistent = 1;
+            for (Py_ssize_t k = 0; consistent && k < kind_count; k++)
+                consistent = names_of_kind(members + kind_bounds[k], omega + kind_bounds[k], (Py_ssize_t)(kind_bounds[k + 1] - kind_bounds[k]),
+                                           (int64_t)k, machine_kind, delay, count_of, machines, label, seen, queues);
+            if (consistent) {
+                for (Py_ssize_t i = 0; i < count; i++) {
+                    named[i] = label[machine[i]];
+                    slot_kind[i] = machine_kind[named[i]];
+                }
+                memcpy(ready, delay, sizeof(double) * (size_t)machines);
+                levels_of(count, rows, named, position, slot_kind, ready, times, kind_count, largest, out_rows, out_machine, starts, level, jobs,
+                          scratch);
+                /* level: the jobs by position, largest first, then index; a stable counting sort
+                 * of it by machine is lexsort((-position, machine)). */
+                for (Py_ssize_t m = 0; m <= machines; m++) bounds[m] = 0;
+                for (Py_ssize_t i = 0; i < count; i++) bounds[out_machine[i] + 1] += 1;
+                for (Py_ssize_t m = 0; m < machines; m++) bounds[m + 1] += bounds[m];
+                for (Py_ssize_t m = 0; m < machines; m++) place[m] = bounds[m];
+                for (Py_ssize_t j = 0; j < count; j++) {
+                    int64_t i = level[j];
+                    queued[place[out_machine[i]]++] = out_rows[i];
+                }
+            }
+            result = PyBool_FromLong(consistent);
+        }
+    }
+    PyMem_Free(work);
+    PyMem_Free(seen);
     release_all(views, taken);
     return result;
 }
@@ -681,6 +801,9 @@ static PyMethodDef methods[] = {
      "class_count(indices, machine_kind, delay, kind, wait, skip): machines of a kind and wait among indices (see above it)"},
     {"near", near, METH_VARARGS, "near(machine_kind, delay, kind, wait, tolerance): allox._near (see above it)"},
     {"rows_of", rows_of, METH_VARARGS, "rows_of(member, user, waiting, out): allox._Left.rows's rows (see above it)"},
+    {"canonical_plan", canonical_plan, METH_VARARGS,
+     "canonical_plan(rows, columns, slot_machine, slot_position, members, omega, kind_bounds, machine_kind, delay, times, bounds, queued): "
+     "contended_plan after the fold (see above it)"},
     {"kind_stats", kind_stats, METH_VARARGS, "kind_stats(times, runnable, shortest): solve._bounded_slots's jobs per kind (see above it)"},
     {"queue_names", queue_names, METH_VARARGS,
      "queue_names(members, omega, kind, machine_kind, delay, count, label): solve._queue_names for one kind (see above it)"},

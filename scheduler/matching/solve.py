@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from functools import partial
 from itertools import chain
 from operator import attrgetter, methodcaller
+from types import ModuleType
 from typing import Callable, Final, Iterator, Literal, Mapping, Sequence, overload
 
 import numpy as np
@@ -41,6 +42,8 @@ native = _built  # the extension in use: None runs canonical's levels in NumPy (
 names = native if native is not None and hasattr(native, "queue_names") else None
 # The bound's jobs per kind in C, likewise.
 stats = native if native is not None and hasattr(native, "kind_stats") else None
+# contended_plan after the fold's call in one C call (canonical_plan), likewise.
+plans = native if native is not None and hasattr(native, "canonical_plan") else None
 
 # Fold only when the classes are fewer than this share of the slots: the folded matrix is
 # jobs × classes, and with as many classes as slots (every machine's ω distinct) it is Q itself.
@@ -405,7 +408,7 @@ def _solved(problem: Problem, *, bounded: bool = True, method: Method = "auto", 
 
 
 def _matched(problem: Problem, *, bounded: bool = True, method: Method = "auto", hint: Hint | None = None,
-             certify: bool = False) -> tuple[tuple[IntArray, IntArray, IntArray], Callable[[], Matrix], IntArray, IntArray, bool | None]:
+             certify: bool = False, folded: _Fold | None = None) -> tuple[tuple[IntArray, IntArray, IntArray], Callable[[], Matrix], IntArray, IntArray, bool | None]:
     """:func:`_solved`'s matching, with the matrix it was found on (made when asked for) and,
     before :func:`canonical`, each row and its column of the matrix. Without a hint, the folded
     matrix and its matching are worked out in one call of ``_transport.c`` where it was built
@@ -413,30 +416,56 @@ def _matched(problem: Problem, *, bounded: bool = True, method: Method = "auto",
     machines' kind orders, sorted here when the problem has none), else as :func:`build` and
     :func:`match` do. Last, with ``certify``, whether the matching is certainly the only optimum
     over the groups (:func:`_only_optimum`'s answer) where that call worked it out too; None
-    where it did not (the caller asks :func:`_only_optimum`)."""
+    where it did not (the caller asks :func:`_only_optimum`). ``folded``: :func:`_fold`'s
+    answer for ``problem`` made already (with ``certify``), not made again."""
     if bounded and method == "auto" and hint is None and problem.jobs and can_fold():
-        if problem.orders is None:
-            # Sorted once for the bound, the fold and canonical's names (each reads them as it
-            # would sort them, tests/matching/test_matching_kind_orders.py).
-            problem = replace(problem, orders=kind_orders(machine_kind=problem.machine_kind, available=problem.delay,
-                                                          kind_count=len(problem.kinds)))
-        assert problem.orders is not None
-        slots = _bounded_slots(problem)
-        members, omega = _laid_end_to_end(problem.orders)
-        certain = np.full(1, -1, dtype=np.int64) if certify else None
-        folded = folded_match(slot_machine=slots.machine, slot_position=slots.position, machine_kind=problem.machine_kind,
-                              delay=problem.delay, times=problem.times, members=members, omega=omega, certain=certain)
-        if folded is not None:
-            rows, columns = folded
+        fold = folded if folded is not None else _fold(problem, certify=certify)
+        if fold.rows is not None and fold.columns is not None:
+            problem, slots, rows, columns = fold.problem, fold.slots, fold.rows, fold.columns
             return (canonical(problem, rows=rows, machine=slots.machine[columns], position=slots.position[columns]),
-                    partial(_matrix_on, problem, slots), rows, columns, None if certain is None or certain[0] < 0 else bool(certain[0]))
-        matrix = _matrix_on(problem, slots)
+                    partial(_matrix_on, problem, slots), rows, columns, fold.certain)
+        matrix = _matrix_on(fold.problem, fold.slots)
+        problem = fold.problem
     else:
         matrix = build(problem, bounded=bounded, method=method)
     hinted = _hinted(problem, matrix, hint) if hint is not None and bounded and method == "auto" else None
     rows, columns = hinted if hinted is not None else match(problem, matrix, method=method)
     slots = matrix.slots
     return canonical(problem, rows=rows, machine=slots.machine[columns], position=slots.position[columns]), lambda: matrix, rows, columns, None
+
+
+@dataclass(frozen=True, slots=True)
+class _Fold:
+    """What :func:`_fold` made: the problem with its kind orders, its bounded slots, the kind
+    orders laid end to end (``members``, ``omega``), and where the fold's call answered, each
+    matched row and its slot (``rows``, ``columns``; None where NumPy's way runs) and the
+    certificate (None: not worked out)."""
+
+    problem: Problem
+    slots: Slots
+    members: IntArray
+    omega: FloatArray
+    rows: IntArray | None
+    columns: IntArray | None
+    certain: bool | None
+
+
+def _fold(problem: Problem, *, certify: bool) -> _Fold:
+    """The bounded slots of ``problem`` and the fold's call on them (:func:`~scheduler.
+    matching.transport.folded_match`), the kind orders sorted first where the problem has none."""
+    if problem.orders is None:
+        # Sorted once for the bound, the fold and canonical's names (each reads them as it
+        # would sort them, tests/matching/test_matching_kind_orders.py).
+        problem = replace(problem, orders=kind_orders(machine_kind=problem.machine_kind, available=problem.delay,
+                                                      kind_count=len(problem.kinds)))
+    assert problem.orders is not None
+    slots = _bounded_slots(problem)
+    members, omega = _laid_end_to_end(problem.orders)
+    certain = np.full(1, -1, dtype=np.int64) if certify else None
+    folded = folded_match(slot_machine=slots.machine, slot_position=slots.position, machine_kind=problem.machine_kind,
+                          delay=problem.delay, times=problem.times, members=members, omega=omega, certain=certain)
+    rows, columns = folded if folded is not None else (None, None)
+    return _Fold(problem, slots, members, omega, rows, columns, None if certain is None or certain[0] < 0 else bool(certain[0]))
 
 
 def _laid_end_to_end(orders: tuple[KindOrder, ...]) -> tuple[IntArray, FloatArray]:
@@ -457,11 +486,37 @@ def contended_plan(problem: Problem) -> tuple[IntArray, IntArray, Callable[[], b
     and one wait. Worked out in the fold's C call where it was built (``fold_certified``: a few
     microseconds there, where the folded matrix made again in NumPy for it cost ~0.3 ms a plan
     of ~850 rows), else when asked."""
-    (rows, machine, position), matrix, matched_rows, columns, certain = _matched(problem, certify=True)
+    folded = _fold(problem, certify=True) if problem.jobs and can_fold() else None
+    if folded is not None and plans is not None:
+        planned = _planned_in_c(folded, plans)
+        if planned is not None:
+            return planned
+    (rows, machine, position), matrix, matched_rows, columns, certain = _matched(problem, certify=True, folded=folded)
     order = np.lexsort((-position, machine))
     bounds = np.zeros(len(problem.machines) + 1, dtype=np.int64)
     np.cumsum(np.bincount(machine, minlength=len(problem.machines)), out=bounds[1:])
     return rows[order], bounds, partial(_only_optimum, matrix, matched_rows, columns) if certain is None else partial(_known, certain)
+
+
+def _planned_in_c(fold: _Fold, extension: ModuleType) -> tuple[IntArray, IntArray, Callable[[], bool]] | None:
+    """:func:`contended_plan`'s answer from the fold's call (``fold``, :func:`_fold`'s) with
+    everything after it in one call of ``_solve.c`` (``canonical_plan``: each row's slot,
+    :func:`canonical`'s names and levels, the queues by machine then position, the same
+    integers and sums as those NumPy steps and calls); None where the fold's call did not
+    answer or the kind orders are not the machines' (then :func:`_matched`'s steps run on it)."""
+    problem, slots, rows, columns = fold.problem, fold.slots, fold.rows, fold.columns
+    assert problem.orders is not None
+    if rows is None or columns is None or len(problem.orders) != problem.times.shape[1]:
+        return None
+    kind_bounds = np.zeros(len(problem.orders) + 1, dtype=np.int64)
+    np.cumsum([order.members.shape[0] for order in problem.orders], out=kind_bounds[1:])
+    bounds = np.empty(len(problem.machines) + 1, dtype=np.int64)
+    queued = np.empty(rows.shape[0], dtype=np.int64)
+    if not extension.canonical_plan(rows, columns, slots.machine, slots.position, fold.members, fold.omega, kind_bounds, problem.machine_kind,
+                                    problem.delay, problem.times, bounds, queued):
+        return None
+    certain = fold.certain
+    return queued, bounds, partial(_only_optimum, partial(_matrix_on, problem, slots), rows, columns) if certain is None else partial(_known, certain)
 
 
 def _known(answer: bool) -> bool:

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from allox_reference import random_instance
-from scheduler.matching.positions import kind_orders
+from scheduler.matching.positions import Slots, kind_orders
 from scheduler.matching.solve import Problem, build, canonical, prepare
 from tests.matching.native_paths import assert_decisions_alike, both_ways
 
@@ -27,21 +27,25 @@ solve = importlib.import_module("scheduler.matching.solve")  # the module: the p
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def random_matching(problem: Problem, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Each job on a random kept slot (one job a slot), rows in a random order."""
-    slots = build(problem, method="scipy").slots
-    jobs = len(problem.jobs)
+def random_columns(problem: Problem, slots: Slots, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Each job on a random one of ``slots`` it can run on (one job a slot), rows in a random order: rows and slots."""
     runnable = np.isfinite(problem.times[:, problem.machine_kind[slots.machine]])
     rows, columns, taken = [], [], np.zeros(slots.count, dtype=bool)
-    for row in rng.permutation(jobs).tolist():
+    for row in rng.permutation(len(problem.jobs)).tolist():
         free = np.flatnonzero(runnable[row] & ~taken)
         if free.shape[0]:
             column = int(rng.choice(free))
             taken[column] = True
             rows.append(row)
             columns.append(column)
-    picked = np.array(columns, dtype=np.int64)
-    return np.array(rows, dtype=np.int64), slots.machine[picked], slots.position[picked]
+    return np.array(rows, dtype=np.int64), np.array(columns, dtype=np.int64)
+
+
+def random_matching(problem: Problem, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each job on a random kept slot (one job a slot), rows in a random order."""
+    slots = build(problem, method="scipy").slots
+    rows, picked = random_columns(problem, slots, rng)
+    return rows, slots.machine[picked], slots.position[picked]
 
 
 def test_the_levels_in_c_are_numpys(monkeypatch: pytest.MonkeyPatch) -> None:
