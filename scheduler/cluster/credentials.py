@@ -27,7 +27,7 @@ from scheduler.cluster import exec_plugin
 from scheduler.cluster.exec_plugin import ExecCredential, ExecPlugin, present_exec_credential, run_exec_plugin
 from scheduler.cluster.file_stamps import FileStamp, file_stamps
 from scheduler.cluster.kubeconfig import (
-    KubeconfigFieldError, MergedKubeconfig, UserCredentials, auth_provider_persister, check_ca, check_pair, loadable_without_exec,
+    AuthProviderWriteBack, KubeconfigFieldError, MergedKubeconfig, UserCredentials, auth_provider_persister, check_ca, check_pair, loadable_without_exec,
     merged_kubeconfig, persist_or_warn, user_credentials, write_private,
 )
 from scheduler.errors import ConfigError
@@ -127,7 +127,8 @@ class KubeconfigCredentials:
       beside the client's own renewal of an expired gcp token (:class:`_AuthProviderToken`);
       a token the client's loader refreshes is written back to the file that names the user, as
       client-go writes it back (:func:`auth_provider_persister`; a file that cannot take it is
-      warned of).
+      warned of), and the tokens another writer refreshed into the file are the loader's once
+      read (it refreshes from them, and writes back over them).
 
     ``tokenFile`` is followed by :class:`TokenFileRefresh`, files named by path by their readers.
 
@@ -136,9 +137,12 @@ class KubeconfigCredentials:
     is read as the merge of them all."""
 
     def __init__(self, *, files: tuple[Path, ...], context: str, read: UserCredentials, folder: Path,
-                 stamp: tuple[FileStamp, ...], context_is_current: bool = False, clock: Callable[[], float] = time.time) -> None:
+                 stamp: tuple[FileStamp, ...], context_is_current: bool = False, clock: Callable[[], float] = time.time,
+                 write_back: AuthProviderWriteBack | None = None) -> None:
         """``read``: the kubeconfig ``files`` as they were read when their stamp was ``stamp``;
-        ``context_is_current``: ``context`` is the files' current-context (none was named)."""
+        ``context_is_current``: ``context`` is the files' current-context (none was named);
+        ``write_back``: the client's loader's persister, told of each rewrite read."""
+        self._write_back = write_back
         self._files = files
         self._context = context
         # The current-context the files name, last seen; None: a context was named (cluster.context).
@@ -176,7 +180,8 @@ class KubeconfigCredentials:
         folder = Path(tempfile.mkdtemp(prefix="cellfit-kubeconfig-"))
         atexit.register(shutil.rmtree, folder, ignore_errors=True)
         loadable = loadable_without_exec(merged, context=str(name))
-        persist = functools.partial(persist_or_warn, auth_provider_persister(merged, loadable, context=str(name)))
+        write_back = auth_provider_persister(merged, loadable, context=str(name))
+        persist = functools.partial(persist_or_warn, write_back)
         try:
             # No base path: each entry's relative paths against its own file's folder. An
             # auth-provider's token the loader refreshes is written back, as client-go writes it.
@@ -186,7 +191,8 @@ class KubeconfigCredentials:
             ).load_and_set(configuration)
         except (k8s_config.ConfigException, OSError, ValueError) as error:
             raise ConfigError(f"cluster.kubeconfig: {named_as} is unusable: {error}") from None
-        follower = cls(files=files, context=str(name), read=read, folder=folder, stamp=stamp, context_is_current=not context)
+        follower = cls(files=files, context=str(name), read=read, folder=folder, stamp=stamp, context_is_current=not context,
+                       write_back=write_back)
         try:
             follower._adopt(configuration)
         except KubeconfigFieldError as error:
@@ -303,6 +309,10 @@ class KubeconfigCredentials:
         if restart:
             log.warning("the kubeconfig was rewritten with fields cellfit takes at start only: they take effect at its restart",
                         extra={"file": rewritten, "field": ", ".join(restart)})
+        if self._write_back is not None:
+            # The client's loader takes the tokens another writer refreshed into the file: it
+            # refreshes from them, and writes back over them (kubeconfig.AuthProviderWriteBack).
+            self._write_back.reread(merged)
         changed = self._install(read)
         if read.exec_plugin != self._read.exec_plugin:
             changed.append(f"users[{read.user}].user.exec")

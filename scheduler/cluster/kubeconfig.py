@@ -264,17 +264,18 @@ def loadable_without_exec(merged: MergedKubeconfig, *, context: str) -> Any:
     return loadable
 
 
-def auth_provider_persister(merged: MergedKubeconfig, loadable: Any, *, context: str) -> Callable[[], None]:
+def auth_provider_persister(merged: MergedKubeconfig, loadable: Any, *, context: str) -> AuthProviderWriteBack:
     """The Kubernetes client loader's ``config_persister`` for ``loadable`` (``merged``'s, as
     handed to the loader, before it loads) at ``context``: an auth-provider's config the loader
     refreshed (gcp's access-token and expiry, oidc's id-token and refresh-token) written back to
     the file that names the user, as kubectl writes it back (a refresh-token is used once: one
     not written back is spent, and the next run's refresh fails). Only the keys the loader
     changed are written, and none over a user entry another writer (kubectl, a login tool) has
-    rewritten since: its tokens are newer (:class:`_AuthProviderWriteBack`)."""
+    rewritten since: its tokens are newer (:class:`AuthProviderWriteBack`; its ``reread`` gives the
+    loader that writer's tokens once the files are read again)."""
     user = _context_user(merged, context=context)
     file = merged.origins.get(("users", user))
-    return _AuthProviderWriteBack(loadable, user=user, file=file, loaded=_user_entry(merged.document.get("users"), user))
+    return AuthProviderWriteBack(loadable, user=user, file=file, loaded=_user_entry(merged.document.get("users"), user))
 
 
 # kubectl's lock on a kubeconfig it writes (client-go's lockFile: ``<file>.lock``, created
@@ -296,6 +297,16 @@ def _auth_provider_config(entry: Any) -> dict[str, Any] | None:
     return config if isinstance(config, dict) else None
 
 
+def _without_refreshed(entry: dict[str, Any]) -> dict[str, Any]:
+    """A user ``entry`` without the fields of its auth-provider config a refresh rewrites."""
+    entry = copy.deepcopy(entry)
+    config = _auth_provider_config(entry)
+    if config is not None:
+        for name in _AUTH_PROVIDER_REFRESHED_FIELDS:
+            config.pop(name, None)
+    return entry
+
+
 def _as_merged(entry: dict[str, Any], file: Path) -> dict[str, Any]:
     """A user ``entry`` of ``file`` as :func:`merged_kubeconfig` holds it (its client
     certificate's and key's paths made absolute against the file's folder)."""
@@ -307,7 +318,7 @@ def _as_merged(entry: dict[str, Any], file: Path) -> dict[str, Any]:
     return entry
 
 
-class _AuthProviderWriteBack:
+class AuthProviderWriteBack:
     """:func:`auth_provider_persister`'s persister: ``user``'s auth-provider config as the
     loader's ``loadable`` holds it, written into ``file``; raises KubeconfigFieldError naming the
     field when the file cannot take it (``<file>.lock`` held past KUBECONFIG_LOCK_WAIT_SECONDS
@@ -318,7 +329,10 @@ class _AuthProviderWriteBack:
     longer the one loaded (or last written): another writer (kubectl, kubelogin) has rewritten
     it since, with tokens newer than the loader's (a spent refresh-token written back over the
     fresh one would fail the next refresh). The file is written under kubectl's lock, through a
-    temporary file of its own, its permissions kept (:func:`_replace_keeping_mode`)."""
+    temporary file of its own, its permissions kept (:func:`_replace_keeping_mode`).
+
+    Such a rewrite is taken once the files are read again (:meth:`reread`): the loader then
+    refreshes from the rewriter's tokens, and writes back over them."""
 
     def __init__(self, loadable: Any, *, user: str, file: Path | None, loaded: dict[str, Any] | None) -> None:
         self._loadable = loadable
@@ -331,10 +345,38 @@ class _AuthProviderWriteBack:
         with self._lock:  # the loader refreshes from any thread
             self._write_back()
 
+    def reread(self, merged: MergedKubeconfig) -> None:
+        """The kubeconfig files as read again and merged (the credentials' follower reads them
+        when one is rewritten): the tokens another writer (kubectl, a login tool) refreshed into
+        the user's auth-provider config become the loader's, in the config it refreshes from
+        (its next refresh uses the file's refresh-token, not one that writer spent, and a valid
+        token there is not renewed), and the entry the next write back expects. Nothing is
+        taken from a rewrite of another field (the follower logs it as a restart's): the
+        loader keeps its config, and the write back stays refused."""
+        with self._lock:
+            entry = _user_entry(merged.document.get("users"), self._user)
+            theirs = _auth_provider_config(entry)
+            ours = self._loaded_config()
+            if entry is None or theirs is None or ours is None or self._entry is None:
+                return
+            if _without_refreshed(entry) != _without_refreshed(self._entry):
+                return
+            for name in _AUTH_PROVIDER_REFRESHED_FIELDS:
+                # In place: the loader's user node holds this very mapping.
+                if name in theirs:
+                    ours[name] = copy.deepcopy(theirs[name])
+                else:
+                    ours.pop(name, None)
+            self._entry = copy.deepcopy(entry)
+
+    def _loaded_config(self) -> dict[str, Any] | None:
+        """The user's auth-provider config as the loader holds it (and refreshes it)."""
+        return _auth_provider_config(_user_entry((node.value for node in self._loadable.value["users"]), self._user))
+
     def _write_back(self) -> None:
         field = f"users[{self._user}].user.auth-provider.config"
         file = self._file
-        config = _auth_provider_config(_user_entry((node.value for node in self._loadable.value["users"]), self._user))
+        config = self._loaded_config()
         before = _auth_provider_config(self._entry)
         if file is None or config is None or before is None:
             return

@@ -109,10 +109,30 @@ def test_the_client_s_own_renewal_of_an_expired_gcp_token_is_still_sent(api_serv
         "access-token": "from-the-file", "expiry": "2000-01-01T00:00:00Z"}}))
     api.get_path(GET)
     assert api_server.sent == ["Bearer cmd-2", "Bearer cmd-3"]
-    # The file rewritten since it was loaded: the renewal is not written over it (its tokens are
-    # the rewriter's, newer than the loader's copy).
+    # The loader took the rewrite (an expired token) before it renewed it: its renewal is newer
+    # than what the file holds, and written back.
     [user] = yaml.safe_load(path.read_text())["users"]
-    assert user["user"]["auth-provider"]["config"]["access-token"] == "from-the-file"
+    assert user["user"]["auth-provider"]["config"] == command | {"access-token": "cmd-3", "expiry": "2000-01-01T00:00:00Z"}
+
+
+def test_the_client_takes_the_tokens_another_writer_rewrote_into_the_file(api_server: TokenServer, tmp_path: Path) -> None:
+    """Two writers of the file: cellfit's client (its gcp renewals, written back) and a login
+    tool (kubectl, gcloud) refreshing the same user's token. The client's loader reads the
+    file's rewrite as the follower reads it: a valid token there is used, not renewed over
+    (before: the loader kept its own expired copy, ran the command on every request and sent
+    its token over the file's). That the next renewal is then written back over the rewrite is
+    the test above's."""
+    path, command, api = expired_gcp_command(api_server, tmp_path)  # run 1, at load
+    runs = tmp_path / "runs"
+    api.get_path(GET)  # run 2: renewed, written back
+    path.write_text(kubeconfig(server=api_server.url, auth_provider={"name": "gcp", "config": command | {
+        "access-token": "from-the-login-tool", "expiry": "2999-01-01T00:00:00Z"}}))
+    api.get_path(GET)
+    api.get_path(GET)
+    assert api_server.sent == ["Bearer cmd-2", "Bearer from-the-login-tool", "Bearer from-the-login-tool"]
+    assert runs.read_text() == "2"
+    [user] = yaml.safe_load(path.read_text())["users"]
+    assert user["user"]["auth-provider"]["config"]["access-token"] == "from-the-login-tool"
 
 
 def test_each_renewal_of_the_client_is_written_back(api_server: TokenServer, tmp_path: Path) -> None:

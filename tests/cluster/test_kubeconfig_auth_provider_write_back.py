@@ -163,3 +163,43 @@ def test_two_persisters_writing_together_leave_a_whole_file(tmp_path: Path) -> N
     reader.join()
     assert not broken
     assert sorted(path.name for path in tmp_path.iterdir()) == ["config"]
+
+
+def loader_config(loadable: Any) -> dict[str, Any]:
+    """The user's auth-provider config as the loader holds it (and refreshes it)."""
+    [config] = [node.value["user"]["auth-provider"]["config"] for node in loadable.value["users"] if node.value["name"] == "u"]
+    return config  # type: ignore[no-any-return]
+
+
+def test_a_login_tool_s_rewrite_read_again_is_the_loader_s_and_written_back_over(tmp_path: Path) -> None:
+    """Two writers: kubelogin refreshes ID-1 / RT-1 into the file (RT-0 spent); the files read
+    again (as the credentials' follower reads them) give the loader RT-1, so its next refresh
+    uses a refresh-token that works, and what that refresh gives is written back over the
+    login tool's (before: the loader kept RT-0, and every write back was refused)."""
+    file = tmp_path / "config"
+    file.write_text(yaml.safe_dump(document("ID-0", "RT-0")))
+    merged = merged_kubeconfig((file,))
+    loadable = loadable_without_exec(merged, context="here")
+    write_back = auth_provider_persister(merged, loadable, context="here")
+    file.write_text(yaml.safe_dump(document("ID-1", "RT-1")))
+    write_back.reread(merged_kubeconfig((file,)))
+    assert loader_config(loadable) == document("ID-1", "RT-1")["users"][0]["user"]["auth-provider"]["config"]
+    refresh(loadable, **{"id-token": "ID-2", "refresh-token": "RT-2"})
+    write_back()
+    assert config_in(file) == document("ID-2", "RT-2")["users"][0]["user"]["auth-provider"]["config"]
+
+
+def test_a_rewrite_of_a_field_a_refresh_does_not_write_is_not_taken(tmp_path: Path) -> None:
+    # Another issuer is a restart's (the follower says so): the loader keeps its config, and its
+    # refresh is not written over the rewrite.
+    file = tmp_path / "config"
+    file.write_text(yaml.safe_dump(document("ID-0", "RT-0")))
+    merged = merged_kubeconfig((file,))
+    loadable = loadable_without_exec(merged, context="here")
+    write_back = auth_provider_persister(merged, loadable, context="here")
+    file.write_text(yaml.safe_dump(document("ID-1", "RT-1", **{"idp-issuer-url": "https://other-idp"})))
+    write_back.reread(merged_kubeconfig((file,)))
+    assert loader_config(loadable) == document("ID-0", "RT-0")["users"][0]["user"]["auth-provider"]["config"]
+    refresh(loadable, **{"id-token": "ID-2"})
+    write_back()
+    assert config_in(file)["id-token"] == "ID-1"
