@@ -123,6 +123,9 @@ class JobFacts:
     # Ignore (a preemption is not counted against it), Count, FailJob, FailIndex, None (no rule).
     backoff_limit: tuple[str, int] = ("backoffLimit", 6)
     disruption_action: str | None = None
+    # status.failed: the failed pods the Job controller counted (the Job fails once they exceed
+    # its backoffLimit), preempted ones among them unless its podFailurePolicy ignores them.
+    failed: int = 0
     # Job-level cellfit annotations (JOB_LEVEL_ANNOTATIONS) written on its pod template
     # (spec.template.metadata.annotations) and not on the Job itself: there cellfit never reads them.
     template_job_keys: tuple[str, ...] = ()
@@ -278,8 +281,14 @@ def job_from(
         preemptions=preemptions,
         backoff_limit=_backoff_limit(spec),
         disruption_action=disruption_action(spec.get("podFailurePolicy")),
+        failed=_count((obj.get("status") or {}).get("failed")),
         template_job_keys=tuple(k for k in JOB_LEVEL_ANNOTATIONS if k in on_template and k not in annotations),
     )
+
+
+def _count(value: object) -> int:
+    """A count of the API's status (``status.failed``), 0 where absent or not a count."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
 def _backoff_limit(spec: Mapping[str, Any]) -> tuple[str, int]:

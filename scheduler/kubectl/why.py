@@ -243,6 +243,8 @@ def _failed_preempted(job: JobFacts, failed: Condition, answer: Answer) -> Answe
         caused = not job.ignores_disruption and failed.reason in COUNTED_FAILURES
         limit, count = job.backoff_limit
         cause = f"Kubernetes counted each preempted pod as a failed one against its {limit} {count}, as {NOT_IGNORING_DISRUPTION}"
+        if limit == "backoffLimit" and job.failed > count:  # its own failures among them: the user sees the share
+            cause += f": {job.failed} failed pod{'s' if job.failed != 1 else ''} in all, over the limit"
     if not caused:
         # Not counted (its policy ignores them), or a failure not on the count: the preemptions are facts, not the cause.
         return replace(answer, details=answer.details + (f"preempted {counted} by cellfit",) + lines)
@@ -393,7 +395,23 @@ def _preempted(job: JobFacts, now: Answer) -> Answer | None:
         if last.breakdown is not None:
             head += f" ({last.breakdown})"
     return Answer(reason="preempted", summary=f"{head}; now {now.summary}",
-                  details=tuple(_preemption_line(p) for p in job.preemptions) + (f"now: {now.reason}",) + now.details)
+                  details=tuple(_preemption_line(p) for p in job.preemptions) + _counted_failures(job)
+                  + (f"now: {now.reason}",) + now.details)
+
+
+def _counted_failures(job: JobFacts) -> tuple[str, ...]:
+    """A preempted Job whose podFailurePolicy does not ignore DisruptionTarget: each preempted pod
+    was a failed one to it, and how many more it tolerates (``status.failed`` against its
+    backoffLimit), as each victim's Event told it then. Under a FailJob or FailIndex rule the
+    Job, or the index, has failed: the failed Job's answer says so."""
+    if job.ignores_disruption or job.disruption_action in FAILED_AT_ONCE:
+        return ()
+    limit, count = job.backoff_limit
+    counted = f"the Job counts each preempted pod as a failed one against its {limit} {count}, as {NOT_IGNORING_DISRUPTION}"
+    if limit != "backoffLimit":  # an index's count is not in the Job's status
+        return (counted,)
+    last = ": the next one fails the Job" if job.failed >= count else ""
+    return (f"{counted}: {job.failed or 'no'} failed pod{'s' if job.failed != 1 else ''} so far of the {count} it tolerates{last}",)
 
 
 def _preempted_by(found: Preemption) -> str:
