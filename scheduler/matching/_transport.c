@@ -98,20 +98,21 @@ static int64_t units_at_most(const State *s, Py_ssize_t group, double value) {
 
 /* ------------------------------------------------------------------------------ phase 2 */
 
-/* How many of margin[0:count] are at least value. */
-static Py_ssize_t at_least(const double *margin, Py_ssize_t count, double value) {
-    Py_ssize_t found = 0;
-    for (Py_ssize_t k = 0; k < count; k++) found += margin[k] >= value;
-    return found;
-}
-
-/* The k-th largest of values[0:count] (k from 0; no NaN), reordering values: a quickselect
- * with a three-way partition (larger, equal, smaller), so that runs of equal margins, common
- * with whole-number times, end a round rather than slow it. */
-static double kth_largest(double *values, Py_ssize_t count, Py_ssize_t k) {
-    Py_ssize_t low = 0, high = count;
-    for (;;) {
-        if (high - low <= 1) return values[low];
+/* The split of a visit (see visit): with values[0:count] the margins (no NaN; reordered here)
+ * as M, descending, and units U ascending, the first k below room where M[k] < U[k] (room
+ * when there is none), and M[k - 1] into threshold when k > 0. M[k] >= U[k] holds for k below
+ * that split and fails from it on (M falls, U rises), so it is found by three-way partitions
+ * around pivots, a quickselect's (larger, equal, smaller: the equal ones are the ranks of the
+ * pivot's band; runs of equal margins, common with whole-number times, end a round): where the band's last rank holds, every rank up to it does and the
+ * search goes on among the smaller values; where its first rank fails, the split is at or
+ * before it, among the larger; else the split is inside the band, where M is the pivot and
+ * U rises. The same split as bisecting it with a count of the margins >= U[k] per step
+ * (M[k] >= U[k] exactly when k + 1 margins are; 118aa31 to b0c8e24) and the same threshold as
+ * a quickselect of the margin of that rank, in one selection's time instead of a count per
+ * step (~9 a visit of a few hundred rows) and a selection. */
+static Py_ssize_t staying_of(double *values, Py_ssize_t count, const double *units, Py_ssize_t room, double *threshold) {
+    Py_ssize_t low = 0, high = count, staying = 0;
+    while (low < high && low < room) {
         double a = values[low], b = values[low + (high - low) / 2], c = values[high - 1];
         double pivot = a < b ? (b < c ? b : (a < c ? c : a)) : (a < c ? a : (b < c ? c : b)); /* the median of three */
         Py_ssize_t larger = low, at = low, smaller = high;
@@ -127,10 +128,20 @@ static double kth_largest(double *values, Py_ssize_t count, Py_ssize_t k) {
                 at++;
             }
         }
-        if (k < larger) high = larger;
-        else if (k < smaller) return pivot;
-        else low = smaller;
+        /* ranks larger .. smaller - 1 are the pivot's */
+        if (smaller - 1 < room && pivot >= units[smaller - 1]) {
+            staying = low = smaller;
+            *threshold = pivot;
+        } else if (larger < room && pivot >= units[larger]) {
+            Py_ssize_t end = smaller < room ? smaller : room, k = larger + 1;
+            while (k < end && pivot >= units[k]) k++;
+            *threshold = pivot;
+            return k;
+        } else {
+            high = larger;
+        }
     }
+    return staying;
 }
 
 /* One visit of an over group g (transport.py, raise_prices' inner loop). Returns 0 to go on,
@@ -141,8 +152,8 @@ static double kth_largest(double *values, Py_ssize_t count, Py_ssize_t k) {
  * split and two values of the sorted margins are read, and the moves commute, so here they are
  * found without the sort (which was most of a plan's phases, a few hundred rows a visit): with
  * margins in descending order M and the units ascending U, M[k] >= U[k] holds for k below some
- * m and fails from there on (M falls, U rises), and M[k] >= U[k] exactly when at least k + 1
- * margins are >= U[k]; so m is found by bisection over k, each step a count. The rows that
+ * m and fails from there on (M falls, U rises); m and M[m-1] are found by partitioning the
+ * margins around pivots (staying_of). The rows that
  * stay are the m keenest: every margin above M[m-1] and, of the margins equal to it, the first
  * in row order, as the stable sort leaves them; the keenest leaving is the largest of the rest
  * (M[m]). The same m, prices, rows moved and destinations as NumPy's steps
@@ -173,19 +184,12 @@ static int visit(State *s, Py_ssize_t g) {
     const double *units = s->flat + s->bounds[g];
     int64_t size = size_of(s, g);
     Py_ssize_t room = size < count ? (Py_ssize_t)size : count;
-    Py_ssize_t low = 0, high = room; /* staying: the first k below room where M[k] < U[k], else room */
-    while (low < high) {
-        Py_ssize_t middle = low + (high - low) / 2;
-        if (at_least(s->margin, count, units[middle]) >= middle + 1) low = middle + 1;
-        else high = middle;
-    }
-    Py_ssize_t staying = low;
-    /* The threshold M[staying - 1], selected from a copy of the margins. */
+    /* staying: the first k below room where M[k] < U[k], else room; threshold: M[staying - 1]. */
     double threshold = INFINITY;
+    memcpy(s->copy, s->margin, sizeof(double) * (size_t)count);
+    Py_ssize_t staying = staying_of(s->copy, count, units, room, &threshold);
     Py_ssize_t equal_staying = 0;
     if (staying > 0) {
-        memcpy(s->copy, s->margin, sizeof(double) * (size_t)count);
-        threshold = kth_largest(s->copy, count, staying - 1);
         Py_ssize_t above = 0;
         for (Py_ssize_t k = 0; k < count; k++) above += s->margin[k] > threshold;
         equal_staying = staying - above;
@@ -697,9 +701,15 @@ static int fold(const int64_t *slot_machine, const int64_t *slot_position, Py_ss
     int64_t *chosen = arena_take(&arena, (size_t)rows, sizeof(int64_t));
     int64_t *load = arena_take(&arena, (size_t)classes, sizeof(int64_t));
     if (!cost || !best || !by_class || !chosen || !load) goto out_of_memory;
+    int64_t *group_kind = arena_take(&arena, (size_t)groups + 1, sizeof(int64_t));
+    double *group_position = arena_take(&arena, (size_t)groups + 1, sizeof(double));
+    if (!group_kind || !group_position) goto out_of_memory;
+    for (Py_ssize_t g = 0; g < groups; g++) {
+        group_kind[g] = group_key[g] / span;
+        group_position[g] = (double)(group_key[g] % span);
+    }
     for (Py_ssize_t r = 0; r < rows; r++)
-        for (Py_ssize_t g = 0; g < groups; g++)
-            cost[r * groups + g] = times[r * kinds + group_key[g] / span] * (double)(group_key[g] % span);
+        for (Py_ssize_t g = 0; g < groups; g++) cost[r * groups + g] = times[r * kinds + group_kind[g]] * group_position[g];
     /* assign_to_classes: every row in its cheapest class, done if no class overflows. */
     if (!cheapest_rows(group, offset, cost, classes, rows, groups, best, by_class, chosen)) goto declined;
     for (Py_ssize_t c = 0; c < classes; c++) load[c] = 0;

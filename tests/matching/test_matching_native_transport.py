@@ -85,6 +85,26 @@ def test_the_phases_in_c_assign_every_row_as_numpy_does(monkeypatch: pytest.Monk
     assert min(answers["prices"], answers["paths"], answers["none"]) > 100, answers
 
 
+def test_large_visits_split_their_rows_as_numpy_does(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Phase 2's visits of a few hundred rows, as a plan's after a burst: a few groups, whole
+    numbers (runs of equal margins, equal units) in most, the cheap group's units fewer than
+    its rows or more (the split at the units' end or inside a run of equal margins)."""
+    rng = np.random.default_rng(7903)
+    for index in range(300):
+        rows, group_count = int(rng.integers(100, 600)), int(rng.integers(2, 6))
+        whole = index % 4 != 0
+        cost = rng.integers(1, 4 if index % 2 else 40, (rows, group_count)).astype(np.float64) if whole else rng.uniform(1, 50, (rows, group_count))
+        cost *= np.arange(1, group_count + 1)
+        classes = int(rng.integers(group_count, 4 * group_count + 1))
+        group = np.concatenate([np.arange(group_count), rng.integers(0, group_count, classes - group_count)]).astype(np.int64)
+        offset = rng.integers(0, 3, classes).astype(np.float64) if whole else rng.uniform(0, 20, classes)
+        capacity = rng.integers(1, max(2, 3 * rows // classes), classes).astype(np.int64)
+        groups = Groups(group=group, offset=offset, group_cost=cost)
+        in_c, in_numpy = both_ways(lambda: assign_to_classes(None, capacity, max_augmentations=1000, groups=groups), monkeypatch, transport)
+        assert (in_c is None) == (in_numpy is None)
+        assert in_c is None or np.array_equal(in_c, in_numpy)
+
+
 def test_the_extension_declines_what_numpy_hands_to_scipy_and_numpy_decides(monkeypatch: pytest.MonkeyPatch) -> None:
     """Over 40 groups phase 3's paths are scipy's; the extension leaves the whole solve to NumPy."""
     rng = np.random.default_rng(7901)
