@@ -117,6 +117,8 @@ MISTAKES = [
     ("virtualClusters.vision[0].count", "two", "count"),
     ("virtualClusters.nlp.pinnedCells", "rename:pinned", "pinned"),
     ("virtualClusters.nlp.cells[0].count", -1, "count"),
+    ("virtualClusters.vision", "rename:vision team", "vision team"),  # a VC's name is a label value
+    ("virtualClusters.vision", "rename:", "virtualClusters"),
 ]
 
 
