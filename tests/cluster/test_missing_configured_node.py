@@ -12,13 +12,18 @@ import asyncio
 import gc
 import logging
 import threading
+from pathlib import Path
 
 import pytest
+import yaml
 
 from scheduler.cells import HivedEngine, parse_cells_config
+from scheduler.cells.config import node_name_paths
 from scheduler.cluster.cache import ClusterCache
 from scheduler.core.pods import PodStore
 from scheduler.config import parse_settings
+from scheduler.extender.configuration import ConfigReloader
+from scheduler.extender.metrics import ExtenderMetrics
 from scheduler.extender.runtime import build_runtime, mark_missing_nodes, missing_nodes_once_synced
 from scheduler.kube.names import filter_offered
 from tests.cells.helpers import pod
@@ -169,3 +174,28 @@ def test_a_node_that_reads_again_is_no_longer_told_unreadable():
     world.api.nodes = [node("gpu-node-1")]  # deleted while it did not read
     world.cache.nodes._list_and_replace()
     assert world.cache.unreadable_nodes() == {}
+
+
+def test_a_reload_naming_other_nodes_waits_for_a_restart_so_the_check_at_start_covers_every_node(tmp_path: Path) -> None:
+    """The check runs once, at start, on the topology the engine was built from. That covers the
+    process's life only because a live reload never changes the topology: one that names a node
+    the running topology does not (or drops one) is not applied and waits for a restart, whose
+    check names it. Were topology changes ever applied live, the check would have to follow them."""
+    startup = parse_settings(yaml_text(CONFIG))
+    assert startup.cells.topology is not None
+    engine = HivedEngine.from_config(startup.cells, prefix="cells")
+    path = tmp_path / "cellfit.yaml"
+    path.write_text(yaml_text(CONFIG))
+    reloader = ConfigReloader(path=str(path), running=startup, cells=engine, lock=threading.RLock(), metrics=ExtenderMetrics())
+    renamed = {**CONFIG, "topology": {**CONFIG["topology"], "physicalCells": [
+        {"cellType": "A100-NODE", "nodeName": "gpu-node-1"}, {"cellType": "A100-NODE", "nodeName": "gpu-node-7"}]}}
+    path.write_text(yaml_text(renamed))
+    outcome = reloader.reload_if_changed()
+    assert outcome is not None and outcome.result == "needs_restart"
+    assert outcome.restart == {"cells": "topology changed: needs a restart"}
+    assert reloader.running.cells.topology == startup.cells.topology
+    assert set(node_name_paths(startup.cells.topology)) == {"gpu-node-1", "gpu-node-9"} == set(engine.topology.nodes)
+
+
+def yaml_text(cells: dict[str, object]) -> str:
+    return yaml.safe_dump({"cells": cells})
