@@ -21,16 +21,8 @@
 #include <stdlib.h>
 
 /* The sort keys of one level, read by the comparators (the GIL held: one sort at a time). */
-static const int64_t *key_kind, *key_rows, *key_machine;
+static const int64_t *key_kind, *key_machine;
 static const double *key_ready;
-
-/* The level's jobs: by kind, then row. */
-static int job_order(const void *left, const void *right) {
-    int64_t a = *(const int64_t *)left, b = *(const int64_t *)right;
-    if (key_kind[a] != key_kind[b]) return key_kind[a] < key_kind[b] ? -1 : 1;
-    if (key_rows[a] != key_rows[b]) return key_rows[a] < key_rows[b] ? -1 : 1;
-    return (a > b) - (a < b);
-}
 
 /* The level's slots: by kind, then when they start, then machine. */
 static int slot_order(const void *left, const void *right) {
@@ -42,7 +34,7 @@ static int slot_order(const void *left, const void *right) {
     return (a > b) - (a < b);
 }
 
-/* order[0:count] sorted by a comparator above, through scratch (count entries): a bottom-up
+/* order[0:count] sorted by the comparator above, through scratch (count entries): a bottom-up
  * merge sort whose comparisons the compiler inlines (qsort called the comparator through a
  * pointer for each of the ~n log n comparisons of a level of several hundred jobs, most of a
  * plan's canonical levels). Each comparator is a total order (the index last), so every
@@ -66,21 +58,42 @@ static int slot_order(const void *left, const void *right) {
         if (from != order) memcpy(order, from, sizeof(int64_t) * (size_t)count);                                     \
     }
 
-MERGE_SORT(sort_jobs, job_order)
 MERGE_SORT(sort_slots, slot_order)
+
+/* How many int64 entries levels_of's work space needs beyond its level array. */
+static size_t levels_space(Py_ssize_t count, Py_ssize_t job_count, Py_ssize_t kind_count, int64_t largest) {
+    size_t keys = (size_t)(largest + 1) * (size_t)kind_count, tallies = keys > (size_t)job_count ? keys : (size_t)job_count;
+    return (size_t)(largest + 2) + 3 * ((size_t)count + 1) + tallies + 1;
+}
 
 /* canonical's levels on validated buffers (see the header): each matched job's row and machine
  * into out_rows and out_machine, ready moved; level (count + 1) gets the jobs by position,
- * largest first, each position's in index order (a stable sort by -position, by counting);
- * starts (largest + 2, zeroed), jobs and scratch (count + 1 each) are the work space. */
+ * largest first, each position's in index order (a stable sort by -position, by counting).
+ * space: levels_space(...) int64 entries, zeroed. Each level's jobs by kind, then row, then
+ * index are every level's at once: a stable counting sort by row, then one by
+ * (level, kind) — the order the merge sort by those keys gave a level at a time. */
 static void levels_of(Py_ssize_t count, const int64_t *rows, const int64_t *machine, const int64_t *position, const int64_t *slot_kind,
-                      double *ready, const double *times, Py_ssize_t kind_count, int64_t largest, int64_t *out_rows, int64_t *out_machine,
-                      int64_t *starts, int64_t *level, int64_t *jobs, int64_t *scratch) {
+                      double *ready, const double *times, Py_ssize_t job_count, Py_ssize_t kind_count, int64_t largest, int64_t *out_rows,
+                      int64_t *out_machine, int64_t *level, int64_t *space) {
+    int64_t *starts = space, *jobs = starts + largest + 2, *scratch = jobs + count + 1, *by_row = scratch + count + 1,
+            *tally = by_row + count + 1;
     for (Py_ssize_t i = 0; i < count; i++) starts[largest - position[i] + 1] += 1;
     for (int64_t p = 0; p <= largest; p++) starts[p + 1] += starts[p];
     for (Py_ssize_t i = 0; i < count; i++) level[starts[largest - position[i]]++] = i;
+    /* by_row: the jobs by row, then index; jobs: those by (level, kind), stably. */
+    for (Py_ssize_t r = 0; r <= job_count; r++) tally[r] = 0;
+    for (Py_ssize_t i = 0; i < count; i++) tally[rows[i] + 1] += 1;
+    for (Py_ssize_t r = 0; r < job_count; r++) tally[r + 1] += tally[r];
+    for (Py_ssize_t i = 0; i < count; i++) by_row[tally[rows[i]]++] = i;
+    int64_t keys = (largest + 1) * (int64_t)kind_count;
+    for (int64_t k = 0; k <= keys; k++) tally[k] = 0;
+    for (Py_ssize_t i = 0; i < count; i++) tally[(largest - position[i]) * kind_count + slot_kind[i] + 1] += 1;
+    for (int64_t k = 0; k < keys; k++) tally[k + 1] += tally[k];
+    for (Py_ssize_t j = 0; j < count; j++) {
+        int64_t i = by_row[j];
+        jobs[tally[(largest - position[i]) * kind_count + slot_kind[i]]++] = i;
+    }
     key_kind = slot_kind;
-    key_rows = rows;
     key_machine = machine;
     key_ready = ready;
     Py_ssize_t begin = 0;
@@ -89,9 +102,7 @@ static void levels_of(Py_ssize_t count, const int64_t *rows, const int64_t *mach
         while (end < count && position[level[end]] == position[level[begin]]) end++;
         int64_t *at = level + begin, *slots_here = jobs + begin;
         Py_ssize_t size = end - begin;
-        /* at: the level in index order (kept for the answer); jobs, then slots, sorted. */
-        memcpy(slots_here, at, sizeof(int64_t) * (size_t)size);
-        sort_jobs(slots_here, scratch, size);
+        /* at: the level in index order (kept for the answer); its jobs sorted, then its slots. */
         for (Py_ssize_t i = 0; i < size; i++) out_rows[at[i]] = rows[slots_here[i]];
         memcpy(slots_here, at, sizeof(int64_t) * (size_t)size);
         sort_slots(slots_here, scratch, size);
@@ -115,7 +126,7 @@ static PyObject *canonical_levels(PyObject *self, PyObject *args) {
     Py_buffer views[8];
     int taken = take_all(objects, views, wanted, 8);
     PyObject *result = NULL;
-    int64_t *starts = NULL, *level = NULL, *jobs = NULL, *scratch = NULL;
+    int64_t *level = NULL, *space = NULL;
     if (taken == 8 && !overlapping(views, wanted, 8, "canonical_levels")) {
         Py_ssize_t count = views[0].len / 8, machines = views[4].len / 8;
         Py_ssize_t job_count = views[5].shape[0], kind_count = views[5].shape[1];
@@ -131,26 +142,22 @@ static PyObject *canonical_levels(PyObject *self, PyObject *args) {
             if (position[i] > largest) largest = position[i];
         }
         if (valid) {
-            starts = PyMem_Calloc((size_t)largest + 2, sizeof(int64_t));
             level = PyMem_Malloc(sizeof(int64_t) * (size_t)(count + 1));
-            jobs = PyMem_Malloc(sizeof(int64_t) * (size_t)(count + 1));
-            scratch = PyMem_Malloc(sizeof(int64_t) * (size_t)(count + 1));
+            space = PyMem_Calloc(levels_space(count, job_count, kind_count, largest), sizeof(int64_t));
         }
         if (!valid) {
             PyErr_SetString(PyExc_ValueError, "canonical_levels: per matched job a row of times, a machine of ready, a kind of times, a position");
-        } else if (starts == NULL || level == NULL || jobs == NULL || scratch == NULL) {
+        } else if (level == NULL || space == NULL) {
             PyErr_NoMemory();
         } else {
-            levels_of(count, rows, machine, position, slot_kind, ready, times, kind_count, largest, out_rows, out_machine, starts, level, jobs,
-                      scratch);
+            levels_of(count, rows, machine, position, slot_kind, ready, times, job_count, kind_count, largest, out_rows, out_machine, level,
+                      space);
             result = Py_None;
             Py_INCREF(result);
         }
     }
-    PyMem_Free(starts);
     PyMem_Free(level);
-    PyMem_Free(jobs);
-    PyMem_Free(scratch);
+    PyMem_Free(space);
     release_all(views, taken);
     return result;
 }
@@ -693,8 +700,9 @@ static PyObject *canonical_plan(PyObject *self, PyObject *args) {
         }
         /* Work space, one block: per machine its queue's length, name, ready and place (4), per
          * matched job its machine, position, named machine, kind, row and machine out (6), the
-         * levels' starts, order, jobs and scratch, and a kind's queues. */
-        size_t size = 4 * ((size_t)machines + 1) + 6 * (size_t)count + ((size_t)largest + 2) + 3 * ((size_t)count + 1) + (size_t)widest + 1;
+         * levels' order, a kind's queues and the levels' own (levels_space). */
+        size_t size = 4 * ((size_t)machines + 1) + 6 * (size_t)count + ((size_t)count + 1) + (size_t)widest + 1 +
+                      (valid ? levels_space(count, job_count, kind_count, largest) : 0);
         if (!valid) {
             PyErr_SetString(PyExc_ValueError,
                             "canonical_plan: per matched row a row of times and a slot; per slot a machine and a position; kind_bounds "
@@ -707,8 +715,7 @@ static PyObject *canonical_plan(PyObject *self, PyObject *args) {
             double *ready = (double *)(place + machines + 1);
             int64_t *machine = (int64_t *)(ready + machines + 1), *position = machine + count, *named = position + count,
                     *slot_kind = named + count, *out_rows = slot_kind + count, *out_machine = out_rows + count,
-                    *starts = out_machine + count, *level = starts + largest + 2, *jobs = level + count + 1, *scratch = jobs + count + 1,
-                    *queues = scratch + count + 1;
+                    *level = out_machine + count, *queues = level + count + 1, *space = queues + widest + 1;
             for (Py_ssize_t i = 0; i < count; i++) {
                 machine[i] = slot_machine[columns[i]];
                 position[i] = slot_position[columns[i]];
@@ -725,8 +732,8 @@ static PyObject *canonical_plan(PyObject *self, PyObject *args) {
                     slot_kind[i] = machine_kind[named[i]];
                 }
                 memcpy(ready, delay, sizeof(double) * (size_t)machines);
-                levels_of(count, rows, named, position, slot_kind, ready, times, kind_count, largest, out_rows, out_machine, starts, level, jobs,
-                          scratch);
+                levels_of(count, rows, named, position, slot_kind, ready, times, job_count, kind_count, largest, out_rows, out_machine, level,
+                          space);
                 /* level: the jobs by position, largest first, then index; a stable counting sort
                  * of it by machine is lexsort((-position, machine)). */
                 for (Py_ssize_t m = 0; m <= machines; m++) bounds[m] = 0;
