@@ -29,11 +29,11 @@ USER_LABELS = frozenset({
     constants.LABEL_VIRTUAL_CLUSTER, constants.LABEL_JOB_CLASS, constants.LABEL_PRIORITY, sampling.LABEL_JOB_FAMILY,
 })
 # On any pod, whoever creates it: the binding's record, the reclaim's booking of a pending pod,
-# FitGpp's count (read on a pod of no Job),
+# FitGpp's record of its preemptor's node, FitGpp's count (read on a pod of no Job),
 # the estimator's sampling pods, the nudge's requeue signal.
 POD_ANNOTATIONS = frozenset({
     constants.ANNOTATION_BIND_INFO, constants.ANNOTATION_GPU_INDICES, constants.ANNOTATION_RECLAIM_BOOKING,
-    constants.ANNOTATION_PREEMPTIONS,
+    constants.ANNOTATION_PREEMPTOR_HOLD, constants.ANNOTATION_PREEMPTIONS,
     sampling.ANNOTATION_SAMPLE_CONFIGURATION, sampling.ANNOTATION_SAMPLE_DIGEST, sampling.ANNOTATION_SAMPLE_PILOT,
     sampling.ANNOTATION_SAMPLE_LENGTH, sampling.ANNOTATION_SAMPLE_ATTEMPT, sampling.ANNOTATION_SAMPLE_ITERATIONS,
     sampling.ANNOTATION_SAMPLE_SPLIT_ITERATIONS,

@@ -32,7 +32,8 @@ from scheduler.cluster.feed import InterchangeableJobs, SamplingPods
 from scheduler.cluster.pacing import InThread, Pacing, Steps
 from scheduler.cluster.reflector import Reflector
 from scheduler.cells import bindinfo
-from scheduler.constants import ANNOTATION_BIND_INFO, ANNOTATION_CONFIGURATIONS, ANNOTATION_PREEMPTIONS
+from scheduler.cluster.preemptor_records import write_preemptor_record
+from scheduler.constants import ANNOTATION_BIND_INFO, ANNOTATION_CONFIGURATIONS, ANNOTATION_PREEMPTIONS, ANNOTATION_PREEMPTOR_HOLD
 from scheduler.core.engine import SchedulingEngine, TracksJobs
 from scheduler.core.groups import DisjointSets
 from scheduler.core.model import TERMINAL_PHASES, JobInfo, PodInfo
@@ -587,10 +588,18 @@ class ClusterCache:
         victims: Sequence[PodInfo],
         victim_message: str,
         job_counts: Sequence[tuple[JobInfo, int]],
+        preemptor_record: str | None = None,
     ) -> None:
-        """Events on both sides and the victims' Job counts, written in the background."""
+        """The preemptor's record of the decision (first: a restart may follow at once), the
+        victims' Job counts and Events on both sides, written in the background."""
 
         def write() -> None:
+            if preemptor_record is not None and preemptor.annotations.get(ANNOTATION_PREEMPTOR_HOLD) != preemptor_record:
+                self._attempt(
+                    lambda: _retried(lambda: write_preemptor_record(self._api, pod=preemptor, record=preemptor_record),
+                                     pauses=COUNT_WRITE_PAUSES_SECONDS),
+                    what=f"preemption record on {preemptor.key}",
+                )
             for job, count in job_counts:
                 self._attempt(
                     lambda: _retried(lambda: self._raise_preemption_count(job, count), pauses=COUNT_WRITE_PAUSES_SECONDS),

@@ -74,9 +74,11 @@ class ClusterGateway(Protocol):
         victims: Sequence[PodInfo],
         victim_message: str,
         job_counts: Sequence[tuple[JobInfo, int]],
+        preemptor_record: str | None = None,
     ) -> None:
-        """Events on the preemptor and the victims, and each victim Job's new preemption count
-        (``cellfit.io/preemptions``); must not block."""
+        """Events on the preemptor and the victims, each victim Job's new preemption count
+        (``cellfit.io/preemptions``) and the preemptor's record of the decision
+        (``cellfit.io/preemptor-hold``); must not block."""
         ...
 
     def record_pod_event(self, *, pod: PodInfo, reason: str, message: str, warning: bool) -> None:
@@ -457,6 +459,7 @@ class ExtenderService:
             victims=victims,
             victim_message=choice.victim_message() or "",
             job_counts=preemption.victim_jobs(victim_uids),
+            preemptor_record=choice.preemptor_record,
         )
         return None
 

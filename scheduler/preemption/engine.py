@@ -36,8 +36,10 @@ from scheduler.core.resources import ZERO, Resources
 
 from scheduler.core.engine import FilterDecision, Placement, SchedulingEngine, Scores, TracksJobs, Verdicts
 from scheduler.core.model import TERMINAL_PHASES, JobInfo, NodeInfo, PodInfo
+from scheduler.constants import ANNOTATION_PREEMPTOR_HOLD
 from scheduler.core.pods import PodStore
 from scheduler.errors import InvalidAnnotation
+from scheduler.preemption import records
 from scheduler.preemption.fitgpp import NoVictims, PreemptionDecision, choose_victims
 from scheduler.preemption.holds import Clock, PreemptionEvidence, RoomHolds
 from scheduler.preemption.model import (
@@ -103,6 +105,9 @@ class VictimChoice:
     # preemption_outcome: counted against its backoffLimit, or its Job or index failed at once);
     # None where it resumes: what the victim's Event says of its resuming.
     victim_job_outcome: str | None = None
+    # FitGpp's decision as the preemptor's annotation cellfit.io/preemptor-hold records it
+    # (records.py), for the driver to write on the pod; None when FitGpp took no victim.
+    preemptor_record: str | None = None
 
     @property
     def rule(self) -> str:
@@ -179,7 +184,7 @@ class FitGppEngine:
         self.settings = settings
         self._seed = seed
         self.holds = RoomHolds(hold_seconds=resume_hold_seconds, clock=clock, pods=self.pods)
-        self._evidence = PreemptionEvidence(scheduler_name=scheduler_name)
+        self._evidence = PreemptionEvidence(scheduler_name=scheduler_name, present=lambda uid: self.pods.get(uid) is not None)
         self._index = PreemptionIndex(node_index=inner.node_index)  # one node name -> slot map
         self._tracked: dict[str, str | None] = {}  # pods the index holds -> their Job UID
         self._chosen: set[str] = set()  # victims chosen and not gone yet (their deletion may lag)
@@ -241,6 +246,10 @@ class FitGppEngine:
 
     def reserve(self, pod: PodInfo, node_name: str) -> Placement:
         placement = self.inner.reserve(pod, node_name)
+        if pod.annotations.get(ANNOTATION_PREEMPTOR_HOLD) or self.holds.nominated_node(pod.uid) is not None:
+            # The binding empties the pod's record of its preemption (records.py; a binding's
+            # annotations set keys and never remove one): bound, the pod waits for no room.
+            placement = replace(placement, annotations={**placement.annotations, ANNOTATION_PREEMPTOR_HOLD: ""})
         # As reserved: the bind verb may have read the pod from the API before the watch showed it.
         assumed = structs.replace(pod, node_name=node_name, phase="Running")
         self.pods.assume(assumed)
@@ -383,7 +392,8 @@ class FitGppEngine:
         for job in dict.fromkeys(owner for owner in owners if owner is not None):
             self._count_preemption(job)
         self.holds.preempting(pod, node_name=decision.node)
-        return VictimChoice(victims={decision.node: list(decision.victim_uids)}, decision=decision, victim_job_outcome=outcome)
+        return VictimChoice(victims={decision.node: list(decision.victim_uids)}, decision=decision, victim_job_outcome=outcome,
+                            preemptor_record=records.encode(node=decision.node, victims=tuple(decision.victim_uids)))
 
     def _victim_outcome(self, victims: Sequence[PodInfo | None]) -> str | None:
         """What the preemption does to the victims where it is no pause (their Event tells it
@@ -437,8 +447,10 @@ class FitGppEngine:
         victim = self._evidence.is_victim(pod)
         if victim:
             self._rebuild_resume_hold(pod.uid)
-        if victim or pod.nominated_node_name is not None:
+        if victim or pod.nominated_node_name is not None or ANNOTATION_PREEMPTOR_HOLD in pod.annotations:
             for preemptor, node in self._evidence.preemptors_waiting():
+                if isinstance(self.inner, BooksAhead) and self.inner.has_booking(preemptor):
+                    continue  # its room is kept otherwise (HiveD booked cells for it), as placed_elsewhere ends a hold
                 self.holds.rebuild_preemptor(preemptor, node_name=node)
 
     def _rebuild_resume_hold(self, pod_uid: str) -> None:

@@ -62,13 +62,22 @@ such victim left may be stale, and the evidence is gone once they exit. So
 
 * a pending trial pod of this scheduler nominated to a node where such victims terminate gets
   a preemptor hold there (FitGpp preempts only for trial pods);
+* so does a pending trial pod of this scheduler that carries the record of FitGpp's decision
+  for it (annotation ``cellfit.io/preemptor-hold``, ``records.py``, written by the replica that
+  answered the preempt verb), on the node it names, while one of the victims it names still
+  terminates there or once every one of them is gone: kube-scheduler clears the nomination
+  when an attempt meets cellfit down, and its attempts reach cellfit only once the victims have
+  exited, so the record is what is left of the preemption after a restart. A hold rebuilt so
+  follows a later record (another replica's later decision); one decided here stays;
 * each such victim, best-effort, of a Job FitGpp has preempted (``cellfit.io/preemptions``
   above zero), gets its Job a resume hold on its node, as the decision did.
 
 A rebuilt hold is an ordinary hold: its clock starts when it first keeps a pod off, and it gives
 up ``hold_seconds`` later. A preemptor hold that ended here (it lapsed, or HiveD booked cells
-for the pod) is not rebuilt while the process lives; a restart can rebuild it only while its
-victims still terminate, so within their grace period.
+for the pod) is not rebuilt while the process lives; a restart can rebuild it from the
+nomination only while its victims still terminate, so within their grace period, and from the
+record until the pod is bound (its binding empties the record) or deleted, for
+``hold_seconds`` of keeping pods off after each restart.
 
 Pure: the driver feeds pod and Job changes; time comes from the ``clock`` it passes.
 """
@@ -80,11 +89,15 @@ from typing import Callable, Mapping
 
 from msgspec import structs
 
+from scheduler.constants import ANNOTATION_PREEMPTOR_HOLD
 from scheduler.core.pods import PodStore
 from scheduler.core.model import TERMINAL_PHASES, PodInfo
 from scheduler.core.resources import ZERO, Resources
+from scheduler.errors import InvalidAnnotation
+from scheduler.preemption import records
 from scheduler.preemption.errors import InvalidPreemptionSettings
 from scheduler.preemption.model import JobClass, job_class_or_best_effort, may_claim_cells
+from scheduler.preemption.records import PreemptorRecord
 
 Clock = Callable[[], float]
 
@@ -119,6 +132,7 @@ class _PreemptorHold:
     keeping_since: float | None = None  # as in _Displacement
     watched: bool = False  # the watch has shown the preemptor since: the pods' record is newer than seen
     waiting_until: float | None = None  # clock reading past which the preemptor waits no more for pods leaving its node
+    rebuilt: bool = False  # from what the pods show (PreemptionEvidence), not decided by this process
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,12 +213,17 @@ class RoomHolds:
     def rebuild_preemptor(self, preemptor: PodInfo, *, node_name: str) -> None:
         """The watch shows ``preemptor`` waiting for victims of this scheduler's preemption on
         ``node_name`` (:class:`PreemptionEvidence`): keep the room for it as :meth:`preempting`
-        did before a restart, unless it has a hold, or had one that ended here."""
+        did before a restart, unless it has a hold, or had one that ended here. A hold rebuilt
+        so moves to the node the pods show now (another replica's later decision, recorded on
+        the pod); one this process decided stays where it decided it."""
         uid = preemptor.uid
-        if uid in self._preemptors or uid in self._binding_preemptors or uid in self._ended_preemptors:
+        if uid in self._binding_preemptors or uid in self._ended_preemptors:
+            return
+        claim = self._preemptors.get(uid)
+        if claim is not None and (not claim.rebuilt or claim.node == node_name):
             return
         self._decided += 1
-        self._preemptors[uid] = _PreemptorHold(node=node_name, seen=preemptor, order=self._decided, watched=True)
+        self._preemptors[uid] = _PreemptorHold(node=node_name, seen=preemptor, order=self._decided, watched=True, rebuilt=True)
 
     def nominated_node(self, preemptor_uid: str) -> str | None:
         """The node FitGpp last preempted pods on for this pod, while its hold lasts (the node
@@ -583,13 +602,17 @@ def _waiting(pod: PodInfo) -> bool:
 @dataclass(slots=True)
 class PreemptionEvidence:
     """What the pods show of this scheduler's preemptions in progress (module docstring, "After
-    a restart"): its victims still terminating, by node, and its trial pods nominated to a node.
-    ``scheduler_name``: the kube-scheduler profile cellfit serves."""
+    a restart"): its victims still terminating, by node, its trial pods nominated to a node, and
+    those that carry the record of FitGpp's decision for them (``records.py``).
+    ``scheduler_name``: the kube-scheduler profile cellfit serves; ``present``: whether the
+    watch shows a pod, by UID (bound pods are listed before pending ones)."""
 
     scheduler_name: str
+    present: Callable[[str], bool]
     _victims_on: dict[str, set[str]] = field(default_factory=dict)  # node -> terminating victims' UIDs
     _victim_node: dict[str, str] = field(default_factory=dict)  # victim UID -> node
     _nominated: dict[str, PodInfo] = field(default_factory=dict)  # preemptor UID -> the pod, nominated
+    _recorded: dict[str, tuple[PodInfo, PreemptorRecord]] = field(default_factory=dict)  # preemptor UID -> the pod, its record
 
     def apply_pod(self, pod: PodInfo) -> None:
         self.delete_pod(pod.uid)
@@ -597,11 +620,16 @@ class PreemptionEvidence:
             assert pod.node_name is not None  # is_victim: bound
             self._victims_on.setdefault(pod.node_name, set()).add(pod.uid)
             self._victim_node[pod.uid] = pod.node_name
-        elif self._nomination(pod) is not None:
+            return
+        if self._nomination(pod) is not None:
             self._nominated[pod.uid] = pod
+        record = self.record_of(pod)
+        if record is not None:
+            self._recorded[pod.uid] = (pod, record)
 
     def delete_pod(self, pod_uid: str) -> None:
         self._nominated.pop(pod_uid, None)
+        self._recorded.pop(pod_uid, None)
         node = self._victim_node.pop(pod_uid, None)
         if node is not None:
             victims = self._victims_on[node]
@@ -622,16 +650,46 @@ class PreemptionEvidence:
         )
 
     def preemptors_waiting(self) -> list[tuple[PodInfo, str]]:
-        """(preemptor, node) for each nominated trial pod whose node has victims still leaving."""
-        found = []
+        """(preemptor, node) for each pending trial pod whose recorded preemption (the node
+        FitGpp chose, ``records.py``) is in progress (:meth:`_in_progress`), and for each other
+        one nominated to a node where victims still leave (kube-scheduler clears the nomination
+        when an attempt meets cellfit down; the record stays)."""
+        found: dict[str, tuple[PodInfo, str]] = {}
+        for pod, record in self._recorded.values():
+            if self._in_progress(record):
+                found[pod.uid] = (pod, record.node)
         for pod in self._nominated.values():
             node = self._nomination(pod)
-            if node is not None and node in self._victims_on:
-                found.append((pod, node))
-        return found
+            if pod.uid not in found and node is not None and node in self._victims_on:
+                found[pod.uid] = (pod, node)
+        return list(found.values())
+
+    def record_of(self, pod: PodInfo) -> PreemptorRecord | None:
+        """The preemption recorded on a pending trial pod of this scheduler; None for any other
+        pod, and for a record that does not read (only cellfit writes it, the chart's state
+        policy refuses anyone else: one that does not read comes from another version, and the
+        pod is as one without a record, its nomination still trusted)."""
+        if not self._waiting_trial(pod):
+            return None
+        try:
+            return records.decode(pod.annotations.get(ANNOTATION_PREEMPTOR_HOLD, ""))
+        except InvalidAnnotation:
+            return None
+
+    def _in_progress(self, record: PreemptorRecord) -> bool:
+        """Whether the recorded preemption still keeps the node for its preemptor: one of its
+        victims still leaves that node, preempted by this scheduler, or every one of them is gone
+        (exited: kube-scheduler's attempt reaches the extender, and so clears the nomination when
+        cellfit is down, only once its cache no longer counts the victims). Not while one of them
+        runs on, not deleted yet (cellfit restarted between its answer and kube-scheduler's
+        deletion: the hold comes back once the watch shows it leaving), or leaves another node."""
+        if any(self._victim_node.get(uid) == record.node for uid in record.victims):
+            return True
+        return not any(self.present(uid) for uid in record.victims)
 
     def _nomination(self, pod: PodInfo) -> str | None:
         """The node a pending trial pod of this scheduler is nominated to; None for any other pod."""
-        if pod.scheduler_name != self.scheduler_name or not _waiting(pod) or not _is_trial(pod):
-            return None
-        return pod.nominated_node_name
+        return pod.nominated_node_name if self._waiting_trial(pod) else None
+
+    def _waiting_trial(self, pod: PodInfo) -> bool:
+        return pod.scheduler_name == self.scheduler_name and _waiting(pod) and _is_trial(pod)

@@ -1,0 +1,123 @@
+"""cellfit killed in the middle of a FitGpp preemption keeps the freed GPUs for the trial pod after
+its restart, not for the preempted Job's next pod.
+
+The chart's kube-scheduler and cellfit run here (chart_support); KWOK plays the pods. A best-effort
+Job's pod fills a node's 8 GPUs; its process exits 20 s after SIGTERM (grace period 90 s), and
+its Job replaces a preempted pod (podFailurePolicy ignores DisruptionTarget). A trial pod arrives:
+kube-scheduler asks cellfit's preempt verb, FitGpp names the best-effort pod, kube-scheduler
+deletes it and nominates the node, and the replica that answered records the decision on the
+trial pod (``cellfit.io/preemptor-hold``). cellfit is killed (SIGKILL) while the victim leaves.
+The victim exits; kube-scheduler's cache no longer counts it, so its next attempt for the trial
+pod reaches the extender, meets the closed port and clears the nomination (schedule_one.go: an
+extender error ends with ``clearNominatedNode``); the Job makes its next pod. Then cellfit starts
+again.
+
+Before the record nothing tied the trial pod to the node once cellfit restarted: its preemptor
+hold had lived in memory, the nomination was gone, the victim too, and the resumed pod, new and
+out of backoff, took the GPUs the trial pod had preempted for (and, its Job preempted once
+already, FitGpp's P = 1, could not be preempted again). Now the restarted replica rebuilds the
+hold from the record before it is ready: the resumed pod is kept off the node and the trial pod
+is the next one bound there, and its binding empties the record."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Iterator
+
+import pytest
+
+from chart_support import (
+    Cluster,
+    Release,
+    ChartScheduler,
+    Scenarios,
+    assert_no_double_booking,
+    example_job,
+    gpu_pod,
+    is_active,
+    running_on,
+    scenario_scheduler,
+    wait_for,
+)
+
+pytestmark = pytest.mark.e2e
+SCENARIOS = Scenarios("fitgpp-restart-")
+RECORD = "cellfit.io/preemptor-hold"
+TRIAL = {"cellfit.io/job-class": "trial"}
+
+
+@pytest.fixture(scope="module")
+def env(control_plane: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Cluster, Release, ChartScheduler, Any]]:
+    workdir = tmp_path_factory.mktemp(f"fitgpp-restart-{SCENARIOS.run}")
+    with scenario_scheduler(control_plane, workdir, SCENARIOS, nodes={"one": 1}, name="fitgpp-restart") as (cluster, release, procs):
+        yield cluster, release, procs, control_plane
+
+
+def scheduled_condition(pod: dict[str, Any]) -> dict[str, Any]:
+    return next((c for c in pod["status"].get("conditions", []) if c["type"] == "PodScheduled"), {})
+
+
+def test_the_trial_pod_keeps_the_room_fitgpp_freed_across_a_restart_mid_preemption(env: Any) -> None:
+    cluster, release, procs, cp = env
+    ns = cp.create_namespace("fitgpp-restart")
+    where = SCENARIOS.selector("one")
+    node = SCENARIOS.node("one")
+    name = release.scheduler_name
+    cluster.apply(example_job("be-job", name="be", scheduler_name=name, node_selector=where, gpus=8, exit_after="20s", grace_seconds=90), namespace=ns)
+
+    def be_pods() -> list[dict[str, Any]]:
+        return [p for p in cluster.pods(ns) if p["metadata"]["name"].startswith("be-")]
+
+    first = wait_for(
+        lambda: next((p["metadata"]["name"] for p in be_pods() if running_on(cluster, ns, p["metadata"]["name"]) == node), None),
+        90,
+        f"the best-effort pod running (cellfit log {procs.cellfit.log})",
+    )
+    with cluster.watch_pods(ns) as versions:
+        cluster.apply(gpu_pod("te", scheduler_name=name, node_selector=where, gpus=8, priority_class="cellfit-trial", labels=TRIAL), namespace=ns)
+
+        def trial() -> dict[str, Any]:
+            found: dict[str, Any] = cluster.kubectl_json("-n", ns, "get", "pod", "te")
+            return found
+
+        wait_for(
+            lambda: any(p["metadata"]["name"] == first and p["metadata"].get("deletionTimestamp") for p in be_pods()),
+            60,
+            f"kube-scheduler preempting {first} for te through cellfit (scheduler log {procs.scheduler.log})",
+        )
+        wait_for(lambda: trial()["status"].get("nominatedNodeName") == node, 30, "te nominated to the node")
+        # Written by the replica that answered the preempt verb, in the background, after its answer.
+        record = wait_for(
+            lambda: (trial()["metadata"].get("annotations") or {}).get(RECORD), 30, f"the preemption recorded on te (cellfit log {procs.cellfit.log})"
+        )
+        first_uid = next(p["metadata"]["uid"] for p in be_pods() if p["metadata"]["name"] == first)
+        assert json.loads(record) == {"node": node, "victims": [first_uid]}, record
+
+        assert procs.cellfit.process is not None
+        procs.cellfit.process.kill()  # no goodbye: the extender port simply refuses
+        procs.cellfit.process.wait(10)
+        procs.cellfit.process = None
+
+        def nomination_cleared() -> bool:
+            current = trial()
+            message = scheduled_condition(current).get("message") or ""
+            return not current["status"].get("nominatedNodeName") and "/v1/extender/" in message and not any(p["metadata"]["name"] == first for p in be_pods())
+
+        wait_for(
+            nomination_cleared, 120, f"{first} gone and kube-scheduler's attempt for te refused, its nomination cleared (scheduler log {procs.scheduler.log})"
+        )
+        wait_for(lambda: any(is_active(p) and p["metadata"]["name"] != first for p in be_pods()), 60, "the Job's next pod")
+        procs.cellfit.start()  # returns once /readyz answers: the first list is applied
+        kept = [h for h in procs.cellfit.get("/v1/inspect/resume-holds")["holds"] if h["kind"] == "preemptor"]
+        assert [(h["node"], h["pods"]) for h in kept] == [(node, [f"{ns}/te"])], kept
+        assert (
+            wait_for(lambda: running_on(cluster, ns, "te"), 120, f"te running (cellfit log {procs.cellfit.log}, scheduler log {procs.scheduler.log})") == node
+        )
+
+    # Nobody but te was bound to the node after the victim: the Job's next pod waited.
+    takers = {v.pod["metadata"]["name"] for v in versions if v.pod["spec"].get("nodeName") == node and v.pod["metadata"]["name"] not in (first, "te")}
+    assert not takers, f"{sorted(takers)} bound to {node} while te waited (cellfit log {procs.cellfit.log})"
+    assert (trial()["metadata"].get("annotations") or {}).get(RECORD) == ""  # emptied by the binding
+    preempted = [e for p in be_pods() for e in cluster.events(ns, p["metadata"]["name"]) if e["reason"] == "Preempted"]
+    assert all(e["involvedObject"]["name"] == first for e in preempted), preempted
+    assert_no_double_booking(cluster.pods(ns))

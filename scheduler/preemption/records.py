@@ -1,0 +1,64 @@
+"""The record of a FitGpp decision on its preemptor (annotation ``cellfit.io/preemptor-hold``).
+
+A preemptor hold (``holds.py``) lives in the memory of the replica whose preempt verb decided
+it. kube-scheduler's nomination of the preemptor to the victims' node is the only trace the
+cluster keeps of it, and kube-scheduler clears that nomination when an attempt meets the
+extender down (schedule_one.go: an error ends with ``clearNominatedNode``): after a restart of
+cellfit in the middle of a preemption nothing would tie the preemptor to the room its victims
+free, and the victim Job's next pod would race it for that room. So the replica that answered
+the preempt verb writes the decision on the preemptor (in the background, after the answer):
+the node FitGpp chose and the victims it named there, by UID. Every replica that reads it
+(a restart's first list, a standby's watch) keeps that node's room for the pending pod while
+the preemption is in progress: one of those victims still leaves that node, marked by this
+scheduler's preemption, or every one of them is gone. The latter is the usual case after a
+restart: kube-scheduler's cache counts a leaving victim on its node, so its attempts reach the
+extender, and clear the nomination when it is down, only once the victim has exited. A
+record none of whose victims has started to leave (kube-scheduler has not deleted them yet)
+keeps nothing until one does. The rebuilt hold is an ordinary one (``holds.py``): it ends when
+the pod is bound or deleted and gives up ``hold_seconds`` after it first keeps a pod off. The
+pod's binding empties the record, and a later decision for the pod replaces it.
+
+Format: compact JSON, ``{"node":"gpu-node-2","victims":["<uid>",...]}``.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from scheduler.constants import ANNOTATION_PREEMPTOR_HOLD
+from scheduler.errors import InvalidAnnotation
+
+FIELD = f"metadata.annotations[{ANNOTATION_PREEMPTOR_HOLD}]"
+
+
+class PreemptorRecord(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """The node FitGpp preempted pods on for the pod, and those victims' UIDs."""
+
+    node: str
+    victims: tuple[str, ...]
+
+
+_ENCODER = msgspec.json.Encoder()
+_DECODER = msgspec.json.Decoder(PreemptorRecord)
+
+
+def encode(*, node: str, victims: tuple[str, ...]) -> str:
+    return _ENCODER.encode(PreemptorRecord(node=node, victims=victims)).decode()
+
+
+def decode(text: str) -> PreemptorRecord | None:
+    """The record the annotation's text holds; None for an empty one (the binding empties it,
+    as a binding's annotations can set a key but not remove it). Raises
+    :class:`InvalidAnnotation` naming the annotation for a text that does not read, or names no
+    node or no victim."""
+    if not text:
+        return None
+    try:
+        record = _DECODER.decode(text)
+    except msgspec.DecodeError as error:
+        raise InvalidAnnotation(f"{text[:200]!r} does not read: {error}", field=FIELD) from None
+    if not record.node:
+        raise InvalidAnnotation(f"{text[:200]!r} names no node", field=FIELD)
+    if not record.victims or not all(record.victims):
+        raise InvalidAnnotation(f"{text[:200]!r} names no victim by UID", field=FIELD)
+    return record

@@ -1,0 +1,174 @@
+"""The preempt verb's FitGpp decision is written on its preemptor (``cellfit.io/preemptor-hold``)
+by the replica that answered, in the background and before the Job count and the Events, through
+the pod's status subresource and guarded by its UID; a replica that lists the pods afresh (a
+restart) keeps the room for the preemptor on the node written, however kube-scheduler left its
+nomination; and the pod's binding empties the record. The API is a recording test double; the
+restart against a real control plane is e2e/test_fitgpp_restart.py's."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from typing import Any
+
+import pytest
+
+from scheduler.cluster import cache as cache_module
+from scheduler.cluster.cache import ClusterCache
+from scheduler.constants import ANNOTATION_PREEMPTOR_HOLD
+from scheduler.core.fit import ResourceFitEngine
+from scheduler.core.pods import PodStore
+from scheduler.errors import KubernetesApiError
+from scheduler.extender.metrics import ExtenderMetrics
+from scheduler.extender.service import AlwaysReady, ExtenderService
+from scheduler.kube import wire
+from scheduler.kube.names import filter_offered
+from scheduler.preemption import FitGppSettings
+from scheduler.preemption.engine import FitGppEngine
+from tests.support.api_double import EventRecordingApi
+from tests.support.kube_objects import node, pod
+
+TRIAL = {"cellfit.io/job-class": "trial"}
+BE = {"cellfit.io/job-class": "best-effort"}
+RECORD = '{"node":"gpu-a","victims":["uid-be-0"]}'
+
+
+class WritingApi(EventRecordingApi):
+    """Also records the writes the preemption makes, in order; ``refuse`` answers the record's
+    write with that status."""
+
+    def __init__(self, *, refuse: int | None = None, **lists: Any) -> None:
+        super().__init__(**lists)
+        self.refuse = refuse
+        self.writes: list[tuple[str, str, Any, str]] = []
+
+    def write_path(self, method: str, path: str, body: Any, *, content_type: str = "application/json") -> bytes:
+        self.writes.append((method, path, body, content_type))
+        if self.refuse is not None:
+            raise KubernetesApiError(f"{method.lower()} {path}: HTTP {self.refuse}", status=self.refuse)
+        return b"{}"
+
+    def get_job(self, *, namespace: str, name: str) -> None:
+        self.writes.append(("GET", f"job {name}", None, ""))
+        return None  # the Job is gone: no count to write
+
+
+def trial_pod(*, annotations: dict[str, str] | None = None) -> dict[str, Any]:
+    body = pod("te-0", uid="uid-te-0", gpus=8, priority=1000, labels=TRIAL, annotations=annotations, job_uid="uid-te")
+    body["spec"]["schedulerName"] = "cellfit"
+    return body
+
+
+def victim_pod(*, leaving: bool = False) -> dict[str, Any]:
+    body = pod("be-0", uid="uid-be-0", gpus=8, node_name="gpu-a", phase="Running", priority=500, labels=BE, job_uid="uid-be")
+    if leaving:  # as kube-scheduler's preemption leaves it
+        body["metadata"]["deletionTimestamp"] = "2026-11-28T15:00:00Z"
+        body["status"]["conditions"] = [
+            {
+                "type": "DisruptionTarget",
+                "status": "True",
+                "reason": "PreemptionByScheduler",
+                "message": "cellfit: preempting to accommodate a higher priority Pod",
+            }
+        ]
+    return body
+
+
+def replica(api: WritingApi) -> tuple[ClusterCache, ExtenderService, FitGppEngine]:
+    engine = FitGppEngine(ResourceFitEngine(), settings=FitGppSettings())
+    lock = threading.RLock()
+    cache = ClusterCache(api=api, engine=engine, lock=lock, gpu_resource="nvidia.com/gpu", pods=engine.pods, jobs=engine)  # type: ignore[arg-type]
+    cache.nodes._list_and_replace()
+    cache.pods._list_and_replace()
+    service = ExtenderService(
+        engine=engine,
+        lock=lock,
+        metrics=ExtenderMetrics(),
+        gpu_resource="nvidia.com/gpu",
+        cluster=cache,
+        readiness=AlwaysReady(),
+        preemption=engine,
+        pods=engine.pods,
+    )
+    return cache, service, engine
+
+
+def preempt(service: ExtenderService, cache: ClusterCache) -> dict[str, Any]:
+    body = {"Pod": trial_pod(), "NodeNameToMetaVictims": {"gpu-a": {"Pods": [{"UID": "uid-be-0"}], "NumPDBViolations": 0}}}
+    answer: dict[str, Any] = json.loads(service.preempt(json.dumps(body).encode()).body)
+    cache._writes.shutdown(wait=True)  # the background writes, done
+    return answer
+
+
+def test_the_replica_that_answered_writes_the_decision_on_the_preemptor_first() -> None:
+    api = WritingApi(nodes=[node("gpu-a", gpus=8)], pods=[victim_pod(), trial_pod()])
+    cache, service, _ = replica(api)
+    answer = preempt(service, cache)
+    assert answer["NodeNameToMetaVictims"] == {"gpu-a": {"Pods": [{"UID": "uid-be-0"}], "NumPDBViolations": 0}}
+    assert api.writes[0] == (
+        "PATCH",
+        "/api/v1/namespaces/ml/pods/te-0/status",
+        {"metadata": {"uid": "uid-te-0", "annotations": {ANNOTATION_PREEMPTOR_HOLD: RECORD}}},
+        "application/merge-patch+json",
+    )
+    assert api.writes[1][:2] == ("GET", "job be")  # the count after it
+    assert [e["reason"] for e in api.events] == ["Preempting", "Preempted"]
+
+
+@pytest.mark.parametrize("status", [404, 409])  # the pod gone; another pod by its name (the UID differs)
+def test_a_preemptor_gone_or_replaced_is_left_alone_and_the_rest_is_written(status: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cache_module, "COUNT_WRITE_PAUSES_SECONDS", (0.0, 0.0))
+    api = WritingApi(refuse=status, nodes=[node("gpu-a", gpus=8)], pods=[victim_pod(), trial_pod()])
+    cache, service, _ = replica(api)
+    preempt(service, cache)
+    assert [w[0] for w in api.writes] == ["PATCH", "GET"]  # tried once
+    assert [e["reason"] for e in api.events] == ["Preempting", "Preempted"]
+
+
+def test_a_record_the_pod_carries_already_is_not_written_again() -> None:
+    api = WritingApi(nodes=[node("gpu-a", gpus=8)], pods=[victim_pod(), trial_pod()])
+    cache, service, _ = replica(api)
+    body = {
+        "Pod": trial_pod(annotations={ANNOTATION_PREEMPTOR_HOLD: RECORD}),
+        "NodeNameToMetaVictims": {"gpu-a": {"Pods": [{"UID": "uid-be-0"}], "NumPDBViolations": 0}},
+    }
+    service.preempt(json.dumps(body).encode())
+    cache._writes.shutdown(wait=True)
+    assert [w[0] for w in api.writes] == ["GET"]
+
+
+def test_a_replica_listing_the_recorded_pods_keeps_the_room_and_the_binding_empties_the_record() -> None:
+    # Restarted while the victim leaves; kube-scheduler cleared the preemptor's nomination.
+    api = WritingApi(nodes=[node("gpu-a", gpus=8)], pods=[victim_pod(leaving=True), trial_pod(annotations={ANNOTATION_PREEMPTOR_HOLD: RECORD})])
+    cache, service, engine = replica(api)
+    assert [(h.node, h.kind, h.pods) for h in engine.holds.holds()] == [("gpu-a", "preemptor", ("ml/te-0",))]
+    cache._delete_pod(wire.POD_DECODER.decode(json.dumps(victim_pod(leaving=True)).encode()))  # it exits
+    resumed = pod("be-1", uid="uid-be-1", gpus=8, priority=750, labels=BE, job_uid="uid-be")
+    cache._apply_pod(wire.POD_DECODER.decode(json.dumps(resumed).encode()))
+    with cache._lock:
+        kept = filter_offered(engine, engine.pods.get("uid-be-1"), ["gpu-a"])  # type: ignore[arg-type]
+    assert list(kept.feasible) == [] and "kept for ml/te-0" in kept.unresolvable["gpu-a"]
+    bound = {"PodName": "te-0", "PodNamespace": "ml", "PodUID": "uid-te-0", "Node": "gpu-a"}
+    assert json.loads(asyncio.run(service.bind(json.dumps(bound).encode())).body)["Error"] == ""
+    assert api.binding_annotations["uid-te-0"] == {ANNOTATION_PREEMPTOR_HOLD: ""}
+
+
+def test_without_the_record_the_relisted_room_goes_to_the_resumed_pod() -> None:
+    """What the record changes: the same restart with nothing on te-0 keeps no room for it."""
+    api = WritingApi(nodes=[node("gpu-a", gpus=8)], pods=[victim_pod(leaving=True), trial_pod()])
+    _, _, engine = replica(api)
+    assert engine.holds.holds() == []
+
+
+def test_the_resource_fit_engine_alone_answers_without_a_record() -> None:
+    """``preemption.policy: placement``: victims unexplained, nothing recorded."""
+    api = WritingApi(nodes=[node("gpu-a", gpus=8)], pods=[victim_pod(), trial_pod()])
+    engine = ResourceFitEngine()
+    lock = threading.RLock()
+    cache = ClusterCache(api=api, engine=engine, lock=lock, gpu_resource="nvidia.com/gpu", pods=PodStore(), jobs=None)  # type: ignore[arg-type]
+    cache.nodes._list_and_replace()
+    cache.pods._list_and_replace()
+    service = ExtenderService(engine=engine, lock=lock, metrics=ExtenderMetrics(), gpu_resource="nvidia.com/gpu", cluster=cache, readiness=AlwaysReady())
+    preempt(service, cache)
+    assert api.writes == []

@@ -1,0 +1,213 @@
+"""FitGpp's decision recorded on its preemptor (annotation ``cellfit.io/preemptor-hold``,
+scheduler/preemption/records.py) rebuilds exactly that preemptor hold after a restart.
+
+The scene of test_holds_recovered.py: node n1 (8 GPUs) runs best-effort Jobs a and b (4 GPUs
+each); FitGpp preempted b's pod for trial pod te-1 (4 GPUs), and kube-scheduler marked the victim
+DisruptionTarget and deleted it. Then cellfit restarted, and kube-scheduler's attempt for te-1
+that met it down cleared te-1's nomination: only the record ties te-1 to n1 now. The pods come
+from API objects through the translation the watch cache uses.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from scheduler.constants import ANNOTATION_PREEMPTOR_HOLD
+from scheduler.core.fit import ResourceFitEngine
+from scheduler.core.model import JobInfo, NodeInfo
+from scheduler.core.resources import Resources
+from scheduler.errors import InvalidAnnotation
+from scheduler.kube.names import filter_offered
+from scheduler.preemption import FitGppSettings, records
+from scheduler.preemption.engine import FitGppEngine
+from tests.preemption.test_holds_recovered import (
+    BE,
+    GI,
+    JOB_B,
+    NODE,
+    RESUMED_PRIORITY,
+    as_pod,
+    preempted,
+    restarted,
+    running,
+    trial,
+    waiter,
+)
+from tests.support import kube_objects
+
+RECORD = '{"node":"n1","victims":["be-b-0"]}'
+
+
+def recorded(record: str = RECORD, **kwargs: Any) -> dict[str, Any]:
+    """te-1 carrying the record, its nomination cleared unless ``nominated`` is given."""
+    body = trial(**{"nominated": None, **kwargs})
+    body["metadata"].setdefault("annotations", {})[ANNOTATION_PREEMPTOR_HOLD] = record
+    return body
+
+
+def resumed(name: str = "be-b-1") -> dict[str, Any]:
+    return kube_objects.pod(name, uid=name, gpus=4, priority=RESUMED_PRIORITY, labels=BE, job_uid=JOB_B)
+
+
+def holds(engine: FitGppEngine) -> list[tuple[str, str, tuple[str, ...]]]:
+    return [(h.node, h.kind, h.pods) for h in engine.holds.holds()]
+
+
+def test_the_record_reads_back_as_written_and_an_empty_one_is_none() -> None:
+    text = records.encode(node="n1", victims=("be-b-0", "be-c-0"))
+    assert text == '{"node":"n1","victims":["be-b-0","be-c-0"]}'
+    assert records.decode(text) == records.PreemptorRecord(node="n1", victims=("be-b-0", "be-c-0"))
+    assert records.decode("") is None  # emptied by the pod's binding
+
+
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [
+        ("n1", "does not read"),
+        ('{"node":"n1"}', "does not read"),
+        ('{"node":"n1","victims":["a"],"extra":1}', "does not read"),
+        ('{"node":"","victims":["a"]}', "names no node"),
+        ('{"node":"n1","victims":[]}', "names no victim"),
+        ('{"node":"n1","victims":[""]}', "names no victim"),
+    ],
+)
+def test_a_record_that_does_not_read_is_told_naming_the_annotation(text: str, why: str) -> None:
+    with pytest.raises(InvalidAnnotation) as raised:
+        records.decode(text)
+    assert raised.value.field == "metadata.annotations[cellfit.io/preemptor-hold]" and why in str(raised.value)
+
+
+def test_fitgpps_choice_carries_the_record_of_the_node_and_the_victims_it_chose() -> None:
+    engine = FitGppEngine(ResourceFitEngine(), settings=FitGppSettings())
+    engine.apply_node(NODE)
+    engine.apply_pod(as_pod(running("be-a-0", job_uid="job-a", grace=600)))  # FitGpp takes the short grace period
+    engine.apply_pod(as_pod(running("be-b-0", job_uid=JOB_B)))
+    choice = engine.decide_preemption(as_pod(trial(nominated=None)), {"n1": ["be-a-0", "be-b-0"]}, {})
+    assert choice.victims == {"n1": ["be-b-0"]}
+    assert choice.preemptor_record is not None
+    assert records.decode(choice.preemptor_record) == records.PreemptorRecord(node="n1", victims=("be-b-0",))
+    refused = engine.decide_preemption(waiter(), {"n1": ["be-a-0"]}, {})  # a best-effort pod preempts nobody
+    assert refused.victims == {} and refused.preemptor_record is None
+
+
+def test_after_a_restart_that_cleared_the_nomination_the_record_keeps_the_room_from_the_resumed_pod() -> None:
+    engine = restarted([running("be-a-0", job_uid="job-a"), preempted(running("be-b-0", job_uid=JOB_B)), recorded()])
+    assert holds(engine) == [("n1", "preemptor", ("ml/te-1",))]
+    engine.delete_pod("be-b-0")  # the victim exits; its Job makes its next pod, resumed
+    engine.apply_pod(as_pod(resumed()))
+    decision = filter_offered(engine, as_pod(resumed()), ["n1"])
+    assert list(decision.feasible) == []
+    assert decision.unresolvable["n1"].startswith("its free resources are kept for ml/te-1, for which FitGpp preempted")
+    assert list(filter_offered(engine, as_pod(recorded()), ["n1"]).feasible) == ["n1"]
+
+
+def test_after_a_restart_the_recorded_preemptor_takes_no_second_victim_while_its_victim_leaves() -> None:
+    engine = restarted([running("be-a-0", job_uid="job-a"), preempted(running("be-b-0", job_uid=JOB_B)), recorded()])
+    choice = engine.decide_preemption(as_pod(recorded()), {"n1": ["be-a-0"]}, {})
+    assert choice.victims == {} and choice.refusal is not None and "already terminating on node n1" in choice.refusal
+
+
+def test_after_a_restart_once_the_victim_has_exited_the_record_keeps_the_room_from_the_resumed_pod() -> None:
+    """The usual case: the victim exited while cellfit was down, so kube-scheduler's next attempt
+    for te-1 (its cache no longer counting the victim) reached the extender, met it down and
+    cleared the nomination; the Job made its next pod. Nothing but the record ties te-1 to n1."""
+    engine = restarted([running("be-a-0", job_uid="job-a"), recorded(), resumed()])
+    assert holds(engine) == [("n1", "preemptor", ("ml/te-1",))]
+    decision = filter_offered(engine, as_pod(resumed()), ["n1"])
+    assert list(decision.feasible) == [] and "kept for ml/te-1" in decision.unresolvable["n1"]
+    assert list(filter_offered(engine, as_pod(recorded()), ["n1"]).feasible) == ["n1"]
+
+
+@pytest.mark.parametrize(
+    ("pods", "why"),
+    [
+        (
+            [running("be-a-0", job_uid="job-a"), preempted(running("be-b-0", job_uid=JOB_B)), recorded('{"node":"n2","victims":["be-b-0"]}')],
+            "the record names another node than the one its victim leaves",
+        ),
+        (
+            [running("be-a-0", job_uid="job-a"), running("be-c-0", job_uid="job-c", gpus=0), recorded('{"node":"n1","victims":["be-b-0","be-c-0"]}')],
+            "one victim it names is gone, another is not deleted yet",
+        ),
+        (
+            [
+                running("be-a-0", job_uid="job-a"),
+                preempted(running("be-b-0", job_uid=JOB_B), message="default-scheduler: preempting to accommodate a higher priority Pod"),
+                recorded(),
+            ],
+            "its victim leaves for another profile's preemption",
+        ),
+        (
+            [running("be-a-0", job_uid="job-a"), preempted(running("be-b-0", job_uid=JOB_B)), recorded(scheduler="default-scheduler")],
+            "the recorded pod is another scheduler's",
+        ),
+        (
+            [
+                running("be-a-0", job_uid="job-a"),
+                preempted(running("be-b-0", job_uid=JOB_B)),
+                {**recorded(), "metadata": {**recorded()["metadata"], "labels": BE}},
+            ],
+            "FitGpp preempts for trial pods only",
+        ),
+        ([running("be-a-0", job_uid="job-a"), preempted(running("be-b-0", job_uid=JOB_B)), recorded("")], "its binding emptied the record"),
+        ([running("be-a-0", job_uid="job-a"), preempted(running("be-b-0", job_uid=JOB_B)), recorded("n1")], "the record does not read"),
+    ],
+)
+def test_a_record_rebuilds_no_hold_unless_its_victims_leave_its_node_for_this_schedulers_preemption_or_are_gone(pods: list[dict[str, Any]], why: str) -> None:
+    engine = restarted(pods, preemptions_of_b=0)
+    assert holds(engine) == [], why
+    engine.delete_pod("be-b-0")
+    engine.delete_pod("be-c-0")
+    assert list(filter_offered(engine, waiter(), ["n1"]).feasible) == ["n1"], why
+
+
+def test_an_unreadable_record_leaves_the_nomination_trusted() -> None:
+    engine = restarted([running("be-a-0", job_uid="job-a"), preempted(running("be-b-0", job_uid=JOB_B)), recorded("n1", nominated="n1")])
+    assert holds(engine) == [("n1", "preemptor", ("ml/te-1",))]
+
+
+def test_a_victim_the_record_names_starting_to_leave_after_the_restart_rebuilds_the_hold() -> None:
+    # cellfit restarted between its answer (the record written) and kube-scheduler's deletion.
+    engine = restarted([running("be-a-0", job_uid="job-a"), running("be-b-0", job_uid=JOB_B), recorded()])
+    assert holds(engine) == []
+    engine.apply_pod(as_pod(preempted(running("be-b-0", job_uid=JOB_B))))
+    assert holds(engine) == [("n1", "preemptor", ("ml/te-1",))]
+
+
+def test_a_rebuilt_hold_follows_a_later_record_and_a_hold_decided_here_stays() -> None:
+    n2 = NodeInfo(name="n2", allocatable=Resources(32000, 256 * GI, 8))
+    on_n2 = running("be-c-0", job_uid="job-c")
+    on_n2["spec"]["nodeName"] = "n2"
+    engine = restarted([running("be-a-0", job_uid="job-a"), preempted(running("be-b-0", job_uid=JOB_B)), recorded()])
+    engine.apply_node(n2)
+    engine.apply_pod(as_pod(preempted(on_n2)))
+    # Another replica preempted be-c-0 for te-1 on n2 since, and recorded it.
+    engine.apply_pod(as_pod(recorded('{"node":"n2","victims":["be-c-0"]}')))
+    assert holds(engine) == [("n2", "preemptor", ("ml/te-1",))]
+
+    here = FitGppEngine(ResourceFitEngine(), settings=FitGppSettings())
+    for node in (NODE, n2):
+        here.apply_node(node)
+    for body in (running("be-a-0", job_uid="job-a", grace=600), running("be-b-0", job_uid=JOB_B), preempted(on_n2)):
+        here.apply_pod(as_pod(body))
+    assert here.select_victims(as_pod(trial(nominated=None)), {"n1": ["be-b-0"]}, {}) == {"n1": ["be-b-0"]}
+    here.apply_pod(as_pod(recorded('{"node":"n2","victims":["be-c-0"]}')))  # an older record, watched late
+    assert holds(here) == [("n1", "preemptor", ("ml/te-1",))]
+
+
+def test_the_binding_empties_the_record_of_a_recorded_pod_and_of_a_preemptor_decided_here() -> None:
+    engine = restarted([running("be-a-0", job_uid="job-a"), preempted(running("be-b-0", job_uid=JOB_B)), recorded()])
+    engine.delete_pod("be-b-0")
+    assert engine.reserve(as_pod(recorded()), "n1").annotations == {ANNOTATION_PREEMPTOR_HOLD: ""}
+
+    here = FitGppEngine(ResourceFitEngine(), settings=FitGppSettings())
+    here.apply_node(NODE)
+    here.apply_pod(as_pod(running("be-b-0", job_uid=JOB_B)))
+    here.apply_job(JobInfo(uid=JOB_B, namespace="ml", name="be-b"))
+    assert here.select_victims(as_pod(trial(nominated=None)), {"n1": ["be-b-0"]}, {}) == {"n1": ["be-b-0"]}
+    # Bound on n1 before the watch showed the record written (the victim gone meanwhile).
+    here.delete_pod("be-b-0")
+    assert here.reserve(as_pod(trial(nominated=None)), "n1").annotations == {ANNOTATION_PREEMPTOR_HOLD: ""}
+    assert here.reserve(waiter(), "n1").annotations == {}  # nothing recorded, nothing written
