@@ -34,10 +34,11 @@ ANNOTATION_PREEMPTIONS: Final = f"{DOMAIN}/preemptions"
 # On a pending guaranteed pod: the cells the leader's reclaim booked for it (bind-info's format),
 # written before any victim is deleted, so that every replica's engine keeps them for it.
 ANNOTATION_RECLAIM_BOOKING: Final = f"{DOMAIN}/reclaim-booking"
-# On a pending trial pod: the node FitGpp preempted pods on for it and those victims' UIDs
-# (scheduler/preemption/records.py), written by the replica that answered the preempt verb, so
-# that a restarted replica keeps that node's room for the pod while its preemption is in
-# progress (the victims leaving, or gone while it waits); emptied by the pod's binding.
+# On a pending pod: the node the preempt verb's victims for it leave (FitGpp's for a trial pod,
+# HiveD's reclaim for a guaranteed one) and their UIDs (scheduler/preemption/records.py),
+# written by the replica that answered, so that a restarted replica keeps that node's room for
+# the pod while its preemption is in progress (the victims leaving, or gone while it waits);
+# emptied by the pod's binding.
 ANNOTATION_PREEMPTOR_HOLD: Final = f"{DOMAIN}/preemptor-hold"
 # On a placed Job's pod template (so on its pods): the configuration AlloX chose, which the
 # pod-create webhook rewrites the pod into.

@@ -443,6 +443,9 @@ class ExtenderService:
         self._metrics.preemptions.labels(preemptor_class=preemptor_class, rule=rule).inc()
         if not choice.explained:
             log.info("preempting", extra={**context, "rule": rule, "victims": accepted})
+            if self._cluster is not None and choice.preemptor_record is not None:
+                self._cluster.record_preemption(preemptor=pod, preemptor_messages=(), victims=(), victim_message="", job_counts=(),
+                                                preemptor_record=choice.preemptor_record)
             return None
         preemption = self._preemption
         assert preemption is not None  # only FitGpp's choices are explained

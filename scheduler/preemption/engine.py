@@ -351,10 +351,16 @@ class FitGppEngine:
             held = self.inner.reclaim_victims(pod, candidates, victim_pods)
             if held:
                 self.holds.placed_elsewhere(pod.uid)  # its cells are booked: a FitGpp hold elsewhere ends
-                if len(held) == 1:  # kube-scheduler deletes the victims of the one node it picks
-                    for uid in next(iter(held.values())):
-                        self._leave(uid)  # HiveD's reclaim, not FitGpp's: no count, no resume hold
-                return VictimChoice(victims=held, decision=None)
+                if len(held) != 1:
+                    return VictimChoice(victims=held, decision=None)
+                # kube-scheduler deletes the victims of the one node it picks
+                ((node, uids),) = held.items()
+                for uid in uids:
+                    self._leave(uid)  # HiveD's reclaim, not FitGpp's: no count, no resume hold
+                # Recorded as FitGpp's decisions are, by the replica that answered, leader or not:
+                # a restarted replica keeps the node's room for the pod where no record of its
+                # cells (the leader's cellfit.io/reclaim-booking) came before the restart.
+                return VictimChoice(victims=held, decision=None, preemptor_record=records.encode(node=node, victims=tuple(uids)))
         try:
             preemptor_class = job_class_of(pod.labels)
         except InvalidAnnotation as error:

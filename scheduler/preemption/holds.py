@@ -62,9 +62,10 @@ such victim left may be stale, and the evidence is gone once they exit. So
 
 * a pending trial pod of this scheduler nominated to a node where such victims terminate gets
   a preemptor hold there (FitGpp preempts only for trial pods);
-* so does a pending trial pod of this scheduler that carries the record of FitGpp's decision
-  for it (annotation ``cellfit.io/preemptor-hold``, ``records.py``, written by the replica that
-  answered the preempt verb), on the node it names, while one of the victims it names still
+* so does a pending pod of this scheduler that carries the record of the preempt verb's
+  decision for it (annotation ``cellfit.io/preemptor-hold``, ``records.py``, written by the
+  replica that answered: FitGpp's victims for a trial pod, or HiveD's reclaim for a guaranteed
+  pod), on the node it names, while one of the victims it names still
   terminates there or once every one of them is gone: kube-scheduler clears the nomination
   when an attempt meets cellfit down, and its attempts reach cellfit only once the victims have
   exited, so the record is what is left of the preemption after a restart. A hold rebuilt so
@@ -665,11 +666,12 @@ class PreemptionEvidence:
         return list(found.values())
 
     def record_of(self, pod: PodInfo) -> PreemptorRecord | None:
-        """The preemption recorded on a pending trial pod of this scheduler; None for any other
-        pod, and for a record that does not read (only cellfit writes it, the chart's state
-        policy refuses anyone else: one that does not read comes from another version, and the
-        pod is as one without a record, its nomination still trusted)."""
-        if not self._waiting_trial(pod):
+        """The preemption recorded on a pending pod of this scheduler (a trial pod's by FitGpp, a
+        guaranteed pod's by HiveD's reclaim); None for any other pod, and for a record that does
+        not read (only cellfit writes it, the chart's state policy refuses anyone else: one that
+        does not read comes from another version, and the pod is as one without a record, its
+        nomination still trusted)."""
+        if pod.scheduler_name != self.scheduler_name or not _waiting(pod):
             return None
         try:
             return records.decode(pod.annotations.get(ANNOTATION_PREEMPTOR_HOLD, ""))
@@ -689,7 +691,6 @@ class PreemptionEvidence:
 
     def _nomination(self, pod: PodInfo) -> str | None:
         """The node a pending trial pod of this scheduler is nominated to; None for any other pod."""
-        return pod.nominated_node_name if self._waiting_trial(pod) else None
-
-    def _waiting_trial(self, pod: PodInfo) -> bool:
-        return pod.scheduler_name == self.scheduler_name and _waiting(pod) and _is_trial(pod)
+        if pod.scheduler_name != self.scheduler_name or not _waiting(pod) or not _is_trial(pod):
+            return None
+        return pod.nominated_node_name

@@ -26,6 +26,8 @@ from scheduler.kube import wire
 from scheduler.kube.names import filter_offered
 from scheduler.preemption import FitGppSettings
 from scheduler.preemption.engine import FitGppEngine
+from tests.cells.helpers import schedule
+from tests.preemption.test_hived_preemptor_record import GUARANTEED, NODES as HIVED_NODES, engine as hived_engine, opportunistic
 from tests.support.api_double import EventRecordingApi
 from tests.support.kube_objects import node, pod
 
@@ -172,3 +174,52 @@ def test_the_resource_fit_engine_alone_answers_without_a_record() -> None:
     service = ExtenderService(engine=engine, lock=lock, metrics=ExtenderMetrics(), gpu_resource="nvidia.com/gpu", cluster=cache, readiness=AlwaysReady())
     preempt(service, cache)
     assert api.writes == []
+
+
+class RecordingGateway:
+    """The ClusterGateway calls the preempt verb makes, recorded (the writes themselves are
+    ClusterCache's, above)."""
+
+    def __init__(self) -> None:
+        self.preemptions: list[dict[str, Any]] = []
+
+    def record_preemption(self, **call: Any) -> None:
+        self.preemptions.append(call)
+
+    def remember_victims(self, uids: Any) -> None:
+        list(uids)
+
+    def record_pod_event(self, **_: Any) -> None:
+        pass
+
+
+def test_hiveds_reclaim_answered_by_the_preempt_verb_is_handed_to_the_writer_with_its_record() -> None:
+    replica = hived_engine()
+    for i in range(8):
+        placed = schedule(replica, opportunistic(f"o{i}"), HIVED_NODES)  # type: ignore[arg-type]
+        assert placed is not None
+        replica.apply_pod(placed)
+    g = pod("g", uid="g", gpus=4, priority=GUARANTEED, labels={"cellfit.io/virtual-cluster": "a"})
+    g["spec"]["schedulerName"] = "cellfit"
+    gateway = RecordingGateway()
+    service = ExtenderService(
+        engine=replica,
+        lock=threading.RLock(),
+        metrics=ExtenderMetrics(),
+        gpu_resource="nvidia.com/gpu",
+        cluster=gateway,  # type: ignore[arg-type]
+        readiness=AlwaysReady(),
+        preemption=replica,
+    )
+    offered = {"Pod": g, "NodeNames": HIVED_NODES}
+    assert json.loads(service.filter(json.dumps(offered).encode()).body)["NodeNames"] in (None, [])  # g books its cells and waits
+    ((victim,),) = replica.inner.pending_preemptions().values()  # type: ignore[attr-defined]
+    shown = replica.pods.get(victim)
+    assert shown is not None and shown.node_name is not None
+    where = shown.node_name
+    body = {"Pod": g, "NodeNameToMetaVictims": {where: {"Pods": [{"UID": victim}], "NumPDBViolations": 0}}}
+    answer = json.loads(service.preempt(json.dumps(body).encode()).body)
+    assert answer["NodeNameToMetaVictims"] == {where: {"Pods": [{"UID": victim}], "NumPDBViolations": 0}}
+    (call,) = gateway.preemptions
+    assert call["preemptor"].uid == "g" and call["preemptor_messages"] == () and call["job_counts"] == ()
+    assert json.loads(call["preemptor_record"]) == {"node": where, "victims": [victim]}

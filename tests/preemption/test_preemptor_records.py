@@ -143,14 +143,6 @@ def test_after_a_restart_once_the_victim_has_exited_the_record_keeps_the_room_fr
             [running("be-a-0", job_uid="job-a"), preempted(running("be-b-0", job_uid=JOB_B)), recorded(scheduler="default-scheduler")],
             "the recorded pod is another scheduler's",
         ),
-        (
-            [
-                running("be-a-0", job_uid="job-a"),
-                preempted(running("be-b-0", job_uid=JOB_B)),
-                {**recorded(), "metadata": {**recorded()["metadata"], "labels": BE}},
-            ],
-            "FitGpp preempts for trial pods only",
-        ),
         ([running("be-a-0", job_uid="job-a"), preempted(running("be-b-0", job_uid=JOB_B)), recorded("")], "its binding emptied the record"),
         ([running("be-a-0", job_uid="job-a"), preempted(running("be-b-0", job_uid=JOB_B)), recorded("n1")], "the record does not read"),
     ],
