@@ -75,7 +75,8 @@ such victim left may be stale, and the evidence is gone once they exit. So
 
 A rebuilt hold is an ordinary hold: its clock starts when it first keeps a pod off, and it gives
 up ``hold_seconds`` later. A preemptor hold that ended here (it lapsed, or HiveD booked cells
-for the pod) is not rebuilt while the process lives; a restart can rebuild it from the
+for the pod) is not rebuilt on its node while the process lives (a later preemption for the pod
+on another node, by another replica, is); a restart can rebuild it from the
 nomination only while its victims still terminate, so within their grace period, and from the
 record until the pod is bound (its binding empties the record) or deleted, for
 ``hold_seconds`` of keeping pods off after each restart.
@@ -176,7 +177,8 @@ class RoomHolds:
     _resumed: dict[str, _Resumed] = field(default_factory=dict)  # pod UID ->
     _preemptors: dict[str, _PreemptorHold] = field(default_factory=dict)  # preemptor UID ->
     _binding_preemptors: dict[str, _PreemptorHold] = field(default_factory=dict)  # ended by a binding not confirmed yet
-    _ended_preemptors: set[str] = field(default_factory=set)  # holds that lapsed or gave way: never rebuilt
+    # Holds that lapsed or gave way -> their node: never rebuilt there (a preemption elsewhere may be)
+    _ended_preemptors: dict[str, str] = field(default_factory=dict)
     kept_off: int = 0  # nodes kept from a pod, all filters together
     lapsed: int = 0  # holds (a Job on a node) given up after hold_seconds
     _decided: int = 0  # preemptor holds made so far (their order)
@@ -209,16 +211,17 @@ class RoomHolds:
         self._decided += 1
         self._preemptors[preemptor.uid] = _PreemptorHold(node=node_name, seen=preemptor, order=self._decided)
         self._binding_preemptors.pop(preemptor.uid, None)
-        self._ended_preemptors.discard(preemptor.uid)
+        self._ended_preemptors.pop(preemptor.uid, None)
 
     def rebuild_preemptor(self, preemptor: PodInfo, *, node_name: str) -> None:
         """The watch shows ``preemptor`` waiting for victims of this scheduler's preemption on
         ``node_name`` (:class:`PreemptionEvidence`): keep the room for it as :meth:`preempting`
-        did before a restart, unless it has a hold, or had one that ended here. A hold rebuilt
-        so moves to the node the pods show now (another replica's later decision, recorded on
-        the pod); one this process decided stays where it decided it."""
+        did before a restart, unless it has a hold, or had one on that node that ended here
+        (another replica's later preemption elsewhere is kept). A hold rebuilt so moves to the
+        node the pods show now (another replica's later decision, recorded on the pod); one this
+        process decided stays where it decided it."""
         uid = preemptor.uid
-        if uid in self._binding_preemptors or uid in self._ended_preemptors:
+        if uid in self._binding_preemptors or self._ended_preemptors.get(uid) == node_name:
             return
         claim = self._preemptors.get(uid)
         if claim is not None and (not claim.rebuilt or claim.node == node_name):
@@ -250,14 +253,15 @@ class RoomHolds:
         if now <= claim.waiting_until:
             return True
         del self._preemptors[preemptor_uid]
-        self._ended_preemptors.add(preemptor_uid)
+        self._ended_preemptors[preemptor_uid] = claim.node
         self.lapsed += 1
         return False
 
     def placed_elsewhere(self, preemptor_uid: str) -> None:
         """The pod's room is kept otherwise now (HiveD booked cells for it): its hold ends."""
-        if self._preemptors.pop(preemptor_uid, None) is not None:
-            self._ended_preemptors.add(preemptor_uid)
+        claim = self._preemptors.pop(preemptor_uid, None)
+        if claim is not None:
+            self._ended_preemptors[preemptor_uid] = claim.node
 
     def apply_pod(self, pod: PodInfo) -> None:
         """Record a pod's latest state (every pod the watch shows, whatever its Job)."""
@@ -329,7 +333,7 @@ class RoomHolds:
 
     def delete_pod(self, pod_uid: str) -> None:
         self._preemptors.pop(pod_uid, None)
-        self._ended_preemptors.discard(pod_uid)
+        self._ended_preemptors.pop(pod_uid, None)
         self._binding_preemptors.pop(pod_uid, None)
         self._resumed.pop(pod_uid, None)
         self._forget(pod_uid)
@@ -533,8 +537,7 @@ class RoomHolds:
             return
         now = self.clock()
         for uid in [u for u, c in self._preemptors.items() if c.keeping_since is not None and now - c.keeping_since > self.hold_seconds]:
-            del self._preemptors[uid]
-            self._ended_preemptors.add(uid)
+            self._ended_preemptors[uid] = self._preemptors.pop(uid).node
             self.lapsed += 1
         for job in list(self._displaced):
             nodes = self._displaced[job]

@@ -35,6 +35,7 @@ from tests.preemption.test_holds_recovered import (
     trial,
     waiter,
 )
+from tests.preemption.test_holds import FakeClock
 from tests.support import kube_objects
 
 RECORD = '{"node":"n1","victims":["be-b-0"]}'
@@ -203,3 +204,28 @@ def test_the_binding_empties_the_record_of_a_recorded_pod_and_of_a_preemptor_dec
     here.delete_pod("be-b-0")
     assert here.reserve(as_pod(trial(nominated=None)), "n1").annotations == {ANNOTATION_PREEMPTOR_HOLD: ""}
     assert here.reserve(waiter(), "n1").annotations == {}  # nothing recorded, nothing written
+
+
+def test_a_hold_that_lapsed_here_comes_back_for_another_replicas_later_preemption_elsewhere_only() -> None:
+    clock = FakeClock()
+    n2 = NodeInfo(name="n2", allocatable=Resources(32000, 256 * GI, 8))
+    on_n2 = running("be-c-0", job_uid="job-c")
+    on_n2["spec"]["nodeName"] = "n2"
+    # te-1 (2 GPUs) waits for be-b-0, which leaves n1 slowly; its rebuilt hold lapses here.
+    engine = restarted(
+        [running("be-a-0", job_uid="job-a"), preempted(running("be-b-0", job_uid=JOB_B, gpus=2)), recorded(gpus=2)],
+        preemptions_of_b=0,
+        clock=clock,
+        hold_seconds=60,
+    )
+    engine.apply_node(n2)
+    engine.apply_pod(as_pod(on_n2))
+    assert list(filter_offered(engine, waiter(gpus=2), ["n1"]).feasible) == []  # kept off: the clock starts
+    clock.now += 61
+    assert list(filter_offered(engine, waiter(gpus=2), ["n1"]).feasible) == ["n1"] and holds(engine) == []
+    engine.apply_pod(as_pod(recorded(gpus=2)))  # the same record again: the hold stays given up
+    assert holds(engine) == []
+    # Another replica preempted be-c-0 on n2 for te-1 since, and recorded it.
+    engine.apply_pod(as_pod(preempted(on_n2)))
+    engine.apply_pod(as_pod(recorded('{"node":"n2","victims":["be-c-0"]}', gpus=2)))
+    assert holds(engine) == [("n2", "preemptor", ("ml/te-1",))]
