@@ -2,8 +2,9 @@
 its restart, not for the preempted Job's next pod.
 
 The chart's kube-scheduler and cellfit run here (chart_support); KWOK plays the pods. A best-effort
-Job's pod fills a node's 8 GPUs; its process exits 20 s after SIGTERM (grace period 90 s), and
-its Job replaces a preempted pod (podFailurePolicy ignores DisruptionTarget). A trial pod arrives:
+Job's pod fills a node's 8 GPUs; its process exits 30 s after SIGTERM (grace period 90 s; time
+for the test to see the preemption recorded and kill cellfit first), and its Job replaces a
+preempted pod (podFailurePolicy ignores DisruptionTarget). A trial pod arrives:
 kube-scheduler asks cellfit's preempt verb, FitGpp names the best-effort pod, kube-scheduler
 deletes it and nominates the node, and the replica that answered records the decision on the
 trial pod (``cellfit.io/preemptor-hold``). cellfit is killed (SIGKILL) while the victim leaves.
@@ -63,7 +64,7 @@ def test_the_trial_pod_keeps_the_room_fitgpp_freed_across_a_restart_mid_preempti
     where = SCENARIOS.selector("one")
     node = SCENARIOS.node("one")
     name = release.scheduler_name
-    cluster.apply(example_job("be-job", name="be", scheduler_name=name, node_selector=where, gpus=8, exit_after="20s", grace_seconds=90), namespace=ns)
+    cluster.apply(example_job("be-job", name="be", scheduler_name=name, node_selector=where, gpus=8, exit_after="30s", grace_seconds=90), namespace=ns)
 
     def be_pods() -> list[dict[str, Any]]:
         return [p for p in cluster.pods(ns) if p["metadata"]["name"].startswith("be-")]
