@@ -33,6 +33,17 @@ typedef struct {
     const char *name;
 } Wanted;
 
+/* A call's count positional arguments (borrowed), or a TypeError naming the function: for the
+ * calls of a dozen buffers, where PyArg_ParseTuple's format would list each one. */
+static inline int unpack_objects(PyObject *args, PyObject **objects, Py_ssize_t count, const char *function) {
+    if (!PyTuple_Check(args) || PyTuple_GET_SIZE(args) != count) {
+        PyErr_Format(PyExc_TypeError, "%s() takes %zd arguments", function, count);
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < count; i++) objects[i] = PyTuple_GET_ITEM(args, i);
+    return 0;
+}
+
 /* Every argument's buffer, in order, until one is refused: how many were taken (count when all;
  * the error set otherwise). Release them with release_all. */
 static int take_all(PyObject *const *objects, Py_buffer *views, const Wanted *wanted, int count) {

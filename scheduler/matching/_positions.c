@@ -18,48 +18,9 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include "_buffers.h"
+#include "_bound.h"
 #include <stdint.h>
 #include <string.h>
-
-/* positions.py's _LEVELS: Claim 3 counts machines within this many multiples of p. */
-#define LEVELS 16
-
-/* How many of sorted (ascending, count long) are below value: searchsorted left. */
-static Py_ssize_t below(const double *sorted, Py_ssize_t count, double value) {
-    Py_ssize_t low = 0, high = count;
-    while (low < high) {
-        Py_ssize_t middle = low + (high - low) / 2;
-        if (sorted[middle] < value) low = middle + 1;
-        else high = middle;
-    }
-    return low;
-}
-
-/* Claim 3's K_i for the machine at i of the kind's order (Claim 1's bound given): _tightened's
- * closed form for one machine. */
-static int64_t tightened(const double *omega, Py_ssize_t count, int64_t earlier, int64_t runnable, double shortest, double at,
-                         int64_t bound) {
-    double width = shortest * (1.0 - 1e-9);
-    int64_t own = 1 + earlier, shifted = 0, needed = 0, fitting = 0, within = 0;
-    for (int64_t k = 1; k <= LEVELS + 1; k++) {
-        /* needed(k) = k·own + Σ_{m < k-1} W[m] */
-        needed = k * own + shifted;
-        fitting += needed <= runnable;
-        if (k <= LEVELS) {
-            double end = at + (double)k * width;
-            within = (int64_t)below(omega, count, end) - earlier - 1;
-            shifted += within;
-        }
-    }
-    int64_t last = needed, low;
-    if (last <= runnable) {
-        int64_t step = own + within; /* within: W[L-1] */
-        low = step > 0 ? LEVELS + 1 + (runnable - last) / step : bound;
-    } else {
-        low = fitting;
-    }
-    return low < bound ? low : bound;
-}
 
 static PyObject *kind_limits(PyObject *self, PyObject *args) {
     PyObject *objects[5];
@@ -84,23 +45,7 @@ static PyObject *kind_limits(PyObject *self, PyObject *args) {
         if (!valid) {
             PyErr_SetString(PyExc_ValueError, "kind_limits: a KindOrder of one length, members among the limits, n_c >= 1");
         } else {
-            Py_ssize_t head = runnable < count ? (Py_ssize_t)runnable : count;
-            int64_t kept = 0;
-            double kept_omega = 0.0;
-            int have = 0;
-            for (Py_ssize_t i = 0; i < head; i++) {
-                int64_t bound = (runnable - 1 + earlier_or_equal[i] - earlier[i]) / earlier_or_equal[i];
-                if (shortest > 0 && bound >= 2) {
-                    /* Machines freeing together share s_i, the windows and Claim 1's bound. */
-                    if (!have || omega[i] != kept_omega) {
-                        kept = tightened(omega, count, earlier[i], runnable, shortest, omega[i], bound);
-                        kept_omega = omega[i];
-                        have = 1;
-                    }
-                    bound = kept;
-                }
-                limits[members[i]] = bound;
-            }
+            limits_of_kind(members, omega, earlier, earlier_or_equal, count, runnable, shortest, limits);
             result = Py_None;
             Py_INCREF(result);
         }
@@ -134,22 +79,7 @@ static PyObject *slots(PyObject *self, PyObject *args) {
         } else if ((cursor = PyMem_Calloc((size_t)(kind_count * span + 1), sizeof(int64_t))) == NULL && kind_count * span > 0) {
             PyErr_NoMemory();
         } else {
-            /* cursor[c·span + p - 1]: machines of kind c with position p, then where they begin. */
-            for (Py_ssize_t i = 0; i < machines; i++)
-                for (int64_t p = 1; p <= limits[i]; p++) cursor[machine_kind[i] * span + p - 1] += 1;
-            int64_t begin = 0;
-            for (Py_ssize_t cell = 0; cell < kind_count * span; cell++) {
-                int64_t here = cursor[cell];
-                cursor[cell] = begin;
-                begin += here;
-            }
-            for (Py_ssize_t i = 0; i < machines; i++) {
-                for (int64_t p = 1; p <= limits[i]; p++) {
-                    int64_t at = cursor[machine_kind[i] * span + p - 1]++;
-                    machine[at] = i;
-                    position[at] = p;
-                }
-            }
+            slots_of(limits, machine_kind, machines, kind_count, span, cursor, machine, position);
             result = Py_None;
             Py_INCREF(result);
         }

@@ -16,104 +16,11 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include "_buffers.h"
+#include "_canonical.h"
+#include "_bound.h"
 #include <stdint.h>
 #include <math.h>
 #include <stdlib.h>
-
-/* The sort keys of one level, read by the comparators (the GIL held: one sort at a time). */
-static const int64_t *key_kind, *key_machine;
-static const double *key_ready;
-
-/* The level's slots: by kind, then when they start, then machine. */
-static int slot_order(const void *left, const void *right) {
-    int64_t a = *(const int64_t *)left, b = *(const int64_t *)right;
-    if (key_kind[a] != key_kind[b]) return key_kind[a] < key_kind[b] ? -1 : 1;
-    double ra = key_ready[key_machine[a]], rb = key_ready[key_machine[b]];
-    if (ra != rb) return ra < rb ? -1 : 1;
-    if (key_machine[a] != key_machine[b]) return key_machine[a] < key_machine[b] ? -1 : 1;
-    return (a > b) - (a < b);
-}
-
-/* order[0:count] sorted by the comparator above, through scratch (count entries): a bottom-up
- * merge sort whose comparisons the compiler inlines (qsort called the comparator through a
- * pointer for each of the ~n log n comparisons of a level of several hundred jobs, most of a
- * plan's canonical levels). Each comparator is a total order (the index last), so every
- * correct sort gives qsort's order. */
-#define MERGE_SORT(name, order_of)                                                                                   \
-    static void name(int64_t *order, int64_t *scratch, Py_ssize_t count) {                                           \
-        int64_t *from = order, *to = scratch;                                                                        \
-        for (Py_ssize_t width = 1; width < count; width *= 2) {                                                      \
-            for (Py_ssize_t left = 0; left < count; left += 2 * width) {                                             \
-                Py_ssize_t middle = left + width < count ? left + width : count;                                     \
-                Py_ssize_t right = left + 2 * width < count ? left + 2 * width : count;                              \
-                Py_ssize_t i = left, j = middle, k = left;                                                           \
-                while (i < middle && j < right) to[k++] = order_of(&from[j], &from[i]) < 0 ? from[j++] : from[i++]; \
-                while (i < middle) to[k++] = from[i++];                                                              \
-                while (j < right) to[k++] = from[j++];                                                               \
-            }                                                                                                        \
-            int64_t *swapped = from;                                                                                 \
-            from = to;                                                                                               \
-            to = swapped;                                                                                            \
-        }                                                                                                            \
-        if (from != order) memcpy(order, from, sizeof(int64_t) * (size_t)count);                                     \
-    }
-
-MERGE_SORT(sort_slots, slot_order)
-
-/* How many int64 entries levels_of's work space needs beyond its level array. */
-static size_t levels_space(Py_ssize_t count, Py_ssize_t job_count, Py_ssize_t kind_count, int64_t largest) {
-    size_t keys = (size_t)(largest + 1) * (size_t)kind_count, tallies = keys > (size_t)job_count ? keys : (size_t)job_count;
-    return (size_t)(largest + 2) + 3 * ((size_t)count + 1) + tallies + 1;
-}
-
-/* canonical's levels on validated buffers (see the header): each matched job's row and machine
- * into out_rows and out_machine, ready moved; level (count + 1) gets the jobs by position,
- * largest first, each position's in index order (a stable sort by -position, by counting).
- * space: levels_space(...) int64 entries, zeroed. Each level's jobs by kind, then row, then
- * index are every level's at once: a stable counting sort by row, then one by
- * (level, kind) — the order the merge sort by those keys gave a level at a time. */
-static void levels_of(Py_ssize_t count, const int64_t *rows, const int64_t *machine, const int64_t *position, const int64_t *slot_kind,
-                      double *ready, const double *times, Py_ssize_t job_count, Py_ssize_t kind_count, int64_t largest, int64_t *out_rows,
-                      int64_t *out_machine, int64_t *level, int64_t *space) {
-    int64_t *starts = space, *jobs = starts + largest + 2, *scratch = jobs + count + 1, *by_row = scratch + count + 1,
-            *tally = by_row + count + 1;
-    for (Py_ssize_t i = 0; i < count; i++) starts[largest - position[i] + 1] += 1;
-    for (int64_t p = 0; p <= largest; p++) starts[p + 1] += starts[p];
-    for (Py_ssize_t i = 0; i < count; i++) level[starts[largest - position[i]]++] = i;
-    /* by_row: the jobs by row, then index; jobs: those by (level, kind), stably. */
-    for (Py_ssize_t r = 0; r <= job_count; r++) tally[r] = 0;
-    for (Py_ssize_t i = 0; i < count; i++) tally[rows[i] + 1] += 1;
-    for (Py_ssize_t r = 0; r < job_count; r++) tally[r + 1] += tally[r];
-    for (Py_ssize_t i = 0; i < count; i++) by_row[tally[rows[i]]++] = i;
-    int64_t keys = (largest + 1) * (int64_t)kind_count;
-    for (int64_t k = 0; k <= keys; k++) tally[k] = 0;
-    for (Py_ssize_t i = 0; i < count; i++) tally[(largest - position[i]) * kind_count + slot_kind[i] + 1] += 1;
-    for (int64_t k = 0; k < keys; k++) tally[k + 1] += tally[k];
-    for (Py_ssize_t j = 0; j < count; j++) {
-        int64_t i = by_row[j];
-        jobs[tally[(largest - position[i]) * kind_count + slot_kind[i]]++] = i;
-    }
-    key_kind = slot_kind;
-    key_machine = machine;
-    key_ready = ready;
-    Py_ssize_t begin = 0;
-    while (begin < count) {
-        Py_ssize_t end = begin + 1;
-        while (end < count && position[level[end]] == position[level[begin]]) end++;
-        int64_t *at = level + begin, *slots_here = jobs + begin;
-        Py_ssize_t size = end - begin;
-        /* at: the level in index order (kept for the answer); its jobs sorted, then its slots. */
-        for (Py_ssize_t i = 0; i < size; i++) out_rows[at[i]] = rows[slots_here[i]];
-        memcpy(slots_here, at, sizeof(int64_t) * (size_t)size);
-        sort_slots(slots_here, scratch, size);
-        for (Py_ssize_t i = 0; i < size; i++) out_machine[at[i]] = machine[slots_here[i]];
-        for (Py_ssize_t i = 0; i < size; i++) {
-            int64_t slot = slots_here[i];
-            ready[machine[slot]] += times[out_rows[at[i]] * kind_count + slot_kind[slot]];
-        }
-        begin = end;
-    }
-}
 
 static PyObject *canonical_levels(PyObject *self, PyObject *args) {
     PyObject *objects[8];
@@ -575,40 +482,6 @@ static PyObject *rows_of(PyObject *self, PyObject *args) {
     return result;
 }
 
-/* The longest queue first, then as listed (the order _queue_names's lexsort gives a group). */
-static const int64_t *names_count;
-static int queue_order(const void *left, const void *right) {
-    int64_t a = *(const int64_t *)left, b = *(const int64_t *)right;
-    if (names_count[a] != names_count[b]) return names_count[a] > names_count[b] ? -1 : 1;
-    return (a > b) - (a < b);
-}
-
-/* queue_names' steps for one kind on validated buffers (see below): 1 when the kind's order
- * holds and its queues' names are written into label, 0 (nothing written) when it does not.
- * seen (machines + 1, zeroed; the kind's machines are marked) and queues (size + 1) are the
- * work space. */
-static int names_of_kind(const int64_t *members, const double *omega, Py_ssize_t size, int64_t kind, const int64_t *machine_kind,
-                         const double *delay, const int64_t *count, Py_ssize_t machines, int64_t *label, unsigned char *seen, int64_t *queues) {
-    Py_ssize_t of_kind = 0;
-    for (Py_ssize_t m = 0; m < machines; m++) of_kind += machine_kind[m] == kind;
-    int consistent = of_kind == size;
-    for (Py_ssize_t j = 0; consistent && j < size; j++) {
-        int64_t m = members[j];
-        consistent = m >= 0 && m < machines && !seen[m] && machine_kind[m] == kind && omega[j] == delay[m] && (j == 0 || omega[j - 1] <= omega[j]);
-        if (consistent) seen[m] = 1;
-    }
-    if (!consistent) return 0;
-    names_count = count;
-    for (Py_ssize_t begin = 0, end; begin < size; begin = end) {
-        Py_ssize_t used = 0;
-        for (end = begin; end < size && omega[end] == omega[begin]; end++)
-            if (count[members[end]] != 0) queues[used++] = members[end]; /* NumPy's nonzero */
-        qsort(queues, (size_t)used, sizeof(int64_t), queue_order);
-        for (Py_ssize_t r = 0; r < used; r++) label[queues[r]] = members[begin + r];
-    }
-    return 1;
-}
-
 /* queue_names(members, omega, kind, machine_kind, delay, count, label) -> bool
  *   solve._queue_names for one kind: members (int64) and omega (float64), the kind's order
  *   (positions.KindOrder: its machines by wait, ascending); count (int64, per machine, its
@@ -667,9 +540,7 @@ static PyObject *canonical_plan(PyObject *self, PyObject *args) {
     enum { ARGS = 12 };
     PyObject *objects[ARGS];
     (void)self;
-    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOO", &objects[0], &objects[1], &objects[2], &objects[3], &objects[4], &objects[5], &objects[6],
-                          &objects[7], &objects[8], &objects[9], &objects[10], &objects[11]))
-        return NULL;
+    if (unpack_objects(args, objects, ARGS, "canonical_plan") < 0) return NULL;
     static const Wanted wanted[ARGS] = {{'q', 0, 1, "rows"},         {'q', 0, 1, "columns"},      {'q', 0, 1, "slot_machine"},
                                         {'q', 0, 1, "slot_position"}, {'q', 0, 1, "members"},      {'d', 0, 1, "omega"},
                                         {'q', 0, 1, "kind_bounds"},  {'q', 0, 1, "machine_kind"}, {'d', 0, 1, "delay"},
@@ -678,7 +549,6 @@ static PyObject *canonical_plan(PyObject *self, PyObject *args) {
     int taken = take_all(objects, views, wanted, ARGS);
     PyObject *result = NULL;
     int64_t *work = NULL;
-    unsigned char *seen = NULL;
     if (taken == ARGS && !overlapping(views, wanted, ARGS, "canonical_plan")) {
         Py_ssize_t count = views[0].len / 8, slots = views[2].len / 8, laid = views[4].len / 8, machines = views[7].len / 8;
         Py_ssize_t job_count = views[9].shape[0], kind_count = views[9].shape[1];
@@ -698,58 +568,20 @@ static PyObject *canonical_plan(PyObject *self, PyObject *args) {
             valid = rows[i] >= 0 && rows[i] < job_count && columns[i] >= 0 && columns[i] < slots;
             if (valid && slot_position[columns[i]] > largest) largest = slot_position[columns[i]];
         }
-        /* Work space, one block: per machine its queue's length, name, ready and place (4), per
-         * matched job its machine, position, named machine, kind, row and machine out (6), the
-         * levels' order, a kind's queues and the levels' own (levels_space). */
-        size_t size = 4 * ((size_t)machines + 1) + 6 * (size_t)count + ((size_t)count + 1) + (size_t)widest + 1 +
-                      (valid ? levels_space(count, job_count, kind_count, largest) : 0);
         if (!valid) {
             PyErr_SetString(PyExc_ValueError,
                             "canonical_plan: per matched row a row of times and a slot; per slot a machine and a position; kind_bounds "
                             "ascending within members, one per kind of times and one more; per machine a kind of times, a delay; "
                             "bounds one more than machines");
-        } else if ((work = PyMem_Calloc(size, sizeof(int64_t))) == NULL || (seen = PyMem_Calloc((size_t)machines + 1, 1)) == NULL) {
+        } else if ((work = PyMem_Calloc(plan_space(count, job_count, kind_count, machines, widest, largest), sizeof(int64_t))) == NULL) {
             PyErr_NoMemory();
         } else {
-            int64_t *count_of = work, *label = count_of + machines + 1, *place = label + machines + 1;
-            double *ready = (double *)(place + machines + 1);
-            int64_t *machine = (int64_t *)(ready + machines + 1), *position = machine + count, *named = position + count,
-                    *slot_kind = named + count, *out_rows = slot_kind + count, *out_machine = out_rows + count,
-                    *level = out_machine + count, *queues = level + count + 1, *space = queues + widest + 1;
-            for (Py_ssize_t i = 0; i < count; i++) {
-                machine[i] = slot_machine[columns[i]];
-                position[i] = slot_position[columns[i]];
-                count_of[machine[i]] += 1;
-            }
-            for (Py_ssize_t m = 0; m < machines; m++) label[m] = m;
-            int consistent = 1;
-            for (Py_ssize_t k = 0; consistent && k < kind_count; k++)
-                consistent = names_of_kind(members + kind_bounds[k], omega + kind_bounds[k], (Py_ssize_t)(kind_bounds[k + 1] - kind_bounds[k]),
-                                           (int64_t)k, machine_kind, delay, count_of, machines, label, seen, queues);
-            if (consistent) {
-                for (Py_ssize_t i = 0; i < count; i++) {
-                    named[i] = label[machine[i]];
-                    slot_kind[i] = machine_kind[named[i]];
-                }
-                memcpy(ready, delay, sizeof(double) * (size_t)machines);
-                levels_of(count, rows, named, position, slot_kind, ready, times, job_count, kind_count, largest, out_rows, out_machine, level,
-                          space);
-                /* level: the jobs by position, largest first, then index; a stable counting sort
-                 * of it by machine is lexsort((-position, machine)). */
-                for (Py_ssize_t m = 0; m <= machines; m++) bounds[m] = 0;
-                for (Py_ssize_t i = 0; i < count; i++) bounds[out_machine[i] + 1] += 1;
-                for (Py_ssize_t m = 0; m < machines; m++) bounds[m + 1] += bounds[m];
-                for (Py_ssize_t m = 0; m < machines; m++) place[m] = bounds[m];
-                for (Py_ssize_t j = 0; j < count; j++) {
-                    int64_t i = level[j];
-                    queued[place[out_machine[i]]++] = out_rows[i];
-                }
-            }
+            int consistent = plan_of_fold(count, rows, columns, slot_machine, slot_position, members, omega, kind_bounds, machine_kind, delay,
+                                          machines, times, job_count, kind_count, widest, largest, work, bounds, queued);
             result = PyBool_FromLong(consistent);
         }
     }
     PyMem_Free(work);
-    PyMem_Free(seen);
     release_all(views, taken);
     return result;
 }
@@ -774,20 +606,7 @@ static PyObject *kind_stats(PyObject *self, PyObject *args) {
         if (views[1].len / 8 != kinds || views[2].len / 8 != kinds) {
             PyErr_SetString(PyExc_ValueError, "kind_stats: a count and a time per kind (column of times)");
         } else {
-            for (Py_ssize_t k = 0; k < kinds; k++) {
-                runnable[k] = 0;
-                shortest[k] = INFINITY;
-            }
-            for (Py_ssize_t j = 0; j < jobs; j++) {
-                for (Py_ssize_t k = 0; k < kinds; k++) {
-                    double time = times[j * kinds + k];
-                    if (!isfinite(time)) continue;
-                    runnable[k] += 1;
-                    if (time < shortest[k]) shortest[k] = time;
-                }
-            }
-            for (Py_ssize_t k = 0; k < kinds; k++)
-                if (!isfinite(shortest[k])) shortest[k] = 0.0;
+            kind_stats_of(times, jobs, kinds, runnable, shortest);
             result = Py_NewRef(Py_None);
         }
     }

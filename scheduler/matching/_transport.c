@@ -46,6 +46,8 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include "_buffers.h"
+#include "_bound.h"
+#include "_canonical.h"
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -959,6 +961,109 @@ static PyObject *certificate(PyObject *self, PyObject *args) {
     return result;
 }
 
+/* contended_plan(times, rows, machine_kind, delay, members, omega, earlier, earlier_or_equal, kind_bounds, bounds, queued,
+ *                 certain) -> bool
+ *   solve.contended_plan of the problem of rows (int64: rows of times, float64 every job x
+ *   kinds) on the machines (machine_kind int64, delay float64), in one call: the rows' times,
+ *   the bound's jobs per kind (kind_stats), the position bound (kind_limits for every kind some
+ *   row can run on), its slots (slots), the fold with its certificate (fold_certified) and the
+ *   queues after it (canonical_plan), each the same steps as the call it stands for. members,
+ *   omega, earlier and earlier_or_equal: the machines' kind orders laid end to end, kind k's at
+ *   kind_bounds[k]:kind_bounds[k + 1]. Writes bounds (machines + 1), queued (one per row:
+ *   indices of rows, by machine then position, largest first) and certain[0] (1 or 0); False,
+ *   nothing meaningful written, wherever one of those steps would leave its way (the fold or
+ *   a kind's names declined, the certificate not worked out): the caller's steps then run. */
+static PyObject *contended_plan(PyObject *self, PyObject *args) {
+    enum { ARGS = 12 };
+    PyObject *objects[ARGS];
+    (void)self;
+    if (unpack_objects(args, objects, ARGS, "contended_plan") < 0) return NULL;
+    static const Wanted wanted[ARGS] = {{'d', 0, 2, "times"},   {'q', 0, 1, "rows"},        {'q', 0, 1, "machine_kind"},
+                                        {'d', 0, 1, "delay"},   {'q', 0, 1, "members"},     {'d', 0, 1, "omega"},
+                                        {'q', 0, 1, "earlier"}, {'q', 0, 1, "earlier_or_equal"}, {'q', 0, 1, "kind_bounds"},
+                                        {'q', 1, 1, "bounds"},  {'q', 1, 1, "queued"},      {'q', 1, 1, "certain"}};
+    Py_buffer views[ARGS];
+    int taken = take_all(objects, views, wanted, ARGS);
+    PyObject *result = NULL;
+    Arena arena = {.count = 0};
+    if (taken == ARGS && !overlapping(views, wanted, ARGS, "contended_plan")) {
+        Py_ssize_t job_all = views[0].shape[0], kinds = views[0].shape[1], count = views[1].len / 8, machines = views[2].len / 8;
+        Py_ssize_t laid = views[4].len / 8;
+        const double *times_all = views[0].buf, *delay = views[3].buf, *omega = views[5].buf;
+        const int64_t *rows = views[1].buf, *machine_kind = views[2].buf, *members = views[4].buf, *earlier = views[6].buf,
+                      *earlier_or_equal = views[7].buf, *kind_bounds = views[8].buf;
+        int64_t *bounds = views[9].buf, *queued = views[10].buf, *certain_out = views[11].buf, widest = 0;
+        int valid = views[3].len / 8 == machines && views[5].len / 8 == laid && views[6].len / 8 == laid && views[7].len / 8 == laid &&
+                    views[8].len / 8 == kinds + 1 && views[9].len / 8 == machines + 1 && views[10].len / 8 == count && views[11].len / 8 == 1;
+        for (Py_ssize_t k = 0; valid && k <= kinds; k++) {
+            valid = kind_bounds[k] >= (k ? kind_bounds[k - 1] : 0) && kind_bounds[k] <= laid;
+            if (valid && k && kind_bounds[k] - kind_bounds[k - 1] > widest) widest = kind_bounds[k] - kind_bounds[k - 1];
+        }
+        for (Py_ssize_t m = 0; valid && m < machines; m++) valid = machine_kind[m] >= 0 && machine_kind[m] < kinds;
+        for (Py_ssize_t i = 0; valid && i < laid; i++)
+            valid = members[i] >= 0 && members[i] < machines && earlier_or_equal[i] > earlier[i] && earlier[i] >= 0;
+        for (Py_ssize_t r = 0; valid && r < count; r++) valid = rows[r] >= 0 && rows[r] < job_all;
+        if (!valid) {
+            PyErr_SetString(PyExc_ValueError,
+                            "contended_plan: rows of times; per machine a kind of times and a delay; the kind orders of one length, "
+                            "their members among the machines, kind_bounds ascending within them, one per kind and one more; "
+                            "bounds one more than machines, a queued entry per row, one certificate");
+        } else {
+            int answered = 0; /* 1 written, 0 declined, -1 out of memory */
+            double *times = arena_take(&arena, (size_t)(count * kinds) + 1, sizeof(double));
+            int64_t *runnable = arena_take(&arena, (size_t)kinds + 1, sizeof(int64_t));
+            double *shortest = arena_take(&arena, (size_t)kinds + 1, sizeof(double));
+            int64_t *limits = arena_take(&arena, (size_t)machines + 1, sizeof(int64_t));
+            if (!times || !runnable || !shortest || !limits) goto out_of_memory;
+            for (Py_ssize_t r = 0; r < count; r++) memcpy(times + r * kinds, times_all + rows[r] * kinds, sizeof(double) * (size_t)kinds);
+            kind_stats_of(times, count, kinds, runnable, shortest);
+            for (Py_ssize_t m = 0; m < machines; m++) limits[m] = 0;
+            for (Py_ssize_t k = 0; k < kinds; k++)
+                if (runnable[k] > 0 && kind_bounds[k + 1] > kind_bounds[k])
+                    limits_of_kind(members + kind_bounds[k], omega + kind_bounds[k], earlier + kind_bounds[k], earlier_or_equal + kind_bounds[k],
+                                   (Py_ssize_t)(kind_bounds[k + 1] - kind_bounds[k]), runnable[k], shortest[k], limits);
+            int64_t span = 0, total = 0;
+            for (Py_ssize_t m = 0; m < machines; m++) {
+                if (limits[m] > span) span = limits[m];
+                total += limits[m];
+            }
+            int64_t *cursor = arena_take(&arena, (size_t)(kinds * span) + 1, sizeof(int64_t));
+            int64_t *slot_machine = arena_take(&arena, (size_t)total + 1, sizeof(int64_t));
+            int64_t *slot_position = arena_take(&arena, (size_t)total + 1, sizeof(int64_t));
+            int64_t *rows_out = arena_take(&arena, (size_t)count + 1, sizeof(int64_t));
+            int64_t *columns_out = arena_take(&arena, (size_t)count + 1, sizeof(int64_t));
+            if (!cursor || !slot_machine || !slot_position || !rows_out || !columns_out) goto out_of_memory;
+            memset(cursor, 0, sizeof(int64_t) * ((size_t)(kinds * span) + 1));
+            slots_of(limits, machine_kind, machines, kinds, span, cursor, slot_machine, slot_position);
+            int64_t certain = -1;
+            answered = count > 0 ? fold(slot_machine, slot_position, (Py_ssize_t)total, machine_kind, delay, machines, times, count, kinds,
+                                        members, omega, rows_out, columns_out, &certain)
+                                 : 0;
+            if (answered == 1 && (certain < 0 || laid != machines)) answered = 0;
+            if (answered == 1) {
+                int64_t largest = 0;
+                for (Py_ssize_t i = 0; i < count; i++)
+                    if (slot_position[columns_out[i]] > largest) largest = slot_position[columns_out[i]];
+                int64_t *work = arena_take(&arena, plan_space(count, count, kinds, machines, widest, largest), sizeof(int64_t));
+                if (!work) goto out_of_memory;
+                memset(work, 0, sizeof(int64_t) * plan_space(count, count, kinds, machines, widest, largest));
+                answered = plan_of_fold(count, rows_out, columns_out, slot_machine, slot_position, members, omega, kind_bounds, machine_kind,
+                                        delay, machines, times, count, kinds, widest, largest, work, bounds, queued);
+                if (answered) certain_out[0] = certain;
+            }
+            if (answered < 0) goto out_of_memory;
+            result = PyBool_FromLong(answered);
+            goto done;
+        out_of_memory:
+            PyErr_NoMemory();
+        }
+    }
+done:
+    arena_free(&arena);
+    release_all(views, taken);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"solve_groups", solve_groups, METH_VARARGS,
      "solve_groups(cost, flat, bounds, assign, max_augmentations) -> 0 solved, 1 none, 2 declined (see the module's header)"},
@@ -969,6 +1074,9 @@ static PyMethodDef methods[] = {
      "fold_match(slot_machine, slot_position, machine_kind, delay, times, members, omega, rows, columns) -> written (see the header)"},
     {"fold_certified", fold_certified, METH_VARARGS,
      "fold_certified(slot_machine, slot_position, machine_kind, delay, times, members, omega, rows, columns, certain) -> written (see the header)"},
+    {"contended_plan", contended_plan, METH_VARARGS,
+     "contended_plan(times, rows, machine_kind, delay, members, omega, earlier, earlier_or_equal, kind_bounds, bounds, queued, certain) "
+     "-> written: solve.contended_plan in one call (see above it)"},
     {NULL, NULL, 0, NULL},
 };
 

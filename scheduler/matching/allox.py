@@ -34,6 +34,7 @@ from scheduler.matching.solve import (
     Problem,
     Queues,
     contended_plan,
+    contended_plan_of,
     fleet,
     prepare_on,
     rows_on,
@@ -874,9 +875,11 @@ class _Left:
         (Algorithm 2 reads each machine's next job, not the starts and finishes)."""
         if not rows.shape[0]:
             return _Plan((), machines.machine_kind, None, None, {})
-        problem = rows_on(self._every_job, rows, machines)
-        job, bounds, unique = contended_plan(problem)
-        return _Plan(self._every_job.jobs, problem.machine_kind, bounds, rows[job], {}, unique=_once(unique))  # queued: rows of every_job
+        planned = contended_plan_of(self._every_job, rows, machines)
+        if planned is None:
+            planned = contended_plan(rows_on(self._every_job, rows, machines))
+        job, bounds, unique = planned
+        return _Plan(self._every_job.jobs, machines.machine_kind, bounds, rows[job], {}, unique=_once(unique))  # queued: rows of every_job
 
 
 # _Vacancy sums a row's need over n (each a search among the machines' waits) up to this many

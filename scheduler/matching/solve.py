@@ -25,7 +25,7 @@ from scheduler.matching.costs import kind_times, slot_cost_matrix
 from scheduler.matching.errors import InfeasibleInstance, InvalidInstance
 from scheduler.matching.model import Assignment, Job, Machine
 from scheduler.matching.positions import KindOrder, Slots, SlotClasses, all_positions, kind_orders, position_limits, slot_classes, slots_for
-from scheduler.matching.transport import Groups, can_fold, distinct, assign_to_classes, certified, folded_match, only_optimum
+from scheduler.matching.transport import Groups, can_fold, distinct, assign_to_classes, certified, folded_match, only_optimum, planned
 
 try:
     from scheduler.matching import _solve as _built
@@ -496,6 +496,21 @@ def contended_plan(problem: Problem) -> tuple[IntArray, IntArray, Callable[[], b
     bounds = np.zeros(len(problem.machines) + 1, dtype=np.int64)
     np.cumsum(np.bincount(machine, minlength=len(problem.machines)), out=bounds[1:])
     return rows[order], bounds, partial(_only_optimum, matrix, matched_rows, columns) if certain is None else partial(_known, certain)
+
+
+def contended_plan_of(problem: Problem, rows: IntArray, machines: Fleet) -> tuple[IntArray, IntArray, Callable[[], bool]] | None:
+    """:func:`contended_plan` of :func:`rows_on`'s problem (``rows`` of ``problem`` on
+    ``machines``) without making it: every step from the rows to the queues in one call of
+    ``_transport.c`` where it was built (:func:`~scheduler.matching.transport.planned`), the
+    queued jobs as indices of ``rows``; None where it does not answer (no kind orders kept, a
+    buffer not its kind, a step leaving its way), and the caller takes the steps one by one."""
+    if machines.orders is None or not rows.shape[0] or not can_fold():
+        return None
+    answer = planned(times=problem.times, rows=rows, machine_kind=machines.machine_kind, delay=machines.delay, orders=machines.orders)
+    if answer is None:
+        return None
+    queued, bounds, certain = answer
+    return queued, bounds, partial(_known, certain)
 
 
 def _planned_in_c(fold: _Fold, extension: ModuleType) -> tuple[IntArray, IntArray, Callable[[], bool]] | None:

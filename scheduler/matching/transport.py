@@ -45,12 +45,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Final
+from typing import TYPE_CHECKING, Final, Sequence
 
 import numpy as np
 import numpy.typing as npt
 from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import dijkstra
+
+if TYPE_CHECKING:
+    from scheduler.matching.positions import KindOrder
 
 try:
     from scheduler.matching import _transport as _built
@@ -65,6 +68,9 @@ NATIVE: Final = _built is not None  # the extension was built
 native = _built  # the extension in use: None runs phases 2 and 3 in NumPy (the tests compare both)
 # The certificate's test in C, where the extension was built from a source that has it.
 certifying = native if native is not None and hasattr(native, "certificate") else None
+# A plan of Algorithm 2 from its rows to its queues in one call (contended_plan), where the
+# extension was built from a source that has it; None: the steps one by one (the tests compare both).
+planning = native if native is not None and hasattr(native, "contended_plan") else None
 # solve_groups' answers (see _transport.c).
 _SOLVED, _NONE = 0, 1
 
@@ -117,6 +123,37 @@ def assign_to_classes(
 def can_fold() -> bool:
     """Whether :func:`folded_match` can answer: the extension in use has ``fold_match``."""
     return native is not None and hasattr(native, "fold_match")
+
+
+def planned(*, times: FloatArray, rows: IntArray, machine_kind: IntArray, delay: FloatArray, orders: Sequence[KindOrder]) -> tuple[IntArray, IntArray, bool] | None:
+    """:func:`~scheduler.matching.solve.contended_plan` of the problem of ``rows`` (of
+    ``times``, every job's) on the machines (``machine_kind``, ``delay``, their kind orders
+    ``orders``) in one call of the extension (``contended_plan``): the rows' times, the bound,
+    its slots, :func:`folded_match` with the certificate and the queues after it, the same steps
+    as those calls: each machine's queue (``bounds``), the queued indices of ``rows`` and the
+    certificate's answer. None where the extension has no such call, a buffer is not its kind,
+    or a step would leave its way (the caller then takes the steps one by one)."""
+    if planning is None or len(orders) != times.shape[1] or rows.dtype != np.int64 or not rows.flags.c_contiguous:
+        return None
+    if not (_native_buffers(machine_kind, delay) and times.dtype == np.float64 and times.ndim == 2 and times.flags.c_contiguous):
+        return None
+    if not orders:
+        return None
+    members = np.concatenate([order.members for order in orders])
+    omega = np.concatenate([order.omega for order in orders])
+    earlier = np.concatenate([order.earlier for order in orders])
+    earlier_or_equal = np.concatenate([order.earlier_or_equal for order in orders])
+    if not (_native_buffers(members, omega) and earlier.dtype == np.int64 and earlier_or_equal.dtype == np.int64):
+        return None
+    kind_bounds = np.zeros(len(orders) + 1, dtype=np.int64)
+    np.cumsum([order.members.shape[0] for order in orders], out=kind_bounds[1:])
+    bounds = np.empty(machine_kind.shape[0] + 1, dtype=np.int64)
+    queued = np.empty(rows.shape[0], dtype=np.int64)
+    certain = np.full(1, -1, dtype=np.int64)
+    if not planning.contended_plan(times, rows, machine_kind, delay, members, omega, earlier, earlier_or_equal, kind_bounds, bounds, queued,
+                                   certain):
+        return None
+    return queued, bounds, bool(certain[0])
 
 
 def folded_match(*, slot_machine: IntArray, slot_position: IntArray, machine_kind: IntArray, delay: FloatArray, times: FloatArray,

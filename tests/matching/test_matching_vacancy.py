@@ -28,7 +28,7 @@ from scheduler.matching.allox import AlloxScheduler, _Left, _Plan, _Vacancy
 from scheduler.matching.capacity import NodeResources
 from scheduler.matching.fairness import Capacity
 from scheduler.matching.model import Demand, Job, Machine
-from scheduler.matching.solve import FloatArray, Fleet, IntArray, Problem, contended_plan, fleet, prepare_on, rows_on, solve
+from scheduler.matching.solve import FloatArray, Fleet, IntArray, Problem, contended_plan, contended_plan_of, fleet, prepare_on, rows_on, solve
 from tests.matching.test_matching_fast_path import SHARES, instance, straightforward
 
 DEMAND = {"cpu": Demand(cpu=8, memory=8), "gpu": Demand(gpu=1, cpu=1, memory=4)}
@@ -169,8 +169,15 @@ def test_a_burst_at_small_alpha_solves_few_plans(monkeypatch: pytest.MonkeyPatch
         solves += 1
         return contended_plan(problem)
 
+    def counted_plan_of(problem: Problem, rows: IntArray, machines: Fleet) -> tuple[IntArray, IntArray, Callable[[], bool]] | None:
+        nonlocal solves
+        planned = contended_plan_of(problem, rows, machines)
+        solves += planned is not None  # else contended_plan, counted there
+        return planned
+
     monkeypatch.setattr(allox, "solve", counted)
     monkeypatch.setattr(allox, "contended_plan", counted_plan)  # a plan's solve, its times left out
+    monkeypatch.setattr(allox, "contended_plan_of", counted_plan_of)  # the same in one call
     fast = decide(now=now, waiting=waiting, running=[], free_nodes=nodes, capacity=capacity, alpha=0.1, plan_queue=False)
     quick = solves
     solves = 0
