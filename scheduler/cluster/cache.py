@@ -32,7 +32,7 @@ from scheduler.cluster.feed import InterchangeableJobs, SamplingPods
 from scheduler.cluster.pacing import InThread, Pacing, Steps
 from scheduler.cluster.reflector import Reflector
 from scheduler.cells import bindinfo
-from scheduler.cluster.preemptor_records import write_preemptor_record
+from scheduler.cluster.preemptor_records import FollowsPreemptorRecords, clear_preemptor_record, write_preemptor_record
 from scheduler.constants import ANNOTATION_BIND_INFO, ANNOTATION_CONFIGURATIONS, ANNOTATION_PREEMPTIONS, ANNOTATION_PREEMPTOR_HOLD
 from scheduler.core.engine import SchedulingEngine, TracksJobs
 from scheduler.core.groups import DisjointSets
@@ -311,6 +311,10 @@ class ClusterCache:
         # Called, under the lock, when a victim's deletion or end has been applied to the engine
         # (nudge.VictimRequeue.victims_gone); None: nobody to tell.
         self.on_victims_gone: Callable[[], None] | None = None
+        if isinstance(engine, FollowsPreemptorRecords):
+            # A hold rebuilt from the pods' records: its victims watched as the verb's are; an
+            # ended hold's record cleared off its pod, in the background (preemptor_records.py).
+            engine.follow_preemptor_records(watch_victims=self.remember_victims, clear_record=self._clear_preemptor_record)
         self.nodes: Reflector[wire.Node] = self._reflector(
             api, "nodes", wire.NODE_DECODER,
             replace=self._paced(self._replacing_nodes), apply=self._apply_node, delete=self._delete_node,
@@ -621,6 +625,16 @@ class ClusterCache:
                 )
 
         self._writes.submit(write)
+
+    def _clear_preemptor_record(self, pod: PodInfo, record: str) -> None:
+        """The preemptor's record taken off it (if it carries exactly that one), in the
+        background: called under the engine lock, by a verb too."""
+        def clear() -> None:
+            clear_preemptor_record(self._api, pod=pod, record=record)
+
+        self._writes.submit(
+            lambda: self._attempt(lambda: _retried(clear, pauses=COUNT_WRITE_PAUSES_SECONDS), what=f"preemption record cleared off {pod.key}")
+        )
 
     def _raise_preemption_count(self, job: JobInfo, count: int) -> None:
         """Write ``count`` as the Job's preemption count unless the Job, as the API server holds it

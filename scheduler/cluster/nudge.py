@@ -209,7 +209,10 @@ class VictimRequeue:
     answered in between still counts the victim's GPUs as used and refuses the pod, which
     kube-scheduler then parks until another cluster event requeues it: in a quiet cluster, its
     5-minute flush (seen once in the cell exchange's e2e before its controller signalled). One
-    requeue signal after cellfit applied the deletions closes that window. The victims that go
+    requeue signal after cellfit applied the deletions closes that window. The victims are the
+    ones this replica chose (the preempt verb, the leader's reclaim) and, after a restart, those
+    of each preemptor hold it rebuilt from the pods (a preemptor's record or nomination:
+    ``ClusterCache.remember_victims``, told by the engine). The victims that go
     within ``delay_seconds`` of the first share one signal, and signals are at least
     ``min_interval_seconds`` apart. :meth:`victims_gone` only sets an event: the watch cache
     calls it under the engine lock.

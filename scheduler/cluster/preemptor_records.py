@@ -7,17 +7,28 @@ waits for the API server. Like HiveD's reclaim record (stranded.py's ``ReclaimRe
 write goes through the pod's status subresource, which takes a pod's annotations too (the one
 power over pods' objects cellfit's ClusterRole holds beyond deleting them), and is guarded by
 the pod's UID, so a pod re-created under the name is left alone.
+
+Cleared by the replica whose hold for the pod ended without a binding (it lapsed after
+``resumeHoldSeconds`` of keeping pods off, or its wait for pods stuck leaving ran out; holds.py),
+in the background as well: a record left on the pod would have each later restart keep the node's
+room for it again, for a pod that may never go there. That replica, not the leader: a hold ends
+where it keeps pods off, which is the replica beside the active kube-scheduler, and the leader's
+own hold, rebuilt from the record and never asked to keep a pod off, never ends. The patch takes
+the record off only while the pod carries exactly the record that hold stood for, so a later
+decision recorded since (another replica's, elsewhere) stays, and it ends no other replica's
+hold: holds live in each replica's memory, and one rebuilt from a record outlives the record.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Any, Literal, Protocol
+from typing import Any, Callable, Literal, Protocol, Sequence, runtime_checkable
 
 from scheduler.cluster.exchange.objects import pod_status_path
 from scheduler.constants import ANNOTATION_PREEMPTOR_HOLD
 from scheduler.core.model import PodInfo
 from scheduler.errors import KubernetesApiError
+from scheduler.kube.wire import annotation_pointer
 
 log = logging.getLogger(__name__)
 
@@ -41,3 +52,38 @@ def write_preemptor_record(api: PodPatch, *, pod: PodInfo, record: str) -> None:
             "preemption not recorded on its preemptor: the pod is gone, or another by its name took its place",
             extra={"pod": pod.key, "annotation": ANNOTATION_PREEMPTOR_HOLD, "reason": str(error)},
         )
+
+
+def clear_preemptor_record(api: PodPatch, *, pod: PodInfo, record: str) -> bool:
+    """Take ``record`` off ``pod`` if the pod still carries exactly it; whether it was taken off.
+    Nothing for a pod gone (404) or re-created under its name, nor for one carrying another
+    record or none (a ``test`` of the JSON Patch fails: 422, or 409); any other failure is
+    raised (:class:`KubernetesApiError`)."""
+    pointer = annotation_pointer(ANNOTATION_PREEMPTOR_HOLD)
+    operations = [
+        {"op": "test", "path": "/metadata/uid", "value": pod.uid},
+        {"op": "test", "path": pointer, "value": record},
+        {"op": "remove", "path": pointer},
+    ]
+    try:
+        api.write_path("PATCH", pod_status_path(pod.namespace, pod.name), operations, content_type="application/json-patch+json")
+    except KubernetesApiError as error:
+        if error.status not in (404, 409, 422):
+            raise
+        return False
+    log.info(
+        "preemption record cleared off its preemptor: its hold ended without a binding, so a restart keeps no room for it",
+        extra={"pod": pod.key, "annotation": ANNOTATION_PREEMPTOR_HOLD},
+    )
+    return True
+
+
+@runtime_checkable
+class FollowsPreemptorRecords(Protocol):
+    """An engine that rebuilds preemptor holds from the pods' records and ends them
+    (scheduler.preemption.engine.FitGppEngine): its driver watches the rebuilt holds' victims go
+    and clears the records of holds that ended."""
+
+    def follow_preemptor_records(
+        self, *, watch_victims: Callable[[Sequence[str]], None], clear_record: Callable[[PodInfo, str], None]
+    ) -> None: ...

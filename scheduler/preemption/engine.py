@@ -25,7 +25,7 @@ watch brings the Job's new annotation back. Drivers reach this through the
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Mapping, Protocol, Sequence, runtime_checkable
+from typing import Callable, Mapping, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
@@ -201,6 +201,21 @@ class FitGppEngine:
         # Jobs deleted while pods of theirs still run (the garbage collector deletes the pods
         # after the Job): preempting such a pod counts against no Job and keeps no room for it.
         self._deleted_jobs: set[str] = set()
+        # Told the victims of a preemptor hold rebuilt from the pods (follow_preemptor_records).
+        self._watch_victims: Callable[[Sequence[str]], None] | None = None
+
+    def follow_preemptor_records(
+        self, *, watch_victims: Callable[[Sequence[str]], None], clear_record: Callable[[PodInfo, str], None]
+    ) -> None:
+        """Wire the driver's two duties toward the preemptors' records (``records.py``; the watch
+        cache, scheduler/cluster/preemptor_records.py): ``watch_victims`` is told the victims
+        still present of each preemptor hold rebuilt from the pods (after a restart, this process
+        chose none of them, and kube-scheduler may park the preemptor until it is told they went);
+        ``clear_record`` is told the preemptor and its record when a hold standing for one ends
+        without a binding (:attr:`RoomHolds.on_record_ended`). Both are called under the engine
+        lock, in the watch's or a verb's thread: they must not wait."""
+        self._watch_victims = watch_victims
+        self.holds.on_record_ended = clear_record
 
     # ------------------------------------------------------------------ placement: delegated
 
@@ -397,9 +412,10 @@ class FitGppEngine:
         owners = [self._take_victim(victim.uid) for victim in decision.victims]
         for job in dict.fromkeys(owner for owner in owners if owner is not None):
             self._count_preemption(job)
-        self.holds.preempting(pod, node_name=decision.node)
+        record = records.encode(node=decision.node, victims=tuple(decision.victim_uids))
+        self.holds.preempting(pod, node_name=decision.node, record=record)
         return VictimChoice(victims={decision.node: list(decision.victim_uids)}, decision=decision, victim_job_outcome=outcome,
-                            preemptor_record=records.encode(node=decision.node, victims=tuple(decision.victim_uids)))
+                            preemptor_record=record)
 
     def _victim_outcome(self, victims: Sequence[PodInfo | None]) -> str | None:
         """What the preemption does to the victims where it is no pause (their Event tells it
@@ -454,10 +470,14 @@ class FitGppEngine:
         if victim:
             self._rebuild_resume_hold(pod.uid)
         if victim or pod.nominated_node_name is not None or ANNOTATION_PREEMPTOR_HOLD in pod.annotations:
-            for preemptor, node in self._evidence.preemptors_waiting():
-                if isinstance(self.inner, BooksAhead) and self.inner.has_booking(preemptor):
+            for waiting in self._evidence.preemptors_waiting():
+                if isinstance(self.inner, BooksAhead) and self.inner.has_booking(waiting.pod):
                     continue  # its room is kept otherwise (HiveD booked cells for it), as placed_elsewhere ends a hold
-                self.holds.rebuild_preemptor(preemptor, node_name=node)
+                rebuilt = self.holds.rebuild_preemptor(waiting.pod, node_name=waiting.node, record=waiting.record)
+                if rebuilt and waiting.victims and self._watch_victims is not None:
+                    # As the preempt verb remembers the victims it chose: once the watch has seen
+                    # them go, kube-scheduler is made to retry the pod it may have parked.
+                    self._watch_victims(waiting.victims)
 
     def _rebuild_resume_hold(self, pod_uid: str) -> None:
         """A victim of this scheduler's preemption, best-effort, of a Job FitGpp has preempted,

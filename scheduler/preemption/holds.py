@@ -69,7 +69,10 @@ such victim left may be stale, and the evidence is gone once they exit. So
   terminates there or once every one of them is gone: kube-scheduler clears the nomination
   when an attempt meets cellfit down, and its attempts reach cellfit only once the victims have
   exited, so the record is what is left of the preemption after a restart. A hold rebuilt so
-  follows a later record (another replica's later decision); one decided here stays;
+  follows a later record (another replica's later decision); one decided here stays. Its
+  victims still there are handed to the driver (``watch_victims``) as the verb hands over the
+  victims it chose, so that kube-scheduler is made to retry the pod once the watch has seen
+  them go (the requeue signal, scheduler/cluster/nudge.py);
 * each such victim, best-effort, of a Job FitGpp has preempted (``cellfit.io/preemptions``
   above zero), gets its Job a resume hold on its node, as the decision did.
 
@@ -78,8 +81,11 @@ up ``hold_seconds`` later. A preemptor hold that ended here (it lapsed, or HiveD
 for the pod) is not rebuilt on its node while the process lives (a later preemption for the pod
 on another node, by another replica, is); a restart can rebuild it from the
 nomination only while its victims still terminate, so within their grace period, and from the
-record until the pod is bound (its binding empties the record) or deleted, for
-``hold_seconds`` of keeping pods off after each restart.
+record until the pod is bound (its binding empties the record) or deleted, or until a hold
+standing for the record ends without a binding: it lapsed, or its wait for stuck victims ran out
+(:attr:`RoomHolds.on_record_ended`: the driver takes that record off the pod, if the pod still
+carries exactly it). A hold that gave way to HiveD's booking leaves the record to the preempt
+verb that booked, which records HiveD's choice over it.
 
 Pure: the driver feeds pod and Job changes; time comes from the ``clock`` it passes.
 """
@@ -135,6 +141,7 @@ class _PreemptorHold:
     watched: bool = False  # the watch has shown the preemptor since: the pods' record is newer than seen
     waiting_until: float | None = None  # clock reading past which the preemptor waits no more for pods leaving its node
     rebuilt: bool = False  # from what the pods show (PreemptionEvidence), not decided by this process
+    record: str | None = None  # the pod's record of the decision (records.py) this hold stands for, if any
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,6 +173,10 @@ class RoomHolds:
     (seconds, > 0); ``None`` (or no ``clock``): until the pod it keeps room for is bound.
     ``pods``: the pods' one record (``core/pods.py``), kept by whoever built these holds with it;
     without one the holds keep their own from the events they are given.
+    ``on_record_ended``: told the preemptor and the record of its decision (``records.py``) when
+    a preemptor hold that stands for a record ends without the pod's binding (it lapsed, or its
+    wait for pods leaving its node ran out), so that its driver clears the record off the pod and
+    a restart does not keep the room again; called under the caller's lock, so it must not wait.
     """
 
     hold_seconds: float | None = None
@@ -182,6 +193,7 @@ class RoomHolds:
     kept_off: int = 0  # nodes kept from a pod, all filters together
     lapsed: int = 0  # holds (a Job on a node) given up after hold_seconds
     _decided: int = 0  # preemptor holds made so far (their order)
+    on_record_ended: Callable[[PodInfo, str], None] | None = None
     _store: PodStore = field(init=False)
     _records_pods: bool = field(init=False)
 
@@ -205,29 +217,33 @@ class RoomHolds:
         if record is not None:
             record.gone += 1
 
-    def preempting(self, preemptor: PodInfo, *, node_name: str) -> None:
+    def preempting(self, preemptor: PodInfo, *, node_name: str, record: str | None = None) -> None:
         """FitGpp preempted pods on ``node_name`` for ``preemptor`` (a hold it had on another
-        node ends: kube-scheduler nominates a pod to one node)."""
+        node ends: kube-scheduler nominates a pod to one node); ``record``: the decision as the
+        pod is given it to carry (``records.py``)."""
         self._decided += 1
-        self._preemptors[preemptor.uid] = _PreemptorHold(node=node_name, seen=preemptor, order=self._decided)
+        self._preemptors[preemptor.uid] = _PreemptorHold(node=node_name, seen=preemptor, order=self._decided, record=record)
         self._binding_preemptors.pop(preemptor.uid, None)
         self._ended_preemptors.pop(preemptor.uid, None)
 
-    def rebuild_preemptor(self, preemptor: PodInfo, *, node_name: str) -> None:
+    def rebuild_preemptor(self, preemptor: PodInfo, *, node_name: str, record: str | None = None) -> bool:
         """The watch shows ``preemptor`` waiting for victims of this scheduler's preemption on
-        ``node_name`` (:class:`PreemptionEvidence`): keep the room for it as :meth:`preempting`
+        ``node_name`` (:class:`PreemptionEvidence`; ``record``: the pod's record it read that
+        from, None for a nomination): keep the room for it as :meth:`preempting`
         did before a restart, unless it has a hold, or had one on that node that ended here
         (another replica's later preemption elsewhere is kept). A hold rebuilt so moves to the
         node the pods show now (another replica's later decision, recorded on the pod); one this
-        process decided stays where it decided it."""
+        process decided stays where it decided it. Whether a hold was rebuilt or moved now."""
         uid = preemptor.uid
         if uid in self._binding_preemptors or self._ended_preemptors.get(uid) == node_name:
-            return
+            return False
         claim = self._preemptors.get(uid)
         if claim is not None and (not claim.rebuilt or claim.node == node_name):
-            return
+            return False
         self._decided += 1
-        self._preemptors[uid] = _PreemptorHold(node=node_name, seen=preemptor, order=self._decided, watched=True, rebuilt=True)
+        self._preemptors[uid] = _PreemptorHold(node=node_name, seen=preemptor, order=self._decided, watched=True, rebuilt=True,
+                                               record=record)
+        return True
 
     def nominated_node(self, preemptor_uid: str) -> str | None:
         """The node FitGpp last preempted pods on for this pod, while its hold lasts (the node
@@ -252,13 +268,14 @@ class RoomHolds:
             claim.waiting_until = now + grace_seconds() + self.hold_seconds
         if now <= claim.waiting_until:
             return True
-        del self._preemptors[preemptor_uid]
-        self._ended_preemptors[preemptor_uid] = claim.node
-        self.lapsed += 1
+        self._lapse_preemptor(preemptor_uid)
         return False
 
     def placed_elsewhere(self, preemptor_uid: str) -> None:
-        """The pod's room is kept otherwise now (HiveD booked cells for it): its hold ends."""
+        """The pod's room is kept otherwise now (HiveD booked cells for it): its hold ends. Its
+        record is not cleared: the preempt verb that booked the cells records HiveD's choice on
+        the pod at once, replacing it (a clear written before it could take off a record equal to
+        the new one), and a restarted replica keeps no hold for a pod HiveD booked cells for."""
         claim = self._preemptors.pop(preemptor_uid, None)
         if claim is not None:
             self._ended_preemptors[preemptor_uid] = claim.node
@@ -537,8 +554,7 @@ class RoomHolds:
             return
         now = self.clock()
         for uid in [u for u, c in self._preemptors.items() if c.keeping_since is not None and now - c.keeping_since > self.hold_seconds]:
-            self._ended_preemptors[uid] = self._preemptors.pop(uid).node
-            self.lapsed += 1
+            self._lapse_preemptor(uid)
         for job in list(self._displaced):
             nodes = self._displaced[job]
             for node in [n for n, r in nodes.items() if self._expired(r, waited_for=job in self._pending, now=now)]:
@@ -546,6 +562,15 @@ class RoomHolds:
                 self.lapsed += 1
             if not nodes:
                 del self._displaced[job]
+
+    def _lapse_preemptor(self, uid: str) -> None:
+        """The preemptor's hold gives up: not rebuilt on its node while this process lives, and
+        its record told (:attr:`on_record_ended`), so that no restart rebuilds it either."""
+        claim = self._preemptors.pop(uid)
+        self._ended_preemptors[uid] = claim.node
+        self.lapsed += 1
+        if claim.record is not None and self.on_record_ended is not None:
+            self.on_record_ended(self._store.get(uid) or claim.seen, claim.record)
 
     def _expired(self, record: _Displacement, *, waited_for: bool, now: float) -> bool:
         """Whether a hold has kept pods off for ``hold_seconds``, or has waited that long, its
@@ -603,6 +628,17 @@ def _waiting(pod: PodInfo) -> bool:
     return pod.node_name is None and pod.phase not in TERMINAL_PHASES and not pod.terminating
 
 
+@dataclass(frozen=True, slots=True)
+class WaitingPreemptor:
+    """A pending pod the pods show waiting for its preemption's victims to leave ``node``
+    (:meth:`PreemptionEvidence.preemptors_waiting`)."""
+
+    pod: PodInfo
+    node: str
+    record: str | None  # the pod's record (records.py) this was read from; None: its nomination
+    victims: tuple[str, ...]  # UIDs of its victims the watch still shows
+
+
 @dataclass(slots=True)
 class PreemptionEvidence:
     """What the pods show of this scheduler's preemptions in progress (module docstring, "After
@@ -653,19 +689,21 @@ class PreemptionEvidence:
             and disruption.message.startswith(f"{self.scheduler_name}:")
         )
 
-    def preemptors_waiting(self) -> list[tuple[PodInfo, str]]:
-        """(preemptor, node) for each pending trial pod whose recorded preemption (the node
-        FitGpp chose, ``records.py``) is in progress (:meth:`_in_progress`), and for each other
-        one nominated to a node where victims still leave (kube-scheduler clears the nomination
-        when an attempt meets cellfit down; the record stays)."""
-        found: dict[str, tuple[PodInfo, str]] = {}
+    def preemptors_waiting(self) -> list[WaitingPreemptor]:
+        """Each pending trial pod whose recorded preemption (the node FitGpp chose,
+        ``records.py``) is in progress (:meth:`_in_progress`), and each other one nominated to a
+        node where victims still leave (kube-scheduler clears the nomination when an attempt
+        meets cellfit down; the record stays)."""
+        found: dict[str, WaitingPreemptor] = {}
         for pod, record in self._recorded.values():
             if self._in_progress(record):
-                found[pod.uid] = (pod, record.node)
+                present = tuple(uid for uid in record.victims if self.present(uid))
+                found[pod.uid] = WaitingPreemptor(pod=pod, node=record.node, record=pod.annotations[ANNOTATION_PREEMPTOR_HOLD],
+                                                  victims=present)
         for pod in self._nominated.values():
             node = self._nomination(pod)
             if pod.uid not in found and node is not None and node in self._victims_on:
-                found[pod.uid] = (pod, node)
+                found[pod.uid] = WaitingPreemptor(pod=pod, node=node, record=None, victims=tuple(sorted(self._victims_on[node])))
         return list(found.values())
 
     def record_of(self, pod: PodInfo) -> PreemptorRecord | None:

@@ -27,6 +27,7 @@ from scheduler.kube.names import filter_offered
 from scheduler.preemption import FitGppSettings
 from scheduler.preemption.engine import FitGppEngine
 from tests.cells.helpers import schedule
+from tests.preemption.test_holds import FakeClock
 from tests.preemption.test_hived_preemptor_record import GUARANTEED, NODES as HIVED_NODES, engine as hived_engine, opportunistic
 from tests.support.api_double import EventRecordingApi
 from tests.support.kube_objects import node, pod
@@ -77,8 +78,8 @@ def victim_pod(*, leaving: bool = False) -> dict[str, Any]:
     return body
 
 
-def replica(api: WritingApi) -> tuple[ClusterCache, ExtenderService, FitGppEngine]:
-    engine = FitGppEngine(ResourceFitEngine(), settings=FitGppSettings())
+def replica(api: WritingApi, *, clock: FakeClock | None = None, hold_seconds: float | None = None) -> tuple[ClusterCache, ExtenderService, FitGppEngine]:
+    engine = FitGppEngine(ResourceFitEngine(), settings=FitGppSettings(), resume_hold_seconds=hold_seconds, clock=clock)
     lock = threading.RLock()
     cache = ClusterCache(api=api, engine=engine, lock=lock, gpu_resource="nvidia.com/gpu", pods=engine.pods, jobs=engine)  # type: ignore[arg-type]
     cache.nodes._list_and_replace()
@@ -223,3 +224,87 @@ def test_hiveds_reclaim_answered_by_the_preempt_verb_is_handed_to_the_writer_wit
     (call,) = gateway.preemptions
     assert call["preemptor"].uid == "g" and call["preemptor_messages"] == () and call["job_counts"] == ()
     assert json.loads(call["preemptor_record"]) == {"node": where, "victims": [victim]}
+
+
+class PatchingApi(WritingApi):
+    """Also applies the JSON Patches written to a pod's status to the pods it lists, as the API
+    server would: a ``test`` that fails is refused with HTTP 422 and changes nothing."""
+
+    def write_path(self, method: str, path: str, body: Any, *, content_type: str = "application/json") -> bytes:
+        super().write_path(method, path, body, content_type=content_type)
+        if content_type != "application/json-patch+json":
+            return b"{}"
+        name = path.split("/")[-2]
+        (shown,) = [p for p in self.pods if p["metadata"]["name"] == name]
+        for operation in body:
+            *parents, leaf = [part.replace("~1", "/").replace("~0", "~") for part in operation["path"].split("/")[1:]]
+            target = shown
+            for part in parents:
+                target = target.get(part, {})
+            if operation["op"] == "test" and target.get(leaf) != operation["value"]:
+                raise KubernetesApiError(f"patch {path}: test failed", status=422)
+        for operation in body:
+            if operation["op"] == "remove":
+                del shown["metadata"]["annotations"][ANNOTATION_PREEMPTOR_HOLD]
+        return b"{}"
+
+
+def resumed_pod(cache: ClusterCache) -> Any:
+    """The victim Job's next pod, as the watch shows it."""
+    body = pod("be-1", uid="uid-be-1", gpus=8, priority=750, labels=BE, job_uid="uid-be")
+    cache._apply_pod(wire.POD_DECODER.decode(json.dumps(body).encode()))
+    return cache._pods.get("uid-be-1")
+
+
+def test_a_rebuilt_hold_that_lapses_clears_its_record_off_the_pod_and_the_next_restart_keeps_no_room() -> None:
+    clock = FakeClock()
+    # Restarted after the victim exited: the record alone keeps gpu-a for te-0.
+    api = PatchingApi(nodes=[node("gpu-a", gpus=8)], pods=[trial_pod(annotations={ANNOTATION_PREEMPTOR_HOLD: RECORD})])
+    cache, _, engine = replica(api, clock=clock, hold_seconds=60)
+    resumed = resumed_pod(cache)
+    with cache._lock:
+        assert list(filter_offered(engine, resumed, ["gpu-a"]).feasible) == []  # kept off: its 60 s start
+        clock.now += 61
+        assert list(filter_offered(engine, resumed, ["gpu-a"]).feasible) == ["gpu-a"]  # given up
+    cache._writes.shutdown(wait=True)
+    assert api.writes == [(
+        "PATCH",
+        "/api/v1/namespaces/ml/pods/te-0/status",
+        [
+            {"op": "test", "path": "/metadata/uid", "value": "uid-te-0"},
+            {"op": "test", "path": "/metadata/annotations/cellfit.io~1preemptor-hold", "value": RECORD},
+            {"op": "remove", "path": "/metadata/annotations/cellfit.io~1preemptor-hold"},
+        ],
+        "application/json-patch+json",
+    )]
+    assert ANNOTATION_PREEMPTOR_HOLD not in api.pods[0]["metadata"]["annotations"]
+    _, _, again = replica(api)  # the next restart
+    assert again.holds.holds() == []
+
+
+def test_a_later_record_another_replica_wrote_is_not_cleared_by_a_lapse_here() -> None:
+    clock = FakeClock()
+    api = PatchingApi(nodes=[node("gpu-a", gpus=8)], pods=[trial_pod(annotations={ANNOTATION_PREEMPTOR_HOLD: RECORD})])
+    cache, _, engine = replica(api, clock=clock, hold_seconds=60)
+    later = '{"node":"gpu-b","victims":["uid-other"]}'
+    api.pods[0]["metadata"]["annotations"][ANNOTATION_PREEMPTOR_HOLD] = later  # written since, not watched yet
+    resumed = resumed_pod(cache)
+    with cache._lock:
+        filter_offered(engine, resumed, ["gpu-a"])
+        clock.now += 61
+        assert list(filter_offered(engine, resumed, ["gpu-a"]).feasible) == ["gpu-a"]
+    cache._writes.shutdown(wait=True)
+    assert [w[3] for w in api.writes] == ["application/json-patch+json"]  # tried once: refused, not retried
+    assert api.pods[0]["metadata"]["annotations"][ANNOTATION_PREEMPTOR_HOLD] == later
+
+
+def test_a_replica_that_rebuilt_the_hold_from_the_record_is_told_once_its_watch_has_seen_the_victim_go() -> None:
+    """After a restart while the victim leaves: the requeue signal's cue (on_victims_gone) comes
+    when the watch shows the victim the record names gone, as it does for a victim the verb chose."""
+    api = WritingApi(nodes=[node("gpu-a", gpus=8)], pods=[victim_pod(leaving=True), trial_pod(annotations={ANNOTATION_PREEMPTOR_HOLD: RECORD})])
+    cache, _, engine = replica(api)
+    told: list[str] = []
+    cache.on_victims_gone = lambda: told.append("victims gone")
+    assert [(h.node, h.kind) for h in engine.holds.holds()] == [("gpu-a", "preemptor")]
+    cache._delete_pod(wire.POD_DECODER.decode(json.dumps(victim_pod(leaving=True)).encode()))  # it exits
+    assert told == ["victims gone"]

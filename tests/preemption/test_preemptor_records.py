@@ -229,3 +229,92 @@ def test_a_hold_that_lapsed_here_comes_back_for_another_replicas_later_preemptio
     engine.apply_pod(as_pod(preempted(on_n2)))
     engine.apply_pod(as_pod(recorded('{"node":"n2","victims":["be-c-0"]}', gpus=2)))
     assert holds(engine) == [("n2", "preemptor", ("ml/te-1",))]
+
+
+class Driver:
+    """What the engine tells its driver of the records (FitGppEngine.follow_preemptor_records)."""
+
+    def __init__(self, engine: FitGppEngine) -> None:
+        self.watched: list[tuple[str, ...]] = []
+        self.cleared: list[tuple[str, str]] = []  # (pod UID, record)
+        engine.follow_preemptor_records(watch_victims=lambda uids: self.watched.append(tuple(uids)),
+                                        clear_record=lambda pod, record: self.cleared.append((pod.uid, record)))
+
+
+def lapsing(pods: list[dict[str, Any]], clock: FakeClock) -> tuple[FitGppEngine, Driver]:
+    """A restarted engine (holds give up after 60 s of keeping pods off) whose driver follows
+    the records from its first list on."""
+    engine = FitGppEngine(ResourceFitEngine(), settings=FitGppSettings(), resume_hold_seconds=60, clock=clock)
+    driver = Driver(engine)
+    engine.apply_node(NODE)
+    for body in pods:
+        engine.apply_pod(as_pod(body))
+    return engine, driver
+
+
+def test_a_hold_rebuilt_from_a_record_that_lapses_has_its_driver_clear_that_record() -> None:
+    clock = FakeClock()
+    # The victim exited while cellfit was down: the record alone rebuilds the hold.
+    engine, driver = lapsing([running("be-a-0", job_uid="job-a"), recorded()], clock)
+    assert holds(engine) == [("n1", "preemptor", ("ml/te-1",))]
+    assert list(filter_offered(engine, waiter(), ["n1"]).feasible) == []  # kept off: the clock starts
+    clock.now += 59
+    assert holds(engine) and driver.cleared == []  # within its time, the record stays
+    clock.now += 2
+    assert list(filter_offered(engine, waiter(), ["n1"]).feasible) == ["n1"]
+    assert driver.cleared == [("te-1", RECORD)]
+    assert holds(engine) == [] and driver.cleared == [("te-1", RECORD)]  # told once
+
+
+def test_a_hold_decided_here_that_lapses_has_its_record_cleared_and_one_of_a_nomination_clears_nothing() -> None:
+    clock = FakeClock()
+    engine, driver = lapsing([running("be-a-0", job_uid="job-a", grace=600), running("be-b-0", job_uid=JOB_B, gpus=2)], clock)
+    choice = engine.decide_preemption(as_pod(trial(nominated=None, gpus=2)), {"n1": ["be-b-0"]}, {})
+    assert choice.victims == {"n1": ["be-b-0"]} and choice.preemptor_record is not None
+    engine.delete_pod("be-b-0")
+    assert list(filter_offered(engine, waiter(), ["n1"]).feasible) == []
+    clock.now += 61
+    assert holds(engine) == [] and driver.cleared == [("te-1", choice.preemptor_record)]
+    assert driver.watched == []  # the verb remembers the victims it chose itself
+
+    # Rebuilt from kube-scheduler's nomination alone: no record to clear.
+    nominated, told = lapsing([running("be-a-0", job_uid="job-a"), preempted(running("be-b-0", job_uid=JOB_B)), trial()], clock)
+    assert holds(nominated) == [("n1", "preemptor", ("ml/te-1",))]
+    nominated.delete_pod("be-b-0")
+    assert list(filter_offered(nominated, waiter(), ["n1"]).feasible) == []
+    clock.now += 61
+    assert holds(nominated) == [] and told.cleared == []
+
+
+def test_a_recorded_hold_whose_wait_for_stuck_victims_runs_out_has_its_record_cleared() -> None:
+    clock = FakeClock()
+    engine, driver = lapsing([running("be-a-0", job_uid="job-a"), preempted(running("be-b-0", job_uid=JOB_B)), recorded()], clock)
+    refused = engine.decide_preemption(as_pod(recorded()), {"n1": ["be-a-0"]}, {})
+    assert refused.victims == {} and driver.cleared == []  # it waits for be-b-0 (grace 30 s) and 60 s more
+    clock.now += 91
+    engine.decide_preemption(as_pod(recorded()), {"n1": ["be-a-0"]}, {})  # be-b-0 is stuck (a finalizer, say)
+    assert driver.cleared == [("te-1", RECORD)]
+
+
+def test_a_hold_rebuilt_from_a_record_has_its_driver_watch_the_victims_still_there_once() -> None:
+    clock = FakeClock()
+    engine, driver = lapsing([running("be-a-0", job_uid="job-a"), preempted(running("be-b-0", job_uid=JOB_B)), recorded()], clock)
+    assert holds(engine) == [("n1", "preemptor", ("ml/te-1",))]
+    assert driver.watched == [("be-b-0",)]
+    engine.apply_pod(as_pod(recorded()))  # the same record again, and the victim's later events
+    engine.apply_pod(as_pod(preempted(running("be-b-0", job_uid=JOB_B))))
+    assert driver.watched == [("be-b-0",)]
+
+    # A victim that starts leaving after the restart: watched once the hold is rebuilt.
+    later, told = lapsing([running("be-a-0", job_uid="job-a"), running("be-b-0", job_uid=JOB_B), recorded()], clock)
+    assert told.watched == []
+    later.apply_pod(as_pod(preempted(running("be-b-0", job_uid=JOB_B))))
+    assert told.watched == [("be-b-0",)]
+
+    # Every victim gone already: nothing to watch for.
+    gone, none = lapsing([running("be-a-0", job_uid="job-a"), recorded()], clock)
+    assert holds(gone) == [("n1", "preemptor", ("ml/te-1",))] and none.watched == []
+
+    # Rebuilt from the nomination: the victims leaving its node are watched as well.
+    nominated, by_node = lapsing([running("be-a-0", job_uid="job-a"), preempted(running("be-b-0", job_uid=JOB_B)), trial()], clock)
+    assert holds(nominated) == [("n1", "preemptor", ("ml/te-1",))] and by_node.watched == [("be-b-0",)]
