@@ -348,9 +348,11 @@ def _estimating(job: JobFacts, view: CellfitView, estimated: Condition | None) -
 
 
 def _sample(row: Mapping[str, Any]) -> str:
-    """``cpu short (pod: failure)``: the estimator's sample row (configuration, length short or long)."""
+    """``cpu short (pod: failure)``: the estimator's sample row (configuration, length short or long);
+    a pending sample's ``reason``, the scheduler's, in place of a failure."""
     length = f" {row['length']}" if row.get("length") else ""
-    failure = f": {row['failure']}" if row.get("failure") else ""
+    said = row.get("failure") or row.get("reason")
+    failure = f": {said}" if said else ""
     return f"{row.get('configuration', '?')}{length} ({row.get('pod', '?')}{failure})"
 
 
@@ -529,7 +531,7 @@ def explain_pod(pod: PodFacts, view: CellfitView) -> Answer:
     preempting = _preempting(pod)
     if preempting is not None:
         return preempting
-    answer = _pending(pod, view)
+    answer = _refused(pod, _pending(pod, view))
     if pod.nominated_node is None:
         return answer
     if answer.reason == "pending" and answer.summary.startswith("pending: "):
@@ -556,6 +558,20 @@ def _preempting(pod: PodFacts) -> Answer | None:
         "once its victims have left (their grace period)",
         details=tuple(line for e, _ in found for line in _seen(e)) + (_seen(failed) if failed else ()),
     )
+
+
+NEVER_REFUSED = "cellfit cannot place this pod as written"  # the preempt verb's refusal of such a pod (extender/service.py)
+
+
+def _refused(pod: PodFacts, answer: Answer) -> Answer:
+    """``answer`` with cellfit's last refusal to preempt for the pod (its ``PreemptionRefused``
+    Event, the preempt verb's reason: FitGpp's, HiveD's): kube-scheduler's FailedScheduling says
+    why no node fits, the refusal why nothing was preempted to make one fit. A pod never
+    placeable as written is told that already (the refusal says the same)."""
+    refused = _last(pod.events, "PreemptionRefused")
+    if refused is None or answer.reason == NEVER or refused.message.startswith(NEVER_REFUSED):
+        return answer
+    return replace(answer, summary=f"{answer.summary}; {refused.message}", details=answer.details + _seen(refused))
 
 
 def _pending(pod: PodFacts, view: CellfitView) -> Answer:

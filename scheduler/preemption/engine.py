@@ -25,7 +25,7 @@ watch brings the Job's new annotation back. Drivers reach this through the
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Callable, Mapping, Protocol, Sequence, runtime_checkable
+from typing import Callable, Collection, Mapping, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
@@ -40,7 +40,7 @@ from scheduler.constants import ANNOTATION_PREEMPTOR_HOLD
 from scheduler.core.pods import PodStore
 from scheduler.errors import InvalidAnnotation
 from scheduler.preemption import records
-from scheduler.preemption.fitgpp import NoVictims, PreemptionDecision, choose_victims
+from scheduler.preemption.fitgpp import Normalisers, NoVictims, PreemptionDecision, choose_victims
 from scheduler.preemption.holds import Clock, PreemptionEvidence, RoomHolds
 from scheduler.preemption.model import (
     FitGppSettings,
@@ -68,6 +68,18 @@ def _merged(verdicts: Verdicts, more: dict[str, list[int]]) -> Verdicts:
         known = merged.get(reason)
         merged[reason] = np.array(at, dtype=np.int64) if known is None else np.concatenate([known, at])
     return merged
+
+
+def _not_claimable(foreign: Sequence[str], *, left: str | None) -> str:
+    """Why FitGpp took no victim where it passed over the best-effort pods ``foreign`` (keys, at
+    least one) as guaranteed pods of another VC, which never lose their cells (HiveD's
+    guarantee): every pod on the offered nodes was one (``left`` None), or FitGpp's reason
+    ``left`` among the others."""
+    named = foreign[0] + (f" and {len(foreign) - 1} more" if len(foreign) > 1 else "")
+    if left is None:
+        return (f"every best-effort pod on the offered nodes ({named}) is a guaranteed pod of another virtual cluster, "
+                "whose cells it never loses")
+    return f"{left}, leaving out {named}: guaranteed pods of another virtual cluster, whose cells they never lose"
 
 
 @runtime_checkable
@@ -397,15 +409,14 @@ class FitGppEngine:
                     reason=f"pods already terminating on node {waiting} free enough for this pod; waiting for them to exit"
                 ),
             )
+        table = self._table_for(pod)
+        scale = Normalisers.of(table)  # eq. 3's J: every running best-effort pod, whoever may take it
+        table, foreign, claimable = self._claimable(pod, table, candidates.keys())
         decision = choose_victims(
-            preemptor=pod, table=self._table_for(pod), settings=self.settings, nodes=candidates.keys(), seed=self._seed
+            preemptor=pod, table=table, settings=self.settings, nodes=candidates.keys(), normalisers=scale, seed=self._seed
         )
-        if isinstance(decision, PreemptionDecision):
-            foreign = [v.key for v in decision.victims if not self._may_take(pod, self._tracked_pod(v.uid))]
-            if foreign:
-                decision = NoVictims(
-                    reason=f"FitGpp's victim {foreign[0]} holds cells of another virtual cluster, which guaranteed pods never lose"
-                )
+        if isinstance(decision, NoVictims) and foreign:
+            decision = NoVictims(reason=_not_claimable(foreign, left=decision.reason if claimable else None))
         if not isinstance(decision, PreemptionDecision):
             return VictimChoice(victims={}, decision=decision)
         outcome = self._victim_outcome([self._tracked_pod(v.uid) for v in decision.victims])
@@ -495,9 +506,33 @@ class FitGppEngine:
 
     # ------------------------------------------------------------------ internals
 
-    @staticmethod
-    def _may_take(preemptor: PodInfo, victim: PodInfo | None) -> bool:
-        return victim is None or may_claim_cells(preemptor, victim)
+    def _claimable(self, pod: PodInfo, table: CandidateTable, nodes: Collection[str]) -> tuple[CandidateTable, list[str], bool]:
+        """``table`` with only the victims ``pod`` may take (HiveD's tenancy, :func:`may_claim_cells`:
+        pods of its own VC, and opportunistic pods) valid on the offered ``nodes``, and the keys of
+        the best-effort pods there it may not take (guaranteed pods of another VC, which never
+        lose their cells), and whether any pod there remains for it. Before FitGpp chooses, not after: eq. 4 and the fallback then pick among
+        the pods whose preemption can help ``pod``, where a choice refused after the fact left it
+        pending while its own VC's best-effort pods held its cells (H1)."""
+        slots = [slot for slot in (table.node_index.get(name) for name in nodes) if slot is not None]
+        if not slots:
+            return table, [], False
+        offered = np.zeros(len(table.node_names), dtype=np.bool_)
+        offered[slots] = True
+        node_of = table.node_of
+        rows = np.flatnonzero(table.valid & (node_of >= 0) & offered[np.where(node_of >= 0, node_of, 0)])
+        foreign_rows: list[int] = []
+        foreign: list[str] = []
+        for row in rows.tolist():
+            uid = table.uids[row]
+            victim = self._tracked_pod(uid) if uid is not None else None
+            if victim is not None and not may_claim_cells(pod, victim):
+                foreign_rows.append(row)
+                foreign.append(victim.key)
+        if not foreign_rows:
+            return table, [], len(rows) > 0
+        valid = table.valid.copy()
+        valid[foreign_rows] = False
+        return replace(table, valid=valid), sorted(foreign), len(rows) > len(foreign_rows)
 
     def _tracked_pod(self, pod_uid: str) -> PodInfo | None:
         """A pod the index holds, as reserved here or as the watch shows it; None otherwise."""
