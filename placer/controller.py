@@ -69,7 +69,7 @@ from placer.configuration import Configuration, Configurations, parse_configurat
 from placer.guarantee import gpus_per_pod, pool_machines
 from placer.holding import DEFAULT_UNBOUND_HOLD_SECONDS, HOLDING, Hold, JobPods, explain, hold
 from placer.patch import PodsRefused, check_pod_level_resources, containers_record
-from placer.rewrite import ANNOTATION_STATED_NO_MORE, apply_configuration, shed_placement
+from placer.rewrite import ANNOTATION_STATED_NO_MORE, PoolConflict, apply_configuration, pool_conflict, shed_placement
 from placer.solver_wire import SolverSession, decide_encoded, exit_with_parent, queue_encoded
 from scheduler.config import AlloxSettings
 from scheduler.constants import (
@@ -914,6 +914,7 @@ class PlacerController:
                     placed = apply_configuration(
                         raw_template, configuration, extra_labels={LABEL_PLACEMENT: kind},
                         extra_annotations={ANNOTATION_CONFIGURATIONS: job.annotations[ANNOTATION_CONFIGURATIONS]},
+                        pool=self._settings.node_selector,
                     )
                     placed["metadata"]["annotations"].update(containers_record(placed))
                     # The API server validates the template as written but each pod after its
@@ -936,8 +937,13 @@ class PlacerController:
                 used = "webhook"
         except CellfitError as error:
             log.warning("could not start a placed Job", extra={"job": f"{namespace}/{name}", "kind": kind, "reason": str(error)})
-            if isinstance(error, PodsRefused) or (isinstance(error, KubernetesApiError) and _refuses_job(error)):
-                self._refuse(job, kind, error)
+            if isinstance(error, PoolConflict):
+                kinds = self._outside_pool(configurations, raw_template) | {kind}
+                self._refuse(job, kinds, f"AlloX does not start this Job on {' or '.join(sorted(kinds))}: "
+                                         f"its pods would run outside AlloX's nodes: {error}")
+            elif isinstance(error, PodsRefused) or (isinstance(error, KubernetesApiError) and _refuses_job(error)):
+                self._refuse(job, frozenset({kind}), f"the API server refuses this Job in its {kind} configuration, "
+                                                     f"so AlloX does not start it there: {error}")
             return
         self._mechanisms[used] = self._mechanisms.get(used, 0) + 1
         with self._lock:
@@ -952,17 +958,24 @@ class PlacerController:
             self._on_start(kind, used)
         log.info("job placed", extra={"job": f"{namespace}/{name}", "kind": kind, "mechanism": used})
 
-    def _refuse(self, job: Job, kind: str, error: CellfitError) -> None:
-        """The API server will not take this Job in ``kind`` as it is: its user is told why, and
-        it is not chosen in that kind again until it changes (each pass chose it for the same
-        machine, and the Job after it on that machine never started)."""
+    def _refuse(self, job: Job, kinds: frozenset[str], message: str) -> None:
+        """The Job will not run in ``kinds`` as it is (the API server refuses it so, or its pods
+        would run outside AlloX's nodes): its user is told why, and it is not chosen in those
+        kinds again until it changes (each pass chose it for the same machine, and the Job after
+        it on that machine never started)."""
         uid, refusable = job.metadata.uid, _refusable(job)
         before = self._refused.get(uid)
-        kinds = before[1] if before is not None and before[0] == refusable else frozenset()
-        self._refused[uid] = (refusable, kinds | {kind})
-        message = f"the API server refuses this Job in its {kind} configuration, so AlloX does not start it there: {error}"
+        refused = before[1] if before is not None and before[0] == refusable else frozenset()
+        self._refused[uid] = (refusable, refused | kinds)
         if self._tell(job, status="False", reason="Refused", message=message):
             self._event(job, "PlacementRefused", message, warning=True)
+
+    def _outside_pool(self, configurations: Configurations, template: bytes) -> frozenset[str]:
+        """The kinds of a Job whose pods would select no node of AlloX's (``allox.nodeSelector``):
+        a conflict of the template's own is every kind's, refused in one pass, not one per kind."""
+        spec = json.loads(template).get("spec") or {}
+        return frozenset(kind for kind in configurations.kinds
+                         if pool_conflict(spec, configurations[kind], self._settings.node_selector) is not None)
 
     def _patch_for_webhook(self, job: Job, shed: bytes, configuration: Configuration, kind: str, *,
                            stated_no_more: frozenset[str]) -> None:
@@ -984,7 +997,9 @@ class PlacerController:
             **({ANNOTATION_STATED_NO_MORE: ",".join(sorted(stated_no_more))} if stated_no_more else {}),
         }
         spec = placed.setdefault("spec", {})
-        rewritten = apply_configuration(template, configuration)["spec"]
+        # The pool's selector goes into the template (a suspended Job's node selector may always
+        # change), so each pod is created with it, and the webhook's rewrite keeps it.
+        rewritten = apply_configuration(template, configuration, pool=self._settings.node_selector)["spec"]
         # Each pod's pod-level resources are defaulted from the template's containers as stored,
         # before the webhook rewrites them (a missing pod-level request is what they ask together).
         check_pod_level_resources(rewritten, configuration, created_from=template.get("spec") or {})

@@ -22,7 +22,12 @@ What changes, and why each way:
   quantities, and the pod holds its claims whatever the container names;
 - ``env`` entries are set on every container, replacing variables of the same name where the
   container first names them (a ``$(NAME)`` after it still expands) and keeping the others;
-- ``nodeSelector`` entries are merged into the pod's, the configuration winning a conflict;
+- ``nodeSelector`` entries are merged into the pod's, the configuration winning a conflict; given
+  ``pool`` (``allox.nodeSelector``: the labels of the nodes whose machines AlloX counts), its
+  entries too, so the pod runs only where AlloX booked it (a template with no selector ran on
+  any node, its Job holding no machine of AlloX's while its user's progress stayed nil); a pod
+  that would then select, or require by node affinity, nodes outside the pool is refused
+  (:class:`PoolConflict`, naming the field), never moved by overwriting its user's value;
 - ``tolerations`` are appended unless already present;
 - ``annotations`` are merged into the pod's metadata, and ``extra_labels`` /
   ``extra_annotations`` (cellfit's own bookkeeping) after them.
@@ -36,11 +41,23 @@ count and which keep what they came with.
 from __future__ import annotations
 
 import json
-from typing import AbstractSet, Any, Callable, Mapping
+from typing import AbstractSet, Any, Callable, Final, Mapping
 
 from placer.configuration import BOOKED_RESOURCES, Configuration, is_extended_resource
+from scheduler.constants import ANNOTATION_CONFIGURATIONS
 from scheduler.core.resources import parse_quantity
-from scheduler.errors import InvalidQuantity
+from scheduler.errors import InvalidQuantity, InvalidRequest
+
+# The setting naming the labels of AlloX's nodes, whose machines it counts (scheduler/config.py).
+POOL_SETTING: Final = "allox.nodeSelector"
+# Where a Job's pods' spec is written, for the fields a refusal names.
+TEMPLATE_SPEC: Final = "spec.template.spec"
+
+
+class PoolConflict(InvalidRequest):
+    """A pod that, with AlloX's pool selector (``allox.nodeSelector``) merged in, selects no node
+    of the pool: its template or configuration asks another value of one of the pool's labels,
+    or its required node affinity excludes the pool's. ``field`` names where."""
 
 
 def apply_configuration(
@@ -51,10 +68,15 @@ def apply_configuration(
     extra_labels: Mapping[str, str] | None = None,
     extra_annotations: Mapping[str, str] | None = None,
     containers: AbstractSet[str] | None = None,
+    pool: Mapping[str, str] | None = None,
+    where: str = TEMPLATE_SPEC,
 ) -> dict[str, Any]:
     """``template`` (``{"metadata": ..., "spec": ...}`` as the API writes a pod or a Job's
     ``spec.template``, or that as JSON text, as the watch holds a Job) rewritten to
     ``configuration``; only its ``containers`` (by name) where given, else every container.
+    ``pool``: the labels of AlloX's nodes (``allox.nodeSelector``), merged into the pod's node
+    selector after the configuration's; :class:`PoolConflict` where the pod would then select
+    none of them (``where``: the path of ``template``'s spec, which the refusal names).
     ``template`` is not modified."""
     # A copy through JSON (what a template is): a third of copy.deepcopy's time, which was most
     # of carrying out a start when AlloX starts hundreds of Jobs in one pass. JSON text is
@@ -75,6 +97,11 @@ def apply_configuration(
 
     if configuration.node_selector:
         spec["nodeSelector"] = {**(spec.get("nodeSelector") or {}), **configuration.node_selector}
+    if pool:
+        conflict = pool_conflict(spec, configuration, pool, where=where)
+        if conflict is not None:
+            raise conflict
+        spec["nodeSelector"] = {**(spec.get("nodeSelector") or {}), **pool}
     if configuration.tolerations:
         tolerations = list(spec.get("tolerations") or [])
         present = [_toleration_as_kept(toleration) for toleration in tolerations]
@@ -90,6 +117,73 @@ def apply_configuration(
     if extra_labels:
         metadata["labels"] = {**(metadata.get("labels") or {}), **extra_labels}
     return pod
+
+
+def pool_conflict(spec: Mapping[str, Any], configuration: Configuration | None, pool: Mapping[str, str], *,
+                  where: str = TEMPLATE_SPEC) -> PoolConflict | None:
+    """Why a pod of ``spec`` (with ``configuration``'s node selector merged in, as the rewrite
+    merges it) selects no node carrying ``pool``'s labels, naming the field that says otherwise:
+    the configuration's ``nodeSelector`` entry where it states the label, else the pod's
+    (``where``); or its required node affinity, when every one of its terms (ORed) excludes
+    the pool by a label's ``In``, ``NotIn`` or ``DoesNotExist``. None when it may run there.
+    Labels the pool does not name, and affinity on them, are the pod's to narrow the pool by."""
+    selector = spec.get("nodeSelector")
+    own: Mapping[str, Any] = selector if isinstance(selector, Mapping) else {}
+    stated = configuration.node_selector if configuration is not None else {}
+    for key, wanted in pool.items():
+        if key in stated and stated[key] != wanted:
+            assert configuration is not None  # it states the label
+            field = f"{ANNOTATION_CONFIGURATIONS}.{configuration.kind}.nodeSelector[{key}]"
+            return PoolConflict(_outside(stated[key], key, wanted, pool), field=field)
+        if key not in stated and key in own and own[key] != wanted:
+            return PoolConflict(_outside(own[key], key, wanted, pool), field=f"{where}.nodeSelector[{key}]")
+    affinity = spec.get("affinity")
+    node = affinity.get("nodeAffinity") if isinstance(affinity, Mapping) else None
+    required = node.get("requiredDuringSchedulingIgnoredDuringExecution") if isinstance(node, Mapping) else None
+    terms = required.get("nodeSelectorTerms") if isinstance(required, Mapping) else None
+    if not isinstance(terms, list) or not terms:
+        return None
+    excluded = [_excludes_pool(term, pool) for term in terms]
+    first = excluded[0]
+    if first is None or not all(excluded):
+        return None
+    terms_field = f"{where}.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms"
+    index, key, asks = first
+    if len(terms) == 1:
+        return PoolConflict(f"{key} {asks} excludes the nodes labelled {_labels(pool)}, AlloX's ({POOL_SETTING}): "
+                            f"its pods could run on none of the nodes AlloX books its machines on",
+                            field=f"{terms_field}[0].matchExpressions[{index}]")
+    return PoolConflict(f"each of its {len(terms)} terms excludes the nodes labelled {_labels(pool)}, AlloX's "
+                        f"({POOL_SETTING}; the first by {key} {asks}): its pods could run on none of the nodes "
+                        "AlloX books its machines on", field=terms_field)
+
+
+def _outside(value: str, key: str, wanted: str, pool: Mapping[str, str]) -> str:
+    return (f"{value!r} is not {wanted!r}, which AlloX's nodes carry ({POOL_SETTING}: {_labels(pool)}): its pods "
+            f"could run on none of the nodes AlloX books its machines on; leave {key} out (AlloX adds it) or set it to {wanted!r}")
+
+
+def _labels(pool: Mapping[str, str]) -> str:
+    return ", ".join(f"{key}={value}" for key, value in pool.items())
+
+
+def _excludes_pool(term: object, pool: Mapping[str, str]) -> tuple[int, str, str] | None:
+    """The first match expression of a node selector term that no node carrying ``pool``'s
+    labels meets (its index, the label, what it asks), or None."""
+    expressions = term.get("matchExpressions") if isinstance(term, Mapping) else None
+    for index, expression in enumerate(expressions if isinstance(expressions, list) else []):
+        if not isinstance(expression, Mapping) or expression.get("key") not in pool:
+            continue
+        key, operator = expression["key"], expression.get("operator")
+        listed = expression.get("values")
+        values: list[Any] = listed if isinstance(listed, list) else []
+        if operator == "In" and pool[key] not in values:
+            return index, key, f"In {values}"
+        if operator == "NotIn" and pool[key] in values:
+            return index, key, f"NotIn {values}"
+        if operator == "DoesNotExist":
+            return index, key, "DoesNotExist"
+    return None
 
 
 def configured_resources(resources: object, configuration: Configuration) -> dict[str, Any]:
