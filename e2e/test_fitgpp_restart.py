@@ -18,12 +18,21 @@ hold had lived in memory, the nomination was gone, the victim too, and the resum
 out of backoff, took the GPUs the trial pod had preempted for (and, its Job preempted once
 already, FitGpp's P = 1, could not be preempted again). Now the restarted replica rebuilds the
 hold from the record before it is ready: the resumed pod is kept off the node and the trial pod
-is the next one bound there, and its binding empties the record."""
+is the next one bound there, and its binding empties the record.
+
+The second scenario restarts cellfit at once, while the victim still leaves: the restarted
+replica rebuilds the hold from the record and watches the victim the record names as it watches
+the victims it chose itself, so once its watch has seen the victim go it sends the victims-gone
+requeue signal, and the trial pod is bound within seconds of the victim's exit. Before, a
+restarted replica remembered no victim: no signal came, and an attempt for the trial pod that
+kube-scheduler made on the victim's deletion before cellfit's watch had applied it (cellfit still
+counting the victim's GPUs) left the pod parked until kube-scheduler's 5-minute flush."""
 
 from __future__ import annotations
 
 import json
-from typing import Any, Iterator
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator
 
 import pytest
 
@@ -50,7 +59,7 @@ TRIAL = {"cellfit.io/job-class": "trial"}
 @pytest.fixture(scope="module")
 def env(control_plane: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Cluster, Release, ChartScheduler, Any]]:
     workdir = tmp_path_factory.mktemp(f"fitgpp-restart-{SCENARIOS.run}")
-    with scenario_scheduler(control_plane, workdir, SCENARIOS, nodes={"one": 1}, name="fitgpp-restart") as (cluster, release, procs):
+    with scenario_scheduler(control_plane, workdir, SCENARIOS, nodes={"one": 1, "leaving": 1}, name="fitgpp-restart") as (cluster, release, procs):
         yield cluster, release, procs, control_plane
 
 
@@ -58,46 +67,82 @@ def scheduled_condition(pod: dict[str, Any]) -> dict[str, Any]:
     return next((c for c in pod["status"].get("conditions", []) if c["type"] == "PodScheduled"), {})
 
 
-def test_the_trial_pod_keeps_the_room_fitgpp_freed_across_a_restart_mid_preemption(env: Any) -> None:
+@dataclass(frozen=True)
+class Scene:
+    """One scenario's node (its own), namespace, cellfit's profile and processes, and the
+    best-effort Job's pods, read afresh at each call."""
+
+    cluster: Cluster
+    procs: ChartScheduler
+    ns: str
+    node: str
+    where: dict[str, str]
+    name: str
+    be_pods: Callable[[], list[dict[str, Any]]]
+
+
+def be_running(env: Any, scenario: str) -> Scene:
+    """A best-effort Job's 8-GPU pod running on the scenario's node (its process exits 30 s after
+    SIGTERM, grace period 90 s), in a namespace of its own."""
     cluster, release, procs, cp = env
-    ns = cp.create_namespace("fitgpp-restart")
-    where = SCENARIOS.selector("one")
-    node = SCENARIOS.node("one")
-    name = release.scheduler_name
+    ns = cp.create_namespace(f"fitgpp-{scenario}")
+    where, node, name = SCENARIOS.selector(scenario), SCENARIOS.node(scenario), release.scheduler_name
     cluster.apply(example_job("be-job", name="be", scheduler_name=name, node_selector=where, gpus=8, exit_after="30s", grace_seconds=90), namespace=ns)
 
     def be_pods() -> list[dict[str, Any]]:
         return [p for p in cluster.pods(ns) if p["metadata"]["name"].startswith("be-")]
 
-    first = wait_for(
-        lambda: next((p["metadata"]["name"] for p in be_pods() if running_on(cluster, ns, p["metadata"]["name"]) == node), None),
+    wait_for(
+        lambda: any(running_on(cluster, ns, p["metadata"]["name"]) == node for p in be_pods()),
         90,
         f"the best-effort pod running (cellfit log {procs.cellfit.log})",
     )
+    return Scene(cluster=cluster, procs=procs, ns=ns, node=node, where=where, name=name, be_pods=be_pods)
+
+
+def preempted_and_killed(scene: Scene) -> tuple[str, Callable[[], dict[str, Any]]]:
+    """The trial pod te preempting the best-effort pod through cellfit, the decision recorded on
+    te, and cellfit killed while the victim leaves: the victim's name, and te read afresh."""
+    cluster, procs, ns, node, be_pods = scene.cluster, scene.procs, scene.ns, scene.node, scene.be_pods
+    (first,) = [p["metadata"]["name"] for p in be_pods() if running_on(cluster, ns, p["metadata"]["name"]) == node]
+    te = gpu_pod("te", scheduler_name=scene.name, node_selector=scene.where, gpus=8, priority_class="cellfit-trial", labels=TRIAL)
+    cluster.apply(te, namespace=ns)
+
+    def trial() -> dict[str, Any]:
+        found: dict[str, Any] = cluster.kubectl_json("-n", ns, "get", "pod", "te")
+        return found
+
+    wait_for(
+        lambda: any(p["metadata"]["name"] == first and p["metadata"].get("deletionTimestamp") for p in be_pods()),
+        60,
+        f"kube-scheduler preempting {first} for te through cellfit (scheduler log {procs.scheduler.log})",
+    )
+    wait_for(lambda: trial()["status"].get("nominatedNodeName") == node, 30, "te nominated to the node")
+    # Written by the replica that answered the preempt verb, in the background, after its answer.
+    record = wait_for(
+        lambda: (trial()["metadata"].get("annotations") or {}).get(RECORD), 30, f"the preemption recorded on te (cellfit log {procs.cellfit.log})"
+    )
+    first_uid = next(p["metadata"]["uid"] for p in be_pods() if p["metadata"]["name"] == first)
+    assert json.loads(record) == {"node": node, "victims": [first_uid]}, record
+
+    assert procs.cellfit.process is not None
+    procs.cellfit.process.kill()  # no goodbye: the extender port simply refuses
+    procs.cellfit.process.wait(10)
+    procs.cellfit.process = None
+    return first, trial
+
+
+def kept_for_te(scene: Scene) -> None:
+    """The restarted replica keeps the node's room for te (rebuilt from the record before /readyz)."""
+    kept = [h for h in scene.procs.cellfit.get("/v1/inspect/resume-holds")["holds"] if h["kind"] == "preemptor"]
+    assert [(h["node"], h["pods"]) for h in kept] == [(scene.node, [f"{scene.ns}/te"])], kept
+
+
+def test_the_trial_pod_keeps_the_room_fitgpp_freed_across_a_restart_mid_preemption(env: Any) -> None:
+    scene = be_running(env, "one")
+    cluster, procs, ns, node, be_pods = scene.cluster, scene.procs, scene.ns, scene.node, scene.be_pods
     with cluster.watch_pods(ns) as versions:
-        cluster.apply(gpu_pod("te", scheduler_name=name, node_selector=where, gpus=8, priority_class="cellfit-trial", labels=TRIAL), namespace=ns)
-
-        def trial() -> dict[str, Any]:
-            found: dict[str, Any] = cluster.kubectl_json("-n", ns, "get", "pod", "te")
-            return found
-
-        wait_for(
-            lambda: any(p["metadata"]["name"] == first and p["metadata"].get("deletionTimestamp") for p in be_pods()),
-            60,
-            f"kube-scheduler preempting {first} for te through cellfit (scheduler log {procs.scheduler.log})",
-        )
-        wait_for(lambda: trial()["status"].get("nominatedNodeName") == node, 30, "te nominated to the node")
-        # Written by the replica that answered the preempt verb, in the background, after its answer.
-        record = wait_for(
-            lambda: (trial()["metadata"].get("annotations") or {}).get(RECORD), 30, f"the preemption recorded on te (cellfit log {procs.cellfit.log})"
-        )
-        first_uid = next(p["metadata"]["uid"] for p in be_pods() if p["metadata"]["name"] == first)
-        assert json.loads(record) == {"node": node, "victims": [first_uid]}, record
-
-        assert procs.cellfit.process is not None
-        procs.cellfit.process.kill()  # no goodbye: the extender port simply refuses
-        procs.cellfit.process.wait(10)
-        procs.cellfit.process = None
+        first, trial = preempted_and_killed(scene)
 
         def nomination_cleared() -> bool:
             current = trial()
@@ -109,8 +154,7 @@ def test_the_trial_pod_keeps_the_room_fitgpp_freed_across_a_restart_mid_preempti
         )
         wait_for(lambda: any(is_active(p) and p["metadata"]["name"] != first for p in be_pods()), 60, "the Job's next pod")
         procs.cellfit.start()  # returns once /readyz answers: the first list is applied
-        kept = [h for h in procs.cellfit.get("/v1/inspect/resume-holds")["holds"] if h["kind"] == "preemptor"]
-        assert [(h["node"], h["pods"]) for h in kept] == [(node, [f"{ns}/te"])], kept
+        kept_for_te(scene)
         assert (
             wait_for(lambda: running_on(cluster, ns, "te"), 120, f"te running (cellfit log {procs.cellfit.log}, scheduler log {procs.scheduler.log})") == node
         )
@@ -121,4 +165,23 @@ def test_the_trial_pod_keeps_the_room_fitgpp_freed_across_a_restart_mid_preempti
     assert (trial()["metadata"].get("annotations") or {}).get(RECORD) == ""  # emptied by the binding
     preempted = [e for p in be_pods() for e in cluster.events(ns, p["metadata"]["name"]) if e["reason"] == "Preempted"]
     assert all(e["involvedObject"]["name"] == first for e in preempted), preempted
+    assert_no_double_booking(cluster.pods(ns))
+
+
+def test_a_restart_while_the_victim_leaves_signals_once_the_victim_is_gone_and_the_trial_pod_is_bound_within_seconds(env: Any) -> None:
+    scene = be_running(env, "leaving")
+    cluster, procs, ns, node, be_pods = scene.cluster, scene.procs, scene.ns, scene.node, scene.be_pods
+    first, trial = preempted_and_killed(scene)
+    procs.cellfit.start()  # at once: the victim still leaves (it exits 30 s after SIGTERM)
+    assert any(p["metadata"]["name"] == first for p in be_pods()), f"{first} exited before cellfit was back: the scenario needs it leaving"
+    kept_for_te(scene)
+    signal = 'cellfit_requeue_signals_total{reason="victims-gone"}'
+    wait_for(lambda: not any(p["metadata"]["name"] == first for p in be_pods()), 120, f"{first} exited")
+    # The restarted replica watched the victim its record names, as the victims it chose itself.
+    wait_for(lambda: procs.cellfit.metric(signal) >= 1, 30, f"the victims-gone requeue signal (cellfit log {procs.cellfit.log})")
+    # Within seconds of the victim's exit, not at kube-scheduler's 5-minute flush.
+    assert (
+        wait_for(lambda: running_on(cluster, ns, "te"), 60, f"te running (cellfit log {procs.cellfit.log}, scheduler log {procs.scheduler.log})") == node
+    )
+    assert (trial()["metadata"].get("annotations") or {}).get(RECORD) == ""  # emptied by the binding
     assert_no_double_booking(cluster.pods(ns))
