@@ -23,7 +23,9 @@ event loop's thread (its user and system), the verbs' own steps
 (``cellfit_extender_cpu_seconds_total``), and ``http``: the event loop's thread less the verbs,
 ``watch`` (the reflectors' threads) and ``controllers`` (every other thread), as
 e2e/bench_throughput.py splits it (``cellfit_thread_cpu_seconds_total``); connections
-kube-scheduler's client dialled, per pod.
+kube-scheduler's client dialled, per pod; context switches per pod: ``loop_waits`` (the event
+loop's thread waiting for its next event or for the GIL, each a wake-up to pay for) and
+``waits`` (every thread's), ``preempted`` (a thread's CPU taken away).
 
 ``--api-tls`` binds through cellfit's own API client (scheduler/cluster/loop_http.py: its pool,
 TLS, httptools) to a bindings server in the client's binary (``-api-listen``: 201 after the same
@@ -32,7 +34,10 @@ connections kube-scheduler opens and closes cost); ``--profile PREFIX`` records 
 py-spy, the threads holding the GIL (wall-clock samples: a send on loopback counts while the
 receiver runs, so read CPU from the figures above, not from the samples); ``--cprofile PREFIX``
 profiles the event loop's thread and the pod watch's with cProfile through each burst (which
-slows function calls more than C work: read shares of the calls, not times).
+slows function calls more than C work: read shares of the calls, not times); with ``--cprofile-cpu``
+it times them by the thread's CPU clock instead of the wall clock, so that a send whose receiver
+runs meanwhile (loopback, 2 cores) counts only the sender's CPU (each call then costs the
+profiler two clock reads, system calls: read shares).
 
 ``--source DIR`` serves the cellfit of another checkout (a worktree of an older commit; its C
 extensions built); several ``--source`` take turns ABBA, and the medians and the ratios of each
@@ -88,11 +93,11 @@ def _settings_yaml(*, policy: str, port: int) -> str:
 
 
 def serve(*, config: str, nodes: int, pods: str, bind_ms: tuple[float, float], bindings_server: tuple[int, str] | None = None,
-          watch_events: bool = True, cprofile: str = "") -> None:
+          watch_events: bool = True, cprofile: str = "", cprofile_cpu: bool = False) -> None:
     """``cellfit serve``'s listeners and runtime, connected to the API double (in the server
     process). ``bindings_server``: the port and CA file of the bindings server over TLS (``--api-tls``);
     ``cprofile``: where the event loop's and the pod watch's cProfile statistics of the burst go
-    (``.loop``, ``.watch``)."""
+    (``.loop``, ``.watch``), timed by the thread's CPU clock with ``cprofile_cpu``."""
     import asyncio
     import cProfile
     import queue
@@ -141,7 +146,7 @@ def serve(*, config: str, nodes: int, pods: str, bind_ms: tuple[float, float], b
                         watch_profile.dump_stats(f"{cprofile}.watch")
                     return
                 if cprofile and watch_profile is None:  # profiles the reflector's thread, which runs this
-                    watch_profile = cProfile.Profile()
+                    watch_profile = cProfile.Profile(time.thread_time) if cprofile_cpu else cProfile.Profile()
                     watch_profile.enable()
                 written = json.dumps(annotations).encode()
                 for template in bound_events[uid]:
@@ -176,9 +181,14 @@ def serve(*, config: str, nodes: int, pods: str, bind_ms: tuple[float, float], b
 
     vars(server)["build_runtime"] = connected  # what serve() builds its runtime with: on the double
     if cprofile:  # the event loop's thread, from SIGUSR1 to SIGUSR2 (the burst)
-        loop_profile = cProfile.Profile()
+        loop_profile = cProfile.Profile(time.thread_time) if cprofile_cpu else cProfile.Profile()
         signal.signal(signal.SIGUSR1, lambda *_: loop_profile.enable())
-        signal.signal(signal.SIGUSR2, lambda *_: (loop_profile.disable(), loop_profile.dump_stats(f"{cprofile}.loop")))
+
+        def burst_ended(*_: Any) -> None:
+            loop_profile.disable()
+            loop_profile.dump_stats(f"{cprofile}.loop")
+
+        signal.signal(signal.SIGUSR2, burst_ended)
     server.serve(settings)
 
 
@@ -227,6 +237,21 @@ def _thread_ticks(pid: int, tid: int | None = None) -> tuple[float, float]:
     return int(fields[11]) / TICKS, int(fields[12]) / TICKS
 
 
+def _switches(pid: int, tid: int | None = None) -> tuple[int, int]:
+    """Voluntary context switches (waits: for a read, a lock, the GIL) and involuntary ones (the
+    CPU taken away) of thread ``tid``, or of every thread of the process."""
+    tasks = [tid] if tid is not None else [int(task) for task in os.listdir(f"/proc/{pid}/task")]
+    voluntary = involuntary = 0
+    for task in tasks:
+        with contextlib.suppress(FileNotFoundError):  # a thread that ended meanwhile
+            for line in Path(f"/proc/{pid}/task/{task}/status").read_text().splitlines():
+                if line.startswith("voluntary_ctxt_switches:"):
+                    voluntary += int(line.split()[1])
+                elif line.startswith("nonvoluntary_ctxt_switches:"):
+                    involuntary += int(line.split()[1])
+    return voluntary, involuntary
+
+
 def _cpu_counters(port: int) -> dict[str, float]:
     """cellfit's own CPU counters: each verb's steps (``verb:NAME``) and each thread's (``thread:NAME``)."""
     text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
@@ -271,7 +296,8 @@ def run_once(*, source: Path, client: Path, args: argparse.Namespace, workdir: P
         f"burst = u.module_from_spec(spec); spec.loader.exec_module(burst);"
         f"burst.serve(config={_settings_yaml(policy=args.policy, port=port)!r}, nodes={args.nodes}, pods={str(pods_file)!r},"
         f" bind_ms=({args.bind_ms[0]}, {args.bind_ms[1]}), watch_events={not args.no_watch_events},"
-        f" cprofile={(f'{args.cprofile}.{source.name}.{next(_profiles)}' if args.cprofile else '')!r})"
+        f" cprofile={(f'{args.cprofile}.{source.name}.{next(_profiles)}' if args.cprofile else '')!r},"
+        f" cprofile_cpu={args.cprofile_cpu})"
     )
     # The source's own scheduler package first, this checkout's tests/ for the harness.
     env = {**os.environ, "PYTHONPATH": f"{source}{os.pathsep}{ROOT}"}
@@ -291,6 +317,7 @@ def run_once(*, source: Path, client: Path, args: argparse.Namespace, workdir: P
         time.sleep(1.0)
         counters_before = _cpu_counters(port)
         process_before, loop_before = _thread_ticks(process.pid), _thread_ticks(process.pid, process.pid)
+        switches_before, loop_switches_before = _switches(process.pid), _switches(process.pid, process.pid)
         profiler = None
         if args.cprofile:
             process.send_signal(signal.SIGUSR1)
@@ -315,6 +342,7 @@ def run_once(*, source: Path, client: Path, args: argparse.Namespace, workdir: P
             profiler.send_signal(signal.SIGINT)
             profiler.wait(30)
         process_after, loop_after = _thread_ticks(process.pid), _thread_ticks(process.pid, process.pid)
+        switches_after, loop_switches_after = _switches(process.pid), _switches(process.pid, process.pid)
         if args.cprofile:
             process.send_signal(signal.SIGUSR2)
             time.sleep(1.0)  # the statistics written; the watch's after its idle second
@@ -342,6 +370,10 @@ def run_once(*, source: Path, client: Path, args: argparse.Namespace, workdir: P
         "watch_ms": sum(ms for name, ms in threads.items() if name.startswith("reflector-")),
         "controllers_ms": sum(ms for name, ms in threads.items() if name != "MainThread" and not name.startswith("reflector-")),
         "dials_per_pod": burst["dials"] / args.pods,
+        # The event loop's waits (epoll, the GIL) per pod, and every thread's; then CPU taken away.
+        "loop_waits_per_pod": (loop_switches_after[0] - loop_switches_before[0]) / args.pods,
+        "waits_per_pod": (switches_after[0] - switches_before[0]) / args.pods,
+        "preempted_per_pod": (switches_after[1] - switches_before[1]) / args.pods,
         "requests_per_pod": sum(burst["requests"].values()) / args.pods,
         "seconds": burst["seconds"],
     }
@@ -368,6 +400,8 @@ def main() -> None:
     parser.add_argument("--cprofile", metavar="PREFIX",
                         help="cProfile the event loop's thread and the pod watch's through each burst, into "
                              "PREFIX.<source>.<n>.loop and .watch (deterministic: it slows what it profiles; read shares)")
+    parser.add_argument("--cprofile-cpu", action="store_true",
+                        help="--cprofile times calls by the thread's CPU clock, not the wall clock")
     parser.add_argument("--runs", type=int, default=4, help="runs per source, ABBA")
     parser.add_argument("--source", type=Path, action="append", help="checkout to serve (default: this one)")
     parser.add_argument("--json", metavar="FILE")
