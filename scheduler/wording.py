@@ -78,14 +78,17 @@ UNKNOWN_JOB_OUTCOME = (f"cellfit has not read its Job yet, so it does not know w
                        f"ignores {DISRUPTION_TARGET}: the Job resumes it only if it does")
 
 
-def preemption_outcome(action: str | None, limit: tuple[str, int], *, failed: int = 0) -> str:
+def preemption_outcome(action: str | None, limit: tuple[str, int], *, failed: int = 0, with_it: int = 0) -> str:
     """What a preemption does to a Job whose podFailurePolicy does not ignore it, given the action
     of its rule on DisruptionTarget (:func:`disruption_action`; None: no rule), the failed pods
-    it tolerates (:func:`backoff_limit`) and those it has had (``status.failed``): what a
-    victim's Preempted Event tells. FailJob and FailIndex fail at once, whatever the limit;
-    Count, or no rule, counts a failed pod, which fails the Job past its backoffLimit (the Job
-    controller fails it once ``status.failed`` exceeds it). A ``backoffLimitPerIndex`` counts
-    each index's failures, which ``status.failed`` (the Job's) does not tell."""
+    it tolerates (:func:`backoff_limit`) and those it has had (``status.failed``, with the pods of
+    the Job the same decision preempted before this one: the Job's status counts none of them
+    yet): what a victim's Preempted Event tells. ``with_it``: the pods of the same Job the
+    decision preempts after this one (FitGpp's fallback takes several), each a failed pod more.
+    FailJob and FailIndex fail at once, whatever the limit; Count, or no rule, counts a failed
+    pod, which fails the Job past its backoffLimit (the Job controller fails it once
+    ``status.failed`` exceeds it). A ``backoffLimitPerIndex`` counts each index's failures, which
+    ``status.failed`` (the Job's) does not tell."""
     if action in FAILS_AT_ONCE:
         return f"{FAILS_AT_ONCE[action][0]} fails, as {fails_on_disruption(action)}"
     name, count = limit
@@ -98,8 +101,17 @@ def preemption_outcome(action: str | None, limit: tuple[str, int], *, failed: in
     if nth > count:
         return (f"its Job fails instead of resuming, as {NOT_IGNORING_DISRUPTION} and this is its {ordinal(nth)} failed pod, "
                 f"over its {name} {count}")
-    left = count - nth
-    return f"{counted}: its {ordinal(nth)} failed pod, " + (f"after which it tolerates {left} more" if left else "so the next one fails the Job")
+    last = nth + with_it
+    others = ""
+    if with_it:
+        whose = "the other pod of its Job preempted with it is" if with_it == 1 else f"the {with_it} other pods of its Job preempted with it are"
+        then = ordinal(last) if with_it == 1 else f"{ordinal(nth + 1)} {'and' if with_it == 2 else 'to'} {ordinal(last)}"
+        others = f", and {whose} its {then}"
+    if last > count:
+        return f"{counted}: its {ordinal(nth)} failed pod{others}, over its {name} {count}, so its Job fails instead of resuming"
+    left = count - last
+    return (f"{counted}: its {ordinal(nth)} failed pod{others}, "
+            + (f"after which it tolerates {left} more" if left else "so the next one fails the Job"))
 
 
 def backoff_limit(*, limit: object, per_index: object) -> tuple[str, int]:

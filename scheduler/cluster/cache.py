@@ -593,9 +593,12 @@ class ClusterCache:
         victim_message: str,
         job_counts: Sequence[tuple[JobInfo, int]],
         preemptor_record: str | None = None,
+        victim_messages: Mapping[str, str] | None = None,
     ) -> None:
         """The preemptor's record of the decision (first: a restart may follow at once), the
-        victims' Job counts and Events on both sides, written in the background."""
+        victims' Job counts and Events on both sides (each victim's ``victim_messages`` entry, by
+        UID, else ``victim_message``), written in the background."""
+        told = dict(victim_messages or {})
 
         def write() -> None:
             if preemptor_record is not None and preemptor.annotations.get(ANNOTATION_PREEMPTOR_HOLD) != preemptor_record:
@@ -619,7 +622,8 @@ class ClusterCache:
             for victim in victims:
                 self._attempt(
                     lambda: self._api.create_event(
-                        namespace=victim.namespace, pod_name=victim.name, pod_uid=victim.uid, reason="Preempted", message=victim_message, warning=True
+                        namespace=victim.namespace, pod_name=victim.name, pod_uid=victim.uid, reason="Preempted",
+                        message=told.get(victim.uid, victim_message), warning=True,
                     ),
                     what=f"event on {victim.key}",
                 )

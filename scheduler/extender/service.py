@@ -75,8 +75,10 @@ class ClusterGateway(Protocol):
         victim_message: str,
         job_counts: Sequence[tuple[JobInfo, int]],
         preemptor_record: str | None = None,
+        victim_messages: Mapping[str, str] | None = None,
     ) -> None:
-        """Events on the preemptor and the victims, each victim Job's new preemption count
+        """Events on the preemptor and the victims (``victim_messages``' by victim UID where it has
+        one, else ``victim_message``), each victim Job's new preemption count
         (``cellfit.io/preemptions``) and the preemptor's record of the decision
         (``cellfit.io/preemptor-hold``); must not block."""
         ...
@@ -461,6 +463,7 @@ class ExtenderService:
             preemptor_messages=messages,
             victims=victims,
             victim_message=choice.victim_message() or "",
+            victim_messages=choice.victim_messages(),
             job_counts=preemption.victim_jobs(victim_uids),
             preemptor_record=choice.preemptor_record,
         )

@@ -24,7 +24,7 @@ watch brings the Job's new annotation back. Drivers reach this through the
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Callable, Collection, Mapping, Protocol, Sequence, runtime_checkable
 
 import numpy as np
@@ -120,6 +120,10 @@ class VictimChoice:
     # FitGpp's decision as the preemptor's annotation cellfit.io/preemptor-hold records it
     # (records.py), for the driver to write on the pod; None when FitGpp took no victim.
     preemptor_record: str | None = None
+    # Each victim's own outcome, by UID (victim_job_outcome is the first victim's that has one):
+    # the fallback's victims may be of several Jobs, and the pods of one Job are counted one
+    # after the other (the second a failed pod more than the first).
+    victim_outcomes: Mapping[str, str | None] = field(default_factory=dict)
 
     @property
     def rule(self) -> str:
@@ -145,10 +149,21 @@ class VictimChoice:
         return self.decision.preemptor_messages() if isinstance(self.decision, PreemptionDecision) else ()
 
     def victim_message(self) -> str | None:
-        """The event message for each victim (None unless :attr:`explained`)."""
+        """The event message for the first victim whose Job does not resume it, or for every
+        victim where each resumes (None unless :attr:`explained`); :meth:`victim_messages` has
+        each victim's own."""
         if not isinstance(self.decision, PreemptionDecision):
             return None
         return self.decision.victim_message(not_resumed=self.victim_job_outcome)
+
+    def victim_messages(self) -> dict[str, str]:
+        """Each victim's event message, by UID, with what the preemption does to its own Job
+        (none unless :attr:`explained`)."""
+        if not isinstance(self.decision, PreemptionDecision):
+            return {}
+        decision = self.decision
+        return {uid: decision.victim_message(not_resumed=self.victim_outcomes.get(uid, self.victim_job_outcome))
+                for uid in decision.victim_uids}
 
 
 class ExplainedPreemption(Protocol):
@@ -419,25 +434,38 @@ class FitGppEngine:
             decision = NoVictims(reason=_not_claimable(foreign, left=decision.reason if claimable else None))
         if not isinstance(decision, PreemptionDecision):
             return VictimChoice(victims={}, decision=decision)
-        outcome = self._victim_outcome([self._tracked_pod(v.uid) for v in decision.victims])
+        outcomes = self._victim_outcomes([p for p in (self._tracked_pod(v.uid) for v in decision.victims) if p is not None])
+        outcome = next((said for said in outcomes.values() if said is not None), None)
         owners = [self._take_victim(victim.uid) for victim in decision.victims]
         for job in dict.fromkeys(owner for owner in owners if owner is not None):
             self._count_preemption(job)
         record = records.encode(node=decision.node, victims=tuple(decision.victim_uids))
         self.holds.preempting(pod, node_name=decision.node, record=record)
         return VictimChoice(victims={decision.node: list(decision.victim_uids)}, decision=decision, victim_job_outcome=outcome,
-                            preemptor_record=record)
+                            preemptor_record=record, victim_outcomes=outcomes)
 
-    def _victim_outcome(self, victims: Sequence[PodInfo | None]) -> str | None:
-        """What the preemption does to the victims where it is no pause (their Event tells it
-        instead of their resuming; the first victim's that has one): counted against its Job's
-        backoffLimit, its Job or index failed, nothing to create it again, or its Job not read yet,
-        whose podFailurePolicy alone says whether it resumes. None: each resumes (its Job ignores
-        DisruptionTarget, or another controller creates it again)."""
-        outcomes = (self._outcome_of(victim) for victim in victims if victim is not None)
-        return next((outcome for outcome in outcomes if outcome is not None), None)
+    def _victim_outcomes(self, victims: Sequence[PodInfo]) -> dict[str, str | None]:
+        """What the preemption does to each victim where it is no pause (its Event tells it
+        instead of its resuming), by UID: counted against its Job's backoffLimit, its Job or index
+        failed, nothing to create it again, or its Job not read yet, whose podFailurePolicy alone
+        says whether it resumes; None where it resumes (its Job ignores DisruptionTarget, or
+        another controller creates it again). The pods of one Job are counted in the decision's
+        order, each a failed pod after those before it: the Job's status.failed counts none of
+        them yet (the fallback may take two pods of a Job with backoffLimit 1, which fails it)."""
+        of_job: dict[str, list[str]] = {}
+        for victim in victims:
+            if victim.owner is not None:
+                of_job.setdefault(victim.owner.uid, []).append(victim.uid)
+        outcomes: dict[str, str | None] = {}
+        for victim in victims:
+            same = of_job.get(victim.owner.uid, [victim.uid]) if victim.owner is not None else [victim.uid]
+            at = same.index(victim.uid)
+            outcomes[victim.uid] = self._outcome_of(victim, earlier=at, later=len(same) - at - 1)
+        return outcomes
 
-    def _outcome_of(self, victim: PodInfo) -> str | None:
+    def _outcome_of(self, victim: PodInfo, *, earlier: int = 0, later: int = 0) -> str | None:
+        """:meth:`_victim_outcomes` of one victim, after ``earlier`` and before ``later`` pods of
+        its Job in the same decision."""
         owner = victim.owner
         if owner is None:
             return NO_CONTROLLER_OUTCOME
@@ -450,7 +478,7 @@ class FitGppEngine:
             return UNKNOWN_JOB_OUTCOME
         if job.ignores_disruption:
             return None
-        return preemption_outcome(job.disruption_action, job.backoff_limit, failed=job.failed)
+        return preemption_outcome(job.disruption_action, job.backoff_limit, failed=job.failed + earlier, with_it=later)
 
     def victim_jobs(self, victim_uids: Sequence[str]) -> list[tuple[JobInfo, int]]:
         """The Jobs of these victims with their preemption counts after the decision, for the

@@ -150,7 +150,8 @@ class PreemptionDecision:
         without the right to read the preemptor's events: who, where and why, e.g. ``preempted
         by ns/pod on node X: the best-effort pod there cheapest to suspend and quickest to resume
         (FitGpp score 0.63 = size 0.50 + 4.0 x grace 0.03: its share of ...)``. The FitGpp rule takes exactly one
-        victim, so its score is this victim's; the fallback's victims share one message.
+        victim, so its score is this victim's; the fallback's victims share one message, each
+        followed by its own ``not_resumed``.
 
         ``not_resumed``: where the victim's Job does not resume the preempted pod (its
         podFailurePolicy does not ignore DisruptionTarget), what the preemption does to it instead
@@ -165,7 +166,8 @@ class PreemptionDecision:
             chosen = "cheapest to suspend and quickest to resume" if not_resumed is None else (
                 f"cheapest to suspend; {not_resumed}")
             return f"{head}: the best-effort pod there {chosen} (FitGpp {score})"
-        return f"{head}: no single best-effort pod there freed enough, so FitGpp took best-effort pods at random until it did"
+        fallback = f"{head}: no single best-effort pod there freed enough, so FitGpp took best-effort pods at random until it did"
+        return fallback if not_resumed is None else f"{fallback}; {not_resumed}"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
