@@ -77,7 +77,9 @@ def machines_appear(cluster: Cluster) -> None:
                     *(f"{key}={value}" for key, value in WHERE.items()))
 
 
-def interchangeable_job(name: str, scheduler_name: str, cpu_seconds: float, gpu_seconds: float, *, trial: bool = False) -> dict[str, Any]:
+def interchangeable_job(name: str, scheduler_name: str, cpu_seconds: float, gpu_seconds: float, *, trial: bool = False,
+                        pool_selector: bool = True) -> dict[str, Any]:
+    """``pool_selector``: the template selects AlloX's nodes itself (else the placer adds it)."""
     configurations = {
         "cpu": {"resources": dict(CPU_CONFIG), "env": {"OMP_NUM_THREADS": "20"},
                 "annotations": {"cellfit.io/e2e-run-for": f"{cpu_seconds}s"}},
@@ -102,7 +104,7 @@ def interchangeable_job(name: str, scheduler_name: str, cpu_seconds: float, gpu_
                     "schedulerName": scheduler_name,
                     "restartPolicy": "Never",
                     "tolerations": [KWOK_TOLERATION],
-                    "nodeSelector": dict(WHERE),
+                    **({"nodeSelector": dict(WHERE)} if pool_selector else {}),
                     "containers": [{"name": "train", "image": "trainer:fake", "resources": {"requests": {"cpu": "100m"}}}],
                 },
             },
@@ -140,7 +142,9 @@ def test_interchangeable_jobs_run_once_in_the_configuration_allox_chose(env: Any
     namespaces = {user: cp.create_namespace(f"allox-{user}") for user in ("alice", "bob", "carol")}
     items = {user: [] for user in namespaces}
     for user, name, cpu_seconds, gpu_seconds in JOBS:
-        items[user].append(interchangeable_job(name, release.scheduler_name, cpu_seconds, gpu_seconds))
+        # alice's templates name no node selector: the placer puts her pods on AlloX's nodes (a
+        # live session's pods ran outside them, holding no machine of AlloX's).
+        items[user].append(interchangeable_job(name, release.scheduler_name, cpu_seconds, gpu_seconds, pool_selector=user != "alice"))
     for user, ns in namespaces.items():
         cluster.apply(*items[user], namespace=ns)
 
@@ -182,6 +186,9 @@ def test_interchangeable_jobs_run_once_in_the_configuration_allox_chose(env: Any
         else:
             assert container["resources"]["limits"] == {"nvidia.com/gpu": "1"}
         assert pods[0]["metadata"]["labels"]["cellfit.io/placement"] == kind
+        assert pods[0]["spec"].get("nodeSelector", {}).items() >= WHERE.items(), (name, pods[0]["spec"].get("nodeSelector"))
+        node = cluster.kubectl_json("get", "node", pods[0]["spec"]["nodeName"])
+        assert node["metadata"]["labels"].items() >= WHERE.items(), (name, pods[0]["spec"]["nodeName"])
         events = [e for e in cluster.events(ns, name, kind="Job") if e["reason"] == "Placed"]
         assert len(events) == 1 and f"started on {kind}" in events[0]["message"]
 

@@ -128,6 +128,10 @@ RUNNING_ON: Final = "running on "
 REASON_RAN: Final = "Ran"
 REASON_PREEMPTED: Final = "Preempted"
 _ENDED_REASONS: Final = frozenset({REASON_RAN, "Ended"})
+# What a running Job's condition says after "running on <kind>: " once its pods came back (not
+# AlloX's reason for the kind, which its start said).
+RESUMED: Final = "resumed after a preemption"
+BOUND_AGAIN: Final = "its pods are bound again"
 T = TypeVar("T", WaitingJob, RunningJob)
 R = TypeVar("R")
 GIB = 2**30
@@ -256,6 +260,10 @@ class PlacerController:
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._told: dict[str, str] = {}  # the last queue message written per Job UID
+        # Per started Job UID, AlloX's reason for its kind, as its start told it ("AlloX chose gpu
+        # (...)"): its Ran condition says it again, after PodsElsewhere, NotBound, Preempted or
+        # a resume wrote over the Started one.
+        self._chose: dict[str, str] = {}
         self._warned: dict[str, set[str]] = {}  # per Job UID, the messages of the warning Events it was sent
         self._queued_where: dict[str, frozenset[str]] = {}  # per Job UID, where its Queued Events said it waits
         # Job UID -> the kind it was started in and the resourceVersion it was started from,
@@ -357,6 +365,7 @@ class PlacerController:
             live = {job.metadata.uid for job in jobs}
             self._told = {uid: message for uid, message in self._told.items() if uid in live}
             self._warned = {uid: sent for uid, sent in self._warned.items() if uid in live}
+            self._chose = {uid: why for uid, why in self._chose.items() if uid in live}
             self._queued_where = {uid: told for uid, told in self._queued_where.items() if uid in live}
             with self._lock:
                 self._started = {uid: start for uid, start in self._started.items() if uid in live}
@@ -513,6 +522,7 @@ class PlacerController:
             uid = job.metadata.uid
             pods = found.get(uid)
             state = hold(pods=pods, started=item.started, now=now, unbound_hold_seconds=self._unbound_hold_seconds)
+            self._remember_why(job, item.kind)  # before a condition below says where its pods are instead
             resuming = _resuming(job, pods)
             if resuming:
                 self._tell(job, status="True", reason=REASON_PREEMPTED,
@@ -522,10 +532,10 @@ class PlacerController:
                 placed = job.condition(CONDITION_PLACED)
                 if state == "running" and placed is not None and placed.reason == REASON_PREEMPTED:
                     self._released.discard(uid)
-                    self._tell(job, status="True", reason="Started", message=f"running on {item.kind}: resumed after a preemption")
+                    self._tell(job, status="True", reason="Started", message=f"{RUNNING_ON}{item.kind}: {RESUMED}")
                 elif state == "running" and uid in self._released:
                     self._released.discard(uid)
-                    self._tell(job, status="True", reason="Started", message=f"running on {item.kind}: its pods are bound again")
+                    self._tell(job, status="True", reason="Started", message=f"{RUNNING_ON}{item.kind}: {BOUND_AGAIN}")
                 continue
             released.append((item, state))
             if resuming:  # told above: its pods were bound, then preempted, not never bound
@@ -867,11 +877,26 @@ class PlacerController:
             self._tell(job, status="False", reason="Ended", message=f"the Job {outcome} before AlloX started it")
             return
         kind = _template_labels(job).get(LABEL_PLACEMENT) or job.annotations.get(ANNOTATION_PLACEMENT)
-        said = placed.message or ""
-        # AlloX's reason for the kind, as the running Job was told it ("running on gpu: <why>").
-        why = said.removeprefix(f"{RUNNING_ON}{kind}").removeprefix(": ") if kind and said.startswith(f"{RUNNING_ON}{kind}") else ""
+        # AlloX's reason for the kind, as the running Job was told it ("running on gpu: <why>"),
+        # though a later condition (PodsElsewhere, NotBound, Preempted, a resume) wrote over it.
+        with self._lock:
+            why = self._chose.get(job.metadata.uid) or ""
+        if not why and kind:
+            why = allox_why(placed.message, kind)
         where = f"ran on {kind}" if kind else "ran"
         self._tell(job, status="True", reason=REASON_RAN, message=f"{where}: {why}; the Job {outcome}" if why else f"{where}; the Job {outcome}")
+
+    def _remember_why(self, job: Job, kind: str) -> None:
+        """AlloX's reason for a running Job's kind, from its condition while that says it (this
+        cellfit restarted since its start, or another replica started it), for its Ran condition."""
+        uid = job.metadata.uid
+        if uid in self._chose:
+            return
+        placed = job.condition(CONDITION_PLACED)
+        why = allox_why(placed.message if placed is not None else None, kind)
+        if why:
+            with self._lock:
+                self._chose[uid] = why
 
     def _with_pool(self, item: T, by_key: Mapping[str, Job], found: Guarantees) -> T:
         """``item`` with its virtual cluster; the object of last pass when the item and its VC are
@@ -953,6 +978,8 @@ class PlacerController:
         # The mechanism is the operator's concern (the log line below, /v1/inspect/allox's
         # startsByMechanism), not the user's.
         self._event(job, "Placed", f"started on {kind}: {why}")
+        with self._lock:
+            self._chose[job.metadata.uid] = why
         self._tell(job, status="True", reason="Started", message=f"running on {kind}: {why}")
         if self._on_start is not None:
             self._on_start(kind, used)
@@ -1273,6 +1300,14 @@ def _slower_because(
     if pods > idle - taken:
         return f"it needs {pods} {what}s at once and {idle - taken} were free"
     return _MATCHING_AIM
+
+
+def allox_why(message: str | None, kind: str) -> str:
+    """AlloX's reason for ``kind`` in a running Job's ``Placed`` message ("running on gpu: <why>"),
+    "" where it says none (its pods resumed, or bound again, or no reason was told)."""
+    prefix = f"{RUNNING_ON}{kind}: "
+    why = message.removeprefix(prefix) if message and message.startswith(prefix) else ""
+    return "" if why in (RESUMED, BOUND_AGAIN) else why
 
 
 def _machine_kind(kind: str, pool: str | None, gpu_pools: Mapping[str, int] | None) -> str:
