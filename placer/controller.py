@@ -429,8 +429,12 @@ class PlacerController:
         if self._on_decision is not None:  # after the queue: its observer counts the queued Jobs
             self._on_decision(elapsed, decision)
         together = starting_together(decision.queue, now=now)
+        starts: dict[tuple[str, str | None], dict[int, float]] = {}  # per kind (and VC), each position's expected start
         for queued in decision.queue:
-            self._tell_queued(by_key[queued.key], queued, now=now, name_pool=name_pools, first=together[queued.key])
+            starts.setdefault((queued.kind, queued.pool), {})[queued.position] = now + queued.expected_start_seconds
+        for queued in decision.queue:  # whom each condition names, which the inspect view says too
+            together[queued.key] = self._tell_queued(by_key[queued.key], queued, now=now, name_pool=name_pools,
+                                                     first=together[queued.key], starts=starts[queued.kind, queued.pool])
         pools = {w.key: w.pool for w in waiting}
         # A Job whose VC has free guarantee but AlloX's nodes no free GPU lacks machines, not quota.
         lacking = [key for key in decision.waiting_for_pool if guaranteed.get(pools.get(key) or "", 0) > 0]
@@ -794,14 +798,18 @@ class PlacerController:
             return None
         return RunningJob(key=key, user=user, kind=kind, started=started, seconds=known, demand=demand, pods=max(_pods(job), 1))
 
-    def _tell_queued(self, job: Job, queued: Queued, *, now: float, name_pool: bool = True, first: int | None = None) -> None:
+    def _tell_queued(self, job: Job, queued: Queued, *, now: float, name_pool: bool = True, first: int | None = None,
+                     starts: Mapping[int, float] | None = None) -> int:
         """Tell a waiting Job its place and when it is expected to start, as a time, not a wait
         from now: the condition changes only when its place does or its expected start moves by
         more than :func:`start_tolerance_seconds`, not pass after pass as time goes by (every
         write is one for the API server and every watcher of Jobs). ``first``: the first
         position expected to start at its time (:func:`starting_together`), which it is told it
-        starts together with; said, not compared: that the Jobs before it start at its time or
-        a little before is within that tolerance too."""
+        starts together with. Whom the condition names stands while they (``starts``: each
+        position of its kind's expected start) start within that tolerance of it: the ω grid,
+        anchored at now, puts machines freeing 30 s apart on one second, then on two, pass
+        after pass. The first position its condition names, which ``/v1/inspect/allox`` and so
+        ``kubectl cellfit queue`` and ``why`` say too (its own: none)."""
         where = queued.kind if queued.pool is None or not name_pool else f"{queued.kind} of virtual cluster {queued.pool!r}"
         place = f"{ordinal(queued.position)} on {where}"
         starts_at = now + queued.expected_start_seconds
@@ -815,10 +823,14 @@ class PlacerController:
         self._event_queued(job, where=where, told=told, message=message)
         tolerance = start_tolerance_seconds(wait_seconds=queued.expected_start_seconds, grid_seconds=self._settings.omega_grid_seconds)
         if told is not None and still_says(told, place=place, starts_at=starts_at, tolerance_seconds=tolerance):
-            with self._lock:
-                self._told[job.metadata.uid] = told
-            return
+            named = told_first(told, position=queued.position)
+            if named == queued.position or all(abs((starts or {}).get(position, starts_at) - starts_at) <= tolerance
+                                               for position in range(named, queued.position)):
+                with self._lock:
+                    self._told[job.metadata.uid] = told
+                return named
         self._tell(job, status="False", reason="Queued", message=message)
+        return queued.position if first is None else first
 
     def _event_queued(self, job: Job, *, where: str, told: str | None, message: str) -> None:
         """A ``Queued`` Event when the Job enters AlloX's queue, and again only when it waits for
@@ -1204,7 +1216,8 @@ def _shed_previous(job: Job, configurations: Configurations, kind: str) -> tuple
 # scheduler/kubectl/why.py reads it back, and says the wait from the time it is read.
 _TOGETHER: Final = ", starting together with "
 _QUEUED_MESSAGE: Final = re.compile(
-    r"(?P<place>.+?)(?:" + re.escape(_TOGETHER) + r"the [^,]+)?, expected start at (?P<at>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ) \(AlloX\)")
+    r"(?P<place>.+?)(?:" + re.escape(_TOGETHER) + r"(?P<together>the [^,]+))?, expected start at (?P<at>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ) \(AlloX\)")
+_FIRST_NAMED: Final = re.compile(r"the (\d+)(?:st|nd|rd|th)\b")
 # An expected start that moves by no more than this (or this share of the wait) is not written:
 # the queue plan rounds busy machines' ends up to the ω grid (a minute, then cells 25% wider,
 # scheduler/matching/admission.py), so a queue where nothing changes moves its expected starts by
@@ -1355,6 +1368,14 @@ def queued_said(message: str | None) -> tuple[str, float] | None:
         return None
     starts_at = timestamp(found["at"])
     return None if starts_at is None else (found["place"], starts_at)
+
+
+def told_first(message: str, *, position: int) -> int:
+    """The first position a queued Job's condition says it starts together with ("the 1st to
+    3rd": 1), ``position`` (its own) where it names none."""
+    found = _QUEUED_MESSAGE.fullmatch(message)
+    named = _FIRST_NAMED.match(found["together"]) if found is not None and found["together"] else None
+    return min(int(named[1]), position) if named is not None else position
 
 
 def _waits_on(place: str) -> str | None:
