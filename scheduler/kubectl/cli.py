@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 from typing import Any, Callable, Sequence
 
@@ -60,13 +61,28 @@ def parser() -> argparse.ArgumentParser:
     return top
 
 
+# What kubectl exits with when its reader goes (``kubectl ... | head``): killed by SIGPIPE, which
+# a shell reports as 128 + the signal, and nothing said.
+BROKEN_PIPE_EXIT = 128 + int(signal.SIGPIPE)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     try:
-        print(run(list(sys.argv[1:] if argv is None else argv)))
-        return 0
+        text = run(list(sys.argv[1:] if argv is None else argv))
     except PluginError as error:
         print(f"error: {error}", file=sys.stderr)
         return error.exit_code
+    try:
+        print(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # The reader has gone: exit quietly, as kubectl does. What Python still holds for stdout
+        # goes to /dev/null, or its flush at exit would print the error again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return BROKEN_PIPE_EXIT
+    return 0
 
 
 def run(argv: list[str]) -> str:
