@@ -22,8 +22,8 @@ import threading
 import time
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from typing import Any, Callable, Literal, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, Collection, Literal, Mapping, Sequence
 
 import msgspec
 
@@ -44,11 +44,13 @@ from estimator.objects import (
     sample_pod,
     template_kind,
     timestamp,
+    unschedulable_since,
 )
-from estimator.planner import Decision, EstimatorSettings as PlannerSettings, SampleKey, SamplePod, StopSample, decide
-from estimator.sample_pod import build_sample_pod, configuration_digest
+from estimator.planner import CreateSample, Decision, EstimatorSettings as PlannerSettings, SampleKey, SamplePod, StopSample, decide
+from estimator.sample_pod import beyond_every_node, build_sample_pod, configuration_digest
 from estimator.sampling import SamplingRatio, SamplingSettings, plan, pods_of, waves_of
 from placer.configuration import Configuration, Configurations, parse_configurations, parse_configurations_cached
+from placer.rewrite import PoolConflict
 from scheduler.cluster.api import KubernetesApi
 from scheduler.cluster.feed import InterchangeableJobs
 from scheduler.config import EstimatorSettings
@@ -59,8 +61,10 @@ from scheduler.constants import (
     ANNOTATION_PLACEMENT,
     RESOURCE_CPU,
 )
-from scheduler.core.resources import cpu_millis
-from scheduler.errors import CellfitError, InvalidAnnotation, KubernetesApiError
+from scheduler.core.resources import Resources, cpu_millis
+from scheduler.errors import CellfitError, InvalidAnnotation, InvalidRequest, KubernetesApiError
+from scheduler.kube import wire
+from scheduler.kube.translate import pod_requests
 from scheduler.kube.wire import annotation_pointer
 from scheduler.wording import duration
 
@@ -68,7 +72,14 @@ log = logging.getLogger(__name__)
 
 CONDITION_ESTIMATED = "Estimated"
 CREATE_CONCURRENCY = 16
-JobState = Literal["sampling", "waiting-for-capacity", "estimated", "user-estimate", "invalid", "failed", "unsuspended", "finished"]
+# A sampling pod the scheduler has found no node for (PodScheduled False, Unschedulable) this long
+# stops counting against estimator.maxClusterShare, up to as much again as that share: it holds
+# nothing on any node, and another tenant's samples must not wait behind it for
+# pendingLimitSeconds x maxAttempts (it still fails after pendingLimitSeconds, as before).
+UNSCHEDULABLE_GRACE_SECONDS = 120.0
+JobState = Literal[
+    "sampling", "waiting-for-capacity", "estimated", "user-estimate", "invalid", "never-runs", "failed", "unsuspended", "finished"
+]
 
 
 @dataclass
@@ -89,6 +100,18 @@ class Capacity:
 
     cpu_millis: int
     gpus: int
+
+
+@dataclass(frozen=True)
+class Held:
+    """What one Job's pending and running sampling pods request (CPU millicores, GPUs, pods), and
+    the (millicores, GPUs) of each of them the scheduler has found no node for since
+    ``UNSCHEDULABLE_GRACE_SECONDS`` (``parked``: counted apart, see ``reconcile``)."""
+
+    cpu: int = 0
+    gpus: int = 0
+    count: int = 0
+    parked: tuple[tuple[int, int], ...] = ()
 
 
 def planner_settings(settings: EstimatorSettings) -> PlannerSettings:
@@ -121,8 +144,20 @@ class EstimatorController:
         clock: Callable[[], float] = time.time,
         on_estimate: Callable[[ConfigurationEstimate], None] | None = None,
         on_error: Callable[[float], None] | None = None,
+        pool: Mapping[str, str] | None = None,
+        nodes: Callable[[Mapping[str, str]], Collection[Resources]] | None = None,
+        never_placed: Callable[[Mapping[str, Any], Configuration], Sequence[str]] | None = None,
     ) -> None:
+        """``pool``: the labels of the nodes interchangeable Jobs run on (``allox.nodeSelector``),
+        which every sampling pod's node selector carries. ``nodes(selector)``: each node's
+        allocatable among those carrying every label of ``selector``; a configuration no one of
+        them could ever hold is not sampled. ``never_placed(pod, configuration)``: why the
+        scheduler could never place a sampling pod built so (HiveD: no virtual cluster, or none
+        that can ever hold its GPUs), each reason led by the field; none, it could."""
         self._api = api
+        self._pool = dict(pool or {})
+        self._nodes = nodes
+        self._never_placed = never_placed
         self._feed = jobs
         self._pod_feed = jobs.sampling_pods
         self._jobs_listed = threading.Event()  # the feed replayed or listed the Jobs to this term
@@ -155,8 +190,11 @@ class EstimatorController:
         self._dirty: set[str] = set()
         self._subscribers: list[Callable[[], None]] = []
         self._waiting: set[str] = set()  # Jobs with runs deferred by the sampling budget
-        self._holding: dict[str, tuple[int, int, int]] = {}  # per Job: what its sampling pods request
+        self._holding: dict[str, Held] = {}  # per Job: what its sampling pods request
         self._written_sampling: dict[str, dict[str, Any]] = {}  # cellfit.io/sampling as last written
+        # Per Job: its sampling pod in each configuration, as built, while the Job is unchanged.
+        self._probes: dict[str, tuple[tuple[str, str | None, bytes], dict[str, _Probe]]] = {}
+        self._pass_nodes: dict[frozenset[tuple[str, str]], list[Resources]] = {}  # node sizes by selector, this pass
         # Pod creations of one pass go out together: the API server, not this thread, sets the pace.
         self._creator = ThreadPoolExecutor(max_workers=CREATE_CONCURRENCY, thread_name_prefix="estimator-create")
         self._wake = threading.Event()
@@ -279,6 +317,7 @@ class EstimatorController:
         self._dirty.discard(uid)
         self._waiting.discard(uid)
         self._written_sampling.pop(uid, None)
+        self._probes.pop(uid, None)
 
     # The sampling pods come from the watch cache's one pod watch (feed.PodSubscriber), read with
     # this package's Pod (container states, termination messages) for them alone.
@@ -375,7 +414,8 @@ class EstimatorController:
         with self._lock:
             # The resync skips Jobs already settled (estimated, user-set, invalid, failed,
             # finished) unless they changed: only running samples have deadlines to check.
-            unsettled = {uid for uid, view in self._views.items() if view.state in ("sampling", "waiting-for-capacity")}
+            # A configuration no node could run is looked at again: a larger node may have joined.
+            unsettled = {uid for uid, view in self._views.items() if view.state in ("sampling", "waiting-for-capacity", "never-runs")}
             base = (set(self._jobs) - set(self._views)) | unsettled if everything else set()
             chosen = (base | self._dirty | self._waiting) & set(self._jobs)
             self._dirty.clear()
@@ -384,20 +424,30 @@ class EstimatorController:
             # What each Job's sampling pods hold, recounted only for the Jobs whose objects changed
             # (a pod event marks its Job dirty): a pass must not cost every pod of every Job.
             for uid in chosen:
-                self._holding[uid] = self._held_by(self._jobs[uid], pods[uid].values())
+                self._holding[uid] = self._held_by(self._jobs[uid], pods[uid].values(), now=now)
             for uid in set(self._holding) - set(self._jobs):
                 del self._holding[uid]
             held = list(self._holding.values())
         capacity = self._capacity()
+        self._pass_nodes = {}
         budget = _Budget(
             limit_cpu=self._settings.max_cluster_share * capacity.cpu_millis,
             limit_gpu=self._settings.max_cluster_share * capacity.gpus,
         )
-        for cpu, gpus, count in held:  # what pending and running sampling pods already hold
-            budget.cpu += cpu
-            budget.gpus += gpus
-            budget.pods += count
-        self.active_pods = budget.pods
+        # Sampling pods the scheduler has found no node for since UNSCHEDULABLE_GRACE_SECONDS
+        # (a full cluster, a VC's quota in use, a node selector no node carries) hold nothing: up
+        # to as much again as the budget, they no longer count against it, so every other Job's
+        # samples do not wait behind them; beyond that they count (a cluster that places none of
+        # them must not collect an unbounded queue of samples that all start once room frees).
+        parked = _Budget(limit_cpu=budget.limit_cpu, limit_gpu=budget.limit_gpu)
+        for holding in held:  # what pending and running sampling pods already hold
+            budget.cpu += holding.cpu
+            budget.gpus += holding.gpus
+            budget.pods += holding.count
+            for cost in holding.parked:
+                if not parked.admit(cost):
+                    budget.take(cost)
+        self.active_pods = budget.pods + parked.pods
         creations: list[tuple[Job, dict[str, Any]]] = []
         for job in jobs:
             try:
@@ -406,7 +456,7 @@ class EstimatorController:
                 log.warning("estimator could not act on a job", extra={"job": _key(job), "reason": str(error)})
             except Exception:  # a defect on one Job must not stall every other Job's sampling
                 log.exception("estimator failed on a job", extra={"job": _key(job)})
-        self.active_pods = budget.pods
+        self.active_pods = budget.pods + parked.pods
         self.share = {
             "cpu": budget.cpu / capacity.cpu_millis if capacity.cpu_millis else 0.0,
             "gpu": budget.gpus / capacity.gpus if capacity.gpus else 0.0,
@@ -418,22 +468,28 @@ class EstimatorController:
                     kind = body["metadata"]["annotations"][ANNOTATION_SAMPLE_CONFIGURATION]
                     if configurations is not None and kind in configurations:
                         cpu, gpus = self._cost(configurations[kind])
-                        before = self._holding.get(job.metadata.uid, (0, 0, 0))
-                        self._holding[job.metadata.uid] = (before[0] + cpu, before[1] + gpus, before[2] + 1)
+                        before = self._holding.get(job.metadata.uid, Held())
+                        self._holding[job.metadata.uid] = replace(before, cpu=before.cpu + cpu, gpus=before.gpus + gpus, count=before.count + 1)
             list(self._creator.map(lambda item: self._create(*item), creations))
 
-    def _held_by(self, job: Job, pods: Any) -> tuple[int, int, int]:
-        """CPU millicores, GPUs and pods that ``job``'s pending and running sampling pods request."""
+    def _held_by(self, job: Job, pods: Any, *, now: float) -> Held:
+        """CPU millicores, GPUs and pods that ``job``'s pending and running sampling pods request,
+        those unschedulable since ``UNSCHEDULABLE_GRACE_SECONDS`` apart."""
         configurations = self._configurations(job)
         cpu = gpus = count = 0
+        parked: list[tuple[int, int]] = []
         if configurations is None:
-            return 0, 0, 0
+            return Held()
         for pod in pods:
             kind = (pod.metadata.annotations or {}).get(ANNOTATION_SAMPLE_CONFIGURATION)
             if _live(pod) and kind in configurations:
-                pod_cpu, pod_gpus = self._cost(configurations[kind])  # type: ignore[index]
-                cpu, gpus, count = cpu + pod_cpu, gpus + pod_gpus, count + 1
-        return cpu, gpus, count
+                cost = self._cost(configurations[kind])  # type: ignore[index]
+                since = unschedulable_since(pod)
+                if since is not None and now - since >= UNSCHEDULABLE_GRACE_SECONDS:
+                    parked.append(cost)
+                else:
+                    cpu, gpus, count = cpu + cost[0], gpus + cost[1], count + 1
+        return Held(cpu, gpus, count, tuple(parked))
 
     def _create(self, job: Job, body: dict[str, Any]) -> None:
         try:
@@ -494,9 +550,14 @@ class EstimatorController:
         sample_plan = plan(job_uid=uid, iterations=iterations, pods=pod_count, ratio=float(ratio or 0.03), settings=self._planner.sampling)
         digests = _digests(configurations)
         pods = self._without_stale(pods, digests)
+        never = self._never_runs(job, pods, configurations)
+        if never is not None and len(never) == len(configurations.kinds):
+            with self._lock:
+                self._waiting.discard(uid)
+            return []
         sample_pods = _sample_pods(pods, sampling, digests=digests, now=now, pending_limit_seconds=self._settings.pending_limit_seconds)
         decision = decide(
-            configurations=configurations.kinds,
+            configurations=[kind for kind in configurations.kinds if kind not in (never or {})],
             plan=sample_plan,
             job_iterations=iterations,
             waves=waves,
@@ -504,7 +565,89 @@ class EstimatorController:
             priors=self._priors(job, configurations),
             settings=self._planner,
         )
-        return self._act(job, pods, configurations, decision, sampling, sample_pods, budget)
+        return self._act(job, pods, configurations, decision, sampling, sample_pods, budget, never=never or {})
+
+    def _never_runs(self, job: Job, pods: Mapping[str, Pod], configurations: Configurations) -> dict[str, str] | None:
+        """The configurations no node could ever run, with why, naming the field: more of a
+        resource a pod than any node (of ``allox.nodeSelector``'s pool) has, a node selector or
+        required affinity outside that pool, or (HiveD) no virtual cluster that could ever place
+        its GPUs. Told once (an Event each, and with none left to sample the condition
+        ``Estimated=False``, reason ``NeverRuns``); their runs under way are deleted, none is
+        started. None when every configuration could run."""
+        if self._nodes is None and self._never_placed is None and not self._pool:
+            return None
+        never: dict[str, str] = {}
+        for kind, probe in self._probes_of(job, configurations).items():
+            reason = probe.conflict or self._never_holds(kind, probe, configurations[kind])  # type: ignore[index]
+            if reason is not None:
+                never[kind] = reason
+        if not never:
+            return None
+        reasons: dict[str, list[str]] = {}  # one reason (a template's selector) may be every configuration's
+        for named, why in never.items():
+            reasons.setdefault(why, []).append(named)
+        for why, named_ones in reasons.items():
+            told = " and ".join(named_ones) + (" is" if len(named_ones) == 1 else " are")
+            self._event(job, "ConfigurationNeverRuns", f"{told} not sampled: {why}", warning=True, once=why)
+        for pod in pods.values():
+            if _live(pod) and (pod.metadata.annotations or {}).get(ANNOTATION_SAMPLE_CONFIGURATION) in never:
+                self._delete_sampling_pod(pod)
+        if len(never) == len(configurations.kinds):
+            message = "nothing is sampled or started: " + "; ".join(reasons)
+            self._condition(job, status="False", reason="NeverRuns", message=message)
+            self._view(job, "never-runs", message)
+        return never
+
+    def _probes_of(self, job: Job, configurations: Configurations) -> dict[str, _Probe]:
+        """A sampling pod of each configuration, as built, and what it asks, kept while the Job
+        is unchanged (a resync looks at every sampling Job)."""
+        key = (job.metadata.resourceVersion, job.annotations.get(ANNOTATION_CONFIGURATIONS), bytes(job.spec.template))
+        kept = self._probes.get(job.metadata.uid)
+        if kept is not None and kept[0] == key:
+            return kept[1]
+        template = json.loads(bytes(job.spec.template))
+        probes: dict[str, _Probe] = {}
+        for kind in configurations.kinds:
+            try:
+                body = build_sample_pod(
+                    job_name=job.metadata.name, job_namespace=job.metadata.namespace, job_uid=job.metadata.uid, template=template,
+                    configuration=configurations[kind], run=_PROBE_RUN, indexed=False,
+                    scheduler_name=self._settings.scheduler_name, priority_class_name=None, pool=self._pool,
+                )
+            except PoolConflict as conflict:  # it selects nodes outside allox.nodeSelector's
+                probes[kind] = _Probe(body={}, asks=None, conflict=str(conflict))
+                continue
+            try:
+                asks = pod_requests(msgspec.convert(body["spec"], wire.PodSpec), gpu_resource=self._gpu_resource, field="spec")
+            except (InvalidRequest, msgspec.ValidationError):
+                asks = None  # a quantity the scheduler cannot read: its own refusal says which
+            probes[kind] = _Probe(body=body, asks=asks)
+        with self._lock:
+            self._probes[job.metadata.uid] = (key, probes)
+        return probes
+
+    def _nodes_carrying(self, selector: Mapping[str, str]) -> list[Resources]:
+        """Each node's allocatable among those carrying ``selector``, read once a pass per selector."""
+        assert self._nodes is not None
+        key = frozenset(selector.items())
+        if key not in self._pass_nodes:
+            self._pass_nodes[key] = list(self._nodes(selector))
+        return self._pass_nodes[key]
+
+    def _never_holds(self, kind: str, probe: _Probe, configuration: Configuration) -> str | None:
+        """Why no node could ever run ``probe``, a sampling pod of ``kind``; None when one could."""
+        asks, body = probe.asks, probe.body
+        if asks is None:
+            return None
+        if self._nodes is not None:
+            beyond = beyond_every_node(asks, self._nodes_carrying(body["spec"].get("nodeSelector") or {}), pooled=bool(self._pool))
+            if beyond is not None:
+                return f"{ANNOTATION_CONFIGURATIONS}.{kind}.resources: {beyond}"
+        if self._never_placed is not None and asks.gpus > 0:
+            problems = self._never_placed(body, configuration)
+            if problems:
+                return "; ".join(problems) + ": HiveD never places it"
+        return None
 
     def _iterations_to_sample(self, job: Job, configurations: Configurations | None) -> int | None:
         """The Job's iterations when it is to be sampled; None, after telling why, when not."""
@@ -610,6 +753,8 @@ class EstimatorController:
         sampling: dict[str, Any],
         sample_pods: list[SamplePod],
         budget: _Budget,
+        *,
+        never: Mapping[str, str],
     ) -> list[tuple[Job, dict[str, Any]]]:
         namespace, name = job.metadata.namespace, job.metadata.name
         for stop in decision.stop:
@@ -634,6 +779,7 @@ class EstimatorController:
                 job_name=name, job_namespace=namespace, job_uid=job.metadata.uid, template=template,
                 configuration=configuration, run=run, indexed=job.spec.completionMode == "Indexed",
                 scheduler_name=self._settings.scheduler_name, priority_class_name=self._settings.priority_class_name,
+                pool=self._pool,
             )))
         with self._lock:
             if waiting:
@@ -649,7 +795,7 @@ class EstimatorController:
             else:
                 self._view(job, "sampling", _runs_message(decision, sample_pods, starting=len(creations), held=waiting), samples=rows)
             return creations
-        self._estimated(job, decision, rows, digests=_digests(configurations))
+        self._estimated(job, decision, rows, digests=_digests(configurations), never=never)
         return creations
 
     def _stop_failed(self, job: Job, pods: Mapping[str, Pod], sample_pods: Sequence[SamplePod], sampling: dict[str, Any]) -> None:
@@ -687,18 +833,22 @@ class EstimatorController:
             if asked and not asked / 2 <= ran <= 2 * asked:
                 self._event(job, "SampleLengthIgnored", length_ignored_message(view.name, ran=ran, asked=asked), warning=True, once=view.name)
 
-    def _estimated(self, job: Job, decision: Decision, rows: list[dict[str, Any]], *, digests: Mapping[str, str]) -> None:
+    def _estimated(
+        self, job: Job, decision: Decision, rows: list[dict[str, Any]], *, digests: Mapping[str, str], never: Mapping[str, str]
+    ) -> None:
         assert decision.estimates is not None
         for kind, reason in decision.failed.items():
             self._event(job, "SamplingFailed", f"{kind}: sampling failed after {self._settings.max_attempts} attempts: {reason}", warning=True, once=f"failed-{kind}")
+        not_run = "".join(f"; {kind} not sampled, no node could ever run it: {why}" for kind, why in never.items())
         if not decision.estimates:
-            message = "no configuration could be sampled: " + "; ".join(f"{k}: {r}" for k, r in decision.failed.items())
+            failed = [f"{k}: {r}" for k, r in decision.failed.items()] + [f"{k}: {why}" for k, why in never.items()]
+            message = "no configuration could be sampled: " + "; ".join(failed)
             self._condition(job, status="False", reason="SamplingFailed", message=message)
             self._view(job, "failed", message, samples=rows)
             return
         text = encode_estimate(decision.estimates, samples=decision.samples, overhead_fraction=decision.overhead_fraction, digests=digests)
         self._api.patch_job(namespace=job.metadata.namespace, name=job.metadata.name, operations=_estimate_operations(job, text))
-        summary = describe(decision)
+        summary = describe(decision) + not_run
         self._event(job, "Estimated", summary, warning=False, once=text)  # once per estimate: a withdrawn one is followed by another
         self._condition(job, status="True", reason="Sampled" if any(e.samples for e in decision.estimates.values()) else "FromHistory", message=summary)
         for estimate in decision.estimates.values():
@@ -829,6 +979,17 @@ def _condition_says(job: Job, *, status: str, reason: str, message: str) -> bool
     """Whether the Job's Estimated condition already says this (as a write of it stores it)."""
     current = job.condition(CONDITION_ESTIMATED)
     return current is not None and current.status == status and current.reason == reason and current.message == message[:1024]
+
+
+@dataclass(frozen=True)
+class _Probe:
+    """A configuration's sampling pod as it would be built (``body``) and what it asks of a node
+    (None where a quantity does not read), or why it cannot be built (``conflict``: a selector
+    outside ``allox.nodeSelector``'s pool)."""
+
+    body: Mapping[str, Any]
+    asks: Resources | None
+    conflict: str | None = None
 
 
 @dataclass
@@ -1024,6 +1185,8 @@ def _sample_row(view: SamplePod) -> dict[str, Any]:
         row.update(iterations=view.sample.iterations, seconds=round(view.sample.seconds, 3))
     if view.failure:
         row["failure"] = view.failure
+    if view.pending_reason:
+        row["reason"] = view.pending_reason
     return row
 
 
@@ -1058,6 +1221,10 @@ def _runs_message(decision: Decision, sample_pods: Sequence[SamplePod], *, start
     if after:
         parts.append(f"{after} more after them")
     return f"this Job's sampling runs: {', '.join(parts)}"
+
+
+# The run a configuration's probe pod is built for (``_never_runs``): its name and env are not read.
+_PROBE_RUN = CreateSample(key=SampleKey(configuration="probe", pilot=0, length="long"), attempt=0, iterations=1)
 
 
 def _key(job: Job) -> str:

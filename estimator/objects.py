@@ -146,6 +146,7 @@ class PodCondition(msgspec.Struct, frozen=True):
     status: str = ""
     reason: str | None = None
     message: str | None = None
+    lastTransitionTime: str | None = None
 
 
 class PodStatus(msgspec.Struct, frozen=True):
@@ -251,7 +252,35 @@ def sample_pod(pod: Pod, *, now: float, stopped_seconds: float | None, pending_l
     state: PodState = "running" if phase == "Running" else "pending"
     started = _running_since(status)
     running = max(0.0, now - started) if state == "running" and started is not None else None
-    return SamplePod(name=name, key=key, attempt=attempt, state=state, running_seconds=running)
+    unplaced = _not_scheduled_why(status) if state == "pending" else None
+    return SamplePod(name=name, key=key, attempt=attempt, state=state, running_seconds=running, pending_reason=unplaced)
+
+
+def _not_scheduled_why(status: PodStatus) -> str | None:
+    """Why a pending sample is not on a node yet, in the scheduler's words (its PodScheduled
+    condition: kube-scheduler's "0/4 nodes are available: 4 Insufficient cpu.", an extender's
+    refusal), for whoever asks why its Job is still estimating; None before an attempt."""
+    condition = _unscheduled(status)
+    if condition is None:
+        return None
+    return ": ".join(filter(None, (condition.reason, condition.message))) or None
+
+
+def _unscheduled(status: PodStatus) -> PodCondition | None:
+    return next((c for c in status.conditions or [] if c.type == "PodScheduled" and c.status == "False"), None)
+
+
+def unschedulable_since(pod: Pod) -> float | None:
+    """Since when the scheduler has found no node for a pending sample (its PodScheduled
+    condition False with reason ``Unschedulable``; the pod's creation where the condition carries
+    no time); None for a pod scheduled, not yet tried, or ended."""
+    status = pod.status or PodStatus()
+    if (status.phase or "Pending") != "Pending" or status.startTime is not None or pod.metadata.deletionTimestamp is not None:
+        return None
+    condition = _unscheduled(status)
+    if condition is None or condition.reason != "Unschedulable":
+        return None
+    return timestamp(condition.lastTransitionTime) or timestamp(pod.metadata.creationTimestamp)
 
 
 def _running_since(status: PodStatus) -> float | None:

@@ -49,6 +49,8 @@ class SamplePod:
     failure: str | None = None
     # Why the termination message, meant as the run's report, does not read (its times stood in).
     report_error: str | None = None
+    # Why a pending pod is not on a node yet, in the scheduler's words (PodScheduled False).
+    pending_reason: str | None = None
 
 
 @dataclass(frozen=True)

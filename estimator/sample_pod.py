@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any, Final, Mapping
+from typing import Any, Final, Mapping, Sequence
 
 from estimator.objects import (
     ANNOTATION_SAMPLE_ATTEMPT,
@@ -32,6 +32,7 @@ from scheduler.constants import ANNOTATION_CONFIGURATIONS, LABEL_PLACEMENT
 from estimator.planner import CreateSample
 from placer.configuration import Configuration, parse_configurations_cached
 from placer.rewrite import apply_configuration, shed_placement
+from scheduler.core.resources import Resources
 from scheduler.errors import InvalidAnnotation
 
 # Labels a sampling pod never carries: those the Job controller selects its pods by (the Job
@@ -42,6 +43,7 @@ _LABELS_NOT_COPIED: Final = frozenset(
     {"controller-uid", "batch.kubernetes.io/controller-uid", "job-name", "batch.kubernetes.io/job-name", LABEL_PLACEMENT}
 )
 ANNOTATION_COMPLETION_INDEX: Final = "batch.kubernetes.io/job-completion-index"
+_GIB: Final = 2**30
 _MAX_NAME: Final = 63
 _UID_DIGITS: Final = 12
 
@@ -101,7 +103,13 @@ def build_sample_pod(
     indexed: bool,
     scheduler_name: str,
     priority_class_name: str | None,
+    pool: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
+    """``pool``: the labels of the nodes the Job would run on (``allox.nodeSelector``), merged
+    into the pod's node selector as the placer merges them into the Job's pods (placer/rewrite.py):
+    a sample runs where its Job would. Raises :class:`~placer.rewrite.PoolConflict`, naming the
+    field, for a template or configuration that selects other nodes (the placer refuses to start
+    such a Job there, so it is not sampled there either)."""
     extra_env = {ENV_SAMPLE_ITERATIONS: str(run.iterations)}
     split = {}
     if run.split_iterations is not None:
@@ -128,6 +136,7 @@ def build_sample_pod(
             **split,
             **index,
         },
+        pool=pool,
     )
     metadata = pod["metadata"]
     metadata["labels"] = {k: v for k, v in metadata.get("labels", {}).items() if k not in _LABELS_NOT_COPIED}
@@ -145,3 +154,35 @@ def build_sample_pod(
         spec.pop("priority", None)
         spec.pop("preemptionPolicy", None)
     return {"apiVersion": "v1", "kind": "Pod", **pod}
+
+
+def beyond_every_node(asks: Resources, nodes: Sequence[Resources], *, pooled: bool) -> str | None:
+    """"200 cores a pod, more than any node of allox.nodeSelector's pool has (64 cores at most): no
+    node could ever run it" when no node of ``nodes`` (each one's allocatable) holds one pod
+    asking ``asks``, naming each resource it asks more of than the largest node has (each, "not
+    on one node", when every one is on some node but none has them all); None when one holds it,
+    or no node is known."""
+    if not nodes or any(_holds(node, asks) for node in nodes):
+        return None
+    most = Resources(cpu_millis=max(n.cpu_millis for n in nodes), memory_bytes=max(n.memory_bytes for n in nodes),
+                     gpus=max(n.gpus for n in nodes))
+    rows = [(asked, has, _amount(name, asked), _amount(name, has)) for name, asked, has in (
+        ("gpus", asks.gpus, most.gpus), ("cpu", asks.cpu_millis, most.cpu_millis), ("memory", asks.memory_bytes, most.memory_bytes),
+    ) if asked > 0]
+    over = [row for row in rows if row[0] > row[1]]
+    said = over or rows
+    where = "any node of allox.nodeSelector's pool" if pooled else "any node"
+    at_most = " and ".join(row[3] for row in said) + " at most" + ("" if over else ", not on one node")
+    return f"{' and '.join(row[2] for row in said)} a pod, more than {where} has ({at_most}): no node could ever run it"
+
+
+def _holds(node: Resources, asks: Resources) -> bool:
+    return asks.cpu_millis <= node.cpu_millis and asks.memory_bytes <= node.memory_bytes and asks.gpus <= node.gpus
+
+
+def _amount(name: str, value: int) -> str:
+    if name == "gpus":
+        return f"{value} GPU" + ("" if value == 1 else "s")
+    if name == "cpu":
+        return f"{value / 1000:g} cores"
+    return f"{round(value / _GIB, 1):g} GiB"

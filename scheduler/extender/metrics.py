@@ -324,8 +324,8 @@ class _PreemptionCounter:
 
 
 # The estimator's Job states (estimator/controller.py JobState), exported from startup.
-ESTIMATOR_JOB_STATES: Final = ("sampling", "waiting-for-capacity", "estimated", "user-estimate", "invalid", "failed",
-                               "unsuspended", "finished")
+ESTIMATOR_JOB_STATES: Final = ("sampling", "waiting-for-capacity", "estimated", "user-estimate", "invalid", "never-runs",
+                               "failed", "unsuspended", "finished")
 
 
 class _EstimatorCollector(Collector):

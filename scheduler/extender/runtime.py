@@ -45,7 +45,7 @@ from scheduler.extender.metrics import ExtenderMetrics
 from scheduler.extender.inspect import inspect_router
 from scheduler.extender.service import AlwaysReady, ExtenderService, Readiness
 from scheduler.extender.validating import ObjectValidation
-from scheduler.extender.validation import LiveCells, unplaceable_reason
+from scheduler.extender.validation import LiveCells, NodeSizes, configured_pod_problems, unplaceable_reason
 from scheduler.kube import names, translate, wire
 from estimator.controller import Capacity, EstimatorController
 from placer.controller import Guarantees, PlacerController
@@ -344,6 +344,7 @@ def build_runtime(settings: Settings, *, api: KubernetesApi | None = None, stand
             reject_invalid=settings.admission.reject_invalid,
             scheduler_name=settings.nudge.scheduler_name,
             preempts_best_effort=settings.preemption.policy == "fitgpp" and settings.preemption.max_preemptions != 0,
+            nodes=_node_sizes(settings, cache),
         )
         admission_app = create_admission_app(
             admission=admission, validation=validation, max_request_bytes=settings.server.max_request_bytes
@@ -394,7 +395,7 @@ def _leadership(
         # The term's drivers write through an API fenced to the term: a pass under way when the
         # Lease is lost makes no deletion, patch or Event after it (scheduler/cluster/leadership.py).
         fenced = connected.fenced(terms.in_term())
-        estimator = _estimator(settings, fenced, watched, metrics)
+        estimator = _estimator(settings, fenced, watched, metrics, hived=hived, lock=lock)
         placer = _placer(settings, fenced, watched, estimator, metrics, hived=hived, lock=lock)
         # One list and watch of the profile's pending pods a term, which the nudge and the
         # reclaim both read (scheduler/cluster/pending.py); started first, stopped last.
@@ -610,12 +611,25 @@ def _exchange_view(
     return lambda: {**quotas.inspect(), "controller": controller() if controller is not None else {"leading": False}}
 
 
+def _node_sizes(settings: Settings, cache: ClusterCache | None) -> NodeSizes | None:
+    """The webhook's view of the nodes interchangeable Jobs run on (allox.nodeSelector's)."""
+    if cache is None:
+        return None
+    pool = settings.allox.node_selector
+    return NodeSizes(allocatable=lambda: list(cache.allocatable_by_node(pool).values()), pooled=bool(pool))
+
+
 def _estimator(
-    settings: Settings, api: KubernetesApi | None, cache: ClusterCache | None, metrics: ExtenderMetrics
+    settings: Settings, api: KubernetesApi | None, cache: ClusterCache | None, metrics: ExtenderMetrics,
+    *, hived: Cells | None = None, lock: threading.RLock | None = None,
 ) -> EstimatorController | None:
-    """The sampling-pod estimator beside the extender: it needs the cluster (it creates pods)."""
+    """The sampling-pod estimator beside the extender: it needs the cluster (it creates pods).
+    Its samples run on allox.nodeSelector's nodes, and a configuration no node there (or, under
+    HiveD, no virtual cluster) could ever run is not sampled."""
     if api is None or cache is None or cache.interchangeable is None or not settings.estimator.enabled:
         return None
+    gpu_resource = settings.policy.gpu_resource_name
+    cells = LiveCells(hived, lock=lock) if hived is not None and lock is not None else None
 
     def capacity() -> Capacity:
         total = cache.capacity()
@@ -629,6 +643,10 @@ def _estimator(
         jobs=cache.interchangeable,
         on_estimate=lambda e: metrics.estimates.labels(configuration=e.configuration, method=e.method).inc(),
         on_error=metrics.estimate_error.observe,
+        pool=settings.allox.node_selector,
+        nodes=lambda selector: list(cache.allocatable_by_node(selector).values()),
+        never_placed=(lambda pod, configuration: configured_pod_problems(pod, configuration, cells=cells, gpu_resource=gpu_resource))
+        if cells is not None else None,
     )
     metrics.track_sampling(lambda: controller.active_pods, lambda: controller.share)
     metrics.track_estimator(controller.inspect)

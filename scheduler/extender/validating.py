@@ -31,6 +31,7 @@ from scheduler.extender.validation import (
     JOB_DECODER,
     JOB_TEMPLATE,
     LiveCells,
+    NodeSizes,
     PodTemplate,
     Problem,
     cronjob_problems,
@@ -84,9 +85,10 @@ class ObjectValidation:
 
     def __init__(
         self, *, cells: LiveCells | None, metrics: ExtenderMetrics, gpu_resource: str, reject_invalid: bool,
-        scheduler_name: str | None = None, preempts_best_effort: bool = True,
+        scheduler_name: str | None = None, preempts_best_effort: bool = True, nodes: NodeSizes | None = None,
     ) -> None:
         self._cells = cells
+        self._nodes = nodes  # the nodes interchangeable Jobs run on, sizes read at each review
         self._metrics = metrics
         self._gpu_resource = gpu_resource
         self._reject_invalid = reject_invalid
@@ -167,7 +169,7 @@ class ObjectValidation:
         if elsewhere is not None:
             return [elsewhere]
         return job_problems(job, cells=self._cells, gpu_resource=self._gpu_resource, creating=creating,
-                            preempts_best_effort=self._preempts_best_effort)
+                            preempts_best_effort=self._preempts_best_effort, nodes=self._nodes)
 
     def _cronjob_problems(self, raw: msgspec.Raw, *, field: str) -> list[Problem]:
         cronjob = wire.decode(CRONJOB_DECODER, raw, field=field)
@@ -176,7 +178,7 @@ class ObjectValidation:
         if elsewhere is not None:
             return [elsewhere]
         return cronjob_problems(cronjob, cells=self._cells, gpu_resource=self._gpu_resource,
-                                preempts_best_effort=self._preempts_best_effort)
+                                preempts_best_effort=self._preempts_best_effort, nodes=self._nodes)
 
     def _pod_problems(self, raw: msgspec.Raw, *, field: str) -> list[Problem]:
         pod = wire.decode(wire.POD_DECODER, raw, field=field)

@@ -25,6 +25,7 @@ from msgspec import structs
 
 import estimator.objects as sampling_objects
 from estimator.contract import estimate_errors, parse_estimate, parse_iterations
+from estimator.sample_pod import beyond_every_node
 from placer.configuration import Configuration, Configurations, parse_configurations
 from placer.rewrite import apply_configuration
 from scheduler import constants
@@ -47,6 +48,7 @@ from scheduler.constants import (
     PRIORITY_OPPORTUNISTIC,
 )
 from scheduler.core.model import OwnerRef, PodInfo
+from scheduler.core.resources import Resources
 from scheduler.errors import InvalidAnnotation, InvalidRequest
 from scheduler.kube import translate, wire
 from scheduler.preemption import JobClass, job_class_of, preemption_count_of
@@ -380,13 +382,15 @@ class AdmittedJob(msgspec.Struct, frozen=True):
 
 
 def job_problems(
-    job: AdmittedJob, *, cells: LiveCells | None, gpu_resource: str, creating: bool, preempts_best_effort: bool = True
+    job: AdmittedJob, *, cells: LiveCells | None, gpu_resource: str, creating: bool, preempts_best_effort: bool = True,
+    nodes: NodeSizes | None = None,
 ) -> list[Problem]:
     """Everything wrong with a Job's cellfit labels and annotations and with its pod template's.
     ``creating``: checks of what a Job must carry when it is submitted (an interchangeable Job's
     iterations and ``suspend``, a podFailurePolicy that lets it resume), which a later update
     (cellfit's own unsuspend) must not fail. ``preempts_best_effort``: FitGpp preempts
-    best-effort pods for trial ones (``preemption.policy: fitgpp``, P above 0)."""
+    best-effort pods for trial ones (``preemption.policy: fitgpp``, P above 0). ``nodes``: the
+    nodes interchangeable Jobs run on, against which a configuration no node holds is warned of."""
     labels = job.metadata.labels or {}
     annotations = job.metadata.annotations or {}
     problems = key_problems(labels, annotations, where="")
@@ -446,6 +450,7 @@ def job_problems(
         return problems + [problem_of(error, where="")]
     return (problems + _template_problems(pod, configured, configurations, cells=cells, gpu_resource=gpu_resource,
                                           preempts_best_effort=preempts_best_effort)
+            + _beyond_every_node(configured, nodes, hived=cells is not None)
             + _gang_shape_problems(pod, job.spec) + trial_priority_problems(template_labels, template.spec, where=TEMPLATE))
 
 
@@ -609,6 +614,51 @@ def _in_configuration(problem: Problem, configuration: Configuration, *, gpu_res
     return replace(problem.within(TEMPLATE), scope=f"in configuration {configuration.kind}")
 
 
+@dataclass(frozen=True)
+class NodeSizes:
+    """Each node's allocatable among those interchangeable Jobs run on (``allox.nodeSelector``'s
+    pool, ``pooled``; else every node the watch holds), read when a Job is reviewed."""
+
+    allocatable: Callable[[], Sequence[Resources]]
+    pooled: bool = False
+
+
+def _beyond_every_node(configured: Mapping[str, PodInfo] | None, nodes: NodeSizes | None, *, hived: bool) -> list[Problem]:
+    """A configuration whose pod asks more cores, memory or GPUs than any node has: never
+    sampled nor started (the estimator's words, estimator/sample_pod.py). A warning, since nodes
+    come and go. Under HiveD its GPUs are the cells' to judge (``LiveCells``), said once there."""
+    if configured is None or nodes is None:
+        return []
+    problems = []
+    sizes: Sequence[Resources] | None = None
+    for kind, pod in configured.items():
+        asks = structs.replace(pod.requests, gpus=0) if hived else pod.requests
+        if sizes is None:
+            sizes = nodes.allocatable()
+        beyond = beyond_every_node(asks, sizes, pooled=nodes.pooled)
+        if beyond is not None:
+            problems.append(Problem(
+                field=f"{key_path('annotation', ANNOTATION_CONFIGURATIONS)}.{kind}.resources",
+                reason=f"{beyond}: it is never sampled nor started in {kind}", blocking=False,
+            ))
+    return problems
+
+
+def configured_pod_problems(
+    pod: Mapping[str, Any], configuration: Configuration, *, cells: LiveCells, gpu_resource: str
+) -> list[str]:
+    """Why HiveD could never place ``pod``, a pod an interchangeable Job makes in
+    ``configuration`` (a sampling pod, as the estimator builds it), each problem led by its field
+    as the Job writes it (the configuration's GPUs, the template's virtual-cluster label): the
+    estimator does not sample a GPU configuration the extender would refuse for ever."""
+    try:
+        info = translate.pod_info(wire.POD_DECODER.decode(wire.ENCODER.encode(pod)), gpu_resource=gpu_resource, field="spec")
+    except (InvalidRequest, msgspec.ValidationError):  # a quantity cellfit cannot read: the scheduler says which
+        return []
+    return [_in_configuration(problem, configuration, gpu_resource=gpu_resource).text
+            for problem in placement_problems(info, cells=cells)]
+
+
 def _gang_shape_problems(pod: PodInfo, spec: JobSpec) -> list[Problem]:
     """A gang larger than the pods the Job ever runs at once: its booking would wait for pods
     that never come."""
@@ -665,7 +715,8 @@ JOB_TEMPLATE: Final = "spec.jobTemplate"
 
 
 def cronjob_problems(
-    cronjob: AdmittedCronJob, *, cells: LiveCells | None, gpu_resource: str, preempts_best_effort: bool = True
+    cronjob: AdmittedCronJob, *, cells: LiveCells | None, gpu_resource: str, preempts_best_effort: bool = True,
+    nodes: NodeSizes | None = None,
 ) -> list[Problem]:
     """Everything wrong with the Jobs a CronJob will create, told when the CronJob is written
     rather than when its schedule fires: its ``spec.jobTemplate`` checked as a Job being created
@@ -677,7 +728,8 @@ def cronjob_problems(
     # The CronJob controller names its Jobs after the CronJob, in its namespace.
     job_meta = structs.replace(template.metadata, name=meta.name, namespace=meta.namespace, uid="")
     job = AdmittedJob(metadata=job_meta, spec=template.spec)
-    problems = job_problems(job, cells=cells, gpu_resource=gpu_resource, creating=True, preempts_best_effort=preempts_best_effort)
+    problems = job_problems(job, cells=cells, gpu_resource=gpu_resource, creating=True, preempts_best_effort=preempts_best_effort,
+                            nodes=nodes)
     return _not_passed_on(meta.labels or {}, meta.annotations or {}) + [problem.within(JOB_TEMPLATE) for problem in problems]
 
 

@@ -58,13 +58,15 @@ class RecordingApi:
         pass
 
 
-def controller(api: RecordingApi, *, cpus: int = 64, share: float = 0.1) -> EstimatorController:
+def controller(api: RecordingApi, *, cpus: int = 64, share: float = 0.1, gpus: int = 8, **extra: Any) -> EstimatorController:
+    """``extra``: the controller's other arguments (its clock, the nodes it judges configurations by)."""
     return EstimatorController(
         api=api,  # type: ignore[arg-type]
         settings=EstimatorSettings(max_cluster_share=share),
         gpu_resource="nvidia.com/gpu",
-        capacity=lambda: Capacity(cpu_millis=cpus * 1000, gpus=8),
+        capacity=lambda: Capacity(cpu_millis=cpus * 1000, gpus=gpus),
         jobs=InterchangeableJobs(),
+        **extra,
     )
 
 
