@@ -171,30 +171,37 @@ static int wait_order(const void *left, const void *right) {
  *   limit - step * n, count the largest floor(max(limit, 0) / step) of every row, at most 64.
  *   Every sum is of whole numbers, so exact in any order: the NumPy path's value. Writes total
  *   (float64, one per row); returns how many rows have more than 64 terms (the caller sums those
- *   over the machines, as the NumPy path does). */
+ *   over the machines, as the NumPy path does). live (optional, int64, one per row): the rows
+ *   whose need is asked (Algorithm 2's waiting rows); the others get 0.0, and every asked row
+ *   its sum as without it (the terms and the rows beyond 64 are counted over every row). */
 static PyObject *vacancy_needs(PyObject *self, PyObject *args) {
-    PyObject *objects[4];
+    PyObject *objects[5] = {NULL, NULL, NULL, NULL, Py_None};
     Py_ssize_t kind, other;
     double shift;
     (void)self;
-    if (!PyArg_ParseTuple(args, "OnndOOO", &objects[0], &kind, &other, &shift, &objects[1], &objects[2], &objects[3])) return NULL;
-    static const Wanted wanted[4] = {{'d', 0, 2, "times"}, {'d', 0, 1, "waits"}, {'d', 0, 1, "counts"}, {'d', 1, 1, "total"}};
-    Py_buffer views[4];
-    int taken = take_all(objects, views, wanted, 4);
+    if (!PyArg_ParseTuple(args, "OnndOOO|O", &objects[0], &kind, &other, &shift, &objects[1], &objects[2], &objects[3], &objects[4]))
+        return NULL;
+    static const Wanted wanted[5] = {{'d', 0, 2, "times"}, {'d', 0, 1, "waits"}, {'d', 0, 1, "counts"}, {'d', 1, 1, "total"},
+                                     {'q', 0, 1, "live"}};
+    int asked = objects[4] != Py_None ? 5 : 4;
+    Py_buffer views[5];
+    int taken = take_all(objects, views, wanted, asked);
     PyObject *result = NULL;
     double *sorted = NULL, *below = NULL;
-    if (taken == 4) {
+    if (taken == asked) {
         Py_ssize_t rows = views[0].shape[0], kind_count = views[0].shape[1], count = views[1].len / 8;
         const double *times = views[0].buf, *waits = views[1].buf, *counts = views[2].buf;
+        const int64_t *live = asked == 5 ? views[4].buf : NULL;
         double *total = views[3].buf;
-        int valid = kind >= 0 && kind < kind_count && other >= 0 && other < kind_count && views[2].len / 8 == count && views[3].len / 8 == rows;
+        int valid = kind >= 0 && kind < kind_count && other >= 0 && other < kind_count && views[2].len / 8 == count && views[3].len / 8 == rows &&
+                    (live == NULL || views[4].len / 8 == rows);
         for (Py_ssize_t j = 0; valid && j < count; j++) valid = waits[j] == waits[j];
         if (valid) {
             sorted = PyMem_Malloc(sizeof(double) * 2 * ((size_t)count + 1));
             below = PyMem_Malloc(sizeof(double) * ((size_t)count + 1));
         }
         if (!valid) {
-            PyErr_SetString(PyExc_ValueError, "vacancy_needs: kinds of times, a count per wait (no NaN), a total per row");
+            PyErr_SetString(PyExc_ValueError, "vacancy_needs: kinds of times, a count per wait (no NaN), a total (and a live flag) per row");
         } else if (sorted == NULL || below == NULL) {
             PyErr_NoMemory();
         } else {
@@ -220,6 +227,10 @@ static PyObject *vacancy_needs(PyObject *self, PyObject *args) {
             }
             int64_t terms = largest >= 64.0 ? 64 : (int64_t)largest;
             for (Py_ssize_t i = 0; i < rows; i++) {
+                if (live != NULL && live[i] == 0) {
+                    total[i] = 0.0;
+                    continue;
+                }
                 double own = times[i * kind_count + kind], time = times[i * kind_count + other];
                 int usable = isfinite(own) && isfinite(time) && time > 0;
                 double limit = usable ? own + shift : 0.0, step = usable ? time : 1.0, sum = 0.0;

@@ -170,7 +170,7 @@ class AlloxScheduler:
 
         # Told without solving: a plan that certainly leaves a machine empty (_Vacancy). A free
         # machine listed twice is two machines of one name to the fleet: not told there.
-        vacancy = _Vacancy(every_job, delay) if len(free_names) == len(free_machines) and every_job.jobs else None
+        vacancy = _Vacancy(every_job, delay, live=left.waiting_flags) if len(free_names) == len(free_machines) and every_job.jobs else None
 
         started: list[Assignment] = []
         # The last machine visited since the last start, when it started nothing: its kind
@@ -803,6 +803,12 @@ class _Left:
         out = np.empty(self._user.shape[0], dtype=np.int64)
         return out[: extension.rows_of(member, self._user, self._waiting_flags, out)]
 
+    @property
+    def waiting_flags(self) -> IntArray:
+        """Each row of ``every_job``: 1 while it waits, 0 once removed (kept up to date: read,
+        not copied, by :class:`_Vacancy`)."""
+        return self._waiting_flags
+
     def remove(self, row: int) -> None:
         self._waiting[row] = False
         self._waiting_flags[row] = 0
@@ -928,7 +934,7 @@ class _Vacancy:
     since it was last asked for (each moves one machine's wait: O(jobs) a start), not remade.
     """
 
-    def __init__(self, every_job: Problem, delay: FloatArray) -> None:
+    def __init__(self, every_job: Problem, delay: FloatArray, *, live: IntArray | None = None) -> None:
         times = every_job.times
         finite = np.isfinite(times)
         self._times = times
@@ -952,6 +958,9 @@ class _Vacancy:
         self._tolerance: float = 1e-9 * scale * max(1, times.shape[0])
         self._need: dict[tuple[int, float], tuple[FloatArray, int]] = {}  # N per class, and the moves taken in
         self._moves: list[tuple[int, float, float]] = []  # (machine kind, old wait, new wait) of each start
+        # The rows still waiting (1) as Algorithm 2 removes them (_Left's flags, kept up to date
+        # there): only their N is ever read, so _solve.c's vacancy_needs sums theirs alone.
+        self._live = live if live is not None and live.dtype == np.int64 and live.shape == (times.shape[0],) else None
 
     def empty(self, rows: IntArray, position: int) -> bool:
         """Whether every optimal matching of ``rows`` (of ``every_job``) on the machines as they
@@ -1036,7 +1045,7 @@ class _Vacancy:
         if native is not None and self._plain and waits.dtype == np.float64 and counts.dtype == np.float64:
             summed = np.empty(self._times.shape[0])
             if not native.vacancy_needs(self._times, kind, other, wait - self._tolerance, np.ascontiguousarray(waits),
-                                        np.ascontiguousarray(counts), summed):
+                                        np.ascontiguousarray(counts), summed, self._live):
                 return summed
         own = self._times[:, kind]
         time = self._times[:, other]

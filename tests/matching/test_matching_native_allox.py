@@ -137,6 +137,32 @@ def test_the_vacancy_need_in_c_is_numpys(monkeypatch: pytest.MonkeyPatch) -> Non
     assert beyond > 50  # rows past the terms summed, through NumPy's path
 
 
+def test_the_vacancy_need_of_the_waiting_rows_alone_is_numpys(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With Algorithm 2's waiting rows given (``live``), ``vacancy_needs`` sums their need alone:
+    each waiting row's is NumPy's bit for bit (over every row), a row no longer waiting gets 0."""
+    rng = random.Random(8714)
+    skipped = 0
+    for _ in range(600):
+        vacancy, kinds = random_vacancy(rng)
+        rows = vacancy._times.shape[0]
+        live = np.array([int(rng.random() < 0.6) for _ in range(rows)], dtype=np.int64)
+        waits = np.array([float(rng.randint(0, 30)) for _ in range(rng.randint(1, 12))])
+        counts = np.array([float(rng.choice([-1, 1, 2])) for _ in range(waits.shape[0])])
+        kind, other, wait = rng.randrange(kinds), rng.randrange(kinds), float(rng.choice(waits.tolist() + [0.0]))
+        with monkeypatch.context() as numpy_only:
+            numpy_only.setattr(allox, "native", None)
+            every_row = vacancy._needs(kind, wait, other, waits, counts)
+        waiting_only = np.full(rows, np.nan)
+        beyond = native.vacancy_needs(vacancy._times, kind, other, wait - vacancy.tolerance, waits, counts, waiting_only, live)
+        if beyond:
+            continue  # a row past 64 terms: the caller sums every row in NumPy
+        waiting = live.astype(bool)
+        assert waiting_only[waiting].tobytes() == every_row[waiting].tobytes()
+        assert not waiting_only[~waiting].any()  # a row no longer waiting gets 0
+        skipped += int((~waiting & (every_row != 0)).sum())
+    assert skipped > 100  # rows whose need is not 0 were left out
+
+
 def test_the_vacancy_test_in_c_is_numpys(monkeypatch: pytest.MonkeyPatch) -> None:
     """``_Vacancy.empty`` on random machines (waits that tie: classes of several machines, so
     machines listed before), jobs (a kind left out, times of 0: not told) and user sets, with

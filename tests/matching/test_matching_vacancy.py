@@ -206,6 +206,7 @@ def test_the_need_summed_over_positions_is_the_need_summed_over_machines(seed: i
     vacancy._times = times
     vacancy._plain = True  # float64, a contiguous row a job: summed in C where _solve.c was built
     vacancy._tolerance = 1e-6
+    vacancy._live = None  # every row's need
     limit = times[:, 0] + 30.0 - 1e-6
     for few in (waits.shape[0], 2, 5):  # searched among many waits; compared with a start's few
         found = vacancy._needs(0, 30.0, 1, waits[:few], counts[:few])
