@@ -146,3 +146,85 @@ def ignores_disruption(policy: object) -> bool:
     """Whether a Job's ``spec.podFailurePolicy`` ignores a preempted pod: its rule on
     DisruptionTarget (:func:`disruption_action`) has ``action: Ignore``."""
     return disruption_action(policy) == IGNORE
+
+
+# What a process stopped by a signal usually exits with (128 + the signal): SIGTERM, which a
+# preempted pod's containers get first, and SIGKILL, at the end of its grace period.
+SIGNAL_EXIT_CODES = {143: "SIGTERM", 137: "SIGKILL"}
+# A podFailurePolicy rule on exit codes that applies to a preempted pod before its rule on
+# DisruptionTarget: (its index among the rules, its action, the signal exit codes it matches).
+ExitCodeRule = tuple[int, str, tuple[int, ...]]
+
+
+def _on_disruption(rule: object) -> bool:
+    """Whether a podFailurePolicy rule matches the DisruptionTarget condition (status True, the
+    default), as a preempted pod has it."""
+    patterns = rule.get("onPodConditions") if isinstance(rule, dict) else None
+    return any(isinstance(p, dict) and p.get("type") == DISRUPTION_TARGET and p.get("status", "True") == "True"
+               for p in (patterns if isinstance(patterns, list) else []))
+
+
+def disruption_rule_at(policy: object) -> int | None:
+    """The index of a Job's ``spec.podFailurePolicy``'s first rule on DisruptionTarget (the one
+    :func:`disruption_action` reads); None: none."""
+    rules = policy.get("rules") if isinstance(policy, dict) else None
+    return next((at for at, rule in enumerate(rules if isinstance(rules, list) else []) if _on_disruption(rule)), None)
+
+
+def exit_code_rules_before_disruption(policy: object) -> tuple[ExitCodeRule, ...]:
+    """The rules of a Job's ``spec.podFailurePolicy`` (as JSON decodes it) on exit codes, before
+    its first rule on DisruptionTarget, that count a preempted pod exiting as a stopped process
+    usually does (143 after SIGTERM, 137 after SIGKILL) or fail its Job or index: the Job
+    controller applies the first rule that matches, exit codes and conditions alike, so such a
+    rule takes the pod before the rule on DisruptionTarget is reached. cellfit cannot know the
+    exit code before the pod exits (the workload's: one that exits 0 once it has checkpointed
+    matches no rule, code 0 being left out of every requirement), only which of the usual codes
+    the rule matches: ``In`` those it lists, ``NotIn`` those it does not; an unknown operator
+    matches nothing, and an Ignore rule, or one of an unknown action, takes nothing from it."""
+    rules = policy.get("rules") if isinstance(policy, dict) else None
+    found: list[ExitCodeRule] = []
+    for at, rule in enumerate(rules if isinstance(rules, list) else []):
+        if not isinstance(rule, dict):
+            continue
+        if _on_disruption(rule):
+            break
+        codes = rule.get("onExitCodes")
+        action = rule.get("action")
+        if not isinstance(codes, dict) or action not in (COUNT, FAIL_JOB, FAIL_INDEX):
+            continue
+        listed = codes.get("values")
+        values = listed if isinstance(listed, list) else []
+        operator = codes.get("operator")
+        if operator not in ("In", "NotIn"):
+            continue
+        matched = tuple(code for code in SIGNAL_EXIT_CODES if (code in values) == (operator == "In"))
+        if matched:
+            found.append((at, action, matched))
+    return tuple(found)
+
+
+def exit_codes(codes: tuple[int, ...]) -> str:
+    """``143``, ``143 or 137``."""
+    return " or ".join(str(code) for code in codes)
+
+
+def exit_code_action(action: str, limit: tuple[str, int]) -> str:
+    """What a rule on exit codes of ``action`` does to the pod it matches, as a verb phrase:
+    ``counts it against its backoffLimit 2``, ``fails the Job``, ``fails the index``."""
+    if action in FAILS_AT_ONCE:
+        return f"fails {FAILS_AT_ONCE[action][1]}"
+    name, count = limit
+    return f"counts it against its {name} {count}"
+
+
+SIGNALS_USUALLY = "a process stopped by SIGTERM usually exits with 143, by SIGKILL with 137"
+
+
+def resumes_unless(rules: tuple[ExitCodeRule, ...], limit: tuple[str, int]) -> str:
+    """What a preemption does to a Job that ignores DisruptionTarget after ``rules`` on exit codes
+    (:func:`exit_code_rules_before_disruption`; at least one): ``its Job resumes it unless it exits
+    with 143, on which its spec.podFailurePolicy's rule 1 counts it against its backoffLimit 2 before
+    its Ignore rule on DisruptionTarget is reached: a process stopped by SIGTERM ...``."""
+    unless = "; or with ".join(f"{exit_codes(codes)}, on which its spec.podFailurePolicy's rule {at + 1} {exit_code_action(action, limit)}"
+                               for at, action, codes in rules)
+    return f"its Job resumes it unless it exits with {unless} before its Ignore rule on {DISRUPTION_TARGET} is reached: {SIGNALS_USUALLY}"

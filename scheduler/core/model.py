@@ -114,6 +114,11 @@ class JobInfo(msgspec.Struct, frozen=True, gc=False):
     # status.failed: the failed pods the Job controller has counted, against backoff_limit (the
     # Job fails once they exceed it): whether a preemption counted too fails it.
     failed: int = 0
+    # Its podFailurePolicy's rules on exit codes before its rule on DisruptionTarget that take a
+    # preempted pod exiting with 143 or 137 (SIGTERM's, SIGKILL's usual codes), as (index, action,
+    # those codes): scheduler/wording.py exit_code_rules_before_disruption. A Job that ignores
+    # DisruptionTarget resumes its preempted pod unless it exits so.
+    disruption_exit_codes: tuple[tuple[int, str, tuple[int, ...]], ...] = ()
 
     @property
     def ignores_disruption(self) -> bool:

@@ -60,8 +60,12 @@ from scheduler.wording import (
     FAILS_AT_ONCE,
     IGNORE,
     RESUME_RULE,
+    SIGNAL_EXIT_CODES,
     backoff_limit,
     disruption_action,
+    disruption_rule_at,
+    exit_code_rules_before_disruption,
+    exit_codes,
     failing_rule,
 )
 
@@ -476,8 +480,6 @@ def preempted_failure_problems(spec: JobSpec, labels: Mapping[str, str], *, fitg
     warning: the Job runs, and may never meet a trial Job. Told at creation only: Kubernetes
     refuses a change of a Job's podFailurePolicy."""
     action = disruption_action(spec.podFailurePolicy)
-    if action == IGNORE:
-        return []
     # A class that is none is run as best-effort (reported with the template's problems).
     best_effort = job_class_or_best_effort(labels) is JobClass.BEST_EFFORT
     if fitgpp and best_effort:
@@ -486,6 +488,8 @@ def preempted_failure_problems(spec: JobSpec, labels: Mapping[str, str], *, fitg
         by = "its cells' VC reclaims"
     else:
         return []
+    if action == IGNORE:  # unless a rule on exit codes takes the pod first
+        return _exit_codes_first(spec)
     limit, count = backoff_limit(limit=spec.backoffLimit, per_index=spec.backoffLimitPerIndex)
     field = "spec.podFailurePolicy"
     if action in FAILS_AT_ONCE:  # FailJob, FailIndex: at once, whatever the limit
@@ -504,6 +508,28 @@ def preempted_failure_problems(spec: JobSpec, labels: Mapping[str, str], *, fitg
                         f"make that rule {RESUME_RULE}", blocking=False)]
     missing = "missing" if spec.podFailurePolicy is None else f"no rule ignores {DISRUPTION_TARGET}"
     return [Problem(field=field, reason=f"{missing}, so {outcome}; add the rule {RESUME_RULE}", blocking=False)]
+
+
+def _exit_codes_first(spec: JobSpec) -> list[Problem]:
+    """A Job whose podFailurePolicy ignores DisruptionTarget after a rule on exit codes that
+    counts, or fails the Job on, 143 or 137 (what a process stopped by SIGTERM, by SIGKILL,
+    usually exits with): the Job controller applies the first rule that matches, so a preempted
+    pod exiting so is counted, or fails its Job, instead of resuming. cellfit cannot know the exit
+    code before the pod exits (a workload that exits 0 once it has checkpointed matches no rule),
+    so a warning names the rule, the codes, what it does, and the fix: the Ignore rule first.
+    Within the API server's 256 characters for a warning."""
+    ignore = disruption_rule_at(spec.podFailurePolicy)
+    problems = []
+    for at, action, codes in exit_code_rules_before_disruption(spec.podFailurePolicy):
+        does = "counts as failed" if action == COUNT else "fails the Job" if action == FAIL_JOB else "fails its index"
+        usual = ", ".join(f"{SIGNAL_EXIT_CODES[code]}'s" for code in codes)
+        problems.append(Problem(
+            field=f"spec.podFailurePolicy.rules[{at}]",
+            reason=f"{action} on exit code {exit_codes(codes)} ({usual} usual) precedes rules[{ignore}], the Ignore on "
+                   f"{DISRUPTION_TARGET}, and the first match applies: a preempted pod exiting so {does}; move rules[{ignore}] first",
+            blocking=False,
+        ))
+    return problems
 
 
 def _unread_without_configurations(annotations: Mapping[str, str]) -> list[Problem]:

@@ -17,7 +17,7 @@ from typing import Final, Mapping
 from scheduler.core.model import Disruption, JobInfo, NodeInfo, OwnerRef, PodInfo
 from scheduler.core.resources import ZERO, Resources, resources_from_quantities
 from scheduler.kube import wire
-from scheduler.wording import backoff_limit, disruption_action
+from scheduler.wording import backoff_limit, disruption_action, exit_code_rules_before_disruption
 
 _EMPTY: Final[Mapping[str, str]] = MappingProxyType({})
 DEFAULT_GRACE_PERIOD_SECONDS: Final = 30
@@ -167,6 +167,7 @@ def job_info(job: wire.Job) -> JobInfo:
         parallelism=job.spec.parallelism,
         completions=job.spec.completions,
         disruption_action=disruption_action(job.spec.podFailurePolicy),
+        disruption_exit_codes=exit_code_rules_before_disruption(job.spec.podFailurePolicy),
         backoff_limit=backoff_limit(limit=job.spec.backoffLimit, per_index=job.spec.backoffLimitPerIndex),
         failed=(job.status.failed if job.status is not None else None) or 0,
     )

@@ -51,7 +51,7 @@ from scheduler.preemption.model import (
     preemption_count_of,
 )
 from scheduler.preemption.table import CandidateTable, PreemptionIndex
-from scheduler.wording import DELETED_JOB_OUTCOME, NO_CONTROLLER_OUTCOME, UNKNOWN_JOB_OUTCOME, preemption_outcome
+from scheduler.wording import DELETED_JOB_OUTCOME, NO_CONTROLLER_OUTCOME, UNKNOWN_JOB_OUTCOME, preemption_outcome, resumes_unless
 
 DEFAULT_SCHEDULER_NAME = "cellfit"  # the chart's kube-scheduler profile
 
@@ -477,7 +477,9 @@ class FitGppEngine:
         if job is None:
             return UNKNOWN_JOB_OUTCOME
         if job.ignores_disruption:
-            return None
+            # Unless a rule on exit codes comes first and takes it (143 after SIGTERM, its usual
+            # exit): the exit code is the workload's, unknown until it exits.
+            return resumes_unless(job.disruption_exit_codes, job.backoff_limit) if job.disruption_exit_codes else None
         return preemption_outcome(job.disruption_action, job.backoff_limit, failed=job.failed + earlier, with_it=later)
 
     def victim_jobs(self, victim_uids: Sequence[str]) -> list[tuple[JobInfo, int]]:
