@@ -202,7 +202,7 @@ class FactReader:
         pods = ([pod] if pod is not None else []) + list(job.pods if job is not None else [])
         vc = next((p.vc for p in pods), None)
         virtual_cluster = read(f"virtual-clusters/{quote(vc)}", "virtual-cluster") if vc is not None else None
-        holds = read("resume-holds", "resume-holds") or {}
+        holds = read("resume-holds", "resume-holds")
         estimator_entry = allox_entry = None
         if job is not None and job.interchangeable:
             estimates = read("estimates", "estimates") or {}
@@ -211,5 +211,5 @@ class FactReader:
             allox = read("allox", "allox") or {}
             allox_entry = next((row for rows in (allox.get("queue") or {}).values() for row in rows
                                 if row.get("job") == job.key), None)
-        return CellfitView(virtual_cluster=virtual_cluster, resume_holds=tuple(holds.get("holds") or []),
+        return CellfitView(virtual_cluster=virtual_cluster, resume_holds=None if holds is None else tuple(holds.get("holds") or []),
                            estimator_entry=estimator_entry, allox_entry=allox_entry, unavailable=unavailable)

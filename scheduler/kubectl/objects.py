@@ -146,10 +146,12 @@ class JobFacts:
 class CellfitView:
     """What cellfit's inspect API says about the object: its VC (``/virtual-clusters/{vc}``),
     the resume holds, the Job's estimator entry and AlloX queue entry; ``unavailable``: views
-    cellfit does not serve here, with its sentence (resource-fit has no VCs, AlloX is off)."""
+    cellfit does not serve here, with its sentence (resource-fit has no VCs, AlloX is off).
+    ``resume_holds``: None when not read; read, the holds that stand now, which a pod's last
+    FailedScheduling may no longer match (a hold given up or ended since)."""
 
     virtual_cluster: Mapping[str, Any] | None = None
-    resume_holds: tuple[Mapping[str, Any], ...] = ()
+    resume_holds: tuple[Mapping[str, Any], ...] | None = None
     estimator_entry: Mapping[str, Any] | None = None
     allox_entry: Mapping[str, Any] | None = None
     unavailable: Mapping[str, str] = field(default_factory=dict)

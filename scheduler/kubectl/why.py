@@ -597,12 +597,23 @@ def _pending(pod: PodFacts, view: CellfitView) -> Answer:
 
 
 def _resume_hold(pod: PodFacts, held: str, failed: Event, view: CellfitView) -> Answer:
-    """Kept off by a hold: a preemptor's (the pod FitGpp preempted for) or a resuming Job's."""
-    holds = [h for h in view.resume_holds if held in (h.get("pods") or [])]
+    """Kept off by a hold: a preemptor's (the pod FitGpp preempted for) or a resuming Job's. The
+    live view decides: a hold its last attempt met that cellfit no longer keeps (given up, or
+    ended with that pod's binding, a restart between) is said to be gone, not to keep it off."""
+    holds = [h for h in view.resume_holds or () if held in (h.get("pods") or [])]
     nodes = sorted({str(h.get("node")) for h in holds})
     where = f"node{'s' if len(nodes) > 1 else ''} {', '.join(nodes)}" if nodes else "the node it fits"
     details = tuple(f"hold on {h.get('node')}: {h.get('requests')} for {', '.join(h.get('pods') or [])}" for h in holds)
-    if any(h.get("kind") == "preemptor" for h in holds) or f"{held}, for which FitGpp preempted" in failed.message:
+    preemptor = any(h.get("kind") == "preemptor" for h in holds) or f"{held}, for which FitGpp preempted" in failed.message
+    if view.resume_holds is not None and not holds:
+        return Answer(
+            reason="pending",
+            summary=f"pending: the {'preemptor' if preemptor else 'resume'} hold that kept it off the node it fits at its "
+            f"last attempt (its free resources kept for {held}) is gone now: cellfit keeps no hold for {held}, so none "
+            "keeps this pod off; kube-scheduler's next attempt says what does, if anything",
+            details=_seen(failed),
+        )
+    if preemptor:
         return Answer(
             reason="preemptor-hold",
             summary=f"kept off {where} by a preemptor hold: its free resources are kept for {held}, for which FitGpp "
