@@ -83,10 +83,10 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _settings_yaml(*, policy: str, port: int) -> str:
+def _settings_yaml(*, policy: str, port: int, preemption: str = "fitgpp") -> str:
     return (
         f"server: {{host: 127.0.0.1, port: {port}}}\n"
-        f"policy: {{name: {policy}}}\n"
+        f"policy: {{name: {policy}}}\npreemption: {{policy: {preemption}}}\n"
         "estimator: {enabled: false}\nnudge: {enabled: false}\nexchange: {enabled: false}\n"
         "leaderElection: {enabled: false}\nreclaim: {enabled: false}\nadmission: {enabled: false}\n"
     )
@@ -294,7 +294,7 @@ def run_once(*, source: Path, client: Path, args: argparse.Namespace, workdir: P
         f"import sys; sys.path[:0] = [{str(source)!r}, {str(ROOT)!r}];"
         f"import importlib.util as u; spec = u.spec_from_file_location('burst', {__file__!r});"
         f"burst = u.module_from_spec(spec); spec.loader.exec_module(burst);"
-        f"burst.serve(config={_settings_yaml(policy=args.policy, port=port)!r}, nodes={args.nodes}, pods={str(pods_file)!r},"
+        f"burst.serve(config={_settings_yaml(policy=args.policy, port=port, preemption=args.preemption)!r}, nodes={args.nodes}, pods={str(pods_file)!r},"
         f" bind_ms=({args.bind_ms[0]}, {args.bind_ms[1]}), watch_events={not args.no_watch_events},"
         f" cprofile={(f'{args.cprofile}.{source.name}.{next(_profiles)}' if args.cprofile else '')!r},"
         f" cprofile_cpu={args.cprofile_cpu})"
@@ -382,6 +382,8 @@ def run_once(*, source: Path, client: Path, args: argparse.Namespace, workdir: P
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--policy", default="hived", choices=("hived", "resource-fit"))
+    parser.add_argument("--preemption", default="fitgpp", choices=("fitgpp", "placement"),
+                        help="preemption.policy: placement leaves FitGpp's bookkeeping out (what it costs per pod)")
     parser.add_argument("--pods", type=int, default=1000)
     parser.add_argument("--nodes", type=int, default=1000)
     parser.add_argument("--offered", type=int, default=420, help="node names per filter (kube-scheduler offers 42%% of 1,000)")
