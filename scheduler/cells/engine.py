@@ -551,6 +551,38 @@ class HivedEngine:
         self.expiry.victims_leaving(uids)
         return {decided.node: uids} if uids else {}
 
+    def preemption_helps(self, preemptor: PodInfo) -> Callable[[PodInfo], bool] | None:
+        """Whether preempting a pod can free GPUs HiveD would give ``preemptor`` (FitGpp's
+        candidates, scheduler/preemption/engine.py): a guaranteed pod gets GPUs only in its VC's
+        cells, so its VC's own pods, opportunistic pods on cells bound to its VC, and
+        opportunistic pods on free cells while its VC may still bind one that holds it (quota
+        unbound at a level of its request's chains at or above the request's). None: any pod
+        may help (an opportunistic preemptor, which takes idle GPUs anywhere; a pod HiveD does
+        not place). A pod HiveD holds no booking for is left to the tenancy rule."""
+        if preemptor.requests.gpus == 0:
+            return None
+        try:
+            ctx = self._context(preemptor)
+        except (Unplaceable, InvalidAnnotation):
+            return None
+        vc = ctx.vc
+        if ctx.request.priority is not Priority.GUARANTEED or vc is None:
+            return None
+        may_bind = any(vc.unbound(target.chain.type_at(level)) > 0
+                       for target in ctx.targets for level in range(target.level, target.chain.top + 1))
+        by_pod = self.allocator.by_pod
+
+        def helps(victim: PodInfo) -> bool:
+            booking = by_pod.get(victim.uid)
+            if booking is None:
+                return True
+            if booking.priority is Priority.GUARANTEED:
+                return booking.vc == vc.name
+            owners = {cell.vc for gpu in booking.gpus for cell in (gpu, *gpu.ancestors()) if cell.vc is not None}
+            return vc.name in owners if owners else may_bind
+
+        return helps
+
     def reclaim_victims(
         self, pod: PodInfo, candidates: Mapping[str, Sequence[str]], victim_pods: Mapping[str, PodInfo]
     ) -> dict[str, list[str]]:

@@ -70,16 +70,33 @@ def _merged(verdicts: Verdicts, more: dict[str, list[int]]) -> Verdicts:
     return merged
 
 
-def _not_claimable(foreign: Sequence[str], *, left: str | None) -> str:
-    """Why FitGpp took no victim where it passed over the best-effort pods ``foreign`` (keys, at
-    least one) as guaranteed pods of another VC, which never lose their cells (HiveD's
-    guarantee): every pod on the offered nodes was one (``left`` None), or FitGpp's reason
-    ``left`` among the others."""
-    named = foreign[0] + (f" and {len(foreign) - 1} more" if len(foreign) > 1 else "")
-    if left is None:
-        return (f"every best-effort pod on the offered nodes ({named}) is a guaranteed pod of another virtual cluster, "
-                "whose cells it never loses")
-    return f"{left}, leaving out {named}: guaranteed pods of another virtual cluster, whose cells they never lose"
+@dataclass(frozen=True, slots=True)
+class Passed:
+    """The best-effort pods on the offered nodes FitGpp passed over for a preemptor, by key:
+    guaranteed pods of another VC (HiveD's guarantee), and pods whose room the placement engine
+    would not give it (opportunistic pods on cells its VC can neither use nor bind)."""
+
+    foreign: list[str]
+    useless: list[str]
+
+    def __bool__(self) -> bool:
+        return bool(self.foreign or self.useless)
+
+    def refusal(self, *, left: str | None) -> str:
+        """Why FitGpp took no victim: every pod on the offered nodes was passed over (``left``
+        None), or FitGpp's reason ``left`` among the others."""
+        kinds = [(keys, one, many) for keys, one, many in (
+            (self.foreign, "a guaranteed pod of another virtual cluster, whose cells it never loses",
+             "guaranteed pods of another virtual cluster, whose cells they never lose"),
+            (self.useless, "an opportunistic pod on cells this pod's virtual cluster can neither use nor bind",
+             "opportunistic pods on cells this pod's virtual cluster can neither use nor bind"),
+        ) if keys]
+        if left is None and len(kinds) == 1:
+            ((keys, one, _),) = kinds
+            named = ", ".join(keys[:3]) + (f" and {len(keys) - 3} more" if len(keys) > 3 else "")
+            return f"every best-effort pod on the offered nodes ({named}) is {one}"
+        said = "; ".join(f"{keys[0]}{f' and {len(keys) - 1} more' if len(keys) > 1 else ''}: {many}" for keys, _, many in kinds)
+        return f"no best-effort pod on the offered nodes may be taken for this pod: {said}" if left is None else f"{left}, leaving out {said}"
 
 
 @runtime_checkable
@@ -90,6 +107,15 @@ class ReclaimsCells(Protocol):
     def reclaim_victims(
         self, pod: PodInfo, candidates: Mapping[str, Sequence[str]], victim_pods: Mapping[str, PodInfo]
     ) -> dict[str, list[str]]: ...
+
+
+@runtime_checkable
+class JudgesVictims(Protocol):
+    """A placement engine that knows which victims can free room it would give a preemptor
+    (HiveD: a guaranteed pod gets GPUs only in its VC's cells, so an opportunistic pod on
+    another VC's cells, or on free cells its VC may no longer bind, frees nothing for it)."""
+
+    def preemption_helps(self, preemptor: PodInfo) -> Callable[[PodInfo], bool] | None: ...
 
 
 @runtime_checkable
@@ -426,12 +452,12 @@ class FitGppEngine:
             )
         table = self._table_for(pod)
         scale = Normalisers.of(table)  # eq. 3's J: every running best-effort pod, whoever may take it
-        table, foreign, claimable = self._claimable(pod, table, candidates.keys())
+        table, passed, claimable = self._claimable(pod, table, candidates.keys())
         decision = choose_victims(
             preemptor=pod, table=table, settings=self.settings, nodes=candidates.keys(), normalisers=scale, seed=self._seed
         )
-        if isinstance(decision, NoVictims) and foreign:
-            decision = NoVictims(reason=_not_claimable(foreign, left=decision.reason if claimable else None))
+        if isinstance(decision, NoVictims) and passed:
+            decision = NoVictims(reason=passed.refusal(left=decision.reason if claimable else None))
         if not isinstance(decision, PreemptionDecision):
             return VictimChoice(victims={}, decision=decision)
         outcomes = self._victim_outcomes([p for p in (self._tracked_pod(v.uid) for v in decision.victims) if p is not None])
@@ -536,33 +562,45 @@ class FitGppEngine:
 
     # ------------------------------------------------------------------ internals
 
-    def _claimable(self, pod: PodInfo, table: CandidateTable, nodes: Collection[str]) -> tuple[CandidateTable, list[str], bool]:
-        """``table`` with only the victims ``pod`` may take (HiveD's tenancy, :func:`may_claim_cells`:
-        pods of its own VC, and opportunistic pods) valid on the offered ``nodes``, and the keys of
-        the best-effort pods there it may not take (guaranteed pods of another VC, which never
-        lose their cells), and whether any pod there remains for it. Before FitGpp chooses, not after: eq. 4 and the fallback then pick among
-        the pods whose preemption can help ``pod``, where a choice refused after the fact left it
-        pending while its own VC's best-effort pods held its cells (H1)."""
+    def _claimable(self, pod: PodInfo, table: CandidateTable, nodes: Collection[str]) -> tuple[CandidateTable, Passed, bool]:
+        """``table`` with only the victims whose preemption can help ``pod`` valid on the offered
+        ``nodes``: those it may take (HiveD's tenancy, :func:`may_claim_cells`: pods of its own VC,
+        and opportunistic pods) and whose room the placement engine would give it
+        (:class:`JudgesVictims`: under HiveD, for a guaranteed pod, cells of its VC, or free
+        cells its VC may still bind). Also the keys of the best-effort pods there passed over, by
+        why, and whether any pod there remains for it. Before FitGpp chooses, not after: eq. 4
+        and the fallback then pick among the pods whose preemption can help ``pod``, where a
+        choice refused after the fact left it pending while its own VC's best-effort pods held
+        its cells, and one that fell on an opportunistic pod elsewhere freed nothing for it (H1)."""
         slots = [slot for slot in (table.node_index.get(name) for name in nodes) if slot is not None]
+        passed = Passed(foreign=[], useless=[])
         if not slots:
-            return table, [], False
+            return table, passed, False
         offered = np.zeros(len(table.node_names), dtype=np.bool_)
         offered[slots] = True
         node_of = table.node_of
         rows = np.flatnonzero(table.valid & (node_of >= 0) & offered[np.where(node_of >= 0, node_of, 0)])
-        foreign_rows: list[int] = []
-        foreign: list[str] = []
+        helps = self.inner.preemption_helps(pod) if isinstance(self.inner, JudgesVictims) else None
+        left_out: list[int] = []
         for row in rows.tolist():
             uid = table.uids[row]
             victim = self._tracked_pod(uid) if uid is not None else None
-            if victim is not None and not may_claim_cells(pod, victim):
-                foreign_rows.append(row)
-                foreign.append(victim.key)
-        if not foreign_rows:
-            return table, [], len(rows) > 0
+            if victim is None:
+                continue
+            if not may_claim_cells(pod, victim):
+                passed.foreign.append(victim.key)
+            elif helps is not None and not helps(victim):
+                passed.useless.append(victim.key)
+            else:
+                continue
+            left_out.append(row)
+        if not left_out:
+            return table, passed, len(rows) > 0
+        passed.foreign.sort()
+        passed.useless.sort()
         valid = table.valid.copy()
-        valid[foreign_rows] = False
-        return replace(table, valid=valid), sorted(foreign), len(rows) > len(foreign_rows)
+        valid[left_out] = False
+        return replace(table, valid=valid), passed, len(rows) > len(left_out)
 
     def _tracked_pod(self, pod_uid: str) -> PodInfo | None:
         """A pod the index holds, as reserved here or as the watch shows it; None otherwise."""
