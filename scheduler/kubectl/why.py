@@ -15,10 +15,10 @@ from dataclasses import dataclass, replace
 from typing import Any, Final, Mapping, Sequence
 
 from estimator.contract import estimate_errors
-from scheduler.constants import ANNOTATION_CONFIGURATIONS
+from scheduler.constants import ANNOTATION_CONFIGURATIONS, ANNOTATION_PREEMPTIONS
 from scheduler.kubectl.objects import PREEMPTING, CellfitView, Condition, Event, Facts, GoneFacts, JobFacts, PodFacts, Preemption
 from scheduler.kube.times import timestamp
-from scheduler.kubectl.wording import MAX_NAMED, duration, listed, ordinal
+from scheduler.kubectl.wording import MAX_NAMED, duration, listed, ordinal, times
 from scheduler.wording import (
     DISRUPTION_TARGET,
     FAIL_INDEX,
@@ -228,11 +228,10 @@ def _failed_preempted(job: JobFacts, failed: Condition, answer: Answer) -> Answe
     under a FailJob or FailIndex rule, failing the Job or the index at once); told so, and the
     rule that makes the next one resume (user21's ij-4: "failed: Job has reached the specified
     backoff limit" and nothing else, its preemption the cause)."""
-    times = max(job.preemption_count, len(job.preemptions))
-    if not times:
+    if not job.preemption_count and not job.preemptions:
         return answer
-    lines = tuple(_preemption_line(p) for p in job.preemptions)
-    counted = f"{times} time{'s' if times != 1 else ''}"
+    lines = tuple(_preemption_line(p) for p in job.preemptions) + _preemptions_counted(job)
+    counted, pods = _how_often(job)
     action = job.disruption_action
     if action in FAILED_AT_ONCE:
         # A FailJob rule on exit codes fails the Job with the same reason: its message names the condition or the code.
@@ -247,9 +246,11 @@ def _failed_preempted(job: JobFacts, failed: Condition, answer: Answer) -> Answe
             cause += f": {job.failed} failed pod{'s' if job.failed != 1 else ''} in all, over the limit"
     if not caused:
         # Not counted (its policy ignores them), or a failure not on the count: the preemptions are facts, not the cause.
-        return replace(answer, details=answer.details + (f"preempted {counted} by cellfit",) + lines)
+        return replace(answer, details=answer.details + (f"preempted {counted}{f' ({pods})' if pods else ''} by cellfit",) + lines)
     last = job.preemptions[-1] if job.preemptions else None
-    by = f" (last by {last.by})" if last is not None else ""
+    said = [pods] if pods else []
+    said += [f"last by {last.by}"] if last is not None else []
+    by = f" ({'; '.join(said)})" if said else ""
     summary = f"{answer.summary}: cellfit preempted it {counted}{by}, and {cause}"
     rule = (f"spec.podFailurePolicy: {{rules: [{RESUME_RULE}]}}" if action is None
             else f"{RESUME_RULE} as its spec.podFailurePolicy's rule on {DISRUPTION_TARGET}")
@@ -387,8 +388,8 @@ def _on_cpu(job: JobFacts, now: Answer) -> Answer:
 def _preempted(job: JobFacts, now: Answer) -> Answer | None:
     if not job.preemptions and job.preemption_count == 0:
         return None
-    times = max(job.preemption_count, len(job.preemptions))
-    head = f"preempted {times} time{'s' if times != 1 else ''}"
+    counted, pods = _how_often(job)
+    head = f"preempted {counted}" + (f" ({pods})" if pods else "")
     last = job.preemptions[-1] if job.preemptions else None
     if last is not None:
         head += f", last by {last.by}"
@@ -397,8 +398,27 @@ def _preempted(job: JobFacts, now: Answer) -> Answer | None:
         if last.breakdown is not None:
             head += f" ({last.breakdown})"
     return Answer(reason="preempted", summary=f"{head}; now {now.summary}",
-                  details=tuple(_preemption_line(p) for p in job.preemptions) + _counted_failures(job)
-                  + (f"now: {now.reason}",) + now.details)
+                  details=tuple(_preemption_line(p) for p in job.preemptions) + _preemptions_counted(job) + _counted_failures(job)
+                  + (f"now: {now.summary}",) + now.details)
+
+
+def _how_often(job: JobFacts) -> tuple[str, str]:
+    """(``1 time``, ``2 pods``): the preemption decisions that took pods of the Job (one FitGpp
+    decision may take several: its fallback), as its cellfit.io/preemptions counts them, or as
+    many as its pods' Preempted Events tell apart (by preemptor and node) where that says more;
+    and its pods preempted where they are more ("" else). Live, one decision taking two pods
+    read "preempted 2 times" beside a cellfit.io/preemptions of 1."""
+    decisions = max(job.preemption_count, len({(p.by, p.node) for p in job.preemptions}))
+    pods = len(job.preemptions)
+    return times(decisions), f"{pods} pods" if pods > decisions else ""
+
+
+def _preemptions_counted(job: JobFacts) -> tuple[str, ...]:
+    """What preemption.maxPreemptions counts: the Job's cellfit.io/preemptions, its decisions, not its pods."""
+    if not job.preemption_count:
+        return ()
+    return (f"its {ANNOTATION_PREEMPTIONS} is {job.preemption_count}: FitGpp's decisions that preempted it, which "
+            "preemption.maxPreemptions limits (a decision taking several of its pods counts once)",)
 
 
 def _counted_failures(job: JobFacts) -> tuple[str, ...]:

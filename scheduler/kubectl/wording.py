@@ -6,7 +6,7 @@ from typing import Iterable
 
 from scheduler.wording import duration, ordinal
 
-__all__ = ["MAX_NAMED", "duration", "listed", "ordinal"]
+__all__ = ["MAX_NAMED", "duration", "listed", "ordinal", "times"]
 
 # Names beyond this many are counted, not listed: an answer stays one line.
 MAX_NAMED = 4
@@ -19,3 +19,8 @@ def listed(names: Iterable[str], *, noun: str) -> str:
         return f"no {noun}"
     head = ", ".join(shown[:MAX_NAMED])
     return head + (f" and {len(shown) - MAX_NAMED} more" if len(shown) > MAX_NAMED else "")
+
+
+def times(count: int) -> str:
+    """``1 time``, ``3 times``."""
+    return f"{count} time{'s' if count != 1 else ''}"

@@ -23,7 +23,8 @@ def test_a_preempted_jobs_pod_still_exiting_is_said_to_be_exiting_not_missing() 
     assert answer.reason == "preempted"
     assert answer.summary == (f"preempted 1 time, last by pod {UID} on node gpu-node-2; now pod opp-a-x7k2q is exiting after "
                               "its preemption (in its grace period); its next pod is made once it has exited")
-    assert "now: terminating" in answer.details and "now: pending" not in answer.details
+    # The details say "now" as the summary does (L4: "now: pending" beside "now no pod yet").
+    assert f"now: {answer.summary.partition('; now ')[2]}" in answer.details and "now: pending" not in answer.details
 
 
 def test_a_deleted_pod_not_preempted_is_said_to_be_terminating() -> None:
