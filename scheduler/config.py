@@ -424,7 +424,8 @@ class AlloxSettings(_Section):
         default_factory=dict,
         description=(
             "Labels a node must carry for AlloX to count its GPUs and CPU slots as machines (the "
-            "nodes interchangeable Jobs run on); empty: every Ready node."
+            "nodes interchangeable Jobs run on: the placer adds them to every placed pod's node "
+            "selector, and the estimator to its sampling pods'); empty: every Ready node."
         ),
     )
     mechanism: Literal["auto", "template", "webhook"] = Field(
