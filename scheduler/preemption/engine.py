@@ -24,6 +24,7 @@ watch brings the Job's new annotation back. Drivers reach this through the
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field, replace
 from typing import Callable, Collection, Mapping, Protocol, Sequence, runtime_checkable
 
@@ -47,8 +48,9 @@ from scheduler.preemption.model import (
     JobClass,
     job_class_of,
     job_class_or_best_effort,
-    may_claim_cells,
     preemption_count_of,
+    tenancy_of,
+    vc_of,
 )
 from scheduler.preemption.table import CandidateTable, PreemptionIndex
 from scheduler.wording import DELETED_JOB_OUTCOME, NO_CONTROLLER_OUTCOME, UNKNOWN_JOB_OUTCOME, preemption_outcome, resumes_unless
@@ -240,6 +242,10 @@ class FitGppEngine:
         self._evidence = PreemptionEvidence(scheduler_name=scheduler_name, present=lambda uid: self.pods.get(uid) is not None)
         self._index = PreemptionIndex(node_index=inner.node_index)  # one node name -> slot map
         self._tracked: dict[str, str | None] = {}  # pods the index holds -> their Job UID
+        # Pods the index holds -> the VC whose cells they hold as their own (None: opportunistic),
+        # and how many hold each VC's: FitGpp's candidates leave out another VC's (_claimable).
+        self._tenancy: dict[str, str | None] = {}
+        self._holding_vcs: Counter[str] = Counter()
         self._chosen: set[str] = set()  # victims chosen and not gone yet (their deletion may lag)
         # Pods on their way out (terminating, or chosen as victims), kept per node as they
         # change: the preempt verb asks about a hundred candidate nodes, not every pod.
@@ -572,26 +578,30 @@ class FitGppEngine:
         and the fallback then pick among the pods whose preemption can help ``pod``, where a
         choice refused after the fact left it pending while its own VC's best-effort pods held
         its cells, and one that fell on an opportunistic pod elsewhere freed nothing for it (H1)."""
-        slots = [slot for slot in (table.node_index.get(name) for name in nodes) if slot is not None]
+        helps = self.inner.preemption_helps(pod) if isinstance(self.inner, JudgesVictims) else None
+        mine = vc_of(pod)
         passed = Passed(foreign=[], useless=[])
+        if helps is None and all(vc == mine for vc in self._holding_vcs):
+            return table, passed, True  # every pod held is of its VC, or opportunistic: none to pass over
+        slots = [slot for slot in (table.node_index.get(name) for name in nodes) if slot is not None]
         if not slots:
             return table, passed, False
         offered = np.zeros(len(table.node_names), dtype=np.bool_)
         offered[slots] = True
         node_of = table.node_of
         rows = np.flatnonzero(table.valid & (node_of >= 0) & offered[np.where(node_of >= 0, node_of, 0)])
-        helps = self.inner.preemption_helps(pod) if isinstance(self.inner, JudgesVictims) else None
+        tenancy, uids, keys = self._tenancy, table.uids, table.keys
         left_out: list[int] = []
         for row in rows.tolist():
-            uid = table.uids[row]
-            victim = self._tracked_pod(uid) if uid is not None else None
-            if victim is None:
+            uid = uids[row]
+            if uid is None or uid not in tenancy:
                 continue
-            if not may_claim_cells(pod, victim):
-                passed.foreign.append(victim.key)
-            elif helps is not None and not helps(victim):
-                passed.useless.append(victim.key)
-            else:
+            holds = tenancy[uid]
+            if holds is not None and holds != mine:
+                passed.foreign.append(str(keys[row]))
+            elif holds is None and helps is not None and (victim := self._tracked_pod(uid)) is not None and not helps(victim):
+                passed.useless.append(str(keys[row]))
+            else:  # its VC's own pod (HiveD gives a guaranteed pod its VC's cells), or one that helps
                 continue
             left_out.append(row)
         if not left_out:
@@ -627,10 +637,29 @@ class FitGppEngine:
         if previous is not None and previous != job:
             self._leave_job(pod.uid, previous)
         self._tracked[pod.uid] = job
+        self._hold_tenancy(pod.uid, tenancy_of(pod))
         self._note_leaving(pod)
         if job is not None:
             self._pods_by_job.setdefault(job, set()).add(pod.uid)
         self._index_pod(pod, preemptions=self._job_counts.get(job) if job is not None else None)
+
+    def _hold_tenancy(self, pod_uid: str, tenancy: str | None) -> None:
+        if pod_uid in self._tenancy:
+            if self._tenancy[pod_uid] == tenancy:
+                return
+            self._drop_tenancy(pod_uid)
+        self._tenancy[pod_uid] = tenancy
+        if tenancy is not None:
+            self._holding_vcs[tenancy] += 1
+
+    def _drop_tenancy(self, pod_uid: str) -> None:
+        if pod_uid not in self._tenancy:
+            return
+        tenancy = self._tenancy.pop(pod_uid)
+        if tenancy is not None:
+            self._holding_vcs[tenancy] -= 1
+            if not self._holding_vcs[tenancy]:
+                del self._holding_vcs[tenancy]
 
     def _untrack(self, pod_uid: str) -> None:
         self.pods.drop_assumed(pod_uid, bound=True)
@@ -641,6 +670,7 @@ class FitGppEngine:
         self._chosen.discard(pod_uid)
         self._not_leaving(pod_uid)
         job = self._tracked.pop(pod_uid, None)
+        self._drop_tenancy(pod_uid)
         if job is not None:
             self._leave_job(pod_uid, job)
         self._index.delete_pod(pod_uid)

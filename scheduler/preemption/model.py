@@ -67,15 +67,25 @@ def job_class_or_best_effort(labels: Mapping[str, str]) -> JobClass:
         return JobClass.BEST_EFFORT
 
 
+def tenancy_of(pod: PodInfo) -> str | None:
+    """The VC whose cells a pod holds as its own: its label's, the default VC's without one; None
+    for an opportunistic pod, which runs on borrowed cells."""
+    if pod.labels.get(LABEL_PRIORITY) == PRIORITY_OPPORTUNISTIC:
+        return None
+    return pod.labels.get(LABEL_VIRTUAL_CLUSTER, DEFAULT_VIRTUAL_CLUSTER)
+
+
+def vc_of(pod: PodInfo) -> str:
+    """The VC a pod asks for: its label's, the default VC's without one."""
+    return pod.labels.get(LABEL_VIRTUAL_CLUSTER, DEFAULT_VIRTUAL_CLUSTER)
+
+
 def may_claim_cells(claimant: PodInfo, holder: PodInfo) -> bool:
     """HiveD's tenancy rule, enforced whatever the placement engine: a guaranteed pod's cells
     belong to its VC; opportunistic pods run on borrowed cells and may lose them to anyone."""
-    if holder.labels.get(LABEL_PRIORITY) == PRIORITY_OPPORTUNISTIC:
-        return True
+    tenancy = tenancy_of(holder)
     # A pod without the label is in the default VC, like one that names it.
-    return holder.labels.get(LABEL_VIRTUAL_CLUSTER, DEFAULT_VIRTUAL_CLUSTER) == claimant.labels.get(
-        LABEL_VIRTUAL_CLUSTER, DEFAULT_VIRTUAL_CLUSTER
-    )
+    return tenancy is None or tenancy == vc_of(claimant)
 
 
 MAX_PREEMPTION_COUNT: Final = 2**31 - 1  # the largest cellfit.io/preemptions read
