@@ -37,6 +37,13 @@ GANG = re.compile(r"gang (?P<gang>[^\s:]+/[^\s:]+)[: ]")
 GANG_NEVER = re.compile(r"gang \S+ needs \d+ pods x \d+ GPUs but virtual cluster '[^']+' can hold at most \d+ such pods? even when idle")
 ESTIMATOR_FAILED = ("InvalidSpec", "SamplingFailed")
 CPU = "cpu"  # the kind AlloX's Placed condition names ("running on cpu: ...", placer/controller.py)
+# AlloX's Placed condition as its start writes it ("running on cpu: <why>"), and its Placed Event
+# ("started on cpu: <why>"); a resume writes the condition again without the reason (placer/controller.py).
+STARTED, RUNNING_ON, STARTED_ON = "Started", "running on ", "started on "
+NOT_ALLOX_REASONS = ("resumed after a preemption", "its pods are bound again")
+# The estimator's word on an interchangeable Job its user started (estimator/controller.py):
+# its NotEstimated Event, its view's state.
+NOT_ESTIMATED, UNSUSPENDED = "NotEstimated", "unsuspended"
 # AlloX's Placed=Queued condition (placer/controller.py): the Job's place and its expected start
 # as a time; an older cellfit wrote the wait from when it wrote it ("expected start in ~12 min").
 QUEUED_AT = re.compile(r"(?P<place>.+), expected start at (?P<at>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ) \(AlloX\)")
@@ -138,7 +145,7 @@ def explain_gone(gone: GoneFacts) -> Answer:
 
 def explain_job(job: JobFacts, view: CellfitView, *, now: float | None = None) -> Answer:
     """``now``: when the facts were read, which a queued Job's expected start is said from."""
-    return _run_as_written(job, _job_answer(job, view, now=now))
+    return _run_as_written(job, _without_estimate(job, view, _job_answer(job, view, now=now)))
 
 
 def _job_answer(job: JobFacts, view: CellfitView, *, now: float | None) -> Answer:
@@ -375,14 +382,41 @@ def _estimate_details(estimate: Mapping[str, Any] | None) -> tuple[str, ...]:
 
 
 def _on_cpu(job: JobFacts, now: Answer) -> Answer:
-    """The Placed condition's reason after "on CPU instead of GPU", without its own "running on
-    cpu: " (the placer's condition says the kind first; the summary has just said it)."""
+    """AlloX's reason for CPU after "on CPU instead of GPU", without its own "running on cpu: "
+    (the placer's condition says the kind first; the summary has just said it). A Placed
+    condition that a later one wrote over (its pods elsewhere or never bound, preempted) is a
+    fact of its own, in the details: AlloX's reason is then its Placed Event's (live session M6:
+    "on CPU instead of GPU: its pods run on nodes outside AlloX's" where the Event said "no GPU of
+    virtual cluster 'vc-a' was free...")."""
     placed = job.condition("Placed")
-    said = placed.message.removeprefix(f"running on {CPU}").removeprefix(": ") if placed is not None else ""
-    why = said or "AlloX chose cpu"
+    started = placed is not None and placed.reason == STARTED
+    said = placed.message.removeprefix(f"{RUNNING_ON}{CPU}").removeprefix(": ") if placed is not None and started else ""
+    if said in NOT_ALLOX_REASONS:
+        said = ""
+    told = [e for e in job.events if e.reason == "Placed" and e.message.startswith(f"{STARTED_ON}{CPU}: ")]
+    why = said or (told[-1].message.removeprefix(f"{STARTED_ON}{CPU}: ") if told else "") or "AlloX chose cpu"
+    later = (f"Placed ({placed.reason}): {placed.message}",) if placed is not None and not started and placed.message else ()
     estimates = _estimate_details(job.estimate)
     return Answer(reason="cpu-instead-of-gpu", summary=f"on CPU instead of GPU: {why}",
-                  details=estimates + (f"now: {now.summary}",))
+                  details=estimates + later + (f"now: {now.summary}",))
+
+
+def _without_estimate(job: JobFacts, view: CellfitView, answer: Answer) -> Answer:
+    """An interchangeable Job its user started (created without spec.suspend: true, or
+    unsuspended before its sampling ended): the estimator's word on it, that it runs unestimated
+    and AlloX does not choose its kind, after what its pods do (live session M5: "running: 1 pod
+    on ax-gpu-0" and nothing else). From the estimator's view, else its NotEstimated Event."""
+    if not job.interchangeable or job.suspended or answer.reason in ("complete", "failed"):
+        return answer
+    entry = view.estimator_entry
+    event = _last(job.events, NOT_ESTIMATED)
+    if entry is not None:  # the live view decides
+        said = str(entry.get("message") or "") if entry.get("state") == UNSUSPENDED else ""
+    else:
+        said = event.message if event is not None else ""
+    if not said:
+        return answer
+    return replace(answer, summary=f"{answer.summary}; {said}", details=answer.details + (_seen(event) if event is not None else ()))
 
 
 def _preempted(job: JobFacts, now: Answer) -> Answer | None:
