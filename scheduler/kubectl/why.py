@@ -124,6 +124,7 @@ def _explain(facts: Facts) -> Answer:
                 return preempted
             if facts.job.placement == "cpu":
                 return _on_cpu(facts.job, answer)
+            return _without_estimate(facts.job, facts.cellfit, answer)
         return answer
     if facts.job is not None:
         return explain_job(facts.job, facts.cellfit, now=facts.now)

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from estimator.controller import not_estimated_message
 from placer.holding import explain as holding_explain
-from scheduler.kubectl.objects import CellfitView, JobFacts, events_from, job_from
-from scheduler.kubectl.why import explain_job
+from scheduler.kubectl.objects import CellfitView, Facts, JobFacts, events_from, job_from
+from scheduler.kubectl.why import explain, explain_job
 from tests.estimator.test_review_user21_what_users_read import job as estimator_job
 from tests.kubectl.test_why import a_pod, event, interchangeable
 
@@ -83,3 +83,10 @@ def test_the_view_decides_over_an_old_event() -> None:
     entry = {"namespace": "ns", "name": "ij", "state": "estimated", "message": "", "samples": []}
     job = started_by_its_user(job_event("NotEstimated", NOT_ESTIMATED, warning=True))
     assert explain_job(job, CellfitView(estimator_entry=entry)).summary == "running: 1 pod on ax-gpu-0"
+
+
+def test_a_pod_of_an_unsuspended_job_says_it_too() -> None:
+    entry = {"namespace": "ns", "name": "ij", "state": "unsuspended", "message": NOT_ESTIMATED, "samples": []}
+    answer = explain(Facts(pod=a_pod("ij-abcde", node="ax-gpu-0", phase="Running"), job=started_by_its_user(),
+                           cellfit=CellfitView(estimator_entry=entry)))
+    assert (answer.reason, answer.summary) == ("running", f"running on node ax-gpu-0; {NOT_ESTIMATED}")
