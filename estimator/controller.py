@@ -10,7 +10,10 @@ their pod is deleted, and the estimate is an annotation. A restarted controller 
 and decides the same; sampling pod names are deterministic, so it never starts a run twice.
 
 One worker thread reconciles Jobs whose objects changed, and every ``resyncSeconds`` all of them
-(running samples' long deadlines, the sampling budget). It never takes the extender's lock.
+(running samples' long deadlines, the sampling budget). It holds no lock of the extender's while
+it decides: what it reads of the cluster (its capacity, each node's allocatable once a pass per
+node selector, and under HiveD whether a GPU configuration could ever be placed, a memoised
+lookup) comes through callables that take the watch cache's or the engine's lock briefly.
 """
 
 from __future__ import annotations

@@ -35,7 +35,7 @@ QUOTA = re.compile(r"virtual cluster '(?P<vc>[^']+)' quota exhausted at level '(
 GANG = re.compile(r"gang (?P<gang>[^\s:]+/[^\s:]+)[: ]")
 # HiveD's reason for a gang its VC cannot hold even empty (scheduler/cells/gangs.py): no wait ends it.
 GANG_NEVER = re.compile(r"gang \S+ needs \d+ pods x \d+ GPUs but virtual cluster '[^']+' can hold at most \d+ such pods? even when idle")
-ESTIMATOR_FAILED = ("InvalidSpec", "SamplingFailed")
+ESTIMATOR_FAILED = ("InvalidSpec", "SamplingFailed", "NeverRuns")  # NeverRuns: no node could ever run any configuration
 CPU = "cpu"  # the kind AlloX's Placed condition names ("running on cpu: ...", placer/controller.py)
 # AlloX's Placed condition as its start writes it ("running on cpu: <why>"), and its Placed Event
 # ("started on cpu: <why>"); a resume writes the condition again without the reason (placer/controller.py).

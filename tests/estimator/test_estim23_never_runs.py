@@ -220,3 +220,16 @@ def test_a_template_selecting_nodes_outside_the_pool_is_not_sampled_outside_it()
     assert condition["message"].count("is not 'allox'") == 1  # told once, though neither configuration runs
     said = [message for reason, message in api.events if reason == "ConfigurationNeverRuns"]
     assert len(said) == 1 and said[0].startswith("cpu and gpu are not sampled: spec.template.spec.nodeSelector[pool]"), said
+
+
+def test_why_job_says_a_job_no_node_could_ever_run_is_not_estimated() -> None:
+    """Not "estimating: no sample started yet": the estimator's NeverRuns condition is its answer."""
+    from scheduler.kubectl.objects import CellfitView, job_from
+    from scheduler.kubectl.why import explain_job
+    from tests.kubectl.test_why import interchangeable
+    message = ("nothing is sampled or started: cellfit.io/configurations.cpu.resources: 200 cores a pod, more than any node has "
+               "(64 cores at most): no node could ever run it")
+    condition = {"type": "Estimated", "status": "False", "reason": "NeverRuns", "message": message}
+    entry = {"namespace": "ns", "name": "ij", "state": "never-runs", "message": message, "samples": []}
+    answer = explain_job(job_from(interchangeable(conditions=[condition])), CellfitView(estimator_entry=entry))
+    assert (answer.reason, answer.summary) == ("not-estimated", f"not estimated (NeverRuns): {message}")
