@@ -228,3 +228,17 @@ def resumes_unless(rules: tuple[ExitCodeRule, ...], limit: tuple[str, int]) -> s
     unless = "; or with ".join(f"{exit_codes(codes)}, on which its spec.podFailurePolicy's rule {at + 1} {exit_code_action(action, limit)}"
                                for at, action, codes in rules)
     return f"its Job resumes it unless it exits with {unless} before its Ignore rule on {DISRUPTION_TARGET} is reached: {SIGNALS_USUALLY}"
+
+
+def otherwise_if_exits(outcome: str, rules: tuple[ExitCodeRule, ...], action: str | None, limit: tuple[str, int]) -> str:
+    """``outcome`` (:func:`preemption_outcome` of a Job whose rule on DisruptionTarget has
+    ``action``; None: it has none) with what ``rules`` on exit codes before it do instead where it
+    differs (:func:`exit_code_rules_before_disruption`): ``...; but if it exits with 143, its
+    spec.podFailurePolicy's rule 1 fails the Job first: a process stopped by SIGTERM ...``."""
+    same = COUNT if action in (None, COUNT) else action
+    differ = [(at, does, codes) for at, does, codes in rules if does != same]
+    if not differ:
+        return outcome
+    said = "; or with ".join(f"{exit_codes(codes)}, its spec.podFailurePolicy's rule {at + 1} {exit_code_action(does, limit)} first"
+                             for at, does, codes in differ)
+    return f"{outcome}; but if it exits with {said}: {SIGNALS_USUALLY}"

@@ -488,15 +488,16 @@ def preempted_failure_problems(spec: JobSpec, labels: Mapping[str, str], *, fitg
         by = "its cells' VC reclaims"
     else:
         return []
-    if action == IGNORE:  # unless a rule on exit codes takes the pod first
-        return _exit_codes_first(spec)
+    exits = _exit_codes_first(spec, action)  # rules on exit codes that take a preempted pod first
+    if action == IGNORE:
+        return exits
     limit, count = backoff_limit(limit=spec.backoffLimit, per_index=spec.backoffLimitPerIndex)
     field = "spec.podFailurePolicy"
     if action in FAILS_AT_ONCE:  # FailJob, FailIndex: at once, whatever the limit
         failed = "fails the Job" if action == FAIL_JOB else "fails its index"
         first = "the first pod" if action == FAIL_JOB else "each pod"
         return [Problem(field=field, reason=f"{failing_rule(action)} ({action}), so {first} {by} {failed} instead of "
-                        f"resuming; make that rule {RESUME_RULE}", blocking=False)]
+                        f"resuming; make that rule {RESUME_RULE}", blocking=False)] + exits
     if count == 0:
         outcome = f"with {limit} 0 the first pod {by} fails the Job instead of resuming"
     else:
@@ -505,30 +506,35 @@ def preempted_failure_problems(spec: JobSpec, labels: Mapping[str, str], *, fitg
         # The Job controller applies the first rule that matches: an Ignore rule added after this
         # one would never be reached.
         return [Problem(field=field, reason=f"its first rule on {DISRUPTION_TARGET} counts it (Count), so {outcome}; "
-                        f"make that rule {RESUME_RULE}", blocking=False)]
+                        f"make that rule {RESUME_RULE}", blocking=False)] + exits
     missing = "missing" if spec.podFailurePolicy is None else f"no rule ignores {DISRUPTION_TARGET}"
-    return [Problem(field=field, reason=f"{missing}, so {outcome}; add the rule {RESUME_RULE}", blocking=False)]
+    return [Problem(field=field, reason=f"{missing}, so {outcome}; add the rule {RESUME_RULE}", blocking=False)] + exits
 
 
-def _exit_codes_first(spec: JobSpec) -> list[Problem]:
-    """A Job whose podFailurePolicy ignores DisruptionTarget after a rule on exit codes that
-    counts, or fails the Job on, 143 or 137 (what a process stopped by SIGTERM, by SIGKILL,
-    usually exits with): the Job controller applies the first rule that matches, so a preempted
-    pod exiting so is counted, or fails its Job, instead of resuming. cellfit cannot know the exit
-    code before the pod exits (a workload that exits 0 once it has checkpointed matches no rule),
-    so a warning names the rule, the codes, what it does, and the fix: the Ignore rule first.
-    Within the API server's 256 characters for a warning."""
+def _exit_codes_first(spec: JobSpec, action: str | None) -> list[Problem]:
+    """A Job cellfit may preempt whose podFailurePolicy has a rule on exit codes, before its rule
+    on DisruptionTarget (of ``action``; None: none), that counts 143 or 137 (what a process
+    stopped by SIGTERM, by SIGKILL, usually exits with) where that rule would ignore the pod, or
+    fails the Job or index on them: the Job controller applies the first rule that matches, so a
+    preempted pod exiting so is taken by it. cellfit cannot know the exit code before the pod
+    exits (a workload that exits 0 once it has checkpointed matches no rule), so a warning names
+    the rule, the codes, what it does, and the fix: the Ignore rule first. Within the API
+    server's 256 characters for a warning."""
     ignore = disruption_rule_at(spec.podFailurePolicy)
+    same = None if action == IGNORE else COUNT if action in (None, COUNT) else action
     problems = []
-    for at, action, codes in exit_code_rules_before_disruption(spec.podFailurePolicy):
-        does = "counts as failed" if action == COUNT else "fails the Job" if action == FAIL_JOB else "fails its index"
+    for at, does, codes in exit_code_rules_before_disruption(spec.podFailurePolicy):
+        if does == same:
+            continue
+        then = "counts as failed" if does == COUNT else "fails the Job" if does == FAIL_JOB else "fails its index"
         usual = ", ".join(f"{SIGNAL_EXIT_CODES[code]}'s" for code in codes)
-        problems.append(Problem(
-            field=f"spec.podFailurePolicy.rules[{at}]",
-            reason=f"{action} on exit code {exit_codes(codes)} ({usual} usual) precedes rules[{ignore}], the Ignore on "
-                   f"{DISRUPTION_TARGET}, and the first match applies: a preempted pod exiting so {does}; move rules[{ignore}] first",
-            blocking=False,
-        ))
+        if action == IGNORE:
+            reason = (f"{does} on exit code {exit_codes(codes)} ({usual} usual) precedes rules[{ignore}], the Ignore on "
+                      f"{DISRUPTION_TARGET}, and the first match applies: a preempted pod exiting so {then}; move rules[{ignore}] first")
+        else:
+            reason = (f"{does} on exit code {exit_codes(codes)} ({usual} usual) comes first, and the first match applies: a "
+                      f"preempted pod exiting so {then}; put the Ignore rule on {DISRUPTION_TARGET} before it")
+        problems.append(Problem(field=f"spec.podFailurePolicy.rules[{at}]", reason=reason, blocking=False))
     return problems
 
 

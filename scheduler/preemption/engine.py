@@ -53,7 +53,14 @@ from scheduler.preemption.model import (
     vc_of,
 )
 from scheduler.preemption.table import CandidateTable, PreemptionIndex
-from scheduler.wording import DELETED_JOB_OUTCOME, NO_CONTROLLER_OUTCOME, UNKNOWN_JOB_OUTCOME, preemption_outcome, resumes_unless
+from scheduler.wording import (
+    DELETED_JOB_OUTCOME,
+    NO_CONTROLLER_OUTCOME,
+    UNKNOWN_JOB_OUTCOME,
+    otherwise_if_exits,
+    preemption_outcome,
+    resumes_unless,
+)
 
 DEFAULT_SCHEDULER_NAME = "cellfit"  # the chart's kube-scheduler profile
 
@@ -512,7 +519,8 @@ class FitGppEngine:
             # Unless a rule on exit codes comes first and takes it (143 after SIGTERM, its usual
             # exit): the exit code is the workload's, unknown until it exits.
             return resumes_unless(job.disruption_exit_codes, job.backoff_limit) if job.disruption_exit_codes else None
-        return preemption_outcome(job.disruption_action, job.backoff_limit, failed=job.failed + earlier, with_it=later)
+        outcome = preemption_outcome(job.disruption_action, job.backoff_limit, failed=job.failed + earlier, with_it=later)
+        return otherwise_if_exits(outcome, job.disruption_exit_codes, job.disruption_action, job.backoff_limit)
 
     def victim_jobs(self, victim_uids: Sequence[str]) -> list[tuple[JobInfo, int]]:
         """The Jobs of these victims with their preemption counts after the decision, for the

@@ -58,3 +58,19 @@ def test_a_fail_job_rule_not_in_is_told_with_the_codes_it_matches() -> None:
 def test_rules_on_other_codes_leave_the_resume_promised() -> None:
     said = victim_message({"action": "FailJob", "onExitCodes": {"operator": "In", "values": [42]}}, IGNORE_RULE)
     assert said.startswith(f"{CHOSEN} and quickest to resume (FitGpp score "), said
+
+
+def test_a_counted_pod_is_told_a_fail_job_rule_on_143_comes_first() -> None:
+    """A Job without the Ignore rule counts a preempted pod, unless a FailJob rule on its exit code
+    takes it first: "counts it ... after which it tolerates 1 more" was not all."""
+    said = victim_message({"action": "FailJob", "onExitCodes": {"operator": "In", "values": [143]}})
+    assert said.startswith(
+        f"{CHOSEN}; its Job counts it as a failed pod against its backoffLimit 2, as its spec.podFailurePolicy does not ignore "
+        "DisruptionTarget: its 1st failed pod, after which it tolerates 1 more; but if it exits with 143, its "
+        f"spec.podFailurePolicy's rule 1 fails the Job first: {USUALLY} (FitGpp score "), said
+
+
+def test_a_count_rule_on_exit_codes_before_a_count_rule_on_disruption_target_changes_nothing() -> None:
+    said = victim_message({"action": "Count", "onExitCodes": {"operator": "In", "values": [143]}},
+                          {"action": "Count", "onPodConditions": [{"type": "DisruptionTarget"}]})
+    assert "but if it exits" not in said and "its 1st failed pod, after which it tolerates 1 more (FitGpp score " in said, said

@@ -67,3 +67,18 @@ def test_only_the_rules_before_the_first_rule_on_disruption_target_are_read() ->
     policy = {"rules": [on_exit_codes("Count", "In", [137]), on_exit_codes("FailIndex", "In", [143, 137]),
                         *IGNORE_RULE, on_exit_codes("FailJob", "In", [143])]}
     assert exit_code_rules_before_disruption(policy) == ((0, "Count", (137,)), (1, "FailIndex", (143, 137)))
+
+
+def test_without_the_ignore_rule_a_fail_job_rule_on_143_is_warned_of_too() -> None:
+    policy = {"rules": [on_exit_codes("FailJob", "In", [143])]}
+    first, second = warnings(job("be", template_labels=VISION, pod_failure_policy=policy, backoff_limit=2))
+    assert first.startswith("cellfit: spec.podFailurePolicy: no rule ignores DisruptionTarget, so each pod a trial Job preempts ")
+    assert second == ("cellfit: spec.podFailurePolicy.rules[0]: FailJob on exit code 143 (SIGTERM's usual) comes first, and the "
+                      "first match applies: a preempted pod exiting so fails the Job; put the Ignore rule on DisruptionTarget "
+                      "before it")
+
+
+def test_a_count_rule_on_exit_codes_before_a_count_rule_on_disruption_target_adds_nothing() -> None:
+    policy = {"rules": [on_exit_codes("Count", "In", [143]), {"action": "Count", "onPodConditions": [{"type": "DisruptionTarget"}]}]}
+    (told,) = warnings(job("be", template_labels=VISION, pod_failure_policy=policy, backoff_limit=2))
+    assert told.startswith("cellfit: spec.podFailurePolicy: its first rule on DisruptionTarget counts it (Count)")
