@@ -120,11 +120,16 @@ def _requested(
     when none is."""
     requests = resources.requests or {}
     limits = resources.limits or {}
-    # Per resource, the request wins; a limit stands in only where no request was given.
-    merged = {name: requests[name] if name in requests else limits[name] for name in names if name in requests or name in limits}
-    if not merged:
+    # Per resource, the request wins; a limit stands in only where no request was given. Each
+    # is read under the field the pod wrote it in, so an error names that one.
+    requested = {name: requests[name] for name in names if name in requests}
+    limited = {name: limits[name] for name in names if name not in requests and name in limits}
+    if not requested and not limited:
         return None
-    return frozenset(merged), resources_from_quantities(merged, gpu_resource=gpu_resource, field=f"{field}.requests")
+    amounts = resources_from_quantities(requested, gpu_resource=gpu_resource, field=f"{field}.requests") if requested else ZERO
+    if limited:
+        amounts = amounts + resources_from_quantities(limited, gpu_resource=gpu_resource, field=f"{field}.limits")
+    return frozenset(requested) | frozenset(limited), amounts
 
 
 def _controller(refs: list[wire.OwnerReference] | None) -> OwnerRef | None:
