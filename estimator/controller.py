@@ -842,7 +842,7 @@ class EstimatorController:
         assert decision.estimates is not None
         for kind, reason in decision.failed.items():
             self._event(job, "SamplingFailed", f"{kind}: sampling failed after {self._settings.max_attempts} attempts: {reason}", warning=True, once=f"failed-{kind}")
-        not_run = "".join(f"; {kind} not sampled, no node could ever run it: {why}" for kind, why in never.items())
+        not_run = "".join(f"; {kind} not sampled: {why}" for kind, why in never.items())
         if not decision.estimates:
             failed = [f"{k}: {r}" for k, r in decision.failed.items()] + [f"{k}: {why}" for k, why in never.items()]
             message = "no configuration could be sampled: " + "; ".join(failed)

@@ -22,7 +22,7 @@ from scheduler.core.resources import Resources
 from scheduler.extender.validation import LiveCells, configured_pod_problems
 from scheduler.kubectl.why import _sample
 from tests.cells.helpers import rack_cluster
-from tests.estimator.test_controller import RecordingApi, controller, job, pending
+from tests.estimator.test_controller import RecordingApi, controller, finished, job, pending
 from tests.estimator.test_review_62 import DeletingApi
 
 GIB = 2**30
@@ -84,8 +84,8 @@ def test_a_job_none_of_whose_configurations_could_run_gets_the_condition_and_no_
 
 def test_each_resource_fits_some_node_but_none_holds_them_all() -> None:
     api = RecordingApi()
-    nodes = {(): [Resources(cpu_millis=64_000, memory_bytes=16 * GIB), Resources(cpu_millis=8_000, memory_bytes=512 * GIB)]}
-    sampler = estimator(api, nodes=nodes)
+    sampler = estimator(api, nodes={(): [Resources(cpu_millis=64_000, memory_bytes=16 * GIB),
+                                         Resources(cpu_millis=8_000, memory_bytes=512 * GIB)]})
     body = job("wide", cpu="32")
     document = json.loads(body.annotations["cellfit.io/configurations"])
     document["cpu"]["resources"]["memory"] = "100Gi"
@@ -233,3 +233,58 @@ def test_why_job_says_a_job_no_node_could_ever_run_is_not_estimated() -> None:
     entry = {"namespace": "ns", "name": "ij", "state": "never-runs", "message": message, "samples": []}
     answer = explain_job(job_from(interchangeable(conditions=[condition])), CellfitView(estimator_entry=entry))
     assert (answer.reason, answer.summary) == ("not-estimated", f"not estimated (NeverRuns): {message}")
+
+
+def test_the_estimate_of_the_other_configuration_says_which_was_not_sampled() -> None:
+    api = RecordingApi()
+    sampler = estimator(api)
+    sampler._replace_jobs([job("big", cpu="200")])
+    sampler.reconcile()
+    sampler._replace_pods([finished(p, 3.0, splits=[[5, 2.0]]) for p in api.created])
+    sampler.reconcile()
+    (condition,) = [c for c in api.conditions if c["status"] == "True"]
+    assert condition["message"].startswith("estimated gpu ")
+    assert condition["message"].endswith("; cpu not sampled: cellfit.io/configurations.cpu.resources: 200 cores a pod, more than "
+                                         "any node has (64 cores at most): no node could ever run it"), condition["message"]
+    (estimated,) = [json.loads(a["cellfit.io/estimate"]) for _, a in api.annotations if "cellfit.io/estimate" in a]
+    assert set(estimated) - {"overheadFraction"} == {"gpu"}, estimated
+
+
+
+class WatchedCluster:
+    """What the extender's ``_estimator`` reads of the watch cache: the Jobs' feed, the capacity,
+    each node's allocatable by the labels it carries."""
+
+    def __init__(self, nodes: Mapping[tuple[tuple[str, str], ...], list[Resources]]) -> None:
+        from scheduler.cluster.feed import InterchangeableJobs
+        self.interchangeable = InterchangeableJobs()
+        self._nodes = nodes
+
+    def capacity(self, selector: Mapping[str, str] | None = None) -> Resources:
+        return Resources(cpu_millis=256_000, memory_bytes=1024 * GIB, gpus=16)
+
+    def allocatable_by_node(self, selector: Mapping[str, str] | None = None) -> dict[str, Resources]:
+        return {f"{i}-{n}": size for i, (labels, sizes) in enumerate(self._nodes.items()) for n, size in enumerate(sizes)
+                if all(dict(labels).get(k) == v for k, v in (selector or {}).items())}
+
+
+def test_the_extenders_estimator_is_wired_to_the_pool_its_nodes_and_hiveds_virtual_clusters() -> None:
+    import threading
+
+    from scheduler.config import parse_settings
+    from scheduler.extender.metrics import ExtenderMetrics
+    from scheduler.extender.runtime import _estimator
+    settings = parse_settings("allox: {nodeSelector: {pool: allox}}\n")
+    engine = HivedEngine.from_config(rack_cluster(vcs={"speech": [{"cellType": "V100-NODE", "count": 1}]}))
+    api = RecordingApi()
+    cache = WatchedCluster({(("pool", "allox"),): [NODE], (("pool", "other"),): [Resources(cpu_millis=512_000, gpus=8)]})
+    sampler = _estimator(settings, api, cache, ExtenderMetrics(), hived=engine, lock=threading.RLock())  # type: ignore[arg-type]
+    assert sampler is not None
+    sampler._replace_jobs([job("novc", cpu="200")])
+    sampler._replace_pods([])
+    sampler.reconcile()
+    assert api.created == []
+    (condition,) = api.conditions
+    assert condition["reason"] == "NeverRuns"
+    assert "200 cores a pod, more than any node of allox.nodeSelector's pool has (64 cores at most)" in condition["message"]
+    assert "spec.template.metadata.labels[cellfit.io/virtual-cluster] (in configuration gpu): is missing" in condition["message"]
