@@ -128,7 +128,7 @@ def create_app(
         return api.openapi_schema
 
     api.openapi = openapi_with_verbs  # type: ignore[method-assign]
-    return VerbDispatch(api=api, routes=routes, max_request_bytes=max_request_bytes)
+    return VerbDispatch(api=api, routes=routes, max_request_bytes=max_request_bytes, verb_prefix=EXTENDER_URL_PREFIX)
 
 
 def create_metrics_app(

@@ -62,26 +62,42 @@ LARGE_BODY_BYTES = 256 * 1024
 
 
 class VerbDispatch(Generic[App]):
-    """ASGI app: POST ``path`` of a :class:`VerbRoute` is answered by it, everything else by
-    ``api``. Lifespan events go to ``api`` too, so its startup and shutdown hooks run."""
+    """ASGI app: POST ``path`` of a :class:`VerbRoute` is answered by it, any other path under
+    ``verb_prefix`` 404 with an ``Error`` naming the verbs (as the verbs answer their errors,
+    not the API's ``detail``), everything else by ``api``. Lifespan events go to ``api`` too,
+    so its startup and shutdown hooks run."""
 
-    def __init__(self, *, api: App, routes: Mapping[str, VerbRoute], max_request_bytes: int) -> None:
+    def __init__(
+        self, *, api: App, routes: Mapping[str, VerbRoute], max_request_bytes: int, verb_prefix: str | None = None
+    ) -> None:
         if max_request_bytes < 1:
             raise ValueError(f"max_request_bytes must be positive, got {max_request_bytes}")
         self.api = api
         self.routes: Mapping[str, VerbRoute] = dict(routes)
         self.max_request_bytes = max_request_bytes
+        self.verb_prefix = verb_prefix
         self._routes_by_url = {path.encode("ascii"): route for path, route in self.routes.items()}
         # One thread: large bodies queue behind each other rather than all parsing at once.
         self._large_bodies = ThreadPoolExecutor(max_workers=1, thread_name_prefix="large-body")
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
-            route = self.routes.get(scope["path"])
+            path = scope["path"]
+            route = self.routes.get(path)
             if route is not None:
                 await self._answer(route, scope, receive, send)
                 return
+            prefix = self.verb_prefix
+            if prefix is not None and (path == prefix or path.startswith(prefix + "/")):
+                await _send(send, self.unknown_verb(path))
+                return
         await self.api(scope, receive, send)
+
+    def unknown_verb(self, path: str) -> Answer:
+        """The answer to a path under the verbs' prefix that names no verb: what a typo in
+        kube-scheduler's ``filterVerb`` (or another) meets, and its FailedScheduling event shows."""
+        log.warning("no extender verb at this path", extra={"path": path})
+        return error_answer(404, f"no extender verb at {path}; cellfit's verbs are {', '.join(self.routes)}")
 
     def verb_route(self, url: bytes) -> VerbRoute | None:
         """The verb a request line's target ``url`` names exactly (no query, nothing escaped):
