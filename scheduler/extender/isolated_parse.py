@@ -67,13 +67,22 @@ def parse_settings_isolated(
 
 def _answer(text: str, *, source: str, memory_bytes: int) -> dict[str, Any]:
     try:
-        return {"settings": parse_settings(text, source=source).model_dump(mode="json", by_alias=True)}
+        settings = parse_settings(text, source=source)
     except ConfigError as error:
         return {"error": str(error)}
     except MemoryError:
         return {"error": f"{source}: not checked: parsing it needed more than {memory_bytes:,} bytes of memory, the limit"}
     except RecursionError:  # the bounds make this unreachable; should one slip, it is still an answer
         return {"error": f"{source}: not checked: nested too deeply to parse"}
+    dumped = settings.model_dump(mode="json", by_alias=True)
+    # The dump writes each VC as {cells: [...]}; one the file wrote as the bare list goes back as
+    # that list, so that the parent's settings name its fields as the file does, as at startup
+    # ('vision[0].cellType', not 'vision.cells[0].cellType', in a reload's refusal).
+    written = dumped["cells"]["virtualClusters"]
+    for name, spec in settings.cells.virtual_clusters.items():
+        if spec._bare:
+            written[name] = written[name]["cells"]
+    return {"settings": dumped}
 
 
 def _limit_memory(memory_bytes: int) -> None:
