@@ -359,6 +359,12 @@ class AuthProviderWriteBack:
             ours = self._loaded_config()
             if entry is None or theirs is None or ours is None or self._entry is None:
                 return
+            # The user's entry as the loader read or last wrote it: another user's rewrite, or a
+            # re-read racing the loader's own refresh (before its write back, or after a write
+            # back refused on a read-only file), holds tokens older than the loader's, already
+            # spent for an oidc refresh-token.
+            if entry == self._entry:
+                return
             if _without_refreshed(entry) != _without_refreshed(self._entry):
                 return
             for name in _AUTH_PROVIDER_REFRESHED_FIELDS:
