@@ -15,7 +15,16 @@ import re
 from dataclasses import dataclass
 from typing import Any, Final, Iterable, Mapping, Sequence
 
-from pydantic import BaseModel, ConfigDict, Field, ModelWrapValidatorHandler, PrivateAttr, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ModelWrapValidatorHandler,
+    PrivateAttr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from scheduler.errors import ConfigError
 from scheduler.messages import MAX_PROBLEMS, clip, first_problems, quoted
@@ -131,14 +140,20 @@ class CellsConfig(_Model):
     gang_booking_timeout_seconds: float | None = Field(
         default=300.0,
         alias="gangBookingTimeoutSeconds",
-        gt=0,
+        ge=0,
         le=86400,
         allow_inf_nan=False,
         description=(
             "Seconds a gang's slots may wait for pods while fewer than its gang-size exist; then "
-            "the slots without a pod are released, with an Event on the Job. null: never."
+            "the slots without a pod are released, with an Event on the Job. 0 or null: never "
+            "(Helm drops a null value from the chart's values, so write 0 there)."
         ),
     )
+
+    @field_validator("gang_booking_timeout_seconds")
+    @classmethod
+    def _zero_is_never(cls, seconds: float | None) -> float | None:
+        return None if seconds == 0 else seconds
     victim_exit_margin_seconds: float = Field(
         default=60.0,
         alias="victimExitMarginSeconds",
@@ -504,7 +519,7 @@ def virtual_cluster_problems(
     claimed: dict[str, str] = {}
     for vc, spec in virtual_clusters.items():
         where = field_path(("virtualClusters", vc), prefix=prefix)
-        if not vc or len(vc) > 63 or not _LABEL_VALUE_RE.match(vc):
+        if not vc or len(vc) > 63 or not _LABEL_VALUE_RE.fullmatch(vc):
             problems.append(f"{where}: {quoted(vc)} is not a valid label value (the VC is named by the pod label)")
         seen: set[str] = set()
         for i, cell in enumerate(spec.cells):
