@@ -57,7 +57,13 @@ TEMPLATE_SPEC: Final = "spec.template.spec"
 class PoolConflict(InvalidRequest):
     """A pod that, with AlloX's pool selector (``allox.nodeSelector``) merged in, selects no node
     of the pool: its template or configuration asks another value of one of the pool's labels,
-    or its required node affinity excludes the pool's. ``field`` names where."""
+    or its required node affinity excludes the pool's. ``field`` names where; ``brief``, what
+    is wrong there short enough for the validating webhook's warning (the API server cuts one at
+    256 characters, and the field of a match expression alone takes 128)."""
+
+    def __init__(self, message: str, *, field: str, brief: str) -> None:
+        super().__init__(message, field=field)
+        self.brief = brief
 
 
 def apply_configuration(
@@ -134,9 +140,11 @@ def pool_conflict(spec: Mapping[str, Any], configuration: Configuration | None, 
         if key in stated and stated[key] != wanted:
             assert configuration is not None  # it states the label
             field = f"{ANNOTATION_CONFIGURATIONS}.{configuration.kind}.nodeSelector[{key}]"
-            return PoolConflict(_outside(stated[key], key, wanted, pool), field=field)
+            return PoolConflict(_outside(stated[key], key, wanted, pool), field=field,
+                                brief=_outside_brief(stated[key], key, wanted, pool))
         if key not in stated and key in own and own[key] != wanted:
-            return PoolConflict(_outside(own[key], key, wanted, pool), field=f"{where}.nodeSelector[{key}]")
+            return PoolConflict(_outside(own[key], key, wanted, pool), field=f"{where}.nodeSelector[{key}]",
+                                brief=_outside_brief(own[key], key, wanted, pool))
     affinity = spec.get("affinity")
     node = affinity.get("nodeAffinity") if isinstance(affinity, Mapping) else None
     required = node.get("requiredDuringSchedulingIgnoredDuringExecution") if isinstance(node, Mapping) else None
@@ -152,15 +160,21 @@ def pool_conflict(spec: Mapping[str, Any], configuration: Configuration | None, 
     if len(terms) == 1:
         return PoolConflict(f"{key} {asks} excludes the nodes labelled {_labels(pool)}, AlloX's ({POOL_SETTING}): "
                             f"its pods could run on none of the nodes AlloX books its machines on",
-                            field=f"{terms_field}[0].matchExpressions[{index}]")
+                            field=f"{terms_field}[0].matchExpressions[{index}]",
+                            brief=f"excludes {POOL_SETTING}'s nodes ({_labels(pool)})")
     return PoolConflict(f"each of its {len(terms)} terms excludes the nodes labelled {_labels(pool)}, AlloX's "
                         f"({POOL_SETTING}; the first by {key} {asks}): its pods could run on none of the nodes "
-                        "AlloX books its machines on", field=terms_field)
+                        "AlloX books its machines on", field=terms_field,
+                        brief=f"each of its {len(terms)} terms excludes {POOL_SETTING}'s nodes ({_labels(pool)})")
 
 
 def _outside(value: str, key: str, wanted: str, pool: Mapping[str, str]) -> str:
     return (f"{value!r} is not {wanted!r}, which AlloX's nodes carry ({POOL_SETTING}: {_labels(pool)}): its pods "
             f"could run on none of the nodes AlloX books its machines on; leave {key} out (AlloX adds it) or set it to {wanted!r}")
+
+
+def _outside_brief(value: str, key: str, wanted: str, pool: Mapping[str, str]) -> str:
+    return f"{value!r} is not {wanted!r} ({POOL_SETTING}: {_labels(pool)}; leave {key} out or set it to {wanted!r})"
 
 
 def _labels(pool: Mapping[str, str]) -> str:

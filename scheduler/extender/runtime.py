@@ -345,6 +345,7 @@ def build_runtime(settings: Settings, *, api: KubernetesApi | None = None, stand
             scheduler_name=settings.nudge.scheduler_name,
             preempts_best_effort=settings.preemption.policy == "fitgpp" and settings.preemption.max_preemptions != 0,
             nodes=_node_sizes(settings, cache),
+            pool=settings.allox.node_selector,
         )
         admission_app = create_admission_app(
             admission=admission, validation=validation, max_request_bytes=settings.server.max_request_bytes

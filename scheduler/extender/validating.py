@@ -18,7 +18,7 @@ never blocks a Pod or a Job.
 from __future__ import annotations
 
 import logging
-from typing import Final, Literal
+from typing import Final, Literal, Mapping
 
 import msgspec
 
@@ -81,13 +81,17 @@ class ObjectValidation:
     kube-scheduler profile cellfit serves; a pod (or a Job's pod template) of another scheduler is
     not cellfit's, so its cellfit.io/ keys are not checked, only warned about as unread (None:
     every object is checked as cellfit's). ``preempts_best_effort``: FitGpp preempts best-effort
-    pods for trial ones, so a best-effort Job is told when a preemption would fail it."""
+    pods for trial ones, so a best-effort Job is told when a preemption would fail it. ``pool``:
+    ``allox.nodeSelector``'s labels, so an interchangeable Job whose pods would select other nodes
+    is told so at submission, not when AlloX first chooses it (``PlacementRefused``)."""
 
     def __init__(
         self, *, cells: LiveCells | None, metrics: ExtenderMetrics, gpu_resource: str, reject_invalid: bool,
         scheduler_name: str | None = None, preempts_best_effort: bool = True, nodes: NodeSizes | None = None,
+        pool: Mapping[str, str] | None = None,
     ) -> None:
         self._cells = cells
+        self._pool = dict(pool or {})
         self._nodes = nodes  # the nodes interchangeable Jobs run on, sizes read at each review
         self._metrics = metrics
         self._gpu_resource = gpu_resource
@@ -169,7 +173,7 @@ class ObjectValidation:
         if elsewhere is not None:
             return [elsewhere]
         return job_problems(job, cells=self._cells, gpu_resource=self._gpu_resource, creating=creating,
-                            preempts_best_effort=self._preempts_best_effort, nodes=self._nodes)
+                            preempts_best_effort=self._preempts_best_effort, nodes=self._nodes, pool=self._pool)
 
     def _cronjob_problems(self, raw: msgspec.Raw, *, field: str) -> list[Problem]:
         cronjob = wire.decode(CRONJOB_DECODER, raw, field=field)
@@ -178,7 +182,7 @@ class ObjectValidation:
         if elsewhere is not None:
             return [elsewhere]
         return cronjob_problems(cronjob, cells=self._cells, gpu_resource=self._gpu_resource,
-                                preempts_best_effort=self._preempts_best_effort, nodes=self._nodes)
+                                preempts_best_effort=self._preempts_best_effort, nodes=self._nodes, pool=self._pool)
 
     def _pod_problems(self, raw: msgspec.Raw, *, field: str) -> list[Problem]:
         pod = wire.decode(wire.POD_DECODER, raw, field=field)

@@ -27,7 +27,7 @@ import estimator.objects as sampling_objects
 from estimator.contract import estimate_errors, parse_estimate, parse_iterations
 from estimator.sample_pod import beyond_every_node
 from placer.configuration import Configuration, Configurations, parse_configurations
-from placer.rewrite import apply_configuration
+from placer.rewrite import apply_configuration, pool_conflict
 from scheduler import constants
 from scheduler.cells.capabilities import RequestCheck
 from scheduler.cells.planning import Unplaceable
@@ -363,9 +363,17 @@ def _without(pod: PodInfo, attribute: str, key: str) -> PodInfo:
 # ---------------------------------------------------------------------------------- Jobs
 
 
+class TemplateSpec(wire.PodSpec, frozen=True, gc=False):
+    """A pod template's spec as the checks read it: the scheduler's slice, and where its pods
+    may run (AlloX's pool, :func:`_outside_pool`)."""
+
+    nodeSelector: dict[str, str] | None = None
+    affinity: dict[str, Any] | None = None
+
+
 class PodTemplate(msgspec.Struct, frozen=True):
     metadata: wire.ObjectMeta = wire.ObjectMeta()
-    spec: wire.PodSpec = wire.PodSpec()
+    spec: TemplateSpec = TemplateSpec()
 
 
 class JobSpec(msgspec.Struct, frozen=True):
@@ -387,14 +395,15 @@ class AdmittedJob(msgspec.Struct, frozen=True):
 
 def job_problems(
     job: AdmittedJob, *, cells: LiveCells | None, gpu_resource: str, creating: bool, preempts_best_effort: bool = True,
-    nodes: NodeSizes | None = None,
+    nodes: NodeSizes | None = None, pool: Mapping[str, str] | None = None,
 ) -> list[Problem]:
     """Everything wrong with a Job's cellfit labels and annotations and with its pod template's.
     ``creating``: checks of what a Job must carry when it is submitted (an interchangeable Job's
     iterations and ``suspend``, a podFailurePolicy that lets it resume), which a later update
     (cellfit's own unsuspend) must not fail. ``preempts_best_effort``: FitGpp preempts
     best-effort pods for trial ones (``preemption.policy: fitgpp``, P above 0). ``nodes``: the
-    nodes interchangeable Jobs run on, against which a configuration no node holds is warned of."""
+    nodes interchangeable Jobs run on, against which a configuration no node holds is warned of.
+    ``pool``: ``allox.nodeSelector``'s labels, outside which a suspended Job's pods never start."""
     labels = job.metadata.labels or {}
     annotations = job.metadata.annotations or {}
     problems = key_problems(labels, annotations, where="")
@@ -455,6 +464,7 @@ def job_problems(
     return (problems + _template_problems(pod, configured, configurations, cells=cells, gpu_resource=gpu_resource,
                                           preempts_best_effort=preempts_best_effort)
             + _beyond_every_node(configured, nodes, hived=cells is not None)
+            + _outside_pool(template, configurations if job.spec.suspend else None, pool or {})
             + _gang_shape_problems(pod, job.spec) + trial_priority_problems(template_labels, template.spec, where=TEMPLATE))
 
 
@@ -676,6 +686,28 @@ def _beyond_every_node(configured: Mapping[str, PodInfo] | None, nodes: NodeSize
     return problems
 
 
+def _outside_pool(template: PodTemplate, configurations: Configurations | None, pool: Mapping[str, str]) -> list[Problem]:
+    """A suspended Job whose pods would select nodes outside AlloX's pool (``allox.nodeSelector``):
+    the placer refuses to start it in that kind (``PlacementRefused``, when AlloX first chooses
+    it) and the estimator does not sample it there, so it is told at submission, by the same
+    rule (:func:`~placer.rewrite.pool_conflict`), one problem per field, naming the kinds it
+    holds in: a conflict of the template's own is every kind's. Blocking where every kind
+    conflicts (the Job never starts), a warning where another kind may run. Each within the API
+    server's 256 characters for a warning (the conflict's ``brief``)."""
+    if configurations is None or not pool:
+        return []
+    spec = {"nodeSelector": template.spec.nodeSelector, "affinity": template.spec.affinity}
+    found: dict[str, tuple[str, list[str]]] = {}
+    for kind in configurations.kinds:
+        conflict = pool_conflict(spec, configurations[kind], pool, where=f"{TEMPLATE}.spec")
+        if conflict is not None and conflict.field is not None:
+            found.setdefault(conflict.field, (conflict.brief, []))[1].append(kind)
+    every = {kind for _, kinds in found.values() for kind in kinds} == set(configurations.kinds)
+    return [Problem(field=field_path(field), reason=f"{brief}: never sampled nor started in {' or '.join(kinds)}",
+                    blocking=every)
+            for field, (brief, kinds) in found.items()]
+
+
 def configured_pod_problems(
     pod: Mapping[str, Any], configuration: Configuration, *, cells: LiveCells, gpu_resource: str
 ) -> list[str]:
@@ -748,7 +780,7 @@ JOB_TEMPLATE: Final = "spec.jobTemplate"
 
 def cronjob_problems(
     cronjob: AdmittedCronJob, *, cells: LiveCells | None, gpu_resource: str, preempts_best_effort: bool = True,
-    nodes: NodeSizes | None = None,
+    nodes: NodeSizes | None = None, pool: Mapping[str, str] | None = None,
 ) -> list[Problem]:
     """Everything wrong with the Jobs a CronJob will create, told when the CronJob is written
     rather than when its schedule fires: its ``spec.jobTemplate`` checked as a Job being created
@@ -761,7 +793,7 @@ def cronjob_problems(
     job_meta = structs.replace(template.metadata, name=meta.name, namespace=meta.namespace, uid="")
     job = AdmittedJob(metadata=job_meta, spec=template.spec)
     problems = job_problems(job, cells=cells, gpu_resource=gpu_resource, creating=True, preempts_best_effort=preempts_best_effort,
-                            nodes=nodes)
+                            nodes=nodes, pool=pool)
     return _not_passed_on(meta.labels or {}, meta.annotations or {}) + [problem.within(JOB_TEMPLATE) for problem in problems]
 
 
