@@ -19,6 +19,14 @@ server would refuse for its pod-level resources (KEP-2837) right after: the refu
 Job's ``FailedCreate`` events show, names the configuration's field, the pod-level field and each
 container beside the configuration's (the injected sidecar) with what it asks. Every other
 answer is ``allowed``.
+
+A placed pod also gets AlloX's pool (``allox.nodeSelector``'s labels) in its node selector, as
+the placement puts it in the Job's template: a Job placed by a cellfit that did not (before the
+pool was carried) has each new pod created on AlloX's nodes, where its machine was booked. A pod
+whose own selector, configuration or required node affinity excludes the pool (such a Job is
+never placed now, but one placed before may be: its template ran outside the pool) keeps its
+selector and is admitted in its configuration, not refused: the Job would never get a pod
+again. A reinvocation finds the labels there and adds nothing.
 """
 
 from __future__ import annotations
@@ -27,11 +35,13 @@ import base64
 import json
 import logging
 import threading
-from typing import Protocol
+from typing import Any, Mapping, Protocol
 
 from estimator.objects import LABEL_SAMPLE
 from placer.configuration import parse_configurations
+from placer.configuration import Configuration
 from placer.patch import PodsRefused, checked_placement_patch
+from placer.rewrite import pool_conflict
 from scheduler.constants import ANNOTATION_CONFIGURATIONS, LABEL_PLACEMENT
 from scheduler.errors import InvalidAnnotation, InvalidRequest
 from scheduler.extender.metrics import ExtenderMetrics
@@ -59,9 +69,12 @@ class PodAdmission:
         lock: threading.RLock,
         metrics: ExtenderMetrics,
         resumed_class: ResumedClassSource | None,
+        pool: Mapping[str, str] | None = None,
     ) -> None:
         """``preemption``: FitGpp's, whose Job counts say which pods resume (None: the
-        preemption policy is the placement engine's own, and no pod is patched)."""
+        preemption policy is the placement engine's own, and no pod is patched). ``pool``:
+        ``allox.nodeSelector``'s labels, which each placed pod's node selector gets."""
+        self._pool = dict(pool or {})
         self._preemption = preemption
         self._lock = lock
         self._metrics = metrics
@@ -124,7 +137,13 @@ class PodAdmission:
             if placed is None:
                 raise InvalidAnnotation(f"names {kind!r}, which the configurations lack", field=LABEL_PLACEMENT)
             raw = json.loads(body)["request"]["object"]
-            return checked_placement_patch(raw, configurations[placed])
+            pooled = self._in_pool(raw, configurations[placed], where=where)
+            patch = checked_placement_patch(pooled, configurations[placed])
+            selector = pooled["spec"].get("nodeSelector") if pooled is not raw else None
+            if selector is not None and not any(op["path"] == "/spec/nodeSelector" for op in patch):
+                # The placement's own patch of the selector (a configuration's) carries the pool already.
+                patch.insert(0, {"op": "add", "path": "/spec/nodeSelector", "value": selector})
+            return patch
         except PodsRefused:
             raise
         except (InvalidAnnotation, ValueError, KeyError, TypeError, AttributeError) as error:
@@ -133,6 +152,20 @@ class PodAdmission:
             # that is no JSON object there fails as TypeError or AttributeError.
             log.warning("placed pod left as created", extra={"pod": where, "reason": str(error)})
             return []
+
+    def _in_pool(self, pod: dict[str, Any], configuration: Configuration, *, where: str) -> dict[str, Any]:
+        """``pod`` with the pool's labels in its node selector (a copy), or ``pod`` itself where
+        it carries them already, or where it would select no node of the pool with them (left
+        outside, logged: :func:`~placer.rewrite.pool_conflict`, the placer's own rule)."""
+        spec = pod.get("spec") or {}
+        selector = spec.get("nodeSelector") or {}
+        if not self._pool or all(selector.get(key) == value for key, value in self._pool.items()):
+            return pod
+        conflict = pool_conflict(spec, configuration, self._pool, where="spec")
+        if conflict is not None:
+            log.warning("placed pod left outside AlloX's pool", extra={"pod": where, "reason": str(conflict)})
+            return pod
+        return {**pod, "spec": {**spec, "nodeSelector": {**selector, **self._pool}}}
 
     def _patch(self, request: wire.AdmissionRequest) -> list[dict[str, object]]:
         pod = request.object

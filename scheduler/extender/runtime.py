@@ -336,7 +336,8 @@ def build_runtime(settings: Settings, *, api: KubernetesApi | None = None, stand
         )
         if resumed_class is None:
             log.warning("admission webhook without a Kubernetes API: it admits every pod unchanged")
-        admission = PodAdmission(preemption=composition.preemption, lock=lock, metrics=metrics, resumed_class=resumed_class)
+        admission = PodAdmission(preemption=composition.preemption, lock=lock, metrics=metrics, resumed_class=resumed_class,
+                                 pool=settings.allox.node_selector)
         validation = ObjectValidation(
             cells=live_cells,
             metrics=metrics,
