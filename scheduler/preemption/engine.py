@@ -55,6 +55,7 @@ from scheduler.preemption.model import (
 from scheduler.preemption.table import CandidateTable, PreemptionIndex
 from scheduler.wording import (
     DELETED_JOB_OUTCOME,
+    FAILS_AT_ONCE,
     NO_CONTROLLER_OUTCOME,
     UNKNOWN_JOB_OUTCOME,
     otherwise_if_exits,
@@ -267,6 +268,14 @@ class FitGppEngine:
         # Jobs deleted while pods of theirs still run (the garbage collector deletes the pods
         # after the Job): preempting such a pod counts against no Job and keeps no room for it.
         self._deleted_jobs: set[str] = set()
+        # Victims chosen here whose failure their Job's status.failed does not count yet (a
+        # preempted pod is counted once it has terminated, its grace period later): Job UID ->
+        # victim UID -> [the status.failed that counts it, whether the pod is gone]. A victim
+        # counts on top of status.failed in the next decision against its Job until
+        # status.failed reaches that value, or a Job update comes after the pod is gone (the Job
+        # controller counts a pod before letting it go), or the Job is deleted. After a restart
+        # none is known: status.failed alone, as before.
+        self._uncounted: dict[str, dict[str, list[int | bool]]] = {}
         # Told the victims of a preemptor hold rebuilt from the pods (follow_preemptor_records).
         self._watch_victims: Callable[[Sequence[str]], None] | None = None
 
@@ -380,6 +389,9 @@ class FitGppEngine:
         self._rebuild_holds(pod)
 
     def delete_pod(self, pod_uid: str) -> None:
+        for uncounted in self._uncounted.values():  # few: Jobs with victims not counted yet
+            if pod_uid in uncounted:
+                uncounted[pod_uid][1] = True  # gone: the Job's next update counts it
         self.inner.delete_pod(pod_uid)
         self.holds.delete_pod(pod_uid)
         self._evidence.delete_pod(pod_uid)
@@ -391,6 +403,7 @@ class FitGppEngine:
         if isinstance(self.inner, TracksJobs):
             self.inner.apply_job(job)  # HiveD: a gang's Job width, a deleted Job's slots
         self._jobs[job.uid] = job
+        self._forget_uncounted(job)
         try:
             count = preemption_count_of(job.annotations)
         except InvalidAnnotation:
@@ -407,6 +420,7 @@ class FitGppEngine:
             self.inner.delete_job(job_uid)
         self._job_counts.pop(job_uid, None)
         self._jobs.pop(job_uid, None)
+        self._uncounted.pop(job_uid, None)
         self.holds.delete_job(job_uid)
         if job_uid in self._pods_by_job:
             self._deleted_jobs.add(job_uid)
@@ -490,7 +504,9 @@ class FitGppEngine:
         says whether it resumes; None where it resumes (its Job ignores DisruptionTarget, or
         another controller creates it again). The pods of one Job are counted in the decision's
         order, each a failed pod after those before it: the Job's status.failed counts none of
-        them yet (the fallback may take two pods of a Job with backoffLimit 1, which fails it)."""
+        them yet (the fallback may take two pods of a Job with backoffLimit 1, which fails it),
+        nor the Job's pods earlier decisions here preempted that have not been counted yet
+        (:attr:`_uncounted`). Records these victims among the latter."""
         of_job: dict[str, list[str]] = {}
         for victim in victims:
             if victim.owner is not None:
@@ -499,8 +515,29 @@ class FitGppEngine:
         for victim in victims:
             same = of_job.get(victim.owner.uid, [victim.uid]) if victim.owner is not None else [victim.uid]
             at = same.index(victim.uid)
-            outcomes[victim.uid] = self._outcome_of(victim, earlier=at, later=len(same) - at - 1)
+            before = len(self._uncounted.get(victim.owner.uid, {})) if victim.owner is not None else 0
+            outcomes[victim.uid] = self._outcome_of(victim, earlier=before + at, later=len(same) - at - 1)
+        for job_uid, uids in of_job.items():
+            job = self._jobs.get(job_uid)
+            if job is None or job_uid in self._deleted_jobs or job.ignores_disruption or job.disruption_action in FAILS_AT_ONCE:
+                continue  # no failed pod it counts (or none known): nothing to add to status.failed
+            uncounted = self._uncounted.setdefault(job_uid, {})
+            for uid in uids:
+                if uid not in uncounted:
+                    uncounted[uid] = [job.failed + len(uncounted) + 1, False]
         return outcomes
+
+    def _forget_uncounted(self, job: JobInfo) -> None:
+        """Drop the Job's victims its status.failed now counts, or may count (:attr:`_uncounted`):
+        as many as status.failed rose (the earliest first), and those gone before this update."""
+        uncounted = self._uncounted.get(job.uid)
+        if uncounted is None:
+            return
+        for uid, (counted_at, gone) in list(uncounted.items()):
+            if gone or job.failed >= counted_at:
+                del uncounted[uid]
+        if not uncounted:
+            del self._uncounted[job.uid]
 
     def _outcome_of(self, victim: PodInfo, *, earlier: int = 0, later: int = 0) -> str | None:
         """:meth:`_victim_outcomes` of one victim, after ``earlier`` and before ``later`` pods of
