@@ -16,7 +16,7 @@ from typing import Any, Final, Mapping, Sequence
 
 from estimator.contract import estimate_errors
 from scheduler.constants import ANNOTATION_CONFIGURATIONS, ANNOTATION_PREEMPTIONS
-from scheduler.kubectl.objects import PREEMPTING, CellfitView, Condition, Event, Facts, GoneFacts, JobFacts, PodFacts, Preemption
+from scheduler.kubectl.objects import PREEMPTING, CellfitView, Condition, Event, Facts, GoneFacts, JobFacts, PodFacts, Preemption, moment
 from scheduler.kube.times import timestamp
 from scheduler.kubectl.wording import MAX_NAMED, duration, listed, ordinal, times
 from scheduler.wording import (
@@ -622,11 +622,41 @@ def _refused(pod: PodFacts, answer: Answer) -> Answer:
     """``answer`` with cellfit's last refusal to preempt for the pod (its ``PreemptionRefused``
     Event, the preempt verb's reason: FitGpp's, HiveD's): kube-scheduler's FailedScheduling says
     why no node fits, the refusal why nothing was preempted to make one fit. A pod never
-    placeable as written is told that already (the refusal says the same)."""
+    placeable as written is told that already (the refusal says the same), and a refusal that
+    no longer stands is not told (:func:`_refusal_stands`)."""
     refused = _last(pod.events, "PreemptionRefused")
     if refused is None or answer.reason == NEVER or refused.message.startswith(NEVER_REFUSED):
         return answer
+    if not _refusal_stands(refused, pod.events):
+        return answer
     return replace(answer, summary=f"{answer.summary}; {refused.message}", details=answer.details + _seen(refused))
+
+
+# The preemptor's Events that tell a preemption made for it: cellfit's FitGpp (Preempting),
+# kube-scheduler's nomination to the node where it preempted.
+PREEMPTED_FOR: Final = ("Preempting", "Nominated")
+
+
+def _refusal_stands(refused: Event, events: Sequence[Event]) -> bool:
+    """Whether the pod's last ``PreemptionRefused`` Event still answers why nothing is preempted
+    for it. The preempt verb writes a refusal once per pod and reason, not on each retry, so its
+    Event may be older than the attempt it explains; it stands unless a later Event shows the
+    pod's story moved on since: a preemption for it (a Preempting or Nominated Event seen at or
+    after the refusal: the latest preemption outcome is that one), or a failure to schedule other
+    than its last one. That is, a FailedScheduling of another message seen at or after the
+    refusal (the attempt the refusal came with) than the latest, or a latest FailedScheduling
+    seen once only, after the refusal (one attempt, later than the refusal's, whose own
+    FailedScheduling is another or gone). Where it cannot tell, it says nothing of the refusal."""
+    since = moment(refused.last_seen)
+    later = [e for e in events if moment(e.last_seen) >= since]
+    if any(e.reason in PREEMPTED_FOR for e in later):
+        return False
+    latest = _last(events, "FailedScheduling")
+    if latest is None:
+        return True
+    if latest.count == 1 and moment(latest.last_seen) > since:
+        return False
+    return all(e.message == latest.message for e in later if e.reason == "FailedScheduling")
 
 
 def _pending(pod: PodFacts, view: CellfitView) -> Answer:
