@@ -438,6 +438,9 @@ class ExtenderService:
             return choice.refusal
         if not accepted:
             return None
+        # A refusal told before no longer stands: the same refusal after this preemption is
+        # told again (kubectl cellfit why shows a refusal only while no preemption came since).
+        self._refusals_told.pop(pod.uid, None)
         if self._cluster is not None:
             self._cluster.remember_victims(uid for uids in accepted.values() for uid in uids)
         preemptor_class = pod.labels.get(LABEL_JOB_CLASS, JOB_CLASS_BEST_EFFORT)
