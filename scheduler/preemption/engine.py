@@ -37,7 +37,7 @@ from scheduler.core.resources import ZERO, Resources
 
 from scheduler.core.engine import FilterDecision, Placement, SchedulingEngine, Scores, TracksJobs, Verdicts
 from scheduler.core.model import TERMINAL_PHASES, JobInfo, NodeInfo, PodInfo
-from scheduler.constants import ANNOTATION_PREEMPTOR_HOLD
+from scheduler.constants import ANNOTATION_PREEMPTIONS, ANNOTATION_PREEMPTOR_HOLD, LABEL_JOB_CLASS
 from scheduler.core.pods import PodStore
 from scheduler.errors import InvalidAnnotation
 from scheduler.preemption import records
@@ -64,6 +64,15 @@ from scheduler.wording import (
 )
 
 DEFAULT_SCHEDULER_NAME = "cellfit"  # the chart's kube-scheduler profile
+
+
+def _row_of(pod: PodInfo, preemptions: int | None) -> tuple[object, ...]:
+    """Everything the victim table's row of a bound pod is made of (``PreemptionIndex.apply_pod``:
+    its node, key, job class, requests, grace period, preemptions, whether terminating, priority,
+    whether pinned): equal rows, the same table."""
+    count = pod.annotations.get(ANNOTATION_PREEMPTIONS) if preemptions is None else preemptions
+    return (pod.node_name, pod.namespace, pod.name, pod.labels.get(LABEL_JOB_CLASS), pod.requests,
+            pod.grace_period_seconds, count, pod.terminating, pod.priority, pod.owner)
 
 
 def _among(positions: npt.NDArray[np.int64], verdicts: Verdicts) -> Verdicts:
@@ -250,6 +259,9 @@ class FitGppEngine:
         self._evidence = PreemptionEvidence(scheduler_name=scheduler_name, present=lambda uid: self.pods.get(uid) is not None)
         self._index = PreemptionIndex(node_index=inner.node_index)  # one node name -> slot map
         self._tracked: dict[str, str | None] = {}  # pods the index holds -> their Job UID
+        # Pods bound in the index -> what their row there was made from (_row_of): the watch's
+        # bound and Running events of a pod reserved here rewrite nothing that is unchanged.
+        self._rows: dict[str, tuple[object, ...]] = {}
         # Pods the index holds -> the VC whose cells they hold as their own (None: opportunistic),
         # and how many hold each VC's: FitGpp's candidates leave out another VC's (_claimable).
         self._tenancy: dict[str, str | None] = {}
@@ -672,7 +684,14 @@ class FitGppEngine:
         """Put the pod's latest state in the victim table. A victim stays out of the candidates
         until it is gone: kube-scheduler patches its status before deleting it, and the watch
         shows it once more as a pod like any other."""
+        row = _row_of(pod, preemptions) if pod.holds_resources else None
+        if row is not None and self._rows.get(pod.uid) == row:
+            return  # the same row (set terminating since if chosen, as below): as reserved, now bound or Running
         self._index.apply_pod(pod, preemptions=preemptions)
+        if row is None:
+            self._rows.pop(pod.uid, None)
+        else:
+            self._rows[pod.uid] = row
         if pod.uid in self._chosen:
             self._index.set_terminating(pod.uid)
 
@@ -719,6 +738,7 @@ class FitGppEngine:
         if job is not None:
             self._leave_job(pod_uid, job)
         self._index.delete_pod(pod_uid)
+        self._rows.pop(pod_uid, None)
 
     def _leave_job(self, pod_uid: str, job: str) -> None:
         members = self._pods_by_job.get(job)
