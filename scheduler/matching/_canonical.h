@@ -49,7 +49,20 @@ static int slot_order(const void *left, const void *right) {
 
 MERGE_SORT(sort_slots, slot_order)
 
-/* How many int64 entries levels_of's work space needs beyond its level array. */
+/* Whether levels_space (and plan_space around it) can be counted for these sizes: every term
+ * below a bound whose sums and whose bytes (8 an entry) fit in a Py_ssize_t, the tallies'
+ * product (largest + 1) · kind_count checked before it is taken. A wrapped product gave a small
+ * buffer that levels_of wrote far past its end (a position of 2^62 - 1 with 3 kinds: 0 bytes
+ * of tallies for 2^64 keys). Refuse the call where it does not hold. */
+static int levels_fit(Py_ssize_t count, Py_ssize_t job_count, Py_ssize_t kind_count, int64_t largest) {
+    const size_t most = (size_t)PY_SSIZE_T_MAX / 64;
+    if (count < 0 || job_count < 0 || kind_count < 0 || largest < 0) return 0;
+    if ((size_t)count >= most || (size_t)job_count >= most || (size_t)largest >= most) return 0;
+    return kind_count == 0 || (size_t)largest + 1 <= most / (size_t)kind_count;
+}
+
+/* How many int64 entries levels_of's work space needs beyond its level array (levels_fit
+ * holding: no term wraps). */
 static size_t levels_space(Py_ssize_t count, Py_ssize_t job_count, Py_ssize_t kind_count, int64_t largest) {
     size_t keys = (size_t)(largest + 1) * (size_t)kind_count, tallies = keys > (size_t)job_count ? keys : (size_t)job_count;
     return (size_t)(largest + 2) + 3 * ((size_t)count + 1) + tallies + 1;
@@ -138,7 +151,8 @@ static int names_of_kind(const int64_t *members, const double *omega, Py_ssize_t
     return 1;
 }
 
-/* How many int64 entries plan_of_fold's work space needs (count matched rows of a problem of
+/* How many int64 entries plan_of_fold's work space needs (levels_fit holding, and machines
+ * and widest an argument's length: no term wraps; count matched rows of a problem of
  * job_count rows and kind_count kinds on machines machines; widest: the most machines of a
  * kind; largest: the largest position of a matched row's slot). */
 static size_t plan_space(Py_ssize_t count, Py_ssize_t job_count, Py_ssize_t kind_count, Py_ssize_t machines, int64_t widest, int64_t largest) {

@@ -48,12 +48,16 @@ static PyObject *canonical_levels(PyObject *self, PyObject *args) {
                     slot_kind[i] < kind_count && position[i] >= 0;
             if (position[i] > largest) largest = position[i];
         }
-        if (valid) {
+        int fits = valid && levels_fit(count, job_count, kind_count, largest);
+        if (fits) {
             level = PyMem_Malloc(sizeof(int64_t) * (size_t)(count + 1));
             space = PyMem_Calloc(levels_space(count, job_count, kind_count, largest), sizeof(int64_t));
         }
         if (!valid) {
             PyErr_SetString(PyExc_ValueError, "canonical_levels: per matched job a row of times, a machine of ready, a kind of times, a position");
+        } else if (!fits) {
+            PyErr_Format(PyExc_ValueError, "canonical_levels: position %lld: its levels by kind (%zd kinds) cannot be laid out", (long long)largest,
+                         kind_count);
         } else if (level == NULL || space == NULL) {
             PyErr_NoMemory();
         } else {
@@ -579,11 +583,14 @@ static PyObject *canonical_plan(PyObject *self, PyObject *args) {
             valid = rows[i] >= 0 && rows[i] < job_count && columns[i] >= 0 && columns[i] < slots;
             if (valid && slot_position[columns[i]] > largest) largest = slot_position[columns[i]];
         }
+        /* A slot's position is at most the problem's jobs (the bound keeps at most n_c positions,
+         * the paper's layout n): the levels' tallies, (largest + 1) per kind, then fit. */
+        valid = valid && largest <= job_count && levels_fit(count, job_count, kind_count, largest);
         if (!valid) {
             PyErr_SetString(PyExc_ValueError,
-                            "canonical_plan: per matched row a row of times and a slot; per slot a machine and a position; kind_bounds "
-                            "ascending within members, one per kind of times and one more; per machine a kind of times, a delay; "
-                            "bounds one more than machines");
+                            "canonical_plan: per matched row a row of times and a slot; per slot a machine and a position, the matched "
+                            "slots' at most the rows of times; kind_bounds ascending within members, one per kind of times and one "
+                            "more; per machine a kind of times, a delay; bounds one more than machines");
         } else if ((work = PyMem_Calloc(plan_space(count, job_count, kind_count, machines, widest, largest), sizeof(int64_t))) == NULL) {
             PyErr_NoMemory();
         } else {

@@ -588,6 +588,7 @@ typedef struct {
 
 static void *arena_take(Arena *arena, size_t count, size_t size) {
     if (arena->count >= 40) return NULL;
+    if (count > (size_t)PY_SSIZE_T_MAX / size) return NULL; /* its bytes would wrap: out of memory, not a small block */
     void *block = PyMem_Malloc((count ? count : 1) * size);
     if (block) arena->blocks[arena->count++] = block;
     return block;
@@ -630,7 +631,9 @@ static int fold(const int64_t *slot_machine, const int64_t *slot_position, Py_ss
     for (Py_ssize_t i = 0; i < slots; i++)
         if (slot_position[i] > largest) largest = slot_position[i];
     /* The counting sorts' keys: positions (span), machines, (kind, position) pairs, classes
-     * (at most the slots). */
+     * (at most the slots). kinds · span checked before it is taken (fold_call refuses a
+     * position past the rows; a wrapped product gave counts too small for its keys). */
+    if (largest >= PY_SSIZE_T_MAX / 16 || (kinds > 0 && largest + 1 > PY_SSIZE_T_MAX / 16 / kinds)) return -1;
     int64_t span = largest + 1, key_count = slots;
     if (machines > key_count) key_count = machines;
     if (span > key_count) key_count = span;
@@ -820,9 +823,15 @@ static PyObject *fold_call(PyObject *args, int count) {
     PyObject *result = NULL;
     if (taken == count) {
         Py_ssize_t slots = views[0].len / 8, machines = views[2].len / 8, rows = views[4].shape[0], kinds = views[4].shape[1];
-        if (views[1].len / 8 != slots || views[3].len / 8 != machines || views[5].len / 8 != machines || views[6].len / 8 != machines ||
-            views[7].len / 8 != rows || views[8].len / 8 != rows || (count == 10 && views[9].len / 8 != 1)) {
-            PyErr_SetString(PyExc_ValueError, "fold_match: a position per slot, a wait and a place in the kind orders per machine, a row and a column per row (and one certificate)");
+        int valid = !(views[1].len / 8 != slots || views[3].len / 8 != machines || views[5].len / 8 != machines || views[6].len / 8 != machines ||
+                      views[7].len / 8 != rows || views[8].len / 8 != rows || (count == 10 && views[9].len / 8 != 1));
+        /* A slot's position is at most the rows (the bound keeps at most n_c, the paper's layout
+         * n): the fold's keys, kinds · (the largest position + 1), then fit. */
+        const int64_t *slot_position = views[1].buf;
+        for (Py_ssize_t i = 0; valid && i < slots; i++) valid = slot_position[i] <= rows;
+        if (!valid) {
+            PyErr_SetString(PyExc_ValueError, "fold_match: a position per slot (at most the rows), a wait and a place in the kind orders per machine, "
+                                              "a row and a column per row (and one certificate)");
         } else {
             int folded = fold(views[0].buf, views[1].buf, slots, views[2].buf, views[3].buf, machines, views[4].buf, rows, kinds, views[5].buf,
                               views[6].buf, views[7].buf, views[8].buf, count == 10 ? views[9].buf : NULL);
@@ -1000,14 +1009,24 @@ static PyObject *contended_plan(PyObject *self, PyObject *args) {
             if (valid && k && kind_bounds[k] - kind_bounds[k - 1] > widest) widest = kind_bounds[k] - kind_bounds[k - 1];
         }
         for (Py_ssize_t m = 0; valid && m < machines; m++) valid = machine_kind[m] >= 0 && machine_kind[m] < kinds;
+        /* Every machine in the orders, as the fold reads them (members and omega, machines long)
+         * and the names check: validated here, before any step reads them. */
+        valid = valid && laid == machines && kind_bounds[kinds] == laid;
         for (Py_ssize_t i = 0; valid && i < laid; i++)
             valid = members[i] >= 0 && members[i] < machines && earlier_or_equal[i] > earlier[i] && earlier[i] >= 0;
+        /* A rank within its kind's order (at most its length): the bound's sums then stay small
+         * (a wrapped one gave a negative limit, and fewer slots laid out than written). */
+        for (Py_ssize_t k = 0; valid && k < kinds; k++)
+            for (int64_t i = kind_bounds[k]; valid && i < kind_bounds[k + 1]; i++) valid = earlier_or_equal[i] <= kind_bounds[k + 1] - kind_bounds[k];
         for (Py_ssize_t r = 0; valid && r < count; r++) valid = rows[r] >= 0 && rows[r] < job_all;
+        /* The rows' times copied: count · kinds entries. */
+        valid = valid && (kinds == 0 || count <= PY_SSIZE_T_MAX / 8 / kinds);
         if (!valid) {
             PyErr_SetString(PyExc_ValueError,
                             "contended_plan: rows of times; per machine a kind of times and a delay; the kind orders of one length, "
-                            "their members among the machines, kind_bounds ascending within them, one per kind and one more; "
-                            "bounds one more than machines, a queued entry per row, one certificate");
+                            "a place in them per machine, their members among the machines and each earlier_or_equal within its "
+                            "kind's order; kind_bounds ascending over them, one per kind and one more; bounds one more than "
+                            "machines, a queued entry per row, one certificate");
         } else {
             int answered = 0; /* 1 written, 0 declined, -1 out of memory */
             double *times = arena_take(&arena, (size_t)(count * kinds) + 1, sizeof(double));
@@ -1024,6 +1043,7 @@ static PyObject *contended_plan(PyObject *self, PyObject *args) {
                                    (Py_ssize_t)(kind_bounds[k + 1] - kind_bounds[k]), runnable[k], shortest[k], limits);
             int64_t span = 0, total = 0;
             for (Py_ssize_t m = 0; m < machines; m++) {
+                if (limits[m] < 0 || limits[m] > count) goto out_of_memory; /* not met on validated orders: K_i <= n_c <= rows */
                 if (limits[m] > span) span = limits[m];
                 total += limits[m];
             }
@@ -1039,11 +1059,12 @@ static PyObject *contended_plan(PyObject *self, PyObject *args) {
             answered = count > 0 ? fold(slot_machine, slot_position, (Py_ssize_t)total, machine_kind, delay, machines, times, count, kinds,
                                         members, omega, rows_out, columns_out, &certain)
                                  : 0;
-            if (answered == 1 && (certain < 0 || laid != machines)) answered = 0;
+            if (answered == 1 && certain < 0) answered = 0;
             if (answered == 1) {
                 int64_t largest = 0;
                 for (Py_ssize_t i = 0; i < count; i++)
                     if (slot_position[columns_out[i]] > largest) largest = slot_position[columns_out[i]];
+                if (!levels_fit(count, count, kinds, largest)) goto out_of_memory; /* positions <= rows: holds */
                 int64_t *work = arena_take(&arena, plan_space(count, count, kinds, machines, widest, largest), sizeof(int64_t));
                 if (!work) goto out_of_memory;
                 memset(work, 0, sizeof(int64_t) * plan_space(count, count, kinds, machines, widest, largest));
