@@ -16,6 +16,7 @@ from typing import Sequence
 from pydantic import ValidationError
 
 from scheduler import __version__
+from scheduler.cells.discovery import is_discovered_name
 from scheduler.config import (
     ConfigFile,
     Settings,
@@ -114,14 +115,28 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _discovered_cells_line(settings: Settings) -> str:
     """What check-config can say of cells discovered at startup: the VCs it names are checked
     against them only then (a file "valid" here was refused by ``serve`` for a cell type the
-    cluster's GPUs do not have, without a word from check-config)."""
+    cluster's GPUs do not have, without a word from check-config). A VC cell type that is not of
+    a discovered name's form is named: discovered names carry the node size, so an unsized
+    ``<product>-NODE`` names nothing once the product comes in a second size."""
     line = "cells: discovered from the cluster's Nodes at startup"
     vcs = settings.cells.virtual_clusters
     if not vcs:
         return line
-    return (f"{line}; virtual clusters {', '.join(vcs)} are checked against them then, not here: their cell types "
-            "must be ones discovery names (the GPU product of nvidia.com/gpu.product, <product>-NODE, and "
-            "<product>-RACK with policy.rackLabel; scheduler/cells/README.md, \"Discovery\")")
+    line = (f"{line}; virtual clusters {', '.join(vcs)} are checked against them then, not here: their cell types "
+            "must be ones discovery names (<product>-<n>GPU-NODE for a node of n GPUs of the product nvidia.com/gpu.product "
+            "says, <product>-<n>GPU for one of its GPUs, and <product>-<n>GPU-RACK with policy.rackLabel; "
+            "`kubectl cellfit cells` lists them; scheduler/cells/README.md, \"Discovery\")")
+    unsized = [
+        f"cells.{spec.cells_path(f'virtualClusters.{vc}', i)}.cellType"
+        for vc, spec in vcs.items()
+        for i, cell in enumerate(spec.cells)
+        if not is_discovered_name(cell.cell_type)
+    ]
+    if unsized:
+        line += (f"\nwarning: {', '.join(unsized)} {'is' if len(unsized) == 1 else 'are'} not of that form: an unsized "
+                 "<product>-NODE (-RACK, <product>) is taken while the cluster has one node size of the product, with a "
+                 "warning naming the stable name, and refused once it has several")
+    return line
 
 
 if __name__ == "__main__":

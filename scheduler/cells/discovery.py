@@ -3,11 +3,14 @@ topology.
 
 Nodes are grouped by GPU product (``nvidia.com/gpu.product``) and GPU count (allocatable
 ``nvidia.com/gpu``): each group is one chain ``<base>`` (one GPU) -> ``<base>-NODE``, where
-``<base>`` is the product, suffixed with ``-<n>GPU`` when one product comes in several node sizes.
-Nothing below the node is assumed (PCIe topology is not on the Node object). With a rack label,
-the most common rack size of a group becomes a ``<base>-RACK`` level; nodes in racks of another
-size, or without the label, stay standalone node cells (HiveD needs every rack of a type to be the
-same size). Nodes without GPUs are not part of any cell.
+``<base>`` is ``<product>-<n>GPU``, always: a name says the node size whatever other nodes exist,
+so a VC written for 8-GPU A100 nodes names the same cells after 2-GPU A100 nodes join, live and
+after a restart. (Before, the size was added only once a product came in a second size, and the
+names changed under the configuration: :func:`legacy_names` still accepts those unsized names
+where the product has one size.) Nothing below the node is assumed (PCIe topology is not on the
+Node object). With a rack label, the most common rack size of a group becomes a ``<base>-RACK``
+level; nodes in racks of another size, or without the label, stay standalone node cells (HiveD
+needs every rack of a type to be the same size). Nodes without GPUs are not part of any cell.
 
 A node's GPU count is its device plugin's word, and cells are objects, one per GPU and more: a
 Node that reports 10^9 GPUs (a plugin's mistake, or a Node written to harm) would take the
@@ -75,10 +78,10 @@ def discover_layout(
     """The cell types and top-level cells for ``nodes``; deterministic for a given node set
     (sorted by name, whatever order the watch delivered them in).
 
-    ``running``: the cell types of a running cluster, whose names and rack sizes are kept (a
-    product that now comes in a second size keeps its hierarchy's name, racks keep their size
-    even if another size became the most common): cells can be added beside running ones but a
-    running cell type never changes. A restart picks names and sizes afresh."""
+    ``running``: the cell types of a running cluster, whose rack sizes are kept (racks keep their
+    size even if another size became the most common): cells can be added beside running ones but
+    a running cell type never changes. Names never depend on other nodes (:func:`base_name`), so
+    the running names are the ones a restart gives."""
     groups: dict[tuple[str, int], list[NodeInfo]] = defaultdict(list)
     left_out: list[str] = []
     discovered_gpus = 0
@@ -91,16 +94,11 @@ def discover_layout(
             continue
         discovered_gpus += node.allocatable.gpus
         groups[(_product(node), node.allocatable.gpus)].append(node)
-    sizes_per_product = Counter(product for product, _ in groups)
     cell_types: dict[str, CellTypeSpec] = {}
     cells: list[DiscoveredCell] = []
     for (product, gpus), members in sorted(groups.items()):
-        if running is not None:
-            node_type, _ = node_type_for(members[0], running)
-            base = node_type.removesuffix("-NODE")
-        else:
-            base = product if sizes_per_product[product] == 1 else f"{product}-{gpus}GPU"
-            node_type = f"{base}-NODE"
+        base = base_name(product, gpus)
+        node_type = f"{base}-NODE"
         cell_types[node_type] = CellTypeSpec(child_type=base, child_count=gpus, is_node_level=True)
         racks: dict[str, list[NodeInfo]] = defaultdict(list)
         standalone: list[NodeInfo] = []
@@ -148,19 +146,105 @@ def discover_topology(nodes: Sequence[NodeInfo], *, rack_label: str | None = Non
     return discover_layout(nodes, rack_label=rack_label).to_config()
 
 
+def base_name(product: str, gpus: int) -> str:
+    """The GPU type of ``product`` in nodes of ``gpus`` GPUs, ``<product>-<gpus>GPU``, which its
+    node and rack types extend (``-NODE``, ``-RACK``). It names the size always, not only once a
+    second size of the product appears: a name must not depend on which other nodes exist, or
+    a configuration valid today names no cell after the next restart."""
+    return f"{product}-{gpus}GPU"
+
+
 def node_type_for(node: NodeInfo, cell_types: Mapping[str, CellTypeSpec]) -> tuple[str, CellTypeSpec]:
     """The node-level cell type a node of this product and GPU count joins as a standalone cell
-    of a running cluster: the existing one of that shape if there is one, else the name
-    discovery would give it (``<product>-<n>GPU-NODE`` when the product already comes in
-    another size)."""
-    product, gpus = _product(node), node.allocatable.gpus
-    for base in (product, f"{product}-{gpus}GPU"):
-        spec = cell_types.get(f"{base}-NODE")
-        if spec is not None and spec.child_type == base and spec.child_count == gpus and spec.is_node_level:
-            return f"{base}-NODE", spec
-    other_sizes = any(t == f"{product}-NODE" or (t.startswith(f"{product}-") and t.endswith("GPU-NODE")) for t in cell_types)
-    base = f"{product}-{gpus}GPU" if other_sizes else product
-    return f"{base}-NODE", CellTypeSpec(child_type=base, child_count=gpus, is_node_level=True)
+    of a running cluster: ``<product>-<n>GPU-NODE``, the running one if the cells have it."""
+    base = base_name(_product(node), node.allocatable.gpus)
+    spec = cell_types.get(f"{base}-NODE")
+    if spec is None:
+        spec = CellTypeSpec(child_type=base, child_count=node.allocatable.gpus, is_node_level=True)
+    return f"{base}-NODE", spec
+
+
+_SIZED: Final = re.compile(r"^.+-[1-9][0-9]*GPU(-NODE|-RACK)?$")
+
+
+def is_discovered_name(cell_type: str) -> bool:
+    """Whether ``cell_type`` has the form of a discovered cell type's name (``<product>-<n>GPU``,
+    ``-NODE``, ``-RACK``): what ``cellfit check-config`` can say of a VC offline."""
+    return _SIZED.match(cell_type) is not None
+
+
+_SIZED_NODE: Final = re.compile(r"^(?P<product>.+)-(?P<gpus>[1-9][0-9]*)GPU-NODE$")
+_LEVELS: Final = ("", "-NODE", "-RACK")  # a discovered chain's types: <base>, <base>-NODE, <base>-RACK
+
+
+@dataclass(frozen=True, slots=True)
+class LegacyNames:
+    """The names discovery gave before it always named the node size: ``<product>``,
+    ``<product>-NODE`` and ``<product>-RACK``, which configurations written then still use.
+
+    ``aliases``: such a name -> the discovered type it means, where the product comes in one
+    node size (``A100-NODE`` -> ``A100-8GPU-NODE``). ``ambiguous``: such a name -> the types it
+    could mean, where the product comes in several (the admin must choose)."""
+
+    aliases: Mapping[str, str]
+    ambiguous: Mapping[str, tuple[str, ...]]
+
+    def resolve(self, name: str) -> tuple[str, str | None]:
+        """``(the type name to use, what to tell the admin)``: the name itself and ``None`` when
+        it is no legacy name; the stable name and a warning for an alias; the name itself and a
+        refusal (``ambiguous: ...``) when it could mean several types."""
+        stable = self.aliases.get(name)
+        if stable is not None:
+            return stable, (
+                f"{name!r} is the name discovery gave before cell-type names carried the node size; "
+                f"it means {stable!r} while the cluster has one node size of its GPU product, and names "
+                f"nothing once another size joins: write {stable!r}"
+            )
+        choices = self.ambiguous.get(name)
+        if choices is not None:
+            return name, (
+                f"{name!r} is ambiguous: the cluster has its GPU product in {len(choices)} node sizes, and "
+                f"discovered cell-type names carry the size: write one of {', '.join(repr(c) for c in choices)}"
+            )
+        return name, None
+
+
+    def stable_id(self, cell_id: str) -> str:
+        """A cell id written under the old names (a pod's bind-info from before the upgrade) as the
+        same cell is named now: a rack ``<type>@<label>``, a GPU ``<node>/<type>#<i>``; a node's
+        id is its name either way."""
+        if "@" in cell_id:
+            cell_type, rest = cell_id.split("@", 1)
+            return f"{self.aliases[cell_type]}@{rest}" if cell_type in self.aliases else cell_id
+        node, slash, inside = cell_id.partition("/")
+        cell_type, hash_sign, ordinal = inside.rpartition("#")
+        if slash and hash_sign and cell_type in self.aliases:
+            return f"{node}/{self.aliases[cell_type]}#{ordinal}"
+        return cell_id
+
+
+def legacy_names(cell_types: Mapping[str, CellTypeSpec]) -> LegacyNames:
+    """The unsized names of discovered ``cell_types`` (see :class:`LegacyNames`); a name that is
+    itself a cell type is never an alias."""
+    sizes: dict[str, list[str]] = defaultdict(list)  # product -> its bases, smallest node first
+    for name, spec in cell_types.items():
+        match = _SIZED_NODE.match(name)
+        if match is not None and spec.is_node_level and spec.child_type == base_name(match["product"], int(match["gpus"])):
+            sizes[match["product"]].append(spec.child_type)
+    aliases: dict[str, str] = {}
+    ambiguous: dict[str, tuple[str, ...]] = {}
+    for product, bases in sizes.items():
+        bases.sort(key=lambda b: cell_types[f"{b}-NODE"].child_count)
+        for level in _LEVELS:
+            legacy = f"{product}{level}"
+            meant = tuple(f"{b}{level}" for b in bases if level == "" or f"{b}{level}" in cell_types)
+            if legacy in cell_types or not meant:
+                continue
+            if len(bases) == 1:
+                aliases[legacy] = meant[0]
+            else:
+                ambiguous[legacy] = meant
+    return LegacyNames(aliases=aliases, ambiguous=ambiguous)
 
 
 def _common_size(racks: dict[str, list[NodeInfo]]) -> int:

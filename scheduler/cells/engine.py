@@ -29,7 +29,7 @@ from scheduler.cells.booking import Booking, Group
 from scheduler.cells.capabilities import WaitingGuarantee
 from scheduler.cells.planning import Spot, Target, Unplaceable
 from scheduler.cells.virtual_clusters import VcState
-from scheduler.cells.check import CellsCheck, check_config, describe
+from scheduler.cells.check import CellsCheck, check_config, describe, stable_cell_types
 from scheduler.cells.expiry import BookingExpiry, BookingLimits, BookingReleased
 from scheduler.cells.config import (
     CellsConfig,
@@ -143,6 +143,8 @@ class HivedEngine:
             self.membership = NodeMembership(
                 self.allocator, discovered_from, rack_label=rack_label, owner_vc=checked.default_vc
             )
+        # VCs naming cell types the discovered cells lack: not served, their pods told why.
+        self.allocator.virtual_clusters.unserved.update(checked.unserved)
 
     # ------------------------------------------------------------------ construction
 
@@ -191,7 +193,10 @@ class HivedEngine:
         if not vcs:
             raise ConfigError(f"{prefix + '.' if prefix else ''}virtualClusters: cannot switch to the implicit default VC at runtime")
         # Discovered or configured, the running topology is what the new VCs must fit.
-        problems = virtual_cluster_problems(vcs, self.topology.config, prefix=prefix) or feasibility_problems(
+        problems: list[str] = []
+        if self.membership is not None:  # discovered: old unsized names mean what they meant at startup
+            vcs, _, problems = stable_cell_types(vcs, self.topology.config, prefix=prefix)
+        problems = problems or virtual_cluster_problems(vcs, self.topology.config, prefix=prefix) or feasibility_problems(
             self.topology, vcs, prefix=prefix
         )
         if problems:
@@ -201,6 +206,7 @@ class HivedEngine:
         except ValueError as error:
             raise ConfigError(f"{prefix + '.' if prefix else ''}virtualClusters: {error}") from None
         self.expiry.limits = booking_limits(config)
+        self.allocator.virtual_clusters.unserved.clear()  # every VC checked: all are served
         self.default_vc = None
         if self.membership is not None:
             self.membership.owner_vc = None  # the configured VCs own what they say, no more
@@ -707,6 +713,7 @@ class HivedEngine:
             self._virtual_cluster_specs(),
             discovered=self.membership is not None,
             nodes_without_gpus=sum(1 for n in self._nodes.values() if n.allocatable.gpus == 0),
+            unserved=self.allocator.virtual_clusters.unserved,
         )
 
     def _virtual_cluster_specs(self) -> dict[str, VirtualClusterSpec]:

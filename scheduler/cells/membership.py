@@ -10,8 +10,8 @@ disturbing a running pod:
   joined (labels edited later change nothing until a restart, as before).
 * The difference between the running top-level cells and the target splits into independent
   *changes*: cells that share nodes go together (four standalone nodes that now form a rack,
-  a rack that dissolves because one of its nodes left, a cell renamed because its product now
-  comes in two node sizes). A change is applied when every cell it removes is *idle* (free in
+  a rack that dissolves because one of its nodes left; a name never changes: it carries the
+  node size whatever other nodes exist). A change is applied when every cell it removes is *idle* (free in
   the buddy allocator, no pod on any GPU): cells that hold pods are never rebuilt under them.
   It waits otherwise, and is retried when those cells become idle (the engine reports releases)
   or at the next node event.

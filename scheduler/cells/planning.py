@@ -13,6 +13,7 @@ from operator import attrgetter
 from typing import AbstractSet, Iterable, Mapping, Sequence
 
 from scheduler.cells.booking import Booking
+from scheduler.cells.discovery import legacy_names
 from scheduler.cells.fewest_victims import MAX_CANDIDATES, Shape, equal_picks, equal_spots, victim_cost
 from scheduler.cells.request import CellRequest, Priority
 from scheduler.cells.search import View, best_spot, pick_gpus
@@ -92,6 +93,9 @@ class Planner:
             raise Unplaceable(f"the pod has no cellfit.io/virtual-cluster label: set it to one of {self._known_vcs()}")
         vc = self._vcs.vcs.get(name)
         if vc is None or not vc.defined:
+            unserved = self._vcs.unserved.get(name)
+            if unserved is not None:
+                raise Unplaceable(f"virtual cluster {name!r} is not served: {unserved}")
             raise Unplaceable(f"unknown virtual cluster {name!r} (known: {self._known_vcs()})")
         return vc
 
@@ -122,13 +126,25 @@ class Planner:
         guaranteed = request.priority is _PRIO_GUARANTEED
         owned = vc.owned_types() if (vc is not None and guaranteed) else None
         if request.cell_type is not None:
-            chain = self.topology.chain_of_type.get(request.cell_type)
+            cell_type = request.cell_type
+            if cell_type not in self.topology.chain_of_type:
+                # A discovered type's old unsized name (A100-NODE for A100-8GPU-NODE), where it is one.
+                legacy = legacy_names(self.topology.config.cell_types)
+                choices = legacy.ambiguous.get(cell_type)
+                if choices is not None:
+                    raise Unplaceable(
+                        f"cell type {cell_type!r} in annotation cellfit.io/cell-type is ambiguous: the cluster has its GPU "
+                        f"product in {len(choices)} node sizes, and discovered cell-type names carry the size: set one of "
+                        f"{', '.join(repr(c) for c in choices)}"
+                    )
+                cell_type = legacy.aliases.get(cell_type, cell_type)
+            chain = self.topology.chain_of_type.get(cell_type)
             if chain is None or chain not in self._vcs.buddies:
                 raise Unplaceable(
                     f"unknown cell type {request.cell_type!r} in annotation cellfit.io/cell-type "
                     f"(known: {self._known_cell_types()})"
                 )
-            level = chain.level_of(request.cell_type)
+            level = chain.level_of(cell_type)
             if level > chain.node_level:
                 raise Unplaceable(
                     f"cell type {request.cell_type!r} is above the node level; a pod's GPUs are on one node "

@@ -15,6 +15,7 @@ from typing import Callable, Sequence
 
 from scheduler.cells.booking import Booking, Group
 from scheduler.cells.bookkeeping import Bookkeeper
+from scheduler.cells.discovery import legacy_names
 from scheduler.cells.buddy import BuddyAllocator
 from scheduler.cells.planning import Planner, Spot, Unplaceable
 from scheduler.cells.request import CellRequest, Priority
@@ -74,6 +75,11 @@ class Recovery:
             self._release_podless_slots(gpus, pod_key=pod_key)
         chain = node_cell.chain
         level = chain.node_level
+        if (cell_type is not None and cell_type not in self.topology.chain_of_type) or (root_id and root_id not in self.topology.cells_by_id):
+            # Written before discovered names carried the node size (an upgrade): the same cells.
+            legacy = legacy_names(self.topology.config.cell_types)
+            cell_type = legacy.aliases.get(cell_type, cell_type) if cell_type is not None else None
+            root_id = legacy.stable_id(root_id) if root_id else root_id
         if cell_type is not None and self.topology.chain_of_type.get(cell_type) is chain:
             level = min(chain.level_of(cell_type), chain.node_level)
         if priority is _PRIO_OPPORTUNISTIC:

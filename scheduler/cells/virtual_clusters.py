@@ -105,6 +105,9 @@ class VirtualClusters:
         # Which nodes VC cells overlap: opportunistic pods go to the others first.
         self.idle_nodes = IdleNodeIndex(topology)
         self.vcs: dict[str, VcState] = {}
+        # Configured VCs not served (a discovered cluster has no cell of the types they name):
+        # name -> why, which their pods are told. Emptied by a reconfiguration, which serves all.
+        self.unserved: dict[str, str] = {}
         self.shape_version = 0
         self.configure(virtual_clusters)
 

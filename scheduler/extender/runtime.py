@@ -139,6 +139,10 @@ def build_cells(
     )
     assert engine is not None  # the policy is hived
     log.info("policy hived", extra={"cells": engine.summary})
+    for problem in engine.checked.warnings:  # works, but will not for long (an old cell-type name)
+        log.warning("cells configuration: a name to change", extra={"problem": problem})
+    for vc, why in engine.checked.unserved.items():  # the others are served; its pods are told this
+        log.error("virtual cluster not served", extra={"vc": vc, "problem": why})
     # The cell tree is large and lives for the whole process: keep the collector from walking
     # it on every full collection (millisecond pauses inside kube-scheduler's calls).
     gc.collect()

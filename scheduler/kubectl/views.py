@@ -14,6 +14,8 @@ VC_COLUMNS = ("vc", "cell-type", "gpus/cell", "quota", "bound", "unbound", "drai
 # LEAVING: of the GUARANTEED GPUs, those booked for a guaranteed pod while the opportunistic pod
 # preempted for it still runs there (in its grace period); not counted in OPPORTUNISTIC.
 CELL_COLUMNS = ("cell", "type", "state", "vc", "gpus", "idle", "guaranteed", "opportunistic", "leaving", "bad", "pods")
+# The cell type of a VC's row of totals, when it has several cell types.
+TOTAL_ROW = "(total)"
 QUEUE_COLUMNS = ("job", "kind", "position", "expected-start", "vc")
 # With Jobs AlloX holds outside the queue (no machine, quota): why each waits, as its Placed
 # condition and `kubectl cellfit why` say it.
@@ -21,12 +23,22 @@ WAITING_COLUMNS = (*QUEUE_COLUMNS, "waiting")
 
 
 def vc_rows(view: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """One row per VC and cell type (``/v1/inspect/virtual-clusters``); the VC's guaranteed and
-    opportunistic pods and GPUs in use on its first row, like ``kubectl top``'s totals."""
+    """One row per VC and cell type (``/v1/inspect/virtual-clusters``). The VC's guaranteed and
+    opportunistic pods and GPUs in use are the VC's totals, not any one cell type's (the inspect
+    API counts them per VC): on its row when it has one cell type, else on a row of their own
+    after its cell types, cell type ``(total)``, the cell-type rows showing ``-`` there. (On the
+    first cell type's row they read as that type's: 9 guaranteed GPUs on a row of 4-GPU cells.)"""
     rows: list[dict[str, Any]] = []
     for vc in view.get("virtualClusters") or []:
         pods, gpus = vc.get("pods") or {}, vc.get("gpus") or {}
-        for index, cell in enumerate(vc.get("cells") or [{}]):
+        totals = {
+            "guaranteed-pods": pods.get("guaranteed", 0),
+            "guaranteed-gpus": gpus.get("guaranteed", 0),
+            "opportunistic-pods": pods.get("opportunistic", 0),
+            "opportunistic-gpus": gpus.get("opportunistic", 0),
+        }
+        cells = vc.get("cells") or [{}]
+        for cell in cells:
             rows.append({
                 "vc": vc.get("name"),
                 "cell-type": cell.get("cellType"),
@@ -36,11 +48,10 @@ def vc_rows(view: Mapping[str, Any]) -> list[dict[str, Any]]:
                 "unbound": max(int(cell.get("quota") or 0) - int(cell.get("bound") or 0), 0) if cell else None,
                 "draining": cell.get("draining"),
                 "pinned": cell.get("pinned"),
-                "guaranteed-pods": pods.get("guaranteed", 0) if index == 0 else "",
-                "guaranteed-gpus": gpus.get("guaranteed", 0) if index == 0 else "",
-                "opportunistic-pods": pods.get("opportunistic", 0) if index == 0 else "",
-                "opportunistic-gpus": gpus.get("opportunistic", 0) if index == 0 else "",
+                **(totals if len(cells) == 1 else {}),
             })
+        if len(cells) > 1:
+            rows.append({"vc": vc.get("name"), "cell-type": TOTAL_ROW, **totals})
     return rows
 
 

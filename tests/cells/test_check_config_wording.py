@@ -55,3 +55,18 @@ def test_no_vcs_on_a_discovered_topology_says_no_more(tmp_path: Path, capsys: py
     config.write_text("policy: {name: hived}\n")
     assert main(["check-config", str(config)]) == 0
     assert capsys.readouterr().out.splitlines()[-1] == "cells: discovered from the cluster's Nodes at startup"
+
+
+def test_check_config_hints_the_sized_names_discovery_gives_and_names_an_unsized_one(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    """check-config hinted "<product>-NODE", a name that stops naming anything once a second node
+    size of the product joins (H4): it says the sized names, and names the VC fields that are not
+    of that form."""
+    config = tmp_path / "cellfit.yaml"
+    config.write_text(DISCOVERED_WITH_VCS.replace("nlp: [{cellType: A100-NODE", "nlp: [{cellType: A100-8GPU-NODE"))
+    assert main(["check-config", str(config)]) == 0
+    out = capsys.readouterr().out
+    assert "<product>-<n>GPU-NODE for a node of n GPUs" in out and "<product>-NODE," not in out, out
+    assert out.splitlines()[-1] == (
+        "warning: cells.virtualClusters.vision[0].cellType is not of that form: an unsized <product>-NODE (-RACK, <product>) "
+        "is taken while the cluster has one node size of the product, with a warning naming the stable name, and refused "
+        "once it has several"), out

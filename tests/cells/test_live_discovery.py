@@ -50,7 +50,7 @@ def assert_invariant(engine: HivedEngine) -> None:
 def test_a_new_gpu_node_joins_the_cells_and_the_default_vc():
     log: list[str] = []
     engine = HivedEngine.from_nodes([a100("a0"), a100("a1")], on_change=log.append)
-    assert quota(engine) == {"A100-NODE": 2}
+    assert quota(engine) == {"A100-8GPU-NODE": 2}
     names = ["a0", "a1", "a2"]
     for i in range(2):
         assert schedule(engine, pod(f"p{i}", 8, vc=None), names) is not None
@@ -58,10 +58,10 @@ def test_a_new_gpu_node_joins_the_cells_and_the_default_vc():
 
     engine.apply_node(a100("a2"))
 
-    assert "a2" in engine.topology.nodes and quota(engine) == {"A100-NODE": 3}
-    assert log == ["cells added: a2 (A100-NODE, 8 GPUs); virtual cluster 'default' now owns 3 A100-NODE"]
+    assert "a2" in engine.topology.nodes and quota(engine) == {"A100-8GPU-NODE": 3}
+    assert log == ["cells added: a2 (A100-8GPU-NODE, 8 GPUs); virtual cluster 'default' now owns 3 A100-8GPU-NODE"]
     assert list(engine.changes) == log
-    assert "A100-NODE (8 GPUs each): 3 nodes" in engine.summary and "default (3 A100-NODE)" in engine.summary
+    assert "A100-8GPU-NODE (8 GPUs each): 3 nodes" in engine.summary and "default (3 A100-8GPU-NODE)" in engine.summary
     placed = schedule(engine, pod("late", 8, vc=None), names)
     assert placed is not None and placed.node_name == "a2"
     assert_invariant(engine)
@@ -73,8 +73,8 @@ def test_a_new_gpu_node_joins_the_cells_and_the_default_vc():
 def test_a_node_of_a_new_product_gets_its_own_hierarchy():
     engine = HivedEngine.from_nodes([a100("a0")])
     engine.apply_node(node("t0", 4, labels=T4))
-    assert quota(engine) == {"A100-NODE": 1, "T4-NODE": 1}
-    placed = schedule(engine, pod("t", 4, vc=None, cell_type="T4-NODE"), ["a0", "t0"])
+    assert quota(engine) == {"A100-8GPU-NODE": 1, "T4-4GPU-NODE": 1}
+    placed = schedule(engine, pod("t", 4, vc=None, cell_type="T4-4GPU-NODE"), ["a0", "t0"])
     assert placed is not None and placed.node_name == "t0"
 
 
@@ -89,7 +89,7 @@ def test_a_late_device_plugin_turns_a_cpu_node_into_a_gpu_node():
     engine = HivedEngine.from_nodes([a100("a0"), node("a1", 0, labels=A100)])
     assert "a1" not in engine.topology.nodes
     engine.apply_node(a100("a1"))  # the device plugin now advertises nvidia.com/gpu
-    assert "a1" in engine.topology.nodes and quota(engine) == {"A100-NODE": 2}
+    assert "a1" in engine.topology.nodes and quota(engine) == {"A100-8GPU-NODE": 2}
 
 
 def test_a_joining_node_that_is_not_ready_takes_no_pods():
@@ -112,16 +112,16 @@ def test_a_hand_written_topology_keeps_unknown_nodes_out():
 
 
 def test_configured_vcs_on_discovered_cells_keep_their_quota():
-    config = {"virtualClusters": {"a": [{"cellType": "A100-NODE", "count": 1}]}}
+    config = {"virtualClusters": {"a": [{"cellType": "A100-8GPU-NODE", "count": 1}]}}
     engine = HivedEngine.from_config(config, nodes=[a100("a0"), a100("a1")])
     engine.apply_node(a100("a2"))
-    assert "a2" in engine.topology.nodes and quota(engine, "a") == {"A100-NODE": 1}
+    assert "a2" in engine.topology.nodes and quota(engine, "a") == {"A100-8GPU-NODE": 1}
     assert "not assigned to any virtual cluster" in engine.changes[-1]
     # Opportunistic pods use the new cells at once; a reconfiguration can hand them out.
     names = ["a0", "a1", "a2"]
     for i in range(3):
         assert schedule(engine, pod(f"o{i}", 8, "a", priority="opportunistic"), names) is not None
-    engine.reconfigure({"virtualClusters": {"a": [{"cellType": "A100-NODE", "count": 3}]}})
+    engine.reconfigure({"virtualClusters": {"a": [{"cellType": "A100-8GPU-NODE", "count": 3}]}})
     assert_invariant(engine)
 
 
@@ -132,14 +132,14 @@ def test_an_idle_deleted_node_leaves_the_cells():
     log: list[str] = []
     engine = HivedEngine.from_nodes([a100("a0"), a100("a1")], on_change=log.append)
     engine.delete_node("a1")
-    assert "a1" not in engine.topology.nodes and quota(engine) == {"A100-NODE": 1}
-    assert log == ["cells removed (their nodes were deleted): a1 (A100-NODE); virtual cluster 'default' now owns 1 A100-NODE"]
+    assert "a1" not in engine.topology.nodes and quota(engine) == {"A100-8GPU-NODE": 1}
+    assert log == ["cells removed (their nodes were deleted): a1 (A100-8GPU-NODE); virtual cluster 'default' now owns 1 A100-8GPU-NODE"]
     assert engine.inspect_cells(node="a1") == {"cells": []}
     assert filter_offered(engine, pod("p", 8, vc=None), ["a1"]).unresolvable["a1"] == "node a1 has no HiveD GPU cells"
     assert_invariant(engine)
     # The same node registering again (a reinstall) joins again.
     engine.apply_node(a100("a1"))
-    assert "a1" in engine.topology.nodes and quota(engine) == {"A100-NODE": 2}
+    assert "a1" in engine.topology.nodes and quota(engine) == {"A100-8GPU-NODE": 2}
 
 
 def test_a_deleted_node_with_running_pods_stays_bad_until_they_finish():
@@ -156,7 +156,7 @@ def test_a_deleted_node_with_running_pods_stays_bad_until_they_finish():
     assert "a1 was deleted while pods still hold GPUs" in log[-1]
     assert schedule(engine, pod("q", 4, vc=None), ["a1"]) is None  # no new placement there
     engine.delete_pod("p")
-    assert "a1" not in engine.topology.nodes and quota(engine) == {"A100-NODE": 1}
+    assert "a1" not in engine.topology.nodes and quota(engine) == {"A100-8GPU-NODE": 1}
     assert log[-1].startswith("cells removed (their nodes were deleted): a1")
     assert_invariant(engine)
 
@@ -168,7 +168,7 @@ def test_a_deleted_node_recreated_before_its_pods_finish_stays():
     engine.delete_node("a1")
     engine.apply_node(a100("a1"))  # the Node object was recreated (same name)
     engine.delete_pod("p")
-    assert "a1" in engine.topology.nodes and quota(engine) == {"A100-NODE": 2}
+    assert "a1" in engine.topology.nodes and quota(engine) == {"A100-8GPU-NODE": 2}
     assert schedule(engine, pod("q", 8, vc=None), ["a1"]).node_name == "a1"
 
 
@@ -182,15 +182,15 @@ def rack_nodes(rack: str, count: int, first: int = 0) -> list[NodeInfo]:
 def test_a_rack_forms_when_its_last_node_joins():
     nodes = rack_nodes("r0", 4)
     engine = HivedEngine.from_nodes(nodes, rack_label=RACK)
-    assert quota(engine) == {"A100-RACK": 1}
+    assert quota(engine) == {"A100-8GPU-RACK": 1}
     new = rack_nodes("r1", 4)
     for n in new[:3]:
         engine.apply_node(n)
     # Three of four: a restart would leave them standalone too.
-    assert quota(engine) == {"A100-RACK": 1, "A100-NODE": 3}
+    assert quota(engine) == {"A100-8GPU-RACK": 1, "A100-8GPU-NODE": 3}
     engine.apply_node(new[3])
-    assert quota(engine) == {"A100-RACK": 2}
-    assert "cells regrouped as a restart would discover them" in engine.changes[-1] and "A100-RACK@r1" in engine.changes[-1]
+    assert quota(engine) == {"A100-8GPU-RACK": 2}
+    assert "cells regrouped as a restart would discover them" in engine.changes[-1] and "A100-8GPU-RACK@r1" in engine.changes[-1]
     assert shapes(engine) == layout_shapes(nodes + new, RACK)
     assert_invariant(engine)
 
@@ -206,12 +206,12 @@ def test_a_rack_waits_for_its_busy_nodes_and_forms_once_they_are_idle():
     engine.apply_node(new[3])
     # The last node is usable at once, standalone; the rack waits for the pod.
     assert "as a standalone node; a restart would place it otherwise" in engine.changes[-1]
-    assert quota(engine) == {"A100-RACK": 1, "A100-NODE": 4}
+    assert quota(engine) == {"A100-8GPU-RACK": 1, "A100-8GPU-NODE": 4}
     assert schedule(engine, pod("q", 8, vc=None), [new[3].name]) is not None
     engine.delete_pod("q")
-    assert quota(engine) == {"A100-RACK": 1, "A100-NODE": 4}  # p still runs
+    assert quota(engine) == {"A100-8GPU-RACK": 1, "A100-8GPU-NODE": 4}  # p still runs
     engine.delete_pod("p")
-    assert quota(engine) == {"A100-RACK": 2}
+    assert quota(engine) == {"A100-8GPU-RACK": 2}
     assert shapes(engine) == layout_shapes(nodes + new, RACK)
     assert_invariant(engine)
 
@@ -227,7 +227,7 @@ def test_a_rack_missing_a_node_dissolves_once_idle():
     engine.delete_pod("p")
     remaining = [n for n in nodes if n.name != "r1-n0"]
     assert shapes(engine) == layout_shapes(remaining, RACK)
-    assert quota(engine) == {"A100-RACK": 1, "A100-NODE": 3}
+    assert quota(engine) == {"A100-8GPU-RACK": 1, "A100-8GPU-NODE": 3}
     assert_invariant(engine)
 
 
@@ -240,8 +240,8 @@ def test_racks_of_a_new_size_wait_for_a_restart():
     for rack in ("r2", "r3", "r4"):
         for n in rack_nodes(rack, 3):
             engine.apply_node(n)
-    assert engine.topology.config.cell_types["A100-RACK"].child_count == 2
-    assert sum(1 for c in engine.topology.top_cells if c.cell_type == "A100-NODE") == 9
+    assert engine.topology.config.cell_types["A100-8GPU-RACK"].child_count == 2
+    assert sum(1 for c in engine.topology.top_cells if c.cell_type == "A100-8GPU-NODE") == 9
     assert_invariant(engine)
     assert schedule(engine, pod("p", 8, vc=None), ["r4-n2"]) is not None
 
@@ -350,14 +350,14 @@ def test_a_node_reporting_a_billion_gpus_is_left_out_of_discovered_cells_and_sai
     engine = HivedEngine.from_nodes([a100("a0"), huge], on_change=log.append)
     engine.apply_node(huge)
     engine.apply_node(huge)  # status updates every few seconds: said once
-    assert set(engine.topology.nodes) == {"a0"} and quota(engine) == {"A100-NODE": 1}
+    assert set(engine.topology.nodes) == {"a0"} and quota(engine) == {"A100-8GPU-NODE": 1}
     assert [line for line in log if "huge" in line] == [layout.left_out[0]]
     assert layout.left_out[0] in engine.allocator.anomalies
     assert "has no HiveD GPU cells" in filter_offered(engine, pod("p", 8, vc=None), ["huge"]).unresolvable["huge"]
 
     # Once its device plugin reports a count a node can have, it joins like any new node.
     engine.apply_node(node("huge", 8, labels=A100))
-    assert "huge" in engine.topology.nodes and quota(engine) == {"A100-NODE": 2}
+    assert "huge" in engine.topology.nodes and quota(engine) == {"A100-8GPU-NODE": 2}
 
 
 def test_nodes_join_discovered_cells_only_while_the_cells_stay_within_the_topology_bound():

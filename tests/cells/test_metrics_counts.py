@@ -224,14 +224,14 @@ def test_a_node_type_two_chains_hold_is_one_series_counted_over_both() -> None:
     engine = HivedEngine.from_nodes([a100("s0", None), a100("s1", None)], rack_label=RACK_LABEL)
     for i in range(4):
         engine.apply_node(a100(f"r1-n{i}", "r1"))
-    assert [chain.type_at(chain.node_level) for chain in engine.topology.used_chains] == ["A100-NODE", "A100-NODE"]
+    assert [chain.type_at(chain.node_level) for chain in engine.topology.used_chains] == ["A100-8GPU-NODE", "A100-8GPU-NODE"]
     for name in ("s0", "s1"):
         placed = schedule(engine, pod(f"on-{name}", 2, None), [name])
         assert placed is not None
         engine.apply_pod(placed)
     figures = engine.metrics()
-    assert figures["fragmentation"] == {"A100-NODE": 2 / 6}
+    assert figures["fragmentation"] == {"A100-8GPU-NODE": 2 / 6}
     assert figures["fragmentationTotal"] == 2 / 6
     types = [row["cellType"] for row in figures["physical"]]
-    assert sorted(types) == ["A100", "A100-NODE", "A100-RACK"]
+    assert sorted(types) == ["A100-8GPU", "A100-8GPU-NODE", "A100-8GPU-RACK"]
     assert figures == metrics_by_walk(engine.allocator)

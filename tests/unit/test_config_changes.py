@@ -153,13 +153,13 @@ def test_discovered_cells_get_configured_vcs_live_but_not_back_the_implicit_defa
     engine = HivedEngine.from_nodes([node(f"n{i}", labels={"nvidia.com/gpu.product": "A100"}) for i in range(3)])
     assert quota(engine, "default")["quota"] == 3
     configured = parse_settings(
-        yaml.safe_dump({"cells": {"virtualClusters": {"x": [{"cellType": "A100-NODE", "count": 2}]}}})
+        yaml.safe_dump({"cells": {"virtualClusters": {"x": [{"cellType": "A100-8GPU-NODE", "count": 2}]}}})
     )
 
     reload = reload_settings(running, configured, cells=engine)
 
     assert reload.result == "applied"
-    assert reload.quotas == {"default": "3 A100-NODE -> none", "x": "none -> 2 A100-NODE"}
+    assert reload.quotas == {"default": "3 A100-8GPU-NODE -> none", "x": "none -> 2 A100-8GPU-NODE"}
     back = reload_settings(configured, running, cells=engine)
     assert back.result == "needs_restart" and "implicit default VC" in back.restart["cells"]
     assert quota(engine, "x")["quota"] == 2
