@@ -8,7 +8,7 @@ from typing import Any, Mapping
 from urllib.parse import quote
 
 from scheduler.kubectl.api import InspectApi, KubeApi
-from scheduler.kubectl.errors import Forbidden, NotFound, UsageError, ViewUnavailable
+from scheduler.kubectl.errors import Forbidden, NotFound, PluginError, UsageError, ViewUnavailable
 from scheduler.kubectl.objects import (
     PREEMPTED_BY,
     SCHEDULER_PREEMPTED,
@@ -211,5 +211,25 @@ class FactReader:
             allox = read("allox", "allox") or {}
             allox_entry = next((row for rows in (allox.get("queue") or {}).values() for row in rows
                                 if row.get("job") == job.key), None)
+        replicas = self.replicas() if holds is not None and holds.get("enabled") is not False else 1
         return CellfitView(virtual_cluster=virtual_cluster, resume_holds=None if holds is None else tuple(holds.get("holds") or []),
-                           estimator_entry=estimator_entry, allox_entry=allox_entry, unavailable=unavailable)
+                           replicas=replicas, estimator_entry=estimator_entry, allox_entry=allox_entry, unavailable=unavailable)
+
+    def replicas(self) -> int | None:
+        """The cellfit pods behind its Service, ready or not, from the Service's EndpointSlices:
+        which of them answered a view is not told, and each keeps resume holds of its own. None
+        where they cannot be listed (the chart's viewer role grants only the service proxy)."""
+        cellfit = self.inspect.cellfit
+        try:
+            reply = self.api.raw(f"/apis/discovery.k8s.io/v1/namespaces/{quote(cellfit.namespace)}/endpointslices",
+                                 query={"labelSelector": f"kubernetes.io/service-name={cellfit.service}"})
+        except PluginError:
+            return None
+        if reply.status != 200 or not isinstance(reply.body, Mapping):
+            return None
+        pods = set()
+        for item in reply.body.get("items") or []:
+            for endpoint in (item or {}).get("endpoints") or []:
+                target = endpoint.get("targetRef") or {}
+                pods.add(target.get("name") or tuple(endpoint.get("addresses") or ()))
+        return len(pods) or None

@@ -148,10 +148,15 @@ class CellfitView:
     the resume holds, the Job's estimator entry and AlloX queue entry; ``unavailable``: views
     cellfit does not serve here, with its sentence (resource-fit has no VCs, AlloX is off).
     ``resume_holds``: None when not read; read, the holds that stand now, which a pod's last
-    FailedScheduling may no longer match (a hold given up or ended since)."""
+    FailedScheduling may no longer match (a hold given up or ended since). Holds live in each
+    replica's memory, and only the replica beside the active kube-scheduler keeps pods off;
+    the service proxy reaches any ready replica. ``replicas``: the cellfit pods behind the
+    Service (its EndpointSlices), 1 by default; None where not known (the user may not list
+    them): then the view read may be a standby's, whose holds are not the ones that count."""
 
     virtual_cluster: Mapping[str, Any] | None = None
     resume_holds: tuple[Mapping[str, Any], ...] | None = None
+    replicas: int | None = 1
     estimator_entry: Mapping[str, Any] | None = None
     allox_entry: Mapping[str, Any] | None = None
     unavailable: Mapping[str, str] = field(default_factory=dict)

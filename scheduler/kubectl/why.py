@@ -690,14 +690,17 @@ def _resume_hold(pod: PodFacts, held: str, failed: Event, view: CellfitView) -> 
     where = f"node{'s' if len(nodes) > 1 else ''} {', '.join(nodes)}" if nodes else "the node it fits"
     details = tuple(f"hold on {h.get('node')}: {h.get('requests')} for {', '.join(h.get('pods') or [])}" for h in holds)
     preemptor = any(h.get("kind") == "preemptor" for h in holds) or f"{held}, for which FitGpp preempted" in failed.message
-    if view.resume_holds is not None and not holds:
+    kind = "preemptor" if preemptor else "resume"
+    if view.resume_holds is not None and not holds and view.replicas == 1:
         return Answer(
             reason="pending",
-            summary=f"pending: the {'preemptor' if preemptor else 'resume'} hold that kept it off the node it fits at its "
+            summary=f"pending: the {kind} hold that kept it off the node it fits at its "
             f"last attempt (its free resources kept for {held}) is gone now: cellfit keeps no hold for {held}, so none "
             "keeps this pod off; kube-scheduler's next attempt says what does, if anything",
             details=_seen(failed),
         )
+    if view.resume_holds is not None and not holds:
+        return _hold_unseen(kind, held, failed, view)
     if preemptor:
         return Answer(
             reason="preemptor-hold",
@@ -711,6 +714,22 @@ def _resume_hold(pod: PodFacts, held: str, failed: Event, view: CellfitView) -> 
         summary=f"kept off {where} by a resume hold: its free resources are kept for {held}{job}, a preempted "
         "best-effort Job resuming (until that pod is bound, at most preemption.resumeHoldSeconds)",
         details=details + _seen(failed),
+    )
+
+
+def _hold_unseen(kind: str, held: str, failed: Event, view: CellfitView) -> Answer:
+    """A hold the last attempt met that the replica which answered does not keep, where that
+    replica may not be the one beside the active kube-scheduler: each keeps holds of its own,
+    and the service proxy tells not which answered. Not said to be gone: another may keep it."""
+    behind = (f"{view.replicas} cellfit replicas stand behind its Service" if view.replicas is not None
+              else "how many cellfit replicas stand behind its Service is not known: you may not list its EndpointSlices")
+    return Answer(
+        reason="pending",
+        summary=f"pending: the {kind} hold that kept it off the node it fits at its last attempt (its free resources kept "
+        f"for {held}) is not kept by the cellfit replica that answered: it keeps no hold for {held}; the last attempt "
+        "named one: another replica may still keep it; kube-scheduler's next attempt says what does, if anything",
+        details=(f"holds live in each replica's memory and only the one beside the active kube-scheduler keeps pods off; "
+                 f"the service proxy reaches any ready replica and says not which answered; {behind}",) + _seen(failed),
     )
 
 
