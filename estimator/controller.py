@@ -150,17 +150,22 @@ class EstimatorController:
         pool: Mapping[str, str] | None = None,
         nodes: Callable[[Mapping[str, str]], Collection[Resources]] | None = None,
         never_placed: Callable[[Mapping[str, Any], Configuration], Sequence[str]] | None = None,
+        nodes_synced: Callable[[], bool] | None = None,
     ) -> None:
         """``pool``: the labels of the nodes interchangeable Jobs run on (``allox.nodeSelector``),
         which every sampling pod's node selector carries. ``nodes(selector)``: each node's
         allocatable among those carrying every label of ``selector``; a configuration no one of
         them could ever hold is not sampled. ``never_placed(pod, configuration)``: why the
         scheduler could never place a sampling pod built so (HiveD: no virtual cluster, or none
-        that can ever hold its GPUs), each reason led by the field; none, it could."""
+        that can ever hold its GPUs), each reason led by the field; none, it could.
+        ``nodes_synced()``: whether the watch cache has listed the nodes and applied every one
+        of them (and, under HiveD, the cells discovered from them): before that ``nodes`` may
+        hold only some, and no pass runs (None: always)."""
         self._api = api
         self._pool = dict(pool or {})
         self._nodes = nodes
         self._never_placed = never_placed
+        self._nodes_synced = nodes_synced
         self._feed = jobs
         self._pod_feed = jobs.sampling_pods
         self._jobs_listed = threading.Event()  # the feed replayed or listed the Jobs to this term
@@ -223,8 +228,14 @@ class EstimatorController:
 
     @property
     def synced(self) -> bool:
-        """The watch cache has replayed (or listed) both the Jobs and the sampling pods to this term."""
-        return self._jobs_listed.is_set() and self._pods_listed.is_set()
+        """The watch cache has replayed (or listed) both the Jobs and the sampling pods to this
+        term, and has applied the whole node list: a pass that saw only the nodes applied so far
+        (one a step at a start) would take a configuration only the others hold for one no node
+        could ever run."""
+        return self._jobs_listed.is_set() and self._pods_listed.is_set() and self._nodes_ready()
+
+    def _nodes_ready(self) -> bool:
+        return self._nodes_synced is None or self._nodes_synced()
 
     def inspect(self) -> dict[str, Any]:
         with self._lock:
@@ -412,7 +423,9 @@ class EstimatorController:
         """One pass, in creation order (the sampling budget goes to the oldest Jobs first): over
         every Job when ``everything`` (the periodic resync: long deadlines), else over the Jobs
         whose objects changed and those waiting for the budget. Pod creations of the whole pass
-        go out in parallel at its end."""
+        go out in parallel at its end. None before the nodes are all applied (``nodes_synced``)."""
+        if not self._nodes_ready():
+            return
         now = self._clock()
         with self._lock:
             # The resync skips Jobs already settled (estimated, user-set, invalid, failed,
@@ -580,7 +593,12 @@ class EstimatorController:
         if self._nodes is None and self._never_placed is None and not self._pool:
             return None
         never: dict[str, str] = {}
+        # A run bound to a node, or running, proves that a node holds its configuration, whatever
+        # the nodes known now (one leaving, a relist under way) seem to say.
+        placed = {(pod.metadata.annotations or {}).get(ANNOTATION_SAMPLE_CONFIGURATION) for pod in pods.values() if _live(pod) and pod.placed}
         for kind, probe in self._probes_of(job, configurations).items():
+            if kind in placed:
+                continue
             reason = probe.conflict or self._never_holds(kind, probe, configurations[kind])  # type: ignore[index]
             if reason is not None:
                 never[kind] = reason

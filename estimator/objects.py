@@ -157,9 +157,19 @@ class PodStatus(msgspec.Struct, frozen=True):
     containerStatuses: list[ContainerStatus] | None = None
 
 
+class PodSpec(msgspec.Struct, frozen=True):
+    nodeName: str | None = None  # set once the scheduler bound the pod
+
+
 class Pod(msgspec.Struct, frozen=True):
     metadata: Metadata = Metadata()
+    spec: PodSpec | None = None
     status: PodStatus | None = None
+
+    @property
+    def placed(self) -> bool:
+        """Bound to a node, or running: some node holds the pod as it is built."""
+        return bool(self.spec is not None and self.spec.nodeName) or (self.status is not None and self.status.phase == "Running")
 
     @property
     def sample_job(self) -> str | None:

@@ -442,6 +442,13 @@ class ClusterCache:
             reflector.stop()
         self._writes.shutdown(wait=False)
 
+    def nodes_synced(self) -> bool:
+        """The node list has been read and every node of it applied (the engine's, and under
+        HiveD discovery the cells' too): the reflector is marked synced only once the paced
+        pass over the list (``_replacing_nodes``, one node a step) has ended. Before that,
+        ``allocatable_by_node`` may hold only some of the nodes."""
+        return self.nodes.synced.is_set()
+
     def ready(self) -> tuple[bool, str]:
         waiting = [r.kind for r in self.reflectors if not r.synced.is_set()]
         if waiting:

@@ -653,6 +653,9 @@ def _estimator(
         nodes=lambda selector: list(cache.allocatable_by_node(selector).values()),
         never_placed=(lambda pod, configuration: configured_pod_problems(pod, configuration, cells=cells, gpu_resource=gpu_resource))
         if cells is not None else None,
+        # No pass (no configuration judged never to run) on part of the nodes: at a start the
+        # cache applies the listed nodes one a step, and discovered cells follow them.
+        nodes_synced=cache.nodes_synced,
     )
     metrics.track_sampling(lambda: controller.active_pods, lambda: controller.share)
     metrics.track_estimator(controller.inspect)
