@@ -41,7 +41,7 @@ from scheduler.cells.config import (
 from scheduler.cells.feasibility import feasibility_problems
 from scheduler.cells.membership import CellsChanged, NodeMembership
 from scheduler.cells.request import CellRequest, Priority, RequestProblem, parse_request
-from scheduler.cells.topology import Cell, Topology
+from scheduler.cells.topology import Cell, CellState, Topology
 from scheduler.constants import ANNOTATION_BIND_INFO, ANNOTATION_GPU_INDICES, ANNOTATION_RECLAIM_BOOKING, MAX_EXTENDER_PRIORITY
 from scheduler.core.engine import FilterDecision, Placement, Scores, Verdicts
 from scheduler.core.model import TERMINAL_PHASES, JobInfo, NodeInfo, PodInfo
@@ -73,6 +73,7 @@ class _SlotCells(NamedTuple):
 
 
 _NO_POSITIONS: Final[Positions] = np.zeros(0, dtype=np.int64)
+_INSIDE, _BOUND, _PINNED = CellState.INSIDE, CellState.BOUND, CellState.PINNED  # read per victim (preemption_helps)
 
 
 def _without_cells(node_name: str) -> str:
@@ -559,10 +560,16 @@ class HivedEngine:
 
     def preemption_helps(self, preemptor: PodInfo) -> Callable[[PodInfo], bool] | None:
         """Whether preempting a pod can free GPUs HiveD would give ``preemptor`` (FitGpp's
-        candidates, scheduler/preemption/engine.py): a guaranteed pod gets GPUs only in its VC's
-        cells, so its VC's own pods, opportunistic pods on cells bound to its VC, and
-        opportunistic pods on free cells while its VC may still bind one that holds it (quota
-        unbound at a level of its request's chains at or above the request's). None: any pod
+        candidates, scheduler/preemption/engine.py). A guaranteed pod gets GPUs only inside a
+        cell of its request's level (a target: chain and level) within its VC's cells, so a
+        victim helps if it is its VC's own guaranteed pod, or an opportunistic pod with a GPU in
+        a target's chain that lies in a cell of the target's level or above that the VC holds
+        (bound or pinned), or in free space where the VC may still bind such a cell (quota of a
+        type at the target's level or above, up to the highest free cell around the GPU, left
+        unbound). Not: a pod on another chain (an A100 node for a V100-only VC), nor one in a
+        cell smaller than the request (a VC's 2-GPU switch for an 8-GPU pod) or another VC's.
+        Where HiveD's exact choice is not known cheaply it errs towards allowing: which free
+        cell the buddy allocator would take, Theorem 1's check on splitting one. None: any pod
         may help (an opportunistic preemptor, which takes idle GPUs anywhere; a pod HiveD does
         not place). A pod HiveD holds no booking for is left to the tenancy rule."""
         if preemptor.requests.gpus == 0:
@@ -574,9 +581,31 @@ class HivedEngine:
         vc = ctx.vc
         if ctx.request.priority is not Priority.GUARANTEED or vc is None:
             return None
-        may_bind = any(vc.unbound(target.chain.type_at(level)) > 0
-                       for target in ctx.targets for level in range(target.level, target.chain.top + 1))
+        level_in = {target.chain: target.level for target in ctx.targets}
+        chain_of_type = self.topology.chain_of_type
         by_pod = self.allocator.by_pod
+
+        def room(gpu: Cell) -> bool:
+            """Whether freeing ``gpu`` can add to a cell the preemptor could get."""
+            chain = gpu.chain
+            level = level_in.get(chain)
+            if level is None:
+                return False  # a chain none of its targets is in
+            cell = gpu  # up to the cell enclosing it in the buddy allocator: free, bound or pinned
+            while cell.buddy_state() is _INSIDE:
+                parent = cell.parent
+                if parent is None:
+                    return True  # outside the buddy allocator's cells: not known, allowed
+                cell = parent
+            state = cell.state
+            if state is _BOUND or state is _PINNED:
+                return cell.vc == vc.name and cell.level >= level
+            # free: a cell of a type the VC may still bind, at the request's level or above,
+            # that holds the GPU (one no higher than the free cell around it)
+            return any(
+                vc.unbound(cell_type) > 0 and chain_of_type.get(cell_type) is chain
+                for cell_type in chain.types[level - 1 : cell.level]
+            )
 
         def helps(victim: PodInfo) -> bool:
             booking = by_pod.get(victim.uid)
@@ -584,8 +613,7 @@ class HivedEngine:
                 return True
             if booking.priority is Priority.GUARANTEED:
                 return booking.vc == vc.name
-            owners = {cell.vc for gpu in booking.gpus for cell in (gpu, *gpu.ancestors()) if cell.vc is not None}
-            return vc.name in owners if owners else may_bind
+            return any(room(gpu) for gpu in booking.gpus)
 
         return helps
 
