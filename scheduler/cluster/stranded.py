@@ -17,7 +17,9 @@ kube-scheduler will accept them on once the opportunistic pods are gone:
 - no opportunistic pod there stays for good: one of another scheduler (cellfit may not delete
   it) whose priority is not lower (kube-scheduler will not preempt it) keeps the node out, and
   a booking with such a victim is given back;
-- its ``preemptionPolicy`` is not Never (kube-scheduler preempts nobody for such a pod).
+- its ``preemptionPolicy`` is not Never (kube-scheduler preempts nobody for such a pod); such a
+  pod is told so (a CellsNotReclaimed Event) only when reclaiming opportunistic pods is what would
+  place it, not while it waits behind guaranteed use alone.
 
 Cells booked here whose victims are gone while kube-scheduler still finds the pod unschedulable
 after it has surely retried it (``afterSeconds``, at least 330 s) are given back: kube-scheduler refuses the node for what these rules do not
@@ -516,10 +518,14 @@ class StrandedGuarantees:
         """Book the pod's cells on one of ``candidates`` (the nodes its constraints allow); ``use``
         gains its requests on the booked node."""
         key = f"{pod.metadata.namespace}/{pod.metadata.name}"
-        if pod.spec.preemptionPolicy == NEVER_PREEMPT:
-            self._tell_once(pod, "its preemptionPolicy is Never (kube-scheduler deletes nobody for it either)", extra={"pod": key})
+        # A pod whose preemptionPolicy is Never is never reclaimed for; it is told so only when
+        # reclaiming opportunistic pods is what would place it (HiveD would book it cells they
+        # hold), not while it waits behind guaranteed use alone: its cells are booked to learn
+        # that, and given back at once. Once told, it is not planned again while it waits.
+        never = pod.spec.preemptionPolicy == NEVER_PREEMPT
+        if never and pod.metadata.uid in self._told:
             return None
-        unmodelled = node_rules.unmodelled(pod.spec, gpu_resource=self._gpu_resource)
+        unmodelled = None if never else node_rules.unmodelled(pod.spec, gpu_resource=self._gpu_resource)
         if unmodelled is not None:
             self._tell_once(pod, f"cellfit cannot check where kube-scheduler would place it, for its {unmodelled}",
                             extra={"pod": key, "constraint": unmodelled})
@@ -534,6 +540,8 @@ class StrandedGuarantees:
             among = [name for name, size in sizes.items()
                      if may_empty(entry := use.get(name, NodeUse()), waiting=info)
                      and room_for(info, node=size, entry=entry, leaving=entry.opportunistic)]
+            if never and not any(use.get(name, NodeUse()).opportunistic.pods for name in among):
+                return None  # no opportunistic pod where it may go: nothing to reclaim, no need to plan
             try:
                 waiting = self._engine.book_reclaim(info, among=among)
             except Unplaceable as error:  # a reload since _candidate removed its VC, or cells
@@ -555,9 +563,15 @@ class StrandedGuarantees:
                 log.info("no cells booked for a stranded guaranteed pod: its cores, memory or GPUs, or a pod slot, would not fit "
                          "beside the pods that stay on the node and those kube-scheduler nominated there", extra={"pod": key, "node": node})
                 return None
-            entry.held = entry.held + Load.of((info,))
-            # Booked where it is nominated, it counts there once (as node_use counts it).
-            entry.nominated = [other for other in entry.nominated if other.uid != info.uid]
+            if never:
+                self._engine.cancel_reclaim(info.uid)
+            else:
+                entry.held = entry.held + Load.of((info,))
+                # Booked where it is nominated, it counts there once (as node_use counts it).
+                entry.nominated = [other for other in entry.nominated if other.uid != info.uid]
+        if never:  # told outside the engine lock: an API call
+            self._tell_once(pod, "its preemptionPolicy is Never (kube-scheduler deletes nobody for it either)", extra={"pod": key})
+            return None
         log.info("cells booked for a guaranteed pod kube-scheduler could not bring to cellfit: every node it may use is full of "
                  "opportunistic pods", extra={"pod": key, "vc": waiting.vc, "cell": waiting.cell, "node": node,
                                               "victims": len(waiting.victims)})
