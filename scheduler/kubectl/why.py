@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, replace
+from datetime import timedelta
 from typing import Any, Final, Mapping, Sequence
 
 from estimator.contract import estimate_errors
@@ -616,17 +617,25 @@ def _preempting(pod: PodFacts) -> Answer | None:
 
 
 NEVER_REFUSED = "cellfit cannot place this pod as written"  # the preempt verb's refusal of such a pod (extender/service.py)
+NEVER_REFUSED_REASON = ", so it preempts no one for it: "  # before the mistake, in that refusal
 
 
 def _refused(pod: PodFacts, answer: Answer) -> Answer:
     """``answer`` with cellfit's last refusal to preempt for the pod (its ``PreemptionRefused``
     Event, the preempt verb's reason: FitGpp's, HiveD's): kube-scheduler's FailedScheduling says
     why no node fits, the refusal why nothing was preempted to make one fit. A pod never
-    placeable as written is told that already (the refusal says the same), and a refusal that
-    no longer stands is not told (:func:`_refusal_stands`)."""
+    placeable as written is told that already where kube-scheduler's last attempt asked
+    cellfit's filter (the refusal says the same); where kube-scheduler's own filters turned
+    every node away, cellfit's was never asked and only the refusal tells that the pod can
+    never be placed as written. A refusal that no longer stands is not told
+    (:func:`_refusal_stands`)."""
     refused = _last(pod.events, "PreemptionRefused")
-    if refused is None or answer.reason == NEVER or refused.message.startswith(NEVER_REFUSED):
+    if refused is None or answer.reason == NEVER:
         return answer
+    if refused.message.startswith(NEVER_REFUSED):
+        mistake = refused.message.partition(NEVER_REFUSED_REASON)[2].strip().removesuffix(".")
+        if not mistake or mistake in answer.summary:
+            return answer
     if not _refusal_stands(refused, pod.events):
         return answer
     return replace(answer, summary=f"{answer.summary}; {refused.message}", details=answer.details + _seen(refused))
@@ -635,6 +644,9 @@ def _refused(pod: PodFacts, answer: Answer) -> Answer:
 # The preemptor's Events that tell a preemption made for it: cellfit's FitGpp (Preempting),
 # kube-scheduler's nomination to the node where it preempted.
 PREEMPTED_FOR: Final = ("Preempting", "Nominated")
+# How far past the refusal's whole second a FailedScheduling may be seen and still be the
+# refusal's own attempt (:func:`_refusal_stands`): the second's resolution and a margin.
+REFUSAL_SAME_ATTEMPT: Final = timedelta(seconds=2)
 
 
 def _refusal_stands(refused: Event, events: Sequence[Event]) -> bool:
@@ -654,7 +666,12 @@ def _refusal_stands(refused: Event, events: Sequence[Event]) -> bool:
     latest = _last(events, "FailedScheduling")
     if latest is None:
         return True
-    if latest.count == 1 and moment(latest.last_seen) > since:
+    # The refusal's lastTimestamp is whole seconds (truncated), the FailedScheduling's eventTime
+    # microseconds: the FailedScheduling of the refusal's own attempt follows the preempt call by
+    # milliseconds yet reads later (08.670317Z after 08Z). kube-scheduler's next attempt comes at
+    # least its initial backoff (1 s) after, so only one past the refusal's second, its
+    # resolution, by more than a margin (REFUSAL_SAME_ATTEMPT) is an attempt of its own.
+    if latest.count == 1 and moment(latest.last_seen) > since.replace(microsecond=0) + REFUSAL_SAME_ATTEMPT:
         return False
     return all(e.message == latest.message for e in later if e.reason == "FailedScheduling")
 
