@@ -220,7 +220,10 @@ def test_nondefault_values_set_labels_severity_and_days() -> None:
 # ------------------------------------------------------------------------------ the viewer role
 
 
-def test_viewer_role_grants_the_proxy_to_cellfits_service_only() -> None:
+def test_viewer_role_grants_the_proxy_to_cellfits_service_and_its_endpointslices_only() -> None:
+    """The proxy and the Service, by name; and listing EndpointSlices (no name can be given to a
+    list), which the role's RoleBinding keeps to cellfit's namespace: how many replicas stand
+    behind the Service, since each keeps resume holds of its own."""
     docs = render()
     role = one(docs, "ClusterRole", "-viewer")
     service = next(d for d in docs if d["kind"] == "Service" and any(p["name"] == "inspect" for p in d["spec"]["ports"]))
@@ -228,6 +231,7 @@ def test_viewer_role_grants_the_proxy_to_cellfits_service_only() -> None:
     assert role["rules"] == [
         {"apiGroups": [""], "resources": ["services/proxy"], "resourceNames": [name, f"{name}:inspect", f"http:{name}:inspect"], "verbs": ["get"]},
         {"apiGroups": [""], "resources": ["services"], "resourceNames": [name], "verbs": ["get"]},
+        {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"], "verbs": ["list"]},
     ]
     assert not [d for d in docs if d["kind"] == "RoleBinding" and d["metadata"]["name"].endswith("-viewer")]  # no subjects: none
     assert not [d for d in render("--set", "rbac.viewer.create=false") if d["metadata"]["name"].endswith("-viewer")]
