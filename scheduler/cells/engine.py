@@ -17,6 +17,7 @@ Pods without GPUs are not HiveD's concern: every offered node passes, score 0, n
 from __future__ import annotations
 
 import itertools
+import logging
 from collections import deque
 from typing import AbstractSet, Any, Callable, Final, Iterable, Mapping, NamedTuple, Sequence
 
@@ -35,9 +36,11 @@ from scheduler.cells.config import (
     CellsConfig,
     VirtualCellSpec,
     VirtualClusterSpec,
+    field_path,
     parse_cells_schema,
     virtual_cluster_problems,
 )
+from scheduler.cells.discovery import legacy_names
 from scheduler.cells.feasibility import feasibility_problems
 from scheduler.cells.membership import CellsChanged, NodeMembership
 from scheduler.cells.request import CellRequest, Priority, RequestProblem, parse_request
@@ -47,6 +50,8 @@ from scheduler.core.engine import FilterDecision, Placement, Scores, Verdicts
 from scheduler.core.model import TERMINAL_PHASES, JobInfo, NodeInfo, PodInfo
 from scheduler.core.nodeindex import NodeIndex, Positions, Slots
 from scheduler.errors import ConfigError, InvalidAnnotation, SchedulingConflict, UnknownNode
+
+log = logging.getLogger(__name__)
 
 
 MAX_CHANGES: Final = 200
@@ -146,6 +151,11 @@ class HivedEngine:
             )
         # VCs naming cell types the discovered cells lack: not served, their pods told why.
         self.allocator.virtual_clusters.unserved.update(checked.unserved)
+        # Discovered cells: the VC fields written with an old unsized cell-type name that still
+        # means one type (field -> (that name, the type)), and those already said to be ambiguous
+        # since a node of another size joined (a restart would leave their VCs unserved).
+        self._old_names: dict[str, tuple[str, str]] = {}
+        self._old_names_said: set[str] = set()
 
     # ------------------------------------------------------------------ construction
 
@@ -168,6 +178,7 @@ class HivedEngine:
             rack_label=rack_label,
             on_change=on_change,
         )
+        engine._remember_old_names(engine.checked.config.virtual_clusters, prefix=prefix)
         for node in nodes or ():
             engine.apply_node(node)
         return engine
@@ -195,6 +206,7 @@ class HivedEngine:
             raise ConfigError(f"{prefix + '.' if prefix else ''}virtualClusters: cannot switch to the implicit default VC at runtime")
         # Discovered or configured, the running topology is what the new VCs must fit.
         problems: list[str] = []
+        written = vcs
         if self.membership is not None:  # discovered: old unsized names mean what they meant at startup
             vcs, _, problems = stable_cell_types(vcs, self.topology.config, prefix=prefix)
         problems = problems or virtual_cluster_problems(vcs, self.topology.config, prefix=prefix) or feasibility_problems(
@@ -208,6 +220,7 @@ class HivedEngine:
             raise ConfigError(f"{prefix + '.' if prefix else ''}virtualClusters: {error}") from None
         self.expiry.limits = booking_limits(config)
         self.allocator.virtual_clusters.unserved.clear()  # every VC checked: all are served
+        self._remember_old_names(written, prefix=prefix)
         self.default_vc = None
         if self.membership is not None:
             self.membership.owner_vc = None  # the configured VCs own what they say, no more
@@ -685,6 +698,7 @@ class HivedEngine:
             problem = membership.join_problem(node)
             if problem is None:
                 self._changed(membership.join(node))
+                self._warn_old_names()
             elif node.name not in self._strays:
                 self._strays.add(node.name)  # said once, until it joins or is deleted
                 self.allocator.note(problem)
@@ -714,6 +728,36 @@ class HivedEngine:
         self.allocator.set_node_bad(node_name, True)
         if self.membership is not None:
             self._changed(self.membership.leave(node_name))
+
+    def _remember_old_names(self, vcs: Mapping[str, VirtualClusterSpec], *, prefix: str) -> None:
+        """Discovered cells: remember the fields of ``vcs`` (as written) that name a cell type by
+        its old unsized name, taken while the product has one node size."""
+        if self.membership is None:
+            return
+        aliases = legacy_names(self.topology.config.cell_types).aliases
+        self._old_names = {}
+        for vc, spec in vcs.items():
+            where = field_path(("virtualClusters", vc), prefix=prefix)
+            for i, cell in enumerate(spec.cells):
+                if cell.cell_type in aliases:
+                    self._old_names[f"{spec.cells_path(where, i)}.cellType"] = (cell.cell_type, aliases[cell.cell_type])
+        self._old_names_said &= self._old_names.keys()
+
+    def _warn_old_names(self) -> None:
+        """A node joined: say, once per field, each old unsized name a node of another size of
+        its product has made ambiguous. It still means its type here, but a restart refuses it and
+        leaves the VC unserved."""
+        if not self._old_names.keys() - self._old_names_said:
+            return
+        ambiguous = legacy_names(self.topology.config.cell_types).ambiguous
+        for where, (old, stable) in self._old_names.items():
+            if where in self._old_names_said or old not in ambiguous:
+                continue
+            self._old_names_said.add(where)
+            others = ", ".join(repr(t) for t in ambiguous[old] if t != stable)
+            log.warning("cells configuration: a name to change", extra={"problem": (
+                f"{where}: {old!r} still means {stable!r} here, but nodes of another size of its GPU product joined "
+                f"({others}), and it names nothing after a restart (its virtual cluster is then not served): write {stable!r}")})
 
     def _changed(self, changed: CellsChanged) -> None:
         """The cells changed at runtime: refresh what depends on the node set, and tell."""
