@@ -1298,7 +1298,7 @@ def describe(decision: Decision) -> str:
             text += f" ({estimate.method})"
         parts.append(text)
     samples = sum(len(rows) for rows in decision.samples.values())
-    summary = f"estimated {', '.join(parts)} from {samples} samples"
+    summary = f"estimated {', '.join(parts)} from {samples} sample{'' if samples == 1 else 's'}"
     if decision.overhead_fraction is not None:
         estimates = decision.estimates
         fastest = min(estimates, key=lambda kind: estimates[kind].seconds)

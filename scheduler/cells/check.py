@@ -182,5 +182,5 @@ def describe(
         + ")"
         for name, spec in vcs.items()
     )
-    text = f"topology ({source}): {describe_topology(topology, nodes_without_gpus=nodes_without_gpus)}; virtual clusters: {vc_text}"
+    text = f"topology ({source}): {describe_topology(topology, nodes_without_gpus=nodes_without_gpus)}; virtual clusters: {vc_text or 'none served'}"
     return f"{text}; not served: {', '.join(unserved)}" if unserved else text
