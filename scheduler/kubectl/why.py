@@ -291,6 +291,10 @@ def _deciding(job: JobFacts, view: CellfitView, *, now: float | None) -> Answer:
         return Answer(reason="allox-queue",
                       summary=f"queued by AlloX: {ordinal(position)} on {kind}{starting}, expected start in ~{when}",
                       details=details + ((f"Placed: {placed.message}",) if placed is not None and placed.message else ()))
+    if placed is not None and placed.status == "False" and placed.reason == "Refused":
+        # Its pods would run outside AlloX's nodes: AlloX starts it in no kind until its user
+        # changes it, and kubectl cellfit queue does not list it.
+        return Answer(reason="allox-refused", summary=f"not started by AlloX (Refused): {placed.message}", details=details)
     if placed is not None and placed.status == "False":
         queued = _queued_from_condition(placed, now=now)
         if queued is not None:
