@@ -38,8 +38,7 @@ import threading
 from typing import Any, Mapping, Protocol
 
 from estimator.objects import LABEL_SAMPLE
-from placer.configuration import parse_configurations
-from placer.configuration import Configuration
+from placer.configuration import Configuration, parse_configurations
 from placer.patch import PodsRefused, checked_placement_patch
 from placer.rewrite import pool_conflict
 from scheduler.constants import ANNOTATION_CONFIGURATIONS, LABEL_PLACEMENT
