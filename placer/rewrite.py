@@ -104,10 +104,7 @@ def apply_configuration(
     if configuration.node_selector:
         spec["nodeSelector"] = {**(spec.get("nodeSelector") or {}), **configuration.node_selector}
     if pool:
-        conflict = pool_conflict(spec, configuration, pool, where=where)
-        if conflict is not None:
-            raise conflict
-        spec["nodeSelector"] = {**(spec.get("nodeSelector") or {}), **pool}
+        spec["nodeSelector"] = pooled_selector(spec, configuration, pool, where=where)
     if configuration.tolerations:
         tolerations = list(spec.get("tolerations") or [])
         present = [_toleration_as_kept(toleration) for toleration in tolerations]
@@ -123,6 +120,16 @@ def apply_configuration(
     if extra_labels:
         metadata["labels"] = {**(metadata.get("labels") or {}), **extra_labels}
     return pod
+
+
+def pooled_selector(spec: Mapping[str, Any], configuration: Configuration | None, pool: Mapping[str, str], *,
+                    where: str) -> dict[str, str]:
+    """``spec``'s node selector with ``pool``'s labels merged in; :class:`PoolConflict` where the
+    pod would then select no node of the pool (:func:`pool_conflict`)."""
+    conflict = pool_conflict(spec, configuration, pool, where=where)
+    if conflict is not None:
+        raise conflict
+    return {**(spec.get("nodeSelector") or {}), **pool}
 
 
 def pool_conflict(spec: Mapping[str, Any], configuration: Configuration | None, pool: Mapping[str, str], *,

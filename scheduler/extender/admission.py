@@ -40,7 +40,7 @@ from typing import Any, Mapping, Protocol
 from estimator.objects import LABEL_SAMPLE
 from placer.configuration import Configuration, parse_configurations
 from placer.patch import PodsRefused, checked_placement_patch
-from placer.rewrite import pool_conflict
+from placer.rewrite import PoolConflict, pooled_selector
 from scheduler.constants import ANNOTATION_CONFIGURATIONS, LABEL_PLACEMENT
 from scheduler.errors import InvalidAnnotation, InvalidRequest
 from scheduler.extender.metrics import ExtenderMetrics
@@ -155,16 +155,17 @@ class PodAdmission:
     def _in_pool(self, pod: dict[str, Any], configuration: Configuration, *, where: str) -> dict[str, Any]:
         """``pod`` with the pool's labels in its node selector (a copy), or ``pod`` itself where
         it carries them already, or where it would select no node of the pool with them (left
-        outside, logged: :func:`~placer.rewrite.pool_conflict`, the placer's own rule)."""
+        outside, logged: :func:`~placer.rewrite.pooled_selector`, the placer's own rule)."""
         spec = pod.get("spec") or {}
         selector = spec.get("nodeSelector") or {}
         if not self._pool or all(selector.get(key) == value for key, value in self._pool.items()):
             return pod
-        conflict = pool_conflict(spec, configuration, self._pool, where="spec")
-        if conflict is not None:
+        try:
+            pooled = pooled_selector(spec, configuration, self._pool, where="spec")
+        except PoolConflict as conflict:
             log.warning("placed pod left outside AlloX's pool", extra={"pod": where, "reason": str(conflict)})
             return pod
-        return {**pod, "spec": {**spec, "nodeSelector": {**selector, **self._pool}}}
+        return {**pod, "spec": {**spec, "nodeSelector": pooled}}
 
     def _patch(self, request: wire.AdmissionRequest) -> list[dict[str, object]]:
         pod = request.object
