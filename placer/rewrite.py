@@ -43,10 +43,13 @@ from __future__ import annotations
 import json
 from typing import AbstractSet, Any, Callable, Final, Mapping
 
+import msgspec
+
 from placer.configuration import BOOKED_RESOURCES, Configuration, is_extended_resource
 from scheduler.constants import ANNOTATION_CONFIGURATIONS
 from scheduler.core.resources import parse_quantity
 from scheduler.errors import InvalidQuantity, InvalidRequest
+from scheduler.kube.node_rules import NodeSelectorRequirement, requirement_matches
 
 # The setting naming the labels of AlloX's nodes, whose machines it counts (scheduler/config.py).
 POOL_SETTING: Final = "allox.nodeSelector"
@@ -138,8 +141,10 @@ def pool_conflict(spec: Mapping[str, Any], configuration: Configuration | None, 
     merges it) selects no node carrying ``pool``'s labels, naming the field that says otherwise:
     the configuration's ``nodeSelector`` entry where it states the label, else the pod's
     (``where``); or its required node affinity, when every one of its terms (ORed) excludes
-    the pool by a label's ``In``, ``NotIn`` or ``DoesNotExist``. None when it may run there.
-    Labels the pool does not name, and affinity on them, are the pod's to narrow the pool by."""
+    the pool (:func:`_excludes_pool`: a requirement on one of the pool's labels no pool node
+    meets, ``In``, ``NotIn``, ``Exists``, ``DoesNotExist``, ``Gt`` or ``Lt``, or no requirement
+    at all). None when it may run there. Labels the pool does not name, affinity on them and on
+    node names (``matchFields``) are the pod's to narrow the pool by."""
     selector = spec.get("nodeSelector")
     own: Mapping[str, Any] = selector if isinstance(selector, Mapping) else {}
     stated = configuration.node_selector if configuration is not None else {}
@@ -158,19 +163,19 @@ def pool_conflict(spec: Mapping[str, Any], configuration: Configuration | None, 
     terms = required.get("nodeSelectorTerms") if isinstance(required, Mapping) else None
     if not isinstance(terms, list) or not terms:
         return None
-    excluded = [_excludes_pool(term, pool) for term in terms]
-    first = excluded[0]
-    if first is None or not all(excluded):
-        return None
+    reasons = [reason for reason in (_excludes_pool(term, pool) for term in terms) if reason is not None]
+    if len(reasons) < len(terms):
+        return None  # a term (they are ORed) some pool node may meet
     terms_field = f"{where}.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms"
-    index, key, asks = first
+    # The reason a refusal gives: the first term a requirement excludes, else the first (empty) term.
+    index, (within, why) = next(((index, reason) for index, reason in enumerate(reasons) if reason[0]), (0, reasons[0]))
     if len(terms) == 1:
-        return PoolConflict(f"{key} {asks} excludes the nodes labelled {_labels(pool)}, AlloX's ({POOL_SETTING}): "
+        return PoolConflict(f"{why} excludes the nodes labelled {_labels(pool)}, AlloX's ({POOL_SETTING}): "
                             f"its pods could run on none of the nodes AlloX books its machines on",
-                            field=f"{terms_field}[0].matchExpressions[{index}]",
+                            field=f"{terms_field}[0]{within}",
                             brief=f"excludes {POOL_SETTING}'s nodes ({_labels(pool)})")
     return PoolConflict(f"each of its {len(terms)} terms excludes the nodes labelled {_labels(pool)}, AlloX's "
-                        f"({POOL_SETTING}; the first by {key} {asks}): its pods could run on none of the nodes "
+                        f"({POOL_SETTING}; nodeSelectorTerms[{index}] by {why}): its pods could run on none of the nodes "
                         "AlloX books its machines on", field=terms_field,
                         brief=f"each of its {len(terms)} terms excludes {POOL_SETTING}'s nodes ({_labels(pool)})")
 
@@ -188,23 +193,38 @@ def _labels(pool: Mapping[str, str]) -> str:
     return ", ".join(f"{key}={value}" for key, value in pool.items())
 
 
-def _excludes_pool(term: object, pool: Mapping[str, str]) -> tuple[int, str, str] | None:
-    """The first match expression of a node selector term that no node carrying ``pool``'s
-    labels meets (its index, the label, what it asks), or None."""
-    expressions = term.get("matchExpressions") if isinstance(term, Mapping) else None
-    for index, expression in enumerate(expressions if isinstance(expressions, list) else []):
+def _excludes_pool(term: object, pool: Mapping[str, str]) -> tuple[str, str] | None:
+    """Why no node carrying ``pool``'s labels meets a required node selector term (the field of
+    the requirement within the term, what it asks), by kube-scheduler's rules over the labels
+    every pool node carries (``Gt``/``Lt`` included: a value that is no integer meets neither);
+    a term with no requirement meets no node. None where some pool node may meet it: a
+    requirement on a label the pool does not name, or a ``matchFields`` one (``metadata.name``:
+    a node's name is not among its labels, and a node of any name may join the pool), decides
+    nothing here, and a refusal stands until the Job changes, so only a certain one is made."""
+    if not isinstance(term, Mapping):
+        return None
+    listed, fields = term.get("matchExpressions"), term.get("matchFields")
+    expressions: list[Any] = listed if isinstance(listed, list) else []
+    if not expressions and not fields:
+        return "", "a term with no requirement (it matches no node)"
+    for index, expression in enumerate(expressions):
         if not isinstance(expression, Mapping) or expression.get("key") not in pool:
             continue
-        key, operator = expression["key"], expression.get("operator")
-        listed = expression.get("values")
-        values: list[Any] = listed if isinstance(listed, list) else []
-        if operator == "In" and pool[key] not in values:
-            return index, key, f"In {values}"
-        if operator == "NotIn" and pool[key] in values:
-            return index, key, f"NotIn {values}"
-        if operator == "DoesNotExist":
-            return index, key, "DoesNotExist"
+        try:
+            requirement = msgspec.convert(expression, NodeSelectorRequirement)
+        except msgspec.ValidationError:
+            continue  # not a requirement the API server takes: nothing certain
+        if not requirement_matches(requirement, pool[requirement.key]):
+            return f".matchExpressions[{index}]", f"{requirement.key} {_asks(requirement)}"
     return None
+
+
+def _asks(requirement: NodeSelectorRequirement) -> str:
+    """What a requirement asks of its label, as a refusal quotes it: ``In ['a', 'b']``, ``Gt 4``."""
+    values = requirement.values or []
+    if requirement.operator in ("Gt", "Lt") and len(values) == 1:
+        return f"{requirement.operator} {values[0]}"
+    return f"{requirement.operator} {values}" if values else requirement.operator
 
 
 def configured_resources(resources: object, configuration: Configuration) -> dict[str, Any]:

@@ -286,11 +286,13 @@ def _term_matches(term: NodeSelectorTerm, *, name: str, labels: dict[str, str]) 
     expressions, fields = term.matchExpressions or [], term.matchFields or []
     if not expressions and not fields:
         return False
-    return (all(_requirement_matches(r, labels.get(r.key)) for r in expressions)
-            and all(_requirement_matches(r, name if r.key == "metadata.name" else None) for r in fields))
+    return (all(requirement_matches(r, labels.get(r.key)) for r in expressions)
+            and all(requirement_matches(r, name if r.key == "metadata.name" else None) for r in fields))
 
 
-def _requirement_matches(requirement: NodeSelectorRequirement, value: str | None) -> bool:
+def requirement_matches(requirement: NodeSelectorRequirement, value: str | None) -> bool:
+    """Whether a node whose label (or field) the requirement names has ``value`` (None: none)
+    meets it, as kube-scheduler decides; placer/rewrite.py judges AlloX's pool by it too."""
     values = requirement.values or []
     operator = requirement.operator
     if operator == "In":
