@@ -580,7 +580,9 @@ class HivedEngine:
         (bound or pinned), or in free space where the VC may still bind such a cell (quota of a
         type at the target's level or above, up to the highest free cell around the GPU, left
         unbound). Not: a pod on another chain (an A100 node for a V100-only VC), nor one in a
-        cell smaller than the request (a VC's 2-GPU switch for an 8-GPU pod) or another VC's.
+        cell smaller than the request (a VC's 2-GPU switch for an 8-GPU pod) or another VC's,
+        nor one on a cell the VC is draining (held over its quota after a shrink or a cell
+        exchange: never bound for its pods again), its own guaranteed pods there included.
         Where HiveD's exact choice is not known cheaply it errs towards allowing: which free
         cell the buddy allocator would take, Theorem 1's check on splitting one. None: any pod
         may help (an opportunistic preemptor, which takes idle GPUs anywhere; a pod HiveD does
@@ -597,6 +599,7 @@ class HivedEngine:
         level_in = {target.chain: target.level for target in ctx.targets}
         chain_of_type = self.topology.chain_of_type
         by_pod = self.allocator.by_pod
+        draining = vc.draining
 
         def room(gpu: Cell) -> bool:
             """Whether freeing ``gpu`` can add to a cell the preemptor could get."""
@@ -612,7 +615,8 @@ class HivedEngine:
                 cell = parent
             state = cell.state
             if state is _BOUND or state is _PINNED:
-                return cell.vc == vc.name and cell.level >= level
+                # A draining cell is never bound for the VC's pods again: freeing it gives nothing.
+                return cell.vc == vc.name and cell.level >= level and cell not in draining
             # free: a cell of a type the VC may still bind, at the request's level or above,
             # that holds the GPU (one no higher than the free cell around it)
             return any(
@@ -625,7 +629,7 @@ class HivedEngine:
             if booking is None:
                 return True
             if booking.priority is Priority.GUARANTEED:
-                return booking.vc == vc.name
+                return booking.vc == vc.name and booking.root not in draining
             return any(room(gpu) for gpu in booking.gpus)
 
         return helps
