@@ -15,8 +15,10 @@ room for it again, for a pod that may never go there. That replica, not the lead
 where it keeps pods off, which is the replica beside the active kube-scheduler, and the leader's
 own hold, rebuilt from the record and never asked to keep a pod off, never ends. The patch takes
 the record off only while the pod carries exactly the record that hold stood for, so a later
-decision recorded since (another replica's, elsewhere) stays, and it ends no other replica's
-hold: holds live in each replica's memory, and one rebuilt from a record outlives the record.
+decision recorded since (another replica's, elsewhere) stays. Holds live in each replica's
+memory: every other replica's hold for that record (a standby's, rebuilt from it, or the
+deciding replica's) ends as its watch shows the record gone (scheduler/preemption/holds.py,
+``RoomHolds._follow_record``), so none keeps the room again after a failover.
 """
 
 from __future__ import annotations

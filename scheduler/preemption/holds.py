@@ -85,7 +85,11 @@ record until the pod is bound (its binding empties the record) or deleted, or un
 standing for the record ends without a binding: it lapsed, or its wait for stuck victims ran out
 (:attr:`RoomHolds.on_record_ended`: the driver takes that record off the pod, if the pod still
 carries exactly it). A hold that gave way to HiveD's booking leaves the record to the preempt
-verb that booked, which records HiveD's choice over it.
+verb that booked, which records HiveD's choice over it. Every replica's hold that stands for a
+record follows it once the watch has shown it on the pod: the record taken off (another
+replica's hold for it ended so), the hold ends here too and is not rebuilt on its node; replaced
+by a later decision, the hold follows that one. A standby's hold rebuilt from the record, or the
+deciding replica's own, so never keeps the room after a failover once the record is gone.
 
 Pure: the driver feeds pod and Job changes; time comes from the ``clock`` it passes.
 """
@@ -142,6 +146,10 @@ class _PreemptorHold:
     waiting_until: float | None = None  # clock reading past which the preemptor waits no more for pods leaving its node
     rebuilt: bool = False  # from what the pods show (PreemptionEvidence), not decided by this process
     record: str | None = None  # the pod's record of the decision (records.py) this hold stands for, if any
+    # The watch has shown the pod carrying ``record``: from then on the hold follows it (ends when
+    # the pod no longer carries it). A decision's own record is written after the answer, so an
+    # event before the write lands shows the pod without it.
+    record_seen: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,7 +230,12 @@ class RoomHolds:
         node ends: kube-scheduler nominates a pod to one node); ``record``: the decision as the
         pod is given it to carry (``records.py``)."""
         self._decided += 1
-        self._preemptors[preemptor.uid] = _PreemptorHold(node=node_name, seen=preemptor, order=self._decided, record=record)
+        watched = self._store.get(preemptor.uid)
+        # A record equal to the one the pod carries is written as no change, of which the watch
+        # tells nothing: the hold follows it from now.
+        carried = record is not None and watched is not None and watched.annotations.get(ANNOTATION_PREEMPTOR_HOLD) == record
+        self._preemptors[preemptor.uid] = _PreemptorHold(node=node_name, seen=preemptor, order=self._decided, record=record,
+                                                         record_seen=carried)
         self._binding_preemptors.pop(preemptor.uid, None)
         self._ended_preemptors.pop(preemptor.uid, None)
 
@@ -242,7 +255,7 @@ class RoomHolds:
             return False
         self._decided += 1
         self._preemptors[uid] = _PreemptorHold(node=node_name, seen=preemptor, order=self._decided, watched=True, rebuilt=True,
-                                               record=record)
+                                               record=record, record_seen=record is not None)
         return True
 
     def nominated_node(self, preemptor_uid: str) -> str | None:
@@ -495,7 +508,8 @@ class RoomHolds:
 
     def _apply_preemptor(self, pod: PodInfo) -> None:
         """A preemptor the watch shows bound, finished or leaving holds no room any more (one
-        still pending is read from the pods, up to date)."""
+        still pending is read from the pods, up to date), nor one that no longer carries the
+        record its hold stands for (:meth:`_follow_record`)."""
         if pod.node_name is not None or pod.phase in TERMINAL_PHASES or pod.terminating:
             self._preemptors.pop(pod.uid, None)
             self._binding_preemptors.pop(pod.uid, None)
@@ -503,6 +517,28 @@ class RoomHolds:
         claim = self._preemptors.get(pod.uid)
         if claim is not None:
             claim.watched = True
+            self._follow_record(pod, claim)
+
+    def _follow_record(self, pod: PodInfo, claim: _PreemptorHold) -> None:
+        """A hold standing for a record the watch has shown on the pod ends once the pending pod
+        carries it no more: taken off, the hold it stood for ended without a binding on the
+        replica where it kept pods off (it lapsed, or its wait for stuck victims ran out;
+        scheduler/cluster/preemptor_records.py), and a standby that rebuilt it, or the replica
+        that decided it, would keep the node's room again after a failover with no record left
+        to say why; so it is not rebuilt on that node either, as one that lapsed here. Replaced
+        by another replica's later decision, the hold the pod's record rebuilds follows that one
+        (:meth:`rebuild_preemptor`). Its record is not this hold's to clear any more."""
+        if claim.record is None:
+            return
+        carried = pod.annotations.get(ANNOTATION_PREEMPTOR_HOLD)
+        if carried == claim.record:
+            claim.record_seen = True
+            return
+        if not claim.record_seen:
+            return  # the decision's own record is not written yet, or the event is older than the write
+        del self._preemptors[pod.uid]
+        if not carried:
+            self._ended_preemptors[pod.uid] = claim.node
 
     def _preemptor(self, uid: str, claim: _PreemptorHold) -> PodInfo:
         """The preemptor's latest state: as FitGpp was given it, until the watch shows it again
