@@ -467,7 +467,7 @@ class ExtenderService:
             victims=victims,
             victim_message=choice.victim_message() or "",
             victim_messages=choice.victim_messages(),
-            job_counts=preemption.victim_jobs(victim_uids),
+            job_counts=preemption.victim_jobs(victim_uids) if choice.counts_jobs else (),
             preemptor_record=choice.preemptor_record,
         )
         return None

@@ -52,6 +52,7 @@ from scheduler.preemption.model import (
     tenancy_of,
     vc_of,
 )
+from scheduler.preemption.reclaimed import ReclaimDecision
 from scheduler.preemption.table import CandidateTable, PreemptionIndex
 from scheduler.wording import (
     DELETED_JOB_OUTCOME,
@@ -150,12 +151,13 @@ class BooksAhead(Protocol):
 class VictimChoice:
     """The victims chosen for one pod (node -> pod UIDs; empty: none) and why, which it tells
     itself: FitGpp's decision (its rule, scores and the sentences events carry), its reason for
-    taking none, or ``None`` when the placement engine chose them (HiveD's reclaim of
-    opportunistic pods inside FitGpp, ``chosen_by`` ``reclaim``; the placement engine alone,
-    ``placement``)."""
+    taking none, HiveD's reclaim of opportunistic pods inside FitGpp (a :class:`ReclaimDecision`,
+    rule ``reclaim``, with the sentences its events carry), or ``None`` when the placement engine
+    chose them without a word (``chosen_by``: ``reclaim`` where HiveD's reclaim was not told, the
+    placement engine alone, ``placement``)."""
 
     victims: dict[str, list[str]]
-    decision: PreemptionDecision | NoVictims | None
+    decision: PreemptionDecision | ReclaimDecision | NoVictims | None
     chosen_by: str = "reclaim"
     # Where a victim's Job does not resume its preempted pod (its podFailurePolicy does not
     # ignore DisruptionTarget), what the preemption does to it instead (scheduler/wording.py
@@ -183,6 +185,12 @@ class VictimChoice:
     @property
     def explained(self) -> bool:
         """Whether the choice has sentences for events (:meth:`preemptor_messages`)."""
+        return isinstance(self.decision, (PreemptionDecision, ReclaimDecision))
+
+    @property
+    def counts_jobs(self) -> bool:
+        """Whether the victims' Jobs count the choice (``cellfit.io/preemptions``, which
+        preemption.maxPreemptions limits): FitGpp's decisions only, not HiveD's reclaim."""
         return isinstance(self.decision, PreemptionDecision)
 
     @property
@@ -191,22 +199,29 @@ class VictimChoice:
 
     def preemptor_messages(self) -> tuple[str, ...]:
         """One event message per victim for the preemptor (none unless :attr:`explained`)."""
-        return self.decision.preemptor_messages() if isinstance(self.decision, PreemptionDecision) else ()
+        decision = self.decision
+        return decision.preemptor_messages() if isinstance(decision, (PreemptionDecision, ReclaimDecision)) else ()
 
     def victim_message(self) -> str | None:
         """The event message for the first victim whose Job does not resume it, or for every
         victim where each resumes (None unless :attr:`explained`); :meth:`victim_messages` has
         each victim's own."""
-        if not isinstance(self.decision, PreemptionDecision):
+        decision = self.decision
+        if isinstance(decision, ReclaimDecision):
+            first = next((uid for uid in decision.victim_uids if self.victim_outcomes.get(uid) is not None), decision.victim_uids[0])
+            return decision.victim_message(first, not_resumed=self.victim_outcomes.get(first))
+        if not isinstance(decision, PreemptionDecision):
             return None
-        return self.decision.victim_message(not_resumed=self.victim_job_outcome)
+        return decision.victim_message(not_resumed=self.victim_job_outcome)
 
     def victim_messages(self) -> dict[str, str]:
         """Each victim's event message, by UID, with what the preemption does to its own Job
         (none unless :attr:`explained`)."""
-        if not isinstance(self.decision, PreemptionDecision):
-            return {}
         decision = self.decision
+        if isinstance(decision, ReclaimDecision):
+            return {uid: decision.victim_message(uid, not_resumed=self.victim_outcomes.get(uid)) for uid in decision.victim_uids}
+        if not isinstance(decision, PreemptionDecision):
+            return {}
         return {uid: decision.victim_message(not_resumed=self.victim_outcomes.get(uid, self.victim_job_outcome))
                 for uid in decision.victim_uids}
 
@@ -460,14 +475,7 @@ class FitGppEngine:
                 self.holds.placed_elsewhere(pod.uid)  # its cells are booked: a FitGpp hold elsewhere ends
                 if len(held) != 1:
                     return VictimChoice(victims=held, decision=None)
-                # kube-scheduler deletes the victims of the one node it picks
-                ((node, uids),) = held.items()
-                for uid in uids:
-                    self._leave(uid)  # HiveD's reclaim, not FitGpp's: no count, no resume hold
-                # Recorded as FitGpp's decisions are, by the replica that answered, leader or not:
-                # a restarted replica keeps the node's room for the pod where no record of its
-                # cells (the leader's cellfit.io/reclaim-booking) came before the restart.
-                return VictimChoice(victims=held, decision=None, preemptor_record=records.encode(node=node, victims=tuple(uids)))
+                return self._reclaim(pod, held)
         try:
             preemptor_class = job_class_of(pod.labels)
         except InvalidAnnotation as error:
@@ -508,6 +516,28 @@ class FitGppEngine:
         self.holds.preempting(pod, node_name=decision.node, record=record)
         return VictimChoice(victims={decision.node: list(decision.victim_uids)}, decision=decision, victim_job_outcome=outcome,
                             preemptor_record=record, victim_outcomes=outcomes)
+
+    def _reclaim(self, pod: PodInfo, held: dict[str, list[str]]) -> VictimChoice:
+        """HiveD's reclaim of the cells of ``pod``'s VC on the one node ``held`` names (kube-scheduler
+        deletes the victims of the one node it picks), told as FitGpp's decisions are: each
+        victim's Event says who reclaims and what the preemption does to its Job. Told once: a
+        retry that finds the victims chosen already (kube-scheduler asks again when its
+        nomination was cleared) tells nothing more, and counts none of them a failed pod twice."""
+        ((node, uids),) = held.items()
+        told = not any(uid in self._chosen for uid in uids)
+        victims = tuple(p for p in (self._tracked_pod(uid) for uid in uids) if p is not None)
+        outcomes = self._victim_outcomes(victims) if told else {}
+        for uid in uids:
+            self._leave(uid)  # HiveD's reclaim, not FitGpp's: no count, no resume hold
+        # Recorded as FitGpp's decisions are, by the replica that answered, leader or not:
+        # a restarted replica keeps the node's room for the pod where no record of its
+        # cells (the leader's cellfit.io/reclaim-booking) came before the restart.
+        record = records.encode(node=node, victims=tuple(uids))
+        if not told or not victims:
+            return VictimChoice(victims=held, decision=None, preemptor_record=record)
+        decision = ReclaimDecision.of(preemptor=pod, node=node, victims=victims)
+        return VictimChoice(victims=held, decision=decision, preemptor_record=record, victim_outcomes=outcomes,
+                            victim_job_outcome=next((said for said in outcomes.values() if said is not None), None))
 
     def _victim_outcomes(self, victims: Sequence[PodInfo]) -> dict[str, str | None]:
         """What the preemption does to each victim where it is no pause (its Event tells it
