@@ -35,6 +35,7 @@ from scheduler.wording import duration
 Rule = Literal["fitgpp", "fallback"]
 RULE_FITGPP: Final[Rule] = "fitgpp"
 RULE_FALLBACK: Final[Rule] = "fallback"
+MAX_NAMED: Final = 3  # the pods a refusal names; "and N more" after
 
 
 def resource_size(requests: Resources, capacity: Resources) -> float:  # eq. 1
@@ -231,7 +232,7 @@ def choose_victims(
     if not len(rows):
         return NoVictims(
             reason=f"every best-effort pod on the offered nodes was already preempted P = "
-            f"{settings.max_preemptions} times"
+            f"{settings.max_preemptions} times" + _kept_by_limit(table, settings, np.flatnonzero(allowed), need)
         )
     scale = normalisers if normalisers is not None else Normalisers.of(table)
     node_of = table.node_of[rows]
@@ -253,7 +254,45 @@ def choose_victims(
         tied = fitting[scores == best].tolist()
         row = min(tied, key=lambda r: (table.node_names[int(table.node_of[r])] or "", table.uids[r] or ""))
         return _decision(preemptor, table, settings, scale, [row], RULE_FITGPP)
-    return _fallback(preemptor, table, settings, scale, rows, need, seed)
+    fallback = _fallback(preemptor, table, settings, scale, rows, need, seed)
+    if isinstance(fallback, NoVictims):
+        return NoVictims(reason=fallback.reason + _kept_by_limit(table, settings, np.flatnonzero(allowed), need))
+    return fallback
+
+
+def _reachable(table: CandidateTable, rows: npt.NDArray[np.intp], need: tuple[int, int, int]) -> npt.NDArray[np.bool_]:
+    """By node slot: whether suspending every pod of ``rows`` on the node makes room for ``need``."""
+    node_of = table.node_of[rows]
+    released = np.zeros_like(table.node_free)
+    for dimension in range(3):
+        np.add.at(released[dimension], node_of, table.demand[dimension, rows])
+    room = table.node_free + released
+    reachable: npt.NDArray[np.bool_] = (room[0] >= need[0]) & (room[1] >= need[1]) & (room[2] >= need[2])
+    return reachable
+
+
+def _kept_by_limit(table: CandidateTable, settings: FitGppSettings, allowed: npt.NDArray[np.intp], need: tuple[int, int, int]) -> str:
+    """What FitGpp's refusal adds where P kept it from pods that would have made room (on a node
+    where suspending them with the others there frees enough, which the pods under P alone do
+    not: it refused): ``; preemption.maxPreemptions (P = 2) kept out the best-effort pods that
+    would have made room: ns/be-3 was preempted 2 times, its limit`` (the first three by key,
+    then how many more), so that a user knows why nothing was preempted. "" where none would
+    have."""
+    limit = settings.max_preemptions
+    if limit is None or not len(allowed):
+        return ""
+    reachable = _reachable(table, allowed, need)
+    helpers = allowed[(table.preemptions[allowed] >= limit) & reachable[table.node_of[allowed]]].tolist()
+    if not helpers:
+        return ""
+    said = []
+    for row in sorted(helpers, key=lambda r: str(table.keys[r]))[:MAX_NAMED]:
+        count = int(table.preemptions[row])
+        said.append(f"{table.keys[row]} was preempted {count} time{'s' if count != 1 else ''}, "
+                    + ("its limit" if count == limit else f"over its limit {limit}"))
+    more = f"; and {len(helpers) - MAX_NAMED} more" if len(helpers) > MAX_NAMED else ""
+    return (f"; preemption.maxPreemptions (P = {limit}) kept out the best-effort pods that would have made room: "
+            + "; ".join(said) + more)
 
 
 def _fallback(
@@ -269,13 +308,7 @@ def _fallback(
     do. Victims drawn on a node that never reaches room would free nothing the preemptor can
     use (it runs on one node), so the draw is over the nodes where room can be made, and only
     the victims on the node that gets there first are returned."""
-    node_of = table.node_of[rows]
-    released = np.zeros_like(table.node_free)
-    for dimension in range(3):
-        np.add.at(released[dimension], node_of, table.demand[dimension, rows])
-    room = table.node_free + released
-    reachable = (room[0] >= need[0]) & (room[1] >= need[1]) & (room[2] >= need[2])
-    rows = rows[reachable[node_of]]
+    rows = rows[_reachable(table, rows, need)[table.node_of[rows]]]
     if not len(rows):
         return NoVictims(
             reason="suspending every eligible best-effort pod on any one offered node would still "
