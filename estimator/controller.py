@@ -80,6 +80,12 @@ CREATE_CONCURRENCY = 16
 # nothing on any node, and another tenant's samples must not wait behind it for
 # pendingLimitSeconds x maxAttempts (it still fails after pendingLimitSeconds, as before).
 UNSCHEDULABLE_GRACE_SECONDS = 120.0
+# How long a node size of a pool the estimator saw still counts after the cache stops showing it:
+# a node deleted and re-created under its name (a VM replaced, a kubelet re-registering) is out
+# of the cache between its two watch events, and a configuration only it holds judged never to
+# run in that gap lost its unbound samples and, settled on the Job's other configuration, never
+# came back. A node that left for good is judged gone this much later.
+NODE_RETURN_SECONDS = 120.0
 JobState = Literal[
     "sampling", "waiting-for-capacity", "estimated", "user-estimate", "invalid", "never-runs", "failed", "unsuspended", "finished"
 ]
@@ -203,6 +209,9 @@ class EstimatorController:
         # Per Job: its sampling pod in each configuration, as built, while the Job is unchanged.
         self._probes: dict[str, tuple[tuple[str, str | None, bytes], dict[str, _Probe]]] = {}
         self._pass_nodes: dict[frozenset[tuple[str, str]], list[Resources]] = {}  # node sizes by selector, this pass
+        self._pass_time = 0.0  # the clock's reading at this pass's start
+        # Node sizes by selector -> when a pass last saw a node of that size (NODE_RETURN_SECONDS).
+        self._sizes_seen: dict[frozenset[tuple[str, str]], dict[Resources, float]] = {}
         # Pod creations of one pass go out together: the API server, not this thread, sets the pace.
         self._creator = ThreadPoolExecutor(max_workers=CREATE_CONCURRENCY, thread_name_prefix="estimator-create")
         self._wake = threading.Event()
@@ -445,7 +454,9 @@ class EstimatorController:
                 del self._holding[uid]
             held = list(self._holding.values())
         capacity = self._capacity()
-        self._pass_nodes = {}
+        self._pass_nodes, self._pass_time = {}, now
+        self._sizes_seen = {key: lately for key, sizes in self._sizes_seen.items()
+                            if (lately := {size: seen for size, seen in sizes.items() if now - seen <= NODE_RETURN_SECONDS})}
         budget = _Budget(
             limit_cpu=self._settings.max_cluster_share * capacity.cpu_millis,
             limit_gpu=self._settings.max_cluster_share * capacity.gpus,
@@ -648,11 +659,17 @@ class EstimatorController:
         return probes
 
     def _nodes_carrying(self, selector: Mapping[str, str]) -> list[Resources]:
-        """Each node's allocatable among those carrying ``selector``, read once a pass per selector."""
+        """Each node's allocatable among those carrying ``selector``, read once a pass per
+        selector, and each size a pass saw there within ``NODE_RETURN_SECONDS`` that none has now
+        (a node deleted and re-created under its name is out of the cache for a moment)."""
         assert self._nodes is not None
         key = frozenset(selector.items())
         if key not in self._pass_nodes:
-            self._pass_nodes[key] = list(self._nodes(selector))
+            current = list(self._nodes(selector))
+            seen = self._sizes_seen.setdefault(key, {})
+            seen.update(dict.fromkeys(current, self._pass_time))
+            present = set(current)
+            self._pass_nodes[key] = current + [size for size in seen if size not in present]
         return self._pass_nodes[key]
 
     def _never_holds(self, kind: str, probe: _Probe, configuration: Configuration) -> str | None:

@@ -15,7 +15,7 @@ import json
 import time
 from typing import Any, Mapping
 
-from estimator.controller import UNSCHEDULABLE_GRACE_SECONDS, EstimatorController
+from estimator.controller import NODE_RETURN_SECONDS, UNSCHEDULABLE_GRACE_SECONDS, EstimatorController
 from estimator.objects import POD_DECODER
 from scheduler.cells import HivedEngine
 from scheduler.core.resources import Resources
@@ -113,14 +113,17 @@ def test_samples_run_on_the_pool_and_are_judged_against_its_nodes_only() -> None
 
 
 def test_a_run_of_a_configuration_found_never_runnable_is_deleted() -> None:
-    api = DeletingApi()
-    sampler = estimator(api, nodes={(): [Resources(cpu_millis=256_000, memory_bytes=1024 * GIB, gpus=4)]}, cpus=1024, share=1.0)
+    api, now = DeletingApi(), [1_800_000_000.0]
+    sampler = estimator(api, nodes={(): [Resources(cpu_millis=256_000, memory_bytes=1024 * GIB, gpus=4)]}, cpus=1024, share=1.0,
+                        clock=lambda: now[0])
     sampler._replace_jobs([job("big", cpu="200")])
     sampler.reconcile()
     assert kinds(api) == ["cpu", "gpu"]
     sampler._replace_pods([pending(p) for p in api.created])
-    # The 256-core node leaves: the cpu run under way can never be placed now.
+    # The 256-core node leaves, and has not come back under its name (NODE_RETURN_SECONDS): the
+    # cpu run under way can never be placed now.
     sampler._nodes = lambda selector: [NODE]
+    now[0] += NODE_RETURN_SECONDS + 1
     sampler.reconcile()
     assert [name for name in api.deleted if "-cpu-" in name] == [p["metadata"]["name"] for p in api.created if "-cpu-" in p["metadata"]["name"]]
     assert not [name for name in api.deleted if "-gpu-" in name]

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from estimator.controller import NODE_RETURN_SECONDS
 from estimator.objects import POD_DECODER
 from scheduler.cluster.cache import ClusterCache
 from scheduler.core.fit import ResourceFitEngine
@@ -67,13 +68,14 @@ def test_a_placed_sample_is_not_deleted_when_the_node_it_is_on_is_not_yet_in_the
 
 def test_a_pending_unbound_sample_is_still_deleted_once_no_node_could_hold_it() -> None:
     api = DeletingApi()
-    nodes = [SMALL, BIG]
-    sampler = controller(api, cpus=1024, share=1.0, gpus=16, nodes=lambda selector: list(nodes))
+    nodes, now = [SMALL, BIG], [1_800_000_000.0]
+    sampler = controller(api, cpus=1024, share=1.0, gpus=16, nodes=lambda selector: list(nodes), clock=lambda: now[0])
     sampler._replace_jobs([job("big", cpu="200")])
     sampler.reconcile()
     created = cpu_names([p["metadata"]["name"] for p in api.created])
     sampler._replace_pods([pending(p) for p in api.created])
-    nodes[:] = [SMALL]  # the big node left, with the nodes all synced
+    nodes[:] = [SMALL]  # the big node left, with the nodes all synced, and did not come back under its name
+    now[0] += NODE_RETURN_SECONDS + 1
     sampler.reconcile()
     assert cpu_names(api.deleted) == created
     assert len(never_told(api)) == 1
