@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any, Final, Mapping, Sequence
+from typing import Any, Callable, Final, Mapping, Sequence
 
 from estimator.objects import (
     ANNOTATION_SAMPLE_ATTEMPT,
@@ -159,30 +159,46 @@ def build_sample_pod(
 def beyond_every_node(asks: Resources, nodes: Sequence[Resources], *, pooled: bool) -> str | None:
     """"200 cores a pod, more than any node of allox.nodeSelector's pool has (64 cores at most): no
     node could ever run it" when no node of ``nodes`` (each one's allocatable) holds one pod
-    asking ``asks``, naming each resource it asks more of than the largest node has (each, "not
-    on one node", when every one is on some node but none has them all); None when one holds it,
-    or no node is known."""
-    if not nodes or any(_holds(node, asks) for node in nodes):
+    asking ``asks`` (:func:`beyond_largest_node`); None when one holds it, or no node is known."""
+    beyond = beyond_largest_node(
+        [asks.gpus, asks.cpu_millis, asks.memory_bytes], [[node.gpus, node.cpu_millis, node.memory_bytes] for node in nodes],
+        read=[gpu_count, _cores, _gib],
+    )
+    if beyond is None:
         return None
-    most = Resources(cpu_millis=max(n.cpu_millis for n in nodes), memory_bytes=max(n.memory_bytes for n in nodes),
-                     gpus=max(n.gpus for n in nodes))
-    rows = [(asked, has, _amount(name, asked), _amount(name, has)) for name, asked, has in (
-        ("gpus", asks.gpus, most.gpus), ("cpu", asks.cpu_millis, most.cpu_millis), ("memory", asks.memory_bytes, most.memory_bytes),
-    ) if asked > 0]
-    over = [row for row in rows if row[0] > row[1]]
-    said = over or rows
+    asked, at_most = beyond
     where = "any node of allox.nodeSelector's pool" if pooled else "any node"
-    at_most = " and ".join(row[3] for row in said) + " at most" + ("" if over else ", not on one node")
-    return f"{' and '.join(row[2] for row in said)} a pod, more than {where} has ({at_most}): no node could ever run it"
+    return f"{asked} a pod, more than {where} has ({at_most}): no node could ever run it"
 
 
-def _holds(node: Resources, asks: Resources) -> bool:
-    return asks.cpu_millis <= node.cpu_millis and asks.memory_bytes <= node.memory_bytes and asks.gpus <= node.gpus
+def beyond_largest_node(
+    asked: Sequence[float], nodes: Sequence[Sequence[float]], *, read: Sequence[Callable[[float], str]]
+) -> tuple[str, str] | None:
+    """When no node of ``nodes`` (each its amounts of the resources ``asked`` lists, in that
+    order) holds one pod asking ``asked``: the amounts it asks more of than the largest node has
+    of each (``read`` says each resource's amount as users read it: "200 cores"), and the
+    largest node's amounts of those, "64 cores at most"; where every one is on some node but
+    none has them all, each resource asked, "... at most, not on one node". None when a node
+    holds it, or no node is known. The estimator (a sampling pod) and AlloX's admission (a
+    configuration's machine) tell a pod that never fits in these words, each in its units."""
+    if not nodes or any(all(amount <= has for amount, has in zip(asked, node)) for node in nodes):
+        return None
+    largest = [max(node[index] for node in nodes) for index in range(len(asked))]
+    wanted = [index for index, amount in enumerate(asked) if amount > 0]
+    over = [index for index in wanted if asked[index] > largest[index]]
+    said = over or wanted
+    at_most = " and ".join(read[index](largest[index]) for index in said) + " at most" + ("" if over else ", not on one node")
+    return " and ".join(read[index](asked[index]) for index in said), at_most
 
 
-def _amount(name: str, value: int) -> str:
-    if name == "gpus":
-        return f"{value} GPU" + ("" if value == 1 else "s")
-    if name == "cpu":
-        return f"{value / 1000:g} cores"
-    return f"{round(value / _GIB, 1):g} GiB"
+def gpu_count(count: float) -> str:
+    """A number of GPUs as users read it: "1 GPU", "4 GPUs"."""
+    return f"{count:g} GPU" + ("" if count == 1 else "s")
+
+
+def _cores(millicores: float) -> str:
+    return f"{millicores / 1000:g} cores"
+
+
+def _gib(memory_bytes: float) -> str:
+    return f"{round(memory_bytes / _GIB, 1):g} GiB"

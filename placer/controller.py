@@ -64,7 +64,7 @@ import msgspec
 
 from estimator.contract import parse_estimate_cached
 from estimator.objects import Job, JobCondition, template_kind, timestamp
-from estimator.sample_pod import configuration_digest, recorded_configuration
+from estimator.sample_pod import beyond_largest_node, configuration_digest, gpu_count, recorded_configuration
 from placer.configuration import Configuration, Configurations, parse_configurations_cached
 from placer.guarantee import gpus_per_pod, pool_machines
 from placer.holding import DEFAULT_UNBOUND_HOLD_SECONDS, HOLDING, Hold, JobPods, explain, hold
@@ -1627,31 +1627,13 @@ def _beyond_capacity(demand: Demand, capacity: Capacity | None, *, cores_kept: f
 
 def _beyond_each_node(demand: Demand, nodes: Sequence[Capacity], *, holders: str = "any one of them") -> str | None:
     """"more than any one of them has (32 cores at most): it never fits" when no node of
-    ``nodes`` (each one's allocatable) holds one pod of ``demand``, naming each resource the pod
-    asks more of than the largest node has; None when one holds it, or no node is known."""
-    if not nodes or any(_holds(node, demand) for node in nodes):
-        return None
-    most = Capacity(cpu=max(node.cpu for node in nodes), gpu=max(node.gpu for node in nodes),
-                    memory=max(node.memory for node in nodes))
-    over = _largest(demand, most, beyond_only=True)
-    # Each resource is on some node, but no node has them all: the largest of each is named.
-    said = over or _largest(demand, most, beyond_only=False)
-    at_most = " and ".join(said) + " at most" + ("" if over else ", not on one node")
-    return f"more than {holders} has ({at_most}): it never fits"
-
-
-def _holds(node: Capacity, demand: Demand) -> bool:
-    return demand.cpu <= node.cpu and demand.gpu <= node.gpu and demand.memory <= node.memory
-
-
-def _largest(demand: Demand, most: Capacity, *, beyond_only: bool) -> list[str]:
-    """The amounts of ``most`` (the largest node's of each resource) of the resources one pod of
-    ``demand`` asks (``beyond_only``: asks more of), as users read them: "32 cores", "4 GPUs"."""
-    return [said for asked, has, said in (
-        (demand.gpu, most.gpu, f"{most.gpu:g} GPU" + ("" if most.gpu == 1 else "s")),
-        (demand.cpu, most.cpu, f"{round(most.cpu, 1):g} cores"),
-        (demand.memory, most.memory, f"{round(most.memory, 1):g} GiB"),
-    ) if asked > 0 and (asked > has or not beyond_only)]
+    ``nodes`` (each one's allocatable) holds one pod of ``demand`` (:func:`beyond_largest_node`);
+    None when one holds it, or no node is known."""
+    beyond = beyond_largest_node(
+        [demand.gpu, demand.cpu, demand.memory], [[node.gpu, node.cpu, node.memory] for node in nodes],
+        read=[gpu_count, lambda cores: f"{round(cores, 1):g} cores", lambda gib: f"{round(gib, 1):g} GiB"],
+    )
+    return f"more than {holders} has ({beyond[1]}): it never fits" if beyond is not None else None
 
 
 def _beside_kept_cores(node: Capacity, *, reserved_cpu_per_gpu: float) -> Capacity:
