@@ -22,7 +22,7 @@ from scheduler.constants import (
     LABEL_JOB_CLASS,
     LABEL_VIRTUAL_CLUSTER,
 )
-from scheduler.wording import IGNORE, backoff_limit, disruption_action
+from scheduler.wording import IGNORE, ExitCodeRule, backoff_limit, disruption_action, exit_code_rules_before_disruption
 
 # Annotations cellfit reads from the Job itself, never from its pod template (as the validating
 # webhook's JOB_LEVEL_ANNOTATIONS, scheduler/extender/validation.py, which this package may not import).
@@ -123,6 +123,10 @@ class JobFacts:
     # Ignore (a preemption is not counted against it), Count, FailJob, FailIndex, None (no rule).
     backoff_limit: tuple[str, int] = ("backoffLimit", 6)
     disruption_action: str | None = None
+    # Its podFailurePolicy's rules on exit codes before its rule on DisruptionTarget that take a
+    # preempted pod exiting as a stopped process usually does (137, 143): the first rule that
+    # matches applies (wording.exit_code_rules_before_disruption), as the victims' Events say.
+    disruption_exit_codes: tuple[ExitCodeRule, ...] = ()
     # status.failed: the failed pods the Job controller counted (the Job fails once they exceed
     # its backoffLimit), preempted ones among them unless its podFailurePolicy ignores them.
     failed: int = 0
@@ -288,6 +292,7 @@ def job_from(
         preemptions=preemptions,
         backoff_limit=_backoff_limit(spec),
         disruption_action=disruption_action(spec.get("podFailurePolicy")),
+        disruption_exit_codes=exit_code_rules_before_disruption(spec.get("podFailurePolicy")),
         failed=_count((obj.get("status") or {}).get("failed")),
         template_job_keys=tuple(k for k in JOB_LEVEL_ANNOTATIONS if k in on_template and k not in annotations),
     )

@@ -21,12 +21,16 @@ from scheduler.kubectl.objects import PREEMPTING, CellfitView, Condition, Event,
 from scheduler.kube.times import timestamp
 from scheduler.kubectl.wording import MAX_NAMED, duration, listed, ordinal, times
 from scheduler.wording import (
+    COUNT,
     DISRUPTION_TARGET,
     FAIL_INDEX,
     FAIL_JOB,
     NOT_IGNORING_DISRUPTION,
     RESUME_RULE,
+    SIGNALS_USUALLY,
     fails_on_disruption,
+    otherwise_if_exits,
+    resumes_unless,
     together_with,
 )
 
@@ -242,7 +246,13 @@ def _failed_preempted(job: JobFacts, failed: Condition, answer: Answer) -> Answe
     lines = tuple(_preemption_line(p) for p in job.preemptions) + _preemptions_counted(job)
     counted, pods = _how_often(job)
     action = job.disruption_action
-    if action in FAILED_AT_ONCE:
+    on_exit_code = _exit_code_cause(job, failed)
+    fix_rule: str | None = None
+    if on_exit_code is not None:
+        caused = True
+        cause, at = on_exit_code
+        fix_rule = f"{RESUME_RULE} before its spec.podFailurePolicy's rule {at + 1}, on exit codes"
+    elif action in FAILED_AT_ONCE:
         # A FailJob rule on exit codes fails the Job with the same reason: its message names the condition or the code.
         caused = failed.reason in FAILED_AT_ONCE[action] and (action != FAIL_JOB or DISRUPTION_TARGET in failed.message)
         failed_what = "the Job" if action == FAIL_JOB else "each preempted pod's index"
@@ -261,11 +271,39 @@ def _failed_preempted(job: JobFacts, failed: Condition, answer: Answer) -> Answe
     said += [f"last by {last.by}"] if last is not None else []
     by = f" ({'; '.join(said)})" if said else ""
     summary = f"{answer.summary}: cellfit preempted it {counted}{by}, and {cause}"
-    rule = (f"spec.podFailurePolicy: {{rules: [{RESUME_RULE}]}}" if action is None
-            else f"{RESUME_RULE} as its spec.podFailurePolicy's rule on {DISRUPTION_TARGET}")
+    rule = fix_rule or (f"spec.podFailurePolicy: {{rules: [{RESUME_RULE}]}}" if action is None
+                        else f"{RESUME_RULE} as its spec.podFailurePolicy's rule on {DISRUPTION_TARGET}")
     fix = (f"to have it resume after a preemption instead (its next pod goes first among best-effort pods), create it "
            f"again with {rule} (a Job's podFailurePolicy cannot be changed)")
     return Answer(reason="failed", summary=summary, details=(fix,) + lines + answer.details)
+
+
+# The Job controller's Failed condition where a FailJob rule on exit codes matched a failed pod
+# (pkg/controller/job/pod_failure_policy.go matchPodFailurePolicy).
+FAILED_ON_EXIT_CODE: Final = re.compile(
+    r"^Container \S+ for pod (?P<pod>\S+/\S+) failed with exit code (?P<code>\d+) matching FailJob rule at index (?P<at>\d+)")
+
+
+def _exit_code_cause(job: JobFacts, failed: Condition) -> tuple[str, int] | None:
+    """Why a failed Job's preemptions failed it where a rule of its podFailurePolicy on exit
+    codes, before its rule on DisruptionTarget, took a preempted pod (the first rule that matches
+    applies, exit codes and conditions alike; the victims' Events said so), and that rule's
+    index: a FailJob rule whose match on a pod cellfit preempted the Failed condition names, or,
+    where the rule on DisruptionTarget ignores preempted pods, a Count rule that counts the exit
+    code a stopped process usually has (which of the pods exited so no record tells: "may").
+    None where no such rule took one."""
+    rules = job.disruption_exit_codes
+    matched = FAILED_ON_EXIT_CODE.match(failed.message) if failed.reason in FAILED_AT_ONCE[FAIL_JOB] else None
+    if matched is not None and any(at == int(matched["at"]) for at, _, _ in rules) and any(
+            p.victim == matched["pod"] for p in job.preemptions):
+        before = f" before its {job.disruption_action} rule on {DISRUPTION_TARGET} is reached" if job.disruption_action else ""
+        return (f"Kubernetes failed the Job, as its spec.podFailurePolicy's rule {int(matched['at']) + 1} fails the Job on exit "
+                f"code {matched['code']}, which its preempted pod {matched['pod']} exited with{before}: {SIGNALS_USUALLY}",
+                int(matched["at"]))
+    counting = [rule for rule in rules if rule[1] == COUNT]
+    if job.ignores_disruption and counting and failed.reason in COUNTED_FAILURES:
+        return f"a preempted pod may have counted against it: {resumes_unless(tuple(counting), job.backoff_limit)}", counting[0][0]
+    return None
 
 
 def _deciding(job: JobFacts, view: CellfitView, *, now: float | None) -> Answer:
@@ -465,15 +503,31 @@ def _counted_failures(job: JobFacts) -> tuple[str, ...]:
     """A preempted Job whose podFailurePolicy does not ignore DisruptionTarget: each preempted pod
     was a failed one to it, and how many more it tolerates (``status.failed`` against its
     backoffLimit), as each victim's Event told it then. Under a FailJob or FailIndex rule the
-    Job, or the index, has failed: the failed Job's answer says so."""
-    if job.ignores_disruption or job.disruption_action in FAILED_AT_ONCE:
+    Job, or the index, has failed: the failed Job's answer says so. A rule on exit codes before
+    the rule on DisruptionTarget that takes a preempted pod exiting as a stopped process usually
+    does (137, 143) is told as the victims' Events tell it, the Ignore rule's Job included."""
+    rules, limits = job.disruption_exit_codes, job.backoff_limit
+    if job.ignores_disruption:
+        # Unless a rule on exit codes takes it first (137 after SIGKILL, 143 after SIGTERM), as its Event said.
+        if not rules:
+            return ()
+        counts = any(action == COUNT for _, action, _ in rules)
+        return (f"each preempted pod: {resumes_unless(rules, limits)}" + (_so_far(job) if counts else ""),)
+    if job.disruption_action in FAILED_AT_ONCE:
         return ()
-    limit, count = job.backoff_limit
+    limit, count = limits
     counted = f"the Job counts each preempted pod as a failed one against its {limit} {count}, as {NOT_IGNORING_DISRUPTION}"
-    if limit != "backoffLimit":  # an index's count is not in the Job's status
-        return (counted,)
+    return (otherwise_if_exits(counted + _so_far(job), rules, job.disruption_action, limits),)
+
+
+def _so_far(job: JobFacts) -> str:
+    """``: 1 failed pod so far of the 2 it tolerates``, and whether the next one fails the Job;
+    "" for a ``backoffLimitPerIndex``, an index's count, which the Job's status does not hold."""
+    limit, count = job.backoff_limit
+    if limit != "backoffLimit":
+        return ""
     last = ": the next one fails the Job" if job.failed >= count else ""
-    return (f"{counted}: {job.failed or 'no'} failed pod{'s' if job.failed != 1 else ''} so far of the {count} it tolerates{last}",)
+    return f": {job.failed or 'no'} failed pod{'s' if job.failed != 1 else ''} so far of the {count} it tolerates{last}"
 
 
 def _preempted_by(found: Preemption) -> str:
