@@ -105,6 +105,10 @@ class GuaranteeKeeping(Protocol):
     def reclaim_candidate(self, pod: PodInfo) -> bool:
         """Whether the pod is a guaranteed GPU pod without cells of its own."""
 
+    def reclaim_need(self, pod: PodInfo, *, among: Sequence[str]) -> WaitingGuarantee | None:
+        """What :meth:`book_reclaim` would book and wait for, changing nothing (no booking, no
+        pod counted as leaving); None when it would book nothing."""
+
     def book_reclaim(self, pod: PodInfo, *, among: Sequence[str]) -> WaitingGuarantee | None:
         """Book its cells on one of the nodes ``among``, as the filter books a pod waiting for
         its victims; None, nothing booked, when it needs no victim there or cannot go there."""

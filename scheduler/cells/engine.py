@@ -42,6 +42,7 @@ from scheduler.cells.config import (
 )
 from scheduler.cells.discovery import legacy_names
 from scheduler.cells.feasibility import feasibility_problems
+from scheduler.cells.freeing import FreeingCell, freeing_cell
 from scheduler.cells.membership import CellsChanged, NodeMembership
 from scheduler.cells.request import CellRequest, Priority, RequestProblem, parse_request
 from scheduler.cells.topology import Cell, CellState, Topology
@@ -141,6 +142,9 @@ class HivedEngine:
         # per text, so that this engine's own later decisions for the pod (its filter moving a
         # hold to cells freed since) are not undone by the next watch event.
         self._reclaim_records: dict[str, tuple[str, bindinfo.BindInfo | None]] = {}
+        # Pending pods' victims that book_reclaim counted as leaving (pod UID -> those it marked
+        # first): cancel_reclaim takes the marks back, as nobody deletes them then.
+        self._reclaim_marks: dict[str, list[str]] = {}
         self._on_change = on_change
         # Runtime changes to the cells, newest last (also passed to on_change).
         self.changes: deque[str] = deque(maxlen=MAX_CHANGES)
@@ -347,11 +351,44 @@ class HivedEngine:
         spot = alloc.plan(request, ctx.vc, ctx.targets, allowed=allowed)
         node = spot.gpus[0].node or ""
         if any(g.opportunistic_owner is not None for g in spot.gpus) and request.priority is Priority.GUARANTEED:
+            freeing = self._preempts_for_nothing(ctx, spot)
+            if freeing is not None:
+                raise Unplaceable(self._freeing_reason(ctx, freeing))
             # Hold the cells while the victims terminate, so nobody else takes them meanwhile.
             booking = self._book(spot, ctx, pod)
             self.expiry.booked_for(pod.uid)
             return _Decision(node, booking, alloc.victims(booking))
         return _Decision(node, None, [], spot)
+
+    def _preempts_for_nothing(self, ctx: _Context, spot: Spot) -> FreeingCell | None:
+        """The cell of the pod's VC that pods leaving are freeing (freeing.py) when ``spot``
+        would preempt an opportunistic pod not leaving yet: the pod waits for that cell instead.
+        None when there is none, or when every victim of ``spot`` is leaving already (its
+        cells are held for the pod while they go, as before)."""
+        if not self.expiry.any_leaving:
+            return None
+        leaving = self._leaving_booking
+        if all(gpu.opportunistic_owner is None or leaving(gpu.opportunistic_owner) for gpu in spot.gpus):
+            return None
+        return self._freeing(ctx)
+
+    def _freeing(self, ctx: _Context) -> FreeingCell | None:
+        """A cell of the pod's VC that pods leaving are freeing for it (freeing.py), or None."""
+        if ctx.vc is None or not self.expiry.any_leaving:
+            return None
+        return freeing_cell(ctx.vc, ctx.targets, ctx.request.gpus, leaving=self._leaving_booking)
+
+    def _leaving_booking(self, booking_id: int) -> bool:
+        booking = self.allocator.bookings.get(booking_id)
+        return booking is not None and self.expiry.is_leaving(booking.pod_uid)
+
+    def _freeing_reason(self, ctx: _Context, freeing: FreeingCell) -> str:
+        bookings = self.allocator.bookings
+        leaving = [bookings[i] for i in freeing.leaving if i in bookings]
+        vc = ctx.vc.name if ctx.vc is not None else ctx.request.vc
+        return (f"HiveD waits for cell {freeing.cell.id} of virtual cluster {vc!r} on node {freeing.cell.node}, which pods "
+                f"leaving free ({self._listed(leaving)}): no opportunistic pod is preempted for this pod while its "
+                "virtual cluster's own cells are being freed")
 
     def _leaving_reason(self, booking: Booking, victims: list[Booking]) -> str:
         """Why a pod waits for a booking kept while its victims leave (expiry.py)."""
@@ -582,7 +619,9 @@ class HivedEngine:
         unbound). Not: a pod on another chain (an A100 node for a V100-only VC), nor one in a
         cell smaller than the request (a VC's 2-GPU switch for an 8-GPU pod) or another VC's,
         nor one on a cell the VC is draining (held over its quota after a shrink or a cell
-        exchange: never bound for its pods again), its own guaranteed pods there included.
+        exchange: never bound for its pods again), its own guaranteed pods there included, nor
+        any opportunistic pod while a cell of the VC is being freed for the pod by pods leaving
+        (freeing.py: the preemption would be for nothing).
         Where HiveD's exact choice is not known cheaply it errs towards allowing: which free
         cell the buddy allocator would take, Theorem 1's check on splitting one. None: any pod
         may help (an opportunistic preemptor, which takes idle GPUs anywhere; a pod HiveD does
@@ -600,6 +639,8 @@ class HivedEngine:
         chain_of_type = self.topology.chain_of_type
         by_pod = self.allocator.by_pod
         draining = vc.draining
+        # The VC's own cells being freed already: no opportunistic pod is to go for this pod.
+        waits = self._freeing(ctx) is not None
 
         def room(gpu: Cell) -> bool:
             """Whether freeing ``gpu`` can add to a cell the preemptor could get."""
@@ -630,7 +671,7 @@ class HivedEngine:
                 return True
             if booking.priority is Priority.GUARANTEED:
                 return booking.vc == vc.name and booking.root not in draining
-            return any(room(gpu) for gpu in booking.gpus)
+            return not waits and any(room(gpu) for gpu in booking.gpus)
 
         return helps
 
@@ -812,6 +853,7 @@ class HivedEngine:
             return
         existing = self.allocator.by_pod.get(pod.uid)
         if pod.phase in TERMINAL_PHASES:
+            self._reclaim_marks.pop(pod.uid, None)
             self._reserved_as_booked.discard(pod.uid)
             self._seen_bound.discard(pod.uid)
             self._reclaim_records.pop(pod.uid, None)
@@ -825,6 +867,7 @@ class HivedEngine:
             self._follow_reclaim_record(pod)  # pending: keep whatever filter or the leader's reclaim booked for it
             return
         self._reclaim_records.pop(pod.uid, None)
+        self._reclaim_marks.pop(pod.uid, None)
         self._reserved_as_booked.discard(pod.uid)  # bound: no bind of it fails any more
         self._seen_bound.add(pod.uid)
         if existing is not None:
@@ -947,6 +990,7 @@ class HivedEngine:
             alloc.release(extra)
 
     def delete_pod(self, pod_uid: str) -> None:
+        self._reclaim_marks.pop(pod_uid, None)
         self._reserved_as_booked.discard(pod_uid)
         self._seen_bound.discard(pod_uid)
         self._reclaim_records.pop(pod_uid, None)
@@ -1011,12 +1055,14 @@ class HivedEngine:
         waiting = (self._waiting(booking) for booking in self.allocator.bookings.values() if booking.pod_uid is not None)
         return [entry for entry in waiting if entry is not None]
 
-    def _waiting(self, booking: Booking) -> WaitingGuarantee | None:
+    def _waiting(self, booking: Booking, pod_uid: str | None = None) -> WaitingGuarantee | None:
+        """What the booking's pod (or ``pod_uid``, taking the slot) waits for; None when nothing."""
+        pod_uid = pod_uid or booking.pod_uid
         victims = tuple(v.pod_uid for v in self.allocator.victims(booking) if v.pod_uid is not None)
-        if not victims or booking.pod_uid is None:
+        if not victims or pod_uid is None:
             return None
         cell = booking.root.id if booking.root is not None else booking.cell_type
-        return WaitingGuarantee(pod_uid=booking.pod_uid, vc=booking.vc, cell=cell, node=booking.node, victims=victims)
+        return WaitingGuarantee(pod_uid=pod_uid, vc=booking.vc, cell=cell, node=booking.node, victims=victims)
 
     def booked_nodes(self) -> dict[str, str]:
         """Pod UID -> the node of the cells booked for it, for every pod with cells of its own
@@ -1060,28 +1106,93 @@ class HivedEngine:
                 if decided.booking is not None and not decided.victims:
                     self._unassign(decided.booking)
                     return None
-                return self._reclaiming(decided.booking) if decided.booking is not None else None
-            spot = self.allocator.plan(ctx.request, ctx.vc, ctx.targets, allowed=allowed)
+                return self._reclaiming(decided.booking, marks=pod.uid) if decided.booking is not None else None
+            spot = self._reclaim_spot(ctx, allowed)
         except Unplaceable:
             return None
-        if not self.allocator.planner.preempts(spot):
+        if spot is None:
             return None
         booking = self._book(spot, ctx, pod)
         self.expiry.booked_for(pod.uid)
-        return self._reclaiming(booking)
+        return self._reclaiming(booking, marks=pod.uid)
 
-    def _reclaiming(self, booking: Booking) -> WaitingGuarantee | None:
+    def _reclaim_spot(self, ctx: _Context, allowed: AbstractSet[str]) -> Spot | None:
+        """Where a single stranded pod's cells would be booked among ``allowed``: None when it
+        needs no victim there, or waits for cells of its VC being freed (freeing.py). Raises
+        :class:`Unplaceable`."""
+        spot = self.allocator.plan(ctx.request, ctx.vc, ctx.targets, allowed=allowed)
+        if not self.allocator.planner.preempts(spot) or self._preempts_for_nothing(ctx, spot) is not None:
+            return None
+        return spot
+
+    def reclaim_need(self, pod: PodInfo, *, among: Sequence[str]) -> WaitingGuarantee | None:
+        """What :meth:`book_reclaim` would book for the pod among the nodes ``among`` and wait
+        for, without booking anything or counting any pod as leaving: the leader asks before it
+        books (scheduler/cluster/stranded.py). None when it would book nothing. Exact for a
+        single pod and for a gang's pod that would take a free slot its gang holds there; a gang
+        pod whose slot would be planned (no slot booked for the gang there yet) is answered with
+        its gang's first slot, planned alone (its booking may choose another: the leader checks
+        the booking's own answer too). Raises :class:`Unplaceable` as :meth:`book_reclaim` does."""
+        ctx = self._stranded_request(pod)
+        if ctx is None:
+            return None
+        allowed = frozenset(among)
+        gang = ctx.request.gang
+        try:
+            if gang is not None:
+                held = self._gang_slot(ctx, allowed)
+                if held is not None:
+                    return self._waiting(held, pod.uid)
+                spot: Spot | None = self.allocator.plan(ctx.request, ctx.vc, ctx.targets, allowed=allowed)
+                if spot is not None and not self.allocator.planner.preempts(spot):
+                    spot = None
+            else:
+                spot = self._reclaim_spot(ctx, allowed)
+        except Unplaceable:
+            return None
+        if spot is None or ctx.vc is None:
+            return None
+        bookings = self.allocator.bookings
+        owners = sorted({gpu.opportunistic_owner for gpu in spot.gpus if gpu.opportunistic_owner is not None})
+        victims = tuple(uid for i in owners if i in bookings and (uid := bookings[i].pod_uid) is not None)
+        if not victims:
+            return None
+        cell = spot.root.id if spot.root is not None else spot.chain.type_at(spot.level)
+        return WaitingGuarantee(pod_uid=pod.uid, vc=ctx.vc.name, cell=cell, node=spot.gpus[0].node, victims=victims)
+
+    def _gang_slot(self, ctx: _Context, allowed: AbstractSet[str]) -> Booking | None:
+        """The free slot of the pod's gang on the ``allowed`` nodes its filter would take,
+        without taking it; None when the gang has none there. Raises :class:`Unplaceable` where
+        :meth:`_decide_gang` refuses the pod."""
+        gang = ctx.request.gang
+        assert gang is not None
+        problem = self.expiry.gang_problem(gang)
+        if problem is not None:
+            raise Unplaceable(f"gang {gang.name}: {problem}")
+        group = self.allocator.groups.get(gang.key)
+        if group is None:
+            return None
+        if group.gpus != ctx.request.gpus:
+            raise Unplaceable(f"pods of gang {gang.name} request different GPU counts ({group.gpus} and {ctx.request.gpus})")
+        return self._best_slot([slot for slot in group.slots if slot.pod_uid is None], allowed)
+
+    def _reclaiming(self, booking: Booking, *, marks: str | None = None) -> WaitingGuarantee | None:
         """What the booking waits for, its victims counted as leaving: the leader's reclaim
-        deletes them (or gives the booking back)."""
+        deletes them (or gives the booking back). ``marks``: the pod whose :meth:`cancel_reclaim`
+        takes back the marks made here."""
         waiting = self._waiting(booking)
         if waiting is not None:
-            self.expiry.victims_leaving(waiting.victims)
+            marked = self.expiry.victims_leaving(waiting.victims)
+            if marks is not None and marked:
+                self._reclaim_marks[marks] = marked
         return waiting
 
     def cancel_reclaim(self, pod_uid: str) -> None:
         """Give back what :meth:`book_reclaim` booked for the pod (its driver found the node
         would not take the pod after all); the pod is as if never booked (a gang's slot stays
-        for the gang while another of its pods holds one)."""
+        for the gang while another of its pods holds one), and the victims it marked leaving
+        are not, unless the watch has shown them terminating since."""
+        self.expiry.victims_staying(self._reclaim_marks.pop(pod_uid, ()))
         booking = self.allocator.by_pod.get(pod_uid)
         if booking is not None:
             self._unassign(booking)

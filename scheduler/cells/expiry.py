@@ -117,6 +117,7 @@ class BookingExpiry:
         # watch shows it terminating.
         self._leaving: dict[str, int] = {}
         self._grace: dict[str, int] = {}
+        self._terminating: set[str] = set()  # those the watch has shown terminating
         # Bookings kept off the offered nodes while their victims leave: booking id -> the first
         # sweep that found them kept (None: none yet); and those whose wait ran out.
         self._kept: dict[int, float | None] = {}
@@ -132,6 +133,7 @@ class BookingExpiry:
         self._grace[uid] = pod.grace_period_seconds
         if pod.terminating and pod.node_name is not None:
             self._leaving[uid] = pod.grace_period_seconds
+            self._terminating.add(uid)
         key = _gang_key(pod)
         if key is not None and self._gang_of.get(uid) != key:
             self._gang_of[uid] = key
@@ -143,6 +145,7 @@ class BookingExpiry:
         self._unseen.pop(uid, None)
         self._grace.pop(uid, None)
         self._leaving.pop(uid, None)
+        self._terminating.discard(uid)
         key = self._gang_of.pop(uid, None)
         if key is not None:
             members = self._gang_pods.get(key)
@@ -211,11 +214,32 @@ class BookingExpiry:
 
     # ------------------------------------------------------------------ victims leaving
 
-    def victims_leaving(self, pod_uids: Iterable[str]) -> None:
+    def victims_leaving(self, pod_uids: Iterable[str]) -> list[str]:
         """The deletion of these opportunistic pods was handed out (to kube-scheduler's
-        preemption, or to the leader's reclaim): they are leaving, whatever the watch shows yet."""
+        preemption, or to the leader's reclaim): they are leaving, whatever the watch shows yet.
+        Those not counted as leaving before (what :meth:`victims_staying` may take back)."""
+        marked = []
         for uid in pod_uids:
-            self._leaving.setdefault(uid, self._grace.get(uid, DEFAULT_GRACE_SECONDS))
+            if uid not in self._leaving:
+                self._leaving[uid] = self._grace.get(uid, DEFAULT_GRACE_SECONDS)
+                marked.append(uid)
+        return marked
+
+    def victims_staying(self, pod_uids: Iterable[str]) -> None:
+        """The deletion of these pods, handed out by :meth:`victims_leaving`, was taken back (the
+        booking that needed it given back before anything was deleted): they are leaving no
+        more, unless the watch has shown them terminating."""
+        for uid in pod_uids:
+            if uid not in self._terminating:
+                self._leaving.pop(uid, None)
+
+    def is_leaving(self, pod_uid: str | None) -> bool:
+        """Whether the pod is leaving: terminating, or its deletion handed out."""
+        return pod_uid is not None and pod_uid in self._leaving
+
+    @property
+    def any_leaving(self) -> bool:
+        return bool(self._leaving)
 
     def keeps(self, booking: Booking, victims: Sequence[Booking]) -> bool:
         """Whether ``booking``, whose node kube-scheduler did not offer, is kept for its pod:
@@ -259,6 +283,7 @@ class BookingExpiry:
         self._lapsed.intersection_update(alloc.bookings)
         for uid in [uid for uid in self._leaving if uid not in alloc.by_pod]:
             del self._leaving[uid]  # gone: nothing of theirs to wait for
+            self._terminating.discard(uid)
 
     # ------------------------------------------------------------------ the sweep
 

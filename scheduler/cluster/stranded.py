@@ -516,12 +516,14 @@ class StrandedGuarantees:
 
     def _book_one(self, pod: node_rules.ConstrainedPod, candidates: Sequence[SizedNode], use: dict[str, NodeUse]) -> Booked | None:
         """Book the pod's cells on one of ``candidates`` (the nodes its constraints allow); ``use``
-        gains its requests on the booked node."""
+        gains its requests on the booked node. What a booking would need is asked first, which
+        changes nothing in the engine: a pod refused here leaves no booking and no pod counted
+        as leaving behind it."""
         key = f"{pod.metadata.namespace}/{pod.metadata.name}"
         # A pod whose preemptionPolicy is Never is never reclaimed for; it is told so only when
         # reclaiming opportunistic pods is what would place it (HiveD would book it cells they
-        # hold), not while it waits behind guaranteed use alone: its cells are booked to learn
-        # that, and given back at once. Once told, it is not planned again while it waits.
+        # hold), not while it waits behind guaranteed use alone. Once told, it is not planned
+        # again while it waits.
         never = pod.spec.preemptionPolicy == NEVER_PREEMPT
         if never and pod.metadata.uid in self._told:
             return None
@@ -543,36 +545,45 @@ class StrandedGuarantees:
             if never and not any(use.get(name, NodeUse()).opportunistic.pods for name in among):
                 return None  # no opportunistic pod where it may go: nothing to reclaim, no need to plan
             try:
-                waiting = self._engine.book_reclaim(info, among=among)
+                need = self._engine.reclaim_need(info, among=among)
+                if need is None or self._not_to_book(info, need, sizes, use, key=key):
+                    return None
+                waiting = None if never else self._engine.book_reclaim(info, among=among)
             except Unplaceable as error:  # a reload since _candidate removed its VC, or cells
                 self._tell_unplaceable_once(pod, error)
                 return None
-            if waiting is None:
+            if waiting is not None and waiting != need and self._not_to_book(info, waiting, sizes, use, key=key):
+                self._engine.cancel_reclaim(info.uid)  # a gang's slot, booked elsewhere than asked
                 return None
-            node = waiting.node or ""
-            victims = [self._pods.get(uid) for uid in waiting.victims]
-            if any(immovable(victim, waiting=info, scheduler_name=self._scheduler_name) for victim in victims):
-                self._engine.cancel_reclaim(info.uid)
-                log.info("no cells booked for a stranded guaranteed pod: a pod on them is neither cellfit's to delete nor of "
-                         "lower priority", extra={"pod": key, "node": node})
-                return None
-            leaving = Load.of(v for v in victims if v is not None and v.holds_resources)
-            entry = use.setdefault(node, NodeUse())
-            if node not in sizes or not room_for(info, node=sizes[node], entry=entry, leaving=leaving):
-                self._engine.cancel_reclaim(info.uid)
-                log.info("no cells booked for a stranded guaranteed pod: its cores, memory or GPUs, or a pod slot, would not fit "
-                         "beside the pods that stay on the node and those kube-scheduler nominated there", extra={"pod": key, "node": node})
-                return None
-            if never:
-                self._engine.cancel_reclaim(info.uid)
-            else:
+            if waiting is not None:
+                entry = use.setdefault(waiting.node or "", NodeUse())
                 entry.held = entry.held + Load.of((info,))
                 # Booked where it is nominated, it counts there once (as node_use counts it).
                 entry.nominated = [other for other in entry.nominated if other.uid != info.uid]
         if never:  # told outside the engine lock: an API call
             self._tell_once(pod, "its preemptionPolicy is Never (kube-scheduler deletes nobody for it either)", extra={"pod": key})
             return None
+        if waiting is None:
+            return None
         log.info("cells booked for a guaranteed pod kube-scheduler could not bring to cellfit: every node it may use is full of "
-                 "opportunistic pods", extra={"pod": key, "vc": waiting.vc, "cell": waiting.cell, "node": node,
+                 "opportunistic pods", extra={"pod": key, "vc": waiting.vc, "cell": waiting.cell, "node": waiting.node,
                                               "victims": len(waiting.victims)})
         return Booked(pod=info, waiting=waiting)
+
+    def _not_to_book(self, pod: PodInfo, waiting: WaitingGuarantee, sizes: Mapping[str, SizedNode], use: Mapping[str, NodeUse], *,
+                 key: str) -> bool:
+        """Whether the cells ``waiting`` names are not to be booked for the pod (the log says
+        why): a pod on them stays for good, or the pod would not fit on their node beside the
+        pods that stay and those kube-scheduler nominated there. Under the engine lock."""
+        node = waiting.node or ""
+        victims = [self._pods.get(uid) for uid in waiting.victims]
+        if any(immovable(victim, waiting=pod, scheduler_name=self._scheduler_name) for victim in victims):
+            log.info("no cells booked for a stranded guaranteed pod: a pod on them is neither cellfit's to delete nor of "
+                     "lower priority", extra={"pod": key, "node": node})
+            return True
+        leaving = Load.of(v for v in victims if v is not None and v.holds_resources)
+        if node not in sizes or not room_for(pod, node=sizes[node], entry=use.get(node, NodeUse()), leaving=leaving):
+            log.info("no cells booked for a stranded guaranteed pod: its cores, memory or GPUs, or a pod slot, would not fit "
+                     "beside the pods that stay on the node and those kube-scheduler nominated there", extra={"pod": key, "node": node})
+            return True
+        return False

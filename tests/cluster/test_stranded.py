@@ -255,13 +255,13 @@ def test_a_pod_that_left_the_unschedulable_list_waits_the_whole_time_again():
 def test_a_pod_hived_would_not_reclaim_for_is_planned_once_per_wait():
     cluster = Cluster()
     planned: list[str] = []
-    book = cluster.engine.book_reclaim
+    need = cluster.engine.reclaim_need
 
     def counting(p: PodInfo, *, among: Sequence[str]) -> WaitingGuarantee | None:
         planned.append(p.uid)
-        return book(p, among=among)
+        return need(p, among=among)
 
-    cluster.engine.book_reclaim = counting  # type: ignore[method-assign]
+    cluster.engine.reclaim_need = counting  # type: ignore[method-assign]
     victim = cluster.on("r0n0")[0]
     cluster.engine.delete_pod(victim)  # free cells: HiveD needs no victim, kube-scheduler's business
     cluster.pods.forget(victim)
