@@ -37,6 +37,11 @@ PREEMPTING = re.compile(r"^preempting (?P<victim>\S+) on node (?P<node>\S+) \((?
 # FitGpp rule, not its random fallback).
 PREEMPTED_BY = re.compile(r"^preempted by (?P<by>\S+)")
 PREEMPTED_WHERE = re.compile(r"^preempted by \S+ on node (?P<node>\S+):(?:.*\(FitGpp (?P<why>score [^()]*)\)$)?")
+# cellfit's Preempted event on a pod HiveD's reclaim took (scheduler/preemption/reclaimed.py):
+# "preempted by ns/pod on node X: HiveD reclaims the cells this pod ran on for ns/pod, a
+# guaranteed pod of virtual cluster <vc>, ...": no score, its own Event says why.
+RECLAIMED = re.compile(r"^preempted by \S+ on node \S+: HiveD reclaims the cells this pod ran on for \S+, a guaranteed pod of "
+                       r"virtual cluster (?P<vc>\S+), ")
 # kube-scheduler's, on the same pod: "Preempted by pod <uid> on node <node>".
 SCHEDULER_PREEMPTED = re.compile(r"^Preempted by pod (?P<uid>\S+) on node (?P<node>\S+)")
 
@@ -321,6 +326,10 @@ def preemption_from(*, victim: str, preempted: Event, preemptor_events: tuple[Ev
             return Preemption(victim=victim, by=by, node=match.group("node"), breakdown=match.group("why"),
                               when=preempted.last_seen)
     told = PREEMPTED_WHERE.match(preempted.message)
+    reclaimed = RECLAIMED.match(preempted.message)
+    if told is not None and reclaimed is not None:  # HiveD's reclaim: no score to miss in the preemptor's events
+        return Preemption(victim=victim, by=by, node=told.group("node"), when=preempted.last_seen,
+                          breakdown=f"HiveD reclaimed cells of virtual cluster {reclaimed['vc']} for it")
     if told is not None:  # the victim's own event says where, and the score when FitGpp's rule chose it
         return Preemption(victim=victim, by=by, node=told.group("node"), breakdown=told.group("why"), when=preempted.last_seen,
                           unread=unread if told.group("why") is None else "")

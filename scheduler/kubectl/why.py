@@ -666,14 +666,18 @@ def _preempting(pod: PodFacts) -> Answer | None:
         return None
     victims = sorted({m.group("victim") for _, m in found})
     failed = _last(pod.events, "FailedScheduling")
+    # HiveD's reclaim of the pod's VC's cells writes the same Event (scheduler/preemption/reclaimed.py).
+    reclaimed = all(m.group("why").startswith(RECLAIMING) for _, m in found)
+    how = (f"HiveD reclaimed its virtual cluster's cells from {listed(victims, noun='opportunistic pod')}" if reclaimed
+           else f"FitGpp preempted {listed(victims, noun='pod')}")
     return Answer(
         reason="preempting",
-        summary=f"nominated to node {node}, where FitGpp preempted {listed(victims, noun='pod')} for it: it is placed there "
-        "once its victims have left (their grace period)",
+        summary=f"nominated to node {node}, where {how} for it: it is placed there once its victims have left (their grace period)",
         details=tuple(line for e, _ in found for line in _seen(e)) + (_seen(failed) if failed else ()),
     )
 
 
+RECLAIMING = "reclaiming cells of virtual cluster "  # the why of a Preempting Event of HiveD's reclaim
 NEVER_REFUSED = "cellfit cannot place this pod as written"  # the preempt verb's refusal of such a pod (extender/service.py)
 NEVER_REFUSED_REASON = ", so it preempts no one for it: "  # before the mistake, in that refusal
 
