@@ -14,6 +14,10 @@
  * slots(limits, machine_kind, kind_count, machine, position) -> None
  *   every machine's limits[i] positions, by kind, then position, then machine, into machine and
  *   position (each sum(limits) long).
+ * moved(members, omega, machine, new_omega, out_members, out_omega, out_earlier, out_earlier_or_equal) -> bool
+ *   positions.kind_orders_after for one kind: its KindOrder (members int64, omega float64) once
+ *   machine frees at new_omega, into the four outputs (each as long as members); False, nothing
+ *   promised, where machine is not a member or an omega is NaN (NumPy's steps then run).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -89,6 +93,19 @@ static PyObject *slots(PyObject *self, PyObject *args) {
     return result;
 }
 
+/* ranks' and moved's steps: for each of omega[0:count] (ascending), where its run of equal
+ * values begins (how many are smaller) and ends (how many are at most as large). */
+static void ranks_of(const double *omega, Py_ssize_t count, int64_t *earlier, int64_t *earlier_or_equal) {
+    for (Py_ssize_t begin = 0, end; begin < count; begin = end) {
+        for (end = begin + 1; end < count && !(omega[end] != omega[end - 1]); end++) {
+        }
+        for (Py_ssize_t i = begin; i < end; i++) {
+            earlier[i] = begin;
+            earlier_or_equal[i] = end;
+        }
+    }
+}
+
 /* ranks(sorted_omega, earlier, earlier_or_equal) -> None
  *   positions._ranks: for each of sorted_omega (float64, ascending), how many are smaller and
  *   how many at most as large (int64 each), read off the runs of equal values (a run ends
@@ -108,15 +125,90 @@ static PyObject *ranks(PyObject *self, PyObject *args) {
         if (views[1].len / 8 != count || views[2].len / 8 != count) {
             PyErr_SetString(PyExc_ValueError, "ranks: an earlier and an earlier_or_equal per omega");
         } else {
-            for (Py_ssize_t begin = 0, end; begin < count; begin = end) {
-                for (end = begin + 1; end < count && !(omega[end] != omega[end - 1]); end++) {
-                }
-                for (Py_ssize_t i = begin; i < end; i++) {
-                    earlier[i] = begin;
-                    earlier_or_equal[i] = end;
-                }
-            }
+            ranks_of(omega, count, earlier, earlier_or_equal);
             result = Py_NewRef(Py_None);
+        }
+    }
+    release_all(views, taken);
+    return result;
+}
+
+/* The index where value would go in sorted[0:count], before its equals (left) or after them:
+ * NumPy's searchsorted of one value, the same bisection (so the same index on any input). */
+static Py_ssize_t search_double(const double *sorted, Py_ssize_t count, double value, int right) {
+    Py_ssize_t low = 0, high = count;
+    while (low < high) {
+        Py_ssize_t middle = low + ((high - low) >> 1);
+        if (right ? sorted[middle] <= value : sorted[middle] < value) low = middle + 1;
+        else high = middle;
+    }
+    return low;
+}
+
+static Py_ssize_t search_int(const int64_t *sorted, Py_ssize_t count, int64_t value) {
+    Py_ssize_t low = 0, high = count;
+    while (low < high) {
+        Py_ssize_t middle = low + ((high - low) >> 1);
+        if (sorted[middle] < value) low = middle + 1;
+        else high = middle;
+    }
+    return low;
+}
+
+/* moved(...) -> bool: see the module's header. Algorithm 2 moves a machine per start, and
+ * NumPy's copy, searches, slice moves and ranks were ~27 us a move, a full sort of every kind
+ * ~67 us (from three moves on): here one pass. The same steps as kind_orders_after: the
+ * machine's place among the others is after every omega below new_omega and, among those equal
+ * to it, after the members listed before it (searched in the old order, which still holds the
+ * machine), then the ranks of the runs of equal omega. */
+static PyObject *moved(PyObject *self, PyObject *args) {
+    PyObject *objects[6];
+    long long machine;
+    double value;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OOLdOOOO", &objects[0], &objects[1], &machine, &value, &objects[2], &objects[3], &objects[4], &objects[5]))
+        return NULL;
+    static const Wanted wanted[6] = {{'q', 0, 1, "members"},   {'d', 0, 1, "omega"},   {'q', 1, 1, "out_members"},
+                                     {'d', 1, 1, "out_omega"}, {'q', 1, 1, "out_earlier"}, {'q', 1, 1, "out_earlier_or_equal"}};
+    Py_buffer views[6];
+    int taken = take_all(objects, views, wanted, 6);
+    PyObject *result = NULL;
+    if (taken == 6 && !overlapping(views, wanted, 6, "moved")) {
+        Py_ssize_t count = views[0].len / 8;
+        const int64_t *members = views[0].buf;
+        const double *omega = views[1].buf;
+        int64_t *new_members = views[2].buf, *earlier = views[4].buf, *earlier_or_equal = views[5].buf;
+        double *new_omega = views[3].buf;
+        if (views[1].len / 8 != count || views[2].len / 8 != count || views[3].len / 8 != count || views[4].len / 8 != count ||
+            views[5].len / 8 != count) {
+            PyErr_SetString(PyExc_ValueError, "moved: an omega per member, and each output as long");
+        } else {
+            Py_ssize_t at = -1;
+            int plain = value == value;
+            for (Py_ssize_t i = 0; i < count; i++) {
+                plain &= omega[i] == omega[i];
+                if (at < 0 && members[i] == (int64_t)machine) at = i;
+            }
+            if (!plain || at < 0) {
+                result = Py_NewRef(Py_False);
+            } else {
+                Py_ssize_t low = search_double(omega, count, value, 0), high = search_double(omega, count, value, 1);
+                Py_ssize_t before = low + search_int(members + low, high - low, (int64_t)machine);
+                Py_ssize_t to = at < before ? before - 1 : before;
+                memcpy(new_members, members, sizeof(int64_t) * (size_t)count);
+                memcpy(new_omega, omega, sizeof(double) * (size_t)count);
+                if (to > at) {
+                    memmove(new_members + at, members + at + 1, sizeof(int64_t) * (size_t)(to - at));
+                    memmove(new_omega + at, omega + at + 1, sizeof(double) * (size_t)(to - at));
+                } else if (to < at) {
+                    memmove(new_members + to + 1, members + to, sizeof(int64_t) * (size_t)(at - to));
+                    memmove(new_omega + to + 1, omega + to, sizeof(double) * (size_t)(at - to));
+                }
+                new_members[to] = (int64_t)machine;
+                new_omega[to] = value;
+                ranks_of(new_omega, count, earlier, earlier_or_equal);
+                result = Py_NewRef(Py_True);
+            }
         }
     }
     release_all(views, taken);
@@ -126,6 +218,8 @@ static PyObject *ranks(PyObject *self, PyObject *args) {
 static PyMethodDef methods[] = {
     {"kind_limits", kind_limits, METH_VARARGS,
      "kind_limits(members, omega, earlier, earlier_or_equal, runnable, shortest, limits): one kind's K_i (see the module's header)"},
+    {"moved", moved, METH_VARARGS,
+     "moved(members, omega, machine, new_omega, out_members, out_omega, out_earlier, out_earlier_or_equal): one kind's order after a move"},
     {"ranks", ranks, METH_VARARGS, "ranks(sorted_omega, earlier, earlier_or_equal): positions._ranks (see above it)"},
     {"slots", slots, METH_VARARGS, "slots(limits, machine_kind, kind_count, machine, position): the slots by kind, position, machine"},
     {NULL, NULL, 0, NULL},

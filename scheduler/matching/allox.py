@@ -26,6 +26,7 @@ from scheduler.matching.fairness import (
     user_progress,
 )
 from scheduler.matching.model import Assignment, Job, Machine
+from scheduler.matching import positions
 from scheduler.matching.positions import KindOrder, kind_orders, kind_orders_after
 from scheduler.matching.solve import (
     FloatArray,
@@ -573,20 +574,22 @@ class _Empty:
         return {users: fact for users, fact in known.items() if fact.kind == kind and fact.wait == old and fact.count < group}
 
 
-# _reordered sorts every kind again from this many machines moved.
+# _reordered sorts every kind again from this many machines moved (each move in NumPy ~27 us, a
+# sort of every kind ~67 us), or from this many where _positions.c moves them (~3 us a move).
 _RESORT = 3
+_RESORT_NATIVE = 16
 
 
 def _reordered(orders: tuple[KindOrder, ...] | None, shifted: Sequence[int], delay: FloatArray,
                machine_kind: IntArray) -> tuple[KindOrder, ...] | None:
     """``orders`` once each machine of ``shifted`` waits what ``delay`` now says (None stays
     None: nothing sorted yet): each machine moved in its kind's order, or, for as many as
-    ``_RESORT`` or more, every kind sorted again (what moving them gives,
+    ``_RESORT`` or more (``_RESORT_NATIVE`` where the moves are C's), every kind sorted again (what moving them gives,
     tests/matching/test_matching_kind_orders.py; after a burst the uncontended starts between
     two solves move several machines, each move costing a third of a sort)."""
     if orders is None:
         return None
-    if len(shifted) >= _RESORT:
+    if len(shifted) >= (_RESORT if positions.moving is None else _RESORT_NATIVE):
         return kind_orders(machine_kind=machine_kind, available=delay, kind_count=len(orders))
     for position in shifted:
         orders = kind_orders_after(orders, machine=position, kind=int(machine_kind[position]), omega=float(delay[position]))

@@ -72,6 +72,8 @@ NATIVE: Final = _built is not None  # the extension was built
 native = _built  # the extension in use: None works the bound and the slots out in NumPy (the tests compare both)
 # The kind orders' ranks in C, where the extension was built from a source that has them.
 ranking = native if native is not None and hasattr(native, "ranks") else None
+# A kind order's move in C (``moved``), where the extension was built from a source that has it.
+moving = native if native is not None and hasattr(native, "moved") else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,9 +124,17 @@ def kind_orders(*, machine_kind: IntArray, available: FloatArray, kind_count: in
 def kind_orders_after(orders: tuple[KindOrder, ...], *, machine: int, kind: int, omega: float) -> tuple[KindOrder, ...]:
     """``orders`` once machine ``machine`` (of kind index ``kind``) frees at ``omega``: what
     :func:`kind_orders` gives for the machines as they are then, with one machine moved in
-    its kind's order rather than the kind sorted again."""
+    its kind's order rather than the kind sorted again. In C where ``_positions.c`` has it
+    (``moved``: the same searches, moves and ranks in one pass), unless an ω is NaN."""
     old = orders[kind]
     members, omegas = old.members, old.omega
+    if moving is not None and _plain(members, omega=omegas):
+        count = members.shape[0]
+        moved_members, moved_omega = np.empty(count, dtype=np.int64), np.empty(count)
+        earlier, earlier_or_equal = np.empty(count, dtype=np.int64), np.empty(count, dtype=np.int64)
+        if moving.moved(members, omegas, machine, omega, moved_members, moved_omega, earlier, earlier_or_equal):
+            changed = KindOrder(members=moved_members, omega=moved_omega, earlier=earlier, earlier_or_equal=earlier_or_equal)
+            return (*orders[:kind], changed, *orders[kind + 1 :])
     at = int((members == machine).nonzero()[0][0])
     # Where it goes among the others: after every machine freeing earlier, and among those
     # freeing with it after the ones listed before it (a run of equal ω is in listed order).
