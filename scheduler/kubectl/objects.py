@@ -42,6 +42,11 @@ PREEMPTED_WHERE = re.compile(r"^preempted by \S+ on node (?P<node>\S+):(?:.*\(Fi
 # guaranteed pod of virtual cluster <vc>, ...": no score, its own Event says why.
 RECLAIMED = re.compile(r"^preempted by \S+ on node \S+: HiveD reclaims the cells this pod ran on for \S+, a guaranteed pod of "
                        r"virtual cluster (?P<vc>\S+), ")
+# cellfit's Preempted event on a pod the leader's reclaim deleted itself, kube-scheduler not
+# preempting it for a guaranteed pod of no higher priority (scheduler/cluster/reclaim.py):
+# "preempted for guaranteed pod ns/pod of virtual cluster <vc>, which waits for cell C on node X: ...".
+RECLAIMED_FOR = re.compile(r"^preempted for guaranteed pod (?P<by>\S+) of virtual cluster (?P<vc>\S+), which waits for cell \S+ "
+                           r"on node (?P<node>\S+):")
 # kube-scheduler's, on the same pod: "Preempted by pod <uid> on node <node>".
 SCHEDULER_PREEMPTED = re.compile(r"^Preempted by pod (?P<uid>\S+) on node (?P<node>\S+)")
 
@@ -318,6 +323,10 @@ def preemption_from(*, victim: str, preempted: Event, preemptor_events: tuple[Ev
     names this victim (node and score breakdown). ``unread``: why the preemptor's events are
     missing, if they could not be read. ``preemptor``: ``ns/name`` of the pod whose UID alone
     kube-scheduler's own event names, when found (else ``unread`` says why not)."""
+    deleted = RECLAIMED_FOR.match(preempted.message)
+    if deleted is not None:  # its own Event says who and why: nothing to read in the preemptor's
+        return Preemption(victim=victim, by=deleted["by"], node=None if deleted["node"] == "None" else deleted["node"],
+                          when=preempted.last_seen, breakdown=f"HiveD reclaimed cells of virtual cluster {deleted['vc']} for it")
     found = PREEMPTED_BY.match(preempted.message)
     by = found.group("by") if found else "?"
     for event in reversed(preemptor_events):
@@ -341,10 +350,10 @@ def preemption_from(*, victim: str, preempted: Event, preemptor_events: tuple[Ev
 
 
 def preempted_event(events: tuple[Event, ...]) -> Event | None:
-    """The last ``Preempted`` event of a pod: cellfit's ("preempted by ns/pod", which names the
-    preemptor) over kube-scheduler's own."""
+    """The last ``Preempted`` event of a pod: cellfit's ("preempted by ns/pod", or the reclaim's
+    "preempted for guaranteed pod ns/pod", which name the preemptor) over kube-scheduler's own."""
     found = [e for e in events if e.reason == "Preempted"]
-    ours = [e for e in found if PREEMPTED_BY.match(e.message)]
+    ours = [e for e in found if PREEMPTED_BY.match(e.message) or RECLAIMED_FOR.match(e.message)]
     return (ours or found)[-1] if found else None
 
 

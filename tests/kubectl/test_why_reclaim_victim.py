@@ -3,15 +3,18 @@ it (scheduler/preemption/reclaimed.py; before, only kube-scheduler's own). The v
 says why itself, with no FitGpp score: a reclaimed pod whose preemptor's Events its user may not
 read (another tenant's namespace, the usual case: another VC's guaranteed pod) was told "its
 score is in the events of namespace ..., which you may not read", a score there is none of. The
-preemptor, nominated while its victims leave, read "where FitGpp preempted ..."."""
+preemptor, nominated while its victims leave, read "where FitGpp preempted ...". And a pod the
+leader's reclaim deleted itself (scheduler/cluster/reclaim.py: "preempted for guaranteed pod
+..."), whose Event the answer did not read, was "preempted by ?"."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
+from scheduler.cluster.reclaim import Reclaim, victim_message
 from scheduler.core.model import PodInfo
 from scheduler.core.resources import Resources
-from scheduler.kubectl.objects import CellfitView, GoneFacts, events_from, job_from, preemption_from
+from scheduler.kubectl.objects import CellfitView, GoneFacts, events_from, job_from, preempted_event, preemption_from
 from scheduler.kubectl.why import explain_gone, explain_job, explain_pod
 from scheduler.preemption.reclaimed import ReclaimDecision
 from tests.kubectl.test_why import a_pod, event, job_json
@@ -65,3 +68,17 @@ def test_the_nominated_preemptor_is_told_hiveds_reclaim_not_fitgpps() -> None:
         "nominated to node gpu-0, where HiveD reclaimed its virtual cluster's cells from team-b/ob-0-7xk2p for it: it is placed "
         "there once its victims have left (their grace period)"
     )
+
+
+def test_a_pod_the_leaders_reclaim_deleted_is_told_by_whom_from_its_event() -> None:
+    decision = reclaim()
+    g = PodInfo(uid="g", namespace="team-a", name="g", requests=Resources(1000, 2**30, 8), priority=100)
+    victim = PodInfo(uid="v", namespace="team-b", name="ob-0-7xk2p", requests=Resources(1000, 2**30, 8), priority=100)
+    message = victim_message(Reclaim(waiting=g, victim=victim, vc=decision.vc, cell="gpu-0/0", node="gpu-0"))
+    kube_scheduler = event("Preempted", "Preempted by pod g on node gpu-0", name="ob-0-7xk2p", at="2026-11-26T12:00:05Z")
+    events = events_from([event("Preempted", message, warning=True, name="ob-0-7xk2p"), kube_scheduler])
+    preempted = preempted_event(events)
+    assert preempted is not None and preempted.message == message  # the reclaim's, over kube-scheduler's
+    found = preemption_from(victim="team-b/ob-0-7xk2p", preempted=preempted, preemptor_events=(), unread=UNREAD)
+    answer = explain_gone(GoneFacts(kind="pod", namespace="team-b", name="ob-0-7xk2p", events=events, preemption=found))
+    assert answer.summary == "deleted: preempted by team-a/g on node gpu-0 (HiveD reclaimed cells of virtual cluster a for it)"
