@@ -14,6 +14,8 @@ from __future__ import annotations
 from types import MappingProxyType
 from typing import Final, Mapping
 
+import msgspec
+
 from scheduler.core.model import Disruption, JobInfo, NodeInfo, OwnerRef, PodInfo
 from scheduler.core.resources import ZERO, Resources, resources_from_quantities
 from scheduler.kube import wire
@@ -24,6 +26,8 @@ DEFAULT_GRACE_PERIOD_SECONDS: Final = 30
 SIDECAR_RESTART_POLICY: Final = "Always"
 DISRUPTION_TARGET: Final = "DisruptionTarget"
 POD_LEVEL_RESOURCES: Final = ("cpu", "memory")  # what kube-scheduler reads of them (no extended resources)
+# Distinct request shapes remembered (a Job's pods share one); past it the memo starts over.
+REQUESTS_MEMO_SIZE: Final = 4096
 
 
 def pod_info(pod: wire.Pod, *, gpu_resource: str, field: str = "Pod") -> PodInfo:
@@ -61,7 +65,40 @@ def _disruption(conditions: list[wire.PodCondition] | None) -> Disruption | None
     return None
 
 
+class _RequestsMemo:
+    """Pod requests by the parts of the spec they are read from, encoded. A pod is read three
+    times on its way to running (kube-scheduler's filter request, then the watch's bound and
+    Running events) and a Job's pods all ask alike, while reading the quantities again cost ~4x
+    encoding those parts (the watch thread's largest step after decoding; issue 15). Two specs
+    with the same encoding hold the same quantities, so they ask the same; a spec that does not
+    read raises every time, naming its field, and is not remembered. Shared by the threads:
+    each step is one dict operation under the GIL."""
+
+    def __init__(self, *, size: int) -> None:
+        self._size = size
+        self._encoder = msgspec.json.Encoder()
+        self._known: dict[tuple[str, bytes], Resources] = {}
+
+    def requests(self, spec: wire.PodSpec, *, gpu_resource: str, field: str) -> Resources:
+        key = (gpu_resource, self._encoder.encode((spec.containers, spec.initContainers, spec.overhead, spec.resources)))
+        known = self._known.get(key)
+        if known is not None:
+            return known
+        requests = _read_requests(spec, gpu_resource=gpu_resource, field=field)
+        if len(self._known) >= self._size:
+            self._known.clear()
+        self._known[key] = requests
+        return requests
+
+
+_REQUESTS: Final = _RequestsMemo(size=REQUESTS_MEMO_SIZE)
+
+
 def pod_requests(spec: wire.PodSpec, *, gpu_resource: str, field: str) -> Resources:
+    return _REQUESTS.requests(spec, gpu_resource=gpu_resource, field=field)
+
+
+def _read_requests(spec: wire.PodSpec, *, gpu_resource: str, field: str) -> Resources:
     total = ZERO
     for index, container in enumerate(spec.containers):
         total = total + _container_requests(
