@@ -67,6 +67,9 @@ class _Decision(NamedTuple):
     booking: Booking | None
     victims: list[Booking]
     spot: Spot | None = None
+    # Why HiveD preempts although a cell of the pod's VC was being freed: the pods leaving it
+    # overstayed (expiry.py), said with the filter's reason.
+    overstayed: str | None = None
 
 
 class _SlotCells(NamedTuple):
@@ -357,7 +360,7 @@ class HivedEngine:
             # Hold the cells while the victims terminate, so nobody else takes them meanwhile.
             booking = self._book(spot, ctx, pod)
             self.expiry.booked_for(pod.uid)
-            return _Decision(node, booking, alloc.victims(booking))
+            return _Decision(node, booking, alloc.victims(booking), overstayed=self._overstayed_reason(ctx))
         return _Decision(node, None, [], spot)
 
     def _preempts_for_nothing(self, ctx: _Context, spot: Spot) -> FreeingCell | None:
@@ -376,11 +379,33 @@ class HivedEngine:
         """A cell of the pod's VC that pods leaving are freeing for it (freeing.py), or None."""
         if ctx.vc is None or not self.expiry.any_leaving:
             return None
-        return freeing_cell(ctx.vc, ctx.targets, ctx.request.gpus, leaving=self._leaving_booking)
+        return freeing_cell(ctx.vc, ctx.targets, ctx.request.gpus, leaving=self._freeing_booking)
 
     def _leaving_booking(self, booking_id: int) -> bool:
         booking = self.allocator.bookings.get(booking_id)
         return booking is not None and self.expiry.is_leaving(booking.pod_uid)
+
+    def _freeing_booking(self, booking_id: int) -> bool:
+        """Whether the booking's pod is leaving within its time (expiry.py ``is_freeing``)."""
+        booking = self.allocator.bookings.get(booking_id)
+        return booking is not None and self.expiry.is_freeing(booking.pod_uid)
+
+    def _overstayed_reason(self, ctx: _Context) -> str | None:
+        """What the pod would have waited for but for pods that overstayed leaving: a cell of its
+        VC that those pods, gone, would free (freeing.py). None when there is none."""
+        if ctx.vc is None or not self.expiry.any_overstayed:
+            return None
+        found = freeing_cell(ctx.vc, ctx.targets, ctx.request.gpus, leaving=self._leaving_booking)
+        if found is None:
+            return None
+        bookings = self.allocator.bookings
+        late = [b for i in found.leaving if (b := bookings.get(i)) is not None and self.expiry.overstayed(b.pod_uid)]
+        if not late:
+            return None
+        margin = self.expiry.limits.victim_exit_margin_seconds
+        return (f"HiveD no longer waits for cell {found.cell.id} of virtual cluster {ctx.vc.name!r} on node {found.cell.node}: "
+                f"the pods leaving it have overstayed their grace period and {margin:g} s, cells.victimExitMarginSeconds "
+                f"({self._listed(late)})")
 
     def _freeing_reason(self, ctx: _Context, freeing: FreeingCell) -> str:
         bookings = self.allocator.bookings
@@ -524,7 +549,10 @@ class HivedEngine:
         failed: Verdicts = {}
         if decided.victims:
             assert decided.booking is not None
-            failed[self._victim_reason(decided.booking, decided.victims)] = np.array([at], dtype=np.int64)
+            reason = self._victim_reason(decided.booking, decided.victims)
+            if decided.overstayed is not None:
+                reason = f"{reason}; {decided.overstayed}"
+            failed[reason] = np.array([at], dtype=np.int64)
         others = np.concatenate([outside_at, chosen_at])  # the chosen node has its verdict, however often offered
 
         def explain() -> tuple[Verdicts, Verdicts]:
@@ -1016,6 +1044,8 @@ class HivedEngine:
         ``now`` in seconds on the caller's monotonic clock, called periodically. What was
         released since the last call, to be told on each pod or Job."""
         released = self.expiry.expire(now)
+        for uid, said in self.expiry.take_overstays():
+            log.warning(said, extra={"uid": uid})
         if released:
             self._released()
         return released

@@ -118,6 +118,14 @@ class BookingExpiry:
         self._leaving: dict[str, int] = {}
         self._grace: dict[str, int] = {}
         self._terminating: set[str] = set()  # those the watch has shown terminating
+        # How long each leaving pod has been leaving: pod UID -> the first sweep that found it
+        # leaving since its deletion was seen or handed out (None: none yet). Past its grace
+        # period and the margin it frees its cell for nobody (``overstayed``): a pod stuck
+        # terminating (a finalizer, a kubelet that never confirms) or a deletion handed out that
+        # nobody made must not hold its VC's preemptions back for ever (freeing.py).
+        self._leaving_since: dict[str, float | None] = {}
+        self._overstayed: set[str] = set()
+        self._overstays: list[tuple[str, str]] = []  # (pod UID, what to log), since the last take
         # Bookings kept off the offered nodes while their victims leave: booking id -> the first
         # sweep that found them kept (None: none yet); and those whose wait ran out.
         self._kept: dict[int, float | None] = {}
@@ -133,7 +141,9 @@ class BookingExpiry:
         self._grace[uid] = pod.grace_period_seconds
         if pod.terminating and pod.node_name is not None:
             self._leaving[uid] = pod.grace_period_seconds
-            self._terminating.add(uid)
+            if uid not in self._terminating:  # its deletion seen now: its time counts from here
+                self._terminating.add(uid)
+                self._started_leaving(uid)
         key = _gang_key(pod)
         if key is not None and self._gang_of.get(uid) != key:
             self._gang_of[uid] = key
@@ -144,8 +154,7 @@ class BookingExpiry:
         self._live.discard(uid)
         self._unseen.pop(uid, None)
         self._grace.pop(uid, None)
-        self._leaving.pop(uid, None)
-        self._terminating.discard(uid)
+        self._stopped_leaving(uid)
         key = self._gang_of.pop(uid, None)
         if key is not None:
             members = self._gang_pods.get(key)
@@ -222,6 +231,7 @@ class BookingExpiry:
         for uid in pod_uids:
             if uid not in self._leaving:
                 self._leaving[uid] = self._grace.get(uid, DEFAULT_GRACE_SECONDS)
+                self._started_leaving(uid)
                 marked.append(uid)
         return marked
 
@@ -231,11 +241,39 @@ class BookingExpiry:
         more, unless the watch has shown them terminating."""
         for uid in pod_uids:
             if uid not in self._terminating:
-                self._leaving.pop(uid, None)
+                self._stopped_leaving(uid)
+
+    def _started_leaving(self, uid: str) -> None:
+        self._leaving_since[uid] = None
+        self._overstayed.discard(uid)
+
+    def _stopped_leaving(self, uid: str) -> None:
+        self._leaving.pop(uid, None)
+        self._terminating.discard(uid)
+        self._leaving_since.pop(uid, None)
+        self._overstayed.discard(uid)
 
     def is_leaving(self, pod_uid: str | None) -> bool:
         """Whether the pod is leaving: terminating, or its deletion handed out."""
         return pod_uid is not None and pod_uid in self._leaving
+
+    def is_freeing(self, pod_uid: str | None) -> bool:
+        """Whether the pod is leaving and has not overstayed: its GPUs count as being freed for
+        its VC's pods (freeing.py) only until its grace period and the margin have passed."""
+        return pod_uid is not None and pod_uid in self._leaving and pod_uid not in self._overstayed
+
+    def overstayed(self, pod_uid: str | None) -> bool:
+        """Whether the pod is leaving past its grace period and the margin."""
+        return pod_uid is not None and pod_uid in self._overstayed
+
+    @property
+    def any_overstayed(self) -> bool:
+        return bool(self._overstayed)
+
+    def take_overstays(self) -> list[tuple[str, str]]:
+        """The pods found overstaying since the last call, each with its log line."""
+        overstays, self._overstays = self._overstays, []
+        return overstays
 
     @property
     def any_leaving(self) -> bool:
@@ -282,8 +320,36 @@ class BookingExpiry:
                 )
         self._lapsed.intersection_update(alloc.bookings)
         for uid in [uid for uid in self._leaving if uid not in alloc.by_pod]:
-            del self._leaving[uid]  # gone: nothing of theirs to wait for
-            self._terminating.discard(uid)
+            self._stopped_leaving(uid)  # gone: nothing of theirs to wait for
+
+    def _expire_leaving(self, now: float) -> None:
+        """Leaving pods still there past their grace period and the margin free their cells for
+        nobody any more (:meth:`is_freeing`); each is told once, naming it."""
+        margin = self.limits.victim_exit_margin_seconds
+        alloc = self._alloc
+        for uid, since in list(self._leaving_since.items()):
+            if since is None:
+                self._leaving_since[uid] = now
+                continue
+            limit = self._leaving[uid] + margin
+            if now - since < limit:
+                continue
+            del self._leaving_since[uid]
+            self._overstayed.add(uid)
+            booking = alloc.by_pod.get(uid)
+            where = f" on node {booking.node}" if booking is not None and booking.node is not None else ""
+            key = booking.pod_key if booking is not None and booking.pod_key is not None else uid
+            self._overstays.append(
+                (
+                    uid,
+                    (
+                        f"pod {key} is still there {limit:g} s after HiveD first saw it leave (its grace period, "
+                        f"{self._leaving[uid]} s, and {margin:g} s, cells.victimExitMarginSeconds): HiveD no longer waits for the "
+                        f"cells it holds{where}, and opportunistic pods may be preempted elsewhere for the guaranteed pods of "
+                        "the virtual cluster whose cells they are"
+                    ),
+                )
+            )
 
     # ------------------------------------------------------------------ the sweep
 
@@ -292,6 +358,7 @@ class BookingExpiry:
         self._expire_unseen(now)
         self._expire_incomplete(now)
         self._expire_kept(now)
+        self._expire_leaving(now)
         released, self._released = self._released, []
         return released
 
