@@ -8,7 +8,10 @@ both nodes full, and its preemption offers only the opportunistic pod's node (``
 the owner's priority). Before, cellfit's preempt verb named the opportunistic pod and
 kube-scheduler deleted it while ``leaving``'s cells were a moment from free; now it names none,
 the owner waits, and runs on ``leaving``'s node once that pod is gone (force-deleted here once
-kube-scheduler has tried the owner). KWOK plays the pods."""
+kube-scheduler has tried the owner). The preempt verb's refusal, which the owner's
+PreemptionRefused Event and ``kubectl cellfit why`` read, says HiveD's wait for ``leaving``'s cells
+(before: "a best-effort pod never preempts others (FitGpp)", cellfit's filter never being asked).
+KWOK plays the pods."""
 
 from __future__ import annotations
 
@@ -32,6 +35,10 @@ def env(control_plane: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterato
 
 def failed_scheduling(cluster: Cluster, ns: str, name: str) -> list[str]:
     return [e["message"] for e in cluster.events(ns, name) if e.get("reason") == "FailedScheduling"]
+
+
+def preemption_refused(cluster: Cluster, ns: str, name: str) -> list[str]:
+    return [e["message"] for e in cluster.events(ns, name) if e.get("reason") == "PreemptionRefused"]
 
 
 def test_no_opportunistic_pod_is_preempted_while_the_vcs_pod_terminates(env: Any) -> None:
@@ -59,6 +66,12 @@ def test_no_opportunistic_pod_is_preempted_while_the_vcs_pod_terminates(env: Any
             wait_for(lambda: failed_scheduling(cluster, ns, "owner"), 90, f"owner's FailedScheduling ({logs})")
             owner = cluster.kubectl_json("-n", ns, "get", "pod", "owner")
             assert not owner["status"].get("nominatedNodeName"), owner["status"]
+            refused = wait_for(lambda: preemption_refused(cluster, ns, "owner"), 30, f"owner's PreemptionRefused ({logs})")
+            assert any(
+                message.startswith("cellfit preempts no one for this pod: HiveD waits for cell ")
+                and f"on node {freed}, which pods leaving free ({ns}/leaving): no opportunistic pod is preempted" in message
+                for message in refused
+            ), refused
             assert cluster.kubectl_json("-n", ns, "get", "pod", "leaving")["status"].get("phase") == "Running"  # still terminating
             cluster.kubectl(*gone)
             assert wait_for(lambda: running_on(cluster, ns, "owner"), 180, f"owner running ({logs})") == freed

@@ -703,6 +703,22 @@ class HivedEngine:
 
         return helps
 
+    def freeing_wait(self, pod: PodInfo) -> str | None:
+        """The filter's sentence while no opportunistic pod is preempted for ``pod`` because a
+        cell of its VC is being freed by pods leaving (freeing.py), for the preempt verb's
+        refusal (FitGpp's ``WaitsForFreedCells``); None when the pod does not wait so (not a
+        guaranteed GPU pod, cells booked for it already, nothing of its VC being freed)."""
+        if pod.requests.gpus == 0 or not self.expiry.any_leaving or pod.uid in self.allocator.by_pod:
+            return None
+        try:
+            ctx = self._context(pod)
+        except (Unplaceable, InvalidAnnotation):
+            return None
+        if ctx.request.priority is not Priority.GUARANTEED:
+            return None
+        freeing = self._freeing(ctx)
+        return None if freeing is None else self._freeing_reason(ctx, freeing)
+
     def reclaim_victims(
         self, pod: PodInfo, candidates: Mapping[str, Sequence[str]], victim_pods: Mapping[str, PodInfo]
     ) -> dict[str, list[str]]:

@@ -139,6 +139,16 @@ class JudgesVictims(Protocol):
 
 
 @runtime_checkable
+class WaitsForFreedCells(Protocol):
+    """A placement engine that holds a pod's preemption back while cells it is owed are being
+    freed already (HiveD: its VC's own cells, by pods leaving them; scheduler/cells/freeing.py).
+    Its sentence is the preempt verb's refusal: where kube-scheduler's own filters turned every
+    node away, the placement engine's filter never said it."""
+
+    def freeing_wait(self, pod: PodInfo) -> str | None: ...
+
+
+@runtime_checkable
 class BooksAhead(Protocol):
     """A placement engine that sets resources aside for a pod before it is bound (HiveD: cells
     booked while victims terminate, a gang's planned slots). Resume holds leave such a pod
@@ -481,7 +491,8 @@ class FitGppEngine:
         except InvalidAnnotation as error:
             return VictimChoice(victims={}, decision=NoVictims(reason=str(error)))
         if preemptor_class is not JobClass.TRIAL:
-            return VictimChoice(victims={}, decision=NoVictims(reason="a best-effort pod never preempts others (FitGpp)"))
+            reason = self._freeing_wait(pod) or "a best-effort pod never preempts others (FitGpp)"
+            return VictimChoice(victims={}, decision=NoVictims(reason=reason))
         waiting = self._freed_by_terminating(pod)
         if waiting is not None:
             # kube-scheduler's own rule (a pod whose nominated node has terminating victims does
@@ -503,8 +514,14 @@ class FitGppEngine:
         decision = choose_victims(
             preemptor=pod, table=table, settings=self.settings, nodes=candidates.keys(), normalisers=scale, seed=self._seed
         )
-        if isinstance(decision, NoVictims) and passed:
-            decision = NoVictims(reason=passed.refusal(left=decision.reason if claimable else None))
+        if isinstance(decision, NoVictims):
+            # The placement engine's wait comes first: the pods it kept out (opportunistic pods
+            # while its VC's cells are being freed) were no candidates for that reason alone.
+            waits = self._freeing_wait(pod)
+            if waits is not None:
+                decision = NoVictims(reason=waits)
+            elif passed:
+                decision = NoVictims(reason=passed.refusal(left=decision.reason if claimable else None))
         if not isinstance(decision, PreemptionDecision):
             return VictimChoice(victims={}, decision=decision)
         outcomes = self._victim_outcomes([p for p in (self._tracked_pod(v.uid) for v in decision.victims) if p is not None])
@@ -538,6 +555,11 @@ class FitGppEngine:
         decision = ReclaimDecision.of(preemptor=pod, node=node, victims=victims)
         return VictimChoice(victims=held, decision=decision, preemptor_record=record, victim_outcomes=outcomes,
                             victim_job_outcome=next((said for said in outcomes.values() if said is not None), None))
+
+    def _freeing_wait(self, pod: PodInfo) -> str | None:
+        """Why the placement engine preempts nothing for ``pod`` while cells it is owed are being
+        freed (:class:`WaitsForFreedCells`), or None."""
+        return self.inner.freeing_wait(pod) if isinstance(self.inner, WaitsForFreedCells) else None
 
     def _victim_outcomes(self, victims: Sequence[PodInfo]) -> dict[str, str | None]:
         """What the preemption does to each victim where it is no pause (its Event tells it
