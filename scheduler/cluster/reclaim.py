@@ -18,7 +18,10 @@ would keep the cells for ever. Every ``reclaim.periodSeconds`` this controller
    and, for each that has waited ``reclaim.afterSeconds`` since the leader first saw it wait,
    preempts itself those of its opportunistic pods kube-scheduler will not: each marked
    DisruptionTarget and deleted with its own grace period (scheduler/cluster/disruption.py), an
-   Event on both pods, a log line, the counter ``cellfit_reclaimed_pods_total``. The ones of
+   Event on both pods, a log line, the counter ``cellfit_reclaimed_pods_total``. The victim's
+   Event ends with what the deletion does to its Job, in the words the preempt verb's reclaim
+   victims get (scheduler/preemption/reclaimed.py: counted against its backoffLimit, failed at
+   once, or created again), from the Jobs the watch showed (``jobs``). The ones of
    lower priority are left to kube-scheduler, which preempts them once the others are gone.
 
 Before the first victim of a waiting pod is deleted, its booking is recorded on it (annotation
@@ -60,6 +63,7 @@ from scheduler.cluster.stranded import ReclaimRecords, StrandedGuarantees, immov
 from scheduler.config import ReclaimSettings
 from scheduler.core.model import PodInfo
 from scheduler.errors import CellfitError
+from scheduler.preemption.reclaimed import reclaimed_job_outcome
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +87,14 @@ class PodRecord(Protocol):
     def get(self, uid: str) -> PodInfo | None: ...
 
     def pods(self) -> Iterator[PodInfo]: ...
+
+
+class JobOutcomes(Protocol):
+    """What preempting pods does to their Jobs, by pod UID, from the Jobs the watch showed (None:
+    its Job resumes it): FitGppEngine.victim_outcomes, the words its victims are told. Called
+    under the engine lock."""
+
+    def victim_outcomes(self, victims: Sequence[PodInfo]) -> Mapping[str, str | None]: ...
 
 
 class ReclaimApi(PodDeletion, Protocol):
@@ -157,10 +169,13 @@ def preempted(victim: PodInfo) -> bool:
     return victim.terminating and victim.disruption is not None and victim.disruption.by_preemption
 
 
-def victim_message(reclaim: Reclaim) -> str:
-    return (f"preempted for guaranteed pod {reclaim.waiting.key} of virtual cluster {reclaim.vc}, which waits for cell "
-            f"{reclaim.cell} on node {reclaim.node}: {WHY}, and this pod's priority {reclaim.victim.priority} is not lower "
-            f"than its {reclaim.waiting.priority}")
+def victim_message(reclaim: Reclaim, *, job_outcome: str | None = None) -> str:
+    """The victim's Event; ``job_outcome``: what its deletion does to its Job (None: not known,
+    not said)."""
+    message = (f"preempted for guaranteed pod {reclaim.waiting.key} of virtual cluster {reclaim.vc}, which waits for cell "
+               f"{reclaim.cell} on node {reclaim.node}: {WHY}, and this pod's priority {reclaim.victim.priority} is not lower "
+               f"than its {reclaim.waiting.priority}")
+    return message if job_outcome is None else f"{message}; {job_outcome}"
 
 
 def waiting_message(reclaim: Reclaim) -> str:
@@ -175,7 +190,8 @@ class ReclaimController:
     deleted pod's UID (``ClusterCache.remember_victims``), so that kube-scheduler is made to retry
     its parked pods once the watch has shown the pod gone (scheduler/cluster/nudge.py,
     VictimRequeue): retried on the deletion alone, the waiting pod may reach cellfit's filter
-    before the engine has seen the deletion, and be parked again until kube-scheduler's flush."""
+    before the engine has seen the deletion, and be parked again until kube-scheduler's flush.
+    ``jobs``: what each deletion does to the victim's Job, for its Event (None: not said)."""
 
     def __init__(
         self,
@@ -190,8 +206,10 @@ class ReclaimController:
         on_reclaim: Callable[[str], None] | None = None,
         remember_victims: Callable[[Iterable[str]], None] | None = None,
         stranded: StrandedGuarantees | None = None,
+        jobs: JobOutcomes | None = None,
     ) -> None:
         self._api = api
+        self._jobs = jobs
         self._stranded = stranded
         self._engine = engine
         self._pods = pods
@@ -283,10 +301,20 @@ class ReclaimController:
             log.warning("the stranded guaranteed pods were not read", extra={"reason": str(error)})
             return []
 
+    def _job_outcome(self, victim: PodInfo) -> str | None:
+        """What deleting ``victim`` does to its Job, as the preempt verb's reclaim victims are told
+        it; None without the Jobs."""
+        if self._jobs is None:
+            return None
+        with self._lock:
+            not_resumed = self._jobs.victim_outcomes([victim]).get(victim.uid)
+        return reclaimed_job_outcome(not_resumed)
+
     def _reclaim(self, reclaim: Reclaim, *, now: float) -> bool:
         victim = reclaim.victim
+        message = victim_message(reclaim, job_outcome=self._job_outcome(victim))
         try:
-            preempt_pod(self._api, namespace=victim.namespace, name=victim.name, uid=victim.uid, message=victim_message(reclaim), now=now)
+            preempt_pod(self._api, namespace=victim.namespace, name=victim.name, uid=victim.uid, message=message, now=now)
         except CellfitError as error:
             log.warning("opportunistic pod not reclaimed", extra={"pod": victim.key, "reason": str(error)})
             return False
@@ -298,7 +326,7 @@ class ReclaimController:
         log.info("opportunistic pod preempted for a guaranteed pod: " + WHY,
                  extra={"pod": victim.key, "priority": victim.priority, "waiting": reclaim.waiting.key,
                         "waitingPriority": reclaim.waiting.priority, "vc": reclaim.vc, "cell": reclaim.cell, "node": reclaim.node})
-        self._event(victim, reason="Preempted", message=victim_message(reclaim), warning=True)
+        self._event(victim, reason="Preempted", message=message, warning=True)
         self._event(reclaim.waiting, reason="ReclaimingCells", message=waiting_message(reclaim), warning=False)
         return True
 

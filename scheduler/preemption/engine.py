@@ -246,6 +246,8 @@ class ExplainedPreemption(Protocol):
 
     def victim_jobs(self, victim_uids: Sequence[str]) -> list[tuple[JobInfo, int]]: ...
 
+    def victim_outcomes(self, victims: Sequence[PodInfo]) -> dict[str, str | None]: ...
+
     def victim(self, pod_uid: str) -> PodInfo | None: ...
 
     def preemptions_of_job(self, job_uid: str) -> int: ...
@@ -524,7 +526,7 @@ class FitGppEngine:
                 decision = NoVictims(reason=passed.refusal(left=decision.reason if claimable else None))
         if not isinstance(decision, PreemptionDecision):
             return VictimChoice(victims={}, decision=decision)
-        outcomes = self._victim_outcomes([p for p in (self._tracked_pod(v.uid) for v in decision.victims) if p is not None])
+        outcomes = self.victim_outcomes([p for p in (self._tracked_pod(v.uid) for v in decision.victims) if p is not None])
         outcome = next((said for said in outcomes.values() if said is not None), None)
         owners = [self._take_victim(victim.uid) for victim in decision.victims]
         for job in dict.fromkeys(owner for owner in owners if owner is not None):
@@ -543,7 +545,7 @@ class FitGppEngine:
         ((node, uids),) = held.items()
         told = not any(uid in self._chosen for uid in uids)
         victims = tuple(p for p in (self._tracked_pod(uid) for uid in uids) if p is not None)
-        outcomes = self._victim_outcomes(victims) if told else {}
+        outcomes = self.victim_outcomes(victims) if told else {}
         for uid in uids:
             self._leave(uid)  # HiveD's reclaim, not FitGpp's: no count, no resume hold
         # Recorded as FitGpp's decisions are, by the replica that answered, leader or not:
@@ -561,7 +563,7 @@ class FitGppEngine:
         freed (:class:`WaitsForFreedCells`), or None."""
         return self.inner.freeing_wait(pod) if isinstance(self.inner, WaitsForFreedCells) else None
 
-    def _victim_outcomes(self, victims: Sequence[PodInfo]) -> dict[str, str | None]:
+    def victim_outcomes(self, victims: Sequence[PodInfo]) -> dict[str, str | None]:
         """What the preemption does to each victim where it is no pause (its Event tells it
         instead of its resuming), by UID: counted against its Job's backoffLimit, its Job or index
         failed, nothing to create it again, or its Job not read yet, whose podFailurePolicy alone
@@ -570,7 +572,9 @@ class FitGppEngine:
         order, each a failed pod after those before it: the Job's status.failed counts none of
         them yet (the fallback may take two pods of a Job with backoffLimit 1, which fails it),
         nor the Job's pods earlier decisions here preempted that have not been counted yet
-        (:attr:`_uncounted`). Records these victims among the latter."""
+        (:attr:`_uncounted`). Records these victims among the latter. The leader's reclaim asks
+        it too, for the pods it deletes itself (scheduler/cluster/reclaim.py), under the engine
+        lock."""
         of_job: dict[str, list[str]] = {}
         for victim in victims:
             if victim.owner is not None:
@@ -604,7 +608,7 @@ class FitGppEngine:
             del self._uncounted[job.uid]
 
     def _outcome_of(self, victim: PodInfo, *, earlier: int = 0, later: int = 0) -> str | None:
-        """:meth:`_victim_outcomes` of one victim, after ``earlier`` and before ``later`` pods of
+        """:meth:`victim_outcomes` of one victim, after ``earlier`` and before ``later`` pods of
         its Job in the same decision."""
         owner = victim.owner
         if owner is None:

@@ -19,6 +19,14 @@ CREATED_AGAIN = "its controller creates it again, and it runs where cells are fr
 OPPORTUNISTIC = f"{LABEL_PRIORITY}: {PRIORITY_OPPORTUNISTIC}"
 
 
+def reclaimed_job_outcome(not_resumed: str | None) -> str:
+    """What reclaiming a pod does to its Job, as its Event ends: ``not_resumed``, the outcome
+    FitGpp's victims are told where their Job does not resume them (``FitGppEngine.victim_outcomes``,
+    scheduler/wording.py), or, where it does, that its controller creates it again. The preempt
+    verb's reclaim and the leader's (scheduler/cluster/reclaim.py) both say it so."""
+    return not_resumed or CREATED_AGAIN
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ReclaimedPod:
     uid: str
@@ -73,7 +81,7 @@ class ReclaimDecision:
         return (
             f"preempted by {self.preemptor_key} on node {self.node}: HiveD reclaims the cells this pod ran on for "
             f"{self.preemptor_key}, a guaranteed pod of virtual cluster {self.vc}, whose cells they are; this pod ran there "
-            f"opportunistically ({OPPORTUNISTIC}), {borrowed}; {not_resumed or CREATED_AGAIN}"
+            f"opportunistically ({OPPORTUNISTIC}), {borrowed}; {reclaimed_job_outcome(not_resumed)}"
         )
 
     def _whose(self, victim: ReclaimedPod) -> str:
