@@ -86,7 +86,12 @@ class _PodList(msgspec.Struct, frozen=True, gc=False):
     items: list[_Pod] = []
 
 
+class _Named(msgspec.Struct, frozen=True, gc=False):
+    metadata: _Meta = _Meta()
+
+
 _POD_DECODER = msgspec.json.Decoder(_Pod)
+_NAMED_DECODER = msgspec.json.Decoder(_Named)
 _POD_LIST_DECODER = msgspec.json.Decoder(_PodList)
 _CONSTRAINED_DECODER = msgspec.json.Decoder(node_rules.ConstrainedPod)
 
@@ -167,6 +172,13 @@ def pending_pod(raw: msgspec.Raw | bytes, *, constrained: bool = True) -> Pendin
                       constrained=_constrained(raw) if constrained else None)
 
 
+def gone_pod(raw: msgspec.Raw | bytes) -> PendingPod:
+    """A pod the watch shows deleted (bound, finished, deleted): its key and version, all that is
+    read of it; neither reader's."""
+    meta = _NAMED_DECODER.decode(raw).metadata
+    return PendingPod(key=f"{meta.namespace}/{meta.name}", resource_version=meta.resourceVersion, unschedulable=None, constrained=None)
+
+
 def _listed(raw: bytes, *, constrained: bool) -> tuple[str, list[PendingPod]]:
     # Split as the watch cache's relist splits its pages: with the GIL released.
     page = read_page(raw)
@@ -192,6 +204,7 @@ class PendingPods:
                 api.list_pending_pods(scheduler_name, resource_version=version), constrained=constrained),
             watch_lines=lambda version: api.watch_pending_pods(scheduler_name, resource_version=version),
             decode_object=lambda raw: pending_pod(raw, constrained=constrained),
+            decode_deleted=gone_pod,  # every binding: the pod no longer matches the selector
             version_of=lambda pod: pod.resource_version,
             replace=self._replace,
             apply=self._apply,

@@ -75,10 +75,14 @@ class Reflector(Generic[T]):
         expired: type[Exception] = Expired,
         decode_event: Callable[[bytes], wire.ObjectEvent[T]] | None = None,
         list_from: Callable[[str], tuple[str, Sequence[T]]] | None = None,
+        decode_deleted: Callable[[msgspec.Raw], T] | None = None,
     ) -> None:
         """``decode_event``: an ADDED, MODIFIED or DELETED line decoded with its object in one
         pass (the usual event); ERROR and BOOKMARK lines, and lines it refuses, are decoded in
-        two (the event, then ``decode_object``). Lists come from ``list_objects`` (each the
+        two (the event, then ``decode_object``). ``decode_deleted``: without ``decode_event``,
+        the object of a DELETED line read for what ``delete`` and ``version_of`` read of it
+        alone (its name and version), not as ``decode_object`` reads the objects it keeps: a
+        watch of pending pods sees every binding as a deletion. Lists come from ``list_objects`` (each the
         latest: a consistent read) or from ``list_from``, given the resourceVersion to list at
         ("0", a version seen, or "" for the latest: see the module's step 1); one of the two."""
         if (list_objects is None) == (list_from is None):
@@ -94,6 +98,7 @@ class Reflector(Generic[T]):
         self._delete = delete
         self._expired = expired
         self._decode_event = decode_event
+        self._decode_deleted = decode_deleted or decode_object
         self._stop = threading.Event()
         self.synced = threading.Event()
         self.relists = 0
@@ -213,7 +218,7 @@ class Reflector(Generic[T]):
                 raise RuntimeError(f"watch error {status.code}: {status.message}")
             if kind == "BOOKMARK":
                 return wire.BOOKMARK_DECODER.decode(event.object).metadata.resourceVersion or version
-            obj = self._decode(event.object)
+            obj = (self._decode_deleted if kind == "DELETED" else self._decode)(event.object)
         if kind == "DELETED":
             self._delete(obj)
         else:
