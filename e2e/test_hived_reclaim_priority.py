@@ -149,6 +149,9 @@ def test_an_opportunistic_pod_of_equal_priority_is_deleted_for_the_guaranteed_po
     reclaiming = wait_for(lambda: reasons(cluster, ns, "owner").get("ReclaimingCells"), 30, "a ReclaimingCells Event on the owner")
     for message in (preempted, reclaiming):
         assert "virtual cluster default" in message and "kube-scheduler preempts only lower priorities" in message, message
+    # The leader's reclaim tells the victim what it does to its Job, as FitGpp's victims are told: a
+    # bare pod has no controller to create it again.
+    assert preempted.endswith("nothing resumes it"), preempted
     logged = [line for line in procs.cellfit.log.read_text(errors="replace").splitlines()
               if "opportunistic pod preempted for a guaranteed pod" in line and "squatter" in line]
     assert logged, f"no reclaim log line (cellfit log {procs.cellfit.log})"

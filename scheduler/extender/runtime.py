@@ -455,7 +455,7 @@ def _reclaimer(
                                       pending=pending)
         return ReclaimController(api=api, engine=cells, pods=pods, lock=lock, settings=settings.reclaim,
                                  scheduler_name=scheduler_name, on_reclaim=lambda vc: reclaimed.labels(vc=vc).inc(),
-                                 remember_victims=remember_victims, stranded=stranded)
+                                 remember_victims=remember_victims, stranded=stranded, jobs=composition.preemption)
 
     return build
 
