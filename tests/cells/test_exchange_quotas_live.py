@@ -73,14 +73,18 @@ def test_the_quota_moves_at_the_window_edges_and_back():
     assert quotas.metrics()["surplus"] == {"a": 8.0, "b": -8.0}
 
 
-def test_a_reload_applies_the_exchanges_under_way_on_top_of_the_new_vcs_or_is_refused():
-    base = cells(a=2, b=1, c=1)
+def with_exchange_under_way(base: Any) -> tuple[HivedEngine, ExchangeQuotas, Settings]:
+    """An engine at ``base`` with ``entry()`` (a lends b a node) applied a minute into its window."""
     engine, quotas, clock = setup(base)
     e = entry()
     quotas.observe(ConfigMap(data={e.key: ledger.encode(e)}))
     clock.now = T0 + 60
     quotas.apply()
-    running = Settings(cells=base)
+    return engine, quotas, Settings(cells=base)
+
+
+def test_a_reload_applies_the_exchanges_under_way_on_top_of_the_new_vcs_or_is_refused():
+    engine, quotas, running = with_exchange_under_way(cells(a=2, b=1, c=1))
     grown = running.model_copy(update={"cells": cells(a=2, b=1, c=0)})
     reload = reload_settings(running, grown, cells=engine, rebase=quotas.reconfigure_base)
     assert reload.result == "applied" and quotas_of(engine) == {"a": 1, "b": 2, "c": 0}
@@ -180,3 +184,26 @@ def test_a_restarted_replica_is_ready_only_once_the_ledgers_exchanges_are_applie
     finally:
         quotas.stop()
         api.closed.set()
+
+
+def test_an_over_committed_reload_with_no_exchange_is_blamed_on_the_vcs_not_on_exchanges() -> None:
+    base = cells(a=2, b=1, c=1)
+    engine, quotas, clock = setup(base)
+    running = Settings(cells=base)
+    over = running.model_copy(update={"cells": cells(a=2, b=3, c=0)})  # 5 node cells on 4 nodes
+    refused = reload_settings(running, over, cells=engine, rebase=quotas.reconfigure_base)
+    assert refused.result == "invalid"
+    assert refused.reason.startswith("cells.virtualClusters: over-committed at level 'V100-NODE'"), refused.reason
+    assert "exchange" not in refused.reason
+    assert quotas_of(engine) == {"a": 2, "b": 1, "c": 1} and quotas.base.virtual_clusters == base.virtual_clusters
+
+
+def test_an_over_committed_reload_is_blamed_on_the_vcs_even_with_an_exchange_under_way() -> None:
+    base = cells(a=2, b=1, c=1)
+    engine, quotas, running = with_exchange_under_way(base)
+    over = running.model_copy(update={"cells": cells(a=3, b=2, c=1)})  # 6 node cells on 4 nodes, exchange or not
+    refused = reload_settings(running, over, cells=engine, rebase=quotas.reconfigure_base)
+    assert refused.result == "invalid"
+    assert refused.reason.startswith("cells.virtualClusters: over-committed at level 'V100-NODE'"), refused.reason
+    assert "exchanges matched" not in refused.reason
+    assert quotas_of(engine) == {"a": 1, "b": 2, "c": 1} and quotas.base.virtual_clusters == base.virtual_clusters

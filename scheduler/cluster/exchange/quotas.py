@@ -24,6 +24,7 @@ from scheduler.cells.exchange import applicable, ledger, reconfiguration, schedu
 from scheduler.cells.exchange.charges import charged
 from scheduler.cells.exchange.ledger import Entry
 from scheduler.cells.exchange.resource import rfc3339
+from scheduler.cells.feasibility import feasibility_problems
 from scheduler.cluster.api import KubernetesApi
 from scheduler.cluster.cache import path_reflector
 from scheduler.cluster.exchange.objects import CONFIG_MAP_DECODER, ConfigMap, ledger_list_path
@@ -186,9 +187,13 @@ class ExchangeQuotas:
         entries = self.entries
         if base.virtual_clusters:
             matches = [e.match() for e in ledger.not_over(entries, now=now)]
-            problems = schedule_problems(topology=self._engine.topology, base=base.virtual_clusters, matches=matches, now=now)
-            if problems:
-                raise ConfigError("cells.virtualClusters: the cell exchanges matched do not fit: " + "; ".join(problems))
+            # New VCs that do not fit the cluster on their own are the admin's edit, whatever is
+            # matched: the engine refuses them below in its own words ("over-committed at level
+            # ..."), not as exchanges that do not fit, which would send the admin to the CellOffers.
+            if matches and not feasibility_problems(self._engine.topology, base.virtual_clusters):
+                problems = schedule_problems(topology=self._engine.topology, base=base.virtual_clusters, matches=matches, now=now)
+                if problems:
+                    raise ConfigError("cells.virtualClusters: the cell exchanges matched do not fit: " + "; ".join(problems))
             under_way = sorted(ledger.under_way(entries, now=now), key=lambda e: (e.matched_at, e.key))
             self._applied = self._reconfigure(base, under_way, now)
         else:
