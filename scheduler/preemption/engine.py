@@ -493,7 +493,7 @@ class FitGppEngine:
         except InvalidAnnotation as error:
             return VictimChoice(victims={}, decision=NoVictims(reason=str(error)))
         if preemptor_class is not JobClass.TRIAL:
-            reason = self._freeing_wait(pod) or "a best-effort pod never preempts others (FitGpp)"
+            reason = self._freeing_wait(pod) or self._nothing_reclaimed(pod, candidates) or "a best-effort pod never preempts others (FitGpp)"
             return VictimChoice(victims={}, decision=NoVictims(reason=reason))
         waiting = self._freed_by_terminating(pod)
         if waiting is not None:
@@ -557,6 +557,19 @@ class FitGppEngine:
         decision = ReclaimDecision.of(preemptor=pod, node=node, victims=victims)
         return VictimChoice(victims=held, decision=decision, preemptor_record=record, victim_outcomes=outcomes,
                             victim_job_outcome=next((said for said in outcomes.values() if said is not None), None))
+
+    def _nothing_reclaimed(self, pod: PodInfo, candidates: Mapping[str, Sequence[str]]) -> str | None:
+        """Why nothing was preempted for a guaranteed pod that is no trial pod, where the placement
+        engine reclaims (HiveD): its reclaim, which any guaranteed pod may make, found nothing on
+        the offered nodes; FitGpp's own rule is only that such a pod takes no best-effort pod's
+        room. None for an opportunistic pod, or without a reclaiming placement engine."""
+        if not isinstance(self.inner, ReclaimsCells) or tenancy_of(pod) is None:
+            return None
+        nodes = sorted(candidates)
+        named = ", ".join(nodes[:3]) + (f" and {len(nodes) - 3} more" if len(nodes) > 3 else "")
+        where = f"on the offered nodes ({named})" if nodes else "with no node offered"
+        return (f"HiveD found no opportunistic pod {where} on cells virtual cluster {vc_of(pod)!r} is owed, which it would "
+                "reclaim for this guaranteed pod; and a pod that is not a trial pod takes no best-effort pod's room (FitGpp)")
 
     def _freeing_wait(self, pod: PodInfo) -> str | None:
         """Why the placement engine preempts nothing for ``pod`` while cells it is owed are being
