@@ -498,24 +498,40 @@ def test_scheduler_config_names_the_extender_verbs(default_docs: list[dict[str, 
 def kube_scheduler_check(config: dict[str, Any], tmp_path: Path) -> dict[str, Any]:
     """kube-scheduler --write-config-to decodes, defaults and validates a configuration, writes
     it and exits (it builds, but never uses, an API client: a dummy kubeconfig does)."""
+    binary = kube_scheduler_binary()
+    kubeconfig = dummy_kubeconfig(tmp_path / "kubeconfig")
+    source = tmp_path / "in.yaml"
+    # With --config, kube-scheduler ignores --kubeconfig: the file names it.
+    source.write_text(yaml.safe_dump({**config, "clientConnection": {"kubeconfig": str(kubeconfig)}}))
+    return written_config(binary, source, tmp_path)
+
+
+def kube_scheduler_binary() -> Path:
     bin_dir = subprocess.run([str(ROOT / "e2e/cluster/build.sh"), "--print-bin"], capture_output=True, text=True).stdout.strip()
     binary = Path(bin_dir) / "kube-scheduler"
     if not os.access(binary, os.X_OK):
         pytest.skip("kube-scheduler is not built yet (e2e/cluster/build.sh builds it)")
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(yaml.safe_dump({
+    return binary
+
+
+def dummy_kubeconfig(path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump({
         "apiVersion": "v1", "kind": "Config", "current-context": "c",
         "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:1"}}],
         "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
         "users": [{"name": "u", "user": {"token": "x"}}],
     }))
-    source, written = tmp_path / "in.yaml", tmp_path / "out.yaml"
-    # With --config, kube-scheduler ignores --kubeconfig: the file names it.
-    source.write_text(yaml.safe_dump({**config, "clientConnection": {"kubeconfig": str(kubeconfig)}}))
+    return path
+
+
+def written_config(binary: Path, source: Path, tmp_path: Path) -> dict[str, Any]:
+    written = tmp_path / "out.yaml"
     proc = subprocess.run([str(binary), "--config", str(source), "--write-config-to", str(written)],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    return yaml.safe_load(written.read_text())
+    loaded: dict[str, Any] = yaml.safe_load(written.read_text())
+    return loaded
 
 
 @pytest.mark.parametrize("which", ["default", "nondefault"])
@@ -524,6 +540,25 @@ def test_kube_scheduler_loads_the_config(which: str, request: pytest.FixtureRequ
     loaded = kube_scheduler_check(config, tmp_path)
     assert loaded["extenders"][0]["bindVerb"] == "bind"
     assert loaded["profiles"][0]["schedulerName"] == config["profiles"][0]["schedulerName"]
+
+
+def test_standalone_scheduler_config_with_the_kubeconfig_set_as_its_comment_says_loads(tmp_path: Path) -> None:
+    """deploy/kube-scheduler-config.yaml's own instructions, run as written: with --config,
+    kube-scheduler ignores --kubeconfig, so the file must name the kubeconfig or it exits with
+    "no configuration has been provided" (user24 F15)."""
+    binary = kube_scheduler_binary()
+    home = tmp_path / "home"
+    kubeconfig = dummy_kubeconfig(home / ".kube" / "config")
+    text = (ROOT / "deploy" / "kube-scheduler-config.yaml").read_text()
+    lines = text.split("A copy with it set:\n", 1)[1].split("\n")
+    documented = "\n".join(line.removeprefix("#   ") for line in lines[:3])
+    assert documented.startswith("sed ") and documented.endswith("kube-scheduler --config cellfit-scheduler.yaml"), documented
+    making_copy = documented.rsplit("\n", 1)[0]
+    (tmp_path / "deploy").symlink_to(ROOT / "deploy")
+    subprocess.run(["bash", "-c", making_copy], cwd=tmp_path, env={**os.environ, "HOME": str(home)}, check=True, timeout=30)
+    loaded = written_config(binary, tmp_path / "cellfit-scheduler.yaml", tmp_path)
+    assert loaded["clientConnection"]["kubeconfig"] == str(kubeconfig)
+    assert loaded["profiles"][0]["schedulerName"] == "cellfit"
 
 
 def test_replace_default_snippet_is_a_valid_scheduler_config(tmp_path: Path) -> None:
