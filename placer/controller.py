@@ -251,7 +251,8 @@ class PlacerController:
         # (placer/holding.py). None: every started Job holds them until start + estimate.
         self._job_pods = job_pods
         self._unbound_hold_seconds = unbound_hold_seconds
-        self._released: set[str] = set()  # UIDs of started Jobs told they hold no machine
+        self._released: dict[str, Hold] = {}  # UIDs of started Jobs told they hold no machine, with what they were told
+        self._was_bound: set[str] = set()  # UIDs of started Jobs whose pods were seen on AlloX's nodes
         # Per Job UID: what the API server refused to start (the Job's pod template and
         # configurations, _refusable), and in which kinds; not chosen again in those until its
         # user changes either (not its resourceVersion: writing its condition changes that).
@@ -420,7 +421,7 @@ class PlacerController:
             item = waiting_by_key[start.key]
             why = chose_message(start=start, seconds=estimates[start.key], pool=item.pool, decision=decision,
                                 running=running, gpu_pools=gpu_pools, now=now, capacity=capacity, gpu_demand=item.demand.get(KIND_GPU),
-                                name_pool=name_pools)
+                                name_pool=name_pools, outside=_gpu_outside_vcs(job, found) if found is not None else None)
             self._start(job, configurations[job.metadata.uid], start.kind, why=why)
         # The queue only now: it decides no start, so no unsuspend waits for its matching.
         planning, planning_cpu = time.perf_counter(), time.thread_time()
@@ -515,7 +516,8 @@ class PlacerController:
         if self._job_pods is None:
             return running, []
         uids = frozenset(by_key[item.key].metadata.uid for item in running)
-        self._released &= uids  # Jobs no longer running are forgotten
+        self._released = {uid: state for uid, state in self._released.items() if uid in uids}  # Jobs no longer running are forgotten
+        self._was_bound &= uids
         if not running:
             return running, []
         found = self._job_pods(uids)
@@ -531,23 +533,28 @@ class PlacerController:
             if resuming:
                 self._tell(job, status="True", reason=REASON_PREEMPTED,
                            message=f"preempted: no pod of it runs now; its next pod waits to be placed, to resume on {item.kind}")
+            if state == "running":
+                self._was_bound.add(uid)
             if state in HOLDING:
                 kept.append(item)
                 placed = job.condition(CONDITION_PLACED)
                 if state == "running" and placed is not None and placed.reason == REASON_PREEMPTED:
-                    self._released.discard(uid)
+                    self._released.pop(uid, None)
                     self._tell(job, status="True", reason="Started", message=f"{RUNNING_ON}{item.kind}: {RESUMED}")
                 elif state == "running" and uid in self._released:
-                    self._released.discard(uid)
+                    self._released.pop(uid, None)
                     self._tell(job, status="True", reason="Started", message=f"{RUNNING_ON}{item.kind}: {BOUND_AGAIN}")
                 continue
             released.append((item, state))
             if resuming:  # told above: its pods were bound, then preempted, not never bound
-                self._released.add(uid)
-            elif state in ("elsewhere", "unbound") and uid not in self._released:
-                self._released.add(uid)
+                self._released[uid] = state
+            elif state in ("elsewhere", "unbound") and self._released.get(uid) != state:
+                # Told again when where its pods are changes: a pod on a deleted node (elsewhere
+                # until the cache drops the node) is then replaced by one waiting to be placed.
+                self._released[uid] = state
                 self._tell(job, status="True", reason="PodsElsewhere" if state == "elsewhere" else "NotBound",
-                           message=explain(item.kind, state, unbound_hold_seconds=self._unbound_hold_seconds))
+                           message=explain(item.kind, state, unbound_hold_seconds=self._unbound_hold_seconds,
+                                           was_bound=uid in self._was_bound))
         return kept, released
 
     def _trials(
@@ -1230,14 +1237,16 @@ START_TOLERANCE_SHARE: Final = 0.25
 def chose_message(
     *, start: Start, seconds: Mapping[str, float], pool: str | None, decision: AdmissionDecision,
     running: Sequence[RunningJob], gpu_pools: Mapping[str, int] | None, now: float, capacity: Capacity | None = None,
-    gpu_demand: Demand | None = None, name_pool: bool = True,
+    gpu_demand: Demand | None = None, name_pool: bool = True, outside: str | None = None,
 ) -> str:
     """"AlloX chose cpu (estimated 101 s; gpu 27 s) because ...": a start on a kind slower than
     another of the Job's says why, from what the decision knew (:func:`_slower_because`).
     ``capacity``: what AlloX's nodes hold, to tell "none exists" from "pods AlloX did not start
     hold them all" (None: not known, neither said); ``gpu_demand``: one pod's GPU configuration, to
     tell a Job whose pods need more GPUs at once than AlloX's nodes have that waiting never helps;
-    ``name_pool``: whether its VC is named (not where it is the only one)."""
+    ``name_pool``: whether its VC is named (not where it is the only one); ``outside``: under
+    HiveD, why its GPU configuration has no VC's GPUs (:func:`_gpu_outside_vcs`), which is then the
+    reason: no GPU AlloX counts is ever its, busy or free."""
     kind = start.kind
     if set(seconds) <= {kind}:
         # Nothing to choose between: "AlloX chose cpu" read as if it had weighed a GPU.
@@ -1247,6 +1256,8 @@ def chose_message(
     faster = min(seconds, key=lambda k: seconds[k], default=kind)
     if faster == kind or seconds[faster] >= seconds.get(kind, 0.0):
         return chose
+    if faster == KIND_GPU and outside is not None:
+        return f"{chose} because AlloX starts no GPU configuration of it: {outside}"
     because = _beyond_all_gpus(start, faster=faster, capacity=capacity, gpu_demand=gpu_demand) or _slower_because(
         start=start, seconds=seconds, faster=faster, pool=pool, decision=decision, running=running, gpu_pools=gpu_pools, now=now,
         capacity=capacity, name_pool=name_pool)
@@ -1283,7 +1294,8 @@ def _slower_because(
     waiting for it would have ended the Job sooner), the free ones
     started other Jobs, or fewer were left than its pods need."""
     machine_kind = _machine_kind(faster, pool, gpu_pools)
-    what = faster.upper() + (f" of virtual cluster {pool!r}" if machine_kind != faster and name_pool else "")
+    of_pool = f" of virtual cluster {pool!r}" if machine_kind != faster and name_pool else ""
+    what, whats = faster.upper() + of_pool, f"{faster.upper()}s{of_pool}"
     idle = decision.idle_machines.get(machine_kind, 0)
     if idle <= 0:
         ends = [r.started + r.seconds[r.kind] - now for r in running
@@ -1307,11 +1319,11 @@ def _slower_because(
     taken = sum(max(len(s.machines), 1) for s in decision.starts
                 if s is not start and _machine_kind(s.kind, s.pool, gpu_pools) == machine_kind)
     if taken >= idle:
-        went = f"the free {what} went to another Job" if idle == 1 else f"the {idle} free {what}s went to other Jobs"
+        went = f"the free {what} went to another Job" if idle == 1 else f"the {idle} free {whats} went to other Jobs"
         return f"{went}: {_MATCHING_AIM}"
     pods = max(len(start.machines), 1)
     if pods > idle - taken:
-        return f"it needs {pods} {what}s at once and {idle - taken} were free"
+        return f"it needs {pods} {whats} at once and {idle - taken} were free"
     return _MATCHING_AIM
 
 
@@ -1578,7 +1590,8 @@ def _gpu_outside_vcs(job: Job, found: Guarantees) -> str | None:
         return None
     if vc is None:
         return f"its pod template has no {LABEL_VIRTUAL_CLUSTER} label, and no virtual cluster is the default"
-    return f"{LABEL_VIRTUAL_CLUSTER} {vc!r} of its pod template is no virtual cluster HiveD knows ({', '.join(sorted(found.cells))})"
+    return (f"{LABEL_VIRTUAL_CLUSTER} {vc!r} of its pod template is no virtual cluster HiveD knows "
+            f"({', '.join(sorted(found.cells))}): label it with one of them")
 
 
 def _asks(

@@ -14,7 +14,9 @@ The rule, from the pods of the Job that the cluster cache holds (it forgets fini
   on their way through the Job controller and kube-scheduler, and starting another Job on the
   same machine meanwhile would book it twice; a Job between two waves of pods holds too);
 - else a pod not bound to any node: none (``unbound``: nothing of it reached a node in that
-  long, say a pod that fits no node; the Job is told, and counted again once a pod binds);
+  long, say a pod that fits no node, or its pods were bound and are waiting to be placed again,
+  their node deleted (a pod bound to a node the cluster no longer has counts as not bound, not
+  as bound outside AlloX's nodes); the Job is told, and counted again once a pod binds);
 - else no pod at all: none (``gone``: its pods finished and the Job controller has not marked
   it complete yet, or they were deleted).
 """
@@ -39,7 +41,7 @@ class JobPods:
 
     here: int = 0  # bound to one of AlloX's nodes, not finished
     elsewhere: int = 0  # bound to another node, not finished
-    unbound: int = 0  # not bound to a node yet
+    unbound: int = 0  # not bound to a node yet, or to a node the cluster no longer has
 
 
 def hold(*, pods: JobPods | None, started: float, now: float, unbound_hold_seconds: float) -> Hold:
@@ -55,9 +57,13 @@ def hold(*, pods: JobPods | None, started: float, now: float, unbound_hold_secon
     return "unbound" if pods.unbound > 0 else "gone"
 
 
-def explain(kind: str, state: Hold, *, unbound_hold_seconds: float) -> str:
-    """The Job's condition message when it holds no machine (``elsewhere`` or ``unbound``)."""
+def explain(kind: str, state: Hold, *, unbound_hold_seconds: float, was_bound: bool = False) -> str:
+    """The Job's condition message when it holds no machine (``elsewhere`` or ``unbound``);
+    ``was_bound``: its pods were seen bound to AlloX's nodes before (so not "none was bound")."""
     if state == "elsewhere":
         return f"its pods run on nodes outside AlloX's (allox.nodeSelector): AlloX keeps no {kind} machine for it"
+    if was_bound:
+        return (f"its pods are waiting to be placed again (their node was deleted, or they were replaced), none bound "
+                f"to a node now: AlloX keeps no {kind} machine for it until one is bound")
     return (f"started on {kind}, and none of its pods was bound to a node within {unbound_hold_seconds:.0f} s: "
             f"AlloX no longer keeps a {kind} machine for it (again as soon as a pod is bound)")

@@ -515,16 +515,16 @@ class ClusterCache:
     def job_pods(self, owners: frozenset[str], selector: Mapping[str, str] | None = None) -> dict[str, JobPods]:
         """Per controller UID in ``owners``, its pods the cache holds (it forgets finished ones):
         bound to a node carrying every label of ``selector`` (AlloX's nodes), bound elsewhere,
-        not bound yet (placer/holding.py: whether a started Job still holds AlloX's machines)."""
+        not bound yet or bound to a node the cache no longer has (placer/holding.py: whether a started Job still holds AlloX's machines)."""
         counts: dict[str, list[int]] = {}
         with self._lock:
             for pod in self._pods.pods():
                 if pod.owner is None or pod.owner.uid not in owners or pod.phase in TERMINAL_PHASES:
                     continue
                 row = counts.setdefault(pod.owner.uid, [0, 0, 0])
-                if pod.node_name is None:
-                    row[2] += 1
-                elif pod.node_name in self._labels and all(self._labels[pod.node_name].get(k) == v for k, v in (selector or {}).items()):
+                if pod.node_name is None or pod.node_name not in self._labels:
+                    row[2] += 1  # a pod on a deleted node runs nowhere: its replacement waits to be placed
+                elif all(self._labels[pod.node_name].get(k) == v for k, v in (selector or {}).items()):
                     row[0] += 1
                 else:
                     row[1] += 1

@@ -109,5 +109,5 @@ def test_the_cluster_cache_counts_a_jobs_pods_by_where_they_are() -> None:
     cache.pods._list_and_replace()
     found = cache.job_pods(frozenset({"j-here", "j-away", "j-wait", "j-done", "j-lost"}), {"pool": "allox"})
     assert found == {"j-here": JobPods(here=1), "j-away": JobPods(elsewhere=1), "j-wait": JobPods(unbound=1),
-                     "j-lost": JobPods(elsewhere=1)}  # j-done's pod finished: forgotten
+                     "j-lost": JobPods(unbound=1)}  # j-done's pod finished: forgotten; j-lost's node was deleted
     assert cache.job_pods(frozenset({"j-here"})) == {"j-here": JobPods(here=1)}
