@@ -678,7 +678,13 @@ class EstimatorController:
         if asks is None:
             return None
         if self._nodes is not None:
-            beyond = beyond_every_node(asks, self._nodes_carrying(body["spec"].get("nodeSelector") or {}), pooled=bool(self._pool))
+            selector = body["spec"].get("nodeSelector") or {}
+            carrying = self._nodes_carrying(selector)
+            if not carrying:
+                unmatched = self._selector_matching_no_node(kind, selector=selector, configuration=configuration)
+                if unmatched is not None:
+                    return unmatched
+            beyond = beyond_every_node(asks, carrying, pooled=bool(self._pool))
             if beyond is not None:
                 return f"{ANNOTATION_CONFIGURATIONS}.{kind}.resources: {beyond}"
         if self._never_placed is not None and asks.gpus > 0:
@@ -686,6 +692,26 @@ class EstimatorController:
             if problems:
                 return "; ".join(problems) + ": HiveD never places it"
         return None
+
+    def _selector_matching_no_node(self, kind: str, *, selector: Mapping[str, str], configuration: Configuration) -> str | None:
+        """Why a sampling pod whose node selector ``selector`` no node carries (nor carried within
+        ``NODE_RETURN_SECONDS``) never runs, naming the field whose labels no node of the pool
+        carries: the configuration's, else the template's. None where no node of the pool is
+        known at all (nothing to judge by: the cluster is not listed yet, or empty)."""
+        if not self._nodes_carrying(self._pool):
+            return None
+        where = "no node of allox.nodeSelector's pool carries" if self._pool else "no node carries"
+        ours = dict(configuration.node_selector)
+        template = {k: v for k, v in selector.items() if k not in ours and k not in self._pool}
+        fields = []
+        if ours and not self._nodes_carrying({**self._pool, **ours}):
+            fields.append((f"{ANNOTATION_CONFIGURATIONS}.{kind}.nodeSelector", ours))
+        elif template and not self._nodes_carrying({**self._pool, **template}):
+            fields.append(("spec.template.spec.nodeSelector", template))
+        else:  # each selects nodes, none both
+            fields = [("spec.template.spec.nodeSelector", template), (f"{ANNOTATION_CONFIGURATIONS}.{kind}.nodeSelector", ours)]
+        said = " and ".join(f"{field} ({', '.join(f'{k}={v}' for k, v in sorted(labels.items()))})" for field, labels in fields)
+        return f"{said}: {where} {'them' if len(fields) == 1 else 'both'}, so no node could ever run it"
 
     def _iterations_to_sample(self, job: Job, configurations: Configurations | None) -> int | None:
         """The Job's iterations when it is to be sampled; None, after telling why, when not."""
