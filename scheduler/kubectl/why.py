@@ -90,10 +90,13 @@ _NEVER_PLACEABLE_WORDING: tuple[tuple[str, str], ...] = (
     (r"unknown cell type '[^']*' in annotation cellfit\.io/cell-type \(known: .*\)", f"set {_CELL_TYPE} to a known cell type"),
     (r"cell type '[^']*' is above the node level; .*", f"name a cell type at or below the node level in {_CELL_TYPE}"),
     (GANG_NEVER.pattern, "make cellfit.io/gang-size or the GPUs each pod asks for smaller, or its VC's quota larger"),
+    # The filter's own advice, "(set it to 2)", is said once: within the change (group ``said``).
+    (r"gang \S+: annotation cellfit\.io/gang-size is \d+ but the Job runs at most .*?(?P<said> \(set it to (?P<size>\d+)\))",
+     "set cellfit.io/gang-size to {size}, the pods the Job runs at once, or run more at once"),
     (r"gang \S+: annotation cellfit\.io/gang-size is \d+ but the Job runs at most .*",
      "set cellfit.io/gang-size to the pods the Job runs at once, or run more at once"),
     (r"pods of gang \S+ request different GPU counts \(\d+ and \d+\)", "give every pod of the gang the same GPU count"),
-    (r"(?P<key>(?:label|annotation) cellfit\.io/[\w.-]+): .+", "correct {key}"),
+    (r"(?P<key>(?:label|annotation) cellfit\.io/[\w.-]+): .+", "give {key} a value it takes"),
 )
 NEVER_PLACEABLE: Final = tuple(NeverPlaceable(reason=re.compile(reason), change=change) for reason, change in _NEVER_PLACEABLE_WORDING)
 
@@ -747,7 +750,7 @@ def _pending(pod: PodFacts, view: CellfitView) -> Answer:
     message = failed.message
     never = _never_placeable(message)
     if never is not None:
-        return _never(pod, never, failed)
+        return _never(pod, never, failed, view)
     held = KEPT_FOR.search(message)
     if held is not None:
         return _resume_hold(pod, held.group("held"), failed, view)
@@ -832,15 +835,32 @@ class _Found:
     others: str  # kube-scheduler's other counts ("8 Insufficient nvidia.com/gpu"), "" when none
 
 
-def _never(pod: PodFacts, found: _Found, failed: Event) -> Answer:
+def _never(pod: PodFacts, found: _Found, failed: Event, view: CellfitView) -> Answer:
     """Put first, whatever the counts of the ordinary reasons beside it: however many nodes free
-    up, cellfit refuses the pod on each until its user changes it."""
+    up, cellfit refuses the pod on each until its user changes it. The filter names the first
+    mistake it meets (a bad cellfit.io/priority before the VC is looked up); a VC that cellfit
+    does not know (its view answered so) is named too, so the user fixes both at once."""
     gang = GANG.match(found.reason)
     whose = f"its gang {gang.group('gang')}" if pod.gang and gang is not None and GANG_NEVER.fullmatch(found.reason) else ""
     head = f"{whose} can never be placed as written" if whose else "can never be placed as written"
     others = f"; the other nodes: {found.others}" if found.others else ""
-    return Answer(reason="gang" if whose else NEVER, summary=f"{head}: {found.reason} ({found.change}){others}",
+    return Answer(reason="gang" if whose else NEVER,
+                  summary=f"{head}: {found.reason} ({found.change}){_unknown_vc_too(pod, found, view)}{others}",
                   details=_seen(failed))
+
+
+# cellfit's inspect API's answer for a VC it does not know (scheduler/extender/inspect.py).
+NO_SUCH_VC: Final = re.compile(r"no virtual cluster named '(?P<vc>[^']*)'")
+
+
+def _unknown_vc_too(pod: PodFacts, found: _Found, view: CellfitView) -> str:
+    """``; and label cellfit.io/virtual-cluster: ...`` where the pod's VC is unknown to cellfit and
+    the filter's reason is another mistake, which hid it; "" else."""
+    unknown = NO_SUCH_VC.search(view.unavailable.get("virtual-cluster", ""))
+    if unknown is None or not pod.vc or unknown["vc"] != pod.vc or _VC in found.reason or "virtual cluster" in found.reason:
+        return ""
+    return (f"; and {_VC}: unknown virtual cluster {pod.vc!r} (set it to a virtual cluster it may use: "
+            "kubectl cellfit vcs lists them)")
 
 
 def _never_placeable(message: str) -> _Found | None:
@@ -853,7 +873,8 @@ def _never_placeable(message: str) -> _Found | None:
             matched = known.reason.fullmatch(reason)
             if matched is not None:
                 others = ", ".join(f"{n} {r}" for n, r in counts[:at] + counts[at + 1:])
-                return _Found(reason=reason, change=known.change.format(**matched.groupdict()), others=others)
+                told = reason[:matched.start("said")] + reason[matched.end("said"):] if matched.groupdict().get("said") else reason
+                return _Found(reason=told, change=known.change.format(**matched.groupdict()), others=others)
     return None
 
 
@@ -930,6 +951,8 @@ def _scheduler_sentence(message: str) -> str:
     node counts and its preemption attempt when they frame one reason."""
     line = PREEMPTION_SUFFIX.sub("", " ".join(message.split()))
     framed = SCHEDULER_PREFIX.match(line)
-    if framed is not None and framed.group("nodes") == framed.group("count"):  # every node, one reason
+    # Every node, one reason: the counts say nothing more. With several ("6 Insufficient cpu, 6
+    # Insufficient nvidia.com/gpu") each count is kept, the frame that gives them their sense too.
+    if framed is not None and framed.group("nodes") == framed.group("count") and len(_counts(message)) == 1:
         line = line[framed.end():]
     return line.rstrip(".")

@@ -59,7 +59,7 @@ def test_a_job_whose_gang_size_does_not_read_is_told_the_mistake_not_a_gang_wait
     answer = explain_job(job, CellfitView())
     # The mistake first, though kube-scheduler counted it on 1 node of 7 (tests/kubectl/test_why_never_placeable.py).
     assert answer.reason == "never-placeable", answer
-    assert answer.summary == (f"pod bad-x1: can never be placed as written: {reason} (correct annotation cellfit.io/gang-size); "
+    assert answer.summary == (f"pod bad-x1: can never be placed as written: {reason} (give annotation cellfit.io/gang-size a value it takes); "
                               "the other nodes: 2 Insufficient nvidia.com/gpu, 4 node(s) didn't match Pod's node affinity/selector"), answer
     assert "waiting for its gang" not in answer.summary, answer
 

@@ -94,7 +94,7 @@ def test_an_unknown_virtual_cluster_comes_first_with_what_to_change_and_the_ordi
     (engine_pod("train-0", 1, vc="a", cell_type="H100-NODE"), "set annotation cellfit.io/cell-type to a known cell type"),
     (engine_pod("train-0", 8, vc="a", cell_type="V100-RACK"), "name a cell type at or below the node level in annotation "
      "cellfit.io/cell-type"),
-    (engine_pod("train-0", 1, vc="a", priority="urgent"), "correct label cellfit.io/priority"),
+    (engine_pod("train-0", 1, vc="a", priority="urgent"), "give label cellfit.io/priority a value it takes"),
 ], ids=["no-vc", "vc-lacks-cell-type", "vc-cells-too-small", "no-node-that-large", "cell-type-too-small",
         "unknown-cell-type", "cell-type-above-node", "bad-priority"])
 def test_each_never_placeable_reason_comes_first_behind_larger_counts(pod: PodInfo, change: str) -> None:
@@ -156,9 +156,13 @@ def test_a_gang_its_job_can_never_complete_or_of_mixed_gpu_counts_comes_first() 
     engine.apply_job(JobInfo(uid="uid-big", namespace="ns", name="big", parallelism=4))
     assert len(filter_offered(engine, first, node_names()[:4]).feasible) == 1  # its gang booked
     (mixed,) = set(filter_offered(engine, engine_pod("big-1", 2, vc="a", gang=("big", 4)), node_names()[:4]).unresolvable.values())
-    for reason, change in ((too_wide, "set cellfit.io/gang-size to the pods the Job runs at once, or run more at once"),
-                           (mixed, "give every pod of the gang the same GPU count")):
+    # The filter's own "(set it to 2)" is said once, within the change.
+    assert too_wide.endswith(" (set it to 2)")
+    for reason, told, change in (
+            (too_wide, too_wide.removesuffix(" (set it to 2)"),
+             "set cellfit.io/gang-size to 2, the pods the Job runs at once, or run more at once"),
+            (mixed, mixed, "give every pod of the gang the same GPU count")):
         event = failed_scheduling({"Insufficient nvidia.com/gpu": 20, reason: 4})
         answer = explain_pod(pod_from(TRAIN_0, events=events_from([event])), CellfitView())
         assert (answer.reason, answer.summary) == (
-            "never-placeable", f"can never be placed as written: {reason} ({change}); the other nodes: 20 Insufficient nvidia.com/gpu")
+            "never-placeable", f"can never be placed as written: {told} ({change}); the other nodes: 20 Insufficient nvidia.com/gpu")
