@@ -28,7 +28,8 @@ from scheduler.cells import bindinfo, inspection
 from scheduler.cells.allocator import CellAllocator
 from scheduler.cells.booking import Booking, Group
 from scheduler.cells.capabilities import WaitingGuarantee
-from scheduler.cells.planning import Spot, Target, Unplaceable
+from scheduler.cells.planning import QuotaExhausted, Spot, Target, Unplaceable
+from scheduler.cells.preemptor_claims import PreemptorClaims
 from scheduler.cells.virtual_clusters import VcState
 from scheduler.cells.check import CellsCheck, check_config, describe, stable_cell_types
 from scheduler.cells.expiry import BookingExpiry, BookingLimits, BookingReleased
@@ -148,6 +149,8 @@ class HivedEngine:
         # Pending pods' victims that book_reclaim counted as leaving (pod UID -> those it marked
         # first): cancel_reclaim takes the marks back, as nobody deletes them then.
         self._reclaim_marks: dict[str, list[str]] = {}
+        # Cells FitGpp's preemptors get once their victims have left (preemptor_claims.py).
+        self._claims = PreemptorClaims()
         self._on_change = on_change
         # Runtime changes to the cells, newest last (also passed to on_change).
         self.changes: deque[str] = deque(maxlen=MAX_CHANGES)
@@ -516,11 +519,13 @@ class HivedEngine:
         allowed, outside_at = self._offered(offered)
         outside = len(outside_at)
         offered_count = len(offered)
+        if self._claims:
+            self._settle_claims()
         try:
             ctx = self._context(pod)
             decided = self._decide(pod, ctx, allowed)
         except (Unplaceable, InvalidAnnotation) as error:
-            reason = error.reason if isinstance(error, Unplaceable) else str(error)
+            reason = self._refusal(error)
             resolvable = isinstance(error, Unplaceable) and error.resolvable
             inside = offered_count - outside
             return FilterDecision(
@@ -624,6 +629,8 @@ class HivedEngine:
     ) -> dict[str, list[str]]:
         if pod.requests.gpus == 0:
             return {}
+        if self._claims:
+            self._settle_claims()
         try:
             ctx = self._context(pod)
             decided = self._decide(pod, ctx, self._allowed_names(candidates))
@@ -733,12 +740,14 @@ class HivedEngine:
             return Placement(pod_uid=pod.uid, node_name=node_name)
         if node_name not in self.topology.nodes:
             raise SchedulingConflict(f"node {node_name} has no HiveD GPU cells")
+        if self._claims:
+            self._settle_claims()
         held = self.allocator.by_pod.get(pod.uid)
         try:
             ctx = self._context(pod)
             decided = self._decide(pod, ctx, frozenset({node_name}))
         except (Unplaceable, InvalidAnnotation) as error:
-            raise SchedulingConflict(error.reason if isinstance(error, Unplaceable) else str(error)) from None
+            raise SchedulingConflict(self._refusal(error)) from None
         if held is not None and decided.booking is held and held.group is None:
             self._reserved_as_booked.add(pod.uid)
         else:
@@ -901,10 +910,12 @@ class HivedEngine:
             self._reserved_as_booked.discard(pod.uid)
             self._seen_bound.discard(pod.uid)
             self._reclaim_records.pop(pod.uid, None)
+            self._claims.end(pod.uid)
             self.expiry.pod_gone(pod.uid)
             if existing is not None:
                 self._unassign(existing)
                 self._released()
+                self._victim_left(pod.uid)
             return
         self.expiry.pod_seen(pod)
         if not pod.holds_resources:
@@ -914,6 +925,7 @@ class HivedEngine:
         self._reclaim_marks.pop(pod.uid, None)
         self._reserved_as_booked.discard(pod.uid)  # bound: no bind of it fails any more
         self._seen_bound.add(pod.uid)
+        self._claims.end(pod.uid)  # bound: the cells booked for it are its own
         if existing is not None:
             if existing.node == pod.node_name:
                 return
@@ -1038,11 +1050,13 @@ class HivedEngine:
         self._reserved_as_booked.discard(pod_uid)
         self._seen_bound.discard(pod_uid)
         self._reclaim_records.pop(pod_uid, None)
+        self._claims.end(pod_uid)
         self.expiry.pod_gone(pod_uid)
         booking = self.allocator.by_pod.get(pod_uid)
         if booking is not None:
             self._unassign(booking)
             self._released()
+            self._victim_left(pod_uid)
 
     # ------------------------------------------------------------------ Jobs and expiry
 
@@ -1142,6 +1156,8 @@ class HivedEngine:
         when it needs no victim there (kube-scheduler's own business) or cannot be placed there.
         A gang's pod takes its slot of the gang's booking, planned whole as the filter plans it;
         a slot that needs no victim is left to the gang."""
+        if self._claims:
+            self._settle_claims()
         ctx = self._stranded_request(pod)
         if ctx is None:
             return None
@@ -1325,6 +1341,75 @@ class HivedEngine:
         message = f"pod {pod.key}: annotation {ANNOTATION_RECLAIM_BOOKING} {why}; ignored, no cells kept for it here"
         self.allocator.note(message)
         self._tell(message)
+
+    # ------------------------------------------------------------------ FitGpp's preemptors
+
+    def book_for_preemptor(self, pod: PodInfo, *, node: str, victims: AbstractSet[str]) -> None:
+        """FitGpp preempted ``victims`` (pod UIDs) on ``node`` for the pending ``pod`` (or a
+        restart rebuilt that decision from the pod's record): once they have left, the pod's cells
+        there are booked for it, so its VC's quota waits for it (preemptor_claims.py). Nothing for
+        a pod HiveD holds cells for already, or a node without cells."""
+        if pod.requests.gpus == 0 or pod.uid in self.allocator.by_pod or node not in self.topology.nodes:
+            return
+        replaced = self._claims.claim(pod, node=node, victims=victims)
+        if replaced is not None:
+            self._give_back_claimed(pod.uid, replaced.booking)
+
+    def preemptor_hold_ended(self, pod_uid: str) -> None:
+        """The pod's preemptor hold ended without a binding (it lapsed, its wait for victims
+        stuck leaving ran out, or its record was taken off): the cells booked for it go back."""
+        claim = self._claims.end(pod_uid)
+        if claim is not None:
+            self._give_back_claimed(pod_uid, claim.booking)
+
+    def _give_back_claimed(self, pod_uid: str, booking_id: int | None) -> None:
+        booking = self.allocator.by_pod.get(pod_uid)
+        if booking is None or booking.id != booking_id or pod_uid in self._seen_bound:
+            return
+        self._reserved_as_booked.discard(pod_uid)
+        self._unassign(booking)
+        self._released()
+
+    def _victim_left(self, pod_uid: str) -> None:
+        """A pod released its cells: a preemptor it was a victim of gets its own in the same step."""
+        if self._claims:
+            self._settle_claims(released=pod_uid)
+
+    def _settle_claims(self, *, released: str | None = None) -> None:
+        """Book the cells of each claim whose victims have all left (``released``: only the
+        claims naming that pod). A claim whose pod no longer fits its node ends, noted."""
+        alloc = self.allocator
+        for claim in self._claims.due(alloc.by_pod, released=released):
+            pod = claim.pod
+            if pod.uid in alloc.by_pod:
+                self._claims.end(pod.uid)  # HiveD booked cells for it otherwise (its reclaim)
+                continue
+            try:
+                ctx = self._context(pod)
+                if ctx.request.priority is not Priority.GUARANTEED or ctx.request.gang is not None:
+                    self._claims.end(pod.uid)  # no quota of its own to keep (a gang books its slots itself)
+                    continue
+                spot = alloc.plan(ctx.request, ctx.vc, ctx.targets, allowed=frozenset({claim.node}))
+            except (Unplaceable, InvalidAnnotation) as error:
+                self._claims.end(pod.uid)
+                alloc.note(f"pod {pod.key}: no cells booked for it on node {claim.node}, where FitGpp preempted pods for it: "
+                           f"{error.reason if isinstance(error, Unplaceable) else error}")
+                continue
+            claim.booking = self._book(spot, ctx, pod).id
+            self.expiry.booked_for(pod.uid)
+
+    def _refusal(self, error: Unplaceable | InvalidAnnotation) -> str:
+        """The reason a pod is refused; a quota exhausted names the preemptors whose cells of the
+        VC are booked for them."""
+        if not isinstance(error, Unplaceable):
+            return str(error)
+        if not isinstance(error, QuotaExhausted) or not self._claims:
+            return error.reason
+        booked = self._claims.booked_in(error.vc.name, self.allocator.bookings)
+        if not booked:
+            return error.reason
+        their = "its victims leave" if len(booked) == 1 else "their victims leave"
+        return f"{error.reason}; cells booked for {', '.join(booked)} while {their}"
 
     def inspect_virtual_clusters(self) -> dict[str, Any]:
         return inspection.virtual_clusters(self.allocator)

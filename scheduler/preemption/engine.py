@@ -42,7 +42,7 @@ from scheduler.core.pods import PodStore
 from scheduler.errors import InvalidAnnotation
 from scheduler.preemption import records
 from scheduler.preemption.fitgpp import Normalisers, NoVictims, PreemptionDecision, choose_victims
-from scheduler.preemption.holds import Clock, PreemptionEvidence, RoomHolds
+from scheduler.preemption.holds import BooksPreemptorCells, Clock, PreemptionEvidence, RoomHolds
 from scheduler.preemption.model import (
     FitGppSettings,
     JobClass,
@@ -282,7 +282,8 @@ class FitGppEngine:
         self._records_pods = pods is None  # its own store: the events it is given are the record
         self.settings = settings
         self._seed = seed
-        self.holds = RoomHolds(hold_seconds=resume_hold_seconds, clock=clock, pods=self.pods)
+        cells = inner if isinstance(inner, BooksPreemptorCells) else None  # HiveD: the preemptor's VC quota too
+        self.holds = RoomHolds(hold_seconds=resume_hold_seconds, clock=clock, pods=self.pods, cells=cells)
         self._evidence = PreemptionEvidence(scheduler_name=scheduler_name, present=lambda uid: self.pods.get(uid) is not None)
         self._index = PreemptionIndex(node_index=inner.node_index)  # one node name -> slot map
         self._tracked: dict[str, str | None] = {}  # pods the index holds -> their Job UID

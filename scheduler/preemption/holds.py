@@ -51,6 +51,14 @@ nowhere else while pods leaving its node will make room there, whichever nodes k
 offers (:meth:`RoomHolds.keeps_waiting`), for at most their grace period and ``hold_seconds``. A resumed pod yields to it;
 the preemptor goes before every resume hold.
 
+The node's room is not all a preemptor needs under HiveD: its virtual cluster's quota. When its
+last victim leaves, the VC's cell there is unbound, and a pod of the VC filtered for another node
+(which this hold does not keep) could bind that quota first, leaving the preemptor refused and its
+victims preempted for nothing. So the placement engine is told of each hold that stands for a
+record (``cells``, :class:`BooksPreemptorCells`): HiveD books the preemptor's cells on the node in
+the step its last victim leaves (scheduler/cells/preemptor_claims.py), and gives them back when
+the hold ends without a binding (it lapsed, its wait ran out, or its record was taken off).
+
 After a restart. Holds live in memory, but a preemption in progress leaves evidence on the
 pods, and :class:`PreemptionEvidence` rebuilds the holds from it as the watch relists them.
 kube-scheduler writes a ``DisruptionTarget`` condition (reason ``PreemptionByScheduler``,
@@ -97,7 +105,7 @@ Pure: the driver feeds pod and Job changes; time comes from the ``clock`` it pas
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Mapping
+from typing import AbstractSet, Callable, Mapping, Protocol, runtime_checkable
 
 from msgspec import structs
 
@@ -112,6 +120,17 @@ from scheduler.preemption.model import JobClass, job_class_or_best_effort, may_c
 from scheduler.preemption.records import PreemptorRecord
 
 Clock = Callable[[], float]
+
+
+@runtime_checkable
+class BooksPreemptorCells(Protocol):
+    """A placement engine that books a preemptor's cells on its node once its victims have left
+    (HiveD: its VC's quota waits for it, scheduler/cells/preemptor_claims.py), until its hold
+    ends without a binding."""
+
+    def book_for_preemptor(self, pod: PodInfo, *, node: str, victims: AbstractSet[str]) -> None: ...
+
+    def preemptor_hold_ended(self, pod_uid: str) -> None: ...
 
 
 @dataclass(slots=True)
@@ -185,6 +204,9 @@ class RoomHolds:
     a preemptor hold that stands for a record ends without the pod's binding (it lapsed, or its
     wait for pods leaving its node ran out), so that its driver clears the record off the pod and
     a restart does not keep the room again; called under the caller's lock, so it must not wait.
+    ``cells``: the placement engine that books a preemptor's cells for the hold that stands for
+    its record (HiveD: its VC's quota, not only the node's room), told when such a hold is made
+    or rebuilt and when it ends without a binding.
     """
 
     hold_seconds: float | None = None
@@ -202,6 +224,7 @@ class RoomHolds:
     lapsed: int = 0  # holds (a Job on a node) given up after hold_seconds
     _decided: int = 0  # preemptor holds made so far (their order)
     on_record_ended: Callable[[PodInfo, str], None] | None = None
+    cells: BooksPreemptorCells | None = None
     _store: PodStore = field(init=False)
     _records_pods: bool = field(init=False)
 
@@ -238,6 +261,7 @@ class RoomHolds:
                                                          record_seen=carried)
         self._binding_preemptors.pop(preemptor.uid, None)
         self._ended_preemptors.pop(preemptor.uid, None)
+        self._book_cells(preemptor, node_name=node_name, record=record)
 
     def rebuild_preemptor(self, preemptor: PodInfo, *, node_name: str, record: str | None = None) -> bool:
         """The watch shows ``preemptor`` waiting for victims of this scheduler's preemption on
@@ -256,6 +280,7 @@ class RoomHolds:
         self._decided += 1
         self._preemptors[uid] = _PreemptorHold(node=node_name, seen=preemptor, order=self._decided, watched=True, rebuilt=True,
                                                record=record, record_seen=record is not None)
+        self._book_cells(preemptor, node_name=node_name, record=record)
         return True
 
     def nominated_node(self, preemptor_uid: str) -> str | None:
@@ -539,6 +564,20 @@ class RoomHolds:
         del self._preemptors[pod.uid]
         if not carried:
             self._ended_preemptors[pod.uid] = claim.node
+        if self.cells is not None:
+            self.cells.preemptor_hold_ended(pod.uid)
+
+    def _book_cells(self, preemptor: PodInfo, *, node_name: str, record: str | None) -> None:
+        """Have the placement engine book the preemptor's cells once the victims its record
+        names have left (a hold without a record, rebuilt from a nomination, books none)."""
+        if self.cells is None or record is None:
+            return
+        try:
+            decided = records.decode(record)
+        except InvalidAnnotation:
+            return  # not the pod's to keep: PreemptionEvidence reads no hold from it either
+        if decided is not None:
+            self.cells.book_for_preemptor(preemptor, node=node_name, victims=frozenset(decided.victims))
 
     def _preemptor(self, uid: str, claim: _PreemptorHold) -> PodInfo:
         """The preemptor's latest state: as FitGpp was given it, until the watch shows it again
@@ -605,6 +644,8 @@ class RoomHolds:
         claim = self._preemptors.pop(uid)
         self._ended_preemptors[uid] = claim.node
         self.lapsed += 1
+        if self.cells is not None:
+            self.cells.preemptor_hold_ended(uid)
         if claim.record is not None and self.on_record_ended is not None:
             self.on_record_ended(self._store.get(uid) or claim.seen, claim.record)
 
