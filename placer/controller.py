@@ -546,6 +546,9 @@ class PlacerController:
                     self._tell(job, status="True", reason="Started", message=f"{RUNNING_ON}{item.kind}: {BOUND_AGAIN}")
                 continue
             released.append((item, state))
+            if state == "unbound" and not resuming and uid not in self._was_bound and ANNOTATION_PLACEMENT in job.annotations:
+                self._suspend_again(job, item.kind)
+                continue
             if resuming:  # told above: its pods were bound, then preempted, not never bound
                 self._released[uid] = state
             elif state in ("elsewhere", "unbound") and self._released.get(uid) != state:
@@ -556,6 +559,39 @@ class PlacerController:
                            message=explain(item.kind, state, unbound_hold_seconds=self._unbound_hold_seconds,
                                            was_bound=uid in self._was_bound))
         return kept, released
+
+    def _suspend_again(self, job: Job, kind: str) -> None:
+        """A Job AlloX started none of whose pods was bound in ``unbound_hold_seconds`` (the room
+        it was started on was kept for others: a resumed pod, a preemptor; or no node takes its
+        pods now) goes back to AlloX's queue, suspended again: left unsuspended it stayed Pending
+        for ever while AlloX counted its machine free (user24, F7). The Job controller deletes its
+        pods; its ``cellfit.io/placement`` stays, so its next start takes that configuration out
+        of the template first. Guarded by the Job's version and ``suspend: false``: a Job its
+        user changed or suspended meanwhile is left to the next pass. A Job its user unsuspended
+        by hand (no placement) is never suspended here."""
+        namespace, name = job.metadata.namespace, job.metadata.name
+        version = job.metadata.resourceVersion
+        operations = [
+            {"op": "test", "path": "/spec/suspend", "value": False},
+            *([{"op": "test", "path": "/metadata/resourceVersion", "value": version}] if version else []),
+            {"op": "replace", "path": "/spec/suspend", "value": True},
+        ]
+        try:
+            self._api.patch_job(namespace=namespace, name=name, operations=operations)
+        except CellfitError as error:
+            log.warning("could not suspend again a Job none of whose pods was bound",
+                        extra={"job": f"{namespace}/{name}", "reason": str(error)[:300]})
+            return
+        limit = f"{self._unbound_hold_seconds:.0f} s"
+        message = (f"suspended again, back in AlloX's queue: started on {kind}, and none of its pods was bound to a node "
+                   f"within {limit} (the room it was started on went to other pods, or no node takes them now)")
+        with self._lock:
+            self._started.pop(job.metadata.uid, None)
+            self._queued_where.pop(job.metadata.uid, None)  # queued again: told again
+        self._released.pop(job.metadata.uid, None)
+        self._event(job, "SuspendedAgain", message)
+        self._tell(job, status="False", reason="SuspendedAgain", message=message)
+        log.info("job suspended again", extra={"job": f"{namespace}/{name}", "kind": kind})
 
     def _trials(
         self, now: float, trials: list[WaitingJob], waiting: list[WaitingJob], running: list[RunningJob], free: list[NodeResources],

@@ -45,7 +45,8 @@ def test_started_jobs_hold_only_the_machines_their_pods_are_on() -> None:
     # anything of AlloX's: w starts on the GPU at once instead of waiting for g's estimate.
     api = RecordingApi()
     jobs = [job("g", gpu=3000, cpu=9000, suspend=False, placement="gpu", started="2026-01-01T00:01:00Z"),
-            job("c", gpu=3000, cpu=9000, suspend=False, placement="cpu", started="2025-12-31T23:20:00Z"),
+            # Unsuspended by its user (no cellfit.io/placement): AlloX does not suspend it again.
+            job("c", gpu=3000, cpu=9000, suspend=False, started="2025-12-31T23:20:00Z"),
             job("w", gpu=100, cpu=1000, created=5)]
     placer = placer_with(api, jobs, {"uid-g": JobPods(elsewhere=1), "uid-c": JobPods(unbound=1)})
     decision = placer.admit()

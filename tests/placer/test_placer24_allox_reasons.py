@@ -95,8 +95,9 @@ def test_a_running_jobs_pod_on_a_deleted_node_is_waiting_to_be_placed_again_not_
 
 
 def test_a_job_told_its_pods_run_outside_the_pool_is_told_again_when_they_wait_to_be_placed() -> None:
+    # Unsuspended by its user (no cellfit.io/placement): told, never suspended again.
     api = RecordingApi()
-    jobs = [job("c", gpu=3000, cpu=9000, suspend=False, placement="cpu", started="2025-12-31T23:20:00Z")]
+    jobs = [job("c", gpu=3000, cpu=9000, suspend=False, started="2025-12-31T23:20:00Z")]
     placer = placer_with(api, jobs, {"uid-c": JobPods(elsewhere=1)})
     placer.admit()
     placer._job_pods = lambda owners: {"uid-c": JobPods(unbound=1)}
