@@ -349,10 +349,27 @@ def _cell_request(pod: PodInfo) -> tuple[CellRequest | None, list[InvalidAnnotat
                 continue
             errors.append(error)
             kind, _, key = (error.field or "").partition(" ")
+            if key == ANNOTATION_GANG:
+                errors += _gang_size_alone(pod)
             attribute = _FIELD_KINDS.get(kind)
             if attribute is None or key not in getattr(pod, attribute):
                 return None, errors
             pod = _without(pod, attribute, key)
+
+
+def _gang_size_alone(pod: PodInfo) -> list[InvalidAnnotation]:
+    """The gang-size's own mistake where the gang annotation does not read (``"yes"``): set
+    aside, the gang takes its size with it, which parse_request reads only for a gang; judged as
+    a gang's would be, so that both are told at once. Not for a pod without an owner (a gang
+    needs one: that is the gang's mistake)."""
+    if ANNOTATION_GANG_SIZE not in pod.annotations or pod.owner is None:
+        return []
+    gang = {ANNOTATION_GANG: "true", ANNOTATION_GANG_SIZE: pod.annotations[ANNOTATION_GANG_SIZE]}
+    try:
+        parse_request(structs.replace(pod, labels={}, annotations=gang))
+    except InvalidAnnotation as error:
+        return [error] if error.field == f"annotation {ANNOTATION_GANG_SIZE}" else []
+    return []
 
 
 def _without(pod: PodInfo, attribute: str, key: str) -> PodInfo:
@@ -636,11 +653,21 @@ def _template_problems(
     problems = [problem.within(TEMPLATE) for problem in as_written]
     for kind in configurations.kinds:
         problems += [
-            _in_configuration(problem, configurations[kind], gpu_resource=gpu_resource)
+            _never_run_in(_in_configuration(problem, configurations[kind], gpu_resource=gpu_resource), kind)
             for problem in pod_problems(configured[kind], cells=cells, preempts_best_effort=preempts_best_effort)
             if problem.text not in told
         ]
     return problems
+
+
+def _never_run_in(problem: Problem, kind: str) -> Problem:
+    """A configuration's own blocking problem (its GPUs no cell holds, an annotation it adds that
+    does not read) with what it means, in the words of a configuration no node holds
+    (:func:`_beyond_every_node`): the estimator never samples it (``configured_pod_problems``)
+    nor AlloX starts the Job in it."""
+    if not problem.blocking:
+        return problem
+    return replace(problem, reason=f"{problem.reason}: it is never sampled nor started in {kind}")
 
 
 def _in_configuration(problem: Problem, configuration: Configuration, *, gpu_resource: str) -> Problem:

@@ -409,7 +409,7 @@ def test_a_suspended_interchangeable_jobs_pods_are_checked_as_its_configurations
                                 gpus=0, template_labels=VISION)
     response = answer(service, too_large)
     expected = ("metadata.annotations[cellfit.io/configurations].gpu.resources: the pod requests 16 "
-                "GPUs, more than any node-level cell holds (largest: 'A100-NODE' with 8)")
+                "GPUs, more than any node-level cell holds (largest: 'A100-NODE' with 8): it is never sampled nor started in gpu")
     assert response["warnings"] == [f"cellfit: {expected}"]
     assert response["allowed"] is False and expected in response["status"]["message"]
     assert configured_pod_reason(too_large, "gpu") in expected
@@ -420,7 +420,7 @@ def test_a_configurations_own_annotations_are_checked_on_the_pods_they_go_to():
     body = interchangeable({"gpu": {"resources": {"nvidia.com/gpu": "2"}, "annotations": {"cellfit.io/cell-type": "A100-RACK"}}},
                            gpus=0, template_labels=VISION)
     expected = ("metadata.annotations[cellfit.io/configurations].gpu.annotations[cellfit.io/cell-type]: unknown cell type "
-                "'A100-RACK' (known: A100, A100-PAIR, A100-NODE)")
+                "'A100-RACK' (known: A100, A100-PAIR, A100-NODE): it is never sampled nor started in gpu")
     assert answer(service, body)["warnings"] == [f"cellfit: {expected}"]
     assert configured_pod_reason(body, "gpu").replace(" in annotation cellfit.io/cell-type", "") in expected
 
@@ -430,7 +430,7 @@ def test_a_gpu_configuration_needs_the_vc_label_a_cpu_one_does_not():
     body = interchangeable({"cpu": {"resources": {"cpu": "16"}}, "gpu": {"resources": {"nvidia.com/gpu": "1"}}}, gpus=0)
     assert answer(service, body)["warnings"] == [
         "cellfit: spec.template.metadata.labels[cellfit.io/virtual-cluster] (in configuration gpu): is missing: set it to one of "
-        "speech, vision"
+        "speech, vision: it is never sampled nor started in gpu"
     ]
 
 
@@ -458,7 +458,7 @@ def test_an_interchangeable_job_that_runs_as_written_or_was_placed_is_checked_as
     again = interchangeable(configurations, gpus=0, suspend=True, template_labels={**VISION, "cellfit.io/placement": "cpu"})
     assert answer(service, again)["warnings"] == [
         "cellfit: metadata.annotations[cellfit.io/configurations].gpu.resources: the pod requests 16 "
-        "GPUs, more than any node-level cell holds (largest: 'A100-NODE' with 8)"
+        "GPUs, more than any node-level cell holds (largest: 'A100-NODE' with 8): it is never sampled nor started in gpu"
     ]
 
 

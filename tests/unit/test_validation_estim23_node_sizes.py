@@ -57,5 +57,5 @@ def test_under_hived_the_gpus_are_the_cells_to_judge_once_and_the_cores_the_node
     told = warnings(body, cells=True)
     assert [w for w in told if "16 GPUs" in w] == [
         "cellfit: metadata.annotations[cellfit.io/configurations].gpu.resources: the pod requests 16 GPUs, more than any "
-        "node-level cell holds (largest: 'A100-NODE' with 8)"]
+        "node-level cell holds (largest: 'A100-NODE' with 8): it is never sampled nor started in gpu"]
     assert any(w.startswith("cellfit: metadata.annotations[cellfit.io/configurations].cpu.resources: 200 cores a pod") for w in told)
