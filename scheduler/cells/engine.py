@@ -348,6 +348,9 @@ class HivedEngine:
                     # leaving it; the cells they free are this pod's (expiry.py bounds the wait).
                     raise Unplaceable(self._leaving_reason(existing, victims))
                 return _Decision(existing.node or "", existing, victims)
+            claim = self._claims.get(pod.uid)
+            if claim is not None and claim.booking == existing.id:
+                return self._move_claimed(ctx, existing, allowed)
             if existing.group is None:
                 alloc.release(existing)
             else:
@@ -1397,6 +1400,26 @@ class HivedEngine:
                 continue
             claim.booking = self._book(spot, ctx, pod).id
             self.expiry.booked_for(pod.uid)
+
+    def _move_claimed(self, ctx: _Context, held: Booking, allowed: AbstractSet[str] | None) -> _Decision:
+        """The cells booked for FitGpp's preemptor on a node kube-scheduler does not offer it
+        (its cache may count the victims there a moment longer than the watch did): the pod goes
+        where the offered nodes take it, its booking moved there in the same step, so its VC's
+        quota stays its own until it binds; where they take it nowhere, its booking stays."""
+        alloc = self.allocator
+        assert held.pod_uid is not None and held.pod_key is not None and held.node is not None
+        claim = self._claims.get(held.pod_uid)
+        assert claim is not None
+        alloc.release(held)
+        try:
+            spot = alloc.plan(ctx.request, ctx.vc, ctx.targets, allowed=allowed)
+        except Unplaceable:
+            spot = alloc.plan(ctx.request, ctx.vc, ctx.targets, allowed=frozenset({held.node}))  # the cells just given back
+            claim.booking = self._book(spot, ctx, claim.pod).id
+            raise
+        booking = self._book(spot, ctx, claim.pod)
+        claim.booking = booking.id
+        return _Decision(booking.node or "", booking, alloc.victims(booking))
 
     def _refusal(self, error: Unplaceable | InvalidAnnotation) -> str:
         """The reason a pod is refused; a quota exhausted names the preemptors whose cells of the

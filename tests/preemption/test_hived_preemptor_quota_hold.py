@@ -223,3 +223,23 @@ def test_a_restarted_replica_waits_for_victims_still_listed_before_booking() -> 
     for victim in (scene.be3, scene.be4):
         restarted.delete_pod(victim.uid)
     assert hived(restarted).allocator.by_pod["te-2"].node == "gpu-1"
+
+
+def test_offered_other_nodes_the_preemptor_takes_its_booking_there() -> None:
+    # kube-scheduler's cache still counts the victims on gpu-1 a moment after cellfit's watch
+    # saw them go: it offers te-2 the other nodes. te-2 goes there with its VC's quota.
+    scene = Scene()
+    scene.victims_leave()
+    moved = filter_offered(scene.made, scene.te2, ["gpu-2", "gpu-3"])
+    (node_name,) = list(moved.feasible)
+    assert hived(scene.made).allocator.by_pod["te-2"].node == node_name
+    assert BOOKED in scene.resumed_elsewhere() and QUOTA in scene.resumed_elsewhere()
+    assert scene.made.reserve(scene.te2, node_name).node_name == node_name
+
+
+def test_offered_only_nodes_it_cannot_go_the_preemptor_keeps_its_booking() -> None:
+    scene = Scene()
+    scene.victims_leave()
+    assert list(filter_offered(scene.made, scene.te2, ["gpu-0"]).feasible) == []  # be-1's
+    assert hived(scene.made).allocator.by_pod["te-2"].node == "gpu-1"
+    assert BOOKED in scene.resumed_elsewhere()
