@@ -66,7 +66,7 @@ from estimator.contract import parse_estimate_cached
 from estimator.objects import Job, JobCondition, template_kind, timestamp
 from estimator.sample_pod import beyond_largest_node, configuration_digest, gpu_count, recorded_configuration
 from placer.configuration import Configuration, Configurations, parse_configurations_cached
-from placer.guarantee import gpus_per_pod, pool_machines
+from placer.guarantee import KeptRoom, free_less_kept, gpus_per_pod, guarantees_less_kept, pool_machines
 from placer.holding import DEFAULT_UNBOUND_HOLD_SECONDS, HOLDING, Hold, JobPods, explain, hold
 from placer.patch import PodsRefused, check_pod_level_resources, containers_record
 from placer.rewrite import ANNOTATION_STATED_NO_MORE, PoolConflict, apply_configuration, pool_conflict, shed_placement
@@ -218,6 +218,7 @@ class PlacerController:
         job_pods: Callable[[frozenset[str]], Mapping[str, JobPods]] | None = None,
         unbound_hold_seconds: float = DEFAULT_UNBOUND_HOLD_SECONDS,
         allocatable_by_node: Callable[[], Mapping[str, Resources]] = lambda: {},
+        kept_room: Callable[[frozenset[str]], Sequence[KeptRoom]] | None = None,
     ) -> None:
         self._api = api
         self._jobs = jobs
@@ -250,6 +251,11 @@ class PlacerController:
         # The started Jobs' pods (the cluster cache): whether each still holds AlloX's machines
         # (placer/holding.py). None: every started Job holds them until start + estimate.
         self._job_pods = job_pods
+        # The room nodes keep for pending pods AlloX did not start (FitGpp's resume and preemptor
+        # holds, kube-scheduler's nominations; placer/guarantee.py kept_room), the given running
+        # Jobs' own pods left out: not free for AlloX, on a node nor in a VC's guarantee, or a Job
+        # started there stays Pending behind the pod the room is kept for. None: nothing kept.
+        self._kept_room = kept_room
         self._unbound_hold_seconds = unbound_hold_seconds
         self._released: dict[str, Hold] = {}  # UIDs of started Jobs told they hold no machine, with what they were told
         self._was_bound: set[str] = set()  # UIDs of started Jobs whose pods were seen on AlloX's nodes
@@ -374,15 +380,20 @@ class PlacerController:
         running_uids.difference_update(by_key[item.key].metadata.uid for item, _ in released)
         # Running Jobs are busy machines of their own: their pods (bound yet or not) must not
         # also make their node look full, nor, unbound, leave it looking free.
+        kept = self._kept_room(frozenset(running_uids)) if self._kept_room is not None else ()
+        free_by_node = self._free_by_node(frozenset(running_uids))
         free = [
             NodeResources(name=name, cpu=r.cpu_millis / 1000, gpu=max(r.gpus, 0), memory=max(r.memory_bytes, 0) / GIB)
-            for name, r in self._free_by_node(frozenset(running_uids)).items()
+            for name, r in (free_less_kept(free_by_node, kept) if kept else free_by_node).items()
         ]
         gpu_pools: dict[str, int] | None = None
         guaranteed: dict[str, int] = {}
         found: Guarantees | None = None
         if self._guarantees is not None:
             found = self._guarantees(frozenset(running_uids))
+            if kept:
+                found = replace(found, cells=guarantees_less_kept(found.cells, kept),
+                                anywhere=None if found.anywhere is None else guarantees_less_kept(found.anywhere, kept))
             waiting = [self._with_pool(item, by_key, found) for item in waiting]
             trials = [self._with_pool(item, by_key, found) for item in trials]
             running = [self._with_pool(item, by_key, found) for item in running]

@@ -15,10 +15,15 @@ values in, values out.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from dataclasses import dataclass
+from typing import AbstractSet, Any, Iterable, Mapping, Sequence
 
+from scheduler.constants import LABEL_PRIORITY, LABEL_VIRTUAL_CLUSTER, PRIORITY_OPPORTUNISTIC
+from scheduler.core.model import TERMINAL_PHASES, PodInfo
+from scheduler.core.resources import Resources
 from scheduler.matching.admission import WaitingJob, gpu_slots_for
 from scheduler.matching.capacity import GuaranteeCell, NodeResources, guaranteed_gpu_machines
+from scheduler.preemption.holds import Hold
 
 
 def guarantee_cells(rows: Sequence[Mapping[str, Any]]) -> list[GuaranteeCell]:
@@ -58,3 +63,85 @@ def pool_machines(
     every GPU)."""
     return {vc: min(count, sum(node.gpu // max(sizes.get(vc, 1), 1) for node in free))
             for vc, count in guaranteed_gpu_machines(cells, gpus_per_pod=sizes).items()}
+
+
+# ------------------------------------------------------------------ room kept for pods AlloX did not start
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class KeptRoom:
+    """Room a node keeps for a pending pod AlloX did not start: what it asks, and under HiveD
+    the VC whose guarantee it uses (None: no VC label, or opportunistic, which uses none)."""
+
+    node: str
+    requests: Resources
+    virtual_cluster: str | None
+
+
+def kept_room(*, holds: Sequence[Hold], pods: Iterable[PodInfo], except_owners: AbstractSet[str] = frozenset(),
+              default_vc: str | None = None) -> list[KeptRoom]:
+    """The room AlloX must not count free (user24, F7: AlloX started a Job on the GPUs a FitGpp
+    resume hold kept for a preempted Job's resumed pod; the resumed pod won and the Job stayed
+    Pending): each hold's room (``RoomHolds.holds()``: resume and preemptor holds, the pending
+    pods they keep it for), and each pending pod kube-scheduler nominated to a node, which it
+    keeps room for against pods of no higher priority, that no hold counts already. Pods of
+    ``except_owners`` (the Jobs AlloX started, counted as busy machines of their own) keep none.
+    A held pod's VC is its label's (``default_vc`` without one), read from ``pods``."""
+    pending = {pod.key: pod for pod in pods if pod.node_name is None and pod.phase not in TERMINAL_PHASES
+               and not (pod.owner is not None and pod.owner.uid in except_owners)}
+    kept: list[KeptRoom] = []
+    counted: set[str] = set()
+    for hold in holds:
+        held = [pending[key] for key in hold.pods if key in pending]
+        if not held:
+            continue  # bound meanwhile, gone, or one of AlloX's own
+        counted.update(pod.key for pod in held)
+        kept.append(KeptRoom(node=hold.node, requests=hold.requests, virtual_cluster=_guarantee_of(held[0], default_vc)))
+    for key, pod in pending.items():
+        if pod.nominated_node_name and key not in counted:
+            kept.append(KeptRoom(node=pod.nominated_node_name, requests=pod.requests, virtual_cluster=_guarantee_of(pod, default_vc)))
+    return kept
+
+
+def _guarantee_of(pod: PodInfo, default_vc: str | None) -> str | None:
+    """The VC whose guarantee ``pod`` uses: none for an opportunistic pod (it runs on idle cells)."""
+    if pod.labels.get(LABEL_PRIORITY) == PRIORITY_OPPORTUNISTIC:
+        return None
+    return pod.labels.get(LABEL_VIRTUAL_CLUSTER) or default_vc
+
+
+def free_less_kept(free: Mapping[str, Resources], kept: Sequence[KeptRoom]) -> dict[str, Resources]:
+    """Each node's free resources less the room kept there (none below zero)."""
+    left = dict(free)
+    for room in kept:
+        has = left.get(room.node)
+        if has is None:
+            continue  # a node outside AlloX's
+        left[room.node] = Resources(cpu_millis=max(has.cpu_millis - room.requests.cpu_millis, 0),
+                                    memory_bytes=max(has.memory_bytes - room.requests.memory_bytes, 0),
+                                    gpus=max(has.gpus - room.requests.gpus, 0))
+    return left
+
+
+def guarantees_less_kept(
+    cells: Mapping[str, Sequence[GuaranteeCell]], kept: Sequence[KeptRoom]
+) -> dict[str, list[GuaranteeCell]]:
+    """Each VC's cells less the GPUs kept for its pending pods (:func:`kept_room`): taken from
+    its freest cells first, as the held pod's cell is not known here; what is kept for a VC with
+    no free GPU left, or for none, takes nothing."""
+    wanted: dict[str, int] = {}
+    for room in kept:
+        if room.virtual_cluster is not None and room.requests.gpus > 0:
+            wanted[room.virtual_cluster] = wanted.get(room.virtual_cluster, 0) + room.requests.gpus
+    left = {vc: list(vc_cells) for vc, vc_cells in cells.items()}
+    for vc, gpus in wanted.items():
+        vc_cells = left.get(vc)
+        if not vc_cells:
+            continue
+        for index in sorted(range(len(vc_cells)), key=lambda i: -vc_cells[i].free):
+            if gpus <= 0:
+                break
+            taken = min(vc_cells[index].free, gpus)
+            vc_cells[index] = GuaranteeCell(gpus=vc_cells[index].gpus, free=vc_cells[index].free - taken)
+            gpus -= taken
+    return left

@@ -10,7 +10,7 @@ import threading
 import time
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any, AsyncIterator, Callable, TypeVar
+from typing import Any, AsyncIterator, Callable, Sequence, TypeVar
 
 from fastapi import FastAPI
 from prometheus_client import Counter
@@ -49,6 +49,7 @@ from scheduler.extender.validation import LiveCells, NodeSizes, configured_pod_p
 from scheduler.kube import names, translate, wire
 from estimator.controller import Capacity, EstimatorController
 from placer.controller import Guarantees, PlacerController
+from placer.guarantee import KeptRoom, kept_room
 from placer.guarantee import guarantees as guarantee_views
 
 log = logging.getLogger(__name__)
@@ -259,7 +260,8 @@ def build_runtime(settings: Settings, *, api: KubernetesApi | None = None, stand
     hived_cells = composition.cells
     count_preemption = metrics.track_exchange(quotas.metrics) if quotas is not None else None
     terms, elector = _leadership(settings, api, cache, metrics, hived=hived_cells, lock=lock, quotas=quotas,
-                                 count_preemption=count_preemption, reclaimer=_reclaimer(settings, composition, metrics, lock=lock, cache=cache))
+                                 count_preemption=count_preemption, reclaimer=_reclaimer(settings, composition, metrics, lock=lock, cache=cache),
+                                 kept_room=_kept_room(composition, lock=lock))
     victim_requeue = _victim_requeue(settings, api, cache, metrics, cells=composition.cells, lock=lock)
     if victim_requeue is not None:
         cells_changed.to = victim_requeue.cells_may_have_changed
@@ -387,6 +389,7 @@ def _leadership(
     *, hived: Cells | None = None, lock: threading.RLock | None = None, quotas: ExchangeQuotas | None = None,
     count_preemption: Callable[[str], None] | None = None,
     reclaimer: Callable[[KubernetesApi, PendingPods], ReclaimController] | None = None,
+    kept_room: Callable[[frozenset[str]], Sequence[KeptRoom]] | None = None,
 ) -> tuple[Terms | None, LeaderElector | None]:
     """The live drivers, built afresh for each term, and the election on the controllers' Lease
     that begins and ends the terms (scheduler/cluster/leadership.py). Every replica serves the
@@ -402,7 +405,7 @@ def _leadership(
         # Lease is lost makes no deletion, patch or Event after it (scheduler/cluster/leadership.py).
         fenced = connected.fenced(terms.in_term())
         estimator = _estimator(settings, fenced, watched, metrics, hived=hived, lock=lock)
-        placer = _placer(settings, fenced, watched, estimator, metrics, hived=hived, lock=lock)
+        placer = _placer(settings, fenced, watched, estimator, metrics, hived=hived, lock=lock, kept_room=kept_room)
         # One list and watch of the profile's pending pods a term, which the nudge and the
         # reclaim both read (scheduler/cluster/pending.py); started first, stopped last.
         pending = PendingPods(api=fenced, scheduler_name=settings.nudge.scheduler_name, constrained=reclaimer is not None)
@@ -671,6 +674,7 @@ def _placer(
     *,
     hived: Cells | None = None,
     lock: threading.RLock | None = None,
+    kept_room: Callable[[frozenset[str]], Sequence[KeptRoom]] | None = None,
 ) -> PlacerController | None:
     """AlloX admission beside the estimator, whose watch of interchangeable Jobs it reads;
     under HiveD a Job's GPU configuration uses only its VC's free guarantee, read from the
@@ -714,7 +718,17 @@ def _placer(
         best_effort_gpus=lambda: cache.best_effort_gpus(settings.allox.node_selector),
         guarantees=guarantees,
         job_pods=lambda owners: cache.job_pods(owners, settings.allox.node_selector),
+        kept_room=kept_room,
     )
+
+
+def _kept_room(composition: Composition, *, lock: threading.RLock) -> Callable[[frozenset[str]], Sequence[KeptRoom]]:
+    """The room FitGpp's holds and kube-scheduler's nominations keep for pending pods, which
+    AlloX must not count free (placer/guarantee.py kept_room), read under the engine lock."""
+    holds, pods = composition.holds, composition.pods
+    default_vc = composition.cells.default_vc if composition.cells is not None else None
+    return lambda running: _locked(lock, lambda: kept_room(holds=holds.holds() if holds is not None else [], pods=list(pods.pods()),
+                                                           except_owners=running, default_vc=default_vc))
 
 
 def _locked(lock: threading.RLock, read: Callable[[], T]) -> T:
