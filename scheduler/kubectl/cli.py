@@ -106,7 +106,17 @@ def _vcs(args: Any, api: KubeApi, inspect: InspectApi, namespace: str) -> str:
     view = inspect.view("virtual-clusters")
     if args.output != "table":
         return output.structured(view, format=args.output)
-    return output.table(views.vc_rows(view), views.VC_COLUMNS, empty="no virtual clusters")
+    rows = views.vc_rows(view, cells=_cell_tree(inspect) if view.get("virtualClusters") else None)
+    return output.table(rows, views.vc_columns(rows), empty="no virtual clusters")
+
+
+def _cell_tree(inspect: InspectApi) -> Any:
+    """The physical tree without GPU cells, for the VCs' cells that cannot serve them now; None
+    where it cannot be read (the table is then the VCs' counts alone, as before)."""
+    try:
+        return inspect.view("cells", query={"gpus": "false"})
+    except PluginError:
+        return None
 
 
 def _cells(args: Any, api: KubeApi, inspect: InspectApi, namespace: str) -> str:

@@ -14,6 +14,8 @@ VC_COLUMNS = ("vc", "cell-type", "gpus/cell", "quota", "bound", "unbound", "drai
 # LEAVING: of the GUARANTEED GPUs, those booked for a guaranteed pod while the opportunistic pod
 # preempted for it still runs there (in its grace period); not counted in OPPORTUNISTIC.
 CELL_COLUMNS = ("cell", "type", "state", "vc", "gpus", "idle", "guaranteed", "opportunistic", "leaving", "bad", "pods")
+# With a VC's cells that cannot serve it now (cellfit's cells on bad or gone nodes): which, and why.
+CANNOT_BIND = "cannot-bind"
 # The cell type of a VC's row of totals, when it has several cell types.
 TOTAL_ROW = "(total)"
 QUEUE_COLUMNS = ("job", "kind", "position", "expected-start", "vc")
@@ -22,12 +24,16 @@ QUEUE_COLUMNS = ("job", "kind", "position", "expected-start", "vc")
 WAITING_COLUMNS = (*QUEUE_COLUMNS, "waiting")
 
 
-def vc_rows(view: Mapping[str, Any]) -> list[dict[str, Any]]:
+def vc_rows(view: Mapping[str, Any], *, cells: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
     """One row per VC and cell type (``/v1/inspect/virtual-clusters``). The VC's guaranteed and
     opportunistic pods and GPUs in use are the VC's totals, not any one cell type's (the inspect
     API counts them per VC): on its row when it has one cell type, else on a row of their own
     after its cell types, cell type ``(total)``, the cell-type rows showing ``-`` there. (On the
-    first cell type's row they read as that type's: 9 guaranteed GPUs on a row of 4-GPU cells.)"""
+    first cell type's row they read as that type's: 9 guaranteed GPUs on a row of 4-GPU cells.)
+    ``cells``: the physical tree (``/v1/inspect/cells``), from which :func:`cannot_bind` marks
+    the cells a VC has on paper only (user24 F8: after GPU nodes were deleted, a VC's quota read
+    UNBOUND 1, as if it were there to take)."""
+    marks = cannot_bind(view, cells) if cells is not None else {}
     rows: list[dict[str, Any]] = []
     for vc in view.get("virtualClusters") or []:
         pods, gpus = vc.get("pods") or {}, vc.get("gpus") or {}
@@ -37,8 +43,8 @@ def vc_rows(view: Mapping[str, Any]) -> list[dict[str, Any]]:
             "opportunistic-pods": pods.get("opportunistic", 0),
             "opportunistic-gpus": gpus.get("opportunistic", 0),
         }
-        cells = vc.get("cells") or [{}]
-        for cell in cells:
+        rows_of_vc = vc.get("cells") or [{}]
+        for cell in rows_of_vc:
             rows.append({
                 "vc": vc.get("name"),
                 "cell-type": cell.get("cellType"),
@@ -48,11 +54,60 @@ def vc_rows(view: Mapping[str, Any]) -> list[dict[str, Any]]:
                 "unbound": max(int(cell.get("quota") or 0) - int(cell.get("bound") or 0), 0) if cell else None,
                 "draining": cell.get("draining"),
                 "pinned": cell.get("pinned"),
-                **(totals if len(cells) == 1 else {}),
+                CANNOT_BIND: marks.get((str(vc.get("name")), str(cell.get("cellType")))),
+                **(totals if len(rows_of_vc) == 1 else {}),
             })
-        if len(cells) > 1:
+        if len(rows_of_vc) > 1:
             rows.append({"vc": vc.get("name"), "cell-type": TOTAL_ROW, **totals})
     return rows
+
+
+def vc_columns(rows: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
+    """:data:`VC_COLUMNS`, with ``cannot-bind`` where a VC has cells that cannot serve it now."""
+    return (*VC_COLUMNS, CANNOT_BIND) if any(row.get(CANNOT_BIND) for row in rows) else VC_COLUMNS
+
+
+def cannot_bind(view: Mapping[str, Any], cells: Mapping[str, Any]) -> dict[tuple[str, str], str]:
+    """(VC, cell type) -> what of its quota cannot serve it now: its bound cells with bad GPUs
+    (HiveD places nothing on a node cordoned, not ready, deleted while its pods run, or short
+    of GPUs), and its quota not bound where the cluster has too few free healthy cells of the
+    type for every VC's quota not bound (a deleted node leaves the tree: the VCs then reserve
+    more than it holds). One VC's share of that shortfall is not known (HiveD binds first come),
+    so each VC short of cells is marked with the cluster's count."""
+    free: dict[str, int] = {}
+    bad: dict[tuple[str, str], list[str]] = {}
+
+    def walk(cell: Mapping[str, Any], parent: Mapping[str, Any] | None) -> None:
+        kind, vc, state = str(cell.get("cellType")), cell.get("vc"), cell.get("state")
+        broken = int((cell.get("gpus") or {}).get("bad") or 0) > 0 or cell.get("healthy") is False
+        if state == "free" and not broken:
+            free[kind] = free.get(kind, 0) + 1
+        root = state in ("bound", "pinned") and vc and not (parent is not None and parent.get("vc") == vc
+                                                            and parent.get("state") in ("bound", "pinned"))
+        if root and broken:
+            bad.setdefault((str(vc), kind), []).append(str(cell.get("id")))
+        for child in cell.get("children") or []:
+            walk(child, cell)
+
+    for top in cells.get("cells") or []:
+        walk(top, None)
+    unbound: dict[tuple[str, str], int] = {}
+    for vc in view.get("virtualClusters") or []:
+        for row in vc.get("cells") or []:
+            missing = int(row.get("quota") or 0) - int(row.get("bound") or 0)
+            if missing > 0:
+                unbound[str(vc.get("name")), str(row.get("cellType"))] = missing
+    wanted: dict[str, int] = {}
+    for (_, kind), missing in unbound.items():
+        wanted[kind] = wanted.get(kind, 0) + missing
+    marks: dict[tuple[str, str], list[str]] = {key: [f"{len(ids)} bound on bad nodes ({', '.join(sorted(ids))})"]
+                                              for key, ids in bad.items()}
+    for key, missing in unbound.items():
+        have = free.get(key[1], 0)
+        if wanted[key[1]] > have:
+            marks.setdefault(key, []).append(f"{missing} unbound: {have} free healthy cell{'s' if have != 1 else ''} "
+                                             f"for {wanted[key[1]]} unbound in all VCs")
+    return {key: "; ".join(said) for key, said in marks.items()}
 
 
 def cell_rows(view: Mapping[str, Any], *, gpus: bool) -> list[dict[str, Any]]:
