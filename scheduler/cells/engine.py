@@ -29,6 +29,7 @@ from scheduler.cells.allocator import CellAllocator
 from scheduler.cells.booking import Booking, Group
 from scheduler.cells.capabilities import WaitingGuarantee
 from scheduler.cells.planning import QuotaExhausted, Spot, Target, Unplaceable
+from scheduler.cells.gangs import give_back_gang
 from scheduler.cells.preemptor_claims import PreemptorClaims
 from scheduler.cells.virtual_clusters import VcState
 from scheduler.cells.check import CellsCheck, check_config, describe, stable_cell_types
@@ -1066,6 +1067,11 @@ class HivedEngine:
     def apply_job(self, job: JobInfo) -> None:
         """The Job's width: a gang larger than it can ever run is refused at filter."""
         self.expiry.job_applied(job)
+
+    def give_back_gang(self, job_uid: str) -> None:
+        """The Job's gang was preempted whole: none of its bookings outlives its pods (gangs.py)."""
+        if give_back_gang(self.allocator.bookkeeper, job_uid):
+            self._released()
 
     def delete_job(self, job_uid: str) -> None:
         """The Job is gone: its gang's slots without a pod are released (told at the next sweep)."""

@@ -252,3 +252,24 @@ class GangPlanner:
         cell, spot = found
         return Spot(chain, target_level, tuple(pick_gpus(spot, n, _VIEW_GUARANTEED)), cell, True)
 
+
+
+def give_back_gang(bookkeeper: Bookkeeper, key: str) -> list[Booking]:
+    """A gang preempted whole (FitGpp takes a gang member only together with every other one):
+    none of its bookings outlives its pods. Its slots without a pod go now (returned); each slot
+    a member still holds while it leaves becomes that pod's own booking, which goes when the pod
+    does, not kept for a replacement; and the gang is forgotten, so that its next pods plan it
+    afresh, all or nothing, under the rooms the preemption keeps (its preemptor's first). Before,
+    a slot left booked on the preemptor's node went to the gang's next pod, or kept the
+    preemptor's VC quota from it, for ever (user24 F14)."""
+    group = bookkeeper.groups.pop(key, None)
+    if group is None:
+        return []
+    free = [slot for slot in group.slots if slot.pod_uid is None]
+    for slot in group.slots:
+        if slot.pod_uid is not None:
+            slot.group = None
+    for slot in free:
+        bookkeeper.release(slot)
+    group.slots.clear()
+    return free

@@ -32,6 +32,7 @@ from scheduler.cluster.feed import InterchangeableJobs, SamplingPods
 from scheduler.cluster.pacing import InThread, Pacing, Steps
 from scheduler.cluster.reflector import Reflector
 from scheduler.cells import bindinfo
+from scheduler.cluster.disruption import preempt_pod
 from scheduler.cluster.preemptor_records import FollowsPreemptorRecords, clear_preemptor_record, write_preemptor_record
 from scheduler.constants import ANNOTATION_BIND_INFO, ANNOTATION_CONFIGURATIONS, ANNOTATION_PREEMPTIONS, ANNOTATION_PREEMPTOR_HOLD
 from scheduler.core.engine import SchedulingEngine, TracksJobs
@@ -601,10 +602,13 @@ class ClusterCache:
         job_counts: Sequence[tuple[JobInfo, int]],
         preemptor_record: str | None = None,
         victim_messages: Mapping[str, str] | None = None,
+        preempt: Sequence[PodInfo] = (),
     ) -> None:
         """The preemptor's record of the decision (first: a restart may follow at once), the
-        victims' Job counts and Events on both sides (each victim's ``victim_messages`` entry, by
-        UID, else ``victim_message``), written in the background."""
+        victims' Job counts, the victims kube-scheduler does not delete (``preempt``: a gang's
+        members on other nodes, marked DisruptionTarget and deleted with their grace period, as
+        kube-scheduler deletes its own) and Events on both sides (each victim's ``victim_messages``
+        entry, by UID, else ``victim_message``), written in the background."""
         told = dict(victim_messages or {})
 
         def write() -> None:
@@ -618,6 +622,12 @@ class ClusterCache:
                 self._attempt(
                     lambda: _retried(lambda: self._raise_preemption_count(job, count), pauses=COUNT_WRITE_PAUSES_SECONDS),
                     what=f"job {job.key} preemption count",
+                )
+            for victim in preempt:
+                self._attempt(
+                    lambda: preempt_pod(self._api, namespace=victim.namespace, name=victim.name, uid=victim.uid,
+                                        message=told.get(victim.uid, victim_message), now=time.time()),
+                    what=f"preemption of {victim.key}",
                 )
             for message in preemptor_messages:
                 self._attempt(

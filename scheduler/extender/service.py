@@ -76,11 +76,14 @@ class ClusterGateway(Protocol):
         job_counts: Sequence[tuple[JobInfo, int]],
         preemptor_record: str | None = None,
         victim_messages: Mapping[str, str] | None = None,
+        preempt: Sequence[PodInfo] = (),
     ) -> None:
         """Events on the preemptor and the victims (``victim_messages``' by victim UID where it has
         one, else ``victim_message``), each victim Job's new preemption count
         (``cellfit.io/preemptions``) and the preemptor's record of the decision
-        (``cellfit.io/preemptor-hold``); must not block."""
+        (``cellfit.io/preemptor-hold``); ``preempt``: victims kube-scheduler does not delete (on
+        other nodes than the one it picks: a gang's other members), marked and deleted here;
+        must not block."""
         ...
 
     def record_pod_event(self, *, pod: PodInfo, reason: str, message: str, warning: bool) -> None:
@@ -442,7 +445,7 @@ class ExtenderService:
         # told again (kubectl cellfit why shows a refusal only while no preemption came since).
         self._refusals_told.pop(pod.uid, None)
         if self._cluster is not None:
-            self._cluster.remember_victims(uid for uids in accepted.values() for uid in uids)
+            self._cluster.remember_victims(uid for victims in (accepted, choice.elsewhere) for uids in victims.values() for uid in uids)
         preemptor_class = pod.labels.get(LABEL_JOB_CLASS, JOB_CLASS_BEST_EFFORT)
         rule = choice.rule
         self._metrics.preemptions.labels(preemptor_class=preemptor_class, rule=rule).inc()
@@ -461,6 +464,7 @@ class ExtenderService:
             return None
         victim_uids = choice.victim_uids
         victims = [v for v in (preemption.victim(uid) for uid in victim_uids) if v is not None]
+        elsewhere = {uid for uids in choice.elsewhere.values() for uid in uids}  # kube-scheduler deletes these not
         self._cluster.record_preemption(
             preemptor=pod,
             preemptor_messages=messages,
@@ -469,6 +473,7 @@ class ExtenderService:
             victim_messages=choice.victim_messages(),
             job_counts=preemption.victim_jobs(victim_uids) if choice.counts_jobs else (),
             preemptor_record=choice.preemptor_record,
+            preempt=[victim for victim in victims if victim.uid in elsewhere],
         )
         return None
 

@@ -42,6 +42,7 @@ from scheduler.core.pods import PodStore
 from scheduler.errors import InvalidAnnotation
 from scheduler.preemption import records
 from scheduler.preemption.fitgpp import Normalisers, NoVictims, PreemptionDecision, choose_victims
+from scheduler.preemption.gang_victims import GangMember, GangVictim, gangs_as_rows, is_gang_pod
 from scheduler.preemption.holds import BooksPreemptorCells, Clock, PreemptionEvidence, RoomHolds
 from scheduler.preemption.model import (
     FitGppSettings,
@@ -157,6 +158,15 @@ class BooksAhead(Protocol):
     def has_booking(self, pod: PodInfo) -> bool: ...
 
 
+@runtime_checkable
+class GivesBackGangs(Protocol):
+    """A placement engine that keeps a gang's slots for its pods (HiveD, all or nothing): told when
+    FitGpp preempted the gang whole, so that none of its bookings outlives its pods and the
+    preemptor gets the cells (scheduler/cells/gangs.py ``give_back_gang``)."""
+
+    def give_back_gang(self, job_uid: str) -> None: ...
+
+
 @dataclass(frozen=True, slots=True)
 class VictimChoice:
     """The victims chosen for one pod (node -> pod UIDs; empty: none) and why, which it tells
@@ -181,6 +191,10 @@ class VictimChoice:
     # the fallback's victims may be of several Jobs, and the pods of one Job are counted one
     # after the other (the second a failed pod more than the first).
     victim_outcomes: Mapping[str, str | None] = field(default_factory=dict)
+    # Victims on other nodes than the one answered, by node: the other members of a gang FitGpp
+    # took whole (gang_victims.py). kube-scheduler deletes the victims of the one node it picks,
+    # so the driver preempts these itself (marked DisruptionTarget, deleted with their grace period).
+    elsewhere: Mapping[str, list[str]] = field(default_factory=dict)
 
     @property
     def rule(self) -> str:
@@ -205,7 +219,8 @@ class VictimChoice:
 
     @property
     def victim_uids(self) -> tuple[str, ...]:
-        return tuple(uid for uids in self.victims.values() for uid in uids)
+        """Every victim: those answered, then those on other nodes (:attr:`elsewhere`)."""
+        return tuple(uid for victims in (self.victims, self.elsewhere) for uids in victims.values() for uid in uids)
 
     def preemptor_messages(self) -> tuple[str, ...]:
         """One event message per victim for the preemptor (none unless :attr:`explained`)."""
@@ -233,7 +248,7 @@ class VictimChoice:
         if not isinstance(decision, PreemptionDecision):
             return {}
         return {uid: decision.victim_message(not_resumed=self.victim_outcomes.get(uid, self.victim_job_outcome))
-                for uid in decision.victim_uids}
+                for uid in self.victim_uids}
 
 
 class ExplainedPreemption(Protocol):
@@ -294,6 +309,8 @@ class FitGppEngine:
         # and how many hold each VC's: FitGpp's candidates leave out another VC's (_claimable).
         self._tenancy: dict[str, str | None] = {}
         self._holding_vcs: Counter[str] = Counter()
+        # Bound gang pods (gang_victims.is_gang_pod) the index holds, by Job: FitGpp takes a gang whole.
+        self._gangs: dict[str, set[str]] = {}
         self._chosen: set[str] = set()  # victims chosen and not gone yet (their deletion may lag)
         # Pods on their way out (terminating, or chosen as victims), kept per node as they
         # change: the preempt verb asks about a hundred candidate nodes, not every pod.
@@ -514,9 +531,13 @@ class FitGppEngine:
         table = self._table_for(pod)
         scale = Normalisers.of(table)  # eq. 3's J: every running best-effort pod, whoever may take it
         table, passed, claimable = self._claimable(pod, table, candidates.keys())
+        table, folded = gangs_as_rows(table, self._running_gangs())
         decision = choose_victims(
             preemptor=pod, table=table, settings=self.settings, nodes=candidates.keys(), normalisers=scale, seed=self._seed
         )
+        if folded and isinstance(decision, PreemptionDecision):
+            gang_of = {str(table.uids[row]): gang for row, gang in folded.items()}
+            decision = replace(decision, victims=tuple(replace(v, gang=gang_of.get(v.uid)) for v in decision.victims))
         if isinstance(decision, NoVictims):
             # The placement engine's wait comes first: the pods it kept out (opportunistic pods
             # while its VC's cells are being freed) were no candidates for that reason alone.
@@ -527,15 +548,38 @@ class FitGppEngine:
                 decision = NoVictims(reason=passed.refusal(left=decision.reason if claimable else None))
         if not isinstance(decision, PreemptionDecision):
             return VictimChoice(victims={}, decision=decision)
-        outcomes = self.victim_outcomes([p for p in (self._tracked_pod(v.uid) for v in decision.victims) if p is not None])
+        elsewhere = decision.elsewhere
+        taken = [*decision.victim_uids, *(uid for uids in elsewhere.values() for uid in uids)]
+        outcomes = self.victim_outcomes([p for p in (self._tracked_pod(uid) for uid in taken) if p is not None])
         outcome = next((said for said in outcomes.values() if said is not None), None)
-        owners = [self._take_victim(victim.uid) for victim in decision.victims]
+        owners = [self._take_victim(uid) for uid in taken]
+        if isinstance(self.inner, GivesBackGangs):
+            for victim in decision.victims:
+                if victim.gang is not None:
+                    self.inner.give_back_gang(victim.gang.job)
         for job in dict.fromkeys(owner for owner in owners if owner is not None):
             self._count_preemption(job)
         record = records.encode(node=decision.node, victims=tuple(decision.victim_uids))
         self.holds.preempting(pod, node_name=decision.node, record=record)
         return VictimChoice(victims={decision.node: list(decision.victim_uids)}, decision=decision, victim_job_outcome=outcome,
-                            preemptor_record=record, victim_outcomes=outcomes)
+                            preemptor_record=record, victim_outcomes=outcomes, elsewhere=elsewhere)
+
+    def _running_gangs(self) -> list[GangVictim]:
+        """Every gang with a bound pod the index holds, with its running members (each gang's
+        pods a Job owns: cellfit.io/gang's key is the Job's UID)."""
+        gangs = []
+        for job, uids in self._gangs.items():
+            members = []
+            name = ""
+            for uid in sorted(uids):
+                member = self._tracked_pod(uid)
+                if member is None or member.node_name is None or member.owner is None:
+                    continue
+                name = f"{member.namespace}/{member.owner.name}"
+                members.append(GangMember(uid=uid, key=member.key, node=member.node_name, gpus=member.requests.gpus))
+            if members:
+                gangs.append(GangVictim(job=job, name=name, members=tuple(members)))
+        return gangs
 
     def _reclaim(self, pod: PodInfo, held: dict[str, list[str]]) -> VictimChoice:
         """HiveD's reclaim of the cells of ``pod``'s VC on the one node ``held`` names (kube-scheduler
@@ -775,6 +819,8 @@ class FitGppEngine:
         self._note_leaving(pod)
         if job is not None:
             self._pods_by_job.setdefault(job, set()).add(pod.uid)
+            if is_gang_pod(pod):
+                self._gangs.setdefault(job, set()).add(pod.uid)
         self._index_pod(pod, preemptions=self._job_counts.get(job) if job is not None else None)
 
     def _hold_tenancy(self, pod_uid: str, tenancy: str | None) -> None:
@@ -811,6 +857,11 @@ class FitGppEngine:
         self._rows.pop(pod_uid, None)
 
     def _leave_job(self, pod_uid: str, job: str) -> None:
+        gang = self._gangs.get(job)
+        if gang is not None:
+            gang.discard(pod_uid)
+            if not gang:
+                del self._gangs[job]
         members = self._pods_by_job.get(job)
         if members is not None:
             members.discard(pod_uid)

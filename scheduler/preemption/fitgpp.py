@@ -28,6 +28,7 @@ import numpy.typing as npt
 
 from scheduler.core.model import PodInfo
 from scheduler.core.resources import Resources
+from scheduler.preemption.gang_victims import GangVictim
 from scheduler.preemption.model import FitGppSettings, JobClass, job_class_of
 from scheduler.preemption.table import CandidateTable
 from scheduler.wording import duration
@@ -91,6 +92,13 @@ class VictimScore:
     # Eq. 3's denominators (:class:`Normalisers`): what the two terms are fractions of.
     largest_size: float
     longest_grace_seconds: float
+    # The gang taken whole with this pod (gang_victims.py): the score is the gang's.
+    gang: GangVictim | None = None
+
+    @property
+    def uids_on_node(self) -> tuple[str, ...]:
+        """The victim's pods on its node: the pod, or its gang's members there."""
+        return self.gang.on(self.node) if self.gang is not None else (self.uid,)
 
     def explain(self, *, grace_period_weight: float) -> str:
         """Eq. 3's score, its two terms and what each is a fraction of, in words and units:
@@ -98,13 +106,15 @@ class VictimScore:
         GPUs is 50% of the largest best-effort pod's, and its grace period to checkpoint, 18 s,
         is 3% of the longest, 10 min``. Without parentheses: ``kubectl cellfit why`` reads it
         from the victim's Event up to that Event's closing one (scheduler/kubectl/objects.py)."""
+        share, longest = ("its share of its node's", "its grace period") if self.gang is None else (
+            "the gang's share of its nodes'", "the longest grace period of its pods")
         if self.largest_size > 0:
-            size = (f"its share of its node's CPU, memory and GPUs is {_percent(self.size_term)} "
+            size = (f"{share} CPU, memory and GPUs is {_percent(self.size_term)} "
                     "of the largest best-effort pod's")
         else:
             size = "no best-effort pod requests CPU, memory or GPUs"
         if self.longest_grace_seconds > 0:
-            grace = (f"its grace period to checkpoint, {duration(self.grace_period_seconds)}, is "
+            grace = (f"{longest} to checkpoint, {duration(self.grace_period_seconds)}, is "
                      f"{_percent(self.grace_term)} of the longest, {duration(self.longest_grace_seconds)}")
         else:
             grace = "no best-effort pod has a grace period to checkpoint"
@@ -134,17 +144,36 @@ class PreemptionDecision:
 
     @property
     def victim_uids(self) -> tuple[str, ...]:
-        return tuple(victim.uid for victim in self.victims)
+        """The pods on :attr:`node` to delete: each victim, or every member there of a gang taken."""
+        return tuple(uid for victim in self.victims for uid in victim.uids_on_node)
+
+    @property
+    def elsewhere(self) -> dict[str, list[str]]:
+        """The members of the gangs taken that run on other nodes, by node: kube-scheduler deletes
+        the victims of the one node it picks, so the driver deletes these itself."""
+        by_node: dict[str, list[str]] = {}
+        for victim in self.victims:
+            if victim.gang is not None:
+                for node, uids in victim.gang.elsewhere(self.node).items():
+                    by_node.setdefault(node, []).extend(uids)
+        return by_node
 
     def preemptor_messages(self) -> tuple[str, ...]:
         """One event message per victim for the preemptor, e.g. ``preempting ns/pod on node X
-        (score 0.63 = size 0.50 + 4.0 x grace 0.03: its share of ...)`` (:meth:`VictimScore.explain`)."""
+        (score 0.63 = size 0.50 + 4.0 x grace 0.03: its share of ...)`` (:meth:`VictimScore.explain`);
+        a gang taken whole is one victim: ``preempting the gang ns/job (2 pods, 16 GPUs) on node X
+        and its pods on node Y, which cellfit deletes itself (score ...: the gang's share ...)``."""
         weight = self.settings.grace_period_weight
         prefix = "" if self.rule == RULE_FITGPP else "random fallback, no single best-effort pod frees enough; "
         return tuple(
-            f"preempting {victim.key} on node {self.node} ({prefix}{victim.explain(grace_period_weight=weight)})"
+            f"preempting {self._named(victim)} on node {self.node}{_rest_of_gang(victim, self.node)} "
+            f"({prefix}{victim.explain(grace_period_weight=weight)})"
             for victim in self.victims
         )
+
+    @staticmethod
+    def _named(victim: VictimScore) -> str:
+        return victim.key if victim.gang is None else victim.gang.describe()
 
     def victim_message(self, *, not_resumed: str | None = None) -> str:
         """The event message for each victim, which its user reads in ``kubectl describe pod``
@@ -166,6 +195,10 @@ class PreemptionDecision:
             score = victim.explain(grace_period_weight=self.settings.grace_period_weight)
             chosen = "cheapest to suspend and quickest to resume" if not_resumed is None else (
                 f"cheapest to suspend; {not_resumed}")
+            if victim.gang is not None:
+                nodes = sorted({member.node for member in victim.gang.members})
+                return (f"{head}: with every pod of {victim.gang.describe()}, on node{'s' if len(nodes) > 1 else ''} "
+                        f"{', '.join(nodes)}, as a gang runs whole or not at all; the gang {chosen} (FitGpp {score})")
             return f"{head}: the best-effort pod there {chosen} (FitGpp {score})"
         fallback = f"{head}: no single best-effort pod there freed enough, so FitGpp took best-effort pods at random until it did"
         return fallback if not_resumed is None else f"{fallback}; {not_resumed}"
@@ -178,6 +211,14 @@ class NoVictims:
     reason: str
 
     found: bool = False
+
+
+def _rest_of_gang(victim: VictimScore, node: str) -> str:
+    """`` and its pods on nodes a, b, which cellfit deletes itself`` for a gang spread over nodes."""
+    others = victim.gang.other_nodes(node) if victim.gang is not None else []
+    if not others:
+        return ""
+    return f" and its pods on node{'s' if len(others) > 1 else ''} {', '.join(others)}, which cellfit deletes itself"
 
 
 def _percent(fraction: float) -> str:
