@@ -145,3 +145,15 @@ def guarantees_less_kept(
             vc_cells[index] = GuaranteeCell(gpus=vc_cells[index].gpus, free=vc_cells[index].free - taken)
             gpus -= taken
     return left
+
+
+def cores_per_gpu_asked(pods: Iterable[PodInfo]) -> float:
+    """The most cores per GPU a pod asking GPUs asks (bound or pending, not finished): AlloX keeps
+    that many beside each free GPU before it cuts a node's cores into CPU slots, so a VC's
+    guaranteed pod of 8 GPUs and 32 cores still finds its 32 (user24, F17). 0 when none asks GPUs."""
+    most = 0.0
+    for pod in pods:
+        gpus = pod.requests.gpus
+        if gpus > 0 and pod.phase not in TERMINAL_PHASES:
+            most = max(most, pod.requests.cpu_millis / 1000 / gpus)
+    return most
