@@ -568,7 +568,10 @@ class PlacerController:
                     self._tell(job, status="True", reason="Started", message=f"{RUNNING_ON}{item.kind}: {BOUND_AGAIN}")
                 continue
             released.append((item, state))
-            if state == "unbound" and not resuming and uid not in self._was_bound and ANNOTATION_PLACEMENT in job.annotations:
+            # A trial Job is left pending: its pod may wait out its victims' grace period (FitGpp
+            # keeps their room for it), and trial Jobs never wait in AlloX's queue.
+            if (state == "unbound" and not resuming and uid not in self._was_bound and ANNOTATION_PLACEMENT in job.annotations
+                    and not _is_trial(job)):
                 self._suspend_again(job, item.kind)
                 continue
             if resuming:  # told above: its pods were bound, then preempted, not never bound

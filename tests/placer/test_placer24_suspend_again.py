@@ -7,8 +7,10 @@ left as it is; a restarted cellfit unsuspends the Job suspended again once, as a
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
+from estimator.objects import JOB_DECODER
 from placer.holding import JobPods
 from tests.placer.test_controller import RecordingApi, job
 from tests.placer.test_holding import placer_with
@@ -90,3 +92,15 @@ def test_a_job_changed_meanwhile_is_left_to_the_next_pass() -> None:
     placer = placer_with(api, [stuck], {"uid-q": JobPods(unbound=1)})
     placer.admit()
     assert not [c for name, c in api.conditions if name == "q" and c["reason"] == "SuspendedAgain"]
+
+
+def test_a_trial_job_waiting_on_its_victims_is_not_suspended_again() -> None:
+    api = SuspendingApi()
+    body = json.loads(json.dumps({"metadata": {"name": "te", "namespace": "alice", "uid": "uid-te", "resourceVersion": "7",
+                                               "labels": {"cellfit.io/job-class": "trial"},
+                                               "annotations": {**job("te").annotations, "cellfit.io/placement": "gpu"}},
+                                  "spec": {"suspend": False, "template": json.loads(bytes(job("te").spec.template))},
+                                  "status": {"startTime": LONG_AGO}}))
+    trial = JOB_DECODER.decode(json.dumps(body).encode())
+    placer_with(api, [trial], {"uid-te": JobPods(unbound=1)}).admit()
+    assert api.suspends == []
