@@ -9,6 +9,8 @@ from urllib.parse import quote
 
 from scheduler.kubectl.api import InspectApi, KubeApi
 from scheduler.kubectl.errors import Forbidden, NotFound, PluginError, UsageError, ViewUnavailable
+from scheduler.kubectl.views import bad_nodes, unbound_cells, unhealthy_nodes
+from scheduler.kubectl.wording import MAX_NAMED
 from scheduler.kubectl.objects import (
     PREEMPTED_BY,
     SCHEDULER_PREEMPTED,
@@ -192,9 +194,9 @@ class FactReader:
         """Only the views the answer may need; one cellfit does not serve is noted, not fatal."""
         unavailable: dict[str, str] = {}
 
-        def read(view: str, key: str) -> Any:
+        def read(view: str, key: str, query: Mapping[str, str] | None = None) -> Any:
             try:
-                return self.inspect.view(view)
+                return self.inspect.view(view, query=query)
             except ViewUnavailable as error:
                 unavailable[key] = str(error)
                 return None
@@ -212,8 +214,33 @@ class FactReader:
             allox_entry = next((row for rows in (allox.get("queue") or {}).values() for row in rows
                                 if row.get("job") == job.key), None)
         replicas = self.replicas() if holds is not None and holds.get("enabled") is not False else 1
+        short = isinstance(virtual_cluster, Mapping) and bool(unbound_cells(virtual_cluster))
+        tree = read("cells", "cells", {"gpus": "false"}) if short else None
+        nodes = sorted(set(bad_nodes(virtual_cluster) if isinstance(virtual_cluster, Mapping) else [])
+                       | set(unhealthy_nodes(tree) if isinstance(tree, Mapping) else []))
         return CellfitView(virtual_cluster=virtual_cluster, resume_holds=None if holds is None else tuple(holds.get("holds") or []),
-                           replicas=replicas, estimator_entry=estimator_entry, allox_entry=allox_entry, unavailable=unavailable)
+                           replicas=replicas, estimator_entry=estimator_entry, allox_entry=allox_entry, unavailable=unavailable,
+                           cell_tree=tree, node_states=self.node_states(nodes[:MAX_NAMED]))
+
+    def node_states(self, names: list[str]) -> dict[str, str]:
+        """Why each node is bad to HiveD, as its Node object says: ``deleted`` (not found),
+        ``cordoned`` (spec.unschedulable), ``not ready``; a node the user may not read, or none of
+        those (GPUs missing), is left out."""
+        states: dict[str, str] = {}
+        for name in names:
+            try:
+                obj = self.api.get(f"/api/v1/nodes/{quote(name)}", what=f"node {name}")
+            except NotFound:
+                states[name] = "deleted"
+                continue
+            except PluginError:
+                continue
+            ready = next((c for c in (obj.get("status") or {}).get("conditions") or [] if c.get("type") == "Ready"), None)
+            if (obj.get("spec") or {}).get("unschedulable"):
+                states[name] = "cordoned"
+            elif ready is not None and ready.get("status") != "True":
+                states[name] = "not ready"
+        return states
 
     def replicas(self) -> int | None:
         """The cellfit pods behind its Service, ready or not, from the Service's EndpointSlices:

@@ -20,7 +20,9 @@ from scheduler.constants import (
     DEFAULT_VIRTUAL_CLUSTER,
     JOB_CLASS_BEST_EFFORT,
     LABEL_JOB_CLASS,
+    LABEL_PRIORITY,
     LABEL_VIRTUAL_CLUSTER,
+    PRIORITY_GUARANTEED,
 )
 from scheduler.wording import IGNORE, ExitCodeRule, backoff_limit, disruption_action, exit_code_rules_before_disruption
 
@@ -81,6 +83,7 @@ class PodFacts:
     scheduler_name: str
     vc: str
     job_class: str
+    priority: str = PRIORITY_GUARANTEED  # its cellfit.io/priority: only a guaranteed pod is held to its VC's quota
     gang: bool = False
     gang_size: int | None = None
     scheduling_gates: tuple[str, ...] = ()
@@ -174,6 +177,12 @@ class CellfitView:
     estimator_entry: Mapping[str, Any] | None = None
     allox_entry: Mapping[str, Any] | None = None
     unavailable: Mapping[str, str] = field(default_factory=dict)
+    # The physical tree without GPU cells (``/v1/inspect/cells?gpus=false``), read where the VC
+    # has quota not bound: whether a free healthy cell is left to bind it.
+    cell_tree: Mapping[str, Any] | None = None
+    # Why nodes of the VC's cells are bad, by node, from the Node objects: "cordoned", "not
+    # ready", "deleted"; a node not read (the user may not get Nodes) is absent.
+    node_states: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -253,6 +262,7 @@ def pod_from(obj: Mapping[str, Any], *, events: tuple[Event, ...] = ()) -> PodFa
         scheduler_name=str(spec.get("schedulerName") or "default-scheduler"),
         vc=str(labels.get(LABEL_VIRTUAL_CLUSTER) or DEFAULT_VIRTUAL_CLUSTER),
         job_class=str(labels.get(LABEL_JOB_CLASS) or JOB_CLASS_BEST_EFFORT),
+        priority=str(labels.get(LABEL_PRIORITY) or PRIORITY_GUARANTEED),
         gang=str(annotations.get(ANNOTATION_GANG, "")).lower() == "true",
         gang_size=int(size) if isinstance(size, str) and size.isdigit() else None,
         scheduling_gates=tuple(str(g.get("name")) for g in spec.get("schedulingGates") or []),

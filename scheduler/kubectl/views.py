@@ -74,40 +74,77 @@ def cannot_bind(view: Mapping[str, Any], cells: Mapping[str, Any]) -> dict[tuple
     type for every VC's quota not bound (a deleted node leaves the tree: the VCs then reserve
     more than it holds). One VC's share of that shortfall is not known (HiveD binds first come),
     so each VC short of cells is marked with the cluster's count."""
-    free: dict[str, int] = {}
-    bad: dict[tuple[str, str], list[str]] = {}
-
-    def walk(cell: Mapping[str, Any], parent: Mapping[str, Any] | None) -> None:
-        kind, vc, state = str(cell.get("cellType")), cell.get("vc"), cell.get("state")
-        broken = int((cell.get("gpus") or {}).get("bad") or 0) > 0 or cell.get("healthy") is False
-        if state == "free" and not broken:
-            free[kind] = free.get(kind, 0) + 1
-        root = state in ("bound", "pinned") and vc and not (parent is not None and parent.get("vc") == vc
-                                                            and parent.get("state") in ("bound", "pinned"))
-        if root and broken:
-            bad.setdefault((str(vc), kind), []).append(str(cell.get("id")))
-        for child in cell.get("children") or []:
-            walk(child, cell)
-
-    for top in cells.get("cells") or []:
-        walk(top, None)
-    unbound: dict[tuple[str, str], int] = {}
-    for vc in view.get("virtualClusters") or []:
-        for row in vc.get("cells") or []:
-            missing = int(row.get("quota") or 0) - int(row.get("bound") or 0)
-            if missing > 0:
-                unbound[str(vc.get("name")), str(row.get("cellType"))] = missing
+    free = free_healthy_cells(cells)
+    marks: dict[tuple[str, str], list[str]] = {}
+    for (vc, kind), ids in _bad_roots(cells).items():
+        marks[vc, kind] = [f"{len(ids)} bound on bad nodes ({', '.join(sorted(ids))})"]
+    unbound = {(str(vc.get("name")), kind): missing for vc in view.get("virtualClusters") or []
+               for kind, missing in unbound_cells(vc).items()}
     wanted: dict[str, int] = {}
     for (_, kind), missing in unbound.items():
         wanted[kind] = wanted.get(kind, 0) + missing
-    marks: dict[tuple[str, str], list[str]] = {key: [f"{len(ids)} bound on bad nodes ({', '.join(sorted(ids))})"]
-                                              for key, ids in bad.items()}
     for key, missing in unbound.items():
         have = free.get(key[1], 0)
         if wanted[key[1]] > have:
             marks.setdefault(key, []).append(f"{missing} unbound: {have} free healthy cell{'s' if have != 1 else ''} "
                                              f"for {wanted[key[1]]} unbound in all VCs")
     return {key: "; ".join(said) for key, said in marks.items()}
+
+
+def unbound_cells(vc: Mapping[str, Any]) -> dict[str, int]:
+    """A VC's quota not bound yet, by cell type (its ``cells`` rows)."""
+    found = {str(row.get("cellType")): int(row.get("quota") or 0) - int(row.get("bound") or 0) for row in vc.get("cells") or []}
+    return {kind: missing for kind, missing in found.items() if missing > 0}
+
+
+def _broken(cell: Mapping[str, Any]) -> bool:
+    return int((cell.get("gpus") or {}).get("bad") or 0) > 0 or cell.get("healthy") is False
+
+
+def _walk(cells: Mapping[str, Any]) -> list[tuple[Mapping[str, Any], Mapping[str, Any] | None]]:
+    """Every cell of the tree with its parent, depth first."""
+    found: list[tuple[Mapping[str, Any], Mapping[str, Any] | None]] = []
+    stack: list[tuple[Mapping[str, Any], Mapping[str, Any] | None]] = [(top, None) for top in reversed(cells.get("cells") or [])]
+    while stack:
+        cell, parent = stack.pop()
+        found.append((cell, parent))
+        stack.extend((child, cell) for child in reversed(cell.get("children") or []))
+    return found
+
+
+def free_healthy_cells(cells: Mapping[str, Any]) -> dict[str, int]:
+    """Cells of each type free (inside a free larger one too) with no bad GPU: what HiveD may
+    still bind for a VC's quota not bound."""
+    free: dict[str, int] = {}
+    for cell, _ in _walk(cells):
+        if cell.get("state") == "free" and not _broken(cell):
+            free[str(cell.get("cellType"))] = free.get(str(cell.get("cellType")), 0) + 1
+    return free
+
+
+def _bad_roots(cells: Mapping[str, Any]) -> dict[tuple[str, str], list[str]]:
+    """(VC, cell type) -> the ids of the VC's bound cells (the top of each binding) with bad GPUs."""
+    bound = ("bound", "pinned")
+    found: dict[tuple[str, str], list[str]] = {}
+    for cell, parent in _walk(cells):
+        vc = cell.get("vc")
+        if cell.get("state") not in bound or not vc or not _broken(cell):
+            continue
+        if parent is not None and parent.get("vc") == vc and parent.get("state") in bound:
+            continue
+        found.setdefault((str(vc), str(cell.get("cellType"))), []).append(str(cell.get("id")))
+    return found
+
+
+def unhealthy_nodes(cells: Mapping[str, Any]) -> list[str]:
+    """The node cells of the tree HiveD counts unhealthy (a node cordoned, not ready, deleted
+    while its pods run, short of GPUs), by id: a node's name."""
+    return [str(cell.get("id")) for cell, _ in _walk(cells) if cell.get("healthy") is False]
+
+
+def bad_nodes(vc: Mapping[str, Any]) -> list[str]:
+    """The nodes of a VC's bound cells with bad GPUs (``/v1/inspect/virtual-clusters/{vc}``'s ``vcCells``)."""
+    return sorted({str(n) for cell in vc.get("vcCells") or [] if _broken(cell) for n in cell.get("nodes") or []})
 
 
 def cell_rows(view: Mapping[str, Any], *, gpus: bool) -> list[dict[str, Any]]:

@@ -16,9 +16,10 @@ from datetime import timedelta
 from typing import Any, Final, Mapping, Sequence
 
 from estimator.contract import estimate_errors
-from scheduler.constants import ANNOTATION_CONFIGURATIONS, ANNOTATION_PREEMPTIONS
+from scheduler.constants import ANNOTATION_CONFIGURATIONS, ANNOTATION_PREEMPTIONS, PRIORITY_GUARANTEED
 from scheduler.kubectl.objects import PREEMPTING, CellfitView, Condition, Event, Facts, GoneFacts, JobFacts, PodFacts, Preemption, moment
 from scheduler.kube.times import timestamp
+from scheduler.kubectl.views import free_healthy_cells, unbound_cells, unhealthy_nodes
 from scheduler.kubectl.wording import MAX_NAMED, duration, listed, ordinal, times
 from scheduler.wording import (
     COUNT,
@@ -759,8 +760,56 @@ def _pending(pod: PodFacts, view: CellfitView) -> Answer:
         return _gang_pod(pod, gang.group("gang"), failed, view)
     quota = QUOTA.search(message)
     if quota is not None:
-        return _quota(pod, quota.group("vc"), quota.group("level"), failed, view)
-    return Answer(reason="pending", summary=f"pending: {_scheduler_sentence(message)}", details=_seen(failed))
+        return _with_unusable_cells(pod, view, _quota(pod, quota.group("vc"), quota.group("level"), failed, view))
+    return _with_unusable_cells(pod, view, Answer(reason="pending", summary=f"pending: {_scheduler_sentence(message)}",
+                                                  details=_seen(failed)))
+
+
+# What to do of a node HiveD counts bad, by what its Node object says (facts.py node_states).
+_BAD_NODE_ADVICE: Final = {
+    "cordoned": "uncordon it, or wait",
+    "not ready": "wait for it to be Ready",
+    "deleted": "it serves again only if it comes back",
+}
+_BAD_UNKNOWN: Final = "cordoned, not ready, deleted or short of GPUs"
+
+
+def _with_unusable_cells(pod: PodFacts, view: CellfitView, answer: Answer) -> Answer:
+    """``answer`` with what keeps the guaranteed pod's VC from its own guarantee now, which
+    neither kube-scheduler's counts nor the quota's say: its free GPUs in cells on bad nodes
+    (user24 F13: "quota used (2 of 2 cells)" while its free GPUs sat on cordoned gpu-2), and
+    quota it cannot bind, no free healthy cell being left (F8: GPU nodes deleted below what the
+    VCs reserve, and the pod told "Insufficient nvidia.com/gpu" alone)."""
+    vc = view.virtual_cluster
+    if pod.priority != PRIORITY_GUARANTEED or vc is None or vc.get("name") != pod.vc:
+        return answer
+    said = []
+    for cell in vc.get("vcCells") or []:
+        gpus = cell.get("gpus") or {}
+        unused = int(gpus.get("total") or 0) - int(gpus.get("guaranteed") or 0)
+        if int(gpus.get("bad") or 0) > 0 and unused > 0:
+            nodes = [str(n) for n in cell.get("nodes") or []]
+            states = {view.node_states.get(n) for n in nodes}
+            state = states.pop() if len(states) == 1 else None
+            where = (f"{state} node{'s' if len(nodes) > 1 else ''} {', '.join(nodes)}" if state
+                     else f"node{'s' if len(nodes) > 1 else ''} {', '.join(nodes)} ({_BAD_UNKNOWN})")
+            advice = _BAD_NODE_ADVICE.get(state or "", "cellfit places nothing there until it is healthy")
+            said.append(f"{unused} of its free GPUs are in its cell {cell.get('id')} on {where}: {advice}")
+    tree = view.cell_tree
+    if tree is not None:
+        free = free_healthy_cells(tree)
+        for kind, missing in unbound_cells(vc).items():
+            have = free.get(kind, 0)
+            if have < missing:
+                bad = [f"{n} ({view.node_states[n]})" if n in view.node_states else n for n in unhealthy_nodes(tree)]
+                cells = f"{missing} {kind!r} cell{'s' if missing > 1 else ''} of its quota {'are' if missing > 1 else 'is'}"
+                left = f"only {have} free healthy one{'s are' if have > 1 else ' is'}" if have else "no free healthy one is"
+                named = f"; bad nodes: {listed(bad, noun='node')}" if bad else ""
+                said.append(f"its guarantee cannot be met now: {cells} not bound and {left} left to bind (GPU nodes deleted "
+                            f"or bad{named}); it is met again once nodes return")
+    if not said:
+        return answer
+    return replace(answer, summary=f"{answer.summary}; virtual cluster {pod.vc!r}: {'; '.join(said)}")
 
 
 def _resume_hold(pod: PodFacts, held: str, failed: Event, view: CellfitView) -> Answer:
