@@ -33,7 +33,10 @@ JOB_LEVEL_ANNOTATIONS = (ANNOTATION_CONFIGURATIONS, ANNOTATION_ESTIMATE, ANNOTAT
 # The Preempting event's message (scheduler/preemption/fitgpp.py PreemptionDecision):
 # "preempting ns/pod on node X (score 0.63 = size 0.50 + 4.0 x grace 0.03: <the terms in words>)";
 # the words hold no parentheses (tests/preemption/test_score_in_words.py reads both back).
-PREEMPTING = re.compile(r"^preempting (?P<victim>\S+) on node (?P<node>\S+) \((?P<why>.*)\)$")
+# A gang FitGpp takes whole is one victim: "preempting the gang ns/job (2 pods, 16 GPUs) on node X
+# and its pods on node Y, which cellfit deletes itself (score ...)" (preemption/fitgpp.py).
+PREEMPTING = re.compile(r"^preempting (?P<victim>the gang \S+ \(\d+ pods?, \d+ GPUs?\)|\S+) on node (?P<node>\S+)"
+                        r"(?: and its pods on nodes? .+?, which cellfit deletes itself)? \((?P<why>.*)\)$")
 # cellfit's Preempted event: "preempted by ns/pod" and, since it says where and why itself,
 # " on node X: ... (FitGpp score 0.63 = size 0.50 + 4.0 x grace 0.03: ...)" (the score only under the
 # FitGpp rule, not its random fallback).

@@ -219,7 +219,8 @@ def test_messages_parsed_are_the_ones_fitgpp_writes() -> None:
     """The parser follows FitGpp's own wording: read it from the decision that writes it."""
     import inspect as source
     text = source.getsource(PreemptionDecision)
-    assert 'f"preempting {victim.key} on node {self.node} ({prefix}{victim.explain(' in text
+    assert 'f"preempting {self._named(victim)} on node {self.node}{_rest_of_gang(victim, self.node)} "' in text
+    assert 'f"({prefix}{victim.explain(grace_period_weight=weight)})"' in text
     assert 'head = f"preempted by {self.preemptor_key} on node {self.node}"' in text
 
 
