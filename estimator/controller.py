@@ -51,6 +51,7 @@ from estimator.objects import (
 )
 from estimator.planner import CreateSample, Decision, EstimatorSettings as PlannerSettings, SampleKey, SamplePod, StopSample, decide
 from estimator.sample_pod import beyond_every_node, build_sample_pod, configuration_digest
+from scheduler.kube.node_rules import NodeSelector, NodeSelectorTerm, requirement_matches
 from estimator.sampling import SamplingRatio, SamplingSettings, plan, pods_of, waves_of
 from placer.configuration import Configuration, Configurations, parse_configurations, parse_configurations_cached
 from placer.rewrite import PoolConflict
@@ -157,6 +158,7 @@ class EstimatorController:
         nodes: Callable[[Mapping[str, str]], Collection[Resources]] | None = None,
         never_placed: Callable[[Mapping[str, Any], Configuration], Sequence[str]] | None = None,
         nodes_synced: Callable[[], bool] | None = None,
+        node_labels: Callable[[Mapping[str, str]], Collection[Mapping[str, str]]] | None = None,
     ) -> None:
         """``pool``: the labels of the nodes interchangeable Jobs run on (``allox.nodeSelector``),
         which every sampling pod's node selector carries. ``nodes(selector)``: each node's
@@ -172,6 +174,12 @@ class EstimatorController:
         self._nodes = nodes
         self._never_placed = never_placed
         self._nodes_synced = nodes_synced
+        # Each node's labels among those carrying a selector: a required node affinity no node's
+        # labels meet never runs (user24, F16). None: not judged.
+        self._node_labels = node_labels
+        # Label sets by selector -> when a pass last saw a node carrying them (NODE_RETURN_SECONDS).
+        self._labels_seen: dict[frozenset[tuple[str, str]], dict[frozenset[tuple[str, str]], float]] = {}
+        self._pass_labels: dict[frozenset[tuple[str, str]], list[dict[str, str]]] = {}
         self._feed = jobs
         self._pod_feed = jobs.sampling_pods
         self._jobs_listed = threading.Event()  # the feed replayed or listed the Jobs to this term
@@ -454,7 +462,9 @@ class EstimatorController:
                 del self._holding[uid]
             held = list(self._holding.values())
         capacity = self._capacity()
-        self._pass_nodes, self._pass_time = {}, now
+        self._pass_nodes, self._pass_labels, self._pass_time = {}, {}, now
+        self._labels_seen = {key: recent for key, seen in self._labels_seen.items()
+                             if (recent := {labels: at for labels, at in seen.items() if now - at <= NODE_RETURN_SECONDS})}
         self._sizes_seen = {key: lately for key, sizes in self._sizes_seen.items()
                             if (lately := {size: seen for size, seen in sizes.items() if now - seen <= NODE_RETURN_SECONDS})}
         budget = _Budget(
@@ -687,6 +697,9 @@ class EstimatorController:
             beyond = beyond_every_node(asks, carrying, pooled=bool(self._pool))
             if beyond is not None:
                 return f"{ANNOTATION_CONFIGURATIONS}.{kind}.resources: {beyond}"
+            unmet = self._affinity_meeting_no_node(body["spec"], selector=selector)
+            if unmet is not None:
+                return unmet
         if self._never_placed is not None and asks.gpus > 0:
             problems = self._never_placed(body, configuration)
             if problems:
@@ -712,6 +725,43 @@ class EstimatorController:
             fields = [("spec.template.spec.nodeSelector", template), (f"{ANNOTATION_CONFIGURATIONS}.{kind}.nodeSelector", ours)]
         said = " and ".join(f"{field} ({', '.join(f'{k}={v}' for k, v in sorted(labels.items()))})" for field, labels in fields)
         return f"{said}: {where} {'them' if len(fields) == 1 else 'both'}, so no node could ever run it"
+
+    def _affinity_meeting_no_node(self, spec: Mapping[str, Any], *, selector: Mapping[str, str]) -> str | None:
+        """Why a sampling pod whose required node affinity (the template's) no node carrying its
+        node selector meets, by kube-scheduler's rules over their labels, never runs; None when
+        one does, no such node is known, or a term names node fields (a node of any name may
+        join)."""
+        if self._node_labels is None:
+            return None
+        required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution")
+        if not required:
+            return None
+        try:
+            terms = msgspec.convert(required, NodeSelector).nodeSelectorTerms
+        except msgspec.ValidationError:
+            return None  # the API server's own refusal says what
+        if any(term.matchFields for term in terms):
+            return None
+        labelled = self._labels_carrying(selector)
+        if not labelled:
+            return None
+        if any(_meets(terms, labels) for labels in labelled):
+            return None
+        where = "no node of allox.nodeSelector's pool meets it" if self._pool else "no node meets it"
+        return ("spec.template.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution: "
+                f"{where} (by its labels), so no node could ever run it")
+
+    def _labels_carrying(self, selector: Mapping[str, str]) -> list[dict[str, str]]:
+        """Each node's labels among those carrying ``selector``, read once a pass per selector,
+        and each label set a pass saw there within ``NODE_RETURN_SECONDS`` that none has now."""
+        assert self._node_labels is not None
+        key = frozenset(selector.items())
+        if key not in self._pass_labels:
+            current = {frozenset(labels.items()) for labels in self._node_labels(selector)}
+            seen = self._labels_seen.setdefault(key, {})
+            seen.update(dict.fromkeys(current, self._pass_time))
+            self._pass_labels[key] = [dict(labels) for labels in seen]
+        return self._pass_labels[key]
 
     def _iterations_to_sample(self, job: Job, configurations: Configurations | None) -> int | None:
         """The Job's iterations when it is to be sampled; None, after telling why, when not."""
@@ -1350,3 +1400,10 @@ def describe(decision: Decision) -> str:
         summary += (f", which ran {duration(spent)} in all: {decision.overhead_fraction:.1%} of its estimated "
                     f"{duration(fastest_seconds)} on {fastest}")
     return summary
+
+
+def _meets(terms: Sequence[NodeSelectorTerm], labels: Mapping[str, str]) -> bool:
+    """Whether a node of ``labels`` meets required node affinity ``terms`` (no matchFields), as
+    kube-scheduler decides: any term whose every expression holds; a term with none meets none."""
+    return any(term.matchExpressions and all(requirement_matches(r, labels.get(r.key)) for r in term.matchExpressions)
+               for term in terms)

@@ -472,6 +472,12 @@ class ClusterCache:
             return {name: allocatable for name, allocatable in self._allocatable.items()
                     if all(self._labels.get(name, {}).get(k) == v for k, v in (selector or {}).items())}
 
+    def node_labels(self, selector: Mapping[str, str] | None = None) -> list[Mapping[str, str]]:
+        """The labels of each node the cache holds that carries every label of ``selector``: the
+        estimator tells a configuration whose required node affinity none meets that it never runs."""
+        with self._lock:
+            return [labels for labels in self._labels.values() if all(labels.get(k) == v for k, v in (selector or {}).items())]
+
     def unreadable_nodes(self) -> dict[str, str]:
         """Each node whose latest version the cache could not translate -> why (the field and
         the value, e.g. a malformed allocatable)."""

@@ -657,6 +657,7 @@ def _estimator(
         on_error=metrics.estimate_error.observe,
         pool=settings.allox.node_selector,
         nodes=lambda selector: list(cache.allocatable_by_node(selector).values()),
+        node_labels=cache.node_labels,
         never_placed=(lambda pod, configuration: configured_pod_problems(pod, configuration, cells=cells, gpu_resource=gpu_resource))
         if cells is not None else None,
         # No pass (no configuration judged never to run) on part of the nodes: at a start the

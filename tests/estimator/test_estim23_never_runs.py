@@ -273,6 +273,10 @@ class WatchedCluster:
         return {f"{i}-{n}": size for i, (labels, sizes) in enumerate(self._nodes.items()) for n, size in enumerate(sizes)
                 if all(dict(labels).get(k) == v for k, v in (selector or {}).items())}
 
+    def node_labels(self, selector: Mapping[str, str] | None = None) -> list[Mapping[str, str]]:
+        return [dict(labels) for labels, sizes in self._nodes.items() for _ in sizes
+                if all(dict(labels).get(k) == v for k, v in (selector or {}).items())]
+
 
 def test_the_extenders_estimator_is_wired_to_the_pool_its_nodes_and_hiveds_virtual_clusters() -> None:
     import threading

@@ -7,13 +7,15 @@ that left within NODE_RETURN_SECONDS still counts."""
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Mapping
 
 from estimator.controller import NODE_RETURN_SECONDS
 from estimator.objects import JOB_DECODER
 from scheduler.core.resources import Resources
 from tests.estimator.test_controller import RecordingApi
 from tests.estimator.test_estim23_never_runs import estimator, kinds
+from tests.placer.test_placer24_allox_reasons import cache_of
+from tests.support.kube_objects import node
 
 GIB = 2**30
 CPU_NODE = Resources(cpu_millis=64_000, memory_bytes=256 * GIB, gpus=0)
@@ -86,3 +88,51 @@ def test_a_node_carrying_the_labels_that_left_moments_ago_still_counts_and_not_a
     sampler.reconcile()
     assert "cpu is not sampled: cellfit.io/configurations.cpu.nodeSelector (pool=cpu-small): no node carries them, so no node " \
            "could ever run it" in never_runs(api)
+
+
+# ------------------------------------------------------------------ required node affinity
+
+
+def affinity_job(name: str, expressions: list[dict[str, Any]]) -> Any:
+    configurations = {"cpu": {"resources": {"cpu": "4"}}, "gpu": {"resources": {"nvidia.com/gpu": "1", "cpu": "1"}}}
+    affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": expressions}]}}}
+    body = {"metadata": {"name": name, "namespace": "bad", "uid": f"uid-{name}", "creationTimestamp": "2026-01-01T00:00:00Z",
+                         "annotations": {"cellfit.io/configurations": json.dumps(configurations), "cellfit.io/iterations": "1000"}},
+            "spec": {"suspend": True, "template": {"spec": {"affinity": affinity, "containers": [{"name": "c", "image": "i"}]}}}}
+    return JOB_DECODER.decode(json.dumps(body).encode())
+
+
+def labelled(nodes: dict[tuple[tuple[str, str], ...], list[Resources]]) -> Any:
+    def labels(selector: Mapping[str, str]) -> list[dict[str, str]]:
+        return [dict(key) for key in nodes if all(dict(key).get(k) == v for k, v in selector.items())]
+    return labels
+
+
+def sampled_with_affinity(expressions: list[dict[str, Any]]) -> RecordingApi:
+    api = RecordingApi()
+    sampler = estimator(api, nodes=NODES)
+    sampler._node_labels = labelled(NODES)
+    sampler._replace_jobs([affinity_job("aff", expressions)])
+    sampler.reconcile()
+    return api
+
+
+def test_a_required_node_affinity_no_nodes_labels_meet_is_not_sampled() -> None:
+    api = sampled_with_affinity([{"key": "pool", "operator": "In", "values": ["cpu-big"]}])
+    assert api.created == []
+    assert never_runs(api) == ["cpu and gpu are not sampled: spec.template.spec.affinity.nodeAffinity."
+                               "requiredDuringSchedulingIgnoredDuringExecution: no node meets it (by its labels), "
+                               "so no node could ever run it"]
+
+
+def test_a_required_node_affinity_a_node_meets_is_sampled() -> None:
+    api = sampled_with_affinity([{"key": "pool", "operator": "NotIn", "values": ["gpu"]}])
+    assert never_runs(api) == [] and "cpu" in kinds(api)
+
+
+def test_the_cluster_cache_gives_the_labels_of_the_nodes_carrying_a_selector() -> None:
+    big, small = node("cpu-big", gpus=0), node("cpu-small", gpus=0)
+    big["metadata"]["labels"]["pool"] = "cpu-big"
+    cache = cache_of(nodes=[big, small], pods=[])
+    assert [labels.get("pool") for labels in cache.node_labels({"pool": "cpu-big"})] == ["cpu-big"]
+    assert len(cache.node_labels()) == 2
