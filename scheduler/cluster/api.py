@@ -19,9 +19,10 @@ import logging
 import os
 import queue
 import socket
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Iterator, Literal, Mapping, cast
+from typing import Any, Callable, Iterator, Literal, Mapping, TypeVar, cast
 from urllib.parse import quote
 
 import msgspec
@@ -49,12 +50,17 @@ Kind = Literal["nodes", "pods", "all-pods", "jobs"]
 # finishes leaves the selector, which the watch reports as DELETED.
 ACTIVE_PODS = "status.phase!=Succeeded,status.phase!=Failed"
 EVENT_SOURCE = SCHEDULER_NAME
+# The Kubernetes client's own pool (urllib3: lists, watches, the controllers' writes, on threads).
 CONNECTION_POOL_SIZE = 64
+# kube-scheduler's path (binds, a pod the watch has not shown yet): connect() sizes it to the
+# extender listener's maxConnections, so no bind waits for a connection (see KubernetesApi).
+LOOP_CONNECTIONS = 256
 # The API server sends every watch a bookmark about once a minute (its watch cache's bookmark
 # frequency), so a watch silent this long is a dead connection (a flow a NAT or load balancer
 # dropped without a reset): it ends, and the reflector lists again. (A kind served without the
 # watch cache gets no such bookmarks: a quiet one is then listed again this often.)
 WATCH_SILENCE_SECONDS = 150.0
+_T = TypeVar("_T")
 _IN_CLUSTER_TOKEN = Path("/var/run/secrets/kubernetes.io/serviceaccount/token")
 
 
@@ -69,10 +75,22 @@ class TermEnded(KubernetesApiError):
 
 class KubernetesApi:
     def __init__(
-        self, api_client: k8s.ApiClient, *, settings: ClusterSettings, source: str, follow: loop_http.Follow | None = None
+        self, api_client: k8s.ApiClient, *, settings: ClusterSettings, source: str, follow: loop_http.Follow | None = None,
+        loop_connections: int = LOOP_CONNECTIONS,
     ) -> None:
         """``follow``: what follows the credentials as they rotate beyond the client's refresh
-        hook (:class:`KubeconfigCredentials`), run with each refresh of them."""
+        hook (:class:`KubeconfigCredentials`), run with each refresh of them.
+
+        ``loop_connections``: the connections kube-scheduler's path may hold at once (binds, a
+        pod the watch has not shown yet), the extender listener's maxConnections. Each of
+        kube-scheduler's calls holds one of its connections to cellfit and makes at most one
+        request to the API server at a time, so a pool that size never makes a bind wait for a
+        connection. A smaller one did: with 64 and the API server answering a binding in
+        ~0.45 s under a burst, cellfit passed on at most ~140 bindings a second; a burst faster
+        than that queued its binds in cellfit (bind p50 1.2 s, tests/benchmarks/
+        bench_extender_burst.py --api-tls) until kube-scheduler's connections held for them
+        passed the listener's limit and were refused. Behind a proxy (the client's own path,
+        on threads) it sizes the threads and urllib3's pool for those requests alike."""
         self._core = k8s.CoreV1Api(api_client)
         self._batch = k8s.BatchV1Api(api_client)
         self._scheduling = k8s.SchedulingV1Api(api_client)
@@ -86,8 +104,12 @@ class KubernetesApi:
             api_client.configuration,
             headers=self._credentials,
             timeout_seconds=settings.request_timeout_seconds,
-            max_connections=CONNECTION_POOL_SIZE,
+            max_connections=loop_connections,
         )
+        self._loop_connections = loop_connections
+        # Behind a proxy: the threads kube-scheduler's path runs its requests on (asyncio's
+        # default executor has min(32, CPUs + 4) threads: a burst's binds would queue there).
+        self._path_threads: ThreadPoolExecutor | None = None
         self._acting: Callable[[], bool] | None = None  # None: no term to outlive (the verbs' writes)
         self._client_pool = _ClientPoolRotation(api_client)
 
@@ -106,13 +128,15 @@ class KubernetesApi:
             raise TermEnded(f"{action}: not written: this replica's term of leadership has ended")
 
     @classmethod
-    def connect(cls, settings: ClusterSettings) -> KubernetesApi | None:
-        """Credentials as ``cluster.mode`` says; ``None`` in standalone mode."""
+    def connect(cls, settings: ClusterSettings, *, loop_connections: int = LOOP_CONNECTIONS) -> KubernetesApi | None:
+        """Credentials as ``cluster.mode`` says; ``None`` in standalone mode. ``loop_connections``:
+        the extender listener's maxConnections (see :class:`KubernetesApi`)."""
         mode = settings.mode
         configuration = k8s.Configuration()
         # kube-scheduler binds many pods at once; urllib3 would open and discard a connection
-        # (a TLS handshake each) for every request beyond the pool.
-        configuration.connection_pool_maxsize = CONNECTION_POOL_SIZE
+        # (a TLS handshake each) for every request beyond the pool (behind a proxy, the binds
+        # go through it too: as many as the loop's pool).
+        configuration.connection_pool_maxsize = max(CONNECTION_POOL_SIZE, loop_connections)
         if mode == "standalone":
             return None
         if mode == "in-cluster" or (mode == "auto" and _in_cluster()):
@@ -124,7 +148,8 @@ class KubernetesApi:
             # is replaced would be refused that long. Read again as it changes instead.
             in_cluster_token = Path(k8s_config.incluster_config.SERVICE_TOKEN_FILENAME)
             configuration.refresh_api_key_hook = TokenFileRefresh(in_cluster_token)  # type: ignore[assignment]  # typed None
-            return cls(k8s.ApiClient(configuration), settings=settings, source="in-cluster service account")
+            return cls(k8s.ApiClient(configuration), settings=settings, source="in-cluster service account",
+                       loop_connections=loop_connections)
         files = kubeconfig_files(settings.kubeconfig)
         present = [file for file in files if file.is_file()]
         if not present:
@@ -133,7 +158,7 @@ class KubernetesApi:
             return None
         follow = KubeconfigCredentials.load(configuration, files=files, context=settings.context)
         source = f"kubeconfig {os.pathsep.join(map(str, present))}"
-        return cls(k8s.ApiClient(configuration), settings=settings, source=source, follow=follow)
+        return cls(k8s.ApiClient(configuration), settings=settings, source=source, follow=follow, loop_connections=loop_connections)
 
     # ------------------------------------------------------------------ list and watch
 
@@ -249,7 +274,7 @@ class KubernetesApi:
     async def get_pod(self, namespace: str, name: str) -> wire.Pod | None:
         """The pod from the API server, from the event loop; ``None`` if it does not exist."""
         if self._loop_http is None:
-            return await asyncio.to_thread(self._get_pod_through_client, namespace, name)
+            return await self._on_path_thread(self._get_pod_through_client, namespace, name)
         action = f"get pod {namespace}/{name}"
         status, data = await self._on_loop("GET", _pod_path(namespace, name), None, action=action)
         if status == 404:
@@ -275,7 +300,7 @@ class KubernetesApi:
         action = f"bind pod {namespace}/{name} to {node_name}"
         try:
             if self._loop_http is None:
-                status, data = await asyncio.to_thread(self._post, path, body, action=action)
+                status, data = await self._on_path_thread(self._post, path, body, action)
             else:
                 status, data = await self._on_loop("POST", path, body, action=action)
         except loop_http.RequestNotSent:
@@ -313,6 +338,13 @@ class KubernetesApi:
                         extra={"pod": f"{namespace}/{name}", "node": node_name, "reason": str(failure)})
         return made
 
+    async def _on_path_thread(self, call: Callable[..., _T], *args: Any) -> _T:
+        """``call(*args)`` on one of kube-scheduler's path's threads (behind a proxy): as many as
+        the loop's pool would have connections, made as they are needed."""
+        if self._path_threads is None:
+            self._path_threads = ThreadPoolExecutor(max_workers=self._loop_connections, thread_name_prefix="api-path")
+        return await asyncio.get_running_loop().run_in_executor(self._path_threads, call, *args)
+
     async def _on_loop(self, method: str, path: str, body: bytes | None, *, action: str) -> tuple[int, bytes]:
         """``method path`` on the event loop's pool; a failure names what was asked (the pool
         knows only the request)."""
@@ -330,7 +362,7 @@ class KubernetesApi:
             raise type(error)(f"{action}: {error}", status=error.status) from None
         return status, data
 
-    def _post(self, path: str, body: bytes, *, action: str) -> tuple[int, bytes]:
+    def _post(self, path: str, body: bytes, action: str) -> tuple[int, bytes]:
         """POST pre-encoded JSON on the client's own pooled, authenticated connections: the
         generated client's request pipeline (validation, sanitising, model handling) costs
         ~4.7 ms of CPU per call against ~0.9 ms for the same request sent directly."""

@@ -68,9 +68,10 @@ LINGER_SECONDS = 1.0
 LINGER_BYTES = 65536
 
 # File descriptors cellfit needs besides its listeners' connections: the connections to the
-# Kubernetes API (the event loop's pool for binds, up to scheduler.cluster.api.CONNECTION_POOL_SIZE,
-# 64; the client's pool, which only the controllers' few requests use now; the watches), the
-# AlloX solver's process pipes, the listening sockets, the event loop's own, files being read.
+# Kubernetes API (the client's pool, which only the controllers' few requests use now; the
+# watches; the event loop's pool for binds is counted apart in server.py, as many as the
+# extender listener's), the AlloX solver's process pipes, the listening sockets, the event
+# loop's own, files being read.
 DESCRIPTOR_RESERVE = 192
 
 

@@ -201,7 +201,8 @@ def build_runtime(settings: Settings, *, api: KubernetesApi | None = None, stand
             extra={"setting": "server.nodeNameFastPath"},
         )
     if api is None and not standalone:
-        api = KubernetesApi.connect(settings.cluster)
+        # kube-scheduler's calls hold at most this many API requests at once: one each.
+        api = KubernetesApi.connect(settings.cluster, loop_connections=settings.server.extender_listener.max_connections)
     if settings.allox.enabled and not settings.estimator.enabled:
         log.warning("allox.enabled is true but estimator.enabled is false: AlloX admission runs only beside the estimator, "
                     "so it is off; set estimator.enabled: true to run it, or allox.enabled: false to say so")

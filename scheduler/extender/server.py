@@ -216,10 +216,14 @@ def serve(settings: Settings, *, config_file: ConfigFile | None = None) -> None:
             reasons=REFUSALS,
             connections=listener.open_connections,
         )
-    ensure_descriptor_budget(
-        {listener.config.setting + ".maxConnections": listener.config.limits.max_connections
-         for listener, _ in listeners}
-    )
+    budget = {listener.config.setting + ".maxConnections": listener.config.limits.max_connections for listener, _ in listeners}
+    if runtime.cache is not None:
+        # kube-scheduler's binds each hold one connection to the Kubernetes API as well: the pool
+        # is sized to the extender listener's connections (scheduler.cluster.api.KubernetesApi).
+        budget["server.extenderListener.maxConnections (its binds' connections to the Kubernetes API)"] = (
+            settings.server.extender_listener.max_connections
+        )
+    ensure_descriptor_budget(budget)
     with asyncio.Runner(loop_factory=listeners[0][0].config.get_loop_factory()) as runner:
         runner.run(_serve_until_signalled(listeners, chores))
 

@@ -10,7 +10,8 @@
 // With -api-listen it serves instead as the API server's bindings endpoint (apiserver.go).
 //
 // It reads the pods (a JSON array of v1.Pod) and node names from -input and prints one JSON
-// object: requests by verb, connections dialled, failures, seconds.
+// object: requests by verb, connections dialled, failures, seconds, and the bind requests' times
+// (bind_p50_ms, bind_p99_ms, bind_max_ms: sent to answered, as kube-scheduler's binding cycle waits).
 package main
 
 import (
@@ -22,6 +23,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -140,6 +142,8 @@ func main() {
 
 	assumed := &assumedPods{byNode: map[string]int{}}
 	var binds sync.WaitGroup
+	var bindTimes sync.Mutex
+	var bindSeconds []float64 // each bind request's time, as kube-scheduler's binding cycle waits for it
 	started := time.Now()
 	for i := range in.Pods {
 		pod := &in.Pods[i]
@@ -186,9 +190,13 @@ func main() {
 			defer binds.Done()
 			var result extenderv1.ExtenderBindingResult
 			count("bind")
+			sent := time.Now()
 			err := h.send("bind", &extenderv1.ExtenderBindingArgs{
 				PodName: pod.Name, PodNamespace: pod.Namespace, PodUID: pod.UID, Node: node,
 			}, &result)
+			bindTimes.Lock()
+			bindSeconds = append(bindSeconds, time.Since(sent).Seconds())
+			bindTimes.Unlock()
 			if err == nil && result.Error != "" {
 				err = fmt.Errorf("bind %s: %s", pod.Name, result.Error)
 			}
@@ -203,6 +211,11 @@ func main() {
 		"seconds":  time.Since(started).Seconds(),
 		"dials":    dials.Load(),
 		"failures": failures.Load(),
+	}
+	if len(bindSeconds) > 0 {
+		sort.Float64s(bindSeconds)
+		at := func(q float64) float64 { return bindSeconds[int(q*float64(len(bindSeconds)-1))] }
+		out["bind_p50_ms"], out["bind_p99_ms"], out["bind_max_ms"] = at(0.5)*1000, at(0.99)*1000, at(1)*1000
 	}
 	if len(failureMessages) > 0 {
 		out["first_failures"] = failureMessages
