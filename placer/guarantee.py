@@ -71,7 +71,8 @@ def pool_machines(
 @dataclass(frozen=True, slots=True, kw_only=True)
 class KeptRoom:
     """Room a node keeps for a pending pod AlloX did not start: what it asks, and under HiveD
-    the VC whose guarantee it uses (None: no VC label, or opportunistic, which uses none)."""
+    the VC whose free guarantee it still takes (None: no VC label, opportunistic, which uses
+    none, or HiveD booked its cells already, which its view of the guarantee counts)."""
 
     node: str
     requests: Resources
@@ -79,33 +80,37 @@ class KeptRoom:
 
 
 def kept_room(*, holds: Sequence[Hold], pods: Iterable[PodInfo], except_owners: AbstractSet[str] = frozenset(),
-              default_vc: str | None = None) -> list[KeptRoom]:
+              default_vc: str | None = None, booked: AbstractSet[str] = frozenset()) -> list[KeptRoom]:
     """The room AlloX must not count free (user24, F7: AlloX started a Job on the GPUs a FitGpp
     resume hold kept for a preempted Job's resumed pod; the resumed pod won and the Job stayed
-    Pending): each hold's room (``RoomHolds.holds()``: resume and preemptor holds, the pending
-    pods they keep it for), and each pending pod kube-scheduler nominated to a node, which it
-    keeps room for against pods of no higher priority, that no hold counts already. Pods of
+    Pending): each hold's room (``RoomHolds.holds()``: resume and preemptor holds, for each
+    pending pod it is kept for), and each pending pod kube-scheduler nominated to a node, which
+    it keeps room for against pods of no higher priority, that no hold counts already. Pods of
     ``except_owners`` (the Jobs AlloX started, counted as busy machines of their own) keep none.
-    A held pod's VC is its label's (``default_vc`` without one), read from ``pods``."""
+    A held pod's VC is its label's (``default_vc`` without one), read from ``pods``; a pod whose
+    UID is in ``booked`` (HiveD's bookings: a preemptor's claim) takes no more of it."""
     pending = {pod.key: pod for pod in pods if pod.node_name is None and pod.phase not in TERMINAL_PHASES
                and not (pod.owner is not None and pod.owner.uid in except_owners)}
     kept: list[KeptRoom] = []
     counted: set[str] = set()
     for hold in holds:
-        held = [pending[key] for key in hold.pods if key in pending]
-        if not held:
-            continue  # bound meanwhile, gone, or one of AlloX's own
-        counted.update(pod.key for pod in held)
-        kept.append(KeptRoom(node=hold.node, requests=hold.requests, virtual_cluster=_guarantee_of(held[0], default_vc)))
+        for key in hold.pods:
+            pod = pending.get(key)
+            if pod is None or key in counted:
+                continue  # bound meanwhile, gone, one of AlloX's own, or counted by another hold
+            counted.add(key)
+            kept.append(KeptRoom(node=hold.node, requests=pod.requests, virtual_cluster=_guarantee_of(pod, default_vc, booked)))
     for key, pod in pending.items():
         if pod.nominated_node_name and key not in counted:
-            kept.append(KeptRoom(node=pod.nominated_node_name, requests=pod.requests, virtual_cluster=_guarantee_of(pod, default_vc)))
+            kept.append(KeptRoom(node=pod.nominated_node_name, requests=pod.requests,
+                                 virtual_cluster=_guarantee_of(pod, default_vc, booked)))
     return kept
 
 
-def _guarantee_of(pod: PodInfo, default_vc: str | None) -> str | None:
-    """The VC whose guarantee ``pod`` uses: none for an opportunistic pod (it runs on idle cells)."""
-    if pod.labels.get(LABEL_PRIORITY) == PRIORITY_OPPORTUNISTIC:
+def _guarantee_of(pod: PodInfo, default_vc: str | None, booked: AbstractSet[str]) -> str | None:
+    """The VC whose free guarantee ``pod`` still takes: none for an opportunistic pod (it runs on
+    idle cells), nor for one HiveD booked cells for."""
+    if pod.labels.get(LABEL_PRIORITY) == PRIORITY_OPPORTUNISTIC or pod.uid in booked:
         return None
     return pod.labels.get(LABEL_VIRTUAL_CLUSTER) or default_vc
 

@@ -732,10 +732,11 @@ def _placer(
 def _kept_room(composition: Composition, *, lock: threading.RLock) -> Callable[[frozenset[str]], Sequence[KeptRoom]]:
     """The room FitGpp's holds and kube-scheduler's nominations keep for pending pods, which
     AlloX must not count free (placer/guarantee.py kept_room), read under the engine lock."""
-    holds, pods = composition.holds, composition.pods
-    default_vc = composition.cells.default_vc if composition.cells is not None else None
-    return lambda running: _locked(lock, lambda: kept_room(holds=holds.holds() if holds is not None else [], pods=list(pods.pods()),
-                                                           except_owners=running, default_vc=default_vc))
+    holds, pods, cells = composition.holds, composition.pods, composition.cells
+    default_vc = cells.default_vc if cells is not None else None
+    return lambda running: _locked(lock, lambda: kept_room(
+        holds=holds.holds() if holds is not None else [], pods=list(pods.pods()), except_owners=running, default_vc=default_vc,
+        booked=cells.booked_nodes().keys() if cells is not None else frozenset()))
 
 
 def _locked(lock: threading.RLock, read: Callable[[], T]) -> T:

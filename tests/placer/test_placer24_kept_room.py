@@ -99,3 +99,15 @@ def test_an_opportunistic_pods_room_takes_no_vcs_guarantee() -> None:
                             labels={"cellfit.io/virtual-cluster": "a", "cellfit.io/priority": "opportunistic"})
     (room,) = kept_room(holds=[], pods=[opportunistic])
     assert room.virtual_cluster is None and room.requests.gpus == 4
+
+
+def test_a_held_pod_hived_booked_cells_for_takes_no_more_of_its_vcs_guarantee() -> None:
+    # FitGpp's preemptor under HiveD gets its VC's cells booked once its victims leave
+    # (HivedEngine.booked_nodes): inspect_guarantees counts them, so AlloX must not again.
+    preemptor = replace(resumed_pod("te-2", job_name="te-2", gpus=4, vc="a"), priority=1000)
+    holds = RoomHolds()
+    holds.preempting(preemptor, node_name="r0n0")
+    (room,) = kept_room(holds=holds.holds(), pods=[preemptor], booked={"uid-te-2"})
+    assert (room.node, room.requests.gpus, room.virtual_cluster) == ("r0n0", 4, None)
+    (unbooked,) = kept_room(holds=holds.holds(), pods=[preemptor])
+    assert unbooked.virtual_cluster == "a"
