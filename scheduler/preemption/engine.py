@@ -531,7 +531,7 @@ class FitGppEngine:
         table = self._table_for(pod)
         scale = Normalisers.of(table)  # eq. 3's J: every running best-effort pod, whoever may take it
         table, passed, claimable = self._claimable(pod, table, candidates.keys())
-        table, folded = gangs_as_rows(table, self._running_gangs())
+        table, folded = gangs_as_rows(table, self._running_gangs(candidates.keys()), row_of=self._index.row_of)
         decision = choose_victims(
             preemptor=pod, table=table, settings=self.settings, nodes=candidates.keys(), normalisers=scale, seed=self._seed
         )
@@ -564,11 +564,14 @@ class FitGppEngine:
         return VictimChoice(victims={decision.node: list(decision.victim_uids)}, decision=decision, victim_job_outcome=outcome,
                             preemptor_record=record, victim_outcomes=outcomes, elsewhere=elsewhere)
 
-    def _running_gangs(self) -> list[GangVictim]:
-        """Every gang with a bound pod the index holds, with its running members (each gang's
-        pods a Job owns: cellfit.io/gang's key is the Job's UID)."""
+    def _running_gangs(self, offered: Collection[str]) -> list[GangVictim]:
+        """The gangs with a bound pod the index holds on an ``offered`` node (no other can be
+        chosen), with all their running members (each gang's pods a Job owns: cellfit.io/gang's
+        key is the Job's UID)."""
         gangs = []
         for job, uids in self._gangs.items():
+            if not any((pod := self._tracked_pod(uid)) is not None and pod.node_name in offered for uid in uids):
+                continue
             members = []
             name = ""
             for uid in sorted(uids):

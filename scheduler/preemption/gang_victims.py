@@ -18,7 +18,7 @@ gang, and which of its members the preempt verb answers and which the driver del
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -75,21 +75,20 @@ class GangVictim:
         return sorted({member.node for member in self.members if member.node != node})
 
 
-def gangs_as_rows(table: CandidateTable, gangs: Sequence[GangVictim]) -> tuple[CandidateTable, Mapping[int, GangVictim]]:
+def gangs_as_rows(
+    table: CandidateTable, gangs: Sequence[GangVictim], *, row_of: Callable[[str], int | None]
+) -> tuple[CandidateTable, Mapping[int, GangVictim]]:
     """``table`` with each gang's members on one node folded into one row: the first member's
     there, with the demand of all its members on that node (eq. 2: the room they free together),
     the sum of all its members' sizes and the longest of their grace periods (eq. 3: the gang's
     cost, wherever its members run), and the highest of their priorities; the other members'
     rows invalid. A gang with a member the table cannot take (terminating, not best-effort,
     passed over, or not in the table) has all its rows invalid: taking the rest would break it
-    as much. Also the folded rows, each with its gang. Eq. 3's maxima must be taken before."""
+    as much. Also the folded rows, each with its gang. Eq. 3's maxima must be taken before.
+    ``row_of``: a pod's row in ``table`` (:meth:`PreemptionIndex.row_of`)."""
     if not gangs:
         return table, {}
-    gang_of = {member.uid: at for at, gang in enumerate(gangs) for member in gang.members}
-    rows_of: list[list[int]] = [[] for _ in gangs]
-    for row, uid in enumerate(table.uids):
-        if uid is not None and (at := gang_of.get(uid)) is not None:
-            rows_of[at].append(row)
+    rows_of = [[row for row in (row_of(member.uid) for member in gang.members) if row is not None] for gang in gangs]
     valid = table.valid.copy()
     demand = table.demand.copy()
     sizes = table.sizes.copy()

@@ -343,6 +343,10 @@ class PreemptionIndex:
 
     # ------------------------------------------------------------------ views
 
+    def row_of(self, pod_uid: str) -> int | None:
+        """The pod's row in :meth:`table` (None: not held)."""
+        return self._pod_slot.get(pod_uid)
+
     def knows_pod(self, pod_uid: str) -> bool:
         return pod_uid in self._pod_slot
 

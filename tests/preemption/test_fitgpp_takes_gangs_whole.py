@@ -95,3 +95,13 @@ def test_the_gang_counts_one_preemption_of_its_job() -> None:
     choice = engine.decide_preemption(trial("te-q"), {"n-a": ["gang-bert-0"]}, {})
     assert choice.counts_jobs
     assert [(job.name, count) for job, count in engine.victim_jobs(choice.victim_uids)] == [("gang-bert", 1)]
+
+
+def test_a_gang_with_a_member_already_leaving_is_not_broken_further() -> None:
+    engine = scene()
+    leaving = engine.victim("gang-bert-1")
+    assert leaving is not None
+    engine.apply_pod(msgspec.structs.replace(leaving, terminating=True))
+    choice = engine.decide_preemption(trial("te-q"), {"n-a": ["gang-bert-0"]}, {})
+    assert choice.victims == {} and choice.elsewhere == {}
+    assert choice.refusal is not None
