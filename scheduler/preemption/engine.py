@@ -739,6 +739,9 @@ class FitGppEngine:
             return
         self._leave(pod_uid)  # as a victim chosen here: its exit makes the Job's next pod due
         self.holds.displaced(job_uid=owner.uid, node_name=pod.node_name)
+        if is_gang_pod(pod) and isinstance(self.inner, GivesBackGangs):
+            # Recovered from its bind-info, the gang's slots would wait for its next pods again.
+            self.inner.give_back_gang(owner.uid)
 
     # ------------------------------------------------------------------ internals
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import msgspec
 
 from scheduler.cells import HivedEngine
-from scheduler.core.model import PodInfo
+from scheduler.core.model import Disruption, JobInfo, PodInfo
 from scheduler.kube.names import filter_offered
 from scheduler.preemption import FitGppSettings
 from scheduler.preemption.engine import FitGppEngine
@@ -82,3 +82,23 @@ def test_no_slot_of_the_gang_is_left_for_its_replacement_while_another_member_st
     assert isinstance(hived, HivedEngine)
     assert "uid-gang-x" not in hived.allocator.groups
     assert not [b for b in hived.allocator.bookings.values() if b.group is not None and b.group.key == "uid-gang-x"]
+
+
+def test_a_restart_while_a_member_still_leaves_gives_the_gangs_slots_back_too() -> None:
+    engine, running = scene()
+    te = trial("te-g")
+    choice = engine.decide_preemption(te, {running[0].node_name or "": [running[0].uid]}, {})
+    (node_name,) = choice.victims
+    other = next(m for m in running if m.node_name != node_name)
+    # A restart: the answered member is gone; the other, marked as cellfit marks it, still terminates.
+    restarted = FitGppEngine(HivedEngine.from_config(config(NODES)), settings=FitGppSettings())
+    for name in NODES:
+        restarted.apply_node(node(name))
+    said = choice.victim_messages()[other.uid]
+    restarted.apply_job(JobInfo(uid="uid-gang-x", namespace="ns", name="gang-x", parallelism=2, completions=2,
+                                 annotations={"cellfit.io/preemptions": "1"}))
+    restarted.apply_pod(msgspec.structs.replace(
+        other, terminating=True, disruption=Disruption(reason="PreemptionByScheduler", message=f"cellfit: {said}")))
+    again = pod("gang-x-0-new", 8, "vc-a", gang=("gang-x", 2))
+    assert list(filter_offered(restarted, again, NODES).feasible) == []
+    assert list(filter_offered(restarted, te, NODES).feasible) == [node_name]
