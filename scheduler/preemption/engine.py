@@ -247,7 +247,7 @@ class VictimChoice:
             return {uid: decision.victim_message(uid, not_resumed=self.victim_outcomes.get(uid)) for uid in decision.victim_uids}
         if not isinstance(decision, PreemptionDecision):
             return {}
-        return {uid: decision.victim_message(not_resumed=self.victim_outcomes.get(uid, self.victim_job_outcome))
+        return {uid: decision.victim_message(not_resumed=self.victim_outcomes.get(uid, self.victim_job_outcome), uid=uid)
                 for uid in self.victim_uids}
 
 

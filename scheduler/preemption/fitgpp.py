@@ -175,7 +175,7 @@ class PreemptionDecision:
     def _named(victim: VictimScore) -> str:
         return victim.key if victim.gang is None else victim.gang.describe()
 
-    def victim_message(self, *, not_resumed: str | None = None) -> str:
+    def victim_message(self, *, not_resumed: str | None = None, uid: str | None = None) -> str:
         """The event message for each victim, which its user reads in ``kubectl describe pod``
         without the right to read the preemptor's events: who, where and why, e.g. ``preempted
         by ns/pod on node X: the best-effort pod there cheapest to suspend and quickest to resume
@@ -188,7 +188,7 @@ class PreemptionDecision:
         (scheduler/wording.py ``preemption_outcome``: counted against its backoffLimit, or its
         Job or index failed at once); its Event then says so instead of promising a resume. None:
         the Job resumes it. The score stays last, in parentheses: ``kubectl cellfit why`` reads
-        it there."""
+        it there. ``uid``: the victim's, whose gang taken whole the fallback's message names."""
         head = f"preempted by {self.preemptor_key} on node {self.node}"
         if self.rule == RULE_FITGPP and len(self.victims) == 1:
             (victim,) = self.victims
@@ -196,11 +196,12 @@ class PreemptionDecision:
             chosen = "cheapest to suspend and quickest to resume" if not_resumed is None else (
                 f"cheapest to suspend; {not_resumed}")
             if victim.gang is not None:
-                nodes = sorted({member.node for member in victim.gang.members})
-                return (f"{head}: with every pod of {victim.gang.describe()}, on node{'s' if len(nodes) > 1 else ''} "
-                        f"{', '.join(nodes)}, as a gang runs whole or not at all; the gang {chosen} (FitGpp {score})")
+                return f"{head}: {_whole_gang(victim.gang)}; the gang {chosen} (FitGpp {score})"
             return f"{head}: the best-effort pod there {chosen} (FitGpp {score})"
         fallback = f"{head}: no single best-effort pod there freed enough, so FitGpp took best-effort pods at random until it did"
+        gang = next((v.gang for v in self.victims if v.gang is not None and any(m.uid == uid for m in v.gang.members)), None)
+        if gang is not None:
+            fallback = f"{fallback}, this one {_whole_gang(gang)}"
         return fallback if not_resumed is None else f"{fallback}; {not_resumed}"
 
 
@@ -211,6 +212,13 @@ class NoVictims:
     reason: str
 
     found: bool = False
+
+
+def _whole_gang(gang: GangVictim) -> str:
+    """``with every pod of the gang ns/job (2 pods, 16 GPUs), on nodes a, b, as a gang runs whole or not at all``."""
+    nodes = sorted({member.node for member in gang.members})
+    return (f"with every pod of {gang.describe()}, on node{'s' if len(nodes) > 1 else ''} {', '.join(nodes)}, "
+            "as a gang runs whole or not at all")
 
 
 def _rest_of_gang(victim: VictimScore, node: str) -> str:

@@ -16,6 +16,7 @@ from typing import Any
 import msgspec
 
 from scheduler.cells import HivedEngine
+from scheduler.core.fit import ResourceFitEngine
 from scheduler.core.model import PodInfo
 from scheduler.preemption import FitGppSettings
 from scheduler.preemption.engine import FitGppEngine
@@ -105,3 +106,21 @@ def test_a_gang_with_a_member_already_leaving_is_not_broken_further() -> None:
     choice = engine.decide_preemption(trial("te-q"), {"n-a": ["gang-bert-0"]}, {})
     assert choice.victims == {} and choice.elsewhere == {}
     assert choice.refusal is not None
+
+
+def test_the_random_fallback_takes_a_gang_whole_and_its_members_are_told_so() -> None:
+    """No single victim frees 8 GPUs on gpu-a (the gang's member there and a lone pod have 4
+    each): the fallback takes both, and the gang's member on gpu-b with them."""
+    engine = FitGppEngine(ResourceFitEngine(), settings=FitGppSettings())
+    for name in ("gpu-a", "gpu-b"):
+        engine.apply_node(node(name))
+    for uid, where, gang in (("g-0", "gpu-a", ("g", 2)), ("g-1", "gpu-b", ("g", 2)), ("lone", "gpu-a", None), ("other", "gpu-b", None)):
+        engine.apply_pod(pod(uid, 4, "vc-a", gang=gang, node=where, phase="Running"))
+    choice = engine.decide_preemption(trial("te-q"), {"gpu-a": ["g-0", "lone"]}, {})
+    assert choice.rule == "fallback"
+    assert sorted(choice.victims["gpu-a"]) == ["g-0", "lone"]
+    assert choice.elsewhere == {"gpu-b": ["g-1"]}
+    messages = choice.victim_messages()
+    whole = "with every pod of the gang ns/g (2 pods, 8 GPUs), on nodes gpu-a, gpu-b, as a gang runs whole or not at all"
+    assert whole in messages["g-0"] and whole in messages["g-1"], messages
+    assert "gang" not in messages["lone"], messages["lone"]
