@@ -86,8 +86,9 @@ such victim left may be stale, and the evidence is gone once they exit. So
 
 A rebuilt hold is an ordinary hold: its clock starts when it first keeps a pod off, and it gives
 up ``hold_seconds`` later. A preemptor hold that ended here (it lapsed, or HiveD booked cells
-for the pod) is not rebuilt on its node while the process lives (a later preemption for the pod
-on another node, by another replica, is); a restart can rebuild it from the
+for the pod) is not rebuilt on its node while the process lives, neither from the nomination nor
+from the record it stood for (another replica's later preemption for the pod, recorded on it, is,
+on another node or on that one again); a restart can rebuild it from the
 nomination only while its victims still terminate, so within their grace period, and from the
 record until the pod is bound (its binding empties the record) or deleted, or until a hold
 standing for the record ends without a binding: it lapsed, or its wait for stuck victims ran out
@@ -95,8 +96,10 @@ standing for the record ends without a binding: it lapsed, or its wait for stuck
 carries exactly it). A hold that gave way to HiveD's booking leaves the record to the preempt
 verb that booked, which records HiveD's choice over it. Every replica's hold that stands for a
 record follows it once the watch has shown it on the pod: the record taken off (another
-replica's hold for it ended so), the hold ends here too and is not rebuilt on its node; replaced
-by a later decision, the hold follows that one. A standby's hold rebuilt from the record, or the
+replica's hold for it ended so), the hold ends here too and is not rebuilt on its node for that
+record; replaced by a later decision, the hold follows that one. A hold rebuilt from the nomination
+before the record's write reached the watch takes the record up when it does (and books the pod's
+cells), and follows it from then on. A standby's hold rebuilt from the record, or the
 deciding replica's own, so never keeps the room after a failover once the record is gone.
 
 Pure: the driver feeds pod and Job changes; time comes from the ``clock`` it passes.
@@ -218,8 +221,10 @@ class RoomHolds:
     _resumed: dict[str, _Resumed] = field(default_factory=dict)  # pod UID ->
     _preemptors: dict[str, _PreemptorHold] = field(default_factory=dict)  # preemptor UID ->
     _binding_preemptors: dict[str, _PreemptorHold] = field(default_factory=dict)  # ended by a binding not confirmed yet
-    # Holds that lapsed or gave way -> their node: never rebuilt there (a preemption elsewhere may be)
-    _ended_preemptors: dict[str, str] = field(default_factory=dict)
+    # Holds that lapsed or gave way -> their node and the record they stood for (None: a
+    # nomination): never rebuilt there for that record or a nomination (a preemption elsewhere
+    # may be, and a later decision recorded for the same node)
+    _ended_preemptors: dict[str, tuple[str, str | None]] = field(default_factory=dict)
     kept_off: int = 0  # nodes kept from a pod, all filters together
     lapsed: int = 0  # holds (a Job on a node) given up after hold_seconds
     _decided: int = 0  # preemptor holds made so far (their order)
@@ -267,14 +272,26 @@ class RoomHolds:
         """The watch shows ``preemptor`` waiting for victims of this scheduler's preemption on
         ``node_name`` (:class:`PreemptionEvidence`; ``record``: the pod's record it read that
         from, None for a nomination): keep the room for it as :meth:`preempting`
-        did before a restart, unless it has a hold, or had one on that node that ended here
-        (another replica's later preemption elsewhere is kept). A hold rebuilt so moves to the
-        node the pods show now (another replica's later decision, recorded on the pod); one this
-        process decided stays where it decided it. Whether a hold was rebuilt or moved now."""
+        did before a restart, unless it has a hold, or had one on that node that ended here for
+        the same record or a nomination (another replica's later preemption, elsewhere or on that
+        node again, recorded on the pod, is kept). A hold rebuilt so moves to the node the pods
+        show now (another replica's later decision, recorded on the pod); one this process decided
+        stays where it decided it. A hold on that node that stands for no record (rebuilt from
+        the nomination before the record's write reached the watch) takes the record up: it
+        follows it from now (:meth:`_follow_record`) and books the pod's cells as a hold rebuilt
+        from it would. Whether a hold was rebuilt, moved or took up a record now."""
         uid = preemptor.uid
-        if uid in self._binding_preemptors or self._ended_preemptors.get(uid) == node_name:
+        if uid in self._binding_preemptors:
+            return False
+        ended = self._ended_preemptors.get(uid)
+        if ended is not None and ended[0] == node_name and (record is None or record == ended[1]):
             return False
         claim = self._preemptors.get(uid)
+        if claim is not None and claim.node == node_name and claim.record is None and record is not None:
+            claim.record = record
+            claim.record_seen = True
+            self._book_cells(preemptor, node_name=node_name, record=record)
+            return True
         if claim is not None and (not claim.rebuilt or claim.node == node_name):
             return False
         self._decided += 1
@@ -316,7 +333,7 @@ class RoomHolds:
         the new one), and a restarted replica keeps no hold for a pod HiveD booked cells for."""
         claim = self._preemptors.pop(preemptor_uid, None)
         if claim is not None:
-            self._ended_preemptors[preemptor_uid] = claim.node
+            self._ended_preemptors[preemptor_uid] = (claim.node, claim.record)
 
     def apply_pod(self, pod: PodInfo) -> None:
         """Record a pod's latest state (every pod the watch shows, whatever its Job)."""
@@ -563,7 +580,7 @@ class RoomHolds:
             return  # the decision's own record is not written yet, or the event is older than the write
         del self._preemptors[pod.uid]
         if not carried:
-            self._ended_preemptors[pod.uid] = claim.node
+            self._ended_preemptors[pod.uid] = (claim.node, claim.record)
         if self.cells is not None:
             self.cells.preemptor_hold_ended(pod.uid)
 
@@ -642,7 +659,7 @@ class RoomHolds:
         """The preemptor's hold gives up: not rebuilt on its node while this process lives, and
         its record told (:attr:`on_record_ended`), so that no restart rebuilds it either."""
         claim = self._preemptors.pop(uid)
-        self._ended_preemptors[uid] = claim.node
+        self._ended_preemptors[uid] = (claim.node, claim.record)
         self.lapsed += 1
         if self.cells is not None:
             self.cells.preemptor_hold_ended(uid)
