@@ -143,8 +143,11 @@ def pool_conflict(spec: Mapping[str, Any], configuration: Configuration | None, 
     (``where``); or its required node affinity, when every one of its terms (ORed) excludes
     the pool (:func:`_excludes_pool`: a requirement on one of the pool's labels no pool node
     meets, ``In``, ``NotIn``, ``Exists``, ``DoesNotExist``, ``Gt`` or ``Lt``, or no requirement
-    at all). None when it may run there. Labels the pool does not name, affinity on them and on
-    node names (``matchFields``) are the pod's to narrow the pool by."""
+    at all), or every node its node selector picks: the affinity is judged against every label
+    the placed pod's node selector names (the template's own, the configuration's, the pool's),
+    which each node it may land on carries, and a refusal on a selector's label names the
+    ``nodeSelector`` field stating it. None when it may run there. Labels none of them names,
+    affinity on them and on node names (``matchFields``) are the pod's to narrow the pool by."""
     selector = spec.get("nodeSelector")
     own: Mapping[str, Any] = selector if isinstance(selector, Mapping) else {}
     stated = configuration.node_selector if configuration is not None else {}
@@ -157,27 +160,44 @@ def pool_conflict(spec: Mapping[str, Any], configuration: Configuration | None, 
         if key not in stated and key in own and own[key] != wanted:
             return PoolConflict(_outside(own[key], key, wanted, pool), field=f"{where}.nodeSelector[{key}]",
                                 brief=_outside_brief(own[key], key, wanted, pool))
+    # The labels every node the placed pod may land on carries, and the field stating each: the
+    # pod's own node selector, the configuration's merged over it, the pool's over both (checked
+    # above to agree), as the rewrite merges them.
+    carried: dict[str, tuple[str, str]] = {
+        key: (value, f"{where}.nodeSelector[{key}]") for key, value in own.items() if isinstance(value, str)}
+    if configuration is not None:
+        carried.update({key: (value, f"{ANNOTATION_CONFIGURATIONS}.{configuration.kind}.nodeSelector[{key}]")
+                        for key, value in stated.items()})
+    carried.update({key: (value, POOL_SETTING) for key, value in pool.items()})
+    labels = {key: value for key, (value, _) in carried.items()}
     affinity = spec.get("affinity")
     node = affinity.get("nodeAffinity") if isinstance(affinity, Mapping) else None
     required = node.get("requiredDuringSchedulingIgnoredDuringExecution") if isinstance(node, Mapping) else None
     terms = required.get("nodeSelectorTerms") if isinstance(required, Mapping) else None
     if not isinstance(terms, list) or not terms:
         return None
-    reasons = [reason for reason in (_excludes_pool(term, pool) for term in terms) if reason is not None]
+    reasons = [reason for reason in (_excludes_pool(term, labels) for term in terms) if reason is not None]
     if len(reasons) < len(terms):
-        return None  # a term (they are ORed) some pool node may meet
+        return None  # a term (they are ORed) some eligible node may meet
     terms_field = f"{where}.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms"
     # The reason a refusal gives: the first term a requirement excludes, else the first (empty) term.
-    index, (within, why) = next(((index, reason) for index, reason in enumerate(reasons) if reason[0]), (0, reasons[0]))
+    index, (within, why, _) = next(((index, reason) for index, reason in enumerate(reasons) if reason[0]),
+                                     (0, reasons[0]))
+    selected = sorted({reason[2] for reason in reasons if reason[2] is not None and carried[reason[2]][1] != POOL_SETTING})
+    if selected:
+        # A label the pod's own or its configuration's node selector puts on every node it may land on.
+        nodes = "; ".join(f"{name}={carried[name][0]} ({carried[name][1]})" for name in selected)
+        described = short = f"the nodes its node selector picks ({nodes})"
+        outcome = "its pods could run on no node (kube-scheduler refuses every one)"
+    else:
+        described = f"the nodes labelled {_labels(pool)}, AlloX's ({POOL_SETTING})"
+        short = f"{POOL_SETTING}'s nodes ({_labels(pool)})"
+        outcome = "its pods could run on none of the nodes AlloX books its machines on"
     if len(terms) == 1:
-        return PoolConflict(f"{why} excludes the nodes labelled {_labels(pool)}, AlloX's ({POOL_SETTING}): "
-                            f"its pods could run on none of the nodes AlloX books its machines on",
-                            field=f"{terms_field}[0]{within}",
-                            brief=f"excludes {POOL_SETTING}'s nodes ({_labels(pool)})")
-    return PoolConflict(f"each of its {len(terms)} terms excludes the nodes labelled {_labels(pool)}, AlloX's "
-                        f"({POOL_SETTING}; nodeSelectorTerms[{index}] by {why}): its pods could run on none of the nodes "
-                        "AlloX books its machines on", field=terms_field,
-                        brief=f"each of its {len(terms)} terms excludes {POOL_SETTING}'s nodes ({_labels(pool)})")
+        return PoolConflict(f"{why} excludes {described}: {outcome}", field=f"{terms_field}[0]{within}",
+                            brief=f"excludes {short}")
+    return PoolConflict(f"each of its {len(terms)} terms excludes {described} (nodeSelectorTerms[{index}] by {why}): "
+                        f"{outcome}", field=terms_field, brief=f"each of its {len(terms)} terms excludes {short}")
 
 
 def _outside(value: str, key: str, wanted: str, pool: Mapping[str, str]) -> str:
@@ -193,7 +213,7 @@ def _labels(pool: Mapping[str, str]) -> str:
     return ", ".join(f"{key}={value}" for key, value in pool.items())
 
 
-def _excludes_pool(term: object, pool: Mapping[str, str]) -> tuple[str, str] | None:
+def _excludes_pool(term: object, pool: Mapping[str, str]) -> tuple[str, str, str | None] | None:
     """Why no node carrying ``pool``'s labels meets a required node selector term (the field of
     the requirement within the term, what it asks), by kube-scheduler's rules over the labels
     every pool node carries (``Gt``/``Lt`` included: a value that is no integer meets neither);
@@ -206,7 +226,7 @@ def _excludes_pool(term: object, pool: Mapping[str, str]) -> tuple[str, str] | N
     listed, fields = term.get("matchExpressions"), term.get("matchFields")
     expressions: list[Any] = listed if isinstance(listed, list) else []
     if not expressions and not fields:
-        return "", "a term with no requirement (it matches no node)"
+        return "", "a term with no requirement (it matches no node)", None
     for index, expression in enumerate(expressions):
         if not isinstance(expression, Mapping) or expression.get("key") not in pool:
             continue
@@ -215,7 +235,7 @@ def _excludes_pool(term: object, pool: Mapping[str, str]) -> tuple[str, str] | N
         except msgspec.ValidationError:
             continue  # not a requirement the API server takes: nothing certain
         if not requirement_matches(requirement, pool[requirement.key]):
-            return f".matchExpressions[{index}]", f"{requirement.key} {_asks(requirement)}"
+            return f".matchExpressions[{index}]", f"{requirement.key} {_asks(requirement)}", requirement.key
     return None
 
 
