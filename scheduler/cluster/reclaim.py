@@ -91,10 +91,14 @@ class PodRecord(Protocol):
 
 class JobOutcomes(Protocol):
     """What preempting pods does to their Jobs, by pod UID, from the Jobs the watch showed (None:
-    its Job resumes it): FitGppEngine.victim_outcomes, the words its victims are told. Called
-    under the engine lock."""
+    its Job resumes it): FitGppEngine.victim_outcomes, the words its victims are told, asked
+    without recording the victims among their Jobs' failed pods not counted yet; each is recorded
+    (``record_victims``) once its deletion succeeded, so that a deletion failing and retried does
+    not count the victim among the failed pods before it. Called under the engine lock."""
 
-    def victim_outcomes(self, victims: Sequence[PodInfo]) -> Mapping[str, str | None]: ...
+    def victim_outcomes(self, victims: Sequence[PodInfo], *, record: bool = True) -> Mapping[str, str | None]: ...
+
+    def record_victims(self, victims: Sequence[PodInfo]) -> None: ...
 
 
 class ReclaimApi(PodDeletion, Protocol):
@@ -303,11 +307,11 @@ class ReclaimController:
 
     def _job_outcome(self, victim: PodInfo) -> str | None:
         """What deleting ``victim`` does to its Job, as the preempt verb's reclaim victims are told
-        it; None without the Jobs."""
+        it; None without the Jobs. Records nothing: the victim is recorded once deleted."""
         if self._jobs is None:
             return None
         with self._lock:
-            not_resumed = self._jobs.victim_outcomes([victim]).get(victim.uid)
+            not_resumed = self._jobs.victim_outcomes([victim], record=False).get(victim.uid)
         return reclaimed_job_outcome(not_resumed)
 
     def _reclaim(self, reclaim: Reclaim, *, now: float) -> bool:
@@ -318,6 +322,9 @@ class ReclaimController:
         except CellfitError as error:
             log.warning("opportunistic pod not reclaimed", extra={"pod": victim.key, "reason": str(error)})
             return False
+        if self._jobs is not None:
+            with self._lock:
+                self._jobs.record_victims([victim])
         self._reclaimed[victim.uid] = now
         if self._remember_victims is not None:
             self._remember_victims([victim.uid])

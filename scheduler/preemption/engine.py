@@ -624,7 +624,7 @@ class FitGppEngine:
         freed (:class:`WaitsForFreedCells`), or None."""
         return self.inner.freeing_wait(pod) if isinstance(self.inner, WaitsForFreedCells) else None
 
-    def victim_outcomes(self, victims: Sequence[PodInfo]) -> dict[str, str | None]:
+    def victim_outcomes(self, victims: Sequence[PodInfo], *, record: bool = True) -> dict[str, str | None]:
         """What the preemption does to each victim where it is no pause (its Event tells it
         instead of its resuming), by UID: counted against its Job's backoffLimit, its Job or index
         failed, nothing to create it again, or its Job not read yet, whose podFailurePolicy alone
@@ -633,9 +633,10 @@ class FitGppEngine:
         order, each a failed pod after those before it: the Job's status.failed counts none of
         them yet (the fallback may take two pods of a Job with backoffLimit 1, which fails it),
         nor the Job's pods earlier decisions here preempted that have not been counted yet
-        (:attr:`_uncounted`). Records these victims among the latter. The leader's reclaim asks
-        it too, for the pods it deletes itself (scheduler/cluster/reclaim.py), under the engine
-        lock."""
+        (:attr:`_uncounted`). Records these victims among the latter unless ``record`` is False:
+        the leader's reclaim asks it too, for the pods it deletes itself, without recording, and
+        records each (:meth:`record_victims`) once its deletion succeeded
+        (scheduler/cluster/reclaim.py), under the engine lock."""
         of_job: dict[str, list[str]] = {}
         for victim in victims:
             if victim.owner is not None:
@@ -646,15 +647,20 @@ class FitGppEngine:
             at = same.index(victim.uid)
             before = len(self._uncounted.get(victim.owner.uid, {})) if victim.owner is not None else 0
             outcomes[victim.uid] = self._outcome_of(victim, earlier=before + at, later=len(same) - at - 1)
-        for job_uid, uids in of_job.items():
-            job = self._jobs.get(job_uid)
-            if job is None or job_uid in self._deleted_jobs or job.ignores_disruption or job.disruption_action in FAILS_AT_ONCE:
-                continue  # no failed pod it counts (or none known): nothing to add to status.failed
-            uncounted = self._uncounted.setdefault(job_uid, {})
-            for uid in uids:
-                if uid not in uncounted:
-                    uncounted[uid] = [job.failed + len(uncounted) + 1, False]
+        if record:
+            self.record_victims(victims)
         return outcomes
+
+    def record_victims(self, victims: Sequence[PodInfo]) -> None:
+        """Record these victims, in order, among their Jobs' preempted pods that status.failed
+        does not count yet (:attr:`_uncounted`)."""
+        for victim in victims:
+            job = self._jobs.get(victim.owner.uid) if victim.owner is not None else None
+            if job is None or job.uid in self._deleted_jobs or job.ignores_disruption or job.disruption_action in FAILS_AT_ONCE:
+                continue  # no failed pod it counts (or none known): nothing to add to status.failed
+            uncounted = self._uncounted.setdefault(job.uid, {})
+            if victim.uid not in uncounted:
+                uncounted[victim.uid] = [job.failed + len(uncounted) + 1, False]
 
     def _forget_uncounted(self, job: JobInfo) -> None:
         """Drop the Job's victims its status.failed now counts, or may count (:attr:`_uncounted`):
