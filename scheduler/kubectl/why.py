@@ -506,10 +506,11 @@ def _preemptions_counted(job: JobFacts) -> tuple[str, ...]:
 def _counted_failures(job: JobFacts) -> tuple[str, ...]:
     """A preempted Job whose podFailurePolicy does not ignore DisruptionTarget: each preempted pod
     was a failed one to it, and how many more it tolerates (``status.failed`` against its
-    backoffLimit), as each victim's Event told it then. Under a FailJob or FailIndex rule the
-    Job, or the index, has failed: the failed Job's answer says so. A rule on exit codes before
-    the rule on DisruptionTarget that takes a preempted pod exiting as a stopped process usually
-    does (137, 143) is told as the victims' Events tell it, the Ignore rule's Job included."""
+    backoffLimit), as each victim's Event told it then. Under a FailJob or FailIndex rule a
+    preempted pod fails the Job, or its index (the failed Job's answer says so), unless a rule on
+    exit codes before it took the pod. A rule on exit codes before the rule on DisruptionTarget
+    that takes a preempted pod exiting as a stopped process usually does (137, 143) is told as the
+    victims' Events tell it, the Ignore, FailJob and FailIndex rules' Jobs included."""
     rules, limits = job.disruption_exit_codes, job.backoff_limit
     if job.ignores_disruption:
         # Unless a rule on exit codes takes it first (137 after SIGKILL, 143 after SIGTERM), as its Event said.
@@ -518,7 +519,13 @@ def _counted_failures(job: JobFacts) -> tuple[str, ...]:
         counts = any(action == COUNT for _, action, _ in rules)
         return (f"each preempted pod: {resumes_unless(rules, limits)}" + (_so_far(job) if counts else ""),)
     if job.disruption_action in FAILED_AT_ONCE:
-        return ()
+        failing = "the Job" if job.disruption_action == FAIL_JOB else "its index"
+        fails = f"each preempted pod fails {failing}, as {fails_on_disruption(job.disruption_action)}"
+        said = otherwise_if_exits(fails, rules, job.disruption_action, limits)
+        if said == fails:
+            return ()  # no rule on exit codes takes a preempted pod first
+        counts = any(action == COUNT for _, action, _ in rules)
+        return (said + (_so_far(job) if counts else ""),)
     limit, count = limits
     counted = f"the Job counts each preempted pod as a failed one against its {limit} {count}, as {NOT_IGNORING_DISRUPTION}"
     return (otherwise_if_exits(counted + _so_far(job), rules, job.disruption_action, limits),)
