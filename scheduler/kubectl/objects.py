@@ -49,8 +49,9 @@ RECLAIMED = re.compile(r"^preempted by \S+ on node \S+: HiveD reclaims the cells
                        r"virtual cluster (?P<vc>\S+), ")
 # cellfit's Preempted event on a pod the leader's reclaim deleted itself, kube-scheduler not
 # preempting it for a guaranteed pod of no higher priority (scheduler/cluster/reclaim.py):
-# "preempted for guaranteed pod ns/pod of virtual cluster <vc>, which waits for cell C on node X: ...".
-RECLAIMED_FOR = re.compile(r"^preempted for guaranteed pod (?P<by>\S+) of virtual cluster (?P<vc>\S+), which waits for cell \S+ "
+# "preempted for guaranteed pod ns/pod of virtual cluster <vc>, which waits for cell C on node X: ...", where C may
+# hold spaces (a cell below node level is named <node>/<type>#<n>, and a cell type name may hold one).
+RECLAIMED_FOR = re.compile(r"^preempted for guaranteed pod (?P<by>\S+) of virtual cluster (?P<vc>\S+), which waits for cell .+? "
                            r"on node (?P<node>\S+):")
 # kube-scheduler's, on the same pod: "Preempted by pod <uid> on node <node>".
 SCHEDULER_PREEMPTED = re.compile(r"^Preempted by pod (?P<uid>\S+) on node (?P<node>\S+)")
