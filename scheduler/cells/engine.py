@@ -657,10 +657,14 @@ class HivedEngine:
         type at the target's level or above, up to the highest free cell around the GPU, left
         unbound). Not: a pod on another chain (an A100 node for a V100-only VC), nor one in a
         cell smaller than the request (a VC's 2-GPU switch for an 8-GPU pod) or another VC's,
-        nor one on a cell the VC is draining (held over its quota after a shrink or a cell
-        exchange: never bound for its pods again), its own guaranteed pods there included, nor
-        any opportunistic pod while a cell of the VC is being freed for the pod by pods leaving
-        (freeing.py: the preemption would be for nothing).
+        nor an opportunistic pod on a cell the VC is draining (held over its quota after a shrink
+        or a cell exchange: no pod of the VC is placed there while it drains). The VC's own
+        guaranteed pod on a draining cell helps only when it is that cell's last guaranteed pod
+        and the VC has quota left unbound of a type of that chain at the request's level or
+        above, below the draining cell's: its leaving unbinds the cell (bookkeeping.release),
+        which returns to the free pool where the VC may bind such a cell. Nor any pod at all
+        while a cell of the VC is being freed for the pod by pods leaving (freeing.py: the
+        preemption would be for nothing; FitGpp then answers the wait, ``freeing_wait``).
         Where HiveD's exact choice is not known cheaply it errs towards allowing: which free
         cell the buddy allocator would take, Theorem 1's check on splitting one. None: any pod
         may help (an opportunistic preemptor, which takes idle GPUs anywhere; a pod HiveD does
@@ -695,7 +699,7 @@ class HivedEngine:
                 cell = parent
             state = cell.state
             if state is _BOUND or state is _PINNED:
-                # A draining cell is never bound for the VC's pods again: freeing it gives nothing.
+                # No pod of the VC is placed in a draining cell: freeing GPUs there gives nothing.
                 return cell.vc == vc.name and cell.level >= level and cell not in draining
             # free: a cell of a type the VC may still bind, at the request's level or above,
             # that holds the GPU (one no higher than the free cell around it)
@@ -704,20 +708,35 @@ class HivedEngine:
                 for cell_type in chain.types[level - 1 : cell.level]
             )
 
+        def unbinds_for(root: Cell, gpus: int) -> bool:
+            """Whether a guaranteed booking of ``gpus`` on the draining ``root`` is its last, and
+            the VC may bind a cell of that chain in it once it is unbound: quota of a type at the
+            request's level or above, below the root's, left unbound."""
+            level = level_in.get(root.chain)
+            if level is None or root.guaranteed_used > gpus:
+                return False
+            return any(vc.unbound(cell_type) > 0 for cell_type in root.chain.types[level - 1 : root.level - 1])
+
         def helps(victim: PodInfo) -> bool:
+            if waits:
+                return False
             booking = by_pod.get(victim.uid)
             if booking is None:
                 return True
             if booking.priority is Priority.GUARANTEED:
-                return booking.vc == vc.name and booking.root not in draining
-            return not waits and any(room(gpu) for gpu in booking.gpus)
+                if booking.vc != vc.name:
+                    return False
+                root = booking.root
+                return root is None or root not in draining or unbinds_for(root, len(booking.gpus))
+            return any(room(gpu) for gpu in booking.gpus)
 
         return helps
 
     def freeing_wait(self, pod: PodInfo) -> str | None:
-        """The filter's sentence while no opportunistic pod is preempted for ``pod`` because a
-        cell of its VC is being freed by pods leaving (freeing.py), for the preempt verb's
-        refusal (FitGpp's ``WaitsForFreedCells``); None when the pod does not wait so (not a
+        """The filter's sentence while no pod is preempted for ``pod`` because a cell of its VC
+        is being freed by pods leaving (freeing.py), for the preempt verb's refusal (FitGpp's
+        ``WaitsForFreedCells``, which then chooses no victim at all, the VC's own best-effort
+        pods included); None when the pod does not wait so (not a
         guaranteed GPU pod, cells booked for it already, nothing of its VC being freed)."""
         if pod.requests.gpus == 0 or not self.expiry.any_leaving or pod.uid in self.allocator.by_pod:
             return None
@@ -729,6 +748,20 @@ class HivedEngine:
             return None
         freeing = self._freeing(ctx)
         return None if freeing is None else self._freeing_reason(ctx, freeing)
+
+    def request_refusal(self, pod: PodInfo) -> str | None:
+        """HiveD's refusal of a GPU pod whose request does not resolve (its virtual cluster
+        unknown, a cellfit annotation that does not read, no cell type or cell that could hold
+        its GPUs), as its filter says it, for the preempt verb's refusal (FitGpp's
+        ``ExplainsRefusals``): no reclaim was looked for. None when the request resolves, or
+        for a pod asking no GPU."""
+        if pod.requests.gpus == 0:
+            return None
+        try:
+            self._context(pod)
+        except (Unplaceable, InvalidAnnotation) as error:
+            return self._refusal(error)
+        return None
 
     def reclaim_victims(
         self, pod: PodInfo, candidates: Mapping[str, Sequence[str]], victim_pods: Mapping[str, PodInfo]

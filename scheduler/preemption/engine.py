@@ -95,13 +95,15 @@ def _merged(verdicts: Verdicts, more: dict[str, list[int]]) -> Verdicts:
 class Passed:
     """The best-effort pods on the offered nodes FitGpp passed over for a preemptor, by key:
     guaranteed pods of another VC (HiveD's guarantee), and pods whose room the placement engine
-    would not give it (opportunistic pods on cells its VC can neither use nor bind)."""
+    would not give it (opportunistic pods on cells its VC can neither use nor bind; its VC's own
+    pods on cells the VC is draining, whose leaving frees no cell it may bind)."""
 
     foreign: list[str]
     useless: list[str]
+    draining: list[str]
 
     def __bool__(self) -> bool:
-        return bool(self.foreign or self.useless)
+        return bool(self.foreign or self.useless or self.draining)
 
     def refusal(self, *, left: str | None) -> str:
         """Why FitGpp took no victim: every pod on the offered nodes was passed over (``left``
@@ -111,6 +113,9 @@ class Passed:
              "guaranteed pods of another virtual cluster, whose cells they never lose"),
             (self.useless, "an opportunistic pod on cells this pod's virtual cluster can neither use nor bind",
              "opportunistic pods on cells this pod's virtual cluster can neither use nor bind"),
+            (self.draining, "a pod of this pod's virtual cluster on a cell it is draining (over its quota), "
+             "whose leaving frees no cell it may bind",
+             "pods of this pod's virtual cluster on cells it is draining (over its quota), whose leaving frees no cell it may bind"),
         ) if keys]
         if left is None and len(kinds) == 1:
             ((keys, one, _),) = kinds
@@ -147,6 +152,15 @@ class WaitsForFreedCells(Protocol):
     node away, the placement engine's filter never said it."""
 
     def freeing_wait(self, pod: PodInfo) -> str | None: ...
+
+
+@runtime_checkable
+class ExplainsRefusals(Protocol):
+    """A placement engine that says why a pod's request does not resolve (HiveD: its virtual
+    cluster unknown, a bad annotation, no cell for its GPUs), so that the preempt verb's refusal
+    of a pod it reclaimed nothing for names that, not a search it never made."""
+
+    def request_refusal(self, pod: PodInfo) -> str | None: ...
 
 
 @runtime_checkable
@@ -528,6 +542,11 @@ class FitGppEngine:
                     reason=f"pods already terminating on node {waiting} free enough for this pod; waiting for them to exit"
                 ),
             )
+        waits = self._freeing_wait(pod)
+        if waits is not None:
+            # The placement engine waits for cells of the pod's VC being freed by pods leaving:
+            # any victim now, its VC's own best-effort pods included, is preempted for nothing.
+            return VictimChoice(victims={}, decision=NoVictims(reason=waits))
         table = self._table_for(pod)
         scale = Normalisers.of(table)  # eq. 3's J: every running best-effort pod, whoever may take it
         table, passed, claimable = self._claimable(pod, table, candidates.keys())
@@ -538,14 +557,8 @@ class FitGppEngine:
         if folded and isinstance(decision, PreemptionDecision):
             gang_of = {str(table.uids[row]): gang for row, gang in folded.items()}
             decision = replace(decision, victims=tuple(replace(v, gang=gang_of.get(v.uid)) for v in decision.victims))
-        if isinstance(decision, NoVictims):
-            # The placement engine's wait comes first: the pods it kept out (opportunistic pods
-            # while its VC's cells are being freed) were no candidates for that reason alone.
-            waits = self._freeing_wait(pod)
-            if waits is not None:
-                decision = NoVictims(reason=waits)
-            elif passed:
-                decision = NoVictims(reason=passed.refusal(left=decision.reason if claimable else None))
+        if isinstance(decision, NoVictims) and passed:
+            decision = NoVictims(reason=passed.refusal(left=decision.reason if claimable else None))
         if not isinstance(decision, PreemptionDecision):
             return VictimChoice(victims={}, decision=decision)
         elsewhere = decision.elsewhere
@@ -613,6 +626,9 @@ class FitGppEngine:
         room. None for an opportunistic pod, or without a reclaiming placement engine."""
         if not isinstance(self.inner, ReclaimsCells) or tenancy_of(pod) is None:
             return None
+        unresolved = self.inner.request_refusal(pod) if isinstance(self.inner, ExplainsRefusals) else None
+        if unresolved is not None:
+            return f"{unresolved}: HiveD reclaims nothing for it; and a pod that is not a trial pod takes no best-effort pod's room (FitGpp)"
         nodes = sorted(candidates)
         named = ", ".join(nodes[:3]) + (f" and {len(nodes) - 3} more" if len(nodes) > 3 else "")
         where = f"on the offered nodes ({named})" if nodes else "with no node offered"
@@ -756,14 +772,15 @@ class FitGppEngine:
         ``nodes``: those it may take (HiveD's tenancy, :func:`may_claim_cells`: pods of its own VC,
         and opportunistic pods) and whose room the placement engine would give it
         (:class:`JudgesVictims`: under HiveD, for a guaranteed pod, cells of its VC, or free
-        cells its VC may still bind). Also the keys of the best-effort pods there passed over, by
+        cells its VC may still bind; asked of its VC's own pods too, as one on a cell the VC
+        is draining frees room only when it unbinds that cell). Also the keys of the best-effort pods there passed over, by
         why, and whether any pod there remains for it. Before FitGpp chooses, not after: eq. 4
         and the fallback then pick among the pods whose preemption can help ``pod``, where a
         choice refused after the fact left it pending while its own VC's best-effort pods held
         its cells, and one that fell on an opportunistic pod elsewhere freed nothing for it (H1)."""
         helps = self.inner.preemption_helps(pod) if isinstance(self.inner, JudgesVictims) else None
         mine = vc_of(pod)
-        passed = Passed(foreign=[], useless=[])
+        passed = Passed(foreign=[], useless=[], draining=[])
         if helps is None and all(vc == mine for vc in self._holding_vcs):
             return table, passed, True  # every pod held is of its VC, or opportunistic: none to pass over
         slots = [slot for slot in (table.node_index.get(name) for name in nodes) if slot is not None]
@@ -782,15 +799,16 @@ class FitGppEngine:
             holds = tenancy[uid]
             if holds is not None and holds != mine:
                 passed.foreign.append(str(keys[row]))
-            elif holds is None and helps is not None and (victim := self._tracked_pod(uid)) is not None and not helps(victim):
-                passed.useless.append(str(keys[row]))
-            else:  # its VC's own pod (HiveD gives a guaranteed pod its VC's cells), or one that helps
+            elif helps is not None and (victim := self._tracked_pod(uid)) is not None and not helps(victim):
+                (passed.useless if holds is None else passed.draining).append(str(keys[row]))
+            else:  # one that helps: its VC's own pod (HiveD gives a guaranteed pod its VC's cells), or opportunistic
                 continue
             left_out.append(row)
         if not left_out:
             return table, passed, len(rows) > 0
         passed.foreign.sort()
         passed.useless.sort()
+        passed.draining.sort()
         valid = table.valid.copy()
         valid[left_out] = False
         return replace(table, valid=valid), passed, len(rows) > len(left_out)
