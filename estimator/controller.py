@@ -159,6 +159,7 @@ class EstimatorController:
         never_placed: Callable[[Mapping[str, Any], Configuration], Sequence[str]] | None = None,
         nodes_synced: Callable[[], bool] | None = None,
         node_labels: Callable[[Mapping[str, str]], Collection[Mapping[str, str]]] | None = None,
+        elapsed: Callable[[], float] | None = None,
     ) -> None:
         """``pool``: the labels of the nodes interchangeable Jobs run on (``allox.nodeSelector``),
         which every sampling pod's node selector carries. ``nodes(selector)``: each node's
@@ -168,7 +169,9 @@ class EstimatorController:
         that can ever hold its GPUs), each reason led by the field; none, it could.
         ``nodes_synced()``: whether the watch cache has listed the nodes and applied every one
         of them (and, under HiveD, the cells discovered from them): before that ``nodes`` may
-        hold only some, and no pass runs (None: always)."""
+        hold only some, and no pass runs (None: always). ``elapsed``: a monotonic clock, that
+        measures ``NODE_RETURN_SECONDS`` (a wall clock's step must not end the memory of a node
+        early); None: ``time.monotonic`` under the wall clock, else the injected ``clock``."""
         self._api = api
         self._pool = dict(pool or {})
         self._nodes = nodes
@@ -189,6 +192,7 @@ class EstimatorController:
         self._gpu_resource = gpu_resource
         self._capacity = capacity
         self._clock = clock
+        self._elapsed = elapsed if elapsed is not None else time.monotonic if clock is time.time else clock
         self._on_estimate = on_estimate
         self._on_error = on_error
         self._lock = threading.Lock()
@@ -217,9 +221,14 @@ class EstimatorController:
         # Per Job: its sampling pod in each configuration, as built, while the Job is unchanged.
         self._probes: dict[str, tuple[tuple[str, str | None, bytes], dict[str, _Probe]]] = {}
         self._pass_nodes: dict[frozenset[tuple[str, str]], list[Resources]] = {}  # node sizes by selector, this pass
-        self._pass_time = 0.0  # the clock's reading at this pass's start
+        self._pass_time = 0.0  # the monotonic clock's (``elapsed``) reading at this pass's start
         # Node sizes by selector -> when a pass last saw a node of that size (NODE_RETURN_SECONDS).
         self._sizes_seen: dict[frozenset[tuple[str, str]], dict[Resources, float]] = {}
+        # Each selector looked up -> the Jobs whose judgement asked for it: every pass looks each
+        # up again while one of them is left, whether or not it judges them (a kind whose runs are
+        # placed is not judged), so a node gone is remembered from when it was last in the cache.
+        self._selector_users: dict[frozenset[tuple[str, str]], set[str]] = {}
+        self._judging: str | None = None  # the Job whose configurations this pass judges
         # Pod creations of one pass go out together: the API server, not this thread, sets the pace.
         self._creator = ThreadPoolExecutor(max_workers=CREATE_CONCURRENCY, thread_name_prefix="estimator-create")
         self._wake = threading.Event()
@@ -462,11 +471,13 @@ class EstimatorController:
                 del self._holding[uid]
             held = list(self._holding.values())
         capacity = self._capacity()
-        self._pass_nodes, self._pass_labels, self._pass_time = {}, {}, now
+        self._pass_nodes, self._pass_labels, self._pass_time = {}, {}, self._elapsed()
+        now_elapsed = self._pass_time
         self._labels_seen = {key: recent for key, seen in self._labels_seen.items()
-                             if (recent := {labels: at for labels, at in seen.items() if now - at <= NODE_RETURN_SECONDS})}
+                             if (recent := {labels: at for labels, at in seen.items() if now_elapsed - at <= NODE_RETURN_SECONDS})}
         self._sizes_seen = {key: lately for key, sizes in self._sizes_seen.items()
-                            if (lately := {size: seen for size, seen in sizes.items() if now - seen <= NODE_RETURN_SECONDS})}
+                            if (lately := {size: seen for size, seen in sizes.items() if now_elapsed - seen <= NODE_RETURN_SECONDS})}
+        self._remember_nodes()  # after the lapsed are forgotten: this pass's lookups keep the rest
         budget = _Budget(
             limit_cpu=self._settings.max_cluster_share * capacity.cpu_millis,
             limit_gpu=self._settings.max_cluster_share * capacity.gpus,
@@ -617,12 +628,16 @@ class EstimatorController:
         # A run bound to a node, or running, proves that a node holds its configuration, whatever
         # the nodes known now (one leaving, a relist under way) seem to say.
         placed = {(pod.metadata.annotations or {}).get(ANNOTATION_SAMPLE_CONFIGURATION) for pod in pods.values() if _live(pod) and pod.placed}
-        for kind, probe in self._probes_of(job, configurations).items():
-            if kind in placed:
-                continue
-            reason = probe.conflict or self._never_holds(kind, probe, configurations[kind])  # type: ignore[index]
-            if reason is not None:
-                never[kind] = reason
+        self._judging = job.metadata.uid
+        try:
+            for kind, probe in self._probes_of(job, configurations).items():
+                if kind in placed:
+                    continue
+                reason = probe.conflict or self._never_holds(kind, probe, configurations[kind])  # type: ignore[index]
+                if reason is not None:
+                    never[kind] = reason
+        finally:
+            self._judging = None
         if not never:
             return None
         reasons: dict[str, list[str]] = {}  # one reason (a template's selector) may be every configuration's
@@ -668,12 +683,35 @@ class EstimatorController:
             self._probes[job.metadata.uid] = (key, probes)
         return probes
 
+    def _remember_nodes(self) -> None:
+        """At a pass's start, each selector a Job still here asked for looked up again (its
+        sizes and label sets stamped with this pass's time), those of Jobs gone forgotten: a
+        node is remembered for ``NODE_RETURN_SECONDS`` from the last pass that saw it in the
+        cache, not from the last that judged a configuration selecting it."""
+        with self._lock:
+            present = set(self._jobs)
+        self._selector_users = {key: left for key, users in self._selector_users.items() if (left := users & present)}
+        for key in self._selector_users:
+            if self._nodes is not None:
+                self._nodes_carrying(dict(key))
+            if self._node_labels is not None:
+                self._labels_carrying(dict(key))
+        for kept in (self._sizes_seen, self._labels_seen):
+            for key in set(kept) - set(self._selector_users):
+                del kept[key]
+
+    def _asked(self, key: frozenset[tuple[str, str]]) -> None:
+        """``key``'s selector asked for by the Job being judged: looked up every pass while it is here."""
+        if self._judging is not None:
+            self._selector_users.setdefault(key, set()).add(self._judging)
+
     def _nodes_carrying(self, selector: Mapping[str, str]) -> list[Resources]:
         """Each node's allocatable among those carrying ``selector``, read once a pass per
         selector, and each size a pass saw there within ``NODE_RETURN_SECONDS`` that none has now
         (a node deleted and re-created under its name is out of the cache for a moment)."""
         assert self._nodes is not None
         key = frozenset(selector.items())
+        self._asked(key)
         if key not in self._pass_nodes:
             current = list(self._nodes(selector))
             seen = self._sizes_seen.setdefault(key, {})
@@ -756,6 +794,7 @@ class EstimatorController:
         and each label set a pass saw there within ``NODE_RETURN_SECONDS`` that none has now."""
         assert self._node_labels is not None
         key = frozenset(selector.items())
+        self._asked(key)
         if key not in self._pass_labels:
             current = {frozenset(labels.items()) for labels in self._node_labels(selector)}
             seen = self._labels_seen.setdefault(key, {})
