@@ -1,8 +1,10 @@
 """``HivedEngine.preemption_helps`` on a draining VC cell (review): a cell the VC holds over
-its quota (a shrink by a reload, or the cell exchange lending its quota) drains, and is never
-bound for the VC's new pods again, so preempting a pod there frees nothing the preemptor can
-use. Before, an opportunistic pod on it counted as helping (the cell was the VC's, bound, of
-the request's level), and so did the VC's own guaranteed pod there.
+its quota (a shrink by a reload, or the cell exchange lending its quota) drains: no pod of the
+VC is placed in it, so preempting an opportunistic pod there frees nothing the preemptor can
+use, and the VC's own guaranteed pod there helps only where its leaving unbinds the cell and the
+VC may bind a smaller one of that chain (tests/cells/test_draining_last_pod_socket_quota.py).
+Before, an opportunistic pod on it counted as helping (the cell was the VC's, bound, of the
+request's level).
 
 vc-a owns two V100 nodes, its guaranteed g-full fills n-a and g-half takes half of n-b, an
 opportunistic pod of vc-b the other half; a reload shrinks vc-a to one node: n-b, the emptier,
