@@ -46,6 +46,7 @@ from __future__ import annotations
 import bisect
 import json
 import logging
+import math
 import multiprocessing
 import os
 import re
@@ -271,6 +272,11 @@ class PlacerController:
         # configurations, _refusable), and in which kinds; not chosen again in those until its
         # user changes either (not its resourceVersion: writing its condition changes that).
         self._refused: dict[str, tuple[tuple[bytes, str], frozenset[str]]] = {}
+        # Per Job UID suspended again (none of its pods bound within the NotBound limit): its
+        # configurations then, and per kind how many times and until when AlloX does not start
+        # it in that kind again (suspended_again_back_off); forgotten when its configurations
+        # change or the Job is gone. In memory: a restarted cellfit starts it once at once.
+        self._backed_off: dict[str, tuple[str, dict[str, tuple[int, float]]]] = {}
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._stop = threading.Event()
@@ -342,6 +348,7 @@ class PlacerController:
         by_key: dict[str, Job] = {}
         seen: dict[str, tuple[str, WaitingJob | RunningJob, Configurations, bool]] = {}
         refused, self._refused = self._refused, {}
+        backing_off: dict[str, str] = {}  # Job key -> why it waits: each of its kinds backed off
         for job in jobs:
             key = f"{job.metadata.namespace}/{job.metadata.name}"
             by_key[key] = job
@@ -363,6 +370,8 @@ class PlacerController:
                     seen[uid] = (version, item, configurations[uid], is_trial)
                 if refused:
                     item = self._unrefused(item, job, refused)
+                if item is not None and self._backed_off:
+                    item = self._not_backed_off(item, job, now, backing_off)
                 if item is not None:
                     (trials if is_trial else waiting).append(item)
             elif isinstance(item, RunningJob):
@@ -382,6 +391,7 @@ class PlacerController:
             self._warned = {uid: sent for uid, sent in self._warned.items() if uid in live}
             self._chose = {uid: why for uid, why in self._chose.items() if uid in live}
             self._queued_where = {uid: told for uid, told in self._queued_where.items() if uid in live}
+            self._backed_off = {uid: off for uid, off in self._backed_off.items() if uid in live}
             with self._lock:
                 self._started = {uid: start for uid, start in self._started.items() if uid in live}
         running, released = self._holding(now, running, by_key)
@@ -464,6 +474,9 @@ class PlacerController:
         gpus_on_a_node, room = most_gpus(free), gpu_room(free)
         nodes = tuple(_in_demand_units(allocatable) for allocatable in self._allocatable_by_node().values())
         held: dict[str, tuple[str, str]] = {}  # Job key -> its Placed reason and message, for the inspect document
+        for key, message in backing_off.items():
+            held[key] = (REASON_SUSPENDED_AGAIN, message)
+            self._tell(by_key[key], status="False", reason=REASON_SUSPENDED_AGAIN, message=message)
         for key in decision.unplaceable:
             item, job = waiting_by_key[key], by_key[key]
             beyond = kinds_beyond(item, cpu_slot=decision.cpu_slot, gpus=gpus_on_a_node, room=room)
@@ -521,6 +534,33 @@ class PlacerController:
         self._refused[job.metadata.uid] = found
         seconds = {kind: value for kind, value in item.seconds.items() if kind not in found[1]}
         return replace(item, seconds=seconds) if seconds else None
+
+    def _not_backed_off(self, item: WaitingJob, job: Job, now: float, backing_off: dict[str, str]) -> WaitingJob | None:
+        """``item`` without the kinds it was suspended again in whose back-off stands (None, and
+        why in ``backing_off``, when no kind is left); a Job whose configurations changed since
+        is not held back."""
+        uid = job.metadata.uid
+        found = self._backed_off.get(uid)
+        if found is None:
+            return item
+        if found[0] != job.annotations.get(ANNOTATION_CONFIGURATIONS, ""):
+            del self._backed_off[uid]
+            return item
+        standing = {kind: found[1][kind] for kind in item.seconds if kind in found[1] and found[1][kind][1] > now}
+        if not standing:
+            return item
+        seconds = {kind: value for kind, value in item.seconds.items() if kind not in standing}
+        if seconds:
+            return replace(item, seconds=seconds)
+        backing_off[item.key] = "; ".join(
+            self._backed_off_message(kind, times=times, until=until) for kind, (times, until) in sorted(standing.items()))
+        return None
+
+    def _backed_off_message(self, kind: str, *, times: int, until: float) -> str:
+        limit = f"{self._unbound_hold_seconds:.0f} s"
+        return (f"{kind} start failed: no pod was bound within {limit}; not started in {kind} again before "
+                f"{time.strftime('%H:%M', time.gmtime(until))} UTC (suspended again {times} time{'s' if times > 1 else ''}; "
+                f"AlloX waits {limit}, doubling each time, at most {BACK_OFF_MAX_SECONDS // 60} min)")
 
     def _tell_trials_waiting(self, trials: Sequence[WaitingJob], by_key: Mapping[str, Job]) -> None:
         """Trial Jobs never queue: one no machine takes now waits for the pass that finds one."""
@@ -614,8 +654,16 @@ class PlacerController:
             self._started.pop(job.metadata.uid, None)
             self._queued_where.pop(job.metadata.uid, None)  # queued again: told again
         self._released.pop(job.metadata.uid, None)
-        self._event(job, "SuspendedAgain", message)
-        self._tell(job, status="False", reason="SuspendedAgain", message=message)
+        configurations = job.annotations.get(ANNOTATION_CONFIGURATIONS, "")
+        before = self._backed_off.get(job.metadata.uid)
+        kinds = dict(before[1]) if before is not None and before[0] == configurations else {}
+        times = kinds.get(kind, (0, 0.0))[0] + 1
+        # Up to the minute, so "not started in gpu again before 00:07 UTC" is what happens.
+        until = math.ceil((self._clock() + suspended_again_back_off(times, base_seconds=self._unbound_hold_seconds)) / 60) * 60
+        kinds[kind] = (times, float(until))
+        self._backed_off[job.metadata.uid] = (configurations, kinds)
+        self._event(job, REASON_SUSPENDED_AGAIN, message)
+        self._tell(job, status="False", reason=REASON_SUSPENDED_AGAIN, message=message)
         log.info("job suspended again", extra={"job": f"{namespace}/{name}", "kind": kind})
 
     def _trials(
@@ -1192,9 +1240,21 @@ class PlacerController:
             "queue": queue_by_kind,
             # Waiting Jobs outside the queue this pass, with their Placed condition's reason and
             # message: no machine fits them (NoMachine), theirs are in use (WaitingForMachine), or
-            # their VC's quota is (WaitingForQuota). AlloX holds them and tries them each pass.
+            # their VC's quota is (WaitingForQuota), or each of its kinds is backed off after it was
+            # suspended again there (SuspendedAgain). AlloX holds them and tries them each pass.
             "waiting": last.held,
         }
+
+
+REASON_SUSPENDED_AGAIN = "SuspendedAgain"
+BACK_OFF_MAX_SECONDS = 1800
+
+
+def suspended_again_back_off(times: int, *, base_seconds: float) -> float:
+    """How long AlloX does not start a Job in the kind it was suspended again in ``times``
+    times: the NotBound limit (what the failed start took to show), doubling per repeat, at most
+    30 min (a room that was unusable comes back to it within half an hour of being usable)."""
+    return float(min(base_seconds * 2 ** min(max(times - 1, 0), 16), BACK_OFF_MAX_SECONDS))
 
 
 def _within(decision: AdmissionDecision, waiting: Sequence[WaitingJob]) -> AdmissionDecision:
