@@ -370,7 +370,7 @@ class PlacerController:
                     seen[uid] = (version, item, configurations[uid], is_trial)
                 if refused:
                     item = self._unrefused(item, job, refused)
-                if item is not None and self._backed_off:
+                if item is not None:
                     item = self._not_backed_off(item, job, now, backing_off)
                 if item is not None:
                     (trials if is_trial else waiting).append(item)
@@ -542,7 +542,10 @@ class PlacerController:
         uid = job.metadata.uid
         found = self._backed_off.get(uid)
         if found is None:
-            return item
+            found = self._backed_off_before(job)  # a restarted cellfit reads it from the condition
+            if found is None:
+                return item
+            self._backed_off[uid] = found
         if found[0] != job.annotations.get(ANNOTATION_CONFIGURATIONS, ""):
             del self._backed_off[uid]
             return item
@@ -559,8 +562,31 @@ class PlacerController:
     def _backed_off_message(self, kind: str, *, times: int, until: float) -> str:
         limit = f"{self._unbound_hold_seconds:.0f} s"
         return (f"{kind} start failed: no pod was bound within {limit}; not started in {kind} again before "
-                f"{time.strftime('%H:%M', time.gmtime(until))} UTC (suspended again {times} time{'s' if times > 1 else ''}; "
+                f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(until))} (suspended again {times} time{'s' if times > 1 else ''}; "
                 f"AlloX waits {limit}, doubling each time, at most {BACK_OFF_MAX_SECONDS // 60} min)")
+
+    def _backed_off_before(self, job: Job) -> tuple[str, dict[str, tuple[int, float]]] | None:
+        """The back-off a Job's ``Placed`` condition says (``SuspendedAgain``, as a cellfit before a
+        restart told it), for each kind whose configuration is still the one the template recorded
+        when it was started there (its user edited it since: not held back)."""
+        placed = job.condition(CONDITION_PLACED)
+        if placed is None or placed.reason != REASON_SUSPENDED_AGAIN or not placed.message:
+            return None
+        text = job.annotations.get(ANNOTATION_CONFIGURATIONS, "")
+        kinds: dict[str, tuple[int, float]] = {}
+        for said in _BACKED_OFF_MESSAGE.finditer(placed.message):
+            kind, until = said["kind"], timestamp(said["until"])
+            try:
+                recorded = recorded_configuration(json.loads(bytes(job.spec.template)), kind)
+                current = parse_configurations_cached(text)
+            except (ValueError, InvalidAnnotation):
+                continue
+            if until is None or kind not in current:
+                continue
+            if recorded is not None and configuration_digest(recorded) != configuration_digest(current[kind]):  # type: ignore[index]
+                continue
+            kinds[kind] = (int(said["times"]), until)
+        return (text, kinds) if kinds else None
 
     def _tell_trials_waiting(self, trials: Sequence[WaitingJob], by_key: Mapping[str, Job]) -> None:
         """Trial Jobs never queue: one no machine takes now waits for the pass that finds one."""
@@ -1247,6 +1273,10 @@ class PlacerController:
 
 
 REASON_SUSPENDED_AGAIN = "SuspendedAgain"
+# What _backed_off_message says, read back by a restarted cellfit (_backed_off_before).
+_BACKED_OFF_MESSAGE: Final = re.compile(
+    r"(?P<kind>\w+) start failed: [^;]*; not started in (?P=kind) again before (?P<until>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ) "
+    r"\(suspended again (?P<times>\d+) times?")
 BACK_OFF_MAX_SECONDS = 1800
 
 

@@ -17,7 +17,8 @@ from tests.placer.test_controller import job
 
 
 def gpu_only(name: str, *, suspend: bool, placement: str | None = "gpu", started: str | None = None,
-             version: str = "7", configurations: str | None = None) -> Any:
+             version: str = "7", configurations: str | None = None, placed: dict[str, str] | None = None,
+             recorded: str | None = None) -> Any:
     """A Job estimated on gpu alone (so it has no other kind to start in)."""
     base = job(name, gpu=120, cpu=300, suspend=suspend, placement=placement, started=started, version=version)
     body = json.loads(json.dumps({"metadata": {"name": name, "namespace": "alice", "uid": f"uid-{name}", "resourceVersion": version,
@@ -27,7 +28,10 @@ def gpu_only(name: str, *, suspend: bool, placement: str | None = "gpu", started
                                                                **({"cellfit.io/configurations": configurations}
                                                                   if configurations else {})}},
                                   "spec": {"suspend": suspend, "template": json.loads(bytes(base.spec.template))},
-                                  "status": {"startTime": started} if started else {}}))
+                                  "status": {**({"startTime": started} if started else {}),
+                                             **({"conditions": [{"type": "Placed", "status": "False", **placed}]} if placed else {})}}))
+    if recorded:
+        body["spec"]["template"]["metadata"]["annotations"] = {"cellfit.io/configurations": recorded}
     from estimator.objects import JOB_DECODER
     return JOB_DECODER.decode(json.dumps(body).encode())
 
@@ -47,7 +51,7 @@ def test_a_job_suspended_again_is_not_started_in_that_kind_until_its_back_off_en
     decision = placer.admit()
     assert starts(decision) == [] and api.patches == []
     # Back-off 300 s from 00:01:40, up to the minute: not before 00:07 UTC.
-    message = ("gpu start failed: no pod was bound within 300 s; not started in gpu again before 00:07 UTC "
+    message = ("gpu start failed: no pod was bound within 300 s; not started in gpu again before 2026-01-01T00:07:00Z "
                "(suspended again 1 time; AlloX waits 300 s, doubling each time, at most 30 min)")
     told = [(c["reason"], c["message"]) for name, c in api.conditions if name == "q"]
     assert told[-1] == ("SuspendedAgain", message)
@@ -67,8 +71,40 @@ def test_a_job_suspended_again_is_not_started_in_that_kind_until_its_back_off_en
     placer._jobs.jobs = [gpu_only("q", suspend=True, version="10")]  # type: ignore[attr-defined]
     placer._clock = lambda: NOW + 320 + 302
     assert starts(placer.admit()) == []
-    assert "not started in gpu again before 00:23 UTC (suspended again 2 times" in api.conditions[-1][1]["message"]
+    assert "not started in gpu again before 2026-01-01T00:23:00Z (suspended again 2 times" in api.conditions[-1][1]["message"]
     placer._clock = lambda: NOW + 320 + 301 + 600 + 60
+    assert starts(placer.admit()) == [("alice/q", "gpu")]
+
+
+BACKED_OFF = {"reason": "SuspendedAgain", "message": (
+    "gpu start failed: no pod was bound within 300 s; not started in gpu again before 2026-01-01T00:07:00Z "
+    "(suspended again 2 times; AlloX waits 300 s, doubling each time, at most 30 min)")}
+
+
+def test_a_restarted_cellfit_reads_the_back_off_from_the_condition_and_keeps_counting() -> None:
+    api = SuspendingApi()
+    placer = placer_with(api, [gpu_only("q", suspend=True, version="8", placed=BACKED_OFF)], {"uid-q": JobPods(unbound=1)})
+    placer._clock = lambda: NOW + 1.5
+    assert starts(placer.admit()) == []
+    assert api.conditions == []  # the condition already says it
+    placer._clock = lambda: NOW + 330  # 00:07:10: its back-off over
+    assert starts(placer.admit()) == [("alice/q", "gpu")]
+    placer._jobs.jobs = [gpu_only("q", suspend=False, started="2026-01-01T00:07:10Z", version="9")]  # type: ignore[attr-defined]
+    placer._clock = lambda: NOW + 330 + 301  # 00:12:11, none bound: a third time, 1200 s
+    placer.admit()
+    placer._jobs.jobs = [gpu_only("q", suspend=True, version="10")]  # type: ignore[attr-defined]
+    placer._clock = lambda: NOW + 330 + 302
+    assert starts(placer.admit()) == []
+    assert "before 2026-01-01T00:33:00Z (suspended again 3 times" in api.conditions[-1][1]["message"]
+
+
+def test_a_restarted_cellfit_does_not_hold_back_a_job_whose_configuration_was_edited_since() -> None:
+    from tests.placer.test_controller import CONFIGURATIONS
+    edited = json.dumps({**CONFIGURATIONS, "gpu": {"resources": {"nvidia.com/gpu": "1", "cpu": "2"}}})
+    api = SuspendingApi()
+    placer = placer_with(api, [gpu_only("q", suspend=True, version="8", placed=BACKED_OFF, configurations=edited,
+                                        recorded=json.dumps(CONFIGURATIONS))], {})
+    placer._clock = lambda: NOW + 1.5
     assert starts(placer.admit()) == [("alice/q", "gpu")]
 
 
