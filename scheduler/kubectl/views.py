@@ -205,7 +205,8 @@ def queue_rows(view: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 
 # How a Job held outside the queue waits, by its Placed condition's reason (placer/controller.py).
-_WAITING = {"NoMachine": "no machine", "WaitingForMachine": "its machines in use", "WaitingForQuota": "its VC's quota"}
+_WAITING = {"NoMachine": "no machine", "WaitingForMachine": "its machines in use", "WaitingForQuota": "its VC's quota",
+            "SuspendedAgain": "backing off"}
 
 
 def queue_columns(rows: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:

@@ -106,3 +106,12 @@ def test_a_job_waiting_on_its_vc_is_listed_with_its_vc_and_reason(held: int, fre
     assert listed == {"job": "a/g", "reason": reason, "message": condition["message"], "virtualCluster": "a"}
     (row,) = queue_rows(live.inspect())
     assert row["vc"] == "a" and row["waiting"].startswith(said), row
+
+
+def test_a_job_backing_off_after_a_failed_start_is_listed_as_such() -> None:
+    """A Job AlloX suspended again (none of its pods bound within 300 s) waits out a back-off in
+    that kind (placer 5f9a53f): queue lists it as backing off, not 'not queued'."""
+    said = "gpu start failed: no pod was bound within 300 s; not started in gpu again before 2026-11-28T20:07:00Z"
+    view = {"queue": {}, "waiting": [{"job": "ml/a", "reason": "SuspendedAgain", "message": said, "virtualCluster": None}]}
+    (row,) = queue_rows(view)
+    assert row["waiting"] == f"backing off (SuspendedAgain): {said}", row
