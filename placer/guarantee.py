@@ -20,7 +20,7 @@ from typing import AbstractSet, Any, Iterable, Mapping, Sequence
 
 from scheduler.constants import LABEL_PRIORITY, LABEL_VIRTUAL_CLUSTER, PRIORITY_OPPORTUNISTIC
 from scheduler.core.model import TERMINAL_PHASES, PodInfo
-from scheduler.core.resources import Resources
+from scheduler.core.resources import ZERO, Resources
 from scheduler.matching.admission import WaitingJob, gpu_slots_for
 from scheduler.matching.capacity import GuaranteeCell, NodeResources, guaranteed_gpu_machines
 from scheduler.preemption.holds import Hold
@@ -122,9 +122,7 @@ def free_less_kept(free: Mapping[str, Resources], kept: Sequence[KeptRoom]) -> d
         has = left.get(room.node)
         if has is None:
             continue  # a node outside AlloX's
-        left[room.node] = Resources(cpu_millis=max(has.cpu_millis - room.requests.cpu_millis, 0),
-                                    memory_bytes=max(has.memory_bytes - room.requests.memory_bytes, 0),
-                                    gpus=max(has.gpus - room.requests.gpus, 0))
+        left[room.node] = (has - room.requests).elementwise_max(ZERO)
     return left
 
 
