@@ -51,7 +51,7 @@ from estimator.objects import (
 )
 from estimator.planner import CreateSample, Decision, EstimatorSettings as PlannerSettings, SampleKey, SamplePod, StopSample, decide
 from estimator.sample_pod import beyond_every_node, build_sample_pod, configuration_digest
-from scheduler.kube.node_rules import NodeSelector, NodeSelectorTerm, requirement_matches
+from scheduler.kube.node_rules import NodeSelector, term_matches
 from estimator.sampling import SamplingRatio, SamplingSettings, plan, pods_of, waves_of
 from placer.configuration import Configuration, Configurations, parse_configurations, parse_configurations_cached
 from placer.rewrite import PoolConflict
@@ -783,7 +783,8 @@ class EstimatorController:
         labelled = self._labels_carrying(selector)
         if not labelled:
             return None
-        if any(_meets(terms, labels) for labels in labelled):
+        # No term names node fields (above), so a node's name does not weigh in.
+        if any(term_matches(term, name="", labels=labels) for labels in labelled for term in terms):
             return None
         where = "no node of allox.nodeSelector's pool meets it" if self._pool else "no node meets it"
         return ("spec.template.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution: "
@@ -1439,10 +1440,3 @@ def describe(decision: Decision) -> str:
         summary += (f", which ran {duration(spent)} in all: {decision.overhead_fraction:.1%} of its estimated "
                     f"{duration(fastest_seconds)} on {fastest}")
     return summary
-
-
-def _meets(terms: Sequence[NodeSelectorTerm], labels: Mapping[str, str]) -> bool:
-    """Whether a node of ``labels`` meets required node affinity ``terms`` (no matchFields), as
-    kube-scheduler decides: any term whose every expression holds; a term with none meets none."""
-    return any(term.matchExpressions and all(requirement_matches(r, labels.get(r.key)) for r in term.matchExpressions)
-               for term in terms)

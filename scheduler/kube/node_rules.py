@@ -16,7 +16,7 @@ their cores, memory and GPUs.
 from __future__ import annotations
 
 import re
-from typing import Final, Sequence, TypeVar
+from typing import Final, Mapping, Sequence, TypeVar
 
 import msgspec
 
@@ -255,7 +255,7 @@ def why_not(spec: ConstrainedPodSpec, node: TaintedNode) -> str | None:
         return "node(s) didn't match Pod's node affinity/selector"
     required = spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution if (
         spec.affinity is not None and spec.affinity.nodeAffinity is not None) else None
-    if required is not None and not any(_term_matches(term, name=name, labels=labels) for term in required.nodeSelectorTerms):
+    if required is not None and not any(term_matches(term, name=name, labels=labels) for term in required.nodeSelectorTerms):
         return "node(s) didn't match Pod's node affinity/selector"
     for taint in taints:
         if taint.effect in _FILTERING_EFFECTS and not _tolerated(taint, tolerations):
@@ -281,8 +281,9 @@ def _tolerates(toleration: Toleration, taint: Taint) -> bool:
     return False
 
 
-def _term_matches(term: NodeSelectorTerm, *, name: str, labels: dict[str, str]) -> bool:
-    """A term matches when all its requirements do; a term with none matches no node."""
+def term_matches(term: NodeSelectorTerm, *, name: str, labels: Mapping[str, str]) -> bool:
+    """A term matches when all its requirements do; a term with none matches no node (the
+    estimator's never-runs judgement asks it of a node's labels too)."""
     expressions, fields = term.matchExpressions or [], term.matchFields or []
     if not expressions and not fields:
         return False
