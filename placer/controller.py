@@ -68,7 +68,16 @@ from estimator.objects import Job, JobCondition, template_kind, timestamp
 from estimator.sample_pod import beyond_largest_node, configuration_digest, gpu_count, recorded_configuration
 from placer.configuration import Configuration, Configurations, parse_configurations_cached
 from placer.guarantee import KeptRoom, free_less_kept, gpus_per_pod, guarantees_less_kept, pool_machines
-from placer.holding import DEFAULT_UNBOUND_HOLD_SECONDS, HOLDING, Hold, JobPods, explain, hold
+from placer.holding import (
+    ANNOTATION_POD_BOUND,
+    DEFAULT_UNBOUND_HOLD_SECONDS,
+    HOLDING,
+    Hold,
+    JobPods,
+    bound_in_this_run,
+    explain,
+    hold,
+)
 from placer.patch import PodsRefused, check_pod_level_resources, containers_record
 from placer.rewrite import ANNOTATION_STATED_NO_MORE, PoolConflict, apply_configuration, pool_conflict, shed_placement
 from placer.solver_wire import SolverSession, decide_encoded, exit_with_parent, queue_encoded
@@ -267,7 +276,10 @@ class PlacerController:
         self._reserved_cpu_per_gpu = settings.reserved_cpu_per_gpu  # this pass's, with the above
         self._unbound_hold_seconds = unbound_hold_seconds
         self._released: dict[str, Hold] = {}  # UIDs of started Jobs told they hold no machine, with what they were told
-        self._was_bound: set[str] = set()  # UIDs of started Jobs whose pods were seen on AlloX's nodes
+        # UIDs of started Jobs whose pods were seen on AlloX's nodes in this run, by this process
+        # or, recorded on the Job (ANNOTATION_POD_BOUND), by one before a restart.
+        self._was_bound: set[str] = set()
+        self._bound_recorded: set[str] = set()  # of those, the UIDs whose Job carries that record
         # Per Job UID: what the API server refused to start (the Job's pod template and
         # configurations, _refusable), and in which kinds; not chosen again in those until its
         # user changes either (not its resourceVersion: writing its condition changes that).
@@ -606,6 +618,7 @@ class PlacerController:
         uids = frozenset(by_key[item.key].metadata.uid for item in running)
         self._released = {uid: state for uid, state in self._released.items() if uid in uids}  # Jobs no longer running are forgotten
         self._was_bound &= uids
+        self._bound_recorded &= uids
         if not running:
             return running, []
         found = self._job_pods(uids)
@@ -623,6 +636,10 @@ class PlacerController:
                            message=f"preempted: no pod of it runs now; its next pod waits to be placed, to resume on {item.kind}")
             if state == "running":
                 self._was_bound.add(uid)
+                self._record_bound(job)
+            elif uid not in self._was_bound and bound_in_this_run(job.annotations, job.status.startTime if job.status else None):
+                self._was_bound.add(uid)  # seen bound before this cellfit restarted
+                self._bound_recorded.add(uid)
             if state in HOLDING:
                 kept.append(item)
                 placed = job.condition(CONDITION_PLACED)
@@ -650,6 +667,26 @@ class PlacerController:
                            message=explain(item.kind, state, unbound_hold_seconds=self._unbound_hold_seconds,
                                            was_bound=uid in self._was_bound))
         return kept, released
+
+    def _record_bound(self, job: Job) -> None:
+        """Record on a Job AlloX started that a pod of it was bound in this run, once per run:
+        a cellfit restarted after its pods left their node reads it back and does not suspend it
+        again as one none of whose pods was ever bound. Only a Job the NotBound rule may suspend
+        (AlloX's placement, not a trial Job) needs it; one whose start time the watch does not
+        show yet is recorded on a later pass; a write that fails is tried again next pass."""
+        uid = job.metadata.uid
+        start_time = job.status.startTime if job.status else None
+        if uid in self._bound_recorded or not start_time or ANNOTATION_PLACEMENT not in job.annotations or _is_trial(job):
+            return
+        if not bound_in_this_run(job.annotations, start_time):
+            try:
+                self._api.annotate_job(namespace=job.metadata.namespace, name=job.metadata.name,
+                                       annotations={ANNOTATION_POD_BOUND: start_time})
+            except CellfitError as error:
+                log.warning("could not record that a Job's pods were bound", extra={
+                    "job": f"{job.metadata.namespace}/{job.metadata.name}", "reason": str(error)[:300]})
+                return
+        self._bound_recorded.add(uid)
 
     def _suspend_again(self, job: Job, kind: str) -> None:
         """A Job AlloX started none of whose pods was bound in ``unbound_hold_seconds`` (the room

@@ -28,6 +28,7 @@ class RecordingApi:
         self.patches: list[tuple[str, list[dict[str, Any]]]] = []
         self.conditions: list[tuple[str, dict[str, Any]]] = []
         self.events: list[tuple[str, str, str]] = []
+        self.annotated: list[tuple[str, dict[str, str]]] = []
 
     def patch_job(self, *, namespace: str, name: str, operations: list[dict[str, Any]]) -> None:
         template = next(op["value"] for op in operations if op["path"] == "/spec/template")
@@ -37,6 +38,9 @@ class RecordingApi:
 
     def set_job_condition(self, *, name: str, condition: dict[str, Any], **_: Any) -> None:
         self.conditions.append((name, condition))
+
+    def annotate_job(self, *, name: str, annotations: dict[str, str], **_: Any) -> None:
+        self.annotated.append((name, annotations))
 
     def create_event(self, *, pod_name: str, reason: str, message: str, **_: Any) -> None:
         self.events.append((pod_name, reason, message))
