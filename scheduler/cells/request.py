@@ -1,14 +1,14 @@
 """What a pod asks HiveD for, read from its labels, annotations and GPU request.
 
 Only the syntax is checked here (a label value that is not ``guaranteed|opportunistic``, a gang
-without a size). Whether the VC exists or owns the cell type is the allocator's business, because
-it depends on the configuration.
+without a size), every mistake at once. Whether the VC exists or owns the cell type is the
+allocator's business, because it depends on the configuration.
 """
 
 from __future__ import annotations
 
 from enum import Enum
-from typing import Final, Literal, NamedTuple
+from typing import Final, Literal, NamedTuple, Sequence
 
 from scheduler.constants import (
     ANNOTATION_CELL_TYPE,
@@ -58,38 +58,80 @@ class CellRequest(NamedTuple):
         return self.gang.size if self.gang else 1
 
 
+class InvalidAnnotations(InvalidAnnotation):
+    """Several independent mistakes in one pod's request, all told at once: a user who fixes
+    the one named first should not meet the next only on the next try. The message is each
+    mistake's ``field: problem``, joined by ``; ``; ``field`` is ``None`` (there are several)."""
+
+    def __init__(self, mistakes: Sequence[InvalidAnnotation]) -> None:
+        super().__init__("; ".join(str(mistake) for mistake in mistakes))
+        self.mistakes = tuple(mistakes)
+
+
 def parse_request(pod: PodInfo) -> CellRequest:
-    """Raise :class:`InvalidAnnotation` naming the label or annotation that cannot be used."""
+    """Raise :class:`InvalidAnnotation` naming the label or annotation that cannot be used;
+    :class:`InvalidAnnotations` (one of them) when several cannot."""
+    request, mistakes = read_request(pod)
+    if not mistakes:
+        return request
+    raise mistakes[0] if len(mistakes) == 1 else InvalidAnnotations(mistakes)
+
+
+def read_request(pod: PodInfo) -> tuple[CellRequest, list[InvalidAnnotation]]:
+    """The pod's request and every independent mistake in it, each naming its field. A key in
+    error is read as if it were absent (the priority as guaranteed, the gang as none), so what
+    does not depend on it is still checked; a mistake that only follows from another (a gang's
+    size where the gang itself is in error) is left out."""
+    mistakes: list[InvalidAnnotation] = []
     vc = pod.labels.get(LABEL_VIRTUAL_CLUSTER) or None
     raw_priority = pod.labels.get(LABEL_PRIORITY, PRIORITY_GUARANTEED)
     priority = _PRIORITY_BY_VALUE.get(raw_priority)
     if priority is None:
-        raise InvalidAnnotation(
+        mistakes.append(InvalidAnnotation(
             f"{raw_priority!r} is not {PRIORITY_GUARANTEED!r} or {PRIORITY_OPPORTUNISTIC!r}",
             field=f"label {LABEL_PRIORITY}",
-        )
+        ))
+        priority = Priority.GUARANTEED
     cell_type = pod.annotations.get(ANNOTATION_CELL_TYPE) or None
-    return CellRequest(vc=vc, priority=priority, gpus=pod.requests.gpus, cell_type=cell_type, gang=_parse_gang(pod))
+    gang = _read_gang(pod, mistakes)
+    return CellRequest(vc=vc, priority=priority, gpus=pod.requests.gpus, cell_type=cell_type, gang=gang), mistakes
 
 
-def _parse_gang(pod: PodInfo) -> GangSpec | None:
+def _read_gang(pod: PodInfo, mistakes: list[InvalidAnnotation]) -> GangSpec | None:
     raw = pod.annotations.get(ANNOTATION_GANG, "false").strip().lower()
     if raw in ("false", ""):
         return None
-    if raw != "true":
-        raise InvalidAnnotation(f"{raw!r} is not 'true' or 'false'", field=f"annotation {ANNOTATION_GANG}")
-    if pod.owner is None:
-        raise InvalidAnnotation("a gang pod must be owned by a Job (it has no owner)", field=f"annotation {ANNOTATION_GANG}")
     raw_size = pod.annotations.get(ANNOTATION_GANG_SIZE)
+    if raw != "true":
+        mistakes.append(InvalidAnnotation(f"{raw!r} is not 'true' or 'false'", field=f"annotation {ANNOTATION_GANG}"))
+        # The size written beside it is judged as a gang's would be (the user meant a gang);
+        # not its absence, nor without an owner (a gang needs one: the gang's own mistake).
+        if raw_size is not None and pod.owner is not None:
+            _gang_size(raw_size, mistakes)
+        return None
+    if pod.owner is None:
+        mistakes.append(InvalidAnnotation("a gang pod must be owned by a Job (it has no owner)", field=f"annotation {ANNOTATION_GANG}"))
+        return None
     if raw_size is None:
-        raise InvalidAnnotation("is required on a gang pod (the number of pods of the Job)", field=f"annotation {ANNOTATION_GANG_SIZE}")
+        mistakes.append(InvalidAnnotation("is required on a gang pod (the number of pods of the Job)", field=f"annotation {ANNOTATION_GANG_SIZE}"))
+        return None
+    size = _gang_size(raw_size, mistakes)
+    if size is None:
+        return None
+    return GangSpec(key=pod.owner.uid, name=f"{pod.namespace}/{pod.owner.name}", size=size)
+
+
+def _gang_size(raw_size: str, mistakes: list[InvalidAnnotation]) -> int | None:
+    """The gang-size annotation's number, or ``None`` with its mistake added to ``mistakes``."""
     try:
         size = int(raw_size)
     except ValueError:
-        raise InvalidAnnotation(f"{raw_size!r} is not an integer", field=f"annotation {ANNOTATION_GANG_SIZE}") from None
+        mistakes.append(InvalidAnnotation(f"{raw_size!r} is not an integer", field=f"annotation {ANNOTATION_GANG_SIZE}"))
+        return None
     if not 1 <= size <= MAX_GANG_SIZE:
-        raise InvalidAnnotation(f"must be between 1 and {MAX_GANG_SIZE}, got {size}", field=f"annotation {ANNOTATION_GANG_SIZE}")
-    return GangSpec(key=pod.owner.uid, name=f"{pod.namespace}/{pod.owner.name}", size=size)
+        mistakes.append(InvalidAnnotation(f"must be between 1 and {MAX_GANG_SIZE}, got {size}", field=f"annotation {ANNOTATION_GANG_SIZE}"))
+        return None
+    return size
 
 
 def pods_at_once(*, parallelism: int | None, completions: int | None) -> int | None:

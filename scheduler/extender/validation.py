@@ -31,7 +31,7 @@ from placer.rewrite import apply_configuration, pool_conflict
 from scheduler import constants
 from scheduler.cells.capabilities import RequestCheck
 from scheduler.cells.planning import Unplaceable
-from scheduler.cells.request import CellRequest, gang_size_problem, parse_request
+from scheduler.cells.request import CellRequest, gang_size_problem, parse_request, read_request
 from scheduler.constants import (
     JOB_CLASS_TRIAL,
     ANNOTATION_CELL_TYPE,
@@ -305,9 +305,9 @@ def trial_priority_problems(labels: Mapping[str, str], spec: wire.PodSpec, *, wh
 def placement_problems(pod: PodInfo, *, cells: LiveCells | None, where: str = "") -> list[Problem]:
     """What keeps HiveD from ever placing the pod: its request's syntax, and (``cells``) the
     virtual cluster and cell type it names against the running configuration."""
-    request, errors = _cell_request(pod)
+    request, errors = read_request(pod)
     problems = [problem_of(error, where=where) for error in errors]
-    if request is not None and cells is not None and request.gpus:
+    if cells is not None and request.gpus:
         problems += cells.problems(request, where=where)
     return problems
 
@@ -317,9 +317,9 @@ def unplaceable_reason(pod: PodInfo, *, cells: LiveCells) -> str | None:
     words), or ``None``. The preempt verb refuses such a pod: preempting anyone for it would
     free GPUs its filter then refuses it. (A bad job class is FitGpp's to refuse: a reclaim of
     the pod's own VC cells does not depend on it.)"""
-    request, errors = _cell_request(pod)
+    request, errors = read_request(pod)
     reasons = [_bounded(str(error)) for error in errors]
-    if request is not None and request.gpus:
+    if request.gpus:
         found = cells.unplaceable(request)
         if found is not None:
             reasons.append(_scheduler_reason(found, request))
@@ -328,53 +328,6 @@ def unplaceable_reason(pod: PodInfo, *, cells: LiveCells) -> str | None:
 
 # parse_request names its fields "label <key>" and "annotation <key>".
 _FIELD_KINDS: Final = {"label": "labels", "annotation": "annotations"}
-
-
-def _cell_request(pod: PodInfo) -> tuple[CellRequest | None, list[InvalidAnnotation]]:
-    """Every error :func:`parse_request` finds, and the request it reads once the keys in error
-    are set aside: it stops at the first error, so the key it names is dropped and the rest
-    parsed again (a user fixing one mistake should not meet the next one only on the next
-    try), and the virtual cluster is still checked when the gang-size is wrong."""
-    errors: list[InvalidAnnotation] = []
-    while True:
-        try:
-            return parse_request(pod), errors
-        except InvalidAnnotation as error:
-            if any(seen.field == error.field for seen in errors):
-                # Set aside, the key is missing, and a gang needs it ("gang-size is required"):
-                # set the gang aside too, not a second error.
-                if ANNOTATION_GANG not in pod.annotations:
-                    return None, errors
-                pod = _without(pod, "annotations", ANNOTATION_GANG)
-                continue
-            errors.append(error)
-            kind, _, key = (error.field or "").partition(" ")
-            if key == ANNOTATION_GANG:
-                errors += _gang_size_alone(pod)
-            attribute = _FIELD_KINDS.get(kind)
-            if attribute is None or key not in getattr(pod, attribute):
-                return None, errors
-            pod = _without(pod, attribute, key)
-
-
-def _gang_size_alone(pod: PodInfo) -> list[InvalidAnnotation]:
-    """The gang-size's own mistake where the gang annotation does not read (``"yes"``): set
-    aside, the gang takes its size with it, which parse_request reads only for a gang; judged as
-    a gang's would be, so that both are told at once. Not for a pod without an owner (a gang
-    needs one: that is the gang's mistake)."""
-    if ANNOTATION_GANG_SIZE not in pod.annotations or pod.owner is None:
-        return []
-    gang = {ANNOTATION_GANG: "true", ANNOTATION_GANG_SIZE: pod.annotations[ANNOTATION_GANG_SIZE]}
-    try:
-        parse_request(structs.replace(pod, labels={}, annotations=gang))
-    except InvalidAnnotation as error:
-        return [error] if error.field == f"annotation {ANNOTATION_GANG_SIZE}" else []
-    return []
-
-
-def _without(pod: PodInfo, attribute: str, key: str) -> PodInfo:
-    values: Mapping[str, str] = getattr(pod, attribute)
-    return structs.replace(pod, **{attribute: {k: v for k, v in values.items() if k != key}})
 
 
 # ---------------------------------------------------------------------------------- Jobs

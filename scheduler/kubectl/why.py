@@ -77,6 +77,7 @@ class NeverPlaceable:
 NEVER = "never-placeable"  # the answer's reason for them
 _VC = "label cellfit.io/virtual-cluster"
 _CELL_TYPE = "annotation cellfit.io/cell-type"
+_KEY = r"(?:label|annotation) cellfit\.io/[\w.-]+"  # a field as the request parser names it
 # (reason, change): the filter's wording of each, and what its user changes.
 _NEVER_PLACEABLE_WORDING: tuple[tuple[str, str], ...] = (
     (r"the pod has no cellfit\.io/virtual-cluster label: set it to one of .+", f"set {_VC} in the Job's pod template"),
@@ -97,6 +98,8 @@ _NEVER_PLACEABLE_WORDING: tuple[tuple[str, str], ...] = (
     (r"gang \S+: annotation cellfit\.io/gang-size is \d+ but the Job runs at most .*",
      "set cellfit.io/gang-size to the pods the Job runs at once, or run more at once"),
     (r"pods of gang \S+ request different GPU counts \(\d+ and \d+\)", "give every pod of the gang the same GPU count"),
+    # Several mistakes, each "field: problem", joined by "; " (request.py's InvalidAnnotations).
+    (rf"{_KEY}: [^;]+(?:; {_KEY}: [^;]+)+", "give each of {keys} a value it takes"),
     (r"(?P<key>(?:label|annotation) cellfit\.io/[\w.-]+): .+", "give {key} a value it takes"),
 )
 NEVER_PLACEABLE: Final = tuple(NeverPlaceable(reason=re.compile(reason), change=change) for reason, change in _NEVER_PLACEABLE_WORDING)
@@ -930,7 +933,8 @@ def _never_placeable(message: str) -> _Found | None:
             if matched is not None:
                 others = ", ".join(f"{n} {r}" for n, r in counts[:at] + counts[at + 1:])
                 told = reason[:matched.start("said")] + reason[matched.end("said"):] if matched.groupdict().get("said") else reason
-                return _Found(reason=told, change=known.change.format(**matched.groupdict()), others=others)
+                keys = " and ".join(re.findall(rf"(?:^|; )({_KEY}): ", reason))
+                return _Found(reason=told, change=known.change.format(**matched.groupdict(), keys=keys), others=others)
     return None
 
 
