@@ -6,10 +6,11 @@ Keys are camelCase like the rest of cellfit's HTTP surface.
 
 from __future__ import annotations
 
-from typing import AbstractSet, Any
+from typing import AbstractSet, Any, Mapping
 
 from scheduler.cells.allocator import CellAllocator
 from scheduler.cells.booking import Booking
+from scheduler.cells.node_troubles import unbindable_sentence
 from scheduler.cells.virtual_clusters import VcCellCounts, VcState
 from scheduler.cells.topology import Cell, CellState, Chain
 
@@ -43,7 +44,22 @@ def _vc_roots(vc: VcState) -> list[Cell]:
     return sorted(roots, key=lambda c: c.id)
 
 
-def _summary(alloc: CellAllocator, vc: VcState) -> dict[str, Any]:
+def _cannot_bind(vc: VcState, troubles: Mapping[str, str]) -> list[dict[str, Any]]:
+    """The VC's bound or pinned cells on nodes bad for a known cause (``troubles``: node ->
+    cause, :class:`~scheduler.cells.node_troubles.NodeTroubles`), one entry per cell and node."""
+    if not troubles:
+        return []
+    found = []
+    for root in _vc_roots(vc):
+        for part in _node_parts(root):
+            cause = troubles.get(part.node or "")
+            if cause is not None:
+                found.append({"cell": root.id, "cellType": root.cell_type, "node": part.node, "cause": cause,
+                              "message": unbindable_sentence(vc=vc.name, node=str(part.node), cause=cause)})
+    return found
+
+
+def _summary(alloc: CellAllocator, vc: VcState, troubles: Mapping[str, str]) -> dict[str, Any]:
     bookings = [b for b in alloc.bookings.values() if b.vc == vc.name]
     cells = []
     for cell_type in _cell_types(alloc, vc):
@@ -72,11 +88,15 @@ def _summary(alloc: CellAllocator, vc: VcState) -> dict[str, Any]:
             "guaranteed": sum(len(b.gpus) for b in bookings if b.holds == "guaranteed"),
             "opportunistic": sum(len(b.gpus) for b in bookings if b.holds == "opportunistic"),
         },
+        # Its cells on nodes deleted, cordoned, not ready or short of GPUs, the cause named:
+        # the only place a user who may not read Nodes learns it.
+        "cannotBind": _cannot_bind(vc, troubles),
     }
 
 
-def virtual_clusters(alloc: CellAllocator) -> dict[str, Any]:
-    return {"virtualClusters": [_summary(alloc, alloc.vcs[name]) for name in sorted(alloc.vcs)]}
+def virtual_clusters(alloc: CellAllocator, *, troubles: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """Every VC's summary; ``troubles``: the cause of each bad node the engine knows (node -> cause)."""
+    return {"virtualClusters": [_summary(alloc, alloc.vcs[name], troubles or {}) for name in sorted(alloc.vcs)]}
 
 
 def guarantees(
@@ -201,11 +221,13 @@ def _gpu_counts(cell: Cell) -> dict[str, int]:
             "opportunistic": cell.opportunistic_used - gone, "leaving": gone, "bad": cell.bad}
 
 
-def virtual_cluster(alloc: CellAllocator, name: str) -> dict[str, Any] | None:
+def virtual_cluster(alloc: CellAllocator, name: str, *, troubles: Mapping[str, str] | None = None) -> dict[str, Any] | None:
+    """One VC's summary, its cells and placements; ``troubles`` as for :func:`virtual_clusters`."""
     vc = alloc.vcs.get(name)
     if vc is None:
         return None
-    result = _summary(alloc, vc)
+    known = troubles or {}
+    result = _summary(alloc, vc, known)
     pods_by_root: dict[Cell, list[str]] = {}
     for booking in alloc.bookings.values():
         if booking.root is not None and booking.holds == "guaranteed" and booking.pod_key:
@@ -217,6 +239,7 @@ def virtual_cluster(alloc: CellAllocator, name: str) -> dict[str, Any] | None:
             "state": "pinned" if root.state is CellState.PINNED else ("draining" if root in vc.draining else "bound"),
             "nodes": [n.node for n in root.node_cells] if root.level >= root.chain.node_level else [root.node],
             "gpus": _gpu_counts(root),
+            "badNodes": {n.node: known[n.node] for n in _node_parts(root) if n.node is not None and n.node in known},
             "pods": sorted(pods_by_root.get(root, [])),
         }
         for root in _vc_roots(vc)

@@ -76,8 +76,10 @@ def cannot_bind(view: Mapping[str, Any], cells: Mapping[str, Any]) -> dict[tuple
     so each VC short of cells is marked with the cluster's count."""
     free = free_healthy_cells(cells)
     marks: dict[tuple[str, str], list[str]] = {}
+    causes = _causes(view)
     for (vc, kind), ids in _bad_roots(cells).items():
-        marks[vc, kind] = [f"{len(ids)} bound on bad nodes ({', '.join(sorted(ids))})"]
+        named = ", ".join(_with_causes(cell_id, causes.get((vc, cell_id), {})) for cell_id in sorted(ids))
+        marks[vc, kind] = [f"{len(ids)} bound on bad nodes ({named})"]
     unbound = {(str(vc.get("name")), kind): missing for vc in view.get("virtualClusters") or []
                for kind, missing in unbound_cells(vc).items()}
     wanted: dict[str, int] = {}
@@ -89,6 +91,26 @@ def cannot_bind(view: Mapping[str, Any], cells: Mapping[str, Any]) -> dict[tuple
             marks.setdefault(key, []).append(f"{missing} unbound: {have} free healthy cell{'s' if have != 1 else ''} "
                                              f"for {wanted[key[1]]} unbound in all VCs")
     return {key: "; ".join(said) for key, said in marks.items()}
+
+
+def _causes(view: Mapping[str, Any]) -> dict[tuple[str, str], dict[str, str]]:
+    """(VC, cell id) -> node -> why HiveD counts the node bad (``deleted``, ``cordoned``, ...),
+    from each VC's ``cannotBind`` (the engine's own knowledge, where it gives it)."""
+    found: dict[tuple[str, str], dict[str, str]] = {}
+    for vc in view.get("virtualClusters") or []:
+        for entry in vc.get("cannotBind") or []:
+            found.setdefault((str(vc.get("name")), str(entry.get("cell"))), {})[str(entry.get("node"))] = str(entry.get("cause"))
+    return found
+
+
+def _with_causes(cell_id: str, causes: Mapping[str, str]) -> str:
+    """``gpu-3 deleted`` for a node cell, ``rack-a: gpu-3 deleted, gpu-4 cordoned`` for a larger
+    one, the id alone where no cause is known."""
+    if not causes:
+        return cell_id
+    if list(causes) == [cell_id]:
+        return f"{cell_id} {causes[cell_id]}"
+    return f"{cell_id}: " + ", ".join(f"{node} {cause}" for node, cause in sorted(causes.items()))
 
 
 def unbound_cells(vc: Mapping[str, Any]) -> dict[str, int]:
@@ -194,6 +216,8 @@ def queue_rows(view: Mapping[str, Any]) -> list[dict[str, Any]]:
                 "position": _position(row),
                 "expected-start": f"~{duration(float(row.get('expectedStartSeconds') or 0.0))}",
                 "vc": row.get("virtualCluster"),
+                # Backed off in its other kind after AlloX suspended it again (SuspendedAgain).
+                **({"waiting": row["backingOff"]} if row.get("backingOff") else {}),
             })
     # Jobs AlloX holds without a place in the queue: no kind, position or start to give, but
     # waiting all the same (`why` says "queued by AlloX (NoMachine): ..." of each).

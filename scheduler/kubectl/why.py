@@ -799,7 +799,8 @@ def _with_unusable_cells(pod: PodFacts, view: CellfitView, answer: Answer) -> An
         unused = int(gpus.get("total") or 0) - int(gpus.get("guaranteed") or 0)
         if int(gpus.get("bad") or 0) > 0 and unused > 0:
             nodes = [str(n) for n in cell.get("nodes") or []]
-            states = {view.node_states.get(n) for n in nodes}
+            known = cell.get("badNodes") or {}  # the engine's own cause, for a user who may not read Nodes
+            states = {view.node_states.get(n) or known.get(n) for n in nodes}
             state = states.pop() if len(states) == 1 else None
             where = (f"{state} node{'s' if len(nodes) > 1 else ''} {', '.join(nodes)}" if state
                      else f"node{'s' if len(nodes) > 1 else ''} {', '.join(nodes)} ({_BAD_UNKNOWN})")
