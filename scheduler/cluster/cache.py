@@ -63,6 +63,10 @@ _CHECKS_PER_STEP = 256
 COUNT_WRITE_PAUSES_SECONDS: tuple[float, ...] = (0.5, 2.0)
 # Reads and guarded writes of one count before giving up, each after another writer came first.
 COUNT_WRITE_CONFLICTS = 5
+# A gang member on another node than the preemption's, which only cellfit deletes: given up, it
+# runs on while its gang-mates are gone (its job hangs, its GPUs held), so its mark and deletion
+# are tried again over a longer outage than a count's.
+PREEMPT_PAUSES_SECONDS: tuple[float, ...] = (0.5, 2.0, 5.0, 10.0)
 
 
 def _retried(call: Callable[[], None], *, pauses: Sequence[float], sleep: Callable[[float], None] = time.sleep) -> None:
@@ -630,11 +634,7 @@ class ClusterCache:
                     what=f"job {job.key} preemption count",
                 )
             for victim in preempt:
-                self._attempt(
-                    lambda: preempt_pod(self._api, namespace=victim.namespace, name=victim.name, uid=victim.uid,
-                                        message=told.get(victim.uid, victim_message), now=time.time()),
-                    what=f"preemption of {victim.key}",
-                )
+                self._preempt(victim, message=told.get(victim.uid, victim_message))
             for message in preemptor_messages:
                 self._attempt(
                     lambda: self._api.create_event(
@@ -652,6 +652,17 @@ class ClusterCache:
                 )
 
         self._writes.submit(write)
+
+    def _preempt(self, victim: PodInfo, *, message: str) -> None:
+        """Mark ``victim`` DisruptionTarget and delete it (that incarnation: its UID guards both),
+        tried again while the API server fails for a moment; gone already is done. On the
+        writer thread."""
+        self._attempt(
+            lambda: _retried(lambda: preempt_pod(self._api, namespace=victim.namespace, name=victim.name, uid=victim.uid,
+                                                 message=message, now=time.time()),
+                             pauses=PREEMPT_PAUSES_SECONDS),
+            what=f"preemption of {victim.key}",
+        )
 
     def _clear_preemptor_record(self, pod: PodInfo, record: str) -> None:
         """The preemptor's record taken off it (if it carries exactly that one), in the

@@ -28,21 +28,33 @@ class PodDeletion(Protocol):
     def delete_pod(self, *, namespace: str, name: str, uid: str | None = None, grace_period_seconds: int | None = None) -> None: ...
 
 
+# Answers that end a preemption of one incarnation of a pod as done: 404, the pod is gone; 409,
+# another pod took its name (the UID guard failed), which is not the victim.
+_NOT_THERE = (404, 409)
+
+
 def preempt_pod(api: PodDeletion, *, namespace: str, name: str, uid: str, message: str, now: float) -> None:
     """Mark the pod (:func:`mark_disrupted`), then delete that incarnation of it with its own
-    grace period; already gone is success. Raises :class:`~scheduler.errors.CellfitError` when
-    the deletion fails."""
-    mark_disrupted(api, namespace=namespace, name=name, uid=uid, message=message, now=now)
-    api.delete_pod(namespace=namespace, name=name, uid=uid)
+    grace period; already gone, or re-created under its name, is success (the deletion is
+    skipped when the mark found it so). Raises :class:`~scheduler.errors.CellfitError` when the
+    deletion fails."""
+    if not mark_disrupted(api, namespace=namespace, name=name, uid=uid, message=message, now=now):
+        return
+    try:
+        api.delete_pod(namespace=namespace, name=name, uid=uid)
+    except KubernetesApiError as error:
+        if error.status not in _NOT_THERE:
+            raise
 
 
-def mark_disrupted(api: PodDeletion, *, namespace: str, name: str, uid: str, message: str, now: float) -> None:
+def mark_disrupted(api: PodDeletion, *, namespace: str, name: str, uid: str, message: str, now: float) -> bool:
     """The pod's DisruptionTarget condition, written before its deletion as kube-scheduler
     writes it on the victims of its own preemption: a Job whose podFailurePolicy ignores
     disruptions then resumes instead of counting a failure. Guarded by the pod's UID (a pod
     re-created under the name is left alone); not written, the deletion goes on all the same
     (the cells must come back), and the log says what the Job may count. ``now``: wall-clock
-    seconds."""
+    seconds. False when that incarnation of the pod is gone (404) or another took its name
+    (409): nothing left to delete."""
     condition = {
         "type": DISRUPTION_TARGET, "status": "True", "reason": PREEMPTION_BY_SCHEDULER, "message": f"cellfit: {message}",
         "lastTransitionTime": rfc3339(now),
@@ -51,6 +63,8 @@ def mark_disrupted(api: PodDeletion, *, namespace: str, name: str, uid: str, mes
         api.write_path("PATCH", pod_status_path(namespace, name), {"metadata": {"uid": uid}, "status": {"conditions": [condition]}},
                        content_type="application/strategic-merge-patch+json")
     except KubernetesApiError as error:
-        if error.status != 404:  # gone already: nothing to mark, nothing to delete
-            log.warning("the preempted pod's DisruptionTarget condition was not written: a podFailurePolicy that ignores "
-                        "disruptions will count this preemption as a failure", extra={"pod": f"{namespace}/{name}", "reason": str(error)})
+        if error.status in _NOT_THERE:
+            return False
+        log.warning("the preempted pod's DisruptionTarget condition was not written: a podFailurePolicy that ignores "
+                    "disruptions will count this preemption as a failure", extra={"pod": f"{namespace}/{name}", "reason": str(error)})
+    return True
