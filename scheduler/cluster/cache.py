@@ -33,6 +33,7 @@ from scheduler.cluster.pacing import InThread, Pacing, Steps
 from scheduler.cluster.reflector import Reflector
 from scheduler.cells import bindinfo
 from scheduler.cluster.disruption import preempt_pod
+from scheduler.cluster.gang_recovery import unfinished_members
 from scheduler.cluster.preemptor_records import FollowsPreemptorRecords, clear_preemptor_record, write_preemptor_record
 from scheduler.constants import ANNOTATION_BIND_INFO, ANNOTATION_CONFIGURATIONS, ANNOTATION_PREEMPTIONS, ANNOTATION_PREEMPTOR_HOLD
 from scheduler.core.engine import SchedulingEngine, TracksJobs
@@ -65,7 +66,8 @@ COUNT_WRITE_PAUSES_SECONDS: tuple[float, ...] = (0.5, 2.0)
 COUNT_WRITE_CONFLICTS = 5
 # A gang member on another node than the preemption's, which only cellfit deletes: given up, it
 # runs on while its gang-mates are gone (its job hangs, its GPUs held), so its mark and deletion
-# are tried again over a longer outage than a count's.
+# are tried again over a longer outage than a count's; a relist or a restart finishes what is
+# still left (gang_recovery.py).
 PREEMPT_PAUSES_SECONDS: tuple[float, ...] = (0.5, 2.0, 5.0, 10.0)
 
 
@@ -348,12 +350,13 @@ class ClusterCache:
         if feed is None:
             return _decoded_reflector(
                 self._list_pods_page, lambda version: api.watch("pods", resource_version=version), wire.POD_DECODER.decode,
-                name="pods", replace=self._paced(self._replacing_pods), apply=self._apply_pod, delete=self._delete_pod,
+                name="pods", replace=self._finishing_recorded_gangs(self._paced(self._replacing_pods)), apply=self._apply_pod,
+                delete=self._delete_pod,
                 decode_event=_one_pass(wire.POD_DECODER),
             )
         return _decoded_reflector(
             self._list_pods_page, lambda version: api.watch("all-pods", resource_version=version), WatchedPod.decode,
-            name="pods", replace=functools.partial(self._replace_watched_pods, feed=feed),
+            name="pods", replace=self._finishing_recorded_gangs(functools.partial(self._replace_watched_pods, feed=feed)),
             apply=functools.partial(self._apply_watched_pod, feed=feed), delete=functools.partial(self._delete_watched_pod, feed=feed),
             decode_event=WatchedPod.decode_event, version_of=lambda watched: watched.pod.metadata.resourceVersion,
         )
@@ -663,6 +666,45 @@ class ClusterCache:
                              pauses=PREEMPT_PAUSES_SECONDS),
             what=f"preemption of {victim.key}",
         )
+
+    def _finishing_recorded_gangs(self, replace: Callable[[Sequence[T]], None]) -> Callable[[Sequence[T]], None]:
+        """A pods reflector's ``replace``, then the gang preemptions the listed records left
+        unfinished finished (:meth:`_finish_recorded_gangs`)."""
+        def replace_then_finish(listed: Sequence[T]) -> None:
+            replace(listed)
+            self._finish_recorded_gangs()
+
+        return replace_then_finish
+
+    def _finish_recorded_gangs(self) -> None:
+        """Each gang member a preemptor's record names (``elsewhere``, scheduler/preemption/records.py)
+        that still runs, not deleted yet, preempted in the background as the replica that decided
+        would have (gang_recovery.py): that replica may have stopped before its writes. Members of
+        this replica's own decisions are left to their queued writes."""
+        with self._lock:
+            listed = list(self._pods.pods())  # copied in one call, read outside the lock (10,000 pods: ~1 ms)
+        recorded = [pod for pod in listed if pod.annotations.get(ANNOTATION_PREEMPTOR_HOLD)]
+        if not recorded:
+            return
+        with self._lock:
+            found = unfinished_members(recorded, current=self._pods.get, ours=self._victims.__contains__)
+        if not found:
+            return
+        self.remember_victims(unfinished.member.uid for unfinished in found)
+        log.warning("finishing gang preemptions recorded on their preemptors: members on other nodes still run",
+                    extra={"pods": [unfinished.member.key for unfinished in found]})
+
+        def finish() -> None:
+            for unfinished in found:
+                member, message = unfinished.member, unfinished.message()
+                self._preempt(member, message=message)
+                self._attempt(
+                    lambda: self._api.create_event(namespace=member.namespace, pod_name=member.name, pod_uid=member.uid,
+                                                   reason="Preempted", message=message, warning=True),
+                    what=f"event on {member.key}",
+                )
+
+        self._writes.submit(finish)
 
     def _clear_preemptor_record(self, pod: PodInfo, record: str) -> None:
         """The preemptor's record taken off it (if it carries exactly that one), in the

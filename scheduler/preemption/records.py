@@ -21,7 +21,12 @@ stands for a record and gives up (it lapsed, or its wait for stuck victims ran o
 replica where it gave up take that record off the pod (scheduler/cluster/preemptor_records.py),
 so that no later restart keeps the node's room for the pod again.
 
-Format: compact JSON, ``{"node":"gpu-node-2","victims":["<uid>",...]}``.
+Format: compact JSON, ``{"node":"gpu-node-2","victims":["<uid>",...]}``; for a decision that took
+a gang whole (scheduler/preemption/gang_victims.py), ``"elsewhere":["<uid>",...]`` names its
+members on other nodes, which kube-scheduler does not delete. A replica that lists the pods
+(a restart) deletes those still running (scheduler/cluster/gang_recovery.py): the replica that
+answered may have died before it did. Written only when not empty, so a record of any other
+decision reads as before, and a record without it (an older replica's) reads as naming none.
 """
 
 from __future__ import annotations
@@ -34,19 +39,21 @@ from scheduler.errors import InvalidAnnotation
 FIELD = f"metadata.annotations[{ANNOTATION_PREEMPTOR_HOLD}]"
 
 
-class PreemptorRecord(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """The node FitGpp preempted pods on for the pod, and those victims' UIDs."""
+class PreemptorRecord(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defaults=True):
+    """The node FitGpp preempted pods on for the pod, those victims' UIDs, and the UIDs of the
+    members on other nodes of the gangs it took whole (``elsewhere``)."""
 
     node: str
     victims: tuple[str, ...]
+    elsewhere: tuple[str, ...] = ()
 
 
 _ENCODER = msgspec.json.Encoder()
 _DECODER = msgspec.json.Decoder(PreemptorRecord)
 
 
-def encode(*, node: str, victims: tuple[str, ...]) -> str:
-    return _ENCODER.encode(PreemptorRecord(node=node, victims=victims)).decode()
+def encode(*, node: str, victims: tuple[str, ...], elsewhere: tuple[str, ...] = ()) -> str:
+    return _ENCODER.encode(PreemptorRecord(node=node, victims=victims, elsewhere=elsewhere)).decode()
 
 
 def decode(text: str) -> PreemptorRecord | None:
@@ -64,4 +71,6 @@ def decode(text: str) -> PreemptorRecord | None:
         raise InvalidAnnotation(f"{text[:200]!r} names no node", field=FIELD)
     if not record.victims or not all(record.victims):
         raise InvalidAnnotation(f"{text[:200]!r} names no victim by UID", field=FIELD)
+    if not all(record.elsewhere):
+        raise InvalidAnnotation(f"{text[:200]!r} names a gang member elsewhere by an empty UID", field=FIELD)
     return record
