@@ -10,9 +10,9 @@ from typing import AbstractSet, Any, Mapping
 
 from scheduler.cells.allocator import CellAllocator
 from scheduler.cells.booking import Booking
-from scheduler.cells.node_troubles import unbindable_sentence
+from scheduler.cells.node_troubles import free_cells_within, unbindable_sentence
 from scheduler.cells.virtual_clusters import VcCellCounts, VcState
-from scheduler.cells.topology import Cell, CellState, Chain
+from scheduler.cells.topology import Cell, CellState
 
 
 def _pod_entry(alloc: CellAllocator, booking: Booking) -> dict[str, Any]:
@@ -144,7 +144,7 @@ def guarantees(
                 # discovered node regrouped into a rack keeps its former chain known).
                 for counted in (level, 1):
                     if (chain.order, counted) not in free_within:
-                        free_within[chain.order, counted] = _free_cells_within(alloc, chain, counted, within)
+                        free_within[chain.order, counted] = free_cells_within(alloc, chain, counted, within)
                 budget = budgets.setdefault(chain.order, free_within[chain.order, 1])
                 unbound = min(unbound, free_within[chain.order, level], budget // gpus)
                 budgets[chain.order] = budget - unbound * gpus
@@ -169,35 +169,6 @@ def guarantees(
 def _node_parts(cell: Cell) -> tuple[Cell, ...]:
     """The node-level cells of ``cell``, or the cell itself when it lies inside one node."""
     return cell.node_cells if cell.level >= cell.chain.node_level else (cell,)
-
-
-def _free_cells_within(alloc: CellAllocator, chain: Chain, level: int, within: AbstractSet[str]) -> int:
-    """How many free physical level-``level`` cells of ``chain`` lie wholly on ``within``'s
-    nodes, none of them bad: the free cells at that level, and those a split of a higher free
-    cell would give."""
-    buddy = alloc.buddies.get(chain)
-    if buddy is None:
-        return 0
-    found = 0
-    for higher in range(level, chain.top + 1):
-        for free in buddy.free_cells(higher):
-            found += _usable_parts(free, level, within)
-    return found
-
-
-def _usable_parts(cell: Cell, level: int, within: AbstractSet[str]) -> int:
-    """The level-``level`` cells inside ``cell`` (itself included) wholly on ``within`` and not bad."""
-    chain = cell.chain
-    if cell.level <= chain.node_level:  # on one node: all of its parts share the node's fate
-        if cell.node not in within:
-            return 0
-        if not cell.bad:
-            return chain.gpus[cell.level - 1] // chain.gpus[level - 1]
-        if cell.level == level:
-            return 0
-    elif cell.level == level:
-        return 1 if all(n.node in within and not n.bad for n in cell.node_cells) else 0
-    return sum(_usable_parts(child, level, within) for child in cell.children)
 
 
 def _leaving(cell: Cell) -> int:

@@ -13,9 +13,10 @@ node is bad; the operator is the one who can act)."""
 from __future__ import annotations
 
 import logging
-from typing import Final
+from typing import AbstractSet, Final
 
-from scheduler.cells.topology import Cell, CellState, Topology
+from scheduler.cells.allocator import CellAllocator
+from scheduler.cells.topology import Cell, CellState, Chain
 from scheduler.core.model import NodeInfo
 
 log = logging.getLogger(__name__)
@@ -56,6 +57,16 @@ def unbindable_sentence(*, vc: str, node: str, cause: str) -> str:
     return f"virtual cluster {vc}'s cells on node {node} cannot be bound: {cause_sentence(cause)}"
 
 
+def short_sentence(*, vc: str, cell_type: str, missing: int, free: int, wanted: int, node: str, cause: str) -> str:
+    """The sentence for a VC's quota not bound that the free healthy cells left cannot all back."""
+    cells = f"{missing} {cell_type!r} cell{'s' if missing > 1 else ''} of its quota {'are' if missing > 1 else 'is'}"
+    return (
+        f"virtual cluster {vc}'s guarantee cannot be bound: {cells} not bound and {free} free healthy "
+        f"cell{'s' if free != 1 else ''} of the type {'are' if free != 1 else 'is'} left for {wanted} not bound in all "
+        f"virtual clusters ({cause_sentence(cause).replace('the node', f'node {node}', 1)})"
+    )
+
+
 def vcs_on_node(cell: Cell) -> list[str]:
     """The VCs with a cell bound or pinned on node cell ``cell``: one holding the node (the node or
     a cell above it) or one inside it (a socket, a GPU), in tree order, each once."""
@@ -70,24 +81,81 @@ class NodeTroubles:
         self.causes: dict[str, str] = {}
         self._told: set[tuple[str, str]] = set()
 
-    def node_seen(self, topology: Topology, name: str, cause: str | None) -> list[str]:
+    def node_seen(self, alloc: CellAllocator, name: str, cause: str | None) -> list[str]:
         """Node ``name`` is bad for ``cause`` now, or healthy (``None``), or out of the cells.
-        Returns the sentences newly true (a VC's cells there cannot be bound), each logged as a
-        warning once: a node's status arrives every few seconds and must not repeat them; once
-        the node is healthy again, a later trouble is told again."""
-        cell = topology.nodes.get(name)
+        Returns the sentences newly true, each logged as a warning once per VC and node: a VC's
+        cells on the node that cannot be bound, and (when the node's cause is new) a VC's quota
+        not bound that the free healthy cells left cannot all back. A node's status arrives
+        every few seconds and must not repeat them; once the node is healthy again, a later
+        trouble is told again."""
+        cell = alloc.topology.nodes.get(name)
         if cause is None or cell is None:
             # Every healthy node's status update comes here: nothing to do unless it was bad.
             if self.causes.pop(name, None) is not None:
                 self._told = {told for told in self._told if told[1] != name}
             return []
+        new = self.causes.get(name) != cause
         self.causes[name] = cause
+        found = [(vc, unbindable_sentence(vc=vc, node=name, cause=cause)) for vc in vcs_on_node(cell)]
+        if new:  # counting the free cells walks them: once per change, not per status update
+            found += _short(alloc, cell.chain, node=name, cause=cause)
         said = []
-        for vc in vcs_on_node(cell):
+        for vc, sentence in found:
             if (vc, name) in self._told:
                 continue
             self._told.add((vc, name))
-            sentence = unbindable_sentence(vc=vc, node=name, cause=cause)
             log.warning(sentence, extra={"virtualCluster": vc, "node": name, "cause": cause})
             said.append(sentence)
         return said
+
+
+def _short(alloc: CellAllocator, chain: Chain, *, node: str, cause: str) -> list[tuple[str, str]]:
+    """(VC, sentence) for each VC with quota not bound in ``chain`` at a level where all VCs'
+    quota not bound exceeds the free healthy cells left (the rule ``kubectl cellfit vcs`` marks
+    CANNOT-BIND by: one VC's share of the shortfall is not known, HiveD binds first come)."""
+    found = []
+    everywhere = alloc.topology.nodes.keys()
+    for level in range(1, chain.top + 1):
+        cell_type = chain.type_at(level)
+        if alloc.topology.chain_of_type.get(cell_type) is not chain:
+            continue
+        missing = {vc.name: vc.unbound(cell_type) for vc in alloc.vcs.values() if vc.defined and vc.unbound(cell_type) > 0}
+        if not missing:
+            continue
+        wanted = sum(missing.values())
+        free = free_cells_within(alloc, chain, level, everywhere)
+        if wanted > free:
+            found += [
+                (vc, short_sentence(vc=vc, cell_type=cell_type, missing=n, free=free, wanted=wanted, node=node, cause=cause))
+                for vc, n in sorted(missing.items())
+            ]
+    return found
+
+
+def free_cells_within(alloc: CellAllocator, chain: Chain, level: int, within: AbstractSet[str]) -> int:
+    """How many free physical level-``level`` cells of ``chain`` lie wholly on ``within``'s
+    nodes, none of them bad: the free cells at that level, and those a split of a higher free
+    cell would give."""
+    buddy = alloc.buddies.get(chain)
+    if buddy is None:
+        return 0
+    found = 0
+    for higher in range(level, chain.top + 1):
+        for free in buddy.free_cells(higher):
+            found += _usable_parts(free, level, within)
+    return found
+
+
+def _usable_parts(cell: Cell, level: int, within: AbstractSet[str]) -> int:
+    """The level-``level`` cells inside ``cell`` (itself included) wholly on ``within`` and not bad."""
+    chain = cell.chain
+    if cell.level <= chain.node_level:  # on one node: all of its parts share the node's fate
+        if cell.node not in within:
+            return 0
+        if not cell.bad:
+            return chain.gpus[cell.level - 1] // chain.gpus[level - 1]
+        if cell.level == level:
+            return 0
+    elif cell.level == level:
+        return 1 if all(n.node in within and not n.bad for n in cell.node_cells) else 0
+    return sum(_usable_parts(child, level, within) for child in cell.children)

@@ -31,7 +31,7 @@ def deleted_under_vc_a() -> tuple[HivedEngine, NodeTroubles, str]:
     used = str(placed.node_name)
     troubles = NodeTroubles()
     engine.delete_node(used)
-    troubles.node_seen(engine.topology, used, "deleted")
+    troubles.node_seen(engine.allocator, used, "deleted")
     return engine, troubles, used
 
 
