@@ -361,6 +361,8 @@ class PlacerController:
         seen: dict[str, tuple[str, WaitingJob | RunningJob, Configurations, bool]] = {}
         refused, self._refused = self._refused, {}
         backing_off: dict[str, str] = {}  # Job key -> why it waits: each of its kinds backed off
+        # Job key -> the back-off of a Job queued in its other kind, which its place is told with
+        backed_off_in: dict[str, str] = {}
         for job in jobs:
             key = f"{job.metadata.namespace}/{job.metadata.name}"
             by_key[key] = job
@@ -383,7 +385,7 @@ class PlacerController:
                 if refused:
                     item = self._unrefused(item, job, refused)
                 if item is not None:
-                    item = self._not_backed_off(item, job, now, backing_off)
+                    item = self._not_backed_off(item, job, now, backing_off, backed_off_in)
                 if item is not None:
                     (trials if is_trial else waiting).append(item)
             elif isinstance(item, RunningJob):
@@ -479,7 +481,8 @@ class PlacerController:
             starts.setdefault((queued.kind, queued.pool), {})[queued.position] = now + queued.expected_start_seconds
         for queued in decision.queue:  # whom each condition names, which the inspect view says too
             together[queued.key] = self._tell_queued(by_key[queued.key], queued, now=now, name_pool=name_pools,
-                                                     first=together[queued.key], starts=starts[queued.kind, queued.pool])
+                                                     first=together[queued.key], starts=starts[queued.kind, queued.pool],
+                                                     backing_off=backed_off_in.get(queued.key, ""))
         pools = {w.key: w.pool for w in waiting}
         # A Job whose VC has free guarantee but AlloX's nodes no free GPU lacks machines, not quota.
         lacking = [key for key in decision.waiting_for_pool if guaranteed.get(pools.get(key) or "", 0) > 0]
@@ -523,7 +526,8 @@ class PlacerController:
                      **({"virtualCluster": s.pool} if s.pool is not None else {})} for s in decision.starts],
             queue=[{"job": q.key, "kind": q.kind, "position": q.position, "expectedStartSeconds": round(q.expected_start_seconds, 1),
                     **({"virtualCluster": q.pool} if q.pool is not None else {}),
-                    **({"startsWith": together[q.key]} if together[q.key] < q.position else {})} for q in decision.queue],
+                    **({"startsWith": together[q.key]} if together[q.key] < q.position else {}),
+                    **({"backingOff": backed_off_in[q.key]} if q.key in backed_off_in else {})} for q in decision.queue],
             waiting_for_pool=list(decision.waiting_for_pool),
             unplaceable=list(decision.unplaceable), idle_machines=dict(decision.idle_machines),
             busy_machines=dict(decision.busy_machines), mechanism=self._settings.mechanism,
@@ -547,10 +551,12 @@ class PlacerController:
         seconds = {kind: value for kind, value in item.seconds.items() if kind not in found[1]}
         return replace(item, seconds=seconds) if seconds else None
 
-    def _not_backed_off(self, item: WaitingJob, job: Job, now: float, backing_off: dict[str, str]) -> WaitingJob | None:
+    def _not_backed_off(self, item: WaitingJob, job: Job, now: float, backing_off: dict[str, str],
+                        backed_off_in: dict[str, str]) -> WaitingJob | None:
         """``item`` without the kinds it was suspended again in whose back-off stands (None, and
-        why in ``backing_off``, when no kind is left); a Job whose configurations changed since
-        is not held back."""
+        why in ``backing_off``, when no kind is left; with a kind left, the back-off its queue
+        place is told with in ``backed_off_in``); a Job whose configurations changed since is
+        not held back."""
         uid = job.metadata.uid
         found = self._backed_off.get(uid)
         if found is None:
@@ -566,6 +572,8 @@ class PlacerController:
             return item
         seconds = {kind: value for kind, value in item.seconds.items() if kind not in standing}
         if seconds:
+            backed_off_in[item.key] = "; ".join(
+                self._backing_off_said(kind, times=times, until=until) for kind, (times, until) in sorted(standing.items()))
             return replace(item, seconds=seconds)
         backing_off[item.key] = "; ".join(
             self._backed_off_message(kind, times=times, until=until) for kind, (times, until) in sorted(standing.items()))
@@ -577,16 +585,27 @@ class PlacerController:
                 f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(until))} (suspended again {times} time{'s' if times > 1 else ''}; "
                 f"AlloX waits {limit}, doubling each time, at most {BACK_OFF_MAX_SECONDS // 60} min)")
 
+    def _backing_off_said(self, kind: str, *, times: int, until: float) -> str:
+        """The back-off in ``kind`` a Job queued in its other kind is told before its place."""
+        return (f"backing off on {kind} until {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(until))} after none of its "
+                f"pods was bound within {self._unbound_hold_seconds:.0f} s (suspended again {times} time{'s' if times > 1 else ''})")
+
     def _backed_off_before(self, job: Job) -> tuple[str, dict[str, tuple[int, float]]] | None:
         """The back-off a Job's ``Placed`` condition says (``SuspendedAgain``, as a cellfit before a
         restart told it), for each kind whose configuration is still the one the template recorded
         when it was started there (its user edited it since: not held back)."""
         placed = job.condition(CONDITION_PLACED)
-        if placed is None or placed.reason != REASON_SUSPENDED_AGAIN or not placed.message:
+        if placed is None or not placed.message:
+            return None
+        if placed.reason == REASON_SUSPENDED_AGAIN:
+            found = _BACKED_OFF_MESSAGE.finditer(placed.message)
+        elif (placed.status, placed.reason) == ("False", "Queued"):  # backed off in one kind, queued in the other
+            found = _BACKING_OFF_SAID.finditer(backing_off_said(placed.message))
+        else:
             return None
         text = job.annotations.get(ANNOTATION_CONFIGURATIONS, "")
         kinds: dict[str, tuple[int, float]] = {}
-        for said in _BACKED_OFF_MESSAGE.finditer(placed.message):
+        for said in found:
             kind, until = said["kind"], timestamp(said["until"])
             try:
                 recorded = recorded_configuration(json.loads(bytes(job.spec.template)), kind)
@@ -978,7 +997,7 @@ class PlacerController:
         return RunningJob(key=key, user=user, kind=kind, started=started, seconds=known, demand=demand, pods=max(_pods(job), 1))
 
     def _tell_queued(self, job: Job, queued: Queued, *, now: float, name_pool: bool = True, first: int | None = None,
-                     starts: Mapping[int, float] | None = None) -> int:
+                     starts: Mapping[int, float] | None = None, backing_off: str = "") -> int:
         """Tell a waiting Job its place and when it is expected to start, as a time, not a wait
         from now: the condition changes only when its place does or its expected start moves by
         more than :func:`start_tolerance_seconds`, not pass after pass as time goes by (every
@@ -988,7 +1007,8 @@ class PlacerController:
         position of its kind's expected start) start within that tolerance of it: the ω grid,
         anchored at now, puts machines freeing 30 s apart on one second, then on two, pass
         after pass. The first position its condition names, which ``/v1/inspect/allox`` and so
-        ``kubectl cellfit queue`` and ``why`` say too (its own: none)."""
+        ``kubectl cellfit queue`` and ``why`` say too (its own: none). ``backing_off``: its
+        back-off in its other kind (:meth:`_not_backed_off`), said before its place."""
         where = queued.kind if queued.pool is None or not name_pool else f"{queued.kind} of virtual cluster {queued.pool!r}"
         place = f"{ordinal(queued.position)} on {where}"
         starts_at = now + queued.expected_start_seconds
@@ -998,10 +1018,10 @@ class PlacerController:
         if told is None:  # told by this cellfit before it restarted, or by the replica that led before
             placed = job.condition(CONDITION_PLACED)
             told = placed.message if placed is not None and (placed.status, placed.reason) == ("False", "Queued") else None
-        message = queued_message(place=place, starts_at=starts_at, together=with_whom)
+        message = queued_message(place=place, starts_at=starts_at, together=with_whom, backing_off=backing_off)
         self._event_queued(job, where=where, told=told, message=message)
         tolerance = start_tolerance_seconds(wait_seconds=queued.expected_start_seconds, grid_seconds=self._settings.omega_grid_seconds)
-        if told is not None and still_says(told, place=place, starts_at=starts_at, tolerance_seconds=tolerance):
+        if told is not None and still_says(told, place=place, starts_at=starts_at, tolerance_seconds=tolerance, backing_off=backing_off):
             named = told_first(told, position=queued.position)
             if named == queued.position or all(abs((starts or {}).get(position, starts_at) - starts_at) <= tolerance
                                                for position in range(named, queued.position)):
@@ -1314,6 +1334,9 @@ REASON_SUSPENDED_AGAIN = "SuspendedAgain"
 _BACKED_OFF_MESSAGE: Final = re.compile(
     r"(?P<kind>\w+) start failed: [^;]*; not started in (?P=kind) again before (?P<until>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ) "
     r"\(suspended again (?P<times>\d+) times?")
+# What _backing_off_said says before a queued Job's place, read back the same way.
+_BACKING_OFF_SAID: Final = re.compile(
+    r"backing off on (?P<kind>\w+) until (?P<until>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ) after [^;(]*\(suspended again (?P<times>\d+) times?\)")
 BACK_OFF_MAX_SECONDS = 1800
 
 
@@ -1410,7 +1433,10 @@ def _shed_previous(job: Job, configurations: Configurations, kind: str) -> tuple
 # before it), and its expected start as a time (RFC 3339, UTC, whole seconds).
 # scheduler/kubectl/why.py reads it back, and says the wait from the time it is read.
 _TOGETHER: Final = ", starting together with "
+# A queued Job backed off in its other kind is told so before its place (_backing_off_said).
+_BACKING_OFF_PREFIX: Final = "backing off on "
 _QUEUED_MESSAGE: Final = re.compile(
+    r"(?:(?P<backing>" + re.escape(_BACKING_OFF_PREFIX) + r"[^;]*(?:; " + re.escape(_BACKING_OFF_PREFIX) + r"[^;]*)*); )?"
     r"(?P<place>.+?)(?:" + re.escape(_TOGETHER) + r"(?P<together>the [^,]+))?, expected start at (?P<at>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ) \(AlloX\)")
 _FIRST_NAMED: Final = re.compile(r"the (\d+)(?:st|nd|rd|th)\b")
 # An expected start that moves by no more than this (or this share of the wait) is not written:
@@ -1531,11 +1557,14 @@ def _machine_kind(kind: str, pool: str | None, gpu_pools: Mapping[str, int] | No
     return pool_kind(pool)
 
 
-def queued_message(*, place: str, starts_at: float, together: str = "") -> str:
+def queued_message(*, place: str, starts_at: float, together: str = "", backing_off: str = "") -> str:
     """``2nd on gpu, expected start at 2026-11-28T14:32:05Z (AlloX)``; ``2nd on cpu, starting
-    together with the 1st, expected start at ...`` with ``together`` (:func:`together_with`)."""
+    together with the 1st, expected start at ...`` with ``together`` (:func:`together_with`);
+    ``backing off on gpu until ...; 1st on cpu, ...`` with ``backing_off``, the back-off in
+    its other kind."""
     with_whom = f"{_TOGETHER}{together}" if together else ""
-    return f"{place}{with_whom}, expected start at {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(round(starts_at)))} (AlloX)"
+    backing = f"{backing_off}; " if backing_off else ""
+    return f"{backing}{place}{with_whom}, expected start at {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(round(starts_at)))} (AlloX)"
 
 
 def starting_together(queue: Sequence[Queued], *, now: float) -> dict[str, int]:
@@ -1570,6 +1599,13 @@ def queued_said(message: str | None) -> tuple[str, float] | None:
     return None if starts_at is None else (found["place"], starts_at)
 
 
+def backing_off_said(message: str | None) -> str:
+    """The back-off in its other kind a queued Job's condition says before its place ("" for
+    none, or for any other message)."""
+    found = _QUEUED_MESSAGE.fullmatch(message or "")
+    return (found["backing"] or "") if found is not None else ""
+
+
 def told_first(message: str, *, position: int) -> int:
     """The first position a queued Job's condition says it starts together with ("the 1st to
     3rd": 1), ``position`` (its own) where it names none."""
@@ -1585,11 +1621,12 @@ def _waits_on(place: str) -> str | None:
     return where if on else None
 
 
-def still_says(told: str, *, place: str, starts_at: float, tolerance_seconds: float) -> bool:
-    """Whether a queued Job told ``told`` needs no new condition: the same place, and an
-    expected start within ``tolerance_seconds`` of ``starts_at``."""
+def still_says(told: str, *, place: str, starts_at: float, tolerance_seconds: float, backing_off: str = "") -> bool:
+    """Whether a queued Job told ``told`` needs no new condition: the same place and back-off,
+    and an expected start within ``tolerance_seconds`` of ``starts_at``."""
     said = queued_said(told)
-    return said is not None and said[0] == place and abs(said[1] - starts_at) <= tolerance_seconds
+    return (said is not None and said[0] == place and abs(said[1] - starts_at) <= tolerance_seconds
+            and backing_off_said(told) == backing_off)
 
 
 def start_tolerance_seconds(*, wait_seconds: float, grid_seconds: float) -> float:
