@@ -59,7 +59,7 @@ def compose(
     on_cells_change: Callable[[str], None] | None = None,
 ) -> Composition:
     """Everything ``settings`` ask for (see :func:`compose_cells` for the placement)."""
-    cells = compose_cells(settings, connected=connected, nodes=nodes, on_cells_change=on_cells_change)
+    cells = compose_cells(settings, connected=connected, nodes=nodes, on_cells_change=on_cells_change, clock=clock)
     return assemble_configured(settings, cells=cells, clock=clock)
 
 
@@ -89,13 +89,15 @@ def compose_cells(
     connected: bool,
     nodes: Sequence[NodeInfo] | None = None,
     on_cells_change: Callable[[str], None] | None = None,
+    clock: Clock,
 ) -> HivedEngine | None:
     """HiveD's cells from ``cells.topology`` or, without one, from ``nodes`` (the cluster's
     Nodes, listed by the caller); None where the policy is resource fit."""
     if settings.resolved_policy(connected=connected) == "resource-fit":
         return None
     return HivedEngine.from_config(
-        settings.cells, nodes=nodes, rack_label=settings.policy.rack_label, prefix="cells", on_change=on_cells_change
+        settings.cells, nodes=nodes, rack_label=settings.policy.rack_label, prefix="cells", on_change=on_cells_change,
+        clock=clock,
     )
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import time
 from collections import deque
 from typing import AbstractSet, Any, Callable, Final, Iterable, Mapping, NamedTuple, Sequence
 
@@ -44,7 +45,7 @@ from scheduler.cells.config import (
 )
 from scheduler.cells.discovery import legacy_names
 from scheduler.cells.feasibility import feasibility_problems
-from scheduler.cells.freeing import FreeingCell, freeing_cell
+from scheduler.cells.freeing import FreeingCell, JustFreed, freeing_cell
 from scheduler.cells.membership import CellsChanged, NodeMembership
 from scheduler.cells.request import CellRequest, Priority, RequestProblem, parse_request
 from scheduler.cells.topology import Cell, CellState, Topology
@@ -116,10 +117,12 @@ class HivedEngine:
         discovered_from: Sequence[NodeInfo] = (),
         rack_label: str | None = None,
         on_change: Callable[[str], None] | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         """``discovered_from``: with a discovered topology, the nodes it was discovered from
         (the cells then follow nodes that join and leave). ``on_change`` hears, one line
-        each, how the cells changed at runtime (the extender logs it)."""
+        each, how the cells changed at runtime (the extender logs it). ``clock``: seconds, the
+        driver's (monotonic live, virtual in the simulator), for what waits a few seconds."""
         if checked.topology is None:
             raise ConfigError("topology: none configured and no nodes to discover it from")
         self.checked = checked
@@ -152,6 +155,9 @@ class HivedEngine:
         self._reclaim_marks: dict[str, list[str]] = {}
         # Cells FitGpp's preemptors get once their victims have left (preemptor_claims.py).
         self._claims = PreemptorClaims()
+        # Guaranteed pods gone a moment ago while leaving: their VC's next pod waits for those
+        # cells rather than reclaim elsewhere while kube-scheduler's cache still counts them.
+        self._just_freed = JustFreed(clock=clock)
         self._on_change = on_change
         # Runtime changes to the cells, newest last (also passed to on_change).
         self.changes: deque[str] = deque(maxlen=MAX_CHANGES)
@@ -179,6 +185,7 @@ class HivedEngine:
         rack_label: str | None = None,
         prefix: str = "",
         on_change: Callable[[str], None] | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> HivedEngine:
         """Build from the HiveD config section. Without a ``topology`` the cells are discovered
         from ``nodes`` and follow the nodes that join and leave afterwards; ``engine.summary``
@@ -188,6 +195,7 @@ class HivedEngine:
             discovered_from=nodes or (),
             rack_label=rack_label,
             on_change=on_change,
+            clock=clock,
         )
         engine._remember_old_names(engine.checked.config.virtual_clusters, prefix=prefix)
         for node in nodes or ():
@@ -364,6 +372,9 @@ class HivedEngine:
             freeing = self._preempts_for_nothing(ctx, spot)
             if freeing is not None:
                 raise Unplaceable(self._freeing_reason(ctx, freeing))
+            freed = self._freed_wait(ctx)
+            if freed is not None:
+                raise Unplaceable(freed)
             # Hold the cells while the victims terminate, so nobody else takes them meanwhile.
             booking = self._book(spot, ctx, pod)
             self.expiry.booked_for(pod.uid)
@@ -387,6 +398,29 @@ class HivedEngine:
         if ctx.vc is None or not self.expiry.any_leaving:
             return None
         return freeing_cell(ctx.vc, ctx.targets, ctx.request.gpus, leaving=self._freeing_booking)
+
+    def _freed_wait(self, ctx: _Context) -> str | None:
+        """Why the pod preempts nobody: a pod of its VC left a node a moment ago (freeing.py
+        ``JustFreed``) and HiveD would place the pod there now without a victim; kube-scheduler,
+        whose cache may still count the pod gone there, offers it that node once it has dropped
+        it. None when there is no such node."""
+        if not self._just_freed or ctx.vc is None:
+            return None
+        nodes = self._just_freed.nodes_of(ctx.vc.name)
+        if not nodes:
+            return None
+        try:
+            spot = self.allocator.plan(ctx.request, ctx.vc, ctx.targets, allowed=frozenset(nodes))
+        except Unplaceable:
+            return None
+        if any(gpu.opportunistic_owner is not None for gpu in spot.gpus):
+            return None
+        node = spot.gpus[0].node or ""
+        gone = nodes.get(node, [])
+        pods = ", ".join(gone[:5]) + (f" and {len(gone) - 5} more" if len(gone) > 5 else "")
+        return (f"HiveD waits for the cells of virtual cluster {ctx.vc.name!r} on node {node}, which pods of it freed just now "
+                f"({pods}): kube-scheduler places this pod there once its cache shows them gone; no opportunistic pod is "
+                f"preempted for it meanwhile (for {self._just_freed.seconds:g} s)")
 
     def _leaving_booking(self, booking_id: int) -> bool:
         booking = self.allocator.bookings.get(booking_id)
@@ -635,6 +669,12 @@ class HivedEngine:
             return {}
         if self._claims:
             self._settle_claims()
+            claim = self._claims.get(pod.uid)
+            if claim is not None and claim.booking is not None:
+                # FitGpp's preemptor whose victims have left has its cells booked on their node:
+                # planning it over other nodes would move the booking onto an opportunistic pod
+                # there and reclaim it for nothing (user24b NEW-1). Its hold's lapse ends the claim.
+                return {}
         try:
             ctx = self._context(pod)
             decided = self._decide(pod, ctx, self._allowed_names(candidates))
@@ -683,7 +723,7 @@ class HivedEngine:
         by_pod = self.allocator.by_pod
         draining = vc.draining
         # The VC's own cells being freed already: no opportunistic pod is to go for this pod.
-        waits = self._freeing(ctx) is not None
+        waits = self._freeing(ctx) is not None or self._freed_wait(ctx) is not None
 
         def room(gpu: Cell) -> bool:
             """Whether freeing ``gpu`` can add to a cell the preemptor could get."""
@@ -738,7 +778,7 @@ class HivedEngine:
         ``WaitsForFreedCells``, which then chooses no victim at all, the VC's own best-effort
         pods included); None when the pod does not wait so (not a
         guaranteed GPU pod, cells booked for it already, nothing of its VC being freed)."""
-        if pod.requests.gpus == 0 or not self.expiry.any_leaving or pod.uid in self.allocator.by_pod:
+        if pod.requests.gpus == 0 or not (self.expiry.any_leaving or self._just_freed) or pod.uid in self.allocator.by_pod:
             return None
         try:
             ctx = self._context(pod)
@@ -747,7 +787,7 @@ class HivedEngine:
         if ctx.request.priority is not Priority.GUARANTEED:
             return None
         freeing = self._freeing(ctx)
-        return None if freeing is None else self._freeing_reason(ctx, freeing)
+        return self._freed_wait(ctx) if freeing is None else self._freeing_reason(ctx, freeing)
 
     def request_refusal(self, pod: PodInfo) -> str | None:
         """HiveD's refusal of a GPU pod whose request does not resolve (its virtual cluster
@@ -799,6 +839,8 @@ class HivedEngine:
         victims = self.allocator.victims(booking)
         if victims:
             raise SchedulingConflict(self._victim_reason(booking, victims))
+        if self._just_freed:
+            self._just_freed.bound(vc=booking.vc, node=node_name)  # the cells freed there are taken
         return Placement(
             pod_uid=pod.uid,
             node_name=node_name,
@@ -1088,8 +1130,12 @@ class HivedEngine:
         self._seen_bound.discard(pod_uid)
         self._reclaim_records.pop(pod_uid, None)
         self._claims.end(pod_uid)
+        was_freeing = self.expiry.is_freeing(pod_uid)
         self.expiry.pod_gone(pod_uid)
         booking = self.allocator.by_pod.get(pod_uid)
+        if booking is not None and was_freeing and booking.group is None and booking.priority is Priority.GUARANTEED \
+                and booking.node is not None and booking.pod_key is not None:
+            self._just_freed.left(pod_key=booking.pod_key, vc=booking.vc, node=booking.node)
         if booking is not None:
             self._unassign(booking)
             self._released()
@@ -1226,6 +1272,8 @@ class HivedEngine:
         :class:`Unplaceable`."""
         spot = self.allocator.plan(ctx.request, ctx.vc, ctx.targets, allowed=allowed)
         if not self.allocator.planner.preempts(spot) or self._preempts_for_nothing(ctx, spot) is not None:
+            return None
+        if ctx.request.priority is Priority.GUARANTEED and self._freed_wait(ctx) is not None:
             return None
         return spot
 
@@ -1396,6 +1444,19 @@ class HivedEngine:
         replaced = self._claims.claim(pod, node=node, victims=victims)
         if replaced is not None:
             self._give_back_claimed(pod.uid, replaced.booking)
+
+    def cells_booked_for(self, pod_uid: str) -> str | None:
+        """The node whose cells are booked for FitGpp's preemptor ``pod_uid`` because its victims
+        there have left (its claim's booking, not moved since), or None (FitGppEngine's
+        ``KeepsPreemptorCells``: the preempt verb then takes no second victim for it)."""
+        if not self._claims:
+            return None
+        self._settle_claims()
+        claim = self._claims.get(pod_uid)
+        booking = self.allocator.by_pod.get(pod_uid)
+        if claim is None or booking is None or claim.booking != booking.id or self.allocator.victims(booking):
+            return None
+        return booking.node
 
     def preemptor_hold_ended(self, pod_uid: str) -> None:
         """The pod's preemptor hold ended without a binding (it lapsed, its wait for victims

@@ -13,11 +13,19 @@ earlier preemption are still terminating on the nominated node (its PodEligibleT
 leaving, and that needs those pods gone (free GPUs alone would not do: the pod would be placed
 there without anyone leaving, and a node kube-scheduler refuses it for other reasons must not
 stop its preemption for good). The wait it causes ends when those pods are gone.
+
+:class:`JustFreed` carries the wait a moment past that (user24b, item 6): cellfit's watch may
+show the leaving pod gone a moment before kube-scheduler's cache does, and kube-scheduler, still
+counting it on its node, then offers only other nodes, where HiveD would reclaim an opportunistic
+pod while the cells just freed stay idle. For :data:`FREED_CELL_WAIT_SECONDS` after such a pod is
+gone, a guaranteed pod of its VC that HiveD would place on its node without a victim gets no
+victim elsewhere; kube-scheduler places it there once its cache has dropped the pod.
 """
 
 from __future__ import annotations
 
-from typing import Callable, Iterator, NamedTuple, Sequence
+from dataclasses import dataclass
+from typing import Callable, Final, Iterator, NamedTuple, Sequence
 
 from scheduler.cells.planning import Target
 from scheduler.cells.topology import Cell
@@ -78,3 +86,61 @@ def _freed_by_leaving(cell: Cell, gpus: int, leaving: Callable[[int], bool]) -> 
             usable += 1
             held.update(owners)
     return sorted(held) if usable >= gpus and free < gpus else None
+
+
+# How long after a pod of a VC left its cells a guaranteed pod of that VC that HiveD would place
+# there without a victim preempts nobody elsewhere. kube-scheduler's informer and cellfit's watch
+# get the same deletion from the API server; the gap between them is the events' delivery, well
+# under a second (live, user24b: the preempt verb 5 ms after cellfit's watch saw the pod gone,
+# kube-scheduler's bind on the freed node 1 s later). 5 s covers a loaded API server; a pod whose
+# node kube-scheduler refuses for another reason waits at most that long before its reclaim.
+# cells.victimExitMarginSeconds (a victim's exit overstaying its grace period, tens of seconds) is
+# the wrong scale: this is a cache's lag, not a pod's exit.
+FREED_CELL_WAIT_SECONDS: Final = 5.0
+
+
+@dataclass(slots=True)
+class _Freed:
+    pods: list[str]  # namespace/name, in the order they left
+    at: float  # the clock's reading when the last of them left
+
+
+class JustFreed:
+    """Nodes whose cells pods of a VC left a moment ago, by (VC, node), for ``seconds`` after
+    the last of them left on ``clock`` (the driver's: monotonic live, virtual in the simulator,
+    so both decide alike). At most one entry per VC and node; an entry ends once a pod of its VC
+    is bound on its node, or when its time is up."""
+
+    def __init__(self, *, clock: Callable[[], float], seconds: float = FREED_CELL_WAIT_SECONDS) -> None:
+        self.seconds = seconds
+        self._clock = clock
+        self._freed: dict[tuple[str, str], _Freed] = {}
+
+    def __bool__(self) -> bool:
+        if self._freed:
+            self._forget_past()
+        return bool(self._freed)
+
+    def left(self, *, pod_key: str, vc: str, node: str) -> None:
+        """A guaranteed pod of ``vc`` that was leaving ``node`` is gone: its cells are free."""
+        now = self._clock()
+        freed = self._freed.get((vc, node))
+        if freed is None or now - freed.at >= self.seconds:
+            self._freed[(vc, node)] = _Freed(pods=[pod_key], at=now)
+        else:
+            freed.pods = [*freed.pods[-9:], pod_key]
+            freed.at = now  # its window starts again
+
+    def bound(self, *, vc: str, node: str) -> None:
+        """A pod of ``vc`` was bound on ``node``: the cells freed there are taken."""
+        self._freed.pop((vc, node), None)
+
+    def nodes_of(self, vc: str) -> dict[str, list[str]]:
+        """The nodes pods of ``vc`` left just now, each with those pods (namespace/name), sorted."""
+        self._forget_past()
+        return {node: sorted(freed.pods) for (of, node), freed in sorted(self._freed.items()) if of == vc}
+
+    def _forget_past(self) -> None:
+        now = self._clock()
+        for key in [key for key, freed in self._freed.items() if now - freed.at >= self.seconds]:
+            del self._freed[key]

@@ -35,6 +35,7 @@ from scheduler.cluster.reclaim import ReclaimController
 from scheduler.cluster.pending import PendingPods
 from scheduler.cluster.stranded import StrandedGuarantees
 from scheduler.composition import Composition, assemble_configured, compose_cells
+from scheduler.preemption.holds import Clock
 from scheduler.extender.admission import PodAdmission
 from scheduler.extender.app import create_admission_app, create_app, create_inspect_app, create_metrics_app
 from scheduler.extender.paired import PairedSchedulerHealth
@@ -103,16 +104,18 @@ DISCOVERY_TIMEOUT_SECONDS = 60.0
 
 
 def build_composition(
-    settings: Settings, api: KubernetesApi | None, *, on_cells_change: Callable[[], None] | None = None
+    settings: Settings, api: KubernetesApi | None, *, on_cells_change: Callable[[], None] | None = None,
+    clock: Clock = time.monotonic,
 ) -> Composition:
     """The engine and the capabilities the drivers get (``scheduler/composition.py``); with an
     API, the watch cache keeps the pods' record."""
-    return assemble_configured(settings, cells=build_cells(settings, api, on_cells_change=on_cells_change), clock=time.monotonic,
+    return assemble_configured(settings, cells=build_cells(settings, api, on_cells_change=on_cells_change, clock=clock), clock=clock,
                                pods=PodStore() if api is not None else None)
 
 
 def build_cells(
-    settings: Settings, api: KubernetesApi | None, *, on_cells_change: Callable[[], None] | None = None
+    settings: Settings, api: KubernetesApi | None, *, on_cells_change: Callable[[], None] | None = None,
+    clock: Clock = time.monotonic,
 ) -> HivedEngine | None:
     """HiveD's cells, None under resource fit. HiveD without a configured topology discovers its
     cells from the cluster's Nodes, listed once here before anything is served; ``on_cells_change``
@@ -137,6 +140,7 @@ def build_cells(
         nodes=nodes,
         # Discovered cells follow nodes that join and leave: say what changed, as at startup.
         on_cells_change=lambda change: _cells_changed_at_runtime(change, then=on_cells_change),
+        clock=clock,
     )
     assert engine is not None  # the policy is hived
     log.info("policy hived", extra={"cells": engine.summary})
@@ -191,9 +195,12 @@ def _list_nodes(api: KubernetesApi, settings: Settings) -> list[NodeInfo]:
     return nodes
 
 
-def build_runtime(settings: Settings, *, api: KubernetesApi | None = None, standalone: bool = False) -> Runtime:
+def build_runtime(
+    settings: Settings, *, api: KubernetesApi | None = None, standalone: bool = False, clock: Clock = time.monotonic
+) -> Runtime:
     """Wire everything for ``settings``. ``api`` overrides the connection ``cluster.mode`` would
-    make; ``standalone`` forces none."""
+    make; ``standalone`` forces none. ``clock``: the engine's seconds (a test driving the service
+    from a simulation passes the simulation's clock, so both decide alike)."""
     if not names.use_native(settings.server.node_name_fast_path) and settings.server.node_name_fast_path:
         log.warning(
             "node names are decoded in Python: the C extension scheduler.kube._names was not built "
@@ -211,7 +218,7 @@ def build_runtime(settings: Settings, *, api: KubernetesApi | None = None, stand
     # joining or leaving (the engine), the exchange's quota moves (ExchangeQuotas.on_moved) and
     # a live reload that applied new VCs (Runtime.cells_changed, server.py's on_applied).
     cells_changed = _Relay()
-    composition = build_composition(settings, api, on_cells_change=cells_changed)
+    composition = build_composition(settings, api, on_cells_change=cells_changed, clock=clock)
     engine = composition.engine
     lock = threading.RLock()
     metrics = ExtenderMetrics()

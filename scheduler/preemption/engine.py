@@ -173,6 +173,15 @@ class BooksAhead(Protocol):
 
 
 @runtime_checkable
+class KeepsPreemptorCells(Protocol):
+    """A placement engine that books a FitGpp preemptor's cells once its victims have left
+    (HiveD: scheduler/cells/preemptor_claims.py): the node they are booked on for the pod, or
+    None, so that the preempt verb takes no second victim for a pod whose room is kept."""
+
+    def cells_booked_for(self, pod_uid: str) -> str | None: ...
+
+
+@runtime_checkable
 class GivesBackGangs(Protocol):
     """A placement engine that keeps a gang's slots for its pods (HiveD, all or nothing): told when
     FitGpp preempted the gang whole, so that none of its bookings outlives its pods and the
@@ -515,6 +524,20 @@ class FitGppEngine:
         victim_pods: Mapping[str, PodInfo],
     ) -> VictimChoice:
         """:meth:`select_victims` with the explanation of the choice."""
+        kept = self._room_kept(pod)
+        if kept is not None:
+            # Its victims have left and their room is kept for it (its preemptor hold, and under
+            # HiveD the cells booked for it the moment the last one left): kube-scheduler, whose
+            # cache still counts a victim there a moment after cellfit's watch dropped it, asks
+            # about other nodes; a victim there (FitGpp's or HiveD's reclaim) is taken for
+            # nothing, as the pod binds on its node once the cache shows the victims gone.
+            return VictimChoice(
+                victims={},
+                decision=NoVictims(
+                    reason=f"its room on node {kept} is kept for it since its victims left; "
+                    "kube-scheduler places it there once its cache shows them gone"
+                ),
+            )
         if isinstance(self.inner, ReclaimsCells):
             held = self.inner.reclaim_victims(pod, candidates, victim_pods)
             if held:
@@ -940,6 +963,25 @@ class FitGppEngine:
         if not pod.requests.fits_in(free + freed - held):
             return None
         return node if self.holds.keeps_waiting(pod.uid, grace_seconds=lambda: self._longest_grace_leaving(node)) else None
+
+    def _room_kept(self, pod: PodInfo) -> str | None:
+        """The node of ``pod``'s preemptor hold when nothing leaves it any more (its victims have
+        left: :meth:`_freed_by_terminating` covers the wait while they leave) and its room there
+        is still ``pod``'s: what is free fits it, less the room held there for preemptors it
+        yields to, and under a placement engine that books a preemptor's cells
+        (:class:`KeepsPreemptorCells`, HiveD) its cells are booked there. The wait is the hold's
+        (``RoomHolds.keeps_waiting``): past ``resume_hold_seconds`` from the first time the pod
+        waits, the hold lapses (its booked cells go back) and the pod is preempted for again.
+        None otherwise."""
+        node = self.holds.nominated_node(pod.uid)
+        if node is None or node in self._leaving:
+            return None
+        free = self._free_on(node)
+        if free is None or not pod.requests.fits_in(free - self.holds.preemptor_room(pod).get(node, ZERO)):
+            return None
+        if pod.requests.gpus and isinstance(self.inner, KeepsPreemptorCells) and self.inner.cells_booked_for(pod.uid) != node:
+            return None
+        return node if self.holds.keeps_waiting(pod.uid, grace_seconds=lambda: 0) else None
 
     def _longest_grace_leaving(self, node_name: str) -> int:
         """The longest grace period (seconds) among the pods leaving the node."""

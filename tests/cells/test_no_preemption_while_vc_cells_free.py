@@ -17,7 +17,8 @@ opp fills n-b."""
 from __future__ import annotations
 
 import copy
-from typing import Any
+import time
+from typing import Any, Callable
 
 from msgspec.structs import replace
 
@@ -43,8 +44,8 @@ def run(engine: HivedEngine, p: PodInfo, nodes: list[str]) -> PodInfo:
     return placed
 
 
-def scene(*, g1_gpus: int = 8) -> tuple[HivedEngine, PodInfo, PodInfo]:
-    engine = HivedEngine.from_config(config())
+def scene(*, g1_gpus: int = 8, clock: Callable[[], float] = time.monotonic) -> tuple[HivedEngine, PodInfo, PodInfo]:
+    engine = HivedEngine.from_config(config(), clock=clock)
     for name in NODES:
         engine.apply_node(node(name))
     g1 = run(engine, pod("g1", g1_gpus, "vc-a"), ["n-a"])

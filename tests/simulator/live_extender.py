@@ -18,7 +18,7 @@ and every change of a pod reaches it as its watch cache brings it.
 from __future__ import annotations
 
 from msgspec import structs
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, NamedTuple, Sequence
 
 import httpx
 import msgspec
@@ -102,6 +102,29 @@ def _verdicts(at: Mapping[str, int], reasons: Mapping[str, str]) -> Verdicts:
     return {reason: np.array(positions, dtype=np.int64) for reason, positions in grouped.items()}
 
 
+class SimulationClock:
+    """The service's clock in a parity test: the simulation's virtual seconds once
+    :meth:`follow` names it (0 before), so that what waits a few seconds in the engine (FitGpp's
+    holds, HiveD's wait for cells freed just now) waits the same on both sides."""
+
+    def __init__(self) -> None:
+        self._now: Callable[[], float] = lambda: 0.0
+
+    def follow(self, now: Callable[[], float]) -> None:
+        self._now = now
+
+    def __call__(self) -> float:
+        return self._now()
+
+
+class LiveService(NamedTuple):
+    """``cellfit serve`` over HTTP: the client, the runtime and the clock it was built with."""
+
+    client: httpx.Client
+    runtime: Runtime
+    clock: SimulationClock | None = None
+
+
 class LiveExtender:
     """An engine whose decisions are the live service's. It has no preemption capability of
     its own: FitGpp's explanation stays in the service (events, metrics), and the victims come
@@ -109,10 +132,14 @@ class LiveExtender:
 
     ``node_cache_capable``: kube-scheduler's requests as the chart configures it (node names
     and victims' UIDs; the service knows the nodes from its watch, which :meth:`apply_node`
-    plays), else with the full Node and victim objects in every request."""
+    plays), else with the full Node and victim objects in every request. ``clock``: the one the
+    service was built with, made to follow the simulation by :meth:`follow`."""
 
-    def __init__(self, client: httpx.Client, runtime: Runtime, *, node_cache_capable: bool = False) -> None:
+    def __init__(
+        self, client: httpx.Client, runtime: Runtime, clock: SimulationClock | None = None, *, node_cache_capable: bool = False
+    ) -> None:
         self._client = client
+        self._clock = clock
         self._runtime = runtime
         self._node_cache_capable = node_cache_capable
         self._nodes: dict[str, dict[str, Any]] = {}
@@ -120,6 +147,11 @@ class LiveExtender:
         self.node_index = NodeIndex()
         self._pods: dict[str, dict[str, Any]] = {}  # the latest object of each pod the watch showed
         self.calls: dict[str, int] = {}
+
+    def follow(self, now: Callable[[], float]) -> None:
+        """The service's time from now on: the simulation's (nothing when built on the wall clock)."""
+        if self._clock is not None:
+            self._clock.follow(now)
 
     # ------------------------------------------------------------------ verbs over HTTP
 
@@ -239,8 +271,8 @@ class BindingLiveExtender(LiveExtender):
     with its annotations, which the watch then shows on the bound pod. kube-scheduler's requests
     are the chart's (``nodeCacheCapable: true``), the nodes known from the cache's Node watch."""
 
-    def __init__(self, client: httpx.Client, runtime: Runtime, api: Any) -> None:
-        super().__init__(client, runtime, node_cache_capable=True)
+    def __init__(self, client: httpx.Client, runtime: Runtime, api: Any, clock: SimulationClock | None = None) -> None:
+        super().__init__(client, runtime, clock, node_cache_capable=True)
         assert runtime.cache is not None, "a connected runtime"
         self._cache = runtime.cache
         self._api = api

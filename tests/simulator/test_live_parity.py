@@ -26,7 +26,7 @@ from scheduler.cells import HivedEngine
 from scheduler.config import Settings, parse_settings
 from scheduler.core.model import NodeInfo, PodInfo
 from scheduler.core.resources import Resources
-from scheduler.extender.runtime import Runtime, build_runtime
+from scheduler.extender.runtime import build_runtime
 from scheduler.preemption import FitGppSettings
 from scheduler.simulator.fitgpp.experiment import Experiment, derive_arrivals
 from scheduler.simulator.hived.cluster import gpu_nodes, shared_cells_config
@@ -42,7 +42,7 @@ from tests.support.api_double import EventRecordingApi
 from tests.support.server import running_server, wait_until_ready
 
 from hived_helpers import gang, two_tenants
-from live_extender import BindingLiveExtender, LiveExtender, node_object
+from live_extender import BindingLiveExtender, LiveExtender, LiveService, SimulationClock, node_object
 from sim_helpers import SMALL_NODE, job
 from scheduler.kube.names import filter_offered
 
@@ -68,11 +68,13 @@ EVERY_COMPOSITION = pytest.mark.parametrize("composition", sorted(COMPOSITIONS))
 
 
 @pytest.fixture
-def live(composition: str) -> Iterator[tuple[httpx.Client, Runtime]]:
-    """``cellfit serve`` on that configuration, standalone, over HTTP."""
-    runtime = build_runtime(parse_settings(COMPOSITIONS[composition]), standalone=True)
+def live(composition: str) -> Iterator[LiveService]:
+    """``cellfit serve`` on that configuration, standalone, over HTTP, on the clock of the
+    simulation that drives it."""
+    clock = SimulationClock()
+    runtime = build_runtime(parse_settings(COMPOSITIONS[composition]), standalone=True, clock=clock)
     with running_server(runtime.app) as url, httpx.Client(base_url=url, timeout=10) as client:
-        yield client, runtime
+        yield LiveService(client, runtime, clock)
 
 
 def _run(
@@ -89,6 +91,8 @@ def _run(
         engine=engine,
         record_decisions=True,
     )
+    if engine is not None:
+        engine.follow(lambda: sim.now)
     return sim.run(), sim
 
 
@@ -108,7 +112,7 @@ def _preemptions(sim: Simulation) -> list[tuple[float, str, str, str, tuple[str,
 
 
 @EVERY_COMPOSITION
-def test_a_hand_made_trace_decides_the_same_live(composition: str, live: tuple[httpx.Client, Runtime]) -> None:
+def test_a_hand_made_trace_decides_the_same_live(composition: str, live: LiveService) -> None:
     """Three nodes of 8 GPUs filled by best-effort jobs; trial jobs then preempt the one FitGpp
     picks (short grace period, small), a second trial job arrives while the first one's victim
     is still terminating on its node (cellfit waits for it rather than taking another victim),
@@ -138,7 +142,7 @@ def test_a_hand_made_trace_decides_the_same_live(composition: str, live: tuple[h
 
 @EVERY_COMPOSITION
 def test_a_trial_job_whose_nominated_room_was_taken_decides_the_same_live(
-    composition: str, live: tuple[httpx.Client, Runtime]
+    composition: str, live: LiveService
 ) -> None:
     """te-2 is given victims on te-1's nominated node whose room is owed to te-1 (FitGpp does
     not see nominations); te-1 goes back to the queue when its victim is gone (see
@@ -162,7 +166,7 @@ def test_a_trial_job_whose_nominated_room_was_taken_decides_the_same_live(
 @pytest.mark.parametrize("policy", ["fitgpp", "fifo", "kube"])
 @pytest.mark.parametrize("node_cache_capable", [False, True], ids=["full-objects", "node-names"])
 def test_a_synthetic_trace_decides_the_same_live(
-    policy: str, composition: str, node_cache_capable: bool, live: tuple[httpx.Client, Runtime]
+    policy: str, composition: str, node_cache_capable: bool, live: LiveService
 ) -> None:
     """Forty jobs of the calibrated workload on three nodes, arrivals from the closed FIFO loop
     at load 2.0 (the paper's setting, shrunk): FitGpp preempts several times, on the paper's
@@ -303,22 +307,23 @@ CONNECTED = {
 
 
 @pytest.fixture
-def bound_live(composition: str) -> Iterator[tuple[httpx.Client, Runtime, EventRecordingApi]]:
+def bound_live(composition: str) -> Iterator[tuple[LiveService, EventRecordingApi]]:
     """``cellfit serve`` connected to a cluster (the API double: the simulated nodes listed, the
     bindings recorded), over HTTP, once its watch cache has synced."""
     nodes = [node_object(NodeInfo(name=name, allocatable=CLUSTER.node)) for name in CLUSTER.node_names()]
     api = EventRecordingApi(nodes=nodes)
     settings = parse_settings(CONNECTED[composition] + "estimator: {enabled: false}\nleaderElection: {enabled: false}\n")
-    runtime = build_runtime(settings, api=api)  # type: ignore[arg-type]
+    clock = SimulationClock()
+    runtime = build_runtime(settings, api=api, clock=clock)  # type: ignore[arg-type]
     with running_server(runtime.app) as url, httpx.Client(base_url=url, timeout=10) as client:
         wait_until_ready(client)
-        yield client, runtime, api
+        yield LiveService(client, runtime, clock), api
 
 
 @EVERY_COMPOSITION
 @pytest.mark.parametrize("policy", ["fitgpp", "kube"])
 def test_a_synthetic_trace_decides_the_same_binding_through_cellfit(
-    policy: str, composition: str, bound_live: tuple[httpx.Client, Runtime, EventRecordingApi]
+    policy: str, composition: str, bound_live: tuple[LiveService, EventRecordingApi]
 ) -> None:
     """The forty-job trace again, the live side as production runs it: connected, every pod
     change through the watch cache, every decision bound by cellfit's bind verb (the engine's
@@ -327,8 +332,8 @@ def test_a_synthetic_trace_decides_the_same_binding_through_cellfit(
     jobs, _ = derive_arrivals(Experiment(cluster=CLUSTER, jobs=40), specs, seed=3)
     simulated = _run(jobs, policy, composition)
     assert len(_preemptions(simulated[1])) >= 2
-    client, runtime, api = bound_live
-    extender = BindingLiveExtender(client, runtime, api)
+    (client, runtime, clock), api = bound_live
+    extender = BindingLiveExtender(client, runtime, api, clock)
     served = _run(jobs, policy, composition, engine=extender)
     _assert_same(simulated, served)
     binds = [decision for decision in simulated[1].decisions or () if decision[1] == "bind"]
