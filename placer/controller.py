@@ -229,7 +229,7 @@ class PlacerController:
         unbound_hold_seconds: float = DEFAULT_UNBOUND_HOLD_SECONDS,
         allocatable_by_node: Callable[[], Mapping[str, Resources]] = lambda: {},
         kept_room: Callable[[frozenset[str]], Sequence[KeptRoom]] | None = None,
-        cores_per_gpu_asked: Callable[[], float] | None = None,
+        asked_per_gpu: Callable[[], Demand] | None = None,
     ) -> None:
         self._api = api
         self._jobs = jobs
@@ -267,13 +267,15 @@ class PlacerController:
         # Jobs' own pods left out: not free for AlloX, on a node nor in a VC's guarantee, or a Job
         # started there stays Pending behind the pod the room is kept for. None: nothing kept.
         self._kept_room = kept_room
-        # The most cores per GPU a GPU pod asks (placer/guarantee.py cores_per_gpu_asked): a VC's
-        # guaranteed gang of 8 GPUs and 32 cores a pod waited on "Insufficient cpu" behind CPU Jobs
-        # AlloX had cut from the same nodes' cores (user24, F17). The most seen since this
-        # controller started is kept beside each free GPU, as a queued GPU configuration's is.
-        self._cores_per_gpu_asked = cores_per_gpu_asked
-        self._cores_per_gpu_seen = 0.0
+        # The most cores and memory per GPU a GPU pod asks (placer/guarantee.py asked_per_gpu): a
+        # VC's guaranteed gang of 8 GPUs and 32 cores a pod waited on "Insufficient cpu" behind CPU
+        # Jobs AlloX had cut from the same nodes' cores (user24, F17), and a pod of 8 GPUs and
+        # 448 GiB would have on memory. The most of each seen since this controller started is
+        # kept beside each free GPU, as a queued GPU configuration's is.
+        self._asked_per_gpu = asked_per_gpu
+        self._per_gpu_seen = Demand()
         self._reserved_cpu_per_gpu = settings.reserved_cpu_per_gpu  # this pass's, with the above
+        self._reserved_memory_per_gpu = 0.0  # this pass's (GiB), with the above
         self._unbound_hold_seconds = unbound_hold_seconds
         self._released: dict[str, Hold] = {}  # UIDs of started Jobs told they hold no machine, with what they were told
         # UIDs of started Jobs whose pods were seen on AlloX's nodes in this run, by this process
@@ -413,9 +415,11 @@ class PlacerController:
         # Running Jobs are busy machines of their own: their pods (bound yet or not) must not
         # also make their node look full, nor, unbound, leave it looking free.
         kept = self._kept_room(frozenset(running_uids)) if self._kept_room is not None else ()
-        if self._cores_per_gpu_asked is not None:
-            self._cores_per_gpu_seen = max(self._cores_per_gpu_seen, self._cores_per_gpu_asked())
-        self._reserved_cpu_per_gpu = max(self._settings.reserved_cpu_per_gpu, self._cores_per_gpu_seen)
+        if self._asked_per_gpu is not None:
+            asked, most = self._asked_per_gpu(), self._per_gpu_seen
+            self._per_gpu_seen = Demand(cpu=max(most.cpu, asked.cpu), memory=max(most.memory, asked.memory))
+        self._reserved_cpu_per_gpu = max(self._settings.reserved_cpu_per_gpu, self._per_gpu_seen.cpu)
+        self._reserved_memory_per_gpu = self._per_gpu_seen.memory
         free_by_node = self._free_by_node(frozenset(running_uids))
         free = [
             NodeResources(name=name, cpu=r.cpu_millis / 1000, gpu=max(r.gpus, 0), memory=max(r.memory_bytes, 0) / GIB)
@@ -455,6 +459,7 @@ class PlacerController:
         decision, queue_of = self._decide(
             now=now, waiting=waiting, running=running, free_nodes=free, capacity=capacity, alpha=self._settings.alpha,
             policy=self._settings.policy, reserved_cpu_per_gpu=self._reserved_cpu_per_gpu,
+            reserved_memory_per_gpu=self._reserved_memory_per_gpu,
             allox_plus_timeout=self._settings.allox_plus_timeout_seconds or float("inf"),
             omega_grid_seconds=self._settings.omega_grid_seconds, gpu_pools=gpu_pools,
         )
@@ -762,7 +767,8 @@ class PlacerController:
             self._trial_gpu_by = {uid: by for uid, by in self._trial_gpu_by.items() if uid in on_gpu}
         if not trials:
             return []
-        beside = beside_each_gpu([*waiting, *trials], running, free_nodes=free, reserved_cpu_per_gpu=self._reserved_cpu_per_gpu)
+        beside = beside_each_gpu([*waiting, *trials], running, free_nodes=free, reserved_cpu_per_gpu=self._reserved_cpu_per_gpu,
+                                 reserved_memory_per_gpu=self._reserved_memory_per_gpu)
         reserved = beside.cpu
         queued_slot = queued_cpu_slot([*waiting, *trials], free_nodes=free, reserved_cpu_per_gpu=reserved, reserved_memory_per_gpu=beside.memory)
         cpu_slot = DEFAULT_CPU_SLOT if queued_slot is None else queued_slot

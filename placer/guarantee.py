@@ -23,7 +23,10 @@ from scheduler.core.model import TERMINAL_PHASES, PodInfo
 from scheduler.core.resources import ZERO, Resources
 from scheduler.matching.admission import WaitingJob, gpu_slots_for
 from scheduler.matching.capacity import GuaranteeCell, NodeResources, guaranteed_gpu_machines
+from scheduler.matching.model import Demand
 from scheduler.preemption.holds import Hold
+
+GIB = 2**30  # memory in admission's units (NodeResources, Demand)
 
 
 def guarantee_cells(rows: Sequence[Mapping[str, Any]]) -> list[GuaranteeCell]:
@@ -150,13 +153,16 @@ def guarantees_less_kept(
     return left
 
 
-def cores_per_gpu_asked(pods: Iterable[PodInfo]) -> float:
-    """The most cores per GPU a pod asking GPUs asks (bound or pending, not finished): AlloX keeps
-    that many beside each free GPU before it cuts a node's cores into CPU slots, so a VC's
-    guaranteed pod of 8 GPUs and 32 cores still finds its 32 (user24, F17). 0 when none asks GPUs."""
-    most = 0.0
+def asked_per_gpu(pods: Iterable[PodInfo]) -> Demand:
+    """The most cores and the most memory (GiB) per GPU a pod asking GPUs asks (bound or pending,
+    not finished; each the most over those pods): AlloX keeps that much beside each free GPU
+    before it cuts a node's cores and memory into CPU slots, so a VC's guaranteed pod of 8 GPUs,
+    32 cores and 448 GiB still finds its cores and its memory (user24, F17). Nothing when none
+    asks GPUs."""
+    cores = memory = 0.0
     for pod in pods:
         gpus = pod.requests.gpus
         if gpus > 0 and pod.phase not in TERMINAL_PHASES:
-            most = max(most, pod.requests.cpu_millis / 1000 / gpus)
-    return most
+            cores = max(cores, pod.requests.cpu_millis / 1000 / gpus)
+            memory = max(memory, pod.requests.memory_bytes / GIB / gpus)
+    return Demand(cpu=cores, memory=memory)

@@ -61,6 +61,7 @@ class DecideInputs(msgspec.Struct, frozen=True, kw_only=True):
     alpha: float
     policy: AdmissionPolicy
     reserved_cpu_per_gpu: float
+    reserved_memory_per_gpu: float = 0.0
     allox_plus_timeout: float = math.inf
     omega_grid_seconds: float = 60.0
     gpu_pools: dict[str, int] | None = None
@@ -86,7 +87,7 @@ _ENCODER = msgspec.msgpack.Encoder()
 _INPUTS = msgspec.msgpack.Decoder(DecideInputs)
 _ANSWER = msgspec.msgpack.Decoder(DecideAnswer)
 _QUEUE_ANSWER = msgspec.msgpack.Decoder(QueueAnswer)
-_DECIDE_ARGUMENTS = ("now", "free_nodes", "capacity", "alpha", "policy", "reserved_cpu_per_gpu", "allox_plus_timeout",
+_DECIDE_ARGUMENTS = ("now", "free_nodes", "capacity", "alpha", "policy", "reserved_cpu_per_gpu", "reserved_memory_per_gpu", "allox_plus_timeout",
                      "omega_grid_seconds", "gpu_pools")
 
 

@@ -46,11 +46,12 @@ from scheduler.extender.metrics import ExtenderMetrics
 from scheduler.extender.inspect import inspect_router
 from scheduler.extender.service import AlwaysReady, ExtenderService, Readiness
 from scheduler.extender.validating import ObjectValidation
+from scheduler.matching.model import Demand
 from scheduler.extender.validation import LiveCells, NodeSizes, configured_pod_problems, unplaceable_reason
 from scheduler.kube import names, translate, wire
 from estimator.controller import Capacity, EstimatorController
 from placer.controller import Guarantees, PlacerController
-from placer.guarantee import KeptRoom, cores_per_gpu_asked, kept_room
+from placer.guarantee import KeptRoom, asked_per_gpu, kept_room
 from placer.guarantee import guarantees as guarantee_views
 
 log = logging.getLogger(__name__)
@@ -270,7 +271,7 @@ def build_runtime(
     terms, elector = _leadership(settings, api, cache, metrics, hived=hived_cells, lock=lock, quotas=quotas,
                                  count_preemption=count_preemption, reclaimer=_reclaimer(settings, composition, metrics, lock=lock, cache=cache),
                                  kept_room=_kept_room(composition, lock=lock),
-                                 cores_per_gpu=lambda: _locked(lock, lambda: cores_per_gpu_asked(composition.pods.pods())))
+                                 asked_per_gpu=lambda: _locked(lock, lambda: asked_per_gpu(composition.pods.pods())))
     victim_requeue = _victim_requeue(settings, api, cache, metrics, cells=composition.cells, lock=lock)
     if victim_requeue is not None:
         cells_changed.to = victim_requeue.cells_may_have_changed
@@ -399,7 +400,7 @@ def _leadership(
     count_preemption: Callable[[str], None] | None = None,
     reclaimer: Callable[[KubernetesApi, PendingPods], ReclaimController] | None = None,
     kept_room: Callable[[frozenset[str]], Sequence[KeptRoom]] | None = None,
-    cores_per_gpu: Callable[[], float] | None = None,
+    asked_per_gpu: Callable[[], Demand] | None = None,
 ) -> tuple[Terms | None, LeaderElector | None]:
     """The live drivers, built afresh for each term, and the election on the controllers' Lease
     that begins and ends the terms (scheduler/cluster/leadership.py). Every replica serves the
@@ -416,7 +417,7 @@ def _leadership(
         fenced = connected.fenced(terms.in_term())
         estimator = _estimator(settings, fenced, watched, metrics, hived=hived, lock=lock)
         placer = _placer(settings, fenced, watched, estimator, metrics, hived=hived, lock=lock, kept_room=kept_room,
-                         cores_per_gpu=cores_per_gpu)
+                         asked_per_gpu=asked_per_gpu)
         # One list and watch of the profile's pending pods a term, which the nudge and the
         # reclaim both read (scheduler/cluster/pending.py); started first, stopped last.
         pending = PendingPods(api=fenced, scheduler_name=settings.nudge.scheduler_name, constrained=reclaimer is not None)
@@ -687,7 +688,7 @@ def _placer(
     hived: Cells | None = None,
     lock: threading.RLock | None = None,
     kept_room: Callable[[frozenset[str]], Sequence[KeptRoom]] | None = None,
-    cores_per_gpu: Callable[[], float] | None = None,
+    asked_per_gpu: Callable[[], Demand] | None = None,
 ) -> PlacerController | None:
     """AlloX admission beside the estimator, whose watch of interchangeable Jobs it reads;
     under HiveD a Job's GPU configuration uses only its VC's free guarantee, read from the
@@ -732,7 +733,7 @@ def _placer(
         guarantees=guarantees,
         job_pods=lambda owners: cache.job_pods(owners, settings.allox.node_selector),
         kept_room=kept_room,
-        cores_per_gpu_asked=cores_per_gpu,
+        asked_per_gpu=asked_per_gpu,
     )
 
 

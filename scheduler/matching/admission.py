@@ -350,15 +350,17 @@ def demands_beyond(demand: Mapping[str, Demand], *, cpu_slot: Demand, gpus: int,
 
 
 def beside_each_gpu(
-    waiting: Sequence[WaitingJob], running: Sequence[RunningJob], *, free_nodes: Sequence[NodeResources], reserved_cpu_per_gpu: float
+    waiting: Sequence[WaitingJob], running: Sequence[RunningJob], *, free_nodes: Sequence[NodeResources], reserved_cpu_per_gpu: float,
+    reserved_memory_per_gpu: float = 0.0,
 ) -> Demand:
     """Cores and memory kept beside each GPU before a node's CPU is cut into slots: at least
-    ``reserved_cpu_per_gpu`` cores (§4.4's minimum CPU per job), and as many cores and as much
+    ``reserved_cpu_per_gpu`` cores (§4.4's minimum CPU per job) and ``reserved_memory_per_gpu``
+    GiB (what pods AlloX does not start ask per GPU, placer/guarantee.py), and as many cores and as much
     memory as a running GPU Job, or a queued GPU configuration that a node holds
     (:func:`gpu_shortfall`), asks per GPU: its pod's would otherwise be cut into CPU slots as
     well, and CPU Jobs started on them (a running Job's count free, as it is a busy machine of
     its own)."""
-    cores, memory = reserved_cpu_per_gpu, 0.0
+    cores, memory = reserved_cpu_per_gpu, reserved_memory_per_gpu
     for held in running:
         demand = held.demand.get(held.kind)
         if configuration_kind(held.kind) == KIND_GPU and demand is not None and demand.gpu > 0:
@@ -401,6 +403,7 @@ def decide(
     alpha: float = 1.0,
     policy: AdmissionPolicy = "allox",
     reserved_cpu_per_gpu: float = DEFAULT_RESERVED_CPU_PER_GPU,
+    reserved_memory_per_gpu: float = 0.0,
     allox_plus_timeout: float = math.inf,
     omega_grid_seconds: float = 60.0,
     omega_grid_ratio: float = 1.25,
@@ -413,8 +416,8 @@ def decide(
     with nothing to carry out between the two. The arguments are :func:`decide_starts`'."""
     decision, plan = decide_starts(
         now=now, waiting=waiting, running=running, free_nodes=free_nodes, capacity=capacity, alpha=alpha, policy=policy,
-        reserved_cpu_per_gpu=reserved_cpu_per_gpu, allox_plus_timeout=allox_plus_timeout, omega_grid_seconds=omega_grid_seconds,
-        omega_grid_ratio=omega_grid_ratio, gpu_pools=gpu_pools, reuse=reuse,
+        reserved_cpu_per_gpu=reserved_cpu_per_gpu, reserved_memory_per_gpu=reserved_memory_per_gpu, allox_plus_timeout=allox_plus_timeout,
+        omega_grid_seconds=omega_grid_seconds, omega_grid_ratio=omega_grid_ratio, gpu_pools=gpu_pools, reuse=reuse,
     )
     return replace(decision, queue=plan.queue()) if plan_queue else decision
 
@@ -429,6 +432,7 @@ def decide_starts(
     alpha: float = 1.0,
     policy: AdmissionPolicy = "allox",
     reserved_cpu_per_gpu: float = DEFAULT_RESERVED_CPU_PER_GPU,
+    reserved_memory_per_gpu: float = 0.0,
     allox_plus_timeout: float = math.inf,
     omega_grid_seconds: float = 60.0,
     omega_grid_ratio: float = 1.25,
@@ -443,6 +447,8 @@ def decide_starts(
     to scipy on the full matrix (~1 s for 1,000 Jobs). Estimates are good to ~5-10%; the grid
     adds no more than that where it matters. 0 turns rounding off. ``capacity``: the cluster's
     CPU, GPU and memory (cores, GPUs, GiB), what fairness divides demands by.
+    ``reserved_memory_per_gpu``: GiB kept beside each free GPU, with ``reserved_cpu_per_gpu``
+    cores, before a node is cut into CPU slots (:func:`beside_each_gpu`).
 
     The decision's queue is empty: where the Jobs left waiting stand decides no start, and its
     matching is a third of the time at 1,000 Jobs, so a live controller carries the starts out
@@ -467,7 +473,8 @@ def decide_starts(
     if reuse is not None:
         reuse.waiting.begin_pass()
         reuse.running.begin_pass()
-    beside = beside_each_gpu(waiting, running, free_nodes=free_nodes, reserved_cpu_per_gpu=reserved_cpu_per_gpu)
+    beside = beside_each_gpu(waiting, running, free_nodes=free_nodes, reserved_cpu_per_gpu=reserved_cpu_per_gpu,
+                             reserved_memory_per_gpu=reserved_memory_per_gpu)
     reserved_cpu_per_gpu = beside.cpu
     queued_slot = queued_cpu_slot(waiting, free_nodes=free_nodes, reserved_cpu_per_gpu=reserved_cpu_per_gpu,
                                   reserved_memory_per_gpu=beside.memory)

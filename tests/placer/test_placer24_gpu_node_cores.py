@@ -1,7 +1,7 @@
 """AlloX keeps beside each free GPU the cores GPU pods ask per GPU (user24, F17): it cut a
 64-core node of 8 GPUs into a 48-core CPU slot and started a CPU Job there, and a VC's
 guaranteed gang (8 GPUs and 32 cores a pod) then waited on "Insufficient cpu". Now the most
-cores per GPU a GPU pod asks (placer/guarantee.py cores_per_gpu_asked, over the pods' records),
+cores per GPU a GPU pod asks (placer/guarantee.py asked_per_gpu, over the pods' records),
 and the most seen since, are kept beside each free GPU, as a queued GPU configuration's are."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any
 
 from estimator.objects import JOB_DECODER
 from placer.controller import PlacerController
-from placer.guarantee import cores_per_gpu_asked
+from placer.guarantee import asked_per_gpu
 from scheduler.config import AlloxSettings
 from scheduler.core.model import OwnerRef, PodInfo
 from scheduler.core.resources import Resources
@@ -39,7 +39,7 @@ def placer(api: RecordingApi, pods: list[PodInfo] | None) -> PlacerController:
     return PlacerController(
         api=api, jobs=Jobs([cpu_job("q-u2-3")]), settings=AlloxSettings(alpha=1.0, solver_process=False),
         gpu_resource="nvidia.com/gpu", free_by_node=lambda running: {"gpu-1": GPU_NODE}, capacity=lambda: GPU_NODE,
-        clock=lambda: 1767225700.0, cores_per_gpu_asked=None if pods is None else (lambda: cores_per_gpu_asked(pods)),
+        clock=lambda: 1767225700.0, asked_per_gpu=None if pods is None else (lambda: asked_per_gpu(pods)),
     )
 
 
@@ -62,9 +62,9 @@ def test_the_cores_per_gpu_seen_are_kept_after_the_gpu_pod_is_gone() -> None:
     assert seen.admit().starts == ()
 
 
-def test_cores_per_gpu_asked_reads_pods_asking_gpus_and_not_finished_ones() -> None:
+def test_asked_per_gpu_reads_pods_asking_gpus_and_not_finished_ones() -> None:
     cpu_only = PodInfo(uid="c", namespace="x", name="c", requests=Resources(96_000, GI, 0))
     finished = gang_pod("old", node="gpu-1", phase="Succeeded")
     one_gpu = PodInfo(uid="g", namespace="x", name="g", requests=Resources(6_000, GI, 1), node_name="gpu-0", phase="Running")
-    assert cores_per_gpu_asked([cpu_only, finished, one_gpu]) == 6.0
-    assert cores_per_gpu_asked([cpu_only]) == 0.0
+    assert asked_per_gpu([cpu_only, finished, one_gpu]).cpu == 6.0
+    assert asked_per_gpu([cpu_only]).cpu == 0.0
