@@ -597,7 +597,7 @@ class FitGppEngine:
                     self.inner.give_back_gang(victim.gang.job)
         for job in dict.fromkeys(owner for owner in owners if owner is not None):
             self._count_preemption(job)
-        record = records.encode(node=decision.node, victims=tuple(decision.victim_uids))
+        record = records.encode(node=decision.node, victims=tuple(decision.victim_uids), elsewhere=tuple(uid for uids in elsewhere.values() for uid in uids))
         self.holds.preempting(pod, node_name=decision.node, record=record)
         return VictimChoice(victims={decision.node: list(decision.victim_uids)}, decision=decision, victim_job_outcome=outcome,
                             preemptor_record=record, victim_outcomes=outcomes, elsewhere=elsewhere)
