@@ -47,6 +47,7 @@ from scheduler.cells.discovery import legacy_names
 from scheduler.cells.feasibility import feasibility_problems
 from scheduler.cells.freeing import FreeingCell, JustFreed, freeing_cell
 from scheduler.cells.membership import CellsChanged, NodeMembership
+from scheduler.cells.node_troubles import DELETED, NodeTroubles, bad_node_cause
 from scheduler.cells.request import CellRequest, Priority, RequestProblem, parse_request
 from scheduler.cells.topology import Cell, CellState, Topology
 from scheduler.constants import ANNOTATION_BIND_INFO, ANNOTATION_GPU_INDICES, ANNOTATION_RECLAIM_BOOKING, MAX_EXTENDER_PRIORITY
@@ -139,6 +140,7 @@ class HivedEngine:
         self._slot_cells: _SlotCells | None = None
         self._index_nodes()
         self._strays: set[str] = set()  # GPU nodes outside the topology, reported once
+        self.node_troubles = NodeTroubles()  # why each bad node is bad; VCs told once per node
         # Pods whose reservation is the booking they held before it (their preemption's): a
         # failed bind leaves it to them, as it was.
         self._reserved_as_booked: set[str] = set()
@@ -895,6 +897,7 @@ class HivedEngine:
         deleted = membership is not None and not membership.is_member(node.name)
         bad = (not node.ready) or node.unschedulable or node.allocatable.gpus < cell.total or deleted
         self.allocator.set_node_bad(node.name, bad)
+        self.node_troubles.node_seen(self.allocator, node.name, bad_node_cause(node, cell=cell, member=not deleted))
 
     def delete_node(self, node_name: str) -> None:
         self._nodes.pop(node_name, None)
@@ -903,6 +906,7 @@ class HivedEngine:
             self.node_index.remove(node_name)
             return
         self.allocator.set_node_bad(node_name, True)
+        self.node_troubles.node_seen(self.allocator, node_name, DELETED)
         if self.membership is not None:
             self._changed(self.membership.leave(node_name))
 
@@ -1535,11 +1539,11 @@ class HivedEngine:
         return f"{error.reason}; cells booked for {', '.join(booked)} while {their}"
 
     def inspect_virtual_clusters(self) -> dict[str, Any]:
-        return inspection.virtual_clusters(self.allocator)
+        return inspection.virtual_clusters(self.allocator, troubles=self.node_troubles.causes)
 
     def inspect_virtual_cluster(self, name: str) -> dict[str, Any] | None:
         """``None`` for an unknown VC (the HTTP layer answers 404)."""
-        return inspection.virtual_cluster(self.allocator, name)
+        return inspection.virtual_cluster(self.allocator, name, troubles=self.node_troubles.causes)
 
     def inspect_guarantees(
         self, *, except_pods: AbstractSet[str] = frozenset(), within: AbstractSet[str] | None = None

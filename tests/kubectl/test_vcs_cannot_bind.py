@@ -53,7 +53,7 @@ def test_nodes_deleted_below_the_vcs_total_mark_the_quota_that_cannot_be_bound_a
     seen = table(engine)
     assert (seen["team-b"]["QUOTA"], seen["team-b"]["UNBOUND"]) == ("1", "1")
     assert seen["team-b"]["CANNOT-BIND"] == "1 unbound: 0 free healthy cells for 1 unbound in all VCs", seen
-    assert seen["team-a"]["CANNOT-BIND"] == f"1 bound on bad nodes ({sorted(used)[0]})", seen
+    assert seen["team-a"]["CANNOT-BIND"] == f"1 bound on bad nodes ({sorted(used)[0]} deleted)", seen
 
 
 def test_a_vc_short_of_cells_is_marked_only_when_the_free_cells_are_too_few() -> None:

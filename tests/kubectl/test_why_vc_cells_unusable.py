@@ -57,9 +57,9 @@ def test_a_vcs_free_gpus_on_a_cordoned_node_are_named_beside_its_used_quota() ->
     assert answer.reason == "quota", answer
     assert answer.summary.endswith(
         f"; virtual cluster 'team-a': 4 of its free GPUs are in its cell {half} on cordoned node {half}: uncordon it, or wait"), answer
-    # The Node not read (the user may not get Nodes): the causes HiveD counts bad, all said.
+    # The Node not read (the user may not get Nodes): the engine's own cause is said.
     unread = explain_pod(pending("team-a", message), CellfitView(virtual_cluster=built.inspect_virtual_cluster("team-a")))
-    assert f"on node {half} (cordoned, not ready, deleted or short of GPUs)" in unread.summary, unread
+    assert f"on cordoned node {half}: uncordon it, or wait" in unread.summary, unread
 
 
 def test_a_vcs_quota_no_free_healthy_cell_can_back_is_said_after_kube_schedulers_counts() -> None:
