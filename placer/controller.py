@@ -69,7 +69,6 @@ from estimator.sample_pod import beyond_largest_node, configuration_digest, gpu_
 from placer.configuration import Configuration, Configurations, parse_configurations_cached
 from placer.guarantee import KeptRoom, free_less_kept, gpus_per_pod, guarantees_less_kept, pool_machines
 from placer.holding import (
-    ANNOTATION_POD_BOUND,
     DEFAULT_UNBOUND_HOLD_SECONDS,
     HOLDING,
     Hold,
@@ -84,6 +83,7 @@ from placer.solver_wire import SolverSession, decide_encoded, exit_with_parent, 
 from scheduler.config import AlloxSettings
 from scheduler.constants import (
     ANNOTATION_CONFIGURATIONS,
+    ANNOTATION_PODS_BOUND,
     ANNOTATION_ESTIMATE,
     ANNOTATION_PLACEMENT,
     JOB_CLASS_TRIAL,
@@ -279,7 +279,7 @@ class PlacerController:
         self._unbound_hold_seconds = unbound_hold_seconds
         self._released: dict[str, Hold] = {}  # UIDs of started Jobs told they hold no machine, with what they were told
         # UIDs of started Jobs whose pods were seen on AlloX's nodes in this run, by this process
-        # or, recorded on the Job (ANNOTATION_POD_BOUND), by one before a restart.
+        # or, recorded on the Job (ANNOTATION_PODS_BOUND), by one before a restart.
         self._was_bound: set[str] = set()
         self._bound_recorded: set[str] = set()  # of those, the UIDs whose Job carries that record
         # Per Job UID: what the API server refused to start (the Job's pod template and
@@ -705,7 +705,7 @@ class PlacerController:
         if not bound_in_this_run(job.annotations, start_time):
             try:
                 self._api.annotate_job(namespace=job.metadata.namespace, name=job.metadata.name,
-                                       annotations={ANNOTATION_POD_BOUND: start_time})
+                                       annotations={ANNOTATION_PODS_BOUND: start_time})
             except CellfitError as error:
                 log.warning("could not record that a Job's pods were bound", extra={
                     "job": f"{job.metadata.namespace}/{job.metadata.name}", "reason": str(error)[:300]})

@@ -26,17 +26,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final, Literal, Mapping
 
+from scheduler.constants import ANNOTATION_PODS_BOUND
+
 # Long enough for the Job controller to create the pods and kube-scheduler to bind them on a
 # loaded control plane (seconds), and for a gang's pods to gather; short enough that a Job
 # whose pods fit no node gives its machine back within minutes.
 DEFAULT_UNBOUND_HOLD_SECONDS: Final = 300.0
-
-# On a Job AlloX started: the start (``status.startTime``) of the run in which cellfit saw one
-# of its pods bound to AlloX's nodes. A restarted cellfit (or the replica taking the lead) reads
-# it back, so a Job whose pods ran and now wait to be placed again is not taken for one none of
-# whose pods was ever bound and suspended again; the Job controller resets the start time when
-# it is suspended and started again, so a record of an earlier run proves nothing of this one.
-ANNOTATION_POD_BOUND: Final = "cellfit.io/pods-bound"
 
 Hold = Literal["running", "starting", "elsewhere", "unbound", "gone"]
 HOLDING: Final[frozenset[Hold]] = frozenset({"running", "starting"})
@@ -65,9 +60,9 @@ def hold(*, pods: JobPods | None, started: float, now: float, unbound_hold_secon
 
 
 def bound_in_this_run(annotations: Mapping[str, str], start_time: str | None) -> bool:
-    """Whether the Job's record (:data:`ANNOTATION_POD_BOUND`) says a pod of it was bound in
+    """Whether the Job's record (:data:`ANNOTATION_PODS_BOUND`) says a pod of it was bound in
     the run that started at ``start_time`` (its ``status.startTime``)."""
-    return bool(start_time) and annotations.get(ANNOTATION_POD_BOUND) == start_time
+    return bool(start_time) and annotations.get(ANNOTATION_PODS_BOUND) == start_time
 
 
 def explain(kind: str, state: Hold, *, unbound_hold_seconds: float, was_bound: bool = False) -> str:

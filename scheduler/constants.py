@@ -31,6 +31,12 @@ ANNOTATION_GPU_INDICES: Final = f"{DOMAIN}/gpu-indices"
 ANNOTATION_ESTIMATE: Final = f"{DOMAIN}/estimate"
 ANNOTATION_PLACEMENT: Final = f"{DOMAIN}/placement"
 ANNOTATION_PREEMPTIONS: Final = f"{DOMAIN}/preemptions"
+# On a Job AlloX started: the start (status.startTime) of the run in which cellfit saw one of
+# its pods bound to AlloX's nodes. A restarted cellfit (or the replica taking the lead) reads it
+# back, so a Job whose pods ran and now wait to be placed again is not suspended again as one
+# none of whose pods was ever bound; the Job controller resets the start time when the Job is
+# suspended and started again, so a record of an earlier run proves nothing of this one.
+ANNOTATION_PODS_BOUND: Final = f"{DOMAIN}/pods-bound"
 # On a pending guaranteed pod: the cells the leader's reclaim booked for it (bind-info's format),
 # written before any victim is deleted, so that every replica's engine keeps them for it.
 ANNOTATION_RECLAIM_BOOKING: Final = f"{DOMAIN}/reclaim-booking"

@@ -39,7 +39,9 @@ POD_ANNOTATIONS = frozenset({
     sampling.ANNOTATION_SAMPLE_SPLIT_ITERATIONS,
 })
 POD_LABELS = frozenset({sampling.LABEL_SAMPLE, sampling.LABEL_SAMPLE_JOB, constants.LABEL_REQUEUE_SIGNAL})
-JOB_ANNOTATIONS = frozenset({constants.ANNOTATION_PLACEMENT, constants.ANNOTATION_PREEMPTIONS, sampling.ANNOTATION_SAMPLING})
+JOB_ANNOTATIONS = frozenset({
+    constants.ANNOTATION_PLACEMENT, constants.ANNOTATION_PREEMPTIONS, sampling.ANNOTATION_SAMPLING, constants.ANNOTATION_PODS_BOUND,
+})
 # The placer's label on a placed Job's template, and the containers it configures beside it:
 # guarded on the Job, not on its pods, which the Job controller makes from that template.
 TEMPLATE_LABELS = POD_LABELS | {constants.LABEL_PLACEMENT}

@@ -14,7 +14,8 @@ import json
 from typing import Any, Mapping
 
 from placer.controller import PlacerController
-from placer.holding import ANNOTATION_POD_BOUND, JobPods
+from placer.holding import JobPods
+from scheduler.constants import ANNOTATION_PODS_BOUND
 from scheduler.config import AlloxSettings
 from scheduler.core.resources import Resources
 from tests.placer.test_controller import CONFIGURATIONS
@@ -106,8 +107,8 @@ def test_a_restarted_cellfit_does_not_suspend_again_a_job_whose_pods_were_bound_
     assert suspended(api) == {"never"}
     assert api.told["ran"]["reason"] == "NotBound" and "waiting to be placed again" in api.told["ran"]["message"]
     assert api.told["never"]["reason"] == "SuspendedAgain"
-    assert api.jobs["ran"]["metadata"]["annotations"][ANNOTATION_POD_BOUND] == STARTED_AT
-    assert ANNOTATION_POD_BOUND not in api.jobs["never"]["metadata"]["annotations"]
+    assert api.jobs["ran"]["metadata"]["annotations"][ANNOTATION_PODS_BOUND] == STARTED_AT
+    assert ANNOTATION_PODS_BOUND not in api.jobs["never"]["metadata"]["annotations"]
 
 
 def test_the_record_is_written_once_per_run() -> None:
@@ -124,7 +125,7 @@ def test_a_record_of_an_earlier_run_does_not_keep_a_job_that_never_bound_since()
     # Its pods were bound in a run that started at 00:01; suspended and started again at 00:20,
     # none of them was bound since: suspended again, however the restart came.
     body = running_job("again", started="2026-01-01T00:20:00Z")
-    body["metadata"]["annotations"][ANNOTATION_POD_BOUND] = STARTED_AT
+    body["metadata"]["annotations"][ANNOTATION_PODS_BOUND] = STARTED_AT
     api = ClusterApi([body])
     cellfit(api, {"uid-again": JobPods(unbound=1)}, now=LATER).admit()
     assert suspended(api) == {"again"}
@@ -135,4 +136,4 @@ def test_a_job_a_user_unsuspended_by_hand_gets_no_record() -> None:
     del body["metadata"]["annotations"]["cellfit.io/placement"]  # AlloX never suspends it again: nothing to record
     api = ClusterApi([body])
     cellfit(api, {"uid-by-hand": JobPods(here=1)}, now=NOW).admit()
-    assert ANNOTATION_POD_BOUND not in api.jobs["by-hand"]["metadata"]["annotations"]
+    assert ANNOTATION_PODS_BOUND not in api.jobs["by-hand"]["metadata"]["annotations"]
