@@ -371,7 +371,11 @@ class Planner:
         vc, target = failure.vc, failure.target
         wanted = target.chain.type_at(target.level)
         roots = self._quota_roots(vc, target)
-        free = sum(root.guaranteed_free for root in roots)
+        chain = target.chain
+        # Quota not bound to a cell yet is free too: the gang's first pods may have taken it.
+        unbound = sum(max(vc.unbound(cell_type), 0) * chain.gpus[level - 1]
+                      for level, cell_type in enumerate(chain.types[target.level - 1 :], start=target.level))
+        free = sum(root.guaranteed_free for root in roots) + unbound
         holders = self._holders(roots)
         held = f", the others held by {_listed(holders)}" if holders else ""
         return (f"virtual cluster {vc.name!r} quota exhausted at level {wanted!r} for the whole gang: it needs "

@@ -61,3 +61,17 @@ def test_the_holders_are_listed_five_at_most():
     (reason,) = set(decision.unresolvable.values()) | set(decision.failed.values())
     assert reason.endswith("its cells have room for 1 of them now (1 GPU free, the others held by ns/r-hold-0, "
                            "ns/r-hold-1, ns/r-hold-2, ns/r-hold-3, ns/r-hold-4 and 2 more)"), reason
+
+
+def test_quota_not_bound_to_a_cell_yet_counts_as_free() -> None:
+    """Seen live: "its cells have room for 1 of them now (0 GPUs free, ...)". VC research's
+    second node is quota not bound to a cell yet: the gang's first pod would take it, and the
+    free figure, read from the bound cells alone, said none was free."""
+    config = {**CONFIG, "virtualClusters": {"research": [{"cellType": "A100-NODE", "count": 2}],
+                                            "vision": [{"cellType": "A100-NODE", "count": 2}]}}
+    hived = HivedEngine.from_config(config)
+    assert schedule(hived, pod("r-hold", 8, "research"), NODES) is not None
+    decision = filter_offered(hived, pod("g-0", 8, "research", gang=("g", 2)), NODES)
+    (reason,) = set(decision.unresolvable.values()) | set(decision.failed.values())
+    assert reason.endswith("it needs 16 GPUs at once for its 2 pods, and its cells have room for 1 of them now "
+                           "(8 GPUs free, the others held by ns/r-hold)"), reason
