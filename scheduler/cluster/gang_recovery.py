@@ -22,6 +22,7 @@ from scheduler.constants import ANNOTATION_PREEMPTOR_HOLD
 from scheduler.core.model import PodInfo
 from scheduler.errors import InvalidAnnotation
 from scheduler.preemption import records
+from scheduler.preemption.gang_victims import preempted_elsewhere
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -37,9 +38,10 @@ class UnfinishedMember:
         """The member's Event and DisruptionTarget message: who, where, why, and that the
         preemption was finished from its record."""
         owner = self.member.owner
-        gang = f"the gang {self.member.namespace}/{owner.name}" if owner is not None else "its gang"
+        gang = f"{self.member.namespace}/{owner.name}" if owner is not None else None
+        head = preempted_elsewhere(gang=gang, preemptor=self.preemptor.key, node=self.node, ran_on=self.member.node_name or "?")
         return (
-            f"preempted by {self.preemptor.key} on node {self.node}: with every pod of {gang}, as a gang runs whole or not at "
+            f"{head} and goes with every pod of {f'the gang {gang}' if gang else 'its gang'}, as a gang runs whole or not at "
             f"all; deleted from the decision recorded on {self.preemptor.key}, as the replica that made it stopped before "
             "deleting this pod"
         )

@@ -39,9 +39,13 @@ PREEMPTING = re.compile(r"^preempting (?P<victim>the gang \S+ \(\d+ pods?, \d+ G
                         r"(?: and its pods on nodes? .+?, which cellfit deletes itself)? \((?P<why>.*)\)$")
 # cellfit's Preempted event: "preempted by ns/pod" and, since it says where and why itself,
 # " on node X: ... (FitGpp score 0.63 = size 0.50 + 4.0 x grace 0.03: ...)" (the score only under the
-# FitGpp rule, not its random fallback).
-PREEMPTED_BY = re.compile(r"^preempted by (?P<by>\S+)")
-PREEMPTED_WHERE = re.compile(r"^preempted by \S+ on node (?P<node>\S+):(?:.*\(FitGpp (?P<why>score [^()]*)\)$)?")
+# FitGpp rule, not its random fallback). A gang member on another node than the preemptor's,
+# which cellfit deletes itself, is told "preempted with its gang ns/job: the trial pod ns/pod takes
+# the gang's room on node X; this pod ran on node Y ..." (scheduler/preemption/gang_victims.py).
+_PREEMPTED_HEAD = r"^preempted (?:by |with its gang(?: \S+)?: the trial pod )(?P<by>\S+)"
+PREEMPTED_BY = re.compile(_PREEMPTED_HEAD)
+PREEMPTED_WHERE = re.compile(_PREEMPTED_HEAD + r" (?:takes the gang's room )?on node (?P<node>[^\s;:]+)[:;]"
+                             r"(?:.*\(FitGpp (?P<why>score [^()]*)\)$)?")
 # cellfit's Preempted event on a pod HiveD's reclaim took (scheduler/preemption/reclaimed.py):
 # "preempted by ns/pod on node X: HiveD reclaims the cells this pod ran on for ns/pod, a
 # guaranteed pod of virtual cluster <vc>, ...": no score, its own Event says why.

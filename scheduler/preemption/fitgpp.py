@@ -28,7 +28,7 @@ import numpy.typing as npt
 
 from scheduler.core.model import PodInfo
 from scheduler.core.resources import Resources
-from scheduler.preemption.gang_victims import GangVictim
+from scheduler.preemption.gang_victims import GangVictim, preempted_elsewhere
 from scheduler.preemption.model import FitGppSettings, JobClass, job_class_of
 from scheduler.preemption.table import CandidateTable
 from scheduler.wording import duration
@@ -188,20 +188,35 @@ class PreemptionDecision:
         (scheduler/wording.py ``preemption_outcome``: counted against its backoffLimit, or its
         Job or index failed at once); its Event then says so instead of promising a resume. None:
         the Job resumes it. The score stays last, in parentheses: ``kubectl cellfit why`` reads
-        it there. ``uid``: the victim's, whose gang taken whole the fallback's message names."""
+        it there. ``uid``: the victim's, whose gang taken whole the message names; a member of
+        it on another node than :attr:`node` is told its own node, and :attr:`node` as its
+        gang's (:func:`~scheduler.preemption.gang_victims.preempted_elsewhere`)."""
+        gang = next((v.gang for v in self.victims if v.gang is not None and any(m.uid == uid for m in v.gang.members)), None)
+        ran_on = next((m.node for m in gang.members if m.uid == uid), self.node) if gang is not None else self.node
+        if gang is not None and ran_on != self.node:
+            return self._elsewhere_message(gang, ran_on=ran_on, not_resumed=not_resumed)
         head = f"preempted by {self.preemptor_key} on node {self.node}"
         if self.rule == RULE_FITGPP and len(self.victims) == 1:
             (victim,) = self.victims
             score = victim.explain(grace_period_weight=self.settings.grace_period_weight)
-            chosen = "cheapest to suspend and quickest to resume" if not_resumed is None else (
-                f"cheapest to suspend; {not_resumed}")
+            chosen = _chosen(not_resumed)
             if victim.gang is not None:
                 return f"{head}: {_whole_gang(victim.gang)}; the gang {chosen} (FitGpp {score})"
             return f"{head}: the best-effort pod there {chosen} (FitGpp {score})"
         fallback = f"{head}: no single best-effort pod there freed enough, so FitGpp took best-effort pods at random until it did"
-        gang = next((v.gang for v in self.victims if v.gang is not None and any(m.uid == uid for m in v.gang.members)), None)
         if gang is not None:
             fallback = f"{fallback}, this one {_whole_gang(gang)}"
+        return fallback if not_resumed is None else f"{fallback}; {not_resumed}"
+
+    def _elsewhere_message(self, gang: GangVictim, *, ran_on: str, not_resumed: str | None) -> str:
+        """:meth:`victim_message` for a member of ``gang`` that ran on ``ran_on``, not on :attr:`node`:
+        cellfit deletes it itself, and the preemptor takes its gang's room on :attr:`node`."""
+        head = preempted_elsewhere(gang=gang.name, preemptor=self.preemptor_key, node=self.node, ran_on=ran_on)
+        head = f"{head} and goes {_whole_gang(gang)}"
+        if self.rule == RULE_FITGPP and len(self.victims) == 1:
+            score = self.victims[0].explain(grace_period_weight=self.settings.grace_period_weight)
+            return f"{head}; the gang {_chosen(not_resumed)} (FitGpp {score})"
+        fallback = f"{head}; no single best-effort pod on node {self.node} freed enough, so FitGpp took best-effort pods at random until it did"
         return fallback if not_resumed is None else f"{fallback}; {not_resumed}"
 
 
@@ -212,6 +227,11 @@ class NoVictims:
     reason: str
 
     found: bool = False
+
+
+def _chosen(not_resumed: str | None) -> str:
+    """Why the victim was the one taken, and what that does to its Job where it does not resume."""
+    return "cheapest to suspend and quickest to resume" if not_resumed is None else f"cheapest to suspend; {not_resumed}"
 
 
 def _whole_gang(gang: GangVictim) -> str:

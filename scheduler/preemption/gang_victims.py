@@ -75,6 +75,17 @@ class GangVictim:
         return sorted({member.node for member in self.members if member.node != node})
 
 
+def preempted_elsewhere(*, gang: str | None, preemptor: str, node: str, ran_on: str) -> str:
+    """``preempted with its gang ml/bert: the trial pod ml/te-1 takes the gang's room on node
+    gpu-2; this pod ran on node gpu-3``: the head of the Preempted Event of a gang member FitGpp
+    took on another node than the trial pod's, which cellfit deletes itself; "preempted by
+    ml/te-1 on node gpu-2" would read as if gpu-2 were its own node. ``gang``: ``namespace/job``,
+    None where unknown. ``kubectl cellfit why`` reads the preemptor and ``node`` from it
+    (scheduler/kubectl/objects.py PREEMPTED_BY, PREEMPTED_WHERE)."""
+    named = f"its gang {gang}" if gang else "its gang"
+    return f"preempted with {named}: the trial pod {preemptor} takes the gang's room on node {node}; this pod ran on node {ran_on}"
+
+
 def gangs_as_rows(
     table: CandidateTable, gangs: Sequence[GangVictim], *, row_of: Callable[[str], int | None]
 ) -> tuple[CandidateTable, Mapping[int, GangVictim]]:

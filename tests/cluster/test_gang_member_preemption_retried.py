@@ -71,7 +71,8 @@ def test_a_member_whose_deletion_fails_for_a_moment_is_deleted_on_a_later_try_wi
     marks = [w for w in api.writes if w[0] == "PATCH" and w[1] == "/api/v1/namespaces/ml/pods/gang-1/status"]
     assert marks and all(w[2]["metadata"] == {"uid": "uid-be-1"} for w in marks)
     (message,) = preempted_events(api, "gang-1")
-    assert message.startswith("preempted by ml/te-0 on node gpu-a: with every pod of the gang ml/gang")
+    assert message.startswith("preempted with its gang ml/gang: the trial pod ml/te-0 takes the gang's room on node gpu-a; this pod "
+                              "ran on node gpu-b and goes with every pod of the gang ml/gang")
 
 
 def test_a_member_the_api_server_keeps_failing_is_given_up_after_the_bounded_tries(caplog: pytest.LogCaptureFixture) -> None:

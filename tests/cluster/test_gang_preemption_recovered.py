@@ -91,7 +91,9 @@ def test_the_restarted_replica_preempts_the_recorded_member_left_running_and_tel
     assert (condition["type"], condition["reason"]) == ("DisruptionTarget", "PreemptionByScheduler")
     ((pod_name, message),) = preempted_events(api)
     assert pod_name == "gang-1"
-    assert message.startswith("preempted by ml/te-0 on node gpu-a: with every pod of the gang ml/gang, as a gang runs whole or not at all;")
+    # gang-1 ran on gpu-b: it is told its own node, and gpu-a as where its gang was preempted.
+    assert message.startswith("preempted with its gang ml/gang: the trial pod ml/te-0 takes the gang's room on node gpu-a; this pod "
+                              "ran on node gpu-b and goes with every pod of the gang ml/gang, as a gang runs whole or not at all;")
     assert condition["message"] == f"cellfit: {message}"
 
 

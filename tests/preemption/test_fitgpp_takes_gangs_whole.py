@@ -71,11 +71,12 @@ def test_a_gang_member_is_taken_with_every_other_member_of_its_gang() -> None:
     )
     messages = choice.victim_messages()
     assert set(messages) == {"gang-bert-0", "gang-bert-1"}
+    # gang-bert-1, on n-b, is told its own node (tests/preemption/test_gang_member_elsewhere_told_its_own_node.py).
+    assert messages["gang-bert-0"].startswith(
+        "preempted by ns/te-q on node n-a: with every pod of the gang ns/gang-bert (2 pods, 16 GPUs), on nodes n-a, n-b, "
+        "as a gang runs whole or not at all; the gang cheapest to suspend"
+    ), messages
     for said in messages.values():
-        assert said.startswith(
-            "preempted by ns/te-q on node n-a: with every pod of the gang ns/gang-bert (2 pods, 16 GPUs), on nodes n-a, n-b, "
-            "as a gang runs whole or not at all; the gang cheapest to suspend"
-        ), said
         assert said.endswith("(FitGpp score 6.00 = size 2.00 + 4.0 x grace 1.00: the gang's share of its nodes' CPU, memory and GPUs "
                              "is 200% of the largest best-effort pod's, and the longest grace period of its pods to checkpoint, 30 s, "
                              "is 100% of the longest, 30 s)"), said

@@ -42,7 +42,8 @@ def test_the_gangs_member_on_another_node_is_marked_and_deleted_by_the_replica_t
     (condition,) = status[2]["status"]["conditions"]
     assert status[2]["metadata"] == {"uid": "uid-be-1"}
     assert (condition["type"], condition["reason"]) == ("DisruptionTarget", "PreemptionByScheduler")
-    assert condition["message"].startswith("cellfit: preempted by ml/te-0 on node gpu-a: with every pod of the gang ml/gang (2 pods, 16 GPUs)")
+    assert condition["message"].startswith("cellfit: preempted with its gang ml/gang: the trial pod ml/te-0 takes the gang's room on node "
+                                           "gpu-a; this pod ran on node gpu-b and goes with every pod of the gang ml/gang (2 pods, 16 GPUs)")
     deleted = [w for w in api.writes if w[0] == "DELETE"]
     assert deleted == [("DELETE", "/api/v1/namespaces/ml/pods/gang-1", {"uid": "uid-be-1"}, "")]  # gang-0 is kube-scheduler's to delete
     assert api.writes.index(status) < api.writes.index(deleted[0])
