@@ -51,7 +51,7 @@ from estimator.objects import (
 )
 from estimator.planner import CreateSample, Decision, EstimatorSettings as PlannerSettings, SampleKey, SamplePod, StopSample, decide
 from estimator.sample_pod import beyond_every_node, build_sample_pod, configuration_digest
-from scheduler.kube.node_rules import NodeSelector, term_matches
+from scheduler.kube.node_rules import NodeSelector, NodeSelectorTerm, term_matches
 from estimator.sampling import SamplingRatio, SamplingSettings, plan, pods_of, waves_of
 from placer.configuration import Configuration, Configurations, parse_configurations, parse_configurations_cached
 from placer.rewrite import PoolConflict
@@ -87,6 +87,8 @@ UNSCHEDULABLE_GRACE_SECONDS = 120.0
 # run in that gap lost its unbound samples and, settled on the Job's other configuration, never
 # came back. A node that left for good is judged gone this much later.
 NODE_RETURN_SECONDS = 120.0
+# What a configuration no current node meets is told, where an autoscaler may be what adds it.
+NODES_MAY_JOIN_HINT = "; for a pool an autoscaler scales up from zero, list its nodes' labels in estimator.nodesMayJoin"
 JobState = Literal[
     "sampling", "waiting-for-capacity", "estimated", "user-estimate", "invalid", "never-runs", "failed", "unsuspended", "finished"
 ]
@@ -598,7 +600,7 @@ class EstimatorController:
         sample_plan = plan(job_uid=uid, iterations=iterations, pods=pod_count, ratio=float(ratio or 0.03), settings=self._planner.sampling)
         digests = _digests(configurations)
         pods = self._without_stale(pods, digests)
-        never = self._never_runs(job, pods, configurations)
+        never, awaiting = self._never_runs(job, pods, configurations)
         if never is not None and len(never) == len(configurations.kinds):
             with self._lock:
                 self._waiting.discard(uid)
@@ -613,18 +615,23 @@ class EstimatorController:
             priors=self._priors(job, configurations),
             settings=self._planner,
         )
-        return self._act(job, pods, configurations, decision, sampling, sample_pods, budget, never=never or {})
+        return self._act(job, pods, configurations, decision, sampling, sample_pods, budget, never=never or {}, awaiting=awaiting)
 
-    def _never_runs(self, job: Job, pods: Mapping[str, Pod], configurations: Configurations) -> dict[str, str] | None:
+    def _never_runs(
+        self, job: Job, pods: Mapping[str, Pod], configurations: Configurations
+    ) -> tuple[dict[str, str] | None, dict[str, _Awaiting]]:
         """The configurations no node could ever run, with why, naming the field: more of a
         resource a pod than any node (of ``allox.nodeSelector``'s pool) has, a node selector or
         required affinity outside that pool, or (HiveD) no virtual cluster that could ever place
         its GPUs. Told once (an Event each, and with none left to sample the condition
         ``Estimated=False``, reason ``NeverRuns``); their runs under way are deleted, none is
-        started. None when every configuration could run."""
+        started. None when every configuration could run. Beside them, those no current node
+        meets that a node of ``estimator.nodesMayJoin`` would: sampled, told once
+        (``ConfigurationAwaitsNode``), their pods left Pending for the autoscaler."""
         if self._nodes is None and self._never_placed is None and not self._pool:
-            return None
+            return None, {}
         never: dict[str, str] = {}
+        awaiting: dict[str, _Awaiting] = {}
         # A run bound to a node, or running, proves that a node holds its configuration, whatever
         # the nodes known now (one leaving, a relist under way) seem to say.
         placed = {(pod.metadata.annotations or {}).get(ANNOTATION_SAMPLE_CONFIGURATION) for pod in pods.values() if _live(pod) and pod.placed}
@@ -634,12 +641,15 @@ class EstimatorController:
                 if kind in placed:
                     continue
                 reason = probe.conflict or self._never_holds(kind, probe, configurations[kind])  # type: ignore[index]
-                if reason is not None:
+                if isinstance(reason, _Awaiting):
+                    awaiting[kind] = reason
+                elif reason is not None:
                     never[kind] = reason
         finally:
             self._judging = None
+        self._tell_awaiting(job, awaiting)
         if not never:
-            return None
+            return None, awaiting
         reasons: dict[str, list[str]] = {}  # one reason (a template's selector) may be every configuration's
         for named, why in never.items():
             reasons.setdefault(why, []).append(named)
@@ -653,7 +663,23 @@ class EstimatorController:
             message = "nothing is sampled or started: " + "; ".join(reasons)
             self._condition(job, status="False", reason="NeverRuns", message=message)
             self._view(job, "never-runs", message)
-        return never
+        return never, awaiting
+
+    def _tell_awaiting(self, job: Job, awaiting: Mapping[str, _Awaiting]) -> None:
+        """The configurations sampled on a node yet to join, told once: what no node meets now,
+        and how long their pods wait for the autoscaler (the existing pending limit a run)."""
+        grouped: dict[_Awaiting, list[str]] = {}
+        for kind, why in awaiting.items():
+            grouped.setdefault(why, []).append(kind)
+        for why, kinds in grouped.items():
+            one = len(kinds) == 1
+            message = (
+                f"{' and '.join(kinds)} {'is' if one else 'are'} sampled on a node that has yet to join: {why.now}; "
+                f"{'its sampling pod waits' if one else 'their sampling pods wait'} up to "
+                f"{self._settings.pending_limit_seconds:.0f} s a run (estimator.pendingLimitSeconds, "
+                f"{self._settings.max_attempts} runs) for the autoscaler to add one (estimator.nodesMayJoin: {why.labels})"
+            )
+            self._event(job, "ConfigurationAwaitsNode", message, warning=False, once=message)
 
     def _probes_of(self, job: Job, configurations: Configurations) -> dict[str, _Probe]:
         """A sampling pod of each configuration, as built, and what it asks, kept while the Job
@@ -720,31 +746,49 @@ class EstimatorController:
             self._pass_nodes[key] = current + [size for size in seen if size not in present]
         return self._pass_nodes[key]
 
-    def _never_holds(self, kind: str, probe: _Probe, configuration: Configuration) -> str | None:
-        """Why no node could ever run ``probe``, a sampling pod of ``kind``; None when one could."""
+    def _never_holds(self, kind: str, probe: _Probe, configuration: Configuration) -> str | _Awaiting | None:
+        """Why no node could ever run ``probe``, a sampling pod of ``kind``; what no node meets
+        now where a node of ``estimator.nodesMayJoin`` would (:class:`_Awaiting`); None when a
+        node could."""
         asks, body = probe.asks, probe.body
         if asks is None:
             return None
+        joining: _Awaiting | None = None
         if self._nodes is not None:
             selector = body["spec"].get("nodeSelector") or {}
             carrying = self._nodes_carrying(selector)
-            if not carrying:
-                unmatched = self._selector_matching_no_node(kind, selector=selector, configuration=configuration)
-                if unmatched is not None:
-                    return unmatched
-            beyond = beyond_every_node(asks, carrying, pooled=bool(self._pool))
-            if beyond is not None:
-                return f"{ANNOTATION_CONFIGURATIONS}.{kind}.resources: {beyond}"
-            unmet = self._affinity_meeting_no_node(body["spec"], selector=selector)
+            unmet = self._selector_matching_no_node(kind, selector=selector, configuration=configuration) if not carrying else None
+            if unmet is None:
+                # Sizes are judged against the nodes there are (none carrying the selector: not
+                # judged): an autoscaler's node templates are not known here, and AlloX sizes no
+                # machine for a pod no node holds.
+                beyond = beyond_every_node(asks, carrying, pooled=bool(self._pool))
+                if beyond is not None:
+                    return f"{ANNOTATION_CONFIGURATIONS}.{kind}.resources: {beyond}"
+                unmet = self._affinity_meeting_no_node(body["spec"], selector=selector)
             if unmet is not None:
-                return unmet
+                verdict = self._joining_or_never(unmet, spec=body["spec"], selector=selector)
+                if not isinstance(verdict, _Awaiting):
+                    return verdict
+                joining = verdict
+        # HiveD's virtual clusters are configured, not found on nodes: a node joining changes none.
         if self._never_placed is not None and asks.gpus > 0:
             problems = self._never_placed(body, configuration)
             if problems:
                 return "; ".join(problems) + ": HiveD never places it"
-        return None
+        return joining
 
-    def _selector_matching_no_node(self, kind: str, *, selector: Mapping[str, str], configuration: Configuration) -> str | None:
+    def _joining_or_never(self, unmet: _Unmet, *, spec: Mapping[str, Any], selector: Mapping[str, str]) -> str | _Awaiting:
+        """A pod no current node meets: awaiting the first pool of ``estimator.nodesMayJoin``
+        whose nodes (its labels and ``allox.nodeSelector``'s) carry its node selector and meet
+        its required node affinity; else never run, told where to list such a pool."""
+        for labels in self._settings.nodes_may_join:
+            node = {**self._pool, **labels}
+            if all(node.get(key) == value for key, value in selector.items()) and _affinity_met(spec, labels=node):
+                return _Awaiting(now=unmet.now, labels=", ".join(f"{k}={v}" for k, v in sorted(labels.items())))
+        return unmet.never + NODES_MAY_JOIN_HINT
+
+    def _selector_matching_no_node(self, kind: str, *, selector: Mapping[str, str], configuration: Configuration) -> _Unmet | None:
         """Why a sampling pod whose node selector ``selector`` no node carries (nor carried within
         ``NODE_RETURN_SECONDS``) never runs, naming the field whose labels no node of the pool
         carries: the configuration's, else the template's. None where no node of the pool is
@@ -762,33 +806,23 @@ class EstimatorController:
         else:  # each selects nodes, none both
             fields = [("spec.template.spec.nodeSelector", template), (f"{ANNOTATION_CONFIGURATIONS}.{kind}.nodeSelector", ours)]
         said = " and ".join(f"{field} ({', '.join(f'{k}={v}' for k, v in sorted(labels.items()))})" for field, labels in fields)
-        return f"{said}: {where} {'them' if len(fields) == 1 else 'both'}, so no node could ever run it"
+        return _Unmet(never=f"{said}: {where} {'them' if len(fields) == 1 else 'both'}, so no node could ever run it", now=f"{where} {said} now")
 
-    def _affinity_meeting_no_node(self, spec: Mapping[str, Any], *, selector: Mapping[str, str]) -> str | None:
+    def _affinity_meeting_no_node(self, spec: Mapping[str, Any], *, selector: Mapping[str, str]) -> _Unmet | None:
         """Why a sampling pod whose required node affinity (the template's) no node carrying its
         node selector meets, by kube-scheduler's rules over their labels, never runs; None when
         one does, no such node is known, or a term names node fields (a node of any name may
         join)."""
         if self._node_labels is None:
             return None
-        required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution")
-        if not required:
-            return None
-        try:
-            terms = msgspec.convert(required, NodeSelector).nodeSelectorTerms
-        except msgspec.ValidationError:
-            return None  # the API server's own refusal says what
-        if any(term.matchFields for term in terms):
+        if _judged_terms(spec) is None:
             return None
         labelled = self._labels_carrying(selector)
-        if not labelled:
+        if not labelled or any(_affinity_met(spec, labels=labels) for labels in labelled):
             return None
-        # No term names node fields (above), so a node's name does not weigh in.
-        if any(term_matches(term, name="", labels=labels) for labels in labelled for term in terms):
-            return None
-        where = "no node of allox.nodeSelector's pool meets it" if self._pool else "no node meets it"
-        return ("spec.template.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution: "
-                f"{where} (by its labels), so no node could ever run it")
+        where = "no node of allox.nodeSelector's pool meets" if self._pool else "no node meets"
+        field = "spec.template.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+        return _Unmet(never=f"{field}: {where} it (by its labels), so no node could ever run it", now=f"{where} {field} now")
 
     def _labels_carrying(self, selector: Mapping[str, str]) -> list[dict[str, str]]:
         """Each node's labels among those carrying ``selector``, read once a pass per selector,
@@ -909,6 +943,7 @@ class EstimatorController:
         budget: _Budget,
         *,
         never: Mapping[str, str],
+        awaiting: Mapping[str, _Awaiting],
     ) -> list[tuple[Job, dict[str, Any]]]:
         namespace, name = job.metadata.namespace, job.metadata.name
         for stop in decision.stop:
@@ -919,7 +954,7 @@ class EstimatorController:
             pod = pods[stop.pod]
             self._attempt(lambda: self._api.delete_pod(namespace=namespace, name=stop.pod, uid=pod.metadata.uid), what=f"stop long sample {stop.pod}")
             self._event(job, "SampleStopped", stopped_message(stop), warning=False, once=stop.pod)
-        self._stop_failed(job, pods, sample_pods, sampling)
+        self._stop_failed(job, pods, sample_pods, sampling, awaiting=awaiting)
         self._tell_about_runs(job, pods, sample_pods)
         waiting = 0
         creations: list[tuple[Job, dict[str, Any]]] = []
@@ -941,26 +976,40 @@ class EstimatorController:
             else:
                 self._waiting.discard(job.metadata.uid)
         rows = [_sample_row(view) for view in sorted(sample_pods, key=lambda v: v.name)]
+        joining = "".join(f"; {kind} waits for a node to join (estimator.nodesMayJoin)" for kind in awaiting)
         if decision.estimates is None:
             # Nothing of the Job's runs under way, only held back: it waits for the budget (its
             # short runs waiting on long ones not yet created are no progress either).
             if waiting and waiting == len(decision.create) and not any(p.state in ("pending", "running") for p in sample_pods):
-                self._view(job, "waiting-for-capacity", f"{waiting} sampling runs wait for the sampling budget (estimator.maxClusterShare)", samples=rows)
+                self._view(job, "waiting-for-capacity", f"{waiting} sampling runs wait for the sampling budget (estimator.maxClusterShare){joining}", samples=rows)
             else:
-                self._view(job, "sampling", _runs_message(decision, sample_pods, starting=len(creations), held=waiting), samples=rows)
+                self._view(job, "sampling", _runs_message(decision, sample_pods, starting=len(creations), held=waiting) + joining, samples=rows)
             return creations
         self._estimated(job, decision, rows, digests=_digests(configurations), never=never)
         return creations
 
-    def _stop_failed(self, job: Job, pods: Mapping[str, Pod], sample_pods: Sequence[SamplePod], sampling: dict[str, Any]) -> None:
+    def _stop_failed(
+        self, job: Job, pods: Mapping[str, Pod], sample_pods: Sequence[SamplePod], sampling: dict[str, Any], *, awaiting: Mapping[str, _Awaiting]
+    ) -> None:
         """Failed runs whose pods will be gone (stuck yet holding resources, never scheduled,
         deleted by others) are recorded on the Job first: their attempts still count once the
         pods are gone, after a restart too, so a run is not started over from attempt 0 forever.
-        Then the live ones are deleted."""
+        Then the live ones are deleted. A run that waited for a node of ``estimator.nodesMayJoin``
+        that never joined says so (``NodeNotJoined``, and in its recorded failure)."""
         vanishing = [(view, pods[view.name]) for view in sample_pods if view.state == "failed" and view.name in pods and _vanishing(pods[view.name])]
         unrecorded = [(view, pod) for view, pod in vanishing if view.name not in sampling.get("failed", {})]
         for view, pod in unrecorded:
-            sampling.setdefault("failed", {})[view.name] = view.failure or "failed"
+            failure = view.failure or "failed"
+            pool = awaiting.get(view.key.configuration)
+            if pool is not None and failure.startswith("not scheduled within"):  # unscheduled, not a stuck start
+                joined = f"no node of estimator.nodesMayJoin ({pool.labels}) joined"
+                failure = f"{failure} ({joined})"
+                self._event(job, "NodeNotJoined", (
+                    f"sample {view.name} ({view.key.configuration}) was not scheduled within "
+                    f"{self._settings.pending_limit_seconds:.0f} s: {joined}; attempt {view.attempt + 1} of "
+                    f"{self._settings.max_attempts} (estimator.maxAttempts): check the autoscaler's node group for those "
+                    "labels, or raise estimator.pendingLimitSeconds"), warning=True, once=view.name)
+            sampling.setdefault("failed", {})[view.name] = failure
             sampling.setdefault("runs", {})[view.name] = _run_record(view.key, _iterations_of(pod), _digest_of(pod))
         if unrecorded:
             self._record_sampling(job, sampling)
@@ -1133,6 +1182,46 @@ def _condition_says(job: Job, *, status: str, reason: str, message: str) -> bool
     """Whether the Job's Estimated condition already says this (as a write of it stores it)."""
     current = job.condition(CONDITION_ESTIMATED)
     return current is not None and current.status == status and current.reason == reason and current.message == message[:1024]
+
+
+@dataclass(frozen=True)
+class _Unmet:
+    """What no current node meets, told two ways: as a configuration that never runs, and as one
+    that waits for a node yet to join (``now``: "no node carries FIELD (pool=cpu-big) now")."""
+
+    never: str
+    now: str
+
+
+@dataclass(frozen=True)
+class _Awaiting:
+    """A configuration no current node meets that a node of ``estimator.nodesMayJoin`` would:
+    what none meets ``now``, and that pool's ``labels`` as users read them ("pool=cpu-big")."""
+
+    now: str
+    labels: str
+
+
+def _judged_terms(spec: Mapping[str, Any]) -> list[NodeSelectorTerm] | None:
+    """The template's required node affinity terms, where judged by node labels: None without
+    one, one that does not read (the API server's own refusal says what), or a term on node
+    fields (a node of any name may join)."""
+    required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution")
+    if not required:
+        return None
+    try:
+        terms = msgspec.convert(required, NodeSelector).nodeSelectorTerms
+    except msgspec.ValidationError:
+        return None
+    return None if any(term.matchFields for term in terms) else list(terms)
+
+
+def _affinity_met(spec: Mapping[str, Any], *, labels: Mapping[str, str]) -> bool:
+    """Whether a node carrying ``labels`` meets the template's required node affinity, by
+    kube-scheduler's rules (true where it is not judged, :func:`_judged_terms`)."""
+    terms = _judged_terms(spec)
+    # No term names node fields, so a node's name does not weigh in.
+    return terms is None or any(term_matches(term, name="", labels=labels) for term in terms)
 
 
 @dataclass(frozen=True)

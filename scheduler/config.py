@@ -525,6 +525,18 @@ class EstimatorSettings(_Section):
             "maxAttempts waits and AlloX sees only CPU."
         ),
     )
+    nodes_may_join: list[dict[str, str]] = Field(
+        default_factory=list,
+        description=(
+            "Node pools an autoscaler scales up from zero (cluster-autoscaler, Karpenter), each the labels "
+            "its nodes carry beyond allox.nodeSelector's, e.g. [{pool: cpu-big}]. A configuration whose "
+            "node selector (or required node affinity) no current node meets, but a node carrying one "
+            "entry's labels would, is sampled anyway: its sampling pod stays Pending, which is what makes "
+            "the autoscaler add the node, for up to pendingLimitSeconds a run and maxAttempts runs. Sizes "
+            "are not covered: a configuration larger than every current node carrying its labels is still "
+            "not sampled. Empty: a configuration no current node meets is not sampled."
+        ),
+    )
     running_alone_warning_seconds: float = Field(
         3600.0,
         gt=0,
@@ -548,6 +560,16 @@ class EstimatorSettings(_Section):
         5.0, gt=0, allow_inf_nan=False,
         description="How often running samples are checked against their long deadline and the budget is refilled.",
     )
+
+    @field_validator("nodes_may_join")
+    @classmethod
+    def _each_pool_named(cls, pools: list[dict[str, str]]) -> list[dict[str, str]]:
+        # An empty entry (a YAML slip, "- {}") or label key names no pool an admin means: refused,
+        # not read as a node carrying allox.nodeSelector's labels alone.
+        for index, labels in enumerate(pools):
+            if not labels or not all(labels):
+                raise ValueError(f"nodesMayJoin[{index}]: name the labels of the autoscaled pool's nodes (a key each, not empty)")
+        return pools
 
     @model_validator(mode="after")
     def _short_below_long(self) -> EstimatorSettings:

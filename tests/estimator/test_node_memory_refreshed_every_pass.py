@@ -15,7 +15,7 @@ from tests.estimator.test_controller import RecordingApi, controller, job, pendi
 from tests.estimator.test_estim23_never_runs import estimator, kinds
 from tests.estimator.test_estsync23_nodes_synced import BIG, SMALL, cpu_names, never_told, running
 from tests.estimator.test_node_recreated_under_its_name import Clock, sampling
-from tests.estimator.test_placer24_selector_never_runs import NODES, affinity_job, labelled, never_runs
+from tests.estimator.test_placer24_selector_never_runs import AUTOSCALED_HINT, NODES, affinity_job, labelled, never_runs
 from tests.estimator.test_review_62 import DeletingApi
 
 
@@ -100,4 +100,4 @@ def test_a_label_set_gone_for_a_moment_after_long_running_samples_still_meets_th
     sampler.reconcile()
     assert never_runs(api) == ["cpu is not sampled: spec.template.spec.affinity.nodeAffinity."
                                "requiredDuringSchedulingIgnoredDuringExecution: no node meets it (by its labels), "
-                               "so no node could ever run it"]
+                               "so no node could ever run it" + AUTOSCALED_HINT]

@@ -18,6 +18,8 @@ from tests.placer.test_placer24_allox_reasons import cache_of
 from tests.support.kube_objects import node
 
 GIB = 2**30
+# What a selector or affinity no node meets adds: the setting for pools an autoscaler scales from zero.
+AUTOSCALED_HINT = "; for a pool an autoscaler scales up from zero, list its nodes' labels in estimator.nodesMayJoin"
 CPU_NODE = Resources(cpu_millis=64_000, memory_bytes=256 * GIB, gpus=0)
 GPU_NODE = Resources(cpu_millis=64_000, memory_bytes=256 * GIB, gpus=8)
 NODES: dict[tuple[tuple[str, str], ...], list[Resources]] = {(("pool", "cpu-small"),): [CPU_NODE], (("pool", "gpu"),): [GPU_NODE]}
@@ -46,7 +48,7 @@ def test_a_configurations_node_selector_no_node_carries_is_not_sampled_and_names
     sampler.reconcile()
     assert kinds(api) == ["gpu"]
     assert never_runs(api) == ["cpu is not sampled: cellfit.io/configurations.cpu.nodeSelector (pool=cpu-big): no node carries "
-                               "them, so no node could ever run it"]
+                               "them, so no node could ever run it" + AUTOSCALED_HINT]
 
 
 def test_a_template_node_selector_no_node_carries_names_the_templates_field_for_every_configuration() -> None:
@@ -56,7 +58,7 @@ def test_a_template_node_selector_no_node_carries_names_the_templates_field_for_
     sampler.reconcile()
     assert api.created == []
     assert never_runs(api) == ["cpu and gpu are not sampled: spec.template.spec.nodeSelector (zone=mars): no node carries them, "
-                               "so no node could ever run it"]
+                               "so no node could ever run it" + AUTOSCALED_HINT]
     (condition,) = api.conditions
     assert condition["reason"] == "NeverRuns"
 
@@ -87,7 +89,7 @@ def test_a_node_carrying_the_labels_that_left_moments_ago_still_counts_and_not_a
                            job("late", cpu_selector={"pool": "cpu-small"})])
     sampler.reconcile()
     assert "cpu is not sampled: cellfit.io/configurations.cpu.nodeSelector (pool=cpu-small): no node carries them, so no node " \
-           "could ever run it" in never_runs(api)
+           "could ever run it" + AUTOSCALED_HINT in never_runs(api)
 
 
 # ------------------------------------------------------------------ required node affinity
@@ -122,7 +124,7 @@ def test_a_required_node_affinity_no_nodes_labels_meet_is_not_sampled() -> None:
     assert api.created == []
     assert never_runs(api) == ["cpu and gpu are not sampled: spec.template.spec.affinity.nodeAffinity."
                                "requiredDuringSchedulingIgnoredDuringExecution: no node meets it (by its labels), "
-                               "so no node could ever run it"]
+                               "so no node could ever run it" + AUTOSCALED_HINT]
 
 
 def test_a_required_node_affinity_a_node_meets_is_sampled() -> None:
