@@ -501,14 +501,13 @@ class PlacerController:
             item, job = waiting_by_key[key], by_key[key]
             beyond = kinds_beyond(item, cpu_slot=decision.cpu_slot, gpus=gpus_on_a_node, room=room)
             outside = _gpu_outside_vcs(job, found) if found is not None else None
-            in_use = _held_by_others(item, beyond=beyond, outside=outside, capacity=capacity,
-                                     reserved_cpu_per_gpu=self._reserved_cpu_per_gpu)
+            in_use = _held_by_others(item, beyond=beyond, outside=outside, capacity=capacity, kept=self._kept_per_gpu())
             if in_use:
                 held[key] = ("WaitingForMachine", _in_use_message(in_use, pods=item.pods))
                 self._tell(job, status="False", reason="WaitingForMachine", message=held[key][1])
                 continue
             message = _no_machine(item, job, beyond=beyond, room=room, outside=outside, capacity=capacity, nodes=nodes,
-                                  reserved_cpu_per_gpu=self._reserved_cpu_per_gpu)
+                                  kept=self._kept_per_gpu())
             held[key] = ("NoMachine", message)
             if self._tell(job, status="False", reason="NoMachine", message=message):
                 self._event_once(job, "NoMachine", message)
@@ -1254,6 +1253,10 @@ class PlacerController:
 
     # ------------------------------------------------------------------ telling users
 
+    def _kept_per_gpu(self) -> Demand:
+        """This pass's cores and memory (GiB) kept beside each GPU, which no CPU slot is cut from."""
+        return Demand(cpu=self._reserved_cpu_per_gpu, memory=self._reserved_memory_per_gpu)
+
     def _tell(self, job: Job, *, status: str, reason: str, message: str) -> bool:
         """Set the Job's ``Placed`` condition; False when it says that already."""
         uid = job.metadata.uid
@@ -1744,7 +1747,7 @@ def _job_demands(job: Job, configurations: str, gpu_resource: str) -> Mapping[st
 
 def _no_machine(
     item: WaitingJob, job: Job, *, beyond: frozenset[str], room: GpuRoom, outside: str | None,
-    capacity: Capacity | None = None, nodes: Sequence[Capacity] = (), reserved_cpu_per_gpu: float = 0.0,
+    capacity: Capacity | None = None, nodes: Sequence[Capacity] = (), kept: Demand = Demand(),
 ) -> str:
     """Why no node of AlloX's starts the Job: its estimate names no kind it has a configuration
     for; or each configuration no node holds, named by its field with what one pod asks, and
@@ -1761,8 +1764,8 @@ def _no_machine(
                 f"{', '.join(configured)}: no kind has both, and AlloX chooses only a kind with an estimate, so the Job is "
                 "never started until one of them names the other's kind")
     counted = _counted(job)
-    reasons = [_asks(kind, item.demand[kind], counted=counted, room=room, capacity=capacity, nodes=nodes,
-                     reserved_cpu_per_gpu=reserved_cpu_per_gpu) for kind in sorted(beyond)]
+    reasons = [_asks(kind, item.demand[kind], counted=counted, room=room, capacity=capacity, nodes=nodes, kept=kept)
+               for kind in sorted(beyond)]
     unmatched = set(beyond)
     if outside is not None and "gpu" in item.seconds and "gpu" not in beyond:
         reasons.append(f"its gpu configuration: {outside}")
@@ -1781,7 +1784,7 @@ ALLOX_NODES: Final = "allox.nodeSelector"
 
 
 def _held_by_others(
-    item: WaitingJob, *, beyond: frozenset[str], outside: str | None, capacity: Capacity, reserved_cpu_per_gpu: float
+    item: WaitingJob, *, beyond: frozenset[str], outside: str | None, capacity: Capacity, kept: Demand
 ) -> list[str]:
     """The Job's kinds whose machines AlloX's nodes have, but none free nor held by a Job AlloX
     started (so no end to queue behind): pods AlloX did not start hold them all. Empty when a
@@ -1789,15 +1792,15 @@ def _held_by_others(
     could not hold its pods in any kind it has (then none of them ever frees for it)."""
     if beyond or outside is not None:
         return []
-    cpu_cores = capacity.cpu - reserved_cpu_per_gpu * capacity.gpu  # the cores not kept beside GPUs (§4.4)
+    cpu_room = _beside_kept(capacity, kept=kept)  # the cores and memory not kept beside GPUs (§4.4, F17)
     held = []
     for kind in sorted(item.seconds):
         demand = item.demand.get(kind)
         if demand is None:
             continue
-        cores = capacity.cpu if demand.gpu > 0 else cpu_cores
+        room = capacity if demand.gpu > 0 else cpu_room
         pods = item.pods
-        if demand.gpu * pods <= capacity.gpu and demand.cpu * pods <= cores and demand.memory * pods <= capacity.memory:
+        if demand.gpu * pods <= room.gpu and demand.cpu * pods <= room.cpu and demand.memory * pods <= room.memory:
             held.append(kind)
     return held
 
@@ -1827,7 +1830,7 @@ def _gpu_outside_vcs(job: Job, found: Guarantees) -> str | None:
 
 def _asks(
     kind: str, demand: Demand, *, counted: str, room: GpuRoom, capacity: Capacity | None = None,
-    nodes: Sequence[Capacity] = (), reserved_cpu_per_gpu: float = 0.0,
+    nodes: Sequence[Capacity] = (), kept: Demand = Demand(),
 ) -> str:
     """Why no node holds the Job's ``kind`` configuration: the field and what one pod asks, and
     either that it is more than AlloX's nodes have in all (``capacity``) or than any one of them
@@ -1837,10 +1840,8 @@ def _asks(
     if kind != "gpu":
         # Memory only when asked: "500 cores and 0 GiB a pod" read as if 0 GiB were too much too.
         cpu_asked = f"{demand.cpu:g} cores" + (f" and {demand.memory:g} GiB" if demand.memory > 0 else "")
-        # A CPU slot is cut from what a node has beside the cores kept for its GPUs.
-        kept = reserved_cpu_per_gpu * capacity.gpu if capacity is not None else 0.0
-        never = _beyond_capacity(demand, capacity, cores_kept=kept) or _beyond_each_node(
-            demand, [_beside_kept_cores(node, reserved_cpu_per_gpu=reserved_cpu_per_gpu) for node in nodes])
+        # A CPU slot is cut from what a node has beside the cores and memory kept for its GPUs.
+        never = _beyond_capacity(demand, capacity, kept_per_gpu=kept) or _beyond_each_node(demand, nodes, kept_per_gpu=kept)
         return f"{field}, {cpu_asked} a pod{counted}, " + (never or "more than any of them has free now")
     short = gpu_shortfall(demand, room=room)
     gpus = f"{demand.gpu:g} GPU" + ("" if demand.gpu == 1 else "s")
@@ -1855,34 +1856,51 @@ def _asks(
             f"{gpus}{counted}, " + (never or f"more than any of them with {gpus} free has free now"))
 
 
-def _beyond_capacity(demand: Demand, capacity: Capacity | None, *, cores_kept: float = 0.0) -> str | None:
+def _beyond_capacity(demand: Demand, capacity: Capacity | None, *, kept_per_gpu: Demand = Demand()) -> str | None:
     """"more than they have in all (64 cores): it never fits" when one pod of ``demand`` asks more
-    than AlloX's nodes have together (a pod runs on one node); None when not, or not known."""
+    than AlloX's nodes have together (a pod runs on one node); None when not, or not known.
+    ``kept_per_gpu``: the cores and memory kept beside each GPU, which a CPU pod's are not cut
+    from: "(32 cores beside the 32 kept for their GPUs)"."""
     if capacity is None:
         return None
-    cores = capacity.cpu - cores_kept
+    left = _beside_kept(capacity, kept=kept_per_gpu)
+    cores_kept, memory_kept = capacity.cpu - left.cpu, capacity.memory - left.memory
     over = [said for asked, total, said in (
         (demand.gpu, capacity.gpu, f"{capacity.gpu:g} GPU" + ("" if capacity.gpu == 1 else "s")),
-        (demand.cpu, cores, f"{round(cores, 1):g} cores" + (f" beside the {cores_kept:g} kept for their GPUs" if cores_kept > 0 else "")),
-        (demand.memory, capacity.memory, f"{round(capacity.memory, 1):g} GiB"),
+        (demand.cpu, left.cpu, f"{round(left.cpu, 1):g} cores" + (f" beside the {round(cores_kept, 1):g} kept for their GPUs" if cores_kept > 0 else "")),
+        (demand.memory, left.memory,
+         f"{round(left.memory, 1):g} GiB" + (f" beside the {round(memory_kept, 1):g} kept for their GPUs" if memory_kept > 0 else "")),
     ) if asked > 0 and asked > total]
     return f"more than they have in all ({' and '.join(over)}): it never fits" if over else None
 
 
-def _beyond_each_node(demand: Demand, nodes: Sequence[Capacity], *, holders: str = "any one of them") -> str | None:
+def _beyond_each_node(
+    demand: Demand, nodes: Sequence[Capacity], *, holders: str = "any one of them", kept_per_gpu: Demand = Demand()
+) -> str | None:
     """"more than any one of them has (32 cores at most): it never fits" when no node of
-    ``nodes`` (each one's allocatable) holds one pod of ``demand`` (:func:`beyond_largest_node`);
-    None when one holds it, or no node is known."""
+    ``nodes`` (each one's allocatable, less ``kept_per_gpu`` beside each of its GPUs) holds one
+    pod of ``demand`` (:func:`beyond_largest_node`); None when one holds it, or no node is known.
+    What is kept, where it is what the pod lacks: "(64 GiB at most, beside the memory kept for
+    its GPUs)"."""
+    left = [_beside_kept(node, kept=kept_per_gpu) for node in nodes]
     beyond = beyond_largest_node(
-        [demand.gpu, demand.cpu, demand.memory], [[node.gpu, node.cpu, node.memory] for node in nodes],
+        [demand.gpu, demand.cpu, demand.memory], [[node.gpu, node.cpu, node.memory] for node in left],
         read=[gpu_count, lambda cores: f"{round(cores, 1):g} cores", lambda gib: f"{round(gib, 1):g} GiB"],
     )
-    return f"more than {holders} has ({beyond[1]}): it never fits" if beyond is not None else None
+    if beyond is None:
+        return None
+    lacking = [what for what, per_gpu, asked, most in (
+        ("cores", kept_per_gpu.cpu, demand.cpu, max(node.cpu for node in left)),
+        ("memory", kept_per_gpu.memory, demand.memory, max(node.memory for node in left)),
+    ) if per_gpu > 0 and asked > most and any(node.gpu > 0 for node in nodes)]
+    kept = f", beside the {' and '.join(lacking)} kept for its GPUs" if lacking else ""
+    return f"more than {holders} has ({beyond[1]}{kept}): it never fits"
 
 
-def _beside_kept_cores(node: Capacity, *, reserved_cpu_per_gpu: float) -> Capacity:
-    """The node as a CPU slot is cut from it: its cores less those kept beside its GPUs."""
-    return replace(node, cpu=node.cpu - reserved_cpu_per_gpu * node.gpu)
+def _beside_kept(node: Capacity, *, kept: Demand) -> Capacity:
+    """The node (or nodes) as a CPU slot is cut from it: its cores and memory less those
+    ``kept`` beside each of its GPUs."""
+    return replace(node, cpu=node.cpu - kept.cpu * node.gpu, memory=node.memory - kept.memory * node.gpu)
 
 
 def _in_demand_units(resources: Resources) -> Capacity:
