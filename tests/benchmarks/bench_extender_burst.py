@@ -156,8 +156,6 @@ def serve(*, config: str, nodes: int, pods: str, bind_ms: tuple[float, float], b
                     yield template.replace(b'"@annotations@"', written).replace(b"@node@", node_name.encode())
 
         async def _post(self, **binding: Any) -> None:
-            if self.client is None:
-                self.client = _bindings_api(settings, bindings_server)
             await self.client.create_binding(**binding)
 
     settings = parse_settings(config)
@@ -165,6 +163,8 @@ def serve(*, config: str, nodes: int, pods: str, bind_ms: tuple[float, float], b
     versions = itertools.count(1000)
     bound_events = {pod["metadata"]["uid"]: _bound_events(pod, versions=versions) for pod in listed}
     api = SlowBindings(nodes=[k.node(f"node-{i:05d}") for i in range(nodes)], pods=listed)
+    if bindings_server is not None:  # made now: the Kubernetes client's import is no bind's CPU
+        api.client = _bindings_api(settings, bindings_server)
 
     def connected(settings: Settings) -> Runtime:
         return build_runtime(settings, api=cast(KubernetesApi, api))
