@@ -67,7 +67,7 @@ from estimator.contract import parse_estimate_cached
 from estimator.objects import Job, JobCondition, template_kind, timestamp
 from estimator.sample_pod import beyond_largest_node, configuration_digest, gpu_count, recorded_configuration
 from placer.configuration import Configuration, Configurations, parse_configurations_cached
-from placer.guarantee import KeptRoom, free_less_kept, gpus_per_pod, guarantees_less_kept, pool_machines
+from placer.guarantee import GpuPodsAsk, KeptRoom, free_less_kept, gpus_per_pod, guarantees_less_kept, pool_machines
 from placer.holding import (
     DEFAULT_UNBOUND_HOLD_SECONDS,
     HOLDING,
@@ -229,7 +229,7 @@ class PlacerController:
         unbound_hold_seconds: float = DEFAULT_UNBOUND_HOLD_SECONDS,
         allocatable_by_node: Callable[[], Mapping[str, Resources]] = lambda: {},
         kept_room: Callable[[frozenset[str]], Sequence[KeptRoom]] | None = None,
-        asked_per_gpu: Callable[[], Demand] | None = None,
+        asked_per_gpu: Callable[[], GpuPodsAsk] | None = None,
     ) -> None:
         self._api = api
         self._jobs = jobs
@@ -267,11 +267,12 @@ class PlacerController:
         # Jobs' own pods left out: not free for AlloX, on a node nor in a VC's guarantee, or a Job
         # started there stays Pending behind the pod the room is kept for. None: nothing kept.
         self._kept_room = kept_room
-        # The most cores and memory per GPU a GPU pod asks (placer/guarantee.py asked_per_gpu): a
-        # VC's guaranteed gang of 8 GPUs and 32 cores a pod waited on "Insufficient cpu" behind CPU
-        # Jobs AlloX had cut from the same nodes' cores (user24, F17), and a pod of 8 GPUs and
-        # 448 GiB would have on memory. The most of each seen since this controller started is
-        # kept beside each free GPU, as a queued GPU configuration's is.
+        # What the pods asking GPUs ask (placer/guarantee.py asked_per_gpu): a VC's guaranteed
+        # gang of 8 GPUs and 32 cores a pod waited on "Insufficient cpu" behind CPU Jobs AlloX had
+        # cut from the same nodes' cores (user24, F17), and a pod of 8 GPUs and 448 GiB would have
+        # on memory. The most cores and memory per GPU of those one of AlloX's nodes holds, the
+        # most seen since this controller started, is kept beside each free GPU, as a queued GPU
+        # configuration's is.
         self._asked_per_gpu = asked_per_gpu
         self._per_gpu_seen = Demand()
         self._reserved_cpu_per_gpu = settings.reserved_cpu_per_gpu  # this pass's, with the above
@@ -416,7 +417,10 @@ class PlacerController:
         # also make their node look full, nor, unbound, leave it looking free.
         kept = self._kept_room(frozenset(running_uids)) if self._kept_room is not None else ()
         if self._asked_per_gpu is not None:
-            asked, most = self._asked_per_gpu(), self._per_gpu_seen
+            # A pod none of AlloX's nodes holds never runs on them: it keeps nothing there. Each
+            # node's allocatable, or their sum where none is known.
+            allox_nodes = list(self._allocatable_by_node().values()) or [self._capacity()]
+            asked, most = self._asked_per_gpu().per_gpu(nodes=allox_nodes), self._per_gpu_seen
             self._per_gpu_seen = Demand(cpu=max(most.cpu, asked.cpu), memory=max(most.memory, asked.memory))
         self._reserved_cpu_per_gpu = max(self._settings.reserved_cpu_per_gpu, self._per_gpu_seen.cpu)
         self._reserved_memory_per_gpu = self._per_gpu_seen.memory

@@ -153,16 +153,33 @@ def guarantees_less_kept(
     return left
 
 
-def asked_per_gpu(pods: Iterable[PodInfo]) -> Demand:
-    """The most cores and the most memory (GiB) per GPU a pod asking GPUs asks (bound or pending,
-    not finished; each the most over those pods): AlloX keeps that much beside each free GPU
-    before it cuts a node's cores and memory into CPU slots, so a VC's guaranteed pod of 8 GPUs,
-    32 cores and 448 GiB still finds its cores and its memory (user24, F17). Nothing when none
-    asks GPUs."""
-    cores = memory = 0.0
-    for pod in pods:
-        gpus = pod.requests.gpus
-        if gpus > 0 and pod.phase not in TERMINAL_PHASES:
-            cores = max(cores, pod.requests.cpu_millis / 1000 / gpus)
-            memory = max(memory, pod.requests.memory_bytes / GIB / gpus)
-    return Demand(cpu=cores, memory=memory)
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GpuPodsAsk:
+    """What the pods asking GPUs ask (bound or pending, not finished), each pod's requests whole:
+    :meth:`per_gpu` reads what AlloX keeps beside each free GPU from them. Pods asking alike are
+    one entry (a gang's pods, a sweep's)."""
+
+    requests: frozenset[Resources] = frozenset()
+
+    def per_gpu(self, *, nodes: Sequence[Resources]) -> Demand:
+        """The most cores and the most memory (GiB) per GPU one of these pods asks, each the most
+        over the pods one node of ``nodes`` (each one's allocatable) holds: a pod no node holds
+        never runs there (kube-scheduler leaves it Pending for ever, saying why), and one pod of
+        1 GPU and 1 TiB (a typo for 1 Gi, a pod for another pool) made AlloX keep 1 TiB beside
+        every free GPU, and start no CPU run on nodes of 512 GiB free (review25). No node
+        known: every pod counts. Nothing when none holds one."""
+        shapes = set(nodes)  # nodes alike are one: pods x kinds of node, not pods x nodes
+        held = [asked for asked in self.requests if not shapes or any(asked.fits_in(shape) for shape in shapes)]
+        return Demand(
+            cpu=max((asked.cpu_millis / 1000 / asked.gpus for asked in held), default=0.0),
+            memory=max((asked.memory_bytes / GIB / asked.gpus for asked in held), default=0.0),
+        )
+
+
+def asked_per_gpu(pods: Iterable[PodInfo]) -> GpuPodsAsk:
+    """What each pod asking GPUs asks (bound or pending, not finished; AlloX's own Jobs' pods
+    too, whose running GPU configurations admission keeps room for anyway): AlloX keeps the most
+    cores and memory per GPU of those some node holds (:meth:`GpuPodsAsk.per_gpu`) beside each
+    free GPU before it cuts a node's cores and memory into CPU slots, so a VC's guaranteed pod of
+    8 GPUs, 32 cores and 448 GiB still finds its cores and its memory (user24, F17)."""
+    return GpuPodsAsk(requests=frozenset(pod.requests for pod in pods if pod.requests.gpus > 0 and pod.phase not in TERMINAL_PHASES))

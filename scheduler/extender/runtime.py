@@ -46,12 +46,11 @@ from scheduler.extender.metrics import ExtenderMetrics
 from scheduler.extender.inspect import inspect_router
 from scheduler.extender.service import AlwaysReady, ExtenderService, Readiness
 from scheduler.extender.validating import ObjectValidation
-from scheduler.matching.model import Demand
 from scheduler.extender.validation import LiveCells, NodeSizes, configured_pod_problems, unplaceable_reason
 from scheduler.kube import names, translate, wire
 from estimator.controller import Capacity, EstimatorController
 from placer.controller import Guarantees, PlacerController
-from placer.guarantee import KeptRoom, asked_per_gpu, kept_room
+from placer.guarantee import GpuPodsAsk, KeptRoom, asked_per_gpu, kept_room
 from placer.guarantee import guarantees as guarantee_views
 
 log = logging.getLogger(__name__)
@@ -400,7 +399,7 @@ def _leadership(
     count_preemption: Callable[[str], None] | None = None,
     reclaimer: Callable[[KubernetesApi, PendingPods], ReclaimController] | None = None,
     kept_room: Callable[[frozenset[str]], Sequence[KeptRoom]] | None = None,
-    asked_per_gpu: Callable[[], Demand] | None = None,
+    asked_per_gpu: Callable[[], GpuPodsAsk] | None = None,
 ) -> tuple[Terms | None, LeaderElector | None]:
     """The live drivers, built afresh for each term, and the election on the controllers' Lease
     that begins and ends the terms (scheduler/cluster/leadership.py). Every replica serves the
@@ -688,7 +687,7 @@ def _placer(
     hived: Cells | None = None,
     lock: threading.RLock | None = None,
     kept_room: Callable[[frozenset[str]], Sequence[KeptRoom]] | None = None,
-    asked_per_gpu: Callable[[], Demand] | None = None,
+    asked_per_gpu: Callable[[], GpuPodsAsk] | None = None,
 ) -> PlacerController | None:
     """AlloX admission beside the estimator, whose watch of interchangeable Jobs it reads;
     under HiveD a Job's GPU configuration uses only its VC's free guarantee, read from the

@@ -103,5 +103,5 @@ def test_asked_per_gpu_reads_pods_asking_gpus_and_not_finished_ones() -> None:
     bound = PodInfo(uid="g", namespace="x", name="g", requests=Resources(6_000, 40 * GI, 1), node_name="gpu-0", phase="Running")
     wide = PodInfo(uid="w", namespace="x", name="w", requests=Resources(2_000, 64 * GI, 4))
     # The most of each per GPU, over different pods: 6 cores (bound), 40 GiB (bound; wide asks 16).
-    assert asked_per_gpu([cpu_only, finished, bound, wide]) == Demand(cpu=6.0, memory=40.0)
-    assert asked_per_gpu([cpu_only]) == Demand()
+    assert asked_per_gpu([cpu_only, finished, bound, wide]).per_gpu(nodes=[GPU_NODE]) == Demand(cpu=6.0, memory=40.0)
+    assert asked_per_gpu([cpu_only]).per_gpu(nodes=[GPU_NODE]) == Demand()

@@ -66,5 +66,5 @@ def test_asked_per_gpu_reads_pods_asking_gpus_and_not_finished_ones() -> None:
     cpu_only = PodInfo(uid="c", namespace="x", name="c", requests=Resources(96_000, GI, 0))
     finished = gang_pod("old", node="gpu-1", phase="Succeeded")
     one_gpu = PodInfo(uid="g", namespace="x", name="g", requests=Resources(6_000, GI, 1), node_name="gpu-0", phase="Running")
-    assert asked_per_gpu([cpu_only, finished, one_gpu]).cpu == 6.0
-    assert asked_per_gpu([cpu_only]).cpu == 0.0
+    assert asked_per_gpu([cpu_only, finished, one_gpu]).per_gpu(nodes=[GPU_NODE]).cpu == 6.0
+    assert asked_per_gpu([cpu_only]).per_gpu(nodes=[GPU_NODE]).cpu == 0.0
