@@ -906,9 +906,11 @@ class HivedEngine:
             self.node_index.remove(node_name)
             return
         self.allocator.set_node_bad(node_name, True)
-        self.node_troubles.node_seen(self.allocator, node_name, DELETED)
         if self.membership is not None:
             self._changed(self.membership.leave(node_name))
+        # After the cells follow it: a discovered node that left them (scaled down) is no VC's
+        # trouble; a configured cell's node deleted is.
+        self.node_troubles.node_seen(self.allocator, node_name, DELETED)
 
     def _remember_old_names(self, vcs: Mapping[str, VirtualClusterSpec], *, prefix: str) -> None:
         """Discovered cells: remember the fields of ``vcs`` (as written) that name a cell type by
@@ -989,16 +991,7 @@ class HivedEngine:
             return
         existing = self.allocator.by_pod.get(pod.uid)
         if pod.phase in TERMINAL_PHASES:
-            self._reclaim_marks.pop(pod.uid, None)
-            self._reserved_as_booked.discard(pod.uid)
-            self._seen_bound.discard(pod.uid)
-            self._reclaim_records.pop(pod.uid, None)
-            self._claims.end(pod.uid)
-            self.expiry.pod_gone(pod.uid)
-            if existing is not None:
-                self._unassign(existing)
-                self._released()
-                self._victim_left(pod.uid)
+            self.delete_pod(pod.uid)  # finished holds nothing, as gone (a leaving VC pod's cells: JustFreed)
             return
         self.expiry.pod_seen(pod)
         if not pod.holds_resources:
@@ -1443,11 +1436,32 @@ class HivedEngine:
         restart rebuilt that decision from the pod's record): once they have left, the pod's cells
         there are booked for it, so its VC's quota waits for it (preemptor_claims.py). Nothing for
         a pod HiveD holds cells for already, or a node without cells."""
-        if pod.requests.gpus == 0 or pod.uid in self.allocator.by_pod or node not in self.topology.nodes:
+        if pod.requests.gpus == 0:
             return
+        booking, claim = self.allocator.by_pod.get(pod.uid), self._claims.get(pod.uid)
+        if booking is not None and (claim is None or claim.booking != booking.id):
+            return  # HiveD holds cells for it otherwise (its filter's or the leader's reclaim booking)
+        if node not in self.topology.nodes:
+            self.preemptor_hold_ended(pod.uid)  # its preemption moved off the cells: what they kept goes back
+            return
+        # A claim on another node (FitGpp preempted for it again elsewhere, its room there no
+        # longer kept): the cells booked there go back.
         replaced = self._claims.claim(pod, node=node, victims=victims)
         if replaced is not None:
             self._give_back_claimed(pod.uid, replaced.booking)
+
+    def books_cells_for(self, pod: PodInfo) -> bool:
+        """Whether FitGpp's preemptor ``pod`` gets its cells booked once its victims have left
+        (preemptor_claims.py): a guaranteed pod of no gang asking GPUs, whose VC's quota is to
+        wait for it. Others (opportunistic, a gang's pod, which books its slots itself) have the
+        node's room kept only."""
+        if pod.requests.gpus == 0:
+            return False
+        try:
+            request = parse_request(pod)
+        except InvalidAnnotation:
+            return False
+        return request.priority is Priority.GUARANTEED and request.gang is None
 
     def cells_booked_for(self, pod_uid: str) -> str | None:
         """The node whose cells are booked for FitGpp's preemptor ``pod_uid`` because its victims

@@ -66,6 +66,13 @@ from scheduler.wording import (
 )
 
 DEFAULT_SCHEDULER_NAME = "cellfit"  # the chart's kube-scheduler profile
+# How long a preemptor whose victims have left gets no victim elsewhere, from the first time it
+# is asked about after they left, while its node still has its room: kube-scheduler's cache drops
+# an exited pod a moment after cellfit's watch (live, user24b: the preempt verb 5 ms after the
+# watch, the binding on the freed node 1 s later). Seconds, a cache's lag, as HiveD's
+# FREED_CELL_WAIT_SECONDS (scheduler/cells/freeing.py): past it kube-scheduler refuses the node
+# for a reason FitGpp cannot see (a taint), and the pod is preempted for elsewhere.
+ROOM_KEPT_SECONDS = 5.0
 
 
 def _row_of(pod: PodInfo, preemptions: int | None) -> tuple[object, ...]:
@@ -175,8 +182,11 @@ class BooksAhead(Protocol):
 @runtime_checkable
 class KeepsPreemptorCells(Protocol):
     """A placement engine that books a FitGpp preemptor's cells once its victims have left
-    (HiveD: scheduler/cells/preemptor_claims.py): the node they are booked on for the pod, or
-    None, so that the preempt verb takes no second victim for a pod whose room is kept."""
+    (HiveD: scheduler/cells/preemptor_claims.py): whether it books them for ``pod`` (HiveD: a
+    guaranteed pod of no gang), and the node they are booked on for the pod, or None, so that
+    the preempt verb takes no second victim for a pod whose room is kept."""
+
+    def books_cells_for(self, pod: PodInfo) -> bool: ...
 
     def cells_booked_for(self, pod_uid: str) -> str | None: ...
 
@@ -966,22 +976,23 @@ class FitGppEngine:
 
     def _room_kept(self, pod: PodInfo) -> str | None:
         """The node of ``pod``'s preemptor hold when nothing leaves it any more (its victims have
-        left: :meth:`_freed_by_terminating` covers the wait while they leave) and its room there
-        is still ``pod``'s: what is free fits it, less the room held there for preemptors it
-        yields to, and under a placement engine that books a preemptor's cells
-        (:class:`KeepsPreemptorCells`, HiveD) its cells are booked there. The wait is the hold's
-        (``RoomHolds.keeps_waiting``): past ``resume_hold_seconds`` from the first time the pod
-        waits, the hold lapses (its booked cells go back) and the pod is preempted for again.
-        None otherwise."""
+        left: :meth:`_freed_by_terminating` covers the wait while they leave), a pod can still
+        land there (Ready, not cordoned), and its room there is still ``pod``'s: what is free
+        fits it, less the room held there for preemptors it yields to, and where the placement
+        engine books a preemptor's cells (:class:`KeepsPreemptorCells`, HiveD, for a guaranteed
+        pod of no gang) its cells are booked there. For :data:`ROOM_KEPT_SECONDS` from the first
+        time it is asked about so (``RoomHolds.keeps_room``), then the pod is preempted for
+        elsewhere; its hold stays. None otherwise."""
         node = self.holds.nominated_node(pod.uid)
-        if node is None or node in self._leaving:
+        if node is None or node in self._leaving or not self._index.usable(node):
             return None
         free = self._free_on(node)
         if free is None or not pod.requests.fits_in(free - self.holds.preemptor_room(pod).get(node, ZERO)):
             return None
-        if pod.requests.gpus and isinstance(self.inner, KeepsPreemptorCells) and self.inner.cells_booked_for(pod.uid) != node:
+        inner = self.inner
+        if pod.requests.gpus and isinstance(inner, KeepsPreemptorCells) and inner.books_cells_for(pod) and inner.cells_booked_for(pod.uid) != node:
             return None
-        return node if self.holds.keeps_waiting(pod.uid, grace_seconds=lambda: 0) else None
+        return node if self.holds.keeps_room(pod.uid, seconds=ROOM_KEPT_SECONDS) else None
 
     def _longest_grace_leaving(self, node_name: str) -> int:
         """The longest grace period (seconds) among the pods leaving the node."""

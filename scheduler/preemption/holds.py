@@ -172,6 +172,7 @@ class _PreemptorHold:
     # the pod no longer carries it). A decision's own record is written after the answer, so an
     # event before the write lands shows the pod without it.
     record_seen: bool = False
+    room_kept_since: float | None = None  # clock reading of the first ask after its victims left
 
 
 @dataclass(frozen=True, slots=True)
@@ -325,6 +326,22 @@ class RoomHolds:
             return True
         self._lapse_preemptor(preemptor_uid)
         return False
+
+    def keeps_room(self, preemptor_uid: str, *, seconds: float) -> bool:
+        """Whether the preemptor, asked about again after its victims have left while its node
+        still has its room, should get no victim elsewhere: for ``seconds`` from the first such
+        ask (kube-scheduler's cache dropping the victims a moment after cellfit's watch did), then
+        no longer, whatever kept kube-scheduler off the node (a taint FitGpp cannot see). The hold
+        itself stays. Without a clock, while the hold lasts."""
+        claim = self._preemptors.get(preemptor_uid)
+        if claim is None:
+            return False
+        if self.clock is None:
+            return True
+        now = self.clock()
+        if claim.room_kept_since is None:
+            claim.room_kept_since = now
+        return now - claim.room_kept_since < seconds
 
     def placed_elsewhere(self, preemptor_uid: str) -> None:
         """The pod's room is kept otherwise now (HiveD booked cells for it): its hold ends. Its

@@ -234,6 +234,11 @@ class PreemptionIndex:
         self._used[:, slot] = 0
         self._usable[slot] = False
 
+    def usable(self, node_name: str) -> bool:
+        """Whether a new pod can land on the node: applied, Ready and not cordoned."""
+        slot = self._slot_of(node_name)
+        return slot >= 0 and bool(self._usable[slot])
+
     def _slot_of(self, node_name: str) -> int:
         """The slot holding ``node_name``'s usage; -1 while the node has not been applied."""
         slot = self._nodes.get(node_name)
