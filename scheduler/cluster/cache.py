@@ -71,18 +71,18 @@ COUNT_WRITE_CONFLICTS = 5
 PREEMPT_PAUSES_SECONDS: tuple[float, ...] = (0.5, 2.0, 5.0, 10.0)
 
 
-def _retried(call: Callable[[], None], *, pauses: Sequence[float], sleep: Callable[[float], None] = time.sleep) -> None:
-    """``call``, tried again after each pause while it fails for a moment (no answer, 429, 5xx);
-    any other failure, or the last, is raised."""
-    for pause in (*pauses, None):
+def _retried(call: Callable[[], T], *, pauses: Sequence[float], sleep: Callable[[float], None] = time.sleep) -> T:
+    """What ``call`` returns, tried again after each pause while it fails for a moment (no
+    answer, 429, 5xx); any other failure, or the last, is raised."""
+    for pause in pauses:
         try:
-            call()
-            return
+            return call()
         except KubernetesApiError as error:
             transient = error.status is None or error.status == 429 or error.status >= 500
-            if pause is None or not transient:
+            if not transient:
                 raise
         sleep(pause)
+    return call()
 
 
 class LazilyDecoded(Sequence[T], Generic[T]):
@@ -660,12 +660,12 @@ class ClusterCache:
         """Mark ``victim`` DisruptionTarget and delete it (that incarnation: its UID guards both),
         tried again while the API server fails for a moment; gone already is done. On the
         writer thread."""
-        self._attempt(
-            lambda: _retried(lambda: preempt_pod(self._api, namespace=victim.namespace, name=victim.name, uid=victim.uid,
-                                                 message=message, now=time.time()),
-                             pauses=PREEMPT_PAUSES_SECONDS),
-            what=f"preemption of {victim.key}",
-        )
+        def preempt() -> None:  # gone already (404) or replaced (409) is done, as a member's gang is
+            _retried(lambda: preempt_pod(self._api, namespace=victim.namespace, name=victim.name, uid=victim.uid, message=message,
+                                         now=time.time()),
+                     pauses=PREEMPT_PAUSES_SECONDS)
+
+        self._attempt(preempt, what=f"preemption of {victim.key}")
 
     def _finishing_recorded_gangs(self, replace: Callable[[Sequence[T]], None]) -> Callable[[Sequence[T]], None]:
         """A pods reflector's ``replace``, then the gang preemptions the listed records left

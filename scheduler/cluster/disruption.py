@@ -1,9 +1,14 @@
 """A pod preempted by cellfit itself (the cell exchange's returned cells, HiveD's reclaim of
-cells kube-scheduler will not preempt for): marked as kube-scheduler marks its own victims,
-then deleted with its own grace period."""
+cells kube-scheduler will not preempt for, a gang's members on other nodes than FitGpp's):
+marked as kube-scheduler marks its own victims, then deleted with its own grace period.
+
+:func:`preempt_pod` says what it did (:class:`Preempted`): a caller that counts a reclaim
+(reclaim.py, the exchange) takes a pod already gone or replaced as not reclaimed, as it freed
+nothing and must not be told preempted; the gang path (cache.py) takes it as done."""
 
 from __future__ import annotations
 
+import enum
 import logging
 from typing import Any, Literal, Protocol
 
@@ -28,33 +33,44 @@ class PodDeletion(Protocol):
     def delete_pod(self, *, namespace: str, name: str, uid: str | None = None, grace_period_seconds: int | None = None) -> None: ...
 
 
-# Answers that end a preemption of one incarnation of a pod as done: 404, the pod is gone; 409,
-# another pod took its name (the UID guard failed), which is not the victim.
-_NOT_THERE = (404, 409)
+class Preempted(enum.Enum):
+    """What a preemption of one incarnation of a pod did."""
+
+    DELETED = "deleted"
+    GONE = "already gone"  # 404: nothing was there to delete
+    REPLACED = "replaced"  # 409: another pod took its name (the UID guard), which is not the victim
 
 
-def preempt_pod(api: PodDeletion, *, namespace: str, name: str, uid: str, message: str, now: float) -> None:
+_NOT_THERE = {404: Preempted.GONE, 409: Preempted.REPLACED}
+
+
+def preempt_pod(api: PodDeletion, *, namespace: str, name: str, uid: str, message: str, now: float) -> Preempted:
     """Mark the pod (:func:`mark_disrupted`), then delete that incarnation of it with its own
-    grace period; already gone, or re-created under its name, is success (the deletion is
-    skipped when the mark found it so). Raises :class:`~scheduler.errors.CellfitError` when the
-    deletion fails."""
-    if not mark_disrupted(api, namespace=namespace, name=name, uid=uid, message=message, now=now):
-        return
+    grace period (:func:`delete_preempted`). Already gone or replaced is said, not raised (the
+    deletion is skipped when the mark found it so). Raises :class:`~scheduler.errors.CellfitError`
+    when the deletion fails."""
+    not_there = mark_disrupted(api, namespace=namespace, name=name, uid=uid, message=message, now=now)
+    if not_there is not None:
+        return not_there
+    return delete_preempted(api, namespace=namespace, name=name, uid=uid)
+
+
+def delete_preempted(api: PodDeletion, *, namespace: str, name: str, uid: str) -> Preempted:
+    """That incarnation of the pod deleted with its own grace period; 404 and 409 said, not
+    raised. Raises :class:`~scheduler.errors.KubernetesApiError` for any other failure."""
     try:
         api.delete_pod(namespace=namespace, name=name, uid=uid)
     except KubernetesApiError as error:
-        if error.status not in _NOT_THERE:
-            raise
+        if error.status in _NOT_THERE:
+            return _NOT_THERE[error.status]
+        raise
+    return Preempted.DELETED
 
 
-def mark_disrupted(api: PodDeletion, *, namespace: str, name: str, uid: str, message: str, now: float) -> bool:
-    """The pod's DisruptionTarget condition, written before its deletion as kube-scheduler
-    writes it on the victims of its own preemption: a Job whose podFailurePolicy ignores
-    disruptions then resumes instead of counting a failure. Guarded by the pod's UID (a pod
-    re-created under the name is left alone); not written, the deletion goes on all the same
-    (the cells must come back), and the log says what the Job may count. ``now``: wall-clock
-    seconds. False when that incarnation of the pod is gone (404) or another took its name
-    (409): nothing left to delete."""
+def write_disruption_target(api: PodDeletion, *, namespace: str, name: str, uid: str, message: str, now: float) -> Preempted | None:
+    """The pod's DisruptionTarget condition, guarded by its UID; ``now``: wall-clock seconds.
+    None when written; GONE or REPLACED when that incarnation is not there (404, 409). Raises
+    :class:`~scheduler.errors.KubernetesApiError` for any other failure (a caller may try again)."""
     condition = {
         "type": DISRUPTION_TARGET, "status": "True", "reason": PREEMPTION_BY_SCHEDULER, "message": f"cellfit: {message}",
         "lastTransitionTime": rfc3339(now),
@@ -64,7 +80,25 @@ def mark_disrupted(api: PodDeletion, *, namespace: str, name: str, uid: str, mes
                        content_type="application/strategic-merge-patch+json")
     except KubernetesApiError as error:
         if error.status in _NOT_THERE:
-            return False
-        log.warning("the preempted pod's DisruptionTarget condition was not written: a podFailurePolicy that ignores "
-                    "disruptions will count this preemption as a failure", extra={"pod": f"{namespace}/{name}", "reason": str(error)})
-    return True
+            return _NOT_THERE[error.status]
+        raise
+    return None
+
+
+def warn_not_marked(*, namespace: str, name: str, error: Exception) -> None:
+    log.warning("the preempted pod's DisruptionTarget condition was not written: a podFailurePolicy that ignores "
+                "disruptions will count this preemption as a failure", extra={"pod": f"{namespace}/{name}", "reason": str(error)})
+
+
+def mark_disrupted(api: PodDeletion, *, namespace: str, name: str, uid: str, message: str, now: float) -> Preempted | None:
+    """The pod's DisruptionTarget condition (:func:`write_disruption_target`), written before its
+    deletion as kube-scheduler writes it on the victims of its own preemption: a Job whose
+    podFailurePolicy ignores disruptions then resumes instead of counting a failure. Not
+    written, the deletion goes on all the same (the cells must come back), and the log says
+    what the Job may count. GONE or REPLACED when that incarnation of the pod is not there:
+    nothing left to delete."""
+    try:
+        return write_disruption_target(api, namespace=namespace, name=name, uid=uid, message=message, now=now)
+    except KubernetesApiError as error:
+        warn_not_marked(namespace=namespace, name=name, error=error)
+    return None

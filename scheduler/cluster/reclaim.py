@@ -58,7 +58,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator, Mapping, Protocol, Sequence
 
 from scheduler.cells.capabilities import WaitingGuarantee
-from scheduler.cluster.disruption import PodDeletion, preempt_pod
+from scheduler.cluster.disruption import PodDeletion, Preempted, preempt_pod
 from scheduler.cluster.stranded import ReclaimRecords, StrandedGuarantees, immovable, reclaimable
 from scheduler.config import ReclaimSettings
 from scheduler.core.model import PodInfo
@@ -318,9 +318,12 @@ class ReclaimController:
         victim = reclaim.victim
         message = victim_message(reclaim, job_outcome=self._job_outcome(victim))
         try:
-            preempt_pod(self._api, namespace=victim.namespace, name=victim.name, uid=victim.uid, message=message, now=now)
+            preempted = preempt_pod(self._api, namespace=victim.namespace, name=victim.name, uid=victim.uid, message=message, now=now)
         except CellfitError as error:
             log.warning("opportunistic pod not reclaimed", extra={"pod": victim.key, "reason": str(error)})
+            return False
+        if preempted is not Preempted.DELETED:  # it freed nothing now: not told preempted, not counted
+            log.warning("opportunistic pod not reclaimed", extra={"pod": victim.key, "reason": preempted.value})
             return False
         if self._jobs is not None:
             with self._lock:

@@ -45,7 +45,7 @@ from scheduler.cells.exchange.preemption import BORROWER_HORIZON_SECONDS, carrie
 from scheduler.cells.topology import Topology
 from scheduler.cluster.api import KubernetesApi
 from scheduler.cluster.cache import path_reflector
-from scheduler.cluster.disruption import preempt_pod
+from scheduler.cluster.disruption import Preempted, preempt_pod
 from scheduler.cluster.exchange.objects import (
     CELL_OBJECT_DECODER,
     CONFIG_MAP_DECODER,
@@ -434,9 +434,12 @@ class ExchangeController:
                 continue
             namespace, _, name = due.pod.partition("/")
             try:
-                preempt_pod(self._api, namespace=namespace, name=name, uid=due.uid, message=due.reason, now=now)
+                preempted = preempt_pod(self._api, namespace=namespace, name=name, uid=due.uid, message=due.reason, now=now)
             except CellfitError as error:
                 log.warning("exchange preemption failed", extra={"pod": due.pod, "reason": str(error)})
+                continue
+            if preempted is not Preempted.DELETED:  # it freed nothing now: not told preempted
+                log.warning("exchange preemption failed", extra={"pod": due.pod, "reason": preempted.value})
                 continue
             self._preempted[due.uid] = now
             self._leaving.add(due.uid)
