@@ -806,7 +806,9 @@ class EstimatorController:
         else:  # each selects nodes, none both
             fields = [("spec.template.spec.nodeSelector", template), (f"{ANNOTATION_CONFIGURATIONS}.{kind}.nodeSelector", ours)]
         said = " and ".join(f"{field} ({', '.join(f'{k}={v}' for k, v in sorted(labels.items()))})" for field, labels in fields)
-        return _Unmet(never=f"{said}: {where} {'them' if len(fields) == 1 else 'both'}, so no node could ever run it", now=f"{where} {said} now")
+        # One label is "it"; several, which nodes may carry one by one, "them all".
+        which = "both" if len(fields) > 1 else "it" if len(fields[0][1]) == 1 else "them all"
+        return _Unmet(never=f"{said}: {where} {which}, so no node could ever run it", now=f"{where} {said} now")
 
     def _affinity_meeting_no_node(self, spec: Mapping[str, Any], *, selector: Mapping[str, str]) -> _Unmet | None:
         """Why a sampling pod whose required node affinity (the template's) no node carrying its

@@ -115,7 +115,7 @@ def test_without_the_setting_the_configuration_never_runs_and_the_message_names_
     estimator.reconcile()
     assert kinds(api) == ["gpu"]
     assert never_runs(api) == [
-        "cpu is not sampled: cellfit.io/configurations.cpu.nodeSelector (pool=cpu-big): no node carries them, so no node could ever run it" + AUTOSCALED_HINT
+        "cpu is not sampled: cellfit.io/configurations.cpu.nodeSelector (pool=cpu-big): no node carries it, so no node could ever run it" + AUTOSCALED_HINT
     ]
     assert told(api, "ConfigurationAwaitsNode") == []
 

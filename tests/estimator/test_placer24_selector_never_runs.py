@@ -48,7 +48,7 @@ def test_a_configurations_node_selector_no_node_carries_is_not_sampled_and_names
     sampler.reconcile()
     assert kinds(api) == ["gpu"]
     assert never_runs(api) == ["cpu is not sampled: cellfit.io/configurations.cpu.nodeSelector (pool=cpu-big): no node carries "
-                               "them, so no node could ever run it" + AUTOSCALED_HINT]
+                               "it, so no node could ever run it" + AUTOSCALED_HINT]
 
 
 def test_a_template_node_selector_no_node_carries_names_the_templates_field_for_every_configuration() -> None:
@@ -57,7 +57,7 @@ def test_a_template_node_selector_no_node_carries_names_the_templates_field_for_
     sampler._replace_jobs([job("tsel", template_selector={"zone": "mars"})])
     sampler.reconcile()
     assert api.created == []
-    assert never_runs(api) == ["cpu and gpu are not sampled: spec.template.spec.nodeSelector (zone=mars): no node carries them, "
+    assert never_runs(api) == ["cpu and gpu are not sampled: spec.template.spec.nodeSelector (zone=mars): no node carries it, "
                                "so no node could ever run it" + AUTOSCALED_HINT]
     (condition,) = api.conditions
     assert condition["reason"] == "NeverRuns"
@@ -88,7 +88,7 @@ def test_a_node_carrying_the_labels_that_left_moments_ago_still_counts_and_not_a
     sampler._replace_jobs([job("first", cpu_selector={"pool": "cpu-small"}), job("soon", cpu_selector={"pool": "cpu-small"}),
                            job("late", cpu_selector={"pool": "cpu-small"})])
     sampler.reconcile()
-    assert "cpu is not sampled: cellfit.io/configurations.cpu.nodeSelector (pool=cpu-small): no node carries them, so no node " \
+    assert "cpu is not sampled: cellfit.io/configurations.cpu.nodeSelector (pool=cpu-small): no node carries it, so no node " \
            "could ever run it" + AUTOSCALED_HINT in never_runs(api)
 
 
