@@ -32,7 +32,7 @@ from scheduler.cluster.feed import InterchangeableJobs, SamplingPods
 from scheduler.cluster.pacing import InThread, Pacing, Steps
 from scheduler.cluster.reflector import Reflector
 from scheduler.cells import bindinfo
-from scheduler.cluster.disruption import preempt_pod
+from scheduler.cluster.disruption import Preempted, delete_preempted, warn_not_marked, write_disruption_target
 from scheduler.cluster.gang_recovery import unfinished_members
 from scheduler.cluster.preemptor_records import FollowsPreemptorRecords, clear_preemptor_record, write_preemptor_record
 from scheduler.constants import ANNOTATION_BIND_INFO, ANNOTATION_CONFIGURATIONS, ANNOTATION_PREEMPTIONS, ANNOTATION_PREEMPTOR_HOLD
@@ -656,16 +656,31 @@ class ClusterCache:
 
         self._writes.submit(write)
 
-    def _preempt(self, victim: PodInfo, *, message: str) -> None:
-        """Mark ``victim`` DisruptionTarget and delete it (that incarnation: its UID guards both),
-        tried again while the API server fails for a moment; gone already is done. On the
+    def _preempt(self, victim: PodInfo, *, message: str) -> Preempted | None:
+        """Mark ``victim`` DisruptionTarget, then delete it (that incarnation: its UID guards
+        both), each tried again while the API server fails for a moment; what was done (gone
+        already or replaced is done), None when the deletion was given up. A mark given up after
+        its tries does not stop the deletion: the member's gang-mates are gone, and left running
+        it would hold its GPUs for a hung job; the warning says what its Job may count. On the
         writer thread."""
-        def preempt() -> None:  # gone already (404) or replaced (409) is done, as a member's gang is
-            _retried(lambda: preempt_pod(self._api, namespace=victim.namespace, name=victim.name, uid=victim.uid, message=message,
-                                         now=time.time()),
-                     pauses=PREEMPT_PAUSES_SECONDS)
-
-        self._attempt(preempt, what=f"preemption of {victim.key}")
+        namespace, name, uid = victim.namespace, victim.name, victim.uid
+        try:
+            not_there = _retried(
+                lambda: write_disruption_target(self._api, namespace=namespace, name=name, uid=uid, message=message, now=time.time()),
+                pauses=PREEMPT_PAUSES_SECONDS,
+            )
+        except CellfitError as error:
+            warn_not_marked(namespace=namespace, name=name, error=error)
+            not_there = None
+        if not_there is not None:
+            return not_there
+        done: list[Preempted] = []
+        self._attempt(
+            lambda: done.append(_retried(lambda: delete_preempted(self._api, namespace=namespace, name=name, uid=uid),
+                                         pauses=PREEMPT_PAUSES_SECONDS)),
+            what=f"preemption of {victim.key}",
+        )
+        return done[0] if done else None
 
     def _finishing_recorded_gangs(self, replace: Callable[[Sequence[T]], None]) -> Callable[[Sequence[T]], None]:
         """A pods reflector's ``replace``, then the gang preemptions the listed records left
