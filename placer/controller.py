@@ -67,7 +67,7 @@ from estimator.contract import parse_estimate_cached
 from estimator.objects import Job, JobCondition, template_kind, timestamp
 from estimator.sample_pod import beyond_largest_node, configuration_digest, gpu_count, recorded_configuration
 from placer.configuration import Configuration, Configurations, parse_configurations_cached
-from placer.guarantee import GpuPodsAsk, KeptRoom, free_less_kept, gpus_per_pod, guarantees_less_kept, pool_machines
+from placer.guarantee import AskedLately, GpuPodsAsk, KeptRoom, free_less_kept, gpus_per_pod, guarantees_less_kept, pool_machines
 from placer.holding import (
     DEFAULT_UNBOUND_HOLD_SECONDS,
     HOLDING,
@@ -270,11 +270,12 @@ class PlacerController:
         # What the pods asking GPUs ask (placer/guarantee.py asked_per_gpu): a VC's guaranteed
         # gang of 8 GPUs and 32 cores a pod waited on "Insufficient cpu" behind CPU Jobs AlloX had
         # cut from the same nodes' cores (user24, F17), and a pod of 8 GPUs and 448 GiB would have
-        # on memory. The most cores and memory per GPU of those one of AlloX's nodes holds, the
-        # most seen since this controller started, is kept beside each free GPU, as a queued GPU
+        # on memory. The most cores and memory per GPU of those one of AlloX's nodes holds, over
+        # the passes of the last NotBound limit, is kept beside each free GPU, as a queued GPU
         # configuration's is.
         self._asked_per_gpu = asked_per_gpu
-        self._per_gpu_seen = Demand()
+        self._per_gpu_seen = Demand()  # this pass's, over that window
+        self._asked_lately = AskedLately(window_seconds=unbound_hold_seconds)
         self._reserved_cpu_per_gpu = settings.reserved_cpu_per_gpu  # this pass's, with the above
         self._reserved_memory_per_gpu = 0.0  # this pass's (GiB), with the above
         self._unbound_hold_seconds = unbound_hold_seconds
@@ -420,8 +421,7 @@ class PlacerController:
             # A pod none of AlloX's nodes holds never runs on them: it keeps nothing there. Each
             # node's allocatable, or their sum where none is known.
             allox_nodes = list(self._allocatable_by_node().values()) or [self._capacity()]
-            asked, most = self._asked_per_gpu().per_gpu(nodes=allox_nodes), self._per_gpu_seen
-            self._per_gpu_seen = Demand(cpu=max(most.cpu, asked.cpu), memory=max(most.memory, asked.memory))
+            self._per_gpu_seen = self._asked_lately.note(self._asked_per_gpu().per_gpu(nodes=allox_nodes), now=now)
         self._reserved_cpu_per_gpu = max(self._settings.reserved_cpu_per_gpu, self._per_gpu_seen.cpu)
         self._reserved_memory_per_gpu = self._per_gpu_seen.memory
         free_by_node = self._free_by_node(frozenset(running_uids))

@@ -183,3 +183,27 @@ def asked_per_gpu(pods: Iterable[PodInfo]) -> GpuPodsAsk:
     free GPU before it cuts a node's cores and memory into CPU slots, so a VC's guaranteed pod of
     8 GPUs, 32 cores and 448 GiB still finds its cores and its memory (user24, F17)."""
     return GpuPodsAsk(requests=frozenset(pod.requests for pod in pods if pod.requests.gpus > 0 and pod.phase not in TERMINAL_PHASES))
+
+
+class AskedLately:
+    """The most cores and the most memory (GiB) per GPU asked (:meth:`GpuPodsAsk.per_gpu`) over
+    the passes of the last ``window_seconds``: a pod that ends and is replaced (a Job's failed pod
+    recreated after the Job controller's back-off, a gang's next pod, a VC's next Job created as
+    its last ends) finds its room, and a pod gone longer, or one no node holds any more, keeps
+    nothing. Before, the most seen since cellfit started was kept: one pod's ask stood until a
+    restart (review25)."""
+
+    def __init__(self, *, window_seconds: float) -> None:
+        self._window_seconds = window_seconds
+        # (when, what was asked then): none outdone in both by a later one, which outlives it.
+        self._seen: list[tuple[float, Demand]] = []
+
+    def note(self, asked: Demand, *, now: float) -> Demand:
+        """Remember this pass's ``asked``; the most of each over the window."""
+        self._seen = [
+            (when, before)
+            for when, before in self._seen
+            if now - when <= self._window_seconds and not (before.cpu <= asked.cpu and before.memory <= asked.memory)
+        ]
+        self._seen.append((now, asked))
+        return Demand(cpu=max(seen.cpu for _, seen in self._seen), memory=max(seen.memory for _, seen in self._seen))

@@ -3,7 +3,7 @@
 a node of 8 free GPUs, 64 cores and 512 GiB it cut CPU slots from all 512 GiB and started eight
 CPU runs of 64 GiB there, and a VC's guaranteed pod of 8 GPUs and 448 GiB then stayed Pending
 ("Insufficient memory"). Now the most memory per GPU such a pod asks (bound or pending, not
-finished; placer/guarantee.py asked_per_gpu), and the most seen since, are kept beside each
+finished; placer/guarantee.py asked_per_gpu), and for the NotBound limit after, are kept beside each
 free GPU before the node's memory is cut into CPU slots: 64 GiB is left, one CPU run."""
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 64-core node of 8 GPUs into a 48-core CPU slot and started a CPU Job there, and a VC's
 guaranteed gang (8 GPUs and 32 cores a pod) then waited on "Insufficient cpu". Now the most
 cores per GPU a GPU pod asks (placer/guarantee.py asked_per_gpu, over the pods' records),
-and the most seen since, are kept beside each free GPU, as a queued GPU configuration's are."""
+and for the NotBound limit after, are kept beside each free GPU, as a queued GPU configuration's are."""
 
 from __future__ import annotations
 
