@@ -42,6 +42,7 @@ from scheduler.core.model import TERMINAL_PHASES, JobInfo, PodInfo
 from scheduler.core.pods import PodStore
 from scheduler.core.resources import ZERO, Resources
 from scheduler.errors import CellfitError, InvalidAnnotation, KubernetesApiError
+from scheduler.preemption.engine import DEFAULT_SCHEDULER_NAME
 from scheduler.preemption.model import JobClass, job_class_or_best_effort, preemption_count_of
 from scheduler.kube import translate, wire
 from scheduler.kube.lists import read_page
@@ -287,13 +288,15 @@ def _decoded_reflector(
 class ClusterCache:
     def __init__(
         self, *, api: KubernetesApi, engine: SchedulingEngine, lock: threading.RLock, gpu_resource: str, pods: PodStore,
-        jobs: TracksJobs | None, interchangeable_jobs: bool = False,
+        jobs: TracksJobs | None, interchangeable_jobs: bool = False, scheduler_name: str = DEFAULT_SCHEDULER_NAME,
     ) -> None:
         """``pods``: the composition's record of the pods (``Composition.pods``, the one its engine
         reads), which this cache keeps: each pod recorded before the engine hears of it,
         forgotten after. ``jobs``: the part of the engine that follows Jobs (``Composition.jobs``).
         ``interchangeable_jobs``: keep the Jobs with configurations for the estimator
-        (``self.interchangeable``). Jobs are watched when either asks for them."""
+        (``self.interchangeable``). Jobs are watched when either asks for them.
+        ``scheduler_name``: the kube-scheduler profile cellfit serves; a preemptor record is
+        finished (gang_recovery.py) only for its pods."""
         # API writes that must not hold up kube-scheduler (events, Job counts): one worker, so
         # they land in the order decided.
         self._writes = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cellfit-writes")
@@ -305,6 +308,7 @@ class ClusterCache:
         self._lock = lock
         self._gpu_resource = gpu_resource
         self._pods = pods
+        self._scheduler_name = scheduler_name
         self._node_names: set[str] = set()
         self._allocatable: dict[str, Resources] = {}
         self._schedulable: set[str] = set()  # Ready and not cordoned
@@ -702,7 +706,8 @@ class ClusterCache:
         if not recorded:
             return
         with self._lock:
-            found = unfinished_members(recorded, current=self._pods.get, ours=self._victims.__contains__)
+            found = unfinished_members(recorded, current=self._pods.get, ours=self._victims.__contains__,
+                                       scheduler_name=self._scheduler_name)
         if not found:
             return
         self.remember_victims(unfinished.member.uid for unfinished in found)

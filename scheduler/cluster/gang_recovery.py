@@ -11,10 +11,19 @@ what the record says: each member it names that still runs, not deleted yet, is 
 the answering replica would have (marked DisruptionTarget, deleted with its grace period, a
 Preempted Event), whoever leads: the answering replica deletes them, leader or not, and a
 deletion is guarded by the pod's UID, so a second one changes nothing.
+
+The record is an annotation: where the chart's state policy is off (or audit-only), anyone who
+may update a pod can write one. So it is trusted only as far as FitGpp's own decisions go: on a
+preemptor cellfit's scheduler (profile) schedules, a member is deleted only if it is a pod of
+cellfit's gang (``cellfit.io/gang: "true"``, scheduled by cellfit's profile) that a Job the
+record names (``gangs``) owns. Any other pod it names, and a record naming members but no gang
+(the format of the day before the gangs were recorded), is passed over with a warning naming
+the record.
 """
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
@@ -22,7 +31,9 @@ from scheduler.constants import ANNOTATION_PREEMPTOR_HOLD
 from scheduler.core.model import PodInfo
 from scheduler.errors import InvalidAnnotation
 from scheduler.preemption import records
-from scheduler.preemption.gang_victims import preempted_elsewhere
+from scheduler.preemption.gang_victims import is_gang_pod, preempted_elsewhere
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -47,11 +58,16 @@ class UnfinishedMember:
         )
 
 
-def unfinished_members(pods: Iterable[PodInfo], *, current: Callable[[str], PodInfo | None], ours: Callable[[str], bool]) -> list[UnfinishedMember]:
+def unfinished_members(
+    pods: Iterable[PodInfo], *, current: Callable[[str], PodInfo | None], ours: Callable[[str], bool], scheduler_name: str
+) -> list[UnfinishedMember]:
     """The members named by the records ``pods`` carry that still run, not deleted yet, on a
     node: ``current`` gives a pod by UID as the watch shows it (None: gone). A member ``ours``
     (this replica's own decision, whose writes are queued) is left to those writes. A record
-    that does not read is passed over, as the holds pass it over (another version's)."""
+    that does not read is passed over, as the holds pass it over (another version's); so is one
+    that is not FitGpp's decision for a pod of ``scheduler_name`` (cellfit's profile) and a
+    member that is not a gang member of ``scheduler_name`` a Job the record names owns, with a
+    warning naming the record."""
     found: list[UnfinishedMember] = []
     for pod in pods:
         text = pod.annotations.get(ANNOTATION_PREEMPTOR_HOLD)
@@ -61,11 +77,24 @@ def unfinished_members(pods: Iterable[PodInfo], *, current: Callable[[str], PodI
             record = records.decode(text)
         except InvalidAnnotation:
             continue
-        if record is None:
+        if record is None or not record.elsewhere:
+            continue
+        if pod.scheduler_name != scheduler_name or not record.gangs:
+            why = "names no gang (an older format)" if pod.scheduler_name == scheduler_name else f"is on a pod of scheduler {pod.scheduler_name!r}"
+            log.warning("a preemptor's record that names gang members elsewhere " + why + ": none of them is deleted",
+                        extra={"pod": pod.key, "record": text[:500]})
             continue
         for uid in record.elsewhere:
             member = current(uid)
             if member is None or not member.holds_resources or member.terminating or ours(uid):
                 continue
+            if not _of_a_recorded_gang(member, gangs=record.gangs, scheduler_name=scheduler_name):
+                log.warning("a preemptor's record names a pod that is no member of the gangs it names: not deleted",
+                            extra={"pod": pod.key, "member": member.key, "record": text[:500]})
+                continue
             found.append(UnfinishedMember(preemptor=pod, node=record.node, member=member))
     return found
+
+
+def _of_a_recorded_gang(member: PodInfo, *, gangs: tuple[str, ...], scheduler_name: str) -> bool:
+    return is_gang_pod(member) and member.owner is not None and member.owner.uid in gangs and member.scheduler_name == scheduler_name

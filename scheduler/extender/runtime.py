@@ -224,7 +224,7 @@ def build_runtime(
     metrics = ExtenderMetrics()
     cache = (
         ClusterCache(api=api, engine=engine, lock=lock, gpu_resource=settings.policy.gpu_resource_name, pods=composition.pods,
-                     jobs=composition.jobs, interchangeable_jobs=settings.estimator.enabled)
+                     jobs=composition.jobs, interchangeable_jobs=settings.estimator.enabled, scheduler_name=settings.nudge.scheduler_name)
         if api is not None
         else None
     )

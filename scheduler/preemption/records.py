@@ -23,10 +23,14 @@ so that no later restart keeps the node's room for the pod again.
 
 Format: compact JSON, ``{"node":"gpu-node-2","victims":["<uid>",...]}``; for a decision that took
 a gang whole (scheduler/preemption/gang_victims.py), ``"elsewhere":["<uid>",...]`` names its
-members on other nodes, which kube-scheduler does not delete. A replica that lists the pods
-(a restart) deletes those still running (scheduler/cluster/gang_recovery.py): the replica that
-answered may have died before it did. Written only when not empty, so a record of any other
-decision reads as before, and a record without it (an older replica's) reads as naming none.
+members on other nodes, which kube-scheduler does not delete, and ``"gangs":["<job uid>",...]``
+the Jobs of the gangs taken whole. A replica that lists the pods (a restart) deletes those
+members still running (scheduler/cluster/gang_recovery.py): the replica that answered may have
+died before it did. Only a member that a Job ``gangs`` names owns, of cellfit's gang and
+scheduler, is deleted: the record is an annotation, which anyone who may update a pod can write
+where the chart's state policy is off, and must not order the deletion of any other pod. Both
+are written only when not empty, so a record of any other decision reads as before, and a
+record without them (an older replica's) reads as naming none.
 """
 
 from __future__ import annotations
@@ -40,20 +44,22 @@ FIELD = f"metadata.annotations[{ANNOTATION_PREEMPTOR_HOLD}]"
 
 
 class PreemptorRecord(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defaults=True):
-    """The node FitGpp preempted pods on for the pod, those victims' UIDs, and the UIDs of the
-    members on other nodes of the gangs it took whole (``elsewhere``)."""
+    """The node FitGpp preempted pods on for the pod, those victims' UIDs, the UIDs of the
+    members on other nodes of the gangs it took whole (``elsewhere``) and those gangs' Job UIDs
+    (``gangs``)."""
 
     node: str
     victims: tuple[str, ...]
     elsewhere: tuple[str, ...] = ()
+    gangs: tuple[str, ...] = ()
 
 
 _ENCODER = msgspec.json.Encoder()
 _DECODER = msgspec.json.Decoder(PreemptorRecord)
 
 
-def encode(*, node: str, victims: tuple[str, ...], elsewhere: tuple[str, ...] = ()) -> str:
-    return _ENCODER.encode(PreemptorRecord(node=node, victims=victims, elsewhere=elsewhere)).decode()
+def encode(*, node: str, victims: tuple[str, ...], elsewhere: tuple[str, ...] = (), gangs: tuple[str, ...] = ()) -> str:
+    return _ENCODER.encode(PreemptorRecord(node=node, victims=victims, elsewhere=elsewhere, gangs=gangs)).decode()
 
 
 def decode(text: str) -> PreemptorRecord | None:
@@ -73,4 +79,6 @@ def decode(text: str) -> PreemptorRecord | None:
         raise InvalidAnnotation(f"{text[:200]!r} names no victim by UID", field=FIELD)
     if not all(record.elsewhere):
         raise InvalidAnnotation(f"{text[:200]!r} names a gang member elsewhere by an empty UID", field=FIELD)
+    if not all(record.gangs):
+        raise InvalidAnnotation(f"{text[:200]!r} names a gang by an empty Job UID", field=FIELD)
     return record

@@ -31,7 +31,7 @@ from tests.cluster.test_preemptor_record_write import trial_pod, victim_pod
 from tests.preemption.test_gang_members_elsewhere_deleted import member
 from tests.support.kube_objects import node
 
-RECORD = records.encode(node="gpu-a", victims=("uid-be-0",), elsewhere=("uid-be-1",))
+RECORD = records.encode(node="gpu-a", victims=("uid-be-0",), elsewhere=("uid-be-1",), gangs=("uid-gang",))
 
 
 def leaving(body: dict[str, Any]) -> dict[str, Any]:
@@ -120,6 +120,8 @@ def test_a_recovery_whose_deletion_fails_for_a_moment_is_tried_again(monkeypatch
     [
         pytest.param(crashed_state(member_1=leaving(member(1, "gpu-b"))), id="member-already-leaving"),
         pytest.param(crashed_state(record=records.encode(node="gpu-a", victims=("uid-be-0",))), id="record-without-elsewhere"),
+        pytest.param(crashed_state(record=records.encode(node="gpu-a", victims=("uid-be-0",), elsewhere=("uid-be-1",))),
+                     id="record-naming-no-gang"),
         pytest.param(crashed_state(record=""), id="record-emptied-by-the-binding"),
         pytest.param(crashed_state(record='{"node":"gpu-a"}'), id="record-that-does-not-read"),
     ],
