@@ -75,6 +75,7 @@ class NeverPlaceable:
 
 
 NEVER = "never-placeable"  # the answer's reason for them
+NEVER_HEAD = "can never be placed as written"  # how their answer says so
 _VC = "label cellfit.io/virtual-cluster"
 _CELL_TYPE = "annotation cellfit.io/cell-type"
 _KEY = r"(?:label|annotation) cellfit\.io/[\w.-]+"  # a field as the request parser names it
@@ -171,6 +172,8 @@ def _job_answer(job: JobFacts, view: CellfitView, *, now: float | None) -> Answe
         return _suspended(job)
     gang = _gang_of_job(job, view)
     pods_now = _job_pods_now(job, view) if gang is None else gang
+    if _never_placed(pods_now):
+        return _never_first(job, pods_now)
     preempted = _preempted(job, pods_now)
     if preempted is not None:
         return preempted
@@ -470,7 +473,31 @@ def _without_estimate(job: JobFacts, view: CellfitView, answer: Answer) -> Answe
     return replace(answer, summary=f"{answer.summary}; {said}", details=answer.details + (_seen(event) if event is not None else ()))
 
 
+def _never_first(job: JobFacts, never: Answer) -> Answer:
+    """A Job whose pod cellfit can never place as written: that first, as no wait ends it (README,
+    the ``why`` row), and its earlier preemptions and its kind after it, as facts."""
+    lesser = ("on CPU instead of GPU (AlloX's choice)",) if job.placement == "cpu" else ()
+    preempted = _preemption_facts(job)
+    return replace(never, details=never.details + lesser + (() if preempted is None else (preempted[0], *preempted[1])))
+
+
+def _never_placed(answer: Answer) -> bool:
+    """Whether ``answer`` says a pod (or its gang) can never be placed as written (:func:`_never`)."""
+    return answer.reason in (NEVER, "gang") and NEVER_HEAD in answer.summary
+
+
 def _preempted(job: JobFacts, now: Answer) -> Answer | None:
+    found = _preemption_facts(job)
+    if found is None:
+        return None
+    head, lines = found
+    return Answer(reason="preempted", summary=f"{head}; now {now.summary}", details=lines + (f"now: {now.summary}",) + now.details)
+
+
+def _preemption_facts(job: JobFacts) -> tuple[str, tuple[str, ...]] | None:
+    """``preempted 1 time, last by ns/pod on node N (score ...)`` and the lines behind it: each
+    preemption, what its cellfit.io/preemptions counts, its failed pods so far; None when the
+    Job was never preempted."""
     if not job.preemptions and job.preemption_count == 0:
         return None
     counted, pods = _how_often(job)
@@ -482,9 +509,7 @@ def _preempted(job: JobFacts, now: Answer) -> Answer | None:
             head += f" on node {last.node}"
         if last.breakdown is not None:
             head += f" ({last.breakdown})"
-    return Answer(reason="preempted", summary=f"{head}; now {now.summary}",
-                  details=tuple(_preemption_line(p) for p in job.preemptions) + _preemptions_counted(job) + _counted_failures(job)
-                  + (f"now: {now.summary}",) + now.details)
+    return head, tuple(_preemption_line(p) for p in job.preemptions) + _preemptions_counted(job) + _counted_failures(job)
 
 
 def _how_often(job: JobFacts) -> tuple[str, str]:
@@ -902,7 +927,7 @@ def _never(pod: PodFacts, found: _Found, failed: Event, view: CellfitView) -> An
     does not know (its view answered so) is named too, so the user fixes both at once."""
     gang = GANG.match(found.reason)
     whose = f"its gang {gang.group('gang')}" if pod.gang and gang is not None and GANG_NEVER.fullmatch(found.reason) else ""
-    head = f"{whose} can never be placed as written" if whose else "can never be placed as written"
+    head = f"{whose} {NEVER_HEAD}" if whose else NEVER_HEAD
     others = f"; the other nodes: {found.others}" if found.others else ""
     return Answer(reason="gang" if whose else NEVER,
                   summary=f"{head}: {found.reason} ({found.change}){_unknown_vc_too(pod, found, view)}{others}",
