@@ -7,7 +7,15 @@ in a burst (Go keeps 2 idle connections per host; tests/benchmarks/bench_extende
 The listener is tests/extender/test_listener_verbs.py's (``BoundedServer`` and
 ``BoundedHttpProtocol`` on uvloop, a trivial filter verb) in a thread of this process, its
 thread's CPU read from /proc; the client runs in another process, so it spends none of it.
-Each ``--source`` checkout is measured in turn, alternating (ABBA), in a process of its own:
+
+``protocol_request_us`` and ``protocol_connection_us``: the Python the protocol and
+``VerbDispatch`` run for the same request, without the system calls and wake-ups around it
+(``BoundedHttpProtocol`` fed the request in process, its answer written to a transport that
+keeps it, the thread's CPU clock: a resolution of nanoseconds where /proc's is ticks): per
+request on a kept-alive connection, and what a connection adds (made, one request, lost).
+
+Each ``--source`` checkout is measured in turn, alternating (ABBA), in a process of its own;
+the medians and their ratios to the first source are printed:
 
     python tests/benchmarks/bench_listener_connections.py [--requests 3000] [--runs 4] [--source DIR ...]
 
@@ -17,12 +25,14 @@ This prints figures; it asserts nothing.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 BODY = b'{"Pod":{}}'
@@ -47,6 +57,35 @@ for _ in range(count):
         answer += sock.recv(65536)
 sock.close()
 """
+
+
+class Transport(asyncio.Transport):
+    """A connection's transport in process: what is written is kept (``written``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.written: list[bytes] = []
+
+    def write(self, data: Any) -> None:
+        self.written.append(bytes(data))
+
+    def is_closing(self) -> bool:
+        return False
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return {"sockname": ("127.0.0.1", 8888), "peername": ("127.0.0.1", 40000)}.get(name, default)
+
+    def pause_reading(self) -> None:
+        pass
+
+    def resume_reading(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    def get_write_buffer_size(self) -> int:
+        return 0
 
 
 def measure(*, requests: int, repeats: int) -> dict[str, float]:
@@ -75,6 +114,44 @@ def measure(*, requests: int, repeats: int) -> dict[str, float]:
     return {"kept_alive_us": kept, "new_connection_us": opened, "connection_us": opened - kept}
 
 
+async def protocol_cpu(*, requests: int, repeats: int) -> dict[str, float]:
+    """µs of this thread's CPU the protocol spends per request fed in process, kept-alive, and
+    what a connection adds (medians of ``repeats``)."""
+    from fastapi import FastAPI
+    from uvicorn.server import ServerState
+
+    from scheduler.config import ListenerLimits
+    from scheduler.extender.dispatch import VerbDispatch, VerbRoute
+    from scheduler.extender.listeners import BoundedHttpProtocol, ListenerConfig
+    from scheduler.extender.service import Answer
+
+    answer = Answer(200, b'{"NodeNames":["gpu-a"],"Error":""}')
+    route = VerbRoute(handler=lambda body: answer, observe_seconds=lambda _: None, count_rejected=lambda: None, count_failed=lambda: None)
+    app = VerbDispatch(api=FastAPI(), routes={"/v1/extender/filter": route}, max_request_bytes=1 << 20)
+    config = ListenerConfig(
+        app, limits=ListenerLimits(), setting="server.extenderListener", host="127.0.0.1", port=8888, lifespan="off", log_config=None, access_log=False
+    )
+    config.load()
+    state = ServerState()
+    connections = max(requests // 10, 1)
+    per_request, per_connection = [], []
+    for _ in range(repeats):
+        kept = BoundedHttpProtocol(config=config, server_state=state, app_state={})
+        kept.connection_made(Transport())  # its answers kept: a list's appends, the same for every source
+        started = time.thread_time()
+        for _ in range(requests):
+            kept.data_received(REQUEST)
+        per_request.append((time.thread_time() - started) / requests * 1e6)
+        started = time.thread_time()
+        for _ in range(connections):
+            protocol = BoundedHttpProtocol(config=config, server_state=state, app_state={})
+            protocol.connection_made(Transport())
+            protocol.data_received(REQUEST)
+            protocol.connection_lost(None)
+        per_connection.append((time.thread_time() - started) / connections * 1e6 - per_request[-1])
+    return {"protocol_request_us": statistics.median(per_request), "protocol_connection_us": statistics.median(per_connection)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--requests", type=int, default=3000, help="requests per measurement")
@@ -84,7 +161,10 @@ def main() -> None:
     parser.add_argument("--inner", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.inner:
-        print(repr(measure(requests=args.requests, repeats=args.repeats)))
+        import uvloop
+
+        in_process = uvloop.run(protocol_cpu(requests=args.requests, repeats=4 * args.repeats))
+        print(repr({**measure(requests=args.requests, repeats=args.repeats), **in_process}))
         return
     sources = [path.resolve() for path in (args.source or [ROOT])]
     results: dict[Path, list[dict[str, float]]] = {source: [] for source in sources}
@@ -97,9 +177,11 @@ def main() -> None:
             figures = eval(finished.stdout.strip().splitlines()[-1])  # noqa: S307 - our own child's repr of floats
             results[source].append(figures)
             print(f"run {run} {source}: " + ", ".join(f"{key} {value:.1f}" for key, value in figures.items()), flush=True)
+    first = {key: statistics.median(r[key] for r in results[sources[0]]) for key in results[sources[0]][0]}
     print(f"\nmedians over {args.runs} runs, load average {os.getloadavg()[0]:.1f}")
     for source, runs in results.items():
-        print(f"{source}: " + ", ".join(f"{key} {statistics.median(r[key] for r in runs):.1f}" for key in runs[0]))
+        medians = {key: statistics.median(r[key] for r in runs) for key in runs[0]}
+        print(f"{source}: " + ", ".join(f"{key} {value:.1f} (x first {value / first[key]:.2f})" for key, value in medians.items()))
 
 
 if __name__ == "__main__":
