@@ -70,6 +70,15 @@ COUNT_WRITE_CONFLICTS = 5
 # are tried again over a longer outage than a count's; a relist or a restart finishes what is
 # still left (gang_recovery.py).
 PREEMPT_PAUSES_SECONDS: tuple[float, ...] = (0.5, 2.0, 5.0, 10.0)
+# Another replica's gang preemption is finished from its record (gang_recovery.py) only this long
+# after its decision: the deciding replica's own tries of a member (the mark, then the deletion,
+# 5 tries each over ~17 s of pauses, each call up to the API client's timeout, 10 s by default:
+# ~135 s, behind the record's and the Job counts' writes) are over by then, so a replica that
+# relists meanwhile (a rolling update, every replica after an API outage) does not preempt the
+# member a second time. A kill -9's members run this much longer at most.
+GANG_RECOVERY_AFTER_SECONDS = 300.0
+# Starts the look again at a record too young to finish (threading.Timer; the tests' own).
+_timer: Callable[[float, Callable[[], None]], threading.Timer] = threading.Timer
 
 
 def _retried(call: Callable[[], T], *, pauses: Sequence[float], sleep: Callable[[float], None] = time.sleep) -> T:
@@ -309,6 +318,8 @@ class ClusterCache:
         self._gpu_resource = gpu_resource
         self._pods = pods
         self._scheduler_name = scheduler_name
+        # The look at the records again, once the youngest record left is old enough, and when.
+        self._gang_recheck: tuple[threading.Timer, float] | None = None
         self._node_names: set[str] = set()
         self._allocatable: dict[str, Resources] = {}
         self._schedulable: set[str] = set()  # Ready and not cordoned
@@ -453,6 +464,10 @@ class ClusterCache:
         for reflector in self.reflectors:
             reflector.stop()
         self._writes.shutdown(wait=False)
+        with self._lock:
+            recheck, self._gang_recheck = self._gang_recheck, None
+        if recheck is not None:
+            recheck[0].cancel()
 
     def nodes_synced(self) -> bool:
         """The node list has been read and every node of it applied (the engine's, and under
@@ -699,15 +714,20 @@ class ClusterCache:
         """Each gang member a preemptor's record names (``elsewhere``, scheduler/preemption/records.py)
         that still runs, not deleted yet, preempted in the background as the replica that decided
         would have (gang_recovery.py): that replica may have stopped before its writes. Members of
-        this replica's own decisions are left to their queued writes."""
+        this replica's own decisions are left to their queued writes, and a record younger than
+        :data:`GANG_RECOVERY_AFTER_SECONDS` to the replica that wrote it: looked at again then."""
         with self._lock:
             listed = list(self._pods.pods())  # copied in one call, read outside the lock (10,000 pods: ~1 ms)
         recorded = [pod for pod in listed if pod.annotations.get(ANNOTATION_PREEMPTOR_HOLD)]
         if not recorded:
             return
+        now = time.time()
         with self._lock:
-            found = unfinished_members(recorded, current=self._pods.get, ours=self._victims.__contains__,
-                                       scheduler_name=self._scheduler_name)
+            unfinished = unfinished_members(recorded, current=self._pods.get, ours=self._victims.__contains__,
+                                            scheduler_name=self._scheduler_name, now=now, after_seconds=GANG_RECOVERY_AFTER_SECONDS)
+        if unfinished.recheck_at is not None:
+            self._look_again_at(unfinished.recheck_at, now=now)
+        found = unfinished.due
         if not found:
             return
         self.remember_victims(unfinished.member.uid for unfinished in found)
@@ -717,7 +737,12 @@ class ClusterCache:
         def finish() -> None:
             for unfinished in found:
                 member, message = unfinished.member, unfinished.message()
-                self._preempt(member, message=message)
+                with self._lock:  # looked at again: another replica's deletion may have been seen since
+                    shown = self._pods.get(member.uid)
+                if shown is None or shown.terminating or not shown.holds_resources:
+                    continue
+                if self._preempt(member, message=message) is not Preempted.DELETED:
+                    continue
                 self._attempt(
                     lambda: self._api.create_event(namespace=member.namespace, pod_name=member.name, pod_uid=member.uid,
                                                    reason="Preempted", message=message, warning=True),
@@ -725,6 +750,23 @@ class ClusterCache:
                 )
 
         self._writes.submit(finish)
+
+    def _look_again_at(self, at: float, *, now: float) -> None:
+        """:meth:`_finish_recorded_gangs` again at wall-clock ``at`` (one look pending: the earliest)."""
+        with self._lock:
+            if self._gang_recheck is not None:
+                if self._gang_recheck[1] <= at:
+                    return
+                self._gang_recheck[0].cancel()
+            timer = _timer(max(0.0, at - now), self._looked_again)
+            timer.daemon = True
+            self._gang_recheck = (timer, at)
+        timer.start()
+
+    def _looked_again(self) -> None:
+        with self._lock:
+            self._gang_recheck = None
+        self._finish_recorded_gangs()
 
     def _clear_preemptor_record(self, pod: PodInfo, record: str) -> None:
         """The preemptor's record taken off it (if it carries exactly that one), in the

@@ -12,13 +12,20 @@ the answering replica would have (marked DisruptionTarget, deleted with its grac
 Preempted Event), whoever leads: the answering replica deletes them, leader or not, and a
 deletion is guarded by the pod's UID, so a second one changes nothing.
 
+The replica that decided may still be acting: its record is written first, and its mark and
+deletion of each member are tried again over a bounded time (cache.py PREEMPT_PAUSES_SECONDS). A
+replica that lists the pods in that time (its start in a rolling update, a relist after an API
+outage) would preempt the member a second time and tell it the deciding replica stopped. So a
+record is finished only once it is ``after_seconds`` old (its ``at``, the decision's wall-clock
+time); a younger one is left for a later look (:attr:`Unfinished.recheck_at`).
+
 The record is an annotation: where the chart's state policy is off (or audit-only), anyone who
 may update a pod can write one. So it is trusted only as far as FitGpp's own decisions go: on a
 preemptor cellfit's scheduler (profile) schedules, a member is deleted only if it is a pod of
 cellfit's gang (``cellfit.io/gang: "true"``, scheduled by cellfit's profile) that a Job the
-record names (``gangs``) owns. Any other pod it names, and a record naming members but no gang
-(the format of the day before the gangs were recorded), is passed over with a warning naming
-the record.
+record names (``gangs``) owns. Any other pod it names, and a record naming members but no gang or
+no decision time (the format of the day before they were recorded), is passed over with a
+warning naming the record.
 """
 
 from __future__ import annotations
@@ -53,22 +60,33 @@ class UnfinishedMember:
         head = preempted_elsewhere(gang=gang, preemptor=self.preemptor.key, node=self.node, ran_on=self.member.node_name or "?")
         return (
             f"{head} and goes with every pod of {f'the gang {gang}' if gang else 'its gang'}, as a gang runs whole or not at "
-            f"all; deleted from the decision recorded on {self.preemptor.key}, as the replica that made it stopped before "
-            "deleting this pod"
+            f"all; deleted from the decision recorded on {self.preemptor.key}, which the replica that made it did not "
+            "finish"
         )
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Unfinished:
+    """The members to preempt now (``due``), and the earliest wall-clock time a record too young
+    to finish now may be (``recheck_at``; None: none is)."""
+
+    due: list[UnfinishedMember]
+    recheck_at: float | None
+
+
 def unfinished_members(
-    pods: Iterable[PodInfo], *, current: Callable[[str], PodInfo | None], ours: Callable[[str], bool], scheduler_name: str
-) -> list[UnfinishedMember]:
+    pods: Iterable[PodInfo], *, current: Callable[[str], PodInfo | None], ours: Callable[[str], bool], scheduler_name: str,
+    now: float, after_seconds: float,
+) -> Unfinished:
     """The members named by the records ``pods`` carry that still run, not deleted yet, on a
-    node: ``current`` gives a pod by UID as the watch shows it (None: gone). A member ``ours``
-    (this replica's own decision, whose writes are queued) is left to those writes. A record
-    that does not read is passed over, as the holds pass it over (another version's); so is one
-    that is not FitGpp's decision for a pod of ``scheduler_name`` (cellfit's profile) and a
-    member that is not a gang member of ``scheduler_name`` a Job the record names owns, with a
-    warning naming the record."""
+    node, of records at least ``after_seconds`` old at ``now`` (wall-clock seconds): ``current``
+    gives a pod by UID as the watch shows it (None: gone). A member ``ours`` (this replica's own
+    decision, whose writes are queued) is left to those writes. A record that does not read is
+    passed over, as the holds pass it over (another version's); so is one that is not FitGpp's
+    decision for a pod of ``scheduler_name`` (cellfit's profile) and a member that is not a gang
+    member of ``scheduler_name`` a Job the record names owns, with a warning naming the record."""
     found: list[UnfinishedMember] = []
+    recheck_at: float | None = None
     for pod in pods:
         text = pod.annotations.get(ANNOTATION_PREEMPTOR_HOLD)
         if not text:
@@ -79,21 +97,26 @@ def unfinished_members(
             continue
         if record is None or not record.elsewhere:
             continue
-        if pod.scheduler_name != scheduler_name or not record.gangs:
-            why = "names no gang (an older format)" if pod.scheduler_name == scheduler_name else f"is on a pod of scheduler {pod.scheduler_name!r}"
+        if pod.scheduler_name != scheduler_name or not record.gangs or record.at is None:
+            why = ("names no gang or no decision time (an older format)" if pod.scheduler_name == scheduler_name
+                   else f"is on a pod of scheduler {pod.scheduler_name!r}")
             log.warning("a preemptor's record that names gang members elsewhere " + why + ": none of them is deleted",
                         extra={"pod": pod.key, "record": text[:500]})
             continue
-        for uid in record.elsewhere:
-            member = current(uid)
-            if member is None or not member.holds_resources or member.terminating or ours(uid):
-                continue
+        members = [m for m in map(current, record.elsewhere) if m is not None and m.holds_resources and not m.terminating and not ours(m.uid)]
+        if not members:
+            continue
+        due_at = record.at + after_seconds
+        if now < due_at:  # the deciding replica may still be trying them
+            recheck_at = due_at if recheck_at is None else min(recheck_at, due_at)
+            continue
+        for member in members:
             if not _of_a_recorded_gang(member, gangs=record.gangs, scheduler_name=scheduler_name):
                 log.warning("a preemptor's record names a pod that is no member of the gangs it names: not deleted",
                             extra={"pod": pod.key, "member": member.key, "record": text[:500]})
                 continue
             found.append(UnfinishedMember(preemptor=pod, node=record.node, member=member))
-    return found
+    return Unfinished(due=found, recheck_at=recheck_at)
 
 
 def _of_a_recorded_gang(member: PodInfo, *, gangs: tuple[str, ...], scheduler_name: str) -> bool:

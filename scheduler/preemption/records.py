@@ -23,17 +23,21 @@ so that no later restart keeps the node's room for the pod again.
 
 Format: compact JSON, ``{"node":"gpu-node-2","victims":["<uid>",...]}``; for a decision that took
 a gang whole (scheduler/preemption/gang_victims.py), ``"elsewhere":["<uid>",...]`` names its
-members on other nodes, which kube-scheduler does not delete, and ``"gangs":["<job uid>",...]``
-the Jobs of the gangs taken whole. A replica that lists the pods (a restart) deletes those
+members on other nodes, which kube-scheduler does not delete, ``"gangs":["<job uid>",...]`` the
+Jobs of the gangs taken whole and ``"at"`` the decision's wall-clock time (seconds since the
+epoch). A replica that lists the pods (a restart) deletes those
 members still running (scheduler/cluster/gang_recovery.py): the replica that answered may have
-died before it did. Only a member that a Job ``gangs`` names owns, of cellfit's gang and
+died before it did, once the record is older than the answering replica's own tries of them
+(a replica that relists while it still acts would preempt them a second time). Only a member that a Job ``gangs`` names owns, of cellfit's gang and
 scheduler, is deleted: the record is an annotation, which anyone who may update a pod can write
-where the chart's state policy is off, and must not order the deletion of any other pod. Both
-are written only when not empty, so a record of any other decision reads as before, and a
-record without them (an older replica's) reads as naming none.
+where the chart's state policy is off, and must not order the deletion of any other pod. The
+three are written only with members to name, so a record of any other decision reads as before,
+and a record without them (an older replica's) reads as naming none.
 """
 
 from __future__ import annotations
+
+import math
 
 import msgspec
 
@@ -46,20 +50,26 @@ FIELD = f"metadata.annotations[{ANNOTATION_PREEMPTOR_HOLD}]"
 class PreemptorRecord(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defaults=True):
     """The node FitGpp preempted pods on for the pod, those victims' UIDs, the UIDs of the
     members on other nodes of the gangs it took whole (``elsewhere``) and those gangs' Job UIDs
-    (``gangs``)."""
+    (``gangs``), and the decision's wall-clock seconds (``at``) where it names such members."""
 
     node: str
     victims: tuple[str, ...]
     elsewhere: tuple[str, ...] = ()
     gangs: tuple[str, ...] = ()
+    at: float | None = None
 
 
 _ENCODER = msgspec.json.Encoder()
 _DECODER = msgspec.json.Decoder(PreemptorRecord)
 
 
-def encode(*, node: str, victims: tuple[str, ...], elsewhere: tuple[str, ...] = (), gangs: tuple[str, ...] = ()) -> str:
-    return _ENCODER.encode(PreemptorRecord(node=node, victims=victims, elsewhere=elsewhere, gangs=gangs)).decode()
+def encode(
+    *, node: str, victims: tuple[str, ...], elsewhere: tuple[str, ...] = (), gangs: tuple[str, ...] = (), decided_at: float | None = None
+) -> str:
+    """The record's text; ``decided_at`` (wall-clock seconds) is written only with ``elsewhere``:
+    the record of any other decision stays as older replicas read it."""
+    at = decided_at if elsewhere else None
+    return _ENCODER.encode(PreemptorRecord(node=node, victims=victims, elsewhere=elsewhere, gangs=gangs, at=at)).decode()
 
 
 def decode(text: str) -> PreemptorRecord | None:
@@ -81,4 +91,6 @@ def decode(text: str) -> PreemptorRecord | None:
         raise InvalidAnnotation(f"{text[:200]!r} names a gang member elsewhere by an empty UID", field=FIELD)
     if not all(record.gangs):
         raise InvalidAnnotation(f"{text[:200]!r} names a gang by an empty Job UID", field=FIELD)
+    if record.at is not None and not (math.isfinite(record.at) and record.at >= 0):
+        raise InvalidAnnotation(f"{text[:200]!r} has a decision time (at) that is no time: {record.at}", field=FIELD)
     return record

@@ -31,7 +31,9 @@ from tests.cluster.test_preemptor_record_write import trial_pod, victim_pod
 from tests.preemption.test_gang_members_elsewhere_deleted import member
 from tests.support.kube_objects import node
 
-RECORD = records.encode(node="gpu-a", victims=("uid-be-0",), elsewhere=("uid-be-1",), gangs=("uid-gang",))
+# Decided long ago (wall-clock seconds): the deciding replica's own tries are over.
+DECIDED_AT = 1_790_000_000.0
+RECORD = records.encode(node="gpu-a", victims=("uid-be-0",), elsewhere=("uid-be-1",), gangs=("uid-gang",), decided_at=DECIDED_AT)
 
 
 def leaving(body: dict[str, Any]) -> dict[str, Any]:

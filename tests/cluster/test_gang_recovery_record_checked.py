@@ -21,7 +21,7 @@ import pytest
 from scheduler.cluster import gang_recovery
 from scheduler.constants import ANNOTATION_GANG, ANNOTATION_PREEMPTOR_HOLD
 from scheduler.preemption import records
-from tests.cluster.test_gang_preemption_recovered import crashed_state, done, preempted_events, restarted
+from tests.cluster.test_gang_preemption_recovered import DECIDED_AT, crashed_state, done, preempted_events, restarted
 from tests.cluster.test_preemptor_record_write import trial_pod
 from tests.preemption.test_gang_members_elsewhere_deleted import member
 from tests.support.kube_objects import pod
@@ -33,7 +33,7 @@ def unrelated_pod() -> dict[str, Any]:
 
 
 def named(*, uid: str = "uid-be-1", gangs: tuple[str, ...] = ("uid-gang",)) -> str:
-    return records.encode(node="gpu-a", victims=("uid-be-0",), elsewhere=(uid,), gangs=gangs)
+    return records.encode(node="gpu-a", victims=("uid-be-0",), elsewhere=(uid,), gangs=gangs, decided_at=DECIDED_AT)
 
 
 def not_a_gang_member() -> dict[str, Any]:
@@ -65,6 +65,8 @@ def test_a_record_naming_another_tenants_pod_deletes_nothing(caplog: pytest.LogC
         pytest.param(named(), not_a_gang_member(), id="pod-of-the-named-job-without-the-gang-annotation"),
         pytest.param(named(), of_another_scheduler(), id="member-of-another-scheduler"),
         pytest.param(records.encode(node="gpu-a", victims=("uid-be-0",), elsewhere=("uid-be-1",)), None, id="record-naming-no-gang"),
+        pytest.param(records.encode(node="gpu-a", victims=("uid-be-0",), elsewhere=("uid-be-1",), gangs=("uid-gang",)), None,
+                     id="record-naming-no-decision-time"),
     ],
 )
 def test_a_record_naming_no_member_of_a_gang_it_names_deletes_nothing(record: str, member_1: dict[str, Any] | None) -> None:
