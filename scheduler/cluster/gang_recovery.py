@@ -92,7 +92,7 @@ def unfinished_members(
         if not text:
             continue
         try:
-            record = records.decode(text)
+            record = records.decode(text, whole=True)  # a newer version's is left to its replicas
         except InvalidAnnotation:
             continue
         if record is None or not record.elsewhere:

@@ -47,7 +47,7 @@ from scheduler.errors import InvalidAnnotation
 FIELD = f"metadata.annotations[{ANNOTATION_PREEMPTOR_HOLD}]"
 
 
-class PreemptorRecord(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defaults=True):
+class PreemptorRecord(msgspec.Struct, frozen=True, omit_defaults=True):
     """The node FitGpp preempted pods on for the pod, those victims' UIDs, the UIDs of the
     members on other nodes of the gangs it took whole (``elsewhere``) and those gangs' Job UIDs
     (``gangs``), and the decision's wall-clock seconds (``at``) where it names such members."""
@@ -59,8 +59,15 @@ class PreemptorRecord(msgspec.Struct, frozen=True, forbid_unknown_fields=True, o
     at: float | None = None
 
 
+class _WholeRecord(PreemptorRecord, frozen=True, forbid_unknown_fields=True):
+    """A record read whole: a field this version does not know refuses it."""
+
+
 _ENCODER = msgspec.json.Encoder()
+# Fields this version does not know (a newer version's) are ignored: in a rolling upgrade the old
+# replicas keep the holds the new ones record. Versions before this one refuse such a record.
 _DECODER = msgspec.json.Decoder(PreemptorRecord)
+_WHOLE_DECODER = msgspec.json.Decoder(_WholeRecord)
 
 
 def encode(
@@ -72,15 +79,16 @@ def encode(
     return _ENCODER.encode(PreemptorRecord(node=node, victims=victims, elsewhere=elsewhere, gangs=gangs, at=at)).decode()
 
 
-def decode(text: str) -> PreemptorRecord | None:
+def decode(text: str, *, whole: bool = False) -> PreemptorRecord | None:
     """The record the annotation's text holds; None for an empty one (the binding empties it,
-    as a binding's annotations can set a key but not remove it). Raises
-    :class:`InvalidAnnotation` naming the annotation for a text that does not read, or names no
-    node or no victim."""
+    as a binding's annotations can set a key but not remove it). Fields this version does not
+    know are ignored, unless ``whole``: then they refuse the record (what orders deletions must
+    be understood whole: a newer field may narrow it). Raises :class:`InvalidAnnotation` naming
+    the annotation for a text that does not read, or names no node or no victim."""
     if not text:
         return None
     try:
-        record = _DECODER.decode(text)
+        record: PreemptorRecord = (_WHOLE_DECODER if whole else _DECODER).decode(text)
     except msgspec.DecodeError as error:
         raise InvalidAnnotation(f"{text[:200]!r} does not read: {error}", field=FIELD) from None
     if not record.node:
