@@ -220,6 +220,7 @@ class LoopHttpClient:
         self._max_connections = max_connections
         self._idle: list[_Connection] = []
         self._slots: asyncio.Semaphore | None = None
+        self._header_lines: tuple[dict[str, str], bytes] | None = None  # the credentials' headers and their lines
         default_port = 443 if endpoint.ssl is not None else 80
         self._host_header = endpoint.host if endpoint.port == default_port else f"{endpoint.host}:{endpoint.port}"
         if ":" in endpoint.host and not endpoint.host.startswith("["):  # an IPv6 literal
@@ -342,17 +343,17 @@ class LoopHttpClient:
         return connection
 
     def _encode(self, method: str, path: str, body: bytes | None, content_type: str) -> bytes:
-        lines = [
-            f"{method} {self._endpoint.path_prefix}{path} HTTP/1.1",
-            f"Host: {self._host_header}",
-            "Accept: application/json",
-        ]
-        lines.extend(f"{name}: {value}" for name, value in self._headers().items())
-        if body is not None:
-            lines.append(f"Content-Type: {content_type}")
-            lines.append(f"Content-Length: {len(body)}")
-        head = ("\r\n".join(lines) + "\r\n").encode("latin-1") + b"User-Agent: " + _USER_AGENT + b"\r\n\r\n"
-        return head + body if body is not None else head
+        headers = self._headers()
+        made = self._header_lines
+        if made is None or made[0] != headers:
+            # Host, Accept and the credentials' lines, encoded once for as long as the credentials
+            # are the same (a service account's token is ~1 kB, encoded per bind before).
+            lines = [f"Host: {self._host_header}", "Accept: application/json", *(f"{name}: {value}" for name, value in headers.items())]
+            made = self._header_lines = (dict(headers), ("\r\n".join(lines) + "\r\n").encode("latin-1"))
+        head = f"{method} {self._endpoint.path_prefix}{path} HTTP/1.1\r\n".encode("latin-1") + made[1]
+        if body is None:
+            return head + b"User-Agent: " + _USER_AGENT + b"\r\n\r\n"
+        return head + f"Content-Type: {content_type}\r\nContent-Length: {len(body)}\r\n".encode("latin-1") + b"User-Agent: " + _USER_AGENT + b"\r\n\r\n" + body
 
 
 def for_configuration(
