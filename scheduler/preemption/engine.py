@@ -24,6 +24,7 @@ watch brings the Job's new annotation back. Drivers reach this through the
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from dataclasses import dataclass, field, replace
 from typing import Callable, Collection, Mapping, Protocol, Sequence, runtime_checkable
@@ -314,7 +315,10 @@ class FitGppEngine:
     pods).
 
     ``scheduler_name``: the kube-scheduler profile cellfit serves; the holds a restart forgot are
-    rebuilt from the evidence of its preemptions only (``holds.py``, "After a restart")."""
+    rebuilt from the evidence of its preemptions only (``holds.py``, "After a restart").
+
+    ``wall_clock``: seconds since the epoch, for the time a preemptor's record carries (read by
+    other replicas, whose monotonic clocks are not this one's)."""
 
     def __init__(
         self,
@@ -326,8 +330,10 @@ class FitGppEngine:
         clock: Clock | None = None,
         pods: PodStore | None = None,
         scheduler_name: str = DEFAULT_SCHEDULER_NAME,
+        wall_clock: Clock = time.time,
     ) -> None:
         self.inner = inner
+        self._wall_clock = wall_clock
         self.pods: PodStore = pods if pods is not None else PodStore()
         self._records_pods = pods is None  # its own store: the events it is given are the record
         self.settings = settings
@@ -607,7 +613,12 @@ class FitGppEngine:
                     self.inner.give_back_gang(victim.gang.job)
         for job in dict.fromkeys(owner for owner in owners if owner is not None):
             self._count_preemption(job)
-        record = records.encode(node=decision.node, victims=tuple(decision.victim_uids), elsewhere=tuple(uid for uids in elsewhere.values() for uid in uids))
+        # The gangs whose members elsewhere the record names, by Job UID: a restarted replica
+        # deletes only their members (scheduler/cluster/gang_recovery.py), and only once the
+        # decision (wall-clock seconds) is older than this replica's own tries of them.
+        gangs = tuple(dict.fromkeys(v.gang.job for v in decision.victims if v.gang is not None and v.gang.other_nodes(decision.node)))
+        record = records.encode(node=decision.node, victims=tuple(decision.victim_uids), elsewhere=tuple(uid for uids in elsewhere.values() for uid in uids),
+                                gangs=gangs, decided_at=self._wall_clock())
         self.holds.preempting(pod, node_name=decision.node, record=record)
         return VictimChoice(victims={decision.node: list(decision.victim_uids)}, decision=decision, victim_job_outcome=outcome,
                             preemptor_record=record, victim_outcomes=outcomes, elsewhere=elsewhere)
