@@ -191,7 +191,9 @@ class AskedLately:
     recreated after the Job controller's back-off, a gang's next pod, a VC's next Job created as
     its last ends) finds its room, and a pod gone longer, or one no node holds any more, keeps
     nothing. Before, the most seen since cellfit started was kept: one pod's ask stood until a
-    restart (review25)."""
+    restart (review25). ``now`` is the wall clock (the placer's): a pass noted after it (the
+    clock stepped back, NTP correcting a drifted node) is forgotten, not kept for the step's
+    length plus the window (review26); this pass's ask stands, so only a gone pod's is lost early."""
 
     def __init__(self, *, window_seconds: float) -> None:
         self._window_seconds = window_seconds
@@ -203,7 +205,7 @@ class AskedLately:
         self._seen = [
             (when, before)
             for when, before in self._seen
-            if now - when <= self._window_seconds and not (before.cpu <= asked.cpu and before.memory <= asked.memory)
+            if 0 <= now - when <= self._window_seconds and not (before.cpu <= asked.cpu and before.memory <= asked.memory)
         ]
         self._seen.append((now, asked))
         return Demand(cpu=max(seen.cpu for _, seen in self._seen), memory=max(seen.memory for _, seen in self._seen))
