@@ -1871,11 +1871,20 @@ def _beyond_capacity(demand: Demand, capacity: Capacity | None, *, kept_per_gpu:
     cores_kept, memory_kept = capacity.cpu - left.cpu, capacity.memory - left.memory
     over = [said for asked, total, said in (
         (demand.gpu, capacity.gpu, f"{capacity.gpu:g} GPU" + ("" if capacity.gpu == 1 else "s")),
-        (demand.cpu, left.cpu, f"{round(left.cpu, 1):g} cores" + (f" beside the {round(cores_kept, 1):g} kept for their GPUs" if cores_kept > 0 else "")),
-        (demand.memory, left.memory,
-         f"{round(left.memory, 1):g} GiB" + (f" beside the {round(memory_kept, 1):g} kept for their GPUs" if memory_kept > 0 else "")),
+        (demand.cpu, left.cpu, _left_beside_kept(left.cpu, cores_kept, unit="cores")),
+        (demand.memory, left.memory, _left_beside_kept(left.memory, memory_kept, unit="GiB")),
     ) if asked > 0 and asked > total]
     return f"more than they have in all ({' and '.join(over)}): it never fits" if over else None
+
+
+def _left_beside_kept(left: float, kept: float, *, unit: str) -> str:
+    """"32 cores beside the 32 kept for their GPUs"; "none beside the 1152 GiB kept for their
+    GPUs" where what is kept takes it all (review26: it read "-192 GiB beside the 1344 kept")."""
+    if kept <= 0:
+        return f"{round(left, 1):g} {unit}"
+    if left <= 0:
+        return f"none beside the {round(kept, 1):g} {unit} kept for their GPUs"
+    return f"{round(left, 1):g} {unit} beside the {round(kept, 1):g} kept for their GPUs"
 
 
 def _beyond_each_node(
@@ -1903,8 +1912,8 @@ def _beyond_each_node(
 
 def _beside_kept(node: Capacity, *, kept: Demand) -> Capacity:
     """The node (or nodes) as a CPU slot is cut from it: its cores and memory less those
-    ``kept`` beside each of its GPUs."""
-    return replace(node, cpu=node.cpu - kept.cpu * node.gpu, memory=node.memory - kept.memory * node.gpu)
+    ``kept`` beside each of its GPUs, none below zero (more kept than it has leaves it none)."""
+    return replace(node, cpu=max(node.cpu - kept.cpu * node.gpu, 0.0), memory=max(node.memory - kept.memory * node.gpu, 0.0))
 
 
 def _in_demand_units(resources: Resources) -> Capacity:
