@@ -51,7 +51,7 @@ from estimator.objects import (
 )
 from estimator.planner import CreateSample, Decision, EstimatorSettings as PlannerSettings, SampleKey, SamplePod, StopSample, decide
 from estimator.sample_pod import beyond_every_node, build_sample_pod, configuration_digest
-from scheduler.kube.node_rules import NodeSelector, NodeSelectorTerm, term_matches
+from scheduler.kube.joining import affinity_met, awaited_pool, judged_terms, said as pool_said
 from estimator.sampling import SamplingRatio, SamplingSettings, plan, pods_of, waves_of
 from placer.configuration import Configuration, Configurations, parse_configurations, parse_configurations_cached
 from placer.rewrite import PoolConflict
@@ -755,38 +755,35 @@ class EstimatorController:
             return None
         joining: _Awaiting | None = None
         if self._nodes is not None:
-            selector = body["spec"].get("nodeSelector") or {}
+            spec = body["spec"]
+            selector = spec.get("nodeSelector") or {}
+            # Only a listed pool's nodes run it: its nodes up now (none, or a smaller one added for
+            # another pod) are not the node the autoscaler sizes for its Pending pod, so neither
+            # their absence nor their sizes make it never-runs (scheduler/kube/joining.py).
+            pool = awaited_pool(selector=selector, spec=spec, pool=self._pool, may_join=self._settings.nodes_may_join)
             carrying = self._nodes_carrying(selector)
             unmet = self._selector_matching_no_node(kind, selector=selector, configuration=configuration) if not carrying else None
             if unmet is None:
                 # Sizes are judged against the nodes there are (none carrying the selector: not
-                # judged): an autoscaler's node templates are not known here, and AlloX sizes no
-                # machine for a pod no node holds.
+                # judged): an unlisted pool's node templates are not known here.
                 beyond = beyond_every_node(asks, carrying, pooled=bool(self._pool))
                 if beyond is not None:
-                    return f"{ANNOTATION_CONFIGURATIONS}.{kind}.resources: {beyond}"
-                unmet = self._affinity_meeting_no_node(body["spec"], selector=selector)
+                    field = f"{ANNOTATION_CONFIGURATIONS}.{kind}.resources: {beyond}"
+                    if pool is None:
+                        return field
+                    unmet = _Unmet(never=field, now=field.removesuffix(": no node could ever run it") + " now")
+                else:
+                    unmet = self._affinity_meeting_no_node(spec, selector=selector)
             if unmet is not None:
-                verdict = self._joining_or_never(unmet, spec=body["spec"], selector=selector)
-                if not isinstance(verdict, _Awaiting):
-                    return verdict
-                joining = verdict
+                if pool is None:
+                    return unmet.never + NODES_MAY_JOIN_HINT
+                joining = _Awaiting(now=unmet.now, labels=pool_said(pool))
         # HiveD's virtual clusters are configured, not found on nodes: a node joining changes none.
         if self._never_placed is not None and asks.gpus > 0:
             problems = self._never_placed(body, configuration)
             if problems:
                 return "; ".join(problems) + ": HiveD never places it"
         return joining
-
-    def _joining_or_never(self, unmet: _Unmet, *, spec: Mapping[str, Any], selector: Mapping[str, str]) -> str | _Awaiting:
-        """A pod no current node meets: awaiting the first pool of ``estimator.nodesMayJoin``
-        whose nodes (its labels and ``allox.nodeSelector``'s) carry its node selector and meet
-        its required node affinity; else never run, told where to list such a pool."""
-        for labels in self._settings.nodes_may_join:
-            node = {**self._pool, **labels}
-            if all(node.get(key) == value for key, value in selector.items()) and _affinity_met(spec, labels=node):
-                return _Awaiting(now=unmet.now, labels=", ".join(f"{k}={v}" for k, v in sorted(labels.items())))
-        return unmet.never + NODES_MAY_JOIN_HINT
 
     def _selector_matching_no_node(self, kind: str, *, selector: Mapping[str, str], configuration: Configuration) -> _Unmet | None:
         """Why a sampling pod whose node selector ``selector`` no node carries (nor carried within
@@ -817,10 +814,10 @@ class EstimatorController:
         join)."""
         if self._node_labels is None:
             return None
-        if _judged_terms(spec) is None:
+        if judged_terms(spec) is None:
             return None
         labelled = self._labels_carrying(selector)
-        if not labelled or any(_affinity_met(spec, labels=labels) for labels in labelled):
+        if not labelled or any(affinity_met(spec, labels=labels) for labels in labelled):
             return None
         where = "no node of allox.nodeSelector's pool meets" if self._pool else "no node meets"
         field = "spec.template.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
@@ -1202,28 +1199,6 @@ class _Awaiting:
 
     now: str
     labels: str
-
-
-def _judged_terms(spec: Mapping[str, Any]) -> list[NodeSelectorTerm] | None:
-    """The template's required node affinity terms, where judged by node labels: None without
-    one, one that does not read (the API server's own refusal says what), or a term on node
-    fields (a node of any name may join)."""
-    required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution")
-    if not required:
-        return None
-    try:
-        terms = msgspec.convert(required, NodeSelector).nodeSelectorTerms
-    except msgspec.ValidationError:
-        return None
-    return None if any(term.matchFields for term in terms) else list(terms)
-
-
-def _affinity_met(spec: Mapping[str, Any], *, labels: Mapping[str, str]) -> bool:
-    """Whether a node carrying ``labels`` meets the template's required node affinity, by
-    kube-scheduler's rules (true where it is not judged, :func:`_judged_terms`)."""
-    terms = _judged_terms(spec)
-    # No term names node fields, so a node's name does not weigh in.
-    return terms is None or any(term_matches(term, name="", labels=labels) for term in terms)
 
 
 @dataclass(frozen=True)

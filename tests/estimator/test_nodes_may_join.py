@@ -3,7 +3,8 @@ selector no current node carries was judged never to run and not sampled, so no 
 Pending for cluster-autoscaler or Karpenter to add a node for, and the pool never scaled up. With
 the pool's labels listed, its sampling pod is created and waits for the node, up to
 pendingLimitSeconds a run (then a failed run, as any pod never scheduled, with an Event naming
-the setting); without, the never-runs message names the setting. Sizes are not covered."""
+the setting); without, the never-runs message names the setting. Nor are the listed pool's
+nodes up now judged by size: the autoscaler sizes the node it adds for the pending pod."""
 
 from __future__ import annotations
 
@@ -154,11 +155,26 @@ def test_an_unmet_affinity_names_the_setting_when_off() -> None:
     ]
 
 
-def test_a_configuration_larger_than_every_node_stays_never_runs_under_the_setting() -> None:
-    """Sizes are not covered: cellfit cannot read an autoscaler's node templates, and AlloX sizes
-    no machine for a configuration no node holds either."""
+def test_a_configuration_larger_than_every_node_of_its_listed_pool_awaits_a_node_sized_for_it() -> None:
+    """An autoscaler sizes the node it adds for the pending pod (Karpenter), or adds one of a
+    larger node group of the pool: the pool's nodes up now are not the node it would add, so a
+    configuration only a listed pool runs is not judged by their sizes (review26 #3)."""
     api = DeletingApi()
     estimator = sampler(api, may_join=[{"pool": "cpu-small"}])
+    estimator._replace_jobs([job("huge", cpu="200", cpu_selector={"pool": "cpu-small"})])
+    estimator.reconcile()
+    assert kinds(api) == ["cpu", "gpu"]
+    assert never_runs(api) == []
+    assert [m for r, m in api.events if r == "ConfigurationAwaitsNode"] == [
+        "cpu is sampled on a node that has yet to join: cellfit.io/configurations.cpu.resources: 200 cores a pod, more than "
+        "any node has (64 cores at most) now; its sampling pod waits up to 1800 s a run "
+        "(estimator.pendingLimitSeconds, 3 runs) for the autoscaler to add one (estimator.nodesMayJoin: pool=cpu-small)"
+    ]
+
+
+def test_a_configuration_larger_than_every_node_of_an_unlisted_pool_stays_never_runs() -> None:
+    api = DeletingApi()
+    estimator = sampler(api, may_join=[{"pool": "cpu-big"}])
     estimator._replace_jobs([job("huge", cpu="200", cpu_selector={"pool": "cpu-small"})])
     estimator.reconcile()
     assert kinds(api) == ["gpu"]

@@ -1,0 +1,65 @@
+"""Which pool of ``estimator.nodesMayJoin`` a pod waits for: the one rule the estimator (which
+samples such a configuration though no node of it is up) and the placer (which starts it though
+no node of it is up) share, so that a configuration one samples is not one the other refuses.
+
+A pool an autoscaler (cluster-autoscaler, Karpenter) scales up from zero adds a node only for a
+pending pod, and sizes that node for it: its nodes up now (none, or a smaller one added for
+another pod) say nothing of the node it would add. A pod waits for a listed pool when a node of
+it (``allox.nodeSelector``'s labels and the entry's) meets the pod's node selector and required
+node affinity and a node of ``allox.nodeSelector``'s pool without the entry's labels does not:
+only that pool's nodes run it. A pod any node of the pool meets (no selector naming the pool)
+is judged by the nodes there are, as before.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+import msgspec
+
+from scheduler.kube.node_rules import NodeSelector, NodeSelectorTerm, term_matches
+
+
+def awaited_pool(
+    *, selector: Mapping[str, str], spec: Mapping[str, Any], pool: Mapping[str, str], may_join: Sequence[Mapping[str, str]]
+) -> Mapping[str, str] | None:
+    """The first entry of ``may_join`` (``estimator.nodesMayJoin``) whose nodes alone run a pod
+    of node selector ``selector`` and pod spec ``spec`` (its affinity) within ``pool``
+    (``allox.nodeSelector``); None when no listed pool is the only one that runs it."""
+    if _meets(selector=selector, spec=spec, labels=pool):
+        return None
+    for labels in may_join:
+        if _meets(selector=selector, spec=spec, labels={**pool, **labels}):
+            return labels
+    return None
+
+
+def said(labels: Mapping[str, str]) -> str:
+    """A pool's labels as users read them: "pool=cpu-big"."""
+    return ", ".join(f"{key}={value}" for key, value in sorted(labels.items()))
+
+
+def judged_terms(spec: Mapping[str, Any]) -> list[NodeSelectorTerm] | None:
+    """The pod spec's required node affinity terms, where judged by node labels: None without
+    one, one that does not read (the API server's own refusal says what), or a term on node
+    fields (a node of any name may join)."""
+    required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution")
+    if not required:
+        return None
+    try:
+        terms = msgspec.convert(required, NodeSelector).nodeSelectorTerms
+    except msgspec.ValidationError:
+        return None
+    return None if any(term.matchFields for term in terms) else list(terms)
+
+
+def affinity_met(spec: Mapping[str, Any], *, labels: Mapping[str, str]) -> bool:
+    """Whether a node carrying ``labels`` meets the pod spec's required node affinity, by
+    kube-scheduler's rules (true where it is not judged, :func:`judged_terms`)."""
+    terms = judged_terms(spec)
+    # No term names node fields, so a node's name does not weigh in.
+    return terms is None or any(term_matches(term, name="", labels=labels) for term in terms)
+
+
+def _meets(*, selector: Mapping[str, str], spec: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
+    return all(labels.get(key) == value for key, value in selector.items()) and affinity_met(spec, labels=labels)
