@@ -507,24 +507,24 @@ class PlacerController:
             outside = _gpu_outside_vcs(job, found) if found is not None else None
             in_use = _held_by_others(item, beyond=beyond, outside=outside, capacity=capacity, kept=self._kept_per_gpu())
             if in_use:
-                held[key] = ("WaitingForMachine", _in_use_message(in_use, pods=item.pods))
+                held[key] = ("WaitingForMachine", _backing_off_first(backed_off_in.get(key), _in_use_message(in_use, pods=item.pods)))
                 self._tell(job, status="False", reason="WaitingForMachine", message=held[key][1])
                 continue
             message = _no_machine(item, job, beyond=beyond, room=room, outside=outside, capacity=capacity, nodes=nodes,
                                   kept=self._kept_per_gpu())
-            held[key] = ("NoMachine", message)
-            if self._tell(job, status="False", reason="NoMachine", message=message):
-                self._event_once(job, "NoMachine", message)
+            held[key] = ("NoMachine", _backing_off_first(backed_off_in.get(key), message))
+            if self._tell(job, status="False", reason="NoMachine", message=held[key][1]):
+                self._event_once(job, "NoMachine", message)  # the back-off ends: no second Event
         for key in lacking:
-            held[key] = ("NoMachine", f"virtual cluster {pools.get(key)!r} has free guaranteed GPUs, but AlloX's nodes "
-                         "(allox.nodeSelector) have none free for this Job"
-                         + (f" ({_pods(by_key[key])} machines at once)" if _pods(by_key[key]) > 1 else ""))
+            held[key] = ("NoMachine", _backing_off_first(backed_off_in.get(key), f"virtual cluster {pools.get(key)!r} has free "
+                         "guaranteed GPUs, but AlloX's nodes (allox.nodeSelector) have none free for this Job"
+                         + (f" ({_pods(by_key[key])} machines at once)" if _pods(by_key[key]) > 1 else "")))
             self._tell(by_key[key], status="False", reason="NoMachine", message=held[key][1])
         for key in decision.waiting_for_pool:
             if key in lacking:
                 continue
-            held[key] = ("WaitingForQuota", f"waiting for a GPU of virtual cluster {pools.get(key)!r}: its guaranteed GPUs are "
-                         "in use (AlloX does not count other virtual clusters' idle GPUs)")
+            held[key] = ("WaitingForQuota", _backing_off_first(backed_off_in.get(key), f"waiting for a GPU of virtual cluster "
+                         f"{pools.get(key)!r}: its guaranteed GPUs are in use (AlloX does not count other virtual clusters' idle GPUs)"))
             self._tell(by_key[key], status="False", reason="WaitingForQuota", message=held[key][1])
         self.last = LastDecision(
             at=now, seconds=elapsed, from_state_seconds=decided - began, from_state_cpu_seconds=decided_cpu - began_cpu,
@@ -609,6 +609,8 @@ class PlacerController:
             found = _BACKED_OFF_MESSAGE.finditer(placed.message)
         elif (placed.status, placed.reason) == ("False", "Queued"):  # backed off in one kind, queued in the other
             found = _BACKING_OFF_SAID.finditer(backing_off_said(placed.message))
+        elif placed.status == "False" and placed.reason in _HELD_REASONS:  # backed off in one kind, the other held
+            found = _BACKING_OFF_SAID.finditer(placed.message.split(_HELD_AFTER_BACK_OFF, 1)[0] if _HELD_AFTER_BACK_OFF in placed.message else "")
         else:
             return None
         text = job.annotations.get(ANNOTATION_CONFIGURATIONS, "")
@@ -1351,6 +1353,17 @@ _BACKED_OFF_MESSAGE: Final = re.compile(
 _BACKING_OFF_SAID: Final = re.compile(
     r"backing off on (?P<kind>\w+) until (?P<until>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ) after [^;(]*\(suspended again (?P<times>\d+) times?\)")
 BACK_OFF_MAX_SECONDS = 1800
+# A Job backed off in one kind whose other kind no machine takes (NoMachine, WaitingForMachine,
+# WaitingForQuota) is told the back-off first, then why; a restart reads the back-off back from it
+# (review26: it was told only why, and a restarted cellfit started it at once on the room it was
+# backed off from).
+_HELD_REASONS: Final = frozenset({"NoMachine", "WaitingForMachine", "WaitingForQuota"})
+_HELD_AFTER_BACK_OFF: Final = "; meanwhile: "
+
+
+def _backing_off_first(backing_off: str | None, message: str) -> str:
+    """``message`` after the back-off of the Job's other kind (_backing_off_said), if any."""
+    return f"{backing_off}{_HELD_AFTER_BACK_OFF}{message}" if backing_off else message
 
 
 def suspended_again_back_off(times: int, *, base_seconds: float) -> float:
