@@ -80,7 +80,7 @@ from placer.holding import (
 from placer.patch import PodsRefused, check_pod_level_resources, containers_record
 from placer.rewrite import ANNOTATION_STATED_NO_MORE, PoolConflict, apply_configuration, pool_conflict, shed_placement
 from placer.solver_wire import SolverSession, decide_encoded, exit_with_parent, queue_encoded
-from scheduler.config import AlloxSettings
+from scheduler.config import AlloxSettings, EstimatorSettings
 from scheduler.constants import (
     ANNOTATION_CONFIGURATIONS,
     ANNOTATION_PODS_BOUND,
@@ -96,6 +96,8 @@ from scheduler.constants import (
 from scheduler.core.resources import Resources
 from scheduler.errors import CellfitError, InvalidAnnotation, KubernetesApiError
 from scheduler.kube import wire
+from scheduler.kube.joining import awaited_pool
+from scheduler.kube.joining import said as pool_said
 from scheduler.kube.translate import pod_requests
 from scheduler.kube.wire import annotation_pointer
 from scheduler.matching.admission import (
@@ -142,6 +144,9 @@ _ENDED_REASONS: Final = frozenset({REASON_RAN, "Ended"})
 # AlloX's reason for the kind, which its start said).
 RESUMED: Final = "resumed after a preemption"
 BOUND_AGAIN: Final = "its pods are bound again"
+# How long a started Job's pods may wait for a node of estimator.nodesMayJoin to join, unless told:
+# the wait its sampling pod got (estimator.pendingLimitSeconds' default).
+DEFAULT_JOINING_LIMIT_SECONDS: Final = float(EstimatorSettings().pending_limit_seconds)
 T = TypeVar("T", WaitingJob, RunningJob)
 R = TypeVar("R")
 GIB = 2**30
@@ -230,8 +235,15 @@ class PlacerController:
         allocatable_by_node: Callable[[], Mapping[str, Resources]] = lambda: {},
         kept_room: Callable[[frozenset[str]], Sequence[KeptRoom]] | None = None,
         asked_per_gpu: Callable[[], GpuPodsAsk] | None = None,
+        nodes_may_join: Sequence[Mapping[str, str]] = (),
+        joining_limit_seconds: float = DEFAULT_JOINING_LIMIT_SECONDS,
     ) -> None:
         self._api = api
+        # Pools an autoscaler scales up from zero (estimator.nodesMayJoin): a configuration only
+        # their nodes run is not judged by the nodes up now (scheduler/kube/joining.py), and its
+        # pods may stay Pending as long as a sampling pod's (estimator.pendingLimitSeconds).
+        self._nodes_may_join = tuple(nodes_may_join)
+        self._joining_limit_seconds = joining_limit_seconds
         self._jobs = jobs
         self._free_by_node = free_by_node
         # The allocatable resources of AlloX's nodes, summed: what fairness divides demands by.
@@ -504,6 +516,10 @@ class PlacerController:
         for key in decision.unplaceable:
             item, job = waiting_by_key[key], by_key[key]
             beyond = kinds_beyond(item, cpu_slot=decision.cpu_slot, gpus=gpus_on_a_node, room=room)
+            joining = self._joining_start(job, configurations[job.metadata.uid], beyond=beyond)
+            if joining is not None:
+                self._start(job, configurations[job.metadata.uid], joining[0], why=joining[1])
+                continue
             outside = _gpu_outside_vcs(job, found) if found is not None else None
             in_use = _held_by_others(item, beyond=beyond, outside=outside, capacity=capacity, kept=self._kept_per_gpu())
             if in_use:
@@ -658,6 +674,9 @@ class PlacerController:
             uid = job.metadata.uid
             pods = found.get(uid)
             state = hold(pods=pods, started=item.started, now=now, unbound_hold_seconds=self._unbound_hold_seconds)
+            # Pods waiting for a listed pool's node get the wait a sampling pod got for it.
+            pool = self._awaited_pool(job, item.kind) if state == "unbound" and uid not in self._was_bound else None
+            joining = pool is not None and now - item.started < self._joining_limit_seconds
             self._remember_why(job, item.kind)  # before a condition below says where its pods are instead
             resuming = _resuming(job, pods)
             if resuming:
@@ -683,11 +702,17 @@ class PlacerController:
             # A trial Job is left pending: its pod may wait out its victims' grace period (FitGpp
             # keeps their room for it), and trial Jobs never wait in AlloX's queue.
             if (state == "unbound" and not resuming and uid not in self._was_bound and ANNOTATION_PLACEMENT in job.annotations
-                    and not _is_trial(job)):
-                self._suspend_again(job, item.kind)
+                    and not _is_trial(job) and not joining):
+                self._suspend_again(job, item.kind, pool=pool)
                 continue
             if resuming:  # told above: its pods were bound, then preempted, not never bound
                 self._released[uid] = state
+            elif joining and pool is not None:
+                self._released[uid] = state
+                self._tell(job, status="True", reason="NotBound", message=(
+                    f"started on {item.kind}, its pods wait for a node of {pool_said(pool)} to join (estimator.nodesMayJoin): "
+                    f"AlloX keeps no {item.kind} machine for it meanwhile, and suspends it again if none is bound within "
+                    f"{self._joining_limit_seconds:.0f} s of its start (estimator.pendingLimitSeconds)"))
             elif state in ("elsewhere", "unbound") and self._released.get(uid) != state:
                 # Told again when where its pods are changes: a pod on a deleted node (elsewhere
                 # until the cache drops the node) is then replaced by one waiting to be placed.
@@ -717,7 +742,7 @@ class PlacerController:
                 return
         self._bound_recorded.add(uid)
 
-    def _suspend_again(self, job: Job, kind: str) -> None:
+    def _suspend_again(self, job: Job, kind: str, *, pool: Mapping[str, str] | None = None) -> None:
         """A Job AlloX started none of whose pods was bound in ``unbound_hold_seconds`` (the room
         it was started on was kept for others: a resumed pod, a preemptor; or no node takes its
         pods now) goes back to AlloX's queue, suspended again: left unsuspended it stayed Pending
@@ -740,8 +765,12 @@ class PlacerController:
                         extra={"job": f"{namespace}/{name}", "reason": str(error)[:300]})
             return
         limit = f"{self._unbound_hold_seconds:.0f} s"
+        cause = "the room it was started on went to other pods, or no node takes them now"
+        if pool is not None:  # waited for a listed pool's node, which never joined
+            limit = f"{self._joining_limit_seconds:.0f} s (estimator.pendingLimitSeconds)"
+            cause = f"no node of {pool_said(pool)} joined (estimator.nodesMayJoin): check the autoscaler's node group for those labels"
         message = (f"suspended again, back in AlloX's queue: started on {kind}, and none of its pods was bound to a node "
-                   f"within {limit} (the room it was started on went to other pods, or no node takes them now)")
+                   f"within {limit} ({cause})")
         with self._lock:
             self._started.pop(job.metadata.uid, None)
             self._queued_where.pop(job.metadata.uid, None)  # queued again: told again
@@ -757,6 +786,31 @@ class PlacerController:
         self._event(job, REASON_SUSPENDED_AGAIN, message)
         self._tell(job, status="False", reason=REASON_SUSPENDED_AGAIN, message=message)
         log.info("job suspended again", extra={"job": f"{namespace}/{name}", "kind": kind})
+
+    def _awaited_pool(self, job: Job, kind: str) -> Mapping[str, str] | None:
+        """The pool of ``estimator.nodesMayJoin`` whose nodes alone run the Job's pods in
+        ``kind`` (scheduler/kube/joining.py, the estimator's rule); None when none is."""
+        if not self._nodes_may_join:
+            return None
+        try:
+            configuration = parse_configurations_cached(job.annotations.get(ANNOTATION_CONFIGURATIONS))[kind]  # type: ignore[index]
+        except (InvalidAnnotation, KeyError):
+            return None
+        spec = (json.loads(bytes(job.spec.template)).get("spec") or {}) if job.spec.has_template else {}
+        selector = {**(spec.get("nodeSelector") or {}), **configuration.node_selector}
+        return awaited_pool(selector=selector, spec=spec, pool=self._settings.node_selector, may_join=self._nodes_may_join)
+
+    def _joining_start(self, job: Job, configurations: Configurations, *, beyond: frozenset[str]) -> tuple[str, str] | None:
+        """A Job no node of AlloX's holds now in a kind that only a pool an autoscaler scales up
+        from zero runs: started in that kind (the first such, by name) with why, for its Pending
+        pods are what make the autoscaler add the node; None when no such kind. Judged against
+        the nodes up now, it "never fits" and is never started, so the node never joins."""
+        for kind in sorted(beyond):
+            if kind in configurations.kinds and (pool := self._awaited_pool(job, kind)) is not None:
+                return kind, (f"no node of AlloX's holds it now, and only a node of {pool_said(pool)} runs it: it waits for "
+                              f"one to join (estimator.nodesMayJoin), up to {self._joining_limit_seconds:.0f} s "
+                              "(estimator.pendingLimitSeconds)")
+        return None
 
     def _trials(
         self, now: float, trials: list[WaitingJob], waiting: list[WaitingJob], running: list[RunningJob], free: list[NodeResources],

@@ -733,6 +733,8 @@ def _placer(
         job_pods=lambda owners: cache.job_pods(owners, settings.allox.node_selector),
         kept_room=kept_room,
         asked_per_gpu=asked_per_gpu,
+        nodes_may_join=settings.estimator.nodes_may_join,
+        joining_limit_seconds=settings.estimator.pending_limit_seconds,
     )
 
 
