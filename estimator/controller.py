@@ -87,6 +87,10 @@ UNSCHEDULABLE_GRACE_SECONDS = 120.0
 # run in that gap lost its unbound samples and, settled on the Job's other configuration, never
 # came back. A node that left for good is judged gone this much later.
 NODE_RETURN_SECONDS = 120.0
+# What a configuration still waiting for a node of estimator.nodesMayJoin is told once the Job's
+# other configurations are sampled and the Job is estimated without it.
+_WAITED_WITHOUT = ("its sampling pod still waits for a node of estimator.nodesMayJoin ({labels}) to join; "
+                   "the Job is estimated from its other configurations, so AlloX can start it now")
 # What a configuration no current node meets is told, where an autoscaler may be what adds it.
 NODES_MAY_JOIN_HINT = "; for a pool an autoscaler scales up from zero, list its nodes' labels in estimator.nodesMayJoin"
 JobState = Literal[
@@ -606,16 +610,30 @@ class EstimatorController:
                 self._waiting.discard(uid)
             return []
         sample_pods = _sample_pods(pods, sampling, digests=digests, now=now, pending_limit_seconds=self._settings.pending_limit_seconds)
-        decision = decide(
-            configurations=[kind for kind in configurations.kinds if kind not in (never or {})],
-            plan=sample_plan,
-            job_iterations=iterations,
-            waves=waves,
-            pods=sample_pods,
-            priors=self._priors(job, configurations),
-            settings=self._planner,
-        )
-        return self._act(job, pods, configurations, decision, sampling, sample_pods, budget, never=never or {}, awaiting=awaiting)
+        priors = self._priors(job, configurations)
+
+        def deciding(left_out: Mapping[str, object]) -> Decision:
+            return decide(
+                configurations=[kind for kind in configurations.kinds if kind not in left_out],
+                plan=sample_plan,
+                job_iterations=iterations,
+                waves=waves,
+                pods=sample_pods,
+                priors=priors,
+                settings=self._planner,
+            )
+
+        never = never or {}
+        decision = deciding(never)
+        if decision.estimates is None and awaiting:
+            # Its other configurations all sampled, the Job is not held back for a node that may
+            # take up to pendingLimitSeconds x maxAttempts to join, or never (a node group at its
+            # maximum): it is estimated without those awaiting one, and AlloX may start it now.
+            without = deciding({**never, **awaiting})
+            if without.estimates:
+                decision = without
+                never = {**never, **{kind: _WAITED_WITHOUT.format(labels=why.labels) for kind, why in awaiting.items()}}
+        return self._act(job, pods, configurations, decision, sampling, sample_pods, budget, never=never, awaiting=awaiting)
 
     def _never_runs(
         self, job: Job, pods: Mapping[str, Pod], configurations: Configurations
