@@ -89,6 +89,7 @@ UNSCHEDULABLE_GRACE_SECONDS = 120.0
 NODE_RETURN_SECONDS = 120.0
 # What a configuration still waiting for a node of estimator.nodesMayJoin is told once the Job's
 # other configurations are sampled and the Job is estimated without it.
+_AWAITING = "awaiting"  # cellfit.io/sampling: the kinds an estimate was written without, still sampled
 _WAITED_WITHOUT = ("its sampling pod still waits for a node of estimator.nodesMayJoin ({labels}) to join; "
                    "the Job is estimated from its other configurations, so AlloX can start it now")
 # What a configuration no current node meets is told, where an autoscaler may be what adds it.
@@ -631,8 +632,16 @@ class EstimatorController:
             # maximum): it is estimated without those awaiting one, and AlloX may start it now.
             without = deciding({**never, **awaiting})
             if without.estimates:
-                decision = without
+                # The waiting configurations' runs still go on (retried, the short after the long).
+                decision = replace(without, create=decision.create, stop=decision.stop, in_progress=decision.in_progress)
                 never = {**never, **{kind: _WAITED_WITHOUT.format(labels=why.labels) for kind, why in awaiting.items()}}
+        waited = sorted(awaiting) if decision.estimates is not None and any(kind in never for kind in awaiting) else []
+        if waited != _awaited_kinds(sampling):
+            if waited:
+                sampling[_AWAITING] = waited
+            else:
+                sampling.pop(_AWAITING, None)
+            self._record_sampling(job, sampling)
         return self._act(job, pods, configurations, decision, sampling, sample_pods, budget, never=never, awaiting=awaiting)
 
     def _never_runs(
@@ -876,9 +885,12 @@ class EstimatorController:
             if changed:
                 self._withdraw(job, estimate_text, changed)
                 return None
-            state: JobState = "estimated" if recorded.by_cellfit else "user-estimate"
-            self._view(job, state, "", estimate=recorded.document)
-            return None
+            if not (recorded.by_cellfit and job.suspended and configurations is not None and _awaited_kinds(self._sampling(job))):
+                state: JobState = "estimated" if recorded.by_cellfit else "user-estimate"
+                self._view(job, state, "", estimate=recorded.document)
+                return None
+            # Estimated without a configuration waiting for its pool's node (below): its runs go on
+            # while the Job waits in AlloX's queue, and the estimate gains it if they finish first.
         if not job.suspended:
             # cellfit does not suspend Jobs itself (no webhook on Job creation): a Job submitted
             # without suspend: true runs as written, and its user is told.
@@ -940,6 +952,9 @@ class EstimatorController:
             written = self._written_sampling.get(job.metadata.uid)
         if written:
             record = {**record, **{k: v for k, v in written.items() if k == "ratio"}}
+            record.pop(_AWAITING, None)  # what this process wrote last says which still wait
+            if _AWAITING in written:
+                record[_AWAITING] = written[_AWAITING]
             for key in ("stopped", "failed", "runs"):
                 record[key] = {**record.get(key, {}), **written.get(key, {})}
         return record
@@ -1067,7 +1082,8 @@ class EstimatorController:
             self._view(job, "failed", message, samples=rows)
             return
         text = encode_estimate(decision.estimates, samples=decision.samples, overhead_fraction=decision.overhead_fraction, digests=digests)
-        self._api.patch_job(namespace=job.metadata.namespace, name=job.metadata.name, operations=_estimate_operations(job, text))
+        if text != job.annotations.get(ANNOTATION_ESTIMATE):  # a Job still sampled after its estimate (awaiting)
+            self._api.patch_job(namespace=job.metadata.namespace, name=job.metadata.name, operations=_estimate_operations(job, text))
         summary = describe(decision) + not_run
         self._event(job, "Estimated", summary, warning=False, once=text)  # once per estimate: a withdrawn one is followed by another
         self._condition(job, status="True", reason="Sampled" if any(e.samples for e in decision.estimates.values()) else "FromHistory", message=summary)
@@ -1287,6 +1303,13 @@ def _where(pod: Pod) -> tuple[str, str]:
 def _live(pod: Pod) -> bool:
     """A sampling pod still pending or running, and not being deleted."""
     return (pod.status is None or pod.status.phase not in ("Succeeded", "Failed")) and pod.metadata.deletionTimestamp is None
+
+
+def _awaited_kinds(sampling: Mapping[str, Any]) -> list[str]:
+    """The configurations the Job's estimate was written without while their runs wait for a
+    node of estimator.nodesMayJoin (its sampling record), sorted; none when it reads otherwise."""
+    kinds = sampling.get(_AWAITING)
+    return sorted(kind for kind in kinds if isinstance(kind, str)) if isinstance(kinds, list) else []
 
 
 def _sampling_record(text: str | None) -> dict[str, Any]:
