@@ -532,9 +532,10 @@ class EstimatorSettings(_Section):
             "its nodes carry beyond allox.nodeSelector's, e.g. [{pool: cpu-big}]. A configuration whose "
             "node selector (or required node affinity) no current node meets, but a node carrying one "
             "entry's labels would, is sampled anyway: its sampling pod stays Pending, which is what makes "
-            "the autoscaler add the node, for up to pendingLimitSeconds a run and maxAttempts runs. Sizes "
-            "are not covered: a configuration larger than every current node carrying its labels is still "
-            "not sampled. Empty: a configuration no current node meets is not sampled."
+            "the autoscaler add the node, for up to pendingLimitSeconds a run and maxAttempts runs. One only "
+            "such a pool runs is not judged by the sizes of the pool's nodes up now (the autoscaler sizes "
+            "the node it adds), and AlloX starts it though no node of it is up. Empty: a configuration no "
+            "current node meets is not sampled."
         ),
     )
     running_alone_warning_seconds: float = Field(
