@@ -15,7 +15,7 @@ values in, values out.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import AbstractSet, Any, Iterable, Mapping, Sequence
 
 from scheduler.constants import LABEL_PRIORITY, LABEL_VIRTUAL_CLUSTER, PRIORITY_OPPORTUNISTIC
@@ -29,15 +29,26 @@ from scheduler.preemption.holds import Hold
 GIB = 2**30  # memory in admission's units (NodeResources, Demand)
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class VcCell(GuaranteeCell):
+    """A VC's cell as the engine's view tells it: of its ``free`` GPUs, ``reclaimable`` are held
+    by opportunistic pods (of any VC), which HiveD preempts for the VC's guaranteed pods, so no
+    node shows them free though they are the VC's (user25 #2)."""
+
+    reclaimable: int = 0
+
+
 def guarantee_cells(rows: Sequence[Mapping[str, Any]]) -> list[GuaranteeCell]:
     """One VC's cells from its rows of the engine's view (``gpus``, ``guaranteed``, ``bad``,
-    ``draining``)."""
+    ``draining``, ``opportunistic``)."""
     cells: list[GuaranteeCell] = []
     for row in rows:
         if row["draining"]:
             continue
         total, bad = int(row["gpus"]), int(row["bad"])
-        cells.append(GuaranteeCell(gpus=total, free=max(min(total - int(row["guaranteed"]) - bad, total - bad), 0)))
+        free = max(min(total - int(row["guaranteed"]) - bad, total - bad), 0)
+        reclaimable = min(int(row.get("opportunistic", 0)), free)
+        cells.append(VcCell(gpus=total, free=free, reclaimable=reclaimable) if reclaimable else GuaranteeCell(gpus=total, free=free))
     return cells
 
 
@@ -62,10 +73,15 @@ def pool_machines(
     """Each VC's GPU machines for :func:`scheduler.matching.admission.decide` (``gpu_pools``):
     what its free guarantee on AlloX's nodes holds (``guaranteed_gpu_machines`` of ``sizes``,
     :func:`gpus_per_pod`), and no more than those nodes have GPUs ``free`` (running AlloX Jobs'
-    included): several VCs' guarantees may count one free GPU (the implicit default VC owns
-    every GPU)."""
-    return {vc: min(count, sum(node.gpu // max(sizes.get(vc, 1), 1) for node in free))
-            for vc, count in guaranteed_gpu_machines(cells, gpus_per_pod=sizes).items()}
+    included) plus the GPUs of its cells opportunistic pods hold (:class:`VcCell`), which its
+    AlloX pods, guaranteed, reclaim: several VCs' guarantees may count one free GPU (the implicit
+    default VC owns every GPU)."""
+    def cap(vc: str) -> int:
+        size = max(sizes.get(vc, 1), 1)
+        reclaimable = sum(cell.reclaimable for cell in cells.get(vc, ()) if isinstance(cell, VcCell))
+        return sum(node.gpu // size for node in free) + reclaimable // size
+
+    return {vc: min(count, cap(vc)) for vc, count in guaranteed_gpu_machines(cells, gpus_per_pod=sizes).items()}
 
 
 # ------------------------------------------------------------------ room kept for pods AlloX did not start
@@ -148,7 +164,7 @@ def guarantees_less_kept(
             if gpus <= 0:
                 break
             taken = min(vc_cells[index].free, gpus)
-            vc_cells[index] = GuaranteeCell(gpus=vc_cells[index].gpus, free=vc_cells[index].free - taken)
+            vc_cells[index] = replace(vc_cells[index], free=vc_cells[index].free - taken)
             gpus -= taken
     return left
 
@@ -179,8 +195,8 @@ class GpuPodsAsk:
 def asked_per_gpu(pods: Iterable[PodInfo]) -> GpuPodsAsk:
     """What each pod asking GPUs asks (bound or pending, not finished; AlloX's own Jobs' pods
     too, whose running GPU configurations admission keeps room for anyway): AlloX keeps the most
-    cores and memory per GPU of those some node holds (:meth:`GpuPodsAsk.per_gpu`) beside each
-    free GPU before it cuts a node's cores and memory into CPU slots, so a VC's guaranteed pod of
+    cores and memory per GPU of those a node holds (:meth:`GpuPodsAsk.per_gpu` of its allocatable)
+    beside each free GPU of that node before it cuts a node's cores and memory into CPU slots, so a VC's guaranteed pod of
     8 GPUs, 32 cores and 448 GiB still finds its cores and its memory (user24, F17)."""
     return GpuPodsAsk(requests=frozenset(pod.requests for pod in pods if pod.requests.gpus > 0 and pod.phase not in TERMINAL_PHASES))
 

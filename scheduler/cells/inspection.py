@@ -12,7 +12,7 @@ from scheduler.cells.allocator import CellAllocator
 from scheduler.cells.booking import Booking
 from scheduler.cells.node_troubles import free_cells_within, unbindable_sentence
 from scheduler.cells.virtual_clusters import VcCellCounts, VcState
-from scheduler.cells.topology import Cell, CellState
+from scheduler.cells.topology import Cell, CellState, Chain
 
 
 def _pod_entry(alloc: CellAllocator, booking: Booking) -> dict[str, Any]:
@@ -104,7 +104,11 @@ def guarantees(
 ) -> dict[str, list[dict[str, Any]]]:
     """Each VC's cells as AlloX admission reads them (placer/guarantee.py): its quota not bound
     yet, one row per cell, and its bound or pinned cells with their GPUs held by guaranteed pods
-    (less those of ``except_pods``), bad, and whether draining. O(VCs + cells + except_pods),
+    (less those of ``except_pods``), bad, and whether draining. ``opportunistic``: the row's GPUs
+    opportunistic pods of any VC hold, which HiveD preempts for the VC's guaranteed pods, so they
+    are the VC's though no node shows them free (user25 #2: AlloX listed no ``gpu@vc-a`` machine
+    while another VC's opportunistic pods ran on vc-a's free cells); for the quota not bound
+    yet, those on the free cells it may bind, told against its rows in turn. O(VCs + cells + except_pods),
     no walk over the bookings: it is read under the engine lock on every admission pass.
 
     ``within``: the nodes AlloX's pods may run on (``allox.nodeSelector``; ``None``: every
@@ -134,6 +138,7 @@ def guarantees(
         # (largest first) draw on one budget, so a free node is not counted as a node and again
         # as its sockets.
         budgets: dict[int, int] = {}
+        reclaimable: dict[int, int] = {}  # per chain, opportunistic GPUs on free cells not yet told against a row
         for cell_type in _cell_types(alloc, vc):
             chain = alloc.topology.chain_of_type[cell_type]
             gpus = chain.gpus[chain.level_of(cell_type) - 1]
@@ -148,11 +153,18 @@ def guarantees(
                 budget = budgets.setdefault(chain.order, free_within[chain.order, 1])
                 unbound = min(unbound, free_within[chain.order, level], budget // gpus)
                 budgets[chain.order] = budget - unbound * gpus
-            rows.extend({"gpus": gpus, "guaranteed": 0, "bad": 0, "draining": False} for _ in range(unbound))
+            if unbound and chain.order not in reclaimable:
+                reclaimable[chain.order] = _opportunistic_on_free(alloc, chain, chain.level_of(cell_type), within)
+            for _ in range(unbound):
+                # The free cell HiveD binds for the row is not known: the opportunistic GPUs on
+                # the free cells are told against the rows in turn, each at most its GPUs.
+                taken = min(gpus, reclaimable.get(chain.order, 0))
+                reclaimable[chain.order] = reclaimable.get(chain.order, 0) - taken
+                rows.append({"gpus": gpus, "guaranteed": 0, "bad": 0, "draining": False, "opportunistic": taken})
         for root in _vc_roots(vc):
             if within is None:
                 rows.append({"gpus": root.total, "guaranteed": root.guaranteed_used - returned.get(root, 0), "bad": root.bad,
-                             "draining": root in vc.draining})
+                             "draining": root in vc.draining, "opportunistic": _gpu_counts(root)["opportunistic"]})
                 continue
             nodes = [n for n in _node_parts(root) if n.node in within]
             if nodes:
@@ -161,9 +173,27 @@ def guarantees(
                     "guaranteed": sum(n.guaranteed_used - returned_on.get((root, n.node or ""), 0) for n in nodes),
                     "bad": sum(n.bad for n in nodes),
                     "draining": root in vc.draining,
+                    "opportunistic": sum(_gpu_counts(n)["opportunistic"] for n in nodes),
                 })
         result[name] = rows
     return result
+
+
+def _opportunistic_on_free(alloc: CellAllocator, chain: Chain, level: int, within: AbstractSet[str] | None) -> int:
+    """The GPUs opportunistic pods (of any VC) hold on ``chain``'s free cells of ``level`` or
+    above on ``within``'s
+    nodes (every node for ``None``), none of them bad: the cells a VC's quota not bound yet
+    binds, whose opportunistic pods HiveD preempts for the VC's guaranteed pods (§3.2)."""
+    buddy = alloc.buddies.get(chain)
+    if buddy is None:
+        return 0
+    return sum(
+        part.opportunistic_used
+        for higher in range(level, chain.top + 1)
+        for free in buddy.free_cells(higher)
+        for part in _node_parts(free)
+        if (within is None or part.node in within) and not part.bad
+    )
 
 
 def _node_parts(cell: Cell) -> tuple[Cell, ...]:

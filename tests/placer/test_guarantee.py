@@ -65,7 +65,7 @@ def test_a_draining_cell_takes_no_new_pod_and_bad_gpus_are_no_machines():
     cells = engine()
     place(cells, "p1", 2, "a")  # binds a's node cell
     cells.reconfigure({"virtualClusters": {"a": [{"cellType": "V100-NODE", "count": 0}], "b": [{"cellType": "V100-NODE", "count": 1}]}})
-    assert views(cells)["a"] == [{"gpus": 8, "guaranteed": 2, "bad": 0, "draining": True}]
+    assert views(cells)["a"] == [{"gpus": 8, "guaranteed": 2, "bad": 0, "draining": True, "opportunistic": 0}]
     assert machines(cells) == {"a": 0, "b": 8}
     assert guarantee_cells([{"gpus": 8, "guaranteed": 2, "bad": 3, "draining": False}]) == [GuaranteeCell(gpus=8, free=3)]
 
