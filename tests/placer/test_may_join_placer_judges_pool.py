@@ -113,3 +113,21 @@ def test_a_job_whose_pool_is_still_joining_is_not_suspended_again_before_the_wai
     placer(NOW + 1500).admit()
     assert len(api.suspends) == 1
     assert "within 1800 s (estimator.pendingLimitSeconds) (no node of pool=cpu-big joined" in api.conditions[-1][1]["message"]
+
+
+def test_the_runtime_gives_the_placer_the_pools_and_the_wait_its_samples_got() -> None:
+    from scheduler.config import parse_settings
+    from scheduler.extender.runtime import build_runtime
+    from tests.support.api_double import ListingApi
+    from tests.support.hived import CONFIG, NODES
+
+    text = CONFIG + ("estimator: {nodesMayJoin: [{pool: cpu-big}], pendingLimitSeconds: 900}\nnudge: {enabled: false}\n"
+                     "exchange: {enabled: false}\nleaderElection: {enabled: false}\n")
+    runtime = build_runtime(parse_settings(text), api=ListingApi(nodes=NODES))  # type: ignore[arg-type]
+    assert runtime.terms is not None
+    runtime.terms.begin()
+    try:
+        (placer,) = [driver for driver in runtime.terms.drivers if isinstance(driver, PlacerController)]
+        assert (placer._nodes_may_join, placer._joining_limit_seconds) == (({"pool": "cpu-big"},), 900.0)
+    finally:
+        runtime.terms.end()
