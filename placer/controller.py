@@ -286,10 +286,14 @@ class PlacerController:
         # the passes of the last NotBound limit, is kept beside each free GPU, as a queued GPU
         # configuration's is.
         self._asked_per_gpu = asked_per_gpu
-        self._per_gpu_seen = Demand()  # this pass's, over that window
-        self._asked_lately = AskedLately(window_seconds=unbound_hold_seconds)
-        self._reserved_cpu_per_gpu = settings.reserved_cpu_per_gpu  # this pass's, with the above
-        self._reserved_memory_per_gpu = 0.0  # this pass's (GiB), with the above
+        # Per kind of node (its allocatable), over that window: what a node keeps is what the GPU
+        # pods it holds ask, not what a pod only a larger node holds does (review26: 112 GiB a GPU
+        # of a pod only an 8-GPU node of 1 TiB held was kept beside each GPU of 128 GiB nodes too).
+        self._asked_lately: dict[Resources, AskedLately] = {}
+        self._kept_by_node: dict[str, Demand] = {}  # this pass's, per node of AlloX's
+        self._kept_elsewhere = Demand()  # this pass's, on a node whose allocatable is not known
+        self._reserved_cpu_per_gpu = settings.reserved_cpu_per_gpu
+        self._reserved_memory_per_gpu = 0.0
         self._unbound_hold_seconds = unbound_hold_seconds
         self._released: dict[str, Hold] = {}  # UIDs of started Jobs told they hold no machine, with what they were told
         # UIDs of started Jobs whose pods were seen on AlloX's nodes in this run, by this process
@@ -430,15 +434,11 @@ class PlacerController:
         # also make their node look full, nor, unbound, leave it looking free.
         kept = self._kept_room(frozenset(running_uids)) if self._kept_room is not None else ()
         if self._asked_per_gpu is not None:
-            # A pod none of AlloX's nodes holds never runs on them: it keeps nothing there. Each
-            # node's allocatable, or their sum where none is known.
-            allox_nodes = list(self._allocatable_by_node().values()) or [self._capacity()]
-            self._per_gpu_seen = self._asked_lately.note(self._asked_per_gpu().per_gpu(nodes=allox_nodes), now=now)
-        self._reserved_cpu_per_gpu = max(self._settings.reserved_cpu_per_gpu, self._per_gpu_seen.cpu)
-        self._reserved_memory_per_gpu = self._per_gpu_seen.memory
+            self._note_asked_per_gpu(now)
         free_by_node = self._free_by_node(frozenset(running_uids))
         free = [
-            NodeResources(name=name, cpu=r.cpu_millis / 1000, gpu=max(r.gpus, 0), memory=max(r.memory_bytes, 0) / GIB)
+            NodeResources(name=name, cpu=r.cpu_millis / 1000, gpu=max(r.gpus, 0), memory=max(r.memory_bytes, 0) / GIB,
+                          kept_cpu_per_gpu=(on := self._kept_on(name)).cpu, kept_memory_per_gpu=on.memory)
             for name, r in (free_less_kept(free_by_node, kept) if kept else free_by_node).items()
         ]
         gpu_pools: dict[str, int] | None = None
@@ -508,7 +508,11 @@ class PlacerController:
         # A Job whose VC has free guarantee but AlloX's nodes no free GPU lacks machines, not quota.
         lacking = [key for key in decision.waiting_for_pool if guaranteed.get(pools.get(key) or "", 0) > 0]
         gpus_on_a_node, room = most_gpus(free), gpu_room(free)
-        nodes = tuple(_in_demand_units(allocatable) for allocatable in self._allocatable_by_node().values())
+        allocatable_by_node = self._allocatable_by_node()
+        nodes = tuple(_in_demand_units(allocatable) for allocatable in allocatable_by_node.values())
+        # Each node as a CPU slot is cut from it: less what it keeps beside its GPUs.
+        beside_kept = tuple(_beside_kept(node, kept=self._kept_on(name)) for name, node in zip(allocatable_by_node, nodes))
+        cpu_room = _total(beside_kept) if beside_kept else _beside_kept(capacity, kept=self._kept_on(None))
         held: dict[str, tuple[str, str]] = {}  # Job key -> its Placed reason and message, for the inspect document
         for key, message in backing_off.items():
             held[key] = (REASON_SUSPENDED_AGAIN, message)
@@ -521,13 +525,13 @@ class PlacerController:
                 self._start(job, configurations[job.metadata.uid], joining[0], why=joining[1])
                 continue
             outside = _gpu_outside_vcs(job, found) if found is not None else None
-            in_use = _held_by_others(item, beyond=beyond, outside=outside, capacity=capacity, kept=self._kept_per_gpu())
+            in_use = _held_by_others(item, beyond=beyond, outside=outside, capacity=capacity, cpu_room=cpu_room)
             if in_use:
                 held[key] = ("WaitingForMachine", _backing_off_first(backed_off_in.get(key), _in_use_message(in_use, pods=item.pods)))
                 self._tell(job, status="False", reason="WaitingForMachine", message=held[key][1])
                 continue
             message = _no_machine(item, job, beyond=beyond, room=room, outside=outside, capacity=capacity, nodes=nodes,
-                                  kept=self._kept_per_gpu())
+                                  beside_kept=beside_kept, cpu_room=cpu_room)
             held[key] = ("NoMachine", _backing_off_first(backed_off_in.get(key), message))
             if self._tell(job, status="False", reason="NoMachine", message=held[key][1]):
                 self._event_once(job, "NoMachine", message)  # the back-off ends: no second Event
@@ -1313,9 +1317,25 @@ class PlacerController:
 
     # ------------------------------------------------------------------ telling users
 
-    def _kept_per_gpu(self) -> Demand:
-        """This pass's cores and memory (GiB) kept beside each GPU, which no CPU slot is cut from."""
-        return Demand(cpu=self._reserved_cpu_per_gpu, memory=self._reserved_memory_per_gpu)
+    def _note_asked_per_gpu(self, now: float) -> None:
+        """This pass's cores and memory (GiB) each of AlloX's nodes keeps beside each of its GPUs:
+        the most per GPU asked by the GPU pods its kind of node holds (each node's allocatable, or
+        their sum where none is known), over the window. A pod no node holds keeps nothing."""
+        allocatable = self._allocatable_by_node()
+        asked = self._asked_per_gpu() if self._asked_per_gpu is not None else GpuPodsAsk()
+        shapes = set(allocatable.values()) or {self._capacity()}
+        self._asked_lately = {shape: self._asked_lately.get(shape) or AskedLately(window_seconds=self._unbound_hold_seconds)
+                              for shape in shapes}
+        kept = {shape: lately.note(asked.per_gpu(nodes=[shape]), now=now) for shape, lately in self._asked_lately.items()}
+        self._kept_by_node = {name: kept[shape] for name, shape in allocatable.items()}
+        self._kept_elsewhere = Demand(cpu=max((k.cpu for k in kept.values()), default=0.0),
+                                      memory=max((k.memory for k in kept.values()), default=0.0))
+
+    def _kept_on(self, node: str | None) -> Demand:
+        """The cores and memory (GiB) ``node`` keeps beside each GPU this pass, which no CPU slot is
+        cut from (None, or a node whose allocatable is not known: the most any node keeps)."""
+        found = self._kept_by_node.get(node, self._kept_elsewhere) if node is not None else self._kept_elsewhere
+        return Demand(cpu=max(self._settings.reserved_cpu_per_gpu, found.cpu), memory=found.memory)
 
     def _tell(self, job: Job, *, status: str, reason: str, message: str) -> bool:
         """Set the Job's ``Placed`` condition; False when it says that already."""
@@ -1818,7 +1838,8 @@ def _job_demands(job: Job, configurations: str, gpu_resource: str) -> Mapping[st
 
 def _no_machine(
     item: WaitingJob, job: Job, *, beyond: frozenset[str], room: GpuRoom, outside: str | None,
-    capacity: Capacity | None = None, nodes: Sequence[Capacity] = (), kept: Demand = Demand(),
+    capacity: Capacity | None = None, nodes: Sequence[Capacity] = (), beside_kept: Sequence[Capacity] = (),
+    cpu_room: Capacity | None = None,
 ) -> str:
     """Why no node of AlloX's starts the Job: its estimate names no kind it has a configuration
     for; or each configuration no node holds, named by its field with what one pod asks, and
@@ -1835,7 +1856,8 @@ def _no_machine(
                 f"{', '.join(configured)}: no kind has both, and AlloX chooses only a kind with an estimate, so the Job is "
                 "never started until one of them names the other's kind")
     counted = _counted(job)
-    reasons = [_asks(kind, item.demand[kind], counted=counted, room=room, capacity=capacity, nodes=nodes, kept=kept)
+    reasons = [_asks(kind, item.demand[kind], counted=counted, room=room, capacity=capacity, nodes=nodes,
+                     beside_kept=beside_kept, cpu_room=cpu_room)
                for kind in sorted(beyond)]
     unmatched = set(beyond)
     if outside is not None and "gpu" in item.seconds and "gpu" not in beyond:
@@ -1855,7 +1877,7 @@ ALLOX_NODES: Final = "allox.nodeSelector"
 
 
 def _held_by_others(
-    item: WaitingJob, *, beyond: frozenset[str], outside: str | None, capacity: Capacity, kept: Demand
+    item: WaitingJob, *, beyond: frozenset[str], outside: str | None, capacity: Capacity, cpu_room: Capacity
 ) -> list[str]:
     """The Job's kinds whose machines AlloX's nodes have, but none free nor held by a Job AlloX
     started (so no end to queue behind): pods AlloX did not start hold them all. Empty when a
@@ -1863,7 +1885,7 @@ def _held_by_others(
     could not hold its pods in any kind it has (then none of them ever frees for it)."""
     if beyond or outside is not None:
         return []
-    cpu_room = _beside_kept(capacity, kept=kept)  # the cores and memory not kept beside GPUs (§4.4, F17)
+    # cpu_room: the cores and memory not kept beside GPUs (§4.4, F17), each node's own
     held = []
     for kind in sorted(item.seconds):
         demand = item.demand.get(kind)
@@ -1901,7 +1923,7 @@ def _gpu_outside_vcs(job: Job, found: Guarantees) -> str | None:
 
 def _asks(
     kind: str, demand: Demand, *, counted: str, room: GpuRoom, capacity: Capacity | None = None,
-    nodes: Sequence[Capacity] = (), kept: Demand = Demand(),
+    nodes: Sequence[Capacity] = (), beside_kept: Sequence[Capacity] = (), cpu_room: Capacity | None = None,
 ) -> str:
     """Why no node holds the Job's ``kind`` configuration: the field and what one pod asks, and
     either that it is more than AlloX's nodes have in all (``capacity``) or than any one of them
@@ -1912,7 +1934,7 @@ def _asks(
         # Memory only when asked: "500 cores and 0 GiB a pod" read as if 0 GiB were too much too.
         cpu_asked = f"{demand.cpu:g} cores" + (f" and {demand.memory:g} GiB" if demand.memory > 0 else "")
         # A CPU slot is cut from what a node has beside the cores and memory kept for its GPUs.
-        never = _beyond_capacity(demand, capacity, kept_per_gpu=kept) or _beyond_each_node(demand, nodes, kept_per_gpu=kept)
+        never = _beyond_capacity(demand, capacity, beside_kept=cpu_room) or _beyond_each_node(demand, nodes, beside_kept=beside_kept)
         return f"{field}, {cpu_asked} a pod{counted}, " + (never or "more than any of them has free now")
     short = gpu_shortfall(demand, room=room)
     gpus = f"{demand.gpu:g} GPU" + ("" if demand.gpu == 1 else "s")
@@ -1927,14 +1949,14 @@ def _asks(
             f"{gpus}{counted}, " + (never or f"more than any of them with {gpus} free has free now"))
 
 
-def _beyond_capacity(demand: Demand, capacity: Capacity | None, *, kept_per_gpu: Demand = Demand()) -> str | None:
+def _beyond_capacity(demand: Demand, capacity: Capacity | None, *, beside_kept: Capacity | None = None) -> str | None:
     """"more than they have in all (64 cores): it never fits" when one pod of ``demand`` asks more
     than AlloX's nodes have together (a pod runs on one node); None when not, or not known.
-    ``kept_per_gpu``: the cores and memory kept beside each GPU, which a CPU pod's are not cut
-    from: "(32 cores beside the 32 kept for their GPUs)"."""
+    ``beside_kept``: what they have less the cores and memory kept beside their GPUs, which a CPU
+    pod's are not cut from: "(32 cores beside the 32 kept for their GPUs)"."""
     if capacity is None:
         return None
-    left = _beside_kept(capacity, kept=kept_per_gpu)
+    left = capacity if beside_kept is None else beside_kept
     cores_kept, memory_kept = capacity.cpu - left.cpu, capacity.memory - left.memory
     over = [said for asked, total, said in (
         (demand.gpu, capacity.gpu, f"{capacity.gpu:g} GPU" + ("" if capacity.gpu == 1 else "s")),
@@ -1955,24 +1977,24 @@ def _left_beside_kept(left: float, kept: float, *, unit: str) -> str:
 
 
 def _beyond_each_node(
-    demand: Demand, nodes: Sequence[Capacity], *, holders: str = "any one of them", kept_per_gpu: Demand = Demand()
+    demand: Demand, nodes: Sequence[Capacity], *, holders: str = "any one of them", beside_kept: Sequence[Capacity] = ()
 ) -> str | None:
     """"more than any one of them has (32 cores at most): it never fits" when no node of
-    ``nodes`` (each one's allocatable, less ``kept_per_gpu`` beside each of its GPUs) holds one
+    ``nodes`` (each one's allocatable, or ``beside_kept``: less what it keeps beside its GPUs) holds one
     pod of ``demand`` (:func:`beyond_largest_node`); None when one holds it, or no node is known.
     What is kept, where it is what the pod lacks: "(64 GiB at most, beside the memory kept for
     its GPUs)"."""
-    left = [_beside_kept(node, kept=kept_per_gpu) for node in nodes]
+    left = list(beside_kept) or list(nodes)
     beyond = beyond_largest_node(
         [demand.gpu, demand.cpu, demand.memory], [[node.gpu, node.cpu, node.memory] for node in left],
         read=[gpu_count, lambda cores: f"{round(cores, 1):g} cores", lambda gib: f"{round(gib, 1):g} GiB"],
     )
     if beyond is None:
         return None
-    lacking = [what for what, per_gpu, asked, most in (
-        ("cores", kept_per_gpu.cpu, demand.cpu, max(node.cpu for node in left)),
-        ("memory", kept_per_gpu.memory, demand.memory, max(node.memory for node in left)),
-    ) if per_gpu > 0 and asked > most and any(node.gpu > 0 for node in nodes)]
+    lacking = [what for what, kept_some, asked, most in (
+        ("cores", any(less.cpu < node.cpu for node, less in zip(nodes, left)), demand.cpu, max(node.cpu for node in left)),
+        ("memory", any(less.memory < node.memory for node, less in zip(nodes, left)), demand.memory, max(node.memory for node in left)),
+    ) if kept_some and asked > most and any(node.gpu > 0 for node in nodes)]
     kept = f", beside the {' and '.join(lacking)} kept for its GPUs" if lacking else ""
     return f"more than {holders} has ({beyond[1]}{kept}): it never fits"
 
@@ -1981,6 +2003,11 @@ def _beside_kept(node: Capacity, *, kept: Demand) -> Capacity:
     """The node (or nodes) as a CPU slot is cut from it: its cores and memory less those
     ``kept`` beside each of its GPUs, none below zero (more kept than it has leaves it none)."""
     return replace(node, cpu=max(node.cpu - kept.cpu * node.gpu, 0.0), memory=max(node.memory - kept.memory * node.gpu, 0.0))
+
+
+def _total(nodes: Sequence[Capacity]) -> Capacity:
+    """What ``nodes`` have together."""
+    return Capacity(cpu=sum(node.cpu for node in nodes), gpu=sum(node.gpu for node in nodes), memory=sum(node.memory for node in nodes))
 
 
 def _in_demand_units(resources: Resources) -> Capacity:

@@ -300,7 +300,8 @@ def queued_cpu_slot(
     demands = {job.demand["cpu"] for job in waiting if "cpu" in job.seconds and "cpu" in job.demand}
     if free_nodes is not None:
         # Nodes alike hold alike: each distinct (cores beside the GPUs, memory) once.
-        room = {(node.cpu - node.gpu * reserved_cpu_per_gpu, node.memory - node.gpu * reserved_memory_per_gpu) for node in free_nodes}
+        room = {(node.cpu - node.gpu * max(reserved_cpu_per_gpu, node.kept_cpu_per_gpu),
+                 node.memory - node.gpu * max(reserved_memory_per_gpu, node.kept_memory_per_gpu)) for node in free_nodes}
         demands = {d for d in demands if any(d.cpu <= cores and d.memory <= memory for cores, memory in room)}
     if not demands:
         return None

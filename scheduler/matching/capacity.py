@@ -28,6 +28,10 @@ class NodeResources:
     cpu: float
     gpu: int
     memory: float
+    # Cores and memory this node keeps beside each of its GPUs whatever the pass's reserve: what
+    # the GPU pods it can hold ask (placer: a pod only a larger node holds keeps nothing here).
+    kept_cpu_per_gpu: float = 0.0
+    kept_memory_per_gpu: float = 0.0
 
 
 def cpu_slots(
@@ -37,10 +41,10 @@ def cpu_slots(
     """How many CPU configurations fit on ``node`` beside its GPUs' reserved cores and memory."""
     if cpu_slot.cpu <= 0:
         raise InvalidInstance("a CPU slot needs a positive number of cores", field="cpu_slot.cpu")
-    cores = node.cpu - node.gpu * reserved_cpu_per_gpu
+    cores = node.cpu - node.gpu * max(reserved_cpu_per_gpu, node.kept_cpu_per_gpu)
     slots = math.floor(cores / cpu_slot.cpu) if cores > 0 else 0
     if cpu_slot.memory > 0:
-        memory = node.memory - node.gpu * reserved_memory_per_gpu
+        memory = node.memory - node.gpu * max(reserved_memory_per_gpu, node.kept_memory_per_gpu)
         slots = min(slots, math.floor(memory / cpu_slot.memory) if memory > 0 else 0)
     return max(slots, 0)
 
