@@ -9,9 +9,10 @@ from urllib.parse import quote
 
 from scheduler.kubectl.api import InspectApi, KubeApi
 from scheduler.kubectl.errors import Forbidden, NotFound, PluginError, UsageError, ViewUnavailable
-from scheduler.kubectl.views import bad_nodes, unbound_cells, unhealthy_nodes
+from scheduler.kubectl.views import bad_nodes, largest_node_cell, unbound_cells, unhealthy_nodes
 from scheduler.kubectl.wording import MAX_NAMED
 from scheduler.kubectl.objects import (
+    INSUFFICIENT_GPU,
     PREEMPTED_BY,
     SCHEDULER_PREEMPTED,
     CellfitView,
@@ -215,12 +216,13 @@ class FactReader:
                                 if row.get("job") == job.key), None)
         replicas = self.replicas() if holds is not None and holds.get("enabled") is not False else 1
         short = isinstance(virtual_cluster, Mapping) and bool(unbound_cells(virtual_cluster))
-        tree = read("cells", "cells", {"gpus": "false"}) if short else None
+        tree = read("cells", "cells", {"gpus": "false"}) if short or _short_of_gpus_everywhere(pod) else None
         nodes = sorted(set(bad_nodes(virtual_cluster) if isinstance(virtual_cluster, Mapping) else [])
-                       | set(unhealthy_nodes(tree) if isinstance(tree, Mapping) else []))
+                       | set(unhealthy_nodes(tree) if short and isinstance(tree, Mapping) else []))
         return CellfitView(virtual_cluster=virtual_cluster, resume_holds=None if holds is None else tuple(holds.get("holds") or []),
                            replicas=replicas, estimator_entry=estimator_entry, allox_entry=allox_entry, unavailable=unavailable,
-                           cell_tree=tree, node_states=self.node_states(nodes[:MAX_NAMED]))
+                           cell_tree=tree if short else None, node_states=self.node_states(nodes[:MAX_NAMED]),
+                           largest_node_cell=largest_node_cell(tree) if isinstance(tree, Mapping) else None)
 
     def node_states(self, names: list[str]) -> dict[str, str]:
         """Why each node is bad to HiveD, as its Node object says: ``deleted`` (not found),
@@ -260,3 +262,15 @@ class FactReader:
                 target = endpoint.get("targetRef") or {}
                 pods.add(target.get("name") or tuple(endpoint.get("addresses") or ()))
         return len(pods) or None
+
+
+def _short_of_gpus_everywhere(pod: PodFacts | None) -> bool:
+    """Whether kube-scheduler found too few GPUs on some node for ``pod``, pending and asking GPUs:
+    cellfit's filter then may never have been asked, and only the cell tree tells whether any
+    node could ever hold the pod (``kubectl cellfit why``, user25 #6)."""
+    if pod is None or pod.node is not None or pod.gpus <= 0:
+        return False
+    said = [e.message for e in pod.events if e.reason == "FailedScheduling"]
+    if pod.unschedulable is not None:
+        said.append(pod.unschedulable.message)
+    return any(INSUFFICIENT_GPU in message for message in said)

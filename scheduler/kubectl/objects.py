@@ -7,7 +7,7 @@ import json
 import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Mapping
+from typing import Any, Final, Mapping
 
 from scheduler.constants import (
     ANNOTATION_CONFIGURATIONS,
@@ -23,6 +23,7 @@ from scheduler.constants import (
     LABEL_PRIORITY,
     LABEL_VIRTUAL_CLUSTER,
     PRIORITY_GUARANTEED,
+    RESOURCE_NVIDIA_GPU,
 )
 from scheduler.wording import IGNORE, ExitCodeRule, backoff_limit, disruption_action, exit_code_rules_before_disruption
 
@@ -82,6 +83,10 @@ class Condition:
     since: str = ""
 
 
+# kube-scheduler's own reason (NodeResourcesFit) for a node with too few GPUs for the pod.
+INSUFFICIENT_GPU: Final = f"Insufficient {RESOURCE_NVIDIA_GPU}"
+
+
 @dataclass(frozen=True, kw_only=True)
 class PodFacts:
     namespace: str
@@ -101,6 +106,9 @@ class PodFacts:
     nominated_node: str | None = None
     # Its own preemption, when it was preempted (read only for a pod asked about, still leaving).
     preemption: Preemption | None = None
+    # GPUs the pod asks (nvidia.com/gpu: its containers' together, or its largest init
+    # container's): one no node holds is never placed, whatever kube-scheduler's message says.
+    gpus: int = 0
     # kube-scheduler's PodScheduled=False condition: the whole of the message its FailedScheduling
     # Event cuts at 1024 bytes (" ..."), where a cellfit reason sorted last may be.
     unschedulable: Condition | None = None
@@ -191,6 +199,9 @@ class CellfitView:
     # Why nodes of the VC's cells are bad, by node, from the Node objects: "cordoned", "not
     # ready", "deleted"; a node not read (the user may not get Nodes) is absent.
     node_states: Mapping[str, str] = field(default_factory=dict)
+    # The node-level cell type holding the most GPUs and how many (HiveD's cell tree), read
+    # where kube-scheduler found too few GPUs on every node: a pod asking more never fits.
+    largest_node_cell: tuple[str, int] | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -278,7 +289,20 @@ def pod_from(obj: Mapping[str, Any], *, events: tuple[Event, ...] = ()) -> PodFa
         events=events,
         nominated_node=status.get("nominatedNodeName") or None,
         unschedulable=next((c for c in conditions_from(status) if c.type == "PodScheduled" and c.status == "False"), None),
+        gpus=pod_gpus(spec),
     )
+
+
+def pod_gpus(spec: Mapping[str, Any]) -> int:
+    """The GPUs a pod spec asks: its containers' requests (their limits where no request is
+    written, as the API server defaults them) together, or its largest init container's."""
+    def asked(container: Mapping[str, Any]) -> int:
+        resources = container.get("resources") or {}
+        value = (resources.get("requests") or {}).get(RESOURCE_NVIDIA_GPU, (resources.get("limits") or {}).get(RESOURCE_NVIDIA_GPU))
+        return int(value) if isinstance(value, (int, str)) and str(value).isdigit() else 0
+
+    together = sum(asked(c) for c in spec.get("containers") or [])
+    return max([together, *(asked(c) for c in spec.get("initContainers") or [])])
 
 
 def conditions_from(status: Mapping[str, Any]) -> tuple[Condition, ...]:

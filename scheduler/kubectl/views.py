@@ -158,6 +158,15 @@ def _bad_roots(cells: Mapping[str, Any]) -> dict[tuple[str, str], list[str]]:
     return found
 
 
+def largest_node_cell(cells: Mapping[str, Any]) -> tuple[str, int] | None:
+    """The node-level cell type of the tree with the most GPUs, and how many (the first such
+    type in tree order); None for a tree without node cells. What HiveD's filter measures a
+    pod's GPUs against (scheduler/cells/planning.py: more than any node-level cell holds)."""
+    nodes = [(str(cell.get("cellType")), int((cell.get("gpus") or {}).get("total") or 0))
+             for cell, _ in _walk(cells) if "healthy" in cell]
+    return max(nodes, key=lambda node: node[1], default=None)
+
+
 def unhealthy_nodes(cells: Mapping[str, Any]) -> list[str]:
     """The node cells of the tree HiveD counts unhealthy (a node cordoned, not ready, deleted
     while its pods run, short of GPUs), by id: a node's name."""

@@ -17,7 +17,7 @@ from typing import Any, Final, Mapping, Sequence
 
 from estimator.contract import estimate_errors
 from scheduler.constants import ANNOTATION_CONFIGURATIONS, ANNOTATION_PREEMPTIONS, PRIORITY_GUARANTEED
-from scheduler.kubectl.objects import PREEMPTING, CellfitView, Condition, Event, Facts, GoneFacts, JobFacts, PodFacts, Preemption, moment
+from scheduler.kubectl.objects import INSUFFICIENT_GPU, PREEMPTING, CellfitView, Condition, Event, Facts, GoneFacts, JobFacts, PodFacts, Preemption, moment
 from scheduler.kube.times import timestamp
 from scheduler.kubectl.views import free_healthy_cells, unbound_cells, unhealthy_nodes
 from scheduler.kubectl.wording import MAX_NAMED, duration, listed, ordinal, times
@@ -784,7 +784,7 @@ def _pending(pod: PodFacts, view: CellfitView) -> Answer:
             return Answer(reason="not-cellfit", summary="not scheduled by cellfit: spec.schedulerName is default-scheduler")
         return Answer(reason="pending", summary=f"pending; {pod.scheduler_name} has not reported an attempt yet")
     message = failed.message
-    never = _never_placeable(message)
+    never = _never_placeable(message) or _more_gpus_than_any_node(pod, message, view)
     if never is not None:
         return _never(pod, never, failed, view)
     held = KEPT_FOR.search(message)
@@ -918,6 +918,9 @@ class _Found:
     reason: str
     change: str
     others: str  # kube-scheduler's other counts ("8 Insufficient nvidia.com/gpu"), "" when none
+    # How ``others`` is introduced: the nodes cellfit's filter did not refuse, or kube-scheduler's
+    # counts where cellfit's filter was not asked (the mistake found from cellfit's cells).
+    others_head: str = "the other nodes"
 
 
 def _never(pod: PodFacts, found: _Found, failed: Event, view: CellfitView) -> Answer:
@@ -928,7 +931,7 @@ def _never(pod: PodFacts, found: _Found, failed: Event, view: CellfitView) -> An
     gang = GANG.match(found.reason)
     whose = f"its gang {gang.group('gang')}" if pod.gang and gang is not None and GANG_NEVER.fullmatch(found.reason) else ""
     head = f"{whose} {NEVER_HEAD}" if whose else NEVER_HEAD
-    others = f"; the other nodes: {found.others}" if found.others else ""
+    others = f"; {found.others_head}: {found.others}" if found.others else ""
     return Answer(reason="gang" if whose else NEVER,
                   summary=f"{head}: {found.reason} ({found.change}){_unknown_vc_too(pod, found, view)}{others}",
                   details=_seen(failed))
@@ -962,6 +965,22 @@ def _never_placeable(message: str) -> _Found | None:
                 keys = " and ".join(re.findall(rf"(?:^|; )({_KEY}): ", reason))
                 return _Found(reason=told, change=known.change.format(**matched.groupdict(), keys=keys), others=others)
     return None
+
+
+def _more_gpus_than_any_node(pod: PodFacts, message: str, view: CellfitView) -> _Found | None:
+    """The pod asks more GPUs than any node-level cell holds (user25 #6): kube-scheduler's own
+    filter (``Insufficient nvidia.com/gpu``) turns every node away before cellfit's is asked, so
+    its message reads as a wait for GPUs that no node frees. Worded as HiveD's filter words it
+    (scheduler/cells/planning.py), with its change; None where the cell tree was not read (no
+    HiveD, or the view refused) or the pod fits some node."""
+    largest = view.largest_node_cell
+    if largest is None or pod.gpus <= largest[1] or INSUFFICIENT_GPU not in message:
+        return None
+    cell_type, gpus = largest
+    reason = f"the pod requests {pod.gpus} GPUs, more than any node-level cell holds (largest: {cell_type!r} with {gpus})"
+    change = next(known.change for known in NEVER_PLACEABLE if known.reason.fullmatch(reason))
+    counts = ", ".join(f"{n} {r}" for n, r in _counts(message))
+    return _Found(reason=reason, change=change, others=counts, others_head="kube-scheduler's own filters")
 
 
 def _counts(message: str) -> list[tuple[int, str]]:
