@@ -366,6 +366,8 @@ class HivedEngine:
                 alloc.release(existing)
             else:
                 self._unassign(existing)
+        if request.priority is Priority.OPPORTUNISTIC and self._just_freed:
+            allowed = self._without_kept(allowed)
         if request.gang is not None:
             return self._decide_gang(pod, ctx, allowed)
         spot = alloc.plan(request, ctx.vc, ctx.targets, allowed=allowed)
@@ -373,8 +375,9 @@ class HivedEngine:
         if any(g.opportunistic_owner is not None for g in spot.gpus) and request.priority is Priority.GUARANTEED:
             freeing = self._preempts_for_nothing(ctx, spot)
             if freeing is not None:
+                self._awaits(ctx, pod, freeing.cell.node)
                 raise Unplaceable(self._freeing_reason(ctx, freeing))
-            freed = self._freed_wait(ctx)
+            freed = self._freed_wait(ctx, pod=pod)
             if freed is not None:
                 raise Unplaceable(freed)
             # Hold the cells while the victims terminate, so nobody else takes them meanwhile.
@@ -401,11 +404,12 @@ class HivedEngine:
             return None
         return freeing_cell(ctx.vc, ctx.targets, ctx.request.gpus, leaving=self._freeing_booking)
 
-    def _freed_wait(self, ctx: _Context) -> str | None:
+    def _freed_wait(self, ctx: _Context, *, pod: PodInfo | None = None) -> str | None:
         """Why the pod preempts nobody: a pod of its VC left a node a moment ago (freeing.py
         ``JustFreed``) and HiveD would place the pod there now without a victim; kube-scheduler,
         whose cache may still count the pod gone there, offers it that node once it has dropped
-        it. None when there is no such node."""
+        it. None when there is no such node. ``pod``, told so, becomes the node's waiter (no
+        opportunistic pod is placed there meanwhile)."""
         if not self._just_freed or ctx.vc is None:
             return None
         nodes = self._just_freed.nodes_of(ctx.vc.name)
@@ -418,11 +422,35 @@ class HivedEngine:
         if any(gpu.opportunistic_owner is not None for gpu in spot.gpus):
             return None
         node = spot.gpus[0].node or ""
+        if pod is not None:
+            self._awaits(ctx, pod, node)
         gone = nodes.get(node, [])
         pods = ", ".join(gone[:5]) + (f" and {len(gone) - 5} more" if len(gone) > 5 else "")
         return (f"HiveD waits for the cells of virtual cluster {ctx.vc.name!r} on node {node}, which pods of it freed just now "
                 f"({pods}): kube-scheduler places this pod there once its cache shows them gone; no opportunistic pod is "
                 f"preempted for it meanwhile (for {self._just_freed.seconds:g} s)")
+
+    def _awaits(self, ctx: _Context, pod: PodInfo, node: str | None) -> None:
+        """``pod``, a guaranteed pod of ``ctx``'s VC, was told to wait for ``node``'s cells."""
+        if ctx.vc is not None and node is not None:
+            self._just_freed.awaited_by(vc=ctx.vc.name, node=node, pod_uid=pod.uid, pod_key=pod.key)
+
+    def _without_kept(self, allowed: AbstractSet[str] | None) -> AbstractSet[str] | None:
+        """``allowed`` less the nodes whose cells freed just now a guaranteed pod waits for
+        (JustFreed.kept): an opportunistic pod placed there would be reclaimed for it at once.
+        Raises :class:`Unplaceable` saying so when no node is left."""
+        kept = self._just_freed.kept()
+        if not kept:
+            return allowed
+        left = (set(self.topology.nodes) if allowed is None else set(allowed)) - kept.keys()
+        if left:
+            return frozenset(left)
+        node, (vc, waiter) = next(iter(kept.items()))
+        raise Unplaceable(
+            f"HiveD keeps the cells virtual cluster {vc!r} freed just now on node {node} for its guaranteed pod {waiter}, "
+            f"which waits for them (for {self._just_freed.seconds:g} s): an opportunistic pod placed there would be "
+            "preempted for it at once"
+        )
 
     def _leaving_booking(self, booking_id: int) -> bool:
         booking = self.allocator.bookings.get(booking_id)
@@ -789,7 +817,10 @@ class HivedEngine:
         if ctx.request.priority is not Priority.GUARANTEED:
             return None
         freeing = self._freeing(ctx)
-        return self._freed_wait(ctx) if freeing is None else self._freeing_reason(ctx, freeing)
+        if freeing is None:
+            return self._freed_wait(ctx, pod=pod)
+        self._awaits(ctx, pod, freeing.cell.node)
+        return self._freeing_reason(ctx, freeing)
 
     def request_refusal(self, pod: PodInfo) -> str | None:
         """HiveD's refusal of a GPU pod whose request does not resolve (its virtual cluster
@@ -843,6 +874,7 @@ class HivedEngine:
             raise SchedulingConflict(self._victim_reason(booking, victims))
         if self._just_freed:
             self._just_freed.bound(vc=booking.vc, node=node_name)  # the cells freed there are taken
+        self._just_freed.forget_pod(pod.uid)
         return Placement(
             pod_uid=pod.uid,
             node_name=node_name,
@@ -1002,6 +1034,7 @@ class HivedEngine:
         self._reserved_as_booked.discard(pod.uid)  # bound: no bind of it fails any more
         self._seen_bound.add(pod.uid)
         self._claims.end(pod.uid)  # bound: the cells booked for it are its own
+        self._just_freed.forget_pod(pod.uid)
         if existing is not None:
             if existing.node == pod.node_name:
                 return
@@ -1127,6 +1160,7 @@ class HivedEngine:
         self._seen_bound.discard(pod_uid)
         self._reclaim_records.pop(pod_uid, None)
         self._claims.end(pod_uid)
+        self._just_freed.forget_pod(pod_uid)
         was_freeing = self.expiry.is_freeing(pod_uid)
         self.expiry.pod_gone(pod_uid)
         booking = self.allocator.by_pod.get(pod_uid)

@@ -109,12 +109,19 @@ class JustFreed:
     """Nodes whose cells pods of a VC left a moment ago, by (VC, node), for ``seconds`` after
     the last of them left on ``clock`` (the driver's: monotonic live, virtual in the simulator,
     so both decide alike). At most one entry per VC and node; an entry ends once a pod of its VC
-    is bound on its node, or when its time is up."""
+    is bound on its node, or when its time is up.
+
+    A guaranteed pod of the VC told to wait for a node's cells (being freed, or freed just now)
+    is that (VC, node)'s waiter (:meth:`awaited_by`): while the node's entry is open, the node
+    is :meth:`kept` from opportunistic pods, which HiveD would otherwise place on the freed
+    cells and reclaim for the waiter a moment later (user25 #1: 3 of 3 live). A waiter is
+    forgotten when it is bound or gone (:meth:`forget_pod`), or with its (VC, node)'s entry."""
 
     def __init__(self, *, clock: Callable[[], float], seconds: float = FREED_CELL_WAIT_SECONDS) -> None:
         self.seconds = seconds
         self._clock = clock
         self._freed: dict[tuple[str, str], _Freed] = {}
+        self._waiters: dict[tuple[str, str], tuple[str, str]] = {}  # (VC, node) -> (pod UID, namespace/name)
 
     def __bool__(self) -> bool:
         if self._freed:
@@ -134,6 +141,25 @@ class JustFreed:
     def bound(self, *, vc: str, node: str) -> None:
         """A pod of ``vc`` was bound on ``node``: the cells freed there are taken."""
         self._freed.pop((vc, node), None)
+        self._waiters.pop((vc, node), None)
+
+    def awaited_by(self, *, vc: str, node: str, pod_uid: str, pod_key: str) -> None:
+        """The guaranteed pod ``pod_key`` of ``vc`` was told to wait for ``node``'s cells."""
+        self._waiters[(vc, node)] = (pod_uid, pod_key)
+
+    def forget_pod(self, pod_uid: str) -> None:
+        """The pod is bound or gone: it waits for no cells."""
+        if self._waiters:
+            for key in [key for key, (uid, _) in self._waiters.items() if uid == pod_uid]:
+                del self._waiters[key]
+
+    def kept(self) -> dict[str, tuple[str, str]]:
+        """The nodes whose cells freed just now a guaranteed pod of their VC waits for, each
+        with (VC, the pod's namespace/name): no opportunistic pod is placed there meanwhile."""
+        if not self._waiters:
+            return {}
+        self._forget_past()
+        return {node: (vc, key) for (vc, node), (_, key) in sorted(self._waiters.items()) if (vc, node) in self._freed}
 
     def nodes_of(self, vc: str) -> dict[str, list[str]]:
         """The nodes pods of ``vc`` left just now, each with those pods (namespace/name), sorted."""
@@ -144,3 +170,4 @@ class JustFreed:
         now = self._clock()
         for key in [key for key, freed in self._freed.items() if now - freed.at >= self.seconds]:
             del self._freed[key]
+            self._waiters.pop(key, None)
