@@ -513,6 +513,10 @@ class PlacerController:
         # Each node as a CPU slot is cut from it: less what it keeps beside its GPUs.
         beside_kept = tuple(_beside_kept(node, kept=self._kept_on(name)) for name, node in zip(allocatable_by_node, nodes))
         cpu_room = _total(beside_kept) if beside_kept else _beside_kept(capacity, kept=self._kept_on(None))
+        # Less only allox.reservedCpuPerGpu, which stays: what a CPU pod never gets beyond.
+        floor = Demand(cpu=self._settings.reserved_cpu_per_gpu)
+        beside_floor = tuple(_beside_kept(node, kept=floor) for node in nodes)
+        floor_room = _total(beside_floor) if beside_floor else _beside_kept(capacity, kept=floor)
         held: dict[str, tuple[str, str]] = {}  # Job key -> its Placed reason and message, for the inspect document
         for key, message in backing_off.items():
             held[key] = (REASON_SUSPENDED_AGAIN, message)
@@ -531,7 +535,8 @@ class PlacerController:
                 self._tell(job, status="False", reason="WaitingForMachine", message=held[key][1])
                 continue
             message = _no_machine(item, job, beyond=beyond, room=room, outside=outside, capacity=capacity, nodes=nodes,
-                                  beside_kept=beside_kept, cpu_room=cpu_room)
+                                  beside_kept=beside_kept, cpu_room=cpu_room, beside_floor=beside_floor, floor_room=floor_room,
+                                  window_seconds=self._unbound_hold_seconds)
             held[key] = ("NoMachine", _backing_off_first(backed_off_in.get(key), message))
             if self._tell(job, status="False", reason="NoMachine", message=held[key][1]):
                 self._event_once(job, "NoMachine", message)  # the back-off ends: no second Event
@@ -1839,7 +1844,8 @@ def _job_demands(job: Job, configurations: str, gpu_resource: str) -> Mapping[st
 def _no_machine(
     item: WaitingJob, job: Job, *, beyond: frozenset[str], room: GpuRoom, outside: str | None,
     capacity: Capacity | None = None, nodes: Sequence[Capacity] = (), beside_kept: Sequence[Capacity] = (),
-    cpu_room: Capacity | None = None,
+    cpu_room: Capacity | None = None, beside_floor: Sequence[Capacity] = (), floor_room: Capacity | None = None,
+    window_seconds: float = DEFAULT_UNBOUND_HOLD_SECONDS,
 ) -> str:
     """Why no node of AlloX's starts the Job: its estimate names no kind it has a configuration
     for; or each configuration no node holds, named by its field with what one pod asks, and
@@ -1857,7 +1863,8 @@ def _no_machine(
                 "never started until one of them names the other's kind")
     counted = _counted(job)
     reasons = [_asks(kind, item.demand[kind], counted=counted, room=room, capacity=capacity, nodes=nodes,
-                     beside_kept=beside_kept, cpu_room=cpu_room)
+                     beside_kept=beside_kept, cpu_room=cpu_room, beside_floor=beside_floor, floor_room=floor_room,
+                     window_seconds=window_seconds)
                for kind in sorted(beyond)]
     unmatched = set(beyond)
     if outside is not None and "gpu" in item.seconds and "gpu" not in beyond:
@@ -1924,18 +1931,26 @@ def _gpu_outside_vcs(job: Job, found: Guarantees) -> str | None:
 def _asks(
     kind: str, demand: Demand, *, counted: str, room: GpuRoom, capacity: Capacity | None = None,
     nodes: Sequence[Capacity] = (), beside_kept: Sequence[Capacity] = (), cpu_room: Capacity | None = None,
+    beside_floor: Sequence[Capacity] = (), floor_room: Capacity | None = None, window_seconds: float = DEFAULT_UNBOUND_HOLD_SECONDS,
 ) -> str:
     """Why no node holds the Job's ``kind`` configuration: the field and what one pod asks, and
     either that it is more than AlloX's nodes have in all (``capacity``) or than any one of them
     has (``nodes``, each node's allocatable: a pod runs on one node), so it never fits however
-    long it waits, or more than any has free now (it may fit once pods leave)."""
+    long it waits, or more than any has free now (it may fit once pods leave). A CPU configuration
+    is told it never fits only beyond what the nodes have less ``allox.reservedCpuPerGpu`` beside
+    their GPUs (``beside_floor``, ``floor_room``); beyond what they have less the room kept for the
+    GPU pods they hold (``beside_kept``, ``cpu_room``), that it fits once those pods have been gone
+    ``window_seconds`` (review26: it was told it never fits, and started 301 s after they left)."""
     field = f"{ANNOTATION_CONFIGURATIONS}.{kind}.resources"
     if kind != "gpu":
         # Memory only when asked: "500 cores and 0 GiB a pod" read as if 0 GiB were too much too.
         cpu_asked = f"{demand.cpu:g} cores" + (f" and {demand.memory:g} GiB" if demand.memory > 0 else "")
         # A CPU slot is cut from what a node has beside the cores and memory kept for its GPUs.
-        never = _beyond_capacity(demand, capacity, beside_kept=cpu_room) or _beyond_each_node(demand, nodes, beside_kept=beside_kept)
-        return f"{field}, {cpu_asked} a pod{counted}, " + (never or "more than any of them has free now")
+        never = _beyond_capacity(demand, capacity, beside_kept=floor_room) or _beyond_each_node(demand, nodes, beside_kept=beside_floor)
+        gone = f"it fits once the GPU pods asking that much beside their GPUs have been gone {window_seconds:.0f} s"
+        later = None if never else (_beyond_capacity(demand, capacity, beside_kept=cpu_room, ending=gone)
+                                    or _beyond_each_node(demand, nodes, beside_kept=beside_kept, ending=gone))
+        return f"{field}, {cpu_asked} a pod{counted}, " + (never or later or "more than any of them has free now")
     short = gpu_shortfall(demand, room=room)
     gpus = f"{demand.gpu:g} GPU" + ("" if demand.gpu == 1 else "s")
     never_gpus = _beyond_capacity(Demand(gpu=demand.gpu), capacity) or _beyond_each_node(Demand(gpu=demand.gpu), nodes)
@@ -1949,7 +1964,9 @@ def _asks(
             f"{gpus}{counted}, " + (never or f"more than any of them with {gpus} free has free now"))
 
 
-def _beyond_capacity(demand: Demand, capacity: Capacity | None, *, beside_kept: Capacity | None = None) -> str | None:
+def _beyond_capacity(
+    demand: Demand, capacity: Capacity | None, *, beside_kept: Capacity | None = None, ending: str = "it never fits"
+) -> str | None:
     """"more than they have in all (64 cores): it never fits" when one pod of ``demand`` asks more
     than AlloX's nodes have together (a pod runs on one node); None when not, or not known.
     ``beside_kept``: what they have less the cores and memory kept beside their GPUs, which a CPU
@@ -1963,7 +1980,7 @@ def _beyond_capacity(demand: Demand, capacity: Capacity | None, *, beside_kept: 
         (demand.cpu, left.cpu, _left_beside_kept(left.cpu, cores_kept, unit="cores")),
         (demand.memory, left.memory, _left_beside_kept(left.memory, memory_kept, unit="GiB")),
     ) if asked > 0 and asked > total]
-    return f"more than they have in all ({' and '.join(over)}): it never fits" if over else None
+    return f"more than they have in all ({' and '.join(over)}): {ending}" if over else None
 
 
 def _left_beside_kept(left: float, kept: float, *, unit: str) -> str:
@@ -1977,7 +1994,8 @@ def _left_beside_kept(left: float, kept: float, *, unit: str) -> str:
 
 
 def _beyond_each_node(
-    demand: Demand, nodes: Sequence[Capacity], *, holders: str = "any one of them", beside_kept: Sequence[Capacity] = ()
+    demand: Demand, nodes: Sequence[Capacity], *, holders: str = "any one of them", beside_kept: Sequence[Capacity] = (),
+    ending: str = "it never fits",
 ) -> str | None:
     """"more than any one of them has (32 cores at most): it never fits" when no node of
     ``nodes`` (each one's allocatable, or ``beside_kept``: less what it keeps beside its GPUs) holds one
@@ -1996,7 +2014,7 @@ def _beyond_each_node(
         ("memory", any(less.memory < node.memory for node, less in zip(nodes, left)), demand.memory, max(node.memory for node in left)),
     ) if kept_some and asked > most and any(node.gpu > 0 for node in nodes)]
     kept = f", beside the {' and '.join(lacking)} kept for its GPUs" if lacking else ""
-    return f"more than {holders} has ({beyond[1]}{kept}): it never fits"
+    return f"more than {holders} has ({beyond[1]}{kept}): {ending}"
 
 
 def _beside_kept(node: Capacity, *, kept: Demand) -> Capacity:

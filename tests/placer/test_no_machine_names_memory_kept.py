@@ -1,8 +1,9 @@
 """A CPU configuration that no longer fits AlloX's nodes only because of the memory kept beside
 their GPUs (placer/guarantee.py asked_per_gpu, F17) is told so, as one that no longer fits
-because of the cores kept is: "(64 GiB beside the 448 kept for their GPUs): it never fits".
-Before, its Job read "more than any of them has free now" (or, waiting, that pods AlloX did not
-start held every cpu machine), though no pod leaving would ever make room for it.
+because of the cores kept is: "(64 GiB beside the 448 kept for their GPUs): it fits once the GPU
+pods asking that much beside their GPUs have been gone 300 s" (review26 #8: "it never fits" before,
+and the Job started 301 s after those pods left). Before 9354d66, its Job read "more than any of them has free now" (or, waiting, that pods AlloX did not
+start held every cpu machine), though no CPU pod leaving would make room for it.
 
 tests/placer/test_gpu_node_memory_kept.py's node: 8 GPUs, 64 cores and 512 GiB, a VC's
 guaranteed pod of 8 GPUs, 8 cores and 448 GiB known, so 64 GiB is left for CPU runs."""
@@ -57,12 +58,13 @@ def told(*, gib: int, pods: int = 1, nodes: int = 1) -> dict[str, Any]:
     return condition
 
 
-def test_a_cpu_configuration_beyond_what_the_kept_memory_leaves_is_told_it_never_fits() -> None:
+def test_a_cpu_configuration_beyond_what_the_kept_memory_leaves_is_told_when_it_fits() -> None:
     condition = told(gib=128)
     assert condition["reason"] == "NoMachine", condition
     assert condition["message"] == (
         "AlloX's nodes (allox.nodeSelector) cannot start this Job: cellfit.io/configurations.cpu.resources, 4 cores and 128 GiB "
-        "a pod, more than they have in all (64 GiB beside the 448 kept for their GPUs): it never fits"
+        "a pod, more than they have in all (64 GiB beside the 448 kept for their GPUs): it fits once the GPU pods asking that much "
+        "beside their GPUs have been gone 300 s"
     ), condition
 
 
@@ -71,7 +73,8 @@ def test_on_several_nodes_the_one_node_it_lacks_is_told_with_the_memory_kept() -
     runs on one node."""
     condition = told(gib=100, nodes=2)
     assert condition["message"].endswith(
-        "4 cores and 100 GiB a pod, more than any one of them has (64 GiB at most, beside the memory kept for its GPUs): it never fits"
+        "4 cores and 100 GiB a pod, more than any one of them has (64 GiB at most, beside the memory kept for its GPUs): it fits once "
+        "the GPU pods asking that much beside their GPUs have been gone 300 s"
     ), condition
 
 
