@@ -14,6 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Literal, Mapping
 
+from pydantic import BaseModel
+
 from scheduler.cells import CellsConfig
 from scheduler.cells.capabilities import CellReconfiguration
 from scheduler.config import Settings
@@ -61,7 +63,7 @@ def plan_reload(running: Settings, new: Settings, *, live_cells: bool) -> Reload
             continue
         key = info.alias or name
         if name != "cells":
-            restart[key] = "needs a restart"
+            restart[key] = f"{', '.join(_changed_fields(getattr(running, name), getattr(new, name), key))} changed: needs a restart"
             continue
         why = _cells_need_restart(running.cells, new.cells, live_cells=live_cells)
         if why:
@@ -69,6 +71,17 @@ def plan_reload(running: Settings, new: Settings, *, live_cells: bool) -> Reload
         else:
             cells = new.cells
     return ReloadPlan(cells=cells, restart=restart)
+
+
+def _changed_fields(old: Any, new: Any, path: str) -> list[str]:
+    """The settings under ``path`` that differ, as the file names them (``preemption.maxPreemptions``),
+    down to the first value that is not a section of its own."""
+    if isinstance(old, BaseModel) and type(old) is type(new):
+        found = [changed
+                 for name, info in type(old).model_fields.items() if getattr(old, name) != getattr(new, name)
+                 for changed in _changed_fields(getattr(old, name), getattr(new, name), f"{path}.{info.alias or name}")]
+        return found or [path]
+    return [path]
 
 
 def _cells_need_restart(running: CellsConfig, new: CellsConfig, *, live_cells: bool) -> str | None:
