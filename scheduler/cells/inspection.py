@@ -298,10 +298,10 @@ def cells(alloc: CellAllocator, *, node: str | None = None, gpus: bool = True) -
 
 
 def metrics(alloc: CellAllocator) -> dict[str, Any]:
-    """Gauges. ``virtualClusters`` rows count a VC's cells per cell type: ``used`` (bound or
-    pinned and holding guaranteed pods), ``free`` (quota not bound, plus idle pinned cells),
-    ``opportunistic`` (its cells running opportunistic GPUs) and ``bad`` (its cells with a bad
-    GPU). ``physical`` rows count physical cells per type: ``used`` (bound or pinned),
+    """Gauges. ``virtualClusters`` rows count a VC's cells per cell type, each cell once, in
+    the first state that holds (:class:`VcCellCounts`): ``bad`` (a bad GPU), ``used`` (bound or
+    pinned and holding guaranteed pods), ``opportunistic`` (only opportunistic pods on it),
+    ``free`` (quota not bound, plus its cells with no pod). ``physical`` rows count physical cells per type: ``used`` (bound or pinned),
     ``free`` (on the buddy free list), ``opportunistic`` and ``bad`` (cells with at least one
     such GPU). ``fragmentation`` is, per node type, the share of node-level cells that cannot
     host a whole-node request (fewer idle healthy GPUs than the node has).
@@ -326,8 +326,8 @@ def _vc_rows(alloc: CellAllocator) -> list[dict[str, Any]]:
                 {
                     "vc": name,
                     "cellType": cell_type,
-                    "used": counts.busy,
-                    "free": max(vc.unbound(cell_type), 0) + counts.idle_pinned,
+                    "used": counts.used,
+                    "free": max(vc.unbound(cell_type), 0) + counts.idle,
                     "opportunistic": counts.opportunistic,
                     "bad": counts.bad,
                 }

@@ -258,11 +258,14 @@ class LeafLedger:
                             # It starts or stops holding guaranteed GPUs; nothing else changes here.
                             # (VcState.recount, inlined: every whole-node release of a node VC cell
                             # comes here.)
-                            counts = vc.counts[cell.cell_type]
-                            busy = 1 if booked > 0 else -1
-                            counts.busy += busy
-                            if cell.state is _PINNED:
-                                counts.idle_pinned -= busy
+                            if not cell.bad:  # a bad cell stays bad (VcCellCounts: one state a cell)
+                                counts = vc.counts[cell.cell_type]
+                                busy = 1 if booked > 0 else -1
+                                counts.used += busy
+                                if cell.opportunistic_used:
+                                    counts.opportunistic -= busy
+                                else:
+                                    counts.idle -= busy
                         if cell not in vc.draining:
                             vc.usable[cell.cell_type].move(cell, old_free, new_free)
                 if parent is not None:

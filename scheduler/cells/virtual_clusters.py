@@ -26,16 +26,29 @@ _FREE, _BOUND, _PINNED = CellState.FREE, CellState.BOUND, CellState.PINNED
 
 
 class VcCellCounts:
-    """A VC's cells of one cell type (bound and pinned) as its gauges count them: holding
-    guaranteed GPUs, opportunistic GPUs, bad GPUs, and pinned with no guaranteed GPU."""
+    """A VC's cells of one cell type (bound and pinned) as its gauges count them, each cell in
+    one state, the first that holds: ``bad`` (a bad GPU), ``used`` (guaranteed GPUs),
+    ``opportunistic`` (opportunistic GPUs only), ``idle`` (no pod). A partition: a used cell on
+    a cordoned node was counted used and bad, 2 cells of a quota of 1 (user25 #9)."""
 
-    __slots__ = ("busy", "opportunistic", "bad", "idle_pinned")
+    __slots__ = ("bad", "used", "opportunistic", "idle")
 
     def __init__(self) -> None:
-        self.busy = 0
-        self.opportunistic = 0
         self.bad = 0
-        self.idle_pinned = 0
+        self.used = 0
+        self.opportunistic = 0
+        self.idle = 0
+
+    def add(self, *, bad: int, guaranteed: int, opportunistic: int, sign: int) -> None:
+        """A cell with these counters joins (``sign`` 1) or leaves (-1) its state."""
+        if bad:
+            self.bad += sign
+        elif guaranteed:
+            self.used += sign
+        elif opportunistic:
+            self.opportunistic += sign
+        else:
+            self.idle += sign
 
 
 class VcState:
@@ -60,27 +73,16 @@ class VcState:
         if counts is None:
             counts = self.counts[cell_type] = VcCellCounts()
         for cell in cells:
-            if cell.guaranteed_used:
-                counts.busy += sign
-            elif cell.state is _PINNED:
-                counts.idle_pinned += sign
-            if cell.opportunistic_used:
-                counts.opportunistic += sign
-            if cell.bad:
-                counts.bad += sign
+            counts.add(bad=cell.bad, guaranteed=cell.guaranteed_used, opportunistic=cell.opportunistic_used, sign=sign)
 
     def recount(self, cell: Cell, *, guaranteed_before: int, opportunistic_before: int, bad_before: int) -> None:
         """One of this VC's cells had these counters before its last change."""
-        busy = (cell.guaranteed_used > 0) - (guaranteed_before > 0)
-        opportunistic = (cell.opportunistic_used > 0) - (opportunistic_before > 0)
-        bad = (cell.bad > 0) - (bad_before > 0)
-        if busy or opportunistic or bad:
-            counts = self.counts[cell.cell_type]  # made when the cell joined the VC
-            counts.busy += busy
-            counts.opportunistic += opportunistic
-            counts.bad += bad
-            if cell.state is _PINNED:
-                counts.idle_pinned -= busy
+        if (cell.guaranteed_used > 0) is (guaranteed_before > 0) and (cell.opportunistic_used > 0) is (opportunistic_before > 0) \
+                and (cell.bad > 0) is (bad_before > 0):
+            return
+        counts = self.counts[cell.cell_type]  # made when the cell joined the VC
+        counts.add(bad=bad_before, guaranteed=guaranteed_before, opportunistic=opportunistic_before, sign=-1)
+        counts.add(bad=cell.bad, guaranteed=cell.guaranteed_used, opportunistic=cell.opportunistic_used, sign=1)
 
     def owned_types(self) -> set[str]:
         return {t for t, n in self.quota.items() if n > 0} | {c.cell_type for c in self.pinned}

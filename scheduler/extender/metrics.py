@@ -425,7 +425,9 @@ class _CellsCollector(Collector):
         snapshot = self._snapshot()
         vc_cells = GaugeMetricFamily(
             "cellfit_vc_cells",
-            "A virtual cluster's cells per cell type and state (used, free, opportunistic, bad).",
+            "A virtual cluster's cells per cell type and state, each cell in one state, the first that holds: "
+            "bad (a GPU of it bad: its node cordoned, not Ready, deleted or short of GPUs), used (guaranteed pods on it), "
+            "opportunistic (only opportunistic pods on it), free (its quota not bound, and its cells with no pod).",
             labels=["vc", "cell_type", "state"],
         )
         for row in snapshot["virtualClusters"]:

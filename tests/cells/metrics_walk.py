@@ -19,13 +19,14 @@ def metrics_by_walk(alloc: CellAllocator) -> dict[str, Any]:
         vc = alloc.vcs[name]
         for cell_type in _cell_types(alloc, vc):
             roots = list(vc.bound.get(cell_type, {})) + [c for c in vc.pinned if c.cell_type == cell_type]
+            healthy = [c for c in roots if c.bad == 0]
             vc_rows.append(
                 {
                     "vc": name,
                     "cellType": cell_type,
-                    "used": sum(1 for c in roots if c.guaranteed_used > 0),
-                    "free": max(vc.unbound(cell_type), 0) + sum(1 for c in roots if c.state is CellState.PINNED and c.guaranteed_used == 0),
-                    "opportunistic": sum(1 for c in roots if c.opportunistic_used > 0),
+                    "used": sum(1 for c in healthy if c.guaranteed_used > 0),
+                    "free": max(vc.unbound(cell_type), 0) + sum(1 for c in healthy if c.guaranteed_used == 0 and c.opportunistic_used == 0),
+                    "opportunistic": sum(1 for c in healthy if c.guaranteed_used == 0 and c.opportunistic_used > 0),
                     "bad": sum(1 for c in roots if c.bad > 0),
                 }
             )

@@ -78,8 +78,9 @@ def test_metrics():
 
 
 def test_vc_gauges_count_opportunistic_and_bad_cells():
-    """A VC's cell counts as opportunistic while other tenants' opportunistic pods use its idle
-    GPUs, and as bad while its node is NotReady (both gauges are 0 until then)."""
+    """A VC's cell counts as bad while its node is NotReady (0 until then), and each cell once
+    (user25 #9): its used cells whose idle GPUs other tenants' opportunistic pods use stay used,
+    not opportunistic too."""
     engine = make()
     partial = schedule(engine, pod("a2", 2, "a", cell_type="V100-NODE"), NODES)  # binds a's 2nd node cell, 6 GPUs idle
     assert partial is not None
@@ -91,6 +92,6 @@ def test_vc_gauges_count_opportunistic_and_bad_cells():
     assert filled == 64 - 2 - 8 - 2 - 4  # every idle GPU, a's bound cell's included
     engine.apply_node(node(engine.allocator.by_pod["a1"].node, ready=False))
     rows = {(r["vc"], r["cellType"]): r for r in engine.metrics()["virtualClusters"]}
-    assert rows[("a", "V100-NODE")]["opportunistic"] == 1
-    assert rows[("a", "V100-SWITCH")]["bad"] == 1
+    assert rows[("a", "V100-NODE")] == {"vc": "a", "cellType": "V100-NODE", "used": 2, "free": 0, "opportunistic": 0, "bad": 0}
+    assert rows[("a", "V100-SWITCH")]["bad"] == 1 and rows[("a", "V100-SWITCH")]["used"] == 0
     assert rows[("b", "V100-RACK")] == {"vc": "b", "cellType": "V100-RACK", "used": 0, "free": 1, "opportunistic": 0, "bad": 0}

@@ -210,8 +210,9 @@ def test_counts_equal_the_walk_at_every_step(run: Callable[[int, int], World], s
 
 
 def test_the_runs_reach_every_gauge() -> None:
-    """Every gauge is above zero at some step of a few runs (a check that the tests test)."""
-    seen = set().union(*(run_configured(seed, 50).seen for seed in range(4)))
+    """Every gauge is above zero at some step of a few runs (a check that the tests test); 8 runs, as a
+    VC cell with only opportunistic pods on it (its guaranteed pods gone, the cell still bound) is rare."""
+    seen = set().union(*(run_configured(seed, 50).seen for seed in range(8)))
     assert seen == {f"{family}.{state}" for family in ("virtualClusters", "physical") for state in STATES} | {"fragmentation"}
 
 
