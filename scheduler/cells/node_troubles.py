@@ -13,7 +13,8 @@ node is bad; the operator is the one who can act)."""
 from __future__ import annotations
 
 import logging
-from typing import AbstractSet, Final
+import time
+from typing import AbstractSet, Callable, Final
 
 from scheduler.cells.allocator import CellAllocator
 from scheduler.cells.topology import Cell, CellState, Chain
@@ -74,12 +75,65 @@ def vcs_on_node(cell: Cell) -> list[str]:
     return list(dict.fromkeys(str(c.vc) for c in held))
 
 
-class NodeTroubles:
-    """The cause of each bad node (``causes``), and the (VC, node) pairs already told."""
+# How long after the first node seen a VC's quota not bound is judged without a pod known: the
+# watch relists the pods, whose bindings HiveD recovers, seconds after the nodes.
+RECOVERY_SETTLE_SECONDS: Final = 120.0
 
-    def __init__(self) -> None:
+
+class NodeTroubles:
+    """The cause of each bad node (``causes``), and the (VC, node) pairs already told.
+
+    A VC's quota not bound (:func:`_short`) is judged only once the pods' bindings are recovered:
+    at a restart the nodes arrive before the pods, and every VC looked unbound, so a cordoned
+    and a deleted node warned for all three VCs of user25's cluster, two of them bound with
+    running pods (#8). Until then (no pod known, and less than ``settle_seconds`` since the
+    first node seen, or :meth:`pods_recovered` not called yet) the node's shortfall waits, and is
+    judged, on the VCs as they are then, at the first node seen after, with the VCs bound on the
+    node by then."""
+
+    def __init__(self, *, clock: Callable[[], float] = time.monotonic, settle_seconds: float = RECOVERY_SETTLE_SECONDS) -> None:
         self.causes: dict[str, str] = {}
         self._told: set[tuple[str, str]] = set()
+        self._clock = clock
+        self._settle_seconds = settle_seconds
+        self._first_seen: float | None = None
+        self._recovered = False
+        self._waiting: dict[str, str] = {}  # node -> cause whose shortfall waits for the pods' recovery
+
+    def pods_recovered(self, alloc: CellAllocator) -> list[str]:
+        """The pods are listed and their bindings recovered: the shortfalls that waited are judged
+        now (the sentences newly true, logged as by :meth:`node_seen`)."""
+        self._recovered = True
+        return self._judge_waiting(alloc)
+
+    def _recovery_done(self, alloc: CellAllocator) -> bool:
+        if not self._recovered:
+            now = self._clock()
+            if self._first_seen is None:
+                self._first_seen = now
+            self._recovered = bool(alloc.by_pod) or now - self._first_seen >= self._settle_seconds
+        return self._recovered
+
+    def _judge_waiting(self, alloc: CellAllocator) -> list[str]:
+        waiting, self._waiting = self._waiting, {}
+        said: list[str] = []
+        for name, cause in waiting.items():
+            cell = alloc.topology.nodes.get(name)
+            if cell is not None and self.causes.get(name) == cause:
+                # The VCs bound there are known only now too (their pods recovered).
+                unbindable = [(vc, unbindable_sentence(vc=vc, node=name, cause=cause)) for vc in vcs_on_node(cell)]
+                said += self._tell(name, cause, unbindable + _short(alloc, cell.chain, node=name, cause=cause))
+        return said
+
+    def _tell(self, name: str, cause: str, found: list[tuple[str, str]]) -> list[str]:
+        said = []
+        for vc, sentence in found:
+            if (vc, name) in self._told:
+                continue
+            self._told.add((vc, name))
+            log.warning(sentence, extra={"virtualCluster": vc, "node": name, "cause": cause})
+            said.append(sentence)
+        return said
 
     def node_seen(self, alloc: CellAllocator, name: str, cause: str | None) -> list[str]:
         """Node ``name`` is bad for ``cause`` now, or healthy (``None``), or out of the cells.
@@ -89,24 +143,22 @@ class NodeTroubles:
         every few seconds and must not repeat them; once the node is healthy again, a later
         trouble is told again."""
         cell = alloc.topology.nodes.get(name)
+        recovered = self._recovered or self._recovery_done(alloc)
+        said = self._judge_waiting(alloc) if recovered and self._waiting else []
         if cause is None or cell is None:
             # Every healthy node's status update comes here: nothing to do unless it was bad.
             if self.causes.pop(name, None) is not None:
                 self._told = {told for told in self._told if told[1] != name}
-            return []
+                self._waiting.pop(name, None)
+            return said
         new = self.causes.get(name) != cause
         self.causes[name] = cause
         found = [(vc, unbindable_sentence(vc=vc, node=name, cause=cause)) for vc in vcs_on_node(cell)]
-        if new:  # counting the free cells walks them: once per change, not per status update
+        if new and not recovered:
+            self._waiting[name] = cause
+        elif new:  # counting the free cells walks them: once per change, not per status update
             found += _short(alloc, cell.chain, node=name, cause=cause)
-        said = []
-        for vc, sentence in found:
-            if (vc, name) in self._told:
-                continue
-            self._told.add((vc, name))
-            log.warning(sentence, extra={"virtualCluster": vc, "node": name, "cause": cause})
-            said.append(sentence)
-        return said
+        return said + self._tell(name, cause, found)
 
 
 def _short(alloc: CellAllocator, chain: Chain, *, node: str, cause: str) -> list[tuple[str, str]]:
