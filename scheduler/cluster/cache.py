@@ -520,12 +520,15 @@ class ClusterCache:
                              if all(self._labels.get(name, {}).get(k) == v for k, v in selector.items()))
 
     def free_by_node(
-        self, selector: Mapping[str, str] | None = None, *, except_owners: frozenset[str] = frozenset()
+        self, selector: Mapping[str, str] | None = None, *, except_owners: frozenset[str] = frozenset(),
+        leaving_within: float = 0.0,
     ) -> dict[str, Resources]:
         """What each Ready, uncordoned node (carrying every label of ``selector``) has left:
         allocatable less the requests of the pods bound to it, except pods whose controller's
         UID is in ``except_owners`` (AlloX admission counts its running Jobs as busy machines
-        of their own, bound yet or not)."""
+        of their own, bound yet or not) and pods leaving (:meth:`leaving_pods`) whose grace period
+        is at most ``leaving_within`` seconds: their room is free within that, and a pod started
+        onto it waits no longer than that for it."""
         with self._lock:
             nodes = sorted(
                 name for name in self._schedulable
@@ -535,9 +538,19 @@ class ClusterCache:
             for pod in self._pods.pods():
                 if pod.owner is not None and pod.owner.uid in except_owners:
                     continue
+                if pod.terminating and pod.grace_period_seconds <= leaving_within:
+                    continue
                 if pod.holds_resources and pod.node_name in self._schedulable:
                     used[pod.node_name] = used.get(pod.node_name, ZERO) + pod.requests
             return {name: self._allocatable[name] - used.get(name, ZERO) for name in nodes}
+
+    def leaving_pods(self, *, within: float) -> frozenset[str]:
+        """The UIDs of the bound pods being deleted (terminating) whose grace period is at most
+        ``within`` seconds: AlloX counts their room free (:meth:`free_by_node`), as it does their
+        HiveD cells."""
+        with self._lock:
+            return frozenset(pod.uid for pod in self._pods.pods()
+                             if pod.terminating and pod.holds_resources and pod.grace_period_seconds <= within)
 
     def pods_owned_by(self, owners: frozenset[str]) -> frozenset[str]:
         """The UIDs of the pods whose controller's UID is in ``owners`` (AlloX admission gives
