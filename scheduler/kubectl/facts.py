@@ -7,6 +7,8 @@ from dataclasses import replace
 from typing import Any, Mapping
 from urllib.parse import quote
 
+from estimator.objects import LABEL_SAMPLE_JOB
+from scheduler.constants import ANNOTATION_CONFIGURATIONS
 from scheduler.kubectl.api import InspectApi, KubeApi
 from scheduler.kubectl.errors import Forbidden, NotFound, PluginError, UsageError, ViewUnavailable
 from scheduler.kubectl.views import bad_nodes, largest_node_cell, unbound_cells, unhealthy_nodes
@@ -109,8 +111,26 @@ class FactReader:
             owned = [p for p in listed if any(o.get("uid") == uid for o in p["metadata"].get("ownerReferences") or [])]
             pods = tuple(pod_from(p, events=self.events(namespace, "Pod", p["metadata"]["name"], uid=p["metadata"].get("uid")))
                          for p in owned)
+        sampling = self.sampling_pods(namespace, obj) if with_pods else ()
         return job_from(obj, events=self.events(namespace, "Job", name, uid=obj["metadata"].get("uid")), pods=pods,
-                        preemptions=self.preemptions(namespace, name))
+                        preemptions=self.preemptions(namespace, name), sampling_pods=sampling)
+
+    def sampling_pods(self, namespace: str, obj: Mapping[str, Any]) -> tuple[PodFacts, ...]:
+        """An interchangeable Job's pending sampling pods (the estimator labels them with the Job's
+        UID), with their Events: why one waits (the leader's CellsNotReclaimed) is told there
+        only. () for another Job, or where they cannot be listed."""
+        uid = obj["metadata"].get("uid")
+        if not uid or ANNOTATION_CONFIGURATIONS not in (obj["metadata"].get("annotations") or {}):
+            return ()
+        try:
+            listed = self.api.get(f"/api/v1/namespaces/{quote(namespace)}/pods", what=f"pods in namespace {namespace}",
+                                  query={"labelSelector": f"{LABEL_SAMPLE_JOB}={uid}"})["items"]
+            pending = [p for p in listed if not (p.get("spec") or {}).get("nodeName")
+                       and (p.get("status") or {}).get("phase", "Pending") == "Pending"][:MAX_NAMED]
+            return tuple(pod_from(p, events=self.events(namespace, "Pod", p["metadata"]["name"], uid=p["metadata"].get("uid")))
+                         for p in pending)
+        except (Forbidden, NotFound):
+            return ()
 
     def events(self, namespace: str, kind: str, name: str, *, uid: str | None = None) -> tuple[Event, ...]:
         selector = f"involvedObject.kind={kind},involvedObject.name={name}"
@@ -202,7 +222,7 @@ class FactReader:
                 unavailable[key] = str(error)
                 return None
 
-        pods = ([pod] if pod is not None else []) + list(job.pods if job is not None else [])
+        pods = ([pod] if pod is not None else []) + list(job.pods + job.sampling_pods if job is not None else [])
         vc = next((p.vc for p in pods), None)
         virtual_cluster = read(f"virtual-clusters/{quote(vc)}", "virtual-cluster") if vc is not None else None
         holds = read("resume-holds", "resume-holds")

@@ -25,6 +25,7 @@ from scheduler.constants import (
     PRIORITY_GUARANTEED,
     RESOURCE_NVIDIA_GPU,
 )
+from estimator.objects import LABEL_SAMPLE
 from scheduler.wording import IGNORE, ExitCodeRule, backoff_limit, disruption_action, exit_code_rules_before_disruption
 
 # Annotations cellfit reads from the Job itself, never from its pod template (as the validating
@@ -85,6 +86,10 @@ class Condition:
 
 # kube-scheduler's own reason (NodeResourcesFit) for a node with too few GPUs for the pod.
 INSUFFICIENT_GPU: Final = f"Insufficient {RESOURCE_NVIDIA_GPU}"
+# The leader's Warning Event on a guaranteed pod that waits for its VC's cells opportunistic pods
+# hold, which cellfit does not reclaim for it (scheduler/cluster/stranded.py NOT_RECLAIMED: that
+# module pulls in the engines, too much for the plugin; a test keeps the two equal).
+NOT_RECLAIMED: Final = "CellsNotReclaimed"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -112,6 +117,9 @@ class PodFacts:
     # kube-scheduler's PodScheduled=False condition: the whole of the message its FailedScheduling
     # Event cuts at 1024 bytes (" ..."), where a cellfit reason sorted last may be.
     unschedulable: Condition | None = None
+    # A sampling pod of cellfit's estimator (label cellfit.io/sample): it asks kube-scheduler to
+    # preempt nobody (preemptionPolicy Never), so nothing is reclaimed for it.
+    sample: bool = False
 
     @property
     def key(self) -> str:
@@ -162,6 +170,9 @@ class JobFacts:
     # Job-level cellfit annotations (JOB_LEVEL_ANNOTATIONS) written on its pod template
     # (spec.template.metadata.annotations) and not on the Job itself: there cellfit never reads them.
     template_job_keys: tuple[str, ...] = ()
+    # An interchangeable Job's sampling pods still pending (cellfit's estimator creates them,
+    # owned by the Job but not its controller's: not among ``pods``), their Events read.
+    sampling_pods: tuple[PodFacts, ...] = ()
 
     @property
     def key(self) -> str:
@@ -290,6 +301,7 @@ def pod_from(obj: Mapping[str, Any], *, events: tuple[Event, ...] = ()) -> PodFa
         nominated_node=status.get("nominatedNodeName") or None,
         unschedulable=next((c for c in conditions_from(status) if c.type == "PodScheduled" and c.status == "False"), None),
         gpus=pod_gpus(spec),
+        sample=str(labels.get(LABEL_SAMPLE, "")).lower() == "true",
     )
 
 
@@ -319,6 +331,7 @@ def job_from(
     events: tuple[Event, ...] = (),
     pods: tuple[PodFacts, ...] = (),
     preemptions: tuple[Preemption, ...] = (),
+    sampling_pods: tuple[PodFacts, ...] = (),
 ) -> JobFacts:
     meta, spec = _meta(obj), obj.get("spec") or {}
     annotations = meta.get("annotations") or {}
@@ -347,6 +360,7 @@ def job_from(
         disruption_exit_codes=exit_code_rules_before_disruption(spec.get("podFailurePolicy")),
         failed=_count((obj.get("status") or {}).get("failed")),
         template_job_keys=tuple(k for k in JOB_LEVEL_ANNOTATIONS if k in on_template and k not in annotations),
+        sampling_pods=sampling_pods,
     )
 
 

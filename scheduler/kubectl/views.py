@@ -256,3 +256,19 @@ def _position(row: Mapping[str, Any]) -> Any:
         return position
     before = str(first) if position - first == 1 else f"{first}-{position - 1}"
     return f"{position} (starts with {before})"
+
+
+def opportunistic_gpus(vc: Mapping[str, Any], cells: Mapping[str, Any] | None) -> int | None:
+    """GPUs opportunistic pods use where the VC's guaranteed pods may go: on its bound cells, and,
+    for its quota not bound, on the free cells of those types (``cells``, the tree, which HiveD
+    may bind for it). None where its quota is not all bound and the tree was not read."""
+    on_bound = sum(int((cell.get("gpus") or {}).get("opportunistic") or 0) for cell in vc.get("vcCells") or [])
+    unbound = unbound_cells(vc)
+    if not unbound:
+        return on_bound
+    if cells is None:
+        return None
+    # A free cell of a type the VC binds, not inside another counted: HiveD binds the largest first.
+    counted = [cell for cell, parent in _walk(cells) if cell.get("state") == "free" and str(cell.get("cellType")) in unbound
+               and not (parent is not None and parent.get("state") == "free" and str(parent.get("cellType")) in unbound)]
+    return on_bound + sum(int((cell.get("gpus") or {}).get("opportunistic") or 0) for cell in counted)

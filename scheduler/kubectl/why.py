@@ -17,9 +17,9 @@ from typing import Any, Final, Mapping, Sequence
 
 from estimator.contract import estimate_errors
 from scheduler.constants import ANNOTATION_CONFIGURATIONS, ANNOTATION_PREEMPTIONS, PRIORITY_GUARANTEED
-from scheduler.kubectl.objects import INSUFFICIENT_GPU, PREEMPTING, CellfitView, Condition, Event, Facts, GoneFacts, JobFacts, PodFacts, Preemption, moment
+from scheduler.kubectl.objects import INSUFFICIENT_GPU, NOT_RECLAIMED, PREEMPTING, CellfitView, Condition, Event, Facts, GoneFacts, JobFacts, PodFacts, Preemption, moment
 from scheduler.kube.times import timestamp
-from scheduler.kubectl.views import free_healthy_cells, unbound_cells, unhealthy_nodes
+from scheduler.kubectl.views import free_healthy_cells, opportunistic_gpus, unbound_cells, unhealthy_nodes
 from scheduler.kubectl.wording import MAX_NAMED, duration, listed, ordinal, times
 from scheduler.wording import (
     COUNT,
@@ -391,7 +391,7 @@ def _estimating(job: JobFacts, view: CellfitView, estimated: Condition | None) -
         if why is not None:
             return Answer(reason="not-estimated", summary=f"suspended, waiting for an estimate, but {why}")
         said = f": {estimated.message}" if estimated is not None and estimated.message else ""
-        return Answer(reason="estimating", summary=f"waiting for cellfit's estimator{said}")
+        return _sampling_kept_off(job, view, Answer(reason="estimating", summary=f"waiting for cellfit's estimator{said}"))
     samples = [s for s in entry.get("samples") or [] if isinstance(s, Mapping)]
     done = sum(1 for s in samples if s.get("state") in ("succeeded", "stopped"))
     running = [_sample(s) for s in samples if s.get("state") not in ("succeeded", "stopped", "failed", "pending")]
@@ -406,7 +406,21 @@ def _estimating(job: JobFacts, view: CellfitView, estimated: Condition | None) -
     tail += f"; pending {', '.join(pending)}" if pending else ""
     tail += f"; failed {', '.join(failed)}" if failed else ""
     message = str(entry.get("message") or "")
-    return Answer(reason="estimating", summary=head + tail, details=((message,) if message else ()) + _estimator_details(view))
+    return _sampling_kept_off(job, view, Answer(reason="estimating", summary=head + tail,
+                                                details=((message,) if message else ()) + _estimator_details(view)))
+
+
+def _sampling_kept_off(job: JobFacts, view: CellfitView, answer: Answer) -> Answer:
+    """``answer`` led by a sampling pod of the Job that waits for its VC's cells opportunistic
+    pods hold, which cellfit does not reclaim for it (:func:`_not_reclaimed`): what the estimator
+    waits for, which the sample's row tells only as kube-scheduler's "Insufficient nvidia.com/gpu"."""
+    for pod in job.sampling_pods:
+        waiting = explain_pod(pod, view)
+        if waiting.summary.startswith(NOT_RECLAIMED_LEAD):
+            rest = answer.summary.removeprefix("estimating: ")
+            return replace(answer, summary=f"estimating: its sampling pod {pod.name} {waiting.summary.removeprefix('pending: ')}; {rest}",
+                           details=waiting.details + answer.details)
+    return answer
 
 
 def _sample(row: Mapping[str, Any]) -> str:
@@ -787,6 +801,9 @@ def _pending(pod: PodFacts, view: CellfitView) -> Answer:
     never = _never_placeable(message) or _more_gpus_than_any_node(pod, message, view)
     if never is not None:
         return _never(pod, never, failed, view)
+    not_reclaimed = _not_reclaimed(pod, failed, view)
+    if not_reclaimed is not None:
+        return not_reclaimed
     held = KEPT_FOR.search(message)
     if held is not None:
         return _resume_hold(pod, held.group("held"), failed, view)
@@ -798,6 +815,40 @@ def _pending(pod: PodFacts, view: CellfitView) -> Answer:
         return _with_unusable_cells(pod, view, _quota(pod, quota.group("vc"), quota.group("level"), failed, view))
     return _with_unusable_cells(pod, view, Answer(reason="pending", summary=f"pending: {_scheduler_sentence(message)}",
                                                   details=_seen(failed)))
+
+
+# The leader's CellsNotReclaimed Event (scheduler/cluster/stranded.py): "<head><why>", and the
+# why it gives a pod that asks kube-scheduler to preempt nobody.
+NOT_RECLAIMED_HEAD: Final = "cellfit does not reclaim its virtual cluster's cells from the opportunistic pods on them for this pod: "
+NEVER_PREEMPTS: Final = "its preemptionPolicy is Never"
+NOT_RECLAIMED_LEAD: Final = "pending: waits for cells of virtual cluster "  # how :func:`_not_reclaimed`'s answer starts
+
+
+def _not_reclaimed(pod: PodFacts, failed: Event, view: CellfitView) -> Answer | None:
+    """A guaranteed pod waiting for its VC's cells that opportunistic pods hold, which cellfit
+    does not reclaim for it (the leader's CellsNotReclaimed Event; user25 #5: an estimating Job's
+    GPU sampling pod, preemptionPolicy Never, told only kube-scheduler's "Insufficient
+    nvidia.com/gpu ... not eligible due to preemptionPolicy=Never"). Said first while it stands:
+    kube-scheduler still finds too few GPUs, and the VC's cells still hold opportunistic pods
+    where its view was read (the Event is told once and outlives them). None else."""
+    told = _last(pod.events, NOT_RECLAIMED)
+    if told is None or INSUFFICIENT_GPU not in failed.message:
+        return None
+    vc = view.virtual_cluster
+    held = opportunistic_gpus(vc, view.cell_tree) if vc is not None and vc.get("name") == pod.vc else None
+    if held == 0:
+        return None
+    why = told.message.removeprefix(NOT_RECLAIMED_HEAD)
+    if why.startswith(NEVER_PREEMPTS):
+        sample = " (cellfit's estimator creates its sampling pods so)" if pod.sample else ""
+        why = f"cellfit does not reclaim them for a pod whose preemptionPolicy is Never{sample}, nor does kube-scheduler preempt for it"
+    else:
+        why = f"cellfit does not reclaim them for it: {why}"
+    now = f" ({held} GPU{'s' if held != 1 else ''} of the cells it may use)" if held else ""
+    return Answer(reason="pending",
+                  summary=f"{NOT_RECLAIMED_LEAD}{pod.vc!r} that opportunistic pods hold{now}: {why}; "
+                  f"they free when those pods end, or delete them; kube-scheduler's last attempt: {_scheduler_sentence(failed.message)}",
+                  details=_seen(told) + _seen(failed))
 
 
 # What to do of a node HiveD counts bad, by what its Node object says (facts.py node_states).
