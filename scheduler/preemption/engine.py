@@ -85,6 +85,12 @@ def _row_of(pod: PodInfo, preemptions: int | None) -> tuple[object, ...]:
             pod.grace_period_seconds, count, pod.terminating, pod.priority, pod.owner)
 
 
+def _resumes_on_its_node(victim: PodInfo) -> bool:
+    """Whether a victim's Job gets a resume hold on its node: a bound pod a Job owns (the Job
+    controller makes its next pod)."""
+    return victim.owner is not None and victim.owner.kind == "Job" and victim.node_name is not None
+
+
 def _among(positions: npt.NDArray[np.int64], verdicts: Verdicts) -> Verdicts:
     """``verdicts`` by position among ``positions``, as verdicts by the positions they hold."""
     return {reason: positions[at] for reason, at in verdicts.items()}
@@ -617,8 +623,12 @@ class FitGppEngine:
         # deletes only their members (scheduler/cluster/gang_recovery.py), and only once the
         # decision (wall-clock seconds) is older than this replica's own tries of them.
         gangs = tuple(dict.fromkeys(v.gang.job for v in decision.victims if v.gang is not None and v.gang.other_nodes(decision.node)))
+        # The Jobs given a resume hold on the node: a restart after their pods have exited finds
+        # nothing else of them.
+        resumes = {uid: job for uid, job in zip(decision.victim_uids, owners)
+                   if job is not None and (taken_pod := self._tracked_pod(uid)) is not None and _resumes_on_its_node(taken_pod)}
         record = records.encode(node=decision.node, victims=tuple(decision.victim_uids), elsewhere=tuple(uid for uids in elsewhere.values() for uid in uids),
-                                gangs=gangs, decided_at=self._wall_clock())
+                                gangs=gangs, decided_at=self._wall_clock(), resumes=resumes)
         self.holds.preempting(pod, node_name=decision.node, record=record)
         return VictimChoice(victims={decision.node: list(decision.victim_uids)}, decision=decision, victim_job_outcome=outcome,
                             preemptor_record=record, victim_outcomes=outcomes, elsewhere=elsewhere)
@@ -788,11 +798,24 @@ class FitGppEngine:
             for waiting in self._evidence.preemptors_waiting():
                 if isinstance(self.inner, BooksAhead) and self.inner.has_booking(waiting.pod):
                     continue  # its room is kept otherwise (HiveD booked cells for it), as placed_elsewhere ends a hold
+                before = self.holds.nominated_node(waiting.pod.uid)
                 rebuilt = self.holds.rebuild_preemptor(waiting.pod, node_name=waiting.node, record=waiting.record)
+                if rebuilt and before != waiting.node:
+                    # A hold there before (decided here, or rebuilt while the victims still
+                    # terminated) came with their resume holds.
+                    for job in waiting.resumed.values():
+                        self._rebuild_exited_victims_hold(job, node_name=waiting.node)
                 if rebuilt and waiting.victims and self._watch_victims is not None:
                     # As the preempt verb remembers the victims it chose: once the watch has seen
                     # them go, kube-scheduler is made to retry the pod it may have parked.
                     self._watch_victims(waiting.victims)
+
+    def _rebuild_exited_victims_hold(self, job_uid: str, *, node_name: str) -> None:
+        """The resume hold a recorded decision gave the Job of a victim that has exited since."""
+        if job_uid in self._deleted_jobs:
+            return
+        self.holds.displaced(job_uid=job_uid, node_name=node_name)
+        self.holds.victim_gone(job_uid=job_uid, node_name=node_name)
 
     def _rebuild_resume_hold(self, pod_uid: str) -> None:
         """A victim of this scheduler's preemption, best-effort, of a Job FitGpp has preempted,
@@ -1045,7 +1068,8 @@ class FitGppEngine:
         pod = self._leave(pod_uid)
         if pod is None or pod.owner is None or pod.owner.uid in self._deleted_jobs:
             return None
-        if pod.owner.kind == "Job" and pod.node_name is not None:
+        if _resumes_on_its_node(pod):
+            assert pod.node_name is not None  # _resumes_on_its_node
             self.holds.displaced(job_uid=pod.owner.uid, node_name=pod.node_name)
         return pod.owner.uid
 

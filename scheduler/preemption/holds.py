@@ -82,7 +82,11 @@ such victim left may be stale, and the evidence is gone once they exit. So
   victims it chose, so that kube-scheduler is made to retry the pod once the watch has seen
   them go (the requeue signal, scheduler/cluster/nudge.py);
 * each such victim, best-effort, of a Job FitGpp has preempted (``cellfit.io/preemptions``
-  above zero), gets its Job a resume hold on its node, as the decision did.
+  above zero), gets its Job a resume hold on its node, as the decision did;
+* so does each victim a record's ``resumes`` names that has exited already (nothing else is left
+  of it), when that record gives its pod a preemptor hold rebuilt here: not when the hold was
+  decided here, nor rebuilt from the nomination or the record while the victim still terminated
+  (the victim gave its Job the hold then).
 
 A rebuilt hold is an ordinary hold: its clock starts when it first keeps a pod off, and it gives
 up ``hold_seconds`` later. A preemptor hold that ended here (it lapsed, or HiveD booked cells
@@ -748,6 +752,9 @@ class WaitingPreemptor:
     node: str
     record: str | None  # the pod's record (records.py) this was read from; None: its nomination
     victims: tuple[str, ...]  # UIDs of its victims the watch still shows
+    # Of the victims its record names whose Job resumes (records.py ``resumes``), those gone, by
+    # UID -> their Job's UID: nothing else is left of them to rebuild their Jobs' resume holds from
+    resumed: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -809,8 +816,9 @@ class PreemptionEvidence:
         for pod, record in self._recorded.values():
             if self._in_progress(record):
                 present = tuple(uid for uid in record.victims if self.present(uid))
+                resumed = {uid: job for uid, job in record.resumes.items() if not self.present(uid)}
                 found[pod.uid] = WaitingPreemptor(pod=pod, node=record.node, record=pod.annotations[ANNOTATION_PREEMPTOR_HOLD],
-                                                  victims=present)
+                                                  victims=present, resumed=resumed)
         for pod in self._nominated.values():
             node = self._nomination(pod)
             if pod.uid not in found and node is not None and node in self._victims_on:

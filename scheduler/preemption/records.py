@@ -33,11 +33,19 @@ scheduler, is deleted: the record is an annotation, which anyone who may update 
 where the chart's state policy is off, and must not order the deletion of any other pod. The
 three are written only with members to name, so a record of any other decision reads as before,
 and a record without them (an older replica's) reads as naming none.
+
+``"resumes":{"<victim uid>":"<job uid>",...}`` names, for each victim on the node whose Job gets a
+resume hold there (holds.py: the room kept for the Job's next pod), that Job. A victim leaves no
+other trace once it has exited (kube-scheduler deleted it): a replica that lists the pods after
+that (a restart) rebuilds the Job's resume hold from the record, while the preemptor is pending.
+Written only where a victim's Job resumes, so a record without (an older replica's, HiveD's
+reclaim) reads as naming none.
 """
 
 from __future__ import annotations
 
 import math
+from typing import Mapping
 
 import msgspec
 
@@ -50,13 +58,16 @@ FIELD = f"metadata.annotations[{ANNOTATION_PREEMPTOR_HOLD}]"
 class PreemptorRecord(msgspec.Struct, frozen=True, omit_defaults=True):
     """The node FitGpp preempted pods on for the pod, those victims' UIDs, the UIDs of the
     members on other nodes of the gangs it took whole (``elsewhere``) and those gangs' Job UIDs
-    (``gangs``), and the decision's wall-clock seconds (``at``) where it names such members."""
+    (``gangs``), the decision's wall-clock seconds (``at``) where it names such members, and the
+    Job UID of each victim whose Job gets a resume hold on the node, by the victim's UID
+    (``resumes``)."""
 
     node: str
     victims: tuple[str, ...]
     elsewhere: tuple[str, ...] = ()
     gangs: tuple[str, ...] = ()
     at: float | None = None
+    resumes: dict[str, str] = msgspec.field(default_factory=dict)
 
 
 class _WholeRecord(PreemptorRecord, frozen=True, forbid_unknown_fields=True):
@@ -71,12 +82,19 @@ _WHOLE_DECODER = msgspec.json.Decoder(_WholeRecord)
 
 
 def encode(
-    *, node: str, victims: tuple[str, ...], elsewhere: tuple[str, ...] = (), gangs: tuple[str, ...] = (), decided_at: float | None = None
+    *,
+    node: str,
+    victims: tuple[str, ...],
+    elsewhere: tuple[str, ...] = (),
+    gangs: tuple[str, ...] = (),
+    decided_at: float | None = None,
+    resumes: Mapping[str, str] | None = None,
 ) -> str:
     """The record's text; ``decided_at`` (wall-clock seconds) is written only with ``elsewhere``:
     the record of any other decision stays as older replicas read it."""
     at = decided_at if elsewhere else None
-    return _ENCODER.encode(PreemptorRecord(node=node, victims=victims, elsewhere=elsewhere, gangs=gangs, at=at)).decode()
+    record = PreemptorRecord(node=node, victims=victims, elsewhere=elsewhere, gangs=gangs, at=at, resumes=dict(resumes or {}))
+    return _ENCODER.encode(record).decode()
 
 
 def decode(text: str, *, whole: bool = False) -> PreemptorRecord | None:
@@ -99,6 +117,9 @@ def decode(text: str, *, whole: bool = False) -> PreemptorRecord | None:
         raise InvalidAnnotation(f"{text[:200]!r} names a gang member elsewhere by an empty UID", field=FIELD)
     if not all(record.gangs):
         raise InvalidAnnotation(f"{text[:200]!r} names a gang by an empty Job UID", field=FIELD)
+    if not all(victim in record.victims and job for victim, job in record.resumes.items()):
+        raise InvalidAnnotation(f"{text[:200]!r} names a resumed Job for a pod that is not one of its victims, or by an empty UID",
+                                field=FIELD)
     if record.at is not None and not (math.isfinite(record.at) and record.at >= 0):
         raise InvalidAnnotation(f"{text[:200]!r} has a decision time (at) that is no time: {record.at}", field=FIELD)
     return record

@@ -34,7 +34,7 @@ from tests.support.kube_objects import node, pod
 
 TRIAL = {"cellfit.io/job-class": "trial"}
 BE = {"cellfit.io/job-class": "best-effort"}
-RECORD = '{"node":"gpu-a","victims":["uid-be-0"]}'
+RECORD = '{"node":"gpu-a","victims":["uid-be-0"],"resumes":{"uid-be-0":"uid-be"}}'  # be-0's Job uid-be resumes on gpu-a
 
 
 class WritingApi(EventRecordingApi):

@@ -28,7 +28,8 @@ def test_the_record_names_the_gangs_members_elsewhere_and_a_restarted_replica_de
     (record,) = [w[2]["metadata"]["annotations"][ANNOTATION_PREEMPTOR_HOLD] for w in api.writes if w[1].endswith("/pods/te-0/status")]
     written = json.loads(record)
     assert isinstance(written.pop("at"), float)  # the decision's wall-clock time
-    assert written == {"node": "gpu-a", "victims": ["uid-be-0"], "elsewhere": ["uid-be-1"], "gangs": ["uid-gang"]}
+    assert written == {"node": "gpu-a", "victims": ["uid-be-0"], "elsewhere": ["uid-be-1"], "gangs": ["uid-gang"],
+                       "resumes": {"uid-be-0": "uid-gang"}}
     monkeypatch.setattr(cache_module, "GANG_RECOVERY_AFTER_SECONDS", 0.0)
     left = crashed_state(record=record)  # A killed after writing the record, before deleting gang-1
     done(restarted(left))

@@ -71,6 +71,8 @@ def test_the_record_reads_back_as_written_and_an_empty_one_is_none() -> None:
         ('{"node":"","victims":["a"]}', "names no node"),
         ('{"node":"n1","victims":[]}', "names no victim"),
         ('{"node":"n1","victims":[""]}', "names no victim"),
+        ('{"node":"n1","victims":["a"],"resumes":{"b":"job"}}', "names a resumed Job for a pod that is not one of its victims"),
+        ('{"node":"n1","victims":["a"],"resumes":{"a":""}}', "by an empty UID"),
     ],
 )
 def test_a_record_that_does_not_read_is_told_naming_the_annotation(text: str, why: str) -> None:
@@ -87,7 +89,7 @@ def test_fitgpps_choice_carries_the_record_of_the_node_and_the_victims_it_chose(
     choice = engine.decide_preemption(as_pod(trial(nominated=None)), {"n1": ["be-a-0", "be-b-0"]}, {})
     assert choice.victims == {"n1": ["be-b-0"]}
     assert choice.preemptor_record is not None
-    assert records.decode(choice.preemptor_record) == records.PreemptorRecord(node="n1", victims=("be-b-0",))
+    assert records.decode(choice.preemptor_record) == records.PreemptorRecord(node="n1", victims=("be-b-0",), resumes={"be-b-0": JOB_B})
     refused = engine.decide_preemption(waiter(), {"n1": ["be-a-0"]}, {})  # a best-effort pod preempts nobody
     assert refused.victims == {} and refused.preemptor_record is None
 
