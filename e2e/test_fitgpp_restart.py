@@ -122,8 +122,10 @@ def preempted_and_killed(scene: Scene) -> tuple[str, Callable[[], dict[str, Any]
     record = wait_for(
         lambda: (trial()["metadata"].get("annotations") or {}).get(RECORD), 30, f"the preemption recorded on te (cellfit log {procs.cellfit.log})"
     )
-    first_uid = next(p["metadata"]["uid"] for p in be_pods() if p["metadata"]["name"] == first)
-    assert json.loads(record) == {"node": node, "victims": [first_uid]}, record
+    first_meta = next(p["metadata"] for p in be_pods() if p["metadata"]["name"] == first)
+    first_uid, job_uid = first_meta["uid"], first_meta["ownerReferences"][0]["uid"]
+    # "resumes": its Job's resume hold, rebuilt from the record once the victim has exited
+    assert json.loads(record) == {"node": node, "victims": [first_uid], "resumes": {first_uid: job_uid}}, record
 
     assert procs.cellfit.process is not None
     procs.cellfit.process.kill()  # no goodbye: the extender port simply refuses
