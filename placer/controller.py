@@ -442,6 +442,7 @@ class PlacerController:
             for name, r in (free_less_kept(free_by_node, kept) if kept else free_by_node).items()
         ]
         gpu_pools: dict[str, int] | None = None
+        gpu_slots: dict[str, int] | None = None
         guaranteed: dict[str, int] = {}
         found: Guarantees | None = None
         if self._guarantees is not None:
@@ -453,7 +454,10 @@ class PlacerController:
             trials = [self._with_pool(item, by_key, found) for item in trials]
             running = [self._with_pool(item, by_key, found) for item in running]
             self._pooled, self._pooled_next = self._pooled_next, {}
-            sizes = gpus_per_pod([*waiting, *trials], free=free)
+            # Sized with the VC's cells opportunistic pods hold, as decide must size them too:
+            # by the nodes alone a 4-GPU Job took a 1-GPU machine there (user25 #2).
+            sizes = gpus_per_pod([*waiting, *trials], free=free, cells=found.cells)
+            gpu_slots = {pool_kind(vc): size for vc, size in sizes.items()}
             guaranteed = guaranteed_gpu_machines(found.cells if found.anywhere is None else found.anywhere, gpus_per_pod=sizes)
             gpu_pools = pool_machines(found.cells, free=free, sizes=sizes)
         estimates = {w.key: w.seconds for w in (*waiting, *trials)}
@@ -462,7 +466,7 @@ class PlacerController:
         # cluster 'default'" told a user who never chose one only a name (kubectl cellfit why
         # already left it out).
         name_pools = found is not None and len(found.cells) > 1
-        chosen = self._trials(now, trials, waiting, running, free, gpu_pools, by_key)
+        chosen = self._trials(now, trials, waiting, running, free, gpu_pools, gpu_slots, by_key)
         started_trials = {trial.key for trial, _ in chosen}
         self._tell_trials_waiting([trial for trial in trials if trial.key not in started_trials], by_key)
         for trial, choice in chosen:
@@ -477,7 +481,7 @@ class PlacerController:
             policy=self._settings.policy, reserved_cpu_per_gpu=self._reserved_cpu_per_gpu,
             reserved_memory_per_gpu=self._reserved_memory_per_gpu,
             allox_plus_timeout=self._settings.allox_plus_timeout_seconds or float("inf"),
-            omega_grid_seconds=self._settings.omega_grid_seconds, gpu_pools=gpu_pools,
+            omega_grid_seconds=self._settings.omega_grid_seconds, gpu_pools=gpu_pools, gpu_slots=gpu_slots,
         )
         decided, decided_cpu = time.perf_counter(), time.thread_time()
         decision = _within(decision, waiting)
@@ -823,7 +827,7 @@ class PlacerController:
 
     def _trials(
         self, now: float, trials: list[WaitingJob], waiting: list[WaitingJob], running: list[RunningJob], free: list[NodeResources],
-        gpu_pools: Mapping[str, int] | None, by_key: Mapping[str, Job],
+        gpu_pools: Mapping[str, int] | None, gpu_slots: Mapping[str, int] | None, by_key: Mapping[str, Job],
     ) -> list[tuple[WaitingJob, TrialChoice]]:
         """Trial Jobs start at once, each where it finishes first (``choose_for_trial``); under
         HiveD a trial Job's GPUs are its VC's (``gpu_pools``). Each start takes what it counts on:
@@ -841,7 +845,7 @@ class PlacerController:
         queued_slot = queued_cpu_slot([*waiting, *trials], free_nodes=free, reserved_cpu_per_gpu=reserved, reserved_memory_per_gpu=beside.memory)
         cpu_slot = DEFAULT_CPU_SLOT if queued_slot is None else queued_slot
         machines = idle_machines(free_nodes=free, running=running, cpu_slot=cpu_slot, reserved_cpu_per_gpu=reserved, gpu_pools=gpu_pools,
-                                 gpu_slots=gpu_slots_for([*waiting, *trials], free_nodes=free, gpu_pools=gpu_pools),
+                                 gpu_slots=gpu_slots_for([*waiting, *trials], free_nodes=free, gpu_pools=gpu_pools) if gpu_slots is None else gpu_slots,
                                  cpu_slot_queued=queued_slot is not None, reserved_memory_per_gpu=beside.memory)
         idle: dict[str, int] = {}
         for machine in machines:

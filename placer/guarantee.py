@@ -23,7 +23,7 @@ from scheduler.core.model import TERMINAL_PHASES, PodInfo
 from scheduler.core.resources import ZERO, Resources
 from scheduler.matching.admission import WaitingJob, gpu_slots_for
 from scheduler.matching.capacity import GuaranteeCell, NodeResources, guaranteed_gpu_machines
-from scheduler.matching.model import Demand
+from scheduler.matching.model import KIND_GPU, Demand
 from scheduler.preemption.holds import Hold
 
 GIB = 2**30  # memory in admission's units (NodeResources, Demand)
@@ -57,14 +57,39 @@ def guarantees(view: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[str, lis
     return {str(name): guarantee_cells(rows) for name, rows in view.items()}
 
 
-def gpus_per_pod(jobs: Sequence[WaitingJob], *, free: Sequence[NodeResources]) -> dict[str, int]:
+def gpus_per_pod(
+    jobs: Sequence[WaitingJob], *, free: Sequence[NodeResources], cells: Mapping[str, Sequence[GuaranteeCell]] | None = None
+) -> dict[str, int]:
     """Per virtual cluster, the most GPUs one of its queued GPU configurations asks for: a GPU
     machine of that VC must hold any of them (``gpu_slots_for``, as a CPU slot holds the largest
     CPU configuration). A configuration no node of ``free`` holds (``gpu_shortfall``: more GPUs
     than any has free, or more cores or memory than any with its GPUs free) sizes nothing: one
-    user's 16 GPUs a pod on nodes of 8 would leave the VC no GPU machine. A VC absent: 1."""
+    user's 16 GPUs a pod on nodes of 8 would leave the VC no GPU machine; unless one of the VC's
+    ``cells`` opportunistic pods hold (:class:`VcCell`) has its GPUs free once HiveD reclaims
+    them: no node shows those free, and sized by the nodes alone a VC whose cells are full of
+    them got machines of 1 GPU, a 4-GPU Job took one, and AlloX started more 4-GPU Jobs than its
+    guarantee holds (their pods then wait, NotBound, and are suspended again). The cores and
+    memory the reclaimed pods leave are not known here: such a cell is judged by its GPUs. A VC
+    absent: 1."""
     pools = {job.pool: 0 for job in jobs if job.pool is not None}
-    return {kind.split("@", 1)[1]: size for kind, size in gpu_slots_for(jobs, free_nodes=free, gpu_pools=pools).items()}
+    sizes = {kind.split("@", 1)[1]: size for kind, size in gpu_slots_for(jobs, free_nodes=free, gpu_pools=pools).items()}
+    for vc, most in _reclaimable_room(cells or {}).items():
+        for job in jobs:
+            demand = job.demand.get(KIND_GPU)
+            if job.pool == vc and demand is not None and KIND_GPU in job.seconds and sizes.get(vc, 1) < demand.gpu <= most:
+                sizes[vc] = int(demand.gpu)
+    return sizes
+
+
+def _reclaimable_room(cells: Mapping[str, Sequence[GuaranteeCell]]) -> dict[str, int]:
+    """Per VC, the most free GPUs (reclaimable ones included) of one of its cells opportunistic
+    pods hold; VCs without such a cell absent."""
+    room: dict[str, int] = {}
+    for vc, vc_cells in cells.items():
+        most = max((cell.free for cell in vc_cells if isinstance(cell, VcCell) and cell.reclaimable > 0), default=0)
+        if most > 0:
+            room[vc] = most
+    return room
 
 
 def pool_machines(

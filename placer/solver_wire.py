@@ -65,6 +65,7 @@ class DecideInputs(msgspec.Struct, frozen=True, kw_only=True):
     allox_plus_timeout: float = math.inf
     omega_grid_seconds: float = 60.0
     gpu_pools: dict[str, int] | None = None
+    gpu_slots: dict[str, int] | None = None
     pass_number: int = 0
     since: int = 0  # the pass the keys refer to; 0: every Job is sent whole
 
@@ -88,7 +89,7 @@ _INPUTS = msgspec.msgpack.Decoder(DecideInputs)
 _ANSWER = msgspec.msgpack.Decoder(DecideAnswer)
 _QUEUE_ANSWER = msgspec.msgpack.Decoder(QueueAnswer)
 _DECIDE_ARGUMENTS = ("now", "free_nodes", "capacity", "alpha", "policy", "reserved_cpu_per_gpu", "reserved_memory_per_gpu", "allox_plus_timeout",
-                     "omega_grid_seconds", "gpu_pools")
+                     "omega_grid_seconds", "gpu_pools", "gpu_slots")
 
 
 @dataclass(slots=True)

@@ -410,6 +410,7 @@ def decide(
     omega_grid_ratio: float = 1.25,
     plan_queue: bool = True,
     gpu_pools: Mapping[str, int] | None = None,
+    gpu_slots: Mapping[str, int] | None = None,
     reuse: DecideReuse | None = None,
 ) -> AdmissionDecision:
     """:func:`decide_starts`' decision with its queue planned (``plan_queue`` False leaves the
@@ -418,7 +419,8 @@ def decide(
     decision, plan = decide_starts(
         now=now, waiting=waiting, running=running, free_nodes=free_nodes, capacity=capacity, alpha=alpha, policy=policy,
         reserved_cpu_per_gpu=reserved_cpu_per_gpu, reserved_memory_per_gpu=reserved_memory_per_gpu, allox_plus_timeout=allox_plus_timeout,
-        omega_grid_seconds=omega_grid_seconds, omega_grid_ratio=omega_grid_ratio, gpu_pools=gpu_pools, reuse=reuse,
+        omega_grid_seconds=omega_grid_seconds, omega_grid_ratio=omega_grid_ratio, gpu_pools=gpu_pools, gpu_slots=gpu_slots,
+        reuse=reuse,
     )
     return replace(decision, queue=plan.queue()) if plan_queue else decision
 
@@ -438,6 +440,7 @@ def decide_starts(
     omega_grid_seconds: float = 60.0,
     omega_grid_ratio: float = 1.25,
     gpu_pools: Mapping[str, int] | None = None,
+    gpu_slots: Mapping[str, int] | None = None,
     reuse: DecideReuse | None = None,
 ) -> tuple[AdmissionDecision, QueuePlan]:
     """Busy machines' ω is rounded up onto a grid: ``omega_grid_seconds`` apart up to ten steps
@@ -460,6 +463,9 @@ def decide_starts(
     (:func:`~scheduler.matching.capacity.guaranteed_gpu_machines`, running Jobs' machines
     included). A Job's GPU configuration is then matched only to its own VC's (``pool``)
     machines, a kind of its own per VC (``gpu@<vc>``); other VCs' idle GPUs are not AlloX's.
+    ``gpu_slots``: GPUs a machine of each GPU kind holds as the caller sized ``gpu_pools``
+    (placer/guarantee.py ``gpus_per_pod``, which counts free a VC's GPUs opportunistic pods
+    hold, that no node shows free); None: :func:`gpu_slots_for` of ``free_nodes``.
 
     Jobs of several pods (``pods`` > 1, gangs) hold that many machines of one kind at once,
     which no column of Q expresses. They go first, oldest first, each on the kind that
@@ -482,7 +488,7 @@ def decide_starts(
     cpu_slot = DEFAULT_CPU_SLOT if queued_slot is None else queued_slot
     gpus_on_a_node = most_gpus(free_nodes)
     room = gpu_room(free_nodes)
-    gpu_slots = gpu_slots_for(waiting, free_nodes=free_nodes, gpu_pools=gpu_pools)
+    gpu_slots = gpu_slots_for(waiting, free_nodes=free_nodes, gpu_pools=gpu_pools) if gpu_slots is None else gpu_slots
     defaults = default_demands(cpu_slot=cpu_slot, reserved_cpu_per_gpu=reserved_cpu_per_gpu)
     if gpu_pools is not None:
         defaults.update({pool_kind(pool): defaults[KIND_GPU] for pool in gpu_pools})
