@@ -120,6 +120,10 @@ class PodFacts:
     # A sampling pod of cellfit's estimator (label cellfit.io/sample): it asks kube-scheduler to
     # preempt nobody (preemptionPolicy Never), so nothing is reclaimed for it.
     sample: bool = False
+    # When its last container ended (status.containerStatuses[].state.terminated.finishedAt, the
+    # latest), RFC 3339; "" where none ended: a failed pod's finish, which the Job controller's
+    # back-off before its next pod counts from.
+    finished_at: str = ""
 
     @property
     def key(self) -> str:
@@ -167,6 +171,8 @@ class JobFacts:
     # status.failed: the failed pods the Job controller counted (the Job fails once they exceed
     # its backoffLimit), preempted ones among them unless its podFailurePolicy ignores them.
     failed: int = 0
+    # status.succeeded: a success resets the Job controller's back-off count.
+    succeeded: int = 0
     # Job-level cellfit annotations (JOB_LEVEL_ANNOTATIONS) written on its pod template
     # (spec.template.metadata.annotations) and not on the Job itself: there cellfit never reads them.
     template_job_keys: tuple[str, ...] = ()
@@ -302,6 +308,8 @@ def pod_from(obj: Mapping[str, Any], *, events: tuple[Event, ...] = ()) -> PodFa
         unschedulable=next((c for c in conditions_from(status) if c.type == "PodScheduled" and c.status == "False"), None),
         gpus=pod_gpus(spec),
         sample=str(labels.get(LABEL_SAMPLE, "")).lower() == "true",
+        finished_at=max((str(((c.get("state") or {}).get("terminated") or {}).get("finishedAt") or "")
+                         for c in status.get("containerStatuses") or []), default=""),
     )
 
 
@@ -359,6 +367,7 @@ def job_from(
         disruption_action=disruption_action(spec.get("podFailurePolicy")),
         disruption_exit_codes=exit_code_rules_before_disruption(spec.get("podFailurePolicy")),
         failed=_count((obj.get("status") or {}).get("failed")),
+        succeeded=_count((obj.get("status") or {}).get("succeeded")),
         template_job_keys=tuple(k for k in JOB_LEVEL_ANNOTATIONS if k in on_template and k not in annotations),
         sampling_pods=sampling_pods,
     )

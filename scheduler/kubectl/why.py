@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, replace
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
 from typing import Any, Final, Mapping, Sequence
 
 from estimator.contract import estimate_errors
@@ -171,7 +171,7 @@ def _job_answer(job: JobFacts, view: CellfitView, *, now: float | None) -> Answe
     if job.suspended:
         return _suspended(job)
     gang = _gang_of_job(job, view)
-    pods_now = _job_pods_now(job, view) if gang is None else gang
+    pods_now = _job_pods_now(job, view, now=now) if gang is None else gang
     if _never_placed(pods_now):
         return _never_first(job, pods_now)
     preempted = _preempted(job, pods_now)
@@ -600,7 +600,7 @@ def _preemption_line(found: Preemption) -> str:
     return f"{found.victim} {_preempted_by(found)}{when}{unread}"
 
 
-def _job_pods_now(job: JobFacts, view: CellfitView) -> Answer:
+def _job_pods_now(job: JobFacts, view: CellfitView, *, now: float | None = None) -> Answer:
     active = [p for p in job.pods if not p.deleting and p.phase not in ("Succeeded", "Failed")]
     pending = [p for p in active if p.node is None]
     if pending:
@@ -617,7 +617,49 @@ def _job_pods_now(job: JobFacts, view: CellfitView) -> Answer:
     refused = _pods_refused(job)
     if refused is not None:
         return refused
+    backing_off = _backing_off(job, now=now)
+    if backing_off is not None:
+        return backing_off
     return Answer(reason="pending", summary="no pod yet: the Job controller has not created one (or all have ended)")
+
+
+# The Job controller's wait before a pod after failed ones (pkg/controller/job/backoff_utils.go):
+# 10 s after the first, doubled per failed pod since the last success, at most 10 min
+# (DefaultJobPodFailureBackOff, MaxJobPodFailureBackOff; the Job documentation says six minutes).
+JOB_BACKOFF_FIRST_SECONDS: Final = 10.0
+JOB_BACKOFF_MAX_SECONDS: Final = 600.0
+JOB_BACKOFF: Final = "10 s after the first, doubled per failed pod since the last success, at most 10 min"
+
+
+def _backing_off(job: JobFacts, *, now: float | None) -> Answer | None:
+    """A Job with failed pods and none now (user25 #11: after 6 preemptions, no pod for ~7 min,
+    told "no pod yet"): the Job controller's back-off. When its next pod comes is said only
+    where the objects show it: no success since (which resets the count), and the last failure
+    seen, a failed pod's finish or a preemption (a preempted pod fails once it has exited, so
+    the next pod comes then at the earliest), and one count for the whole Job (no
+    backoffLimitPerIndex). None for a Job without failed pods."""
+    if job.failed == 0:
+        return None
+    plural = "s" if job.failed != 1 else ""
+    said = (f"no pod: the Job controller waits before its next pod after {job.failed} failed pod{plural} (its back-off: "
+            f"{JOB_BACKOFF})")
+    seen = [moment(p.finished_at) for p in job.pods if p.phase == "Failed" and p.finished_at]
+    seen += [moment(p.when) for p in job.preemptions if p.when]
+    last = max(seen, default=None)
+    # A per-index limit backs off each index on its own count, which the Job's status does not hold.
+    if job.succeeded == 0 and job.backoff_limit[0] == "backoffLimit" and last is not None and last.year > 1:
+        wait = min(JOB_BACKOFF_FIRST_SECONDS * 2 ** (job.failed - 1), JOB_BACKOFF_MAX_SECONDS)
+        at = last + timedelta(seconds=wait)
+        left = f" (in ~{duration(at.timestamp() - now)})" if now is not None and at.timestamp() > now else ""
+        said += (f"; the last failure seen was at {_rfc3339(last)}: its next pod comes {duration(wait)} after, at {_rfc3339(at)} "
+                 f"at the earliest{left}")
+    if (job.preemptions or job.preemption_count) and not job.ignores_disruption:
+        said += f"; its pods cellfit preempted count among the failed ones, as {NOT_IGNORING_DISRUPTION}"
+    return Answer(reason="backoff", summary=said)
+
+
+def _rfc3339(at: datetime) -> str:
+    return at.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _leaving(job: JobFacts) -> Answer | None:
