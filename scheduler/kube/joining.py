@@ -9,6 +9,13 @@ it (``allox.nodeSelector``'s labels and the entry's) meets the pod's node select
 node affinity and a node of ``allox.nodeSelector``'s pool without the entry's labels does not:
 only that pool's nodes run it. A pod any node of the pool meets (no selector naming the pool)
 is judged by the nodes there are, as before.
+
+Only the label keys ``allox.nodeSelector`` or an entry names are judged here: a node the
+autoscaler adds also carries labels no entry lists (kubernetes.io/os, kubernetes.io/arch,
+topology.kubernetes.io/zone, its instance type, its node group's own), so a requirement on any
+other key counts as met -- ``nodeSelector: {kubernetes.io/os: linux}`` beside ``pool: cpu-big``
+still waits for pool=cpu-big. A pod asking such a key no node of the pool will carry then waits
+out ``estimator.pendingLimitSeconds`` rather than being told at once that it never runs.
 """
 
 from __future__ import annotations
@@ -17,7 +24,7 @@ from typing import Any, Mapping, Sequence
 
 import msgspec
 
-from scheduler.kube.node_rules import NodeSelector, NodeSelectorTerm, term_matches
+from scheduler.kube.node_rules import NodeSelector, NodeSelectorTerm, requirement_matches, term_matches
 
 
 def awaited_pool(
@@ -26,10 +33,11 @@ def awaited_pool(
     """The first entry of ``may_join`` (``estimator.nodesMayJoin``) whose nodes alone run a pod
     of node selector ``selector`` and pod spec ``spec`` (its affinity) within ``pool``
     (``allox.nodeSelector``); None when no listed pool is the only one that runs it."""
-    if _meets(selector=selector, spec=spec, labels=pool):
+    judged = frozenset(pool).union(*(entry.keys() for entry in may_join))
+    if _meets(selector=selector, spec=spec, labels=pool, judged=judged):
         return None
     for labels in may_join:
-        if _meets(selector=selector, spec=spec, labels={**pool, **labels}):
+        if _meets(selector=selector, spec=spec, labels={**pool, **labels}, judged=judged):
             return labels
     return None
 
@@ -61,5 +69,19 @@ def affinity_met(spec: Mapping[str, Any], *, labels: Mapping[str, str]) -> bool:
     return terms is None or any(term_matches(term, name="", labels=labels) for term in terms)
 
 
-def _meets(*, selector: Mapping[str, str], spec: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
-    return all(labels.get(key) == value for key, value in selector.items()) and affinity_met(spec, labels=labels)
+def _meets(*, selector: Mapping[str, str], spec: Mapping[str, Any], labels: Mapping[str, str], judged: frozenset[str]) -> bool:
+    """Whether a node carrying ``labels`` meets the pod's node selector and required node
+    affinity on the ``judged`` keys; a requirement on another key counts as met (a node that
+    joins carries labels the entry does not list)."""
+    if not all(labels.get(key) == value for key, value in selector.items() if key in judged):
+        return False
+    terms = judged_terms(spec)
+    return terms is None or any(_term_met(term, labels=labels, judged=judged) for term in terms)
+
+
+def _term_met(term: NodeSelectorTerm, *, labels: Mapping[str, str], judged: frozenset[str]) -> bool:
+    # A term with no requirement matches no node (kube-scheduler's rule), judged or not; one
+    # whose requirements all name unjudged keys may be met by the node that joins.
+    if not term.matchExpressions:
+        return False
+    return all(requirement_matches(r, labels.get(r.key)) for r in term.matchExpressions if r.key in judged)
