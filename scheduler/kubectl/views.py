@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from scheduler.kubectl.wording import duration
+from scheduler.kubectl.wording import expected_start
 
 # The VC's pods and GPUs in use, split as the inspect API splits them (its ``pods`` and ``gpus``):
 # guaranteed (inside its quota) and opportunistic (on idle cells, preempted when their owner needs
@@ -223,7 +223,7 @@ def queue_rows(view: Mapping[str, Any]) -> list[dict[str, Any]]:
                 "job": row.get("job"),
                 "kind": kind,
                 "position": _position(row),
-                "expected-start": f"~{duration(float(row.get('expectedStartSeconds') or 0.0))}",
+                "expected-start": expected_start(float(row.get("expectedStartSeconds") or 0.0)),
                 "vc": row.get("virtualCluster"),
                 # Backed off in its other kind after AlloX suspended it again (SuspendedAgain).
                 **({"waiting": row["backingOff"]} if row.get("backingOff") else {}),

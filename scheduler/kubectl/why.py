@@ -20,7 +20,7 @@ from scheduler.constants import ANNOTATION_CONFIGURATIONS, ANNOTATION_PREEMPTION
 from scheduler.kubectl.objects import INSUFFICIENT_GPU, NOT_RECLAIMED, PREEMPTING, CellfitView, Condition, Event, Facts, GoneFacts, JobFacts, PodFacts, Preemption, moment
 from scheduler.kube.times import timestamp
 from scheduler.kubectl.views import free_healthy_cells, opportunistic_gpus, unbound_cells, unhealthy_nodes
-from scheduler.kubectl.wording import MAX_NAMED, duration, listed, ordinal, times
+from scheduler.kubectl.wording import MAX_NAMED, duration, expected_start, listed, ordinal, times
 from scheduler.wording import (
     COUNT,
     DISRUPTION_TARGET,
@@ -333,11 +333,11 @@ def _deciding(job: JobFacts, view: CellfitView, *, now: float | None) -> Answer:
     details = _estimate_details(job.estimate)
     if entry is not None:
         kind, position = entry.get("kind", "?"), int(entry.get("position", 0))
-        when = duration(float(entry.get("expectedStartSeconds", 0.0)))
+        when = expected_start(float(entry.get("expectedStartSeconds", 0.0)))
         together = together_with(position, int(entry.get("startsWith", position)))
         starting = f", starting together with {together}" if together else ""
         return Answer(reason="allox-queue",
-                      summary=f"queued by AlloX: {ordinal(position)} on {kind}{starting}, expected start in ~{when}",
+                      summary=f"queued by AlloX: {ordinal(position)} on {kind}{starting}, expected start in {when}",
                       details=details + ((f"Placed: {placed.message}",) if placed is not None and placed.message else ()))
     if placed is not None and placed.status == "False" and placed.reason == "Refused":
         # Its pods would run outside AlloX's nodes: AlloX starts it in no kind until its user

@@ -346,7 +346,7 @@ def test_a_queued_job_starting_with_earlier_ones_says_so(position: int, starts_w
     API's ``startsWith``, the first position expected at this Job's time)."""
     entry = {"job": "ns/ij", "kind": "cpu", "position": position, "startsWith": starts_with, "expectedStartSeconds": 60.0}
     answer = explain_job(job_from(interchangeable(estimate=True)), CellfitView(allox_entry=entry))
-    assert answer.summary == f"queued by AlloX: {said}, expected start in ~60 s"
+    assert answer.summary == f"queued by AlloX: {said}, expected start in ~1 min or less"
 
 
 def test_a_user_estimate_needs_no_estimated_condition_to_be_queued() -> None:

@@ -17,11 +17,11 @@ def test_a_job_starting_with_those_before_it_says_so_in_its_position() -> None:
                               {"job": "ns/ij-3", "kind": "gpu", "position": 2, "expectedStartSeconds": 87.0}]}}
     assert output.table(views.queue_rows(view), views.QUEUE_COLUMNS, empty="").splitlines() == [
         "JOB       KIND   POSITION              EXPECTED-START   VC",
-        "ns/ij-5   cpu    1                     ~60 s            -",
-        "ns/ij-6   cpu    2 (starts with 1)     ~60 s            -",
-        "ns/ij-7   cpu    3 (starts with 1-2)   ~60 s            -",
+        "ns/ij-5   cpu    1                     ~1 min or less   -",
+        "ns/ij-6   cpu    2 (starts with 1)     ~1 min or less   -",
+        "ns/ij-7   cpu    3 (starts with 1-2)   ~1 min or less   -",
         "ns/ij-8   cpu    4                     ~11 min          -",
-        "ns/ij-2   gpu    1                     ~60 s            -",
+        "ns/ij-2   gpu    1                     ~1 min or less   -",
         "ns/ij-3   gpu    2                     ~87 s            -",
     ]
 
