@@ -235,6 +235,15 @@ def _machines_for(
     return machines, MappingProxyType(_indices_by_kind(machines))
 
 
+def _pool_holds(job: WaitingJob, gpu_slots: Mapping[str, int], *, more_than: int) -> bool:
+    """Whether the caller sized the Job's VC's machines (``gpu_slots``) for its GPU pod of more
+    GPUs than any node has free: from the VC's cells opportunistic pods hold, free once HiveD
+    reclaims them (placer/guarantee.py ``gpus_per_pod``), so the configuration is no more beyond
+    the VC's machines than a pod of a free node's GPUs."""
+    gpu = job.demand.get(KIND_GPU)
+    return job.pool is not None and gpu is not None and more_than < gpu.gpu <= gpu_slots.get(pool_kind(job.pool), 1)
+
+
 def held_per_pod(job: RunningJob, *, gpu_slot: int, cpu_slot: Demand | None = None) -> int:
     """Machines one pod of a running Job holds: as many as its pod fills, at least one. On GPUs,
     machines of ``gpu_slot`` GPUs (a pod of 4 GPUs holds 4 machines of one, and one of 4); on
@@ -488,6 +497,7 @@ def decide_starts(
     cpu_slot = DEFAULT_CPU_SLOT if queued_slot is None else queued_slot
     gpus_on_a_node = most_gpus(free_nodes)
     room = gpu_room(free_nodes)
+    slots_sized = gpu_slots is not None and gpu_pools is not None
     gpu_slots = gpu_slots_for(waiting, free_nodes=free_nodes, gpu_pools=gpu_pools) if gpu_slots is None else gpu_slots
     defaults = default_demands(cpu_slot=cpu_slot, reserved_cpu_per_gpu=reserved_cpu_per_gpu)
     if gpu_pools is not None:
@@ -528,6 +538,8 @@ def decide_starts(
         if beyond is None:
             beyond = beyond_of[id(job.demand)] = demands_beyond(job.demand, cpu_slot=cpu_slot, gpus=gpus_on_a_node, room=room)
         oversized = _estimated(beyond, job.seconds)
+        if slots_sized and KIND_GPU in oversized and _pool_holds(job, gpu_slots, more_than=gpus_on_a_node):
+            oversized -= {KIND_GPU}
         # Only a Job that has arrived by now: one whose arrival is later (the clock stepped
         # back) arrives at ``now``, which the kept one does not.
         keep = reuse is not None and job.arrival <= now and not oversized

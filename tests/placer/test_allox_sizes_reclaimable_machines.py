@@ -97,3 +97,25 @@ def test_a_running_4_gpu_job_holds_one_of_those_machines() -> None:
         gpu_slots={pool_kind(vc): size for vc, size in sizes.items()},
     )
     assert sorted(start.key for start in decision.starts) == ["a/w0", "a/w1", "a/w2"]
+
+
+def test_a_node_with_fewer_gpus_free_leaves_the_vcs_4_gpu_machines_usable() -> None:
+    """Another VC's 2 idle GPUs on one node made a 4-GPU pod 'more than any node has free', and
+    the VC's four 4-GPU machines on its reclaimable cells took no Job (each GPU-only Job was
+    unplaceable)."""
+    cells = guarantees(engine_held_by_opportunistic_pods().inspect_guarantees(within=frozenset(NODES)))
+    free = [NodeResources(name=name, cpu=64.0, gpu=2 if name == NODES[0] else 0, memory=256.0) for name in NODES]
+    demand = {"gpu": Demand(cpu=8.0, gpu=4, memory=32.0)}
+    waiting = [WaitingJob(key=f"a/w{index}", user="u", arrival=float(index), seconds={"gpu": 60.0}, demand=demand, pool="a") for index in range(5)]
+    sizes = gpus_per_pod(waiting, free=free, cells=cells)
+    decision = decide(
+        now=10.0,
+        waiting=waiting,
+        running=[],
+        free_nodes=free,
+        capacity=Capacity(cpu=256, gpu=32, memory=1024),
+        gpu_pools=pool_machines(cells, free=free, sizes=sizes),
+        gpu_slots={pool_kind(vc): size for vc, size in sizes.items()},
+    )
+    assert sorted(start.key for start in decision.starts) == ["a/w0", "a/w1", "a/w2", "a/w3"]
+    assert decision.unplaceable == ()
