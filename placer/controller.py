@@ -610,22 +610,35 @@ class PlacerController:
         seconds = {kind: value for kind, value in item.seconds.items() if kind not in standing}
         if seconds:
             backed_off_in[item.key] = "; ".join(
-                self._backing_off_said(kind, times=times, until=until) for kind, (times, until) in sorted(standing.items()))
+                self._backing_off_said(kind, times=times, until=until, pool=self._awaited_pool(job, kind))
+                for kind, (times, until) in sorted(standing.items()))
             return replace(item, seconds=seconds)
         backing_off[item.key] = "; ".join(
-            self._backed_off_message(kind, times=times, until=until) for kind, (times, until) in sorted(standing.items()))
+            self._backed_off_message(kind, times=times, until=until, pool=self._awaited_pool(job, kind))
+            for kind, (times, until) in sorted(standing.items()))
         return None
 
-    def _backed_off_message(self, kind: str, *, times: int, until: float) -> str:
-        limit = f"{self._unbound_hold_seconds:.0f} s"
-        return (f"{kind} start failed: no pod was bound within {limit}; not started in {kind} again before "
+    def _backed_off_message(self, kind: str, *, times: int, until: float, pool: Mapping[str, str] | None) -> str:
+        """The back-off in ``kind`` a Job is told while no kind is left to start it in; ``pool``:
+        the listed pool its pods waited for (held to ``estimator.pendingLimitSeconds``, not the
+        NotBound limit), as its SuspendedAgain Event said."""
+        back_off = f"{self._unbound_hold_seconds:.0f} s"
+        failed = f"no pod was bound within {back_off}"
+        if pool is not None:
+            failed = (f"no node of {pool_said(pool)} joined (estimator.nodesMayJoin) and no pod was bound within "
+                      f"{self._joining_limit_seconds:.0f} s (estimator.pendingLimitSeconds)")
+        # No ";" before "; not started": _BACKED_OFF_MESSAGE reads the back-off back after a restart.
+        return (f"{kind} start failed: {failed}; not started in {kind} again before "
                 f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(until))} (suspended again {times} time{'s' if times > 1 else ''}; "
-                f"AlloX waits {limit}, doubling each time, at most {BACK_OFF_MAX_SECONDS // 60} min)")
+                f"AlloX waits {back_off}, doubling each time, at most {BACK_OFF_MAX_SECONDS // 60} min)")
 
-    def _backing_off_said(self, kind: str, *, times: int, until: float) -> str:
-        """The back-off in ``kind`` a Job queued in its other kind is told before its place."""
+    def _backing_off_said(self, kind: str, *, times: int, until: float, pool: Mapping[str, str] | None) -> str:
+        """The back-off in ``kind`` a Job queued in its other kind is told before its place. No
+        "(" nor ";" before "(suspended again": _BACKING_OFF_SAID reads it back after a restart."""
+        limit = self._joining_limit_seconds if pool is not None else self._unbound_hold_seconds
+        joined = f", no node of {pool_said(pool)} having joined" if pool is not None else ""
         return (f"backing off on {kind} until {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(until))} after none of its "
-                f"pods was bound within {self._unbound_hold_seconds:.0f} s (suspended again {times} time{'s' if times > 1 else ''})")
+                f"pods was bound within {limit:.0f} s{joined} (suspended again {times} time{'s' if times > 1 else ''})")
 
     def _backed_off_before(self, job: Job) -> tuple[str, dict[str, tuple[int, float]]] | None:
         """The back-off a Job's ``Placed`` condition says (``SuspendedAgain``, as a cellfit before a
