@@ -872,9 +872,7 @@ class HivedEngine:
         victims = self.allocator.victims(booking)
         if victims:
             raise SchedulingConflict(self._victim_reason(booking, victims))
-        if self._just_freed:
-            self._just_freed.bound(vc=booking.vc, node=node_name)  # the cells freed there are taken
-        self._just_freed.forget_pod(pod.uid)
+        self._just_freed.bound(vc=booking.vc, node=node_name, pod_uid=pod.uid)  # the cells freed there are taken
         return Placement(
             pod_uid=pod.uid,
             node_name=node_name,
@@ -1483,6 +1481,11 @@ class HivedEngine:
         replaced = self._claims.claim(pod, node=node, victims=victims)
         if replaced is not None:
             self._give_back_claimed(pod.uid, replaced.booking)
+
+    def pods_listed(self) -> None:
+        """The watch has applied a whole list of the pods (a restart's first relist recovers every
+        binding): what waited for the bindings is judged now (node_troubles.py)."""
+        self.node_troubles.pods_recovered(self.allocator)
 
     def books_cells_for(self, pod: PodInfo) -> bool:
         """Whether FitGpp's preemptor ``pod`` gets its cells booked once its victims have left

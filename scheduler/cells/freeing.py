@@ -112,16 +112,18 @@ class JustFreed:
     is bound on its node, or when its time is up.
 
     A guaranteed pod of the VC told to wait for a node's cells (being freed, or freed just now)
-    is that (VC, node)'s waiter (:meth:`awaited_by`): while the node's entry is open, the node
-    is :meth:`kept` from opportunistic pods, which HiveD would otherwise place on the freed
-    cells and reclaim for the waiter a moment later (user25 #1: 3 of 3 live). A waiter is
-    forgotten when it is bound or gone (:meth:`forget_pod`), or with its (VC, node)'s entry."""
+    is one of that (VC, node)'s waiters (:meth:`awaited_by`): while the node's entry is open and
+    a waiter is left, the node is :meth:`kept` from opportunistic pods, which HiveD would
+    otherwise place on the freed cells and reclaim for a waiter a moment later (user25 #1: 3 of
+    3 live). A waiter is forgotten when it is bound or gone (:meth:`forget_pod`), or with its
+    (VC, node)'s entry; a pod of the VC bound there ends the entry only once no waiter is left
+    (several pods of a Job may wait for one node's cells)."""
 
     def __init__(self, *, clock: Callable[[], float], seconds: float = FREED_CELL_WAIT_SECONDS) -> None:
         self.seconds = seconds
         self._clock = clock
         self._freed: dict[tuple[str, str], _Freed] = {}
-        self._waiters: dict[tuple[str, str], tuple[str, str]] = {}  # (VC, node) -> (pod UID, namespace/name)
+        self._waiters: dict[tuple[str, str], dict[str, str]] = {}  # (VC, node) -> pod UID -> namespace/name, in order
 
     def __bool__(self) -> bool:
         if self._freed:
@@ -138,28 +140,34 @@ class JustFreed:
             freed.pods = [*freed.pods[-9:], pod_key]
             freed.at = now  # its window starts again
 
-    def bound(self, *, vc: str, node: str) -> None:
-        """A pod of ``vc`` was bound on ``node``: the cells freed there are taken."""
-        self._freed.pop((vc, node), None)
-        self._waiters.pop((vc, node), None)
+    def bound(self, *, vc: str, node: str, pod_uid: str) -> None:
+        """The pod ``pod_uid`` of ``vc`` was bound on ``node``: it waits no more, and once no
+        other pod waits for them the cells freed there are taken."""
+        self.forget_pod(pod_uid)
+        if (vc, node) not in self._waiters:
+            self._freed.pop((vc, node), None)
 
     def awaited_by(self, *, vc: str, node: str, pod_uid: str, pod_key: str) -> None:
         """The guaranteed pod ``pod_key`` of ``vc`` was told to wait for ``node``'s cells."""
-        self._waiters[(vc, node)] = (pod_uid, pod_key)
+        self._waiters.setdefault((vc, node), {})[pod_uid] = pod_key
 
     def forget_pod(self, pod_uid: str) -> None:
         """The pod is bound or gone: it waits for no cells."""
         if self._waiters:
-            for key in [key for key, (uid, _) in self._waiters.items() if uid == pod_uid]:
-                del self._waiters[key]
+            for key in [key for key, waiting in self._waiters.items() if pod_uid in waiting]:
+                del self._waiters[key][pod_uid]
+                if not self._waiters[key]:
+                    del self._waiters[key]
 
     def kept(self) -> dict[str, tuple[str, str]]:
         """The nodes whose cells freed just now a guaranteed pod of their VC waits for, each
-        with (VC, the pod's namespace/name): no opportunistic pod is placed there meanwhile."""
+        with (VC, the first waiter's namespace/name): no opportunistic pod is placed there
+        meanwhile."""
         if not self._waiters:
             return {}
         self._forget_past()
-        return {node: (vc, key) for (vc, node), (_, key) in sorted(self._waiters.items()) if (vc, node) in self._freed}
+        return {node: (vc, next(iter(waiting.values())))
+                for (vc, node), waiting in sorted(self._waiters.items()) if (vc, node) in self._freed}
 
     def nodes_of(self, vc: str) -> dict[str, list[str]]:
         """The nodes pods of ``vc`` left just now, each with those pods (namespace/name), sorted."""
