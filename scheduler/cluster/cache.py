@@ -70,6 +70,9 @@ COUNT_WRITE_CONFLICTS = 5
 # are tried again over a longer outage than a count's; a relist or a restart finishes what is
 # still left (gang_recovery.py).
 PREEMPT_PAUSES_SECONDS: tuple[float, ...] = (0.5, 2.0, 5.0, 10.0)
+# A pod being deleted counts free for AlloX (free_by_node's leaving_within) for its grace period
+# and this long more from when the cache first saw it leaving (seconds): past that it is stuck.
+LEAVING_MARGIN_SECONDS = 60.0
 # Another replica's gang preemption is finished from its record (gang_recovery.py) only this long
 # after its decision: the deciding replica's own tries of a member (the mark, then the deletion,
 # 5 tries each over ~17 s of pauses, each call up to the API client's timeout, 10 s by default:
@@ -330,9 +333,16 @@ class ClusterCache:
         # UIDs of the pods cellfit chose as preemption victims, until the watch sees them go
         # (oldest dropped past VICTIMS_KEPT: a victim whose deletion was never seen).
         self._victims: dict[str, None] = {}
+        # Pods being deleted -> when free_by_node or leaving_pods first saw them so (monotonic):
+        # a pod still there its grace period and LEAVING_MARGIN_SECONDS later is stuck (a
+        # finalizer, a kubelet that never confirms) and holds its room again.
+        self._leaving_since: dict[str, float] = {}
         # Called, under the lock, when a victim's deletion or end has been applied to the engine
         # (nudge.VictimRequeue.victims_gone); None: nobody to tell.
         self.on_victims_gone: Callable[[], None] | None = None
+        # Called, under the lock, after each pods list has been applied whole (a restart's first
+        # relist recovers every binding): HiveD then judges what waited for it (node_troubles.py).
+        self.on_pods_listed: Callable[[], None] | None = None
         if isinstance(engine, FollowsPreemptorRecords):
             # A hold rebuilt from the pods' records: its victims watched as the verb's are; an
             # ended hold's record cleared off its pod, in the background (preemptor_records.py).
@@ -528,17 +538,19 @@ class ClusterCache:
         UID is in ``except_owners`` (AlloX admission counts its running Jobs as busy machines
         of their own, bound yet or not) and pods leaving (:meth:`leaving_pods`) whose grace period
         is at most ``leaving_within`` seconds: their room is free within that, and a pod started
-        onto it waits no longer than that for it."""
+        onto it waits no longer than that for it; one still there its grace period and
+        :data:`LEAVING_MARGIN_SECONDS` after this cache first saw it leaving holds its room."""
         with self._lock:
             nodes = sorted(
                 name for name in self._schedulable
                 if all(self._labels.get(name, {}).get(k) == v for k, v in (selector or {}).items())
             )
             used: dict[str, Resources] = {}
+            leaving = self._leaving_soon(leaving_within) if leaving_within > 0 else frozenset()
             for pod in self._pods.pods():
                 if pod.owner is not None and pod.owner.uid in except_owners:
                     continue
-                if pod.terminating and pod.grace_period_seconds <= leaving_within:
+                if pod.uid in leaving:
                     continue
                 if pod.holds_resources and pod.node_name in self._schedulable:
                     used[pod.node_name] = used.get(pod.node_name, ZERO) + pod.requests
@@ -549,8 +561,22 @@ class ClusterCache:
         ``within`` seconds: AlloX counts their room free (:meth:`free_by_node`), as it does their
         HiveD cells."""
         with self._lock:
-            return frozenset(pod.uid for pod in self._pods.pods()
-                             if pod.terminating and pod.holds_resources and pod.grace_period_seconds <= within)
+            return self._leaving_soon(within)
+
+    def _leaving_soon(self, within: float) -> frozenset[str]:
+        """The bound pods being deleted with a grace period of at most ``within`` seconds that
+        are not past it and :data:`LEAVING_MARGIN_SECONDS` since first seen leaving. Under the lock."""
+        now = time.monotonic()
+        since, seen = self._leaving_since, {}
+        soon = []
+        for pod in self._pods.pods():
+            if not (pod.terminating and pod.holds_resources):
+                continue
+            first = seen[pod.uid] = since.get(pod.uid, now)
+            if pod.grace_period_seconds <= within and now - first <= pod.grace_period_seconds + LEAVING_MARGIN_SECONDS:
+                soon.append(pod.uid)
+        self._leaving_since = seen  # pods no longer leaving are forgotten
+        return frozenset(soon)
 
     def pods_owned_by(self, owners: frozenset[str]) -> frozenset[str]:
         """The UIDs of the pods whose controller's UID is in ``owners`` (AlloX admission gives
@@ -719,6 +745,9 @@ class ClusterCache:
         unfinished finished (:meth:`_finish_recorded_gangs`)."""
         def replace_then_finish(listed: Sequence[T]) -> None:
             replace(listed)
+            if self.on_pods_listed is not None:
+                with self._lock:
+                    self.on_pods_listed()
             self._finish_recorded_gangs()
 
         return replace_then_finish
