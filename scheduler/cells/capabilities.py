@@ -122,5 +122,12 @@ class GuaranteeKeeping(Protocol):
         engine keeps the cells it names for the pending pod (its pod watch applies it)."""
 
 
-class Cells(CellReconfiguration, BookingSweep, RequestCheck, GuaranteeKeeping, Protocol):
+class RecoversBindings(Protocol):
+    """HiveD recovers its bindings from the pods as the watch lists them."""
+
+    def pods_listed(self) -> None:
+        """The watch applied a whole list of the pods: every binding is recovered."""
+
+
+class Cells(CellReconfiguration, BookingSweep, RequestCheck, GuaranteeKeeping, RecoversBindings, Protocol):
     """Every capability HiveD's cells give the drivers (``Composition.cells``)."""

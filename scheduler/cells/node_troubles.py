@@ -86,8 +86,9 @@ class NodeTroubles:
     A VC's quota not bound (:func:`_short`) is judged only once the pods' bindings are recovered:
     at a restart the nodes arrive before the pods, and every VC looked unbound, so a cordoned
     and a deleted node warned for all three VCs of user25's cluster, two of them bound with
-    running pods (#8). Until then (no pod known, and less than ``settle_seconds`` since the
-    first node seen, or :meth:`pods_recovered` not called yet) the node's shortfall waits, and is
+    running pods (#8). Until then (:meth:`pods_recovered` not called yet, after the watch's
+    first pods list, and less than ``settle_seconds`` since the first node seen) the node's
+    shortfall waits, and is
     judged, on the VCs as they are then, at the first node seen after, with the VCs bound on the
     node by then."""
 
@@ -111,7 +112,9 @@ class NodeTroubles:
             now = self._clock()
             if self._first_seen is None:
                 self._first_seen = now
-            self._recovered = bool(alloc.by_pod) or now - self._first_seen >= self._settle_seconds
+            # Not on the first pod known: the relist applies pods a few at a time while node
+            # statuses arrive beside it (review27 #4).
+            self._recovered = now - self._first_seen >= self._settle_seconds
         return self._recovered
 
     def _judge_waiting(self, alloc: CellAllocator) -> list[str]:

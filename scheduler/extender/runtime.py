@@ -234,6 +234,8 @@ def build_runtime(
         if api is not None
         else None
     )
+    if cache is not None and composition.cells is not None:
+        cache.on_pods_listed = composition.cells.pods_listed  # HiveD judges what waited for the bindings
     # The cell exchange's quota moves (every replica): a replica decides once its ledger is applied.
     quotas = _exchange_quotas(settings, api, composition.cells, lock, on_moved=cells_changed)
     readiness: Readiness = cache if cache is not None else AlwaysReady()

@@ -101,6 +101,7 @@ def test_the_warning_is_logged_once_per_vc_and_node_and_again_after_a_recovery(c
 def test_quota_the_free_healthy_cells_left_cannot_back_is_told_once_per_vc_and_node(caplog: pytest.LogCaptureFixture) -> None:
     engine, used = engine_with_a_half_used_cell()  # vc-b's 1 node cell is not bound; 3 free nodes
     troubles = NodeTroubles()
+    troubles.pods_recovered(engine.allocator)  # the watch's pods list applied: the bindings are known
     caplog.set_level(logging.WARNING, logger="scheduler.cells.node_troubles")
     free = [n for n in NODES if n != used]
     said = []

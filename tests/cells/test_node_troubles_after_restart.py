@@ -50,7 +50,9 @@ def test_a_restart_judges_the_quota_not_bound_after_the_pods_bindings_are_recove
     assert told(caplog) == []  # no VC bound yet: nothing judged
     for bound in pods:  # the watch relists the pods: their bindings are recovered
         restarted.apply_pod(bound)
-    restarted.apply_node(node(A_NODE))  # the next node status seen
+    restarted.apply_node(node(A_NODE))  # a node status seen before the list is applied whole: still waits
+    assert told(caplog) == []
+    restarted.pods_listed()  # the watch cache's list applied whole (ClusterCache.on_pods_listed)
     shortfalls = [s for s in told(caplog) if "guarantee cannot be bound" in s]
     # vc-b and vc-c are bound; only vc-a's second cell has no free healthy cell left to bind.
     assert {s.split("'s guarantee")[0] for s in shortfalls} == {"virtual cluster vc-a"}, told(caplog)

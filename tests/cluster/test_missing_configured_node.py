@@ -75,7 +75,10 @@ def test_a_configured_node_without_a_node_object_is_bad_and_named_with_its_field
     assert not world.healthy("gpu-node-9") and not world.placeable_on("gpu-node-9")
     assert world.healthy("gpu-node-1") and world.placeable_on("gpu-node-1")
     (warned,) = [r for r in caplog.records if r.name == LOGGER and getattr(r, "node", None) == "gpu-node-9"]
-    # HiveD says once per VC what the missing node costs it (scheduler/cells/node_troubles.py).
+    # HiveD says once per VC what the missing node costs it (scheduler/cells/node_troubles.py),
+    # once the pods' bindings are known (the watch cache's pods list applied whole).
+    with caplog.at_level(logging.WARNING):
+        world.engine.pods_listed()
     assert {r.virtualCluster for r in caplog.records if r.name == "scheduler.cells.node_troubles"} == {"nlp", "speech"}  # type: ignore[attr-defined]
     assert warned.field == "cells.topology.physicalCells[1].nodeName"  # type: ignore[attr-defined]
 
