@@ -1346,9 +1346,13 @@ class PlacerController:
         allocatable = self._allocatable_by_node()
         asked = self._asked_per_gpu() if self._asked_per_gpu is not None else GpuPodsAsk()
         shapes = set(allocatable.values()) or {self._capacity()}
-        self._asked_lately = {shape: self._asked_lately.get(shape) or AskedLately(window_seconds=self._unbound_hold_seconds)
-                              for shape in shapes}
-        kept = {shape: lately.note(asked.per_gpu(nodes=[shape]), now=now) for shape, lately in self._asked_lately.items()}
+        # A kind of node absent this pass (a device plugin restarting reads 0 GPUs a moment) keeps
+        # what its GPU pods asked for the rest of its window (review27 #7).
+        self._asked_lately = {shape: lately for shape, lately in self._asked_lately.items()
+                              if shape in shapes or lately.noted_within(now)}
+        for shape in shapes:
+            self._asked_lately.setdefault(shape, AskedLately(window_seconds=self._unbound_hold_seconds))
+        kept = {shape: self._asked_lately[shape].note(asked.per_gpu(nodes=[shape]), now=now) for shape in shapes}
         self._kept_by_node = {name: kept[shape] for name, shape in allocatable.items()}
         self._kept_elsewhere = Demand(cpu=max((k.cpu for k in kept.values()), default=0.0),
                                       memory=max((k.memory for k in kept.values()), default=0.0))

@@ -241,6 +241,10 @@ class AskedLately:
         # (when, what was asked then): none outdone in both by a later one, which outlives it.
         self._seen: list[tuple[float, Demand]] = []
 
+    def noted_within(self, now: float) -> bool:
+        """Whether a pass of the window is remembered (a kind of node absent for a pass keeps it)."""
+        return any(0 <= now - when <= self._window_seconds for when, _ in self._seen)
+
     def note(self, asked: Demand, *, now: float) -> Demand:
         """Remember this pass's ``asked``; the most of each over the window."""
         self._seen = [
