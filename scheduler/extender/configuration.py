@@ -116,9 +116,12 @@ class ConfigReloader:
             return
         self._metrics.config_reloads[reload.result].inc()
         if reload.result == "invalid":
+            # A refusal of the running cells (over-committed, an unknown cell type) names the file
+            # as a parse error does (user25 #7).
+            said = reload.reason if reload.reason.startswith(f"{self._path}:") else f"{self._path}: {reload.reason}"
             log.warning(
                 "new configuration not applied: invalid; running on the last valid configuration",
-                extra={"config_file": self._path, "reason": reload.reason},
+                extra={"config_file": self._path, "reason": said},
             )
         if reload.applied:
             log.info(

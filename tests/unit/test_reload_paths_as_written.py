@@ -5,6 +5,7 @@ back as plain data, where every VC is ``{cells: [...]}``)."""
 
 from __future__ import annotations
 
+import logging
 import threading
 from pathlib import Path
 from typing import Any
@@ -59,6 +60,17 @@ def test_a_reload_names_the_field_as_startup_does(tmp_path: Path, vc: Any, writt
     reason = at_reload(tmp_path, config)
     assert reason.startswith(f"{written}: unknown cell type 'H100-NODE'")
     assert reason == in_process(config)
+
+
+def test_the_running_cells_refusal_is_logged_naming_the_file_as_a_parse_error_is(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """user25 #7: an over-committed or unknown-cell-type reload was logged without the file's path,
+    which every parse error carries."""
+    caplog.set_level(logging.WARNING, logger="scheduler.extender.configuration")
+    reason = at_reload(tmp_path, text({"vc-a": [{"cellType": "H100-NODE", "count": 1}]}))
+    (logged,) = [record.reason for record in caplog.records]  # type: ignore[attr-defined]
+    assert logged == f"{tmp_path / 'config.yaml'}: {reason}"
 
 
 def test_the_reloads_parse_keeps_how_each_vc_was_written() -> None:
