@@ -116,6 +116,14 @@ class VirtualClusterSpec(_Model):
         """Where the VC's ``index``-th cell is written: ``vision[0]``, or ``vision.cells[0]``."""
         return f"{where}[{index}]" if self._bare else f"{where}.cells[{index}]"
 
+    def written_like(self, written: VirtualClusterSpec) -> VirtualClusterSpec:
+        """This guarantee, its cells named as ``written`` (the file's) writes them."""
+        if self._bare == written._bare:
+            return self
+        spec = self.model_copy()
+        spec._bare = written._bare
+        return spec
+
 
 class CellsConfig(_Model):
     """The HiveD section of the service configuration. With no ``topology`` the cells are

@@ -79,3 +79,18 @@ def test_the_reloads_parse_keeps_how_each_vc_was_written() -> None:
     assert reparsed["bare"].cells_path("bare", 0) == "bare[0]"
     assert reparsed["mapped"].cells_path("mapped", 0) == "mapped.cells[0]"
     assert reparsed == parse_settings(config).cells.virtual_clusters
+
+
+def test_under_the_cell_exchange_a_refusal_names_the_field_as_the_file_writes_it() -> None:
+    """The cell exchange's reload applies the exchanges under way on top of the file's VCs
+    (cells.exchange.quota.reconfiguration), whose specs it makes anew: user25 #7 read
+    ``cells.virtualClusters.vc-c.cells[0].cellType`` for a VC the file wrote as a bare list."""
+    from scheduler.cells.exchange.quota import reconfiguration
+
+    config = text({"vc-a": [{"cellType": "H100-NODE", "count": 1}]})
+    base = parse_settings(config).cells
+    remade = {vc: type(spec).model_validate({"cells": [c.model_dump(by_alias=True) for c in spec.cells]})
+              for vc, spec in base.virtual_clusters.items()}  # as the exchange's planning makes them
+    with pytest.raises(ConfigError) as refused:
+        engine().reconfigure(reconfiguration(base, remade), prefix="cells")
+    assert str(refused.value).startswith("cells.virtualClusters.vc-a[0].cellType: unknown cell type 'H100-NODE'")

@@ -240,5 +240,10 @@ def window_plan(
 
 
 def reconfiguration(config: CellsConfig, specs: Mapping[str, VirtualClusterSpec]) -> CellsConfig:
-    """``config`` with its VCs replaced by ``specs``: what ``HivedEngine.reconfigure`` takes."""
-    return config.model_copy(update={"virtual_clusters": dict(specs)})
+    """``config`` with its VCs replaced by ``specs``: what ``HivedEngine.reconfigure`` takes, each
+    VC's cells named as ``config`` (the file) writes them, so a refusal names the file's field
+    (user25 #7: a VC written as a bare list was named ``vc-c.cells[0]`` under the cell exchange)."""
+    written = config.virtual_clusters
+    return config.model_copy(update={"virtual_clusters": {
+        vc: spec.written_like(written[vc]) if vc in written else spec for vc, spec in specs.items()
+    }})
