@@ -8,26 +8,11 @@ import logging
 
 import pytest
 
-from scheduler.cells import HivedEngine
-from scheduler.cells.config import parse_cells_config
-from tests.cells.helpers import node, node_names, pod, rack_cluster, schedule
-
-NODES = node_names(1, 4)
-
-
-def engine_with_vc_a_on_one_node() -> tuple[HivedEngine, str]:
-    engine = HivedEngine.from_config(parse_cells_config(rack_cluster(1, 4, vcs={
-        "vc-a": [{"cellType": "V100-NODE", "count": 1}], "vc-b": [{"cellType": "V100-NODE", "count": 1}]})))
-    for name in NODES:
-        engine.apply_node(node(name))
-    placed = schedule(engine, pod("a-0", 4, vc="vc-a"), NODES)
-    assert placed is not None
-    engine.apply_pod(placed)
-    return engine, str(placed.node_name)
-
+from tests.cells.helpers import node
+from tests.cells.test_node_troubles import engine_with_a_half_used_cell
 
 def test_a_deleted_node_is_named_in_the_vc_views_and_logged_once(caplog: pytest.LogCaptureFixture) -> None:
-    engine, used = engine_with_vc_a_on_one_node()
+    engine, used = engine_with_a_half_used_cell()
     caplog.set_level(logging.WARNING, logger="scheduler.cells.node_troubles")
     engine.apply_node(node(used, unschedulable=True))
     engine.apply_node(node(used, unschedulable=True))

@@ -9,26 +9,14 @@ from __future__ import annotations
 from typing import Any
 
 from scheduler.cells import HivedEngine, inspection
-from scheduler.cells.config import parse_cells_config
 from scheduler.cells.node_troubles import NodeTroubles
 from scheduler.kubectl import output, views
 from scheduler.kubectl.objects import CellfitView, events_from, pod_from
 from scheduler.kubectl.why import explain_pod
-from tests.cells.helpers import node, node_names, pod, rack_cluster, schedule
-
-NODES = node_names(1, 4)
-
+from tests.cells.test_node_troubles import engine_with_a_half_used_cell
 
 def deleted_under_vc_a() -> tuple[HivedEngine, NodeTroubles, str]:
-    engine = HivedEngine.from_config(
-        parse_cells_config(rack_cluster(1, 4, vcs={"vc-a": [{"cellType": "V100-NODE", "count": 1}], "vc-b": [{"cellType": "V100-NODE", "count": 1}]}))
-    )
-    for name in NODES:
-        engine.apply_node(node(name))
-    placed = schedule(engine, pod("a-0", 4, vc="vc-a"), NODES)
-    assert placed is not None
-    engine.apply_pod(placed)
-    used = str(placed.node_name)
+    engine, used = engine_with_a_half_used_cell()
     troubles = NodeTroubles()
     engine.delete_node(used)
     troubles.node_seen(engine.allocator, used, "deleted")
