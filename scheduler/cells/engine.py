@@ -31,7 +31,7 @@ from scheduler.cells.booking import Booking, Group
 from scheduler.cells.capabilities import WaitingGuarantee
 from scheduler.cells.planning import QuotaExhausted, Spot, Target, Unplaceable
 from scheduler.cells.gangs import give_back_gang
-from scheduler.cells.preemptor_claims import PreemptorClaims
+from scheduler.cells.preemptor_claims import PreemptorClaims, keeps_quota
 from scheduler.cells.virtual_clusters import VcState
 from scheduler.cells.check import CellsCheck, check_config, describe, stable_cell_types
 from scheduler.cells.expiry import BookingExpiry, BookingLimits, BookingReleased
@@ -1495,10 +1495,9 @@ class HivedEngine:
         if pod.requests.gpus == 0:
             return False
         try:
-            request = parse_request(pod)
+            return keeps_quota(parse_request(pod))
         except InvalidAnnotation:
             return False
-        return request.priority is Priority.GUARANTEED and request.gang is None
 
     def cells_booked_for(self, pod_uid: str) -> str | None:
         """The node whose cells are booked for FitGpp's preemptor ``pod_uid`` because its victims
@@ -1544,8 +1543,8 @@ class HivedEngine:
                 continue
             try:
                 ctx = self._context(pod)
-                if ctx.request.priority is not Priority.GUARANTEED or ctx.request.gang is not None:
-                    self._claims.end(pod.uid)  # no quota of its own to keep (a gang books its slots itself)
+                if not keeps_quota(ctx.request):
+                    self._claims.end(pod.uid)
                     continue
                 spot = alloc.plan(ctx.request, ctx.vc, ctx.targets, allowed=frozenset({claim.node}))
             except (Unplaceable, InvalidAnnotation) as error:

@@ -24,7 +24,15 @@ from dataclasses import dataclass
 from typing import AbstractSet, Iterator, Mapping
 
 from scheduler.cells.booking import Booking
+from scheduler.cells.request import CellRequest, Priority
 from scheduler.core.model import PodInfo
+
+
+def keeps_quota(request: CellRequest) -> bool:
+    """Whether a preemptor of ``request`` gets its cells booked once its victims have left: a
+    guaranteed pod of no gang, whose VC's quota is to wait for it. An opportunistic pod has no
+    quota of its own to keep, and a gang books its slots itself."""
+    return request.priority is Priority.GUARANTEED and request.gang is None
 
 
 @dataclass(slots=True)
