@@ -112,3 +112,12 @@ CELL_OFFERS_PATH: Final = f"/apis/{EXCHANGE_API_VERSION}/celloffers"
 CELL_REQUESTS_PATH: Final = f"/apis/{EXCHANGE_API_VERSION}/cellrequests"
 # The inspect view of current exchanges (under INSPECT_URL_PREFIX).
 INSPECT_EXCHANGES_PATH: Final = "/exchanges"
+
+# How long kube-scheduler's cache may still count a pod cellfit's watch has seen gone (seconds):
+# both get the same deletion from the API server, and the gap is the events' delivery, well
+# under a second (live, user24b: the preempt verb 5 ms after cellfit's watch saw the pod gone,
+# kube-scheduler's binding on the freed node 1 s later); 5 s covers a loaded API server. What
+# waits for that lag (FitGpp's kept room, HiveD's freed cells) waits no longer: past it
+# kube-scheduler refuses the node for a reason of its own. Not cells.victimExitMarginSeconds,
+# the scale of a pod's exit overstaying its grace period.
+CACHE_LAG_SECONDS: Final = 5.0

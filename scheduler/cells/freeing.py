@@ -30,6 +30,7 @@ from typing import Callable, Final, Iterator, NamedTuple, Sequence
 from scheduler.cells.planning import Target
 from scheduler.cells.topology import Cell
 from scheduler.cells.virtual_clusters import VcState
+from scheduler.constants import CACHE_LAG_SECONDS
 
 
 class FreeingCell(NamedTuple):
@@ -89,14 +90,8 @@ def _freed_by_leaving(cell: Cell, gpus: int, leaving: Callable[[int], bool]) -> 
 
 
 # How long after a pod of a VC left its cells a guaranteed pod of that VC that HiveD would place
-# there without a victim preempts nobody elsewhere. kube-scheduler's informer and cellfit's watch
-# get the same deletion from the API server; the gap between them is the events' delivery, well
-# under a second (live, user24b: the preempt verb 5 ms after cellfit's watch saw the pod gone,
-# kube-scheduler's bind on the freed node 1 s later). 5 s covers a loaded API server; a pod whose
-# node kube-scheduler refuses for another reason waits at most that long before its reclaim.
-# cells.victimExitMarginSeconds (a victim's exit overstaying its grace period, tens of seconds) is
-# the wrong scale: this is a cache's lag, not a pod's exit.
-FREED_CELL_WAIT_SECONDS: Final = 5.0
+# there without a victim preempts nobody elsewhere: kube-scheduler's cache's lag.
+FREED_CELL_WAIT_SECONDS: Final = CACHE_LAG_SECONDS
 
 
 @dataclass(slots=True)

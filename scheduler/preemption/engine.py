@@ -38,7 +38,7 @@ from scheduler.core.resources import ZERO, Resources
 
 from scheduler.core.engine import FilterDecision, Placement, SchedulingEngine, Scores, TracksJobs, Verdicts
 from scheduler.core.model import TERMINAL_PHASES, JobInfo, NodeInfo, PodInfo
-from scheduler.constants import ANNOTATION_PREEMPTIONS, ANNOTATION_PREEMPTOR_HOLD, LABEL_JOB_CLASS
+from scheduler.constants import ANNOTATION_PREEMPTIONS, ANNOTATION_PREEMPTOR_HOLD, CACHE_LAG_SECONDS, LABEL_JOB_CLASS
 from scheduler.core.pods import PodStore
 from scheduler.errors import InvalidAnnotation
 from scheduler.preemption import records
@@ -68,12 +68,10 @@ from scheduler.wording import (
 
 DEFAULT_SCHEDULER_NAME = "cellfit"  # the chart's kube-scheduler profile
 # How long a preemptor whose victims have left gets no victim elsewhere, from the first time it
-# is asked about after they left, while its node still has its room: kube-scheduler's cache drops
-# an exited pod a moment after cellfit's watch (live, user24b: the preempt verb 5 ms after the
-# watch, the binding on the freed node 1 s later). Seconds, a cache's lag, as HiveD's
-# FREED_CELL_WAIT_SECONDS (scheduler/cells/freeing.py): past it kube-scheduler refuses the node
-# for a reason FitGpp cannot see (a taint), and the pod is preempted for elsewhere.
-ROOM_KEPT_SECONDS = 5.0
+# is asked about after they left, while its node still has its room: kube-scheduler's cache's
+# lag; past it kube-scheduler refuses the node for a reason FitGpp cannot see (a taint), and the
+# pod is preempted for elsewhere.
+ROOM_KEPT_SECONDS = CACHE_LAG_SECONDS
 
 
 def _row_of(pod: PodInfo, preemptions: int | None) -> tuple[object, ...]:
