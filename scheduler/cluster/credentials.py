@@ -7,12 +7,9 @@ its credential expires and after a 401 (:class:`KubeconfigCredentials`).
 from __future__ import annotations
 
 import asyncio
-import atexit
 import functools
 import logging
 import os
-import shutil
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -26,6 +23,7 @@ from kubernetes import config as k8s_config
 from scheduler.cluster import exec_plugin
 from scheduler.cluster.exec_plugin import ExecCredential, ExecPlugin, present_exec_credential, run_exec_plugin
 from scheduler.cluster.file_stamps import FileStamp, file_stamps
+from scheduler.cluster.private_folder import private_folder, remove
 from scheduler.cluster.kubeconfig import (
     AuthProviderWriteBack, KubeconfigFieldError, MergedKubeconfig, UserCredentials, auth_provider_persister, check_ca, check_pair, loadable_without_exec,
     merged_kubeconfig, persist_or_warn, user_credentials, write_private,
@@ -177,21 +175,33 @@ class KubeconfigCredentials:
             read = user_credentials(merged, context=str(name))
         except KubeconfigFieldError as error:
             raise ConfigError(f"cluster.kubeconfig: {error.file or named_as}: {error}") from None
-        folder = Path(tempfile.mkdtemp(prefix="cellfit-kubeconfig-"))
-        atexit.register(shutil.rmtree, folder, ignore_errors=True)
-        loadable = loadable_without_exec(merged, context=str(name))
-        write_back = auth_provider_persister(merged, loadable, context=str(name))
+        folder = private_folder()
+        try:
+            return cls._load_into(configuration, files=files, context=context, name=str(name), merged=merged, read=read,
+                                  stamp=stamp, folder=folder)
+        except BaseException:
+            remove(folder)  # a refused kubeconfig leaves none of its credentials behind
+            raise
+
+    @classmethod
+    def _load_into(
+        cls, configuration: Any, *, files: tuple[Path, ...], context: str | None, name: str, merged: MergedKubeconfig,
+        read: UserCredentials, stamp: tuple[FileStamp, ...], folder: Path,
+    ) -> KubeconfigCredentials:
+        named_as = os.pathsep.join(map(str, files))
+        loadable = loadable_without_exec(merged, context=name)
+        write_back = auth_provider_persister(merged, loadable, context=name)
         persist = functools.partial(persist_or_warn, write_back)
         try:
             # No base path: each entry's relative paths against its own file's folder. An
             # auth-provider's token the loader refreshes is written back, as client-go writes it.
             k8s_config.kube_config.KubeConfigLoader(  # type: ignore[no-untyped-call]  # unannotated
-                config_dict=loadable, active_context=str(name), config_base_path=None, temp_file_path=str(folder),
+                config_dict=loadable, active_context=name, config_base_path=None, temp_file_path=str(folder),
                 config_persister=persist,
             ).load_and_set(configuration)
         except (k8s_config.ConfigException, OSError, ValueError) as error:
             raise ConfigError(f"cluster.kubeconfig: {named_as} is unusable: {error}") from None
-        follower = cls(files=files, context=str(name), read=read, folder=folder, stamp=stamp, context_is_current=not context,
+        follower = cls(files=files, context=name, read=read, folder=folder, stamp=stamp, context_is_current=not context,
                        write_back=write_back)
         try:
             follower._adopt(configuration)

@@ -124,6 +124,23 @@ def _bind(*, host: str, port: int, setting: str) -> socket.socket:
     return sock
 
 
+@contextlib.contextmanager
+def _sigterm_ends_startup() -> Iterator[None]:
+    """SIGTERM while starting (the cluster's Nodes listed, retried while the API server is
+    unreachable) ends the process as an exit does, its exit handlers run: Python's default
+    action for it would leave the credentials folder (scheduler.cluster.private_folder)
+    behind. Serving, the event loop's own handler drains and stops instead."""
+
+    def exit_on_sigterm(signum: int, frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, exit_on_sigterm)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def serve(settings: Settings, *, config_file: ConfigFile | None = None) -> None:
     """Serve until SIGINT or SIGTERM: the extender (verbs, inspect, health, metrics) on
     server.host:port; when server.metricsPort is set, health and metrics alone on
@@ -132,7 +149,8 @@ def serve(settings: Settings, *, config_file: ConfigFile | None = None) -> None:
     admission.host:port; in one event loop over one state. ``config_file``: the file
     ``settings`` came from, checked every server.configReloadSeconds for changes to apply live."""
     try:
-        runtime = build_runtime(settings)
+        with _sigterm_ends_startup():
+            runtime = build_runtime(settings)
     except ConfigError as error:  # refused at startup (against the cells discovered from the Nodes): named with the file, as when loaded
         if config_file is None:
             raise
