@@ -206,6 +206,9 @@ class LastDecision:
     progress: Mapping[str, float] = field(default_factory=dict)  # §3.3.2, per user
     progress_spread: float = 0.0
     waiting_for_pool: list[str] = field(default_factory=list)
+    # Started Jobs whose pods wait for a node of a pool of estimator.nodesMayJoin to join (job,
+    # kind, pool): placeable once one does, and holding no machine of AlloX's meanwhile.
+    waiting_for_nodes: list[dict[str, str]] = field(default_factory=list)
     # Started Jobs that hold no machine of AlloX's, and why (placer/holding.py).
     released: list[dict[str, str]] = field(default_factory=list)
     # Waiting Jobs AlloX holds this pass outside the queue (unplaceable, waiting for quota): each
@@ -237,6 +240,7 @@ class PlacerController:
         asked_per_gpu: Callable[[], GpuPodsAsk] | None = None,
         nodes_may_join: Sequence[Mapping[str, str]] = (),
         joining_limit_seconds: float = DEFAULT_JOINING_LIMIT_SECONDS,
+        allocatable_carrying: Callable[[Mapping[str, str]], Mapping[str, Resources]] | None = None,
     ) -> None:
         self._api = api
         # Pools an autoscaler scales up from zero (estimator.nodesMayJoin): a configuration only
@@ -244,6 +248,11 @@ class PlacerController:
         # pods may stay Pending as long as a sampling pod's (estimator.pendingLimitSeconds).
         self._nodes_may_join = tuple(nodes_may_join)
         self._joining_limit_seconds = joining_limit_seconds
+        # The allocatable of AlloX's nodes carrying given labels (a listed pool's): a started Job
+        # whose pods only that pool runs holds a machine only while one of them could take its
+        # pods; else they wait for the autoscaler and hold none. None: not known, held as any
+        # starting Job is.
+        self._allocatable_carrying = allocatable_carrying
         self._jobs = jobs
         self._free_by_node = free_by_node
         # The allocatable resources of AlloX's nodes, summed: what fairness divides demands by.
@@ -428,7 +437,7 @@ class PlacerController:
             self._backed_off = {uid: off for uid, off in self._backed_off.items() if uid in live}
             with self._lock:
                 self._started = {uid: start for uid, start in self._started.items() if uid in live}
-        running, released = self._holding(now, running, by_key)
+        running, released, waiting_for_nodes = self._holding(now, running, by_key)
         running_uids.difference_update(by_key[item.key].metadata.uid for item, _ in released)
         # Running Jobs are busy machines of their own: their pods (bound yet or not) must not
         # also make their node look full, nor, unbound, leave it looking free.
@@ -522,6 +531,10 @@ class PlacerController:
         beside_floor = tuple(_beside_kept(node, kept=floor) for node in nodes)
         floor_room = _total(beside_floor) if beside_floor else _beside_kept(capacity, kept=floor)
         held: dict[str, tuple[str, str]] = {}  # Job key -> its Placed reason and message, for the inspect document
+        # Started Jobs whose pods wait for a pool of estimator.nodesMayJoin to join: placeable once
+        # a node joins, so not among the unplaceable (joined_now: started so this pass).
+        waiting_for_nodes_said = [{"job": item.key, "kind": item.kind, "pool": pool_said(pool)} for item, pool in waiting_for_nodes]
+        joined_now: list[str] = []
         for key, message in backing_off.items():
             held[key] = (REASON_SUSPENDED_AGAIN, message)
             self._tell(by_key[key], status="False", reason=REASON_SUSPENDED_AGAIN, message=message)
@@ -530,7 +543,10 @@ class PlacerController:
             beyond = kinds_beyond(item, cpu_slot=decision.cpu_slot, gpus=gpus_on_a_node, room=room)
             joining = self._joining_start(job, configurations[job.metadata.uid], beyond=beyond)
             if joining is not None:
-                self._start(job, configurations[job.metadata.uid], joining[0], why=joining[1])
+                kind, pool, why = joining
+                self._start(job, configurations[job.metadata.uid], kind, why=why)
+                joined_now.append(key)
+                waiting_for_nodes_said.append({"job": key, "kind": kind, "pool": pool_said(pool)})
                 continue
             outside = _gpu_outside_vcs(job, found) if found is not None else None
             in_use = _held_by_others(item, beyond=beyond, outside=outside, capacity=capacity, cpu_room=cpu_room)
@@ -566,7 +582,8 @@ class PlacerController:
                     **({"startsWith": together[q.key]} if together[q.key] < q.position else {}),
                     **({"backingOff": backed_off_in[q.key]} if q.key in backed_off_in else {})} for q in decision.queue],
             waiting_for_pool=list(decision.waiting_for_pool),
-            unplaceable=list(decision.unplaceable), idle_machines=dict(decision.idle_machines),
+            unplaceable=[key for key in decision.unplaceable if key not in joined_now], waiting_for_nodes=waiting_for_nodes_said,
+            idle_machines=dict(decision.idle_machines),
             busy_machines=dict(decision.busy_machines), mechanism=self._settings.mechanism,
             progress=dict(decision.progress), progress_spread=decision.progress_spread,
             released=[{"job": item.key, "kind": item.kind, "why": state} for item, state in released],
@@ -681,39 +698,47 @@ class PlacerController:
 
     def _holding(
         self, now: float, running: list[RunningJob], by_key: Mapping[str, Job]
-    ) -> tuple[list[RunningJob], list[tuple[RunningJob, Hold]]]:
+    ) -> tuple[list[RunningJob], list[tuple[RunningJob, Hold]], list[tuple[RunningJob, Mapping[str, str]]]]:
         """The started Jobs that hold AlloX's machines, and the others with why
-        (placer/holding.py); a Job that stops or starts holding again is told."""
+        (placer/holding.py), and of those the ones whose pods wait for a pool of
+        ``estimator.nodesMayJoin`` to join, with the pool; a Job that stops or starts holding
+        again is told."""
         if self._job_pods is None:
-            return running, []
+            return running, [], []
         uids = frozenset(by_key[item.key].metadata.uid for item in running)
         self._released = {uid: state for uid, state in self._released.items() if uid in uids}  # Jobs no longer running are forgotten
         self._was_bound &= uids
         self._bound_recorded &= uids
         if not running:
-            return running, []
+            return running, [], []
         found = self._job_pods(uids)
         kept: list[RunningJob] = []
         released: list[tuple[RunningJob, Hold]] = []
+        waiting_for_nodes: list[tuple[RunningJob, Mapping[str, str]]] = []
         for item in running:
             job = by_key[item.key]
             uid = job.metadata.uid
             pods = found.get(uid)
             state = hold(pods=pods, started=item.started, now=now, unbound_hold_seconds=self._unbound_hold_seconds)
-            # Pods waiting for a listed pool's node get the wait a sampling pod got for it.
-            pool = self._awaited_pool(job, item.kind) if state == "unbound" and uid not in self._was_bound else None
-            joining = pool is not None and now - item.started < self._joining_limit_seconds
-            self._remember_why(job, item.kind)  # before a condition below says where its pods are instead
-            resuming = _resuming(job, pods)
-            if resuming:
-                self._tell(job, status="True", reason=REASON_PREEMPTED,
-                           message=f"preempted: no pod of it runs now; its next pod waits to be placed, to resume on {item.kind}")
             if state == "running":
                 self._was_bound.add(uid)
                 self._record_bound(job)
             elif uid not in self._was_bound and bound_in_this_run(job.annotations, job.status.startTime if job.status else None):
                 self._was_bound.add(uid)  # seen bound before this cellfit restarted
                 self._bound_recorded.add(uid)
+            # Pods waiting for a listed pool's node get the wait a sampling pod got for it, and
+            # hold no machine while no node of the pool up now could take them.
+            pool = self._awaited_pool(job, item.kind) if state in ("starting", "unbound") and uid not in self._was_bound else None
+            if state == "starting" and pool is not None and not self._pool_takes(pool, item):
+                state = "joining"
+            joining = pool is not None and now - item.started < self._joining_limit_seconds
+            if pool is not None and state != "starting" and joining:
+                waiting_for_nodes.append((item, pool))
+            self._remember_why(job, item.kind)  # before a condition below says where its pods are instead
+            resuming = _resuming(job, pods)
+            if resuming:
+                self._tell(job, status="True", reason=REASON_PREEMPTED,
+                           message=f"preempted: no pod of it runs now; its next pod waits to be placed, to resume on {item.kind}")
             if state in HOLDING:
                 kept.append(item)
                 placed = job.condition(CONDITION_PLACED)
@@ -733,6 +758,8 @@ class PlacerController:
                 continue
             if resuming:  # told above: its pods were bound, then preempted, not never bound
                 self._released[uid] = state
+            elif state == "joining":
+                pass  # its start said it waits for a node to join; the NotBound limit has not passed
             elif joining and pool is not None:
                 self._released[uid] = state
                 self._tell(job, status="True", reason="NotBound", message=(
@@ -746,7 +773,20 @@ class PlacerController:
                 self._tell(job, status="True", reason="PodsElsewhere" if state == "elsewhere" else "NotBound",
                            message=explain(item.kind, state, unbound_hold_seconds=self._unbound_hold_seconds,
                                            was_bound=uid in self._was_bound))
-        return kept, released
+        return kept, released, waiting_for_nodes
+
+    def _pool_takes(self, pool: Mapping[str, str], item: RunningJob) -> bool:
+        """Whether a node of AlloX's carrying ``pool``'s labels, up now, could take a pod of the
+        started Job (its allocatable holds what one pod asks in its kind); true where those nodes
+        are not known (nothing to judge by: held as any starting Job)."""
+        if self._allocatable_carrying is None:
+            return True
+        asks = item.demand.get(item.kind)
+        nodes = self._allocatable_carrying(pool).values()
+        if asks is None:
+            return bool(nodes)
+        return any(asks.cpu <= room.cpu and asks.memory <= room.memory and asks.gpu <= room.gpu
+                   for room in map(_in_demand_units, nodes))
 
     def _record_bound(self, job: Job) -> None:
         """Record on a Job AlloX started that a pod of it was bound in this run, once per run:
@@ -826,14 +866,16 @@ class PlacerController:
         selector = {**(spec.get("nodeSelector") or {}), **configuration.node_selector}
         return awaited_pool(selector=selector, spec=spec, pool=self._settings.node_selector, may_join=self._nodes_may_join)
 
-    def _joining_start(self, job: Job, configurations: Configurations, *, beyond: frozenset[str]) -> tuple[str, str] | None:
+    def _joining_start(
+        self, job: Job, configurations: Configurations, *, beyond: frozenset[str]
+    ) -> tuple[str, Mapping[str, str], str] | None:
         """A Job no node of AlloX's holds now in a kind that only a pool an autoscaler scales up
-        from zero runs: started in that kind (the first such, by name) with why, for its Pending
+        from zero runs: started in that kind (the first such, by name), the pool and why, for its Pending
         pods are what make the autoscaler add the node; None when no such kind. Judged against
         the nodes up now, it "never fits" and is never started, so the node never joins."""
         for kind in sorted(beyond):
             if kind in configurations.kinds and (pool := self._awaited_pool(job, kind)) is not None:
-                return kind, (f"no node of AlloX's holds it now, and only a node of {pool_said(pool)} runs it: it waits for "
+                return kind, pool, (f"no node of AlloX's holds it now, and only a node of {pool_said(pool)} runs it: it waits for "
                               f"one to join (estimator.nodesMayJoin), up to {self._joining_limit_seconds:.0f} s "
                               "(estimator.pendingLimitSeconds)")
         return None
@@ -1429,7 +1471,8 @@ class PlacerController:
             "lastDecision": {"at": last.at, "seconds": round(last.seconds, 6), "secondsFromState": round(last.from_state_seconds, 6),
                              "queueSeconds": round(last.queue_seconds, 6),
                              "starts": last.starts, "unplaceable": last.unplaceable,
-                             "waitingForQuota": last.waiting_for_pool, "holdingNoMachine": last.released,
+                             "waitingForQuota": last.waiting_for_pool, "waitingForNodes": last.waiting_for_nodes,
+                             "holdingNoMachine": last.released,
                              "idleMachines": last.idle_machines, "busyMachines": last.busy_machines},
             # §3.3.2: each user's progress (the dominant shares of her running Jobs, discounted
             # on their slower kind) and its standard deviation over the users with Jobs here.

@@ -19,6 +19,11 @@ The rule, from the pods of the Job that the cluster cache holds (it forgets fini
   as bound outside AlloX's nodes); the Job is told, and counted again once a pod binds);
 - else no pod at all: none (``gone``: its pods finished and the Job controller has not marked
   it complete yet, or they were deleted).
+
+A Job whose pods only a pool of ``estimator.nodesMayJoin`` runs, none of them bound yet, holds
+none while no node of that pool up now could take them (``joining``, judged by the controller,
+which knows the pools): they wait for the autoscaler to add one, and no machine of AlloX's is
+theirs meanwhile.
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ from scheduler.constants import ANNOTATION_PODS_BOUND
 # whose pods fit no node gives its machine back within minutes.
 DEFAULT_UNBOUND_HOLD_SECONDS: Final = 300.0
 
-Hold = Literal["running", "starting", "elsewhere", "unbound", "gone"]
+Hold = Literal["running", "starting", "elsewhere", "unbound", "gone", "joining"]
 HOLDING: Final[frozenset[Hold]] = frozenset({"running", "starting"})
 
 
