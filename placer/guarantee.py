@@ -16,12 +16,12 @@ values in, values out.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import AbstractSet, Any, Iterable, Mapping, Sequence
+from typing import AbstractSet, Any, Callable, Iterable, Mapping, Sequence
 
 from scheduler.constants import LABEL_PRIORITY, LABEL_VIRTUAL_CLUSTER, PRIORITY_OPPORTUNISTIC
 from scheduler.core.model import TERMINAL_PHASES, PodInfo
 from scheduler.core.resources import ZERO, Resources
-from scheduler.matching.admission import WaitingJob, gpu_slots_for
+from scheduler.matching.admission import GpuRoom, WaitingJob, gpu_shortfall, gpu_slots_for
 from scheduler.matching.capacity import GuaranteeCell, NodeResources, guaranteed_gpu_machines
 from scheduler.matching.model import KIND_GPU, Demand
 from scheduler.preemption.holds import Hold
@@ -30,17 +30,38 @@ GIB = 2**30  # memory in admission's units (NodeResources, Demand)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ReclaimableRoom:
+    """What a VC's cell holds for its pods on one node once HiveD reclaims it from the
+    opportunistic pods there: ``gpus`` the VC's GPUs free there (those the pods hold included),
+    ``reclaimable`` of them the pods hold, and the cores and memory (GiB) the pods ask, which
+    free with them (none where their requests are not known)."""
+
+    node: str
+    gpus: int
+    reclaimable: int
+    cpu: float = 0.0
+    memory: float = 0.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class VcCell(GuaranteeCell):
     """A VC's cell as the engine's view tells it: of its ``free`` GPUs, ``reclaimable`` are held
     by opportunistic pods (of any VC), which HiveD preempts for the VC's guaranteed pods, so no
-    node shows them free though they are the VC's (user25 #2)."""
+    node shows them free though they are the VC's (user25 #2); ``nodes``: that room node by node
+    (a pod binds on one node, not on a cell spanning several)."""
 
     reclaimable: int = 0
+    nodes: tuple[ReclaimableRoom, ...] = ()
 
 
-def guarantee_cells(rows: Sequence[Mapping[str, Any]]) -> list[GuaranteeCell]:
+# The requests of a pod by UID (the cluster snapshot's), None where not known.
+PodRequests = Callable[[str], Resources | None]
+
+
+def guarantee_cells(rows: Sequence[Mapping[str, Any]], *, requests: PodRequests | None = None) -> list[GuaranteeCell]:
     """One VC's cells from its rows of the engine's view (``gpus``, ``guaranteed``, ``bad``,
-    ``draining``, ``opportunistic``)."""
+    ``draining``, ``opportunistic``, and for a row opportunistic pods hold GPUs of, ``nodes``:
+    each node's room and the pods there, whose cores and memory ``requests`` tells)."""
     cells: list[GuaranteeCell] = []
     for row in rows:
         if row["draining"]:
@@ -48,13 +69,24 @@ def guarantee_cells(rows: Sequence[Mapping[str, Any]]) -> list[GuaranteeCell]:
         total, bad = int(row["gpus"]), int(row["bad"])
         free = max(min(total - int(row["guaranteed"]) - bad, total - bad), 0)
         reclaimable = min(int(row.get("opportunistic", 0)), free)
-        cells.append(VcCell(gpus=total, free=free, reclaimable=reclaimable) if reclaimable else GuaranteeCell(gpus=total, free=free))
+        if not reclaimable:
+            cells.append(GuaranteeCell(gpus=total, free=free))
+            continue
+        nodes = tuple(_room_on(entry, requests) for entry in row.get("nodes", ()))
+        cells.append(VcCell(gpus=total, free=free, reclaimable=reclaimable, nodes=nodes))
     return cells
 
 
-def guarantees(view: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[str, list[GuaranteeCell]]:
-    """Every VC's cells (the implicit ``default`` VC included), by name."""
-    return {str(name): guarantee_cells(rows) for name, rows in view.items()}
+def _room_on(entry: Mapping[str, Any], requests: PodRequests | None) -> ReclaimableRoom:
+    asked = [found for uid in entry.get("pods", ()) if requests is not None and (found := requests(str(uid))) is not None]
+    return ReclaimableRoom(node=str(entry["node"]), gpus=int(entry["gpus"]), reclaimable=int(entry["opportunistic"]),
+                           cpu=sum(r.cpu_millis for r in asked) / 1000, memory=sum(max(r.memory_bytes, 0) for r in asked) / GIB)
+
+
+def guarantees(view: Mapping[str, Sequence[Mapping[str, Any]]], *, requests: PodRequests | None = None) -> dict[str, list[GuaranteeCell]]:
+    """Every VC's cells (the implicit ``default`` VC included), by name; ``requests``: the
+    opportunistic pods' on them (their cores and memory free when HiveD reclaims the cells)."""
+    return {str(name): guarantee_cells(rows, requests=requests) for name, rows in view.items()}
 
 
 def gpus_per_pod(
@@ -68,27 +100,35 @@ def gpus_per_pod(
     ``cells`` opportunistic pods hold (:class:`VcCell`) has its GPUs free once HiveD reclaims
     them: no node shows those free, and sized by the nodes alone a VC whose cells are full of
     them got machines of 1 GPU, a 4-GPU Job took one, and AlloX started more 4-GPU Jobs than its
-    guarantee holds (their pods then wait, NotBound, and are suspended again). The cores and
-    memory the reclaimed pods leave are not known here: such a cell is judged by its GPUs. A VC
-    absent: 1."""
+    guarantee holds (their pods then wait, NotBound, and are suspended again). Such a cell is
+    judged node by node, by everything the configuration asks: on one of ``free``'s nodes, the
+    VC's GPUs there, and the node's free cores and memory with what the opportunistic pods there
+    ask, which free with them (:class:`ReclaimableRoom`). A VC absent: 1."""
     pools = {job.pool: 0 for job in jobs if job.pool is not None}
     sizes = {kind.split("@", 1)[1]: size for kind, size in gpu_slots_for(jobs, free_nodes=free, gpu_pools=pools).items()}
-    for vc, most in _reclaimable_room(cells or {}).items():
+    for vc, room in _reclaimable_room(cells or {}, free=free).items():
         for job in jobs:
             demand = job.demand.get(KIND_GPU)
-            if job.pool == vc and demand is not None and KIND_GPU in job.seconds and sizes.get(vc, 1) < demand.gpu <= most:
+            if (job.pool == vc and demand is not None and KIND_GPU in job.seconds and sizes.get(vc, 1) < demand.gpu
+                    and not gpu_shortfall(demand, room=room)):
                 sizes[vc] = int(demand.gpu)
     return sizes
 
 
-def _reclaimable_room(cells: Mapping[str, Sequence[GuaranteeCell]]) -> dict[str, int]:
-    """Per VC, the most free GPUs (reclaimable ones included) of one of its cells opportunistic
-    pods hold; VCs without such a cell absent."""
-    room: dict[str, int] = {}
+def _reclaimable_room(cells: Mapping[str, Sequence[GuaranteeCell]], *, free: Sequence[NodeResources]) -> dict[str, GpuRoom]:
+    """Per VC, what one pod of it has on each of ``free``'s nodes its cells opportunistic pods
+    hold lie on (:func:`gpu_room`'s form): the VC's GPUs there, and the node's free cores and
+    memory with the pods' own; VCs without such a cell absent."""
+    by_name = {node.name: node for node in free}
+    room: dict[str, GpuRoom] = {}
     for vc, vc_cells in cells.items():
-        most = max((cell.free for cell in vc_cells if isinstance(cell, VcCell) and cell.reclaimable > 0), default=0)
-        if most > 0:
-            room[vc] = most
+        found = frozenset(
+            (entry.gpus, node.cpu + entry.cpu, node.memory + entry.memory)
+            for cell in vc_cells if isinstance(cell, VcCell) and cell.reclaimable > 0
+            for entry in cell.nodes if entry.gpus > 0 and (node := by_name.get(entry.node)) is not None
+        )
+        if found:
+            room[vc] = found
     return room
 
 
@@ -103,8 +143,14 @@ def pool_machines(
     default VC owns every GPU)."""
     def cap(vc: str) -> int:
         size = max(sizes.get(vc, 1), 1)
-        reclaimable = sum(cell.reclaimable for cell in cells.get(vc, ()) if isinstance(cell, VcCell))
-        return sum(node.gpu // size for node in free) + reclaimable // size
+        # Node by node: a pod binds on one node, so GPUs free on one and reclaimable on another
+        # hold no pod of ``size`` together.
+        reclaimable: dict[str, int] = {}
+        for cell in cells.get(vc, ()):
+            if isinstance(cell, VcCell):
+                for entry in cell.nodes:
+                    reclaimable[entry.node] = reclaimable.get(entry.node, 0) + entry.reclaimable
+        return sum((node.gpu + reclaimable.get(node.name, 0)) // size for node in free)
 
     return {vc: min(count, cap(vc)) for vc, count in guaranteed_gpu_machines(cells, gpus_per_pod=sizes).items()}
 

@@ -123,10 +123,9 @@ def guarantees(
         booking = alloc.by_pod.get(uid)
         if booking is not None and booking.holds == "guaranteed" and booking.root is not None:
             returned[booking.root] = returned.get(booking.root, 0) + len(booking.gpus)
-            if within is not None:
-                for gpu in booking.gpus:
-                    part = (booking.root, gpu.node or "")
-                    returned_on[part] = returned_on.get(part, 0) + 1
+            for gpu in booking.gpus:
+                part = (booking.root, gpu.node or "")
+                returned_on[part] = returned_on.get(part, 0) + 1
     free_within: dict[tuple[int, int], int] = {}  # (chain, level) -> free physical cells wholly on ``within``
     result: dict[str, list[dict[str, Any]]] = {}
     for name in sorted(alloc.vcs):
@@ -139,6 +138,7 @@ def guarantees(
         # as its sockets.
         budgets: dict[int, int] = {}
         reclaimable: dict[int, int] = {}  # per chain, opportunistic GPUs on free cells not yet told against a row
+        left: dict[Cell, int] = {}  # the same per node part of those free cells
         for cell_type in _cell_types(alloc, vc):
             chain = alloc.topology.chain_of_type[cell_type]
             gpus = chain.gpus[chain.level_of(cell_type) - 1]
@@ -160,23 +160,82 @@ def guarantees(
                 # the free cells are told against the rows in turn, each at most its GPUs.
                 taken = min(gpus, reclaimable.get(chain.order, 0))
                 reclaimable[chain.order] = reclaimable.get(chain.order, 0) - taken
-                rows.append({"gpus": gpus, "guaranteed": 0, "bad": 0, "draining": False, "opportunistic": taken})
+                row: dict[str, Any] = {"gpus": gpus, "guaranteed": 0, "bad": 0, "draining": False, "opportunistic": taken}
+                if taken:
+                    row["nodes"] = _free_cells_by_node(alloc, chain, chain.level_of(cell_type), within, gpus=gpus, taken=taken, left=left)
+                rows.append(row)
         for root in _vc_roots(vc):
             if within is None:
-                rows.append({"gpus": root.total, "guaranteed": root.guaranteed_used - returned.get(root, 0), "bad": root.bad,
-                             "draining": root in vc.draining, "opportunistic": _gpu_counts(root)["opportunistic"]})
+                row = {"gpus": root.total, "guaranteed": root.guaranteed_used - returned.get(root, 0), "bad": root.bad,
+                       "draining": root in vc.draining, "opportunistic": _gpu_counts(root)["opportunistic"]}
+                if row["opportunistic"]:
+                    row["nodes"] = _vc_cell_by_node(alloc, root, _node_parts(root), returned_on)
+                rows.append(row)
                 continue
             nodes = [n for n in _node_parts(root) if n.node in within]
             if nodes:
-                rows.append({
+                row = {
                     "gpus": sum(n.total for n in nodes),
                     "guaranteed": sum(n.guaranteed_used - returned_on.get((root, n.node or ""), 0) for n in nodes),
                     "bad": sum(n.bad for n in nodes),
                     "draining": root in vc.draining,
                     "opportunistic": sum(_gpu_counts(n)["opportunistic"] for n in nodes),
-                })
+                }
+                if row["opportunistic"]:
+                    row["nodes"] = _vc_cell_by_node(alloc, root, nodes, returned_on)
+                rows.append(row)
         result[name] = rows
     return result
+
+
+def _vc_cell_by_node(
+    alloc: CellAllocator, root: Cell, parts: tuple[Cell, ...] | list[Cell], returned_on: Mapping[tuple[Cell, str], int]
+) -> list[dict[str, Any]]:
+    """A bound VC cell's room on each node it spans, for a row opportunistic pods hold GPUs of:
+    ``gpus`` the VC's there (neither guaranteed-held nor bad, the opportunistic pods' included),
+    ``opportunistic`` of those the pods hold, ``pods`` their UIDs (reclaimed with the cell, their
+    cores and memory free with them). AlloX judges a pod by one node's room, not the cell's total."""
+    return [
+        {"node": part.node, "gpus": max(part.total - part.bad - (part.guaranteed_used - returned_on.get((root, part.node or ""), 0)), 0),
+         "opportunistic": _gpu_counts(part)["opportunistic"], "pods": _opportunistic_pods(alloc, part)}
+        for part in parts if part.node is not None
+    ]
+
+
+def _free_cells_by_node(
+    alloc: CellAllocator, chain: Chain, level: int, within: AbstractSet[str] | None, *, gpus: int, taken: int, left: dict[Cell, int]
+) -> list[dict[str, Any]]:
+    """For a row of the quota not bound yet (a cell of ``gpus`` GPUs at ``level``), each node part
+    of ``chain``'s free cells HiveD may bind it on where opportunistic pods hold GPUs: ``gpus``
+    the row's there (at most the part's healthy ones); ``opportunistic`` the row's ``taken``
+    GPUs told against the parts in turn (``left``: each part's not yet told against a row), so
+    that the rows' parts add up to the rows' own; ``pods`` the UIDs of the pods there where the
+    row's cell takes the whole part (a node-level cell or larger; in a part larger than the cell,
+    which of its pods HiveD reclaims is not known: none)."""
+    buddy = alloc.buddies.get(chain)
+    if buddy is None:
+        return []
+    found = []
+    for higher in range(level, chain.top + 1):
+        for free in buddy.free_cells(higher):
+            for part in _node_parts(free):
+                if part.node is None or (within is not None and part.node not in within) or part.bad or not part.opportunistic_used:
+                    continue
+                healthy = part.total - part.bad
+                told = min(left.setdefault(part, _gpu_counts(part)["opportunistic"]), taken)
+                left[part] -= told
+                taken -= told
+                found.append({"node": part.node, "gpus": min(gpus, healthy), "opportunistic": told,
+                              "pods": _opportunistic_pods(alloc, part) if healthy <= gpus else []})
+    return found
+
+
+def _opportunistic_pods(alloc: CellAllocator, cell: Cell) -> list[str]:
+    """The UIDs of the opportunistic pods holding GPUs of ``cell`` (not those leaving for a
+    guaranteed pod already booked there)."""
+    owners = {gpu.opportunistic_owner for gpu in cell.leaves if gpu.opportunistic_owner is not None and gpu.guaranteed_owner is None}
+    bookings = (alloc.bookings.get(owner) for owner in owners)
+    return sorted(booking.pod_uid for booking in bookings if booking is not None and booking.pod_uid is not None)
 
 
 def _opportunistic_on_free(alloc: CellAllocator, chain: Chain, level: int, within: AbstractSet[str] | None) -> int:

@@ -50,7 +50,7 @@ from scheduler.extender.validation import LiveCells, NodeSizes, configured_pod_p
 from scheduler.kube import names, translate, wire
 from estimator.controller import Capacity, EstimatorController
 from placer.controller import Guarantees, PlacerController
-from placer.guarantee import GpuPodsAsk, KeptRoom, asked_per_gpu, kept_room
+from placer.guarantee import GpuPodsAsk, KeptRoom, PodRequests, asked_per_gpu, kept_room
 from placer.guarantee import guarantees as guarantee_views
 
 log = logging.getLogger(__name__)
@@ -278,7 +278,8 @@ def build_runtime(
     terms, elector = _leadership(settings, api, cache, metrics, hived=hived_cells, lock=lock, quotas=quotas,
                                  count_preemption=count_preemption, reclaimer=_reclaimer(settings, composition, metrics, lock=lock, cache=cache),
                                  kept_room=_kept_room(composition, lock=lock),
-                                 asked_per_gpu=lambda: _locked(lock, lambda: asked_per_gpu(composition.pods.pods())))
+                                 asked_per_gpu=lambda: _locked(lock, lambda: asked_per_gpu(composition.pods.pods())),
+                                 pod_requests=lambda uid: found.requests if (found := composition.pods.get(uid)) is not None else None)
     victim_requeue = _victim_requeue(settings, api, cache, metrics, cells=composition.cells, lock=lock)
     if victim_requeue is not None:
         cells_changed.to = victim_requeue.cells_may_have_changed
@@ -408,6 +409,7 @@ def _leadership(
     reclaimer: Callable[[KubernetesApi, PendingPods], ReclaimController] | None = None,
     kept_room: Callable[[frozenset[str]], Sequence[KeptRoom]] | None = None,
     asked_per_gpu: Callable[[], GpuPodsAsk] | None = None,
+    pod_requests: PodRequests | None = None,
 ) -> tuple[Terms | None, LeaderElector | None]:
     """The live drivers, built afresh for each term, and the election on the controllers' Lease
     that begins and ends the terms (scheduler/cluster/leadership.py). Every replica serves the
@@ -424,7 +426,7 @@ def _leadership(
         fenced = connected.fenced(terms.in_term())
         estimator = _estimator(settings, fenced, watched, metrics, hived=hived, lock=lock)
         placer = _placer(settings, fenced, watched, estimator, metrics, hived=hived, lock=lock, kept_room=kept_room,
-                         asked_per_gpu=asked_per_gpu)
+                         asked_per_gpu=asked_per_gpu, pod_requests=pod_requests)
         # One list and watch of the profile's pending pods a term, which the nudge and the
         # reclaim both read (scheduler/cluster/pending.py); started first, stopped last.
         pending = PendingPods(api=fenced, scheduler_name=settings.nudge.scheduler_name, constrained=reclaimer is not None)
@@ -696,6 +698,7 @@ def _placer(
     lock: threading.RLock | None = None,
     kept_room: Callable[[frozenset[str]], Sequence[KeptRoom]] | None = None,
     asked_per_gpu: Callable[[], GpuPodsAsk] | None = None,
+    pod_requests: PodRequests | None = None,
 ) -> PlacerController | None:
     """AlloX admission beside the estimator, whose watch of interchangeable Jobs it reads;
     under HiveD a Job's GPU configuration uses only its VC's free guarantee, read from the
@@ -712,8 +715,10 @@ def _placer(
             with engine_lock:
                 view, default_vc = cells.inspect_guarantees(except_pods=except_pods, within=within), cells.default_vc
                 anywhere = None if within is None else cells.inspect_guarantees(except_pods=except_pods)
-            return Guarantees(cells=guarantee_views(view), default_vc=default_vc,
-                              anywhere=None if anywhere is None else guarantee_views(anywhere))
+                # The opportunistic pods' requests on the VCs' cells, read under the same lock:
+                # the cores and memory HiveD's reclaim frees beside their GPUs.
+                return Guarantees(cells=guarantee_views(view, requests=pod_requests), default_vc=default_vc,
+                                  anywhere=None if anywhere is None else guarantee_views(anywhere, requests=pod_requests))
 
         guarantees = read_guarantees
 

@@ -45,6 +45,7 @@ from scheduler.matching.fairness import Capacity, DemandShare, ShareModel, job_v
 from scheduler.matching.model import KIND_CPU, KIND_GPU, Assignment, Demand, Job, Machine
 from scheduler.matching.reuse import Reuse
 from scheduler.matching.solve import Fleet, Hint, Problem, Queues, fleet, prepare_on, rows_on, solve
+from scheduler.matching.visit_order import visiting_order
 from scheduler.wording import duration
 
 AdmissionPolicy = Literal["allox", "allox+"]
@@ -200,8 +201,7 @@ def idle_machines(
                                     reserved_memory_per_gpu)
     machines: Sequence[Machine] = listed
     if gpu_pools is not None:
-        # The VCs' GPUs first, as the nodes' GPUs come first on each node: at α < 1 Algorithm 2
-        # decides the free machines one after another, and the order changes who gets what.
+        # The VCs' GPUs in place of the nodes' (Algorithm 2 visits them in visit_order's order).
         pooled = [Machine(name=f"vc/{pool}/gpu-{index}", kind=pool_kind(pool))
                   for pool in sorted(gpu_pools) for index in range(max(gpu_pools[pool], 0))]
         machines = [*pooled, *(m for m in listed if m.kind != KIND_GPU)]
@@ -242,6 +242,13 @@ def _pool_holds(job: WaitingJob, gpu_slots: Mapping[str, int], *, more_than: int
     the VC's machines than a pod of a free node's GPUs."""
     gpu = job.demand.get(KIND_GPU)
     return job.pool is not None and gpu is not None and more_than < gpu.gpu <= gpu_slots.get(pool_kind(job.pool), 1)
+
+
+def _outgrows_pool(job: WaitingJob, gpu_slots: Mapping[str, int]) -> bool:
+    """Whether the Job's GPU configuration asks more GPUs a pod than a machine of its VC holds
+    (``gpu_slots``, as the caller sized them)."""
+    gpu = job.demand.get(KIND_GPU)
+    return job.pool is not None and gpu is not None and KIND_GPU in job.seconds and gpu.gpu > gpu_slots.get(pool_kind(job.pool), 1)
 
 
 def held_per_pod(job: RunningJob, *, gpu_slot: int, cpu_slot: Demand | None = None) -> int:
@@ -540,9 +547,14 @@ def decide_starts(
         oversized = _estimated(beyond, job.seconds)
         if slots_sized and KIND_GPU in oversized and _pool_holds(job, gpu_slots, more_than=gpus_on_a_node):
             oversized -= {KIND_GPU}
+        # A pooled GPU configuration larger than its VC's machines, as the caller sized them on
+        # the nodes' and the reclaimable cells' room, binds on no node now: no machine of its VC
+        # takes it this pass (on one of fewer GPUs its pod would wait unbound), and it waits for
+        # its VC's GPUs.
+        outgrown = slots_sized and KIND_GPU not in oversized and _outgrows_pool(job, gpu_slots)
         # Only a Job that has arrived by now: one whose arrival is later (the clock stepped
         # back) arrives at ``now``, which the kept one does not.
-        keep = reuse is not None and job.arrival <= now and not oversized
+        keep = reuse is not None and job.arrival <= now and not oversized and not outgrown
         kept = reuse.waiting.get(job, context) if reuse is not None and keep else None
         if kept is not None:
             if job.pods > 1:
@@ -554,8 +566,9 @@ def decide_starts(
         # it has machines: copying them was a sixth of deciding at 1,000 Jobs.
         seconds = job.seconds if gpu_pools is None else _translated(job.seconds, job.pool, gpu_pools)
         usable = seconds
-        if oversized or not kinds_here.issuperset(seconds):
-            usable = {kind: value for kind, value in seconds.items() if kind in kinds_here and configuration_kind(kind) not in oversized}
+        if oversized or outgrown or not kinds_here.issuperset(seconds):
+            usable = {kind: value for kind, value in seconds.items() if kind in kinds_here and configuration_kind(kind) not in oversized
+                      and not (outgrown and configuration_kind(kind) == KIND_GPU)}
         if not usable:
             pooled = gpu_pools is not None and job.pool in gpu_pools and KIND_GPU in job.seconds and KIND_GPU not in oversized
             (waiting_for_pool if pooled else unplaceable).append(job.key)
@@ -581,7 +594,8 @@ def decide_starts(
         user = assignment.job.user
         progress[user] = progress.get(user, 0.0) + job_value(assignment.job, assignment.kind, shares)
     # The machines in array form once, for Algorithm 2 and the queue's matching (idle ones
-    # first, as Algorithm 2 lists them).
+    # first, in the order Algorithm 2 visits them).
+    idle = visiting_order(idle, jobs)
     idle_names = {machine.name for machine in idle}
     arrays = fleet(machines=[*idle, *(m for m in busy if m.name not in idle_names)], now=now,
                    busy_until={m.name: until for m, until in busy.items() if m.name not in idle_names})
