@@ -46,6 +46,12 @@ ANNOTATION_RECLAIM_BOOKING: Final = f"{DOMAIN}/reclaim-booking"
 # the pod while its preemption is in progress (the victims leaving, or gone while it waits);
 # emptied by the pod's binding.
 ANNOTATION_PREEMPTOR_HOLD: Final = f"{DOMAIN}/preemptor-hold"
+# On a preempted best-effort Job: each of its pods FitGpp preempted whose successor has room kept
+# on that pod's node (a resume hold, scheduler/preemption/holds.py), by the pod's UID, until a pod
+# of the Job is bound or the hold gives up (scheduler/preemption/resume_records.py). Written by the
+# replica that decided, taken off by the one where the hold ended, so that a restart at any moment
+# (the preemptor pending or bound, the victims leaving or gone) keeps the room the decision kept.
+ANNOTATION_RESUME_HOLDS: Final = f"{DOMAIN}/resume-holds"
 # On a placed Job's pod template (so on its pods): the configuration AlloX chose, which the
 # pod-create webhook rewrites the pod into.
 LABEL_PLACEMENT: Final = f"{DOMAIN}/placement"
