@@ -34,7 +34,13 @@ from scheduler.cluster.reflector import Reflector
 from scheduler.cells import bindinfo
 from scheduler.cluster.disruption import Preempted, delete_preempted, warn_not_marked, write_disruption_target
 from scheduler.cluster.gang_recovery import unfinished_members
-from scheduler.cluster.preemptor_records import FollowsPreemptorRecords, clear_preemptor_record, write_preemptor_record
+from scheduler.cluster.preemptor_records import (
+    FollowsPreemptorRecords,
+    FollowsResumeHolds,
+    clear_preemptor_record,
+    write_preemptor_record,
+    write_resume_holds,
+)
 from scheduler.constants import ANNOTATION_BIND_INFO, ANNOTATION_CONFIGURATIONS, ANNOTATION_PREEMPTIONS, ANNOTATION_PREEMPTOR_HOLD
 from scheduler.core.engine import SchedulingEngine, TracksJobs
 from scheduler.core.groups import DisjointSets
@@ -44,6 +50,7 @@ from scheduler.core.resources import ZERO, Resources
 from scheduler.errors import CellfitError, InvalidAnnotation, KubernetesApiError
 from scheduler.preemption.engine import DEFAULT_SCHEDULER_NAME
 from scheduler.preemption.model import JobClass, job_class_or_best_effort, preemption_count_of
+from scheduler.preemption.resume_records import JobRef
 from scheduler.kube import translate, wire
 from scheduler.kube.lists import read_page
 from scheduler.matching.admission import BestEffortGpus
@@ -347,6 +354,9 @@ class ClusterCache:
             # A hold rebuilt from the pods' records: its victims watched as the verb's are; an
             # ended hold's record cleared off its pod, in the background (preemptor_records.py).
             engine.follow_preemptor_records(watch_victims=self.remember_victims, clear_record=self._clear_preemptor_record)
+        if isinstance(engine, FollowsResumeHolds):
+            # The resume holds given and ended here, on their Jobs, in the background (preemptor_records.py).
+            engine.follow_resume_holds(write=self._write_resume_holds)
         self.nodes: Reflector[wire.Node] = self._reflector(
             api, "nodes", wire.NODE_DECODER,
             replace=self._paced(self._replacing_nodes), apply=self._apply_node, delete=self._delete_node,
@@ -674,9 +684,11 @@ class ClusterCache:
         preemptor_record: str | None = None,
         victim_messages: Mapping[str, str] | None = None,
         preempt: Sequence[PodInfo] = (),
+        resume_holds: Sequence[tuple[JobRef, Mapping[str, str]]] = (),
     ) -> None:
         """The preemptor's record of the decision (first: a restart may follow at once), the
-        victims' Job counts, the victims kube-scheduler does not delete (``preempt``: a gang's
+        victims' Job counts and their Jobs' resume holds (``resume_holds``: victim UID -> node,
+        by Job; preemptor_records.py), the victims kube-scheduler does not delete (``preempt``: a gang's
         members on other nodes, marked DisruptionTarget and deleted with their grace period, as
         kube-scheduler deletes its own) and Events on both sides (each victim's ``victim_messages``
         entry, by UID, else ``victim_message``), written in the background."""
@@ -694,6 +706,8 @@ class ClusterCache:
                     lambda: _retried(lambda: self._raise_preemption_count(job, count), pauses=COUNT_WRITE_PAUSES_SECONDS),
                     what=f"job {job.key} preemption count",
                 )
+            for held_job, holds in resume_holds:
+                self._write_resume_holds_now(held_job, added=holds, ended=())
             for victim in preempt:
                 self._preempt(victim, message=told.get(victim.uid, victim_message))
             for message in preemptor_messages:
@@ -818,6 +832,19 @@ class ClusterCache:
 
         self._writes.submit(
             lambda: self._attempt(lambda: _retried(clear, pauses=COUNT_WRITE_PAUSES_SECONDS), what=f"preemption record cleared off {pod.key}")
+        )
+
+    def _write_resume_holds(self, job: JobRef, added: Mapping[str, str], ended: tuple[str, ...]) -> None:
+        """The Job's record of its resume holds written, in the background: called under the
+        engine lock, by a verb too."""
+        self._writes.submit(lambda: self._write_resume_holds_now(job, added=added, ended=ended))
+
+    def _write_resume_holds_now(self, job: JobRef, *, added: Mapping[str, str], ended: tuple[str, ...]) -> None:
+        """The Job's record of its resume holds written, tried again while the API server fails
+        for a moment. On the writer thread."""
+        self._attempt(
+            lambda: _retried(lambda: write_resume_holds(self._api, job=job, added=added, ended=ended), pauses=COUNT_WRITE_PAUSES_SECONDS),
+            what=f"resume holds on job {job.key}",
         )
 
     def _raise_preemption_count(self, job: JobInfo, count: int) -> None:

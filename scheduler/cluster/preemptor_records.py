@@ -19,18 +19,30 @@ decision recorded since (another replica's, elsewhere) stays. Holds live in each
 memory: every other replica's hold for that record (a standby's, rebuilt from it, or the
 deciding replica's) ends as its watch shows the record gone (scheduler/preemption/holds.py,
 ``RoomHolds._follow_record``), so none keeps the room again after a failover.
+
+The resume holds FitGpp gives the victims' Jobs are recorded on the Jobs themselves
+(annotation ``cellfit.io/resume-holds``, scheduler/preemption/resume_records.py), which outlive
+the preemptor's record (its binding empties it) and the victims: the deciding replica adds the
+victims whose Jobs it gave a hold, and the replica where a hold ends (a pod of the Job it bound,
+once the watch shows it bound, or the hold gave up) takes its victim off, so that a restart at
+any moment keeps exactly the room the running replicas kept. A read, then a JSON Patch that tests
+the resourceVersion read (another writer in between is read again), like the Job's preemption
+count; guarded by the Job's UID.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Literal, Protocol, Sequence, runtime_checkable
+from typing import Any, Callable, Collection, Literal, Mapping, Protocol, Sequence, runtime_checkable
 
 from scheduler.cluster.exchange.objects import pod_status_path
-from scheduler.constants import ANNOTATION_PREEMPTOR_HOLD
+from scheduler.constants import ANNOTATION_PREEMPTOR_HOLD, ANNOTATION_RESUME_HOLDS
 from scheduler.core.model import PodInfo
 from scheduler.errors import KubernetesApiError
+from scheduler.kube import wire
 from scheduler.kube.wire import annotation_pointer
+from scheduler.preemption import resume_records
+from scheduler.preemption.resume_records import JobRef
 
 log = logging.getLogger(__name__)
 
@@ -89,3 +101,55 @@ class FollowsPreemptorRecords(Protocol):
     def follow_preemptor_records(
         self, *, watch_victims: Callable[[Sequence[str]], None], clear_record: Callable[[PodInfo, str], None]
     ) -> None: ...
+
+
+# Writes of a Job's record that meet another writer between their read and their write, before
+# this one gives up (the Job controller updates its status often, not its annotations).
+RESUME_WRITE_CONFLICTS = 5
+
+
+class JobPatch(Protocol):
+    """A Job read and patched (scheduler.cluster.api.KubernetesApi)."""
+
+    def get_job(self, *, namespace: str, name: str) -> wire.Job | None: ...
+
+    def patch_job(self, *, namespace: str, name: str, operations: list[dict[str, Any]]) -> None: ...
+
+
+def write_resume_holds(api: JobPatch, *, job: JobRef, added: Mapping[str, str], ended: Collection[str]) -> None:
+    """Make the Job's record of its resume holds (``cellfit.io/resume-holds``) name ``added``
+    (victim UID -> node) and not ``ended`` (victim UIDs); the annotation is taken off when it
+    would name none. Nothing for a Job gone or re-created under its name, or whose record says
+    so already; any failure but another writer in between is raised (:class:`KubernetesApiError`),
+    and so is one more writer in between each of :data:`RESUME_WRITE_CONFLICTS` tries (409)."""
+    pointer = annotation_pointer(ANNOTATION_RESUME_HOLDS)
+    for _ in range(RESUME_WRITE_CONFLICTS):
+        current = api.get_job(namespace=job.namespace, name=job.name)
+        if current is None or current.metadata.uid != job.uid:
+            return  # deleted, or another Job by that name: its holds went with it
+        annotations = current.metadata.annotations
+        text = (annotations or {}).get(ANNOTATION_RESUME_HOLDS)
+        wanted = resume_records.updated(text, added=added, ended=ended)
+        if wanted is None:
+            return
+        change: list[dict[str, Any]] = (
+            [{"op": "remove", "path": pointer}] if not wanted
+            else [*([{"op": "add", "path": "/metadata/annotations", "value": {}}] if annotations is None else []),
+                  {"op": "add", "path": pointer, "value": resume_records.encode(wanted)}]
+        )
+        try:
+            api.patch_job(namespace=job.namespace, name=job.name,
+                          operations=[{"op": "test", "path": "/metadata/resourceVersion", "value": current.metadata.resourceVersion}, *change])
+            return
+        except KubernetesApiError as error:
+            if error.status not in (409, 422):  # 422: the test failed, another writer came first
+                raise
+    raise KubernetesApiError(f"job {job.key}: changed under each of {RESUME_WRITE_CONFLICTS} writes of its resume holds", status=409)
+
+
+@runtime_checkable
+class FollowsResumeHolds(Protocol):
+    """An engine that gives preempted Jobs resume holds and rebuilds them from the Jobs' records
+    (scheduler.preemption.engine.FitGppEngine): its driver writes the holds given and ended."""
+
+    def follow_resume_holds(self, *, write: Callable[[JobRef, Mapping[str, str], tuple[str, ...]], None]) -> None: ...

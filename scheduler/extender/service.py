@@ -50,6 +50,7 @@ from scheduler.kube.names import (
     prioritize_offered,
 )
 from scheduler.preemption.engine import ExplainedPreemption, VictimChoice
+from scheduler.preemption.resume_records import JobRef
 
 log = logging.getLogger(__name__)
 
@@ -77,13 +78,14 @@ class ClusterGateway(Protocol):
         preemptor_record: str | None = None,
         victim_messages: Mapping[str, str] | None = None,
         preempt: Sequence[PodInfo] = (),
+        resume_holds: Sequence[tuple[JobRef, Mapping[str, str]]] = (),
     ) -> None:
         """Events on the preemptor and the victims (``victim_messages``' by victim UID where it has
         one, else ``victim_message``), each victim Job's new preemption count
-        (``cellfit.io/preemptions``) and the preemptor's record of the decision
-        (``cellfit.io/preemptor-hold``); ``preempt``: victims kube-scheduler does not delete (on
-        other nodes than the one it picks: a gang's other members), marked and deleted here;
-        must not block."""
+        (``cellfit.io/preemptions``) and the resume holds given it (``cellfit.io/resume-holds``),
+        and the preemptor's record of the decision (``cellfit.io/preemptor-hold``); ``preempt``:
+        victims kube-scheduler does not delete (on other nodes than the one it picks: a gang's
+        other members), marked and deleted here; must not block."""
         ...
 
     def record_pod_event(self, *, pod: PodInfo, reason: str, message: str, warning: bool) -> None:
@@ -474,6 +476,7 @@ class ExtenderService:
             job_counts=preemption.victim_jobs(victim_uids) if choice.counts_jobs else (),
             preemptor_record=choice.preemptor_record,
             preempt=[victim for victim in victims if victim.uid in elsewhere],
+            resume_holds=choice.resume_holds,
         )
         return None
 

@@ -38,10 +38,16 @@ from scheduler.core.resources import ZERO, Resources
 
 from scheduler.core.engine import FilterDecision, Placement, SchedulingEngine, Scores, TracksJobs, Verdicts
 from scheduler.core.model import TERMINAL_PHASES, JobInfo, NodeInfo, PodInfo
-from scheduler.constants import ANNOTATION_PREEMPTIONS, ANNOTATION_PREEMPTOR_HOLD, CACHE_LAG_SECONDS, LABEL_JOB_CLASS
+from scheduler.constants import (
+    ANNOTATION_PREEMPTIONS,
+    ANNOTATION_PREEMPTOR_HOLD,
+    ANNOTATION_RESUME_HOLDS,
+    CACHE_LAG_SECONDS,
+    LABEL_JOB_CLASS,
+)
 from scheduler.core.pods import PodStore
 from scheduler.errors import InvalidAnnotation
-from scheduler.preemption import records
+from scheduler.preemption import records, resume_records
 from scheduler.preemption.fitgpp import Normalisers, NoVictims, PreemptionDecision, choose_victims
 from scheduler.preemption.gang_victims import GangMember, GangVictim, gangs_as_rows, is_gang_pod
 from scheduler.preemption.holds import BooksPreemptorCells, Clock, PreemptionEvidence, RoomHolds
@@ -55,6 +61,7 @@ from scheduler.preemption.model import (
     vc_of,
 )
 from scheduler.preemption.reclaimed import ReclaimDecision
+from scheduler.preemption.resume_records import JobRef
 from scheduler.preemption.table import CandidateTable, PreemptionIndex
 from scheduler.wording import (
     DELETED_JOB_OUTCOME,
@@ -233,6 +240,10 @@ class VictimChoice:
     # took whole (gang_victims.py). kube-scheduler deletes the victims of the one node it picks,
     # so the driver preempts these itself (marked DisruptionTarget, deleted with their grace period).
     elsewhere: Mapping[str, list[str]] = field(default_factory=dict)
+    # The resume holds the decision gave the victims' Jobs (victim UID -> node, each Job's), for
+    # the driver to record on the Jobs (resume_records.py): a restart after the victims and the
+    # preemptor's record are gone keeps that room from them.
+    resume_holds: tuple[tuple[JobRef, Mapping[str, str]], ...] = ()
 
     @property
     def rule(self) -> str:
@@ -380,6 +391,19 @@ class FitGppEngine:
         self._uncounted: dict[str, dict[str, list[int | bool]]] = {}
         # Told the victims of a preemptor hold rebuilt from the pods (follow_preemptor_records).
         self._watch_victims: Callable[[Sequence[str]], None] | None = None
+        # Victims whose Job this process gave a resume hold (decided here, or rebuilt from any
+        # evidence), by Job UID -> victim UID -> node: no evidence seen again gives a second one.
+        self._given: dict[str, dict[str, str]] = {}
+        self._job_refs: dict[str, JobRef] = {}  # Job UID -> its name, for its record's writes
+        # Victims the Job's record gave a hold as gone, the watch not showing them (yet): a pods
+        # list read after the Jobs' may show them leaving still (victim UID -> Job UID, node).
+        self._rebuilt_gone: dict[str, tuple[str, str]] = {}
+        # Victims each Job's record has named as the watch showed it: one it names no more had its
+        # hold end on another replica (RoomHolds.resume_ended_elsewhere).
+        self._recorded: dict[str, set[str]] = {}
+        # Told the resume holds given and ended here, for the Jobs' records (follow_resume_holds).
+        self._write_resume_holds: Callable[[JobRef, Mapping[str, str], tuple[str, ...]], None] | None = None
+        self.holds.on_resume_ended = self._resume_holds_ended
 
     def follow_preemptor_records(
         self, *, watch_victims: Callable[[Sequence[str]], None], clear_record: Callable[[PodInfo, str], None]
@@ -393,6 +417,14 @@ class FitGppEngine:
         lock, in the watch's or a verb's thread: they must not wait."""
         self._watch_victims = watch_victims
         self.holds.on_record_ended = clear_record
+
+    def follow_resume_holds(self, *, write: Callable[[JobRef, Mapping[str, str], tuple[str, ...]], None]) -> None:
+        """Wire the driver's duty toward the Jobs' records of their resume holds
+        (``resume_records.py``; scheduler/cluster/preemptor_records.py; the holds a decision
+        gives are in its :attr:`VictimChoice.resume_holds`): ``write`` is told a Job, no holds
+        added, and the victims whose holds ended here (a pod of the Job this process bound, or
+        the hold gave up). Called under the engine lock: it must not wait."""
+        self._write_resume_holds = write
 
     # ------------------------------------------------------------------ placement: delegated
 
@@ -488,6 +520,8 @@ class FitGppEngine:
                 self._track(pod)
             else:
                 self._untrack(pod.uid)
+        if pod.uid in self._rebuilt_gone and pod.uid in self._tracked:
+            self._still_leaving(pod.uid)
         self._rebuild_holds(pod)
 
     def delete_pod(self, pod_uid: str) -> None:
@@ -516,6 +550,7 @@ class FitGppEngine:
             for uid in list(self._pods_by_job.get(job.uid, ())):
                 self._reindex(uid, preemptions=count)
                 self._rebuild_resume_hold(uid)
+        self._rebuild_recorded_holds(job)
 
     def delete_job(self, job_uid: str) -> None:
         if isinstance(self.inner, TracksJobs):
@@ -524,6 +559,10 @@ class FitGppEngine:
         self._jobs.pop(job_uid, None)
         self._uncounted.pop(job_uid, None)
         self.holds.delete_job(job_uid)
+        self._job_refs.pop(job_uid, None)
+        self._recorded.pop(job_uid, None)
+        for victim in self._given.pop(job_uid, {}):
+            self._rebuilt_gone.pop(victim, None)
         if job_uid in self._pods_by_job:
             self._deleted_jobs.add(job_uid)
 
@@ -629,7 +668,8 @@ class FitGppEngine:
                                 gangs=gangs, decided_at=self._wall_clock(), resumes=resumes)
         self.holds.preempting(pod, node_name=decision.node, record=record)
         return VictimChoice(victims={decision.node: list(decision.victim_uids)}, decision=decision, victim_job_outcome=outcome,
-                            preemptor_record=record, victim_outcomes=outcomes, elsewhere=elsewhere)
+                            preemptor_record=record, victim_outcomes=outcomes, elsewhere=elsewhere,
+                            resume_holds=self._resume_holds_given(taken, owners))
 
     def _running_gangs(self, offered: Collection[str]) -> list[GangVictim]:
         """The gangs with a bound pod the index holds on an ``offered`` node (no other can be
@@ -794,26 +834,99 @@ class FitGppEngine:
             self._rebuild_resume_hold(pod.uid)
         if victim or pod.nominated_node_name is not None or ANNOTATION_PREEMPTOR_HOLD in pod.annotations:
             for waiting in self._evidence.preemptors_waiting():
+                # Whatever becomes of the preemptor's hold (HiveD's booking keeps its room): each
+                # exited victim's Job gets its hold once (_given: a hold decided here, or rebuilt
+                # while the victim still terminated or from the Job's record, came with it).
+                for exited, job in waiting.resumed.items():
+                    self._rebuild_exited_victims_hold(job, victim_uid=exited, node_name=waiting.node)
                 if isinstance(self.inner, BooksAhead) and self.inner.has_booking(waiting.pod):
                     continue  # its room is kept otherwise (HiveD booked cells for it), as placed_elsewhere ends a hold
-                before = self.holds.nominated_node(waiting.pod.uid)
                 rebuilt = self.holds.rebuild_preemptor(waiting.pod, node_name=waiting.node, record=waiting.record)
-                if rebuilt and before != waiting.node:
-                    # A hold there before (decided here, or rebuilt while the victims still
-                    # terminated) came with their resume holds.
-                    for job in waiting.resumed.values():
-                        self._rebuild_exited_victims_hold(job, node_name=waiting.node)
                 if rebuilt and waiting.victims and self._watch_victims is not None:
                     # As the preempt verb remembers the victims it chose: once the watch has seen
                     # them go, kube-scheduler is made to retry the pod it may have parked.
                     self._watch_victims(waiting.victims)
 
-    def _rebuild_exited_victims_hold(self, job_uid: str, *, node_name: str) -> None:
+    def _rebuild_exited_victims_hold(self, job_uid: str, *, victim_uid: str, node_name: str) -> None:
         """The resume hold a recorded decision gave the Job of a victim that has exited since."""
-        if job_uid in self._deleted_jobs:
+        if job_uid in self._deleted_jobs or victim_uid in self._given.get(job_uid, {}):
             return
-        self.holds.displaced(job_uid=job_uid, node_name=node_name)
+        self._give(job_uid, victim_uid=victim_uid, node_name=node_name)
         self.holds.victim_gone(job_uid=job_uid, node_name=node_name)
+
+    def _rebuild_recorded_holds(self, job: JobInfo) -> None:
+        """The resume holds the Job's record names (``resume_records.py``) that this process has
+        not given: each victim the watch shows is on its way out as if chosen here (its exit makes
+        the Job's next pod due), each other one has exited (its successor is due). A victim the
+        record named and names no more had its hold end on the replica that took it off: it ends
+        here too. A record that does not read changes nothing: only cellfit writes it (the
+        chart's state policy)."""
+        try:
+            recorded = resume_records.decode(job.annotations.get(ANNOTATION_RESUME_HOLDS, ""))
+        except InvalidAnnotation:
+            return
+        if job.uid in self._deleted_jobs:
+            return
+        named = self._recorded.get(job.uid, set())
+        for victim in named - recorded.keys():
+            self.holds.resume_ended_elsewhere(job_uid=job.uid, victim_uid=victim)
+        if not recorded:
+            self._recorded.pop(job.uid, None)
+            return
+        self._recorded[job.uid] = set(recorded)
+        self._job_refs.setdefault(job.uid, JobRef(uid=job.uid, namespace=job.namespace, name=job.name))
+        given = self._given.get(job.uid, {})
+        for victim, node in recorded.items():
+            if victim in given:
+                continue
+            self._give(job.uid, victim_uid=victim, node_name=node)
+            pod = self._tracked_pod(victim)
+            if pod is None:
+                self.holds.victim_gone(job_uid=job.uid, node_name=node)
+                self._rebuilt_gone[victim] = (job.uid, node)
+            else:
+                self._leaving_victim(pod)
+
+    def _still_leaving(self, pod_uid: str) -> None:
+        """A victim the Job's record gave a hold as gone is shown after all: on its way out."""
+        job, node = self._rebuilt_gone.pop(pod_uid)
+        pod = self._tracked_pod(pod_uid)
+        if pod is not None and job in self._given:
+            self.holds.victim_back(job_uid=job, node_name=node)
+            self._leaving_victim(pod)
+
+    def _leaving_victim(self, pod: PodInfo) -> None:
+        """A victim of a decision this process did not make, whose Job's hold is rebuilt: on its
+        way out as one chosen here; a gang's HiveD slots, recovered from its bind-info, go back."""
+        self._leave(pod.uid)
+        if is_gang_pod(pod) and pod.owner is not None and isinstance(self.inner, GivesBackGangs):
+            self.inner.give_back_gang(pod.owner.uid)
+
+    def _give(self, job_uid: str, *, victim_uid: str, node_name: str) -> None:
+        """The Job's resume hold on ``node_name`` for its preempted pod ``victim_uid``."""
+        self._given.setdefault(job_uid, {})[victim_uid] = node_name
+        self.holds.displaced(job_uid=job_uid, node_name=node_name, victim_uid=victim_uid)
+
+    def _resume_holds_given(self, taken: Sequence[str], owners: Sequence[str | None]) -> tuple[tuple[JobRef, Mapping[str, str]], ...]:
+        """The resume holds a decision gave each victim's Job (victim UID -> node), by Job."""
+        given: dict[str, dict[str, str]] = {}
+        for victim, job in zip(taken, owners):
+            node = self._given.get(job, {}).get(victim) if job is not None else None
+            if job is not None and node is not None:
+                given.setdefault(job, {})[victim] = node
+        return tuple((ref, holds) for job, holds in given.items() if (ref := self._job_ref(job)) is not None)
+
+    def _resume_holds_ended(self, job_uid: str, victims: tuple[str, ...]) -> None:
+        """Holds that ended here (RoomHolds.on_resume_ended): off the Job's record."""
+        ref = self._job_ref(job_uid)
+        if self._write_resume_holds is not None and ref is not None:
+            self._write_resume_holds(ref, {}, victims)
+
+    def _job_ref(self, job_uid: str) -> JobRef | None:
+        """The Job's name, from a victim of it or from the Job watch."""
+        ref = self._job_refs.get(job_uid)
+        job = self._jobs.get(job_uid)
+        return ref if ref is not None or job is None else JobRef(uid=job.uid, namespace=job.namespace, name=job.name)
 
     def _rebuild_resume_hold(self, pod_uid: str) -> None:
         """A victim of this scheduler's preemption, best-effort, of a Job FitGpp has preempted,
@@ -826,11 +939,11 @@ class FitGppEngine:
             return
         if job_class_or_best_effort(pod.labels) is not JobClass.BEST_EFFORT or self._job_counts.get(owner.uid, 0) < 1:
             return
-        self._leave(pod_uid)  # as a victim chosen here: its exit makes the Job's next pod due
-        self.holds.displaced(job_uid=owner.uid, node_name=pod.node_name)
-        if is_gang_pod(pod) and isinstance(self.inner, GivesBackGangs):
-            # Recovered from its bind-info, the gang's slots would wait for its next pods again.
-            self.inner.give_back_gang(owner.uid)
+        if pod_uid in self._given.get(owner.uid, {}):
+            return  # its Job's record gave the hold already
+        self._job_refs.setdefault(owner.uid, JobRef(uid=owner.uid, namespace=pod.namespace, name=owner.name))
+        self._give(owner.uid, victim_uid=pod_uid, node_name=pod.node_name)
+        self._leaving_victim(pod)  # as a victim chosen here: its exit makes the Job's next pod due
 
     # ------------------------------------------------------------------ internals
 
@@ -1068,7 +1181,8 @@ class FitGppEngine:
             return None
         if _resumes_on_its_node(pod):
             assert pod.node_name is not None  # _resumes_on_its_node
-            self.holds.displaced(job_uid=pod.owner.uid, node_name=pod.node_name)
+            self._job_refs.setdefault(pod.owner.uid, JobRef(uid=pod.owner.uid, namespace=pod.namespace, name=pod.owner.name))
+            self._give(pod.owner.uid, victim_uid=pod_uid, node_name=pod.node_name)
         return pod.owner.uid
 
     def _count_preemption(self, job: str) -> None:

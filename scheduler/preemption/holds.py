@@ -83,10 +83,20 @@ such victim left may be stale, and the evidence is gone once they exit. So
   them go (the requeue signal, scheduler/cluster/nudge.py);
 * each such victim, best-effort, of a Job FitGpp has preempted (``cellfit.io/preemptions``
   above zero), gets its Job a resume hold on its node, as the decision did;
-* so does each victim a record's ``resumes`` names that has exited already (nothing else is left
-  of it), when that record gives its pod a preemptor hold rebuilt here: not when the hold was
-  decided here, nor rebuilt from the nomination or the record while the victim still terminated
-  (the victim gave its Job the hold then).
+* so does each victim a record's ``resumes`` names that has exited already, while that record's
+  preemptor is pending;
+* and each victim the Job's own record names (annotation ``cellfit.io/resume-holds``,
+  ``resume_records.py``), whatever became of the victim and of the preemptor: the preemptor's
+  binding empties its record, and an exited victim leaves nothing, so the replica that decided
+  writes each victim whose Job it gave a hold on the Job, which outlives both, and the replica
+  where a hold ends (a pod of the Job its bind verb bound, once the watch shows it bound, or the
+  hold gave up: :attr:`RoomHolds.on_resume_ended`) takes the victim off. A victim the record
+  named and no longer names ends its Job's hold here too (it ended on that replica). A victim
+  the record names that the watch has not shown (the Jobs' list came before the pods') is
+  counted gone, and leaving once shown.
+
+Each victim gives its Job one hold in a process, whichever of these shows it first (a victim
+this process chose came with its hold).
 
 A rebuilt hold is an ordinary hold: its clock starts when it first keeps a pod off, and it gives
 up ``hold_seconds`` later. A preemptor hold that ended here (it lapsed, or HiveD booked cells
@@ -148,6 +158,7 @@ class _Displacement:
     keeping_since: float | None = None  # clock reading of the first pod kept off, this spell
     gone: int = 0  # of those pods, the ones that have exited (their successors are due)
     idle_since: float | None = None  # clock reading since which every one is gone and none waits
+    victims: list[str] = field(default_factory=list)  # UIDs of those pods, where known
 
 
 @dataclass(slots=True)
@@ -158,6 +169,7 @@ class _Resumed:
     job: str
     node: str
     confirmed: bool
+    victim: str | None = None  # the preempted pod whose hold the binding ended, where known
 
 
 @dataclass(slots=True)
@@ -215,6 +227,10 @@ class RoomHolds:
     ``cells``: the placement engine that books a preemptor's cells for the hold that stands for
     its record (HiveD: its VC's quota, not only the node's room), told when such a hold is made
     or rebuilt and when it ends without a binding.
+    ``on_resume_ended``: told a Job's UID and the UIDs of its preempted pods whose resume holds
+    ended here, by a binding this process made (once the watch shows it) or by giving up, so that
+    its driver takes them off the Job's record (``resume_records.py``) and a restart does not keep
+    the room again; called under the caller's lock, so it must not wait.
     """
 
     hold_seconds: float | None = None
@@ -235,6 +251,7 @@ class RoomHolds:
     _decided: int = 0  # preemptor holds made so far (their order)
     on_record_ended: Callable[[PodInfo, str], None] | None = None
     cells: BooksPreemptorCells | None = None
+    on_resume_ended: Callable[[str, tuple[str, ...]], None] | None = None
     _store: PodStore = field(init=False)
     _records_pods: bool = field(init=False)
 
@@ -247,16 +264,41 @@ class RoomHolds:
 
     # ------------------------------------------------------------------ changes
 
-    def displaced(self, *, job_uid: str, node_name: str) -> None:
-        """FitGpp preempted one pod of the Job on ``node_name``."""
+    def displaced(self, *, job_uid: str, node_name: str, victim_uid: str | None = None) -> None:
+        """FitGpp preempted one pod of the Job on ``node_name`` (``victim_uid``, where known)."""
         record = self._displaced.setdefault(job_uid, {}).setdefault(node_name, _Displacement(pods=0))
         record.pods += 1
+        if victim_uid is not None:
+            record.victims.append(victim_uid)
 
     def victim_gone(self, *, job_uid: str, node_name: str) -> None:
         """A pod FitGpp preempted on ``node_name`` has exited: its Job's next pod is due."""
         record = self._displaced.get(job_uid, {}).get(node_name)
         if record is not None:
             record.gone += 1
+
+    def resume_ended_elsewhere(self, *, job_uid: str, victim_uid: str) -> None:
+        """The hold the Job has for its preempted pod ``victim_uid`` ended on another replica (its
+        record no longer names it: a pod of the Job that replica bound, or the hold gave up
+        there): it ends here too, as that replica's did."""
+        nodes = self._displaced.get(job_uid, {})
+        for node, record in nodes.items():
+            if victim_uid in record.victims:
+                record.victims.remove(victim_uid)
+                record.pods -= 1
+                record.gone = min(record.gone, record.pods)
+                if record.pods <= 0:
+                    del nodes[node]
+                    if not nodes:
+                        del self._displaced[job_uid]
+                return
+
+    def victim_back(self, *, job_uid: str, node_name: str) -> None:
+        """A pod counted gone by :meth:`victim_gone` is there after all (the Job was read before
+        the pods after a restart): its Job's next pod is not due until it exits."""
+        record = self._displaced.get(job_uid, {}).get(node_name)
+        if record is not None:
+            record.gone = max(record.gone - 1, 0)
 
     def preempting(self, preemptor: PodInfo, *, node_name: str, record: str | None = None) -> None:
         """FitGpp preempted pods on ``node_name`` for ``preemptor`` (a hold it had on another
@@ -375,6 +417,8 @@ class RoomHolds:
                 self._wait(job, pod.uid)
             return
         was_pending = self._forget(pod.uid)
+        if resumed is not None and not resumed.confirmed and pod.node_name is not None:
+            self._resume_ended(resumed.job, (resumed.victim,) if resumed.victim is not None else ())
         if pod.node_name is None or pod.phase in TERMINAL_PHASES:
             self._resumed.pop(pod.uid, None)  # nothing left to confirm or give back
             return
@@ -413,7 +457,7 @@ class RoomHolds:
         if resumed.confirmed:
             return
         del self._resumed[pod.uid]
-        self._displaced.setdefault(resumed.job, {}).setdefault(resumed.node, _Displacement(pods=0)).pods += 1
+        self.displaced(job_uid=resumed.job, node_name=resumed.node, victim_uid=resumed.victim)
         waiting = structs.replace(pod, node_name=None, phase="Pending")
         if self._store.get(pod.uid) is None:  # never watched (the bind verb read it from the API)
             self._store.assume(waiting)
@@ -656,11 +700,15 @@ class RoomHolds:
         record = nodes[node]
         record.pods -= 1
         record.gone = max(record.gone - 1, 0)
+        # The smallest UID: every replica holding the same victims ends the same one's hold.
+        victim = min(record.victims) if record.victims else None
+        if victim is not None:
+            record.victims.remove(victim)
         if record.pods <= 0:
             del nodes[node]
             if not nodes:
                 del self._displaced[job]
-        self._resumed[pod_uid] = _Resumed(job=job, node=node, confirmed=confirmed)
+        self._resumed[pod_uid] = _Resumed(job=job, node=node, confirmed=confirmed, victim=victim)
 
     def _lapse(self) -> None:
         if self.clock is None or self.hold_seconds is None:
@@ -671,10 +719,14 @@ class RoomHolds:
         for job in list(self._displaced):
             nodes = self._displaced[job]
             for node in [n for n, r in nodes.items() if self._expired(r, waited_for=job in self._pending, now=now)]:
-                del nodes[node]
+                self._resume_ended(job, tuple(nodes.pop(node).victims))
                 self.lapsed += 1
             if not nodes:
                 del self._displaced[job]
+
+    def _resume_ended(self, job: str, victims: tuple[str, ...]) -> None:
+        if victims and self.on_resume_ended is not None:
+            self.on_resume_ended(job, victims)
 
     def _lapse_preemptor(self, uid: str) -> None:
         """The preemptor's hold gives up: not rebuilt on its node while this process lives, and

@@ -39,7 +39,8 @@ resume hold there (holds.py: the room kept for the Job's next pod), that Job. A 
 other trace once it has exited (kube-scheduler deleted it): a replica that lists the pods after
 that (a restart) rebuilds the Job's resume hold from the record, while the preemptor is pending.
 Written only where a victim's Job resumes, so a record without (an older replica's, HiveD's
-reclaim) reads as naming none.
+reclaim) reads as naming none. The binding empties it: from then on the Job's own record of its
+holds (``resume_records.py``, written beside this one) is what a restart reads.
 """
 
 from __future__ import annotations

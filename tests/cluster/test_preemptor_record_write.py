@@ -125,7 +125,7 @@ def test_a_preemptor_gone_or_replaced_is_left_alone_and_the_rest_is_written(stat
     api = WritingApi(refuse=status, nodes=[node("gpu-a", gpus=8)], pods=[victim_pod(), trial_pod()])
     cache, service, _ = replica(api)
     preempt(service, cache)
-    assert [w[0] for w in api.writes] == ["PATCH", "GET"]  # tried once
+    assert [w[0] for w in api.writes] == ["PATCH", "GET", "GET"]  # tried once; the Job read for its count, then its resume holds
     assert [e["reason"] for e in api.events] == ["Preempting", "Preempted"]
 
 
@@ -138,7 +138,7 @@ def test_a_record_the_pod_carries_already_is_not_written_again() -> None:
     }
     service.preempt(json.dumps(body).encode())
     cache._writes.shutdown(wait=True)
-    assert [w[0] for w in api.writes] == ["GET"]
+    assert [w[0] for w in api.writes] == ["GET", "GET"]  # the Job's count and resume holds only
 
 
 def test_a_replica_listing_the_recorded_pods_keeps_the_room_and_the_binding_empties_the_record() -> None:
