@@ -25,6 +25,12 @@ log = logging.getLogger(__name__)
 DELETED: Final = "deleted"
 _HELD: Final = (CellState.BOUND, CellState.PINNED)
 
+# The two kinds of sentence told per VC and node, each once: its cells there cannot be bound,
+# and its quota not bound that the free healthy cells left cannot all back (the one kubectl
+# cellfit vcs marks CANNOT-BIND by), often both for one VC and node.
+_CELLS: Final = "cells"
+_GUARANTEE: Final = "guarantee"
+
 # What each cause means for the VC, in the sentence users read.
 _SAID: Final = {
     DELETED: "the node was deleted",
@@ -81,7 +87,7 @@ RECOVERY_SETTLE_SECONDS: Final = 120.0
 
 
 class NodeTroubles:
-    """The cause of each bad node (``causes``), and the (VC, node) pairs already told.
+    """The cause of each bad node (``causes``), and the (VC, node, kind of sentence) already told.
 
     A VC's quota not bound (:func:`_short`) is judged only once the pods' bindings are recovered:
     at a restart the nodes arrive before the pods, and every VC looked unbound, so a cordoned
@@ -94,7 +100,7 @@ class NodeTroubles:
 
     def __init__(self, *, clock: Callable[[], float] = time.monotonic, settle_seconds: float = RECOVERY_SETTLE_SECONDS) -> None:
         self.causes: dict[str, str] = {}
-        self._told: set[tuple[str, str]] = set()
+        self._told: set[tuple[str, str, str]] = set()
         self._clock = clock
         self._settle_seconds = settle_seconds
         self._first_seen: float | None = None
@@ -124,16 +130,17 @@ class NodeTroubles:
             cell = alloc.topology.nodes.get(name)
             if cell is not None and self.causes.get(name) == cause:
                 # The VCs bound there are known only now too (their pods recovered).
-                unbindable = [(vc, unbindable_sentence(vc=vc, node=name, cause=cause)) for vc in vcs_on_node(cell)]
+                unbindable = [(vc, _CELLS, unbindable_sentence(vc=vc, node=name, cause=cause)) for vc in vcs_on_node(cell)]
                 said += self._tell(name, cause, unbindable + _short(alloc, cell.chain, node=name, cause=cause))
         return said
 
-    def _tell(self, name: str, cause: str, found: list[tuple[str, str]]) -> list[str]:
+    def _tell(self, name: str, cause: str, found: list[tuple[str, str, str]]) -> list[str]:
+        """Logs each (VC, kind, sentence) of ``found`` not told yet for the VC on node ``name``."""
         said = []
-        for vc, sentence in found:
-            if (vc, name) in self._told:
+        for vc, kind, sentence in found:
+            if (vc, name, kind) in self._told:
                 continue
-            self._told.add((vc, name))
+            self._told.add((vc, name, kind))
             log.warning(sentence, extra={"virtualCluster": vc, "node": name, "cause": cause})
             said.append(sentence)
         return said
@@ -156,7 +163,7 @@ class NodeTroubles:
             return said
         new = self.causes.get(name) != cause
         self.causes[name] = cause
-        found = [(vc, unbindable_sentence(vc=vc, node=name, cause=cause)) for vc in vcs_on_node(cell)]
+        found = [(vc, _CELLS, unbindable_sentence(vc=vc, node=name, cause=cause)) for vc in vcs_on_node(cell)]
         if new and not recovered:
             self._waiting[name] = cause
         elif new:  # counting the free cells walks them: once per change, not per status update
@@ -164,8 +171,8 @@ class NodeTroubles:
         return said + self._tell(name, cause, found)
 
 
-def _short(alloc: CellAllocator, chain: Chain, *, node: str, cause: str) -> list[tuple[str, str]]:
-    """(VC, sentence) for each VC with quota not bound in ``chain`` at a level where all VCs'
+def _short(alloc: CellAllocator, chain: Chain, *, node: str, cause: str) -> list[tuple[str, str, str]]:
+    """(VC, kind, sentence) for each VC with quota not bound in ``chain`` at a level where all VCs'
     quota not bound exceeds the free healthy cells left (the rule ``kubectl cellfit vcs`` marks
     CANNOT-BIND by: one VC's share of the shortfall is not known, HiveD binds first come)."""
     found = []
@@ -181,7 +188,7 @@ def _short(alloc: CellAllocator, chain: Chain, *, node: str, cause: str) -> list
         free = free_cells_within(alloc, chain, level, everywhere)
         if wanted > free:
             found += [
-                (vc, short_sentence(vc=vc, cell_type=cell_type, missing=n, free=free, wanted=wanted, node=node, cause=cause))
+                (vc, _GUARANTEE, short_sentence(vc=vc, cell_type=cell_type, missing=n, free=free, wanted=wanted, node=node, cause=cause))
                 for vc, n in sorted(missing.items())
             ]
     return found
