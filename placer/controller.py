@@ -67,7 +67,7 @@ from estimator.contract import parse_estimate_cached
 from estimator.objects import Job, JobCondition, template_kind, timestamp
 from estimator.sample_pod import beyond_largest_node, configuration_digest, gpu_count, recorded_configuration
 from placer.configuration import Configuration, Configurations, parse_configurations_cached
-from placer.guarantee import AskedLately, GpuPodsAsk, KeptRoom, free_less_kept, gpus_per_pod, guarantees_less_kept, pool_machines
+from placer.guarantee import AskedLately, GpuPodsAsk, KeptRoom, free_less_kept, guarantees_less_kept, vc_machines
 from placer.holding import (
     DEFAULT_UNBOUND_HOLD_SECONDS,
     HOLDING,
@@ -465,10 +465,9 @@ class PlacerController:
             self._pooled, self._pooled_next = self._pooled_next, {}
             # Sized with the VC's cells opportunistic pods hold, as decide must size them too:
             # by the nodes alone a 4-GPU Job took a 1-GPU machine there (user25 #2).
-            sizes = gpus_per_pod([*waiting, *trials], free=free, cells=found.cells)
-            gpu_slots = {pool_kind(vc): size for vc, size in sizes.items()}
-            guaranteed = guaranteed_gpu_machines(found.cells if found.anywhere is None else found.anywhere, gpus_per_pod=sizes)
-            gpu_pools = pool_machines(found.cells, free=free, sizes=sizes)
+            machines = vc_machines([*waiting, *trials], free=free, cells=found.cells)
+            gpu_slots, gpu_pools = dict(machines.gpu_slots), dict(machines.gpu_pools)
+            guaranteed = guaranteed_gpu_machines(found.cells if found.anywhere is None else found.anywhere, gpus_per_pod=machines.sizes)
         estimates = {w.key: w.seconds for w in (*waiting, *trials)}
         # A VC is named in what users read only where there is another to tell it from: without
         # virtualClusters the implicit VC 'default' owns every GPU, and "1st on gpu of virtual

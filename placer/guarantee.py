@@ -21,7 +21,7 @@ from typing import AbstractSet, Any, Callable, Iterable, Mapping, Sequence
 from scheduler.constants import LABEL_PRIORITY, LABEL_VIRTUAL_CLUSTER, PRIORITY_OPPORTUNISTIC
 from scheduler.core.model import TERMINAL_PHASES, PodInfo
 from scheduler.core.resources import ZERO, Resources
-from scheduler.matching.admission import GpuRoom, WaitingJob, gpu_shortfall, gpu_slots_for
+from scheduler.matching.admission import GpuRoom, WaitingJob, gpu_shortfall, gpu_slots_for, pool_kind
 from scheduler.matching.capacity import GuaranteeCell, NodeResources, guaranteed_gpu_machines
 from scheduler.matching.model import KIND_GPU, Demand
 from scheduler.preemption.holds import Hold
@@ -130,6 +130,28 @@ def _reclaimable_room(cells: Mapping[str, Sequence[GuaranteeCell]], *, free: Seq
         if found:
             room[vc] = found
     return room
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class VcMachines:
+    """What AlloX admission takes of HiveD's VCs in a pass: per VC the GPUs one of its machines
+    holds (``sizes``), the same per machine kind (``decide(gpu_slots=)``) and how many machines
+    it has (``decide(gpu_pools=)``)."""
+
+    sizes: Mapping[str, int]
+    gpu_slots: Mapping[str, int]
+    gpu_pools: Mapping[str, int]
+
+
+def vc_machines(
+    jobs: Sequence[WaitingJob], *, free: Sequence[NodeResources], cells: Mapping[str, Sequence[GuaranteeCell]]
+) -> VcMachines:
+    """The VCs' GPU machines for ``jobs`` queued, sized on ``free``'s nodes and the VCs' ``cells``
+    (:func:`gpus_per_pod`, :func:`pool_machines`): one rule for the live controller and the
+    simulator, so that both hand ``decide`` the same machines."""
+    sizes = gpus_per_pod(jobs, free=free, cells=cells)
+    return VcMachines(sizes=sizes, gpu_slots={pool_kind(vc): size for vc, size in sizes.items()},
+                      gpu_pools=pool_machines(cells, free=free, sizes=sizes))
 
 
 def pool_machines(

@@ -33,7 +33,7 @@ import functools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Mapping, Protocol, Sequence, cast
 
-from scheduler.matching.admission import AdmissionPolicy, RunningJob, WaitingJob, decide
+from scheduler.matching.admission import AdmissionDecision, AdmissionPolicy, RunningJob, WaitingJob, decide
 from scheduler.matching.baselines import (
     BestFitScheduler,
     DrfaScheduler,
@@ -64,6 +64,7 @@ class AdmissionInputs:
     free_nodes: tuple[NodeResources, ...]
     capacity: Capacity
     gpu_pools: Mapping[str, int] | None = None  # under HiveD: each VC's GPU machines
+    gpu_slots: Mapping[str, int] | None = None  # under HiveD: the GPUs one of them holds, per machine kind
 
 
 class InterchangeableView(Protocol):
@@ -184,10 +185,26 @@ class AdmissionDriver:
             free.setdefault(machine.kind, []).append(machine)  # reversed: pop() gives cluster order
         if not free:
             return
+        decision = self.decision(sim)
+        for start in decision.starts:
+            machines = free.get(start.kind)
+            if not machines:
+                # Admission counted a machine that a sampling run holds while its pod waits for
+                # a node (the free capacity it reads, as live, has no pending pod in it). Live,
+                # the Job would start and its pod wait behind the sampling pod; here the job
+                # waits in admission's queue until a machine of its kind is idle.
+                continue
+            sim.start(start.key, machines.pop())
+
+
+    def decision(self, sim: InterchangeableView) -> AdmissionDecision:
+        """What AlloX admission decides on the simulation's state now (no queue planned): the
+        live placer controller's call, with the machines it gives it (under HiveD each VC's, and
+        the GPUs one of them holds, as placer/guarantee.py ``vc_machines`` sizes them)."""
         inputs = sim.admission_inputs()
         grid = self._options.omega_grid_seconds
         admit = decide if grid is None else functools.partial(decide, omega_grid_seconds=grid)
-        decision = admit(
+        return admit(
             now=inputs.now,
             waiting=inputs.waiting,
             running=inputs.running,
@@ -199,16 +216,8 @@ class AdmissionDriver:
             allox_plus_timeout=self._options.timeout,
             plan_queue=False,
             gpu_pools=inputs.gpu_pools,
+            gpu_slots=inputs.gpu_slots,
         )
-        for start in decision.starts:
-            machines = free.get(start.kind)
-            if not machines:
-                # Admission counted a machine that a sampling run holds while its pod waits for
-                # a node (the free capacity it reads, as live, has no pending pod in it). Live,
-                # the Job would start and its pod wait behind the sampling pod; here the job
-                # waits in admission's queue until a machine of its kind is idle.
-                continue
-            sim.start(start.key, machines.pop())
 
 
 class SrptDriver:

@@ -55,7 +55,7 @@ from scheduler.matching.capacity import NodeResources, cluster_capacity, default
 from scheduler.matching.fairness import DemandShare, ShareModel, job_value
 from scheduler.matching.model import KIND_CPU, KIND_GPU, Assignment, Demand, Job, Machine
 from estimator.planner import StopSample
-from placer.guarantee import gpus_per_pod, guarantees, pool_machines
+from placer.guarantee import guarantees, vc_machines
 from scheduler.simulator.allox.policies import AdmissionInputs
 from scheduler.simulator.allox.sampling import RunState, SamplingRun
 from scheduler.simulator.allox.workload import AlloxJobSpec, AlloxWorkload
@@ -491,16 +491,23 @@ class InterchangeableSimulation:
             NodeResources(name=name, cpu=r.cpu_millis / 1000, gpu=max(r.gpus, 0), memory=max(r.memory_bytes, 0) / GIB)
             for name, r in self.free_by_node().items()
         )
-        gpu_pools = None
-        if self._cells is not None:
-            cells = guarantees(self._cells.inspect_guarantees(except_pods=frozenset(job.spec.job_id for job in self._running.values())))
-            default_vc = self._cells.default_vc
-            pool = default_vc if default_vc in cells else None
-            waiting = tuple(replace(job, pool=pool) for job in waiting)
-            running = [replace(job, pool=pool) for job in running]
-            gpu_pools = pool_machines(cells, free=free, sizes=gpus_per_pod(waiting, free=free))
+        if self._cells is None:
+            return AdmissionInputs(now=self.now, waiting=waiting, running=tuple(running), free_nodes=free, capacity=self._capacity)
+        except_pods = frozenset(job.spec.job_id for job in self._running.values())
+        # The opportunistic pods' requests from kube-scheduler's cache, as live from the cluster
+        # snapshot: what HiveD's reclaim frees beside their GPUs.
+        cells = guarantees(self._cells.inspect_guarantees(except_pods=except_pods), requests=self._bound_requests)
+        default_vc = self._cells.default_vc
+        pool = default_vc if default_vc in cells else None
+        waiting = tuple(replace(job, pool=pool) for job in waiting)
+        running = [replace(job, pool=pool) for job in running]
+        machines = vc_machines(waiting, free=free, cells=cells)
         return AdmissionInputs(now=self.now, waiting=waiting, running=tuple(running), free_nodes=free,
-                               capacity=self._capacity, gpu_pools=gpu_pools)
+                               capacity=self._capacity, gpu_pools=machines.gpu_pools, gpu_slots=machines.gpu_slots)
+
+    def _bound_requests(self, uid: str) -> Resources | None:
+        bound = self.kube.bound.get(uid)
+        return bound.pod.requests if bound is not None else None
 
     def running(self) -> list[Assignment]:
         """The running jobs as the policy sees them (estimated finish), for fairness."""
