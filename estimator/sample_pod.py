@@ -73,7 +73,7 @@ def recorded_configuration(template: Mapping[str, Any], kind: str | None) -> Con
     return recorded[kind] if kind in recorded else None  # type: ignore[index]
 
 
-def _unplaced(template: Mapping[str, Any], configuration: Configuration) -> Mapping[str, Any]:
+def unplaced(template: Mapping[str, Any], configuration: Configuration) -> Mapping[str, Any]:
     """``template`` less what the configuration its Job was placed in added (a Job placed, then
     suspended again: its template was rewritten in that configuration, which it records), unless
     that is the configuration sampled: a CPU sample is not pinned to GPU nodes by the GPU
@@ -122,7 +122,7 @@ def build_sample_pod(
         # Where Kubernetes' Job controller puts it too: templates read it by the downward API.
         index[ANNOTATION_COMPLETION_INDEX] = str(run.key.pilot)
     pod = apply_configuration(
-        _unplaced(template, configuration),
+        unplaced(template, configuration),
         configuration,
         extra_env=extra_env,
         extra_labels={LABEL_SAMPLE: "true", LABEL_SAMPLE_JOB: job_uid},

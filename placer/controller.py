@@ -65,7 +65,7 @@ import msgspec
 
 from estimator.contract import parse_estimate_cached
 from estimator.objects import Job, JobCondition, template_kind, timestamp
-from estimator.sample_pod import beyond_largest_node, configuration_digest, gpu_count, recorded_configuration
+from estimator.sample_pod import beyond_largest_node, configuration_digest, gpu_count, recorded_configuration, unplaced
 from placer.configuration import Configuration, Configurations, parse_configurations_cached
 from placer.guarantee import AskedLately, GpuPodsAsk, KeptRoom, free_less_kept, guarantees_less_kept, vc_machines
 from placer.holding import (
@@ -253,6 +253,9 @@ class PlacerController:
         # pods; else they wait for the autoscaler and hold none. None: not known, held as any
         # starting Job is.
         self._allocatable_carrying = allocatable_carrying
+        # Per (configurations annotation, pod template): each kind's node selector and the listed
+        # pool only its nodes run (_selected_nodes), read once per distinct pair.
+        self._selectors: dict[tuple[str, bytes], Mapping[str, tuple[Mapping[str, str], Mapping[str, str] | None]]] = {}
         self._jobs = jobs
         self._free_by_node = free_by_node
         # The allocatable resources of AlloX's nodes, summed: what fairness divides demands by.
@@ -423,6 +426,10 @@ class PlacerController:
                 running.append(item)
                 running_uids.add(uid)
         self._seen = seen
+        # Job key -> why no node its configurations' node selectors admit holds it (told below).
+        beyond_its_nodes: dict[str, str] = {}
+        if self._allocatable_carrying is not None and waiting:
+            waiting = self._within_selected_nodes(waiting, by_key, beyond_its_nodes)
         # What was told to a Job that is gone is forgotten with it (at most as many as there are
         # Jobs are kept). A start is kept until the watch shows the Job at another version
         # (running, or suspended again), or the Job gone: the watch lists every Job with
@@ -537,6 +544,10 @@ class PlacerController:
         for key, message in backing_off.items():
             held[key] = (REASON_SUSPENDED_AGAIN, message)
             self._tell(by_key[key], status="False", reason=REASON_SUSPENDED_AGAIN, message=message)
+        for key, message in beyond_its_nodes.items():
+            held[key] = ("NoMachine", message)
+            if self._tell(by_key[key], status="False", reason="NoMachine", message=message):
+                self._event_once(by_key[key], "NoMachine", message)
         for key in decision.unplaceable:
             item, job = waiting_by_key[key], by_key[key]
             beyond = kinds_beyond(item, cpu_slot=decision.cpu_slot, gpus=gpus_on_a_node, room=room)
@@ -581,7 +592,8 @@ class PlacerController:
                     **({"startsWith": together[q.key]} if together[q.key] < q.position else {}),
                     **({"backingOff": backed_off_in[q.key]} if q.key in backed_off_in else {})} for q in decision.queue],
             waiting_for_pool=list(decision.waiting_for_pool),
-            unplaceable=[key for key in decision.unplaceable if key not in joined_now], waiting_for_nodes=waiting_for_nodes_said,
+            unplaceable=[*(key for key in decision.unplaceable if key not in joined_now), *beyond_its_nodes],
+            waiting_for_nodes=waiting_for_nodes_said,
             idle_machines=dict(decision.idle_machines),
             busy_machines=dict(decision.busy_machines), mechanism=self._settings.mechanism,
             progress=dict(decision.progress), progress_spread=decision.progress_spread,
@@ -851,6 +863,76 @@ class PlacerController:
         self._event(job, REASON_SUSPENDED_AGAIN, message)
         self._tell(job, status="False", reason=REASON_SUSPENDED_AGAIN, message=message)
         log.info("job suspended again", extra={"job": f"{namespace}/{name}", "kind": kind})
+
+    def _within_selected_nodes(self, waiting: list[WaitingJob], by_key: Mapping[str, Job], beyond: dict[str, str]) -> list[WaitingJob]:
+        """The waiting Jobs without the kinds whose node selector (the template's and the
+        configuration's) admits only nodes of AlloX's none of which holds a pod of it, judged by
+        those nodes' allocatable as the estimator judges it: AlloX's machines are cut from all of
+        its nodes, and a larger node of another pool (one an autoscaler added for a listed pool's
+        Job) made such a configuration look startable; its pods then never bound. A Job left with
+        no kind is dropped, and why in ``beyond``. Not judged: a kind only a pool of
+        ``estimator.nodesMayJoin`` runs (the autoscaler sizes the node it adds), one whose selector
+        no node carries now (nothing to judge by), and required node affinity."""
+        assert self._allocatable_carrying is not None
+        if len(self._selectors) > 8192:
+            self._selectors.clear()
+        carrying: dict[frozenset[tuple[str, str]], list[Capacity]] = {}  # this pass's, per selector
+        kept: list[WaitingJob] = []
+        for item in waiting:
+            job = by_key[item.key]
+            reasons: dict[str, str] = {}
+            for kind, (selector, awaited) in self._selected_nodes(job).items():
+                demand = item.demand.get(kind)
+                if kind not in item.seconds or demand is None or awaited is not None:
+                    continue
+                key = frozenset(selector.items())
+                nodes = carrying.get(key)
+                if nodes is None:
+                    nodes = carrying[key] = [_in_demand_units(node) for node in self._allocatable_carrying(selector).values()]
+                never = _beyond_each_node(demand, nodes) if nodes else None
+                if never is not None:
+                    asked = f"{demand.cpu:g} cores" + (f" and {demand.memory:g} GiB" if demand.memory > 0 else "")
+                    if demand.gpu > 0:
+                        asked = f"{demand.gpu:g} GPU{'' if demand.gpu == 1 else 's'}, {asked}"
+                    reasons[kind] = f"{ANNOTATION_CONFIGURATIONS}.{kind}.resources, {asked} a pod, {never}"
+            if not reasons:
+                kept.append(item)
+                continue
+            seconds = {kind: value for kind, value in item.seconds.items() if kind not in reasons}
+            if seconds:
+                kept.append(replace(item, seconds=seconds))
+                continue
+            said = "; ".join(
+                f"AlloX's nodes ({ALLOX_NODES}) carrying {pool_said(self._selected_nodes(job)[kind][0])} cannot start this Job: {why}"
+                for kind, why in sorted(reasons.items()))
+            beyond[item.key] = said
+        return kept
+
+    def _selected_nodes(self, job: Job) -> Mapping[str, tuple[Mapping[str, str], Mapping[str, str] | None]]:
+        """Per kind of the Job whose pods carry a node selector (the template's, the
+        configuration's over it), that selector and the pool of ``estimator.nodesMayJoin`` only
+        whose nodes run them (None: none)."""
+        text = job.annotations.get(ANNOTATION_CONFIGURATIONS, "")
+        template = bytes(job.spec.template) if job.spec.has_template else b""
+        found = self._selectors.get((text, template))
+        if found is not None:
+            return found
+        selected: dict[str, tuple[Mapping[str, str], Mapping[str, str] | None]] = {}
+        try:
+            configurations = parse_configurations_cached(text)
+            pod = json.loads(template) if template else {}
+        except (InvalidAnnotation, ValueError):
+            configurations, pod = None, {}
+        for kind in configurations.kinds if configurations is not None else ():
+            configuration = configurations[kind]  # type: ignore[index]
+            # The template as a start in ``kind`` places it: less what an earlier placement in
+            # another kind added (a Job suspended again keeps that kind's selector there).
+            spec = unplaced(pod, configuration).get("spec") or {}
+            selector = {**(spec.get("nodeSelector") or {}), **configuration.node_selector}
+            if selector:
+                selected[kind] = (selector, self._awaited_pool(job, kind))
+        self._selectors[text, template] = selected
+        return selected
 
     def _awaited_pool(self, job: Job, kind: str) -> Mapping[str, str] | None:
         """The pool of ``estimator.nodesMayJoin`` whose nodes alone run the Job's pods in
