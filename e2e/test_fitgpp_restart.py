@@ -26,7 +26,14 @@ the victims it chose itself, so once its watch has seen the victim go it sends t
 requeue signal, and the trial pod is bound within seconds of the victim's exit. Before, a
 restarted replica remembered no victim: no signal came, and an attempt for the trial pod that
 kube-scheduler made on the victim's deletion before cellfit's watch had applied it (cellfit still
-counting the victim's GPUs) left the pod parked until kube-scheduler's 5-minute flush."""
+counting the victim's GPUs) left the pod parked until kube-scheduler's 5-minute flush.
+
+The third restarts cellfit after the trial pod was bound, the victim gone and its Job's next pod
+pending: the trial pod's record is emptied by its binding, and nothing on the pods names the
+victim any more. The Job's own record of its resume hold (``cellfit.io/resume-holds``, written by
+the replica that decided) gives the restarted replica the hold back: once the trial pod is gone,
+another best-effort pod waiting for the node is kept off it and the Job's next pod is bound there,
+and that binding takes the hold off the Job. Before, the restarted replica had no resume hold."""
 
 from __future__ import annotations
 
@@ -53,13 +60,14 @@ from chart_support import (
 pytestmark = pytest.mark.e2e
 SCENARIOS = Scenarios("fitgpp-restart-")
 RECORD = "cellfit.io/preemptor-hold"
+RESUME_HOLDS = "cellfit.io/resume-holds"
 TRIAL = {"cellfit.io/job-class": "trial"}
 
 
 @pytest.fixture(scope="module")
 def env(control_plane: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Cluster, Release, ChartScheduler, Any]]:
     workdir = tmp_path_factory.mktemp(f"fitgpp-restart-{SCENARIOS.run}")
-    with scenario_scheduler(control_plane, workdir, SCENARIOS, nodes={"one": 1, "leaving": 1}, name="fitgpp-restart") as (cluster, release, procs):
+    with scenario_scheduler(control_plane, workdir, SCENARIOS, nodes={"one": 1, "leaving": 1, "bound": 1}, name="fitgpp-restart") as (cluster, release, procs):
         yield cluster, release, procs, control_plane
 
 
@@ -186,4 +194,35 @@ def test_a_restart_while_the_victim_leaves_signals_once_the_victim_is_gone_and_t
         wait_for(lambda: running_on(cluster, ns, "te"), 60, f"te running (cellfit log {procs.cellfit.log}, scheduler log {procs.scheduler.log})") == node
     )
     assert (trial()["metadata"].get("annotations") or {}).get(RECORD) == ""  # emptied by the binding
+    assert_no_double_booking(cluster.pods(ns))
+
+
+def test_a_restart_after_the_trial_pod_was_bound_keeps_the_room_for_the_victims_next_pod(env: Any) -> None:
+    scene = be_running(env, "bound")
+    cluster, procs, ns, node, be_pods = scene.cluster, scene.procs, scene.ns, scene.node, scene.be_pods
+    (victim,) = [p["metadata"] for p in be_pods() if running_on(cluster, ns, p["metadata"]["name"]) == node]
+    cluster.apply(gpu_pod("te", scheduler_name=scene.name, node_selector=scene.where, gpus=8, priority_class="cellfit-trial", labels=TRIAL),
+                  namespace=ns)
+    assert wait_for(lambda: running_on(cluster, ns, "te"), 150, f"te bound once {victim['name']} exited (cellfit log {procs.cellfit.log})") == node
+
+    def job_holds() -> str | None:
+        job: dict[str, Any] = cluster.kubectl_json("-n", ns, "get", "job", "be")
+        return (job["metadata"].get("annotations") or {}).get(RESUME_HOLDS)
+
+    assert json.loads(wait_for(job_holds, 30, "the victim's resume hold recorded on its Job")) == {victim["uid"]: node}
+    next_pod = wait_for(lambda: next((p["metadata"]["name"] for p in be_pods() if is_active(p) and p["metadata"]["uid"] != victim["uid"]), None),
+                        60, "the Job's next pod")
+    assert procs.cellfit.process is not None
+    procs.cellfit.process.kill()
+    procs.cellfit.process.wait(10)
+    procs.cellfit.process = None
+    procs.cellfit.start()  # te bound, its record emptied; the victim gone
+    held = [h for h in procs.cellfit.get("/v1/inspect/resume-holds")["holds"] if h["kind"] == "resume" and h["node"] == node]
+    assert [(h["node"], h["pods"]) for h in held] == [(node, [f"{ns}/{next_pod}"])], held
+    cluster.apply(gpu_pod("other", scheduler_name=scene.name, node_selector=scene.where, gpus=8, labels={"cellfit.io/job-class": "best-effort"}),
+                  namespace=ns)
+    cluster.kubectl("-n", ns, "delete", "pod", "te")  # the trial ends
+    assert wait_for(lambda: running_on(cluster, ns, next_pod), 120, f"{next_pod} running (cellfit log {procs.cellfit.log})") == node
+    assert running_on(cluster, ns, "other") is None
+    wait_for(lambda: job_holds() is None, 30, "the hold taken off the Job once its next pod was bound")
     assert_no_double_booking(cluster.pods(ns))
