@@ -45,7 +45,7 @@ from scheduler.cells.config import (
 )
 from scheduler.cells.discovery import legacy_names
 from scheduler.cells.feasibility import feasibility_problems
-from scheduler.cells.freeing import FreeingCell, JustFreed, freeing_cell
+from scheduler.cells.freeing import FreeingCell, JustFreed, freeing_cell, vcs_freed_by
 from scheduler.cells.membership import CellsChanged, NodeMembership
 from scheduler.cells.node_troubles import DELETED, NodeTroubles, bad_node_cause
 from scheduler.cells.request import CellRequest, Priority, RequestProblem, parse_request
@@ -1162,9 +1162,9 @@ class HivedEngine:
         was_freeing = self.expiry.is_freeing(pod_uid)
         self.expiry.pod_gone(pod_uid)
         booking = self.allocator.by_pod.get(pod_uid)
-        if booking is not None and was_freeing and booking.group is None and booking.priority is Priority.GUARANTEED \
-                and booking.node is not None and booking.pod_key is not None:
-            self._just_freed.left(pod_key=booking.pod_key, vc=booking.vc, node=booking.node)
+        if booking is not None and was_freeing and booking.group is None and booking.node is not None and booking.pod_key is not None:
+            for vc in vcs_freed_by(booking):  # before _unassign: it may unbind the VC's cell
+                self._just_freed.left(pod_key=booking.pod_key, vc=vc, node=booking.node)
         if booking is not None:
             self._unassign(booking)
             self._released()

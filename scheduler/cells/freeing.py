@@ -19,7 +19,10 @@ show the leaving pod gone a moment before kube-scheduler's cache does, and kube-
 counting it on its node, then offers only other nodes, where HiveD would reclaim an opportunistic
 pod while the cells just freed stay idle. For :data:`FREED_CELL_WAIT_SECONDS` after such a pod is
 gone, a guaranteed pod of its VC that HiveD would place on its node without a victim gets no
-victim elsewhere; kube-scheduler places it there once its cache has dropped the pod.
+victim elsewhere; kube-scheduler places it there once its cache has dropped the pod. "Its VC" is
+each VC whose cells the pod freed (:func:`vcs_freed_by`): its own for a guaranteed pod, and the
+VC owning the cell an opportunistic pod leaves, which :func:`freeing_cell` waited for as well
+(review28 #1).
 """
 
 from __future__ import annotations
@@ -27,8 +30,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Final, Iterator, NamedTuple, Sequence
 
+from scheduler.cells.booking import Booking
 from scheduler.cells.planning import Target
-from scheduler.cells.topology import Cell
+from scheduler.cells.request import Priority
+from scheduler.cells.topology import Cell, CellState
 from scheduler.cells.virtual_clusters import VcState
 from scheduler.constants import CACHE_LAG_SECONDS
 
@@ -89,6 +94,22 @@ def _freed_by_leaving(cell: Cell, gpus: int, leaving: Callable[[int], bool]) -> 
     return sorted(held) if usable >= gpus and free < gpus else None
 
 
+_HELD: Final = (CellState.BOUND, CellState.PINNED)
+
+
+def vcs_freed_by(booking: Booking) -> list[str]:
+    """The VCs whose cells ``booking``'s pod frees as it goes, in order, each once: its own VC
+    for a guaranteed pod, and each VC owning (bound or pinned) a cell one of its GPUs is in: an
+    opportunistic pod on another VC's cells frees them for that VC's pods, which
+    :func:`freeing_cell` waits for while it leaves."""
+    vcs: dict[str, None] = {booking.vc: None} if booking.priority is Priority.GUARANTEED else {}
+    for gpu in booking.gpus:
+        held = next((cell for cell in (gpu, *gpu.ancestors()) if cell.state in _HELD), None)
+        if held is not None and held.vc is not None:
+            vcs[held.vc] = None
+    return list(vcs)
+
+
 # How long after a pod of a VC left its cells a guaranteed pod of that VC that HiveD would place
 # there without a victim preempts nobody elsewhere: kube-scheduler's cache's lag.
 FREED_CELL_WAIT_SECONDS: Final = CACHE_LAG_SECONDS
@@ -126,7 +147,7 @@ class JustFreed:
         return bool(self._freed)
 
     def left(self, *, pod_key: str, vc: str, node: str) -> None:
-        """A guaranteed pod of ``vc`` that was leaving ``node`` is gone: its cells are free."""
+        """A pod that was leaving ``node`` is gone: the cells it held there of ``vc`` are free."""
         now = self._clock()
         freed = self._freed.get((vc, node))
         if freed is None or now - freed.at >= self.seconds:

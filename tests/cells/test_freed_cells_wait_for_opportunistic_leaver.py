@@ -1,0 +1,62 @@
+"""review28 #1 (MEDIUM): the freed-cells wait (JustFreed) started only when a *guaranteed* pod of
+the VC left, though the freeing wait (freeing.py) also waits for an opportunistic pod leaving the
+VC's cell. Once such a pod is gone, kube-scheduler's cache still counts it for a moment
+(CACHE_LAG_SECONDS) and offers only the other node: HiveD then reclaimed an opportunistic pod
+there for nothing (user24b item 6 again), and the waiter's freed cells were not kept from
+another opportunistic pod (user25 #1 again). Now an opportunistic pod leaving a VC's cell starts
+the wait for the VC owning the cell (freeing.vcs_freed_by), waiter or none.
+
+Scene (tests/cells/test_no_preemption_while_vc_cells_free.py): vc-a's g1 holds 4 GPUs of n-a,
+vc-b's opportunistic opp-half the other 4 and is terminating, vc-b's opp fills n-b.
+"""
+
+from __future__ import annotations
+
+from scheduler.cells import HivedEngine
+from scheduler.core.model import PodInfo
+from scheduler.kube.names import filter_offered
+from tests.cells.helpers import pod
+from tests.cells.test_freed_cells_kept_from_opportunistic import opportunistic
+from tests.cells.test_no_preemption_while_vc_cells_free import run, scene, terminating
+from tests.cells.test_no_reclaim_just_after_vc_cells_freed import Clock
+
+
+def _opp_half_leaving() -> HivedEngine:
+    engine, _, _ = scene(g1_gpus=4, clock=Clock())
+    half = run(engine, pod("opp-half", 4, "vc-b", priority="opportunistic"), ["n-a"])
+    engine.apply_pod(terminating(half))
+    return engine
+
+
+def _half_leaving() -> tuple[HivedEngine, PodInfo]:
+    engine = _opp_half_leaving()
+    g2 = pod("g2", 4, "vc-a")
+    assert engine.select_victims(g2, {"n-b": ["opp"]}, {}) == {}  # waits for opp-half's cells
+    return engine, g2
+
+
+def test_no_reclaim_elsewhere_just_after_the_opportunistic_leaver_is_gone() -> None:
+    engine, g2 = _half_leaving()
+    engine.delete_pod("opp-half")  # cellfit's watch: gone; kube-scheduler's cache still counts it on n-a
+    # kube-scheduler offers n-b only: HiveD waits the cache's lag, as for a guaranteed leaver.
+    assert engine.select_victims(g2, {"n-b": ["opp"]}, {}) == {}
+
+
+def test_the_waiters_freed_cells_are_kept_from_another_opportunistic_pod() -> None:
+    engine, _ = _half_leaving()
+    engine.delete_pod("opp-half")
+    assert not filter_offered(engine, opportunistic("opp-2"), ["n-a"]).feasible
+
+
+def test_a_pod_of_the_cells_vc_asking_just_after_the_leaver_is_gone_waits_too() -> None:
+    engine = _opp_half_leaving()
+    engine.delete_pod("opp-half")  # nobody of vc-a waited for its cells yet
+    assert engine.select_victims(pod("g2", 4, "vc-a"), {"n-b": ["opp"]}, {}) == {}
+    assert "g2" not in engine.allocator.by_pod and not engine.expiry.is_leaving("opp")
+
+
+def test_the_leavers_own_vc_gets_no_wait_for_cells_it_does_not_own() -> None:
+    engine = _opp_half_leaving()
+    engine.delete_pod("opp-half")
+    assert engine.allocator.vcs["vc-b"].quota == {}  # vc-b has no cells: its pods cannot wait for n-a's
+    assert engine.freeing_wait(pod("g-b", 4, "vc-b")) is None
