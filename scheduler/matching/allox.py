@@ -28,6 +28,7 @@ from scheduler.matching.fairness import (
 from scheduler.matching.model import Assignment, Job, Machine
 from scheduler.matching import positions
 from scheduler.matching.positions import KindOrder, kind_orders, kind_orders_after
+from scheduler.matching.visit_order import visiting_order
 from scheduler.matching.solve import (
     FloatArray,
     Fleet,
@@ -116,9 +117,13 @@ class AlloxScheduler:
         holding_users: Collection[str] = (),
     ) -> Matched:
         """:meth:`on_machine_free`, with the one matching it made when every user was considered.
-        ``machines``: the free machines then ``busy_until``'s others, already in array form.
+        ``machines``: the free machines (in :func:`~scheduler.matching.visit_order.visiting_order`,
+        the order they are visited in) then ``busy_until``'s others, already in array form;
+        without it the free machines are visited in that order.
         ``holding_users``: users with running jobs beside ``running``'s (admission passes its
         running Jobs so, their progress in ``progress``, rather than as an assignment each)."""
+        if machines is None:
+            free_machines = visiting_order(free_machines, pending_jobs)
         free_names = {machine.name for machine in free_machines}
         # The free machines, then the busy ones: made only without ``machines`` or ``shares``.
         listed: list[Machine] | None = None

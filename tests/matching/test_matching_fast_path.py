@@ -23,6 +23,7 @@ from scheduler.matching.allox import AlloxScheduler
 from scheduler.matching.fairness import Capacity, DemandShare, considered_count, rank_users, user_progress
 from scheduler.matching.model import Assignment, Demand, Job, Machine
 from scheduler.matching.solve import IntArray, Problem, build, prepare, solve
+from scheduler.matching.visit_order import visiting_order
 
 SHARES = DemandShare(capacity=Capacity(cpu=64, gpu=8, memory=256),
                      default_demand={"gpu": Demand(gpu=1, cpu=1), "cpu": Demand(cpu=8, memory=16)})
@@ -55,7 +56,9 @@ def instance(rng: random.Random, *, jobs: int, users: int) -> tuple[list[Machine
 
 def straightforward(*, alpha: float, now: float, free: list[Machine], busy: dict[Machine, float], waiting: list[Job],
                     running: list[Assignment]) -> list[tuple[str, str]]:
-    """Algorithm 2 with §4.4's raise, one scipy solve per free machine and user set."""
+    """Algorithm 2 with §4.4's raise, one scipy solve per free machine and user set, the free
+    machines visited slowest kind first (visit_order.py)."""
+    free = visiting_order(free, waiting)
     machines = [*free, *busy]
     until = {m.name: t for m, t in busy.items()}
     left = list(waiting)
