@@ -872,7 +872,6 @@ class HivedEngine:
         victims = self.allocator.victims(booking)
         if victims:
             raise SchedulingConflict(self._victim_reason(booking, victims))
-        self._just_freed.bound(vc=booking.vc, node=node_name, pod_uid=pod.uid)  # the cells freed there are taken
         return Placement(
             pod_uid=pod.uid,
             node_name=node_name,
@@ -888,12 +887,14 @@ class HivedEngine:
         # next opportunistic pod must not take them), and cells the reservation booked go, as
         # if the pod were gone (a gang slot stays booked for the gang's other pods, as when a
         # member pod is deleted). A booking kept whose pod never returns expires (expiry.py).
+        # The pod, pending again, still waits for the cells it was told to wait for (JustFreed):
+        # they stay kept from opportunistic pods for its retry (review28 #2).
         if pod_uid in self._reserved_as_booked:
             self._reserved_as_booked.discard(pod_uid)
             return
         if pod_uid in self._seen_bound:
             return
-        self.delete_pod(pod_uid)
+        self._gone(pod_uid)
 
     # ------------------------------------------------------------------ cluster state
 
@@ -1030,15 +1031,25 @@ class HivedEngine:
         self._reclaim_records.pop(pod.uid, None)
         self._reclaim_marks.pop(pod.uid, None)
         self._reserved_as_booked.discard(pod.uid)  # bound: no bind of it fails any more
+        newly_bound = pod.uid not in self._seen_bound
         self._seen_bound.add(pod.uid)
         self._claims.end(pod.uid)  # bound: the cells booked for it are its own
-        self._just_freed.forget_pod(pod.uid)
-        if existing is not None:
-            if existing.node == pod.node_name:
-                return
-            # Bound somewhere else than HiveD planned (another binder, or a stale booking).
-            self._unassign(existing)
-        self._recover(pod)
+        if existing is None or existing.node != pod.node_name:
+            if existing is not None:
+                # Bound somewhere else than HiveD planned (another binder, or a stale booking).
+                self._unassign(existing)
+            self._recover(pod)
+        self._takes_freed_cells(pod, newly_bound=newly_bound)
+
+    def _takes_freed_cells(self, pod: PodInfo, *, newly_bound: bool) -> None:
+        """``pod`` is bound, as the watch shows: it waits for no cells, and the cells its VC freed
+        just now on its node are taken once no other pod waits for them (JustFreed.bound). Not
+        at reserve: a bind that fails leaves them to the pod's retry (review28 #2)."""
+        booking = self.allocator.by_pod.get(pod.uid)
+        if newly_bound and booking is not None and pod.node_name is not None:
+            self._just_freed.bound(vc=booking.vc, node=pod.node_name, pod_uid=pod.uid)
+        else:
+            self._just_freed.forget_pod(pod.uid)
 
     def _recover(self, pod: PodInfo) -> None:
         alloc = self.allocator
@@ -1153,12 +1164,16 @@ class HivedEngine:
             alloc.release(extra)
 
     def delete_pod(self, pod_uid: str) -> None:
+        self._just_freed.forget_pod(pod_uid)
+        self._gone(pod_uid)
+
+    def _gone(self, pod_uid: str) -> None:
+        """The pod holds nothing any more: gone, finished, or its bind failed (``unreserve``)."""
         self._reclaim_marks.pop(pod_uid, None)
         self._reserved_as_booked.discard(pod_uid)
         self._seen_bound.discard(pod_uid)
         self._reclaim_records.pop(pod_uid, None)
         self._claims.end(pod_uid)
-        self._just_freed.forget_pod(pod_uid)
         was_freeing = self.expiry.is_freeing(pod_uid)
         self.expiry.pod_gone(pod_uid)
         booking = self.allocator.by_pod.get(pod_uid)
