@@ -121,6 +121,15 @@ class _Freed:
     at: float  # the clock's reading when the last of them left
 
 
+@dataclass(slots=True)
+class _Waiter:
+    pod_key: str  # namespace/name
+    # When its (VC, node)'s cells were first freed while it waited (None: not yet, they are
+    # being freed): it keeps them from opportunistic pods ``seconds`` from then, however many
+    # pods of the VC leave the node after.
+    since: float | None
+
+
 class JustFreed:
     """Nodes whose cells pods of a VC left a moment ago, by (VC, node), for ``seconds`` after
     the last of them left on ``clock`` (the driver's: monotonic live, virtual in the simulator,
@@ -131,15 +140,19 @@ class JustFreed:
     is one of that (VC, node)'s waiters (:meth:`awaited_by`): while the node's entry is open and
     a waiter is left, the node is :meth:`kept` from opportunistic pods, which HiveD would
     otherwise place on the freed cells and reclaim for a waiter a moment later (user25 #1: 3 of
-    3 live). A waiter is forgotten when it is bound or gone (:meth:`forget_pod`), or with its
-    (VC, node)'s entry; a pod of the VC bound there ends the entry only once no waiter is left
-    (several pods of a Job may wait for one node's cells)."""
+    3 live). Each waiter keeps the node ``seconds`` at most, from when the cells were freed while
+    it waited: a stream of the VC's pods leaving the node opens its entry again and again, and
+    must not keep opportunistic pods off it for as long as a waiter that kube-scheduler places
+    elsewhere, or nowhere, is pending (review28). A waiter is forgotten when it is bound or gone
+    (:meth:`forget_pod`), or with its (VC, node)'s entry once it kept the node; a pod of the VC
+    bound there ends the entry only once no waiter is left (several pods of a Job may wait for
+    one node's cells)."""
 
     def __init__(self, *, clock: Callable[[], float], seconds: float = FREED_CELL_WAIT_SECONDS) -> None:
         self.seconds = seconds
         self._clock = clock
         self._freed: dict[tuple[str, str], _Freed] = {}
-        self._waiters: dict[tuple[str, str], dict[str, str]] = {}  # (VC, node) -> pod UID -> namespace/name, in order
+        self._waiters: dict[tuple[str, str], dict[str, _Waiter]] = {}  # (VC, node) -> pod UID -> waiter, in order
 
     def __bool__(self) -> bool:
         if self._freed:
@@ -149,12 +162,19 @@ class JustFreed:
     def left(self, *, pod_key: str, vc: str, node: str) -> None:
         """A pod that was leaving ``node`` is gone: the cells it held there of ``vc`` are free."""
         now = self._clock()
-        freed = self._freed.get((vc, node))
-        if freed is None or now - freed.at >= self.seconds:
-            self._freed[(vc, node)] = _Freed(pods=[pod_key], at=now)
+        key = (vc, node)
+        freed = self._freed.get(key)
+        if freed is not None and now - freed.at >= self.seconds:
+            self._end(key)
+            freed = None
+        if freed is None:
+            self._freed[key] = _Freed(pods=[pod_key], at=now)
         else:
             freed.pods = [*freed.pods[-9:], pod_key]
             freed.at = now  # its window starts again
+        for waiter in self._waiters.get(key, {}).values():
+            if waiter.since is None:
+                waiter.since = now
 
     def bound(self, *, vc: str, node: str, pod_uid: str) -> None:
         """The pod ``pod_uid`` of ``vc`` was bound on ``node``: it waits no more, and once no
@@ -165,7 +185,12 @@ class JustFreed:
 
     def awaited_by(self, *, vc: str, node: str, pod_uid: str, pod_key: str) -> None:
         """The guaranteed pod ``pod_key`` of ``vc`` was told to wait for ``node``'s cells."""
-        self._waiters.setdefault((vc, node), {})[pod_uid] = pod_key
+        waiting = self._waiters.setdefault((vc, node), {})
+        waiter = waiting.get(pod_uid)
+        if waiter is None:
+            waiter = waiting[pod_uid] = _Waiter(pod_key=pod_key, since=None)
+        if waiter.since is None and self._open((vc, node)):
+            waiter.since = self._clock()
 
     def forget_pod(self, pod_uid: str) -> None:
         """The pod is bound or gone: it waits for no cells."""
@@ -177,21 +202,42 @@ class JustFreed:
 
     def kept(self) -> dict[str, tuple[str, str]]:
         """The nodes whose cells freed just now a guaranteed pod of their VC waits for, each
-        with (VC, the first waiter's namespace/name): no opportunistic pod is placed there
-        meanwhile."""
+        with (VC, the first waiter's namespace/name) among those whose keep has not run out:
+        no opportunistic pod is placed there meanwhile."""
         if not self._waiters:
             return {}
         self._forget_past()
-        return {node: (vc, next(iter(waiting.values())))
-                for (vc, node), waiting in sorted(self._waiters.items()) if (vc, node) in self._freed}
+        now = self._clock()
+        kept: dict[str, tuple[str, str]] = {}
+        for (vc, node), waiting in sorted(self._waiters.items()):
+            if (vc, node) not in self._freed:
+                continue
+            first = next((w.pod_key for w in waiting.values() if w.since is not None and now - w.since < self.seconds), None)
+            if first is not None:
+                kept[node] = (vc, first)
+        return kept
 
     def nodes_of(self, vc: str) -> dict[str, list[str]]:
         """The nodes pods of ``vc`` left just now, each with those pods (namespace/name), sorted."""
         self._forget_past()
         return {node: sorted(freed.pods) for (of, node), freed in sorted(self._freed.items()) if of == vc}
 
+    def _open(self, key: tuple[str, str]) -> bool:
+        freed = self._freed.get(key)
+        return freed is not None and self._clock() - freed.at < self.seconds
+
     def _forget_past(self) -> None:
         now = self._clock()
         for key in [key for key, freed in self._freed.items() if now - freed.at >= self.seconds]:
-            del self._freed[key]
-            self._waiters.pop(key, None)
+            self._end(key)
+
+    def _end(self, key: tuple[str, str]) -> None:
+        """The (VC, node)'s entry is over, and so are the waiters it kept the node for; one told
+        to wait while no entry was open waits on for the cells being freed."""
+        del self._freed[key]
+        waiting = self._waiters.get(key)
+        if waiting is not None:
+            for uid in [uid for uid, waiter in waiting.items() if waiter.since is not None]:
+                del waiting[uid]
+            if not waiting:
+                del self._waiters[key]
