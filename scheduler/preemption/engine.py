@@ -842,6 +842,13 @@ class FitGppEngine:
                 if isinstance(self.inner, BooksAhead) and self.inner.has_booking(waiting.pod):
                     continue  # its room is kept otherwise (HiveD booked cells for it), as placed_elsewhere ends a hold
                 rebuilt = self.holds.rebuild_preemptor(waiting.pod, node_name=waiting.node, record=waiting.record)
+                if rebuilt and isinstance(self.inner, GivesBackGangs):
+                    # As the decision did: HiveD recovered the gangs taken whole from a member still
+                    # running (the replica that decided died before deleting it), their exited
+                    # members' slots on the preemptor's node booked again for their next pods (review28).
+                    # Once, as the hold is rebuilt: a gang its Job plans afresh later is its own.
+                    for job in waiting.gangs:
+                        self.inner.give_back_gang(job)
                 if rebuilt and waiting.victims and self._watch_victims is not None:
                     # As the preempt verb remembers the victims it chose: once the watch has seen
                     # them go, kube-scheduler is made to retry the pod it may have parked.

@@ -807,6 +807,9 @@ class WaitingPreemptor:
     # Of the victims its record names whose Job resumes (records.py ``resumes``), those gone, by
     # UID -> their Job's UID: nothing else is left of them to rebuild their Jobs' resume holds from
     resumed: Mapping[str, str] = field(default_factory=dict)
+    # The Jobs of the gangs its record says FitGpp took whole (records.py ``gangs``): under HiveD
+    # a restart recovers their slots from a member still running, which no longer are theirs
+    gangs: tuple[str, ...] = ()
 
 
 @dataclass(slots=True)
@@ -870,7 +873,7 @@ class PreemptionEvidence:
                 present = tuple(uid for uid in record.victims if self.present(uid))
                 resumed = {uid: job for uid, job in record.resumes.items() if not self.present(uid)}
                 found[pod.uid] = WaitingPreemptor(pod=pod, node=record.node, record=pod.annotations[ANNOTATION_PREEMPTOR_HOLD],
-                                                  victims=present, resumed=resumed)
+                                                  victims=present, resumed=resumed, gangs=record.gangs)
         for pod in self._nominated.values():
             node = self._nomination(pod)
             if pod.uid not in found and node is not None and node in self._victims_on:
