@@ -65,3 +65,18 @@ def test_the_wait_still_restarts_with_each_pod_gone() -> None:
         clock.now += STEP
         engine.delete_pod(name)
     assert engine.select_victims(pod("g2", 4, "vc-a"), {"n-b": ["opp"]}, {}) == {}
+
+
+def test_a_waiter_told_while_its_cells_are_being_freed_outlives_the_nodes_earlier_entry() -> None:
+    clock = Clock()
+    engine, g1, _ = scene(g1_gpus=4, clock=clock)
+    g0 = run(engine, pod("g0", 4, "vc-a"), ["n-a"])
+    for p in (g1, g0):
+        engine.apply_pod(terminating(p))
+    engine.delete_pod("g1")  # at 100 s: n-a's entry opens
+    clock.now += FREED_CELL_WAIT_SECONDS + 1  # g1's entry is over; g0 still leaving
+    assert not filter_offered(engine, pod("g2", 8, "vc-a"), ["n-b"]).feasible  # g2 waits for g0's cells
+    assert run(engine, opportunistic("opp-3"), ["n-b", "n-a"]).node_name == "n-a"  # nothing kept yet: n-a's 4 free
+    engine.delete_pod("opp-3")
+    engine.delete_pod("g0")  # n-a's 8 GPUs free: g2's
+    assert not filter_offered(engine, opportunistic("opp-2"), ["n-a"]).feasible
