@@ -10,7 +10,8 @@ node affinity and a node of ``allox.nodeSelector``'s pool without the entry's la
 only that pool's nodes run it. A pod any node of the pool meets (no selector naming the pool)
 is judged by the nodes there are, as before.
 
-Only the label keys ``allox.nodeSelector`` or an entry names are judged here: a node the
+Only the label keys ``allox.nodeSelector`` and the entry itself name are judged for an entry
+(another entry's keys are not: listing a second pool changes nothing for the first): a node the
 autoscaler adds also carries labels no entry lists (kubernetes.io/os, kubernetes.io/arch,
 topology.kubernetes.io/zone, its instance type, its node group's own), so a requirement on any
 other key counts as met -- ``nodeSelector: {kubernetes.io/os: linux}`` beside ``pool: cpu-big``
@@ -33,11 +34,12 @@ def awaited_pool(
     """The first entry of ``may_join`` (``estimator.nodesMayJoin``) whose nodes alone run a pod
     of node selector ``selector`` and pod spec ``spec`` (its affinity) within ``pool``
     (``allox.nodeSelector``); None when no listed pool is the only one that runs it."""
-    judged = frozenset(pool).union(*(entry.keys() for entry in may_join))
-    if _meets(selector=selector, spec=spec, labels=pool, judged=judged):
-        return None
     for labels in may_join:
-        if _meets(selector=selector, spec=spec, labels={**pool, **labels}, judged=judged):
+        # Each entry on its own keys and the pool's: another entry's key (an instance type, a
+        # zone) is one this pool's node carries with a value no entry lists.
+        judged = frozenset(pool).union(labels)
+        if _meets(selector=selector, spec=spec, labels={**pool, **labels}, judged=judged) and not _meets(
+                selector=selector, spec=spec, labels=pool, judged=judged):
             return labels
     return None
 
