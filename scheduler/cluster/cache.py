@@ -783,6 +783,8 @@ class ClusterCache:
                                             scheduler_name=self._scheduler_name, now=now, after_seconds=GANG_RECOVERY_AFTER_SECONDS)
         if unfinished.recheck_at is not None:
             self._look_again_at(unfinished.recheck_at, now=now)
+        for preemptor, record in unfinished.spent:  # bound, none of the members it names runs
+            self._clear_preemptor_record(preemptor, record)
         found = unfinished.due
         if not found:
             return

@@ -17,7 +17,11 @@ deletion of each member are tried again over a bounded time (cache.py PREEMPT_PA
 replica that lists the pods in that time (its start in a rolling update, a relist after an API
 outage) would preempt the member a second time and tell it the deciding replica stopped. So a
 record is finished only once it is ``after_seconds`` old (its ``at``, the decision's wall-clock
-time); a younger one is left for a later look (:attr:`Unfinished.recheck_at`).
+time); a younger one is left for a later look (:attr:`Unfinished.recheck_at`). The preemptor
+usually binds well before that (once its victims on its node have exited): its binding leaves the
+record on it while a member it names runs (scheduler/preemption/bound_records.py), and a bound
+preemptor's record is read as a pending one's; one none of whose members runs any more is spent,
+to be taken off (:attr:`Unfinished.spent`).
 
 The record is an annotation: where the chart's state policy is off (or audit-only), anyone who
 may update a pod can write one. So it is trusted only as far as FitGpp's own decisions go: on a
@@ -31,13 +35,14 @@ warning naming the record.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
 from scheduler.constants import ANNOTATION_PREEMPTOR_HOLD
 from scheduler.core.model import PodInfo
 from scheduler.errors import InvalidAnnotation
 from scheduler.preemption import records
+from scheduler.preemption.bound_records import runs
 from scheduler.preemption.gang_victims import is_gang_pod, preempted_elsewhere
 
 log = logging.getLogger(__name__)
@@ -67,11 +72,13 @@ class UnfinishedMember:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Unfinished:
-    """The members to preempt now (``due``), and the earliest wall-clock time a record too young
-    to finish now may be (``recheck_at``; None: none is)."""
+    """The members to preempt now (``due``), the earliest wall-clock time a record too young
+    to finish now may be (``recheck_at``; None: none is), and the records on bound preemptors
+    none of whose members runs any more, to take off (``spent``: the pod, its record)."""
 
     due: list[UnfinishedMember]
     recheck_at: float | None
+    spent: list[tuple[PodInfo, str]] = field(default_factory=list)
 
 
 def unfinished_members(
@@ -84,8 +91,11 @@ def unfinished_members(
     decision, whose writes are queued) is left to those writes. A record that does not read is
     passed over, as the holds pass it over (another version's); so is one that is not FitGpp's
     decision for a pod of ``scheduler_name`` (cellfit's profile) and a member that is not a gang
-    member of ``scheduler_name`` a Job the record names owns, with a warning naming the record."""
+    member of ``scheduler_name`` a Job the record names owns, with a warning naming the record.
+    A bound preemptor's record none of whose members runs is spent: its binding left it on the
+    pod for its members' sake only (scheduler/preemption/bound_records.py)."""
     found: list[UnfinishedMember] = []
+    spent: list[tuple[PodInfo, str]] = []
     recheck_at: float | None = None
     for pod in pods:
         text = pod.annotations.get(ANNOTATION_PREEMPTOR_HOLD)
@@ -103,7 +113,10 @@ def unfinished_members(
             log.warning("a preemptor's record that names gang members elsewhere " + why + ": none of them is deleted",
                         extra={"pod": pod.key, "record": text[:500]})
             continue
-        members = [m for m in map(current, record.elsewhere) if m is not None and m.holds_resources and not m.terminating and not ours(m.uid)]
+        running = [m for m in map(current, record.elsewhere) if m is not None and runs(m)]
+        if not running and pod.node_name is not None:
+            spent.append((pod, text))
+        members = [m for m in running if not ours(m.uid)]
         if not members:
             continue
         due_at = record.at + after_seconds
@@ -116,7 +129,7 @@ def unfinished_members(
                             extra={"pod": pod.key, "member": member.key, "record": text[:500]})
                 continue
             found.append(UnfinishedMember(preemptor=pod, node=record.node, member=member))
-    return Unfinished(due=found, recheck_at=recheck_at)
+    return Unfinished(due=found, recheck_at=recheck_at, spent=spent)
 
 
 def _of_a_recorded_gang(member: PodInfo, *, gangs: tuple[str, ...], scheduler_name: str) -> bool:

@@ -18,7 +18,11 @@ the record off only while the pod carries exactly the record that hold stood for
 decision recorded since (another replica's, elsewhere) stays. Holds live in each replica's
 memory: every other replica's hold for that record (a standby's, rebuilt from it, or the
 deciding replica's) ends as its watch shows the record gone (scheduler/preemption/holds.py,
-``RoomHolds._follow_record``), so none keeps the room again after a failover.
+``RoomHolds._follow_record``), so none keeps the room again after a failover. A record the
+preemptor's binding left on it, a gang member it names on another node still running
+(scheduler/preemption/bound_records.py), is cleared the same way once none of those members runs:
+by each replica whose watch shows the last of them leave, and by a relist that finds none of them
+running (gang_recovery.py); the first patch takes it off, the others find it gone.
 
 The resume holds FitGpp gives the victims' Jobs are recorded on the Jobs themselves
 (annotation ``cellfit.io/resume-holds``, scheduler/preemption/resume_records.py), which outlive
@@ -86,7 +90,7 @@ def clear_preemptor_record(api: PodPatch, *, pod: PodInfo, record: str) -> bool:
             raise
         return False
     log.info(
-        "preemption record cleared off its preemptor: its hold ended without a binding, so a restart keeps no room for it",
+        "preemption record cleared off its preemptor: it keeps no room for the pod and names no gang member left to preempt",
         extra={"pod": pod.key, "annotation": ANNOTATION_PREEMPTOR_HOLD},
     )
     return True

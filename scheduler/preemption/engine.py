@@ -48,6 +48,7 @@ from scheduler.constants import (
 from scheduler.core.pods import PodStore
 from scheduler.errors import InvalidAnnotation
 from scheduler.preemption import records, resume_records
+from scheduler.preemption.bound_records import GangRecordsLeft, kept_at_binding, names_members, runs
 from scheduler.preemption.fitgpp import Normalisers, NoVictims, PreemptionDecision, choose_victims
 from scheduler.preemption.gang_victims import GangMember, GangVictim, gangs_as_rows, is_gang_pod
 from scheduler.preemption.holds import BooksPreemptorCells, Clock, PreemptionEvidence, RoomHolds
@@ -391,6 +392,10 @@ class FitGppEngine:
         self._uncounted: dict[str, dict[str, list[int | bool]]] = {}
         # Told the victims of a preemptor hold rebuilt from the pods (follow_preemptor_records).
         self._watch_victims: Callable[[Sequence[str]], None] | None = None
+        # Bound preemptors whose binding left their record on them, a gang member it names still
+        # running (bound_records.py), and told each record to take off once none of them runs.
+        self._records_left = GangRecordsLeft()
+        self._clear_record: Callable[[PodInfo, str], None] | None = None
         # Victims whose Job this process gave a resume hold (decided here, or rebuilt from any
         # evidence), by Job UID -> victim UID -> node: no evidence seen again gives a second one.
         self._given: dict[str, dict[str, str]] = {}
@@ -413,9 +418,11 @@ class FitGppEngine:
         still present of each preemptor hold rebuilt from the pods (after a restart, this process
         chose none of them, and kube-scheduler may park the preemptor until it is told they went);
         ``clear_record`` is told the preemptor and its record when a hold standing for one ends
-        without a binding (:attr:`RoomHolds.on_record_ended`). Both are called under the engine
-        lock, in the watch's or a verb's thread: they must not wait."""
+        without a binding (:attr:`RoomHolds.on_record_ended`), or once a bound preemptor's record
+        names no gang member that runs any more (``bound_records.py``). Both are called under the
+        engine lock, in the watch's or a verb's thread: they must not wait."""
         self._watch_victims = watch_victims
+        self._clear_record = clear_record
         self.holds.on_record_ended = clear_record
 
     def follow_resume_holds(self, *, write: Callable[[JobRef, Mapping[str, str], tuple[str, ...]], None]) -> None:
@@ -470,12 +477,20 @@ class FitGppEngine:
 
     def reserve(self, pod: PodInfo, node_name: str) -> Placement:
         placement = self.inner.reserve(pod, node_name)
-        if pod.annotations.get(ANNOTATION_PREEMPTOR_HOLD) or self.holds.nominated_node(pod.uid) is not None:
+        carried = pod.annotations.get(ANNOTATION_PREEMPTOR_HOLD)
+        left: str = ""
+        running: tuple[str, ...] = ()
+        if carried or self.holds.nominated_node(pod.uid) is not None:
             # The binding empties the pod's record of its preemption (records.py; a binding's
-            # annotations set keys and never remove one): bound, the pod waits for no room.
-            placement = replace(placement, annotations={**placement.annotations, ANNOTATION_PREEMPTOR_HOLD: ""})
+            # annotations set keys and never remove one): bound, the pod waits for no room. Not
+            # while a gang member it names elsewhere runs: the record is what a replica finishes
+            # that gang's preemption from, should the one that decided have died (bound_records.py).
+            left, running = kept_at_binding(carried, current=self.pods.get)
+            placement = replace(placement, annotations={**placement.annotations, ANNOTATION_PREEMPTOR_HOLD: left})
         # As reserved: the bind verb may have read the pod from the API before the watch showed it.
         assumed = structs.replace(pod, node_name=node_name, phase="Running")
+        if left:
+            self._records_left.bound(assumed, text=left, running=running)
         self.pods.assume(assumed)
         self._track(assumed)
         self.holds.bound(pod, node_name)
@@ -485,6 +500,7 @@ class FitGppEngine:
         pod = self._tracked_pod(pod_uid)
         self.inner.unreserve(pod_uid)
         self._untrack(pod_uid)
+        self._records_left.forget(pod_uid)  # not bound: it carries its record as before
         if pod is not None:
             self.holds.unbound(pod)
 
@@ -523,6 +539,7 @@ class FitGppEngine:
         if pod.uid in self._rebuilt_gone and pod.uid in self._tracked:
             self._still_leaving(pod.uid)
         self._rebuild_holds(pod)
+        self._follow_records_left(pod)
 
     def delete_pod(self, pod_uid: str) -> None:
         for uncounted in self._uncounted.values():  # few: Jobs with victims not counted yet
@@ -531,6 +548,9 @@ class FitGppEngine:
         self.inner.delete_pod(pod_uid)
         self.holds.delete_pod(pod_uid)
         self._evidence.delete_pod(pod_uid)
+        if self._records_left:
+            self._records_left.forget(pod_uid)
+            self._take_off(self._records_left.member_gone(pod_uid))
         self._untrack(pod_uid)
         if self._records_pods:
             self.pods.forget(pod_uid)
@@ -853,6 +873,26 @@ class FitGppEngine:
                     # As the preempt verb remembers the victims it chose: once the watch has seen
                     # them go, kube-scheduler is made to retry the pod it may have parked.
                     self._watch_victims(waiting.victims)
+
+    def _follow_records_left(self, pod: PodInfo) -> None:
+        """A bound preemptor's record naming gang members elsewhere is followed, and taken off
+        once none of them runs (bound_records.py); as the watch shows it, not only where this
+        replica bound it: a replica that finishes the gang's preemption sees its members go."""
+        text = pod.annotations.get(ANNOTATION_PREEMPTOR_HOLD)
+        if text and pod.holds_resources and not pod.terminating and (members := names_members(text)):
+            # Not taken off here where none of them shows running: a restart lists the pods node
+            # by node, the members perhaps after the preemptor (a relist takes off a spent one).
+            self._records_left.bound(pod, text=text, running=[uid for uid in members if runs(self.pods.get(uid))])
+        elif self._records_left:
+            self._records_left.forget(pod.uid)
+        if self._records_left:
+            self._take_off(self._records_left.member_shown(pod))
+
+    def _take_off(self, spent: Sequence[tuple[PodInfo, str]]) -> None:
+        """Bound preemptors' records naming no gang member that runs any more, taken off."""
+        for preemptor, text in spent:
+            if self._clear_record is not None:
+                self._clear_record(preemptor, text)
 
     def _rebuild_exited_victims_hold(self, job_uid: str, *, victim_uid: str, node_name: str) -> None:
         """The resume hold a recorded decision gave the Job of a victim that has exited since."""

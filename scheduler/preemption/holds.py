@@ -104,7 +104,8 @@ for the pod) is not rebuilt on its node while the process lives, neither from th
 from the record it stood for (another replica's later preemption for the pod, recorded on it, is,
 on another node or on that one again); a restart can rebuild it from the
 nomination only while its victims still terminate, so within their grace period, and from the
-record until the pod is bound (its binding empties the record) or deleted, or until a hold
+record until the pod is bound (its binding empties the record, or leaves it for gang recovery
+alone, ``bound_records.py``: a bound pod's record rebuilds nothing) or deleted, or until a hold
 standing for the record ends without a binding: it lapsed, or its wait for stuck victims ran out
 (:attr:`RoomHolds.on_record_ended`: the driver takes that record off the pod, if the pod still
 carries exactly it). A hold that gave way to HiveD's booking leaves the record to the preempt

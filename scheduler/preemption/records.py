@@ -16,7 +16,9 @@ extender, and clear the nomination when it is down, only once the victim has exi
 record none of whose victims has started to leave (kube-scheduler has not deleted them yet)
 keeps nothing until one does. The rebuilt hold is an ordinary one (``holds.py``): it ends when
 the pod is bound or deleted and gives up ``hold_seconds`` after it first keeps a pod off. The
-pod's binding empties the record, and a later decision for the pod replaces it. A hold that
+pod's binding empties the record (unless a gang member it names elsewhere still runs:
+``bound_records.py`` leaves it, less ``resumes``, until none does), and a later decision for the
+pod replaces it. A bound pod's record keeps no hold. A hold that
 stands for a record and gives up (it lapsed, or its wait for stuck victims ran out) has the
 replica where it gave up take that record off the pod (scheduler/cluster/preemptor_records.py),
 so that no later restart keeps the node's room for the pod again.
