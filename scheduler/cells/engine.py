@@ -826,14 +826,26 @@ class HivedEngine:
         """HiveD's refusal of a GPU pod whose request does not resolve (its virtual cluster
         unknown, a cellfit annotation that does not read, no cell type or cell that could hold
         its GPUs), as its filter says it, for the preempt verb's refusal (FitGpp's
-        ``ExplainsRefusals``): no reclaim was looked for. None when the request resolves, or
+        ``ExplainsRefusals``): no reclaim was looked for. Also a guaranteed pod of no gang,
+        without cells, whose VC's quota is all in use (its filter's "quota exhausted", with
+        who holds it): where kube-scheduler's own filters turned every node away, the refusal
+        is all cellfit says (user26 #1). None when the request resolves and quota is left, or
         for a pod asking no GPU."""
         if pod.requests.gpus == 0:
             return None
         try:
-            self._context(pod)
+            ctx = self._context(pod)
         except (Unplaceable, InvalidAnnotation) as error:
             return self._refusal(error)
+        if ctx.request.priority is not Priority.GUARANTEED or ctx.request.gang is not None or pod.uid in self.allocator.by_pod:
+            return None
+        try:
+            self.allocator.plan(ctx.request, ctx.vc, ctx.targets, allowed=None)  # plans only: books nothing
+        except QuotaExhausted as error:
+            holders = self.allocator.planner.quota_holders(error)
+            return self._refusal(error).replace(error.reason, f"{error.reason}, held by {holders}" if holders else error.reason, 1)
+        except Unplaceable:
+            pass
         return None
 
     def reclaim_victims(

@@ -382,6 +382,11 @@ class Planner:
                 f"{_gpus(gpus * size)} at once for its {size} pods, and its cells have room for {fitting} of them now "
                 f"({_gpus(free)} free{held})")
 
+    def quota_holders(self, failure: QuotaExhausted) -> str:
+        """Who holds the quota ``failure`` found in use: its pods, a few named, the rest
+        counted ("" when no pod holds it: cells bound but not in use, on bad nodes)."""
+        return _listed(self._holders(self._quota_roots(failure.vc, failure.target)))
+
     def _quota_roots(self, vc: VcState, target: Target) -> list[Cell]:
         """The VC's cells (bound or pinned) of ``target``'s chain at its level or above."""
         chain = target.chain

@@ -795,6 +795,8 @@ def _refused(pod: PodFacts, answer: Answer) -> Answer:
             return answer
     if not _refusal_stands(refused, pod.events):
         return answer
+    if answer.reason == "quota" and QUOTA.search(refused.message):
+        return replace(answer, details=answer.details + _seen(refused))  # the answer says it already
     return replace(answer, summary=f"{answer.summary}; {refused.message}", details=answer.details + _seen(refused))
 
 
@@ -852,11 +854,21 @@ def _pending(pod: PodFacts, view: CellfitView) -> Answer:
     gang = GANG.search(message)
     if pod.gang and gang is not None:
         return _gang_pod(pod, gang.group("gang"), failed, view)
-    quota = QUOTA.search(message)
+    quota = QUOTA.search(message) or _quota_refused(pod, failed)
     if quota is not None:
         return _with_unusable_cells(pod, view, _quota(pod, quota.group("vc"), quota.group("level"), failed, view))
     return _with_unusable_cells(pod, view, Answer(reason="pending", summary=f"pending: {_scheduler_sentence(message)}",
                                                   details=_seen(failed)))
+
+
+def _quota_refused(pod: PodFacts, failed: Event) -> re.Match[str] | None:
+    """The quota its standing preempt refusal names, for a pod kube-scheduler's own filter found
+    too few GPUs for everywhere: cellfit's filter, which says "quota exhausted", was not asked,
+    and the refusal is where cellfit says it (user26 #1). None else."""
+    refused = _last(pod.events, "PreemptionRefused")
+    if refused is None or INSUFFICIENT_GPU not in failed.message or not _refusal_stands(refused, pod.events):
+        return None
+    return QUOTA.search(refused.message)
 
 
 # The leader's CellsNotReclaimed Event (scheduler/cluster/stranded.py): "<head><why>", and the
