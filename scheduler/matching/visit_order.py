@@ -23,8 +23,8 @@ from scheduler.matching.model import Job, Machine
 
 def visiting_order(free_machines: Sequence[Machine], jobs: Iterable[Job]) -> list[Machine]:
     """``free_machines`` by kind, the kind whose jobs take longest on average (over the
-    ``jobs`` that can run on it) first, kinds no job can use last; each kind's machines in
-    their given order, tied kinds in the order they first appear."""
+    ``jobs`` that can run on it) first, kinds no job can use last, tied kinds by name; each
+    kind's machines in their given order."""
     kinds = list(dict.fromkeys(machine.kind for machine in free_machines))
     if len(kinds) < 2:
         return list(free_machines)
@@ -36,5 +36,7 @@ def visiting_order(free_machines: Sequence[Machine], jobs: Iterable[Job]) -> lis
                 totals[kind] += seconds
                 counts[kind] += 1
     mean = {kind: totals[kind] / counts[kind] if counts[kind] else 0.0 for kind in kinds}
-    rank = {kind: at for at, kind in enumerate(sorted(kinds, key=lambda kind: -mean[kind]))}  # stable: ties keep appearance
+    # Ties by the kind's name, not by where it first appears: the live controller, the simulator
+    # and the tool list the same machines in different orders, and must decide alike.
+    rank = {kind: at for at, kind in enumerate(sorted(kinds, key=lambda kind: (-mean[kind], kind)))}
     return sorted(free_machines, key=lambda machine: rank[machine.kind])

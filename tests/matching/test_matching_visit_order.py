@@ -7,7 +7,10 @@ from __future__ import annotations
 import random
 import statistics
 
-from scheduler.matching.admission import decide
+from scheduler.matching.admission import WaitingJob, decide
+from scheduler.matching.capacity import NodeResources
+from scheduler.matching.fairness import Capacity
+from scheduler.matching.model import Demand
 from scheduler.matching.allox import AlloxScheduler
 from scheduler.matching.model import Job, Machine
 from scheduler.matching.plan import plan
@@ -33,7 +36,7 @@ def test_the_slowest_kind_on_average_is_visited_first_each_kind_in_its_order() -
     free = machines("gpu", "gpu", "cpu", "gpu", "cpu", "tpu")
     jobs = [Job(name="a", user="u", arrival=0.0, processing_time={"gpu": 10.0, "cpu": 80.0}),
             Job(name="b", user="u", arrival=0.0, processing_time={"gpu": 30.0, "cpu": 40.0, "tpu": 20.0})]
-    # cpu 60 s on average, tpu 20, gpu 20: gpu and tpu tie and keep the order they appear in
+    # cpu 60 s on average, tpu 20, gpu 20: gpu and tpu tie, by name
     assert [m.name for m in visiting_order(free, jobs)] == ["m2-cpu", "m4-cpu", "m0-gpu", "m1-gpu", "m3-gpu", "m5-tpu"]
 
 
@@ -42,6 +45,25 @@ def test_a_kind_no_job_can_use_comes_last_and_one_kind_is_left_as_it_is() -> Non
     assert [m.kind for m in visiting_order(machines("cpu", "gpu", "cpu"), jobs)] == ["gpu", "cpu", "cpu"]
     same = machines("gpu", "gpu")
     assert visiting_order(same, jobs) == same and visiting_order(same, []) == same
+
+
+def test_kinds_tied_on_average_are_visited_by_name_whatever_the_node_order() -> None:
+    """review29 #3: with the kinds' mean times equal (mirrored estimates), ties went by which
+    kind's machine was listed first, so the same cluster listed GPU node first or CPU node first
+    started different Jobs at alpha 0.2."""
+    demand = {"cpu": Demand(cpu=8, memory=8), "gpu": Demand(gpu=1, cpu=1, memory=4)}
+    waiting = []
+    for index, (first, second) in enumerate([(180.0, 180.0), (720.0, 360.0), (600.0, 540.0)]):
+        waiting.append(WaitingJob(key=f"j{index}", user=f"u{index % 3}", arrival=100.0 + index, seconds={"gpu": first, "cpu": second},
+                                  demand=demand))
+        waiting.append(WaitingJob(key=f"k{index}", user=f"u{(index + 1) % 3}", arrival=100.5 + index, seconds={"gpu": second, "cpu": first},
+                                  demand=demand))
+    gpu_node = NodeResources(name="gpu-0", cpu=4.0, gpu=2, memory=64.0)
+    cpu_node = NodeResources(name="cpu-0", cpu=12.0, gpu=0, memory=64.0)
+    decided = [sorted((start.key, start.kind) for start in decide(now=1000.0, waiting=waiting, running=[], free_nodes=nodes,
+                                                                  capacity=Capacity(cpu=16.0, gpu=2, memory=128.0), alpha=0.2).starts)
+               for nodes in ([gpu_node, cpu_node], [cpu_node, gpu_node])]
+    assert decided[0] == decided[1] and decided[0]
 
 
 def test_the_live_decision_visits_a_bursts_cpu_slots_before_its_gpus() -> None:
