@@ -33,7 +33,21 @@ it, TLS, httptools) to a bindings server in the client's binary (``-api-listen``
 same wait), so the API client's share, and a bind's wait for a free connection of its pool, are
 counted as in a cluster. Each run also reports the bind requests' times as the client saw them
 (``bind_p50_ms``, ``bind_p99_ms``, ``bind_max_ms``) and, with ``--allow-failures``, the
-requests that failed (a connection refused at the listener's maxConnections) rather than stop. ``--max-idle-per-host N`` lets the client keep N idle connections rather than Go's 2 (what the
+requests that failed (a connection refused at the listener's maxConnections) rather than stop.
+
+The first requests, as kube-scheduler's client sees them (sent to answered, the new connection's
+dial included): ``filter_first_ms`` and ``bind_first_ms``, the burst's first filter and first
+bind; ``*_2_10_ms``, the median of the 2nd to 10th; ``*_median_ms``, the run's median; and
+``*_first_x``, ``*_2_10_x``, those against the run's median. A cost the first request pays (a
+lazy cache, index or import, the first connection to the API server with ``--api-tls``) shows as
+a first far above the rest; one that grows with the nodes, as a ratio that grows with
+``--nodes``. With it, cellfit's start: ``ready_s`` (launch to /readyz 200) and ``settle_cpu_ms``,
+its CPU in the ``--settle`` seconds (default 1) between readiness and the burst, work left after
+readiness that kube-scheduler's own start would compete with (``--settle 0``: the burst at
+readiness). ``--bind-ms 150 150`` makes every bind's wait the same, so that the bind's figures
+compare.
+
+``--max-idle-per-host N`` lets the client keep N idle connections rather than Go's 2 (what the
 connections kube-scheduler opens and closes cost); ``--profile PREFIX`` records each burst with
 py-spy, the threads holding the GIL (wall-clock samples: a send on loopback counts while the
 receiver runs, so read CPU from the figures above, not from the samples); ``--cprofile PREFIX``
@@ -323,11 +337,15 @@ def run_once(*, source: Path, client: Path, args: argparse.Namespace, workdir: P
         bindings = subprocess.Popen([str(client), "-api-listen", f"127.0.0.1:{api_port}", "-api-cert", str(pair.cert_file),
                                      "-api-key", str(pair.key_file), "-api-min", f"{args.bind_ms[0]}ms", "-api-max", f"{args.bind_ms[1]}ms"])
         serve_call = serve_call[:-1] + f", bindings_server=({api_port}, {str(pair.ca_file)!r}))"
+    launched = time.monotonic()
     process = subprocess.Popen([sys.executable, "-c", serve_call], cwd=source, env=env,
                                stdout=subprocess.DEVNULL, stderr=None if args.verbose else subprocess.DEVNULL)
     try:
         _wait_ready(port, process)
-        time.sleep(1.0)
+        ready_s = time.monotonic() - launched
+        ready_cpu = sum(_thread_ticks(process.pid))
+        time.sleep(args.settle)
+        settle_cpu = sum(_thread_ticks(process.pid)) - ready_cpu
         counters_before = _cpu_counters(port)
         process_before, loop_before = _thread_ticks(process.pid), _thread_ticks(process.pid, process.pid)
         switches_before, loop_switches_before = _switches(process.pid), _switches(process.pid, process.pid)
@@ -370,6 +388,7 @@ def run_once(*, source: Path, client: Path, args: argparse.Namespace, workdir: P
     if burst["failures"]:
         print(f"{source}: {burst['failures']} requests failed, the first: {burst.get('first_failures')}", file=sys.stderr)
     per_pod = 1000 / args.pods
+    first_requests = _first_requests(burst)
     spent = {key: (counters_after[key] - counters_before.get(key, 0.0)) * per_pod for key in counters_after}
     verbs = {key.removeprefix("verb:"): ms for key, ms in spent.items() if key.startswith("verb:")}
     threads = {key.removeprefix("thread:"): ms for key, ms in spent.items() if key.startswith("thread:")}
@@ -396,7 +415,31 @@ def run_once(*, source: Path, client: Path, args: argparse.Namespace, workdir: P
         "bind_p99_ms": burst.get("bind_p99_ms", float("nan")),
         "bind_max_ms": burst.get("bind_max_ms", float("nan")),
         "failures": burst["failures"],
+        # Start-up: launch to /readyz 200, and cellfit's CPU in the --settle seconds after it
+        # (work left after readiness, which would compete with kube-scheduler's own start).
+        "ready_s": ready_s,
+        "settle_cpu_ms": settle_cpu * 1000,
+        **first_requests,
     }
+
+
+def _first_requests(burst: dict[str, Any]) -> dict[str, float]:
+    """The burst's first filter and first bind as the client saw them (sent to answered, a new
+    connection's dial included), the median of the 2nd to 10th, and the run's median, in ms; and
+    the first's and the 2nd-10th's ratios to that median: a first-request cost (a lazy cache, an
+    index, a first connection) shows as a first far above the rest."""
+    found: dict[str, float] = {}
+    for verb in ("filter", "bind"):
+        times = burst.get(f"{verb}_ms") or []  # in the burst's order; -1: not sent or failed
+        sent = [ms for ms in times if ms >= 0]
+        if not sent:
+            continue
+        median = statistics.median(sent)
+        next_nine = statistics.median(sent[1:10]) if len(sent) > 1 else float("nan")
+        found |= {f"{verb}_first_ms": sent[0], f"{verb}_2_10_ms": next_nine, f"{verb}_median_ms": median,
+                  f"{verb}_first_x": sent[0] / median if median else float("nan"),
+                  f"{verb}_2_10_x": next_nine / median if median else float("nan")}
+    return found
 
 
 def main() -> None:
@@ -427,6 +470,8 @@ def main() -> None:
     parser.add_argument("--allow-failures", action="store_true",
                         help="count failed requests (a connection refused at the listener's maxConnections, a bind's timeout) "
                              "as the figure failures rather than stop")
+    parser.add_argument("--settle", type=float, default=1.0,
+                        help="seconds between cellfit's readiness and the burst (its CPU meanwhile: settle_cpu_ms)")
     parser.add_argument("--runs", type=int, default=4, help="runs per source, ABBA")
     parser.add_argument("--source", type=Path, action="append", help="checkout to serve (default: this one)")
     parser.add_argument("--json", metavar="FILE")

@@ -11,7 +11,9 @@
 //
 // It reads the pods (a JSON array of v1.Pod) and node names from -input and prints one JSON
 // object: requests by verb, connections dialled, failures, seconds, and the bind requests' times
-// (bind_p50_ms, bind_p99_ms, bind_max_ms: sent to answered, as kube-scheduler's binding cycle waits).
+// (bind_p50_ms, bind_p99_ms, bind_max_ms: sent to answered, as kube-scheduler's binding cycle waits);
+// filter_ms and bind_ms: each pod's filter and bind request in the burst's order, sent to answered
+// (-1 where the pod's request was not sent or failed), so the first requests can be read against the rest.
 package main
 
 import (
@@ -144,6 +146,11 @@ func main() {
 	var binds sync.WaitGroup
 	var bindTimes sync.Mutex
 	var bindSeconds []float64 // each bind request's time, as kube-scheduler's binding cycle waits for it
+	// Each pod's filter and bind, sent to answered, in the burst's order (-1: not sent, or failed).
+	filterByPod, bindByPod := make([]float64, len(in.Pods)), make([]float64, len(in.Pods))
+	for i := range in.Pods {
+		filterByPod[i], bindByPod[i] = -1, -1
+	}
 	started := time.Now()
 	for i := range in.Pods {
 		pod := &in.Pods[i]
@@ -158,10 +165,12 @@ func main() {
 		}
 		var filtered extenderv1.ExtenderFilterResult
 		count("filter")
+		filterSent := time.Now()
 		if err := h.send("filter", &extenderv1.ExtenderArgs{Pod: pod, NodeNames: &names}, &filtered); err != nil {
 			fail(err)
 			continue
 		}
+		filterByPod[i] = time.Since(filterSent).Seconds() * 1000
 		if filtered.Error != "" || filtered.NodeNames == nil || len(*filtered.NodeNames) == 0 {
 			fail(fmt.Errorf("pod %s: filter passed on no node: %q", pod.Name, filtered.Error))
 			continue
@@ -186,7 +195,7 @@ func main() {
 		}
 		assumed.add(node, 1)
 		binds.Add(1)
-		go func(pod *v1.Pod, node string) {
+		go func(i int, pod *v1.Pod, node string) {
 			defer binds.Done()
 			var result extenderv1.ExtenderBindingResult
 			count("bind")
@@ -194,8 +203,9 @@ func main() {
 			err := h.send("bind", &extenderv1.ExtenderBindingArgs{
 				PodName: pod.Name, PodNamespace: pod.Namespace, PodUID: pod.UID, Node: node,
 			}, &result)
+			took := time.Since(sent).Seconds()
 			bindTimes.Lock()
-			bindSeconds = append(bindSeconds, time.Since(sent).Seconds())
+			bindSeconds = append(bindSeconds, took)
 			bindTimes.Unlock()
 			if err == nil && result.Error != "" {
 				err = fmt.Errorf("bind %s: %s", pod.Name, result.Error)
@@ -203,14 +213,18 @@ func main() {
 			if err != nil {
 				assumed.add(node, -1) // kube-scheduler forgets the pod it assumed
 				fail(err)
+				return
 			}
-		}(pod, node)
+			bindByPod[i] = took * 1000 // its own slot: read after binds.Wait()
+		}(i, pod, node)
 	}
 	binds.Wait()
 	out := map[string]interface{}{
-		"seconds":  time.Since(started).Seconds(),
-		"dials":    dials.Load(),
-		"failures": failures.Load(),
+		"seconds":   time.Since(started).Seconds(),
+		"dials":     dials.Load(),
+		"failures":  failures.Load(),
+		"filter_ms": filterByPod,
+		"bind_ms":   bindByPod,
 	}
 	if len(bindSeconds) > 0 {
 		sort.Float64s(bindSeconds)
