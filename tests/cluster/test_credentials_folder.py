@@ -18,7 +18,7 @@ import pytest
 from kubernetes import client as k8s
 
 from scheduler.cluster.credentials import KubeconfigCredentials
-from scheduler.cluster.private_folder import PREFIX, private_folder
+from scheduler.cluster.private_folder import LOCK, PREFIX, private_folder
 from scheduler.errors import ConfigError
 from tests.support.ports import free_port
 
@@ -71,6 +71,35 @@ def test_a_folder_left_by_a_process_that_is_gone_is_removed_by_the_next(tmp_path
     made = private_folder(parent=tmp_path)
     assert made.name.startswith(f"{PREFIX}{os.getpid()}-") and made.stat().st_mode & 0o777 == 0o700
     assert folders(tmp_path) == sorted([alive.name, unowned.name, made.name])
+
+
+HOLDER = """
+import fcntl, os, sys
+descriptor = os.open(sys.argv[1], os.O_RDWR)
+fcntl.flock(descriptor, fcntl.LOCK_EX)
+print("held", flush=True)
+sys.stdin.read()
+"""
+
+
+def test_a_folder_is_judged_by_its_lock_not_by_the_process_id_in_its_name(tmp_path: Path) -> None:
+    """A process in another pid namespace (containers sharing /tmp) or a restarted pid 1 makes
+    the id in the name mean nothing here: the owner's lock on the folder's lock file says."""
+    folder = tmp_path / f"{PREFIX}{a_gone_process_id()}-held0001"
+    folder.mkdir()
+    (folder / LOCK).write_text("")
+    (folder / "client.pem").write_text("a private key")
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(folder / LOCK)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        made = private_folder(parent=tmp_path)
+        assert folder.name in folders(tmp_path), "the folder of an owner that runs was removed"
+    finally:
+        assert holder.stdin is not None
+        holder.stdin.close()
+        holder.wait()
+    again = private_folder(parent=tmp_path)  # the owner is gone, its lock with it
+    assert folders(tmp_path) == sorted([made.name, again.name])
 
 
 def test_a_kubeconfig_refused_at_load_leaves_no_folder(temporary_directory: Path, tmp_path: Path) -> None:
