@@ -1620,7 +1620,7 @@ class HivedEngine:
 
     def inspect_virtual_cluster(self, name: str) -> dict[str, Any] | None:
         """``None`` for an unknown VC (the HTTP layer answers 404)."""
-        return inspection.virtual_cluster(self.allocator, name, troubles=self.node_troubles.causes)
+        return inspection.virtual_cluster(self.allocator, name, troubles=self.node_troubles.causes, leaving=self._freeing_booking)
 
     def inspect_guarantees(
         self, *, except_pods: AbstractSet[str] = frozenset(), within: AbstractSet[str] | None = None

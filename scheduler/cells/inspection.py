@@ -6,7 +6,7 @@ Keys are camelCase like the rest of cellfit's HTTP surface.
 
 from __future__ import annotations
 
-from typing import AbstractSet, Any, Mapping
+from typing import AbstractSet, Any, Callable, Mapping
 
 from scheduler.cells.allocator import CellAllocator
 from scheduler.cells.booking import Booking
@@ -281,8 +281,26 @@ def _gpu_counts(cell: Cell) -> dict[str, int]:
             "opportunistic": cell.opportunistic_used - gone, "leaving": gone, "bad": cell.bad}
 
 
-def virtual_cluster(alloc: CellAllocator, name: str, *, troubles: Mapping[str, str] | None = None) -> dict[str, Any] | None:
-    """One VC's summary, its cells and placements; ``troubles`` as for :func:`virtual_clusters`."""
+def _freeing(alloc: CellAllocator, root: Cell, leaving: Callable[[int], bool]) -> dict[str, Any]:
+    """The healthy GPUs of ``root`` the pods leaving it free once gone (every pod on the GPU
+    leaving: ``leaving``, booking id -> whether its pod is leaving within its time), and those
+    pods: what a guaranteed pod of the VC waits for (freeing.py), for ``kubectl cellfit why``."""
+    gpus = 0
+    held: set[int] = set()
+    for leaf in root.leaves:
+        owners = [owner for owner in (leaf.guaranteed_owner, leaf.opportunistic_owner) if owner is not None]
+        if not leaf.is_bad and owners and all(leaving(owner) for owner in owners):
+            gpus += 1
+            held.update(owners)
+    pods = sorted({b.pod_key for i in held if (b := alloc.bookings.get(i)) is not None and b.pod_key})
+    return {"gpus": gpus, "pods": pods}
+
+
+def virtual_cluster(
+    alloc: CellAllocator, name: str, *, troubles: Mapping[str, str] | None = None, leaving: Callable[[int], bool] | None = None
+) -> dict[str, Any] | None:
+    """One VC's summary, its cells and placements; ``troubles`` as for :func:`virtual_clusters`;
+    with ``leaving``, each cell's GPUs pods leaving free (:func:`_freeing`)."""
     vc = alloc.vcs.get(name)
     if vc is None:
         return None
@@ -301,6 +319,7 @@ def virtual_cluster(alloc: CellAllocator, name: str, *, troubles: Mapping[str, s
             "gpus": _gpu_counts(root),
             "badNodes": {n.node: known[n.node] for n in _node_parts(root) if n.node is not None and n.node in known},
             "pods": sorted(pods_by_root.get(root, [])),
+            **({"freeing": _freeing(alloc, root, leaving)} if leaving is not None else {}),
         }
         for root in _vc_roots(vc)
     ]

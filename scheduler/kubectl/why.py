@@ -857,6 +857,9 @@ def _pending(pod: PodFacts, view: CellfitView) -> Answer:
     quota = QUOTA.search(message) or _quota_refused(pod, failed)
     if quota is not None:
         return _with_unusable_cells(pod, view, _quota(pod, quota.group("vc"), quota.group("level"), failed, view))
+    freeing = _freeing_cells(pod, failed, view)
+    if freeing is not None:
+        return freeing
     return _with_unusable_cells(pod, view, Answer(reason="pending", summary=f"pending: {_scheduler_sentence(message)}",
                                                   details=_seen(failed)))
 
@@ -869,6 +872,38 @@ def _quota_refused(pod: PodFacts, failed: Event) -> re.Match[str] | None:
     if refused is None or INSUFFICIENT_GPU not in failed.message or not _refusal_stands(refused, pod.events):
         return None
     return QUOTA.search(refused.message)
+
+
+def _freeing_cells(pod: PodFacts, failed: Event, view: CellfitView) -> Answer | None:
+    """A guaranteed pod kube-scheduler found too few GPUs for everywhere while pods leaving one
+    of its VC's cells free room for it there (the VC's inspect view, ``freeing``): HiveD's filter
+    and preempt verb say it waits for that cell, but where kube-scheduler's own filter turned
+    every node away (the leaving pod still counted) and its dry run found no victim, neither was
+    asked (user26 #2). The first such cell of the VC's, told as HiveD tells it; None where there
+    is none, or a standing preempt refusal says why already (the verb was asked)."""
+    vc = view.virtual_cluster
+    if (pod.priority != PRIORITY_GUARANTEED or pod.gpus <= 0 or INSUFFICIENT_GPU not in failed.message
+            or vc is None or vc.get("name") != pod.vc):
+        return None
+    refused = _last(pod.events, "PreemptionRefused")
+    if refused is not None and _refusal_stands(refused, pod.events):
+        return None
+    for cell in vc.get("vcCells") or []:
+        freeing = cell.get("freeing") or {}
+        idle = int((cell.get("gpus") or {}).get("idle", 0))
+        if cell.get("state") == "draining" or not freeing.get("gpus") or not idle < pod.gpus <= idle + int(freeing["gpus"]):
+            continue
+        nodes = [str(n) for n in cell.get("nodes") or [] if n]
+        where = f" on node {nodes[0]}" if len(nodes) == 1 else (f" on nodes {', '.join(nodes)}" if nodes else "")
+        return Answer(
+            reason="freeing",
+            summary=f"pending: HiveD waits for cell {cell.get('id')} of virtual cluster {pod.vc!r}{where}, which pods leaving free "
+            f"({', '.join(freeing.get('pods') or [])}): no opportunistic pod is preempted for this pod while its virtual "
+            "cluster's own cells are being freed; kube-scheduler places it there once they are gone; "
+            f"kube-scheduler's last attempt: {_scheduler_sentence(failed.message)}",
+            details=_seen(failed),
+        )
+    return None
 
 
 # The leader's CellsNotReclaimed Event (scheduler/cluster/stranded.py): "<head><why>", and the
