@@ -38,10 +38,24 @@ def awaited_pool(
         # Each entry on its own keys and the pool's: another entry's key (an instance type, a
         # zone) is one this pool's node carries with a value no entry lists.
         judged = frozenset(pool).union(labels)
-        if _meets(selector=selector, spec=spec, labels={**pool, **labels}, judged=judged) and not _meets(
-                selector=selector, spec=spec, labels=pool, judged=judged):
+        if _meets(selector=selector, spec=spec, labels={**pool, **labels}, judged=judged) and not _other_node_meets(
+                selector=selector, spec=spec, pool=pool, entry=labels, judged=judged):
             return labels
     return None
+
+
+# A label value no node carries (label values cannot hold a NUL): a node of another value of a key.
+_OTHER_VALUE = "\x00other"
+
+
+def _other_node_meets(
+    *, selector: Mapping[str, str], spec: Mapping[str, Any], pool: Mapping[str, str], entry: Mapping[str, str], judged: frozenset[str]
+) -> bool:
+    """Whether a node of ``pool`` that is not the entry's meets the pod: one without the entry's
+    keys, or one carrying them with values no entry lists (a static node group's: ``karpenter.sh/
+    nodepool Exists`` is met by any nodepool's node)."""
+    other = {key: _OTHER_VALUE for key in entry if key not in pool}
+    return any(_meets(selector=selector, spec=spec, labels=labels, judged=judged) for labels in (pool, {**pool, **other}))
 
 
 def said(labels: Mapping[str, str]) -> str:
