@@ -158,6 +158,7 @@ class _Displacement:
     pods: int
     keeping_since: float | None = None  # clock reading of the first pod kept off, this spell
     gone: int = 0  # of those pods, the ones that have exited (their successors are due)
+    kept_any: bool = False  # it has kept a pod off: its end without a binding frees room a parked pod waits for
     idle_since: float | None = None  # clock reading since which every one is gone and none waits
     victims: list[str] = field(default_factory=list)  # UIDs of those pods, where known
 
@@ -190,6 +191,7 @@ class _PreemptorHold:
     # event before the write lands shows the pod without it.
     record_seen: bool = False
     room_kept_since: float | None = None  # clock reading of the first ask after its victims left
+    kept_any: bool = False  # as in _Displacement
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,6 +234,11 @@ class RoomHolds:
     ended here, by a binding this process made (once the watch shows it) or by giving up, so that
     its driver takes them off the Job's record (``resume_records.py``) and a restart does not keep
     the room again; called under the caller's lock, so it must not wait.
+    ``on_kept_off_ended``: told ``(kind, holder, node, why)`` when a hold that has kept a pod off
+    ends without the pod it keeps room for bound (``kind`` "resume": ``holder`` is the Job's UID;
+    "preemptor": the pod's UID; ``why``: ``lapsed``, ``ended elsewhere``, ``deleted``): kube-scheduler
+    parked the pods it kept off, and no cluster event tells it the room is free (user26: a node
+    idle ~70 s); its driver sends the requeue signal. Called under the caller's lock.
     """
 
     hold_seconds: float | None = None
@@ -253,6 +260,7 @@ class RoomHolds:
     on_record_ended: Callable[[PodInfo, str], None] | None = None
     cells: BooksPreemptorCells | None = None
     on_resume_ended: Callable[[str, tuple[str, ...]], None] | None = None
+    on_kept_off_ended: Callable[[str, str, str, str], None] | None = None
     _store: PodStore = field(init=False)
     _records_pods: bool = field(init=False)
 
@@ -292,6 +300,7 @@ class RoomHolds:
                     del nodes[node]
                     if not nodes:
                         del self._displaced[job_uid]
+                    self._kept_off_ended(record, "resume", job_uid, node, why="ended elsewhere")
                 return
 
     def victim_back(self, *, job_uid: str, node_name: str) -> None:
@@ -470,7 +479,9 @@ class RoomHolds:
         self._job_of_pending[pod_uid] = job
 
     def delete_pod(self, pod_uid: str) -> None:
-        self._preemptors.pop(pod_uid, None)
+        claim = self._preemptors.pop(pod_uid, None)
+        if claim is not None:
+            self._kept_off_ended(claim, "preemptor", pod_uid, claim.node, why="deleted")
         self._ended_preemptors.pop(pod_uid, None)
         self._binding_preemptors.pop(pod_uid, None)
         self._resumed.pop(pod_uid, None)
@@ -479,7 +490,8 @@ class RoomHolds:
             self._store.forget(pod_uid)
 
     def delete_job(self, job_uid: str) -> None:
-        self._displaced.pop(job_uid, None)
+        for node, record in self._displaced.pop(job_uid, {}).items():
+            self._kept_off_ended(record, "resume", job_uid, node, why="deleted")
         for uid in self._pending.pop(job_uid, set()):
             self._job_of_pending.pop(uid, None)
             self._store.drop_assumed(uid, bound=False)
@@ -542,6 +554,13 @@ class RoomHolds:
         """``keeps`` (from :meth:`kept_from`) were offered and kept the pod off: count them and
         start their holds' clocks."""
         self.kept_off += len(keeps)
+        for node, keep in keeps.items():
+            for job in keep.jobs:
+                if (displaced := self._displaced.get(job, {}).get(node)) is not None:
+                    displaced.kept_any = True
+            for uid in keep.preemptors:
+                if (kept := self._preemptors.get(uid)) is not None:
+                    kept.kept_any = True
         if self.clock is None:
             return
         now = self.clock()
@@ -584,15 +603,16 @@ class RoomHolds:
     # ------------------------------------------------------------------ internals
 
     def _assignments(self) -> list[tuple[str, str, PodInfo]]:
-        """(Job, node, pending pod): a Job's pending pods, in UID order, fill its holds in the
-        order the preemptions made them."""
+        """(Job, node, pending pod): a Job's pending pods, in UID order, fill its holds in
+        :func:`_in_victim_order`."""
         out: list[tuple[str, str, PodInfo]] = []
         for job, nodes in self._displaced.items():
             pending = self._pending.get(job)
             if not pending:
                 continue
             waiting = [pod for pod in map(self._pending_pod, sorted(pending)) if pod is not None]
-            for node, record in nodes.items():
+            for node in _in_victim_order(nodes):
+                record = nodes[node]
                 taken, waiting = waiting[: record.pods], waiting[record.pods :]
                 out.extend((job, node, held) for held in taken)
         return out
@@ -619,8 +639,10 @@ class RoomHolds:
         still pending is read from the pods, up to date), nor one that no longer carries the
         record its hold stands for (:meth:`_follow_record`)."""
         if pod.node_name is not None or pod.phase in TERMINAL_PHASES or pod.terminating:
-            self._preemptors.pop(pod.uid, None)
+            claim = self._preemptors.pop(pod.uid, None)
             self._binding_preemptors.pop(pod.uid, None)
+            if claim is not None and pod.node_name is None:  # leaving, or ended, unbound
+                self._kept_off_ended(claim, "preemptor", pod.uid, claim.node, why="deleted")
             return
         claim = self._preemptors.get(pod.uid)
         if claim is not None:
@@ -647,6 +669,7 @@ class RoomHolds:
         del self._preemptors[pod.uid]
         if not carried:
             self._ended_preemptors[pod.uid] = (claim.node, claim.record)
+            self._kept_off_ended(claim, "preemptor", pod.uid, claim.node, why="ended elsewhere")
         if self.cells is not None:
             self.cells.preemptor_hold_ended(pod.uid)
 
@@ -693,11 +716,11 @@ class RoomHolds:
 
     def _end_one(self, job: str, node_name: str, *, pod_uid: str, confirmed: bool) -> None:
         """A pod of ``job`` was bound to ``node_name``: one of its holds ends, the one on that
-        node if it has one, else its oldest."""
+        node if it has one, else the first in :func:`_in_victim_order`."""
         nodes = self._displaced.get(job)
         if not nodes:
             return
-        node = node_name if node_name in nodes else next(iter(nodes))
+        node = node_name if node_name in nodes else _in_victim_order(nodes)[0]
         record = nodes[node]
         record.pods -= 1
         record.gone = max(record.gone - 1, 0)
@@ -720,10 +743,23 @@ class RoomHolds:
         for job in list(self._displaced):
             nodes = self._displaced[job]
             for node in [n for n, r in nodes.items() if self._expired(r, waited_for=job in self._pending, now=now)]:
-                self._resume_ended(job, tuple(nodes.pop(node).victims))
+                record = nodes.pop(node)
+                self._resume_ended(job, tuple(record.victims))
                 self.lapsed += 1
+                self._kept_off_ended(record, "resume", job, node, why="lapsed")
             if not nodes:
                 del self._displaced[job]
+
+    def expire(self) -> None:
+        """The holds past their time given up now (they are otherwise looked at when a filter
+        asks or the holds are listed: kube-scheduler, having parked the pods they kept off, may
+        ask nothing until something requeues them). Its driver calls it now and then."""
+        if self.active:
+            self._lapse()
+
+    def _kept_off_ended(self, hold: _Displacement | _PreemptorHold, kind: str, holder: str, node: str, *, why: str) -> None:
+        if hold.kept_any and self.on_kept_off_ended is not None:
+            self.on_kept_off_ended(kind, holder, node, why)
 
     def _resume_ended(self, job: str, victims: tuple[str, ...]) -> None:
         if victims and self.on_resume_ended is not None:
@@ -735,6 +771,7 @@ class RoomHolds:
         claim = self._preemptors.pop(uid)
         self._ended_preemptors[uid] = (claim.node, claim.record)
         self.lapsed += 1
+        self._kept_off_ended(claim, "preemptor", uid, claim.node, why="lapsed")
         if self.cells is not None:
             self.cells.preemptor_hold_ended(uid)
         if claim.record is not None and self.on_record_ended is not None:
@@ -910,3 +947,11 @@ class PreemptionEvidence:
         if pod.scheduler_name != self.scheduler_name or not _waiting(pod) or not _is_trial(pod):
             return None
         return pod.nominated_node_name
+
+
+def _in_victim_order(nodes: Mapping[str, _Displacement]) -> list[str]:
+    """A Job's hold nodes by their smallest victim UID (then name): an order every replica
+    holding the same victims knows alike. The order the preemptions came in is the deciding
+    replica's alone; a replica that rebuilt the holds from the Job's record
+    (``cellfit.io/resume-holds``) would end, and fill, other holds than the leader."""
+    return sorted(nodes, key=lambda node: (min(nodes[node].victims, default=""), node))
