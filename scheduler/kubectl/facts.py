@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
-from typing import Any, Mapping
+from typing import AbstractSet, Any, Mapping
 from urllib.parse import quote
 
 from estimator.objects import LABEL_SAMPLE_JOB
@@ -49,6 +49,16 @@ def _involves(event: Mapping[str, Any], *, name: str, uid: str | None) -> bool:
     object of the same name has other events)."""
     involved = event.get("involvedObject") or {}
     return involved.get("name") in (name, None) and (uid is None or involved.get("uid") in (uid, None, ""))
+
+
+def _of_this_job(event: Mapping[str, Any], *, since: str, pods: AbstractSet[str]) -> bool:
+    """Whether a pod's ``event`` is of the Job created at ``since`` whose pods now are ``pods``
+    (UIDs): its pod is one of them, or the event began once the Job existed (a pod of an earlier
+    Job of the same name left its events before that Job was deleted)."""
+    if str((event.get("involvedObject") or {}).get("uid") or "") in pods:
+        return True
+    began = str(event.get("firstTimestamp") or event.get("eventTime") or event.get("lastTimestamp") or "")
+    return not since or not began or moment(began) >= moment(since)
 
 
 class FactReader:
@@ -104,6 +114,7 @@ class FactReader:
         path = f"/apis/batch/v1/namespaces/{quote(namespace)}/jobs/{quote(name)}"
         obj = self.api.get(path, what=f"Job {namespace}/{name}")
         pods: tuple[PodFacts, ...] = ()
+        owned: list[Mapping[str, Any]] = []
         if with_pods:
             uid = obj["metadata"].get("uid")
             listed = self.api.get(f"/api/v1/namespaces/{quote(namespace)}/pods", what=f"pods in namespace {namespace}",
@@ -112,8 +123,10 @@ class FactReader:
             pods = tuple(pod_from(p, events=self.events(namespace, "Pod", p["metadata"]["name"], uid=p["metadata"].get("uid")))
                          for p in owned)
         sampling = self.sampling_pods(namespace, obj) if with_pods else ()
+        ours = frozenset(str(p["metadata"].get("uid")) for p in owned) if with_pods else frozenset()
+        preemptions = self.preemptions(namespace, name, since=str(obj["metadata"].get("creationTimestamp") or ""), pods=ours)
         return job_from(obj, events=self.events(namespace, "Job", name, uid=obj["metadata"].get("uid")), pods=pods,
-                        preemptions=self.preemptions(namespace, name), sampling_pods=sampling)
+                        preemptions=preemptions, sampling_pods=sampling)
 
     def sampling_pods(self, namespace: str, obj: Mapping[str, Any]) -> tuple[PodFacts, ...]:
         """An interchangeable Job's pending sampling pods (the estimator labels them with the Job's
@@ -142,15 +155,18 @@ class FactReader:
                              query={"fieldSelector": selector})
         return list(found.get("items") or [])
 
-    def preemptions(self, namespace: str, job: str) -> tuple[Preemption, ...]:
+    def preemptions(self, namespace: str, job: str, *, since: str = "", pods: AbstractSet[str] = frozenset()) -> tuple[Preemption, ...]:
         """The Job's pods preempted (gone by now: their Preempted events remain), one per pod:
         cellfit's event ("preempted by ns/pod") completed by the preemptor's Preempting event,
         which holds the score breakdown; kube-scheduler's own ("Preempted by pod <uid> on node
-        N") where cellfit's is missing."""
+        N") where cellfit's is missing. Gone pods are the Job's by their names only, which an
+        earlier Job of the same name gave its pods too (user26 #3): a pod counts when it is one
+        of ``pods`` (the Job's own, by UID) or its Event began at or after ``since`` (the Job's
+        creationTimestamp)."""
         by_victim: dict[str, list[Event]] = {}
         for item in self._events(namespace, "reason=Preempted,involvedObject.kind=Pod"):
             victim = str((item.get("involvedObject") or {}).get("name") or "")
-            if job_pod_name(job, victim):
+            if job_pod_name(job, victim) and _of_this_job(item, since=since, pods=pods):
                 by_victim.setdefault(victim, []).extend(events_from([item]))
         found: list[Preemption] = []
         for victim, events in by_victim.items():
