@@ -1043,7 +1043,9 @@ class PlacerController:
         """:func:`decide_starts`' decision and where its queue comes from, in the child process
         when ``allox.solverProcess`` (a broken child is replaced, and that one matching solved
         here)."""
-        if not self._settings.solver_process:
+        if not self._settings.solver_process or not inputs["waiting"]:
+            # Nothing to match: no child is started for it (a new one spends a second or two of
+            # CPU importing the matching, beside kube-scheduler, at every leader's first pass).
             decision, plan = decide_starts(**inputs, reuse=self._reuse)
             return decision, plan.queue
         try:
