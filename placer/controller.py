@@ -943,7 +943,10 @@ class PlacerController:
             configuration = parse_configurations_cached(job.annotations.get(ANNOTATION_CONFIGURATIONS))[kind]  # type: ignore[index]
         except (InvalidAnnotation, KeyError):
             return None
-        spec = (json.loads(bytes(job.spec.template)).get("spec") or {}) if job.spec.has_template else {}
+        # The template as a start in ``kind`` places it (as _selected_nodes reads it): a Job
+        # suspended again keeps an earlier placement's selector there, another pool's perhaps.
+        pod = json.loads(bytes(job.spec.template)) if job.spec.has_template else {}
+        spec = unplaced(pod, configuration).get("spec") or {}
         selector = {**(spec.get("nodeSelector") or {}), **configuration.node_selector}
         return awaited_pool(selector=selector, spec=spec, pool=self._settings.node_selector, may_join=self._nodes_may_join)
 
