@@ -160,6 +160,10 @@ class HivedEngine:
         # Guaranteed pods gone a moment ago while leaving: their VC's next pod waits for those
         # cells rather than reclaim elsewhere while kube-scheduler's cache still counts them.
         self._just_freed = JustFreed(clock=clock)
+        # The nodes kube-scheduler's own filters passed the gang pod its last filter refused
+        # (pod UID, the cell nodes offered; None: all): its preempt verb follows in the same
+        # scheduling cycle, offered only nodes with victims, and counts their free cells too.
+        self._gang_offered: tuple[str, AbstractSet[str] | None] | None = None
         self._on_change = on_change
         # Runtime changes to the cells, newest last (also passed to on_change).
         self.changes: deque[str] = deque(maxlen=MAX_CHANGES)
@@ -340,8 +344,12 @@ class HivedEngine:
     def _victim_reason(self, booking: Booking, victims: list[Booking]) -> str:
         return f"waiting for preemption of opportunistic pods {self._listed(victims)} on node {booking.node}"
 
-    def _decide(self, pod: PodInfo, ctx: _Context, allowed: AbstractSet[str] | None) -> _Decision:
-        """Raises :class:`Unplaceable` when the pod cannot be placed on the allowed nodes."""
+    def _decide(
+        self, pod: PodInfo, ctx: _Context, allowed: AbstractSet[str] | None, *, preempt_on: AbstractSet[str] | None = None
+    ) -> _Decision:
+        """Raises :class:`Unplaceable` when the pod cannot be placed on the allowed nodes.
+        ``preempt_on``: the preempt verb's candidate nodes (a gang's pod takes a slot whose
+        victims are there, see :meth:`_best_slot`)."""
         alloc = self.allocator
         request = ctx.request
         existing = alloc.by_pod.get(pod.uid)
@@ -369,7 +377,7 @@ class HivedEngine:
         if request.priority is Priority.OPPORTUNISTIC and self._just_freed:
             allowed = self._without_kept(allowed)
         if request.gang is not None:
-            return self._decide_gang(pod, ctx, allowed)
+            return self._decide_gang(pod, ctx, allowed, preempt_on=preempt_on)
         spot = alloc.plan(request, ctx.vc, ctx.targets, allowed=allowed)
         node = spot.gpus[0].node or ""
         if any(g.opportunistic_owner is not None for g in spot.gpus) and request.priority is Priority.GUARANTEED:
@@ -509,7 +517,9 @@ class HivedEngine:
         vc_name = ctx.vc.name if ctx.vc is not None else (ctx.request.vc or "")
         return self.allocator.book(spot, vc=vc_name, priority=ctx.request.priority, pod_uid=pod.uid, pod_key=pod.key)
 
-    def _decide_gang(self, pod: PodInfo, ctx: _Context, allowed: AbstractSet[str] | None) -> _Decision:
+    def _decide_gang(
+        self, pod: PodInfo, ctx: _Context, allowed: AbstractSet[str] | None, *, preempt_on: AbstractSet[str] | None = None
+    ) -> _Decision:
         alloc = self.allocator
         request = ctx.request
         gang = request.gang
@@ -524,7 +534,7 @@ class HivedEngine:
         elif group.gpus != request.gpus:
             raise Unplaceable(f"pods of gang {gang.name} request different GPU counts ({group.gpus} and {request.gpus})")
         free_slots = [s for s in group.slots if s.pod_uid is None]
-        slot = self._best_slot(free_slots, allowed)
+        slot = self._best_slot(free_slots, allowed, preempt_on=preempt_on)
         if slot is None and (free_slots or len(group.slots) < group.size):
             # Every free slot is on a node kube-scheduler no longer offers (e.g. its CPU filled
             # up): move one slot to where this pod can go. Or the gang gave back the slots of
@@ -533,12 +543,7 @@ class HivedEngine:
             movable = self._movable_slots(free_slots)
             if free_slots and not movable and len(group.slots) >= group.size:
                 raise Unplaceable(self._leaving_reason(free_slots[0], alloc.victims(free_slots[0])))
-            spot = alloc.plan(request, ctx.vc, ctx.targets, allowed=allowed)
-            vc_name = ctx.vc.name if ctx.vc is not None else (request.vc or "")
-            slot = alloc.book(spot, vc=vc_name, priority=request.priority, pod_uid=None, pod_key=None, group=group)
-            group.slots.append(slot)
-            if movable:
-                alloc.release(movable[0])
+            slot = self._new_slot(ctx, group, movable[0] if movable else None, allowed)
         if slot is None:
             raise Unplaceable(
                 f"gang {gang.name} already has all {group.size} slots taken by other pods "
@@ -547,6 +552,39 @@ class HivedEngine:
         alloc.assign(slot, pod.uid, pod.key)
         self.expiry.booked_for(pod.uid)
         return _Decision(slot.node or "", slot, alloc.victims(slot))
+
+    def _new_slot(self, ctx: _Context, group: Group, moved: Booking | None, allowed: AbstractSet[str] | None) -> Booking:
+        """A slot of ``group`` booked on the ``allowed`` nodes, in place of its free slot
+        ``moved`` (None: one more). The moved slot's cells are the gang's: where the VC's
+        quota is all in use (by the gang's own slots, say) the slot is given back first and
+        planned anew, and booked again on its node when the allowed nodes take it nowhere.
+        Before, its quota refused the move: the gang's second pod, offered the free node, was
+        told "quota exhausted", and its slot's opportunistic pod elsewhere was reclaimed instead
+        (user26 H2). Raises :class:`Unplaceable`."""
+        alloc = self.allocator
+        request = ctx.request
+        vc_name = ctx.vc.name if ctx.vc is not None else (request.vc or "")
+        try:
+            spot = alloc.plan(request, ctx.vc, ctx.targets, allowed=allowed)
+        except QuotaExhausted:
+            if moved is None or moved.node is None:
+                raise
+            node = moved.node
+            alloc.release(moved)  # the group's last slot: it is registered again below
+            moved = None
+            try:
+                spot = alloc.plan(request, ctx.vc, ctx.targets, allowed=allowed)
+            except Unplaceable:
+                spot = alloc.plan(request, ctx.vc, ctx.targets, allowed=frozenset({node}))  # the cells just given back
+                group.slots.append(alloc.book(spot, vc=vc_name, priority=request.priority, pod_uid=None, pod_key=None, group=group))
+                alloc.groups.setdefault(group.key, group)
+                raise
+        slot = alloc.book(spot, vc=vc_name, priority=request.priority, pod_uid=None, pod_key=None, group=group)
+        group.slots.append(slot)
+        alloc.groups.setdefault(group.key, group)
+        if moved is not None:
+            alloc.release(moved)
+        return slot
 
     def _movable_slots(self, free_slots: list[Booking]) -> list[Booking]:
         """The free slots a gang may move to an offered node: those not kept while their
@@ -562,11 +600,21 @@ class HivedEngine:
         if group is not None:
             self.expiry.gang_changed(group.key)
 
-    def _best_slot(self, slots: list[Booking], allowed: AbstractSet[str] | None) -> Booking | None:
+    def _best_slot(
+        self, slots: list[Booking], allowed: AbstractSet[str] | None, *, preempt_on: AbstractSet[str] | None = None
+    ) -> Booking | None:
+        """The free slot a gang's pod takes on the ``allowed`` nodes: one needing no victim
+        first. For the preempt verb (``preempt_on``, its candidate nodes), one whose victims
+        are on a candidate node first: kube-scheduler nominates a pod only where it deletes
+        victims, and the gang's free slots are left to its other pods, which the filter places
+        there (the gang preempts the same pods whichever of its pods each slot goes to)."""
         usable = [s for s in slots if self._in(s.node, allowed)]
         if not usable:
             return None
-        return min(usable, key=lambda s: (len(self.allocator.victims(s)) > 0, s.id))
+        victims = self.allocator.victims
+        if preempt_on is not None:
+            return min(usable, key=lambda s: (not (s.node in preempt_on and victims(s)), s.id))
+        return min(usable, key=lambda s: (len(victims(s)) > 0, s.id))
 
     # ------------------------------------------------------------------ decisions
 
@@ -589,6 +637,8 @@ class HivedEngine:
         offered_count = len(offered)
         if self._claims:
             self._settle_claims()
+        self._gang_offered = None
+        ctx: _Context | None = None
         try:
             ctx = self._context(pod)
             decided = self._decide(pod, ctx, allowed)
@@ -596,6 +646,10 @@ class HivedEngine:
             reason = self._refusal(error)
             resolvable = isinstance(error, Unplaceable) and error.resolvable
             inside = offered_count - outside
+            if ctx is not None and ctx.request.gang is not None:
+                self._gang_offered = (pod.uid, allowed)
+            if isinstance(error, Unplaceable) and error.resolvable_on and not resolvable:
+                return self._partly_resolvable(offered, outside_at, reason, error.resolvable_on)
             return FilterDecision(
                 explain=lambda: self._verdicts(offered_count, outside_at, reason, resolvable=resolvable),
                 failed_count=inside if resolvable else 0,
@@ -640,6 +694,30 @@ class HivedEngine:
             named_at=outside_at,
             by_name=_without_cells,
             named_after=_unresolvable_groups(offered_count - len(others), resolvable=False),
+        )
+
+    def _partly_resolvable(self, offered: Slots, outside_at: Positions, reason: str, nodes: AbstractSet[str]) -> FilterDecision:
+        """A refusal where preemption may help on the offered ``nodes`` only (a gang's pods fit
+        there in part, the rest wanting cells reclaimed elsewhere): kube-scheduler keeps them
+        for its preemption, the other offered cell nodes are unresolvable, with one ``reason``."""
+        index = self.node_index
+        slots = [slot for slot in (index.get(name) for name in nodes) if slot is not None]
+        failed_at = np.flatnonzero(np.isin(offered, np.array(slots, dtype=np.int64)))
+        rest = np.ones(len(offered), dtype=bool)
+        rest[failed_at] = False
+        rest[outside_at] = False
+        unresolvable_at = np.flatnonzero(rest)
+
+        def explain() -> tuple[Verdicts, Verdicts]:
+            return ({reason: failed_at} if len(failed_at) else {}), ({reason: unresolvable_at} if len(unresolvable_at) else {})
+
+        return FilterDecision(
+            explain=explain,
+            failed_count=len(failed_at),
+            unresolvable_count=len(offered) - len(failed_at),
+            named_at=outside_at,
+            by_name=_without_cells,
+            named_after=1 if len(unresolvable_at) else 0,
         )
 
     @staticmethod
@@ -705,9 +783,19 @@ class HivedEngine:
                 # planning it over other nodes would move the booking onto an opportunistic pod
                 # there and reclaim it for nothing (user24b NEW-1). Its hold's lapse ends the claim.
                 return {}
+        offered, self._gang_offered = self._gang_offered, None
         try:
             ctx = self._context(pod)
-            decided = self._decide(pod, ctx, self._allowed_names(candidates))
+            allowed = self._allowed_names(candidates)
+            if ctx.request.gang is not None:
+                # kube-scheduler offers only nodes where it deletes victims; the nodes its own
+                # filters passed the pod in this cycle's filter hold the gang's free cells, which
+                # its slots take before any victim's (user26 H2).
+                if offered is not None and offered[0] == pod.uid and allowed is not None:
+                    allowed = None if offered[1] is None else self._allowed_names(itertools.chain(allowed, offered[1]))
+                decided = self._decide(pod, ctx, allowed, preempt_on=frozenset(candidates))
+            else:
+                decided = self._decide(pod, ctx, allowed)
         except (Unplaceable, InvalidAnnotation):
             return {}
         if decided.booking is None or not decided.victims or decided.node not in candidates:

@@ -98,6 +98,13 @@ class GangPlanner:
                 )
         except Unplaceable as failure:
             fitting = len(group.slots)
+            # The offered nodes that took some of the gang's pods, when the rest found no free
+            # cell among the offered nodes though the VC has quota left: cells kube-scheduler
+            # left out (an opportunistic pod's GPUs, say) may take them once reclaimed, and
+            # these nodes with them. Preemption may help there, for the whole gang (user26 H2).
+            room_on: frozenset[str] = frozenset()
+            if guaranteed_vc is not None and allowed is not None and not isinstance(failure, QuotaExhausted):
+                room_on = frozenset(slot.node for slot in group.slots if slot.node is not None)
             for slot in list(group.slots):
                 self._bookkeeper.release(slot)
             reason = failure.reason
@@ -108,6 +115,7 @@ class GangPlanner:
             raise Unplaceable(
                 f"gang {gang.name} ({gang.size} pods x {request.gpus} GPUs) cannot be placed all at once: {reason}",
                 resolvable=failure.resolvable,
+                resolvable_on=room_on,
             ) from None
         group.cell_type = group.slots[0].cell_type if group.slots else group.cell_type
         self._bookkeeper.groups[gang.key] = group

@@ -29,12 +29,15 @@ _VIEW_GUARANTEED, _VIEW_IDLE = View.GUARANTEED, View.IDLE
 
 class Unplaceable(Exception):
     """A request cannot be placed now. ``resolvable`` is true when preemption could help;
-    the message is the one-line reason users see."""
+    the message is the one-line reason users see. ``resolvable_on``, where ``resolvable`` is
+    false: the offered nodes where preemption could still help (a gang whose pods fit there in
+    part, the rest wanting cells reclaimed elsewhere), the others' failure unresolvable."""
 
-    def __init__(self, reason: str, *, resolvable: bool = False) -> None:
+    def __init__(self, reason: str, *, resolvable: bool = False, resolvable_on: AbstractSet[str] = frozenset()) -> None:
         super().__init__(reason)
         self.reason = reason
         self.resolvable = resolvable
+        self.resolvable_on = resolvable_on
 
 
 class QuotaExhausted(Unplaceable):
