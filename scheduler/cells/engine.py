@@ -1271,10 +1271,15 @@ class HivedEngine:
         """The pod holds nothing any more: gone, finished, or its bind failed (``unreserve``)."""
         self._reclaim_marks.pop(pod_uid, None)
         self._reserved_as_booked.discard(pod_uid)
+        was_bound = pod_uid in self._seen_bound
         self._seen_bound.discard(pod_uid)
         self._reclaim_records.pop(pod_uid, None)
         self._claims.end(pod_uid)
-        was_freeing = self.expiry.is_freeing(pod_uid)
+        # Its cells are freed just now (JustFreed) if it was leaving, or bound and gone without
+        # the watch showing it leaving: finished (kube-scheduler's pod informer, as cellfit's
+        # cache, lists no finished pod: it sees it deleted) or deleted at once. Either way
+        # kube-scheduler's cache drops it a moment after cellfit's watch (review28).
+        was_freeing = self.expiry.is_freeing(pod_uid) or was_bound
         self.expiry.pod_gone(pod_uid)
         booking = self.allocator.by_pod.get(pod_uid)
         if booking is not None and was_freeing and booking.group is None and booking.node is not None and booking.pod_key is not None:

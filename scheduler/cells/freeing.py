@@ -22,7 +22,9 @@ gone, a guaranteed pod of its VC that HiveD would place on its node without a vi
 victim elsewhere; kube-scheduler places it there once its cache has dropped the pod. "Its VC" is
 each VC whose cells the pod freed (:func:`vcs_freed_by`): its own for a guaranteed pod, and the
 VC owning the cell an opportunistic pod leaves, which :func:`freeing_cell` waited for as well
-(review28 #1).
+(review28 #1). A bound pod gone without the watch showing it leaving frees its cells the same
+way (``HivedEngine.delete_pod``): one that finished (kube-scheduler's pod informer, as cellfit's
+cache, lists no finished pod and sees it deleted) or was deleted at once.
 """
 
 from __future__ import annotations

@@ -30,3 +30,21 @@ def test_a_pod_that_left_through_its_terminal_phase_starts_the_wait() -> None:
     engine.delete_pod("g1")
     assert engine.freeing_wait(pod("g2", 8, "vc-a")) == WAITS
     assert engine.select_victims(pod("g2", 8, "vc-a"), {"n-b": ["opp"]}, {}) == {}
+
+
+def test_a_pod_that_completes_starts_the_wait() -> None:
+    """review28: a Job's pod that finishes, not deleted, frees its cells the same way: kube-scheduler's
+    pod informer lists no finished pod, and drops it a moment after cellfit's watch shows it."""
+    engine, g1, _ = scene(clock=Clock())
+    engine.apply_pod(replace(g1, phase="Succeeded"))
+    assert engine.freeing_wait(pod("g2", 8, "vc-a")) == WAITS
+    assert engine.select_victims(pod("g2", 8, "vc-a"), {"n-b": ["opp"]}, {}) == {}
+
+
+def test_a_bound_pod_gone_without_a_leaving_seen_starts_the_wait() -> None:
+    """cellfit's cache turns a finished pod into its deletion (ClusterCache._apply_pod), and a pod
+    deleted at once (no grace period) is gone with no terminating event either."""
+    engine, _, _ = scene(clock=Clock())
+    engine.delete_pod("g1")
+    assert engine.freeing_wait(pod("g2", 8, "vc-a")) == WAITS
+    assert engine.select_victims(pod("g2", 8, "vc-a"), {"n-b": ["opp"]}, {}) == {}

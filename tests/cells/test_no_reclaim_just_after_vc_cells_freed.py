@@ -114,9 +114,13 @@ def test_cells_taken_meanwhile_hold_nothing_back() -> None:
     assert engine.select_victims(pod("g2", 8, "vc-a"), {"n-b": ["opp"]}, {}) == {"n-b": ["opp"]}
 
 
-def test_a_pod_that_was_not_leaving_starts_no_wait() -> None:
-    engine, _, _ = scene()
-    engine.delete_pod("g1")  # gone without the watch ever showing it leaving
+def test_a_pod_whose_bind_failed_starts_no_wait() -> None:
+    clock = Clock()
+    engine, _ = g1_left(clock)
+    clock.now += FREED_CELL_WAIT_SECONDS  # g1's cells are no longer just freed
+    g3 = pod("g3", 8, "vc-a")
+    engine.reserve(g3, "n-a")
+    engine.unreserve(g3.uid)  # its bind failed: it held n-a's cells only as a reservation
     assert engine.select_victims(pod("g2", 8, "vc-a"), {"n-b": ["opp"]}, {}) == {"n-b": ["opp"]}
 
 

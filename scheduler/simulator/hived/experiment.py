@@ -25,7 +25,7 @@ from scheduler.cells import HivedEngine
 from scheduler.core.engine import SchedulingEngine
 from scheduler.core.fit import ResourceFitEngine
 from scheduler.core.model import NodeInfo
-from scheduler.composition import Composition, compose, with_preemption
+from scheduler.composition import Composition, assemble_configured, compose_cells, with_preemption
 from scheduler.config import Settings, load_settings
 from scheduler.simulator.errors import UnknownPolicy
 from scheduler.simulator.grid import ProgressCallback, RunProgress, run_grid
@@ -96,10 +96,23 @@ def _scheduler(served: Composition, nodes: Sequence[NodeInfo], **options: Any) -
     return ClusterScheduler(engine=served.engine, jobs=served.jobs, nodes=nodes, **options)
 
 
-def _hived(config: Mapping[str, Any]) -> Composition:
+def _hived(config: Mapping[str, Any], *, now: Callable[[], float]) -> Composition:
     """What ``cellfit serve`` composes from a configuration whose ``cells:`` section is ``config``
-    (HiveD inside FitGpp, its default preemption)."""
-    return compose(Settings.model_validate({"policy": {"name": "hived"}, "cells": config}), connected=False, clock=_no_clock)
+    (HiveD inside FitGpp, its default preemption); HiveD's cells read the simulation's time
+    ``now`` (a pod gone starts its 5 s freed-cells wait: freeing.py JustFreed)."""
+    settings = Settings.model_validate({"policy": {"name": "hived"}, "cells": config})
+    cells = compose_cells(settings, connected=False, clock=now)
+    return assemble_configured(settings, cells=cells, clock=_no_clock)
+
+
+class _SimulationTime:
+    """The virtual time of the simulation that drives the cells (set once it is made)."""
+
+    def __init__(self) -> None:
+        self.simulation: GangSimulation | None = None
+
+    def __call__(self) -> float:
+        return 0.0 if self.simulation is None else self.simulation.now
 
 
 def _no_clock() -> float:
@@ -123,15 +136,16 @@ def run_setting(
         return _private(experiment, jobs, seed=seed, window=window)
     nodes = gpu_nodes(shape.node_names(), shape.gpus_per_node)
     quota = QuotaGate({t.name: t.quota_gpus(shape) for t in workload.tenants})
+    now = _SimulationTime()
     if setting == "hived":
-        scheduler = _scheduler(_hived(shared_cells_config(workload)), nodes)
+        scheduler = _scheduler(_hived(shared_cells_config(workload), now=now), nodes)
     elif setting == "quota-spread":
         fit = ResourceFitEngine(initial_capacity=max(64, shape.nodes))
         scheduler = _scheduler(as_served(fit), nodes, choice=spread_choice(fit, shape.gpus_per_node), quota=quota)
     else:
         assert setting == "quota-pack"
         scheduler = _scheduler(as_served(ResourceFitEngine(initial_capacity=max(64, shape.nodes))), nodes, quota=quota)
-    return GangSimulation(
+    simulation = now.simulation = GangSimulation(
         jobs=jobs,
         scheduler=scheduler,
         tenants=tenants,
@@ -142,7 +156,8 @@ def run_setting(
         reuse_failures=experiment.reuse_failures,
         window=window,
         on_progress=on_progress,
-    ).run()
+    )
+    return simulation.run()
 
 
 def _private(experiment: HivedExperiment, jobs: Sequence[GangJob], *, seed: int, window: float) -> GangRunResult:
@@ -158,8 +173,9 @@ def _private(experiment: HivedExperiment, jobs: Sequence[GangJob], *, seed: int,
         positions = [i for i, job in enumerate(jobs) if job.tenant == tenant.name]
         names = private_node_names(workload, tenant)
         nodes = gpu_nodes(names, shape.gpus_per_node)
-        scheduler = _scheduler(_hived(private_cells_config(workload, tenant)), nodes)
-        result = GangSimulation(
+        now = _SimulationTime()
+        scheduler = _scheduler(_hived(private_cells_config(workload, tenant), now=now), nodes)
+        simulation = now.simulation = GangSimulation(
             jobs=[jobs[i] for i in positions],
             scheduler=scheduler,
             tenants=[tenant.name],
@@ -169,7 +185,8 @@ def _private(experiment: HivedExperiment, jobs: Sequence[GangJob], *, seed: int,
             queue=experiment.queue,
             reuse_failures=experiment.reuse_failures,
             window=window,
-        ).run()
+        )
+        result = simulation.run()
         start[positions] = result.start
         finish[positions] = result.finish
         events += result.events
