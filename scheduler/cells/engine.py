@@ -342,6 +342,9 @@ class HivedEngine:
         return names + (f" and {len(victims) - 5} more" if len(victims) > 5 else "")
 
     def _victim_reason(self, booking: Booking, victims: list[Booking]) -> str:
+        if not self.expiry.leaving(victims):  # nothing preempted them yet, nor may (user26 #4)
+            return (f"opportunistic pods {self._listed(victims)} hold the cells HiveD chose for this pod on node {booking.node}: "
+                    "preempting them would free them for it")
         return f"waiting for preemption of opportunistic pods {self._listed(victims)} on node {booking.node}"
 
     def _decide(

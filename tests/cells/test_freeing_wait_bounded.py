@@ -52,7 +52,8 @@ def test_the_filter_says_which_pod_overstayed_when_it_preempts() -> None:
     decision = filter_offered(engine, pod("g2", 8, "vc-a"), ["n-b"])
     (reason,) = decision.failed.values()
     assert reason == (
-        "waiting for preemption of opportunistic pods ns/opp on node n-b; HiveD no longer waits for cell n-a of virtual "
+        "opportunistic pods ns/opp hold the cells HiveD chose for this pod on node n-b: preempting them would free them for it; "
+        "HiveD no longer waits for cell n-a of virtual "
         "cluster 'vc-a' on node n-a: the pods leaving it have overstayed their grace period and 60 s, "
         "cells.victimExitMarginSeconds (ns/g1)"
     )

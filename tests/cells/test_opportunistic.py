@@ -65,7 +65,8 @@ def test_fewest_opportunistic_gpus_among_dirty_cells():
     engine.delete_pod("o-r1n2")
     engine.reserve(opp("small", 1, "a"), "r1n2")
     decision = filter_offered(engine, pod("g", 8, "a"), NODES)
-    assert decision.failed == {"r1n2": "waiting for preemption of opportunistic pods ns/small on node r1n2"}
+    assert decision.failed == {"r1n2": "opportunistic pods ns/small hold the cells HiveD chose for this pod on node r1n2: "
+                               "preempting them would free them for it"}
     assert set(decision.unresolvable) == set(NODES) - {"r1n2"}
 
 
@@ -77,7 +78,7 @@ def test_preemption_flow_only_names_hived_victims():
     decision = filter_offered(engine, g, NODES)
     assert len(decision.failed) == 1 and not decision.feasible
     (node, reason), = decision.failed.items()
-    assert reason.startswith("waiting for preemption of opportunistic pods ns/o")
+    assert reason.startswith("opportunistic pods ns/o")
     victim_uid = engine.pending_preemptions()["g"]
     assert len(victim_uid) == 1
     # kube-scheduler offers every pod on two nodes; HiveD keeps only its node and its victim.
