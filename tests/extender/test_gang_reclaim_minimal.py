@@ -180,6 +180,15 @@ def test_a_slot_booked_over_an_opportunistic_pod_moves_to_a_node_freed_since(clu
     other = "gpu-c" if node == "gpu-a" else "gpu-a"
     with runtime.lock:
         assert sorted(s.node or "" for s in cells(runtime).allocator.groups["job-train"].slots) == ["gpu-a", "gpu-c"]
+    # Offered no GPU node, the second pod's filter moves nothing: its slot, given back to be
+    # planned anew with its quota, is booked again where it was.
+    cpu_only = [n for n in hived.NODES if n["metadata"]["name"] == "cpu-only"]
+    filtered = post(client, FILTER, k.extender_args(second, cpu_only, node_cache_capable=True))
+    assert filtered["NodeNames"] == [] and not filtered["FailedNodes"], filtered
+    with runtime.lock:
+        group = cells(runtime).allocator.groups["job-train"]
+        assert sorted(s.node or "" for s in group.slots) == ["gpu-a", "gpu-c"] and len(group.slots) == group.size
+        assert [v.pod_uid for v in cells(runtime).allocator.victims(next(s for s in group.slots if s.node == other))] == [uid(running[other])]
         runtime.engine.delete_pod(uid(body))  # held-0 finished
     filtered = post(client, FILTER, k.extender_args(second, LEFT, node_cache_capable=True))
     assert filtered["NodeNames"] == ["gpu-b"], filtered
