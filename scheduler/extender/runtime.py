@@ -646,7 +646,8 @@ def _node_sizes(settings: Settings, cache: ClusterCache | None) -> NodeSizes | N
     if cache is None:
         return None
     pool = settings.allox.node_selector
-    return NodeSizes(allocatable=lambda: list(cache.allocatable_by_node(pool).values()), pooled=bool(pool))
+    return NodeSizes(allocatable=lambda: list(cache.allocatable_by_node(pool).values()), pooled=bool(pool),
+                     reserved_cpu_per_gpu=settings.allox.reserved_cpu_per_gpu if settings.allox.enabled else 0.0)
 
 
 def _estimator(

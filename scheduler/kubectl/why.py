@@ -343,6 +343,9 @@ def _deciding(job: JobFacts, view: CellfitView, *, now: float | None) -> Answer:
         # Its pods would run outside AlloX's nodes: AlloX starts it in no kind until its user
         # changes it, and kubectl cellfit queue does not list it.
         return Answer(reason="allox-refused", summary=f"not started by AlloX (Refused): {placed.message}", details=details)
+    if placed is not None and placed.status == "False" and placed.reason == "NoMachine" and _never_fits(placed.message):
+        return Answer(reason="cannot-run", summary=f"cannot run as configured (AlloX's NoMachine): {placed.message}; "
+                      f"change its {ANNOTATION_CONFIGURATIONS}", details=details)
     if placed is not None and placed.status == "False":
         queued = _queued_from_condition(placed, now=now)
         if queued is not None:
@@ -355,6 +358,20 @@ def _deciding(job: JobFacts, view: CellfitView, *, now: float | None) -> Answer:
     if "allox" in view.unavailable:
         return Answer(reason="allox-off", summary=f"estimated, but not started: {view.unavailable['allox']}", details=details)
     return Answer(reason="allox-queue", summary="estimated; waiting for AlloX's next decision", details=details)
+
+
+# How AlloX's NoMachine condition (placer/controller.py _no_machine) lists the Job's kinds no node
+# holds, each ending NEVER_FITS where no node ever holds one pod of it.
+NO_MACHINE_HEAD: Final = "cannot start this Job: "
+NEVER_FITS: Final = ": it never fits"
+
+
+def _never_fits(message: str) -> bool:
+    """Whether AlloX's NoMachine ``message`` says no kind of the Job ever fits (user26 #5): each
+    kind it lists never fits, and none is left that may (free room later, a kind no node offers
+    now)."""
+    _, head, kinds = message.partition(NO_MACHINE_HEAD)
+    return bool(head) and all(kind.endswith(NEVER_FITS) for kind in kinds.split("; "))
 
 
 def _queued_from_condition(placed: Condition, *, now: float | None) -> str | None:
