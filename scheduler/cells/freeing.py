@@ -174,6 +174,7 @@ class JustFreed:
         else:
             freed.pods = [*freed.pods[-9:], pod_key]
             freed.at = now  # its window starts again
+            self._freed[key] = self._freed.pop(key)  # last: the entries stay in the order of their time
         for waiter in self._waiters.get(key, {}).values():
             if waiter.since is None:
                 waiter.since = now
@@ -229,8 +230,15 @@ class JustFreed:
         return freed is not None and self._clock() - freed.at < self.seconds
 
     def _forget_past(self) -> None:
+        # The oldest first (left keeps them so, the clock never going back): every pod gone
+        # starts an entry, and this runs at every opportunistic pod's filter while any is open.
         now = self._clock()
-        for key in [key for key, freed in self._freed.items() if now - freed.at >= self.seconds]:
+        past = []
+        for key, freed in self._freed.items():
+            if now - freed.at < self.seconds:
+                break
+            past.append(key)
+        for key in past:
             self._end(key)
 
     def _end(self, key: tuple[str, str]) -> None:
