@@ -13,7 +13,9 @@ State lives on the Jobs, so a restart decides from what the cluster says: a Job 
 running on that kind (ω = its start + estimate); a
 suspended Job waits, whatever ``cellfit.io/placement`` it carries (a start records it and
 unsuspends in one patch, so one still suspended was suspended again, or copied from a placed
-Job); a Job a user unsuspended by hand counts as running on the kind its template asks for.
+Job); a Job a user unsuspended by hand counts as running on the kind its template asks for,
+once a pod of it is bound (its estimate from then); until then it holds no machine, and its pods
+take the first of its kind to free, ahead of the queue (``RunningJob.awaiting``).
 
 How a started Job's pods get the configuration (``allox.mechanism``):
 - template: the suspended Job's pod template is rewritten whole (resources, env, selectors,
@@ -117,6 +119,8 @@ from scheduler.matching.admission import (
     kinds_beyond,
     most_gpus,
     choose_for_trial,
+    claimed_first,
+    on_omega_grid,
     preemptible_for_trials,
     beside_each_gpu,
     decide_starts,
@@ -312,6 +316,13 @@ class PlacerController:
         # or, recorded on the Job (ANNOTATION_PODS_BOUND), by one before a restart.
         self._was_bound: set[str] = set()
         self._bound_recorded: set[str] = set()  # of those, the UIDs whose Job carries that record
+        # UIDs of Jobs their users unsuspended by hand none of whose pods was bound yet (they
+        # hold no machine, their pods take the first to free), and of those seen bound since,
+        # when this process first saw it: their estimate runs from then, not from the unsuspend.
+        self._awaiting: set[str] = set()
+        # Of those, since when each has taken an idle machine of its kind (this process's clock).
+        self._idle_since: dict[str, float] = {}
+        self._bound_at: dict[str, float] = {}
         # Per Job UID: what the API server refused to start (the Job's pod template and
         # configurations, _refusable), and in which kinds; not chosen again in those until its
         # user changes either (not its resourceVersion: writing its condition changes that).
@@ -500,6 +511,7 @@ class PlacerController:
         )
         decided, decided_cpu = time.perf_counter(), time.thread_time()
         decision = _within(decision, waiting)
+        self._note_awaiting_on_idle(decision, running, by_key, now)
         elapsed = decided - started
         waiting_by_key = {w.key: w for w in waiting}
         for start in decision.starts:
@@ -507,7 +519,8 @@ class PlacerController:
             item = waiting_by_key[start.key]
             why = chose_message(start=start, seconds=estimates[start.key], pool=item.pool, decision=decision,
                                 running=running, gpu_pools=gpu_pools, now=now, capacity=capacity, gpu_demand=item.demand.get(KIND_GPU),
-                                name_pool=name_pools, outside=_gpu_outside_vcs(job, found) if found is not None else None)
+                                name_pool=name_pools, outside=_gpu_outside_vcs(job, found) if found is not None else None,
+                                omega_grid_seconds=self._settings.omega_grid_seconds)
             self._start(job, configurations[job.metadata.uid], start.kind, why=why)
         # The queue only now: it decides no start, so no unsuspend waits for its matching.
         planning, planning_cpu = time.perf_counter(), time.thread_time()
@@ -519,10 +532,17 @@ class PlacerController:
         starts: dict[tuple[str, str | None], dict[int, float]] = {}  # per kind (and VC), each position's expected start
         for queued in decision.queue:
             starts.setdefault((queued.kind, queued.pool), {})[queued.position] = now + queued.expected_start_seconds
+        # Per machine kind, its machines left idle after the starts: a Job expected to start now
+        # where none is waits for one whose Job runs past its estimate.
+        idle_left = dict(decision.idle_machines)
+        for start in decision.starts:
+            machine_kind = _machine_kind(start.kind, start.pool, gpu_pools)
+            idle_left[machine_kind] = idle_left.get(machine_kind, 0) - max(len(start.machines), 1)
         for queued in decision.queue:  # whom each condition names, which the inspect view says too
+            overdue = _OVERDUE_WHY if idle_left.get(_machine_kind(queued.kind, queued.pool, gpu_pools), 0) <= 0 else ""
             together[queued.key] = self._tell_queued(by_key[queued.key], queued, now=now, name_pool=name_pools,
                                                      first=together[queued.key], starts=starts[queued.kind, queued.pool],
-                                                     backing_off=backed_off_in.get(queued.key, ""))
+                                                     backing_off=backed_off_in.get(queued.key, ""), overdue=overdue)
         pools = {w.key: w.pool for w in waiting}
         # A Job whose VC has free guarantee but AlloX's nodes no free GPU lacks machines, not quota.
         lacking = [key for key in decision.waiting_for_pool if guaranteed.get(pools.get(key) or "", 0) > 0]
@@ -720,6 +740,9 @@ class PlacerController:
         self._released = {uid: state for uid, state in self._released.items() if uid in uids}  # Jobs no longer running are forgotten
         self._was_bound &= uids
         self._bound_recorded &= uids
+        self._awaiting &= uids
+        self._idle_since = {uid: at for uid, at in self._idle_since.items() if uid in uids}
+        self._bound_at = {uid: at for uid, at in self._bound_at.items() if uid in uids}
         if not running:
             return running, [], []
         found = self._job_pods(uids)
@@ -742,6 +765,30 @@ class PlacerController:
             pool = self._awaited_pool(job, item.kind) if state in ("starting", "unbound") and uid not in self._was_bound else None
             if state == "starting" and pool is not None and not self._pool_takes(pool, item):
                 state = "joining"
+            by_hand = not job.suspended and ANNOTATION_PLACEMENT not in job.annotations and uid not in self._started
+            beside_idle = self._idle_since.get(uid)
+            if (by_hand and state in ("starting", "unbound") and uid not in self._was_bound and pool is None
+                    and uid not in self._released and (beside_idle is None or now - beside_idle < self._unbound_hold_seconds)):
+                # Unsuspended by its user, no pod of it bound yet: it holds no machine, and its
+                # pending pods take the first of its kind to free, ahead of AlloX's queue; its
+                # estimate runs from when one binds (user26: 3 busy GPUs on 2, a phantom end).
+                # Not once they stayed unbound beside an idle machine of its kind for the
+                # NotBound limit: they wait for something else (a node they fit), and it holds
+                # none, told so as a Job AlloX started would be (below), until one is bound; nor
+                # one told so before (its pods ran outside AlloX's nodes, say).
+                self._awaiting.add(uid)
+                self._tell_awaiting(job, item.kind)
+                kept.append(replace(item, awaiting=True))
+                continue
+            if state == "running" and by_hand and uid in self._awaiting:
+                self._awaiting.discard(uid)
+                self._idle_since.pop(uid, None)
+                self._bound_at[uid] = now
+                if uid not in self._released:  # else told it is bound again, below
+                    self._tell(job, status="True", reason="Unsuspended", message=f"{RUNNING_ON}{item.kind}: {_BY_ITS_USER}")
+            bound_at = self._bound_at.get(uid)
+            if bound_at is not None and bound_at > item.started:
+                item = replace(item, started=bound_at)
             joining = pool is not None and now - item.started < self._joining_limit_seconds
             if pool is not None and state != "starting" and joining:
                 waiting_for_nodes.append((item, pool))
@@ -983,7 +1030,8 @@ class PlacerController:
         reserved = beside.cpu
         queued_slot = queued_cpu_slot([*waiting, *trials], free_nodes=free, reserved_cpu_per_gpu=reserved, reserved_memory_per_gpu=beside.memory)
         cpu_slot = DEFAULT_CPU_SLOT if queued_slot is None else queued_slot
-        machines = idle_machines(free_nodes=free, running=running, cpu_slot=cpu_slot, reserved_cpu_per_gpu=reserved, gpu_pools=gpu_pools,
+        holding = [r for r in running if not r.awaiting]
+        machines = idle_machines(free_nodes=free, running=holding, cpu_slot=cpu_slot, reserved_cpu_per_gpu=reserved, gpu_pools=gpu_pools,
                                  gpu_slots=gpu_slots_for([*waiting, *trials], free_nodes=free, gpu_pools=gpu_pools) if gpu_slots is None else gpu_slots,
                                  cpu_slot_queued=queued_slot is not None, reserved_memory_per_gpu=beside.memory)
         idle: dict[str, int] = {}
@@ -998,8 +1046,14 @@ class PlacerController:
             pool = None if gpu_pools is None else trial.pool
             gpu_ends = ends_by_pool.get(pool)
             if gpu_ends is None:
-                gpu_ends = ends_by_pool[pool] = sorted(max(0.0, r.started + r.seconds[r.kind] - now) for r in running
-                                                       if r.kind == "gpu" and (gpu_pools is None or r.pool == trial.pool))
+                ours = [r for r in running if r.kind == "gpu" and (gpu_pools is None or r.pool == trial.pool)]
+                # A hand-started Job whose pod waits takes the first GPU to free (an idle one
+                # first): no phantom end of its own (user26: "a busy GPU frees in ~0 s").
+                idle[gpu], gpu_ends = claimed_first(
+                    [max(0.0, r.started + r.seconds[r.kind] - now) for r in ours if not r.awaiting],
+                    [r.seconds[r.kind] for r in ours if r.awaiting for _ in range(r.pods)],
+                    idle=idle.get(gpu, 0))
+                ends_by_pool[pool] = gpu_ends
             seen = {"cpu": idle.get("cpu", 0), "gpu": idle.get(gpu, 0)}
             # No GPU of its VC, or a configuration no node holds: not a kind of it now.
             dropped = kinds_beyond(trial, cpu_slot=cpu_slot, gpus=gpus_on_a_node, room=room) | ({"gpu"} if not gpu else set())
@@ -1216,7 +1270,7 @@ class PlacerController:
         return RunningJob(key=key, user=user, kind=kind, started=started, seconds=known, demand=demand, pods=max(_pods(job), 1))
 
     def _tell_queued(self, job: Job, queued: Queued, *, now: float, name_pool: bool = True, first: int | None = None,
-                     starts: Mapping[int, float] | None = None, backing_off: str = "") -> int:
+                     starts: Mapping[int, float] | None = None, backing_off: str = "", overdue: str | None = None) -> int:
         """Tell a waiting Job its place and when it is expected to start, as a time, not a wait
         from now: the condition changes only when its place does or its expected start moves by
         more than :func:`start_tolerance_seconds`, not pass after pass as time goes by (every
@@ -1227,7 +1281,11 @@ class PlacerController:
         anchored at now, puts machines freeing 30 s apart on one second, then on two, pass
         after pass. The first position its condition names, which ``/v1/inspect/allox`` and so
         ``kubectl cellfit queue`` and ``why`` say too (its own: none). ``backing_off``: its
-        back-off in its other kind (:meth:`_not_backed_off`), said before its place."""
+        back-off in its other kind (:meth:`_not_backed_off`), said before its place. A Job
+        expected to start now (the machine it waits for is past its Job's estimated end, or
+        idle) is told it starts any moment, with ``overdue``'s why, not a time that then lies in
+        the past (user26: "expected start at 01:19:13Z" read at 01:19:20); a time told that has
+        passed is told again."""
         where = queued.kind if queued.pool is None or not name_pool else f"{queued.kind} of virtual cluster {queued.pool!r}"
         place = f"{ordinal(queued.position)} on {where}"
         starts_at = now + queued.expected_start_seconds
@@ -1237,10 +1295,13 @@ class PlacerController:
         if told is None:  # told by this cellfit before it restarted, or by the replica that led before
             placed = job.condition(CONDITION_PLACED)
             told = placed.message if placed is not None and (placed.status, placed.reason) == ("False", "Queued") else None
-        message = queued_message(place=place, starts_at=starts_at, together=with_whom, backing_off=backing_off)
+        any_moment = overdue if queued.expected_start_seconds <= 0 and overdue is not None else None
+        message = queued_message(place=place, starts_at=starts_at, together=with_whom, backing_off=backing_off, any_moment=any_moment)
         self._event_queued(job, where=where, told=told, message=message)
         tolerance = start_tolerance_seconds(wait_seconds=queued.expected_start_seconds, grid_seconds=self._settings.omega_grid_seconds)
-        if told is not None and still_says(told, place=place, starts_at=starts_at, tolerance_seconds=tolerance, backing_off=backing_off):
+        if told is not None and (told == message if any_moment is not None else
+                                 still_says(told, place=place, starts_at=starts_at, tolerance_seconds=tolerance, backing_off=backing_off,
+                                            now=now)):
             named = told_first(told, position=queued.position)
             if named == queued.position or all(abs((starts or {}).get(position, starts_at) - starts_at) <= tolerance
                                                for position in range(named, queued.position)):
@@ -1290,8 +1351,33 @@ class PlacerController:
         if by_allox:
             self._tell(job, status="True", reason="Started", message=f"running on {kind}")
         else:
-            self._tell(job, status="True", reason="Unsuspended",
-                       message=f"running on {kind}: unsuspended by its user, not by AlloX (the kind its pod template asks for)")
+            self._tell(job, status="True", reason="Unsuspended", message=f"{RUNNING_ON}{kind}: {_BY_ITS_USER}")
+
+    def _note_awaiting_on_idle(self, decision: AdmissionDecision, running: Sequence[RunningJob], by_key: Mapping[str, Job],
+                               now: float) -> None:
+        """Since when each Job unsuspended by hand whose pods wait to be bound has taken an idle
+        machine of its kind (its pods not bound beside it): forgotten once it waits behind a busy
+        one instead (:meth:`_holding` lets it go after the NotBound limit)."""
+        on_idle = frozenset(decision.awaiting_on_idle)
+        for item in running:
+            if not item.awaiting:
+                continue
+            uid = by_key[item.key].metadata.uid
+            if item.key in on_idle:
+                self._idle_since.setdefault(uid, now)
+            else:
+                self._idle_since.pop(uid, None)
+
+    def _tell_awaiting(self, job: Job, kind: str) -> None:
+        """A Job its user unsuspended whose pods wait to be bound is told so, where its
+        condition says it runs as its user unsuspended it (or still waits in AlloX's queue)."""
+        placed = job.condition(CONDITION_PLACED)
+        if placed is not None and placed.status == "True" and placed.reason != "Unsuspended":
+            return
+        self._tell(job, status="True", reason="Unsuspended",
+                   message=f"unsuspended by its user, not by AlloX, on {kind} (the kind its pod template asks for): its pods wait "
+                           f"to be bound; AlloX keeps the first {kind} machine to free for them, ahead of its queue, and counts "
+                           "its estimate from when one is bound")
 
     def _tell_finished(self, job: Job) -> None:
         """A finished Job's ``Placed`` condition says where it ran and how it ended, not that it
@@ -1690,9 +1776,14 @@ def _shed_previous(job: Job, configurations: Configurations, kind: str) -> tuple
 _TOGETHER: Final = ", starting together with "
 # A queued Job backed off in its other kind is told so before its place (_backing_off_said).
 _BACKING_OFF_PREFIX: Final = "backing off on "
+# A queued Job expected to start now: no time, which would pass while it stands.
+_ANY_MOMENT: Final = "expected to start any moment"
+# Why, when no machine of its kind is idle: the Job on the one it waits for runs past its estimate.
+_OVERDUE_WHY: Final = "its machine's Job running past its estimate"
 _QUEUED_MESSAGE: Final = re.compile(
     r"(?:(?P<backing>" + re.escape(_BACKING_OFF_PREFIX) + r"[^;]*(?:; " + re.escape(_BACKING_OFF_PREFIX) + r"[^;]*)*); )?"
-    r"(?P<place>.+?)(?:" + re.escape(_TOGETHER) + r"(?P<together>the [^,]+))?, expected start at (?P<at>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ) \(AlloX\)")
+    r"(?P<place>.+?)(?:" + re.escape(_TOGETHER) + r"(?P<together>the [^,]+))?, "
+    r"(?:expected start at (?P<at>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ)|" + re.escape(_ANY_MOMENT) + r"(?:, [^()]*)?) \(AlloX\)")
 _FIRST_NAMED: Final = re.compile(r"the (\d+)(?:st|nd|rd|th)\b")
 # An expected start that moves by no more than this (or this share of the wait) is not written:
 # the queue plan rounds busy machines' ends up to the ω grid (a minute, then cells 25% wider,
@@ -1706,7 +1797,7 @@ START_TOLERANCE_SHARE: Final = 0.25
 def chose_message(
     *, start: Start, seconds: Mapping[str, float], pool: str | None, decision: AdmissionDecision,
     running: Sequence[RunningJob], gpu_pools: Mapping[str, int] | None, now: float, capacity: Capacity | None = None,
-    gpu_demand: Demand | None = None, name_pool: bool = True, outside: str | None = None,
+    gpu_demand: Demand | None = None, name_pool: bool = True, outside: str | None = None, omega_grid_seconds: float = 0.0,
 ) -> str:
     """"AlloX chose cpu (estimated 101 s; gpu 27 s) because ...": a start on a kind slower than
     another of the Job's says why, from what the decision knew (:func:`_slower_because`).
@@ -1729,10 +1820,12 @@ def chose_message(
         return f"{chose} because AlloX starts no GPU configuration of it: {outside}"
     because = _beyond_all_gpus(start, faster=faster, capacity=capacity, gpu_demand=gpu_demand) or _slower_because(
         start=start, seconds=seconds, faster=faster, pool=pool, decision=decision, running=running, gpu_pools=gpu_pools, now=now,
-        capacity=capacity, name_pool=name_pool)
+        capacity=capacity, name_pool=name_pool, omega_grid_seconds=omega_grid_seconds)
     return f"{chose} because {because}"
 
 
+# A running Job its user unsuspended, after "running on <kind>: ".
+_BY_ITS_USER: Final = "unsuspended by its user, not by AlloX (the kind its pod template asks for)"
 # What AlloX's matching does, said where no fact of the pass says more: it weighs every waiting
 # Job's completion, so one Job may run slower for the others to finish sooner.
 _MATCHING_AIM: Final = "AlloX places the waiting Jobs so that their total completion time is least, not each Job's own"
@@ -1756,7 +1849,7 @@ def _beyond_all_gpus(start: Start, *, faster: str, capacity: Capacity | None, gp
 def _slower_because(
     *, start: Start, seconds: Mapping[str, float], faster: str, pool: str | None, decision: AdmissionDecision,
     running: Sequence[RunningJob], gpu_pools: Mapping[str, int] | None, now: float, capacity: Capacity | None = None,
-    name_pool: bool = True,
+    name_pool: bool = True, omega_grid_seconds: float = 0.0,
 ) -> str:
     """Why a Job started on a slower kind than ``faster``: no machine of that kind was free
     (and when the first is expected free: the running Jobs' estimated ends; AlloX's aim too when
@@ -1767,8 +1860,10 @@ def _slower_because(
     what, whats = faster.upper() + of_pool, f"{faster.upper()}s{of_pool}"
     idle = decision.idle_machines.get(machine_kind, 0)
     if idle <= 0:
-        ends = [r.started + r.seconds[r.kind] - now for r in running
-                if _machine_kind(r.kind, r.pool, gpu_pools) == machine_kind and r.kind in r.seconds]
+        ours = [r for r in running if _machine_kind(r.kind, r.pool, gpu_pools) == machine_kind and r.kind in r.seconds]
+        # Hand-started Jobs whose pods wait take the first to free (no phantom end of theirs).
+        _, ends = claimed_first([r.started + r.seconds[r.kind] - now for r in ours if not r.awaiting],
+                                [r.seconds[r.kind] for r in ours if r.awaiting for _ in range(r.pods)])
         if not ends:
             exists = capacity is not None and (capacity.gpu if faster == KIND_GPU else capacity.cpu) > 0
             # Machines there, none free, none running a Job AlloX started: others' pods hold them
@@ -1784,7 +1879,17 @@ def _slower_because(
         # Waiting for it would have ended this Job sooner: said with by how much, so that the
         # reader sees what AlloX traded (other Jobs wait for that machine), not only its aim.
         sooner = seconds[start.kind] - (first + seconds[faster])
-        return f"{said}; waiting for it would have ended this Job ~{duration(sooner)} sooner, but {_MATCHING_AIM}"
+        counted = on_omega_grid(first, step=omega_grid_seconds)
+        if counted + seconds[faster] < seconds[start.kind]:
+            return f"{said}; waiting for it would have ended this Job ~{duration(sooner)} sooner, but {_MATCHING_AIM}"
+        # As AlloX decided it, waiting did not pay: it counts a busy machine free at its end
+        # rounded up to the ω grid (user26: "the first expected free in 19 s" for a 20 s GPU
+        # run against 60 s on CPU read as if the matching's aim had cost this Job 21 s).
+        later = counted + seconds[faster] - seconds[start.kind]
+        than = f"~{duration(later)} later than on {start.kind}" if later >= 1 else f"no sooner than on {start.kind}"
+        return (f"{said}; waiting for it would have ended this Job ~{duration(sooner)} sooner by the estimates, but AlloX "
+                f"counts a busy machine free at its estimated end rounded up to its grid (allox.omegaGridSeconds), in "
+                f"{duration(counted)} here, so waiting as it counted it would have ended this Job {than}")
     taken = sum(max(len(s.machines), 1) for s in decision.starts
                 if s is not start and _machine_kind(s.kind, s.pool, gpu_pools) == machine_kind)
     if taken >= idle:
@@ -1812,13 +1917,16 @@ def _machine_kind(kind: str, pool: str | None, gpu_pools: Mapping[str, int] | No
     return pool_kind(pool)
 
 
-def queued_message(*, place: str, starts_at: float, together: str = "", backing_off: str = "") -> str:
+def queued_message(*, place: str, starts_at: float, together: str = "", backing_off: str = "", any_moment: str | None = None) -> str:
     """``2nd on gpu, expected start at 2026-11-28T14:32:05Z (AlloX)``; ``2nd on cpu, starting
     together with the 1st, expected start at ...`` with ``together`` (:func:`together_with`);
     ``backing off on gpu until ...; 1st on cpu, ...`` with ``backing_off``, the back-off in
-    its other kind."""
+    its other kind; ``1st on gpu, expected to start any moment, <any_moment> (AlloX)`` for a
+    Job expected to start now, with why (no time: one that has passed would read as a lie)."""
     with_whom = f"{_TOGETHER}{together}" if together else ""
     backing = f"{backing_off}; " if backing_off else ""
+    if any_moment is not None:
+        return f"{backing}{place}{with_whom}, {_ANY_MOMENT}{', ' + any_moment if any_moment else ''} (AlloX)"
     return f"{backing}{place}{with_whom}, expected start at {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(round(starts_at)))} (AlloX)"
 
 
@@ -1850,6 +1958,8 @@ def queued_said(message: str | None) -> tuple[str, float] | None:
     found = _QUEUED_MESSAGE.fullmatch(message or "")
     if found is None:
         return None
+    if found["at"] is None:  # expected to start any moment: no time
+        return found["place"], -math.inf
     starts_at = timestamp(found["at"])
     return None if starts_at is None else (found["place"], starts_at)
 
@@ -1876,12 +1986,14 @@ def _waits_on(place: str) -> str | None:
     return where if on else None
 
 
-def still_says(told: str, *, place: str, starts_at: float, tolerance_seconds: float, backing_off: str = "") -> bool:
+def still_says(told: str, *, place: str, starts_at: float, tolerance_seconds: float, backing_off: str = "",
+               now: float | None = None) -> bool:
     """Whether a queued Job told ``told`` needs no new condition: the same place and back-off,
-    and an expected start within ``tolerance_seconds`` of ``starts_at``."""
+    and an expected start within ``tolerance_seconds`` of ``starts_at`` and, given ``now``, not
+    passed (a time gone by reads as a start that never came; one told "any moment" has none)."""
     said = queued_said(told)
     return (said is not None and said[0] == place and abs(said[1] - starts_at) <= tolerance_seconds
-            and backing_off_said(told) == backing_off)
+            and (now is None or said[1] >= math.floor(now)) and backing_off_said(told) == backing_off)
 
 
 def start_tolerance_seconds(*, wait_seconds: float, grid_seconds: float) -> float:

@@ -6,7 +6,10 @@ live placer controller calls :func:`decide_starts`, carries the starts out, then
 - **Machines** (§3.1, §4.1, §4.4): the capacity other work leaves cut into whole GPUs and CPU
   slots (``capacity.machines_for``: one core kept beside each GPU); one of them per running
   interchangeable Job is busy until ``ω = started + estimate`` (never before ``now``: an overdue
-  Job is taken to end any moment), the rest are idle.
+  Job is taken to end any moment), the rest are idle. A running Job none of whose pods is bound
+  yet and for which no machine is kept (``RunningJob.awaiting``: its user unsuspended it by hand)
+  holds none: its pods take the first machines of its kind to free, ahead of every waiting Job,
+  busy from then for its estimate (kube-scheduler binds them as soon as one frees).
 - **Starts**: :class:`~scheduler.matching.allox.AlloxScheduler` (Algorithm 2, fairness α, §4.4's
   temporary raise) or AlloX+ on the idle machines.
 - **Fairness** (§3.3.2): a user's progress is the sum of her running Jobs' values, a Job's value
@@ -28,6 +31,7 @@ Pure: no I/O, no clock; deterministic.
 
 from __future__ import annotations
 
+import bisect
 import math
 from dataclasses import dataclass, field, replace
 from collections import Counter
@@ -88,6 +92,13 @@ class RunningJob:
     demand: Mapping[str, Demand] = field(default_factory=dict)
     pods: int = 1  # machines it holds, each until ω
     pool: str | None = None  # its virtual cluster (see WaitingJob)
+    # No pod of it bound yet, and no machine kept for it (a Job its user unsuspended by hand):
+    # it holds none now. Its pending pods take the first machines of its kind to free, an idle
+    # one included, before any waiting Job (kube-scheduler binds them as soon as one frees), its
+    # estimate counted from then, not from ``started`` (:func:`claimed_first`); one taking an idle
+    # machine is listed (``AdmissionDecision.awaiting_on_idle``): its pods unbound beside it for
+    # long wait for something else (a node they fit), which the caller judges.
+    awaiting: bool = False
 
     def __post_init__(self) -> None:
         if self.kind not in self.seconds:
@@ -131,6 +142,8 @@ class AdmissionDecision:
     # Jobs whose virtual cluster's guarantee holds no GPU machine for them now (``gpu_pools``),
     # with no other kind to run on: they wait for their VC's GPUs to free.
     waiting_for_pool: tuple[str, ...] = ()
+    # Running Jobs whose pods wait to be bound (``RunningJob.awaiting``) that took an idle machine.
+    awaiting_on_idle: tuple[str, ...] = ()
 
 
 @dataclass
@@ -510,15 +523,25 @@ def decide_starts(
     if gpu_pools is not None:
         defaults.update({pool_kind(pool): defaults[KIND_GPU] for pool in gpu_pools})
     shares = DemandShare(capacity=capacity, default_demand=defaults)
-    idle = idle_machines(free_nodes=free_nodes, running=running, cpu_slot=cpu_slot, reserved_cpu_per_gpu=reserved_cpu_per_gpu,
+    awaiting = [job for job in running if job.awaiting]
+    holds = [job for job in running if not job.awaiting] if awaiting else running
+    idle = idle_machines(free_nodes=free_nodes, running=holds, cpu_slot=cpu_slot, reserved_cpu_per_gpu=reserved_cpu_per_gpu,
                          gpu_pools=gpu_pools, gpu_slots=gpu_slots, cpu_slot_queued=queued_slot is not None,
                          reserved_memory_per_gpu=beside.memory)
     kinds = {m.kind for m in idle} | {_running_kind(job, gpu_pools) for job in running}
     # The running Jobs as busy machines and their users' progress (Algorithm 2 needs no
     # assignment of theirs: it is given the progress, and their users).
-    busy, progress = _busy(now=now, running=running, kinds=kinds, omega_grid_seconds=omega_grid_seconds, omega_grid_ratio=omega_grid_ratio,
+    busy, progress = _busy(now=now, running=holds, kinds=kinds, omega_grid_seconds=omega_grid_seconds, omega_grid_ratio=omega_grid_ratio,
                            gpu_pools=gpu_pools, gpu_slots=gpu_slots, cpu_slot=queued_slot, shares=shares,
                            reuse=reuse.running if reuse is not None else None)
+    if awaiting:
+        # Jobs whose pods wait to be bound, unsuspended by hand: ahead of every waiting Job on
+        # the first machines of their kind to free, busy from then for their estimate.
+        grid_of = (lambda delay: _on_grid(delay, step=omega_grid_seconds, ratio=omega_grid_ratio)) if omega_grid_seconds > 0 else None
+        idle, busy, awaiting_on_idle = _claimed(now=now, awaiting=awaiting, idle=idle, busy=busy, kinds=kinds, grid=grid_of,
+                                             gpu_pools=gpu_pools, gpu_slots=gpu_slots, cpu_slot=queued_slot, shares=shares, progress=progress)
+    else:
+        awaiting_on_idle = ()
     machines_of: dict[str, int] = {}
     for machine in (*idle, *busy):
         machines_of[machine.kind] = machines_of.get(machine.kind, 0) + 1
@@ -634,6 +657,7 @@ def decide_starts(
         progress={user: progress.get(user, 0.0) for user in users},
         progress_spread=_standard_deviation(values),
         waiting_for_pool=tuple(waiting_for_pool),
+        awaiting_on_idle=awaiting_on_idle,
     ), plan
 
 
@@ -968,6 +992,59 @@ def _by_key(job: RunningJob) -> str:
     return job.key
 
 
+def _claimed(
+    *, now: float, awaiting: Sequence[RunningJob], idle: Sequence[Machine], busy: Mapping[Machine, float], kinds: Collection[str],
+    grid: Callable[[float], float] | None, gpu_pools: Mapping[str, int] | None, gpu_slots: Mapping[str, int], cpu_slot: Demand | None,
+    shares: ShareModel | None, progress: dict[str, float],
+) -> tuple[list[Machine], dict[Machine, float], tuple[str, ...]]:
+    """The machines left idle and the busy ones once the running Jobs whose pods are not bound
+    yet (``awaiting``) take theirs, and those that took an idle one: each, in the order they
+    were unsuspended (then by key), takes its kind's machines free first (an idle one now, else
+    the busy one freeing first), which are then busy until it ends there (its estimate from when
+    it takes them, on the ω grid); one whose kind has no machine takes none. Their users'
+    progress counts them as running."""
+    free = list(idle)
+    taken = dict(busy)
+    known = frozenset(kinds)
+    on_idle: list[str] = []
+    for job in sorted(awaiting, key=lambda job: (job.started, job.key)):
+        held = _held(job, now=now, known=known, gpu_pools=gpu_pools, gpu_slots=gpu_slots, cpu_slot=cpu_slot, shares=shares)
+        kind, run = held.machines[0].kind, job.seconds[job.kind]
+        for index in range(len(held.machines)):
+            at = next((position for position, machine in enumerate(free) if machine.kind == kind), None)
+            if at is not None:
+                machine, ready = free.pop(at), now
+                if not on_idle or on_idle[-1] != job.key:
+                    on_idle.append(job.key)
+            else:
+                of_kind = [machine for machine in taken if machine.kind == kind]
+                if not of_kind:
+                    break
+                machine = min(of_kind, key=lambda machine: (taken[machine], machine.name))
+                ready = max(now, taken[machine])
+            ends = ready + run
+            taken[machine] = now + grid(ends - now) if grid is not None and ends > now else ends
+            if shares is not None and index % held.per_pod == 0:
+                progress[job.user] = progress.get(job.user, 0.0) + held.value
+    return free, taken, tuple(on_idle)
+
+
+def claimed_first(ends: Sequence[float], runs: Sequence[float], *, idle: int = 0) -> tuple[int, list[float]]:
+    """A kind's idle machines and its busy machines' ends (seconds from now, sorted) once Jobs
+    whose pods wait to be bound (unsuspended by hand; ``runs``: each pod's estimate, in the
+    order they were unsuspended) take the first machines to free: an idle one, else the busy one
+    freeing first, which then frees when that pod's run ends. What :func:`decide` counts,
+    without the grid, for what the controller tells trial Jobs and slower starts."""
+    left = sorted(ends)
+    for run in runs:
+        if idle > 0:
+            idle -= 1
+            bisect.insort(left, run)
+        elif left:
+            bisect.insort(left, max(left.pop(0), 0.0) + run)
+    return idle, left
+
+
 def _pools_key(gpu_pools: Mapping[str, int] | None) -> frozenset[tuple[str, int]] | None:
     return None if gpu_pools is None else frozenset(gpu_pools.items())
 
@@ -1039,6 +1116,12 @@ def _left_of(problem: Problem, queues: Queues, rows: Sequence[int]) -> Hint:
     position[queues.job] = queues.bounds[machine + 1] - np.arange(queues.job.shape[0])
     picked = np.asarray(rows, dtype=np.int64)
     return Hint(kind=kind[picked], position=position[picked])
+
+
+def on_omega_grid(delay: float, *, step: float, ratio: float = 1.25) -> float:
+    """A busy machine freeing ``delay`` seconds from now, as :func:`decide` counts it: rounded up
+    onto the ω grid (``step`` 0: as it is)."""
+    return _on_grid(delay, step=step, ratio=ratio) if step > 0 and delay > 0 else delay
 
 
 def _on_grid(delay: float, *, step: float, ratio: float) -> float:

@@ -4,6 +4,8 @@ bound within the bound, or are gone holds none of AlloX's machines, and the Job 
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from placer.controller import PlacerController
@@ -29,42 +31,68 @@ def test_what_a_started_job_holds(pods: JobPods | None, age: float, expected: st
     assert hold(pods=pods, started=NOW - age, now=NOW, unbound_hold_seconds=300) == expected
 
 
-def placer_with(api: RecordingApi, jobs: list, pods: dict[str, JobPods], *, gpus: int = 1) -> PlacerController:
+def placer_with(api: RecordingApi, jobs: list[Any], pods: dict[str, JobPods], *, gpus: int = 1, clock: Any = None) -> PlacerController:
     return PlacerController(
         api=api, jobs=Jobs(jobs), settings=AlloxSettings(alpha=1.0, solver_process=False), gpu_resource="nvidia.com/gpu",
         free_by_node=lambda running: {"n1": Resources(cpu_millis=(gpus + 4) * 1000, memory_bytes=64 * 2**30, gpus=gpus)},
         capacity=lambda: Resources(cpu_millis=(gpus + 4) * 1000, memory_bytes=64 * 2**30, gpus=gpus),
-        clock=lambda: NOW, job_pods=lambda owners: {uid: found for uid, found in pods.items() if uid in owners},
+        clock=clock or (lambda: NOW), job_pods=lambda owners: {uid: found for uid, found in pods.items() if uid in owners},
         unbound_hold_seconds=300,
     )
 
 
 def test_started_jobs_hold_only_the_machines_their_pods_are_on() -> None:
-    # One GPU and one CPU slot on AlloX's node. Two Jobs AlloX started: g's pod runs on another
-    # node, and c's pod was never bound in the 40 minutes since it started. Neither holds
-    # anything of AlloX's: w starts on the GPU at once instead of waiting for g's estimate.
+    # One GPU and one CPU slot on AlloX's node. A Job AlloX started, g, whose pod runs on
+    # another node, holds nothing of AlloX's: w starts on the GPU at once instead of waiting
+    # for g's estimate. (A Job unsuspended by hand whose pod was never bound: below.)
     api = RecordingApi()
     jobs = [job("g", gpu=3000, cpu=9000, suspend=False, placement="gpu", started="2026-01-01T00:01:00Z"),
-            # Unsuspended by its user (no cellfit.io/placement): AlloX does not suspend it again.
-            job("c", gpu=3000, cpu=9000, suspend=False, started="2025-12-31T23:20:00Z"),
             job("w", gpu=100, cpu=1000, created=5)]
-    placer = placer_with(api, jobs, {"uid-g": JobPods(elsewhere=1), "uid-c": JobPods(unbound=1)})
+    placer = placer_with(api, jobs, {"uid-g": JobPods(elsewhere=1)})
     decision = placer.admit()
     assert decision.busy_machines == {}
     assert [(s.key, s.kind) for s in decision.starts] == [("alice/w", "gpu")]
-    told = {name: (c["reason"], c["message"]) for name, c in api.conditions if name in ("g", "c")}
+    told = {name: (c["reason"], c["message"]) for name, c in api.conditions if name == "g"}
     assert told["g"][0] == "PodsElsewhere" and "outside AlloX's" in told["g"][1]
-    assert told["c"][0] == "NotBound" and "within 300 s" in told["c"][1]
-    assert {row["job"]: row["why"] for row in placer.inspect()["lastDecision"]["holdingNoMachine"]} == {
-        "alice/g": "elsewhere", "alice/c": "unbound"}
+    assert {row["job"]: row["why"] for row in placer.inspect()["lastDecision"]["holdingNoMachine"]} == {"alice/g": "elsewhere"}
+
+
+def test_a_hand_started_job_whose_pod_stays_unbound_beside_an_idle_machine_is_let_go_after_the_limit() -> None:
+    # Unsuspended by its user (no cellfit.io/placement) 40 minutes ago, its pod never bound:
+    # AlloX does not suspend it again. Its pod may be waiting for a CPU slot, so it takes the
+    # idle one first (user26: a hand-started pod takes the first machine to free); still unbound
+    # beside it 300 s later, it waits for something else (a node it fits) and holds none.
+    api, clock = RecordingApi(), Clock()
+    jobs = [job("c", gpu=3000, cpu=9000, suspend=False, started="2025-12-31T23:20:00Z"), job("w", gpu=100, cpu=1000, created=5)]
+    pods = {"uid-c": JobPods(unbound=1)}
+    placer = placer_with(api, jobs, pods, clock=clock)
+    decision = placer.admit()
+    assert decision.busy_machines == {"cpu": 1}
+    assert [(s.key, s.kind) for s in decision.starts] == [("alice/w", "gpu")]
+    assert [c["reason"] for name, c in api.conditions if name == "c"] == ["Unsuspended"]
+    placer._jobs = Jobs(jobs[:1])
+    clock.now = NOW + 299
+    assert placer.admit().busy_machines == {"cpu": 1}
+    clock.now = NOW + 300
+    assert placer.admit().busy_machines == {}
+    told = [(c["reason"], c["message"]) for name, c in api.conditions if name == "c"]
+    assert told[-1][0] == "NotBound" and "within 300 s" in told[-1][1]
+    assert {row["job"]: row["why"] for row in placer.inspect()["lastDecision"]["holdingNoMachine"]} == {"alice/c": "unbound"}
     # Told once; once c's pod is bound it holds its slot again, and says so.
-    placer._jobs = Jobs(jobs[:2])
     before = len(api.conditions)
     placer.admit()
     assert len(api.conditions) == before
-    placer._job_pods = lambda owners: {"uid-g": JobPods(elsewhere=1), "uid-c": JobPods(here=1)}
+    pods["uid-c"] = JobPods(here=1)
     assert placer.admit().busy_machines == {"cpu": 1}
     assert api.conditions[-1][0] == "c" and api.conditions[-1][1]["message"] == "running on cpu: its pods are bound again"
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = NOW
+
+    def __call__(self) -> float:
+        return self.now
 
 
 def test_a_job_just_started_holds_its_machine_while_its_pod_is_on_its_way() -> None:
