@@ -215,6 +215,9 @@ class LastDecision:
     waiting_for_nodes: list[dict[str, str]] = field(default_factory=list)
     # Started Jobs that hold no machine of AlloX's, and why (placer/holding.py).
     released: list[dict[str, str]] = field(default_factory=list)
+    # Jobs unsuspended by hand whose pods wait to be bound (job, kind): no machine is theirs, they
+    # take the first of their kind to free, ahead of the queue.
+    awaiting: list[dict[str, str]] = field(default_factory=list)
     # Waiting Jobs AlloX holds this pass outside the queue (unplaceable, waiting for quota): each
     # with its Placed condition's reason and message (NoMachine, WaitingForMachine,
     # WaitingForQuota), so that `kubectl cellfit queue` lists them as `why` does.
@@ -618,6 +621,7 @@ class PlacerController:
             busy_machines=dict(decision.busy_machines), mechanism=self._settings.mechanism,
             progress=dict(decision.progress), progress_spread=decision.progress_spread,
             released=[{"job": item.key, "kind": item.kind, "why": state} for item, state in released],
+            awaiting=[{"job": item.key, "kind": item.kind} for item in running if item.awaiting],
             held=[{"job": key, "reason": reason, "message": message,
                    **({"virtualCluster": vc} if (vc := pools.get(key)) is not None else {})}
                   for key, (reason, message) in held.items()],
@@ -1644,7 +1648,7 @@ class PlacerController:
                              "queueSeconds": round(last.queue_seconds, 6),
                              "starts": last.starts, "unplaceable": last.unplaceable,
                              "waitingForQuota": last.waiting_for_pool, "waitingForNodes": last.waiting_for_nodes,
-                             "holdingNoMachine": last.released,
+                             "holdingNoMachine": last.released, "awaitingBinding": last.awaiting,
                              "idleMachines": last.idle_machines, "busyMachines": last.busy_machines},
             # §3.3.2: each user's progress (the dominant shares of her running Jobs, discounted
             # on their slower kind) and its standard deviation over the users with Jobs here.

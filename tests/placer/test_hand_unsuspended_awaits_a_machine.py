@@ -73,6 +73,8 @@ def test_a_hand_started_job_whose_pod_waits_is_no_third_busy_gpu_and_goes_ahead_
     (said,) = [c for name, c in world.api.conditions if name == "h-5"]
     assert (said["status"], said["reason"]) == ("True", "Unsuspended")
     assert "its pods wait to be bound; AlloX keeps the first gpu machine to free for them" in said["message"]
+    # /v1/inspect/allox lists it apart: neither a busy machine nor queued.
+    assert world.placer.inspect()["lastDecision"]["awaitingBinding"] == [{"job": "ml/h-5", "kind": "gpu"}]
 
 
 def test_its_estimate_runs_from_when_its_pod_is_bound() -> None:
