@@ -132,8 +132,10 @@ def preempted_and_killed(scene: Scene) -> tuple[str, Callable[[], dict[str, Any]
     )
     first_meta = next(p["metadata"] for p in be_pods() if p["metadata"]["name"] == first)
     first_uid, job_uid = first_meta["uid"], first_meta["ownerReferences"][0]["uid"]
-    # "resumes": its Job's resume hold, rebuilt from the record once the victim has exited
-    assert json.loads(record) == {"node": node, "victims": [first_uid], "resumes": {first_uid: job_uid}}, record
+    # "resumes": its Job's resume hold, rebuilt from the record once the victim has exited; "owed":
+    # what the replica writes after the record, finished by a replica that reads it (user26)
+    owed = {"jobs": {job_uid: {"namespace": ns, "name": "be", "count": 1, "holds": {first_uid: node}}}, "pods": {first_uid: f"{ns}/{first}"}}
+    assert json.loads(record) == {"node": node, "victims": [first_uid], "resumes": {first_uid: job_uid}, "owed": owed}, record
 
     assert procs.cellfit.process is not None
     procs.cellfit.process.kill()  # no goodbye: the extender port simply refuses

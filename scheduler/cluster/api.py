@@ -493,15 +493,17 @@ class KubernetesApi:
         warning: bool = False,
         kind: str = "Pod",
         api_version: str | None = None,
+        name: str | None = None,
     ) -> None:
         """A core/v1 Event on a pod (or a Job, a CellOffer...: ``kind`` and, beyond Pod and Job,
-        its ``api_version``), as ``kubectl describe`` and ``kubectl get events`` show."""
+        its ``api_version``), as ``kubectl describe`` and ``kubectl get events`` show. ``name``: the
+        Event's own (a second create of it is refused, 409), else one the API server makes."""
         self._require_acting(f"event on {kind.lower()} {namespace}/{pod_name}")
         now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
         body = {
             "apiVersion": "v1",
             "kind": "Event",
-            "metadata": {"generateName": f"{pod_name}.", "namespace": namespace},
+            "metadata": {"name": name, "namespace": namespace} if name else {"generateName": f"{pod_name}.", "namespace": namespace},
             "involvedObject": {
                 "apiVersion": api_version or ("v1" if kind == "Pod" else "batch/v1"), "kind": kind, "name": pod_name,
                 "namespace": namespace, "uid": pod_uid,

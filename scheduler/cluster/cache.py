@@ -38,6 +38,8 @@ from scheduler.cluster.preemptor_records import (
     FollowsPreemptorRecords,
     FollowsResumeHolds,
     clear_preemptor_record,
+    finished_preempted_message,
+    preempted_event_name,
     write_preemptor_record,
     write_resume_holds,
 )
@@ -48,6 +50,7 @@ from scheduler.core.model import TERMINAL_PHASES, JobInfo, PodInfo
 from scheduler.core.pods import PodStore
 from scheduler.core.resources import ZERO, Resources
 from scheduler.errors import CellfitError, InvalidAnnotation, KubernetesApiError
+from scheduler.preemption import records
 from scheduler.preemption.engine import DEFAULT_SCHEDULER_NAME
 from scheduler.preemption.model import JobClass, job_class_or_best_effort, preemption_count_of
 from scheduler.preemption.resume_records import JobRef
@@ -340,6 +343,9 @@ class ClusterCache:
         # UIDs of the pods cellfit chose as preemption victims, until the watch sees them go
         # (oldest dropped past VICTIMS_KEPT: a victim whose deletion was never seen).
         self._victims: dict[str, None] = {}
+        # Preemptor records whose writes (records.py ``owed``) this process made or finished, by
+        # text (oldest dropped past VICTIMS_KEPT): a later list or binding reading them leaves them.
+        self._settled: dict[str, None] = {}
         # Pods being deleted -> when free_by_node or leaving_pods first saw them so (monotonic):
         # a pod still there its grace period and LEAVING_MARGIN_SECONDS later is stuck (a
         # finalizer, a kubelet that never confirms) and holds its room again.
@@ -353,7 +359,8 @@ class ClusterCache:
         if isinstance(engine, FollowsPreemptorRecords):
             # A hold rebuilt from the pods' records: its victims watched as the verb's are; an
             # ended hold's record cleared off its pod, in the background (preemptor_records.py).
-            engine.follow_preemptor_records(watch_victims=self.remember_victims, clear_record=self._clear_preemptor_record)
+            engine.follow_preemptor_records(watch_victims=self.remember_victims, clear_record=self._clear_preemptor_record,
+                                            finish_owed=self._finish_owed)
         if isinstance(engine, FollowsResumeHolds):
             # The resume holds given and ended here, on their Jobs, in the background (preemptor_records.py).
             engine.follow_resume_holds(write=self._write_resume_holds)
@@ -693,6 +700,8 @@ class ClusterCache:
         kube-scheduler deletes its own) and Events on both sides (each victim's ``victim_messages``
         entry, by UID, else ``victim_message``), written in the background."""
         told = dict(victim_messages or {})
+        if preemptor_record is not None:
+            self._settle(preemptor_record)  # written below: a binding or a list here finishes nothing of it
 
         def write() -> None:
             if preemptor_record is not None and preemptor.annotations.get(ANNOTATION_PREEMPTOR_HOLD) != preemptor_record:
@@ -718,15 +727,69 @@ class ClusterCache:
                     what=f"event on {preemptor.key}",
                 )
             for victim in victims:
-                self._attempt(
-                    lambda: self._api.create_event(
-                        namespace=victim.namespace, pod_name=victim.name, pod_uid=victim.uid, reason="Preempted",
-                        message=told.get(victim.uid, victim_message), warning=True,
-                    ),
-                    what=f"event on {victim.key}",
-                )
+                self._tell_preempted(namespace=victim.namespace, name=victim.name, uid=victim.uid,
+                                     message=told.get(victim.uid, victim_message))
 
         self._writes.submit(write)
+
+    def _tell_preempted(self, *, namespace: str, name: str, uid: str, message: str) -> None:
+        """The victim's ``Preempted`` Event, under its one name (preemptor_records.preempted_event_name):
+        made already (by the deciding replica, or another that finished its record) is done. On
+        the writer thread."""
+        def create() -> None:
+            try:
+                self._api.create_event(namespace=namespace, pod_name=name, pod_uid=uid, reason="Preempted", message=message,
+                                       warning=True, name=preempted_event_name(name, uid))
+            except KubernetesApiError as error:
+                if error.status != 409:
+                    raise
+
+        self._attempt(create, what=f"event on {namespace}/{name}")
+
+    def _settle(self, text: str) -> None:
+        """The record ``text``'s writes are made here (or queued): not finished again. Under the lock."""
+        settled = self._settled
+        settled[text] = None
+        while len(settled) > VICTIMS_KEPT:
+            del settled[next(iter(settled))]
+
+    def _finish_owed(self, preemptor: PodInfo, text: str) -> None:
+        """What the preemptor's record owes (records.py ``owed``: its victims' Jobs' counts and
+        resume holds, the victims' Preempted Events) written in the background, as the replica
+        that decided would have: it may have been killed after the record (user26). Each write is
+        one a second writer leaves as it is (preemptor_records.py), so the deciding replica still
+        at work, or another finisher, adds nothing. Nothing for a record this process wrote or
+        finished, one that does not read or owes nothing, or one on a pod of another scheduler.
+        Called under the engine lock (by the bind verb's reservation too): it does not wait."""
+        if text in self._settled or preemptor.scheduler_name != self._scheduler_name:
+            return
+        try:
+            record = records.decode(text)
+        except InvalidAnnotation:
+            return
+        if record is None or not record.owed:
+            return
+        self._settle(text)
+        owed = record.owed
+        log.info("finishing a preemption recorded on its preemptor: its victims' Job counts, resume holds and Events",
+                 extra={"pod": preemptor.key, "node": record.node, "jobs": sorted(f"{job.namespace}/{job.name}" for job in owed.jobs.values())})
+        told = finished_preempted_message(preemptor=preemptor.key, node=record.node)
+
+        def finish() -> None:
+            for job_uid, job in owed.jobs.items():
+                counted = JobInfo(uid=job_uid, namespace=job.namespace, name=job.name)
+                if job.count > 0:
+                    self._attempt(
+                        lambda: _retried(lambda: self._raise_preemption_count(counted, job.count), pauses=COUNT_WRITE_PAUSES_SECONDS),
+                        what=f"job {counted.key} preemption count",
+                    )
+                if job.holds:
+                    self._write_resume_holds_now(JobRef(uid=job_uid, namespace=job.namespace, name=job.name), added=job.holds, ended=())
+            for victim_uid, key in owed.pods.items():
+                namespace, name = key.split("/")
+                self._tell_preempted(namespace=namespace, name=name, uid=victim_uid, message=told)
+
+        self._writes.submit(finish)
 
     def _preempt(self, victim: PodInfo, *, message: str) -> Preempted | None:
         """Mark ``victim`` DisruptionTarget, then delete it (that incarnation: its UID guards
@@ -777,6 +840,10 @@ class ClusterCache:
         recorded = [pod for pod in listed if pod.annotations.get(ANNOTATION_PREEMPTOR_HOLD)]
         if not recorded:
             return
+        with self._lock:
+            for pod in recorded:
+                if pod.node_name is None:  # pending: a bound preemptor's binding finished its record
+                    self._finish_owed(pod, pod.annotations[ANNOTATION_PREEMPTOR_HOLD])
         now = time.time()
         with self._lock:
             unfinished = unfinished_members(recorded, current=self._pods.get, ours=self._victims.__contains__,

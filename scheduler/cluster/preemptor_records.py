@@ -32,10 +32,24 @@ once the watch shows it bound, or the hold gave up) takes its victim off, so tha
 any moment keeps exactly the room the running replicas kept. A read, then a JSON Patch that tests
 the resourceVersion read (another writer in between is read again), like the Job's preemption
 count; guarded by the Job's UID.
+
+The record also says what the deciding replica writes after it (scheduler/preemption/records.py
+``owed``): the victims' Jobs' counts (``cellfit.io/preemptions``) and resume holds, and the
+victims' ``Preempted`` Events. Killed after the record and before those, that replica left the
+Jobs uncounted (preemption.maxPreemptions exceeded, the resumed PriorityClass not given) and
+their holds unrecorded (a second restart, after the preemptor's binding, kept no room), user26.
+So a replica that reads a record it did not write finishes them (``ClusterCache``): a restart's
+list finds it on the pending preemptor, and the replica that binds the preemptor reads it as its
+binding empties it. Each write is one a second writer leaves as it is: the count is raised to the
+recorded value (never by one: the deciding replica's own write, or another finisher's, is
+enough), the holds are merged into the Job's record, and the Event carries a name of its own
+(:func:`preempted_event_name`), which a second create is refused (409). Every replica counts the
+Jobs in memory as soon as its watch shows the record (``FitGppEngine``), before the writes land.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from typing import Any, Callable, Collection, Literal, Mapping, Protocol, Sequence, runtime_checkable
 
@@ -103,7 +117,8 @@ class FollowsPreemptorRecords(Protocol):
     and clears the records of holds that ended."""
 
     def follow_preemptor_records(
-        self, *, watch_victims: Callable[[Sequence[str]], None], clear_record: Callable[[PodInfo, str], None]
+        self, *, watch_victims: Callable[[Sequence[str]], None], clear_record: Callable[[PodInfo, str], None],
+        finish_owed: Callable[[PodInfo, str], None] | None = None,
     ) -> None: ...
 
 
@@ -157,3 +172,17 @@ class FollowsResumeHolds(Protocol):
     (scheduler.preemption.engine.FitGppEngine): its driver writes the holds given and ended."""
 
     def follow_resume_holds(self, *, write: Callable[[JobRef, Mapping[str, str], tuple[str, ...]], None]) -> None: ...
+
+
+def preempted_event_name(pod_name: str, pod_uid: str) -> str:
+    """The name of a victim's ``Preempted`` Event: one per pod (a pod is preempted once), so the
+    deciding replica's and a finisher's (a record's ``owed``) are one Event, made by the first."""
+    digest = hashlib.sha256(f"{pod_uid}/Preempted".encode()).hexdigest()[:16]
+    return f"{pod_name[:236].rstrip('-.')}.{digest}"
+
+
+def finished_preempted_message(*, preemptor: str, node: str) -> str:
+    """A victim's ``Preempted`` Event made from its preemptor's record (``owed``): the replica that
+    decided stopped before telling it; where and by whom as ``kubectl cellfit why`` reads them."""
+    return (f"preempted by {preemptor} on node {node}: FitGpp's decision, recorded on the preemptor; the cellfit replica "
+            "that made it stopped before telling this pod, so its score is not known here")

@@ -356,6 +356,7 @@ class FitGppEngine:
         self._seed = seed
         cells = inner if isinstance(inner, BooksPreemptorCells) else None  # HiveD: the preemptor's VC quota too
         self.holds = RoomHolds(hold_seconds=resume_hold_seconds, clock=clock, pods=self.pods, cells=cells)
+        self._scheduler_name = scheduler_name
         self._evidence = PreemptionEvidence(scheduler_name=scheduler_name, present=lambda uid: self.pods.get(uid) is not None)
         self._index = PreemptionIndex(node_index=inner.node_index)  # one node name -> slot map
         self._tracked: dict[str, str | None] = {}  # pods the index holds -> their Job UID
@@ -396,6 +397,7 @@ class FitGppEngine:
         # running (bound_records.py), and told each record to take off once none of them runs.
         self._records_left = GangRecordsLeft()
         self._clear_record: Callable[[PodInfo, str], None] | None = None
+        self._finish_owed: Callable[[PodInfo, str], None] | None = None
         # Victims whose Job this process gave a resume hold (decided here, or rebuilt from any
         # evidence), by Job UID -> victim UID -> node: no evidence seen again gives a second one.
         self._given: dict[str, dict[str, str]] = {}
@@ -411,7 +413,8 @@ class FitGppEngine:
         self.holds.on_resume_ended = self._resume_holds_ended
 
     def follow_preemptor_records(
-        self, *, watch_victims: Callable[[Sequence[str]], None], clear_record: Callable[[PodInfo, str], None]
+        self, *, watch_victims: Callable[[Sequence[str]], None], clear_record: Callable[[PodInfo, str], None],
+        finish_owed: Callable[[PodInfo, str], None] | None = None,
     ) -> None:
         """Wire the driver's two duties toward the preemptors' records (``records.py``; the watch
         cache, scheduler/cluster/preemptor_records.py): ``watch_victims`` is told the victims
@@ -419,10 +422,15 @@ class FitGppEngine:
         chose none of them, and kube-scheduler may park the preemptor until it is told they went);
         ``clear_record`` is told the preemptor and its record when a hold standing for one ends
         without a binding (:attr:`RoomHolds.on_record_ended`), or once a bound preemptor's record
-        names no gang member that runs any more (``bound_records.py``). Both are called under the
-        engine lock, in the watch's or a verb's thread: they must not wait."""
+        names no gang member that runs any more (``bound_records.py``); ``finish_owed`` is told the
+        preemptor and its record as the pod is reserved for its binding, which empties the record:
+        what the record owes (records.py ``owed``: the Jobs' counts and resume holds, the victims'
+        Events) is finished from it, should the replica that decided have been killed before
+        (user26). All are called under the engine lock, in the watch's or a verb's thread: they
+        must not wait."""
         self._watch_victims = watch_victims
         self._clear_record = clear_record
+        self._finish_owed = finish_owed
         self.holds.on_record_ended = clear_record
 
     def follow_resume_holds(self, *, write: Callable[[JobRef, Mapping[str, str], tuple[str, ...]], None]) -> None:
@@ -487,6 +495,8 @@ class FitGppEngine:
             # that gang's preemption from, should the one that decided have died (bound_records.py).
             left, running = kept_at_binding(carried, current=self.pods.get)
             placement = replace(placement, annotations={**placement.annotations, ANNOTATION_PREEMPTOR_HOLD: left})
+            if carried and self._finish_owed is not None:
+                self._finish_owed(pod, carried)  # the binding empties what the record owes the Jobs and victims
         # As reserved: the bind verb may have read the pod from the API before the watch showed it.
         assumed = structs.replace(pod, node_name=node_name, phase="Running")
         if left:
@@ -538,6 +548,7 @@ class FitGppEngine:
                 self._untrack(pod.uid)
         if pod.uid in self._rebuilt_gone and pod.uid in self._tracked:
             self._still_leaving(pod.uid)
+        self._count_recorded(pod)
         self._rebuild_holds(pod)
         self._follow_records_left(pod)
 
@@ -566,11 +577,36 @@ class FitGppEngine:
             count = 0
         # Never lower a count raised by a decision the watch has not echoed yet.
         if count > self._job_counts.get(job.uid, -1):
-            self._job_counts[job.uid] = count
-            for uid in list(self._pods_by_job.get(job.uid, ())):
-                self._reindex(uid, preemptions=count)
-                self._rebuild_resume_hold(uid)
+            self._raise_count(job.uid, count)
         self._rebuild_recorded_holds(job)
+
+    def _raise_count(self, job_uid: str, count: int) -> None:
+        """The Job's preemption count is ``count`` from now on: its pods' rows, and the holds its
+        victims still leaving are owed (a count above zero shows the preemption was FitGpp's)."""
+        self._job_counts[job_uid] = count
+        for uid in list(self._pods_by_job.get(job_uid, ())):
+            self._reindex(uid, preemptions=count)
+            self._rebuild_resume_hold(uid)
+
+    def _count_recorded(self, pod: PodInfo) -> None:
+        """The counts a pending preemptor's record owes its victims' Jobs (records.py ``owed``),
+        counted here at once: the replica that decided may have been killed before writing them
+        (user26), and until a replica finishes the record (scheduler/cluster/preemptor_records.py)
+        the Job's own count is short; preemption.maxPreemptions, the resumed PriorityClass and the
+        resume holds of its victims still leaving read this count. Only a record on a pod of
+        cellfit's profile; a count is raised, never lowered."""
+        text = pod.annotations.get(ANNOTATION_PREEMPTOR_HOLD)
+        if not text or pod.scheduler_name != self._scheduler_name or pod.node_name is not None:
+            return
+        try:
+            record = records.decode(text)
+        except InvalidAnnotation:
+            return
+        if record is None or record.owed is None:
+            return
+        for job_uid, job in record.owed.jobs.items():
+            if job_uid not in self._deleted_jobs and job.count > self._job_counts.get(job_uid, 0):
+                self._raise_count(job_uid, job.count)
 
     def delete_job(self, job_uid: str) -> None:
         if isinstance(self.inner, TracksJobs):
@@ -684,12 +720,26 @@ class FitGppEngine:
         # nothing else of them.
         resumes = {uid: job for uid, job in zip(decision.victim_uids, owners)
                    if job is not None and (taken_pod := self._tracked_pod(uid)) is not None and _resumes_on_its_node(taken_pod)}
+        given = self._resume_holds_given(taken, owners)
         record = records.encode(node=decision.node, victims=tuple(decision.victim_uids), elsewhere=tuple(uid for uids in elsewhere.values() for uid in uids),
-                                gangs=gangs, decided_at=self._wall_clock(), resumes=resumes)
+                                gangs=gangs, decided_at=self._wall_clock(), resumes=resumes,
+                                owed=self._owed(taken, victims_here=decision.victim_uids, given=given))
         self.holds.preempting(pod, node_name=decision.node, record=record)
         return VictimChoice(victims={decision.node: list(decision.victim_uids)}, decision=decision, victim_job_outcome=outcome,
-                            preemptor_record=record, victim_outcomes=outcomes, elsewhere=elsewhere,
-                            resume_holds=self._resume_holds_given(taken, owners))
+                            preemptor_record=record, victim_outcomes=outcomes, elsewhere=elsewhere, resume_holds=given)
+
+    def _owed(
+        self, taken: Sequence[str], *, victims_here: Sequence[str], given: Sequence[tuple[JobRef, Mapping[str, str]]]
+    ) -> records.Owed:
+        """What the decision's driver writes after its record (records.py ``owed``): each victim's
+        Job with the count it is raised to (:meth:`victim_jobs`) and the resume holds it was
+        given, and the victims on the node, owed their Preempted Event; a replica that reads the
+        record finishes what a killed driver left undone."""
+        holds = {ref.uid: holds for ref, holds in given}
+        jobs = {job.uid: records.OwedJob(namespace=job.namespace, name=job.name, count=count, holds=dict(holds.get(job.uid, {})))
+                for job, count in self.victim_jobs(taken)}
+        pods = {uid: f"{pod.namespace}/{pod.name}" for uid in victims_here if (pod := self._tracked_pod(uid)) is not None}
+        return records.Owed(jobs=jobs, pods=pods)
 
     def _running_gangs(self, offered: Collection[str]) -> list[GangVictim]:
         """The gangs with a bound pod the index holds on an ``offered`` node (no other can be

@@ -43,6 +43,18 @@ that (a restart) rebuilds the Job's resume hold from the record, while the preem
 Written only where a victim's Job resumes, so a record without (an older replica's, HiveD's
 reclaim) reads as naming none. The binding empties it: from then on the Job's own record of its
 holds (``resume_records.py``, written beside this one) is what a restart reads.
+
+``"owed"`` is what the deciding replica writes after the record, on other objects: ``"jobs"``, by
+Job UID, each victim's Job (its ``namespace`` and ``name``), the ``count`` its
+``cellfit.io/preemptions`` is raised to (the decision's, once per decision) and the resume
+``holds`` it is given (victim UID -> node, its ``cellfit.io/resume-holds``); ``"pods"``, by victim
+UID, the victims on the node (``namespace/name``) owed their ``Preempted`` Event. A replica killed after the record and before those writes left them undone (user26): a
+replica that reads the record (a restart's list, the preemptor's binding) finishes them
+(scheduler/cluster/preemptor_records.py ``finish_owed``): a count is raised to the recorded value, never by one, so a second
+finisher (or the deciding replica's own write) adds nothing; the holds are merged into the Job's
+record; the Event has a name of its own (one per victim), so it is made once. Every replica that
+reads it counts the Jobs at once (``FitGppEngine``), before the writes land. Written only for
+FitGpp's decisions that count Jobs: any other record reads as owing nothing.
 """
 
 from __future__ import annotations
@@ -58,12 +70,35 @@ from scheduler.errors import InvalidAnnotation
 FIELD = f"metadata.annotations[{ANNOTATION_PREEMPTOR_HOLD}]"
 
 
+class OwedJob(msgspec.Struct, frozen=True, omit_defaults=True):
+    """A victim's Job as the decision's record owes it: its name, the count its
+    ``cellfit.io/preemptions`` is raised to (0: none) and the resume holds it is given (victim UID ->
+    node)."""
+
+    namespace: str
+    name: str
+    count: int = 0
+    holds: dict[str, str] = msgspec.field(default_factory=dict)
+
+
+class Owed(msgspec.Struct, frozen=True, omit_defaults=True):
+    """What the deciding replica writes after the record: the victims' Jobs (by Job UID) and the
+    victims owed their ``Preempted`` Event (victim UID -> ``namespace/name``)."""
+
+    jobs: dict[str, OwedJob] = msgspec.field(default_factory=dict)
+    pods: dict[str, str] = msgspec.field(default_factory=dict)
+
+    def __bool__(self) -> bool:
+        return bool(self.jobs or self.pods)
+
+
 class PreemptorRecord(msgspec.Struct, frozen=True, omit_defaults=True):
     """The node FitGpp preempted pods on for the pod, those victims' UIDs, the UIDs of the
     members on other nodes of the gangs it took whole (``elsewhere``) and those gangs' Job UIDs
     (``gangs``), the decision's wall-clock seconds (``at``) where it names such members, and the
     Job UID of each victim whose Job gets a resume hold on the node, by the victim's UID
-    (``resumes``)."""
+    (``resumes``); what the deciding replica writes after it (``owed``), for a replica that reads it
+    to finish."""
 
     node: str
     victims: tuple[str, ...]
@@ -71,6 +106,7 @@ class PreemptorRecord(msgspec.Struct, frozen=True, omit_defaults=True):
     gangs: tuple[str, ...] = ()
     at: float | None = None
     resumes: dict[str, str] = msgspec.field(default_factory=dict)
+    owed: Owed | None = None
 
 
 class _WholeRecord(PreemptorRecord, frozen=True, forbid_unknown_fields=True):
@@ -92,11 +128,14 @@ def encode(
     gangs: tuple[str, ...] = (),
     decided_at: float | None = None,
     resumes: Mapping[str, str] | None = None,
+    owed: Owed | None = None,
 ) -> str:
     """The record's text; ``decided_at`` (wall-clock seconds) is written only with ``elsewhere``:
     the record of any other decision stays as older replicas read it."""
+    owed = owed if owed else None
     at = decided_at if elsewhere else None
-    record = PreemptorRecord(node=node, victims=victims, elsewhere=elsewhere, gangs=gangs, at=at, resumes=dict(resumes or {}))
+    record = PreemptorRecord(node=node, victims=victims, elsewhere=elsewhere, gangs=gangs, at=at, resumes=dict(resumes or {}),
+                             owed=owed)
     return _ENCODER.encode(record).decode()
 
 
@@ -123,6 +162,19 @@ def decode(text: str, *, whole: bool = False) -> PreemptorRecord | None:
     if not all(victim in record.victims and job for victim, job in record.resumes.items()):
         raise InvalidAnnotation(f"{text[:200]!r} names a resumed Job for a pod that is not one of its victims, or by an empty UID",
                                 field=FIELD)
+    if record.owed is not None and not _owed_reads(record.owed, victims=record.victims):
+        raise InvalidAnnotation(f"{text[:200]!r} owes a Job or an Event it names by an empty name, a count below 0, or a pod that is "
+                                "not one of its victims", field=FIELD)
     if record.at is not None and not (math.isfinite(record.at) and record.at >= 0):
         raise InvalidAnnotation(f"{text[:200]!r} has a decision time (at) that is no time: {record.at}", field=FIELD)
     return record
+
+
+def _owed_reads(owed: Owed, *, victims: tuple[str, ...]) -> bool:
+    """Whether what a record owes names each Job and pod in full, counts from 0 up, and owes
+    Events and holds to its own victims only (a hold of a gang's member elsewhere, on its node,
+    included: ``holds`` may name any node)."""
+    jobs_read = all(uid and job.namespace and job.name and job.count >= 0 and all(v and n for v, n in job.holds.items())
+                    for uid, job in owed.jobs.items())
+    pods_read = all(uid in victims and key.count("/") == 1 and all(key.split("/")) for uid, key in owed.pods.items())
+    return jobs_read and pods_read

@@ -35,6 +35,9 @@ from tests.support.kube_objects import node, pod
 TRIAL = {"cellfit.io/job-class": "trial"}
 BE = {"cellfit.io/job-class": "best-effort"}
 RECORD = '{"node":"gpu-a","victims":["uid-be-0"],"resumes":{"uid-be-0":"uid-be"}}'  # be-0's Job uid-be resumes on gpu-a
+# The decision as this version records it: with what its replica writes after the record (owed).
+DECIDED = ('{"node":"gpu-a","victims":["uid-be-0"],"resumes":{"uid-be-0":"uid-be"},"owed":{"jobs":{"uid-be":{"namespace":"ml",'
+           '"name":"be","count":1,"holds":{"uid-be-0":"gpu-a"}}},"pods":{"uid-be-0":"ml/be-0"}}}')
 
 
 class WritingApi(EventRecordingApi):
@@ -112,7 +115,7 @@ def test_the_replica_that_answered_writes_the_decision_on_the_preemptor_first() 
     assert api.writes[0] == (
         "PATCH",
         "/api/v1/namespaces/ml/pods/te-0/status",
-        {"metadata": {"uid": "uid-te-0", "annotations": {ANNOTATION_PREEMPTOR_HOLD: RECORD}}},
+        {"metadata": {"uid": "uid-te-0", "annotations": {ANNOTATION_PREEMPTOR_HOLD: DECIDED}}},
         "application/merge-patch+json",
     )
     assert api.writes[1][:2] == ("GET", "job be")  # the count after it
@@ -133,7 +136,7 @@ def test_a_record_the_pod_carries_already_is_not_written_again() -> None:
     api = WritingApi(nodes=[node("gpu-a", gpus=8)], pods=[victim_pod(), trial_pod()])
     cache, service, _ = replica(api)
     body = {
-        "Pod": trial_pod(annotations={ANNOTATION_PREEMPTOR_HOLD: RECORD}),
+        "Pod": trial_pod(annotations={ANNOTATION_PREEMPTOR_HOLD: DECIDED}),
         "NodeNameToMetaVictims": {"gpu-a": {"Pods": [{"UID": "uid-be-0"}], "NumPDBViolations": 0}},
     }
     service.preempt(json.dumps(body).encode())

@@ -29,9 +29,13 @@ def test_the_record_names_the_gangs_members_elsewhere_and_a_restarted_replica_de
     written = json.loads(record)
     assert isinstance(written.pop("at"), float)  # the decision's wall-clock time
     assert written == {"node": "gpu-a", "victims": ["uid-be-0"], "elsewhere": ["uid-be-1"], "gangs": ["uid-gang"],
-                       "resumes": {"uid-be-0": "uid-gang"}}
+                       "resumes": {"uid-be-0": "uid-gang"},
+                       "owed": {"jobs": {"uid-gang": {"namespace": "ml", "name": "gang", "count": 1,
+                                                      "holds": {"uid-be-0": "gpu-a", "uid-be-1": "gpu-b"}}},
+                                "pods": {"uid-be-0": "ml/gang-0"}}}
     monkeypatch.setattr(cache_module, "GANG_RECOVERY_AFTER_SECONDS", 0.0)
     left = crashed_state(record=record)  # A killed after writing the record, before deleting gang-1
     done(restarted(left))
     assert left.deleted == {"ml/gang-1": "uid-be-1"}
-    assert [pod_name for pod_name, _ in preempted_events(left)] == ["gang-1"]
+    # gang-0, on the preemptor's node, is told too: A was killed before its Events (the record owes them)
+    assert sorted(pod_name for pod_name, _ in preempted_events(left)) == ["gang-0", "gang-1"]

@@ -89,7 +89,11 @@ def test_fitgpps_choice_carries_the_record_of_the_node_and_the_victims_it_chose(
     choice = engine.decide_preemption(as_pod(trial(nominated=None)), {"n1": ["be-a-0", "be-b-0"]}, {})
     assert choice.victims == {"n1": ["be-b-0"]}
     assert choice.preemptor_record is not None
-    assert records.decode(choice.preemptor_record) == records.PreemptorRecord(node="n1", victims=("be-b-0",), resumes={"be-b-0": JOB_B})
+    assert records.decode(choice.preemptor_record) == records.PreemptorRecord(
+        node="n1", victims=("be-b-0",), resumes={"be-b-0": JOB_B},
+        owed=records.Owed(jobs={JOB_B: records.OwedJob(namespace="ml", name="be-b", count=1, holds={"be-b-0": "n1"})},
+                          pods={"be-b-0": "ml/be-b-0"}),
+    )
     refused = engine.decide_preemption(waiter(), {"n1": ["be-a-0"]}, {})  # a best-effort pod preempts nobody
     assert refused.victims == {} and refused.preemptor_record is None
 

@@ -87,7 +87,11 @@ def trial_ends(engine: FitGppEngine) -> None:
 
 
 def test_the_decision_records_the_job_each_victim_resumes() -> None:
-    assert records.decode(decided_record()) == records.PreemptorRecord(node="n1", victims=("be-b-0",), resumes={"be-b-0": JOB_B})
+    assert records.decode(decided_record()) == records.PreemptorRecord(
+        node="n1", victims=("be-b-0",), resumes={"be-b-0": JOB_B},
+        owed=records.Owed(jobs={JOB_B: records.OwedJob(namespace="ml", name="be-b", count=1, holds={"be-b-0": "n1"})},
+                          pods={"be-b-0": "ml/be-b-0"}),
+    )
 
 
 def test_after_a_restart_past_the_victims_exit_the_resumed_pod_gets_the_room_back() -> None:
