@@ -35,6 +35,7 @@ from scheduler.cells import bindinfo
 from scheduler.cluster.disruption import Preempted, delete_preempted, warn_not_marked, write_disruption_target
 from scheduler.cluster.gang_recovery import unfinished_members
 from scheduler.cluster.preemptor_records import (
+    FollowsHoldEnds,
     FollowsPreemptorRecords,
     FollowsResumeHolds,
     clear_preemptor_record,
@@ -90,6 +91,10 @@ LEAVING_MARGIN_SECONDS = 60.0
 # relists meanwhile (a rolling update, every replica after an API outage) does not preempt the
 # member a second time. A kill -9's members run this much longer at most.
 GANG_RECOVERY_AFTER_SECONDS = 300.0
+# How often the room holds past their time are given up when no filter asks (seconds): a hold
+# lapses as a filter looks at it, and kube-scheduler asks no filter for the pods it kept off, which
+# it parked; the requeue signal its end sends follows this much later at most.
+HOLD_EXPIRY_LOOK_SECONDS = 5.0
 # Starts the look again at a record too young to finish (threading.Timer; the tests' own).
 _timer: Callable[[float, Callable[[], None]], threading.Timer] = threading.Timer
 
@@ -353,6 +358,11 @@ class ClusterCache:
         # Called, under the lock, when a victim's deletion or end has been applied to the engine
         # (nudge.VictimRequeue.victims_gone); None: nobody to tell.
         self.on_victims_gone: Callable[[], None] | None = None
+        # Called, under the lock, when a room hold that kept pods off ended without its pod's
+        # binding (nudge.VictimRequeue.hold_ended): kube-scheduler parked those pods. None: nobody to tell.
+        self.on_hold_ended: Callable[[], None] | None = None
+        self._hold_expiry: threading.Timer | None = None
+        self._stopped = False
         # Called, under the lock, after each pods list has been applied whole (a restart's first
         # relist recovers every binding): HiveD then judges what waited for it (node_troubles.py).
         self.on_pods_listed: Callable[[], None] | None = None
@@ -361,6 +371,8 @@ class ClusterCache:
             # ended hold's record cleared off its pod, in the background (preemptor_records.py).
             engine.follow_preemptor_records(watch_victims=self.remember_victims, clear_record=self._clear_preemptor_record,
                                             finish_owed=self._finish_owed)
+        if isinstance(engine, FollowsHoldEnds):
+            engine.follow_hold_ends(ended=self._hold_ended)
         if isinstance(engine, FollowsResumeHolds):
             # The resume holds given and ended here, on their Jobs, in the background (preemptor_records.py).
             engine.follow_resume_holds(write=self._write_resume_holds)
@@ -486,6 +498,8 @@ class ClusterCache:
         log.info("watching the cluster", extra={"source": self._api.source, "kinds": [r.kind for r in self.reflectors]})
         for reflector in self.reflectors:
             reflector.start()
+        if isinstance(self._engine, FollowsHoldEnds):
+            self._look_at_holds_later()
 
     def stop(self) -> None:
         for reflector in self.reflectors:
@@ -493,8 +507,39 @@ class ClusterCache:
         self._writes.shutdown(wait=False)
         with self._lock:
             recheck, self._gang_recheck = self._gang_recheck, None
+            self._stopped = True
+            expiry, self._hold_expiry = self._hold_expiry, None
         if recheck is not None:
             recheck[0].cancel()
+        if expiry is not None:
+            expiry.cancel()
+
+    def _look_at_holds_later(self) -> None:
+        with self._lock:
+            if self._stopped:
+                return
+            timer = threading.Timer(HOLD_EXPIRY_LOOK_SECONDS, self.look_at_holds)
+            timer.daemon = True
+            self._hold_expiry = timer
+        timer.start()
+
+    def look_at_holds(self) -> None:
+        """The room holds past their time given up (each that kept pods off tells
+        :meth:`_hold_ended`), and the next look planned."""
+        engine = self._engine
+        if isinstance(engine, FollowsHoldEnds):
+            with self._lock:
+                engine.expire_holds()
+        self._look_at_holds_later()
+
+    def _hold_ended(self, what: str, node: str, why: str) -> None:
+        """A room hold that kept pods off ended without its pod's binding (user26): logged, and the
+        requeue signal asked for, as kube-scheduler parked the pods it kept off and no cluster event
+        tells it the room is free. Under the lock."""
+        log.info("room hold ended without its pod bound: the pods it kept off are requeued",
+                 extra={"held": what, "node": node, "why": why})
+        if self.on_hold_ended is not None:
+            self.on_hold_ended()
 
     def nodes_synced(self) -> bool:
         """The node list has been read and every node of it applied (the engine's, and under

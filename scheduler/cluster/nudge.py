@@ -197,6 +197,7 @@ def send_signal(api: SignalApi, *, namespace: str, image: str = REQUEUE_SIGNAL_I
 
 VICTIMS_GONE = "preemption victims gone"
 CELLS_CHANGED = "this replica's virtual clusters or cells changed"
+HOLD_ENDED = "a room hold that kept pods off ended"
 LOOK_AT_CELLS = "the cells may have changed"  # not a reason to signal: to look whether CELLS_CHANGED is one
 
 
@@ -238,6 +239,7 @@ class VictimRequeue:
         signal_image: str = REQUEUE_SIGNAL_IMAGE,
         cells_summary: Callable[[], str] | None = None,
         on_cells_signal: Callable[[], None] | None = None,
+        on_hold_signal: Callable[[], None] | None = None,
     ) -> None:
         self._api = api
         self._namespace = namespace
@@ -247,6 +249,7 @@ class VictimRequeue:
         self._on_signal = on_signal
         self._cells_summary = cells_summary
         self._on_cells_signal = on_cells_signal
+        self._on_hold_signal = on_hold_signal
         # What the cells were when last looked at: the engine as startup built it.
         self._seen_summary = cells_summary() if cells_summary is not None else None
         self._reasons: set[str] = set()  # why the next signal is due; guarded by _due
@@ -259,6 +262,13 @@ class VictimRequeue:
 
     def victims_gone(self) -> None:
         self._want(VICTIMS_GONE)
+
+    def hold_ended(self) -> None:
+        """A room hold (FitGpp's, for a preemptor or a resumed pod) that kept pods off ended
+        without its pod bound (it lapsed, ended on another replica, or its pod or Job was
+        deleted): kube-scheduler parked the pods it kept off (user26: a node idle ~70 s until
+        unrelated events requeued them). Only sets an event: the cache calls it under the engine lock."""
+        self._want(HOLD_ENDED)
 
     def cells_may_have_changed(self) -> None:
         """The cells or VCs may have changed (a reload applied, an exchange's quota moved, a
@@ -345,6 +355,8 @@ class VictimRequeue:
             self._on_signal()
         if CELLS_CHANGED in reasons and self._on_cells_signal is not None:
             self._on_cells_signal()
+        if HOLD_ENDED in reasons and self._on_hold_signal is not None:
+            self._on_hold_signal()
 
 
 # ------------------------------------------------------------------ the loop

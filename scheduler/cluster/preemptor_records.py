@@ -186,3 +186,14 @@ def finished_preempted_message(*, preemptor: str, node: str) -> str:
     decided stopped before telling it; where and by whom as ``kubectl cellfit why`` reads them."""
     return (f"preempted by {preemptor} on node {node}: FitGpp's decision, recorded on the preemptor; the cellfit replica "
             "that made it stopped before telling this pod, so its score is not known here")
+
+
+@runtime_checkable
+class FollowsHoldEnds(Protocol):
+    """An engine whose room holds keep pods off (scheduler.preemption.engine.FitGppEngine): its
+    driver is told a hold that kept a pod off ended without that pod's binding (what it kept room
+    for, the node, why), and has the holds past their time given up now and then."""
+
+    def follow_hold_ends(self, *, ended: Callable[[str, str, str], None]) -> None: ...
+
+    def expire_holds(self) -> None: ...

@@ -517,8 +517,10 @@ def _victim_requeue(
         signal_image=settings.nudge.signal_image,
         cells_summary=summary,
         on_cells_signal=lambda: metrics.requeue_signals.labels(reason="cells-changed").inc(),
+        on_hold_signal=lambda: metrics.requeue_signals.labels(reason="hold-ended").inc(),
     )
     cache.on_victims_gone = requeue.victims_gone
+    cache.on_hold_ended = requeue.hold_ended
     return requeue
 
 

@@ -441,6 +441,28 @@ class FitGppEngine:
         the hold gave up). Called under the engine lock: it must not wait."""
         self._write_resume_holds = write
 
+    def follow_hold_ends(self, *, ended: Callable[[str, str, str], None]) -> None:
+        """Wire the driver's duty toward the pods a hold kept off: ``ended`` is told what the hold
+        kept room for (``job ns/name`` or ``pod ns/name``), its node and why it ended (``lapsed``,
+        ``ended elsewhere``, ``deleted``) when a hold that kept a pod off ends without that pod's
+        binding (RoomHolds.on_kept_off_ended), for the requeue signal. Called under the engine
+        lock: it must not wait."""
+        def told(kind: str, holder: str, node: str, why: str) -> None:
+            if kind == "resume":
+                ref = self._job_ref(holder)
+                what = f"job {ref.key if ref is not None else holder}"
+            else:
+                pod = self.pods.get(holder)
+                what = f"pod {pod.key if pod is not None else holder}"
+            ended(what, node, why)
+
+        self.holds.on_kept_off_ended = told
+
+    def expire_holds(self) -> None:
+        """The holds past their time given up now (RoomHolds.expire): the driver calls it now
+        and then, as a hold is otherwise looked at only when a filter asks."""
+        self.holds.expire()
+
     # ------------------------------------------------------------------ placement: delegated
 
     @property
