@@ -53,7 +53,7 @@ from estimator.planner import CreateSample, Decision, EstimatorSettings as Plann
 from estimator.sample_pod import beyond_every_node, build_sample_pod, configuration_digest
 from scheduler.kube.joining import affinity_met, awaited_pool, judged_terms, said as pool_said
 from estimator.sampling import SamplingRatio, SamplingSettings, plan, pods_of, waves_of
-from placer.configuration import Configuration, Configurations, parse_configurations, parse_configurations_cached
+from placer.configuration import Configuration, Configurations, configuration_errors, parse_configurations_cached
 from placer.rewrite import PoolConflict
 from scheduler.cluster.api import KubernetesApi
 from scheduler.cluster.feed import InterchangeableJobs
@@ -898,16 +898,17 @@ class EstimatorController:
             self._event(job, "NotEstimated", message, warning=True, once="unsuspended")
             self._view(job, "unsuspended", message)
             return None
-        if configurations is None:
-            self._tell_invalid_configurations(job)
-            return None
+        # Every mistake of its spec at once (user26 #6: the configurations' first hid the rest
+        # and the iterations').
+        problems = _configurations_errors(job) if configurations is None else []
         try:
             iterations = parse_iterations(annotations.get(ANNOTATION_ITERATIONS))
         except InvalidAnnotation as error:
-            self._invalid(job, error)
-            return None
+            problems.append(error)
         if not job.spec.has_template:
-            self._invalid(job, InvalidAnnotation("is missing", field="spec.template"))
+            problems.append(InvalidAnnotation("is missing", field="spec.template"))
+        if problems:
+            self._invalid(job, *problems)
             return None
         return iterations
 
@@ -1160,11 +1161,6 @@ class EstimatorController:
                 self._on_error(abs(error))
 
     # ------------------------------------------------------------------ telling users
-
-    def _tell_invalid_configurations(self, job: Job) -> None:
-        problems = _configurations_errors(job)
-        if problems:
-            self._invalid(job, *problems)
 
     def _invalid(self, job: Job, *errors: CellfitError) -> None:
         message = f"nothing is sampled or started: {'; '.join(map(str, errors))}"
@@ -1462,12 +1458,8 @@ def _decoded_job(raw: bytes) -> Job | None:
 
 
 def _configurations_errors(job: Job) -> list[InvalidAnnotation]:
-    """What is wrong with the Job's cellfit.io/configurations: the parser's mistake, or none."""
-    try:
-        parse_configurations(job.annotations.get(ANNOTATION_CONFIGURATIONS))
-    except InvalidAnnotation as error:
-        return [error]
-    return []
+    """What is wrong with the Job's cellfit.io/configurations: every mistake, or none."""
+    return configuration_errors(job.annotations.get(ANNOTATION_CONFIGURATIONS))
 
 
 def _runs_message(decision: Decision, sample_pods: Sequence[SamplePod], *, starting: int, held: int) -> str:

@@ -104,9 +104,9 @@ def _read_gang(pod: PodInfo, mistakes: list[InvalidAnnotation]) -> GangSpec | No
     raw_size = pod.annotations.get(ANNOTATION_GANG_SIZE)
     if raw != "true":
         mistakes.append(InvalidAnnotation(f"{raw!r} is not 'true' or 'false'", field=f"annotation {ANNOTATION_GANG}"))
-        # The size written beside it is judged as a gang's would be (the user meant a gang);
-        # not its absence, nor without an owner (a gang needs one: the gang's own mistake).
-        if raw_size is not None and pod.owner is not None:
+        # The size written beside it is judged as a gang's would be (the user meant a gang),
+        # with or without an owner (user26 #6: a bare pod's "two" went untold); not its absence.
+        if raw_size is not None:
             _gang_size(raw_size, mistakes)
         return None
     if pod.owner is None:

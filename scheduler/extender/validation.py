@@ -26,7 +26,7 @@ from msgspec import structs
 import estimator.objects as sampling_objects
 from estimator.contract import estimate_errors, parse_estimate, parse_iterations
 from estimator.sample_pod import beyond_every_node, beyond_largest_node
-from placer.configuration import Configuration, Configurations, parse_configurations
+from placer.configuration import Configuration, Configurations, configuration_errors, parse_configurations
 from placer.rewrite import apply_configuration, pool_conflict
 from scheduler import constants
 from scheduler.cells.capabilities import RequestCheck
@@ -380,7 +380,8 @@ def job_problems(
     checks = [_raised(lambda: job_class_of(labels)), _raised(lambda: preemption_count_of(annotations))]
     interchangeable = ANNOTATION_CONFIGURATIONS in annotations
     if interchangeable:
-        checks.append(_raised(lambda: parse_configurations(annotations[ANNOTATION_CONFIGURATIONS])))
+        # Every mistake of every configuration, not only the first the parser stops at (user26 #6).
+        checks.append(lambda: configuration_errors(annotations[ANNOTATION_CONFIGURATIONS]))
         if ANNOTATION_ESTIMATE in annotations:
             # Every mistake of the estimate, not only the first the estimator would stop at.
             checks.append(lambda: estimate_errors(annotations[ANNOTATION_ESTIMATE]))
