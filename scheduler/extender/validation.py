@@ -232,6 +232,13 @@ def _scheduler_reason(found: tuple[str, Unplaceable], request: CellRequest) -> s
 # ---------------------------------------------------------------------------------- keys
 
 
+# A cellfit.io/ key cellfit does not know; one a configuration's annotations give is copied onto
+# the pods made in it (placer/rewrite.py), not dropped (user26 #7).
+UNKNOWN_KEY: Final = "cellfit knows no such {kind}; it is ignored (a misspelling?)"
+UNKNOWN_KEY_COPIED: Final = ("cellfit knows no such annotation: it is copied onto the pods of this configuration, where cellfit "
+                             "does not read it (a misspelling?)")
+
+
 def key_problems(labels: Mapping[str, str], annotations: Mapping[str, str], *, where: str) -> list[Problem]:
     """Keys under cellfit.io/ that cellfit never reads: a misspelling (``gang_size``), or a
     label written as an annotation or the reverse. Warnings only: another tool, or a newer
@@ -245,7 +252,7 @@ def key_problems(labels: Mapping[str, str], annotations: Mapping[str, str], *, w
             if key in other:
                 reason = f"cellfit reads this key as {_article(other_kind)}, not as {_article(kind)}"
             else:
-                reason = f"cellfit knows no such {kind}; it is ignored (a misspelling?)"
+                reason = UNKNOWN_KEY.format(kind=kind)
             problems.append(Problem(field=field_path(key_path(kind, key), within=where), reason=reason, blocking=False))
     return problems
 
@@ -633,7 +640,8 @@ def _in_configuration(problem: Problem, configuration: Configuration, *, gpu_res
         return replace(problem, field=f"{inside}.resources")
     for key in configuration.annotations:
         if problem.field == key_path("annotation", key):
-            return replace(problem, field=f"{inside}.annotations[{key}]")
+            reason = UNKNOWN_KEY_COPIED if problem.reason == UNKNOWN_KEY.format(kind="annotation") else problem.reason
+            return replace(problem, field=f"{inside}.annotations[{key}]", reason=reason)
     return replace(problem.within(TEMPLATE), scope=f"in configuration {configuration.kind}")
 
 

@@ -91,7 +91,7 @@ def test_a_configurations_problem_is_named_where_the_configuration_writes_it() -
         template_labels=VISION, gpus=0, suspend=True)
     assert warnings(body) == [
         "cellfit: metadata.annotations[cellfit.io/configurations].gpu.annotations[cellfit.io/gang_size]: cellfit knows no such "
-        "annotation; it is ignored (a misspelling?)",
+        "annotation: it is copied onto the pods of this configuration, where cellfit does not read it (a misspelling?)",
         "cellfit: metadata.annotations[cellfit.io/configurations].gpu.resources: the pod requests 16 GPUs, more than any "
         "node-level cell holds (largest: 'A100-NODE' with 8): it is never sampled nor started in gpu",
     ]
