@@ -13,6 +13,7 @@ vc-b's opportunistic opp-half the other 4 and is terminating, vc-b's opp fills n
 from __future__ import annotations
 
 from scheduler.cells import HivedEngine
+from scheduler.cells.freeing import vcs_freed_by
 from scheduler.core.model import PodInfo
 from scheduler.kube.names import filter_offered
 from tests.cells.helpers import pod
@@ -55,8 +56,8 @@ def test_a_pod_of_the_cells_vc_asking_just_after_the_leaver_is_gone_waits_too() 
     assert "g2" not in engine.allocator.by_pod and not engine.expiry.is_leaving("opp")
 
 
-def test_the_leavers_own_vc_gets_no_wait_for_cells_it_does_not_own() -> None:
+def test_the_cells_freed_are_the_owning_vcs_not_the_opportunistic_leavers() -> None:
     engine = _opp_half_leaving()
-    engine.delete_pod("opp-half")
-    assert engine.allocator.vcs["vc-b"].quota == {}  # vc-b has no cells: its pods cannot wait for n-a's
-    assert engine.freeing_wait(pod("g-b", 4, "vc-b")) is None
+    assert vcs_freed_by(engine.allocator.by_pod["opp-half"]) == ["vc-a"]  # n-a is vc-a's cell
+    assert vcs_freed_by(engine.allocator.by_pod["opp"]) == []  # n-b is bound to no VC
+    assert vcs_freed_by(engine.allocator.by_pod["g1"]) == ["vc-a"]  # a guaranteed pod's own
