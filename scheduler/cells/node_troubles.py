@@ -64,6 +64,12 @@ def unbindable_sentence(*, vc: str, node: str, cause: str) -> str:
     return f"virtual cluster {vc}'s cells on node {node} cannot be bound: {cause_sentence(cause)}"
 
 
+def bindable_sentence(*, vc: str, node: str, was: str) -> str:
+    """The sentence for a VC's cells on a node bad for ``was`` that is healthy again."""
+    back = "is back" if was == DELETED else "is healthy again"
+    return f"virtual cluster {vc}'s cells on node {node} can be bound again: the node {back} (it was {was})"
+
+
 def short_sentence(*, vc: str, cell_type: str, missing: int, free: int, wanted: int, node: str, cause: str) -> str:
     """The sentence for a VC's quota not bound that the free healthy cells left cannot all back."""
     cells = f"{missing} {cell_type!r} cell{'s' if missing > 1 else ''} of its quota {'are' if missing > 1 else 'is'}"
@@ -157,7 +163,13 @@ class NodeTroubles:
         said = self._judge_waiting(alloc) if recovered and self._waiting else []
         if cause is None or cell is None:
             # Every healthy node's status update comes here: nothing to do unless it was bad.
-            if self.causes.pop(name, None) is not None:
+            was = self.causes.pop(name, None)
+            if was is not None:
+                # Each VC told its cells there cannot be bound is told they can again (user26 #8);
+                # not of a node gone out of the cells.
+                again = cause is None and cell is not None
+                for vc in sorted({told[0] for told in self._told if again and told[1] == name and told[2] == _CELLS}):
+                    log.info(bindable_sentence(vc=vc, node=name, was=was), extra={"virtualCluster": vc, "node": name, "cause": was})
                 self._told = {told for told in self._told if told[1] != name}
                 self._waiting.pop(name, None)
             return said
