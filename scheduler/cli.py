@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Sequence
 
@@ -84,20 +85,16 @@ def _serve_settings(args: argparse.Namespace) -> tuple[Settings, ConfigFile | No
     return overridden.model_copy(update={"cells": settings.cells}), loaded
 
 
+# What a command whose reader has gone (``cellfit check-config FILE | head -1``) exits with, as
+# kubectl and ``kubectl cellfit`` do: killed by SIGPIPE, as a shell reports it (128 + 13).
+BROKEN_PIPE_EXIT = 141
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
-        if args.command == "default-config":
-            sys.stdout.write(default_config_text())
-            return 0
-        if getattr(args, "tool_run", None) is not None:
-            return int(args.tool_run(args))
-        if args.command == "check-config":
-            settings = load_settings(args.file)
-            print(f"{args.file}: valid (policy {settings.policy.name}, cluster mode {settings.cluster.mode})")
-            cells = check_cells(settings, source=args.file)
-            print(f"cells: {cells}" if cells else _discovered_cells_line(settings))
-            return 0
+        if args.command != "serve":
+            return _command(args)
         settings, config_file = _serve_settings(args)
         configure_logging(level=settings.logging.level, fmt=settings.logging.format)
         from scheduler.extender.server import serve  # heavy imports only when serving
@@ -110,6 +107,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValidationError as error:  # command-line overrides break a rule of the config
         print(f"cellfit: invalid option: {describe_validation_error(error)}", file=sys.stderr)
         return 2
+
+
+def _command(args: argparse.Namespace) -> int:
+    """A command that prints and ends; one whose reader has gone ends quietly (user26 #9: a
+    BrokenPipeError traceback after ``| head -1``)."""
+    try:
+        if args.command == "default-config":
+            sys.stdout.write(default_config_text())
+            return 0
+        if getattr(args, "tool_run", None) is not None:
+            return int(args.tool_run(args))
+        settings = load_settings(args.file)
+        print(f"{args.file}: valid (policy {settings.policy.name}, cluster mode {settings.cluster.mode})")
+        cells = check_cells(settings, source=args.file)
+        print(f"cells: {cells}" if cells else _discovered_cells_line(settings))
+        sys.stdout.flush()
+        return 0
+    except BrokenPipeError:
+        # What Python still holds for stdout goes to /dev/null, or its flush at exit would
+        # print the error again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return BROKEN_PIPE_EXIT
 
 
 def _discovered_cells_line(settings: Settings) -> str:

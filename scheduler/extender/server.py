@@ -10,7 +10,7 @@ import logging
 import signal
 import socket
 import ssl
-from typing import Any, Callable, Coroutine, Iterator, Literal
+from typing import Any, Callable, Coroutine, Final, Iterator, Literal
 
 from uvicorn.config import SSL_PROTOCOL_VERSION, create_ssl_context
 from starlette.types import ASGIApp
@@ -246,10 +246,39 @@ def serve(settings: Settings, *, config_file: ConfigFile | None = None) -> None:
         runner.run(_serve_until_signalled(listeners, chores))
 
 
+class _OncePerProcess(logging.Filter):
+    """uvicorn logs "Started server process [pid]" and "Finished server process [pid]" once per
+    server: with a listener each for the extender, metrics, inspect and the webhook in one
+    process, the same line four times (user26 #9). Passes each of them once."""
+
+    LINES: Final = frozenset({"Started server process [%d]", "Finished server process [%d]"})
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._seen: set[object] = set()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.msg not in self.LINES:
+            return True
+        seen = record.msg in self._seen
+        self._seen.add(record.msg)
+        return not seen
+
+
 async def _serve_until_signalled(
     listeners: list[tuple[_Listener, socket.socket]], chores: list[Callable[[], Coroutine[Any, Any, None]]]
 ) -> None:
     """Serve ``listeners`` until a signal or until one stops; ``chores`` run alongside until then."""
+    once = _OncePerProcess()
+    uvicorn_log = logging.getLogger("uvicorn.error")
+    uvicorn_log.addFilter(once)
+    try:
+        await _serve(listeners, chores)
+    finally:
+        uvicorn_log.removeFilter(once)
+
+
+async def _serve(listeners: list[tuple[_Listener, socket.socket]], chores: list[Callable[[], Coroutine[Any, Any, None]]]) -> None:
     loop = asyncio.get_running_loop()
 
     def stop() -> None:
