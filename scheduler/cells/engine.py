@@ -1286,7 +1286,7 @@ class HivedEngine:
         self.expiry.pod_gone(pod_uid)
         booking = self.allocator.by_pod.get(pod_uid)
         if booking is not None and was_freeing and booking.group is None and booking.node is not None and booking.pod_key is not None:
-            for vc in vcs_freed_by(booking):  # before _unassign: it may unbind the VC's cell
+            for vc in vcs_freed_by(booking, vcs=self.allocator.vcs):  # before _unassign: it may unbind the VC's cell
                 self._just_freed.left(pod_key=booking.pod_key, vc=vc, node=booking.node)
         if booking is not None:
             self._unassign(booking)

@@ -30,12 +30,12 @@ cache, lists no finished pod and sees it deleted) or was deleted at once.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Final, Iterator, NamedTuple, Sequence
+from typing import Callable, Final, Iterator, Mapping, NamedTuple, Sequence
 
 from scheduler.cells.booking import Booking
 from scheduler.cells.planning import Target
 from scheduler.cells.request import Priority
-from scheduler.cells.topology import Cell, CellState
+from scheduler.cells.topology import Cell, CellState, Chain
 from scheduler.cells.virtual_clusters import VcState
 from scheduler.constants import CACHE_LAG_SECONDS
 
@@ -99,17 +99,24 @@ def _freed_by_leaving(cell: Cell, gpus: int, leaving: Callable[[int], bool]) -> 
 _HELD: Final = (CellState.BOUND, CellState.PINNED)
 
 
-def vcs_freed_by(booking: Booking) -> list[str]:
+def vcs_freed_by(booking: Booking, *, vcs: Mapping[str, VcState]) -> list[str]:
     """The VCs whose cells ``booking``'s pod frees as it goes, in order, each once: its own VC
     for a guaranteed pod, and each VC owning (bound or pinned) a cell one of its GPUs is in: an
     opportunistic pod on another VC's cells frees them for that VC's pods, which
-    :func:`freeing_cell` waits for while it leaves."""
-    vcs: dict[str, None] = {booking.vc: None} if booking.priority is Priority.GUARANTEED else {}
+    :func:`freeing_cell` waits for while it leaves. A GPU in no VC's cell is free for each VC
+    of ``vcs`` with quota of its chain not bound (HiveD binds a free cell for it)."""
+    freed: dict[str, None] = {booking.vc: None} if booking.priority is Priority.GUARANTEED else {}
     for gpu in booking.gpus:
         held = next((cell for cell in (gpu, *gpu.ancestors()) if cell.state in _HELD), None)
-        if held is not None and held.vc is not None:
-            vcs[held.vc] = None
-    return list(vcs)
+        if held is None:
+            freed.update((name, None) for name, vc in vcs.items() if vc.defined and _unbound_in(vc, gpu.chain))
+        elif held.vc is not None:
+            freed[held.vc] = None
+    return list(freed)
+
+
+def _unbound_in(vc: VcState, chain: Chain) -> bool:
+    return any(vc.unbound(cell_type) > 0 for cell_type in chain.types)
 
 
 # How long after a pod of a VC left its cells a guaranteed pod of that VC that HiveD would place

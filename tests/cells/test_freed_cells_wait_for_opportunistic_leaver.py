@@ -12,11 +12,13 @@ vc-b's opportunistic opp-half the other 4 and is terminating, vc-b's opp fills n
 
 from __future__ import annotations
 
+import copy
+
 from scheduler.cells import HivedEngine
 from scheduler.cells.freeing import vcs_freed_by
 from scheduler.core.model import PodInfo
 from scheduler.kube.names import filter_offered
-from tests.cells.helpers import pod
+from tests.cells.helpers import V100_TYPES, node, pod
 from tests.cells.test_freed_cells_kept_from_opportunistic import opportunistic
 from tests.cells.test_no_preemption_while_vc_cells_free import run, scene, terminating
 from tests.cells.test_no_reclaim_just_after_vc_cells_freed import Clock
@@ -58,6 +60,26 @@ def test_a_pod_of_the_cells_vc_asking_just_after_the_leaver_is_gone_waits_too() 
 
 def test_the_cells_freed_are_the_owning_vcs_not_the_opportunistic_leavers() -> None:
     engine = _opp_half_leaving()
-    assert vcs_freed_by(engine.allocator.by_pod["opp-half"]) == ["vc-a"]  # n-a is vc-a's cell
-    assert vcs_freed_by(engine.allocator.by_pod["opp"]) == []  # n-b is bound to no VC
-    assert vcs_freed_by(engine.allocator.by_pod["g1"]) == ["vc-a"]  # a guaranteed pod's own
+    assert vcs_freed_by(engine.allocator.by_pod["opp-half"], vcs=engine.allocator.vcs) == ["vc-a"]  # n-a is vc-a's cell
+    assert vcs_freed_by(engine.allocator.by_pod["opp"], vcs=engine.allocator.vcs) == ["vc-a"]  # n-b: free, vc-a's quota not all bound
+    assert vcs_freed_by(engine.allocator.by_pod["g1"], vcs=engine.allocator.vcs) == ["vc-a"]  # a guaranteed pod's own
+
+
+def test_a_free_cell_an_opportunistic_pod_left_is_waited_for_by_a_vc_with_quota_not_bound() -> None:
+    """n-b bound to no VC: HiveD would bind it for vc-a's g2 (its quota's second node), which
+    kube-scheduler, still counting opp-b there, does not offer yet."""
+    config = {
+        "topology": {"cellTypes": copy.deepcopy(V100_TYPES),
+                     "physicalCells": [{"cellType": "V100-NODE", "nodeName": n} for n in ("n-a", "n-b", "n-c")]},
+        "virtualClusters": {"vc-a": [{"cellType": "V100-NODE", "count": 2}], "vc-b": []},
+    }
+    engine = HivedEngine.from_config(config, clock=Clock())
+    for name in ("n-a", "n-b", "n-c"):
+        engine.apply_node(node(name))
+    run(engine, pod("g1", 8, "vc-a"), ["n-a"])
+    opp_b = run(engine, pod("opp-b", 8, "vc-b", priority="opportunistic"), ["n-b"])
+    run(engine, pod("opp-c", 8, "vc-b", priority="opportunistic"), ["n-c"])
+    engine.apply_pod(terminating(opp_b))
+    engine.delete_pod("opp-b")
+    assert engine.select_victims(pod("g2", 8, "vc-a"), {"n-c": ["opp-c"]}, {}) == {}
+    assert run(engine, pod("g2", 8, "vc-a"), ["n-b", "n-c"]).node_name == "n-b"
