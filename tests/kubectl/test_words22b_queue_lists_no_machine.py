@@ -72,14 +72,16 @@ def test_queue_and_why_agree_on_a_job_no_machine_fits(config: Path, apiserver: A
     assert "no machine (NoMachine): AlloX's nodes (allox.nodeSelector) cannot start this Job: cellfit.io/configurations.cpu." \
         "resources, 32 cores a pod, more than any of them has free now" in big
 
-    # why of the same Job, from the condition this placer wrote: queued by AlloX, the same reason and words.
+    # why of the same Job, from the condition this placer wrote: the same reason and words, and that it
+    # cannot run as configured, not queued (user26 #5).
     (condition,) = [condition for name, condition in api.conditions if name == "y-huge"]
     body = {"metadata": {"name": "y-huge", "namespace": "alice", "uid": "uid-y-huge",
                          "annotations": {"cellfit.io/configurations": json.dumps({"cpu": {"resources": {"cpu": "500"}}}),
                                          "cellfit.io/estimate": json.dumps({"cpu": {"seconds": 60}})}},
             "spec": {"suspend": True}, "status": {"conditions": [condition]}}
     answer = explain_job(job_from(body), CellfitView())
-    assert (answer.reason, answer.summary) == ("allox-queue", f"queued by AlloX (NoMachine): {NEVER}")
+    assert (answer.reason, answer.summary) == (
+        "cannot-run", f"cannot run as configured (AlloX's NoMachine): {NEVER}; change its cellfit.io/configurations")
 
 
 def test_a_queue_without_held_jobs_keeps_its_columns(config: Path, apiserver: ApiServer) -> None:
