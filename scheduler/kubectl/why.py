@@ -905,6 +905,8 @@ def _freeing_cells(pod: PodFacts, failed: Event, view: CellfitView) -> Answer | 
     refused = _last(pod.events, "PreemptionRefused")
     if refused is not None and _refusal_stands(refused, pod.events):
         return None
+    if any(placed.get("pod") == pod.key for placed in vc.get("placements") or []):
+        return None  # cells are booked for it: it waits for them, not for a cell being freed
     for cell in vc.get("vcCells") or []:
         freeing = cell.get("freeing") or {}
         idle = int((cell.get("gpus") or {}).get("idle", 0))

@@ -54,3 +54,10 @@ def test_a_pod_the_freed_cell_cannot_hold_or_an_opportunistic_pod_is_not_told_so
     assert explain_pod(replace(G2, gpus=16), view).reason != "freeing"
     assert explain_pod(replace(G2, priority="opportunistic"), view).reason != "freeing"
     assert explain_pod(replace(G2, vc="vc-b"), view).reason != "freeing"
+
+
+def test_a_pod_with_cells_booked_is_not_told_it_waits_for_a_cell_being_freed() -> None:
+    vc = engine_with_g1_leaving().inspect_virtual_cluster("vc-a")
+    assert vc is not None
+    booked = {**vc, "placements": [*vc["placements"], {"pod": "ns/g2", "vc": "vc-a", "priority": "guaranteed", "node": "n-b"}]}
+    assert explain_pod(G2, CellfitView(virtual_cluster=booked)).reason != "freeing"
