@@ -106,12 +106,15 @@ def vcs_freed_by(booking: Booking, *, vcs: Mapping[str, VcState]) -> list[str]:
     :func:`freeing_cell` waits for while it leaves. A GPU in no VC's cell is free for each VC
     of ``vcs`` with quota of its chain not bound (HiveD binds a free cell for it)."""
     freed: dict[str, None] = {booking.vc: None} if booking.priority is Priority.GUARANTEED else {}
+    in_free_cells = False
     for gpu in booking.gpus:
         held = next((cell for cell in (gpu, *gpu.ancestors()) if cell.state in _HELD), None)
         if held is None:
-            freed.update((name, None) for name, vc in vcs.items() if vc.defined and _unbound_in(vc, gpu.chain))
+            in_free_cells = True
         elif held.vc is not None:
             freed[held.vc] = None
+    if in_free_cells:  # the VCs are walked once, however many of its GPUs are free
+        freed.update((name, None) for name, vc in vcs.items() if vc.defined and _unbound_in(vc, booking.chain))
     return list(freed)
 
 
