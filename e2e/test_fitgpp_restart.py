@@ -33,7 +33,15 @@ pending: the trial pod's record is emptied by its binding, and nothing on the po
 victim any more. The Job's own record of its resume hold (``cellfit.io/resume-holds``, written by
 the replica that decided) gives the restarted replica the hold back: once the trial pod is gone,
 another best-effort pod waiting for the node is kept off it and the Job's next pod is bound there,
-and that binding takes the hold off the Job. Before, the restarted replica had no resume hold."""
+and that binding takes the hold off the Job. Before, the restarted replica had no resume hold.
+
+The fourth (user26) has the replica that answered lose the victim Job's count
+(``cellfit.io/preemptions``) and resume-holds record: the API server refuses its Job patches (its
+ClusterRole's jobs verbs narrowed for the while), as if it was killed after the preemptor's record;
+then it is killed and restarted. The restarted replica finishes what the record owes (``"owed"``):
+the Job gets its count and its hold, so after the trial pod was bound (its record emptied) a second
+kill and restart still keeps the room for the Job's next pod. Before, the Job kept no count (FitGpp
+could preempt it again past maxPreemptions: 1) and the second restart kept no hold."""
 
 from __future__ import annotations
 
@@ -44,6 +52,7 @@ from typing import Any, Callable, Iterator
 import pytest
 
 from chart_support import (
+    EXTENDER_ONLY_SA,
     Cluster,
     Release,
     ChartScheduler,
@@ -67,7 +76,7 @@ TRIAL = {"cellfit.io/job-class": "trial"}
 @pytest.fixture(scope="module")
 def env(control_plane: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Cluster, Release, ChartScheduler, Any]]:
     workdir = tmp_path_factory.mktemp(f"fitgpp-restart-{SCENARIOS.run}")
-    with scenario_scheduler(control_plane, workdir, SCENARIOS, nodes={"one": 1, "leaving": 1, "bound": 1}, name="fitgpp-restart") as (cluster, release, procs):
+    with scenario_scheduler(control_plane, workdir, SCENARIOS, nodes={"one": 1, "leaving": 1, "bound": 1, "lost": 1}, name="fitgpp-restart") as (cluster, release, procs):
         yield cluster, release, procs, control_plane
 
 
@@ -227,4 +236,55 @@ def test_a_restart_after_the_trial_pod_was_bound_keeps_the_room_for_the_victims_
     assert wait_for(lambda: running_on(cluster, ns, next_pod), 120, f"{next_pod} running (cellfit log {procs.cellfit.log})") == node
     assert running_on(cluster, ns, "other") is None
     wait_for(lambda: job_holds() is None, 30, "the hold taken off the Job once its next pod was bound")
+    assert_no_double_booking(cluster.pods(ns))
+
+
+def test_a_restart_finishes_the_job_count_and_hold_the_killed_replica_left_unwritten(env: Any) -> None:
+    scene = be_running(env, "lost")
+    cluster, procs, ns, node = scene.cluster, scene.procs, scene.ns, scene.node
+    release = env[1]
+    role: dict[str, Any] = cluster.kubectl_json("get", "clusterrole", release.extender_role)
+    narrowed = json.loads(json.dumps(role))
+    for rule in narrowed["rules"]:
+        if "jobs" in rule.get("resources", []):
+            rule["verbs"] = [v for v in rule["verbs"] if v != "patch"]
+    for meta in ("resourceVersion", "uid", "creationTimestamp", "managedFields"):
+        narrowed["metadata"].pop(meta, None)
+        role["metadata"].pop(meta, None)
+    account = f"system:serviceaccount:{release.namespace}:{EXTENDER_ONLY_SA}"
+
+    def may_patch_jobs() -> bool:
+        said = cluster.kubectl("auth", "can-i", "patch", "jobs", "-n", ns, "--as", account, check=False).stdout.strip()
+        return said == "yes"
+
+    def job_annotations() -> dict[str, str]:
+        job: dict[str, Any] = cluster.kubectl_json("-n", ns, "get", "job", "be")
+        return dict(job["metadata"].get("annotations") or {})
+
+    cluster.apply(narrowed)
+    try:
+        wait_for(lambda: not may_patch_jobs(), 30, "cellfit's Job patches refused")
+        first, trial = preempted_and_killed(scene)  # its count and hold writes refused: lost as by a kill after the record
+        assert "cellfit.io/preemptions" not in job_annotations() and RESUME_HOLDS not in job_annotations()
+    finally:
+        cluster.apply(role)
+    wait_for(may_patch_jobs, 30, "cellfit's Job patches allowed again")
+    victim_uid = json.loads(trial()["metadata"]["annotations"][RECORD])["victims"][0]
+    procs.cellfit.start()  # reads te's record in its first list and finishes it
+    kept_for_te(scene)
+    wait_for(lambda: job_annotations().get("cellfit.io/preemptions") == "1", 30, f"the Job's count finished (cellfit log {procs.cellfit.log})")
+    assert json.loads(wait_for(lambda: job_annotations().get(RESUME_HOLDS), 30, "the Job's hold finished")) == {victim_uid: node}
+    assert wait_for(lambda: running_on(cluster, ns, "te"), 150, f"te running (cellfit log {procs.cellfit.log})") == node
+    next_pod = wait_for(lambda: next((p["metadata"]["name"] for p in scene.be_pods() if is_active(p) and p["metadata"]["uid"] != victim_uid), None),
+                        60, "the Job's next pod")
+    assert procs.cellfit.process is not None
+    procs.cellfit.process.kill()  # a second kill, te bound and its record emptied
+    procs.cellfit.process.wait(10)
+    procs.cellfit.process = None
+    procs.cellfit.start()
+    held = [h for h in procs.cellfit.get("/v1/inspect/resume-holds")["holds"] if h["kind"] == "resume" and h["node"] == node]
+    assert [(h["node"], h["pods"]) for h in held] == [(node, [f"{ns}/{next_pod}"])], held
+    # cellfit's own (kube-scheduler's, of events.k8s.io, has an action): the deciding replica's; the finisher's is the same one
+    preempted = [e for e in cluster.events(ns, first) if e["reason"] == "Preempted" and not e.get("action")]
+    assert len(preempted) == 1, preempted
     assert_no_double_booking(cluster.pods(ns))
