@@ -207,7 +207,8 @@ class ExtenderMetrics:
             "had parked, some of them because their last attempt met an extender error (failed) or "
             "unschedulable since before this replica took charge (stale), or once the watch saw the "
             "victims of a preemption go (victims-gone), or once this replica's virtual clusters or cells "
-            "changed (cells-changed).",
+            "changed (cells-changed), or once a room hold that kept pods off ended without its pod "
+            "bound (hold-ended).",
             ["reason"],
             registry=self.registry,
         )
