@@ -478,7 +478,8 @@ class PlacerController:
         if self._guarantees is not None:
             found = self._guarantees(frozenset(running_uids))
             if kept:
-                found = replace(found, cells=guarantees_less_kept(found.cells, kept),
+                # Only room kept on AlloX's nodes takes of the cells there (found.cells').
+                found = replace(found, cells=guarantees_less_kept(found.cells, kept, nodes=free_by_node.keys()),
                                 anywhere=None if found.anywhere is None else guarantees_less_kept(found.anywhere, kept))
             waiting = [self._with_pool(item, by_key, found) for item in waiting]
             trials = [self._with_pool(item, by_key, found) for item in trials]

@@ -16,7 +16,7 @@ values in, values out.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import AbstractSet, Any, Callable, Iterable, Mapping, Sequence
+from typing import AbstractSet, Any, Callable, Collection, Iterable, Mapping, Sequence
 
 from scheduler.constants import LABEL_PRIORITY, LABEL_VIRTUAL_CLUSTER, PRIORITY_OPPORTUNISTIC
 from scheduler.core.model import TERMINAL_PHASES, PodInfo
@@ -239,13 +239,18 @@ def free_less_kept(free: Mapping[str, Resources], kept: Sequence[KeptRoom]) -> d
 
 
 def guarantees_less_kept(
-    cells: Mapping[str, Sequence[GuaranteeCell]], kept: Sequence[KeptRoom]
+    cells: Mapping[str, Sequence[GuaranteeCell]], kept: Sequence[KeptRoom], *, nodes: Collection[str] | None = None
 ) -> dict[str, list[GuaranteeCell]]:
     """Each VC's cells less the GPUs kept for its pending pods (:func:`kept_room`): taken from
     its freest cells first, as the held pod's cell is not known here; what is kept for a VC with
-    no free GPU left, or for none, takes nothing."""
+    no free GPU left, or for none, takes nothing. ``nodes``: the nodes ``cells`` lie on (AlloX's):
+    room kept on another node (another pool's, or one deleted since its hold was made) takes the
+    VC's cells there, none of these. A resume hold rebuilt from a Job's record on a node deleted
+    since took two of AlloX's four GPUs in e2e's full run (its Job's pod left pending for ever)."""
     wanted: dict[str, int] = {}
     for room in kept:
+        if nodes is not None and room.node not in nodes:
+            continue
         if room.virtual_cluster is not None and room.requests.gpus > 0:
             wanted[room.virtual_cluster] = wanted.get(room.virtual_cluster, 0) + room.requests.gpus
     left = {vc: list(vc_cells) for vc, vc_cells in cells.items()}

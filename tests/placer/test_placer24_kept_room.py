@@ -111,3 +111,21 @@ def test_a_held_pod_hived_booked_cells_for_takes_no_more_of_its_vcs_guarantee() 
     assert (room.node, room.requests.gpus, room.virtual_cluster) == ("r0n0", 4, None)
     (unbooked,) = kept_room(holds=holds.holds(), pods=[preemptor])
     assert unbooked.virtual_cluster == "a"
+
+
+def test_a_hold_on_a_node_allox_does_not_have_takes_none_of_its_vcs_gpus() -> None:
+    """A resume hold rebuilt from a Job's cellfit.io/resume-holds on a node deleted since (its Job's
+    pod left pending for ever) took two of AlloX's four GPUs in e2e's full run, so
+    test_allox_thirty_jobs started its Jobs on two GPUs and six CPU slots where the offline
+    matching used four GPUs. Room kept on a node outside AlloX's takes the VC's cells there, none
+    of those on AlloX's nodes."""
+    cells = engine()
+    place(cells, "mp-2", 4, "a")
+    free = {name: Resources(cpu_millis=64000, memory_bytes=2**38, gpus=4) for name in NODES}
+    mp1 = resumed_pod("mp-1-w58cb", job_name="mp-1", gpus=4, vc="a")
+    holds = resume_hold("deleted-node", mp1)
+    jobs = [vc_job("q", "a", created=0)]
+    decision = hived_placer(RecordingApi(), cells, jobs, free=free,
+                            kept=lambda running: kept_room(holds=holds.holds(), pods=[mp1], except_owners=running)).admit()
+    assert decision.idle_machines.get("gpu@a", 0) == 4
+    assert [(s.key, s.kind) for s in decision.starts] == [("a/q", "gpu")]
