@@ -232,13 +232,19 @@ def delete_pods(cluster: Cluster, namespace: str) -> None:
     wait_for(lambda: not cluster.kubectl_json("-n", namespace, "get", "pods")["items"], 300, "benchmark pods deleted", interval=2)
 
 
+def stat_fields(pid: int) -> list[str] | None:
+    """The fields of /proc/PID/stat after the command's name (its state first); None when the
+    process is gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+
+
 def cpu_seconds(pid: int | None) -> float:
     """User + system CPU time of a process so far (Linux /proc)."""
-    if pid is None:
-        return 0.0
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
+    fields = stat_fields(pid) if pid is not None else None
+    if fields is None:
         return 0.0
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
@@ -251,11 +257,7 @@ def descendants_cpu_seconds(pid: int | None) -> float:
     children: dict[int, list[int]] = {}
     times: dict[int, tuple[int, int]] = {}
     for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
+        if not entry.name.isdigit() or (fields := stat_fields(int(entry.name))) is None:
             continue
         children.setdefault(int(fields[1]), []).append(int(entry.name))
         times[int(entry.name)] = (int(fields[11]) + int(fields[12]), int(fields[13]) + int(fields[14]))
