@@ -528,8 +528,9 @@ class ClusterCache:
         :meth:`_hold_ended`), and the next look planned."""
         engine = self._engine
         if isinstance(engine, FollowsHoldEnds):
+            listed = self.nodes_synced()
             with self._lock:
-                engine.expire_holds()
+                engine.expire_holds(nodes_listed=listed)
         self._look_at_holds_later()
 
     def _hold_ended(self, what: str, node: str, why: str) -> None:

@@ -458,10 +458,17 @@ class FitGppEngine:
 
         self.holds.on_kept_off_ended = told
 
-    def expire_holds(self) -> None:
+    def expire_holds(self, *, nodes_listed: bool = False) -> None:
         """The holds past their time given up now (RoomHolds.expire): the driver calls it now
-        and then, as a hold is otherwise looked at only when a filter asks."""
+        and then, as a hold is otherwise looked at only when a filter asks. ``nodes_listed``:
+        the watch has listed the nodes, so a hold on a node it never showed ends
+        (RoomHolds.node_gone): one a Job's record, or a victim still shown, rebuilt on a node
+        deleted while no cellfit watched."""
         self.holds.expire()
+        if nodes_listed:
+            for node in self.holds.held_nodes():
+                if not self._index.has_node(node):
+                    self.holds.node_gone(node)
 
     # ------------------------------------------------------------------ placement: delegated
 
@@ -556,6 +563,7 @@ class FitGppEngine:
     def delete_node(self, node_name: str) -> None:
         self._index.delete_node(node_name)  # first: it finds the node's slot in the inner engine's index
         self.inner.delete_node(node_name)
+        self.holds.node_gone(node_name)
 
     def apply_pod(self, pod: PodInfo) -> None:
         if self._records_pods:

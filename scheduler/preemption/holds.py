@@ -99,7 +99,8 @@ Each victim gives its Job one hold in a process, whichever of these shows it fir
 this process chose came with its hold).
 
 A rebuilt hold is an ordinary hold: its clock starts when it first keeps a pod off, and it gives
-up ``hold_seconds`` later. A preemptor hold that ended here (it lapsed, or HiveD booked cells
+up ``hold_seconds`` later. Every hold on a node that is gone ends (:meth:`RoomHolds.node_gone`;
+the engine tells it the node's deletion, and, once the nodes are listed, a node the list lacks). A preemptor hold that ended here (it lapsed, or HiveD booked cells
 for the pod) is not rebuilt on its node while the process lives, neither from the nomination nor
 from the record it stood for (another replica's later preemption for the pod, recorded on it, is,
 on another node or on that one again); a restart can rebuild it from the
@@ -236,7 +237,7 @@ class RoomHolds:
     the room again; called under the caller's lock, so it must not wait.
     ``on_kept_off_ended``: told ``(kind, holder, node, why)`` when a hold that has kept a pod off
     ends without the pod it keeps room for bound (``kind`` "resume": ``holder`` is the Job's UID;
-    "preemptor": the pod's UID; ``why``: ``lapsed``, ``ended elsewhere``, ``deleted``): kube-scheduler
+    "preemptor": the pod's UID; ``why``: ``lapsed``, ``ended elsewhere``, ``deleted``, ``node gone``): kube-scheduler
     parked the pods it kept off, and no cluster event tells it the room is free (user26: a node
     idle ~70 s); its driver sends the requeue signal. Called under the caller's lock.
     """
@@ -488,6 +489,29 @@ class RoomHolds:
         self._forget(pod_uid)
         if self._records_pods:
             self._store.forget(pod_uid)
+
+    def node_gone(self, node_name: str) -> None:
+        """The node was deleted (or, once the nodes are listed, is not there): every hold on it
+        ends, as no pod of its Job or preemptor can land there. Each resume hold is taken off its
+        Job's record (:attr:`on_resume_ended`), so that no restart rebuilds it; a preemptor hold
+        gives up as one that lapsed (its record cleared, its cells' booking ended) and is not
+        rebuilt there; the pods either kept off are requeued (:attr:`on_kept_off_ended`). Before
+        this, a Job's record naming a deleted node kept its hold for ever: it kept no pod off, so
+        it never lapsed, and the Job's pending pod kept it waited for."""
+        for job in [job for job, nodes in self._displaced.items() if node_name in nodes]:
+            nodes = self._displaced[job]
+            record = nodes.pop(node_name)
+            if not nodes:
+                del self._displaced[job]
+            self._resume_ended(job, tuple(record.victims))
+            self._kept_off_ended(record, "resume", job, node_name, why="node gone")
+        for uid in [uid for uid, claim in self._preemptors.items() if claim.node == node_name]:
+            self._give_up_preemptor(uid, why="node gone")
+
+    def held_nodes(self) -> set[str]:
+        """The nodes any hold keeps room on."""
+        nodes = {node for held in self._displaced.values() for node in held}
+        return nodes | {claim.node for claim in self._preemptors.values()}
 
     def delete_job(self, job_uid: str) -> None:
         for node, record in self._displaced.pop(job_uid, {}).items():
@@ -766,12 +790,15 @@ class RoomHolds:
             self.on_resume_ended(job, victims)
 
     def _lapse_preemptor(self, uid: str) -> None:
+        self.lapsed += 1
+        self._give_up_preemptor(uid, why="lapsed")
+
+    def _give_up_preemptor(self, uid: str, *, why: str) -> None:
         """The preemptor's hold gives up: not rebuilt on its node while this process lives, and
         its record told (:attr:`on_record_ended`), so that no restart rebuilds it either."""
         claim = self._preemptors.pop(uid)
         self._ended_preemptors[uid] = (claim.node, claim.record)
-        self.lapsed += 1
-        self._kept_off_ended(claim, "preemptor", uid, claim.node, why="lapsed")
+        self._kept_off_ended(claim, "preemptor", uid, claim.node, why=why)
         if self.cells is not None:
             self.cells.preemptor_hold_ended(uid)
         if claim.record is not None and self.on_record_ended is not None:

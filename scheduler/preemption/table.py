@@ -234,6 +234,10 @@ class PreemptionIndex:
         self._used[:, slot] = 0
         self._usable[slot] = False
 
+    def has_node(self, node_name: str) -> bool:
+        """Whether the node has been applied (and not deleted since)."""
+        return self._slot_of(node_name) >= 0
+
     def usable(self, node_name: str) -> bool:
         """Whether a new pod can land on the node: applied, Ready and not cordoned."""
         slot = self._slot_of(node_name)

@@ -243,3 +243,15 @@ def test_offered_only_nodes_it_cannot_go_the_preemptor_keeps_its_booking() -> No
     assert list(filter_offered(scene.made, scene.te2, ["gpu-0"]).feasible) == []  # be-1's
     assert hived(scene.made).allocator.by_pod["te-2"].node == "gpu-1"
     assert BOOKED in scene.resumed_elsewhere()
+
+
+def test_the_preemptors_node_deleted_ends_its_hold_and_gives_the_cells_back() -> None:
+    """A hold on a node that is gone keeps nothing any pod could use: before, te-2's booking of
+    team-a's cells stayed until the hold lapsed, and a hold that kept no pod off never did."""
+    scene = Scene()
+    scene.victims_leave()
+    assert "te-2" in hived(scene.made).allocator.by_pod
+    scene.made.delete_node("gpu-1")
+    assert scene.made.holds.nominated_node("te-2") is None
+    assert "te-2" not in hived(scene.made).allocator.by_pod
+    assert scene.resumed_elsewhere() in ("gpu-2", "gpu-3")

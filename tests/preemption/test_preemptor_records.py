@@ -323,3 +323,15 @@ def test_a_hold_rebuilt_from_a_record_has_its_driver_watch_the_victims_still_the
     # Rebuilt from the nomination: the victims leaving its node are watched as well.
     nominated, by_node = lapsing([running("be-a-0", job_uid="job-a"), preempted(running("be-b-0", job_uid=JOB_B)), trial()], clock)
     assert holds(nominated) == [("n1", "preemptor", ("ml/te-1",))] and by_node.watched == [("be-b-0",)]
+
+
+def test_a_hold_on_a_deleted_node_gives_up_and_has_its_record_cleared() -> None:
+    """No restart rebuilds a preemptor's hold on a node that is gone from the record it stood for."""
+    clock = FakeClock()
+    engine, driver = lapsing([running("be-a-0", job_uid="job-a"), recorded()], clock)
+    assert holds(engine) == [("n1", "preemptor", ("ml/te-1",))]
+    engine.delete_node("n1")
+    assert holds(engine) == [] and driver.cleared == [("te-1", RECORD)]
+    engine.apply_node(NODE)  # back (a re-registered node): the same record rebuilds nothing there
+    engine.apply_pod(as_pod(recorded()))
+    assert holds(engine) == []
