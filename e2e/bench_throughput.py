@@ -14,7 +14,12 @@ neighbour on a shared machine hits every scheduler):
 * ``hived`` and ``resource-fit``: the chart's configuration (filter, prioritize, preempt and bind
   through cellfit, nodeCacheCapable) and ``cellfit serve`` with the chart's configuration, its
   policy set to HiveD (cells discovered from the Nodes) or resource-fit; ``resource-fit-best``
-  (not run by default): resource-fit with ``policy.offerBestNodes: 1``.
+  (not run by default): resource-fit with ``policy.offerBestNodes: 1``;
+* ``control`` (``--control``): kube-scheduler alone, as ``plain``, with ``cellfit serve`` of the
+  first policy started and ready beside it, watching the same cluster but never asked. It
+  separates what cellfit's presence costs kube-scheduler (its start listing the nodes through the
+  same API server, its watch during the burst) from what the extender's calls cost: the first
+  binding's extra over ``plain`` is the former, a policy's over ``control`` the latter.
 
 Both kube-schedulers run without leader election (one replica; acquiring a Lease that the
 previous round's kube-scheduler still holds would wait out its 15 s) and with the same client
@@ -450,19 +455,22 @@ class Bench:
     def run_round(self, kind: str, round_no: int) -> dict[str, Any]:
         """One burst of ``kind``: plain, or a cellfit policy."""
         label = f"{kind}-{round_no}"
-        scheduler_name = "bench-plain" if kind == "plain" else self.release.scheduler_name
-        create_pods(self.cluster, self.namespace, self.args.pods, scheduler_name, f"r{round_no}{'p' if kind == 'plain' else POLICIES[kind][1]}")
+        extender = kind in POLICIES  # kube-scheduler asks cellfit (else plain, or control: cellfit beside it)
+        policy = kind if extender else self.args.control_policy
+        scheduler_name = self.release.scheduler_name if extender else "bench-plain"
+        letter = POLICIES[kind][1] if extender else kind[0]
+        create_pods(self.cluster, self.namespace, self.args.pods, scheduler_name, f"r{round_no}{letter}")
         cellfit: CellfitProcess | None = None
         scheduler: KubeSchedulerProcess | None = None
         watch = BindWatch(self.cluster, self.namespace)
         result: dict[str, Any] = {"pods": self.args.pods}
         try:
             if kind != "plain":
-                cellfit = CellfitProcess(self.cellfit_config(kind), self.cellfit_kubeconfig, self.work, name=f"{label}-cellfit")
+                cellfit = CellfitProcess(self.cellfit_config(policy), self.cellfit_kubeconfig, self.work, name=f"{label}-cellfit")
                 started = time.monotonic()
                 cellfit.start()
                 result["cellfit_ready_s"] = time.monotonic() - started
-            config = self.scheduler_config(cellfit_port=cellfit.port if cellfit else None, scheduler_name=scheduler_name)
+            config = self.scheduler_config(cellfit_port=cellfit.port if cellfit and extender else None, scheduler_name=scheduler_name)
             scheduler = KubeSchedulerProcess(self.cluster.env["CELLFIT_E2E_KUBE_SCHEDULER"], config, self.scheduler_kubeconfig,
                                              self.work, name=f"{label}-kube-scheduler", verbosity=1,
                                              extra_args=[f"--authorization-always-allow-paths={','.join(SCHEDULER_OPEN_PATHS)}"])
@@ -497,6 +505,7 @@ class Bench:
                 parts = components(counters_before, after, own)
                 parts["children"] = children
                 result["cellfit_cpu_ms_per_pod"] = {part: 1000 * seconds / self.args.pods for part, seconds in parts.items()}
+            if cellfit is not None and extender:
                 result["bind_p50_ms"] = _ms(histogram_quantile(0.5, after["bind_buckets"]))
                 result["bind_p99_ms"] = _ms(histogram_quantile(0.99, after["bind_buckets"]))
                 result["bind_api_wait_p50_ms"] = _ms(histogram_quantile(0.5, after["api_wait_buckets"]))
@@ -536,6 +545,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--policies", default="hived,resource-fit",
                         help=f"cellfit's policies to measure, comma-separated: {', '.join(POLICIES)}")
     parser.add_argument("--no-plain", action="store_true", help="skip kube-scheduler alone (no ratios then)")
+    parser.add_argument("--control", action="store_true",
+                        help="also run kube-scheduler alone with cellfit (the first policy) started beside it, never asked")
     parser.add_argument("--keep", action="store_true", help="leave the cluster running")
     parser.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     parser.add_argument("--pprof", metavar="DIR", help="write kube-scheduler's CPU profile of each round's burst into DIR")
@@ -545,7 +556,10 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [p for p in policies if p not in POLICIES]
     if unknown:
         parser.error(f"--policies: unknown {', '.join(unknown)} (known: {', '.join(POLICIES)})")
-    kinds = ([] if args.no_plain else ["plain"]) + policies
+    if args.control and not policies:
+        parser.error("--control: needs a policy in --policies for the cellfit beside kube-scheduler")
+    args.control_policy = policies[0] if policies else None
+    kinds = ([] if args.no_plain else ["plain"]) + (["control"] if args.control else []) + policies
 
     workdir = Path(os.environ.get("CELLFIT_E2E_WORKDIR", "/tmp/cellfit-bench"))
     env, started_here = start_cluster(workdir)
@@ -607,7 +621,7 @@ def summarise(results: dict[str, list[dict[str, Any]]], policies: list[str], *, 
         summary[kind] = row
     if plain and "plain" in summary:
         base = summary["plain"]
-        for policy in policies:
+        for policy in policies + (["control"] if "control" in summary else []):
             row = summary[policy]
             row["rate_ratio"] = row["pods_per_s"] / base["pods_per_s"]
             row["end_to_end_ratio"] = row["end_to_end_pods_per_s"] / base["end_to_end_pods_per_s"]
@@ -618,6 +632,9 @@ def summarise(results: dict[str, list[dict[str, Any]]], policies: list[str], *, 
             row["rate_ratios_by_round"] = [
                 ext["pods_per_s"] / alone["pods_per_s"] for ext, alone in zip(results[policy], results["plain"])
             ]
+            if "control" in summary and policy != "control":
+                # The extender's own part of the extra: against kube-scheduler with cellfit beside it.
+                row["first_bind_extra_over_control_s"] = row["first_bind_s"] - summary["control"]["first_bind_s"]
     return summary
 
 
@@ -635,6 +652,12 @@ def print_summary(summary: dict[str, Any]) -> None:
         if kind == "plain":
             continue
         parts = ", ".join(f"{part} {ms:.2f}" for part, ms in row["cellfit_cpu_ms_per_pod"].items())
+        if kind == "control":
+            print(f"  {'':13} cellfit beside it, never asked: ready in {row['cellfit_ready_s']:.1f}s; cellfit CPU ms/pod by "
+                  f"component: {parts}; throughput ratio {row['rate_ratio']:.2f} (rounds "
+                  f"{', '.join(f'{r:.2f}' for r in row['rate_ratios_by_round'])}); first binding "
+                  f"{row['first_bind_extra_s']:+.2f}s against kube-scheduler alone")
+            continue
         print(f"  {'':13} cellfit ready in {row['cellfit_ready_s']:.1f}s; bind p50 {row['bind_p50_ms']:.1f} ms, "
               f"p99 {row['bind_p99_ms']:.1f} ms, of which waiting for the API p50 {_num(row['bind_api_wait_p50_ms'])} ms, "
               f"p99 {_num(row['bind_api_wait_p99_ms'])} ms; cellfit CPU ms/pod by component: {parts}")
@@ -647,6 +670,9 @@ def print_summary(summary: dict[str, Any]) -> None:
                   f"{_met(row['bind_p99_ms'], TARGET_BIND_P99_MS, at_most=True)} (<= {TARGET_BIND_P99_MS:g} ms); "
                   f"cellfit CPU {row['cpu_ratio']:.2f}x kube-scheduler's (target <= {TARGET_CPU_RATIO}: "
                   f"{_met(row['cpu_ratio'], TARGET_CPU_RATIO, at_most=True)})")
+        if "first_bind_extra_over_control_s" in row:
+            print(f"  {'':13} first binding {row['first_bind_extra_over_control_s']:+.2f}s against kube-scheduler with "
+                  f"cellfit beside it (control): the extender's own part")
 
 
 def add_nodes(cluster: Cluster, count: int, *, start: int) -> None:
