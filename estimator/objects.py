@@ -63,6 +63,9 @@ class JobCondition(msgspec.Struct, frozen=True):
     status: str = ""
     reason: str | None = None
     message: str | None = None
+    # RFC 3339, when it was last written: the placer tells by it whether a Job's NotBound was
+    # written in its present spell of running (placer/controller.py _let_go_in_this_spell).
+    lastTransitionTime: str | None = None
 
 
 class JobSpec(msgspec.Struct, frozen=True):

@@ -144,6 +144,8 @@ RUNNING_ON: Final = "running on "
 REASON_RAN: Final = "Ran"
 REASON_PREEMPTED: Final = "Preempted"
 _ENDED_REASONS: Final = frozenset({REASON_RAN, "Ended"})
+# A running Job's Placed reasons that say it holds none of AlloX's machines, with what for.
+_LET_GO_REASONS: Final[Mapping[str, Hold]] = MappingProxyType({"NotBound": "unbound", "PodsElsewhere": "elsewhere"})
 # What a running Job's condition says after "running on <kind>: " once its pods came back (not
 # AlloX's reason for the kind, which its start said).
 RESUMED: Final = "resumed after a preemption"
@@ -325,6 +327,9 @@ class PlacerController:
         self._awaiting: set[str] = set()
         # Of those, since when each has taken an idle machine of its kind (this process's clock).
         self._idle_since: dict[str, float] = {}
+        # UIDs of Jobs unsuspended by hand whose Placed condition this process has read for a
+        # let-go told before it (_read_back_let_go): once per Job and spell of running.
+        self._let_go_read: set[str] = set()
         self._bound_at: dict[str, float] = {}
         # Per Job UID: what the API server refused to start (the Job's pod template and
         # configurations, _refusable), and in which kinds; not chosen again in those until its
@@ -747,6 +752,7 @@ class PlacerController:
         self._bound_recorded &= uids
         self._awaiting &= uids
         self._idle_since = {uid: at for uid, at in self._idle_since.items() if uid in uids}
+        self._let_go_read &= uids
         self._bound_at = {uid: at for uid, at in self._bound_at.items() if uid in uids}
         if not running:
             return running, [], []
@@ -759,6 +765,10 @@ class PlacerController:
             uid = job.metadata.uid
             pods = found.get(uid)
             state = hold(pods=pods, started=item.started, now=now, unbound_hold_seconds=self._unbound_hold_seconds)
+            by_hand = not job.suspended and ANNOTATION_PLACEMENT not in job.annotations and uid not in self._started
+            if by_hand and uid not in self._let_go_read:
+                self._let_go_read.add(uid)
+                self._read_back_let_go(job, item.kind)
             if state == "running":
                 self._was_bound.add(uid)
                 self._record_bound(job)
@@ -770,7 +780,6 @@ class PlacerController:
             pool = self._awaited_pool(job, item.kind) if state in ("starting", "unbound") and uid not in self._was_bound else None
             if state == "starting" and pool is not None and not self._pool_takes(pool, item):
                 state = "joining"
-            by_hand = not job.suspended and ANNOTATION_PLACEMENT not in job.annotations and uid not in self._started
             beside_idle = self._idle_since.get(uid)
             if (by_hand and state in ("starting", "unbound") and uid not in self._was_bound and pool is None
                     and uid not in self._released and (beside_idle is None or now - beside_idle < self._unbound_hold_seconds)):
@@ -837,6 +846,24 @@ class PlacerController:
                            message=explain(item.kind, state, unbound_hold_seconds=self._unbound_hold_seconds,
                                            was_bound=uid in self._was_bound))
         return kept, released, waiting_for_nodes
+
+    def _read_back_let_go(self, job: Job, kind: str) -> None:
+        """A Job its user unsuspended that was told it holds no machine in its present spell of
+        running (by this cellfit before it restarted, or by the replica that led before) holds
+        none here either: before, each restart or leader change kept the idle machine of its kind
+        for it for the NotBound limit again, the queue waiting behind its unbound pods (review27
+        R4). Its pods never bound on AlloX's nodes: when one is, its estimate runs from then."""
+        uid = job.metadata.uid
+        let_go = _let_go_in_this_spell(job)
+        if let_go is None or uid in self._released:
+            return
+        self._released[uid] = let_go
+        placed = job.condition(CONDITION_PLACED)
+        if let_go == "unbound" and placed is not None and placed.message == explain(
+                kind, "unbound", unbound_hold_seconds=self._unbound_hold_seconds, was_bound=True):
+            self._was_bound.add(uid)  # its pods were bound, then replaced: they wait to be placed again
+        elif let_go == "unbound":
+            self._awaiting.add(uid)
 
     def _pool_takes(self, pool: Mapping[str, str], item: RunningJob) -> bool:
         """Whether a node of AlloX's carrying ``pool``'s labels, up now, could take a pod of the
@@ -1684,6 +1711,24 @@ _HELD_AFTER_BACK_OFF: Final = "; meanwhile: "
 def _backing_off_first(backing_off: str | None, message: str) -> str:
     """``message`` after the back-off of the Job's other kind (_backing_off_said), if any."""
     return f"{backing_off}{_HELD_AFTER_BACK_OFF}{message}" if backing_off else message
+
+
+def _let_go_in_this_spell(job: Job) -> Hold | None:
+    """What the Job's ``Placed`` condition says it was let go for (``unbound``: reason
+    ``NotBound``; ``elsewhere``: ``PodsElsewhere``), when written in its present spell of running:
+    at or after its ``status.startTime``, which the Job controller resets at each unsuspend, so a
+    let-go of a spell before its user suspended and unsuspended it again counts for nothing. The
+    condition's time only orders it against that start, never times a hold: one dated after now
+    (the writer's clock ahead of this one's) counts as any other, not as a fresh limit."""
+    placed = job.condition(CONDITION_PLACED)
+    let_go = _LET_GO_REASONS.get(placed.reason or "") if placed is not None and placed.status == "True" else None
+    if placed is None or let_go is None:
+        return None
+    written = timestamp(placed.lastTransitionTime)
+    started = timestamp(job.status.startTime if job.status else None)
+    if written is None or started is None or written < started:
+        return None
+    return let_go
 
 
 def suspended_again_back_off(times: int, *, base_seconds: float) -> float:
