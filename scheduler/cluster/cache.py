@@ -820,6 +820,10 @@ class ClusterCache:
         log.info("finishing a preemption recorded on its preemptor: its victims' Job counts, resume holds and Events",
                  extra={"pod": preemptor.key, "node": record.node, "jobs": sorted(f"{job.namespace}/{job.name}" for job in owed.jobs.values())})
         told = finished_preempted_message(preemptor=preemptor.key, node=record.node)
+        engine = self._engine
+        # Read now, under the engine lock: a hold given here that has ended since is not written back.
+        ended = {(job_uid, victim) for job_uid, job in owed.jobs.items() for victim in job.holds
+                 if isinstance(engine, FollowsResumeHolds) and engine.resume_hold_ended(job_uid=job_uid, victim_uid=victim)}
 
         def finish() -> None:
             for job_uid, job in owed.jobs.items():
@@ -829,8 +833,9 @@ class ClusterCache:
                         lambda: _retried(lambda: self._raise_preemption_count(counted, job.count), pauses=COUNT_WRITE_PAUSES_SECONDS),
                         what=f"job {counted.key} preemption count",
                     )
-                if job.holds:
-                    self._write_resume_holds_now(JobRef(uid=job_uid, namespace=job.namespace, name=job.name), added=job.holds, ended=())
+                holds = {victim: node for victim, node in job.holds.items() if (job_uid, victim) not in ended}
+                if holds:
+                    self._write_resume_holds_now(JobRef(uid=job_uid, namespace=job.namespace, name=job.name), added=holds, ended=())
             for victim_uid, key in owed.pods.items():
                 namespace, name = key.split("/")
                 self._tell_preempted(namespace=namespace, name=name, uid=victim_uid, message=told)

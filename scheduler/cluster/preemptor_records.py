@@ -173,6 +173,8 @@ class FollowsResumeHolds(Protocol):
 
     def follow_resume_holds(self, *, write: Callable[[JobRef, Mapping[str, str], tuple[str, ...]], None]) -> None: ...
 
+    def resume_hold_ended(self, *, job_uid: str, victim_uid: str) -> bool: ...
+
 
 def preempted_event_name(pod_name: str, pod_uid: str) -> str:
     """The name of a victim's ``Preempted`` Event: one per pod (a pod is preempted once), so the

@@ -80,6 +80,8 @@ DEFAULT_SCHEDULER_NAME = "cellfit"  # the chart's kube-scheduler profile
 # lag; past it kube-scheduler refuses the node for a reason FitGpp cannot see (a taint), and the
 # pod is preempted for elsewhere.
 ROOM_KEPT_SECONDS = CACHE_LAG_SECONDS
+# Deleted Jobs' UIDs remembered (FitGppEngine._deleted_lately): ~100 bytes each.
+DELETED_JOBS_REMEMBERED = 16_384
 
 
 def _row_of(pod: PodInfo, preemptions: int | None) -> tuple[object, ...]:
@@ -383,6 +385,11 @@ class FitGppEngine:
         # Jobs deleted while pods of theirs still run (the garbage collector deletes the pods
         # after the Job): preempting such a pod counts against no Job and keeps no room for it.
         self._deleted_jobs: set[str] = set()
+        # Every Job deleted lately, whether or not pods of it remain (a UID is never reused, so
+        # remembering one is never wrong; bounded, oldest forgotten first): a record that still
+        # names it (a pending preemptor's ``resumes``, its ``owed``) gives it no hold or count
+        # back once its last pod has gone (review27 R3: a deleted Job's hold came back so).
+        self._deleted_lately: dict[str, None] = {}
         # Victims chosen here whose failure their Job's status.failed does not count yet (a
         # preempted pod is counted once it has terminated, its grace period later): Job UID ->
         # victim UID -> [the status.failed that counts it, whether the pod is gone]. A victim
@@ -635,7 +642,7 @@ class FitGppEngine:
         if record is None or record.owed is None:
             return
         for job_uid, job in record.owed.jobs.items():
-            if job_uid not in self._deleted_jobs and job.count > self._job_counts.get(job_uid, 0):
+            if not self._job_deleted(job_uid) and job.count > self._job_counts.get(job_uid, 0):
                 self._raise_count(job_uid, job.count)
 
     def delete_job(self, job_uid: str) -> None:
@@ -651,6 +658,12 @@ class FitGppEngine:
             self._rebuilt_gone.pop(victim, None)
         if job_uid in self._pods_by_job:
             self._deleted_jobs.add(job_uid)
+        self._deleted_lately[job_uid] = None
+        if len(self._deleted_lately) > DELETED_JOBS_REMEMBERED:
+            del self._deleted_lately[next(iter(self._deleted_lately))]
+
+    def _job_deleted(self, job_uid: str) -> bool:
+        return job_uid in self._deleted_jobs or job_uid in self._deleted_lately
 
     # ------------------------------------------------------------------ preemption
 
@@ -866,7 +879,7 @@ class FitGppEngine:
         does not count yet (:attr:`_uncounted`)."""
         for victim in victims:
             job = self._jobs.get(victim.owner.uid) if victim.owner is not None else None
-            if job is None or job.uid in self._deleted_jobs or job.ignores_disruption or job.disruption_action in FAILS_AT_ONCE:
+            if job is None or self._job_deleted(job.uid) or job.ignores_disruption or job.disruption_action in FAILS_AT_ONCE:
                 continue  # no failed pod it counts (or none known): nothing to add to status.failed
             uncounted = self._uncounted.setdefault(job.uid, {})
             if victim.uid not in uncounted:
@@ -892,7 +905,7 @@ class FitGppEngine:
             return NO_CONTROLLER_OUTCOME
         if owner.kind != "Job":
             return None
-        if owner.uid in self._deleted_jobs:
+        if self._job_deleted(owner.uid):
             return DELETED_JOB_OUTCOME
         job = self._jobs.get(owner.uid)
         if job is None:
@@ -910,7 +923,7 @@ class FitGppEngine:
         jobs: dict[str, tuple[JobInfo, int]] = {}
         for uid in victim_uids:
             pod = self._tracked_pod(uid)
-            if pod is not None and pod.owner is not None and pod.owner.kind == "Job" and pod.owner.uid not in self._deleted_jobs:
+            if pod is not None and pod.owner is not None and pod.owner.kind == "Job" and not self._job_deleted(pod.owner.uid):
                 job = JobInfo(uid=pod.owner.uid, namespace=pod.namespace, name=pod.owner.name)
                 jobs[job.uid] = (job, self._job_counts.get(job.uid, 0))
         return list(jobs.values())
@@ -976,7 +989,7 @@ class FitGppEngine:
 
     def _rebuild_exited_victims_hold(self, job_uid: str, *, victim_uid: str, node_name: str) -> None:
         """The resume hold a recorded decision gave the Job of a victim that has exited since."""
-        if job_uid in self._deleted_jobs or victim_uid in self._given.get(job_uid, {}):
+        if self._job_deleted(job_uid) or victim_uid in self._given.get(job_uid, {}):
             return
         self._give(job_uid, victim_uid=victim_uid, node_name=node_name)
         self.holds.victim_gone(job_uid=job_uid, node_name=node_name)
@@ -992,7 +1005,7 @@ class FitGppEngine:
             recorded = resume_records.decode(job.annotations.get(ANNOTATION_RESUME_HOLDS, ""))
         except InvalidAnnotation:
             return
-        if job.uid in self._deleted_jobs:
+        if self._job_deleted(job.uid):
             return
         named = self._recorded.get(job.uid, set())
         for victim in named - recorded.keys():
@@ -1043,6 +1056,13 @@ class FitGppEngine:
                 given.setdefault(job, {})[victim] = node
         return tuple((ref, holds) for job, holds in given.items() if (ref := self._job_ref(job)) is not None)
 
+    def resume_hold_ended(self, *, job_uid: str, victim_uid: str) -> bool:
+        """Whether this process gave the Job a resume hold for its preempted pod ``victim_uid``
+        and that hold has ended since (a pod of the Job bound, the hold gave up, the Job's record
+        took it off): a record's ``owed`` finished later must not write it back on the Job, where
+        no replica would hold it and a restart would keep its room again (review27 R1)."""
+        return victim_uid in self._given.get(job_uid, {}) and not self.holds.holds_for(job_uid=job_uid, victim_uid=victim_uid)
+
     def _resume_holds_ended(self, job_uid: str, victims: tuple[str, ...]) -> None:
         """Holds that ended here (RoomHolds.on_resume_ended): off the Job's record."""
         ref = self._job_ref(job_uid)
@@ -1062,7 +1082,7 @@ class FitGppEngine:
         if pod is None or pod_uid in self._chosen or not self._evidence.is_victim(pod):
             return
         owner = pod.owner
-        if owner is None or owner.kind != "Job" or owner.uid in self._deleted_jobs or pod.node_name is None:
+        if owner is None or owner.kind != "Job" or self._job_deleted(owner.uid) or pod.node_name is None:
             return
         if job_class_or_best_effort(pod.labels) is not JobClass.BEST_EFFORT or self._job_counts.get(owner.uid, 0) < 1:
             return
@@ -1304,7 +1324,7 @@ class FitGppEngine:
         hold on its node. Returns the UID of its owner, whose count the preemption raises (None:
         no owner, or a Job already deleted)."""
         pod = self._leave(pod_uid)
-        if pod is None or pod.owner is None or pod.owner.uid in self._deleted_jobs:
+        if pod is None or pod.owner is None or self._job_deleted(pod.owner.uid):
             return None
         if _resumes_on_its_node(pod):
             assert pod.node_name is not None  # _resumes_on_its_node

@@ -296,7 +296,10 @@ class RoomHolds:
             if victim_uid in record.victims:
                 record.victims.remove(victim_uid)
                 record.pods -= 1
-                record.gone = min(record.gone, record.pods)
+                # As _end_one counts it on the replica where it ended: the binding that ended it
+                # came of a victim that had exited, so one fewer is gone (review27 R7: kept, a
+                # standby counted a victim still leaving as gone and its hold idled out early).
+                record.gone = min(max(record.gone - 1, 0), record.pods)
                 if record.pods <= 0:
                     del nodes[node]
                     if not nodes:
@@ -507,6 +510,10 @@ class RoomHolds:
             self._kept_off_ended(record, "resume", job, node_name, why="node gone")
         for uid in [uid for uid, claim in self._preemptors.items() if claim.node == node_name]:
             self._give_up_preemptor(uid, why="node gone")
+
+    def holds_for(self, *, job_uid: str, victim_uid: str) -> bool:
+        """Whether the Job still has a resume hold for its preempted pod ``victim_uid``."""
+        return any(victim_uid in record.victims for record in self._displaced.get(job_uid, {}).values())
 
     def held_nodes(self) -> set[str]:
         """The nodes any hold keeps room on."""

@@ -21,7 +21,9 @@ from scheduler.core.model import JobInfo, NodeInfo
 from scheduler.core.resources import Resources
 from scheduler.preemption import FitGppSettings, resume_records
 from scheduler.preemption.engine import FitGppEngine
+from scheduler.preemption.holds import RoomHolds
 from tests.preemption.test_holds_recovered import BE, GI, JOB_B, RESUMED_PRIORITY, as_pod
+from tests.preemption.test_holds import FakeClock
 from tests.support import kube_objects
 
 NODES = [NodeInfo(name=n, allocatable=Resources(32000, 256 * GI, 8)) for n in ("n1", "n2", "n3")]
@@ -100,3 +102,33 @@ def test_one_pending_pod_is_kept_room_on_the_same_node_by_every_replica() -> Non
     for engine in (leader, rebuilt):
         engine.apply_pod(as_pod(pending("be-b-1")))
     assert nodes_held(rebuilt) == nodes_held(leader)
+
+
+def two_victims_one_gone() -> RoomHolds:
+    """Job J had v1 and v2 preempted on n1; v1 has exited, v2 leaves for its long grace period."""
+    holds = RoomHolds(hold_seconds=60, clock=FakeClock())
+    holds.displaced(job_uid="J", node_name="n1", victim_uid="v1")
+    holds.displaced(job_uid="J", node_name="n1", victim_uid="v2")
+    holds.victim_gone(job_uid="J", node_name="n1")
+    return holds
+
+
+def test_a_hold_ended_elsewhere_counts_the_victims_still_leaving_as_the_replica_that_ended_it() -> None:
+    """review27 R7: the leader ends v1's hold by binding a pod of J elsewhere and takes one off
+    the victims gone; a standby following the Job's record kept v1's exit counted, so its hold on
+    n1 idled out (resumeHoldSeconds, no pod of J pending) while v2 still left, and the standby
+    wrote v2 off the record, which ended the leader's live hold too."""
+    leader, standby = two_victims_one_gone(), two_victims_one_gone()
+    written: dict[str, list[tuple[str, ...]]] = {"leader": [], "standby": []}
+    leader.on_resume_ended = lambda job, victims: written["leader"].append(victims)
+    standby.on_resume_ended = lambda job, victims: written["standby"].append(victims)
+    leader.bound(as_pod(kube_objects.pod("j-1", uid="j-1", gpus=4, priority=RESUMED_PRIORITY, labels=BE, job_uid="J")), "n9")
+    standby.resume_ended_elsewhere(job_uid="J", victim_uid="v1")
+    counted = [(holds._displaced["J"]["n1"].pods, holds._displaced["J"]["n1"].gone) for holds in (leader, standby)]
+    assert counted == [(1, 0), (1, 0)]  # before: the standby's (1, 1)
+    for holds in (leader, standby):
+        holds.expire()
+        assert isinstance(holds.clock, FakeClock)
+        holds.clock.now += 61
+        holds.expire()
+    assert written == {"leader": [], "standby": []}  # before: the standby wrote ("v2",) off

@@ -349,3 +349,17 @@ def test_a_standby_ends_one_hold_for_one_binding_however_its_victims_came() -> N
     standby.apply_job(scene.cluster.job())
     assert resume_holds_of(standby) == resume_holds_of(scene.a) == [("n1", "resume", ("ml/be-b-1",))]
     assert holds_of(scene.restarted()) == holds_of(scene.a)
+
+
+def test_a_deleted_job_gets_no_hold_back_from_the_pending_preemptors_record_once_its_pods_are_gone() -> None:
+    """review27 R3: the engine forgot a deleted Job once its last pod had gone, and the next event
+    of the pending preemptor (its record's ``resumes`` names the Job) gave it its hold back, kept
+    for ever with resumeHoldSeconds null."""
+    scene = Scene()
+    scene.decide()
+    scene.show(preempted(running("be-b-0", job_uid=JOB_B)))
+    scene.a.delete_job(JOB_B)  # the user deletes Job b
+    scene.gone("be-b-0")  # its pod goes with it
+    scene.a.apply_pod(as_pod(scene.cluster.pods["te-1"]))  # te-1, still pending with its record
+    assert [hold.kind for hold in scene.a.holds.holds()] == ["preemptor"]  # te-1's own, as before
+    assert JOB_B not in scene.a.holds._displaced
