@@ -52,6 +52,11 @@ ANNOTATION_PREEMPTOR_HOLD: Final = f"{DOMAIN}/preemptor-hold"
 # replica that decided, taken off by the one where the hold ended, so that a restart at any moment
 # (the preemptor pending or bound, the victims leaving or gone) keeps the room the decision kept.
 ANNOTATION_RESUME_HOLDS: Final = f"{DOMAIN}/resume-holds"
+# On a Job whose gang FitGpp preempted whole: its members on other nodes than the preemption's
+# not deleted yet, each with its preemption (scheduler/preemption/gang_records.py), so that a
+# replica deletes them should the one that decided have stopped, though the preemptor's own
+# record (cellfit.io/preemptor-hold) went with it; taken off each member once it is deleted.
+ANNOTATION_GANG_PREEMPTED: Final = f"{DOMAIN}/gang-preempted"
 # On a placed Job's pod template (so on its pods): the configuration AlloX chose, which the
 # pod-create webhook rewrites the pod into.
 LABEL_PLACEMENT: Final = f"{DOMAIN}/placement"

@@ -41,7 +41,7 @@ POD_ANNOTATIONS = frozenset({
 POD_LABELS = frozenset({sampling.LABEL_SAMPLE, sampling.LABEL_SAMPLE_JOB, constants.LABEL_REQUEUE_SIGNAL})
 JOB_ANNOTATIONS = frozenset({
     constants.ANNOTATION_PLACEMENT, constants.ANNOTATION_PREEMPTIONS, sampling.ANNOTATION_SAMPLING, constants.ANNOTATION_PODS_BOUND,
-    constants.ANNOTATION_RESUME_HOLDS,
+    constants.ANNOTATION_RESUME_HOLDS, constants.ANNOTATION_GANG_PREEMPTED,
 })
 # The placer's label on a placed Job's template, and the containers it configures beside it:
 # guarded on the Job, not on its pods, which the Job controller makes from that template.

@@ -41,17 +41,25 @@ from scheduler.cluster.preemptor_records import (
     clear_preemptor_record,
     finished_preempted_message,
     preempted_event_name,
+    write_gang_preempted,
     write_preemptor_record,
     write_resume_holds,
 )
-from scheduler.constants import ANNOTATION_BIND_INFO, ANNOTATION_CONFIGURATIONS, ANNOTATION_PREEMPTIONS, ANNOTATION_PREEMPTOR_HOLD
+from scheduler.constants import (
+    ANNOTATION_BIND_INFO,
+    ANNOTATION_CONFIGURATIONS,
+    ANNOTATION_GANG_PREEMPTED,
+    ANNOTATION_PREEMPTIONS,
+    ANNOTATION_PREEMPTOR_HOLD,
+)
 from scheduler.core.engine import SchedulingEngine, TracksJobs
 from scheduler.core.groups import DisjointSets
 from scheduler.core.model import TERMINAL_PHASES, JobInfo, PodInfo
 from scheduler.core.pods import PodStore
 from scheduler.core.resources import ZERO, Resources
 from scheduler.errors import CellfitError, InvalidAnnotation, KubernetesApiError
-from scheduler.preemption import records
+from scheduler.preemption import gang_records, records
+from scheduler.preemption.bound_records import runs
 from scheduler.preemption.engine import DEFAULT_SCHEDULER_NAME
 from scheduler.preemption.model import JobClass, job_class_or_best_effort, preemption_count_of
 from scheduler.preemption.resume_records import JobRef
@@ -91,6 +99,10 @@ LEAVING_MARGIN_SECONDS = 60.0
 # relists meanwhile (a rolling update, every replica after an API outage) does not preempt the
 # member a second time. A kill -9's members run this much longer at most.
 GANG_RECOVERY_AFTER_SECONDS = 300.0
+# A gang member whose deletion this replica gave up (the API server failing over all of its
+# PREEMPT_PAUSES_SECONDS) is tried again this long later at the soonest (seconds): left to a
+# relist, with one replica nothing deleted it again.
+GANG_RETRY_AFTER_SECONDS = 60.0
 # How often the room holds past their time are given up when no filter asks (seconds): a hold
 # lapses as a filter looks at it, and kube-scheduler asks no filter for the pods it kept off, which
 # it parked; the requeue signal its end sends follows this much later at most.
@@ -338,6 +350,16 @@ class ClusterCache:
         self._scheduler_name = scheduler_name
         # The look at the records again, once the youngest record left is old enough, and when.
         self._gang_recheck: tuple[threading.Timer, float] | None = None
+        # Preemptor records naming gang members elsewhere that still run, which no pod shows any
+        # more, by (preemptor UID, text) -> the preemptor as last seen: its pod finished or was
+        # deleted, its hold gave up and took it off, or this replica's deletion of a member gave
+        # up. Read by every later look until none of those members runs (gang_recovery.py).
+        self._gang_records: dict[tuple[str, str], PodInfo] = {}
+        # The Jobs naming gang members still to delete (cellfit.io/gang-preempted, gang_records.py),
+        # by Job UID -> the Job, the annotation's text, as the Jobs watch shows them.
+        self._gang_preempted: dict[str, tuple[JobRef, str]] = {}
+        # The pods have been listed: a look at the records before reads no member as running.
+        self._pods_listed = False
         self._node_names: set[str] = set()
         self._allocatable: dict[str, Resources] = {}
         self._schedulable: set[str] = set()  # Ready and not cordoned
@@ -443,6 +465,7 @@ class ClusterCache:
     def _replace_jobs(self, listed: Sequence[WatchedJob]) -> None:
         gone: list[str] = []
         self._pacing.run(self._replacing_jobs(listed, gone=gone))
+        self._finish_recorded_gangs()  # the Jobs' records of their gang members, once the pods are listed too
         if self.interchangeable is not None:
             # Here, in the watch's thread (feed.JobSubscriber), not a step of the verbs' loop:
             # the estimator decodes every interchangeable Job whole, ~15 ms for 1,000.
@@ -480,13 +503,34 @@ class ClusterCache:
 
     def _track_job(self, job: wire.Job) -> None:
         self._job_uids.add(job.metadata.uid)
+        self._follow_gang_preempted(job)
         if self._job_tracker is not None:
             self._job_tracker.apply_job(translate.job_info(job))
 
     def _forget_job(self, uid: str) -> None:
         self._job_uids.discard(uid)
+        self._gang_preempted.pop(uid, None)
         if self._job_tracker is not None:
             self._job_tracker.delete_job(uid)
+
+    def _follow_gang_preempted(self, job: wire.Job) -> None:
+        """The Job's record of its gang members still to delete (gang_records.py), kept for the
+        looks at the records, and a look planned once the youngest of its decisions is old enough
+        (an older one is the next look's: a list's, or one planned already). Under the lock."""
+        uid = job.metadata.uid
+        text = (job.metadata.annotations or {}).get(ANNOTATION_GANG_PREEMPTED)
+        if not text:
+            self._gang_preempted.pop(uid, None)
+            return
+        self._gang_preempted[uid] = (JobRef(uid=uid, namespace=job.metadata.namespace, name=job.metadata.name), text)
+        try:
+            named = gang_records.decode(text)
+        except InvalidAnnotation:
+            return
+        now = time.time()
+        later = [left.at + GANG_RECOVERY_AFTER_SECONDS for left in named.values() if left.at + GANG_RECOVERY_AFTER_SECONDS > now]
+        if later and self._pods_listed:
+            self._look_again_at(min(later), now=now)
 
     @property
     def reflectors(self) -> list[Reflector]:  # type: ignore[type-arg]
@@ -764,7 +808,10 @@ class ClusterCache:
             for held_job, holds in resume_holds:
                 self._write_resume_holds_now(held_job, added=holds, ended=())
             for victim in preempt:
-                self._preempt(victim, message=told.get(victim.uid, victim_message))
+                if self._preempt(victim, message=told.get(victim.uid, victim_message)) is None:
+                    self._member_given_up(victim.uid, preemptor=preemptor, record=preemptor_record)
+                else:  # named on its Job meanwhile by a replica that read the young record
+                    self._deleted_from_jobs(victim)
             for message in preemptor_messages:
                 self._attempt(
                     lambda: self._api.create_event(
@@ -873,6 +920,8 @@ class ClusterCache:
         unfinished finished (:meth:`_finish_recorded_gangs`)."""
         def replace_then_finish(listed: Sequence[T]) -> None:
             replace(listed)
+            with self._lock:
+                self._pods_listed = True
             if self.on_pods_listed is not None:
                 with self._lock:
                     self.on_pods_listed()
@@ -887,9 +936,13 @@ class ClusterCache:
         this replica's own decisions are left to their queued writes, and a record younger than
         :data:`GANG_RECOVERY_AFTER_SECONDS` to the replica that wrote it: looked at again then."""
         with self._lock:
+            if not self._pods_listed:
+                return
             listed = list(self._pods.pods())  # copied in one call, read outside the lock (10,000 pods: ~1 ms)
+            kept = [(pod, text) for (_, text), pod in self._gang_records.items()]
+            jobs = list(self._gang_preempted.values())
         recorded = [pod for pod in listed if pod.annotations.get(ANNOTATION_PREEMPTOR_HOLD)]
-        if not recorded:
+        if not recorded and not kept and not jobs:
             return
         with self._lock:
             for pod in recorded:
@@ -898,15 +951,23 @@ class ClusterCache:
         now = time.time()
         with self._lock:
             unfinished = unfinished_members(recorded, current=self._pods.get, ours=self._victims.__contains__,
-                                            scheduler_name=self._scheduler_name, now=now, after_seconds=GANG_RECOVERY_AFTER_SECONDS)
+                                            scheduler_name=self._scheduler_name, now=now, after_seconds=GANG_RECOVERY_AFTER_SECONDS,
+                                            kept=kept, jobs=jobs)
+            for forgotten in unfinished.forgotten:
+                self._gang_records.pop(forgotten, None)
+            found = unfinished.due
+            # Ours from now, in the same hold of the lock: a look at the same time (a relist, the
+            # planned one) leaves them to these writes.
+            self.remember_victims(unfinished.member.uid for unfinished in found)
         if unfinished.recheck_at is not None:
             self._look_again_at(unfinished.recheck_at, now=now)
         for preemptor, record in unfinished.spent:  # bound, none of the members it names runs
             self._clear_preemptor_record(preemptor, record)
-        found = unfinished.due
+        self._name_on_jobs(unfinished.to_record)
+        for job, gone in unfinished.gone_from_jobs:
+            self._write_gang_preempted(job, added={}, gone=gone)
         if not found:
             return
-        self.remember_victims(unfinished.member.uid for unfinished in found)
         log.warning("finishing gang preemptions recorded on their preemptors: members on other nodes still run",
                     extra={"pods": [unfinished.member.key for unfinished in found]})
 
@@ -917,7 +978,12 @@ class ClusterCache:
                     shown = self._pods.get(member.uid)
                 if shown is None or shown.terminating or not shown.holds_resources:
                     continue
-                if self._preempt(member, message=message) is not Preempted.DELETED:
+                preempted = self._preempt(member, message=message)
+                if preempted is None:
+                    self._member_given_up(member.uid, preemptor=unfinished.preemptor, record=unfinished.record)
+                    continue
+                self._deleted_from_jobs(member)
+                if preempted is not Preempted.DELETED:
                     continue
                 self._attempt(
                     lambda: self._api.create_event(namespace=member.namespace, pod_name=member.name, pod_uid=member.uid,
@@ -927,9 +993,103 @@ class ClusterCache:
 
         self._writes.submit(finish)
 
+    def _member_given_up(self, member_uid: str, *, preemptor: PodInfo | None, record: str | None) -> None:
+        """This replica gave up deleting a gang member ``record`` names (the API server failing
+        over all its tries): no longer left to its own writes, and looked at again once the
+        record is old enough and :data:`GANG_RETRY_AFTER_SECONDS` from now, from memory should its
+        preemptor finish or its record go meanwhile, and from its Job's record after a restart. On
+        the writer thread."""
+        named: list[tuple[JobRef, dict[str, gang_records.LeftMember]]] = []
+        with self._lock:
+            self._victims.pop(member_uid, None)
+            at = None if preemptor is None else self._keep_gang_record(preemptor, record, look=False, named=named)
+        for job, added in named:  # here, outside the lock: this is the writer thread
+            self._write_gang_preempted_now(job, added=added, gone=())
+        now = time.time()
+        self._look_again_at(max(now + GANG_RETRY_AFTER_SECONDS, (at or 0.0) + GANG_RECOVERY_AFTER_SECONDS), now=now)
+
+    def _keep_gang_record(
+        self, preemptor: PodInfo, text: str | None, *, look: bool = True,
+        named: list[tuple[JobRef, dict[str, gang_records.LeftMember]]] | None = None,
+    ) -> float | None:
+        """Keep ``text``, the preemptor's record, for the later looks while a gang member it names
+        elsewhere runs, though no pod shows it any more (``_gang_records``), name those members on
+        their Jobs, which outlive the preemptor and this replica's memory (gang_records.py; in the
+        background, or handed to the caller in ``named``), and (``look``) plan the look at it once
+        it is old enough; its decision's time, or None where it is not kept. Under the lock."""
+        if not text or '"elsewhere"' not in text or preemptor.scheduler_name != self._scheduler_name:
+            return None
+        try:
+            record = records.decode(text)
+        except InvalidAnnotation:
+            return None
+        if record is None or record.at is None:
+            return None
+        running = [member for member in map(self._pods.get, record.elsewhere) if member is not None and runs(member)]
+        if not running:
+            return None
+        kept = self._gang_records
+        kept[(preemptor.uid, text)] = preemptor
+        while len(kept) > VICTIMS_KEPT:
+            del kept[next(iter(kept))]
+        left = gang_records.LeftMember(by=preemptor.key, node=record.node, at=record.at)
+        to_name = self._not_named_yet([(JobRef(uid=member.owner.uid, namespace=member.namespace, name=member.owner.name), member.uid, left)
+                                       for member in running if member.owner is not None and member.owner.uid in record.gangs])
+        if named is not None:
+            named.extend(to_name)
+        else:
+            for job, added in to_name:
+                self._write_gang_preempted(job, added=added, gone=())
+        if look:
+            self._look_again_at(record.at + GANG_RECOVERY_AFTER_SECONDS, now=time.time())
+        return record.at
+
+    def _name_on_jobs(self, members: Sequence[tuple[JobRef, str, gang_records.LeftMember]]) -> None:
+        """Each gang member (its Job, its UID, its preemption) named on its Job's record of its
+        members still to delete, where the Jobs watch does not show it there yet; in the background."""
+        with self._lock:
+            to_name = self._not_named_yet(members)
+        for job, added in to_name:
+            self._write_gang_preempted(job, added=added, gone=())
+
+    def _not_named_yet(
+        self, members: Sequence[tuple[JobRef, str, gang_records.LeftMember]],
+    ) -> list[tuple[JobRef, dict[str, gang_records.LeftMember]]]:
+        """Of ``members`` (each one's Job, UID, preemption), those the Jobs watch does not show on
+        their Job's record, by Job. Under the lock."""
+        by_job: dict[str, tuple[JobRef, dict[str, gang_records.LeftMember]]] = {}
+        for job, uid, left in members:
+            shown = self._gang_preempted.get(job.uid)
+            if shown is None or f'"{uid}"' not in shown[1]:
+                by_job.setdefault(job.uid, (job, {}))[1][uid] = left
+        return list(by_job.values())
+
+    def _deleted_from_jobs(self, member: PodInfo) -> None:
+        """``member``, deleted (or gone already), taken off its Job's record of its members still
+        to delete: read from the API (one read; a write only where it is named), as another
+        replica may have named it a moment ago, its Jobs watch not showing it yet. On the writer
+        thread."""
+        owner = member.owner
+        if owner is not None:
+            self._write_gang_preempted_now(JobRef(uid=owner.uid, namespace=member.namespace, name=owner.name), added={}, gone=(member.uid,))
+
+    def _write_gang_preempted(self, job: JobRef, *, added: Mapping[str, gang_records.LeftMember], gone: Sequence[str]) -> None:
+        """:meth:`_write_gang_preempted_now`, in the background: called under the engine lock too."""
+        self._writes.submit(lambda: self._write_gang_preempted_now(job, added=added, gone=gone))
+
+    def _write_gang_preempted_now(self, job: JobRef, *, added: Mapping[str, gang_records.LeftMember], gone: Sequence[str]) -> None:
+        """The Job's record of its gang members still to delete written, tried again while the API
+        server fails for a moment. On the writer thread."""
+        self._attempt(
+            lambda: _retried(lambda: write_gang_preempted(self._api, job=job, added=added, gone=gone), pauses=COUNT_WRITE_PAUSES_SECONDS),
+            what=f"gang members still to delete on job {job.key}",
+        )
+
     def _look_again_at(self, at: float, *, now: float) -> None:
         """:meth:`_finish_recorded_gangs` again at wall-clock ``at`` (one look pending: the earliest)."""
         with self._lock:
+            if self._stopped:
+                return
             if self._gang_recheck is not None:
                 if self._gang_recheck[1] <= at:
                     return
@@ -946,7 +1106,14 @@ class ClusterCache:
 
     def _clear_preemptor_record(self, pod: PodInfo, record: str) -> None:
         """The preemptor's record taken off it (if it carries exactly that one), in the
-        background: called under the engine lock, by a verb too."""
+        background: called under the engine lock, by a verb too. First what it owes is finished
+        (:meth:`_finish_owed`: a hold that gave up, lapsed or its node gone, took off the only
+        trace of the Jobs' counts, resume holds and Events a killed replica left undone), and a
+        gang member it names elsewhere that still runs is left to the later looks from memory
+        (:meth:`_keep_gang_record`)."""
+        self._finish_owed(pod, record)
+        self._keep_gang_record(pod, record)
+
         def clear() -> None:
             clear_preemptor_record(self._api, pod=pod, record=record)
 
@@ -1119,8 +1286,11 @@ class ClusterCache:
         # pass over the whole list.
         listed: set[str] = set()
         arriving: dict[str | None, list[PodInfo]] = {}
+        finished_records: list[wire.Pod] = []
         for pod in _read_once(pods):
             if _finished(pod):  # as the list of unfinished pods would: not listed
+                if (pod.metadata.annotations or {}).get(ANNOTATION_PREEMPTOR_HOLD):
+                    finished_records.append(pod)  # read below, once the gang members are applied
                 yield
                 continue
             listed.add(pod.metadata.uid)
@@ -1182,6 +1352,14 @@ class ClusterCache:
             with self._lock:
                 self._apply_info(info)
             yield
+        for pod in finished_records:
+            # A finished preemptor (a list of every pod shows it: the estimator's) whose record
+            # names gang members still running: kept for the look that follows the list.
+            finished = self._translated(pod)
+            if finished is not None:
+                with self._lock:
+                    self._keep_gang_record(finished, finished.annotations.get(ANNOTATION_PREEMPTOR_HOLD), look=False)
+            yield
 
     def _shrinks(self, info: PodInfo) -> bool:
         """Whether ``info`` asks less of some resource than the record of its pod (an in-place
@@ -1239,6 +1417,13 @@ class ClusterCache:
             self._forget(pod.metadata.uid)
 
     def _forget(self, uid: str) -> None:
+        known = self._pods.get(uid)
+        recorded = known.annotations.get(ANNOTATION_PREEMPTOR_HOLD) if known is not None else None
+        if recorded:
+            # A preemptor finished or deleted (a trial pod is a short run) before its record's
+            # gang members elsewhere were deleted: kept for the look at it (review27 R2).
+            assert known is not None
+            self._keep_gang_record(known, recorded)
         self._engine.delete_pod(uid)
         self._pods.forget(uid)
         if uid in self._victims:

@@ -9,9 +9,12 @@ power over pods' objects cellfit's ClusterRole holds beyond deleting them), and 
 the pod's UID, so a pod re-created under the name is left alone.
 
 Cleared by the replica whose hold for the pod ended without a binding (it lapsed after
-``resumeHoldSeconds`` of keeping pods off, or its wait for pods stuck leaving ran out; holds.py),
-in the background as well: a record left on the pod would have each later restart keep the node's
-room for it again, for a pod that may never go there. That replica, not the leader: a hold ends
+``resumeHoldSeconds`` of keeping pods off, its wait for pods stuck leaving ran out, or its node is
+gone; holds.py), in the background as well, once what the record owes is finished (below: that
+replica may have seen the record only through its watch, and nothing else would finish it) and
+any gang member it names elsewhere still running named on its Job (``write_gang_preempted``): a
+record left on the pod would have each later restart keep the node's room for it again, for a
+pod that may never go there. That replica, not the leader: a hold ends
 where it keeps pods off, which is the replica beside the active kube-scheduler, and the leader's
 own hold, rebuilt from the record and never asked to keep a pod off, never ends. The patch takes
 the record off only while the pod carries exactly the record that hold stood for, so a later
@@ -23,6 +26,12 @@ preemptor's binding left on it, a gang member it names on another node still run
 (scheduler/preemption/bound_records.py), is cleared the same way once none of those members runs:
 by each replica whose watch shows the last of them leave, and by a relist that finds none of them
 running (gang_recovery.py); the first patch takes it off, the others find it gone.
+
+The members of a gang FitGpp took whole still to delete on other nodes are recorded on the gang's
+Job too (annotation ``cellfit.io/gang-preempted``, scheduler/preemption/gang_records.py,
+:func:`write_gang_preempted`), which outlives the preemptor's record (the trial pod may finish,
+or its hold give up, before the record is old enough for gang recovery to act on); written and
+taken off as the resume holds' record is, below.
 
 The resume holds FitGpp gives the victims' Jobs are recorded on the Jobs themselves
 (annotation ``cellfit.io/resume-holds``, scheduler/preemption/resume_records.py), which outlive
@@ -54,12 +63,12 @@ import logging
 from typing import Any, Callable, Collection, Literal, Mapping, Protocol, Sequence, runtime_checkable
 
 from scheduler.cluster.exchange.objects import pod_status_path
-from scheduler.constants import ANNOTATION_PREEMPTOR_HOLD, ANNOTATION_RESUME_HOLDS
+from scheduler.constants import ANNOTATION_GANG_PREEMPTED, ANNOTATION_PREEMPTOR_HOLD, ANNOTATION_RESUME_HOLDS
 from scheduler.core.model import PodInfo
 from scheduler.errors import KubernetesApiError
 from scheduler.kube import wire
 from scheduler.kube.wire import annotation_pointer
-from scheduler.preemption import resume_records
+from scheduler.preemption import gang_records, resume_records
 from scheduler.preemption.resume_records import JobRef
 
 log = logging.getLogger(__name__)
@@ -141,20 +150,43 @@ def write_resume_holds(api: JobPatch, *, job: JobRef, added: Mapping[str, str], 
     would name none. Nothing for a Job gone or re-created under its name, or whose record says
     so already; any failure but another writer in between is raised (:class:`KubernetesApiError`),
     and so is one more writer in between each of :data:`RESUME_WRITE_CONFLICTS` tries (409)."""
-    pointer = annotation_pointer(ANNOTATION_RESUME_HOLDS)
+    def rewritten(text: str | None) -> str | None:
+        wanted = resume_records.updated(text, added=added, ended=ended)
+        return None if wanted is None else resume_records.encode(wanted) if wanted else ""
+
+    _rewrite_job_annotation(api, job=job, key=ANNOTATION_RESUME_HOLDS, rewritten=rewritten, what="resume holds")
+
+
+def write_gang_preempted(api: JobPatch, *, job: JobRef, added: Mapping[str, gang_records.LeftMember], gone: Collection[str]) -> None:
+    """Make the Job's record of its gang members still to delete (``cellfit.io/gang-preempted``,
+    scheduler/preemption/gang_records.py) name ``added`` (member UID -> its preemption) and not
+    ``gone`` (member UIDs); taken off when it would name none. As :func:`write_resume_holds`."""
+    def rewritten(text: str | None) -> str | None:
+        wanted = gang_records.updated(text, added=added, gone=gone)
+        return None if wanted is None else gang_records.encode(wanted) if wanted else ""
+
+    _rewrite_job_annotation(api, job=job, key=ANNOTATION_GANG_PREEMPTED, rewritten=rewritten, what="gang members still to delete")
+
+
+def _rewrite_job_annotation(api: JobPatch, *, job: JobRef, key: str, rewritten: Callable[[str | None], str | None], what: str) -> None:
+    """The Job's annotation ``key`` made what ``rewritten`` makes of its text (None: left as it
+    is; empty: taken off): read, then patched under a ``test`` of the resourceVersion read. Nothing
+    for a Job gone or re-created under its name; any failure but another writer in between is
+    raised (:class:`KubernetesApiError`), and so is one more writer in between each of
+    :data:`RESUME_WRITE_CONFLICTS` tries (409)."""
+    pointer = annotation_pointer(key)
     for _ in range(RESUME_WRITE_CONFLICTS):
         current = api.get_job(namespace=job.namespace, name=job.name)
         if current is None or current.metadata.uid != job.uid:
-            return  # deleted, or another Job by that name: its holds went with it
+            return  # deleted, or another Job by that name: what it recorded went with it
         annotations = current.metadata.annotations
-        text = (annotations or {}).get(ANNOTATION_RESUME_HOLDS)
-        wanted = resume_records.updated(text, added=added, ended=ended)
+        wanted = rewritten((annotations or {}).get(key))
         if wanted is None:
             return
         change: list[dict[str, Any]] = (
             [{"op": "remove", "path": pointer}] if not wanted
             else [*([{"op": "add", "path": "/metadata/annotations", "value": {}}] if annotations is None else []),
-                  {"op": "add", "path": pointer, "value": resume_records.encode(wanted)}]
+                  {"op": "add", "path": pointer, "value": wanted}]
         )
         try:
             api.patch_job(namespace=job.namespace, name=job.name,
@@ -163,7 +195,7 @@ def write_resume_holds(api: JobPatch, *, job: JobRef, added: Mapping[str, str], 
         except KubernetesApiError as error:
             if error.status not in (409, 422):  # 422: the test failed, another writer came first
                 raise
-    raise KubernetesApiError(f"job {job.key}: changed under each of {RESUME_WRITE_CONFLICTS} writes of its resume holds", status=409)
+    raise KubernetesApiError(f"job {job.key}: changed under each of {RESUME_WRITE_CONFLICTS} writes of its {what}", status=409)
 
 
 @runtime_checkable
