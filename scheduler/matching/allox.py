@@ -51,10 +51,18 @@ except ImportError:  # pragma: no cover - the package was installed without its 
 if _built is not None and not all(hasattr(_built, name) for name in ("uncontended_plan", "vacancy_needs", "vacancy_empty")):
     _built = None  # type: ignore[assignment]  # built from an older _solve.c (an install not rebuilt since): NumPy's steps, the same decisions
 
+try:
+    from scheduler.matching import _walk as _walk_built
+except ImportError:  # pragma: no cover - the package was installed without its C extension
+    _walk_built = None  # type: ignore[assignment]
+
 native = _built  # the extension in use: None: the uncontended plans and the vacancy bound in NumPy (the tests compare both)
 # The walk's bookkeeping in C (_solve.c's class_count, near and rows_of), where the extension
 # was built from a source that has it; None: in NumPy, the same answers (the tests compare both).
 walk = native if native is not None and all(hasattr(native, name) for name in ("class_count", "near", "rows_of")) else None
+# Runs of the walk's visits in C (_walk.c's uncontended_run, :class:`_Run`); None: every visit
+# in Python, the same decisions (tests/matching/test_matching_walk_run.py compares both).
+runs = _walk_built if _walk_built is not None and hasattr(_walk_built, "uncontended_run") else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,7 +196,35 @@ class AlloxScheduler:
         # the user count whose plan started the last visit's job (_EXHAUSTED: none did).
         ahead: _Ahead | None = None
         ended: dict[str, int] = {}
-        for machine in free_machines:
+        # Runs of visits decided in C (_Run, made when first tried), while no plan is put off
+        # and nothing is known of an empty plan (_Empty): the visits before ``resume`` were,
+        # and ``handed_back`` is the one the last run left to this loop. A run is tried again
+        # once this loop has started a job as a run would have (``run_worth``: the considered
+        # users' plan, held or uncontended), not at each visit: a run that decides nothing
+        # costs ~20 us.
+        run: _Run | None = None
+        resume, handed_back, run_worth = 0, -1, runs is not None
+        for at, machine in enumerate(free_machines):
+            if at < resume:
+                continue
+            if run_worth and at > handed_back and not empty and all(isinstance(plan, _Plan) for plan in plans.values()):
+                if run is None and runs is not None:
+                    run = _Run.of(extension=runs, free_machines=free_machines, machines=arrays, every_job=every_job, left=left,
+                                  names=ranking, delay=delay, shares=shares)
+                carried = run.walk(at, delay=delay, machine_kind=arrays.machine_kind, fleet_now=arrays.now, now=now, plans=plans,
+                                   ranking=ranking, progress=progress, base=base, ranked=ranked, passed=passed if _SKIP_PASSED else None,
+                                   started=started, waiting=waiting, runnable=runnable, vacancy=vacancy, shifted=shifted, ended=ended,
+                                   starts_seen=starts_seen) if run is not None else _Carried(at, 0, ranking)
+                resume = handed_back = carried.next_visit
+                run_worth = carried.starts > 0
+                if carried.starts:
+                    ranking = carried.ranking
+                    moved = True
+                    declined.clear()
+                    ahead = None
+                    passed = None
+                if resume > at:
+                    continue
             if not waiting:
                 break
             position = arrays.position_of[machine.name]
@@ -197,6 +233,7 @@ class AlloxScheduler:
             count = base
             chosen: tuple[_Plan, Job] | None = None
             told = vacancy is None  # whether every waiting job's bound has been asked this visit
+            made_uncontended = fresh = False  # whether the plan that starts a job was made, and by _Left.uncontended
             # Whether a set of this visit's raise was declined by _Left.uncontended, and whether
             # its bound did not tell (_Vacancy.empty): the raise's sets nest, and a larger set
             # is declined too (more jobs of each kind, the same jobs' kinds) and its bound only
@@ -219,6 +256,7 @@ class AlloxScheduler:
                     rows = left.rows(considered)
                     # Asked again before a start (the raise at the next machine): declined again.
                     written = None if considered in declined or contended else left.uncontended(rows, delay, arrays)
+                    made_uncontended = written is not None
                     if written is None:
                         declined.add(considered)
                         contended = _NEST_TESTS and bool(rows.shape[0])
@@ -290,6 +328,7 @@ class AlloxScheduler:
                 passed = (int(arrays.machine_kind[position]), float(delay[position]), position)
                 continue
             ended[machine.kind] = count
+            run_worth = runs is not None and count == base and (not fresh or made_uncontended)
             ahead = None
             passed = None
             source, job = chosen
@@ -298,12 +337,7 @@ class AlloxScheduler:
             del waiting[job.name]
             left.remove(row_of[job.name])
             declined.clear()
-            for kind in job.processing_time:
-                counts = runnable.get(kind)
-                if counts is not None:
-                    counts[job.user] -= 1
-                    if not counts[job.user]:
-                        del counts[job.user]
+            _no_longer_waiting(runnable, job)
             wait = max(assignment.finish - arrays.now, 0.0)  # as Fleet.with_available writes it
             if empty:
                 empty = _Empty.after_start(empty, position=position, wait=wait, delay=delay, machine_kind=arrays.machine_kind)
@@ -376,6 +410,17 @@ class AlloxScheduler:
             if ranking[index] in runnable:
                 return index + 1
         return 0
+
+
+def _no_longer_waiting(runnable: dict[str, dict[str, int]], job: Job) -> None:
+    """``job`` has started: one waiting job fewer of its user on each kind it can run on
+    (``runnable``, per kind: users left out when they have none)."""
+    for kind in job.processing_time:
+        counts = runnable.get(kind)
+        if counts is not None:
+            counts[job.user] -= 1
+            if not counts[job.user]:
+                del counts[job.user]
 
 
 def _starts_nothing_after(passed: tuple[int, float, int], *, position: int, delay: FloatArray, machine_kind: IntArray) -> bool:
@@ -701,6 +746,124 @@ def _once(test: Callable[[], bool]) -> Callable[[], bool]:
 
 
 @dataclass(frozen=True, slots=True)
+class _Carried:
+    """What a run of visits in C did (:meth:`_Run.walk`): the visit the walk goes on from (the
+    run did not decide it), how many jobs it started, and the ranking after them."""
+
+    next_visit: int
+    starts: int
+    ranking: list[str]
+
+
+class _Run:
+    """Runs of Algorithm 2's visits decided in C (``_walk.c``'s ``uncontended_run``): each visit
+    whose plan is held or is the matching where no two jobs contend (:meth:`_Left.uncontended`)
+    and starts a job on the machine, with that start's bookkeeping (the machine's wait, the
+    user's progress and the ranking, the plans a start keeps, :meth:`_Plan.kept_after`), and
+    the machines :func:`_starts_nothing_after` passes by. A run stops at the first visit it
+    cannot decide alone (a plan that leaves the machine empty: §4.4's raise; a set whose jobs
+    contend: a solve), which the walk in Python takes, and what it started is carried into the
+    walk's state here, as the walk's own starts would have left it. After a burst at small α
+    those are the ~400 GPU visits (~30 µs each in Python, ~3 µs here)."""
+
+    def __init__(self, *, extension: ModuleType, free_machines: Sequence[Machine], machines: Fleet, every_job: Problem, left: _Left,
+                 names: Sequence[str], shares: ShareModel) -> None:
+        self._extension = extension
+        self._free_machines = free_machines
+        self._jobs = every_job.jobs
+        self._times = every_job.times
+        self._left = left
+        self._names = sorted(names)  # users numbered in name order, the ranking's tie-break
+        self._number = {user: index for index, user in enumerate(self._names)}
+        self._visits = np.fromiter((machines.position_of[machine.name] for machine in free_machines), dtype=np.int64,
+                                   count=len(free_machines))
+        self._row_user = np.fromiter((self._number[job.user] for job in self._jobs), dtype=np.int64, count=len(self._jobs))
+        self._out_rows = np.empty(len(free_machines), dtype=np.int64)
+        self._out_visits = np.empty(len(free_machines), dtype=np.int64)
+        self._out_waits = np.empty(len(free_machines))
+        self._out_old = np.empty(len(free_machines))
+        self._members: dict[frozenset[str], IntArray] = {}
+        jobs = self._jobs
+
+        def value(row: int, visit: int) -> float:
+            return job_value(jobs[row], free_machines[visit].kind, shares)
+
+        self._value = value
+
+    @staticmethod
+    def of(*, extension: ModuleType, free_machines: Sequence[Machine], machines: Fleet, every_job: Problem, left: _Left, names: Sequence[str],
+           delay: FloatArray, shares: ShareModel) -> _Run | None:
+        """A run over these buffers, where ``_walk.c`` can read them as they are; None otherwise."""
+        times = every_job.times
+        if not (_plain_machines(machines.machine_kind, delay) and times.dtype == np.float64 and times.ndim == 2 and times.flags.c_contiguous
+                and left.fastest.dtype == np.int64 and every_job.jobs):
+            return None
+        return _Run(extension=extension, free_machines=free_machines, machines=machines, every_job=every_job, left=left, names=names,
+                    shares=shares)
+
+    def walk(self, at: int, *, delay: FloatArray, machine_kind: IntArray, fleet_now: float, now: float,
+             plans: dict[frozenset[str], _Plan | _Deferred], ranking: list[str], progress: dict[str, float], base: int, ranked: bool,
+             passed: tuple[int, float, int] | None, started: list[Assignment], waiting: dict[str, Job], runnable: dict[str, dict[str, int]],
+             vacancy: _Vacancy | None, shifted: list[int], ended: dict[str, int], starts_seen: list[_Seen]) -> _Carried:
+        """The run from visit ``at``, its starts carried into the walk's state (each argument as
+        :meth:`AlloxScheduler.matched` holds it; ``plans`` holds no :class:`_Deferred`)."""
+        held = [(users, plan) for users, plan in plans.items() if isinstance(plan, _Plan)]
+        order = np.fromiter((self._number[user] for user in ranking), dtype=np.int64, count=len(ranking))
+        progressed = np.fromiter((progress.get(user, 0.0) for user in self._names), dtype=np.float64, count=len(self._names))
+        next_visit, count, dropped, pops, made = self._extension.uncontended_run(
+            self._visits, machine_kind, delay, self._times, self._left.fastest, self._row_user, self._left.waiting_flags, order, progressed,
+            self._out_rows, self._out_visits, self._out_waits, self._out_old, [self._given(users, plan, len(delay)) for users, plan in held],
+            self._value if ranked else None, at, base, now, fleet_now, passed)
+        if not count:
+            return _Carried(next_visit, 0, ranking)
+        rows = self._out_rows[:count].tolist()
+        for row, visit, wait, old in zip(rows, self._out_visits[:count].tolist(), self._out_waits[:count].tolist(), self._out_old[:count].tolist()):
+            machine, job = self._free_machines[visit], self._jobs[row]
+            started.append(Assignment.starting(job, machine, now))
+            del waiting[job.name]
+            _no_longer_waiting(runnable, job)
+            position = int(self._visits[visit])
+            if vacancy is not None:
+                vacancy.moved(position, old, wait)
+            shifted.append(position)
+            ended[machine.kind] = base
+            starts_seen.append(_Seen(position, int(machine_kind[position]), wait, delay, True))  # read by no plan: no copy
+            if ranked:
+                progress[job.user] = float(progressed[self._number[job.user]])
+        self._left.removed(rows)
+        for index, position in pops:
+            held[index][1].pop(position)
+        for index in dropped:
+            del plans[held[index][0]]
+        for members, used, queued, taken in made:
+            machines_used = np.array(used, dtype=np.int64)
+            bounds = np.zeros(len(delay) + 1, dtype=np.int64)
+            bounds[machines_used + 1] = 1
+            np.cumsum(bounds, out=bounds)
+            plans[frozenset(self._names[user] for user in members)] = _Plan(self._jobs, machine_kind, bounds, np.array(queued, dtype=np.int64),
+                                                                           dict.fromkeys(taken, 1), machines_used)
+        return _Carried(next_visit, count, [self._names[user] for user in order.tolist()] if ranked else ranking)
+
+    def _given(self, users: frozenset[str], plan: _Plan,
+               machines: int) -> tuple[IntArray, IntArray | None, IntArray | None, IntArray, IntArray | None]:
+        """``plan`` as ``uncontended_run`` reads a held plan."""
+        members = self._members.get(users)
+        if members is None:
+            members = self._members[users] = np.zeros(len(self._names), dtype=np.int64)
+            members[[self._number[user] for user in users]] = 1
+        taken = np.zeros(machines, dtype=np.int64)
+        for position, count in plan.taken.items():
+            taken[position] = count
+        if plan.bounds is None or plan.queued is None:
+            return members, None, None, taken, None
+        bounds = np.ascontiguousarray(plan.bounds, dtype=np.int64)
+        if plan.used is None:
+            plan.used = np.flatnonzero(np.diff(bounds))  # as kept_after works it out
+        return (members, bounds, np.ascontiguousarray(plan.queued, dtype=np.int64), taken,
+                np.ascontiguousarray(plan.used, dtype=np.int64))
+
+
+@dataclass(frozen=True, slots=True)
 class _Seen:
     """A start, as :meth:`_Plan.kept_after` asks about it: machine ``position`` of kind index
     ``kind`` now waits ``wait`` (``delay``: every machine's waits then); ``shared``: another
@@ -810,6 +973,16 @@ class _Left:
             self._members[considered] = member
         out = np.empty(self._user.shape[0], dtype=np.int64)
         return out[: extension.rows_of(member, self._user, self._waiting_flags, out)]
+
+    @property
+    def fastest(self) -> IntArray:
+        """Each row's strictly fastest kind, or -1 (see uncontended)."""
+        return self._fastest
+
+    def removed(self, rows: Sequence[int]) -> None:
+        """``rows`` were removed where :attr:`waiting_flags` was written (``_walk.c``)."""
+        self._waiting[rows] = False
+        self._rows.clear()
 
     @property
     def waiting_flags(self) -> IntArray:
