@@ -934,7 +934,10 @@ class ClusterCache:
         that still runs, not deleted yet, preempted in the background as the replica that decided
         would have (gang_recovery.py): that replica may have stopped before its writes. Members of
         this replica's own decisions are left to their queued writes, and a record younger than
-        :data:`GANG_RECOVERY_AFTER_SECONDS` to the replica that wrote it: looked at again then."""
+        :data:`GANG_RECOVERY_AFTER_SECONDS` to the replica that wrote it: looked at again then, its
+        members named on their Jobs meanwhile. Read alike: the records kept in memory that no pod
+        shows any more (``_gang_records``) and the Jobs' records of their members still to delete
+        (``_gang_preempted``, cellfit.io/gang-preempted); nothing before the pods are listed."""
         with self._lock:
             if not self._pods_listed:
                 return
