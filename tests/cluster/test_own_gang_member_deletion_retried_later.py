@@ -19,6 +19,7 @@ from scheduler.cluster.cache import ClusterCache
 from scheduler.constants import ANNOTATION_PREEMPTOR_HOLD
 from tests.cluster.test_gang_member_preemption_retried import FailingDeletionApi, gang_api
 from tests.cluster.test_gang_preemption_recovered import leaving
+from tests.cluster.test_gang_recovery_after_the_preemptors_binding import show
 from tests.cluster.test_gang_recovery_waits_for_deciding_replica import Timers
 from tests.cluster.test_preemptor_record_write import replica, trial_pod
 from tests.preemption.test_gang_members_elsewhere_deleted import member
@@ -62,11 +63,14 @@ def test_a_relist_preempts_the_member_whose_deletion_this_replica_gave_up(monkey
 
 
 def test_the_planned_look_preempts_it_though_the_trial_pod_ended_meanwhile(monkeypatch: pytest.MonkeyPatch) -> None:
-    api, cache, timers, _ = decided_and_given_up(monkeypatch)
+    api, cache, timers, record = decided_and_given_up(monkeypatch)
     (delay, look), *_ = timers.asked
     # Not before the record is old enough, nor before GANG_RETRY_AFTER_SECONDS.
     assert delay >= cache_module.GANG_RETRY_AFTER_SECONDS
-    api.pods = [p for p in api.pods if p["metadata"]["name"] != "te-0"]  # te-0 gone from the cluster
+    ended = {**trial_pod(annotations={ANNOTATION_PREEMPTOR_HOLD: record}), "status": {"phase": "Succeeded"}}
+    ended["spec"]["nodeName"] = "gpu-a"
+    show(cache, ended)  # te-0 bound and finished: the cache forgets it
+    api.pods = [p for p in api.pods if p["metadata"]["name"] != "te-0"]
     later(monkeypatch)
     look()
     cache._writes.submit(lambda: None).result()
