@@ -766,9 +766,9 @@ class PlacerController:
             pods = found.get(uid)
             state = hold(pods=pods, started=item.started, now=now, unbound_hold_seconds=self._unbound_hold_seconds)
             by_hand = not job.suspended and ANNOTATION_PLACEMENT not in job.annotations and uid not in self._started
-            if by_hand and uid not in self._let_go_read:
+            if uid not in self._let_go_read:
                 self._let_go_read.add(uid)
-                self._read_back_let_go(job, item.kind)
+                self._read_back_let_go(job, item.kind, by_hand=by_hand)
             if state == "running":
                 self._was_bound.add(uid)
                 self._record_bound(job)
@@ -847,17 +847,24 @@ class PlacerController:
                                            was_bound=uid in self._was_bound))
         return kept, released, waiting_for_nodes
 
-    def _read_back_let_go(self, job: Job, kind: str) -> None:
-        """A Job its user unsuspended that was told it holds no machine in its present spell of
-        running (by this cellfit before it restarted, or by the replica that led before) holds
-        none here either: before, each restart or leader change kept the idle machine of its kind
-        for it for the NotBound limit again, the queue waiting behind its unbound pods (review27
-        R4). Its pods never bound on AlloX's nodes: when one is, its estimate runs from then."""
+    def _read_back_let_go(self, job: Job, kind: str, *, by_hand: bool) -> None:
+        """A running Job that was told it holds no machine in its present spell of running (by
+        this cellfit before it restarted, or by the replica that led before) is let go here too,
+        so that a pod of it bound since, or later, is told it runs ("its pods are bound again"):
+        before, one bound while no cellfit led left ``NotBound`` or ``PodsElsewhere`` standing
+        on a Job AlloX started, running for the rest of its run. One its user unsuspended holds
+        no machine here either: before, each restart or leader change kept the idle machine of
+        its kind for it for the NotBound limit again, the queue waiting behind its unbound pods
+        (review27 R4); its pods never bound on AlloX's nodes: when one is, its estimate runs from
+        then. (One AlloX started holds by its start time and its pods-bound record, which a
+        restart reads back without this.)"""
         uid = job.metadata.uid
         let_go = _let_go_in_this_spell(job)
         if let_go is None or uid in self._released:
             return
         self._released[uid] = let_go
+        if not by_hand:
+            return
         placed = job.condition(CONDITION_PLACED)
         if let_go == "unbound" and placed is not None and placed.message == explain(
                 kind, "unbound", unbound_hold_seconds=self._unbound_hold_seconds, was_bound=True):
