@@ -988,11 +988,9 @@ class ClusterCache:
                 self._deleted_from_jobs(member)
                 if preempted is not Preempted.DELETED:
                     continue
-                self._attempt(
-                    lambda: self._api.create_event(namespace=member.namespace, pod_name=member.name, pod_uid=member.uid,
-                                                   reason="Preempted", message=message, warning=True),
-                    what=f"event on {member.key}",
-                )
+                # Under its one name: every replica whose look comes at the record's 300 s (each that
+                # saw its preemptor end keeps it) preempts the member, and one Event tells it.
+                self._tell_preempted(namespace=member.namespace, name=member.name, uid=member.uid, message=message)
 
         self._writes.submit(finish)
 

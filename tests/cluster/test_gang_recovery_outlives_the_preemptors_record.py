@@ -28,8 +28,10 @@ from scheduler.cluster.cache import ClusterCache
 from scheduler.extender.service import ExtenderService
 from scheduler.preemption.engine import FitGppEngine
 from scheduler.constants import ANNOTATION_PREEMPTOR_HOLD
+from scheduler.errors import KubernetesApiError
 from scheduler.preemption import records
 from tests.cluster.test_gang_preemption_recovered import done, leaving, restarted
+from tests.cluster.test_gang_recovery_waits_for_deciding_replica import Timers
 from tests.cluster.test_gang_recovery_after_the_preemptors_binding import RecoveringApi, bind_te_0, crashed, gone, record_cleared, show
 from tests.cluster.test_preemptor_record_write import replica, trial_pod
 from tests.preemption.test_gang_members_elsewhere_deleted import member
@@ -117,3 +119,25 @@ def test_a_preemptor_that_ends_with_no_member_running_keeps_nothing() -> None:
     show(cache, body)
     done(cache)
     assert cache._gang_records == {}
+
+
+class NamedEventsApi(RecoveringApi):
+    """Refuses an Event whose name it holds already (409), as the API server does."""
+
+    def create_event(self, **event: Any) -> None:
+        if event.get("name") is not None and any(e.get("name") == event["name"] for e in self.events):
+            raise KubernetesApiError(f"event {event['name']} exists: HTTP 409", status=409)
+        super().create_event(**event)
+
+
+def test_every_replica_that_looks_preempts_the_member_and_it_is_told_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two replicas look at the old record at once (each that saw te-0 end kept it: both look at +300 s)."""
+    decided_at = time.time() - cache_module.GANG_RECOVERY_AFTER_SECONDS - 1
+    shared = crashed(decided_at)
+    api = NamedEventsApi(failures=0, status=500, nodes=shared.nodes, pods=shared.pods)
+    monkeypatch.setattr(cache_module, "_timer", Timers())
+    replicas = [restarted(api) for _ in range(2)]
+    for cache in replicas:
+        cache._writes.submit(lambda: None).result()
+    assert api.deleted == {"ml/gang-1": "uid-be-1"}
+    assert [e["pod_name"] for e in api.events if e["reason"] == "Preempted"] == ["gang-1"]
