@@ -500,7 +500,9 @@ class Bench:
             bindings = bucket_delta(apiserver_bindings(self.cluster), bindings_before)
             result["apiserver_binding_p50_ms"] = _ms(histogram_quantile(0.5, bindings))
             result["apiserver_binding_p99_ms"] = _ms(histogram_quantile(0.99, bindings))
-            if cellfit is not None:
+            if cellfit is None:
+                del used["cellfit"]
+            else:
                 after = scrape(cellfit.url)
                 parts = components(counters_before, after, own)
                 parts["children"] = children
@@ -511,8 +513,6 @@ class Bench:
                 result["bind_api_wait_p50_ms"] = _ms(histogram_quantile(0.5, after["api_wait_buckets"]))
                 result["bind_api_wait_p99_ms"] = _ms(histogram_quantile(0.99, after["api_wait_buckets"]))
                 result["verb_mean_ms"] = after["mean_ms"]
-            else:
-                del used["cellfit"]
             result["cpu_ms_per_pod"] = {name: 1000 * seconds / self.args.pods for name, seconds in used.items()}
         finally:
             watch.stop()
@@ -586,6 +586,8 @@ def main(argv: list[str] | None = None) -> int:
                 load.append(result["load_average"])
                 results[kind].append(result)
                 print(f"round {round_no + 1} {kind + ':':13} {_fmt(result)}", flush=True)
+                if args.json:  # the rounds so far, should a later one fail
+                    Path(args.json).write_text(json.dumps({"nodes": args.nodes, "pods": args.pods, "results": results}, indent=2))
     finally:
         if started_here and not args.keep:
             stop_cluster(workdir)
