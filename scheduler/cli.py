@@ -22,9 +22,12 @@ from scheduler.config import (
     ConfigFile,
     Settings,
     check_cells,
+    config_digest,
     default_config_text,
     describe_validation_error,
     load_settings,
+    parse_settings,
+    read_config_text,
 )
 from scheduler.errors import ConfigError
 from scheduler.logs import configure_logging
@@ -66,8 +69,13 @@ def _parser() -> argparse.ArgumentParser:
 
 def _serve_settings(args: argparse.Namespace) -> tuple[Settings, ConfigFile | None]:
     """The settings to serve with, and the file they came from (None: the embedded default)."""
-    settings = load_settings(args.config)
-    loaded = ConfigFile(path=args.config, settings=settings) if args.config else None
+    loaded: ConfigFile | None = None
+    if args.config:
+        text = read_config_text(args.config)
+        settings = parse_settings(text, source=str(args.config))
+        loaded = ConfigFile(path=args.config, settings=settings, digest=config_digest(text))
+    else:
+        settings = load_settings(None)
     server = settings.server.model_copy(
         update={k: v for k, v in (("host", args.host), ("port", args.port)) if v is not None}
     )

@@ -16,14 +16,13 @@ configuration that was valid.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
 import threading
 from typing import Callable
 
 from scheduler.cells import CellsConfig
 from scheduler.cells.capabilities import CellReconfiguration
-from scheduler.config import Settings, read_config_text
+from scheduler.config import Settings, config_digest, read_config_text
 from scheduler.errors import ConfigError
 from scheduler.extender.config_changes import Reload, apply_reload, plan_reload
 from scheduler.extender.isolated_parse import parse_settings_isolated
@@ -49,6 +48,7 @@ class ConfigReloader:
         metrics: ExtenderMetrics,
         rebase: Callable[[CellsConfig], None] | None = None,
         on_applied: Callable[[Reload], None] | None = None,
+        loaded_digest: bytes | None = None,
     ) -> None:
         self._path = path
         self._on_applied = on_applied
@@ -59,9 +59,10 @@ class ConfigReloader:
         self._cells = cells
         self._lock = lock
         self._metrics = metrics
-        # Hash of the content last acted on. None: nothing read yet, so the first check compares
-        # the file with what startup loaded (it may have changed in between).
-        self._seen: bytes | None = None
+        # Digest of the content last acted on: at first, of the text startup parsed
+        # (``loaded_digest``, config_digest's), so the first check parses only a file changed
+        # since; None (not known): the first check parses it and compares it with ``running``.
+        self._seen: bytes | None = loaded_digest
         self._unreadable_checks = 0  # consecutive checks that found no readable file
 
     @property
@@ -77,7 +78,7 @@ class ConfigReloader:
             self._note_unreadable(error)
             return None
         self._unreadable_checks = 0
-        digest = hashlib.sha256(text.encode("utf-8")).digest()
+        digest = config_digest(text)
         if digest == self._seen:
             return None
         try:

@@ -107,6 +107,7 @@ def _config_reloader(runtime: Runtime, config_file: ConfigFile) -> ConfigReloade
         rebase=runtime.exchange_quotas.reconfigure_base if runtime.exchange_quotas is not None else None,
         # New VCs: kube-scheduler retries the pods it parked (the requeue signal, runtime.py).
         on_applied=lambda _reload: runtime.cells_changed(),
+        loaded_digest=config_file.digest,
     )
 
 
