@@ -168,7 +168,8 @@ class AlloxScheduler:
         plans: dict[frozenset[str], _Plan | _Deferred] = {}
         delay = arrays.delay.copy()  # the machines' waits now, moved by each start
         # What is known of each user set's optimal matchings without its plan (_Empty), and
-        # each start as kept_after asks it (the plans put off replay them, _Deferred).
+        # each start as kept_after asks it (the plans put off replay those since them,
+        # _Deferred: a start while none is put off is read by none, and not kept).
         empty: dict[frozenset[str], _Empty] = {}
         starts_seen: list[_Seen] = []
         moved = False  # a start since ``arrays`` was last written
@@ -213,8 +214,8 @@ class AlloxScheduler:
                                   names=ranking, delay=delay, shares=shares)
                 carried = run.walk(at, delay=delay, machine_kind=arrays.machine_kind, fleet_now=arrays.now, now=now, plans=plans,
                                    ranking=ranking, progress=progress, base=base, ranked=ranked, passed=passed if _SKIP_PASSED else None,
-                                   started=started, waiting=waiting, runnable=runnable, vacancy=vacancy, shifted=shifted, ended=ended,
-                                   starts_seen=starts_seen) if run is not None else _Carried(at, 0, ranking)
+                                   started=started, waiting=waiting, runnable=runnable, vacancy=vacancy, shifted=shifted,
+                                   ended=ended) if run is not None else _Carried(at, 0, ranking)
                 resume = handed_back = carried.next_visit
                 run_worth = carried.starts > 0
                 if carried.starts:
@@ -356,17 +357,23 @@ class AlloxScheduler:
             # the job came from needs no re-solve; the others may have placed the job elsewhere.
             source.pop(position)
             kind_index = int(arrays.machine_kind[position])
+            # Whether another machine of the kind now waits what this one does: counted once
+            # here rather than among each plan's machines (kept_after), as a started job's
+            # finish is most often its own (after a burst, at every start).
+            shared = not _ALONE_TOLD or _listed_before(len(delay), kind=kind_index, wait=wait, delay=delay,
+                                                       machine_kind=arrays.machine_kind) > 1
             plans = {
                 considered: plan
                 for considered, plan in plans.items()
                 if (plan is source or job.user not in considered)
-                and (isinstance(plan, _Deferred) or plan.kept_after(source=plan is source, position=position, kind=kind_index, wait=wait, delay=delay))
+                and (isinstance(plan, _Deferred)
+                     or plan.kept_after(source=plan is source, position=position, kind=kind_index, wait=wait, delay=delay, shared=shared))
             }
             if any(isinstance(plan, _Deferred) for plan in plans.values()):
-                shared = _listed_before(len(delay), kind=kind_index, wait=wait, delay=delay, machine_kind=arrays.machine_kind) > 1
+                if not _ALONE_TOLD:
+                    shared = _listed_before(len(delay), kind=kind_index, wait=wait, delay=delay, machine_kind=arrays.machine_kind) > 1
                 starts_seen.append(_Seen(position, kind_index, wait, delay.copy(), shared))
-            else:
-                starts_seen.append(_Seen(position, kind_index, wait, delay, True))  # read by no plan: no copy
+            # else no plan is put off: a plan put off later reads the starts after it only.
         return Matched(started, every_job=every_job)
 
     @staticmethod
@@ -489,7 +496,7 @@ class _Plan:
     def pop(self, position: int) -> None:
         self.taken[position] = self.taken.get(position, 0) + 1
 
-    def kept_after(self, *, source: bool, position: int, kind: int, wait: float, delay: FloatArray) -> bool:
+    def kept_after(self, *, source: bool, position: int, kind: int, wait: float, delay: FloatArray, shared: bool = True) -> bool:
         """Whether the plan is still the one a re-solve would make after a job started on
         machine ``position`` (of kind index ``kind``), which now waits ``wait``: from this plan
         (``source``), or from another plan for a user this one does not consider.
@@ -506,13 +513,16 @@ class _Plan:
         group (its kind, free now) had only empty machines after it, so the others keep their
         names, unless the machine joins a group the plan uses, where it may take a queue's
         name. So a plan is dropped when it has a queue on the machine or on a machine of its
-        kind that waits as long as it now does.
+        kind that waits as long as it now does. ``shared`` False: the caller has counted the
+        machines of the kind that wait ``wait``, and no other than ``position`` does.
         """
         if self.bounds is None:
             return True
         bounds = self.bounds
         if not source and int(bounds[position + 1]) - int(bounds[position]) > self.taken.get(position, 0):
             return False
+        if not shared:
+            return True  # no other machine of the kind waits ``wait``: the plan has a queue on none
         used = self.used
         if used is None:
             used = self.used = np.flatnonzero(np.diff(bounds))
@@ -533,6 +543,10 @@ _LOOK_AHEAD = True
 # Off: each set of a visit's raise is asked _Left.uncontended and _Vacancy.empty, also after a
 # smaller one's answer tells theirs (the tests compare both ways).
 _NEST_TESTS = True
+
+# Off: kept_after counts each plan's machines of the started one's kind and wait, also where no
+# other machine of the kind waits that (the tests compare both ways).
+_ALONE_TOLD = True
 
 # _Ahead's guess when the raise at the last visit of a kind started nothing: every user it
 # can bring in.
@@ -804,7 +818,7 @@ class _Run:
     def walk(self, at: int, *, delay: FloatArray, machine_kind: IntArray, fleet_now: float, now: float,
              plans: dict[frozenset[str], _Plan | _Deferred], ranking: list[str], progress: dict[str, float], base: int, ranked: bool,
              passed: tuple[int, float, int] | None, started: list[Assignment], waiting: dict[str, Job], runnable: dict[str, dict[str, int]],
-             vacancy: _Vacancy | None, shifted: list[int], ended: dict[str, int], starts_seen: list[_Seen]) -> _Carried:
+             vacancy: _Vacancy | None, shifted: list[int], ended: dict[str, int]) -> _Carried:
         """The run from visit ``at``, its starts carried into the walk's state (each argument as
         :meth:`AlloxScheduler.matched` holds it; ``plans`` holds no :class:`_Deferred`)."""
         held = [(users, plan) for users, plan in plans.items() if isinstance(plan, _Plan)]
@@ -817,19 +831,19 @@ class _Run:
         if not count:
             return _Carried(next_visit, 0, ranking)
         rows = self._out_rows[:count].tolist()
-        for row, visit, wait, old in zip(rows, self._out_visits[:count].tolist(), self._out_waits[:count].tolist(), self._out_old[:count].tolist()):
+        for row, visit in zip(rows, self._out_visits[:count].tolist()):
             machine, job = self._free_machines[visit], self._jobs[row]
             started.append(Assignment.starting(job, machine, now))
             del waiting[job.name]
             _no_longer_waiting(runnable, job)
-            position = int(self._visits[visit])
-            if vacancy is not None:
-                vacancy.moved(position, old, wait)
-            shifted.append(position)
             ended[machine.kind] = base
-            starts_seen.append(_Seen(position, int(machine_kind[position]), wait, delay, True))  # read by no plan: no copy
-            if ranked:
-                progress[job.user] = float(progressed[self._number[job.user]])
+        positions = self._visits[self._out_visits[:count]].tolist()
+        if vacancy is not None:
+            vacancy.moved_all(positions, self._out_old[:count].tolist(), self._out_waits[:count].tolist())
+        shifted.extend(positions)
+        if ranked:
+            for user in dict.fromkeys(self._jobs[row].user for row in rows):  # each user's progress after its last start
+                progress[user] = float(progressed[self._number[user]])
         self._left.removed(rows)
         for index, position in pops:
             held[index][1].pop(position)
@@ -904,7 +918,8 @@ class _Deferred:
         have dropped it."""
         plan = left.solved(self.rows, self.machines)
         for seen in starts_seen[self.since :]:
-            if not plan.kept_after(source=False, position=seen.position, kind=seen.kind, wait=seen.wait, delay=seen.delay):
+            if not plan.kept_after(source=False, position=seen.position, kind=seen.kind, wait=seen.wait, delay=seen.delay,
+                                   shared=seen.shared or not _ALONE_TOLD):
                 return None
         return plan
 
@@ -1181,6 +1196,10 @@ class _Vacancy:
         """Machine ``position`` waited ``old`` and now waits ``new`` (a job started on it); the
         kept ``N`` take it in when next asked for (:meth:`_needed`), a few starts at once."""
         self._moves.append((int(self._machine_kind[position]), old, new))
+
+    def moved_all(self, positions: Sequence[int], old: Sequence[float], new: Sequence[float]) -> None:
+        """:meth:`moved` of each start in turn."""
+        self._moves.extend(zip(self._machine_kind[positions].tolist(), old, new))
 
     def _needed(self, kind: int, wait: float) -> FloatArray:
         """``N`` of every row for the class of ``kind`` machines that wait ``wait``."""

@@ -1,0 +1,97 @@
+"""A start's new wait counted once (``allox._ALONE_TOLD``) rather than among each held plan's
+machines (``_Plan.kept_after``) decides exactly as counting them does.
+
+After a start, Algorithm 2 keeps a plan only where it has no queue on a machine of the started
+one's kind that now waits what it does. A started job's finish is most often its own: when no
+other machine of the kind waits it, no plan can have such a queue, and the walk asks that once
+per start instead of once per plan. Here the starts (job, machine, start, finish, in order) are
+compared with the path that counts every plan's machines, on random bursts (whole-number times
+in half of them, so that two machines of a kind often wait alike), with and without runs of
+visits in C, and on live states through admission's ``decide``; and on the benchmark's burst
+every plan kept or dropped after a start is told so from the one count.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from typing import Any
+
+import pytest
+
+from scheduler.matching import allox
+from scheduler.matching.admission import decide
+from scheduler.matching.allox import AlloxScheduler
+from tests.matching.test_matching_carry_empty import burst
+from tests.matching.test_matching_vacancy import live_state
+from tests.matching.test_matching_walk_run import benchmark_state, gpu_burst, starts
+
+
+def told_and_counted(monkeypatch: pytest.MonkeyPatch) -> Counter[bool]:
+    """How often ``kept_after`` was told that no other machine waits alike (True) or asked to
+    count (False)."""
+    seen: Counter[bool] = Counter()
+    kept_after = allox._Plan.kept_after
+
+    def counted(plan: allox._Plan, **arguments: Any) -> bool:
+        seen[arguments.get("shared", True) is False] += 1
+        return kept_after(plan, **arguments)
+
+    monkeypatch.setattr(allox._Plan, "kept_after", counted)
+    return seen
+
+
+def both_ways(call: Any, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, Any]:
+    """``call()`` with the start's wait counted once, then with every plan's machines counted."""
+    with monkeypatch.context() as patched:
+        patched.setattr(allox, "_ALONE_TOLD", True)
+        told = call()
+    with monkeypatch.context() as patched:
+        patched.setattr(allox, "_ALONE_TOLD", False)
+        counted = call()
+    return told, counted
+
+
+@pytest.mark.parametrize("in_c", [True, False])
+def test_random_bursts_start_the_same_with_the_wait_counted_once(monkeypatch: pytest.MonkeyPatch, in_c: bool) -> None:
+    monkeypatch.setattr(allox, "runs", allox.runs if in_c else None)
+    seen = told_and_counted(monkeypatch)
+    rng = random.Random(27101)
+    for _ in range(150):
+        arguments = gpu_burst(rng)
+        alpha = rng.choice([0.05, 0.1, 0.2, 0.3, 1.0])
+        scheduler = AlloxScheduler(alpha=alpha, raise_alpha_when_idle=rng.random() < 0.8)
+        told, counted = both_ways(lambda: starts(scheduler.on_machine_free(**arguments)), monkeypatch)  # noqa: B023
+        assert told == counted
+    for _ in range(150):
+        arguments, alpha = burst(rng)
+        told, counted = both_ways(lambda: starts(AlloxScheduler(alpha=alpha).on_machine_free(**arguments)), monkeypatch)  # noqa: B023
+        assert told == counted
+    # Both ways out were taken: a wait no other machine of the kind has, and one it shares.
+    assert seen[True] > 500 and seen[False] > 500
+
+
+def test_admission_decides_the_same_with_the_wait_counted_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = random.Random(27102)
+    for pools in (False, True):
+        for _ in range(10):
+            state = live_state(rng, pools=pools)
+            for options in ({"alpha": 0.1}, {"alpha": 0.3}, {"alpha": 1.0}):
+                told, counted = both_ways(lambda: decide(**state, **options), monkeypatch)  # type: ignore[arg-type]  # noqa: B023
+                assert told == counted
+
+
+def test_the_bursts_starts_keep_plans_from_one_count(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The benchmark's burst at α = 0.1 (455 starts): the plans kept or dropped after the walk's
+    starts in Python are told from each start's one count (no machine of a GPU or CPU slot
+    waits what a job started there does), deciding as counting does."""
+    from tests.benchmarks.bench_admission import BURST_BUSY
+
+    arguments = benchmark_state(BURST_BUSY)
+    with monkeypatch.context() as patched:
+        patched.setattr(allox, "_ALONE_TOLD", False)
+        counted = decide(**arguments, alpha=0.1)
+    seen = told_and_counted(monkeypatch)
+    told = decide(**arguments, alpha=0.1)
+    assert told == counted and len(told.starts) == 455
+    assert seen[True] > 300 and seen[False] * 10 < seen[True]
