@@ -25,7 +25,8 @@
  *   allox.py holds, each (members: int64 0/1 per user, bounds: int64 machines + 1 or None,
  *   queued: int64 rows, taken: int64 per machine (written: a start pops its plan's queue), used:
  *   int64 machines with a queue, ascending). value: value(row, visit) -> float, the start's
- *   job value (fairness.job_value) when the ranking moves, else None. base: users considered
+ *   job value (fairness.job_value) when the ranking moves, else None; it must write none of
+ *   the call's arguments (the buffers are checked once, before the walk). base: users considered
  *   (at least 1). passed: None or (kind, wait, visit position), the last visited machine when
  *   it started nothing (allox._starts_nothing_after).
  *   Returns the visit allox.py walks next (it decides it itself), how many starts were made,
@@ -325,32 +326,48 @@ static int given_plans(PyObject *list, Plan *plans, Py_buffer *views, int *taken
             plan->used = view[4].buf;
             plan->used_count = view[4].len / 8;
             valid = view[1].len / 8 == walk->machines + 1 && plan->bounds[0] == 0 && plan->bounds[walk->machines] == plan->queued_count;
-            for (Py_ssize_t m = 0; valid && m < walk->machines; m++) valid = plan->bounds[m] <= plan->bounds[m + 1];
+            /* A machine's taken is at most its queue's length (a pop follows a job found): larger,
+             * bounds + taken would overflow before the check of the index it makes. */
+            for (Py_ssize_t m = 0; valid && m < walk->machines; m++)
+                valid = plan->bounds[m] <= plan->bounds[m + 1] && plan->taken[m] <= plan->bounds[m + 1] - plan->bounds[m];
             for (Py_ssize_t i = 0; valid && i < plan->queued_count; i++) valid = plan->queued[i] >= 0 && plan->queued[i] < walk->rows;
             for (Py_ssize_t i = 0; valid && i < plan->used_count; i++) valid = plan->used[i] >= 0 && plan->used[i] < walk->machines;
         }
         if (!valid) {
-            PyErr_Format(PyExc_ValueError, "uncontended_run: plan %zd: members 0 or 1 per user, taken at least 0 per machine, bounds one more "
-                         "than machines, ascending from 0 to queued's length, queued rows of times, used machines", p);
+            PyErr_Format(PyExc_ValueError, "uncontended_run: plan %zd: members 0 or 1 per user, taken at least 0 per machine and at most its "
+                         "queue's length, bounds one more than machines, ascending from 0 to queued's length, queued rows of times, used machines", p);
             return -1;
         }
     }
     return 0;
 }
 
-/* Whether a plan's taken (written) shares memory with another buffer of the call: refused
- * with a ValueError, as overlapping() refuses the others (a pop would move a checked index). */
-static int taken_overlaps(const Py_buffer *views, int count, const Py_buffer *plan_views, const int *plan_taken, Py_ssize_t given) {
-    for (Py_ssize_t p = 0; p < given; p++) {
-        const Py_buffer *taken = &plan_views[5 * p + 3];
-        if (taken->len == 0) continue;
-        uintptr_t low = (uintptr_t)taken->buf, high = low + (uintptr_t)taken->len;
-        for (Py_ssize_t i = 0; i < count + 5 * given; i++) {
-            const Py_buffer *other = i < count ? &views[i] : &plan_views[i - count];
-            if (other == taken || (i >= count && !plan_taken[i - count]) || other->len == 0) continue;
+/* Whether a buffer the run writes (the call's writable ones, each plan's taken) shares memory
+ * with any other buffer of the call, the plans' read-only ones included: refused with a
+ * ValueError, as overlapping() refuses the call's own (a write would move a checked index). */
+static int taken_overlaps(const Py_buffer *views, const Wanted *wanted, int count, const Py_buffer *plan_views, const int *plan_taken,
+                          Py_ssize_t given) {
+    Py_ssize_t total = count + 5 * given;
+    for (Py_ssize_t i = 0; i < total; i++) {
+        const Py_buffer *written = i < count ? &views[i] : &plan_views[i - count];
+        int writes = i < count ? wanted[i].writable : plan_taken[i - count] && (i - count) % 5 == 3;
+        if (!writes || written->len == 0) continue;
+        uintptr_t low = (uintptr_t)written->buf, high = low + (uintptr_t)written->len;
+        /* The call's own buffers against each other: overlapping(). */
+        for (Py_ssize_t j = i < count ? count : 0; j < total; j++) {
+            const Py_buffer *other = j < count ? &views[j] : &plan_views[j - count];
+            if (j == i || (j >= count && !plan_taken[j - count]) || other->len == 0) continue;
             uintptr_t other_low = (uintptr_t)other->buf, other_high = other_low + (uintptr_t)other->len;
             if (low < other_high && other_low < high) {
-                PyErr_Format(PyExc_ValueError, "uncontended_run: plan %zd's taken shares memory with another buffer", p);
+                static const char *const names[5] = {"members", "bounds", "queued", "taken", "used"};
+                if (j < count)
+                    PyErr_Format(PyExc_ValueError, "uncontended_run: plan %zd's taken shares memory with %s", (i - count) / 5, wanted[j].name);
+                else if (i < count)
+                    PyErr_Format(PyExc_ValueError, "uncontended_run: plan %zd's %s shares memory with %s", (j - count) / 5, names[(j - count) % 5],
+                                 wanted[i].name);
+                else
+                    PyErr_Format(PyExc_ValueError, "uncontended_run: plan %zd's taken shares memory with plan %zd's %s", (i - count) / 5,
+                                 (j - count) / 5, names[(j - count) % 5]);
                 return 1;
             }
         }
@@ -429,7 +446,7 @@ static PyObject *uncontended_run(PyObject *self, PyObject *args) {
     if (passed_known && !PyArg_ParseTuple(passed, "Ldn;uncontended_run: passed is None or (kind, wait, machine)", &passed_kind, &passed_wait,
                                           &passed_at))
         goto done;
-    if (given_plans(plan_list, plans, plan_views, plan_taken, &walk) < 0 || taken_overlaps(views, BUFFERS, plan_views, plan_taken, given)) goto done;
+    if (given_plans(plan_list, plans, plan_views, plan_taken, &walk) < 0 || taken_overlaps(views, wanted, BUFFERS, plan_views, plan_taken, given)) goto done;
     /* Each kind's free machines, ascending (room for every machine of the kind), and each
      * user's rows, ascending. */
     walk.free_list = index;

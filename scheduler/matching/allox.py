@@ -154,7 +154,7 @@ class AlloxScheduler:
         if base >= len(users):
             return self._every_user(now=now, free_machines=free_machines, waiting=waiting, machines=arrays, pending_jobs=pending_jobs)
         shares = self.shares if self.shares is not None else MachineShare.of(listed or _listed(free_machines, busy_until, free_names))
-        progress = dict(progress) if progress is not None else user_progress(running, shares)
+        progress = {user: float(value) for user, value in progress.items()} if progress is not None else user_progress(running, shares)
         ranking = rank_users(users, progress)
         # Every waiting job's arrays once (each plan takes the rows of its users' jobs), so that a
         # job no machine may run is named whichever users are considered.

@@ -103,7 +103,9 @@ def job_value(job: Job, kind: str, shares: ShareModel) -> float:
     """§3.3.2: the dominant share of the faster configuration, discounted by ``p_fast/p_kind``
     when the job runs on ``kind`` instead."""
     fastest = preferred_kind(job)
-    share = shares.dominant_share(job, fastest)
+    # A Python float whatever the share model returns: progress adds up in float64 in the walk's
+    # C run too, where a NumPy float32 kept its own type in Python and ranked users otherwise.
+    share = float(shares.dominant_share(job, fastest))
     if kind == fastest:
         return share
     placed = job.time_on(kind)

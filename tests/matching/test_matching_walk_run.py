@@ -225,3 +225,51 @@ def test_a_plans_taken_sharing_memory_is_refused() -> None:
     arguments = plain_arguments()
     with pytest.raises(ValueError, match="plan 0's taken shares memory"):
         native.uncontended_run(*arguments[:13], [(members, bounds, queued, arguments[9], ints(0))], *arguments[14:])
+
+
+def test_a_plans_read_only_buffers_sharing_memory_with_a_written_one_are_refused() -> None:
+    """review27b F1: only a plan's taken was checked; a queued laid over delay (a start writes
+    delay, which then read as a row indexed out of bounds: a segfault) or a used laid over
+    out_rows (a heap overflow under ASan) went through."""
+    delay = np.zeros(3)
+    arguments = plain_arguments()
+    arguments[1], arguments[2] = ints(0, 0, 0), delay
+    over_delay = (ints(1, 0), ints(0, 0, 1, 2), delay[:2].view(np.int64), np.zeros(3, dtype=np.int64), ints(1, 2))
+    with pytest.raises(ValueError, match="plan 0's queued shares memory with delay"):
+        native.uncontended_run(*arguments[:13], [over_delay], *arguments[14:])
+    arguments = plain_arguments()
+    over_out_rows = (ints(1, 0), ints(0, 1, 1), ints(0), np.zeros(2, dtype=np.int64), arguments[9][:1])
+    with pytest.raises(ValueError, match="plan 0's used shares memory with out_rows"):
+        native.uncontended_run(*arguments[:13], [over_out_rows], *arguments[14:])
+
+
+def test_a_plans_taken_beyond_its_queue_is_refused() -> None:
+    """review27b F3: taken was only checked to be at least 0; bounds + taken could overflow."""
+    beyond = (ints(1, 0), ints(0, 1, 2), ints(0, 1), ints(0, 2**63 - 1), ints(0, 1))
+    with pytest.raises(ValueError, match="at most its queue's length"):
+        native.uncontended_run(*plain_arguments(plans=[beyond]))
+
+
+def test_a_share_model_of_numpy_floats_ranks_alike_both_ways(monkeypatch: pytest.MonkeyPatch) -> None:
+    """review27b F4: a share model returning np.float32 kept float32 progress in Python (NumPy 2
+    keeps the type: 0.2 + f32(0.1) = 0.30000001) where the C run adds in float64, so the ranking
+    against a user at 0.3000000005 flipped and the two ways started other jobs."""
+
+    class Float32Shares:
+        def usage(self, job: Job, kind: str) -> dict[str, float]:
+            return {kind: self.dominant_share(job, kind)}
+
+        def dominant_share(self, job: Job, kind: str) -> float:
+            return np.float32(0.1) if job.user == "a" else 0.0  # type: ignore[return-value]
+
+    machines = [Machine(name=f"g{i}", kind="gpu") for i in range(4)]
+    jobs = [Job(name=f"{u}{i}", user=u, arrival=0.0, processing_time={"gpu": 1.0, "cpu": 9.0}) for u in "abcd" for i in range(3)]
+    progress = {"a": 0.2, "b": 0.3000000005, "c": 5.0, "d": 5.0}
+
+    def started() -> list[tuple[str, str]]:
+        scheduler = AlloxScheduler(alpha=0.25, shares=Float32Shares())
+        return [(a.job.name, a.machine.name) for a in scheduler.on_machine_free(now=0.0, free_machines=machines, pending_jobs=jobs,
+                                                                                 busy_until={}, progress=dict(progress))]
+
+    in_c, in_python = runs_both_ways(started, monkeypatch)
+    assert in_c == in_python and len(in_c) == 4  # before: C a0 b0 b1 b2, Python a0 a1 b0 b1
