@@ -98,6 +98,7 @@ def create_app(
     schemas, components = _schemas(
         [args for _, _, args, _, _ in verbs] + [result for *_, result, _ in verbs] + [wire.ErrorBody, wire.OfferedNode]
     )
+    error_body = schemas[-2]  # wire.ErrorBody's (OfferedNode's is last)
     verb_paths = {
         f"{EXTENDER_URL_PREFIX}/{verb}": {
             "post": {
@@ -106,11 +107,11 @@ def create_app(
                 "requestBody": {"required": True, "content": {JSON: {"schema": schemas[index]}}},
                 "responses": {
                     "200": {"description": "The verb's result.", "content": {JSON: {"schema": schemas[len(verbs) + index]}}},
-                    "400": {"description": "The body is not a valid request.", "content": {JSON: {"schema": schemas[-1]}}},
-                    "413": {"description": "The body exceeds server.maxRequestBytes.", "content": {JSON: {"schema": schemas[-1]}}},
+                    "400": {"description": "The body is not a valid request.", "content": {JSON: {"schema": error_body}}},
+                    "413": {"description": "The body exceeds server.maxRequestBytes.", "content": {JSON: {"schema": error_body}}},
                     **({"503": {
                         "description": "cellfit is starting (its watch cache has not synced); kube-scheduler retries the pod.",
-                        "content": {JSON: {"schema": schemas[-1]}},
+                        "content": {JSON: {"schema": error_body}},
                     }} if verb in (VERB_PRIORITIZE, VERB_PREEMPT) else {}),
                 },
             }
