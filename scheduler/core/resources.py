@@ -33,10 +33,15 @@ _DECIMAL_SUFFIXES: Final = {
     "P": Fraction(10**15),
     "E": Fraction(10**18),
 }
+_NUMBER: Final = r"[0-9]+(?:\.[0-9]*)?|\.[0-9]+"
+_SUFFIX: Final = r"Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]"
 _QUANTITY_RE: Final = re.compile(
-    r"^(?P<sign>[+-]?)(?P<number>[0-9]+(?:\.[0-9]*)?|\.[0-9]+)"
-    r"(?:(?P<exp>[eE][+-]?[0-9]{1,3})|(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE])?)$"
+    rf"^(?P<sign>[+-]?)(?P<number>{_NUMBER})"
+    rf"(?:(?P<exp>[eE][+-]?[0-9]{{1,3}})|(?P<suffix>{_SUFFIX})?)$"
 )
+# The same grammar less what parse_quantity then refuses that a pattern can say (a minus sign,
+# an exponent of three digits): what the OpenAPI document tells clients a quantity is.
+QUANTITY_PATTERN: Final = rf"^\+?(?:{_NUMBER})(?:[eE][+-]?[0-9]{{1,2}}|{_SUFFIX})?$"
 # A decimal exponent beyond this can only produce a value far outside int64 (or zero).
 _MAX_EXPONENT: Final = 40
 

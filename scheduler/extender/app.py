@@ -95,10 +95,9 @@ def create_app(
     # The verbs are not FastAPI routes, so the document describes them here, from the same
     # msgspec structs the service decodes with.
     # OfferedNode: what RawNodeList's raw items refer to.
-    schemas, components = _schemas(
-        [args for _, _, args, _, _ in verbs] + [result for *_, result, _ in verbs] + [wire.ErrorBody, wire.OfferedNode]
-    )
-    error_body = schemas[-2]  # wire.ErrorBody's (OfferedNode's is last)
+    documented = [args for _, _, args, _, _ in verbs] + [result for *_, result, _ in verbs] + [wire.ErrorBody, wire.OfferedNode]
+    schemas, components = _schemas(documented)
+    error_body = schemas[documented.index(wire.ErrorBody)]
     verb_paths = {
         f"{EXTENDER_URL_PREFIX}/{verb}": {
             "post": {

@@ -17,6 +17,7 @@ from typing import Annotated, Any, Generic, TypeVar
 
 import msgspec
 
+from scheduler.core.resources import QUANTITY_PATTERN
 from scheduler.errors import InvalidRequest
 
 T = TypeVar("T")
@@ -24,9 +25,8 @@ T = TypeVar("T")
 # A quantity is a string on the wire; YAML-born numbers occasionally arrive as JSON numbers. The
 # OpenAPI document says what parse_quantity accepts (a non-negative quantity's grammar, at most
 # 64 characters); decoding checks nothing more, so a bad one is refused naming its field.
-_QUANTITY_TEXT = r"^\+?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]{1,2}|Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE])?$"
 Quantity = (
-    Annotated[str, msgspec.Meta(extra_json_schema={"pattern": _QUANTITY_TEXT, "maxLength": 64})]
+    Annotated[str, msgspec.Meta(extra_json_schema={"pattern": QUANTITY_PATTERN, "maxLength": 64})]
     | Annotated[int, msgspec.Meta(extra_json_schema={"minimum": 0})]
     | Annotated[float, msgspec.Meta(extra_json_schema={"minimum": 0})]
 )
