@@ -18,6 +18,7 @@
 #include "_buffers.h"
 #include "_canonical.h"
 #include "_bound.h"
+#include "_uncontended.h"
 #include <stdint.h>
 #include <math.h>
 #include <stdlib.h>
@@ -122,17 +123,8 @@ static PyObject *uncontended_plan(PyObject *self, PyObject *args) {
             if (!valid) {
                 PyErr_SetString(PyExc_ValueError, "uncontended_plan: rows of fastest, a wait per machine, kinds below kind_count");
             } else {
-                int written = 1;
-                for (Py_ssize_t i = 0; written && i < count; i++) written = fastest[rows[i]] >= 0;
-                for (Py_ssize_t i = 0; written && i < count; i++) needed[fastest[rows[i]]] += 1;
-                for (Py_ssize_t k = 0; written && k < kind_count; k++) written = needed[k] <= free_count[k];
+                int written = rows_by_fastest_kind(rows, count, fastest, kind_count, free_count, needed, first, placed, by_kind);
                 if (written) {
-                    for (Py_ssize_t k = 1; k < kind_count; k++) first[k] = first[k - 1] + needed[k - 1];
-                    for (Py_ssize_t i = 0; i < count; i++) {
-                        int64_t kind = fastest[rows[i]];
-                        by_kind[first[kind] + placed[kind]++] = rows[i];
-                    }
-                    for (Py_ssize_t k = 0; k < kind_count; k++) placed[k] = 0;
                     /* The second pass: each kind's rows, in row order, on its free machines as
                      * listed (the k-th row of a kind on the k-th free machine of the kind). */
                     Py_ssize_t at = 0;

@@ -35,6 +35,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include "_buffers.h"
+#include "_uncontended.h"
 #include <math.h>
 #include <stdint.h>
 
@@ -154,27 +155,13 @@ static int uncontended(Plan *plan, const Walk *walk, const int64_t *ranking, Py_
     }
     if (count == 0) return 0;
     if (base > 1) qsort(rows, (size_t)count, sizeof(int64_t), row_order);
-    for (Py_ssize_t k = 0; k < walk->kinds; k++) needed[k] = placed[k] = 0;
-    for (Py_ssize_t i = 0; i < count; i++) {
-        int64_t kind = walk->fastest[rows[i]];
-        if (kind < 0) return 0;
-        needed[kind] += 1;
-    }
-    for (Py_ssize_t k = 0; k < walk->kinds; k++)
-        if (needed[k] > walk->free_count[k]) return 0;
+    if (!rows_by_fastest_kind(rows, count, walk->fastest, walk->kinds, walk->free_count, needed, first, placed, by_kind)) return 0;
     int64_t *owned = PyMem_Malloc(sizeof(int64_t) * (size_t)(walk->users + 3 * count + 1));
     if (owned == NULL) return -1;
     int64_t *members = owned, *queued = members + walk->users, *used = queued + count, *taken = used + count;
     for (Py_ssize_t u = 0; u < walk->users; u++) members[u] = 0;
     for (Py_ssize_t i = 0; i < base; i++) members[ranking[i]] = 1;
-    first[0] = 0;
-    for (Py_ssize_t k = 1; k < walk->kinds; k++) first[k] = first[k - 1] + needed[k - 1];
-    for (Py_ssize_t i = 0; i < count; i++) {
-        int64_t kind = walk->fastest[rows[i]];
-        by_kind[first[kind] + placed[kind]++] = rows[i];
-    }
     /* The kinds' machines merged in machine order: the k-th row of a kind on its k-th free machine. */
-    for (Py_ssize_t k = 0; k < walk->kinds; k++) placed[k] = 0;
     for (Py_ssize_t i = 0; i < count; i++) {
         Py_ssize_t next = -1;
         for (Py_ssize_t k = 0; k < walk->kinds; k++)
