@@ -11,7 +11,7 @@ nothing of this one."""
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from placer.controller import PlacerController
 from placer.holding import JobPods
@@ -78,8 +78,9 @@ def running_job(name: str, *, started: str = STARTED_AT) -> dict[str, Any]:
     }
 
 
-def cellfit(api: ClusterApi, pods: Mapping[str, JobPods], *, now: float) -> PlacerController:
-    """A cellfit process (its admission controller) over the cluster ``api`` holds."""
+def cellfit(api: ClusterApi, pods: Mapping[str, JobPods], *, now: float | Callable[[], float]) -> PlacerController:
+    """A cellfit process (its admission controller) over the cluster ``api`` holds, at ``now``
+    (or on that clock)."""
     return PlacerController(
         api=api,
         jobs=Watch(api),
@@ -87,7 +88,7 @@ def cellfit(api: ClusterApi, pods: Mapping[str, JobPods], *, now: float) -> Plac
         gpu_resource="nvidia.com/gpu",
         free_by_node=lambda running: {"n1": Resources(cpu_millis=8000, memory_bytes=64 * 2**30, gpus=2)},
         capacity=lambda: Resources(cpu_millis=8000, memory_bytes=64 * 2**30, gpus=2),
-        clock=lambda: now,
+        clock=now if callable(now) else lambda: now,
         job_pods=lambda owners: {uid: found for uid, found in pods.items() if uid in owners},
         unbound_hold_seconds=300,
     )
