@@ -248,11 +248,13 @@ def serve(settings: Settings, *, config_file: ConfigFile | None = None) -> None:
 
 
 class _OncePerProcess(logging.Filter):
-    """uvicorn logs "Started server process [pid]" and "Finished server process [pid]" once per
-    server: with a listener each for the extender, metrics, inspect and the webhook in one
-    process, the same line four times (user26 #9). Passes each of them once."""
+    """uvicorn logs "Started server process [pid]", "Shutting down" and "Finished server process
+    [pid]" once per server: with a listener each for the extender, metrics, inspect and the
+    webhook in one process, the same line four times (user26 #9; life28 #2: "Shutting down" at
+    each stop, naming no listener). Passes each of them once: the first "Shutting down" is the
+    process's, its listeners all stopping together (:func:`_serve`)."""
 
-    LINES: Final = frozenset({"Started server process [%d]", "Finished server process [%d]"})
+    LINES: Final = frozenset({"Started server process [%d]", "Shutting down", "Finished server process [%d]"})
 
     def __init__(self) -> None:
         super().__init__()

@@ -1,6 +1,7 @@
 """user26 #9: cellfit logged uvicorn's "Started server process [pid]" four times per start, one
 per listener (extender, metrics, inspect, webhook) of its one process, and "Finished server
-process" four times at its end. Each is logged once."""
+process" four times at its end; life28 #2: "Shutting down" four times at each stop, naming no
+listener. Each is logged once."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ async def app(scope: Scope, receive: Receive, send: Send) -> None:
     await send({"type": "http.response.body", "body": b"ok"})
 
 
-def test_three_listeners_log_the_process_started_and_finished_once(caplog: pytest.LogCaptureFixture) -> None:
+def test_three_listeners_log_the_process_started_shutting_down_and_finished_once(caplog: pytest.LogCaptureFixture) -> None:
     listeners = [_listener(app, host="127.0.0.1", port=0, lifespan="off", setting=f"test.port{i}", limits=ListenerLimits(),
                            limits_setting=f"test.listener{i}") for i in range(3)]
 
@@ -32,4 +33,5 @@ def test_three_listeners_log_the_process_started_and_finished_once(caplog: pytes
     asyncio.run(_serve_until_signalled(listeners, [stop_once_started]))
     lines = [r.getMessage() for r in caplog.records if r.name == "uvicorn.error"]
     assert sum(line.startswith("Started server process [") for line in lines) == 1, lines
+    assert sum(line == "Shutting down" for line in lines) == 1, lines
     assert sum(line.startswith("Finished server process [") for line in lines) == 1, lines
