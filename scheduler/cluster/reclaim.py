@@ -37,6 +37,9 @@ keeps every pending pod's record in line with the leader's engine: rewritten whe
 moved, cleared when the engine holds none for the pod (placed elsewhere without preemption,
 given back), written only where it differs from what the pod carries; a record left stale
 would be applied by the next replica to read the pod afresh (a restart, a rolling update).
+A bound pod's record is cleared too: no engine reads it once the pod is bound (its cells are
+kept by its node and bind-info), and left there it names, in ``kubectl describe``, cells the
+pod waits for no more; a new leader clears what a former one left.
 
 Never touched: a pod not labelled opportunistic, not of cellfit's kube-scheduler profile, already
 terminating, or deleted by this leader already; nor anything for a waiting pod that is gone,
@@ -255,12 +258,14 @@ class ReclaimController:
             self._records.forget_shown(self._pods)
             # The pending pods that carry a record, with the engine's booking for them now.
             carried = [(pod, self._engine.reclaim_record(pod.uid)) for pod in self._records.carrying(self._pods)]
+            every_pod = list(self._pods.pods())  # read for bound pods' records outside the lock
         self._since = {w.guarantee.pod_uid: self._since.get(w.guarantee.pod_uid, now) for w in waiting}
         self._reclaimed = {uid: at for uid, at in self._reclaimed.items() if now - at < _RECLAIMED_MEMORY_SECONDS}
         due = reclaims_due(waiting=waiting, since=self._since, now=now, after_seconds=self._settings.after_seconds,
                            scheduler_name=self._scheduler_name)
         records = {w.guarantee.pod_uid: w.record for w in waiting}
         recorded = self._keep_records_in_line(carried, preempting(waiting))
+        self._clear_bound(every_pod)
         done = []
         for reclaim in due:
             if reclaim.victim.uid in self._reclaimed:
@@ -294,6 +299,15 @@ class ReclaimController:
             if uid not in recorded:
                 recorded[uid] = self._records.write(pod, record)
         return recorded
+
+    def _clear_bound(self, pods: Iterable[PodInfo]) -> None:
+        """Clear the record from the pods bound since it was written, but those being deleted
+        (gone soon, the record with them): once a pod is bound, every engine keeps its cells by
+        its node and bind-info and none reads the record, which named in ``kubectl describe``
+        the cells it waited for. A write that fails is tried again next round."""
+        for pod in pods:
+            if pod.node_name is not None and not pod.terminating and self._records.carried(pod) is not None:
+                self._records.write(pod, None)
 
     def _book_stranded(self, *, now: float) -> list[str]:
         """The UIDs of the stranded guaranteed pods whose cells were booked now."""
