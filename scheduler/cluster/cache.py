@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+import dataclasses
 import functools
 import itertools
 import logging
@@ -103,6 +104,11 @@ GANG_RECOVERY_AFTER_SECONDS = 300.0
 # PREEMPT_PAUSES_SECONDS) is tried again this long later at the soonest (seconds): left to a
 # relist, with one replica nothing deleted it again.
 GANG_RETRY_AFTER_SECONDS = 60.0
+# The bind verb waits this long at most (seconds) for the gang members a preemptor's record names
+# to be named on their Jobs before it creates the binding (_name_on_jobs_before_binding): a healthy
+# API server answers in milliseconds, and kube-scheduler gives the whole bind call the extender's
+# httpTimeout (5 s in the chart); the writes' later tries go on past it.
+NAMING_BEFORE_BINDING_SECONDS = 1.0
 # How often the room holds past their time are given up when no filter asks (seconds): a hold
 # lapses as a filter looks at it, and kube-scheduler asks no filter for the pods it kept off, which
 # it parked; the requeue signal its end sends follows this much later at most.
@@ -322,6 +328,17 @@ def _decoded_reflector(
         expired=WatchExpired,
         decode_event=decode_event,
     )
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _MembersLeft:
+    """A preemptor's record (``text``, decided at wall-clock ``at``) naming gang members elsewhere
+    that still run, and those of them their Jobs do not name yet (``to_name``, by Job: member UID
+    -> its preemption, for cellfit.io/gang-preempted)."""
+
+    text: str
+    at: float
+    to_name: list[tuple[JobRef, dict[str, gang_records.LeftMember]]]
 
 
 class ClusterCache:
@@ -743,7 +760,10 @@ class ClusterCache:
         """Bind the pod; a binding the watch already shows made counts as made, whatever the
         call answered (its answer lost to a reset connection or the client's timeout, a 5xx after
         the write): the bind verb hands a failed binding's reservation back, and the watch, having
-        shown the pod bound, would not book it again until the pod changes (see _apply_info)."""
+        shown the pod bound, would not book it again until the pod changes (see _apply_info).
+        First, where the binding leaves the pod's preemption record on it, the gang members it
+        names that still run are named on their Jobs (:meth:`_name_on_jobs_before_binding`)."""
+        await self._name_on_jobs_before_binding(uid, annotations.get(ANNOTATION_PREEMPTOR_HOLD))
         try:
             await self._api.create_binding(namespace=namespace, name=name, uid=uid, node_name=node_name, annotations=annotations)
         except CellfitError as error:
@@ -757,6 +777,37 @@ class ClusterCache:
                 raise
             log.warning("binding failed as the watch shows it made; taken as made",
                         extra={"pod": f"{namespace}/{name}", "node": node_name, "reason": str(error)})
+
+    async def _name_on_jobs_before_binding(self, uid: str, text: str | None) -> None:
+        """Before the binding of the preemptor ``uid``: the gang members elsewhere that ``text``,
+        the record its binding leaves on it (bound_records.py), names and that still run, named on
+        their Jobs (gang_records.py), whichever replica binds. The record lasts only as long as the
+        pod, a trial pod's short run, and a replica that only watched it arrive (no list read it)
+        named nobody: every replica down from the binding until after the pod finished, no list
+        showed the record again, and the member ran for ever beside its deleted gang-mates.
+        Before the binding, not after it in the background, so a replica killed the moment after
+        its binding has named them; waited for :data:`NAMING_BEFORE_BINDING_SECONDS` at most, the
+        writes going on past it. A write given up after its tries is logged, and the binding made
+        all the same (the record is still on the pod for the replicas that list it)."""
+        if not text:
+            return
+        with self._lock:
+            preemptor = self._pods.get(uid)
+            left = None if preemptor is None else self._members_still_running(preemptor, text)
+        if preemptor is None or left is None or not left.to_name:
+            return
+        to_name = left.to_name
+
+        def name_all() -> None:
+            for job, added in to_name:
+                self._write_gang_preempted_now(job, added=added, gone=())
+
+        writing = asyncio.get_running_loop().run_in_executor(None, name_all)
+        try:
+            await asyncio.wait_for(asyncio.shield(writing), timeout=NAMING_BEFORE_BINDING_SECONDS)
+        except TimeoutError:
+            log.warning("binding a preemptor before the gang members its record names are named on their Jobs: the writes go on",
+                        extra={"pod": preemptor.key, "jobs": sorted(job.key for job, _ in to_name)})
 
     def _bound_as_shown(self, uid: str, node_name: str) -> PodInfo | None:
         """The pod as the watch shows it, if bound to ``node_name`` and holding it. Under the lock."""
@@ -1018,6 +1069,26 @@ class ClusterCache:
         their Jobs, which outlive the preemptor and this replica's memory (gang_records.py; in the
         background, or handed to the caller in ``named``), and (``look``) plan the look at it once
         it is old enough; its decision's time, or None where it is not kept. Under the lock."""
+        left = self._members_still_running(preemptor, text)
+        if left is None:
+            return None
+        kept = self._gang_records
+        kept[(preemptor.uid, left.text)] = preemptor
+        while len(kept) > VICTIMS_KEPT:
+            del kept[next(iter(kept))]
+        if named is not None:
+            named.extend(left.to_name)
+        else:
+            for job, added in left.to_name:
+                self._write_gang_preempted(job, added=added, gone=())
+        if look:
+            self._look_again_at(left.at + GANG_RECOVERY_AFTER_SECONDS, now=time.time())
+        return left.at
+
+    def _members_still_running(self, preemptor: PodInfo, text: str | None) -> _MembersLeft | None:
+        """What ``text``, the preemptor's record, leaves to do: None where it names no gang member
+        elsewhere that still runs, does not read, has no decision time, or is on a pod of another
+        scheduler. Under the lock."""
         if not text or '"elsewhere"' not in text or preemptor.scheduler_name != self._scheduler_name:
             return None
         try:
@@ -1029,21 +1100,10 @@ class ClusterCache:
         running = [member for member in map(self._pods.get, record.elsewhere) if member is not None and runs(member)]
         if not running:
             return None
-        kept = self._gang_records
-        kept[(preemptor.uid, text)] = preemptor
-        while len(kept) > VICTIMS_KEPT:
-            del kept[next(iter(kept))]
         left = gang_records.LeftMember(by=preemptor.key, node=record.node, at=record.at)
         to_name = self._not_named_yet([(JobRef(uid=member.owner.uid, namespace=member.namespace, name=member.owner.name), member.uid, left)
                                        for member in running if member.owner is not None and member.owner.uid in record.gangs])
-        if named is not None:
-            named.extend(to_name)
-        else:
-            for job, added in to_name:
-                self._write_gang_preempted(job, added=added, gone=())
-        if look:
-            self._look_again_at(record.at + GANG_RECOVERY_AFTER_SECONDS, now=time.time())
-        return record.at
+        return _MembersLeft(text=text, at=record.at, to_name=to_name)
 
     def _name_on_jobs(self, members: Sequence[tuple[JobRef, str, gang_records.LeftMember]]) -> None:
         """Each gang member (its Job, its UID, its preemption) named on its Job's record of its

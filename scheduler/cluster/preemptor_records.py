@@ -31,7 +31,9 @@ The members of a gang FitGpp took whole still to delete on other nodes are recor
 Job too (annotation ``cellfit.io/gang-preempted``, scheduler/preemption/gang_records.py,
 :func:`write_gang_preempted`), which outlives the preemptor's record (the trial pod may finish,
 or its hold give up, before the record is old enough for gang recovery to act on); written and
-taken off as the resume holds' record is, below.
+taken off as the resume holds' record is, below. The replica that binds a preemptor whose record
+names a member that still runs names it there before it creates the binding (``ClusterCache.bind``),
+whichever replica that is: the record then lasts only as long as the bound pod.
 
 The resume holds FitGpp gives the victims' Jobs are recorded on the Jobs themselves
 (annotation ``cellfit.io/resume-holds``, scheduler/preemption/resume_records.py), which outlive

@@ -11,6 +11,8 @@ only a pending preemptor needs (its resumed Jobs: the Jobs' own records keep the
 binding on), and the record is taken off once none of the members it names runs: the watch shows
 the last of them that ran leave (:class:`GangRecordsLeft`), or a relist finds none of them running
 (gang_recovery.py). A bound pod's record keeps no hold: holds.py reads a pending pod's only.
+The record lasts only as long as the bound pod, so the replica that binds it names those members
+on their Jobs first (``gang_records.py``; scheduler/cluster/cache.py ``ClusterCache.bind``).
 """
 
 from __future__ import annotations

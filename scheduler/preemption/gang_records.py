@@ -11,8 +11,9 @@ that gives up takes its record off. A replica's memory keeps such a record, but 
 restart; the member then ran for ever beside its deleted gang-mates (review27 R2). So the Job,
 which outlives the preemptor, names them too: a replica that reads a preemptor's record naming
 members still running that it did not decide (a list while the record is young, the preemptor
-ending or its record taken off), and the deciding replica whose own deletion of one gave up,
-writes each member on its Job with the decision (the preemptor, its node, the decision's time);
+ending or its record taken off), the replica that binds the preemptor while a member its record
+names runs (before the binding: one that only watched the record arrive had named nobody), and
+the deciding replica whose own deletion of one gave up, writes each member on its Job with the decision (the preemptor, its node, the decision's time);
 whoever deletes a member, or finds it running no more, takes it off. A restarted replica reads
 the Jobs and finishes what they name, as it does the preemptors' records.
 
