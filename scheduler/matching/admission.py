@@ -738,21 +738,31 @@ def _alike(item: WaitingJob, queued: Queued | None = None) -> tuple[object, ...]
 
 def _rough(item: WaitingJob) -> tuple[object, ...]:
     """Equal for alike Jobs, and cheap: most Jobs' estimates differ, so :func:`_alike`'s sorting
-    and the demands' hashing are left to the few that share this (a pass over 1,000 Jobs)."""
-    return item.pool, item.user, item.pods, *sorted(item.seconds.values())
+    and the demands' hashing are left to the few that share this (a pass over 1,000 Jobs). Two
+    estimates (a CPU and a GPU one, the usual Job) are put in ``sorted``'s order without it:
+    the later first where it is less than the earlier (one comparison, as ``sorted`` makes),
+    ~0.6 instead of ~1.3 us a Job."""
+    seconds = item.seconds.values()
+    if len(seconds) == 2:
+        first, second = seconds
+        return (item.pool, item.user, item.pods, second, first) if second < first else (item.pool, item.user, item.pods, first, second)
+    return item.pool, item.user, item.pods, *sorted(seconds)
 
 
 def _alike_classes(items: Sequence[WaitingJob], kinds: Sequence[str] | None = None) -> list[list[int]]:
     """The indices of ``items`` in classes of two or more alike Jobs (with ``kinds``: alike and
     queued on the same kind), each in ``items``' order."""
-    rough: dict[tuple[object, ...], list[int]] = {}
+    # Each rough key's first index, and a list only for the keys met again (most Jobs are
+    # alone), then those in the order of their first index, as one dict of lists gave them.
+    first: dict[tuple[object, ...], int] = {}
+    repeated: dict[tuple[object, ...], list[int]] = {}
     for index, item in enumerate(items):
         key = _rough(item) if kinds is None else (kinds[index], *_rough(item))
-        rough.setdefault(key, []).append(index)
+        at = first.setdefault(key, index)
+        if at != index:
+            repeated.setdefault(key, [at]).append(index)
     classes: list[list[int]] = []
-    for indices in rough.values():
-        if len(indices) < 2:
-            continue
+    for indices in sorted(repeated.values(), key=lambda indices: indices[0]):
         exact: dict[tuple[object, ...], list[int]] = {}
         for index in indices:
             exact.setdefault(_alike(items[index]), []).append(index)

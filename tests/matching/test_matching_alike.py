@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from scheduler.matching.admission import Start, WaitingJob, _oldest_alike_started, decide, decide_starts
+from scheduler.matching.admission import Start, WaitingJob, _alike, _alike_classes, _oldest_alike_started, decide, decide_starts
 from scheduler.matching.capacity import NodeResources
 from scheduler.matching.fairness import Capacity
 from scheduler.matching.model import Demand
@@ -75,3 +75,52 @@ def test_alike_is_decided_on_the_estimates_by_kind_whatever_order_they_were_read
     instead = _oldest_alike_started([Start(key="b-swapped", kind="cpu", machine="n0/cpu-0", seconds=120.0)],
                                     [swapped, reordered, older])
     assert instead == {}
+
+
+def _alike_classes_reference(items: list[WaitingJob], kinds: list[str] | None = None) -> list[list[int]]:
+    """``admission._alike_classes`` as it was before its two-estimate key and its lists only for
+    keys met again: one dict of lists by ``sorted``'s key, then split exactly."""
+    def rough(item: WaitingJob) -> tuple[object, ...]:
+        return item.pool, item.user, item.pods, *sorted(item.seconds.values())
+
+    grouped: dict[tuple[object, ...], list[int]] = {}
+    for index, item in enumerate(items):
+        key = rough(item) if kinds is None else (kinds[index], *rough(item))
+        grouped.setdefault(key, []).append(index)
+    classes: list[list[int]] = []
+    for indices in grouped.values():
+        if len(indices) < 2:
+            continue
+        exact: dict[tuple[object, ...], list[int]] = {}
+        for index in indices:
+            exact.setdefault(_alike(items[index]), []).append(index)
+        classes.extend(members for members in exact.values() if len(members) > 1)
+    return classes
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_alike_classes_are_those_of_sorted_estimates(seed: int) -> None:
+    """Random Jobs of one to three estimates drawn from few values (ties, both orders of the same
+    two, -0.0 beside 0.0, a NaN read from one object or from two), few users, pools, pods and
+    demands: the same classes, in the same order, as the reference; with kinds too."""
+    rng = random.Random(seed)
+    nan = float("nan")
+    values = [0.0, -0.0, 1.0, 2.5, 7.0, nan, float("nan"), float("inf")]
+    kinds = ["cpu", "gpu", "tpu"]
+    items: list[WaitingJob] = []
+    for index in range(rng.randrange(1, 80)):
+        chosen = rng.sample(kinds, rng.randrange(1, 4))
+        if rng.random() < 0.3 and items:  # the same estimates as an earlier Job, read in another order
+            earlier = list(rng.choice(items).seconds.items())
+            rng.shuffle(earlier)
+            seconds = dict(earlier)
+        else:
+            seconds = {kind: rng.choice(values) for kind in chosen}
+        items.append(WaitingJob(key=f"j{index}", user=rng.choice(["ana", "bo"]), arrival=float(rng.randrange(5)), seconds=seconds,
+                                demand=rng.choice([DEMAND, {"cpu": Demand(cpu=2, memory=8)}]), pods=rng.choice([1, 1, 2]),
+                                pool=rng.choice([None, None, "vc"])))
+    assert _alike_classes(items) == _alike_classes_reference(items)
+    queued_on = [rng.choice(["cpu", "gpu"]) for _ in items]
+    assert _alike_classes(items, queued_on) == _alike_classes_reference(items, queued_on)
+    if seed == 0:
+        assert any(len(members) > 1 for members in _alike_classes(items)), "the instance has alike Jobs"

@@ -25,6 +25,7 @@ from scheduler.matching.allox import _Left, _Plan, _Vacancy
 from scheduler.matching.model import Job, Machine
 from scheduler.matching.solve import fleet, prepare_on
 from tests.matching.native_paths import assert_decisions_alike, both_ways
+from tests.matching.test_matching_unreached import random_times
 
 native = pytest.importorskip("scheduler.matching._solve", reason="built without the C extension: nothing to compare")
 allox = importlib.import_module("scheduler.matching.allox")
@@ -99,10 +100,7 @@ def random_vacancy(rng: random.Random) -> tuple[_Vacancy, int]:
     limits), its kinds' count."""
     kinds = rng.randint(1, 3)
     whole = rng.random() < 0.5
-    times = np.array([[float(rng.randint(0, 6)) if whole else rng.uniform(0.01, 50) for _ in range(kinds)] for _ in range(rng.randint(1, 60))])
-    times[np.array([[rng.random() < 0.1 for _ in range(kinds)] for _ in range(times.shape[0])])] = np.inf
-    if rng.random() < 0.2:
-        times[rng.randrange(times.shape[0]), rng.randrange(kinds)] = 1e-3  # a row past 64 terms
+    times = random_times(rng, kinds=kinds, whole=whole, rows=rng.randint(1, 60))
     machines = [Machine(name=f"m{index}", kind=f"k{index % kinds}") for index in range(kinds)]
     jobs = [Job(name=f"j{row}", user="u", arrival=0.0, processing_time={f"k{kind}": float(times[row, kind]) for kind in range(kinds)
                                                                         if np.isfinite(times[row, kind])} or {"k0": 1.0})
