@@ -507,6 +507,10 @@ class Bench:
                 parts = components(counters_before, after, own)
                 parts["children"] = children
                 result["cellfit_cpu_ms_per_pod"] = {part: 1000 * seconds / self.args.pods for part, seconds in parts.items()}
+                # Each thread's share (the JSON only): which controller a component's CPU is.
+                result["cellfit_thread_cpu_ms_per_pod"] = {
+                    name: 1000 * (seconds - counters_before["threads"].get(name, 0.0)) / self.args.pods
+                    for name, seconds in sorted(after["threads"].items())}
             if cellfit is not None and extender:
                 result["bind_p50_ms"] = _ms(histogram_quantile(0.5, after["bind_buckets"]))
                 result["bind_p99_ms"] = _ms(histogram_quantile(0.99, after["bind_buckets"]))
@@ -655,10 +659,10 @@ def print_summary(summary: dict[str, Any]) -> None:
             continue
         parts = ", ".join(f"{part} {ms:.2f}" for part, ms in row["cellfit_cpu_ms_per_pod"].items())
         if kind == "control":
+            against = (f"; throughput ratio {row['rate_ratio']:.2f} (rounds {', '.join(f'{r:.2f}' for r in row['rate_ratios_by_round'])}); "
+                       f"first binding {row['first_bind_extra_s']:+.2f}s against kube-scheduler alone") if "rate_ratio" in row else ""
             print(f"  {'':13} cellfit beside it, never asked: ready in {row['cellfit_ready_s']:.1f}s; cellfit CPU ms/pod by "
-                  f"component: {parts}; throughput ratio {row['rate_ratio']:.2f} (rounds "
-                  f"{', '.join(f'{r:.2f}' for r in row['rate_ratios_by_round'])}); first binding "
-                  f"{row['first_bind_extra_s']:+.2f}s against kube-scheduler alone")
+                  f"component: {parts}{against}")
             continue
         print(f"  {'':13} cellfit ready in {row['cellfit_ready_s']:.1f}s; bind p50 {row['bind_p50_ms']:.1f} ms, "
               f"p99 {row['bind_p99_ms']:.1f} ms, of which waiting for the API p50 {_num(row['bind_api_wait_p50_ms'])} ms, "
